@@ -1,0 +1,172 @@
+//! Compression policy of the blob store (spec §4.3): zstd at the configured level, raw when
+//! compression does not save bytes. Runs on the caller's thread (a network core in the
+//! server), so shards spend their time on I/O, not on CPU.
+
+use std::cell::RefCell;
+
+use bytes::Bytes;
+
+use crate::format::pack::{Compression, EncodedBlob};
+use crate::ids::BlobHash;
+
+thread_local! {
+    static COMPRESSOR: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+        const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { RefCell::new(None) };
+}
+
+/// Encodes a payload into a complete pack record. The payload length was validated by the
+/// caller (`blob_bytes_max`).
+pub fn encode(hash: BlobHash, payload: &[u8], zstd_level: i32) -> EncodedBlob {
+    let raw_len = payload.len() as u32;
+    assert_eq!(
+        raw_len as usize,
+        payload.len(),
+        "payload length fits in u32"
+    );
+    match compress(payload, zstd_level) {
+        Some(compressed) if compressed.len() < payload.len() => {
+            EncodedBlob::new(hash, raw_len, Compression::Zstd, &compressed)
+        }
+        _ => EncodedBlob::new(hash, raw_len, Compression::Raw, payload),
+    }
+}
+
+fn compress(payload: &[u8], zstd_level: i32) -> Option<Vec<u8>> {
+    // Below this, a zstd frame's own overhead eats any saving.
+    const COMPRESS_BYTES_MIN: usize = 64;
+    if payload.len() < COMPRESS_BYTES_MIN {
+        return None;
+    }
+    COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.as_ref().is_none_or(|(level, _)| *level != zstd_level) {
+            *slot = zstd::bulk::Compressor::new(zstd_level)
+                .ok()
+                .map(|c| (zstd_level, c));
+        }
+        // A compressor that cannot be built or fails leaves the blob raw: always correct.
+        slot.as_mut()
+            .and_then(|(_, compressor)| compressor.compress(payload).ok())
+    })
+}
+
+/// Why stored bytes did not turn back into the payload they claim to be.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    Decompress(String),
+    Length { expected: u32, actual: usize },
+    Hash { actual: BlobHash },
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::Decompress(reason) => write!(f, "zstd body does not decompress: {reason}"),
+            DecodeError::Length { expected, actual } => {
+                write!(f, "body inflates to {actual} bytes, header says {expected}")
+            }
+            DecodeError::Hash { actual } => write!(f, "payload hashes to {actual}"),
+        }
+    }
+}
+
+/// Turns a stored body back into the payload and checks it against its hash.
+pub fn decode(
+    hash: &BlobHash,
+    compression: Compression,
+    raw_len: u32,
+    stored: Bytes,
+) -> Result<Bytes, DecodeError> {
+    let payload = match compression {
+        Compression::Raw => stored,
+        Compression::Zstd => {
+            let inflated = DECOMPRESSOR.with(|cell| {
+                let mut slot = cell.borrow_mut();
+                if slot.is_none() {
+                    *slot = Some(
+                        zstd::bulk::Decompressor::new()
+                            .map_err(|error| DecodeError::Decompress(error.to_string()))?,
+                    );
+                }
+                match slot.as_mut() {
+                    Some(decompressor) => decompressor
+                        .decompress(&stored, raw_len as usize)
+                        .map_err(|error| DecodeError::Decompress(error.to_string())),
+                    None => Err(DecodeError::Decompress("no decompressor".into())),
+                }
+            })?;
+            Bytes::from(inflated)
+        }
+    };
+    if payload.len() != raw_len as usize {
+        return Err(DecodeError::Length {
+            expected: raw_len,
+            actual: payload.len(),
+        });
+    }
+    let actual = BlobHash::of(&payload);
+    if actual != *hash {
+        return Err(DecodeError::Hash { actual });
+    }
+    Ok(payload)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::pack::PACK_HEADER_BYTES;
+
+    fn body(blob: &EncodedBlob) -> Bytes {
+        let end = PACK_HEADER_BYTES + blob.header.stored_len as usize;
+        Bytes::copy_from_slice(&blob.bytes[PACK_HEADER_BYTES..end])
+    }
+
+    #[test]
+    fn text_is_compressed_and_round_trips() {
+        let payload = "{\"role\":\"user\",\"content\":\"hello there\"}\n".repeat(200);
+        let hash = BlobHash::of(payload.as_bytes());
+        let blob = encode(hash, payload.as_bytes(), 1);
+        assert_eq!(blob.header.compression, Compression::Zstd);
+        assert!(blob.header.stored_len < payload.len() as u32 / 4);
+        let back = decode(&hash, Compression::Zstd, blob.header.raw_len, body(&blob)).unwrap();
+        assert_eq!(&back[..], payload.as_bytes());
+    }
+
+    #[test]
+    fn incompressible_and_tiny_payloads_stay_raw() {
+        let mut state = 0x1234_5678_9abc_def0u64;
+        let random: Vec<u8> = (0..100_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        for payload in [&random[..], b"tiny"] {
+            let hash = BlobHash::of(payload);
+            let blob = encode(hash, payload, 3);
+            assert_eq!(blob.header.compression, Compression::Raw);
+            let back = decode(&hash, Compression::Raw, blob.header.raw_len, body(&blob)).unwrap();
+            assert_eq!(&back[..], payload);
+        }
+    }
+
+    #[test]
+    fn a_wrong_hash_is_reported() {
+        let payload = b"some payload bytes";
+        let blob = encode(BlobHash::of(payload), payload, 1);
+        let other = BlobHash::of(b"other");
+        assert!(matches!(
+            decode(
+                &other,
+                blob.header.compression,
+                blob.header.raw_len,
+                body(&blob)
+            ),
+            Err(DecodeError::Hash { .. })
+        ));
+    }
+}

@@ -1,0 +1,323 @@
+//! Opening one blob shard: load its index, scan what the index does not cover, cut a torn
+//! tail, refuse mid-file damage (or cut it, with `repair`), and hand the actor its state.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::blob::scan::{self, ScannedRecord};
+use crate::blob::view::{BlobIndex, ShardView};
+use crate::config::{OpenCheck, PACKS_PER_SHARD_MAX};
+use crate::error::{Corruption, OpenError};
+use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
+use crate::format::pack::PackHeader;
+use crate::ids::BlobHashBuildHasher;
+use crate::store_dir::{StoreDir, create_durable, sync_dir};
+use crate::tail::Tail;
+
+/// A recovered shard: its published view and where the actor continues writing.
+#[derive(Debug)]
+pub(crate) struct RecoveredShard {
+    pub view: ShardView,
+    pub cursor: ShardCursor,
+}
+
+/// Where the shard actor continues writing.
+#[derive(Debug)]
+pub(crate) struct ShardCursor {
+    pub shard: u16,
+    pub pack_id: u32,
+    pub pack_path: PathBuf,
+    pub pack_end: u64,
+    pub index_path: PathBuf,
+    pub index_end: u64,
+}
+
+pub(crate) fn recover_shard(
+    store: &StoreDir,
+    shard: u16,
+    open_check: OpenCheck,
+    repair: bool,
+) -> Result<RecoveredShard, OpenError> {
+    let dir = store.shard_dir(shard);
+    let index_path = store.blob_index_path(shard);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| OpenError::io(path, source)
+    };
+
+    // 1. Packs present, contiguous from 0.
+    let mut packs = scan::list_packs(&dir).map_err(io(&dir))?;
+    if packs.is_empty() {
+        let path = store.pack_path(shard, 0);
+        create_durable(&path).map_err(io(&path))?;
+        sync_dir(&dir).map_err(io(&dir))?;
+        packs.push((0, path));
+    }
+    for (position, (pack_id, path)) in packs.iter().enumerate() {
+        if *pack_id as usize != position {
+            return Err(OpenError::Inconsistent(format!(
+                "pack {} exists but pack {position} is missing in {}",
+                path.display(),
+                dir.display()
+            )));
+        }
+    }
+    if packs.len() > PACKS_PER_SHARD_MAX as usize {
+        return Err(OpenError::Inconsistent(format!(
+            "{} holds too many packs",
+            dir.display()
+        )));
+    }
+    let mut pack_lens = Vec::with_capacity(packs.len());
+    for (_, path) in &packs {
+        pack_lens.push(std::fs::metadata(path).map_err(io(path))?.len());
+    }
+    let newest_pack = (packs.len() - 1) as u32;
+
+    // 2. The index: entries must tile the packs from the start, in order.
+    let index_scan = if index_path.exists() {
+        scan::scan_index(&index_path).map_err(io(&index_path))?
+    } else {
+        create_durable(&index_path).map_err(io(&index_path))?;
+        sync_dir(&dir).map_err(io(&dir))?;
+        scan::scan_index(&index_path).map_err(io(&index_path))?
+    };
+    let mut entries = index_scan.entries;
+    let mut index_end = (entries.len() * INDEX_ENTRY_BYTES) as u64;
+    match index_scan.tail {
+        Tail::Clean => {}
+        Tail::Torn { offset, reason } => {
+            tracing::info!(shard, offset, %reason, "cutting the torn tail of the blob index");
+        }
+        Tail::Corrupt(corruption) if repair => {
+            tracing::warn!(%corruption, "repair: dropping the blob index from the damaged entry on");
+        }
+        Tail::Corrupt(corruption) => return Err(OpenError::Corrupt(corruption)),
+    }
+    let tiled = check_tiling(&index_path, &entries, &pack_lens);
+    if let Err(corruption) = tiled {
+        if !repair {
+            return Err(OpenError::Corrupt(corruption));
+        }
+        tracing::warn!(%corruption, "repair: dropping blob index entries from the damaged one on");
+        let keep = (corruption.offset / INDEX_ENTRY_BYTES as u64) as usize;
+        entries.truncate(keep);
+        index_end = (keep * INDEX_ENTRY_BYTES) as u64;
+    }
+
+    // 3. Scan the packs: all of them (full check), or from where the index coverage ends.
+    let (scan_from_pack, scan_from_offset) = match (open_check, entries.last()) {
+        (OpenCheck::Full, _) | (_, None) => (0u32, 0u64),
+        (OpenCheck::Tail, Some(last)) => {
+            let end = last.location.pack_offset + last.location.record_bytes();
+            check_last_entry(&packs[last.location.pack_id as usize].1, last)?;
+            (last.location.pack_id, end)
+        }
+    };
+    let mut found: Vec<IndexEntry> = Vec::new();
+    let mut pack_end = 0;
+    for pack_id in scan_from_pack..=newest_pack {
+        let path = &packs[pack_id as usize].1;
+        let start = if pack_id == scan_from_pack {
+            scan_from_offset
+        } else {
+            0
+        };
+        let is_newest = pack_id == newest_pack;
+        let visit = |record: ScannedRecord<'_>| {
+            found.push(entry_of(pack_id, record.offset, &record.header));
+        };
+        let pack_scan = scan::scan_pack(path, start, is_newest, true, visit).map_err(io(path))?;
+        let valid_end = pack_scan.tail.valid_end(pack_scan.file_len);
+        match pack_scan.tail {
+            Tail::Clean => {}
+            Tail::Torn { offset, reason } => {
+                tracing::info!(shard, pack = %path.display(), offset, %reason, "cutting a torn pack tail");
+                truncate(path, offset)?;
+            }
+            Tail::Corrupt(corruption) if repair && is_newest => {
+                tracing::warn!(%corruption, "repair: cutting the pack at the damaged record");
+                truncate(path, corruption.offset)?;
+            }
+            Tail::Corrupt(corruption) => return Err(OpenError::Corrupt(corruption)),
+        }
+        if is_newest {
+            pack_end = valid_end;
+        }
+    }
+
+    // 4. Reconcile: in a full check the scan re-found the indexed records, which must agree.
+    let mut new_entries = found;
+    if open_check == OpenCheck::Full {
+        for (position, entry) in entries.iter().enumerate() {
+            let offset = (position * INDEX_ENTRY_BYTES) as u64;
+            match new_entries.get(position) {
+                Some(scanned) if scanned == entry => {}
+                Some(_) => {
+                    return Err(OpenError::Corrupt(Corruption::new(
+                        &index_path,
+                        offset,
+                        "entry does not match the pack record it points to",
+                    )));
+                }
+                None => {
+                    return Err(OpenError::Corrupt(Corruption::new(
+                        &index_path,
+                        offset,
+                        "entry points past the valid end of the packs",
+                    )));
+                }
+            }
+        }
+        new_entries.drain(..entries.len());
+    }
+    assert!(
+        new_entries
+            .iter()
+            .all(|entry| entry.location.pack_id >= scan_from_pack)
+    );
+
+    // 5. Index what the scan found beyond the index, durably, then build the in-memory index.
+    if index_end < index_scan.file_len || !new_entries.is_empty() {
+        rewrite_index_tail(&index_path, index_end, &new_entries)?;
+        index_end += (new_entries.len() * INDEX_ENTRY_BYTES) as u64;
+    }
+    entries.extend(new_entries);
+    let index = BlobIndex::with_capacity_and_hasher(entries.len().max(1024), BlobHashBuildHasher);
+    let view = ShardView::new(shard, dir.clone(), index);
+    for (pack_id, path) in &packs {
+        view.add_pack(*pack_id, path.clone()).map_err(io(path))?;
+    }
+    for entry in &entries {
+        if view.contains(&entry.hash) {
+            return Err(OpenError::Inconsistent(format!(
+                "blob {} is stored twice in {}",
+                entry.hash,
+                dir.display()
+            )));
+        }
+        view.publish(entry.hash, entry.location);
+    }
+    let pack_path = packs[newest_pack as usize].1.clone();
+    let cursor = ShardCursor {
+        shard,
+        pack_id: newest_pack,
+        pack_path,
+        pack_end,
+        index_path,
+        index_end,
+    };
+    Ok(RecoveredShard { view, cursor })
+}
+
+fn entry_of(pack_id: u32, pack_offset: u64, header: &PackHeader) -> IndexEntry {
+    IndexEntry {
+        hash: header.hash,
+        location: BlobLocation {
+            pack_id,
+            pack_offset,
+            raw_len: header.raw_len,
+            stored_len: header.stored_len,
+            compression: header.compression,
+        },
+    }
+}
+
+/// Index entries must describe the packs record after record from pack 0, offset 0, and stay
+/// inside the files. Returns the first entry that does not.
+fn check_tiling(
+    index_path: &Path,
+    entries: &[IndexEntry],
+    pack_lens: &[u64],
+) -> Result<(), Corruption> {
+    let mut expected_pack = 0u32;
+    let mut expected_offset = 0u64;
+    for (position, entry) in entries.iter().enumerate() {
+        let at = (position * INDEX_ENTRY_BYTES) as u64;
+        let location = entry.location;
+        let next_pack = location.pack_id == expected_pack + 1
+            && location.pack_offset == 0
+            && pack_lens.get(expected_pack as usize) == Some(&expected_offset);
+        let same_pack =
+            location.pack_id == expected_pack && location.pack_offset == expected_offset;
+        if !same_pack && !next_pack {
+            return Err(Corruption::new(
+                index_path,
+                at,
+                format!(
+                    "entry points to pack {} offset {}, expected pack {expected_pack} offset \
+                     {expected_offset}",
+                    location.pack_id, location.pack_offset
+                ),
+            ));
+        }
+        let end = location.pack_offset + location.record_bytes();
+        match pack_lens.get(location.pack_id as usize) {
+            Some(&len) if end <= len => {}
+            _ => {
+                return Err(Corruption::new(
+                    index_path,
+                    at,
+                    format!("entry points past the end of pack {}", location.pack_id),
+                ));
+            }
+        }
+        expected_pack = location.pack_id;
+        expected_offset = end;
+    }
+    Ok(())
+}
+
+/// Cheap evidence that the index and the pack agree where the index ends.
+fn check_last_entry(pack_path: &Path, entry: &IndexEntry) -> Result<(), OpenError> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(pack_path).map_err(|source| OpenError::io(pack_path, source))?;
+    let mut header_bytes = [0u8; crate::format::pack::PACK_HEADER_BYTES];
+    file.read_exact_at(&mut header_bytes, entry.location.pack_offset)
+        .map_err(|source| OpenError::io(pack_path, source))?;
+    let corrupt = |reason: String| {
+        OpenError::Corrupt(Corruption::new(
+            pack_path,
+            entry.location.pack_offset,
+            reason,
+        ))
+    };
+    let header = PackHeader::decode(&header_bytes).map_err(|error| corrupt(error.to_string()))?;
+    if entry_of(entry.location.pack_id, entry.location.pack_offset, &header) != *entry {
+        return Err(corrupt("record differs from its index entry".into()));
+    }
+    Ok(())
+}
+
+fn truncate(path: &Path, len: u64) -> Result<(), OpenError> {
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|source| OpenError::io(path, source))?;
+    file.set_len(len)
+        .map_err(|source| OpenError::io(path, source))?;
+    file.sync_all()
+        .map_err(|source| OpenError::io(path, source))
+}
+
+/// Cuts the index at `index_end` and appends `entries`, durably.
+fn rewrite_index_tail(
+    path: &Path,
+    index_end: u64,
+    entries: &[IndexEntry],
+) -> Result<(), OpenError> {
+    let io = |source| OpenError::io(path, source);
+    let mut file = OpenOptions::new().write(true).open(path).map_err(io)?;
+    file.set_len(index_end).map_err(io)?;
+    let mut bytes = Vec::with_capacity(entries.len() * INDEX_ENTRY_BYTES);
+    for entry in entries {
+        let mut encoded = [0u8; INDEX_ENTRY_BYTES];
+        entry.encode(&mut encoded);
+        bytes.extend_from_slice(&encoded);
+    }
+    use std::io::Seek;
+    file.seek(std::io::SeekFrom::Start(index_end)).map_err(io)?;
+    file.write_all(&bytes).map_err(io)?;
+    file.sync_all().map_err(io)
+}

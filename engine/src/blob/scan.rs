@@ -1,0 +1,205 @@
+//! Reading a shard's files record by record, for recovery and for `verify`. Pure with respect
+//! to the files: scanning never writes; the caller decides whether to truncate or report.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use crate::config::SHARD_BATCH_BYTES_LIMIT;
+use crate::error::Corruption;
+use crate::format::blob_index::{INDEX_ENTRY_BYTES, IndexEntry};
+use crate::format::is_all_zero;
+use crate::format::pack::{PACK_HEADER_BYTES, PackHeader};
+use crate::tail::Tail;
+
+pub(crate) struct IndexScan {
+    pub entries: Vec<IndexEntry>,
+    pub file_len: u64,
+    pub tail: Tail,
+}
+
+/// Reads every entry of `blobs.idx`. The index is appended after pack fsyncs and synced
+/// lazily, so its tail may be short or zero-filled after a crash; entries are sector-aligned,
+/// so a non-zero entry with a bad checksum is damage, not a torn write.
+pub(crate) fn scan_index(path: &Path) -> io::Result<IndexScan> {
+    let bytes = std::fs::read(path)?;
+    let file_len = bytes.len() as u64;
+    let mut entries = Vec::with_capacity(bytes.len() / INDEX_ENTRY_BYTES);
+    let mut tail = Tail::Clean;
+    for (position, chunk) in bytes.chunks(INDEX_ENTRY_BYTES).enumerate() {
+        let offset = (position * INDEX_ENTRY_BYTES) as u64;
+        let Ok(entry_bytes) = <&[u8; INDEX_ENTRY_BYTES]>::try_from(chunk) else {
+            tail = Tail::Torn {
+                offset,
+                reason: format!("partial entry of {} bytes", chunk.len()),
+            };
+            break;
+        };
+        match IndexEntry::decode(entry_bytes) {
+            Ok(Some(entry)) => entries.push(entry),
+            Ok(None) => {
+                tail = Tail::Torn {
+                    offset,
+                    reason: "zero-filled entries (unsynced tail)".into(),
+                };
+                break;
+            }
+            Err(error) => {
+                tail = Tail::Corrupt(Corruption::record(path, offset, &error));
+                break;
+            }
+        }
+    }
+    Ok(IndexScan {
+        entries,
+        file_len,
+        tail,
+    })
+}
+
+/// One record met by `scan_pack`.
+pub(crate) struct ScannedRecord<'a> {
+    pub offset: u64,
+    pub header: PackHeader,
+    /// The stored body, when bodies were requested; its checksum was verified.
+    pub body: Option<&'a [u8]>,
+}
+
+pub(crate) struct PackScan {
+    pub file_len: u64,
+    pub tail: Tail,
+}
+
+/// Walks the records of one pack from `start`. With `read_bodies`, every body is read and its
+/// checksum verified; without, the scan hops from header to header.
+///
+/// A bad record is a torn tail when it lies within the last `SHARD_BATCH_BYTES_LIMIT` bytes of
+/// the newest pack (a batch being written when the process died); anywhere else it is
+/// corruption. Sealed packs (`is_newest == false`) were fully synced, so they have no torn tail.
+pub(crate) fn scan_pack(
+    path: &Path,
+    start: u64,
+    is_newest: bool,
+    read_bodies: bool,
+    mut visit: impl FnMut(ScannedRecord<'_>),
+) -> io::Result<PackScan> {
+    let file = File::open(path)?;
+    let file_len = file.metadata()?.len();
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    reader.seek(SeekFrom::Start(start))?;
+    let mut offset = start;
+    let mut body = Vec::new();
+    let bad = |offset: u64, reason: String, reader: &mut BufReader<File>| -> io::Result<Tail> {
+        classify_bad_record(path, offset, file_len, is_newest, reason, reader)
+    };
+    while offset < file_len {
+        let remaining = file_len - offset;
+        if remaining < PACK_HEADER_BYTES as u64 {
+            let tail = bad(
+                offset,
+                format!("partial header of {remaining} bytes"),
+                &mut reader,
+            )?;
+            return Ok(PackScan { file_len, tail });
+        }
+        let mut header_bytes = [0u8; PACK_HEADER_BYTES];
+        reader.read_exact(&mut header_bytes)?;
+        if is_all_zero(&header_bytes) {
+            let tail = bad(offset, "zero-filled header".into(), &mut reader)?;
+            return Ok(PackScan { file_len, tail });
+        }
+        let header = match PackHeader::decode(&header_bytes) {
+            Ok(header) => header,
+            Err(error) => {
+                let tail = bad(offset, format!("header: {error}"), &mut reader)?;
+                return Ok(PackScan { file_len, tail });
+            }
+        };
+        let record_bytes = header.record_bytes();
+        if record_bytes > remaining {
+            let reason = format!("record of {record_bytes} bytes runs past the end");
+            let tail = bad(offset, reason, &mut reader)?;
+            return Ok(PackScan { file_len, tail });
+        }
+        let padded = (record_bytes - PACK_HEADER_BYTES as u64) as usize;
+        if read_bodies {
+            body.resize(padded, 0);
+            reader.read_exact(&mut body)?;
+            let stored = &body[..header.stored_len as usize];
+            if let Err(error) = header.check_body(stored) {
+                let tail = bad(offset, format!("body: {error}"), &mut reader)?;
+                return Ok(PackScan { file_len, tail });
+            }
+            if !is_all_zero(&body[header.stored_len as usize..]) {
+                let tail = bad(offset, "non-zero padding".into(), &mut reader)?;
+                return Ok(PackScan { file_len, tail });
+            }
+            visit(ScannedRecord {
+                offset,
+                header,
+                body: Some(stored),
+            });
+        } else {
+            reader.seek_relative(padded as i64)?;
+            visit(ScannedRecord {
+                offset,
+                header,
+                body: None,
+            });
+        }
+        offset += record_bytes;
+    }
+    Ok(PackScan {
+        file_len,
+        tail: Tail::Clean,
+    })
+}
+
+fn classify_bad_record(
+    path: &Path,
+    offset: u64,
+    file_len: u64,
+    is_newest: bool,
+    reason: String,
+    reader: &mut BufReader<File>,
+) -> io::Result<Tail> {
+    let corrupt = |reason: String| Tail::Corrupt(Corruption::new(path, offset, reason));
+    if !is_newest {
+        return Ok(corrupt(format!("{reason} in a sealed pack")));
+    }
+    if file_len - offset <= SHARD_BATCH_BYTES_LIMIT {
+        return Ok(Tail::Torn { offset, reason });
+    }
+    // Further back than any batch could reach: only zeros (a preallocated or never-written
+    // extent) may follow; anything else is damage in the middle of the pack.
+    reader.seek(SeekFrom::Start(offset))?;
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        let read = reader.read(&mut chunk)?;
+        if read == 0 {
+            return Ok(Tail::Torn {
+                offset,
+                reason: format!("{reason}; zeros follow"),
+            });
+        }
+        if !is_all_zero(&chunk[..read]) {
+            return Ok(corrupt(format!(
+                "{reason}, followed by more than one batch of data"
+            )));
+        }
+    }
+}
+
+/// Pack files of a shard directory, by pack id. Ids must be contiguous from 0.
+pub(crate) fn list_packs(shard_dir: &Path) -> io::Result<Vec<(u32, PathBuf)>> {
+    let mut packs = Vec::new();
+    for entry in std::fs::read_dir(shard_dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if let Some(pack_id) = name.to_str().and_then(crate::store_dir::parse_pack_name) {
+            packs.push((pack_id, entry.path()));
+        }
+    }
+    packs.sort();
+    Ok(packs)
+}

@@ -1,0 +1,359 @@
+//! The blob shard actor: sole writer of its packs and index. Group commit: it drains its
+//! queue, appends every new record with one vectored write, issues ONE fdatasync for the
+//! batch, publishes the index entries, and only then answers every request of the batch.
+//!
+//! Dedup is double-checked here: the caller looked the hash up before sending, but between
+//! that look-up and this actor another put of the same hash may have been stored (answer:
+//! already stored) or be waiting in this very batch (answer both once the one record is
+//! durable).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use compio::io::AsyncWriteAtExt;
+
+use crate::blob::recover::ShardCursor;
+use crate::config::{Limits, PACKS_PER_SHARD_MAX};
+use crate::error::EngineError;
+use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
+use crate::format::pack::EncodedBlob;
+use crate::ids::BlobHash;
+use crate::published::Published;
+use crate::store_dir::{create_durable, pack_path, sync_dir};
+
+/// Index entries written since the last index fsync before one is started in the background.
+const INDEX_SYNC_ENTRIES: u32 = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PutOutcome {
+    /// This put wrote the record.
+    Stored,
+    /// The blob was already durable, or another put in the same batch wrote it.
+    AlreadyStored,
+}
+
+pub(crate) type PutReply = oneshot::Sender<Result<PutOutcome, EngineError>>;
+
+#[derive(Debug)]
+pub(crate) enum ShardRequest {
+    Put {
+        blob: EncodedBlob,
+        reply: PutReply,
+    },
+    /// Finish the queue, sync, and stop.
+    Shutdown {
+        done: oneshot::Sender<()>,
+    },
+}
+
+pub(crate) struct ShardActor {
+    shard: u16,
+    published: Arc<Published>,
+    limits: Limits,
+    shard_dir: PathBuf,
+    pack: compio::fs::File,
+    pack_id: u32,
+    pack_path: PathBuf,
+    pack_end: u64,
+    index: compio::fs::File,
+    index_path: PathBuf,
+    index_end: u64,
+    /// Set when an index write failed: the index stops growing for this run (recovery scans
+    /// the packs past it), so that it never has a gap.
+    index_frozen: bool,
+    index_unsynced_entries: u32,
+    batch: Batch,
+}
+
+/// Records of one group commit and who waits for each.
+#[derive(Default)]
+struct Batch {
+    records: Vec<EncodedBlob>,
+    waiters: Vec<Vec<PutReply>>,
+    position_of: HashMap<BlobHash, usize>,
+    bytes: u64,
+}
+
+impl Batch {
+    fn is_full(&self, limits: &Limits) -> bool {
+        let record_bytes_max = crate::format::pack::record_bytes(limits.blob_bytes_max);
+        self.records.len() >= limits.shard_batch_records_max as usize
+            || self.bytes + record_bytes_max > limits.shard_batch_bytes_max
+    }
+}
+
+impl ShardActor {
+    /// Opens the shard's files for writing on the current (actor) thread.
+    pub async fn open(
+        cursor: ShardCursor,
+        published: Arc<Published>,
+        limits: Limits,
+    ) -> Result<ShardActor, EngineError> {
+        let pack = open_for_write(&cursor.pack_path).await?;
+        let index = open_for_write(&cursor.index_path).await?;
+        let shard_dir = published.shards[usize::from(cursor.shard)].dir.clone();
+        Ok(ShardActor {
+            shard: cursor.shard,
+            published,
+            limits,
+            shard_dir,
+            pack,
+            pack_id: cursor.pack_id,
+            pack_path: cursor.pack_path,
+            pack_end: cursor.pack_end,
+            index,
+            index_path: cursor.index_path,
+            index_end: cursor.index_end,
+            index_frozen: false,
+            index_unsynced_entries: 0,
+            batch: Batch::default(),
+        })
+    }
+
+    pub async fn run(mut self, inbox: flume::Receiver<ShardRequest>) {
+        let mut shutdown: Option<oneshot::Sender<()>> = None;
+        while shutdown.is_none() {
+            let Ok(first) = inbox.recv_async().await else {
+                break;
+            };
+            self.admit(first, &mut shutdown);
+            self.fill_batch(&inbox, &mut shutdown).await;
+            self.commit().await;
+        }
+        // Shutting down (or every sender is gone): finish what is queued.
+        while let Ok(request) = inbox.try_recv() {
+            self.admit(request, &mut shutdown);
+            if self.batch.is_full(&self.limits) {
+                self.commit().await;
+            }
+        }
+        self.commit().await;
+        self.sync_index().await;
+        tracing::debug!(shard = self.shard, "blob shard stopped");
+        if let Some(done) = shutdown {
+            let _ = done.send(());
+        }
+    }
+
+    async fn fill_batch(
+        &mut self,
+        inbox: &flume::Receiver<ShardRequest>,
+        shutdown: &mut Option<oneshot::Sender<()>>,
+    ) {
+        while shutdown.is_none() && !self.batch.is_full(&self.limits) {
+            match inbox.try_recv() {
+                Ok(request) => self.admit(request, shutdown),
+                Err(_) => break,
+            }
+        }
+        if self.limits.batch_wait_us_max == 0 || self.batch.records.is_empty() {
+            return;
+        }
+        let deadline = std::time::Instant::now()
+            + std::time::Duration::from_micros(u64::from(self.limits.batch_wait_us_max));
+        while shutdown.is_none() && !self.batch.is_full(&self.limits) {
+            match compio::time::timeout_at(deadline, inbox.recv_async()).await {
+                Ok(Ok(request)) => self.admit(request, shutdown),
+                _ => break,
+            }
+        }
+    }
+
+    fn admit(&mut self, request: ShardRequest, shutdown: &mut Option<oneshot::Sender<()>>) {
+        let (blob, reply) = match request {
+            ShardRequest::Put { blob, reply } => (blob, reply),
+            ShardRequest::Shutdown { done } => {
+                *shutdown = Some(done);
+                return;
+            }
+        };
+        let hash = blob.header.hash;
+        assert_eq!(
+            hash.shard(self.published.shards.len() as u16),
+            self.shard,
+            "misrouted blob"
+        );
+        if let Err(error) = self.published.status.check_writable() {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        if self.view().contains(&hash) {
+            let _ = reply.send(Ok(PutOutcome::AlreadyStored));
+            return;
+        }
+        if let Some(&position) = self.batch.position_of.get(&hash) {
+            self.batch.waiters[position].push(reply);
+            return;
+        }
+        self.batch
+            .position_of
+            .insert(hash, self.batch.records.len());
+        self.batch.bytes += blob.bytes.len() as u64;
+        self.batch.records.push(blob);
+        self.batch.waiters.push(vec![reply]);
+    }
+
+    fn view(&self) -> &crate::blob::view::ShardView {
+        &self.published.shards[usize::from(self.shard)]
+    }
+
+    /// Writes the batch, syncs it, publishes it, answers it.
+    async fn commit(&mut self) {
+        if self.batch.records.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.batch);
+        match self.write_and_sync(batch.records, batch.bytes).await {
+            Ok(locations) => {
+                for (entry, waiters) in locations.iter().zip(batch.waiters) {
+                    self.view().publish(entry.hash, entry.location);
+                    let mut outcome = PutOutcome::Stored;
+                    for reply in waiters {
+                        let _ = reply.send(Ok(outcome));
+                        outcome = PutOutcome::AlreadyStored;
+                    }
+                }
+                self.append_index(&locations).await;
+            }
+            Err(error) => {
+                for reply in batch.waiters.into_iter().flatten() {
+                    let _ = reply.send(Err(error.duplicate()));
+                }
+            }
+        }
+    }
+
+    async fn write_and_sync(
+        &mut self,
+        records: Vec<EncodedBlob>,
+        bytes: u64,
+    ) -> Result<Vec<IndexEntry>, EngineError> {
+        if self.pack_end > 0 && self.pack_end + bytes > self.limits.pack_bytes_max {
+            self.rotate_pack().await?;
+        }
+        let start = self.pack_end;
+        let mut entries = Vec::with_capacity(records.len());
+        let mut offset = start;
+        let mut buffers = Vec::with_capacity(records.len());
+        for record in records {
+            entries.push(IndexEntry {
+                hash: record.header.hash,
+                location: BlobLocation {
+                    pack_id: self.pack_id,
+                    pack_offset: offset,
+                    raw_len: record.header.raw_len,
+                    stored_len: record.header.stored_len,
+                    compression: record.header.compression,
+                },
+            });
+            offset += record.bytes.len() as u64;
+            buffers.push(record.bytes);
+        }
+        assert_eq!(offset - start, bytes);
+        let written = (&self.pack).write_vectored_all_at(buffers, start).await.0;
+        if let Err(source) = written {
+            // Nothing of a failed batch may survive to be found by recovery: cut it off.
+            if let Err(cut) = self.pack.set_len(start).await {
+                self.fail_store(format!(
+                    "cutting {} after a failed write: {cut}",
+                    self.pack_path.display()
+                ));
+            }
+            return Err(EngineError::from_write(&self.pack_path, source));
+        }
+        if let Err(source) = self.pack.sync_data().await {
+            let reason = format!("fdatasync of {} failed: {source}", self.pack_path.display());
+            self.fail_store(reason.clone());
+            return Err(EngineError::ReadOnly(reason));
+        }
+        self.pack_end = offset;
+        Ok(entries)
+    }
+
+    /// Seals the current pack and starts the next one. The new file and its directory entry
+    /// are durable before any record goes into it.
+    async fn rotate_pack(&mut self) -> Result<(), EngineError> {
+        let next = self.pack_id + 1;
+        if next >= PACKS_PER_SHARD_MAX {
+            return Err(EngineError::NoSpace {
+                file: self.shard_dir.clone(),
+            });
+        }
+        let path = pack_path(&self.shard_dir, next);
+        create_durable(&path).map_err(|source| EngineError::from_write(&path, source))?;
+        sync_dir(&self.shard_dir)
+            .map_err(|source| EngineError::from_write(&self.shard_dir, source))?;
+        let file = open_for_write(&path).await?;
+        self.view()
+            .add_pack(next, path.clone())
+            .map_err(|source| EngineError::io(&path, source))?;
+        tracing::info!(shard = self.shard, pack = %path.display(), "started a new pack");
+        self.pack = file;
+        self.pack_id = next;
+        self.pack_path = path;
+        self.pack_end = 0;
+        Ok(())
+    }
+
+    /// Appends index entries for durable records. Not synced per batch: the pack is the
+    /// truth, the index only saves recovery from scanning it.
+    async fn append_index(&mut self, entries: &[IndexEntry]) {
+        if self.index_frozen {
+            return;
+        }
+        let mut bytes = vec![0u8; entries.len() * INDEX_ENTRY_BYTES];
+        for (entry, target) in entries
+            .iter()
+            .zip(bytes.chunks_exact_mut(INDEX_ENTRY_BYTES))
+        {
+            let mut encoded = [0u8; INDEX_ENTRY_BYTES];
+            entry.encode(&mut encoded);
+            target.copy_from_slice(&encoded);
+        }
+        let length = bytes.len() as u64;
+        if let Err(error) = (&self.index).write_all_at(bytes, self.index_end).await.0 {
+            tracing::warn!(
+                index = %self.index_path.display(), %error,
+                "blob index write failed; the index stops here and the next open rescans the pack"
+            );
+            self.index_frozen = true;
+            let _ = self.index.set_len(self.index_end).await;
+            return;
+        }
+        self.index_end += length;
+        self.index_unsynced_entries += entries.len() as u32;
+        if self.index_unsynced_entries >= INDEX_SYNC_ENTRIES {
+            self.index_unsynced_entries = 0;
+            // Off the acknowledgement path: nothing waits for this fsync.
+            let index = self.index.clone();
+            let path = self.index_path.clone();
+            compio::runtime::spawn(async move {
+                if let Err(error) = index.sync_data().await {
+                    tracing::warn!(index = %path.display(), %error, "blob index fsync failed");
+                }
+            })
+            .detach();
+        }
+    }
+
+    async fn sync_index(&mut self) {
+        if let Err(error) = self.index.sync_data().await {
+            tracing::warn!(index = %self.index_path.display(), %error, "blob index fsync failed");
+        }
+    }
+
+    fn fail_store(&self, reason: String) {
+        self.published.status.set_read_only(reason);
+    }
+}
+
+pub(crate) async fn open_for_write(
+    path: &std::path::Path,
+) -> Result<compio::fs::File, EngineError> {
+    compio::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .await
+        .map_err(|source| EngineError::io(path, source))
+}

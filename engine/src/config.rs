@@ -1,0 +1,328 @@
+//! Engine configuration: where the data lives, how many blob shards, which thread runs which
+//! actor, and a limit on everything. Defaults are documented in README.md#configuration.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// Hard ceiling of `Limits::sequencer_batch_records_max`. Recovery relies on it: a torn
+/// group-commit batch of `turns.log` can only span this many records.
+pub const SEQUENCER_BATCH_RECORDS_LIMIT: u32 = 65_536;
+/// Hard ceiling of `Limits::shard_batch_bytes_max`; the torn-tail window of a pack.
+pub const SHARD_BATCH_BYTES_LIMIT: u64 = 256 * 1024 * 1024;
+/// Hard ceiling of `Limits::shard_batch_records_max`: one vectored write takes at most
+/// `IOV_MAX` (1024) buffers.
+pub const SHARD_BATCH_RECORDS_LIMIT: u32 = 1024;
+/// Hard ceiling of `Limits::blob_bytes_max` (the pack header stores lengths as u32).
+pub const BLOB_BYTES_LIMIT: u32 = 1 << 30;
+/// Packs per shard the engine can address.
+pub const PACKS_PER_SHARD_MAX: u32 = 65_536;
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub data_dir: PathBuf,
+    /// Blob shards of a *new* store. An existing store keeps the count it was created with;
+    /// a different value here is an error, since the hash → shard mapping depends on it.
+    pub shard_count: u16,
+    /// zstd level for new blobs (1..=19; 1–3 is the useful range for 10 KiB payloads).
+    pub zstd_level: i32,
+    pub placement: Placement,
+    pub limits: Limits,
+    pub open_check: OpenCheck,
+    /// On mid-file corruption: truncate the file at the damaged record (losing what follows)
+    /// instead of refusing to open. For operators who have a backup plan; off by default.
+    pub repair: bool,
+}
+
+impl EngineConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        EngineConfig {
+            data_dir: data_dir.into(),
+            shard_count: 2,
+            zstd_level: 1,
+            placement: Placement::single_thread(2),
+            limits: Limits::default(),
+            open_check: OpenCheck::Full,
+            repair: false,
+        }
+    }
+
+    /// Sets the shard count and a placement that runs every actor on one thread.
+    pub fn with_shards(mut self, shard_count: u16) -> Self {
+        self.shard_count = shard_count;
+        self.placement = Placement::single_thread(shard_count);
+        self
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let limits = &self.limits;
+        if self.shard_count == 0 {
+            return Err("shard_count must be at least 1".into());
+        }
+        if !(1..=19).contains(&self.zstd_level) {
+            return Err(format!("zstd_level {} is outside 1..=19", self.zstd_level));
+        }
+        if limits.blob_bytes_max == 0 || limits.blob_bytes_max > BLOB_BYTES_LIMIT {
+            return Err(format!("blob_bytes_max must be in 1..={BLOB_BYTES_LIMIT}"));
+        }
+        if limits.sequencer_batch_records_max == 0
+            || limits.sequencer_batch_records_max > SEQUENCER_BATCH_RECORDS_LIMIT
+        {
+            return Err(format!(
+                "sequencer_batch_records_max must be in 1..={SEQUENCER_BATCH_RECORDS_LIMIT}"
+            ));
+        }
+        if limits.shard_batch_records_max == 0
+            || limits.shard_batch_records_max > SHARD_BATCH_RECORDS_LIMIT
+        {
+            return Err(format!(
+                "shard_batch_records_max must be in 1..={SHARD_BATCH_RECORDS_LIMIT}"
+            ));
+        }
+        // One record of the largest blob must fit in a batch.
+        let record_bytes_max = crate::format::pack::record_bytes(limits.blob_bytes_max);
+        if limits.shard_batch_bytes_max < record_bytes_max
+            || limits.shard_batch_bytes_max > SHARD_BATCH_BYTES_LIMIT
+        {
+            return Err(format!(
+                "shard_batch_bytes_max must be in {record_bytes_max}..={SHARD_BATCH_BYTES_LIMIT} \
+                 (at least one record of blob_bytes_max)"
+            ));
+        }
+        if limits.pack_bytes_max < limits.shard_batch_bytes_max {
+            return Err("pack_bytes_max must be at least shard_batch_bytes_max".into());
+        }
+        if limits.queue_depth_max == 0 {
+            return Err("queue_depth_max must be at least 1".into());
+        }
+        if limits.read_turns_max == 0 {
+            return Err("read_turns_max must be at least 1".into());
+        }
+        self.placement.validate(self.shard_count)
+    }
+}
+
+/// A limit on everything, unit last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest payload of one turn.
+    pub blob_bytes_max: u32,
+    /// A pack is sealed and a new one started when the next batch would pass this size.
+    pub pack_bytes_max: u64,
+    /// Records (turns and context creations) in one sequencer group commit.
+    pub sequencer_batch_records_max: u32,
+    /// Blob records in one shard group commit.
+    pub shard_batch_records_max: u32,
+    /// Bytes of blob records in one shard group commit.
+    pub shard_batch_bytes_max: u64,
+    /// After draining its queue, how long an actor may wait for more work before it writes.
+    /// 0 (default): never wait; requests that arrive during an fsync form the next batch.
+    pub batch_wait_us_max: u32,
+    /// Requests queued per actor; callers wait (backpressure) when it is full.
+    pub queue_depth_max: u32,
+    /// Turns one read (last, page, range, chain) may return.
+    pub read_turns_max: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            blob_bytes_max: 16 * 1024 * 1024,
+            pack_bytes_max: 1024 * 1024 * 1024,
+            sequencer_batch_records_max: 4096,
+            shard_batch_records_max: 256,
+            shard_batch_bytes_max: 64 * 1024 * 1024,
+            batch_wait_us_max: 0,
+            queue_depth_max: 4096,
+            read_turns_max: 10_000,
+        }
+    }
+}
+
+/// How much `Engine::open` reads to prove the files sound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenCheck {
+    /// Every record of every file, blob bodies included (checksums, not BLAKE3).
+    Full,
+    /// `turns.log` and the blob indexes in full; of the packs, only what the index does not
+    /// cover yet (the tail written since the index was last extended). Pack bodies are still
+    /// checked on every read and by `verify`.
+    Tail,
+}
+
+impl FromStr for OpenCheck {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "full" => Ok(OpenCheck::Full),
+            "tail" => Ok(OpenCheck::Tail),
+            other => Err(format!(
+                "open check {other:?} is neither \"full\" nor \"tail\""
+            )),
+        }
+    }
+}
+
+/// One actor of the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Actor {
+    Sequencer,
+    Shard(u16),
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Actor::Sequencer => write!(f, "seq"),
+            Actor::Shard(index) => write!(f, "s{index}"),
+        }
+    }
+}
+
+/// One engine thread: a compio runtime running some actors, optionally pinned to a core.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadPlacement {
+    pub actors: Vec<Actor>,
+    pub core: Option<usize>,
+}
+
+/// Which thread runs which actor. Configuration, not code: on a 2-core machine all actors can
+/// share one thread (they mostly wait for fsync); on a large one each gets its own core.
+///
+/// Text form (for flags): threads separated by `|`, actors by `,`, an optional `@core`:
+/// `seq,s0@0|s1@1` runs the sequencer and shard 0 on a thread pinned to core 0, shard 1 on core 1.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub threads: Vec<ThreadPlacement>,
+}
+
+impl Placement {
+    /// Every actor on one unpinned thread.
+    pub fn single_thread(shard_count: u16) -> Placement {
+        let mut actors = vec![Actor::Sequencer];
+        actors.extend((0..shard_count).map(Actor::Shard));
+        Placement {
+            threads: vec![ThreadPlacement { actors, core: None }],
+        }
+    }
+
+    /// One unpinned thread per actor.
+    pub fn thread_per_actor(shard_count: u16) -> Placement {
+        let mut threads = vec![ThreadPlacement {
+            actors: vec![Actor::Sequencer],
+            core: None,
+        }];
+        threads.extend((0..shard_count).map(|index| ThreadPlacement {
+            actors: vec![Actor::Shard(index)],
+            core: None,
+        }));
+        Placement { threads }
+    }
+
+    /// Every actor runs exactly once.
+    pub fn validate(&self, shard_count: u16) -> Result<(), String> {
+        let mut seen: Vec<Actor> = self.threads.iter().flat_map(|t| t.actors.clone()).collect();
+        seen.sort();
+        let mut expected = vec![Actor::Sequencer];
+        expected.extend((0..shard_count).map(Actor::Shard));
+        if seen != expected {
+            return Err(format!(
+                "placement {self} must name the sequencer and shards 0..{shard_count} exactly once"
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, thread) in self.threads.iter().enumerate() {
+            if index > 0 {
+                f.write_str("|")?;
+            }
+            for (position, actor) in thread.actors.iter().enumerate() {
+                if position > 0 {
+                    f.write_str(",")?;
+                }
+                write!(f, "{actor}")?;
+            }
+            if let Some(core) = thread.core {
+                write!(f, "@{core}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Placement {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let mut threads = Vec::new();
+        for thread_text in text.split('|') {
+            let (actors_text, core) = match thread_text.split_once('@') {
+                Some((actors, core)) => {
+                    let core = core
+                        .trim()
+                        .parse::<usize>()
+                        .map_err(|_| format!("core {core:?} in placement is not a number"))?;
+                    (actors, Some(core))
+                }
+                None => (thread_text, None),
+            };
+            let mut actors = Vec::new();
+            for actor in actors_text.split(',') {
+                let actor = actor.trim();
+                if actor == "seq" {
+                    actors.push(Actor::Sequencer);
+                } else if let Some(index) = actor.strip_prefix('s') {
+                    let index = index
+                        .parse::<u16>()
+                        .map_err(|_| format!("actor {actor:?} is neither seq nor sN"))?;
+                    actors.push(Actor::Shard(index));
+                } else {
+                    return Err(format!("actor {actor:?} is neither seq nor sN"));
+                }
+            }
+            threads.push(ThreadPlacement { actors, core });
+        }
+        Ok(Placement { threads })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_text_round_trip() {
+        let placement: Placement = "seq,s0@0|s1@1".parse().unwrap();
+        assert_eq!(placement.threads.len(), 2);
+        assert_eq!(
+            placement.threads[0].actors,
+            vec![Actor::Sequencer, Actor::Shard(0)]
+        );
+        assert_eq!(placement.threads[1].core, Some(1));
+        assert_eq!(placement.to_string(), "seq,s0@0|s1@1");
+        placement.validate(2).unwrap();
+        assert!(placement.validate(3).is_err());
+        assert!(
+            "seq,s0,s0"
+                .parse::<Placement>()
+                .unwrap()
+                .validate(1)
+                .is_err()
+        );
+        assert!("seq,x1".parse::<Placement>().is_err());
+    }
+
+    #[test]
+    fn default_config_is_valid() {
+        EngineConfig::new("/tmp/x").validate().unwrap();
+        EngineConfig::new("/tmp/x")
+            .with_shards(5)
+            .validate()
+            .unwrap();
+    }
+}

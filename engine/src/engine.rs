@@ -1,0 +1,442 @@
+//! The `Engine` handle: open (recover, start actors), the append path, reads, shutdown.
+//!
+//! The path of an append, top-down:
+//! 1. caller's thread: validate, hash the payload (BLAKE3), look the hash up in its shard's
+//!    published index; if absent, compress and encode the pack record;
+//! 2. blob shard actor: double-checked dedup, group commit, fdatasync, publish, answer;
+//! 3. sequencer actor: head compare-and-set, TurnID, group commit, fdatasync, publish, answer;
+//! 4. caller: the turn is durable and visible to every reader.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+
+use crate::blob::codec;
+use crate::blob::recover::{RecoveredShard, recover_shard};
+use crate::blob::shard::{PutOutcome, ShardRequest};
+use crate::config::{Actor, EngineConfig};
+use crate::error::{EngineError, OpenError};
+use crate::ids::{BlobHash, ContextId, TurnId};
+use crate::model::{
+    AppendPayload, AppendRequest, Appended, ContextHead, StoreStats, StoredBlob, Turn, TurnPage,
+    TurnWithPayload,
+};
+use crate::published::{HeadTable, Published, SequencerCounters, StoreStatus, TurnsView};
+use crate::read::Reader;
+use crate::sequencer::actor::{AppendTurn, SequencerRequest};
+use crate::sequencer::recover::recover_log;
+use crate::store_dir::{StoreDir, now_unix_ms};
+use crate::threads::{ActorSeed, start_thread};
+
+/// A handle on an open store. Cheap to clone; every method can be called from any thread and,
+/// for the async ones, from any async runtime (the futures only wait on channels).
+#[derive(Clone, Debug)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    published: Arc<Published>,
+    sequencer: flume::Sender<SequencerRequest>,
+    shards: Box<[flume::Sender<ShardRequest>]>,
+    config: EngineConfig,
+    closed: AtomicBool,
+    /// Touched only by `shutdown`.
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The directory lock, released by `shutdown`.
+    lock: Mutex<Option<std::fs::File>>,
+}
+
+impl Engine {
+    /// Opens (or creates) the store in `config.data_dir`: checks and recovers every file,
+    /// then starts the actors on their threads. Blocks until the store is ready.
+    pub fn open(config: EngineConfig) -> Result<Engine, OpenError> {
+        config.validate().map_err(OpenError::Config)?;
+        let started = std::time::Instant::now();
+        let store = StoreDir::new(&config.data_dir);
+        std::fs::create_dir_all(&store.root)
+            .map_err(|source| OpenError::io(&store.root, source))?;
+        let lock = store.lock()?;
+        let meta = store.open_or_create(config.shard_count, now_unix_ms())?;
+        if meta.shard_count != config.shard_count {
+            return Err(OpenError::Config(format!(
+                "the store in {} has {} blob shards, the configuration says {}; start with the \
+                 store's shard count",
+                store.root.display(),
+                meta.shard_count,
+                config.shard_count
+            )));
+        }
+
+        // Shards recover in parallel; the log's replay then checks every turn's blob.
+        let shards = recover_shards(&store, &config)?;
+        let (views, cursors): (Vec<_>, Vec<_>) = shards
+            .into_iter()
+            .map(|RecoveredShard { view, cursor }| (view, cursor))
+            .unzip();
+        let log_path = store.turns_log_path();
+        let recovered = recover_log(&log_path, &views, config.repair)?;
+
+        let turns_file =
+            std::fs::File::open(&log_path).map_err(|source| OpenError::io(&log_path, source))?;
+        let heads = HeadTable::new();
+        for (index, head) in recovered.heads.iter().enumerate() {
+            heads.set_head(ContextId(index as u64 + 1), head.head_turn_id);
+        }
+        heads.publish_contexts(recovered.heads.len() as u64);
+        let counters = SequencerCounters::default();
+        counters.turns.store(recovered.turns, Ordering::Relaxed);
+        counters
+            .contexts
+            .store(recovered.heads.len() as u64, Ordering::Relaxed);
+        counters
+            .logical_bytes
+            .store(recovered.logical_bytes, Ordering::Relaxed);
+        counters
+            .dedup_hits
+            .store(recovered.dedup_hits, Ordering::Relaxed);
+        let published = Arc::new(Published {
+            turns: TurnsView::new(log_path, turns_file, recovered.next_record_id - 1),
+            heads,
+            shards: views.into_boxed_slice(),
+            status: StoreStatus::default(),
+            counters,
+        });
+        tracing::info!(
+            data = %store.root.display(),
+            turns = recovered.turns,
+            contexts = recovered.heads.len(),
+            blobs = published.shards.iter().map(|s| s.counters.blobs.load(Ordering::Relaxed)).sum::<u64>(),
+            recovery_ms = started.elapsed().as_millis() as u64,
+            "store recovered"
+        );
+
+        // Actors: one inbox each, bounded (backpressure on callers), then their threads.
+        let queue_depth = config.limits.queue_depth_max as usize;
+        let (sequencer, sequencer_inbox) = flume::bounded(queue_depth);
+        let mut sequencer_seed = Some(ActorSeed::Sequencer(recovered, sequencer_inbox));
+        let mut shard_senders = Vec::new();
+        let mut shard_seeds: Vec<Option<ActorSeed>> = Vec::new();
+        for cursor in cursors {
+            let (sender, inbox) = flume::bounded(queue_depth);
+            shard_senders.push(sender);
+            shard_seeds.push(Some(ActorSeed::Shard(cursor, inbox)));
+        }
+        let mut threads = Vec::new();
+        for (index, placement) in config.placement.threads.iter().enumerate() {
+            let seeds = placement
+                .actors
+                .iter()
+                .filter_map(|actor| match actor {
+                    Actor::Sequencer => sequencer_seed.take(),
+                    Actor::Shard(shard) => shard_seeds.get_mut(usize::from(*shard))?.take(),
+                })
+                .collect();
+            match start_thread(index, placement, seeds, published.clone(), config.limits) {
+                Ok(handle) => threads.push(handle),
+                Err(error) => {
+                    // Dropping the senders stops the actors already started.
+                    drop(sequencer);
+                    drop(shard_senders);
+                    for handle in threads {
+                        let _ = handle.join();
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        assert!(sequencer_seed.is_none() && shard_seeds.iter().all(Option::is_none));
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                published,
+                sequencer,
+                shards: shard_senders.into_boxed_slice(),
+                config,
+                closed: AtomicBool::new(false),
+                threads: Mutex::new(threads),
+                lock: Mutex::new(Some(lock)),
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// A new, empty context.
+    pub async fn create_context(&self) -> Result<ContextHead, EngineError> {
+        self.create(TurnId::NONE).await
+    }
+
+    /// A new context whose head is the existing turn `base` (a fork): O(1), copies nothing.
+    pub async fn fork(&self, base: TurnId) -> Result<ContextHead, EngineError> {
+        if base.is_none() {
+            return Err(EngineError::InvalidArgument(
+                "fork needs a turn; 0 names none".into(),
+            ));
+        }
+        self.create(base).await
+    }
+
+    async fn create(&self, base: TurnId) -> Result<ContextHead, EngineError> {
+        self.check_open()?;
+        let (reply, answer) = oneshot::channel();
+        self.send_to_sequencer(SequencerRequest::CreateContext { base, reply })
+            .await?;
+        answer.await.map_err(|_| EngineError::ShutDown)?
+    }
+
+    /// Appends a turn to a context's head. Returns once blob, turn and head move are durable.
+    pub async fn append(&self, request: AppendRequest) -> Result<Appended, EngineError> {
+        self.check_open()?;
+        let published = &self.inner.published;
+        published.status.check_writable()?;
+        if published.heads.head(request.context_id).is_none() {
+            return Err(EngineError::ContextNotFound(request.context_id));
+        }
+        let (payload_hash, payload_len, deduped) = match request.payload {
+            AppendPayload::Bytes(payload) => {
+                let hash = BlobHash::of(&payload);
+                let len = payload.len() as u32;
+                let deduped = self.store_blob(hash, payload).await?;
+                (hash, len, deduped)
+            }
+            AppendPayload::StoredBlob(hash) => {
+                let location = published.shard_of(&hash).location(&hash);
+                let location = location.ok_or(EngineError::BlobNotFound(hash))?;
+                (hash, location.raw_len, true)
+            }
+        };
+        let append = AppendTurn {
+            context_id: request.context_id,
+            expected_head: request.expected_head,
+            type_tag: request.type_tag,
+            codec: request.codec,
+            payload_hash,
+            payload_len,
+            deduped,
+        };
+        let (reply, answer) = oneshot::channel();
+        self.send_to_sequencer(SequencerRequest::Append { append, reply })
+            .await?;
+        let turn = answer.await.map_err(|_| EngineError::ShutDown)??;
+        Ok(Appended { turn, deduped })
+    }
+
+    /// Stores a payload without appending a turn (so that turns can reference it by hash).
+    /// Returns its hash and whether it was already stored.
+    pub async fn put_blob(&self, payload: Bytes) -> Result<(BlobHash, bool), EngineError> {
+        self.check_open()?;
+        self.inner.published.status.check_writable()?;
+        let hash = BlobHash::of(&payload);
+        let deduped = self.store_blob(hash, payload).await?;
+        Ok((hash, deduped))
+    }
+
+    /// Makes the blob durable in its shard. Returns true if it was already stored.
+    async fn store_blob(&self, hash: BlobHash, payload: Bytes) -> Result<bool, EngineError> {
+        let limits = &self.inner.config.limits;
+        if payload.len() as u64 > u64::from(limits.blob_bytes_max) {
+            return Err(EngineError::TooLarge {
+                len: payload.len() as u64,
+                max: u64::from(limits.blob_bytes_max),
+            });
+        }
+        let published = &self.inner.published;
+        let shard = usize::from(hash.shard(published.shards.len() as u16));
+        if published.shards[shard].contains(&hash) {
+            return Ok(true);
+        }
+        let blob = codec::encode(hash, &payload, self.inner.config.zstd_level);
+        let (reply, answer) = oneshot::channel();
+        self.inner.shards[shard]
+            .send_async(ShardRequest::Put { blob, reply })
+            .await
+            .map_err(|_| EngineError::ShutDown)?;
+        let outcome = answer.await.map_err(|_| EngineError::ShutDown)??;
+        Ok(outcome == PutOutcome::AlreadyStored)
+    }
+
+    async fn send_to_sequencer(&self, request: SequencerRequest) -> Result<(), EngineError> {
+        self.inner
+            .sequencer
+            .send_async(request)
+            .await
+            .map_err(|_| EngineError::ShutDown)
+    }
+
+    fn check_open(&self) -> Result<(), EngineError> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(EngineError::ShutDown);
+        }
+        Ok(())
+    }
+
+    fn reader(&self) -> Reader<'_> {
+        Reader {
+            published: &self.inner.published,
+            read_turns_max: self.inner.config.limits.read_turns_max,
+        }
+    }
+
+    pub async fn head(&self, context_id: ContextId) -> Result<ContextHead, EngineError> {
+        self.reader().head(context_id)
+    }
+
+    pub async fn turn(&self, turn_id: TurnId) -> Result<Turn, EngineError> {
+        self.reader().turn(turn_id)
+    }
+
+    /// The `limit` newest turns of a context, oldest first.
+    pub async fn last(
+        &self,
+        context_id: ContextId,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<TurnPage, EngineError> {
+        self.reader().last(context_id, limit, payloads)
+    }
+
+    /// The `limit` turns older than `before` (a cursor from a previous page), oldest first.
+    pub async fn before(
+        &self,
+        context_id: ContextId,
+        before: TurnId,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<TurnPage, EngineError> {
+        self.reader().before(context_id, before, limit, payloads)
+    }
+
+    /// The turns of a context's chain with depth in `from_depth..from_depth + limit`.
+    pub async fn range_by_depth(
+        &self,
+        context_id: ContextId,
+        from_depth: u32,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<Vec<TurnWithPayload>, EngineError> {
+        self.reader()
+            .range_by_depth(context_id, from_depth, limit, payloads)
+    }
+
+    /// The chain root → `turn_id`, paged: up to `limit` turns from depth `from_depth`.
+    pub async fn chain(
+        &self,
+        turn_id: TurnId,
+        from_depth: u32,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<Vec<TurnWithPayload>, EngineError> {
+        self.reader().chain(turn_id, from_depth, limit, payloads)
+    }
+
+    /// A payload, verified against its hash.
+    pub async fn blob(&self, hash: BlobHash) -> Result<Bytes, EngineError> {
+        self.inner.published.shard_of(&hash).read_payload(&hash)
+    }
+
+    /// A blob as stored (possibly zstd), checksum-verified; the caller inflates and hashes.
+    pub async fn blob_stored(&self, hash: BlobHash) -> Result<StoredBlob, EngineError> {
+        self.inner.published.shard_of(&hash).read_stored(&hash)
+    }
+
+    pub async fn has_blob(&self, hash: BlobHash) -> bool {
+        self.inner.published.shard_of(&hash).contains(&hash)
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        let published = &self.inner.published;
+        let counters = &published.counters;
+        let mut stats = StoreStats {
+            turns: counters.turns.load(Ordering::Relaxed),
+            contexts: counters.contexts.load(Ordering::Relaxed),
+            logical_bytes: counters.logical_bytes.load(Ordering::Relaxed),
+            dedup_hits: counters.dedup_hits.load(Ordering::Relaxed),
+            read_only: published.status.is_read_only(),
+            ..StoreStats::default()
+        };
+        for shard in published.shards.iter() {
+            stats.blobs += shard.counters.blobs.load(Ordering::Relaxed);
+            stats.unique_bytes += shard.counters.unique_bytes.load(Ordering::Relaxed);
+            stats.stored_bytes += shard.counters.stored_bytes.load(Ordering::Relaxed);
+        }
+        stats
+    }
+
+    /// Stops the engine: refuses new work, lets every actor finish its queue and sync, joins
+    /// the engine threads. Blocks; do not call it from an engine thread. Idempotent.
+    pub fn shutdown(&self) {
+        self.inner.shutdown();
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Shards first: an append that already holds a durable blob can still reach the
+        // sequencer while it drains.
+        let mut waits = Vec::new();
+        for shard in self.shards.iter() {
+            let (done, wait) = oneshot::channel();
+            if shard.send(ShardRequest::Shutdown { done }).is_ok() {
+                waits.push(wait);
+            }
+        }
+        for wait in waits {
+            let _ = wait.recv();
+        }
+        let (done, wait) = oneshot::channel();
+        if self
+            .sequencer
+            .send(SequencerRequest::Shutdown { done })
+            .is_ok()
+        {
+            let _ = wait.recv();
+        }
+        let threads = match self.threads.lock() {
+            Ok(mut threads) => std::mem::take(&mut *threads),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        };
+        for handle in threads {
+            let _ = handle.join();
+        }
+        match self.lock.lock() {
+            Ok(mut lock) => drop(lock.take()),
+            Err(poisoned) => drop(poisoned.into_inner().take()),
+        }
+        tracing::info!(data = %self.config.data_dir.display(), "engine stopped");
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn recover_shards(
+    store: &StoreDir,
+    config: &EngineConfig,
+) -> Result<Vec<RecoveredShard>, OpenError> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..config.shard_count)
+            .map(|shard| {
+                scope.spawn(move || recover_shard(store, shard, config.open_check, config.repair))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle.join().unwrap_or_else(|_| {
+                    Err(OpenError::Thread("a shard recovery thread panicked".into()))
+                })
+            })
+            .collect()
+    })
+}

@@ -1,0 +1,179 @@
+//! Typed errors. Messages say what failed, where, and what to do.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::format::RecordError;
+use crate::ids::{BlobHash, ContextId, TurnId};
+
+/// A damaged record: which file, which byte offset, what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "corrupt record in {} at offset {offset} ({reason}); run `ctxstore-server verify --data DIR` \
+     for a full report",
+    file.display()
+)]
+pub struct Corruption {
+    pub file: PathBuf,
+    pub offset: u64,
+    pub reason: String,
+}
+
+impl Corruption {
+    pub fn new(file: impl Into<PathBuf>, offset: u64, reason: impl ToString) -> Self {
+        Corruption {
+            file: file.into(),
+            offset,
+            reason: reason.to_string(),
+        }
+    }
+
+    pub fn record(file: impl Into<PathBuf>, offset: u64, error: &RecordError) -> Self {
+        Corruption::new(file, offset, error)
+    }
+}
+
+/// The stable category of an engine error; the protocol maps each to one error code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    NotFound,
+    Conflict,
+    TooLarge,
+    InvalidArgument,
+    ReadOnly,
+    NoSpace,
+    Corrupt,
+    Io,
+    ShutDown,
+}
+
+/// Why an engine operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("context {0} not found")]
+    ContextNotFound(ContextId),
+    #[error("turn {0} not found")]
+    TurnNotFound(TurnId),
+    #[error("blob {0} not found; upload the payload instead of referencing it by hash")]
+    BlobNotFound(BlobHash),
+    #[error("head of context {context_id} is turn {actual}, not the expected turn {expected}")]
+    Conflict {
+        context_id: ContextId,
+        expected: TurnId,
+        actual: TurnId,
+    },
+    #[error("payload of {len} bytes exceeds blob_bytes_max ({max} bytes)")]
+    TooLarge { len: u64, max: u64 },
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("store is read-only: {0}")]
+    ReadOnly(String),
+    #[error("no space left on the device holding {}; free space and retry", file.display())]
+    NoSpace { file: PathBuf },
+    #[error(transparent)]
+    Corrupt(#[from] Corruption),
+    #[error("I/O error on {}: {source}", file.display())]
+    Io { file: PathBuf, source: io::Error },
+    #[error("engine is shut down")]
+    ShutDown,
+}
+
+impl EngineError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            EngineError::ContextNotFound(_)
+            | EngineError::TurnNotFound(_)
+            | EngineError::BlobNotFound(_) => ErrorKind::NotFound,
+            EngineError::Conflict { .. } => ErrorKind::Conflict,
+            EngineError::TooLarge { .. } => ErrorKind::TooLarge,
+            EngineError::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            EngineError::ReadOnly(_) => ErrorKind::ReadOnly,
+            EngineError::NoSpace { .. } => ErrorKind::NoSpace,
+            EngineError::Corrupt(_) => ErrorKind::Corrupt,
+            EngineError::Io { .. } => ErrorKind::Io,
+            EngineError::ShutDown => ErrorKind::ShutDown,
+        }
+    }
+
+    /// An I/O error on a write path: ENOSPC becomes `NoSpace`, the rest `Io`.
+    pub(crate) fn from_write(file: impl Into<PathBuf>, source: io::Error) -> EngineError {
+        let file = file.into();
+        if is_no_space(&source) {
+            EngineError::NoSpace { file }
+        } else {
+            EngineError::Io { file, source }
+        }
+    }
+
+    pub(crate) fn io(file: impl Into<PathBuf>, source: io::Error) -> EngineError {
+        EngineError::Io {
+            file: file.into(),
+            source,
+        }
+    }
+
+    /// A copy for answering every request of a failed batch with the same error.
+    pub(crate) fn duplicate(&self) -> EngineError {
+        match self {
+            EngineError::ContextNotFound(id) => EngineError::ContextNotFound(*id),
+            EngineError::TurnNotFound(id) => EngineError::TurnNotFound(*id),
+            EngineError::BlobNotFound(hash) => EngineError::BlobNotFound(*hash),
+            EngineError::Conflict {
+                context_id,
+                expected,
+                actual,
+            } => EngineError::Conflict {
+                context_id: *context_id,
+                expected: *expected,
+                actual: *actual,
+            },
+            EngineError::TooLarge { len, max } => EngineError::TooLarge {
+                len: *len,
+                max: *max,
+            },
+            EngineError::InvalidArgument(text) => EngineError::InvalidArgument(text.clone()),
+            EngineError::ReadOnly(text) => EngineError::ReadOnly(text.clone()),
+            EngineError::NoSpace { file } => EngineError::NoSpace { file: file.clone() },
+            EngineError::Corrupt(corruption) => EngineError::Corrupt(corruption.clone()),
+            EngineError::Io { file, source } => EngineError::Io {
+                file: file.clone(),
+                source: io::Error::new(source.kind(), source.to_string()),
+            },
+            EngineError::ShutDown => EngineError::ShutDown,
+        }
+    }
+}
+
+pub(crate) fn is_no_space(error: &io::Error) -> bool {
+    error.kind() == io::ErrorKind::StorageFull || error.raw_os_error() == Some(28)
+}
+
+/// Why `Engine::open` (or `verify`) could not make the store available.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error(
+        "data directory {} is locked by another process (a running ctxstore-server?); stop it \
+         first",
+        path.display()
+    )]
+    Locked { path: PathBuf },
+    #[error("I/O error on {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Corrupt(#[from] Corruption),
+    #[error("inconsistent store: {0}; run `ctxstore-server verify --data DIR` for a full report")]
+    Inconsistent(String),
+    #[error("could not start engine thread: {0}")]
+    Thread(String),
+}
+
+impl OpenError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> OpenError {
+        OpenError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! `ctxstore.meta`: written once when a data directory is created (temp file, fsync, rename,
+//! directory fsync). Fixes what must never change for the life of the store. Layout in
+//! docs/storage.md#ctxstoremeta.
+//!
+//! ```text
+//! offset size field
+//!      0    8 magic               "CTXSTORE"
+//!      8    4 format_version      1
+//!     12    2 shard_count         blob shards; the hash → shard mapping depends on it
+//!     14    2 reserved            0
+//!     16    8 created_at_unix_ms
+//!     24   36 reserved            0
+//!     60    4 crc32c              over bytes 0..60
+//! ```
+
+use crate::format::{Fields, FieldsMut, RecordError, check_crc, is_all_zero};
+
+pub const META_BYTES: usize = 64;
+pub const META_MAGIC: &[u8; 8] = b"CTXSTORE";
+pub const STORE_FORMAT_VERSION: u32 = 1;
+const CRC_OFFSET: usize = 60;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Meta {
+    pub format_version: u32,
+    pub shard_count: u16,
+    pub created_at_unix_ms: u64,
+}
+
+impl Meta {
+    pub fn encode(&self) -> [u8; META_BYTES] {
+        let mut target = [0u8; META_BYTES];
+        let mut fields = FieldsMut(&mut target);
+        fields.bytes(0, META_MAGIC);
+        fields.u32(8, self.format_version);
+        fields.u16(12, self.shard_count);
+        fields.u64(16, self.created_at_unix_ms);
+        let crc = crc32c::crc32c(&fields.0[..CRC_OFFSET]);
+        fields.u32(CRC_OFFSET, crc);
+        target
+    }
+
+    pub fn decode(source: &[u8]) -> Result<Meta, RecordError> {
+        if source.len() != META_BYTES {
+            return Err(RecordError::Field("ctxstore.meta is not 64 bytes"));
+        }
+        if &source[..8] != META_MAGIC {
+            return Err(RecordError::Field(
+                "ctxstore.meta does not start with CTXSTORE",
+            ));
+        }
+        let fields = Fields(source);
+        check_crc(fields.u32(CRC_OFFSET), &source[..CRC_OFFSET])?;
+        let meta = Meta {
+            format_version: fields.u32(8),
+            shard_count: fields.u16(12),
+            created_at_unix_ms: fields.u64(16),
+        };
+        if meta.format_version != STORE_FORMAT_VERSION {
+            return Err(RecordError::Version(meta.format_version));
+        }
+        if fields.u16(14) != 0 || !is_all_zero(&source[24..CRC_OFFSET]) {
+            return Err(RecordError::Field("reserved bytes are not zero"));
+        }
+        if meta.shard_count == 0 {
+            return Err(RecordError::Field("shard_count 0"));
+        }
+        Ok(meta)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let meta = Meta {
+            format_version: 1,
+            shard_count: 4,
+            created_at_unix_ms: 99,
+        };
+        assert_eq!(Meta::decode(&meta.encode()), Ok(meta));
+        let mut damaged = meta.encode();
+        damaged[13] ^= 1;
+        assert!(Meta::decode(&damaged).is_err());
+    }
+}

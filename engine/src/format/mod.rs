@@ -1,0 +1,88 @@
+//! On-disk formats, one module per file type. Each record is defined once: its size as a
+//! constant, its encode and decode side by side, its byte layout in the doc comment and in
+//! `docs/storage.md`. Decoding never panics: a torn or rotten record is an error value.
+//!
+//! All integers are little endian. Every record carries a CRC-32C.
+
+pub mod blob_index;
+pub mod meta;
+pub mod pack;
+pub mod turn_log;
+
+/// Little-endian field access on a fixed record buffer. Offsets are constants of the layout, so
+/// an out-of-range slice is a programming error and panics (in tests, on the first run).
+pub(crate) struct Fields<'a>(pub &'a [u8]);
+
+impl Fields<'_> {
+    pub fn u16(&self, at: usize) -> u16 {
+        let mut word = [0u8; 2];
+        word.copy_from_slice(&self.0[at..at + 2]);
+        u16::from_le_bytes(word)
+    }
+
+    pub fn u32(&self, at: usize) -> u32 {
+        let mut word = [0u8; 4];
+        word.copy_from_slice(&self.0[at..at + 4]);
+        u32::from_le_bytes(word)
+    }
+
+    pub fn u64(&self, at: usize) -> u64 {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&self.0[at..at + 8]);
+        u64::from_le_bytes(word)
+    }
+
+    pub fn hash(&self, at: usize) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        out.copy_from_slice(&self.0[at..at + 32]);
+        out
+    }
+}
+
+pub(crate) struct FieldsMut<'a>(pub &'a mut [u8]);
+
+impl FieldsMut<'_> {
+    pub fn u16(&mut self, at: usize, value: u16) {
+        self.0[at..at + 2].copy_from_slice(&value.to_le_bytes());
+    }
+
+    pub fn u32(&mut self, at: usize, value: u32) {
+        self.0[at..at + 4].copy_from_slice(&value.to_le_bytes());
+    }
+
+    pub fn u64(&mut self, at: usize, value: u64) {
+        self.0[at..at + 8].copy_from_slice(&value.to_le_bytes());
+    }
+
+    pub fn bytes(&mut self, at: usize, value: &[u8]) {
+        self.0[at..at + value.len()].copy_from_slice(value);
+    }
+}
+
+pub(crate) fn is_all_zero(bytes: &[u8]) -> bool {
+    bytes.iter().all(|&byte| byte == 0)
+}
+
+/// Why a record failed to decode. Carries no position: the caller knows file and offset.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    Checksum { stored: u32, computed: u32 },
+    #[error("bad magic {0:#010x}")]
+    Magic(u32),
+    #[error("unsupported format version {0}")]
+    Version(u32),
+    #[error("unknown record kind {0}")]
+    Kind(u8),
+    #[error("invalid field: {0}")]
+    Field(&'static str),
+}
+
+pub(crate) fn check_crc(stored: u32, covered: &[u8]) -> Result<(), RecordError> {
+    let computed = crc32c::crc32c(covered);
+    if stored == computed {
+        Ok(())
+    } else {
+        Err(RecordError::Checksum { stored, computed })
+    }
+}

@@ -1,0 +1,185 @@
+//! Pack files (`blobs/shard-SS/pack-NNNNNN.pack`): append-only blob records. Layout in
+//! docs/storage.md#pack-files.
+//!
+//! ```text
+//! offset size field
+//!      0    4 magic          0x42534C42 ("BLSB" read as little-endian bytes)
+//!      4    2 version        1
+//!      6    2 compression    0 = raw, 1 = zstd
+//!      8    4 raw_len        payload bytes before compression
+//!     12    4 stored_len     bytes of the stored body that follows the header
+//!     16   32 hash           BLAKE3-256 of the raw payload
+//!     48    4 body_crc32c    over the stored body
+//!     52    8 reserved       0
+//!     60    4 header_crc32c  over bytes 0..60
+//!     64    … stored body, then zero padding to a multiple of 8 bytes
+//! ```
+//! The header has its own checksum so that the index can be rebuilt by hopping from header to
+//! header, and a torn body is still told apart from a torn header.
+
+use crate::format::{Fields, FieldsMut, RecordError, check_crc};
+use crate::ids::BlobHash;
+
+pub const PACK_HEADER_BYTES: usize = 64;
+pub const PACK_MAGIC: u32 = 0x4253_4C42;
+pub const PACK_FORMAT_VERSION: u16 = 1;
+const HEADER_CRC_OFFSET: usize = 60;
+
+/// How a blob body is stored.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Compression {
+    Raw,
+    Zstd,
+}
+
+impl Compression {
+    pub fn code(self) -> u16 {
+        match self {
+            Compression::Raw => 0,
+            Compression::Zstd => 1,
+        }
+    }
+
+    pub fn from_code(code: u16) -> Option<Compression> {
+        match code {
+            0 => Some(Compression::Raw),
+            1 => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct PackHeader {
+    pub compression: Compression,
+    pub raw_len: u32,
+    pub stored_len: u32,
+    pub hash: BlobHash,
+    pub body_crc: u32,
+}
+
+impl PackHeader {
+    /// Bytes the whole record (header, body, padding) occupies in the pack.
+    pub fn record_bytes(&self) -> u64 {
+        record_bytes(self.stored_len)
+    }
+
+    pub fn encode(&self, target: &mut [u8; PACK_HEADER_BYTES]) {
+        assert!(
+            self.compression != Compression::Raw || self.raw_len == self.stored_len,
+            "a raw body is the payload"
+        );
+        target.fill(0);
+        let mut fields = FieldsMut(target);
+        fields.u32(0, PACK_MAGIC);
+        fields.u16(4, PACK_FORMAT_VERSION);
+        fields.u16(6, self.compression.code());
+        fields.u32(8, self.raw_len);
+        fields.u32(12, self.stored_len);
+        fields.bytes(16, &self.hash.0);
+        fields.u32(48, self.body_crc);
+        let crc = crc32c::crc32c(&fields.0[..HEADER_CRC_OFFSET]);
+        fields.u32(HEADER_CRC_OFFSET, crc);
+    }
+
+    pub fn decode(source: &[u8; PACK_HEADER_BYTES]) -> Result<PackHeader, RecordError> {
+        let fields = Fields(source);
+        let magic = fields.u32(0);
+        if magic != PACK_MAGIC {
+            return Err(RecordError::Magic(magic));
+        }
+        check_crc(fields.u32(HEADER_CRC_OFFSET), &source[..HEADER_CRC_OFFSET])?;
+        let version = fields.u16(4);
+        if version != PACK_FORMAT_VERSION {
+            return Err(RecordError::Version(u32::from(version)));
+        }
+        let compression = Compression::from_code(fields.u16(6))
+            .ok_or(RecordError::Field("unknown compression"))?;
+        let header = PackHeader {
+            compression,
+            raw_len: fields.u32(8),
+            stored_len: fields.u32(12),
+            hash: BlobHash(fields.hash(16)),
+            body_crc: fields.u32(48),
+        };
+        if fields.u64(52) != 0 {
+            return Err(RecordError::Field("reserved bytes are not zero"));
+        }
+        if compression == Compression::Raw && header.raw_len != header.stored_len {
+            return Err(RecordError::Field("raw body length differs from raw_len"));
+        }
+        Ok(header)
+    }
+
+    pub fn check_body(&self, body: &[u8]) -> Result<(), RecordError> {
+        if body.len() != self.stored_len as usize {
+            return Err(RecordError::Field("body length differs from stored_len"));
+        }
+        check_crc(self.body_crc, body)
+    }
+}
+
+pub fn record_bytes(stored_len: u32) -> u64 {
+    PACK_HEADER_BYTES as u64 + u64::from(stored_len).next_multiple_of(8)
+}
+
+/// A whole pack record, encoded and ready to be appended: header, body, padding.
+#[derive(Clone, Debug)]
+pub struct EncodedBlob {
+    pub header: PackHeader,
+    pub bytes: Vec<u8>,
+}
+
+impl EncodedBlob {
+    pub fn new(hash: BlobHash, raw_len: u32, compression: Compression, body: &[u8]) -> Self {
+        assert!(
+            body.len() <= u32::MAX as usize,
+            "blob bodies are limited below 4 GiB"
+        );
+        let stored_len = body.len() as u32;
+        let header = PackHeader {
+            compression,
+            raw_len,
+            stored_len,
+            hash,
+            body_crc: crc32c::crc32c(body),
+        };
+        let total = header.record_bytes() as usize;
+        let mut bytes = vec![0u8; total];
+        let mut header_bytes = [0u8; PACK_HEADER_BYTES];
+        header.encode(&mut header_bytes);
+        bytes[..PACK_HEADER_BYTES].copy_from_slice(&header_bytes);
+        bytes[PACK_HEADER_BYTES..PACK_HEADER_BYTES + body.len()].copy_from_slice(body);
+        EncodedBlob { header, bytes }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip_and_padding() {
+        let body = b"0123456789";
+        let blob = EncodedBlob::new(BlobHash::of(body), 10, Compression::Raw, body);
+        assert_eq!(blob.bytes.len(), 64 + 16);
+        let mut header = [0u8; PACK_HEADER_BYTES];
+        header.copy_from_slice(&blob.bytes[..PACK_HEADER_BYTES]);
+        let decoded = PackHeader::decode(&header).unwrap();
+        assert_eq!(decoded, blob.header);
+        decoded.check_body(&blob.bytes[64..74]).unwrap();
+        assert!(decoded.check_body(&blob.bytes[64..73]).is_err());
+    }
+
+    #[test]
+    fn every_flipped_header_bit_is_detected() {
+        let blob = EncodedBlob::new(BlobHash::of(b"x"), 1, Compression::Raw, b"x");
+        let mut header = [0u8; PACK_HEADER_BYTES];
+        header.copy_from_slice(&blob.bytes[..PACK_HEADER_BYTES]);
+        for bit in 0..PACK_HEADER_BYTES * 8 {
+            let mut damaged = header;
+            damaged[bit / 8] ^= 1 << (bit % 8);
+            assert!(PackHeader::decode(&damaged).is_err(), "bit {bit}");
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Identifiers of the model (spec §3.1): TurnID, ContextID, BlobHash, TypeTag, CodecTag.
+//!
+//! Explicitly sized, because every one of them is written to disk and to the wire.
+
+use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
+
+/// Identifies one immutable turn. Allocated by the sequencer, strictly increasing, never reused.
+/// `TurnId::NONE` (0) means "no turn": the parent of a root turn, the head of an empty context.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Default)]
+pub struct TurnId(pub u64);
+
+impl TurnId {
+    pub const NONE: TurnId = TurnId(0);
+
+    pub fn is_none(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl fmt::Display for TurnId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Identifies one context (a mutable head pointer). Allocated densely by the sequencer from 1.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Default)]
+pub struct ContextId(pub u64);
+
+impl fmt::Display for ContextId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Caller-defined type of a turn's payload (e.g. a hash of a fully qualified type name).
+pub type TypeTag = u64;
+
+/// Caller-defined serialisation of a turn's payload (protobuf, JSON, raw bytes, ...).
+/// The store never interprets it; it is not the storage compression codec.
+pub type CodecTag = u32;
+
+pub const BLOB_HASH_BYTES: usize = 32;
+
+/// BLAKE3-256 of a payload's exact bytes: the payload's name in the content-addressed store.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BlobHash(pub [u8; BLOB_HASH_BYTES]);
+
+impl BlobHash {
+    pub fn of(payload: &[u8]) -> BlobHash {
+        BlobHash(*blake3::hash(payload).as_bytes())
+    }
+
+    pub fn to_hex(&self) -> String {
+        let mut out = String::with_capacity(BLOB_HASH_BYTES * 2);
+        for byte in self.0 {
+            out.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+            out.push(char::from(HEX_DIGITS[usize::from(byte & 0x0f)]));
+        }
+        out
+    }
+
+    /// Parses 64 hex digits (either case). Returns `None` for anything else.
+    pub fn from_hex(text: &str) -> Option<BlobHash> {
+        let bytes = text.as_bytes();
+        if bytes.len() != BLOB_HASH_BYTES * 2 {
+            return None;
+        }
+        let mut out = [0u8; BLOB_HASH_BYTES];
+        for (index, pair) in bytes.chunks_exact(2).enumerate() {
+            out[index] = (hex_value(pair[0])? << 4) | hex_value(pair[1])?;
+        }
+        Some(BlobHash(out))
+    }
+
+    /// Which blob shard owns this hash: a partition by hash prefix (the first two bytes).
+    pub fn shard(&self, shard_count: u16) -> u16 {
+        assert!(shard_count > 0);
+        let prefix = u16::from_be_bytes([self.0[0], self.0[1]]);
+        prefix % shard_count
+    }
+}
+
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+fn hex_value(digit: u8) -> Option<u8> {
+    match digit {
+        b'0'..=b'9' => Some(digit - b'0'),
+        b'a'..=b'f' => Some(digit - b'a' + 10),
+        b'A'..=b'F' => Some(digit - b'A' + 10),
+        _ => None,
+    }
+}
+
+impl fmt::Display for BlobHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for BlobHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BlobHash({})", self.to_hex())
+    }
+}
+
+/// A BLAKE3 hash is already uniformly distributed: hashing it again for a hash table is wasted
+/// work. Bytes 8..16 are used because bytes 0..2 pick the shard (all keys of one shard share
+/// them).
+impl Hash for BlobHash {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&self.0[8..16]);
+        state.write_u64(u64::from_le_bytes(word));
+    }
+}
+
+/// Hasher for maps keyed by `BlobHash`: passes the already-random 64-bit word through.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct BlobHashHasher {
+    state: u64,
+}
+
+impl Hasher for BlobHashHasher {
+    fn finish(&self) -> u64 {
+        self.state
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only reached if a key other than `BlobHash` is hashed; stay correct, if slow.
+        for &byte in bytes {
+            self.state = self.state.rotate_left(8) ^ u64::from(byte);
+            self.state = self.state.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.state ^= word;
+    }
+}
+
+#[derive(Clone, Copy, Default, Debug)]
+pub struct BlobHashBuildHasher;
+
+impl BuildHasher for BlobHashBuildHasher {
+    type Hasher = BlobHashHasher;
+
+    fn build_hasher(&self) -> BlobHashHasher {
+        BlobHashHasher::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trip() {
+        let hash = BlobHash::of(b"hello");
+        let text = hash.to_hex();
+        assert_eq!(text.len(), 64);
+        assert_eq!(BlobHash::from_hex(&text), Some(hash));
+        assert_eq!(BlobHash::from_hex(&text.to_uppercase()), Some(hash));
+        assert_eq!(BlobHash::from_hex(&text[1..]), None);
+        assert_eq!(BlobHash::from_hex(&format!("{}g", &text[1..])), None);
+    }
+
+    #[test]
+    fn shard_is_stable_and_in_range() {
+        let hash = BlobHash([0xff; 32]);
+        assert_eq!(hash.shard(1), 0);
+        assert_eq!(hash.shard(7), 0xffff % 7);
+        for count in 1..20u16 {
+            assert!(BlobHash::of(&[count as u8]).shard(count) < count);
+        }
+    }
+}

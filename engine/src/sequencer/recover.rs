@@ -1,0 +1,211 @@
+//! Opening `turns.log`: replay every record, checking the DAG as it goes, rebuild the heads,
+//! cut a torn tail, refuse damage (or cut it, with `repair`).
+//!
+//! Replay checks, per turn record: the context exists; the parent is the context's head at
+//! that point (appends always extend the head); depth = parent depth + 1 (root: 0); the blob
+//! is in its shard's index with the same length (the blob was durable before the turn was
+//! written, so a missing blob means a pack lost acknowledged data). Per context record: ids
+//! are dense; the base turn exists and its depth matches.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::blob::view::ShardView;
+use crate::error::OpenError;
+use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord, record_offset};
+use crate::ids::{BlobHash, BlobHashBuildHasher, TurnId};
+use crate::published::CONTEXTS_MAX;
+use crate::sequencer::scan::scan_log;
+use crate::tail::Tail;
+
+/// A context's head as the sequencer tracks it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct HeadState {
+    pub head_turn_id: TurnId,
+    pub head_depth: u32,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct RecoveredLog {
+    pub next_record_id: u64,
+    /// Index `c - 1` holds the head of context `c`.
+    pub heads: Vec<HeadState>,
+    pub turns: u64,
+    pub logical_bytes: u64,
+    pub dedup_hits: u64,
+}
+
+pub(crate) fn recover_log(
+    path: &Path,
+    shards: &[ShardView],
+    repair: bool,
+) -> Result<RecoveredLog, OpenError> {
+    let io = |source| OpenError::io(path, source);
+    let mut replay = Replay::new(File::open(path).map_err(io)?, shards);
+    let scan = scan_log(path, |record| replay.record(record)).map_err(io)?;
+    let mut state = replay.state;
+    let cut_at = match scan.tail {
+        Tail::Clean => None,
+        Tail::Torn { offset, reason } => {
+            tracing::info!(log = %path.display(), offset, %reason, "cutting the torn tail of turns.log");
+            Some(offset)
+        }
+        Tail::Corrupt(corruption) if repair => {
+            tracing::warn!(%corruption, "repair: cutting turns.log at the damaged record");
+            Some(corruption.offset)
+        }
+        Tail::Corrupt(corruption) => return Err(OpenError::Corrupt(corruption)),
+    };
+    if let Some(offset) = cut_at {
+        let file = OpenOptions::new().write(true).open(path).map_err(io)?;
+        file.set_len(offset).map_err(io)?;
+        file.sync_all().map_err(io)?;
+    }
+    // During replay `next_record_id` counted the records replayed.
+    assert_eq!(
+        scan.records, state.next_record_id,
+        "replayed every valid record"
+    );
+    state.next_record_id = scan.records + 1;
+    Ok(state)
+}
+
+/// Rebuilds heads and counters from records in log order, checking the DAG on the way.
+pub(crate) struct Replay<'a> {
+    pub state: RecoveredLog,
+    seen_blobs: HashSet<BlobHash, BlobHashBuildHasher>,
+    shards: &'a [ShardView],
+    reader: File,
+}
+
+impl<'a> Replay<'a> {
+    pub fn new(reader: File, shards: &'a [ShardView]) -> Self {
+        Replay {
+            state: RecoveredLog::default(),
+            seen_blobs: HashSet::default(),
+            shards,
+            reader,
+        }
+    }
+
+    pub fn record(&mut self, record: &LogRecord) -> Result<(), String> {
+        replay(
+            &mut self.state,
+            &mut self.seen_blobs,
+            self.shards,
+            &self.reader,
+            record,
+        )
+    }
+}
+
+fn replay(
+    state: &mut RecoveredLog,
+    seen_blobs: &mut HashSet<BlobHash, BlobHashBuildHasher>,
+    shards: &[ShardView],
+    reader: &File,
+    record: &LogRecord,
+) -> Result<(), String> {
+    match record {
+        LogRecord::Context(context) => {
+            let expected_id = state.heads.len() as u64 + 1;
+            if context.context_id.0 != expected_id {
+                return Err(format!(
+                    "context record creates context {}, expected {expected_id}",
+                    context.context_id
+                ));
+            }
+            if expected_id > CONTEXTS_MAX {
+                return Err("more contexts than the head table holds".into());
+            }
+            if !context.head_turn_id.is_none() {
+                let base = read_turn(reader, context.head_turn_id)?;
+                if base.depth != context.head_depth {
+                    return Err(format!(
+                        "context {} starts at turn {} with depth {}, but that turn has depth {}",
+                        context.context_id, base.turn_id, context.head_depth, base.depth
+                    ));
+                }
+            } else if context.head_depth != 0 {
+                return Err(format!(
+                    "empty context {} has depth {}",
+                    context.context_id, context.head_depth
+                ));
+            }
+            state.heads.push(HeadState {
+                head_turn_id: context.head_turn_id,
+                head_depth: context.head_depth,
+            });
+        }
+        LogRecord::Turn(turn) => {
+            let Some(head) = state
+                .heads
+                .get_mut((turn.context_id.0 as usize).wrapping_sub(1))
+            else {
+                return Err(format!(
+                    "turn {} names context {} which does not exist",
+                    turn.turn_id, turn.context_id
+                ));
+            };
+            if turn.parent_turn_id != head.head_turn_id {
+                return Err(format!(
+                    "turn {} has parent {} but context {} had head {}",
+                    turn.turn_id, turn.parent_turn_id, turn.context_id, head.head_turn_id
+                ));
+            }
+            let depth = if head.head_turn_id.is_none() {
+                0
+            } else {
+                head.head_depth + 1
+            };
+            if turn.depth != depth {
+                return Err(format!(
+                    "turn {} has depth {}, expected {depth}",
+                    turn.turn_id, turn.depth
+                ));
+            }
+            let shard = &shards[usize::from(turn.payload_hash.shard(shards.len() as u16))];
+            match shard.location(&turn.payload_hash) {
+                Some(location) if location.raw_len == turn.payload_len => {}
+                Some(location) => {
+                    return Err(format!(
+                        "turn {} says its payload has {} bytes, blob {} has {}",
+                        turn.turn_id, turn.payload_len, turn.payload_hash, location.raw_len
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "turn {} references blob {} which is not in shard {}: a pack lost \
+                         acknowledged data",
+                        turn.turn_id, turn.payload_hash, shard.shard
+                    ));
+                }
+            }
+            *head = HeadState {
+                head_turn_id: turn.turn_id,
+                head_depth: turn.depth,
+            };
+            state.turns += 1;
+            state.logical_bytes += u64::from(turn.payload_len);
+            if !seen_blobs.insert(turn.payload_hash) {
+                state.dedup_hits += 1;
+            }
+        }
+    }
+    state.next_record_id += 1;
+    Ok(())
+}
+
+/// A turn that replay already passed (it is older than the record being replayed).
+fn read_turn(reader: &File, turn_id: TurnId) -> Result<crate::model::Turn, String> {
+    let mut bytes = [0u8; LOG_RECORD_BYTES];
+    reader
+        .read_exact_at(&mut bytes, record_offset(turn_id.0))
+        .map_err(|error| format!("reading turn {turn_id}: {error}"))?;
+    match LogRecord::decode(&bytes) {
+        Ok(Some(LogRecord::Turn(turn))) if turn.turn_id == turn_id => Ok(turn),
+        _ => Err(format!("record {turn_id} is not a turn")),
+    }
+}

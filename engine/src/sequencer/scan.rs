@@ -1,0 +1,120 @@
+//! Reading `turns.log` record by record, for recovery and for `verify`. Never writes.
+//!
+//! Torn tail or damage? Records are 128 bytes and sector-aligned, so a crash leaves each one
+//! either whole or zero (an extent the file system allocated but never got the data for). Hence:
+//! - a partial record at the very end is a torn tail (a cut file);
+//! - a zero record is where the log ends; valid records may still follow it, but only within
+//!   one group-commit batch (`SEQUENCER_BATCH_RECORDS_LIMIT`): the rest of a batch whose pages
+//!   reached the disk out of order. They were never acknowledged and are cut with it;
+//! - a non-zero record that fails its checksum, or that sits in the wrong slot, is damage.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::Path;
+
+use crate::config::SEQUENCER_BATCH_RECORDS_LIMIT;
+use crate::error::Corruption;
+use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord};
+use crate::tail::Tail;
+
+pub(crate) struct LogScan {
+    /// Valid records before the tail verdict.
+    pub records: u64,
+    pub tail: Tail,
+}
+
+/// Visits every valid record in order. The visitor may reject a record (an invariant of the
+/// DAG does not hold); that ends the scan with `Tail::Corrupt` at the record.
+pub(crate) fn scan_log(
+    path: &Path,
+    mut visit: impl FnMut(&LogRecord) -> Result<(), String>,
+) -> io::Result<LogScan> {
+    let file = File::open(path)?;
+    let file_len = file.metadata()?.len();
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let whole_records = file_len / LOG_RECORD_BYTES as u64;
+    let mut bytes = [0u8; LOG_RECORD_BYTES];
+    for slot in 0..whole_records {
+        let record_id = slot + 1;
+        let offset = slot * LOG_RECORD_BYTES as u64;
+        reader.read_exact(&mut bytes)?;
+        let corrupt = |reason: String| Tail::Corrupt(Corruption::new(path, offset, reason));
+        match LogRecord::decode(&bytes) {
+            Ok(Some(record)) if record.record_id() == record_id => {
+                if let Err(reason) = visit(&record) {
+                    return Ok(LogScan {
+                        records: slot,
+                        tail: corrupt(reason),
+                    });
+                }
+            }
+            Ok(Some(record)) => {
+                let reason = format!("slot {record_id} holds record {}", record.record_id());
+                return Ok(LogScan {
+                    records: slot,
+                    tail: corrupt(reason),
+                });
+            }
+            Ok(None) => {
+                let tail = classify_zero_record(path, slot, whole_records, &mut reader)?;
+                return Ok(LogScan {
+                    records: slot,
+                    tail,
+                });
+            }
+            Err(error) => {
+                return Ok(LogScan {
+                    records: slot,
+                    tail: corrupt(error.to_string()),
+                });
+            }
+        }
+    }
+    let end = whole_records * LOG_RECORD_BYTES as u64;
+    let tail = if end == file_len {
+        Tail::Clean
+    } else {
+        Tail::Torn {
+            offset: end,
+            reason: format!("partial record of {} bytes", file_len - end),
+        }
+    };
+    Ok(LogScan {
+        records: whole_records,
+        tail,
+    })
+}
+
+/// The log ends at zero record `zero_slot`. What follows may be the rest of a torn batch, or
+/// zeros; anything else is damage.
+fn classify_zero_record(
+    path: &Path,
+    zero_slot: u64,
+    whole_records: u64,
+    reader: &mut BufReader<File>,
+) -> io::Result<Tail> {
+    let offset = zero_slot * LOG_RECORD_BYTES as u64;
+    let window_end = zero_slot + u64::from(SEQUENCER_BATCH_RECORDS_LIMIT);
+    let mut bytes = [0u8; LOG_RECORD_BYTES];
+    for slot in zero_slot + 1..whole_records {
+        reader.read_exact(&mut bytes)?;
+        let at = slot * LOG_RECORD_BYTES as u64;
+        match LogRecord::decode(&bytes) {
+            Ok(None) => {}
+            Ok(Some(_)) if slot < window_end => {}
+            Ok(Some(record)) => {
+                let reason = format!(
+                    "record {} follows zero-filled record slot {} by more than one batch",
+                    record.record_id(),
+                    zero_slot + 1
+                );
+                return Ok(Tail::Corrupt(Corruption::new(path, at, reason)));
+            }
+            Err(error) => return Ok(Tail::Corrupt(Corruption::record(path, at, &error))),
+        }
+    }
+    Ok(Tail::Torn {
+        offset,
+        reason: "zero-filled records (unsynced batch)".into(),
+    })
+}

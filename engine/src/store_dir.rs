@@ -1,0 +1,170 @@
+//! The data directory: its layout, its lock, its meta file, and durable creation of files.
+//!
+//! ```text
+//! DIR/LOCK                               advisory lock held while the store is open
+//! DIR/ctxstore.meta                      format version and shard count (written once)
+//! DIR/turns.log                          sequencer journal: turns and context creations
+//! DIR/blobs/shard-SS/pack-NNNNNN.pack    blob records of shard SS
+//! DIR/blobs/shard-SS/blobs.idx           index entries of shard SS
+//! ```
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::OpenError;
+use crate::format::meta::{META_BYTES, Meta, STORE_FORMAT_VERSION};
+
+pub const META_FILE: &str = "ctxstore.meta";
+pub const LOCK_FILE: &str = "LOCK";
+pub const TURNS_LOG_FILE: &str = "turns.log";
+pub const BLOBS_DIR: &str = "blobs";
+pub const BLOB_INDEX_FILE: &str = "blobs.idx";
+
+#[derive(Clone, Debug)]
+pub struct StoreDir {
+    pub root: PathBuf,
+}
+
+impl StoreDir {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        StoreDir { root: root.into() }
+    }
+
+    pub fn meta_path(&self) -> PathBuf {
+        self.root.join(META_FILE)
+    }
+
+    pub fn turns_log_path(&self) -> PathBuf {
+        self.root.join(TURNS_LOG_FILE)
+    }
+
+    pub fn shard_dir(&self, shard: u16) -> PathBuf {
+        self.root.join(BLOBS_DIR).join(format!("shard-{shard:02}"))
+    }
+
+    pub fn blob_index_path(&self, shard: u16) -> PathBuf {
+        self.shard_dir(shard).join(BLOB_INDEX_FILE)
+    }
+
+    pub fn pack_path(&self, shard: u16, pack_id: u32) -> PathBuf {
+        pack_path(&self.shard_dir(shard), pack_id)
+    }
+
+    /// Takes the exclusive lock of the directory; held until the returned file is dropped.
+    pub fn lock(&self) -> Result<File, OpenError> {
+        let path = self.root.join(LOCK_FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|source| OpenError::io(&path, source))?;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(fs::TryLockError::WouldBlock) => Err(OpenError::Locked {
+                path: self.root.clone(),
+            }),
+            Err(fs::TryLockError::Error(source)) => Err(OpenError::io(&path, source)),
+        }
+    }
+
+    /// Reads the meta file, or creates the store (directories, meta, empty files) when the
+    /// directory holds no store yet.
+    pub fn open_or_create(&self, shard_count: u16, now_unix_ms: u64) -> Result<Meta, OpenError> {
+        let meta_path = self.meta_path();
+        match fs::read(&meta_path) {
+            Ok(bytes) => {
+                let meta = Meta::decode(&bytes).map_err(|error| {
+                    OpenError::Corrupt(crate::error::Corruption::record(&meta_path, 0, &error))
+                })?;
+                assert_eq!(meta.format_version, STORE_FORMAT_VERSION);
+                Ok(meta)
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                self.create(shard_count, now_unix_ms)
+            }
+            Err(source) => Err(OpenError::io(&meta_path, source)),
+        }
+    }
+
+    fn create(&self, shard_count: u16, now_unix_ms: u64) -> Result<Meta, OpenError> {
+        let turns_log = self.turns_log_path();
+        if turns_log.exists() {
+            return Err(OpenError::Inconsistent(format!(
+                "{} exists but {} is missing",
+                turns_log.display(),
+                self.meta_path().display()
+            )));
+        }
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| OpenError::io(path, source)
+        };
+        let blobs = self.root.join(BLOBS_DIR);
+        fs::create_dir_all(&blobs).map_err(io(&blobs))?;
+        for shard in 0..shard_count {
+            let dir = self.shard_dir(shard);
+            fs::create_dir_all(&dir).map_err(io(&dir))?;
+            create_durable(&self.pack_path(shard, 0)).map_err(io(&dir))?;
+            create_durable(&self.blob_index_path(shard)).map_err(io(&dir))?;
+            sync_dir(&dir).map_err(io(&dir))?;
+        }
+        sync_dir(&blobs).map_err(io(&blobs))?;
+        create_durable(&turns_log).map_err(io(&turns_log))?;
+        // The meta file goes last: its presence says the store is complete.
+        let meta = Meta {
+            format_version: STORE_FORMAT_VERSION,
+            shard_count,
+            created_at_unix_ms: now_unix_ms,
+        };
+        let temporary = self.root.join(format!("{META_FILE}.tmp"));
+        write_durable(&temporary, &meta.encode()).map_err(io(&temporary))?;
+        fs::rename(&temporary, self.meta_path()).map_err(io(&temporary))?;
+        sync_dir(&self.root).map_err(io(&self.root))?;
+        let check = fs::read(self.meta_path()).map_err(io(&self.meta_path()))?;
+        assert_eq!(check.len(), META_BYTES);
+        Ok(meta)
+    }
+}
+
+pub fn pack_path(shard_dir: &Path, pack_id: u32) -> PathBuf {
+    shard_dir.join(format!("pack-{pack_id:06}.pack"))
+}
+
+/// Parses `pack-NNNNNN.pack`.
+pub fn parse_pack_name(name: &str) -> Option<u32> {
+    let digits = name.strip_prefix("pack-")?.strip_suffix(".pack")?;
+    if digits.len() != 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Creates an empty file and makes it durable (the caller syncs the directory).
+pub fn create_durable(path: &Path) -> io::Result<()> {
+    let file = OpenOptions::new().create_new(true).write(true).open(path)?;
+    file.sync_all()
+}
+
+fn write_durable(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// Makes the creation, removal or renaming of entries in `dir` durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+pub fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,213 @@
+//! The offline invariant checker behind `ctxstore-server verify`. Reads everything, writes
+//! nothing: every checksum, every blob's BLAKE3 hash, index against packs, and the DAG
+//! (parent exists and is older, depth = parent depth + 1, every head and every turn's blob
+//! exists) by replaying `turns.log` exactly as recovery does.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use crate::blob::codec;
+use crate::blob::scan::{self, ScannedRecord};
+use crate::blob::view::{BlobIndex, ShardView};
+use crate::error::OpenError;
+use crate::format::blob_index::{BlobLocation, IndexEntry};
+use crate::format::meta::Meta;
+use crate::ids::{BlobHash, BlobHashBuildHasher};
+use crate::sequencer::recover::Replay;
+use crate::sequencer::scan::scan_log;
+use crate::store_dir::StoreDir;
+use crate::tail::Tail;
+
+/// What `verify` found. `problems` empty means the store is sound.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    pub data_dir: PathBuf,
+    pub shards: u16,
+    pub turns: u64,
+    pub contexts: u64,
+    pub blobs: u64,
+    pub logical_bytes: u64,
+    pub stored_bytes: u64,
+    /// Damage and broken invariants, each naming file and offset where there is one.
+    pub problems: Vec<String>,
+    /// Harmless findings, such as a torn tail the next open will cut.
+    pub notes: Vec<String>,
+}
+
+impl VerifyReport {
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+impl fmt::Display for VerifyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "store     {}", self.data_dir.display())?;
+        writeln!(f, "shards    {}", self.shards)?;
+        writeln!(f, "turns     {}", self.turns)?;
+        writeln!(f, "contexts  {}", self.contexts)?;
+        writeln!(
+            f,
+            "blobs     {} ({} bytes in packs)",
+            self.blobs, self.stored_bytes
+        )?;
+        writeln!(f, "logical   {} bytes", self.logical_bytes)?;
+        for note in &self.notes {
+            writeln!(f, "note      {note}")?;
+        }
+        for problem in &self.problems {
+            writeln!(f, "PROBLEM   {problem}")?;
+        }
+        if self.is_ok() {
+            write!(f, "verdict   OK")
+        } else {
+            write!(f, "verdict   {} problem(s)", self.problems.len())
+        }
+    }
+}
+
+/// Checks the store in `data_dir`. Fails only when it cannot check (no store there, it is in
+/// use, I/O errors); what it finds wrong goes into the report.
+pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
+    let store = StoreDir::new(data_dir);
+    if !store.meta_path().exists() {
+        return Err(OpenError::Inconsistent(format!(
+            "{} holds no ctxstore store",
+            data_dir.display()
+        )));
+    }
+    let _lock = store.lock()?;
+    let meta_path = store.meta_path();
+    let meta_bytes =
+        std::fs::read(&meta_path).map_err(|source| OpenError::io(&meta_path, source))?;
+    let meta = Meta::decode(&meta_bytes).map_err(|error| {
+        OpenError::Corrupt(crate::error::Corruption::record(&meta_path, 0, &error))
+    })?;
+    let mut report = VerifyReport {
+        data_dir: data_dir.to_path_buf(),
+        shards: meta.shard_count,
+        ..VerifyReport::default()
+    };
+
+    let mut views = Vec::new();
+    for shard in 0..meta.shard_count {
+        views.push(verify_shard(&store, shard, &mut report)?);
+    }
+    let log_path = store.turns_log_path();
+    let io = |source| OpenError::io(&log_path, source);
+    let mut replay = Replay::new(File::open(&log_path).map_err(io)?, &views);
+    let scan = scan_log(&log_path, |record| replay.record(record)).map_err(io)?;
+    report_tail(&mut report, &log_path, scan.tail);
+    report.turns = replay.state.turns;
+    report.contexts = replay.state.heads.len() as u64;
+    report.logical_bytes = replay.state.logical_bytes;
+    Ok(report)
+}
+
+fn verify_shard(
+    store: &StoreDir,
+    shard: u16,
+    report: &mut VerifyReport,
+) -> Result<ShardView, OpenError> {
+    let dir = store.shard_dir(shard);
+    let index_path = store.blob_index_path(shard);
+    let index_scan =
+        scan::scan_index(&index_path).map_err(|source| OpenError::io(&index_path, source))?;
+    report_tail(report, &index_path, index_scan.tail);
+
+    let packs = scan::list_packs(&dir).map_err(|source| OpenError::io(&dir, source))?;
+    let mut found: Vec<IndexEntry> = Vec::new();
+    for (position, (pack_id, path)) in packs.iter().enumerate() {
+        if *pack_id as usize != position {
+            report
+                .problems
+                .push(format!("{}: pack {position} is missing", dir.display()));
+            break;
+        }
+        let is_newest = position + 1 == packs.len();
+        let mut bad_blobs = Vec::new();
+        let visit = |record: ScannedRecord<'_>| {
+            let header = record.header;
+            let body = bytes::Bytes::copy_from_slice(record.body.unwrap_or_default());
+            if let Err(error) =
+                codec::decode(&header.hash, header.compression, header.raw_len, body)
+            {
+                bad_blobs.push(format!(
+                    "{} at offset {}: blob {}: {error}",
+                    path.display(),
+                    record.offset,
+                    header.hash
+                ));
+            }
+            found.push(IndexEntry {
+                hash: header.hash,
+                location: BlobLocation {
+                    pack_id: *pack_id,
+                    pack_offset: record.offset,
+                    raw_len: header.raw_len,
+                    stored_len: header.stored_len,
+                    compression: header.compression,
+                },
+            });
+        };
+        let pack_scan = scan::scan_pack(path, 0, is_newest, true, visit)
+            .map_err(|source| OpenError::io(path, source))?;
+        report.problems.extend(bad_blobs);
+        report.stored_bytes += pack_scan.tail.valid_end(pack_scan.file_len);
+        report_tail(report, path, pack_scan.tail);
+    }
+
+    // The index must describe the packs record for record; it may be shorter (lazy sync).
+    for (position, entry) in index_scan.entries.iter().enumerate() {
+        if found.get(position) != Some(entry) {
+            report.problems.push(format!(
+                "{} at offset {}: entry for blob {} does not match the pack record it points to",
+                index_path.display(),
+                position * crate::format::blob_index::INDEX_ENTRY_BYTES,
+                entry.hash
+            ));
+            break;
+        }
+    }
+
+    let index = BlobIndex::with_capacity_and_hasher(found.len().max(16), BlobHashBuildHasher);
+    let view = ShardView::new(shard, dir.clone(), index);
+    let mut first_seen: HashMap<BlobHash, BlobLocation, BlobHashBuildHasher> = HashMap::default();
+    for entry in found {
+        if entry.hash.shard(report.shards) != shard {
+            report.problems.push(format!(
+                "blob {} is stored in shard {shard}, not its own",
+                entry.hash
+            ));
+        }
+        if first_seen.insert(entry.hash, entry.location).is_some() {
+            report.problems.push(format!(
+                "blob {} is stored twice in {}",
+                entry.hash,
+                dir.display()
+            ));
+            continue;
+        }
+        view.publish(entry.hash, entry.location);
+        report.blobs += 1;
+    }
+    Ok(view)
+}
+
+fn report_tail(report: &mut VerifyReport, path: &Path, tail: Tail) {
+    match tail {
+        Tail::Clean => {}
+        Tail::Torn { offset, reason } => report.notes.push(format!(
+            "{}: torn tail at offset {offset} ({reason}); the next open cuts it",
+            path.display()
+        )),
+        Tail::Corrupt(corruption) => report.problems.push(format!(
+            "{} at offset {}: {}",
+            corruption.file.display(),
+            corruption.offset,
+            corruption.reason
+        )),
+    }
+}

@@ -1,0 +1,84 @@
+//! Helpers shared by the engine's integration tests.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use bytes::Bytes;
+use ctxstore_engine::{
+    AppendPayload, AppendRequest, Appended, ContextId, Engine, EngineConfig, EngineError, TurnId,
+};
+
+pub fn config(dir: &Path) -> EngineConfig {
+    EngineConfig::new(dir).with_shards(2)
+}
+
+pub fn open(dir: &Path) -> Engine {
+    Engine::open(config(dir)).expect("open engine")
+}
+
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    pollster::block_on(future)
+}
+
+pub fn append(
+    engine: &Engine,
+    context: ContextId,
+    payload: &[u8],
+    expected_head: Option<TurnId>,
+) -> Result<Appended, EngineError> {
+    block_on(engine.append(AppendRequest {
+        context_id: context,
+        expected_head,
+        type_tag: 7,
+        codec: 1,
+        payload: AppendPayload::Bytes(Bytes::copy_from_slice(payload)),
+    }))
+}
+
+/// Chat-like text of about `len` bytes, different for each `seed`.
+pub fn chat_payload(seed: u64, len: usize) -> Vec<u8> {
+    let words = [
+        "the",
+        "agent",
+        "calls",
+        "tool",
+        "result",
+        "context",
+        "assistant",
+        "user",
+        "file",
+        "search",
+        "returns",
+        "error",
+        "line",
+        "function",
+        "value",
+        "summary",
+        "plan",
+        "next",
+    ];
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut text = format!("{{\"seed\":{seed},\"role\":\"assistant\",\"content\":\"");
+    while text.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        text.push_str(words[(state % words.len() as u64) as usize]);
+        text.push(' ');
+    }
+    text.truncate(len);
+    text.into_bytes()
+}
+
+/// Incompressible bytes.
+pub fn random_payload(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
