@@ -379,33 +379,11 @@ impl Inner {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        // Shards first: an append that already holds a durable blob can still reach the
-        // sequencer while it drains.
-        let mut waits = Vec::new();
-        for shard in self.shards.iter() {
-            let (done, wait) = oneshot::channel();
-            if shard.send(ShardRequest::Shutdown { done }).is_ok() {
-                waits.push(wait);
-            }
-        }
-        for wait in waits {
-            let _ = wait.recv();
-        }
-        let (done, wait) = oneshot::channel();
-        if self
-            .sequencer
-            .send(SequencerRequest::Shutdown { done })
-            .is_ok()
-        {
-            let _ = wait.recv();
-        }
         let threads = match self.threads.lock() {
             Ok(mut threads) => std::mem::take(&mut *threads),
             Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
         };
-        for handle in threads {
-            let _ = handle.join();
-        }
+        stop_actors(&self.sequencer, &self.shards, threads);
         match self.lock.lock() {
             Ok(mut lock) => drop(lock.take()),
             Err(poisoned) => drop(poisoned.into_inner().take()),
@@ -416,7 +394,53 @@ impl Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        self.shutdown();
+        if !std::thread::panicking() {
+            self.shutdown();
+            return;
+        }
+        // compio aborts the process when a panicking thread wakes one of its tasks, and
+        // stopping the actors (even dropping their senders) wakes them: hand the shutdown to a
+        // thread that is not unwinding.
+        self.closed.store(true, Ordering::Release);
+        let sequencer = std::mem::replace(&mut self.sequencer, flume::bounded(1).0);
+        let shards = std::mem::take(&mut self.shards);
+        let threads = std::mem::take(self.threads.get_mut().unwrap_or_else(|p| p.into_inner()));
+        let lock = self
+            .lock
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let stopper = std::thread::spawn(move || {
+            stop_actors(&sequencer, &shards, threads);
+            drop((sequencer, shards, lock));
+        });
+        let _ = stopper.join();
+    }
+}
+
+/// Lets every actor finish its queue and sync, then joins the engine threads. Shards stop
+/// first: an append that already holds a durable blob can still reach the sequencer.
+fn stop_actors(
+    sequencer: &flume::Sender<SequencerRequest>,
+    shards: &[flume::Sender<ShardRequest>],
+    threads: Vec<JoinHandle<()>>,
+) {
+    let mut waits = Vec::new();
+    for shard in shards {
+        let (done, wait) = oneshot::channel();
+        if shard.send(ShardRequest::Shutdown { done }).is_ok() {
+            waits.push(wait);
+        }
+    }
+    for wait in waits {
+        let _ = wait.recv();
+    }
+    let (done, wait) = oneshot::channel();
+    if sequencer.send(SequencerRequest::Shutdown { done }).is_ok() {
+        let _ = wait.recv();
+    }
+    for handle in threads {
+        let _ = handle.join();
     }
 }
 

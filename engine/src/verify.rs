@@ -152,7 +152,8 @@ fn verify_shard(
                 },
             });
         };
-        let pack_scan = scan::scan_pack(path, 0, is_newest, true, visit)
+        let durable_end = scan::indexed_end(&index_scan.entries, *pack_id);
+        let pack_scan = scan::scan_pack(path, 0, is_newest, durable_end, true, visit)
             .map_err(|source| OpenError::io(path, source))?;
         report.problems.extend(bad_blobs);
         report.stored_bytes += pack_scan.tail.valid_end(pack_scan.file_len);

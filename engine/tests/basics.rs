@@ -255,3 +255,22 @@ fn shutdown_refuses_new_work_and_a_second_open_is_locked() {
         "{wrong_shards}"
     );
 }
+
+#[test]
+fn an_engine_dropped_while_its_owner_panics_shuts_down_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let unwound = std::panic::catch_unwind(|| {
+        let engine = open(dir.path());
+        let context = block_on(engine.create_context()).unwrap().context_id;
+        append(&engine, context, b"durable before the panic", None).unwrap();
+        panic!("the owner fails");
+    });
+    assert!(unwound.is_err());
+    let engine = open(dir.path());
+    let page = block_on(engine.last(ContextId(1), 10, true)).unwrap();
+    assert_eq!(page.turns.len(), 1);
+    assert_eq!(
+        page.turns[0].payload.as_deref(),
+        Some(&b"durable before the panic"[..])
+    );
+}

@@ -125,10 +125,12 @@ pub(crate) fn recover_shard(
             0
         };
         let is_newest = pack_id == newest_pack;
+        let durable_end = scan::indexed_end(&entries, pack_id);
         let visit = |record: ScannedRecord<'_>| {
             found.push(entry_of(pack_id, record.offset, &record.header));
         };
-        let pack_scan = scan::scan_pack(path, start, is_newest, true, visit).map_err(io(path))?;
+        let pack_scan =
+            scan::scan_pack(path, start, is_newest, durable_end, true, visit).map_err(io(path))?;
         let valid_end = pack_scan.tail.valid_end(pack_scan.file_len);
         match pack_scan.tail {
             Tail::Clean => {}
@@ -150,25 +152,25 @@ pub(crate) fn recover_shard(
     // 4. Reconcile: in a full check the scan re-found the indexed records, which must agree.
     let mut new_entries = found;
     if open_check == OpenCheck::Full {
-        for (position, entry) in entries.iter().enumerate() {
-            let offset = (position * INDEX_ENTRY_BYTES) as u64;
-            match new_entries.get(position) {
-                Some(scanned) if scanned == entry => {}
-                Some(_) => {
-                    return Err(OpenError::Corrupt(Corruption::new(
-                        &index_path,
-                        offset,
-                        "entry does not match the pack record it points to",
-                    )));
-                }
-                None => {
-                    return Err(OpenError::Corrupt(Corruption::new(
-                        &index_path,
-                        offset,
-                        "entry points past the valid end of the packs",
-                    )));
-                }
+        let agreeing = entries
+            .iter()
+            .zip(&new_entries)
+            .take_while(|(a, b)| a == b)
+            .count();
+        if agreeing < entries.len() {
+            let offset = (agreeing * INDEX_ENTRY_BYTES) as u64;
+            let reason = if agreeing < new_entries.len() {
+                "entry does not match the pack record it points to"
+            } else {
+                "entry points past the valid end of the packs"
+            };
+            let corruption = Corruption::new(&index_path, offset, reason);
+            if !repair {
+                return Err(OpenError::Corrupt(corruption));
             }
+            tracing::warn!(%corruption, "repair: dropping blob index entries from the damaged one on");
+            entries.truncate(agreeing);
+            index_end = offset;
         }
         new_entries.drain(..entries.len());
     }

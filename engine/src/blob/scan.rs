@@ -73,13 +73,16 @@ pub(crate) struct PackScan {
 /// Walks the records of one pack from `start`. With `read_bodies`, every body is read and its
 /// checksum verified; without, the scan hops from header to header.
 ///
-/// A bad record is a torn tail when it lies within the last `SHARD_BATCH_BYTES_LIMIT` bytes of
-/// the newest pack (a batch being written when the process died); anywhere else it is
-/// corruption. Sealed packs (`is_newest == false`) were fully synced, so they have no torn tail.
+/// A bad record is corruption when the blob index vouches for it (`durable_end`: index entries
+/// are written only after their records were fsynced), or when it lies in a sealed pack
+/// (`is_newest == false`: sealed packs were fully synced). Past the index, in the newest pack,
+/// it is a torn tail if it lies within the last `SHARD_BATCH_BYTES_LIMIT` bytes (a batch being
+/// written when the process died), and corruption otherwise.
 pub(crate) fn scan_pack(
     path: &Path,
     start: u64,
     is_newest: bool,
+    durable_end: u64,
     read_bodies: bool,
     mut visit: impl FnMut(ScannedRecord<'_>),
 ) -> io::Result<PackScan> {
@@ -90,7 +93,15 @@ pub(crate) fn scan_pack(
     let mut offset = start;
     let mut body = Vec::new();
     let bad = |offset: u64, reason: String, reader: &mut BufReader<File>| -> io::Result<Tail> {
-        classify_bad_record(path, offset, file_len, is_newest, reason, reader)
+        classify_bad_record(
+            path,
+            offset,
+            file_len,
+            is_newest,
+            durable_end,
+            reason,
+            reader,
+        )
     };
     while offset < file_len {
         let remaining = file_len - offset;
@@ -160,12 +171,18 @@ fn classify_bad_record(
     offset: u64,
     file_len: u64,
     is_newest: bool,
+    durable_end: u64,
     reason: String,
     reader: &mut BufReader<File>,
 ) -> io::Result<Tail> {
     let corrupt = |reason: String| Tail::Corrupt(Corruption::new(path, offset, reason));
     if !is_newest {
         return Ok(corrupt(format!("{reason} in a sealed pack")));
+    }
+    if offset < durable_end {
+        return Ok(corrupt(format!(
+            "{reason} in a record the blob index lists as durable"
+        )));
     }
     if file_len - offset <= SHARD_BATCH_BYTES_LIMIT {
         return Ok(Tail::Torn { offset, reason });
@@ -202,4 +219,15 @@ pub(crate) fn list_packs(shard_dir: &Path) -> io::Result<Vec<(u32, PathBuf)>> {
     }
     packs.sort();
     Ok(packs)
+}
+
+/// Where the index coverage of `pack_id` ends: records before it are known durable.
+pub(crate) fn indexed_end(entries: &[IndexEntry], pack_id: u32) -> u64 {
+    entries
+        .iter()
+        .rev()
+        .find(|entry| entry.location.pack_id == pack_id)
+        .map_or(0, |entry| {
+            entry.location.pack_offset + entry.location.record_bytes()
+        })
 }

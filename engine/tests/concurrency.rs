@@ -1,0 +1,239 @@
+//! Concurrency: many appenders on one context with compare-and-set, many on their own
+//! contexts, and concurrent puts of one new blob. Tasks run on a compio runtime (the server's
+//! runtime) and on plain threads (any caller).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Barrier};
+
+use bytes::Bytes;
+use common::*;
+use ctxstore_engine::{
+    AppendPayload, AppendRequest, BlobHash, Compression, ContextId, EngineError, TurnId, verify,
+};
+
+const TASKS: usize = 32;
+
+#[test]
+fn one_context_with_expected_head_exactly_one_wins_each_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    const WINS_PER_TASK: usize = 8;
+
+    let runtime = compio::runtime::Runtime::new().unwrap();
+    let outcomes: Vec<(Vec<TurnId>, usize)> = runtime.block_on(async {
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|task| {
+                let engine = engine.clone();
+                compio::runtime::spawn(async move {
+                    let mut wins = Vec::new();
+                    let mut conflicts = 0;
+                    while wins.len() < WINS_PER_TASK {
+                        let head = engine.head(context).await.unwrap().head_turn_id;
+                        let payload = format!("task {task} attempt {}", wins.len() + conflicts);
+                        let result = engine
+                            .append(AppendRequest {
+                                context_id: context,
+                                expected_head: Some(head),
+                                type_tag: task as u64,
+                                codec: 0,
+                                payload: AppendPayload::Bytes(Bytes::from(payload)),
+                            })
+                            .await;
+                        match result {
+                            Ok(appended) => {
+                                assert_eq!(appended.turn.parent_turn_id, head);
+                                wins.push(appended.turn.turn_id);
+                            }
+                            Err(EngineError::Conflict {
+                                actual, expected, ..
+                            }) => {
+                                assert_eq!(expected, head);
+                                assert_ne!(actual, head);
+                                conflicts += 1;
+                            }
+                            Err(other) => panic!("task {task}: {other}"),
+                        }
+                    }
+                    (wins, conflicts)
+                })
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap());
+        }
+        outcomes
+    });
+
+    // The chain is linear: one turn per depth, each a win of exactly one task.
+    let total = TASKS * WINS_PER_TASK;
+    let chain = block_on(engine.last(context, total as u32 + 1, false))
+        .unwrap()
+        .turns;
+    assert_eq!(chain.len(), total);
+    for (depth, turn) in chain.iter().enumerate() {
+        assert_eq!(turn.turn.depth as usize, depth);
+    }
+    let chain_ids: HashSet<TurnId> = chain.iter().map(|t| t.turn.turn_id).collect();
+    let won: Vec<TurnId> = outcomes.iter().flat_map(|(wins, _)| wins.clone()).collect();
+    assert_eq!(won.len(), total);
+    assert_eq!(
+        won.iter().copied().collect::<HashSet<_>>(),
+        chain_ids,
+        "no lost or duplicated turn"
+    );
+    // Each task's wins appear in the chain under its own type tag.
+    for turn in &chain {
+        let task = turn.turn.type_tag as usize;
+        assert!(outcomes[task].0.contains(&turn.turn.turn_id));
+    }
+    let conflicts: usize = outcomes.iter().map(|(_, conflicts)| conflicts).sum();
+    eprintln!("{total} wins, {conflicts} conflicts");
+    engine.shutdown();
+    assert!(verify(dir.path()).unwrap().is_ok());
+}
+
+#[test]
+fn contexts_of_their_own_all_durable_turn_ids_unique() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    const APPENDS_PER_TASK: usize = 25;
+    let barrier = Arc::new(Barrier::new(TASKS));
+    let threads: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let engine = engine.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                let context = block_on(engine.create_context()).unwrap().context_id;
+                barrier.wait();
+                let mut turns = Vec::new();
+                for index in 0..APPENDS_PER_TASK {
+                    let payload = chat_payload((task * 1000 + index) as u64, 2048);
+                    turns.push(append(&engine, context, &payload, None).unwrap().turn);
+                }
+                (context, turns)
+            })
+        })
+        .collect();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    engine.shutdown();
+    drop(engine);
+
+    let engine = open(dir.path());
+    let mut ids = HashSet::new();
+    for (task, (context, turns)) in results.iter().enumerate() {
+        let page = block_on(engine.last(*context, APPENDS_PER_TASK as u32, true)).unwrap();
+        assert_eq!(
+            page.turns.iter().map(|t| t.turn).collect::<Vec<_>>(),
+            *turns
+        );
+        for (index, turn) in page.turns.iter().enumerate() {
+            let expected = chat_payload((task * 1000 + index) as u64, 2048);
+            assert_eq!(turn.payload.as_deref(), Some(&expected[..]));
+            assert!(
+                ids.insert(turn.turn.turn_id),
+                "TurnID {} twice",
+                turn.turn.turn_id
+            );
+        }
+    }
+    assert_eq!(ids.len(), TASKS * APPENDS_PER_TASK);
+}
+
+#[test]
+fn one_payload_in_100_contexts_is_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let prompt = chat_payload(42, 10_240);
+    let mut hashes = HashSet::new();
+    for index in 0..100 {
+        let context = block_on(engine.create_context()).unwrap().context_id;
+        let appended = append(&engine, context, &prompt, None).unwrap();
+        assert_eq!(appended.deduped, index > 0);
+        hashes.insert(appended.turn.payload_hash);
+    }
+    assert_eq!(hashes.len(), 1);
+    let stats = engine.stats();
+    assert_eq!((stats.turns, stats.blobs, stats.dedup_hits), (100, 1, 99));
+    assert_eq!(stats.logical_bytes, 100 * 10_240);
+    assert_eq!(stats.unique_bytes, 10_240);
+    engine.shutdown();
+    drop(engine);
+    let pack_bytes: u64 = [
+        "blobs/shard-00/pack-000000.pack",
+        "blobs/shard-01/pack-000000.pack",
+    ]
+    .iter()
+    .map(|pack| std::fs::metadata(dir.path().join(pack)).unwrap().len())
+    .sum();
+    assert_eq!(pack_bytes, stats.stored_bytes, "one record on disk");
+    assert!(pack_bytes < 10_240, "and compressed");
+    let reopened = open(dir.path()).stats();
+    assert_eq!((reopened.blobs, reopened.dedup_hits), (1, 99));
+}
+
+#[test]
+fn concurrent_puts_of_one_new_blob_write_one_record() {
+    for round in 0..5u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(dir.path());
+        let payload = Bytes::from(chat_payload(round, 50_000));
+        let barrier = Arc::new(Barrier::new(TASKS));
+        let threads: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let engine = engine.clone();
+                let payload = payload.clone();
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    block_on(engine.put_blob(payload)).unwrap()
+                })
+            })
+            .collect();
+        let results: Vec<(BlobHash, bool)> =
+            threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert!(
+            results
+                .iter()
+                .all(|(hash, _)| *hash == BlobHash::of(&payload))
+        );
+        assert_eq!(
+            results.iter().filter(|(_, deduped)| !deduped).count(),
+            1,
+            "exactly one stored it"
+        );
+        let stats = engine.stats();
+        assert_eq!(stats.blobs, 1);
+        let shard = BlobHash::of(&payload).shard(2);
+        engine.shutdown();
+        let pack = dir
+            .path()
+            .join(format!("blobs/shard-{shard:02}/pack-000000.pack"));
+        assert_eq!(std::fs::metadata(pack).unwrap().len(), stats.stored_bytes);
+    }
+}
+
+#[test]
+fn a_one_mib_random_payload_is_stored_raw_and_read_back_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let payload = random_payload(7, 1 << 20);
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    let turn = append(&engine, context, &payload, None).unwrap().turn;
+    let stored = block_on(engine.blob_stored(turn.payload_hash)).unwrap();
+    assert_eq!(stored.compression, Compression::Raw);
+    assert_eq!(stored.bytes.len(), 1 << 20);
+    assert_eq!(
+        &block_on(engine.blob(turn.payload_hash)).unwrap()[..],
+        &payload[..]
+    );
+    engine.shutdown();
+    drop(engine);
+    let engine = open(dir.path());
+    let page = block_on(engine.last(ContextId(1), 1, true)).unwrap();
+    assert_eq!(page.turns[0].payload.as_deref(), Some(&payload[..]));
+}

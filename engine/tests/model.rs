@@ -1,0 +1,422 @@
+//! Model-based property test: random sequences of create / fork / append (with and without
+//! expected head, by bytes and by hash) and every read, checked against a plain in-memory
+//! model, with close-and-reopen at random points. TurnIDs are predicted exactly: every
+//! successful create, fork or append takes the next record id.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use ctxstore_engine::{
+    AppendPayload, AppendRequest, BlobHash, ContextId, Engine, EngineConfig, EngineError,
+    ErrorKind, Placement, TurnId, verify,
+};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Expect {
+    Nothing,
+    Current,
+    Stale,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Create,
+    Fork {
+        turn: usize,
+    },
+    Append {
+        context: usize,
+        payload: usize,
+        expect: Expect,
+    },
+    AppendByHash {
+        context: usize,
+        payload: usize,
+    },
+    Last {
+        context: usize,
+        limit: u32,
+        payloads: bool,
+    },
+    Before {
+        context: usize,
+        turn: usize,
+        limit: u32,
+    },
+    Range {
+        context: usize,
+        from_depth: u32,
+        limit: u32,
+    },
+    Chain {
+        turn: usize,
+        from_depth: u32,
+        limit: u32,
+    },
+    Blob {
+        payload: usize,
+    },
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let pick = 0..1000usize;
+    prop_oneof![
+        2 => Just(Op::Create),
+        1 => pick.clone().prop_map(|turn| Op::Fork { turn }),
+        8 => (pick.clone(), 0..PAYLOADS, prop_oneof![Just(Expect::Nothing), Just(Expect::Current), Just(Expect::Stale)])
+            .prop_map(|(context, payload, expect)| Op::Append { context, payload, expect }),
+        1 => (pick.clone(), 0..PAYLOADS).prop_map(|(context, payload)| Op::AppendByHash { context, payload }),
+        2 => (pick.clone(), 0..6u32, any::<bool>()).prop_map(|(context, limit, payloads)| Op::Last { context, limit, payloads }),
+        1 => (pick.clone(), pick.clone(), 0..5u32).prop_map(|(context, turn, limit)| Op::Before { context, turn, limit }),
+        1 => (pick.clone(), 0..8u32, 0..5u32).prop_map(|(context, from_depth, limit)| Op::Range { context, from_depth, limit }),
+        1 => (pick.clone(), 0..8u32, 0..12u32).prop_map(|(turn, from_depth, limit)| Op::Chain { turn, from_depth, limit }),
+        1 => (0..PAYLOADS).prop_map(|payload| Op::Blob { payload }),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+const PAYLOADS: usize = 6;
+
+fn payload(index: usize) -> Vec<u8> {
+    match index {
+        0 => Vec::new(),
+        1 => b"system prompt".to_vec(),
+        2 => chat_payload(2, 10_240),
+        3 => chat_payload(3, 300),
+        4 => random_payload(4, 70_000),
+        _ => chat_payload(index as u64, 2_000),
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct ModelTurn {
+    id: TurnId,
+    parent: TurnId,
+    depth: u32,
+    context: ContextId,
+    payload: usize,
+}
+
+#[derive(Default)]
+struct Model {
+    next_record_id: u64,
+    turns: Vec<ModelTurn>,
+    heads: Vec<TurnId>,
+    stored: [bool; PAYLOADS],
+}
+
+impl Model {
+    fn turn(&self, id: TurnId) -> Option<&ModelTurn> {
+        self.turns.iter().find(|turn| turn.id == id)
+    }
+
+    fn depth_of(&self, head: TurnId) -> u32 {
+        self.turn(head).map_or(0, |turn| turn.depth)
+    }
+
+    /// `start` and its ancestors, newest first.
+    fn ancestry(&self, start: TurnId) -> Vec<ModelTurn> {
+        let mut out = Vec::new();
+        let mut cursor = start;
+        while let Some(turn) = self.turn(cursor) {
+            out.push(turn.clone());
+            cursor = turn.parent;
+        }
+        out
+    }
+
+    fn take_record_id(&mut self) -> u64 {
+        self.next_record_id += 1;
+        self.next_record_id
+    }
+}
+
+fn check_turns(
+    actual: &[ctxstore_engine::TurnWithPayload],
+    expected: &[ModelTurn],
+    payloads: bool,
+) {
+    assert_eq!(actual.len(), expected.len(), "number of turns");
+    for (got, want) in actual.iter().zip(expected) {
+        assert_eq!(got.turn.turn_id, want.id);
+        assert_eq!(got.turn.parent_turn_id, want.parent);
+        assert_eq!(got.turn.depth, want.depth);
+        assert_eq!(got.turn.payload_hash, BlobHash::of(&payload(want.payload)));
+        assert_eq!(got.turn.payload_len as usize, payload(want.payload).len());
+        if payloads {
+            assert_eq!(got.payload.as_deref(), Some(&payload(want.payload)[..]));
+        } else {
+            assert!(got.payload.is_none());
+        }
+    }
+}
+
+fn engine_config(dir: &std::path::Path) -> EngineConfig {
+    let mut config = EngineConfig::new(dir);
+    config.shard_count = 3;
+    // Exercise a multi-thread placement too.
+    config.placement = "seq,s0|s1,s2".parse::<Placement>().unwrap();
+    config
+}
+
+fn run(ops: Vec<Op>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = Engine::open(engine_config(dir.path())).unwrap();
+    let mut model = Model::default();
+    for op in ops {
+        apply(&mut engine, &mut model, dir.path(), op);
+    }
+    engine.shutdown();
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.turns, model.turns.len() as u64);
+    assert_eq!(report.contexts, model.heads.len() as u64);
+}
+
+fn pick<T>(items: &[T], index: usize) -> Option<&T> {
+    if items.is_empty() {
+        None
+    } else {
+        items.get(index % items.len())
+    }
+}
+
+fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) {
+    match op {
+        Op::Create => {
+            let head = block_on(engine.create_context()).unwrap();
+            model.take_record_id();
+            model.heads.push(TurnId::NONE);
+            assert_eq!(head.context_id, ContextId(model.heads.len() as u64));
+            assert_eq!((head.head_turn_id, head.head_depth), (TurnId::NONE, 0));
+        }
+        Op::Fork { turn } => {
+            let Some(base) = pick(&model.turns, turn).cloned() else {
+                return;
+            };
+            let head = block_on(engine.fork(base.id)).unwrap();
+            model.take_record_id();
+            model.heads.push(base.id);
+            assert_eq!(head.context_id, ContextId(model.heads.len() as u64));
+            assert_eq!((head.head_turn_id, head.head_depth), (base.id, base.depth));
+        }
+        Op::Append {
+            context,
+            payload: index,
+            expect,
+        } => {
+            let Some(&head) = pick(&model.heads, context) else {
+                return;
+            };
+            let context_id = ContextId((context % model.heads.len()) as u64 + 1);
+            let expected_head = match expect {
+                Expect::Nothing => None,
+                Expect::Current => Some(head),
+                Expect::Stale => Some(TurnId(head.0 + 1_000_000)),
+            };
+            let result = append(engine, context_id, &payload(index), expected_head);
+            if let Expect::Stale = expect {
+                // The blob is made durable before the sequencer sees the stale head.
+                model.stored[index] = true;
+                match result {
+                    Err(EngineError::Conflict { actual, .. }) => assert_eq!(actual, head),
+                    other => panic!("stale expected head gave {other:?}"),
+                }
+                return;
+            }
+            let appended = result.unwrap();
+            assert_eq!(appended.deduped, model.stored[index]);
+            model.stored[index] = true;
+            let id = TurnId(model.take_record_id());
+            let depth = if head.is_none() {
+                0
+            } else {
+                model.depth_of(head) + 1
+            };
+            let turn = ModelTurn {
+                id,
+                parent: head,
+                depth,
+                context: context_id,
+                payload: index,
+            };
+            assert_eq!(appended.turn.turn_id, turn.id);
+            assert_eq!(appended.turn.parent_turn_id, turn.parent);
+            assert_eq!(appended.turn.depth, turn.depth);
+            assert_eq!(appended.turn.context_id, turn.context);
+            model.turns.push(turn);
+            let slot = context % model.heads.len();
+            model.heads[slot] = id;
+        }
+        Op::AppendByHash {
+            context,
+            payload: index,
+        } => {
+            let Some(&head) = pick(&model.heads, context) else {
+                return;
+            };
+            let context_id = ContextId((context % model.heads.len()) as u64 + 1);
+            let result = block_on(engine.append(AppendRequest {
+                context_id,
+                expected_head: None,
+                type_tag: 3,
+                codec: 4,
+                payload: AppendPayload::StoredBlob(BlobHash::of(&payload(index))),
+            }));
+            if !model.stored[index] {
+                assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound);
+                return;
+            }
+            let appended = result.unwrap();
+            assert!(appended.deduped);
+            let id = TurnId(model.take_record_id());
+            assert_eq!(appended.turn.turn_id, id);
+            let depth = if head.is_none() {
+                0
+            } else {
+                model.depth_of(head) + 1
+            };
+            model.turns.push(ModelTurn {
+                id,
+                parent: head,
+                depth,
+                context: context_id,
+                payload: index,
+            });
+            let slot = context % model.heads.len();
+            model.heads[slot] = id;
+        }
+        Op::Last {
+            context,
+            limit,
+            payloads,
+        } => {
+            let Some(&head) = pick(&model.heads, context) else {
+                assert_eq!(
+                    block_on(engine.last(ContextId(1), limit, payloads))
+                        .unwrap_err()
+                        .kind(),
+                    ErrorKind::NotFound
+                );
+                return;
+            };
+            let context_id = ContextId((context % model.heads.len()) as u64 + 1);
+            let page = block_on(engine.last(context_id, limit, payloads)).unwrap();
+            let mut expected = model.ancestry(head);
+            expected.truncate(limit as usize);
+            let next = match expected.last() {
+                Some(oldest) if !oldest.parent.is_none() => oldest.id,
+                _ => TurnId::NONE,
+            };
+            expected.reverse();
+            check_turns(&page.turns, &expected, payloads);
+            assert_eq!(page.next_before, next);
+            let head_now = block_on(engine.head(context_id)).unwrap();
+            assert_eq!(
+                (head_now.head_turn_id, head_now.head_depth),
+                (head, model.depth_of(head))
+            );
+        }
+        Op::Before {
+            context,
+            turn,
+            limit,
+        } => {
+            let (Some(_), Some(cursor)) = (
+                pick(&model.heads, context),
+                pick(&model.turns, turn).cloned(),
+            ) else {
+                return;
+            };
+            let context_id = ContextId((context % model.heads.len()) as u64 + 1);
+            let page = block_on(engine.before(context_id, cursor.id, limit, false)).unwrap();
+            let mut expected = model.ancestry(cursor.parent);
+            expected.truncate(limit as usize);
+            expected.reverse();
+            check_turns(&page.turns, &expected, false);
+        }
+        Op::Range {
+            context,
+            from_depth,
+            limit,
+        } => {
+            let Some(&head) = pick(&model.heads, context) else {
+                return;
+            };
+            let context_id = ContextId((context % model.heads.len()) as u64 + 1);
+            let turns =
+                block_on(engine.range_by_depth(context_id, from_depth, limit, true)).unwrap();
+            let mut expected: Vec<_> = model
+                .ancestry(head)
+                .into_iter()
+                .filter(|turn| {
+                    turn.depth >= from_depth
+                        && u64::from(turn.depth) < u64::from(from_depth) + u64::from(limit)
+                })
+                .collect();
+            expected.reverse();
+            check_turns(&turns, &expected, true);
+        }
+        Op::Chain {
+            turn,
+            from_depth,
+            limit,
+        } => {
+            let Some(tip) = pick(&model.turns, turn).cloned() else {
+                return;
+            };
+            let turns = block_on(engine.chain(tip.id, from_depth, limit, false)).unwrap();
+            let mut expected: Vec<_> = model
+                .ancestry(tip.id)
+                .into_iter()
+                .filter(|turn| {
+                    turn.depth >= from_depth
+                        && u64::from(turn.depth) < u64::from(from_depth) + u64::from(limit)
+                })
+                .collect();
+            expected.reverse();
+            check_turns(&turns, &expected, false);
+        }
+        Op::Blob { payload: index } => {
+            let hash = BlobHash::of(&payload(index));
+            match block_on(engine.blob(hash)) {
+                Ok(bytes) => {
+                    assert!(model.stored[index]);
+                    assert_eq!(bytes, Bytes::from(payload(index)));
+                }
+                Err(error) => {
+                    assert!(!model.stored[index]);
+                    assert_eq!(error.kind(), ErrorKind::NotFound);
+                }
+            }
+        }
+        Op::Reopen => {
+            engine.shutdown();
+            *engine = Engine::open(engine_config(dir)).unwrap();
+            let stats = engine.stats();
+            assert_eq!(stats.turns, model.turns.len() as u64);
+            assert_eq!(stats.contexts, model.heads.len() as u64);
+            assert_eq!(
+                stats.blobs,
+                model.stored.iter().filter(|s| **s).count() as u64
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48),
+        max_shrink_iters: 2000,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn engine_matches_the_model(ops in proptest::collection::vec(op(), 1..80)) {
+        run(ops);
+    }
+}

@@ -1,0 +1,502 @@
+//! Recovery: every file type cut at every record boundary and inside records, zero-filled
+//! tails, flipped bytes in the middle. Torn tails are cut and the store keeps working;
+//! damage is refused with the file and offset named, and `repair` gets past it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use common::*;
+use ctxstore_engine::format::blob_index::{INDEX_ENTRY_BYTES, IndexEntry};
+use ctxstore_engine::format::turn_log::LOG_RECORD_BYTES;
+use ctxstore_engine::{BlobHash, ContextId, Engine, EngineConfig, OpenError, TurnId, verify};
+
+const RECORD: u64 = LOG_RECORD_BYTES as u64;
+
+fn single_shard(dir: &Path) -> EngineConfig {
+    EngineConfig::new(dir).with_shards(1)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else if entry.file_name() != "LOCK" {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn cut(path: &Path, len: u64) {
+    OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
+fn flip_byte(path: &Path, offset: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[offset as usize] ^= 0x40;
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).unwrap().len()
+}
+
+/// What one record of `turns.log` did, to predict the state after a cut.
+#[derive(Clone, Debug)]
+enum Written {
+    Context {
+        base: TurnId,
+    },
+    Turn {
+        context: ContextId,
+        turn_id: TurnId,
+        payload: Vec<u8>,
+    },
+}
+
+/// Three contexts (one a fork), a dozen turns, some payloads repeated.
+fn build_log_store(dir: &Path) -> Vec<Written> {
+    let engine = Engine::open(single_shard(dir)).unwrap();
+    let mut written = Vec::new();
+    let a = block_on(engine.create_context()).unwrap().context_id;
+    written.push(Written::Context { base: TurnId::NONE });
+    let b = block_on(engine.create_context()).unwrap().context_id;
+    written.push(Written::Context { base: TurnId::NONE });
+    for index in 0..10u64 {
+        let context = if index % 3 == 0 { b } else { a };
+        let payload = chat_payload(index % 7, 500 + index as usize * 100);
+        let turn = append(&engine, context, &payload, None).unwrap().turn;
+        written.push(Written::Turn {
+            context,
+            turn_id: turn.turn_id,
+            payload,
+        });
+        if index == 4 {
+            let fork = block_on(engine.fork(turn.turn_id)).unwrap();
+            assert_eq!(fork.context_id, ContextId(3));
+            written.push(Written::Context { base: turn.turn_id });
+        }
+    }
+    let payload = b"on the fork".to_vec();
+    let turn = append(&engine, ContextId(3), &payload, None).unwrap().turn;
+    written.push(Written::Turn {
+        context: ContextId(3),
+        turn_id: turn.turn_id,
+        payload,
+    });
+    engine.shutdown();
+    written
+}
+
+/// Heads and turns after replaying the first `records` records.
+fn expected_state(written: &[Written], records: usize) -> (Vec<TurnId>, Vec<(TurnId, Vec<u8>)>) {
+    let mut heads = Vec::new();
+    let mut turns = Vec::new();
+    for record in &written[..records] {
+        match record {
+            Written::Context { base } => heads.push(*base),
+            Written::Turn {
+                context,
+                turn_id,
+                payload,
+            } => {
+                heads[context.0 as usize - 1] = *turn_id;
+                turns.push((*turn_id, payload.clone()));
+            }
+        }
+    }
+    (heads, turns)
+}
+
+fn check_state(engine: &Engine, written: &[Written], records: usize) {
+    let (heads, turns) = expected_state(written, records);
+    let stats = engine.stats();
+    assert_eq!(
+        stats.turns,
+        turns.len() as u64,
+        "turns after keeping {records} records"
+    );
+    assert_eq!(stats.contexts, heads.len() as u64);
+    for (index, head) in heads.iter().enumerate() {
+        let context = ContextId(index as u64 + 1);
+        assert_eq!(block_on(engine.head(context)).unwrap().head_turn_id, *head);
+    }
+    assert!(block_on(engine.head(ContextId(heads.len() as u64 + 1))).is_err());
+    for (turn_id, payload) in &turns {
+        let turn = block_on(engine.turn(*turn_id)).unwrap();
+        assert_eq!(
+            block_on(engine.blob(turn.payload_hash)).unwrap(),
+            Bytes::from(payload.clone())
+        );
+    }
+}
+
+/// After recovery the store takes writes and verifies.
+fn keeps_working(dir: &Path, config: EngineConfig) {
+    let engine = Engine::open(config).unwrap();
+    let context = match engine.stats().contexts {
+        0 => block_on(engine.create_context()).unwrap().context_id,
+        _ => ContextId(1),
+    };
+    let before = block_on(engine.head(context)).unwrap();
+    let turn = append(
+        &engine,
+        context,
+        b"written after recovery",
+        Some(before.head_turn_id),
+    )
+    .unwrap()
+    .turn;
+    assert_eq!(turn.parent_turn_id, before.head_turn_id);
+    engine.shutdown();
+    let report = verify(dir).unwrap();
+    assert!(report.is_ok(), "{report}");
+}
+
+#[test]
+fn turns_log_cut_at_every_record_boundary_and_inside_records() {
+    let pristine = tempfile::tempdir().unwrap();
+    let written = build_log_store(pristine.path());
+    let log_len = file_len(&pristine.path().join("turns.log"));
+    assert_eq!(log_len, written.len() as u64 * RECORD);
+
+    let mut cuts = Vec::new();
+    for record in 0..=written.len() as u64 {
+        cuts.push(record * RECORD);
+        if record < written.len() as u64 {
+            cuts.extend([1, 8, 64, RECORD - 1].map(|inside| record * RECORD + inside));
+        }
+    }
+    for cut_at in cuts {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(pristine.path(), dir.path());
+        cut(&dir.path().join("turns.log"), cut_at);
+        let kept = (cut_at / RECORD) as usize;
+        {
+            let engine = Engine::open(single_shard(dir.path()))
+                .unwrap_or_else(|error| panic!("open after cutting at {cut_at}: {error}"));
+            check_state(&engine, &written, kept);
+        }
+        assert_eq!(
+            file_len(&dir.path().join("turns.log")),
+            kept as u64 * RECORD
+        );
+        keeps_working(dir.path(), single_shard(dir.path()));
+    }
+}
+
+#[test]
+fn turns_log_zero_filled_tail_is_an_unsynced_batch() {
+    let pristine = tempfile::tempdir().unwrap();
+    let written = build_log_store(pristine.path());
+    let records = written.len() as u64;
+
+    // Zeros after the last record (an extent allocated, its data never written).
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(pristine.path(), dir.path());
+    let log = dir.path().join("turns.log");
+    cut(&log, (records + 5) * RECORD + 17);
+    check_state(
+        &Engine::open(single_shard(dir.path())).unwrap(),
+        &written,
+        written.len(),
+    );
+    assert_eq!(file_len(&log), records * RECORD);
+
+    // A zeroed record followed by valid ones: the rest of a batch that reached the disk out of
+    // order. The batch was never acknowledged; it is cut from the zero record on.
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(pristine.path(), dir.path());
+    let log = dir.path().join("turns.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let zeroed = records as usize - 3;
+    bytes[zeroed * LOG_RECORD_BYTES..(zeroed + 1) * LOG_RECORD_BYTES].fill(0);
+    std::fs::write(&log, bytes).unwrap();
+    check_state(
+        &Engine::open(single_shard(dir.path())).unwrap(),
+        &written,
+        zeroed,
+    );
+    keeps_working(dir.path(), single_shard(dir.path()));
+
+    // A valid record further than any batch reaches beyond zeros: damage, not a torn batch.
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(pristine.path(), dir.path());
+    let log = dir.path().join("turns.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let last = bytes[bytes.len() - LOG_RECORD_BYTES..].to_vec();
+    bytes.resize(bytes.len() + 70_000 * LOG_RECORD_BYTES, 0);
+    bytes.extend_from_slice(&last);
+    std::fs::write(&log, bytes).unwrap();
+    let error = Engine::open(single_shard(dir.path())).unwrap_err();
+    assert!(
+        matches!(error, OpenError::Corrupt(ref c) if c.file == log),
+        "{error}"
+    );
+}
+
+#[test]
+fn flipped_byte_in_turns_log_is_named_and_repair_gets_past_it() {
+    let pristine = tempfile::tempdir().unwrap();
+    let written = build_log_store(pristine.path());
+    let middle = written.len() as u64 / 2;
+    for byte in [0, 20, 50, 100, 127] {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(pristine.path(), dir.path());
+        let log = dir.path().join("turns.log");
+        flip_byte(&log, middle * RECORD + byte);
+        match Engine::open(single_shard(dir.path())).unwrap_err() {
+            OpenError::Corrupt(corruption) => {
+                assert_eq!(corruption.file, log);
+                assert_eq!(corruption.offset, middle * RECORD);
+            }
+            other => panic!("expected corruption, got {other}"),
+        }
+        let report = verify(dir.path()).unwrap();
+        assert!(!report.is_ok());
+        let named = format!("{} at offset {}", log.display(), middle * RECORD);
+        assert!(
+            report.problems.iter().any(|p| p.contains(&named)),
+            "{report}"
+        );
+
+        let mut repair = single_shard(dir.path());
+        repair.repair = true;
+        check_state(
+            &Engine::open(repair.clone()).unwrap(),
+            &written,
+            middle as usize,
+        );
+        keeps_working(dir.path(), single_shard(dir.path()));
+    }
+}
+
+/// A shard of blobs stored without turns (so that cutting a pack loses nothing a turn needs).
+fn build_blob_store(dir: &Path) -> Vec<(BlobHash, Vec<u8>)> {
+    let engine = Engine::open(single_shard(dir)).unwrap();
+    let mut blobs = Vec::new();
+    for index in 0..12u64 {
+        let payload = if index % 4 == 0 {
+            random_payload(index, 3000 + index as usize)
+        } else {
+            chat_payload(index, 200 + index as usize * 300)
+        };
+        let (hash, deduped) = block_on(engine.put_blob(Bytes::from(payload.clone()))).unwrap();
+        assert!(!deduped);
+        blobs.push((hash, payload));
+    }
+    engine.shutdown();
+    blobs
+}
+
+fn shard_dir(dir: &Path) -> PathBuf {
+    dir.join("blobs/shard-00")
+}
+
+fn index_entries(dir: &Path) -> Vec<IndexEntry> {
+    let bytes = std::fs::read(shard_dir(dir).join("blobs.idx")).unwrap();
+    bytes
+        .chunks_exact(INDEX_ENTRY_BYTES)
+        .map(|chunk| {
+            IndexEntry::decode(chunk.try_into().unwrap())
+                .unwrap()
+                .unwrap()
+        })
+        .collect()
+}
+
+fn check_blobs(engine: &Engine, blobs: &[(BlobHash, Vec<u8>)], kept: usize) {
+    assert_eq!(engine.stats().blobs, kept as u64);
+    for (index, (hash, payload)) in blobs.iter().enumerate() {
+        let read = block_on(engine.blob(*hash));
+        if index < kept {
+            assert_eq!(&read.unwrap()[..], &payload[..]);
+        } else {
+            assert!(read.is_err(), "blob {index} survived a cut before it");
+        }
+    }
+}
+
+#[test]
+fn pack_cut_at_every_record_boundary_and_inside_records() {
+    let pristine = tempfile::tempdir().unwrap();
+    let blobs = build_blob_store(pristine.path());
+    let entries = index_entries(pristine.path());
+    assert_eq!(entries.len(), blobs.len());
+    for (record, entry) in entries.iter().enumerate() {
+        let start = entry.location.pack_offset;
+        let length = entry.location.record_bytes();
+        for cut_at in [
+            start,
+            start + 1,
+            start + 63,
+            start + 64,
+            start + 65,
+            start + length - 1,
+        ] {
+            // A crash image: the pack torn at `cut_at`, the index holding only what was
+            // synced before (or nothing at all: it is rebuilt from the pack).
+            for keep_index in [true, false] {
+                let dir = tempfile::tempdir().unwrap();
+                copy_dir(pristine.path(), dir.path());
+                cut(&shard_dir(dir.path()).join("pack-000000.pack"), cut_at);
+                let index = shard_dir(dir.path()).join("blobs.idx");
+                cut(
+                    &index,
+                    if keep_index {
+                        (record * INDEX_ENTRY_BYTES) as u64
+                    } else {
+                        0
+                    },
+                );
+                {
+                    let engine = Engine::open(single_shard(dir.path()))
+                        .unwrap_or_else(|error| panic!("open after cutting at {cut_at}: {error}"));
+                    check_blobs(&engine, &blobs, record);
+                    // A lost blob can be stored again.
+                    let (hash, deduped) =
+                        block_on(engine.put_blob(Bytes::from(blobs[record].1.clone()))).unwrap();
+                    assert_eq!((hash, deduped), (blobs[record].0, false));
+                }
+                assert_eq!(index_entries(dir.path()).len(), record + 1, "index rebuilt");
+                keeps_working(dir.path(), single_shard(dir.path()));
+            }
+        }
+    }
+}
+
+#[test]
+fn blob_index_cut_anywhere_is_rebuilt_from_the_pack() {
+    let pristine = tempfile::tempdir().unwrap();
+    let blobs = build_blob_store(pristine.path());
+    let index_len = (blobs.len() * INDEX_ENTRY_BYTES) as u64;
+    for cut_at in (0..=index_len).step_by(INDEX_ENTRY_BYTES / 2) {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(pristine.path(), dir.path());
+        cut(&shard_dir(dir.path()).join("blobs.idx"), cut_at);
+        check_blobs(
+            &Engine::open(single_shard(dir.path())).unwrap(),
+            &blobs,
+            blobs.len(),
+        );
+        assert_eq!(index_entries(dir.path()).len(), blobs.len());
+    }
+}
+
+#[test]
+fn damage_in_packs_and_index_is_named() {
+    let pristine = tempfile::tempdir().unwrap();
+    let blobs = build_blob_store(pristine.path());
+    let entries = index_entries(pristine.path());
+    let middle = &entries[entries.len() / 2];
+    let pack = PathBuf::from("blobs/shard-00/pack-000000.pack");
+    let index = PathBuf::from("blobs/shard-00/blobs.idx");
+    let index_middle = (entries.len() / 2 * INDEX_ENTRY_BYTES) as u64;
+    let cases = [
+        // (file, byte to flip, offset the error must name)
+        (
+            pack.clone(),
+            middle.location.pack_offset + 10,
+            middle.location.pack_offset,
+        ),
+        (
+            pack.clone(),
+            middle.location.pack_offset + 70,
+            middle.location.pack_offset,
+        ),
+        (index.clone(), index_middle + 3, index_middle),
+    ];
+    for (file, flip_at, named_offset) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(pristine.path(), dir.path());
+        let path = dir.path().join(&file);
+        flip_byte(&path, flip_at);
+        match Engine::open(single_shard(dir.path())).unwrap_err() {
+            OpenError::Corrupt(corruption) => {
+                assert_eq!(
+                    (corruption.file, corruption.offset),
+                    (path.clone(), named_offset)
+                );
+            }
+            other => panic!(
+                "flip in {} at {flip_at}: expected corruption, got {other}",
+                file.display()
+            ),
+        }
+        let report = verify(dir.path()).unwrap();
+        assert!(
+            !report.is_ok(),
+            "verify missed a flip in {}",
+            file.display()
+        );
+        assert!(
+            report
+                .problems
+                .iter()
+                .any(|p| p.contains(&format!("{} at offset {named_offset}", path.display()))),
+            "{report}"
+        );
+        // Repair cuts at the damage; what lies before it is intact and the store works.
+        let mut repair = single_shard(dir.path());
+        repair.repair = true;
+        let engine = Engine::open(repair).unwrap();
+        let kept = engine.stats().blobs as usize;
+        assert!(kept >= entries.len() / 2, "kept {kept}");
+        for (hash, payload) in &blobs[..entries.len() / 2] {
+            assert_eq!(&block_on(engine.blob(*hash)).unwrap()[..], &payload[..]);
+        }
+        drop(engine);
+        keeps_working(dir.path(), single_shard(dir.path()));
+    }
+
+    // The meta file names itself too.
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(pristine.path(), dir.path());
+    flip_byte(&dir.path().join("ctxstore.meta"), 13);
+    let error = Engine::open(single_shard(dir.path())).unwrap_err();
+    assert!(error.to_string().contains("ctxstore.meta"), "{error}");
+}
+
+#[test]
+fn a_pack_that_lost_a_blob_a_turn_needs_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(single_shard(dir.path())).unwrap();
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    append(&engine, context, &chat_payload(1, 5000), None).unwrap();
+    append(&engine, context, &chat_payload(2, 5000), None).unwrap();
+    engine.shutdown();
+    // As if the pack's last synced record and its index entry vanished.
+    let entries = index_entries(dir.path());
+    cut(
+        &shard_dir(dir.path()).join("pack-000000.pack"),
+        entries[1].location.pack_offset,
+    );
+    cut(
+        &shard_dir(dir.path()).join("blobs.idx"),
+        INDEX_ENTRY_BYTES as u64,
+    );
+    let error = Engine::open(single_shard(dir.path())).unwrap_err();
+    assert!(
+        error.to_string().contains("lost acknowledged data"),
+        "{error}"
+    );
+    let report = verify(dir.path()).unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("lost acknowledged data")),
+        "{report}"
+    );
+}
