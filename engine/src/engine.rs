@@ -123,7 +123,7 @@ impl Engine {
         for cursor in cursors {
             let (sender, inbox) = flume::bounded(queue_depth);
             shard_senders.push(sender);
-            shard_seeds.push(Some(ActorSeed::Shard(cursor, inbox)));
+            shard_seeds.push(Some(ActorSeed::Shard(cursor, inbox, sequencer.clone())));
         }
         let mut threads = Vec::new();
         for (index, placement) in config.placement.threads.iter().enumerate() {
@@ -197,33 +197,60 @@ impl Engine {
         if published.heads.head(request.context_id).is_none() {
             return Err(EngineError::ContextNotFound(request.context_id));
         }
-        let (payload_hash, payload_len, deduped) = match request.payload {
-            AppendPayload::Bytes(payload) => {
-                let hash = BlobHash::of(&payload);
-                let len = payload.len() as u32;
-                let deduped = self.store_blob(hash, payload).await?;
-                (hash, len, deduped)
-            }
-            AppendPayload::StoredBlob(hash) => {
-                let location = published.shard_of(&hash).location(&hash);
-                let location = location.ok_or(EngineError::BlobNotFound(hash))?;
-                (hash, location.raw_len, true)
-            }
-        };
-        let append = AppendTurn {
+        let mut append = AppendTurn {
             context_id: request.context_id,
             expected_head: request.expected_head,
             type_tag: request.type_tag,
             codec: request.codec,
-            payload_hash,
-            payload_len,
-            deduped,
+            payload_hash: BlobHash([0; 32]),
+            payload_len: 0,
+            deduped: true,
         };
         let (reply, answer) = oneshot::channel();
-        self.send_to_sequencer(SequencerRequest::Append { append, reply })
-            .await?;
-        let turn = answer.await.map_err(|_| EngineError::ShutDown)??;
-        Ok(Appended { turn, deduped })
+        match request.payload {
+            AppendPayload::Bytes(payload) => {
+                self.check_blob_len(payload.len())?;
+                append.payload_hash = BlobHash::of(&payload);
+                append.payload_len = payload.len() as u32;
+                let shard = usize::from(append.payload_hash.shard(published.shards.len() as u16));
+                if published.shards[shard].contains(&append.payload_hash) {
+                    self.send_to_sequencer(SequencerRequest::Append { append, reply })
+                        .await?;
+                } else {
+                    // New (probably): the shard stores it, then hands the append on.
+                    let blob =
+                        codec::encode(append.payload_hash, &payload, self.inner.config.zstd_level);
+                    let request = ShardRequest::PutThenAppend {
+                        blob,
+                        append,
+                        reply,
+                    };
+                    self.inner.shards[shard]
+                        .send_async(request)
+                        .await
+                        .map_err(|_| EngineError::ShutDown)?;
+                }
+            }
+            AppendPayload::StoredBlob(hash) => {
+                let location = published.shard_of(&hash).location(&hash);
+                append.payload_hash = hash;
+                append.payload_len = location.ok_or(EngineError::BlobNotFound(hash))?.raw_len;
+                self.send_to_sequencer(SequencerRequest::Append { append, reply })
+                    .await?;
+            }
+        }
+        answer.await.map_err(|_| EngineError::ShutDown)?
+    }
+
+    fn check_blob_len(&self, len: usize) -> Result<(), EngineError> {
+        let max = u64::from(self.inner.config.limits.blob_bytes_max);
+        if len as u64 > max {
+            return Err(EngineError::TooLarge {
+                len: len as u64,
+                max,
+            });
+        }
+        Ok(())
     }
 
     /// Stores a payload without appending a turn (so that turns can reference it by hash).
@@ -238,13 +265,7 @@ impl Engine {
 
     /// Makes the blob durable in its shard. Returns true if it was already stored.
     async fn store_blob(&self, hash: BlobHash, payload: Bytes) -> Result<bool, EngineError> {
-        let limits = &self.inner.config.limits;
-        if payload.len() as u64 > u64::from(limits.blob_bytes_max) {
-            return Err(EngineError::TooLarge {
-                len: payload.len() as u64,
-                max: u64::from(limits.blob_bytes_max),
-            });
-        }
+        self.check_blob_len(payload.len())?;
         let published = &self.inner.published;
         let shard = usize::from(hash.shard(published.shards.len() as u16));
         if published.shards[shard].contains(&hash) {

@@ -21,14 +21,19 @@ type ActorTask = Pin<Box<dyn Future<Output = ()>>>;
 /// What an actor needs to start on its thread.
 pub(crate) enum ActorSeed {
     Sequencer(RecoveredLog, flume::Receiver<SequencerRequest>),
-    Shard(ShardCursor, flume::Receiver<ShardRequest>),
+    /// A shard, its inbox, and where it hands appends on to.
+    Shard(
+        ShardCursor,
+        flume::Receiver<ShardRequest>,
+        flume::Sender<SequencerRequest>,
+    ),
 }
 
 impl ActorSeed {
     fn actor(&self) -> Actor {
         match self {
             ActorSeed::Sequencer(..) => Actor::Sequencer,
-            ActorSeed::Shard(cursor, _) => Actor::Shard(cursor.shard),
+            ActorSeed::Shard(cursor, ..) => Actor::Shard(cursor.shard),
         }
     }
 }
@@ -98,8 +103,8 @@ fn run_thread(
                         .await
                         .map(|sequencer| Box::pin(sequencer.run(inbox)) as ActorTask)
                 }
-                ActorSeed::Shard(cursor, inbox) => {
-                    ShardActor::open(cursor, published.clone(), limits)
+                ActorSeed::Shard(cursor, inbox, sequencer) => {
+                    ShardActor::open(cursor, published.clone(), sequencer, limits)
                         .await
                         .map(|shard| Box::pin(shard.run(inbox)) as ActorTask)
                 }

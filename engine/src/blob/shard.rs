@@ -20,6 +20,7 @@ use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::pack::EncodedBlob;
 use crate::ids::BlobHash;
 use crate::published::Published;
+use crate::sequencer::actor::{AppendTurn, SequencerRequest, TurnReply};
 use crate::store_dir::{create_durable, pack_path, sync_dir};
 
 /// Index entries written since the last index fsync before one is started in the background.
@@ -37,19 +38,23 @@ pub(crate) type PutReply = oneshot::Sender<Result<PutOutcome, EngineError>>;
 
 #[derive(Debug)]
 pub(crate) enum ShardRequest {
-    Put {
+    /// Store a blob; answer when it is durable.
+    Put { blob: EncodedBlob, reply: PutReply },
+    /// Store a blob, then hand the append to the sequencer, which answers the caller: the
+    /// append flows network core → shard → sequencer → caller, one hop less than a round trip.
+    PutThenAppend {
         blob: EncodedBlob,
-        reply: PutReply,
+        append: AppendTurn,
+        reply: TurnReply,
     },
     /// Finish the queue, sync, and stop.
-    Shutdown {
-        done: oneshot::Sender<()>,
-    },
+    Shutdown { done: oneshot::Sender<()> },
 }
 
 pub(crate) struct ShardActor {
     shard: u16,
     published: Arc<Published>,
+    sequencer: flume::Sender<SequencerRequest>,
     limits: Limits,
     shard_dir: PathBuf,
     pack: compio::fs::File,
@@ -66,11 +71,27 @@ pub(crate) struct ShardActor {
     batch: Batch,
 }
 
+/// Who waits for a blob of a batch.
+#[derive(Debug)]
+enum Waiter {
+    Put(PutReply),
+    Append(AppendTurn, TurnReply),
+}
+
+impl Waiter {
+    fn fail(self, error: EngineError) {
+        match self {
+            Waiter::Put(reply) => drop(reply.send(Err(error))),
+            Waiter::Append(_, reply) => drop(reply.send(Err(error))),
+        }
+    }
+}
+
 /// Records of one group commit and who waits for each.
 #[derive(Default)]
 struct Batch {
     records: Vec<EncodedBlob>,
-    waiters: Vec<Vec<PutReply>>,
+    waiters: Vec<Vec<Waiter>>,
     position_of: HashMap<BlobHash, usize>,
     bytes: u64,
 }
@@ -88,6 +109,7 @@ impl ShardActor {
     pub async fn open(
         cursor: ShardCursor,
         published: Arc<Published>,
+        sequencer: flume::Sender<SequencerRequest>,
         limits: Limits,
     ) -> Result<ShardActor, EngineError> {
         let pack = open_for_write(&cursor.pack_path).await?;
@@ -96,6 +118,7 @@ impl ShardActor {
         Ok(ShardActor {
             shard: cursor.shard,
             published,
+            sequencer,
             limits,
             shard_dir,
             pack,
@@ -117,13 +140,13 @@ impl ShardActor {
             let Ok(first) = inbox.recv_async().await else {
                 break;
             };
-            self.admit(first, &mut shutdown);
+            self.admit(first, &mut shutdown).await;
             self.fill_batch(&inbox, &mut shutdown).await;
             self.commit().await;
         }
         // Shutting down (or every sender is gone): finish what is queued.
         while let Ok(request) = inbox.try_recv() {
-            self.admit(request, &mut shutdown);
+            self.admit(request, &mut shutdown).await;
             if self.batch.is_full(&self.limits) {
                 self.commit().await;
             }
@@ -143,7 +166,7 @@ impl ShardActor {
     ) {
         while shutdown.is_none() && !self.batch.is_full(&self.limits) {
             match inbox.try_recv() {
-                Ok(request) => self.admit(request, shutdown),
+                Ok(request) => self.admit(request, shutdown).await,
                 Err(_) => break,
             }
         }
@@ -154,15 +177,20 @@ impl ShardActor {
             + std::time::Duration::from_micros(u64::from(self.limits.batch_wait_us_max));
         while shutdown.is_none() && !self.batch.is_full(&self.limits) {
             match compio::time::timeout_at(deadline, inbox.recv_async()).await {
-                Ok(Ok(request)) => self.admit(request, shutdown),
+                Ok(Ok(request)) => self.admit(request, shutdown).await,
                 _ => break,
             }
         }
     }
 
-    fn admit(&mut self, request: ShardRequest, shutdown: &mut Option<oneshot::Sender<()>>) {
-        let (blob, reply) = match request {
-            ShardRequest::Put { blob, reply } => (blob, reply),
+    async fn admit(&mut self, request: ShardRequest, shutdown: &mut Option<oneshot::Sender<()>>) {
+        let (blob, waiter) = match request {
+            ShardRequest::Put { blob, reply } => (blob, Waiter::Put(reply)),
+            ShardRequest::PutThenAppend {
+                blob,
+                append,
+                reply,
+            } => (blob, Waiter::Append(append, reply)),
             ShardRequest::Shutdown { done } => {
                 *shutdown = Some(done);
                 return;
@@ -175,15 +203,15 @@ impl ShardActor {
             "misrouted blob"
         );
         if let Err(error) = self.published.status.check_writable() {
-            let _ = reply.send(Err(error));
+            waiter.fail(error);
             return;
         }
         if self.view().contains(&hash) {
-            let _ = reply.send(Ok(PutOutcome::AlreadyStored));
+            self.answer(waiter, PutOutcome::AlreadyStored).await;
             return;
         }
         if let Some(&position) = self.batch.position_of.get(&hash) {
-            self.batch.waiters[position].push(reply);
+            self.batch.waiters[position].push(waiter);
             return;
         }
         self.batch
@@ -191,7 +219,23 @@ impl ShardActor {
             .insert(hash, self.batch.records.len());
         self.batch.bytes += blob.bytes.len() as u64;
         self.batch.records.push(blob);
-        self.batch.waiters.push(vec![reply]);
+        self.batch.waiters.push(vec![waiter]);
+    }
+
+    /// The blob is durable: answer a put, or pass an append on to the sequencer.
+    async fn answer(&self, waiter: Waiter, outcome: PutOutcome) {
+        match waiter {
+            Waiter::Put(reply) => drop(reply.send(Ok(outcome))),
+            Waiter::Append(mut append, reply) => {
+                append.deduped = outcome == PutOutcome::AlreadyStored;
+                let request = SequencerRequest::Append { append, reply };
+                if let Err(flume::SendError(request)) = self.sequencer.send_async(request).await
+                    && let SequencerRequest::Append { reply, .. } = request
+                {
+                    let _ = reply.send(Err(EngineError::ShutDown));
+                }
+            }
+        }
     }
 
     fn view(&self) -> &crate::blob::view::ShardView {
@@ -206,19 +250,21 @@ impl ShardActor {
         let batch = std::mem::take(&mut self.batch);
         match self.write_and_sync(batch.records, batch.bytes).await {
             Ok(locations) => {
-                for (entry, waiters) in locations.iter().zip(batch.waiters) {
+                for entry in &locations {
                     self.view().publish(entry.hash, entry.location);
+                }
+                for waiters in batch.waiters {
                     let mut outcome = PutOutcome::Stored;
-                    for reply in waiters {
-                        let _ = reply.send(Ok(outcome));
+                    for waiter in waiters {
+                        self.answer(waiter, outcome).await;
                         outcome = PutOutcome::AlreadyStored;
                     }
                 }
                 self.append_index(&locations).await;
             }
             Err(error) => {
-                for reply in batch.waiters.into_iter().flatten() {
-                    let _ = reply.send(Err(error.duplicate()));
+                for waiter in batch.waiters.into_iter().flatten() {
+                    waiter.fail(error.duplicate());
                 }
             }
         }

@@ -15,13 +15,13 @@ use crate::config::Limits;
 use crate::error::EngineError;
 use crate::format::turn_log::{ContextRecord, LOG_RECORD_BYTES, LogRecord, record_offset};
 use crate::ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
-use crate::model::{ContextHead, Turn};
+use crate::model::{Appended, ContextHead, Turn};
 use crate::published::{CONTEXTS_MAX, Published};
 use crate::sequencer::recover::{HeadState, RecoveredLog};
 use crate::store_dir::now_unix_ms;
 
 pub(crate) type ContextReply = oneshot::Sender<Result<ContextHead, EngineError>>;
-pub(crate) type TurnReply = oneshot::Sender<Result<Turn, EngineError>>;
+pub(crate) type TurnReply = oneshot::Sender<Result<Appended, EngineError>>;
 
 #[derive(Debug)]
 pub(crate) struct AppendTurn {
@@ -50,7 +50,7 @@ pub(crate) enum SequencerRequest {
 
 enum Answer {
     Context(ContextReply, Result<ContextHead, EngineError>),
-    Turn(TurnReply, Result<Turn, EngineError>),
+    Turn(TurnReply, Result<Appended, EngineError>),
 }
 
 /// Undo entry for a batch that fails to reach the disk.
@@ -201,7 +201,7 @@ impl SequencerActor {
         })
     }
 
-    fn append(&mut self, append: &AppendTurn) -> Result<Turn, EngineError> {
+    fn append(&mut self, append: &AppendTurn) -> Result<Appended, EngineError> {
         self.published.status.check_writable()?;
         let context_index = (append.context_id.0 as usize).wrapping_sub(1);
         let Some(&head) = self.heads.get(context_index) else {
@@ -260,7 +260,10 @@ impl SequencerActor {
         self.batch.turns += 1;
         self.batch.logical_bytes += u64::from(append.payload_len);
         self.batch.dedup_hits += u64::from(append.deduped);
-        Ok(turn)
+        Ok(Appended {
+            turn,
+            deduped: append.deduped,
+        })
     }
 
     fn push_record(&mut self, record: &LogRecord) {

@@ -1,0 +1,340 @@
+//! In-process load benchmark of the engine: the figures of docs/benchmarks.md#engine.
+//!
+//! `cargo bench -p ctxstore-benches --bench engine_load` runs everything; set
+//! `CTXSTORE_BENCH_DIR` to put the stores elsewhere than the system temp dir, and
+//! `CTXSTORE_BENCH_RECOVERY_TURNS` / `_BLOBS` to size the recovery store (1M / 100k).
+//!
+//! Measured in one run, on the same disk: the fdatasync floor, 10 KiB chat-like appends at 1
+//! and 32 concurrent appenders (closed loop), get-last-64 with payloads, and open/recovery
+//! time of a store with 1M turns and 100k blobs.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ctxstore_benches::text::ChatText;
+use ctxstore_benches::{LatencyUs, floor, latency_histogram};
+use ctxstore_engine::{AppendPayload, AppendRequest, BlobHash, Engine, EngineConfig, OpenCheck};
+
+const PAYLOAD_BYTES: usize = 10 * 1024;
+
+fn main() {
+    // `cargo bench` passes `--bench`; with a filter argument, run only matching sections.
+    let filter: Option<String> = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
+    let wants = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
+    let base =
+        std::env::var_os("CTXSTORE_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
+    std::fs::create_dir_all(&base).unwrap();
+    print_machine(&base);
+
+    if wants("floor") {
+        let append = LatencyUs::of(&floor::append_fdatasync(&base, 4096, 2000).unwrap());
+        let overwrite = LatencyUs::of(&floor::overwrite_fdatasync(&base, 4096, 2000).unwrap());
+        println!("floor   4 KiB append + fdatasync:            {append}");
+        println!("floor   4 KiB overwrite (prefilled) + fdatasync: {overwrite}");
+    }
+    if wants("append") {
+        for appenders in [1usize, 32] {
+            let dir = tempfile::tempdir_in(&base).unwrap();
+            let engine = Engine::open(EngineConfig::new(dir.path())).unwrap();
+            let duration = Duration::from_secs(if appenders == 1 { 5 } else { 8 });
+            let result = append_load(&engine, appenders, duration);
+            println!(
+                "append  10 KiB, {appenders:>2} appenders: {:>7.0} appends/s, {}",
+                result.0, result.1
+            );
+            engine.shutdown();
+        }
+    }
+    if wants("get_last") {
+        let dir = tempfile::tempdir_in(&base).unwrap();
+        let engine = Engine::open(EngineConfig::new(dir.path())).unwrap();
+        let latency = get_last_64(&engine);
+        println!("read    get-last-64 with payloads:          {latency}");
+        engine.shutdown();
+    }
+    if wants("recovery") {
+        let turns = env_u64("CTXSTORE_BENCH_RECOVERY_TURNS", 1_000_000);
+        let blobs = env_u64("CTXSTORE_BENCH_RECOVERY_BLOBS", 100_000);
+        recovery(&base, turns, blobs);
+    }
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn print_machine(dir: &Path) {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|line| line.starts_with("model name"))
+        .map(|line| line.split(':').nth(1).unwrap_or("").trim().to_string())
+        .unwrap_or_default();
+    println!(
+        "machine {cores} cores ({model}), Linux {}, data in {}",
+        kernel.trim(),
+        dir.display()
+    );
+}
+
+/// Closed loop: `appenders` tasks, each on its own context, each appending 10 KiB chat text
+/// and waiting for the acknowledgement before the next. Tasks run on two compio runtimes
+/// (the machine's two cores), as network cores would.
+fn append_load(engine: &Engine, appenders: usize, duration: Duration) -> (f64, LatencyUs) {
+    let runtimes = appenders.min(2);
+    let warmup = Duration::from_millis(500);
+    let start = Instant::now() + Duration::from_millis(50);
+    let threads: Vec<_> = (0..runtimes)
+        .map(|runtime_index| {
+            let engine = engine.clone();
+            std::thread::spawn(move || {
+                let runtime = compio::runtime::Runtime::new().unwrap();
+                runtime.block_on(async move {
+                    let tasks: Vec<_> = (runtime_index..appenders)
+                        .step_by(runtimes)
+                        .map(|task| {
+                            let engine = engine.clone();
+                            compio::runtime::spawn(async move {
+                                let context = engine.create_context().await.unwrap().context_id;
+                                let mut text = ChatText::new(task as u64);
+                                // Payloads are made before timing: the generator is not the engine.
+                                let payloads: Vec<Bytes> = (0..64)
+                                    .map(|_| Bytes::from(text.payload(PAYLOAD_BYTES)))
+                                    .collect();
+                                let mut histogram = latency_histogram();
+                                let mut count = 0u64;
+                                while Instant::now() < start {
+                                    compio::time::sleep(Duration::from_millis(1)).await;
+                                }
+                                let mut index = 0;
+                                loop {
+                                    let now = Instant::now();
+                                    if now >= start + warmup + duration {
+                                        break;
+                                    }
+                                    let payload = payloads[index % payloads.len()].clone();
+                                    // Every payload distinct: vary its first bytes by counter.
+                                    let mut unique = payload.to_vec();
+                                    unique[..8].copy_from_slice(&(index as u64).to_le_bytes());
+                                    index += 1;
+                                    let sent = Instant::now();
+                                    engine
+                                        .append(AppendRequest {
+                                            context_id: context,
+                                            expected_head: None,
+                                            type_tag: 1,
+                                            codec: 1,
+                                            payload: AppendPayload::Bytes(Bytes::from(unique)),
+                                        })
+                                        .await
+                                        .unwrap();
+                                    if sent >= start + warmup {
+                                        let _ = histogram.record(sent.elapsed().as_nanos() as u64);
+                                        count += 1;
+                                    }
+                                }
+                                (histogram, count)
+                            })
+                        })
+                        .collect();
+                    let mut merged = latency_histogram();
+                    let mut total = 0;
+                    for task in tasks {
+                        let (histogram, count) = task.await.unwrap();
+                        merged.add(&histogram).unwrap();
+                        total += count;
+                    }
+                    (merged, total)
+                })
+            })
+        })
+        .collect();
+    let mut merged = latency_histogram();
+    let mut total = 0;
+    for thread in threads {
+        let (histogram, count) = thread.join().unwrap();
+        merged.add(&histogram).unwrap();
+        total += count;
+    }
+    (
+        total as f64 / duration.as_secs_f64(),
+        LatencyUs::of(&merged),
+    )
+}
+
+/// One context of 256 turns of 10 KiB; read the last 64 with payloads, one reader.
+fn get_last_64(engine: &Engine) -> LatencyUs {
+    let run = async {
+        let context = engine.create_context().await.unwrap().context_id;
+        let mut text = ChatText::new(99);
+        for _ in 0..256 {
+            let payload = AppendPayload::Bytes(Bytes::from(text.payload(PAYLOAD_BYTES)));
+            let request = AppendRequest {
+                context_id: context,
+                expected_head: None,
+                type_tag: 1,
+                codec: 1,
+                payload,
+            };
+            engine.append(request).await.unwrap();
+        }
+        let mut histogram = latency_histogram();
+        for round in 0..3000 {
+            let started = Instant::now();
+            let page = engine.last(context, 64, true).await.unwrap();
+            let elapsed = started.elapsed();
+            assert_eq!(page.turns.len(), 64);
+            if round >= 200 {
+                let _ = histogram.record(elapsed.as_nanos() as u64);
+            }
+        }
+        histogram
+    };
+    LatencyUs::of(&compio::runtime::Runtime::new().unwrap().block_on(run))
+}
+
+/// Builds a store of `turns` turns over `blobs` distinct 10 KiB payloads (each referenced
+/// turns/blobs times, as shared prompts and tool results are), then times `Engine::open`:
+/// full check and tail check, with the page cache warm and dropped.
+fn recovery(base: &Path, turns: u64, blobs: u64) {
+    const WRITERS: u64 = 32;
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let built = Instant::now();
+    let engine = Engine::open(EngineConfig::new(dir.path())).unwrap();
+    // Phase 1: the distinct payloads. Phase 2: the turns, referencing them by hash.
+    let shared = engine.clone();
+    let hashes: Vec<Vec<BlobHash>> = run_writers(WRITERS, move |writer| {
+        let engine = shared.clone();
+        async move {
+            let mut text = ChatText::new(1_000 + writer);
+            let mut hashes = Vec::new();
+            for blob in (writer..blobs).step_by(WRITERS as usize) {
+                let mut bytes = text.payload(PAYLOAD_BYTES);
+                bytes[..8].copy_from_slice(&blob.to_le_bytes());
+                hashes.push(engine.put_blob(Bytes::from(bytes)).await.unwrap().0);
+            }
+            hashes
+        }
+    });
+    let hashes: Arc<Vec<BlobHash>> = Arc::new(hashes.into_iter().flatten().collect());
+    let shared = engine.clone();
+    run_writers(WRITERS, move |writer| {
+        let engine = shared.clone();
+        let hashes = hashes.clone();
+        async move {
+            let context = engine.create_context().await.unwrap().context_id;
+            for turn in (writer..turns).step_by(WRITERS as usize) {
+                let hash = hashes[(turn % hashes.len() as u64) as usize];
+                let request = AppendRequest {
+                    context_id: context,
+                    expected_head: None,
+                    type_tag: 1,
+                    codec: 1,
+                    payload: AppendPayload::StoredBlob(hash),
+                };
+                engine.append(request).await.unwrap();
+            }
+        }
+    });
+    let stats = engine.stats();
+    assert_eq!((stats.turns, stats.blobs), (turns, blobs));
+    engine.shutdown();
+    drop(engine);
+    println!(
+        "store   {turns} turns, {blobs} blobs, {:.0} MiB on disk, built in {:.0} s",
+        walk_bytes(dir.path()) as f64 / (1 << 20) as f64,
+        built.elapsed().as_secs_f64()
+    );
+    for (check, label) in [(OpenCheck::Full, "full"), (OpenCheck::Tail, "tail")] {
+        let config = || {
+            let mut config = EngineConfig::new(dir.path());
+            config.open_check = check;
+            config
+        };
+        for cold in [false, true] {
+            if cold && !drop_page_cache() {
+                println!("open    {label} check, cold cache: skipped (cannot drop the page cache)");
+                continue;
+            }
+            if !cold {
+                drop(Engine::open(config()).unwrap()); // warm the cache
+            }
+            let started = Instant::now();
+            let engine = Engine::open(config()).unwrap();
+            let elapsed = started.elapsed();
+            assert_eq!(engine.stats().turns, turns);
+            engine.shutdown();
+            let cache = if cold { "cold" } else { "warm" };
+            println!(
+                "open    {label} check, {cache} cache: {:.0} ms",
+                elapsed.as_secs_f64() * 1000.0
+            );
+        }
+    }
+}
+
+/// Runs `writers` tasks on two compio runtimes (the machine's two cores); returns their
+/// results in writer order.
+fn run_writers<T, F, Fut>(writers: u64, make: F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(u64) -> Fut + Send + Sync + 'static + Clone,
+    Fut: std::future::Future<Output = T> + 'static,
+{
+    let threads: Vec<_> = (0..2u64)
+        .map(|runtime_index| {
+            let make = make.clone();
+            std::thread::spawn(move || {
+                compio::runtime::Runtime::new()
+                    .unwrap()
+                    .block_on(async move {
+                        let tasks: Vec<_> = (runtime_index..writers)
+                            .step_by(2)
+                            .map(|writer| (writer, compio::runtime::spawn(make(writer))))
+                            .collect();
+                        let mut results = Vec::new();
+                        for (writer, task) in tasks {
+                            results.push((writer, task.await.unwrap()));
+                        }
+                        results
+                    })
+            })
+        })
+        .collect();
+    let mut results: Vec<(u64, T)> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    results.sort_by_key(|(writer, _)| *writer);
+    results.into_iter().map(|(_, result)| result).collect()
+}
+
+fn walk_bytes(path: &Path) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(path).unwrap() {
+        let entry = entry.unwrap();
+        let metadata = entry.metadata().unwrap();
+        total += if metadata.is_dir() {
+            walk_bytes(&entry.path())
+        } else {
+            metadata.len()
+        };
+    }
+    total
+}
+
+/// Drops clean pages, dentries and inodes (needs root). Returns whether it worked.
+fn drop_page_cache() -> bool {
+    std::process::Command::new("sync")
+        .status()
+        .is_ok_and(|s| s.success())
+        && std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok()
+}

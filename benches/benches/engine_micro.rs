@@ -1,0 +1,122 @@
+//! Criterion micro-benchmarks of the engine, in-process:
+//! `cargo bench -p ctxstore-benches --bench engine_micro`.
+//!
+//! - `floor/fdatasync_4k`: one 4 KiB append + fdatasync, the price of any durable write;
+//! - `append/10k_one_appender`: one durable 10 KiB append (blob + turn + head), end to end;
+//! - `read/get_last_64_payloads`: the 64 newest turns of a context with their payloads;
+//! - `index/has_blob_hit`, `index/has_blob_miss`: a blob-index look-up (dedup check).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs::OpenOptions;
+use std::io::Write;
+
+use bytes::Bytes;
+use criterion::{Criterion, criterion_group, criterion_main};
+use ctxstore_benches::text::ChatText;
+use ctxstore_engine::{AppendPayload, AppendRequest, BlobHash, ContextId, Engine, EngineConfig};
+
+fn bench_dir() -> tempfile::TempDir {
+    match std::env::var_os("CTXSTORE_BENCH_DIR") {
+        Some(base) => tempfile::tempdir_in(base).unwrap(),
+        None => tempfile::tempdir().unwrap(),
+    }
+}
+
+fn append_request(context: ContextId, payload: Vec<u8>) -> AppendRequest {
+    AppendRequest {
+        context_id: context,
+        expected_head: None,
+        type_tag: 1,
+        codec: 1,
+        payload: AppendPayload::Bytes(Bytes::from(payload)),
+    }
+}
+
+fn floor(c: &mut Criterion) {
+    let dir = bench_dir();
+    let path = dir.path().join("floor.bin");
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let block = vec![0x5a_u8; 4096];
+    c.bench_function("floor/fdatasync_4k", |b| {
+        b.iter(|| {
+            file.write_all(&block).unwrap();
+            file.sync_data().unwrap();
+        })
+    });
+}
+
+fn engine_ops(c: &mut Criterion) {
+    let dir = bench_dir();
+    let engine = Engine::open(EngineConfig::new(dir.path())).unwrap();
+    let runtime = compio::runtime::Runtime::new().unwrap();
+    let mut text = ChatText::new(5);
+
+    let context = runtime
+        .block_on(engine.create_context())
+        .unwrap()
+        .context_id;
+    let payloads: Vec<Vec<u8>> = (0..64).map(|_| text.payload(10 * 1024)).collect();
+    let mut counter = 0u64;
+    c.bench_function("append/10k_one_appender", |b| {
+        b.iter(|| {
+            counter += 1;
+            let mut payload = payloads[(counter % 64) as usize].clone();
+            payload[..8].copy_from_slice(&counter.to_le_bytes());
+            runtime
+                .block_on(engine.append(append_request(context, payload)))
+                .unwrap()
+        })
+    });
+
+    let reads = runtime
+        .block_on(engine.create_context())
+        .unwrap()
+        .context_id;
+    for _ in 0..128 {
+        runtime
+            .block_on(engine.append(append_request(reads, text.payload(10 * 1024))))
+            .unwrap();
+    }
+    c.bench_function("read/get_last_64_payloads", |b| {
+        b.iter(|| runtime.block_on(engine.last(reads, 64, true)).unwrap())
+    });
+
+    let mut stored = Vec::new();
+    for index in 0..20_000u64 {
+        let mut payload = text.payload(256);
+        payload[..8].copy_from_slice(&index.to_le_bytes());
+        stored.push(
+            runtime
+                .block_on(engine.put_blob(Bytes::from(payload)))
+                .unwrap()
+                .0,
+        );
+    }
+    let mut position = 0usize;
+    c.bench_function("index/has_blob_hit", |b| {
+        b.iter(|| {
+            position = (position + 7919) % stored.len();
+            assert!(runtime.block_on(engine.has_blob(stored[position])));
+        })
+    });
+    let mut miss = 0u64;
+    c.bench_function("index/has_blob_miss", |b| {
+        b.iter(|| {
+            miss += 1;
+            assert!(!runtime.block_on(engine.has_blob(BlobHash::of(&miss.to_le_bytes()))));
+        })
+    });
+    engine.shutdown();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(50).measurement_time(std::time::Duration::from_secs(4));
+    targets = floor, engine_ops
+}
+criterion_main!(benches);
