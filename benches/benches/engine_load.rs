@@ -38,7 +38,7 @@ fn main() {
     if wants("append") {
         for appenders in [1usize, 32] {
             let dir = tempfile::tempdir_in(&base).unwrap();
-            let engine = Engine::open(EngineConfig::new(dir.path())).unwrap();
+            let engine = Engine::open(bench_config(dir.path())).unwrap();
             let duration = Duration::from_secs(if appenders == 1 { 5 } else { 8 });
             let result = append_load(&engine, appenders, duration);
             println!(
@@ -50,7 +50,7 @@ fn main() {
     }
     if wants("get_last") {
         let dir = tempfile::tempdir_in(&base).unwrap();
-        let engine = Engine::open(EngineConfig::new(dir.path())).unwrap();
+        let engine = Engine::open(bench_config(dir.path())).unwrap();
         let latency = get_last_64(&engine);
         println!("read    get-last-64 with payloads:          {latency}");
         engine.shutdown();
@@ -60,6 +60,19 @@ fn main() {
         let blobs = env_u64("CTXSTORE_BENCH_RECOVERY_BLOBS", 100_000);
         recovery(&base, turns, blobs);
     }
+}
+
+/// Engine configuration of the benchmarks: defaults, with `CTXSTORE_BENCH_PLACEMENT` and
+/// `CTXSTORE_BENCH_PREALLOCATE=0` to compare variants.
+fn bench_config(dir: &Path) -> EngineConfig {
+    let mut config = EngineConfig::new(dir);
+    if let Ok(placement) = std::env::var("CTXSTORE_BENCH_PLACEMENT") {
+        config.placement = placement.parse().unwrap();
+    }
+    if std::env::var("CTXSTORE_BENCH_PREALLOCATE").is_ok_and(|v| v == "0") {
+        config.preallocate = false;
+    }
+    config
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -208,7 +221,7 @@ fn recovery(base: &Path, turns: u64, blobs: u64) {
     const WRITERS: u64 = 32;
     let dir = tempfile::tempdir_in(base).unwrap();
     let built = Instant::now();
-    let engine = Engine::open(EngineConfig::new(dir.path())).unwrap();
+    let engine = Engine::open(bench_config(dir.path())).unwrap();
     // Phase 1: the distinct payloads. Phase 2: the turns, referencing them by hash.
     let shared = engine.clone();
     let hashes: Vec<Vec<BlobHash>> = run_writers(WRITERS, move |writer| {
@@ -255,7 +268,7 @@ fn recovery(base: &Path, turns: u64, blobs: u64) {
     );
     for (check, label) in [(OpenCheck::Full, "full"), (OpenCheck::Tail, "tail")] {
         let config = || {
-            let mut config = EngineConfig::new(dir.path());
+            let mut config = bench_config(dir.path());
             config.open_check = check;
             config
         };

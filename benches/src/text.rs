@@ -21,7 +21,7 @@ struct Vocabulary {
 fn vocabulary() -> &'static Vocabulary {
     static VOCABULARY: OnceLock<Vocabulary> = OnceLock::new();
     VOCABULARY.get_or_init(|| {
-        let mut rng = Rng(0x5eed_0f_c0de);
+        let mut rng = Rng(0x005e_ed0f_c0de);
         let words = (0..VOCABULARY_WORDS)
             .map(|_| {
                 let syllables = 1 + rng.below(4) as usize;
@@ -51,7 +51,7 @@ fn vocabulary() -> &'static Vocabulary {
 pub struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0 | 1;
         x ^= x >> 12;
         x ^= x << 25;
@@ -61,7 +61,7 @@ impl Rng {
     }
 
     pub fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound.max(1)
+        self.next_u64() % bound.max(1)
     }
 
     pub fn chance(&mut self, per_thousand: u64) -> bool {
@@ -91,14 +91,14 @@ impl ChatText {
         let role = ["user", "assistant", "tool"][self.rng.below(3) as usize];
         let mut text = format!(
             "{{\"role\":\"{role}\",\"id\":\"msg_{:016x}\",\"seq\":{},\"content\":\"",
-            self.rng.next(),
+            self.rng.next_u64(),
             self.messages
         );
         let mut sentence_words = 0;
         while text.len() < len {
             let roll = self.rng.below(1000);
             if roll < 12 {
-                text.push_str(&format!("{:x}", self.rng.next()));
+                text.push_str(&format!("{:x}", self.rng.next_u64()));
             } else if roll < 40 {
                 text.push_str(&format!("{}", self.rng.below(100_000)));
             } else if roll < 48 {
@@ -135,7 +135,7 @@ impl ChatText {
     }
 
     fn word(&mut self, vocabulary: &Vocabulary) -> String {
-        let target = self.rng.next();
+        let target = self.rng.next_u64();
         let index = vocabulary
             .cumulative
             .partition_point(|&c| c < target)
@@ -149,7 +149,7 @@ pub fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
     let mut rng = Rng(seed ^ 0x1234_5678);
     let mut out = Vec::with_capacity(len + 8);
     while out.len() < len {
-        out.extend_from_slice(&rng.next().to_le_bytes());
+        out.extend_from_slice(&rng.next_u64().to_le_bytes());
     }
     out.truncate(len);
     out

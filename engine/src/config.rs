@@ -18,6 +18,8 @@ pub const BLOB_BYTES_LIMIT: u32 = 1 << 30;
 /// Packs per shard the engine can address.
 pub const PACKS_PER_SHARD_MAX: u32 = 65_536;
 
+use crate::format::turn_log::LOG_RECORD_BYTES;
+
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     pub data_dir: PathBuf,
@@ -32,6 +34,12 @@ pub struct EngineConfig {
     /// On mid-file corruption: truncate the file at the damaged record (losing what follows)
     /// instead of refusing to open. For operators who have a backup plan; off by default.
     pub repair: bool,
+    /// Write zeros ahead of the writers (turns.log in `log_preallocate_bytes` steps between
+    /// batches; packs in small steps while their shard is idle), so that a group commit's
+    /// fdatasync overwrites allocated blocks instead of growing the file: roughly half the
+    /// cost per fsync on ext4. Turn off on file systems that never overwrite in place (btrfs,
+    /// ZFS), where it only costs.
+    pub preallocate: bool,
 }
 
 impl EngineConfig {
@@ -44,6 +52,7 @@ impl EngineConfig {
             limits: Limits::default(),
             open_check: OpenCheck::Full,
             repair: false,
+            preallocate: true,
         }
     }
 
@@ -92,6 +101,15 @@ impl EngineConfig {
         if limits.pack_bytes_max < limits.shard_batch_bytes_max {
             return Err("pack_bytes_max must be at least shard_batch_bytes_max".into());
         }
+        if limits.log_preallocate_bytes == 0
+            || !limits
+                .log_preallocate_bytes
+                .is_multiple_of(LOG_RECORD_BYTES as u32)
+        {
+            return Err(format!(
+                "log_preallocate_bytes must be a positive multiple of {LOG_RECORD_BYTES}"
+            ));
+        }
         if limits.queue_depth_max == 0 {
             return Err("queue_depth_max must be at least 1".into());
         }
@@ -109,6 +127,8 @@ pub struct Limits {
     pub blob_bytes_max: u32,
     /// A pack is sealed and a new one started when the next batch would pass this size.
     pub pack_bytes_max: u64,
+    /// Zeros written ahead of the sequencer in `turns.log`, per step (with `preallocate`).
+    pub log_preallocate_bytes: u32,
     /// Records (turns and context creations) in one sequencer group commit.
     pub sequencer_batch_records_max: u32,
     /// Blob records in one shard group commit.
@@ -128,7 +148,8 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             blob_bytes_max: 16 * 1024 * 1024,
-            pack_bytes_max: 1024 * 1024 * 1024,
+            pack_bytes_max: 64 * 1024 * 1024,
+            log_preallocate_bytes: 256 * 1024,
             sequencer_batch_records_max: 4096,
             shard_batch_records_max: 256,
             shard_batch_bytes_max: 64 * 1024 * 1024,

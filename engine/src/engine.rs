@@ -135,7 +135,15 @@ impl Engine {
                     Actor::Shard(shard) => shard_seeds.get_mut(usize::from(*shard))?.take(),
                 })
                 .collect();
-            match start_thread(index, placement, seeds, published.clone(), config.limits) {
+            let started = start_thread(
+                index,
+                placement,
+                seeds,
+                published.clone(),
+                config.limits,
+                config.preallocate,
+            );
+            match started {
                 Ok(handle) => threads.push(handle),
                 Err(error) => {
                     // Dropping the senders stops the actors already started.

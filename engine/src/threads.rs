@@ -45,6 +45,7 @@ pub(crate) fn start_thread(
     seeds: Vec<ActorSeed>,
     published: Arc<Published>,
     limits: Limits,
+    preallocate: bool,
 ) -> Result<JoinHandle<()>, OpenError> {
     let (ready_sender, ready) = oneshot::channel::<Result<(), EngineError>>();
     let core = placement.core;
@@ -52,7 +53,17 @@ pub(crate) fn start_thread(
     let thread_name = name.clone();
     let handle = std::thread::Builder::new()
         .name(name.clone())
-        .spawn(move || run_thread(thread_name, core, seeds, published, limits, ready_sender))
+        .spawn(move || {
+            run_thread(
+                thread_name,
+                core,
+                seeds,
+                published,
+                limits,
+                preallocate,
+                ready_sender,
+            )
+        })
         .map_err(|error| OpenError::Thread(format!("{name}: {error}")))?;
     match ready.recv() {
         Ok(Ok(())) => Ok(handle),
@@ -75,6 +86,7 @@ fn run_thread(
     seeds: Vec<ActorSeed>,
     published: Arc<Published>,
     limits: Limits,
+    preallocate: bool,
     ready: oneshot::Sender<Result<(), EngineError>>,
 ) {
     let mut builder = compio::runtime::RuntimeBuilder::new();
@@ -99,12 +111,12 @@ fn run_thread(
             let actor = seed.actor();
             let started: Result<ActorTask, EngineError> = match seed {
                 ActorSeed::Sequencer(recovered, inbox) => {
-                    SequencerActor::open(recovered, published.clone(), limits)
+                    SequencerActor::open(recovered, published.clone(), limits, preallocate)
                         .await
                         .map(|sequencer| Box::pin(sequencer.run(inbox)) as ActorTask)
                 }
                 ActorSeed::Shard(cursor, inbox, sequencer) => {
-                    ShardActor::open(cursor, published.clone(), sequencer, limits)
+                    ShardActor::open(cursor, published.clone(), sequencer, limits, preallocate)
                         .await
                         .map(|shard| Box::pin(shard.run(inbox)) as ActorTask)
                 }

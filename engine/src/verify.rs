@@ -199,7 +199,7 @@ fn verify_shard(
 
 fn report_tail(report: &mut VerifyReport, path: &Path, tail: Tail) {
     match tail {
-        Tail::Clean => {}
+        Tail::Clean | Tail::Preallocated { .. } => {}
         Tail::Torn { offset, reason } => report.notes.push(format!(
             "{}: torn tail at offset {offset} ({reason}); the next open cuts it",
             path.display()

@@ -154,7 +154,7 @@ fn expected_head_conflicts_name_the_actual_head() {
 #[test]
 fn append_by_hash_and_typed_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = EngineConfig::new(dir.path());
+    let mut config = common::config(dir.path());
     config.limits.blob_bytes_max = 1024;
     config.limits.shard_batch_bytes_max = 64 * 1024;
     config.limits.pack_bytes_max = 64 * 1024;

@@ -156,7 +156,7 @@ fn check_turns(
 }
 
 fn engine_config(dir: &std::path::Path) -> EngineConfig {
-    let mut config = EngineConfig::new(dir);
+    let mut config = common::config(dir);
     config.shard_count = 3;
     // Exercise a multi-thread placement too.
     config.placement = "seq,s0|s1,s2".parse::<Placement>().unwrap();

@@ -11,14 +11,10 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use common::*;
 use ctxstore_engine::format::blob_index::{INDEX_ENTRY_BYTES, IndexEntry};
-use ctxstore_engine::format::turn_log::LOG_RECORD_BYTES;
+use ctxstore_engine::format::turn_log::{LOG_RECORD_BYTES, LogRecord};
 use ctxstore_engine::{BlobHash, ContextId, Engine, EngineConfig, OpenError, TurnId, verify};
 
 const RECORD: u64 = LOG_RECORD_BYTES as u64;
-
-fn single_shard(dir: &Path) -> EngineConfig {
-    EngineConfig::new(dir).with_shards(1)
-}
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
@@ -48,8 +44,29 @@ fn flip_byte(path: &Path, offset: u64) {
     std::fs::write(path, bytes).unwrap();
 }
 
-fn file_len(path: &Path) -> u64 {
-    std::fs::metadata(path).unwrap().len()
+/// Valid records at the start of `turns.log`; asserts that only zeros (prepared space) follow.
+fn log_records(path: &Path) -> u64 {
+    let bytes = std::fs::read(path).unwrap();
+    let records = bytes
+        .chunks_exact(LOG_RECORD_BYTES)
+        .take_while(|chunk| matches!(LogRecord::decode((*chunk).try_into().unwrap()), Ok(Some(_))))
+        .count();
+    let rest = &bytes[records * LOG_RECORD_BYTES..];
+    assert!(
+        rest.iter().all(|&byte| byte == 0),
+        "only zeros follow the records"
+    );
+    records as u64
+}
+
+/// Store configuration of these tests: one shard, small steps of prepared space.
+fn single_shard(dir: &Path) -> EngineConfig {
+    let mut config = EngineConfig::new(dir).with_shards(1);
+    config.limits.blob_bytes_max = 64 * 1024;
+    config.limits.shard_batch_bytes_max = 256 * 1024;
+    config.limits.pack_bytes_max = 1 << 20;
+    config.limits.log_preallocate_bytes = 16 * 1024;
+    config
 }
 
 /// What one record of `turns.log` did, to predict the state after a cut.
@@ -168,8 +185,10 @@ fn keeps_working(dir: &Path, config: EngineConfig) {
 fn turns_log_cut_at_every_record_boundary_and_inside_records() {
     let pristine = tempfile::tempdir().unwrap();
     let written = build_log_store(pristine.path());
-    let log_len = file_len(&pristine.path().join("turns.log"));
-    assert_eq!(log_len, written.len() as u64 * RECORD);
+    let pristine_log = pristine.path().join("turns.log");
+    assert_eq!(log_records(&pristine_log), written.len() as u64);
+    // The cuts below are of the records; the prepared zeros after them go first.
+    cut(&pristine_log, written.len() as u64 * RECORD);
 
     let mut cuts = Vec::new();
     for record in 0..=written.len() as u64 {
@@ -188,10 +207,7 @@ fn turns_log_cut_at_every_record_boundary_and_inside_records() {
                 .unwrap_or_else(|error| panic!("open after cutting at {cut_at}: {error}"));
             check_state(&engine, &written, kept);
         }
-        assert_eq!(
-            file_len(&dir.path().join("turns.log")),
-            kept as u64 * RECORD
-        );
+        assert_eq!(log_records(&dir.path().join("turns.log")), kept as u64);
         keeps_working(dir.path(), single_shard(dir.path()));
     }
 }
@@ -212,7 +228,7 @@ fn turns_log_zero_filled_tail_is_an_unsynced_batch() {
         &written,
         written.len(),
     );
-    assert_eq!(file_len(&log), records * RECORD);
+    assert_eq!(log_records(&log), records);
 
     // A zeroed record followed by valid ones: the rest of a batch that reached the disk out of
     // order. The batch was never acknowledged; it is cut from the zero record on.
@@ -235,7 +251,8 @@ fn turns_log_zero_filled_tail_is_an_unsynced_batch() {
     copy_dir(pristine.path(), dir.path());
     let log = dir.path().join("turns.log");
     let mut bytes = std::fs::read(&log).unwrap();
-    let last = bytes[bytes.len() - LOG_RECORD_BYTES..].to_vec();
+    let last_record = (records as usize - 1) * LOG_RECORD_BYTES;
+    let last = bytes[last_record..last_record + LOG_RECORD_BYTES].to_vec();
     bytes.resize(bytes.len() + 70_000 * LOG_RECORD_BYTES, 0);
     bytes.extend_from_slice(&last);
     std::fs::write(&log, bytes).unwrap();
@@ -282,9 +299,17 @@ fn flipped_byte_in_turns_log_is_named_and_repair_gets_past_it() {
     }
 }
 
+/// Without preallocation every blob lands in `pack-000000.pack`, at offsets these tests
+/// compute; with it, the switch to a prepared pack depends on timing.
+fn one_pack(dir: &Path) -> EngineConfig {
+    let mut config = single_shard(dir);
+    config.preallocate = false;
+    config
+}
+
 /// A shard of blobs stored without turns (so that cutting a pack loses nothing a turn needs).
 fn build_blob_store(dir: &Path) -> Vec<(BlobHash, Vec<u8>)> {
-    let engine = Engine::open(single_shard(dir)).unwrap();
+    let engine = Engine::open(one_pack(dir)).unwrap();
     let mut blobs = Vec::new();
     for index in 0..12u64 {
         let payload = if index % 4 == 0 {
@@ -471,7 +496,7 @@ fn damage_in_packs_and_index_is_named() {
 #[test]
 fn a_pack_that_lost_a_blob_a_turn_needs_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(single_shard(dir.path())).unwrap();
+    let engine = Engine::open(one_pack(dir.path())).unwrap();
     let context = block_on(engine.create_context()).unwrap().context_id;
     append(&engine, context, &chat_payload(1, 5000), None).unwrap();
     append(&engine, context, &chat_payload(2, 5000), None).unwrap();
@@ -499,4 +524,53 @@ fn a_pack_that_lost_a_blob_a_turn_needs_is_refused() {
             .any(|p| p.contains("lost acknowledged data")),
         "{report}"
     );
+}
+
+#[test]
+fn prepared_space_is_kept_and_sealed_packs_end_at_their_last_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = single_shard(dir.path());
+    config.limits.blob_bytes_max = 16 * 1024;
+    config.limits.shard_batch_bytes_max = 64 * 1024;
+    config.limits.pack_bytes_max = 256 * 1024;
+    let engine = Engine::open(config.clone()).unwrap();
+    let mut blobs = Vec::new();
+    for seed in 0..120u64 {
+        let payload = random_payload(seed, 10_000);
+        blobs.push((
+            block_on(engine.put_blob(Bytes::from(payload.clone())))
+                .unwrap()
+                .0,
+            payload,
+        ));
+        if seed % 10 == 0 {
+            // Idle moments, in which the shard prefills its pack.
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    engine.shutdown();
+    drop(engine);
+    let mut packs: Vec<_> = std::fs::read_dir(shard_dir(dir.path()))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "pack"))
+        .collect();
+    packs.sort();
+    assert!(packs.len() >= 4, "{} packs", packs.len());
+    // Sealed packs hold records only; verify would call anything after them damage.
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+    let sealed_bytes: u64 = packs[..packs.len() - 1]
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    let newest = std::fs::metadata(packs.last().unwrap()).unwrap().len();
+    assert!(sealed_bytes + newest >= report.stored_bytes);
+    assert!(newest > 0);
+
+    let engine = Engine::open(config).unwrap();
+    for (hash, payload) in &blobs {
+        assert_eq!(&block_on(engine.blob(*hash)).unwrap()[..], &payload[..]);
+    }
+    assert_eq!(engine.stats().blobs, blobs.len() as u64);
 }

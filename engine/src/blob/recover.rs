@@ -28,7 +28,9 @@ pub(crate) struct ShardCursor {
     pub shard: u16,
     pub pack_id: u32,
     pub pack_path: PathBuf,
+    /// Records end here; prepared zeros may follow up to `pack_file_len`.
     pub pack_end: u64,
+    pub pack_file_len: u64,
     pub index_path: PathBuf,
     pub index_end: u64,
 }
@@ -86,7 +88,7 @@ pub(crate) fn recover_shard(
     let mut entries = index_scan.entries;
     let mut index_end = (entries.len() * INDEX_ENTRY_BYTES) as u64;
     match index_scan.tail {
-        Tail::Clean => {}
+        Tail::Clean | Tail::Preallocated { .. } => {}
         Tail::Torn { offset, reason } => {
             tracing::info!(shard, offset, %reason, "cutting the torn tail of the blob index");
         }
@@ -133,7 +135,7 @@ pub(crate) fn recover_shard(
             scan::scan_pack(path, start, is_newest, durable_end, true, visit).map_err(io(path))?;
         let valid_end = pack_scan.tail.valid_end(pack_scan.file_len);
         match pack_scan.tail {
-            Tail::Clean => {}
+            Tail::Clean | Tail::Preallocated { .. } => {}
             Tail::Torn { offset, reason } => {
                 tracing::info!(shard, pack = %path.display(), offset, %reason, "cutting a torn pack tail");
                 truncate(path, offset)?;
@@ -202,11 +204,13 @@ pub(crate) fn recover_shard(
         view.publish(entry.hash, entry.location);
     }
     let pack_path = packs[newest_pack as usize].1.clone();
+    let pack_file_len = std::fs::metadata(&pack_path).map_err(io(&pack_path))?.len();
     let cursor = ShardCursor {
         shard,
         pack_id: newest_pack,
         pack_path,
         pack_end,
+        pack_file_len,
         index_path,
         index_end,
     };

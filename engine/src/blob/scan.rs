@@ -75,9 +75,10 @@ pub(crate) struct PackScan {
 ///
 /// A bad record is corruption when the blob index vouches for it (`durable_end`: index entries
 /// are written only after their records were fsynced), or when it lies in a sealed pack
-/// (`is_newest == false`: sealed packs were fully synced). Past the index, in the newest pack,
-/// it is a torn tail if it lies within the last `SHARD_BATCH_BYTES_LIMIT` bytes (a batch being
-/// written when the process died), and corruption otherwise.
+/// (`is_newest == false`: sealed packs were synced and cut to their last record). Past the
+/// index, in the newest pack: zeros to the end are prepared space; other data within
+/// `SHARD_BATCH_BYTES_LIMIT` bytes is a torn tail (a batch being written when the process
+/// died); data further out is corruption.
 pub(crate) fn scan_pack(
     path: &Path,
     start: u64,
@@ -93,15 +94,7 @@ pub(crate) fn scan_pack(
     let mut offset = start;
     let mut body = Vec::new();
     let bad = |offset: u64, reason: String, reader: &mut BufReader<File>| -> io::Result<Tail> {
-        classify_bad_record(
-            path,
-            offset,
-            file_len,
-            is_newest,
-            durable_end,
-            reason,
-            reader,
-        )
+        classify_bad_record(path, offset, is_newest, durable_end, reason, reader)
     };
     while offset < file_len {
         let remaining = file_len - offset;
@@ -169,7 +162,6 @@ pub(crate) fn scan_pack(
 fn classify_bad_record(
     path: &Path,
     offset: u64,
-    file_len: u64,
     is_newest: bool,
     durable_end: u64,
     reason: String,
@@ -184,27 +176,27 @@ fn classify_bad_record(
             "{reason} in a record the blob index lists as durable"
         )));
     }
-    if file_len - offset <= SHARD_BATCH_BYTES_LIMIT {
-        return Ok(Tail::Torn { offset, reason });
-    }
-    // Further back than any batch could reach: only zeros (a preallocated or never-written
-    // extent) may follow; anything else is damage in the middle of the pack.
+    // Zeros to the end: prepared space. Data within one batch: a torn batch. Data further
+    // out: damage in the middle of the pack.
     reader.seek(SeekFrom::Start(offset))?;
     let mut chunk = vec![0u8; 1 << 20];
+    let mut position = offset;
+    let mut data_end = None;
     loop {
         let read = reader.read(&mut chunk)?;
         if read == 0 {
-            return Ok(Tail::Torn {
-                offset,
-                reason: format!("{reason}; zeros follow"),
-            });
+            break;
         }
-        if !is_all_zero(&chunk[..read]) {
-            return Ok(corrupt(format!(
-                "{reason}, followed by more than one batch of data"
-            )));
+        if let Some(last) = chunk[..read].iter().rposition(|&byte| byte != 0) {
+            data_end = Some(position + last as u64 + 1);
         }
+        position += read as u64;
     }
+    Ok(match data_end {
+        None => Tail::Preallocated { offset },
+        Some(end) if end - offset <= SHARD_BATCH_BYTES_LIMIT => Tail::Torn { offset, reason },
+        Some(_) => corrupt(format!("{reason}, followed by more than one batch of data")),
+    })
 }
 
 /// Pack files of a shard directory, by pack id. Ids must be contiguous from 0.

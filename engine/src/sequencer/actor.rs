@@ -73,8 +73,11 @@ struct Batch {
 pub(crate) struct SequencerActor {
     published: Arc<Published>,
     limits: Limits,
+    preallocate: bool,
     path: std::path::PathBuf,
     file: compio::fs::File,
+    /// File length: records end at `record_offset(next_record_id)`, zeros follow up to here.
+    prepared_end: u64,
     next_record_id: u64,
     heads: Vec<HeadState>,
     batch: Batch,
@@ -85,6 +88,7 @@ impl SequencerActor {
         recovered: RecoveredLog,
         published: Arc<Published>,
         limits: Limits,
+        preallocate: bool,
     ) -> Result<SequencerActor, EngineError> {
         let path = published.turns.path.clone();
         let file = crate::blob::shard::open_for_write(&path).await?;
@@ -92,15 +96,19 @@ impl SequencerActor {
             recovered.next_record_id,
             published.turns.durable_record_id() + 1
         );
-        Ok(SequencerActor {
+        let mut actor = SequencerActor {
             published,
             limits,
+            preallocate,
             path,
             file,
+            prepared_end: recovered.file_len,
             next_record_id: recovered.next_record_id,
             heads: recovered.heads,
             batch: Batch::default(),
-        })
+        };
+        actor.prepare_space().await;
+        Ok(actor)
     }
 
     pub async fn run(mut self, inbox: flume::Receiver<SequencerRequest>) {
@@ -112,6 +120,7 @@ impl SequencerActor {
             self.admit(first, &mut shutdown);
             self.fill_batch(&inbox, &mut shutdown).await;
             self.commit().await;
+            self.prepare_space().await;
         }
         while let Ok(request) = inbox.try_recv() {
             self.admit(request, &mut shutdown);
@@ -317,6 +326,7 @@ impl SequencerActor {
                     self.path.display()
                 ));
             }
+            self.prepared_end = offset;
             return Err(EngineError::from_write(&self.path, source));
         }
         if let Err(source) = self.file.sync_data().await {
@@ -325,6 +335,34 @@ impl SequencerActor {
             return Err(EngineError::ReadOnly(reason));
         }
         Ok(())
+    }
+
+    /// Keeps zero-filled space ahead of the records, so that a batch's fdatasync overwrites
+    /// allocated blocks instead of growing the file. Runs between batches, after the answers
+    /// went out; a failure only costs speed (the next batches grow the file themselves).
+    async fn prepare_space(&mut self) {
+        let data_end = record_offset(self.next_record_id);
+        let step = u64::from(self.limits.log_preallocate_bytes);
+        if !self.preallocate || self.prepared_end >= data_end + step / 2 {
+            return;
+        }
+        if self.published.status.is_read_only() {
+            return;
+        }
+        let target = data_end + step;
+        let start = self.prepared_end.max(data_end);
+        let zeros = vec![0u8; (target - start) as usize];
+        if let Err(error) = (&self.file).write_all_at(zeros, start).await.0 {
+            tracing::warn!(log = %self.path.display(), %error, "could not prepare space in turns.log");
+            self.prepared_end = data_end;
+            return;
+        }
+        if let Err(source) = self.file.sync_data().await {
+            let reason = format!("fdatasync of {} failed: {source}", self.path.display());
+            self.published.status.set_read_only(reason);
+            return;
+        }
+        self.prepared_end = target;
     }
 
     fn roll_back(&mut self, batch: &Batch, first_record_id: u64, contexts_before: usize) {

@@ -30,6 +30,8 @@ pub(crate) struct HeadState {
 #[derive(Debug, Default)]
 pub(crate) struct RecoveredLog {
     pub next_record_id: u64,
+    /// Length of `turns.log` after recovery: records, then possibly prepared zeros.
+    pub file_len: u64,
     /// Index `c - 1` holds the head of context `c`.
     pub heads: Vec<HeadState>,
     pub turns: u64,
@@ -47,7 +49,7 @@ pub(crate) fn recover_log(
     let scan = scan_log(path, |record| replay.record(record)).map_err(io)?;
     let mut state = replay.state;
     let cut_at = match scan.tail {
-        Tail::Clean => None,
+        Tail::Clean | Tail::Preallocated { .. } => None,
         Tail::Torn { offset, reason } => {
             tracing::info!(log = %path.display(), offset, %reason, "cutting the torn tail of turns.log");
             Some(offset)
@@ -63,12 +65,14 @@ pub(crate) fn recover_log(
         file.set_len(offset).map_err(io)?;
         file.sync_all().map_err(io)?;
     }
+    let file_len = std::fs::metadata(path).map_err(io)?.len();
     // During replay `next_record_id` counted the records replayed.
     assert_eq!(
         scan.records, state.next_record_id,
         "replayed every valid record"
     );
     state.next_record_id = scan.records + 1;
+    state.file_len = file_len;
     Ok(state)
 }
 

@@ -3,8 +3,9 @@
 //! Torn tail or damage? Records are 128 bytes and sector-aligned, so a crash leaves each one
 //! either whole or zero (an extent the file system allocated but never got the data for). Hence:
 //! - a partial record at the very end is a torn tail (a cut file);
-//! - a zero record is where the log ends; valid records may still follow it, but only within
-//!   one group-commit batch (`SEQUENCER_BATCH_RECORDS_LIMIT`): the rest of a batch whose pages
+//! - a zero record is where the log ends. Zeros up to the end of the file are space the
+//!   sequencer prepared (kept). Valid records may still follow it, but only within one
+//!   group-commit batch (`SEQUENCER_BATCH_RECORDS_LIMIT`): the rest of a batch whose pages
 //!   reached the disk out of order. They were never acknowledged and are cut with it;
 //! - a non-zero record that fails its checksum, or that sits in the wrong slot, is damage.
 
@@ -14,6 +15,7 @@ use std::path::Path;
 
 use crate::config::SEQUENCER_BATCH_RECORDS_LIMIT;
 use crate::error::Corruption;
+use crate::format::is_all_zero;
 use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord};
 use crate::tail::Tail;
 
@@ -71,6 +73,7 @@ pub(crate) fn scan_log(
         }
     }
     let end = whole_records * LOG_RECORD_BYTES as u64;
+    // Only reached when every whole record was valid.
     let tail = if end == file_len {
         Tail::Clean
     } else {
@@ -96,12 +99,13 @@ fn classify_zero_record(
     let offset = zero_slot * LOG_RECORD_BYTES as u64;
     let window_end = zero_slot + u64::from(SEQUENCER_BATCH_RECORDS_LIMIT);
     let mut bytes = [0u8; LOG_RECORD_BYTES];
+    let mut only_zeros = true;
     for slot in zero_slot + 1..whole_records {
         reader.read_exact(&mut bytes)?;
         let at = slot * LOG_RECORD_BYTES as u64;
         match LogRecord::decode(&bytes) {
             Ok(None) => {}
-            Ok(Some(_)) if slot < window_end => {}
+            Ok(Some(_)) if slot < window_end => only_zeros = false,
             Ok(Some(record)) => {
                 let reason = format!(
                     "record {} follows zero-filled record slot {} by more than one batch",
@@ -113,8 +117,13 @@ fn classify_zero_record(
             Err(error) => return Ok(Tail::Corrupt(Corruption::record(path, at, &error))),
         }
     }
+    let mut rest = Vec::new();
+    reader.read_to_end(&mut rest)?;
+    if only_zeros && is_all_zero(&rest) {
+        return Ok(Tail::Preallocated { offset });
+    }
     Ok(Tail::Torn {
         offset,
-        reason: "zero-filled records (unsynced batch)".into(),
+        reason: "valid records after a zero-filled one (unsynced batch)".into(),
     })
 }

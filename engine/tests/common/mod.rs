@@ -8,8 +8,15 @@ use ctxstore_engine::{
     AppendPayload, AppendRequest, Appended, ContextId, Engine, EngineConfig, EngineError, TurnId,
 };
 
+/// Two shards, small packs and small steps of prepared space: rotation and preallocation
+/// happen within a test's few megabytes.
 pub fn config(dir: &Path) -> EngineConfig {
-    EngineConfig::new(dir).with_shards(2)
+    let mut config = EngineConfig::new(dir).with_shards(2);
+    config.limits.blob_bytes_max = 2 << 20;
+    config.limits.shard_batch_bytes_max = 4 << 20;
+    config.limits.pack_bytes_max = 4 << 20;
+    config.limits.log_preallocate_bytes = 64 * 1024;
+    config
 }
 
 pub fn open(dir: &Path) -> Engine {
