@@ -21,6 +21,7 @@ mod blob;
 pub mod config;
 mod engine;
 pub mod error;
+mod file;
 pub mod format;
 pub mod ids;
 pub mod model;

@@ -11,6 +11,7 @@ use crate::blob::recover::ShardCursor;
 use crate::blob::shard::{ShardActor, ShardRequest};
 use crate::config::{Actor, Limits, ThreadPlacement};
 use crate::error::{EngineError, OpenError};
+use crate::file::{ActorIo, SyncMode};
 use crate::published::Published;
 use crate::sequencer::actor::{SequencerActor, SequencerRequest};
 use crate::sequencer::recover::RecoveredLog;
@@ -105,18 +106,28 @@ fn run_thread(
         thread = %name, driver = ?runtime.driver_type(), ?core, actors = %actors.join(","),
         "engine thread started"
     );
+    // An actor alone on its thread may block in fdatasync; actors sharing one may not.
+    let sync_mode = if seeds.len() == 1 {
+        SyncMode::Blocking
+    } else {
+        SyncMode::Ring
+    };
+    let io = ActorIo {
+        sync_mode,
+        preallocate,
+    };
     runtime.block_on(async move {
         let mut running: Vec<(Actor, ActorTask)> = Vec::new();
         for seed in seeds {
             let actor = seed.actor();
             let started: Result<ActorTask, EngineError> = match seed {
                 ActorSeed::Sequencer(recovered, inbox) => {
-                    SequencerActor::open(recovered, published.clone(), limits, preallocate)
+                    SequencerActor::open(recovered, published.clone(), limits, io)
                         .await
                         .map(|sequencer| Box::pin(sequencer.run(inbox)) as ActorTask)
                 }
                 ActorSeed::Shard(cursor, inbox, sequencer) => {
-                    ShardActor::open(cursor, published.clone(), sequencer, limits, preallocate)
+                    ShardActor::open(cursor, published.clone(), sequencer, limits, io)
                         .await
                         .map(|shard| Box::pin(shard.run(inbox)) as ActorTask)
                 }

@@ -11,11 +11,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use compio::io::AsyncWriteAtExt;
-
 use crate::blob::recover::ShardCursor;
 use crate::config::{Limits, PACKS_PER_SHARD_MAX};
 use crate::error::EngineError;
+use crate::file::{ActorFile, ActorIo, open_actor_file};
 use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::pack::EncodedBlob;
 use crate::ids::BlobHash;
@@ -57,15 +56,17 @@ pub(crate) struct ShardActor {
     sequencer: flume::Sender<SequencerRequest>,
     limits: Limits,
     shard_dir: PathBuf,
-    pack: compio::fs::File,
+    pack: ActorFile,
     pack_id: u32,
     pack_path: PathBuf,
     /// Records end here.
     pack_end: u64,
     /// File length: prepared zeros lie between `pack_end` and here.
     pack_file_len: u64,
-    preallocate: bool,
-    index: compio::fs::File,
+    io: ActorIo,
+    /// Reused for each batch's records, written with one pwrite.
+    write_buffer: Vec<u8>,
+    index: ActorFile,
     index_path: PathBuf,
     index_end: u64,
     /// Set when an index write failed: the index stops growing for this run (recovery scans
@@ -115,10 +116,10 @@ impl ShardActor {
         published: Arc<Published>,
         sequencer: flume::Sender<SequencerRequest>,
         limits: Limits,
-        preallocate: bool,
+        io: ActorIo,
     ) -> Result<ShardActor, EngineError> {
-        let pack = open_for_write(&cursor.pack_path).await?;
-        let index = open_for_write(&cursor.index_path).await?;
+        let pack = open_actor_file(&cursor.pack_path, io.sync_mode).await?;
+        let index = open_actor_file(&cursor.index_path, io.sync_mode).await?;
         let shard_dir = published.shards[usize::from(cursor.shard)].dir.clone();
         let actor = ShardActor {
             shard: cursor.shard,
@@ -131,7 +132,8 @@ impl ShardActor {
             pack_path: cursor.pack_path,
             pack_end: cursor.pack_end,
             pack_file_len: cursor.pack_file_len,
-            preallocate,
+            io,
+            write_buffer: Vec::new(),
             index,
             index_path: cursor.index_path,
             index_end: cursor.index_end,
@@ -292,7 +294,8 @@ impl ShardActor {
         let start = self.pack_end;
         let mut entries = Vec::with_capacity(records.len());
         let mut offset = start;
-        let mut buffers = Vec::with_capacity(records.len());
+        let mut buffer = std::mem::take(&mut self.write_buffer);
+        buffer.clear();
         for record in records {
             entries.push(IndexEntry {
                 hash: record.header.hash,
@@ -305,13 +308,14 @@ impl ShardActor {
                 },
             });
             offset += record.bytes.len() as u64;
-            buffers.push(record.bytes);
+            buffer.extend_from_slice(&record.bytes);
         }
         assert_eq!(offset - start, bytes);
-        let written = (&self.pack).write_vectored_all_at(buffers, start).await.0;
+        let written = self.pack.write_all_at(&buffer, start);
+        self.write_buffer = buffer;
         if let Err(source) = written {
             // Nothing of a failed batch may survive to be found by recovery: cut it off.
-            if let Err(cut) = self.pack.set_len(start).await {
+            if let Err(cut) = self.pack.set_len(start) {
                 self.fail_store(format!(
                     "cutting {} after a failed write: {cut}",
                     self.pack_path.display()
@@ -341,11 +345,8 @@ impl ShardActor {
         }
         if self.pack_file_len > self.pack_end {
             // Sealed packs end at their last record: recovery reads anything after it as damage.
-            let sealed = async {
-                self.pack.set_len(self.pack_end).await?;
-                self.pack.sync_all().await
-            };
-            sealed
+            self.pack
+                .truncate(self.pack_end)
                 .await
                 .map_err(|source| EngineError::from_write(&self.pack_path, source))?;
             self.pack_file_len = self.pack_end;
@@ -354,7 +355,7 @@ impl ShardActor {
         create_durable(&path).map_err(|source| EngineError::from_write(&path, source))?;
         sync_dir(&self.shard_dir)
             .map_err(|source| EngineError::from_write(&self.shard_dir, source))?;
-        let file = open_for_write(&path).await?;
+        let file = open_actor_file(&path, self.io.sync_mode).await?;
         self.view()
             .add_pack(next, path.clone())
             .map_err(|source| EngineError::io(&path, source))?;
@@ -380,7 +381,7 @@ impl ShardActor {
             .limits
             .pack_bytes_max
             .saturating_sub(self.pack_file_len);
-        if !self.preallocate || ahead >= AHEAD_BYTES || room == 0 {
+        if !self.io.preallocate || ahead >= AHEAD_BYTES || room == 0 {
             return false;
         }
         if self.published.status.is_read_only() {
@@ -389,9 +390,9 @@ impl ShardActor {
         let start = self.pack_file_len.max(self.pack_end);
         let step = STEP_BYTES.min(room);
         let zeros = vec![0u8; step as usize];
-        if let Err(error) = (&self.pack).write_all_at(zeros, start).await.0 {
+        if let Err(error) = self.pack.write_all_at(&zeros, start) {
             tracing::debug!(pack = %self.pack_path.display(), %error, "could not prefill pack space");
-            self.preallocate = false;
+            self.io.preallocate = false;
             return false;
         }
         if let Err(source) = self.pack.sync_data().await {
@@ -421,13 +422,13 @@ impl ShardActor {
             target.copy_from_slice(&encoded);
         }
         let length = bytes.len() as u64;
-        if let Err(error) = (&self.index).write_all_at(bytes, self.index_end).await.0 {
+        if let Err(error) = self.index.write_all_at(&bytes, self.index_end) {
             tracing::warn!(
                 index = %self.index_path.display(), %error,
                 "blob index write failed; the index stops here and the next open rescans the pack"
             );
             self.index_frozen = true;
-            let _ = self.index.set_len(self.index_end).await;
+            let _ = self.index.set_len(self.index_end);
             return;
         }
         self.index_end += length;
@@ -435,14 +436,7 @@ impl ShardActor {
         if self.index_unsynced_entries >= INDEX_SYNC_ENTRIES {
             self.index_unsynced_entries = 0;
             // Off the acknowledgement path: nothing waits for this fsync.
-            let index = self.index.clone();
-            let path = self.index_path.clone();
-            compio::runtime::spawn(async move {
-                if let Err(error) = index.sync_data().await {
-                    tracing::warn!(index = %path.display(), %error, "blob index fsync failed");
-                }
-            })
-            .detach();
+            self.index.sync_data_in_background();
         }
     }
 
@@ -455,14 +449,4 @@ impl ShardActor {
     fn fail_store(&self, reason: String) {
         self.published.status.set_read_only(reason);
     }
-}
-
-pub(crate) async fn open_for_write(
-    path: &std::path::Path,
-) -> Result<compio::fs::File, EngineError> {
-    compio::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .await
-        .map_err(|source| EngineError::io(path, source))
 }

@@ -9,10 +9,9 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use compio::io::AsyncWriteAtExt;
-
 use crate::config::Limits;
 use crate::error::EngineError;
+use crate::file::{ActorFile, ActorIo, open_actor_file};
 use crate::format::turn_log::{ContextRecord, LOG_RECORD_BYTES, LogRecord, record_offset};
 use crate::ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
 use crate::model::{Appended, ContextHead, Turn};
@@ -75,7 +74,7 @@ pub(crate) struct SequencerActor {
     limits: Limits,
     preallocate: bool,
     path: std::path::PathBuf,
-    file: compio::fs::File,
+    file: ActorFile,
     /// File length: records end at `record_offset(next_record_id)`, zeros follow up to here.
     prepared_end: u64,
     next_record_id: u64,
@@ -88,10 +87,10 @@ impl SequencerActor {
         recovered: RecoveredLog,
         published: Arc<Published>,
         limits: Limits,
-        preallocate: bool,
+        io: ActorIo,
     ) -> Result<SequencerActor, EngineError> {
         let path = published.turns.path.clone();
-        let file = crate::blob::shard::open_for_write(&path).await?;
+        let file = open_actor_file(&path, io.sync_mode).await?;
         assert_eq!(
             recovered.next_record_id,
             published.turns.durable_record_id() + 1
@@ -99,7 +98,7 @@ impl SequencerActor {
         let mut actor = SequencerActor {
             published,
             limits,
-            preallocate,
+            preallocate: io.preallocate,
             path,
             file,
             prepared_end: recovered.file_len,
@@ -317,10 +316,10 @@ impl SequencerActor {
         first_record_id: u64,
     ) -> Result<(), EngineError> {
         let offset = record_offset(first_record_id);
-        if let Err(source) = (&self.file).write_all_at(bytes, offset).await.0 {
+        if let Err(source) = self.file.write_all_at(&bytes, offset) {
             // Cut off whatever part of the batch reached the file: recovery must not find
             // turns whose appends were answered with an error.
-            if let Err(cut) = self.file.set_len(offset).await {
+            if let Err(cut) = self.file.set_len(offset) {
                 self.published.status.set_read_only(format!(
                     "cutting {} after a failed write: {cut}",
                     self.path.display()
@@ -352,7 +351,7 @@ impl SequencerActor {
         let target = data_end + step;
         let start = self.prepared_end.max(data_end);
         let zeros = vec![0u8; (target - start) as usize];
-        if let Err(error) = (&self.file).write_all_at(zeros, start).await.0 {
+        if let Err(error) = self.file.write_all_at(&zeros, start) {
             tracing::warn!(log = %self.path.display(), %error, "could not prepare space in turns.log");
             self.prepared_end = data_end;
             return;
