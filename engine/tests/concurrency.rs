@@ -230,3 +230,38 @@ fn a_one_mib_random_payload_is_stored_raw_and_read_back_exactly() {
     let page = block_on(engine.last(ContextId(1), 1, true)).unwrap();
     assert_eq!(page.turns[0].payload.as_deref(), Some(&payload[..]));
 }
+
+#[test]
+fn tiny_batches_and_batch_waits_keep_every_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    config.limits.sequencer_batch_records_max = 2;
+    config.limits.shard_batch_records_max = 1;
+    config.limits.batch_wait_us_max = 300;
+    config.limits.queue_depth_max = 4;
+    let engine = ctxstore_engine::Engine::open(config.clone()).unwrap();
+    let threads: Vec<_> = (0..16)
+        .map(|task| {
+            let engine = engine.clone();
+            std::thread::spawn(move || {
+                let context = block_on(engine.create_context()).unwrap().context_id;
+                let turns: Vec<_> = (0..10)
+                    .map(|index| {
+                        let payload = chat_payload(task * 100 + index, 700);
+                        append(&engine, context, &payload, None).unwrap().turn
+                    })
+                    .collect();
+                (context, turns)
+            })
+        })
+        .collect();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    engine.shutdown();
+    drop(engine);
+    let engine = ctxstore_engine::Engine::open(config).unwrap();
+    for (context, turns) in results {
+        let page = block_on(engine.last(context, 10, false)).unwrap();
+        assert_eq!(page.turns.iter().map(|t| t.turn).collect::<Vec<_>>(), turns);
+    }
+    assert_eq!(engine.stats().turns, 160);
+}
