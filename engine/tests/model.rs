@@ -129,6 +129,18 @@ impl Model {
         out
     }
 
+    /// The turns of `tip`'s chain with depth in `from_depth..from_depth + limit`, oldest first.
+    fn depth_window(&self, tip: TurnId, from_depth: u32, limit: u32) -> Vec<ModelTurn> {
+        let end = u64::from(from_depth) + u64::from(limit);
+        let mut window: Vec<_> = self
+            .ancestry(tip)
+            .into_iter()
+            .filter(|turn| turn.depth >= from_depth && u64::from(turn.depth) < end)
+            .collect();
+        window.reverse();
+        window
+    }
+
     fn take_record_id(&mut self) -> u64 {
         self.next_record_id += 1;
         self.next_record_id
@@ -350,16 +362,7 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
             let context_id = ContextId((context % model.heads.len()) as u64 + 1);
             let turns =
                 block_on(engine.range_by_depth(context_id, from_depth, limit, true)).unwrap();
-            let mut expected: Vec<_> = model
-                .ancestry(head)
-                .into_iter()
-                .filter(|turn| {
-                    turn.depth >= from_depth
-                        && u64::from(turn.depth) < u64::from(from_depth) + u64::from(limit)
-                })
-                .collect();
-            expected.reverse();
-            check_turns(&turns, &expected, true);
+            check_turns(&turns, &model.depth_window(head, from_depth, limit), true);
         }
         Op::Chain {
             turn,
@@ -370,16 +373,11 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
                 return;
             };
             let turns = block_on(engine.chain(tip.id, from_depth, limit, false)).unwrap();
-            let mut expected: Vec<_> = model
-                .ancestry(tip.id)
-                .into_iter()
-                .filter(|turn| {
-                    turn.depth >= from_depth
-                        && u64::from(turn.depth) < u64::from(from_depth) + u64::from(limit)
-                })
-                .collect();
-            expected.reverse();
-            check_turns(&turns, &expected, false);
+            check_turns(
+                &turns,
+                &model.depth_window(tip.id, from_depth, limit),
+                false,
+            );
         }
         Op::Blob { payload: index } => {
             let hash = BlobHash::of(&payload(index));
