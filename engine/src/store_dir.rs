@@ -90,9 +90,11 @@ impl StoreDir {
 
     fn create(&self, shard_count: u16, now_unix_ms: u64) -> Result<Meta, OpenError> {
         let turns_log = self.turns_log_path();
-        if turns_log.exists() {
+        // A creation interrupted before the meta file was written left only empty files,
+        // which are taken over; anything with data is not a store being created.
+        if std::fs::metadata(&turns_log).is_ok_and(|metadata| metadata.len() > 0) {
             return Err(OpenError::Inconsistent(format!(
-                "{} exists but {} is missing",
+                "{} holds records but {} is missing",
                 turns_log.display(),
                 self.meta_path().display()
             )));
@@ -141,9 +143,21 @@ pub fn parse_pack_name(name: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
-/// Creates an empty file and makes it durable (the caller syncs the directory).
+/// Creates an empty file and makes it durable (the caller syncs the directory). An existing
+/// empty file is accepted, so that a step interrupted by a crash or an error can be redone;
+/// an existing file with data is an `AlreadyExists` error.
 pub fn create_durable(path: &Path) -> io::Result<()> {
-    let file = OpenOptions::new().create_new(true).write(true).open(path)?;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    if file.metadata()?.len() != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} already exists and is not empty", path.display()),
+        ));
+    }
     file.sync_all()
 }
 

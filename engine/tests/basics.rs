@@ -274,3 +274,20 @@ fn an_engine_dropped_while_its_owner_panics_shuts_down_cleanly() {
         Some(&b"durable before the panic"[..])
     );
 }
+
+#[test]
+fn a_creation_interrupted_before_the_meta_file_is_redone() {
+    let dir = tempfile::tempdir().unwrap();
+    // What a creation that died before its last step (the meta file) leaves: empty files.
+    std::fs::create_dir_all(dir.path().join("blobs/shard-00")).unwrap();
+    std::fs::write(dir.path().join("blobs/shard-00/pack-000000.pack"), b"").unwrap();
+    std::fs::write(dir.path().join("turns.log"), b"").unwrap();
+    let engine = open(dir.path());
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    append(&engine, context, b"works", None).unwrap();
+    engine.shutdown();
+    // With records in turns.log, a missing meta file is not a creation: refuse.
+    std::fs::remove_file(dir.path().join("ctxstore.meta")).unwrap();
+    let error = Engine::open(config(dir.path())).unwrap_err();
+    assert!(error.to_string().contains("holds records"), "{error}");
+}
