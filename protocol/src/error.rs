@@ -1,0 +1,144 @@
+//! Error codes carried by the ERROR message, and why a body failed to decode.
+
+/// Stable numeric codes of the ERROR message. Never renumbered; new codes are appended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum ErrorCode {
+    /// The frame or its body is malformed. The server closes the connection after it.
+    BadFrame = 1,
+    /// The message type is not known to this server. The connection stays open.
+    UnknownMessage = 2,
+    /// A frame, payload or list is larger than the server's limit.
+    TooLarge = 3,
+    /// No HELLO yet, or a wrong token. The server closes the connection after it.
+    Unauthorized = 4,
+    /// The context, turn or blob does not exist.
+    NotFound = 5,
+    /// The context's head is not the expected one; `detail` holds the actual head.
+    Conflict = 6,
+    /// The store refuses writes (a failed fsync); reads go on.
+    ReadOnly = 7,
+    /// The disk is full; reads go on.
+    NoSpace = 8,
+    /// Too many connections or requests; retry later.
+    Overloaded = 9,
+    /// A bug or an I/O error in the server.
+    Internal = 10,
+    /// A well-formed request with a value the server cannot accept (a depth overflow …).
+    InvalidArgument = 11,
+    /// HELLO offered no protocol version this server speaks; `detail` holds the server's.
+    UnsupportedVersion = 12,
+    /// The server is shutting down and takes no new work.
+    ShuttingDown = 13,
+    /// Stored data failed its checksum; the message names file and offset.
+    Corrupt = 14,
+}
+
+impl ErrorCode {
+    pub const ALL: [ErrorCode; 14] = [
+        ErrorCode::BadFrame,
+        ErrorCode::UnknownMessage,
+        ErrorCode::TooLarge,
+        ErrorCode::Unauthorized,
+        ErrorCode::NotFound,
+        ErrorCode::Conflict,
+        ErrorCode::ReadOnly,
+        ErrorCode::NoSpace,
+        ErrorCode::Overloaded,
+        ErrorCode::Internal,
+        ErrorCode::InvalidArgument,
+        ErrorCode::UnsupportedVersion,
+        ErrorCode::ShuttingDown,
+        ErrorCode::Corrupt,
+    ];
+
+    pub fn code(self) -> u16 {
+        self as u16
+    }
+
+    pub fn from_code(code: u16) -> Option<ErrorCode> {
+        ErrorCode::ALL
+            .into_iter()
+            .find(|candidate| candidate.code() == code)
+    }
+
+    /// The name used in docs/protocol.md.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::BadFrame => "BAD_FRAME",
+            ErrorCode::UnknownMessage => "UNKNOWN_MESSAGE",
+            ErrorCode::TooLarge => "TOO_LARGE",
+            ErrorCode::Unauthorized => "UNAUTHORIZED",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::Conflict => "CONFLICT",
+            ErrorCode::ReadOnly => "READ_ONLY",
+            ErrorCode::NoSpace => "NO_SPACE",
+            ErrorCode::Overloaded => "OVERLOADED",
+            ErrorCode::Internal => "INTERNAL",
+            ErrorCode::InvalidArgument => "INVALID_ARGUMENT",
+            ErrorCode::UnsupportedVersion => "UNSUPPORTED_VERSION",
+            ErrorCode::ShuttingDown => "SHUTTING_DOWN",
+            ErrorCode::Corrupt => "CORRUPT",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a message body did not decode. Always answered with BAD_FRAME (or UNKNOWN_MESSAGE).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("unknown message type {0:#06x}")]
+    UnknownMessage(u16),
+    #[error("body of {actual} bytes is too short for {message} (needs {needed})")]
+    Truncated {
+        message: &'static str,
+        needed: usize,
+        actual: usize,
+    },
+    #[error("{message} body has {extra} bytes after its end")]
+    TrailingBytes { message: &'static str, extra: usize },
+    #[error("{message}: {field} is invalid ({reason})")]
+    Invalid {
+        message: &'static str,
+        field: &'static str,
+        reason: &'static str,
+    },
+    #[error("{message}: {field} is {value}, above the limit of {limit}")]
+    TooLarge {
+        message: &'static str,
+        field: &'static str,
+        value: u64,
+        limit: u64,
+    },
+}
+
+impl DecodeError {
+    /// The error code a server answers this with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            DecodeError::UnknownMessage(_) => ErrorCode::UnknownMessage,
+            DecodeError::TooLarge { .. } => ErrorCode::TooLarge,
+            _ => ErrorCode::BadFrame,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_are_stable() {
+        for (index, code) in ErrorCode::ALL.iter().enumerate() {
+            assert_eq!(code.code() as usize, index + 1);
+            assert_eq!(ErrorCode::from_code(code.code()), Some(*code));
+        }
+        assert_eq!(ErrorCode::from_code(0), None);
+        assert_eq!(ErrorCode::from_code(15), None);
+    }
+}

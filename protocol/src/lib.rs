@@ -1,0 +1,22 @@
+//! ctxstore-protocol: the binary protocol of ctxstore, byte for byte as in docs/protocol.md.
+//! No I/O and no runtime: the server and the clients bring their own.
+//!
+//! - [`frame`]: the 16-byte frame header and an incremental frame reader with a size limit.
+//! - [`message`]: every request and response as Rust values, with their wire structs.
+//! - [`codec`]: encoding and strict decoding of message bodies (no panics on any input).
+//! - [`error`]: the stable error codes of the ERROR message, and decoding errors.
+
+pub mod codec;
+pub mod error;
+pub mod frame;
+pub mod message;
+
+pub use codec::{
+    decode_request, decode_response, encode_request, encode_request_chunks, encode_response,
+};
+pub use error::{DecodeError, ErrorCode};
+pub use frame::{FrameError, FrameHeader, FrameReader, HEADER_BYTES};
+pub use message::*;
+
+/// The protocol version this crate speaks. HELLO negotiates it.
+pub const PROTOCOL_VERSION: u16 = 1;

@@ -1,0 +1,388 @@
+//! Every message of protocol version 1 as a Rust value. Byte layouts: docs/protocol.md and
+//! `codec.rs`. A response's type is its request's type with the high bit set; ERROR is 0xFFFF.
+
+use bytes::Bytes;
+
+/// Message types. Requests are 0x0001..=0x00FF; a response is `request | RESPONSE_BIT`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum MessageType {
+    Hello = 0x0001,
+    Ping = 0x0002,
+    CtxCreate = 0x0003,
+    CtxFork = 0x0004,
+    GetHead = 0x0005,
+    AppendTurn = 0x0006,
+    AppendTurnByHash = 0x0007,
+    GetTurn = 0x0008,
+    GetLast = 0x0009,
+    GetBefore = 0x000A,
+    GetRangeByDepth = 0x000B,
+    GetChain = 0x000C,
+    GetBlob = 0x000D,
+    HasBlobs = 0x000E,
+    Stats = 0x000F,
+}
+
+pub const RESPONSE_BIT: u16 = 0x8000;
+pub const ERROR_TYPE: u16 = 0xFFFF;
+
+impl MessageType {
+    pub const ALL: [MessageType; 15] = [
+        MessageType::Hello,
+        MessageType::Ping,
+        MessageType::CtxCreate,
+        MessageType::CtxFork,
+        MessageType::GetHead,
+        MessageType::AppendTurn,
+        MessageType::AppendTurnByHash,
+        MessageType::GetTurn,
+        MessageType::GetLast,
+        MessageType::GetBefore,
+        MessageType::GetRangeByDepth,
+        MessageType::GetChain,
+        MessageType::GetBlob,
+        MessageType::HasBlobs,
+        MessageType::Stats,
+    ];
+
+    pub fn code(self) -> u16 {
+        self as u16
+    }
+
+    pub fn response_code(self) -> u16 {
+        self as u16 | RESPONSE_BIT
+    }
+
+    pub fn from_code(code: u16) -> Option<MessageType> {
+        MessageType::ALL
+            .into_iter()
+            .find(|candidate| candidate.code() == code)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MessageType::Hello => "HELLO",
+            MessageType::Ping => "PING",
+            MessageType::CtxCreate => "CTX_CREATE",
+            MessageType::CtxFork => "CTX_FORK",
+            MessageType::GetHead => "GET_HEAD",
+            MessageType::AppendTurn => "APPEND_TURN",
+            MessageType::AppendTurnByHash => "APPEND_TURN_BY_HASH",
+            MessageType::GetTurn => "GET_TURN",
+            MessageType::GetLast => "GET_LAST",
+            MessageType::GetBefore => "GET_BEFORE",
+            MessageType::GetRangeByDepth => "GET_RANGE_BY_DEPTH",
+            MessageType::GetChain => "GET_CHAIN",
+            MessageType::GetBlob => "GET_BLOB",
+            MessageType::HasBlobs => "HAS_BLOBS",
+            MessageType::Stats => "STATS",
+        }
+    }
+}
+
+/// A BLAKE3-256 hash on the wire.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Hash32(pub [u8; 32]);
+
+impl std::fmt::Debug for Hash32 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Hash32(")?;
+        for byte in self.0 {
+            write!(f, "{byte:02x}")?;
+        }
+        write!(f, ")")
+    }
+}
+
+/// Bits of `read_flags` in read requests.
+pub mod read_flags {
+    /// Return each turn's payload.
+    pub const WITH_PAYLOADS: u32 = 1 << 0;
+    /// The client inflates zstd itself: the server may ship stored (compressed) bodies, and the
+    /// client checks each payload against its hash.
+    pub const ACCEPT_ZSTD: u32 = 1 << 1;
+    pub const KNOWN: u32 = WITH_PAYLOADS | ACCEPT_ZSTD;
+}
+
+/// Bits of `append_flags` in append requests.
+pub mod append_flags {
+    /// `expected_head` is set: append only if the context's head is that turn.
+    pub const EXPECT_HEAD: u32 = 1 << 0;
+    pub const KNOWN: u32 = EXPECT_HEAD;
+}
+
+pub const TOKEN_BYTES_MAX: usize = 1024;
+pub const NAME_BYTES_MAX: usize = 256;
+pub const MESSAGE_BYTES_MAX: usize = 4096;
+/// Hard ceiling of HAS_BLOBS hashes and of turns in one TURNS response.
+pub const LIST_ITEMS_LIMIT: u32 = 1 << 20;
+
+/// Bytes of a `TurnWire` on the wire.
+pub const TURN_WIRE_BYTES: usize = 88;
+/// Bytes of a `ContextHeadWire` on the wire.
+pub const CONTEXT_HEAD_BYTES: usize = 24;
+
+/// One turn on the wire (88 bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TurnWire {
+    pub turn_id: u64,
+    pub parent_turn_id: u64,
+    pub context_id: u64,
+    pub depth: u32,
+    pub codec: u32,
+    pub type_tag: u64,
+    pub payload_hash: Hash32,
+    pub payload_len: u32,
+    pub flags: u32,
+    pub created_at_unix_ms: u64,
+}
+
+/// A context's head on the wire (24 bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContextHeadWire {
+    pub context_id: u64,
+    pub head_turn_id: u64,
+    pub head_depth: u32,
+}
+
+/// How payload bytes travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u16)]
+pub enum PayloadEncoding {
+    /// Not requested: no bytes.
+    Absent = 0,
+    /// The payload as it was appended.
+    Raw = 1,
+    /// A zstd frame that inflates to `raw_len` bytes (only if the request set ACCEPT_ZSTD).
+    Zstd = 2,
+}
+
+impl PayloadEncoding {
+    pub fn from_code(code: u16) -> Option<PayloadEncoding> {
+        match code {
+            0 => Some(PayloadEncoding::Absent),
+            1 => Some(PayloadEncoding::Raw),
+            2 => Some(PayloadEncoding::Zstd),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PayloadWire {
+    pub encoding: PayloadEncoding,
+    pub raw_len: u32,
+    pub data: Bytes,
+}
+
+impl PayloadWire {
+    pub fn absent() -> Self {
+        PayloadWire {
+            encoding: PayloadEncoding::Absent,
+            raw_len: 0,
+            data: Bytes::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnEntry {
+    pub turn: TurnWire,
+    pub payload: PayloadWire,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct StatsWire {
+    pub turns: u64,
+    pub contexts: u64,
+    pub blobs: u64,
+    pub logical_bytes: u64,
+    pub unique_bytes: u64,
+    pub stored_bytes: u64,
+    pub dedup_hits: u64,
+    pub read_only: bool,
+    pub connections: u64,
+    pub requests_total: u64,
+    pub errors_total: u64,
+    pub uptime_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// First message of every connection.
+    Hello {
+        min_version: u16,
+        max_version: u16,
+        token: Bytes,
+        client_name: String,
+    },
+    Ping {
+        nonce: u64,
+    },
+    /// A new context: empty (`base_turn_id == 0`) or with its head at an existing turn.
+    CtxCreate {
+        base_turn_id: u64,
+    },
+    /// A new context whose head is an existing turn.
+    CtxFork {
+        turn_id: u64,
+    },
+    GetHead {
+        context_id: u64,
+    },
+    AppendTurn {
+        context_id: u64,
+        expected_head: Option<u64>,
+        type_tag: u64,
+        codec: u32,
+        payload: Bytes,
+    },
+    /// Appends a turn whose payload is an already stored blob (no re-upload).
+    AppendTurnByHash {
+        context_id: u64,
+        expected_head: Option<u64>,
+        type_tag: u64,
+        codec: u32,
+        payload_hash: Hash32,
+    },
+    GetTurn {
+        turn_id: u64,
+    },
+    /// The `limit` newest turns of a context, oldest first.
+    GetLast {
+        context_id: u64,
+        limit: u32,
+        read_flags: u32,
+    },
+    /// The `limit` turns older than `before_turn_id`, oldest first (cursor paging).
+    GetBefore {
+        context_id: u64,
+        before_turn_id: u64,
+        limit: u32,
+        read_flags: u32,
+    },
+    /// The turns of a context's chain with depth in `from_depth..from_depth + limit`.
+    GetRangeByDepth {
+        context_id: u64,
+        from_depth: u32,
+        limit: u32,
+        read_flags: u32,
+    },
+    /// The chain root → `turn_id`, a window of `limit` turns from `from_depth`.
+    GetChain {
+        turn_id: u64,
+        from_depth: u32,
+        limit: u32,
+        read_flags: u32,
+    },
+    GetBlob {
+        hash: Hash32,
+        read_flags: u32,
+    },
+    HasBlobs {
+        hashes: Vec<Hash32>,
+    },
+    Stats,
+}
+
+impl Request {
+    pub fn message_type(&self) -> MessageType {
+        match self {
+            Request::Hello { .. } => MessageType::Hello,
+            Request::Ping { .. } => MessageType::Ping,
+            Request::CtxCreate { .. } => MessageType::CtxCreate,
+            Request::CtxFork { .. } => MessageType::CtxFork,
+            Request::GetHead { .. } => MessageType::GetHead,
+            Request::AppendTurn { .. } => MessageType::AppendTurn,
+            Request::AppendTurnByHash { .. } => MessageType::AppendTurnByHash,
+            Request::GetTurn { .. } => MessageType::GetTurn,
+            Request::GetLast { .. } => MessageType::GetLast,
+            Request::GetBefore { .. } => MessageType::GetBefore,
+            Request::GetRangeByDepth { .. } => MessageType::GetRangeByDepth,
+            Request::GetChain { .. } => MessageType::GetChain,
+            Request::GetBlob { .. } => MessageType::GetBlob,
+            Request::HasBlobs { .. } => MessageType::HasBlobs,
+            Request::Stats => MessageType::Stats,
+        }
+    }
+}
+
+/// What the server limits, told to the client in the HELLO response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ServerLimits {
+    pub frame_bytes_max: u32,
+    pub requests_in_flight_max: u32,
+    pub blob_bytes_max: u32,
+    pub read_turns_max: u32,
+    pub has_blobs_max: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    Hello {
+        version: u16,
+        limits: ServerLimits,
+        server_name: String,
+    },
+    Pong {
+        nonce: u64,
+    },
+    /// Answer to CTX_CREATE, CTX_FORK and GET_HEAD (the type says which).
+    Context {
+        message_type: MessageType,
+        head: ContextHeadWire,
+    },
+    /// Answer to APPEND_TURN and APPEND_TURN_BY_HASH.
+    Appended {
+        message_type: MessageType,
+        turn: TurnWire,
+        deduped: bool,
+    },
+    Turn(TurnWire),
+    /// Answer to GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH and GET_CHAIN, oldest first.
+    Turns {
+        message_type: MessageType,
+        /// Cursor for the next older page (GET_BEFORE), 0 when the root was reached.
+        next_before: u64,
+        /// Depth of the chain's tip (the context's head, or GET_CHAIN's turn).
+        tip_depth: u32,
+        entries: Vec<TurnEntry>,
+    },
+    Blob(PayloadWire),
+    HasBlobs {
+        present: Vec<bool>,
+    },
+    Stats(StatsWire),
+    Error {
+        code: crate::error::ErrorCode,
+        detail: u64,
+        message: String,
+    },
+}
+
+impl Response {
+    /// The `msg_type` of the frame that carries this response.
+    pub fn msg_type(&self) -> u16 {
+        match self {
+            Response::Hello { .. } => MessageType::Hello.response_code(),
+            Response::Pong { .. } => MessageType::Ping.response_code(),
+            Response::Context { message_type, .. }
+            | Response::Appended { message_type, .. }
+            | Response::Turns { message_type, .. } => message_type.response_code(),
+            Response::Turn(_) => MessageType::GetTurn.response_code(),
+            Response::Blob(_) => MessageType::GetBlob.response_code(),
+            Response::HasBlobs { .. } => MessageType::HasBlobs.response_code(),
+            Response::Stats(_) => MessageType::Stats.response_code(),
+            Response::Error { .. } => ERROR_TYPE,
+        }
+    }
+
+    pub fn error(code: crate::error::ErrorCode, message: impl Into<String>) -> Response {
+        Response::Error {
+            code,
+            detail: 0,
+            message: message.into(),
+        }
+    }
+}

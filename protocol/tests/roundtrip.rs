@@ -1,0 +1,428 @@
+//! Property tests of the codec: every message round-trips byte-exactly; arbitrary bytes never
+//! panic the decoder, and whatever decodes re-encodes to the same bytes (one encoding per value).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use bytes::{Bytes, BytesMut};
+use ctxstore_protocol::codec::encode_request_chunks;
+use ctxstore_protocol::*;
+use proptest::prelude::*;
+
+fn hash() -> impl Strategy<Value = Hash32> {
+    any::<[u8; 32]>().prop_map(Hash32)
+}
+
+fn bytes(max: usize) -> impl Strategy<Value = Bytes> {
+    proptest::collection::vec(any::<u8>(), 0..max).prop_map(Bytes::from)
+}
+
+fn name() -> impl Strategy<Value = String> {
+    "[a-zA-Z0-9 _./é-]{0,40}"
+}
+
+fn read_flags() -> impl Strategy<Value = u32> {
+    0..=read_flags::KNOWN
+}
+
+fn request() -> impl Strategy<Value = Request> {
+    prop_oneof![
+        (1..4u16, 0..3u16, bytes(64), name()).prop_map(|(min, extra, token, client_name)| {
+            Request::Hello {
+                min_version: min,
+                max_version: min + extra,
+                token,
+                client_name,
+            }
+        }),
+        any::<u64>().prop_map(|nonce| Request::Ping { nonce }),
+        any::<u64>().prop_map(|base_turn_id| Request::CtxCreate { base_turn_id }),
+        any::<u64>().prop_map(|turn_id| Request::CtxFork { turn_id }),
+        any::<u64>().prop_map(|context_id| Request::GetHead { context_id }),
+        (
+            any::<u64>(),
+            any::<Option<u64>>(),
+            any::<u64>(),
+            any::<u32>(),
+            bytes(5000)
+        )
+            .prop_map(|(context_id, expected_head, type_tag, codec, payload)| {
+                Request::AppendTurn {
+                    context_id,
+                    expected_head,
+                    type_tag,
+                    codec,
+                    payload,
+                }
+            }),
+        (
+            any::<u64>(),
+            any::<Option<u64>>(),
+            any::<u64>(),
+            any::<u32>(),
+            hash()
+        )
+            .prop_map(
+                |(context_id, expected_head, type_tag, codec, payload_hash)| {
+                    Request::AppendTurnByHash {
+                        context_id,
+                        expected_head,
+                        type_tag,
+                        codec,
+                        payload_hash,
+                    }
+                }
+            ),
+        any::<u64>().prop_map(|turn_id| Request::GetTurn { turn_id }),
+        (any::<u64>(), any::<u32>(), read_flags()).prop_map(|(context_id, limit, read_flags)| {
+            Request::GetLast {
+                context_id,
+                limit,
+                read_flags,
+            }
+        }),
+        (any::<u64>(), any::<u64>(), any::<u32>(), read_flags()).prop_map(
+            |(context_id, before_turn_id, limit, read_flags)| Request::GetBefore {
+                context_id,
+                before_turn_id,
+                limit,
+                read_flags
+            }
+        ),
+        (any::<u64>(), any::<u32>(), any::<u32>(), read_flags()).prop_map(
+            |(context_id, from_depth, limit, read_flags)| Request::GetRangeByDepth {
+                context_id,
+                from_depth,
+                limit,
+                read_flags
+            }
+        ),
+        (any::<u64>(), any::<u32>(), any::<u32>(), read_flags()).prop_map(
+            |(turn_id, from_depth, limit, read_flags)| Request::GetChain {
+                turn_id,
+                from_depth,
+                limit,
+                read_flags
+            }
+        ),
+        (hash(), prop_oneof![Just(0), Just(read_flags::ACCEPT_ZSTD)])
+            .prop_map(|(hash, read_flags)| Request::GetBlob { hash, read_flags }),
+        proptest::collection::vec(hash(), 0..20).prop_map(|hashes| Request::HasBlobs { hashes }),
+        Just(Request::Stats),
+    ]
+}
+
+fn turn() -> impl Strategy<Value = TurnWire> {
+    (any::<[u64; 5]>(), any::<[u32; 4]>(), hash()).prop_map(|(words, halves, payload_hash)| {
+        TurnWire {
+            turn_id: words[0],
+            parent_turn_id: words[1],
+            context_id: words[2],
+            depth: halves[0],
+            codec: halves[1],
+            type_tag: words[3],
+            payload_hash,
+            payload_len: halves[2],
+            flags: halves[3],
+            created_at_unix_ms: words[4],
+        }
+    })
+}
+
+fn payload() -> impl Strategy<Value = PayloadWire> {
+    prop_oneof![
+        Just(PayloadWire::absent()),
+        bytes(6000).prop_map(|data| PayloadWire {
+            encoding: PayloadEncoding::Raw,
+            raw_len: data.len() as u32,
+            data
+        }),
+        (any::<u32>(), bytes(3000)).prop_map(|(raw_len, data)| PayloadWire {
+            encoding: PayloadEncoding::Zstd,
+            raw_len,
+            data
+        }),
+    ]
+}
+
+fn error_code() -> impl Strategy<Value = ErrorCode> {
+    proptest::sample::select(ErrorCode::ALL.to_vec())
+}
+
+fn response() -> impl Strategy<Value = Response> {
+    let context_types = proptest::sample::select(vec![
+        MessageType::CtxCreate,
+        MessageType::CtxFork,
+        MessageType::GetHead,
+    ]);
+    let append_types =
+        proptest::sample::select(vec![MessageType::AppendTurn, MessageType::AppendTurnByHash]);
+    let page_types = proptest::sample::select(vec![
+        MessageType::GetLast,
+        MessageType::GetBefore,
+        MessageType::GetRangeByDepth,
+        MessageType::GetChain,
+    ]);
+    prop_oneof![
+        (any::<u16>(), any::<[u32; 5]>(), name()).prop_map(|(version, l, server_name)| {
+            Response::Hello {
+                version,
+                limits: ServerLimits {
+                    frame_bytes_max: l[0],
+                    requests_in_flight_max: l[1],
+                    blob_bytes_max: l[2],
+                    read_turns_max: l[3],
+                    has_blobs_max: l[4],
+                },
+                server_name,
+            }
+        }),
+        any::<u64>().prop_map(|nonce| Response::Pong { nonce }),
+        (context_types, any::<(u64, u64, u32)>()).prop_map(
+            |(message_type, (context_id, head_turn_id, head_depth))| {
+                Response::Context {
+                    message_type,
+                    head: ContextHeadWire {
+                        context_id,
+                        head_turn_id,
+                        head_depth,
+                    },
+                }
+            }
+        ),
+        (append_types, turn(), any::<bool>()).prop_map(|(message_type, turn, deduped)| {
+            Response::Appended {
+                message_type,
+                turn,
+                deduped,
+            }
+        }),
+        turn().prop_map(Response::Turn),
+        (
+            page_types,
+            any::<u64>(),
+            any::<u32>(),
+            proptest::collection::vec((turn(), payload()), 0..6)
+        )
+            .prop_map(
+                |(message_type, next_before, tip_depth, entries)| Response::Turns {
+                    message_type,
+                    next_before,
+                    tip_depth,
+                    entries: entries
+                        .into_iter()
+                        .map(|(turn, payload)| TurnEntry { turn, payload })
+                        .collect()
+                }
+            ),
+        payload().prop_map(Response::Blob),
+        proptest::collection::vec(any::<bool>(), 0..50)
+            .prop_map(|present| Response::HasBlobs { present }),
+        (any::<[u64; 11]>(), any::<bool>()).prop_map(|(v, read_only)| Response::Stats(StatsWire {
+            turns: v[0],
+            contexts: v[1],
+            blobs: v[2],
+            logical_bytes: v[3],
+            unique_bytes: v[4],
+            stored_bytes: v[5],
+            dedup_hits: v[6],
+            connections: v[7],
+            requests_total: v[8],
+            errors_total: v[9],
+            uptime_ms: v[10],
+            read_only
+        })),
+        (error_code(), any::<u64>(), name()).prop_map(|(code, detail, message)| Response::Error {
+            code,
+            detail,
+            message
+        }),
+    ]
+}
+
+fn concat(chunks: Vec<Bytes>) -> Vec<u8> {
+    chunks
+        .iter()
+        .flat_map(|chunk| chunk.iter().copied())
+        .collect()
+}
+
+/// Feeds bytes to a frame reader in pieces of `step` bytes; returns the frames.
+fn read_frames(bytes: &[u8], step: usize) -> Vec<(FrameHeader, Bytes)> {
+    let mut reader = FrameReader::new(64 << 20);
+    let mut frames = Vec::new();
+    for piece in bytes.chunks(step.max(1)) {
+        reader.buffer().extend_from_slice(piece);
+        while let Some(frame) = reader.next_frame().unwrap() {
+            frames.push(frame);
+        }
+    }
+    assert_eq!(reader.pending_bytes(), 0);
+    frames
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn requests_round_trip(request in request(), req_id in any::<u64>(), step in 1..200usize) {
+        let mut contiguous = BytesMut::new();
+        encode_request(req_id, &request, &mut contiguous);
+        let chunked = concat(encode_request_chunks(req_id, &request));
+        prop_assert_eq!(&contiguous[..], &chunked[..]);
+        let frames = read_frames(&contiguous, step);
+        prop_assert_eq!(frames.len(), 1);
+        let (header, body) = frames.into_iter().next().unwrap();
+        prop_assert_eq!(header.req_id, req_id);
+        prop_assert_eq!(header.msg_type, request.message_type().code());
+        prop_assert_eq!(header.len as usize, contiguous.len() - HEADER_BYTES);
+        prop_assert_eq!(decode_request(&header, body).unwrap(), request);
+    }
+
+    #[test]
+    fn responses_round_trip(response in response(), req_id in any::<u64>(), step in 1..500usize) {
+        let bytes = concat(encode_response(req_id, &response));
+        let frames = read_frames(&bytes, step);
+        prop_assert_eq!(frames.len(), 1);
+        let (header, body) = frames.into_iter().next().unwrap();
+        prop_assert_eq!(header.req_id, req_id);
+        prop_assert_eq!(header.msg_type, response.msg_type());
+        prop_assert_eq!(decode_response(&header, body).unwrap(), response);
+    }
+
+    /// Random bodies under every message type: decoding returns a value or an error, never
+    /// panics; a value re-encodes to exactly the bytes it came from.
+    #[test]
+    fn arbitrary_bodies_decode_or_fail_cleanly(msg_type in any::<u16>(), body in proptest::collection::vec(any::<u8>(), 0..300), known in any::<bool>()) {
+        let msg_type = if known { MessageType::ALL[usize::from(msg_type) % MessageType::ALL.len()].code() } else { msg_type };
+        let header = FrameHeader { len: body.len() as u32, msg_type, flags: 0, req_id: 5 };
+        if let Ok(request) = decode_request(&header, Bytes::from(body.clone())) {
+            let mut again = BytesMut::new();
+            encode_request(5, &request, &mut again);
+            prop_assert_eq!(&again[HEADER_BYTES..], &body[..]);
+        }
+        let response_header = FrameHeader { msg_type: msg_type | RESPONSE_BIT, ..header };
+        if let Ok(response) = decode_response(&response_header, Bytes::from(body.clone())) {
+            let again = concat(encode_response(5, &response));
+            prop_assert_eq!(&again[HEADER_BYTES..], &body[..]);
+        }
+    }
+
+    /// A valid request cut anywhere, or with a flipped byte, never panics the decoder.
+    #[test]
+    fn damaged_requests_fail_cleanly(request in request(), cut in any::<prop::sample::Index>(), flip in any::<prop::sample::Index>(), bit in 0..8u8) {
+        let mut bytes = BytesMut::new();
+        encode_request(1, &request, &mut bytes);
+        let mut header_bytes = [0u8; HEADER_BYTES];
+        header_bytes.copy_from_slice(&bytes[..HEADER_BYTES]);
+        let header = FrameHeader::decode(&header_bytes);
+        let body = bytes[HEADER_BYTES..].to_vec();
+        if !body.is_empty() {
+            let short = body[..cut.index(body.len())].to_vec();
+            let _ = decode_request(&FrameHeader { len: short.len() as u32, ..header }, Bytes::from(short));
+            let mut flipped = body.clone();
+            let at = flip.index(flipped.len());
+            flipped[at] ^= 1 << bit;
+            let _ = decode_request(&header, Bytes::from(flipped));
+        }
+    }
+}
+
+#[test]
+fn fixed_sizes_match_the_document() {
+    let turn = TurnWire {
+        turn_id: 1,
+        parent_turn_id: 0,
+        context_id: 1,
+        depth: 0,
+        codec: 0,
+        type_tag: 0,
+        payload_hash: Hash32([0; 32]),
+        payload_len: 0,
+        flags: 0,
+        created_at_unix_ms: 0,
+    };
+    let bytes = concat(encode_response(1, &Response::Turn(turn)));
+    assert_eq!(bytes.len(), HEADER_BYTES + TURN_WIRE_BYTES);
+    let head = ContextHeadWire {
+        context_id: 1,
+        head_turn_id: 0,
+        head_depth: 0,
+    };
+    let bytes = concat(encode_response(
+        1,
+        &Response::Context {
+            message_type: MessageType::GetHead,
+            head,
+        },
+    ));
+    assert_eq!(bytes.len(), HEADER_BYTES + CONTEXT_HEAD_BYTES);
+}
+
+#[test]
+fn large_payloads_are_sent_by_reference() {
+    let data = Bytes::from(vec![7u8; 100_000]);
+    let response = Response::Blob(PayloadWire {
+        encoding: PayloadEncoding::Raw,
+        raw_len: 100_000,
+        data: data.clone(),
+    });
+    let chunks = encode_response(9, &response);
+    assert_eq!(chunks.len(), 2);
+    assert_eq!(
+        chunks[1].as_ptr(),
+        data.as_ptr(),
+        "the payload chunk is the caller's bytes"
+    );
+}
+
+#[test]
+fn strictness() {
+    // Unknown flag bits, non-zero reserved bytes and trailing bytes are BAD_FRAME.
+    let header = |msg_type: MessageType, len: usize| FrameHeader {
+        len: len as u32,
+        msg_type: msg_type.code(),
+        flags: 0,
+        req_id: 1,
+    };
+    let mut body = vec![0u8; 16];
+    body[12] = 0x80; // read_flags bit 31
+    let error = decode_request(&header(MessageType::GetLast, 16), Bytes::from(body)).unwrap_err();
+    assert_eq!(error.code(), ErrorCode::BadFrame);
+    let error =
+        decode_request(&header(MessageType::Ping, 9), Bytes::from(vec![0u8; 9])).unwrap_err();
+    assert!(matches!(error, DecodeError::TrailingBytes { .. }));
+    let error =
+        decode_request(&header(MessageType::Ping, 7), Bytes::from(vec![0u8; 7])).unwrap_err();
+    assert!(matches!(error, DecodeError::Truncated { .. }));
+    let unknown = FrameHeader {
+        len: 0,
+        msg_type: 0x0042,
+        flags: 0,
+        req_id: 1,
+    };
+    assert_eq!(
+        decode_request(&unknown, Bytes::new()).unwrap_err().code(),
+        ErrorCode::UnknownMessage
+    );
+    // An append whose payload_len runs past the body.
+    let mut append = BytesMut::new();
+    encode_request(
+        1,
+        &Request::AppendTurn {
+            context_id: 1,
+            expected_head: None,
+            type_tag: 0,
+            codec: 0,
+            payload: Bytes::from_static(b"abc"),
+        },
+        &mut append,
+    );
+    let body = Bytes::copy_from_slice(&append[HEADER_BYTES..append.len() - 1]);
+    assert!(decode_request(&header(MessageType::AppendTurn, body.len()), body).is_err());
+    // A HAS_BLOBS count far above what the body holds fails on the body, not on an allocation.
+    let mut body = vec![0u8; 8];
+    body[..4].copy_from_slice(&(1u32 << 20).to_le_bytes());
+    assert!(matches!(
+        decode_request(&header(MessageType::HasBlobs, 8), Bytes::from(body)),
+        Err(DecodeError::Truncated { .. })
+    ));
+}
