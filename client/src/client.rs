@@ -1,0 +1,566 @@
+//! The async client (tokio). One TCP connection, pipelined: any number of tasks may call it at
+//! once; each request gets a req_id, a writer task sends frames in batches, a reader task
+//! matches responses to their requests by req_id (in whatever order they come).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use ctxstore_protocol::codec::encode_request_chunks;
+use ctxstore_protocol::{
+    ErrorCode, FrameReader, Hash32, MessageType, PROTOCOL_VERSION, Request, Response, ServerLimits,
+    StatsWire, decode_response, read_flags,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::error::ClientError;
+use crate::types::{Appended, BlobHash, ContextHead, Page, Turn, verify_payload};
+
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// `HOST:PORT` of the server.
+    pub addr: String,
+    /// Sent in HELLO; required by servers that listen beyond loopback.
+    pub token: Option<String>,
+    pub client_name: String,
+    pub connect_timeout: Duration,
+    /// Largest response frame accepted (a page of payloads can be large).
+    pub response_bytes_max: u32,
+    /// Ask for stored (zstd) payloads and inflate them here: less work for the server and
+    /// fewer bytes on the wire. Payloads are verified against their hashes either way.
+    pub accept_zstd: bool,
+}
+
+impl ClientConfig {
+    pub fn new(addr: impl Into<String>) -> Self {
+        ClientConfig {
+            addr: addr.into(),
+            token: None,
+            client_name: format!("ctxstore-client {}", env!("CARGO_PKG_VERSION")),
+            connect_timeout: Duration::from_secs(10),
+            response_bytes_max: 1 << 30,
+            accept_zstd: true,
+        }
+    }
+
+    pub fn with_token(mut self, token: Option<String>) -> Self {
+        self.token = token;
+        self
+    }
+}
+
+type Pending = Mutex<PendingState>;
+
+#[derive(Default)]
+struct PendingState {
+    waiting: HashMap<u64, oneshot::Sender<Result<Response, ClientError>>>,
+    /// Set when the connection is gone: new requests fail at once with it.
+    closed: Option<String>,
+}
+
+/// A connection to a ctxstore server. Cheap to clone; clones share the connection.
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    config: ClientConfig,
+    outgoing: mpsc::UnboundedSender<Vec<Bytes>>,
+    pending: Arc<Pending>,
+    next_req_id: AtomicU64,
+    limits: Mutex<ServerLimits>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // The writer task ends when `outgoing` is dropped and then closes the socket.
+        fail_all(&self.pending, "client dropped".into());
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("addr", &self.shared.config.addr)
+            .finish()
+    }
+}
+
+fn fail_all(pending: &Pending, reason: String) {
+    let waiting = match pending.lock() {
+        Ok(mut state) => {
+            state.closed.get_or_insert(reason.clone());
+            std::mem::take(&mut state.waiting)
+        }
+        Err(poisoned) => std::mem::take(&mut poisoned.into_inner().waiting),
+    };
+    for (_, waiter) in waiting {
+        let _ = waiter.send(Err(ClientError::Closed(reason.clone())));
+    }
+}
+
+impl Client {
+    /// Connects and says HELLO (version negotiation and token).
+    pub async fn connect(config: ClientConfig) -> Result<Client, ClientError> {
+        let addr = config.addr.clone();
+        let stream =
+            match tokio::time::timeout(config.connect_timeout, TcpStream::connect(&addr)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(source)) => return Err(ClientError::Connect { addr, source }),
+                Err(_) => return Err(ClientError::ConnectTimeout { addr }),
+            };
+        let _ = stream.set_nodelay(true);
+        let (reader, writer) = stream.into_split();
+        let (outgoing, queue) = mpsc::unbounded_channel();
+        let pending: Arc<Pending> = Arc::default();
+        tokio::spawn(write_frames(writer, queue, pending.clone()));
+        tokio::spawn(read_frames(
+            reader,
+            pending.clone(),
+            config.response_bytes_max,
+        ));
+        let client = Client {
+            shared: Arc::new(Shared {
+                config,
+                outgoing,
+                pending,
+                next_req_id: AtomicU64::new(1),
+                limits: Mutex::new(ServerLimits::default()),
+            }),
+        };
+        let token = Bytes::from(
+            client
+                .shared
+                .config
+                .token
+                .clone()
+                .unwrap_or_default()
+                .into_bytes(),
+        );
+        let hello = Request::Hello {
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            token,
+            client_name: client.shared.config.client_name.clone(),
+        };
+        match client.request(hello).await? {
+            Response::Hello { limits, .. } => {
+                if let Ok(mut slot) = client.shared.limits.lock() {
+                    *slot = limits;
+                }
+                Ok(client)
+            }
+            other => Err(unexpected(MessageType::Hello, &other)),
+        }
+    }
+
+    /// What the server said it limits (frame size, requests in flight, …).
+    pub fn server_limits(&self) -> ServerLimits {
+        self.shared
+            .limits
+            .lock()
+            .map(|limits| *limits)
+            .unwrap_or_default()
+    }
+
+    /// Sends any request and waits for its response. ERROR responses become
+    /// `ClientError::Server`.
+    pub async fn request(&self, request: Request) -> Result<Response, ClientError> {
+        let req_id = self.shared.next_req_id.fetch_add(1, Ordering::Relaxed);
+        let (reply, answer) = oneshot::channel();
+        {
+            let mut state = self
+                .shared
+                .pending
+                .lock()
+                .map_err(|_| ClientError::Closed("poisoned".into()))?;
+            if let Some(reason) = &state.closed {
+                return Err(ClientError::Closed(reason.clone()));
+            }
+            state.waiting.insert(req_id, reply);
+        }
+        if self
+            .shared
+            .outgoing
+            .send(encode_request_chunks(req_id, &request))
+            .is_err()
+        {
+            if let Ok(mut state) = self.shared.pending.lock() {
+                state.waiting.remove(&req_id);
+            }
+            return Err(ClientError::Closed("writer stopped".into()));
+        }
+        match answer.await {
+            Ok(Ok(Response::Error {
+                code,
+                detail,
+                message,
+            })) => Err(ClientError::Server {
+                code,
+                detail,
+                message,
+            }),
+            Ok(result) => result,
+            Err(_) => Err(ClientError::Closed("connection lost".into())),
+        }
+    }
+
+    pub async fn ping(&self, nonce: u64) -> Result<(), ClientError> {
+        match self.request(Request::Ping { nonce }).await? {
+            Response::Pong { nonce: echoed } if echoed == nonce => Ok(()),
+            other => Err(unexpected(MessageType::Ping, &other)),
+        }
+    }
+
+    /// A new, empty context.
+    pub async fn create_context(&self) -> Result<ContextHead, ClientError> {
+        self.context(Request::CtxCreate { base_turn_id: 0 }).await
+    }
+
+    /// A new context whose head is the turn `base` (CTX_CREATE from a base turn).
+    pub async fn create_context_from(&self, base: u64) -> Result<ContextHead, ClientError> {
+        self.context(Request::CtxCreate { base_turn_id: base })
+            .await
+    }
+
+    /// A new context whose head is the turn `turn` (CTX_FORK): copies nothing.
+    pub async fn fork(&self, turn: u64) -> Result<ContextHead, ClientError> {
+        self.context(Request::CtxFork { turn_id: turn }).await
+    }
+
+    pub async fn head(&self, context: u64) -> Result<ContextHead, ClientError> {
+        self.context(Request::GetHead {
+            context_id: context,
+        })
+        .await
+    }
+
+    async fn context(&self, request: Request) -> Result<ContextHead, ClientError> {
+        let message_type = request.message_type();
+        match self.request(request).await? {
+            Response::Context { head, .. } => Ok(head.into()),
+            other => Err(unexpected(message_type, &other)),
+        }
+    }
+
+    /// Appends a turn; durable when it returns. `expected_head`: compare-and-set on the head
+    /// (0 = the context must be empty); a moved head is `ErrorCode::Conflict` with the actual
+    /// head in `detail`.
+    pub async fn append(
+        &self,
+        context: u64,
+        expected_head: Option<u64>,
+        type_tag: u64,
+        codec: u32,
+        payload: Bytes,
+    ) -> Result<Appended, ClientError> {
+        let request = Request::AppendTurn {
+            context_id: context,
+            expected_head,
+            type_tag,
+            codec,
+            payload,
+        };
+        self.appended(request).await
+    }
+
+    /// Appends a turn whose payload is already stored, by its hash (no upload).
+    pub async fn append_by_hash(
+        &self,
+        context: u64,
+        expected_head: Option<u64>,
+        type_tag: u64,
+        codec: u32,
+        hash: BlobHash,
+    ) -> Result<Appended, ClientError> {
+        let payload_hash = Hash32(hash.0);
+        let request = Request::AppendTurnByHash {
+            context_id: context,
+            expected_head,
+            type_tag,
+            codec,
+            payload_hash,
+        };
+        self.appended(request).await
+    }
+
+    async fn appended(&self, request: Request) -> Result<Appended, ClientError> {
+        let message_type = request.message_type();
+        match self.request(request).await? {
+            Response::Appended { turn, deduped, .. } => Ok(Appended {
+                turn: Turn::from_wire(&turn, None),
+                deduped,
+            }),
+            other => Err(unexpected(message_type, &other)),
+        }
+    }
+
+    pub async fn turn(&self, turn: u64) -> Result<Turn, ClientError> {
+        match self.request(Request::GetTurn { turn_id: turn }).await? {
+            Response::Turn(turn) => Ok(Turn::from_wire(&turn, None)),
+            other => Err(unexpected(MessageType::GetTurn, &other)),
+        }
+    }
+
+    fn read_flags(&self, payloads: bool) -> u32 {
+        match (payloads, self.shared.config.accept_zstd) {
+            (false, _) => 0,
+            (true, false) => read_flags::WITH_PAYLOADS,
+            (true, true) => read_flags::WITH_PAYLOADS | read_flags::ACCEPT_ZSTD,
+        }
+    }
+
+    /// The `limit` newest turns of a context, oldest first.
+    pub async fn last(
+        &self,
+        context: u64,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<Page, ClientError> {
+        let read_flags = self.read_flags(payloads);
+        self.page(Request::GetLast {
+            context_id: context,
+            limit,
+            read_flags,
+        })
+        .await
+    }
+
+    /// The `limit` turns older than `before` (a page's `next_before`), oldest first.
+    pub async fn before(
+        &self,
+        context: u64,
+        before: u64,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<Page, ClientError> {
+        let read_flags = self.read_flags(payloads);
+        self.page(Request::GetBefore {
+            context_id: context,
+            before_turn_id: before,
+            limit,
+            read_flags,
+        })
+        .await
+    }
+
+    /// Turns of the context's chain with depth in `from_depth..from_depth + limit`.
+    pub async fn range(
+        &self,
+        context: u64,
+        from_depth: u32,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<Page, ClientError> {
+        let read_flags = self.read_flags(payloads);
+        self.page(Request::GetRangeByDepth {
+            context_id: context,
+            from_depth,
+            limit,
+            read_flags,
+        })
+        .await
+    }
+
+    /// The chain root → `turn`, a window of `limit` turns from `from_depth`.
+    pub async fn chain(
+        &self,
+        turn: u64,
+        from_depth: u32,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<Page, ClientError> {
+        let read_flags = self.read_flags(payloads);
+        self.page(Request::GetChain {
+            turn_id: turn,
+            from_depth,
+            limit,
+            read_flags,
+        })
+        .await
+    }
+
+    /// The whole chain root → `turn`, fetched in pages.
+    pub async fn replay(&self, turn: u64, payloads: bool) -> Result<Vec<Turn>, ClientError> {
+        let limit = self.server_limits().read_turns_max.clamp(1, 10_000);
+        let mut turns: Vec<Turn> = Vec::new();
+        loop {
+            let from_depth = turns.last().map_or(0, |last| last.depth + 1);
+            let page = self.chain(turn, from_depth, limit, payloads).await?;
+            let done = page
+                .turns
+                .last()
+                .is_none_or(|last| last.depth >= page.tip_depth);
+            turns.extend(page.turns);
+            if done {
+                return Ok(turns);
+            }
+        }
+    }
+
+    async fn page(&self, request: Request) -> Result<Page, ClientError> {
+        let message_type = request.message_type();
+        match self.request(request).await? {
+            Response::Turns {
+                next_before,
+                tip_depth,
+                entries,
+                ..
+            } => {
+                let mut turns = Vec::with_capacity(entries.len());
+                for entry in entries {
+                    let payload = verify_payload(&entry.turn.payload_hash, entry.payload)?;
+                    turns.push(Turn::from_wire(&entry.turn, payload));
+                }
+                Ok(Page {
+                    turns,
+                    next_before,
+                    tip_depth,
+                })
+            }
+            other => Err(unexpected(message_type, &other)),
+        }
+    }
+
+    /// A payload by hash, verified.
+    pub async fn blob(&self, hash: BlobHash) -> Result<Bytes, ClientError> {
+        let read_flags = if self.shared.config.accept_zstd {
+            read_flags::ACCEPT_ZSTD
+        } else {
+            0
+        };
+        match self
+            .request(Request::GetBlob {
+                hash: Hash32(hash.0),
+                read_flags,
+            })
+            .await?
+        {
+            Response::Blob(payload) => verify_payload(&Hash32(hash.0), payload)?
+                .ok_or_else(|| ClientError::Protocol("GET_BLOB answered without bytes".into())),
+            other => Err(unexpected(MessageType::GetBlob, &other)),
+        }
+    }
+
+    /// Which of `hashes` are stored.
+    pub async fn has_blobs(&self, hashes: &[BlobHash]) -> Result<Vec<bool>, ClientError> {
+        let request = Request::HasBlobs {
+            hashes: hashes.iter().map(|hash| Hash32(hash.0)).collect(),
+        };
+        match self.request(request).await? {
+            Response::HasBlobs { present } if present.len() == hashes.len() => Ok(present),
+            other => Err(unexpected(MessageType::HasBlobs, &other)),
+        }
+    }
+
+    pub async fn stats(&self) -> Result<StatsWire, ClientError> {
+        match self.request(Request::Stats).await? {
+            Response::Stats(stats) => Ok(stats),
+            other => Err(unexpected(MessageType::Stats, &other)),
+        }
+    }
+}
+
+fn unexpected(asked: MessageType, response: &Response) -> ClientError {
+    ClientError::Protocol(format!(
+        "{} answered with message type {:#06x}",
+        asked.name(),
+        response.msg_type()
+    ))
+}
+
+async fn write_frames(
+    mut writer: tokio::net::tcp::OwnedWriteHalf,
+    mut queue: mpsc::UnboundedReceiver<Vec<Bytes>>,
+    pending: Arc<Pending>,
+) {
+    let mut buffer = BytesMut::with_capacity(64 * 1024);
+    while let Some(frame) = queue.recv().await {
+        let mut frames = vec![frame];
+        while frames.len() < 256 {
+            match queue.try_recv() {
+                Ok(frame) => frames.push(frame),
+                Err(_) => break,
+            }
+        }
+        let mut result = Ok(());
+        for chunk in frames.into_iter().flatten() {
+            if chunk.len() >= 64 * 1024 {
+                // Large payloads go out as they are, after what is buffered.
+                if !buffer.is_empty() {
+                    result = writer.write_all(&buffer.split()).await;
+                }
+                if result.is_ok() {
+                    result = writer.write_all(&chunk).await;
+                }
+            } else {
+                buffer.extend_from_slice(&chunk);
+            }
+            if result.is_err() {
+                break;
+            }
+        }
+        if result.is_ok() && !buffer.is_empty() {
+            result = writer.write_all(&buffer.split()).await;
+        }
+        if let Err(error) = result {
+            fail_all(&pending, format!("write failed: {error}"));
+            return;
+        }
+    }
+    let _ = writer.shutdown().await;
+}
+
+async fn read_frames(
+    mut reader: tokio::net::tcp::OwnedReadHalf,
+    pending: Arc<Pending>,
+    response_bytes_max: u32,
+) {
+    let mut frames = FrameReader::new(response_bytes_max);
+    let reason = loop {
+        loop {
+            let (header, body) = match frames.next_frame() {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(error) => {
+                    fail_all(&pending, format!("bad frame from the server: {error}"));
+                    return;
+                }
+            };
+            let response = decode_response(&header, body)
+                .map_err(|error| ClientError::Protocol(error.to_string()));
+            let waiter = pending
+                .lock()
+                .ok()
+                .and_then(|mut state| state.waiting.remove(&header.req_id));
+            match (waiter, response) {
+                (Some(waiter), response) => {
+                    let _ = waiter.send(response);
+                }
+                // An ERROR for no request (req_id 0): the server closes; tell everyone why.
+                (None, Ok(Response::Error { code, message, .. })) => {
+                    let reason = format!("{code}: {message}");
+                    fail_all(&pending, reason);
+                    if code != ErrorCode::UnknownMessage {
+                        return;
+                    }
+                }
+                (None, _) => {}
+            }
+        }
+        let wanted = frames.wanted_capacity();
+        let buffer = frames.buffer();
+        buffer.reserve(wanted);
+        match reader.read_buf(buffer).await {
+            Ok(0) => break "server closed the connection".to_string(),
+            Ok(_) => {}
+            Err(error) => break format!("read failed: {error}"),
+        }
+    };
+    fail_all(&pending, reason);
+}

@@ -1,0 +1,27 @@
+//! Server-wide counters for STATS. Written with relaxed atomics by every network core; read
+//! only for reporting.
+
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+#[derive(Debug)]
+pub struct ServerCounters {
+    /// Open connections (also enforces `connections_max`).
+    pub connections: AtomicU64,
+    /// Requests received after HELLO.
+    pub requests: AtomicU64,
+    /// ERROR responses sent.
+    pub errors: AtomicU64,
+    pub started: Instant,
+}
+
+impl Default for ServerCounters {
+    fn default() -> Self {
+        ServerCounters {
+            connections: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            started: Instant::now(),
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! ctxstore-server: network cores that speak the binary protocol in front of the engine.
+//!
+//! - [`config`]: `ServerConfig`, limits and their defaults.
+//! - [`network_core`]: a thread, a compio runtime, a SO_REUSEPORT listener, its connections.
+//! - [`connection`]: one connection: frames, HELLO, in-flight requests, responses.
+//! - [`dispatch`]: a request to engine calls to a response.
+//! - `local`: single-threaded notify/flag/race helpers; `counters`: STATS counters.
+
+pub mod config;
+pub mod connection;
+mod counters;
+pub mod dispatch;
+mod local;
+pub mod network_core;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use anyhow::Context;
+use ctxstore_engine::Engine;
+
+pub use config::{ServerConfig, ServerLimits, parse_duration};
+use counters::ServerCounters;
+use dispatch::Dispatcher;
+
+/// A running server: its engine, its network cores, the address it listens on.
+#[derive(Debug)]
+pub struct Server {
+    local_addr: SocketAddr,
+    engine: Engine,
+    cores: Vec<JoinHandle<()>>,
+    stop_cores: Vec<flume::Sender<()>>,
+    stopped: bool,
+}
+
+impl Server {
+    /// Opens the store (recovery), binds the listeners, starts the network cores. When it
+    /// returns, the server accepts connections (and `ready_file` names its address).
+    pub fn start(config: ServerConfig) -> anyhow::Result<Server> {
+        config
+            .validate()
+            .map_err(anyhow::Error::msg)
+            .context("invalid configuration")?;
+        let engine = Engine::open(config.engine.clone()).with_context(|| {
+            format!("opening the store in {}", config.engine.data_dir.display())
+        })?;
+        let listeners = bind(config.listen, config.network_cores)
+            .with_context(|| format!("listening on {}", config.listen))?;
+        let local_addr = listeners[0].local_addr()?;
+        let dispatcher = Arc::new(Dispatcher {
+            engine: engine.clone(),
+            limits: config.limits,
+            counters: Arc::new(ServerCounters::default()),
+        });
+        let token: Option<Arc<[u8]>> = config
+            .token
+            .as_ref()
+            .map(|token| Arc::from(token.as_bytes()));
+        let mut server = Server {
+            local_addr,
+            engine,
+            cores: Vec::new(),
+            stop_cores: Vec::new(),
+            stopped: false,
+        };
+        for (index, listener) in listeners.into_iter().enumerate() {
+            let (stop, shutdown) = flume::bounded(1);
+            let settings = network_core::CoreSettings {
+                index,
+                cpu: config.network_core_cpus.as_ref().map(|cpus| cpus[index]),
+                listener,
+                dispatcher: dispatcher.clone(),
+                token: token.clone(),
+                limits: config.limits,
+                shutdown,
+            };
+            server.stop_cores.push(stop);
+            match network_core::start(settings) {
+                Ok(handle) => server.cores.push(handle),
+                Err(error) => {
+                    server.stop();
+                    return Err(error);
+                }
+            }
+        }
+        tracing::info!(
+            listen = %local_addr,
+            network_cores = config.network_cores,
+            placement = %config.engine.placement,
+            token = config.token.is_some(),
+            "ctxstore server ready"
+        );
+        if let Some(path) = &config.ready_file {
+            std::fs::write(path, format!("{local_addr}\n"))
+                .with_context(|| format!("writing the ready file {}", path.display()))?;
+        }
+        Ok(server)
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Graceful stop: cores stop accepting and reading, answer what is in flight and close
+    /// their connections; then the engine finishes its queues, syncs and closes.
+    pub fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        for stop in self.stop_cores.drain(..) {
+            let _ = stop.send(());
+        }
+        for core in self.cores.drain(..) {
+            let _ = core.join();
+        }
+        self.engine.shutdown();
+        tracing::info!("ctxstore server stopped");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.stop();
+            return;
+        }
+        // compio aborts the process when a panicking thread wakes one of its tasks; stop
+        // from a thread that is not unwinding.
+        let mut server = Server {
+            local_addr: self.local_addr,
+            engine: self.engine.clone(),
+            cores: std::mem::take(&mut self.cores),
+            stop_cores: std::mem::take(&mut self.stop_cores),
+            stopped: std::mem::replace(&mut self.stopped, true),
+        };
+        let _ = std::thread::spawn(move || server.stop()).join();
+    }
+}
+
+/// One listening socket per network core, all on one address (SO_REUSEPORT). With port 0,
+/// the first picks a port and the others join it.
+fn bind(addr: SocketAddr, count: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let mut listeners = Vec::with_capacity(count);
+    let mut addr = addr;
+    for _ in 0..count {
+        let domain = socket2::Domain::for_address(addr);
+        let socket =
+            socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+        socket.set_reuse_address(true)?;
+        socket.set_reuse_port(true)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        socket.listen(1024)?;
+        let listener: std::net::TcpListener = socket.into();
+        addr = listener.local_addr()?;
+        listeners.push(listener);
+    }
+    Ok(listeners)
+}

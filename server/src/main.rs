@@ -1,0 +1,228 @@
+//! `ctxstore-server`: serve a store over the binary protocol, or check one offline.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use ctxstore_engine::{OpenCheck, Placement};
+use ctxstore_server::config::{DEFAULT_DATA_DIR, DEFAULT_LISTEN};
+use ctxstore_server::{Server, ServerConfig, parse_duration};
+
+/// ctxstore: durable context storage for AI agents, over a binary protocol.
+///
+/// With no command, serves the store in --data on --listen until SIGINT or SIGTERM (then it
+/// stops accepting, answers what is in flight, syncs, and exits 0).
+///
+/// Examples:
+///   ctxstore-server                                   # ./ctxstore-data on 127.0.0.1:7411
+///   ctxstore-server --data /var/lib/ctxstore --listen 0.0.0.0:7411 --token-file /etc/ctxstore/token
+///   ctxstore-server verify --data /var/lib/ctxstore   # offline check; exit 1 on any problem
+///
+/// Logs go to stderr; RUST_LOG=debug (or ctxstore_server=debug) shows more.
+#[derive(Parser, Debug)]
+#[command(
+    name = "ctxstore-server",
+    version,
+    verbatim_doc_comment,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check a store offline: every checksum, every blob's hash, the blob index against the
+    /// packs, and the turn DAG (parent exists and is older, depth = parent + 1, every head
+    /// and every turn's blob exists). Prints a summary; exits 1 if anything is wrong.
+    /// The server must not be running on the directory.
+    Verify {
+        /// The store's directory.
+        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        data: PathBuf,
+    },
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    /// The store's directory (created on first start).
+    #[arg(long, default_value = DEFAULT_DATA_DIR)]
+    data: PathBuf,
+    /// Address to listen on. Anything but loopback requires --token-file.
+    #[arg(long, default_value = DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// File holding the token clients must present in HELLO (surrounding whitespace ignored).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Network cores: threads owning connections (default: one per CPU).
+    #[arg(long)]
+    network_cores: Option<usize>,
+    /// Pin network core i to the i-th CPU of this comma-separated list, e.g. 0,1.
+    #[arg(long, value_delimiter = ',')]
+    network_core_cpus: Option<Vec<usize>>,
+    /// Blob shards of a new store (an existing store keeps its own count; it must match).
+    #[arg(long, default_value_t = 2)]
+    shards: u16,
+    /// Engine threads and their actors: threads separated by '|', actors by ',' (seq, s0,
+    /// s1, …), '@N' pins a thread to CPU N. Default: one thread per actor, e.g. seq|s0|s1.
+    #[arg(long)]
+    placement: Option<Placement>,
+    /// zstd level for new blobs (1..=19).
+    #[arg(long, default_value_t = 1)]
+    zstd_level: i32,
+    /// Largest frame a client may send, in bytes.
+    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    frame_bytes_max: u32,
+    /// Largest payload of one turn, in bytes (at most the frame size minus 48 bytes).
+    #[arg(long, default_value_t = 16 * 1024 * 1024 - 64)]
+    blob_bytes_max: u32,
+    /// Requests of one connection processed at once; beyond it the server stops reading it.
+    #[arg(long, default_value_t = 1024)]
+    requests_in_flight_max: u32,
+    /// Open connections; more are answered OVERLOADED and closed.
+    #[arg(long, default_value_t = 1024)]
+    connections_max: u32,
+    /// Turns one read (GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH, GET_CHAIN) may return.
+    #[arg(long, default_value_t = 10_000)]
+    read_turns_max: u32,
+    /// Hashes in one HAS_BLOBS.
+    #[arg(long, default_value_t = 4096)]
+    has_blobs_max: u32,
+    /// Close a connection idle this long (e.g. 300s, 5m).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    idle_timeout: Duration,
+    /// A frame must arrive completely within this long of its first byte (slow senders).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    frame_timeout: Duration,
+    /// What to check at start: full (every record) or tail (trust the blob index).
+    #[arg(long, default_value = "full")]
+    open_check: OpenCheck,
+    /// Cut a file at a damaged record instead of refusing to start (loses what follows it).
+    #[arg(long)]
+    repair: bool,
+    /// Do not prepare zero-filled space ahead of writes (for btrfs/ZFS).
+    #[arg(long)]
+    no_preallocate: bool,
+    /// When listening, write the bound address to this file (useful with --listen …:0).
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Verify { data }) => verify(&data),
+        None => serve(cli.serve).map(|()| ExitCode::SUCCESS),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("ctxstore-server: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
+fn verify(data: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let report =
+        ctxstore_engine::verify(data).with_context(|| format!("verifying {}", data.display()))?;
+    println!("{report}");
+    Ok(if report.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = config(args)?;
+    let signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])
+    .context("installing signal handlers")?;
+    let mut server = Server::start(config)?;
+    let handle = signals.handle();
+    let mut signals = signals;
+    if let Some(signal) = signals.forever().next() {
+        tracing::info!(
+            signal,
+            "shutting down: no new connections, finishing in-flight requests"
+        );
+    }
+    handle.close();
+    // A second signal while draining stops at once (the store recovers at the next start).
+    std::thread::spawn(|| {
+        if let Ok(mut again) = signal_hook::iterator::Signals::new([
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+        ]) && again.forever().next().is_some()
+        {
+            eprintln!("ctxstore-server: second signal, exiting without draining");
+            std::process::exit(130);
+        }
+    });
+    server.stop();
+    Ok(())
+}
+
+fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
+    let mut config = ServerConfig::new(&args.data);
+    config.listen = args.listen;
+    if let Some(path) = &args.token_file {
+        let token = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the token file {}", path.display()))?;
+        let token = token.trim().to_string();
+        anyhow::ensure!(
+            !token.is_empty(),
+            "the token file {} is empty",
+            path.display()
+        );
+        config.token = Some(token);
+    }
+    if let Some(cores) = args.network_cores {
+        config.network_cores = cores;
+    }
+    if let Some(cpus) = args.network_core_cpus {
+        if args.network_cores.is_none() {
+            config.network_cores = cpus.len();
+        }
+        config.network_core_cpus = Some(cpus);
+    }
+    config.engine = config.engine.with_shards(args.shards);
+    if let Some(placement) = args.placement {
+        config.engine.placement = placement;
+    }
+    config.engine.zstd_level = args.zstd_level;
+    config.engine.open_check = args.open_check;
+    config.engine.repair = args.repair;
+    config.engine.preallocate = !args.no_preallocate;
+    config.engine.limits.blob_bytes_max = args.blob_bytes_max;
+    config.engine.limits.read_turns_max = args.read_turns_max;
+    config.limits.frame_bytes_max = args.frame_bytes_max;
+    config.limits.requests_in_flight_max = args.requests_in_flight_max;
+    config.limits.connections_max = args.connections_max;
+    config.limits.has_blobs_max = args.has_blobs_max;
+    config.limits.idle_timeout = args.idle_timeout;
+    config.limits.frame_timeout = args.frame_timeout;
+    config.ready_file = args.ready_file;
+    Ok(config)
+}

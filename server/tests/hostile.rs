@@ -1,0 +1,332 @@
+//! Bad input at the socket: each gets its documented ERROR or a closed connection, and a
+//! well-behaved client on another connection keeps getting correct answers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use ctxstore_protocol::{ErrorCode, FrameHeader, PROTOCOL_VERSION, Request, Response};
+
+/// A well-behaved client that must keep working while the others misbehave.
+struct Witness {
+    runtime: tokio::runtime::Runtime,
+    client: ctxstore_client::Client,
+    context: u64,
+    turns: u32,
+}
+
+impl Witness {
+    fn new(addr: std::net::SocketAddr) -> Witness {
+        let runtime = runtime();
+        let client = runtime.block_on(connect(addr));
+        let context = runtime
+            .block_on(client.create_context())
+            .unwrap()
+            .context_id;
+        Witness {
+            runtime,
+            client,
+            context,
+            turns: 0,
+        }
+    }
+
+    fn still_works(&mut self) {
+        let payload = Bytes::from(format!("witness turn {}", self.turns));
+        let appended = self
+            .runtime
+            .block_on(
+                self.client
+                    .append(self.context, None, 0, 0, payload.clone()),
+            )
+            .unwrap();
+        assert_eq!(appended.turn.depth, self.turns);
+        self.turns += 1;
+        let page = self
+            .runtime
+            .block_on(self.client.last(self.context, 1, true))
+            .unwrap();
+        assert_eq!(page.turns[0].payload.as_ref(), Some(&payload));
+    }
+}
+
+#[test]
+fn hostile_input_gets_errors_or_closes_and_others_keep_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.limits.frame_bytes_max = 1 << 20;
+    config.engine.limits.blob_bytes_max = (1 << 20) - 64;
+    let server = start(config);
+    let addr = server.local_addr();
+    let mut witness = Witness::new(addr);
+    witness.still_works();
+
+    // Random bytes: whatever they decode as, the connection ends (no HELLO first, or a bad
+    // frame), and the server lives on.
+    let mut state = 0x1234_5678_9abc_def1u64;
+    for round in 0..20 {
+        let mut raw = Raw::connect(addr);
+        let bytes: Vec<u8> = (0..(100 + round * 50))
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        raw.send_bytes(&bytes);
+        assert!(
+            raw.closed(),
+            "round {round}: connection left open after random bytes"
+        );
+    }
+    witness.still_works();
+
+    // A truncated frame, then the client closes.
+    let mut raw = Raw::connect(addr);
+    assert!(matches!(raw.hello(b""), Response::Hello { .. }));
+    let header = FrameHeader {
+        len: 1000,
+        msg_type: 0x0006,
+        flags: 0,
+        req_id: 9,
+    };
+    raw.send_bytes(&header.encode());
+    raw.send_bytes(&[0u8; 100]);
+    drop(raw);
+    witness.still_works();
+
+    // A length over the limit: TOO_LARGE, then close (framing is lost).
+    let mut raw = Raw::connect(addr);
+    raw.hello(b"");
+    raw.send_bytes(
+        &FrameHeader {
+            len: (1 << 20) + 1,
+            msg_type: 0x0006,
+            flags: 0,
+            req_id: 10,
+        }
+        .encode(),
+    );
+    let (req_id, response) = raw.receive().expect("an error before the close");
+    assert_eq!(
+        (req_id, error_code(&response)),
+        (10, Some(ErrorCode::TooLarge))
+    );
+    assert!(raw.closed());
+    witness.still_works();
+
+    // Non-zero header flags: BAD_FRAME, then close.
+    let mut raw = Raw::connect(addr);
+    raw.hello(b"");
+    raw.send_bytes(
+        &FrameHeader {
+            len: 0,
+            msg_type: 0x0002,
+            flags: 1,
+            req_id: 11,
+        }
+        .encode(),
+    );
+    assert_eq!(
+        error_code(&raw.receive().unwrap().1),
+        Some(ErrorCode::BadFrame)
+    );
+    assert!(raw.closed());
+
+    // An unknown msg_type: UNKNOWN_MESSAGE, and the connection stays usable.
+    let mut raw = Raw::connect(addr);
+    raw.hello(b"");
+    raw.send_bytes(
+        &FrameHeader {
+            len: 3,
+            msg_type: 0x0077,
+            flags: 0,
+            req_id: 12,
+        }
+        .encode(),
+    );
+    raw.send_bytes(b"abc");
+    let (req_id, response) = raw.receive().unwrap();
+    assert_eq!(
+        (req_id, error_code(&response)),
+        (12, Some(ErrorCode::UnknownMessage))
+    );
+    raw.send(13, &Request::Ping { nonce: 5 });
+    assert_eq!(raw.receive().unwrap(), (13, Response::Pong { nonce: 5 }));
+
+    // A malformed body (a PING one byte short): BAD_FRAME, then close.
+    raw.send_bytes(
+        &FrameHeader {
+            len: 7,
+            msg_type: 0x0002,
+            flags: 0,
+            req_id: 14,
+        }
+        .encode(),
+    );
+    raw.send_bytes(&[0u8; 7]);
+    assert_eq!(
+        error_code(&raw.receive().unwrap().1),
+        Some(ErrorCode::BadFrame)
+    );
+    assert!(raw.closed());
+    witness.still_works();
+
+    // Requests before HELLO: UNAUTHORIZED, then close.
+    let mut raw = Raw::connect(addr);
+    raw.send(3, &Request::Stats);
+    let (req_id, response) = raw.receive().unwrap();
+    assert_eq!(
+        (req_id, error_code(&response)),
+        (3, Some(ErrorCode::Unauthorized))
+    );
+    assert!(raw.closed());
+
+    // A wrong version: UNSUPPORTED_VERSION naming the server's, then close.
+    let mut raw = Raw::connect(addr);
+    raw.send(
+        1,
+        &Request::Hello {
+            min_version: 7,
+            max_version: 9,
+            token: Bytes::new(),
+            client_name: "future".into(),
+        },
+    );
+    match raw.receive().unwrap().1 {
+        Response::Error {
+            code: ErrorCode::UnsupportedVersion,
+            detail,
+            ..
+        } => assert_eq!(detail, u64::from(PROTOCOL_VERSION)),
+        other => panic!("expected UNSUPPORTED_VERSION, got {other:?}"),
+    }
+    assert!(raw.closed());
+
+    // HELLO twice: BAD_FRAME, then close.
+    let mut raw = Raw::connect(addr);
+    raw.hello(b"");
+    assert_eq!(error_code(&raw.hello(b"")), Some(ErrorCode::BadFrame));
+    assert!(raw.closed());
+    witness.still_works();
+}
+
+#[test]
+fn a_wrong_token_is_unauthorized() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.token = Some("correct horse".into());
+    let server = start(config);
+    let addr = server.local_addr();
+    for token in [&b""[..], b"correct hors", b"correct horse!", b"wrong"] {
+        let mut raw = Raw::connect(addr);
+        assert_eq!(
+            error_code(&raw.hello(token)),
+            Some(ErrorCode::Unauthorized),
+            "token {token:?}"
+        );
+        assert!(raw.closed());
+    }
+    let mut raw = Raw::connect(addr);
+    assert!(matches!(
+        raw.hello(b"correct horse"),
+        Response::Hello { .. }
+    ));
+    let runtime = runtime();
+    let config = ctxstore_client::ClientConfig::new(addr.to_string());
+    let refused = runtime
+        .block_on(ctxstore_client::Client::connect(config.clone()))
+        .unwrap_err();
+    assert_eq!(refused.code(), Some(ErrorCode::Unauthorized));
+    let client = runtime
+        .block_on(ctxstore_client::Client::connect(
+            config.with_token(Some("correct horse".into())),
+        ))
+        .unwrap();
+    runtime.block_on(client.ping(1)).unwrap();
+}
+
+#[test]
+fn slow_senders_and_idle_connections_are_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.limits.frame_timeout = Duration::from_millis(300);
+    config.limits.idle_timeout = Duration::from_secs(2);
+    let server = start(config);
+    let addr = server.local_addr();
+    let mut witness = Witness::new(addr);
+
+    // Slowloris: a frame dribbled byte by byte is cut off at the frame timeout.
+    let mut raw = Raw::connect(addr);
+    raw.hello(b"");
+    let started = std::time::Instant::now();
+    let header = FrameHeader {
+        len: 8,
+        msg_type: 0x0002,
+        flags: 0,
+        req_id: 2,
+    }
+    .encode();
+    for byte in header.iter().take(10) {
+        raw.send_bytes(&[*byte]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, response) = raw.receive().expect("an error before the close");
+    assert_eq!(error_code(&response), Some(ErrorCode::BadFrame));
+    assert!(raw.closed());
+    assert!(started.elapsed() < Duration::from_secs(2));
+    witness.still_works();
+
+    // Half-open: a connection that never says anything is closed at the idle timeout, while
+    // the witness, active meanwhile, stays.
+    let started = std::time::Instant::now();
+    let silent = std::thread::spawn(move || Raw::connect(addr).closed());
+    while !silent.is_finished() {
+        witness.still_works();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(silent.join().unwrap());
+    assert!(started.elapsed() >= Duration::from_millis(1900));
+    witness.still_works();
+}
+
+#[test]
+fn connections_beyond_the_limit_are_overloaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.limits.connections_max = 8;
+    let server = start(config);
+    let addr = server.local_addr();
+    let mut witness = Witness::new(addr);
+    let mut held = Vec::new();
+    let (mut accepted, mut refused) = (0, 0);
+    for _ in 0..12 {
+        let mut raw = Raw::connect(addr);
+        match raw.hello(b"") {
+            Response::Hello { .. } => {
+                accepted += 1;
+                held.push(raw);
+            }
+            response => {
+                assert_eq!(error_code(&response), Some(ErrorCode::Overloaded));
+                assert!(raw.closed());
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!(
+        (accepted, refused),
+        (7, 5),
+        "8 connections with the witness"
+    );
+    witness.still_works();
+    drop(held);
+    // Closed connections free their places.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut raw = Raw::connect(addr);
+    assert!(matches!(raw.hello(b""), Response::Hello { .. }));
+}
