@@ -1,7 +1,8 @@
-//! Shared pieces of the benchmarks: workload text, latency summaries, the fdatasync floor.
+//! Shared pieces of the benchmarks: latency summaries, the fdatasync floor. Workload text
+//! comes from the load generator (`ctxstore_loadgen::workload::text`).
 
 pub mod floor;
-pub mod text;
+pub use ctxstore_loadgen::workload::text;
 
 use hdrhistogram::Histogram;
 

@@ -1,0 +1,190 @@
+//! The stores the load generator can drive, behind the same logical operations:
+//! append (a turn with a parent pointer + move the context head, durably, at once), get_last
+//! N with payloads, page before a turn, range by depth, fork, get one payload.
+
+pub mod ctxstore;
+
+use bytes::Bytes;
+
+use crate::report::ServerReport;
+
+/// Which store, and how to reach it.
+#[derive(Clone, Debug)]
+pub enum BackendKind {
+    Ctxstore {
+        addr: String,
+        token: Option<String>,
+    },
+    /// A store whose answers take a scripted time: for testing the load generator's own
+    /// measurement (coordinated omission), never a stand-in for a real store.
+    #[cfg(test)]
+    Scripted(std::sync::Arc<scripted::Script>),
+}
+
+impl BackendKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            BackendKind::Ctxstore { .. } => "ctxstore",
+            #[cfg(test)]
+            BackendKind::Scripted(_) => "scripted",
+        }
+    }
+
+    pub async fn connect(&self) -> anyhow::Result<Connection> {
+        match self {
+            BackendKind::Ctxstore { addr, token } => Ok(Connection::Ctxstore(
+                ctxstore::connect(addr, token.clone()).await?,
+            )),
+            #[cfg(test)]
+            BackendKind::Scripted(script) => Ok(Connection::Scripted(script.clone())),
+        }
+    }
+}
+
+/// An acknowledged append.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ack {
+    pub turn_id: u64,
+    pub depth: u32,
+    /// BLAKE3 of the payload, hex (what ctxstore names blobs by).
+    pub payload_hash: String,
+}
+
+/// A payload to read back: by hash where the store is content-addressed, else by turn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlobRef {
+    pub turn_id: u64,
+    pub payload_hash: String,
+}
+
+/// One connection to a store.
+#[derive(Debug)]
+pub enum Connection {
+    Ctxstore(ctxstore_client::Client),
+    #[cfg(test)]
+    Scripted(std::sync::Arc<scripted::Script>),
+}
+
+impl Connection {
+    pub async fn create_context(&self) -> anyhow::Result<u64> {
+        match self {
+            Connection::Ctxstore(client) => ctxstore::create_context(client).await,
+            #[cfg(test)]
+            Connection::Scripted(script) => script.answer(1).await,
+        }
+    }
+
+    pub async fn append(&self, context: u64, payload: Bytes) -> anyhow::Result<Ack> {
+        match self {
+            Connection::Ctxstore(client) => ctxstore::append(client, context, payload).await,
+            #[cfg(test)]
+            Connection::Scripted(script) => {
+                let turn = script.answer(context).await?;
+                let payload_hash = blake3::hash(&payload).to_hex().to_string();
+                Ok(Ack {
+                    turn_id: turn,
+                    depth: (turn % 1000) as u32,
+                    payload_hash,
+                })
+            }
+        }
+    }
+
+    /// The newest `limit` turns with payloads; returns how many came back.
+    pub async fn get_last(&self, context: u64, limit: u32) -> anyhow::Result<usize> {
+        match self {
+            Connection::Ctxstore(client) => {
+                Ok(client.last(context, limit, true).await?.turns.len())
+            }
+            #[cfg(test)]
+            Connection::Scripted(script) => script.answer(0).await.map(|_| 0),
+        }
+    }
+
+    pub async fn page(&self, context: u64, before: u64, limit: u32) -> anyhow::Result<usize> {
+        match self {
+            Connection::Ctxstore(client) => Ok(client
+                .before(context, before, limit, true)
+                .await?
+                .turns
+                .len()),
+            #[cfg(test)]
+            Connection::Scripted(script) => script.answer(0).await.map(|_| 0),
+        }
+    }
+
+    pub async fn range(&self, context: u64, from_depth: u32, limit: u32) -> anyhow::Result<usize> {
+        match self {
+            Connection::Ctxstore(client) => Ok(client
+                .range(context, from_depth, limit, true)
+                .await?
+                .turns
+                .len()),
+            #[cfg(test)]
+            Connection::Scripted(script) => script.answer(0).await.map(|_| 0),
+        }
+    }
+
+    pub async fn fork(&self, turn: u64) -> anyhow::Result<u64> {
+        match self {
+            Connection::Ctxstore(client) => Ok(client.fork(turn).await?.context_id),
+            #[cfg(test)]
+            Connection::Scripted(script) => script.answer(turn).await,
+        }
+    }
+
+    pub async fn get_blob(&self, blob: &BlobRef) -> anyhow::Result<usize> {
+        match self {
+            Connection::Ctxstore(client) => ctxstore::get_blob(client, blob).await,
+            #[cfg(test)]
+            Connection::Scripted(script) => script.answer(0).await.map(|_| 0),
+        }
+    }
+
+    /// What the store says about itself (counts, bytes).
+    pub async fn server_report(&self) -> anyhow::Result<ServerReport> {
+        match self {
+            Connection::Ctxstore(client) => ctxstore::server_report(client).await,
+            #[cfg(test)]
+            Connection::Scripted(_) => Ok(ServerReport::default()),
+        }
+    }
+}
+
+#[cfg(test)]
+pub mod scripted {
+    //! Answers after `latency`, except during a stall, when every answer waits until it ends.
+
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+
+    #[derive(Debug)]
+    pub struct Script {
+        pub latency: Duration,
+        pub stall: std::sync::Mutex<Option<(Instant, Instant)>>,
+        pub answers: AtomicU64,
+    }
+
+    impl Script {
+        pub fn new(latency: Duration) -> Self {
+            Script {
+                latency,
+                stall: std::sync::Mutex::new(None),
+                answers: AtomicU64::new(0),
+            }
+        }
+
+        pub async fn answer(&self, value: u64) -> anyhow::Result<u64> {
+            tokio::time::sleep(self.latency).await;
+            let stall = self.stall.lock().ok().and_then(|stall| *stall);
+            if let Some((from, until)) = stall {
+                let now = Instant::now();
+                if now >= from && now < until {
+                    tokio::time::sleep_until(until.into()).await;
+                }
+            }
+            let count = self.answers.fetch_add(1, Ordering::Relaxed) + 1;
+            Ok(value.max(1) * 1000 + count % 1000)
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! ctxstore-loadgen: drive a ctxstore server (or a peer store) with a realistic agent
+//! workload and report latency per operation.
+//!
+//! - [`workload`]: chat-like payloads, duplicates, large incompressible payloads.
+//! - [`ops`]: the operations and their mix.
+//! - [`driver`]: closed and open loops (coordinated omission corrected).
+//! - [`report`]: HdrHistograms, the table and the JSON report.
+//! - [`slo`]: objectives and their verdicts.
+//! - [`backend`]: the stores behind the logical operations.
+//! - [`spawn`]: starting a server for the run (`--spawn-server`).
+
+pub mod backend;
+pub mod driver;
+pub mod ops;
+pub mod report;
+pub mod slo;
+pub mod spawn;
+pub mod workload;

@@ -1,0 +1,229 @@
+//! `ctxstore-loadgen`: load a ctxstore server with an agent-like workload and report latency
+//! per operation. Exit codes: 0 ok, 1 error, 3 an objective of --slo was missed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use ctxstore_loadgen::backend::BackendKind;
+use ctxstore_loadgen::driver::{self, LoadConfig};
+use ctxstore_loadgen::ops::Mix;
+use ctxstore_loadgen::report::format_us;
+use ctxstore_loadgen::slo::{Metric, Slo};
+use ctxstore_loadgen::spawn::{SpawnedServer, default_server_binary};
+use ctxstore_loadgen::workload::payloads::PayloadConfig;
+
+/// Load a ctxstore server with an agent-like workload; report p50/p90/p99/p999/max per
+/// operation, throughput, and the server's dedup and bytes-on-disk figures.
+///
+/// Closed loop by default (each worker waits for its answer); --rate R runs an open loop at R
+/// operations per second with latency counted from each request's intended send time, so a
+/// stalled server shows in the tail (coordinated omission corrected).
+///
+/// Examples:
+///   ctxstore-loadgen --spawn-server --duration 10s                  # 32 agents appending
+///   ctxstore-loadgen --addr 127.0.0.1:7411 --rate 5000 --duration 1m --mix append=70,get_last=25,fork=5
+///   ctxstore-loadgen --spawn-server --json report.json --slo 'append.p99<=10ms,get_last.p50<=1ms'
+#[derive(Parser, Debug)]
+#[command(name = "ctxstore-loadgen", version, verbatim_doc_comment)]
+struct Args {
+    /// Server address (ignored with --spawn-server).
+    #[arg(long, default_value = "127.0.0.1:7411")]
+    addr: String,
+    /// Token for servers that require one.
+    #[arg(long, env = "CTXSTORE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Connections to the server.
+    #[arg(long, default_value_t = 32)]
+    connections: usize,
+    /// Contexts (agents' conversations) the workload spreads over.
+    #[arg(long, default_value_t = 32)]
+    contexts: usize,
+    /// Open loop at this many operations per second (all connections together).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Closed loop (the default when --rate is not given).
+    #[arg(long, conflicts_with = "rate")]
+    closed_loop: bool,
+    /// Closed loop: requests in flight per connection.
+    #[arg(long, default_value_t = 1)]
+    pipeline: usize,
+    /// How long to measure, e.g. 10s, 2m.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// How long to run before measuring.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    warmup: Duration,
+    /// Operations and their weights: append, get_last, page, range, fork, get_blob.
+    #[arg(long, default_value = "append=100")]
+    mix: Mix,
+    /// Size of ordinary payloads (chat-like text), bytes.
+    #[arg(long, default_value_t = 10 * 1024)]
+    payload_bytes: usize,
+    /// Every Nth append carries a 1 MiB incompressible payload (0: never).
+    #[arg(long, default_value_t = 0)]
+    large_every: u64,
+    /// Share of appends that repeat an earlier payload (shared prompts, tool results), 0..1.
+    #[arg(long, default_value_t = 0.0)]
+    dup_ratio: f64,
+    /// Turns per get_last, page and range.
+    #[arg(long, default_value_t = 64)]
+    read_turns: u32,
+    /// Turns appended to each context before the run (reads need something to read).
+    #[arg(long, default_value_t = 0)]
+    prefill: u32,
+    /// Open loop: requests outstanding at most.
+    #[arg(long, default_value_t = 10_000)]
+    max_in_flight: usize,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Objectives, e.g. 'append.p99<=10ms,get_last.p50<=1ms,append.errors<=0'; exit 3 when
+    /// one is missed.
+    #[arg(long)]
+    slo: Option<Slo>,
+    /// Start a fresh ctxstore-server on a temporary directory and a free port; stop it after.
+    #[arg(long)]
+    spawn_server: bool,
+    /// The server binary for --spawn-server (default: next to this one, else on PATH).
+    #[arg(long)]
+    server_bin: Option<PathBuf>,
+    /// Extra argument for the spawned server (repeatable), e.g. --server-arg=--shards=4.
+    #[arg(long = "server-arg", allow_hyphen_values = true)]
+    server_args: Vec<String>,
+    /// Write one JSON line {"context_id","turn_id","payload_hash"} per acknowledged append.
+    #[arg(long)]
+    ack_log: Option<PathBuf>,
+    /// Seed of the workload's randomness.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Threads of the load generator's runtime.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// No progress line each second.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 10s, 2m, 500ms"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "" | "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("{text:?}: unknown unit (ms, s, m, h)")),
+    };
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn main() -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    match run(args) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("ctxstore-loadgen: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&args.dup_ratio),
+        "--dup-ratio must be between 0 and 1"
+    );
+    anyhow::ensure!(
+        args.rate.is_none_or(|rate| rate > 0.0),
+        "--rate must be positive"
+    );
+    let spawned = if args.spawn_server {
+        let binary = args
+            .server_bin
+            .clone()
+            .unwrap_or_else(default_server_binary);
+        Some(SpawnedServer::start(&binary, &args.server_args)?)
+    } else {
+        None
+    };
+    let addr = spawned
+        .as_ref()
+        .map_or_else(|| args.addr.clone(), |server| server.addr.clone());
+    let config = LoadConfig {
+        backend: BackendKind::Ctxstore {
+            addr,
+            token: args.token.clone(),
+        },
+        connections: args.connections,
+        contexts: args.contexts,
+        rate: args.rate,
+        pipeline: args.pipeline,
+        duration: args.duration,
+        warmup: args.warmup,
+        mix: args.mix.clone(),
+        payloads: PayloadConfig {
+            payload_bytes: args.payload_bytes,
+            large_every: args.large_every,
+            large_bytes: 1 << 20,
+            dup_ratio: args.dup_ratio,
+        },
+        read_turns: args.read_turns,
+        prefill: args.prefill,
+        max_in_flight: args.max_in_flight,
+        ack_log: args.ack_log.clone(),
+        seed: args.seed,
+        progress: !args.quiet,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.threads.max(1))
+        .enable_all()
+        .build()?;
+    let mut report = runtime.block_on(async {
+        let (recorder, measured) = driver::run(&config).await?;
+        anyhow::Ok(driver::report(&config, &recorder, measured).await)
+    })?;
+    if let Some(server) = spawned {
+        report.server.disk_bytes = Some(server.disk_bytes());
+        server.stop()?;
+    }
+    println!("{}", report.table());
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report.to_json())?;
+        std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    let Some(slo) = &args.slo else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let mut missed = 0;
+    for verdict in slo.judge(&report) {
+        let actual = match (verdict.actual, verdict.objective.metric) {
+            (None, _) => "did not run".to_string(),
+            (Some(value), Metric::Throughput) => format!("{value:.1}/s"),
+            (Some(value), Metric::Errors) => format!("{value}"),
+            (Some(value), _) => format_us(value as u64),
+        };
+        let mark = if verdict.met { "met   " } else { "MISSED" };
+        println!("slo {mark} {} (actual {actual})", verdict.objective);
+        missed += usize::from(!verdict.met);
+    }
+    Ok(if missed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    })
+}

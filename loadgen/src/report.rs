@@ -1,0 +1,283 @@
+//! Recording and reporting: one HdrHistogram per operation (microseconds), merged across
+//! workers; the final table; the `--json` report.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+
+use crate::ops::Op;
+
+/// Latencies from 1 µs to 1 hour, 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    match Histogram::new_with_bounds(1, 3_600_000_000, 3) {
+        Ok(histogram) => histogram,
+        Err(error) => panic!("histogram bounds are constants: {error}"),
+    }
+}
+
+/// One worker's measurements.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    histograms: Vec<Histogram<u64>>,
+    errors: Vec<u64>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder {
+            histograms: Op::ALL.iter().map(|_| new_histogram()).collect(),
+            errors: vec![0; Op::ALL.len()],
+        }
+    }
+}
+
+impl Recorder {
+    pub fn record(&mut self, op: Op, latency: Duration) {
+        let micros = (latency.as_nanos() / 1000).max(1) as u64;
+        // Beyond an hour is clamped to the bound: still counted, never lost.
+        let histogram = &mut self.histograms[op.index()];
+        let _ = histogram.record(micros.min(histogram.high()));
+    }
+
+    pub fn error(&mut self, op: Op) {
+        self.errors[op.index()] += 1;
+    }
+
+    pub fn merge(&mut self, other: &Recorder) {
+        for (mine, theirs) in self.histograms.iter_mut().zip(&other.histograms) {
+            let _ = mine.add(theirs);
+        }
+        for (mine, theirs) in self.errors.iter_mut().zip(&other.errors) {
+            *mine += theirs;
+        }
+    }
+
+    pub fn histogram(&self, op: Op) -> &Histogram<u64> {
+        &self.histograms[op.index()]
+    }
+
+    pub fn errors(&self, op: Op) -> u64 {
+        self.errors[op.index()]
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LatencyUs {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpReport {
+    pub count: u64,
+    pub errors: u64,
+    pub throughput_per_s: f64,
+    pub latency_us: LatencyUs,
+}
+
+/// What the store says about itself at the end of the run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerReport {
+    pub turns: Option<u64>,
+    pub blobs: Option<u64>,
+    pub logical_bytes: Option<u64>,
+    pub stored_bytes: Option<u64>,
+    /// Bytes the store occupies on disk (data directory), where the backend can tell.
+    pub disk_bytes: Option<u64>,
+    pub dedup_hits: Option<u64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub operations: BTreeMap<&'static str, OpReport>,
+    pub server: ServerReport,
+    pub config: Value,
+    pub measured_s: f64,
+}
+
+impl Report {
+    pub fn new(
+        recorder: &Recorder,
+        measured: Duration,
+        server: ServerReport,
+        config: Value,
+    ) -> Report {
+        let seconds = measured.as_secs_f64().max(1e-9);
+        let mut operations = BTreeMap::new();
+        for op in Op::ALL {
+            let histogram = recorder.histogram(op);
+            let errors = recorder.errors(op);
+            if histogram.is_empty() && errors == 0 {
+                continue;
+            }
+            let count = histogram.len();
+            operations.insert(
+                op.name(),
+                OpReport {
+                    count,
+                    errors,
+                    throughput_per_s: count as f64 / seconds,
+                    latency_us: LatencyUs {
+                        p50: histogram.value_at_quantile(0.50),
+                        p90: histogram.value_at_quantile(0.90),
+                        p99: histogram.value_at_quantile(0.99),
+                        p999: histogram.value_at_quantile(0.999),
+                        max: histogram.max(),
+                    },
+                },
+            );
+        }
+        Report {
+            operations,
+            server,
+            config,
+            measured_s: seconds,
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let operations: serde_json::Map<String, Value> = self
+            .operations
+            .iter()
+            .map(|(name, op)| {
+                let latency = op.latency_us;
+                let value = json!({
+                    "count": op.count,
+                    "errors": op.errors,
+                    "throughput_per_s": (op.throughput_per_s * 10.0).round() / 10.0,
+                    "latency_us": {
+                        "p50": latency.p50, "p90": latency.p90, "p99": latency.p99,
+                        "p999": latency.p999, "max": latency.max,
+                    },
+                });
+                (name.to_string(), value)
+            })
+            .collect();
+        let server = &self.server;
+        let dedup_ratio = match (server.logical_bytes, server.stored_bytes) {
+            (Some(logical), Some(stored)) if stored > 0 => Some(logical as f64 / stored as f64),
+            _ => None,
+        };
+        let bytes_per_turn = match (server.disk_bytes.or(server.stored_bytes), server.turns) {
+            (Some(bytes), Some(turns)) if turns > 0 => Some(bytes as f64 / turns as f64),
+            _ => None,
+        };
+        json!({
+            "operations": operations,
+            "server": {
+                "turns": server.turns,
+                "blobs": server.blobs,
+                "logical_bytes": server.logical_bytes,
+                "stored_bytes": server.stored_bytes,
+                "disk_bytes": server.disk_bytes,
+                "dedup_hits": server.dedup_hits,
+                "logical_per_stored": dedup_ratio,
+                "bytes_per_turn": bytes_per_turn,
+            },
+            "config": self.config,
+            "measured_s": self.measured_s,
+        })
+    }
+
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "{:<9} {:>9} {:>7} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+            "op", "count", "errors", "per second", "p50", "p90", "p99", "p999", "max"
+        );
+        for (name, op) in &self.operations {
+            let latency = op.latency_us;
+            out.push_str(&format!(
+                "{:<9} {:>9} {:>7} {:>11.1} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                name,
+                op.count,
+                op.errors,
+                op.throughput_per_s,
+                format_us(latency.p50),
+                format_us(latency.p90),
+                format_us(latency.p99),
+                format_us(latency.p999),
+                format_us(latency.max),
+            ));
+        }
+        let server = &self.server;
+        let show =
+            |value: Option<u64>| value.map_or_else(|| "-".to_string(), |value| value.to_string());
+        out.push_str(&format!(
+            "server: turns {} blobs {} logical {} B stored {} B on disk {} B dedup hits {}",
+            show(server.turns),
+            show(server.blobs),
+            show(server.logical_bytes),
+            show(server.stored_bytes),
+            show(server.disk_bytes),
+            show(server.dedup_hits)
+        ));
+        out
+    }
+}
+
+/// `742µs`, `3.21ms`, `1.50s`.
+pub fn format_us(micros: u64) -> String {
+    if micros < 1000 {
+        format!("{micros}µs")
+    } else if micros < 1_000_000 {
+        format!("{:.2}ms", micros as f64 / 1000.0)
+    } else {
+        format!("{:.2}s", micros as f64 / 1_000_000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_json_report_has_the_documented_shape() {
+        let mut recorder = Recorder::default();
+        for micros in 1..=1000 {
+            recorder.record(Op::Append, Duration::from_micros(micros));
+        }
+        recorder.error(Op::Append);
+        recorder.record(Op::GetLast, Duration::from_millis(2));
+        let server = ServerReport {
+            turns: Some(1000),
+            stored_bytes: Some(500),
+            logical_bytes: Some(1000),
+            ..ServerReport::default()
+        };
+        let report = Report::new(
+            &recorder,
+            Duration::from_secs(10),
+            server,
+            json!({"rate": 100}),
+        );
+        let value = report.to_json();
+        let append = &value["operations"]["append"];
+        assert_eq!(append["count"], 1000);
+        assert_eq!(append["errors"], 1);
+        assert_eq!(append["throughput_per_s"], 100.0);
+        for (key, expected) in [
+            ("p50", 500),
+            ("p90", 900),
+            ("p99", 990),
+            ("p999", 999),
+            ("max", 1000),
+        ] {
+            let actual = append["latency_us"][key].as_u64().unwrap();
+            assert!(actual.abs_diff(expected) <= 1, "{key}: {actual}");
+        }
+        assert_eq!(value["operations"]["get_last"]["count"], 1);
+        assert!(
+            value["operations"].get("fork").is_none(),
+            "operations that did not run are left out"
+        );
+        assert_eq!(value["server"]["turns"], 1000);
+        assert_eq!(value["server"]["logical_per_stored"], 2.0);
+        assert_eq!(value["config"]["rate"], 100);
+        assert!(report.table().contains("append"));
+    }
+}
