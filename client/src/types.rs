@@ -129,7 +129,7 @@ pub(crate) fn verify_payload(
         PayloadEncoding::Absent => return Ok(None),
         PayloadEncoding::Raw => payload.data,
         PayloadEncoding::Zstd => {
-            let inflated = zstd::bulk::decompress(&payload.data, payload.raw_len as usize)
+            let inflated = inflate(&payload.data, payload.raw_len as usize)
                 .map_err(|error| corrupt(format!("zstd: {error}")))?;
             Bytes::from(inflated)
         }
@@ -145,6 +145,26 @@ pub(crate) fn verify_payload(
         return Err(corrupt("hash mismatch".into()));
     }
     Ok(Some(bytes))
+}
+
+thread_local! {
+    /// Creating a zstd decompression context costs more than inflating a 10 KiB payload:
+    /// one per thread, reused.
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn inflate(data: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
+    DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Decompressor::new()?);
+        }
+        match slot.as_mut() {
+            Some(decompressor) => decompressor.decompress(data, raw_len),
+            None => Err(std::io::Error::other("no zstd decompressor")),
+        }
+    })
 }
 
 /// Names of the caller codec tags, for humans (the store never interprets them).

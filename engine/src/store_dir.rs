@@ -51,6 +51,20 @@ impl StoreDir {
         pack_path(&self.shard_dir(shard), pack_id)
     }
 
+    /// The shard count of the store in this directory, if there is one.
+    pub fn existing_shard_count(&self) -> Result<Option<u16>, OpenError> {
+        let meta_path = self.meta_path();
+        match fs::read(&meta_path) {
+            Ok(bytes) => Meta::decode(&bytes)
+                .map(|meta| Some(meta.shard_count))
+                .map_err(|error| {
+                    OpenError::Corrupt(crate::error::Corruption::record(&meta_path, 0, &error))
+                }),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(OpenError::io(&meta_path, source)),
+        }
+    }
+
     /// Takes the exclusive lock of the directory; held until the returned file is dropped.
     pub fn lock(&self) -> Result<File, OpenError> {
         let path = self.root.join(LOCK_FILE);

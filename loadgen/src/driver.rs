@@ -274,6 +274,7 @@ pub async fn run(config: &LoadConfig) -> anyhow::Result<(Recorder, Duration)> {
         config.connections > 0 && config.contexts > 0,
         "connections and contexts must be at least 1"
     );
+    config.backend.prepare().await?;
     let mut connections = Vec::with_capacity(config.connections);
     for _ in 0..config.connections {
         connections.push(Arc::new(config.backend.connect().await?));
@@ -470,20 +471,23 @@ async fn open_loop(
         let (shared, recorder, read_turns) = (shared.clone(), recorder.clone(), config.read_turns);
         tasks.spawn(async move {
             let result = execute(&connection, plan, &shared, read_turns).await;
-            let mut local = Recorder::default();
             // Latency from the intended send time: a stall delays the schedule's sends, and
             // that delay is part of what the clients experience.
-            account(
-                &shared,
-                &mut local,
-                op,
-                intended,
-                intended >= measure_from,
-                result,
-            )
-            .await;
-            if let Ok(mut recorder) = recorder.lock() {
-                recorder.merge(&local);
+            let measured = intended >= measure_from;
+            match result {
+                Ok(()) => {
+                    shared.completed[op.index()].fetch_add(1, Ordering::Relaxed);
+                    if measured && let Ok(mut recorder) = recorder.lock() {
+                        recorder.record(op, intended.elapsed());
+                    }
+                }
+                Err(error) => {
+                    shared.failed[op.index()].fetch_add(1, Ordering::Relaxed);
+                    if measured && let Ok(mut recorder) = recorder.lock() {
+                        recorder.error(op);
+                    }
+                    tracing::debug!(%op, %error, "operation failed");
+                }
             }
             drop(permit);
         });

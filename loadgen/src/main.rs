@@ -32,6 +32,12 @@ struct Args {
     /// Server address (ignored with --spawn-server).
     #[arg(long, default_value = "127.0.0.1:7411")]
     addr: String,
+    /// The store to load: ctxstore, or a peer for comparison: postgres, redis, sqlite.
+    #[arg(long, default_value = "ctxstore")]
+    backend: String,
+    /// Where the peer is: postgres://user@host:port/db, redis://host:port, or a SQLite file.
+    #[arg(long)]
+    peer: Option<String>,
     /// Token for servers that require one.
     #[arg(long, env = "CTXSTORE_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -152,6 +158,10 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.rate.is_none_or(|rate| rate > 0.0),
         "--rate must be positive"
     );
+    anyhow::ensure!(
+        !args.spawn_server || args.backend == "ctxstore",
+        "--spawn-server starts ctxstore only"
+    );
     let spawned = if args.spawn_server {
         let binary = args
             .server_bin
@@ -164,11 +174,25 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     let addr = spawned
         .as_ref()
         .map_or_else(|| args.addr.clone(), |server| server.addr.clone());
-    let config = LoadConfig {
-        backend: BackendKind::Ctxstore {
+    let peer = || {
+        args.peer
+            .clone()
+            .with_context(|| format!("--backend {} needs --peer", args.backend))
+    };
+    let backend = match args.backend.as_str() {
+        "ctxstore" => BackendKind::Ctxstore {
             addr,
             token: args.token.clone(),
         },
+        "postgres" => BackendKind::Postgres { url: peer()? },
+        "redis" => BackendKind::Redis { url: peer()? },
+        "sqlite" => BackendKind::Sqlite {
+            path: PathBuf::from(peer()?),
+        },
+        other => anyhow::bail!("unknown backend {other:?}: ctxstore, postgres, redis or sqlite"),
+    };
+    let config = LoadConfig {
+        backend,
         connections: args.connections,
         contexts: args.contexts,
         rate: args.rate,

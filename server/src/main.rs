@@ -66,9 +66,11 @@ struct ServeArgs {
     /// Pin network core i to the i-th CPU of this comma-separated list, e.g. 0,1.
     #[arg(long, value_delimiter = ',')]
     network_core_cpus: Option<Vec<usize>>,
-    /// Blob shards of a new store (an existing store keeps its own count; it must match).
-    #[arg(long, default_value_t = 2)]
-    shards: u16,
+    /// Blob shards of a new store (default 1: on small machines one pack stream syncs fastest;
+    /// more parallelise fsyncs on fast disks). An existing store keeps its own count; giving a
+    /// different one is an error.
+    #[arg(long)]
+    shards: Option<u16>,
     /// Engine threads and their actors: threads separated by '|', actors by ',' (seq, s0,
     /// s1, …), '@N' pins a thread to CPU N. Default: one thread per actor, e.g. seq|s0|s1.
     #[arg(long)]
@@ -207,7 +209,9 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
         }
         config.network_core_cpus = Some(cpus);
     }
-    config.engine = config.engine.with_shards(args.shards);
+    let existing = ctxstore_engine::store_dir::StoreDir::new(&args.data).existing_shard_count()?;
+    let shards = args.shards.or(existing).unwrap_or(1);
+    config.engine = config.engine.with_shards(shards);
     if let Some(placement) = args.placement {
         config.engine.placement = placement;
     }

@@ -211,3 +211,53 @@ fn refuses_a_public_listen_without_a_token_and_teaches_with_help() {
         assert!(help.contains(expected), "--help lacks {expected}");
     }
 }
+
+#[test]
+fn an_existing_store_keeps_its_shard_count_without_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let start = |extra: &[&str]| {
+        let ready = dir.path().join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let mut child = Command::new(SERVER)
+            .args([
+                "--data",
+                data.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+                "--ready-file",
+            ])
+            .arg(&ready)
+            .args(extra)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !std::fs::read_to_string(&ready).is_ok_and(|addr| addr.ends_with('\n')) {
+            if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("server did not start with {extra:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        signal(&child, "TERM");
+        assert!(child.wait().unwrap().success());
+    };
+    start(&["--shards", "3"]);
+    assert!(data.join("blobs/shard-02").exists());
+    start(&[]);
+    let output = Command::new(SERVER)
+        .args([
+            "--data",
+            data.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--shards",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("3 blob shards"));
+}

@@ -3,6 +3,9 @@
 //! N with payloads, page before a turn, range by depth, fork, get one payload.
 
 pub mod ctxstore;
+pub mod postgres;
+pub mod redis;
+pub mod sqlite;
 
 use bytes::Bytes;
 
@@ -15,6 +18,18 @@ pub enum BackendKind {
         addr: String,
         token: Option<String>,
     },
+    /// `postgres://user@host:port/db` (run with `synchronous_commit = on`).
+    Postgres {
+        url: String,
+    },
+    /// `redis://host:port` (run with `appendonly yes`, `appendfsync always`).
+    Redis {
+        url: String,
+    },
+    /// A database file (WAL, `synchronous = FULL`), in this process.
+    Sqlite {
+        path: std::path::PathBuf,
+    },
     /// A store whose answers take a scripted time: for testing the load generator's own
     /// measurement (coordinated omission), never a stand-in for a real store.
     #[cfg(test)]
@@ -25,19 +40,37 @@ impl BackendKind {
     pub fn name(&self) -> &'static str {
         match self {
             BackendKind::Ctxstore { .. } => "ctxstore",
+            BackendKind::Postgres { .. } => "postgres",
+            BackendKind::Redis { .. } => "redis",
+            BackendKind::Sqlite { .. } => "sqlite",
             #[cfg(test)]
             BackendKind::Scripted(_) => "scripted",
         }
     }
 
-    pub async fn connect(&self) -> anyhow::Result<Connection> {
+    /// Creates what the store needs before a run (tables), where it needs anything.
+    pub async fn prepare(&self) -> anyhow::Result<()> {
         match self {
-            BackendKind::Ctxstore { addr, token } => Ok(Connection::Ctxstore(
-                ctxstore::connect(addr, token.clone()).await?,
-            )),
-            #[cfg(test)]
-            BackendKind::Scripted(script) => Ok(Connection::Scripted(script.clone())),
+            BackendKind::Postgres { url } => postgres::prepare(url).await,
+            BackendKind::Sqlite { path } => {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || sqlite::prepare(&path)).await?
+            }
+            _ => Ok(()),
         }
+    }
+
+    pub async fn connect(&self) -> anyhow::Result<Connection> {
+        Ok(match self {
+            BackendKind::Ctxstore { addr, token } => {
+                Connection::Ctxstore(ctxstore::connect(addr, token.clone()).await?)
+            }
+            BackendKind::Postgres { url } => Connection::Postgres(postgres::connect(url).await?),
+            BackendKind::Redis { url } => Connection::Redis(redis::connect(url).await?),
+            BackendKind::Sqlite { path } => Connection::Sqlite(sqlite::connect(path).await?),
+            #[cfg(test)]
+            BackendKind::Scripted(script) => Connection::Scripted(script.clone()),
+        })
     }
 }
 
@@ -61,6 +94,9 @@ pub struct BlobRef {
 #[derive(Debug)]
 pub enum Connection {
     Ctxstore(ctxstore_client::Client),
+    Postgres(tokio_postgres::Client),
+    Redis(redis::RedisConnection),
+    Sqlite(sqlite::SqliteConnection),
     #[cfg(test)]
     Scripted(std::sync::Arc<scripted::Script>),
 }
@@ -69,6 +105,9 @@ impl Connection {
     pub async fn create_context(&self) -> anyhow::Result<u64> {
         match self {
             Connection::Ctxstore(client) => ctxstore::create_context(client).await,
+            Connection::Postgres(client) => postgres::create_context(client).await,
+            Connection::Redis(client) => redis::create_context(client).await,
+            Connection::Sqlite(client) => sqlite::create_context(client).await,
             #[cfg(test)]
             Connection::Scripted(script) => script.answer(1).await,
         }
@@ -77,6 +116,9 @@ impl Connection {
     pub async fn append(&self, context: u64, payload: Bytes) -> anyhow::Result<Ack> {
         match self {
             Connection::Ctxstore(client) => ctxstore::append(client, context, payload).await,
+            Connection::Postgres(client) => postgres::append(client, context, payload).await,
+            Connection::Redis(client) => redis::append(client, context, payload).await,
+            Connection::Sqlite(client) => sqlite::append(client, context, payload).await,
             #[cfg(test)]
             Connection::Scripted(script) => {
                 let turn = script.answer(context).await?;
@@ -96,11 +138,15 @@ impl Connection {
             Connection::Ctxstore(client) => {
                 Ok(client.last(context, limit, true).await?.turns.len())
             }
+            Connection::Postgres(client) => postgres::get_last(client, context, limit).await,
+            Connection::Redis(client) => redis::get_last(client, context, limit).await,
+            Connection::Sqlite(client) => sqlite::get_last(client, context, limit).await,
             #[cfg(test)]
             Connection::Scripted(script) => script.answer(0).await.map(|_| 0),
         }
     }
 
+    /// The `limit` turns older than `before`, with payloads.
     pub async fn page(&self, context: u64, before: u64, limit: u32) -> anyhow::Result<usize> {
         match self {
             Connection::Ctxstore(client) => Ok(client
@@ -108,11 +154,15 @@ impl Connection {
                 .await?
                 .turns
                 .len()),
+            Connection::Postgres(client) => postgres::page(client, before, limit).await,
+            Connection::Redis(client) => redis::page(client, before, limit).await,
+            Connection::Sqlite(client) => sqlite::page(client, before, limit).await,
             #[cfg(test)]
             Connection::Scripted(script) => script.answer(0).await.map(|_| 0),
         }
     }
 
+    /// The turns with depth in `from_depth..from_depth + limit`, with payloads.
     pub async fn range(&self, context: u64, from_depth: u32, limit: u32) -> anyhow::Result<usize> {
         match self {
             Connection::Ctxstore(client) => Ok(client
@@ -120,6 +170,11 @@ impl Connection {
                 .await?
                 .turns
                 .len()),
+            Connection::Postgres(client) => {
+                postgres::range(client, context, from_depth, limit).await
+            }
+            Connection::Redis(client) => redis::range(client, context, from_depth, limit).await,
+            Connection::Sqlite(client) => sqlite::range(client, context, from_depth, limit).await,
             #[cfg(test)]
             Connection::Scripted(script) => script.answer(0).await.map(|_| 0),
         }
@@ -128,6 +183,9 @@ impl Connection {
     pub async fn fork(&self, turn: u64) -> anyhow::Result<u64> {
         match self {
             Connection::Ctxstore(client) => Ok(client.fork(turn).await?.context_id),
+            Connection::Postgres(client) => postgres::fork(client, turn).await,
+            Connection::Redis(client) => redis::fork(client, turn).await,
+            Connection::Sqlite(client) => sqlite::fork(client, turn).await,
             #[cfg(test)]
             Connection::Scripted(script) => script.answer(turn).await,
         }
@@ -136,6 +194,9 @@ impl Connection {
     pub async fn get_blob(&self, blob: &BlobRef) -> anyhow::Result<usize> {
         match self {
             Connection::Ctxstore(client) => ctxstore::get_blob(client, blob).await,
+            Connection::Postgres(client) => postgres::get_blob(client, blob).await,
+            Connection::Redis(client) => redis::get_blob(client, blob).await,
+            Connection::Sqlite(client) => sqlite::get_blob(client, blob).await,
             #[cfg(test)]
             Connection::Scripted(script) => script.answer(0).await.map(|_| 0),
         }
@@ -145,6 +206,9 @@ impl Connection {
     pub async fn server_report(&self) -> anyhow::Result<ServerReport> {
         match self {
             Connection::Ctxstore(client) => ctxstore::server_report(client).await,
+            Connection::Postgres(client) => postgres::server_report(client).await,
+            Connection::Redis(client) => redis::server_report(client).await,
+            Connection::Sqlite(client) => sqlite::server_report(client).await,
             #[cfg(test)]
             Connection::Scripted(_) => Ok(ServerReport::default()),
         }
