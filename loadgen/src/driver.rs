@@ -447,53 +447,78 @@ async fn open_loop(
     measure_from: Instant,
     end: Instant,
 ) -> Recorder {
+    // The schedule runs on a thread of its own: tokio's timer has millisecond ticks, which
+    // would send each request up to a millisecond late and, since latency counts from the
+    // intended time, add that lag to every measurement. A thread sleeps to within tens of µs.
     let interval = Duration::from_secs_f64(1.0 / rate.max(0.001));
     let permits = Arc::new(tokio::sync::Semaphore::new(config.max_in_flight.max(1)));
     let recorder = Arc::new(Mutex::new(Recorder::default()));
-    let mut rng = Rng(config.seed | 1);
-    let mut payloads = PayloadSource::new(config.payloads, config.seed);
-    let start = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for sequence in 0u64.. {
-        let intended = start + interval.mul_f64(sequence as f64);
-        if intended >= end {
-            break;
-        }
-        tokio::time::sleep_until(intended.into()).await;
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            break;
-        };
-        let op = config.mix.pick(&mut rng);
-        let slot = rng.below(config.contexts as u64) as usize;
-        let plan = plan(op, slot, shared, &mut payloads, &mut rng, config.read_turns);
-        let Some(op) = op_of(&plan) else { continue };
-        let connection = connections[(sequence as usize) % connections.len()].clone();
-        let (shared, recorder, read_turns) = (shared.clone(), recorder.clone(), config.read_turns);
-        tasks.spawn(async move {
-            let result = execute(&connection, plan, &shared, read_turns).await;
-            // Latency from the intended send time: a stall delays the schedule's sends, and
-            // that delay is part of what the clients experience.
-            let measured = intended >= measure_from;
-            match result {
-                Ok(()) => {
-                    shared.completed[op.index()].fetch_add(1, Ordering::Relaxed);
-                    if measured && let Ok(mut recorder) = recorder.lock() {
-                        recorder.record(op, intended.elapsed());
-                    }
-                }
-                Err(error) => {
-                    shared.failed[op.index()].fetch_add(1, Ordering::Relaxed);
-                    if measured && let Ok(mut recorder) = recorder.lock() {
-                        recorder.error(op);
-                    }
-                    tracing::debug!(%op, %error, "operation failed");
-                }
+    let runtime = tokio::runtime::Handle::current();
+    let (config, connections, shared_state) =
+        (config.clone(), connections.to_vec(), shared.clone());
+    let (schedule_recorder, schedule_permits) = (recorder.clone(), permits.clone());
+    let scheduler = std::thread::spawn(move || {
+        let (recorder, permits, shared) = (schedule_recorder, schedule_permits, shared_state);
+        let mut rng = Rng(config.seed | 1);
+        let mut payloads = PayloadSource::new(config.payloads, config.seed);
+        let start = Instant::now();
+        for sequence in 0u64.. {
+            let intended = start + interval.mul_f64(sequence as f64);
+            if intended >= end {
+                break;
             }
-            drop(permit);
-        });
-        while tasks.try_join_next().is_some() {}
+            if let Some(wait) = intended.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            let Ok(permit) = runtime.block_on(permits.clone().acquire_owned()) else {
+                break;
+            };
+            let op = config.mix.pick(&mut rng);
+            let slot = rng.below(config.contexts as u64) as usize;
+            let plan = plan(
+                op,
+                slot,
+                &shared,
+                &mut payloads,
+                &mut rng,
+                config.read_turns,
+            );
+            let Some(op) = op_of(&plan) else { continue };
+            let connection = connections[(sequence as usize) % connections.len()].clone();
+            let (shared, recorder, read_turns) =
+                (shared.clone(), recorder.clone(), config.read_turns);
+            runtime.spawn(async move {
+                let result = execute(&connection, plan, &shared, read_turns).await;
+                // Latency from the intended send time: a stall delays the schedule's sends,
+                // and that delay is part of what the clients experience.
+                let measured = intended >= measure_from;
+                match result {
+                    Ok(()) => {
+                        shared.completed[op.index()].fetch_add(1, Ordering::Relaxed);
+                        if measured && let Ok(mut recorder) = recorder.lock() {
+                            recorder.record(op, intended.elapsed());
+                        }
+                    }
+                    Err(error) => {
+                        shared.failed[op.index()].fetch_add(1, Ordering::Relaxed);
+                        if measured && let Ok(mut recorder) = recorder.lock() {
+                            recorder.error(op);
+                        }
+                        tracing::debug!(%op, %error, "operation failed");
+                    }
+                }
+                drop(permit);
+            });
+        }
+    });
+    while !scheduler.is_finished() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    while tasks.join_next().await.is_some() {}
+    let _ = scheduler.join();
+    // Every request holds a permit until it is answered: all permits back = all answered.
+    let _ = permits
+        .acquire_many(config.max_in_flight.max(1) as u32)
+        .await;
     recorder
         .lock()
         .map(|recorder| recorder.clone())
