@@ -17,6 +17,7 @@ BACKENDS = ["ctxstore", "postgres", "redis", "sqlite"]
 SCENARIOS = [
     ("append_1", "append", "append 10 KiB, 1 agent"),
     ("append_32", "append", "append 10 KiB, 32 agents"),
+    ("append_32_at_2000", "append", "append 10 KiB, 32 agents, open loop at 2,000/s"),
     ("get_last_64", "get_last", "get-last-64 with payloads, 1 client"),
     ("fork_8", "fork", "fork, 8 clients"),
     ("mixed_dedup", "append", "append, 8 clients, 30% duplicates, 1 MiB every 100th"),
@@ -42,6 +43,13 @@ def fmt_us(value):
     if value < 1_000_000:
         return f"{value / 1000:.2f} ms"
     return f"{value / 1e6:.2f} s"
+
+
+def fmt_decade(micros):
+    for unit, scale in (("s", 1e6), ("ms", 1e3), ("µs", 1)):
+        if micros >= scale:
+            return f"{micros / scale:g} {unit}"
+    return f"{micros:g} µs"
 
 
 def ratio(numerator, denominator):
@@ -94,7 +102,7 @@ def plot(reports, path):
     """Percentile curves (log-scale latency) for append_32 and get_last_64, one line per backend."""
     colours = {"ctxstore": "#1b7837", "postgres": "#2166ac", "redis": "#b2182b", "sqlite": "#8c510a"}
     panels = [("append_32", "append", "append 10 KiB, 32 agents"), ("get_last_64", "get_last", "get-last-64, 1 client")]
-    width, height, margin = 460, 320, 60
+    width, height, margin = 480, 320, 70
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width * len(panels)}" height="{height}" font-family="sans-serif" font-size="12">']
     for index, (scenario, op, title) in enumerate(panels):
         x0 = index * width
@@ -116,7 +124,7 @@ def plot(reports, path):
         decade = low
         while decade <= high:
             svg.append(f'<line x1="{x(0)}" x2="{x(len(PERCENTILES) - 1)}" y1="{y(decade)}" y2="{y(decade)}" stroke="#ddd"/>')
-            svg.append(f'<text x="{x(0) - 6}" y="{y(decade) + 4}" text-anchor="end">{fmt_us(decade)}</text>')
+            svg.append(f'<text x="{x(0) - 6}" y="{y(decade) + 4}" text-anchor="end">{fmt_decade(decade)}</text>')
             decade *= 10
         for position, name in enumerate(PERCENTILES):
             svg.append(f'<text x="{x(position)}" y="{height - margin + 18}" text-anchor="middle">{name}</text>')
