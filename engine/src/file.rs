@@ -59,11 +59,27 @@ impl ActorFile {
 
     /// Writes all of `bytes` at `offset` (into the page cache).
     pub fn write_all_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
+        #[cfg(test)]
+        match crate::faults::check(&self.path, crate::faults::FaultOp::Write) {
+            Some(crate::faults::Fault::Fail(errno)) => return Err(crate::faults::error(errno)),
+            Some(crate::faults::Fault::Short { keep }) => {
+                self.file
+                    .write_all_at(&bytes[..keep.min(bytes.len())], offset)?;
+                return Err(crate::faults::error(5));
+            }
+            None => {}
+        }
         self.file.write_all_at(bytes, offset)
     }
 
     /// fdatasync: every write before it is on the disk when it returns `Ok`.
     pub async fn sync_data(&self) -> io::Result<()> {
+        #[cfg(test)]
+        if let Some(crate::faults::Fault::Fail(errno)) =
+            crate::faults::check(&self.path, crate::faults::FaultOp::Sync)
+        {
+            return Err(crate::faults::error(errno));
+        }
         match self.sync_mode {
             SyncMode::Blocking => self.file.sync_data(),
             SyncMode::Ring => self.ring.sync_data().await,

@@ -21,6 +21,8 @@ mod blob;
 pub mod config;
 mod engine;
 pub mod error;
+#[cfg(test)]
+mod faults;
 mod file;
 pub mod format;
 pub mod ids;

@@ -66,6 +66,12 @@ impl TurnsView {
         }
         let offset = record_offset(record_id);
         let mut bytes = [0u8; LOG_RECORD_BYTES];
+        #[cfg(test)]
+        if let Some(crate::faults::Fault::Fail(errno)) =
+            crate::faults::check(&self.path, crate::faults::FaultOp::Read)
+        {
+            return Err(EngineError::io(&self.path, crate::faults::error(errno)));
+        }
         self.file
             .read_exact_at(&mut bytes, offset)
             .map_err(|source| EngineError::io(&self.path, source))?;

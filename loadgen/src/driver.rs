@@ -105,13 +105,14 @@ struct Shared {
 }
 
 impl Shared {
-    fn log_ack(&self, context: u64, turn: u64, hash: &str) {
+    fn log_ack(&self, context: u64, ack: &crate::backend::Ack) {
         if let Some(log) = &self.ack_log
             && let Ok(mut log) = log.lock()
         {
             let _ = writeln!(
                 log,
-                "{{\"context_id\":{context},\"turn_id\":{turn},\"payload_hash\":\"{hash}\"}}"
+                "{{\"context_id\":{context},\"turn_id\":{},\"parent_turn_id\":{},\"depth\":{},\"payload_hash\":\"{}\"}}",
+                ack.turn_id, ack.parent_turn_id, ack.depth, ack.payload_hash
             );
         }
     }
@@ -233,7 +234,7 @@ async fn execute(
                 .map(|slot| slot.context)
                 .unwrap_or(0);
             let ack = connection.append(context, payload).await?;
-            shared.log_ack(context, ack.turn_id, &ack.payload_hash);
+            shared.log_ack(context, &ack);
             if let Ok(mut state) = shared.slots[slot].lock()
                 && state.context == context
                 && ack.depth >= state.depth
@@ -343,7 +344,7 @@ async fn prepare(
                     let ack = connection
                         .append(context, payloads.next_payload().0)
                         .await?;
-                    shared.log_ack(context, ack.turn_id, &ack.payload_hash);
+                    shared.log_ack(context, &ack);
                     if let Ok(mut state) = shared.slots[slot].lock() {
                         state.appended(ack.turn_id, ack.depth, ack.payload_hash);
                     }

@@ -97,13 +97,12 @@ pub(crate) fn recover_shard(
         }
         Tail::Corrupt(corruption) => return Err(OpenError::Corrupt(corruption)),
     }
-    let tiled = check_tiling(&index_path, &entries, &pack_lens);
-    if let Err(corruption) = tiled {
+    let pack_paths: Vec<PathBuf> = packs.iter().map(|(_, path)| path.clone()).collect();
+    if let Err((keep, corruption)) = check_tiling(&index_path, &pack_paths, &entries, &pack_lens) {
         if !repair {
             return Err(OpenError::Corrupt(corruption));
         }
         tracing::warn!(%corruption, "repair: dropping blob index entries from the damaged one on");
-        let keep = (corruption.offset / INDEX_ENTRY_BYTES as u64) as usize;
         entries.truncate(keep);
         index_end = (keep * INDEX_ENTRY_BYTES) as u64;
     }
@@ -231,12 +230,15 @@ fn entry_of(pack_id: u32, pack_offset: u64, header: &PackHeader) -> IndexEntry {
 }
 
 /// Index entries must describe the packs record after record from pack 0, offset 0, and stay
-/// inside the files. Returns the first entry that does not.
+/// inside the files. Returns the position of the first entry that does not, and the damage:
+/// the index itself when it is out of order, the pack when it ends before a record the index
+/// vouches for (the pack lost synced data).
 fn check_tiling(
     index_path: &Path,
+    pack_paths: &[PathBuf],
     entries: &[IndexEntry],
     pack_lens: &[u64],
-) -> Result<(), Corruption> {
+) -> Result<(), (usize, Corruption)> {
     let mut expected_pack = 0u32;
     let mut expected_offset = 0u64;
     for (position, entry) in entries.iter().enumerate() {
@@ -248,25 +250,36 @@ fn check_tiling(
         let same_pack =
             location.pack_id == expected_pack && location.pack_offset == expected_offset;
         if !same_pack && !next_pack {
-            return Err(Corruption::new(
-                index_path,
-                at,
-                format!(
-                    "entry points to pack {} offset {}, expected pack {expected_pack} offset \
-                     {expected_offset}",
-                    location.pack_id, location.pack_offset
-                ),
-            ));
+            let reason = format!(
+                "entry points to pack {} offset {}, expected pack {expected_pack} offset \
+                 {expected_offset}",
+                location.pack_id, location.pack_offset
+            );
+            return Err((position, Corruption::new(index_path, at, reason)));
         }
         let end = location.pack_offset + location.record_bytes();
-        match pack_lens.get(location.pack_id as usize) {
-            Some(&len) if end <= len => {}
-            _ => {
-                return Err(Corruption::new(
-                    index_path,
-                    at,
-                    format!("entry points past the end of pack {}", location.pack_id),
+        match (
+            pack_lens.get(location.pack_id as usize),
+            pack_paths.get(location.pack_id as usize),
+        ) {
+            (Some(&len), _) if end <= len => {}
+            (Some(&len), Some(pack)) => {
+                let reason = format!(
+                    "the pack ends at {len}, before the record of blob {} that entry {position} of \
+                     the blob index lists as durable: the pack lost synced data",
+                    entry.hash
+                );
+                return Err((
+                    position,
+                    Corruption::new(pack, location.pack_offset.min(len), reason),
                 ));
+            }
+            _ => {
+                let reason = format!(
+                    "entry points into pack {}, which does not exist",
+                    location.pack_id
+                );
+                return Err((position, Corruption::new(index_path, at, reason)));
             }
         }
         expected_pack = location.pack_id;

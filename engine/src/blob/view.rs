@@ -125,6 +125,12 @@ impl ShardView {
         let corrupt =
             move |reason: String| Corruption::new(&pack.path, location.pack_offset, reason);
         let mut bytes = vec![0u8; PACK_HEADER_BYTES + location.stored_len as usize];
+        #[cfg(test)]
+        if let Some(crate::faults::Fault::Fail(errno)) =
+            crate::faults::check(&pack.path, crate::faults::FaultOp::Read)
+        {
+            return Err(EngineError::io(&pack.path, crate::faults::error(errno)));
+        }
         pack.file
             .read_exact_at(&mut bytes, location.pack_offset)
             .map_err(|source| EngineError::io(&pack.path, source))?;

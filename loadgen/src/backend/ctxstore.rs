@@ -20,6 +20,7 @@ pub async fn append(client: &Client, context: u64, payload: Bytes) -> anyhow::Re
     let appended = client.append(context, None, 1, 1, payload).await?;
     Ok(Ack {
         turn_id: appended.turn.turn_id,
+        parent_turn_id: appended.turn.parent_turn_id,
         depth: appended.turn.depth,
         payload_hash: appended.turn.payload_hash.to_hex(),
     })

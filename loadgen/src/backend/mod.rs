@@ -78,6 +78,7 @@ impl BackendKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ack {
     pub turn_id: u64,
+    pub parent_turn_id: u64,
     pub depth: u32,
     /// BLAKE3 of the payload, hex (what ctxstore names blobs by).
     pub payload_hash: String,
@@ -125,6 +126,7 @@ impl Connection {
                 let payload_hash = blake3::hash(&payload).to_hex().to_string();
                 Ok(Ack {
                     turn_id: turn,
+                    parent_turn_id: 0,
                     depth: (turn % 1000) as u32,
                     payload_hash,
                 })

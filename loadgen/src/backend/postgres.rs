@@ -30,9 +30,9 @@ WITH head AS (SELECT head, head_depth FROM contexts WHERE id = $1 FOR UPDATE),
      turn AS (
         INSERT INTO turns (parent, context_id, depth, payload_hash, payload)
         SELECT head, $1, CASE WHEN head = 0 THEN 0 ELSE head_depth + 1 END, $2, $3 FROM head
-        RETURNING id, depth)
+        RETURNING id, depth, parent)
 UPDATE contexts SET head = turn.id, head_depth = turn.depth FROM turn WHERE contexts.id = $1
-RETURNING turn.id, turn.depth";
+RETURNING turn.id, turn.depth, turn.parent";
 
 /// The `n` turns from `start` down its parent chain, oldest first.
 const CHAIN_FROM: &str = "
@@ -84,6 +84,7 @@ pub async fn append(client: &Client, context: u64, payload: Bytes) -> anyhow::Re
         .await?;
     Ok(Ack {
         turn_id: row.get::<_, i64>(0) as u64,
+        parent_turn_id: row.get::<_, i64>(2) as u64,
         depth: row.get::<_, i32>(1) as u32,
         payload_hash: hash.to_hex().to_string(),
     })

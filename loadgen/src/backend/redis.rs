@@ -20,7 +20,7 @@ if tonumber(head) ~= 0 then depth = tonumber(redis.call('HGET', key, 'depth')) +
 local id = redis.call('INCR', 'turn:next')
 redis.call('HSET', 'turn:' .. id, 'parent', head, 'context', context, 'depth', depth, 'hash', ARGV[2], 'payload', ARGV[3])
 redis.call('HSET', key, 'head', id, 'depth', depth)
-return {id, depth}
+return {id, depth, tonumber(head)}
 ";
 
 /// The `n` turns from `start` down its parent chain: returns {count, total payload bytes}.
@@ -108,7 +108,7 @@ pub async fn create_context(redis: &RedisConnection) -> anyhow::Result<u64> {
 pub async fn append(redis: &RedisConnection, context: u64, payload: Bytes) -> anyhow::Result<Ack> {
     let mut connection = redis.connection.clone();
     let hash = blake3::hash(&payload).to_hex().to_string();
-    let (turn_id, depth): (u64, u32) = redis
+    let (turn_id, depth, parent_turn_id): (u64, u32, u64) = redis
         .append
         .arg(context)
         .arg(&hash)
@@ -117,6 +117,7 @@ pub async fn append(redis: &RedisConnection, context: u64, payload: Bytes) -> an
         .await?;
     Ok(Ack {
         turn_id,
+        parent_turn_id,
         depth,
         payload_hash: hash,
     })

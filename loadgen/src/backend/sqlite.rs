@@ -103,7 +103,9 @@ pub async fn append(
         let turn = transaction.last_insert_rowid();
         transaction.execute("UPDATE contexts SET head = ?1, head_depth = ?2 WHERE id = ?3", params![turn, depth, context as i64])?;
         transaction.commit()?;
-        Ok(Ack { turn_id: turn as u64, depth: depth as u32, payload_hash: hash.to_hex().to_string() })
+        Ok(Ack {
+            turn_id: turn as u64,
+            parent_turn_id: head as u64, depth: depth as u32, payload_hash: hash.to_hex().to_string() })
     })
     .await
 }

@@ -1,0 +1,324 @@
+//! Fault injection into the engine's file layer, for tests only (compiled with `cfg(test)`,
+//! never into a release build). A rule names a store directory, a file (by a part of its
+//! name), an operation and a fault, and how many times it fires.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FaultOp {
+    Write,
+    Sync,
+    Read,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The operation fails with this errno (5 EIO, 28 ENOSPC).
+    Fail(i32),
+    /// A write of which only the first `keep` bytes reach the file, then EIO: a short write
+    /// followed by an error.
+    Short { keep: usize },
+}
+
+struct Rule {
+    dir: PathBuf,
+    file: &'static str,
+    op: FaultOp,
+    fault: Fault,
+    remaining: u32,
+}
+
+static RULES: Mutex<Vec<Rule>> = Mutex::new(Vec::new());
+
+/// From now on, the next `times` operations `op` on files under `dir` whose name contains
+/// `file` suffer `fault`.
+pub(crate) fn inject(dir: &Path, file: &'static str, op: FaultOp, fault: Fault, times: u32) {
+    if let Ok(mut rules) = RULES.lock() {
+        rules.push(Rule {
+            dir: dir.to_path_buf(),
+            file,
+            op,
+            fault,
+            remaining: times,
+        });
+    }
+}
+
+/// Removes the rules of `dir`.
+pub(crate) fn clear(dir: &Path) {
+    if let Ok(mut rules) = RULES.lock() {
+        rules.retain(|rule| rule.dir != dir);
+    }
+}
+
+/// Whether a fault fires for `op` on `path` (consuming one of its times).
+pub(crate) fn check(path: &Path, op: FaultOp) -> Option<Fault> {
+    let mut rules = RULES.lock().ok()?;
+    let name = path.file_name()?.to_str()?;
+    let rule = rules.iter_mut().find(|rule| {
+        rule.remaining > 0
+            && rule.op == op
+            && path.starts_with(&rule.dir)
+            && name.contains(rule.file)
+    })?;
+    rule.remaining -= 1;
+    Some(rule.fault)
+}
+
+pub(crate) fn error(errno: i32) -> io::Error {
+    io::Error::from_raw_os_error(errno)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The engine under failing disks: a failed fdatasync turns the store read-only, a full
+    //! disk fails writes with NoSpace while reads go on, short writes leave nothing behind,
+    //! read errors are typed. After a restart, everything acknowledged is there.
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::{
+        AppendPayload, AppendRequest, ContextId, Engine, EngineConfig, EngineError, ErrorKind,
+        TurnId, verify,
+    };
+
+    const EIO: i32 = 5;
+    const ENOSPC: i32 = 28;
+
+    fn config(dir: &Path) -> EngineConfig {
+        let mut config = EngineConfig::new(dir).with_shards(1);
+        config.limits.blob_bytes_max = 1 << 20;
+        config.limits.shard_batch_bytes_max = 4 << 20;
+        config.limits.pack_bytes_max = 8 << 20;
+        config.limits.log_preallocate_bytes = 64 * 1024;
+        // Without prepared space every batch grows its file, as on a disk filling up.
+        config.preallocate = false;
+        config
+    }
+
+    fn append(
+        engine: &Engine,
+        context: ContextId,
+        payload: &[u8],
+    ) -> Result<crate::Appended, EngineError> {
+        pollster::block_on(engine.append(AppendRequest {
+            context_id: context,
+            expected_head: None,
+            type_tag: 0,
+            codec: 0,
+            payload: AppendPayload::Bytes(Bytes::copy_from_slice(payload)),
+        }))
+    }
+
+    fn chain(engine: &Engine, context: ContextId) -> Vec<TurnId> {
+        let page = pollster::block_on(engine.last(context, 1000, true)).unwrap();
+        page.turns.iter().map(|turn| turn.turn.turn_id).collect()
+    }
+
+    /// Reopens after the faults are gone and checks the acknowledged turns, in order.
+    fn after_restart(dir: &Path, context: ContextId, acknowledged: &[TurnId]) {
+        clear(dir);
+        let engine = Engine::open(config(dir)).unwrap();
+        let stored = chain(&engine, context);
+        let positions: Vec<usize> = acknowledged
+            .iter()
+            .map(|turn| {
+                stored
+                    .iter()
+                    .position(|stored| stored == turn)
+                    .unwrap_or_else(|| panic!("turn {turn} lost"))
+            })
+            .collect();
+        assert!(
+            positions.windows(2).all(|pair| pair[0] < pair[1]),
+            "acknowledged turns out of order"
+        );
+        engine.shutdown();
+        let report = verify(dir).unwrap();
+        assert!(report.is_ok(), "{report}");
+    }
+
+    #[test]
+    fn a_failed_fdatasync_turns_the_store_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(config(dir.path())).unwrap();
+        let context = pollster::block_on(engine.create_context())
+            .unwrap()
+            .context_id;
+        let first = append(&engine, context, b"durable before the failure")
+            .unwrap()
+            .turn
+            .turn_id;
+
+        inject(dir.path(), "turns.log", FaultOp::Sync, Fault::Fail(EIO), 1);
+        let failed = append(&engine, context, b"in the batch whose fsync fails").unwrap_err();
+        assert_eq!(failed.kind(), ErrorKind::ReadOnly, "{failed}");
+        assert!(failed.to_string().contains("fdatasync"), "{failed}");
+        // Never retried as if it had succeeded: every later write is refused, the fault is gone.
+        assert_eq!(
+            append(&engine, context, b"later").unwrap_err().kind(),
+            ErrorKind::ReadOnly
+        );
+        assert_eq!(
+            pollster::block_on(engine.create_context())
+                .unwrap_err()
+                .kind(),
+            ErrorKind::ReadOnly
+        );
+        assert!(engine.stats().read_only);
+        // Reads go on, and show only what was durable.
+        assert_eq!(chain(&engine, context), vec![first]);
+        engine.shutdown();
+        after_restart(dir.path(), context, &[first]);
+    }
+
+    #[test]
+    fn a_failed_pack_fdatasync_turns_the_store_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(config(dir.path())).unwrap();
+        let context = pollster::block_on(engine.create_context())
+            .unwrap()
+            .context_id;
+        let first = append(&engine, context, b"first").unwrap().turn.turn_id;
+        inject(dir.path(), "pack-", FaultOp::Sync, Fault::Fail(EIO), 1);
+        assert_eq!(
+            append(&engine, context, b"second").unwrap_err().kind(),
+            ErrorKind::ReadOnly
+        );
+        assert_eq!(
+            append(&engine, context, b"third").unwrap_err().kind(),
+            ErrorKind::ReadOnly
+        );
+        assert_eq!(chain(&engine, context), vec![first]);
+        engine.shutdown();
+        after_restart(dir.path(), context, &[first]);
+    }
+
+    #[test]
+    fn a_full_disk_fails_writes_with_no_space_and_reads_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(config(dir.path())).unwrap();
+        let context = pollster::block_on(engine.create_context())
+            .unwrap()
+            .context_id;
+        let mut acknowledged = vec![
+            append(&engine, context, b"before the disk filled")
+                .unwrap()
+                .turn
+                .turn_id,
+        ];
+
+        // The pack cannot grow: the blob's append fails, nothing else changes.
+        inject(dir.path(), "pack-", FaultOp::Write, Fault::Fail(ENOSPC), 2);
+        for payload in [&b"blob that does not fit"[..], b"another"] {
+            assert_eq!(
+                append(&engine, context, payload).unwrap_err().kind(),
+                ErrorKind::NoSpace
+            );
+        }
+        // The log cannot grow: the turn's append fails; its blob, already durable, stays.
+        inject(
+            dir.path(),
+            "turns.log",
+            FaultOp::Write,
+            Fault::Fail(ENOSPC),
+            1,
+        );
+        assert_eq!(
+            append(&engine, context, b"turn that does not fit")
+                .unwrap_err()
+                .kind(),
+            ErrorKind::NoSpace
+        );
+        assert!(
+            !engine.stats().read_only,
+            "a full disk is not a failed fsync"
+        );
+        assert_eq!(chain(&engine, context), acknowledged);
+
+        // Space is back: writes work again, parents chain on from the last durable turn.
+        let next = append(&engine, context, b"after space returned")
+            .unwrap()
+            .turn;
+        assert_eq!(next.parent_turn_id, acknowledged[0]);
+        acknowledged.push(next.turn_id);
+        assert_eq!(chain(&engine, context), acknowledged);
+        engine.shutdown();
+        after_restart(dir.path(), context, &acknowledged);
+    }
+
+    #[test]
+    fn short_writes_leave_nothing_half_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(config(dir.path())).unwrap();
+        let context = pollster::block_on(engine.create_context())
+            .unwrap()
+            .context_id;
+        let mut acknowledged = vec![append(&engine, context, b"whole").unwrap().turn.turn_id];
+        // Half a turn record reaches turns.log; half a blob record reaches the pack.
+        inject(
+            dir.path(),
+            "turns.log",
+            FaultOp::Write,
+            Fault::Short { keep: 64 },
+            1,
+        );
+        assert_eq!(
+            append(&engine, context, b"torn turn").unwrap_err().kind(),
+            ErrorKind::Io
+        );
+        inject(
+            dir.path(),
+            "pack-",
+            FaultOp::Write,
+            Fault::Short { keep: 40 },
+            1,
+        );
+        assert_eq!(
+            append(&engine, context, &[9u8; 5000]).unwrap_err().kind(),
+            ErrorKind::Io
+        );
+        let next = append(&engine, context, b"after the short writes")
+            .unwrap()
+            .turn;
+        assert_eq!(next.parent_turn_id, acknowledged[0]);
+        acknowledged.push(next.turn_id);
+        // Again with the torn blob's payload: it was cut off, so it is stored anew.
+        let again = append(&engine, context, &[9u8; 5000]).unwrap();
+        assert!(!again.deduped);
+        acknowledged.push(again.turn.turn_id);
+        engine.shutdown();
+        after_restart(dir.path(), context, &acknowledged);
+    }
+
+    #[test]
+    fn read_errors_are_typed_and_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(config(dir.path())).unwrap();
+        let context = pollster::block_on(engine.create_context())
+            .unwrap()
+            .context_id;
+        let turn = append(&engine, context, b"read me").unwrap().turn;
+        inject(dir.path(), "turns.log", FaultOp::Read, Fault::Fail(EIO), 1);
+        let error = pollster::block_on(engine.turn(turn.turn_id)).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Io);
+        assert!(error.to_string().contains("turns.log"), "{error}");
+        assert_eq!(pollster::block_on(engine.turn(turn.turn_id)).unwrap(), turn);
+        inject(dir.path(), "pack-", FaultOp::Read, Fault::Fail(EIO), 1);
+        assert_eq!(
+            pollster::block_on(engine.blob(turn.payload_hash))
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Io
+        );
+        assert_eq!(
+            &pollster::block_on(engine.blob(turn.payload_hash)).unwrap()[..],
+            b"read me"
+        );
+        engine.shutdown();
+        clear(dir.path());
+    }
+}
