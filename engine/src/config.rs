@@ -126,6 +126,7 @@ pub struct Limits {
     /// Largest payload of one turn.
     pub blob_bytes_max: u32,
     /// A pack is sealed and a new one started when the next batch would pass this size.
+    /// Large (1 GiB) because every pack holds one open file descriptor for reads.
     pub pack_bytes_max: u64,
     /// Zeros written ahead of the sequencer in `turns.log`, per step (with `preallocate`).
     pub log_preallocate_bytes: u32,
@@ -148,7 +149,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             blob_bytes_max: 16 * 1024 * 1024,
-            pack_bytes_max: 64 * 1024 * 1024,
+            pack_bytes_max: 1024 * 1024 * 1024,
             log_preallocate_bytes: 256 * 1024,
             sequencer_batch_records_max: 4096,
             shard_batch_records_max: 256,

@@ -114,6 +114,10 @@ struct ServeArgs {
     /// When listening, write the bound address to this file (useful with --listen …:0).
     #[arg(long)]
     ready_file: Option<PathBuf>,
+    /// Bytes a pack grows to before a new one is started. Every pack keeps one file
+    /// descriptor open for reads, so the server needs about packs + connections + 32 of them.
+    #[arg(long, default_value_t = 1 << 30)]
+    pack_bytes_max: u64,
 }
 
 fn main() -> ExitCode {
@@ -156,6 +160,7 @@ fn verify(data: &std::path::Path) -> anyhow::Result<ExitCode> {
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = config(args)?;
+    raise_open_files_limit(config.limits.connections_max);
     let signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
@@ -184,6 +189,28 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     });
     server.stop();
     Ok(())
+}
+
+/// File descriptors the server needs besides one per connection and one per pack: the
+/// store's other files, listeners, io_uring instances, wakers and the runtimes' own.
+const FDS_BESIDES_CONNECTIONS_AND_PACKS: u64 = 64;
+
+/// Raises the soft limit on open files to the hard limit: the server holds one descriptor
+/// per connection and per pack, and the usual soft limit (1,024) is below the default
+/// `--connections-max` plus a store's packs. Warns when the hard limit is still too low,
+/// because then accepting connections or opening a new pack fails with EMFILE at run time.
+fn raise_open_files_limit(connections_max: u32) {
+    let wanted = u64::from(connections_max) + FDS_BESIDES_CONNECTIONS_AND_PACKS;
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) if limit < wanted => tracing::warn!(
+            open_files_max = limit,
+            wanted,
+            "the open-files limit is below --connections-max plus the store's own; \
+             raise it (ulimit -n / LimitNOFILE=) or lower --connections-max"
+        ),
+        Ok(limit) => tracing::info!(open_files_max = limit, "open-files limit"),
+        Err(error) => tracing::warn!(%error, "could not read or raise the open-files limit"),
+    }
 }
 
 fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
@@ -221,6 +248,7 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine.preallocate = !args.no_preallocate;
     config.engine.limits.blob_bytes_max = args.blob_bytes_max;
     config.engine.limits.read_turns_max = args.read_turns_max;
+    config.engine.limits.pack_bytes_max = args.pack_bytes_max;
     config.limits.frame_bytes_max = args.frame_bytes_max;
     config.limits.requests_in_flight_max = args.requests_in_flight_max;
     config.limits.connections_max = args.connections_max;
