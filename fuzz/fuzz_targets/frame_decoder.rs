@@ -1,0 +1,37 @@
+//! The bytes a client can send, as the server reads them: frames cut from a stream with a size
+//! limit, each decoded as a request. Nothing may panic; whatever decodes must re-encode to the
+//! very bytes it came from. Responses are decoded too (a client reads them).
+#![no_main]
+
+use bytes::BytesMut;
+use ctxstore_protocol::{FrameReader, HEADER_BYTES, RESPONSE_BIT, decode_request, decode_response, encode_request, encode_response};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    // The first byte picks how the stream is chunked, as reads would.
+    let Some((&step, stream)) = data.split_first() else { return };
+    let step = usize::from(step.max(1));
+    let mut reader = FrameReader::new(64 * 1024);
+    for piece in stream.chunks(step) {
+        reader.buffer().extend_from_slice(piece);
+        loop {
+            match reader.next_frame() {
+                Ok(Some((header, body))) => {
+                    if let Ok(request) = decode_request(&header, body.clone()) {
+                        let mut again = BytesMut::new();
+                        encode_request(header.req_id, &request, &mut again);
+                        assert_eq!(&again[HEADER_BYTES..], &body[..], "request encoding is not canonical");
+                    }
+                    let as_response = ctxstore_protocol::FrameHeader { msg_type: header.msg_type | RESPONSE_BIT, ..header };
+                    if let Ok(response) = decode_response(&as_response, body.clone()) {
+                        let again: Vec<u8> = encode_response(header.req_id, &response).iter().flat_map(|c| c.to_vec()).collect();
+                        assert_eq!(&again[HEADER_BYTES..], &body[..], "response encoding is not canonical");
+                    }
+                }
+                Ok(None) => break,
+                // Framing is lost: the server closes the connection here.
+                Err(_) => return,
+            }
+        }
+    }
+});
