@@ -330,3 +330,132 @@ fn connections_beyond_the_limit_are_overloaded() {
     let mut raw = Raw::connect(addr);
     assert!(matches!(raw.hello(b""), Response::Hello { .. }));
 }
+
+/// Everything at once: random bytes, slow partial frames, half-open connections and a flood of
+/// connections, from several threads, while a well-behaved client appends and reads without a
+/// single failure.
+#[test]
+fn a_storm_of_bad_clients_does_not_disturb_a_good_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.limits.connections_max = 64;
+    config.limits.frame_timeout = Duration::from_millis(500);
+    config.limits.idle_timeout = Duration::from_secs(2);
+    let server = start(config);
+    let addr = server.local_addr();
+    // Connected before the storm: a flood may fill every connection slot for a moment.
+    let mut witness = Witness::new(addr);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let attacks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut attackers = Vec::new();
+    for kind in 0..8u64 {
+        let stop = stop.clone();
+        let attacks = attacks.clone();
+        attackers.push(std::thread::spawn(move || {
+            let mut state = 0x9E37_79B9_7F4A_7C15 ^ kind;
+            let mut random = |bound: u64| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state % bound
+            };
+            let mut held = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok(stream) = std::net::TcpStream::connect(addr) else {
+                    continue;
+                };
+                let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
+                let mut stream = stream;
+                use std::io::Write;
+                match kind {
+                    // Random bytes.
+                    0 | 4 => {
+                        let bytes: Vec<u8> =
+                            (0..1 + random(4096)).map(|_| random(256) as u8).collect();
+                        let _ = stream.write_all(&bytes);
+                    }
+                    // A frame started, never finished.
+                    1 | 5 => {
+                        let header = FrameHeader {
+                            len: 1 << 16,
+                            msg_type: 0x0006,
+                            flags: 0,
+                            req_id: 1,
+                        }
+                        .encode();
+                        let _ = stream.write_all(&header[..1 + random(15) as usize]);
+                        held.push(stream);
+                    }
+                    // Connected, silent (half-open).
+                    2 | 6 => held.push(stream),
+                    // More connections than the limit at once (the excess is OVERLOADED).
+                    7 => {
+                        let burst: Vec<_> = (0..80)
+                            .filter_map(|_| std::net::TcpStream::connect(addr).ok())
+                            .collect();
+                        std::thread::sleep(Duration::from_millis(20));
+                        drop(burst);
+                    }
+                    // A valid HELLO, then an oversized frame.
+                    _ => {
+                        let mut bytes = bytes::BytesMut::new();
+                        ctxstore_protocol::encode_request(
+                            1,
+                            &Request::Hello {
+                                min_version: 1,
+                                max_version: 1,
+                                token: Bytes::new(),
+                                client_name: "storm".into(),
+                            },
+                            &mut bytes,
+                        );
+                        bytes.extend_from_slice(
+                            &FrameHeader {
+                                len: u32::MAX,
+                                msg_type: 0x0006,
+                                flags: 0,
+                                req_id: 2,
+                            }
+                            .encode(),
+                        );
+                        let _ = stream.write_all(&bytes);
+                    }
+                }
+                if held.len() > 12 {
+                    held.remove(0);
+                }
+                attacks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }));
+    }
+    // The storm lasts at least 4 s and until both sides did real work, however slow the
+    // machine: the test asserts behaviour (every witness answer right), not speed.
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(4)
+        || witness.turns < 50
+        || attacks.load(std::sync::atomic::Ordering::Relaxed) < 200
+    {
+        witness.still_works();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for attacker in attackers {
+        attacker.join().unwrap();
+    }
+    witness.still_works();
+    // The bad connections go away (timeouts and closes); the server is back to the witness.
+    // The deadline only keeps a broken server from hanging the test.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let stats = witness.runtime.block_on(witness.client.stats()).unwrap();
+        if stats.connections <= 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} connections linger",
+            stats.connections
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
