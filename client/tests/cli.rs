@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -11,19 +11,11 @@ use serde_json::Value;
 
 const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
 
-/// The server binary sits beside the CLI in the target directory (`cargo test --workspace`
-/// builds both); built on demand when only this package is tested.
+#[path = "../../testsupport/server_binary.rs"]
+mod server_binary;
+
 fn server_binary() -> PathBuf {
-    let path = Path::new(CLI).with_file_name("ctxstore-server");
-    if !path.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "ctxstore-server", "--bin", "ctxstore-server"])
-            .status()
-            .unwrap();
-        assert!(status.success(), "building ctxstore-server");
-    }
-    path
+    server_binary::server_binary_beside(CLI)
 }
 
 struct TestServer {

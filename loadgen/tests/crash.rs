@@ -7,26 +7,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ctxstore_client::{BlobHash, Client, ClientConfig};
 
-const LOADGEN: &str = env!("CARGO_BIN_EXE_ctxstore-loadgen");
+mod common;
 
-fn server_binary() -> PathBuf {
-    let path = Path::new(LOADGEN).with_file_name("ctxstore-server");
-    if !path.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "ctxstore-server", "--bin", "ctxstore-server"])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-    path
-}
+use common::{LOADGEN, server_binary};
 
 #[derive(Clone, Debug)]
 struct Acked {

@@ -3,23 +3,11 @@
 //! never gates on speed (CI machines are noisy).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const LOADGEN: &str = env!("CARGO_BIN_EXE_ctxstore-loadgen");
+mod common;
 
-fn server_binary() -> PathBuf {
-    let path = Path::new(LOADGEN).with_file_name("ctxstore-server");
-    if !path.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "ctxstore-server", "--bin", "ctxstore-server"])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-    path
-}
+use common::{LOADGEN, server_binary};
 
 #[test]
 fn a_mixed_workload_against_a_spawned_server() {
