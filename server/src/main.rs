@@ -115,7 +115,7 @@ struct ServeArgs {
     #[arg(long)]
     ready_file: Option<PathBuf>,
     /// Bytes a pack grows to before a new one is started. Every pack keeps one file
-    /// descriptor open for reads, so the server needs about packs + connections + 32 of them.
+    /// descriptor open for reads, so the server needs about packs + connections + 64 of them.
     #[arg(long, default_value_t = 1 << 30)]
     pack_bytes_max: u64,
 }
