@@ -685,25 +685,20 @@ pub fn encode_request_chunks(req_id: u64, request: &Request) -> Vec<Bytes> {
             w.u32(*limit);
             w.u32(*read_flags);
         }
+        // One layout: a context's chain by depth, or a turn's chain from the root.
         Request::GetRangeByDepth {
-            context_id,
+            context_id: id,
             from_depth,
             limit,
             read_flags,
-        } => {
-            w.u64(*context_id);
-            w.u32(*from_depth);
-            w.u32(*limit);
-            w.u32(*read_flags);
-            w.zero(4);
         }
-        Request::GetChain {
-            turn_id,
+        | Request::GetChain {
+            turn_id: id,
             from_depth,
             limit,
             read_flags,
         } => {
-            w.u64(*turn_id);
+            w.u64(*id);
             w.u32(*from_depth);
             w.u32(*limit);
             w.u32(*read_flags);
