@@ -184,6 +184,14 @@ impl PayloadWire {
             data: Bytes::new(),
         }
     }
+
+    pub fn raw(data: Bytes) -> Self {
+        PayloadWire {
+            encoding: PayloadEncoding::Raw,
+            raw_len: data.len() as u32,
+            data,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

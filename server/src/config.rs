@@ -25,6 +25,9 @@ pub struct ServerConfig {
     pub ready_file: Option<PathBuf>,
     /// How long shutdown waits for in-flight requests before closing connections anyway.
     pub drain_timeout: Duration,
+    /// Raw payload bytes each network core keeps for hot reads (32 MiB; 0 disables). A
+    /// payload larger than 1/16 of it is never cached.
+    pub payload_cache_bytes_per_core: u64,
 }
 
 /// A limit on everything a client controls, unit last.
@@ -84,6 +87,7 @@ impl ServerConfig {
             },
             ready_file: None,
             drain_timeout: Duration::from_secs(10),
+            payload_cache_bytes_per_core: 32 * 1024 * 1024,
         }
     }
 

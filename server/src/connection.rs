@@ -30,7 +30,7 @@ use crate::local::{Either, LocalFlag, LocalNotify, race};
 /// What the connections of one network core share.
 #[derive(Debug)]
 pub struct CoreContext {
-    pub dispatcher: Arc<Dispatcher>,
+    pub dispatcher: Dispatcher,
     pub token: Option<Arc<[u8]>>,
     pub limits: ServerLimits,
     pub shutdown: Rc<LocalFlag>,

@@ -2,6 +2,7 @@
 //! Runs on the network core that owns the connection; the engine's futures only wait on
 //! channels, so a core serves many requests at once.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -17,13 +18,16 @@ use ctxstore_protocol::{
 
 use crate::config::ServerLimits;
 use crate::counters::ServerCounters;
+use crate::payload_cache::PayloadCache;
 
-/// What every request handler needs; shared by the connections of all cores.
+/// What every request handler needs; one per network core, shared by its connections.
 #[derive(Debug)]
 pub struct Dispatcher {
     pub engine: Engine,
     pub limits: ServerLimits,
     pub counters: Arc<ServerCounters>,
+    /// This core's raw payloads (never borrowed across an await).
+    pub payload_cache: RefCell<PayloadCache>,
 }
 
 impl Dispatcher {
@@ -53,16 +57,24 @@ impl Dispatcher {
                 codec,
                 payload,
             } => {
-                let payload = AppendPayload::Bytes(payload);
-                self.append(
-                    message_type,
-                    context_id,
-                    expected_head,
-                    type_tag,
-                    codec,
-                    payload,
-                )
-                .await
+                let appended = self
+                    .append(
+                        message_type,
+                        context_id,
+                        expected_head,
+                        type_tag,
+                        codec,
+                        AppendPayload::Bytes(payload.clone()),
+                    )
+                    .await;
+                // The agent reads its context again before its next model call; the payload
+                // was hashed by this core, so it is verified.
+                if let Ok(Response::Appended { turn, .. }) = &appended {
+                    self.payload_cache
+                        .borrow_mut()
+                        .insert(BlobHash(turn.payload_hash.0), &payload);
+                }
+                appended
             }
             Request::AppendTurnByHash {
                 context_id,
@@ -356,27 +368,34 @@ impl Dispatcher {
         Ok(entries)
     }
 
-    /// A payload as the client asked: stored bytes (possibly zstd; checksum-verified) when it
-    /// inflates itself, else raw bytes verified against the hash.
+    /// A payload as the client asked. Hot payloads come raw from this core's cache (the
+    /// cheapest for both sides on a fast link). Otherwise: with ACCEPT_ZSTD, the stored bytes
+    /// (possibly zstd; checksum-verified) for the client to inflate — unless they fit the
+    /// cache, then they are inflated and verified here once, cached, and sent raw; without
+    /// it, raw bytes verified against the hash.
     async fn payload(&self, hash: BlobHash, flags: u32) -> Result<PayloadWire, Response> {
+        if let Some(data) = self.payload_cache.borrow_mut().get(&hash) {
+            return Ok(PayloadWire::raw(data));
+        }
         if flags & read_flags::ACCEPT_ZSTD != 0 {
             let stored = self.engine.blob_stored(hash).await.map_err(engine_error)?;
-            let encoding = match stored.compression {
-                Compression::Raw => PayloadEncoding::Raw,
-                Compression::Zstd => PayloadEncoding::Zstd,
-            };
-            return Ok(PayloadWire {
-                encoding,
-                raw_len: stored.raw_len,
-                data: stored.bytes,
-            });
+            let fits_cache =
+                u64::from(stored.raw_len) <= self.payload_cache.borrow().entry_bytes_max();
+            if !fits_cache {
+                let encoding = match stored.compression {
+                    Compression::Raw => PayloadEncoding::Raw,
+                    Compression::Zstd => PayloadEncoding::Zstd,
+                };
+                return Ok(PayloadWire {
+                    encoding,
+                    raw_len: stored.raw_len,
+                    data: stored.bytes,
+                });
+            }
         }
         let data: Bytes = self.engine.blob(hash).await.map_err(engine_error)?;
-        Ok(PayloadWire {
-            encoding: PayloadEncoding::Raw,
-            raw_len: data.len() as u32,
-            data,
-        })
+        self.payload_cache.borrow_mut().insert(hash, &data);
+        Ok(PayloadWire::raw(data))
     }
 
     async fn has_blobs(&self, hashes: Vec<Hash32>) -> Result<Response, Response> {

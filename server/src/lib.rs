@@ -4,6 +4,7 @@
 //! - [`network_core`]: a thread, a compio runtime, a SO_REUSEPORT listener, its connections.
 //! - [`connection`]: one connection: frames, HELLO, in-flight requests, responses.
 //! - [`dispatch`]: a request to engine calls to a response.
+//! - `payload_cache`: a core's raw payloads, so that hot reads skip pack reads and zstd.
 //! - `local`: single-threaded notify/flag/race helpers; `counters`: STATS counters.
 
 pub mod config;
@@ -12,6 +13,7 @@ mod counters;
 pub mod dispatch;
 mod local;
 pub mod network_core;
+mod payload_cache;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,7 +24,6 @@ use ctxstore_engine::Engine;
 
 pub use config::{ServerConfig, ServerLimits, parse_duration};
 use counters::ServerCounters;
-use dispatch::Dispatcher;
 
 /// A running server: its engine, its network cores, the address it listens on.
 #[derive(Debug)]
@@ -48,18 +49,14 @@ impl Server {
         let listeners = bind(config.listen, config.network_cores)
             .with_context(|| format!("listening on {}", config.listen))?;
         let local_addr = listeners[0].local_addr()?;
-        let dispatcher = Arc::new(Dispatcher {
-            engine: engine.clone(),
-            limits: config.limits,
-            counters: Arc::new(ServerCounters::default()),
-        });
+        let counters = Arc::new(ServerCounters::default());
         let token: Option<Arc<[u8]>> = config
             .token
             .as_ref()
             .map(|token| Arc::from(token.as_bytes()));
         let mut server = Server {
             local_addr,
-            engine,
+            engine: engine.clone(),
             cores: Vec::new(),
             stop_cores: Vec::new(),
             stopped: false,
@@ -70,7 +67,9 @@ impl Server {
                 index,
                 cpu: config.network_core_cpus.as_ref().map(|cpus| cpus[index]),
                 listener,
-                dispatcher: dispatcher.clone(),
+                engine: engine.clone(),
+                counters: counters.clone(),
+                payload_cache_bytes: config.payload_cache_bytes_per_core,
                 token: token.clone(),
                 limits: config.limits,
                 shutdown,

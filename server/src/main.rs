@@ -118,6 +118,11 @@ struct ServeArgs {
     /// descriptor open for reads, so the server needs about packs + connections + 64 of them.
     #[arg(long, default_value_t = 1 << 30)]
     pack_bytes_max: u64,
+    /// Raw payload bytes each network core keeps for hot reads (an agent reading its last
+    /// turns again), so that they skip the pack read and zstd. Payloads over 1/16 of it are not
+    /// cached; 0 disables the cache. Memory: this times --network-cores.
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    payload_cache_bytes: u64,
 }
 
 fn main() -> ExitCode {
@@ -256,5 +261,6 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.limits.idle_timeout = args.idle_timeout;
     config.limits.frame_timeout = args.frame_timeout;
     config.ready_file = args.ready_file;
+    config.payload_cache_bytes_per_core = args.payload_cache_bytes;
     Ok(config)
 }

@@ -3,7 +3,7 @@
 //! Cores share nothing mutable but the server counters; they reach the engine through its
 //! handle.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -11,18 +11,24 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use compio::net::TcpListener;
+use ctxstore_engine::Engine;
 
 use crate::config::ServerLimits;
 use crate::connection::{self, CoreContext};
+use crate::counters::ServerCounters;
 use crate::dispatch::Dispatcher;
 use crate::local::{Either, LocalFlag, LocalNotify, race};
+use crate::payload_cache::PayloadCache;
 
 #[derive(Debug)]
 pub struct CoreSettings {
     pub index: usize,
     pub cpu: Option<usize>,
     pub listener: std::net::TcpListener,
-    pub dispatcher: Arc<Dispatcher>,
+    pub engine: Engine,
+    pub counters: Arc<ServerCounters>,
+    /// This core's payload cache budget (0: no cache).
+    pub payload_cache_bytes: u64,
     pub token: Option<Arc<[u8]>>,
     pub limits: ServerLimits,
     /// Closed (all senders dropped) or sent to: stop accepting, finish, exit.
@@ -72,7 +78,12 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
     })
     .detach();
     let core = Rc::new(CoreContext {
-        dispatcher: settings.dispatcher,
+        dispatcher: Dispatcher {
+            engine: settings.engine,
+            limits: settings.limits,
+            counters: settings.counters,
+            payload_cache: RefCell::new(PayloadCache::new(settings.payload_cache_bytes)),
+        },
         token: settings.token,
         limits: settings.limits,
         shutdown: shutdown.clone(),
@@ -125,5 +136,12 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
     while open.get() > 0 {
         closed.notified().await;
     }
-    tracing::debug!(core = settings.index, "network core stopped");
+    let cache = core.dispatcher.payload_cache.borrow();
+    tracing::info!(
+        core = settings.index,
+        payload_cache_hits = cache.hits,
+        payload_cache_misses = cache.misses,
+        payload_cache_bytes = cache.bytes(),
+        "network core stopped"
+    );
 }

@@ -348,3 +348,105 @@ fn backpressure_at_the_in_flight_limit_answers_everything() {
         assert_eq!(client.head(context).await.unwrap().head_depth, 299);
     });
 }
+
+/// Reads a page over a raw connection and checks how each payload travels: raw bytes must
+/// hash to the turn's payload hash; zstd bodies must be smaller than what they inflate to.
+/// Returns the encodings, oldest turn first.
+fn raw_last_encodings(
+    addr: std::net::SocketAddr,
+    context_id: u64,
+    limit: u32,
+) -> Vec<ctxstore_protocol::PayloadEncoding> {
+    use ctxstore_protocol::{PayloadEncoding, Request, Response, read_flags};
+    let mut raw = Raw::connect(addr);
+    assert!(matches!(raw.hello(b""), Response::Hello { .. }));
+    raw.send(
+        2,
+        &Request::GetLast {
+            context_id,
+            limit,
+            read_flags: read_flags::WITH_PAYLOADS | read_flags::ACCEPT_ZSTD,
+        },
+    );
+    let Some((2, Response::Turns { entries, .. })) = raw.receive() else {
+        panic!("GET_LAST did not return its turns");
+    };
+    assert_eq!(entries.len(), limit as usize);
+    entries
+        .into_iter()
+        .map(|entry| {
+            let payload = entry.payload;
+            match payload.encoding {
+                PayloadEncoding::Raw => assert_eq!(
+                    BlobHash::of(&payload.data).0,
+                    entry.turn.payload_hash.0,
+                    "a raw payload must be the turn's own bytes"
+                ),
+                PayloadEncoding::Zstd => assert!(payload.data.len() < payload.raw_len as usize),
+                PayloadEncoding::Absent => panic!("payload requested but absent"),
+            }
+            payload.encoding
+        })
+        .collect()
+}
+
+#[test]
+fn hot_payloads_come_raw_from_the_core_cache_across_evictions_and_restarts() {
+    use ctxstore_protocol::PayloadEncoding::{Raw as RawBody, Zstd};
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    // One core, so that the appending and the reading connection share a cache; 64 KiB, so
+    // that 40 payloads of 3 KiB evict, and the 10 KiB one (over 1/16 of it) is never cached.
+    config.network_cores = 1;
+    config.payload_cache_bytes_per_core = 64 * 1024;
+    let mut server = start(config.clone());
+    let runtime = runtime();
+    let mut payloads: Vec<Bytes> = (0..40).map(|seed| text(seed, 3 * 1024)).collect();
+    payloads.push(text(1000, 10 * 1024));
+    let context_id = runtime.block_on(async {
+        let client = connect(server.local_addr()).await;
+        let context = client.create_context().await.unwrap();
+        for payload in &payloads {
+            client
+                .append(context.context_id, None, 1, 0, payload.clone())
+                .await
+                .unwrap();
+        }
+        context.context_id
+    });
+
+    let mut expected = vec![RawBody; 40];
+    expected.push(Zstd);
+    // Cold after the appends evicted the oldest, warm after; the same bytes every time,
+    // through the client (which inflates and verifies) and on the wire.
+    for round in 0..3 {
+        assert_eq!(
+            raw_last_encodings(server.local_addr(), context_id, 41),
+            expected,
+            "round {round}"
+        );
+        runtime.block_on(async {
+            let client = connect(server.local_addr()).await;
+            let page = client.last(context_id, 41, true).await.unwrap();
+            let read: Vec<Bytes> = page.turns.into_iter().map(|t| t.payload.unwrap()).collect();
+            assert_eq!(read, payloads);
+            for payload in &payloads {
+                assert_eq!(&client.blob(BlobHash::of(payload)).await.unwrap(), payload);
+            }
+        });
+        if round == 1 {
+            server.stop();
+            server = start(config.clone());
+        }
+    }
+    server.stop();
+
+    // Without a cache, a client that inflates gets the stored zstd bodies.
+    config.payload_cache_bytes_per_core = 0;
+    let mut server = start(config);
+    assert_eq!(
+        raw_last_encodings(server.local_addr(), context_id, 41),
+        vec![Zstd; 41]
+    );
+    server.stop();
+}

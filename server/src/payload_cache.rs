@@ -1,0 +1,176 @@
+//! Raw payloads one network core has recently appended or read, bounded by bytes.
+//!
+//! Why: an agent reads its last turns before every model call, and consecutive reads
+//! overlap almost entirely. Without this cache every read of a zstd-stored payload is
+//! inflated again — by the client (ACCEPT_ZSTD) or by the server — at ~1 ms of CPU per page of
+//! 64 × 10 KiB. With it, a hot payload is inflated and verified once per core and then served
+//! as a reference-counted buffer: no pack read, no checksum, no inflate.
+//!
+//! Owned by one network core (single writer, no locks: it lives in the core's `CoreContext`
+//! and is never borrowed across an await). Only payloads verified against their BLAKE3 hash
+//! enter it: bytes the core hashed itself on APPEND_TURN, or bytes the engine inflated and
+//! verified. Blobs are never deleted (no GC yet), so an entry can never be stale. Eviction is
+//! CLOCK: one reference bit per entry, a second chance for entries read since the hand last
+//! passed them.
+
+use std::collections::{HashMap, VecDeque};
+
+use bytes::Bytes;
+use ctxstore_engine::BlobHash;
+
+/// Largest share of the budget one payload may take: a single huge payload must not flush
+/// the hot set of every agent on the core.
+const ENTRY_SHARE_DIVISOR: u64 = 16;
+
+#[derive(Debug)]
+struct Entry {
+    payload: Bytes,
+    referenced: bool,
+}
+
+#[derive(Debug)]
+pub struct PayloadCache {
+    bytes_max: u64,
+    bytes: u64,
+    entries: HashMap<BlobHash, Entry>,
+    /// The CLOCK: every cached hash once, oldest insertion (or last second chance) first.
+    clock: VecDeque<BlobHash>,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl PayloadCache {
+    /// A cache holding at most `bytes_max` payload bytes (0 disables it).
+    pub fn new(bytes_max: u64) -> PayloadCache {
+        PayloadCache {
+            bytes_max,
+            bytes: 0,
+            entries: HashMap::new(),
+            clock: VecDeque::new(),
+            hits: 0,
+            misses: 0,
+        }
+    }
+
+    /// Payloads larger than this are not cached.
+    pub fn entry_bytes_max(&self) -> u64 {
+        self.bytes_max / ENTRY_SHARE_DIVISOR
+    }
+
+    pub fn get(&mut self, hash: &BlobHash) -> Option<Bytes> {
+        match self.entries.get_mut(hash) {
+            Some(entry) => {
+                entry.referenced = true;
+                self.hits += 1;
+                Some(entry.payload.clone())
+            }
+            None => {
+                self.misses += 1;
+                None
+            }
+        }
+    }
+
+    /// Caches `payload`, which the caller has verified hashes to `hash`. Copies it when it is
+    /// a slice of a larger buffer (a frame read from a socket), so that the cache accounts
+    /// for — and holds — only the payload's own bytes.
+    pub fn insert(&mut self, hash: BlobHash, payload: &Bytes) {
+        let len = payload.len() as u64;
+        if len > self.entry_bytes_max() || self.entries.contains_key(&hash) {
+            return;
+        }
+        while self.bytes + len > self.bytes_max {
+            self.evict_one();
+        }
+        let payload = Bytes::copy_from_slice(payload);
+        self.entries.insert(
+            hash,
+            Entry {
+                payload,
+                referenced: false,
+            },
+        );
+        self.clock.push_back(hash);
+        self.bytes += len;
+        debug_assert_eq!(self.entries.len(), self.clock.len());
+        assert!(self.bytes <= self.bytes_max);
+    }
+
+    /// Removes the first entry the hand finds unreferenced, clearing reference bits on the way.
+    fn evict_one(&mut self) {
+        // Each entry is passed at most twice (once clearing its bit), so this ends.
+        while let Some(hash) = self.clock.pop_front() {
+            let Some(entry) = self.entries.get_mut(&hash) else {
+                unreachable!("the clock and the map hold the same hashes");
+            };
+            if entry.referenced {
+                entry.referenced = false;
+                self.clock.push_back(hash);
+                continue;
+            }
+            let len = entry.payload.len() as u64;
+            self.entries.remove(&hash);
+            self.bytes -= len;
+            return;
+        }
+        unreachable!("evicting from an empty cache: bytes accounting is wrong");
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload(seed: u8, len: usize) -> (BlobHash, Bytes) {
+        let bytes = Bytes::from(vec![seed; len]);
+        (BlobHash::of(&bytes), bytes)
+    }
+
+    #[test]
+    fn stays_within_its_budget_and_keeps_what_is_read() {
+        let mut cache = PayloadCache::new(16 * 1000);
+        let (hot, hot_bytes) = payload(0, 1000);
+        cache.insert(hot, &hot_bytes);
+        for seed in 1..=100u8 {
+            let (hash, bytes) = payload(seed, 1000);
+            cache.insert(hash, &bytes);
+            assert!(cache.bytes() <= 16 * 1000);
+            // Read between insertions: the CLOCK gives it a second chance every lap.
+            assert_eq!(cache.get(&hot).as_deref(), Some(&hot_bytes[..]));
+        }
+        assert_eq!(cache.hits, 100);
+        // The oldest unread payloads are gone.
+        assert!(cache.get(&payload(1, 1000).0).is_none());
+        assert!(cache.get(&payload(100, 1000).0).is_some());
+    }
+
+    #[test]
+    fn refuses_payloads_over_its_entry_share_and_disabled_caches_hold_nothing() {
+        let mut cache = PayloadCache::new(16 * 1000);
+        let (big, big_bytes) = payload(1, 1001);
+        cache.insert(big, &big_bytes);
+        assert!(cache.get(&big).is_none());
+        assert_eq!(cache.bytes(), 0);
+
+        let mut disabled = PayloadCache::new(0);
+        let (small, small_bytes) = payload(2, 1);
+        disabled.insert(small, &small_bytes);
+        assert!(disabled.get(&small).is_none());
+    }
+
+    #[test]
+    fn a_cached_payload_does_not_hold_its_frame() {
+        let frame = Bytes::from(vec![7u8; 4096]);
+        let payload = frame.slice(100..200);
+        let hash = BlobHash::of(&payload);
+        let mut cache = PayloadCache::new(1 << 20);
+        cache.insert(hash, &payload);
+        let cached = cache.get(&hash).unwrap();
+        assert_eq!(cached, payload);
+        assert_ne!(cached.as_ptr(), payload.as_ptr());
+    }
+}
