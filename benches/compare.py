@@ -19,8 +19,10 @@ SCENARIOS = [
     ("append_32", "append", "append 10 KiB, 32 agents"),
     ("append_32_at_2000", "append", "append 10 KiB, 32 agents, open loop at 2,000/s"),
     ("get_last_64", "get_last", "get-last-64 with payloads, 1 client"),
-    ("fork_8", "fork", "fork, 8 clients"),
-    ("mixed_dedup", "append", "append, 8 clients, 30% duplicates, 1 MiB every 100th"),
+    ("get_last_64_32", "get_last", "get-last-64 with payloads, 32 clients"),
+    ("fork_1", "fork", "fork, 1 client"),
+    ("fork_32", "fork", "fork, 32 clients"),
+    ("mixed_dedup", "append", "append, 32 clients, 30% duplicates, 1 MiB every 100th"),
 ]
 PERCENTILES = ["p50", "p90", "p99", "p999", "max"]
 
@@ -89,7 +91,7 @@ def table(reports, floor):
                 "this p99 ÷ ctxstore p99",
                 lambda b: ratio(rows[b]["latency_us"]["p99"], ours["latency_us"]["p99"]) if rows[b] and b != "ctxstore" else "",
             )
-        if scenario == "mixed_dedup":
+        if scenario in ("append_1", "append_32", "mixed_dedup"):
             def server(b, key):
                 return reports.get((b, scenario), {}).get("server", {}).get(key)
             row("bytes on disk per turn", lambda b: f"{server(b, 'bytes_per_turn'):,.0f}" if server(b, "bytes_per_turn") else "–")

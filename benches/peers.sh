@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctxstore side by side with PostgreSQL, Redis and SQLite, on the same workload, in one run.
 #
-#   benches/peers.sh                 # full run (~8 min): every backend, every scenario, 10 s each
+#   benches/peers.sh                 # full run (~10 min): every backend, every scenario, 10 s each
 #   DURATION=3s benches/peers.sh     # shorter
 #   BACKENDS="ctxstore redis" benches/peers.sh
 #
@@ -121,8 +121,10 @@ SCENARIOS=(
   "append_32|--connections 32 --contexts 32 --mix append=100"
   "append_32_at_2000|--connections 32 --contexts 32 --mix append=100 --rate 2000"
   "get_last_64|--connections 1 --contexts 4 --prefill 64 --read-turns 64 --mix get_last=100"
-  "fork_8|--connections 8 --contexts 32 --prefill 4 --mix fork=100"
-  "mixed_dedup|--connections 8 --contexts 64 --mix append=100 --dup-ratio 0.3 --large-every 100"
+  "get_last_64_32|--connections 32 --contexts 32 --prefill 64 --read-turns 64 --mix get_last=100"
+  "fork_1|--connections 1 --contexts 4 --prefill 4 --mix fork=100"
+  "fork_32|--connections 32 --contexts 32 --prefill 4 --mix fork=100"
+  "mixed_dedup|--connections 32 --contexts 64 --mix append=100 --dup-ratio 0.3 --large-every 100"
 )
 
 run_scenario() { # backend scenario args...

@@ -30,8 +30,9 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Largest response frame accepted (a page of payloads can be large).
     pub response_bytes_max: u32,
-    /// Ask for stored (zstd) payloads and inflate them here: less work for the server and
-    /// fewer bytes on the wire. Payloads are verified against their hashes either way.
+    /// Let the server send stored (zstd) payloads, inflated here: less work for the server and
+    /// fewer bytes on the wire for payloads it has not cached. Payloads are verified against
+    /// their hashes either way.
     pub accept_zstd: bool,
 }
 

@@ -4,7 +4,8 @@
 //!   connection, matched by req_id); cheap to clone.
 //! - [`blocking::Client`]: the same API for code that is not async.
 //! - Payloads are verified against their BLAKE3 hashes; with `accept_zstd` (default) the server
-//!   ships stored zstd bodies and the client inflates them.
+//!   may ship stored zstd bodies (those too large for its payload cache) and the client
+//!   inflates them.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), ctxstore_client::ClientError> {
