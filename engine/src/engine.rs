@@ -373,6 +373,12 @@ impl Engine {
         self.inner.published.shard_of(&hash).read_stored(&hash)
     }
 
+    /// A stored blob's payload length, from its shard's index (no I/O); `None` if not stored.
+    pub fn blob_len(&self, hash: BlobHash) -> Option<u32> {
+        let location = self.inner.published.shard_of(&hash).location(&hash);
+        location.map(|location| location.raw_len)
+    }
+
     pub async fn has_blob(&self, hash: BlobHash) -> bool {
         self.inner.published.shard_of(&hash).contains(&hash)
     }

@@ -369,32 +369,35 @@ impl Dispatcher {
     }
 
     /// A payload as the client asked. Hot payloads come raw from this core's cache (the
-    /// cheapest for both sides on a fast link). Otherwise: with ACCEPT_ZSTD, the stored bytes
-    /// (possibly zstd; checksum-verified) for the client to inflate — unless they fit the
-    /// cache, then they are inflated and verified here once, cached, and sent raw; without
-    /// it, raw bytes verified against the hash.
+    /// cheapest for both sides on a fast link). A payload that fits the cache is read,
+    /// inflated and verified here once, cached, and sent raw. One too large for it goes as
+    /// stored (possibly zstd; checksum-verified) to a client that inflates (ACCEPT_ZSTD), else
+    /// raw, verified against its hash.
     async fn payload(&self, hash: BlobHash, flags: u32) -> Result<PayloadWire, Response> {
         if let Some(data) = self.payload_cache.borrow_mut().get(&hash) {
             return Ok(PayloadWire::raw(data));
         }
-        if flags & read_flags::ACCEPT_ZSTD != 0 {
+        let raw_len = self
+            .engine
+            .blob_len(hash)
+            .ok_or_else(|| engine_error(EngineError::BlobNotFound(hash)))?;
+        let fits_cache = u64::from(raw_len) <= self.payload_cache.borrow().entry_bytes_max();
+        if !fits_cache && flags & read_flags::ACCEPT_ZSTD != 0 {
             let stored = self.engine.blob_stored(hash).await.map_err(engine_error)?;
-            let fits_cache =
-                u64::from(stored.raw_len) <= self.payload_cache.borrow().entry_bytes_max();
-            if !fits_cache {
-                let encoding = match stored.compression {
-                    Compression::Raw => PayloadEncoding::Raw,
-                    Compression::Zstd => PayloadEncoding::Zstd,
-                };
-                return Ok(PayloadWire {
-                    encoding,
-                    raw_len: stored.raw_len,
-                    data: stored.bytes,
-                });
-            }
+            let encoding = match stored.compression {
+                Compression::Raw => PayloadEncoding::Raw,
+                Compression::Zstd => PayloadEncoding::Zstd,
+            };
+            return Ok(PayloadWire {
+                encoding,
+                raw_len: stored.raw_len,
+                data: stored.bytes,
+            });
         }
         let data: Bytes = self.engine.blob(hash).await.map_err(engine_error)?;
-        self.payload_cache.borrow_mut().insert(hash, &data);
+        if fits_cache {
+            self.payload_cache.borrow_mut().insert(hash, &data);
+        }
         Ok(PayloadWire::raw(data))
     }
 
