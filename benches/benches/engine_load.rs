@@ -72,6 +72,9 @@ fn bench_config(dir: &Path) -> EngineConfig {
     if std::env::var("CTXSTORE_BENCH_PREALLOCATE").is_ok_and(|v| v == "0") {
         config.preallocate = false;
     }
+    if let Ok(wait) = std::env::var("CTXSTORE_BENCH_BATCH_WAIT_US") {
+        config.limits.batch_wait_us_max = wait.parse().unwrap();
+    }
     config
 }
 
