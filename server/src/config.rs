@@ -67,6 +67,10 @@ impl Default for ServerLimits {
     }
 }
 
+/// Ceiling of `response_bytes_max`: half the protocol's frame limit leaves room for the
+/// per-turn headers of the largest page.
+pub const RESPONSE_BYTES_LIMIT: u64 = 512 * 1024 * 1024;
+
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7411";
 pub const DEFAULT_DATA_DIR: &str = "./ctxstore-data";
 
@@ -144,6 +148,12 @@ impl ServerConfig {
         if limits.response_bytes_max < u64::from(self.engine.limits.blob_bytes_max) {
             return Err("response_bytes_max must hold at least one blob of blob_bytes_max".into());
         }
+        // The payloads plus their turns' headers must fit one frame (at most 1 GiB).
+        if limits.response_bytes_max > RESPONSE_BYTES_LIMIT {
+            return Err(format!(
+                "response_bytes_max must be at most {RESPONSE_BYTES_LIMIT} (512 MiB)"
+            ));
+        }
         self.engine.validate()
     }
 }
@@ -196,6 +206,17 @@ mod tests {
         config.listen = "0.0.0.0:7411".parse().unwrap();
         assert!(config.validate().unwrap_err().contains("without a token"));
         config.token = Some("s3cret".into());
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn a_page_must_hold_one_blob_and_fit_a_frame() {
+        let mut config = ServerConfig::new("/tmp/x");
+        config.limits.response_bytes_max = u64::from(config.engine.limits.blob_bytes_max) - 1;
+        assert!(config.validate().unwrap_err().contains("at least one blob"));
+        config.limits.response_bytes_max = RESPONSE_BYTES_LIMIT + 1;
+        assert!(config.validate().unwrap_err().contains("at most"));
+        config.limits.response_bytes_max = RESPONSE_BYTES_LIMIT;
         config.validate().unwrap();
     }
 }

@@ -123,6 +123,30 @@ struct ServeArgs {
     /// cached; 0 disables the cache. Memory: this times --network-cores.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
     payload_cache_bytes: u64,
+    /// Payload bytes in one page of turns (GET_LAST, GET_BEFORE, …): a page holds fewer turns
+    /// than asked rather than more bytes, and the client follows the cursor (at most 512 MiB;
+    /// clients must accept frames this large).
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    response_bytes_max: u64,
+    /// Requests queued per engine actor (sequencer, each blob shard); when a queue is full,
+    /// network cores wait, and so stop reading their connections.
+    #[arg(long, default_value_t = 4096)]
+    queue_depth_max: u32,
+    /// Records (turns, context creations) in one sequencer group commit (at most 65,536).
+    #[arg(long, default_value_t = 4096)]
+    sequencer_batch_records_max: u32,
+    /// Blob records in one shard group commit (at most 1,024).
+    #[arg(long, default_value_t = 256)]
+    shard_batch_records_max: u32,
+    /// Bytes of blob records in one shard group commit (at most 256 MiB; at least one record
+    /// of --blob-bytes-max).
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    shard_batch_bytes_max: u64,
+    /// Microseconds an engine actor may wait for more requests before a group commit. 0: none
+    /// (requests that arrive during an fsync form the next batch); waiting trades one
+    /// agent's latency for fewer fsyncs, which pays only when fsyncs, not CPU, are the limit.
+    #[arg(long, default_value_t = 0)]
+    batch_wait_us_max: u32,
 }
 
 fn main() -> ExitCode {
@@ -254,6 +278,12 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine.limits.blob_bytes_max = args.blob_bytes_max;
     config.engine.limits.read_turns_max = args.read_turns_max;
     config.engine.limits.pack_bytes_max = args.pack_bytes_max;
+    config.engine.limits.queue_depth_max = args.queue_depth_max;
+    config.engine.limits.sequencer_batch_records_max = args.sequencer_batch_records_max;
+    config.engine.limits.shard_batch_records_max = args.shard_batch_records_max;
+    config.engine.limits.shard_batch_bytes_max = args.shard_batch_bytes_max;
+    config.engine.limits.batch_wait_us_max = args.batch_wait_us_max;
+    config.limits.response_bytes_max = args.response_bytes_max;
     config.limits.frame_bytes_max = args.frame_bytes_max;
     config.limits.requests_in_flight_max = args.requests_in_flight_max;
     config.limits.connections_max = args.connections_max;

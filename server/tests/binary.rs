@@ -261,3 +261,75 @@ fn an_existing_store_keeps_its_shard_count_without_the_flag() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("3 blob shards"));
 }
+
+/// Every limit an operator may need to change is a flag: the server starts with non-default
+/// values, serves, and refuses values outside their documented range, naming the limit.
+#[test]
+fn limits_and_group_commit_settings_are_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let limits = [
+        "--frame-bytes-max=1048576",
+        "--blob-bytes-max=1048512",
+        "--requests-in-flight-max=16",
+        "--connections-max=8",
+        "--read-turns-max=100",
+        "--has-blobs-max=10",
+        "--idle-timeout=30s",
+        "--frame-timeout=2s",
+        "--response-bytes-max=2097152",
+        "--payload-cache-bytes=1048576",
+        "--queue-depth-max=64",
+        "--sequencer-batch-records-max=32",
+        "--shard-batch-records-max=8",
+        "--shard-batch-bytes-max=4194304",
+        "--batch-wait-us-max=50",
+    ];
+    let mut child = Command::new(SERVER)
+        .args(["--data", dir.path().join("data").to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0"])
+        .arg("--ready-file")
+        .arg(&ready)
+        .args(limits)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&ready).is_ok_and(|addr| addr.ends_with('\n')) {
+        assert!(Instant::now() < deadline, "the server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let addr = std::fs::read_to_string(&ready).unwrap().trim().to_string();
+    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
+    assert_eq!(client.server_limits().read_turns_max, 100);
+    assert_eq!(client.server_limits().has_blobs_max, 10);
+    let context = client.create_context().unwrap().context_id;
+    for index in 0..20u8 {
+        let payload = Bytes::from(vec![index; 150_000]);
+        client.append(context, None, 1, 0, payload).unwrap();
+    }
+    // 20 payloads of 150 kB against 2 MiB per page: one page cannot hold them all.
+    let page = client.last(context, 20, true).unwrap();
+    assert!(page.turns.len() < 20 && !page.turns.is_empty());
+    signal(&child, "TERM");
+    assert!(child.wait().unwrap().success());
+
+    for (bad, named) in [
+        ("--response-bytes-max=1", "response_bytes_max"),
+        ("--shard-batch-records-max=0", "shard_batch_records_max"),
+        ("--queue-depth-max=0", "queue_depth_max"),
+        (
+            "--sequencer-batch-records-max=0",
+            "sequencer_batch_records_max",
+        ),
+    ] {
+        let output = Command::new(SERVER)
+            .args(["--data", dir.path().join("data").to_str().unwrap()])
+            .args(["--listen", "127.0.0.1:0", bad])
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{bad} was accepted");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(named), "{bad}: {stderr}");
+    }
+}
