@@ -57,24 +57,16 @@ impl Dispatcher {
                 codec,
                 payload,
             } => {
-                let appended = self
-                    .append(
-                        message_type,
-                        context_id,
-                        expected_head,
-                        type_tag,
-                        codec,
-                        AppendPayload::Bytes(payload.clone()),
-                    )
-                    .await;
-                // The agent reads its context again before its next model call; the payload
-                // was hashed by this core, so it is verified.
-                if let Ok(Response::Appended { turn, .. }) = &appended {
-                    self.payload_cache
-                        .borrow_mut()
-                        .insert(BlobHash(turn.payload_hash.0), &payload);
-                }
-                appended
+                let payload = AppendPayload::Bytes(payload);
+                self.append(
+                    message_type,
+                    context_id,
+                    expected_head,
+                    type_tag,
+                    codec,
+                    payload,
+                )
+                .await
             }
             Request::AppendTurnByHash {
                 context_id,
@@ -160,6 +152,12 @@ impl Dispatcher {
         codec: u32,
         payload: AppendPayload,
     ) -> Result<Response, Response> {
+        // The agent reads its context again before its next model call: keep new bytes (this
+        // core hashed them, so they are verified) for the payload cache.
+        let bytes = match &payload {
+            AppendPayload::Bytes(bytes) => Some(bytes.clone()),
+            AppendPayload::StoredBlob(_) => None,
+        };
         let request = AppendRequest {
             context_id: ContextId(context_id),
             expected_head: expected_head.map(TurnId),
@@ -168,6 +166,11 @@ impl Dispatcher {
             payload,
         };
         let appended = self.engine.append(request).await.map_err(engine_error)?;
+        if let Some(bytes) = bytes {
+            self.payload_cache
+                .borrow_mut()
+                .insert(appended.turn.payload_hash, &bytes);
+        }
         Ok(Response::Appended {
             message_type,
             turn: turn_wire(&appended.turn),

@@ -13,7 +13,7 @@ const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
 
 // The child is returned to the caller, which waits for it (clippy cannot see across that).
 #[allow(clippy::zombie_processes)]
-fn spawn_server(dir: &Path) -> (Child, String) {
+fn spawn_server(dir: &Path, flags: &[&str]) -> (Child, String) {
     let ready = dir.join("ready");
     let _ = std::fs::remove_file(&ready);
     let mut child = Command::new(SERVER)
@@ -25,6 +25,7 @@ fn spawn_server(dir: &Path) -> (Child, String) {
             "--ready-file",
         ])
         .arg(&ready)
+        .args(flags)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -56,7 +57,7 @@ fn signal(child: &Child, name: &str) {
 #[test]
 fn sigterm_finishes_in_flight_work_and_exits_zero_then_verify_passes() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, addr) = spawn_server(dir.path());
+    let (mut child, addr) = spawn_server(dir.path(), &[]);
     let client = blocking::Client::connect(ClientConfig::new(addr.clone())).unwrap();
     let context = client.create_context().unwrap().context_id;
     // Appends in flight from another thread while the signal arrives: each either completes
@@ -91,7 +92,7 @@ fn sigterm_finishes_in_flight_work_and_exits_zero_then_verify_passes() {
     assert!(stdout.contains("verdict   OK"), "{stdout}");
 
     // Every acknowledged append is there after a restart.
-    let (mut child, addr) = spawn_server(dir.path());
+    let (mut child, addr) = spawn_server(dir.path(), &[]);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
     let page = client.last(context, 1000, false).unwrap();
     let stored: Vec<u64> = page.turns.iter().map(|turn| turn.turn_id).collect();
@@ -104,7 +105,7 @@ fn sigterm_finishes_in_flight_work_and_exits_zero_then_verify_passes() {
 #[test]
 fn verify_names_damage_and_exits_non_zero() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, addr) = spawn_server(dir.path());
+    let (mut child, addr) = spawn_server(dir.path(), &[]);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
     let context = client.create_context().unwrap().context_id;
     for index in 0..10 {
@@ -267,7 +268,6 @@ fn an_existing_store_keeps_its_shard_count_without_the_flag() {
 #[test]
 fn limits_and_group_commit_settings_are_flags() {
     let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("ready");
     let limits = [
         "--frame-bytes-max=1048576",
         "--blob-bytes-max=1048512",
@@ -285,21 +285,7 @@ fn limits_and_group_commit_settings_are_flags() {
         "--shard-batch-bytes-max=4194304",
         "--batch-wait-us-max=50",
     ];
-    let mut child = Command::new(SERVER)
-        .args(["--data", dir.path().join("data").to_str().unwrap()])
-        .args(["--listen", "127.0.0.1:0"])
-        .arg("--ready-file")
-        .arg(&ready)
-        .args(limits)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&ready).is_ok_and(|addr| addr.ends_with('\n')) {
-        assert!(Instant::now() < deadline, "the server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let addr = std::fs::read_to_string(&ready).unwrap().trim().to_string();
+    let (mut child, addr) = spawn_server(dir.path(), &limits);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
     assert_eq!(client.server_limits().read_turns_max, 100);
     assert_eq!(client.server_limits().has_blobs_max, 10);
