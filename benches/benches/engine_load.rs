@@ -21,9 +21,14 @@ use ctxstore_engine::{AppendPayload, AppendRequest, BlobHash, Engine, EngineConf
 const PAYLOAD_BYTES: usize = 10 * 1024;
 
 fn main() {
-    // `cargo bench` passes `--bench`; with a filter argument, run only matching sections.
+    // `cargo bench` passes `--bench`; with a filter argument (comma-separated section names,
+    // e.g. `floor,append`), run only matching sections.
     let filter: Option<String> = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
-    let wants = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
+    let wants = |name: &str| {
+        filter
+            .as_deref()
+            .is_none_or(|f| f.split(',').any(|part| name.contains(part)))
+    };
     let base =
         std::env::var_os("CTXSTORE_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
     std::fs::create_dir_all(&base).unwrap();
@@ -62,10 +67,14 @@ fn main() {
     }
 }
 
-/// Engine configuration of the benchmarks: defaults, with `CTXSTORE_BENCH_PLACEMENT` and
-/// `CTXSTORE_BENCH_PREALLOCATE=0` to compare variants.
+/// Engine configuration of the benchmarks: defaults, with `CTXSTORE_BENCH_SHARDS`,
+/// `CTXSTORE_BENCH_PLACEMENT`, `CTXSTORE_BENCH_PREALLOCATE=0` and
+/// `CTXSTORE_BENCH_BATCH_WAIT_US` to compare variants.
 fn bench_config(dir: &Path) -> EngineConfig {
     let mut config = EngineConfig::new(dir);
+    if let Ok(shards) = std::env::var("CTXSTORE_BENCH_SHARDS") {
+        config = config.with_shards(shards.parse().unwrap());
+    }
     if let Ok(placement) = std::env::var("CTXSTORE_BENCH_PLACEMENT") {
         config.placement = placement.parse().unwrap();
     }

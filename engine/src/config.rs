@@ -23,7 +23,8 @@ use crate::format::turn_log::LOG_RECORD_BYTES;
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     pub data_dir: PathBuf,
-    /// Blob shards of a *new* store. An existing store keeps the count it was created with;
+    /// Blob shards of a *new* store (default 1: on a small machine one pack stream syncs
+    /// fastest, see docs/benchmarks.md). An existing store keeps the count it was created with;
     /// a different value here is an error, since the hash → shard mapping depends on it.
     pub shard_count: u16,
     /// zstd level for new blobs (1..=19; 1–3 is the useful range for 10 KiB payloads).
@@ -46,9 +47,9 @@ impl EngineConfig {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         EngineConfig {
             data_dir: data_dir.into(),
-            shard_count: 2,
+            shard_count: 1,
             zstd_level: 1,
-            placement: Placement::thread_per_actor(2),
+            placement: Placement::thread_per_actor(1),
             limits: Limits::default(),
             open_check: OpenCheck::Full,
             repair: false,
