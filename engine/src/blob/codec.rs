@@ -19,32 +19,38 @@ pub const SMALL_PAYLOAD_BYTES_MAX: usize = 16 * 1024;
 const SMALL_HASH_LOG: u32 = 12;
 const SMALL_MIN_MATCH: u32 = 6;
 
-/// A thread's compressors for one level: (small payloads, everything else).
+/// A thread's compressors for one level: zstd's own parameters, and at level 1 the tuned
+/// one for small payloads (higher levels mean the operator asked for ratio: zstd decides).
 struct Compressors {
     level: i32,
-    small: zstd::bulk::Compressor<'static>,
-    large: zstd::bulk::Compressor<'static>,
+    small: Option<zstd::bulk::Compressor<'static>>,
+    any: zstd::bulk::Compressor<'static>,
 }
 
 impl Compressors {
     fn new(level: i32) -> Option<Compressors> {
-        let mut small = zstd::bulk::Compressor::new(level).ok()?;
-        if level == 1 {
-            // Higher levels mean the operator asked for ratio: leave zstd's choices alone.
+        let small = if level == 1 {
             use zstd::zstd_safe::CParameter;
+            let mut small = zstd::bulk::Compressor::new(level).ok()?;
             small
                 .set_parameter(CParameter::HashLog(SMALL_HASH_LOG))
                 .ok()?;
             small
                 .set_parameter(CParameter::MinMatch(SMALL_MIN_MATCH))
                 .ok()?;
+            Some(small)
+        } else {
+            None
+        };
+        let any = zstd::bulk::Compressor::new(level).ok()?;
+        Some(Compressors { level, small, any })
+    }
+
+    fn for_len(&mut self, len: usize) -> &mut zstd::bulk::Compressor<'static> {
+        match &mut self.small {
+            Some(small) if len <= SMALL_PAYLOAD_BYTES_MAX => small,
+            _ => &mut self.any,
         }
-        let large = zstd::bulk::Compressor::new(level).ok()?;
-        Some(Compressors {
-            level,
-            small,
-            large,
-        })
     }
 }
 
@@ -83,14 +89,8 @@ fn compress(payload: &[u8], zstd_level: i32) -> Option<Vec<u8>> {
             *slot = Compressors::new(zstd_level);
         }
         // A compressor that cannot be built or fails leaves the blob raw: always correct.
-        slot.as_mut().and_then(|compressors| {
-            let compressor = if payload.len() <= SMALL_PAYLOAD_BYTES_MAX {
-                &mut compressors.small
-            } else {
-                &mut compressors.large
-            };
-            compressor.compress(payload).ok()
-        })
+        slot.as_mut()
+            .and_then(|compressors| compressors.for_len(payload.len()).compress(payload).ok())
     })
 }
 
