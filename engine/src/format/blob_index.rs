@@ -24,7 +24,20 @@ use crate::ids::BlobHash;
 
 pub const INDEX_ENTRY_BYTES: usize = 64;
 const _: () = assert!(512usize.is_multiple_of(INDEX_ENTRY_BYTES));
-const CRC_OFFSET: usize = 60;
+
+/// Byte offsets of the fields, shared by `encode` and `decode` (the table above).
+mod at {
+    pub const HASH: usize = 0;
+    pub const PACK_OFFSET: usize = 32;
+    pub const PACK_ID: usize = 40;
+    pub const RAW_LEN: usize = 44;
+    pub const STORED_LEN: usize = 48;
+    pub const COMPRESSION: usize = 52;
+    pub const RESERVED: usize = 54;
+    pub const CRC32C: usize = 60;
+}
+const _: () = assert!(at::HASH + 32 == at::PACK_OFFSET);
+const _: () = assert!(at::CRC32C + 4 == INDEX_ENTRY_BYTES);
 
 /// Where a blob lives. Also the value of the in-memory index.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -52,14 +65,14 @@ impl IndexEntry {
     pub fn encode(&self, target: &mut [u8; INDEX_ENTRY_BYTES]) {
         target.fill(0);
         let mut fields = FieldsMut(target);
-        fields.bytes(0, &self.hash.0);
-        fields.u64(32, self.location.pack_offset);
-        fields.u32(40, self.location.pack_id);
-        fields.u32(44, self.location.raw_len);
-        fields.u32(48, self.location.stored_len);
-        fields.u16(52, self.location.compression.code());
-        let crc = crc32c::crc32c(&fields.0[..CRC_OFFSET]);
-        fields.u32(CRC_OFFSET, crc);
+        fields.bytes(at::HASH, &self.hash.0);
+        fields.u64(at::PACK_OFFSET, self.location.pack_offset);
+        fields.u32(at::PACK_ID, self.location.pack_id);
+        fields.u32(at::RAW_LEN, self.location.raw_len);
+        fields.u32(at::STORED_LEN, self.location.stored_len);
+        fields.u16(at::COMPRESSION, self.location.compression.code());
+        let crc = crc32c::crc32c(&fields.0[..at::CRC32C]);
+        fields.u32(at::CRC32C, crc);
     }
 
     /// `Ok(None)`: an all-zero entry (never written).
@@ -68,19 +81,19 @@ impl IndexEntry {
             return Ok(None);
         }
         let fields = Fields(source);
-        check_crc(fields.u32(CRC_OFFSET), &source[..CRC_OFFSET])?;
-        if !is_all_zero(&source[54..CRC_OFFSET]) {
+        check_crc(fields.u32(at::CRC32C), &source[..at::CRC32C])?;
+        if !is_all_zero(&source[at::RESERVED..at::CRC32C]) {
             return Err(RecordError::Field("reserved bytes are not zero"));
         }
-        let compression = Compression::from_code(fields.u16(52))
+        let compression = Compression::from_code(fields.u16(at::COMPRESSION))
             .ok_or(RecordError::Field("unknown compression"))?;
         Ok(Some(IndexEntry {
-            hash: BlobHash(fields.hash(0)),
+            hash: BlobHash(fields.hash(at::HASH)),
             location: BlobLocation {
-                pack_id: fields.u32(40),
-                pack_offset: fields.u64(32),
-                raw_len: fields.u32(44),
-                stored_len: fields.u32(48),
+                pack_id: fields.u32(at::PACK_ID),
+                pack_offset: fields.u64(at::PACK_OFFSET),
+                raw_len: fields.u32(at::RAW_LEN),
+                stored_len: fields.u32(at::STORED_LEN),
                 compression,
             },
         }))

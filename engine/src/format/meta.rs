@@ -18,7 +18,19 @@ use crate::format::{Fields, FieldsMut, RecordError, check_crc, is_all_zero};
 pub const META_BYTES: usize = 64;
 pub const META_MAGIC: &[u8; 8] = b"CTXSTORE";
 pub const STORE_FORMAT_VERSION: u32 = 1;
-const CRC_OFFSET: usize = 60;
+
+/// Byte offsets of the fields, shared by `encode` and `decode` (the table above).
+mod at {
+    pub const MAGIC: usize = 0;
+    pub const FORMAT_VERSION: usize = 8;
+    pub const SHARD_COUNT: usize = 12;
+    pub const RESERVED_14: usize = 14;
+    pub const CREATED_AT_UNIX_MS: usize = 16;
+    pub const RESERVED_24: usize = 24;
+    pub const CRC32C: usize = 60;
+}
+const _: () = assert!(at::MAGIC + META_MAGIC.len() == at::FORMAT_VERSION);
+const _: () = assert!(at::CRC32C + 4 == META_BYTES);
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Meta {
@@ -31,12 +43,12 @@ impl Meta {
     pub fn encode(&self) -> [u8; META_BYTES] {
         let mut target = [0u8; META_BYTES];
         let mut fields = FieldsMut(&mut target);
-        fields.bytes(0, META_MAGIC);
-        fields.u32(8, self.format_version);
-        fields.u16(12, self.shard_count);
-        fields.u64(16, self.created_at_unix_ms);
-        let crc = crc32c::crc32c(&fields.0[..CRC_OFFSET]);
-        fields.u32(CRC_OFFSET, crc);
+        fields.bytes(at::MAGIC, META_MAGIC);
+        fields.u32(at::FORMAT_VERSION, self.format_version);
+        fields.u16(at::SHARD_COUNT, self.shard_count);
+        fields.u64(at::CREATED_AT_UNIX_MS, self.created_at_unix_ms);
+        let crc = crc32c::crc32c(&fields.0[..at::CRC32C]);
+        fields.u32(at::CRC32C, crc);
         target
     }
 
@@ -44,22 +56,22 @@ impl Meta {
         if source.len() != META_BYTES {
             return Err(RecordError::Field("ctxstore.meta is not 64 bytes"));
         }
-        if &source[..8] != META_MAGIC {
+        if &source[at::MAGIC..at::FORMAT_VERSION] != META_MAGIC {
             return Err(RecordError::Field(
                 "ctxstore.meta does not start with CTXSTORE",
             ));
         }
         let fields = Fields(source);
-        check_crc(fields.u32(CRC_OFFSET), &source[..CRC_OFFSET])?;
+        check_crc(fields.u32(at::CRC32C), &source[..at::CRC32C])?;
         let meta = Meta {
-            format_version: fields.u32(8),
-            shard_count: fields.u16(12),
-            created_at_unix_ms: fields.u64(16),
+            format_version: fields.u32(at::FORMAT_VERSION),
+            shard_count: fields.u16(at::SHARD_COUNT),
+            created_at_unix_ms: fields.u64(at::CREATED_AT_UNIX_MS),
         };
         if meta.format_version != STORE_FORMAT_VERSION {
             return Err(RecordError::Version(meta.format_version));
         }
-        if fields.u16(14) != 0 || !is_all_zero(&source[24..CRC_OFFSET]) {
+        if fields.u16(at::RESERVED_14) != 0 || !is_all_zero(&source[at::RESERVED_24..at::CRC32C]) {
             return Err(RecordError::Field("reserved bytes are not zero"));
         }
         if meta.shard_count == 0 {

@@ -23,7 +23,22 @@ use crate::ids::BlobHash;
 pub const PACK_HEADER_BYTES: usize = 64;
 pub const PACK_MAGIC: u32 = 0x4253_4C42;
 pub const PACK_FORMAT_VERSION: u16 = 1;
-const HEADER_CRC_OFFSET: usize = 60;
+
+/// Byte offsets of the header fields, shared by `encode` and `decode` (the table above).
+mod at {
+    pub const MAGIC: usize = 0;
+    pub const VERSION: usize = 4;
+    pub const COMPRESSION: usize = 6;
+    pub const RAW_LEN: usize = 8;
+    pub const STORED_LEN: usize = 12;
+    pub const HASH: usize = 16;
+    pub const BODY_CRC32C: usize = 48;
+    pub const RESERVED: usize = 52;
+    pub const HEADER_CRC32C: usize = 60;
+}
+const _: () = assert!(at::HASH + 32 == at::BODY_CRC32C);
+const _: () = assert!(at::HEADER_CRC32C + 4 == PACK_HEADER_BYTES);
+const _: () = assert!(PACK_HEADER_BYTES.is_multiple_of(8));
 
 /// How a blob body is stored.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -71,38 +86,38 @@ impl PackHeader {
         );
         target.fill(0);
         let mut fields = FieldsMut(target);
-        fields.u32(0, PACK_MAGIC);
-        fields.u16(4, PACK_FORMAT_VERSION);
-        fields.u16(6, self.compression.code());
-        fields.u32(8, self.raw_len);
-        fields.u32(12, self.stored_len);
-        fields.bytes(16, &self.hash.0);
-        fields.u32(48, self.body_crc);
-        let crc = crc32c::crc32c(&fields.0[..HEADER_CRC_OFFSET]);
-        fields.u32(HEADER_CRC_OFFSET, crc);
+        fields.u32(at::MAGIC, PACK_MAGIC);
+        fields.u16(at::VERSION, PACK_FORMAT_VERSION);
+        fields.u16(at::COMPRESSION, self.compression.code());
+        fields.u32(at::RAW_LEN, self.raw_len);
+        fields.u32(at::STORED_LEN, self.stored_len);
+        fields.bytes(at::HASH, &self.hash.0);
+        fields.u32(at::BODY_CRC32C, self.body_crc);
+        let crc = crc32c::crc32c(&fields.0[..at::HEADER_CRC32C]);
+        fields.u32(at::HEADER_CRC32C, crc);
     }
 
     pub fn decode(source: &[u8; PACK_HEADER_BYTES]) -> Result<PackHeader, RecordError> {
         let fields = Fields(source);
-        let magic = fields.u32(0);
+        let magic = fields.u32(at::MAGIC);
         if magic != PACK_MAGIC {
             return Err(RecordError::Magic(magic));
         }
-        check_crc(fields.u32(HEADER_CRC_OFFSET), &source[..HEADER_CRC_OFFSET])?;
-        let version = fields.u16(4);
+        check_crc(fields.u32(at::HEADER_CRC32C), &source[..at::HEADER_CRC32C])?;
+        let version = fields.u16(at::VERSION);
         if version != PACK_FORMAT_VERSION {
             return Err(RecordError::Version(u32::from(version)));
         }
-        let compression = Compression::from_code(fields.u16(6))
+        let compression = Compression::from_code(fields.u16(at::COMPRESSION))
             .ok_or(RecordError::Field("unknown compression"))?;
         let header = PackHeader {
             compression,
-            raw_len: fields.u32(8),
-            stored_len: fields.u32(12),
-            hash: BlobHash(fields.hash(16)),
-            body_crc: fields.u32(48),
+            raw_len: fields.u32(at::RAW_LEN),
+            stored_len: fields.u32(at::STORED_LEN),
+            hash: BlobHash(fields.hash(at::HASH)),
+            body_crc: fields.u32(at::BODY_CRC32C),
         };
-        if fields.u64(52) != 0 {
+        if fields.u64(at::RESERVED) != 0 {
             return Err(RecordError::Field("reserved bytes are not zero"));
         }
         if compression == Compression::Raw && header.raw_len != header.stored_len {
