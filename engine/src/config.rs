@@ -10,8 +10,8 @@ use std::str::FromStr;
 pub const SEQUENCER_BATCH_RECORDS_LIMIT: u32 = 65_536;
 /// Hard ceiling of `Limits::shard_batch_bytes_max`; the torn-tail window of a pack.
 pub const SHARD_BATCH_BYTES_LIMIT: u64 = 256 * 1024 * 1024;
-/// Hard ceiling of `Limits::shard_batch_records_max`: one vectored write takes at most
-/// `IOV_MAX` (1024) buffers.
+/// Hard ceiling of `Limits::shard_batch_records_max`: a batch's records are copied into one
+/// buffer for one pwrite, and a shard batch bounds how long its first request waits.
 pub const SHARD_BATCH_RECORDS_LIMIT: u32 = 1024;
 /// Hard ceiling of `Limits::blob_bytes_max` (the pack header stores lengths as u32).
 pub const BLOB_BYTES_LIMIT: u32 = 1 << 30;

@@ -1,11 +1,5 @@
-//! The `Engine` handle: open (recover, start actors), the append path, reads, shutdown.
-//!
-//! The path of an append, top-down:
-//! 1. caller's thread: validate, hash the payload (BLAKE3), look the hash up in its shard's
-//!    published index; if absent, compress and encode the pack record;
-//! 2. blob shard actor: double-checked dedup, group commit, fdatasync, publish, answer;
-//! 3. sequencer actor: head compare-and-set, TurnID, group commit, fdatasync, publish, answer;
-//! 4. caller: the turn is durable and visible to every reader.
+//! The `Engine` handle: open (recover, start actors), the caller's step of the append
+//! pipeline (`pipeline.rs` draws the whole route), reads (`read.rs`), shutdown.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,18 +9,21 @@ use bytes::Bytes;
 
 use crate::blob::codec;
 use crate::blob::recover::{RecoveredShard, recover_shard};
-use crate::blob::shard::{PutOutcome, ShardRequest};
 use crate::config::{Actor, EngineConfig};
 use crate::error::{EngineError, OpenError};
+use crate::file::ReadFile;
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{
-    AppendPayload, AppendRequest, Appended, ContextHead, StoreStats, StoredBlob, Turn, TurnPage,
+    AppendPayload, AppendRequest, Appended, ContextHead, NoPayloadCache, Page, PageOptions,
+    PageQuery, Payload, PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn, TurnPage,
     TurnWithPayload,
 };
-use crate::published::{HeadTable, Published, SequencerCounters, StoreStatus, TurnsView};
+use crate::pipeline::{DurableBlob, PutOutcome, SequencerInbox, SequencerRequest, ShardRequest};
+use crate::published::Published;
 use crate::read::Reader;
-use crate::sequencer::actor::{AppendTurn, SequencerRequest};
 use crate::sequencer::recover::recover_log;
+use crate::sequencer::view::{HeadTable, SequencerCounters, TurnsView};
+use crate::status::StoreStatus;
 use crate::store_dir::{StoreDir, now_unix_ms};
 use crate::threads::{ActorSeed, start_thread};
 
@@ -40,7 +37,7 @@ pub struct Engine {
 #[derive(Debug)]
 struct Inner {
     published: Arc<Published>,
-    sequencer: flume::Sender<SequencerRequest>,
+    sequencer: SequencerInbox,
     shards: Box<[flume::Sender<ShardRequest>]>,
     config: EngineConfig,
     closed: AtomicBool,
@@ -81,17 +78,17 @@ impl Engine {
         let recovered = recover_log(&log_path, &views, config.repair)?;
 
         let turns_file =
-            std::fs::File::open(&log_path).map_err(|source| OpenError::io(&log_path, source))?;
+            ReadFile::open(log_path.clone()).map_err(|source| OpenError::io(&log_path, source))?;
         let heads = HeadTable::new();
-        for (index, head) in recovered.heads.iter().enumerate() {
-            heads.set_head(ContextId(index as u64 + 1), head.head_turn_id);
+        for (context_id, head) in recovered.heads.iter() {
+            heads.set_head(context_id, head.head_turn_id);
         }
-        heads.publish_contexts(recovered.heads.len() as u64);
+        heads.publish_contexts(recovered.heads.count());
         let counters = SequencerCounters::default();
         counters.turns.store(recovered.turns, Ordering::Relaxed);
         counters
             .contexts
-            .store(recovered.heads.len() as u64, Ordering::Relaxed);
+            .store(recovered.heads.count(), Ordering::Relaxed);
         counters
             .logical_bytes
             .store(recovered.logical_bytes, Ordering::Relaxed);
@@ -99,16 +96,16 @@ impl Engine {
             .dedup_hits
             .store(recovered.dedup_hits, Ordering::Relaxed);
         let published = Arc::new(Published {
-            turns: TurnsView::new(log_path, turns_file, recovered.next_record_id - 1),
+            turns: TurnsView::new(turns_file, recovered.next_record_id - 1),
             heads,
+            counters,
             shards: views.into_boxed_slice(),
             status: StoreStatus::default(),
-            counters,
         });
         tracing::info!(
             data = %store.root.display(),
             turns = recovered.turns,
-            contexts = recovered.heads.len(),
+            contexts = recovered.heads.count(),
             blobs = published.shards.iter().map(|s| s.counters.blobs.load(Ordering::Relaxed)).sum::<u64>(),
             recovery_ms = started.elapsed().as_millis() as u64,
             "store recovered"
@@ -116,7 +113,8 @@ impl Engine {
 
         // Actors: one inbox each, bounded (backpressure on callers), then their threads.
         let queue_depth = config.limits.queue_depth_max as usize;
-        let (sequencer, sequencer_inbox) = flume::bounded(queue_depth);
+        let (sequencer_sender, sequencer_inbox) = flume::bounded(queue_depth);
+        let sequencer = SequencerInbox(sequencer_sender);
         let mut sequencer_seed = Some(ActorSeed::Sequencer(recovered, sequencer_inbox));
         let mut shard_senders = Vec::new();
         let mut shard_seeds: Vec<Option<ActorSeed>> = Vec::new();
@@ -192,12 +190,14 @@ impl Engine {
     async fn create(&self, base: TurnId) -> Result<ContextHead, EngineError> {
         self.check_open()?;
         let (reply, answer) = oneshot::channel();
-        self.send_to_sequencer(SequencerRequest::CreateContext { base, reply })
-            .await?;
+        let request = SequencerRequest::CreateContext { base, reply };
+        (self.inner.sequencer.0.send_async(request).await).map_err(|_| EngineError::ShutDown)?;
         answer.await.map_err(|_| EngineError::ShutDown)?
     }
 
     /// Appends a turn to a context's head. Returns once blob, turn and head move are durable.
+    /// This is the caller's step of the pipeline (`pipeline.rs`): validate, hash, and send the
+    /// append to the blob's shard (new blob) or straight to the sequencer (known blob).
     pub async fn append(&self, request: AppendRequest) -> Result<Appended, EngineError> {
         self.check_open()?;
         let published = &self.inner.published;
@@ -205,47 +205,39 @@ impl Engine {
         if published.heads.head(request.context_id).is_none() {
             return Err(EngineError::ContextNotFound(request.context_id));
         }
-        let mut append = AppendTurn {
-            context_id: request.context_id,
-            expected_head: request.expected_head,
-            type_tag: request.type_tag,
-            codec: request.codec,
-            payload_hash: BlobHash([0; 32]),
-            payload_len: 0,
-            deduped: true,
-        };
+        let (append, payload) = request.split();
         let (reply, answer) = oneshot::channel();
-        match request.payload {
-            AppendPayload::Bytes(payload) => {
-                self.check_blob_len(payload.len())?;
-                append.payload_hash = BlobHash::of(&payload);
-                append.payload_len = payload.len() as u32;
-                let shard = usize::from(append.payload_hash.shard(published.shards.len() as u16));
-                if published.shards[shard].contains(&append.payload_hash) {
-                    self.send_to_sequencer(SequencerRequest::Append { append, reply })
-                        .await?;
-                } else {
-                    // New (probably): the shard stores it, then hands the append on.
-                    let blob =
-                        codec::encode(append.payload_hash, &payload, self.inner.config.zstd_level);
-                    let request = ShardRequest::PutThenAppend {
-                        blob,
-                        append,
-                        reply,
-                    };
-                    self.inner.shards[shard]
-                        .send_async(request)
-                        .await
-                        .map_err(|_| EngineError::ShutDown)?;
-                }
+        let hash = match &payload {
+            AppendPayload::Bytes(bytes) => {
+                self.check_blob_len(bytes.len())?;
+                BlobHash::of(bytes)
             }
-            AppendPayload::StoredBlob(hash) => {
-                let location = published.shard_of(&hash).location(&hash);
-                append.payload_hash = hash;
-                append.payload_len = location.ok_or(EngineError::BlobNotFound(hash))?.raw_len;
-                self.send_to_sequencer(SequencerRequest::Append { append, reply })
-                    .await?;
+            AppendPayload::StoredBlob(hash) => *hash,
+        };
+        let shard = usize::from(hash.shard(published.shards.len() as u16));
+        match (published.shards[shard].location(&hash), payload) {
+            (Some(location), _) => {
+                let blob = DurableBlob {
+                    hash,
+                    raw_len: location.raw_len,
+                    deduped: true,
+                };
+                let append = append.with_payload(blob);
+                self.inner.sequencer.append(append, reply).await;
             }
+            (None, AppendPayload::Bytes(bytes)) => {
+                // New (probably; the shard checks again): the shard stores it, then hands the
+                // append on to the sequencer.
+                let blob = codec::encode(hash, &bytes, self.inner.config.zstd_level);
+                let request = ShardRequest::PutThenAppend {
+                    blob,
+                    append,
+                    reply,
+                };
+                (self.inner.shards[shard].send_async(request).await)
+                    .map_err(|_| EngineError::ShutDown)?;
+            }
+            (None, AppendPayload::StoredBlob(_)) => return Err(EngineError::BlobNotFound(hash)),
         }
         answer.await.map_err(|_| EngineError::ShutDown)?
     }
@@ -289,14 +281,6 @@ impl Engine {
         Ok(outcome == PutOutcome::AlreadyStored)
     }
 
-    async fn send_to_sequencer(&self, request: SequencerRequest) -> Result<(), EngineError> {
-        self.inner
-            .sequencer
-            .send_async(request)
-            .await
-            .map_err(|_| EngineError::ShutDown)
-    }
-
     fn check_open(&self) -> Result<(), EngineError> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(EngineError::ShutDown);
@@ -319,6 +303,27 @@ impl Engine {
         self.reader().turn(turn_id)
     }
 
+    /// A page of turns, oldest first, with payloads as `options` ask, looked up in `cache`
+    /// first (and put there once read). Runs on the caller's thread; never waits.
+    pub fn read_page(
+        &self,
+        query: PageQuery,
+        options: PageOptions,
+        cache: &mut dyn PayloadCache,
+    ) -> Result<Page, EngineError> {
+        self.reader().page(query, options, cache)
+    }
+
+    /// A payload as `mode` asks, looked up in `cache` first (and put there once read).
+    pub fn read_payload(
+        &self,
+        hash: BlobHash,
+        mode: PayloadMode,
+        cache: &mut dyn PayloadCache,
+    ) -> Result<Payload, EngineError> {
+        self.reader().payload(hash, mode, cache)
+    }
+
     /// The `limit` newest turns of a context, oldest first.
     pub async fn last(
         &self,
@@ -326,7 +331,8 @@ impl Engine {
         limit: u32,
         payloads: bool,
     ) -> Result<TurnPage, EngineError> {
-        self.reader().last(context_id, limit, payloads)
+        let query = PageQuery::Last { context_id, limit };
+        self.raw_page(query, payloads).map(turn_page)
     }
 
     /// The `limit` turns older than `before` (a cursor from a previous page), oldest first.
@@ -337,7 +343,12 @@ impl Engine {
         limit: u32,
         payloads: bool,
     ) -> Result<TurnPage, EngineError> {
-        self.reader().before(context_id, before, limit, payloads)
+        let query = PageQuery::Before {
+            context_id,
+            before,
+            limit,
+        };
+        self.raw_page(query, payloads).map(turn_page)
     }
 
     /// The turns of a context's chain with depth in `from_depth..from_depth + limit`.
@@ -348,8 +359,13 @@ impl Engine {
         limit: u32,
         payloads: bool,
     ) -> Result<Vec<TurnWithPayload>, EngineError> {
-        self.reader()
-            .range_by_depth(context_id, from_depth, limit, payloads)
+        let query = PageQuery::RangeByDepth {
+            context_id,
+            from_depth,
+            limit,
+        };
+        self.raw_page(query, payloads)
+            .map(|page| turn_page(page).turns)
     }
 
     /// The chain root → `turn_id`, paged: up to `limit` turns from depth `from_depth`.
@@ -360,7 +376,22 @@ impl Engine {
         limit: u32,
         payloads: bool,
     ) -> Result<Vec<TurnWithPayload>, EngineError> {
-        self.reader().chain(turn_id, from_depth, limit, payloads)
+        let query = PageQuery::Chain {
+            turn_id,
+            from_depth,
+            limit,
+        };
+        self.raw_page(query, payloads)
+            .map(|page| turn_page(page).turns)
+    }
+
+    fn raw_page(&self, query: PageQuery, payloads: bool) -> Result<Page, EngineError> {
+        let options = if payloads {
+            PageOptions::RAW_PAYLOADS
+        } else {
+            PageOptions::TURNS
+        };
+        self.reader().page(query, options, &mut NoPayloadCache)
     }
 
     /// A payload, verified against its hash.
@@ -437,7 +468,7 @@ impl Drop for Inner {
         // stopping the actors (even dropping their senders) wakes them: hand the shutdown to a
         // thread that is not unwinding.
         self.closed.store(true, Ordering::Release);
-        let sequencer = std::mem::replace(&mut self.sequencer, flume::bounded(1).0);
+        let sequencer = std::mem::replace(&mut self.sequencer, SequencerInbox(flume::bounded(1).0));
         let shards = std::mem::take(&mut self.shards);
         let threads = std::mem::take(self.threads.get_mut().unwrap_or_else(|p| p.into_inner()));
         let lock = self
@@ -456,14 +487,14 @@ impl Drop for Inner {
 /// Lets every actor finish its queue and sync, then joins the engine threads. Shards stop
 /// first: an append that already holds a durable blob can still reach the sequencer.
 fn stop_actors(
-    sequencer: &flume::Sender<SequencerRequest>,
+    sequencer: &SequencerInbox,
     shards: &[flume::Sender<ShardRequest>],
     threads: Vec<JoinHandle<()>>,
 ) {
     let mut waits = Vec::new();
     for shard in shards {
         let (done, wait) = oneshot::channel();
-        if shard.send(ShardRequest::Shutdown { done }).is_ok() {
+        if shard.send(ShardRequest::Stop { done }).is_ok() {
             waits.push(wait);
         }
     }
@@ -471,11 +502,32 @@ fn stop_actors(
         let _ = wait.recv();
     }
     let (done, wait) = oneshot::channel();
-    if sequencer.send(SequencerRequest::Shutdown { done }).is_ok() {
+    if sequencer.0.send(SequencerRequest::Stop { done }).is_ok() {
         let _ = wait.recv();
     }
     for handle in threads {
         let _ = handle.join();
+    }
+}
+
+/// A page in the shape of the in-process API (payloads raw, as `raw_page` asked).
+fn turn_page(page: Page) -> TurnPage {
+    let turns = page
+        .entries
+        .into_iter()
+        .map(|entry| TurnWithPayload {
+            turn: entry.turn,
+            payload: entry.payload.map(|payload| match payload {
+                Payload::Raw(bytes) => bytes,
+                Payload::Stored(stored) => {
+                    unreachable!("raw mode returned stored blob {}", stored.hash)
+                }
+            }),
+        })
+        .collect();
+    TurnPage {
+        turns,
+        next_before: page.next_before,
     }
 }
 

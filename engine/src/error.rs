@@ -64,6 +64,8 @@ pub enum EngineError {
     },
     #[error("payload of {len} bytes exceeds blob_bytes_max ({max} bytes)")]
     TooLarge { len: u64, max: u64 },
+    #[error("{requested} turns requested; read_turns_max is {max} per read")]
+    TooManyTurns { requested: u32, max: u32 },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error("store is read-only: {0}")]
@@ -85,7 +87,7 @@ impl EngineError {
             | EngineError::TurnNotFound(_)
             | EngineError::BlobNotFound(_) => ErrorKind::NotFound,
             EngineError::Conflict { .. } => ErrorKind::Conflict,
-            EngineError::TooLarge { .. } => ErrorKind::TooLarge,
+            EngineError::TooLarge { .. } | EngineError::TooManyTurns { .. } => ErrorKind::TooLarge,
             EngineError::InvalidArgument(_) => ErrorKind::InvalidArgument,
             EngineError::ReadOnly(_) => ErrorKind::ReadOnly,
             EngineError::NoSpace { .. } => ErrorKind::NoSpace,
@@ -129,6 +131,10 @@ impl EngineError {
             },
             EngineError::TooLarge { len, max } => EngineError::TooLarge {
                 len: *len,
+                max: *max,
+            },
+            EngineError::TooManyTurns { requested, max } => EngineError::TooManyTurns {
+                requested: *requested,
                 max: *max,
             },
             EngineError::InvalidArgument(text) => EngineError::InvalidArgument(text.clone()),

@@ -52,26 +52,16 @@ impl BlobHash {
         BlobHash(*blake3::hash(payload).as_bytes())
     }
 
+    /// 64 lowercase hex digits.
     pub fn to_hex(&self) -> String {
-        let mut out = String::with_capacity(BLOB_HASH_BYTES * 2);
-        for byte in self.0 {
-            out.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
-            out.push(char::from(HEX_DIGITS[usize::from(byte & 0x0f)]));
-        }
-        out
+        blake3::Hash::from_bytes(self.0).to_hex().to_string()
     }
 
     /// Parses 64 hex digits (either case). Returns `None` for anything else.
     pub fn from_hex(text: &str) -> Option<BlobHash> {
-        let bytes = text.as_bytes();
-        if bytes.len() != BLOB_HASH_BYTES * 2 {
-            return None;
-        }
-        let mut out = [0u8; BLOB_HASH_BYTES];
-        for (index, pair) in bytes.chunks_exact(2).enumerate() {
-            out[index] = (hex_value(pair[0])? << 4) | hex_value(pair[1])?;
-        }
-        Some(BlobHash(out))
+        blake3::Hash::from_hex(text)
+            .ok()
+            .map(|hash| BlobHash(*hash.as_bytes()))
     }
 
     /// Which blob shard owns this hash: a partition by hash prefix (the first two bytes).
@@ -79,17 +69,6 @@ impl BlobHash {
         assert!(shard_count > 0);
         let prefix = u16::from_be_bytes([self.0[0], self.0[1]]);
         prefix % shard_count
-    }
-}
-
-const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
-
-fn hex_value(digit: u8) -> Option<u8> {
-    match digit {
-        b'0'..=b'9' => Some(digit - b'0'),
-        b'a'..=b'f' => Some(digit - b'a' + 10),
-        b'A'..=b'F' => Some(digit - b'A' + 10),
-        _ => None,
     }
 }
 

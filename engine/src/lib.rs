@@ -4,19 +4,19 @@
 //! nothing, payloads in a content-addressed blob store (BLAKE3) that stores each distinct
 //! payload once. Durable: an acknowledged write was fdatasync'ed, with one fsync per batch.
 //!
-//! Code map (details in docs/architecture.md):
-//! - [`engine`]: the `Engine` handle; open, the append path, reads, shutdown.
+//! Code map (details in docs/architecture.md), in the order imports flow (format → views →
+//! actors → engine; no module imports one below it in this list):
+//! - [`format`]: every on-disk record, encoded and decoded in one place; `file`: the only
+//!   place bytes reach or leave the disk.
+//! - `sequencer::view`, `blob::view`, `status`, aggregated by `published`: what the actors
+//!   publish for lock-free readers.
+//! - `pipeline`: the messages of the append route; `group_commit`: the loop every actor runs.
+//! - `sequencer`: the one actor owning `turns.log`, TurnIDs and heads (`heads`: the DAG rule).
 //! - `blob`: blob shards (codec on the caller, actor writing packs, recovery, read view).
-//! - `sequencer`: the one actor owning `turns.log`, TurnIDs and heads.
-//! - `published`: state the actors publish for lock-free readers.
-//! - `read`: chain walks over published state.
-//! - [`format`]: every on-disk record, encoded and decoded in one place.
+//! - `read`: page reads over published state.
+//! - [`engine`]: the `Engine` handle; open, the caller's step of an append, reads, shutdown.
 //! - [`verify`]: the offline invariant checker.
 
-pub mod blob_codec {
-    //! The compression policy, for clients that receive stored (possibly zstd) bodies.
-    pub use crate::blob::codec::{DecodeError, decode};
-}
 mod blob;
 pub mod config;
 mod engine;
@@ -25,11 +25,14 @@ pub mod error;
 mod faults;
 mod file;
 pub mod format;
+mod group_commit;
 pub mod ids;
 pub mod model;
+mod pipeline;
 mod published;
 mod read;
 mod sequencer;
+mod status;
 pub mod store_dir;
 mod tail;
 mod threads;
@@ -41,8 +44,9 @@ pub use error::{Corruption, EngineError, ErrorKind, OpenError};
 pub use format::pack::Compression;
 pub use ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
 pub use model::{
-    AppendPayload, AppendRequest, Appended, ContextHead, StoreStats, StoredBlob, Turn, TurnPage,
-    TurnWithPayload,
+    AppendPayload, AppendRequest, Appended, ContextHead, NoPayloadCache, Page, PageEntry,
+    PageOptions, PageQuery, Payload, PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn,
+    TurnPage, TurnWithPayload,
 };
-pub use published::CONTEXTS_MAX;
+pub use sequencer::view::CONTEXTS_MAX;
 pub use verify::{VerifyReport, verify};

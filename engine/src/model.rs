@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 
+use crate::format::turn_log::TurnRecord;
 use crate::ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
 
 /// One immutable turn of the parent-pointer DAG.
@@ -22,6 +23,23 @@ pub struct Turn {
     /// Reserved for tombstones, summary markers and link flags; always 0 in format v1.
     pub flags: u32,
     pub created_at_unix_ms: u64,
+}
+
+impl From<TurnRecord> for Turn {
+    fn from(record: TurnRecord) -> Turn {
+        Turn {
+            turn_id: record.turn_id,
+            parent_turn_id: record.parent_turn_id,
+            context_id: record.context_id,
+            depth: record.depth,
+            type_tag: record.type_tag,
+            codec: record.codec,
+            payload_hash: record.payload_hash,
+            payload_len: record.payload_len,
+            flags: record.flags,
+            created_at_unix_ms: record.created_at_unix_ms,
+        }
+    }
 }
 
 /// A context: a mutable pointer to its head turn.
@@ -48,15 +66,50 @@ pub enum AppendPayload {
     StoredBlob(BlobHash),
 }
 
-/// Everything an append needs besides the engine.
+/// Everything an append needs besides the engine. Callers send it with an `AppendPayload`;
+/// inside the engine the same request travels on with its payload replaced by what the next
+/// stage needs (see `pipeline`), so its fields are written once.
 #[derive(Clone, Debug)]
-pub struct AppendRequest {
+pub struct AppendRequest<P = AppendPayload> {
     pub context_id: ContextId,
     /// Compare-and-set: append only if the head is still this turn (`TurnId::NONE` = empty).
     pub expected_head: Option<TurnId>,
     pub type_tag: TypeTag,
     pub codec: CodecTag,
-    pub payload: AppendPayload,
+    pub payload: P,
+}
+
+impl<P> AppendRequest<P> {
+    /// The request without its payload, and the payload.
+    pub fn split(self) -> (AppendRequest<()>, P) {
+        let AppendRequest {
+            context_id,
+            expected_head,
+            type_tag,
+            codec,
+            payload,
+        } = self;
+        let request = AppendRequest {
+            context_id,
+            expected_head,
+            type_tag,
+            codec,
+            payload: (),
+        };
+        (request, payload)
+    }
+
+    /// The same request with another payload.
+    pub fn with_payload<Q>(self, payload: Q) -> AppendRequest<Q> {
+        let (request, _) = self.split();
+        AppendRequest {
+            context_id: request.context_id,
+            expected_head: request.expected_head,
+            type_tag: request.type_tag,
+            codec: request.codec,
+            payload,
+        }
+    }
 }
 
 /// What an acknowledged (durable) append produced.
@@ -73,6 +126,131 @@ pub struct TurnPage {
     pub turns: Vec<TurnWithPayload>,
     /// Pass as `before` to read the next older page; `TurnId::NONE` when the root was reached.
     pub next_before: TurnId,
+}
+
+/// Which turns a page read returns, oldest first.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PageQuery {
+    /// The `limit` newest turns of a context.
+    Last { context_id: ContextId, limit: u32 },
+    /// The `limit` turns of a context's chain older than `before` (a cursor from a page).
+    Before {
+        context_id: ContextId,
+        before: TurnId,
+        limit: u32,
+    },
+    /// The turns of a context's chain with depth in `from_depth..from_depth + limit`.
+    RangeByDepth {
+        context_id: ContextId,
+        from_depth: u32,
+        limit: u32,
+    },
+    /// The chain root → `turn_id`, the turns with depth in `from_depth..from_depth + limit`.
+    Chain {
+        turn_id: TurnId,
+        from_depth: u32,
+        limit: u32,
+    },
+}
+
+impl PageQuery {
+    pub fn limit(&self) -> u32 {
+        match *self {
+            PageQuery::Last { limit, .. }
+            | PageQuery::Before { limit, .. }
+            | PageQuery::RangeByDepth { limit, .. }
+            | PageQuery::Chain { limit, .. } => limit,
+        }
+    }
+}
+
+/// Whether a read returns payloads, and in which form.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PayloadMode {
+    /// Turns only.
+    None,
+    /// Raw payload bytes, verified against their hash.
+    Raw,
+    /// Raw bytes when cached or small enough to cache; larger ones as stored (possibly zstd),
+    /// checksum-verified, for a caller that inflates and verifies them itself.
+    RawOrStored,
+}
+
+/// How a page read returns its turns.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct PageOptions {
+    pub payloads: PayloadMode,
+    /// Payload bytes one page may carry. A page keeps at least one turn; cursor pages
+    /// (`Last`, `Before`) keep their newest turns, depth windows their oldest.
+    pub payload_bytes_max: u64,
+}
+
+impl PageOptions {
+    /// Turns only.
+    pub const TURNS: PageOptions = PageOptions {
+        payloads: PayloadMode::None,
+        payload_bytes_max: u64::MAX,
+    };
+
+    /// Turns with their raw payloads, however large the page.
+    pub const RAW_PAYLOADS: PageOptions = PageOptions {
+        payloads: PayloadMode::Raw,
+        payload_bytes_max: u64::MAX,
+    };
+}
+
+/// A payload as a read returns it.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Payload {
+    /// The payload's bytes, verified against its hash.
+    Raw(Bytes),
+    /// The stored form (`PayloadMode::RawOrStored` only).
+    Stored(StoredBlob),
+}
+
+/// One turn of a page, with its payload when asked for.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct PageEntry {
+    pub turn: Turn,
+    pub payload: Option<Payload>,
+}
+
+/// A page of turns, oldest first.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Page {
+    pub entries: Vec<PageEntry>,
+    /// Cursor pages: pass as `before` to read the next older page; `TurnId::NONE` when the
+    /// root was reached, and for depth windows.
+    pub next_before: TurnId,
+    /// Depth of the chain's tip: the context's head (read once, with the walk), or the turn
+    /// named by `Chain`. 0 for an empty context.
+    pub tip_depth: u32,
+}
+
+/// Recently read or written payloads that a caller keeps (the server keeps one per network
+/// core). Reads look payloads up here first and put what they inflated and verified here, so
+/// only verified bytes enter it.
+pub trait PayloadCache {
+    fn get(&mut self, hash: &BlobHash) -> Option<Bytes>;
+    /// Payloads larger than this are not cached (and go as stored with `RawOrStored`).
+    fn entry_bytes_max(&self) -> u64;
+    fn insert(&mut self, hash: BlobHash, payload: &Bytes);
+}
+
+/// No cache: every payload is read from its pack.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoPayloadCache;
+
+impl PayloadCache for NoPayloadCache {
+    fn get(&mut self, _hash: &BlobHash) -> Option<Bytes> {
+        None
+    }
+
+    fn entry_bytes_max(&self) -> u64 {
+        0
+    }
+
+    fn insert(&mut self, _hash: BlobHash, _payload: &Bytes) {}
 }
 
 /// A blob as it sits in its pack: possibly compressed. Lets a server ship the stored bytes and

@@ -1,193 +1,25 @@
-//! What the actors publish for everyone else to read, without locks.
-//!
-//! Each piece has exactly one writer (the sequencer for turns and heads, shard `s` for its
-//! index and packs). Readers on any thread see only durable state: a writer publishes after
-//! its fdatasync returned, with release stores that readers pair with acquire loads.
-
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+//! What the actors publish for everyone else to read, without locks: the aggregate of each
+//! actor's own view (`sequencer::view`, `blob::view`) and the store's status. Each part has
+//! exactly one writer; readers see only durable state.
 
 use crate::blob::view::ShardView;
-use crate::error::{Corruption, EngineError};
-use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord, record_offset};
-use crate::ids::{ContextId, TurnId};
-use crate::model::Turn;
+use crate::ids::BlobHash;
+use crate::sequencer::view::{HeadTable, SequencerCounters, TurnsView};
+use crate::status::StoreStatus;
 
 /// The shared, read-only face of the engine.
 #[derive(Debug)]
 pub(crate) struct Published {
     pub turns: TurnsView,
     pub heads: HeadTable,
+    pub counters: SequencerCounters,
     pub shards: Box<[ShardView]>,
     pub status: StoreStatus,
-    pub counters: SequencerCounters,
 }
 
 impl Published {
-    pub fn shard_of(&self, hash: &crate::ids::BlobHash) -> &ShardView {
+    /// The shard that owns `hash`.
+    pub fn shard_of(&self, hash: &BlobHash) -> &ShardView {
         &self.shards[usize::from(hash.shard(self.shards.len() as u16))]
     }
-}
-
-/// `turns.log` as readers see it: records `1..=durable_record_id` are durable and immutable.
-#[derive(Debug)]
-pub(crate) struct TurnsView {
-    pub path: PathBuf,
-    file: File,
-    durable_record_id: AtomicU64,
-}
-
-impl TurnsView {
-    pub fn new(path: PathBuf, file: File, durable_record_id: u64) -> Self {
-        TurnsView {
-            path,
-            file,
-            durable_record_id: AtomicU64::new(durable_record_id),
-        }
-    }
-
-    pub fn durable_record_id(&self) -> u64 {
-        self.durable_record_id.load(Ordering::Acquire)
-    }
-
-    /// Sequencer only, after the records up to `record_id` are durable.
-    pub fn publish(&self, record_id: u64) {
-        let previous = self.durable_record_id.swap(record_id, Ordering::AcqRel);
-        assert!(previous <= record_id, "durable watermark moved back");
-    }
-
-    /// Reads a durable record. `Ok(None)` if `record_id` is not durable (or 0).
-    pub fn record(&self, record_id: u64) -> Result<Option<LogRecord>, EngineError> {
-        if record_id == 0 || record_id > self.durable_record_id() {
-            return Ok(None);
-        }
-        let offset = record_offset(record_id);
-        let mut bytes = [0u8; LOG_RECORD_BYTES];
-        #[cfg(test)]
-        if let Some(crate::faults::Fault::Fail(errno)) =
-            crate::faults::check(&self.path, crate::faults::FaultOp::Read)
-        {
-            return Err(EngineError::io(&self.path, crate::faults::error(errno)));
-        }
-        self.file
-            .read_exact_at(&mut bytes, offset)
-            .map_err(|source| EngineError::io(&self.path, source))?;
-        let corrupt =
-            |reason: String| EngineError::Corrupt(Corruption::new(&self.path, offset, reason));
-        match LogRecord::decode(&bytes) {
-            Ok(Some(record)) if record.record_id() == record_id => Ok(Some(record)),
-            Ok(Some(record)) => Err(corrupt(format!(
-                "slot of record {record_id} holds record {}",
-                record.record_id()
-            ))),
-            Ok(None) => Err(corrupt(format!(
-                "durable record {record_id} reads as zeros"
-            ))),
-            Err(error) => Err(corrupt(error.to_string())),
-        }
-    }
-
-    /// A durable turn, or `TurnNotFound` (no such record, or a context record).
-    pub fn turn(&self, turn_id: TurnId) -> Result<Turn, EngineError> {
-        match self.record(turn_id.0)? {
-            Some(LogRecord::Turn(turn)) => Ok(turn),
-            _ => Err(EngineError::TurnNotFound(turn_id)),
-        }
-    }
-}
-
-const HEAD_CHUNK_SLOTS: usize = 1 << 16;
-const HEAD_CHUNKS: usize = 1 << 16;
-/// ContextIDs are dense from 1; this many fit the head table.
-pub const CONTEXTS_MAX: u64 = (HEAD_CHUNK_SLOTS * HEAD_CHUNKS) as u64 - 1;
-
-/// Head of every context, indexed by ContextID: a segmented array of atomics, grown by the
-/// sequencer one 512 KiB chunk at a time. Contexts `1..=durable_contexts` exist.
-#[derive(Debug)]
-pub(crate) struct HeadTable {
-    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
-    durable_contexts: AtomicU64,
-}
-
-impl HeadTable {
-    pub fn new() -> Self {
-        HeadTable {
-            chunks: (0..HEAD_CHUNKS).map(|_| OnceLock::new()).collect(),
-            durable_contexts: AtomicU64::new(0),
-        }
-    }
-
-    fn slot(&self, context_id: u64) -> Option<&AtomicU64> {
-        let index = context_id as usize;
-        let chunk = self.chunks.get(index / HEAD_CHUNK_SLOTS)?.get()?;
-        chunk.get(index % HEAD_CHUNK_SLOTS)
-    }
-
-    /// The published head of a durable context.
-    pub fn head(&self, context_id: ContextId) -> Option<TurnId> {
-        if context_id.0 == 0 || context_id.0 > self.durable_contexts.load(Ordering::Acquire) {
-            return None;
-        }
-        let slot = self.slot(context_id.0);
-        assert!(
-            slot.is_some(),
-            "durable context {context_id} has no head slot"
-        );
-        slot.map(|slot| TurnId(slot.load(Ordering::Acquire)))
-    }
-
-    /// Sequencer only. The turn must already be durable and published in `TurnsView`.
-    pub fn set_head(&self, context_id: ContextId, head: TurnId) {
-        assert!(context_id.0 > 0 && context_id.0 <= CONTEXTS_MAX);
-        let index = context_id.0 as usize;
-        let chunk = self.chunks[index / HEAD_CHUNK_SLOTS]
-            .get_or_init(|| (0..HEAD_CHUNK_SLOTS).map(|_| AtomicU64::new(0)).collect());
-        chunk[index % HEAD_CHUNK_SLOTS].store(head.0, Ordering::Release);
-    }
-
-    /// Sequencer only, after the heads of the new contexts were set.
-    pub fn publish_contexts(&self, count: u64) {
-        let previous = self.durable_contexts.swap(count, Ordering::AcqRel);
-        assert!(previous <= count, "context count moved back");
-    }
-}
-
-/// Read-only mode: once set (a failed fsync), it stays until restart.
-#[derive(Debug, Default)]
-pub(crate) struct StoreStatus {
-    read_only: AtomicBool,
-    reason: OnceLock<String>,
-}
-
-impl StoreStatus {
-    pub fn set_read_only(&self, reason: String) {
-        if self.reason.set(reason.clone()).is_ok() {
-            tracing::error!(%reason, "store is now read-only; restart after fixing the cause");
-        }
-        self.read_only.store(true, Ordering::Release);
-    }
-
-    pub fn is_read_only(&self) -> bool {
-        self.read_only.load(Ordering::Acquire)
-    }
-
-    pub fn check_writable(&self) -> Result<(), EngineError> {
-        if self.is_read_only() {
-            let reason = self.reason.get().cloned().unwrap_or_default();
-            return Err(EngineError::ReadOnly(reason));
-        }
-        Ok(())
-    }
-}
-
-/// Counters the sequencer owns (it is their only writer).
-#[derive(Debug, Default)]
-pub(crate) struct SequencerCounters {
-    pub turns: AtomicU64,
-    pub contexts: AtomicU64,
-    pub logical_bytes: AtomicU64,
-    pub dedup_hits: AtomicU64,
 }

@@ -1,10 +1,21 @@
-//! Read paths (spec §7). They run on the caller's thread over published, durable state:
-//! no actor is asked, no lock is taken. Chains are walked by parent pointer, one positional
-//! read of `turns.log` per turn (page-cache hits in the common case).
+//! Read paths (spec §7). They run on the caller's thread over published, durable state: no
+//! actor is asked, no lock is taken. A page read is three steps, each a function below:
+//!
+//! 1. `tip`: the chain's tip — the context's head, loaded once (one atomic), or the named
+//!    turn — read once; its depth is the page's `tip_depth`;
+//! 2. `newest_first` / `depth_window`: a walk by parent pointer from the tip, one positional
+//!    read of `turns.log` per turn (page-cache hits in the common case), every link checked;
+//! 3. `assemble`: the payload budget (a page keeps at least one turn), then each payload
+//!    through `payload` — the caller's cache first, else one index look-up and one pack read.
+
+use bytes::Bytes;
 
 use crate::error::EngineError;
-use crate::ids::{ContextId, TurnId};
-use crate::model::{ContextHead, Turn, TurnPage, TurnWithPayload};
+use crate::format::turn_log::TurnRecord;
+use crate::ids::{BlobHash, ContextId, TurnId};
+use crate::model::{
+    ContextHead, Page, PageEntry, PageOptions, PageQuery, Payload, PayloadCache, PayloadMode, Turn,
+};
 use crate::published::Published;
 
 pub(crate) struct Reader<'a> {
@@ -12,189 +23,262 @@ pub(crate) struct Reader<'a> {
     pub read_turns_max: u32,
 }
 
+/// Which end of a page survives the payload budget.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Cursor pages: the newest turns (the caller follows `next_before` for older ones).
+    Newest,
+    /// Depth windows: the oldest turns (the caller continues from the last depth + 1).
+    Oldest,
+}
+
 impl Reader<'_> {
     pub fn head(&self, context_id: ContextId) -> Result<ContextHead, EngineError> {
-        let head_turn_id = self.head_turn(context_id)?;
-        let head_depth = if head_turn_id.is_none() {
-            0
-        } else {
-            self.published.turns.turn(head_turn_id)?.depth
-        };
+        let tip = self.context_tip(context_id)?;
         Ok(ContextHead {
             context_id,
-            head_turn_id,
-            head_depth,
+            head_turn_id: tip.map_or(TurnId::NONE, |turn| turn.turn_id),
+            head_depth: tip.map_or(0, |turn| turn.depth),
         })
     }
 
-    fn head_turn(&self, context_id: ContextId) -> Result<TurnId, EngineError> {
-        self.published
+    pub fn turn(&self, turn_id: TurnId) -> Result<Turn, EngineError> {
+        self.published.turns.turn(turn_id).map(Turn::from)
+    }
+
+    /// A page of turns, oldest first, with payloads as `options` ask.
+    pub fn page(
+        &self,
+        query: PageQuery,
+        options: PageOptions,
+        cache: &mut dyn PayloadCache,
+    ) -> Result<Page, EngineError> {
+        let limit = query.limit();
+        if limit > self.read_turns_max {
+            return Err(EngineError::TooManyTurns {
+                requested: limit,
+                max: self.read_turns_max,
+            });
+        }
+        let (tip, turns, keep) = match query {
+            PageQuery::Last { context_id, .. } => {
+                let tip = self.context_tip(context_id)?;
+                (tip, self.newest_first(tip, limit)?, Keep::Newest)
+            }
+            PageQuery::Before {
+                context_id, before, ..
+            } => {
+                let tip = self.context_tip(context_id)?;
+                let cursor = self.published.turns.turn(before)?;
+                let start = self.parent_of(&cursor)?;
+                (tip, self.newest_first(start, limit)?, Keep::Newest)
+            }
+            PageQuery::RangeByDepth {
+                context_id,
+                from_depth,
+                ..
+            } => {
+                let tip = self.context_tip(context_id)?;
+                (
+                    tip,
+                    self.depth_window(tip, from_depth, limit)?,
+                    Keep::Oldest,
+                )
+            }
+            PageQuery::Chain {
+                turn_id,
+                from_depth,
+                ..
+            } => {
+                let tip = Some(self.published.turns.turn(turn_id)?);
+                (
+                    tip,
+                    self.depth_window(tip, from_depth, limit)?,
+                    Keep::Oldest,
+                )
+            }
+        };
+        let tip_depth = tip.map_or(0, |turn| turn.depth);
+        self.assemble(turns, keep, tip_depth, options, cache)
+    }
+
+    /// A payload as `mode` asks (`None` is taken as `Raw`).
+    pub fn payload(
+        &self,
+        hash: BlobHash,
+        mode: PayloadMode,
+        cache: &mut dyn PayloadCache,
+    ) -> Result<Payload, EngineError> {
+        if let Some(bytes) = cache.get(&hash) {
+            return Ok(Payload::Raw(bytes));
+        }
+        let shard = self.published.shard_of(&hash);
+        let location = shard.find(&hash)?;
+        let fits_cache = u64::from(location.raw_len) <= cache.entry_bytes_max();
+        if !fits_cache && mode == PayloadMode::RawOrStored {
+            return shard.read_stored_at(&hash, location).map(Payload::Stored);
+        }
+        let bytes: Bytes = shard.read_payload_at(&hash, location)?;
+        if fits_cache {
+            cache.insert(hash, &bytes);
+        }
+        Ok(Payload::Raw(bytes))
+    }
+
+    /// The head turn of a context (`None` while it is empty).
+    fn context_tip(&self, context_id: ContextId) -> Result<Option<TurnRecord>, EngineError> {
+        let head = self
+            .published
             .heads
             .head(context_id)
-            .ok_or(EngineError::ContextNotFound(context_id))
+            .ok_or(EngineError::ContextNotFound(context_id))?;
+        self.turn_or_none(head)
     }
 
-    pub fn turn(&self, turn_id: TurnId) -> Result<Turn, EngineError> {
-        self.published.turns.turn(turn_id)
+    fn turn_or_none(&self, turn_id: TurnId) -> Result<Option<TurnRecord>, EngineError> {
+        if turn_id.is_none() {
+            return Ok(None);
+        }
+        self.published.turns.turn(turn_id).map(Some)
     }
 
-    /// The `limit` newest turns of a context, oldest first.
-    pub fn last(
+    fn parent_of(&self, turn: &TurnRecord) -> Result<Option<TurnRecord>, EngineError> {
+        let parent = self.turn_or_none(turn.parent_turn_id)?;
+        if let Some(parent) = &parent {
+            check_link(turn, parent);
+        }
+        Ok(parent)
+    }
+
+    /// Calls `visit` on `start` and its ancestors, newest first, while it returns true.
+    fn walk(
         &self,
-        context_id: ContextId,
-        limit: u32,
-        payloads: bool,
-    ) -> Result<TurnPage, EngineError> {
-        self.check_limit(limit)?;
-        let head = self.head_turn(context_id)?;
-        self.page_from(head, limit, payloads)
-    }
-
-    /// The `limit` turns older than `before`, oldest first. The cursor turn names the chain;
-    /// the context must exist.
-    pub fn before(
-        &self,
-        context_id: ContextId,
-        before: TurnId,
-        limit: u32,
-        payloads: bool,
-    ) -> Result<TurnPage, EngineError> {
-        self.check_limit(limit)?;
-        self.head_turn(context_id)?;
-        let cursor = self.turn(before)?;
-        self.page_from(cursor.parent_turn_id, limit, payloads)
-    }
-
-    /// Turns of a context's chain with depth in `from_depth..from_depth + limit`, oldest first.
-    pub fn range_by_depth(
-        &self,
-        context_id: ContextId,
-        from_depth: u32,
-        limit: u32,
-        payloads: bool,
-    ) -> Result<Vec<TurnWithPayload>, EngineError> {
-        self.check_limit(limit)?;
-        let head = self.head_turn(context_id)?;
-        self.depth_window(head, from_depth, limit, payloads)
-    }
-
-    /// The chain root → `turn_id`, a window of `limit` turns from `from_depth`, oldest first.
-    pub fn chain(
-        &self,
-        turn_id: TurnId,
-        from_depth: u32,
-        limit: u32,
-        payloads: bool,
-    ) -> Result<Vec<TurnWithPayload>, EngineError> {
-        self.check_limit(limit)?;
-        self.turn(turn_id)?;
-        self.depth_window(turn_id, from_depth, limit, payloads)
-    }
-
-    fn check_limit(&self, limit: u32) -> Result<(), EngineError> {
-        if limit > self.read_turns_max {
-            return Err(EngineError::InvalidArgument(format!(
-                "{limit} turns requested; read_turns_max is {}",
-                self.read_turns_max
-            )));
+        start: Option<TurnRecord>,
+        mut visit: impl FnMut(&TurnRecord) -> bool,
+    ) -> Result<(), EngineError> {
+        let mut cursor = start;
+        while let Some(turn) = cursor {
+            if !visit(&turn) {
+                break;
+            }
+            cursor = self.parent_of(&turn)?;
         }
         Ok(())
     }
 
     /// `start` and up to `limit - 1` of its ancestors, oldest first.
-    fn page_from(
+    fn newest_first(
         &self,
-        start: TurnId,
+        start: Option<TurnRecord>,
         limit: u32,
-        payloads: bool,
-    ) -> Result<TurnPage, EngineError> {
-        let mut turns: Vec<Turn> = Vec::with_capacity(limit as usize);
-        let mut cursor = start;
-        while turns.len() < limit as usize && !cursor.is_none() {
-            let turn = self.turn(cursor)?;
-            check_link(turns.last(), &turn);
-            cursor = turn.parent_turn_id;
-            turns.push(turn);
+    ) -> Result<Vec<TurnRecord>, EngineError> {
+        let mut turns = Vec::with_capacity(limit as usize);
+        if limit > 0 {
+            self.walk(start, |turn| {
+                turns.push(*turn);
+                turns.len() < limit as usize
+            })?;
         }
-        // The oldest turn returned is the cursor of the next older page, unless it is a root.
-        let next_before = match turns.last() {
-            Some(oldest) if !oldest.parent_turn_id.is_none() => oldest.turn_id,
-            _ => TurnId::NONE,
-        };
         turns.reverse();
-        Ok(TurnPage {
-            turns: self.with_payloads(turns, payloads)?,
-            next_before,
-        })
+        Ok(turns)
     }
 
+    /// The tip's ancestors (and the tip) with depth in `from_depth..from_depth + limit`,
+    /// oldest first. The walk stops at `from_depth`.
     fn depth_window(
         &self,
-        tip: TurnId,
+        tip: Option<TurnRecord>,
         from_depth: u32,
         limit: u32,
-        payloads: bool,
-    ) -> Result<Vec<TurnWithPayload>, EngineError> {
-        if tip.is_none() || limit == 0 {
-            return Ok(Vec::new());
-        }
-        let last_depth = from_depth.saturating_add(limit - 1);
+    ) -> Result<Vec<TurnRecord>, EngineError> {
         let mut turns = Vec::with_capacity(limit as usize);
-        let mut child: Option<Turn> = None;
-        let mut cursor = tip;
-        while !cursor.is_none() {
-            let turn = self.turn(cursor)?;
-            check_link(child.as_ref(), &turn);
-            if turn.depth < from_depth {
-                break;
-            }
-            cursor = turn.parent_turn_id;
-            if turn.depth <= last_depth {
-                turns.push(turn);
-            }
-            child = Some(turn);
+        if limit > 0 {
+            let last_depth = from_depth.saturating_add(limit - 1);
+            self.walk(tip, |turn| {
+                if turn.depth < from_depth {
+                    return false;
+                }
+                if turn.depth <= last_depth {
+                    turns.push(*turn);
+                }
+                turn.depth > from_depth
+            })?;
         }
         turns.reverse();
-        self.with_payloads(turns, payloads)
+        Ok(turns)
     }
 
-    fn with_payloads(
+    /// Applies the payload budget, reads the payloads, and sets the cursor.
+    fn assemble(
         &self,
-        turns: Vec<Turn>,
-        payloads: bool,
-    ) -> Result<Vec<TurnWithPayload>, EngineError> {
-        turns
+        mut turns: Vec<TurnRecord>,
+        keep: Keep,
+        tip_depth: u32,
+        options: PageOptions,
+        cache: &mut dyn PayloadCache,
+    ) -> Result<Page, EngineError> {
+        if options.payloads != PayloadMode::None {
+            let fit = match keep {
+                Keep::Newest => within_budget(turns.iter().rev(), options.payload_bytes_max),
+                Keep::Oldest => within_budget(turns.iter(), options.payload_bytes_max),
+            };
+            match keep {
+                Keep::Newest => drop(turns.drain(..turns.len() - fit)),
+                Keep::Oldest => turns.truncate(fit),
+            }
+        }
+        // The oldest turn returned is the cursor of the next older page, unless it is a root.
+        let next_before = match (keep, turns.first()) {
+            (Keep::Newest, Some(oldest)) if !oldest.parent_turn_id.is_none() => oldest.turn_id,
+            _ => TurnId::NONE,
+        };
+        let entries = turns
             .into_iter()
             .map(|turn| {
-                let payload = if payloads {
-                    Some(
-                        self.published
-                            .shard_of(&turn.payload_hash)
-                            .read_payload(&turn.payload_hash)?,
-                    )
-                } else {
-                    None
+                let payload = match options.payloads {
+                    PayloadMode::None => None,
+                    mode => Some(self.payload(turn.payload_hash, mode, cache)?),
                 };
-                Ok(TurnWithPayload { turn, payload })
+                Ok(PageEntry {
+                    turn: turn.into(),
+                    payload,
+                })
             })
-            .collect()
+            .collect::<Result<Vec<_>, EngineError>>()?;
+        Ok(Page {
+            entries,
+            next_before,
+            tip_depth,
+        })
     }
 }
 
-/// Pair assertion of the append path's `depth = parent depth + 1`, checked on every walk.
-fn check_link(child: Option<&Turn>, older: &Turn) {
-    if let Some(child) = child {
-        assert_eq!(child.parent_turn_id, older.turn_id);
-        assert!(
-            older.turn_id < child.turn_id,
-            "turn {} older than parent",
-            child.turn_id
-        );
-        assert_eq!(
-            child.depth,
-            older.depth + 1,
-            "depth of turn {}",
-            child.turn_id
-        );
+/// How many of `turns`, in order, fit in `payload_bytes_max` (at least one).
+fn within_budget<'a>(turns: impl Iterator<Item = &'a TurnRecord>, payload_bytes_max: u64) -> usize {
+    let mut bytes = 0u64;
+    let mut count = 0;
+    for turn in turns {
+        bytes += u64::from(turn.payload_len);
+        if count > 0 && bytes > payload_bytes_max {
+            break;
+        }
+        count += 1;
     }
+    count
+}
+
+/// Pair assertion of the append path's DAG rule (`sequencer/heads.rs`), checked on every walk.
+fn check_link(child: &TurnRecord, parent: &TurnRecord) {
+    assert_eq!(child.parent_turn_id, parent.turn_id);
+    assert!(
+        parent.turn_id < child.turn_id,
+        "turn {} older than parent",
+        child.turn_id
+    );
+    assert_eq!(
+        child.depth,
+        parent.depth + 1,
+        "depth of turn {}",
+        child.turn_id
+    );
 }

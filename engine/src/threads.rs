@@ -8,12 +8,14 @@ use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 
 use crate::blob::recover::ShardCursor;
-use crate::blob::shard::{ShardActor, ShardRequest};
+use crate::blob::shard::ShardActor;
 use crate::config::{Actor, Limits, ThreadPlacement};
 use crate::error::{EngineError, OpenError};
 use crate::file::{ActorIo, SyncMode};
+use crate::group_commit;
+use crate::pipeline::{SequencerInbox, SequencerRequest, ShardRequest};
 use crate::published::Published;
-use crate::sequencer::actor::{SequencerActor, SequencerRequest};
+use crate::sequencer::actor::SequencerActor;
 use crate::sequencer::recover::RecoveredLog;
 
 /// An actor's `run` future, on its thread's runtime.
@@ -23,11 +25,7 @@ type ActorTask = Pin<Box<dyn Future<Output = ()>>>;
 pub(crate) enum ActorSeed {
     Sequencer(RecoveredLog, flume::Receiver<SequencerRequest>),
     /// A shard, its inbox, and where it hands appends on to.
-    Shard(
-        ShardCursor,
-        flume::Receiver<ShardRequest>,
-        flume::Sender<SequencerRequest>,
-    ),
+    Shard(ShardCursor, flume::Receiver<ShardRequest>, SequencerInbox),
 }
 
 impl ActorSeed {
@@ -124,12 +122,18 @@ fn run_thread(
                 ActorSeed::Sequencer(recovered, inbox) => {
                     SequencerActor::open(recovered, published.clone(), limits, io)
                         .await
-                        .map(|sequencer| Box::pin(sequencer.run(inbox)) as ActorTask)
+                        .map(|sequencer| {
+                            let run = group_commit::run(sequencer, inbox, limits.batch_wait_us_max);
+                            Box::pin(run) as ActorTask
+                        })
                 }
                 ActorSeed::Shard(cursor, inbox, sequencer) => {
                     ShardActor::open(cursor, published.clone(), sequencer, limits, io)
                         .await
-                        .map(|shard| Box::pin(shard.run(inbox)) as ActorTask)
+                        .map(|shard| {
+                            let run = group_commit::run(shard, inbox, limits.batch_wait_us_max);
+                            Box::pin(run) as ActorTask
+                        })
                 }
             };
             match started {

@@ -101,7 +101,7 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
     let scan = scan_log(&log_path, |record| replay.record(record)).map_err(io)?;
     report_tail(&mut report, &log_path, scan.tail);
     report.turns = replay.state.turns;
-    report.contexts = replay.state.heads.len() as u64;
+    report.contexts = replay.state.heads.count();
     report.logical_bytes = replay.state.logical_bytes;
     Ok(report)
 }
@@ -130,7 +130,7 @@ fn verify_shard(
         let mut bad_blobs = Vec::new();
         let visit = |record: ScannedRecord<'_>| {
             let header = record.header;
-            let body = bytes::Bytes::copy_from_slice(record.body.unwrap_or_default());
+            let body = bytes::Bytes::copy_from_slice(record.body);
             if let Err(error) =
                 codec::decode(&header.hash, header.compression, header.raw_len, body)
             {
@@ -153,7 +153,7 @@ fn verify_shard(
             });
         };
         let durable_end = scan::indexed_end(&index_scan.entries, *pack_id);
-        let pack_scan = scan::scan_pack(path, 0, is_newest, durable_end, true, visit)
+        let pack_scan = scan::scan_pack(path, 0, is_newest, durable_end, visit)
             .map_err(|source| OpenError::io(path, source))?;
         report.problems.extend(bad_blobs);
         report.stored_bytes += pack_scan.tail.valid_end(pack_scan.file_len);

@@ -201,7 +201,7 @@ fn append_by_hash_and_typed_errors() {
         block_on(engine.last(context, 1_000_000, false))
             .unwrap_err()
             .kind(),
-        ErrorKind::InvalidArgument
+        ErrorKind::TooLarge
     );
     assert_eq!(
         block_on(engine.blob(BlobHash::of(b"nope")))

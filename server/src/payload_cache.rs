@@ -121,6 +121,22 @@ impl PayloadCache {
     }
 }
 
+/// The engine's reads go through this cache (`Engine::read_page`, `Engine::read_payload`):
+/// they look payloads up here and put what they inflated and verified here.
+impl ctxstore_engine::PayloadCache for PayloadCache {
+    fn get(&mut self, hash: &BlobHash) -> Option<Bytes> {
+        PayloadCache::get(self, hash)
+    }
+
+    fn entry_bytes_max(&self) -> u64 {
+        PayloadCache::entry_bytes_max(self)
+    }
+
+    fn insert(&mut self, hash: BlobHash, payload: &Bytes) {
+        PayloadCache::insert(self, hash, payload)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

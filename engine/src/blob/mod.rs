@@ -5,7 +5,7 @@
 //! - `shard`: the actor, sole writer of a shard's packs and index (group commit).
 //! - `scan` / `recover`: reading a shard's files at open and for `verify`.
 
-pub mod codec;
+pub(crate) mod codec;
 pub(crate) mod recover;
 pub(crate) mod scan;
 pub(crate) mod shard;

@@ -131,7 +131,7 @@ pub(crate) fn recover_shard(
             found.push(entry_of(pack_id, record.offset, &record.header));
         };
         let pack_scan =
-            scan::scan_pack(path, start, is_newest, durable_end, true, visit).map_err(io(path))?;
+            scan::scan_pack(path, start, is_newest, durable_end, visit).map_err(io(path))?;
         let valid_end = pack_scan.tail.valid_end(pack_scan.file_len);
         match pack_scan.tail {
             Tail::Clean | Tail::Preallocated { .. } => {}

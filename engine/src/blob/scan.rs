@@ -61,8 +61,8 @@ pub(crate) fn scan_index(path: &Path) -> io::Result<IndexScan> {
 pub(crate) struct ScannedRecord<'a> {
     pub offset: u64,
     pub header: PackHeader,
-    /// The stored body, when bodies were requested; its checksum was verified.
-    pub body: Option<&'a [u8]>,
+    /// The stored body; its checksum was verified.
+    pub body: &'a [u8],
 }
 
 pub(crate) struct PackScan {
@@ -70,8 +70,7 @@ pub(crate) struct PackScan {
     pub tail: Tail,
 }
 
-/// Walks the records of one pack from `start`. With `read_bodies`, every body is read and its
-/// checksum verified; without, the scan hops from header to header.
+/// Walks the records of one pack from `start`, reading every body and verifying its checksum.
 ///
 /// A bad record is corruption when the blob index vouches for it (`durable_end`: index entries
 /// are written only after their records were fsynced), or when it lies in a sealed pack
@@ -84,7 +83,6 @@ pub(crate) fn scan_pack(
     start: u64,
     is_newest: bool,
     durable_end: u64,
-    read_bodies: bool,
     mut visit: impl FnMut(ScannedRecord<'_>),
 ) -> io::Result<PackScan> {
     let file = File::open(path)?;
@@ -126,31 +124,22 @@ pub(crate) fn scan_pack(
             return Ok(PackScan { file_len, tail });
         }
         let padded = (record_bytes - PACK_HEADER_BYTES as u64) as usize;
-        if read_bodies {
-            body.resize(padded, 0);
-            reader.read_exact(&mut body)?;
-            let stored = &body[..header.stored_len as usize];
-            if let Err(error) = header.check_body(stored) {
-                let tail = bad(offset, format!("body: {error}"), &mut reader)?;
-                return Ok(PackScan { file_len, tail });
-            }
-            if !is_all_zero(&body[header.stored_len as usize..]) {
-                let tail = bad(offset, "non-zero padding".into(), &mut reader)?;
-                return Ok(PackScan { file_len, tail });
-            }
-            visit(ScannedRecord {
-                offset,
-                header,
-                body: Some(stored),
-            });
-        } else {
-            reader.seek_relative(padded as i64)?;
-            visit(ScannedRecord {
-                offset,
-                header,
-                body: None,
-            });
+        body.resize(padded, 0);
+        reader.read_exact(&mut body)?;
+        let stored = &body[..header.stored_len as usize];
+        if let Err(error) = header.check_body(stored) {
+            let tail = bad(offset, format!("body: {error}"), &mut reader)?;
+            return Ok(PackScan { file_len, tail });
         }
+        if !is_all_zero(&body[header.stored_len as usize..]) {
+            let tail = bad(offset, "non-zero padding".into(), &mut reader)?;
+            return Ok(PackScan { file_len, tail });
+        }
+        visit(ScannedRecord {
+            offset,
+            header,
+            body: stored,
+        });
         offset += record_bytes;
     }
     Ok(PackScan {

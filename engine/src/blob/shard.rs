@@ -1,6 +1,7 @@
-//! The blob shard actor: sole writer of its packs and index. Group commit: it drains its
-//! queue, appends every new record with one vectored write, issues ONE fdatasync for the
-//! batch, publishes the index entries, and only then answers every request of the batch.
+//! The blob shard actor: sole writer of its packs and index. Group commit (`group_commit.rs`):
+//! it drains its queue, appends every new record with one write, issues ONE fdatasync for the
+//! batch, publishes the index entries, and only then answers every request of the batch (an
+//! append goes on to the sequencer, `pipeline.rs`).
 //!
 //! Dedup is double-checked here: the caller looked the hash up before sending, but between
 //! that look-up and this actor another put of the same hash may have been stored (answer:
@@ -12,48 +13,27 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::blob::recover::ShardCursor;
+use crate::blob::view::ShardView;
 use crate::config::{Limits, PACKS_PER_SHARD_MAX};
 use crate::error::EngineError;
 use crate::file::{ActorFile, ActorIo, open_actor_file};
 use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::pack::EncodedBlob;
+use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::BlobHash;
+use crate::pipeline::{
+    DurableBlob, PendingAppend, PutOutcome, PutReply, SequencerInbox, ShardRequest, TurnReply,
+};
 use crate::published::Published;
-use crate::sequencer::actor::{AppendTurn, SequencerRequest, TurnReply};
 use crate::store_dir::{create_durable, pack_path, sync_dir};
 
 /// Index entries written since the last index fsync before one is started in the background.
 const INDEX_SYNC_ENTRIES: u32 = 4096;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PutOutcome {
-    /// This put wrote the record.
-    Stored,
-    /// The blob was already durable, or another put in the same batch wrote it.
-    AlreadyStored,
-}
-
-pub(crate) type PutReply = oneshot::Sender<Result<PutOutcome, EngineError>>;
-
-#[derive(Debug)]
-pub(crate) enum ShardRequest {
-    /// Store a blob; answer when it is durable.
-    Put { blob: EncodedBlob, reply: PutReply },
-    /// Store a blob, then hand the append to the sequencer, which answers the caller: the
-    /// append flows network core → shard → sequencer → caller, one hop less than a round trip.
-    PutThenAppend {
-        blob: EncodedBlob,
-        append: AppendTurn,
-        reply: TurnReply,
-    },
-    /// Finish the queue, sync, and stop.
-    Shutdown { done: oneshot::Sender<()> },
-}
-
 pub(crate) struct ShardActor {
     shard: u16,
     published: Arc<Published>,
-    sequencer: flume::Sender<SequencerRequest>,
+    sequencer: SequencerInbox,
     limits: Limits,
     shard_dir: PathBuf,
     pack: ActorFile,
@@ -80,7 +60,7 @@ pub(crate) struct ShardActor {
 #[derive(Debug)]
 enum Waiter {
     Put(PutReply),
-    Append(AppendTurn, TurnReply),
+    Append(PendingAppend, TurnReply),
 }
 
 impl Waiter {
@@ -114,7 +94,7 @@ impl ShardActor {
     pub async fn open(
         cursor: ShardCursor,
         published: Arc<Published>,
-        sequencer: flume::Sender<SequencerRequest>,
+        sequencer: SequencerInbox,
         limits: Limits,
         io: ActorIo,
     ) -> Result<ShardActor, EngineError> {
@@ -144,71 +124,9 @@ impl ShardActor {
         Ok(actor)
     }
 
-    pub async fn run(mut self, inbox: flume::Receiver<ShardRequest>) {
-        let mut shutdown: Option<oneshot::Sender<()>> = None;
-        while shutdown.is_none() {
-            if inbox.is_empty() && self.prefill_when_idle().await {
-                continue;
-            }
-            let Ok(first) = inbox.recv_async().await else {
-                break;
-            };
-            self.admit(first, &mut shutdown).await;
-            self.fill_batch(&inbox, &mut shutdown).await;
-            self.commit().await;
-        }
-        // Shutting down (or every sender is gone): finish what is queued.
-        while let Ok(request) = inbox.try_recv() {
-            self.admit(request, &mut shutdown).await;
-            if self.batch.is_full(&self.limits) {
-                self.commit().await;
-            }
-        }
-        self.commit().await;
-        self.sync_index().await;
-        tracing::debug!(shard = self.shard, "blob shard stopped");
-        if let Some(done) = shutdown {
-            let _ = done.send(());
-        }
-    }
-
-    async fn fill_batch(
-        &mut self,
-        inbox: &flume::Receiver<ShardRequest>,
-        shutdown: &mut Option<oneshot::Sender<()>>,
-    ) {
-        while shutdown.is_none() && !self.batch.is_full(&self.limits) {
-            match inbox.try_recv() {
-                Ok(request) => self.admit(request, shutdown).await,
-                Err(_) => break,
-            }
-        }
-        if self.limits.batch_wait_us_max == 0 || self.batch.records.is_empty() {
-            return;
-        }
-        let deadline = std::time::Instant::now()
-            + std::time::Duration::from_micros(u64::from(self.limits.batch_wait_us_max));
-        while shutdown.is_none() && !self.batch.is_full(&self.limits) {
-            match compio::time::timeout_at(deadline, inbox.recv_async()).await {
-                Ok(Ok(request)) => self.admit(request, shutdown).await,
-                _ => break,
-            }
-        }
-    }
-
-    async fn admit(&mut self, request: ShardRequest, shutdown: &mut Option<oneshot::Sender<()>>) {
-        let (blob, waiter) = match request {
-            ShardRequest::Put { blob, reply } => (blob, Waiter::Put(reply)),
-            ShardRequest::PutThenAppend {
-                blob,
-                append,
-                reply,
-            } => (blob, Waiter::Append(append, reply)),
-            ShardRequest::Shutdown { done } => {
-                *shutdown = Some(done);
-                return;
-            }
-        };
+    /// Decides one request: answered at once (read-only, already durable), joined to the
+    /// record of the same hash in this batch, or a new record of the batch.
+    async fn admit_blob(&mut self, blob: EncodedBlob, waiter: Waiter) {
         let hash = blob.header.hash;
         assert_eq!(
             hash.shard(self.published.shards.len() as u16),
@@ -220,7 +138,7 @@ impl ShardActor {
             return;
         }
         if self.view().contains(&hash) {
-            self.answer(waiter, PutOutcome::AlreadyStored).await;
+            self.answer(waiter, &blob, PutOutcome::AlreadyStored).await;
             return;
         }
         if let Some(&position) = self.batch.position_of.get(&hash) {
@@ -236,56 +154,31 @@ impl ShardActor {
     }
 
     /// The blob is durable: answer a put, or pass an append on to the sequencer.
-    async fn answer(&self, waiter: Waiter, outcome: PutOutcome) {
+    async fn answer(&self, waiter: Waiter, blob: &EncodedBlob, outcome: PutOutcome) {
         match waiter {
             Waiter::Put(reply) => drop(reply.send(Ok(outcome))),
-            Waiter::Append(mut append, reply) => {
-                append.deduped = outcome == PutOutcome::AlreadyStored;
-                let request = SequencerRequest::Append { append, reply };
-                if let Err(flume::SendError(request)) = self.sequencer.send_async(request).await
-                    && let SequencerRequest::Append { reply, .. } = request
-                {
-                    let _ = reply.send(Err(EngineError::ShutDown));
-                }
+            Waiter::Append(append, reply) => {
+                let durable = DurableBlob {
+                    hash: blob.header.hash,
+                    raw_len: blob.header.raw_len,
+                    deduped: outcome == PutOutcome::AlreadyStored,
+                };
+                self.sequencer
+                    .append(append.with_payload(durable), reply)
+                    .await;
             }
         }
     }
 
-    fn view(&self) -> &crate::blob::view::ShardView {
+    fn view(&self) -> &ShardView {
         &self.published.shards[usize::from(self.shard)]
     }
 
-    /// Writes the batch, syncs it, publishes it, answers it.
-    async fn commit(&mut self) {
-        if self.batch.records.is_empty() {
-            return;
-        }
-        let batch = std::mem::take(&mut self.batch);
-        match self.write_and_sync(batch.records, batch.bytes).await {
-            Ok(locations) => {
-                for entry in &locations {
-                    self.view().publish(entry.hash, entry.location);
-                }
-                for waiters in batch.waiters {
-                    let mut outcome = PutOutcome::Stored;
-                    for waiter in waiters {
-                        self.answer(waiter, outcome).await;
-                        outcome = PutOutcome::AlreadyStored;
-                    }
-                }
-                self.append_index(&locations).await;
-            }
-            Err(error) => {
-                for waiter in batch.waiters.into_iter().flatten() {
-                    waiter.fail(error.duplicate());
-                }
-            }
-        }
-    }
-
-    async fn write_and_sync(
+    /// Appends the batch's records to the pack with one write and one fdatasync, rotating to
+    /// a new pack first when this one would pass `pack_bytes_max`.
+    async fn write_batch(
         &mut self,
-        records: Vec<EncodedBlob>,
+        records: &[EncodedBlob],
         bytes: u64,
     ) -> Result<Vec<IndexEntry>, EngineError> {
         if self.pack_end > 0 && self.pack_end + bytes > self.limits.pack_bytes_max {
@@ -311,23 +204,14 @@ impl ShardActor {
             buffer.extend_from_slice(&record.bytes);
         }
         assert_eq!(offset - start, bytes);
-        let written = self.pack.write_all_at(&buffer, start);
+        let written = self
+            .pack
+            .append_durably(&buffer, start, &self.published.status)
+            .await;
         self.write_buffer = buffer;
-        if let Err(source) = written {
-            // Nothing of a failed batch may survive to be found by recovery: cut it off.
-            if let Err(cut) = self.pack.set_len(start) {
-                self.fail_store(format!(
-                    "cutting {} after a failed write: {cut}",
-                    self.pack_path.display()
-                ));
-            }
+        if let Err(error) = written {
             self.pack_file_len = start;
-            return Err(EngineError::from_write(&self.pack_path, source));
-        }
-        if let Err(source) = self.pack.sync_data().await {
-            let reason = format!("fdatasync of {} failed: {source}", self.pack_path.display());
-            self.fail_store(reason.clone());
-            return Err(EngineError::ReadOnly(reason));
+            return Err(error);
         }
         self.pack_end = offset;
         self.pack_file_len = self.pack_file_len.max(offset);
@@ -366,44 +250,6 @@ impl ShardActor {
         self.pack_end = 0;
         self.pack_file_len = 0;
         Ok(())
-    }
-
-    /// Zero-fills one step of the pack ahead of its records, while the shard has nothing else
-    /// to do, so that later group commits overwrite allocated blocks (about half the fdatasync
-    /// cost of growing the file). Under sustained load the queue is never empty and the
-    /// shard simply grows the file: filling would double the bytes written when the disk is
-    /// busiest. Returns whether it filled anything.
-    async fn prefill_when_idle(&mut self) -> bool {
-        const AHEAD_BYTES: u64 = 1 << 20;
-        const STEP_BYTES: u64 = 128 << 10;
-        let ahead = self.pack_file_len.saturating_sub(self.pack_end);
-        let room = self
-            .limits
-            .pack_bytes_max
-            .saturating_sub(self.pack_file_len);
-        if !self.io.preallocate || ahead >= AHEAD_BYTES || room == 0 {
-            return false;
-        }
-        if self.published.status.is_read_only() {
-            return false;
-        }
-        let start = self.pack_file_len.max(self.pack_end);
-        let step = STEP_BYTES.min(room);
-        let zeros = vec![0u8; step as usize];
-        if let Err(error) = self.pack.write_all_at(&zeros, start) {
-            tracing::debug!(pack = %self.pack_path.display(), %error, "could not prefill pack space");
-            self.io.preallocate = false;
-            return false;
-        }
-        if let Err(source) = self.pack.sync_data().await {
-            self.fail_store(format!(
-                "fdatasync of {} failed: {source}",
-                self.pack_path.display()
-            ));
-            return false;
-        }
-        self.pack_file_len = start + step;
-        true
     }
 
     /// Appends index entries for durable records. Not synced per batch: the pack is the
@@ -445,8 +291,99 @@ impl ShardActor {
             tracing::warn!(index = %self.index_path.display(), %error, "blob index fsync failed");
         }
     }
+}
 
-    fn fail_store(&self, reason: String) {
-        self.published.status.set_read_only(reason);
+impl GroupCommit for ShardActor {
+    type Request = ShardRequest;
+
+    async fn admit(&mut self, request: ShardRequest) -> Admitted {
+        match request {
+            ShardRequest::Put { blob, reply } => self.admit_blob(blob, Waiter::Put(reply)).await,
+            ShardRequest::PutThenAppend {
+                blob,
+                append,
+                reply,
+            } => self.admit_blob(blob, Waiter::Append(append, reply)).await,
+            ShardRequest::Stop { done } => return Admitted::Stop(done),
+        }
+        Admitted::Continue
+    }
+
+    fn has_records(&self) -> bool {
+        !self.batch.records.is_empty()
+    }
+
+    fn is_full(&self) -> bool {
+        self.batch.is_full(&self.limits)
+    }
+
+    /// Writes the batch, syncs it, publishes it, answers it; then indexes it.
+    async fn commit(&mut self) {
+        if self.batch.records.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.batch);
+        match self.write_batch(&batch.records, batch.bytes).await {
+            Ok(locations) => {
+                for entry in &locations {
+                    self.view().publish(entry.hash, entry.location);
+                }
+                for (record, waiters) in batch.records.iter().zip(batch.waiters) {
+                    let mut outcome = PutOutcome::Stored;
+                    for waiter in waiters {
+                        self.answer(waiter, record, outcome).await;
+                        outcome = PutOutcome::AlreadyStored;
+                    }
+                }
+                self.append_index(&locations).await;
+            }
+            Err(error) => {
+                for waiter in batch.waiters.into_iter().flatten() {
+                    waiter.fail(error.duplicate());
+                }
+            }
+        }
+    }
+
+    /// Zero-fills one step of the pack ahead of its records (`ActorFile::fill_zeros`), only
+    /// while the shard has nothing else to do: under sustained load the queue is never empty
+    /// and the shard simply grows the file, because filling would double the bytes written
+    /// when the disk is busiest.
+    async fn between_batches(&mut self, queue_empty: bool) -> bool {
+        const AHEAD_BYTES: u64 = 1 << 20;
+        const STEP_BYTES: u64 = 128 << 10;
+        let ahead = self.pack_file_len.saturating_sub(self.pack_end);
+        let room = self
+            .limits
+            .pack_bytes_max
+            .saturating_sub(self.pack_file_len);
+        if !queue_empty || !self.io.preallocate || ahead >= AHEAD_BYTES || room == 0 {
+            return false;
+        }
+        if self.published.status.is_read_only() {
+            return false;
+        }
+        let start = self.pack_file_len.max(self.pack_end);
+        let step = STEP_BYTES.min(room);
+        match self
+            .pack
+            .fill_zeros(start, step, &self.published.status)
+            .await
+        {
+            Ok(true) => {
+                self.pack_file_len = start + step;
+                true
+            }
+            Ok(false) => {
+                self.io.preallocate = false;
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
+    async fn stopped(&mut self) {
+        self.sync_index().await;
+        tracing::debug!(shard = self.shard, "blob shard stopped");
     }
 }

@@ -2,8 +2,6 @@
 //! The shard actor is the only writer; it inserts an entry only after the pack bytes it points
 //! to were fsynced, so a reader that finds a hash can always read the blob.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,6 +11,7 @@ use bytes::Bytes;
 use crate::blob::codec;
 use crate::config::PACKS_PER_SHARD_MAX;
 use crate::error::{Corruption, EngineError};
+use crate::file::ReadFile;
 use crate::format::blob_index::BlobLocation;
 use crate::format::pack::{PACK_HEADER_BYTES, PackHeader};
 use crate::ids::{BlobHash, BlobHashBuildHasher};
@@ -25,14 +24,8 @@ pub(crate) struct ShardView {
     pub shard: u16,
     pub dir: PathBuf,
     pub index: BlobIndex,
-    packs: Box<[OnceLock<PackReader>]>,
+    packs: Box<[OnceLock<ReadFile>]>,
     pub counters: ShardCounters,
-}
-
-#[derive(Debug)]
-struct PackReader {
-    path: PathBuf,
-    file: File,
 }
 
 /// Counters the shard owns (it is their only writer).
@@ -56,9 +49,9 @@ impl ShardView {
 
     /// Shard only: makes a pack readable before any index entry points into it.
     pub fn add_pack(&self, pack_id: u32, path: PathBuf) -> std::io::Result<()> {
-        let file = File::open(&path)?;
+        let file = ReadFile::open(path)?;
         let slot = &self.packs[pack_id as usize];
-        let result = slot.set(PackReader { path, file });
+        let result = slot.set(file);
         assert!(result.is_ok(), "pack {pack_id} registered twice");
         Ok(())
     }
@@ -90,24 +83,47 @@ impl ShardView {
 
     /// The stored form of a blob, checked against its header and body checksums.
     pub fn read_stored(&self, hash: &BlobHash) -> Result<StoredBlob, EngineError> {
-        self.read_located(hash).map(|(stored, _)| stored)
+        let location = self.find(hash)?;
+        self.read_stored_at(hash, location)
+    }
+
+    /// The stored form of a blob already looked up (one index look-up per read).
+    pub fn read_stored_at(
+        &self,
+        hash: &BlobHash,
+        location: BlobLocation,
+    ) -> Result<StoredBlob, EngineError> {
+        self.read_located(hash, location).map(|(stored, _)| stored)
     }
 
     /// The payload, inflated and verified against its BLAKE3 hash.
     pub fn read_payload(&self, hash: &BlobHash) -> Result<Bytes, EngineError> {
-        let (stored, corrupt) = self.read_located(hash)?;
+        let location = self.find(hash)?;
+        self.read_payload_at(hash, location)
+    }
+
+    /// The payload of a blob already looked up, inflated and verified against its hash.
+    pub fn read_payload_at(
+        &self,
+        hash: &BlobHash,
+        location: BlobLocation,
+    ) -> Result<Bytes, EngineError> {
+        let (stored, corrupt) = self.read_located(hash, location)?;
         codec::decode(hash, stored.compression, stored.raw_len, stored.bytes)
             .map_err(|error| EngineError::Corrupt(corrupt(error.to_string())))
+    }
+
+    /// The location of a durable blob, or `BlobNotFound`.
+    pub fn find(&self, hash: &BlobHash) -> Result<BlobLocation, EngineError> {
+        self.location(hash).ok_or(EngineError::BlobNotFound(*hash))
     }
 
     /// Reads a record and returns it with a maker of `Corruption` errors naming its position.
     fn read_located(
         &self,
         hash: &BlobHash,
+        location: BlobLocation,
     ) -> Result<(StoredBlob, impl Fn(String) -> Corruption + '_), EngineError> {
-        let location = self
-            .location(hash)
-            .ok_or(EngineError::BlobNotFound(*hash))?;
         let Some(pack) = self
             .packs
             .get(location.pack_id as usize)
@@ -125,15 +141,7 @@ impl ShardView {
         let corrupt =
             move |reason: String| Corruption::new(&pack.path, location.pack_offset, reason);
         let mut bytes = vec![0u8; PACK_HEADER_BYTES + location.stored_len as usize];
-        #[cfg(test)]
-        if let Some(crate::faults::Fault::Fail(errno)) =
-            crate::faults::check(&pack.path, crate::faults::FaultOp::Read)
-        {
-            return Err(EngineError::io(&pack.path, crate::faults::error(errno)));
-        }
-        pack.file
-            .read_exact_at(&mut bytes, location.pack_offset)
-            .map_err(|source| EngineError::io(&pack.path, source))?;
+        pack.read_exact_at(&mut bytes, location.pack_offset)?;
         let mut header_bytes = [0u8; PACK_HEADER_BYTES];
         header_bytes.copy_from_slice(&bytes[..PACK_HEADER_BYTES]);
         let header = PackHeader::decode(&header_bytes)

@@ -1,51 +1,30 @@
 //! The sequencer actor: sole owner of `turns.log` and of the heads. It allocates TurnIDs
 //! (linearizable: one writer, one counter), checks and applies head moves (per-context
-//! compare-and-set), and group-commits: drain the queue, decide every request against the
-//! heads as the batch leaves them, one write, ONE fdatasync, publish, then answer all.
+//! compare-and-set, the DAG rule of `heads.rs`), and group-commits (`group_commit.rs`): decide
+//! every request against the heads as the batch leaves them, one write, ONE fdatasync,
+//! publish, then answer all.
 //!
 //! Every answer of a batch, errors included, waits for the batch: a `Conflict` may name a
 //! head that this very batch wrote, and no one may learn a TurnID before it is durable.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::config::Limits;
 use crate::error::EngineError;
 use crate::file::{ActorFile, ActorIo, open_actor_file};
-use crate::format::turn_log::{ContextRecord, LOG_RECORD_BYTES, LogRecord, record_offset};
-use crate::ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
-use crate::model::{Appended, ContextHead, Turn};
-use crate::published::{CONTEXTS_MAX, Published};
-use crate::sequencer::recover::{HeadState, RecoveredLog};
+use crate::format::turn_log::{
+    ContextRecord, LOG_RECORD_BYTES, LogRecord, TurnRecord, record_offset,
+};
+use crate::group_commit::{Admitted, GroupCommit};
+use crate::ids::{ContextId, TurnId};
+use crate::model::{Appended, ContextHead};
+use crate::pipeline::{ContextReply, SequencerRequest, TurnAppend, TurnReply};
+use crate::published::Published;
+use crate::sequencer::heads::{HeadState, Heads};
+use crate::sequencer::recover::RecoveredLog;
 use crate::store_dir::now_unix_ms;
-
-pub(crate) type ContextReply = oneshot::Sender<Result<ContextHead, EngineError>>;
-pub(crate) type TurnReply = oneshot::Sender<Result<Appended, EngineError>>;
-
-#[derive(Debug)]
-pub(crate) struct AppendTurn {
-    pub context_id: ContextId,
-    pub expected_head: Option<TurnId>,
-    pub type_tag: TypeTag,
-    pub codec: CodecTag,
-    /// Durable in its shard before this request was sent.
-    pub payload_hash: BlobHash,
-    pub payload_len: u32,
-    /// The payload was already stored (for the dedup counter).
-    pub deduped: bool,
-}
-
-#[derive(Debug)]
-pub(crate) enum SequencerRequest {
-    /// A new context, empty (`base == TurnId::NONE`) or with its head at a durable turn.
-    CreateContext { base: TurnId, reply: ContextReply },
-    Append {
-        append: AppendTurn,
-        reply: TurnReply,
-    },
-    /// Finish the queue and stop.
-    Shutdown { done: oneshot::Sender<()> },
-}
 
 enum Answer {
     Context(ContextReply, Result<ContextHead, EngineError>),
@@ -54,7 +33,7 @@ enum Answer {
 
 /// Undo entry for a batch that fails to reach the disk.
 struct HeadMove {
-    context_index: usize,
+    context_id: ContextId,
     previous: HeadState,
 }
 
@@ -63,6 +42,8 @@ struct Batch {
     bytes: Vec<u8>,
     answers: Vec<Answer>,
     moves: Vec<HeadMove>,
+    /// Contexts that existed before the batch.
+    contexts_before: u64,
     records: u32,
     turns: u64,
     logical_bytes: u64,
@@ -73,12 +54,12 @@ pub(crate) struct SequencerActor {
     published: Arc<Published>,
     limits: Limits,
     preallocate: bool,
-    path: std::path::PathBuf,
+    path: PathBuf,
     file: ActorFile,
     /// File length: records end at `record_offset(next_record_id)`, zeros follow up to here.
     prepared_end: u64,
     next_record_id: u64,
-    heads: Vec<HeadState>,
+    heads: Heads,
     batch: Batch,
 }
 
@@ -89,13 +70,17 @@ impl SequencerActor {
         limits: Limits,
         io: ActorIo,
     ) -> Result<SequencerActor, EngineError> {
-        let path = published.turns.path.clone();
+        let path = published.turns.path().clone();
         let file = open_actor_file(&path, io.sync_mode).await?;
         assert_eq!(
             recovered.next_record_id,
             published.turns.durable_record_id() + 1
         );
-        let mut actor = SequencerActor {
+        let batch = Batch {
+            contexts_before: recovered.heads.count(),
+            ..Batch::default()
+        };
+        Ok(SequencerActor {
             published,
             limits,
             preallocate: io.preallocate,
@@ -104,76 +89,8 @@ impl SequencerActor {
             prepared_end: recovered.file_len,
             next_record_id: recovered.next_record_id,
             heads: recovered.heads,
-            batch: Batch::default(),
-        };
-        actor.prepare_space().await;
-        Ok(actor)
-    }
-
-    pub async fn run(mut self, inbox: flume::Receiver<SequencerRequest>) {
-        let mut shutdown: Option<oneshot::Sender<()>> = None;
-        while shutdown.is_none() {
-            let Ok(first) = inbox.recv_async().await else {
-                break;
-            };
-            self.admit(first, &mut shutdown);
-            self.fill_batch(&inbox, &mut shutdown).await;
-            self.commit().await;
-            self.prepare_space().await;
-        }
-        while let Ok(request) = inbox.try_recv() {
-            self.admit(request, &mut shutdown);
-            if self.is_full() {
-                self.commit().await;
-            }
-        }
-        self.commit().await;
-        tracing::debug!("sequencer stopped");
-        if let Some(done) = shutdown {
-            let _ = done.send(());
-        }
-    }
-
-    fn is_full(&self) -> bool {
-        self.batch.records >= self.limits.sequencer_batch_records_max
-    }
-
-    async fn fill_batch(
-        &mut self,
-        inbox: &flume::Receiver<SequencerRequest>,
-        shutdown: &mut Option<oneshot::Sender<()>>,
-    ) {
-        while shutdown.is_none() && !self.is_full() {
-            match inbox.try_recv() {
-                Ok(request) => self.admit(request, shutdown),
-                Err(_) => break,
-            }
-        }
-        if self.limits.batch_wait_us_max == 0 || self.batch.records == 0 {
-            return;
-        }
-        let deadline = std::time::Instant::now()
-            + std::time::Duration::from_micros(u64::from(self.limits.batch_wait_us_max));
-        while shutdown.is_none() && !self.is_full() {
-            match compio::time::timeout_at(deadline, inbox.recv_async()).await {
-                Ok(Ok(request)) => self.admit(request, shutdown),
-                _ => break,
-            }
-        }
-    }
-
-    fn admit(&mut self, request: SequencerRequest, shutdown: &mut Option<oneshot::Sender<()>>) {
-        match request {
-            SequencerRequest::CreateContext { base, reply } => {
-                let result = self.create_context(base);
-                self.batch.answers.push(Answer::Context(reply, result));
-            }
-            SequencerRequest::Append { append, reply } => {
-                let result = self.append(&append);
-                self.batch.answers.push(Answer::Turn(reply, result));
-            }
-            SequencerRequest::Shutdown { done } => *shutdown = Some(done),
-        }
+            batch,
+        })
     }
 
     fn create_context(&mut self, base: TurnId) -> Result<ContextHead, EngineError> {
@@ -184,24 +101,24 @@ impl SequencerActor {
             // Only a durable turn can be a base: no one can know of any other.
             self.published.turns.turn(base)?.depth
         };
-        if self.heads.len() as u64 >= CONTEXTS_MAX {
+        let Some(context_id) = self.heads.next_context_id() else {
             return Err(EngineError::InvalidArgument(format!(
-                "the store holds the maximum of {CONTEXTS_MAX} contexts"
+                "the store holds the maximum of {} contexts",
+                crate::sequencer::view::CONTEXTS_MAX
             )));
-        }
-        let context_id = ContextId(self.heads.len() as u64 + 1);
-        let record = LogRecord::Context(ContextRecord {
+        };
+        self.push_record(&LogRecord::Context(ContextRecord {
             record_id: self.next_record_id,
             context_id,
             head_turn_id: base,
             head_depth,
             created_at_unix_ms: now_unix_ms(),
-        });
-        self.push_record(&record);
-        self.heads.push(HeadState {
+        }));
+        let created = self.heads.create(HeadState {
             head_turn_id: base,
             head_depth,
         });
+        assert_eq!(created, context_id);
         Ok(ContextHead {
             context_id,
             head_turn_id: base,
@@ -209,68 +126,64 @@ impl SequencerActor {
         })
     }
 
-    fn append(&mut self, append: &AppendTurn) -> Result<Appended, EngineError> {
+    fn append(&mut self, append: &TurnAppend) -> Result<Appended, EngineError> {
         self.published.status.check_writable()?;
-        let context_index = (append.context_id.0 as usize).wrapping_sub(1);
-        let Some(&head) = self.heads.get(context_index) else {
-            return Err(EngineError::ContextNotFound(append.context_id));
-        };
+        let context_id = append.context_id;
+        let head = self
+            .heads
+            .get(context_id)
+            .ok_or(EngineError::ContextNotFound(context_id))?;
         if let Some(expected) = append.expected_head
             && expected != head.head_turn_id
         {
             return Err(EngineError::Conflict {
-                context_id: append.context_id,
+                context_id,
                 expected,
                 actual: head.head_turn_id,
             });
         }
-        let depth = if head.head_turn_id.is_none() {
-            0
-        } else {
-            head.head_depth.checked_add(1).ok_or_else(|| {
-                EngineError::InvalidArgument(format!(
-                    "context {} is at the maximum depth {}",
-                    append.context_id,
-                    u32::MAX
-                ))
-            })?
-        };
-        // The caller made the blob durable before sending: a turn never points at a blob
-        // that a crash could lose.
+        let child = head.child().ok_or_else(|| {
+            EngineError::InvalidArgument(format!(
+                "context {context_id} is at the maximum depth {}",
+                u32::MAX
+            ))
+        })?;
+        let blob = append.payload;
+        // The pipeline made the blob durable before the append got here: a turn never points
+        // at a blob that a crash could lose.
         assert!(
-            self.published
-                .shard_of(&append.payload_hash)
-                .contains(&append.payload_hash),
+            self.published.shard_of(&blob.hash).contains(&blob.hash),
             "blob {} of an append is not durable",
-            append.payload_hash
+            blob.hash
         );
-        let turn = Turn {
+        let turn = TurnRecord {
             turn_id: TurnId(self.next_record_id),
-            parent_turn_id: head.head_turn_id,
-            context_id: append.context_id,
-            depth,
+            parent_turn_id: child.parent_turn_id,
+            context_id,
+            depth: child.depth,
             type_tag: append.type_tag,
             codec: append.codec,
-            payload_hash: append.payload_hash,
-            payload_len: append.payload_len,
+            payload_hash: blob.hash,
+            payload_len: blob.raw_len,
             flags: 0,
             created_at_unix_ms: now_unix_ms(),
         };
         self.push_record(&LogRecord::Turn(turn));
-        self.batch.moves.push(HeadMove {
-            context_index,
-            previous: head,
-        });
-        self.heads[context_index] = HeadState {
+        let new_head = HeadState {
             head_turn_id: turn.turn_id,
-            head_depth: depth,
+            head_depth: turn.depth,
         };
+        let previous = self.heads.set(context_id, new_head);
+        self.batch.moves.push(HeadMove {
+            context_id,
+            previous,
+        });
         self.batch.turns += 1;
-        self.batch.logical_bytes += u64::from(append.payload_len);
-        self.batch.dedup_hits += u64::from(append.deduped);
+        self.batch.logical_bytes += u64::from(blob.raw_len);
+        self.batch.dedup_hits += u64::from(blob.deduped);
         Ok(Appended {
-            turn,
-            deduped: append.deduped,
+            turn: turn.into(),
+            deduped: blob.deduped,
         })
     }
 
@@ -288,18 +201,96 @@ impl SequencerActor {
         self.next_record_id += 1;
     }
 
+    /// Puts the heads and the record counter back as they were before a batch that did not
+    /// reach the disk.
+    fn roll_back(&mut self, batch: &Batch, first_record_id: u64) {
+        for head_move in batch.moves.iter().rev() {
+            self.heads.set(head_move.context_id, head_move.previous);
+        }
+        self.heads.truncate(batch.contexts_before);
+        self.next_record_id = first_record_id;
+    }
+
+    /// Makes the batch visible: turns first, then heads, then new contexts, so a reader that
+    /// sees a head can always read its turn.
+    fn publish(&self, batch: &Batch) {
+        let published = &self.published;
+        published.turns.publish(self.next_record_id - 1);
+        for head_move in &batch.moves {
+            let head = self.heads.get(head_move.context_id);
+            assert!(head.is_some(), "a moved head exists");
+            if let Some(head) = head {
+                published
+                    .heads
+                    .set_head(head_move.context_id, head.head_turn_id);
+            }
+        }
+        for (context_id, head) in self.heads.iter().skip(batch.contexts_before as usize) {
+            published.heads.set_head(context_id, head.head_turn_id);
+        }
+        published.heads.publish_contexts(self.heads.count());
+        let counters = &published.counters;
+        counters.turns.fetch_add(batch.turns, Ordering::Relaxed);
+        counters
+            .contexts
+            .store(self.heads.count(), Ordering::Relaxed);
+        counters
+            .logical_bytes
+            .fetch_add(batch.logical_bytes, Ordering::Relaxed);
+        counters
+            .dedup_hits
+            .fetch_add(batch.dedup_hits, Ordering::Relaxed);
+    }
+}
+
+impl GroupCommit for SequencerActor {
+    type Request = SequencerRequest;
+
+    async fn admit(&mut self, request: SequencerRequest) -> Admitted {
+        match request {
+            SequencerRequest::CreateContext { base, reply } => {
+                let result = self.create_context(base);
+                self.batch.answers.push(Answer::Context(reply, result));
+            }
+            SequencerRequest::Append { append, reply } => {
+                let result = self.append(&append);
+                self.batch.answers.push(Answer::Turn(reply, result));
+            }
+            SequencerRequest::Stop { done } => return Admitted::Stop(done),
+        }
+        Admitted::Continue
+    }
+
+    fn has_records(&self) -> bool {
+        self.batch.records > 0
+    }
+
+    fn is_full(&self) -> bool {
+        self.batch.records >= self.limits.sequencer_batch_records_max
+    }
+
     async fn commit(&mut self) {
-        let mut batch = std::mem::take(&mut self.batch);
+        let next = Batch {
+            contexts_before: self.heads.count(),
+            ..Batch::default()
+        };
+        let mut batch = std::mem::replace(&mut self.batch, next);
         if batch.records > 0 {
             let first_record_id = self.next_record_id - u64::from(batch.records);
-            let contexts_before =
-                self.heads.len() - batch.answers.iter().filter(|a| is_new_context(a)).count();
+            let offset = record_offset(first_record_id);
             let bytes = std::mem::take(&mut batch.bytes);
-            if let Err(error) = self.write_and_sync(bytes, first_record_id).await {
-                self.roll_back(&batch, first_record_id, contexts_before);
-                fail_all(&mut batch.answers, &error);
-            } else {
-                self.publish(&batch, contexts_before);
+            let written = self
+                .file
+                .append_durably(&bytes, offset, &self.published.status)
+                .await;
+            match written {
+                Ok(()) => self.publish(&batch),
+                Err(error) => {
+                    self.prepared_end = offset;
+                    self.roll_back(&batch, first_record_id);
+                    self.batch.contexts_before = self.heads.count();
+                    fail_all(&mut batch.answers, &error);
+                }
             }
         }
         for answer in batch.answers {
@@ -310,102 +301,33 @@ impl SequencerActor {
         }
     }
 
-    async fn write_and_sync(
-        &mut self,
-        bytes: Vec<u8>,
-        first_record_id: u64,
-    ) -> Result<(), EngineError> {
-        let offset = record_offset(first_record_id);
-        if let Err(source) = self.file.write_all_at(&bytes, offset) {
-            // Cut off whatever part of the batch reached the file: recovery must not find
-            // turns whose appends were answered with an error.
-            if let Err(cut) = self.file.set_len(offset) {
-                self.published.status.set_read_only(format!(
-                    "cutting {} after a failed write: {cut}",
-                    self.path.display()
-                ));
-            }
-            self.prepared_end = offset;
-            return Err(EngineError::from_write(&self.path, source));
-        }
-        if let Err(source) = self.file.sync_data().await {
-            let reason = format!("fdatasync of {} failed: {source}", self.path.display());
-            self.published.status.set_read_only(reason.clone());
-            return Err(EngineError::ReadOnly(reason));
-        }
-        Ok(())
-    }
-
-    /// Keeps zero-filled space ahead of the records, so that a batch's fdatasync overwrites
-    /// allocated blocks instead of growing the file. Runs between batches, after the answers
-    /// went out; a failure only costs speed (the next batches grow the file themselves).
-    async fn prepare_space(&mut self) {
+    /// Keeps zero-filled space ahead of the records (`ActorFile::fill_zeros`), after every
+    /// batch: under sustained load too, because `turns.log` records are small and a log that
+    /// grows at each batch pays a metadata sync every time. A failure only costs speed.
+    async fn between_batches(&mut self, _queue_empty: bool) -> bool {
         let data_end = record_offset(self.next_record_id);
         let step = u64::from(self.limits.log_preallocate_bytes);
-        if !self.preallocate || self.prepared_end >= data_end + step / 2 {
-            return;
+        let enough = self.prepared_end >= data_end + step / 2;
+        if !self.preallocate || enough || self.published.status.is_read_only() {
+            return false;
         }
-        if self.published.status.is_read_only() {
-            return;
-        }
-        let target = data_end + step;
         let start = self.prepared_end.max(data_end);
-        let zeros = vec![0u8; (target - start) as usize];
-        if let Err(error) = self.file.write_all_at(&zeros, start) {
-            tracing::warn!(log = %self.path.display(), %error, "could not prepare space in turns.log");
-            self.prepared_end = data_end;
-            return;
+        let target = data_end + step;
+        match self
+            .file
+            .fill_zeros(start, target - start, &self.published.status)
+            .await
+        {
+            Ok(true) => self.prepared_end = target,
+            Ok(false) => self.prepared_end = data_end,
+            Err(_) => {} // read-only now; nothing more is written
         }
-        if let Err(source) = self.file.sync_data().await {
-            let reason = format!("fdatasync of {} failed: {source}", self.path.display());
-            self.published.status.set_read_only(reason);
-            return;
-        }
-        self.prepared_end = target;
+        false
     }
 
-    fn roll_back(&mut self, batch: &Batch, first_record_id: u64, contexts_before: usize) {
-        for head_move in batch.moves.iter().rev() {
-            self.heads[head_move.context_index] = head_move.previous;
-        }
-        self.heads.truncate(contexts_before);
-        self.next_record_id = first_record_id;
+    async fn stopped(&mut self) {
+        tracing::debug!(log = %self.path.display(), "sequencer stopped");
     }
-
-    /// Makes the batch visible: turns first, then heads, then new contexts, so a reader that
-    /// sees a head can always read its turn.
-    fn publish(&self, batch: &Batch, contexts_before: usize) {
-        let published = &self.published;
-        published.turns.publish(self.next_record_id - 1);
-        for head_move in &batch.moves {
-            let context_id = ContextId(head_move.context_index as u64 + 1);
-            published
-                .heads
-                .set_head(context_id, self.heads[head_move.context_index].head_turn_id);
-        }
-        for context_index in contexts_before..self.heads.len() {
-            let context_id = ContextId(context_index as u64 + 1);
-            published
-                .heads
-                .set_head(context_id, self.heads[context_index].head_turn_id);
-        }
-        published.heads.publish_contexts(self.heads.len() as u64);
-        let counters = &published.counters;
-        counters.turns.fetch_add(batch.turns, Ordering::Relaxed);
-        counters
-            .contexts
-            .store(self.heads.len() as u64, Ordering::Relaxed);
-        counters
-            .logical_bytes
-            .fetch_add(batch.logical_bytes, Ordering::Relaxed);
-        counters
-            .dedup_hits
-            .fetch_add(batch.dedup_hits, Ordering::Relaxed);
-    }
-}
-
-fn is_new_context(answer: &Answer) -> bool {
-    matches!(answer, Answer::Context(_, Ok(_)))
 }
 
 /// A batch that did not reach the disk: every answer becomes the error, conflicts included

@@ -1,8 +1,12 @@
 //! The sequencer: the one actor that owns turns and heads.
 //!
+//! - `view`: what readers see (turns.log up to the durable watermark, the head table, counters).
+//! - `heads`: the heads as the sequencer tracks them, and the DAG rule.
 //! - `actor`: TurnID allocation, head compare-and-set, group commit of `turns.log`.
 //! - `scan` / `recover`: reading `turns.log` at open (replay, DAG checks) and for `verify`.
 
 pub(crate) mod actor;
+pub(crate) mod heads;
 pub(crate) mod recover;
 pub(crate) mod scan;
+pub(crate) mod view;

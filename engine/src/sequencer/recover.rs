@@ -14,26 +14,19 @@ use std::path::Path;
 
 use crate::blob::view::ShardView;
 use crate::error::OpenError;
+use crate::format::turn_log::TurnRecord;
 use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord, record_offset};
 use crate::ids::{BlobHash, BlobHashBuildHasher, TurnId};
-use crate::published::CONTEXTS_MAX;
+use crate::sequencer::heads::{HeadState, Heads};
 use crate::sequencer::scan::scan_log;
 use crate::tail::Tail;
-
-/// A context's head as the sequencer tracks it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub(crate) struct HeadState {
-    pub head_turn_id: TurnId,
-    pub head_depth: u32,
-}
 
 #[derive(Debug, Default)]
 pub(crate) struct RecoveredLog {
     pub next_record_id: u64,
     /// Length of `turns.log` after recovery: records, then possibly prepared zeros.
     pub file_len: u64,
-    /// Index `c - 1` holds the head of context `c`.
-    pub heads: Vec<HeadState>,
+    pub heads: Heads,
     pub turns: u64,
     pub logical_bytes: u64,
     pub dedup_hits: u64,
@@ -114,15 +107,13 @@ fn replay(
 ) -> Result<(), String> {
     match record {
         LogRecord::Context(context) => {
-            let expected_id = state.heads.len() as u64 + 1;
-            if context.context_id.0 != expected_id {
+            let expected_id = state.heads.next_context_id();
+            if expected_id != Some(context.context_id) {
                 return Err(format!(
-                    "context record creates context {}, expected {expected_id}",
-                    context.context_id
+                    "context record creates context {}, expected {}",
+                    context.context_id,
+                    expected_id.map_or("none (the head table is full)".into(), |id| id.to_string())
                 ));
-            }
-            if expected_id > CONTEXTS_MAX {
-                return Err("more contexts than the head table holds".into());
             }
             if !context.head_turn_id.is_none() {
                 let base = read_turn(reader, context.head_turn_id)?;
@@ -138,59 +129,27 @@ fn replay(
                     context.context_id, context.head_depth
                 ));
             }
-            state.heads.push(HeadState {
+            state.heads.create(HeadState {
                 head_turn_id: context.head_turn_id,
                 head_depth: context.head_depth,
             });
         }
         LogRecord::Turn(turn) => {
-            let Some(head) = state
-                .heads
-                .get_mut((turn.context_id.0 as usize).wrapping_sub(1))
-            else {
+            let Some(head) = state.heads.get(turn.context_id) else {
                 return Err(format!(
                     "turn {} names context {} which does not exist",
                     turn.turn_id, turn.context_id
                 ));
             };
-            if turn.parent_turn_id != head.head_turn_id {
-                return Err(format!(
-                    "turn {} has parent {} but context {} had head {}",
-                    turn.turn_id, turn.parent_turn_id, turn.context_id, head.head_turn_id
-                ));
-            }
-            let depth = if head.head_turn_id.is_none() {
-                0
-            } else {
-                head.head_depth + 1
-            };
-            if turn.depth != depth {
-                return Err(format!(
-                    "turn {} has depth {}, expected {depth}",
-                    turn.turn_id, turn.depth
-                ));
-            }
-            let shard = &shards[usize::from(turn.payload_hash.shard(shards.len() as u16))];
-            match shard.location(&turn.payload_hash) {
-                Some(location) if location.raw_len == turn.payload_len => {}
-                Some(location) => {
-                    return Err(format!(
-                        "turn {} says its payload has {} bytes, blob {} has {}",
-                        turn.turn_id, turn.payload_len, turn.payload_hash, location.raw_len
-                    ));
-                }
-                None => {
-                    return Err(format!(
-                        "turn {} references blob {} which is not in shard {}: a pack lost \
-                         acknowledged data",
-                        turn.turn_id, turn.payload_hash, shard.shard
-                    ));
-                }
-            }
-            *head = HeadState {
-                head_turn_id: turn.turn_id,
-                head_depth: turn.depth,
-            };
+            head.check_child(turn)?;
+            check_blob(shards, turn)?;
+            state.heads.set(
+                turn.context_id,
+                HeadState {
+                    head_turn_id: turn.turn_id,
+                    head_depth: turn.depth,
+                },
+            );
             state.turns += 1;
             state.logical_bytes += u64::from(turn.payload_len);
             if !seen_blobs.insert(turn.payload_hash) {
@@ -202,8 +161,25 @@ fn replay(
     Ok(())
 }
 
+/// The turn's blob is in its shard's index with the same length: the blob was durable before
+/// the turn was written, so a missing blob means a pack lost acknowledged data.
+fn check_blob(shards: &[ShardView], turn: &TurnRecord) -> Result<(), String> {
+    let shard = &shards[usize::from(turn.payload_hash.shard(shards.len() as u16))];
+    match shard.location(&turn.payload_hash) {
+        Some(location) if location.raw_len == turn.payload_len => Ok(()),
+        Some(location) => Err(format!(
+            "turn {} says its payload has {} bytes, blob {} has {}",
+            turn.turn_id, turn.payload_len, turn.payload_hash, location.raw_len
+        )),
+        None => Err(format!(
+            "turn {} references blob {} which is not in shard {}: a pack lost acknowledged data",
+            turn.turn_id, turn.payload_hash, shard.shard
+        )),
+    }
+}
+
 /// A turn that replay already passed (it is older than the record being replayed).
-fn read_turn(reader: &File, turn_id: TurnId) -> Result<crate::model::Turn, String> {
+fn read_turn(reader: &File, turn_id: TurnId) -> Result<TurnRecord, String> {
     let mut bytes = [0u8; LOG_RECORD_BYTES];
     reader
         .read_exact_at(&mut bytes, record_offset(turn_id.0))

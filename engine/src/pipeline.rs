@@ -1,0 +1,100 @@
+//! The append pipeline: the messages that carry a write from the caller (a network core, a
+//! test, a benchmark) through the actors, and the replies that come back. Read this module to
+//! see an append's journey; the actors only implement its steps.
+//!
+//! ```text
+//!  caller (Engine::append)            blob shard (blob/shard.rs)        sequencer (sequencer/actor.rs)
+//!  ───────────────────────            ──────────────────────────        ──────────────────────────────
+//!  validate, BLAKE3, index look-up
+//!   ├─ new blob: compress, encode ─► ShardRequest::PutThenAppend
+//!   │                                 dedup again, group commit,
+//!   │                                 fdatasync, publish index
+//!   │                                  └─ the blob is durable ───────► SequencerRequest::Append
+//!   └─ known blob ───────────────────────────────────────────────────► SequencerRequest::Append
+//!                                                                      head CAS, TurnID, group commit,
+//!  ◄──────────────────────────────────────────────────────── TurnReply  fdatasync, publish, answer
+//! ```
+//!
+//! The shard hands the append on itself, so an append with a new blob costs one hop less than
+//! a round trip through the caller. The sequencer only ever sees appends whose blob is durable
+//! (`DurableBlob`), which is what makes "a turn never points at a lost blob" hold.
+//!
+//! Every reply is sent after the group commit that made its request durable (or failed it).
+
+use crate::error::EngineError;
+use crate::format::pack::EncodedBlob;
+use crate::ids::{BlobHash, TurnId};
+use crate::model::{AppendRequest, Appended, ContextHead};
+
+/// A blob that is durable in its shard: what the sequencer needs to write a turn record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DurableBlob {
+    pub hash: BlobHash,
+    pub raw_len: u32,
+    /// It was stored before this append (for the dedup counter and the reply).
+    pub deduped: bool,
+}
+
+/// An append whose blob is durable: the sequencer's input.
+pub(crate) type TurnAppend = AppendRequest<DurableBlob>;
+
+/// An append waiting in a shard for its blob to become durable.
+pub(crate) type PendingAppend = AppendRequest<()>;
+
+pub(crate) type TurnReply = oneshot::Sender<Result<Appended, EngineError>>;
+pub(crate) type ContextReply = oneshot::Sender<Result<ContextHead, EngineError>>;
+pub(crate) type PutReply = oneshot::Sender<Result<PutOutcome, EngineError>>;
+pub(crate) type StopReply = oneshot::Sender<()>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PutOutcome {
+    /// This put wrote the record.
+    Stored,
+    /// The blob was already durable, or another put in the same batch wrote it.
+    AlreadyStored,
+}
+
+/// To a blob shard: the sole writer of its packs and index.
+#[derive(Debug)]
+pub(crate) enum ShardRequest {
+    /// Store a blob; answer when it is durable.
+    Put { blob: EncodedBlob, reply: PutReply },
+    /// Store a blob, then hand the append on to the sequencer, which answers the caller.
+    PutThenAppend {
+        blob: EncodedBlob,
+        append: PendingAppend,
+        reply: TurnReply,
+    },
+    /// Finish the queue, sync, and stop.
+    Stop { done: StopReply },
+}
+
+/// To the sequencer: the sole writer of `turns.log`, TurnIDs and heads.
+#[derive(Debug)]
+pub(crate) enum SequencerRequest {
+    /// A new context, empty (`base == TurnId::NONE`) or with its head at a durable turn.
+    CreateContext { base: TurnId, reply: ContextReply },
+    /// Append a turn whose blob is durable.
+    Append {
+        append: TurnAppend,
+        reply: TurnReply,
+    },
+    /// Finish the queue and stop.
+    Stop { done: StopReply },
+}
+
+/// The sequencer's inbox, as the other pipeline stages hold it.
+#[derive(Clone, Debug)]
+pub(crate) struct SequencerInbox(pub flume::Sender<SequencerRequest>);
+
+impl SequencerInbox {
+    /// Passes an append on to the sequencer; if it is gone, the caller learns it at once.
+    pub async fn append(&self, append: TurnAppend, reply: TurnReply) {
+        let request = SequencerRequest::Append { append, reply };
+        if let Err(flume::SendError(request)) = self.0.send_async(request).await
+            && let SequencerRequest::Append { reply, .. } = request
+        {
+            let _ = reply.send(Err(EngineError::ShutDown));
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! The heads of every context, as the sequencer tracks them, and the DAG rule that both the
+//! live append path (`actor.rs`) and replay at open (`recover.rs`) apply: a turn appended to a
+//! context has the context's head as its parent and depth = parent depth + 1 (a root, on an
+//! empty context, has depth 0).
+
+use crate::format::turn_log::TurnRecord;
+use crate::ids::{ContextId, TurnId};
+use crate::sequencer::view::CONTEXTS_MAX;
+
+/// A context's head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct HeadState {
+    pub head_turn_id: TurnId,
+    pub head_depth: u32,
+}
+
+/// Where the next turn appended after a head goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChildPosition {
+    pub parent_turn_id: TurnId,
+    pub depth: u32,
+}
+
+impl HeadState {
+    /// The DAG rule. `None` when the chain is at the maximum depth.
+    pub fn child(self) -> Option<ChildPosition> {
+        let depth = if self.head_turn_id.is_none() {
+            0
+        } else {
+            self.head_depth.checked_add(1)?
+        };
+        Some(ChildPosition {
+            parent_turn_id: self.head_turn_id,
+            depth,
+        })
+    }
+
+    /// Replay's side of the rule: `turn` is what `child` would have made of this head.
+    pub fn check_child(self, turn: &TurnRecord) -> Result<(), String> {
+        if turn.parent_turn_id != self.head_turn_id {
+            return Err(format!(
+                "turn {} has parent {} but context {} had head {}",
+                turn.turn_id, turn.parent_turn_id, turn.context_id, self.head_turn_id
+            ));
+        }
+        match self.child() {
+            Some(child) if child.depth == turn.depth => Ok(()),
+            Some(child) => Err(format!(
+                "turn {} has depth {}, expected {}",
+                turn.turn_id, turn.depth, child.depth
+            )),
+            None => Err(format!(
+                "turn {} extends a chain at the maximum depth",
+                turn.turn_id
+            )),
+        }
+    }
+}
+
+/// Every context's head; ContextIDs are dense from 1 (index `c - 1` holds context `c`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Heads {
+    heads: Vec<HeadState>,
+}
+
+impl Heads {
+    pub fn get(&self, context_id: ContextId) -> Option<HeadState> {
+        let index = (context_id.0 as usize).wrapping_sub(1);
+        self.heads.get(index).copied()
+    }
+
+    pub fn count(&self) -> u64 {
+        self.heads.len() as u64
+    }
+
+    /// The ContextID the next `create` allocates, or `None` when the store is full.
+    pub fn next_context_id(&self) -> Option<ContextId> {
+        let next = self.count() + 1;
+        (next <= CONTEXTS_MAX).then_some(ContextId(next))
+    }
+
+    /// Adds a context. The caller checked `next_context_id`.
+    pub fn create(&mut self, head: HeadState) -> ContextId {
+        let context_id = self.next_context_id();
+        assert!(
+            context_id.is_some(),
+            "more contexts than the head table holds"
+        );
+        self.heads.push(head);
+        ContextId(self.count())
+    }
+
+    /// Moves an existing context's head; returns the previous one.
+    pub fn set(&mut self, context_id: ContextId, head: HeadState) -> HeadState {
+        assert!(
+            context_id.0 > 0 && context_id.0 <= self.count(),
+            "head of unknown context {context_id}"
+        );
+        std::mem::replace(&mut self.heads[context_id.0 as usize - 1], head)
+    }
+
+    /// Forgets the contexts created after the first `count` (a batch rolled back).
+    pub fn truncate(&mut self, count: u64) {
+        self.heads.truncate(count as usize);
+    }
+
+    /// Every context with its head, by ContextID.
+    pub fn iter(&self) -> impl Iterator<Item = (ContextId, HeadState)> + '_ {
+        (1..).map(ContextId).zip(self.heads.iter().copied())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rule_for_roots_and_children() {
+        let empty = HeadState::default();
+        assert_eq!(
+            empty.child(),
+            Some(ChildPosition {
+                parent_turn_id: TurnId::NONE,
+                depth: 0
+            })
+        );
+        let head = HeadState {
+            head_turn_id: TurnId(7),
+            head_depth: 3,
+        };
+        assert_eq!(head.child().map(|child| child.depth), Some(4));
+        let deepest = HeadState {
+            head_turn_id: TurnId(7),
+            head_depth: u32::MAX,
+        };
+        assert_eq!(deepest.child(), None);
+    }
+}
