@@ -15,23 +15,18 @@ impl BlobHash {
         BlobHash(*blake3::hash(payload).as_bytes())
     }
 
+    /// 64 lowercase hex digits.
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|byte| format!("{byte:02x}")).collect()
+        blake3::Hash::from_bytes(self.0).to_hex().to_string()
     }
 
-    /// Parses 64 hex digits.
+    /// Parses 64 hex digits (either case).
     pub fn from_hex(text: &str) -> Result<BlobHash, ClientError> {
-        let invalid =
-            || ClientError::InvalidArgument(format!("{text:?} is not a hash of 64 hex digits"));
-        if text.len() != 64 || !text.is_ascii() {
-            return Err(invalid());
-        }
-        let mut hash = [0u8; 32];
-        for (index, byte) in hash.iter_mut().enumerate() {
-            *byte =
-                u8::from_str_radix(&text[index * 2..index * 2 + 2], 16).map_err(|_| invalid())?;
-        }
-        Ok(BlobHash(hash))
+        blake3::Hash::from_hex(text)
+            .map(|hash| BlobHash(*hash.as_bytes()))
+            .map_err(|_| {
+                ClientError::InvalidArgument(format!("{text:?} is not a hash of 64 hex digits"))
+            })
     }
 }
 

@@ -109,11 +109,14 @@ impl Shared {
         if let Some(log) = &self.ack_log
             && let Ok(mut log) = log.lock()
         {
-            let _ = writeln!(
-                log,
-                "{{\"context_id\":{context},\"turn_id\":{},\"parent_turn_id\":{},\"depth\":{},\"payload_hash\":\"{}\"}}",
-                ack.turn_id, ack.parent_turn_id, ack.depth, ack.payload_hash
-            );
+            let line = serde_json::json!({
+                "context_id": context,
+                "turn_id": ack.turn_id,
+                "parent_turn_id": ack.parent_turn_id,
+                "depth": ack.depth,
+                "payload_hash": ack.payload_hash,
+            });
+            let _ = writeln!(log, "{line}");
         }
     }
 
@@ -382,7 +385,7 @@ async fn closed_loop(
         let seed = config.seed ^ (worker as u64).wrapping_mul(0x9E37_79B9);
         tasks.push(tokio::spawn(async move {
             let mut recorder = Recorder::default();
-            let mut rng = Rng(seed | 1);
+            let mut rng = Rng::new(seed);
             let mut payloads = PayloadSource::new(payload_config, seed);
             while Instant::now() < end {
                 let op = mix.pick(&mut rng);
@@ -460,7 +463,7 @@ async fn open_loop(
     let (schedule_recorder, schedule_permits) = (recorder.clone(), permits.clone());
     let scheduler = std::thread::spawn(move || {
         let (recorder, permits, shared) = (schedule_recorder, schedule_permits, shared_state);
-        let mut rng = Rng(config.seed | 1);
+        let mut rng = Rng::new(config.seed);
         let mut payloads = PayloadSource::new(config.payloads, config.seed);
         let start = Instant::now();
         for sequence in 0u64.. {

@@ -33,8 +33,8 @@ struct Args {
     #[arg(long, default_value = "127.0.0.1:7411")]
     addr: String,
     /// The store to load: ctxstore, or a peer for comparison: postgres, redis, sqlite.
-    #[arg(long, default_value = "ctxstore")]
-    backend: String,
+    #[arg(long, value_enum, default_value_t = Backend::Ctxstore)]
+    backend: Backend,
     /// Where the peer is: postgres://user@host:port/db, redis://host:port, or a SQLite file.
     #[arg(long)]
     peer: Option<String>,
@@ -57,10 +57,10 @@ struct Args {
     #[arg(long, default_value_t = 1)]
     pipeline: usize,
     /// How long to measure, e.g. 10s, 2m.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     duration: Duration,
     /// How long to run before measuring.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     warmup: Duration,
     /// Operations and their weights: append, get_last, page, range, fork, get_blob.
     #[arg(long, default_value = "append=100")]
@@ -113,23 +113,13 @@ struct Args {
     quiet: bool,
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 10s, 2m, 500ms"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "" | "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(format!("{text:?}: unknown unit (ms, s, m, h)")),
-    };
-    Ok(Duration::from_secs_f64(seconds))
+/// The stores `--backend` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Backend {
+    Ctxstore,
+    Postgres,
+    Redis,
+    Sqlite,
 }
 
 fn main() -> ExitCode {
@@ -159,7 +149,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         "--rate must be positive"
     );
     anyhow::ensure!(
-        !args.spawn_server || args.backend == "ctxstore",
+        !args.spawn_server || args.backend == Backend::Ctxstore,
         "--spawn-server starts ctxstore only"
     );
     let spawned = if args.spawn_server {
@@ -177,19 +167,18 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     let peer = || {
         args.peer
             .clone()
-            .with_context(|| format!("--backend {} needs --peer", args.backend))
+            .with_context(|| format!("--backend {:?} needs --peer", args.backend))
     };
-    let backend = match args.backend.as_str() {
-        "ctxstore" => BackendKind::Ctxstore {
+    let backend = match args.backend {
+        Backend::Ctxstore => BackendKind::Ctxstore {
             addr,
             token: args.token.clone(),
         },
-        "postgres" => BackendKind::Postgres { url: peer()? },
-        "redis" => BackendKind::Redis { url: peer()? },
-        "sqlite" => BackendKind::Sqlite {
+        Backend::Postgres => BackendKind::Postgres { url: peer()? },
+        Backend::Redis => BackendKind::Redis { url: peer()? },
+        Backend::Sqlite => BackendKind::Sqlite {
             path: PathBuf::from(peer()?),
         },
-        other => anyhow::bail!("unknown backend {other:?}: ctxstore, postgres, redis or sqlite"),
     };
     let config = LoadConfig {
         backend,

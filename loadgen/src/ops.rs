@@ -163,7 +163,7 @@ mod tests {
     #[test]
     fn picks_in_proportion() {
         let mix: Mix = "append=70,get_last=25,fork=5".parse().unwrap();
-        let mut rng = Rng(42);
+        let mut rng = Rng::new(42);
         let mut counts = [0u32; 6];
         let draws = 100_000;
         for _ in 0..draws {

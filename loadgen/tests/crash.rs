@@ -26,17 +26,6 @@ struct Acked {
     hash: String,
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % bound
-    }
-}
-
 // The child is returned to the caller, which kills and waits for it.
 #[allow(clippy::zombie_processes)]
 fn start_server(data: &Path, ready: &Path) -> (Child, String) {
@@ -158,7 +147,7 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0x5eed);
-    let mut rng = Rng(seed | 1);
+    let mut rng = fastrand::Rng::with_seed(seed);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let ready = dir.path().join("ready");
@@ -172,7 +161,7 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
     for cycle in 0..cycles {
         let (mut server, addr) = start_server(&data, &ready);
         let log = dir.path().join(format!("acks-{cycle}.jsonl"));
-        let run_ms = 600 + rng.below(1400);
+        let run_ms = rng.u64(600..2000);
         let mut loadgen = Command::new(LOADGEN)
             .args([
                 "--addr",
@@ -212,7 +201,7 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
             .spawn()
             .unwrap();
         // Kill the server at a random instant while the appends are flowing.
-        std::thread::sleep(Duration::from_millis(150 + rng.below(run_ms - 100)));
+        std::thread::sleep(Duration::from_millis(rng.u64(150..run_ms + 50)));
         kill_9(&mut server);
         let _ = loadgen.wait();
         let fresh = read_acks(&log);

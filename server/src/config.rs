@@ -158,31 +158,11 @@ impl ServerConfig {
     }
 }
 
-/// Parses a duration written like `10s`, `2m`, `500ms`, `1h`, or a plain number of seconds.
+/// Parses a duration written like `10s`, `2m`, `500ms`, `1h 30m` (humantime's syntax, the
+/// same as the load generator's).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(split) => text.split_at(split),
-        None => (text, "s"),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 10s, 2m, 500ms"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => {
-            return Err(format!(
-                "{text:?}: unknown unit {unit:?} (use ms, s, m or h)"
-            ));
-        }
-    };
-    if !seconds.is_finite() || seconds < 0.0 {
-        return Err(format!("{text:?} is not a positive duration"));
-    }
-    Ok(Duration::from_secs_f64(seconds))
+    humantime::parse_duration(text.trim())
+        .map_err(|error| format!("{text:?} is not a duration like 10s, 2m, 500ms: {error}"))
 }
 
 #[cfg(test)]
@@ -194,9 +174,9 @@ mod tests {
         assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("3").is_err(), "a duration names its unit");
         assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5d").is_err());
     }
 
     #[test]

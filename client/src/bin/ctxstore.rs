@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use base64::prelude::{BASE64_STANDARD, Engine as _};
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use ctxstore_client::blocking::Client;
@@ -315,7 +316,7 @@ impl Output {
                     "created_at_unix_ms": turn.created_at_unix_ms,
                 });
                 if let (Some(payload), Some(object)) = (&turn.payload, value.as_object_mut()) {
-                    object.insert("payload_b64".into(), json!(base64(payload)));
+                    object.insert("payload_b64".into(), json!(BASE64_STANDARD.encode(payload)));
                 }
                 self.line(&value)?;
             } else {
@@ -337,44 +338,5 @@ impl Output {
             }
         }
         Ok(())
-    }
-}
-
-/// Standard base64 with padding (RFC 4648 §4).
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let word = (u32::from(chunk[0]) << 16)
-            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*chunk.get(2).unwrap_or(&0));
-        for position in 0..4 {
-            if position <= chunk.len() {
-                out.push(char::from(
-                    ALPHABET[((word >> (18 - 6 * position)) & 63) as usize],
-                ));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn base64_matches_rfc_4648_vectors() {
-        for (input, expected) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(super::base64(input.as_bytes()), expected);
-        }
     }
 }

@@ -78,7 +78,7 @@ impl PayloadSource {
             base,
             shared,
             large,
-            rng: Rng(0xfeed ^ worker.wrapping_mul(31)),
+            rng: Rng::new(0xfeed ^ worker.wrapping_mul(31)),
             worker,
             counter: 0,
         }

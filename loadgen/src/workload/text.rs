@@ -21,7 +21,7 @@ struct Vocabulary {
 fn vocabulary() -> &'static Vocabulary {
     static VOCABULARY: OnceLock<Vocabulary> = OnceLock::new();
     VOCABULARY.get_or_init(|| {
-        let mut rng = Rng(0x005e_ed0f_c0de);
+        let mut rng = Rng::new(0x005e_ed0f_c0de);
         let words = (0..VOCABULARY_WORDS)
             .map(|_| {
                 let syllables = 1 + rng.below(4) as usize;
@@ -46,22 +46,22 @@ fn vocabulary() -> &'static Vocabulary {
     })
 }
 
-/// xorshift64*: small, fast, deterministic.
+/// The workload's randomness (fastrand's wyrand): seeded, so that a run can be repeated.
 #[derive(Clone, Debug)]
-pub struct Rng(pub u64);
+pub struct Rng(fastrand::Rng);
 
 impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0 | 1;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    pub fn new(seed: u64) -> Self {
+        Rng(fastrand::Rng::with_seed(seed))
     }
 
+    pub fn next_u64(&mut self) -> u64 {
+        self.0.u64(..)
+    }
+
+    /// Uniform in `0..bound` (0 when `bound` is 0).
     pub fn below(&mut self, bound: u64) -> u64 {
-        self.next_u64() % bound.max(1)
+        self.0.u64(..bound.max(1))
     }
 
     pub fn chance(&mut self, per_thousand: u64) -> bool {
@@ -79,7 +79,7 @@ pub struct ChatText {
 impl ChatText {
     pub fn new(seed: u64) -> Self {
         ChatText {
-            rng: Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xabcdef),
+            rng: Rng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xabcdef),
             messages: 0,
         }
     }
@@ -146,7 +146,7 @@ impl ChatText {
 
 /// `len` incompressible bytes.
 pub fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut rng = Rng(seed ^ 0x1234_5678);
+    let mut rng = Rng::new(seed ^ 0x1234_5678);
     let mut out = Vec::with_capacity(len + 8);
     while out.len() < len {
         out.extend_from_slice(&rng.next_u64().to_le_bytes());
