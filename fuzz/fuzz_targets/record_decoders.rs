@@ -1,0 +1,57 @@
+//! The bytes recovery and readers find on disk: every fixed-size record decoder of the engine
+//! (turns.log record, pack header, blob index entry, meta). A damaged or hostile file may hold
+//! anything; nothing may panic, and whatever decodes must re-encode to the very bytes it came
+//! from (pair assertion: the decoder accepts only what the encoder writes).
+#![no_main]
+
+use ctxstore_engine::format::blob_index::{INDEX_ENTRY_BYTES, IndexEntry};
+use ctxstore_engine::format::meta::{META_BYTES, Meta};
+use ctxstore_engine::format::pack::{PACK_HEADER_BYTES, PackHeader};
+use ctxstore_engine::format::turn_log::{LOG_RECORD_BYTES, LogRecord};
+use libfuzzer_sys::fuzz_target;
+
+/// The first `N` bytes of `data`, zero-padded.
+fn record<const N: usize>(data: &[u8]) -> [u8; N] {
+    let mut bytes = [0u8; N];
+    let len = data.len().min(N);
+    bytes[..len].copy_from_slice(&data[..len]);
+    bytes
+}
+
+fuzz_target!(|data: &[u8]| {
+    // The first byte picks the decoder, so the corpus explores each one.
+    let Some((&which, data)) = data.split_first() else { return };
+    match which % 4 {
+        0 => {
+            let bytes: [u8; LOG_RECORD_BYTES] = record(data);
+            if let Ok(Some(decoded)) = LogRecord::decode(&bytes) {
+                let mut again = [0u8; LOG_RECORD_BYTES];
+                decoded.encode(&mut again);
+                assert_eq!(again, bytes, "turns.log record encoding is not canonical");
+            }
+        }
+        1 => {
+            let bytes: [u8; PACK_HEADER_BYTES] = record(data);
+            if let Ok(header) = PackHeader::decode(&bytes) {
+                let mut again = [0u8; PACK_HEADER_BYTES];
+                header.encode(&mut again);
+                assert_eq!(again, bytes, "pack header encoding is not canonical");
+                let _ = header.check_body(&data[data.len().min(PACK_HEADER_BYTES)..]);
+            }
+        }
+        2 => {
+            let bytes: [u8; INDEX_ENTRY_BYTES] = record(data);
+            if let Ok(Some(entry)) = IndexEntry::decode(&bytes) {
+                let mut again = [0u8; INDEX_ENTRY_BYTES];
+                entry.encode(&mut again);
+                assert_eq!(again, bytes, "index entry encoding is not canonical");
+            }
+        }
+        _ => {
+            // Meta is decoded from a slice of any length (a short file is damage, not a panic).
+            if let Ok(meta) = Meta::decode(&data[..data.len().min(2 * META_BYTES)]) {
+                assert_eq!(&meta.encode()[..], &data[..META_BYTES], "meta encoding is not canonical");
+            }
+        }
+    }
+});
