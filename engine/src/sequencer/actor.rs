@@ -225,7 +225,7 @@ impl SequencerActor {
                     .set_head(head_move.context_id, head.head_turn_id);
             }
         }
-        for (context_id, head) in self.heads.iter().skip(batch.contexts_before as usize) {
+        for (context_id, head) in self.heads.iter_from(batch.contexts_before) {
             published.heads.set_head(context_id, head.head_turn_id);
         }
         published.heads.publish_contexts(self.heads.count());

@@ -106,7 +106,16 @@ impl Heads {
 
     /// Every context with its head, by ContextID.
     pub fn iter(&self) -> impl Iterator<Item = (ContextId, HeadState)> + '_ {
-        (1..).map(ContextId).zip(self.heads.iter().copied())
+        self.iter_from(0)
+    }
+
+    /// The contexts after the first `count` (those a batch created), with their heads: O(new
+    /// contexts), not O(all contexts).
+    pub fn iter_from(&self, count: u64) -> impl Iterator<Item = (ContextId, HeadState)> + '_ {
+        let first = (count as usize).min(self.heads.len());
+        (count + 1..)
+            .map(ContextId)
+            .zip(self.heads[first..].iter().copied())
     }
 }
 
@@ -134,5 +143,23 @@ mod tests {
             head_depth: u32::MAX,
         };
         assert_eq!(deepest.child(), None);
+    }
+
+    #[test]
+    fn iter_from_yields_only_the_newer_contexts_with_their_ids() {
+        let mut heads = Heads::default();
+        for depth in 0..5 {
+            heads.create(HeadState {
+                head_turn_id: TurnId(u64::from(depth) + 10),
+                head_depth: depth,
+            });
+        }
+        let newer: Vec<_> = heads.iter_from(3).collect();
+        assert_eq!(newer.len(), 2);
+        assert_eq!(newer[0].0, ContextId(4));
+        assert_eq!(newer[0].1.head_depth, 3);
+        assert_eq!(newer[1].0, ContextId(5));
+        assert_eq!(heads.iter_from(5).count(), 0);
+        assert_eq!(heads.iter().count(), 5);
     }
 }
