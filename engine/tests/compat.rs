@@ -1,0 +1,148 @@
+//! Stores written by earlier releases open, verify and read back exactly (brief §11).
+//!
+//! `tests/fixtures/store-v1` was written by this file's `script` with the format-v1 code of
+//! 2026-11-22 (`CTXSTORE_WRITE_FIXTURE=1 cargo test -p ctxstore-engine --test compat`). Never
+//! rewrite it after a format change: it is the old layout that newer code must keep reading.
+//! A later layout adds its own fixture beside it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use common::{block_on, chat_payload, random_payload};
+use ctxstore_engine::{
+    AppendPayload, AppendRequest, BlobHash, ContextId, Engine, EngineConfig, TurnId, verify,
+};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store-v1")
+}
+
+/// Two shards, no prepared space (the fixture stays a few dozen KiB).
+fn config(dir: &Path) -> EngineConfig {
+    let mut config = EngineConfig::new(dir).with_shards(2);
+    config.preallocate = false;
+    config
+}
+
+/// The payload of step `index`: compressible chat text, short text, incompressible bytes, and
+/// a repeat of an earlier payload (dedup), in turn.
+fn payload(index: u64) -> Vec<u8> {
+    match index % 4 {
+        0 => chat_payload(index, 10 * 1024),
+        1 => format!("short message {index}").into_bytes(),
+        2 => random_payload(index, 3 * 1024),
+        _ => chat_payload(index - 3, 10 * 1024),
+    }
+}
+
+fn append(engine: &Engine, context: ContextId, payload: AppendPayload) -> TurnId {
+    let request = AppendRequest {
+        context_id: context,
+        expected_head: None,
+        type_tag: 0x5eed,
+        codec: 2,
+        payload,
+    };
+    block_on(engine.append(request)).unwrap().turn.turn_id
+}
+
+/// Every kind of record v1 has: contexts (empty and forked), turns with new, deduplicated
+/// and by-hash payloads, in both shards. Returns the contexts it made.
+fn script(engine: &Engine) -> Vec<ContextId> {
+    let first = block_on(engine.create_context()).unwrap().context_id;
+    let mut turns = Vec::new();
+    for index in 0..8 {
+        let bytes = Bytes::from(payload(index));
+        turns.push(append(engine, first, AppendPayload::Bytes(bytes)));
+    }
+    let fork = block_on(engine.fork(turns[3])).unwrap().context_id;
+    for index in 8..12 {
+        append(engine, fork, AppendPayload::Bytes(Bytes::from(payload(index))));
+    }
+    let empty = block_on(engine.create_context()).unwrap().context_id;
+    let by_hash = block_on(engine.create_context()).unwrap().context_id;
+    let stored = BlobHash::of(&payload(2));
+    append(engine, by_hash, AppendPayload::StoredBlob(stored));
+    vec![first, fork, empty, by_hash]
+}
+
+/// Everything a reader can see of a context: its chain with payloads (creation times aside).
+fn contents(engine: &Engine, context: ContextId) -> Vec<(u64, u64, u32, u64, u32, Bytes)> {
+    let page = block_on(engine.last(context, 1000, true)).unwrap();
+    page.turns
+        .into_iter()
+        .map(|entry| {
+            let turn = entry.turn;
+            let payload = entry.payload.unwrap();
+            assert_eq!(BlobHash::of(&payload), turn.payload_hash);
+            let turn_id = turn.turn_id.0;
+            let parent = turn.parent_turn_id.0;
+            (turn_id, parent, turn.depth, turn.type_tag, turn.codec, payload)
+        })
+        .collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_v1_fixture_opens_verifies_and_reads_back_exactly() {
+    if std::env::var_os("CTXSTORE_WRITE_FIXTURE").is_some() {
+        let _ = std::fs::remove_dir_all(fixture());
+        let engine = Engine::open(config(&fixture())).unwrap();
+        script(&engine);
+        engine.shutdown();
+        let _ = std::fs::remove_file(fixture().join("LOCK"));
+    }
+    assert!(
+        fixture().join("ctxstore.meta").exists(),
+        "the v1 fixture is missing from {}",
+        fixture().display()
+    );
+
+    // Opening may write (prepared space, cut tails): work on a copy, as an upgrade would.
+    let old = tempfile::tempdir().unwrap();
+    copy_dir(&fixture(), old.path());
+    let report = verify(old.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert_eq!((report.contexts, report.turns), (4, 13));
+
+    // Today's code running the same script writes a store that reads back the same.
+    let fresh = tempfile::tempdir().unwrap();
+    let today = Engine::open(config(fresh.path())).unwrap();
+    let contexts = script(&today);
+    let upgraded = Engine::open(config(old.path())).unwrap();
+    for &context in &contexts {
+        assert_eq!(
+            contents(&upgraded, context),
+            contents(&today, context),
+            "context {context}"
+        );
+    }
+    assert_eq!(upgraded.stats().dedup_hits, today.stats().dedup_hits);
+    assert_eq!(upgraded.stats().blobs, today.stats().blobs);
+
+    // The upgraded store takes new writes and opens again.
+    let extra = Bytes::from_static(b"written after the upgrade");
+    let turn = append(&upgraded, contexts[0], AppendPayload::Bytes(extra.clone()));
+    upgraded.shutdown();
+    let reopened = Engine::open(config(old.path())).unwrap();
+    let last = block_on(reopened.last(contexts[0], 1, true)).unwrap();
+    assert_eq!(last.turns[0].turn.turn_id, turn);
+    assert_eq!(last.turns[0].payload.as_ref(), Some(&extra));
+    reopened.shutdown();
+    assert!(verify(old.path()).unwrap().is_ok());
+}
