@@ -14,15 +14,15 @@ use crate::error::{EngineError, OpenError};
 use crate::file::ReadFile;
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{
-    AppendPayload, AppendRequest, Appended, ContextHead, NoPayloadCache, Page, PageOptions,
-    PageQuery, Payload, PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn, TurnPage,
-    TurnWithPayload,
+    AppendPayload, AppendRequest, Appended, ContextHead, Created, NewContext, NoPayloadCache, Page,
+    PageOptions, PageQuery, Payload, PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn,
+    TurnPage, TurnWithPayload,
 };
 use crate::pipeline::{DurableBlob, PutOutcome, SequencerInbox, SequencerRequest, ShardRequest};
 use crate::published::Published;
 use crate::read::Reader;
 use crate::sequencer::recover::recover_log;
-use crate::sequencer::view::{HeadTable, SequencerCounters, TurnsView};
+use crate::sequencer::view::{ContextsView, HeadTable, SequencerCounters, TurnsView};
 use crate::status::StoreStatus;
 use crate::store_dir::{StoreDir, now_unix_ms};
 use crate::threads::{ActorSeed, start_thread};
@@ -31,13 +31,13 @@ use crate::threads::{ActorSeed, start_thread};
 /// for the async ones, from any async runtime (the futures only wait on channels).
 #[derive(Clone, Debug)]
 pub struct Engine {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Inner {
-    published: Arc<Published>,
-    sequencer: SequencerInbox,
+pub(crate) struct Inner {
+    pub(crate) published: Arc<Published>,
+    pub(crate) sequencer: SequencerInbox,
     shards: Box<[flume::Sender<ShardRequest>]>,
     config: EngineConfig,
     closed: AtomicBool,
@@ -79,6 +79,7 @@ impl Engine {
 
         let turns_file =
             ReadFile::open(log_path.clone()).map_err(|source| OpenError::io(&log_path, source))?;
+        let contexts = ContextsView::new(recovered.contexts.clone());
         let heads = HeadTable::new();
         for (context_id, head) in recovered.heads.iter() {
             heads.set_head(context_id, head.head_turn_id);
@@ -98,6 +99,7 @@ impl Engine {
         let published = Arc::new(Published {
             turns: TurnsView::new(turns_file, recovered.next_record_id - 1),
             heads,
+            contexts,
             counters,
             shards: views.into_boxed_slice(),
             status: StoreStatus::default(),
@@ -174,7 +176,8 @@ impl Engine {
 
     /// A new, empty context.
     pub async fn create_context(&self) -> Result<ContextHead, EngineError> {
-        self.create(TurnId::NONE).await
+        let created = self.create(NewContext::default()).await?;
+        Ok(created.context.head)
     }
 
     /// A new context whose head is the existing turn `base` (a fork): O(1), copies nothing.
@@ -184,13 +187,19 @@ impl Engine {
                 "fork needs a turn; 0 names none".into(),
             ));
         }
-        self.create(base).await
+        let new = NewContext {
+            base,
+            ..NewContext::default()
+        };
+        Ok(self.create(new).await?.context.head)
     }
 
-    async fn create(&self, base: TurnId) -> Result<ContextHead, EngineError> {
+    /// A new context (empty, a fork, or a clone) with an optional name and tags; with
+    /// `get_or_create`, the existing context of that name instead of `NameTaken`.
+    pub async fn create(&self, new: NewContext) -> Result<Created, EngineError> {
         self.check_open()?;
         let (reply, answer) = oneshot::channel();
-        let request = SequencerRequest::CreateContext { base, reply };
+        let request = SequencerRequest::CreateContext { new, reply };
         (self.inner.sequencer.0.send_async(request).await).map_err(|_| EngineError::ShutDown)?;
         answer.await.map_err(|_| EngineError::ShutDown)?
     }
@@ -264,7 +273,11 @@ impl Engine {
     }
 
     /// Makes the blob durable in its shard. Returns true if it was already stored.
-    async fn store_blob(&self, hash: BlobHash, payload: Bytes) -> Result<bool, EngineError> {
+    pub(crate) async fn store_blob(
+        &self,
+        hash: BlobHash,
+        payload: Bytes,
+    ) -> Result<bool, EngineError> {
         self.check_blob_len(payload.len())?;
         let published = &self.inner.published;
         let shard = usize::from(hash.shard(published.shards.len() as u16));
@@ -281,14 +294,14 @@ impl Engine {
         Ok(outcome == PutOutcome::AlreadyStored)
     }
 
-    fn check_open(&self) -> Result<(), EngineError> {
+    pub(crate) fn check_open(&self) -> Result<(), EngineError> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(EngineError::ShutDown);
         }
         Ok(())
     }
 
-    fn reader(&self) -> Reader<'_> {
+    pub(crate) fn reader(&self) -> Reader<'_> {
         Reader {
             published: &self.inner.published,
             read_turns_max: self.inner.config.limits.read_turns_max,

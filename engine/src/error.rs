@@ -45,6 +45,7 @@ pub enum ErrorKind {
     Corrupt,
     Io,
     ShutDown,
+    AlreadyExists,
 }
 
 /// Why an engine operation failed.
@@ -68,6 +69,12 @@ pub enum EngineError {
     TooManyTurns { requested: u32, max: u32 },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    #[error("over the limit of {what}: at most {limit}")]
+    Limit { what: &'static str, limit: usize },
+    #[error("the name {name:?} is taken by context {context_id}")]
+    NameTaken { name: String, context_id: ContextId },
+    #[error("no context is named {0:?}")]
+    NameNotFound(String),
     #[error("store is read-only: {0}")]
     ReadOnly(String),
     #[error("no space left on the device holding {}; free space and retry", file.display())]
@@ -85,7 +92,10 @@ impl EngineError {
         match self {
             EngineError::ContextNotFound(_)
             | EngineError::TurnNotFound(_)
-            | EngineError::BlobNotFound(_) => ErrorKind::NotFound,
+            | EngineError::BlobNotFound(_)
+            | EngineError::NameNotFound(_) => ErrorKind::NotFound,
+            EngineError::Limit { .. } => ErrorKind::TooLarge,
+            EngineError::NameTaken { .. } => ErrorKind::AlreadyExists,
             EngineError::Conflict { .. } => ErrorKind::Conflict,
             EngineError::TooLarge { .. } | EngineError::TooManyTurns { .. } => ErrorKind::TooLarge,
             EngineError::InvalidArgument(_) => ErrorKind::InvalidArgument,
@@ -138,6 +148,15 @@ impl EngineError {
                 max: *max,
             },
             EngineError::InvalidArgument(text) => EngineError::InvalidArgument(text.clone()),
+            EngineError::Limit { what, limit } => EngineError::Limit {
+                what,
+                limit: *limit,
+            },
+            EngineError::NameTaken { name, context_id } => EngineError::NameTaken {
+                name: name.clone(),
+                context_id: *context_id,
+            },
+            EngineError::NameNotFound(name) => EngineError::NameNotFound(name.clone()),
             EngineError::ReadOnly(text) => EngineError::ReadOnly(text.clone()),
             EngineError::NoSpace { file } => EngineError::NoSpace { file: file.clone() },
             EngineError::Corrupt(corruption) => EngineError::Corrupt(corruption.clone()),

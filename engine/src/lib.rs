@@ -19,6 +19,7 @@
 
 mod blob;
 pub mod config;
+pub mod contexts;
 mod engine;
 pub mod error;
 #[cfg(test)]
@@ -44,9 +45,9 @@ pub use error::{Corruption, EngineError, ErrorKind, OpenError};
 pub use format::pack::Compression;
 pub use ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
 pub use model::{
-    AppendPayload, AppendRequest, Appended, ContextHead, NoPayloadCache, Page, PageEntry,
-    PageOptions, PageQuery, Payload, PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn,
-    TurnPage, TurnWithPayload,
+    AppendPayload, AppendRequest, Appended, ContextHead, ContextRef, ContextView, Created,
+    NewContext, NoPayloadCache, Page, PageEntry, PageOptions, PageQuery, Payload, PayloadCache,
+    PayloadMode, StoreStats, StoredBlob, Turn, TurnPage, TurnWithPayload,
 };
 pub use sequencer::view::CONTEXTS_MAX;
 pub use verify::{VerifyReport, verify};

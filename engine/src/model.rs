@@ -52,6 +52,52 @@ pub struct ContextHead {
     pub head_depth: u32,
 }
 
+/// How a request names a context: by ContextID or by its unique name.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub enum ContextRef {
+    Id(ContextId),
+    Name(String),
+}
+
+impl From<ContextId> for ContextRef {
+    fn from(context_id: ContextId) -> ContextRef {
+        ContextRef::Id(context_id)
+    }
+}
+
+/// A context as agent frameworks see a thread: its head, name, tags and times.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ContextView {
+    pub head: ContextHead,
+    pub name: Option<String>,
+    pub tags: std::collections::BTreeMap<String, String>,
+    pub created_at_unix_ms: u64,
+    /// The newest head move, tag or key-value change.
+    pub updated_at_unix_ms: u64,
+}
+
+/// A new context: empty, forked from a turn, or cloned from another context.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct NewContext {
+    /// The head: `TurnId::NONE` for an empty context, else a durable turn (a fork).
+    pub base: TurnId,
+    /// Copy this context's head, tags and key-value entries (O(its metadata); no payload is
+    /// copied). `base` must then be `TurnId::NONE`.
+    pub clone_from: Option<ContextRef>,
+    pub name: Option<String>,
+    pub tags: Vec<(String, String)>,
+    /// With a name that exists: answer that context (created = false) instead of an error.
+    pub get_or_create: bool,
+}
+
+/// What creating a context produced.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Created {
+    pub context: ContextView,
+    /// False when `get_or_create` found the name taken and answered its context.
+    pub created: bool,
+}
+
 /// A turn together with its payload bytes, when the read asked for them.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct TurnWithPayload {

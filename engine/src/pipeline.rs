@@ -22,9 +22,10 @@
 //! Every reply is sent after the group commit that made its request durable (or failed it).
 
 use crate::error::EngineError;
+use crate::format::context_meta::ContextMeta;
 use crate::format::pack::EncodedBlob;
-use crate::ids::{BlobHash, TurnId};
-use crate::model::{AppendRequest, Appended, ContextHead};
+use crate::ids::{BlobHash, ContextId, TurnId};
+use crate::model::{AppendRequest, Appended, ContextView, Created, NewContext};
 
 /// A blob that is durable in its shard: what the sequencer needs to write a turn record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +43,8 @@ pub(crate) type TurnAppend = AppendRequest<DurableBlob>;
 pub(crate) type PendingAppend = AppendRequest<()>;
 
 pub(crate) type TurnReply = oneshot::Sender<Result<Appended, EngineError>>;
-pub(crate) type ContextReply = oneshot::Sender<Result<ContextHead, EngineError>>;
+pub(crate) type ContextReply = oneshot::Sender<Result<Created, EngineError>>;
+pub(crate) type MetaReply = oneshot::Sender<Result<ContextView, EngineError>>;
 pub(crate) type PutReply = oneshot::Sender<Result<PutOutcome, EngineError>>;
 pub(crate) type StopReply = oneshot::Sender<()>;
 
@@ -72,8 +74,23 @@ pub(crate) enum ShardRequest {
 /// To the sequencer: the sole writer of `turns.log`, TurnIDs and heads.
 #[derive(Debug)]
 pub(crate) enum SequencerRequest {
-    /// A new context, empty (`base == TurnId::NONE`) or with its head at a durable turn.
-    CreateContext { base: TurnId, reply: ContextReply },
+    /// A new context: empty, at a durable turn (a fork), or a clone; with a name and tags.
+    /// The caller resolved `clone_from` to an id.
+    CreateContext {
+        new: NewContext,
+        reply: ContextReply,
+    },
+    /// Changes to one context's metadata (a name, tags, key-value entries whose value blobs
+    /// are durable), applied together in one record each and one group commit; refused as a
+    /// whole when the head is not `expected_head`.
+    Meta {
+        context_id: ContextId,
+        changes: Vec<ContextMeta>,
+        expected_head: Option<TurnId>,
+        /// Key-value puts skip keys the context already has (insert-if-absent).
+        kv_if_absent: bool,
+        reply: MetaReply,
+    },
     /// Append a turn whose blob is durable.
     Append {
         append: TurnAppend,

@@ -4,7 +4,7 @@
 
 use crate::blob::view::ShardView;
 use crate::ids::BlobHash;
-use crate::sequencer::view::{HeadTable, SequencerCounters, TurnsView};
+use crate::sequencer::view::{ContextsView, HeadTable, SequencerCounters, TurnsView};
 use crate::status::StoreStatus;
 
 /// The shared, read-only face of the engine.
@@ -12,6 +12,7 @@ use crate::status::StoreStatus;
 pub(crate) struct Published {
     pub turns: TurnsView,
     pub heads: HeadTable,
+    pub contexts: ContextsView,
     pub counters: SequencerCounters,
     pub shards: Box<[ShardView]>,
     pub status: StoreStatus,

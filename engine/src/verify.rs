@@ -14,8 +14,9 @@ use crate::blob::view::{BlobIndex, ShardView};
 use crate::error::OpenError;
 use crate::format::blob_index::{BlobLocation, IndexEntry};
 use crate::format::meta::Meta;
+use crate::format::turn_log::MetaAssembly;
 use crate::ids::{BlobHash, BlobHashBuildHasher};
-use crate::sequencer::recover::Replay;
+use crate::sequencer::recover::{Replay, pending_metadata_tail};
 use crate::sequencer::scan::scan_log;
 use crate::store_dir::StoreDir;
 use crate::tail::Tail;
@@ -99,7 +100,12 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
     let io = |source| OpenError::io(&log_path, source);
     let mut replay = Replay::new(File::open(&log_path).map_err(io)?, &views);
     let scan = scan_log(&log_path, |record| replay.record(record)).map_err(io)?;
-    report_tail(&mut report, &log_path, scan.tail);
+    let pending = replay.pending.as_ref().map(MetaAssembly::head_record_id);
+    report_tail(
+        &mut report,
+        &log_path,
+        pending_metadata_tail(pending, scan.tail),
+    );
     report.turns = replay.state.turns;
     report.contexts = replay.state.heads.count();
     report.logical_bytes = replay.state.logical_bytes;

@@ -60,7 +60,11 @@ fn script(engine: &Engine) -> Vec<ContextId> {
     }
     let fork = block_on(engine.fork(turns[3])).unwrap().context_id;
     for index in 8..12 {
-        append(engine, fork, AppendPayload::Bytes(Bytes::from(payload(index))));
+        append(
+            engine,
+            fork,
+            AppendPayload::Bytes(Bytes::from(payload(index))),
+        );
     }
     let empty = block_on(engine.create_context()).unwrap().context_id;
     let by_hash = block_on(engine.create_context()).unwrap().context_id;
@@ -80,7 +84,14 @@ fn contents(engine: &Engine, context: ContextId) -> Vec<(u64, u64, u32, u64, u32
             assert_eq!(BlobHash::of(&payload), turn.payload_hash);
             let turn_id = turn.turn_id.0;
             let parent = turn.parent_turn_id.0;
-            (turn_id, parent, turn.depth, turn.type_tag, turn.codec, payload)
+            (
+                turn_id,
+                parent,
+                turn.depth,
+                turn.type_tag,
+                turn.codec,
+                payload,
+            )
         })
         .collect()
 }

@@ -1,16 +1,22 @@
 //! Model-based property test: random sequences of create / fork / append (with and without
 //! expected head, by bytes and by hash) and every read, checked against a plain in-memory
-//! model, with close-and-reopen at random points. TurnIDs are predicted exactly: every
-//! successful create, fork or append takes the next record id.
+//! model, with close-and-reopen at random points; and the metadata of contexts (names, tags,
+//! key-value entries, clone, get-or-create). TurnIDs are predicted exactly: every successful
+//! create, fork or append takes the next record id, and every metadata record as many ids as
+//! its body needs slots.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use bytes::Bytes;
 use common::*;
+use std::collections::BTreeMap;
+
+use ctxstore_engine::format::context_meta::{ContextMeta, KvEntry};
+use ctxstore_engine::format::turn_log::meta_slot_count;
 use ctxstore_engine::{
-    AppendPayload, AppendRequest, BlobHash, ContextId, Engine, EngineConfig, EngineError,
-    ErrorKind, Placement, TurnId, verify,
+    AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig,
+    EngineError, ErrorKind, NewContext, Placement, TurnId, verify,
 };
 use proptest::prelude::*;
 
@@ -59,7 +65,49 @@ enum Op {
     Blob {
         payload: usize,
     },
+    CreateNamed {
+        name: usize,
+        tag: Option<(usize, usize)>,
+        get_or_create: bool,
+    },
+    SetTag {
+        context: usize,
+        key: usize,
+        value: Option<usize>,
+        expect: Expect,
+    },
+    KvPut {
+        context: usize,
+        key: usize,
+        payload: usize,
+        if_absent: bool,
+    },
+    KvDelete {
+        context: usize,
+        key: usize,
+    },
+    Clone {
+        context: usize,
+        name: usize,
+    },
     Reopen,
+}
+
+const NAMES: [&str; 4] = ["alpha", "beta", "gamma", "alpha/2"];
+const TAG_KEYS: [&str; 3] = ["status", "owner", "run_id"];
+const TAG_VALUES: [&str; 3] = [
+    "idle",
+    "running",
+    "a-much-longer-value-that-needs-more-than-one-slot-of-the-turns-log-to-be-stored-whole",
+];
+const KV_KEYS: [&[u8]; 4] = [b"a", b"ab", b"b", b"writes/0001/task"];
+
+fn expect() -> impl Strategy<Value = Expect> {
+    prop_oneof![
+        Just(Expect::Nothing),
+        Just(Expect::Current),
+        Just(Expect::Stale)
+    ]
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -75,6 +123,14 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (pick.clone(), 0..8u32, 0..5u32).prop_map(|(context, from_depth, limit)| Op::Range { context, from_depth, limit }),
         1 => (pick.clone(), 0..8u32, 0..12u32).prop_map(|(turn, from_depth, limit)| Op::Chain { turn, from_depth, limit }),
         1 => (0..PAYLOADS).prop_map(|payload| Op::Blob { payload }),
+        2 => (0..NAMES.len(), proptest::option::of((0..TAG_KEYS.len(), 0..TAG_VALUES.len())), any::<bool>())
+            .prop_map(|(name, tag, get_or_create)| Op::CreateNamed { name, tag, get_or_create }),
+        2 => (pick.clone(), 0..TAG_KEYS.len(), proptest::option::of(0..TAG_VALUES.len()), expect())
+            .prop_map(|(context, key, value, expect)| Op::SetTag { context, key, value, expect }),
+        2 => (pick.clone(), 0..KV_KEYS.len(), 0..PAYLOADS, any::<bool>())
+            .prop_map(|(context, key, payload, if_absent)| Op::KvPut { context, key, payload, if_absent }),
+        1 => (pick.clone(), 0..KV_KEYS.len()).prop_map(|(context, key)| Op::KvDelete { context, key }),
+        1 => (pick.clone(), 0..NAMES.len()).prop_map(|(context, name)| Op::Clone { context, name }),
         1 => Just(Op::Reopen),
     ]
 }
@@ -101,11 +157,20 @@ struct ModelTurn {
     payload: usize,
 }
 
+/// A context's metadata in the model.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct ModelMeta {
+    name: Option<String>,
+    tags: BTreeMap<String, String>,
+    kv: BTreeMap<Vec<u8>, usize>,
+}
+
 #[derive(Default)]
 struct Model {
     next_record_id: u64,
     turns: Vec<ModelTurn>,
     heads: Vec<TurnId>,
+    metas: Vec<ModelMeta>,
     stored: [bool; PAYLOADS],
 }
 
@@ -145,6 +210,56 @@ impl Model {
         self.next_record_id += 1;
         self.next_record_id
     }
+
+    /// A metadata record takes as many record ids as its body needs slots.
+    fn take_meta(&mut self, meta: &ContextMeta) {
+        self.next_record_id += u64::from(meta_slot_count(meta.encode().len()));
+    }
+
+    fn by_name(&self, name: &str) -> Option<usize> {
+        self.metas
+            .iter()
+            .position(|meta| meta.name.as_deref() == Some(name))
+    }
+
+    fn new_context(&mut self, head: TurnId, meta: ModelMeta) -> ContextId {
+        self.take_record_id();
+        self.heads.push(head);
+        self.metas.push(meta);
+        ContextId(self.heads.len() as u64)
+    }
+}
+
+/// The engine's view of every context agrees with the model: head, name, tags, key-value
+/// entries (keys, value hashes and lengths).
+fn check_metadata(engine: &Engine, model: &Model) {
+    for (index, meta) in model.metas.iter().enumerate() {
+        let context = ContextRef::Id(ContextId(index as u64 + 1));
+        let view = engine.context(&context).unwrap();
+        assert_eq!(view.head.head_turn_id, model.heads[index]);
+        assert_eq!(view.name, meta.name);
+        assert_eq!(view.tags, meta.tags);
+        if let Some(name) = &meta.name {
+            assert_eq!(
+                engine.resolve(&ContextRef::Name(name.clone())).unwrap(),
+                ContextId(index as u64 + 1)
+            );
+        }
+        let items = engine.kv_scan(&context, b"", None, 100).unwrap();
+        let got: Vec<(Vec<u8>, BlobHash, u32)> = items
+            .into_iter()
+            .map(|item| (item.key.to_vec(), item.value_hash, item.value_len))
+            .collect();
+        let want: Vec<(Vec<u8>, BlobHash, u32)> = meta
+            .kv
+            .iter()
+            .map(|(key, &index)| {
+                let value = payload(index);
+                (key.clone(), BlobHash::of(&value), value.len() as u32)
+            })
+            .collect();
+        assert_eq!(got, want);
+    }
 }
 
 fn check_turns(
@@ -182,6 +297,7 @@ fn run(ops: Vec<Op>) {
     for op in ops {
         apply(&mut engine, &mut model, dir.path(), op);
     }
+    check_metadata(&engine, &model);
     engine.shutdown();
     let report = verify(dir.path()).unwrap();
     assert!(report.is_ok(), "{report}");
@@ -201,9 +317,8 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
     match op {
         Op::Create => {
             let head = block_on(engine.create_context()).unwrap();
-            model.take_record_id();
-            model.heads.push(TurnId::NONE);
-            assert_eq!(head.context_id, ContextId(model.heads.len() as u64));
+            let id = model.new_context(TurnId::NONE, ModelMeta::default());
+            assert_eq!(head.context_id, id);
             assert_eq!((head.head_turn_id, head.head_depth), (TurnId::NONE, 0));
         }
         Op::Fork { turn } => {
@@ -211,9 +326,8 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
                 return;
             };
             let head = block_on(engine.fork(base.id)).unwrap();
-            model.take_record_id();
-            model.heads.push(base.id);
-            assert_eq!(head.context_id, ContextId(model.heads.len() as u64));
+            let id = model.new_context(base.id, ModelMeta::default());
+            assert_eq!(head.context_id, id);
             assert_eq!((head.head_turn_id, head.head_depth), (base.id, base.depth));
         }
         Op::Append {
@@ -392,6 +506,81 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
                 }
             }
         }
+        Op::CreateNamed {
+            name,
+            tag,
+            get_or_create,
+        } => create_named(engine, model, name, tag, get_or_create),
+        Op::SetTag {
+            context,
+            key,
+            value,
+            expect,
+        } => set_tag(engine, model, context, key, value, expect),
+        Op::KvPut {
+            context,
+            key,
+            payload: index,
+            if_absent,
+        } => {
+            if model.heads.is_empty() {
+                return;
+            }
+            let slot = context % model.heads.len();
+            let key = KV_KEYS[key].to_vec();
+            let value = Bytes::from(payload(index));
+            block_on(engine.kv_put(
+                &ContextId(slot as u64 + 1).into(),
+                vec![(key.clone(), value.clone())],
+                if_absent,
+            ))
+            .unwrap();
+            model.stored[index] = true;
+            if if_absent && model.metas[slot].kv.contains_key(&key) {
+                return;
+            }
+            model.take_meta(&ContextMeta::KvPut(vec![KvEntry {
+                key: key.clone(),
+                value_hash: BlobHash::of(&value),
+                value_len: value.len() as u32,
+            }]));
+            model.metas[slot].kv.insert(key, index);
+        }
+        Op::KvDelete { context, key } => {
+            if model.heads.is_empty() {
+                return;
+            }
+            let slot = context % model.heads.len();
+            let key = KV_KEYS[key].to_vec();
+            block_on(engine.kv_delete(&ContextId(slot as u64 + 1).into(), vec![key.clone()]))
+                .unwrap();
+            model.take_meta(&ContextMeta::KvDelete(vec![key.clone()]));
+            model.metas[slot].kv.remove(&key);
+        }
+        Op::Clone { context, name } => {
+            if model.heads.is_empty() {
+                return;
+            }
+            let slot = context % model.heads.len();
+            let name = NAMES[name].to_string();
+            let source = ContextId(slot as u64 + 1);
+            let result = block_on(engine.clone_context(source.into(), name.clone()));
+            if model.by_name(&name).is_some() {
+                assert_eq!(result.unwrap_err().kind(), ErrorKind::AlreadyExists);
+                return;
+            }
+            let view = result.unwrap();
+            let meta = ModelMeta {
+                name: Some(name.clone()),
+                ..model.metas[slot].clone()
+            };
+            let head = model.heads[slot];
+            let id = model.new_context(head, meta);
+            model.take_meta(&ContextMeta::CloneFrom(source));
+            model.take_meta(&ContextMeta::Name(name));
+            assert_eq!(view.head.context_id, id);
+            assert_eq!(view.head.head_turn_id, head);
+        }
         Op::Reopen => {
             engine.shutdown();
             *engine = Engine::open(engine_config(dir)).unwrap();
@@ -402,8 +591,96 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
                 stats.blobs,
                 model.stored.iter().filter(|s| **s).count() as u64
             );
+            check_metadata(engine, model);
         }
     }
+}
+
+fn create_named(
+    engine: &Engine,
+    model: &mut Model,
+    name: usize,
+    tag: Option<(usize, usize)>,
+    get_or_create: bool,
+) {
+    let name = NAMES[name].to_string();
+    let tags: Vec<(String, String)> = tag
+        .map(|(k, v)| (TAG_KEYS[k].to_string(), TAG_VALUES[v].to_string()))
+        .into_iter()
+        .collect();
+    let new = NewContext {
+        name: Some(name.clone()),
+        tags: tags.clone(),
+        get_or_create,
+        ..NewContext::default()
+    };
+    let result = block_on(engine.create(new));
+    match (model.by_name(&name), get_or_create) {
+        (Some(owner), true) => {
+            let found = result.unwrap();
+            assert!(!found.created);
+            assert_eq!(found.context.head.context_id, ContextId(owner as u64 + 1));
+        }
+        (Some(_), false) => assert_eq!(result.unwrap_err().kind(), ErrorKind::AlreadyExists),
+        (None, _) => {
+            let created = result.unwrap();
+            let meta = ModelMeta {
+                name: Some(name.clone()),
+                tags: tags.iter().cloned().collect(),
+                kv: BTreeMap::new(),
+            };
+            let id = model.new_context(TurnId::NONE, meta);
+            model.take_meta(&ContextMeta::Name(name));
+            if !tags.is_empty() {
+                let changes = tags.into_iter().map(|(k, v)| (k, Some(v))).collect();
+                model.take_meta(&ContextMeta::Tags(changes));
+            }
+            assert!(created.created);
+            assert_eq!(created.context.head.context_id, id);
+        }
+    }
+}
+
+fn set_tag(
+    engine: &Engine,
+    model: &mut Model,
+    context: usize,
+    key: usize,
+    value: Option<usize>,
+    expect: Expect,
+) {
+    let Some(&head) = pick(&model.heads, context) else {
+        return;
+    };
+    let slot = context % model.heads.len();
+    let expected_head = match expect {
+        Expect::Nothing => None,
+        Expect::Current => Some(head),
+        Expect::Stale => Some(TurnId(head.0 + 1_000_000)),
+    };
+    let key = TAG_KEYS[key].to_string();
+    let change = (
+        key.clone(),
+        value.map(|value| TAG_VALUES[value].to_string()),
+    );
+    let (set, remove) = match &change.1 {
+        Some(value) => (vec![(key.clone(), value.clone())], vec![]),
+        None => (vec![], vec![key.clone()]),
+    };
+    let context_ref = ContextId(slot as u64 + 1).into();
+    let result = block_on(engine.update_tags(&context_ref, set, remove, expected_head));
+    if let Expect::Stale = expect {
+        assert_eq!(result.unwrap_err().kind(), ErrorKind::Conflict);
+        return;
+    }
+    let view = result.unwrap();
+    model.take_meta(&ContextMeta::Tags(vec![change.clone()]));
+    let meta = &mut model.metas[slot];
+    match change.1 {
+        Some(value) => drop(meta.tags.insert(key, value)),
+        None => drop(meta.tags.remove(&key)),
+    }
+    assert_eq!(view.tags, meta.tags);
 }
 
 proptest! {

@@ -313,6 +313,8 @@ pub fn engine_error(error: EngineError) -> Response {
         ErrorKind::Corrupt => ErrorCode::Corrupt,
         ErrorKind::Io => ErrorCode::Internal,
         ErrorKind::ShutDown => ErrorCode::ShuttingDown,
+        // Names arrive with protocol version 2 (issue 13); no version-1 request can raise it.
+        ErrorKind::AlreadyExists => ErrorCode::InvalidArgument,
     };
     let detail = match &error {
         EngineError::Conflict { actual, .. } => actual.0,

@@ -5,6 +5,7 @@
 //! All integers are little endian. Every record carries a CRC-32C.
 
 pub mod blob_index;
+pub mod context_meta;
 pub mod meta;
 pub mod pack;
 pub mod turn_log;

@@ -68,6 +68,34 @@ const _: () = assert!(at::CRC32C + 4 == LOG_RECORD_BYTES);
 pub const LOG_FORMAT_VERSION: u8 = 1;
 const KIND_TURN: u8 = 1;
 const KIND_CONTEXT: u8 = 2;
+const KIND_META: u8 = 3;
+const KIND_CONTINUATION: u8 = 4;
+
+/// Byte offsets of a metadata head slot (kind 3); the common fields (record id, kind,
+/// version, crc) sit where `at` says. Layout in docs/storage.md#context-metadata-records.
+mod meta_at {
+    pub const OP: usize = 10;
+    pub const SLOT_COUNT: usize = 12;
+    pub const CONTEXT_ID: usize = 16;
+    pub const BODY_LEN: usize = 24;
+    pub const RESERVED_28: usize = 28;
+    pub const CREATED_AT_UNIX_MS: usize = 32;
+    pub const BODY: usize = 40;
+}
+/// Byte offsets of a continuation slot (kind 4).
+mod continuation_at {
+    pub const RESERVED_10: usize = 10;
+    pub const HEAD_RECORD_ID: usize = 16;
+    pub const BODY: usize = 24;
+}
+/// Body bytes a metadata head slot carries.
+pub const META_HEAD_BODY_BYTES: usize = at::CRC32C - meta_at::BODY;
+/// Body bytes each continuation slot carries.
+pub const CONTINUATION_BODY_BYTES: usize = at::CRC32C - continuation_at::BODY;
+const _: () = assert!(META_HEAD_BODY_BYTES == 84 && CONTINUATION_BODY_BYTES == 100);
+/// Largest metadata body: a record fits one group-commit batch many times over, and the
+/// torn-tail window of recovery (`SEQUENCER_BATCH_RECORDS_LIMIT` slots) covers it.
+pub const META_BODY_BYTES_MAX: usize = 64 * 1024;
 
 /// Turn flags defined by v1: none. Bits are reserved for tombstones and summary markers.
 pub const TURN_FLAGS_KNOWN: u32 = 0;
@@ -98,10 +126,36 @@ pub struct ContextRecord {
     pub created_at_unix_ms: u64,
 }
 
+/// The first slot of a context metadata record (names, tags, key-value; see
+/// `format::context_meta` for the body). `slot_count - 1` continuation slots follow it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MetaSlot {
+    pub record_id: u64,
+    pub op: u16,
+    /// Slots of the whole record, this one included.
+    pub slot_count: u32,
+    pub context_id: ContextId,
+    pub body_len: u32,
+    pub created_at_unix_ms: u64,
+    /// The first `min(body_len, 84)` bytes of the body; zeros after them.
+    pub body: [u8; META_HEAD_BODY_BYTES],
+}
+
+/// A further slot of a metadata record.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ContinuationSlot {
+    pub record_id: u64,
+    pub head_record_id: u64,
+    /// The next bytes of the body; zeros after its end.
+    pub body: [u8; CONTINUATION_BODY_BYTES],
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum LogRecord {
     Turn(TurnRecord),
     Context(ContextRecord),
+    Meta(MetaSlot),
+    Continuation(ContinuationSlot),
 }
 
 impl LogRecord {
@@ -109,6 +163,8 @@ impl LogRecord {
         match self {
             LogRecord::Turn(turn) => turn.turn_id.0,
             LogRecord::Context(context) => context.record_id,
+            LogRecord::Meta(head) => head.record_id,
+            LogRecord::Continuation(slot) => slot.record_id,
         }
     }
 
@@ -147,6 +203,23 @@ impl LogRecord {
                 fields.u32(at::DEPTH, context.head_depth);
                 fields.u64(at::CREATED_AT_UNIX_MS, context.created_at_unix_ms);
             }
+            LogRecord::Meta(head) => {
+                assert!(head.record_id > 0 && head.context_id.0 > 0);
+                assert_eq!(head.slot_count, meta_slot_count(head.body_len as usize));
+                fields.0[at::KIND] = KIND_META;
+                fields.u16(meta_at::OP, head.op);
+                fields.u32(meta_at::SLOT_COUNT, head.slot_count);
+                fields.u64(meta_at::CONTEXT_ID, head.context_id.0);
+                fields.u32(meta_at::BODY_LEN, head.body_len);
+                fields.u64(meta_at::CREATED_AT_UNIX_MS, head.created_at_unix_ms);
+                fields.bytes(meta_at::BODY, &head.body);
+            }
+            LogRecord::Continuation(slot) => {
+                assert!(slot.head_record_id > 0 && slot.head_record_id < slot.record_id);
+                fields.0[at::KIND] = KIND_CONTINUATION;
+                fields.u64(continuation_at::HEAD_RECORD_ID, slot.head_record_id);
+                fields.bytes(continuation_at::BODY, &slot.body);
+            }
         }
         fields.0[at::FORMAT_VERSION] = LOG_FORMAT_VERSION;
         let crc = crc32c::crc32c(&fields.0[..at::CRC32C]);
@@ -164,21 +237,27 @@ impl LogRecord {
         if version != LOG_FORMAT_VERSION {
             return Err(RecordError::Version(u32::from(version)));
         }
-        if fields.u16(at::RESERVED_10) != 0
-            || fields.u32(at::RESERVED_84) != 0
-            || !is_all_zero(&source[at::RESERVED_96..at::CRC32C])
-        {
-            return Err(RecordError::Field("reserved bytes are not zero"));
-        }
         let record_id = fields.u64(at::RECORD_ID);
         if record_id == 0 {
             return Err(RecordError::Field("record id 0"));
         }
-        match source[at::KIND] {
+        let kind = source[at::KIND];
+        let reserved_set = fields.u16(at::RESERVED_10) != 0
+            || fields.u32(at::RESERVED_84) != 0
+            || !is_all_zero(&source[at::RESERVED_96..at::CRC32C]);
+        if (kind == KIND_TURN || kind == KIND_CONTEXT) && reserved_set {
+            return Err(RecordError::Field("reserved bytes are not zero"));
+        }
+        match kind {
             KIND_TURN => decode_turn(&fields, record_id).map(|turn| Some(LogRecord::Turn(turn))),
             KIND_CONTEXT => {
                 decode_context(&fields, record_id).map(|context| Some(LogRecord::Context(context)))
             }
+            KIND_META => {
+                decode_meta_head(&fields, record_id).map(|head| Some(LogRecord::Meta(head)))
+            }
+            KIND_CONTINUATION => decode_continuation(&fields, record_id)
+                .map(|slot| Some(LogRecord::Continuation(slot))),
             other => Err(RecordError::Kind(other)),
         }
     }
@@ -237,6 +316,188 @@ fn decode_context(fields: &Fields<'_>, record_id: u64) -> Result<ContextRecord, 
     Ok(context)
 }
 
+fn decode_meta_head(fields: &Fields<'_>, record_id: u64) -> Result<MetaSlot, RecordError> {
+    let mut body = [0u8; META_HEAD_BODY_BYTES];
+    body.copy_from_slice(&fields.0[meta_at::BODY..at::CRC32C]);
+    let head = MetaSlot {
+        record_id,
+        op: fields.u16(meta_at::OP),
+        slot_count: fields.u32(meta_at::SLOT_COUNT),
+        context_id: ContextId(fields.u64(meta_at::CONTEXT_ID)),
+        body_len: fields.u32(meta_at::BODY_LEN),
+        created_at_unix_ms: fields.u64(meta_at::CREATED_AT_UNIX_MS),
+        body,
+    };
+    if fields.u32(meta_at::RESERVED_28) != 0 {
+        return Err(RecordError::Field("reserved bytes are not zero"));
+    }
+    if head.context_id.0 == 0 {
+        return Err(RecordError::Field("context id 0"));
+    }
+    let body_len = head.body_len as usize;
+    if body_len > META_BODY_BYTES_MAX || head.slot_count != meta_slot_count(body_len) {
+        return Err(RecordError::Field(
+            "metadata slot count does not fit its length",
+        ));
+    }
+    if !is_all_zero(&head.body[body_len.min(META_HEAD_BODY_BYTES)..]) {
+        return Err(RecordError::Field(
+            "bytes after the metadata body are not zero",
+        ));
+    }
+    Ok(head)
+}
+
+fn decode_continuation(
+    fields: &Fields<'_>,
+    record_id: u64,
+) -> Result<ContinuationSlot, RecordError> {
+    let mut body = [0u8; CONTINUATION_BODY_BYTES];
+    body.copy_from_slice(&fields.0[continuation_at::BODY..at::CRC32C]);
+    let slot = ContinuationSlot {
+        record_id,
+        head_record_id: fields.u64(continuation_at::HEAD_RECORD_ID),
+        body,
+    };
+    if !is_all_zero(&fields.0[continuation_at::RESERVED_10..continuation_at::HEAD_RECORD_ID]) {
+        return Err(RecordError::Field("reserved bytes are not zero"));
+    }
+    if slot.head_record_id == 0 || slot.head_record_id >= record_id {
+        return Err(RecordError::Field(
+            "continuation does not follow its metadata head",
+        ));
+    }
+    Ok(slot)
+}
+
+/// Slots a metadata record with a body of `body_len` bytes takes.
+pub fn meta_slot_count(body_len: usize) -> u32 {
+    let rest = body_len.saturating_sub(META_HEAD_BODY_BYTES);
+    1 + rest.div_ceil(CONTINUATION_BODY_BYTES) as u32
+}
+
+/// A whole context metadata record: its head slot's fields and the body its slots carry.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct MetaRecord {
+    pub record_id: u64,
+    pub op: u16,
+    pub context_id: ContextId,
+    pub created_at_unix_ms: u64,
+    pub body: Vec<u8>,
+}
+
+impl MetaRecord {
+    pub fn slot_count(&self) -> u32 {
+        meta_slot_count(self.body.len())
+    }
+
+    /// The record's slots, in order: the head, then its continuations.
+    pub fn slots(&self) -> Vec<LogRecord> {
+        assert!(
+            self.body.len() <= META_BODY_BYTES_MAX,
+            "metadata body too long"
+        );
+        let mut head_body = [0u8; META_HEAD_BODY_BYTES];
+        let first = self.body.len().min(META_HEAD_BODY_BYTES);
+        head_body[..first].copy_from_slice(&self.body[..first]);
+        let mut slots = vec![LogRecord::Meta(MetaSlot {
+            record_id: self.record_id,
+            op: self.op,
+            slot_count: self.slot_count(),
+            context_id: self.context_id,
+            body_len: self.body.len() as u32,
+            created_at_unix_ms: self.created_at_unix_ms,
+            body: head_body,
+        })];
+        for (index, chunk) in self.body[first..]
+            .chunks(CONTINUATION_BODY_BYTES)
+            .enumerate()
+        {
+            let mut body = [0u8; CONTINUATION_BODY_BYTES];
+            body[..chunk.len()].copy_from_slice(chunk);
+            slots.push(LogRecord::Continuation(ContinuationSlot {
+                record_id: self.record_id + 1 + index as u64,
+                head_record_id: self.record_id,
+                body,
+            }));
+        }
+        assert_eq!(slots.len() as u32, self.slot_count());
+        slots
+    }
+}
+
+/// Where the reassembly of a metadata record stands.
+#[derive(Debug)]
+pub enum Assembled {
+    Complete(MetaRecord),
+    Partial(MetaAssembly),
+}
+
+/// Reassembles a metadata record from its slots, as they are read in log order.
+#[derive(Debug)]
+pub struct MetaAssembly {
+    head: MetaSlot,
+    body: Vec<u8>,
+    next_record_id: u64,
+}
+
+impl MetaAssembly {
+    /// Starts with a head slot. A one-slot record is complete at once.
+    pub fn start(head: MetaSlot) -> Assembled {
+        let first = (head.body_len as usize).min(META_HEAD_BODY_BYTES);
+        let assembly = MetaAssembly {
+            head,
+            body: head.body[..first].to_vec(),
+            next_record_id: head.record_id + 1,
+        };
+        if head.slot_count == 1 {
+            return Assembled::Complete(assembly.finish());
+        }
+        Assembled::Partial(assembly)
+    }
+
+    /// The head slot's record id: where a torn record starts.
+    pub fn head_record_id(&self) -> u64 {
+        self.head.record_id
+    }
+
+    /// Adds the next slot. An error names what does not fit (a slot of another record, a
+    /// continuation out of order, bytes past the body's end).
+    pub fn push(mut self, slot: &ContinuationSlot) -> Result<Assembled, String> {
+        if slot.head_record_id != self.head.record_id || slot.record_id != self.next_record_id {
+            return Err(format!(
+                "continuation {} belongs to record {}, expected a continuation of record {}",
+                slot.record_id, slot.head_record_id, self.head.record_id
+            ));
+        }
+        let body_len = self.head.body_len as usize;
+        let take = (body_len - self.body.len()).min(CONTINUATION_BODY_BYTES);
+        if !is_all_zero(&slot.body[take..]) {
+            return Err(format!(
+                "continuation {} has bytes after the end of its record",
+                slot.record_id
+            ));
+        }
+        self.body.extend_from_slice(&slot.body[..take]);
+        self.next_record_id += 1;
+        if self.body.len() == body_len {
+            return Ok(Assembled::Complete(self.finish()));
+        }
+        Ok(Assembled::Partial(self))
+    }
+
+    fn finish(self) -> MetaRecord {
+        assert_eq!(self.body.len(), self.head.body_len as usize);
+        MetaRecord {
+            record_id: self.head.record_id,
+            op: self.head.op,
+            context_id: self.head.context_id,
+            created_at_unix_ms: self.head.created_at_unix_ms,
+            body: self.body,
+        }
+    }
+}
+
 /// Byte offset of record `record_id` in `turns.log`.
 pub fn record_offset(record_id: u64) -> u64 {
     assert!(record_id > 0);
@@ -287,6 +548,83 @@ mod tests {
     #[test]
     fn zeros_are_an_empty_slot() {
         assert_eq!(LogRecord::decode(&[0u8; LOG_RECORD_BYTES]), Ok(None));
+    }
+
+    fn meta_record(body_len: usize) -> MetaRecord {
+        MetaRecord {
+            record_id: 100,
+            op: 3,
+            context_id: ContextId(9),
+            created_at_unix_ms: 1_700_000_000_000,
+            body: (0..body_len).map(|i| (i % 251) as u8 + 1).collect(),
+        }
+    }
+
+    #[test]
+    fn metadata_records_round_trip_through_their_slots_at_every_boundary() {
+        for body_len in [0, 1, 83, 84, 85, 184, 185, 1000, META_BODY_BYTES_MAX] {
+            let record = meta_record(body_len);
+            let slots = record.slots();
+            assert_eq!(slots.len() as u32, meta_slot_count(body_len), "{body_len}");
+            let mut decoded = Vec::new();
+            for (index, slot) in slots.iter().enumerate() {
+                assert_eq!(slot.record_id(), 100 + index as u64);
+                let mut bytes = [0u8; LOG_RECORD_BYTES];
+                slot.encode(&mut bytes);
+                decoded.push(LogRecord::decode(&bytes).unwrap().unwrap());
+            }
+            assert_eq!(decoded, slots);
+            let Some(LogRecord::Meta(head)) = decoded.first().copied() else {
+                panic!("the first slot is the head");
+            };
+            let mut assembly = MetaAssembly::start(head);
+            for slot in &decoded[1..] {
+                let LogRecord::Continuation(slot) = slot else {
+                    panic!("continuations follow the head");
+                };
+                let Assembled::Partial(partial) = assembly else {
+                    panic!("the record completed early");
+                };
+                assembly = partial.push(slot).unwrap();
+            }
+            let Assembled::Complete(assembled) = assembly else {
+                panic!("the record is incomplete after its last slot");
+            };
+            assert_eq!(assembled, record, "{body_len}");
+        }
+    }
+
+    #[test]
+    fn a_continuation_of_another_record_is_refused() {
+        let first = meta_record(300).slots();
+        let other = MetaRecord {
+            record_id: 200,
+            ..meta_record(300)
+        }
+        .slots();
+        let (LogRecord::Meta(head), LogRecord::Continuation(foreign)) = (first[0], other[1]) else {
+            panic!("head and continuation");
+        };
+        let Assembled::Partial(assembly) = MetaAssembly::start(head) else {
+            panic!("a multi-slot record is not complete at its head");
+        };
+        assert!(assembly.push(&foreign).is_err());
+    }
+
+    #[test]
+    fn every_flipped_bit_of_a_metadata_slot_is_detected() {
+        for slot in meta_record(150).slots() {
+            let mut bytes = [0u8; LOG_RECORD_BYTES];
+            slot.encode(&mut bytes);
+            for bit in 0..LOG_RECORD_BYTES * 8 {
+                let mut damaged = bytes;
+                damaged[bit / 8] ^= 1 << (bit % 8);
+                assert!(
+                    LogRecord::decode(&damaged).is_err(),
+                    "bit {bit} flip went unnoticed"
+                );
+            }
+        }
     }
 
     #[test]

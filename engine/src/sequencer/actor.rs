@@ -14,20 +14,23 @@ use std::sync::atomic::Ordering;
 use crate::config::Limits;
 use crate::error::EngineError;
 use crate::file::{ActorFile, ActorIo, open_actor_file};
+use crate::format::context_meta::{ContextMeta, KvEntry};
 use crate::format::turn_log::{
-    ContextRecord, LOG_RECORD_BYTES, LogRecord, TurnRecord, record_offset,
+    ContextRecord, LOG_RECORD_BYTES, LogRecord, MetaRecord, TurnRecord, record_offset,
 };
 use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::{ContextId, TurnId};
-use crate::model::{Appended, ContextHead};
-use crate::pipeline::{ContextReply, SequencerRequest, TurnAppend, TurnReply};
+use crate::model::{Appended, ContextHead, ContextView, Created, NewContext};
+use crate::pipeline::{ContextReply, MetaReply, SequencerRequest, TurnAppend, TurnReply};
 use crate::published::Published;
+use crate::sequencer::contexts::{Contexts, check_new};
 use crate::sequencer::heads::{HeadState, Heads};
 use crate::sequencer::recover::RecoveredLog;
 use crate::store_dir::now_unix_ms;
 
 enum Answer {
-    Context(ContextReply, Result<ContextHead, EngineError>),
+    Context(ContextReply, Result<Created, EngineError>),
+    Meta(MetaReply, Result<ContextView, EngineError>),
     Turn(TurnReply, Result<Appended, EngineError>),
 }
 
@@ -60,6 +63,9 @@ pub(crate) struct SequencerActor {
     prepared_end: u64,
     next_record_id: u64,
     heads: Heads,
+    /// Names, tags, key-value entries and times, as this batch leaves them; published after
+    /// the batch is durable, restored from the published snapshot when it fails.
+    contexts: Contexts,
     batch: Batch,
 }
 
@@ -89,17 +95,54 @@ impl SequencerActor {
             prepared_end: recovered.file_len,
             next_record_id: recovered.next_record_id,
             heads: recovered.heads,
+            contexts: recovered.contexts,
             batch,
         })
     }
 
-    fn create_context(&mut self, base: TurnId) -> Result<ContextHead, EngineError> {
+    fn create_context(&mut self, new: NewContext) -> Result<Created, EngineError> {
         self.published.status.check_writable()?;
-        let head_depth = if base.is_none() {
-            0
-        } else {
+        if let Some(owner) = new
+            .name
+            .as_deref()
+            .and_then(|name| self.contexts.by_name(name))
+            && new.get_or_create
+        {
+            let context = self.view(owner);
+            assert!(context.is_some(), "a named context exists");
+            return context
+                .map(|context| Created {
+                    context,
+                    created: false,
+                })
+                .ok_or(EngineError::ContextNotFound(owner));
+        }
+        check_new(&self.contexts, new.name.as_deref(), &new.tags)?;
+        let clone_from = match new.clone_from {
+            Some(crate::model::ContextRef::Id(source)) => Some(source),
+            Some(crate::model::ContextRef::Name(name)) => Some(
+                self.contexts
+                    .by_name(&name)
+                    .ok_or(EngineError::NameNotFound(name))?,
+            ),
+            None => None,
+        };
+        let head = match clone_from {
+            Some(_) if !new.base.is_none() => {
+                return Err(EngineError::InvalidArgument(
+                    "a clone takes its source's head; give no base turn".into(),
+                ));
+            }
+            Some(source) => self
+                .heads
+                .get(source)
+                .ok_or(EngineError::ContextNotFound(source))?,
             // Only a durable turn can be a base: no one can know of any other.
-            self.published.turns.turn(base)?.depth
+            None if !new.base.is_none() => HeadState {
+                head_turn_id: new.base,
+                head_depth: self.published.turns.turn(new.base)?.depth,
+            },
+            None => HeadState::default(),
         };
         let Some(context_id) = self.heads.next_context_id() else {
             return Err(EngineError::InvalidArgument(format!(
@@ -107,23 +150,126 @@ impl SequencerActor {
                 crate::sequencer::view::CONTEXTS_MAX
             )));
         };
+        let now = now_unix_ms();
         self.push_record(&LogRecord::Context(ContextRecord {
             record_id: self.next_record_id,
             context_id,
-            head_turn_id: base,
-            head_depth,
-            created_at_unix_ms: now_unix_ms(),
+            head_turn_id: head.head_turn_id,
+            head_depth: head.head_depth,
+            created_at_unix_ms: now,
         }));
-        let created = self.heads.create(HeadState {
-            head_turn_id: base,
-            head_depth,
-        });
+        let created = self.heads.create(head);
         assert_eq!(created, context_id);
-        Ok(ContextHead {
-            context_id,
-            head_turn_id: base,
-            head_depth,
+        self.contexts.create(context_id, now);
+        let mut changes = Vec::new();
+        changes.extend(clone_from.map(ContextMeta::CloneFrom));
+        changes.extend(new.name.map(ContextMeta::Name));
+        if !new.tags.is_empty() {
+            let tags = new.tags.into_iter().map(|(k, v)| (k, Some(v))).collect();
+            changes.push(ContextMeta::Tags(tags));
+        }
+        for change in &changes {
+            // Checked above: a refusal here is a broken invariant, not bad input.
+            let applied = self.contexts.apply(context_id, change, now);
+            assert!(applied.is_ok(), "checked metadata refused: {applied:?}");
+            self.push_meta(context_id, change, now);
+        }
+        let context = self
+            .view(context_id)
+            .ok_or(EngineError::ContextNotFound(context_id))?;
+        Ok(Created {
+            context,
+            created: true,
         })
+    }
+
+    /// Applies metadata changes to one context, all or none.
+    fn change_meta(
+        &mut self,
+        context_id: ContextId,
+        changes: Vec<ContextMeta>,
+        expected_head: Option<TurnId>,
+    ) -> Result<ContextView, EngineError> {
+        self.published.status.check_writable()?;
+        let head = self
+            .heads
+            .get(context_id)
+            .ok_or(EngineError::ContextNotFound(context_id))?;
+        if let Some(expected) = expected_head
+            && expected != head.head_turn_id
+        {
+            return Err(EngineError::Conflict {
+                context_id,
+                expected,
+                actual: head.head_turn_id,
+            });
+        }
+        // Try them on a copy (O(1) with persistent maps), so that a refusal changes nothing.
+        let now = now_unix_ms();
+        let mut scratch = self.contexts.clone();
+        for change in &changes {
+            scratch.apply(context_id, change, now)?;
+        }
+        for change in &changes {
+            self.push_meta(context_id, change, now);
+        }
+        self.contexts = scratch;
+        self.view(context_id)
+            .ok_or(EngineError::ContextNotFound(context_id))
+    }
+
+    /// Key-value puts that keep existing keys: only the absent ones are written.
+    fn absent_only(&self, context_id: ContextId, changes: Vec<ContextMeta>) -> Vec<ContextMeta> {
+        let Some(info) = self.contexts.get(context_id) else {
+            return changes;
+        };
+        changes
+            .into_iter()
+            .filter_map(|change| match change {
+                ContextMeta::KvPut(entries) => {
+                    let absent: Vec<KvEntry> = entries
+                        .into_iter()
+                        .filter(|entry| !info.kv.contains_key(entry.key.as_slice()))
+                        .collect();
+                    (!absent.is_empty()).then_some(ContextMeta::KvPut(absent))
+                }
+                other => Some(other),
+            })
+            .collect()
+    }
+
+    /// A context's head and metadata as this batch leaves them.
+    fn view(&self, context_id: ContextId) -> Option<ContextView> {
+        let head = self.heads.get(context_id)?;
+        let info = self.contexts.get(context_id)?;
+        Some(ContextView {
+            head: ContextHead {
+                context_id,
+                head_turn_id: head.head_turn_id,
+                head_depth: head.head_depth,
+            },
+            name: info.name.as_deref().map(str::to_owned),
+            tags: info
+                .tags
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect(),
+            created_at_unix_ms: info.created_at_unix_ms,
+            updated_at_unix_ms: info.updated_at_unix_ms,
+        })
+    }
+
+    fn push_meta(&mut self, context_id: ContextId, change: &ContextMeta, at_unix_ms: u64) {
+        let record = MetaRecord {
+            record_id: self.next_record_id,
+            op: change.op(),
+            context_id,
+            created_at_unix_ms: at_unix_ms,
+            body: change.encode(),
+        };
+        for slot in record.slots() {
+            self.push_record(&slot);
+        }
     }
 
     fn append(&mut self, append: &TurnAppend) -> Result<Appended, EngineError> {
@@ -174,6 +320,7 @@ impl SequencerActor {
             head_depth: turn.depth,
         };
         let previous = self.heads.set(context_id, new_head);
+        self.contexts.touch(context_id, turn.created_at_unix_ms);
         self.batch.moves.push(HeadMove {
             context_id,
             previous,
@@ -229,6 +376,8 @@ impl SequencerActor {
             published.heads.set_head(context_id, head.head_turn_id);
         }
         published.heads.publish_contexts(self.heads.count());
+        // Last: a reader that finds a name or a tag finds its context's head.
+        published.contexts.publish(self.contexts.clone());
         let counters = &published.counters;
         counters.turns.fetch_add(batch.turns, Ordering::Relaxed);
         counters
@@ -248,9 +397,24 @@ impl GroupCommit for SequencerActor {
 
     async fn admit(&mut self, request: SequencerRequest) -> Admitted {
         match request {
-            SequencerRequest::CreateContext { base, reply } => {
-                let result = self.create_context(base);
+            SequencerRequest::CreateContext { new, reply } => {
+                let result = self.create_context(new);
                 self.batch.answers.push(Answer::Context(reply, result));
+            }
+            SequencerRequest::Meta {
+                context_id,
+                changes,
+                expected_head,
+                kv_if_absent,
+                reply,
+            } => {
+                let changes = if kv_if_absent {
+                    self.absent_only(context_id, changes)
+                } else {
+                    changes
+                };
+                let result = self.change_meta(context_id, changes, expected_head);
+                self.batch.answers.push(Answer::Meta(reply, result));
             }
             SequencerRequest::Append { append, reply } => {
                 let result = self.append(&append);
@@ -288,6 +452,7 @@ impl GroupCommit for SequencerActor {
                 Err(error) => {
                     self.prepared_end = offset;
                     self.roll_back(&batch, first_record_id);
+                    self.contexts = Contexts::clone(&self.published.contexts.load());
                     self.batch.contexts_before = self.heads.count();
                     fail_all(&mut batch.answers, &error);
                 }
@@ -296,6 +461,7 @@ impl GroupCommit for SequencerActor {
         for answer in batch.answers {
             match answer {
                 Answer::Context(reply, result) => drop(reply.send(result)),
+                Answer::Meta(reply, result) => drop(reply.send(result)),
                 Answer::Turn(reply, result) => drop(reply.send(result)),
             }
         }
@@ -336,6 +502,7 @@ fn fail_all(answers: &mut [Answer], error: &EngineError) {
     for answer in answers {
         match answer {
             Answer::Context(_, result) => *result = Err(error.duplicate()),
+            Answer::Meta(_, result) => *result = Err(error.duplicate()),
             Answer::Turn(_, result) => *result = Err(error.duplicate()),
         }
     }

@@ -6,6 +6,7 @@
 //! - `scan` / `recover`: reading `turns.log` at open (replay, DAG checks) and for `verify`.
 
 pub(crate) mod actor;
+pub(crate) mod contexts;
 pub(crate) mod heads;
 pub(crate) mod recover;
 pub(crate) mod scan;

@@ -14,9 +14,13 @@ use std::path::Path;
 
 use crate::blob::view::ShardView;
 use crate::error::OpenError;
-use crate::format::turn_log::TurnRecord;
-use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord, record_offset};
+use crate::format::context_meta::ContextMeta;
+use crate::format::turn_log::{
+    Assembled, ContextRecord, LOG_RECORD_BYTES, LogRecord, MetaAssembly, MetaRecord, TurnRecord,
+    record_offset,
+};
 use crate::ids::{BlobHash, BlobHashBuildHasher, TurnId};
+use crate::sequencer::contexts::Contexts;
 use crate::sequencer::heads::{HeadState, Heads};
 use crate::sequencer::scan::scan_log;
 use crate::tail::Tail;
@@ -27,6 +31,8 @@ pub(crate) struct RecoveredLog {
     /// Length of `turns.log` after recovery: records, then possibly prepared zeros.
     pub file_len: u64,
     pub heads: Heads,
+    /// Names, tags, key-value entries and times of every context.
+    pub contexts: Contexts,
     pub turns: u64,
     pub logical_bytes: u64,
     pub dedup_hits: u64,
@@ -40,8 +46,9 @@ pub(crate) fn recover_log(
     let io = |source| OpenError::io(path, source);
     let mut replay = Replay::new(File::open(path).map_err(io)?, shards);
     let scan = scan_log(path, |record| replay.record(record)).map_err(io)?;
+    let pending = replay.pending.as_ref().map(MetaAssembly::head_record_id);
     let mut state = replay.state;
-    let cut_at = match scan.tail {
+    let cut_at = match pending_metadata_tail(pending, scan.tail) {
         Tail::Clean | Tail::Preallocated { .. } => None,
         Tail::Torn { offset, reason } => {
             tracing::info!(log = %path.display(), offset, %reason, "cutting the torn tail of turns.log");
@@ -64,14 +71,28 @@ pub(crate) fn recover_log(
         scan.records, state.next_record_id,
         "replayed every valid record"
     );
-    state.next_record_id = scan.records + 1;
+    state.next_record_id = pending.unwrap_or(scan.records + 1);
     state.file_len = file_len;
     Ok(state)
+}
+
+/// A metadata record whose slots did not all reach the disk before the log ends is the
+/// unacknowledged end of a batch: the log is cut from its head slot. Damage stays damage.
+pub(crate) fn pending_metadata_tail(pending: Option<u64>, tail: Tail) -> Tail {
+    match (pending, tail) {
+        (Some(head), Tail::Clean | Tail::Preallocated { .. } | Tail::Torn { .. }) => Tail::Torn {
+            offset: record_offset(head),
+            reason: format!("metadata record {head} is missing slots at the end of the log"),
+        },
+        (_, tail) => tail,
+    }
 }
 
 /// Rebuilds heads and counters from records in log order, checking the DAG on the way.
 pub(crate) struct Replay<'a> {
     pub state: RecoveredLog,
+    /// A metadata record whose continuation slots are still to come.
+    pub pending: Option<MetaAssembly>,
     seen_blobs: HashSet<BlobHash, BlobHashBuildHasher>,
     shards: &'a [ShardView],
     reader: File,
@@ -81,6 +102,7 @@ impl<'a> Replay<'a> {
     pub fn new(reader: File, shards: &'a [ShardView]) -> Self {
         Replay {
             state: RecoveredLog::default(),
+            pending: None,
             seen_blobs: HashSet::default(),
             shards,
             reader,
@@ -88,77 +110,119 @@ impl<'a> Replay<'a> {
     }
 
     pub fn record(&mut self, record: &LogRecord) -> Result<(), String> {
-        replay(
-            &mut self.state,
-            &mut self.seen_blobs,
-            self.shards,
-            &self.reader,
-            record,
-        )
+        let state = &mut self.state;
+        match (self.pending.take(), record) {
+            (None, LogRecord::Context(context)) => replay_context(state, &self.reader, context)?,
+            (None, LogRecord::Turn(turn)) => {
+                replay_turn(state, &mut self.seen_blobs, self.shards, turn)?;
+            }
+            (None, LogRecord::Meta(head)) => match MetaAssembly::start(*head) {
+                Assembled::Partial(assembly) => self.pending = Some(assembly),
+                Assembled::Complete(meta) => apply_meta(state, &meta)?,
+            },
+            (Some(assembly), LogRecord::Continuation(slot)) => match assembly.push(slot)? {
+                Assembled::Partial(assembly) => self.pending = Some(assembly),
+                Assembled::Complete(meta) => apply_meta(state, &meta)?,
+            },
+            (None, LogRecord::Continuation(slot)) => {
+                return Err(format!(
+                    "continuation {} of metadata record {} without its head",
+                    slot.record_id, slot.head_record_id
+                ));
+            }
+            (Some(assembly), _) => {
+                return Err(format!(
+                    "metadata record {} is missing slots before record {}",
+                    assembly.head_record_id(),
+                    record.record_id()
+                ));
+            }
+        }
+        state.next_record_id += 1;
+        Ok(())
     }
 }
 
-fn replay(
+/// Ids are dense; the base turn exists and its depth matches.
+fn replay_context(
+    state: &mut RecoveredLog,
+    reader: &File,
+    context: &ContextRecord,
+) -> Result<(), String> {
+    let expected_id = state.heads.next_context_id();
+    if expected_id != Some(context.context_id) {
+        return Err(format!(
+            "context record creates context {}, expected {}",
+            context.context_id,
+            expected_id.map_or("none (the head table is full)".into(), |id| id.to_string())
+        ));
+    }
+    if !context.head_turn_id.is_none() {
+        let base = read_turn(reader, context.head_turn_id)?;
+        if base.depth != context.head_depth {
+            return Err(format!(
+                "context {} starts at turn {} with depth {}, but that turn has depth {}",
+                context.context_id, base.turn_id, context.head_depth, base.depth
+            ));
+        }
+    } else if context.head_depth != 0 {
+        return Err(format!(
+            "empty context {} has depth {}",
+            context.context_id, context.head_depth
+        ));
+    }
+    let context_id = state.heads.create(HeadState {
+        head_turn_id: context.head_turn_id,
+        head_depth: context.head_depth,
+    });
+    state
+        .contexts
+        .create(context_id, context.created_at_unix_ms);
+    Ok(())
+}
+
+/// The context exists; the DAG rule (`heads.rs`); the blob is durable.
+fn replay_turn(
     state: &mut RecoveredLog,
     seen_blobs: &mut HashSet<BlobHash, BlobHashBuildHasher>,
     shards: &[ShardView],
-    reader: &File,
-    record: &LogRecord,
+    turn: &TurnRecord,
 ) -> Result<(), String> {
-    match record {
-        LogRecord::Context(context) => {
-            let expected_id = state.heads.next_context_id();
-            if expected_id != Some(context.context_id) {
-                return Err(format!(
-                    "context record creates context {}, expected {}",
-                    context.context_id,
-                    expected_id.map_or("none (the head table is full)".into(), |id| id.to_string())
-                ));
-            }
-            if !context.head_turn_id.is_none() {
-                let base = read_turn(reader, context.head_turn_id)?;
-                if base.depth != context.head_depth {
-                    return Err(format!(
-                        "context {} starts at turn {} with depth {}, but that turn has depth {}",
-                        context.context_id, base.turn_id, context.head_depth, base.depth
-                    ));
-                }
-            } else if context.head_depth != 0 {
-                return Err(format!(
-                    "empty context {} has depth {}",
-                    context.context_id, context.head_depth
-                ));
-            }
-            state.heads.create(HeadState {
-                head_turn_id: context.head_turn_id,
-                head_depth: context.head_depth,
-            });
-        }
-        LogRecord::Turn(turn) => {
-            let Some(head) = state.heads.get(turn.context_id) else {
-                return Err(format!(
-                    "turn {} names context {} which does not exist",
-                    turn.turn_id, turn.context_id
-                ));
-            };
-            head.check_child(turn)?;
-            check_blob(shards, turn)?;
-            state.heads.set(
-                turn.context_id,
-                HeadState {
-                    head_turn_id: turn.turn_id,
-                    head_depth: turn.depth,
-                },
-            );
-            state.turns += 1;
-            state.logical_bytes += u64::from(turn.payload_len);
-            if !seen_blobs.insert(turn.payload_hash) {
-                state.dedup_hits += 1;
-            }
-        }
+    let Some(head) = state.heads.get(turn.context_id) else {
+        return Err(format!(
+            "turn {} names context {} which does not exist",
+            turn.turn_id, turn.context_id
+        ));
+    };
+    head.check_child(turn)?;
+    check_blob(shards, turn)?;
+    state.heads.set(
+        turn.context_id,
+        HeadState {
+            head_turn_id: turn.turn_id,
+            head_depth: turn.depth,
+        },
+    );
+    state
+        .contexts
+        .touch(turn.context_id, turn.created_at_unix_ms);
+    state.turns += 1;
+    state.logical_bytes += u64::from(turn.payload_len);
+    if !seen_blobs.insert(turn.payload_hash) {
+        state.dedup_hits += 1;
     }
-    state.next_record_id += 1;
     Ok(())
+}
+
+/// A whole metadata record: its body decodes and its change obeys the rules of the live path
+/// (`Contexts::check`).
+fn apply_meta(state: &mut RecoveredLog, record: &MetaRecord) -> Result<(), String> {
+    let meta = ContextMeta::decode(record.op, &record.body)
+        .map_err(|error| format!("metadata record {}: {error}", record.record_id))?;
+    state
+        .contexts
+        .apply(record.context_id, &meta, record.created_at_unix_ms)
+        .map_err(|error| format!("metadata record {}: {error}", record.record_id))
 }
 
 /// The turn's blob is in its shard's index with the same length: the blob was durable before

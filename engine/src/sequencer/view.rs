@@ -4,13 +4,14 @@
 //! readers pair with acquire loads, so readers see only durable state.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Corruption, EngineError};
 use crate::file::ReadFile;
 use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord, TurnRecord, record_offset};
 use crate::ids::{ContextId, TurnId};
+use crate::sequencer::contexts::Contexts;
 
 /// `turns.log` as readers see it: records `1..=durable_record_id` are durable and immutable.
 #[derive(Debug)]
@@ -126,6 +127,32 @@ impl HeadTable {
     pub fn publish_contexts(&self, count: u64) {
         let previous = self.durable_contexts.swap(count, Ordering::AcqRel);
         assert!(previous <= count, "context count moved back");
+    }
+}
+
+/// Every context's metadata (names, tags, key-value entries, times) as of the last durable
+/// batch: an immutable snapshot the sequencer swaps in after its fdatasync, after the heads.
+#[derive(Debug, Default)]
+pub(crate) struct ContextsView {
+    snapshot: arc_swap::ArcSwap<Contexts>,
+}
+
+impl ContextsView {
+    pub fn new(contexts: Contexts) -> Self {
+        ContextsView {
+            snapshot: arc_swap::ArcSwap::from_pointee(contexts),
+        }
+    }
+
+    /// The current snapshot; it stays whole however long the reader holds it.
+    pub fn load(&self) -> Arc<Contexts> {
+        self.snapshot.load_full()
+    }
+
+    /// Sequencer only, after the batch that made `contexts` is durable and its heads are
+    /// published.
+    pub fn publish(&self, contexts: Contexts) {
+        self.snapshot.store(Arc::new(contexts));
     }
 }
 

@@ -1,0 +1,393 @@
+//! Contexts as agent threads, the caller's side: names resolved, metadata changes sent to the
+//! sequencer (key-value values first made durable as blobs, like an append's payload), and
+//! reads — views, listings, key-value look-ups — answered from the published snapshot
+//! (`sequencer::view::ContextsView`) without asking any actor.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::format::context_meta::{
+    ContextMeta, KV_ENTRIES_PER_REQUEST_MAX, KV_KEY_BYTES_MAX, KvEntry,
+};
+use crate::ids::{BlobHash, ContextId, TurnId};
+use crate::model::{ContextRef, ContextView, Created, NewContext};
+use crate::pipeline::SequencerRequest;
+use crate::sequencer::contexts::{ContextInfo, Contexts};
+
+/// Contexts one listing page may return.
+pub const LIST_PAGE_MAX: u32 = 1000;
+/// Key-value entries one scan page may return.
+pub const KV_SCAN_PAGE_MAX: u32 = 1000;
+
+/// Which contexts a listing returns: all of the given conditions hold.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct ListQuery {
+    /// Tag equalities (answered from the tag index: a selective tag scans only its contexts).
+    pub tags: Vec<(String, String)>,
+    /// Names starting with this (answered from the sorted names; pages go in name order).
+    pub name_prefix: Option<String>,
+    pub updated_after_unix_ms: Option<u64>,
+    pub updated_before_unix_ms: Option<u64>,
+    /// Where the previous page ended.
+    pub cursor: Option<ListCursor>,
+    /// At most `LIST_PAGE_MAX`.
+    pub limit: u32,
+}
+
+/// Where a listing page ended: the last context returned (by name with a name prefix, else by
+/// ContextID).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum ListCursor {
+    Id(ContextId),
+    Name(String),
+}
+
+/// A page of a listing.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ContextPage {
+    pub contexts: Vec<ContextView>,
+    /// `None` when there are no more.
+    pub next_cursor: Option<ListCursor>,
+}
+
+/// A key-value entry as reads return it.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct KvItem {
+    pub key: Bytes,
+    pub value_hash: BlobHash,
+    pub value_len: u32,
+}
+
+impl Engine {
+    /// The ContextID a reference names (NOT_FOUND for an unknown id or name).
+    pub fn resolve(&self, context: &ContextRef) -> Result<ContextId, EngineError> {
+        match context {
+            ContextRef::Id(context_id) => {
+                let exists = self.inner.published.heads.head(*context_id).is_some();
+                exists
+                    .then_some(*context_id)
+                    .ok_or(EngineError::ContextNotFound(*context_id))
+            }
+            ContextRef::Name(name) => self
+                .inner
+                .published
+                .contexts
+                .load()
+                .by_name(name)
+                .ok_or_else(|| EngineError::NameNotFound(name.clone())),
+        }
+    }
+
+    /// A context's head, name, tags and times.
+    pub fn context(&self, context: &ContextRef) -> Result<ContextView, EngineError> {
+        let snapshot = self.inner.published.contexts.load();
+        let context_id = self.resolve(context)?;
+        self.view(&snapshot, context_id)
+    }
+
+    /// A copy of `source` named `name`: its head, tags and key-value entries, sharing every
+    /// turn and blob. O(its metadata).
+    pub async fn clone_context(
+        &self,
+        source: ContextRef,
+        name: String,
+    ) -> Result<ContextView, EngineError> {
+        let new = NewContext {
+            clone_from: Some(source),
+            name: Some(name),
+            ..NewContext::default()
+        };
+        self.create(new)
+            .await
+            .map(|created: Created| created.context)
+    }
+
+    /// Names a context that has no name yet.
+    pub async fn set_name(
+        &self,
+        context: &ContextRef,
+        name: String,
+    ) -> Result<ContextView, EngineError> {
+        let context_id = self.resolve(context)?;
+        let changes = vec![ContextMeta::Name(name)];
+        self.change_meta(context_id, changes, None, false).await
+    }
+
+    /// Sets and removes tags atomically; with `expected_head`, only if the head is still that
+    /// turn (so a status change and the head agree).
+    pub async fn update_tags(
+        &self,
+        context: &ContextRef,
+        set: Vec<(String, String)>,
+        remove: Vec<String>,
+        expected_head: Option<TurnId>,
+    ) -> Result<ContextView, EngineError> {
+        let context_id = self.resolve(context)?;
+        let changes: Vec<_> = set
+            .into_iter()
+            .map(|(key, value)| (key, Some(value)))
+            .chain(remove.into_iter().map(|key| (key, None)))
+            .collect();
+        let changes = vec![ContextMeta::Tags(changes)];
+        self.change_meta(context_id, changes, expected_head, false)
+            .await
+    }
+
+    /// Puts key-value entries in one group commit; values are stored as blobs (equal values
+    /// are stored once). With `if_absent`, keys the context has keep their values.
+    pub async fn kv_put(
+        &self,
+        context: &ContextRef,
+        entries: Vec<(Vec<u8>, Bytes)>,
+        if_absent: bool,
+    ) -> Result<(), EngineError> {
+        let context_id = self.resolve(context)?;
+        check_kv_count(entries.len())?;
+        let mut stored = Vec::with_capacity(entries.len());
+        for (key, value) in entries {
+            check_kv_key(&key)?;
+            let hash = BlobHash::of(&value);
+            let value_len = value.len() as u32;
+            self.store_blob(hash, value).await?;
+            stored.push(KvEntry {
+                key,
+                value_hash: hash,
+                value_len,
+            });
+        }
+        let changes = vec![ContextMeta::KvPut(stored)];
+        self.change_meta(context_id, changes, None, if_absent)
+            .await
+            .map(drop)
+    }
+
+    /// Deletes key-value entries (absent keys are no error).
+    pub async fn kv_delete(
+        &self,
+        context: &ContextRef,
+        keys: Vec<Vec<u8>>,
+    ) -> Result<(), EngineError> {
+        let context_id = self.resolve(context)?;
+        check_kv_count(keys.len())?;
+        for key in &keys {
+            check_kv_key(key)?;
+        }
+        let changes = vec![ContextMeta::KvDelete(keys)];
+        self.change_meta(context_id, changes, None, false)
+            .await
+            .map(drop)
+    }
+
+    /// A key-value entry, without its value (read that with `blob`).
+    pub fn kv_get(&self, context: &ContextRef, key: &[u8]) -> Result<Option<KvItem>, EngineError> {
+        let snapshot = self.inner.published.contexts.load();
+        let info = self.info(&snapshot, context)?;
+        Ok(info.kv.get(key).map(|value| KvItem {
+            key: Bytes::copy_from_slice(key),
+            value_hash: value.hash,
+            value_len: value.len,
+        }))
+    }
+
+    /// Key-value entries whose keys start with `prefix`, in key order, after `after`.
+    pub fn kv_scan(
+        &self,
+        context: &ContextRef,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: u32,
+    ) -> Result<Vec<KvItem>, EngineError> {
+        if limit > KV_SCAN_PAGE_MAX {
+            return Err(EngineError::Limit {
+                what: "key-value entries per scan page",
+                limit: KV_SCAN_PAGE_MAX as usize,
+            });
+        }
+        let snapshot = self.inner.published.contexts.load();
+        let info = self.info(&snapshot, context)?;
+        let start = Bytes::copy_from_slice(after.unwrap_or(prefix));
+        Ok(info
+            .kv
+            .range(start..)
+            .filter(|(key, _)| Some(key.as_ref()) != after)
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .take(limit as usize)
+            .map(|(key, value)| KvItem {
+                key: key.clone(),
+                value_hash: value.hash,
+                value_len: value.len,
+            })
+            .collect())
+    }
+
+    /// Contexts matching every condition of `query`, one page.
+    pub fn list_contexts(&self, query: &ListQuery) -> Result<ContextPage, EngineError> {
+        if query.limit > LIST_PAGE_MAX {
+            return Err(EngineError::Limit {
+                what: "contexts per listing page",
+                limit: LIST_PAGE_MAX as usize,
+            });
+        }
+        let snapshot = self.inner.published.contexts.load();
+        let limit = query.limit as usize;
+        let matches = |context_id: ContextId| {
+            snapshot
+                .get(context_id)
+                .is_some_and(|info| matches_query(info, query))
+        };
+        let ids: Vec<ContextId> = if let Some(prefix) = &query.name_prefix {
+            let after = match &query.cursor {
+                Some(ListCursor::Name(name)) => Some(name.as_str()),
+                _ => None,
+            };
+            snapshot
+                .names_from(prefix, after)
+                .map(|(_, context_id)| context_id)
+                .filter(|&context_id| matches(context_id))
+                .take(limit + 1)
+                .collect()
+        } else {
+            let after = match query.cursor {
+                Some(ListCursor::Id(context_id)) => context_id.0,
+                _ => 0,
+            };
+            let candidates: Box<dyn Iterator<Item = ContextId>> =
+                match smallest_tag_set(&snapshot, &query.tags) {
+                    Some(set) => Box::new(set.range(ContextId(after + 1)..).copied()),
+                    None if query.tags.is_empty() => {
+                        Box::new((after + 1..=snapshot.count()).map(ContextId))
+                    }
+                    None => Box::new(std::iter::empty()),
+                };
+            candidates
+                .filter(|&context_id| matches(context_id))
+                .take(limit + 1)
+                .collect()
+        };
+        let more = ids.len() > limit;
+        let contexts = ids
+            .into_iter()
+            .take(limit)
+            .map(|context_id| self.view(&snapshot, context_id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let next_cursor = match contexts.last() {
+            Some(last) if more => Some(match &query.name_prefix {
+                Some(_) => ListCursor::Name(last.name.clone().unwrap_or_default()),
+                None => ListCursor::Id(last.head.context_id),
+            }),
+            _ => None,
+        };
+        Ok(ContextPage {
+            contexts,
+            next_cursor,
+        })
+    }
+
+    async fn change_meta(
+        &self,
+        context_id: ContextId,
+        changes: Vec<ContextMeta>,
+        expected_head: Option<TurnId>,
+        kv_if_absent: bool,
+    ) -> Result<ContextView, EngineError> {
+        self.check_open()?;
+        self.inner.published.status.check_writable()?;
+        let (reply, answer) = oneshot::channel();
+        let request = SequencerRequest::Meta {
+            context_id,
+            changes,
+            expected_head,
+            kv_if_absent,
+            reply,
+        };
+        (self.inner.sequencer.0.send_async(request).await).map_err(|_| EngineError::ShutDown)?;
+        answer.await.map_err(|_| EngineError::ShutDown)?
+    }
+
+    fn info(
+        &self,
+        snapshot: &Arc<Contexts>,
+        context: &ContextRef,
+    ) -> Result<ContextInfo, EngineError> {
+        let context_id = self.resolve(context)?;
+        Ok(snapshot.get(context_id).cloned().unwrap_or_default())
+    }
+
+    fn view(&self, snapshot: &Contexts, context_id: ContextId) -> Result<ContextView, EngineError> {
+        let head = self.reader().head(context_id)?;
+        // A context created after this snapshot was taken has no metadata in it yet.
+        let info = snapshot.get(context_id).cloned().unwrap_or_default();
+        Ok(ContextView {
+            head,
+            name: info.name.as_deref().map(str::to_owned),
+            tags: info
+                .tags
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect(),
+            created_at_unix_ms: info.created_at_unix_ms,
+            updated_at_unix_ms: info.updated_at_unix_ms,
+        })
+    }
+}
+
+/// The most selective tag of a query: the index set with the fewest contexts. `None` when the
+/// query has no tags, or a tag no context carries (then nothing matches).
+fn smallest_tag_set<'a>(
+    snapshot: &'a Contexts,
+    tags: &[(String, String)],
+) -> Option<&'a imbl::OrdSet<ContextId>> {
+    let mut smallest: Option<&imbl::OrdSet<ContextId>> = None;
+    for (key, value) in tags {
+        let set = snapshot.tagged(key, value)?;
+        if smallest.is_none_or(|current| set.len() < current.len()) {
+            smallest = Some(set);
+        }
+    }
+    smallest
+}
+
+fn matches_query(info: &ContextInfo, query: &ListQuery) -> bool {
+    let tags_match = query
+        .tags
+        .iter()
+        .all(|(key, value)| info.tags.get(key.as_str()).map(|v| v.as_ref()) == Some(value));
+    let name_match = match &query.name_prefix {
+        Some(prefix) => info
+            .name
+            .as_deref()
+            .is_some_and(|n| n.starts_with(prefix.as_str())),
+        None => true,
+    };
+    tags_match
+        && name_match
+        && query
+            .updated_after_unix_ms
+            .is_none_or(|after| info.updated_at_unix_ms > after)
+        && query
+            .updated_before_unix_ms
+            .is_none_or(|before| info.updated_at_unix_ms < before)
+}
+
+fn check_kv_count(count: usize) -> Result<(), EngineError> {
+    if count == 0 || count > KV_ENTRIES_PER_REQUEST_MAX {
+        return Err(EngineError::Limit {
+            what: "key-value entries per request (1..=128)",
+            limit: KV_ENTRIES_PER_REQUEST_MAX,
+        });
+    }
+    Ok(())
+}
+
+fn check_kv_key(key: &[u8]) -> Result<(), EngineError> {
+    if key.is_empty() || key.len() > KV_KEY_BYTES_MAX {
+        return Err(EngineError::Limit {
+            what: "a key's bytes (1..=256)",
+            limit: KV_KEY_BYTES_MAX,
+        });
+    }
+    Ok(())
+}

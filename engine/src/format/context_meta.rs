@@ -1,0 +1,302 @@
+//! Bodies of context metadata records (`turns.log` kind 3, carried by `turn_log::MetaRecord`):
+//! a context's name, tag changes, key-value puts and deletes, and clone-from. Layout in
+//! docs/storage.md#context-metadata-records; the limits below are the format's ceilings,
+//! checked when a request is admitted (typed errors) and again when a body is decoded.
+//!
+//! ```text
+//! op 1 name       the name's UTF-8 bytes (1..=256)
+//! op 2 tags       u16 count, then count × (u16 key_len, key, u8 set, [u16 value_len, value])
+//! op 3 kv put     u16 count, then count × (u16 key_len, key, hash[32], u32 value_len)
+//! op 4 kv delete  u16 count, then count × (u16 key_len, key)
+//! op 5 clone-from u64 source context id (tags and key-value entries as the source has them)
+//! ```
+
+use crate::format::RecordError;
+use crate::ids::{BlobHash, ContextId};
+
+pub const NAME_BYTES_MAX: usize = 256;
+pub const TAGS_PER_CONTEXT_MAX: usize = 32;
+pub const TAG_KEY_BYTES_MAX: usize = 64;
+pub const TAG_VALUE_BYTES_MAX: usize = 1024;
+pub const KV_KEY_BYTES_MAX: usize = 256;
+/// Key-value entries one put or delete request may carry (one record, one group commit).
+pub const KV_ENTRIES_PER_REQUEST_MAX: usize = 128;
+
+const OP_NAME: u16 = 1;
+const OP_TAGS: u16 = 2;
+const OP_KV_PUT: u16 = 3;
+const OP_KV_DELETE: u16 = 4;
+const OP_CLONE_FROM: u16 = 5;
+
+/// A key-value entry: the key and the blob that holds the value.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct KvEntry {
+    pub key: Vec<u8>,
+    pub value_hash: BlobHash,
+    pub value_len: u32,
+}
+
+/// What a metadata record does to its context.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum ContextMeta {
+    Name(String),
+    /// Set (`Some`) or remove (`None`) each key, atomically.
+    Tags(Vec<(String, Option<String>)>),
+    KvPut(Vec<KvEntry>),
+    KvDelete(Vec<Vec<u8>>),
+    /// The context (created by the context record just before) takes the source's tags and
+    /// key-value entries as they are at this point of the log.
+    CloneFrom(ContextId),
+}
+
+impl ContextMeta {
+    pub fn op(&self) -> u16 {
+        match self {
+            ContextMeta::Name(_) => OP_NAME,
+            ContextMeta::Tags(_) => OP_TAGS,
+            ContextMeta::KvPut(_) => OP_KV_PUT,
+            ContextMeta::KvDelete(_) => OP_KV_DELETE,
+            ContextMeta::CloneFrom(_) => OP_CLONE_FROM,
+        }
+    }
+
+    /// The body bytes. The caller validated the limits; encoding asserts them (pair assertion
+    /// with `decode`).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        match self {
+            ContextMeta::Name(name) => {
+                assert!(
+                    check_name(name.as_bytes()).is_ok(),
+                    "name checked on admission"
+                );
+                out.extend_from_slice(name.as_bytes());
+            }
+            ContextMeta::Tags(changes) => {
+                assert!(changes.len() <= TAGS_PER_CONTEXT_MAX * 2);
+                out.extend_from_slice(&(changes.len() as u16).to_le_bytes());
+                for (key, value) in changes {
+                    assert!(key.len() <= TAG_KEY_BYTES_MAX && !key.is_empty());
+                    put_bytes(&mut out, key.as_bytes());
+                    match value {
+                        Some(value) => {
+                            assert!(value.len() <= TAG_VALUE_BYTES_MAX);
+                            out.push(1);
+                            put_bytes(&mut out, value.as_bytes());
+                        }
+                        None => out.push(0),
+                    }
+                }
+            }
+            ContextMeta::KvPut(entries) => {
+                assert!(entries.len() <= KV_ENTRIES_PER_REQUEST_MAX);
+                out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
+                for entry in entries {
+                    assert!(entry.key.len() <= KV_KEY_BYTES_MAX && !entry.key.is_empty());
+                    put_bytes(&mut out, &entry.key);
+                    out.extend_from_slice(&entry.value_hash.0);
+                    out.extend_from_slice(&entry.value_len.to_le_bytes());
+                }
+            }
+            ContextMeta::KvDelete(keys) => {
+                assert!(keys.len() <= KV_ENTRIES_PER_REQUEST_MAX);
+                out.extend_from_slice(&(keys.len() as u16).to_le_bytes());
+                for key in keys {
+                    assert!(key.len() <= KV_KEY_BYTES_MAX && !key.is_empty());
+                    put_bytes(&mut out, key);
+                }
+            }
+            ContextMeta::CloneFrom(source) => out.extend_from_slice(&source.0.to_le_bytes()),
+        }
+        out
+    }
+
+    /// Decodes a body; never panics. Checks the same limits as admission.
+    pub fn decode(op: u16, body: &[u8]) -> Result<ContextMeta, RecordError> {
+        let mut reader = Reader { rest: body };
+        let meta = match op {
+            OP_NAME => {
+                check_name(body)?;
+                reader.rest = &[];
+                let name = std::str::from_utf8(body)
+                    .map_err(|_| RecordError::Field("context name is not UTF-8"))?;
+                ContextMeta::Name(name.to_owned())
+            }
+            OP_TAGS => {
+                let count = reader.u16()? as usize;
+                let mut changes = Vec::with_capacity(count.min(TAGS_PER_CONTEXT_MAX * 2));
+                for _ in 0..count {
+                    let key = reader.text(TAG_KEY_BYTES_MAX)?;
+                    let value = match reader.u8()? {
+                        0 => None,
+                        1 => Some(reader.text(TAG_VALUE_BYTES_MAX)?),
+                        _ => {
+                            return Err(RecordError::Field("tag change is neither set nor remove"));
+                        }
+                    };
+                    changes.push((key, value));
+                }
+                ContextMeta::Tags(changes)
+            }
+            OP_KV_PUT => {
+                let count = reader.count()?;
+                let mut entries = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let key = reader.key()?;
+                    let value_hash = BlobHash(reader.array()?);
+                    let value_len = u32::from_le_bytes(reader.array()?);
+                    entries.push(KvEntry {
+                        key,
+                        value_hash,
+                        value_len,
+                    });
+                }
+                ContextMeta::KvPut(entries)
+            }
+            OP_KV_DELETE => {
+                let count = reader.count()?;
+                let mut keys = Vec::with_capacity(count);
+                for _ in 0..count {
+                    keys.push(reader.key()?);
+                }
+                ContextMeta::KvDelete(keys)
+            }
+            OP_CLONE_FROM => {
+                let source = u64::from_le_bytes(reader.array()?);
+                if source == 0 {
+                    return Err(RecordError::Field("clone from context 0"));
+                }
+                ContextMeta::CloneFrom(ContextId(source))
+            }
+            _ => return Err(RecordError::Field("unknown context metadata op")),
+        };
+        if !reader.rest.is_empty() {
+            return Err(RecordError::Field("bytes after the metadata body"));
+        }
+        Ok(meta)
+    }
+}
+
+/// A context name: 1..=256 bytes of UTF-8.
+pub fn check_name(name: &[u8]) -> Result<(), RecordError> {
+    if name.is_empty() || name.len() > NAME_BYTES_MAX {
+        return Err(RecordError::Field("context name is not 1..=256 bytes"));
+    }
+    Ok(())
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// Bounds-checked reading of a body.
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, len: usize) -> Result<&'a [u8], RecordError> {
+        if self.rest.len() < len {
+            return Err(RecordError::Field("metadata body ends early"));
+        }
+        let (head, rest) = self.rest.split_at(len);
+        self.rest = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], RecordError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    fn u8(&mut self) -> Result<u8, RecordError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, RecordError> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+
+    fn count(&mut self) -> Result<usize, RecordError> {
+        let count = self.u16()? as usize;
+        if count > KV_ENTRIES_PER_REQUEST_MAX {
+            return Err(RecordError::Field(
+                "too many key-value entries in one record",
+            ));
+        }
+        Ok(count)
+    }
+
+    fn bytes(&mut self, max: usize) -> Result<&'a [u8], RecordError> {
+        let len = self.u16()? as usize;
+        if len == 0 || len > max {
+            return Err(RecordError::Field(
+                "metadata key or value length out of range",
+            ));
+        }
+        self.take(len)
+    }
+
+    fn text(&mut self, max: usize) -> Result<String, RecordError> {
+        let bytes = self.bytes(max)?;
+        std::str::from_utf8(bytes)
+            .map(str::to_owned)
+            .map_err(|_| RecordError::Field("tag is not UTF-8"))
+    }
+
+    fn key(&mut self) -> Result<Vec<u8>, RecordError> {
+        self.bytes(KV_KEY_BYTES_MAX).map(<[u8]>::to_vec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples() -> Vec<ContextMeta> {
+        vec![
+            ContextMeta::Name("thread-42/ns".into()),
+            ContextMeta::Tags(vec![
+                ("status".into(), Some("suspended".into())),
+                ("owner".into(), None),
+            ]),
+            ContextMeta::KvPut(vec![KvEntry {
+                key: b"pending/0001".to_vec(),
+                value_hash: BlobHash::of(b"value"),
+                value_len: 5,
+            }]),
+            ContextMeta::KvDelete(vec![b"pending/0001".to_vec(), b"x".to_vec()]),
+            ContextMeta::CloneFrom(ContextId(7)),
+        ]
+    }
+
+    #[test]
+    fn bodies_round_trip() {
+        for meta in samples() {
+            assert_eq!(ContextMeta::decode(meta.op(), &meta.encode()), Ok(meta));
+        }
+    }
+
+    #[test]
+    fn truncated_or_extended_bodies_are_errors_not_panics() {
+        for meta in samples() {
+            let body = meta.encode();
+            for cut in 0..body.len() {
+                let decoded = ContextMeta::decode(meta.op(), &body[..cut]);
+                // A name cut short is still a name; every other body cut short is an error.
+                if !matches!(meta, ContextMeta::Name(_)) || cut == 0 {
+                    assert!(decoded.is_err(), "{meta:?} cut at {cut}");
+                }
+            }
+            let mut longer = body.clone();
+            longer.push(0);
+            if !matches!(meta, ContextMeta::Name(_)) {
+                assert!(ContextMeta::decode(meta.op(), &longer).is_err());
+            }
+        }
+        assert!(ContextMeta::decode(99, &[]).is_err());
+        assert!(ContextMeta::decode(1, &[b'x'; NAME_BYTES_MAX + 1]).is_err());
+    }
+}

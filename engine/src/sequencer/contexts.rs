@@ -1,0 +1,275 @@
+//! Context metadata as the sequencer keeps it: per context its name, tags, key-value entries
+//! and times, plus the indexes a listing needs (name → context, tag → contexts). The same
+//! rules serve the live path (`check` before a record is written: typed errors) and replay
+//! (`apply` while reading turns.log: a record that breaks them is damage).
+//!
+//! Every map is persistent (`imbl`): the sequencer changes its own copy, and publishing a
+//! snapshot to readers is a clone that shares all unchanged nodes — O(1), then O(log n) per
+//! later change — so readers never take a lock and never see a batch half-applied.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::EngineError;
+use crate::format::context_meta::{
+    ContextMeta, KvEntry, NAME_BYTES_MAX, TAG_KEY_BYTES_MAX, TAG_VALUE_BYTES_MAX,
+    TAGS_PER_CONTEXT_MAX,
+};
+use crate::ids::{BlobHash, ContextId};
+
+/// A key-value entry's value: a blob.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct KvValue {
+    pub hash: BlobHash,
+    pub len: u32,
+}
+
+/// What a context carries besides its head.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct ContextInfo {
+    pub name: Option<Arc<str>>,
+    pub tags: imbl::OrdMap<Arc<str>, Arc<str>>,
+    pub kv: imbl::OrdMap<Bytes, KvValue>,
+    pub created_at_unix_ms: u64,
+    /// The newest head move, tag or key-value change.
+    pub updated_at_unix_ms: u64,
+}
+
+/// Every context's metadata and the indexes over it. Context `c` is at index `c - 1`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Contexts {
+    infos: imbl::Vector<ContextInfo>,
+    names: imbl::OrdMap<Arc<str>, ContextId>,
+    /// (key, value) → the contexts whose tag `key` has that value.
+    tag_index: imbl::HashMap<(Arc<str>, Arc<str>), imbl::OrdSet<ContextId>>,
+}
+
+impl Contexts {
+    pub fn get(&self, context_id: ContextId) -> Option<&ContextInfo> {
+        self.infos.get((context_id.0 as usize).wrapping_sub(1))
+    }
+
+    pub fn count(&self) -> u64 {
+        self.infos.len() as u64
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<ContextId> {
+        self.names.get(name).copied()
+    }
+
+    /// Contexts whose names start with `prefix`, in name order, from `after` (exclusive).
+    pub fn names_from<'a>(
+        &'a self,
+        prefix: &'a str,
+        after: Option<&'a str>,
+    ) -> impl Iterator<Item = (&'a Arc<str>, ContextId)> + 'a {
+        let start: Arc<str> = Arc::from(after.unwrap_or(prefix));
+        self.names
+            .range(start..)
+            .filter(move |(name, _)| Some(name.as_ref()) != after)
+            .take_while(move |(name, _)| name.starts_with(prefix))
+            .map(|(name, id)| (name, *id))
+    }
+
+    /// Contexts whose tag `key` is `value`, in ContextID order.
+    pub fn tagged(&self, key: &str, value: &str) -> Option<&imbl::OrdSet<ContextId>> {
+        self.tag_index.get(&(Arc::from(key), Arc::from(value)))
+    }
+
+    /// A new context (its context record). A clone's metadata follows in its own record.
+    pub fn create(&mut self, context_id: ContextId, at_unix_ms: u64) {
+        assert_eq!(context_id.0, self.count() + 1, "contexts are dense");
+        self.infos.push_back(ContextInfo {
+            created_at_unix_ms: at_unix_ms,
+            updated_at_unix_ms: at_unix_ms,
+            ..ContextInfo::default()
+        });
+    }
+
+    /// The head moved.
+    pub fn touch(&mut self, context_id: ContextId, at_unix_ms: u64) {
+        if let Some(info) = self.infos.get_mut((context_id.0 as usize).wrapping_sub(1)) {
+            info.updated_at_unix_ms = info.updated_at_unix_ms.max(at_unix_ms);
+        }
+    }
+
+    /// Whether `meta` may be applied to `context_id`: the typed error a caller gets, before
+    /// anything is written.
+    pub fn check(&self, context_id: ContextId, meta: &ContextMeta) -> Result<(), EngineError> {
+        let info = self
+            .get(context_id)
+            .ok_or(EngineError::ContextNotFound(context_id))?;
+        match meta {
+            ContextMeta::Name(name) => check_name(self, context_id, info, name),
+            ContextMeta::Tags(changes) => check_tags(info, changes),
+            ContextMeta::KvPut(_) | ContextMeta::KvDelete(_) => Ok(()),
+            ContextMeta::CloneFrom(source) => {
+                self.get(*source)
+                    .ok_or(EngineError::ContextNotFound(*source))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Applies a metadata record (checked by `check`, or replayed from the log).
+    pub fn apply(
+        &mut self,
+        context_id: ContextId,
+        meta: &ContextMeta,
+        at_unix_ms: u64,
+    ) -> Result<(), EngineError> {
+        self.check(context_id, meta)?;
+        let index = context_id.0 as usize - 1;
+        let source = match meta {
+            ContextMeta::CloneFrom(source) => self.get(*source).cloned(),
+            _ => None,
+        };
+        let mut info = self.infos[index].clone();
+        match meta {
+            ContextMeta::Name(name) => {
+                let name: Arc<str> = Arc::from(name.as_str());
+                self.names.insert(name.clone(), context_id);
+                info.name = Some(name);
+            }
+            ContextMeta::Tags(changes) => {
+                for (key, value) in changes {
+                    let key: Arc<str> = Arc::from(key.as_str());
+                    if let Some(old) = info.tags.remove(&key) {
+                        self.unindex(&key, &old, context_id);
+                    }
+                    if let Some(value) = value {
+                        let value: Arc<str> = Arc::from(value.as_str());
+                        self.index(&key, &value, context_id);
+                        info.tags.insert(key, value);
+                    }
+                }
+            }
+            ContextMeta::KvPut(entries) => {
+                for KvEntry {
+                    key,
+                    value_hash,
+                    value_len,
+                } in entries
+                {
+                    let value = KvValue {
+                        hash: *value_hash,
+                        len: *value_len,
+                    };
+                    info.kv.insert(Bytes::copy_from_slice(key), value);
+                }
+            }
+            ContextMeta::KvDelete(keys) => {
+                for key in keys {
+                    info.kv.remove(key.as_slice());
+                }
+            }
+            ContextMeta::CloneFrom(_) => {
+                if let Some(source) = source {
+                    for (key, value) in source.tags.iter() {
+                        self.index(key, value, context_id);
+                    }
+                    info.tags = source.tags;
+                    info.kv = source.kv;
+                }
+            }
+        }
+        info.updated_at_unix_ms = info.updated_at_unix_ms.max(at_unix_ms);
+        self.infos[index] = info;
+        Ok(())
+    }
+
+    fn index(&mut self, key: &Arc<str>, value: &Arc<str>, context_id: ContextId) {
+        self.tag_index
+            .entry((key.clone(), value.clone()))
+            .or_default()
+            .insert(context_id);
+    }
+
+    fn unindex(&mut self, key: &Arc<str>, value: &Arc<str>, context_id: ContextId) {
+        let pair = (key.clone(), value.clone());
+        let now_empty = match self.tag_index.get_mut(&pair) {
+            Some(set) => {
+                set.remove(&context_id);
+                set.is_empty()
+            }
+            None => false,
+        };
+        if now_empty {
+            self.tag_index.remove(&pair);
+        }
+    }
+}
+
+/// Whether a new context may carry `name` and `tags`: the checks of `check`, for a context
+/// that does not exist yet.
+pub(crate) fn check_new(
+    contexts: &Contexts,
+    name: Option<&str>,
+    tags: &[(String, String)],
+) -> Result<(), EngineError> {
+    let empty = ContextInfo::default();
+    if let Some(name) = name {
+        check_name(contexts, ContextId(0), &empty, name)?;
+    }
+    let changes: Vec<_> = tags
+        .iter()
+        .map(|(key, value)| (key.clone(), Some(value.clone())))
+        .collect();
+    check_tags(&empty, &changes)
+}
+
+fn check_name(
+    contexts: &Contexts,
+    context_id: ContextId,
+    info: &ContextInfo,
+    name: &str,
+) -> Result<(), EngineError> {
+    if name.is_empty() || name.len() > NAME_BYTES_MAX {
+        return Err(EngineError::Limit {
+            what: "a context name's bytes (1..=256)",
+            limit: NAME_BYTES_MAX,
+        });
+    }
+    if let Some(owner) = contexts.by_name(name) {
+        return Err(EngineError::NameTaken {
+            name: name.to_owned(),
+            context_id: owner,
+        });
+    }
+    if let Some(current) = &info.name {
+        return Err(EngineError::InvalidArgument(format!(
+            "context {context_id} is already named {current:?}; names do not change"
+        )));
+    }
+    Ok(())
+}
+
+fn check_tags(info: &ContextInfo, changes: &[(String, Option<String>)]) -> Result<(), EngineError> {
+    let mut tags = info.tags.clone();
+    for (key, value) in changes {
+        if key.is_empty() || key.len() > TAG_KEY_BYTES_MAX {
+            return Err(EngineError::Limit {
+                what: "a tag key's bytes (1..=64)",
+                limit: TAG_KEY_BYTES_MAX,
+            });
+        }
+        match value {
+            Some(value) if value.is_empty() || value.len() > TAG_VALUE_BYTES_MAX => {
+                return Err(EngineError::Limit {
+                    what: "a tag value's bytes (1..=1024)",
+                    limit: TAG_VALUE_BYTES_MAX,
+                });
+            }
+            Some(value) => drop(tags.insert(Arc::from(key.as_str()), Arc::from(value.as_str()))),
+            None => drop(tags.remove(key.as_str())),
+        }
+    }
+    if tags.len() > TAGS_PER_CONTEXT_MAX {
+        return Err(EngineError::Limit {
+            what: "tags per context",
+            limit: TAGS_PER_CONTEXT_MAX,
+        });
+    }
+    Ok(())
+}
