@@ -5,8 +5,10 @@
 //! `CTXSTORE_BENCH_RECOVERY_TURNS` / `_BLOBS` to size the recovery store (1M / 100k).
 //!
 //! Measured in one run, on the same disk: the fdatasync floor, 10 KiB chat-like appends at 1
-//! and 32 concurrent appenders (closed loop), get-last-64 with payloads, and open/recovery
-//! time of a store with 1M turns and 100k blobs.
+//! and 32 concurrent appenders (closed loop), get-last-64 with payloads, open/recovery time of
+//! a store with 1M turns and 100k blobs, and contexts as agent threads (`contexts`: 1M named
+//! contexts with 4 tags, listing by a tag that 1% carry, key-value puts next to appends, and
+//! appends with and without those contexts present; `CTXSTORE_BENCH_CONTEXTS` sizes it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -16,7 +18,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use ctxstore_benches::text::ChatText;
 use ctxstore_benches::{LatencyUs, floor, latency_histogram};
-use ctxstore_engine::{AppendPayload, AppendRequest, BlobHash, Engine, EngineConfig, OpenCheck};
+use ctxstore_engine::contexts::ListQuery;
+use ctxstore_engine::{
+    AppendPayload, AppendRequest, BlobHash, ContextRef, Engine, EngineConfig, NewContext, OpenCheck,
+};
 
 const PAYLOAD_BYTES: usize = 10 * 1024;
 
@@ -59,6 +64,9 @@ fn main() {
         let latency = get_last_64(&engine);
         println!("read    get-last-64 with payloads:          {latency}");
         engine.shutdown();
+    }
+    if wants("contexts") {
+        contexts(&base, env_u64("CTXSTORE_BENCH_CONTEXTS", 1_000_000));
     }
     if wants("recovery") {
         let turns = env_u64("CTXSTORE_BENCH_RECOVERY_TURNS", 1_000_000);
@@ -362,4 +370,157 @@ fn drop_page_cache() -> bool {
         .status()
         .is_ok_and(|s| s.success())
         && std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok()
+}
+
+/// Resident memory of this process, from /proc (kB → bytes).
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|line| line.starts_with("VmRSS:"))
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Runs `tasks` closures concurrently on two compio runtimes and waits for all of them.
+fn on_two_runtimes<F, Fut>(tasks: usize, task: F)
+where
+    F: Fn(usize) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let threads: Vec<_> = (0..2)
+        .map(|runtime_index| {
+            let task = task.clone();
+            std::thread::spawn(move || {
+                let runtime = compio::runtime::Runtime::new().unwrap();
+                runtime.block_on(async move {
+                    let handles: Vec<_> = (runtime_index..tasks)
+                        .step_by(2)
+                        .map(|index| compio::runtime::spawn(task(index)))
+                        .collect();
+                    for handle in handles {
+                        handle.await.unwrap();
+                    }
+                })
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+}
+
+/// Issue 13's figures: `count` named contexts with 4 tags each (one of them, `team`, shared by
+/// 1% of the contexts), the memory they take, listing one team page by page, key-value puts
+/// next to appends, and append throughput with those contexts present against a fresh store.
+fn contexts(base: &Path, count: u64) {
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let engine = Engine::open(bench_config(dir.path())).unwrap();
+    let rss_before = rss_bytes();
+    let started = Instant::now();
+    let creators = 64usize;
+    let per_task = count.div_ceil(creators as u64);
+    let filler = engine.clone();
+    on_two_runtimes(creators, move |task| {
+        let engine = filler.clone();
+        async move {
+            let first = task as u64 * per_task;
+            for index in first..(first + per_task).min(count) {
+                let new = NewContext {
+                    name: Some(format!("thread-{index:08}")),
+                    tags: vec![
+                        (
+                            "status".into(),
+                            ["idle", "running", "done"][index as usize % 3].into(),
+                        ),
+                        ("team".into(), format!("team-{:02}", index % 100)),
+                        ("owner".into(), format!("user-{}", index % 5000)),
+                        ("graph".into(), "support-agent-v2".into()),
+                    ],
+                    ..NewContext::default()
+                };
+                engine.create(new).await.unwrap();
+            }
+        }
+    });
+    let created_in = started.elapsed();
+    let rss_per_context = rss_bytes().saturating_sub(rss_before) as f64 / count as f64;
+    println!(
+        "contexts {count} named, 4 tags each: created in {:.1} s ({:.0}/s), RSS +{:.0} B per context",
+        created_in.as_secs_f64(),
+        count as f64 / created_in.as_secs_f64(),
+        rss_per_context
+    );
+
+    // List one team (1% of the contexts), 100 per page, ten times over.
+    let mut pages = latency_histogram();
+    let mut listed = 0usize;
+    for _ in 0..10 {
+        let mut query = ListQuery {
+            tags: vec![("team".into(), "team-07".into())],
+            limit: 100,
+            ..ListQuery::default()
+        };
+        loop {
+            let sent = Instant::now();
+            let page = engine.list_contexts(&query).unwrap();
+            let _ = pages.record(sent.elapsed().as_nanos() as u64);
+            listed += page.contexts.len();
+            match page.next_cursor {
+                Some(cursor) => query.cursor = Some(cursor),
+                None => break,
+            }
+        }
+    }
+    println!(
+        "contexts list by a tag 1% carry, 100 per page ({} per pass): {}",
+        listed / 10,
+        LatencyUs::of(&pages)
+    );
+
+    // Key-value puts (a batch of 4 entries of 1 KiB) and appends (10 KiB), closed loop, one
+    // task each, in the same run on contexts of this store.
+    let duration = Duration::from_secs(5);
+    let kv = kv_put_load(&engine, duration);
+    println!("contexts kv put, 4 × 1 KiB per request, 1 task: {kv}");
+    let (rate, latency) = append_load(&engine, 1, duration);
+    println!("contexts append 10 KiB, 1 appender, same store: {rate:.0} appends/s, {latency}");
+
+    // Appends with a million named, tagged contexts present, against a fresh store.
+    let (with_contexts, _) = append_load(&engine, 32, Duration::from_secs(8));
+    engine.shutdown();
+    let fresh_dir = tempfile::tempdir_in(base).unwrap();
+    let fresh = Engine::open(bench_config(fresh_dir.path())).unwrap();
+    let (without, _) = append_load(&fresh, 32, Duration::from_secs(8));
+    fresh.shutdown();
+    println!(
+        "contexts append 10 KiB, 32 appenders: {with_contexts:.0}/s with {count} named contexts, {without:.0}/s in a fresh store ({:+.1}%)",
+        (with_contexts / without - 1.0) * 100.0
+    );
+}
+
+fn kv_put_load(engine: &Engine, duration: Duration) -> LatencyUs {
+    let engine = engine.clone();
+    let runtime = compio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async move {
+        let context = ContextRef::Name("thread-00000001".into());
+        let mut text = ChatText::new(99);
+        let mut histogram = latency_histogram();
+        let end = Instant::now() + duration;
+        let mut step = 0u64;
+        while Instant::now() < end {
+            let entries: Vec<(Vec<u8>, Bytes)> = (0..4)
+                .map(|index| {
+                    let key = format!("writes/{step:08}/{index}").into_bytes();
+                    (key, Bytes::from(text.payload(1024)))
+                })
+                .collect();
+            step += 1;
+            let sent = Instant::now();
+            engine.kv_put(&context, entries, false).await.unwrap();
+            let _ = histogram.record(sent.elapsed().as_nanos() as u64);
+        }
+        LatencyUs::of(&histogram)
+    })
 }

@@ -25,11 +25,38 @@ pub struct KvValue {
     pub len: u32,
 }
 
+/// A context's tags: at most 32, sorted by key, shared until changed. A sorted slice, not a
+/// persistent map: `imbl`'s maps allocate a whole node (64 slots) even for a few entries, and a
+/// million contexts with 4 tags each would take ~2 KB apiece; strings are interned
+/// (`Contexts::intern`), so equal keys and values of different contexts share one allocation.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct Tags(Option<Arc<[(Arc<str>, Arc<str>)]>>);
+
+impl Tags {
+    pub fn get(&self, key: &str) -> Option<&Arc<str>> {
+        let pairs = self.0.as_deref()?;
+        let found = pairs.binary_search_by(|(k, _)| k.as_ref().cmp(key)).ok()?;
+        pairs.get(found).map(|(_, value)| value)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &(Arc<str>, Arc<str>)> {
+        self.0.as_deref().unwrap_or_default().iter()
+    }
+
+    fn from_sorted(pairs: Vec<(Arc<str>, Arc<str>)>) -> Tags {
+        if pairs.is_empty() {
+            Tags(None)
+        } else {
+            Tags(Some(pairs.into()))
+        }
+    }
+}
+
 /// What a context carries besides its head.
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub struct ContextInfo {
     pub name: Option<Arc<str>>,
-    pub tags: imbl::OrdMap<Arc<str>, Arc<str>>,
+    pub tags: Tags,
     pub kv: imbl::OrdMap<Bytes, KvValue>,
     pub created_at_unix_ms: u64,
     /// The newest head move, tag or key-value change.
@@ -43,6 +70,8 @@ pub(crate) struct Contexts {
     names: imbl::OrdMap<Arc<str>, ContextId>,
     /// (key, value) → the contexts whose tag `key` has that value.
     tag_index: imbl::HashMap<(Arc<str>, Arc<str>), imbl::OrdSet<ContextId>>,
+    /// Every tag key and value in use, once (see `Tags`).
+    strings: imbl::HashMap<Arc<str>, Arc<str>>,
 }
 
 impl Contexts {
@@ -133,17 +162,21 @@ impl Contexts {
                 info.name = Some(name);
             }
             ContextMeta::Tags(changes) => {
+                let mut tags: Vec<(Arc<str>, Arc<str>)> = info.tags.iter().cloned().collect();
                 for (key, value) in changes {
-                    let key: Arc<str> = Arc::from(key.as_str());
-                    if let Some(old) = info.tags.remove(&key) {
-                        self.unindex(&key, &old, context_id);
+                    if let Ok(found) = tags.binary_search_by(|(k, _)| k.as_ref().cmp(key)) {
+                        let (old_key, old_value) = tags.remove(found);
+                        self.unindex(&old_key, &old_value, context_id);
                     }
                     if let Some(value) = value {
-                        let value: Arc<str> = Arc::from(value.as_str());
+                        let key = self.intern(key);
+                        let value = self.intern(value);
                         self.index(&key, &value, context_id);
-                        info.tags.insert(key, value);
+                        let at = tags.partition_point(|(k, _)| k < &key);
+                        tags.insert(at, (key, value));
                     }
                 }
+                info.tags = Tags::from_sorted(tags);
             }
             ContextMeta::KvPut(entries) => {
                 for KvEntry {
@@ -177,6 +210,16 @@ impl Contexts {
         info.updated_at_unix_ms = info.updated_at_unix_ms.max(at_unix_ms);
         self.infos[index] = info;
         Ok(())
+    }
+
+    /// The shared allocation of a tag string.
+    fn intern(&mut self, text: &str) -> Arc<str> {
+        if let Some(shared) = self.strings.get(text) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = Arc::from(text);
+        self.strings.insert(shared.clone(), shared.clone());
+        shared
     }
 
     fn index(&mut self, key: &Arc<str>, value: &Arc<str>, context_id: ContextId) {
@@ -246,7 +289,11 @@ fn check_name(
 }
 
 fn check_tags(info: &ContextInfo, changes: &[(String, Option<String>)]) -> Result<(), EngineError> {
-    let mut tags = info.tags.clone();
+    let mut tags: std::collections::BTreeMap<&str, &str> = info
+        .tags
+        .iter()
+        .map(|(key, value)| (key.as_ref(), value.as_ref()))
+        .collect();
     for (key, value) in changes {
         if key.is_empty() || key.len() > TAG_KEY_BYTES_MAX {
             return Err(EngineError::Limit {
@@ -261,7 +308,7 @@ fn check_tags(info: &ContextInfo, changes: &[(String, Option<String>)]) -> Resul
                     limit: TAG_VALUE_BYTES_MAX,
                 });
             }
-            Some(value) => drop(tags.insert(Arc::from(key.as_str()), Arc::from(value.as_str()))),
+            Some(value) => drop(tags.insert(key.as_str(), value.as_str())),
             None => drop(tags.remove(key.as_str())),
         }
     }
