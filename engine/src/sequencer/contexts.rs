@@ -30,7 +30,10 @@ pub struct KvValue {
 /// million contexts with 4 tags each would take ~2 KB apiece; strings are interned
 /// (`Contexts::intern`), so equal keys and values of different contexts share one allocation.
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
-pub struct Tags(Option<Arc<[(Arc<str>, Arc<str>)]>>);
+pub struct Tags(Option<Arc<[TagPair]>>);
+
+/// One tag: key and value, both interned.
+pub type TagPair = (Arc<str>, Arc<str>);
 
 impl Tags {
     pub fn get(&self, key: &str) -> Option<&Arc<str>> {
@@ -39,11 +42,11 @@ impl Tags {
         pairs.get(found).map(|(_, value)| value)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &(Arc<str>, Arc<str>)> {
+    pub fn iter(&self) -> impl Iterator<Item = &TagPair> {
         self.0.as_deref().unwrap_or_default().iter()
     }
 
-    fn from_sorted(pairs: Vec<(Arc<str>, Arc<str>)>) -> Tags {
+    fn from_sorted(pairs: Vec<TagPair>) -> Tags {
         if pairs.is_empty() {
             Tags(None)
         } else {
@@ -69,7 +72,7 @@ pub(crate) struct Contexts {
     infos: imbl::Vector<ContextInfo>,
     names: imbl::OrdMap<Arc<str>, ContextId>,
     /// (key, value) → the contexts whose tag `key` has that value.
-    tag_index: imbl::HashMap<(Arc<str>, Arc<str>), imbl::OrdSet<ContextId>>,
+    tag_index: imbl::HashMap<TagPair, imbl::OrdSet<ContextId>>,
     /// Every tag key and value in use, once (see `Tags`).
     strings: imbl::HashMap<Arc<str>, Arc<str>>,
 }
@@ -162,7 +165,7 @@ impl Contexts {
                 info.name = Some(name);
             }
             ContextMeta::Tags(changes) => {
-                let mut tags: Vec<(Arc<str>, Arc<str>)> = info.tags.iter().cloned().collect();
+                let mut tags: Vec<TagPair> = info.tags.iter().cloned().collect();
                 for (key, value) in changes {
                     if let Ok(found) = tags.binary_search_by(|(k, _)| k.as_ref().cmp(key)) {
                         let (old_key, old_value) = tags.remove(found);
