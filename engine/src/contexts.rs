@@ -147,17 +147,19 @@ impl Engine {
         let context_id = self.resolve(context)?;
         check_kv_count(entries.len())?;
         let mut stored = Vec::with_capacity(entries.len());
+        let mut values = Vec::with_capacity(entries.len());
         for (key, value) in entries {
             check_kv_key(&key)?;
             let hash = BlobHash::of(&value);
-            let value_len = value.len() as u32;
-            self.store_blob(hash, value).await?;
             stored.push(KvEntry {
                 key,
                 value_hash: hash,
-                value_len,
+                value_len: value.len() as u32,
             });
+            values.push((hash, value));
         }
+        // Every value is durable before the record that names it, in one shard group commit.
+        self.store_blobs(values).await?;
         let changes = vec![ContextMeta::KvPut(stored)];
         self.change_meta(context_id, changes, None, if_absent)
             .await

@@ -278,20 +278,43 @@ impl Engine {
         hash: BlobHash,
         payload: Bytes,
     ) -> Result<bool, EngineError> {
-        self.check_blob_len(payload.len())?;
+        let stored = self.store_blobs(vec![(hash, payload)]).await?;
+        Ok(stored.first().copied().unwrap_or(true))
+    }
+
+    /// Makes several blobs durable: every put is sent before any is awaited, so that the
+    /// blobs of one shard join one group commit (one fdatasync, not one each). Returns, per
+    /// blob, whether it was already stored.
+    pub(crate) async fn store_blobs(
+        &self,
+        blobs: Vec<(BlobHash, Bytes)>,
+    ) -> Result<Vec<bool>, EngineError> {
         let published = &self.inner.published;
-        let shard = usize::from(hash.shard(published.shards.len() as u16));
-        if published.shards[shard].contains(&hash) {
-            return Ok(true);
+        let mut answers = Vec::with_capacity(blobs.len());
+        for (hash, payload) in blobs {
+            self.check_blob_len(payload.len())?;
+            let shard = usize::from(hash.shard(published.shards.len() as u16));
+            if published.shards[shard].contains(&hash) {
+                answers.push(None);
+                continue;
+            }
+            let blob = codec::encode(hash, &payload, self.inner.config.zstd_level);
+            let (reply, answer) = oneshot::channel();
+            self.inner.shards[shard]
+                .send_async(ShardRequest::Put { blob, reply })
+                .await
+                .map_err(|_| EngineError::ShutDown)?;
+            answers.push(Some(answer));
         }
-        let blob = codec::encode(hash, &payload, self.inner.config.zstd_level);
-        let (reply, answer) = oneshot::channel();
-        self.inner.shards[shard]
-            .send_async(ShardRequest::Put { blob, reply })
-            .await
-            .map_err(|_| EngineError::ShutDown)?;
-        let outcome = answer.await.map_err(|_| EngineError::ShutDown)??;
-        Ok(outcome == PutOutcome::AlreadyStored)
+        let mut already_stored = Vec::with_capacity(answers.len());
+        for answer in answers {
+            let outcome = match answer {
+                None => PutOutcome::AlreadyStored,
+                Some(answer) => answer.await.map_err(|_| EngineError::ShutDown)??,
+            };
+            already_stored.push(outcome == PutOutcome::AlreadyStored);
+        }
+        Ok(already_stored)
     }
 
     pub(crate) fn check_open(&self) -> Result<(), EngineError> {
