@@ -321,4 +321,81 @@ mod tests {
         engine.shutdown();
         clear(dir.path());
     }
+
+    /// A metadata batch that fails to reach `turns.log` (a full disk, then a short write in
+    /// the middle of a multi-slot record) is answered with the error and leaves names and
+    /// tags exactly as the last durable batch left them, live and after a restart.
+    #[test]
+    fn a_failed_metadata_batch_changes_nothing() {
+        use crate::{ContextRef, NewContext};
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(config(dir.path())).unwrap();
+        let new = NewContext {
+            name: Some("a".into()),
+            tags: vec![("status".into(), "idle".into())],
+            ..NewContext::default()
+        };
+        let context = pollster::block_on(engine.create(new)).unwrap();
+        let context = ContextRef::Id(context.context.head.context_id);
+        let status = |engine: &Engine| {
+            engine
+                .context(&context)
+                .unwrap()
+                .tags
+                .get("status")
+                .cloned()
+        };
+        let set = |engine: &Engine, value: &str| {
+            pollster::block_on(engine.update_tags(
+                &context,
+                vec![("status".into(), value.into())],
+                vec![],
+                None,
+            ))
+        };
+
+        inject(
+            dir.path(),
+            "turns.log",
+            FaultOp::Write,
+            Fault::Fail(ENOSPC),
+            1,
+        );
+        assert_eq!(
+            set(&engine, "running").unwrap_err().kind(),
+            ErrorKind::NoSpace
+        );
+        assert_eq!(status(&engine).as_deref(), Some("idle"));
+
+        // 1 KiB of value: an 11-slot record, of which only the first 300 bytes reach the file.
+        inject(
+            dir.path(),
+            "turns.log",
+            FaultOp::Write,
+            Fault::Short { keep: 300 },
+            1,
+        );
+        let long = "x".repeat(1024);
+        assert!(set(&engine, &long).is_err());
+        assert_eq!(status(&engine).as_deref(), Some("idle"));
+        let named = pollster::block_on(engine.set_name(&context, "b".into()));
+        assert!(named.is_err(), "a is named already");
+
+        // The store goes on once the faults are gone.
+        set(&engine, "done").unwrap();
+        let other = NewContext {
+            name: Some("c".into()),
+            ..NewContext::default()
+        };
+        pollster::block_on(engine.create(other)).unwrap();
+        engine.shutdown();
+        clear(dir.path());
+        let engine = Engine::open(config(dir.path())).unwrap();
+        assert_eq!(status(&engine).as_deref(), Some("done"));
+        assert!(engine.resolve(&ContextRef::Name("c".into())).is_ok());
+        assert!(engine.resolve(&ContextRef::Name("b".into())).is_err());
+        engine.shutdown();
+        let report = verify(dir.path()).unwrap();
+        assert!(report.is_ok(), "{report}");
+    }
 }
