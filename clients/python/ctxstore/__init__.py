@@ -1,0 +1,105 @@
+"""ctxstore: the Python client of the ctxstore server (durable storage for AI-agent context).
+
+- :class:`Client`: blocking, thread-safe, pipelined over one connection.
+- :class:`AsyncClient`: the same for asyncio.
+- :mod:`ctxstore.errors`: one exception per server ERROR code, plus the client's own
+  (all derive from :class:`CtxstoreError`).
+- :mod:`ctxstore.types`: the returned values (:class:`Turn`, :class:`ContextHead`, ...).
+- :mod:`ctxstore._protocol`: the wire protocol (version 1), for tools and extensions.
+
+Example::
+
+    import ctxstore
+
+    with ctxstore.Client("127.0.0.1:7411") as client:
+        ctx = client.create_context()
+        turn = client.append(ctx.context_id, b'{"role": "user", "content": "hi"}')
+        page = client.last(ctx.context_id, 64, payloads=True)
+"""
+
+from ._protocol import PROTOCOL_VERSION
+from .aio import AsyncClient
+from .client import Client
+from .errors import (
+    BadFrame,
+    ClientClosed,
+    Conflict,
+    ConnectError,
+    ConnectionLost,
+    ConnectTimeout,
+    Corrupt,
+    CtxstoreError,
+    IntegrityError,
+    Internal,
+    InvalidArgument,
+    NoSpace,
+    NotFound,
+    NotSupported,
+    Overloaded,
+    ProtocolError,
+    ReadOnly,
+    RequestTimeout,
+    ServerError,
+    ShuttingDown,
+    Timeout,
+    TooLarge,
+    Unauthorized,
+    UnknownMessage,
+    UnsupportedVersion,
+)
+from .types import (
+    Appended,
+    ContextHead,
+    HashLike,
+    Page,
+    ServerInfo,
+    Stats,
+    Turn,
+    blob_hash,
+    hash_hex,
+    parse_hash,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "PROTOCOL_VERSION",
+    "Client",
+    "AsyncClient",
+    "Appended",
+    "ContextHead",
+    "HashLike",
+    "Page",
+    "ServerInfo",
+    "Stats",
+    "Turn",
+    "blob_hash",
+    "hash_hex",
+    "parse_hash",
+    "CtxstoreError",
+    "ServerError",
+    "BadFrame",
+    "UnknownMessage",
+    "TooLarge",
+    "Unauthorized",
+    "NotFound",
+    "Conflict",
+    "ReadOnly",
+    "NoSpace",
+    "Overloaded",
+    "Internal",
+    "InvalidArgument",
+    "UnsupportedVersion",
+    "ShuttingDown",
+    "Corrupt",
+    "ProtocolError",
+    "IntegrityError",
+    "ConnectError",
+    "ConnectionLost",
+    "Timeout",
+    "ConnectTimeout",
+    "RequestTimeout",
+    "ClientClosed",
+    "NotSupported",
+]

@@ -1,0 +1,592 @@
+"""The asyncio client: one persistent, pipelined connection per client."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+import sys
+import time
+from collections.abc import Awaitable, Sequence
+from types import TracebackType
+from typing import ClassVar, TypeVar
+
+from . import _ops as ops
+from . import _protocol as p
+from .client import lost_error
+from .errors import (
+    CONNECTION_CLOSING_CODES,
+    ClientClosed,
+    ConnectError,
+    ConnectionLost,
+    ConnectTimeout,
+    CtxstoreError,
+    ProtocolError,
+    RequestTimeout,
+    error_for_code,
+)
+from .types import Appended, ContextHead, HashLike, Page, ServerInfo, Stats, Turn
+
+__all__ = ["AsyncClient"]
+
+T = TypeVar("T")
+
+
+def _remaining(deadline: float) -> float:
+    return deadline - time.monotonic()
+
+
+async def _within(awaitable: Awaitable[T], deadline: float) -> T:
+    """Awaits ``awaitable`` until ``deadline`` (time.monotonic, which is the loop's clock);
+    raises asyncio.TimeoutError after it. A cancellation of the caller is never swallowed
+    (asyncio.timeout_at where available; wait_for on Python 3.10)."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout_at(deadline):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, max(_remaining(deadline), 0))
+
+
+class _AsyncConnection:
+    """One TCP connection after HELLO: a reader task matches responses to requests by req_id."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        info: ServerInfo,
+        frame_bytes_max: int,
+        max_in_flight: int,
+    ) -> None:
+        self.info = info
+        self.loop = asyncio.get_running_loop()
+        self._reader = reader
+        self._writer = writer
+        self._frame_bytes_max = frame_bytes_max
+        self._slots = asyncio.Semaphore(
+            max(1, min(max_in_flight, info.requests_in_flight_max or 1))
+        )
+        self._drain_lock = asyncio.Lock()
+        self._pending: dict[int, tuple[p.Request, asyncio.Future[p.Response]]] = {}
+        self._ids = itertools.count(2)  # 1 was HELLO
+        self._last_id = 1
+        self._dead: BaseException | None = None
+        self.peak_in_flight = 0
+        """The most requests this connection had in flight at once (a diagnostic)."""
+        self._task = self.loop.create_task(self._read_loop(), name="ctxstore-reader")
+
+    @classmethod
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        *,
+        token: bytes,
+        versions: tuple[int, int],
+        client_name: str,
+        deadline: float,
+        frame_bytes_max: int,
+        max_in_flight: int,
+    ) -> _AsyncConnection:
+        """Connects and says HELLO before ``deadline``."""
+        try:
+            reader, writer = await _within(asyncio.open_connection(host, port), deadline)
+        except asyncio.TimeoutError:
+            raise ConnectTimeout(f"connecting to {host}:{port} timed out") from None
+        except OSError as error:
+            raise ConnectError(f"cannot connect to {host}:{port}: {error}") from error
+        try:
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            hello = ops.hello_request(versions, token, client_name)
+            writer.writelines(p.encode_request(1, hello))
+            header, body = await _within(
+                cls._read_hello_answer(reader, writer, frame_bytes_max), deadline
+            )
+            if header.req_id not in (1, 0) or (
+                header.req_id == 0 and header.msg_type != p.ERROR_TYPE
+            ):
+                raise ProtocolError(f"HELLO was answered with req_id {header.req_id}")
+            info = ops.hello_result(p.decode_response(header.msg_type, body), versions)
+            return cls(reader, writer, info, frame_bytes_max, max_in_flight)
+        except asyncio.TimeoutError:
+            writer.close()
+            raise ConnectTimeout(f"HELLO to {host}:{port} timed out") from None
+        except asyncio.IncompleteReadError:
+            writer.close()
+            raise ConnectError(
+                f"the server {host}:{port} closed the connection during HELLO"
+            ) from None
+        except CtxstoreError:
+            writer.close()
+            raise
+        except OSError as error:
+            writer.close()
+            raise ConnectError(f"connection to {host}:{port} failed: {error}") from error
+        except BaseException:
+            writer.close()
+            raise
+
+    @staticmethod
+    async def _read_hello_answer(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, frame_bytes_max: int
+    ) -> tuple[p.FrameHeader, bytes]:
+        try:
+            await writer.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # a refusing server (OVERLOADED) may close first: read its answer
+        header = p.FrameHeader.decode(await reader.readexactly(p.HEADER_BYTES))
+        header.check(frame_bytes_max)
+        body = await reader.readexactly(header.len) if header.len else b""
+        return header, body
+
+    @property
+    def alive(self) -> bool:
+        """False once the connection failed or was closed."""
+        return self._dead is None
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        reason: BaseException
+        try:
+            while True:
+                try:
+                    header_bytes = await self._reader.readexactly(p.HEADER_BYTES)
+                except asyncio.IncompleteReadError as error:
+                    raise ConnectionLost(
+                        "the server closed the connection"
+                        if not error.partial
+                        else "the connection closed inside a frame header"
+                    ) from None
+                header = p.FrameHeader.decode(header_bytes)
+                header.check(self._frame_bytes_max)
+                try:
+                    body = await self._reader.readexactly(header.len) if header.len else b""
+                except asyncio.IncompleteReadError:
+                    raise ConnectionLost("the connection closed inside a frame") from None
+                self._dispatch(header, body)
+        except asyncio.CancelledError:
+            self._fail(ConnectionLost("the connection's reader was cancelled"))
+            raise
+        except BaseException as error:  # noqa: BLE001 - the task's end, whatever it was
+            reason = error
+        self._fail(reason)
+
+    def _dispatch(self, header: p.FrameHeader, body: bytes) -> None:
+        entry = self._pending.pop(header.req_id, None)
+        if entry is None:
+            if header.req_id == 0 and header.msg_type == p.ERROR_TYPE:
+                error = p.decode_response(header.msg_type, body)
+                assert isinstance(error, p.ErrorResponse)
+                raise error_for_code(error.code, error.message, error.detail)
+            if 0 < header.req_id <= self._last_id:
+                return  # the late answer to a request whose caller gave up
+            raise ProtocolError(f"a response to req_id {header.req_id}, which was never sent")
+        request, future = entry
+        if header.msg_type not in (request.response_type, p.ERROR_TYPE):
+            message = (
+                f"{request.NAME} (req_id {header.req_id}) was answered with message type "
+                f"{header.msg_type:#06x}"
+            )
+            if not future.done():
+                future.set_exception(ProtocolError(message))
+            raise ProtocolError(message)
+        try:
+            response = p.decode_response(
+                header.msg_type, body, allow_unknown=isinstance(request, p.RawRequest)
+            )
+        except ProtocolError as error:
+            if not future.done():
+                future.set_exception(ProtocolError(error.message))
+            raise
+        if not future.done():
+            future.set_result(response)
+        if isinstance(response, p.ErrorResponse) and response.code in CONNECTION_CLOSING_CODES:
+            self._fail(error_for_code(response.code, response.message, response.detail))
+
+    def _fail(self, reason: BaseException) -> None:
+        """Ends the connection: every request in flight fails."""
+        if self._dead is not None:
+            return
+        self._dead = reason
+        pending = list(self._pending.values())
+        self._pending.clear()
+        try:
+            self._writer.close()
+        except (OSError, RuntimeError):
+            pass
+        for _, future in pending:
+            if not future.done():
+                future.set_exception(lost_error(reason))
+        current = asyncio.current_task()
+        if current is not self._task and not self._task.done():
+            self._task.cancel()
+
+    async def close(self, reason: BaseException) -> None:
+        """Closes the connection; requests in flight fail with ``reason``'s error."""
+        self._fail(reason)
+        if self._task is not asyncio.current_task():
+            await asyncio.wait({self._task}, timeout=1.0)
+
+    # -- requests --------------------------------------------------------------------------
+
+    async def call(self, request: p.Request, deadline: float) -> p.Response:
+        """Sends ``request`` and waits for its response until ``deadline``."""
+        try:
+            if self._slots.locked():
+                await _within(self._slots.acquire(), deadline)
+            else:
+                await self._slots.acquire()  # free: returns at once
+        except asyncio.TimeoutError:
+            raise RequestTimeout(
+                f"{request.NAME}: no free in-flight slot before the deadline "
+                f"({self.info.requests_in_flight_max} requests in flight)"
+            ) from None
+        req_id = 0
+        try:
+            if self._dead is not None:
+                raise lost_error(self._dead)
+            req_id = next(self._ids)
+            self._last_id = req_id
+            chunks = p.encode_request(req_id, request)
+            ops.check_sendable(request, chunks, self.info)
+            future: asyncio.Future[p.Response] = self.loop.create_future()
+            self._pending[req_id] = (request, future)
+            self.peak_in_flight = max(self.peak_in_flight, len(self._pending))
+            self._writer.writelines(chunks)
+            try:
+                if self._writer.transport.get_write_buffer_size():
+                    await _within(self._drain(), deadline)  # backpressure
+            except asyncio.TimeoutError:
+                raise RequestTimeout(f"{request.NAME}: sending timed out") from None
+            except (OSError, RuntimeError) as error:
+                self._fail(error)
+                raise lost_error(error) from None
+            try:
+                return await _within(future, deadline)
+            except asyncio.TimeoutError:
+                if future.done() and not future.cancelled():
+                    return future.result()
+                raise RequestTimeout(f"{request.NAME}: no response in time") from None
+        finally:
+            self._pending.pop(req_id, None)
+            self._slots.release()
+
+    async def _drain(self) -> None:
+        async with self._drain_lock:
+            await self._writer.drain()
+
+
+class AsyncClient:
+    """An asyncio ctxstore client over one persistent TCP connection.
+
+    Concurrent coroutines share the connection; their requests are pipelined (up to the
+    server's in-flight limit) and matched by req_id. Use it from one event loop.
+
+    Create it with ``await AsyncClient.connect(addr, ...)`` or ``async with
+    AsyncClient(addr, ...) as client``; the constructor itself does no I/O (the first call
+    connects). Every call takes a ``timeout`` in seconds (default: the client's ``timeout``)
+    and raises :class:`~ctxstore.errors.RequestTimeout` when it passes. If the connection
+    drops, calls in flight raise :class:`~ctxstore.errors.ConnectionLost` and the next call
+    reconnects; the client never retries a call by itself.
+
+    The arguments are those of :class:`ctxstore.Client` (without ``lazy``).
+    """
+
+    PROTOCOL_VERSIONS: ClassVar[tuple[int, int]] = p.SUPPORTED_VERSIONS
+    """The protocol versions offered in HELLO."""
+
+    def __init__(
+        self,
+        addr: str | tuple[str, int] = ops.DEFAULT_ADDR,
+        *,
+        token: str | bytes | None = None,
+        timeout: float = ops.DEFAULT_TIMEOUT,
+        connect_timeout: float = ops.DEFAULT_CONNECT_TIMEOUT,
+        client_name: str = ops.DEFAULT_CLIENT_NAME,
+        accept_zstd: bool = True,
+        max_in_flight: int = 1024,
+        max_response_bytes: int = p.FRAME_BYTES_LIMIT,
+    ) -> None:
+        self._host, self._port = ops.parse_addr(addr)
+        self._token = ops.token_bytes(token)
+        self._timeout = ops.check_timeout(timeout, ops.DEFAULT_TIMEOUT)
+        self._connect_timeout = ops.check_timeout(connect_timeout, ops.DEFAULT_CONNECT_TIMEOUT)
+        if len(client_name.encode("utf-8")) > p.NAME_BYTES_MAX:
+            raise ValueError(f"client_name is at most {p.NAME_BYTES_MAX} bytes of UTF-8")
+        self._client_name = client_name
+        self._accept_zstd = accept_zstd
+        self._max_in_flight = max(1, max_in_flight)
+        self._max_response_bytes = min(max_response_bytes, p.FRAME_BYTES_LIMIT)
+        self._conn: _AsyncConnection | None = None
+        self._conn_lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    @classmethod
+    async def connect(
+        cls,
+        addr: str | tuple[str, int] = ops.DEFAULT_ADDR,
+        *,
+        token: str | bytes | None = None,
+        timeout: float = ops.DEFAULT_TIMEOUT,
+        connect_timeout: float = ops.DEFAULT_CONNECT_TIMEOUT,
+        client_name: str = ops.DEFAULT_CLIENT_NAME,
+        accept_zstd: bool = True,
+        max_in_flight: int = 1024,
+        max_response_bytes: int = p.FRAME_BYTES_LIMIT,
+    ) -> AsyncClient:
+        """A client, connected (HELLO done) before it is returned."""
+        client = cls(
+            addr,
+            token=token,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            client_name=client_name,
+            accept_zstd=accept_zstd,
+            max_in_flight=max_in_flight,
+            max_response_bytes=max_response_bytes,
+        )
+        await client._connection(time.monotonic() + client._connect_timeout)
+        return client
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def addr(self) -> str:
+        """The server's address as ``HOST:PORT``."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"{host}:{self._port}"
+
+    @property
+    def connected(self) -> bool:
+        """True if the client holds a live connection now."""
+        conn = self._conn
+        return conn is not None and conn.alive
+
+    async def close(self) -> None:
+        """Closes the connection; calls in flight raise ClientClosed; later calls too."""
+        self._closed = True
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close(ClientClosed("the client was closed"))
+
+    async def __aenter__(self) -> AsyncClient:
+        await self._connection(time.monotonic() + self._connect_timeout)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._conn_lock is None or self._lock_loop is not loop:
+            self._conn_lock = asyncio.Lock()
+            self._lock_loop = loop
+        return self._conn_lock
+
+    async def _connection(self, deadline: float) -> _AsyncConnection:
+        conn = self._conn
+        loop = asyncio.get_running_loop()
+        if conn is not None and conn.alive and conn.loop is loop:
+            return conn
+        lock = self._lock()
+        try:
+            await _within(lock.acquire(), deadline)
+        except asyncio.TimeoutError:
+            raise ConnectTimeout("another task's reconnect did not finish in time") from None
+        try:
+            if self._closed:
+                raise ClientClosed("the client was closed")
+            conn = self._conn
+            if conn is None or not conn.alive or conn.loop is not loop:
+                if conn is not None and conn.loop is loop:
+                    await conn.close(ConnectionLost("replaced by a new connection"))
+                self._conn = None
+                conn = await _AsyncConnection.open(
+                    self._host,
+                    self._port,
+                    token=self._token,
+                    versions=self.PROTOCOL_VERSIONS,
+                    client_name=self._client_name,
+                    deadline=min(deadline, time.monotonic() + self._connect_timeout),
+                    frame_bytes_max=self._max_response_bytes,
+                    max_in_flight=self._max_in_flight,
+                )
+                self._conn = conn
+            return conn
+        finally:
+            lock.release()
+
+    def _deadline(self, timeout: float | None) -> float:
+        if self._closed:
+            raise ClientClosed("the client was closed")
+        return time.monotonic() + ops.check_timeout(timeout, self._timeout)
+
+    async def _run(self, op: ops.Op[T], timeout: float | None) -> T:
+        deadline = self._deadline(timeout)
+        conn = await self._connection(deadline)
+        response = await conn.call(op.request, deadline)
+        return op.finish(ops.result_of(op.request, response))
+
+    # -- requests --------------------------------------------------------------------------
+
+    async def server_info(self, *, timeout: float | None = None) -> ServerInfo:
+        """What HELLO told: the negotiated version, the server's name and limits (connects if
+        needed)."""
+        return (await self._connection(self._deadline(timeout))).info
+
+    async def request(self, request: p.Request, *, timeout: float | None = None) -> p.Response:
+        """Sends any request (see :mod:`ctxstore._protocol`) and returns its decoded response;
+        an ERROR raises its exception. The low-level door for messages without a method."""
+        return await self._run(ops.raw(request), timeout)
+
+    async def ping(self, nonce: int | None = None, *, timeout: float | None = None) -> None:
+        """Round trip to the server (PING/PONG); checks that the nonce is echoed."""
+        await self._run(ops.ping(nonce), timeout)
+
+    async def create_context(
+        self, base_turn_id: int = 0, *, timeout: float | None = None
+    ) -> ContextHead:
+        """A new context: empty, or with its head at ``base_turn_id`` (copies nothing)."""
+        return await self._run(ops.create_context(base_turn_id), timeout)
+
+    async def fork(self, turn_id: int, *, timeout: float | None = None) -> ContextHead:
+        """A new context whose head is ``turn_id`` (O(1); 0 raises InvalidArgument)."""
+        return await self._run(ops.fork(turn_id), timeout)
+
+    async def head(self, context_id: int, *, timeout: float | None = None) -> ContextHead:
+        """The context's head (NotFound if there is no such context)."""
+        return await self._run(ops.head(context_id), timeout)
+
+    async def append(
+        self,
+        context_id: int,
+        payload: bytes | bytearray | memoryview,
+        *,
+        type_tag: int = 0,
+        codec: int = 0,
+        expected_head: int | None = None,
+        timeout: float | None = None,
+    ) -> Appended:
+        """Appends a turn with ``payload`` after the context's head, durably; see
+        :meth:`ctxstore.Client.append`."""
+        return await self._run(
+            ops.append(context_id, payload, type_tag, codec, expected_head), timeout
+        )
+
+    async def append_by_hash(
+        self,
+        context_id: int,
+        payload_hash: HashLike,
+        *,
+        type_tag: int = 0,
+        codec: int = 0,
+        expected_head: int | None = None,
+        timeout: float | None = None,
+    ) -> Appended:
+        """Appends a turn whose payload is a blob already stored (nothing is uploaded)."""
+        return await self._run(
+            ops.append_by_hash(context_id, payload_hash, type_tag, codec, expected_head), timeout
+        )
+
+    async def get_turn(self, turn_id: int, *, timeout: float | None = None) -> Turn:
+        """One turn's metadata (no payload: use :meth:`get_blob` with its hash)."""
+        return await self._run(ops.get_turn(turn_id), timeout)
+
+    async def last(
+        self,
+        context_id: int,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> Page:
+        """The ``limit`` newest turns of the context, oldest first."""
+        return await self._run(ops.last(context_id, limit, payloads, self._accept_zstd), timeout)
+
+    async def before(
+        self,
+        context_id: int,
+        before_turn_id: int,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> Page:
+        """The ``limit`` turns older than ``before_turn_id``, oldest first (cursor paging)."""
+        return await self._run(
+            ops.before(context_id, before_turn_id, limit, payloads, self._accept_zstd), timeout
+        )
+
+    async def range_by_depth(
+        self,
+        context_id: int,
+        from_depth: int,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> Page:
+        """The context's turns with depth in ``from_depth .. from_depth + limit``."""
+        return await self._run(
+            ops.range_by_depth(context_id, from_depth, limit, payloads, self._accept_zstd),
+            timeout,
+        )
+
+    async def chain(
+        self,
+        turn_id: int,
+        from_depth: int = 0,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> Page:
+        """The chain root → ``turn_id``: ``limit`` turns from ``from_depth``."""
+        return await self._run(
+            ops.chain(turn_id, from_depth, limit, payloads, self._accept_zstd), timeout
+        )
+
+    async def replay(
+        self,
+        turn_id: int,
+        *,
+        payloads: bool = False,
+        page_size: int | None = None,
+        timeout: float | None = None,
+    ) -> list[Turn]:
+        """The whole chain root → ``turn_id``, paging :meth:`chain` (``timeout`` per page)."""
+        size = page_size or (await self.server_info(timeout=timeout)).read_turns_max or 64
+        turns: list[Turn] = []
+        from_depth: int | None = 0
+        while from_depth is not None:
+            page = await self.chain(turn_id, from_depth, size, payloads=payloads, timeout=timeout)
+            turns.extend(page.turns)
+            from_depth = ops.replay_next(page, turn_id, from_depth)
+        return turns
+
+    async def get_blob(self, payload_hash: HashLike, *, timeout: float | None = None) -> bytes:
+        """A payload by its hash, verified (NotFound if it is not stored)."""
+        return await self._run(ops.get_blob(payload_hash, self._accept_zstd), timeout)
+
+    async def has_blobs(
+        self, hashes: Sequence[HashLike], *, timeout: float | None = None
+    ) -> list[bool]:
+        """Which of ``hashes`` are stored, in order (long lists: several pipelined requests)."""
+        per_request = (await self.server_info(timeout=timeout)).has_blobs_max
+        groups = ops.chunk_hashes(hashes, per_request)
+        answers = await asyncio.gather(
+            *(self._run(ops.has_blobs(group), timeout) for group in groups)
+        )
+        return [flag for answer in answers for flag in answer]
+
+    async def stats(self, *, timeout: float | None = None) -> Stats:
+        """The server's counters."""
+        return await self._run(ops.stats(), timeout)

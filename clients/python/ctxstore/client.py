@@ -1,0 +1,657 @@
+"""The blocking client: one persistent, pipelined connection, safe to share between threads."""
+
+from __future__ import annotations
+
+import itertools
+import select
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from types import TracebackType
+from typing import BinaryIO, ClassVar, TypeVar, cast
+
+from . import _ops as ops
+from . import _protocol as p
+from .errors import (
+    CONNECTION_CLOSING_CODES,
+    ClientClosed,
+    ConnectError,
+    ConnectionLost,
+    ConnectTimeout,
+    CtxstoreError,
+    ProtocolError,
+    RequestTimeout,
+    error_for_code,
+)
+from .types import Appended, ContextHead, HashLike, Page, ServerInfo, Stats, Turn
+
+__all__ = ["Client"]
+
+T = TypeVar("T")
+
+_READ_BUFFER_BYTES = 256 * 1024
+
+
+def _remaining(deadline: float) -> float:
+    return deadline - time.monotonic()
+
+
+def lost_error(reason: BaseException) -> CtxstoreError:
+    """The exception for a call whose connection ended for ``reason``."""
+    if isinstance(reason, ClientClosed):
+        return ClientClosed(reason.message)
+    if isinstance(reason, ProtocolError):
+        # The server broke the protocol: every call on the connection reports that.
+        broken = ProtocolError(f"the connection was closed: {reason.message}")
+        broken.__cause__ = reason
+        return broken
+    error = ConnectionLost(f"the connection was lost while the request was in flight: {reason}")
+    error.__cause__ = reason
+    return error
+
+
+class _Pending:
+    """One request in flight: the thread waiting for it and what it gets."""
+
+    __slots__ = ("request", "event", "response", "error")
+
+    def __init__(self, request: p.Request) -> None:
+        self.request = request
+        self.event = threading.Event()
+        self.response: p.Response | None = None
+        self.error: BaseException | None = None
+
+
+def _recv_exactly(sock: socket.socket, count: int, deadline: float) -> bytes:
+    """Reads exactly ``count`` bytes before ``deadline`` (handshake only)."""
+    parts = []
+    while count:
+        remaining = _remaining(deadline)
+        if remaining <= 0:
+            raise socket.timeout("deadline passed")
+        sock.settimeout(remaining)
+        chunk = sock.recv(min(count, 1 << 20))
+        if not chunk:
+            raise ConnectError("the server closed the connection during HELLO")
+        parts.append(chunk)
+        count -= len(chunk)
+    return b"".join(parts)
+
+
+class _Connection:
+    """One TCP connection after HELLO: a reader thread matches responses to requests by req_id;
+    senders write whole frames under a lock."""
+
+    def __init__(
+        self, sock: socket.socket, info: ServerInfo, frame_bytes_max: int, max_in_flight: int
+    ) -> None:
+        self.info = info
+        # The socket stays in blocking mode for the reader thread; senders write with
+        # MSG_DONTWAIT and poll for room until their deadline (a socket timeout would switch
+        # the shared file description to non-blocking under the reader's feet).
+        self._sock = sock
+        self._rfile = cast(BinaryIO, sock.makefile("rb", buffering=_READ_BUFFER_BYTES))
+        self._poller = select.poll()
+        self._poller.register(sock.fileno(), select.POLLOUT)
+        self._frame_bytes_max = frame_bytes_max
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(
+            max(1, min(max_in_flight, info.requests_in_flight_max or 1))
+        )
+        self._pending: dict[int, _Pending] = {}
+        self._ids = itertools.count(2)  # 1 was HELLO
+        self._last_id = 1
+        self._dead: BaseException | None = None
+        self.peak_in_flight = 0
+        """The most requests this connection had in flight at once (a diagnostic)."""
+        self._reader = threading.Thread(target=self._read_loop, name="ctxstore-reader", daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def open(
+        cls,
+        host: str,
+        port: int,
+        *,
+        token: bytes,
+        versions: tuple[int, int],
+        client_name: str,
+        deadline: float,
+        frame_bytes_max: int,
+        max_in_flight: int,
+    ) -> _Connection:
+        """Connects and says HELLO before ``deadline``."""
+        remaining = _remaining(deadline)
+        if remaining <= 0:
+            raise ConnectTimeout(f"no time left to connect to {host}:{port}")
+        try:
+            sock = socket.create_connection((host, port), timeout=remaining)
+        except socket.timeout:
+            raise ConnectTimeout(f"connecting to {host}:{port} timed out") from None
+        except OSError as error:
+            raise ConnectError(f"cannot connect to {host}:{port}: {error}") from error
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            hello = ops.hello_request(versions, token, client_name)
+            sock.settimeout(max(_remaining(deadline), 0.001))
+            try:
+                sock.sendall(b"".join(p.encode_request(1, hello)))
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # a refusing server (OVERLOADED) may close first: read its answer
+            header = p.FrameHeader.decode(_recv_exactly(sock, p.HEADER_BYTES, deadline))
+            header.check(frame_bytes_max)
+            body = _recv_exactly(sock, header.len, deadline)
+            if header.req_id not in (1, 0) or (
+                header.req_id == 0 and header.msg_type != p.ERROR_TYPE
+            ):
+                raise ProtocolError(f"HELLO was answered with req_id {header.req_id}")
+            info = ops.hello_result(p.decode_response(header.msg_type, body), versions)
+            sock.settimeout(None)
+            return cls(sock, info, frame_bytes_max, max_in_flight)
+        except socket.timeout:
+            sock.close()
+            raise ConnectTimeout(f"HELLO to {host}:{port} timed out") from None
+        except CtxstoreError:
+            sock.close()
+            raise
+        except OSError as error:
+            sock.close()
+            raise ConnectError(f"connection to {host}:{port} failed: {error}") from error
+
+    @property
+    def alive(self) -> bool:
+        """False once the connection failed or was closed."""
+        return self._dead is None
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        reason: BaseException
+        try:
+            while True:
+                header_bytes = self._rfile.read(p.HEADER_BYTES)
+                if len(header_bytes) < p.HEADER_BYTES:
+                    raise ConnectionLost(
+                        "the server closed the connection"
+                        if not header_bytes
+                        else "the connection closed inside a frame header"
+                    )
+                header = p.FrameHeader.decode(header_bytes)
+                header.check(self._frame_bytes_max)
+                body = self._rfile.read(header.len) if header.len else b""
+                if len(body) < header.len:
+                    raise ConnectionLost("the connection closed inside a frame")
+                self._dispatch(header, body)
+        except BaseException as error:  # noqa: BLE001 - the thread's end, whatever it was
+            reason = error
+        self._fail(reason)
+        try:
+            self._rfile.close()
+            self._sock.close()
+        except OSError:
+            pass
+
+    def _dispatch(self, header: p.FrameHeader, body: bytes) -> None:
+        with self._lock:
+            pending = self._pending.pop(header.req_id, None)
+        if pending is None:
+            if header.req_id == 0 and header.msg_type == p.ERROR_TYPE:
+                error = p.decode_response(header.msg_type, body)
+                assert isinstance(error, p.ErrorResponse)
+                raise error_for_code(error.code, error.message, error.detail)
+            if 0 < header.req_id <= self._last_id:
+                return  # the late answer to a request whose caller gave up
+            raise ProtocolError(f"a response to req_id {header.req_id}, which was never sent")
+        if header.msg_type not in (pending.request.response_type, p.ERROR_TYPE):
+            message = (
+                f"{pending.request.NAME} (req_id {header.req_id}) was answered with message "
+                f"type {header.msg_type:#06x}"
+            )
+            pending.error = ProtocolError(message)
+            pending.event.set()
+            raise ProtocolError(message)
+        try:
+            response = p.decode_response(
+                header.msg_type, body, allow_unknown=isinstance(pending.request, p.RawRequest)
+            )
+        except ProtocolError as error:
+            pending.error = ProtocolError(error.message)
+            pending.event.set()
+            raise
+        pending.response = response
+        pending.event.set()
+        if isinstance(response, p.ErrorResponse) and response.code in CONNECTION_CLOSING_CODES:
+            # The server closes the connection after this answer: no new request may use it.
+            self._fail(error_for_code(response.code, response.message, response.detail))
+
+    def _fail(self, reason: BaseException) -> None:
+        """Ends the connection: every request in flight fails."""
+        with self._lock:
+            if self._dead is not None:
+                return
+            self._dead = reason
+            pending = list(self._pending.values())
+            self._pending.clear()
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        for entry in pending:
+            entry.error = lost_error(reason)
+            entry.event.set()
+
+    def close(self, reason: BaseException) -> None:
+        """Closes the connection; requests in flight fail with ``reason``'s error."""
+        self._fail(reason)
+        if threading.current_thread() is not self._reader:
+            self._reader.join(timeout=1.0)
+
+    # -- requests --------------------------------------------------------------------------
+
+    def submit(self, request: p.Request, deadline: float) -> tuple[int, _Pending]:
+        """Sends ``request``; returns its req_id and the slot its response arrives in."""
+        if not self._slots.acquire(timeout=max(_remaining(deadline), 0)):
+            raise RequestTimeout(
+                f"{request.NAME}: no free in-flight slot before the deadline "
+                f"({self.info.requests_in_flight_max} requests in flight)"
+            )
+        try:
+            pending = _Pending(request)
+            with self._lock:
+                if self._dead is not None:
+                    raise lost_error(self._dead)
+                req_id = next(self._ids)
+                self._last_id = req_id
+                self._pending[req_id] = pending
+                self.peak_in_flight = max(self.peak_in_flight, len(self._pending))
+            try:
+                chunks = p.encode_request(req_id, request)
+                ops.check_sendable(request, chunks, self.info)
+                self._send(request, chunks, deadline)
+            except BaseException:
+                with self._lock:
+                    self._pending.pop(req_id, None)
+                raise
+        except BaseException:
+            self._slots.release()
+            raise
+        return req_id, pending
+
+    def _send(self, request: p.Request, chunks: list[bytes], deadline: float) -> None:
+        if not self._send_lock.acquire(timeout=max(_remaining(deadline), 0)):
+            raise RequestTimeout(f"{request.NAME}: could not send before the deadline")
+        try:
+            if self._dead is not None:
+                raise lost_error(self._dead)
+            if _remaining(deadline) <= 0:
+                raise RequestTimeout(f"{request.NAME}: the deadline passed before sending")
+            try:
+                for chunk in chunks:
+                    self._send_all(chunk, deadline)
+            except socket.timeout:
+                # Part of a frame may be on the wire: this connection's framing is lost.
+                error = RequestTimeout(f"{request.NAME}: sending timed out")
+                self._fail(ConnectionLost("a frame could not be sent completely in time"))
+                raise error from None
+            except OSError as error:
+                self._fail(error)
+                raise lost_error(error) from None
+        finally:
+            self._send_lock.release()
+
+    def _send_all(self, chunk: bytes, deadline: float) -> None:
+        view = memoryview(chunk)
+        while view:
+            try:
+                sent = self._sock.send(view, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            if sent:
+                view = view[sent:]
+                continue
+            remaining = _remaining(deadline)
+            if remaining <= 0:
+                raise socket.timeout("send deadline passed")
+            self._poller.poll(max(1, int(remaining * 1000)))
+
+    def wait(self, req_id: int, pending: _Pending, deadline: float) -> p.Response:
+        """The response to a submitted request (waits until ``deadline``)."""
+        try:
+            if not pending.event.wait(max(_remaining(deadline), 0)):
+                with self._lock:
+                    self._pending.pop(req_id, None)
+                if not pending.event.is_set():
+                    raise RequestTimeout(f"{pending.request.NAME}: no response in time")
+            if pending.error is not None:
+                raise pending.error
+            assert pending.response is not None
+            return pending.response
+        finally:
+            self._slots.release()
+
+
+class Client:
+    """A blocking ctxstore client over one persistent TCP connection.
+
+    Thread-safe: any number of threads may call it at once; their requests are pipelined on
+    the connection (up to the server's in-flight limit) and matched by req_id.
+
+    Every call takes a ``timeout`` in seconds (default: the client's ``timeout``) and raises
+    :class:`~ctxstore.errors.RequestTimeout` when it passes. If the connection drops, calls in
+    flight raise :class:`~ctxstore.errors.ConnectionLost` and the next call reconnects (a call
+    is never retried by the client: an append may or may not have happened).
+
+    Args:
+        addr: ``"HOST:PORT"``, ``"[V6]:PORT"`` or ``(host, port)``.
+        token: the server's token (``--token-file``), if it has one.
+        timeout: the default timeout of each call, in seconds.
+        connect_timeout: the limit for TCP connect plus HELLO, in seconds.
+        client_name: sent in HELLO (the server logs it).
+        accept_zstd: let the server send stored zstd payloads (the client inflates and
+            verifies them); saves server CPU and bandwidth.
+        max_in_flight: the most requests this client has in flight at once (the server's limit
+            applies too).
+        max_response_bytes: the largest response frame accepted (larger: ProtocolError).
+        lazy: connect at the first call instead of in the constructor.
+    """
+
+    PROTOCOL_VERSIONS: ClassVar[tuple[int, int]] = p.SUPPORTED_VERSIONS
+    """The protocol versions offered in HELLO."""
+
+    def __init__(
+        self,
+        addr: str | tuple[str, int] = ops.DEFAULT_ADDR,
+        *,
+        token: str | bytes | None = None,
+        timeout: float = ops.DEFAULT_TIMEOUT,
+        connect_timeout: float = ops.DEFAULT_CONNECT_TIMEOUT,
+        client_name: str = ops.DEFAULT_CLIENT_NAME,
+        accept_zstd: bool = True,
+        max_in_flight: int = 1024,
+        max_response_bytes: int = p.FRAME_BYTES_LIMIT,
+        lazy: bool = False,
+    ) -> None:
+        self._host, self._port = ops.parse_addr(addr)
+        self._token = ops.token_bytes(token)
+        self._timeout = ops.check_timeout(timeout, ops.DEFAULT_TIMEOUT)
+        self._connect_timeout = ops.check_timeout(connect_timeout, ops.DEFAULT_CONNECT_TIMEOUT)
+        if len(client_name.encode("utf-8")) > p.NAME_BYTES_MAX:
+            raise ValueError(f"client_name is at most {p.NAME_BYTES_MAX} bytes of UTF-8")
+        self._client_name = client_name
+        self._accept_zstd = accept_zstd
+        self._max_in_flight = max(1, max_in_flight)
+        self._max_response_bytes = min(max_response_bytes, p.FRAME_BYTES_LIMIT)
+        self._conn: _Connection | None = None
+        self._conn_lock = threading.Lock()
+        self._closed = False
+        if not lazy:
+            self._connection(time.monotonic() + self._connect_timeout)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def addr(self) -> str:
+        """The server's address as ``HOST:PORT``."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"{host}:{self._port}"
+
+    @property
+    def connected(self) -> bool:
+        """True if the client holds a live connection now."""
+        conn = self._conn
+        return conn is not None and conn.alive
+
+    def close(self) -> None:
+        """Closes the connection; calls in flight raise ClientClosed; later calls too."""
+        self._closed = True
+        with self._conn_lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close(ClientClosed("the client was closed"))
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            conn = self._conn
+            if conn is not None:
+                conn.close(ClientClosed("the client was garbage-collected"))
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
+
+    def _connection(self, deadline: float) -> _Connection:
+        conn = self._conn
+        if conn is not None and conn.alive:
+            return conn
+        if not self._conn_lock.acquire(timeout=max(_remaining(deadline), 0)):
+            raise ConnectTimeout("another thread's reconnect did not finish in time")
+        try:
+            if self._closed:
+                raise ClientClosed("the client was closed")
+            conn = self._conn
+            if conn is None or not conn.alive:
+                if conn is not None:
+                    conn.close(ConnectionLost("replaced by a new connection"))
+                self._conn = None
+                conn = _Connection.open(
+                    self._host,
+                    self._port,
+                    token=self._token,
+                    versions=self.PROTOCOL_VERSIONS,
+                    client_name=self._client_name,
+                    deadline=min(deadline, time.monotonic() + self._connect_timeout),
+                    frame_bytes_max=self._max_response_bytes,
+                    max_in_flight=self._max_in_flight,
+                )
+                self._conn = conn
+            return conn
+        finally:
+            self._conn_lock.release()
+
+    def _deadline(self, timeout: float | None) -> float:
+        if self._closed:
+            raise ClientClosed("the client was closed")
+        return time.monotonic() + ops.check_timeout(timeout, self._timeout)
+
+    def _run(self, op: ops.Op[T], timeout: float | None) -> T:
+        deadline = self._deadline(timeout)
+        conn = self._connection(deadline)
+        req_id, pending = conn.submit(op.request, deadline)
+        response = conn.wait(req_id, pending, deadline)
+        return op.finish(ops.result_of(op.request, response))
+
+    def _run_many(self, batch: Sequence[ops.Op[T]], timeout: float | None) -> list[T]:
+        """Sends every request, then waits for every response (pipelined on one thread)."""
+        deadline = self._deadline(timeout)
+        conn = self._connection(deadline)
+        sent: list[tuple[int, _Pending]] = []
+        try:
+            for op in batch:
+                sent.append(conn.submit(op.request, deadline))
+        except BaseException:
+            for req_id, pending in sent:
+                try:
+                    conn.wait(req_id, pending, time.monotonic())
+                except CtxstoreError:
+                    pass
+            raise
+        responses: list[p.Response | BaseException] = []
+        for req_id, pending in sent:
+            try:
+                responses.append(conn.wait(req_id, pending, deadline))
+            except CtxstoreError as error:
+                responses.append(error)
+        results = []
+        for op, response in zip(batch, responses, strict=True):
+            if isinstance(response, BaseException):
+                raise response
+            results.append(op.finish(ops.result_of(op.request, response)))
+        return results
+
+    # -- requests --------------------------------------------------------------------------
+
+    def server_info(self, *, timeout: float | None = None) -> ServerInfo:
+        """What HELLO told: the negotiated version, the server's name and limits (connects if
+        needed)."""
+        return self._connection(self._deadline(timeout)).info
+
+    def request(self, request: p.Request, *, timeout: float | None = None) -> p.Response:
+        """Sends any request (see :mod:`ctxstore._protocol`) and returns its decoded response;
+        an ERROR raises its exception. The low-level door for messages without a method."""
+        return self._run(ops.raw(request), timeout)
+
+    def ping(self, nonce: int | None = None, *, timeout: float | None = None) -> None:
+        """Round trip to the server (PING/PONG); checks that the nonce is echoed."""
+        self._run(ops.ping(nonce), timeout)
+
+    def create_context(self, base_turn_id: int = 0, *, timeout: float | None = None) -> ContextHead:
+        """A new context: empty, or with its head at ``base_turn_id`` (copies nothing)."""
+        return self._run(ops.create_context(base_turn_id), timeout)
+
+    def fork(self, turn_id: int, *, timeout: float | None = None) -> ContextHead:
+        """A new context whose head is ``turn_id`` (O(1); 0 raises InvalidArgument)."""
+        return self._run(ops.fork(turn_id), timeout)
+
+    def head(self, context_id: int, *, timeout: float | None = None) -> ContextHead:
+        """The context's head (NotFound if there is no such context)."""
+        return self._run(ops.head(context_id), timeout)
+
+    def append(
+        self,
+        context_id: int,
+        payload: bytes | bytearray | memoryview,
+        *,
+        type_tag: int = 0,
+        codec: int = 0,
+        expected_head: int | None = None,
+        timeout: float | None = None,
+    ) -> Appended:
+        """Appends a turn with ``payload`` after the context's head, durably.
+
+        With ``expected_head`` (0: the context must be empty) the append happens only if the
+        head is that turn; else :class:`~ctxstore.errors.Conflict`, whose ``actual_head`` is
+        the head. ``type_tag`` (u64) and ``codec`` (u32) are the caller's tags.
+        """
+        return self._run(ops.append(context_id, payload, type_tag, codec, expected_head), timeout)
+
+    def append_by_hash(
+        self,
+        context_id: int,
+        payload_hash: HashLike,
+        *,
+        type_tag: int = 0,
+        codec: int = 0,
+        expected_head: int | None = None,
+        timeout: float | None = None,
+    ) -> Appended:
+        """Appends a turn whose payload is a blob already stored (nothing is uploaded;
+        NotFound if the blob is not stored)."""
+        return self._run(
+            ops.append_by_hash(context_id, payload_hash, type_tag, codec, expected_head), timeout
+        )
+
+    def get_turn(self, turn_id: int, *, timeout: float | None = None) -> Turn:
+        """One turn's metadata (no payload: use :meth:`get_blob` with its hash)."""
+        return self._run(ops.get_turn(turn_id), timeout)
+
+    def last(
+        self,
+        context_id: int,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> Page:
+        """The ``limit`` newest turns of the context, oldest first (``payloads``: with their
+        verified bytes). Continue with :meth:`before` and the page's ``next_before``."""
+        return self._run(ops.last(context_id, limit, payloads, self._accept_zstd), timeout)
+
+    def before(
+        self,
+        context_id: int,
+        before_turn_id: int,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> Page:
+        """The ``limit`` turns older than ``before_turn_id``, oldest first (cursor paging)."""
+        return self._run(
+            ops.before(context_id, before_turn_id, limit, payloads, self._accept_zstd), timeout
+        )
+
+    def range_by_depth(
+        self,
+        context_id: int,
+        from_depth: int,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> Page:
+        """The context's turns with depth in ``from_depth .. from_depth + limit``."""
+        return self._run(
+            ops.range_by_depth(context_id, from_depth, limit, payloads, self._accept_zstd),
+            timeout,
+        )
+
+    def chain(
+        self,
+        turn_id: int,
+        from_depth: int = 0,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> Page:
+        """The chain root → ``turn_id``: ``limit`` turns from ``from_depth``."""
+        return self._run(
+            ops.chain(turn_id, from_depth, limit, payloads, self._accept_zstd), timeout
+        )
+
+    def replay(
+        self,
+        turn_id: int,
+        *,
+        payloads: bool = False,
+        page_size: int | None = None,
+        timeout: float | None = None,
+    ) -> list[Turn]:
+        """The whole chain root → ``turn_id``, paging :meth:`chain` (``timeout`` per page)."""
+        size = page_size or self.server_info(timeout=timeout).read_turns_max or 64
+        turns: list[Turn] = []
+        from_depth: int | None = 0
+        while from_depth is not None:
+            page = self.chain(turn_id, from_depth, size, payloads=payloads, timeout=timeout)
+            turns.extend(page.turns)
+            from_depth = ops.replay_next(page, turn_id, from_depth)
+        return turns
+
+    def get_blob(self, payload_hash: HashLike, *, timeout: float | None = None) -> bytes:
+        """A payload by its hash, verified (NotFound if it is not stored)."""
+        return self._run(ops.get_blob(payload_hash, self._accept_zstd), timeout)
+
+    def has_blobs(self, hashes: Sequence[HashLike], *, timeout: float | None = None) -> list[bool]:
+        """Which of ``hashes`` are stored, in order. Lists longer than the server's
+        ``has_blobs_max`` are split into several pipelined requests."""
+        per_request = self.server_info(timeout=timeout).has_blobs_max
+        groups = ops.chunk_hashes(hashes, per_request)
+        if not groups:
+            return []
+        answers = self._run_many([ops.has_blobs(group) for group in groups], timeout)
+        return [flag for answer in answers for flag in answer]
+
+    def stats(self, *, timeout: float | None = None) -> Stats:
+        """The server's counters."""
+        return self._run(ops.stats(), timeout)

@@ -1,0 +1,302 @@
+"""Exceptions raised by the ctxstore client.
+
+Every exception derives from :class:`CtxstoreError`, which carries ``.code``,
+``.message`` and ``.detail``:
+
+- :class:`ServerError` and its subclasses are ERROR responses of the server. ``.code`` is the
+  stable numeric code of docs/protocol.md (``NotFound.code == 5``); one subclass per code.
+  A code this client does not know yet (a newer server) raises :class:`ServerError` itself,
+  with that code.
+- The others are raised by the client itself and have ``.code == 0``:
+  :class:`ProtocolError` (the server broke the protocol), :class:`IntegrityError` (a payload
+  does not match its BLAKE3 hash), :class:`ConnectError`, :class:`ConnectionLost`,
+  :class:`Timeout` (:class:`ConnectTimeout`, :class:`RequestTimeout`), :class:`ClientClosed`,
+  :class:`NotSupported`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CtxstoreError",
+    "ServerError",
+    "BadFrame",
+    "UnknownMessage",
+    "TooLarge",
+    "Unauthorized",
+    "NotFound",
+    "Conflict",
+    "ReadOnly",
+    "NoSpace",
+    "Overloaded",
+    "Internal",
+    "InvalidArgument",
+    "UnsupportedVersion",
+    "ShuttingDown",
+    "Corrupt",
+    "ProtocolError",
+    "IntegrityError",
+    "ConnectError",
+    "ConnectionLost",
+    "Timeout",
+    "ConnectTimeout",
+    "RequestTimeout",
+    "ClientClosed",
+    "NotSupported",
+    "ERROR_CLASSES",
+    "error_for_code",
+    "CONNECTION_CLOSING_CODES",
+]
+
+
+class CtxstoreError(Exception):
+    """Base of every exception of this package.
+
+    Attributes:
+        code: the ERROR code of the server (see docs/protocol.md), or 0 for an error raised by
+            the client itself.
+        name: the code's name in docs/protocol.md (``"NOT_FOUND"``), or a short name of the
+            client-side condition.
+        message: what failed, in words.
+        detail: the ERROR's ``detail`` field (CONFLICT: the actual head turn;
+            UNSUPPORTED_VERSION: the server's version), else 0.
+    """
+
+    code: int = 0
+    name: str = "CLIENT_ERROR"
+
+    def __init__(self, message: str, *, code: int | None = None, detail: int = 0) -> None:
+        super().__init__(message)
+        self.message: str = message
+        if code is not None:
+            self.code = code
+        self.detail: int = detail
+
+    def __str__(self) -> str:
+        if self.code:
+            return f"{self.name} ({self.code}): {self.message}"
+        return self.message
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), self.message, self.code, self.detail))
+
+
+def _rebuild(cls: type[CtxstoreError], message: str, code: int, detail: int) -> CtxstoreError:
+    """Unpickles an error (exceptions with keyword arguments need this)."""
+    return cls(message, code=code, detail=detail)
+
+
+# ----------------------------------------------------------------------------------------------
+# Server errors: one class per ERROR code of docs/protocol.md.
+
+
+class ServerError(CtxstoreError):
+    """An ERROR response from the server (any code; a subclass per known code)."""
+
+    name = "SERVER_ERROR"
+
+
+class BadFrame(ServerError):
+    """BAD_FRAME (1): the server could not parse a frame or body; it closed the connection."""
+
+    code = 1
+    name = "BAD_FRAME"
+
+
+class UnknownMessage(ServerError):
+    """UNKNOWN_MESSAGE (2): the server does not know this message type; connection stays open."""
+
+    code = 2
+    name = "UNKNOWN_MESSAGE"
+
+
+class TooLarge(ServerError):
+    """TOO_LARGE (3): a frame, payload, ``limit`` or list is over the server's limit.
+
+    Also raised by the client, before sending, for a frame the server would refuse (the
+    server would close the connection for it); then the message says so.
+    """
+
+    code = 3
+    name = "TOO_LARGE"
+
+
+class Unauthorized(ServerError):
+    """UNAUTHORIZED (4): a missing or wrong token (or no HELLO first); connection closed."""
+
+    code = 4
+    name = "UNAUTHORIZED"
+
+
+class NotFound(ServerError):
+    """NOT_FOUND (5): no such context, turn or blob."""
+
+    code = 5
+    name = "NOT_FOUND"
+
+
+class Conflict(ServerError):
+    """CONFLICT (6): the context's head is not the expected one. See :attr:`actual_head`."""
+
+    code = 6
+    name = "CONFLICT"
+
+    @property
+    def actual_head(self) -> int:
+        """The context's actual head turn (0: the context is empty)."""
+        return self.detail
+
+
+class ReadOnly(ServerError):
+    """READ_ONLY (7): the store refuses writes (a failed fsync); reads go on."""
+
+    code = 7
+    name = "READ_ONLY"
+
+
+class NoSpace(ServerError):
+    """NO_SPACE (8): the server's disk is full; reads go on."""
+
+    code = 8
+    name = "NO_SPACE"
+
+
+class Overloaded(ServerError):
+    """OVERLOADED (9): too many connections; the server closed this one. Retry later."""
+
+    code = 9
+    name = "OVERLOADED"
+
+
+class Internal(ServerError):
+    """INTERNAL (10): an I/O error or a bug in the server; the message says which."""
+
+    code = 10
+    name = "INTERNAL"
+
+
+class InvalidArgument(ServerError):
+    """INVALID_ARGUMENT (11): a well-formed request the store cannot honour (fork of turn 0)."""
+
+    code = 11
+    name = "INVALID_ARGUMENT"
+
+
+class UnsupportedVersion(ServerError):
+    """UNSUPPORTED_VERSION (12): no common protocol version. See :attr:`server_version`."""
+
+    code = 12
+    name = "UNSUPPORTED_VERSION"
+
+    @property
+    def server_version(self) -> int:
+        """The protocol version the server speaks (the ERROR's ``detail``)."""
+        return self.detail
+
+
+class ShuttingDown(ServerError):
+    """SHUTTING_DOWN (13): the server is stopping and takes no new work."""
+
+    code = 13
+    name = "SHUTTING_DOWN"
+
+
+class Corrupt(ServerError):
+    """CORRUPT (14): stored data failed its checksum; the message names file and offset."""
+
+    code = 14
+    name = "CORRUPT"
+
+
+ERROR_CLASSES: dict[int, type[ServerError]] = {
+    cls.code: cls
+    for cls in (
+        BadFrame,
+        UnknownMessage,
+        TooLarge,
+        Unauthorized,
+        NotFound,
+        Conflict,
+        ReadOnly,
+        NoSpace,
+        Overloaded,
+        Internal,
+        InvalidArgument,
+        UnsupportedVersion,
+        ShuttingDown,
+        Corrupt,
+    )
+}
+"""The exception class of each known ERROR code."""
+
+CONNECTION_CLOSING_CODES: frozenset[int] = frozenset(
+    {BadFrame.code, Unauthorized.code, Overloaded.code, UnsupportedVersion.code}
+)
+"""Codes after which the server always closes the connection (TOO_LARGE sometimes does)."""
+
+
+def error_for_code(code: int, message: str, detail: int = 0) -> ServerError:
+    """The exception for an ERROR response: its class by code, :class:`ServerError` if unknown."""
+    cls = ERROR_CLASSES.get(code, ServerError)
+    return cls(message, code=code, detail=detail)
+
+
+# ----------------------------------------------------------------------------------------------
+# Client-side errors (code 0).
+
+
+class ProtocolError(CtxstoreError):
+    """The server sent bytes that break the protocol (a malformed frame or body, a response of
+    the wrong type, an unknown req_id). The connection is closed; the next call reconnects."""
+
+    name = "PROTOCOL_ERROR"
+
+
+class IntegrityError(ProtocolError):
+    """A payload does not match its BLAKE3 hash or length, or its zstd body does not inflate to
+    it. Only the call that read it fails; the connection stays open."""
+
+    name = "INTEGRITY_ERROR"
+
+
+class ConnectError(CtxstoreError, ConnectionError):
+    """The client could not open a connection (refused, unreachable, closed during HELLO)."""
+
+    name = "CONNECT_ERROR"
+
+
+class ConnectionLost(CtxstoreError, ConnectionError):
+    """The connection dropped while this call was in flight (or could not be written). The call
+    may or may not have taken effect on the server. The next call reconnects."""
+
+    name = "CONNECTION_LOST"
+
+
+class Timeout(CtxstoreError, TimeoutError):
+    """A deadline passed (base of :class:`ConnectTimeout` and :class:`RequestTimeout`)."""
+
+    name = "TIMEOUT"
+
+
+class ConnectTimeout(Timeout):
+    """Connecting (TCP connect and the HELLO exchange) took longer than ``connect_timeout``."""
+
+    name = "CONNECT_TIMEOUT"
+
+
+class RequestTimeout(Timeout):
+    """No response within the call's timeout. The request may still run on the server; its
+    late answer is discarded."""
+
+    name = "REQUEST_TIMEOUT"
+
+
+class ClientClosed(CtxstoreError):
+    """The client was closed with ``close()``; create a new one."""
+
+    name = "CLIENT_CLOSED"
+
+
+class NotSupported(CtxstoreError):
+    """The request needs a newer protocol version than the one negotiated with the server."""
+
+    name = "NOT_SUPPORTED"

@@ -1,0 +1,191 @@
+"""The values the client returns: contexts, turns, pages, server information and counters.
+
+Hashes are ``bytes`` of length 32 (BLAKE3-256); :func:`blob_hash` computes one and
+:func:`hash_hex` / :func:`parse_hash` convert to and from 64 hex digits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import blake3
+
+__all__ = [
+    "HashLike",
+    "blob_hash",
+    "hash_hex",
+    "parse_hash",
+    "ServerInfo",
+    "ContextHead",
+    "Turn",
+    "Appended",
+    "Page",
+    "Stats",
+]
+
+HashLike = bytes | bytearray | memoryview | str
+"""A hash as 32 bytes or as 64 hex digits."""
+
+
+def blob_hash(data: bytes | bytearray | memoryview) -> bytes:
+    """The BLAKE3-256 hash of ``data``: the id of its blob on the server."""
+    return blake3.blake3(data).digest()
+
+
+def hash_hex(value: bytes) -> str:
+    """A hash as 64 lowercase hex digits."""
+    return bytes(value).hex()
+
+
+def parse_hash(value: HashLike) -> bytes:
+    """A hash given as 32 bytes or 64 hex digits, as 32 bytes (else ``ValueError``)."""
+    if isinstance(value, str):
+        try:
+            raw = bytes.fromhex(value)
+        except ValueError:
+            raise ValueError(f"not a hex hash: {value!r}") from None
+    else:
+        raw = bytes(value)
+    if len(raw) != 32:
+        raise ValueError(f"a hash is 32 bytes (64 hex digits), got {len(raw)} bytes")
+    return raw
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """What HELLO told about the server: the negotiated protocol version, its name, its limits."""
+
+    version: int
+    """The protocol version of this connection."""
+    server_name: str
+    frame_bytes_max: int
+    """The largest frame body the server accepts."""
+    requests_in_flight_max: int
+    """Requests of one connection the server runs at once."""
+    blob_bytes_max: int
+    """The largest payload of one turn."""
+    read_turns_max: int
+    """Turns one read (last, before, range_by_depth, chain) may return."""
+    has_blobs_max: int
+    """Hashes in one HAS_BLOBS request (``has_blobs`` splits longer lists)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextHead:
+    """A context and its head: ``head_turn_id`` 0 and ``head_depth`` 0 when it is empty."""
+
+    context_id: int
+    head_turn_id: int
+    head_depth: int
+
+    @property
+    def is_empty(self) -> bool:
+        """True if the context has no turn yet."""
+        return self.head_turn_id == 0
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One immutable turn. ``payload`` is its bytes (verified against ``payload_hash``) when
+    the read asked for payloads, else ``None``."""
+
+    turn_id: int
+    parent_turn_id: int
+    """0 for a root turn."""
+    context_id: int
+    """The context it was appended to."""
+    depth: int
+    """0 for a root turn; parent's depth + 1 otherwise."""
+    codec: int
+    """The caller's codec tag."""
+    type_tag: int
+    """The caller's type tag."""
+    payload_hash: bytes
+    """BLAKE3-256 of the payload (32 bytes)."""
+    payload_len: int
+    flags: int
+    """0 in protocol version 1."""
+    created_at_unix_ms: int
+    payload: bytes | None = field(default=None, repr=False)
+
+    @property
+    def is_root(self) -> bool:
+        """True if the turn has no parent."""
+        return self.parent_turn_id == 0
+
+    @property
+    def payload_hash_hex(self) -> str:
+        """``payload_hash`` as 64 hex digits."""
+        return self.payload_hash.hex()
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """The result of an append: the new turn, and whether its payload was already stored."""
+
+    turn: Turn
+    deduped: bool
+    """True if no new blob was written (the payload was stored before)."""
+
+    @property
+    def turn_id(self) -> int:
+        """The new turn's id (the context's new head)."""
+        return self.turn.turn_id
+
+    @property
+    def depth(self) -> int:
+        """The new turn's depth."""
+        return self.turn.depth
+
+    @property
+    def payload_hash(self) -> bytes:
+        """The payload's BLAKE3-256 hash."""
+        return self.turn.payload_hash
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A page of turns, oldest first.
+
+    ``next_before``: for ``last``/``before``, the oldest turn returned — pass it as
+    ``before_turn_id`` to ``before`` for the next older page; 0 when the root was reached (and
+    for the other reads). ``tip_depth``: the depth of the context's head (of the chain's turn
+    for ``chain``).
+    """
+
+    turns: list[Turn]
+    next_before: int
+    tip_depth: int
+
+    def __iter__(self) -> Iterator[Turn]:
+        return iter(self.turns)
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    def __getitem__(self, index: int) -> Turn:
+        return self.turns[index]
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """The server's counters (STATS)."""
+
+    turns: int
+    contexts: int
+    blobs: int
+    logical_bytes: int
+    """Sum of payload lengths over turns."""
+    unique_bytes: int
+    """Sum of distinct blobs' lengths."""
+    stored_bytes: int
+    """Pack bytes on disk."""
+    dedup_hits: int
+    connections: int
+    """Open connections."""
+    requests_total: int
+    errors_total: int
+    uptime_ms: int
+    read_only: bool
+    """True if the store refuses writes (after a failed fsync)."""

@@ -1,0 +1,162 @@
+"""The asyncio client against a real ctxstore-server: round trips, pipelining, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+import ctxstore
+from ctxstore import _protocol as p
+from ctxstore.errors import ERROR_CLASSES
+
+from conftest import ServerProcess, new_server
+from fakes import FakeServer, hello_then_error
+
+
+async def test_round_trips(server: ServerProcess) -> None:
+    async with ctxstore.AsyncClient(server.addr, timeout=20) as client:
+        info = await client.server_info()
+        assert info.version == 1
+        await client.ping()
+        ctx = await client.create_context()
+        assert ctx.is_empty
+        bodies = [b"turn %d " % i * (i + 1) for i in range(30)] + [os.urandom(100_000)]
+        appended = []
+        for i, body in enumerate(bodies):
+            a = await client.append(ctx.context_id, body, type_tag=i, codec=7)
+            assert a.depth == i and a.payload_hash == ctxstore.blob_hash(body)
+            appended.append(a)
+        ids = [a.turn_id for a in appended]
+        assert (await client.head(ctx.context_id)).head_turn_id == ids[-1]
+        assert await client.get_turn(ids[4]) == appended[4].turn
+        assert await client.get_blob(appended[-1].payload_hash) == bodies[-1]
+
+        page = await client.last(ctx.context_id, 10, payloads=True)
+        assert [t.turn_id for t in page] == ids[-10:]
+        assert [t.payload for t in page] == bodies[-10:]
+        older = await client.before(ctx.context_id, page.next_before, 10, payloads=True)
+        assert [t.turn_id for t in older] == ids[-20:-10]
+        window = await client.range_by_depth(ctx.context_id, 5, 3)
+        assert [t.depth for t in window] == [5, 6, 7]
+        chain = await client.chain(ids[3], payloads=True)
+        assert [t.payload for t in chain] == bodies[:4]
+        replay = await client.replay(ids[-1], payloads=True, page_size=7)
+        assert [t.payload for t in replay] == bodies
+
+        fork = await client.fork(ids[2])
+        assert fork.head_turn_id == ids[2]
+        based = await client.create_context(ids[5])
+        assert based.head_depth == 5
+        by_hash = await client.append_by_hash(fork.context_id, appended[0].payload_hash)
+        assert by_hash.deduped is False or by_hash.deduped is True
+        assert by_hash.turn.parent_turn_id == ids[2]
+        assert await client.has_blobs([appended[0].payload_hash, bytes(32)]) == [True, False]
+        stats = await client.stats()
+        assert stats.turns >= len(bodies) and stats.contexts >= 3
+
+
+async def test_pipelining(server: ServerProcess) -> None:
+    client = await ctxstore.AsyncClient.connect(server.addr, timeout=60)
+    try:
+        contexts = [(await client.create_context()).context_id for _ in range(20)]
+
+        async def writer(ctx: int) -> list[int]:
+            return [(await client.append(ctx, b"%d/%d" % (ctx, i))).turn_id for i in range(25)]
+
+        results = await asyncio.gather(*(writer(ctx) for ctx in contexts))
+        pages = await asyncio.gather(*(client.last(ctx, 25, payloads=True) for ctx in contexts))
+        for ctx, ids, page in zip(contexts, results, pages, strict=True):
+            assert [t.turn_id for t in page] == ids
+            assert [t.payload for t in page] == [b"%d/%d" % (ctx, i) for i in range(25)]
+        pings = await asyncio.gather(*(client.ping() for _ in range(500)))
+        assert len(pings) == 500
+        conn = client._conn
+        assert conn is not None and conn.peak_in_flight >= 10
+    finally:
+        await client.close()
+
+
+async def test_errors(server: ServerProcess, small_server: ServerProcess) -> None:
+    async with ctxstore.AsyncClient(server.addr) as client:
+        with pytest.raises(ctxstore.NotFound):
+            await client.head(1 << 60)
+        with pytest.raises(ctxstore.InvalidArgument):
+            await client.fork(0)
+        ctx = await client.create_context()
+        a = await client.append(ctx.context_id, b"a")
+        await client.append(ctx.context_id, b"b")
+        with pytest.raises(ctxstore.Conflict) as conflict:
+            await client.append(ctx.context_id, b"c", expected_head=a.turn_id)
+        assert conflict.value.actual_head == a.turn_id + 1 or conflict.value.actual_head > a.turn_id
+        with pytest.raises(ctxstore.UnknownMessage):
+            await client.request(p.RawRequest(0x00FD))
+        conn = client._conn
+        with pytest.raises(ctxstore.BadFrame):
+            await client.request(p.RawRequest(p.MessageType.GET_TURN, b"\x00"))
+        await client.ping()  # reconnects
+        assert client._conn is not conn
+    async with ctxstore.AsyncClient(small_server.addr) as client:
+        ctx = await client.create_context()
+        with pytest.raises(ctxstore.TooLarge):
+            await client.last(ctx.context_id, 1000)
+        with pytest.raises(ctxstore.TooLarge):
+            await client.append(ctx.context_id, bytes(64 * 1024 + 1))
+        await client.ping()
+
+
+async def test_token_and_version(token_server: ServerProcess, server: ServerProcess) -> None:
+    async with ctxstore.AsyncClient(token_server.addr, token="s3cret-token") as client:
+        await client.ping()
+    with pytest.raises(ctxstore.Unauthorized):
+        await ctxstore.AsyncClient.connect(token_server.addr, token="nope")
+
+    class FutureClient(ctxstore.AsyncClient):
+        PROTOCOL_VERSIONS = (7, 9)
+
+    with pytest.raises(ctxstore.UnsupportedVersion) as info:
+        await FutureClient.connect(server.addr)
+    assert info.value.server_version == 1
+
+
+async def test_overloaded(tmp_root: Path) -> None:
+    process = new_server(tmp_root, extra_args=["--connections-max", "1"])
+    try:
+        async with ctxstore.AsyncClient(process.addr) as first:
+            await first.ping()
+            with pytest.raises(ctxstore.Overloaded):
+                await ctxstore.AsyncClient.connect(process.addr)
+            await first.ping()
+    finally:
+        process.stop()
+
+
+@pytest.mark.parametrize("code", sorted(ERROR_CLASSES) + [4242])
+async def test_every_error_code_maps_to_its_exception(code: int) -> None:
+    with FakeServer(hello_then_error(code, detail=5)) as fake:
+        async with ctxstore.AsyncClient(fake.addr, timeout=5) as client:
+            with pytest.raises(ctxstore.ServerError) as info:
+                await client.ping()
+    assert type(info.value) is ERROR_CLASSES.get(code, ctxstore.ServerError)
+    assert info.value.code == code and info.value.detail == 5
+
+
+async def test_closed_client(server: ServerProcess) -> None:
+    client = await ctxstore.AsyncClient.connect(server.addr)
+    await client.close()
+    with pytest.raises(ctxstore.ClientClosed):
+        await client.ping()
+
+
+async def test_cancelled_call_leaves_the_connection_usable(server: ServerProcess) -> None:
+    async with ctxstore.AsyncClient(server.addr) as client:
+        ctx = await client.create_context()
+        task = asyncio.ensure_future(client.append(ctx.context_id, os.urandom(1 << 20)))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await client.ping()
+        assert (await client.head(ctx.context_id)).context_id == ctx.context_id

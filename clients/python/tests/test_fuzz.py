@@ -1,0 +1,391 @@
+"""Property tests of the decoders (hypothesis): random and mutated bytes make a decoder
+return a value or raise ProtocolError, nothing else; valid messages round-trip; a client
+facing a server that sends garbage raises, never hangs."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+import zstandard
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import ctxstore
+from ctxstore import _ops as ops
+from ctxstore import _protocol as p
+from ctxstore.errors import ConnectionLost, CtxstoreError, ProtocolError
+
+from fakes import FakeServer, hello_then_answer, hello_then_bytes
+from test_golden import EXPECTED, golden_frames
+
+RESPONSE_TYPES = sorted(p.RESPONSE_TYPES)
+REQUEST_TYPES = sorted(p.REQUEST_TYPES)
+
+u16 = st.integers(0, p.U16_MAX)
+u32 = st.integers(0, p.U32_MAX)
+u64 = st.integers(0, p.U64_MAX)
+hashes = st.binary(min_size=32, max_size=32)
+names = st.text(max_size=40).filter(lambda s: len(s.encode()) <= p.NAME_BYTES_MAX)
+
+turns = st.builds(
+    p.TurnRecord,
+    turn_id=u64,
+    parent_turn_id=u64,
+    context_id=u64,
+    depth=u32,
+    codec=u32,
+    type_tag=u64,
+    payload_hash=hashes,
+    payload_len=u32,
+    flags=st.just(0),
+    created_at_unix_ms=u64,
+)
+
+
+@st.composite
+def payloads(draw: st.DrawFn) -> p.PayloadRecord:
+    encoding = draw(st.sampled_from(list(p.PayloadEncoding)))
+    if encoding == p.PayloadEncoding.ABSENT:
+        return p.PayloadRecord(encoding, 0, b"")
+    data = draw(st.binary(max_size=64))
+    if encoding == p.PayloadEncoding.RAW:
+        return p.PayloadRecord(encoding, len(data), data)
+    return p.PayloadRecord(encoding, draw(u32), data)
+
+
+def _with_type(cls: type[p.Response], types: tuple[int, ...]) -> st.SearchStrategy[int]:
+    return st.sampled_from(types)
+
+
+responses: st.SearchStrategy[p.Response] = st.one_of(
+    st.builds(p.HelloResponse, u16, u32, u32, u32, u32, u32, names),
+    st.builds(p.Pong, u64),
+    st.builds(
+        p.ContextResponse,
+        st.builds(p.ContextHeadRecord, u64, u64, u32),
+        st.sampled_from(p.ContextResponse.MSG_TYPES),
+    ),
+    st.builds(
+        p.AppendedResponse, turns, st.booleans(), st.sampled_from(p.AppendedResponse.MSG_TYPES)
+    ),
+    st.builds(p.TurnResponse, turns),
+    st.builds(
+        p.TurnsResponse,
+        u64,
+        u32,
+        st.lists(st.builds(p.TurnEntry, turns, payloads()), max_size=4).map(tuple),
+        st.sampled_from(p.TurnsResponse.MSG_TYPES),
+    ),
+    st.builds(p.BlobResponse, payloads()),
+    st.builds(p.HasBlobsResponse, st.lists(st.booleans(), max_size=40).map(tuple)),
+    st.builds(p.StatsResponse, *([u64] * 11), st.booleans()),
+    st.builds(
+        p.ErrorResponse,
+        st.integers(1, p.U16_MAX),
+        u64,
+        st.text(max_size=60).filter(lambda s: len(s.encode()) <= p.MESSAGE_BYTES_MAX),
+    ),
+)
+
+requests: st.SearchStrategy[p.Request] = st.one_of(
+    st.builds(
+        p.Hello,
+        st.integers(1, 3),
+        st.integers(3, 9),
+        st.binary(max_size=p.TOKEN_BYTES_MAX),
+        names,
+    ),
+    st.builds(p.Ping, u64),
+    st.builds(p.CtxCreate, u64),
+    st.builds(p.CtxFork, u64),
+    st.builds(p.GetHead, u64),
+    st.builds(p.AppendTurn, u64, st.none() | u64, u64, u32, st.binary(max_size=5000)),
+    st.builds(p.AppendTurnByHash, u64, st.none() | u64, u64, u32, hashes),
+    st.builds(p.GetTurn, u64),
+    st.builds(p.GetLast, u64, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
+    st.builds(p.GetBefore, u64, u64, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
+    st.builds(p.GetRangeByDepth, u64, u32, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
+    st.builds(p.GetChain, u64, u32, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
+    st.builds(p.GetBlob, hashes, st.sampled_from([0, p.READ_ACCEPT_ZSTD])),
+    st.builds(p.HasBlobs, st.lists(hashes, max_size=10).map(tuple)),
+    st.just(p.Stats()),
+)
+
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def only_protocol_errors(call: object, *args: object) -> object:
+    """Runs ``call(*args)``; a ProtocolError is fine, anything else fails the test."""
+    try:
+        return call(*args)  # type: ignore[operator]
+    except ProtocolError:
+        return None
+
+
+# --- frames ---------------------------------------------------------------------------------
+
+
+@FAST
+@given(st.binary(min_size=16, max_size=16), st.integers(0, p.FRAME_BYTES_LIMIT))
+def test_frame_header_decoder(data: bytes, limit: int) -> None:
+    header = p.FrameHeader.decode(data)
+    assert header.encode() == data
+    try:
+        header.check(limit)
+    except ProtocolError:
+        assert header.len > limit or header.flags != 0
+    else:
+        assert header.len <= limit and header.flags == 0
+
+
+@FAST
+@given(st.binary(max_size=15) | st.binary(min_size=17, max_size=40))
+def test_frame_header_of_wrong_size(data: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        p.FrameHeader.decode(data)
+
+
+@FAST
+@given(st.lists(st.binary(max_size=64), max_size=20), st.integers(0, 256))
+def test_frame_reader_random_stream(chunks: list[bytes], limit: int) -> None:
+    reader = p.FrameReader(limit)
+    try:
+        for chunk in chunks:
+            reader.feed(chunk)
+            while (frame := reader.next_frame()) is not None:
+                header, body = frame
+                assert len(body) == header.len <= limit and header.flags == 0
+    except ProtocolError:
+        pass
+
+
+@FAST
+@given(st.lists(responses, min_size=1, max_size=5), st.data())
+def test_frame_reader_cuts_valid_streams_anywhere(
+    messages: list[p.Response], data: st.DataObject
+) -> None:
+    stream = b"".join(p.encode_response(i + 1, m) for i, m in enumerate(messages))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=6)))
+    reader = p.FrameReader()
+    decoded = []
+    start = 0
+    for cut in [*cuts, len(stream)]:
+        reader.feed(stream[start:cut])
+        start = cut
+        while (frame := reader.next_frame()) is not None:
+            decoded.append(p.decode_response(frame[0].msg_type, frame[1]))
+    assert decoded == messages
+    assert reader.pending_bytes == 0
+
+
+# --- bodies ---------------------------------------------------------------------------------
+
+
+@FAST
+@given(st.sampled_from(RESPONSE_TYPES) | u16, st.binary(max_size=400))
+def test_response_decoder_random_bytes(msg_type: int, body: bytes) -> None:
+    only_protocol_errors(p.decode_response, msg_type, body)
+    only_protocol_errors(lambda: p.decode_response(msg_type, body, allow_unknown=True))
+
+
+@FAST
+@given(st.sampled_from(REQUEST_TYPES) | u16, st.binary(max_size=400))
+def test_request_decoder_random_bytes(msg_type: int, body: bytes) -> None:
+    only_protocol_errors(p.decode_request, msg_type, body)
+
+
+@FAST
+@given(responses)
+def test_responses_round_trip(response: p.Response) -> None:
+    frame = p.encode_response(7, response)
+    header = p.FrameHeader.decode(frame[:16])
+    assert header.len == len(frame) - 16 and header.req_id == 7
+    assert p.decode_response(header.msg_type, frame[16:]) == response
+
+
+@FAST
+@given(requests)
+def test_requests_round_trip(request: p.Request) -> None:
+    frame = b"".join(p.encode_request(9, request))
+    header = p.FrameHeader.decode(frame[:16])
+    assert header.len == len(frame) - 16 and header.msg_type == request.msg_type
+    assert p.decode_request(header.msg_type, frame[16:]) == request
+
+
+@st.composite
+def mutated(draw: st.DrawFn, body: bytes) -> bytes:
+    """``body`` with bytes flipped, cut, inserted or appended."""
+    data = bytearray(body)
+    for _ in range(draw(st.integers(1, 4))):
+        action = draw(st.sampled_from(["flip", "cut", "insert", "append", "set"]))
+        position = draw(st.integers(0, len(data)))
+        if action == "flip" and data:
+            index = min(position, len(data) - 1)
+            data[index] ^= draw(st.integers(1, 255))
+        elif action == "set" and data:
+            index = min(position, len(data) - 1)
+            data[index] = draw(st.sampled_from([0, 1, 2, 0x7F, 0x80, 0xFF]))
+        elif action == "cut":
+            del data[position:]
+        elif action == "insert":
+            data[position:position] = draw(st.binary(min_size=1, max_size=8))
+        else:
+            data += draw(st.binary(min_size=1, max_size=8))
+    return bytes(data)
+
+
+@FAST
+@given(responses, st.data())
+def test_response_decoder_mutated_valid_bodies(response: p.Response, data: st.DataObject) -> None:
+    body = response.encode_body()
+    broken = data.draw(mutated(body))
+    only_protocol_errors(p.decode_response, response.msg_type, broken)
+
+
+@FAST
+@given(st.sampled_from(sorted(EXPECTED)), st.data())
+def test_decoders_on_mutated_golden_frames(name: str, data: st.DataObject) -> None:
+    frame = golden_frames()[name]
+    header = p.FrameHeader.decode(frame[:16])
+    broken = data.draw(mutated(frame[16:]))
+    if header.msg_type & p.RESPONSE_BIT:
+        only_protocol_errors(p.decode_response, header.msg_type, broken)
+    else:
+        only_protocol_errors(p.decode_request, header.msg_type, broken)
+
+
+# --- payload verification ---------------------------------------------------------------------
+
+
+@FAST
+@given(st.binary(max_size=300), u32, st.booleans())
+def test_zstd_inflate_of_random_bytes(data: bytes, raw_len: int, with_magic: bool) -> None:
+    if with_magic:
+        data = b"\x28\xb5\x2f\xfd" + data
+    record = p.PayloadRecord(p.PayloadEncoding.ZSTD, raw_len, data)
+    only_protocol_errors(ops.payload_bytes, record, bytes(32), None, True, "fuzz")
+
+
+@FAST
+@given(st.binary(max_size=2000), st.data())
+def test_zstd_payloads_inflate_and_verify(raw: bytes, data: st.DataObject) -> None:
+    compressed = zstandard.ZstdCompressor(level=1).compress(raw)
+    record = p.PayloadRecord(p.PayloadEncoding.ZSTD, len(raw), compressed)
+    digest = ctxstore.blob_hash(raw)
+    assert ops.payload_bytes(record, digest, len(raw), True, "ok") == raw
+    broken = data.draw(mutated(compressed))
+    if broken != compressed:
+        bad = p.PayloadRecord(p.PayloadEncoding.ZSTD, len(raw), broken)
+        out = only_protocol_errors(ops.payload_bytes, bad, digest, len(raw), True, "bad")
+        assert out is None or out == raw
+    with pytest.raises(ProtocolError):  # zstd that was not accepted
+        ops.payload_bytes(record, digest, len(raw), False, "not accepted")
+
+
+def test_zstd_bomb_is_refused_without_inflating_it() -> None:
+    raw = bytes(64 << 20)
+    compressed = zstandard.ZstdCompressor(level=3, write_content_size=False).compress(raw)
+    record = p.PayloadRecord(p.PayloadEncoding.ZSTD, 10, compressed)
+    with pytest.raises(ctxstore.IntegrityError):
+        ops.payload_bytes(record, ctxstore.blob_hash(raw), 10, True, "bomb")
+
+
+def test_raw_payload_hash_and_length_are_checked() -> None:
+    record = p.PayloadRecord(p.PayloadEncoding.RAW, 5, b"hello")
+    digest = ctxstore.blob_hash(b"hello")
+    assert ops.payload_bytes(record, digest, 5, False, "ok") == b"hello"
+    with pytest.raises(ctxstore.IntegrityError):
+        ops.payload_bytes(record, ctxstore.blob_hash(b"hellO"), 5, False, "bad hash")
+    with pytest.raises(ctxstore.IntegrityError):
+        ops.payload_bytes(record, digest, 6, False, "bad length")
+    with pytest.raises(ProtocolError):
+        absent = p.PayloadRecord(p.PayloadEncoding.ABSENT, 0, b"")
+        ops.payload_bytes(absent, digest, 5, False, "absent")
+
+
+# --- a client facing garbage ------------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=200), st.booleans())
+@example(b"\x00" * 16, True)
+@example(b"\xff" * 16, False)
+def test_client_facing_garbage_raises_and_never_hangs(garbage: bytes, with_header: bool) -> None:
+    def make(req_id: int) -> bytes:
+        if with_header:
+            # A header that matches the request, then a garbage body.
+            return (
+                p.FrameHeader(len(garbage), p.MessageType.STATS.response_type, 0, req_id).encode()
+                + garbage
+            )
+        return garbage
+
+    with FakeServer(hello_then_bytes(make)) as fake:
+        client = ctxstore.Client(fake.addr, timeout=5, connect_timeout=5)
+        started = time.monotonic()
+        try:
+            client.stats()
+        except (ProtocolError, ConnectionLost):
+            pass
+        except CtxstoreError as error:  # an ERROR frame that happened to decode
+            assert isinstance(error, ctxstore.ServerError)
+        finally:
+            client.close()
+        assert time.monotonic() - started < 4
+
+
+def test_garbage_response_types_raise_protocol_error() -> None:
+    def make(req_id: int) -> bytes:
+        return p.encode_response(req_id, p.Pong(1))  # PONG to a STATS request
+
+    with FakeServer(hello_then_bytes(make)) as fake, ctxstore.Client(fake.addr, timeout=5) as c:
+        with pytest.raises(ProtocolError):
+            c.stats()
+
+
+def test_response_to_unknown_req_id_is_a_protocol_error() -> None:
+    def make(req_id: int) -> bytes:
+        return p.encode_response(req_id + 1000, p.Pong(1))
+
+    with FakeServer(hello_then_bytes(make)) as fake, ctxstore.Client(fake.addr, timeout=5) as c:
+        with pytest.raises(ProtocolError, match="never sent"):
+            c.ping()
+
+
+def test_oversized_frame_from_server_is_refused() -> None:
+    def make(req_id: int) -> bytes:
+        return p.FrameHeader(1 << 20, p.MessageType.STATS.response_type, 0, req_id).encode()
+
+    with FakeServer(hello_then_bytes(make)) as fake:
+        with ctxstore.Client(fake.addr, timeout=5, max_response_bytes=1024) as client:
+            with pytest.raises(ProtocolError):
+                client.stats()
+
+
+def test_hello_answered_with_garbage() -> None:
+    def behaviour(conn: socket.socket) -> None:
+        conn.recv(1024)
+        conn.sendall(b"\x01" * 40)
+
+    with FakeServer(behaviour) as fake:
+        with pytest.raises((ProtocolError, ctxstore.ConnectError)):
+            ctxstore.Client(fake.addr, connect_timeout=5)
+
+
+def test_replay_against_a_server_that_never_advances() -> None:
+    root = p.TurnRecord(1, 0, 1, 0, 0, 0, ctxstore.blob_hash(b""), 0, 0, 0)
+
+    def answer(header: p.FrameHeader, body: bytes) -> bytes:
+        page = p.TurnsResponse(
+            0,
+            5,
+            (p.TurnEntry(root, p.PayloadRecord(p.PayloadEncoding.ABSENT, 0, b"")),),
+            p.MessageType.GET_CHAIN.response_type,
+        )
+        return p.encode_response(header.req_id, page)
+
+    with FakeServer(hello_then_answer(answer)) as fake, ctxstore.Client(fake.addr) as client:
+        with pytest.raises(ProtocolError, match="returned depths"):
+            client.replay(1, page_size=1)

@@ -1,0 +1,131 @@
+"""The golden frames of protocol/tests/golden-v1.txt decode to the documented values and
+re-encode to exactly their bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxstore import _protocol as p
+
+from conftest import GOLDEN_V1
+
+
+def golden_frames() -> dict[str, bytes]:
+    """name → frame bytes, from the golden file."""
+    if not GOLDEN_V1.is_file():
+        pytest.fail(f"golden vectors not found at {GOLDEN_V1}")
+    frames = {}
+    for line in GOLDEN_V1.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, hex_frame, _meaning = (part.strip() for part in line.split("|", 2))
+        frames[name] = bytes.fromhex(hex_frame)
+    return frames
+
+
+HASH_A0 = bytes((0xA0 + i) & 0xFF for i in range(32))
+HASH_00 = bytes(range(32))
+TURN = p.TurnRecord(
+    turn_id=42,
+    parent_turn_id=41,
+    context_id=3,
+    depth=7,
+    codec=1,
+    type_tag=0x1122_3344_5566_7788,
+    payload_hash=HASH_A0,
+    payload_len=5,
+    flags=0,
+    created_at_unix_ms=1_767_225_600_000,
+)
+T = p.MessageType
+
+EXPECTED: dict[str, tuple[int, p.Message]] = {
+    "hello_request": (1, p.Hello(1, 1, b"secret", "cli")),
+    "hello_response": (1, p.HelloResponse(1, 16 << 20, 1024, 16 << 20, 10_000, 4096, "ctxstore")),
+    "ping_request": (2, p.Ping(0xDEADBEEF)),
+    "pong_response": (2, p.Pong(0xDEADBEEF)),
+    "ctx_create_empty": (3, p.CtxCreate(0)),
+    "ctx_create_response": (
+        3,
+        p.ContextResponse(p.ContextHeadRecord(3, 0, 0), T.CTX_CREATE.response_type),
+    ),
+    "ctx_fork": (4, p.CtxFork(42)),
+    "get_head": (5, p.GetHead(3)),
+    "get_head_response": (
+        5,
+        p.ContextResponse(p.ContextHeadRecord(3, 42, 7), T.GET_HEAD.response_type),
+    ),
+    "append_turn": (6, p.AppendTurn(3, 41, 0x1122_3344_5566_7788, 1, b"hello")),
+    "appended_response": (6, p.AppendedResponse(TURN, False, T.APPEND_TURN.response_type)),
+    "append_turn_by_hash": (7, p.AppendTurnByHash(3, None, 9, 2, HASH_A0)),
+    "get_turn": (8, p.GetTurn(42)),
+    "turn_response": (8, p.TurnResponse(TURN)),
+    "get_last_with_payloads": (
+        9,
+        p.GetLast(3, 64, p.READ_WITH_PAYLOADS | p.READ_ACCEPT_ZSTD),
+    ),
+    "turns_response": (
+        9,
+        p.TurnsResponse(
+            42,
+            7,
+            (p.TurnEntry(TURN, p.PayloadRecord(p.PayloadEncoding.RAW, 5, b"hello")),),
+            T.GET_LAST.response_type,
+        ),
+    ),
+    "get_before": (10, p.GetBefore(3, 42, 10, 0)),
+    "get_range_by_depth": (11, p.GetRangeByDepth(3, 2, 5, 0)),
+    "get_chain": (12, p.GetChain(42, 0, 100, p.READ_WITH_PAYLOADS)),
+    "get_blob": (13, p.GetBlob(HASH_A0, 0)),
+    "blob_response": (13, p.BlobResponse(p.PayloadRecord(p.PayloadEncoding.RAW, 5, b"hello"))),
+    "has_blobs": (14, p.HasBlobs((HASH_A0, HASH_00))),
+    "has_blobs_response": (14, p.HasBlobsResponse((True, False))),
+    "stats": (15, p.Stats()),
+    "stats_response": (
+        15,
+        p.StatsResponse(10, 2, 8, 1000, 800, 500, 2, 1, 20, 1, 5000, False),
+    ),
+    "error_conflict": (6, p.ErrorResponse(6, 42, "head moved")),
+    "error_bad_frame": (0, p.ErrorResponse(1, 0, "bad")),
+}
+
+
+def decode_frame(frame: bytes) -> tuple[p.FrameHeader, p.Message]:
+    header = p.FrameHeader.decode(frame[: p.HEADER_BYTES])
+    header.check(p.FRAME_BYTES_LIMIT)
+    body = frame[p.HEADER_BYTES :]
+    assert header.len == len(body)
+    if header.msg_type & p.RESPONSE_BIT:
+        return header, p.decode_response(header.msg_type, body)
+    return header, p.decode_request(header.msg_type, body)
+
+
+def encode_frame(req_id: int, message: p.Message) -> bytes:
+    if isinstance(message, p.Request):
+        return b"".join(p.encode_request(req_id, message))
+    assert isinstance(message, p.Response)
+    return p.encode_response(req_id, message)
+
+
+def test_every_golden_frame_is_covered() -> None:
+    assert set(golden_frames()) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_golden_frame_decodes_and_reencodes(name: str) -> None:
+    frame = golden_frames()[name]
+    req_id, expected = EXPECTED[name]
+    header, message = decode_frame(frame)
+    assert header.req_id == req_id
+    assert header.flags == 0
+    assert message == expected
+    assert encode_frame(req_id, expected) == frame
+
+
+def test_golden_large_payload_is_sent_as_separate_chunk() -> None:
+    payload = bytes(range(256)) * 64
+    chunks = p.encode_request(5, p.AppendTurn(3, None, 0, 0, payload))
+    assert len(chunks) == 2 and chunks[1] is payload
+    header, message = decode_frame(b"".join(chunks))
+    assert message == p.AppendTurn(3, None, 0, 0, payload)
+    assert header.len == 40 + len(payload)
