@@ -408,7 +408,8 @@ fn a_storm_of_bad_clients_does_not_disturb_a_good_one() {
                                 client_name: "storm".into(),
                             },
                             &mut bytes,
-                        );
+                        )
+                        .unwrap();
                         bytes.extend_from_slice(
                             &FrameHeader {
                                 len: u32::MAX,

@@ -66,7 +66,7 @@ impl Raw {
 
     pub fn send(&mut self, req_id: u64, request: &Request) {
         let mut bytes = BytesMut::new();
-        encode_request(req_id, request, &mut bytes);
+        encode_request(req_id, request, &mut bytes).unwrap();
         self.send_bytes(&bytes);
     }
 
