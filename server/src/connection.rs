@@ -162,12 +162,21 @@ impl Accounting {
 
     /// Whether the connection may take one more request now.
     fn may_start(&self) -> bool {
+        self.within_own_limits() && !self.held_back_by_server_budget()
+    }
+
+    /// Below its own limits: requests in flight, unwritten bytes.
+    fn within_own_limits(&self) -> bool {
         let limits = &self.core.limits;
-        let held = self.held_bytes();
         self.in_flight.get() < limits.requests_in_flight_max
-            && held < limits.unwritten_bytes_max
-            && (held == 0
-                || self.global().load(Ordering::Relaxed) < limits.unwritten_bytes_total_max)
+            && self.held_bytes() < limits.unwritten_bytes_max
+    }
+
+    /// The server's budget is spent and this connection holds some of it: it waits for other
+    /// connections' writers as well as its own.
+    fn held_back_by_server_budget(&self) -> bool {
+        self.held_bytes() > 0
+            && self.global().load(Ordering::Relaxed) >= self.core.limits.unwritten_bytes_total_max
     }
 
     fn add(&self, cell: &Cell<u64>, bytes: u64) {
@@ -304,16 +313,12 @@ pub async fn serve(
         if accounting.writer_done.get() {
             break false;
         }
-        let stalled = accounting.write_stalled_until();
-        let timer = async {
-            match stalled {
-                Some(deadline) => compio::time::sleep_until(deadline).await,
-                None => std::future::pending().await,
-            }
-        };
         match race(
             accounting.changed.notified(),
-            race(timer, core.hard_stop.wait()),
+            race(
+                sleep_until(accounting.write_stalled_until()),
+                core.hard_stop.wait(),
+            ),
         )
         .await
         {
@@ -333,18 +338,14 @@ pub async fn serve(
     drop(state);
     let written = drained
         && loop {
-            let stalled = accounting.write_stalled_until();
-            let timer = async {
-                match stalled {
-                    Some(deadline) => compio::time::sleep_until(deadline).await,
-                    None => std::future::pending().await,
-                }
-            };
             match race(
                 &mut writer_task,
                 race(
                     accounting.changed.notified(),
-                    race(timer, core.hard_stop.wait()),
+                    race(
+                        sleep_until(accounting.write_stalled_until()),
+                        core.hard_stop.wait(),
+                    ),
                 ),
             )
             .await
@@ -382,6 +383,14 @@ pub async fn serve(
         drop(writer_task);
     }
     accounting.close();
+}
+
+/// Sleeps until `deadline`; without one, forever.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => compio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Takes one connection off the server's count of connections without HELLO.
@@ -452,16 +461,18 @@ async fn read_requests(
         // unwritten bytes (or the server's budget is spent and it holds any).
         if blocked {
             while !accounting.may_start() {
-                let stalled = accounting.write_stalled_until();
                 // Other connections' writers (on any core) free the server-wide budget without
-                // telling this one: look again now and then.
-                let recheck = Duration::from_millis(20);
-                let wake = stalled.map_or(Instant::now() + recheck, |at| {
-                    at.min(Instant::now() + recheck)
-                });
+                // telling this one: then look again now and then.
+                let recheck = (accounting.within_own_limits()
+                    && accounting.held_back_by_server_budget())
+                .then(|| Instant::now() + Duration::from_millis(20));
+                let wake = match (accounting.write_stalled_until(), recheck) {
+                    (Some(stalled), Some(recheck)) => Some(stalled.min(recheck)),
+                    (stalled, recheck) => stalled.or(recheck),
+                };
                 match race(
                     accounting.changed.notified(),
-                    race(compio::time::sleep_until(wake), core.shutdown.wait()),
+                    race(sleep_until(wake), core.shutdown.wait()),
                 )
                 .await
                 {
