@@ -218,6 +218,7 @@ fn verify(data: &std::path::Path) -> anyhow::Result<ExitCode> {
 fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Before anything is created: the data may be private (conversations, tool output).
     rustix::process::umask(rustix::fs::Mode::from_bits_truncate(args.umask));
+    warn_if_more_open_than_umask(&args.data, args.umask);
     let config = config(args)?;
     raise_open_files_limit(config.limits.connections_max);
     let signals = signal_hook::iterator::Signals::new([
@@ -364,6 +365,25 @@ fn warn_if_readable_by_others(path: &std::path::Path) {
                 path = %path.display(),
                 mode = format_args!("{:o}", mode & 0o777),
                 "the token file is readable or writable by group or others; chmod 600 it"
+            );
+        }
+    }
+}
+
+/// A store created before `--umask` (0755, files 0644) stays as open as it was: say so, once,
+/// at start. Only bits the mask would have removed count, so `--umask 027` accepts a
+/// group-readable store.
+fn warn_if_more_open_than_umask(data: &std::path::Path, umask: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(metadata) = std::fs::metadata(data) {
+        let mode = metadata.permissions().mode() & 0o777;
+        if mode & umask != 0 {
+            tracing::warn!(
+                data = %data.display(),
+                mode = format_args!("{mode:o}"),
+                umask = format_args!("{umask:03o}"),
+                "the data directory is more open than --umask allows (files created before \
+                 keep their modes); chmod -R go-rwx it to make the store private"
             );
         }
     }

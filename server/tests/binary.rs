@@ -510,6 +510,10 @@ fn the_store_is_private_and_a_readable_token_file_is_warned_about() {
     assert!(output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
+        !stderr.contains("more open than --umask"),
+        "a store it made itself: {stderr}"
+    );
+    assert!(
         stderr.contains("token file") && stderr.contains("chmod 600"),
         "{stderr}"
     );
@@ -540,6 +544,21 @@ fn the_store_is_private_and_a_readable_token_file_is_warned_about() {
     signal(&child, "TERM");
     assert!(child.wait().unwrap().success());
     check(&other.path().join("data"), 0o750, 0o640);
+
+    // A store made more open before (an older version made 0755) is warned about.
+    let older = tempfile::tempdir().unwrap();
+    std::fs::create_dir(older.path().join("data")).unwrap();
+    std::fs::set_permissions(
+        older.path().join("data"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let (child, _) = spawn_server(older.path(), &[]);
+    signal(&child, "TERM");
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("more open than --umask"), "{stderr}");
 }
 
 /// `verify` opens nothing for writing: it checks a read-only copy of a store (a backup on
