@@ -61,8 +61,8 @@ pub struct ServerLimits {
     /// Payload bytes in one TURNS response; a page holds fewer turns than asked rather than
     /// more bytes (64 MiB). Follow the cursor for the rest.
     pub response_bytes_max: u64,
-    /// Response bytes one connection may hold not yet written to its socket, with those its
-    /// running requests may still produce (64 MiB). At the limit the connection stops reading
+    /// Response bytes one connection may hold not yet written to its socket, with what its
+    /// running requests hold (their bodies) and may still produce (64 MiB). At the limit the connection stops reading
     /// requests until its peer reads; a request counts as in flight until its response is
     /// written.
     pub unwritten_bytes_max: u64,

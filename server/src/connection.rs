@@ -4,7 +4,7 @@
 //!
 //! Backpressure: a request counts as in flight from the moment it is read until its response
 //! is *written* to the socket, and the connection counts the response bytes it holds unwritten
-//! (plus what its running requests may still produce). At `requests_in_flight_max`, at
+//! (plus what its running requests hold and may still produce). At `requests_in_flight_max`, at
 //! `unwritten_bytes_max`, or — past the server-wide `unwritten_bytes_total_max` — with
 //! anything unwritten at all, it stops reading; TCP pushes back on the client. A client that
 //! never reads its responses therefore holds a bounded amount of the server's memory.
@@ -138,7 +138,8 @@ struct Accounting {
     in_flight: Cell<u32>,
     /// Response bytes queued or being written.
     unwritten_bytes: Cell<u64>,
-    /// What running requests (answered later) may still produce, reserved when they start.
+    /// What running requests (answered later) hold (their bodies) and may still produce,
+    /// reserved when they start.
     reserved_bytes: Cell<u64>,
     /// When the writer last got bytes into the socket, or when it last had nothing to write.
     write_progress: Cell<Instant>,
@@ -578,6 +579,9 @@ fn handle_frame(
         );
         return Some("request before HELLO");
     }
+    // A payload is a slice of the read buffer: a request holds its frame's memory until it
+    // is answered.
+    let body_bytes = body.len() as u64;
     let request = match decode_request(&header, body) {
         Ok(request) => request,
         Err(decode_error) => {
@@ -623,16 +627,17 @@ fn handle_frame(
         .fetch_add(1, Ordering::Relaxed);
     let accounting = &state.accounting;
     accounting.in_flight.set(accounting.in_flight.get() + 1);
-    let reserved = response_bytes_reserved(&request, core);
+    let reserved = response_bytes_reserved(&request, core) + body_bytes;
     let mut task: Pin<Box<dyn Future<Output = Response>>> = {
         let core = core.clone();
         Box::pin(async move { core.dispatcher.handle(request).await })
     };
     // Most reads complete without waiting (they run on this thread over published state):
     // answer them here, so that their bytes are counted before the next frame is taken. A
-    // request that waits (for the engine's actors) reserves the largest response it may
-    // produce until it is answered; together they keep the connection within
-    // unwritten_bytes_max plus one response.
+    // request that waits (for the engine's actors) reserves its body and the largest response
+    // it may produce until it is answered; together they keep the connection within
+    // unwritten_bytes_max plus one request. (Appends of large payloads waiting on a slow disk
+    // are thus bounded too, not only responses.)
     let mut context = Context::from_waker(Waker::noop());
     match task.as_mut().poll(&mut context) {
         Poll::Ready(response) => state.send(header.req_id, &response, true),

@@ -11,7 +11,7 @@ pub struct ServerCounters {
     /// Open connections that have not completed HELLO (enforces
     /// `connections_unauthenticated_max`).
     pub connections_unauthenticated: AtomicU64,
-    /// Response bytes not yet written, with those running requests may still produce, over
+    /// Response bytes not yet written, with what running requests hold and may produce, over
     /// every connection (enforces `unwritten_bytes_total_max`).
     pub unwritten_bytes: AtomicU64,
     /// Requests received after HELLO.

@@ -101,8 +101,9 @@ struct ServeArgs {
     /// A connection must complete HELLO within this long of being accepted, or it is closed.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     hello_timeout: Duration,
-    /// Response bytes one connection may hold unwritten (its peer not reading), with those its
-    /// running requests may still produce; past it the server stops reading that connection.
+    /// Response bytes one connection may hold unwritten (its peer not reading), with what its
+    /// running requests hold and may still produce; past it the server stops reading that
+    /// connection.
     #[arg(long, default_value_t = 64 * 1024 * 1024)]
     unwritten_bytes_max: u64,
     /// Response bytes all connections together may hold unwritten. Past it, a connection

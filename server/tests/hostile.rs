@@ -755,3 +755,75 @@ fn a_peer_that_reads_nothing_is_closed_after_the_idle_timeout() {
     witness.still_works();
     drop(stuck);
 }
+
+/// Requests that wait count their bodies too: appends of large payloads pipelined faster than
+/// the disk takes them hold at most `unwritten_bytes_max` of the server's memory per
+/// connection, not `requests_in_flight_max` payloads.
+#[test]
+fn waiting_appends_count_their_payloads() {
+    const PAYLOAD_BYTES: usize = 256 << 10;
+    let dir = tempfile::tempdir().unwrap();
+    let context = {
+        let server = start(config(dir.path()));
+        let runtime = runtime();
+        let client = runtime.block_on(connect(server.local_addr()));
+        runtime
+            .block_on(client.create_context())
+            .unwrap()
+            .context_id
+    };
+    // The same store, with group commits that wait a minute for more records: appends stay
+    // in flight for the whole test.
+    let mut config = config(dir.path());
+    config.limits.unwritten_bytes_max = 1 << 20;
+    config.engine.limits.batch_wait_us_max = 60_000_000;
+    config.drain_timeout = Duration::from_millis(500);
+    let server = start(config);
+    let addr = server.local_addr();
+    let runtime = runtime();
+    let observer = runtime.block_on(connect(addr));
+
+    let mut raw = Raw::connect(addr);
+    raw.hello(b"");
+    let mut frames = bytes::BytesMut::new();
+    for req_id in 2..52u64 {
+        let request = Request::AppendTurn {
+            context_id: context,
+            expected_head: None,
+            type_tag: 0,
+            codec: 0,
+            payload: incompressible(PAYLOAD_BYTES, req_id),
+        };
+        ctxstore_protocol::encode_request(req_id, &request, &mut frames).unwrap();
+    }
+    let (_, writer) = write_from_thread(raw.stream.try_clone().unwrap(), frames.to_vec());
+    // Until the server stops taking requests. Each STATS counts itself: take them out. The
+    // deadline only keeps a broken server from hanging the test.
+    let polls = std::cell::Cell::new(0u64);
+    let taken = || {
+        let total = runtime.block_on(observer.stats()).unwrap().requests_total;
+        polls.set(polls.get() + 1);
+        total - polls.get()
+    };
+    let mut last = taken();
+    let mut still_since = std::time::Instant::now();
+    let started = std::time::Instant::now();
+    while still_since.elapsed() < Duration::from_secs(1) {
+        assert!(started.elapsed() < Duration::from_secs(30), "never settled");
+        std::thread::sleep(Duration::from_millis(100));
+        let now = taken();
+        if now != last {
+            still_since = std::time::Instant::now();
+        }
+        last = now;
+    }
+    // 1 MiB holds four appends of 256 KiB (each with its largest answer); without counting
+    // the bodies the server would take all 50.
+    assert!(
+        (1..=5).contains(&last),
+        "the server took {last} appends of 256 KiB into 1 MiB"
+    );
+    drop(raw);
+    drop(server);
+    let _ = writer.join();
+}
