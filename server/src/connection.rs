@@ -508,10 +508,11 @@ async fn read_requests(
             None => Instant::now() + limits.idle_timeout,
         };
         let BufResult(result, buffer) = loop {
-            let read_deadline = match hello.deadline {
-                Some(hello_deadline) => deadline.min(hello_deadline),
-                None => deadline,
-            };
+            // The stall deadline only moves later (with write progress): recomputed each turn.
+            let read_deadline = [hello.deadline, accounting.write_stalled_until()]
+                .into_iter()
+                .flatten()
+                .fold(deadline, Instant::min);
             let timer = compio::time::sleep_until(read_deadline);
             let stop = race(core.shutdown.wait(), hello.evicted.wait());
             match race(&mut read, race(timer, stop)).await {
@@ -533,6 +534,9 @@ async fn read_requests(
                         state.send(0, &error(ErrorCode::Unauthorized, message), false);
                         return "no HELLO in time";
                     }
+                    if accounting.write_stalled_until().is_some_and(|at| at <= now) {
+                        return "peer reads no responses";
+                    }
                     if deadline > now {
                         continue;
                     }
@@ -540,9 +544,6 @@ async fn read_requests(
                         let message = "frame not completed within the frame timeout";
                         state.send(0, &error(ErrorCode::BadFrame, message), false);
                         return "slow frame";
-                    }
-                    if accounting.write_stalled_until().is_some_and(|at| at <= now) {
-                        return "peer reads no responses";
                     }
                     if accounting.in_flight.get() == 0 {
                         return "idle";
