@@ -36,8 +36,8 @@ pub struct ServerConfig {
 pub struct ServerLimits {
     /// Largest frame body a client may send (16 MiB).
     pub frame_bytes_max: u32,
-    /// Requests of one connection being processed at once; at the limit the server stops
-    /// reading that connection until one completes (1,024).
+    /// Requests of one connection in flight: read and not yet answered *and written*; at the
+    /// limit the server stops reading that connection until a response is written (1,024).
     pub requests_in_flight_max: u32,
     /// Open connections; one more gets OVERLOADED and is closed, unless a connection that has
     /// not completed HELLO can make room for it (1,024).

@@ -86,7 +86,8 @@ struct ServeArgs {
     /// Largest payload of one turn, in bytes (at most the frame size minus 48 bytes).
     #[arg(long, default_value_t = 16 * 1024 * 1024 - 64)]
     blob_bytes_max: u32,
-    /// Requests of one connection processed at once; beyond it the server stops reading it.
+    /// Requests of one connection in flight (read, and not yet answered and written); at it the
+    /// server stops reading that connection.
     #[arg(long, default_value_t = 1024)]
     requests_in_flight_max: u32,
     /// Open connections; more are answered OVERLOADED and closed (a connection still without
