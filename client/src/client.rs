@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ctxstore_protocol::codec::encode_request_chunks;
+use ctxstore_protocol::codec::{check_request, encode_request_chunks};
 use ctxstore_protocol::{
     ErrorCode, FrameReader, Hash32, MessageType, PROTOCOL_VERSION, Request, Response, ServerLimits,
     StatsWire, TurnEntry, decode_response, read_flags,
@@ -106,8 +106,15 @@ fn fail_all(pending: &Pending, reason: String) {
 }
 
 impl Client {
-    /// Connects and says HELLO (version negotiation and token).
+    /// Connects and says HELLO (version negotiation and token). A token or client name longer
+    /// than the protocol carries is `ClientError::InvalidArgument`, before anything is sent.
     pub async fn connect(config: ClientConfig) -> Result<Client, ClientError> {
+        check_request(&Request::Hello {
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            token: Bytes::from(config.token.clone().unwrap_or_default()),
+            client_name: config.client_name.clone(),
+        })?;
         let addr = config.addr.clone();
         let stream =
             match tokio::time::timeout(config.connect_timeout, TcpStream::connect(&addr)).await {
@@ -170,9 +177,12 @@ impl Client {
     }
 
     /// Sends any request and waits for its response. ERROR responses become
-    /// `ClientError::Server`.
+    /// `ClientError::Server`; a request the protocol cannot carry (a field over its limit)
+    /// is `ClientError::InvalidArgument` and is not sent.
     pub async fn request(&self, request: Request) -> Result<Response, ClientError> {
         let req_id = self.shared.next_req_id.fetch_add(1, Ordering::Relaxed);
+        // Before a waiter is registered: a request refused here leaves nothing behind.
+        let frame = encode_request_chunks(req_id, &request)?;
         let (reply, answer) = oneshot::channel();
         {
             let mut state = self
@@ -185,12 +195,7 @@ impl Client {
             }
             state.waiting.insert(req_id, reply);
         }
-        if self
-            .shared
-            .outgoing
-            .send(encode_request_chunks(req_id, &request))
-            .is_err()
-        {
+        if self.shared.outgoing.send(frame).is_err() {
             if let Ok(mut state) = self.shared.pending.lock() {
                 state.waiting.remove(&req_id);
             }

@@ -30,6 +30,12 @@ pub enum ClientError {
     InvalidArgument(String),
 }
 
+impl From<ctxstore_protocol::EncodeError> for ClientError {
+    fn from(error: ctxstore_protocol::EncodeError) -> Self {
+        ClientError::InvalidArgument(error.to_string())
+    }
+}
+
 impl ClientError {
     /// The server's error code, when the server answered with ERROR.
     pub fn code(&self) -> Option<ErrorCode> {

@@ -79,7 +79,7 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
             data_dir.display()
         )));
     }
-    let _lock = store.lock()?;
+    let _lock = lock_for_reading(&store)?;
     let meta_path = store.meta_path();
     let meta_bytes =
         std::fs::read(&meta_path).map_err(|source| OpenError::io(&meta_path, source))?;
@@ -110,6 +110,25 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
     report.contexts = replay.state.heads.count();
     report.logical_bytes = replay.state.logical_bytes;
     Ok(report)
+}
+
+/// `verify` writes nothing, so it also runs on a read-only copy (a backup on read-only media):
+/// a shared lock on LOCK, opened for reading, fails while a server holds the store and keeps
+/// one from starting meanwhile. A store without LOCK never had a server.
+fn lock_for_reading(store: &StoreDir) -> Result<Option<File>, OpenError> {
+    let path = store.root.join(crate::store_dir::LOCK_FILE);
+    let file = match File::open(&path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(OpenError::io(&path, source)),
+    };
+    match file.try_lock_shared() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(OpenError::Locked {
+            path: store.root.clone(),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(OpenError::io(&path, source)),
+    }
 }
 
 fn verify_shard(

@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
                 Ok(Some((header, body))) => {
                     if let Ok(request) = decode_request(&header, body.clone()) {
                         let mut again = BytesMut::new();
-                        encode_request(header.req_id, &request, &mut again);
+                        encode_request(header.req_id, &request, &mut again).expect("a decoded request is encodable");
                         assert_eq!(&again[HEADER_BYTES..], &body[..], "request encoding is not canonical");
                     }
                     let as_response = ctxstore_protocol::FrameHeader { msg_type: header.msg_type | RESPONSE_BIT, ..header };

@@ -7,7 +7,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::error::{DecodeError, ErrorCode};
-use crate::frame::{FrameHeader, HEADER_BYTES};
+use crate::frame::{FRAME_BYTES_LIMIT, FrameHeader, HEADER_BYTES};
 use crate::message::*;
 
 /// Payloads at least this large are sent by reference (a separate chunk), not copied.
@@ -613,15 +613,80 @@ impl ChunkWriter {
     }
 }
 
-/// Encodes a request frame (header and body) into `out`.
-pub fn encode_request(req_id: u64, request: &Request, out: &mut BytesMut) {
-    for chunk in encode_request_chunks(req_id, request) {
-        out.put_slice(&chunk);
+/// A request the protocol cannot carry: a field longer than its limit. Nothing was encoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field} is {len} {unit}; the protocol carries at most {max}")]
+pub struct EncodeError {
+    /// What is too long: `token`, `client_name`, `payload`, `hashes`.
+    pub field: &'static str,
+    pub len: u64,
+    pub max: u64,
+    pub unit: &'static str,
+}
+
+/// Largest payload one APPEND_TURN can carry: a frame of the protocol's ceiling, less the
+/// message's fields (no server accepts more).
+pub const APPEND_PAYLOAD_BYTES_LIMIT: u64 = FRAME_BYTES_LIMIT as u64 - 48;
+
+/// Checks what the encoder cannot write: lengths over the protocol's limits. Input from a
+/// caller is never asserted on.
+pub fn check_request(request: &Request) -> Result<(), EncodeError> {
+    let too_long = |field, len: usize, max: u64, unit| {
+        let len = len as u64;
+        if len > max {
+            Err(EncodeError {
+                field,
+                len,
+                max,
+                unit,
+            })
+        } else {
+            Ok(())
+        }
+    };
+    match request {
+        Request::Hello {
+            token, client_name, ..
+        } => {
+            too_long("token", token.len(), TOKEN_BYTES_MAX as u64, "bytes")?;
+            too_long(
+                "client_name",
+                client_name.len(),
+                NAME_BYTES_MAX as u64,
+                "bytes",
+            )
+        }
+        Request::AppendTurn { payload, .. } => too_long(
+            "payload",
+            payload.len(),
+            APPEND_PAYLOAD_BYTES_LIMIT,
+            "bytes",
+        ),
+        Request::HasBlobs { hashes } => too_long(
+            "hashes",
+            hashes.len(),
+            u64::from(LIST_ITEMS_LIMIT),
+            "hashes",
+        ),
+        _ => Ok(()),
     }
 }
 
+/// Encodes a request frame (header and body) into `out`; on an error `out` is unchanged.
+pub fn encode_request(
+    req_id: u64,
+    request: &Request,
+    out: &mut BytesMut,
+) -> Result<(), EncodeError> {
+    for chunk in encode_request_chunks(req_id, request)? {
+        out.put_slice(&chunk);
+    }
+    Ok(())
+}
+
 /// Encodes a request frame as chunks (large payloads by reference).
-pub fn encode_request_chunks(req_id: u64, request: &Request) -> Vec<Bytes> {
+pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes>, EncodeError> {
+    check_request(request)?;
     let mut w = ChunkWriter::new();
     match request {
         Request::Hello {
@@ -630,7 +695,6 @@ pub fn encode_request_chunks(req_id: u64, request: &Request) -> Vec<Bytes> {
             token,
             client_name,
         } => {
-            assert!(token.len() <= TOKEN_BYTES_MAX && client_name.len() <= NAME_BYTES_MAX);
             w.u16(*min_version);
             w.u16(*max_version);
             w.u16(token.len() as u16);
@@ -718,7 +782,7 @@ pub fn encode_request_chunks(req_id: u64, request: &Request) -> Vec<Bytes> {
         }
         Request::Stats => {}
     }
-    w.finish(request.message_type().code(), req_id)
+    Ok(w.finish(request.message_type().code(), req_id))
 }
 
 fn append_fields(
@@ -835,4 +899,36 @@ fn truncate_utf8(text: &str, max: usize) -> &str {
         end -= 1;
     }
     &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(token_len: usize, name_len: usize) -> Request {
+        Request::Hello {
+            min_version: 1,
+            max_version: 1,
+            token: Bytes::from(vec![b't'; token_len]),
+            client_name: "n".repeat(name_len),
+        }
+    }
+
+    #[test]
+    fn over_long_fields_are_errors_not_panics() {
+        let mut out = BytesMut::new();
+        assert!(encode_request(1, &hello(TOKEN_BYTES_MAX, NAME_BYTES_MAX), &mut out).is_ok());
+        let encoded = out.len();
+        let error = encode_request(2, &hello(TOKEN_BYTES_MAX + 1, 0), &mut out).unwrap_err();
+        assert_eq!(
+            (error.field, error.len, error.max),
+            ("token", TOKEN_BYTES_MAX as u64 + 1, TOKEN_BYTES_MAX as u64)
+        );
+        let error = encode_request_chunks(3, &hello(0, NAME_BYTES_MAX + 1)).unwrap_err();
+        assert_eq!(error.field, "client_name");
+        let hashes = vec![Hash32([0; 32]); LIST_ITEMS_LIMIT as usize + 1];
+        let error = check_request(&Request::HasBlobs { hashes }).unwrap_err();
+        assert_eq!(error.field, "hashes");
+        assert_eq!(out.len(), encoded, "a refused request writes nothing");
+    }
 }

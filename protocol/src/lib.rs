@@ -12,7 +12,8 @@ pub mod frame;
 pub mod message;
 
 pub use codec::{
-    decode_request, decode_response, encode_request, encode_request_chunks, encode_response,
+    EncodeError, check_request, decode_request, decode_response, encode_request,
+    encode_request_chunks, encode_response,
 };
 pub use error::{DecodeError, ErrorCode};
 pub use frame::{FrameError, FrameHeader, FrameReader, HEADER_BYTES};

@@ -310,7 +310,7 @@ fn encode(req_id: u64, frame: &Frame) -> Vec<u8> {
     match frame {
         Frame::Request(request) => {
             let mut out = BytesMut::new();
-            encode_request(req_id, request, &mut out);
+            encode_request(req_id, request, &mut out).expect("golden requests are encodable");
             out.to_vec()
         }
         Frame::Response(response) => encode_response(req_id, response)

@@ -265,8 +265,8 @@ proptest! {
     #[test]
     fn requests_round_trip(request in request(), req_id in any::<u64>(), step in 1..200usize) {
         let mut contiguous = BytesMut::new();
-        encode_request(req_id, &request, &mut contiguous);
-        let chunked = concat(encode_request_chunks(req_id, &request));
+        encode_request(req_id, &request, &mut contiguous).unwrap();
+        let chunked = concat(encode_request_chunks(req_id, &request).unwrap());
         prop_assert_eq!(&contiguous[..], &chunked[..]);
         let frames = read_frames(&contiguous, step);
         prop_assert_eq!(frames.len(), 1);
@@ -296,7 +296,7 @@ proptest! {
         let header = FrameHeader { len: body.len() as u32, msg_type, flags: 0, req_id: 5 };
         if let Ok(request) = decode_request(&header, Bytes::from(body.clone())) {
             let mut again = BytesMut::new();
-            encode_request(5, &request, &mut again);
+            encode_request(5, &request, &mut again).unwrap();
             prop_assert_eq!(&again[HEADER_BYTES..], &body[..]);
         }
         let response_header = FrameHeader { msg_type: msg_type | RESPONSE_BIT, ..header };
@@ -310,7 +310,7 @@ proptest! {
     #[test]
     fn damaged_requests_fail_cleanly(request in request(), cut in any::<prop::sample::Index>(), flip in any::<prop::sample::Index>(), bit in 0..8u8) {
         let mut bytes = BytesMut::new();
-        encode_request(1, &request, &mut bytes);
+        encode_request(1, &request, &mut bytes).unwrap();
         let mut header_bytes = [0u8; HEADER_BYTES];
         header_bytes.copy_from_slice(&bytes[..HEADER_BYTES]);
         let header = FrameHeader::decode(&header_bytes);
@@ -415,7 +415,8 @@ fn strictness() {
             payload: Bytes::from_static(b"abc"),
         },
         &mut append,
-    );
+    )
+    .unwrap();
     let body = Bytes::copy_from_slice(&append[HEADER_BYTES..append.len() - 1]);
     assert!(decode_request(&header(MessageType::AppendTurn, body.len()), body).is_err());
     // A HAS_BLOBS count far above what the body holds fails on the body, not on an allocation.

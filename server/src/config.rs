@@ -23,7 +23,8 @@ pub struct ServerConfig {
     /// When listening, write the bound address (`HOST:PORT\n`) here (for tests and scripts
     /// that start the server on port 0).
     pub ready_file: Option<PathBuf>,
-    /// How long shutdown waits for in-flight requests before closing connections anyway.
+    /// How long shutdown waits for in-flight requests to be answered and their responses
+    /// written before it closes the connections hard (10 s).
     pub drain_timeout: Duration,
     /// Raw payload bytes each network core keeps for hot reads (32 MiB; 0 disables). A
     /// payload larger than 1/16 of it is never cached.
@@ -35,13 +36,22 @@ pub struct ServerConfig {
 pub struct ServerLimits {
     /// Largest frame body a client may send (16 MiB).
     pub frame_bytes_max: u32,
-    /// Requests of one connection being processed at once; at the limit the server stops
-    /// reading that connection until one completes (1,024).
+    /// Requests of one connection in flight: read and not yet answered *and written*; at the
+    /// limit the server stops reading that connection until a response is written (1,024).
     pub requests_in_flight_max: u32,
-    /// Open connections; one more gets OVERLOADED and is closed (1,024).
+    /// Open connections; one more gets OVERLOADED and is closed, unless a connection that has
+    /// not completed HELLO can make room for it (1,024).
     pub connections_max: u32,
+    /// Connections that have not completed HELLO yet (256, a quarter of the default
+    /// `connections_max`; never more than `connections_max`). Past it, or at
+    /// `connections_max`, a new connection closes the oldest of them on its network core
+    /// (OVERLOADED): a flood of silent connections cannot keep real clients out.
+    pub connections_unauthenticated_max: u32,
+    /// A connection must complete HELLO within this long of being accepted (5 s).
+    pub hello_timeout: Duration,
     /// A connection with no frame in progress and no request in flight for this long is
-    /// closed (5 min).
+    /// closed (5 min); so is one whose responses wait to be written and whose peer has read
+    /// none of them for this long.
     pub idle_timeout: Duration,
     /// A frame must arrive completely within this long of its first byte (10 s): slow
     /// senders cannot hold a connection open byte by byte.
@@ -51,6 +61,15 @@ pub struct ServerLimits {
     /// Payload bytes in one TURNS response; a page holds fewer turns than asked rather than
     /// more bytes (64 MiB). Follow the cursor for the rest.
     pub response_bytes_max: u64,
+    /// Response bytes one connection may hold not yet written to its socket, with what its
+    /// running requests hold (their bodies) and may still produce (64 MiB). At the limit the connection stops reading
+    /// requests until its peer reads; a request counts as in flight until its response is
+    /// written.
+    pub unwritten_bytes_max: u64,
+    /// Response bytes all connections together may hold not yet written (1 GiB). Past it, a
+    /// connection starts a new request only when everything it was answered has been written:
+    /// clients that read their responses are still served, the others wait.
+    pub unwritten_bytes_total_max: u64,
 }
 
 impl Default for ServerLimits {
@@ -59,10 +78,14 @@ impl Default for ServerLimits {
             frame_bytes_max: 16 * 1024 * 1024,
             requests_in_flight_max: 1024,
             connections_max: 1024,
+            connections_unauthenticated_max: 256,
+            hello_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(300),
             frame_timeout: Duration::from_secs(10),
             has_blobs_max: 4096,
             response_bytes_max: 64 * 1024 * 1024,
+            unwritten_bytes_max: 64 * 1024 * 1024,
+            unwritten_bytes_total_max: 1024 * 1024 * 1024,
         }
     }
 }
@@ -95,7 +118,10 @@ impl ServerConfig {
         }
     }
 
+    /// Checks every limit against the others and against what the protocol can carry, so that
+    /// a server that starts can serve: each error names the flag to change.
     pub fn validate(&self) -> Result<(), String> {
+        use ctxstore_protocol::{LIST_ITEMS_LIMIT, TOKEN_BYTES_MAX, frame::FRAME_BYTES_LIMIT};
         if !self.listen.ip().is_loopback() && self.token.as_deref().is_none_or(str::is_empty) {
             return Err(format!(
                 "refusing to listen on {} without a token: anyone who can reach it could read \
@@ -103,60 +129,109 @@ impl ServerConfig {
                 self.listen
             ));
         }
+        if let Some(token) = &self.token
+            && token.len() > TOKEN_BYTES_MAX
+        {
+            return Err(format!(
+                "--token-file: the token is {} bytes; HELLO carries at most {TOKEN_BYTES_MAX}, so \
+                 no client could log in. Use a shorter token",
+                token.len()
+            ));
+        }
         if self.network_cores == 0 || self.network_cores > 256 {
-            return Err("network cores must be in 1..=256".into());
+            return Err("--network-cores must be in 1..=256".into());
         }
         if let Some(cpus) = &self.network_core_cpus
             && cpus.len() != self.network_cores
         {
             return Err(format!(
-                "{} CPUs given for {} network cores; give one per core",
+                "--network-core-cpus: {} CPUs given for {} network cores; give one per core",
                 cpus.len(),
                 self.network_cores
             ));
         }
         let limits = &self.limits;
-        if limits.frame_bytes_max < 1024
-            || limits.frame_bytes_max > ctxstore_protocol::frame::FRAME_BYTES_LIMIT
-        {
-            return Err("frame_bytes_max must be in 1 KiB..=1 GiB".into());
-        }
-        if limits.requests_in_flight_max == 0
-            || limits.connections_max == 0
-            || limits.has_blobs_max == 0
-        {
-            return Err(
-                "requests in flight, connections and HAS_BLOBS hashes must be at least 1".into(),
-            );
-        }
-        if limits.has_blobs_max > ctxstore_protocol::LIST_ITEMS_LIMIT {
+        if limits.frame_bytes_max < 1024 || limits.frame_bytes_max > FRAME_BYTES_LIMIT {
             return Err(format!(
-                "has_blobs_max must be at most {}",
-                ctxstore_protocol::LIST_ITEMS_LIMIT
+                "--frame-bytes-max must be in 1024..={FRAME_BYTES_LIMIT} (1 KiB..=1 GiB)"
             ));
         }
-        if limits.idle_timeout.is_zero() || limits.frame_timeout.is_zero() {
-            return Err("timeouts must be positive".into());
+        for (flag, value) in [
+            ("--requests-in-flight-max", limits.requests_in_flight_max),
+            ("--connections-max", limits.connections_max),
+            (
+                "--connections-unauthenticated-max",
+                limits.connections_unauthenticated_max,
+            ),
+            ("--has-blobs-max", limits.has_blobs_max),
+        ] {
+            if value == 0 {
+                return Err(format!("{flag} must be at least 1"));
+            }
+        }
+        if limits.has_blobs_max > LIST_ITEMS_LIMIT {
+            return Err(format!(
+                "--has-blobs-max must be at most {LIST_ITEMS_LIMIT} (the protocol's list limit)"
+            ));
+        }
+        // A HAS_BLOBS of has_blobs_max hashes must fit one frame, or clients could never send
+        // the number the server announces in HELLO.
+        let has_blobs_frame_bytes = 8 + 32 * u64::from(limits.has_blobs_max);
+        if has_blobs_frame_bytes > u64::from(limits.frame_bytes_max) {
+            return Err(format!(
+                "--has-blobs-max ({}) needs frames of {has_blobs_frame_bytes} bytes; raise \
+                 --frame-bytes-max ({}) or lower --has-blobs-max",
+                limits.has_blobs_max, limits.frame_bytes_max
+            ));
+        }
+        for (flag, value) in [
+            ("--idle-timeout", limits.idle_timeout),
+            ("--frame-timeout", limits.frame_timeout),
+            ("--hello-timeout", limits.hello_timeout),
+            ("--drain-timeout", self.drain_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(format!("{flag} must be positive"));
+            }
         }
         // APPEND_TURN carries 40 bytes of fields before the payload.
         if u64::from(self.engine.limits.blob_bytes_max) + 64 > u64::from(limits.frame_bytes_max) {
             return Err(format!(
-                "blob_bytes_max ({}) must leave 64 bytes of the frame ({}) for the message fields",
+                "--blob-bytes-max ({}) must leave 64 bytes of --frame-bytes-max ({}) for the \
+                 message fields",
                 self.engine.limits.blob_bytes_max, limits.frame_bytes_max
             ));
         }
         if limits.response_bytes_max < u64::from(self.engine.limits.blob_bytes_max) {
-            return Err("response_bytes_max must hold at least one blob of blob_bytes_max".into());
+            return Err(format!(
+                "--response-bytes-max ({}) must hold at least one blob of --blob-bytes-max ({})",
+                limits.response_bytes_max, self.engine.limits.blob_bytes_max
+            ));
         }
         // The payloads plus their turns' headers must fit one frame (at most 1 GiB).
         if limits.response_bytes_max > RESPONSE_BYTES_LIMIT {
             return Err(format!(
-                "response_bytes_max must be at most {RESPONSE_BYTES_LIMIT} (512 MiB)"
+                "--response-bytes-max must be at most {RESPONSE_BYTES_LIMIT} (512 MiB)"
+            ));
+        }
+        if limits.unwritten_bytes_max < UNWRITTEN_BYTES_MIN {
+            return Err(format!(
+                "--unwritten-bytes-max must be at least {UNWRITTEN_BYTES_MIN} (64 KiB)"
+            ));
+        }
+        if limits.unwritten_bytes_total_max < limits.unwritten_bytes_max {
+            return Err(format!(
+                "--unwritten-bytes-total-max ({}) must be at least --unwritten-bytes-max ({})",
+                limits.unwritten_bytes_total_max, limits.unwritten_bytes_max
             ));
         }
         self.engine.validate()
     }
 }
+
+/// Floor of `unwritten_bytes_max`: below it, pipelining small requests stalls on every
+/// response.
+pub const UNWRITTEN_BYTES_MIN: u64 = 64 * 1024;
 
 /// Parses a duration written like `10s`, `2m`, `500ms`, `1h 30m` (humantime's syntax, the
 /// same as the load generator's).
@@ -198,5 +273,39 @@ mod tests {
         assert!(config.validate().unwrap_err().contains("at most"));
         config.limits.response_bytes_max = RESPONSE_BYTES_LIMIT;
         config.validate().unwrap();
+    }
+
+    #[test]
+    fn limits_the_protocol_imposes_are_checked_naming_the_flag() {
+        let mut config = ServerConfig::new("/tmp/x");
+        config.token = Some("t".repeat(ctxstore_protocol::TOKEN_BYTES_MAX));
+        config.validate().unwrap();
+        config.token = Some("t".repeat(ctxstore_protocol::TOKEN_BYTES_MAX + 1));
+        assert!(config.validate().unwrap_err().contains("--token-file"));
+        config.token = None;
+
+        // A HAS_BLOBS of has_blobs_max hashes must fit a frame.
+        config.limits.frame_bytes_max = 64 * 1024;
+        config.engine.limits.blob_bytes_max = 64 * 1024 - 64;
+        config.limits.has_blobs_max = 4096;
+        assert!(config.validate().unwrap_err().contains("--has-blobs-max"));
+        config.limits.has_blobs_max = 2000;
+        config.validate().unwrap();
+
+        config.engine.limits.blob_bytes_max = 64 * 1024;
+        let error = config.validate().unwrap_err();
+        assert!(error.contains("--blob-bytes-max") && error.contains("--frame-bytes-max"));
+        config.engine.limits.blob_bytes_max = 1024;
+
+        config.limits.unwritten_bytes_total_max = config.limits.unwritten_bytes_max - 1;
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .contains("--unwritten-bytes-total-max")
+        );
+        config.limits.unwritten_bytes_total_max = config.limits.unwritten_bytes_max;
+        config.limits.hello_timeout = Duration::ZERO;
+        assert!(config.validate().unwrap_err().contains("--hello-timeout"));
     }
 }

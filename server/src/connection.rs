@@ -2,17 +2,31 @@
 //! `requests_in_flight_max` requests at once, write their responses in completion order
 //! (tagged with their req_id).
 //!
-//! Backpressure: at the in-flight limit the connection stops reading; TCP pushes back on the
-//! client. Framing errors (a frame over the limit, non-zero flags, a body that does not
-//! decode) are answered with an ERROR and close the connection: only that connection.
-//! An unknown message type is answered with UNKNOWN_MESSAGE and the connection stays open.
+//! Backpressure: a request counts as in flight from the moment it is read until its response
+//! is *written* to the socket, and the connection counts the response bytes it holds unwritten
+//! (plus what its running requests hold and may still produce). At `requests_in_flight_max`, at
+//! `unwritten_bytes_max`, or — past the server-wide `unwritten_bytes_total_max` — with
+//! anything unwritten at all, it stops reading; TCP pushes back on the client. A client that
+//! never reads its responses therefore holds a bounded amount of the server's memory.
+//!
+//! Framing errors (a frame over the limit, non-zero flags, a body that does not decode) are
+//! answered with an ERROR and close the connection: only that connection. An unknown message
+//! type is answered with UNKNOWN_MESSAGE and the connection stays open.
+//!
+//! Deadlines: HELLO within `hello_timeout` of the accept; a frame within `frame_timeout` of its
+//! first byte; a connection with nothing arriving and nothing in flight, or whose peer has read
+//! none of its pending responses, for `idle_timeout` is closed. At shutdown the connection
+//! stops reading, answers and writes what is in flight, and is closed hard when the core's
+//! drain deadline passes.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use compio::buf::BufResult;
@@ -20,7 +34,8 @@ use compio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use compio::net::TcpStream;
 use ctxstore_protocol::{
     ErrorCode, FrameError, FrameHeader, FrameReader, MessageType, PROTOCOL_VERSION, Request,
-    Response, ServerLimits as WireLimits, decode_request, encode_response,
+    Response, ServerLimits as WireLimits, TURN_WIRE_BYTES, decode_request, encode_response,
+    read_flags,
 };
 
 use crate::config::ServerLimits;
@@ -31,68 +46,370 @@ use crate::local::{Either, LocalFlag, LocalNotify, race};
 #[derive(Debug)]
 pub struct CoreContext {
     pub dispatcher: Dispatcher,
-    pub token: Option<Arc<[u8]>>,
+    /// BLAKE3 of the server's token: a presented token is hashed and the digests compared in
+    /// constant time, so neither the token's bytes nor its length show in the timing.
+    pub token_digest: Option<[u8; 32]>,
     pub limits: ServerLimits,
+    /// Raised at shutdown: stop reading, answer and write what is in flight.
     pub shutdown: Rc<LocalFlag>,
+    /// Raised when the drain deadline passes or a second signal came: close every connection
+    /// now, written or not.
+    pub hard_stop: Rc<LocalFlag>,
     pub server_name: String,
+    /// This core's connections that have not completed HELLO, oldest first.
+    pub pending_hellos: PendingHellos,
 }
 
+/// The digest tokens are compared by.
+pub fn token_digest(token: &[u8]) -> [u8; 32] {
+    *blake3::hash(token).as_bytes()
+}
+
+/// The connections of a core still waiting for HELLO, oldest first, so that a newcomer can
+/// close the oldest when too many are waiting (a flood of silent connections then cycles
+/// through its own slots instead of locking real clients out).
+///
+/// Each entry counts once in the server's `connections_unauthenticated` while it is here.
+#[derive(Debug, Default)]
+pub struct PendingHellos {
+    next_id: Cell<u64>,
+    queue: RefCell<VecDeque<(u64, Rc<LocalFlag>)>>,
+}
+
+impl PendingHellos {
+    /// Enters a connection just accepted (already counted in `connections_unauthenticated`).
+    pub fn register(&self) -> HelloTicket {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        let evicted = LocalFlag::new();
+        self.queue.borrow_mut().push_back((id, evicted.clone()));
+        HelloTicket { id, evicted }
+    }
+
+    /// Removes the entry; `false` if it was gone already (evicted).
+    fn remove(&self, id: u64) -> bool {
+        let mut queue = self.queue.borrow_mut();
+        match queue.iter().position(|(entry, _)| *entry == id) {
+            Some(position) => {
+                queue.remove(position);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Tells the oldest connection still waiting for HELLO to close; `false` if there is none.
+    /// The caller takes over its count in `connections_unauthenticated`.
+    pub fn evict_oldest(&self) -> bool {
+        let oldest = self.queue.borrow_mut().pop_front();
+        match oldest {
+            Some((_, evicted)) => {
+                evicted.raise();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A connection's place among those waiting for HELLO.
+#[derive(Debug)]
+pub struct HelloTicket {
+    id: u64,
+    /// Raised when a newer connection needed the place.
+    evicted: Rc<LocalFlag>,
+}
+
+/// A response frame on its way to the writer.
 enum Outgoing {
-    Frame(Vec<Bytes>),
+    Frame {
+        chunks: Vec<Bytes>,
+        /// Whether it answers a request counted in flight (HELLO and framing errors are not).
+        request: bool,
+    },
     /// Flush what is queued, then close the socket.
     Close,
 }
 
+/// What a connection holds, shared by its reader, its request tasks and its writer.
+struct Accounting {
+    core: Rc<CoreContext>,
+    /// Requests read and not yet answered *and written*.
+    in_flight: Cell<u32>,
+    /// Response bytes queued or being written.
+    unwritten_bytes: Cell<u64>,
+    /// What running requests (answered later) hold (their bodies) and may still produce,
+    /// reserved when they start.
+    reserved_bytes: Cell<u64>,
+    /// When the writer last got bytes into the socket, or when it last had nothing to write.
+    write_progress: Cell<Instant>,
+    /// Set when the connection is gone: late answers are dropped, not counted.
+    closed: Cell<bool>,
+    /// Set when the writer stopped (the socket failed, or it closed it): nothing more will
+    /// be written.
+    writer_done: Cell<bool>,
+    /// Something above changed: a response was queued or written.
+    changed: LocalNotify,
+}
+
+impl Accounting {
+    fn global(&self) -> &std::sync::atomic::AtomicU64 {
+        &self.core.dispatcher.counters.unwritten_bytes
+    }
+
+    fn held_bytes(&self) -> u64 {
+        self.unwritten_bytes.get() + self.reserved_bytes.get()
+    }
+
+    /// Whether the connection may take one more request now.
+    fn may_start(&self) -> bool {
+        self.within_own_limits() && !self.held_back_by_server_budget()
+    }
+
+    /// Below its own limits: requests in flight, unwritten bytes.
+    fn within_own_limits(&self) -> bool {
+        let limits = &self.core.limits;
+        self.in_flight.get() < limits.requests_in_flight_max
+            && self.held_bytes() < limits.unwritten_bytes_max
+    }
+
+    /// The server's budget is spent and this connection holds some of it: it waits for other
+    /// connections' writers as well as its own.
+    fn held_back_by_server_budget(&self) -> bool {
+        self.held_bytes() > 0
+            && self.global().load(Ordering::Relaxed) >= self.core.limits.unwritten_bytes_total_max
+    }
+
+    fn add(&self, cell: &Cell<u64>, bytes: u64) {
+        cell.set(cell.get() + bytes);
+        self.global().fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn sub(&self, cell: &Cell<u64>, bytes: u64) {
+        assert!(cell.get() >= bytes, "connection accounting went negative");
+        cell.set(cell.get() - bytes);
+        self.global().fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// The writer got `bytes` into the socket.
+    fn wrote(&self, bytes: u64) {
+        if !self.closed.get() {
+            self.sub(&self.unwritten_bytes, bytes);
+        }
+        self.write_progress.set(Instant::now());
+        self.changed.notify_all();
+    }
+
+    /// The writer finished `requests` responses to counted requests.
+    fn answered(&self, requests: u32) {
+        if requests > 0 && !self.closed.get() {
+            self.in_flight.set(self.in_flight.get() - requests);
+            self.changed.notify_all();
+        }
+    }
+
+    /// Whether responses wait to be written and the peer has read none of them for
+    /// `idle_timeout`.
+    fn write_stalled_until(&self) -> Option<Instant> {
+        (self.unwritten_bytes.get() > 0)
+            .then(|| self.write_progress.get() + self.core.limits.idle_timeout)
+    }
+
+    /// The connection ends: give back what it still holds to the server's budget.
+    fn close(&self) {
+        if !self.closed.replace(true) {
+            self.global()
+                .fetch_sub(self.held_bytes(), Ordering::Relaxed);
+            self.unwritten_bytes.set(0);
+            self.reserved_bytes.set(0);
+        }
+    }
+}
+
 struct ConnectionState {
     outgoing: flume::Sender<Outgoing>,
-    in_flight: Cell<u32>,
-    in_flight_changed: LocalNotify,
+    accounting: Rc<Accounting>,
 }
 
 impl ConnectionState {
-    fn send(&self, req_id: u64, response: &Response, core: &CoreContext) {
+    /// Queues a response for the writer. `request`: it answers a request counted in flight.
+    fn send(&self, req_id: u64, response: &Response, request: bool) {
+        let accounting = &self.accounting;
         if matches!(response, Response::Error { .. }) {
-            core.dispatcher
+            accounting
+                .core
+                .dispatcher
                 .counters
                 .errors
                 .fetch_add(1, Ordering::Relaxed);
         }
-        // The writer may be gone (the peer closed): then nobody waits for this answer.
-        let _ = self
+        if accounting.closed.get() {
+            // The connection is gone: nobody waits for this answer.
+            return;
+        }
+        let chunks = encode_response(req_id, response);
+        let bytes: u64 = chunks.iter().map(|chunk| chunk.len() as u64).sum();
+        if self
             .outgoing
-            .send(Outgoing::Frame(encode_response(req_id, response)));
+            .send(Outgoing::Frame { chunks, request })
+            .is_ok()
+        {
+            // The stall clock starts when there is something to write.
+            if accounting.unwritten_bytes.get() == 0 {
+                accounting.write_progress.set(Instant::now());
+            }
+            accounting.add(&accounting.unwritten_bytes, bytes);
+        } else if request {
+            // The writer is gone (the peer closed): the request is over all the same.
+            accounting.in_flight.set(accounting.in_flight.get() - 1);
+        }
+        accounting.changed.notify_all();
     }
 }
 
 /// Serves one connection until the peer leaves, a framing error, a timeout or shutdown.
-pub async fn serve(stream: TcpStream, peer: SocketAddr, core: Rc<CoreContext>) {
+pub async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    core: Rc<CoreContext>,
+    ticket: HelloTicket,
+) {
     let _ = stream.set_nodelay(true);
+    // Kept to close the socket hard at the drain deadline (both halves share one socket).
+    let socket = stream.clone();
     let (mut reader, writer) = stream.into_split();
     let (outgoing, queue) = flume::unbounded();
-    let writer_task = compio::runtime::spawn(write_frames(writer, queue));
+    let accounting = Rc::new(Accounting {
+        core: core.clone(),
+        in_flight: Cell::new(0),
+        unwritten_bytes: Cell::new(0),
+        reserved_bytes: Cell::new(0),
+        write_progress: Cell::new(Instant::now()),
+        closed: Cell::new(false),
+        writer_done: Cell::new(false),
+        changed: LocalNotify::default(),
+    });
+    let mut writer_task = compio::runtime::spawn(write_frames(writer, queue, accounting.clone()));
     let state = Rc::new(ConnectionState {
         outgoing,
-        in_flight: Cell::new(0),
-        in_flight_changed: LocalNotify::default(),
+        accounting: accounting.clone(),
     });
-    let ending = read_requests(&mut reader, &core, &state).await;
+    let mut hello = HelloState {
+        id: ticket.id,
+        deadline: Some(Instant::now() + core.limits.hello_timeout),
+        evicted: ticket.evicted,
+    };
+    let ending = read_requests(&mut reader, &core, &state, &mut hello).await;
+    if hello.deadline.is_some() && core.pending_hellos.remove(hello.id) {
+        uncount_unauthenticated(&core);
+    }
     tracing::debug!(%peer, reason = ending, "closing connection");
-    // Requests already running finish and are answered (bounded at shutdown).
-    let drained = async {
-        while state.in_flight.get() > 0 {
-            state.in_flight_changed.notified().await;
+
+    // What was read is answered and written, unless the peer stops reading for idle_timeout
+    // or the server's drain deadline passes (then the connection closes hard).
+    let drained = loop {
+        if accounting.in_flight.get() == 0 {
+            break true;
+        }
+        if accounting.writer_done.get() {
+            break false;
+        }
+        match race(
+            accounting.changed.notified(),
+            race(
+                sleep_until(accounting.write_stalled_until()),
+                core.hard_stop.wait(),
+            ),
+        )
+        .await
+        {
+            Either::Left(()) => {}
+            Either::Right(Either::Left(())) => {
+                if accounting
+                    .write_stalled_until()
+                    .is_some_and(|at| at <= Instant::now())
+                {
+                    break false;
+                }
+            }
+            Either::Right(Either::Right(())) => break false,
         }
     };
-    let drain_deadline = core.limits.idle_timeout.max(core.limits.frame_timeout);
-    if compio::time::timeout(drain_deadline, drained)
-        .await
-        .is_err()
-    {
-        tracing::warn!(%peer, "requests still running after the drain deadline; closing anyway");
-    }
     let _ = state.outgoing.send(Outgoing::Close);
     drop(state);
-    let _ = writer_task.await;
+    let written = drained
+        && loop {
+            match race(
+                &mut writer_task,
+                race(
+                    accounting.changed.notified(),
+                    race(
+                        sleep_until(accounting.write_stalled_until()),
+                        core.hard_stop.wait(),
+                    ),
+                ),
+            )
+            .await
+            {
+                Either::Left(_) => break true,
+                Either::Right(Either::Left(())) => {}
+                Either::Right(Either::Right(Either::Left(()))) => {
+                    if accounting
+                        .write_stalled_until()
+                        .is_some_and(|at| at <= Instant::now())
+                    {
+                        break false;
+                    }
+                }
+                Either::Right(Either::Right(Either::Right(()))) => break false,
+            }
+        };
+    if !written {
+        if accounting.writer_done.get() {
+            tracing::debug!(%peer, "the peer went away before its responses were written");
+        } else {
+            tracing::warn!(
+                %peer,
+                in_flight = accounting.in_flight.get(),
+                unwritten_bytes = accounting.unwritten_bytes.get(),
+                "closing a connection with responses unwritten (drain deadline, or its peer \
+                 reads nothing)"
+            );
+        }
+        // Discard what the kernel holds for this peer (RST, no FIN_WAIT with a full buffer) and
+        // wake any operation still pending on the socket; dropping the writer task cancels it.
+        let socket = socket2::SockRef::from(&socket);
+        let _ = socket.set_linger(Some(Duration::ZERO));
+        let _ = socket.shutdown(std::net::Shutdown::Both);
+        drop(writer_task);
+    }
+    accounting.close();
+}
+
+/// Sleeps until `deadline`; without one, forever.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => compio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Takes one connection off the server's count of connections without HELLO.
+fn uncount_unauthenticated(core: &CoreContext) {
+    core.dispatcher
+        .counters
+        .connections_unauthenticated
+        .fetch_sub(1, Ordering::AcqRel);
+}
+
+/// A connection's progress towards HELLO.
+struct HelloState {
+    /// Its entry in the core's `pending_hellos`.
+    id: u64,
+    /// `None` once HELLO succeeded.
+    deadline: Option<Instant>,
+    /// Raised when a newer connection needed its place.
+    evicted: Rc<LocalFlag>,
 }
 
 /// Why the read loop ended.
@@ -102,14 +419,20 @@ async fn read_requests(
     reader: &mut TcpStream,
     core: &Rc<CoreContext>,
     state: &Rc<ConnectionState>,
+    hello: &mut HelloState,
 ) -> Ending {
     let limits = core.limits;
+    let accounting = &state.accounting;
     let mut frames = FrameReader::new(limits.frame_bytes_max);
-    let mut authenticated = false;
     let mut frame_started: Option<Instant> = None;
     loop {
-        // Every complete frame in the buffer first.
+        // Every complete frame in the buffer first, while the connection may start requests.
+        let mut blocked = false;
         loop {
+            if !accounting.may_start() {
+                blocked = true;
+                break;
+            }
             let frame = match frames.next_frame() {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
@@ -121,13 +444,13 @@ async fn read_requests(
                     state.send(
                         frame_error.req_id(),
                         &error(code, frame_error.to_string()),
-                        core,
+                        false,
                     );
                     return "framing error";
                 }
             };
             frame_started = None;
-            if let Some(ending) = handle_frame(frame, &mut authenticated, core, state) {
+            if let Some(ending) = handle_frame(frame, hello, core, state) {
                 return ending;
             }
         }
@@ -135,21 +458,47 @@ async fn read_requests(
             frame_started = Some(Instant::now());
         }
 
-        // Backpressure: no reading while the connection has its maximum in flight.
-        while state.in_flight.get() >= limits.requests_in_flight_max {
-            if let Either::Right(()) =
-                race(state.in_flight_changed.notified(), core.shutdown.wait()).await
-            {
-                return "shutdown";
+        // Backpressure: no reading while the connection holds its maximum in flight or in
+        // unwritten bytes (or the server's budget is spent and it holds any).
+        if blocked {
+            while !accounting.may_start() {
+                // Other connections' writers (on any core) free the server-wide budget without
+                // telling this one: then look again now and then.
+                let recheck = (accounting.within_own_limits()
+                    && accounting.held_back_by_server_budget())
+                .then(|| Instant::now() + Duration::from_millis(20));
+                let wake = match (accounting.write_stalled_until(), recheck) {
+                    (Some(stalled), Some(recheck)) => Some(stalled.min(recheck)),
+                    (stalled, recheck) => stalled.or(recheck),
+                };
+                match race(
+                    accounting.changed.notified(),
+                    race(sleep_until(wake), core.shutdown.wait()),
+                )
+                .await
+                {
+                    Either::Right(Either::Right(())) => return "shutdown",
+                    Either::Left(()) | Either::Right(Either::Left(())) => {
+                        if accounting
+                            .write_stalled_until()
+                            .is_some_and(|at| at <= Instant::now())
+                        {
+                            return "peer reads no responses";
+                        }
+                    }
+                }
             }
+            // Frames may be waiting in the buffer: take them before reading more.
+            continue;
         }
         if core.shutdown.is_raised() {
             return "shutdown";
         }
 
-        // A frame in progress must finish within frame_timeout of its first byte; an idle
-        // connection (nothing pending, nothing in flight) is closed after idle_timeout. The
-        // read stays the same across timer checks: cancelling a read could lose bytes.
+        // A frame in progress must finish within frame_timeout of its first byte; HELLO within
+        // hello_timeout of the accept; an idle connection (nothing pending, nothing in flight)
+        // is closed after idle_timeout. The read stays the same across timer checks:
+        // cancelling a read could lose bytes.
         let wanted = frames.wanted_capacity();
         let mut buffer = frames.take_buffer();
         buffer.reserve(wanted);
@@ -159,20 +508,49 @@ async fn read_requests(
             None => Instant::now() + limits.idle_timeout,
         };
         let BufResult(result, buffer) = loop {
-            let timer = compio::time::sleep_until(deadline);
-            match race(&mut read, race(timer, core.shutdown.wait())).await {
+            // The stall deadline only moves later (with write progress): recomputed each turn.
+            let read_deadline = [hello.deadline, accounting.write_stalled_until()]
+                .into_iter()
+                .flatten()
+                .fold(deadline, Instant::min);
+            let timer = compio::time::sleep_until(read_deadline);
+            let stop = race(core.shutdown.wait(), hello.evicted.wait());
+            match race(&mut read, race(timer, stop)).await {
                 Either::Left(done) => break done,
-                Either::Right(Either::Right(())) => return "shutdown",
-                Either::Right(Either::Left(())) if frame_started.is_some() => {
-                    let message = "frame not completed within the frame timeout";
-                    state.send(0, &error(ErrorCode::BadFrame, message), core);
-                    return "slow frame";
+                Either::Right(Either::Right(Either::Left(()))) => return "shutdown",
+                Either::Right(Either::Right(Either::Right(()))) => {
+                    let message = "closed to make room: too many connections are waiting for \
+                                   HELLO";
+                    state.send(0, &error(ErrorCode::Overloaded, message), false);
+                    return "evicted before HELLO";
                 }
-                Either::Right(Either::Left(())) if state.in_flight.get() > 0 => {
-                    // Not idle: it waits for answers.
-                    deadline = Instant::now() + limits.idle_timeout;
+                Either::Right(Either::Left(())) => {
+                    let now = Instant::now();
+                    if hello.deadline.is_some_and(|at| at <= now) {
+                        let message = format!(
+                            "HELLO not completed within the HELLO timeout ({:?})",
+                            limits.hello_timeout
+                        );
+                        state.send(0, &error(ErrorCode::Unauthorized, message), false);
+                        return "no HELLO in time";
+                    }
+                    if accounting.write_stalled_until().is_some_and(|at| at <= now) {
+                        return "peer reads no responses";
+                    }
+                    if deadline > now {
+                        continue;
+                    }
+                    if frame_started.is_some() {
+                        let message = "frame not completed within the frame timeout";
+                        state.send(0, &error(ErrorCode::BadFrame, message), false);
+                        return "slow frame";
+                    }
+                    if accounting.in_flight.get() == 0 {
+                        return "idle";
+                    }
+                    // Not idle: it waits for answers, or reads them.
+                    deadline = now + limits.idle_timeout;
                 }
-                Either::Right(Either::Left(())) => return "idle",
             }
         };
         frames.restore(buffer);
@@ -188,24 +566,28 @@ async fn read_requests(
 /// Handles one frame; `Some(ending)` closes the connection.
 fn handle_frame(
     (header, body): (FrameHeader, Bytes),
-    authenticated: &mut bool,
+    hello: &mut HelloState,
     core: &Rc<CoreContext>,
     state: &Rc<ConnectionState>,
 ) -> Option<Ending> {
+    let authenticated = hello.deadline.is_none();
     let is_hello = header.msg_type == MessageType::Hello.code();
-    if !*authenticated && !is_hello {
+    if !authenticated && !is_hello {
         state.send(
             header.req_id,
             &error(ErrorCode::Unauthorized, "send HELLO first"),
-            core,
+            false,
         );
         return Some("request before HELLO");
     }
+    // A payload is a slice of the read buffer: a request holds its frame's memory until it
+    // is answered.
+    let body_bytes = body.len() as u64;
     let request = match decode_request(&header, body) {
         Ok(request) => request,
         Err(decode_error) => {
             let code = decode_error.code();
-            state.send(header.req_id, &error(code, decode_error.to_string()), core);
+            state.send(header.req_id, &error(code, decode_error.to_string()), false);
             // An unknown message still had a well-formed frame: the stream is intact.
             return (code != ErrorCode::UnknownMessage).then_some("malformed body");
         }
@@ -217,22 +599,25 @@ fn handle_frame(
         client_name,
     } = &request
     {
-        if *authenticated {
+        if authenticated {
             state.send(
                 header.req_id,
                 &error(ErrorCode::BadFrame, "HELLO twice"),
-                core,
+                false,
             );
             return Some("second HELLO");
         }
-        return match hello(core, *min_version, *max_version, token, client_name) {
+        return match self::hello(core, *min_version, *max_version, token, client_name) {
             Ok(response) => {
-                *authenticated = true;
-                state.send(header.req_id, &response, core);
+                hello.deadline = None;
+                if core.pending_hellos.remove(hello.id) {
+                    uncount_unauthenticated(core);
+                }
+                state.send(header.req_id, &response, false);
                 None
             }
             Err((response, ending)) => {
-                state.send(header.req_id, &response, core);
+                state.send(header.req_id, &response, false);
                 Some(ending)
             }
         };
@@ -241,17 +626,72 @@ fn handle_frame(
         .counters
         .requests
         .fetch_add(1, Ordering::Relaxed);
-    state.in_flight.set(state.in_flight.get() + 1);
-    let core = core.clone();
-    let state = state.clone();
-    compio::runtime::spawn(async move {
-        let response = core.dispatcher.handle(request).await;
-        state.send(header.req_id, &response, &core);
-        state.in_flight.set(state.in_flight.get() - 1);
-        state.in_flight_changed.notify_all();
-    })
-    .detach();
+    let accounting = &state.accounting;
+    accounting.in_flight.set(accounting.in_flight.get() + 1);
+    let reserved = response_bytes_reserved(&request, core) + body_bytes;
+    let mut task: Pin<Box<dyn Future<Output = Response>>> = {
+        let core = core.clone();
+        Box::pin(async move { core.dispatcher.handle(request).await })
+    };
+    // Most reads complete without waiting (they run on this thread over published state):
+    // answer them here, so that their bytes are counted before the next frame is taken. A
+    // request that waits (for the engine's actors) reserves its body and the largest response
+    // it may produce until it is answered; together they keep the connection within
+    // unwritten_bytes_max plus one request. (Appends of large payloads waiting on a slow disk
+    // are thus bounded too, not only responses.)
+    let mut context = Context::from_waker(Waker::noop());
+    match task.as_mut().poll(&mut context) {
+        Poll::Ready(response) => state.send(header.req_id, &response, true),
+        Poll::Pending => {
+            accounting.add(&accounting.reserved_bytes, reserved);
+            let state = state.clone();
+            compio::runtime::spawn(async move {
+                let response = task.await;
+                let accounting = &state.accounting;
+                if !accounting.closed.get() {
+                    accounting.sub(&accounting.reserved_bytes, reserved);
+                }
+                state.send(header.req_id, &response, true);
+            })
+            .detach();
+        }
+    }
     None
+}
+
+/// The largest response `request` may produce: what a request still running holds of its
+/// connection's `unwritten_bytes_max`.
+fn response_bytes_reserved(request: &Request, core: &CoreContext) -> u64 {
+    // Any request may be answered by an ERROR: header, fields and the longest message.
+    const SMALL_RESPONSE_BYTES: u64 = 16 + 16 + ctxstore_protocol::MESSAGE_BYTES_MAX as u64;
+    // One turn of a TURNS response, without its payload bytes.
+    const TURN_ENTRY_BYTES: u64 = TURN_WIRE_BYTES as u64 + 16;
+    let engine_limits = core.dispatcher.engine.config().limits;
+    let page = |limit: u32, flags: u32| {
+        let payloads = if flags & read_flags::WITH_PAYLOADS != 0 {
+            core.limits.response_bytes_max
+        } else {
+            0
+        };
+        u64::from(limit) * TURN_ENTRY_BYTES + payloads + SMALL_RESPONSE_BYTES
+    };
+    match request {
+        Request::GetBlob { .. } => u64::from(engine_limits.blob_bytes_max) + SMALL_RESPONSE_BYTES,
+        Request::GetLast {
+            limit, read_flags, ..
+        }
+        | Request::GetBefore {
+            limit, read_flags, ..
+        }
+        | Request::GetRangeByDepth {
+            limit, read_flags, ..
+        }
+        | Request::GetChain {
+            limit, read_flags, ..
+        } => page(*limit, *read_flags),
+        Request::HasBlobs { hashes } => hashes.len() as u64 + SMALL_RESPONSE_BYTES,
+        _ => SMALL_RESPONSE_BYTES,
+    }
 }
 
 /// Version negotiation and the token check (constant time).
@@ -273,8 +713,8 @@ fn hello(
         };
         return Err((response, "unsupported version"));
     }
-    if let Some(expected) = &core.token
-        && !constant_time_eq::constant_time_eq(token, expected)
+    if let Some(expected) = &core.token_digest
+        && !constant_time_eq::constant_time_eq_32(&token_digest(token), expected)
     {
         return Err((error(ErrorCode::Unauthorized, "wrong token"), "wrong token"));
     }
@@ -294,8 +734,23 @@ fn hello(
     })
 }
 
-/// Writes queued frames, as many as are ready in one vectored write.
-async fn write_frames(mut writer: TcpStream, queue: flume::Receiver<Outgoing>) {
+/// Writes queued frames, as many as are ready in one vectored write, counting every byte that
+/// reaches the socket and every response finished.
+async fn write_frames(
+    writer: TcpStream,
+    queue: flume::Receiver<Outgoing>,
+    accounting: Rc<Accounting>,
+) {
+    write_queue(writer, queue, &accounting).await;
+    accounting.writer_done.set(true);
+    accounting.changed.notify_all();
+}
+
+async fn write_queue(
+    mut writer: TcpStream,
+    queue: flume::Receiver<Outgoing>,
+    accounting: &Accounting,
+) {
     // Below IOV_MAX (1024) buffers per writev.
     const CHUNKS_PER_WRITE_MAX: usize = 512;
     loop {
@@ -303,11 +758,18 @@ async fn write_frames(mut writer: TcpStream, queue: flume::Receiver<Outgoing>) {
             break;
         };
         let mut chunks: Vec<Bytes> = Vec::new();
+        let mut requests = 0u32;
         let mut close = false;
         let mut next = Some(first);
         while let Some(outgoing) = next.take() {
             match outgoing {
-                Outgoing::Frame(frame) => chunks.extend(frame),
+                Outgoing::Frame {
+                    chunks: frame,
+                    request,
+                } => {
+                    chunks.extend(frame);
+                    requests += u32::from(request);
+                }
                 Outgoing::Close => {
                     close = true;
                     break;
@@ -317,9 +779,19 @@ async fn write_frames(mut writer: TcpStream, queue: flume::Receiver<Outgoing>) {
                 next = queue.try_recv().ok();
             }
         }
-        if !chunks.is_empty() && writer.write_vectored_all(chunks).await.0.is_err() {
-            break;
+        // Partial writes count as progress: a peer that reads slowly is not a stalled one.
+        accounting.write_progress.set(Instant::now());
+        while !chunks.is_empty() {
+            let BufResult(result, returned) = writer.write_vectored(chunks).await;
+            chunks = returned;
+            let written = match result {
+                Ok(0) | Err(_) => return,
+                Ok(written) => written,
+            };
+            accounting.wrote(written as u64);
+            advance(&mut chunks, written);
         }
+        accounting.answered(requests);
         if close {
             let _ = writer.shutdown().await;
             break;
@@ -327,9 +799,58 @@ async fn write_frames(mut writer: TcpStream, queue: flume::Receiver<Outgoing>) {
     }
 }
 
+/// Drops the first `written` bytes of `chunks`.
+fn advance(chunks: &mut Vec<Bytes>, mut written: usize) {
+    let mut done = 0;
+    for chunk in chunks.iter_mut() {
+        if written < chunk.len() {
+            *chunk = chunk.slice(written..);
+            break;
+        }
+        written -= chunk.len();
+        done += 1;
+    }
+    chunks.drain(..done);
+}
+
 /// Refuses a connection over the limit: one OVERLOADED error, then close.
 pub async fn refuse(mut stream: TcpStream, message: String) {
     let frame = encode_response(0, &error(ErrorCode::Overloaded, message));
     let _ = stream.write_vectored_all(frame).await;
     let _ = stream.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advance_drops_written_bytes_across_chunks() {
+        let mut chunks = vec![
+            Bytes::from_static(b"abc"),
+            Bytes::from_static(b"de"),
+            Bytes::from_static(b"fgh"),
+        ];
+        advance(&mut chunks, 4);
+        assert_eq!(
+            chunks,
+            vec![Bytes::from_static(b"e"), Bytes::from_static(b"fgh")]
+        );
+        advance(&mut chunks, 1);
+        assert_eq!(chunks, vec![Bytes::from_static(b"fgh")]);
+        advance(&mut chunks, 3);
+        assert!(chunks.is_empty());
+    }
+
+    #[test]
+    fn pending_hellos_evict_the_oldest_once() {
+        let pending = PendingHellos::default();
+        let first = pending.register();
+        let second = pending.register();
+        assert!(pending.evict_oldest());
+        assert!(first.evicted.is_raised() && !second.evicted.is_raised());
+        assert!(!pending.remove(first.id), "evicted entries are gone");
+        assert!(pending.remove(second.id));
+        assert!(!pending.evict_oldest());
+    }
 }

@@ -8,6 +8,12 @@ use std::time::Instant;
 pub struct ServerCounters {
     /// Open connections (also enforces `connections_max`).
     pub connections: AtomicU64,
+    /// Open connections that have not completed HELLO (enforces
+    /// `connections_unauthenticated_max`).
+    pub connections_unauthenticated: AtomicU64,
+    /// Response bytes not yet written, with what running requests hold and may produce, over
+    /// every connection (enforces `unwritten_bytes_total_max`).
+    pub unwritten_bytes: AtomicU64,
     /// Requests received after HELLO.
     pub requests: AtomicU64,
     /// ERROR responses sent.
@@ -19,6 +25,8 @@ impl Default for ServerCounters {
     fn default() -> Self {
         ServerCounters {
             connections: AtomicU64::new(0),
+            connections_unauthenticated: AtomicU64::new(0),
+            unwritten_bytes: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             started: Instant::now(),

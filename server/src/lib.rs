@@ -50,10 +50,10 @@ impl Server {
             .with_context(|| format!("listening on {}", config.listen))?;
         let local_addr = listeners[0].local_addr()?;
         let counters = Arc::new(ServerCounters::default());
-        let token: Option<Arc<[u8]>> = config
+        let token_digest = config
             .token
             .as_ref()
-            .map(|token| Arc::from(token.as_bytes()));
+            .map(|token| connection::token_digest(token.as_bytes()));
         let mut server = Server {
             local_addr,
             engine: engine.clone(),
@@ -62,7 +62,8 @@ impl Server {
             stopped: false,
         };
         for (index, listener) in listeners.into_iter().enumerate() {
-            let (stop, shutdown) = flume::bounded(1);
+            // Two messages: stop (drain), then hurry (close now).
+            let (stop, shutdown) = flume::bounded(2);
             let settings = network_core::CoreSettings {
                 index,
                 cpu: config.network_core_cpus.as_ref().map(|cpus| cpus[index]),
@@ -70,8 +71,9 @@ impl Server {
                 engine: engine.clone(),
                 counters: counters.clone(),
                 payload_cache_bytes: config.payload_cache_bytes_per_core,
-                token: token.clone(),
+                token_digest,
                 limits: config.limits,
+                drain_timeout: config.drain_timeout,
                 shutdown,
             };
             server.stop_cores.push(stop);
@@ -105,19 +107,28 @@ impl Server {
         &self.engine
     }
 
-    /// Graceful stop: cores stop accepting and reading, answer what is in flight and close
-    /// their connections; then the engine finishes its queues, syncs and closes.
+    /// A handle that cuts a graceful stop short from another thread (a second signal).
+    pub fn hurry_handle(&self) -> HurryHandle {
+        HurryHandle {
+            cores: self.stop_cores.clone(),
+        }
+    }
+
+    /// Graceful stop: cores stop accepting and reading, answer and write what is in flight
+    /// for at most `drain_timeout`, then close their connections hard; then the engine
+    /// finishes its queues, syncs and closes.
     pub fn stop(&mut self) {
         if self.stopped {
             return;
         }
         self.stopped = true;
-        for stop in self.stop_cores.drain(..) {
-            let _ = stop.send(());
+        for stop in &self.stop_cores {
+            let _ = stop.try_send(());
         }
         for core in self.cores.drain(..) {
             let _ = core.join();
         }
+        self.stop_cores.clear();
         self.engine.shutdown();
         tracing::info!("ctxstore server stopped");
     }
@@ -139,6 +150,23 @@ impl Drop for Server {
             stopped: std::mem::replace(&mut self.stopped, true),
         };
         let _ = std::thread::spawn(move || server.stop()).join();
+    }
+}
+
+/// Cuts a graceful stop short: every connection is closed now, written or not; the engine
+/// still finishes its queues and syncs.
+#[derive(Clone, Debug)]
+pub struct HurryHandle {
+    cores: Vec<flume::Sender<()>>,
+}
+
+impl HurryHandle {
+    pub fn hurry(&self) {
+        for core in &self.cores {
+            // A core that has not been told to stop yet gets both messages: stop, then hurry.
+            let _ = core.try_send(());
+            let _ = core.try_send(());
+        }
     }
 }
 

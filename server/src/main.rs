@@ -13,8 +13,10 @@ use ctxstore_server::{Server, ServerConfig, parse_duration};
 
 /// ctxstore: durable context storage for AI agents, over a binary protocol.
 ///
-/// With no command, serves the store in --data on --listen until SIGINT or SIGTERM (then it
-/// stops accepting, answers what is in flight, syncs, and exits 0).
+/// With no command, serves the store in --data on --listen until SIGINT or SIGTERM: then it
+/// stops accepting, answers and writes what is in flight for at most --drain-timeout, closes
+/// the remaining connections, syncs, and exits 0. A second signal closes them at once (the
+/// store still syncs) and exits 130.
 ///
 /// Examples:
 ///   ctxstore-server                                   # ./ctxstore-data on 127.0.0.1:7411
@@ -84,12 +86,40 @@ struct ServeArgs {
     /// Largest payload of one turn, in bytes (at most the frame size minus 48 bytes).
     #[arg(long, default_value_t = 16 * 1024 * 1024 - 64)]
     blob_bytes_max: u32,
-    /// Requests of one connection processed at once; beyond it the server stops reading it.
+    /// Requests of one connection in flight (read, and not yet answered and written); at it the
+    /// server stops reading that connection.
     #[arg(long, default_value_t = 1024)]
     requests_in_flight_max: u32,
-    /// Open connections; more are answered OVERLOADED and closed.
+    /// Open connections; more are answered OVERLOADED and closed (a connection still without
+    /// HELLO is closed to make room first).
     #[arg(long, default_value_t = 1024)]
     connections_max: u32,
+    /// Connections that have not completed HELLO (default: a quarter of --connections-max).
+    /// Past it, each new connection closes the oldest of them (OVERLOADED), so that silent
+    /// connections cannot lock authenticated clients out.
+    #[arg(long)]
+    connections_unauthenticated_max: Option<u32>,
+    /// A connection must complete HELLO within this long of being accepted, or it is closed.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    hello_timeout: Duration,
+    /// Response bytes one connection may hold unwritten (its peer not reading), with what its
+    /// running requests hold and may still produce; past it the server stops reading that
+    /// connection.
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    unwritten_bytes_max: u64,
+    /// Response bytes all connections together may hold unwritten. Past it, a connection
+    /// starts a new request only once everything it was answered is written: clients that
+    /// read are still served, those that do not wait.
+    #[arg(long, default_value_t = 1024 * 1024 * 1024)]
+    unwritten_bytes_total_max: u64,
+    /// At SIGINT/SIGTERM, how long connections get to answer and write what is in flight
+    /// before they are closed hard.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    drain_timeout: Duration,
+    /// File-mode creation mask (octal) for the store's directory and files: 077 makes them
+    /// 0700 and 0600 (only the server's user may read the data).
+    #[arg(long, default_value = "077", value_parser = parse_umask)]
+    umask: u32,
     /// Turns one read (GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH, GET_CHAIN) may return.
     #[arg(long, default_value_t = 10_000)]
     read_turns_max: u32,
@@ -154,7 +184,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Verify { data }) => verify(&data),
-        None => serve(cli.serve).map(|()| ExitCode::SUCCESS),
+        None => serve(cli.serve),
     };
     match result {
         Ok(code) => code,
@@ -187,7 +217,10 @@ fn verify(data: &std::path::Path) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn serve(args: ServeArgs) -> anyhow::Result<()> {
+fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    // Before anything is created: the data may be private (conversations, tool output).
+    rustix::process::umask(rustix::fs::Mode::from_bits_truncate(args.umask));
+    warn_if_more_open_than_umask(&args.data, args.umask);
     let config = config(args)?;
     raise_open_files_limit(config.limits.connections_max);
     let signals = signal_hook::iterator::Signals::new([
@@ -195,29 +228,50 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         signal_hook::consts::SIGTERM,
     ])
     .context("installing signal handlers")?;
+    let drain_timeout = config.drain_timeout;
     let mut server = Server::start(config)?;
-    let handle = signals.handle();
+    let hurry = server.hurry_handle();
+    let second_signal = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut signals = signals;
     if let Some(signal) = signals.forever().next() {
         tracing::info!(
             signal,
-            "shutting down: no new connections, finishing in-flight requests"
+            ?drain_timeout,
+            "shutting down: no new connections, answering and writing what is in flight"
         );
     }
-    handle.close();
-    // A second signal while draining stops at once (the store recovers at the next start).
-    std::thread::spawn(|| {
-        if let Ok(mut again) = signal_hook::iterator::Signals::new([
-            signal_hook::consts::SIGINT,
-            signal_hook::consts::SIGTERM,
-        ]) && again.forever().next().is_some()
-        {
-            eprintln!("ctxstore-server: second signal, exiting without draining");
+    // A second signal while draining closes every connection at once; the engine still
+    // finishes its queues and syncs. A third exits without waiting for anything (recovery
+    // at the next start handles whatever was not synced; nothing acknowledged is lost).
+    let handle = signals.handle();
+    let flag = second_signal.clone();
+    std::thread::spawn(move || {
+        let mut more = signals.forever();
+        if more.next().is_some() {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            eprintln!("ctxstore-server: second signal, closing every connection now");
+            hurry.hurry();
+        }
+        if more.next().is_some() {
+            eprintln!("ctxstore-server: third signal, exiting without waiting");
             std::process::exit(130);
         }
     });
     server.stop();
-    Ok(())
+    handle.close();
+    Ok(if second_signal.load(std::sync::atomic::Ordering::SeqCst) {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Parses an octal umask such as `077` or `0027`.
+fn parse_umask(text: &str) -> Result<u32, String> {
+    match u32::from_str_radix(text.trim(), 8) {
+        Ok(mask) if mask <= 0o777 => Ok(mask),
+        _ => Err(format!("{text:?} is not an octal umask like 077 or 027")),
+    }
 }
 
 /// File descriptors the server needs besides one per connection and one per pack: the
@@ -246,6 +300,7 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     let mut config = ServerConfig::new(&args.data);
     config.listen = args.listen;
     if let Some(path) = &args.token_file {
+        warn_if_readable_by_others(path);
         let token = std::fs::read_to_string(path)
             .with_context(|| format!("reading the token file {}", path.display()))?;
         let token = token.trim().to_string();
@@ -287,10 +342,51 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.limits.frame_bytes_max = args.frame_bytes_max;
     config.limits.requests_in_flight_max = args.requests_in_flight_max;
     config.limits.connections_max = args.connections_max;
+    config.limits.connections_unauthenticated_max = args
+        .connections_unauthenticated_max
+        .unwrap_or((args.connections_max / 4).max(1));
+    config.limits.hello_timeout = args.hello_timeout;
+    config.limits.unwritten_bytes_max = args.unwritten_bytes_max;
+    config.limits.unwritten_bytes_total_max = args.unwritten_bytes_total_max;
+    config.drain_timeout = args.drain_timeout;
     config.limits.has_blobs_max = args.has_blobs_max;
     config.limits.idle_timeout = args.idle_timeout;
     config.limits.frame_timeout = args.frame_timeout;
     config.ready_file = args.ready_file;
     config.payload_cache_bytes_per_core = args.payload_cache_bytes;
     Ok(config)
+}
+
+/// The token is a password: say so when others than the server's user may read its file.
+fn warn_if_readable_by_others(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(metadata) = std::fs::metadata(path) {
+        let mode = metadata.permissions().mode();
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                path = %path.display(),
+                mode = format_args!("{:o}", mode & 0o777),
+                "the token file is readable or writable by group or others; chmod 600 it"
+            );
+        }
+    }
+}
+
+/// A store created before `--umask` (0755, files 0644) stays as open as it was: say so, once,
+/// at start. Only bits the mask would have removed count, so `--umask 027` accepts a
+/// group-readable store.
+fn warn_if_more_open_than_umask(data: &std::path::Path, umask: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(metadata) = std::fs::metadata(data) {
+        let mode = metadata.permissions().mode() & 0o777;
+        if mode & umask != 0 {
+            tracing::warn!(
+                data = %data.display(),
+                mode = format_args!("{mode:o}"),
+                umask = format_args!("{umask:03o}"),
+                "the data directory is more open than --umask allows (files created before \
+                 keep their modes); chmod -R go-rwx it to make the store private"
+            );
+        }
+    }
 }

@@ -14,7 +14,7 @@ use compio::net::TcpListener;
 use ctxstore_engine::Engine;
 
 use crate::config::ServerLimits;
-use crate::connection::{self, CoreContext};
+use crate::connection::{self, CoreContext, PendingHellos};
 use crate::counters::ServerCounters;
 use crate::dispatch::Dispatcher;
 use crate::local::{Either, LocalFlag, LocalNotify, race};
@@ -29,9 +29,13 @@ pub struct CoreSettings {
     pub counters: Arc<ServerCounters>,
     /// This core's payload cache budget (0: no cache).
     pub payload_cache_bytes: u64,
-    pub token: Option<Arc<[u8]>>,
+    /// BLAKE3 of the token clients must present.
+    pub token_digest: Option<[u8; 32]>,
     pub limits: ServerLimits,
-    /// Closed (all senders dropped) or sent to: stop accepting, finish, exit.
+    /// How long connections get to answer and write what is in flight once shutdown began.
+    pub drain_timeout: Duration,
+    /// The first message (or all senders dropped): stop accepting, drain, exit. A second
+    /// message: close every connection now.
     pub shutdown: flume::Receiver<()>,
 }
 
@@ -70,11 +74,19 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
         }
     };
     let shutdown = LocalFlag::new();
-    let flag = shutdown.clone();
+    let hard_stop = LocalFlag::new();
+    let (flag, hard_flag) = (shutdown.clone(), hard_stop.clone());
     let signal = settings.shutdown;
+    let drain_timeout = settings.drain_timeout;
     compio::runtime::spawn(async move {
-        let _ = signal.recv_async().await;
+        let first = signal.recv_async().await;
         flag.raise();
+        // Connections get drain_timeout to write what is in flight; a second message (a second
+        // signal), or the server handle gone, cuts it short.
+        if first.is_ok() {
+            let _ = race(signal.recv_async(), compio::time::sleep(drain_timeout)).await;
+        }
+        hard_flag.raise();
     })
     .detach();
     let core = Rc::new(CoreContext {
@@ -84,10 +96,12 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
             counters: settings.counters,
             payload_cache: RefCell::new(PayloadCache::new(settings.payload_cache_bytes)),
         },
-        token: settings.token,
+        token_digest: settings.token_digest,
         limits: settings.limits,
         shutdown: shutdown.clone(),
+        hard_stop,
         server_name: format!("ctxstore {}", env!("CARGO_PKG_VERSION")),
+        pending_hellos: PendingHellos::default(),
     });
     let open = Rc::new(Cell::new(0usize));
     let closed = Rc::new(LocalNotify::default());
@@ -108,21 +122,54 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
             }
         };
         let counters = &core.dispatcher.counters;
+        let limits = &core.limits;
         let open_now = counters.connections.fetch_add(1, Ordering::AcqRel) + 1;
-        if open_now > u64::from(core.limits.connections_max) {
-            counters.connections.fetch_sub(1, Ordering::AcqRel);
-            let message = format!(
-                "the server holds its maximum of {} connections",
-                core.limits.connections_max
-            );
-            tracing::warn!(%peer, "refusing a connection: {message}");
-            compio::runtime::spawn(connection::refuse(stream, message)).detach();
-            continue;
+        let unauthenticated_now = counters
+            .connections_unauthenticated
+            .fetch_add(1, Ordering::AcqRel)
+            + 1;
+        if open_now > u64::from(limits.connections_max)
+            || unauthenticated_now
+                > u64::from(
+                    limits
+                        .connections_unauthenticated_max
+                        .min(limits.connections_max),
+                )
+        {
+            // Connections still without HELLO are the cheapest to lose: the oldest of this
+            // core's makes room (and hands its unauthenticated count to the newcomer), so
+            // that a flood of silent connections cannot lock real clients out.
+            if core.pending_hellos.evict_oldest() {
+                counters
+                    .connections_unauthenticated
+                    .fetch_sub(1, Ordering::AcqRel);
+                tracing::debug!(%peer, "too many connections without HELLO: closed the oldest");
+            } else {
+                counters.connections.fetch_sub(1, Ordering::AcqRel);
+                counters
+                    .connections_unauthenticated
+                    .fetch_sub(1, Ordering::AcqRel);
+                let message = if open_now > u64::from(limits.connections_max) {
+                    format!(
+                        "the server holds its maximum of {} connections",
+                        limits.connections_max
+                    )
+                } else {
+                    format!(
+                        "the server holds its maximum of {} connections waiting for HELLO",
+                        limits.connections_unauthenticated_max
+                    )
+                };
+                tracing::warn!(%peer, "refusing a connection: {message}");
+                compio::runtime::spawn(connection::refuse(stream, message)).detach();
+                continue;
+            }
         }
+        let ticket = core.pending_hellos.register();
         open.set(open.get() + 1);
         let (core, open, closed) = (core.clone(), open.clone(), closed.clone());
         compio::runtime::spawn(async move {
-            connection::serve(stream, peer, core.clone()).await;
+            connection::serve(stream, peer, core.clone(), ticket).await;
             core.dispatcher
                 .counters
                 .connections

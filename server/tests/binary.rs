@@ -1,5 +1,6 @@
-//! The `ctxstore-server` binary: graceful stop on SIGTERM, `verify`, refusing to listen in
-//! public without a token.
+//! The `ctxstore-server` binary: graceful stop on SIGTERM (with a drain deadline), `verify`
+//! (on read-only copies too), refusing to listen in public without a token or with one the
+//! protocol cannot carry, private files.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -8,6 +9,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ctxstore_client::{ClientConfig, blocking};
+
+mod common;
+use common::{
+    Raw, ServerProcess, connect_with_small_receive_buffer, get_blob_frames, incompressible,
+    write_from_thread,
+};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
 
@@ -301,7 +308,7 @@ fn limits_and_group_commit_settings_are_flags() {
     assert!(child.wait().unwrap().success());
 
     for (bad, named) in [
-        ("--response-bytes-max=1", "response_bytes_max"),
+        ("--response-bytes-max=1", "--response-bytes-max"),
         ("--shard-batch-records-max=0", "shard_batch_records_max"),
         ("--queue-depth-max=0", "queue_depth_max"),
         (
@@ -318,4 +325,319 @@ fn limits_and_group_commit_settings_are_flags() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(named), "{bad}: {stderr}");
     }
+}
+
+/// A client that stored a 3 MiB payload and pipelines GET_BLOB of it without ever reading:
+/// returns once the server has stopped taking its requests (it holds unwritten responses).
+fn stuck_client(addr: std::net::SocketAddr) -> (std::net::TcpStream, std::thread::JoinHandle<()>) {
+    let client = blocking::Client::connect(ClientConfig::new(addr.to_string())).unwrap();
+    let context = client.create_context().unwrap().context_id;
+    let hash = client
+        .append(context, None, 0, 0, incompressible(3 << 20, 11))
+        .unwrap()
+        .turn
+        .payload_hash;
+    let stream = connect_with_small_receive_buffer(addr);
+    let mut raw = Raw::from_stream(stream.try_clone().unwrap());
+    assert!(matches!(
+        raw.hello(b""),
+        ctxstore_protocol::Response::Hello { .. }
+    ));
+    let (_, writer) = write_from_thread(
+        stream.try_clone().unwrap(),
+        get_blob_frames(hash.0, 2, 2000),
+    );
+    // Until the server stops taking requests (each STATS counts itself once).
+    let mut last = client.stats().unwrap().requests_total;
+    let mut still_since = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while still_since.elapsed() < Duration::from_secs(1) {
+        assert!(Instant::now() < deadline, "the server kept taking requests");
+        std::thread::sleep(Duration::from_millis(100));
+        let now = client.stats().unwrap().requests_total;
+        if now != last + 1 {
+            still_since = Instant::now();
+        }
+        last = now;
+    }
+    (stream, writer)
+}
+
+fn verify_ok(data: &Path) {
+    let output = Command::new(SERVER)
+        .arg("verify")
+        .arg("--data")
+        .arg(data)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("verdict   OK"), "{stdout}");
+}
+
+/// SIGTERM while a client holds unread responses: the server gives the writer
+/// --drain-timeout, closes the connection hard, syncs and exits 0 — it used to wait for the
+/// client forever (6 min 39 s observed), holding the store's lock.
+#[test]
+fn sigterm_with_a_client_that_never_reads_exits_after_the_drain_timeout() {
+    let drain = Duration::from_secs(2);
+    let mut server = ServerProcess::start(&["--drain-timeout", "2s"]);
+    let (_stuck, _writer) = stuck_client(server.addr);
+    let started = Instant::now();
+    server.signal("TERM");
+    // Generous: the bound is the drain timeout; the margin is for a slow machine.
+    let status = server
+        .wait_exit(drain + Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("still running 32 s after SIGTERM\n{}", server.log()));
+    let took = started.elapsed();
+    eprintln!("SIGTERM with a stuck client: exited {took:?} after the signal (--drain-timeout 2s)");
+    assert!(status.success(), "{status:?}\n{}", server.log());
+    assert!(took >= drain, "it did not wait for the writer: {took:?}");
+    assert!(
+        server.log().contains("responses unwritten"),
+        "{}",
+        server.log()
+    );
+    // The lock is released and the store is whole.
+    verify_ok(&server.dir.path().join("data"));
+}
+
+/// A second signal while draining closes every connection at once; the engine still syncs,
+/// and the exit code (130) says the drain was cut short.
+#[test]
+fn a_second_signal_stops_draining_at_once_and_still_syncs() {
+    let mut server = ServerProcess::start(&["--drain-timeout", "10m"]);
+    let client = blocking::Client::connect(ClientConfig::new(server.addr.to_string())).unwrap();
+    let context = client.create_context().unwrap().context_id;
+    let mut acked = Vec::new();
+    for index in 0..20u64 {
+        let payload = Bytes::from(format!("turn {index}"));
+        acked.push(
+            client
+                .append(context, None, 0, 0, payload)
+                .unwrap()
+                .turn
+                .turn_id,
+        );
+    }
+    let (_stuck, _writer) = stuck_client(server.addr);
+    server.signal("TERM");
+    // Draining: the stuck client holds it up (its drain timeout is 10 minutes).
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "exited before the drain ended"
+    );
+    server.signal("INT");
+    let status = server
+        .wait_exit(Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("still running 30 s after a second signal\n{}", server.log()));
+    assert_eq!(status.code(), Some(130), "{}", server.log());
+    let data = server.dir.path().join("data");
+    verify_ok(&data);
+    let (mut child, addr) = spawn_server(server.dir.path(), &[]);
+    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
+    let stored: Vec<u64> = client
+        .last(context, 100, false)
+        .unwrap()
+        .turns
+        .iter()
+        .map(|turn| turn.turn_id)
+        .collect();
+    assert_eq!(stored, acked);
+    signal(&child, "TERM");
+    assert!(child.wait().unwrap().success());
+}
+
+/// A token the protocol cannot carry (HELLO holds at most 1,024 bytes) is refused at start,
+/// naming the flag; the longest one that fits works.
+#[test]
+fn a_token_longer_than_hello_carries_is_refused_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t".repeat(1025)).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let output = Command::new(SERVER)
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .args(["--listen", "127.0.0.1:0", "--token-file"])
+        .arg(&token)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--token-file") && stderr.contains("1025 bytes") && stderr.contains("1024"),
+        "{stderr}"
+    );
+
+    let longest = "t".repeat(1024);
+    std::fs::write(&token, &longest).unwrap();
+    let token_flag = token.to_str().unwrap();
+    let (child, addr) = spawn_server(dir.path(), &["--token-file", token_flag]);
+    let config = ClientConfig::new(addr).with_token(Some(longest));
+    blocking::Client::connect(config).unwrap().ping(1).unwrap();
+    signal(&child, "TERM");
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    assert!(
+        !String::from_utf8_lossy(&output.stderr).contains("chmod 600"),
+        "a 0600 token file is not warned about"
+    );
+}
+
+/// The store's directory is 0700 and its files 0600 (the default --umask 077): agents'
+/// conversations are private to the server's user. A token file others may read is warned
+/// about.
+#[test]
+fn the_store_is_private_and_a_readable_token_file_is_warned_about() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (child, addr) = spawn_server(dir.path(), &["--token-file", token.to_str().unwrap()]);
+    let client =
+        blocking::Client::connect(ClientConfig::new(addr).with_token(Some("s3cret".into())))
+            .unwrap();
+    let context = client.create_context().unwrap().context_id;
+    client
+        .append(context, None, 0, 0, Bytes::from_static(b"private"))
+        .unwrap();
+    signal(&child, "TERM");
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains("more open than --umask"),
+        "a store it made itself: {stderr}"
+    );
+    assert!(
+        stderr.contains("token file") && stderr.contains("chmod 600"),
+        "{stderr}"
+    );
+
+    fn modes(path: &Path, found: &mut Vec<(std::path::PathBuf, u32)>) {
+        let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        found.push((path.to_path_buf(), mode));
+        if path.is_dir() {
+            for entry in std::fs::read_dir(path).unwrap() {
+                modes(&entry.unwrap().path(), found);
+            }
+        }
+    }
+    let check = |data: &Path, dir_mode: u32, file_mode: u32| {
+        let mut found = Vec::new();
+        modes(data, &mut found);
+        assert!(found.len() > 4, "{found:?}");
+        for (path, mode) in found {
+            let expected = if path.is_dir() { dir_mode } else { file_mode };
+            assert_eq!(mode, expected, "{} is {mode:o}", path.display());
+        }
+    };
+    check(&dir.path().join("data"), 0o700, 0o600);
+
+    // The mask is a flag: a group may read with 027.
+    let other = tempfile::tempdir().unwrap();
+    let (mut child, _) = spawn_server(other.path(), &["--umask", "027"]);
+    signal(&child, "TERM");
+    assert!(child.wait().unwrap().success());
+    check(&other.path().join("data"), 0o750, 0o640);
+
+    // A store made more open before (an older version made 0755) is warned about.
+    let older = tempfile::tempdir().unwrap();
+    std::fs::create_dir(older.path().join("data")).unwrap();
+    std::fs::set_permissions(
+        older.path().join("data"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let (child, _) = spawn_server(older.path(), &[]);
+    signal(&child, "TERM");
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("more open than --umask"), "{stderr}");
+}
+
+/// `verify` opens nothing for writing: it checks a read-only copy of a store (a backup on
+/// read-only media), and still refuses a store a server is running on.
+#[test]
+fn verify_runs_on_a_read_only_copy_and_not_beside_a_server() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr) = spawn_server(dir.path(), &[]);
+    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
+    let context = client.create_context().unwrap().context_id;
+    for index in 0..10 {
+        client
+            .append(context, None, 0, 0, Bytes::from(format!("turn {index}")))
+            .unwrap();
+    }
+    let output = Command::new(SERVER)
+        .arg("verify")
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("locked by another process"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    signal(&child, "TERM");
+    assert!(child.wait().unwrap().success());
+
+    // A read-only copy: no write permission anywhere. Root ignores permissions, so then the
+    // check runs as `nobody` (which may read the copy but write nothing).
+    let copy = dir.path().join("read-only");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(dir.path().join("data"))
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = Command::new("chmod")
+        .args(["-R", "a+rX,a-w"])
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = Command::new("chmod")
+        .arg("755")
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    let mut verify = if root {
+        let mut command = Command::new("setpriv");
+        command.args(["--reuid=65534", "--regid=65534", "--clear-groups", SERVER]);
+        command
+    } else {
+        Command::new(SERVER)
+    };
+    let output = match verify.arg("verify").arg("--data").arg(&copy).output() {
+        Ok(output) => output,
+        Err(error) if root => {
+            eprintln!("skipping the read-only check: running as root without setpriv ({error})");
+            return;
+        }
+        Err(error) => panic!("{error}"),
+    };
+    let _ = Command::new("chmod")
+        .args(["-R", "u+w"])
+        .arg(&copy)
+        .status();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("turns     10"), "{stdout}");
+    assert!(stdout.contains("verdict   OK"), "{stdout}");
 }

@@ -408,7 +408,8 @@ fn a_storm_of_bad_clients_does_not_disturb_a_good_one() {
                                 client_name: "storm".into(),
                             },
                             &mut bytes,
-                        );
+                        )
+                        .unwrap();
                         bytes.extend_from_slice(
                             &FrameHeader {
                                 len: u32::MAX,
@@ -458,4 +459,371 @@ fn a_storm_of_bad_clients_does_not_disturb_a_good_one() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A client stores a 3 MiB payload, then pipelines thousands of GET_BLOB of it through a 4 KiB
+/// receive buffer and never reads. The server answers until the connection holds
+/// `--unwritten-bytes-max` (64 MiB) unwritten, then stops reading it: its peak RSS stays
+/// bounded (before, it grew by 3 MiB per request, to gigabytes), and other clients are served.
+#[test]
+fn a_client_that_never_reads_holds_bounded_memory() {
+    const PAYLOAD_BYTES: usize = 3 << 20;
+    const REQUESTS: u64 = 10_000;
+    let server = ServerProcess::start(&["--network-cores", "2"]);
+    let addr = server.addr;
+    let mut witness = Witness::new(addr);
+    witness.still_works();
+    let payload = incompressible(PAYLOAD_BYTES, 7);
+    let hash = witness
+        .runtime
+        .block_on(
+            witness
+                .client
+                .append(witness.context, None, 0, 0, payload.clone()),
+        )
+        .unwrap()
+        .turn
+        .payload_hash;
+    witness.turns += 1;
+    let baseline_kib = proc_status_kib(server.pid(), "VmHWM");
+
+    let stream = connect_with_small_receive_buffer(addr);
+    let mut raw = Raw::from_stream(stream.try_clone().unwrap());
+    assert!(matches!(raw.hello(b""), Response::Hello { .. }));
+    let frames = get_blob_frames(hash.0, 2, REQUESTS);
+    let requests_before = witness
+        .runtime
+        .block_on(witness.client.stats())
+        .unwrap()
+        .requests_total;
+    let (_written, writer) = write_from_thread(stream, frames);
+    // The server stops taking requests once the connection holds its limit: the count of
+    // requests it has taken stops moving. The deadline only keeps a broken server from
+    // hanging the test.
+    let taken = std::sync::atomic::AtomicU64::new(0);
+    // Each STATS counts itself: take them out.
+    let polls = std::cell::Cell::new(0u64);
+    let stats = || {
+        let total = witness.runtime.block_on(witness.client.stats()).unwrap();
+        polls.set(polls.get() + 1);
+        total.requests_total - requests_before - polls.get()
+    };
+    let started = std::time::Instant::now();
+    let mut still_since = std::time::Instant::now();
+    while still_since.elapsed() < Duration::from_secs(2) {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the server kept taking requests"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        let now = stats();
+        if now != taken.swap(now, std::sync::atomic::Ordering::Relaxed) {
+            still_since = std::time::Instant::now();
+        }
+    }
+    let taken = taken.into_inner();
+    assert!(
+        taken < REQUESTS / 10,
+        "the server took {taken} of {REQUESTS} requests from a client that reads nothing"
+    );
+    let peak_kib = proc_status_kib(server.pid(), "VmHWM");
+    let grown_mib = (peak_kib.saturating_sub(baseline_kib)) / 1024;
+    eprintln!(
+        "unread pipeline: baseline peak RSS {} MiB, peak RSS {} MiB (+{grown_mib} MiB); the \
+         server took {taken} of {REQUESTS} requests, then stopped reading",
+        baseline_kib / 1024,
+        peak_kib / 1024,
+    );
+    // 64 MiB of unwritten responses plus one in the making, the read buffer and allocator
+    // slack; without the bound this is gigabytes.
+    assert!(
+        grown_mib < 192,
+        "server peak RSS grew by {grown_mib} MiB under an unread pipeline"
+    );
+    // Other clients are served meanwhile.
+    witness.still_works();
+
+    // The responses are all there when the client reads at last, in full and correct.
+    for _ in 0..3 {
+        let (req_id, response) = raw.receive().expect("a queued response");
+        assert!((2..2 + REQUESTS).contains(&req_id));
+        match response {
+            Response::Blob(blob) => assert_eq!(blob.data, payload),
+            other => panic!("expected BLOB, got {other:?}"),
+        }
+    }
+    drop(raw);
+    let _ = writer.join();
+    witness.still_works();
+}
+
+/// 1,100 connections that never send HELLO: the oldest make room for newcomers (only a
+/// quarter of --connections-max may wait for HELLO), so a real client is still admitted and
+/// served; and the HELLO deadline closes the silent ones.
+#[test]
+fn a_flood_of_silent_connections_does_not_lock_out_a_real_client() {
+    const SILENT: usize = 1_100;
+    // The test process holds both ends of every connection.
+    let open_files = rlimit::increase_nofile_limit(u64::MAX).unwrap();
+    assert!(
+        open_files >= 3 * SILENT as u64,
+        "RLIMIT_NOFILE hard limit {open_files} is too low for this test"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.limits.hello_timeout = Duration::from_secs(3);
+    assert_eq!(config.limits.connections_max, 1024);
+    let server = start(config);
+    let addr = server.local_addr();
+
+    let mut silent: Vec<std::net::TcpStream> = Vec::with_capacity(SILENT);
+    for _ in 0..SILENT {
+        silent.push(std::net::TcpStream::connect(addr).unwrap());
+    }
+    let started = std::time::Instant::now();
+    let runtime = runtime();
+    let client = runtime.block_on(connect(addr));
+    let context = runtime
+        .block_on(client.create_context())
+        .unwrap()
+        .context_id;
+    runtime
+        .block_on(client.append(context, None, 0, 0, Bytes::from_static(b"served")))
+        .unwrap();
+    let page = runtime.block_on(client.last(context, 1, true)).unwrap();
+    assert_eq!(page.turns[0].payload.as_deref(), Some(&b"served"[..]));
+    eprintln!(
+        "HELLO flood: a real client connected and was served {:?} after {SILENT} silent \
+         connections were opened",
+        started.elapsed()
+    );
+
+    // The first silent connections were closed to make room: OVERLOADED, then EOF.
+    let mut oldest = Raw::from_stream(silent.remove(0));
+    oldest
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let (req_id, response) = oldest.receive().expect("an error before the close");
+    assert_eq!(
+        (req_id, error_code(&response)),
+        (0, Some(ErrorCode::Overloaded))
+    );
+    assert!(oldest.closed());
+
+    // The newest were not evicted: the HELLO deadline closes them (UNAUTHORIZED).
+    let mut newest = Raw::from_stream(silent.pop().unwrap());
+    newest
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let (_, response) = newest.receive().expect("an error before the close");
+    assert_eq!(error_code(&response), Some(ErrorCode::Unauthorized));
+    assert!(newest.closed());
+
+    // Every silent connection goes; the real client stays. The deadline only keeps a broken
+    // server from hanging the test.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let stats = runtime.block_on(client.stats()).unwrap();
+        if stats.connections == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} connections linger",
+            stats.connections
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    runtime.block_on(client.ping(9)).unwrap();
+}
+
+/// HAS_BLOBS over the server's has_blobs_max is a well-formed frame: TOO_LARGE, and the
+/// connection stays open (protocol.md, error codes).
+#[test]
+fn has_blobs_over_the_limit_is_too_large_and_the_connection_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.limits.has_blobs_max = 4;
+    let server = start(config);
+    let mut raw = Raw::connect(server.local_addr());
+    raw.hello(b"");
+    let hashes = vec![ctxstore_protocol::Hash32([1; 32]); 5];
+    raw.send(2, &Request::HasBlobs { hashes });
+    let (req_id, response) = raw.receive().unwrap();
+    assert_eq!(
+        (req_id, error_code(&response)),
+        (2, Some(ErrorCode::TooLarge))
+    );
+    let hashes = vec![ctxstore_protocol::Hash32([1; 32]); 4];
+    raw.send(3, &Request::HasBlobs { hashes });
+    assert_eq!(
+        raw.receive().unwrap(),
+        (
+            3,
+            Response::HasBlobs {
+                present: vec![false; 4]
+            }
+        )
+    );
+}
+
+/// Stores a payload through `witness` and opens a connection that pipelines GET_BLOB of it
+/// without ever reading.
+fn unread_pipeline(
+    witness: &mut Witness,
+    addr: std::net::SocketAddr,
+    payload: &Bytes,
+    requests: u64,
+) -> (std::net::TcpStream, std::thread::JoinHandle<()>) {
+    let hash = witness
+        .runtime
+        .block_on(
+            witness
+                .client
+                .append(witness.context, None, 0, 0, payload.clone()),
+        )
+        .unwrap()
+        .turn
+        .payload_hash;
+    witness.turns += 1;
+    let stream = connect_with_small_receive_buffer(addr);
+    let mut raw = Raw::from_stream(stream.try_clone().unwrap());
+    assert!(matches!(raw.hello(b""), Response::Hello { .. }));
+    let (_, writer) = write_from_thread(
+        stream.try_clone().unwrap(),
+        get_blob_frames(hash.0, 2, requests),
+    );
+    (stream, writer)
+}
+
+/// Past the server-wide budget of unwritten bytes, connections that hold unwritten responses
+/// wait, and a client that reads its responses is still served.
+#[test]
+fn past_the_server_budget_clients_that_read_are_still_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.limits.unwritten_bytes_max = 1 << 20;
+    config.limits.unwritten_bytes_total_max = 2 << 20;
+    let server = start(config);
+    let addr = server.local_addr();
+    let mut witness = Witness::new(addr);
+    let payload = incompressible(256 << 10, 3);
+    // Enough stuck clients to fill the budget well past what the kernel's socket buffers
+    // absorb.
+    let stuck: Vec<_> = (0..6)
+        .map(|_| unread_pipeline(&mut witness, addr, &payload, 400))
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    for _ in 0..20 {
+        witness.still_works();
+        let blob = witness
+            .runtime
+            .block_on(witness.client.blob(ctxstore_client::BlobHash::of(&payload)))
+            .unwrap();
+        assert_eq!(blob, payload);
+    }
+    drop(stuck);
+}
+
+/// A connection whose peer reads none of its pending responses for idle_timeout is closed,
+/// and gives its memory back.
+#[test]
+fn a_peer_that_reads_nothing_is_closed_after_the_idle_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.limits.idle_timeout = Duration::from_secs(1);
+    let server = start(config);
+    let addr = server.local_addr();
+    let mut witness = Witness::new(addr);
+    let payload = incompressible(1 << 20, 5);
+    let (stuck, _writer) = unread_pipeline(&mut witness, addr, &payload, 200);
+    // The deadline only keeps a broken server from hanging the test.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let stats = witness.runtime.block_on(witness.client.stats()).unwrap();
+        if stats.connections == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stuck connection was never closed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    witness.still_works();
+    drop(stuck);
+}
+
+/// Requests that wait count their bodies too: appends of large payloads pipelined faster than
+/// the disk takes them hold at most `unwritten_bytes_max` of the server's memory per
+/// connection, not `requests_in_flight_max` payloads.
+#[test]
+fn waiting_appends_count_their_payloads() {
+    const PAYLOAD_BYTES: usize = 256 << 10;
+    let dir = tempfile::tempdir().unwrap();
+    let context = {
+        let server = start(config(dir.path()));
+        let runtime = runtime();
+        let client = runtime.block_on(connect(server.local_addr()));
+        runtime
+            .block_on(client.create_context())
+            .unwrap()
+            .context_id
+    };
+    // The same store, with group commits that wait a minute for more records: appends stay
+    // in flight for the whole test.
+    let mut config = config(dir.path());
+    config.limits.unwritten_bytes_max = 1 << 20;
+    config.engine.limits.batch_wait_us_max = 60_000_000;
+    config.drain_timeout = Duration::from_millis(500);
+    let server = start(config);
+    let addr = server.local_addr();
+    let runtime = runtime();
+    let observer = runtime.block_on(connect(addr));
+
+    let mut raw = Raw::connect(addr);
+    raw.hello(b"");
+    let mut frames = bytes::BytesMut::new();
+    for req_id in 2..52u64 {
+        let request = Request::AppendTurn {
+            context_id: context,
+            expected_head: None,
+            type_tag: 0,
+            codec: 0,
+            payload: incompressible(PAYLOAD_BYTES, req_id),
+        };
+        ctxstore_protocol::encode_request(req_id, &request, &mut frames).unwrap();
+    }
+    let (_, writer) = write_from_thread(raw.stream.try_clone().unwrap(), frames.to_vec());
+    // Until the server stops taking requests. Each STATS counts itself: take them out. The
+    // deadline only keeps a broken server from hanging the test.
+    let polls = std::cell::Cell::new(0u64);
+    let taken = || {
+        let total = runtime.block_on(observer.stats()).unwrap().requests_total;
+        polls.set(polls.get() + 1);
+        total - polls.get()
+    };
+    let mut last = taken();
+    let mut still_since = std::time::Instant::now();
+    let started = std::time::Instant::now();
+    while still_since.elapsed() < Duration::from_secs(1) {
+        assert!(started.elapsed() < Duration::from_secs(30), "never settled");
+        std::thread::sleep(Duration::from_millis(100));
+        let now = taken();
+        if now != last {
+            still_since = std::time::Instant::now();
+        }
+        last = now;
+    }
+    // 1 MiB holds four appends of 256 KiB (each with its largest answer); without counting
+    // the bodies the server would take all 50.
+    assert!(
+        (1..=5).contains(&last),
+        "the server took {last} appends of 256 KiB into 1 MiB"
+    );
+    drop(raw);
+    drop(server);
+    let _ = writer.join();
 }

@@ -49,6 +49,13 @@ pub struct Raw {
 }
 
 impl Raw {
+    pub fn from_stream(stream: TcpStream) -> Raw {
+        Raw {
+            stream,
+            buffer: BytesMut::new(),
+        }
+    }
+
     pub fn connect(addr: SocketAddr) -> Raw {
         let stream = TcpStream::connect(addr).unwrap();
         stream
@@ -66,7 +73,7 @@ impl Raw {
 
     pub fn send(&mut self, req_id: u64, request: &Request) {
         let mut bytes = BytesMut::new();
-        encode_request(req_id, request, &mut bytes);
+        encode_request(req_id, request, &mut bytes).unwrap();
         self.send_bytes(&bytes);
     }
 
@@ -120,5 +127,184 @@ pub fn error_code(response: &Response) -> Option<ctxstore_protocol::ErrorCode> {
     match response {
         Response::Error { code, .. } => Some(*code),
         _ => None,
+    }
+}
+
+/// Incompressible bytes (xorshift), so that a blob's stored size is its payload size.
+pub fn incompressible(len: usize, seed: u64) -> Bytes {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+/// A connection whose kernel receive buffer is as small as the kernel allows (about 4 KiB):
+/// a client that does not read then holds almost nothing of what the server sends.
+pub fn connect_with_small_receive_buffer(addr: SocketAddr) -> TcpStream {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    let stream: TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+}
+
+/// Frames that ask for the same blob `count` times, with req_ids `first_req_id..`.
+pub fn get_blob_frames(hash: [u8; 32], first_req_id: u64, count: u64) -> Vec<u8> {
+    let mut bytes = BytesMut::new();
+    for req_id in first_req_id..first_req_id + count {
+        let request = Request::GetBlob {
+            hash: ctxstore_protocol::Hash32(hash),
+            read_flags: 0,
+        };
+        encode_request(req_id, &request, &mut bytes).unwrap();
+    }
+    bytes.to_vec()
+}
+
+/// Writes `frames` from a thread until they are all written or the peer stops taking them;
+/// the counter shows how many bytes went out (it stops growing once the server stops
+/// reading).
+pub fn write_from_thread(
+    mut stream: TcpStream,
+    frames: Vec<u8>,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+    std::thread::JoinHandle<()>,
+) {
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = written.clone();
+    let thread = std::thread::spawn(move || {
+        for chunk in frames.chunks(4096) {
+            if stream.write_all(chunk).is_err() {
+                return;
+            }
+            counter.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    (written, thread)
+}
+
+/// Waits until `counter` has not moved for `quiet` (the writer is blocked: the server stopped
+/// reading), or `deadline` passes. Returns whether it went quiet.
+pub fn wait_until_still(
+    counter: &std::sync::atomic::AtomicU64,
+    quiet: Duration,
+    deadline: Duration,
+) -> bool {
+    let started = std::time::Instant::now();
+    let mut last = counter.load(std::sync::atomic::Ordering::Relaxed);
+    let mut since = std::time::Instant::now();
+    while started.elapsed() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = counter.load(std::sync::atomic::Ordering::Relaxed);
+        if now != last {
+            last = now;
+            since = std::time::Instant::now();
+        } else if since.elapsed() >= quiet {
+            return true;
+        }
+    }
+    false
+}
+
+/// A field of /proc/PID/status in KiB (VmRSS, VmHWM).
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// The `ctxstore-server` binary on a temp directory, killed when dropped. Its log goes to
+/// `server.log` in the directory.
+pub struct ServerProcess {
+    pub child: std::process::Child,
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+}
+
+impl ServerProcess {
+    pub fn start(flags: &[&str]) -> ServerProcess {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ctxstore-server"))
+            .arg("--data")
+            .arg(dir.path().join("data"))
+            .args(["--listen", "127.0.0.1:0", "--ready-file"])
+            .arg(&ready)
+            .args(flags)
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let addr = loop {
+            if let Ok(addr) = std::fs::read_to_string(&ready)
+                && addr.ends_with('\n')
+            {
+                break addr.trim().parse().unwrap();
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("server did not become ready");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        ServerProcess { child, addr, dir }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn signal(&self, name: &str) {
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit, at most `limit`; `None` if it is still running.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

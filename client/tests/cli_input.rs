@@ -1,0 +1,245 @@
+//! The `ctxstore` CLI on odd input: whatever it is given — arguments, files, server errors —
+//! it prints a result or an error and exits 0, 1 or 2; it never panics (exit 101). A token
+//! longer than HELLO carries used to panic in the protocol crate's encoder.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::ffi::OsStringExt;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+
+const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
+
+#[path = "../../testsupport/server_binary.rs"]
+mod server_binary;
+
+struct TestServer {
+    child: Child,
+    addr: String,
+    dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    fn start() -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let child = Command::new(server_binary::server_binary_beside(CLI))
+            .arg("--data")
+            .arg(dir.path().join("data"))
+            .args(["--listen", "127.0.0.1:0", "--ready-file"])
+            .arg(&ready)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = loop {
+            if let Ok(addr) = std::fs::read_to_string(&ready)
+                && addr.ends_with('\n')
+            {
+                break addr.trim().to_string();
+            }
+            assert!(Instant::now() < deadline, "server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        TestServer { child, addr, dir }
+    }
+
+    /// Runs the CLI against this server (unless the arguments name another `--addr`).
+    fn run(&self, args: &[OsString], stdin: &[u8]) -> Output {
+        let mut child = Command::new(CLI)
+            .env_remove("CTXSTORE_TOKEN")
+            .env("CTXSTORE_ADDR", &self.addr)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        // The CLI may exit without reading its input.
+        let _ = input.write_all(stdin);
+        drop(input);
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn os(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+/// Exit 0 (a result), 1 (an error) or 2 (a command line that does not parse); never a panic.
+fn assert_no_panic(args: &[OsString], output: &Output) -> i32 {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let code = output.status.code();
+    assert!(
+        matches!(code, Some(0..=2)) && !stderr.contains("panicked"),
+        "{args:?} exited {code:?}: {stderr}"
+    );
+    code.unwrap_or_default()
+}
+
+#[test]
+fn odd_arguments_get_errors_not_panics() {
+    let server = TestServer::start();
+    let long_token = "x".repeat(1025);
+    let long_utf8_token = "é".repeat(600);
+    let not_hex = "g".repeat(64);
+    let unicode_hash = "é".repeat(32);
+    let zero_hash = "0".repeat(64);
+    let missing = server.dir.path().join("missing");
+    let directory = server.dir.path().to_str().unwrap().to_string();
+    let big = server.dir.path().join("big");
+    // One byte over the server's default frame limit.
+    std::fs::write(&big, vec![7u8; (16 << 20) + 1]).unwrap();
+    let cases: Vec<(Vec<OsString>, i32, &str)> = vec![
+        (
+            os(&["--token", &long_token, "stats"]),
+            1,
+            "token is 1025 bytes",
+        ),
+        (
+            os(&["--token", &long_utf8_token, "stats"]),
+            1,
+            "token is 1200 bytes",
+        ),
+        (os(&["blob", "zz"]), 1, "64 hex digits"),
+        (os(&["blob", &not_hex]), 1, "64 hex digits"),
+        (os(&["blob", &unicode_hash]), 1, "64 hex digits"),
+        (os(&["blob", &zero_hash]), 1, "NOT_FOUND"),
+        (os(&["append", "1", "--codec", "nonsense"]), 1, "codec"),
+        (os(&["append", "18446744073709551615"]), 1, "NOT_FOUND"),
+        (
+            os(&["append", "1", "--file", missing.to_str().unwrap()]),
+            1,
+            "reading",
+        ),
+        (os(&["append", "1", "--file", &directory]), 1, "reading"),
+        (os(&["append", "1", "--file", big.to_str().unwrap()]), 1, ""),
+        (os(&["last", "1", "-n", "4294967295"]), 1, "TOO_LARGE"),
+        (os(&["last", "1", "-n", "-1"]), 2, ""),
+        (os(&["last", "1", "-n", "4294967296"]), 2, ""),
+        (os(&["page", "1", "--before", "0"]), 1, ""),
+        (os(&["range", "1", "--from-depth", "4294967295"]), 1, ""),
+        (os(&["replay", "0"]), 1, ""),
+        (os(&["turn", "0"]), 1, ""),
+        (os(&["ctx", "fork", "0"]), 1, ""),
+        (os(&["ctx", "create", "--from", "999999"]), 1, ""),
+        (os(&["--addr", "not an address", "stats"]), 1, "connecting"),
+        (os(&["--addr", "127.0.0.1:0", "stats"]), 1, "connecting"),
+        (os(&["--addr", "[::1", "stats"]), 1, "connecting"),
+        (os(&["--addr", "", "stats"]), 1, "connecting"),
+        (os(&[]), 2, ""),
+        (os(&["--json"]), 2, ""),
+        (os(&["bogus"]), 2, ""),
+        (vec![OsString::from_vec(vec![0xff, 0xfe])], 2, ""),
+        (
+            vec![OsString::from("blob"), OsString::from_vec(vec![0xff; 64])],
+            2,
+            "",
+        ),
+    ];
+    for (args, expected, says) in cases {
+        let output = server.run(&args, b"payload");
+        let code = assert_no_panic(&args, &output);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(code, expected, "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    // The server took no harm: a normal command still works.
+    let output = server.run(&os(&["ctx", "create"]), b"");
+    assert_eq!(assert_no_panic(&[], &output), 0);
+}
+
+/// A word of a command line: commands, flags, numbers at and past their types' edges, hashes,
+/// bytes that are not UTF-8.
+fn word() -> impl Strategy<Value = OsString> {
+    let fixed = prop::sample::select(vec![
+        "ctx",
+        "create",
+        "fork",
+        "head",
+        "append",
+        "turn",
+        "last",
+        "page",
+        "range",
+        "replay",
+        "blob",
+        "stats",
+        "--json",
+        "--token",
+        "--from",
+        "--type",
+        "--codec",
+        "--expect-head",
+        "--before",
+        "--from-depth",
+        "--payloads",
+        "-n",
+        "-o",
+        "0",
+        "1",
+        "-1",
+        "4294967295",
+        "4294967296",
+        "18446744073709551615",
+        "18446744073709551616",
+        "1e3",
+        "json",
+        "",
+        "--",
+    ])
+    .prop_map(OsString::from);
+    prop_oneof![
+        6 => fixed,
+        1 => "[0-9a-fA-F]{60,68}".prop_map(OsString::from),
+        // Any bytes but NUL, which no argument can hold.
+        1 => prop::collection::vec(1u8..=255, 0..40).prop_map(OsString::from_vec),
+        1 => "x{1020,1030}".prop_map(OsString::from),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn any_command_line_gets_an_answer_not_a_panic(
+        args in prop::collection::vec(word(), 0..6),
+        stdin in prop::collection::vec(any::<u8>(), 0..64),
+    ) {
+        thread_local! {
+            static SERVER: TestServer = TestServer::start();
+        }
+        // -o writes a file: keep it inside a temp directory.
+        let dir = tempfile::tempdir().unwrap();
+        let output = SERVER.with(|server| {
+            Command::new(CLI)
+                .current_dir(dir.path())
+                .env_remove("CTXSTORE_TOKEN")
+                .env("CTXSTORE_ADDR", &server.addr)
+                .args(&args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .and_then(|mut child| {
+                    if let Some(mut input) = child.stdin.take() {
+                        let _ = input.write_all(&stdin);
+                    }
+                    child.wait_with_output()
+                })
+                .unwrap()
+        });
+        assert_no_panic(&args, &output);
+    }
+}
