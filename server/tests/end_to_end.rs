@@ -92,6 +92,10 @@ fn every_message_through_the_client() {
         assert_eq!(last.turns[0].payload.as_ref(), Some(&hashes[3].1));
         assert_eq!(last.next_before, turns[3].turn_id);
         assert_eq!(last.tip_depth, 5);
+        // An empty page still names the head's depth (protocol.md, TURNS).
+        let none = client.last(main.context_id, 0, false).await.unwrap();
+        assert!(none.turns.is_empty());
+        assert_eq!(none.tip_depth, 5);
         let raw_client = ctxstore_client::Client::connect(ClientConfig {
             accept_zstd: false,
             ..ClientConfig::new(addr.to_string())
