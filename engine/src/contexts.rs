@@ -210,7 +210,8 @@ impl Engine {
         }
         let snapshot = self.inner.published.contexts.load();
         let info = self.info(&snapshot, context)?;
-        let start = Bytes::copy_from_slice(after.unwrap_or(prefix));
+        // From the prefix, or from the cursor when it lies past the prefix's start.
+        let start = Bytes::copy_from_slice(after.filter(|after| *after > prefix).unwrap_or(prefix));
         Ok(info
             .kv
             .range(start..)

@@ -179,6 +179,18 @@ fn key_value_entries_put_get_scan_delete_and_survive_reopen() {
         b"writes/3/a".to_vec(),
     ];
     assert_eq!(scan(&engine, b"writes/"), expected);
+    // A cursor before the prefix starts at the prefix; one past every key ends the scan.
+    let from_before = engine
+        .kv_scan(&thread, b"writes/2", Some(b"a"), 10)
+        .unwrap();
+    assert_eq!(from_before.len(), 1);
+    assert_eq!(&from_before[0].key[..], b"writes/2/a");
+    assert!(
+        engine
+            .kv_scan(&thread, b"writes/", Some(b"z"), 10)
+            .unwrap()
+            .is_empty()
+    );
 
     block_on(engine.kv_delete(&thread, vec![b"writes/1/b".to_vec(), b"absent".to_vec()])).unwrap();
     assert!(engine.kv_get(&thread, b"writes/1/b").unwrap().is_none());
@@ -287,7 +299,16 @@ fn listing_by_tag_name_prefix_and_time_pages_each_match_once() {
         name_prefix: Some("run-01".into()),
         ..ListQuery::default()
     };
-    assert_eq!(list_all(by_prefix).len(), 10);
+    assert_eq!(list_all(by_prefix.clone()).len(), 10);
+    let from_before = ListQuery {
+        cursor: Some(ListCursor::Name("a".into())),
+        ..by_prefix
+    };
+    assert_eq!(
+        list_all(from_before).len(),
+        10,
+        "a cursor before the prefix starts at it"
+    );
     let nobody = ListQuery {
         tags: vec![("status".into(), "gone".into())],
         ..ListQuery::default()

@@ -96,7 +96,8 @@ impl Contexts {
         prefix: &'a str,
         after: Option<&'a str>,
     ) -> impl Iterator<Item = (&'a Arc<str>, ContextId)> + 'a {
-        let start: Arc<str> = Arc::from(after.unwrap_or(prefix));
+        // From the prefix, or from the cursor when it lies past the prefix's start.
+        let start: Arc<str> = Arc::from(after.filter(|after| *after > prefix).unwrap_or(prefix));
         self.names
             .range(start..)
             .filter(move |(name, _)| Some(name.as_ref()) != after)
