@@ -29,9 +29,9 @@ impl Client {
             .thread_name("ctxstore-client")
             .enable_all()
             .build()
-            .map_err(|source| ClientError::Connect {
+            .map_err(|reason| ClientError::Connect {
                 addr: config.addr.clone(),
-                source,
+                reason,
             })?;
         let client = runtime.block_on(AsyncClient::connect(config))?;
         Ok(Client { runtime, client })

@@ -10,8 +10,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use ctxstore_protocol::codec::{check_request, encode_request_chunks};
 use ctxstore_protocol::{
-    ErrorCode, FrameReader, Hash32, MessageType, PROTOCOL_VERSION, Request, Response, ServerLimits,
-    StatsWire, TurnEntry, decode_response, read_flags,
+    ErrorCode, FrameReader, HEADER_BYTES, Hash32, MessageType, PROTOCOL_VERSION, Request, Response,
+    ServerLimits, StatsWire, TurnEntry, decode_response, read_flags,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -27,7 +27,14 @@ pub struct ClientConfig {
     /// Sent in HELLO; required by servers that listen beyond loopback.
     pub token: Option<String>,
     pub client_name: String,
+    /// Longest wait for the TCP connection (default 5 s).
     pub connect_timeout: Duration,
+    /// Longest wait for the answer to HELLO once connected (default 5 s): something that is
+    /// not ctxstore on the port is an error after this, not a hang.
+    pub hello_timeout: Duration,
+    /// Longest wait for each response after HELLO (default 30 s); `None`: wait as long as the
+    /// connection lives. A timed-out request is `ClientError::Timeout`; the connection stays.
+    pub request_timeout: Option<Duration>,
     /// Largest response frame accepted (a page of payloads can be large).
     pub response_bytes_max: u32,
     /// Let the server send stored (zstd) payloads, inflated here: less work for the server and
@@ -37,12 +44,18 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
+    pub const CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+    pub const HELLO_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+    pub const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
+
     pub fn new(addr: impl Into<String>) -> Self {
         ClientConfig {
             addr: addr.into(),
             token: None,
             client_name: format!("ctxstore-client {}", env!("CARGO_PKG_VERSION")),
-            connect_timeout: Duration::from_secs(10),
+            connect_timeout: ClientConfig::CONNECT_TIMEOUT_DEFAULT,
+            hello_timeout: ClientConfig::HELLO_TIMEOUT_DEFAULT,
+            request_timeout: Some(ClientConfig::REQUEST_TIMEOUT_DEFAULT),
             response_bytes_max: 1 << 30,
             accept_zstd: true,
         }
@@ -50,6 +63,21 @@ impl ClientConfig {
 
     pub fn with_token(mut self, token: Option<String>) -> Self {
         self.token = token;
+        self
+    }
+
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    pub fn with_hello_timeout(mut self, timeout: Duration) -> Self {
+        self.hello_timeout = timeout;
+        self
+    }
+
+    pub fn with_request_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.request_timeout = timeout;
         self
     }
 }
@@ -75,11 +103,15 @@ struct Shared {
     pending: Arc<Pending>,
     next_req_id: AtomicU64,
     limits: Mutex<ServerLimits>,
+    /// The reader task: aborted on drop, so that a peer that never writes or closes does not
+    /// keep it (and the socket) alive.
+    reader: tokio::task::AbortHandle,
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
         // The writer task ends when `outgoing` is dropped and then closes the socket.
+        self.reader.abort();
         fail_all(&self.pending, "client dropped".into());
     }
 }
@@ -119,19 +151,25 @@ impl Client {
         let stream =
             match tokio::time::timeout(config.connect_timeout, TcpStream::connect(&addr)).await {
                 Ok(Ok(stream)) => stream,
-                Ok(Err(source)) => return Err(ClientError::Connect { addr, source }),
-                Err(_) => return Err(ClientError::ConnectTimeout { addr }),
+                Ok(Err(reason)) => return Err(ClientError::Connect { addr, reason }),
+                Err(_) => {
+                    return Err(ClientError::ConnectTimeout {
+                        addr,
+                        timeout: config.connect_timeout,
+                    });
+                }
             };
         let _ = stream.set_nodelay(true);
         let (reader, writer) = stream.into_split();
         let (outgoing, queue) = mpsc::unbounded_channel();
         let pending: Arc<Pending> = Arc::default();
         tokio::spawn(write_frames(writer, queue, pending.clone()));
-        tokio::spawn(read_frames(
+        let reader = tokio::spawn(read_frames(
             reader,
             pending.clone(),
             config.response_bytes_max,
-        ));
+        ))
+        .abort_handle();
         let client = Client {
             shared: Arc::new(Shared {
                 config,
@@ -139,6 +177,7 @@ impl Client {
                 pending,
                 next_req_id: AtomicU64::new(1),
                 limits: Mutex::new(ServerLimits::default()),
+                reader,
             }),
         };
         let token = Bytes::from(
@@ -156,14 +195,30 @@ impl Client {
             token,
             client_name: client.shared.config.client_name.clone(),
         };
-        match client.request(hello).await? {
-            Response::Hello { limits, .. } => {
+        let hello_timeout = client.shared.config.hello_timeout;
+        let handshake = |reason: String| ClientError::Handshake {
+            addr: addr.clone(),
+            reason,
+        };
+        match client.request_within(hello, Some(hello_timeout)).await {
+            Ok(Response::Hello { limits, .. }) => {
                 if let Ok(mut slot) = client.shared.limits.lock() {
                     *slot = limits;
                 }
                 Ok(client)
             }
-            other => Err(unexpected(MessageType::Hello, &other)),
+            Ok(other) => Err(handshake(
+                unexpected(MessageType::Hello, &other).to_string(),
+            )),
+            Err(ClientError::Timeout { .. }) => Err(ClientError::HandshakeTimeout {
+                addr: addr.clone(),
+                timeout: hello_timeout,
+            }),
+            Err(ClientError::Closed(reason) | ClientError::Protocol(reason)) => {
+                Err(handshake(reason))
+            }
+            // The server's ERROR (UNAUTHORIZED, UNSUPPORTED_VERSION, OVERLOADED, …) as it is.
+            Err(other) => Err(other),
         }
     }
 
@@ -180,9 +235,29 @@ impl Client {
     /// `ClientError::Server`; a request the protocol cannot carry (a field over its limit)
     /// is `ClientError::InvalidArgument` and is not sent.
     pub async fn request(&self, request: Request) -> Result<Response, ClientError> {
+        self.request_within(request, self.shared.config.request_timeout)
+            .await
+    }
+
+    async fn request_within(
+        &self,
+        request: Request,
+        timeout: Option<Duration>,
+    ) -> Result<Response, ClientError> {
+        let request_name = request.message_type().name();
         let req_id = self.shared.next_req_id.fetch_add(1, Ordering::Relaxed);
         // Before a waiter is registered: a request refused here leaves nothing behind.
         let frame = encode_request_chunks(req_id, &request)?;
+        // A frame over the server's limit would be answered with TOO_LARGE and a closed
+        // connection, racing our write of the rest of it (a broken pipe): refuse it here.
+        let frame_bytes_max = self.server_limits().frame_bytes_max;
+        let body_bytes = (frame.iter().map(Bytes::len).sum::<usize>()).saturating_sub(HEADER_BYTES);
+        if frame_bytes_max > 0 && body_bytes > frame_bytes_max as usize {
+            return Err(ClientError::InvalidArgument(format!(
+                "{request_name} of {body_bytes} bytes is over the server's frame limit of \
+                 {frame_bytes_max} bytes (its --frame-bytes-max)"
+            )));
+        }
         let (reply, answer) = oneshot::channel();
         {
             let mut state = self
@@ -201,7 +276,23 @@ impl Client {
             }
             return Err(ClientError::Closed("writer stopped".into()));
         }
-        match answer.await {
+        let answer = match timeout {
+            None => answer.await,
+            Some(timeout) => match tokio::time::timeout(timeout, answer).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    // Forget the waiter: a late response finds no one and is dropped.
+                    if let Ok(mut state) = self.shared.pending.lock() {
+                        state.waiting.remove(&req_id);
+                    }
+                    return Err(ClientError::Timeout {
+                        request: request_name,
+                        timeout,
+                    });
+                }
+            },
+        };
+        match answer {
             Ok(Ok(Response::Error {
                 code,
                 detail,

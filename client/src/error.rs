@@ -1,16 +1,39 @@
-//! Client errors. A server's ERROR keeps its stable code.
+//! Client errors. A server's ERROR keeps its stable code; failures to reach a ctxstore server
+//! (refused, timed out, something else answering) are their own variants, so that callers can
+//! tell "the server said no" from "there is no server" ([`ClientError::is_connection_failure`]).
+
+use std::time::Duration;
 
 use ctxstore_protocol::ErrorCode;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot connect to {addr}: {source}")]
+    /// Refused, unreachable, or an address that does not resolve. (`reason` is not the
+    /// error's `source()`, so that a chain printed with `{:#}` names it once.)
+    #[error("cannot connect to {addr}: {reason}")]
     Connect {
         addr: String,
-        source: std::io::Error,
+        reason: std::io::Error,
     },
-    #[error("timed out connecting to {addr}")]
-    ConnectTimeout { addr: String },
+    #[error("timed out after {timeout:?} connecting to {addr} (ClientConfig::connect_timeout)")]
+    ConnectTimeout { addr: String, timeout: Duration },
+    /// The TCP connection was made but HELLO got no answer in time: a server that is busy,
+    /// or something that is not ctxstore listening on the port.
+    #[error(
+        "{addr} accepted the connection but did not answer HELLO within {timeout:?}; \
+         is it a ctxstore server? (ClientConfig::hello_timeout)"
+    )]
+    HandshakeTimeout { addr: String, timeout: Duration },
+    /// HELLO was answered with something that is not a ctxstore HELLO (or the peer closed).
+    #[error("{addr} did not complete the ctxstore handshake ({reason}); is it a ctxstore server?")]
+    Handshake { addr: String, reason: String },
+    /// A request got no response in time (ClientConfig::request_timeout). The connection
+    /// stays open; a late response is dropped.
+    #[error("{request} got no response within {timeout:?} (ClientConfig::request_timeout)")]
+    Timeout {
+        request: &'static str,
+        timeout: Duration,
+    },
     /// The server answered with ERROR.
     #[error("{code}: {message}")]
     Server {
@@ -42,6 +65,39 @@ impl ClientError {
         match self {
             ClientError::Server { code, .. } => Some(*code),
             _ => None,
+        }
+    }
+
+    /// No ctxstore server could be reached or kept: refused, timed out (connecting, in HELLO
+    /// or waiting for a response), something else on the port, or the connection lost.
+    pub fn is_connection_failure(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Connect { .. }
+                | ClientError::ConnectTimeout { .. }
+                | ClientError::HandshakeTimeout { .. }
+                | ClientError::Handshake { .. }
+                | ClientError::Timeout { .. }
+                | ClientError::Closed(_)
+        )
+    }
+
+    /// A stable upper-case name for this error: the server's code name (`NOT_FOUND`,
+    /// `CONFLICT`, …) for a server ERROR, otherwise the client-side kind (`CONNECT_FAILED`,
+    /// `CONNECT_TIMEOUT`, `HANDSHAKE_TIMEOUT`, `NOT_CTXSTORE`, `TIMEOUT`,
+    /// `CONNECTION_CLOSED`, `PROTOCOL`, `CORRUPT_PAYLOAD`, `INVALID_ARGUMENT`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ClientError::Server { code, .. } => code.name(),
+            ClientError::Connect { .. } => "CONNECT_FAILED",
+            ClientError::ConnectTimeout { .. } => "CONNECT_TIMEOUT",
+            ClientError::HandshakeTimeout { .. } => "HANDSHAKE_TIMEOUT",
+            ClientError::Handshake { .. } => "NOT_CTXSTORE",
+            ClientError::Timeout { .. } => "TIMEOUT",
+            ClientError::Closed(_) => "CONNECTION_CLOSED",
+            ClientError::Protocol(_) => "PROTOCOL",
+            ClientError::Corrupt { .. } => "CORRUPT_PAYLOAD",
+            ClientError::InvalidArgument(_) => "INVALID_ARGUMENT",
         }
     }
 }
