@@ -40,8 +40,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// Opens the store (recovery), binds the listeners, starts the network cores. When it
-    /// returns, the server accepts connections (and `ready_file` names its address).
+    /// Opens the store (recovery), binds the listener (exclusively), starts the network cores
+    /// and the acceptor. When it returns, the server accepts connections (and `ready_file`
+    /// names its address).
     pub fn start(config: ServerConfig) -> anyhow::Result<Server> {
         config
             .validate()
