@@ -218,3 +218,31 @@ fn a_second_server_on_a_served_data_directory_fails() {
         .status();
     assert!(wait_exit(&mut first, Duration::from_secs(60)).success());
 }
+
+/// In one process: when `Server::stop` returns, its listening socket is gone (a connect is
+/// refused at once), and the next `Server::start` on the same port serves its first client.
+#[test]
+fn in_process_stop_leaves_no_listener_and_the_next_start_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut failures = Vec::new();
+    for cycle in 0..RESTART_CYCLES {
+        let mut config = common::config(dir.path());
+        config.listen = addr;
+        let mut server = common::start(config);
+        let served = TcpStream::connect(addr)
+            .map_err(|error| error.to_string())
+            .and_then(hello_and_ping);
+        if let Err(error) = served {
+            failures.push(format!("cycle {cycle}: first connection: {error}"));
+        }
+        server.stop();
+        match TcpStream::connect(addr) {
+            Err(error) if error.kind() == ErrorKind::ConnectionRefused => {}
+            other => failures.push(format!(
+                "cycle {cycle}: after stop a connect gave {other:?}, not a refusal"
+            )),
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
