@@ -1,12 +1,15 @@
 //! ctxstore-server: network cores that speak the binary protocol in front of the engine.
 //!
 //! - [`config`]: `ServerConfig`, limits and their defaults.
-//! - [`network_core`]: a thread, a compio runtime, a SO_REUSEPORT listener, its connections.
+//! - `acceptor`: the one listening socket (bound exclusively) and the thread that accepts on
+//!   it and hands connections to the network cores, round robin.
+//! - [`network_core`]: a thread, a compio runtime, the connections handed to it.
 //! - [`connection`]: one connection: frames, HELLO, in-flight requests, responses.
 //! - [`dispatch`]: a request to engine calls to a response.
 //! - `payload_cache`: a core's raw payloads, so that hot reads skip pack reads and zstd.
 //! - `local`: single-threaded notify/flag/race helpers; `counters`: STATS counters.
 
+mod acceptor;
 pub mod config;
 pub mod connection;
 mod counters;
@@ -30,14 +33,16 @@ use counters::ServerCounters;
 pub struct Server {
     local_addr: SocketAddr,
     engine: Engine,
+    acceptor: Option<acceptor::Acceptor>,
     cores: Vec<JoinHandle<()>>,
     stop_cores: Vec<flume::Sender<()>>,
     stopped: bool,
 }
 
 impl Server {
-    /// Opens the store (recovery), binds the listeners, starts the network cores. When it
-    /// returns, the server accepts connections (and `ready_file` names its address).
+    /// Opens the store (recovery), binds the listener (exclusively), starts the network cores
+    /// and the acceptor. When it returns, the server accepts connections (and `ready_file`
+    /// names its address).
     pub fn start(config: ServerConfig) -> anyhow::Result<Server> {
         config
             .validate()
@@ -46,9 +51,16 @@ impl Server {
         let engine = Engine::open(config.engine.clone()).with_context(|| {
             format!("opening the store in {}", config.engine.data_dir.display())
         })?;
-        let listeners = bind(config.listen, config.network_cores)
+        let listener = match acceptor::bind(config.listen) {
+            Ok(listener) => listener,
+            Err(error) => {
+                engine.shutdown();
+                return Err(error);
+            }
+        };
+        let local_addr = listener
+            .local_addr()
             .with_context(|| format!("listening on {}", config.listen))?;
-        let local_addr = listeners[0].local_addr()?;
         let counters = Arc::new(ServerCounters::default());
         let token_digest = config
             .token
@@ -57,17 +69,21 @@ impl Server {
         let mut server = Server {
             local_addr,
             engine: engine.clone(),
+            acceptor: None,
             cores: Vec::new(),
             stop_cores: Vec::new(),
             stopped: false,
         };
-        for (index, listener) in listeners.into_iter().enumerate() {
+        let mut incoming = Vec::with_capacity(config.network_cores);
+        for index in 0..config.network_cores {
+            let (handed, taken) = flume::unbounded();
+            incoming.push(handed);
             // Two messages: stop (drain), then hurry (close now).
             let (stop, shutdown) = flume::bounded(2);
             let settings = network_core::CoreSettings {
                 index,
                 cpu: config.network_core_cpus.as_ref().map(|cpus| cpus[index]),
-                listener,
+                incoming: taken,
                 engine: engine.clone(),
                 counters: counters.clone(),
                 payload_cache_bytes: config.payload_cache_bytes_per_core,
@@ -83,6 +99,14 @@ impl Server {
                     server.stop();
                     return Err(error);
                 }
+            }
+        }
+        // The listener queued connections since it was bound; from here on they reach the cores.
+        match acceptor::Acceptor::start(listener, incoming) {
+            Ok(acceptor) => server.acceptor = Some(acceptor),
+            Err(error) => {
+                server.stop();
+                return Err(error);
             }
         }
         tracing::info!(
@@ -114,14 +138,18 @@ impl Server {
         }
     }
 
-    /// Graceful stop: cores stop accepting and reading, answer and write what is in flight
-    /// for at most `drain_timeout`, then close their connections hard; then the engine
-    /// finishes its queues, syncs and closes.
+    /// Graceful stop: the listening socket is closed first (from then on a connect is
+    /// refused), then cores stop reading, answer and write what is in flight for at most
+    /// `drain_timeout`, then close their connections hard; then the engine finishes its
+    /// queues, syncs and closes. When it returns, no socket of the server exists any more.
     pub fn stop(&mut self) {
         if self.stopped {
             return;
         }
         self.stopped = true;
+        if let Some(acceptor) = self.acceptor.take() {
+            acceptor.stop();
+        }
         for stop in &self.stop_cores {
             let _ = stop.try_send(());
         }
@@ -145,6 +173,7 @@ impl Drop for Server {
         let mut server = Server {
             local_addr: self.local_addr,
             engine: self.engine.clone(),
+            acceptor: self.acceptor.take(),
             cores: std::mem::take(&mut self.cores),
             stop_cores: std::mem::take(&mut self.stop_cores),
             stopped: std::mem::replace(&mut self.stopped, true),
@@ -168,25 +197,4 @@ impl HurryHandle {
             let _ = core.try_send(());
         }
     }
-}
-
-/// One listening socket per network core, all on one address (SO_REUSEPORT). With port 0,
-/// the first picks a port and the others join it.
-fn bind(addr: SocketAddr, count: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
-    let mut listeners = Vec::with_capacity(count);
-    let mut addr = addr;
-    for _ in 0..count {
-        let domain = socket2::Domain::for_address(addr);
-        let socket =
-            socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
-        socket.set_reuse_address(true)?;
-        socket.set_reuse_port(true)?;
-        socket.set_nonblocking(true)?;
-        socket.bind(&addr.into())?;
-        socket.listen(1024)?;
-        let listener: std::net::TcpListener = socket.into();
-        addr = listener.local_addr()?;
-        listeners.push(listener);
-    }
-    Ok(listeners)
 }

@@ -1,7 +1,7 @@
-//! A network core: one thread, one compio runtime, its own listening socket (SO_REUSEPORT:
-//! the kernel spreads new connections over the cores), and the connections it accepted.
-//! Cores share nothing mutable but the server counters; they reach the engine through its
-//! handle.
+//! A network core: one thread, one compio runtime, and the connections the server's acceptor
+//! handed to it (accepted `std::net::TcpStream`s over a channel, registered on this core's
+//! runtime with `compio::net::TcpStream::from_std`). A connection lives on one core. Cores
+//! share nothing mutable but the server counters; they reach the engine through its handle.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -10,7 +10,9 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use compio::net::TcpListener;
+use std::net::SocketAddr;
+
+use compio::net::TcpStream;
 use ctxstore_engine::Engine;
 
 use crate::config::ServerLimits;
@@ -24,7 +26,9 @@ use crate::payload_cache::PayloadCache;
 pub struct CoreSettings {
     pub index: usize,
     pub cpu: Option<usize>,
-    pub listener: std::net::TcpListener,
+    /// Connections the acceptor accepted for this core; disconnected once the listener is
+    /// closed.
+    pub incoming: flume::Receiver<(std::net::TcpStream, SocketAddr)>,
     pub engine: Engine,
     pub counters: Arc<ServerCounters>,
     /// This core's payload cache budget (0: no cache).
@@ -39,7 +43,7 @@ pub struct CoreSettings {
     pub shutdown: flume::Receiver<()>,
 }
 
-/// Starts the core's thread; returns once its runtime runs and its listener accepts.
+/// Starts the core's thread; returns once its runtime runs and it takes connections.
 pub fn start(settings: CoreSettings) -> anyhow::Result<JoinHandle<()>> {
     let (ready_sender, ready) = std::sync::mpsc::channel::<Result<(), String>>();
     let name = format!("ctxstore-net-{}", settings.index);
@@ -66,13 +70,6 @@ pub fn start(settings: CoreSettings) -> anyhow::Result<JoinHandle<()>> {
 }
 
 async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), String>>) {
-    let listener = match TcpListener::from_std(settings.listener) {
-        Ok(listener) => listener,
-        Err(error) => {
-            let _ = ready.send(Err(format!("listener: {error}")));
-            return;
-        }
-    };
     let shutdown = LocalFlag::new();
     let hard_stop = LocalFlag::new();
     let (flag, hard_flag) = (shutdown.clone(), hard_stop.clone());
@@ -107,18 +104,60 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
     let closed = Rc::new(LocalNotify::default());
     let _ = ready.send(Ok(()));
 
+    let incoming = settings.incoming;
+    let admission = Admission {
+        index: settings.index,
+        core: core.clone(),
+        open: open.clone(),
+        closed: closed.clone(),
+    };
     loop {
-        let accepted = match race(listener.accept(), shutdown.wait()).await {
-            Either::Left(accepted) => accepted,
+        match race(incoming.recv_async(), shutdown.wait()).await {
+            Either::Left(Ok((stream, peer))) => admission.admit(stream, peer),
+            // The listener is closed (the server is stopping): wait for the stop itself.
+            Either::Left(Err(_)) => {
+                shutdown.wait().await;
+                break;
+            }
             Either::Right(()) => break,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
+        }
+    }
+    // Connections accepted before the listener closed but not taken yet: they were accepted,
+    // so they get the drain like every other connection, never a reset.
+    while let Ok((stream, peer)) = incoming.try_recv() {
+        admission.admit(stream, peer);
+    }
+    drop(admission);
+    while open.get() > 0 {
+        closed.notified().await;
+    }
+    let cache = core.dispatcher.payload_cache.borrow();
+    tracing::info!(
+        core = settings.index,
+        payload_cache_hits = cache.hits,
+        payload_cache_misses = cache.misses,
+        payload_cache_bytes = cache.bytes(),
+        "network core stopped"
+    );
+}
+
+/// Takes an accepted connection onto this core: `connections_max` and the share waiting for
+/// HELLO, then a task that serves it.
+struct Admission {
+    index: usize,
+    core: Rc<CoreContext>,
+    open: Rc<Cell<usize>>,
+    closed: Rc<LocalNotify>,
+}
+
+impl Admission {
+    fn admit(&self, stream: std::net::TcpStream, peer: SocketAddr) {
+        let core = &self.core;
+        let stream = match TcpStream::from_std(stream) {
+            Ok(stream) => stream,
             Err(error) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                tracing::warn!(core = settings.index, %error, "accept failed");
-                compio::time::sleep(Duration::from_millis(10)).await;
-                continue;
+                tracing::warn!(core = self.index, %peer, %error, "could not register an accepted connection");
+                return;
             }
         };
         let counters = &core.dispatcher.counters;
@@ -162,12 +201,12 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
                 };
                 tracing::warn!(%peer, "refusing a connection: {message}");
                 compio::runtime::spawn(connection::refuse(stream, message)).detach();
-                continue;
+                return;
             }
         }
         let ticket = core.pending_hellos.register();
-        open.set(open.get() + 1);
-        let (core, open, closed) = (core.clone(), open.clone(), closed.clone());
+        self.open.set(self.open.get() + 1);
+        let (core, open, closed) = (core.clone(), self.open.clone(), self.closed.clone());
         compio::runtime::spawn(async move {
             connection::serve(stream, peer, core.clone(), ticket).await;
             core.dispatcher
@@ -179,16 +218,4 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
         })
         .detach();
     }
-    drop(listener);
-    while open.get() > 0 {
-        closed.notified().await;
-    }
-    let cache = core.dispatcher.payload_cache.borrow();
-    tracing::info!(
-        core = settings.index,
-        payload_cache_hits = cache.hits,
-        payload_cache_misses = cache.misses,
-        payload_cache_bytes = cache.bytes(),
-        "network core stopped"
-    );
 }
