@@ -3,9 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
@@ -13,48 +11,14 @@ const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
 
 #[path = "../../testsupport/server_binary.rs"]
 mod server_binary;
+#[path = "../../testsupport/test_server.rs"]
+mod test_server;
 
-fn server_binary() -> PathBuf {
-    server_binary::server_binary_beside(CLI)
-}
-
-struct TestServer {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
+use test_server::TestServer;
 
 impl TestServer {
     fn start() -> TestServer {
-        let dir = tempfile::tempdir().unwrap();
-        let ready = dir.path().join("ready");
-        let child = Command::new(server_binary())
-            .args([
-                "--data",
-                dir.path().join("data").to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-                "--ready-file",
-            ])
-            .arg(&ready)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            if let Ok(addr) = std::fs::read_to_string(&ready)
-                && addr.ends_with('\n')
-            {
-                break addr.trim().to_string();
-            }
-            assert!(Instant::now() < deadline, "server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        TestServer {
-            child,
-            addr,
-            _dir: dir,
-        }
+        TestServer::start_beside(CLI, None)
     }
 
     fn run(&self, args: &[&str], stdin: Option<&[u8]>) -> Output {
@@ -89,13 +53,6 @@ impl TestServer {
             .lines()
             .map(|line| serde_json::from_str(line).unwrap())
             .collect()
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

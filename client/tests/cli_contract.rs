@@ -7,7 +7,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use ctxstore_client::{ClientConfig, ClientError};
@@ -21,52 +21,14 @@ const HANG_DEADLINE: Duration = Duration::from_secs(30);
 
 #[path = "../../testsupport/server_binary.rs"]
 mod server_binary;
+#[path = "../../testsupport/test_server.rs"]
+mod test_server;
 
-struct TestServer {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
+use test_server::TestServer;
 
 impl TestServer {
     fn start(token: Option<&str>) -> TestServer {
-        let dir = tempfile::tempdir().unwrap();
-        let ready = dir.path().join("ready");
-        let mut command = Command::new(server_binary::server_binary_beside(CLI));
-        command
-            .arg("--data")
-            .arg(dir.path().join("data"))
-            .args(["--listen", "127.0.0.1:0", "--ready-file"])
-            .arg(&ready)
-            .stderr(Stdio::null());
-        if let Some(token) = token {
-            let file = dir.path().join("token");
-            std::fs::write(&file, token).unwrap();
-            command.arg("--token-file").arg(&file);
-        }
-        let child = command.spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            if let Ok(addr) = std::fs::read_to_string(&ready)
-                && addr.ends_with('\n')
-            {
-                break addr.trim().to_string();
-            }
-            assert!(Instant::now() < deadline, "server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        TestServer {
-            child,
-            addr,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        TestServer::start_beside(CLI, token)
     }
 }
 

@@ -6,8 +6,7 @@
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::ffi::OsStringExt;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
 
 use proptest::prelude::*;
 
@@ -15,36 +14,14 @@ const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
 
 #[path = "../../testsupport/server_binary.rs"]
 mod server_binary;
+#[path = "../../testsupport/test_server.rs"]
+mod test_server;
 
-struct TestServer {
-    child: Child,
-    addr: String,
-    dir: tempfile::TempDir,
-}
+use test_server::TestServer;
 
 impl TestServer {
     fn start() -> TestServer {
-        let dir = tempfile::tempdir().unwrap();
-        let ready = dir.path().join("ready");
-        let child = Command::new(server_binary::server_binary_beside(CLI))
-            .arg("--data")
-            .arg(dir.path().join("data"))
-            .args(["--listen", "127.0.0.1:0", "--ready-file"])
-            .arg(&ready)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            if let Ok(addr) = std::fs::read_to_string(&ready)
-                && addr.ends_with('\n')
-            {
-                break addr.trim().to_string();
-            }
-            assert!(Instant::now() < deadline, "server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        TestServer { child, addr, dir }
+        TestServer::start_beside(CLI, None)
     }
 
     /// Runs the CLI against this server (unless the arguments name another `--addr`).
@@ -63,13 +40,6 @@ impl TestServer {
         let _ = input.write_all(stdin);
         drop(input);
         child.wait_with_output().unwrap()
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
