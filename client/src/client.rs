@@ -10,8 +10,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use ctxstore_protocol::codec::{check_request, encode_request_chunks};
 use ctxstore_protocol::{
-    ErrorCode, FrameReader, HEADER_BYTES, Hash32, MessageType, PROTOCOL_VERSION, Request, Response,
-    ServerLimits, StatsWire, TurnEntry, decode_response, read_flags,
+    ContextRef, ErrorCode, FrameReader, HEADER_BYTES, Hash32, MessageType, PROTOCOL_VERSION,
+    PROTOCOL_VERSION_MIN, Request, Response, ServerLimits, StatsWire, TurnEntry, decode_response,
+    read_flags,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -142,7 +143,7 @@ impl Client {
     /// than the protocol carries is `ClientError::InvalidArgument`, before anything is sent.
     pub async fn connect(config: ClientConfig) -> Result<Client, ClientError> {
         check_request(&Request::Hello {
-            min_version: PROTOCOL_VERSION,
+            min_version: PROTOCOL_VERSION_MIN,
             max_version: PROTOCOL_VERSION,
             token: Bytes::from(config.token.clone().unwrap_or_default()),
             client_name: config.client_name.clone(),
@@ -190,7 +191,7 @@ impl Client {
                 .into_bytes(),
         );
         let hello = Request::Hello {
-            min_version: PROTOCOL_VERSION,
+            min_version: PROTOCOL_VERSION_MIN,
             max_version: PROTOCOL_VERSION,
             token,
             client_name: client.shared.config.client_name.clone(),
@@ -330,9 +331,9 @@ impl Client {
         self.context(Request::CtxFork { turn_id: turn }).await
     }
 
-    pub async fn head(&self, context: u64) -> Result<ContextHead, ClientError> {
+    pub async fn head(&self, context: impl Into<ContextRef>) -> Result<ContextHead, ClientError> {
         self.context(Request::GetHead {
-            context_id: context,
+            context: context.into(),
         })
         .await
     }
@@ -350,14 +351,14 @@ impl Client {
     /// head in `detail`.
     pub async fn append(
         &self,
-        context: u64,
+        context: impl Into<ContextRef>,
         expected_head: Option<u64>,
         type_tag: u64,
         codec: u32,
         payload: Bytes,
     ) -> Result<Appended, ClientError> {
         let request = Request::AppendTurn {
-            context_id: context,
+            context: context.into(),
             expected_head,
             type_tag,
             codec,
@@ -369,7 +370,7 @@ impl Client {
     /// Appends a turn whose payload is already stored, by its hash (no upload).
     pub async fn append_by_hash(
         &self,
-        context: u64,
+        context: impl Into<ContextRef>,
         expected_head: Option<u64>,
         type_tag: u64,
         codec: u32,
@@ -377,7 +378,7 @@ impl Client {
     ) -> Result<Appended, ClientError> {
         let payload_hash = Hash32(hash.0);
         let request = Request::AppendTurnByHash {
-            context_id: context,
+            context: context.into(),
             expected_head,
             type_tag,
             codec,
@@ -415,13 +416,13 @@ impl Client {
     /// The `limit` newest turns of a context, oldest first.
     pub async fn last(
         &self,
-        context: u64,
+        context: impl Into<ContextRef>,
         limit: u32,
         payloads: bool,
     ) -> Result<Page, ClientError> {
         let read_flags = self.read_flags(payloads);
         self.page(Request::GetLast {
-            context_id: context,
+            context: context.into(),
             limit,
             read_flags,
         })
@@ -431,14 +432,14 @@ impl Client {
     /// The `limit` turns older than `before` (a page's `next_before`), oldest first.
     pub async fn before(
         &self,
-        context: u64,
+        context: impl Into<ContextRef>,
         before: u64,
         limit: u32,
         payloads: bool,
     ) -> Result<Page, ClientError> {
         let read_flags = self.read_flags(payloads);
         self.page(Request::GetBefore {
-            context_id: context,
+            context: context.into(),
             before_turn_id: before,
             limit,
             read_flags,
@@ -449,14 +450,14 @@ impl Client {
     /// Turns of the context's chain with depth in `from_depth..from_depth + limit`.
     pub async fn range(
         &self,
-        context: u64,
+        context: impl Into<ContextRef>,
         from_depth: u32,
         limit: u32,
         payloads: bool,
     ) -> Result<Page, ClientError> {
         let read_flags = self.read_flags(payloads);
         self.page(Request::GetRangeByDepth {
-            context_id: context,
+            context: context.into(),
             from_depth,
             limit,
             read_flags,

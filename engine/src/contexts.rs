@@ -10,7 +10,7 @@ use bytes::Bytes;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::format::context_meta::{
-    ContextMeta, KV_ENTRIES_PER_REQUEST_MAX, KV_KEY_BYTES_MAX, KvEntry,
+    ContextMeta, KV_ENTRIES_PER_REQUEST_MAX, KV_KEY_BYTES_MAX, KvEntry, NAME_BYTES_MAX,
 };
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{ContextRef, ContextView, Created, NewContext};
@@ -45,6 +45,18 @@ pub enum ListCursor {
     Name(String),
 }
 
+impl ListCursor {
+    /// The cursor of a page of `query` that ends at `last`: by name when the query has a name
+    /// prefix (pages go in name order), else by ContextID. For callers that cut a page
+    /// shorter (a response byte budget) and continue from where they cut.
+    pub fn after(last: &ContextView, query: &ListQuery) -> ListCursor {
+        match &query.name_prefix {
+            Some(_) => ListCursor::Name(last.name.clone().unwrap_or_default()),
+            None => ListCursor::Id(last.head.context_id),
+        }
+    }
+}
+
 /// A page of a listing.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct ContextPage {
@@ -71,6 +83,11 @@ impl Engine {
                     .then_some(*context_id)
                     .ok_or(EngineError::ContextNotFound(*context_id))
             }
+            // A name no context can have is a caller's mistake to be told, not NOT_FOUND.
+            ContextRef::Name(name) if name.len() > NAME_BYTES_MAX => Err(EngineError::Limit {
+                what: "bytes of a context name",
+                limit: NAME_BYTES_MAX,
+            }),
             ContextRef::Name(name) => self
                 .inner
                 .published
@@ -277,10 +294,7 @@ impl Engine {
             .map(|context_id| self.view(&snapshot, context_id))
             .collect::<Result<Vec<_>, _>>()?;
         let next_cursor = match contexts.last() {
-            Some(last) if more => Some(match &query.name_prefix {
-                Some(_) => ListCursor::Name(last.name.clone().unwrap_or_default()),
-                None => ListCursor::Id(last.head.context_id),
-            }),
+            Some(last) if more => Some(ListCursor::after(last, query)),
             _ => None,
         };
         Ok(ContextPage {

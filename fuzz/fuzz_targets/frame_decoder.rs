@@ -1,10 +1,12 @@
 //! The bytes a client can send, as the server reads them: frames cut from a stream with a size
 //! limit, each decoded as a request. Nothing may panic; whatever decodes must re-encode to the
-//! very bytes it came from. Responses are decoded too (a client reads them).
+//! very bytes it came from (frame flags included). Requests decode as a version-1 and a
+//! version-2 connection would: what version 1 accepts, version 2 reads the same. Responses are
+//! decoded too (a client reads them).
 #![no_main]
 
 use bytes::BytesMut;
-use ctxstore_protocol::{FrameReader, HEADER_BYTES, RESPONSE_BIT, decode_request, decode_response, encode_request, encode_response};
+use ctxstore_protocol::{FrameReader, HEADER_BYTES, RESPONSE_BIT, decode_request, decode_request_as, decode_response, encode_request, encode_response};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -21,6 +23,12 @@ fuzz_target!(|data: &[u8]| {
                         let mut again = BytesMut::new();
                         encode_request(header.req_id, &request, &mut again).expect("a decoded request is encodable");
                         assert_eq!(&again[HEADER_BYTES..], &body[..], "request encoding is not canonical");
+                        assert_eq!(request.frame_flags(), header.flags, "frame flags are not canonical");
+                    }
+                    if let Ok(request) = decode_request_as(1, &header, body.clone()) {
+                        assert_eq!(header.flags, 0, "version 1 accepted a frame flag");
+                        assert_eq!(request.message_type().since_version(), 1, "version 1 accepted a newer message");
+                        assert_eq!(decode_request(&header, body.clone()).ok(), Some(request), "versions disagree");
                     }
                     let as_response = ctxstore_protocol::FrameHeader { msg_type: header.msg_type | RESPONSE_BIT, ..header };
                     if let Ok(response) = decode_response(&as_response, body.clone()) {

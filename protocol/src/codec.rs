@@ -156,6 +156,96 @@ impl Cursor {
         Ok(head)
     }
 
+    /// A count of a `u16`-counted list, with a first allocation bounded by what the body could
+    /// hold (each item takes at least `item_bytes_min`).
+    fn list_capacity(&self, count: usize, item_bytes_min: usize) -> usize {
+        count.min((self.body.len() - self.position) / item_bytes_min.max(1))
+    }
+
+    /// `u16 len, len bytes of UTF-8`.
+    fn short_string(&mut self, field: &'static str) -> Result<String, DecodeError> {
+        let len = usize::from(self.u16()?);
+        self.string(len, field)
+    }
+
+    /// `u16 len, len bytes`.
+    fn short_bytes(&mut self) -> Result<Bytes, DecodeError> {
+        let len = usize::from(self.u16()?);
+        self.bytes(len)
+    }
+
+    /// `u16 len, name`: `None` when `len = 0`.
+    fn optional_name(&mut self, field: &'static str) -> Result<Option<String>, DecodeError> {
+        let name = self.short_string(field)?;
+        Ok((!name.is_empty()).then_some(name))
+    }
+
+    /// A context ref of the version-2 messages: `u16 name_len`, then `u64 context_id` when
+    /// `name_len = 0`, else the name.
+    fn context_ref(&mut self) -> Result<ContextRef, DecodeError> {
+        let len = usize::from(self.u16()?);
+        if len == 0 {
+            return Ok(ContextRef::Id(self.u64()?));
+        }
+        Ok(ContextRef::Name(self.string(len, "context name")?))
+    }
+
+    /// The leading context of a version-1 layout: `u64 context_id`, or with the frame flag
+    /// `CTX_BY_NAME`, `u16 name_len (≥ 1), name`.
+    fn leading_context(&mut self, by_name: bool) -> Result<ContextRef, DecodeError> {
+        if !by_name {
+            return Ok(ContextRef::Id(self.u64()?));
+        }
+        let len = usize::from(self.u16()?);
+        if len == 0 {
+            return Err(self.invalid("name_len", "CTX_BY_NAME needs a name of 1 or more bytes"));
+        }
+        Ok(ContextRef::Name(self.string(len, "context name")?))
+    }
+
+    /// `u16 count × (u16 key_len, key, u16 value_len, value)`.
+    fn tags(&mut self) -> Result<Vec<(String, String)>, DecodeError> {
+        let count = usize::from(self.u16()?);
+        let mut tags = Vec::with_capacity(self.list_capacity(count, 4));
+        for _ in 0..count {
+            let key = self.short_string("tag key")?;
+            let value = self.short_string("tag value")?;
+            tags.push((key, value));
+        }
+        Ok(tags)
+    }
+
+    fn bool(&mut self, field: &'static str) -> Result<bool, DecodeError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(self.invalid(field, "not 0 or 1")),
+        }
+    }
+
+    /// `u8 cursor_kind (0 none, 1 id, 2 name)`, then `u64` or `u16 len (≥ 1), name`.
+    fn list_cursor(&mut self) -> Result<Option<ListCursorWire>, DecodeError> {
+        match self.u8()? {
+            0 => Ok(None),
+            1 => Ok(Some(ListCursorWire::Id(self.u64()?))),
+            2 => match self.optional_name("cursor name")? {
+                Some(name) => Ok(Some(ListCursorWire::Name(name))),
+                None => Err(self.invalid("cursor name", "empty")),
+            },
+            _ => Err(self.invalid("cursor_kind", "unknown")),
+        }
+    }
+
+    fn context_info(&mut self) -> Result<ContextInfoWire, DecodeError> {
+        Ok(ContextInfoWire {
+            head: self.context_head()?,
+            created_at_unix_ms: self.u64()?,
+            updated_at_unix_ms: self.u64()?,
+            name: self.optional_name("name")?,
+            tags: self.tags()?,
+        })
+    }
+
     fn payload(&mut self) -> Result<PayloadWire, DecodeError> {
         let encoding = self.u16()?;
         let encoding = PayloadEncoding::from_code(encoding)
@@ -181,11 +271,42 @@ impl Cursor {
     }
 }
 
-/// Decodes a request body. Unknown types are `UnknownMessage`; responses sent as requests too.
+/// Decodes a request body of a connection that negotiated `version`: messages and frame
+/// flags of newer versions are refused (`UnknownMessage`, and a flag is a bad frame), so a
+/// version-1 peer sees version 1 byte for byte.
+pub fn decode_request_as(
+    version: u16,
+    header: &FrameHeader,
+    body: Bytes,
+) -> Result<Request, DecodeError> {
+    let newer = MessageType::from_code(header.msg_type)
+        .is_some_and(|message_type| message_type.since_version() > version);
+    if newer {
+        return Err(DecodeError::UnknownMessage(header.msg_type));
+    }
+    if version < 2 && header.flags != 0 {
+        return Err(DecodeError::Invalid {
+            message: "frame",
+            field: "flags",
+            reason: "not 0 in protocol version 1",
+        });
+    }
+    decode_request(header, body)
+}
+
+/// Decodes a request body in the newest version. Unknown types are `UnknownMessage`;
+/// responses sent as requests too.
 pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, DecodeError> {
     let message_type = MessageType::from_code(header.msg_type)
         .ok_or(DecodeError::UnknownMessage(header.msg_type))?;
     let mut cursor = Cursor::new(body, message_type.name());
+    let by_name = header.flags & frame_flags::CTX_BY_NAME != 0;
+    if header.flags & !frame_flags::KNOWN != 0 {
+        return Err(cursor.invalid("flags", "unknown frame flag bits"));
+    }
+    if by_name && !message_type.takes_context() {
+        return Err(cursor.invalid("flags", "CTX_BY_NAME on a message without a context_id"));
+    }
     let request = match message_type {
         MessageType::Hello => {
             let min_version = cursor.u16()?;
@@ -228,10 +349,10 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
             turn_id: cursor.u64()?,
         },
         MessageType::GetHead => Request::GetHead {
-            context_id: cursor.u64()?,
+            context: cursor.leading_context(by_name)?,
         },
         MessageType::AppendTurn | MessageType::AppendTurnByHash => {
-            let context_id = cursor.u64()?;
+            let context = cursor.leading_context(by_name)?;
             let expected = cursor.u64()?;
             let type_tag = cursor.u64()?;
             let codec = cursor.u32()?;
@@ -245,7 +366,7 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
                 cursor.zero(4, "reserved")?;
                 let payload = cursor.bytes(payload_len)?;
                 Request::AppendTurn {
-                    context_id,
+                    context,
                     expected_head,
                     type_tag,
                     codec,
@@ -254,7 +375,7 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
             } else {
                 let payload_hash = cursor.hash()?;
                 Request::AppendTurnByHash {
-                    context_id,
+                    context,
                     expected_head,
                     type_tag,
                     codec,
@@ -266,35 +387,35 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
             turn_id: cursor.u64()?,
         },
         MessageType::GetLast => {
-            let context_id = cursor.u64()?;
+            let context = cursor.leading_context(by_name)?;
             let limit = cursor.u32()?;
             let read_flags = cursor.flags(read_flags::KNOWN, "read_flags")?;
             Request::GetLast {
-                context_id,
+                context,
                 limit,
                 read_flags,
             }
         }
         MessageType::GetBefore => {
-            let context_id = cursor.u64()?;
+            let context = cursor.leading_context(by_name)?;
             let before_turn_id = cursor.u64()?;
             let limit = cursor.u32()?;
             let read_flags = cursor.flags(read_flags::KNOWN, "read_flags")?;
             Request::GetBefore {
-                context_id,
+                context,
                 before_turn_id,
                 limit,
                 read_flags,
             }
         }
         MessageType::GetRangeByDepth => {
-            let context_id = cursor.u64()?;
+            let context = cursor.leading_context(by_name)?;
             let from_depth = cursor.u32()?;
             let limit = cursor.u32()?;
             let read_flags = cursor.flags(read_flags::KNOWN, "read_flags")?;
             cursor.zero(4, "reserved")?;
             Request::GetRangeByDepth {
-                context_id,
+                context,
                 from_depth,
                 limit,
                 read_flags,
@@ -336,6 +457,108 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
             Request::HasBlobs { hashes }
         }
         MessageType::Stats => Request::Stats,
+        MessageType::CtxOpen => {
+            let base_turn_id = cursor.u64()?;
+            let flags = cursor.u8()?;
+            if flags & !open_flags::KNOWN != 0 {
+                return Err(cursor.invalid("open_flags", "unknown flag bits"));
+            }
+            cursor.zero(1, "reserved")?;
+            let clone_from = if flags & open_flags::CLONE != 0 {
+                Some(cursor.context_ref()?)
+            } else {
+                None
+            };
+            Request::CtxOpen {
+                base_turn_id,
+                get_or_create: flags & open_flags::GET_OR_CREATE != 0,
+                clone_from,
+                name: cursor.optional_name("name")?,
+                tags: cursor.tags()?,
+            }
+        }
+        MessageType::CtxShow => Request::CtxShow {
+            context: cursor.context_ref()?,
+        },
+        MessageType::CtxTag => {
+            let context = cursor.context_ref()?;
+            let flags = cursor.flags(tag_flags::KNOWN, "tag_flags")?;
+            let expected = cursor.u64()?;
+            let expected_head = (flags & tag_flags::EXPECT_HEAD != 0).then_some(expected);
+            if expected_head.is_none() && expected != 0 {
+                return Err(cursor.invalid("expected_head", "set without EXPECT_HEAD"));
+            }
+            let set = cursor.tags()?;
+            let remove_count = usize::from(cursor.u16()?);
+            let mut remove = Vec::with_capacity(cursor.list_capacity(remove_count, 2));
+            for _ in 0..remove_count {
+                remove.push(cursor.short_string("tag key")?);
+            }
+            Request::CtxTag {
+                context,
+                expected_head,
+                set,
+                remove,
+            }
+        }
+        MessageType::CtxList => {
+            let tags = cursor.tags()?;
+            let name_prefix = cursor.optional_name("name_prefix")?;
+            let updated_after_unix_ms = Some(cursor.u64()?).filter(|at| *at != 0);
+            let updated_before_unix_ms = Some(cursor.u64()?).filter(|at| *at != 0);
+            Request::CtxList {
+                tags,
+                name_prefix,
+                updated_after_unix_ms,
+                updated_before_unix_ms,
+                cursor: cursor.list_cursor()?,
+                limit: cursor.u32()?,
+            }
+        }
+        MessageType::CtxName => Request::CtxName {
+            context: cursor.context_ref()?,
+            name: cursor.short_string("name")?,
+        },
+        MessageType::KvPut => {
+            let context = cursor.context_ref()?;
+            let if_absent = match cursor.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(cursor.invalid("mode", "not 0 (replace) or 1 (if absent)")),
+            };
+            let count = usize::from(cursor.u16()?);
+            let mut entries = Vec::with_capacity(cursor.list_capacity(count, 6));
+            for _ in 0..count {
+                let key = cursor.short_bytes()?;
+                let value_len = cursor.u32()? as usize;
+                entries.push((key, cursor.bytes(value_len)?));
+            }
+            Request::KvPut {
+                context,
+                if_absent,
+                entries,
+            }
+        }
+        MessageType::KvGet => Request::KvGet {
+            context: cursor.context_ref()?,
+            key: cursor.short_bytes()?,
+            read_flags: cursor.flags(read_flags::ACCEPT_ZSTD, "read_flags")?,
+        },
+        MessageType::KvDelete => {
+            let context = cursor.context_ref()?;
+            let count = usize::from(cursor.u16()?);
+            let mut keys = Vec::with_capacity(cursor.list_capacity(count, 2));
+            for _ in 0..count {
+                keys.push(cursor.short_bytes()?);
+            }
+            Request::KvDelete { context, keys }
+        }
+        MessageType::KvList => Request::KvList {
+            context: cursor.context_ref()?,
+            prefix: cursor.short_bytes()?,
+            after: cursor.short_bytes()?,
+            limit: cursor.u32()?,
+        },
     };
     cursor.finish()?;
     Ok(request)
@@ -490,6 +713,59 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
             cursor.zero(7, "reserved")?;
             Response::Stats(stats)
         }
+        MessageType::CtxShow | MessageType::CtxTag | MessageType::CtxName => {
+            Response::ContextInfo {
+                message_type,
+                info: cursor.context_info()?,
+            }
+        }
+        MessageType::CtxOpen => Response::Opened {
+            info: cursor.context_info()?,
+            created: cursor.bool("created")?,
+        },
+        MessageType::CtxList => {
+            let next_cursor = cursor.list_cursor()?;
+            let count = cursor.u32()?;
+            if count > LIST_ITEMS_LIMIT {
+                return Err(cursor.too_large(
+                    "count",
+                    u64::from(count),
+                    u64::from(LIST_ITEMS_LIMIT),
+                ));
+            }
+            let mut contexts = Vec::with_capacity(cursor.list_capacity(count as usize, 44));
+            for _ in 0..count {
+                contexts.push(cursor.context_info()?);
+            }
+            Response::ContextList {
+                next_cursor,
+                contexts,
+            }
+        }
+        MessageType::KvPut | MessageType::KvDelete => Response::Done { message_type },
+        MessageType::KvGet => Response::KvValue {
+            value_hash: cursor.hash()?,
+            payload: cursor.payload()?,
+        },
+        MessageType::KvList => {
+            let count = cursor.u32()?;
+            if count > LIST_ITEMS_LIMIT {
+                return Err(cursor.too_large(
+                    "count",
+                    u64::from(count),
+                    u64::from(LIST_ITEMS_LIMIT),
+                ));
+            }
+            let mut items = Vec::with_capacity(cursor.list_capacity(count as usize, 38));
+            for _ in 0..count {
+                items.push(KvItemWire {
+                    key: cursor.short_bytes()?,
+                    value_hash: cursor.hash()?,
+                    value_len: cursor.u32()?,
+                });
+            }
+            Response::KvList { items }
+        }
     };
     cursor.finish()?;
     Ok(response)
@@ -580,6 +856,61 @@ impl ChunkWriter {
         self.zero(4);
     }
 
+    /// `u16 len, bytes` (`check_request` or the response's builder bounded the length).
+    fn short(&mut self, bytes: &[u8]) {
+        self.u16(short_len(bytes.len()));
+        self.slice(bytes);
+    }
+
+    fn tags(&mut self, tags: &[(String, String)]) {
+        self.u16(short_len(tags.len()));
+        for (key, value) in tags {
+            self.short(key.as_bytes());
+            self.short(value.as_bytes());
+        }
+    }
+
+    fn context_ref(&mut self, context: &ContextRef) {
+        match context {
+            ContextRef::Id(context_id) => {
+                self.u16(0);
+                self.u64(*context_id);
+            }
+            ContextRef::Name(name) => self.short(name.as_bytes()),
+        }
+    }
+
+    /// The leading context of a version-1 layout; a name goes with the frame flag
+    /// `CTX_BY_NAME` (`Request::frame_flags`).
+    fn leading_context(&mut self, context: &ContextRef) {
+        match context {
+            ContextRef::Id(context_id) => self.u64(*context_id),
+            ContextRef::Name(name) => self.short(name.as_bytes()),
+        }
+    }
+
+    fn list_cursor(&mut self, cursor: &Option<ListCursorWire>) {
+        match cursor {
+            None => self.u8(0),
+            Some(ListCursorWire::Id(context_id)) => {
+                self.u8(1);
+                self.u64(*context_id);
+            }
+            Some(ListCursorWire::Name(name)) => {
+                self.u8(2);
+                self.short(name.as_bytes());
+            }
+        }
+    }
+
+    fn context_info(&mut self, info: &ContextInfoWire) {
+        self.context_head(&info.head);
+        self.u64(info.created_at_unix_ms);
+        self.u64(info.updated_at_unix_ms);
+        self.short(info.name.as_deref().unwrap_or("").as_bytes());
+        self.tags(&info.tags);
+    }
+
     fn payload(&mut self, payload: &PayloadWire) {
         self.u16(payload.encoding as u16);
         self.zero(2);
@@ -589,7 +920,7 @@ impl ChunkWriter {
         self.data(&payload.data);
     }
 
-    fn finish(mut self, msg_type: u16, req_id: u64) -> Vec<Bytes> {
+    fn finish(mut self, msg_type: u16, flags: u16, req_id: u64) -> Vec<Bytes> {
         if !self.tail.is_empty() {
             self.rest.push(self.tail.split().freeze());
         }
@@ -602,7 +933,7 @@ impl ChunkWriter {
         let header = FrameHeader {
             len: body_len as u32,
             msg_type,
-            flags: 0,
+            flags,
             req_id,
         };
         self.first[..HEADER_BYTES].copy_from_slice(&header.encode());
@@ -613,13 +944,22 @@ impl ChunkWriter {
     }
 }
 
-/// A request the protocol cannot carry: a field longer than its limit. Nothing was encoded.
+/// The length of a `u16`-counted field; `check_request` (requests) or the server's limits
+/// (responses: names ≤ 256 B, ≤ 32 tags of ≤ 1 KiB) keep it in range.
+fn short_len(len: usize) -> u16 {
+    assert!(len <= usize::from(u16::MAX), "u16 field of {len} bytes");
+    len as u16
+}
+
+/// A request the protocol cannot carry: a field longer (or shorter) than the wire allows.
+/// Nothing was encoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{field} is {len} {unit}; the protocol carries at most {max}")]
+#[error("{field} is {len} {unit}; the protocol carries {min} to {max} {unit}")]
 pub struct EncodeError {
-    /// What is too long: `token`, `client_name`, `payload`, `hashes`.
+    /// What does not fit: `token`, `client_name`, `payload`, `hashes`, `context name`, …
     pub field: &'static str,
     pub len: u64,
+    pub min: u64,
     pub max: u64,
     pub unit: &'static str,
 }
@@ -628,46 +968,168 @@ pub struct EncodeError {
 /// message's fields (no server accepts more).
 pub const APPEND_PAYLOAD_BYTES_LIMIT: u64 = FRAME_BYTES_LIMIT as u64 - 48;
 
-/// Checks what the encoder cannot write: lengths over the protocol's limits. Input from a
-/// caller is never asserted on.
+/// Checks what the encoder cannot write: lengths outside what the wire carries (a `u16`
+/// length, an empty name where 0 means "none"). Input from a caller is never asserted on.
+/// Semantic limits (names ≤ 256 B, ≤ 32 tags, …) are the server's to enforce and report.
 pub fn check_request(request: &Request) -> Result<(), EncodeError> {
-    let too_long = |field, len: usize, max: u64, unit| {
+    const SHORT: u64 = u16::MAX as u64;
+    let within = |field, len: usize, min: u64, max: u64, unit| {
         let len = len as u64;
-        if len > max {
+        if (min..=max).contains(&len) {
+            Ok(())
+        } else {
             Err(EncodeError {
                 field,
                 len,
+                min,
                 max,
                 unit,
             })
-        } else {
-            Ok(())
         }
     };
+    let context = |context: &ContextRef| match context {
+        ContextRef::Id(_) => Ok(()),
+        ContextRef::Name(name) => within("context name", name.len(), 1, SHORT, "bytes"),
+    };
+    let tags = |tags: &[(String, String)]| {
+        within("tags", tags.len(), 0, SHORT, "tags")?;
+        tags.iter().try_for_each(|(key, value)| {
+            within("tag key", key.len(), 0, SHORT, "bytes")?;
+            within("tag value", value.len(), 0, SHORT, "bytes")
+        })
+    };
+    let optional_name = |field, name: &Option<String>| match name {
+        None => Ok(()),
+        Some(name) => within(field, name.len(), 1, SHORT, "bytes"),
+    };
+    if let Some(leading) = request.leading_context() {
+        context(leading)?;
+    }
     match request {
         Request::Hello {
             token, client_name, ..
         } => {
-            too_long("token", token.len(), TOKEN_BYTES_MAX as u64, "bytes")?;
-            too_long(
+            within("token", token.len(), 0, TOKEN_BYTES_MAX as u64, "bytes")?;
+            within(
                 "client_name",
                 client_name.len(),
+                0,
                 NAME_BYTES_MAX as u64,
                 "bytes",
             )
         }
-        Request::AppendTurn { payload, .. } => too_long(
+        Request::AppendTurn { payload, .. } => within(
             "payload",
             payload.len(),
+            0,
             APPEND_PAYLOAD_BYTES_LIMIT,
             "bytes",
         ),
-        Request::HasBlobs { hashes } => too_long(
+        Request::HasBlobs { hashes } => within(
             "hashes",
             hashes.len(),
+            0,
             u64::from(LIST_ITEMS_LIMIT),
             "hashes",
         ),
+        Request::CtxOpen {
+            clone_from,
+            name,
+            tags: open_tags,
+            ..
+        } => {
+            if let Some(source) = clone_from {
+                context(source)?;
+            }
+            optional_name("name", name)?;
+            tags(open_tags)
+        }
+        Request::CtxShow { context: target } => context(target),
+        Request::CtxTag {
+            context: target,
+            set,
+            remove,
+            ..
+        } => {
+            context(target)?;
+            tags(set)?;
+            within("removed tags", remove.len(), 0, SHORT, "tags")?;
+            remove
+                .iter()
+                .try_for_each(|key| within("tag key", key.len(), 0, SHORT, "bytes"))
+        }
+        Request::CtxList {
+            tags: list_tags,
+            name_prefix,
+            updated_after_unix_ms,
+            updated_before_unix_ms,
+            cursor,
+            ..
+        } => {
+            tags(list_tags)?;
+            optional_name("name_prefix", name_prefix)?;
+            for (field, at) in [
+                ("updated_after_unix_ms", updated_after_unix_ms),
+                ("updated_before_unix_ms", updated_before_unix_ms),
+            ] {
+                if let Some(at) = at {
+                    // 0 on the wire means "no bound".
+                    within(field, usize::from(*at != 0), 1, 1, "(0 is no bound)")?;
+                }
+            }
+            match cursor {
+                Some(ListCursorWire::Name(name)) => {
+                    within("cursor name", name.len(), 1, SHORT, "bytes")
+                }
+                _ => Ok(()),
+            }
+        }
+        Request::CtxName {
+            context: target,
+            name,
+        } => {
+            context(target)?;
+            within("name", name.len(), 0, SHORT, "bytes")
+        }
+        Request::KvPut {
+            context: target,
+            entries,
+            ..
+        } => {
+            context(target)?;
+            within("entries", entries.len(), 0, SHORT, "entries")?;
+            entries.iter().try_for_each(|(key, value)| {
+                within("key", key.len(), 0, SHORT, "bytes")?;
+                within("value", value.len(), 0, u64::from(u32::MAX), "bytes")
+            })
+        }
+        Request::KvGet {
+            context: target,
+            key,
+            ..
+        } => {
+            context(target)?;
+            within("key", key.len(), 0, SHORT, "bytes")
+        }
+        Request::KvDelete {
+            context: target,
+            keys,
+        } => {
+            context(target)?;
+            within("keys", keys.len(), 0, SHORT, "keys")?;
+            keys.iter()
+                .try_for_each(|key| within("key", key.len(), 0, SHORT, "bytes"))
+        }
+        Request::KvList {
+            context: target,
+            prefix,
+            after,
+            ..
+        } => {
+            context(target)?;
+            within("prefix", prefix.len(), 0, SHORT, "bytes")?;
+            within("after", after.len(), 0, SHORT, "bytes")
+        }
         _ => Ok(()),
     }
 }
@@ -705,64 +1167,69 @@ pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes
         Request::Ping { nonce } => w.u64(*nonce),
         Request::CtxCreate { base_turn_id } => w.u64(*base_turn_id),
         Request::CtxFork { turn_id } => w.u64(*turn_id),
-        Request::GetHead { context_id } => w.u64(*context_id),
+        Request::GetHead { context } => w.leading_context(context),
         Request::AppendTurn {
-            context_id,
+            context,
             expected_head,
             type_tag,
             codec,
             payload,
         } => {
-            append_fields(&mut w, *context_id, *expected_head, *type_tag, *codec);
+            append_fields(&mut w, context, *expected_head, *type_tag, *codec);
             w.u32(payload.len() as u32);
             w.zero(4);
             w.data(payload);
         }
         Request::AppendTurnByHash {
-            context_id,
+            context,
             expected_head,
             type_tag,
             codec,
             payload_hash,
         } => {
-            append_fields(&mut w, *context_id, *expected_head, *type_tag, *codec);
+            append_fields(&mut w, context, *expected_head, *type_tag, *codec);
             w.slice(&payload_hash.0);
         }
         Request::GetTurn { turn_id } => w.u64(*turn_id),
         Request::GetLast {
-            context_id,
+            context,
             limit,
             read_flags,
         } => {
-            w.u64(*context_id);
+            w.leading_context(context);
             w.u32(*limit);
             w.u32(*read_flags);
         }
         Request::GetBefore {
-            context_id,
+            context,
             before_turn_id,
             limit,
             read_flags,
         } => {
-            w.u64(*context_id);
+            w.leading_context(context);
             w.u64(*before_turn_id);
             w.u32(*limit);
             w.u32(*read_flags);
         }
-        // One layout: a context's chain by depth, or a turn's chain from the root.
         Request::GetRangeByDepth {
-            context_id: id,
-            from_depth,
-            limit,
-            read_flags,
-        }
-        | Request::GetChain {
-            turn_id: id,
+            context,
             from_depth,
             limit,
             read_flags,
         } => {
-            w.u64(*id);
+            w.leading_context(context);
+            w.u32(*from_depth);
+            w.u32(*limit);
+            w.u32(*read_flags);
+            w.zero(4);
+        }
+        Request::GetChain {
+            turn_id,
+            from_depth,
+            limit,
+            read_flags,
+        } => {
+            w.u64(*turn_id);
             w.u32(*from_depth);
             w.u32(*limit);
             w.u32(*read_flags);
@@ -781,18 +1248,121 @@ pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes
             }
         }
         Request::Stats => {}
+        Request::CtxOpen {
+            base_turn_id,
+            get_or_create,
+            clone_from,
+            name,
+            tags,
+        } => {
+            w.u64(*base_turn_id);
+            let mut flags = 0;
+            if *get_or_create {
+                flags |= open_flags::GET_OR_CREATE;
+            }
+            if clone_from.is_some() {
+                flags |= open_flags::CLONE;
+            }
+            w.u8(flags);
+            w.zero(1);
+            if let Some(source) = clone_from {
+                w.context_ref(source);
+            }
+            w.short(name.as_deref().unwrap_or("").as_bytes());
+            w.tags(tags);
+        }
+        Request::CtxShow { context } => w.context_ref(context),
+        Request::CtxTag {
+            context,
+            expected_head,
+            set,
+            remove,
+        } => {
+            w.context_ref(context);
+            w.u32(if expected_head.is_some() {
+                tag_flags::EXPECT_HEAD
+            } else {
+                0
+            });
+            w.u64(expected_head.unwrap_or(0));
+            w.tags(set);
+            w.u16(short_len(remove.len()));
+            for key in remove {
+                w.short(key.as_bytes());
+            }
+        }
+        Request::CtxList {
+            tags,
+            name_prefix,
+            updated_after_unix_ms,
+            updated_before_unix_ms,
+            cursor,
+            limit,
+        } => {
+            w.tags(tags);
+            w.short(name_prefix.as_deref().unwrap_or("").as_bytes());
+            w.u64(updated_after_unix_ms.unwrap_or(0));
+            w.u64(updated_before_unix_ms.unwrap_or(0));
+            w.list_cursor(cursor);
+            w.u32(*limit);
+        }
+        Request::CtxName { context, name } => {
+            w.context_ref(context);
+            w.short(name.as_bytes());
+        }
+        Request::KvPut {
+            context,
+            if_absent,
+            entries,
+        } => {
+            w.context_ref(context);
+            w.u8(u8::from(*if_absent));
+            w.u16(short_len(entries.len()));
+            for (key, value) in entries {
+                w.short(key);
+                w.u32(value.len() as u32);
+                w.data(value);
+            }
+        }
+        Request::KvGet {
+            context,
+            key,
+            read_flags,
+        } => {
+            w.context_ref(context);
+            w.short(key);
+            w.u32(*read_flags);
+        }
+        Request::KvDelete { context, keys } => {
+            w.context_ref(context);
+            w.u16(short_len(keys.len()));
+            for key in keys {
+                w.short(key);
+            }
+        }
+        Request::KvList {
+            context,
+            prefix,
+            after,
+            limit,
+        } => {
+            w.context_ref(context);
+            w.short(prefix);
+            w.short(after);
+            w.u32(*limit);
+        }
     }
-    Ok(w.finish(request.message_type().code(), req_id))
+    Ok(w.finish(request.message_type().code(), request.frame_flags(), req_id))
 }
 
 fn append_fields(
     w: &mut ChunkWriter,
-    context_id: u64,
+    context: &ContextRef,
     expected_head: Option<u64>,
     type_tag: u64,
     codec: u32,
 ) {
-    w.u64(context_id);
+    w.leading_context(context);
     w.u64(expected_head.unwrap_or(0));
     w.u64(type_tag);
     w.u32(codec);
@@ -885,8 +1455,39 @@ pub fn encode_response(req_id: u64, response: &Response) -> Vec<Bytes> {
             w.u64(*detail);
             w.slice(message.as_bytes());
         }
+        Response::ContextInfo { info, .. } => w.context_info(info),
+        Response::Opened { info, created } => {
+            w.context_info(info);
+            w.u8(u8::from(*created));
+        }
+        Response::ContextList {
+            next_cursor,
+            contexts,
+        } => {
+            w.list_cursor(next_cursor);
+            w.u32(contexts.len() as u32);
+            for info in contexts {
+                w.context_info(info);
+            }
+        }
+        Response::Done { .. } => {}
+        Response::KvValue {
+            value_hash,
+            payload,
+        } => {
+            w.slice(&value_hash.0);
+            w.payload(payload);
+        }
+        Response::KvList { items } => {
+            w.u32(items.len() as u32);
+            for item in items {
+                w.short(&item.key);
+                w.slice(&item.value_hash.0);
+                w.u32(item.value_len);
+            }
+        }
     }
-    w.finish(response.msg_type(), req_id)
+    w.finish(response.msg_type(), 0, req_id)
 }
 
 /// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.

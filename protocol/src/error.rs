@@ -32,10 +32,12 @@ pub enum ErrorCode {
     ShuttingDown = 13,
     /// Stored data failed its checksum; the message names file and offset.
     Corrupt = 14,
+    /// (Version 2.) The name is taken by another context; `detail` holds its ContextID.
+    AlreadyExists = 15,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 15] = [
         ErrorCode::BadFrame,
         ErrorCode::UnknownMessage,
         ErrorCode::TooLarge,
@@ -50,6 +52,7 @@ impl ErrorCode {
         ErrorCode::UnsupportedVersion,
         ErrorCode::ShuttingDown,
         ErrorCode::Corrupt,
+        ErrorCode::AlreadyExists,
     ];
 
     pub fn code(self) -> u16 {
@@ -79,6 +82,7 @@ impl ErrorCode {
             ErrorCode::UnsupportedVersion => "UNSUPPORTED_VERSION",
             ErrorCode::ShuttingDown => "SHUTTING_DOWN",
             ErrorCode::Corrupt => "CORRUPT",
+            ErrorCode::AlreadyExists => "ALREADY_EXISTS",
         }
     }
 }
@@ -139,6 +143,6 @@ mod tests {
             assert_eq!(ErrorCode::from_code(code.code()), Some(*code));
         }
         assert_eq!(ErrorCode::from_code(0), None);
-        assert_eq!(ErrorCode::from_code(15), None);
+        assert_eq!(ErrorCode::from_code(16), None);
     }
 }

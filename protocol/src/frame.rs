@@ -4,11 +4,14 @@
 //! offset size field
 //!      0    4 len       body bytes that follow the header
 //!      4    2 msg_type  see `message::MessageType`
-//!      6    2 flags     0 in protocol version 1 (any other value is BAD_FRAME)
+//!      6    2 flags     0 in protocol version 1; version 2 defines bit 0, CTX_BY_NAME
+//!                       (`message::frame_flags`); unknown bits are BAD_FRAME
 //!      8    8 req_id    chosen by the client; the response carries the same value
 //! ```
 
 use bytes::{Buf, Bytes, BytesMut};
+
+use crate::message::frame_flags;
 
 pub const HEADER_BYTES: usize = 16;
 /// Hard ceiling of any frame body, whatever a server is configured to accept.
@@ -48,7 +51,7 @@ impl FrameHeader {
 pub enum FrameError {
     #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
     TooLarge { len: u32, max: u32, req_id: u64 },
-    #[error("frame flags {flags:#06x} are not 0")]
+    #[error("frame flags {flags:#06x} have bits this protocol does not define")]
     BadFlags { flags: u16, req_id: u64 },
 }
 
@@ -127,7 +130,9 @@ impl FrameReader {
                 req_id: header.req_id,
             });
         }
-        if header.flags != 0 {
+        // Which messages may carry which flag is the decoder's business (it knows the type);
+        // bits no version defines are refused here, from the header alone.
+        if header.flags & !frame_flags::KNOWN != 0 {
             return Err(FrameError::BadFlags {
                 flags: header.flags,
                 req_id: header.req_id,

@@ -12,12 +12,15 @@ pub mod frame;
 pub mod message;
 
 pub use codec::{
-    EncodeError, check_request, decode_request, decode_response, encode_request,
+    EncodeError, check_request, decode_request, decode_request_as, decode_response, encode_request,
     encode_request_chunks, encode_response,
 };
 pub use error::{DecodeError, ErrorCode};
 pub use frame::{FrameError, FrameHeader, FrameReader, HEADER_BYTES};
 pub use message::*;
 
-/// The protocol version this crate speaks. HELLO negotiates it.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// The newest protocol version this crate speaks. HELLO negotiates the highest version both
+/// sides speak.
+pub const PROTOCOL_VERSION: u16 = 2;
+/// The oldest protocol version this crate still speaks (byte for byte).
+pub const PROTOCOL_VERSION_MIN: u16 = 1;

@@ -1,5 +1,6 @@
-//! Every message of protocol version 1 as a Rust value. Byte layouts: docs/protocol.md and
-//! `codec.rs`. A response's type is its request's type with the high bit set; ERROR is 0xFFFF.
+//! Every message of protocol versions 1 and 2 as a Rust value. Byte layouts: docs/protocol.md
+//! and `codec.rs`. A response's type is its request's type with the high bit set; ERROR is
+//! 0xFFFF. Version 2 (decision 0007) adds contexts by name, tags, listing and key-value.
 
 use bytes::Bytes;
 
@@ -22,13 +23,23 @@ pub enum MessageType {
     GetBlob = 0x000D,
     HasBlobs = 0x000E,
     Stats = 0x000F,
+    // Version 2: contexts as agent threads.
+    CtxOpen = 0x0010,
+    CtxShow = 0x0011,
+    CtxTag = 0x0012,
+    CtxList = 0x0013,
+    CtxName = 0x0014,
+    KvPut = 0x0015,
+    KvGet = 0x0016,
+    KvDelete = 0x0017,
+    KvList = 0x0018,
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 15] = [
+    pub const ALL: [MessageType; 24] = [
         MessageType::Hello,
         MessageType::Ping,
         MessageType::CtxCreate,
@@ -44,6 +55,15 @@ impl MessageType {
         MessageType::GetBlob,
         MessageType::HasBlobs,
         MessageType::Stats,
+        MessageType::CtxOpen,
+        MessageType::CtxShow,
+        MessageType::CtxTag,
+        MessageType::CtxList,
+        MessageType::CtxName,
+        MessageType::KvPut,
+        MessageType::KvGet,
+        MessageType::KvDelete,
+        MessageType::KvList,
     ];
 
     pub fn code(self) -> u16 {
@@ -77,8 +97,117 @@ impl MessageType {
             MessageType::GetBlob => "GET_BLOB",
             MessageType::HasBlobs => "HAS_BLOBS",
             MessageType::Stats => "STATS",
+            MessageType::CtxOpen => "CTX_OPEN",
+            MessageType::CtxShow => "CTX_SHOW",
+            MessageType::CtxTag => "CTX_TAG",
+            MessageType::CtxList => "CTX_LIST",
+            MessageType::CtxName => "CTX_NAME",
+            MessageType::KvPut => "KV_PUT",
+            MessageType::KvGet => "KV_GET",
+            MessageType::KvDelete => "KV_DELETE",
+            MessageType::KvList => "KV_LIST",
         }
     }
+
+    /// The protocol version that introduced this message: a connection that negotiated an
+    /// older one answers it UNKNOWN_MESSAGE.
+    pub fn since_version(self) -> u16 {
+        if self.code() >= MessageType::CtxOpen.code() {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Whether the request's body starts with a `context_id u64` that the frame flag
+    /// `CTX_BY_NAME` replaces by a name (version 2).
+    pub fn takes_context(self) -> bool {
+        matches!(
+            self,
+            MessageType::GetHead
+                | MessageType::AppendTurn
+                | MessageType::AppendTurnByHash
+                | MessageType::GetLast
+                | MessageType::GetBefore
+                | MessageType::GetRangeByDepth
+        )
+    }
+}
+
+/// Bits of the frame header's `flags` (version 2; version 1 requires 0).
+pub mod frame_flags {
+    /// The request's leading `context_id u64` is replaced by `u16 name_len, name` (UTF-8,
+    /// 1..=256 bytes): the context is named by its name. Only on messages that take a context
+    /// (`MessageType::takes_context`).
+    pub const CTX_BY_NAME: u16 = 1 << 0;
+    pub const KNOWN: u16 = CTX_BY_NAME;
+}
+
+/// A context named in a request: by its ContextID, or (version 2) by its unique name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ContextRef {
+    Id(u64),
+    /// 1..=`CONTEXT_NAME_BYTES_MAX` bytes of UTF-8.
+    Name(String),
+}
+
+impl From<u64> for ContextRef {
+    fn from(context_id: u64) -> ContextRef {
+        ContextRef::Id(context_id)
+    }
+}
+
+impl std::fmt::Display for ContextRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ContextRef::Id(context_id) => write!(f, "{context_id}"),
+            ContextRef::Name(name) => write!(f, "@{name}"),
+        }
+    }
+}
+
+/// A context's head, name, tags and times (CONTEXT_INFO, version 2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextInfoWire {
+    pub head: ContextHeadWire,
+    pub created_at_unix_ms: u64,
+    pub updated_at_unix_ms: u64,
+    /// `None` on the wire is `name_len = 0`.
+    pub name: Option<String>,
+    /// Sorted by key, keys unique.
+    pub tags: Vec<(String, String)>,
+}
+
+/// Where a CTX_LIST page ended: the last context returned, by ContextID or (with a name
+/// prefix) by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListCursorWire {
+    Id(u64),
+    Name(String),
+}
+
+/// A key-value entry as KV_LIST returns it (the value is read with KV_GET or GET_BLOB).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvItemWire {
+    pub key: Bytes,
+    pub value_hash: Hash32,
+    pub value_len: u32,
+}
+
+/// Bits of `open_flags` in CTX_OPEN.
+pub mod open_flags {
+    /// A name that exists answers its context (`created = 0`) instead of ALREADY_EXISTS.
+    pub const GET_OR_CREATE: u8 = 1 << 0;
+    /// A context ref follows: copy that context (head, tags, key-value entries).
+    pub const CLONE: u8 = 1 << 1;
+    pub const KNOWN: u8 = GET_OR_CREATE | CLONE;
+}
+
+/// Bits of `tag_flags` in CTX_TAG.
+pub mod tag_flags {
+    /// `expected_head` is set: change the tags only if the context's head is that turn.
+    pub const EXPECT_HEAD: u32 = 1 << 0;
+    pub const KNOWN: u32 = EXPECT_HEAD;
 }
 
 /// A BLAKE3-256 hash on the wire.
@@ -114,6 +243,8 @@ pub mod append_flags {
 
 pub const TOKEN_BYTES_MAX: usize = 1024;
 pub const NAME_BYTES_MAX: usize = 256;
+/// A context's name: 1..=256 bytes of UTF-8 (the engine enforces the same limit).
+pub const CONTEXT_NAME_BYTES_MAX: usize = 256;
 pub const MESSAGE_BYTES_MAX: usize = 4096;
 /// Hard ceiling of HAS_BLOBS hashes and of turns in one TURNS response.
 pub const LIST_ITEMS_LIMIT: u32 = 1 << 20;
@@ -237,10 +368,10 @@ pub enum Request {
         turn_id: u64,
     },
     GetHead {
-        context_id: u64,
+        context: ContextRef,
     },
     AppendTurn {
-        context_id: u64,
+        context: ContextRef,
         expected_head: Option<u64>,
         type_tag: u64,
         codec: u32,
@@ -248,7 +379,7 @@ pub enum Request {
     },
     /// Appends a turn whose payload is an already stored blob (no re-upload).
     AppendTurnByHash {
-        context_id: u64,
+        context: ContextRef,
         expected_head: Option<u64>,
         type_tag: u64,
         codec: u32,
@@ -259,20 +390,20 @@ pub enum Request {
     },
     /// The `limit` newest turns of a context, oldest first.
     GetLast {
-        context_id: u64,
+        context: ContextRef,
         limit: u32,
         read_flags: u32,
     },
     /// The `limit` turns older than `before_turn_id`, oldest first (cursor paging).
     GetBefore {
-        context_id: u64,
+        context: ContextRef,
         before_turn_id: u64,
         limit: u32,
         read_flags: u32,
     },
     /// The turns of a context's chain with depth in `from_depth..from_depth + limit`.
     GetRangeByDepth {
-        context_id: u64,
+        context: ContextRef,
         from_depth: u32,
         limit: u32,
         read_flags: u32,
@@ -292,6 +423,62 @@ pub enum Request {
         hashes: Vec<Hash32>,
     },
     Stats,
+    /// A new context, optionally named, tagged, forked at `base_turn_id` or cloned from
+    /// another context; with `get_or_create`, a taken name answers its context.
+    CtxOpen {
+        base_turn_id: u64,
+        get_or_create: bool,
+        clone_from: Option<ContextRef>,
+        name: Option<String>,
+        tags: Vec<(String, String)>,
+    },
+    CtxShow {
+        context: ContextRef,
+    },
+    /// Sets and removes tags atomically, optionally only if the head is `expected_head`.
+    CtxTag {
+        context: ContextRef,
+        expected_head: Option<u64>,
+        set: Vec<(String, String)>,
+        remove: Vec<String>,
+    },
+    /// Contexts matching every condition, a page after `cursor`.
+    CtxList {
+        tags: Vec<(String, String)>,
+        name_prefix: Option<String>,
+        updated_after_unix_ms: Option<u64>,
+        updated_before_unix_ms: Option<u64>,
+        cursor: Option<ListCursorWire>,
+        limit: u32,
+    },
+    /// Names a context that has no name yet.
+    CtxName {
+        context: ContextRef,
+        name: String,
+    },
+    /// Puts key-value entries in one group commit; with `if_absent`, existing keys keep theirs.
+    KvPut {
+        context: ContextRef,
+        if_absent: bool,
+        entries: Vec<(Bytes, Bytes)>,
+    },
+    KvGet {
+        context: ContextRef,
+        key: Bytes,
+        read_flags: u32,
+    },
+    KvDelete {
+        context: ContextRef,
+        keys: Vec<Bytes>,
+    },
+    /// Entries whose keys start with `prefix`, in key order, after `after` (empty: from the
+    /// first).
+    KvList {
+        context: ContextRef,
+        prefix: Bytes,
+        after: Bytes,
+        limit: u32,
+    },
 }
 
 impl Request {
@@ -312,6 +499,37 @@ impl Request {
             Request::GetBlob { .. } => MessageType::GetBlob,
             Request::HasBlobs { .. } => MessageType::HasBlobs,
             Request::Stats => MessageType::Stats,
+            Request::CtxOpen { .. } => MessageType::CtxOpen,
+            Request::CtxShow { .. } => MessageType::CtxShow,
+            Request::CtxTag { .. } => MessageType::CtxTag,
+            Request::CtxList { .. } => MessageType::CtxList,
+            Request::CtxName { .. } => MessageType::CtxName,
+            Request::KvPut { .. } => MessageType::KvPut,
+            Request::KvGet { .. } => MessageType::KvGet,
+            Request::KvDelete { .. } => MessageType::KvDelete,
+            Request::KvList { .. } => MessageType::KvList,
+        }
+    }
+
+    /// The context a request of the version-1 layout names with its leading `context_id`
+    /// (`MessageType::takes_context`).
+    pub fn leading_context(&self) -> Option<&ContextRef> {
+        match self {
+            Request::GetHead { context }
+            | Request::AppendTurn { context, .. }
+            | Request::AppendTurnByHash { context, .. }
+            | Request::GetLast { context, .. }
+            | Request::GetBefore { context, .. }
+            | Request::GetRangeByDepth { context, .. } => Some(context),
+            _ => None,
+        }
+    }
+
+    /// The frame header's `flags` this request is sent with.
+    pub fn frame_flags(&self) -> u16 {
+        match self.leading_context() {
+            Some(ContextRef::Name(_)) => frame_flags::CTX_BY_NAME,
+            _ => 0,
         }
     }
 }
@@ -362,6 +580,34 @@ pub enum Response {
         present: Vec<bool>,
     },
     Stats(StatsWire),
+    /// Answer to CTX_SHOW, CTX_TAG and CTX_NAME (the type says which).
+    ContextInfo {
+        message_type: MessageType,
+        info: ContextInfoWire,
+    },
+    /// Answer to CTX_OPEN: the context, and whether this request created it.
+    Opened {
+        info: ContextInfoWire,
+        created: bool,
+    },
+    /// Answer to CTX_LIST: `next_cursor` is `None` when no more contexts match.
+    ContextList {
+        next_cursor: Option<ListCursorWire>,
+        contexts: Vec<ContextInfoWire>,
+    },
+    /// Answer without a body: KV_PUT and KV_DELETE (the type says which).
+    Done {
+        message_type: MessageType,
+    },
+    /// Answer to KV_GET: the value's BlobHash and bytes.
+    KvValue {
+        value_hash: Hash32,
+        payload: PayloadWire,
+    },
+    /// Answer to KV_LIST.
+    KvList {
+        items: Vec<KvItemWire>,
+    },
     Error {
         code: crate::error::ErrorCode,
         detail: u64,
@@ -377,7 +623,13 @@ impl Response {
             Response::Pong { .. } => MessageType::Ping.response_code(),
             Response::Context { message_type, .. }
             | Response::Appended { message_type, .. }
-            | Response::Turns { message_type, .. } => message_type.response_code(),
+            | Response::Turns { message_type, .. }
+            | Response::ContextInfo { message_type, .. }
+            | Response::Done { message_type } => message_type.response_code(),
+            Response::Opened { .. } => MessageType::CtxOpen.response_code(),
+            Response::ContextList { .. } => MessageType::CtxList.response_code(),
+            Response::KvValue { .. } => MessageType::KvGet.response_code(),
+            Response::KvList { .. } => MessageType::KvList.response_code(),
             Response::Turn(_) => MessageType::GetTurn.response_code(),
             Response::Blob(_) => MessageType::GetBlob.response_code(),
             Response::HasBlobs { .. } => MessageType::HasBlobs.response_code(),

@@ -1,4 +1,4 @@
-//! Golden vectors: `protocol/tests/golden-v1.txt` holds frames as hex with their meaning, for
+//! Golden vectors: `protocol/tests/golden-v1.txt` and `golden-v2.txt` hold frames as hex with their meaning, for
 //! clients in other languages to test against. Each must decode to the value below and
 //! re-encode to exactly its bytes. To regenerate after a deliberate protocol change (which
 //! needs a new protocol version): `CTXSTORE_WRITE_GOLDEN=1 cargo test -p ctxstore-protocol --test golden`.
@@ -35,7 +35,8 @@ fn turn() -> TurnWire {
     }
 }
 
-fn vectors() -> Vec<(&'static str, u64, Frame, &'static str)> {
+/// Version 1: every layout as it was, byte for byte.
+fn vectors() -> Vec<Vector> {
     use Frame::{Request as Q, Response as R};
     vec![
         (
@@ -105,7 +106,9 @@ fn vectors() -> Vec<(&'static str, u64, Frame, &'static str)> {
         (
             "get_head",
             5,
-            Q(Request::GetHead { context_id: 3 }),
+            Q(Request::GetHead {
+                context: ContextRef::Id(3),
+            }),
             "GET_HEAD of context 3",
         ),
         (
@@ -125,7 +128,7 @@ fn vectors() -> Vec<(&'static str, u64, Frame, &'static str)> {
             "append_turn",
             6,
             Q(Request::AppendTurn {
-                context_id: 3,
+                context: ContextRef::Id(3),
                 expected_head: Some(41),
                 type_tag: 0x1122_3344_5566_7788,
                 codec: 1,
@@ -147,7 +150,7 @@ fn vectors() -> Vec<(&'static str, u64, Frame, &'static str)> {
             "append_turn_by_hash",
             7,
             Q(Request::AppendTurnByHash {
-                context_id: 3,
+                context: ContextRef::Id(3),
                 expected_head: None,
                 type_tag: 9,
                 codec: 2,
@@ -171,7 +174,7 @@ fn vectors() -> Vec<(&'static str, u64, Frame, &'static str)> {
             "get_last_with_payloads",
             9,
             Q(Request::GetLast {
-                context_id: 3,
+                context: ContextRef::Id(3),
                 limit: 64,
                 read_flags: read_flags::WITH_PAYLOADS | read_flags::ACCEPT_ZSTD,
             }),
@@ -199,7 +202,7 @@ fn vectors() -> Vec<(&'static str, u64, Frame, &'static str)> {
             "get_before",
             10,
             Q(Request::GetBefore {
-                context_id: 3,
+                context: ContextRef::Id(3),
                 before_turn_id: 42,
                 limit: 10,
                 read_flags: 0,
@@ -210,7 +213,7 @@ fn vectors() -> Vec<(&'static str, u64, Frame, &'static str)> {
             "get_range_by_depth",
             11,
             Q(Request::GetRangeByDepth {
-                context_id: 3,
+                context: ContextRef::Id(3),
                 from_depth: 2,
                 limit: 5,
                 read_flags: 0,
@@ -331,14 +334,244 @@ fn from_hex(text: &str) -> Vec<u8> {
         .collect()
 }
 
-const FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden-v1.txt");
+type Vector = (&'static str, u64, Frame, &'static str);
 
-#[test]
-fn golden_vectors_decode_and_reencode_byte_exactly() {
-    let vectors = vectors();
+fn info(context_id: u64, name: Option<&str>, tags: &[(&str, &str)]) -> ContextInfoWire {
+    ContextInfoWire {
+        head: ContextHeadWire {
+            context_id,
+            head_turn_id: 42,
+            head_depth: 7,
+        },
+        created_at_unix_ms: 1_767_225_600_000,
+        updated_at_unix_ms: 1_767_225_601_000,
+        name: name.map(str::to_string),
+        tags: tags
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect(),
+    }
+}
+
+fn named(name: &str) -> ContextRef {
+    ContextRef::Name(name.into())
+}
+
+/// Version 2 (decision 0007): contexts by name, tags, listing, key-value.
+fn vectors_v2() -> Vec<Vector> {
+    use Frame::{Request as Q, Response as R};
+    vec![
+        (
+            "hello_request_v2",
+            1,
+            Q(Request::Hello {
+                min_version: 1,
+                max_version: 2,
+                token: Bytes::new(),
+                client_name: "py".into(),
+            }),
+            "HELLO offering versions 1..=2, no token, client \"py\"",
+        ),
+        (
+            "get_head_by_name",
+            2,
+            Q(Request::GetHead {
+                context: named("t-1"),
+            }),
+            "GET_HEAD of the context named \"t-1\" (frame flag CTX_BY_NAME: name instead of context_id)",
+        ),
+        (
+            "append_turn_by_name",
+            3,
+            Q(Request::AppendTurn {
+                context: named("t-1"),
+                expected_head: None,
+                type_tag: 1,
+                codec: 0,
+                payload: Bytes::from_static(b"hi"),
+            }),
+            "APPEND_TURN to \"t-1\" (CTX_BY_NAME), type tag 1, payload \"hi\"",
+        ),
+        (
+            "ctx_open",
+            4,
+            Q(Request::CtxOpen {
+                base_turn_id: 0,
+                get_or_create: true,
+                clone_from: None,
+                name: Some("t-1".into()),
+                tags: vec![("status".into(), "idle".into())],
+            }),
+            "CTX_OPEN get-or-create of an empty context named \"t-1\" tagged status=idle",
+        ),
+        (
+            "ctx_open_clone",
+            5,
+            Q(Request::CtxOpen {
+                base_turn_id: 0,
+                get_or_create: false,
+                clone_from: Some(ContextRef::Id(3)),
+                name: Some("t-2".into()),
+                tags: vec![],
+            }),
+            "CTX_OPEN cloning context 3 as \"t-2\"",
+        ),
+        (
+            "opened_response",
+            4,
+            R(Response::Opened {
+                info: info(3, Some("t-1"), &[("status", "idle")]),
+                created: true,
+            }),
+            "CTX_OPEN response: context 3 at turn 42 (depth 7), named \"t-1\", status=idle, created",
+        ),
+        (
+            "ctx_show",
+            6,
+            Q(Request::CtxShow {
+                context: named("t-1"),
+            }),
+            "CTX_SHOW of \"t-1\"",
+        ),
+        (
+            "context_info_response",
+            6,
+            R(Response::ContextInfo {
+                message_type: MessageType::CtxShow,
+                info: info(3, Some("t-1"), &[("status", "idle")]),
+            }),
+            "CTX_SHOW response: CONTEXT_INFO of context 3",
+        ),
+        (
+            "ctx_tag",
+            7,
+            Q(Request::CtxTag {
+                context: ContextRef::Id(3),
+                expected_head: Some(42),
+                set: vec![("status".into(), "done".into())],
+                remove: vec!["owner".into()],
+            }),
+            "CTX_TAG context 3 if its head is turn 42: set status=done, remove owner",
+        ),
+        (
+            "ctx_list",
+            8,
+            Q(Request::CtxList {
+                tags: vec![("status".into(), "idle".into())],
+                name_prefix: Some("t-".into()),
+                updated_after_unix_ms: Some(1_767_225_600_000),
+                updated_before_unix_ms: None,
+                cursor: Some(ListCursorWire::Name("t-1".into())),
+                limit: 100,
+            }),
+            "CTX_LIST status=idle, names starting \"t-\", updated after 1767225600000, after \"t-1\", 100 per page",
+        ),
+        (
+            "context_list_response",
+            8,
+            R(Response::ContextList {
+                next_cursor: Some(ListCursorWire::Id(3)),
+                contexts: vec![info(3, None, &[])],
+            }),
+            "CTX_LIST response: one context (3, no name, no tags); next page after context 3",
+        ),
+        (
+            "ctx_name",
+            9,
+            Q(Request::CtxName {
+                context: ContextRef::Id(3),
+                name: "t-3".into(),
+            }),
+            "CTX_NAME: name context 3 \"t-3\"",
+        ),
+        (
+            "kv_put",
+            10,
+            Q(Request::KvPut {
+                context: named("t-1"),
+                if_absent: true,
+                entries: vec![(Bytes::from_static(b"k"), Bytes::from_static(b"v1"))],
+            }),
+            "KV_PUT to \"t-1\" if absent: k = \"v1\"",
+        ),
+        (
+            "kv_put_response",
+            10,
+            R(Response::Done {
+                message_type: MessageType::KvPut,
+            }),
+            "KV_PUT response (empty body)",
+        ),
+        (
+            "kv_get",
+            11,
+            Q(Request::KvGet {
+                context: ContextRef::Id(3),
+                key: Bytes::from_static(b"k"),
+                read_flags: 0,
+            }),
+            "KV_GET k of context 3, raw",
+        ),
+        (
+            "kv_value_response",
+            11,
+            R(Response::KvValue {
+                value_hash: hash(0xa0),
+                payload: PayloadWire::raw(Bytes::from_static(b"v1")),
+            }),
+            "KV_GET response: value hash a0a1…bf, raw \"v1\"",
+        ),
+        (
+            "kv_delete",
+            12,
+            Q(Request::KvDelete {
+                context: ContextRef::Id(3),
+                keys: vec![Bytes::from_static(b"k")],
+            }),
+            "KV_DELETE k of context 3",
+        ),
+        (
+            "kv_list",
+            13,
+            Q(Request::KvList {
+                context: ContextRef::Id(3),
+                prefix: Bytes::from_static(b"w:"),
+                after: Bytes::new(),
+                limit: 1000,
+            }),
+            "KV_LIST of context 3, keys starting \"w:\", from the first, 1000 per page",
+        ),
+        (
+            "kv_list_response",
+            13,
+            R(Response::KvList {
+                items: vec![KvItemWire {
+                    key: Bytes::from_static(b"w:1"),
+                    value_hash: hash(0xa0),
+                    value_len: 2,
+                }],
+            }),
+            "KV_LIST response: w:1 (value hash a0a1…bf, 2 bytes)",
+        ),
+        (
+            "error_already_exists",
+            4,
+            R(Response::Error {
+                code: ErrorCode::AlreadyExists,
+                detail: 3,
+                message: "name taken".into(),
+            }),
+            "ERROR ALREADY_EXISTS: the name belongs to context 3",
+        ),
+    ]
+}
+
+/// Checks (or with CTXSTORE_WRITE_GOLDEN rewrites) one golden file; requests decode as a
+/// connection of `version` would.
+fn check_golden(file: &str, version: u16, vectors: Vec<Vector>) {
     if std::env::var("CTXSTORE_WRITE_GOLDEN").is_ok() {
-        let mut text = String::from(
-            "# ctxstore protocol version 1: golden frames (see docs/protocol.md).\n\
+        let mut text = format!(
+            "# ctxstore protocol version {version}: golden frames (see docs/protocol.md).\n\
              # One frame per line: name | frame as hex (16-byte header, then body) | meaning.\n",
         );
         for (name, req_id, frame, meaning) in &vectors {
@@ -347,9 +580,9 @@ fn golden_vectors_decode_and_reencode_byte_exactly() {
                 to_hex(&encode(*req_id, frame))
             ));
         }
-        std::fs::write(FILE, text).unwrap();
+        std::fs::write(file, text).unwrap();
     }
-    let text = std::fs::read_to_string(FILE).unwrap();
+    let text = std::fs::read_to_string(file).unwrap();
     let lines: Vec<&str> = text
         .lines()
         .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
@@ -368,11 +601,30 @@ fn golden_vectors_decode_and_reencode_byte_exactly() {
         let body = Bytes::copy_from_slice(&bytes[HEADER_BYTES..]);
         match frame {
             Frame::Request(request) => {
-                assert_eq!(&decode_request(&header, body).unwrap(), request, "{name}")
+                let decoded = decode_request_as(version, &header, body).unwrap();
+                assert_eq!(&decoded, request, "{name}")
             }
             Frame::Response(response) => {
                 assert_eq!(&decode_response(&header, body).unwrap(), response, "{name}")
             }
         }
     }
+}
+
+#[test]
+fn golden_vectors_v1_decode_and_reencode_byte_exactly() {
+    check_golden(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden-v1.txt"),
+        1,
+        vectors(),
+    );
+}
+
+#[test]
+fn golden_vectors_v2_decode_and_reencode_byte_exactly() {
+    check_golden(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden-v2.txt"),
+        2,
+        vectors_v2(),
+    );
 }

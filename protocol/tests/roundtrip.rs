@@ -19,6 +19,21 @@ fn name() -> impl Strategy<Value = String> {
     "[a-zA-Z0-9 _./é-]{0,40}"
 }
 
+fn context() -> impl Strategy<Value = ContextRef> {
+    prop_oneof![
+        any::<u64>().prop_map(ContextRef::Id),
+        "[a-z0-9:/é-]{1,40}".prop_map(ContextRef::Name),
+    ]
+}
+
+fn tags(max: usize) -> impl Strategy<Value = Vec<(String, String)>> {
+    proptest::collection::vec((name(), name()), 0..max)
+}
+
+fn optional_name() -> impl Strategy<Value = Option<String>> {
+    proptest::option::of("[a-z0-9 é]{1,30}")
+}
+
 fn read_flags() -> impl Strategy<Value = u32> {
     0..=read_flags::KNOWN
 }
@@ -36,17 +51,17 @@ fn request() -> impl Strategy<Value = Request> {
         any::<u64>().prop_map(|nonce| Request::Ping { nonce }),
         any::<u64>().prop_map(|base_turn_id| Request::CtxCreate { base_turn_id }),
         any::<u64>().prop_map(|turn_id| Request::CtxFork { turn_id }),
-        any::<u64>().prop_map(|context_id| Request::GetHead { context_id }),
+        context().prop_map(|context| Request::GetHead { context }),
         (
-            any::<u64>(),
+            context(),
             any::<Option<u64>>(),
             any::<u64>(),
             any::<u32>(),
             bytes(5000)
         )
-            .prop_map(|(context_id, expected_head, type_tag, codec, payload)| {
+            .prop_map(|(context, expected_head, type_tag, codec, payload)| {
                 Request::AppendTurn {
-                    context_id,
+                    context,
                     expected_head,
                     type_tag,
                     codec,
@@ -54,42 +69,40 @@ fn request() -> impl Strategy<Value = Request> {
                 }
             }),
         (
-            any::<u64>(),
+            context(),
             any::<Option<u64>>(),
             any::<u64>(),
             any::<u32>(),
             hash()
         )
-            .prop_map(
-                |(context_id, expected_head, type_tag, codec, payload_hash)| {
-                    Request::AppendTurnByHash {
-                        context_id,
-                        expected_head,
-                        type_tag,
-                        codec,
-                        payload_hash,
-                    }
+            .prop_map(|(context, expected_head, type_tag, codec, payload_hash)| {
+                Request::AppendTurnByHash {
+                    context,
+                    expected_head,
+                    type_tag,
+                    codec,
+                    payload_hash,
                 }
-            ),
+            }),
         any::<u64>().prop_map(|turn_id| Request::GetTurn { turn_id }),
-        (any::<u64>(), any::<u32>(), read_flags()).prop_map(|(context_id, limit, read_flags)| {
+        (context(), any::<u32>(), read_flags()).prop_map(|(context, limit, read_flags)| {
             Request::GetLast {
-                context_id,
+                context,
                 limit,
                 read_flags,
             }
         }),
-        (any::<u64>(), any::<u64>(), any::<u32>(), read_flags()).prop_map(
-            |(context_id, before_turn_id, limit, read_flags)| Request::GetBefore {
-                context_id,
+        (context(), any::<u64>(), any::<u32>(), read_flags()).prop_map(
+            |(context, before_turn_id, limit, read_flags)| Request::GetBefore {
+                context,
                 before_turn_id,
                 limit,
                 read_flags
             }
         ),
-        (any::<u64>(), any::<u32>(), any::<u32>(), read_flags()).prop_map(
-            |(context_id, from_depth, limit, read_flags)| Request::GetRangeByDepth {
-                context_id,
+        (context(), any::<u32>(), any::<u32>(), read_flags()).prop_map(
+            |(context, from_depth, limit, read_flags)| Request::GetRangeByDepth {
+                context,
                 from_depth,
                 limit,
                 read_flags
@@ -107,7 +120,122 @@ fn request() -> impl Strategy<Value = Request> {
             .prop_map(|(hash, read_flags)| Request::GetBlob { hash, read_flags }),
         proptest::collection::vec(hash(), 0..20).prop_map(|hashes| Request::HasBlobs { hashes }),
         Just(Request::Stats),
+        (
+            any::<u64>(),
+            any::<bool>(),
+            proptest::option::of(context()),
+            optional_name(),
+            tags(5)
+        )
+            .prop_map(|(base_turn_id, get_or_create, clone_from, name, tags)| {
+                Request::CtxOpen {
+                    base_turn_id,
+                    get_or_create,
+                    clone_from,
+                    name,
+                    tags,
+                }
+            }),
+        context().prop_map(|context| Request::CtxShow { context }),
+        (
+            context(),
+            any::<Option<u64>>(),
+            tags(4),
+            proptest::collection::vec(name(), 0..4)
+        )
+            .prop_map(|(context, expected_head, set, remove)| Request::CtxTag {
+                context,
+                expected_head,
+                set,
+                remove,
+            }),
+        (
+            tags(3),
+            optional_name(),
+            proptest::option::of(1..u64::MAX),
+            proptest::option::of(1..u64::MAX),
+            prop_oneof![
+                Just(None),
+                any::<u64>().prop_map(|id| Some(ListCursorWire::Id(id))),
+                "[a-z]{1,20}".prop_map(|name| Some(ListCursorWire::Name(name))),
+            ],
+            any::<u32>()
+        )
+            .prop_map(
+                |(
+                    tags,
+                    name_prefix,
+                    updated_after_unix_ms,
+                    updated_before_unix_ms,
+                    cursor,
+                    limit,
+                )| {
+                    Request::CtxList {
+                        tags,
+                        name_prefix,
+                        updated_after_unix_ms,
+                        updated_before_unix_ms,
+                        cursor,
+                        limit,
+                    }
+                }
+            ),
+        (context(), name()).prop_map(|(context, name)| Request::CtxName { context, name }),
+        (
+            context(),
+            any::<bool>(),
+            proptest::collection::vec((bytes(40), bytes(3000)), 0..4)
+        )
+            .prop_map(|(context, if_absent, entries)| Request::KvPut {
+                context,
+                if_absent,
+                entries,
+            }),
+        (
+            context(),
+            bytes(40),
+            prop_oneof![Just(0), Just(read_flags::ACCEPT_ZSTD)]
+        )
+            .prop_map(|(context, key, read_flags)| Request::KvGet {
+                context,
+                key,
+                read_flags,
+            }),
+        (context(), proptest::collection::vec(bytes(40), 0..5))
+            .prop_map(|(context, keys)| Request::KvDelete { context, keys }),
+        (context(), bytes(20), bytes(20), any::<u32>()).prop_map(
+            |(context, prefix, after, limit)| Request::KvList {
+                context,
+                prefix,
+                after,
+                limit,
+            }
+        ),
     ]
+}
+
+fn context_info() -> impl Strategy<Value = ContextInfoWire> {
+    (
+        any::<(u64, u64, u32)>(),
+        any::<(u64, u64)>(),
+        optional_name(),
+        tags(4),
+    )
+        .prop_map(
+            |((context_id, head_turn_id, head_depth), (created, updated), name, tags)| {
+                ContextInfoWire {
+                    head: ContextHeadWire {
+                        context_id,
+                        head_turn_id,
+                        head_depth,
+                    },
+                    created_at_unix_ms: created,
+                    updated_at_unix_ms: updated,
+                    name,
+                    tags,
+                }
+            },
+        )
 }
 
 fn turn() -> impl Strategy<Value = TurnWire> {
@@ -161,6 +289,12 @@ fn response() -> impl Strategy<Value = Response> {
         MessageType::GetRangeByDepth,
         MessageType::GetChain,
     ]);
+    let info_types = proptest::sample::select(vec![
+        MessageType::CtxShow,
+        MessageType::CtxTag,
+        MessageType::CtxName,
+    ]);
+    let done_types = proptest::sample::select(vec![MessageType::KvPut, MessageType::KvDelete]);
     prop_oneof![
         (any::<u16>(), any::<[u32; 5]>(), name()).prop_map(|(version, l, server_name)| {
             Response::Hello {
@@ -235,6 +369,39 @@ fn response() -> impl Strategy<Value = Response> {
             detail,
             message
         }),
+        (info_types, context_info())
+            .prop_map(|(message_type, info)| Response::ContextInfo { message_type, info }),
+        (context_info(), any::<bool>())
+            .prop_map(|(info, created)| Response::Opened { info, created }),
+        (
+            prop_oneof![
+                Just(None),
+                any::<u64>().prop_map(|id| Some(ListCursorWire::Id(id))),
+                "[a-z]{1,20}".prop_map(|name| Some(ListCursorWire::Name(name))),
+            ],
+            proptest::collection::vec(context_info(), 0..4)
+        )
+            .prop_map(|(next_cursor, contexts)| Response::ContextList {
+                next_cursor,
+                contexts
+            }),
+        done_types.prop_map(|message_type| Response::Done { message_type }),
+        (hash(), payload()).prop_map(|(value_hash, payload)| Response::KvValue {
+            value_hash,
+            payload
+        }),
+        proptest::collection::vec((bytes(40), hash(), any::<u32>()), 0..5).prop_map(|items| {
+            Response::KvList {
+                items: items
+                    .into_iter()
+                    .map(|(key, value_hash, value_len)| KvItemWire {
+                        key,
+                        value_hash,
+                        value_len,
+                    })
+                    .collect(),
+            }
+        }),
     ]
 }
 
@@ -273,6 +440,7 @@ proptest! {
         let (header, body) = frames.into_iter().next().unwrap();
         prop_assert_eq!(header.req_id, req_id);
         prop_assert_eq!(header.msg_type, request.message_type().code());
+        prop_assert_eq!(header.flags, request.frame_flags());
         prop_assert_eq!(header.len as usize, contiguous.len() - HEADER_BYTES);
         prop_assert_eq!(decode_request(&header, body).unwrap(), request);
     }
@@ -291,15 +459,16 @@ proptest! {
     /// Random bodies under every message type: decoding returns a value or an error, never
     /// panics; a value re-encodes to exactly the bytes it came from.
     #[test]
-    fn arbitrary_bodies_decode_or_fail_cleanly(msg_type in any::<u16>(), body in proptest::collection::vec(any::<u8>(), 0..300), known in any::<bool>()) {
+    fn arbitrary_bodies_decode_or_fail_cleanly(msg_type in any::<u16>(), body in proptest::collection::vec(any::<u8>(), 0..300), known in any::<bool>(), flags in 0..4u16) {
         let msg_type = if known { MessageType::ALL[usize::from(msg_type) % MessageType::ALL.len()].code() } else { msg_type };
-        let header = FrameHeader { len: body.len() as u32, msg_type, flags: 0, req_id: 5 };
+        let header = FrameHeader { len: body.len() as u32, msg_type, flags, req_id: 5 };
         if let Ok(request) = decode_request(&header, Bytes::from(body.clone())) {
             let mut again = BytesMut::new();
             encode_request(5, &request, &mut again).unwrap();
             prop_assert_eq!(&again[HEADER_BYTES..], &body[..]);
+            prop_assert_eq!(request.frame_flags(), flags);
         }
-        let response_header = FrameHeader { msg_type: msg_type | RESPONSE_BIT, ..header };
+        let response_header = FrameHeader { msg_type: msg_type | RESPONSE_BIT, flags: 0, ..header };
         if let Ok(response) = decode_response(&response_header, Bytes::from(body.clone())) {
             let again = concat(encode_response(5, &response));
             prop_assert_eq!(&again[HEADER_BYTES..], &body[..]);
@@ -408,7 +577,7 @@ fn strictness() {
     encode_request(
         1,
         &Request::AppendTurn {
-            context_id: 1,
+            context: ContextRef::Id(1),
             expected_head: None,
             type_tag: 0,
             codec: 0,
@@ -426,4 +595,55 @@ fn strictness() {
         decode_request(&header(MessageType::HasBlobs, 8), Bytes::from(body)),
         Err(DecodeError::Truncated { .. })
     ));
+}
+
+#[test]
+fn version_2_stays_out_of_version_1() {
+    let frame = |request: &Request| {
+        let mut bytes = BytesMut::new();
+        encode_request(3, request, &mut bytes).unwrap();
+        let mut header = [0u8; HEADER_BYTES];
+        header.copy_from_slice(&bytes[..HEADER_BYTES]);
+        (
+            FrameHeader::decode(&header),
+            Bytes::copy_from_slice(&bytes[HEADER_BYTES..]),
+        )
+    };
+    // A version-2 message on a version-1 connection: unknown, the stream intact.
+    let (header, body) = frame(&Request::CtxShow {
+        context: ContextRef::Id(1),
+    });
+    let error = decode_request_as(1, &header, body.clone()).unwrap_err();
+    assert_eq!(error.code(), ErrorCode::UnknownMessage);
+    assert!(decode_request_as(2, &header, body).is_ok());
+    // A context by name sets CTX_BY_NAME; version 1 knows no flags.
+    let by_name = Request::GetHead {
+        context: ContextRef::Name("thread-1".into()),
+    };
+    let (header, body) = frame(&by_name);
+    assert_eq!(header.flags, frame_flags::CTX_BY_NAME);
+    let error = decode_request_as(1, &header, body.clone()).unwrap_err();
+    assert_eq!(error.code(), ErrorCode::BadFrame);
+    assert_eq!(decode_request_as(2, &header, body).unwrap(), by_name);
+    // The flag on a message without a context, and an empty name, are bad frames.
+    let (ping, body) = frame(&Request::Ping { nonce: 1 });
+    let flagged = FrameHeader {
+        flags: frame_flags::CTX_BY_NAME,
+        ..ping
+    };
+    let error = decode_request(&flagged, body).unwrap_err();
+    assert_eq!(error.code(), ErrorCode::BadFrame);
+    let (header, _) = frame(&by_name);
+    let empty = Bytes::from_static(&[0, 0]);
+    let header = FrameHeader { len: 2, ..header };
+    assert_eq!(
+        decode_request(&header, empty).unwrap_err().code(),
+        ErrorCode::BadFrame
+    );
+    // The encoder refuses a name it cannot send (0 would mean "by id").
+    let error = check_request(&Request::CtxShow {
+        context: ContextRef::Name(String::new()),
+    })
+    .unwrap_err();
+    assert_eq!((error.field, error.min), ("context name", 1));
 }

@@ -33,9 +33,9 @@ use compio::buf::BufResult;
 use compio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use compio::net::TcpStream;
 use ctxstore_protocol::{
-    ErrorCode, FrameError, FrameHeader, FrameReader, MessageType, PROTOCOL_VERSION, Request,
-    Response, ServerLimits as WireLimits, TURN_WIRE_BYTES, decode_request, encode_response,
-    read_flags,
+    ErrorCode, FrameError, FrameHeader, FrameReader, MessageType, PROTOCOL_VERSION,
+    PROTOCOL_VERSION_MIN, Request, Response, ServerLimits as WireLimits, TURN_WIRE_BYTES,
+    decode_request_as, encode_response, read_flags,
 };
 
 use crate::config::ServerLimits;
@@ -298,6 +298,7 @@ pub async fn serve(
         id: ticket.id,
         deadline: Some(Instant::now() + core.limits.hello_timeout),
         evicted: ticket.evicted,
+        version: PROTOCOL_VERSION_MIN,
     };
     let ending = read_requests(&mut reader, &core, &state, &mut hello).await;
     if hello.deadline.is_some() && core.pending_hellos.remove(hello.id) {
@@ -410,6 +411,8 @@ struct HelloState {
     deadline: Option<Instant>,
     /// Raised when a newer connection needed its place.
     evicted: Rc<LocalFlag>,
+    /// The protocol version HELLO negotiated (HELLO itself has the version-1 layout).
+    version: u16,
 }
 
 /// Why the read loop ended.
@@ -583,7 +586,7 @@ fn handle_frame(
     // A payload is a slice of the read buffer: a request holds its frame's memory until it
     // is answered.
     let body_bytes = body.len() as u64;
-    let request = match decode_request(&header, body) {
+    let request = match decode_request_as(hello.version, &header, body) {
         Ok(request) => request,
         Err(decode_error) => {
             let code = decode_error.code();
@@ -608,8 +611,9 @@ fn handle_frame(
             return Some("second HELLO");
         }
         return match self::hello(core, *min_version, *max_version, token, client_name) {
-            Ok(response) => {
+            Ok((response, version)) => {
                 hello.deadline = None;
+                hello.version = version;
                 if core.pending_hellos.remove(hello.id) {
                     uncount_unauthenticated(core);
                 }
@@ -659,6 +663,19 @@ fn handle_frame(
     None
 }
 
+/// The largest CONTEXT_INFO: a name and every tag at their limits.
+const CONTEXT_INFO_BYTES_MAX: u64 = {
+    use ctxstore_engine::format::context_meta as limits;
+    let tag = 4 + limits::TAG_KEY_BYTES_MAX + limits::TAG_VALUE_BYTES_MAX;
+    (ctxstore_protocol::CONTEXT_HEAD_BYTES
+        + 8
+        + 8
+        + 2
+        + limits::NAME_BYTES_MAX
+        + 2
+        + limits::TAGS_PER_CONTEXT_MAX * tag) as u64
+};
+
 /// The largest response `request` may produce: what a request still running holds of its
 /// connection's `unwritten_bytes_max`.
 fn response_bytes_reserved(request: &Request, core: &CoreContext) -> u64 {
@@ -690,21 +707,27 @@ fn response_bytes_reserved(request: &Request, core: &CoreContext) -> u64 {
             limit, read_flags, ..
         } => page(*limit, *read_flags),
         Request::HasBlobs { hashes } => hashes.len() as u64 + SMALL_RESPONSE_BYTES,
+        Request::CtxOpen { .. } | Request::CtxTag { .. } | Request::CtxName { .. } => {
+            CONTEXT_INFO_BYTES_MAX + SMALL_RESPONSE_BYTES
+        }
         _ => SMALL_RESPONSE_BYTES,
     }
 }
 
-/// Version negotiation and the token check (constant time).
+/// Version negotiation (the highest version both sides speak) and the token check (constant
+/// time). Answers the HELLO response and the negotiated version.
 fn hello(
     core: &CoreContext,
     min_version: u16,
     max_version: u16,
     token: &[u8],
     client_name: &str,
-) -> Result<Response, (Response, Ending)> {
-    if !(min_version..=max_version).contains(&PROTOCOL_VERSION) {
+) -> Result<(Response, u16), (Response, Ending)> {
+    let version = max_version.min(PROTOCOL_VERSION);
+    if version < min_version || version < PROTOCOL_VERSION_MIN {
         let message = format!(
-            "this server speaks protocol version {PROTOCOL_VERSION}, not {min_version}..={max_version}"
+            "this server speaks protocol versions {PROTOCOL_VERSION_MIN}..={PROTOCOL_VERSION}, \
+             not {min_version}..={max_version}"
         );
         let response = Response::Error {
             code: ErrorCode::UnsupportedVersion,
@@ -718,11 +741,11 @@ fn hello(
     {
         return Err((error(ErrorCode::Unauthorized, "wrong token"), "wrong token"));
     }
-    tracing::debug!(client = client_name, "client said hello");
+    tracing::debug!(client = client_name, version, "client said hello");
     let limits = &core.limits;
     let engine_limits = core.dispatcher.engine.config().limits;
-    Ok(Response::Hello {
-        version: PROTOCOL_VERSION,
+    let response = Response::Hello {
+        version,
         limits: WireLimits {
             frame_bytes_max: limits.frame_bytes_max,
             requests_in_flight_max: limits.requests_in_flight_max,
@@ -731,7 +754,8 @@ fn hello(
             has_blobs_max: limits.has_blobs_max,
         },
         server_name: core.server_name.clone(),
-    })
+    };
+    Ok((response, version))
 }
 
 /// Writes queued frames, as many as are ready in one vectored write, counting every byte that

@@ -8,13 +8,17 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use bytes::Bytes;
+use ctxstore_engine::contexts::{KvItem, ListCursor, ListQuery};
 use ctxstore_engine::{
-    AppendPayload, AppendRequest, BlobHash, Compression, ContextHead, ContextId, Engine,
-    EngineError, ErrorKind, Page, PageOptions, PageQuery, Payload, PayloadMode, Turn, TurnId,
+    AppendPayload, AppendRequest, BlobHash, Compression, ContextHead, ContextId, ContextRef,
+    ContextView, Engine, EngineError, ErrorKind, NewContext, Page, PageOptions, PageQuery, Payload,
+    PayloadMode, Turn, TurnId,
 };
 use ctxstore_protocol::{
-    ContextHeadWire, ErrorCode, Hash32, MessageType, PayloadEncoding, PayloadWire, Request,
-    Response, StatsWire, TurnEntry, TurnWire, read_flags,
+    ContextHeadWire, ContextInfoWire, ContextRef as ContextRefWire, ErrorCode, Hash32, KvItemWire,
+    ListCursorWire, MessageType, PayloadEncoding, PayloadWire, Request, Response, StatsWire,
+    TurnEntry, TurnWire, read_flags,
 };
 
 use crate::config::ServerLimits;
@@ -34,8 +38,15 @@ pub struct Dispatcher {
 impl Dispatcher {
     /// Answers one request (HELLO is handled by the connection before it gets here).
     pub async fn handle(&self, request: Request) -> Response {
+        self.answer(request)
+            .await
+            .unwrap_or_else(|response| response)
+    }
+
+    /// The answer to a request; `Err` holds an ERROR response.
+    async fn answer(&self, request: Request) -> Result<Response, Response> {
         let message_type = request.message_type();
-        let result = match request {
+        match request {
             Request::Hello { .. } => Err(error(
                 ErrorCode::BadFrame,
                 "HELLO may only be sent once, first",
@@ -48,27 +59,30 @@ impl Dispatcher {
             | Request::CtxFork {
                 turn_id: base_turn_id,
             } => context(message_type, self.engine.fork(TurnId(base_turn_id)).await),
-            Request::GetHead { context_id } => {
-                context(message_type, self.engine.head(ContextId(context_id)).await)
+            Request::GetHead { context } => {
+                let context_id = self.context_id(context)?;
+                self::context(message_type, self.engine.head(context_id).await)
             }
             Request::AppendTurn {
-                context_id,
+                context,
                 expected_head,
                 type_tag,
                 codec,
                 payload,
             } => {
+                let context_id = self.context_id(context)?;
                 let payload = AppendPayload::Bytes(payload);
                 let append = append_request(context_id, expected_head, type_tag, codec, payload);
                 self.append(message_type, append).await
             }
             Request::AppendTurnByHash {
-                context_id,
+                context,
                 expected_head,
                 type_tag,
                 codec,
                 payload_hash,
             } => {
+                let context_id = self.context_id(context)?;
                 let payload = AppendPayload::StoredBlob(BlobHash(payload_hash.0));
                 let append = append_request(context_id, expected_head, type_tag, codec, payload);
                 self.append(message_type, append).await
@@ -80,34 +94,34 @@ impl Dispatcher {
                 .map(|turn| Response::Turn(turn_wire(&turn)))
                 .map_err(engine_error),
             Request::GetLast {
-                context_id,
+                context,
                 limit,
                 read_flags,
             } => {
-                let context_id = ContextId(context_id);
+                let context_id = self.context_id(context)?;
                 self.page(PageQuery::Last { context_id, limit }, read_flags)
             }
             Request::GetBefore {
-                context_id,
+                context,
                 before_turn_id,
                 limit,
                 read_flags,
             } => {
                 let query = PageQuery::Before {
-                    context_id: ContextId(context_id),
+                    context_id: self.context_id(context)?,
                     before: TurnId(before_turn_id),
                     limit,
                 };
                 self.page(query, read_flags)
             }
             Request::GetRangeByDepth {
-                context_id,
+                context,
                 from_depth,
                 limit,
                 read_flags,
             } => {
                 let query = PageQuery::RangeByDepth {
-                    context_id: ContextId(context_id),
+                    context_id: self.context_id(context)?,
                     from_depth,
                     limit,
                 };
@@ -129,8 +143,173 @@ impl Dispatcher {
             Request::GetBlob { hash, read_flags } => self.blob(BlobHash(hash.0), read_flags),
             Request::HasBlobs { hashes } => self.has_blobs(hashes).await,
             Request::Stats => Ok(self.stats()),
+            Request::CtxOpen {
+                base_turn_id,
+                get_or_create,
+                clone_from,
+                name,
+                tags,
+            } => {
+                let new = NewContext {
+                    base: TurnId(base_turn_id),
+                    clone_from: clone_from.map(context_ref),
+                    name,
+                    tags,
+                    get_or_create,
+                };
+                let created = self.engine.create(new).await.map_err(engine_error)?;
+                Ok(Response::Opened {
+                    info: context_info(created.context),
+                    created: created.created,
+                })
+            }
+            Request::CtxShow { context } => {
+                let view = self.engine.context(&context_ref(context));
+                info_response(message_type, view)
+            }
+            Request::CtxTag {
+                context,
+                expected_head,
+                set,
+                remove,
+            } => {
+                let context = context_ref(context);
+                let expected_head = expected_head.map(TurnId);
+                let view = self
+                    .engine
+                    .update_tags(&context, set, remove, expected_head)
+                    .await;
+                info_response(message_type, view)
+            }
+            Request::CtxList {
+                tags,
+                name_prefix,
+                updated_after_unix_ms,
+                updated_before_unix_ms,
+                cursor,
+                limit,
+            } => {
+                let query = ListQuery {
+                    tags,
+                    name_prefix,
+                    updated_after_unix_ms,
+                    updated_before_unix_ms,
+                    cursor: cursor.map(|cursor| match cursor {
+                        ListCursorWire::Id(context_id) => ListCursor::Id(ContextId(context_id)),
+                        ListCursorWire::Name(name) => ListCursor::Name(name),
+                    }),
+                    limit,
+                };
+                self.list(&query)
+            }
+            Request::CtxName { context, name } => {
+                let view = self.engine.set_name(&context_ref(context), name).await;
+                info_response(message_type, view)
+            }
+            Request::KvPut {
+                context,
+                if_absent,
+                entries,
+            } => {
+                let entries = entries
+                    .into_iter()
+                    .map(|(key, value)| (key.to_vec(), value))
+                    .collect();
+                let context = context_ref(context);
+                let put = self.engine.kv_put(&context, entries, if_absent);
+                put.await.map_err(engine_error)?;
+                Ok(Response::Done { message_type })
+            }
+            Request::KvGet {
+                context,
+                key,
+                read_flags,
+            } => self.kv_get(context_ref(context), &key, read_flags),
+            Request::KvDelete { context, keys } => {
+                let keys = keys.into_iter().map(|key| key.to_vec()).collect();
+                let context = context_ref(context);
+                let delete = self.engine.kv_delete(&context, keys);
+                delete.await.map_err(engine_error)?;
+                Ok(Response::Done { message_type })
+            }
+            Request::KvList {
+                context,
+                prefix,
+                after,
+                limit,
+            } => {
+                let after = (!after.is_empty()).then_some(&after[..]);
+                let items = self
+                    .engine
+                    .kv_scan(&context_ref(context), &prefix, after, limit)
+                    .map_err(engine_error)?;
+                Ok(Response::KvList {
+                    items: items.into_iter().map(kv_item_wire).collect(),
+                })
+            }
+        }
+    }
+
+    /// The ContextID a request names: an id as it is (the engine checks it where it is used,
+    /// as in version 1), a name through the published names.
+    fn context_id(&self, context: ContextRefWire) -> Result<ContextId, Response> {
+        match context {
+            ContextRefWire::Id(context_id) => Ok(ContextId(context_id)),
+            ContextRefWire::Name(name) => self
+                .engine
+                .resolve(&ContextRef::Name(name))
+                .map_err(engine_error),
+        }
+    }
+
+    /// CTX_LIST: one engine page, cut shorter when its CONTEXT_INFOs would pass the response
+    /// byte budget (1,000 contexts with 32 tags of 1 KiB each could); the cursor then points
+    /// after the last one sent.
+    fn list(&self, query: &ListQuery) -> Result<Response, Response> {
+        let page = self.engine.list_contexts(query).map_err(engine_error)?;
+        let mut next_cursor = page.next_cursor;
+        let mut contexts = Vec::with_capacity(page.contexts.len());
+        let mut bytes = 0u64;
+        let total = page.contexts.len();
+        for (index, view) in page.contexts.into_iter().enumerate() {
+            bytes += context_info_bytes(&view);
+            if bytes > self.limits.response_bytes_max && !contexts.is_empty() {
+                let last = contexts.last().map(|(view, _)| view);
+                next_cursor = last.map(|last| ListCursor::after(last, query));
+                debug_assert!(index < total);
+                break;
+            }
+            let info = context_info(view.clone());
+            contexts.push((view, info));
+        }
+        Ok(Response::ContextList {
+            next_cursor: next_cursor.map(|cursor| match cursor {
+                ListCursor::Id(context_id) => ListCursorWire::Id(context_id.0),
+                ListCursor::Name(name) => ListCursorWire::Name(name),
+            }),
+            contexts: contexts.into_iter().map(|(_, info)| info).collect(),
+        })
+    }
+
+    /// KV_GET: the entry from the published snapshot, its value through the payload cache
+    /// like any payload.
+    fn kv_get(&self, context: ContextRef, key: &Bytes, flags: u32) -> Result<Response, Response> {
+        let item = self.engine.kv_get(&context, key).map_err(engine_error)?;
+        let Some(item) = item else {
+            let key = String::from_utf8_lossy(key);
+            return Err(error(
+                ErrorCode::NotFound,
+                format!("context {context:?} has no key {key:?}"),
+            ));
         };
-        result.unwrap_or_else(|response| response)
+        let mode = payload_mode(flags | read_flags::WITH_PAYLOADS);
+        let mut cache = self.payload_cache.borrow_mut();
+        let payload = self.engine.read_payload(item.value_hash, mode, &mut *cache);
+        let payload = payload.map_err(engine_error)?;
+        Ok(Response::KvValue {
+            value_hash: Hash32(item.value_hash.0),
+            payload: payload_wire(payload),
+        })
     }
 
     async fn append(
@@ -218,14 +397,14 @@ impl Dispatcher {
 }
 
 fn append_request(
-    context_id: u64,
+    context_id: ContextId,
     expected_head: Option<u64>,
     type_tag: u64,
     codec: u32,
     payload: AppendPayload,
 ) -> AppendRequest {
     AppendRequest {
-        context_id: ContextId(context_id),
+        context_id,
         expected_head: expected_head.map(TurnId),
         type_tag,
         codec,
@@ -282,6 +461,54 @@ fn payload_wire(payload: Payload) -> PayloadWire {
     }
 }
 
+fn context_ref(context: ContextRefWire) -> ContextRef {
+    match context {
+        ContextRefWire::Id(context_id) => ContextRef::Id(ContextId(context_id)),
+        ContextRefWire::Name(name) => ContextRef::Name(name),
+    }
+}
+
+fn info_response(
+    message_type: MessageType,
+    view: Result<ContextView, EngineError>,
+) -> Result<Response, Response> {
+    Ok(Response::ContextInfo {
+        message_type,
+        info: context_info(view.map_err(engine_error)?),
+    })
+}
+
+/// CONTEXT_INFO: the engine's view, tags sorted by key (the engine keeps them so).
+fn context_info(view: ContextView) -> ContextInfoWire {
+    ContextInfoWire {
+        head: head_wire(&view.head),
+        created_at_unix_ms: view.created_at_unix_ms,
+        updated_at_unix_ms: view.updated_at_unix_ms,
+        name: view.name,
+        tags: view.tags.into_iter().collect(),
+    }
+}
+
+/// Bytes of a view's CONTEXT_INFO on the wire (docs/protocol.md).
+fn context_info_bytes(view: &ContextView) -> u64 {
+    const FIXED_BYTES: usize = ctxstore_protocol::CONTEXT_HEAD_BYTES + 8 + 8 + 2 + 2;
+    let name = view.name.as_ref().map_or(0, String::len);
+    let tags: usize = view
+        .tags
+        .iter()
+        .map(|(key, value)| 4 + key.len() + value.len())
+        .sum();
+    (FIXED_BYTES + name + tags) as u64
+}
+
+fn kv_item_wire(item: KvItem) -> KvItemWire {
+    KvItemWire {
+        key: item.key,
+        value_hash: Hash32(item.value_hash.0),
+        value_len: item.value_len,
+    }
+}
+
 fn context(
     message_type: MessageType,
     head: Result<ContextHead, EngineError>,
@@ -313,11 +540,12 @@ pub fn engine_error(error: EngineError) -> Response {
         ErrorKind::Corrupt => ErrorCode::Corrupt,
         ErrorKind::Io => ErrorCode::Internal,
         ErrorKind::ShutDown => ErrorCode::ShuttingDown,
-        // Names arrive with protocol version 2 (issue 13); no version-1 request can raise it.
-        ErrorKind::AlreadyExists => ErrorCode::InvalidArgument,
+        // Only version-2 requests name contexts, so a version-1 connection never sees it.
+        ErrorKind::AlreadyExists => ErrorCode::AlreadyExists,
     };
     let detail = match &error {
         EngineError::Conflict { actual, .. } => actual.0,
+        EngineError::NameTaken { context_id, .. } => context_id.0,
         _ => 0,
     };
     if matches!(code, ErrorCode::Internal | ErrorCode::Corrupt) {

@@ -361,13 +361,13 @@ fn raw_last_encodings(
     context_id: u64,
     limit: u32,
 ) -> Vec<ctxstore_protocol::PayloadEncoding> {
-    use ctxstore_protocol::{PayloadEncoding, Request, Response, read_flags};
+    use ctxstore_protocol::{ContextRef, PayloadEncoding, Request, Response, read_flags};
     let mut raw = Raw::connect(addr);
     assert!(matches!(raw.hello(b""), Response::Hello { .. }));
     raw.send(
         2,
         &Request::GetLast {
-            context_id,
+            context: ContextRef::Id(context_id),
             limit,
             read_flags: read_flags::WITH_PAYLOADS | read_flags::ACCEPT_ZSTD,
         },

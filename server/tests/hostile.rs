@@ -788,7 +788,7 @@ fn waiting_appends_count_their_payloads() {
     let mut frames = bytes::BytesMut::new();
     for req_id in 2..52u64 {
         let request = Request::AppendTurn {
-            context_id: context,
+            context: context.into(),
             expected_head: None,
             type_tag: 0,
             codec: 0,
