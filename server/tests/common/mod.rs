@@ -78,14 +78,26 @@ impl Raw {
     }
 
     pub fn hello(&mut self, token: &[u8]) -> Response {
+        self.hello_versions(token, PROTOCOL_VERSION, PROTOCOL_VERSION)
+    }
+
+    pub fn hello_versions(&mut self, token: &[u8], min_version: u16, max_version: u16) -> Response {
         let request = Request::Hello {
-            min_version: PROTOCOL_VERSION,
-            max_version: PROTOCOL_VERSION,
+            min_version,
+            max_version,
             token: Bytes::copy_from_slice(token),
             client_name: "raw test".into(),
         };
         self.send(1, &request);
         self.receive().expect("hello response").1
+    }
+
+    /// Sends one request and returns its response (req_id checked).
+    pub fn call(&mut self, req_id: u64, request: &Request) -> Response {
+        self.send(req_id, request);
+        let (answered, response) = self.receive().expect("a response");
+        assert_eq!(answered, req_id);
+        response
     }
 
     /// The next response frame, or `None` when the server closed the connection.
