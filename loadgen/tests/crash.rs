@@ -1,17 +1,23 @@
 //! Crash consistency: kill -9 the server under write load at random instants, restart it, and
 //! check every acknowledged append: the turn exists with the same payload hash, parent and
 //! context; its blob reads back and hashes right; each context's head is at or after its last
-//! acknowledged turn. At the end `ctxstore-server verify` passes.
+//! acknowledged turn. Beside the load generator, a metadata writer creates named, tagged
+//! contexts, changes tags, puts and deletes key-value entries and clones contexts, one request
+//! at a time: after each restart every name, tag and key-value entry is exactly as
+//! acknowledged (the one request in flight at the kill may or may not have landed, whole).
+//! At the end `ctxstore-server verify` passes.
 //!
 //! `CTXSTORE_CRASH_CYCLES` (default 10) sets the cycles, `CTXSTORE_CRASH_SEED` the seed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use ctxstore_client::{BlobHash, Client, ClientConfig};
+use ctxstore_protocol::{ContextRef, Request, Response};
 
 mod common;
 
@@ -137,6 +143,294 @@ async fn check(addr: &str, acked: &[Acked]) -> usize {
     checked
 }
 
+/// A named context's metadata as acknowledged: its id (None for a create whose answer was
+/// lost), tags, and key-value entries (key → BLAKE3 of the value, hex).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Meta {
+    id: Option<u64>,
+    tags: BTreeMap<String, String>,
+    kv: BTreeMap<Vec<u8>, String>,
+}
+
+/// Names → metadata, as the metadata writer saw them acknowledged.
+type MetaModel = BTreeMap<String, Meta>;
+
+/// One metadata request and its effect on the model.
+#[derive(Clone, Debug)]
+enum MetaOp {
+    Create {
+        name: String,
+        tag: (String, String),
+    },
+    Tag {
+        name: String,
+        set: (String, String),
+        remove: String,
+    },
+    KvPut {
+        name: String,
+        entries: Vec<(Vec<u8>, Bytes)>,
+    },
+    KvDelete {
+        name: String,
+        key: Vec<u8>,
+    },
+    Clone {
+        source: String,
+        name: String,
+    },
+}
+
+impl MetaOp {
+    fn request(&self) -> Request {
+        let by_name = |name: &String| ContextRef::Name(name.clone());
+        match self {
+            MetaOp::Create { name, tag } => Request::CtxOpen {
+                base_turn_id: 0,
+                get_or_create: false,
+                clone_from: None,
+                name: Some(name.clone()),
+                tags: vec![tag.clone()],
+            },
+            MetaOp::Tag { name, set, remove } => Request::CtxTag {
+                context: by_name(name),
+                expected_head: None,
+                set: vec![set.clone()],
+                remove: vec![remove.clone()],
+            },
+            MetaOp::KvPut { name, entries } => Request::KvPut {
+                context: by_name(name),
+                if_absent: false,
+                entries: entries
+                    .iter()
+                    .map(|(key, value)| (Bytes::from(key.clone()), value.clone()))
+                    .collect(),
+            },
+            MetaOp::KvDelete { name, key } => Request::KvDelete {
+                context: by_name(name),
+                keys: vec![Bytes::from(key.clone())],
+            },
+            MetaOp::Clone { source, name } => Request::CtxOpen {
+                base_turn_id: 0,
+                get_or_create: false,
+                clone_from: Some(by_name(source)),
+                name: Some(name.clone()),
+                tags: vec![],
+            },
+        }
+    }
+
+    /// The model after this op; `new_id` is the created context's id when known.
+    fn apply(&self, model: &mut MetaModel, new_id: Option<u64>) {
+        match self {
+            MetaOp::Create { name, tag } => {
+                let mut meta = Meta {
+                    id: new_id,
+                    ..Meta::default()
+                };
+                meta.tags.insert(tag.0.clone(), tag.1.clone());
+                model.insert(name.clone(), meta);
+            }
+            MetaOp::Tag { name, set, remove } => {
+                let tags = &mut model.get_mut(name).unwrap().tags;
+                tags.insert(set.0.clone(), set.1.clone());
+                tags.remove(remove);
+            }
+            MetaOp::KvPut { name, entries } => {
+                let kv = &mut model.get_mut(name).unwrap().kv;
+                for (key, value) in entries {
+                    kv.insert(key.clone(), blake3::hash(value).to_hex().to_string());
+                }
+            }
+            MetaOp::KvDelete { name, key } => {
+                model.get_mut(name).unwrap().kv.remove(key);
+            }
+            MetaOp::Clone { source, name } => {
+                let mut meta = model[source].clone();
+                meta.id = new_id;
+                model.insert(name.clone(), meta);
+            }
+        }
+    }
+}
+
+/// Sends random metadata requests one at a time until one fails (the kill); answers the ops
+/// acknowledged (with the created context's id) and the one left in flight.
+async fn write_metadata(
+    addr: String,
+    cycle: usize,
+    mut model: MetaModel,
+    seed: u64,
+) -> (MetaModel, Option<MetaOp>) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let Ok(client) = Client::connect(ClientConfig::new(addr)).await else {
+        return (model, None);
+    };
+    for index in 0.. {
+        let names: Vec<String> = model.keys().cloned().collect();
+        let pick = |rng: &mut fastrand::Rng| names[rng.usize(..names.len())].clone();
+        let new_name = format!("crash-{cycle}-{index}");
+        let op = match rng.u8(..10) {
+            _ if names.is_empty() => MetaOp::Create {
+                name: new_name,
+                tag: ("status".into(), "idle".into()),
+            },
+            0 | 1 => MetaOp::Create {
+                name: new_name,
+                tag: ("status".into(), "idle".into()),
+            },
+            2 | 3 => {
+                let set = rng.u8(..4);
+                MetaOp::Tag {
+                    name: pick(&mut rng),
+                    set: (format!("k{set}"), format!("v{index}")),
+                    remove: format!("k{}", (set + rng.u8(1..4)) % 4),
+                }
+            }
+            4..=6 => MetaOp::KvPut {
+                name: pick(&mut rng),
+                entries: (0..rng.usize(1..4))
+                    .map(|_| {
+                        let key = format!("w:{}", rng.u8(..6)).into_bytes();
+                        let value = Bytes::from(format!("value {index} {}", rng.u64(..)));
+                        (key, value)
+                    })
+                    .collect(),
+            },
+            7 | 8 => MetaOp::KvDelete {
+                name: pick(&mut rng),
+                key: format!("w:{}", rng.u8(..6)).into_bytes(),
+            },
+            _ => MetaOp::Clone {
+                source: pick(&mut rng),
+                name: new_name,
+            },
+        };
+        match client.request(op.request()).await {
+            Ok(Response::Opened { info, .. }) => op.apply(&mut model, Some(info.head.context_id)),
+            Ok(_) => op.apply(&mut model, None),
+            Err(error @ ctxstore_client::ClientError::Server { .. }) => {
+                panic!("{op:?} refused: {error}")
+            }
+            // The server was killed: this op may or may not have landed.
+            Err(_) => return (model, Some(op)),
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// The metadata of `names` as the restarted server has it (`None` for a name it lacks).
+async fn observe(client: &Client, names: &[String]) -> BTreeMap<String, Option<Meta>> {
+    let mut observed = BTreeMap::new();
+    for name in names {
+        let context = ContextRef::Name(name.clone());
+        let info = match client
+            .request(Request::CtxShow {
+                context: context.clone(),
+            })
+            .await
+        {
+            Ok(Response::ContextInfo { info, .. }) => info,
+            Err(ctxstore_client::ClientError::Server {
+                code: ctxstore_client::ErrorCode::NotFound,
+                ..
+            }) => {
+                observed.insert(name.clone(), None);
+                continue;
+            }
+            other => panic!("CTX_SHOW {name}: {other:?}"),
+        };
+        let mut meta = Meta {
+            id: Some(info.head.context_id),
+            tags: info.tags.into_iter().collect(),
+            kv: BTreeMap::new(),
+        };
+        let list = Request::KvList {
+            context: context.clone(),
+            prefix: Bytes::new(),
+            after: Bytes::new(),
+            limit: 1000,
+        };
+        let Ok(Response::KvList { items }) = client.request(list).await else {
+            panic!("KV_LIST {name}");
+        };
+        for item in items {
+            let get = Request::KvGet {
+                context: context.clone(),
+                key: item.key.clone(),
+                read_flags: 0,
+            };
+            let Ok(Response::KvValue {
+                value_hash,
+                payload,
+            }) = client.request(get).await
+            else {
+                panic!("KV_GET {name}");
+            };
+            assert_eq!(value_hash, item.value_hash);
+            assert_eq!(
+                blake3::hash(&payload.data).as_bytes(),
+                &value_hash.0,
+                "{name}: value bytes"
+            );
+            meta.kv.insert(
+                item.key.to_vec(),
+                blake3::Hash::from(value_hash.0).to_hex().to_string(),
+            );
+        }
+        observed.insert(name.clone(), Some(meta));
+    }
+    observed
+}
+
+/// Every acknowledged name, tag and key-value entry is on the restarted server; the op in
+/// flight at the kill landed whole or not at all. Answers the model to go on with.
+async fn check_metadata(
+    addr: &str,
+    model: MetaModel,
+    in_flight: Option<MetaOp>,
+) -> (MetaModel, usize) {
+    let client = Client::connect(ClientConfig::new(addr)).await.unwrap();
+    let mut landed = model.clone();
+    if let Some(op) = &in_flight {
+        op.apply(&mut landed, None);
+    }
+    let names: Vec<String> = landed.keys().cloned().collect();
+    let observed = observe(&client, &names).await;
+    // Ids of contexts whose create was in flight are unknown: compare them without the id.
+    let matches = |expected: &MetaModel| {
+        names
+            .iter()
+            .all(|name| match (expected.get(name), &observed[name]) {
+                (None, None) => true,
+                (Some(want), Some(got)) => {
+                    want.tags == got.tags
+                        && want.kv == got.kv
+                        && want.id.is_none_or(|id| Some(id) == got.id)
+                }
+                _ => false,
+            })
+    };
+    let next = if matches(&model) {
+        model
+    } else if in_flight.is_some() && matches(&landed) {
+        landed
+    } else {
+        panic!(
+            "metadata differs from what was acknowledged\nacknowledged: {model:#?}\nin flight: {in_flight:#?}\nobserved: {observed:#?}"
+        );
+    };
+    // Learn the ids of contexts created by an op whose answer was lost.
+    let next = next
+        .into_iter()
+        .map(|(name, mut meta)| {
+            meta.id = observed[&name].as_ref().and_then(|got| got.id).or(meta.id);
+            (name, meta)
+        })
+        .collect();
+    (next, names.len())
+}
+
 #[test]
 fn kill_9_under_load_loses_no_acknowledged_append() {
     let cycles: usize = std::env::var("CTXSTORE_CRASH_CYCLES")
@@ -158,6 +452,8 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
         .unwrap();
     let mut acked: Vec<Acked> = Vec::new();
     let mut checked = 0;
+    let mut meta_model = MetaModel::new();
+    let mut meta_checked = 0;
     for cycle in 0..cycles {
         let (mut server, addr) = start_server(&data, &ready);
         let log = dir.path().join(format!("acks-{cycle}.jsonl"));
@@ -200,10 +496,17 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let writer = runtime.spawn(write_metadata(
+            addr.clone(),
+            cycle,
+            std::mem::take(&mut meta_model),
+            seed ^ cycle as u64,
+        ));
         // Kill the server at a random instant while the appends are flowing.
         std::thread::sleep(Duration::from_millis(rng.u64(150..run_ms + 50)));
         kill_9(&mut server);
         let _ = loadgen.wait();
+        let (model, in_flight) = runtime.block_on(writer).unwrap();
         let fresh = read_acks(&log);
         assert!(
             !fresh.is_empty() || cycle > 0,
@@ -213,6 +516,9 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
 
         let (mut server, addr) = start_server(&data, &ready);
         checked += runtime.block_on(check(&addr, &acked));
+        let (model, names) = runtime.block_on(check_metadata(&addr, model, in_flight));
+        meta_model = model;
+        meta_checked += names;
         kill_9(&mut server);
     }
 
@@ -229,8 +535,14 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
         .unwrap();
     let report = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{report}");
+    assert!(
+        meta_model.len() > 1,
+        "the metadata writer made too few contexts to test"
+    );
     println!(
-        "crash harness: {cycles} cycles, {} acknowledged appends, {checked} checks against restarted servers, 0 lost\n{report}",
-        acked.len()
+        "crash harness: {cycles} cycles, {} acknowledged appends, {checked} checks against restarted servers, 0 lost; \
+         {} named contexts, {meta_checked} metadata checks, 0 differences\n{report}",
+        acked.len(),
+        meta_model.len()
     );
 }
