@@ -8,7 +8,9 @@
 //! and 32 concurrent appenders (closed loop), get-last-64 with payloads, open/recovery time of
 //! a store with 1M turns and 100k blobs, and contexts as agent threads (`contexts`: 1M named
 //! contexts with 4 tags, listing by a tag that 1% carry, key-value puts next to appends, and
-//! appends with and without those contexts present; `CTXSTORE_BENCH_CONTEXTS` sizes it).
+//! appends with and without those contexts present; `CTXSTORE_BENCH_CONTEXTS` sizes it), and
+//! depth access on one deep chain (`depth`: a range at depth 0 against one next to the head,
+//! skip pointers; `CTXSTORE_BENCH_DEPTH` sizes it, 200k by default).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -67,6 +69,9 @@ fn main() {
     }
     if wants("contexts") {
         contexts(&base, env_u64("CTXSTORE_BENCH_CONTEXTS", 1_000_000));
+    }
+    if wants("depth") {
+        depth(&base, env_u64("CTXSTORE_BENCH_DEPTH", 200_000));
     }
     if wants("recovery") {
         let turns = env_u64("CTXSTORE_BENCH_RECOVERY_TURNS", 1_000_000);
@@ -409,6 +414,59 @@ where
     for thread in threads {
         thread.join().unwrap();
     }
+}
+
+/// Issue 14's depth figure: one chain `turns` deep (small payloads, 64 appenders on the one
+/// context), then 64-turn range reads without payloads at depth 0 and next to the head.
+fn depth(base: &Path, turns: u64) {
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let engine = Engine::open(bench_config(dir.path())).unwrap();
+    let runtime = compio::runtime::Runtime::new().unwrap();
+    let context = runtime
+        .block_on(engine.create_context())
+        .unwrap()
+        .context_id;
+    let started = Instant::now();
+    let appenders = 64usize;
+    let filler = engine.clone();
+    on_two_runtimes(appenders, move |task| {
+        let engine = filler.clone();
+        async move {
+            for index in (task as u64..turns).step_by(appenders) {
+                let request = AppendRequest {
+                    context_id: context,
+                    expected_head: None,
+                    type_tag: 1,
+                    codec: 0,
+                    payload: AppendPayload::Bytes(Bytes::from(format!("turn {index}"))),
+                };
+                engine.append(request).await.unwrap();
+            }
+        }
+    });
+    println!(
+        "depth   chain of {turns} turns built in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let tip = runtime.block_on(engine.head(context)).unwrap().head_depth;
+    let mut results = Vec::new();
+    for (label, from_depth) in [("depth 0", 0), ("at the head", tip.saturating_sub(63))] {
+        let mut histogram = latency_histogram();
+        for _ in 0..2000 {
+            let sent = Instant::now();
+            let page = runtime.block_on(engine.range_by_depth(context, from_depth, 64, false));
+            let _ = histogram.record(sent.elapsed().as_nanos() as u64);
+            assert_eq!(page.unwrap().len(), 64);
+        }
+        let latency = LatencyUs::of(&histogram);
+        println!("depth   range of 64 turns {label:<12} {latency}");
+        results.push(latency.p50);
+    }
+    println!(
+        "depth   depth 0 / next to the head, p50: {:.2}x",
+        results[0] / results[1]
+    );
+    engine.shutdown();
 }
 
 /// Issue 13's figures: `count` named contexts with 4 tags each (one of them, `team`, shared by

@@ -12,6 +12,7 @@ use crate::blob::recover::{RecoveredShard, recover_shard};
 use crate::config::{Actor, EngineConfig};
 use crate::error::{EngineError, OpenError};
 use crate::file::ReadFile;
+use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{
     AppendPayload, AppendRequest, Appended, ContextHead, Created, NewContext, NoPayloadCache, Page,
@@ -21,6 +22,7 @@ use crate::model::{
 use crate::pipeline::{DurableBlob, PutOutcome, SequencerInbox, SequencerRequest, ShardRequest};
 use crate::published::Published;
 use crate::read::Reader;
+use crate::sequencer::migrate::migrate_turn_log;
 use crate::sequencer::recover::recover_log;
 use crate::sequencer::view::{ContextsView, HeadTable, SequencerCounters, TurnsView};
 use crate::status::StoreStatus;
@@ -76,6 +78,9 @@ impl Engine {
             .unzip();
         let log_path = store.turns_log_path();
         let recovered = recover_log(&log_path, &views, config.repair)?;
+        if meta.format_version < STORE_FORMAT_VERSION {
+            migrate_store(&store, &meta, &log_path, recovered.next_record_id - 1)?;
+        }
 
         let turns_file =
             ReadFile::open(log_path.clone()).map_err(|source| OpenError::io(&log_path, source))?;
@@ -565,6 +570,35 @@ fn turn_page(page: Page) -> TurnPage {
         turns,
         next_before: page.next_before,
     }
+}
+
+/// Store format migrations, once, at open, after recovery: format 1 → 2 writes `turns.log`
+/// anew with skip pointers and context chains (`sequencer::migrate`), then the meta file.
+fn migrate_store(
+    store: &StoreDir,
+    meta: &Meta,
+    log_path: &std::path::Path,
+    records: u64,
+) -> Result<(), OpenError> {
+    let started = std::time::Instant::now();
+    tracing::info!(
+        data = %store.root.display(),
+        from = meta.format_version,
+        to = STORE_FORMAT_VERSION,
+        records,
+        "migrating the store format (once)"
+    );
+    let turns = migrate_turn_log(log_path, records)?;
+    store.write_meta(&Meta {
+        format_version: STORE_FORMAT_VERSION,
+        ..*meta
+    })?;
+    tracing::info!(
+        turns,
+        migration_ms = started.elapsed().as_millis() as u64,
+        "store format migrated"
+    );
+    Ok(())
 }
 
 fn recover_shards(

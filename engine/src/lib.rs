@@ -33,6 +33,7 @@ mod pipeline;
 mod published;
 mod read;
 mod sequencer;
+mod skip;
 mod status;
 pub mod store_dir;
 mod tail;

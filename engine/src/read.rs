@@ -3,8 +3,10 @@
 //!
 //! 1. `tip`: the chain's tip — the context's head, loaded once (one atomic), or the named
 //!    turn — read once; its depth is the page's `tip_depth`;
-//! 2. `newest_first` / `depth_window`: a walk by parent pointer from the tip, one positional
-//!    read of `turns.log` per turn (page-cache hits in the common case), every link checked;
+//! 2. `newest_first` / `depth_window`: a walk by parent pointer, one positional read of
+//!    `turns.log` per turn (page-cache hits in the common case), every link checked; a depth
+//!    window first jumps to its newest turn by skip pointers (`skip.rs`, O(log n)), and a
+//!    GET_BEFORE cursor is checked to lie on the context's chain the same way;
 //! 3. `assemble`: the payload budget (a page keeps at least one turn), then each payload
 //!    through `payload` — the caller's cache first, else one index look-up and one pack read.
 
@@ -17,6 +19,7 @@ use crate::model::{
     ContextHead, Page, PageEntry, PageOptions, PageQuery, Payload, PayloadCache, PayloadMode, Turn,
 };
 use crate::published::Published;
+use crate::skip;
 
 pub(crate) struct Reader<'a> {
     pub published: &'a Published,
@@ -70,6 +73,7 @@ impl Reader<'_> {
             } => {
                 let tip = self.context_tip(context_id)?;
                 let cursor = self.published.turns.turn(before)?;
+                self.check_on_chain(context_id, tip, &cursor)?;
                 let start = self.parent_of(&cursor)?;
                 (tip, self.newest_first(start, limit)?, Keep::Newest)
             }
@@ -184,28 +188,55 @@ impl Reader<'_> {
     }
 
     /// The tip's ancestors (and the tip) with depth in `from_depth..from_depth + limit`,
-    /// oldest first. The walk stops at `from_depth`.
+    /// oldest first: skip pointers to the window's newest turn (O(log n)), then its parents.
     fn depth_window(
         &self,
         tip: Option<TurnRecord>,
         from_depth: u32,
         limit: u32,
     ) -> Result<Vec<TurnRecord>, EngineError> {
-        let mut turns = Vec::with_capacity(limit as usize);
-        if limit > 0 {
-            let last_depth = from_depth.saturating_add(limit - 1);
-            self.walk(tip, |turn| {
-                if turn.depth < from_depth {
-                    return false;
-                }
-                if turn.depth <= last_depth {
-                    turns.push(*turn);
-                }
-                turn.depth > from_depth
-            })?;
-        }
+        let Some(tip) = tip.filter(|tip| limit > 0 && from_depth <= tip.depth) else {
+            return Ok(Vec::new());
+        };
+        let last_depth = from_depth.saturating_add(limit - 1).min(tip.depth);
+        let newest = self.ancestor(tip, last_depth)?;
+        let mut turns = Vec::with_capacity((last_depth - from_depth) as usize + 1);
+        self.walk(Some(newest), |turn| {
+            turns.push(*turn);
+            turn.depth > from_depth
+        })?;
         turns.reverse();
         Ok(turns)
+    }
+
+    /// The ancestor of `start` at `depth`, in O(log n) reads.
+    fn ancestor(&self, start: TurnRecord, depth: u32) -> Result<TurnRecord, EngineError> {
+        skip::ancestor(start, depth, |turn_id| self.published.turns.turn(turn_id))
+    }
+
+    /// A GET_BEFORE cursor must be a turn of the context's chain: a turn of another chain
+    /// would page through that chain's history instead.
+    fn check_on_chain(
+        &self,
+        context_id: ContextId,
+        tip: Option<TurnRecord>,
+        cursor: &TurnRecord,
+    ) -> Result<(), EngineError> {
+        let on_chain = match tip {
+            Some(tip) if cursor.depth <= tip.depth => {
+                self.ancestor(tip, cursor.depth)?.turn_id == cursor.turn_id
+            }
+            _ => false,
+        };
+        if on_chain {
+            Ok(())
+        } else {
+            Err(EngineError::InvalidArgument(format!(
+                "turn {} is not on the chain of context {context_id}; page with a cursor \
+                 from this context's own pages",
+                cursor.turn_id
+            )))
+        }
     }
 
     /// Applies the payload budget, reads the payloads, and sets the cursor.

@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::OpenError;
-use crate::format::meta::{META_BYTES, Meta, STORE_FORMAT_VERSION};
+use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
 
 pub const META_FILE: &str = "ctxstore.meta";
 pub const LOCK_FILE: &str = "LOCK";
@@ -92,7 +92,7 @@ impl StoreDir {
                 let meta = Meta::decode(&bytes).map_err(|error| {
                     OpenError::Corrupt(crate::error::Corruption::record(&meta_path, 0, &error))
                 })?;
-                assert_eq!(meta.format_version, STORE_FORMAT_VERSION);
+                assert!(meta.format_version <= STORE_FORMAT_VERSION);
                 Ok(meta)
             }
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
@@ -134,13 +134,24 @@ impl StoreDir {
             shard_count,
             created_at_unix_ms: now_unix_ms,
         };
+        self.write_meta(&meta)?;
+        Ok(meta)
+    }
+
+    /// Writes the meta file durably and atomically (temporary file, fsync, rename, directory
+    /// fsync): at creation, and when a format migration completes.
+    pub fn write_meta(&self, meta: &Meta) -> Result<(), OpenError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| OpenError::io(path, source)
+        };
         let temporary = self.root.join(format!("{META_FILE}.tmp"));
         write_durable(&temporary, &meta.encode()).map_err(io(&temporary))?;
         fs::rename(&temporary, self.meta_path()).map_err(io(&temporary))?;
         sync_dir(&self.root).map_err(io(&self.root))?;
         let check = fs::read(self.meta_path()).map_err(io(&self.meta_path()))?;
-        assert_eq!(check.len(), META_BYTES);
-        Ok(meta)
+        assert_eq!(Meta::decode(&check).ok().as_ref(), Some(meta));
+        Ok(())
     }
 }
 

@@ -1,7 +1,8 @@
 //! The offline invariant checker behind `ctxstore-server verify`. Reads everything, writes
 //! nothing: every checksum, every blob's BLAKE3 hash, index against packs, and the DAG
 //! (parent exists and is older, depth = parent depth + 1, every head and every turn's blob
-//! exists) by replaying `turns.log` exactly as recovery does.
+//! exists) by replaying `turns.log` exactly as recovery does, and every skip pointer against
+//! the ancestry (store format 2; format 1 has none until its next open migrates it).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -14,10 +15,11 @@ use crate::blob::view::{BlobIndex, ShardView};
 use crate::error::OpenError;
 use crate::format::blob_index::{BlobLocation, IndexEntry};
 use crate::format::meta::Meta;
-use crate::format::turn_log::MetaAssembly;
+use crate::format::turn_log::{LogRecord, MetaAssembly, TurnRecord};
 use crate::ids::{BlobHash, BlobHashBuildHasher};
 use crate::sequencer::recover::{Replay, pending_metadata_tail};
 use crate::sequencer::scan::scan_log;
+use crate::skip::Ancestry;
 use crate::store_dir::StoreDir;
 use crate::tail::Tail;
 
@@ -99,7 +101,23 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
     let log_path = store.turns_log_path();
     let io = |source| OpenError::io(&log_path, source);
     let mut replay = Replay::new(File::open(&log_path).map_err(io)?, &views);
-    let scan = scan_log(&log_path, |record| replay.record(record)).map_err(io)?;
+    let mut ancestry = Ancestry::default();
+    let skips_expected = meta.format_version >= 2;
+    let scan = scan_log(&log_path, |record| {
+        replay.record(record)?;
+        if let LogRecord::Turn(turn) = record {
+            check_skip(&ancestry, turn, skips_expected)?;
+            ancestry.push(turn);
+        }
+        Ok(())
+    })
+    .map_err(io)?;
+    if !skips_expected {
+        report.notes.push(format!(
+            "store format {}: the next open migrates it to format 2 (skip pointers)",
+            meta.format_version
+        ));
+    }
     let pending = replay.pending.as_ref().map(MetaAssembly::head_record_id);
     report_tail(
         &mut report,
@@ -110,6 +128,32 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
     report.contexts = replay.state.heads.count();
     report.logical_bytes = replay.state.logical_bytes;
     Ok(report)
+}
+
+/// A turn's skip pointer is its ancestor at `skip_depth(depth)` (format 2; a format-1 record
+/// has none).
+fn check_skip(ancestry: &Ancestry, turn: &TurnRecord, expected: bool) -> Result<(), String> {
+    if turn.is_legacy() {
+        return if expected {
+            Err(format!(
+                "turn {} has no skip pointer in a store of format 2",
+                turn.turn_id
+            ))
+        } else {
+            Ok(())
+        };
+    }
+    let skip = ancestry.skip_of(turn);
+    if skip != turn.skip_turn_id {
+        return Err(format!(
+            "turn {} has skip pointer {}, its ancestor at depth {} is {}",
+            turn.turn_id,
+            turn.skip_turn_id,
+            crate::skip::skip_depth(turn.depth),
+            skip
+        ));
+    }
+    Ok(())
 }
 
 /// `verify` writes nothing, so it also runs on a read-only copy (a backup on read-only media):

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use common::{block_on, chat_payload, random_payload};
+use ctxstore_engine::format::meta::Meta;
 use ctxstore_engine::{
     AppendPayload, AppendRequest, BlobHash, ContextId, Engine, EngineConfig, TurnId, verify,
 };
@@ -131,6 +132,12 @@ fn the_v1_fixture_opens_verifies_and_reads_back_exactly() {
     assert!(report.is_ok(), "{report}");
     assert_eq!((report.contexts, report.turns), (4, 13));
 
+    let report = verify(old.path()).unwrap();
+    assert!(
+        report.notes.iter().any(|note| note.contains("format 1")),
+        "{report}"
+    );
+
     // Today's code running the same script writes a store that reads back the same.
     let fresh = tempfile::tempdir().unwrap();
     let today = Engine::open(config(fresh.path())).unwrap();
@@ -145,6 +152,24 @@ fn the_v1_fixture_opens_verifies_and_reads_back_exactly() {
     }
     assert_eq!(upgraded.stats().dedup_hits, today.stats().dedup_hits);
     assert_eq!(upgraded.stats().blobs, today.stats().blobs);
+    // Opening migrated it to format 2: skip pointers answer depth windows.
+    assert_eq!(store_format(old.path()), 2);
+    for &context in &contexts {
+        let all = contents(&upgraded, context);
+        for from_depth in 0..all.len() as u32 {
+            let window = block_on(upgraded.range_by_depth(context, from_depth, 2, false)).unwrap();
+            let depths: Vec<u32> = window.iter().map(|t| t.turn.depth).collect();
+            let expected: Vec<u32> = all
+                .iter()
+                .map(|turn| turn.2)
+                .filter(|depth| (from_depth..from_depth + 2).contains(depth))
+                .collect();
+            assert_eq!(
+                depths, expected,
+                "context {context} from depth {from_depth}"
+            );
+        }
+    }
 
     // The upgraded store takes new writes and opens again.
     let extra = Bytes::from_static(b"written after the upgrade");
@@ -155,5 +180,33 @@ fn the_v1_fixture_opens_verifies_and_reads_back_exactly() {
     assert_eq!(last.turns[0].turn.turn_id, turn);
     assert_eq!(last.turns[0].payload.as_ref(), Some(&extra));
     reopened.shutdown();
+    let report = verify(old.path()).unwrap();
+    assert!(report.is_ok() && report.notes.is_empty(), "{report}");
+
+    // A migration cut short by a crash — the new log renamed in, the meta file not yet
+    // rewritten, a stale temporary file left — is redone at the next open, to the same log.
+    let log = std::fs::read(old.path().join("turns.log")).unwrap();
+    set_store_format(old.path(), 1);
+    std::fs::write(old.path().join("turns.log.migrating"), b"partial").unwrap();
+    let again = Engine::open(config(old.path())).unwrap();
+    again.shutdown();
+    assert_eq!(store_format(old.path()), 2);
+    assert!(!old.path().join("turns.log.migrating").exists());
+    assert_eq!(std::fs::read(old.path().join("turns.log")).unwrap(), log);
     assert!(verify(old.path()).unwrap().is_ok());
+}
+
+fn store_format(dir: &Path) -> u32 {
+    let bytes = std::fs::read(dir.join("ctxstore.meta")).unwrap();
+    Meta::decode(&bytes).unwrap().format_version
+}
+
+fn set_store_format(dir: &Path, format_version: u32) {
+    let path = dir.join("ctxstore.meta");
+    let meta = Meta::decode(&std::fs::read(&path).unwrap()).unwrap();
+    let meta = Meta {
+        format_version,
+        ..meta
+    };
+    std::fs::write(path, meta.encode()).unwrap();
 }

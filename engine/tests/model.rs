@@ -452,14 +452,22 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
             turn,
             limit,
         } => {
-            let (Some(_), Some(cursor)) = (
+            let (Some(&head), Some(cursor)) = (
                 pick(&model.heads, context),
                 pick(&model.turns, turn).cloned(),
             ) else {
                 return;
             };
             let context_id = ContextId((context % model.heads.len()) as u64 + 1);
-            let page = block_on(engine.before(context_id, cursor.id, limit, false)).unwrap();
+            let page = block_on(engine.before(context_id, cursor.id, limit, false));
+            // A cursor off the context's chain is refused (it would page another chain).
+            let on_chain = model.ancestry(head).iter().any(|turn| turn.id == cursor.id);
+            if !on_chain {
+                let error = page.unwrap_err();
+                assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+                return;
+            }
+            let page = page.unwrap();
             let mut expected = model.ancestry(cursor.parent);
             expected.truncate(limit as usize);
             expected.reverse();

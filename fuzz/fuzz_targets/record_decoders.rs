@@ -24,7 +24,10 @@ fuzz_target!(|data: &[u8]| {
     match which % 4 {
         0 => {
             let bytes: [u8; LOG_RECORD_BYTES] = record(data);
-            if let Ok(Some(decoded)) = LogRecord::decode(&bytes) {
+            // Version-1 turn records (store format 1) are read, never written: nothing to
+            // re-encode them to.
+            let legacy_turn = matches!(LogRecord::decode(&bytes), Ok(Some(LogRecord::Turn(_)))) && bytes[9] == 1;
+            if let (Ok(Some(decoded)), false) = (LogRecord::decode(&bytes), legacy_turn) {
                 let mut again = [0u8; LOG_RECORD_BYTES];
                 decoded.encode(&mut again);
                 assert_eq!(again, bytes, "turns.log record encoding is not canonical");

@@ -1,11 +1,12 @@
-//! `ctxstore.meta`: written once when a data directory is created (temp file, fsync, rename,
-//! directory fsync). Fixes what must never change for the life of the store. Layout in
+//! `ctxstore.meta`: written when a data directory is created (temp file, fsync, rename,
+//! directory fsync), and again (the same way) only when a format migration completes. Fixes
+//! what must never change for the life of the store. Layout in
 //! docs/storage.md#ctxstoremeta.
 //!
 //! ```text
 //! offset size field
 //!      0    8 magic               "CTXSTORE"
-//!      8    4 format_version      1
+//!      8    4 format_version      2 (1: before skip pointers; migrated at open)
 //!     12    2 shard_count         blob shards; the hash → shard mapping depends on it
 //!     14    2 reserved            0
 //!     16    8 created_at_unix_ms
@@ -17,7 +18,11 @@ use crate::format::{Fields, FieldsMut, RecordError, check_crc, is_all_zero};
 
 pub const META_BYTES: usize = 64;
 pub const META_MAGIC: &[u8; 8] = b"CTXSTORE";
-pub const STORE_FORMAT_VERSION: u32 = 1;
+/// The store format this code writes. Format 1 (no skip pointers, no context chains in
+/// `turns.log`) is read and migrated at open (`sequencer::migrate`).
+pub const STORE_FORMAT_VERSION: u32 = 2;
+/// The oldest store format this code opens.
+pub const STORE_FORMAT_VERSION_MIN: u32 = 1;
 
 /// Byte offsets of the fields, shared by `encode` and `decode` (the table above).
 mod at {
@@ -68,7 +73,7 @@ impl Meta {
             shard_count: fields.u16(at::SHARD_COUNT),
             created_at_unix_ms: fields.u64(at::CREATED_AT_UNIX_MS),
         };
-        if meta.format_version != STORE_FORMAT_VERSION {
+        if !(STORE_FORMAT_VERSION_MIN..=STORE_FORMAT_VERSION).contains(&meta.format_version) {
             return Err(RecordError::Version(meta.format_version));
         }
         if fields.u16(at::RESERVED_14) != 0 || !is_all_zero(&source[at::RESERVED_24..at::CRC32C]) {

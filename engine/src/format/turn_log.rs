@@ -13,7 +13,8 @@
 //! offset size field
 //!      0    8 record_id            TurnID of a turn record; sequence slot of a context record
 //!      8    1 kind                 1 = turn, 2 = context
-//!      9    1 format_version       1
+//!      9    1 format_version       1; 2 for turn records of store format 2 (skip pointer and
+//!                                  context chain set)
 //!     10    2 reserved             0
 //!     12    4 flags                turn flags; 0 in v1 (bit 0 reserved: summary marker)
 //!     16    8 context_id
@@ -25,8 +26,10 @@
 //!     80    4 payload_len          turn: raw payload bytes; context: 0
 //!     84    4 reserved             0
 //!     88    8 created_at_unix_ms
-//!     96    8 skip_turn_id         reserved (ancestor skip pointer), 0 in v1
-//!    104    8 link_turn_id         reserved (cross-context link), 0 in v1
+//!     96    8 skip_turn_id         turn v2: ancestor at depth `skip::skip_depth(depth)` (0 for a
+//!                                  root); 0 in v1 and in other kinds
+//!    104    8 context_prev_turn_id turn v2: the turn appended to the same context before this
+//!                                  one (0: the first); 0 in v1 and in other kinds
 //!    112   12 reserved             0
 //!    124    4 crc32c               over bytes 0..124
 //! ```
@@ -58,14 +61,22 @@ mod at {
     pub const PAYLOAD_LEN: usize = 80;
     pub const RESERVED_84: usize = 84;
     pub const CREATED_AT_UNIX_MS: usize = 88;
-    /// Reserved (skip pointer, link, spare) up to the checksum: zero in v1.
-    pub const RESERVED_96: usize = 96;
+    /// Turn records of version 2: the skip pointer; zero elsewhere.
+    pub const SKIP_TURN_ID: usize = 96;
+    /// Turn records of version 2: the context's previous turn; zero elsewhere.
+    pub const CONTEXT_PREV_TURN_ID: usize = 104;
+    pub const RESERVED_112: usize = 112;
     pub const CRC32C: usize = 124;
 }
 const _: () = assert!(at::PAYLOAD_HASH + 32 == at::PAYLOAD_LEN);
 const _: () = assert!(at::CRC32C + 4 == LOG_RECORD_BYTES);
 
+/// The version of every record kind except turn records.
 pub const LOG_FORMAT_VERSION: u8 = 1;
+/// The version of turn records written now: with a skip pointer and the context chain
+/// (store format 2). Version-1 turn records are read (store format 1, before migration) and
+/// never written.
+pub const TURN_RECORD_VERSION: u8 = 2;
 const KIND_TURN: u8 = 1;
 const KIND_CONTEXT: u8 = 2;
 const KIND_META: u8 = 3;
@@ -114,6 +125,19 @@ pub struct TurnRecord {
     pub payload_len: u32,
     pub flags: u32,
     pub created_at_unix_ms: u64,
+    /// The ancestor at depth `skip::skip_depth(depth)`; `NONE` for a root, and for every turn
+    /// of a version-1 record (store format 1, before migration).
+    pub skip_turn_id: TurnId,
+    /// The turn appended to the same context before this one (`NONE`: the first). Version-1
+    /// records: `NONE`.
+    pub context_prev_turn_id: TurnId,
+}
+
+impl TurnRecord {
+    /// Whether this turn was read from a version-1 record (no skip pointer, no context chain).
+    pub fn is_legacy(&self) -> bool {
+        self.depth > 0 && self.skip_turn_id.is_none()
+    }
 }
 
 /// Creates a context with its initial head.
@@ -180,6 +204,13 @@ impl LogRecord {
                     "parent older than child"
                 );
                 assert_eq!(turn.flags & !TURN_FLAGS_KNOWN, 0, "unknown turn flags");
+                assert_eq!(
+                    turn.depth == 0,
+                    turn.skip_turn_id.is_none(),
+                    "a skip pointer exactly when the turn has a parent"
+                );
+                assert!(turn.skip_turn_id <= turn.parent_turn_id);
+                assert!(turn.context_prev_turn_id < turn.turn_id);
                 fields.0[at::KIND] = KIND_TURN;
                 fields.u32(at::FLAGS, turn.flags);
                 fields.u64(at::CONTEXT_ID, turn.context_id.0);
@@ -190,6 +221,8 @@ impl LogRecord {
                 fields.bytes(at::PAYLOAD_HASH, &turn.payload_hash.0);
                 fields.u32(at::PAYLOAD_LEN, turn.payload_len);
                 fields.u64(at::CREATED_AT_UNIX_MS, turn.created_at_unix_ms);
+                fields.u64(at::SKIP_TURN_ID, turn.skip_turn_id.0);
+                fields.u64(at::CONTEXT_PREV_TURN_ID, turn.context_prev_turn_id.0);
             }
             LogRecord::Context(context) => {
                 assert!(context.record_id > 0);
@@ -221,7 +254,10 @@ impl LogRecord {
                 fields.bytes(continuation_at::BODY, &slot.body);
             }
         }
-        fields.0[at::FORMAT_VERSION] = LOG_FORMAT_VERSION;
+        fields.0[at::FORMAT_VERSION] = match self {
+            LogRecord::Turn(_) => TURN_RECORD_VERSION,
+            _ => LOG_FORMAT_VERSION,
+        };
         let crc = crc32c::crc32c(&fields.0[..at::CRC32C]);
         fields.u32(at::CRC32C, crc);
     }
@@ -234,22 +270,33 @@ impl LogRecord {
         let fields = Fields(source);
         check_crc(fields.u32(at::CRC32C), &source[..at::CRC32C])?;
         let version = source[at::FORMAT_VERSION];
-        if version != LOG_FORMAT_VERSION {
+        let kind = source[at::KIND];
+        let known_version =
+            version == LOG_FORMAT_VERSION || (kind == KIND_TURN && version == TURN_RECORD_VERSION);
+        if !known_version {
             return Err(RecordError::Version(u32::from(version)));
         }
         let record_id = fields.u64(at::RECORD_ID);
         if record_id == 0 {
             return Err(RecordError::Field("record id 0"));
         }
-        let kind = source[at::KIND];
+        // Version-2 turn records use the two ids at 96..112; everything else keeps them zero.
+        let turn_v2 = kind == KIND_TURN && version == TURN_RECORD_VERSION;
+        let reserved_from = if turn_v2 {
+            at::RESERVED_112
+        } else {
+            at::SKIP_TURN_ID
+        };
         let reserved_set = fields.u16(at::RESERVED_10) != 0
             || fields.u32(at::RESERVED_84) != 0
-            || !is_all_zero(&source[at::RESERVED_96..at::CRC32C]);
+            || !is_all_zero(&source[reserved_from..at::CRC32C]);
         if (kind == KIND_TURN || kind == KIND_CONTEXT) && reserved_set {
             return Err(RecordError::Field("reserved bytes are not zero"));
         }
         match kind {
-            KIND_TURN => decode_turn(&fields, record_id).map(|turn| Some(LogRecord::Turn(turn))),
+            KIND_TURN => {
+                decode_turn(&fields, record_id, turn_v2).map(|turn| Some(LogRecord::Turn(turn)))
+            }
             KIND_CONTEXT => {
                 decode_context(&fields, record_id).map(|context| Some(LogRecord::Context(context)))
             }
@@ -263,7 +310,11 @@ impl LogRecord {
     }
 }
 
-fn decode_turn(fields: &Fields<'_>, record_id: u64) -> Result<TurnRecord, RecordError> {
+fn decode_turn(
+    fields: &Fields<'_>,
+    record_id: u64,
+    version_2: bool,
+) -> Result<TurnRecord, RecordError> {
     let turn = TurnRecord {
         turn_id: TurnId(record_id),
         parent_turn_id: TurnId(fields.u64(at::PARENT_TURN_ID)),
@@ -275,7 +326,22 @@ fn decode_turn(fields: &Fields<'_>, record_id: u64) -> Result<TurnRecord, Record
         payload_len: fields.u32(at::PAYLOAD_LEN),
         flags: fields.u32(at::FLAGS),
         created_at_unix_ms: fields.u64(at::CREATED_AT_UNIX_MS),
+        skip_turn_id: TurnId(fields.u64(at::SKIP_TURN_ID)),
+        context_prev_turn_id: TurnId(fields.u64(at::CONTEXT_PREV_TURN_ID)),
     };
+    if version_2 && (turn.depth == 0) != turn.skip_turn_id.is_none() {
+        return Err(RecordError::Field(
+            "a skip pointer is set exactly when the turn has a parent",
+        ));
+    }
+    if turn.skip_turn_id > turn.parent_turn_id {
+        return Err(RecordError::Field("skip_turn_id is newer than the parent"));
+    }
+    if turn.context_prev_turn_id >= turn.turn_id {
+        return Err(RecordError::Field(
+            "context_prev_turn_id is not older than the turn",
+        ));
+    }
     if turn.parent_turn_id >= turn.turn_id {
         return Err(RecordError::Field(
             "parent_turn_id is not older than the turn",
@@ -520,6 +586,8 @@ mod tests {
             payload_len: 7,
             flags: 0,
             created_at_unix_ms: 1_700_000_000_000,
+            skip_turn_id: TurnId(3),
+            context_prev_turn_id: TurnId(40),
         }
     }
 
@@ -529,6 +597,40 @@ mod tests {
         let mut bytes = [0u8; LOG_RECORD_BYTES];
         record.encode(&mut bytes);
         assert_eq!(LogRecord::decode(&bytes), Ok(Some(record)));
+    }
+
+    /// Rewrites an encoded turn record as store format 1 wrote it: version 1, no skip pointer,
+    /// no context chain.
+    fn as_version_1(bytes: &mut [u8; LOG_RECORD_BYTES]) {
+        bytes[at::FORMAT_VERSION] = 1;
+        bytes[at::SKIP_TURN_ID..at::RESERVED_112].fill(0);
+        let crc = crc32c::crc32c(&bytes[..at::CRC32C]);
+        bytes[at::CRC32C..].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    #[test]
+    fn version_1_turn_records_read_as_legacy_and_version_2_needs_its_pointers() {
+        let mut bytes = [0u8; LOG_RECORD_BYTES];
+        LogRecord::Turn(sample_turn()).encode(&mut bytes);
+        let mut old = bytes;
+        as_version_1(&mut old);
+        let Ok(Some(LogRecord::Turn(legacy))) = LogRecord::decode(&old) else {
+            panic!("a version-1 turn record decodes");
+        };
+        assert!(legacy.is_legacy());
+        assert_eq!(legacy.context_prev_turn_id, TurnId::NONE);
+        // Version 2 without a skip pointer on a turn with a parent is damage.
+        let mut missing = bytes;
+        missing[at::SKIP_TURN_ID..at::CONTEXT_PREV_TURN_ID].fill(0);
+        let crc = crc32c::crc32c(&missing[..at::CRC32C]);
+        missing[at::CRC32C..].copy_from_slice(&crc.to_le_bytes());
+        assert!(LogRecord::decode(&missing).is_err());
+        // Version 1 with pointers set is damage too (its reserved bytes).
+        let mut mixed = old;
+        mixed[at::SKIP_TURN_ID] = 3;
+        let crc = crc32c::crc32c(&mixed[..at::CRC32C]);
+        mixed[at::CRC32C..].copy_from_slice(&crc.to_le_bytes());
+        assert!(LogRecord::decode(&mixed).is_err());
     }
 
     #[test]

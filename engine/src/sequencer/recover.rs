@@ -174,6 +174,7 @@ fn replay_context(
     let context_id = state.heads.create(HeadState {
         head_turn_id: context.head_turn_id,
         head_depth: context.head_depth,
+        last_turn_id: TurnId::NONE,
     });
     state
         .contexts
@@ -196,13 +197,7 @@ fn replay_turn(
     };
     head.check_child(turn)?;
     check_blob(shards, turn)?;
-    state.heads.set(
-        turn.context_id,
-        HeadState {
-            head_turn_id: turn.turn_id,
-            head_depth: turn.depth,
-        },
-    );
+    state.heads.set(turn.context_id, head.after(turn));
     state
         .contexts
         .touch(turn.context_id, turn.created_at_unix_ms);
