@@ -171,6 +171,7 @@ fn append_load(engine: &Engine, appenders: usize, duration: Duration) -> (f64, L
                                             type_tag: 1,
                                             codec: 1,
                                             payload: AppendPayload::Bytes(Bytes::from(unique)),
+                                            options: Default::default(),
                                         })
                                         .await
                                         .unwrap();
@@ -221,6 +222,7 @@ fn get_last_64(engine: &Engine) -> LatencyUs {
                 type_tag: 1,
                 codec: 1,
                 payload,
+                options: Default::default(),
             };
             engine.append(request).await.unwrap();
         }
@@ -277,6 +279,7 @@ fn recovery(base: &Path, turns: u64, blobs: u64) {
                     type_tag: 1,
                     codec: 1,
                     payload: AppendPayload::StoredBlob(hash),
+                    options: Default::default(),
                 };
                 engine.append(request).await.unwrap();
             }
@@ -439,6 +442,7 @@ fn depth(base: &Path, turns: u64) {
                     type_tag: 1,
                     codec: 0,
                     payload: AppendPayload::Bytes(Bytes::from(format!("turn {index}"))),
+                    options: Default::default(),
                 };
                 engine.append(request).await.unwrap();
             }

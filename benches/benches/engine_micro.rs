@@ -29,6 +29,7 @@ fn append_request(context: ContextId, payload: Vec<u8>) -> AppendRequest {
         type_tag: 1,
         codec: 1,
         payload: AppendPayload::Bytes(Bytes::from(payload)),
+        options: Default::default(),
     }
 }
 

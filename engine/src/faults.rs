@@ -110,6 +110,7 @@ mod tests {
             type_tag: 0,
             codec: 0,
             payload: AppendPayload::Bytes(Bytes::copy_from_slice(payload)),
+            options: Default::default(),
         }))
     }
 

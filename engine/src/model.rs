@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 
+use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::TurnRecord;
 use crate::ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
 
@@ -20,9 +21,22 @@ pub struct Turn {
     pub payload_hash: BlobHash,
     /// Raw (uncompressed) payload length.
     pub payload_len: u32,
-    /// Reserved for tombstones, summary markers and link flags; always 0 in format v1.
+    /// Bit 0 SUMMARY (`format::turn_log::TURN_FLAG_SUMMARY`): everything before this turn is
+    /// summarised in its payload.
     pub flags: u32,
     pub created_at_unix_ms: u64,
+    /// The nearest turn at or above this one on its chain flagged SUMMARY (`NONE`: none): a
+    /// window read starts there.
+    pub summary_turn_id: TurnId,
+    /// Whether the turn carries extras (key, labels, links): read them with
+    /// `Engine::turn_extras`; pages return them.
+    pub has_extras: bool,
+}
+
+impl Turn {
+    pub fn is_summary(&self) -> bool {
+        self.flags & crate::format::turn_log::TURN_FLAG_SUMMARY != 0
+    }
 }
 
 impl From<TurnRecord> for Turn {
@@ -38,6 +52,8 @@ impl From<TurnRecord> for Turn {
             payload_len: record.payload_len,
             flags: record.flags,
             created_at_unix_ms: record.created_at_unix_ms,
+            summary_turn_id: record.summary_turn_id,
+            has_extras: record.extras_len > 0,
         }
     }
 }
@@ -112,6 +128,35 @@ pub enum AppendPayload {
     StoredBlob(BlobHash),
 }
 
+/// Where a new turn hangs in the DAG.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum Parent {
+    /// The context's head (a chain grows).
+    #[default]
+    Head,
+    /// No parent: a new root in the context.
+    Root,
+    /// A turn the context owns: appended to it, on its chain, or inherited by a fork or a
+    /// clone (LangGraph's time travel: a new checkpoint after an old one).
+    Turn(TurnId),
+}
+
+/// What a turn carries besides its payload (decision 0009). Limits in
+/// `format::turn_extras`, each a typed error naming it.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct TurnOptions {
+    pub parent: Parent,
+    /// Unique within the context, inherited turns included (≤ 64 bytes): an append whose
+    /// key exists answers that turn (`Appended::existing`) and stores nothing.
+    pub key: Option<Bytes>,
+    /// ≤ 16 pairs, ≤ 1 KiB together; the turn log filters by them.
+    pub labels: Vec<(String, String)>,
+    /// ≤ 8 turns of any context, each existing.
+    pub links: Vec<TurnId>,
+    /// Everything before this turn is summarised in its payload.
+    pub summary: bool,
+}
+
 /// Everything an append needs besides the engine. Callers send it with an `AppendPayload`;
 /// inside the engine the same request travels on with its payload replaced by what the next
 /// stage needs (see `pipeline`), so its fields are written once.
@@ -123,6 +168,7 @@ pub struct AppendRequest<P = AppendPayload> {
     pub type_tag: TypeTag,
     pub codec: CodecTag,
     pub payload: P,
+    pub options: TurnOptions,
 }
 
 impl<P> AppendRequest<P> {
@@ -134,6 +180,7 @@ impl<P> AppendRequest<P> {
             type_tag,
             codec,
             payload,
+            options,
         } = self;
         let request = AppendRequest {
             context_id,
@@ -141,6 +188,7 @@ impl<P> AppendRequest<P> {
             type_tag,
             codec,
             payload: (),
+            options,
         };
         (request, payload)
     }
@@ -154,16 +202,21 @@ impl<P> AppendRequest<P> {
             type_tag: request.type_tag,
             codec: request.codec,
             payload,
+            options: request.options,
         }
     }
 }
 
 /// What an acknowledged (durable) append produced.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Appended {
     pub turn: Turn,
     /// True when the payload was already stored and no new blob was written for it.
     pub deduped: bool,
+    /// True when the key was already there: `turn` is that earlier turn, nothing was written.
+    pub existing: bool,
+    /// The turn's key, labels and links.
+    pub extras: TurnExtras,
 }
 
 /// A page of turns (oldest first) and the cursor for the next older page.
@@ -259,6 +312,8 @@ pub enum Payload {
 pub struct PageEntry {
     pub turn: Turn,
     pub payload: Option<Payload>,
+    /// The turn's key, labels and links (empty when it has none).
+    pub extras: TurnExtras,
 }
 
 /// A page of turns, oldest first.

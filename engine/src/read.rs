@@ -271,6 +271,7 @@ impl Reader<'_> {
                     mode => Some(self.payload(turn.payload_hash, mode, cache)?),
                 };
                 Ok(PageEntry {
+                    extras: self.published.turns.extras(&turn)?,
                     turn: turn.into(),
                     payload,
                 })

@@ -161,6 +161,8 @@ mod tests {
             created_at_unix_ms: 0,
             skip_turn_id: skip,
             context_prev_turn_id: TurnId::NONE,
+            summary_turn_id: TurnId::NONE,
+            extras_len: 0,
         }
     }
 

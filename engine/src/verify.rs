@@ -15,7 +15,7 @@ use crate::blob::view::{BlobIndex, ShardView};
 use crate::error::OpenError;
 use crate::format::blob_index::{BlobLocation, IndexEntry};
 use crate::format::meta::Meta;
-use crate::format::turn_log::{LogRecord, MetaAssembly, TurnRecord};
+use crate::format::turn_log::{LogRecord, SlotAssembly, TurnRecord};
 use crate::ids::{BlobHash, BlobHashBuildHasher};
 use crate::sequencer::recover::{Replay, pending_metadata_tail};
 use crate::sequencer::scan::scan_log;
@@ -118,7 +118,7 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
             meta.format_version
         ));
     }
-    let pending = replay.pending.as_ref().map(MetaAssembly::head_record_id);
+    let pending = replay.pending.as_ref().map(SlotAssembly::head_record_id);
     report_tail(
         &mut report,
         &log_path,

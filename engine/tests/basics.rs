@@ -171,6 +171,7 @@ fn append_by_hash_and_typed_errors() {
             type_tag: 1,
             codec: 2,
             payload: AppendPayload::StoredBlob(hash),
+            options: Default::default(),
         }))
     };
     let again = by_hash(stored.payload_hash).unwrap();

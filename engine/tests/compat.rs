@@ -46,6 +46,7 @@ fn append(engine: &Engine, context: ContextId, payload: AppendPayload) -> TurnId
         type_tag: 0x5eed,
         codec: 2,
         payload,
+        options: Default::default(),
     };
     block_on(engine.append(request)).unwrap().turn.turn_id
 }

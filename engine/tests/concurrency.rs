@@ -41,6 +41,7 @@ fn one_context_with_expected_head_exactly_one_wins_each_step() {
                                 type_tag: task as u64,
                                 codec: 0,
                                 payload: AppendPayload::Bytes(Bytes::from(payload)),
+                                options: Default::default(),
                             })
                             .await;
                         match result {

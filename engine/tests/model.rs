@@ -392,6 +392,7 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
                 type_tag: 3,
                 codec: 4,
                 payload: AppendPayload::StoredBlob(BlobHash::of(&payload(index))),
+                options: Default::default(),
             }));
             if !model.stored[index] {
                 assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound);

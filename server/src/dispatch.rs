@@ -409,6 +409,7 @@ fn append_request(
         type_tag,
         codec,
         payload,
+        options: Default::default(),
     }
 }
 

@@ -8,6 +8,7 @@ pub mod blob_index;
 pub mod context_meta;
 pub mod meta;
 pub mod pack;
+pub mod turn_extras;
 pub mod turn_log;
 
 /// Little-endian field access on a fixed record buffer. Offsets are constants of the layout, so

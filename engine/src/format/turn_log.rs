@@ -15,8 +15,8 @@
 //!      8    1 kind                 1 = turn, 2 = context
 //!      9    1 format_version       1; 2 for turn records of store format 2 (skip pointer and
 //!                                  context chain set)
-//!     10    2 reserved             0
-//!     12    4 flags                turn flags; 0 in v1 (bit 0 reserved: summary marker)
+//!     10    2 extra_slots          turn v2: continuation slots with its extras; else 0
+//!     12    4 flags                turn flags: bit 0 SUMMARY (v2); 0 in v1
 //!     16    8 context_id
 //!     24    8 parent_turn_id       turn: parent (0 = root); context: head turn (0 = empty)
 //!     32    4 depth                turn: depth; context: head depth
@@ -24,18 +24,20 @@
 //!     40    8 type_tag             turn: caller type tag; context: 0
 //!     48   32 payload_hash         turn: BLAKE3-256 of the payload; context: 0
 //!     80    4 payload_len          turn: raw payload bytes; context: 0
-//!     84    4 reserved             0
+//!     84    4 extras_len           turn v2: bytes of its extras body (format::turn_extras)
 //!     88    8 created_at_unix_ms
 //!     96    8 skip_turn_id         turn v2: ancestor at depth `skip::skip_depth(depth)` (0 for a
 //!                                  root); 0 in v1 and in other kinds
 //!    104    8 context_prev_turn_id turn v2: the turn appended to the same context before this
 //!                                  one (0: the first); 0 in v1 and in other kinds
-//!    112   12 reserved             0
+//!    112    8 summary_turn_id      turn v2: nearest SUMMARY turn at or above it on its chain
+//!    120    4 reserved             0
 //!    124    4 crc32c               over bytes 0..124
 //! ```
 //! 128 bytes divide a 512-byte sector, so a record never straddles one: a torn write leaves a
 //! record either whole or as it was (zeros at the end of the file).
 
+use crate::format::turn_extras::TURN_EXTRAS_BYTES_MAX;
 use crate::format::{Fields, FieldsMut, RecordError, check_crc, is_all_zero};
 use crate::ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
 
@@ -49,6 +51,8 @@ mod at {
     pub const KIND: usize = 8;
     pub const FORMAT_VERSION: usize = 9;
     pub const RESERVED_10: usize = 10;
+    /// Turn records of version 2: continuation slots that follow with the extras.
+    pub const EXTRA_SLOTS: usize = 10;
     pub const FLAGS: usize = 12;
     pub const CONTEXT_ID: usize = 16;
     /// Turn: the parent; context: the head turn.
@@ -60,12 +64,16 @@ mod at {
     pub const PAYLOAD_HASH: usize = 48;
     pub const PAYLOAD_LEN: usize = 80;
     pub const RESERVED_84: usize = 84;
+    /// Turn records of version 2: bytes of the extras body.
+    pub const EXTRAS_LEN: usize = 84;
     pub const CREATED_AT_UNIX_MS: usize = 88;
     /// Turn records of version 2: the skip pointer; zero elsewhere.
     pub const SKIP_TURN_ID: usize = 96;
     /// Turn records of version 2: the context's previous turn; zero elsewhere.
     pub const CONTEXT_PREV_TURN_ID: usize = 104;
-    pub const RESERVED_112: usize = 112;
+    /// Turn records of version 2: the nearest SUMMARY turn at or above it.
+    pub const SUMMARY_TURN_ID: usize = 112;
+    pub const RESERVED_120: usize = 120;
     pub const CRC32C: usize = 124;
 }
 const _: () = assert!(at::PAYLOAD_HASH + 32 == at::PAYLOAD_LEN);
@@ -108,8 +116,17 @@ const _: () = assert!(META_HEAD_BODY_BYTES == 84 && CONTINUATION_BODY_BYTES == 1
 /// torn-tail window of recovery (`SEQUENCER_BATCH_RECORDS_LIMIT` slots) covers it.
 pub const META_BODY_BYTES_MAX: usize = 64 * 1024;
 
-/// Turn flags defined by v1: none. Bits are reserved for tombstones and summary markers.
-pub const TURN_FLAGS_KNOWN: u32 = 0;
+/// "Everything before me is summarised in my payload": a window read starts here.
+pub const TURN_FLAG_SUMMARY: u32 = 1 << 0;
+/// Turn flags a version-2 record may carry (version 1: none).
+pub const TURN_FLAGS_KNOWN: u32 = TURN_FLAG_SUMMARY;
+
+/// Continuation slots a turn's extras of `extras_len` bytes take.
+pub fn turn_extra_slots(extras_len: usize) -> u16 {
+    let slots = extras_len.div_ceil(CONTINUATION_BODY_BYTES);
+    assert!(slots <= usize::from(u16::MAX));
+    slots as u16
+}
 
 /// A turn as `turns.log` stores it. The engine's API hands out `model::Turn`; this type is
 /// the on-disk one, so that either can grow without silently changing the other.
@@ -131,6 +148,10 @@ pub struct TurnRecord {
     /// The turn appended to the same context before this one (`NONE`: the first). Version-1
     /// records: `NONE`.
     pub context_prev_turn_id: TurnId,
+    /// The nearest turn at or above this one on its chain flagged SUMMARY (`NONE`: none).
+    pub summary_turn_id: TurnId,
+    /// Bytes of the extras (key, labels, links) in the continuation slots that follow.
+    pub extras_len: u32,
 }
 
 impl TurnRecord {
@@ -138,6 +159,39 @@ impl TurnRecord {
     pub fn is_legacy(&self) -> bool {
         self.depth > 0 && self.skip_turn_id.is_none()
     }
+
+    pub fn is_summary(&self) -> bool {
+        self.flags & TURN_FLAG_SUMMARY != 0
+    }
+
+    /// Records this turn takes: its slot and its extras' continuation slots.
+    pub fn slot_count(&self) -> u64 {
+        1 + u64::from(turn_extra_slots(self.extras_len as usize))
+    }
+
+    /// The turn's slots, in order: the turn record, then continuations with `extras`.
+    pub fn slots(&self, extras: &[u8]) -> Vec<LogRecord> {
+        assert_eq!(extras.len(), self.extras_len as usize);
+        let mut slots = vec![LogRecord::Turn(*self)];
+        slots.extend(continuations(self.turn_id.0, extras));
+        assert_eq!(slots.len() as u64, self.slot_count());
+        slots
+    }
+}
+
+/// Continuation slots carrying `body`, after the head slot `head_record_id`.
+fn continuations(head_record_id: u64, body: &[u8]) -> impl Iterator<Item = LogRecord> + '_ {
+    body.chunks(CONTINUATION_BODY_BYTES)
+        .enumerate()
+        .map(move |(index, chunk)| {
+            let mut slot_body = [0u8; CONTINUATION_BODY_BYTES];
+            slot_body[..chunk.len()].copy_from_slice(chunk);
+            LogRecord::Continuation(ContinuationSlot {
+                record_id: head_record_id + 1 + index as u64,
+                head_record_id,
+                body: slot_body,
+            })
+        })
 }
 
 /// Creates a context with its initial head.
@@ -211,7 +265,16 @@ impl LogRecord {
                 );
                 assert!(turn.skip_turn_id <= turn.parent_turn_id);
                 assert!(turn.context_prev_turn_id < turn.turn_id);
+                assert!(turn.summary_turn_id <= turn.turn_id);
+                assert_eq!(turn.is_summary(), turn.summary_turn_id == turn.turn_id);
+                assert!(turn.extras_len as usize <= TURN_EXTRAS_BYTES_MAX);
                 fields.0[at::KIND] = KIND_TURN;
+                fields.u16(
+                    at::EXTRA_SLOTS,
+                    turn_extra_slots(turn.extras_len as usize),
+                );
+                fields.u32(at::EXTRAS_LEN, turn.extras_len);
+                fields.u64(at::SUMMARY_TURN_ID, turn.summary_turn_id.0);
                 fields.u32(at::FLAGS, turn.flags);
                 fields.u64(at::CONTEXT_ID, turn.context_id.0);
                 fields.u64(at::PARENT_TURN_ID, turn.parent_turn_id.0);
@@ -280,16 +343,16 @@ impl LogRecord {
         if record_id == 0 {
             return Err(RecordError::Field("record id 0"));
         }
-        // Version-2 turn records use the two ids at 96..112; everything else keeps them zero.
+        // Version-2 turn records use 10..12, 84..88 and 96..120; everything else keeps them
+        // zero.
         let turn_v2 = kind == KIND_TURN && version == TURN_RECORD_VERSION;
-        let reserved_from = if turn_v2 {
-            at::RESERVED_112
+        let reserved_set = if turn_v2 {
+            !is_all_zero(&source[at::RESERVED_120..at::CRC32C])
         } else {
-            at::SKIP_TURN_ID
+            fields.u16(at::RESERVED_10) != 0
+                || fields.u32(at::RESERVED_84) != 0
+                || !is_all_zero(&source[at::SKIP_TURN_ID..at::CRC32C])
         };
-        let reserved_set = fields.u16(at::RESERVED_10) != 0
-            || fields.u32(at::RESERVED_84) != 0
-            || !is_all_zero(&source[reserved_from..at::CRC32C]);
         if (kind == KIND_TURN || kind == KIND_CONTEXT) && reserved_set {
             return Err(RecordError::Field("reserved bytes are not zero"));
         }
@@ -328,7 +391,22 @@ fn decode_turn(
         created_at_unix_ms: fields.u64(at::CREATED_AT_UNIX_MS),
         skip_turn_id: TurnId(fields.u64(at::SKIP_TURN_ID)),
         context_prev_turn_id: TurnId(fields.u64(at::CONTEXT_PREV_TURN_ID)),
+        summary_turn_id: TurnId(fields.u64(at::SUMMARY_TURN_ID)),
+        extras_len: fields.u32(at::EXTRAS_LEN),
     };
+    if !version_2 && turn.flags != 0 {
+        return Err(RecordError::Field("a version-1 turn record has flags"));
+    }
+    if turn.extras_len as usize > TURN_EXTRAS_BYTES_MAX
+        || fields.u16(at::EXTRA_SLOTS) != turn_extra_slots(turn.extras_len as usize)
+    {
+        return Err(RecordError::Field("extras length and slots disagree"));
+    }
+    if turn.summary_turn_id > turn.turn_id
+        || turn.is_summary() != (turn.summary_turn_id == turn.turn_id)
+    {
+        return Err(RecordError::Field("summary_turn_id does not match the flag"));
+    }
     if version_2 && (turn.depth == 0) != turn.skip_turn_id.is_none() {
         return Err(RecordError::Field(
             "a skip pointer is set exactly when the turn has a parent",
@@ -475,48 +553,60 @@ impl MetaRecord {
             created_at_unix_ms: self.created_at_unix_ms,
             body: head_body,
         })];
-        for (index, chunk) in self.body[first..]
-            .chunks(CONTINUATION_BODY_BYTES)
-            .enumerate()
-        {
-            let mut body = [0u8; CONTINUATION_BODY_BYTES];
-            body[..chunk.len()].copy_from_slice(chunk);
-            slots.push(LogRecord::Continuation(ContinuationSlot {
-                record_id: self.record_id + 1 + index as u64,
-                head_record_id: self.record_id,
-                body,
-            }));
-        }
+        slots.extend(continuations(self.record_id, &self.body[first..]));
         assert_eq!(slots.len() as u32, self.slot_count());
         slots
     }
 }
 
-/// Where the reassembly of a metadata record stands.
-#[derive(Debug)]
-pub enum Assembled {
-    Complete(MetaRecord),
-    Partial(MetaAssembly),
+/// The first slot of a multi-slot record: a metadata record, or a turn with extras.
+#[derive(Clone, Copy, Debug)]
+pub enum SlotHead {
+    Meta(MetaSlot),
+    Turn(TurnRecord),
 }
 
-/// Reassembles a metadata record from its slots, as they are read in log order.
+/// A whole record, reassembled from its slots.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Whole {
+    Meta(MetaRecord),
+    /// A turn and its extras body (empty when it has none).
+    Turn(TurnRecord, Vec<u8>),
+}
+
+/// Where the reassembly of a multi-slot record stands.
 #[derive(Debug)]
-pub struct MetaAssembly {
-    head: MetaSlot,
+pub enum Assembled {
+    Complete(Whole),
+    Partial(SlotAssembly),
+}
+
+/// Reassembles a record from its slots, as they are read in log order.
+#[derive(Debug)]
+pub struct SlotAssembly {
+    head: SlotHead,
+    body_len: usize,
     body: Vec<u8>,
     next_record_id: u64,
 }
 
-impl MetaAssembly {
+impl SlotAssembly {
     /// Starts with a head slot. A one-slot record is complete at once.
-    pub fn start(head: MetaSlot) -> Assembled {
-        let first = (head.body_len as usize).min(META_HEAD_BODY_BYTES);
-        let assembly = MetaAssembly {
-            head,
-            body: head.body[..first].to_vec(),
-            next_record_id: head.record_id + 1,
+    pub fn start(head: SlotHead) -> Assembled {
+        let (record_id, body_len, body) = match &head {
+            SlotHead::Meta(meta) => {
+                let first = (meta.body_len as usize).min(META_HEAD_BODY_BYTES);
+                (meta.record_id, meta.body_len as usize, meta.body[..first].to_vec())
+            }
+            SlotHead::Turn(turn) => (turn.turn_id.0, turn.extras_len as usize, Vec::new()),
         };
-        if head.slot_count == 1 {
+        let assembly = SlotAssembly {
+            head,
+            body_len,
+            body,
+            next_record_id: record_id + 1,
+        };
+        if assembly.body.len() == body_len {
             return Assembled::Complete(assembly.finish());
         }
         Assembled::Partial(assembly)
@@ -524,20 +614,23 @@ impl MetaAssembly {
 
     /// The head slot's record id: where a torn record starts.
     pub fn head_record_id(&self) -> u64 {
-        self.head.record_id
+        match &self.head {
+            SlotHead::Meta(meta) => meta.record_id,
+            SlotHead::Turn(turn) => turn.turn_id.0,
+        }
     }
 
     /// Adds the next slot. An error names what does not fit (a slot of another record, a
     /// continuation out of order, bytes past the body's end).
     pub fn push(mut self, slot: &ContinuationSlot) -> Result<Assembled, String> {
-        if slot.head_record_id != self.head.record_id || slot.record_id != self.next_record_id {
+        let head_record_id = self.head_record_id();
+        if slot.head_record_id != head_record_id || slot.record_id != self.next_record_id {
             return Err(format!(
                 "continuation {} belongs to record {}, expected a continuation of record {}",
-                slot.record_id, slot.head_record_id, self.head.record_id
+                slot.record_id, slot.head_record_id, head_record_id
             ));
         }
-        let body_len = self.head.body_len as usize;
-        let take = (body_len - self.body.len()).min(CONTINUATION_BODY_BYTES);
+        let take = (self.body_len - self.body.len()).min(CONTINUATION_BODY_BYTES);
         if !is_all_zero(&slot.body[take..]) {
             return Err(format!(
                 "continuation {} has bytes after the end of its record",
@@ -546,20 +639,52 @@ impl MetaAssembly {
         }
         self.body.extend_from_slice(&slot.body[..take]);
         self.next_record_id += 1;
-        if self.body.len() == body_len {
+        if self.body.len() == self.body_len {
             return Ok(Assembled::Complete(self.finish()));
         }
         Ok(Assembled::Partial(self))
     }
 
-    fn finish(self) -> MetaRecord {
-        assert_eq!(self.body.len(), self.head.body_len as usize);
-        MetaRecord {
-            record_id: self.head.record_id,
-            op: self.head.op,
-            context_id: self.head.context_id,
-            created_at_unix_ms: self.head.created_at_unix_ms,
-            body: self.body,
+    fn finish(self) -> Whole {
+        assert_eq!(self.body.len(), self.body_len);
+        match self.head {
+            SlotHead::Meta(head) => Whole::Meta(MetaRecord {
+                record_id: head.record_id,
+                op: head.op,
+                context_id: head.context_id,
+                created_at_unix_ms: head.created_at_unix_ms,
+                body: self.body,
+            }),
+            SlotHead::Turn(turn) => Whole::Turn(turn, self.body),
+        }
+    }
+}
+
+/// The extras body of `turn`, from the continuation slots after it (`slot` reads a record
+/// by id). An error names what is wrong with the slots.
+pub fn turn_extras_body(
+    turn: &TurnRecord,
+    mut slot: impl FnMut(u64) -> Option<LogRecord>,
+) -> Result<Vec<u8>, String> {
+    let mut assembled = SlotAssembly::start(SlotHead::Turn(*turn));
+    loop {
+        match assembled {
+            Assembled::Complete(Whole::Turn(_, body)) => return Ok(body),
+            Assembled::Complete(Whole::Meta(_)) => unreachable!("a turn assembles to a turn"),
+            Assembled::Partial(assembly) => {
+                let next = assembly.next_record_id;
+                match slot(next) {
+                    Some(LogRecord::Continuation(continuation)) => {
+                        assembled = assembly.push(&continuation)?;
+                    }
+                    _ => {
+                        return Err(format!(
+                            "turn {} misses its extras slot {next}",
+                            turn.turn_id
+                        ));
+                    }
+                }
+            }
         }
     }
 }
@@ -588,6 +713,8 @@ mod tests {
             created_at_unix_ms: 1_700_000_000_000,
             skip_turn_id: TurnId(3),
             context_prev_turn_id: TurnId(40),
+            summary_turn_id: TurnId(5),
+            extras_len: 0,
         }
     }
 
@@ -603,7 +730,9 @@ mod tests {
     /// no context chain.
     fn as_version_1(bytes: &mut [u8; LOG_RECORD_BYTES]) {
         bytes[at::FORMAT_VERSION] = 1;
-        bytes[at::SKIP_TURN_ID..at::RESERVED_112].fill(0);
+        bytes[at::EXTRA_SLOTS..at::FLAGS].fill(0);
+        bytes[at::EXTRAS_LEN..at::CREATED_AT_UNIX_MS].fill(0);
+        bytes[at::SKIP_TURN_ID..at::CRC32C].fill(0);
         let crc = crc32c::crc32c(&bytes[..at::CRC32C]);
         bytes[at::CRC32C..].copy_from_slice(&crc.to_le_bytes());
     }
@@ -679,7 +808,7 @@ mod tests {
             let Some(LogRecord::Meta(head)) = decoded.first().copied() else {
                 panic!("the first slot is the head");
             };
-            let mut assembly = MetaAssembly::start(head);
+            let mut assembly = SlotAssembly::start(SlotHead::Meta(head));
             for slot in &decoded[1..] {
                 let LogRecord::Continuation(slot) = slot else {
                     panic!("continuations follow the head");
@@ -692,7 +821,7 @@ mod tests {
             let Assembled::Complete(assembled) = assembly else {
                 panic!("the record is incomplete after its last slot");
             };
-            assert_eq!(assembled, record, "{body_len}");
+            assert_eq!(assembled, Whole::Meta(record.clone()), "{body_len}");
         }
     }
 
@@ -707,7 +836,7 @@ mod tests {
         let (LogRecord::Meta(head), LogRecord::Continuation(foreign)) = (first[0], other[1]) else {
             panic!("head and continuation");
         };
-        let Assembled::Partial(assembly) = MetaAssembly::start(head) else {
+        let Assembled::Partial(assembly) = SlotAssembly::start(SlotHead::Meta(head)) else {
             panic!("a multi-slot record is not complete at its head");
         };
         assert!(assembly.push(&foreign).is_err());

@@ -23,11 +23,18 @@ use crate::ids::{ContextId, TurnId};
 use crate::model::{Appended, ContextHead, ContextView, Created, NewContext};
 use crate::pipeline::{ContextReply, MetaReply, SequencerRequest, TurnAppend, TurnReply};
 use crate::published::Published;
-use crate::sequencer::contexts::{Contexts, check_new};
+use crate::format::turn_extras::TurnExtras;
+use crate::format::turn_log::{TURN_FLAG_SUMMARY, turn_extras_body};
+use crate::model::Parent;
+use crate::sequencer::contexts::{Contexts, Inherit, check_new};
 use crate::sequencer::heads::{HeadState, Heads};
 use crate::sequencer::recover::RecoveredLog;
 use crate::skip;
 use crate::store_dir::now_unix_ms;
+
+/// Guard on the inheritance walk (clones of clones of forks …): each step goes to an older
+/// context, so it ends anyway; a chain longer than this is a bug.
+const INHERITANCE_STEPS_MAX: usize = 1 << 16;
 
 enum Answer {
     Context(ContextReply, Result<Created, EngineError>),
@@ -135,18 +142,14 @@ impl SequencerActor {
                 ));
             }
             // A clone shares its source's head; its own turns start with its first append.
-            Some(source) => HeadState {
-                last_turn_id: TurnId::NONE,
-                ..self
-                    .heads
-                    .get(source)
-                    .ok_or(EngineError::ContextNotFound(source))?
-            },
+            Some(source) => self
+                .heads
+                .get(source)
+                .ok_or(EngineError::ContextNotFound(source))?,
             // Only a durable turn can be a base: no one can know of any other.
             None if !new.base.is_none() => HeadState {
                 head_turn_id: new.base,
                 head_depth: self.published.turns.turn(new.base)?.depth,
-                last_turn_id: TurnId::NONE,
             },
             None => HeadState::default(),
         };
@@ -166,7 +169,7 @@ impl SequencerActor {
         }));
         let created = self.heads.create(head);
         assert_eq!(created, context_id);
-        self.contexts.create(context_id, now);
+        self.contexts.create(context_id, head.head_turn_id, now);
         let mut changes = Vec::new();
         changes.extend(clone_from.map(ContextMeta::CloneFrom));
         changes.extend(new.name.map(ContextMeta::Name));
@@ -285,20 +288,16 @@ impl SequencerActor {
             .heads
             .get(context_id)
             .ok_or(EngineError::ContextNotFound(context_id))?;
-        if let Some(expected) = append.expected_head
-            && expected != head.head_turn_id
-        {
-            return Err(EngineError::Conflict {
-                context_id,
-                expected,
-                actual: head.head_turn_id,
-            });
+        let options = &append.options;
+        let extras = TurnExtras {
+            key: options.key.as_deref().unwrap_or_default().to_vec(),
+            labels: options.labels.clone(),
+            links: options.links.clone(),
         }
-        let child = head.child().ok_or_else(|| {
-            EngineError::InvalidArgument(format!(
-                "context {context_id} is at the maximum depth {}",
-                u32::MAX
-            ))
+        .normalize()
+        .map_err(|over| EngineError::Limit {
+            what: over.what,
+            limit: over.limit,
         })?;
         let blob = append.payload;
         // The pipeline made the blob durable before the append got here: a turn never points
@@ -308,28 +307,93 @@ impl SequencerActor {
             "blob {} of an append is not durable",
             blob.hash
         );
-        let parent = match child.parent_turn_id {
-            TurnId::NONE => None,
-            parent => Some(self.turn(parent)?),
+        // A key the context has answers its turn: a retried append stores nothing twice.
+        if let Some(existing) = self.turn_by_key(context_id, &extras.key)? {
+            let turn = self.turn(existing)?;
+            return Ok(Appended {
+                extras: self.extras(&turn)?,
+                turn: turn.into(),
+                deduped: blob.deduped,
+                existing: true,
+            });
+        }
+        if let Some(expected) = append.expected_head
+            && expected != head.head_turn_id
+        {
+            return Err(EngineError::Conflict {
+                context_id,
+                expected,
+                actual: head.head_turn_id,
+            });
+        }
+        let parent = match options.parent {
+            Parent::Head => head
+                .child()
+                .ok_or_else(|| {
+                    EngineError::InvalidArgument(format!(
+                        "context {context_id} is at the maximum depth {}",
+                        u32::MAX
+                    ))
+                })
+                .and_then(|child| self.turn_or_none(child.parent_turn_id))?,
+            Parent::Root => None,
+            Parent::Turn(parent) => {
+                let parent = self.turn(parent)?;
+                self.check_owned(context_id, head, &parent)?;
+                Some(parent)
+            }
         };
-        let skip_turn_id = skip::skip_of_child(parent, child.depth, |id| self.turn(id))?;
+        let depth = match &parent {
+            None => 0,
+            Some(parent) => parent.depth.checked_add(1).ok_or_else(|| {
+                EngineError::InvalidArgument(format!(
+                    "turn {} is at the maximum depth {}",
+                    parent.turn_id,
+                    u32::MAX
+                ))
+            })?,
+        };
+        for link in &extras.links {
+            self.turn(*link)?;
+        }
+        let skip_turn_id = skip::skip_of_child(parent, depth, |id| self.turn(id))?;
+        let turn_id = TurnId(self.next_record_id);
+        let summary_turn_id = match (options.summary, &parent) {
+            (true, _) => turn_id,
+            (false, Some(parent)) => parent.summary_turn_id,
+            (false, None) => TurnId::NONE,
+        };
+        let body = extras.encode();
+        let context_prev_turn_id = self
+            .contexts
+            .get(context_id)
+            .map_or(TurnId::NONE, |info| info.last_turn_id);
         let turn = TurnRecord {
-            turn_id: TurnId(self.next_record_id),
-            parent_turn_id: child.parent_turn_id,
+            turn_id,
+            parent_turn_id: parent.map_or(TurnId::NONE, |parent| parent.turn_id),
             context_id,
-            depth: child.depth,
+            depth,
             type_tag: append.type_tag,
             codec: append.codec,
             payload_hash: blob.hash,
             payload_len: blob.raw_len,
-            flags: 0,
+            flags: if options.summary {
+                TURN_FLAG_SUMMARY
+            } else {
+                0
+            },
             created_at_unix_ms: now_unix_ms(),
             skip_turn_id,
-            context_prev_turn_id: head.last_turn_id,
+            context_prev_turn_id,
+            summary_turn_id,
+            extras_len: body.len() as u32,
         };
-        self.push_record(&LogRecord::Turn(turn));
-        let previous = self.heads.set(context_id, head.after(&turn));
-        self.contexts.touch(context_id, turn.created_at_unix_ms);
+        for slot in turn.slots(&body) {
+            self.push_record(&slot);
+        }
+        let previous = self.heads.set(context_id, HeadState::of(&turn));
+        self.contexts
+            .appended(context_id, turn_id, &extras.key, turn.created_at_unix_ms);
         self.batch.moves.push(HeadMove {
             context_id,
             previous,
@@ -340,7 +404,120 @@ impl SequencerActor {
         Ok(Appended {
             turn: turn.into(),
             deduped: blob.deduped,
+            existing: false,
+            extras,
         })
+    }
+
+    /// The turn a context has under `key`: its own, or one it inherited (a fork: a turn of
+    /// its base's chain; a clone: its source's, up to the clone point), in O(inheritance).
+    fn turn_by_key(&self, context_id: ContextId, key: &[u8]) -> Result<Option<TurnId>, EngineError> {
+        if key.is_empty() {
+            return Ok(None);
+        }
+        let mut found = None;
+        self.inheritance(context_id, |owner, upto, chain| {
+            let Some(turn_id) = self.contexts.own_turn_key(owner, key) else {
+                return Ok(false);
+            };
+            if turn_id > upto || !self.on_chain(chain, turn_id)? {
+                return Ok(false);
+            }
+            found = Some(turn_id);
+            Ok(true)
+        })?;
+        Ok(found)
+    }
+
+    /// A parent chosen by the caller must be the context's: appended to it, on its chain, or
+    /// inherited.
+    fn check_owned(
+        &self,
+        context_id: ContextId,
+        head: HeadState,
+        parent: &TurnRecord,
+    ) -> Result<(), EngineError> {
+        let head_turn = self.turn_or_none(head.head_turn_id)?;
+        if self.on_chain(head_turn, parent.turn_id)? {
+            return Ok(());
+        }
+        let mut owned = false;
+        self.inheritance(context_id, |owner, upto, chain| {
+            owned = parent.context_id == owner
+                && parent.turn_id <= upto
+                && self.on_chain(chain, parent.turn_id)?;
+            Ok(owned)
+        })?;
+        if owned {
+            return Ok(());
+        }
+        Err(EngineError::InvalidArgument(format!(
+            "turn {} is not a turn of context {context_id} (not appended to it, not on its \
+             chain, not inherited); a parent must be one of its own turns",
+            parent.turn_id
+        )))
+    }
+
+    /// Visits the owners of a context's turns: the context itself (every turn), then what it
+    /// inherited — `(owner, newest turn that counts, chain the turn must lie on)` — until the
+    /// visitor says done.
+    fn inheritance(
+        &self,
+        context_id: ContextId,
+        mut visit: impl FnMut(ContextId, TurnId, Option<TurnRecord>) -> Result<bool, EngineError>,
+    ) -> Result<(), EngineError> {
+        let mut owner = context_id;
+        let mut upto = TurnId(u64::MAX);
+        let mut chain: Option<TurnRecord> = None;
+        // Each step goes to an older context or turn: the walk ends. The bound is a guard.
+        for _ in 0..INHERITANCE_STEPS_MAX {
+            if visit(owner, upto, chain)? {
+                return Ok(());
+            }
+            match self.contexts.get(owner).and_then(|info| info.inherits) {
+                None => return Ok(()),
+                Some(Inherit::Clone { source, upto: clone_upto }) => {
+                    owner = source;
+                    upto = upto.min(clone_upto);
+                }
+                Some(Inherit::Fork { base }) => {
+                    let base = self.turn(base)?;
+                    owner = base.context_id;
+                    upto = upto.min(base.turn_id);
+                    chain = Some(base);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `turn_id` lies on the chain ending at `tip` (any turn when there is no tip).
+    fn on_chain(&self, tip: Option<TurnRecord>, turn_id: TurnId) -> Result<bool, EngineError> {
+        let Some(tip) = tip else {
+            return Ok(true);
+        };
+        let turn = self.turn(turn_id)?;
+        if turn.depth > tip.depth {
+            return Ok(false);
+        }
+        Ok(skip::ancestor(tip, turn.depth, |id| self.turn(id))?.turn_id == turn_id)
+    }
+
+    fn turn_or_none(&self, turn_id: TurnId) -> Result<Option<TurnRecord>, EngineError> {
+        match turn_id {
+            TurnId::NONE => Ok(None),
+            turn_id => self.turn(turn_id).map(Some),
+        }
+    }
+
+    /// A turn's extras, from this batch or the durable log.
+    fn extras(&self, turn: &TurnRecord) -> Result<TurnExtras, EngineError> {
+        if turn.turn_id.0 <= self.published.turns.durable_record_id() {
+            return self.published.turns.extras(turn);
+        }
+        let body = turn_extras_body(turn, |record_id| self.batch_record(record_id))
+            .map_err(EngineError::InvalidArgument)?;
+        TurnExtras::decode(&body).map_err(|error| EngineError::InvalidArgument(error.to_string()))
     }
 
     /// A turn as this batch leaves the log: from the batch's own records when it is one of
@@ -356,14 +533,21 @@ impl SequencerActor {
         if turn_id.0 < first_in_batch {
             return self.published.turns.turn(turn_id);
         }
-        let offset = (turn_id.0 - first_in_batch) as usize * LOG_RECORD_BYTES;
-        let mut slot = [0u8; LOG_RECORD_BYTES];
-        let bytes = self.batch.bytes.get(offset..offset + LOG_RECORD_BYTES);
-        slot.copy_from_slice(bytes.ok_or(EngineError::TurnNotFound(turn_id))?);
-        match LogRecord::decode(&slot) {
-            Ok(Some(LogRecord::Turn(turn))) => Ok(turn),
+        match self.batch_record(turn_id.0) {
+            Some(LogRecord::Turn(turn)) => Ok(turn),
             _ => Err(EngineError::TurnNotFound(turn_id)),
         }
+    }
+
+    /// A record of this batch (not durable yet), decoded from the batch's bytes.
+    fn batch_record(&self, record_id: u64) -> Option<LogRecord> {
+        let first_in_batch = self.published.turns.durable_record_id() + 1;
+        let index = record_id.checked_sub(first_in_batch)? as usize;
+        let offset = index.checked_mul(LOG_RECORD_BYTES)?;
+        let bytes = self.batch.bytes.get(offset..offset + LOG_RECORD_BYTES)?;
+        let mut slot = [0u8; LOG_RECORD_BYTES];
+        slot.copy_from_slice(bytes);
+        LogRecord::decode(&slot).ok().flatten()
     }
 
     fn push_record(&mut self, record: &LogRecord) {

@@ -1,5 +1,6 @@
-//! Context metadata as the sequencer keeps it: per context its name, tags, key-value entries
-//! and times, plus the indexes a listing needs (name → context, tag → contexts). The same
+//! Context metadata as the sequencer keeps it: per context its name, tags, key-value entries,
+//! times, newest own turn and what it inherited, plus the indexes a listing needs (name →
+//! context, tag → contexts) and the turn keys ((context, key) → turn). The same
 //! rules serve the live path (`check` before a record is written: typed errors) and replay
 //! (`apply` while reading turns.log: a record that breaks them is damage).
 //!
@@ -16,7 +17,7 @@ use crate::format::context_meta::{
     ContextMeta, KvEntry, NAME_BYTES_MAX, TAG_KEY_BYTES_MAX, TAG_VALUE_BYTES_MAX,
     TAGS_PER_CONTEXT_MAX,
 };
-use crate::ids::{BlobHash, ContextId};
+use crate::ids::{BlobHash, ContextId, TurnId};
 
 /// A key-value entry's value: a blob.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -55,6 +56,16 @@ impl Tags {
     }
 }
 
+/// What a context inherited when it was made: its turn log, key look-ups and parent choices
+/// go on there (decision 0009).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Inherit {
+    /// A fork at `base`: the turns of `base`'s chain.
+    Fork { base: TurnId },
+    /// A clone of `source`: the turns `source` owned up to `upto` (its newest turn then).
+    Clone { source: ContextId, upto: TurnId },
+}
+
 /// What a context carries besides its head.
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub struct ContextInfo {
@@ -64,6 +75,9 @@ pub struct ContextInfo {
     pub created_at_unix_ms: u64,
     /// The newest head move, tag or key-value change.
     pub updated_at_unix_ms: u64,
+    /// The newest turn appended to this context (`NONE` before its first).
+    pub last_turn_id: TurnId,
+    pub inherits: Option<Inherit>,
 }
 
 /// Every context's metadata and the indexes over it. Context `c` is at index `c - 1`.
@@ -75,6 +89,9 @@ pub(crate) struct Contexts {
     tag_index: imbl::HashMap<TagPair, imbl::OrdSet<ContextId>>,
     /// Every tag key and value in use, once (see `Tags`).
     strings: imbl::HashMap<Arc<str>, Arc<str>>,
+    /// (context, turn key) → the turn appended to that context with that key. One map for
+    /// all contexts: a map per context would cost a node even when empty.
+    turn_keys: imbl::HashMap<(ContextId, Bytes), TurnId>,
 }
 
 impl Contexts {
@@ -110,21 +127,44 @@ impl Contexts {
         self.tag_index.get(&(Arc::from(key), Arc::from(value)))
     }
 
-    /// A new context (its context record). A clone's metadata follows in its own record.
-    pub fn create(&mut self, context_id: ContextId, at_unix_ms: u64) {
+    /// A new context (its context record), empty or forked at `base`. A clone's metadata
+    /// follows in its own record (and replaces the fork inheritance with the clone's).
+    pub fn create(&mut self, context_id: ContextId, base: TurnId, at_unix_ms: u64) {
         assert_eq!(context_id.0, self.count() + 1, "contexts are dense");
         self.infos.push_back(ContextInfo {
             created_at_unix_ms: at_unix_ms,
             updated_at_unix_ms: at_unix_ms,
+            inherits: (!base.is_none()).then_some(Inherit::Fork { base }),
             ..ContextInfo::default()
         });
     }
 
-    /// The head moved.
-    pub fn touch(&mut self, context_id: ContextId, at_unix_ms: u64) {
+    /// A turn was appended to the context (its head moved to it), with `key` if it has one.
+    pub fn appended(
+        &mut self,
+        context_id: ContextId,
+        turn_id: TurnId,
+        key: &[u8],
+        at_unix_ms: u64,
+    ) {
         if let Some(info) = self.infos.get_mut((context_id.0 as usize).wrapping_sub(1)) {
+            assert!(info.last_turn_id < turn_id, "turns are appended in TurnID order");
+            info.last_turn_id = turn_id;
             info.updated_at_unix_ms = info.updated_at_unix_ms.max(at_unix_ms);
         }
+        if !key.is_empty() {
+            let previous = self
+                .turn_keys
+                .insert((context_id, Bytes::copy_from_slice(key)), turn_id);
+            assert!(previous.is_none(), "turn keys are unique in a context");
+        }
+    }
+
+    /// The turn appended to `context_id` itself with `key` (not an inherited one).
+    pub fn own_turn_key(&self, context_id: ContextId, key: &[u8]) -> Option<TurnId> {
+        self.turn_keys
+            .get(&(context_id, Bytes::copy_from_slice(key)))
+            .copied()
     }
 
     /// Whether `meta` may be applied to `context_id`: the typed error a caller gets, before
@@ -201,13 +241,17 @@ impl Contexts {
                     info.kv.remove(key.as_slice());
                 }
             }
-            ContextMeta::CloneFrom(_) => {
+            ContextMeta::CloneFrom(source_id) => {
                 if let Some(source) = source {
                     for (key, value) in source.tags.iter() {
                         self.index(key, value, context_id);
                     }
                     info.tags = source.tags;
                     info.kv = source.kv;
+                    info.inherits = Some(Inherit::Clone {
+                        source: *source_id,
+                        upto: source.last_turn_id,
+                    });
                 }
             }
         }

@@ -1,9 +1,8 @@
 //! The heads of every context, as the sequencer tracks them, and the DAG rule that both the
 //! live append path (`actor.rs`) and replay at open (`recover.rs`) apply: a turn appended to a
 //! context has the context's head as its parent and depth = parent depth + 1 (a root, on an
-//! empty context, has depth 0); it names the context's previous turn (`context_prev_turn_id`)
-//! so that a context's turns form a chain of their own. Its skip pointer needs reads, so the
-//! callers compute it (`skip.rs`).
+//! empty context, has depth 0). With an explicit parent (decision 0009) depth = that parent's
+//! + 1. Its skip pointer and ownership checks need reads, so the callers do them (`skip.rs`).
 
 use crate::format::turn_log::TurnRecord;
 use crate::ids::{ContextId, TurnId};
@@ -14,9 +13,6 @@ use crate::sequencer::view::CONTEXTS_MAX;
 pub(crate) struct HeadState {
     pub head_turn_id: TurnId,
     pub head_depth: u32,
-    /// The newest turn appended to this context (`NONE` before its first; a fork's base turn
-    /// is its head, not its turn).
-    pub last_turn_id: TurnId,
 }
 
 /// Where the next turn appended after a head goes.
@@ -40,24 +36,17 @@ impl HeadState {
         })
     }
 
-    /// The head once `turn` (a child of this head) is appended.
-    pub fn after(self, turn: &TurnRecord) -> HeadState {
+    /// The head once `turn` is appended: the turn itself.
+    pub fn of(turn: &TurnRecord) -> HeadState {
         HeadState {
             head_turn_id: turn.turn_id,
             head_depth: turn.depth,
-            last_turn_id: turn.turn_id,
         }
     }
 
-    /// Replay's side of the rule: `turn` is what `child` would have made of this head.
+    /// Replay's side of the rule for a turn appended after the head: `turn` is what `child`
+    /// would have made of it. (A turn with another parent is checked against that parent.)
     pub fn check_child(self, turn: &TurnRecord) -> Result<(), String> {
-        // Records of store format 1 carry no context chain (migration adds it).
-        if !turn.is_legacy() && turn.context_prev_turn_id != self.last_turn_id {
-            return Err(format!(
-                "turn {} names {} as its context's previous turn, but context {} had {}",
-                turn.turn_id, turn.context_prev_turn_id, turn.context_id, self.last_turn_id
-            ));
-        }
         if turn.parent_turn_id != self.head_turn_id {
             return Err(format!(
                 "turn {} has parent {} but context {} had head {}",
@@ -157,13 +146,11 @@ mod tests {
         let head = HeadState {
             head_turn_id: TurnId(7),
             head_depth: 3,
-            last_turn_id: TurnId(7),
         };
         assert_eq!(head.child().map(|child| child.depth), Some(4));
         let deepest = HeadState {
             head_turn_id: TurnId(7),
             head_depth: u32::MAX,
-            last_turn_id: TurnId(7),
         };
         assert_eq!(deepest.child(), None);
     }
@@ -175,7 +162,6 @@ mod tests {
             heads.create(HeadState {
                 head_turn_id: TurnId(u64::from(depth) + 10),
                 head_depth: depth,
-                last_turn_id: TurnId::NONE,
             });
         }
         let newer: Vec<_> = heads.iter_from(3).collect();

@@ -1,9 +1,11 @@
 //! Opening `turns.log`: replay every record, checking the DAG as it goes, rebuild the heads,
 //! cut a torn tail, refuse damage (or cut it, with `repair`).
 //!
-//! Replay checks, per turn record: the context exists; the parent is the context's head at
-//! that point (appends always extend the head); depth = parent depth + 1 (root: 0); the blob
-//! is in its shard's index with the same length (the blob was durable before the turn was
+//! Replay checks, per turn (its record and extras slots): the context exists; its previous
+//! own turn is the one it names; the parent is the context's head at that point, or (an
+//! explicit parent) an older turn read back; depth = parent depth + 1 (root: 0); its extras
+//! decode and its key is new in the context; the blob is in its shard's index with the same
+//! length (the blob was durable before the turn was
 //! written, so a missing blob means a pack lost acknowledged data). Per context record: ids
 //! are dense; the base turn exists and its depth matches.
 
@@ -16,10 +18,11 @@ use crate::blob::view::ShardView;
 use crate::error::OpenError;
 use crate::format::context_meta::ContextMeta;
 use crate::format::turn_log::{
-    Assembled, ContextRecord, LOG_RECORD_BYTES, LogRecord, MetaAssembly, MetaRecord, TurnRecord,
-    record_offset,
+    Assembled, ContextRecord, LOG_RECORD_BYTES, LogRecord, MetaRecord, SlotAssembly, SlotHead,
+    TurnRecord, Whole, record_offset,
 };
 use crate::ids::{BlobHash, BlobHashBuildHasher, TurnId};
+use crate::format::turn_extras::TurnExtras;
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::heads::{HeadState, Heads};
 use crate::sequencer::scan::scan_log;
@@ -46,7 +49,7 @@ pub(crate) fn recover_log(
     let io = |source| OpenError::io(path, source);
     let mut replay = Replay::new(File::open(path).map_err(io)?, shards);
     let scan = scan_log(path, |record| replay.record(record)).map_err(io)?;
-    let pending = replay.pending.as_ref().map(MetaAssembly::head_record_id);
+    let pending = replay.pending.as_ref().map(SlotAssembly::head_record_id);
     let mut state = replay.state;
     let cut_at = match pending_metadata_tail(pending, scan.tail) {
         Tail::Clean | Tail::Preallocated { .. } => None,
@@ -76,13 +79,13 @@ pub(crate) fn recover_log(
     Ok(state)
 }
 
-/// A metadata record whose slots did not all reach the disk before the log ends is the
-/// unacknowledged end of a batch: the log is cut from its head slot. Damage stays damage.
+/// A multi-slot record (metadata, or a turn with extras) whose slots did not all reach the
+/// disk before the log ends is the unacknowledged end of a batch: the log is cut from its head slot. Damage stays damage.
 pub(crate) fn pending_metadata_tail(pending: Option<u64>, tail: Tail) -> Tail {
     match (pending, tail) {
         (Some(head), Tail::Clean | Tail::Preallocated { .. } | Tail::Torn { .. }) => Tail::Torn {
             offset: record_offset(head),
-            reason: format!("metadata record {head} is missing slots at the end of the log"),
+            reason: format!("record {head} is missing slots at the end of the log"),
         },
         (_, tail) => tail,
     }
@@ -91,8 +94,8 @@ pub(crate) fn pending_metadata_tail(pending: Option<u64>, tail: Tail) -> Tail {
 /// Rebuilds heads and counters from records in log order, checking the DAG on the way.
 pub(crate) struct Replay<'a> {
     pub state: RecoveredLog,
-    /// A metadata record whose continuation slots are still to come.
-    pub pending: Option<MetaAssembly>,
+    /// A multi-slot record whose continuation slots are still to come.
+    pub pending: Option<SlotAssembly>,
     seen_blobs: HashSet<BlobHash, BlobHashBuildHasher>,
     shards: &'a [ShardView],
     reader: File,
@@ -111,31 +114,38 @@ impl<'a> Replay<'a> {
 
     pub fn record(&mut self, record: &LogRecord) -> Result<(), String> {
         let state = &mut self.state;
-        match (self.pending.take(), record) {
-            (None, LogRecord::Context(context)) => replay_context(state, &self.reader, context)?,
-            (None, LogRecord::Turn(turn)) => {
-                replay_turn(state, &mut self.seen_blobs, self.shards, turn)?;
+        let assembled = match (self.pending.take(), record) {
+            (None, LogRecord::Context(context)) => {
+                replay_context(state, &self.reader, context)?;
+                None
             }
-            (None, LogRecord::Meta(head)) => match MetaAssembly::start(*head) {
-                Assembled::Partial(assembly) => self.pending = Some(assembly),
-                Assembled::Complete(meta) => apply_meta(state, &meta)?,
-            },
-            (Some(assembly), LogRecord::Continuation(slot)) => match assembly.push(slot)? {
-                Assembled::Partial(assembly) => self.pending = Some(assembly),
-                Assembled::Complete(meta) => apply_meta(state, &meta)?,
-            },
+            (None, LogRecord::Turn(turn)) => Some(SlotAssembly::start(SlotHead::Turn(*turn))),
+            (None, LogRecord::Meta(head)) => Some(SlotAssembly::start(SlotHead::Meta(*head))),
+            (Some(assembly), LogRecord::Continuation(slot)) => Some(assembly.push(slot)?),
             (None, LogRecord::Continuation(slot)) => {
                 return Err(format!(
-                    "continuation {} of metadata record {} without its head",
+                    "continuation {} of record {} without its head",
                     slot.record_id, slot.head_record_id
                 ));
             }
             (Some(assembly), _) => {
                 return Err(format!(
-                    "metadata record {} is missing slots before record {}",
+                    "record {} is missing slots before record {}",
                     assembly.head_record_id(),
                     record.record_id()
                 ));
+            }
+        };
+        match assembled {
+            None => {}
+            Some(Assembled::Partial(assembly)) => self.pending = Some(assembly),
+            Some(Assembled::Complete(Whole::Meta(meta))) => apply_meta(state, &meta)?,
+            Some(Assembled::Complete(Whole::Turn(turn, extras))) => {
+                let turn = ReplayedTurn {
+                    turn: &turn,
+                    extras: &extras,
+                };
+                replay_turn(state, &mut self.seen_blobs, self.shards, &self.reader, turn)?;
             }
         }
         state.next_record_id += 1;
@@ -174,33 +184,79 @@ fn replay_context(
     let context_id = state.heads.create(HeadState {
         head_turn_id: context.head_turn_id,
         head_depth: context.head_depth,
-        last_turn_id: TurnId::NONE,
     });
     state
         .contexts
-        .create(context_id, context.created_at_unix_ms);
+        .create(context_id, context.head_turn_id, context.created_at_unix_ms);
     Ok(())
 }
 
-/// The context exists; the DAG rule (`heads.rs`); the blob is durable.
+/// A turn and its extras body, as replay reassembled them.
+#[derive(Clone, Copy)]
+struct ReplayedTurn<'a> {
+    turn: &'a TurnRecord,
+    extras: &'a [u8],
+}
+
+/// The context exists; its context chain; the DAG rule (`heads.rs`) or an explicit parent's
+/// depth; its extras and key; the blob is durable.
 fn replay_turn(
     state: &mut RecoveredLog,
     seen_blobs: &mut HashSet<BlobHash, BlobHashBuildHasher>,
     shards: &[ShardView],
-    turn: &TurnRecord,
+    reader: &File,
+    ReplayedTurn { turn, extras }: ReplayedTurn<'_>,
 ) -> Result<(), String> {
-    let Some(head) = state.heads.get(turn.context_id) else {
+    let (Some(head), Some(info)) = (
+        state.heads.get(turn.context_id),
+        state.contexts.get(turn.context_id),
+    ) else {
         return Err(format!(
             "turn {} names context {} which does not exist",
             turn.turn_id, turn.context_id
         ));
     };
-    head.check_child(turn)?;
+    // Records of store format 1 carry no context chain (migration adds it).
+    if !turn.is_legacy() && turn.context_prev_turn_id != info.last_turn_id {
+        return Err(format!(
+            "turn {} names {} as its context's previous turn, but context {} had {}",
+            turn.turn_id, turn.context_prev_turn_id, turn.context_id, info.last_turn_id
+        ));
+    }
+    if turn.parent_turn_id == head.head_turn_id {
+        head.check_child(turn)?;
+    } else {
+        // An explicit parent (decision 0009): read it back for its depth.
+        let parent_depth = match turn.parent_turn_id {
+            TurnId::NONE => None,
+            parent => Some(read_turn(reader, parent)?.depth),
+        };
+        let expected = parent_depth.map_or(Some(0), |depth| depth.checked_add(1));
+        if expected != Some(turn.depth) {
+            return Err(format!(
+                "turn {} has depth {}, its parent {} is at {parent_depth:?}",
+                turn.turn_id, turn.depth, turn.parent_turn_id
+            ));
+        }
+    }
+    let extras = TurnExtras::decode(extras)
+        .map_err(|error| format!("turn {}: {error}", turn.turn_id))?;
+    if let Some(owner) = state.contexts.own_turn_key(turn.context_id, &extras.key)
+        && !extras.key.is_empty()
+    {
+        return Err(format!(
+            "turn {} repeats the key of turn {owner} in context {}",
+            turn.turn_id, turn.context_id
+        ));
+    }
     check_blob(shards, turn)?;
-    state.heads.set(turn.context_id, head.after(turn));
-    state
-        .contexts
-        .touch(turn.context_id, turn.created_at_unix_ms);
+    state.heads.set(turn.context_id, HeadState::of(turn));
+    state.contexts.appended(
+        turn.context_id,
+        turn.turn_id,
+        &extras.key,
+        turn.created_at_unix_ms,
+    );
     state.turns += 1;
     state.logical_bytes += u64::from(turn.payload_len);
     if !seen_blobs.insert(turn.payload_hash) {

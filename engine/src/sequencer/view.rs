@@ -9,7 +9,10 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{Corruption, EngineError};
 use crate::file::ReadFile;
-use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord, TurnRecord, record_offset};
+use crate::format::turn_extras::TurnExtras;
+use crate::format::turn_log::{
+    LOG_RECORD_BYTES, LogRecord, TurnRecord, record_offset, turn_extras_body,
+};
 use crate::ids::{ContextId, TurnId};
 use crate::sequencer::contexts::Contexts;
 
@@ -63,6 +66,31 @@ impl TurnsView {
             ))),
             Err(error) => Err(corrupt(error.to_string())),
         }
+    }
+
+    /// A durable turn's key, labels and links (empty when it has none): its continuation
+    /// slots, read one by one (page-cache hits: they follow the turn's slot).
+    pub fn extras(&self, turn: &TurnRecord) -> Result<TurnExtras, EngineError> {
+        if turn.extras_len == 0 {
+            return Ok(TurnExtras::default());
+        }
+        let mut failure = None;
+        let body = turn_extras_body(turn, |record_id| match self.record(record_id) {
+            Ok(record) => record,
+            Err(error) => {
+                failure = Some(error);
+                None
+            }
+        });
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        let offset = record_offset(turn.turn_id.0);
+        let corrupt = |reason: String| {
+            EngineError::Corrupt(Corruption::new(&self.file.path, offset, reason))
+        };
+        let body = body.map_err(corrupt)?;
+        TurnExtras::decode(&body).map_err(|error| corrupt(error.to_string()))
     }
 
     /// A durable turn, or `TurnNotFound` (no such record, or a context record).

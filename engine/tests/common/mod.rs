@@ -39,6 +39,7 @@ pub fn append(
         type_tag: 7,
         codec: 1,
         payload: AppendPayload::Bytes(Bytes::copy_from_slice(payload)),
+        options: Default::default(),
     }))
 }
 
