@@ -38,6 +38,7 @@ mod status;
 pub mod store_dir;
 mod tail;
 mod threads;
+pub mod turns;
 pub mod verify;
 
 pub use config::{Actor, EngineConfig, Limits, OpenCheck, Placement, ThreadPlacement};
@@ -47,8 +48,9 @@ pub use format::pack::Compression;
 pub use ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
 pub use model::{
     AppendPayload, AppendRequest, Appended, ContextHead, ContextRef, ContextView, Created,
-    NewContext, NoPayloadCache, Page, PageEntry, PageOptions, PageQuery, Payload, PayloadCache,
-    PayloadMode, StoreStats, StoredBlob, Turn, TurnPage, TurnWithPayload,
+    NewContext, NoPayloadCache, Page, PageEntry, PageOptions, PageQuery, Parent, Payload,
+    PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn, TurnOptions, TurnPage,
+    TurnWithPayload,
 };
 pub use sequencer::view::CONTEXTS_MAX;
 pub use verify::{VerifyReport, verify};

@@ -106,6 +106,40 @@ impl Reader<'_> {
         self.assemble(turns, keep, tip_depth, options, cache)
     }
 
+    /// The context's window (decision 0009): from the latest summary turn on its chain
+    /// (inclusive; the root when there is none) to the head, oldest first, at most `limit`
+    /// turns (the newest of them). One tip read; the summary is found in O(1) through the
+    /// tip's `summary_turn_id`.
+    pub fn window(
+        &self,
+        context_id: ContextId,
+        limit: u32,
+        options: PageOptions,
+        cache: &mut dyn PayloadCache,
+    ) -> Result<Page, EngineError> {
+        if limit > self.read_turns_max {
+            return Err(EngineError::TooManyTurns {
+                requested: limit,
+                max: self.read_turns_max,
+            });
+        }
+        let tip = self.context_tip(context_id)?;
+        let turns = match tip {
+            Some(tip) if limit > 0 => {
+                let summary_depth = match tip.summary_turn_id {
+                    TurnId::NONE => 0,
+                    summary => self.published.turns.turn(summary)?.depth,
+                };
+                let newest_first = tip.depth.saturating_sub(limit - 1);
+                let from_depth = summary_depth.max(newest_first);
+                self.depth_window(Some(tip), from_depth, tip.depth - from_depth + 1)?
+            }
+            _ => Vec::new(),
+        };
+        let tip_depth = tip.map_or(0, |turn| turn.depth);
+        self.assemble(turns, Keep::Newest, tip_depth, options, cache)
+    }
+
     /// A payload as `mode` asks (`None` is taken as `Raw`).
     pub fn payload(
         &self,

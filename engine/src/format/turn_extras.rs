@@ -67,7 +67,10 @@ impl TurnExtras {
         }
         let label_bytes: usize = self.labels.iter().map(|(k, v)| k.len() + v.len()).sum();
         if label_bytes > LABELS_BYTES_MAX {
-            return over("bytes of a turn's labels, keys and values", LABELS_BYTES_MAX);
+            return over(
+                "bytes of a turn's labels, keys and values",
+                LABELS_BYTES_MAX,
+            );
         }
         self.labels.sort();
         if self.labels.windows(2).any(|pair| pair[0].0 == pair[1].0) {
@@ -147,7 +150,9 @@ impl TurnExtras {
             || extras.is_empty()
             || extras.links.iter().any(|l| l.is_none())
         {
-            return Err(RecordError::Field("turn extras over a limit or not canonical"));
+            return Err(RecordError::Field(
+                "turn extras over a limit or not canonical",
+            ));
         }
         Ok(extras)
     }
@@ -160,7 +165,10 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn take(&mut self, count: usize) -> Result<&[u8], RecordError> {
-        let end = self.at.checked_add(count).filter(|end| *end <= self.body.len());
+        let end = self
+            .at
+            .checked_add(count)
+            .filter(|end| *end <= self.body.len());
         let end = end.ok_or(RecordError::Field("turn extras cut short"))?;
         let bytes = &self.body[self.at..end];
         self.at = end;
@@ -211,7 +219,10 @@ mod tests {
         let empty = TurnExtras::default();
         assert!(empty.encode().is_empty());
         assert_eq!(TurnExtras::decode(&[]), Ok(empty));
-        assert!(TurnExtras::decode(&[0, 0, 0]).is_err(), "an empty body is written empty");
+        assert!(
+            TurnExtras::decode(&[0, 0, 0]).is_err(),
+            "an empty body is written empty"
+        );
     }
 
     #[test]
@@ -223,14 +234,18 @@ mod tests {
         many.links.push(TurnId(99));
         assert_eq!(many.normalize().unwrap_err().limit, LINKS_PER_TURN_MAX);
         let mut heavy = TurnExtras::default();
-        heavy.labels.push(("big".into(), "x".repeat(LABELS_BYTES_MAX)));
+        heavy
+            .labels
+            .push(("big".into(), "x".repeat(LABELS_BYTES_MAX)));
         assert_eq!(heavy.normalize().unwrap_err().limit, LABELS_BYTES_MAX);
         let body = full().normalize().unwrap().encode();
         for cut in 1..body.len() {
             assert!(TurnExtras::decode(&body[..cut]).is_err(), "cut at {cut}");
         }
-        let mut unsorted = TurnExtras::default();
-        unsorted.labels = vec![("b".into(), "1".into()), ("a".into(), "2".into())];
+        let unsorted = TurnExtras {
+            labels: vec![("b".into(), "1".into()), ("a".into(), "2".into())],
+            ..TurnExtras::default()
+        };
         assert!(TurnExtras::decode(&unsorted.encode()).is_err());
     }
 }

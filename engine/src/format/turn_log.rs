@@ -269,10 +269,7 @@ impl LogRecord {
                 assert_eq!(turn.is_summary(), turn.summary_turn_id == turn.turn_id);
                 assert!(turn.extras_len as usize <= TURN_EXTRAS_BYTES_MAX);
                 fields.0[at::KIND] = KIND_TURN;
-                fields.u16(
-                    at::EXTRA_SLOTS,
-                    turn_extra_slots(turn.extras_len as usize),
-                );
+                fields.u16(at::EXTRA_SLOTS, turn_extra_slots(turn.extras_len as usize));
                 fields.u32(at::EXTRAS_LEN, turn.extras_len);
                 fields.u64(at::SUMMARY_TURN_ID, turn.summary_turn_id.0);
                 fields.u32(at::FLAGS, turn.flags);
@@ -405,7 +402,9 @@ fn decode_turn(
     if turn.summary_turn_id > turn.turn_id
         || turn.is_summary() != (turn.summary_turn_id == turn.turn_id)
     {
-        return Err(RecordError::Field("summary_turn_id does not match the flag"));
+        return Err(RecordError::Field(
+            "summary_turn_id does not match the flag",
+        ));
     }
     if version_2 && (turn.depth == 0) != turn.skip_turn_id.is_none() {
         return Err(RecordError::Field(
@@ -596,7 +595,11 @@ impl SlotAssembly {
         let (record_id, body_len, body) = match &head {
             SlotHead::Meta(meta) => {
                 let first = (meta.body_len as usize).min(META_HEAD_BODY_BYTES);
-                (meta.record_id, meta.body_len as usize, meta.body[..first].to_vec())
+                (
+                    meta.record_id,
+                    meta.body_len as usize,
+                    meta.body[..first].to_vec(),
+                )
             }
             SlotHead::Turn(turn) => (turn.turn_id.0, turn.extras_len as usize, Vec::new()),
         };

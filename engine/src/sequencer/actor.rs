@@ -15,26 +15,23 @@ use crate::config::Limits;
 use crate::error::EngineError;
 use crate::file::{ActorFile, ActorIo, open_actor_file};
 use crate::format::context_meta::{ContextMeta, KvEntry};
+use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::{
     ContextRecord, LOG_RECORD_BYTES, LogRecord, MetaRecord, TurnRecord, record_offset,
 };
+use crate::format::turn_log::{TURN_FLAG_SUMMARY, turn_extras_body};
 use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::{ContextId, TurnId};
+use crate::model::Parent;
 use crate::model::{Appended, ContextHead, ContextView, Created, NewContext};
 use crate::pipeline::{ContextReply, MetaReply, SequencerRequest, TurnAppend, TurnReply};
 use crate::published::Published;
-use crate::format::turn_extras::TurnExtras;
-use crate::format::turn_log::{TURN_FLAG_SUMMARY, turn_extras_body};
-use crate::model::Parent;
-use crate::sequencer::contexts::{Contexts, Inherit, check_new};
+use crate::sequencer::contexts::{Contexts, check_new};
 use crate::sequencer::heads::{HeadState, Heads};
+use crate::sequencer::owners;
 use crate::sequencer::recover::RecoveredLog;
 use crate::skip;
 use crate::store_dir::now_unix_ms;
-
-/// Guard on the inheritance walk (clones of clones of forks …): each step goes to an older
-/// context, so it ends anyway; a chain longer than this is a bug.
-const INHERITANCE_STEPS_MAX: usize = 1 << 16;
 
 enum Answer {
     Context(ContextReply, Result<Created, EngineError>),
@@ -409,24 +406,14 @@ impl SequencerActor {
         })
     }
 
-    /// The turn a context has under `key`: its own, or one it inherited (a fork: a turn of
-    /// its base's chain; a clone: its source's, up to the clone point), in O(inheritance).
-    fn turn_by_key(&self, context_id: ContextId, key: &[u8]) -> Result<Option<TurnId>, EngineError> {
-        if key.is_empty() {
-            return Ok(None);
-        }
-        let mut found = None;
-        self.inheritance(context_id, |owner, upto, chain| {
-            let Some(turn_id) = self.contexts.own_turn_key(owner, key) else {
-                return Ok(false);
-            };
-            if turn_id > upto || !self.on_chain(chain, turn_id)? {
-                return Ok(false);
-            }
-            found = Some(turn_id);
-            Ok(true)
-        })?;
-        Ok(found)
+    /// The turn a context has under `key` (its own or inherited), as this batch leaves it.
+    fn turn_by_key(
+        &self,
+        context_id: ContextId,
+        key: &[u8],
+    ) -> Result<Option<TurnId>, EngineError> {
+        let found = owners::turn_by_key(&self.contexts, context_id, key, &|id| self.turn(id))?;
+        Ok(found.map(|turn| turn.turn_id))
     }
 
     /// A parent chosen by the caller must be the context's: appended to it, on its chain, or
@@ -438,17 +425,8 @@ impl SequencerActor {
         parent: &TurnRecord,
     ) -> Result<(), EngineError> {
         let head_turn = self.turn_or_none(head.head_turn_id)?;
-        if self.on_chain(head_turn, parent.turn_id)? {
-            return Ok(());
-        }
-        let mut owned = false;
-        self.inheritance(context_id, |owner, upto, chain| {
-            owned = parent.context_id == owner
-                && parent.turn_id <= upto
-                && self.on_chain(chain, parent.turn_id)?;
-            Ok(owned)
-        })?;
-        if owned {
+        let lookup = |id| self.turn(id);
+        if owners::owns(&self.contexts, context_id, head_turn, parent, &lookup)? {
             return Ok(());
         }
         Err(EngineError::InvalidArgument(format!(
@@ -456,51 +434,6 @@ impl SequencerActor {
              chain, not inherited); a parent must be one of its own turns",
             parent.turn_id
         )))
-    }
-
-    /// Visits the owners of a context's turns: the context itself (every turn), then what it
-    /// inherited — `(owner, newest turn that counts, chain the turn must lie on)` — until the
-    /// visitor says done.
-    fn inheritance(
-        &self,
-        context_id: ContextId,
-        mut visit: impl FnMut(ContextId, TurnId, Option<TurnRecord>) -> Result<bool, EngineError>,
-    ) -> Result<(), EngineError> {
-        let mut owner = context_id;
-        let mut upto = TurnId(u64::MAX);
-        let mut chain: Option<TurnRecord> = None;
-        // Each step goes to an older context or turn: the walk ends. The bound is a guard.
-        for _ in 0..INHERITANCE_STEPS_MAX {
-            if visit(owner, upto, chain)? {
-                return Ok(());
-            }
-            match self.contexts.get(owner).and_then(|info| info.inherits) {
-                None => return Ok(()),
-                Some(Inherit::Clone { source, upto: clone_upto }) => {
-                    owner = source;
-                    upto = upto.min(clone_upto);
-                }
-                Some(Inherit::Fork { base }) => {
-                    let base = self.turn(base)?;
-                    owner = base.context_id;
-                    upto = upto.min(base.turn_id);
-                    chain = Some(base);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether `turn_id` lies on the chain ending at `tip` (any turn when there is no tip).
-    fn on_chain(&self, tip: Option<TurnRecord>, turn_id: TurnId) -> Result<bool, EngineError> {
-        let Some(tip) = tip else {
-            return Ok(true);
-        };
-        let turn = self.turn(turn_id)?;
-        if turn.depth > tip.depth {
-            return Ok(false);
-        }
-        Ok(skip::ancestor(tip, turn.depth, |id| self.turn(id))?.turn_id == turn_id)
     }
 
     fn turn_or_none(&self, turn_id: TurnId) -> Result<Option<TurnRecord>, EngineError> {

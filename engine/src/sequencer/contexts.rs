@@ -148,7 +148,10 @@ impl Contexts {
         at_unix_ms: u64,
     ) {
         if let Some(info) = self.infos.get_mut((context_id.0 as usize).wrapping_sub(1)) {
-            assert!(info.last_turn_id < turn_id, "turns are appended in TurnID order");
+            assert!(
+                info.last_turn_id < turn_id,
+                "turns are appended in TurnID order"
+            );
             info.last_turn_id = turn_id;
             info.updated_at_unix_ms = info.updated_at_unix_ms.max(at_unix_ms);
         }

@@ -9,6 +9,7 @@ pub(crate) mod actor;
 pub(crate) mod contexts;
 pub(crate) mod heads;
 pub(crate) mod migrate;
+pub(crate) mod owners;
 pub(crate) mod recover;
 pub(crate) mod scan;
 pub(crate) mod view;

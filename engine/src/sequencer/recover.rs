@@ -17,12 +17,12 @@ use std::path::Path;
 use crate::blob::view::ShardView;
 use crate::error::OpenError;
 use crate::format::context_meta::ContextMeta;
+use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::{
     Assembled, ContextRecord, LOG_RECORD_BYTES, LogRecord, MetaRecord, SlotAssembly, SlotHead,
     TurnRecord, Whole, record_offset,
 };
 use crate::ids::{BlobHash, BlobHashBuildHasher, TurnId};
-use crate::format::turn_extras::TurnExtras;
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::heads::{HeadState, Heads};
 use crate::sequencer::scan::scan_log;
@@ -239,8 +239,8 @@ fn replay_turn(
             ));
         }
     }
-    let extras = TurnExtras::decode(extras)
-        .map_err(|error| format!("turn {}: {error}", turn.turn_id))?;
+    let extras =
+        TurnExtras::decode(extras).map_err(|error| format!("turn {}: {error}", turn.turn_id))?;
     if let Some(owner) = state.contexts.own_turn_key(turn.context_id, &extras.key)
         && !extras.key.is_empty()
     {

@@ -86,9 +86,8 @@ impl TurnsView {
             return Err(error);
         }
         let offset = record_offset(turn.turn_id.0);
-        let corrupt = |reason: String| {
-            EngineError::Corrupt(Corruption::new(&self.file.path, offset, reason))
-        };
+        let corrupt =
+            |reason: String| EngineError::Corrupt(Corruption::new(&self.file.path, offset, reason));
         let body = body.map_err(corrupt)?;
         TurnExtras::decode(&body).map_err(|error| corrupt(error.to_string()))
     }

@@ -1,0 +1,212 @@
+//! Turns for agent frameworks, the caller's side (decision 0009): a turn's extras, a turn by
+//! its key, the context's turn log across branches (with a label filter), and the window
+//! since the latest summary. Reads only: answered from the published snapshot and the durable
+//! log, like every read; appends with options go through `Engine::append`.
+
+use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::format::turn_extras::TurnExtras;
+use crate::format::turn_log::TurnRecord;
+use crate::ids::{ContextId, TurnId};
+use crate::model::{ContextRef, Page, PageOptions, PayloadCache, Turn};
+use crate::sequencer::contexts::Contexts;
+use crate::sequencer::owners::{self, Owner};
+
+/// Turns one turn-log page may return.
+pub const LOG_PAGE_MAX: u32 = 1000;
+/// Turns one turn-log page may look at (a selective label filter may match few): past it the
+/// page ends early with a cursor.
+pub const LOG_SCAN_MAX: u32 = 100_000;
+
+/// Which turns of a context's log a page returns, newest first.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct LogQuery {
+    /// Label equalities, all of which a turn must carry.
+    pub labels: Vec<(String, String)>,
+    /// Where the previous page ended.
+    pub cursor: Option<LogCursor>,
+    /// At most `LOG_PAGE_MAX`.
+    pub limit: u32,
+}
+
+/// Where a turn-log page ended: the next turn to look at, in the `phase`-th owner of the
+/// context's turns (itself, then what it inherited).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct LogCursor {
+    pub phase: u32,
+    pub next: TurnId,
+}
+
+/// A turn with its key, labels and links.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct TurnWithExtras {
+    pub turn: Turn,
+    pub extras: TurnExtras,
+}
+
+/// A page of a context's turn log, newest first.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct TurnLogPage {
+    pub turns: Vec<TurnWithExtras>,
+    /// `None` when the log is exhausted. A page may hold fewer than `limit` turns while more
+    /// match (`LOG_SCAN_MAX`): follow the cursor.
+    pub next_cursor: Option<LogCursor>,
+}
+
+impl Engine {
+    /// A durable turn's key, labels and links.
+    pub fn turn_extras(&self, turn_id: TurnId) -> Result<TurnExtras, EngineError> {
+        let turns = &self.inner.published.turns;
+        turns.extras(&turns.turn(turn_id)?)
+    }
+
+    /// The turn a context has under `key`: appended to it, or inherited (a fork's base chain,
+    /// a clone's source up to the clone).
+    pub fn turn_by_key(
+        &self,
+        context: &ContextRef,
+        key: &[u8],
+    ) -> Result<Option<TurnWithExtras>, EngineError> {
+        let context_id = self.resolve(context)?;
+        let snapshot = self.inner.published.contexts.load();
+        let turns = &self.inner.published.turns;
+        let found = owners::turn_by_key(&snapshot, context_id, key, &|id| turns.turn(id))?;
+        found
+            .map(|turn| {
+                Ok(TurnWithExtras {
+                    extras: turns.extras(&turn)?,
+                    turn: turn.into(),
+                })
+            })
+            .transpose()
+    }
+
+    /// The context's window: from the latest summary turn of its chain to the head.
+    pub fn window(
+        &self,
+        context: &ContextRef,
+        limit: u32,
+        options: PageOptions,
+        cache: &mut dyn PayloadCache,
+    ) -> Result<Page, EngineError> {
+        let context_id = self.resolve(context)?;
+        self.reader().window(context_id, limit, options, cache)
+    }
+
+    /// Every turn the context owns, newest first across all its branches, then what it
+    /// inherited (a clone: its source's turns up to the clone; a fork: its base's chain).
+    pub fn turn_log(
+        &self,
+        context: &ContextRef,
+        query: &LogQuery,
+    ) -> Result<TurnLogPage, EngineError> {
+        if query.limit > LOG_PAGE_MAX {
+            return Err(EngineError::Limit {
+                what: "turns per turn-log page",
+                limit: LOG_PAGE_MAX as usize,
+            });
+        }
+        let context_id = self.resolve(context)?;
+        let snapshot = self.inner.published.contexts.load();
+        let turns = &self.inner.published.turns;
+        let lookup = |id| turns.turn(id);
+        let phases = log_phases(&snapshot, context_id, &lookup)?;
+        let mut page = TurnLogPage {
+            turns: Vec::new(),
+            next_cursor: None,
+        };
+        let start = query.cursor.unwrap_or(LogCursor {
+            phase: 0,
+            next: phases.first().map_or(TurnId::NONE, |phase| phase.start),
+        });
+        let mut scanned = 0u32;
+        for (index, phase) in phases.iter().enumerate().skip(start.phase as usize) {
+            let mut next = if index == start.phase as usize {
+                start.next
+            } else {
+                phase.start
+            };
+            while !next.is_none() {
+                if page.turns.len() as u32 >= query.limit || scanned >= LOG_SCAN_MAX {
+                    page.next_cursor = Some(LogCursor {
+                        phase: index as u32,
+                        next,
+                    });
+                    return Ok(page);
+                }
+                scanned += 1;
+                let turn = turns.turn(next)?;
+                assert_eq!(
+                    turn.context_id, phase.owner.owner,
+                    "a context chain of another"
+                );
+                next = turn.context_prev_turn_id;
+                if !owners::on_chain(phase.owner.chain, &turn, &lookup)? {
+                    continue;
+                }
+                let extras = turns.extras(&turn)?;
+                let matches = query
+                    .labels
+                    .iter()
+                    .all(|wanted| extras.labels.contains(wanted));
+                if matches {
+                    page.turns.push(TurnWithExtras {
+                        turn: turn.into(),
+                        extras,
+                    });
+                }
+            }
+        }
+        Ok(page)
+    }
+}
+
+/// One stretch of a context's turn log: `owner`'s own turns from `start` back along their
+/// context chain (restricted to a fork's base chain when inherited through one).
+struct LogPhase {
+    owner: Owner,
+    start: TurnId,
+}
+
+fn log_phases(
+    contexts: &Contexts,
+    context_id: ContextId,
+    turn: &impl Fn(TurnId) -> Result<TurnRecord, EngineError>,
+) -> Result<Vec<LogPhase>, EngineError> {
+    let mut phases = Vec::new();
+    owners::walk_owners(contexts, context_id, turn, |owner| {
+        let last = contexts
+            .get(owner.owner)
+            .map_or(TurnId::NONE, |info| info.last_turn_id);
+        // The owner's newest own turn that counts: all of them for the context itself, up to
+        // the clone point or the fork base for an inherited one (that turn is the owner's).
+        let start = if owner.upto >= last {
+            last
+        } else {
+            newest_own_at_or_before(owner.owner, owner.upto, turn)?
+        };
+        phases.push(LogPhase { owner, start });
+        Ok(false)
+    })?;
+    Ok(phases)
+}
+
+/// `owner`'s newest own turn at or before `upto` (the clone point or fork base is the owner's
+/// own turn whenever it is not `NONE`; this checks it).
+fn newest_own_at_or_before(
+    owner: ContextId,
+    upto: TurnId,
+    turn: &impl Fn(TurnId) -> Result<TurnRecord, EngineError>,
+) -> Result<TurnId, EngineError> {
+    if upto.is_none() {
+        return Ok(TurnId::NONE);
+    }
+    let record = turn(upto)?;
+    if record.context_id == owner {
+        Ok(upto)
+    } else {
+        // A fork base appended to another context than the owner walked to: nothing of the
+        // owner's own turns is at or before it on this stretch.
+        Ok(TurnId::NONE)
+    }
+}

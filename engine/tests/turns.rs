@@ -1,0 +1,369 @@
+//! Turns for agent frameworks (issue 14, decision 0009): explicit parents, keys (idempotent
+//! retries), labels, links, summaries and the window, the turn log across branches and
+//! inheritance, reopen, and a torn turn-with-extras at the end of the log.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use bytes::Bytes;
+use common::{block_on, open};
+use ctxstore_engine::turns::{LogQuery, TurnLogPage};
+use ctxstore_engine::{
+    AppendPayload, AppendRequest, Appended, ContextId, ContextRef, Engine, EngineError, ErrorKind,
+    NewContext, NoPayloadCache, PageOptions, Parent, TurnId, TurnOptions, verify,
+};
+
+fn add(engine: &Engine, context: ContextId, payload: &str, options: TurnOptions) -> Appended {
+    try_add(engine, context, payload, options).unwrap()
+}
+
+fn try_add(
+    engine: &Engine,
+    context: ContextId,
+    payload: &str,
+    options: TurnOptions,
+) -> Result<Appended, EngineError> {
+    block_on(engine.append(AppendRequest {
+        context_id: context,
+        expected_head: None,
+        type_tag: 1,
+        codec: 0,
+        payload: AppendPayload::Bytes(Bytes::from(payload.to_string())),
+        options,
+    }))
+}
+
+fn keyed(key: &str, labels: &[(&str, &str)]) -> TurnOptions {
+    TurnOptions {
+        key: Some(Bytes::from(key.to_string())),
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..TurnOptions::default()
+    }
+}
+
+fn log(engine: &Engine, context: ContextId, labels: &[(&str, &str)]) -> Vec<TurnId> {
+    let mut all = Vec::new();
+    let mut query = LogQuery {
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        cursor: None,
+        limit: 2,
+    };
+    loop {
+        let TurnLogPage { turns, next_cursor } =
+            engine.turn_log(&ContextRef::Id(context), &query).unwrap();
+        all.extend(turns.iter().map(|t| t.turn.turn_id));
+        match next_cursor {
+            Some(cursor) => query.cursor = Some(cursor),
+            None => return all,
+        }
+    }
+}
+
+#[test]
+fn explicit_parents_keys_labels_links_and_the_turn_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let thread = block_on(engine.create_context()).unwrap().context_id;
+    let a = add(&engine, thread, "a", keyed("cp-a", &[("step", "1")]));
+    let b = add(&engine, thread, "b", keyed("cp-b", &[("step", "2")]));
+    let c = add(&engine, thread, "c", keyed("cp-c", &[("step", "3")]));
+    assert_eq!((a.turn.depth, b.turn.depth, c.turn.depth), (0, 1, 2));
+    assert_eq!(a.extras.labels, [("step".to_string(), "1".to_string())]);
+
+    // Time travel: a new turn after `a`, in the same context; the head moves to it.
+    let fork_options = TurnOptions {
+        parent: Parent::Turn(a.turn.turn_id),
+        ..keyed("cp-d", &[("step", "2"), ("source", "update")])
+    };
+    let d = add(&engine, thread, "d", fork_options);
+    assert_eq!((d.turn.parent_turn_id, d.turn.depth), (a.turn.turn_id, 1));
+    assert_eq!(
+        block_on(engine.head(thread)).unwrap().head_turn_id,
+        d.turn.turn_id
+    );
+
+    // A retried append with a key answers the turn it made, and stores nothing.
+    let turns_before = engine.stats().turns;
+    let again = add(&engine, thread, "b again", keyed("cp-b", &[]));
+    assert!(again.existing);
+    assert_eq!(again.turn.turn_id, b.turn.turn_id);
+    assert_eq!(engine.stats().turns, turns_before);
+
+    // Look-up by key; the log across both branches, newest first, and filtered by label.
+    let by_key = engine
+        .turn_by_key(&ContextRef::Id(thread), b"cp-c")
+        .unwrap();
+    assert_eq!(by_key.unwrap().turn.turn_id, c.turn.turn_id);
+    assert!(
+        engine
+            .turn_by_key(&ContextRef::Id(thread), b"nope")
+            .unwrap()
+            .is_none()
+    );
+    let ids = |turns: &[&Appended]| turns.iter().map(|t| t.turn.turn_id).collect::<Vec<_>>();
+    assert_eq!(log(&engine, thread, &[]), ids(&[&d, &c, &b, &a]));
+    assert_eq!(log(&engine, thread, &[("step", "2")]), ids(&[&d, &b]));
+    assert_eq!(
+        log(&engine, thread, &[("step", "2"), ("source", "update")]),
+        ids(&[&d])
+    );
+
+    // A parent the context does not own is refused, and nothing is written.
+    let other = block_on(engine.create_context()).unwrap().context_id;
+    let x = add(&engine, other, "x", TurnOptions::default());
+    let foreign = TurnOptions {
+        parent: Parent::Turn(x.turn.turn_id),
+        ..TurnOptions::default()
+    };
+    let error = try_add(&engine, thread, "e", foreign).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    assert_eq!(
+        block_on(engine.head(thread)).unwrap().head_turn_id,
+        d.turn.turn_id
+    );
+
+    // Links to existing turns of any context; a missing one is NOT_FOUND.
+    let linked = TurnOptions {
+        links: vec![x.turn.turn_id],
+        ..TurnOptions::default()
+    };
+    let e = add(&engine, thread, "e", linked);
+    assert_eq!(
+        engine.turn_extras(e.turn.turn_id).unwrap().links,
+        [x.turn.turn_id]
+    );
+    let missing = TurnOptions {
+        links: vec![TurnId(999_999)],
+        ..TurnOptions::default()
+    };
+    let error = try_add(&engine, thread, "f", missing).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound);
+
+    // Limits name themselves.
+    let long_key = keyed(&"k".repeat(65), &[]);
+    let error = try_add(&engine, thread, "g", long_key).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::TooLarge, "{error}");
+    let many_labels: Vec<(String, String)> =
+        (0..17).map(|i| (format!("l{i}"), "v".into())).collect();
+    let error = try_add(
+        &engine,
+        thread,
+        "h",
+        TurnOptions {
+            labels: many_labels,
+            ..TurnOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::TooLarge, "{error}");
+
+    // A new root in the context.
+    let root = add(
+        &engine,
+        thread,
+        "root",
+        TurnOptions {
+            parent: Parent::Root,
+            ..TurnOptions::default()
+        },
+    );
+    assert_eq!(
+        (root.turn.parent_turn_id, root.turn.depth),
+        (TurnId::NONE, 0)
+    );
+
+    // Forks and clones inherit: keys are found through them, the log continues into them,
+    // and their parent choices may name inherited turns.
+    let fork = block_on(engine.fork(c.turn.turn_id)).unwrap().context_id;
+    let in_fork = engine.turn_by_key(&ContextRef::Id(fork), b"cp-b").unwrap();
+    assert_eq!(in_fork.unwrap().turn.turn_id, b.turn.turn_id);
+    assert!(
+        engine
+            .turn_by_key(&ContextRef::Id(fork), b"cp-d")
+            .unwrap()
+            .is_none(),
+        "d is not on the fork's base chain"
+    );
+    assert_eq!(log(&engine, fork, &[]), ids(&[&c, &b, &a]));
+    let f = add(
+        &engine,
+        fork,
+        "f",
+        TurnOptions {
+            parent: Parent::Turn(b.turn.turn_id),
+            ..keyed("cp-b", &[])
+        },
+    );
+    assert!(f.existing, "the fork inherited the key");
+    let clone = block_on(engine.create(NewContext {
+        clone_from: Some(ContextRef::Id(thread)),
+        name: Some("copy".into()),
+        ..NewContext::default()
+    }))
+    .unwrap()
+    .context
+    .head
+    .context_id;
+    let mut all_of_thread = log(&engine, thread, &[]);
+    assert_eq!(log(&engine, clone, &[]), all_of_thread);
+    let g = add(
+        &engine,
+        clone,
+        "g",
+        TurnOptions {
+            parent: Parent::Turn(c.turn.turn_id),
+            ..keyed("cp-g", &[])
+        },
+    );
+    assert!(!g.existing);
+    all_of_thread.insert(0, g.turn.turn_id);
+    assert_eq!(log(&engine, clone, &[]), all_of_thread);
+    assert!(
+        engine
+            .turn_by_key(&ContextRef::Id(thread), b"cp-g")
+            .unwrap()
+            .is_none(),
+        "a clone's turns are its own"
+    );
+
+    // Everything survives a reopen, and the store verifies.
+    let thread_log = log(&engine, thread, &[]);
+    let clone_log = log(&engine, clone, &[]);
+    engine.shutdown();
+    assert!(verify(dir.path()).unwrap().is_ok());
+    let engine = open(dir.path());
+    assert_eq!(log(&engine, thread, &[]), thread_log);
+    assert_eq!(log(&engine, clone, &[]), clone_log);
+    let again = add(&engine, thread, "b", keyed("cp-b", &[]));
+    assert!(again.existing && again.turn.turn_id == b.turn.turn_id);
+    assert_eq!(
+        engine.turn_extras(e.turn.turn_id).unwrap().links,
+        [x.turn.turn_id]
+    );
+}
+
+#[test]
+fn the_window_starts_at_the_latest_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let thread = block_on(engine.create_context()).unwrap().context_id;
+    let window = |engine: &Engine, limit| -> Vec<u32> {
+        let page = engine
+            .window(
+                &ContextRef::Id(thread),
+                limit,
+                PageOptions::TURNS,
+                &mut NoPayloadCache,
+            )
+            .unwrap();
+        page.entries.iter().map(|entry| entry.turn.depth).collect()
+    };
+    for depth in 0..5 {
+        add(
+            &engine,
+            thread,
+            &format!("turn {depth}"),
+            TurnOptions::default(),
+        );
+    }
+    assert_eq!(
+        window(&engine, 100),
+        [0, 1, 2, 3, 4],
+        "no summary: the whole chain"
+    );
+    let summary = TurnOptions {
+        summary: true,
+        ..TurnOptions::default()
+    };
+    let s = add(&engine, thread, "summary of 0..=4", summary);
+    assert!(s.turn.is_summary());
+    assert_eq!(s.turn.summary_turn_id, s.turn.turn_id);
+    for depth in 6..9 {
+        let t = add(
+            &engine,
+            thread,
+            &format!("turn {depth}"),
+            TurnOptions::default(),
+        );
+        assert_eq!(t.turn.summary_turn_id, s.turn.turn_id);
+    }
+    assert_eq!(window(&engine, 100), [5, 6, 7, 8]);
+    assert_eq!(window(&engine, 2), [7, 8], "the newest of the window");
+    engine.shutdown();
+    let engine = open(dir.path());
+    assert_eq!(window(&engine, 100), [5, 6, 7, 8]);
+}
+
+#[test]
+fn a_turn_with_extras_cut_anywhere_at_the_end_of_the_log_is_dropped_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let thread = block_on(engine.create_context()).unwrap().context_id;
+    add(&engine, thread, "first", TurnOptions::default());
+    engine.shutdown();
+    let log_path = dir.path().join("turns.log");
+    let records = |bytes: &[u8]| {
+        bytes
+            .chunks(128)
+            .take_while(|slot| slot.iter().any(|&b| b != 0))
+            .count() as u64
+    };
+    let durable = records(&std::fs::read(&log_path).unwrap());
+    // A turn whose labels take several continuation slots.
+    let engine = open(dir.path());
+    let heavy = keyed("heavy", &[("note", &"n".repeat(900))]);
+    let turn = add(&engine, thread, "second", heavy);
+    engine.shutdown();
+    let full = std::fs::read(&log_path).unwrap();
+    let slots = records(&full) - durable;
+    assert!(slots > 5, "{slots} slots");
+    for kept in 1..slots {
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(dir.path(), copy.path());
+        let cut = ((durable + kept) * 128) as usize;
+        std::fs::write(copy.path().join("turns.log"), &full[..cut]).unwrap();
+        let report = verify(copy.path()).unwrap();
+        assert!(report.is_ok(), "{report}");
+        let engine = open(copy.path());
+        let head = block_on(engine.head(thread)).unwrap();
+        assert_eq!(
+            head.head_depth, 0,
+            "a partial turn was applied (kept {kept})"
+        );
+        assert!(
+            engine
+                .turn_by_key(&ContextRef::Id(thread), b"heavy")
+                .unwrap()
+                .is_none()
+        );
+        // The store goes on, and the key can be used again.
+        let redo = add(&engine, thread, "second", keyed("heavy", &[]));
+        assert!(!redo.existing);
+        engine.shutdown();
+        assert!(verify(copy.path()).unwrap().is_ok());
+    }
+    let engine = open(dir.path());
+    let found = engine
+        .turn_by_key(&ContextRef::Id(thread), b"heavy")
+        .unwrap();
+    assert_eq!(found.unwrap().turn.turn_id, turn.turn.turn_id);
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else if entry.file_name() != "LOCK" {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
