@@ -93,12 +93,14 @@ pub fn skip_of_child<E>(
     }
 }
 
-/// The ancestry of every turn of a log in memory — 24 bytes per record — to compute or check
+/// The ancestry of every turn of a log in memory — 32 bytes per record — to compute or check
 /// skip pointers while reading a log front to back (store migration, `verify`).
 #[derive(Default)]
 pub struct Ancestry {
     /// By record id (index 0 unused): parent, skip pointer, depth. Zero for other records.
     links: Vec<(TurnId, TurnId, u32)>,
+    /// By record id: the turn's `summary_turn_id`.
+    summaries: Vec<TurnId>,
 }
 
 impl Ancestry {
@@ -108,8 +110,21 @@ impl Ancestry {
         if self.links.len() <= index {
             self.links
                 .resize(index + 1, (TurnId::NONE, TurnId::NONE, 0));
+            self.summaries.resize(index + 1, TurnId::NONE);
         }
         self.links[index] = (turn.parent_turn_id, turn.skip_turn_id, turn.depth);
+        self.summaries[index] = turn.summary_turn_id;
+    }
+
+    /// The `summary_turn_id` `turn` must have: itself when flagged, else its parent's.
+    pub fn summary_of(&self, turn: &TurnRecord) -> TurnId {
+        if turn.is_summary() {
+            return turn.turn_id;
+        }
+        self.summaries
+            .get(turn.parent_turn_id.0 as usize)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// The skip pointer `turn` must have, from the turns recorded before it.

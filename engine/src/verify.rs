@@ -130,8 +130,8 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
     Ok(report)
 }
 
-/// A turn's skip pointer is its ancestor at `skip_depth(depth)` (format 2; a format-1 record
-/// has none).
+/// A turn's skip pointer is its ancestor at `skip_depth(depth)`, its summary the latest on its
+/// chain (format 2; a format-1 record has neither).
 fn check_skip(ancestry: &Ancestry, turn: &TurnRecord, expected: bool) -> Result<(), String> {
     if turn.is_legacy() {
         return if expected {
@@ -142,6 +142,13 @@ fn check_skip(ancestry: &Ancestry, turn: &TurnRecord, expected: bool) -> Result<
         } else {
             Ok(())
         };
+    }
+    let summary = ancestry.summary_of(turn);
+    if summary != turn.summary_turn_id {
+        return Err(format!(
+            "turn {} names summary {}, its chain's latest summary is {summary}",
+            turn.turn_id, turn.summary_turn_id
+        ));
     }
     let skip = ancestry.skip_of(turn);
     if skip != turn.skip_turn_id {
