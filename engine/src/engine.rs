@@ -256,7 +256,7 @@ impl Engine {
         answer.await.map_err(|_| EngineError::ShutDown)?
     }
 
-    fn check_blob_len(&self, len: usize) -> Result<(), EngineError> {
+    pub(crate) fn check_blob_len(&self, len: usize) -> Result<(), EngineError> {
         let max = u64::from(self.inner.config.limits.blob_bytes_max);
         if len as u64 > max {
             return Err(EngineError::TooLarge {

@@ -43,6 +43,7 @@ pub(crate) type TurnAppend = AppendRequest<DurableBlob>;
 pub(crate) type PendingAppend = AppendRequest<()>;
 
 pub(crate) type TurnReply = oneshot::Sender<Result<Appended, EngineError>>;
+pub(crate) type BatchReply = oneshot::Sender<Result<Vec<Appended>, EngineError>>;
 pub(crate) type ContextReply = oneshot::Sender<Result<Created, EngineError>>;
 pub(crate) type MetaReply = oneshot::Sender<Result<ContextView, EngineError>>;
 pub(crate) type PutReply = oneshot::Sender<Result<PutOutcome, EngineError>>;
@@ -95,6 +96,12 @@ pub(crate) enum SequencerRequest {
     Append {
         append: TurnAppend,
         reply: TurnReply,
+    },
+    /// Append several turns to one context, in order, all or none, in one group commit; their
+    /// blobs are durable.
+    AppendBatch {
+        appends: Vec<TurnAppend>,
+        reply: BatchReply,
     },
     /// Finish the queue and stop.
     Stop { done: StopReply },

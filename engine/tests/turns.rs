@@ -367,3 +367,60 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+#[test]
+fn a_batch_append_lands_in_order_all_or_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let thread = block_on(engine.create_context()).unwrap().context_id;
+    let first = add(&engine, thread, "prompt", TurnOptions::default());
+    let request =
+        |payload: &str, options: TurnOptions, expected_head: Option<TurnId>| AppendRequest {
+            context_id: thread,
+            expected_head,
+            type_tag: 1,
+            codec: 0,
+            payload: AppendPayload::Bytes(Bytes::from(payload.to_string())),
+            options,
+        };
+    let step = vec![
+        request("tool call", keyed("s1-call", &[]), Some(first.turn.turn_id)),
+        request("tool result", TurnOptions::default(), None),
+        request("message", keyed("s1-msg", &[("role", "assistant")]), None),
+    ];
+    let appended = block_on(engine.append_batch(step)).unwrap();
+    let depths: Vec<u32> = appended.iter().map(|a| a.turn.depth).collect();
+    assert_eq!(depths, [1, 2, 3]);
+    for pair in appended.windows(2) {
+        assert_eq!(pair[1].turn.parent_turn_id, pair[0].turn.turn_id);
+    }
+    let head = block_on(engine.head(thread)).unwrap();
+    assert_eq!(head.head_turn_id, appended[2].turn.turn_id);
+
+    // One refused turn refuses the batch: nothing of it is written.
+    let turns_before = engine.stats().turns;
+    let bad = vec![
+        request("fine", TurnOptions::default(), None),
+        request("too long a key", keyed(&"k".repeat(65), &[]), None),
+    ];
+    let error = block_on(engine.append_batch(bad)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::TooLarge);
+    assert_eq!(engine.stats().turns, turns_before);
+    assert_eq!(block_on(engine.head(thread)).unwrap(), head);
+    // A stale expected head refuses it too.
+    let stale = vec![request(
+        "late",
+        TurnOptions::default(),
+        Some(first.turn.turn_id),
+    )];
+    let error = block_on(engine.append_batch(stale)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Conflict);
+
+    // A retried batch answers the keyed turns it made.
+    let retry = vec![request("tool call", keyed("s1-call", &[]), None)];
+    let again = block_on(engine.append_batch(retry)).unwrap();
+    assert!(again[0].existing);
+    assert_eq!(again[0].turn.turn_id, appended[0].turn.turn_id);
+    engine.shutdown();
+    assert!(verify(dir.path()).unwrap().is_ok());
+}

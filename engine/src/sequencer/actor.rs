@@ -24,7 +24,9 @@ use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::{ContextId, TurnId};
 use crate::model::Parent;
 use crate::model::{Appended, ContextHead, ContextView, Created, NewContext};
-use crate::pipeline::{ContextReply, MetaReply, SequencerRequest, TurnAppend, TurnReply};
+use crate::pipeline::{
+    BatchReply, ContextReply, MetaReply, SequencerRequest, TurnAppend, TurnReply,
+};
 use crate::published::Published;
 use crate::sequencer::contexts::{Contexts, check_new};
 use crate::sequencer::heads::{HeadState, Heads};
@@ -37,6 +39,20 @@ enum Answer {
     Context(ContextReply, Result<Created, EngineError>),
     Meta(MetaReply, Result<ContextView, EngineError>),
     Turn(TurnReply, Result<Appended, EngineError>),
+    Batch(BatchReply, Result<Vec<Appended>, EngineError>),
+}
+
+/// Where a batch stood before a multi-turn request: what to restore when one of its turns is
+/// refused (all or none).
+struct Savepoint {
+    bytes: usize,
+    records: u32,
+    next_record_id: u64,
+    moves: usize,
+    contexts: Contexts,
+    turns: u64,
+    logical_bytes: u64,
+    dedup_hits: u64,
 }
 
 /// Undo entry for a batch that fails to reach the disk.
@@ -406,6 +422,45 @@ impl SequencerActor {
         })
     }
 
+    /// Several turns to one context, in order, all or none (a refused turn undoes the ones
+    /// before it in this request).
+    fn append_batch(&mut self, appends: &[TurnAppend]) -> Result<Vec<Appended>, EngineError> {
+        let savepoint = Savepoint {
+            bytes: self.batch.bytes.len(),
+            records: self.batch.records,
+            next_record_id: self.next_record_id,
+            moves: self.batch.moves.len(),
+            contexts: self.contexts.clone(),
+            turns: self.batch.turns,
+            logical_bytes: self.batch.logical_bytes,
+            dedup_hits: self.batch.dedup_hits,
+        };
+        let mut appended = Vec::with_capacity(appends.len());
+        for append in appends {
+            match self.append(append) {
+                Ok(turn) => appended.push(turn),
+                Err(error) => {
+                    self.restore(savepoint);
+                    return Err(error);
+                }
+            }
+        }
+        Ok(appended)
+    }
+
+    fn restore(&mut self, savepoint: Savepoint) {
+        for head_move in self.batch.moves.drain(savepoint.moves..).rev() {
+            self.heads.set(head_move.context_id, head_move.previous);
+        }
+        self.batch.bytes.truncate(savepoint.bytes);
+        self.batch.records = savepoint.records;
+        self.next_record_id = savepoint.next_record_id;
+        self.contexts = savepoint.contexts;
+        self.batch.turns = savepoint.turns;
+        self.batch.logical_bytes = savepoint.logical_bytes;
+        self.batch.dedup_hits = savepoint.dedup_hits;
+    }
+
     /// The turn a context has under `key` (its own or inherited), as this batch leaves it.
     fn turn_by_key(
         &self,
@@ -569,6 +624,10 @@ impl GroupCommit for SequencerActor {
                 let result = self.append(&append);
                 self.batch.answers.push(Answer::Turn(reply, result));
             }
+            SequencerRequest::AppendBatch { appends, reply } => {
+                let result = self.append_batch(&appends);
+                self.batch.answers.push(Answer::Batch(reply, result));
+            }
             SequencerRequest::Stop { done } => return Admitted::Stop(done),
         }
         Admitted::Continue
@@ -612,6 +671,7 @@ impl GroupCommit for SequencerActor {
                 Answer::Context(reply, result) => drop(reply.send(result)),
                 Answer::Meta(reply, result) => drop(reply.send(result)),
                 Answer::Turn(reply, result) => drop(reply.send(result)),
+                Answer::Batch(reply, result) => drop(reply.send(result)),
             }
         }
     }
@@ -653,6 +713,7 @@ fn fail_all(answers: &mut [Answer], error: &EngineError) {
             Answer::Context(_, result) => *result = Err(error.duplicate()),
             Answer::Meta(_, result) => *result = Err(error.duplicate()),
             Answer::Turn(_, result) => *result = Err(error.duplicate()),
+            Answer::Batch(_, result) => *result = Err(error.duplicate()),
         }
     }
 }
