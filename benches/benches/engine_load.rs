@@ -21,8 +21,10 @@ use bytes::Bytes;
 use ctxstore_benches::text::ChatText;
 use ctxstore_benches::{LatencyUs, floor, latency_histogram};
 use ctxstore_engine::contexts::ListQuery;
+use ctxstore_engine::turns::LogQuery;
 use ctxstore_engine::{
-    AppendPayload, AppendRequest, BlobHash, ContextRef, Engine, EngineConfig, NewContext, OpenCheck,
+    AppendPayload, AppendRequest, BlobHash, ContextRef, Engine, EngineConfig, NewContext,
+    OpenCheck, TurnOptions,
 };
 
 const PAYLOAD_BYTES: usize = 10 * 1024;
@@ -69,6 +71,9 @@ fn main() {
     }
     if wants("contexts") {
         contexts(&base, env_u64("CTXSTORE_BENCH_CONTEXTS", 1_000_000));
+    }
+    if wants("turns") {
+        turns(&base);
     }
     if wants("depth") {
         depth(&base, env_u64("CTXSTORE_BENCH_DEPTH", 200_000));
@@ -127,6 +132,16 @@ fn print_machine(dir: &Path) {
 /// and waiting for the acknowledgement before the next. Tasks run on two compio runtimes
 /// (the machine's two cores), as network cores would.
 fn append_load(engine: &Engine, appenders: usize, duration: Duration) -> (f64, LatencyUs) {
+    append_load_with(engine, appenders, duration, |_| TurnOptions::default())
+}
+
+/// `append_load` with each append's options made by `options(index)`.
+fn append_load_with(
+    engine: &Engine,
+    appenders: usize,
+    duration: Duration,
+    options: fn(u64) -> TurnOptions,
+) -> (f64, LatencyUs) {
     let runtimes = appenders.min(2);
     let warmup = Duration::from_millis(500);
     let start = Instant::now() + Duration::from_millis(50);
@@ -171,7 +186,7 @@ fn append_load(engine: &Engine, appenders: usize, duration: Duration) -> (f64, L
                                             type_tag: 1,
                                             codec: 1,
                                             payload: AppendPayload::Bytes(Bytes::from(unique)),
-                                            options: Default::default(),
+                                            options: options((task as u64) << 32 | index as u64),
                                         })
                                         .await
                                         .unwrap();
@@ -417,6 +432,147 @@ where
     for thread in threads {
         thread.join().unwrap();
     }
+}
+
+/// A LangGraph-like checkpoint's options: its id as the key, three metadata labels.
+fn checkpoint_options(index: u64) -> TurnOptions {
+    TurnOptions {
+        key: Some(Bytes::from(format!("1ef4f797-8335-6428-8001-{index:012x}"))),
+        labels: vec![
+            ("run_id".into(), format!("run-{}", index % 10)),
+            ("source".into(), "loop".into()),
+            ("step".into(), (index % 1000).to_string()),
+        ],
+        ..TurnOptions::default()
+    }
+}
+
+/// Issue 14's figures: appends with a key and labels against plain ones (alternating, same
+/// run), a batch of 3 turns against 3 appends, and a turn-log listing with a label filter
+/// over a 10k-turn context.
+fn turns(base: &Path) {
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let engine = Engine::open(bench_config(dir.path())).unwrap();
+    // Alternating rounds after a warm-up (the first seconds of a store run slower: its files
+    // grow), medians of three.
+    append_load(&engine, 32, Duration::from_secs(3));
+    let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..3 {
+        for (which, (label, options)) in [
+            (
+                "plain",
+                (|_| TurnOptions::default()) as fn(u64) -> TurnOptions,
+            ),
+            ("key + 3 labels", checkpoint_options),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let (rate, latency) = append_load_with(&engine, 32, Duration::from_secs(4), options);
+            rates[which].push(rate);
+            println!(
+                "turns   round {round} append 10 KiB, 32 appenders, {label:<15} {rate:>7.0}/s, {latency}"
+            );
+        }
+    }
+    let median = |values: &mut Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let (plain, keyed) = (median(&mut rates[0]), median(&mut rates[1]));
+    println!(
+        "turns   median appends/s: plain {plain:.0}, key + 3 labels {keyed:.0} ({:+.1}%)",
+        (keyed / plain - 1.0) * 100.0
+    );
+
+    let runtime = compio::runtime::Runtime::new().unwrap();
+    let context = runtime
+        .block_on(engine.create_context())
+        .unwrap()
+        .context_id;
+    let request = |text: String| AppendRequest {
+        context_id: context,
+        expected_head: None,
+        type_tag: 1,
+        codec: 0,
+        payload: AppendPayload::Bytes(Bytes::from(text)),
+        options: TurnOptions::default(),
+    };
+    let mut single = latency_histogram();
+    let mut batched = latency_histogram();
+    for step in 0..1000 {
+        let sent = Instant::now();
+        for part in 0..3 {
+            runtime
+                .block_on(engine.append(request(format!("step {step} part {part} single"))))
+                .unwrap();
+        }
+        let _ = single.record(sent.elapsed().as_nanos() as u64);
+        let batch = (0..3)
+            .map(|part| request(format!("step {step} part {part} batch")))
+            .collect();
+        let sent = Instant::now();
+        runtime.block_on(engine.append_batch(batch)).unwrap();
+        let _ = batched.record(sent.elapsed().as_nanos() as u64);
+    }
+    println!("turns   3 turns as 3 appends:  {}", LatencyUs::of(&single));
+    println!("turns   3 turns as one batch:  {}", LatencyUs::of(&batched));
+
+    // A 10k-turn context whose turns carry checkpoint labels; list one run (10%) 100 a page.
+    let thread = runtime
+        .block_on(engine.create_context())
+        .unwrap()
+        .context_id;
+    let filler = engine.clone();
+    on_two_runtimes(32, move |task| {
+        let engine = filler.clone();
+        async move {
+            for index in (task as u64..10_000).step_by(32) {
+                let request = AppendRequest {
+                    context_id: thread,
+                    expected_head: None,
+                    type_tag: 1,
+                    codec: 0,
+                    payload: AppendPayload::Bytes(Bytes::from(format!("checkpoint {index}"))),
+                    options: checkpoint_options(index),
+                };
+                engine.append(request).await.unwrap();
+            }
+        }
+    });
+    for (label, labels) in [
+        ("all turns", vec![]),
+        (
+            "run_id=run-3 (10%)",
+            vec![("run_id".to_string(), "run-3".to_string())],
+        ),
+    ] {
+        let mut pages = latency_histogram();
+        let mut listed = 0;
+        for _ in 0..5 {
+            let mut query = LogQuery {
+                labels: labels.clone(),
+                cursor: None,
+                limit: 100,
+            };
+            loop {
+                let sent = Instant::now();
+                let page = engine.turn_log(&ContextRef::Id(thread), &query).unwrap();
+                let _ = pages.record(sent.elapsed().as_nanos() as u64);
+                listed += page.turns.len();
+                match page.next_cursor {
+                    Some(cursor) => query.cursor = Some(cursor),
+                    None => break,
+                }
+            }
+        }
+        println!(
+            "turns   turn log of 10k turns, {label:<20} {} turns listed (5 passes), per page of 100: {}",
+            listed,
+            LatencyUs::of(&pages)
+        );
+    }
+    engine.shutdown();
 }
 
 /// Issue 14's depth figure: one chain `turns` deep (small payloads, 64 appenders on the one
