@@ -554,6 +554,7 @@ fn turns(base: &Path) {
                 labels: labels.clone(),
                 cursor: None,
                 limit: 100,
+                payload_bytes_max: 0,
             };
             loop {
                 let sent = Instant::now();

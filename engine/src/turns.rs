@@ -32,8 +32,11 @@ pub struct LogQuery {
     pub labels: Vec<(String, String)>,
     /// Where the previous page ended.
     pub cursor: Option<LogCursor>,
-    /// At most `LOG_PAGE_MAX`.
+    /// 1..=`LOG_PAGE_MAX`.
     pub limit: u32,
+    /// When the caller will send the payloads too: the page ends before the payload bytes
+    /// of its turns pass this (it keeps at least one turn). 0: no budget.
+    pub payload_bytes_max: u64,
 }
 
 /// Where a turn-log page ended: the next turn to look at, in the `phase`-th owner of the
@@ -181,9 +184,9 @@ impl Engine {
         context: &ContextRef,
         query: &LogQuery,
     ) -> Result<TurnLogPage, EngineError> {
-        if query.limit > LOG_PAGE_MAX {
+        if query.limit == 0 || query.limit > LOG_PAGE_MAX {
             return Err(EngineError::Limit {
-                what: "turns per turn-log page",
+                what: "turns per turn-log page (1..=1000)",
                 limit: LOG_PAGE_MAX as usize,
             });
         }
@@ -201,6 +204,7 @@ impl Engine {
             next: phases.first().map_or(TurnId::NONE, |phase| phase.start),
         });
         let mut scanned = 0u32;
+        let mut payload_bytes = 0u64;
         for (index, phase) in phases.iter().enumerate().skip(start.phase as usize) {
             let mut next = if index == start.phase as usize {
                 start.next
@@ -216,7 +220,8 @@ impl Engine {
                     return Ok(page);
                 }
                 scanned += 1;
-                let turn = turns.turn(next)?;
+                let current = next;
+                let turn = turns.turn(current)?;
                 assert_eq!(
                     turn.context_id, phase.owner.owner,
                     "a context chain of another"
@@ -230,12 +235,23 @@ impl Engine {
                     .labels
                     .iter()
                     .all(|wanted| extras.labels.contains(wanted));
-                if matches {
-                    page.turns.push(TurnWithExtras {
-                        turn: turn.into(),
-                        extras,
-                    });
+                if !matches {
+                    continue;
                 }
+                payload_bytes += u64::from(turn.payload_len);
+                let over_budget =
+                    query.payload_bytes_max > 0 && payload_bytes > query.payload_bytes_max;
+                if over_budget && !page.turns.is_empty() {
+                    page.next_cursor = Some(LogCursor {
+                        phase: index as u32,
+                        next: current,
+                    });
+                    return Ok(page);
+                }
+                page.turns.push(TurnWithExtras {
+                    turn: turn.into(),
+                    extras,
+                });
             }
         }
         Ok(page)

@@ -53,6 +53,7 @@ fn log(engine: &Engine, context: ContextId, labels: &[(&str, &str)]) -> Vec<Turn
             .collect(),
         cursor: None,
         limit: 2,
+        payload_bytes_max: 0,
     };
     loop {
         let TurnLogPage { turns, next_cursor } =

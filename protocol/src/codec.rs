@@ -236,6 +236,88 @@ impl Cursor {
         }
     }
 
+    /// `u8 len, len bytes of UTF-8`.
+    fn tiny_string(&mut self, field: &'static str) -> Result<String, DecodeError> {
+        let len = usize::from(self.u8()?);
+        self.string(len, field)
+    }
+
+    fn extras(&mut self) -> Result<ExtrasWire, DecodeError> {
+        let key_len = usize::from(self.u8()?);
+        let key = self.bytes(key_len)?;
+        let label_count = usize::from(self.u8()?);
+        let mut labels = Vec::with_capacity(self.list_capacity(label_count, 3));
+        for _ in 0..label_count {
+            let label_key = self.tiny_string("label key")?;
+            let value = self.short_string("label value")?;
+            labels.push((label_key, value));
+        }
+        let link_count = usize::from(self.u8()?);
+        let mut links = Vec::with_capacity(self.list_capacity(link_count, 8));
+        for _ in 0..link_count {
+            links.push(self.u64()?);
+        }
+        Ok(ExtrasWire { key, labels, links })
+    }
+
+    fn turn_spec(&mut self) -> Result<TurnSpec, DecodeError> {
+        let parent_kind = self.u8()?;
+        let parent_turn_id = self.u64()?;
+        let parent = match (parent_kind, parent_turn_id) {
+            (0, 0) => ParentWire::Head,
+            (1, 0) => ParentWire::Root,
+            (2, turn_id) if turn_id != 0 => ParentWire::Turn(turn_id),
+            _ => return Err(self.invalid("parent", "unknown kind, or a turn id where none goes")),
+        };
+        let type_tag = self.u64()?;
+        let codec = self.u32()?;
+        let flags = self.u8()?;
+        if flags & !turn_spec_flags::KNOWN != 0 {
+            return Err(self.invalid("turn_flags", "unknown flag bits"));
+        }
+        let extras = self.extras()?;
+        let payload = if flags & turn_spec_flags::BY_HASH != 0 {
+            PayloadSpec::Hash(self.hash()?)
+        } else {
+            let len = self.u32()? as usize;
+            PayloadSpec::Bytes(self.bytes(len)?)
+        };
+        Ok(TurnSpec {
+            parent,
+            type_tag,
+            codec,
+            summary: flags & turn_spec_flags::SUMMARY != 0,
+            extras,
+            payload,
+        })
+    }
+
+    fn log_cursor(&mut self) -> Result<Option<LogCursorWire>, DecodeError> {
+        if !self.bool("cursor present")? {
+            return Ok(None);
+        }
+        Ok(Some(LogCursorWire {
+            phase: self.u32()?,
+            next: self.u64()?,
+        }))
+    }
+
+    fn entries_v2(&mut self) -> Result<Vec<TurnEntryV2>, DecodeError> {
+        let count = self.u32()?;
+        if count > LIST_ITEMS_LIMIT {
+            return Err(self.too_large("count", u64::from(count), u64::from(LIST_ITEMS_LIMIT)));
+        }
+        let mut entries = Vec::with_capacity(self.list_capacity(count as usize, 107));
+        for _ in 0..count {
+            entries.push(TurnEntryV2 {
+                turn: self.turn()?,
+                extras: self.extras()?,
+                payload: self.payload()?,
+            });
+        }
+        Ok(entries)
+    }
+
     fn context_info(&mut self) -> Result<ContextInfoWire, DecodeError> {
         Ok(ContextInfoWire {
             head: self.context_head()?,
@@ -559,6 +641,71 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
             after: cursor.short_bytes()?,
             limit: cursor.u32()?,
         },
+        MessageType::AppendTurns => {
+            let context = cursor.context_ref()?;
+            let flags = cursor.flags(append_flags::KNOWN, "append_flags")?;
+            let expected = cursor.u64()?;
+            let expected_head = (flags & append_flags::EXPECT_HEAD != 0).then_some(expected);
+            if expected_head.is_none() && expected != 0 {
+                return Err(cursor.invalid("expected_head", "set without EXPECT_HEAD"));
+            }
+            let count = usize::from(cursor.u16()?);
+            if count == 0 {
+                return Err(cursor.invalid("count", "no turns"));
+            }
+            let mut turns = Vec::with_capacity(cursor.list_capacity(count, 27));
+            for _ in 0..count {
+                turns.push(cursor.turn_spec()?);
+            }
+            Request::AppendTurns {
+                context,
+                expected_head,
+                turns,
+            }
+        }
+        MessageType::GetTurnByKey => {
+            let context = cursor.context_ref()?;
+            let key_len = usize::from(cursor.u8()?);
+            Request::GetTurnByKey {
+                context,
+                key: cursor.bytes(key_len)?,
+            }
+        }
+        MessageType::TurnLog => {
+            let context = cursor.context_ref()?;
+            let count = usize::from(cursor.u8()?);
+            let mut labels = Vec::with_capacity(cursor.list_capacity(count, 3));
+            for _ in 0..count {
+                let key = cursor.tiny_string("label key")?;
+                labels.push((key, cursor.short_string("label value")?));
+            }
+            Request::TurnLog {
+                context,
+                labels,
+                cursor: cursor.log_cursor()?,
+                limit: cursor.u32()?,
+                read_flags: cursor.flags(read_flags::KNOWN, "read_flags")?,
+            }
+        }
+        MessageType::ReadPage => {
+            let context = cursor.context_ref()?;
+            let kind = cursor.u8()?;
+            let before_turn_id = cursor.u64()?;
+            let from_depth = cursor.u32()?;
+            let kind = match (kind, before_turn_id, from_depth) {
+                (0, 0, 0) => PageKind::Last,
+                (1, before_turn_id, 0) => PageKind::Before { before_turn_id },
+                (2, 0, from_depth) => PageKind::Range { from_depth },
+                (3, 0, 0) => PageKind::Window,
+                _ => return Err(cursor.invalid("kind", "unknown, or a field it does not use set")),
+            };
+            Request::ReadPage {
+                context,
+                kind,
+                limit: cursor.u32()?,
+                read_flags: cursor.flags(read_flags::KNOWN, "read_flags")?,
+            }
+        }
     };
     cursor.finish()?;
     Ok(request)
@@ -766,6 +913,38 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
             }
             Response::KvList { items }
         }
+        MessageType::AppendTurns => {
+            let count = cursor.u32()?;
+            if count > LIST_ITEMS_LIMIT {
+                return Err(cursor.too_large(
+                    "count",
+                    u64::from(count),
+                    u64::from(LIST_ITEMS_LIMIT),
+                ));
+            }
+            let mut turns = Vec::with_capacity(cursor.list_capacity(count as usize, 90));
+            for _ in 0..count {
+                turns.push(AppendedWire {
+                    turn: cursor.turn()?,
+                    deduped: cursor.bool("deduped")?,
+                    existing: cursor.bool("existing")?,
+                });
+            }
+            Response::AppendedTurns { turns }
+        }
+        MessageType::GetTurnByKey => Response::TurnInfo {
+            turn: Box::new(cursor.turn()?),
+            extras: cursor.extras()?,
+        },
+        MessageType::TurnLog => Response::TurnLog {
+            next_cursor: cursor.log_cursor()?,
+            entries: cursor.entries_v2()?,
+        },
+        MessageType::ReadPage => Response::Page {
+            next_before: cursor.u64()?,
+            tip_depth: cursor.u32()?,
+            entries: cursor.entries_v2()?,
+        },
     };
     cursor.finish()?;
     Ok(response)
@@ -903,6 +1082,51 @@ impl ChunkWriter {
         }
     }
 
+    /// `u8 len, bytes` (`check_request` or the engine's limits bound the length).
+    fn tiny(&mut self, bytes: &[u8]) {
+        assert!(
+            bytes.len() <= usize::from(u8::MAX),
+            "u8 field of {} bytes",
+            bytes.len()
+        );
+        self.u8(bytes.len() as u8);
+        self.slice(bytes);
+    }
+
+    fn extras(&mut self, extras: &ExtrasWire) {
+        self.tiny(&extras.key);
+        assert!(extras.labels.len() <= usize::from(u8::MAX) && extras.links.len() <= 255);
+        self.u8(extras.labels.len() as u8);
+        for (key, value) in &extras.labels {
+            self.tiny(key.as_bytes());
+            self.short(value.as_bytes());
+        }
+        self.u8(extras.links.len() as u8);
+        for link in &extras.links {
+            self.u64(*link);
+        }
+    }
+
+    fn log_cursor(&mut self, cursor: &Option<LogCursorWire>) {
+        match cursor {
+            None => self.u8(0),
+            Some(cursor) => {
+                self.u8(1);
+                self.u32(cursor.phase);
+                self.u64(cursor.next);
+            }
+        }
+    }
+
+    fn entries_v2(&mut self, entries: &[TurnEntryV2]) {
+        self.u32(entries.len() as u32);
+        for entry in entries {
+            self.turn(&entry.turn);
+            self.extras(&entry.extras);
+            self.payload(&entry.payload);
+        }
+    }
+
     fn context_info(&mut self, info: &ContextInfoWire) {
         self.context_head(&info.head);
         self.u64(info.created_at_unix_ms);
@@ -973,6 +1197,7 @@ pub const APPEND_PAYLOAD_BYTES_LIMIT: u64 = FRAME_BYTES_LIMIT as u64 - 48;
 /// Semantic limits (names ≤ 256 B, ≤ 32 tags, …) are the server's to enforce and report.
 pub fn check_request(request: &Request) -> Result<(), EncodeError> {
     const SHORT: u64 = u16::MAX as u64;
+    const TINY: u64 = u8::MAX as u64;
     let within = |field, len: usize, min: u64, max: u64, unit| {
         let len = len as u64;
         if (min..=max).contains(&len) {
@@ -996,6 +1221,15 @@ pub fn check_request(request: &Request) -> Result<(), EncodeError> {
         tags.iter().try_for_each(|(key, value)| {
             within("tag key", key.len(), 0, SHORT, "bytes")?;
             within("tag value", value.len(), 0, SHORT, "bytes")
+        })
+    };
+    let extras = |extras: &ExtrasWire| {
+        within("key", extras.key.len(), 0, TINY, "bytes")?;
+        within("labels", extras.labels.len(), 0, TINY, "labels")?;
+        within("links", extras.links.len(), 0, TINY, "links")?;
+        extras.labels.iter().try_for_each(|(key, value)| {
+            within("label key", key.len(), 0, TINY, "bytes")?;
+            within("label value", value.len(), 0, SHORT, "bytes")
         })
     };
     let optional_name = |field, name: &Option<String>| match name {
@@ -1130,6 +1364,52 @@ pub fn check_request(request: &Request) -> Result<(), EncodeError> {
             within("prefix", prefix.len(), 0, SHORT, "bytes")?;
             within("after", after.len(), 0, SHORT, "bytes")
         }
+        Request::AppendTurns {
+            context: target,
+            turns,
+            ..
+        } => {
+            context(target)?;
+            within("turns", turns.len(), 1, SHORT, "turns")?;
+            turns.iter().try_for_each(|spec| {
+                if spec.parent == ParentWire::Turn(0) {
+                    within("parent turn id", 0, 1, u64::MAX, "(0 is no turn)")?;
+                }
+                extras(&spec.extras)?;
+                match &spec.payload {
+                    PayloadSpec::Bytes(bytes) => within(
+                        "payload",
+                        bytes.len(),
+                        0,
+                        APPEND_PAYLOAD_BYTES_LIMIT,
+                        "bytes",
+                    ),
+                    PayloadSpec::Hash(_) => Ok(()),
+                }
+            })
+        }
+        Request::GetTurnByKey {
+            context: target,
+            key,
+        } => {
+            context(target)?;
+            within("key", key.len(), 0, TINY, "bytes")
+        }
+        Request::TurnLog {
+            context: target,
+            labels,
+            ..
+        } => {
+            context(target)?;
+            within("labels", labels.len(), 0, TINY, "labels")?;
+            labels.iter().try_for_each(|(key, value)| {
+                within("label key", key.len(), 0, TINY, "bytes")?;
+                within("label value", value.len(), 0, SHORT, "bytes")
+            })
+        }
+        Request::ReadPage {
+            context: target, ..
+        } => context(target),
         _ => Ok(()),
     }
 }
@@ -1351,6 +1631,88 @@ pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes
             w.short(after);
             w.u32(*limit);
         }
+        Request::AppendTurns {
+            context,
+            expected_head,
+            turns,
+        } => {
+            w.context_ref(context);
+            w.u32(if expected_head.is_some() {
+                append_flags::EXPECT_HEAD
+            } else {
+                0
+            });
+            w.u64(expected_head.unwrap_or(0));
+            w.u16(short_len(turns.len()));
+            for spec in turns {
+                let (kind, parent) = match spec.parent {
+                    ParentWire::Head => (0, 0),
+                    ParentWire::Root => (1, 0),
+                    ParentWire::Turn(turn_id) => (2, turn_id),
+                };
+                w.u8(kind);
+                w.u64(parent);
+                w.u64(spec.type_tag);
+                w.u32(spec.codec);
+                let mut flags = 0;
+                if spec.summary {
+                    flags |= turn_spec_flags::SUMMARY;
+                }
+                if matches!(spec.payload, PayloadSpec::Hash(_)) {
+                    flags |= turn_spec_flags::BY_HASH;
+                }
+                w.u8(flags);
+                w.extras(&spec.extras);
+                match &spec.payload {
+                    PayloadSpec::Hash(hash) => w.slice(&hash.0),
+                    PayloadSpec::Bytes(bytes) => {
+                        w.u32(bytes.len() as u32);
+                        w.data(bytes);
+                    }
+                }
+            }
+        }
+        Request::GetTurnByKey { context, key } => {
+            w.context_ref(context);
+            w.tiny(key);
+        }
+        Request::TurnLog {
+            context,
+            labels,
+            cursor,
+            limit,
+            read_flags,
+        } => {
+            w.context_ref(context);
+            assert!(labels.len() <= usize::from(u8::MAX));
+            w.u8(labels.len() as u8);
+            for (key, value) in labels {
+                w.tiny(key.as_bytes());
+                w.short(value.as_bytes());
+            }
+            w.log_cursor(cursor);
+            w.u32(*limit);
+            w.u32(*read_flags);
+        }
+        Request::ReadPage {
+            context,
+            kind,
+            limit,
+            read_flags,
+        } => {
+            w.context_ref(context);
+            let (code, before, from_depth) = match kind {
+                PageKind::Last => (0, 0, 0),
+                PageKind::Before { before_turn_id } => (1, *before_turn_id, 0),
+                PageKind::Range { from_depth } => (2, 0, *from_depth),
+                PageKind::Window => (3, 0, 0),
+            };
+            w.u8(code);
+            w.u64(before);
+            w.u32(from_depth);
+            w.u32(*limit);
+            w.u32(*read_flags);
+        }
     }
     Ok(w.finish(request.message_type().code(), request.frame_flags(), req_id))
 }
@@ -1485,6 +1847,34 @@ pub fn encode_response(req_id: u64, response: &Response) -> Vec<Bytes> {
                 w.slice(&item.value_hash.0);
                 w.u32(item.value_len);
             }
+        }
+        Response::AppendedTurns { turns } => {
+            w.u32(turns.len() as u32);
+            for appended in turns {
+                w.turn(&appended.turn);
+                w.u8(u8::from(appended.deduped));
+                w.u8(u8::from(appended.existing));
+            }
+        }
+        Response::TurnInfo { turn, extras } => {
+            w.turn(turn);
+            w.extras(extras);
+        }
+        Response::TurnLog {
+            next_cursor,
+            entries,
+        } => {
+            w.log_cursor(next_cursor);
+            w.entries_v2(entries);
+        }
+        Response::Page {
+            next_before,
+            tip_depth,
+            entries,
+        } => {
+            w.u64(*next_before);
+            w.u32(*tip_depth);
+            w.entries_v2(entries);
         }
     }
     w.finish(response.msg_type(), 0, req_id)

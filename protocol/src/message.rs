@@ -33,13 +33,18 @@ pub enum MessageType {
     KvGet = 0x0016,
     KvDelete = 0x0017,
     KvList = 0x0018,
+    // Version 2: turns for agent frameworks (decision 0009).
+    AppendTurns = 0x0019,
+    GetTurnByKey = 0x001A,
+    TurnLog = 0x001B,
+    ReadPage = 0x001C,
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 24] = [
+    pub const ALL: [MessageType; 28] = [
         MessageType::Hello,
         MessageType::Ping,
         MessageType::CtxCreate,
@@ -64,6 +69,10 @@ impl MessageType {
         MessageType::KvGet,
         MessageType::KvDelete,
         MessageType::KvList,
+        MessageType::AppendTurns,
+        MessageType::GetTurnByKey,
+        MessageType::TurnLog,
+        MessageType::ReadPage,
     ];
 
     pub fn code(self) -> u16 {
@@ -106,6 +115,10 @@ impl MessageType {
             MessageType::KvGet => "KV_GET",
             MessageType::KvDelete => "KV_DELETE",
             MessageType::KvList => "KV_LIST",
+            MessageType::AppendTurns => "APPEND_TURNS",
+            MessageType::GetTurnByKey => "GET_TURN_BY_KEY",
+            MessageType::TurnLog => "TURN_LOG",
+            MessageType::ReadPage => "READ_PAGE",
         }
     }
 
@@ -201,6 +214,92 @@ pub mod open_flags {
     /// A context ref follows: copy that context (head, tags, key-value entries).
     pub const CLONE: u8 = 1 << 1;
     pub const KNOWN: u8 = GET_OR_CREATE | CLONE;
+}
+
+/// A turn's key, labels and links on the wire (version 2): `u8 key_len, key, u8 label_count,
+/// label_count × (u8 key_len, key, u16 value_len, value), u8 link_count, link_count × u64`.
+/// Empty: three zero bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ExtrasWire {
+    pub key: Bytes,
+    pub labels: Vec<(String, String)>,
+    pub links: Vec<u64>,
+}
+
+/// Where a new turn hangs (APPEND_TURNS): `u8 kind` (0 the head, 1 a new root, 2 a turn),
+/// then `u64 turn_id` (0 unless kind 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ParentWire {
+    #[default]
+    Head,
+    Root,
+    Turn(u64),
+}
+
+/// A turn's payload in APPEND_TURNS: its bytes, or the hash of a stored blob.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PayloadSpec {
+    Bytes(Bytes),
+    Hash(Hash32),
+}
+
+/// One turn of APPEND_TURNS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnSpec {
+    pub parent: ParentWire,
+    pub type_tag: u64,
+    pub codec: u32,
+    /// Everything before this turn is summarised in its payload.
+    pub summary: bool,
+    pub extras: ExtrasWire,
+    pub payload: PayloadSpec,
+}
+
+/// Bits of `turn_flags` in a TURN_SPEC.
+pub mod turn_spec_flags {
+    pub const SUMMARY: u8 = 1 << 0;
+    /// The payload is the hash of a stored blob (32 bytes), not bytes.
+    pub const BY_HASH: u8 = 1 << 1;
+    pub const KNOWN: u8 = SUMMARY | BY_HASH;
+}
+
+/// One turn of APPEND_TURNS' answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendedWire {
+    pub turn: TurnWire,
+    pub deduped: bool,
+    /// The key was there already: `turn` is that earlier turn; nothing was written.
+    pub existing: bool,
+}
+
+/// A turn with its extras and payload, in version-2 pages (READ_PAGE, TURN_LOG).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnEntryV2 {
+    pub turn: TurnWire,
+    pub extras: ExtrasWire,
+    pub payload: PayloadWire,
+}
+
+/// Where a TURN_LOG page ended: `u8 present`, then `u32 phase, u64 next_turn_id`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogCursorWire {
+    pub phase: u32,
+    pub next: u64,
+}
+
+/// Which page READ_PAGE reads: `u8 kind` (0 LAST, 1 BEFORE, 2 RANGE, 3 WINDOW), then
+/// `u64 before_turn_id` (BEFORE; else 0), `u32 from_depth` (RANGE; else 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageKind {
+    Last,
+    Before {
+        before_turn_id: u64,
+    },
+    Range {
+        from_depth: u32,
+    },
+    /// From the latest summary turn of the chain to the head (decision 0009).
+    Window,
 }
 
 /// Bits of `tag_flags` in CTX_TAG.
@@ -479,6 +578,32 @@ pub enum Request {
         after: Bytes,
         limit: u32,
     },
+    /// One or more turns to one context, in order, all or none, in one group commit; each
+    /// turn's parent is the one before it unless it says otherwise.
+    AppendTurns {
+        context: ContextRef,
+        expected_head: Option<u64>,
+        turns: Vec<TurnSpec>,
+    },
+    GetTurnByKey {
+        context: ContextRef,
+        key: Bytes,
+    },
+    /// The context's turns, newest first across branches and what it inherited.
+    TurnLog {
+        context: ContextRef,
+        labels: Vec<(String, String)>,
+        cursor: Option<LogCursorWire>,
+        limit: u32,
+        read_flags: u32,
+    },
+    /// A page of the context's chain with each turn's extras.
+    ReadPage {
+        context: ContextRef,
+        kind: PageKind,
+        limit: u32,
+        read_flags: u32,
+    },
 }
 
 impl Request {
@@ -508,6 +633,10 @@ impl Request {
             Request::KvGet { .. } => MessageType::KvGet,
             Request::KvDelete { .. } => MessageType::KvDelete,
             Request::KvList { .. } => MessageType::KvList,
+            Request::AppendTurns { .. } => MessageType::AppendTurns,
+            Request::GetTurnByKey { .. } => MessageType::GetTurnByKey,
+            Request::TurnLog { .. } => MessageType::TurnLog,
+            Request::ReadPage { .. } => MessageType::ReadPage,
         }
     }
 
@@ -608,6 +737,26 @@ pub enum Response {
     KvList {
         items: Vec<KvItemWire>,
     },
+    /// Answer to APPEND_TURNS, one per turn, in order.
+    AppendedTurns {
+        turns: Vec<AppendedWire>,
+    },
+    /// Answer to GET_TURN_BY_KEY (boxed: it would double every response's size).
+    TurnInfo {
+        turn: Box<TurnWire>,
+        extras: ExtrasWire,
+    },
+    /// Answer to TURN_LOG, newest first.
+    TurnLog {
+        next_cursor: Option<LogCursorWire>,
+        entries: Vec<TurnEntryV2>,
+    },
+    /// Answer to READ_PAGE, oldest first (TURNS' fields, entries with extras).
+    Page {
+        next_before: u64,
+        tip_depth: u32,
+        entries: Vec<TurnEntryV2>,
+    },
     Error {
         code: crate::error::ErrorCode,
         detail: u64,
@@ -630,6 +779,10 @@ impl Response {
             Response::ContextList { .. } => MessageType::CtxList.response_code(),
             Response::KvValue { .. } => MessageType::KvGet.response_code(),
             Response::KvList { .. } => MessageType::KvList.response_code(),
+            Response::AppendedTurns { .. } => MessageType::AppendTurns.response_code(),
+            Response::TurnInfo { .. } => MessageType::GetTurnByKey.response_code(),
+            Response::TurnLog { .. } => MessageType::TurnLog.response_code(),
+            Response::Page { .. } => MessageType::ReadPage.response_code(),
             Response::Turn(_) => MessageType::GetTurn.response_code(),
             Response::Blob(_) => MessageType::GetBlob.response_code(),
             Response::HasBlobs { .. } => MessageType::HasBlobs.response_code(),

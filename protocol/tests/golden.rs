@@ -554,6 +554,125 @@ fn vectors_v2() -> Vec<Vector> {
             "KV_LIST response: w:1 (value hash a0a1…bf, 2 bytes)",
         ),
         (
+            "append_turns",
+            14,
+            Q(Request::AppendTurns {
+                context: named("t-1"),
+                expected_head: Some(42),
+                turns: vec![
+                    TurnSpec {
+                        parent: ParentWire::Head,
+                        type_tag: 1,
+                        codec: 0,
+                        summary: false,
+                        extras: ExtrasWire {
+                            key: Bytes::from_static(b"cp-1"),
+                            labels: vec![("step".into(), "1".into())],
+                            links: vec![],
+                        },
+                        payload: PayloadSpec::Bytes(Bytes::from_static(b"hi")),
+                    },
+                    TurnSpec {
+                        parent: ParentWire::Turn(41),
+                        type_tag: 2,
+                        codec: 0,
+                        summary: true,
+                        extras: ExtrasWire {
+                            key: Bytes::new(),
+                            labels: vec![],
+                            links: vec![7],
+                        },
+                        payload: PayloadSpec::Hash(hash(0xa0)),
+                    },
+                ],
+            }),
+            "APPEND_TURNS to \"t-1\" if its head is turn 42: \"hi\" keyed cp-1 with step=1 after the head, then a summary after turn 41 linking turn 7, payload by hash a0a1…bf",
+        ),
+        (
+            "appended_turns_response",
+            14,
+            R(Response::AppendedTurns {
+                turns: vec![AppendedWire {
+                    turn: turn(),
+                    deduped: false,
+                    existing: true,
+                }],
+            }),
+            "APPEND_TURNS response: turn 42, not deduplicated, its key existed already",
+        ),
+        (
+            "get_turn_by_key",
+            15,
+            Q(Request::GetTurnByKey {
+                context: ContextRef::Id(3),
+                key: Bytes::from_static(b"cp-1"),
+            }),
+            "GET_TURN_BY_KEY cp-1 in context 3",
+        ),
+        (
+            "turn_info_response",
+            15,
+            R(Response::TurnInfo {
+                turn: Box::new(turn()),
+                extras: ExtrasWire {
+                    key: Bytes::from_static(b"cp-1"),
+                    labels: vec![("step".into(), "1".into())],
+                    links: vec![],
+                },
+            }),
+            "GET_TURN_BY_KEY response: turn 42 with key cp-1 and step=1",
+        ),
+        (
+            "turn_log",
+            16,
+            Q(Request::TurnLog {
+                context: ContextRef::Id(3),
+                labels: vec![("run_id".into(), "r1".into())],
+                cursor: Some(LogCursorWire { phase: 0, next: 41 }),
+                limit: 100,
+                read_flags: read_flags::WITH_PAYLOADS,
+            }),
+            "TURN_LOG of context 3 with run_id=r1, from turn 41 of phase 0, 100 turns, raw payloads",
+        ),
+        (
+            "turn_log_response",
+            16,
+            R(Response::TurnLog {
+                next_cursor: None,
+                entries: vec![TurnEntryV2 {
+                    turn: turn(),
+                    extras: ExtrasWire::default(),
+                    payload: PayloadWire::raw(Bytes::from_static(b"hello")),
+                }],
+            }),
+            "TURN_LOG response: turn 42 (no extras) with its payload \"hello\"; the log is complete",
+        ),
+        (
+            "read_page_window",
+            17,
+            Q(Request::ReadPage {
+                context: named("t-1"),
+                kind: PageKind::Window,
+                limit: 64,
+                read_flags: read_flags::WITH_PAYLOADS | read_flags::ACCEPT_ZSTD,
+            }),
+            "READ_PAGE of \"t-1\": its window (latest summary to head), 64 turns, payloads, zstd accepted",
+        ),
+        (
+            "page_response",
+            17,
+            R(Response::Page {
+                next_before: 0,
+                tip_depth: 7,
+                entries: vec![TurnEntryV2 {
+                    turn: turn(),
+                    extras: ExtrasWire::default(),
+                    payload: PayloadWire::absent(),
+                }],
+            }),
+            "READ_PAGE response: turn 42 without payload; tip depth 7",
+        ),
+        (
             "error_already_exists",
             4,
             R(Response::Error {

@@ -34,6 +34,49 @@ fn optional_name() -> impl Strategy<Value = Option<String>> {
     proptest::option::of("[a-z0-9 é]{1,30}")
 }
 
+fn extras() -> impl Strategy<Value = ExtrasWire> {
+    (
+        bytes(20),
+        proptest::collection::vec(("[a-z_]{0,10}", name()), 0..4),
+        proptest::collection::vec(any::<u64>(), 0..4),
+    )
+        .prop_map(|(key, labels, links)| ExtrasWire { key, labels, links })
+}
+
+fn turn_spec() -> impl Strategy<Value = TurnSpec> {
+    (
+        prop_oneof![
+            Just(ParentWire::Head),
+            Just(ParentWire::Root),
+            (1..u64::MAX).prop_map(ParentWire::Turn),
+        ],
+        any::<u64>(),
+        any::<u32>(),
+        any::<bool>(),
+        extras(),
+        prop_oneof![
+            bytes(3000).prop_map(PayloadSpec::Bytes),
+            hash().prop_map(PayloadSpec::Hash),
+        ],
+    )
+        .prop_map(
+            |(parent, type_tag, codec, summary, extras, payload)| TurnSpec {
+                parent,
+                type_tag,
+                codec,
+                summary,
+                extras,
+                payload,
+            },
+        )
+}
+
+fn log_cursor() -> impl Strategy<Value = Option<LogCursorWire>> {
+    proptest::option::of(
+        (any::<u32>(), any::<u64>()).prop_map(|(phase, next)| LogCursorWire { phase, next }),
+    )
+}
+
 fn read_flags() -> impl Strategy<Value = u32> {
     0..=read_flags::KNOWN
 }
@@ -211,7 +254,64 @@ fn request() -> impl Strategy<Value = Request> {
                 limit,
             }
         ),
+        (
+            context(),
+            any::<Option<u64>>(),
+            proptest::collection::vec(turn_spec(), 1..4)
+        )
+            .prop_map(|(context, expected_head, turns)| Request::AppendTurns {
+                context,
+                expected_head,
+                turns,
+            }),
+        (context(), bytes(64)).prop_map(|(context, key)| Request::GetTurnByKey { context, key }),
+        (
+            context(),
+            proptest::collection::vec(("[a-z]{0,8}", name()), 0..3),
+            log_cursor(),
+            any::<u32>(),
+            read_flags()
+        )
+            .prop_map(|(context, labels, cursor, limit, read_flags)| {
+                Request::TurnLog {
+                    context,
+                    labels,
+                    cursor,
+                    limit,
+                    read_flags,
+                }
+            }),
+        (
+            context(),
+            prop_oneof![
+                Just(PageKind::Last),
+                any::<u64>().prop_map(|before_turn_id| PageKind::Before { before_turn_id }),
+                any::<u32>().prop_map(|from_depth| PageKind::Range { from_depth }),
+                Just(PageKind::Window),
+            ],
+            any::<u32>(),
+            read_flags()
+        )
+            .prop_map(|(context, kind, limit, read_flags)| Request::ReadPage {
+                context,
+                kind,
+                limit,
+                read_flags,
+            }),
     ]
+}
+
+fn entries_v2() -> impl Strategy<Value = Vec<TurnEntryV2>> {
+    proptest::collection::vec((turn(), extras(), payload()), 0..4).prop_map(|entries| {
+        entries
+            .into_iter()
+            .map(|(turn, extras, payload)| TurnEntryV2 {
+                turn,
+                extras,
+                payload,
+            })
+            .collect()
+    })
 }
 
 fn context_info() -> impl Strategy<Value = ContextInfoWire> {
@@ -389,6 +489,33 @@ fn response() -> impl Strategy<Value = Response> {
         (hash(), payload()).prop_map(|(value_hash, payload)| Response::KvValue {
             value_hash,
             payload
+        }),
+        proptest::collection::vec((turn(), any::<bool>(), any::<bool>()), 0..4).prop_map(|turns| {
+            Response::AppendedTurns {
+                turns: turns
+                    .into_iter()
+                    .map(|(turn, deduped, existing)| AppendedWire {
+                        turn,
+                        deduped,
+                        existing,
+                    })
+                    .collect(),
+            }
+        }),
+        (turn(), extras()).prop_map(|(turn, extras)| Response::TurnInfo {
+            turn: Box::new(turn),
+            extras
+        }),
+        (log_cursor(), entries_v2()).prop_map(|(next_cursor, entries)| Response::TurnLog {
+            next_cursor,
+            entries
+        }),
+        (any::<u64>(), any::<u32>(), entries_v2()).prop_map(|(next_before, tip_depth, entries)| {
+            Response::Page {
+                next_before,
+                tip_depth,
+                entries,
+            }
         }),
         proptest::collection::vec((bytes(40), hash(), any::<u32>()), 0..5).prop_map(|items| {
             Response::KvList {

@@ -10,15 +10,18 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use ctxstore_engine::contexts::{KvItem, ListCursor, ListQuery};
+use ctxstore_engine::format::turn_extras::TurnExtras;
+use ctxstore_engine::turns::{LogCursor, LogQuery};
 use ctxstore_engine::{
     AppendPayload, AppendRequest, BlobHash, Compression, ContextHead, ContextId, ContextRef,
-    ContextView, Engine, EngineError, ErrorKind, NewContext, Page, PageOptions, PageQuery, Payload,
-    PayloadMode, Turn, TurnId,
+    ContextView, Engine, EngineError, ErrorKind, NewContext, Page, PageOptions, PageQuery, Parent,
+    Payload, PayloadMode, Turn, TurnId, TurnOptions,
 };
 use ctxstore_protocol::{
-    ContextHeadWire, ContextInfoWire, ContextRef as ContextRefWire, ErrorCode, Hash32, KvItemWire,
-    ListCursorWire, MessageType, PayloadEncoding, PayloadWire, Request, Response, StatsWire,
-    TurnEntry, TurnWire, read_flags,
+    AppendedWire, ContextHeadWire, ContextInfoWire, ContextRef as ContextRefWire, ErrorCode,
+    ExtrasWire, Hash32, KvItemWire, ListCursorWire, LogCursorWire, MessageType, PageKind,
+    ParentWire, PayloadEncoding, PayloadSpec, PayloadWire, Request, Response, StatsWire, TurnEntry,
+    TurnEntryV2, TurnSpec, TurnWire, read_flags,
 };
 
 use crate::config::ServerLimits;
@@ -247,7 +250,207 @@ impl Dispatcher {
                     items: items.into_iter().map(kv_item_wire).collect(),
                 })
             }
+            Request::AppendTurns {
+                context,
+                expected_head,
+                turns,
+            } => self.append_turns(context, expected_head, turns).await,
+            Request::GetTurnByKey { context, key } => {
+                let found = self.engine.turn_by_key(&context_ref(context), &key);
+                match found.map_err(engine_error)? {
+                    Some(turn) => Ok(Response::TurnInfo {
+                        turn: Box::new(turn_wire(&turn.turn)),
+                        extras: extras_wire(turn.extras),
+                    }),
+                    None => Err(error(
+                        ErrorCode::NotFound,
+                        format!("no turn has the key {:?}", String::from_utf8_lossy(&key)),
+                    )),
+                }
+            }
+            Request::TurnLog {
+                context,
+                labels,
+                cursor,
+                limit,
+                read_flags,
+            } => self.turn_log(context_ref(context), labels, cursor, limit, read_flags),
+            Request::ReadPage {
+                context,
+                kind,
+                limit,
+                read_flags,
+            } => self.read_page(context, kind, limit, read_flags),
         }
+    }
+
+    /// APPEND_TURNS: one turn through the append pipeline, several as one batch append (one
+    /// group commit, all or none).
+    async fn append_turns(
+        &self,
+        context: ContextRefWire,
+        expected_head: Option<u64>,
+        specs: Vec<TurnSpec>,
+    ) -> Result<Response, Response> {
+        let context_id = self.context_id(context)?;
+        let requests: Vec<AppendRequest> = specs
+            .into_iter()
+            .enumerate()
+            .map(|(index, spec)| AppendRequest {
+                context_id,
+                expected_head: expected_head.filter(|_| index == 0).map(TurnId),
+                type_tag: spec.type_tag,
+                codec: spec.codec,
+                payload: match spec.payload {
+                    PayloadSpec::Bytes(bytes) => AppendPayload::Bytes(bytes),
+                    PayloadSpec::Hash(hash) => AppendPayload::StoredBlob(BlobHash(hash.0)),
+                },
+                options: TurnOptions {
+                    parent: match spec.parent {
+                        ParentWire::Head => Parent::Head,
+                        ParentWire::Root => Parent::Root,
+                        ParentWire::Turn(turn_id) => Parent::Turn(TurnId(turn_id)),
+                    },
+                    key: (!spec.extras.key.is_empty()).then_some(spec.extras.key),
+                    labels: spec.extras.labels,
+                    links: spec.extras.links.into_iter().map(TurnId).collect(),
+                    summary: spec.summary,
+                },
+            })
+            .collect();
+        let appended = if requests.len() == 1 {
+            let request = requests
+                .into_iter()
+                .next()
+                .map(|request| self.engine.append(request));
+            match request {
+                Some(append) => vec![append.await.map_err(engine_error)?],
+                None => Vec::new(),
+            }
+        } else {
+            let batch = self.engine.append_batch(requests).await;
+            batch.map_err(engine_error)?
+        };
+        Ok(Response::AppendedTurns {
+            turns: appended
+                .iter()
+                .map(|appended| AppendedWire {
+                    turn: turn_wire(&appended.turn),
+                    deduped: appended.deduped,
+                    existing: appended.existing,
+                })
+                .collect(),
+        })
+    }
+
+    /// TURN_LOG: one engine page (cut to the payload budget when payloads go too), then the
+    /// payloads through the core's cache.
+    fn turn_log(
+        &self,
+        context: ContextRef,
+        labels: Vec<(String, String)>,
+        cursor: Option<LogCursorWire>,
+        limit: u32,
+        flags: u32,
+    ) -> Result<Response, Response> {
+        let mode = payload_mode(flags);
+        let query = LogQuery {
+            labels,
+            cursor: cursor.map(|cursor| LogCursor {
+                phase: cursor.phase,
+                next: TurnId(cursor.next),
+            }),
+            limit,
+            payload_bytes_max: match mode {
+                PayloadMode::None => 0,
+                _ => self.limits.response_bytes_max,
+            },
+        };
+        let page = self
+            .engine
+            .turn_log(&context, &query)
+            .map_err(engine_error)?;
+        let mut cache = self.payload_cache.borrow_mut();
+        let mut entries = Vec::with_capacity(page.turns.len());
+        for turn in page.turns {
+            let payload = match mode {
+                PayloadMode::None => PayloadWire::absent(),
+                mode => {
+                    let payload =
+                        self.engine
+                            .read_payload(turn.turn.payload_hash, mode, &mut *cache);
+                    payload_wire(payload.map_err(engine_error)?)
+                }
+            };
+            entries.push(TurnEntryV2 {
+                turn: turn_wire(&turn.turn),
+                extras: extras_wire(turn.extras),
+                payload,
+            });
+        }
+        Ok(Response::TurnLog {
+            next_cursor: page.next_cursor.map(|cursor| LogCursorWire {
+                phase: cursor.phase,
+                next: cursor.next.0,
+            }),
+            entries,
+        })
+    }
+
+    /// READ_PAGE: GET_LAST / GET_BEFORE / GET_RANGE_BY_DEPTH, or the window, with extras.
+    fn read_page(
+        &self,
+        context: ContextRefWire,
+        kind: PageKind,
+        limit: u32,
+        flags: u32,
+    ) -> Result<Response, Response> {
+        let context_id = self.context_id(context)?;
+        let options = PageOptions {
+            payloads: payload_mode(flags),
+            payload_bytes_max: self.limits.response_bytes_max,
+        };
+        let mut cache = self.payload_cache.borrow_mut();
+        let page = match kind {
+            PageKind::Window => {
+                let context = ContextRef::Id(context_id);
+                self.engine.window(&context, limit, options, &mut *cache)
+            }
+            PageKind::Last => {
+                let query = PageQuery::Last { context_id, limit };
+                self.engine.read_page(query, options, &mut *cache)
+            }
+            PageKind::Before { before_turn_id } => {
+                let query = PageQuery::Before {
+                    context_id,
+                    before: TurnId(before_turn_id),
+                    limit,
+                };
+                self.engine.read_page(query, options, &mut *cache)
+            }
+            PageKind::Range { from_depth } => {
+                let query = PageQuery::RangeByDepth {
+                    context_id,
+                    from_depth,
+                    limit,
+                };
+                self.engine.read_page(query, options, &mut *cache)
+            }
+        };
+        let page = page.map_err(engine_error)?;
+        Ok(Response::Page {
+            next_before: page.next_before.0,
+            tip_depth: page.tip_depth,
+            entries: page
+                .entries
+                .into_iter()
+                .map(|entry| TurnEntryV2 {
+                    turn: turn_wire(&entry.turn),
+                    extras: extras_wire(entry.extras),
+                    payload: entry.payload.map_or_else(PayloadWire::absent, payload_wire),
+                })
+                .collect(),
+        })
     }
 
     /// The ContextID a request names: an id as it is (the engine checks it where it is used,
@@ -500,6 +703,14 @@ fn context_info_bytes(view: &ContextView) -> u64 {
         .map(|(key, value)| 4 + key.len() + value.len())
         .sum();
     (FIXED_BYTES + name + tags) as u64
+}
+
+fn extras_wire(extras: TurnExtras) -> ExtrasWire {
+    ExtrasWire {
+        key: Bytes::from(extras.key),
+        labels: extras.labels,
+        links: extras.links.into_iter().map(|link| link.0).collect(),
+    }
 }
 
 fn kv_item_wire(item: KvItem) -> KvItemWire {
