@@ -21,6 +21,7 @@ from ._protocol import PROTOCOL_VERSION
 from .aio import AsyncClient
 from .client import Client
 from .errors import (
+    AlreadyExists,
     BadFrame,
     ClientClosed,
     Conflict,
@@ -93,6 +94,7 @@ __all__ = [
     "UnsupportedVersion",
     "ShuttingDown",
     "Corrupt",
+    "AlreadyExists",
     "ProtocolError",
     "IntegrityError",
     "ConnectError",

@@ -28,6 +28,13 @@ u32 = st.integers(0, p.U32_MAX)
 u64 = st.integers(0, p.U64_MAX)
 hashes = st.binary(min_size=32, max_size=32)
 names = st.text(max_size=40).filter(lambda s: len(s.encode()) <= p.NAME_BYTES_MAX)
+# Version 2: a context by id or by (non-empty) name; tags; key-value keys and values.
+context_names = st.text(min_size=1, max_size=20)
+context_refs = u64 | context_names
+tag_lists = st.lists(st.tuples(st.text(max_size=8), st.text(max_size=12)), max_size=4).map(tuple)
+kv_keys = st.binary(max_size=24)
+time_bounds = st.none() | st.integers(1, p.U64_MAX)
+list_cursors = st.none() | u64 | context_names
 
 turns = st.builds(
     p.TurnRecord,
@@ -59,6 +66,15 @@ def _with_type(cls: type[p.Response], types: tuple[int, ...]) -> st.SearchStrate
     return st.sampled_from(types)
 
 
+context_infos = st.builds(
+    p.ContextInfoRecord,
+    st.builds(p.ContextHeadRecord, u64, u64, u32),
+    u64,
+    u64,
+    st.none() | context_names,
+    tag_lists,
+)
+
 responses: st.SearchStrategy[p.Response] = st.one_of(
     st.builds(p.HelloResponse, u16, u32, u32, u32, u32, u32, names),
     st.builds(p.Pong, u64),
@@ -87,6 +103,17 @@ responses: st.SearchStrategy[p.Response] = st.one_of(
         u64,
         st.text(max_size=60).filter(lambda s: len(s.encode()) <= p.MESSAGE_BYTES_MAX),
     ),
+    st.builds(p.OpenedResponse, context_infos, st.booleans()),
+    st.builds(
+        p.ContextInfoResponse, context_infos, st.sampled_from(p.ContextInfoResponse.MSG_TYPES)
+    ),
+    st.builds(p.ContextListResponse, list_cursors, st.lists(context_infos, max_size=3).map(tuple)),
+    st.builds(p.DoneResponse, st.sampled_from(p.DoneResponse.MSG_TYPES)),
+    st.builds(p.KvValueResponse, hashes, payloads()),
+    st.builds(
+        p.KvListResponse,
+        st.lists(st.builds(p.KvItemRecord, kv_keys, hashes, u32), max_size=5).map(tuple),
+    ),
 )
 
 requests: st.SearchStrategy[p.Request] = st.one_of(
@@ -100,17 +127,52 @@ requests: st.SearchStrategy[p.Request] = st.one_of(
     st.builds(p.Ping, u64),
     st.builds(p.CtxCreate, u64),
     st.builds(p.CtxFork, u64),
-    st.builds(p.GetHead, u64),
-    st.builds(p.AppendTurn, u64, st.none() | u64, u64, u32, st.binary(max_size=5000)),
-    st.builds(p.AppendTurnByHash, u64, st.none() | u64, u64, u32, hashes),
+    st.builds(p.GetHead, context_refs),
+    st.builds(p.AppendTurn, context_refs, st.none() | u64, u64, u32, st.binary(max_size=5000)),
+    st.builds(p.AppendTurnByHash, context_refs, st.none() | u64, u64, u32, hashes),
     st.builds(p.GetTurn, u64),
-    st.builds(p.GetLast, u64, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
-    st.builds(p.GetBefore, u64, u64, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
-    st.builds(p.GetRangeByDepth, u64, u32, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
+    st.builds(p.GetLast, context_refs, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
+    st.builds(p.GetBefore, context_refs, u64, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
+    st.builds(p.GetRangeByDepth, context_refs, u32, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
     st.builds(p.GetChain, u64, u32, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
     st.builds(p.GetBlob, hashes, st.sampled_from([0, p.READ_ACCEPT_ZSTD])),
     st.builds(p.HasBlobs, st.lists(hashes, max_size=10).map(tuple)),
     st.just(p.Stats()),
+    st.builds(
+        p.CtxOpen,
+        u64,
+        st.booleans(),
+        st.none() | context_refs,
+        st.none() | context_names,
+        tag_lists,
+    ),
+    st.builds(p.CtxShow, context_refs),
+    st.builds(
+        p.CtxTag,
+        context_refs,
+        st.none() | u64,
+        tag_lists,
+        st.lists(st.text(max_size=8), max_size=3).map(tuple),
+    ),
+    st.builds(
+        p.CtxList,
+        tag_lists,
+        st.none() | context_names,
+        time_bounds,
+        time_bounds,
+        list_cursors,
+        u32,
+    ),
+    st.builds(p.CtxName, context_refs, st.text(max_size=20)),
+    st.builds(
+        p.KvPut,
+        context_refs,
+        st.booleans(),
+        st.lists(st.tuples(kv_keys, st.binary(max_size=5000)), max_size=4).map(tuple),
+    ),
+    st.builds(p.KvGet, context_refs, kv_keys, st.sampled_from([0, p.READ_ACCEPT_ZSTD])),
+    st.builds(p.KvDelete, context_refs, st.lists(kv_keys, max_size=4).map(tuple)),
+    st.builds(p.KvList, context_refs, kv_keys, kv_keys, u32),
 )
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -191,9 +253,9 @@ def test_response_decoder_random_bytes(msg_type: int, body: bytes) -> None:
 
 
 @FAST
-@given(st.sampled_from(REQUEST_TYPES) | u16, st.binary(max_size=400))
-def test_request_decoder_random_bytes(msg_type: int, body: bytes) -> None:
-    only_protocol_errors(p.decode_request, msg_type, body)
+@given(st.sampled_from(REQUEST_TYPES) | u16, st.binary(max_size=400), st.integers(0, 3) | u16)
+def test_request_decoder_random_bytes(msg_type: int, body: bytes, flags: int) -> None:
+    only_protocol_errors(p.decode_request, msg_type, body, flags)
 
 
 @FAST
@@ -211,7 +273,20 @@ def test_requests_round_trip(request: p.Request) -> None:
     frame = b"".join(p.encode_request(9, request))
     header = p.FrameHeader.decode(frame[:16])
     assert header.len == len(frame) - 16 and header.msg_type == request.msg_type
-    assert p.decode_request(header.msg_type, frame[16:]) == request
+    assert header.flags == request.frame_flags
+    assert (header.flags == p.CTX_BY_NAME) == (
+        request.required_version == 2 and request.TAKES_CONTEXT
+    )
+    assert p.decode_request(header.msg_type, frame[16:], header.flags) == request
+
+
+@FAST
+@given(requests, st.data())
+def test_request_decoder_mutated_valid_bodies(request: p.Request, data: st.DataObject) -> None:
+    body = request.encode_body()
+    broken = data.draw(mutated(body))
+    flags = data.draw(st.sampled_from([request.frame_flags, 0, p.CTX_BY_NAME]))
+    only_protocol_errors(p.decode_request, request.msg_type, broken, flags)
 
 
 @st.composite
@@ -253,7 +328,7 @@ def test_decoders_on_mutated_golden_frames(name: str, data: st.DataObject) -> No
     if header.msg_type & p.RESPONSE_BIT:
         only_protocol_errors(p.decode_response, header.msg_type, broken)
     else:
-        only_protocol_errors(p.decode_request, header.msg_type, broken)
+        only_protocol_errors(p.decode_request, header.msg_type, broken, header.flags)
 
 
 # --- payload verification ---------------------------------------------------------------------
