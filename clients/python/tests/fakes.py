@@ -83,11 +83,12 @@ def hello_then_bytes(make: Callable[[int], bytes]) -> Behaviour:
     return behaviour
 
 
-def hello_then_answer(make: Callable[[p.FrameHeader, bytes], bytes]) -> Behaviour:
-    """Answers HELLO, then every request with ``make(header, body)`` (empty: no answer)."""
+def hello_then_answer(make: Callable[[p.FrameHeader, bytes], bytes], version: int = 1) -> Behaviour:
+    """Answers HELLO (choosing ``version``), then every request with ``make(header, body)``
+    (empty: no answer)."""
 
     def behaviour(conn: socket.socket) -> None:
-        if not say_hello(conn):
+        if not say_hello(conn, version):
             return
         while (frame := read_frame(conn)) is not None:
             answer = make(*frame)

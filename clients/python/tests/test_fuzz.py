@@ -464,3 +464,68 @@ def test_replay_against_a_server_that_never_advances() -> None:
     with FakeServer(hello_then_answer(answer)) as fake, ctxstore.Client(fake.addr) as client:
         with pytest.raises(ProtocolError, match="returned depths"):
             client.replay(1, page_size=1)
+
+
+# --- version-2 answers that break their promises ----------------------------------------------
+
+
+def _info(context_id: int, name: str | None) -> p.ContextInfoRecord:
+    return p.ContextInfoRecord(p.ContextHeadRecord(context_id, 0, 0), 1, 1, name, ())
+
+
+def _answering(answer: p.Response) -> FakeServer:
+    """A version-2 fake that answers every request with ``answer`` (its type adjusted)."""
+
+    def make(header: p.FrameHeader, body: bytes) -> bytes:
+        frame = bytearray(p.encode_response(header.req_id, answer))
+        frame[4:6] = (header.msg_type | p.RESPONSE_BIT).to_bytes(2, "little")
+        return bytes(frame)
+
+    return FakeServer(hello_then_answer(make, version=2))
+
+
+def test_kv_value_that_does_not_match_its_hash_is_an_integrity_error() -> None:
+    value = p.KvValueResponse(
+        ctxstore.blob_hash(b"v1"), p.PayloadRecord(p.PayloadEncoding.RAW, 2, b"v2")
+    )
+    with _answering(value) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        with pytest.raises(ctxstore.IntegrityError):
+            client.kv_get(1, b"k")
+        with pytest.raises(ctxstore.IntegrityError):
+            client.kv_get("by-name", b"k")  # the same connection: only the call failed
+        assert client.connected
+
+
+def test_kv_list_out_of_order_is_a_protocol_error() -> None:
+    items = tuple(p.KvItemRecord(k, bytes(32), 1) for k in (b"p:2", b"p:1"))
+    with _answering(p.KvListResponse(items)) as fake, ctxstore.Client(fake.addr, timeout=5) as c:
+        with pytest.raises(ProtocolError, match="out of order"):
+            c.kv_list(1, b"p:")
+    outside = (p.KvItemRecord(b"q", bytes(32), 1),)
+    with _answering(p.KvListResponse(outside)) as fake, ctxstore.Client(fake.addr, timeout=5) as c:
+        with pytest.raises(ProtocolError, match="outside the prefix"):
+            list(c.iter_kv(1, b"p:"))
+
+
+def test_a_listing_cursor_that_does_not_advance_ends_in_a_protocol_error() -> None:
+    stuck = p.ContextListResponse(5, (_info(5, None),))
+    with _answering(stuck) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        started = time.monotonic()
+        with pytest.raises(ProtocolError, match="same cursor"):
+            list(client.iter_contexts())
+        assert time.monotonic() - started < 4
+    too_many = p.ContextListResponse(None, tuple(_info(i, None) for i in range(1, 4)))
+    with _answering(too_many) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        with pytest.raises(ProtocolError, match="limit 2"):
+            client.list_contexts(limit=2)
+
+
+def test_a_context_answered_under_another_name_is_a_protocol_error() -> None:
+    with _answering(p.OpenedResponse(_info(3, "other"), True)) as fake:
+        with ctxstore.Client(fake.addr, timeout=5) as client:
+            with pytest.raises(ProtocolError, match="named 'other'"):
+                client.open_context("mine")
+    with _answering(p.ContextInfoResponse(_info(3, None))) as fake:
+        with ctxstore.Client(fake.addr, timeout=5) as client:
+            with pytest.raises(ProtocolError, match="do not reflect"):
+                client.tag_context(3, {"status": "done"})
