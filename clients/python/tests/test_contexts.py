@@ -335,6 +335,46 @@ def test_listing_every_context_includes_version_1_contexts(client: ctxstore.Clie
     assert everything == sorted(everything)
 
 
+def test_pages_cut_short_by_the_response_budget_are_followed(tmp_root: Path) -> None:
+    budget = 64 * 1024
+    process = new_server(
+        tmp_root,
+        extra_args=["--blob-bytes-max", str(budget), "--response-bytes-max", str(budget)],
+    )
+    try:
+        with ctxstore.Client(process.addr) as client:
+            big_tags = {f"key-{i:02d}": f"{i:02d}" * 512 for i in range(31)}  # ~32 KiB each
+            ids = [
+                client.open_context(f"big-{i}", {"big": "yes", **big_tags}).info.context_id
+                for i in range(7)
+            ]
+            page = client.list_contexts({"big": "yes"}, limit=7)
+            assert 0 < len(page) < 7 and page.next_cursor == page[-1].context_id
+            assert follow_pages(client, 7, tags={"big": "yes"}) == ids
+            listed = list(client.iter_contexts(name_prefix="big-", page_size=1000))
+            assert [info.context_id for info in listed] == ids
+            assert all(info.tags == {"big": "yes", **big_tags} for info in listed)
+    finally:
+        process.stop()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason='server: CTX_LIST with limit 0 answers an empty page with next_cursor none ("nothing '
+    'more matches") although contexts match; it should refuse 0 or answer a cursor',
+)
+def test_a_listing_of_limit_0_does_not_claim_that_nothing_matches(
+    client: ctxstore.Client,
+) -> None:
+    client.open_context(unique())
+    try:
+        answer = client.request(p.CtxList((), None, None, None, None, 0))
+    except (ctxstore.InvalidArgument, ctxstore.TooLarge):
+        return
+    assert isinstance(answer, p.ContextListResponse)
+    assert answer.next_cursor is not None
+
+
 def test_listing_limits(client: ctxstore.Client) -> None:
     assert len(client.list_contexts(limit=1000)) <= 1000
     with pytest.raises(ctxstore.TooLarge):
