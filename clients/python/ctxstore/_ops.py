@@ -39,6 +39,7 @@ from .types import (
     ContextPage,
     HashLike,
     KeyLike,
+    KeyT,
     KvItem,
     KvPage,
     Opened,
@@ -809,7 +810,7 @@ def contexts_paging(
 
 def kv_put(
     context: ContextLike,
-    entries: Mapping[KeyLike, bytes | bytearray | memoryview],
+    entries: Mapping[KeyT, bytes | bytearray | memoryview],
     if_absent: bool,
 ) -> Plan[None]:
     """KV_PUT of every entry in one request (one durable record); nothing for no entries."""

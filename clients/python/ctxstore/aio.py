@@ -33,6 +33,7 @@ from .types import (
     ContextPage,
     HashLike,
     KeyLike,
+    KeyT,
     KvItem,
     KvPage,
     Opened,
@@ -720,7 +721,7 @@ class AsyncClient:
     async def kv_put(
         self,
         context: ContextLike,
-        entries: Mapping[KeyLike, bytes | bytearray | memoryview],
+        entries: Mapping[KeyT, bytes | bytearray | memoryview],
         if_absent: bool = False,
         *,
         timeout: float | None = None,

@@ -32,6 +32,7 @@ from .types import (
     ContextPage,
     HashLike,
     KeyLike,
+    KeyT,
     KvItem,
     KvPage,
     Opened,
@@ -796,7 +797,7 @@ class Client:
     def kv_put(
         self,
         context: ContextLike,
-        entries: Mapping[KeyLike, bytes | bytearray | memoryview],
+        entries: Mapping[KeyT, bytes | bytearray | memoryview],
         if_absent: bool = False,
         *,
         timeout: float | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import blake3
 
@@ -44,6 +44,10 @@ version 2)."""
 
 KeyLike = bytes | bytearray | memoryview | str
 """A key-value key: any bytes (1-256), or a ``str`` sent as its UTF-8."""
+
+KeyT = TypeVar("KeyT", bound=KeyLike)
+"""The key type of a mapping of entries (``Mapping`` is invariant in its keys: a
+``dict[bytes, bytes]`` is accepted through this, as is a ``dict[str, bytes]``)."""
 
 
 def blob_hash(data: bytes | bytearray | memoryview) -> bytes:
