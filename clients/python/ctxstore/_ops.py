@@ -15,15 +15,17 @@ every call of more than one request. No I/O here.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import Any, ClassVar, Generic, NoReturn, TypeVar
 
 import blake3
 import zstandard
 
 from . import _protocol as p
 from .errors import (
+    ClientClosed,
     IntegrityError,
     NotFound,
     NotSupported,
@@ -138,6 +140,50 @@ def check_timeout(timeout: float | None, default: float) -> float:
     if not value > 0 or value != value or value == float("inf"):
         raise ValueError(f"a timeout must be a positive finite number of seconds, not {timeout!r}")
     return value
+
+
+class ClientCore:
+    """The settings both clients take and check the same way, and what follows from them
+    alone (no I/O): the base of :class:`ctxstore.Client` and :class:`ctxstore.AsyncClient`."""
+
+    PROTOCOL_VERSIONS: ClassVar[tuple[int, int]] = p.SUPPORTED_VERSIONS
+    """The protocol versions offered in HELLO."""
+
+    def __init__(
+        self,
+        addr: str | tuple[str, int],
+        *,
+        token: str | bytes | None,
+        timeout: float,
+        connect_timeout: float,
+        client_name: str,
+        accept_zstd: bool,
+        max_in_flight: int,
+        max_response_bytes: int,
+    ) -> None:
+        self._host, self._port = parse_addr(addr)
+        self._token = token_bytes(token)
+        self._timeout = check_timeout(timeout, DEFAULT_TIMEOUT)
+        self._connect_timeout = check_timeout(connect_timeout, DEFAULT_CONNECT_TIMEOUT)
+        if len(client_name.encode("utf-8")) > p.NAME_BYTES_MAX:
+            raise ValueError(f"client_name is at most {p.NAME_BYTES_MAX} bytes of UTF-8")
+        self._client_name = client_name
+        self._accept_zstd = accept_zstd
+        self._max_in_flight = max(1, max_in_flight)
+        self._max_response_bytes = min(max_response_bytes, p.FRAME_BYTES_LIMIT)
+        self._closed = False
+
+    @property
+    def addr(self) -> str:
+        """The server's address as ``HOST:PORT``."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"{host}:{self._port}"
+
+    def _deadline(self, timeout: float | None) -> float:
+        """The deadline of a call starting now (ClientClosed once the client was closed)."""
+        if self._closed:
+            raise ClientClosed("the client was closed")
+        return time.monotonic() + check_timeout(timeout, self._timeout)
 
 
 def hello_request(versions: tuple[int, int], token: bytes, client_name: str) -> p.Hello:

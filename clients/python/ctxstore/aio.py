@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from . import _ops as ops
 from . import _protocol as p
@@ -296,7 +296,7 @@ class _AsyncConnection:
             await self._writer.drain()
 
 
-class AsyncClient:
+class AsyncClient(ops.ClientCore):
     """An asyncio ctxstore client over one persistent TCP connection.
 
     Concurrent coroutines share the connection; their requests are pipelined (up to the
@@ -314,9 +314,6 @@ class AsyncClient:
     coroutines; the ``iter_*`` methods return async iterators.
     """
 
-    PROTOCOL_VERSIONS: ClassVar[tuple[int, int]] = p.SUPPORTED_VERSIONS
-    """The protocol versions offered in HELLO."""
-
     def __init__(
         self,
         addr: str | tuple[str, int] = ops.DEFAULT_ADDR,
@@ -329,20 +326,19 @@ class AsyncClient:
         max_in_flight: int = 1024,
         max_response_bytes: int = p.FRAME_BYTES_LIMIT,
     ) -> None:
-        self._host, self._port = ops.parse_addr(addr)
-        self._token = ops.token_bytes(token)
-        self._timeout = ops.check_timeout(timeout, ops.DEFAULT_TIMEOUT)
-        self._connect_timeout = ops.check_timeout(connect_timeout, ops.DEFAULT_CONNECT_TIMEOUT)
-        if len(client_name.encode("utf-8")) > p.NAME_BYTES_MAX:
-            raise ValueError(f"client_name is at most {p.NAME_BYTES_MAX} bytes of UTF-8")
-        self._client_name = client_name
-        self._accept_zstd = accept_zstd
-        self._max_in_flight = max(1, max_in_flight)
-        self._max_response_bytes = min(max_response_bytes, p.FRAME_BYTES_LIMIT)
+        super().__init__(
+            addr,
+            token=token,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            client_name=client_name,
+            accept_zstd=accept_zstd,
+            max_in_flight=max_in_flight,
+            max_response_bytes=max_response_bytes,
+        )
         self._conn: _AsyncConnection | None = None
         self._conn_lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
-        self._closed = False
 
     @classmethod
     async def connect(
@@ -372,12 +368,6 @@ class AsyncClient:
         return client
 
     # -- lifecycle -------------------------------------------------------------------------
-
-    @property
-    def addr(self) -> str:
-        """The server's address as ``HOST:PORT``."""
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"{host}:{self._port}"
 
     @property
     def connected(self) -> bool:
@@ -443,11 +433,6 @@ class AsyncClient:
             return conn
         finally:
             lock.release()
-
-    def _deadline(self, timeout: float | None) -> float:
-        if self._closed:
-            raise ClientClosed("the client was closed")
-        return time.monotonic() + ops.check_timeout(timeout, self._timeout)
 
     async def _run(self, op: ops.Op[T], timeout: float | None) -> T:
         deadline = self._deadline(timeout)

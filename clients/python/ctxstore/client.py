@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, BinaryIO, ClassVar, TypeVar, cast
+from typing import Any, BinaryIO, TypeVar, cast
 
 from . import _ops as ops
 from . import _protocol as p
@@ -350,7 +350,7 @@ class _Connection:
             self._slots.release()
 
 
-class Client:
+class Client(ops.ClientCore):
     """A blocking ctxstore client over one persistent TCP connection.
 
     A context is named in every call by its ContextID (``int``) or by its unique name
@@ -379,9 +379,6 @@ class Client:
         lazy: connect at the first call instead of in the constructor.
     """
 
-    PROTOCOL_VERSIONS: ClassVar[tuple[int, int]] = p.SUPPORTED_VERSIONS
-    """The protocol versions offered in HELLO."""
-
     def __init__(
         self,
         addr: str | tuple[str, int] = ops.DEFAULT_ADDR,
@@ -395,29 +392,22 @@ class Client:
         max_response_bytes: int = p.FRAME_BYTES_LIMIT,
         lazy: bool = False,
     ) -> None:
-        self._host, self._port = ops.parse_addr(addr)
-        self._token = ops.token_bytes(token)
-        self._timeout = ops.check_timeout(timeout, ops.DEFAULT_TIMEOUT)
-        self._connect_timeout = ops.check_timeout(connect_timeout, ops.DEFAULT_CONNECT_TIMEOUT)
-        if len(client_name.encode("utf-8")) > p.NAME_BYTES_MAX:
-            raise ValueError(f"client_name is at most {p.NAME_BYTES_MAX} bytes of UTF-8")
-        self._client_name = client_name
-        self._accept_zstd = accept_zstd
-        self._max_in_flight = max(1, max_in_flight)
-        self._max_response_bytes = min(max_response_bytes, p.FRAME_BYTES_LIMIT)
+        super().__init__(
+            addr,
+            token=token,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            client_name=client_name,
+            accept_zstd=accept_zstd,
+            max_in_flight=max_in_flight,
+            max_response_bytes=max_response_bytes,
+        )
         self._conn: _Connection | None = None
         self._conn_lock = threading.Lock()
-        self._closed = False
         if not lazy:
             self._connection(time.monotonic() + self._connect_timeout)
 
     # -- lifecycle -------------------------------------------------------------------------
-
-    @property
-    def addr(self) -> str:
-        """The server's address as ``HOST:PORT``."""
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"{host}:{self._port}"
 
     @property
     def connected(self) -> bool:
@@ -480,11 +470,6 @@ class Client:
             return conn
         finally:
             self._conn_lock.release()
-
-    def _deadline(self, timeout: float | None) -> float:
-        if self._closed:
-            raise ClientClosed("the client was closed")
-        return time.monotonic() + ops.check_timeout(timeout, self._timeout)
 
     def _run(self, op: ops.Op[T], timeout: float | None) -> T:
         deadline = self._deadline(timeout)
