@@ -70,11 +70,12 @@ def hello_then_error(code: int, detail: int = 0) -> Behaviour:
     return behaviour
 
 
-def hello_then_bytes(make: Callable[[int], bytes]) -> Behaviour:
-    """Answers HELLO, then the first request with ``make(req_id)`` and closes."""
+def hello_then_bytes(make: Callable[[int], bytes], version: int = 1) -> Behaviour:
+    """Answers HELLO (choosing ``version``), then the first request with ``make(req_id)`` and
+    closes."""
 
     def behaviour(conn: socket.socket) -> None:
-        if not say_hello(conn):
+        if not say_hello(conn, version):
             return
         frame = read_frame(conn)
         if frame is not None:

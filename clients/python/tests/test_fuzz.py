@@ -411,6 +411,41 @@ def test_client_facing_garbage_raises_and_never_hangs(garbage: bytes, with_heade
         assert time.monotonic() - started < 4
 
 
+V2_CALLS = {
+    p.MessageType.CTX_OPEN: lambda c: c.open_context("n"),
+    p.MessageType.CTX_SHOW: lambda c: c.context_info("n"),
+    p.MessageType.CTX_TAG: lambda c: c.tag_context(1, {"a": "b"}),
+    p.MessageType.CTX_LIST: lambda c: c.list_contexts(),
+    p.MessageType.CTX_NAME: lambda c: c.name_context(1, "n"),
+    p.MessageType.KV_PUT: lambda c: c.kv_put(1, {b"k": b"v"}),
+    p.MessageType.KV_GET: lambda c: c.kv_get("n", b"k"),
+    p.MessageType.KV_DELETE: lambda c: c.kv_delete(1, b"k"),
+    p.MessageType.KV_LIST: lambda c: c.kv_list(1),
+}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(V2_CALLS)), st.binary(max_size=200))
+def test_v2_calls_facing_garbage_bodies_raise_and_never_hang(
+    msg_type: p.MessageType, garbage: bytes
+) -> None:
+    def make(req_id: int) -> bytes:
+        return p.FrameHeader(len(garbage), msg_type.response_type, 0, req_id).encode() + garbage
+
+    with FakeServer(hello_then_bytes(make, version=2)) as fake:
+        client = ctxstore.Client(fake.addr, timeout=5, connect_timeout=5)
+        started = time.monotonic()
+        try:
+            V2_CALLS[msg_type](client)
+        except (ProtocolError, ConnectionLost):
+            pass
+        except CtxstoreError as error:  # e.g. NotFound after a garbage-free empty body
+            assert not isinstance(error, ctxstore.Timeout)
+        finally:
+            client.close()
+        assert time.monotonic() - started < 4
+
+
 def test_garbage_response_types_raise_protocol_error() -> None:
     def make(req_id: int) -> bytes:
         return p.encode_response(req_id, p.Pong(1))  # PONG to a STATS request
