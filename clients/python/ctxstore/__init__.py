@@ -4,8 +4,12 @@
 - :class:`AsyncClient`: the same for asyncio.
 - :mod:`ctxstore.errors`: one exception per server ERROR code, plus the client's own
   (all derive from :class:`CtxstoreError`).
-- :mod:`ctxstore.types`: the returned values (:class:`Turn`, :class:`ContextHead`, ...).
-- :mod:`ctxstore._protocol`: the wire protocol (version 1), for tools and extensions.
+- :mod:`ctxstore.types`: the returned values (:class:`Turn`, :class:`ContextHead`,
+  :class:`ContextInfo`, ...).
+- :mod:`ctxstore._protocol`: the wire protocol (versions 1 and 2), for tools and extensions.
+
+A context is named in every call by its ContextID (``int``) or its unique name (``str``,
+protocol version 2).
 
 Example::
 
@@ -15,12 +19,17 @@ Example::
         ctx = client.create_context()
         turn = client.append(ctx.context_id, b'{"role": "user", "content": "hi"}')
         page = client.last(ctx.context_id, 64, payloads=True)
+
+        info, created = client.open_context("thread-1", {"status": "idle"}, get_or_create=True)
+        client.append("thread-1", b"...")
+        client.kv_put("thread-1", {b"pending": b"..."})
 """
 
 from ._protocol import PROTOCOL_VERSION
 from .aio import AsyncClient
 from .client import Client
 from .errors import (
+    AlreadyExists,
     BadFrame,
     ClientClosed,
     Conflict,
@@ -50,7 +59,14 @@ from .errors import (
 from .types import (
     Appended,
     ContextHead,
+    ContextInfo,
+    ContextLike,
+    ContextPage,
     HashLike,
+    KeyLike,
+    KvItem,
+    KvPage,
+    Opened,
     Page,
     ServerInfo,
     Stats,
@@ -69,7 +85,14 @@ __all__ = [
     "AsyncClient",
     "Appended",
     "ContextHead",
+    "ContextInfo",
+    "ContextLike",
+    "ContextPage",
     "HashLike",
+    "KeyLike",
+    "KvItem",
+    "KvPage",
+    "Opened",
     "Page",
     "ServerInfo",
     "Stats",
@@ -93,6 +116,7 @@ __all__ = [
     "UnsupportedVersion",
     "ShuttingDown",
     "Corrupt",
+    "AlreadyExists",
     "ProtocolError",
     "IntegrityError",
     "ConnectError",

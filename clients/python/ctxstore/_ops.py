@@ -1,20 +1,33 @@
 """What the blocking and the asyncio client share: building each request, checking and
-converting its response (payload verification included), and the HELLO exchange's rules.
-No I/O here."""
+converting its response (payload verification included), the HELLO exchange's rules, and
+every call of more than one request. No I/O here.
+
+- An :class:`Op` is one request and the function that turns its response into the result.
+- A :data:`Plan` is a generator for a call of several steps (``replay``, ``has_blobs``,
+  ``kv_get``): it yields an :class:`Op` (and gets its result back, or its exception thrown
+  in), a :class:`Many` (pipelined ops; gets the list of results) or :data:`SERVER_INFO`
+  (gets the connection's :class:`ServerInfo`), and returns the call's result. Each client
+  drives plans with one small loop (``_drive``), so the logic is written once.
+- A :class:`Paging` describes a listing that follows cursors; each client turns it into an
+  iterator (``_iterate``).
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, ClassVar, Generic, NoReturn, TypeVar
 
 import blake3
 import zstandard
 
 from . import _protocol as p
 from .errors import (
+    ClientClosed,
     IntegrityError,
+    NotFound,
     NotSupported,
     ProtocolError,
     TooLarge,
@@ -23,7 +36,15 @@ from .errors import (
 from .types import (
     Appended,
     ContextHead,
+    ContextInfo,
+    ContextLike,
+    ContextPage,
     HashLike,
+    KeyLike,
+    KeyT,
+    KvItem,
+    KvPage,
+    Opened,
     Page,
     ServerInfo,
     Stats,
@@ -32,6 +53,8 @@ from .types import (
 )
 
 T = TypeVar("T")
+P = TypeVar("P")
+I = TypeVar("I")  # noqa: E741 - the item type of a listing
 
 DEFAULT_ADDR = "127.0.0.1:7411"
 DEFAULT_TIMEOUT = 30.0
@@ -46,6 +69,35 @@ class Op(Generic[T]):
 
     request: p.Request
     finish: Callable[[p.Response], T]
+
+
+@dataclass(frozen=True, slots=True)
+class Many(Generic[T]):
+    """A plan step: send every op at once (pipelined), get the list of their results."""
+
+    ops: Sequence[Op[T]]
+
+
+class ServerInfoStep:
+    """A plan step: get the connection's :class:`ServerInfo` (connecting if needed)."""
+
+
+SERVER_INFO = ServerInfoStep()
+"""The one :class:`ServerInfoStep`."""
+
+Step = Op[Any] | Many[Any] | ServerInfoStep
+Plan = Generator[Step, Any, T]
+"""A call of several steps (see the module's doc)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Paging(Generic[P, I]):
+    """A listing that follows cursors: the first page's op, the op of the page after a given
+    page (None: that was the last), and a page's items."""
+
+    first: Op[P]
+    follow: Callable[[P], Op[P] | None]
+    items: Callable[[P], Iterable[I]]
 
 
 def parse_addr(addr: str | tuple[str, int]) -> tuple[str, int]:
@@ -90,6 +142,50 @@ def check_timeout(timeout: float | None, default: float) -> float:
     return value
 
 
+class ClientCore:
+    """The settings both clients take and check the same way, and what follows from them
+    alone (no I/O): the base of :class:`ctxstore.Client` and :class:`ctxstore.AsyncClient`."""
+
+    PROTOCOL_VERSIONS: ClassVar[tuple[int, int]] = p.SUPPORTED_VERSIONS
+    """The protocol versions offered in HELLO."""
+
+    def __init__(
+        self,
+        addr: str | tuple[str, int],
+        *,
+        token: str | bytes | None,
+        timeout: float,
+        connect_timeout: float,
+        client_name: str,
+        accept_zstd: bool,
+        max_in_flight: int,
+        max_response_bytes: int,
+    ) -> None:
+        self._host, self._port = parse_addr(addr)
+        self._token = token_bytes(token)
+        self._timeout = check_timeout(timeout, DEFAULT_TIMEOUT)
+        self._connect_timeout = check_timeout(connect_timeout, DEFAULT_CONNECT_TIMEOUT)
+        if len(client_name.encode("utf-8")) > p.NAME_BYTES_MAX:
+            raise ValueError(f"client_name is at most {p.NAME_BYTES_MAX} bytes of UTF-8")
+        self._client_name = client_name
+        self._accept_zstd = accept_zstd
+        self._max_in_flight = max(1, max_in_flight)
+        self._max_response_bytes = min(max_response_bytes, p.FRAME_BYTES_LIMIT)
+        self._closed = False
+
+    @property
+    def addr(self) -> str:
+        """The server's address as ``HOST:PORT``."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"{host}:{self._port}"
+
+    def _deadline(self, timeout: float | None) -> float:
+        """The deadline of a call starting now (ClientClosed once the client was closed)."""
+        if self._closed:
+            raise ClientClosed("the client was closed")
+        return time.monotonic() + check_timeout(timeout, self._timeout)
+
+
 def hello_request(versions: tuple[int, int], token: bytes, client_name: str) -> p.Hello:
     """The HELLO offering ``versions``."""
     return p.Hello(versions[0], versions[1], token, client_name)
@@ -122,9 +218,12 @@ def check_sendable(request: p.Request, chunks: list[bytes], info: ServerInfo) ->
     """Refuses, before sending, a request the negotiated version lacks or a frame the server
     would refuse by closing the connection."""
     if request.required_version > info.version:
+        what = request.NAME
+        if request.frame_flags & p.CTX_BY_NAME:
+            what = f"{request.NAME} of a context by name"
         raise NotSupported(
-            f"{request.NAME} needs protocol version {request.required_version}; "
-            f"this connection speaks version {info.version}"
+            f"{what} needs protocol version {request.required_version}; the server "
+            f"{info.server_name!r} negotiated version {info.version} (nothing was sent)"
         )
     body = sum(len(chunk) for chunk in chunks) - p.HEADER_BYTES
     if body > info.frame_bytes_max:
@@ -161,6 +260,43 @@ def _u32(value: int, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= p.U32_MAX:
         raise ValueError(f"{name} must be an integer in 0..2**32, not {value!r}")
     return value
+
+
+def _context(context: ContextLike, name: str = "context") -> ContextLike:
+    """A ContextID (u64) or a non-empty name, as given (the server checks a name's length:
+    over 256 bytes is TOO_LARGE)."""
+    if isinstance(context, str):
+        if not context:
+            raise ValueError(f"{name}: a context name must not be empty")
+        if len(context.encode("utf-8")) > p.U16_MAX:
+            raise ValueError(f"{name}: a context name is at most 65535 bytes on the wire")
+        return context
+    if isinstance(context, bool) or not isinstance(context, int):
+        raise TypeError(f"{name} is a ContextID (int) or a name (str), not {context!r}")
+    return _u64(context, name)
+
+
+def _key(key: KeyLike) -> bytes:
+    """A key-value key as bytes (a str as its UTF-8)."""
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    if not isinstance(key, (bytes, bytearray, memoryview)):
+        raise TypeError(f"a key is bytes or str, not {key!r}")
+    return bytes(key)
+
+
+def _strings(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {value!r}")
+    return value
+
+
+def _tag_pairs(tags: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    if tags is None:
+        return ()
+    return tuple(
+        (_strings(key, "a tag key"), _strings(value, "a tag value")) for key, value in tags.items()
+    )
 
 
 def _expect(response: p.Response, cls: type[T]) -> T:
@@ -310,13 +446,13 @@ def fork(turn_id: int) -> Op[ContextHead]:
     return Op(p.CtxFork(_u64(turn_id, "turn_id")), _head)
 
 
-def head(context_id: int) -> Op[ContextHead]:
-    """GET_HEAD."""
-    return Op(p.GetHead(_u64(context_id, "context_id")), _head)
+def head(context: ContextLike) -> Op[ContextHead]:
+    """GET_HEAD (by name: CTX_BY_NAME)."""
+    return Op(p.GetHead(_context(context)), _head)
 
 
 def append(
-    context_id: int,
+    context: ContextLike,
     payload: bytes | bytearray | memoryview,
     type_tag: int,
     codec: int,
@@ -327,7 +463,7 @@ def append(
     if expected_head is not None:
         _u64(expected_head, "expected_head")
     request = p.AppendTurn(
-        _u64(context_id, "context_id"),
+        _context(context),
         expected_head,
         _u64(type_tag, "type_tag"),
         _u32(codec, "codec"),
@@ -345,10 +481,9 @@ def append(
                 f"appended turn {record.turn_id} records payload {record.payload_hash.hex()} "
                 f"({record.payload_len} bytes), sent {digest.hex()} ({len(data)} bytes)"
             )
-        if record.context_id != context_id:
+        if isinstance(context, int) and record.context_id != context:
             raise ProtocolError(
-                f"appended turn {record.turn_id} is in context {record.context_id}, "
-                f"not {context_id}"
+                f"appended turn {record.turn_id} is in context {record.context_id}, not {context}"
             )
         return Appended(turn_of(record), appended.deduped)
 
@@ -356,7 +491,7 @@ def append(
 
 
 def append_by_hash(
-    context_id: int,
+    context: ContextLike,
     payload_hash: HashLike,
     type_tag: int,
     codec: int,
@@ -367,7 +502,7 @@ def append_by_hash(
     if expected_head is not None:
         _u64(expected_head, "expected_head")
     request = p.AppendTurnByHash(
-        _u64(context_id, "context_id"),
+        _context(context),
         expected_head,
         _u64(type_tag, "type_tag"),
         _u32(codec, "codec"),
@@ -395,10 +530,10 @@ def get_turn(turn_id: int) -> Op[Turn]:
     return Op(p.GetTurn(_u64(turn_id, "turn_id")), finish)
 
 
-def last(context_id: int, limit: int, payloads: bool, accept_zstd: bool) -> Op[Page]:
+def last(context: ContextLike, limit: int, payloads: bool, accept_zstd: bool) -> Op[Page]:
     """GET_LAST."""
     request = p.GetLast(
-        _u64(context_id, "context_id"),
+        _context(context),
         _u32(limit, "limit"),
         _read_flags(payloads, accept_zstd),
     )
@@ -406,11 +541,11 @@ def last(context_id: int, limit: int, payloads: bool, accept_zstd: bool) -> Op[P
 
 
 def before(
-    context_id: int, before_turn_id: int, limit: int, payloads: bool, accept_zstd: bool
+    context: ContextLike, before_turn_id: int, limit: int, payloads: bool, accept_zstd: bool
 ) -> Op[Page]:
     """GET_BEFORE."""
     request = p.GetBefore(
-        _u64(context_id, "context_id"),
+        _context(context),
         _u64(before_turn_id, "before_turn_id"),
         _u32(limit, "limit"),
         _read_flags(payloads, accept_zstd),
@@ -419,11 +554,11 @@ def before(
 
 
 def range_by_depth(
-    context_id: int, from_depth: int, limit: int, payloads: bool, accept_zstd: bool
+    context: ContextLike, from_depth: int, limit: int, payloads: bool, accept_zstd: bool
 ) -> Op[Page]:
     """GET_RANGE_BY_DEPTH."""
     request = p.GetRangeByDepth(
-        _u64(context_id, "context_id"),
+        _context(context),
         _u32(from_depth, "from_depth"),
         _u32(limit, "limit"),
         _read_flags(payloads, accept_zstd),
@@ -453,7 +588,7 @@ def get_blob(payload_hash: HashLike, accept_zstd: bool) -> Op[bytes]:
     return Op(p.GetBlob(digest, p.READ_ACCEPT_ZSTD if accept_zstd else 0), finish)
 
 
-def has_blobs(hashes: Sequence[bytes]) -> Op[list[bool]]:
+def has_blobs_op(hashes: Sequence[bytes]) -> Op[list[bool]]:
     """HAS_BLOBS of already parsed hashes; the answer must have one flag per hash."""
     request = p.HasBlobs(tuple(hashes))
 
@@ -496,11 +631,34 @@ def raw(request: p.Request) -> Op[p.Response]:
     return Op(request, lambda response: response)
 
 
-def chunk_hashes(hashes: Sequence[HashLike], per_request: int) -> list[list[bytes]]:
-    """Parses ``hashes`` and splits them into lists of at most ``per_request``."""
+def has_blobs(hashes: Sequence[HashLike]) -> Plan[list[bool]]:
+    """HAS_BLOBS, split at the server's ``has_blobs_max`` into pipelined requests."""
     parsed = [parse_hash(h) for h in hashes]
-    size = max(1, per_request)
-    return [parsed[i : i + size] for i in range(0, len(parsed), size)]
+    if not parsed:
+        return []
+    info: ServerInfo = yield SERVER_INFO
+    size = max(1, info.has_blobs_max)
+    groups = [parsed[i : i + size] for i in range(0, len(parsed), size)]
+    answers: list[list[bool]] = yield Many([has_blobs_op(group) for group in groups])
+    return [flag for answer in answers for flag in answer]
+
+
+def replay(
+    turn_id: int, payloads: bool, page_size: int | None, accept_zstd: bool
+) -> Plan[list[Turn]]:
+    """The whole chain root → ``turn_id`` in GET_CHAIN pages (default size: the server's
+    ``read_turns_max``)."""
+    size = page_size
+    if not size:
+        info: ServerInfo = yield SERVER_INFO
+        size = info.read_turns_max or 64
+    turns: list[Turn] = []
+    from_depth: int | None = 0
+    while from_depth is not None:
+        page: Page = yield chain(turn_id, from_depth, size, payloads, accept_zstd)
+        turns.extend(page.turns)
+        from_depth = replay_next(page, turn_id, from_depth)
+    return turns
 
 
 def replay_next(page: Page, turn_id: int, from_depth: int) -> int | None:
@@ -517,3 +675,281 @@ def replay_next(page: Page, turn_id: int, from_depth: int) -> int | None:
     if last_depth >= page.tip_depth:
         return None
     return last_depth + 1
+
+
+# ----------------------------------------------------------------------------------------------
+# Version 2: contexts by name, tags, listing, key-value
+
+
+def context_info_of(record: p.ContextInfoRecord) -> ContextInfo:
+    """A public :class:`ContextInfo` from its wire record."""
+    return ContextInfo(
+        context_id=record.head.context_id,
+        head_turn_id=record.head.head_turn_id,
+        head_depth=record.head.head_depth,
+        created_at_unix_ms=record.created_at_unix_ms,
+        updated_at_unix_ms=record.updated_at_unix_ms,
+        name=record.name,
+        tags=dict(record.tags),
+    )
+
+
+def _info(response: p.Response) -> ContextInfo:
+    return context_info_of(_expect(response, p.ContextInfoResponse).info)
+
+
+def _check_name(info: ContextInfo, name: str | None, what: str) -> ContextInfo:
+    """The context a request named ``name`` must carry it (a pair check of the server)."""
+    if name is not None and info.name != name:
+        raise ProtocolError(
+            f"{what} for the name {name!r} answered context {info.context_id} named {info.name!r}"
+        )
+    return info
+
+
+def open_context(
+    name: str | None,
+    tags: Mapping[str, str] | None,
+    base_turn_id: int,
+    get_or_create: bool,
+) -> Op[Opened]:
+    """CTX_OPEN without CLONE."""
+    if name is not None and not _strings(name, "name"):
+        _empty_name()
+    request = p.CtxOpen(
+        _u64(base_turn_id, "base_turn_id"), bool(get_or_create), None, name, _tag_pairs(tags)
+    )
+
+    def finish(response: p.Response) -> Opened:
+        opened = _expect(response, p.OpenedResponse)
+        info = _check_name(context_info_of(opened.info), name, "CTX_OPEN")
+        return Opened(info, opened.created)
+
+    return Op(request, finish)
+
+
+def _empty_name() -> NoReturn:
+    raise ValueError("a context name must not be empty (pass None for no name)")
+
+
+def clone_context(
+    source: ContextLike, name: str, tags: Mapping[str, str] | None
+) -> Op[ContextInfo]:
+    """CTX_OPEN with CLONE: a copy of ``source`` (head, tags, key-value entries) named
+    ``name``."""
+    if not _strings(name, "name"):
+        _empty_name()
+    request = p.CtxOpen(0, False, _context(source, "source"), name, _tag_pairs(tags))
+
+    def finish(response: p.Response) -> ContextInfo:
+        opened = _expect(response, p.OpenedResponse)
+        if not opened.created:
+            raise ProtocolError("CTX_OPEN (clone) without GET_OR_CREATE answered created = 0")
+        return _check_name(context_info_of(opened.info), name, "CTX_OPEN (clone)")
+
+    return Op(request, finish)
+
+
+def context_info(context: ContextLike) -> Op[ContextInfo]:
+    """CTX_SHOW."""
+    return Op(p.CtxShow(_context(context)), _info)
+
+
+def tag_context(
+    context: ContextLike,
+    set_tags: Mapping[str, str] | None,
+    remove: Iterable[str] | str,
+    expected_head: int | None,
+) -> Op[ContextInfo]:
+    """CTX_TAG; checks that the answer carries the tags set and lacks the ones removed."""
+    pairs = _tag_pairs(set_tags)
+    removed = (remove,) if isinstance(remove, str) else tuple(remove)
+    for key in removed:
+        _strings(key, "a removed tag key")
+    if expected_head is not None:
+        _u64(expected_head, "expected_head")
+    request = p.CtxTag(_context(context), expected_head, pairs, removed)
+
+    def finish(response: p.Response) -> ContextInfo:
+        info = _info(response)
+        set_keys = {key for key, _ in pairs}
+        wrong = [key for key, value in pairs if key not in removed and info.tags.get(key) != value]
+        wrong += [key for key in removed if key not in set_keys and key in info.tags]
+        if wrong:
+            raise ProtocolError(
+                f"CTX_TAG of context {info.context_id} answered tags {info.tags!r}, "
+                f"which do not reflect the change of {sorted(wrong)!r}"
+            )
+        return info
+
+    return Op(request, finish)
+
+
+def name_context(context: ContextLike, name: str) -> Op[ContextInfo]:
+    """CTX_NAME."""
+    request = p.CtxName(_context(context), _strings(name, "name"))
+    return Op(request, lambda response: _check_name(_info(response), name, "CTX_NAME"))
+
+
+def list_contexts(
+    tags: Mapping[str, str] | None,
+    name_prefix: str | None,
+    updated_after_unix_ms: int | None,
+    updated_before_unix_ms: int | None,
+    cursor: int | str | None,
+    limit: int,
+) -> Op[ContextPage]:
+    """CTX_LIST: one page."""
+    if name_prefix is not None and not _strings(name_prefix, "name_prefix"):
+        raise ValueError("name_prefix must not be empty (pass None for any name)")
+    bounds = []
+    for bound, what in (
+        (updated_after_unix_ms, "updated_after_unix_ms"),
+        (updated_before_unix_ms, "updated_before_unix_ms"),
+    ):
+        if bound is not None and not 0 < _u64(bound, what):
+            raise ValueError(f"{what} 0 would mean no bound: pass None")
+        bounds.append(bound)
+    if cursor is not None:
+        if isinstance(cursor, str):
+            if not cursor:
+                raise ValueError("a name cursor must not be empty")
+        else:
+            _u64(cursor, "cursor")
+    if not 0 < _u32(limit, "limit"):
+        raise ValueError("limit must be at least 1")
+    request = p.CtxList(_tag_pairs(tags), name_prefix, bounds[0], bounds[1], cursor, limit)
+
+    def finish(response: p.Response) -> ContextPage:
+        page = _expect(response, p.ContextListResponse)
+        if len(page.contexts) > limit:
+            raise ProtocolError(
+                f"CTX_LIST with limit {limit} answered {len(page.contexts)} contexts"
+            )
+        if page.next_cursor is not None and page.next_cursor == cursor:
+            raise ProtocolError(f"CTX_LIST after {cursor!r} answered the same cursor")
+        contexts = [context_info_of(info) for info in page.contexts]
+        return ContextPage(contexts, page.next_cursor)
+
+    return Op(request, finish)
+
+
+def contexts_paging(
+    tags: Mapping[str, str] | None,
+    name_prefix: str | None,
+    updated_after_unix_ms: int | None,
+    updated_before_unix_ms: int | None,
+    page_size: int,
+) -> Paging[ContextPage, ContextInfo]:
+    """Every matching context: CTX_LIST pages, following ``next_cursor``."""
+
+    def page_after(cursor: int | str | None) -> Op[ContextPage]:
+        return list_contexts(
+            tags, name_prefix, updated_after_unix_ms, updated_before_unix_ms, cursor, page_size
+        )
+
+    def follow(page: ContextPage) -> Op[ContextPage] | None:
+        return None if page.next_cursor is None else page_after(page.next_cursor)
+
+    return Paging(page_after(None), follow, lambda page: page.contexts)
+
+
+def kv_put(
+    context: ContextLike,
+    entries: Mapping[KeyT, bytes | bytearray | memoryview],
+    if_absent: bool,
+) -> Plan[None]:
+    """KV_PUT of every entry in one request (one durable record); nothing for no entries."""
+    target = _context(context)
+    pairs = []
+    for key, value in entries.items():
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise TypeError(f"a value is bytes, not {type(value).__name__}")
+        if len(value) > p.U32_MAX:
+            raise ValueError("a value is at most 4 GiB - 1 bytes")
+        pairs.append((_key(key), bytes(value)))
+    if not pairs:
+        return None
+    request = p.KvPut(target, bool(if_absent), tuple(pairs))
+    yield Op(request, lambda response: _expect(response, p.DoneResponse))
+    return None
+
+
+def kv_get_op(context: ContextLike, key: KeyLike, accept_zstd: bool) -> Op[bytes]:
+    """KV_GET; the value is verified against the hash the server sends with it."""
+    raw_key = _key(key)
+    request = p.KvGet(_context(context), raw_key, p.READ_ACCEPT_ZSTD if accept_zstd else 0)
+
+    def finish(response: p.Response) -> bytes:
+        value = _expect(response, p.KvValueResponse)
+        what = f"value of key {raw_key!r}"
+        return payload_bytes(value.payload, value.value_hash, None, accept_zstd, what)
+
+    return Op(request, finish)
+
+
+def kv_get(context: ContextLike, key: KeyLike, accept_zstd: bool) -> Plan[bytes | None]:
+    """KV_GET; a missing key is None. The server answers NOT_FOUND both for a missing key and
+    for an unknown context: after NOT_FOUND, CTX_SHOW tells them apart (it raises NotFound for
+    an unknown context)."""
+    op = kv_get_op(context, key, accept_zstd)
+    try:
+        value: bytes = yield op
+        return value
+    except NotFound:
+        pass
+    yield context_info(context)
+    return None
+
+
+def kv_delete(context: ContextLike, keys: Iterable[KeyLike] | KeyLike) -> Plan[None]:
+    """KV_DELETE of every key in one request; nothing for no keys."""
+    target = _context(context)
+    if isinstance(keys, (bytes, bytearray, memoryview, str)):
+        keys = [keys]
+    raw_keys = tuple(_key(key) for key in keys)
+    if not raw_keys:
+        return None
+    request = p.KvDelete(target, raw_keys)
+    yield Op(request, lambda response: _expect(response, p.DoneResponse))
+    return None
+
+
+def kv_list(context: ContextLike, prefix: KeyLike, after: KeyLike, limit: int) -> Op[KvPage]:
+    """KV_LIST: one page; checks key order, prefix and cursor (a pair check of the server)."""
+    raw_prefix = _key(prefix)
+    raw_after = _key(after)
+    if not 0 < _u32(limit, "limit"):
+        raise ValueError("limit must be at least 1")
+    request = p.KvList(_context(context), raw_prefix, raw_after, limit)
+
+    def finish(response: p.Response) -> KvPage:
+        records = _expect(response, p.KvListResponse).items
+        if len(records) > limit:
+            raise ProtocolError(f"KV_LIST with limit {limit} answered {len(records)} items")
+        previous = raw_after
+        for record in records:
+            if not record.key.startswith(raw_prefix) or (previous and record.key <= previous):
+                raise ProtocolError(
+                    f"KV_LIST (prefix {raw_prefix!r}, after {raw_after!r}) answered key "
+                    f"{record.key!r} out of order or outside the prefix"
+                )
+            previous = record.key
+        items = [KvItem(r.key, r.value_hash, r.value_len) for r in records]
+        next_after = items[-1].key if len(items) == limit else None
+        return KvPage(items, next_after)
+
+    return Op(request, finish)
+
+
+def kv_paging(
+    context: ContextLike, prefix: KeyLike, after: KeyLike, page_size: int
+) -> Paging[KvPage, KvItem]:
+    """Every entry under ``prefix``: KV_LIST pages, each after the previous page's last key."""
+
+    def follow(page: KvPage) -> Op[KvPage] | None:
+        if page.next_after is None:
+            return None
+        return kv_list(context, prefix, page.next_after, page_size)
+
+    return Paging(kv_list(context, prefix, after, page_size), follow, lambda page: page.items)

@@ -1,4 +1,5 @@
-"""The ctxstore wire protocol, version 1, byte for byte as in docs/protocol.md.
+"""The ctxstore wire protocol, versions 1 and 2, byte for byte as in docs/protocol.md (the
+reference is the Rust crate ``protocol/``: ``codec.rs``).
 
 No I/O: frames and message bodies to and from bytes. Both directions are implemented (the
 client encodes requests and decodes responses; tests also decode requests and encode
@@ -7,7 +8,15 @@ responses, e.g. for the golden vectors and for test servers).
 Decoding is strict: every field must be present, a body must end exactly where its message
 ends, reserved fields and unknown flag bits must be zero, enums must hold a known value,
 strings must be UTF-8, lengths must be within their limits. Any violation raises
-:class:`~ctxstore.errors.ProtocolError`; no other exception escapes a decoder.
+:class:`~ctxstore.errors.ProtocolError`; no other exception escapes a decoder. Encoders raise
+``ValueError`` for what the layout cannot carry (a field over its length prefix, an empty name
+where an empty one means "none"); semantic limits (a name of at most 256 bytes, 32 tags, ...)
+are the server's to enforce, answered TOO_LARGE.
+
+A context is named in a request by a :data:`ContextRef`: an ``int`` is a ContextID, a ``str``
+its name (version 2). On the six version-1 messages that lead with a ``context_id``, a name is
+sent with the frame flag :data:`CTX_BY_NAME`; the version-2 messages carry an inline context
+ref (``u16 name_len``, then ``u64 context_id`` when it is 0, else the name).
 
 Extending the protocol (a later version): define a request dataclass deriving from
 :class:`Request` with ``MSG_TYPE``, ``NAME``, ``MIN_VERSION``, ``body_chunks`` and
@@ -19,10 +28,12 @@ connection that negotiated an older version, and decodes its answer.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
+from collections.abc import Sequence, Sized
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from .errors import ProtocolError
 
@@ -46,6 +57,17 @@ __all__ = [
     "READ_FLAGS_KNOWN",
     "APPEND_EXPECT_HEAD",
     "APPEND_FLAGS_KNOWN",
+    "CTX_BY_NAME",
+    "FRAME_FLAGS_KNOWN",
+    "OPEN_GET_OR_CREATE",
+    "OPEN_CLONE",
+    "OPEN_FLAGS_KNOWN",
+    "TAG_EXPECT_HEAD",
+    "TAG_FLAGS_KNOWN",
+    "CONTEXT_INFO_BYTES_MIN",
+    "KV_ITEM_BYTES_MIN",
+    "ContextRef",
+    "ListCursor",
     "MessageType",
     "PayloadEncoding",
     "FrameHeader",
@@ -58,6 +80,8 @@ __all__ = [
     "ContextHeadRecord",
     "PayloadRecord",
     "TurnEntry",
+    "ContextInfoRecord",
+    "KvItemRecord",
     "Hello",
     "Ping",
     "CtxCreate",
@@ -73,6 +97,15 @@ __all__ = [
     "GetBlob",
     "HasBlobs",
     "Stats",
+    "CtxOpen",
+    "CtxShow",
+    "CtxTag",
+    "CtxList",
+    "CtxName",
+    "KvPut",
+    "KvGet",
+    "KvDelete",
+    "KvList",
     "RawRequest",
     "HelloResponse",
     "Pong",
@@ -83,6 +116,12 @@ __all__ = [
     "BlobResponse",
     "HasBlobsResponse",
     "StatsResponse",
+    "OpenedResponse",
+    "ContextInfoResponse",
+    "ContextListResponse",
+    "DoneResponse",
+    "KvValueResponse",
+    "KvListResponse",
     "ErrorResponse",
     "RawResponse",
     "REQUEST_TYPES",
@@ -96,9 +135,9 @@ __all__ = [
     "decode_response",
 ]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 """The newest protocol version this module speaks."""
-SUPPORTED_VERSIONS: tuple[int, int] = (1, 1)
+SUPPORTED_VERSIONS: tuple[int, int] = (1, 2)
 """The range of versions offered in HELLO (min, max)."""
 
 HEADER_BYTES = 16
@@ -125,13 +164,38 @@ APPEND_EXPECT_HEAD = 1 << 0
 """append_flags bit 0: append only if the context's head is ``expected_head``."""
 APPEND_FLAGS_KNOWN = APPEND_EXPECT_HEAD
 
+CTX_BY_NAME = 1 << 0
+"""Frame flag bit 0 (version 2): the request's leading ``context_id u64`` is replaced by
+``u16 name_len (>= 1), name``. Only on the messages whose ``TAKES_CONTEXT`` is true."""
+FRAME_FLAGS_KNOWN = CTX_BY_NAME
+OPEN_GET_OR_CREATE = 1 << 0
+"""CTX_OPEN open_flags bit 0: a taken name answers its context instead of ALREADY_EXISTS."""
+OPEN_CLONE = 1 << 1
+"""CTX_OPEN open_flags bit 1: a context ref follows; the new context copies that one."""
+OPEN_FLAGS_KNOWN = OPEN_GET_OR_CREATE | OPEN_CLONE
+TAG_EXPECT_HEAD = 1 << 0
+"""CTX_TAG tag_flags bit 0: change the tags only if the head is ``expected_head``."""
+TAG_FLAGS_KNOWN = TAG_EXPECT_HEAD
+CONTEXT_INFO_BYTES_MIN = 44
+"""The smallest CONTEXT_INFO: head (24), two times (16), no name (2), no tags (2)."""
+KV_ITEM_BYTES_MIN = 38
+"""The smallest KV_LIST item: key_len (2), no key, hash (32), value_len (4)."""
+
+ContextRef = int | str
+"""A context in a request: its ContextID (``int``) or its name (``str``, version 2)."""
+ListCursor = int | str
+"""Where a CTX_LIST page ended: a ContextID, or a name (when the listing has a name prefix)."""
+
 U16_MAX = 0xFFFF
+_COPY_BYTES_MAX = 4096
+"""Payloads and values at least this large are separate chunks of a request (not copied)."""
 U32_MAX = 0xFFFF_FFFF
 U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
 
 
 class MessageType(IntEnum):
-    """Request types of version 1. A response has ``request | 0x8000``; ERROR is 0xFFFF."""
+    """Request types of versions 1 and 2. A response has ``request | 0x8000``; ERROR is
+    0xFFFF."""
 
     HELLO = 0x0001
     PING = 0x0002
@@ -148,6 +212,16 @@ class MessageType(IntEnum):
     GET_BLOB = 0x000D
     HAS_BLOBS = 0x000E
     STATS = 0x000F
+    # Version 2: contexts as agent threads.
+    CTX_OPEN = 0x0010
+    CTX_SHOW = 0x0011
+    CTX_TAG = 0x0012
+    CTX_LIST = 0x0013
+    CTX_NAME = 0x0014
+    KV_PUT = 0x0015
+    KV_GET = 0x0016
+    KV_DELETE = 0x0017
+    KV_LIST = 0x0018
 
     @property
     def response_type(self) -> int:
@@ -174,7 +248,8 @@ _HEADER = struct.Struct("<IHHQ")
 
 @dataclass(frozen=True, slots=True)
 class FrameHeader:
-    """The 16-byte frame header: body length, message type, flags (0 in v1), request id."""
+    """The 16-byte frame header: body length, message type, flags (version 2 defines bit 0,
+    :data:`CTX_BY_NAME`, on requests), request id."""
 
     len: int
     msg_type: int
@@ -196,25 +271,28 @@ class FrameHeader:
         length, msg_type, flags, req_id = _HEADER.unpack(data)
         return FrameHeader(length, msg_type, flags, req_id)
 
-    def check(self, frame_bytes_max: int) -> None:
-        """Raises :class:`ProtocolError` for a frame this side must refuse (framing is lost)."""
+    def check(self, frame_bytes_max: int, flags_known: int = 0) -> None:
+        """Raises :class:`ProtocolError` for a frame this side must refuse (framing is lost):
+        over ``frame_bytes_max``, or with flag bits outside ``flags_known`` (0: responses
+        carry no flags; a server reading requests passes :data:`FRAME_FLAGS_KNOWN`)."""
         if self.len > min(frame_bytes_max, FRAME_BYTES_LIMIT):
             raise ProtocolError(
                 f"frame of {self.len} bytes exceeds the limit of "
                 f"{min(frame_bytes_max, FRAME_BYTES_LIMIT)} bytes"
             )
-        if self.flags != 0:
-            raise ProtocolError(f"frame flags {self.flags:#06x} are not 0")
+        if self.flags & ~flags_known:
+            raise ProtocolError(f"frame flags {self.flags:#06x} have bits this side refuses")
 
 
 class FrameReader:
     """Cuts frames out of a byte stream: :meth:`feed` bytes, then take :meth:`next_frame` until
-    it returns ``None``. A frame over ``frame_bytes_max`` or with flags raises
-    :class:`ProtocolError` as soon as its header is complete."""
+    it returns ``None``. A frame over ``frame_bytes_max`` or with flags outside
+    ``flags_known`` raises :class:`ProtocolError` as soon as its header is complete."""
 
-    def __init__(self, frame_bytes_max: int = FRAME_BYTES_LIMIT) -> None:
+    def __init__(self, frame_bytes_max: int = FRAME_BYTES_LIMIT, flags_known: int = 0) -> None:
         self._buffer = bytearray()
         self._frame_bytes_max = min(frame_bytes_max, FRAME_BYTES_LIMIT)
+        self._flags_known = flags_known
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Appends received bytes."""
@@ -230,7 +308,7 @@ class FrameReader:
         if len(self._buffer) < HEADER_BYTES:
             return None
         header = FrameHeader.decode(bytes(self._buffer[:HEADER_BYTES]))
-        header.check(self._frame_bytes_max)
+        header.check(self._frame_bytes_max, self._flags_known)
         total = HEADER_BYTES + header.len
         if len(self._buffer) < total:
             return None
@@ -262,14 +340,16 @@ assert _PAYLOAD_HEADER.size == PAYLOAD_HEADER_BYTES
 
 class Reader:
     """A bounds-checked reader over one message body. Every method raises
-    :class:`ProtocolError` (naming the message and field) instead of reading past the end."""
+    :class:`ProtocolError` (naming the message and field) instead of reading past the end.
+    ``by_name``: the frame had the flag :data:`CTX_BY_NAME` (see :meth:`leading_context`)."""
 
-    __slots__ = ("_body", "_position", "_message")
+    __slots__ = ("_body", "_position", "_message", "by_name")
 
-    def __init__(self, body: bytes, message: str) -> None:
+    def __init__(self, body: bytes, message: str, by_name: bool = False) -> None:
         self._body = body
         self._position = 0
         self._message = message
+        self.by_name = by_name
 
     @property
     def remaining(self) -> int:
@@ -357,6 +437,77 @@ class Reader:
             )
         return value
 
+    def count(self, count: int, item_bytes_min: int, field: str) -> int:
+        """``count`` items of at least ``item_bytes_min`` bytes each, if the rest of the body
+        can hold them (a huge count in a short body fails at once, not item by item)."""
+        if count * item_bytes_min > self.remaining:
+            raise ProtocolError(
+                f"{self._message}: body too short for {count} {field} "
+                f"(at least {item_bytes_min} bytes each)"
+            )
+        return count
+
+    def short_bytes(self, field: str) -> bytes:
+        """``u16 len``, then ``len`` bytes."""
+        return self.take(self.u16(f"{field} length"), field)
+
+    def short_string(self, field: str) -> str:
+        """``u16 len``, then ``len`` bytes of UTF-8."""
+        return self.string(self.u16(f"{field} length"), field)
+
+    def optional_name(self, field: str) -> str | None:
+        """A short string where length 0 means none."""
+        name = self.short_string(field)
+        return name if name else None
+
+    def context_ref(self) -> ContextRef:
+        """A version-2 inline context ref: ``u16 name_len``, then ``u64 context_id`` when it
+        is 0, else the name."""
+        length = self.u16("context name length")
+        if length == 0:
+            return self.u64("context_id")
+        return self.string(length, "context name")
+
+    def leading_context(self) -> ContextRef:
+        """The leading context of a version-1 layout: ``u64 context_id``, or with the frame
+        flag CTX_BY_NAME ``u16 name_len (>= 1), name``."""
+        if not self.by_name:
+            return self.u64("context_id")
+        length = self.u16("context name length")
+        if length == 0:
+            raise self.error("name_len", "CTX_BY_NAME needs a name of 1 or more bytes")
+        return self.string(length, "context name")
+
+    def tags(self, field: str = "tags") -> tuple[tuple[str, str], ...]:
+        """TAGS: ``u16 count``, then count x (key, value) as short strings."""
+        count = self.count(self.u16(f"{field} count"), 4, field)
+        return tuple(
+            (self.short_string(f"{field} key"), self.short_string(f"{field} value"))
+            for _ in range(count)
+        )
+
+    def list_cursor(self) -> ListCursor | None:
+        """LIST_CURSOR: ``u8 kind`` (0 none, 1 ContextID u64, 2 name of 1 or more bytes)."""
+        kind = self.u8("cursor_kind")
+        if kind == 0:
+            return None
+        if kind == 1:
+            return self.u64("cursor context_id")
+        if kind == 2:
+            name = self.optional_name("cursor name")
+            if name is None:
+                raise self.error("cursor name", "empty")
+            return name
+        raise self.error("cursor_kind", f"unknown value {kind}")
+
+    def context_info(self) -> ContextInfoRecord:
+        """CONTEXT_INFO: CONTEXT_HEAD, created and updated times, name (0: none), TAGS."""
+        head = self.context_head()
+        created = self.u64("created_at_unix_ms")
+        updated = self.u64("updated_at_unix_ms")
+        name = self.optional_name("name")
+        return ContextInfoRecord(head, created, updated, name, self.tags())
+
     def turn(self) -> TurnRecord:
         """A TURN (88 bytes); its flags must be 0 in version 1."""
         start = self._need(TURN_BYTES, "turn")
@@ -429,6 +580,73 @@ def _hash(value: bytes) -> bytes:
     if len(value) != HASH_BYTES:
         raise ValueError(f"a hash is {HASH_BYTES} bytes, got {len(value)}")
     return bytes(value)
+
+
+def _short(data: bytes, field: str) -> bytes:
+    """``u16 len, data``."""
+    if len(data) > U16_MAX:
+        raise ValueError(f"{field} is {len(data)} bytes; the protocol carries at most {U16_MAX}")
+    return _u16(len(data)) + bytes(data)
+
+
+def _short_str(text: str, field: str) -> bytes:
+    return _short(text.encode("utf-8"), field)
+
+
+def _name(name: str, field: str) -> bytes:
+    """A short string that must not be empty (an empty one means "none" or "by id")."""
+    if not name:
+        raise ValueError(f"{field} must not be empty (an empty one means none)")
+    return _short_str(name, field)
+
+
+def _optional_name(name: str | None, field: str) -> bytes:
+    return _u16(0) if name is None else _name(name, field)
+
+
+def _count(items: Sized, field: str) -> bytes:
+    """A ``u16`` count."""
+    if len(items) > U16_MAX:
+        raise ValueError(f"{field}: {len(items)} items; the protocol carries at most {U16_MAX}")
+    return _u16(len(items))
+
+
+def _check_context(context: ContextRef) -> None:
+    if isinstance(context, str):
+        if not context:
+            raise ValueError("a context name must not be empty")
+    elif not isinstance(context, int) or isinstance(context, bool):
+        raise ValueError(f"a context is a ContextID (int) or a name (str), not {context!r}")
+
+
+def _context_ref(context: ContextRef) -> bytes:
+    """A version-2 inline context ref."""
+    _check_context(context)
+    if isinstance(context, str):
+        return _short_str(context, "context name")
+    return _u16(0) + _u64(context)
+
+
+def _leading_context(context: ContextRef) -> bytes:
+    """The leading context of a version-1 layout (a name goes with CTX_BY_NAME)."""
+    _check_context(context)
+    if isinstance(context, str):
+        return _short_str(context, "context name")
+    return _u64(context)
+
+
+def _tags(tags: Sequence[tuple[str, str]], field: str = "tags") -> bytes:
+    return _count(tags, field) + b"".join(
+        _short_str(key, f"{field} key") + _short_str(value, f"{field} value") for key, value in tags
+    )
+
+
+def _list_cursor(cursor: ListCursor | None) -> bytes:
+    if cursor is None:
+        return _u8(0)
+    if isinstance(cursor, str):
+        return _u8(2) + _name(cursor, "cursor name")
+    return _u8(1) + _u64(cursor)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -504,6 +722,41 @@ class TurnEntry:
     payload: PayloadRecord
 
 
+@dataclass(frozen=True, slots=True)
+class ContextInfoRecord:
+    """CONTEXT_INFO on the wire (version 2): the head, times, name (None: none) and tags
+    (sorted by key, as the server sends them)."""
+
+    head: ContextHeadRecord
+    created_at_unix_ms: int
+    updated_at_unix_ms: int
+    name: str | None
+    tags: tuple[tuple[str, str], ...]
+
+    def encode(self) -> bytes:
+        """The record's bytes."""
+        return (
+            self.head.encode()
+            + _u64(self.created_at_unix_ms)
+            + _u64(self.updated_at_unix_ms)
+            + _optional_name(self.name, "name")
+            + _tags(self.tags)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class KvItemRecord:
+    """One KV_LIST item: a key, its value's hash and length (the value: KV_GET)."""
+
+    key: bytes
+    value_hash: bytes
+    value_len: int
+
+    def encode(self) -> bytes:
+        """The item's bytes."""
+        return _short(self.key, "key") + _hash(self.value_hash) + _u32(self.value_len)
+
+
 # ----------------------------------------------------------------------------------------------
 # Messages
 
@@ -535,6 +788,9 @@ class Request(Message):
 
     MSG_TYPE: ClassVar[int] = 0
     MIN_VERSION: ClassVar[int] = 1
+    TAKES_CONTEXT: ClassVar[bool] = False
+    """True for the version-1 messages that lead with a ``context_id``, which the frame flag
+    CTX_BY_NAME replaces by a name."""
 
     def encode_body(self) -> bytes:
         """The body as one bytes object."""
@@ -544,6 +800,11 @@ class Request(Message):
     def msg_type(self) -> int:
         """The frame's ``msg_type``."""
         return self.MSG_TYPE
+
+    @property
+    def frame_flags(self) -> int:
+        """The frame header's ``flags`` this request is sent with."""
+        return 0
 
     @property
     def response_type(self) -> int:
@@ -640,6 +901,24 @@ class Hello(Request):
         return cls(min_version, max_version, token, name)
 
 
+class _LeadingContext(Request):
+    """A version-1 message whose body leads with its context: a ContextID, or (version 2) a
+    name sent with the frame flag CTX_BY_NAME."""
+
+    TAKES_CONTEXT: ClassVar[bool] = True
+    context: ContextRef
+
+    @property
+    def frame_flags(self) -> int:
+        """CTX_BY_NAME when the context is named."""
+        return CTX_BY_NAME if isinstance(self.context, str) else 0
+
+    @property
+    def required_version(self) -> int:
+        """2 when the context is named (the flag is version 2), else 1."""
+        return 2 if isinstance(self.context, str) else self.MIN_VERSION
+
+
 @dataclass(frozen=True, slots=True)
 class _U64Request(Request):
     """A request whose body is one u64."""
@@ -711,27 +990,30 @@ class CtxFork(_U64Request):
 
 @register_request
 @dataclass(frozen=True, slots=True)
-class GetHead(_U64Request):
+class GetHead(_LeadingContext):
     """GET_HEAD (0x0005): a context's head."""
 
     MSG_TYPE: ClassVar[int] = MessageType.GET_HEAD
     NAME: ClassVar[str] = "GET_HEAD"
 
-    context_id: int
+    context: ContextRef
 
-    def _value(self) -> int:
-        return self.context_id
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [_leading_context(self.context)]
 
     @classmethod
     def decode_body(cls, reader: Reader) -> GetHead:
         """See :meth:`Message.decode_body`."""
-        return cls(reader.u64("context_id"))
+        return cls(reader.leading_context())
 
 
-def _append_fields(context_id: int, expected_head: int | None, type_tag: int, codec: int) -> bytes:
+def _append_fields(
+    context: ContextRef, expected_head: int | None, type_tag: int, codec: int
+) -> bytes:
     flags = 0 if expected_head is None else APPEND_EXPECT_HEAD
     return (
-        _u64(context_id)
+        _leading_context(context)
         + _u64(0 if expected_head is None else expected_head)
         + _u64(type_tag)
         + _u32(codec)
@@ -739,8 +1021,8 @@ def _append_fields(context_id: int, expected_head: int | None, type_tag: int, co
     )
 
 
-def _decode_append_fields(reader: Reader) -> tuple[int, int | None, int, int]:
-    context_id = reader.u64("context_id")
+def _decode_append_fields(reader: Reader) -> tuple[ContextRef, int | None, int, int]:
+    context = reader.leading_context()
     expected = reader.u64("expected_head")
     type_tag = reader.u64("type_tag")
     codec = reader.u32("codec")
@@ -748,20 +1030,20 @@ def _decode_append_fields(reader: Reader) -> tuple[int, int | None, int, int]:
     if not flags & APPEND_EXPECT_HEAD:
         if expected:
             raise reader.error("expected_head", "set without EXPECT_HEAD")
-        return context_id, None, type_tag, codec
-    return context_id, expected, type_tag, codec
+        return context, None, type_tag, codec
+    return context, expected, type_tag, codec
 
 
 @register_request
 @dataclass(frozen=True, slots=True)
-class AppendTurn(Request):
+class AppendTurn(_LeadingContext):
     """APPEND_TURN (0x0006): appends a turn with its payload (``expected_head`` None: no
     compare-and-set; 0: the context must be empty)."""
 
     MSG_TYPE: ClassVar[int] = MessageType.APPEND_TURN
     NAME: ClassVar[str] = "APPEND_TURN"
 
-    context_id: int
+    context: ContextRef
     expected_head: int | None
     type_tag: int
     codec: int
@@ -769,31 +1051,31 @@ class AppendTurn(Request):
 
     def body_chunks(self) -> list[bytes]:
         """See :meth:`Message.body_chunks`."""
-        fields = _append_fields(self.context_id, self.expected_head, self.type_tag, self.codec)
+        fields = _append_fields(self.context, self.expected_head, self.type_tag, self.codec)
         head = fields + _u32(len(self.payload)) + _u32(0)
-        if len(self.payload) < 4096:
+        if len(self.payload) < _COPY_BYTES_MAX:
             return [head + bytes(self.payload)]
         return [head, self.payload]
 
     @classmethod
     def decode_body(cls, reader: Reader) -> AppendTurn:
         """See :meth:`Message.decode_body`."""
-        context_id, expected_head, type_tag, codec = _decode_append_fields(reader)
+        context, expected_head, type_tag, codec = _decode_append_fields(reader)
         payload_len = reader.u32("payload_len")
         reader.zero(4)
         payload = reader.take(payload_len, "payload")
-        return cls(context_id, expected_head, type_tag, codec, payload)
+        return cls(context, expected_head, type_tag, codec, payload)
 
 
 @register_request
 @dataclass(frozen=True, slots=True)
-class AppendTurnByHash(Request):
+class AppendTurnByHash(_LeadingContext):
     """APPEND_TURN_BY_HASH (0x0007): appends a turn whose payload is an already stored blob."""
 
     MSG_TYPE: ClassVar[int] = MessageType.APPEND_TURN_BY_HASH
     NAME: ClassVar[str] = "APPEND_TURN_BY_HASH"
 
-    context_id: int
+    context: ContextRef
     expected_head: int | None
     type_tag: int
     codec: int
@@ -801,14 +1083,14 @@ class AppendTurnByHash(Request):
 
     def body_chunks(self) -> list[bytes]:
         """See :meth:`Message.body_chunks`."""
-        fields = _append_fields(self.context_id, self.expected_head, self.type_tag, self.codec)
+        fields = _append_fields(self.context, self.expected_head, self.type_tag, self.codec)
         return [fields + _hash(self.payload_hash)]
 
     @classmethod
     def decode_body(cls, reader: Reader) -> AppendTurnByHash:
         """See :meth:`Message.decode_body`."""
-        context_id, expected_head, type_tag, codec = _decode_append_fields(reader)
-        return cls(context_id, expected_head, type_tag, codec, reader.hash("payload_hash"))
+        context, expected_head, type_tag, codec = _decode_append_fields(reader)
+        return cls(context, expected_head, type_tag, codec, reader.hash("payload_hash"))
 
 
 @register_request
@@ -832,37 +1114,37 @@ class GetTurn(_U64Request):
 
 @register_request
 @dataclass(frozen=True, slots=True)
-class GetLast(Request):
+class GetLast(_LeadingContext):
     """GET_LAST (0x0009): the ``limit`` newest turns of a context, oldest first."""
 
     MSG_TYPE: ClassVar[int] = MessageType.GET_LAST
     NAME: ClassVar[str] = "GET_LAST"
 
-    context_id: int
+    context: ContextRef
     limit: int
     read_flags: int
 
     def body_chunks(self) -> list[bytes]:
         """See :meth:`Message.body_chunks`."""
-        return [_u64(self.context_id) + _u32(self.limit) + _u32(self.read_flags)]
+        return [_leading_context(self.context) + _u32(self.limit) + _u32(self.read_flags)]
 
     @classmethod
     def decode_body(cls, reader: Reader) -> GetLast:
         """See :meth:`Message.decode_body`."""
-        context_id = reader.u64("context_id")
+        context = reader.leading_context()
         limit = reader.u32("limit")
-        return cls(context_id, limit, reader.flags(READ_FLAGS_KNOWN, "read_flags"))
+        return cls(context, limit, reader.flags(READ_FLAGS_KNOWN, "read_flags"))
 
 
 @register_request
 @dataclass(frozen=True, slots=True)
-class GetBefore(Request):
+class GetBefore(_LeadingContext):
     """GET_BEFORE (0x000A): the ``limit`` turns older than ``before_turn_id``, oldest first."""
 
     MSG_TYPE: ClassVar[int] = MessageType.GET_BEFORE
     NAME: ClassVar[str] = "GET_BEFORE"
 
-    context_id: int
+    context: ContextRef
     before_turn_id: int
     limit: int
     read_flags: int
@@ -870,7 +1152,7 @@ class GetBefore(Request):
     def body_chunks(self) -> list[bytes]:
         """See :meth:`Message.body_chunks`."""
         return [
-            _u64(self.context_id)
+            _leading_context(self.context)
             + _u64(self.before_turn_id)
             + _u32(self.limit)
             + _u32(self.read_flags)
@@ -879,22 +1161,22 @@ class GetBefore(Request):
     @classmethod
     def decode_body(cls, reader: Reader) -> GetBefore:
         """See :meth:`Message.decode_body`."""
-        context_id = reader.u64("context_id")
+        context = reader.leading_context()
         before = reader.u64("before_turn_id")
         limit = reader.u32("limit")
-        return cls(context_id, before, limit, reader.flags(READ_FLAGS_KNOWN, "read_flags"))
+        return cls(context, before, limit, reader.flags(READ_FLAGS_KNOWN, "read_flags"))
 
 
 @register_request
 @dataclass(frozen=True, slots=True)
-class GetRangeByDepth(Request):
+class GetRangeByDepth(_LeadingContext):
     """GET_RANGE_BY_DEPTH (0x000B): a context's turns with depth in ``from_depth ..
     from_depth + limit``."""
 
     MSG_TYPE: ClassVar[int] = MessageType.GET_RANGE_BY_DEPTH
     NAME: ClassVar[str] = "GET_RANGE_BY_DEPTH"
 
-    context_id: int
+    context: ContextRef
     from_depth: int
     limit: int
     read_flags: int
@@ -902,7 +1184,7 @@ class GetRangeByDepth(Request):
     def body_chunks(self) -> list[bytes]:
         """See :meth:`Message.body_chunks`."""
         return [
-            _u64(self.context_id)
+            _leading_context(self.context)
             + _u32(self.from_depth)
             + _u32(self.limit)
             + _u32(self.read_flags)
@@ -912,12 +1194,12 @@ class GetRangeByDepth(Request):
     @classmethod
     def decode_body(cls, reader: Reader) -> GetRangeByDepth:
         """See :meth:`Message.decode_body`."""
-        context_id = reader.u64("context_id")
+        context = reader.leading_context()
         from_depth = reader.u32("from_depth")
         limit = reader.u32("limit")
         flags = reader.flags(READ_FLAGS_KNOWN, "read_flags")
         reader.zero(4)
-        return cls(context_id, from_depth, limit, flags)
+        return cls(context, from_depth, limit, flags)
 
 
 @register_request
@@ -1020,6 +1302,336 @@ class Stats(Request):
         return cls()
 
 
+# --- version 2 requests -----------------------------------------------------------------------
+
+
+def _expected_head_fields(known_bit: int, expected_head: int | None) -> bytes:
+    """``u32 flags`` with ``known_bit`` when ``expected_head`` is set, then ``u64
+    expected_head`` (0 without it)."""
+    if expected_head is None:
+        return _u32(0) + _u64(0)
+    return _u32(known_bit) + _u64(expected_head)
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class CtxOpen(Request):
+    """CTX_OPEN (0x0010, v2): a new context — empty, forked at ``base_turn_id`` or a clone of
+    ``clone_from`` — optionally named and tagged; with ``get_or_create`` a taken name answers
+    its context instead of ALREADY_EXISTS.
+
+    Body: ``u64 base_turn_id, u8 open_flags, u8 reserved, [CLONE: context ref], u16 name_len,
+    name (0: none), TAGS``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.CTX_OPEN
+    NAME: ClassVar[str] = "CTX_OPEN"
+    MIN_VERSION: ClassVar[int] = 2
+
+    base_turn_id: int
+    get_or_create: bool
+    clone_from: ContextRef | None
+    name: str | None
+    tags: tuple[tuple[str, str], ...]
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        flags = (OPEN_GET_OR_CREATE if self.get_or_create else 0) | (
+            0 if self.clone_from is None else OPEN_CLONE
+        )
+        source = b"" if self.clone_from is None else _context_ref(self.clone_from)
+        return [
+            _u64(self.base_turn_id)
+            + _u8(flags)
+            + _u8(0)
+            + source
+            + _optional_name(self.name, "name")
+            + _tags(self.tags)
+        ]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> CtxOpen:
+        """See :meth:`Message.decode_body`."""
+        base_turn_id = reader.u64("base_turn_id")
+        flags = reader.u8("open_flags")
+        if flags & ~OPEN_FLAGS_KNOWN:
+            raise reader.error("open_flags", "unknown flag bits")
+        reader.zero(1)
+        clone_from = reader.context_ref() if flags & OPEN_CLONE else None
+        name = reader.optional_name("name")
+        tags = reader.tags()
+        return cls(base_turn_id, bool(flags & OPEN_GET_OR_CREATE), clone_from, name, tags)
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class CtxShow(Request):
+    """CTX_SHOW (0x0011, v2): a context's head, name, tags and times. Body: context ref."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.CTX_SHOW
+    NAME: ClassVar[str] = "CTX_SHOW"
+    MIN_VERSION: ClassVar[int] = 2
+
+    context: ContextRef
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [_context_ref(self.context)]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> CtxShow:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.context_ref())
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class CtxTag(Request):
+    """CTX_TAG (0x0012, v2): sets and removes tags atomically, with ``expected_head`` only if
+    the head is that turn (else CONFLICT).
+
+    Body: ``context ref, u32 tag_flags, u64 expected_head, TAGS (set), u16 remove_count x
+    (u16 key_len, key)``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.CTX_TAG
+    NAME: ClassVar[str] = "CTX_TAG"
+    MIN_VERSION: ClassVar[int] = 2
+
+    context: ContextRef
+    expected_head: int | None
+    set: tuple[tuple[str, str], ...]
+    remove: tuple[str, ...]
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [
+            _context_ref(self.context)
+            + _expected_head_fields(TAG_EXPECT_HEAD, self.expected_head)
+            + _tags(self.set)
+            + _count(self.remove, "removed tags")
+            + b"".join(_short_str(key, "tag key") for key in self.remove)
+        ]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> CtxTag:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        flags = reader.flags(TAG_FLAGS_KNOWN, "tag_flags")
+        expected = reader.u64("expected_head")
+        if not flags & TAG_EXPECT_HEAD and expected:
+            raise reader.error("expected_head", "set without EXPECT_HEAD")
+        set_tags = reader.tags()
+        count = reader.count(reader.u16("remove_count"), 2, "removed tags")
+        remove = tuple(reader.short_string("tag key") for _ in range(count))
+        return cls(context, expected if flags & TAG_EXPECT_HEAD else None, set_tags, remove)
+
+
+def _time_bound(value: int | None, field: str) -> bytes:
+    if value == 0:
+        raise ValueError(f"{field} 0 would mean no bound: pass None")
+    return _u64(value or 0)
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class CtxList(Request):
+    """CTX_LIST (0x0013, v2): contexts matching every condition, one page after ``cursor``.
+
+    Body: ``TAGS, u16 prefix_len, prefix (0: any), u64 updated_after_unix_ms (0: no bound),
+    u64 updated_before_unix_ms (0: no bound), LIST_CURSOR, u32 limit``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.CTX_LIST
+    NAME: ClassVar[str] = "CTX_LIST"
+    MIN_VERSION: ClassVar[int] = 2
+
+    tags: tuple[tuple[str, str], ...]
+    name_prefix: str | None
+    updated_after_unix_ms: int | None
+    updated_before_unix_ms: int | None
+    cursor: ListCursor | None
+    limit: int
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [
+            _tags(self.tags)
+            + _optional_name(self.name_prefix, "name_prefix")
+            + _time_bound(self.updated_after_unix_ms, "updated_after_unix_ms")
+            + _time_bound(self.updated_before_unix_ms, "updated_before_unix_ms")
+            + _list_cursor(self.cursor)
+            + _u32(self.limit)
+        ]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> CtxList:
+        """See :meth:`Message.decode_body`."""
+        tags = reader.tags()
+        prefix = reader.optional_name("name_prefix")
+        after = reader.u64("updated_after_unix_ms") or None
+        before = reader.u64("updated_before_unix_ms") or None
+        cursor = reader.list_cursor()
+        return cls(tags, prefix, after, before, cursor, reader.u32("limit"))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class CtxName(Request):
+    """CTX_NAME (0x0014, v2): names a context that has no name yet. Body: ``context ref, u16
+    name_len, name``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.CTX_NAME
+    NAME: ClassVar[str] = "CTX_NAME"
+    MIN_VERSION: ClassVar[int] = 2
+
+    context: ContextRef
+    name: str
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [_context_ref(self.context) + _short_str(self.name, "name")]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> CtxName:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.context_ref(), reader.short_string("name"))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class KvPut(Request):
+    """KV_PUT (0x0015, v2): puts key-value entries in one durable record; with
+    ``if_absent``, keys the context has keep their values.
+
+    Body: ``context ref, u8 mode (0 replace, 1 if absent), u16 count x (u16 key_len, key, u32
+    value_len, value)``. Large values travel as separate chunks (not copied)."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.KV_PUT
+    NAME: ClassVar[str] = "KV_PUT"
+    MIN_VERSION: ClassVar[int] = 2
+
+    context: ContextRef
+    if_absent: bool
+    entries: tuple[tuple[bytes, bytes], ...]
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        chunks: list[bytes] = []
+        small = bytearray(_context_ref(self.context) + _u8(int(self.if_absent)))
+        small += _count(self.entries, "entries")
+        for key, value in self.entries:
+            small += _short(key, "key") + _u32(len(value))
+            if len(value) < _COPY_BYTES_MAX:
+                small += value
+            else:
+                chunks += [bytes(small), value]
+                small = bytearray()
+        if small or not chunks:
+            chunks.append(bytes(small))
+        return chunks
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvPut:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        mode = reader.u8("mode")
+        if mode > 1:
+            raise reader.error("mode", "not 0 (replace) or 1 (if absent)")
+        count = reader.count(reader.u16("count"), 6, "entries")
+        entries = []
+        for _ in range(count):
+            key = reader.short_bytes("key")
+            entries.append((key, reader.take(reader.u32("value_len"), "value")))
+        return cls(context, mode == 1, tuple(entries))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class KvGet(Request):
+    """KV_GET (0x0016, v2): a key's value. Body: ``context ref, u16 key_len, key, u32
+    read_flags (only ACCEPT_ZSTD)``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.KV_GET
+    NAME: ClassVar[str] = "KV_GET"
+    MIN_VERSION: ClassVar[int] = 2
+
+    context: ContextRef
+    key: bytes
+    read_flags: int
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [_context_ref(self.context) + _short(self.key, "key") + _u32(self.read_flags)]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvGet:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        key = reader.short_bytes("key")
+        return cls(context, key, reader.flags(READ_ACCEPT_ZSTD, "read_flags"))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class KvDelete(Request):
+    """KV_DELETE (0x0017, v2): deletes keys (absent keys are no error). Body: ``context ref,
+    u16 count x (u16 key_len, key)``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.KV_DELETE
+    NAME: ClassVar[str] = "KV_DELETE"
+    MIN_VERSION: ClassVar[int] = 2
+
+    context: ContextRef
+    keys: tuple[bytes, ...]
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [
+            _context_ref(self.context)
+            + _count(self.keys, "keys")
+            + b"".join(_short(key, "key") for key in self.keys)
+        ]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvDelete:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        count = reader.count(reader.u16("count"), 2, "keys")
+        return cls(context, tuple(reader.short_bytes("key") for _ in range(count)))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class KvList(Request):
+    """KV_LIST (0x0018, v2): entries whose keys start with ``prefix``, in key order, after
+    ``after`` (empty: from the first). Body: ``context ref, u16 prefix_len, prefix, u16
+    after_len, after, u32 limit``. Fewer than ``limit`` items: the listing is complete."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.KV_LIST
+    NAME: ClassVar[str] = "KV_LIST"
+    MIN_VERSION: ClassVar[int] = 2
+
+    context: ContextRef
+    prefix: bytes
+    after: bytes
+    limit: int
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [
+            _context_ref(self.context)
+            + _short(self.prefix, "prefix")
+            + _short(self.after, "after")
+            + _u32(self.limit)
+        ]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvList:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        prefix = reader.short_bytes("prefix")
+        after = reader.short_bytes("after")
+        return cls(context, prefix, after, reader.u32("limit"))
+
+
 @dataclass(frozen=True, slots=True)
 class RawRequest(Request):
     """Any frame, as bytes: for messages this module does not define (and for tests). Its
@@ -1031,11 +1643,17 @@ class RawRequest(Request):
     raw_msg_type: int
     body: bytes = b""
     min_version: int = 1
+    raw_flags: int = 0
 
     @property
     def msg_type(self) -> int:
         """The frame's ``msg_type``."""
         return self.raw_msg_type
+
+    @property
+    def frame_flags(self) -> int:
+        """The frame's ``flags``, as given."""
+        return self.raw_flags
 
     @property
     def required_version(self) -> int:
@@ -1364,6 +1982,169 @@ _STATS_FIELDS = (
 )
 
 
+# --- version 2 responses ----------------------------------------------------------------------
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class OpenedResponse(Response):
+    """OPENED (0x8010, v2): CONTEXT_INFO, then ``u8 created`` (1: this request created it)."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.CTX_OPEN.response_type,)
+    NAME: ClassVar[str] = "OPENED"
+
+    info: ContextInfoRecord
+    created: bool
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return self.info.encode() + _u8(int(self.created))
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> OpenedResponse:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.context_info(), reader.boolean("created"))
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class ContextInfoResponse(Response):
+    """CONTEXT_INFO (0x8011, 0x8012, 0x8014; v2): a context after CTX_SHOW, CTX_TAG or
+    CTX_NAME."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (
+        MessageType.CTX_SHOW.response_type,
+        MessageType.CTX_TAG.response_type,
+        MessageType.CTX_NAME.response_type,
+    )
+    NAME: ClassVar[str] = "CONTEXT_INFO"
+
+    info: ContextInfoRecord
+    response_msg_type: int = field(default=MessageType.CTX_SHOW.response_type)
+
+    @property
+    def msg_type(self) -> int:
+        """The frame's ``msg_type``."""
+        return self.response_msg_type
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return self.info.encode()
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> ContextInfoResponse:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.context_info())
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class ContextListResponse(Response):
+    """CONTEXT_LIST (0x8013, v2): LIST_CURSOR ``next_cursor`` (None: nothing more matches),
+    ``u32 count``, count x CONTEXT_INFO."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.CTX_LIST.response_type,)
+    NAME: ClassVar[str] = "CONTEXT_LIST"
+
+    next_cursor: ListCursor | None
+    contexts: tuple[ContextInfoRecord, ...]
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return (
+            _list_cursor(self.next_cursor)
+            + _u32(len(self.contexts))
+            + b"".join(info.encode() for info in self.contexts)
+        )
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> ContextListResponse:
+        """See :meth:`Message.decode_body`."""
+        next_cursor = reader.list_cursor()
+        count = reader.limit(reader.u32("count"), LIST_ITEMS_LIMIT, "count")
+        reader.count(count, CONTEXT_INFO_BYTES_MIN, "contexts")
+        return cls(next_cursor, tuple(reader.context_info() for _ in range(count)))
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class DoneResponse(Response):
+    """An empty answer (0x8015 KV_PUT, 0x8017 KV_DELETE; v2): the change is durable."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (
+        MessageType.KV_PUT.response_type,
+        MessageType.KV_DELETE.response_type,
+    )
+    NAME: ClassVar[str] = "DONE"
+
+    response_msg_type: int = field(default=MessageType.KV_PUT.response_type)
+
+    @property
+    def msg_type(self) -> int:
+        """The frame's ``msg_type``."""
+        return self.response_msg_type
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return b""
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> DoneResponse:
+        """See :meth:`Message.decode_body`."""
+        return cls()
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class KvValueResponse(Response):
+    """KV_VALUE (0x8016, v2): the value's hash, then its PAYLOAD (RAW or ZSTD)."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.KV_GET.response_type,)
+    NAME: ClassVar[str] = "KV_VALUE"
+
+    value_hash: bytes
+    payload: PayloadRecord
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return _hash(self.value_hash) + self.payload.encode()
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvValueResponse:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.hash("value_hash"), reader.payload())
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class KvListResponse(Response):
+    """KV_ITEMS (0x8018, v2): ``u32 count``, count x (u16 key_len, key, hash[32], u32
+    value_len), in key order."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.KV_LIST.response_type,)
+    NAME: ClassVar[str] = "KV_ITEMS"
+
+    items: tuple[KvItemRecord, ...]
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return _u32(len(self.items)) + b"".join(item.encode() for item in self.items)
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvListResponse:
+        """See :meth:`Message.decode_body`."""
+        count = reader.limit(reader.u32("count"), LIST_ITEMS_LIMIT, "count")
+        reader.count(count, KV_ITEM_BYTES_MIN, "items")
+        return cls(
+            tuple(
+                KvItemRecord(
+                    reader.short_bytes("key"), reader.hash("value_hash"), reader.u32("value_len")
+                )
+                for _ in range(count)
+            )
+        )
+
+
 @register_response
 @dataclass(frozen=True, slots=True)
 class ErrorResponse(Response):
@@ -1421,19 +2202,27 @@ class RawResponse(Response):
 # Whole messages
 
 
-def _decode(cls: type[M], body: bytes) -> M:
-    reader = Reader(bytes(body), cls.NAME)
+def _decode(cls: type[M], body: bytes, by_name: bool = False) -> M:
+    reader = Reader(bytes(body), cls.NAME, by_name)
     message = cls.decode_body(reader)
     reader.finish()
     return message
 
 
-def decode_request(msg_type: int, body: bytes) -> Request:
-    """Decodes a request body of type ``msg_type`` (unknown types: :class:`ProtocolError`)."""
+def decode_request(msg_type: int, body: bytes, flags: int = 0) -> Request:
+    """Decodes a request body of type ``msg_type`` sent with frame ``flags`` (unknown types,
+    unknown flag bits, CTX_BY_NAME on a message without a leading context:
+    :class:`ProtocolError`). Decodes the newest version; a server speaking version 1 to a
+    connection must refuse version-2 types and any flag before calling this."""
     cls = REQUEST_TYPES.get(msg_type)
     if cls is None:
         raise ProtocolError(f"unknown request type {msg_type:#06x}")
-    return _decode(cls, body)
+    if flags & ~FRAME_FLAGS_KNOWN:
+        raise ProtocolError(f"{cls.NAME}: unknown frame flag bits {flags:#06x}")
+    by_name = bool(flags & CTX_BY_NAME)
+    if by_name and not cls.TAKES_CONTEXT:
+        raise ProtocolError(f"{cls.NAME}: CTX_BY_NAME on a message without a context_id")
+    return _decode(cls, body, by_name)
 
 
 def decode_response(msg_type: int, body: bytes, *, allow_unknown: bool = False) -> Response:
@@ -1445,12 +2234,11 @@ def decode_response(msg_type: int, body: bytes, *, allow_unknown: bool = False) 
             return RawResponse(msg_type, bytes(body))
         raise ProtocolError(f"unknown response type {msg_type:#06x}")
     response = _decode(cls, body)
-    if isinstance(response, ContextResponse):
-        return ContextResponse(response.head, msg_type)
-    if isinstance(response, AppendedResponse):
-        return AppendedResponse(response.turn, response.deduped, msg_type)
-    if isinstance(response, TurnsResponse):
-        return TurnsResponse(response.next_before, response.tip_depth, response.entries, msg_type)
+    if len(cls.MSG_TYPES) > 1:
+        # One layout answers several requests: the instance records which.
+        response = cast(
+            Response, dataclasses.replace(cast(Any, response), response_msg_type=msg_type)
+        )
     return response
 
 
@@ -1458,7 +2246,7 @@ def encode_request(req_id: int, request: Request) -> list[bytes]:
     """A request frame as chunks (header and fields first; a large payload by reference)."""
     chunks = request.body_chunks()
     length = sum(len(chunk) for chunk in chunks)
-    header = FrameHeader(length, request.msg_type, 0, req_id).encode()
+    header = FrameHeader(length, request.msg_type, request.frame_flags, req_id).encode()
     return [header + chunks[0], *chunks[1:]]
 
 

@@ -7,9 +7,9 @@ import itertools
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import ClassVar, TypeVar
+from typing import Any, TypeVar, cast
 
 from . import _ops as ops
 from . import _protocol as p
@@ -25,11 +25,29 @@ from .errors import (
     RequestTimeout,
     error_for_code,
 )
-from .types import Appended, ContextHead, HashLike, Page, ServerInfo, Stats, Turn
+from .types import (
+    Appended,
+    ContextHead,
+    ContextInfo,
+    ContextLike,
+    ContextPage,
+    HashLike,
+    KeyLike,
+    KeyT,
+    KvItem,
+    KvPage,
+    Opened,
+    Page,
+    ServerInfo,
+    Stats,
+    Turn,
+)
 
 __all__ = ["AsyncClient"]
 
 T = TypeVar("T")
+P = TypeVar("P")
+I = TypeVar("I")  # noqa: E741 - the item type of a listing
 
 
 def _remaining(deadline: float) -> float:
@@ -278,7 +296,7 @@ class _AsyncConnection:
             await self._writer.drain()
 
 
-class AsyncClient:
+class AsyncClient(ops.ClientCore):
     """An asyncio ctxstore client over one persistent TCP connection.
 
     Concurrent coroutines share the connection; their requests are pipelined (up to the
@@ -291,11 +309,10 @@ class AsyncClient:
     drops, calls in flight raise :class:`~ctxstore.errors.ConnectionLost` and the next call
     reconnects; the client never retries a call by itself.
 
-    The arguments are those of :class:`ctxstore.Client` (without ``lazy``).
+    The arguments are those of :class:`ctxstore.Client` (without ``lazy``); so are the
+    methods, with the same meaning (a context by ContextID ``int`` or name ``str``), as
+    coroutines; the ``iter_*`` methods return async iterators.
     """
-
-    PROTOCOL_VERSIONS: ClassVar[tuple[int, int]] = p.SUPPORTED_VERSIONS
-    """The protocol versions offered in HELLO."""
 
     def __init__(
         self,
@@ -309,20 +326,19 @@ class AsyncClient:
         max_in_flight: int = 1024,
         max_response_bytes: int = p.FRAME_BYTES_LIMIT,
     ) -> None:
-        self._host, self._port = ops.parse_addr(addr)
-        self._token = ops.token_bytes(token)
-        self._timeout = ops.check_timeout(timeout, ops.DEFAULT_TIMEOUT)
-        self._connect_timeout = ops.check_timeout(connect_timeout, ops.DEFAULT_CONNECT_TIMEOUT)
-        if len(client_name.encode("utf-8")) > p.NAME_BYTES_MAX:
-            raise ValueError(f"client_name is at most {p.NAME_BYTES_MAX} bytes of UTF-8")
-        self._client_name = client_name
-        self._accept_zstd = accept_zstd
-        self._max_in_flight = max(1, max_in_flight)
-        self._max_response_bytes = min(max_response_bytes, p.FRAME_BYTES_LIMIT)
+        super().__init__(
+            addr,
+            token=token,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            client_name=client_name,
+            accept_zstd=accept_zstd,
+            max_in_flight=max_in_flight,
+            max_response_bytes=max_response_bytes,
+        )
         self._conn: _AsyncConnection | None = None
         self._conn_lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
-        self._closed = False
 
     @classmethod
     async def connect(
@@ -352,12 +368,6 @@ class AsyncClient:
         return client
 
     # -- lifecycle -------------------------------------------------------------------------
-
-    @property
-    def addr(self) -> str:
-        """The server's address as ``HOST:PORT``."""
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"{host}:{self._port}"
 
     @property
     def connected(self) -> bool:
@@ -424,16 +434,41 @@ class AsyncClient:
         finally:
             lock.release()
 
-    def _deadline(self, timeout: float | None) -> float:
-        if self._closed:
-            raise ClientClosed("the client was closed")
-        return time.monotonic() + ops.check_timeout(timeout, self._timeout)
-
     async def _run(self, op: ops.Op[T], timeout: float | None) -> T:
         deadline = self._deadline(timeout)
         conn = await self._connection(deadline)
         response = await conn.call(op.request, deadline)
         return op.finish(ops.result_of(op.request, response))
+
+    async def _drive(self, plan: ops.Plan[T], timeout: float | None) -> T:
+        """Runs a call of several steps (see :mod:`ctxstore._ops`); ``timeout`` per step; a
+        :class:`~ctxstore._ops.Many` step runs its requests concurrently."""
+        result: Any = None
+        error: CtxstoreError | None = None
+        while True:
+            try:
+                step = plan.throw(error) if error is not None else plan.send(result)
+            except StopIteration as stop:
+                return cast(T, stop.value)
+            result, error = None, None
+            try:
+                if isinstance(step, ops.Op):
+                    result = await self._run(step, timeout)
+                elif isinstance(step, ops.Many):
+                    result = await asyncio.gather(*(self._run(op, timeout) for op in step.ops))
+                else:
+                    result = await self.server_info(timeout=timeout)
+            except CtxstoreError as caught:
+                error = caught
+
+    async def _iterate(self, paging: ops.Paging[P, I], timeout: float | None) -> AsyncIterator[I]:
+        """The items of every page of a listing, fetched as the iteration reaches them."""
+        op: ops.Op[P] | None = paging.first
+        while op is not None:
+            page = await self._run(op, timeout)
+            for item in paging.items(page):
+                yield item
+            op = paging.follow(page)
 
     # -- requests --------------------------------------------------------------------------
 
@@ -461,13 +496,13 @@ class AsyncClient:
         """A new context whose head is ``turn_id`` (O(1); 0 raises InvalidArgument)."""
         return await self._run(ops.fork(turn_id), timeout)
 
-    async def head(self, context_id: int, *, timeout: float | None = None) -> ContextHead:
+    async def head(self, context: ContextLike, *, timeout: float | None = None) -> ContextHead:
         """The context's head (NotFound if there is no such context)."""
-        return await self._run(ops.head(context_id), timeout)
+        return await self._run(ops.head(context), timeout)
 
     async def append(
         self,
-        context_id: int,
+        context: ContextLike,
         payload: bytes | bytearray | memoryview,
         *,
         type_tag: int = 0,
@@ -478,12 +513,12 @@ class AsyncClient:
         """Appends a turn with ``payload`` after the context's head, durably; see
         :meth:`ctxstore.Client.append`."""
         return await self._run(
-            ops.append(context_id, payload, type_tag, codec, expected_head), timeout
+            ops.append(context, payload, type_tag, codec, expected_head), timeout
         )
 
     async def append_by_hash(
         self,
-        context_id: int,
+        context: ContextLike,
         payload_hash: HashLike,
         *,
         type_tag: int = 0,
@@ -493,7 +528,7 @@ class AsyncClient:
     ) -> Appended:
         """Appends a turn whose payload is a blob already stored (nothing is uploaded)."""
         return await self._run(
-            ops.append_by_hash(context_id, payload_hash, type_tag, codec, expected_head), timeout
+            ops.append_by_hash(context, payload_hash, type_tag, codec, expected_head), timeout
         )
 
     async def get_turn(self, turn_id: int, *, timeout: float | None = None) -> Turn:
@@ -502,18 +537,18 @@ class AsyncClient:
 
     async def last(
         self,
-        context_id: int,
+        context: ContextLike,
         limit: int = 64,
         *,
         payloads: bool = False,
         timeout: float | None = None,
     ) -> Page:
         """The ``limit`` newest turns of the context, oldest first."""
-        return await self._run(ops.last(context_id, limit, payloads, self._accept_zstd), timeout)
+        return await self._run(ops.last(context, limit, payloads, self._accept_zstd), timeout)
 
     async def before(
         self,
-        context_id: int,
+        context: ContextLike,
         before_turn_id: int,
         limit: int = 64,
         *,
@@ -522,12 +557,12 @@ class AsyncClient:
     ) -> Page:
         """The ``limit`` turns older than ``before_turn_id``, oldest first (cursor paging)."""
         return await self._run(
-            ops.before(context_id, before_turn_id, limit, payloads, self._accept_zstd), timeout
+            ops.before(context, before_turn_id, limit, payloads, self._accept_zstd), timeout
         )
 
     async def range_by_depth(
         self,
-        context_id: int,
+        context: ContextLike,
         from_depth: int,
         limit: int = 64,
         *,
@@ -536,7 +571,7 @@ class AsyncClient:
     ) -> Page:
         """The context's turns with depth in ``from_depth .. from_depth + limit``."""
         return await self._run(
-            ops.range_by_depth(context_id, from_depth, limit, payloads, self._accept_zstd),
+            ops.range_by_depth(context, from_depth, limit, payloads, self._accept_zstd),
             timeout,
         )
 
@@ -563,14 +598,9 @@ class AsyncClient:
         timeout: float | None = None,
     ) -> list[Turn]:
         """The whole chain root → ``turn_id``, paging :meth:`chain` (``timeout`` per page)."""
-        size = page_size or (await self.server_info(timeout=timeout)).read_turns_max or 64
-        turns: list[Turn] = []
-        from_depth: int | None = 0
-        while from_depth is not None:
-            page = await self.chain(turn_id, from_depth, size, payloads=payloads, timeout=timeout)
-            turns.extend(page.turns)
-            from_depth = ops.replay_next(page, turn_id, from_depth)
-        return turns
+        return await self._drive(
+            ops.replay(turn_id, payloads, page_size, self._accept_zstd), timeout
+        )
 
     async def get_blob(self, payload_hash: HashLike, *, timeout: float | None = None) -> bytes:
         """A payload by its hash, verified (NotFound if it is not stored)."""
@@ -580,13 +610,148 @@ class AsyncClient:
         self, hashes: Sequence[HashLike], *, timeout: float | None = None
     ) -> list[bool]:
         """Which of ``hashes`` are stored, in order (long lists: several pipelined requests)."""
-        per_request = (await self.server_info(timeout=timeout)).has_blobs_max
-        groups = ops.chunk_hashes(hashes, per_request)
-        answers = await asyncio.gather(
-            *(self._run(ops.has_blobs(group), timeout) for group in groups)
-        )
-        return [flag for answer in answers for flag in answer]
+        return await self._drive(ops.has_blobs(hashes), timeout)
 
     async def stats(self, *, timeout: float | None = None) -> Stats:
         """The server's counters."""
         return await self._run(ops.stats(), timeout)
+
+    # -- version 2: contexts by name, tags, listing, key-value ---------------------------------
+
+    async def open_context(
+        self,
+        name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        base_turn_id: int = 0,
+        get_or_create: bool = False,
+        *,
+        timeout: float | None = None,
+    ) -> Opened:
+        """A new context, optionally named and tagged; see :meth:`ctxstore.Client.open_context`.
+        Returns ``(info, created)``."""
+        return await self._run(ops.open_context(name, tags, base_turn_id, get_or_create), timeout)
+
+    async def clone_context(
+        self,
+        source: ContextLike,
+        name: str,
+        *,
+        tags: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> ContextInfo:
+        """A copy of ``source`` named ``name`` (head, tags, key-value entries; O(metadata))."""
+        return await self._run(ops.clone_context(source, name, tags), timeout)
+
+    async def context_info(
+        self, context: ContextLike, *, timeout: float | None = None
+    ) -> ContextInfo:
+        """The context's head, name, tags and times (NotFound for an unknown id or name)."""
+        return await self._run(ops.context_info(context), timeout)
+
+    async def tag_context(
+        self,
+        context: ContextLike,
+        set: Mapping[str, str] | None = None,  # noqa: A002 - the protocol's word
+        remove: Iterable[str] | str = (),
+        expected_head: int | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> ContextInfo:
+        """Sets and removes tags atomically (with ``expected_head``: only if the head is that
+        turn, else Conflict); see :meth:`ctxstore.Client.tag_context`."""
+        return await self._run(ops.tag_context(context, set, remove, expected_head), timeout)
+
+    async def name_context(
+        self, context: ContextLike, name: str, *, timeout: float | None = None
+    ) -> ContextInfo:
+        """Names a context that has none (AlreadyExists for a taken name)."""
+        return await self._run(ops.name_context(context, name), timeout)
+
+    async def list_contexts(
+        self,
+        tags: Mapping[str, str] | None = None,
+        name_prefix: str | None = None,
+        updated_after_unix_ms: int | None = None,
+        updated_before_unix_ms: int | None = None,
+        *,
+        cursor: int | str | None = None,
+        limit: int = 100,
+        timeout: float | None = None,
+    ) -> ContextPage:
+        """One page of matching contexts; see :meth:`ctxstore.Client.list_contexts`."""
+        return await self._run(
+            ops.list_contexts(
+                tags, name_prefix, updated_after_unix_ms, updated_before_unix_ms, cursor, limit
+            ),
+            timeout,
+        )
+
+    def iter_contexts(
+        self,
+        tags: Mapping[str, str] | None = None,
+        name_prefix: str | None = None,
+        updated_after_unix_ms: int | None = None,
+        updated_before_unix_ms: int | None = None,
+        *,
+        page_size: int = 1000,
+        timeout: float | None = None,
+    ) -> AsyncIterator[ContextInfo]:
+        """Every matching context, page after page: ``async for info in
+        client.iter_contexts(...)``."""
+        paging = ops.contexts_paging(
+            tags, name_prefix, updated_after_unix_ms, updated_before_unix_ms, page_size
+        )
+        return self._iterate(paging, timeout)
+
+    async def kv_put(
+        self,
+        context: ContextLike,
+        entries: Mapping[KeyT, bytes | bytearray | memoryview],
+        if_absent: bool = False,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Puts every entry in one durable record; see :meth:`ctxstore.Client.kv_put`."""
+        await self._drive(ops.kv_put(context, entries, if_absent), timeout)
+
+    async def kv_get(
+        self, context: ContextLike, key: KeyLike, *, timeout: float | None = None
+    ) -> bytes | None:
+        """The verified value of ``key``, or None if the context has no such key."""
+        return await self._drive(ops.kv_get(context, key, self._accept_zstd), timeout)
+
+    async def kv_delete(
+        self,
+        context: ContextLike,
+        keys: Iterable[KeyLike] | KeyLike,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Deletes ``keys`` in one durable record (absent keys are no error)."""
+        await self._drive(ops.kv_delete(context, keys), timeout)
+
+    async def kv_list(
+        self,
+        context: ContextLike,
+        prefix: KeyLike = b"",
+        after: KeyLike = b"",
+        *,
+        limit: int = 100,
+        timeout: float | None = None,
+    ) -> KvPage:
+        """One page of entries under ``prefix`` after ``after``; see
+        :meth:`ctxstore.Client.kv_list`."""
+        return await self._run(ops.kv_list(context, prefix, after, limit), timeout)
+
+    def iter_kv(
+        self,
+        context: ContextLike,
+        prefix: KeyLike = b"",
+        after: KeyLike = b"",
+        *,
+        page_size: int = 1000,
+        timeout: float | None = None,
+    ) -> AsyncIterator[KvItem]:
+        """Every entry under ``prefix``, in key order: ``async for item in
+        client.iter_kv(...)``."""
+        return self._iterate(ops.kv_paging(context, prefix, after, page_size), timeout)

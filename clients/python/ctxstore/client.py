@@ -7,9 +7,9 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import BinaryIO, ClassVar, TypeVar, cast
+from typing import Any, BinaryIO, TypeVar, cast
 
 from . import _ops as ops
 from . import _protocol as p
@@ -24,11 +24,29 @@ from .errors import (
     RequestTimeout,
     error_for_code,
 )
-from .types import Appended, ContextHead, HashLike, Page, ServerInfo, Stats, Turn
+from .types import (
+    Appended,
+    ContextHead,
+    ContextInfo,
+    ContextLike,
+    ContextPage,
+    HashLike,
+    KeyLike,
+    KeyT,
+    KvItem,
+    KvPage,
+    Opened,
+    Page,
+    ServerInfo,
+    Stats,
+    Turn,
+)
 
 __all__ = ["Client"]
 
 T = TypeVar("T")
+P = TypeVar("P")
+I = TypeVar("I")  # noqa: E741 - the item type of a listing
 
 _READ_BUFFER_BYTES = 256 * 1024
 
@@ -332,8 +350,12 @@ class _Connection:
             self._slots.release()
 
 
-class Client:
+class Client(ops.ClientCore):
     """A blocking ctxstore client over one persistent TCP connection.
+
+    A context is named in every call by its ContextID (``int``) or by its unique name
+    (``str``; protocol version 2: a server that speaks only version 1 makes such calls raise
+    :class:`~ctxstore.errors.NotSupported` before anything is sent).
 
     Thread-safe: any number of threads may call it at once; their requests are pipelined on
     the connection (up to the server's in-flight limit) and matched by req_id.
@@ -357,9 +379,6 @@ class Client:
         lazy: connect at the first call instead of in the constructor.
     """
 
-    PROTOCOL_VERSIONS: ClassVar[tuple[int, int]] = p.SUPPORTED_VERSIONS
-    """The protocol versions offered in HELLO."""
-
     def __init__(
         self,
         addr: str | tuple[str, int] = ops.DEFAULT_ADDR,
@@ -373,29 +392,22 @@ class Client:
         max_response_bytes: int = p.FRAME_BYTES_LIMIT,
         lazy: bool = False,
     ) -> None:
-        self._host, self._port = ops.parse_addr(addr)
-        self._token = ops.token_bytes(token)
-        self._timeout = ops.check_timeout(timeout, ops.DEFAULT_TIMEOUT)
-        self._connect_timeout = ops.check_timeout(connect_timeout, ops.DEFAULT_CONNECT_TIMEOUT)
-        if len(client_name.encode("utf-8")) > p.NAME_BYTES_MAX:
-            raise ValueError(f"client_name is at most {p.NAME_BYTES_MAX} bytes of UTF-8")
-        self._client_name = client_name
-        self._accept_zstd = accept_zstd
-        self._max_in_flight = max(1, max_in_flight)
-        self._max_response_bytes = min(max_response_bytes, p.FRAME_BYTES_LIMIT)
+        super().__init__(
+            addr,
+            token=token,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            client_name=client_name,
+            accept_zstd=accept_zstd,
+            max_in_flight=max_in_flight,
+            max_response_bytes=max_response_bytes,
+        )
         self._conn: _Connection | None = None
         self._conn_lock = threading.Lock()
-        self._closed = False
         if not lazy:
             self._connection(time.monotonic() + self._connect_timeout)
 
     # -- lifecycle -------------------------------------------------------------------------
-
-    @property
-    def addr(self) -> str:
-        """The server's address as ``HOST:PORT``."""
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"{host}:{self._port}"
 
     @property
     def connected(self) -> bool:
@@ -459,11 +471,6 @@ class Client:
         finally:
             self._conn_lock.release()
 
-    def _deadline(self, timeout: float | None) -> float:
-        if self._closed:
-            raise ClientClosed("the client was closed")
-        return time.monotonic() + ops.check_timeout(timeout, self._timeout)
-
     def _run(self, op: ops.Op[T], timeout: float | None) -> T:
         deadline = self._deadline(timeout)
         conn = self._connection(deadline)
@@ -499,6 +506,34 @@ class Client:
             results.append(op.finish(ops.result_of(op.request, response)))
         return results
 
+    def _drive(self, plan: ops.Plan[T], timeout: float | None) -> T:
+        """Runs a call of several steps (see :mod:`ctxstore._ops`); ``timeout`` per step."""
+        result: Any = None
+        error: CtxstoreError | None = None
+        while True:
+            try:
+                step = plan.throw(error) if error is not None else plan.send(result)
+            except StopIteration as stop:
+                return cast(T, stop.value)
+            result, error = None, None
+            try:
+                if isinstance(step, ops.Op):
+                    result = self._run(step, timeout)
+                elif isinstance(step, ops.Many):
+                    result = self._run_many(step.ops, timeout)
+                else:
+                    result = self.server_info(timeout=timeout)
+            except CtxstoreError as caught:
+                error = caught
+
+    def _iterate(self, paging: ops.Paging[P, I], timeout: float | None) -> Iterator[I]:
+        """The items of every page of a listing, fetched as the iteration reaches them."""
+        op: ops.Op[P] | None = paging.first
+        while op is not None:
+            page = self._run(op, timeout)
+            yield from paging.items(page)
+            op = paging.follow(page)
+
     # -- requests --------------------------------------------------------------------------
 
     def server_info(self, *, timeout: float | None = None) -> ServerInfo:
@@ -523,13 +558,13 @@ class Client:
         """A new context whose head is ``turn_id`` (O(1); 0 raises InvalidArgument)."""
         return self._run(ops.fork(turn_id), timeout)
 
-    def head(self, context_id: int, *, timeout: float | None = None) -> ContextHead:
+    def head(self, context: ContextLike, *, timeout: float | None = None) -> ContextHead:
         """The context's head (NotFound if there is no such context)."""
-        return self._run(ops.head(context_id), timeout)
+        return self._run(ops.head(context), timeout)
 
     def append(
         self,
-        context_id: int,
+        context: ContextLike,
         payload: bytes | bytearray | memoryview,
         *,
         type_tag: int = 0,
@@ -543,11 +578,11 @@ class Client:
         head is that turn; else :class:`~ctxstore.errors.Conflict`, whose ``actual_head`` is
         the head. ``type_tag`` (u64) and ``codec`` (u32) are the caller's tags.
         """
-        return self._run(ops.append(context_id, payload, type_tag, codec, expected_head), timeout)
+        return self._run(ops.append(context, payload, type_tag, codec, expected_head), timeout)
 
     def append_by_hash(
         self,
-        context_id: int,
+        context: ContextLike,
         payload_hash: HashLike,
         *,
         type_tag: int = 0,
@@ -558,7 +593,7 @@ class Client:
         """Appends a turn whose payload is a blob already stored (nothing is uploaded;
         NotFound if the blob is not stored)."""
         return self._run(
-            ops.append_by_hash(context_id, payload_hash, type_tag, codec, expected_head), timeout
+            ops.append_by_hash(context, payload_hash, type_tag, codec, expected_head), timeout
         )
 
     def get_turn(self, turn_id: int, *, timeout: float | None = None) -> Turn:
@@ -567,7 +602,7 @@ class Client:
 
     def last(
         self,
-        context_id: int,
+        context: ContextLike,
         limit: int = 64,
         *,
         payloads: bool = False,
@@ -575,11 +610,11 @@ class Client:
     ) -> Page:
         """The ``limit`` newest turns of the context, oldest first (``payloads``: with their
         verified bytes). Continue with :meth:`before` and the page's ``next_before``."""
-        return self._run(ops.last(context_id, limit, payloads, self._accept_zstd), timeout)
+        return self._run(ops.last(context, limit, payloads, self._accept_zstd), timeout)
 
     def before(
         self,
-        context_id: int,
+        context: ContextLike,
         before_turn_id: int,
         limit: int = 64,
         *,
@@ -588,12 +623,12 @@ class Client:
     ) -> Page:
         """The ``limit`` turns older than ``before_turn_id``, oldest first (cursor paging)."""
         return self._run(
-            ops.before(context_id, before_turn_id, limit, payloads, self._accept_zstd), timeout
+            ops.before(context, before_turn_id, limit, payloads, self._accept_zstd), timeout
         )
 
     def range_by_depth(
         self,
-        context_id: int,
+        context: ContextLike,
         from_depth: int,
         limit: int = 64,
         *,
@@ -602,7 +637,7 @@ class Client:
     ) -> Page:
         """The context's turns with depth in ``from_depth .. from_depth + limit``."""
         return self._run(
-            ops.range_by_depth(context_id, from_depth, limit, payloads, self._accept_zstd),
+            ops.range_by_depth(context, from_depth, limit, payloads, self._accept_zstd),
             timeout,
         )
 
@@ -629,14 +664,7 @@ class Client:
         timeout: float | None = None,
     ) -> list[Turn]:
         """The whole chain root → ``turn_id``, paging :meth:`chain` (``timeout`` per page)."""
-        size = page_size or self.server_info(timeout=timeout).read_turns_max or 64
-        turns: list[Turn] = []
-        from_depth: int | None = 0
-        while from_depth is not None:
-            page = self.chain(turn_id, from_depth, size, payloads=payloads, timeout=timeout)
-            turns.extend(page.turns)
-            from_depth = ops.replay_next(page, turn_id, from_depth)
-        return turns
+        return self._drive(ops.replay(turn_id, payloads, page_size, self._accept_zstd), timeout)
 
     def get_blob(self, payload_hash: HashLike, *, timeout: float | None = None) -> bytes:
         """A payload by its hash, verified (NotFound if it is not stored)."""
@@ -645,13 +673,166 @@ class Client:
     def has_blobs(self, hashes: Sequence[HashLike], *, timeout: float | None = None) -> list[bool]:
         """Which of ``hashes`` are stored, in order. Lists longer than the server's
         ``has_blobs_max`` are split into several pipelined requests."""
-        per_request = self.server_info(timeout=timeout).has_blobs_max
-        groups = ops.chunk_hashes(hashes, per_request)
-        if not groups:
-            return []
-        answers = self._run_many([ops.has_blobs(group) for group in groups], timeout)
-        return [flag for answer in answers for flag in answer]
+        return self._drive(ops.has_blobs(hashes), timeout)
 
     def stats(self, *, timeout: float | None = None) -> Stats:
         """The server's counters."""
         return self._run(ops.stats(), timeout)
+
+    # -- version 2: contexts by name, tags, listing, key-value ---------------------------------
+
+    def open_context(
+        self,
+        name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        base_turn_id: int = 0,
+        get_or_create: bool = False,
+        *,
+        timeout: float | None = None,
+    ) -> Opened:
+        """A new context, in one durable record: empty (or headed at ``base_turn_id``),
+        optionally named (1-256 bytes of UTF-8, unique) and tagged.
+
+        A taken ``name`` raises :class:`~ctxstore.errors.AlreadyExists` (its ``context_id``
+        is the owner), unless ``get_or_create``: then the existing context is answered (its
+        tags and head as they are) with ``created`` False. Returns ``(info, created)``.
+        """
+        return self._run(ops.open_context(name, tags, base_turn_id, get_or_create), timeout)
+
+    def clone_context(
+        self,
+        source: ContextLike,
+        name: str,
+        *,
+        tags: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> ContextInfo:
+        """A copy of ``source`` named ``name``: its head, tags (``tags`` replace copied ones
+        of the same key) and key-value entries, sharing every turn and blob (O(its
+        metadata)). A taken name raises AlreadyExists."""
+        return self._run(ops.clone_context(source, name, tags), timeout)
+
+    def context_info(self, context: ContextLike, *, timeout: float | None = None) -> ContextInfo:
+        """The context's head, name, tags and times (NotFound for an unknown id or name)."""
+        return self._run(ops.context_info(context), timeout)
+
+    def tag_context(
+        self,
+        context: ContextLike,
+        set: Mapping[str, str] | None = None,  # noqa: A002 - the protocol's word
+        remove: Iterable[str] | str = (),
+        expected_head: int | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> ContextInfo:
+        """Sets the tags of ``set`` and removes the keys of ``remove`` (absent keys are no
+        error), atomically. With ``expected_head`` only if the context's head is that turn
+        (0: empty), else :class:`~ctxstore.errors.Conflict` with its ``actual_head``; so a
+        status change and the head agree. Limits (TooLarge): 32 tags, key 1-64 bytes, value
+        up to 1 KiB. Returns the context after the change."""
+        return self._run(ops.tag_context(context, set, remove, expected_head), timeout)
+
+    def name_context(
+        self, context: ContextLike, name: str, *, timeout: float | None = None
+    ) -> ContextInfo:
+        """Names a context that has none (names never change: InvalidArgument for a named
+        context; AlreadyExists for a taken name)."""
+        return self._run(ops.name_context(context, name), timeout)
+
+    def list_contexts(
+        self,
+        tags: Mapping[str, str] | None = None,
+        name_prefix: str | None = None,
+        updated_after_unix_ms: int | None = None,
+        updated_before_unix_ms: int | None = None,
+        *,
+        cursor: int | str | None = None,
+        limit: int = 100,
+        timeout: float | None = None,
+    ) -> ContextPage:
+        """One page of the contexts matching every condition: each tag equality of ``tags``,
+        a name starting with ``name_prefix`` (pages then go in name order, else in ContextID
+        order), ``updated_at_unix_ms`` strictly after / before the bounds. ``limit`` up to
+        1,000 (TooLarge above). Pass the page's ``next_cursor`` as ``cursor`` for the next
+        one, or use :meth:`iter_contexts`."""
+        return self._run(
+            ops.list_contexts(
+                tags, name_prefix, updated_after_unix_ms, updated_before_unix_ms, cursor, limit
+            ),
+            timeout,
+        )
+
+    def iter_contexts(
+        self,
+        tags: Mapping[str, str] | None = None,
+        name_prefix: str | None = None,
+        updated_after_unix_ms: int | None = None,
+        updated_before_unix_ms: int | None = None,
+        *,
+        page_size: int = 1000,
+        timeout: float | None = None,
+    ) -> Iterator[ContextInfo]:
+        """Every context matching :meth:`list_contexts`' conditions, page after page
+        (fetched as the iteration goes; ``timeout`` per page). Each match is returned once."""
+        paging = ops.contexts_paging(
+            tags, name_prefix, updated_after_unix_ms, updated_before_unix_ms, page_size
+        )
+        return self._iterate(paging, timeout)
+
+    def kv_put(
+        self,
+        context: ContextLike,
+        entries: Mapping[KeyT, bytes | bytearray | memoryview],
+        if_absent: bool = False,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Puts every ``key: value`` of ``entries`` in the context's key-value map, in one
+        durable record (all or none). Keys are bytes (1-256) or str (as UTF-8); values are
+        bytes, stored as blobs (equal values once). ``if_absent``: keys the context has keep
+        their values. At most 128 entries per call (TooLarge); none sends nothing."""
+        self._drive(ops.kv_put(context, entries, if_absent), timeout)
+
+    def kv_get(
+        self, context: ContextLike, key: KeyLike, *, timeout: float | None = None
+    ) -> bytes | None:
+        """The value of ``key``, verified against its BLAKE3 hash (zstd inflated), or None
+        if the context has no such key (NotFound if there is no such context)."""
+        return self._drive(ops.kv_get(context, key, self._accept_zstd), timeout)
+
+    def kv_delete(
+        self,
+        context: ContextLike,
+        keys: Iterable[KeyLike] | KeyLike,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Deletes ``keys`` (one key or several; absent keys are no error) in one durable
+        record. At most 128 per call (TooLarge); none sends nothing."""
+        self._drive(ops.kv_delete(context, keys), timeout)
+
+    def kv_list(
+        self,
+        context: ContextLike,
+        prefix: KeyLike = b"",
+        after: KeyLike = b"",
+        *,
+        limit: int = 100,
+        timeout: float | None = None,
+    ) -> KvPage:
+        """One page of the entries whose keys start with ``prefix``, in key order, after the
+        key ``after`` (empty: from the first). ``limit`` up to 1,000. Pass the page's
+        ``next_after`` as ``after`` for the next one, or use :meth:`iter_kv`."""
+        return self._run(ops.kv_list(context, prefix, after, limit), timeout)
+
+    def iter_kv(
+        self,
+        context: ContextLike,
+        prefix: KeyLike = b"",
+        after: KeyLike = b"",
+        *,
+        page_size: int = 1000,
+        timeout: float | None = None,
+    ) -> Iterator[KvItem]:
+        """Every entry whose key starts with ``prefix``, in key order, page after page."""
+        return self._iterate(ops.kv_paging(context, prefix, after, page_size), timeout)

@@ -33,6 +33,7 @@ __all__ = [
     "UnsupportedVersion",
     "ShuttingDown",
     "Corrupt",
+    "AlreadyExists",
     "ProtocolError",
     "IntegrityError",
     "ConnectError",
@@ -58,7 +59,8 @@ class CtxstoreError(Exception):
             client-side condition.
         message: what failed, in words.
         detail: the ERROR's ``detail`` field (CONFLICT: the actual head turn;
-            UNSUPPORTED_VERSION: the server's version), else 0.
+            UNSUPPORTED_VERSION: the server's version; ALREADY_EXISTS: the ContextID that
+            has the name), else 0.
     """
 
     code: int = 0
@@ -207,6 +209,20 @@ class Corrupt(ServerError):
     name = "CORRUPT"
 
 
+class AlreadyExists(ServerError):
+    """ALREADY_EXISTS (15, protocol version 2): the name belongs to another context (opening
+    a context with a taken name without ``get_or_create``, or naming one). See
+    :attr:`context_id`. The connection stays open."""
+
+    code = 15
+    name = "ALREADY_EXISTS"
+
+    @property
+    def context_id(self) -> int:
+        """The ContextID that has the name (the ERROR's ``detail``)."""
+        return self.detail
+
+
 ERROR_CLASSES: dict[int, type[ServerError]] = {
     cls.code: cls
     for cls in (
@@ -224,6 +240,7 @@ ERROR_CLASSES: dict[int, type[ServerError]] = {
         UnsupportedVersion,
         ShuttingDown,
         Corrupt,
+        AlreadyExists,
     )
 }
 """The exception class of each known ERROR code."""
@@ -297,6 +314,8 @@ class ClientClosed(CtxstoreError):
 
 
 class NotSupported(CtxstoreError):
-    """The request needs a newer protocol version than the one negotiated with the server."""
+    """The request needs a newer protocol version than the one negotiated with the server
+    (e.g. a context named by a ``str``, or any context call of version 2, on a connection to
+    a server that speaks only version 1). Nothing was sent."""
 
     name = "NOT_SUPPORTED"

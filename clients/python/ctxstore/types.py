@@ -2,16 +2,22 @@
 
 Hashes are ``bytes`` of length 32 (BLAKE3-256); :func:`blob_hash` computes one and
 :func:`hash_hex` / :func:`parse_hash` convert to and from 64 hex digits.
+
+A context is named in every call by a :data:`ContextLike`: an ``int`` is its ContextID, a
+``str`` its unique name (protocol version 2).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple, TypeVar
 
 import blake3
 
 __all__ = [
+    "ContextLike",
+    "KeyLike",
     "HashLike",
     "blob_hash",
     "hash_hex",
@@ -22,10 +28,26 @@ __all__ = [
     "Appended",
     "Page",
     "Stats",
+    "ContextInfo",
+    "Opened",
+    "ContextPage",
+    "KvItem",
+    "KvPage",
 ]
 
 HashLike = bytes | bytearray | memoryview | str
 """A hash as 32 bytes or as 64 hex digits."""
+
+ContextLike = int | str
+"""A context: its ContextID (``int``) or its name (``str``, 1-256 bytes of UTF-8; protocol
+version 2)."""
+
+KeyLike = bytes | bytearray | memoryview | str
+"""A key-value key: any bytes (1-256), or a ``str`` sent as its UTF-8."""
+
+KeyT = TypeVar("KeyT", bound=KeyLike)
+"""The key type of a mapping of entries (``Mapping`` is invariant in its keys: a
+``dict[bytes, bytes]`` is accepted through this, as is a ``dict[str, bytes]``)."""
 
 
 def blob_hash(data: bytes | bytearray | memoryview) -> bytes:
@@ -189,3 +211,88 @@ class Stats:
     uptime_ms: int
     read_only: bool
     """True if the store refuses writes (after a failed fsync)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextInfo:
+    """A context as version 2 describes it: head, name, tags and times (CONTEXT_INFO)."""
+
+    context_id: int
+    head_turn_id: int
+    """0 when the context is empty."""
+    head_depth: int
+    created_at_unix_ms: int
+    updated_at_unix_ms: int
+    """The newest head move, tag or key-value change."""
+    name: str | None
+    """None when the context has no name."""
+    tags: dict[str, str]
+    """The context's tags (a copy; sorted by key)."""
+
+    @property
+    def head(self) -> ContextHead:
+        """The context's head alone."""
+        return ContextHead(self.context_id, self.head_turn_id, self.head_depth)
+
+    @property
+    def is_empty(self) -> bool:
+        """True if the context has no turn yet."""
+        return self.head_turn_id == 0
+
+
+class Opened(NamedTuple):
+    """The result of ``open_context``: the context, and whether this call created it (False:
+    ``get_or_create`` found the name taken and answered its context). Unpacks as
+    ``info, created = client.open_context(...)``."""
+
+    info: ContextInfo
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ContextPage:
+    """One page of ``list_contexts``. ``next_cursor``: pass it as ``cursor=`` for the next
+    page (a ContextID, or a name when the listing has a name prefix); None when no more
+    contexts match. A page may hold fewer than ``limit`` contexts while more match (the
+    server keeps responses within its byte budget): follow the cursor, not the count."""
+
+    contexts: list[ContextInfo]
+    next_cursor: int | str | None
+
+    def __iter__(self) -> Iterator[ContextInfo]:
+        return iter(self.contexts)
+
+    def __len__(self) -> int:
+        return len(self.contexts)
+
+    def __getitem__(self, index: int) -> ContextInfo:
+        return self.contexts[index]
+
+
+@dataclass(frozen=True, slots=True)
+class KvItem:
+    """A key-value entry as ``kv_list`` returns it (the value itself: ``kv_get``, or
+    ``get_blob(value_hash)``)."""
+
+    key: bytes
+    value_hash: bytes
+    """BLAKE3-256 of the value: equal values are stored once."""
+    value_len: int
+
+
+@dataclass(frozen=True, slots=True)
+class KvPage:
+    """One page of ``kv_list``, in key order. ``next_after``: pass it as ``after=`` for the
+    next page (the last key of a full page); None when the listing is complete."""
+
+    items: list[KvItem]
+    next_after: bytes | None
+
+    def __iter__(self) -> Iterator[KvItem]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> KvItem:
+        return self.items[index]

@@ -70,11 +70,12 @@ def hello_then_error(code: int, detail: int = 0) -> Behaviour:
     return behaviour
 
 
-def hello_then_bytes(make: Callable[[int], bytes]) -> Behaviour:
-    """Answers HELLO, then the first request with ``make(req_id)`` and closes."""
+def hello_then_bytes(make: Callable[[int], bytes], version: int = 1) -> Behaviour:
+    """Answers HELLO (choosing ``version``), then the first request with ``make(req_id)`` and
+    closes."""
 
     def behaviour(conn: socket.socket) -> None:
-        if not say_hello(conn):
+        if not say_hello(conn, version):
             return
         frame = read_frame(conn)
         if frame is not None:
@@ -83,11 +84,12 @@ def hello_then_bytes(make: Callable[[int], bytes]) -> Behaviour:
     return behaviour
 
 
-def hello_then_answer(make: Callable[[p.FrameHeader, bytes], bytes]) -> Behaviour:
-    """Answers HELLO, then every request with ``make(header, body)`` (empty: no answer)."""
+def hello_then_answer(make: Callable[[p.FrameHeader, bytes], bytes], version: int = 1) -> Behaviour:
+    """Answers HELLO (choosing ``version``), then every request with ``make(header, body)``
+    (empty: no answer)."""
 
     def behaviour(conn: socket.socket) -> None:
-        if not say_hello(conn):
+        if not say_hello(conn, version):
             return
         while (frame := read_frame(conn)) is not None:
             answer = make(*frame)

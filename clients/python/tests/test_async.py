@@ -19,7 +19,7 @@ from fakes import FakeServer, hello_then_error
 async def test_round_trips(server: ServerProcess) -> None:
     async with ctxstore.AsyncClient(server.addr, timeout=20) as client:
         info = await client.server_info()
-        assert info.version == 1
+        assert info.version == 2 == ctxstore.PROTOCOL_VERSION
         await client.ping()
         ctx = await client.create_context()
         assert ctx.is_empty
@@ -118,7 +118,7 @@ async def test_token_and_version(token_server: ServerProcess, server: ServerProc
 
     with pytest.raises(ctxstore.UnsupportedVersion) as info:
         await FutureClient.connect(server.addr)
-    assert info.value.server_version == 1
+    assert info.value.server_version == 2
 
 
 async def test_overloaded(tmp_root: Path) -> None:
@@ -160,3 +160,78 @@ async def test_cancelled_call_leaves_the_connection_usable(server: ServerProcess
             await task
         await client.ping()
         assert (await client.head(ctx.context_id)).context_id == ctx.context_id
+
+
+# --- protocol version 2 -----------------------------------------------------------------------
+
+
+async def test_version_2_calls(server: ServerProcess) -> None:
+    run = f"aio-{os.urandom(6).hex()}"
+    async with ctxstore.AsyncClient(server.addr, timeout=20) as client:
+        info, created = await client.open_context(f"{run}-a", {"run": run})
+        assert created and info.name == f"{run}-a" and info.tags == {"run": run}
+        again = await client.open_context(f"{run}-a", get_or_create=True)
+        assert again == (info, False)
+        with pytest.raises(ctxstore.AlreadyExists) as taken:
+            await client.open_context(f"{run}-a")
+        assert taken.value.context_id == info.context_id
+
+        # Names in the version-1 calls, concurrently.
+        appended = await asyncio.gather(*(client.append(f"{run}-a", b"%d" % i) for i in range(5)))
+        head = await client.head(f"{run}-a")
+        assert head.head_turn_id in {a.turn_id for a in appended} and head.head_depth == 4
+        page = await client.last(f"{run}-a", 10, payloads=True)
+        assert sorted(t.payload or b"" for t in page) == [b"%d" % i for i in range(5)]
+        older = await client.before(f"{run}-a", head.head_turn_id, 10)
+        assert [t.turn_id for t in older] == [t.turn_id for t in page.turns[:4]]
+        assert len(await client.range_by_depth(f"{run}-a", 2, 10)) == 3
+
+        tagged = await client.tag_context(f"{run}-a", {"s": "1"}, expected_head=head.head_turn_id)
+        assert tagged.tags == {"run": run, "s": "1"}
+        with pytest.raises(ctxstore.Conflict) as conflict:
+            await client.tag_context(f"{run}-a", {"s": "2"}, expected_head=0)
+        assert conflict.value.actual_head == head.head_turn_id
+
+        await asyncio.gather(
+            *(client.kv_put(f"{run}-a", {b"k%02d" % i: b"v%d" % i}) for i in range(12))
+        )
+        assert await client.kv_get(f"{run}-a", b"k07") == b"v7"
+        assert await client.kv_get(f"{run}-a", b"nope") is None
+        with pytest.raises(ctxstore.NotFound):
+            await client.kv_get(f"{run}-nope", b"k07")
+        await client.kv_delete(f"{run}-a", [b"k00", b"k01"])
+        page_kv = await client.kv_list(f"{run}-a", b"k", limit=4)
+        assert [i.key for i in page_kv] == [b"k02", b"k03", b"k04", b"k05"]
+        keys = [item.key async for item in client.iter_kv(f"{run}-a", b"k", page_size=3)]
+        assert keys == [b"k%02d" % i for i in range(2, 12)]
+
+        clone = await client.clone_context(f"{run}-a", f"{run}-b")
+        assert clone.head == ctxstore.ContextHead(clone.context_id, head.head_turn_id, 4)
+        other = await client.create_context()
+        named = await client.name_context(other.context_id, f"{run}-c")
+        assert named.name == f"{run}-c"
+        assert (await client.context_info(f"{run}-c")).context_id == other.context_id
+        await client.tag_context(f"{run}-c", {"run": run})
+
+        listed = [i.name async for i in client.iter_contexts({"run": run}, page_size=1)]
+        assert listed == [f"{run}-a", f"{run}-b", f"{run}-c"]
+        first = await client.list_contexts(name_prefix=run, limit=2)
+        assert [i.name for i in first] == [f"{run}-a", f"{run}-b"]
+        rest = await client.list_contexts(name_prefix=run, cursor=first.next_cursor, limit=2)
+        assert [i.name for i in rest] == [f"{run}-c"] and rest.next_cursor is None
+
+
+async def test_version_2_calls_on_a_version_1_connection(server: ServerProcess) -> None:
+    class V1Client(ctxstore.AsyncClient):
+        PROTOCOL_VERSIONS = (1, 1)
+
+    async with V1Client(server.addr) as client:
+        assert (await client.server_info()).version == 1
+        with pytest.raises(ctxstore.NotSupported, match="by name needs protocol version 2"):
+            await client.head("some-name")
+        with pytest.raises(ctxstore.NotSupported, match="CTX_OPEN needs protocol version 2"):
+            await client.open_context("x")
+        with pytest.raises(ctxstore.NotSupported):
+            await client.iter_kv(1).__anext__()
+        ctx = await client.create_context()
+        assert (await client.head(ctx.context_id)) == ctx

@@ -4,6 +4,7 @@ across threads; every ERROR code the server can be driven to produce over the ne
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +16,7 @@ import ctxstore
 from ctxstore import _protocol as p
 from ctxstore.errors import ERROR_CLASSES
 
-from conftest import ServerProcess, new_server
+from conftest import REPO_ROOT, ServerProcess, new_server
 from fakes import FakeServer, hello_then_error
 
 
@@ -43,7 +44,7 @@ def text_payload(i: int, size: int = 3000) -> bytes:
 
 def test_hello_reports_version_and_limits(client: ctxstore.Client) -> None:
     info = client.server_info()
-    assert info.version == 1 == ctxstore.PROTOCOL_VERSION
+    assert info.version == 2 == ctxstore.PROTOCOL_VERSION
     assert info.server_name.startswith("ctxstore")
     assert info.frame_bytes_max == 16 << 20
     assert info.requests_in_flight_max == 1024
@@ -411,22 +412,22 @@ def test_token(token_server: ServerProcess) -> None:
 
 def test_unsupported_version(server: ServerProcess) -> None:
     class FutureClient(ctxstore.Client):
-        PROTOCOL_VERSIONS = (2, 3)
+        PROTOCOL_VERSIONS = (3, 4)
 
     with pytest.raises(ctxstore.UnsupportedVersion) as info:
         FutureClient(server.addr)
-    assert info.value.code == 12 and info.value.server_version == 1
+    assert info.value.code == 12 and info.value.server_version == 2
 
     class WideClient(ctxstore.Client):
         PROTOCOL_VERSIONS = (1, 5)
 
     with WideClient(server.addr) as client:
-        assert client.server_info().version == 1
+        assert client.server_info().version == 2
 
 
 def test_request_of_a_newer_version_is_refused_locally(client: ctxstore.Client) -> None:
     with pytest.raises(ctxstore.NotSupported):
-        client.request(p.RawRequest(0x0010, b"", min_version=2))
+        client.request(p.RawRequest(0x0019, b"", min_version=3))
     client.ping()
 
 
@@ -464,9 +465,14 @@ def test_error_names_match_the_protocol_table() -> None:
         1: "BAD_FRAME", 2: "UNKNOWN_MESSAGE", 3: "TOO_LARGE", 4: "UNAUTHORIZED",
         5: "NOT_FOUND", 6: "CONFLICT", 7: "READ_ONLY", 8: "NO_SPACE", 9: "OVERLOADED",
         10: "INTERNAL", 11: "INVALID_ARGUMENT", 12: "UNSUPPORTED_VERSION",
-        13: "SHUTTING_DOWN", 14: "CORRUPT",
+        13: "SHUTTING_DOWN", 14: "CORRUPT", 15: "ALREADY_EXISTS",
     }  # fmt: skip
     assert {code: cls.name for code, cls in ERROR_CLASSES.items()} == names
+    # The same table as the reference implementation (protocol/src/error.rs).
+    source = (REPO_ROOT / "protocol" / "src" / "error.rs").read_text()
+    numbers = dict(re.findall(r"^\s+(\w+) = (\d+),$", source, re.MULTILINE))
+    rust_names = dict(re.findall(r'ErrorCode::(\w+) => "(\w+)"', source))
+    assert {int(numbers[v]): rust_names[v] for v in numbers} == names
     assert str(ctxstore.NotFound("no such turn")) == "NOT_FOUND (5): no such turn"
 
 

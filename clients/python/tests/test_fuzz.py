@@ -28,6 +28,13 @@ u32 = st.integers(0, p.U32_MAX)
 u64 = st.integers(0, p.U64_MAX)
 hashes = st.binary(min_size=32, max_size=32)
 names = st.text(max_size=40).filter(lambda s: len(s.encode()) <= p.NAME_BYTES_MAX)
+# Version 2: a context by id or by (non-empty) name; tags; key-value keys and values.
+context_names = st.text(min_size=1, max_size=20)
+context_refs = u64 | context_names
+tag_lists = st.lists(st.tuples(st.text(max_size=8), st.text(max_size=12)), max_size=4).map(tuple)
+kv_keys = st.binary(max_size=24)
+time_bounds = st.none() | st.integers(1, p.U64_MAX)
+list_cursors = st.none() | u64 | context_names
 
 turns = st.builds(
     p.TurnRecord,
@@ -59,6 +66,15 @@ def _with_type(cls: type[p.Response], types: tuple[int, ...]) -> st.SearchStrate
     return st.sampled_from(types)
 
 
+context_infos = st.builds(
+    p.ContextInfoRecord,
+    st.builds(p.ContextHeadRecord, u64, u64, u32),
+    u64,
+    u64,
+    st.none() | context_names,
+    tag_lists,
+)
+
 responses: st.SearchStrategy[p.Response] = st.one_of(
     st.builds(p.HelloResponse, u16, u32, u32, u32, u32, u32, names),
     st.builds(p.Pong, u64),
@@ -87,6 +103,17 @@ responses: st.SearchStrategy[p.Response] = st.one_of(
         u64,
         st.text(max_size=60).filter(lambda s: len(s.encode()) <= p.MESSAGE_BYTES_MAX),
     ),
+    st.builds(p.OpenedResponse, context_infos, st.booleans()),
+    st.builds(
+        p.ContextInfoResponse, context_infos, st.sampled_from(p.ContextInfoResponse.MSG_TYPES)
+    ),
+    st.builds(p.ContextListResponse, list_cursors, st.lists(context_infos, max_size=3).map(tuple)),
+    st.builds(p.DoneResponse, st.sampled_from(p.DoneResponse.MSG_TYPES)),
+    st.builds(p.KvValueResponse, hashes, payloads()),
+    st.builds(
+        p.KvListResponse,
+        st.lists(st.builds(p.KvItemRecord, kv_keys, hashes, u32), max_size=5).map(tuple),
+    ),
 )
 
 requests: st.SearchStrategy[p.Request] = st.one_of(
@@ -100,17 +127,52 @@ requests: st.SearchStrategy[p.Request] = st.one_of(
     st.builds(p.Ping, u64),
     st.builds(p.CtxCreate, u64),
     st.builds(p.CtxFork, u64),
-    st.builds(p.GetHead, u64),
-    st.builds(p.AppendTurn, u64, st.none() | u64, u64, u32, st.binary(max_size=5000)),
-    st.builds(p.AppendTurnByHash, u64, st.none() | u64, u64, u32, hashes),
+    st.builds(p.GetHead, context_refs),
+    st.builds(p.AppendTurn, context_refs, st.none() | u64, u64, u32, st.binary(max_size=5000)),
+    st.builds(p.AppendTurnByHash, context_refs, st.none() | u64, u64, u32, hashes),
     st.builds(p.GetTurn, u64),
-    st.builds(p.GetLast, u64, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
-    st.builds(p.GetBefore, u64, u64, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
-    st.builds(p.GetRangeByDepth, u64, u32, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
+    st.builds(p.GetLast, context_refs, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
+    st.builds(p.GetBefore, context_refs, u64, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
+    st.builds(p.GetRangeByDepth, context_refs, u32, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
     st.builds(p.GetChain, u64, u32, u32, st.integers(0, p.READ_FLAGS_KNOWN)),
     st.builds(p.GetBlob, hashes, st.sampled_from([0, p.READ_ACCEPT_ZSTD])),
     st.builds(p.HasBlobs, st.lists(hashes, max_size=10).map(tuple)),
     st.just(p.Stats()),
+    st.builds(
+        p.CtxOpen,
+        u64,
+        st.booleans(),
+        st.none() | context_refs,
+        st.none() | context_names,
+        tag_lists,
+    ),
+    st.builds(p.CtxShow, context_refs),
+    st.builds(
+        p.CtxTag,
+        context_refs,
+        st.none() | u64,
+        tag_lists,
+        st.lists(st.text(max_size=8), max_size=3).map(tuple),
+    ),
+    st.builds(
+        p.CtxList,
+        tag_lists,
+        st.none() | context_names,
+        time_bounds,
+        time_bounds,
+        list_cursors,
+        u32,
+    ),
+    st.builds(p.CtxName, context_refs, st.text(max_size=20)),
+    st.builds(
+        p.KvPut,
+        context_refs,
+        st.booleans(),
+        st.lists(st.tuples(kv_keys, st.binary(max_size=5000)), max_size=4).map(tuple),
+    ),
+    st.builds(p.KvGet, context_refs, kv_keys, st.sampled_from([0, p.READ_ACCEPT_ZSTD])),
+    st.builds(p.KvDelete, context_refs, st.lists(kv_keys, max_size=4).map(tuple)),
+    st.builds(p.KvList, context_refs, kv_keys, kv_keys, u32),
 )
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -191,9 +253,9 @@ def test_response_decoder_random_bytes(msg_type: int, body: bytes) -> None:
 
 
 @FAST
-@given(st.sampled_from(REQUEST_TYPES) | u16, st.binary(max_size=400))
-def test_request_decoder_random_bytes(msg_type: int, body: bytes) -> None:
-    only_protocol_errors(p.decode_request, msg_type, body)
+@given(st.sampled_from(REQUEST_TYPES) | u16, st.binary(max_size=400), st.integers(0, 3) | u16)
+def test_request_decoder_random_bytes(msg_type: int, body: bytes, flags: int) -> None:
+    only_protocol_errors(p.decode_request, msg_type, body, flags)
 
 
 @FAST
@@ -211,7 +273,20 @@ def test_requests_round_trip(request: p.Request) -> None:
     frame = b"".join(p.encode_request(9, request))
     header = p.FrameHeader.decode(frame[:16])
     assert header.len == len(frame) - 16 and header.msg_type == request.msg_type
-    assert p.decode_request(header.msg_type, frame[16:]) == request
+    assert header.flags == request.frame_flags
+    assert (header.flags == p.CTX_BY_NAME) == (
+        request.required_version == 2 and request.TAKES_CONTEXT
+    )
+    assert p.decode_request(header.msg_type, frame[16:], header.flags) == request
+
+
+@FAST
+@given(requests, st.data())
+def test_request_decoder_mutated_valid_bodies(request: p.Request, data: st.DataObject) -> None:
+    body = request.encode_body()
+    broken = data.draw(mutated(body))
+    flags = data.draw(st.sampled_from([request.frame_flags, 0, p.CTX_BY_NAME]))
+    only_protocol_errors(p.decode_request, request.msg_type, broken, flags)
 
 
 @st.composite
@@ -253,7 +328,7 @@ def test_decoders_on_mutated_golden_frames(name: str, data: st.DataObject) -> No
     if header.msg_type & p.RESPONSE_BIT:
         only_protocol_errors(p.decode_response, header.msg_type, broken)
     else:
-        only_protocol_errors(p.decode_request, header.msg_type, broken)
+        only_protocol_errors(p.decode_request, header.msg_type, broken, header.flags)
 
 
 # --- payload verification ---------------------------------------------------------------------
@@ -336,6 +411,41 @@ def test_client_facing_garbage_raises_and_never_hangs(garbage: bytes, with_heade
         assert time.monotonic() - started < 4
 
 
+V2_CALLS = {
+    p.MessageType.CTX_OPEN: lambda c: c.open_context("n"),
+    p.MessageType.CTX_SHOW: lambda c: c.context_info("n"),
+    p.MessageType.CTX_TAG: lambda c: c.tag_context(1, {"a": "b"}),
+    p.MessageType.CTX_LIST: lambda c: c.list_contexts(),
+    p.MessageType.CTX_NAME: lambda c: c.name_context(1, "n"),
+    p.MessageType.KV_PUT: lambda c: c.kv_put(1, {b"k": b"v"}),
+    p.MessageType.KV_GET: lambda c: c.kv_get("n", b"k"),
+    p.MessageType.KV_DELETE: lambda c: c.kv_delete(1, b"k"),
+    p.MessageType.KV_LIST: lambda c: c.kv_list(1),
+}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(V2_CALLS)), st.binary(max_size=200))
+def test_v2_calls_facing_garbage_bodies_raise_and_never_hang(
+    msg_type: p.MessageType, garbage: bytes
+) -> None:
+    def make(req_id: int) -> bytes:
+        return p.FrameHeader(len(garbage), msg_type.response_type, 0, req_id).encode() + garbage
+
+    with FakeServer(hello_then_bytes(make, version=2)) as fake:
+        client = ctxstore.Client(fake.addr, timeout=5, connect_timeout=5)
+        started = time.monotonic()
+        try:
+            V2_CALLS[msg_type](client)
+        except (ProtocolError, ConnectionLost):
+            pass
+        except CtxstoreError as error:  # e.g. NotFound after a garbage-free empty body
+            assert not isinstance(error, ctxstore.Timeout)
+        finally:
+            client.close()
+        assert time.monotonic() - started < 4
+
+
 def test_garbage_response_types_raise_protocol_error() -> None:
     def make(req_id: int) -> bytes:
         return p.encode_response(req_id, p.Pong(1))  # PONG to a STATS request
@@ -389,3 +499,68 @@ def test_replay_against_a_server_that_never_advances() -> None:
     with FakeServer(hello_then_answer(answer)) as fake, ctxstore.Client(fake.addr) as client:
         with pytest.raises(ProtocolError, match="returned depths"):
             client.replay(1, page_size=1)
+
+
+# --- version-2 answers that break their promises ----------------------------------------------
+
+
+def _info(context_id: int, name: str | None) -> p.ContextInfoRecord:
+    return p.ContextInfoRecord(p.ContextHeadRecord(context_id, 0, 0), 1, 1, name, ())
+
+
+def _answering(answer: p.Response) -> FakeServer:
+    """A version-2 fake that answers every request with ``answer`` (its type adjusted)."""
+
+    def make(header: p.FrameHeader, body: bytes) -> bytes:
+        frame = bytearray(p.encode_response(header.req_id, answer))
+        frame[4:6] = (header.msg_type | p.RESPONSE_BIT).to_bytes(2, "little")
+        return bytes(frame)
+
+    return FakeServer(hello_then_answer(make, version=2))
+
+
+def test_kv_value_that_does_not_match_its_hash_is_an_integrity_error() -> None:
+    value = p.KvValueResponse(
+        ctxstore.blob_hash(b"v1"), p.PayloadRecord(p.PayloadEncoding.RAW, 2, b"v2")
+    )
+    with _answering(value) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        with pytest.raises(ctxstore.IntegrityError):
+            client.kv_get(1, b"k")
+        with pytest.raises(ctxstore.IntegrityError):
+            client.kv_get("by-name", b"k")  # the same connection: only the call failed
+        assert client.connected
+
+
+def test_kv_list_out_of_order_is_a_protocol_error() -> None:
+    items = tuple(p.KvItemRecord(k, bytes(32), 1) for k in (b"p:2", b"p:1"))
+    with _answering(p.KvListResponse(items)) as fake, ctxstore.Client(fake.addr, timeout=5) as c:
+        with pytest.raises(ProtocolError, match="out of order"):
+            c.kv_list(1, b"p:")
+    outside = (p.KvItemRecord(b"q", bytes(32), 1),)
+    with _answering(p.KvListResponse(outside)) as fake, ctxstore.Client(fake.addr, timeout=5) as c:
+        with pytest.raises(ProtocolError, match="outside the prefix"):
+            list(c.iter_kv(1, b"p:"))
+
+
+def test_a_listing_cursor_that_does_not_advance_ends_in_a_protocol_error() -> None:
+    stuck = p.ContextListResponse(5, (_info(5, None),))
+    with _answering(stuck) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        started = time.monotonic()
+        with pytest.raises(ProtocolError, match="same cursor"):
+            list(client.iter_contexts())
+        assert time.monotonic() - started < 4
+    too_many = p.ContextListResponse(None, tuple(_info(i, None) for i in range(1, 4)))
+    with _answering(too_many) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        with pytest.raises(ProtocolError, match="limit 2"):
+            client.list_contexts(limit=2)
+
+
+def test_a_context_answered_under_another_name_is_a_protocol_error() -> None:
+    with _answering(p.OpenedResponse(_info(3, "other"), True)) as fake:
+        with ctxstore.Client(fake.addr, timeout=5) as client:
+            with pytest.raises(ProtocolError, match="named 'other'"):
+                client.open_context("mine")
+    with _answering(p.ContextInfoResponse(_info(3, None))) as fake:
+        with ctxstore.Client(fake.addr, timeout=5) as client:
+            with pytest.raises(ProtocolError, match="do not reflect"):
+                client.tag_context(3, {"status": "done"})

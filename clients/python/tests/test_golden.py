@@ -1,5 +1,5 @@
-"""The golden frames of protocol/tests/golden-v1.txt decode to the documented values and
-re-encode to exactly their bytes."""
+"""The golden frames of protocol/tests/golden-v1.txt and golden-v2.txt decode to the documented
+values and re-encode to exactly their bytes (header flags included)."""
 
 from __future__ import annotations
 
@@ -7,19 +7,21 @@ import pytest
 
 from ctxstore import _protocol as p
 
-from conftest import GOLDEN_V1
+from conftest import GOLDEN_V1, GOLDEN_V2
 
 
 def golden_frames() -> dict[str, bytes]:
-    """name → frame bytes, from the golden file."""
-    if not GOLDEN_V1.is_file():
-        pytest.fail(f"golden vectors not found at {GOLDEN_V1}")
-    frames = {}
-    for line in GOLDEN_V1.read_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        name, hex_frame, _meaning = (part.strip() for part in line.split("|", 2))
-        frames[name] = bytes.fromhex(hex_frame)
+    """name → frame bytes, from both golden files (names are unique across them)."""
+    frames: dict[str, bytes] = {}
+    for path in (GOLDEN_V1, GOLDEN_V2):
+        if not path.is_file():
+            pytest.fail(f"golden vectors not found at {path}")
+        for line in path.read_text().splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            name, hex_frame, _meaning = (part.strip() for part in line.split("|", 2))
+            assert name not in frames, f"golden frame {name} defined twice"
+            frames[name] = bytes.fromhex(hex_frame)
     return frames
 
 
@@ -38,6 +40,16 @@ TURN = p.TurnRecord(
     created_at_unix_ms=1_767_225_600_000,
 )
 T = p.MessageType
+INFO_T1 = p.ContextInfoRecord(
+    p.ContextHeadRecord(3, 42, 7),
+    1_767_225_600_000,
+    1_767_225_601_000,
+    "t-1",
+    (("status", "idle"),),
+)
+INFO_3 = p.ContextInfoRecord(
+    p.ContextHeadRecord(3, 42, 7), 1_767_225_600_000, 1_767_225_601_000, None, ()
+)
 
 EXPECTED: dict[str, tuple[int, p.Message]] = {
     "hello_request": (1, p.Hello(1, 1, b"secret", "cli")),
@@ -87,17 +99,45 @@ EXPECTED: dict[str, tuple[int, p.Message]] = {
     ),
     "error_conflict": (6, p.ErrorResponse(6, 42, "head moved")),
     "error_bad_frame": (0, p.ErrorResponse(1, 0, "bad")),
+    # Version 2 (golden-v2.txt).
+    "hello_request_v2": (1, p.Hello(1, 2, b"", "py")),
+    "get_head_by_name": (2, p.GetHead("t-1")),
+    "append_turn_by_name": (3, p.AppendTurn("t-1", None, 1, 0, b"hi")),
+    "ctx_open": (4, p.CtxOpen(0, True, None, "t-1", (("status", "idle"),))),
+    "ctx_open_clone": (5, p.CtxOpen(0, False, 3, "t-2", ())),
+    "opened_response": (4, p.OpenedResponse(INFO_T1, True)),
+    "ctx_show": (6, p.CtxShow("t-1")),
+    "context_info_response": (6, p.ContextInfoResponse(INFO_T1, T.CTX_SHOW.response_type)),
+    "ctx_tag": (7, p.CtxTag(3, 42, (("status", "done"),), ("owner",))),
+    "ctx_list": (
+        8,
+        p.CtxList((("status", "idle"),), "t-", 1_767_225_600_000, None, "t-1", 100),
+    ),
+    "context_list_response": (8, p.ContextListResponse(3, (INFO_3,))),
+    "ctx_name": (9, p.CtxName(3, "t-3")),
+    "kv_put": (10, p.KvPut("t-1", True, ((b"k", b"v1"),))),
+    "kv_put_response": (10, p.DoneResponse(T.KV_PUT.response_type)),
+    "kv_get": (11, p.KvGet(3, b"k", 0)),
+    "kv_value_response": (
+        11,
+        p.KvValueResponse(HASH_A0, p.PayloadRecord(p.PayloadEncoding.RAW, 2, b"v1")),
+    ),
+    "kv_delete": (12, p.KvDelete(3, (b"k",))),
+    "kv_list": (13, p.KvList(3, b"w:", b"", 1000)),
+    "kv_list_response": (13, p.KvListResponse((p.KvItemRecord(b"w:1", HASH_A0, 2),))),
+    "error_already_exists": (4, p.ErrorResponse(15, 3, "name taken")),
 }
 
 
 def decode_frame(frame: bytes) -> tuple[p.FrameHeader, p.Message]:
     header = p.FrameHeader.decode(frame[: p.HEADER_BYTES])
-    header.check(p.FRAME_BYTES_LIMIT)
+    header.check(p.FRAME_BYTES_LIMIT, p.FRAME_FLAGS_KNOWN)
     body = frame[p.HEADER_BYTES :]
     assert header.len == len(body)
     if header.msg_type & p.RESPONSE_BIT:
+        header.check(p.FRAME_BYTES_LIMIT)  # responses carry no flags
         return header, p.decode_response(header.msg_type, body)
-    return header, p.decode_request(header.msg_type, body)
+    return header, p.decode_request(header.msg_type, body, header.flags)
 
 
 def encode_frame(req_id: int, message: p.Message) -> bytes:
@@ -117,7 +157,8 @@ def test_golden_frame_decodes_and_reencodes(name: str) -> None:
     req_id, expected = EXPECTED[name]
     header, message = decode_frame(frame)
     assert header.req_id == req_id
-    assert header.flags == 0
+    expected_flags = expected.frame_flags if isinstance(expected, p.Request) else 0
+    assert header.flags == expected_flags
     assert message == expected
     assert encode_frame(req_id, expected) == frame
 
@@ -129,3 +170,32 @@ def test_golden_large_payload_is_sent_as_separate_chunk() -> None:
     header, message = decode_frame(b"".join(chunks))
     assert message == p.AppendTurn(3, None, 0, 0, payload)
     assert header.len == 40 + len(payload)
+
+
+def test_golden_v2_names_are_sent_with_the_frame_flag() -> None:
+    frames = golden_frames()
+    for name in ("get_head_by_name", "append_turn_by_name"):
+        assert p.FrameHeader.decode(frames[name][:16]).flags == p.CTX_BY_NAME
+    # The new messages carry an inline context ref and never the flag.
+    assert p.FrameHeader.decode(frames["ctx_show"][:16]).flags == 0
+    assert p.CtxShow("t-1").required_version == 2
+    assert p.GetHead("t-1").required_version == 2 and p.GetHead(3).required_version == 1
+
+
+def test_flag_on_a_message_without_a_leading_context_is_refused() -> None:
+    frame = golden_frames()["ctx_show"]
+    with pytest.raises(p.ProtocolError, match="CTX_BY_NAME"):
+        p.decode_request(p.MessageType.CTX_SHOW, frame[16:], p.CTX_BY_NAME)
+    with pytest.raises(p.ProtocolError, match="flag"):
+        p.decode_request(p.MessageType.GET_HEAD, frame[16:], 2)
+    with pytest.raises(p.ProtocolError, match="1 or more bytes"):
+        p.decode_request(p.MessageType.GET_HEAD, b"\x00\x00", p.CTX_BY_NAME)
+
+
+def test_golden_large_kv_value_is_sent_as_separate_chunk() -> None:
+    value = bytes(range(256)) * 64
+    request = p.KvPut("t", False, ((b"a", b"small"), (b"b", value), (b"c", b"x")))
+    chunks = p.encode_request(5, request)
+    assert any(chunk is value for chunk in chunks)
+    _, message = decode_frame(b"".join(chunks))
+    assert message == request
