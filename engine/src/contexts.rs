@@ -202,6 +202,7 @@ impl Engine {
 
     /// A key-value entry, without its value (read that with `blob`).
     pub fn kv_get(&self, context: &ContextRef, key: &[u8]) -> Result<Option<KvItem>, EngineError> {
+        check_kv_key(key)?;
         let snapshot = self.inner.published.contexts.load();
         let info = self.info(&snapshot, context)?;
         Ok(info.kv.get(key).map(|value| KvItem {
@@ -219,10 +220,18 @@ impl Engine {
         after: Option<&[u8]>,
         limit: u32,
     ) -> Result<Vec<KvItem>, EngineError> {
-        if limit > KV_SCAN_PAGE_MAX {
+        if limit == 0 || limit > KV_SCAN_PAGE_MAX {
             return Err(EngineError::Limit {
-                what: "key-value entries per scan page",
+                what: "key-value entries per scan page (1..=1000)",
                 limit: KV_SCAN_PAGE_MAX as usize,
+            });
+        }
+        // A prefix or cursor no key can have is a caller's mistake to be told.
+        let longest = prefix.len().max(after.map_or(0, <[u8]>::len));
+        if longest > KV_KEY_BYTES_MAX {
+            return Err(EngineError::Limit {
+                what: "bytes of a key-value prefix or cursor (0..=256)",
+                limit: KV_KEY_BYTES_MAX,
             });
         }
         let snapshot = self.inner.published.contexts.load();
@@ -245,9 +254,9 @@ impl Engine {
 
     /// Contexts matching every condition of `query`, one page.
     pub fn list_contexts(&self, query: &ListQuery) -> Result<ContextPage, EngineError> {
-        if query.limit > LIST_PAGE_MAX {
+        if query.limit == 0 || query.limit > LIST_PAGE_MAX {
             return Err(EngineError::Limit {
-                what: "contexts per listing page",
+                what: "contexts per listing page (1..=1000)",
                 limit: LIST_PAGE_MAX as usize,
             });
         }

@@ -319,7 +319,12 @@ fn check_name(
     info: &ContextInfo,
     name: &str,
 ) -> Result<(), EngineError> {
-    if name.is_empty() || name.len() > NAME_BYTES_MAX {
+    if name.is_empty() {
+        return Err(EngineError::InvalidArgument(
+            "a context name is 1 to 256 bytes of UTF-8; this one is empty".into(),
+        ));
+    }
+    if name.len() > NAME_BYTES_MAX {
         return Err(EngineError::Limit {
             what: "a context name's bytes (1..=256)",
             limit: NAME_BYTES_MAX,
@@ -346,14 +351,25 @@ fn check_tags(info: &ContextInfo, changes: &[(String, Option<String>)]) -> Resul
         .map(|(key, value)| (key.as_ref(), value.as_ref()))
         .collect();
     for (key, value) in changes {
-        if key.is_empty() || key.len() > TAG_KEY_BYTES_MAX {
+        if key.is_empty() {
+            return Err(EngineError::InvalidArgument(
+                "a tag key is 1 to 64 bytes; this one is empty".into(),
+            ));
+        }
+        if key.len() > TAG_KEY_BYTES_MAX {
             return Err(EngineError::Limit {
                 what: "a tag key's bytes (1..=64)",
                 limit: TAG_KEY_BYTES_MAX,
             });
         }
         match value {
-            Some(value) if value.is_empty() || value.len() > TAG_VALUE_BYTES_MAX => {
+            Some(value) if value.is_empty() => {
+                return Err(EngineError::InvalidArgument(format!(
+                    "a tag value is 1 to 1,024 bytes; the value of {key:?} is empty (remove \
+                     the tag instead)"
+                )));
+            }
+            Some(value) if value.len() > TAG_VALUE_BYTES_MAX => {
                 return Err(EngineError::Limit {
                     what: "a tag value's bytes (1..=1024)",
                     limit: TAG_VALUE_BYTES_MAX,
