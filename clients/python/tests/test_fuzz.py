@@ -46,8 +46,44 @@ turns = st.builds(
     type_tag=u64,
     payload_hash=hashes,
     payload_len=u32,
-    flags=st.just(0),
+    flags=st.sampled_from([0, p.TURN_SUMMARY]),
     created_at_unix_ms=u64,
+)
+
+# Version 2, turns for agent frameworks: extras, turn specs, log cursors, page kinds.
+tiny_text = st.text(max_size=12).filter(lambda s: len(s.encode()) <= p.TINY_BYTES_MAX)
+label_lists = st.lists(st.tuples(tiny_text, st.text(max_size=12)), max_size=4).map(tuple)
+extras = st.builds(
+    p.ExtrasRecord,
+    st.binary(max_size=24),
+    label_lists,
+    st.lists(u64, max_size=8).map(tuple),
+)
+log_cursors = st.none() | st.builds(p.LogCursor, u32, u64)
+
+
+@st.composite
+def turn_specs(draw: st.DrawFn) -> p.TurnSpecRecord:
+    kind = draw(st.sampled_from(list(p.ParentKind)))
+    parent = draw(st.integers(1, p.U64_MAX)) if kind == p.ParentKind.TURN else 0
+    by_hash = draw(st.booleans())
+    payload = draw(hashes if by_hash else st.binary(max_size=5000))
+    return p.TurnSpecRecord(
+        kind, parent, draw(u64), draw(u32), draw(st.booleans()), draw(extras), payload, by_hash
+    )
+
+
+@st.composite
+def read_pages(draw: st.DrawFn) -> p.ReadPage:
+    kind = draw(st.sampled_from(list(p.PageKind)))
+    before = draw(u64) if kind == p.PageKind.BEFORE else 0
+    from_depth = draw(u32) if kind == p.PageKind.RANGE else 0
+    flags = draw(st.integers(0, p.READ_FLAGS_KNOWN))
+    return p.ReadPage(draw(context_refs), kind, before, from_depth, draw(u32), flags)
+
+
+entries_v2 = st.deferred(
+    lambda: st.lists(st.builds(p.TurnExtrasEntry, turns, extras, payloads()), max_size=4).map(tuple)
 )
 
 
@@ -114,6 +150,15 @@ responses: st.SearchStrategy[p.Response] = st.one_of(
         p.KvListResponse,
         st.lists(st.builds(p.KvItemRecord, kv_keys, hashes, u32), max_size=5).map(tuple),
     ),
+    st.builds(
+        p.AppendedTurnsResponse,
+        st.lists(
+            st.builds(p.AppendedTurnRecord, turns, st.booleans(), st.booleans()), max_size=4
+        ).map(tuple),
+    ),
+    st.builds(p.TurnInfoResponse, turns, extras),
+    st.builds(p.TurnLogResponse, log_cursors, entries_v2),
+    st.builds(p.PageResponse, u64, u32, entries_v2),
 )
 
 requests: st.SearchStrategy[p.Request] = st.one_of(
@@ -173,6 +218,17 @@ requests: st.SearchStrategy[p.Request] = st.one_of(
     st.builds(p.KvGet, context_refs, kv_keys, st.sampled_from([0, p.READ_ACCEPT_ZSTD])),
     st.builds(p.KvDelete, context_refs, st.lists(kv_keys, max_size=4).map(tuple)),
     st.builds(p.KvList, context_refs, kv_keys, kv_keys, u32),
+    st.builds(
+        p.AppendTurns,
+        context_refs,
+        st.none() | u64,
+        st.lists(turn_specs(), min_size=1, max_size=3).map(tuple),
+    ),
+    st.builds(p.GetTurnByKey, context_refs, st.binary(max_size=p.TINY_BYTES_MAX)),
+    st.builds(
+        p.TurnLog, context_refs, label_lists, log_cursors, u32, st.integers(0, p.READ_FLAGS_KNOWN)
+    ),
+    read_pages(),
 )
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
