@@ -477,6 +477,10 @@ V2_CALLS = {
     p.MessageType.KV_GET: lambda c: c.kv_get("n", b"k"),
     p.MessageType.KV_DELETE: lambda c: c.kv_delete(1, b"k"),
     p.MessageType.KV_LIST: lambda c: c.kv_list(1),
+    p.MessageType.APPEND_TURNS: lambda c: c.append(1, b"x", key="k"),
+    p.MessageType.GET_TURN_BY_KEY: lambda c: c.turn_by_key("n", "k"),
+    p.MessageType.TURN_LOG: lambda c: list(c.iter_turn_log(1, {"a": "b"})),
+    p.MessageType.READ_PAGE: lambda c: c.window("n", payloads=True),
 }
 
 
@@ -620,3 +624,86 @@ def test_a_context_answered_under_another_name_is_a_protocol_error() -> None:
         with ctxstore.Client(fake.addr, timeout=5) as client:
             with pytest.raises(ProtocolError, match="do not reflect"):
                 client.tag_context(3, {"status": "done"})
+
+
+# --- turn answers that break their promises ----------------------------------------------------
+
+HASH_X = ctxstore.blob_hash(b"x")
+
+
+def _turn(
+    turn_id: int, parent: int, depth: int, flags: int = 0, body: bytes = b"x"
+) -> p.TurnRecord:
+    return p.TurnRecord(
+        turn_id, parent, 1, depth, 0, 0, ctxstore.blob_hash(body), len(body), flags, 1
+    )
+
+
+def _entry(turn: p.TurnRecord, labels: tuple[tuple[str, str], ...] = ()) -> p.TurnExtrasEntry:
+    absent = p.PayloadRecord(p.PayloadEncoding.ABSENT, 0, b"")
+    return p.TurnExtrasEntry(turn, p.ExtrasRecord(b"", labels), absent)
+
+
+def test_appended_turns_that_differ_from_what_was_sent_are_refused() -> None:
+    cases = [
+        # The wrong payload.
+        (ctxstore.IntegrityError, p.AppendedTurnRecord(_turn(5, 4, 1, body=b"y"), False, False)),
+        # Not a summary though one was asked for.
+        (ProtocolError, p.AppendedTurnRecord(_turn(5, 4, 1), False, False)),
+        # Hanging from another turn than the parent asked for.
+        (ProtocolError, p.AppendedTurnRecord(_turn(5, 3, 1, p.TURN_SUMMARY), False, False)),
+        # "existing" for a turn sent without a key.
+        (ProtocolError, p.AppendedTurnRecord(_turn(5, 4, 1, p.TURN_SUMMARY), False, True)),
+    ]
+    for error, record in cases:
+        answer = p.AppendedTurnsResponse((record,))
+        with _answering(answer) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+            with pytest.raises(error):
+                client.append(1, b"x", parent=4, summary=True)
+    two = p.AppendedTurnsResponse((p.AppendedTurnRecord(_turn(5, 4, 1), False, False),) * 2)
+    with _answering(two) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        with pytest.raises(ProtocolError, match="answered with 2"):
+            client.append(1, b"x", key="k")
+        # The second turn of a batch hangs from the first one written.
+        with pytest.raises(ProtocolError, match="hangs from turn 4, asked 5"):
+            client.append_turns(1, [ctxstore.TurnSpec(b"x"), ctxstore.TurnSpec(b"x")])
+
+
+def test_turn_pages_that_break_their_promises_are_refused() -> None:
+    unfiltered = p.TurnLogResponse(None, (_entry(_turn(5, 4, 1), (("run", "r2"),)),))
+    with _answering(unfiltered) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        with pytest.raises(ProtocolError, match="filtered by"):
+            client.turn_log(1, {"run": "r1"})
+    stuck = p.TurnLogResponse(p.LogCursor(0, 9), ())
+    with _answering(stuck) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        started = time.monotonic()
+        with pytest.raises(ProtocolError, match="same cursor"):
+            list(client.iter_turn_log(1))
+        assert time.monotonic() - started < 4
+    broken_chain = p.PageResponse(0, 2, (_entry(_turn(5, 0, 0)), _entry(_turn(7, 6, 1))))
+    with _answering(broken_chain) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        with pytest.raises(ProtocolError, match="does not follow"):
+            client.read_page(1)
+    late_summary = p.PageResponse(
+        0, 1, (_entry(_turn(5, 0, 0)), _entry(_turn(7, 5, 1, p.TURN_SUMMARY)))
+    )
+    with _answering(late_summary) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        assert len(client.read_page(1)) == 2  # a summary inside a LAST page is fine
+        with pytest.raises(ProtocolError, match="summary turn after the start"):
+            client.window(1)
+    wrong_key = p.TurnInfoResponse(_turn(5, 4, 1), p.ExtrasRecord(b"other"))
+    with _answering(wrong_key) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        with pytest.raises(ProtocolError, match="with key"):
+            client.turn_by_key(1, "mine")
+    bad_payload = p.PageResponse(
+        0,
+        0,
+        (
+            p.TurnExtrasEntry(
+                _turn(5, 0, 0), p.ExtrasRecord(), p.PayloadRecord(p.PayloadEncoding.RAW, 1, b"y")
+            ),
+        ),
+    )
+    with _answering(bad_payload) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        with pytest.raises(ctxstore.IntegrityError):
+            client.window(1, payloads=True)
