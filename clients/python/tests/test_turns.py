@@ -459,3 +459,32 @@ def test_keys_labels_links_round_trip_through_the_server(
                 summary,
             )
         assert client.read_page(ctx, 1, payloads=True)[0].payload == payload
+
+
+def test_turn_log_and_window_pages_cut_by_the_response_budget(tmp_root: Path) -> None:
+    budget = 64 * 1024
+    process = new_server(
+        tmp_root,
+        extra_args=["--blob-bytes-max", str(budget), "--response-bytes-max", str(budget)],
+    )
+    try:
+        with ctxstore.Client(process.addr) as client:
+            ctx = client.create_context().context_id
+            bodies = [bytes([i]) * (budget // 2 - 100 + i) for i in range(7)]
+            written = client.append_turns(
+                ctx, [TurnSpec(body, labels={"big": "yes"}) for body in bodies]
+            )
+            page = client.turn_log(ctx, {"big": "yes"}, limit=1000, payloads=True)
+            assert 0 < len(page) < 7 and page.next_cursor is not None
+            log = list(client.iter_turn_log(ctx, {"big": "yes"}, payloads=True))
+            assert [t.payload for t in log] == bodies[::-1]
+            assert ids(log) == ids(reversed(written))
+            # Without payloads nothing is cut.
+            assert len(client.turn_log(ctx, limit=1000)) == 7
+            # A window with payloads keeps the newest turns that fit; read_page goes on.
+            window = client.window(ctx, payloads=True)
+            assert 0 < len(window) < 7 and window[-1].turn_id == written[-1].turn_id
+            older = client.read_page(ctx, before=window.next_before, payloads=True)
+            assert older[-1].turn_id == written[-len(window) - 1].turn_id
+    finally:
+        process.stop()
