@@ -488,3 +488,29 @@ def test_turn_log_and_window_pages_cut_by_the_response_budget(tmp_root: Path) ->
             assert older[-1].turn_id == written[-len(window) - 1].turn_id
     finally:
         process.stop()
+
+
+def test_turn_pages_ship_zstd_bodies_which_the_client_inflates(tmp_root: Path) -> None:
+    process = new_server(tmp_root, extra_args=["--payload-cache-bytes", "0"])
+    line = b'{"role": "assistant", "content": "the quick brown fox"}\n'
+    bodies = [line * (400 + i) for i in range(6)]
+    try:
+        with ctxstore.Client(process.addr) as client:
+            ctx = client.create_context().context_id
+            client.append_turns(ctx, [TurnSpec(body, labels={"n": "1"}) for body in bodies])
+            flags = p.READ_WITH_PAYLOADS | p.READ_ACCEPT_ZSTD
+            for request in (
+                p.TurnLog(ctx, (), None, 100, flags),
+                p.ReadPage(ctx, p.PageKind.WINDOW, 0, 0, 100, flags),
+            ):
+                raw = client.request(request)
+                assert isinstance(raw, (p.TurnLogResponse, p.PageResponse))
+                assert {e.payload.encoding for e in raw.entries} == {p.PayloadEncoding.ZSTD}
+            log = client.iter_turn_log(ctx, {"n": "1"}, payloads=True)
+            assert [t.payload for t in log] == bodies[::-1]
+            assert [t.payload for t in client.window(ctx, payloads=True)] == bodies
+        with ctxstore.Client(process.addr, accept_zstd=False) as client:
+            page = client.read_page(ctx, 3, from_depth=0, payloads=True)
+            assert [t.payload for t in page] == bodies[:3]
+    finally:
+        process.stop()
