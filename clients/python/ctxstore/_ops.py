@@ -969,8 +969,6 @@ def kv_paging(
 # ----------------------------------------------------------------------------------------------
 # Version 2: turns for agent frameworks (decision 0009)
 
-PayloadLike = bytes | bytearray | memoryview
-
 
 def _parent(parent: ParentLike) -> tuple[p.ParentKind, int]:
     if parent is None:
@@ -993,7 +991,10 @@ def _turn_key(key: KeyLike | None) -> bytes:
     if not raw:
         raise ValueError("a turn key must not be empty (pass None for no key)")
     if len(raw) > p.TINY_BYTES_MAX:
-        raise ValueError(f"a turn key is at most 64 bytes (the protocol carries {len(raw)})")
+        raise ValueError(
+            f"a turn key of {len(raw)} bytes: the protocol carries at most "
+            f"{p.TINY_BYTES_MAX} (the server allows 64)"
+        )
     return raw
 
 

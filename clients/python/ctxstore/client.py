@@ -369,7 +369,8 @@ class Client(ops.ClientCore):
     Every call takes a ``timeout`` in seconds (default: the client's ``timeout``) and raises
     :class:`~ctxstore.errors.RequestTimeout` when it passes. If the connection drops, calls in
     flight raise :class:`~ctxstore.errors.ConnectionLost` and the next call reconnects (a call
-    is never retried by the client: an append may or may not have happened).
+    is never retried by the client: an append may or may not have happened; one with a
+    ``key`` can be retried safely, its retry answers the first turn as ``existing``).
 
     Args:
         addr: ``"HOST:PORT"``, ``"[V6]:PORT"`` or ``(host, port)``.
