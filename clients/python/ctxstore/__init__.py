@@ -23,6 +23,10 @@ Example::
         info, created = client.open_context("thread-1", {"status": "idle"}, get_or_create=True)
         client.append("thread-1", b"...")
         client.kv_put("thread-1", {b"pending": b"..."})
+
+        step = client.append("thread-1", b"...", key="step-1", labels={"run_id": "r1"})
+        for turn in client.iter_turn_log("thread-1", {"run_id": "r1"}):  # newest first
+            print(turn.turn_id, turn.key, turn.labels)
 """
 
 from ._protocol import PROTOCOL_VERSION
@@ -66,11 +70,17 @@ from .types import (
     KeyLike,
     KvItem,
     KvPage,
+    LogCursor,
+    LogPage,
     Opened,
     Page,
+    ParentLike,
     ServerInfo,
     Stats,
     Turn,
+    TurnInfo,
+    TurnPage,
+    TurnSpec,
     blob_hash,
     hash_hex,
     parse_hash,
@@ -92,11 +102,17 @@ __all__ = [
     "KeyLike",
     "KvItem",
     "KvPage",
+    "LogCursor",
+    "LogPage",
     "Opened",
     "Page",
+    "ParentLike",
     "ServerInfo",
     "Stats",
     "Turn",
+    "TurnInfo",
+    "TurnPage",
+    "TurnSpec",
     "blob_hash",
     "hash_hex",
     "parse_hash",

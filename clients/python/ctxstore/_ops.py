@@ -10,6 +10,11 @@ every call of more than one request. No I/O here.
   drives plans with one small loop (``_drive``), so the logic is written once.
 - A :class:`Paging` describes a listing that follows cursors; each client turns it into an
   iterator (``_iterate``).
+
+Every answer is checked against what was asked where the protocol makes a promise (pair
+assertions): payload hashes and lengths, the context of an appended turn, the parent a turn
+was asked to hang from, the labels a turn-log page was filtered by, a chain page's links from
+turn to turn, a cursor that advances. A broken promise is a :class:`ProtocolError`.
 """
 
 from __future__ import annotations
@@ -44,11 +49,17 @@ from .types import (
     KeyT,
     KvItem,
     KvPage,
+    LogCursor,
+    LogPage,
     Opened,
     Page,
+    ParentLike,
     ServerInfo,
     Stats,
     Turn,
+    TurnInfo,
+    TurnPage,
+    TurnSpec,
     parse_hash,
 )
 
@@ -953,3 +964,374 @@ def kv_paging(
         return kv_list(context, prefix, page.next_after, page_size)
 
     return Paging(kv_list(context, prefix, after, page_size), follow, lambda page: page.items)
+
+
+# ----------------------------------------------------------------------------------------------
+# Version 2: turns for agent frameworks (decision 0009)
+
+
+def _parent(parent: ParentLike) -> tuple[p.ParentKind, int]:
+    if parent is None:
+        return p.ParentKind.HEAD, 0
+    if parent == "root":
+        return p.ParentKind.ROOT, 0
+    if isinstance(parent, bool) or not isinstance(parent, int):
+        raise TypeError(f'a parent is None, "root" or a TurnID (int), not {parent!r}')
+    if not 0 < _u64(parent, "parent"):
+        raise ValueError('parent 0 is no turn: pass "root" for a new root')
+    return p.ParentKind.TURN, parent
+
+
+def _turn_key(key: KeyLike | None) -> bytes:
+    """A turn key as bytes (b"": none). The layout carries 255 bytes; the server allows 64
+    (TooLarge above)."""
+    if key is None:
+        return b""
+    raw = _key(key)
+    if not raw:
+        raise ValueError("a turn key must not be empty (pass None for no key)")
+    if len(raw) > p.TINY_BYTES_MAX:
+        raise ValueError(
+            f"a turn key of {len(raw)} bytes: the protocol carries at most "
+            f"{p.TINY_BYTES_MAX} (the server allows 64)"
+        )
+    return raw
+
+
+def _label_pairs(labels: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    if labels is None:
+        return ()
+    return tuple(
+        (_strings(key, "a label key"), _strings(value, "a label value"))
+        for key, value in labels.items()
+    )
+
+
+def _links(links: Iterable[int] | None) -> tuple[int, ...]:
+    if links is None:
+        return ()
+    return tuple(_u64(link, "a link") for link in links)
+
+
+@dataclass(frozen=True, slots=True)
+class _SentTurn:
+    """What was sent for one turn of APPEND_TURNS, to check its answer against."""
+
+    record: p.TurnSpecRecord
+    digest: bytes
+    payload_len: int | None
+    """None for a payload by hash (its length is the stored blob's)."""
+
+
+def _turn_spec(spec: TurnSpec) -> _SentTurn:
+    if not isinstance(spec, TurnSpec):
+        raise TypeError(f"append_turns takes TurnSpec values, not {type(spec).__name__}")
+    if (spec.payload is None) == (spec.payload_hash is None):
+        raise ValueError("a TurnSpec has a payload or a payload_hash (exactly one)")
+    kind, parent = _parent(spec.parent)
+    extras = p.ExtrasRecord(_turn_key(spec.key), _label_pairs(spec.labels), _links(spec.links))
+    if spec.payload_hash is not None:
+        digest = parse_hash(spec.payload_hash)
+        data, by_hash, length = digest, True, None
+    else:
+        assert spec.payload is not None
+        if not isinstance(spec.payload, (bytes, bytearray, memoryview)):
+            raise TypeError(f"a payload is bytes, not {type(spec.payload).__name__}")
+        data = bytes(spec.payload)
+        if len(data) > p.U32_MAX:
+            raise ValueError("a payload is at most 4 GiB - 1 bytes")
+        digest, by_hash, length = blake3.blake3(data).digest(), False, len(data)
+    record = p.TurnSpecRecord(
+        kind,
+        parent,
+        _u64(spec.type_tag, "type_tag"),
+        _u32(spec.codec, "codec"),
+        bool(spec.summary),
+        extras,
+        data,
+        by_hash,
+    )
+    return _SentTurn(record, digest, length)
+
+
+def _check_appended(
+    context: ContextLike,
+    sent: _SentTurn,
+    answer: p.AppendedTurnRecord,
+    head_before: int | None,
+) -> None:
+    """The pair checks of one appended turn against its spec; ``head_before`` is the head it
+    hangs from if its parent is the head and that is known (the turn before it in the call,
+    or the expected head), else None."""
+    record = answer.turn
+    what = f"APPEND_TURNS: turn {record.turn_id}"
+    if isinstance(context, int) and record.context_id != context and not answer.existing:
+        raise ProtocolError(f"{what} is in context {record.context_id}, not {context}")
+    if answer.existing:
+        if not sent.record.extras.key:
+            raise ProtocolError(f"{what} is answered as existing, but it was sent without a key")
+        return  # the earlier turn of that key: its payload and parent are its own
+    if record.payload_hash != sent.digest or (
+        sent.payload_len is not None and record.payload_len != sent.payload_len
+    ):
+        raise IntegrityError(
+            f"{what} records payload {record.payload_hash.hex()} ({record.payload_len} bytes), "
+            f"sent {sent.digest.hex()} ({sent.payload_len} bytes)"
+        )
+    if bool(record.flags & p.TURN_SUMMARY) != sent.record.summary:
+        raise ProtocolError(f"{what}: its SUMMARY flag is not what was asked")
+    spec = sent.record
+    if spec.parent_kind == p.ParentKind.ROOT:
+        expected_parent: int | None = 0
+    elif spec.parent_kind == p.ParentKind.TURN:
+        expected_parent = spec.parent_turn_id
+    else:
+        expected_parent = head_before
+    if expected_parent is not None and record.parent_turn_id != expected_parent:
+        raise ProtocolError(
+            f"{what} hangs from turn {record.parent_turn_id}, asked {expected_parent}"
+        )
+    if expected_parent == 0 and record.depth != 0:
+        raise ProtocolError(f"{what} is a root at depth {record.depth}")
+
+
+def append_turns(
+    context: ContextLike, specs: Iterable[TurnSpec], expected_head: int | None
+) -> Op[list[Appended]]:
+    """APPEND_TURNS: one or more turns, all or none; each answer is checked against its spec
+    (payload hash and length, SUMMARY, the parent asked for, the context)."""
+    target = _context(context)
+    sent = [_turn_spec(spec) for spec in specs]
+    if not sent:
+        raise ValueError("append_turns needs at least one TurnSpec")
+    if len(sent) > p.U16_MAX:
+        raise ValueError(f"{len(sent)} turns; the protocol carries at most {p.U16_MAX}")
+    if expected_head is not None:
+        _u64(expected_head, "expected_head")
+    request = p.AppendTurns(target, expected_head, tuple(turn.record for turn in sent))
+
+    def finish(response: p.Response) -> list[Appended]:
+        answers = _expect(response, p.AppendedTurnsResponse).turns
+        if len(answers) != len(sent):
+            raise ProtocolError(
+                f"APPEND_TURNS of {len(sent)} turns was answered with {len(answers)}"
+            )
+        # The head a turn hangs from when its parent is the head: the expected head for the
+        # first, then the turn before it when that one was written (after an existing turn
+        # the answer does not tell: not checked).
+        head: int | None = expected_head
+        for turn, answer in zip(sent, answers, strict=True):
+            _check_appended(target, turn, answer, head)
+            head = None if answer.existing else answer.turn.turn_id
+        return [Appended(turn_of(a.turn), a.deduped, a.existing) for a in answers]
+
+    return Op(request, finish)
+
+
+def append_spec(context: ContextLike, spec: TurnSpec, expected_head: int | None) -> Op[Appended]:
+    """One turn: APPEND_TURN or APPEND_TURN_BY_HASH (version 1) when it asks for nothing more,
+    else APPEND_TURNS of one turn (a parent, key, labels, links or summary: version 2)."""
+    plain = (
+        spec.parent is None
+        and spec.key is None
+        and not spec.labels
+        and not spec.links
+        and not spec.summary
+    )
+    if plain and spec.payload_hash is None and spec.payload is not None:
+        return append(context, spec.payload, spec.type_tag, spec.codec, expected_head)
+    if plain and spec.payload is None and spec.payload_hash is not None:
+        return append_by_hash(context, spec.payload_hash, spec.type_tag, spec.codec, expected_head)
+    many = append_turns(context, [spec], expected_head)
+    return Op(many.request, lambda response: many.finish(response)[0])
+
+
+def turn_info_of(
+    record: p.TurnRecord, extras: p.ExtrasRecord, payload: bytes | None = None
+) -> TurnInfo:
+    """A public :class:`TurnInfo` from its wire records."""
+    return TurnInfo(
+        turn_id=record.turn_id,
+        parent_turn_id=record.parent_turn_id,
+        context_id=record.context_id,
+        depth=record.depth,
+        codec=record.codec,
+        type_tag=record.type_tag,
+        payload_hash=record.payload_hash,
+        payload_len=record.payload_len,
+        flags=record.flags,
+        created_at_unix_ms=record.created_at_unix_ms,
+        payload=payload,
+        key=extras.key or None,
+        labels=dict(extras.labels),
+        links=extras.links,
+    )
+
+
+def _entries(
+    entries: Sequence[p.TurnExtrasEntry], payloads: bool, accept_zstd: bool
+) -> list[TurnInfo]:
+    turns = []
+    for entry in entries:
+        record = entry.turn
+        data: bytes | None = None
+        if payloads:
+            data = payload_bytes(
+                entry.payload,
+                record.payload_hash,
+                record.payload_len,
+                accept_zstd,
+                f"turn {record.turn_id}",
+            )
+        elif entry.payload.encoding != p.PayloadEncoding.ABSENT:
+            raise ProtocolError(
+                f"turn {record.turn_id}: a payload was sent though none was requested"
+            )
+        turns.append(turn_info_of(record, entry.extras, data))
+    return turns
+
+
+def turn_by_key_op(context: ContextLike, key: KeyLike) -> Op[TurnInfo]:
+    """GET_TURN_BY_KEY; the answer must carry the key asked for."""
+    raw_key = _turn_key(key)
+    if not raw_key:
+        raise ValueError("a turn key must not be empty")
+
+    def finish(response: p.Response) -> TurnInfo:
+        info = _expect(response, p.TurnInfoResponse)
+        if info.extras.key != raw_key:
+            raise ProtocolError(
+                f"GET_TURN_BY_KEY {raw_key!r} answered turn {info.turn.turn_id} with key "
+                f"{info.extras.key!r}"
+            )
+        return turn_info_of(info.turn, info.extras)
+
+    return Op(p.GetTurnByKey(_context(context), raw_key), finish)
+
+
+def turn_by_key(context: ContextLike, key: KeyLike) -> Plan[TurnInfo | None]:
+    """GET_TURN_BY_KEY; a key no turn has is None. The server answers NOT_FOUND for a missing
+    key and for an unknown context alike: after NOT_FOUND, CTX_SHOW tells them apart."""
+    op = turn_by_key_op(context, key)
+    try:
+        turn: TurnInfo = yield op
+        return turn
+    except NotFound:
+        pass
+    yield context_info(context)
+    return None
+
+
+def turn_log(
+    context: ContextLike,
+    labels: Mapping[str, str] | None,
+    cursor: LogCursor | None,
+    limit: int,
+    payloads: bool,
+    accept_zstd: bool,
+) -> Op[LogPage]:
+    """TURN_LOG: one page; every turn must carry the labels asked for, the cursor must
+    advance, payloads are verified."""
+    wanted = _label_pairs(labels)
+    if cursor is not None and not isinstance(cursor, LogCursor):
+        raise TypeError(f"a turn-log cursor is the LogCursor of a page, not {cursor!r}")
+    sent_cursor = None if cursor is None else p.LogCursor(cursor.phase, cursor.next)
+    if not 0 < _u32(limit, "limit"):
+        raise ValueError("limit must be at least 1")
+    request = p.TurnLog(
+        _context(context), wanted, sent_cursor, limit, _read_flags(payloads, accept_zstd)
+    )
+
+    def finish(response: p.Response) -> LogPage:
+        page = _expect(response, p.TurnLogResponse)
+        if len(page.entries) > limit:
+            raise ProtocolError(f"TURN_LOG with limit {limit} answered {len(page.entries)} turns")
+        for entry in page.entries:
+            have = set(entry.extras.labels)
+            if not have.issuperset(wanted):
+                raise ProtocolError(
+                    f"TURN_LOG filtered by {dict(wanted)!r} answered turn {entry.turn.turn_id} "
+                    f"labelled {dict(entry.extras.labels)!r}"
+                )
+        if page.next_cursor is not None and page.next_cursor == sent_cursor:
+            raise ProtocolError(f"TURN_LOG after {sent_cursor} answered the same cursor")
+        next_cursor = page.next_cursor
+        return LogPage(
+            _entries(page.entries, payloads, accept_zstd),
+            None if next_cursor is None else LogCursor(next_cursor.phase, next_cursor.next),
+        )
+
+    return Op(request, finish)
+
+
+def turn_log_paging(
+    context: ContextLike,
+    labels: Mapping[str, str] | None,
+    page_size: int,
+    payloads: bool,
+    accept_zstd: bool,
+) -> Paging[LogPage, TurnInfo]:
+    """The whole turn log: TURN_LOG pages, following ``next_cursor`` (pages may be short or
+    empty while more match)."""
+
+    def page_after(cursor: LogCursor | None) -> Op[LogPage]:
+        return turn_log(context, labels, cursor, page_size, payloads, accept_zstd)
+
+    def follow(page: LogPage) -> Op[LogPage] | None:
+        return None if page.next_cursor is None else page_after(page.next_cursor)
+
+    return Paging(page_after(None), follow, lambda page: page.turns)
+
+
+def read_page(
+    context: ContextLike,
+    kind: p.PageKind,
+    before_turn_id: int,
+    from_depth: int,
+    limit: int,
+    payloads: bool,
+    accept_zstd: bool,
+) -> Op[TurnPage]:
+    """READ_PAGE: a page of the context's chain, oldest first; each turn must be the child of
+    the one before it; a window holds no summary after its first turn."""
+    request = p.ReadPage(
+        _context(context),
+        kind,
+        _u64(before_turn_id, "before"),
+        _u32(from_depth, "from_depth"),
+        _u32(limit, "limit"),
+        _read_flags(payloads, accept_zstd),
+    )
+
+    def finish(response: p.Response) -> TurnPage:
+        page = _expect(response, p.PageResponse)
+        what = f"READ_PAGE ({kind.name})"
+        if len(page.entries) > limit:
+            raise ProtocolError(f"{what} with limit {limit} answered {len(page.entries)} turns")
+        records = [entry.turn for entry in page.entries]
+        for older, newer in zip(records, records[1:], strict=False):
+            if newer.parent_turn_id != older.turn_id or newer.depth != older.depth + 1:
+                raise ProtocolError(
+                    f"{what}: turn {newer.turn_id} (depth {newer.depth}) does not follow turn "
+                    f"{older.turn_id} (depth {older.depth}) on one chain"
+                )
+        if kind == p.PageKind.WINDOW and any(r.flags & p.TURN_SUMMARY for r in records[1:]):
+            raise ProtocolError(f"{what}: a summary turn after the start of the window")
+        turns = _entries(page.entries, payloads, accept_zstd)
+        return TurnPage(turns, page.next_before, page.tip_depth)
+
+    return Op(request, finish)
+
+
+def page_kind(before: int | None, from_depth: int | None) -> tuple[p.PageKind, int, int]:
+    """The READ_PAGE kind of ``read_page``'s arguments: BEFORE with ``before``, RANGE with
+    ``from_depth``, else LAST."""
+    if before is not None and from_depth is not None:
+        raise ValueError("read_page takes before= or from_depth=, not both")
+    if before is not None:
+        if not 0 < _u64(before, "before"):
+            raise ValueError("before=0: the previous page reached the root; nothing is older")
+        return p.PageKind.BEFORE, before, 0
+    if from_depth is not None:
+        return p.PageKind.RANGE, 0, _u32(from_depth, "from_depth")
+    return p.PageKind.LAST, 0, 0

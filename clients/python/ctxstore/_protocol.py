@@ -1,5 +1,6 @@
 """The ctxstore wire protocol, versions 1 and 2, byte for byte as in docs/protocol.md (the
-reference is the Rust crate ``protocol/``: ``codec.rs``).
+reference is the Rust crate ``protocol/``: ``message.rs`` and ``codec.rs``; the codec is the
+truth where the two disagree).
 
 No I/O: frames and message bodies to and from bytes. Both directions are implemented (the
 client encodes requests and decodes responses; tests also decode requests and encode
@@ -66,6 +67,16 @@ __all__ = [
     "TAG_FLAGS_KNOWN",
     "CONTEXT_INFO_BYTES_MIN",
     "KV_ITEM_BYTES_MIN",
+    "TURN_SUMMARY",
+    "TURN_FLAGS_KNOWN",
+    "TURN_SPEC_SUMMARY",
+    "TURN_SPEC_BY_HASH",
+    "TURN_SPEC_FLAGS_KNOWN",
+    "EXTRAS_BYTES_MIN",
+    "TURN_SPEC_BYTES_MIN",
+    "TURN_EXTRAS_ENTRY_BYTES_MIN",
+    "APPENDED_TURN_BYTES",
+    "TINY_BYTES_MAX",
     "ContextRef",
     "ListCursor",
     "MessageType",
@@ -82,6 +93,13 @@ __all__ = [
     "TurnEntry",
     "ContextInfoRecord",
     "KvItemRecord",
+    "ParentKind",
+    "PageKind",
+    "LogCursor",
+    "ExtrasRecord",
+    "TurnSpecRecord",
+    "AppendedTurnRecord",
+    "TurnExtrasEntry",
     "Hello",
     "Ping",
     "CtxCreate",
@@ -106,6 +124,10 @@ __all__ = [
     "KvGet",
     "KvDelete",
     "KvList",
+    "AppendTurns",
+    "GetTurnByKey",
+    "TurnLog",
+    "ReadPage",
     "RawRequest",
     "HelloResponse",
     "Pong",
@@ -122,6 +144,10 @@ __all__ = [
     "DoneResponse",
     "KvValueResponse",
     "KvListResponse",
+    "AppendedTurnsResponse",
+    "TurnInfoResponse",
+    "TurnLogResponse",
+    "PageResponse",
     "ErrorResponse",
     "RawResponse",
     "REQUEST_TYPES",
@@ -180,6 +206,27 @@ CONTEXT_INFO_BYTES_MIN = 44
 """The smallest CONTEXT_INFO: head (24), two times (16), no name (2), no tags (2)."""
 KV_ITEM_BYTES_MIN = 38
 """The smallest KV_LIST item: key_len (2), no key, hash (32), value_len (4)."""
+TURN_SUMMARY = 1 << 0
+"""TURN flags bit 0 (version 2): everything before this turn is summarised in its payload."""
+TURN_FLAGS_KNOWN = TURN_SUMMARY
+TURN_SPEC_SUMMARY = 1 << 0
+"""TURN_SPEC turn_flags bit 0 (APPEND_TURNS): the new turn is a summary."""
+TURN_SPEC_BY_HASH = 1 << 1
+"""TURN_SPEC turn_flags bit 1: the payload is the hash of a stored blob (32 bytes), not
+``u32 len`` and bytes."""
+TURN_SPEC_FLAGS_KNOWN = TURN_SPEC_SUMMARY | TURN_SPEC_BY_HASH
+TINY_BYTES_MAX = 0xFF
+"""The longest field with a ``u8`` length: a turn key, a label key (the engine allows less:
+64 bytes each)."""
+EXTRAS_BYTES_MIN = 3
+"""The smallest EXTRAS: no key, no labels, no links (three zero counts)."""
+TURN_SPEC_BYTES_MIN = 29
+"""The smallest TURN_SPEC: parent (9), type_tag (8), codec (4), turn_flags (1), EXTRAS (3),
+an empty payload's length (4)."""
+TURN_EXTRAS_ENTRY_BYTES_MIN = 88 + EXTRAS_BYTES_MIN + 16
+"""The smallest entry of a version-2 page: TURN, EXTRAS, an absent PAYLOAD."""
+APPENDED_TURN_BYTES = 90
+"""One turn of APPEND_TURNS' answer: TURN (88), deduped (1), existing (1)."""
 
 ContextRef = int | str
 """A context in a request: its ContextID (``int``) or its name (``str``, version 2)."""
@@ -222,6 +269,11 @@ class MessageType(IntEnum):
     KV_GET = 0x0016
     KV_DELETE = 0x0017
     KV_LIST = 0x0018
+    # Version 2: turns for agent frameworks (decision 0009).
+    APPEND_TURNS = 0x0019
+    GET_TURN_BY_KEY = 0x001A
+    TURN_LOG = 0x001B
+    READ_PAGE = 0x001C
 
     @property
     def response_type(self) -> int:
@@ -238,6 +290,32 @@ class PayloadEncoding(IntEnum):
     """The payload as it was appended."""
     ZSTD = 2
     """A zstd frame inflating to ``raw_len`` bytes (only if the request set ACCEPT_ZSTD)."""
+
+
+class ParentKind(IntEnum):
+    """Where a TURN_SPEC hangs its turn (``u8 parent_kind``; ``u64 parent_turn_id`` is 0
+    unless TURN)."""
+
+    HEAD = 0
+    """After the previous turn of the request (the first: the context's head)."""
+    ROOT = 1
+    """A new root (depth 0)."""
+    TURN = 2
+    """After ``parent_turn_id``, a turn the context owns."""
+
+
+class PageKind(IntEnum):
+    """Which page READ_PAGE reads (``u8 kind``)."""
+
+    LAST = 0
+    """The newest ``limit`` turns of the chain."""
+    BEFORE = 1
+    """The ``limit`` turns older than ``before_turn_id``."""
+    RANGE = 2
+    """The turns with depth in ``from_depth .. from_depth + limit``."""
+    WINDOW = 3
+    """From the latest SUMMARY turn of the chain (the root when there is none) to the head;
+    its newest ``limit`` turns."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -509,12 +587,76 @@ class Reader:
         return ContextInfoRecord(head, created, updated, name, self.tags())
 
     def turn(self) -> TurnRecord:
-        """A TURN (88 bytes); its flags must be 0 in version 1."""
+        """A TURN (88 bytes); its flags may hold only SUMMARY (version 2; 0 in version 1)."""
         start = self._need(TURN_BYTES, "turn")
         values = _TURN.unpack_from(self._body, start)
-        if values[8] != 0:
-            raise self.error("turn flags", "must be 0 in protocol version 1")
+        if values[8] & ~TURN_FLAGS_KNOWN:
+            raise self.error("turn flags", f"unknown bits in {values[8]:#x}")
         return TurnRecord(*values)
+
+    def tiny_bytes(self, field: str) -> bytes:
+        """``u8 len``, then ``len`` bytes."""
+        return self.take(self.u8(f"{field} length"), field)
+
+    def tiny_string(self, field: str) -> str:
+        """``u8 len``, then ``len`` bytes of UTF-8."""
+        return self.string(self.u8(f"{field} length"), field)
+
+    def labels(self) -> tuple[tuple[str, str], ...]:
+        """``u8 count``, then count x (``u8 key_len, key, u16 value_len, value``), UTF-8."""
+        count = self.count(self.u8("label count"), 3, "labels")
+        return tuple(
+            (self.tiny_string("label key"), self.short_string("label value")) for _ in range(count)
+        )
+
+    def extras(self) -> ExtrasRecord:
+        """EXTRAS: ``u8 key_len, key, labels, u8 link_count, link_count x u64``."""
+        key = self.tiny_bytes("key")
+        labels = self.labels()
+        count = self.count(self.u8("link count"), 8, "links")
+        links = tuple(self.u64("link") for _ in range(count))
+        return ExtrasRecord(key, labels, links)
+
+    def turn_spec(self) -> TurnSpecRecord:
+        """TURN_SPEC of APPEND_TURNS (see :class:`TurnSpecRecord`)."""
+        kind = self.u8("parent_kind")
+        parent_turn_id = self.u64("parent_turn_id")
+        if kind not in _PARENT_KINDS:
+            raise self.error("parent_kind", f"unknown value {kind}")
+        if (kind == ParentKind.TURN) != (parent_turn_id != 0):
+            raise self.error("parent_turn_id", "a turn id only, and always, with parent kind 2")
+        type_tag = self.u64("type_tag")
+        codec = self.u32("codec")
+        flags = self.u8("turn_flags")
+        if flags & ~TURN_SPEC_FLAGS_KNOWN:
+            raise self.error("turn_flags", "unknown flag bits")
+        extras = self.extras()
+        by_hash = bool(flags & TURN_SPEC_BY_HASH)
+        payload = self.hash("payload_hash") if by_hash else self.take(self.u32("len"), "payload")
+        return TurnSpecRecord(
+            ParentKind(kind),
+            parent_turn_id,
+            type_tag,
+            codec,
+            bool(flags & TURN_SPEC_SUMMARY),
+            extras,
+            payload,
+            by_hash,
+        )
+
+    def log_cursor(self) -> LogCursor | None:
+        """``u8 present``, then ``u32 phase, u64 next``."""
+        if not self.boolean("cursor present"):
+            return None
+        return LogCursor(self.u32("cursor phase"), self.u64("cursor next"))
+
+    def turn_extras_entries(self) -> tuple[TurnExtrasEntry, ...]:
+        """``u32 count``, count x (TURN, EXTRAS, PAYLOAD)."""
+        count = self.limit(self.u32("count"), LIST_ITEMS_LIMIT, "count")
+        self.count(count, TURN_EXTRAS_ENTRY_BYTES_MIN, "turns")
+        return tuple(
+            TurnExtrasEntry(self.turn(), self.extras(), self.payload()) for _ in range(count)
+        )
 
     def context_head(self) -> ContextHeadRecord:
         """A CONTEXT_HEAD (24 bytes)."""
@@ -649,6 +791,37 @@ def _list_cursor(cursor: ListCursor | None) -> bytes:
     return _u8(1) + _u64(cursor)
 
 
+def _tiny(data: bytes, field: str) -> bytes:
+    """``u8 len, data``."""
+    if len(data) > TINY_BYTES_MAX:
+        raise ValueError(
+            f"{field} is {len(data)} bytes; the protocol carries at most {TINY_BYTES_MAX}"
+        )
+    return _u8(len(data)) + bytes(data)
+
+
+def _tiny_count(items: Sized, field: str) -> bytes:
+    """A ``u8`` count."""
+    if len(items) > TINY_BYTES_MAX:
+        raise ValueError(
+            f"{field}: {len(items)} items; the protocol carries at most {TINY_BYTES_MAX}"
+        )
+    return _u8(len(items))
+
+
+def _labels(labels: Sequence[tuple[str, str]]) -> bytes:
+    return _tiny_count(labels, "labels") + b"".join(
+        _tiny(key.encode("utf-8"), "label key") + _short_str(value, "label value")
+        for key, value in labels
+    )
+
+
+def _log_cursor(cursor: LogCursor | None) -> bytes:
+    if cursor is None:
+        return _u8(0)
+    return _u8(1) + _u32(cursor.phase) + _u64(cursor.next)
+
+
 # ----------------------------------------------------------------------------------------------
 # Shared structures
 
@@ -755,6 +928,110 @@ class KvItemRecord:
     def encode(self) -> bytes:
         """The item's bytes."""
         return _short(self.key, "key") + _hash(self.value_hash) + _u32(self.value_len)
+
+
+@dataclass(frozen=True, slots=True)
+class LogCursor:
+    """Where a TURN_LOG page ended (version 2): the next turn to look at (``next``) in the
+    ``phase``-th owner of the context's turns (0: the context itself, then what it
+    inherited). Opaque to callers: pass it back as it came."""
+
+    phase: int
+    next: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExtrasRecord:
+    """EXTRAS on the wire (version 2): a turn's key (empty: none), labels (in the order
+    stored) and links. ``u8 key_len, key, u8 label_count, label_count x (u8 key_len, key, u16
+    value_len, value), u8 link_count, link_count x u64``; none: three zero bytes."""
+
+    key: bytes = b""
+    labels: tuple[tuple[str, str], ...] = ()
+    links: tuple[int, ...] = ()
+
+    def encode(self) -> bytes:
+        """The record's bytes."""
+        return (
+            _tiny(self.key, "key")
+            + _labels(self.labels)
+            + _tiny_count(self.links, "links")
+            + b"".join(_u64(link) for link in self.links)
+        )
+
+
+_PARENT_KINDS = frozenset(int(kind) for kind in ParentKind)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSpecRecord:
+    """One TURN_SPEC of APPEND_TURNS: ``u8 parent_kind, u64 parent_turn_id (0 unless kind
+    TURN), u64 type_tag, u32 codec, u8 turn_flags (SUMMARY, BY_HASH), EXTRAS``, then the
+    payload: ``hash[32]`` with BY_HASH (``by_hash``: ``payload`` is that hash), else ``u32
+    len`` and the bytes."""
+
+    parent_kind: ParentKind
+    parent_turn_id: int
+    type_tag: int
+    codec: int
+    summary: bool
+    extras: ExtrasRecord
+    payload: bytes
+    by_hash: bool = False
+
+    def head_bytes(self) -> bytes:
+        """Everything before the payload's bytes (for a payload by hash: everything)."""
+        if self.parent_kind not in _PARENT_KINDS:
+            raise ValueError(f"unknown parent kind {self.parent_kind!r}")
+        if (self.parent_kind == ParentKind.TURN) != (self.parent_turn_id != 0):
+            raise ValueError("parent_turn_id is set with parent kind TURN only (and 0 is no turn)")
+        flags = (TURN_SPEC_SUMMARY if self.summary else 0) | (
+            TURN_SPEC_BY_HASH if self.by_hash else 0
+        )
+        head = (
+            _u8(int(self.parent_kind))
+            + _u64(self.parent_turn_id)
+            + _u64(self.type_tag)
+            + _u32(self.codec)
+            + _u8(flags)
+            + self.extras.encode()
+        )
+        if self.by_hash:
+            return head + _hash(self.payload)
+        return head + _u32(len(self.payload))
+
+    def encode(self) -> bytes:
+        """The record's bytes."""
+        return self.head_bytes() + (b"" if self.by_hash else bytes(self.payload))
+
+
+@dataclass(frozen=True, slots=True)
+class AppendedTurnRecord:
+    """One turn of APPEND_TURNS' answer: the turn, whether its payload was stored already
+    (``deduped``), whether its key was (``existing``: the turn is that earlier one; nothing
+    was written)."""
+
+    turn: TurnRecord
+    deduped: bool
+    existing: bool
+
+    def encode(self) -> bytes:
+        """The record's 90 bytes."""
+        return self.turn.encode() + _u8(int(self.deduped)) + _u8(int(self.existing))
+
+
+@dataclass(frozen=True, slots=True)
+class TurnExtrasEntry:
+    """One entry of a version-2 page (TURN_LOG, READ_PAGE): a turn, its extras, its payload
+    (ABSENT if not requested)."""
+
+    turn: TurnRecord
+    extras: ExtrasRecord
+    payload: PayloadRecord
+
+    def encode(self) -> bytes:
+        """The entry's bytes."""
+        return self.turn.encode() + self.extras.encode() + self.payload.encode()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1632,6 +1909,179 @@ class KvList(Request):
         return cls(context, prefix, after, reader.u32("limit"))
 
 
+@register_request
+@dataclass(frozen=True, slots=True)
+class AppendTurns(Request):
+    """APPEND_TURNS (0x0019, v2): one or more turns to one context, in order, all or none, in
+    one group commit; each turn's parent is the previous one unless its spec says otherwise.
+    With ``expected_head`` (0: the context must be empty) only if the head is that turn.
+
+    Body: ``context ref, u32 append_flags (EXPECT_HEAD), u64 expected_head, u16 count (>= 1),
+    count x TURN_SPEC``. Large payloads travel as separate chunks (not copied)."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.APPEND_TURNS
+    NAME: ClassVar[str] = "APPEND_TURNS"
+    MIN_VERSION: ClassVar[int] = 2
+
+    context: ContextRef
+    expected_head: int | None
+    turns: tuple[TurnSpecRecord, ...]
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        if not self.turns:
+            raise ValueError("APPEND_TURNS carries at least one turn")
+        chunks: list[bytes] = []
+        small = bytearray(
+            _context_ref(self.context)
+            + _expected_head_fields(APPEND_EXPECT_HEAD, self.expected_head)
+            + _count(self.turns, "turns")
+        )
+        for spec in self.turns:
+            small += spec.head_bytes()
+            if spec.by_hash:
+                continue
+            if len(spec.payload) < _COPY_BYTES_MAX:
+                small += spec.payload
+            else:
+                chunks += [bytes(small), spec.payload]
+                small = bytearray()
+        if small or not chunks:
+            chunks.append(bytes(small))
+        return chunks
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> AppendTurns:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        flags = reader.flags(APPEND_FLAGS_KNOWN, "append_flags")
+        expected = reader.u64("expected_head")
+        if not flags & APPEND_EXPECT_HEAD and expected:
+            raise reader.error("expected_head", "set without EXPECT_HEAD")
+        count = reader.count(reader.u16("count"), TURN_SPEC_BYTES_MIN, "turns")
+        if count == 0:
+            raise reader.error("count", "no turns")
+        turns = tuple(reader.turn_spec() for _ in range(count))
+        return cls(context, expected if flags & APPEND_EXPECT_HEAD else None, turns)
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class GetTurnByKey(Request):
+    """GET_TURN_BY_KEY (0x001A, v2): the turn of the context (its own or inherited through a
+    fork or clone) with ``key``; NOT_FOUND if none. Body: ``context ref, u8 key_len, key``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.GET_TURN_BY_KEY
+    NAME: ClassVar[str] = "GET_TURN_BY_KEY"
+    MIN_VERSION: ClassVar[int] = 2
+
+    context: ContextRef
+    key: bytes
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [_context_ref(self.context) + _tiny(self.key, "key")]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> GetTurnByKey:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.context_ref(), reader.tiny_bytes("key"))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class TurnLog(Request):
+    """TURN_LOG (0x001B, v2): the context's turns carrying every label of ``labels``, newest
+    first across all its branches, then what it inherited; one page after ``cursor``.
+
+    Body: ``context ref, u8 label_count x (u8 key_len, key, u16 value_len, value), cursor (u8
+    present, then u32 phase, u64 next), u32 limit (1..=1000), u32 read_flags``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.TURN_LOG
+    NAME: ClassVar[str] = "TURN_LOG"
+    MIN_VERSION: ClassVar[int] = 2
+
+    context: ContextRef
+    labels: tuple[tuple[str, str], ...]
+    cursor: LogCursor | None
+    limit: int
+    read_flags: int
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [
+            _context_ref(self.context)
+            + _labels(self.labels)
+            + _log_cursor(self.cursor)
+            + _u32(self.limit)
+            + _u32(self.read_flags)
+        ]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> TurnLog:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        labels = reader.labels()
+        cursor = reader.log_cursor()
+        limit = reader.u32("limit")
+        return cls(context, labels, cursor, limit, reader.flags(READ_FLAGS_KNOWN, "read_flags"))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class ReadPage(Request):
+    """READ_PAGE (0x001C, v2): a page of the context's chain with each turn's extras.
+
+    Body: ``context ref, u8 kind, u64 before_turn_id (BEFORE; else 0), u32 from_depth (RANGE;
+    else 0), u32 limit, u32 read_flags``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.READ_PAGE
+    NAME: ClassVar[str] = "READ_PAGE"
+    MIN_VERSION: ClassVar[int] = 2
+
+    context: ContextRef
+    kind: PageKind
+    before_turn_id: int
+    from_depth: int
+    limit: int
+    read_flags: int
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        if self.kind not in _PAGE_KINDS:
+            raise ValueError(f"unknown page kind {self.kind!r}")
+        if self.before_turn_id and self.kind != PageKind.BEFORE:
+            raise ValueError("before_turn_id is for a BEFORE page only")
+        if self.from_depth and self.kind != PageKind.RANGE:
+            raise ValueError("from_depth is for a RANGE page only")
+        return [
+            _context_ref(self.context)
+            + _u8(int(self.kind))
+            + _u64(self.before_turn_id)
+            + _u32(self.from_depth)
+            + _u32(self.limit)
+            + _u32(self.read_flags)
+        ]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> ReadPage:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        kind = reader.u8("kind")
+        before = reader.u64("before_turn_id")
+        from_depth = reader.u32("from_depth")
+        if kind not in _PAGE_KINDS:
+            raise reader.error("kind", f"unknown value {kind}")
+        if (before and kind != PageKind.BEFORE) or (from_depth and kind != PageKind.RANGE):
+            raise reader.error("kind", "a field it does not use is set")
+        limit = reader.u32("limit")
+        flags = reader.flags(READ_FLAGS_KNOWN, "read_flags")
+        return cls(context, PageKind(kind), before, from_depth, limit, flags)
+
+
+_PAGE_KINDS = frozenset(int(kind) for kind in PageKind)
+
+
 @dataclass(frozen=True, slots=True)
 class RawRequest(Request):
     """Any frame, as bytes: for messages this module does not define (and for tests). Its
@@ -2143,6 +2593,114 @@ class KvListResponse(Response):
                 for _ in range(count)
             )
         )
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class AppendedTurnsResponse(Response):
+    """APPENDED_TURNS (0x8019, v2): ``u32 count`` x (TURN, u8 deduped, u8 existing), one per
+    turn of the request, in order."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.APPEND_TURNS.response_type,)
+    NAME: ClassVar[str] = "APPENDED_TURNS"
+
+    turns: tuple[AppendedTurnRecord, ...]
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return _u32(len(self.turns)) + b"".join(turn.encode() for turn in self.turns)
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> AppendedTurnsResponse:
+        """See :meth:`Message.decode_body`."""
+        count = reader.limit(reader.u32("count"), LIST_ITEMS_LIMIT, "count")
+        reader.count(count, APPENDED_TURN_BYTES, "turns")
+        return cls(
+            tuple(
+                AppendedTurnRecord(
+                    reader.turn(), reader.boolean("deduped"), reader.boolean("existing")
+                )
+                for _ in range(count)
+            )
+        )
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class TurnInfoResponse(Response):
+    """TURN_INFO (0x801A, v2): the turn GET_TURN_BY_KEY found, then its EXTRAS."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.GET_TURN_BY_KEY.response_type,)
+    NAME: ClassVar[str] = "TURN_INFO"
+
+    turn: TurnRecord
+    extras: ExtrasRecord
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return self.turn.encode() + self.extras.encode()
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> TurnInfoResponse:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.turn(), reader.extras())
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class TurnLogResponse(Response):
+    """TURN_LOG response (0x801B, v2): ``next_cursor`` (None: the log is exhausted), then
+    ``u32 count`` x (TURN, EXTRAS, PAYLOAD), newest first. A page may be short, even empty,
+    while more match: follow the cursor."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.TURN_LOG.response_type,)
+    NAME: ClassVar[str] = "TURN_LOG response"
+
+    next_cursor: LogCursor | None
+    entries: tuple[TurnExtrasEntry, ...]
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return (
+            _log_cursor(self.next_cursor)
+            + _u32(len(self.entries))
+            + b"".join(entry.encode() for entry in self.entries)
+        )
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> TurnLogResponse:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.log_cursor(), reader.turn_extras_entries())
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class PageResponse(Response):
+    """PAGE (0x801C, v2): READ_PAGE's answer — TURNS' ``next_before`` and ``tip_depth``, then
+    ``u32 count`` x (TURN, EXTRAS, PAYLOAD), oldest first."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.READ_PAGE.response_type,)
+    NAME: ClassVar[str] = "PAGE"
+
+    next_before: int
+    tip_depth: int
+    entries: tuple[TurnExtrasEntry, ...]
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return (
+            _u64(self.next_before)
+            + _u32(self.tip_depth)
+            + _u32(len(self.entries))
+            + b"".join(entry.encode() for entry in self.entries)
+        )
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> PageResponse:
+        """See :meth:`Message.decode_body`."""
+        next_before = reader.u64("next_before")
+        tip_depth = reader.u32("tip_depth")
+        return cls(next_before, tip_depth, reader.turn_extras_entries())
 
 
 @register_response

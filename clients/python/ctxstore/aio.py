@@ -36,11 +36,17 @@ from .types import (
     KeyT,
     KvItem,
     KvPage,
+    LogCursor,
+    LogPage,
     Opened,
     Page,
+    ParentLike,
     ServerInfo,
     Stats,
     Turn,
+    TurnInfo,
+    TurnPage,
+    TurnSpec,
 )
 
 __all__ = ["AsyncClient"]
@@ -508,13 +514,27 @@ class AsyncClient(ops.ClientCore):
         type_tag: int = 0,
         codec: int = 0,
         expected_head: int | None = None,
+        parent: ParentLike = None,
+        key: KeyLike | None = None,
+        labels: Mapping[str, str] | None = None,
+        links: Sequence[int] = (),
+        summary: bool = False,
         timeout: float | None = None,
     ) -> Appended:
-        """Appends a turn with ``payload`` after the context's head, durably; see
+        """Appends a turn with ``payload`` after the context's head (or ``parent``), durably,
+        with an optional key, labels, links, summary flag; see
         :meth:`ctxstore.Client.append`."""
-        return await self._run(
-            ops.append(context, payload, type_tag, codec, expected_head), timeout
+        spec = TurnSpec(
+            payload,
+            parent=parent,
+            key=key,
+            labels=labels,
+            links=links,
+            summary=summary,
+            type_tag=type_tag,
+            codec=codec,
         )
+        return await self._run(ops.append_spec(context, spec, expected_head), timeout)
 
     async def append_by_hash(
         self,
@@ -524,12 +544,26 @@ class AsyncClient(ops.ClientCore):
         type_tag: int = 0,
         codec: int = 0,
         expected_head: int | None = None,
+        parent: ParentLike = None,
+        key: KeyLike | None = None,
+        labels: Mapping[str, str] | None = None,
+        links: Sequence[int] = (),
+        summary: bool = False,
         timeout: float | None = None,
     ) -> Appended:
-        """Appends a turn whose payload is a blob already stored (nothing is uploaded)."""
-        return await self._run(
-            ops.append_by_hash(context, payload_hash, type_tag, codec, expected_head), timeout
+        """Appends a turn whose payload is a blob already stored (nothing is uploaded); the
+        options are :meth:`append`'s."""
+        spec = TurnSpec(
+            payload_hash=payload_hash,
+            parent=parent,
+            key=key,
+            labels=labels,
+            links=links,
+            summary=summary,
+            type_tag=type_tag,
+            codec=codec,
         )
+        return await self._run(ops.append_spec(context, spec, expected_head), timeout)
 
     async def get_turn(self, turn_id: int, *, timeout: float | None = None) -> Turn:
         """One turn's metadata (no payload: use :meth:`get_blob` with its hash)."""
@@ -755,3 +789,86 @@ class AsyncClient(ops.ClientCore):
         """Every entry under ``prefix``, in key order: ``async for item in
         client.iter_kv(...)``."""
         return self._iterate(ops.kv_paging(context, prefix, after, page_size), timeout)
+
+    # -- version 2: turns for agent frameworks -------------------------------------------------
+
+    async def append_turns(
+        self,
+        context: ContextLike,
+        turns: Iterable[TurnSpec],
+        *,
+        expected_head: int | None = None,
+        timeout: float | None = None,
+    ) -> list[Appended]:
+        """Appends ``turns`` in order, all or none, in one durable write; see
+        :meth:`ctxstore.Client.append_turns`."""
+        return await self._run(ops.append_turns(context, turns, expected_head), timeout)
+
+    async def turn_by_key(
+        self, context: ContextLike, key: KeyLike, *, timeout: float | None = None
+    ) -> TurnInfo | None:
+        """The context's turn with ``key`` (own or inherited), or None if no turn has it."""
+        return await self._drive(ops.turn_by_key(context, key), timeout)
+
+    async def turn_log(
+        self,
+        context: ContextLike,
+        labels: Mapping[str, str] | None = None,
+        *,
+        cursor: LogCursor | None = None,
+        limit: int = 100,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> LogPage:
+        """One page of the context's turn log, newest first across branches, filtered by
+        ``labels``; see :meth:`ctxstore.Client.turn_log`."""
+        return await self._run(
+            ops.turn_log(context, labels, cursor, limit, payloads, self._accept_zstd), timeout
+        )
+
+    def iter_turn_log(
+        self,
+        context: ContextLike,
+        labels: Mapping[str, str] | None = None,
+        *,
+        page_size: int = 1000,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> AsyncIterator[TurnInfo]:
+        """Every turn of the turn log, newest first: ``async for turn in
+        client.iter_turn_log(...)``."""
+        paging = ops.turn_log_paging(context, labels, page_size, payloads, self._accept_zstd)
+        return self._iterate(paging, timeout)
+
+    async def window(
+        self,
+        context: ContextLike,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> TurnPage:
+        """The chain from the latest summary turn to the head, oldest first; see
+        :meth:`ctxstore.Client.window`."""
+        return await self._run(
+            ops.read_page(context, p.PageKind.WINDOW, 0, 0, limit, payloads, self._accept_zstd),
+            timeout,
+        )
+
+    async def read_page(
+        self,
+        context: ContextLike,
+        limit: int = 64,
+        *,
+        before: int | None = None,
+        from_depth: int | None = None,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> TurnPage:
+        """A page of the chain with each turn's extras; see
+        :meth:`ctxstore.Client.read_page`."""
+        kind, before_turn_id, depth = ops.page_kind(before, from_depth)
+        return await self._run(
+            ops.read_page(context, kind, before_turn_id, depth, limit, payloads, self._accept_zstd),
+            timeout,
+        )

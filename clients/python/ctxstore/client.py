@@ -35,11 +35,17 @@ from .types import (
     KeyT,
     KvItem,
     KvPage,
+    LogCursor,
+    LogPage,
     Opened,
     Page,
+    ParentLike,
     ServerInfo,
     Stats,
     Turn,
+    TurnInfo,
+    TurnPage,
+    TurnSpec,
 )
 
 __all__ = ["Client"]
@@ -363,7 +369,8 @@ class Client(ops.ClientCore):
     Every call takes a ``timeout`` in seconds (default: the client's ``timeout``) and raises
     :class:`~ctxstore.errors.RequestTimeout` when it passes. If the connection drops, calls in
     flight raise :class:`~ctxstore.errors.ConnectionLost` and the next call reconnects (a call
-    is never retried by the client: an append may or may not have happened).
+    is never retried by the client: an append may or may not have happened; one with a
+    ``key`` can be retried safely, its retry answers the first turn as ``existing``).
 
     Args:
         addr: ``"HOST:PORT"``, ``"[V6]:PORT"`` or ``(host, port)``.
@@ -570,15 +577,37 @@ class Client(ops.ClientCore):
         type_tag: int = 0,
         codec: int = 0,
         expected_head: int | None = None,
+        parent: ParentLike = None,
+        key: KeyLike | None = None,
+        labels: Mapping[str, str] | None = None,
+        links: Sequence[int] = (),
+        summary: bool = False,
         timeout: float | None = None,
     ) -> Appended:
-        """Appends a turn with ``payload`` after the context's head, durably.
+        """Appends a turn with ``payload`` after the context's head, durably; the head moves
+        to it.
 
         With ``expected_head`` (0: the context must be empty) the append happens only if the
         head is that turn; else :class:`~ctxstore.errors.Conflict`, whose ``actual_head`` is
         the head. ``type_tag`` (u64) and ``codec`` (u32) are the caller's tags.
+
+        Protocol version 2 (sent as APPEND_TURNS when any is given; see :class:`TurnSpec`):
+        ``parent`` ``"root"`` or a TurnID the context owns (time travel: the head moves to the
+        new turn); ``key`` unique in the context — appending a key it has answers that turn
+        with ``existing`` True and writes nothing, so a retry after ``ConnectionLost`` is
+        safe; ``labels``; ``links`` to other turns; ``summary``.
         """
-        return self._run(ops.append(context, payload, type_tag, codec, expected_head), timeout)
+        spec = TurnSpec(
+            payload,
+            parent=parent,
+            key=key,
+            labels=labels,
+            links=links,
+            summary=summary,
+            type_tag=type_tag,
+            codec=codec,
+        )
+        return self._run(ops.append_spec(context, spec, expected_head), timeout)
 
     def append_by_hash(
         self,
@@ -588,13 +617,26 @@ class Client(ops.ClientCore):
         type_tag: int = 0,
         codec: int = 0,
         expected_head: int | None = None,
+        parent: ParentLike = None,
+        key: KeyLike | None = None,
+        labels: Mapping[str, str] | None = None,
+        links: Sequence[int] = (),
+        summary: bool = False,
         timeout: float | None = None,
     ) -> Appended:
         """Appends a turn whose payload is a blob already stored (nothing is uploaded;
-        NotFound if the blob is not stored)."""
-        return self._run(
-            ops.append_by_hash(context, payload_hash, type_tag, codec, expected_head), timeout
+        NotFound if the blob is not stored); the options are :meth:`append`'s."""
+        spec = TurnSpec(
+            payload_hash=payload_hash,
+            parent=parent,
+            key=key,
+            labels=labels,
+            links=links,
+            summary=summary,
+            type_tag=type_tag,
+            codec=codec,
         )
+        return self._run(ops.append_spec(context, spec, expected_head), timeout)
 
     def get_turn(self, turn_id: int, *, timeout: float | None = None) -> Turn:
         """One turn's metadata (no payload: use :meth:`get_blob` with its hash)."""
@@ -836,3 +878,100 @@ class Client(ops.ClientCore):
     ) -> Iterator[KvItem]:
         """Every entry whose key starts with ``prefix``, in key order, page after page."""
         return self._iterate(ops.kv_paging(context, prefix, after, page_size), timeout)
+
+    # -- version 2: turns for agent frameworks -------------------------------------------------
+
+    def append_turns(
+        self,
+        context: ContextLike,
+        turns: Iterable[TurnSpec],
+        *,
+        expected_head: int | None = None,
+        timeout: float | None = None,
+    ) -> list[Appended]:
+        """Appends ``turns`` to the context in order, all or none, in one durable write (one
+        group commit): e.g. an agent step's tool call, its result and a message. Each turn
+        hangs from the one before it unless its ``parent`` says otherwise; the head moves to
+        the last. With ``expected_head`` only if the head is that turn (Conflict otherwise).
+        A turn whose key the context has is answered as that turn with ``existing`` True and
+        is not written again. Limits (TooLarge, nothing written): 64 turns; per turn a key of
+        64 bytes, 16 labels in 1 KiB, 8 links (each must exist: NotFound); a parent the
+        context does not own is InvalidArgument. Returns one :class:`Appended` per turn."""
+        return self._run(ops.append_turns(context, turns, expected_head), timeout)
+
+    def turn_by_key(
+        self, context: ContextLike, key: KeyLike, *, timeout: float | None = None
+    ) -> TurnInfo | None:
+        """The context's turn with ``key`` (its own, or inherited through a fork or clone),
+        with its labels and links; None if no turn has it (NotFound for an unknown
+        context)."""
+        return self._drive(ops.turn_by_key(context, key), timeout)
+
+    def turn_log(
+        self,
+        context: ContextLike,
+        labels: Mapping[str, str] | None = None,
+        *,
+        cursor: LogCursor | None = None,
+        limit: int = 100,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> LogPage:
+        """One page of the context's turn log: every turn it owns, newest first across all
+        its branches, then the turns it inherited (a clone: its source's up to the clone; a
+        fork: its base's chain), filtered on the server by every label of ``labels``.
+        ``limit`` 1-1,000. A page may be short, even empty, while more match: pass its
+        ``next_cursor`` as ``cursor`` until it is None, or use :meth:`iter_turn_log`."""
+        return self._run(
+            ops.turn_log(context, labels, cursor, limit, payloads, self._accept_zstd), timeout
+        )
+
+    def iter_turn_log(
+        self,
+        context: ContextLike,
+        labels: Mapping[str, str] | None = None,
+        *,
+        page_size: int = 1000,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> Iterator[TurnInfo]:
+        """Every turn of :meth:`turn_log`, newest first, page after page (fetched as the
+        iteration goes; ``timeout`` per page)."""
+        paging = ops.turn_log_paging(context, labels, page_size, payloads, self._accept_zstd)
+        return self._iterate(paging, timeout)
+
+    def window(
+        self,
+        context: ContextLike,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> TurnPage:
+        """What to send a model: the context's chain from its latest summary turn (inclusive;
+        from the root when there is none) to the head, oldest first — its newest ``limit``
+        turns if it is longer (continue with :meth:`read_page` ``before=``)."""
+        return self._run(
+            ops.read_page(context, p.PageKind.WINDOW, 0, 0, limit, payloads, self._accept_zstd),
+            timeout,
+        )
+
+    def read_page(
+        self,
+        context: ContextLike,
+        limit: int = 64,
+        *,
+        before: int | None = None,
+        from_depth: int | None = None,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> TurnPage:
+        """A page of the context's chain, oldest first, each turn with its key, labels and
+        links: the newest ``limit`` turns; with ``before`` the ``limit`` turns older than that
+        turn (the previous page's ``next_before``; it must be on the chain); with
+        ``from_depth`` those with depth in ``from_depth .. from_depth + limit``."""
+        kind, before_turn_id, depth = ops.page_kind(before, from_depth)
+        return self._run(
+            ops.read_page(context, kind, before_turn_id, depth, limit, payloads, self._accept_zstd),
+            timeout,
+        )

@@ -283,7 +283,9 @@ class ConnectError(CtxstoreError, ConnectionError):
 
 class ConnectionLost(CtxstoreError, ConnectionError):
     """The connection dropped while this call was in flight (or could not be written). The call
-    may or may not have taken effect on the server. The next call reconnects."""
+    may or may not have taken effect on the server. The next call reconnects. An append with
+    a turn ``key`` may be retried: if it happened, the retry answers that turn as
+    ``existing`` and writes nothing."""
 
     name = "CONNECTION_LOST"
 

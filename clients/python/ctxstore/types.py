@@ -5,13 +5,18 @@ Hashes are ``bytes`` of length 32 (BLAKE3-256); :func:`blob_hash` computes one a
 
 A context is named in every call by a :data:`ContextLike`: an ``int`` is its ContextID, a
 ``str`` its unique name (protocol version 2).
+
+Turns for agent frameworks (protocol version 2, decision 0009): a turn may carry a key (unique
+in its context, for idempotent retries), labels and links, and may be a summary;
+:class:`TurnInfo` is a :class:`Turn` with them, :class:`TurnSpec` describes one turn of
+``append_turns``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Literal, NamedTuple, TypeVar
 
 import blake3
 
@@ -33,6 +38,12 @@ __all__ = [
     "ContextPage",
     "KvItem",
     "KvPage",
+    "ParentLike",
+    "TurnSpec",
+    "TurnInfo",
+    "TurnPage",
+    "LogCursor",
+    "LogPage",
 ]
 
 HashLike = bytes | bytearray | memoryview | str
@@ -44,6 +55,11 @@ version 2)."""
 
 KeyLike = bytes | bytearray | memoryview | str
 """A key-value key: any bytes (1-256), or a ``str`` sent as its UTF-8."""
+
+ParentLike = int | Literal["root"] | None
+"""Where a new turn hangs: ``None`` after the context's head (in ``append_turns``: after the
+turn before it in the same call), ``"root"`` as a new root, or a TurnID the context owns (its
+own turns, its chain, what it inherited): time travel, the head moves to the new turn."""
 
 KeyT = TypeVar("KeyT", bound=KeyLike)
 """The key type of a mapping of entries (``Mapping`` is invariant in its keys: a
@@ -127,7 +143,7 @@ class Turn:
     """BLAKE3-256 of the payload (32 bytes)."""
     payload_len: int
     flags: int
-    """0 in protocol version 1."""
+    """Bit 0 SUMMARY (see :attr:`summary`); no other bit is defined."""
     created_at_unix_ms: int
     payload: bytes | None = field(default=None, repr=False)
 
@@ -135,6 +151,12 @@ class Turn:
     def is_root(self) -> bool:
         """True if the turn has no parent."""
         return self.parent_turn_id == 0
+
+    @property
+    def summary(self) -> bool:
+        """True if the turn is a summary: everything before it on its chain is summarised in
+        its payload (a window read starts at the latest one)."""
+        return bool(self.flags & 1)
 
     @property
     def payload_hash_hex(self) -> str:
@@ -149,6 +171,9 @@ class Appended:
     turn: Turn
     deduped: bool
     """True if no new blob was written (the payload was stored before)."""
+    existing: bool = False
+    """True if the turn's key was already in the context: ``turn`` is that earlier turn and
+    nothing was written (a retried append, protocol version 2)."""
 
     @property
     def turn_id(self) -> int:
@@ -296,3 +321,94 @@ class KvPage:
 
     def __getitem__(self, index: int) -> KvItem:
         return self.items[index]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInfo(Turn):
+    """A :class:`Turn` with its key, labels and links, as the version-2 reads return it
+    (``turn_by_key``, ``turn_log``, ``window``, ``read_page``)."""
+
+    key: bytes | None = None
+    """The turn's key (unique in its context), or None."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """The turn's labels (a copy)."""
+    links: tuple[int, ...] = ()
+    """TurnIDs of other turns, in any context, that this turn refers to."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSpec:
+    """One turn of ``append_turns``: its payload (bytes, or ``payload_hash`` of a stored blob:
+    exactly one of the two) and, by keyword, where it hangs and what it carries.
+
+    - ``parent``: see :data:`ParentLike` (None: after the turn before it in the call; the
+      first after the context's head).
+    - ``key``: unique in the context (1-64 bytes, or a ``str`` as UTF-8): appending a key the
+      context has answers its turn with ``existing`` True and writes nothing.
+    - ``labels``: up to 16 ``str`` pairs, keys 1-64 bytes, keys and values 1 KiB together;
+      the turn log filters on them.
+    - ``links``: up to 8 TurnIDs of existing turns, in any context.
+    - ``summary``: everything before this turn is summarised in its payload.
+    """
+
+    payload: bytes | bytearray | memoryview | None = None
+    _: KW_ONLY
+    payload_hash: HashLike | None = None
+    parent: ParentLike = None
+    key: KeyLike | None = None
+    labels: Mapping[str, str] | None = None
+    links: Sequence[int] = ()
+    summary: bool = False
+    type_tag: int = 0
+    codec: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPage:
+    """A page of a context's chain with each turn's key, labels and links, oldest first
+    (``window``, ``read_page``). ``next_before``: the oldest turn returned — pass it as
+    ``before=`` to ``read_page`` for the next older page; 0 when the root was reached.
+    ``tip_depth``: the depth of the context's head."""
+
+    turns: list[TurnInfo]
+    next_before: int
+    tip_depth: int
+
+    def __iter__(self) -> Iterator[TurnInfo]:
+        return iter(self.turns)
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    def __getitem__(self, index: int) -> TurnInfo:
+        return self.turns[index]
+
+
+@dataclass(frozen=True, slots=True)
+class LogCursor:
+    """Where a turn-log page ended; pass it back as ``cursor=`` as it came (its fields are
+    the server's: the owner of the turns, 0 the context itself, then what it inherited, and
+    the next turn to look at)."""
+
+    phase: int
+    next: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogPage:
+    """One page of ``turn_log``: the context's turns newest first, across all its branches,
+    then the ones it inherited. ``next_cursor``: pass it as ``cursor=`` for the next page;
+    None when the log is exhausted. A page may hold fewer turns than ``limit`` (even none)
+    while more match: follow the cursor, not the count (or use ``iter_turn_log``)."""
+
+    turns: list[TurnInfo]
+    next_cursor: LogCursor | None
+
+    def __iter__(self) -> Iterator[TurnInfo]:
+        return iter(self.turns)
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    def __getitem__(self, index: int) -> TurnInfo:
+        return self.turns[index]

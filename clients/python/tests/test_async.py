@@ -235,3 +235,44 @@ async def test_version_2_calls_on_a_version_1_connection(server: ServerProcess) 
             await client.iter_kv(1).__anext__()
         ctx = await client.create_context()
         assert (await client.head(ctx.context_id)) == ctx
+
+
+async def test_turns_for_agent_frameworks(server: ServerProcess) -> None:
+    async with ctxstore.AsyncClient(server.addr, timeout=20) as client:
+        name = f"async-turns-{os.urandom(6).hex()}"
+        await client.open_context(name)
+        first = await client.append(name, b"system", key="sys", labels={"run_id": "r1"})
+        retried = await client.append(name, b"system", key="sys")
+        assert retried.existing and retried.turn == first.turn
+        step = [
+            ctxstore.TurnSpec(b"call", key="call", labels={"run_id": "r1"}),
+            ctxstore.TurnSpec(b"result", summary=True, labels={"run_id": "r2"}),
+            ctxstore.TurnSpec(b"message", links=[first.turn_id], labels={"run_id": "r1"}),
+        ]
+        written = await client.append_turns(name, step, expected_head=first.turn_id)
+        assert [a.turn.parent_turn_id for a in written] == [
+            first.turn_id,
+            written[0].turn_id,
+            written[1].turn_id,
+        ]
+        travelled = await client.append(name, b"again", parent=first.turn_id)
+        assert (await client.head(name)).head_turn_id == travelled.turn_id
+
+        found = await client.turn_by_key(name, "call")
+        assert found is not None and found.turn_id == written[0].turn_id
+        assert await client.turn_by_key(name, "nope") is None
+        log = [t async for t in client.iter_turn_log(name, {"run_id": "r1"}, page_size=1)]
+        assert [t.turn_id for t in log] == [written[2].turn_id, written[0].turn_id, first.turn_id]
+        page = await client.turn_log(name, limit=2, payloads=True)
+        assert [t.payload for t in page] == [b"again", b"message"] and page.next_cursor
+        window = await client.window(name, payloads=True)
+        assert [t.payload for t in window] == [b"system", b"again"]  # the summary is elsewhere
+        old_branch = await client.read_page(name, 10, before=travelled.turn_id)
+        assert [t.turn_id for t in old_branch] == [first.turn_id]
+        by_depth = await client.read_page(name, 1, from_depth=1, payloads=True)
+        assert [t.payload for t in by_depth] == [b"again"]
+        # Pipelined keyed appends of one key from many tasks: one turn, the rest existing.
+        ctx = (await client.create_context()).context_id
+        answers = await asyncio.gather(*(client.append(ctx, b"once", key="k") for _ in range(8)))
+        assert len({a.turn_id for a in answers}) == 1
+        assert sum(not a.existing for a in answers) == 1

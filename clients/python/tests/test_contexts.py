@@ -358,21 +358,15 @@ def test_pages_cut_short_by_the_response_budget_are_followed(tmp_root: Path) -> 
         process.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='server: CTX_LIST with limit 0 answers an empty page with next_cursor none ("nothing '
-    'more matches") although contexts match; it should refuse 0 or answer a cursor',
-)
-def test_a_listing_of_limit_0_does_not_claim_that_nothing_matches(
+def test_a_listing_page_of_limit_0_is_too_large_naming_the_range(
     client: ctxstore.Client,
 ) -> None:
-    client.open_context(unique())
-    try:
-        answer = client.request(p.CtxList((), None, None, None, None, 0))
-    except (ctxstore.InvalidArgument, ctxstore.TooLarge):
-        return
-    assert isinstance(answer, p.ContextListResponse)
-    assert answer.next_cursor is not None
+    # Sent raw: the client refuses a limit of 0 itself (ValueError) before anything is sent.
+    ctx = client.open_context(unique()).info.context_id
+    for request in (p.CtxList((), None, None, None, None, 0), p.KvList(ctx, b"", b"", 0)):
+        with pytest.raises(ctxstore.TooLarge, match=r"\(1\.\.=1000\)"):
+            client.request(request)
+    client.ping()  # the connection stayed open
 
 
 def test_listing_limits(client: ctxstore.Client) -> None:
@@ -567,8 +561,6 @@ def test_limits_are_too_large_and_nothing_is_applied(client: ctxstore.Client) ->
         lambda: client.tag_context(ctx, {f"k{i}": "v" for i in range(32)}),  # 1 + 32 > 32
         lambda: client.tag_context(ctx, {"k" * 65: "v"}),
         lambda: client.tag_context(ctx, {"k": "v" * 1025}),
-        lambda: client.tag_context(ctx, {"": "v"}),
-        lambda: client.tag_context(ctx, {"k": ""}),  # tag values are 1-1024 bytes
         lambda: client.kv_put(ctx, {b"k" * 257: b"v"}),
         lambda: client.kv_put(ctx, {b"": b"v"}),
         lambda: client.kv_put(ctx, {f"{i}".encode(): b"v" for i in range(129)}),
@@ -582,6 +574,18 @@ def test_limits_are_too_large_and_nothing_is_applied(client: ctxstore.Client) ->
             assert error.message
         else:
             pytest.fail(f"call {index} of the list was not refused TOO_LARGE")
+    # Empty where 1 or more bytes go: INVALID_ARGUMENT saying so (over-long stays TOO_LARGE).
+    other = client.create_context().context_id
+    empty = [
+        lambda: client.name_context(other, ""),
+        lambda: client.request(p.CtxOpen(0, False, None, None, (("", "v"),))),
+        lambda: client.tag_context(ctx, {"": "v"}),
+        lambda: client.tag_context(ctx, {"k": ""}),  # tag values are 1-1024 bytes
+    ]
+    for call in empty:
+        with pytest.raises(ctxstore.InvalidArgument, match="empty"):
+            call()
+    assert client.context_info(other).name is None
     client.ping()  # the connection stayed open
     info_after = client.context_info(ctx)
     assert info_after.tags == {"keep": "me"} and info_after.name == name
@@ -596,16 +600,25 @@ def test_limits_are_too_large_and_nothing_is_applied(client: ctxstore.Client) ->
     assert len(list(client.iter_kv(ctx))) == 129
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server: KV_GET (and KV_LIST's prefix/after) do not check the 1-256 byte key limit; "
-    "a 257-byte or empty key is answered NOT_FOUND, not TOO_LARGE as docs/protocol.md says",
-)
-def test_kv_get_of_an_over_limit_key_is_too_large(client: ctxstore.Client) -> None:
+def test_kv_get_keys_and_kv_list_cursors_over_the_key_limit_are_too_large(
+    client: ctxstore.Client,
+) -> None:
     ctx = client.open_context(unique()).info.context_id
-    raw = p.KvGet(ctx, b"k" * 257, 0)
-    with pytest.raises(ctxstore.TooLarge):
-        client.request(raw)
+    client.kv_put(ctx, {b"k" * 256: b"v"})
+    too_large = [
+        p.KvGet(ctx, b"k" * 257, 0),
+        p.KvGet(ctx, b"", 0),  # a key is 1-256 bytes
+        p.KvList(ctx, b"k" * 257, b"", 10),
+        p.KvList(ctx, b"", b"k" * 257, 10),
+    ]
+    for request in too_large:
+        with pytest.raises(ctxstore.TooLarge, match="256"):
+            client.request(request)
+    client.ping()
+    # At the limit exactly: found, listed.
+    assert client.kv_get(ctx, b"k" * 256) == b"v"
+    assert [item.key for item in client.kv_list(ctx, prefix=b"k" * 256)] == [b"k" * 256]
+    assert client.kv_list(ctx, after=b"k" * 256).items == []
 
 
 def test_kv_value_over_the_blob_limit_is_too_large(small_server: ServerProcess) -> None:

@@ -46,8 +46,44 @@ turns = st.builds(
     type_tag=u64,
     payload_hash=hashes,
     payload_len=u32,
-    flags=st.just(0),
+    flags=st.sampled_from([0, p.TURN_SUMMARY]),
     created_at_unix_ms=u64,
+)
+
+# Version 2, turns for agent frameworks: extras, turn specs, log cursors, page kinds.
+tiny_text = st.text(max_size=12).filter(lambda s: len(s.encode()) <= p.TINY_BYTES_MAX)
+label_lists = st.lists(st.tuples(tiny_text, st.text(max_size=12)), max_size=4).map(tuple)
+extras = st.builds(
+    p.ExtrasRecord,
+    st.binary(max_size=24),
+    label_lists,
+    st.lists(u64, max_size=8).map(tuple),
+)
+log_cursors = st.none() | st.builds(p.LogCursor, u32, u64)
+
+
+@st.composite
+def turn_specs(draw: st.DrawFn) -> p.TurnSpecRecord:
+    kind = draw(st.sampled_from(list(p.ParentKind)))
+    parent = draw(st.integers(1, p.U64_MAX)) if kind == p.ParentKind.TURN else 0
+    by_hash = draw(st.booleans())
+    payload = draw(hashes if by_hash else st.binary(max_size=5000))
+    return p.TurnSpecRecord(
+        kind, parent, draw(u64), draw(u32), draw(st.booleans()), draw(extras), payload, by_hash
+    )
+
+
+@st.composite
+def read_pages(draw: st.DrawFn) -> p.ReadPage:
+    kind = draw(st.sampled_from(list(p.PageKind)))
+    before = draw(u64) if kind == p.PageKind.BEFORE else 0
+    from_depth = draw(u32) if kind == p.PageKind.RANGE else 0
+    flags = draw(st.integers(0, p.READ_FLAGS_KNOWN))
+    return p.ReadPage(draw(context_refs), kind, before, from_depth, draw(u32), flags)
+
+
+entries_v2 = st.deferred(
+    lambda: st.lists(st.builds(p.TurnExtrasEntry, turns, extras, payloads()), max_size=4).map(tuple)
 )
 
 
@@ -114,6 +150,15 @@ responses: st.SearchStrategy[p.Response] = st.one_of(
         p.KvListResponse,
         st.lists(st.builds(p.KvItemRecord, kv_keys, hashes, u32), max_size=5).map(tuple),
     ),
+    st.builds(
+        p.AppendedTurnsResponse,
+        st.lists(
+            st.builds(p.AppendedTurnRecord, turns, st.booleans(), st.booleans()), max_size=4
+        ).map(tuple),
+    ),
+    st.builds(p.TurnInfoResponse, turns, extras),
+    st.builds(p.TurnLogResponse, log_cursors, entries_v2),
+    st.builds(p.PageResponse, u64, u32, entries_v2),
 )
 
 requests: st.SearchStrategy[p.Request] = st.one_of(
@@ -173,6 +218,17 @@ requests: st.SearchStrategy[p.Request] = st.one_of(
     st.builds(p.KvGet, context_refs, kv_keys, st.sampled_from([0, p.READ_ACCEPT_ZSTD])),
     st.builds(p.KvDelete, context_refs, st.lists(kv_keys, max_size=4).map(tuple)),
     st.builds(p.KvList, context_refs, kv_keys, kv_keys, u32),
+    st.builds(
+        p.AppendTurns,
+        context_refs,
+        st.none() | u64,
+        st.lists(turn_specs(), min_size=1, max_size=3).map(tuple),
+    ),
+    st.builds(p.GetTurnByKey, context_refs, st.binary(max_size=p.TINY_BYTES_MAX)),
+    st.builds(
+        p.TurnLog, context_refs, label_lists, log_cursors, u32, st.integers(0, p.READ_FLAGS_KNOWN)
+    ),
+    read_pages(),
 )
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -421,6 +477,10 @@ V2_CALLS = {
     p.MessageType.KV_GET: lambda c: c.kv_get("n", b"k"),
     p.MessageType.KV_DELETE: lambda c: c.kv_delete(1, b"k"),
     p.MessageType.KV_LIST: lambda c: c.kv_list(1),
+    p.MessageType.APPEND_TURNS: lambda c: c.append(1, b"x", key="k"),
+    p.MessageType.GET_TURN_BY_KEY: lambda c: c.turn_by_key("n", "k"),
+    p.MessageType.TURN_LOG: lambda c: list(c.iter_turn_log(1, {"a": "b"})),
+    p.MessageType.READ_PAGE: lambda c: c.window("n", payloads=True),
 }
 
 
@@ -564,3 +624,86 @@ def test_a_context_answered_under_another_name_is_a_protocol_error() -> None:
         with ctxstore.Client(fake.addr, timeout=5) as client:
             with pytest.raises(ProtocolError, match="do not reflect"):
                 client.tag_context(3, {"status": "done"})
+
+
+# --- turn answers that break their promises ----------------------------------------------------
+
+HASH_X = ctxstore.blob_hash(b"x")
+
+
+def _turn(
+    turn_id: int, parent: int, depth: int, flags: int = 0, body: bytes = b"x"
+) -> p.TurnRecord:
+    return p.TurnRecord(
+        turn_id, parent, 1, depth, 0, 0, ctxstore.blob_hash(body), len(body), flags, 1
+    )
+
+
+def _entry(turn: p.TurnRecord, labels: tuple[tuple[str, str], ...] = ()) -> p.TurnExtrasEntry:
+    absent = p.PayloadRecord(p.PayloadEncoding.ABSENT, 0, b"")
+    return p.TurnExtrasEntry(turn, p.ExtrasRecord(b"", labels), absent)
+
+
+def test_appended_turns_that_differ_from_what_was_sent_are_refused() -> None:
+    cases = [
+        # The wrong payload.
+        (ctxstore.IntegrityError, p.AppendedTurnRecord(_turn(5, 4, 1, body=b"y"), False, False)),
+        # Not a summary though one was asked for.
+        (ProtocolError, p.AppendedTurnRecord(_turn(5, 4, 1), False, False)),
+        # Hanging from another turn than the parent asked for.
+        (ProtocolError, p.AppendedTurnRecord(_turn(5, 3, 1, p.TURN_SUMMARY), False, False)),
+        # "existing" for a turn sent without a key.
+        (ProtocolError, p.AppendedTurnRecord(_turn(5, 4, 1, p.TURN_SUMMARY), False, True)),
+    ]
+    for error, record in cases:
+        answer = p.AppendedTurnsResponse((record,))
+        with _answering(answer) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+            with pytest.raises(error):
+                client.append(1, b"x", parent=4, summary=True)
+    two = p.AppendedTurnsResponse((p.AppendedTurnRecord(_turn(5, 4, 1), False, False),) * 2)
+    with _answering(two) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        with pytest.raises(ProtocolError, match="answered with 2"):
+            client.append(1, b"x", key="k")
+        # The second turn of a batch hangs from the first one written.
+        with pytest.raises(ProtocolError, match="hangs from turn 4, asked 5"):
+            client.append_turns(1, [ctxstore.TurnSpec(b"x"), ctxstore.TurnSpec(b"x")])
+
+
+def test_turn_pages_that_break_their_promises_are_refused() -> None:
+    unfiltered = p.TurnLogResponse(None, (_entry(_turn(5, 4, 1), (("run", "r2"),)),))
+    with _answering(unfiltered) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        with pytest.raises(ProtocolError, match="filtered by"):
+            client.turn_log(1, {"run": "r1"})
+    stuck = p.TurnLogResponse(p.LogCursor(0, 9), ())
+    with _answering(stuck) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        started = time.monotonic()
+        with pytest.raises(ProtocolError, match="same cursor"):
+            list(client.iter_turn_log(1))
+        assert time.monotonic() - started < 4
+    broken_chain = p.PageResponse(0, 2, (_entry(_turn(5, 0, 0)), _entry(_turn(7, 6, 1))))
+    with _answering(broken_chain) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        with pytest.raises(ProtocolError, match="does not follow"):
+            client.read_page(1)
+    late_summary = p.PageResponse(
+        0, 1, (_entry(_turn(5, 0, 0)), _entry(_turn(7, 5, 1, p.TURN_SUMMARY)))
+    )
+    with _answering(late_summary) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        assert len(client.read_page(1)) == 2  # a summary inside a LAST page is fine
+        with pytest.raises(ProtocolError, match="summary turn after the start"):
+            client.window(1)
+    wrong_key = p.TurnInfoResponse(_turn(5, 4, 1), p.ExtrasRecord(b"other"))
+    with _answering(wrong_key) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        with pytest.raises(ProtocolError, match="with key"):
+            client.turn_by_key(1, "mine")
+    bad_payload = p.PageResponse(
+        0,
+        0,
+        (
+            p.TurnExtrasEntry(
+                _turn(5, 0, 0), p.ExtrasRecord(), p.PayloadRecord(p.PayloadEncoding.RAW, 1, b"y")
+            ),
+        ),
+    )
+    with _answering(bad_payload) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+        with pytest.raises(ctxstore.IntegrityError):
+            client.window(1, payloads=True)

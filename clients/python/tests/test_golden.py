@@ -126,6 +126,75 @@ EXPECTED: dict[str, tuple[int, p.Message]] = {
     "kv_list": (13, p.KvList(3, b"w:", b"", 1000)),
     "kv_list_response": (13, p.KvListResponse((p.KvItemRecord(b"w:1", HASH_A0, 2),))),
     "error_already_exists": (4, p.ErrorResponse(15, 3, "name taken")),
+    # Version 2, turns for agent frameworks (decision 0009).
+    "append_turns": (
+        14,
+        p.AppendTurns(
+            "t-1",
+            42,
+            (
+                p.TurnSpecRecord(
+                    p.ParentKind.HEAD,
+                    0,
+                    1,
+                    0,
+                    False,
+                    p.ExtrasRecord(b"cp-1", (("step", "1"),)),
+                    b"hi",
+                ),
+                p.TurnSpecRecord(
+                    p.ParentKind.TURN,
+                    41,
+                    2,
+                    0,
+                    True,
+                    p.ExtrasRecord(links=(7,)),
+                    HASH_A0,
+                    by_hash=True,
+                ),
+            ),
+        ),
+    ),
+    "appended_turns_response": (
+        14,
+        p.AppendedTurnsResponse((p.AppendedTurnRecord(TURN, deduped=False, existing=True),)),
+    ),
+    "get_turn_by_key": (15, p.GetTurnByKey(3, b"cp-1")),
+    "turn_info_response": (
+        15,
+        p.TurnInfoResponse(TURN, p.ExtrasRecord(b"cp-1", (("step", "1"),))),
+    ),
+    "turn_log": (
+        16,
+        p.TurnLog(3, (("run_id", "r1"),), p.LogCursor(0, 41), 100, p.READ_WITH_PAYLOADS),
+    ),
+    "turn_log_response": (
+        16,
+        p.TurnLogResponse(
+            None,
+            (
+                p.TurnExtrasEntry(
+                    TURN, p.ExtrasRecord(), p.PayloadRecord(p.PayloadEncoding.RAW, 5, b"hello")
+                ),
+            ),
+        ),
+    ),
+    "read_page_window": (
+        17,
+        p.ReadPage("t-1", p.PageKind.WINDOW, 0, 0, 64, p.READ_WITH_PAYLOADS | p.READ_ACCEPT_ZSTD),
+    ),
+    "page_response": (
+        17,
+        p.PageResponse(
+            0,
+            7,
+            (
+                p.TurnExtrasEntry(
+                    TURN, p.ExtrasRecord(), p.PayloadRecord(p.PayloadEncoding.ABSENT, 0, b"")
+                ),
+            ),
+        ),
+    ),
 }
 
 
@@ -192,6 +261,28 @@ def test_flag_on_a_message_without_a_leading_context_is_refused() -> None:
         p.decode_request(p.MessageType.GET_HEAD, b"\x00\x00", p.CTX_BY_NAME)
 
 
+def test_golden_v2_turn_messages_carry_an_inline_context_ref_and_need_version_2() -> None:
+    frames = golden_frames()
+    for name in ("append_turns", "get_turn_by_key", "turn_log", "read_page_window"):
+        header, message = decode_frame(frames[name])
+        assert header.flags == 0
+        assert isinstance(message, p.Request) and message.required_version == 2
+
+
+def test_golden_append_turns_sends_large_payloads_as_separate_chunks() -> None:
+    payload = bytes(range(256)) * 64
+    specs = (
+        p.TurnSpecRecord(p.ParentKind.ROOT, 0, 0, 0, False, p.ExtrasRecord(b"a"), b"small"),
+        p.TurnSpecRecord(p.ParentKind.HEAD, 0, 0, 0, True, p.ExtrasRecord(), payload),
+        p.TurnSpecRecord(p.ParentKind.TURN, 9, 0, 0, False, p.ExtrasRecord(), HASH_A0, True),
+    )
+    request = p.AppendTurns(3, None, specs)
+    chunks = p.encode_request(5, request)
+    assert any(chunk is payload for chunk in chunks)
+    _, message = decode_frame(b"".join(chunks))
+    assert message == request
+
+
 def test_golden_large_kv_value_is_sent_as_separate_chunk() -> None:
     value = bytes(range(256)) * 64
     request = p.KvPut("t", False, ((b"a", b"small"), (b"b", value), (b"c", b"x")))
@@ -199,3 +290,65 @@ def test_golden_large_kv_value_is_sent_as_separate_chunk() -> None:
     assert any(chunk is value for chunk in chunks)
     _, message = decode_frame(b"".join(chunks))
     assert message == request
+
+
+def _body(name: str) -> bytes:
+    return golden_frames()[name][p.HEADER_BYTES :]
+
+
+def test_turn_messages_refuse_what_their_layout_forbids() -> None:
+    # APPEND_TURNS "t-1": context ref is 2 + 3 bytes, flags 4, expected_head 8, count 2.
+    body = bytearray(_body("append_turns"))
+    spec = 5 + 4 + 8 + 2  # the first TURN_SPEC starts here
+    cases = {
+        "no turns": body[:17] + b"\x00\x00",
+        "parent_turn_id": body[:spec] + b"\x00\x07" + body[spec + 2 :],  # HEAD with a turn id
+        "parent_kind": body[:spec] + b"\x03" + body[spec + 1 :],
+        "turn_flags": body[: spec + 29 - 8] + b"\x04" + body[spec + 29 - 7 :],
+        "expected_head": b"\x03\x00t-1" + bytes(4) + body[9:],  # EXPECT_HEAD clear, head 42
+    }
+    for broken in cases.values():
+        with pytest.raises(p.ProtocolError):
+            p.decode_request(p.MessageType.APPEND_TURNS, bytes(broken))
+    # A TURN with flag bits other than SUMMARY.
+    turn = bytearray(_body("turn_response"))
+    turn[76] = 2
+    with pytest.raises(p.ProtocolError, match="turn flags"):
+        p.decode_response(p.MessageType.GET_TURN.response_type, bytes(turn))
+    turn[76] = p.TURN_SUMMARY
+    summary = p.decode_response(p.MessageType.GET_TURN.response_type, bytes(turn))
+    assert isinstance(summary, p.TurnResponse) and summary.turn.flags == p.TURN_SUMMARY
+    # READ_PAGE: a WINDOW with a before_turn_id; an unknown kind.
+    page = bytearray(_body("read_page_window"))
+    page[6] = 9
+    with pytest.raises(p.ProtocolError, match="does not use"):
+        p.decode_request(p.MessageType.READ_PAGE, bytes(page))
+    page = bytearray(_body("read_page_window"))
+    page[5] = 4
+    with pytest.raises(p.ProtocolError, match="kind"):
+        p.decode_request(p.MessageType.READ_PAGE, bytes(page))
+
+
+def test_turn_message_encoders_refuse_what_the_layout_cannot_carry() -> None:
+    extras = p.ExtrasRecord()
+    with pytest.raises(ValueError, match="at least one"):
+        p.AppendTurns(3, None, ()).body_chunks()
+    for kind, parent in ((p.ParentKind.HEAD, 5), (p.ParentKind.ROOT, 5), (p.ParentKind.TURN, 0)):
+        spec = p.TurnSpecRecord(kind, parent, 0, 0, False, extras, b"x")
+        with pytest.raises(ValueError, match="parent"):
+            spec.encode()
+    with pytest.raises(ValueError, match="key"):
+        p.GetTurnByKey(3, b"k" * 256).body_chunks()
+    with pytest.raises(ValueError, match="labels"):
+        p.TurnLog(3, tuple(("k", "v") for _ in range(256)), None, 1, 0).body_chunks()
+    with pytest.raises(ValueError, match="links"):
+        p.ExtrasRecord(links=tuple(range(256))).encode()
+    with pytest.raises(ValueError, match="BEFORE"):
+        p.ReadPage(3, p.PageKind.LAST, 5, 0, 1, 0).body_chunks()
+    with pytest.raises(ValueError, match="RANGE"):
+        p.ReadPage(3, p.PageKind.WINDOW, 0, 5, 1, 0).body_chunks()
+    # At the layout's limits exactly: encoded and decoded back.
+    wide = p.ExtrasRecord(b"k" * 255, tuple((f"{i}", "v") for i in range(255)), (1,) * 255)
+    response = p.TurnInfoResponse(TURN, wide)
+    frame = p.encode_response(1, response)
+    assert p.decode_response(p.MessageType.GET_TURN_BY_KEY.response_type, frame[16:]) == response
