@@ -229,6 +229,14 @@ impl Engine {
             AppendPayload::StoredBlob(hash) => *hash,
         };
         let shard = usize::from(hash.shard(published.shards.len() as u16));
+        // A retry whose key is already published is answered here, without storing its
+        // payload again (the sequencer checks keys anyway, for appends racing each other).
+        if let Some(existing) = self.published_turn_by_key(append.context_id, &append.options)? {
+            return Ok(Appended {
+                deduped: published.shards[shard].contains(&hash),
+                ..existing
+            });
+        }
         match (published.shards[shard].location(&hash), payload) {
             (Some(location), _) => {
                 let blob = DurableBlob {
@@ -254,6 +262,33 @@ impl Engine {
             (None, AppendPayload::StoredBlob(_)) => return Err(EngineError::BlobNotFound(hash)),
         }
         answer.await.map_err(|_| EngineError::ShutDown)?
+    }
+
+    /// The turn a context already has under an append's key, from the published snapshot.
+    fn published_turn_by_key(
+        &self,
+        context_id: ContextId,
+        options: &crate::model::TurnOptions,
+    ) -> Result<Option<Appended>, EngineError> {
+        let Some(key) = options.key.as_deref().filter(|key| !key.is_empty()) else {
+            return Ok(None);
+        };
+        let published = &self.inner.published;
+        let snapshot = published.contexts.load();
+        let turns = &published.turns;
+        let found = crate::sequencer::owners::turn_by_key(&snapshot, context_id, key, &|id| {
+            turns.turn(id)
+        })?;
+        found
+            .map(|turn| {
+                Ok(Appended {
+                    extras: turns.extras(&turn)?,
+                    turn: turn.into(),
+                    deduped: true,
+                    existing: true,
+                })
+            })
+            .transpose()
     }
 
     pub(crate) fn check_blob_len(&self, len: usize) -> Result<(), EngineError> {

@@ -425,3 +425,63 @@ fn a_batch_append_lands_in_order_all_or_none() {
     engine.shutdown();
     assert!(verify(dir.path()).unwrap().is_ok());
 }
+
+#[test]
+fn a_clone_of_a_clone_without_turns_of_its_own_inherits_the_first_sources_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let first = block_on(engine.create_context()).unwrap().context_id;
+    let keyed_turn = add(&engine, first, "checkpoint", keyed("cp", &[]));
+    let clone_of = |source: ContextId, name: &str| {
+        block_on(engine.create(NewContext {
+            clone_from: Some(ContextRef::Id(source)),
+            name: Some(name.into()),
+            ..NewContext::default()
+        }))
+        .unwrap()
+        .context
+        .head
+        .context_id
+    };
+    let middle = clone_of(first, "middle");
+    let last = clone_of(middle, "last");
+    for context in [middle, last] {
+        let found = engine.turn_by_key(&ContextRef::Id(context), b"cp").unwrap();
+        assert_eq!(found.unwrap().turn.turn_id, keyed_turn.turn.turn_id);
+        assert_eq!(log(&engine, context, &[]), [keyed_turn.turn.turn_id]);
+    }
+    // A turn of the first source after the clones is not theirs.
+    add(&engine, first, "later", keyed("cp-later", &[]));
+    assert!(
+        engine
+            .turn_by_key(&ContextRef::Id(last), b"cp-later")
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn in_a_batch_a_new_turn_after_an_existing_one_hangs_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let thread = block_on(engine.create_context()).unwrap().context_id;
+    let k1 = add(&engine, thread, "k1", keyed("k1", &[]));
+    add(&engine, thread, "two", TurnOptions::default());
+    add(&engine, thread, "three", TurnOptions::default());
+    let request = |payload: &str, options: TurnOptions| AppendRequest {
+        context_id: thread,
+        expected_head: None,
+        type_tag: 1,
+        codec: 0,
+        payload: AppendPayload::Bytes(Bytes::from(payload.to_string())),
+        options,
+    };
+    let batch = vec![
+        request("k1 again", keyed("k1", &[])),
+        request("after k1", TurnOptions::default()),
+    ];
+    let appended = block_on(engine.append_batch(batch)).unwrap();
+    assert!(appended[0].existing);
+    assert_eq!(appended[1].turn.parent_turn_id, k1.turn.turn_id);
+    assert_eq!(appended[1].turn.depth, 1);
+}

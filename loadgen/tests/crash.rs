@@ -5,6 +5,9 @@
 //! contexts, changes tags, puts and deletes key-value entries and clones contexts, one request
 //! at a time: after each restart every name, tag and key-value entry is exactly as
 //! acknowledged (the one request in flight at the kill may or may not have landed, whole).
+//! It also appends keyed turns (a checkpoint id each): every acknowledged key names its turn
+//! after the restart, and the keyed append in flight at the kill, retried on the restarted
+//! server, lands exactly once (answered `existing` when it had landed).
 //! At the end `ctxstore-server verify` passes.
 //!
 //! `CTXSTORE_CRASH_CYCLES` (default 10) sets the cycles, `CTXSTORE_CRASH_SEED` the seed.
@@ -17,7 +20,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ctxstore_client::{BlobHash, Client, ClientConfig};
-use ctxstore_protocol::{ContextRef, Request, Response};
+use ctxstore_protocol::{
+    ContextRef, ExtrasWire, ParentWire, PayloadSpec, Request, Response, TurnSpec,
+};
 
 mod common;
 
@@ -144,12 +149,14 @@ async fn check(addr: &str, acked: &[Acked]) -> usize {
 }
 
 /// A named context's metadata as acknowledged: its id (None for a create whose answer was
-/// lost), tags, and key-value entries (key → BLAKE3 of the value, hex).
+/// lost), tags, key-value entries (key → BLAKE3 of the value, hex), and keyed turns (turn
+/// key → TurnID; checked apart, not compared with `observe`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Meta {
     id: Option<u64>,
     tags: BTreeMap<String, String>,
     kv: BTreeMap<Vec<u8>, String>,
+    turn_keys: BTreeMap<String, u64>,
 }
 
 /// Names → metadata, as the metadata writer saw them acknowledged.
@@ -178,6 +185,10 @@ enum MetaOp {
     Clone {
         source: String,
         name: String,
+    },
+    KeyedAppend {
+        name: String,
+        key: String,
     },
 }
 
@@ -217,6 +228,22 @@ impl MetaOp {
                 name: Some(name.clone()),
                 tags: vec![],
             },
+            MetaOp::KeyedAppend { name, key } => Request::AppendTurns {
+                context: by_name(name),
+                expected_head: None,
+                turns: vec![TurnSpec {
+                    parent: ParentWire::Head,
+                    type_tag: 3,
+                    codec: 0,
+                    summary: false,
+                    extras: ExtrasWire {
+                        key: Bytes::from(key.clone()),
+                        labels: vec![("kind".into(), "checkpoint".into())],
+                        links: vec![],
+                    },
+                    payload: PayloadSpec::Bytes(Bytes::from(format!("checkpoint {key}"))),
+                }],
+            },
         }
     }
 
@@ -248,7 +275,17 @@ impl MetaOp {
             MetaOp::Clone { source, name } => {
                 let mut meta = model[source].clone();
                 meta.id = new_id;
+                // A clone inherits its source's keyed turns (found through it by key).
                 model.insert(name.clone(), meta);
+            }
+            MetaOp::KeyedAppend { name, key } => {
+                if let Some(turn_id) = new_id {
+                    model
+                        .get_mut(name)
+                        .unwrap()
+                        .turn_keys
+                        .insert(key.clone(), turn_id);
+                }
             }
         }
     }
@@ -297,9 +334,13 @@ async fn write_metadata(
                     })
                     .collect(),
             },
-            7 | 8 => MetaOp::KvDelete {
+            7 => MetaOp::KvDelete {
                 name: pick(&mut rng),
                 key: format!("w:{}", rng.u8(..6)).into_bytes(),
+            },
+            8 => MetaOp::KeyedAppend {
+                name: pick(&mut rng),
+                key: format!("cp-{cycle}-{index}"),
             },
             _ => MetaOp::Clone {
                 source: pick(&mut rng),
@@ -308,6 +349,10 @@ async fn write_metadata(
         };
         match client.request(op.request()).await {
             Ok(Response::Opened { info, .. }) => op.apply(&mut model, Some(info.head.context_id)),
+            Ok(Response::AppendedTurns { turns }) => {
+                assert!(!turns[0].existing, "{op:?}: a new key was there already");
+                op.apply(&mut model, Some(turns[0].turn.turn_id));
+            }
             Ok(_) => op.apply(&mut model, None),
             Err(error @ ctxstore_client::ClientError::Server { .. }) => {
                 panic!("{op:?} refused: {error}")
@@ -344,6 +389,7 @@ async fn observe(client: &Client, names: &[String]) -> BTreeMap<String, Option<M
             id: Some(info.head.context_id),
             tags: info.tags.into_iter().collect(),
             kv: BTreeMap::new(),
+            turn_keys: BTreeMap::new(),
         };
         let list = Request::KvList {
             context: context.clone(),
@@ -421,14 +467,64 @@ async fn check_metadata(
         );
     };
     // Learn the ids of contexts created by an op whose answer was lost.
-    let next = next
+    let mut next: MetaModel = next
         .into_iter()
         .map(|(name, mut meta)| {
             meta.id = observed[&name].as_ref().and_then(|got| got.id).or(meta.id);
             (name, meta)
         })
         .collect();
-    (next, names.len())
+    // Every acknowledged key names its turn (in its context, and through clones).
+    let mut keys_checked = 0;
+    for (name, meta) in &next {
+        for (key, turn_id) in &meta.turn_keys {
+            assert_eq!(
+                turn_by_key(&client, name, key).await,
+                Some(*turn_id),
+                "{name} {key}"
+            );
+            keys_checked += 1;
+        }
+    }
+    // The keyed append in flight at the kill, retried: it lands exactly once.
+    if let Some(op @ MetaOp::KeyedAppend { name, key }) = &in_flight
+        && next.contains_key(name)
+    {
+        let found_before = turn_by_key(&client, name, key).await;
+        let Ok(Response::AppendedTurns { turns }) = client.request(op.request()).await else {
+            panic!("retrying {op:?}");
+        };
+        let retried = turns[0];
+        assert_eq!(retried.existing, found_before.is_some(), "{op:?}");
+        if let Some(turn_id) = found_before {
+            assert_eq!(retried.turn.turn_id, turn_id);
+        }
+        assert_eq!(
+            turn_by_key(&client, name, key).await,
+            Some(retried.turn.turn_id)
+        );
+        next.get_mut(name)
+            .unwrap()
+            .turn_keys
+            .insert(key.clone(), retried.turn.turn_id);
+        keys_checked += 1;
+    }
+    (next, names.len() + keys_checked)
+}
+
+async fn turn_by_key(client: &Client, name: &str, key: &str) -> Option<u64> {
+    let request = Request::GetTurnByKey {
+        context: ContextRef::Name(name.into()),
+        key: Bytes::from(key.to_string()),
+    };
+    match client.request(request).await {
+        Ok(Response::TurnInfo { turn, .. }) => Some(turn.turn_id),
+        Err(ctxstore_client::ClientError::Server {
+            code: ctxstore_client::ErrorCode::NotFound,
+            ..
+        }) => None,
+        other => panic!("GET_TURN_BY_KEY {name} {key}: {other:?}"),
+    }
 }
 
 #[test]

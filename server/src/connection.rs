@@ -635,7 +635,8 @@ fn handle_frame(
     let reserved = response_bytes_reserved(&request, core) + body_bytes;
     let mut task: Pin<Box<dyn Future<Output = Response>>> = {
         let core = core.clone();
-        Box::pin(async move { core.dispatcher.handle(request).await })
+        let version = hello.version;
+        Box::pin(async move { core.dispatcher.handle(request, version).await })
     };
     // Most reads complete without waiting (they run on this thread over published state):
     // answer them here, so that their bytes are counted before the next frame is taken. A

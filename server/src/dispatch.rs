@@ -40,10 +40,12 @@ pub struct Dispatcher {
 
 impl Dispatcher {
     /// Answers one request (HELLO is handled by the connection before it gets here).
-    pub async fn handle(&self, request: Request) -> Response {
-        self.answer(request)
+    pub async fn handle(&self, request: Request, version: u16) -> Response {
+        let response = self
+            .answer(request)
             .await
-            .unwrap_or_else(|response| response)
+            .unwrap_or_else(|response| response);
+        in_version(response, version)
     }
 
     /// The answer to a request; `Err` holds an ERROR response.
@@ -663,6 +665,24 @@ fn payload_wire(payload: Payload) -> PayloadWire {
             data: stored.bytes,
         },
     }
+}
+
+/// A response as a connection of `version` may see it: version 1 defines no TURN flags (a
+/// SUMMARY turn appended by a version-2 client reads as flags 0 there).
+fn in_version(mut response: Response, version: u16) -> Response {
+    if version >= 2 {
+        return response;
+    }
+    match &mut response {
+        Response::Appended { turn, .. } | Response::Turn(turn) => turn.flags = 0,
+        Response::Turns { entries, .. } => {
+            for entry in entries {
+                entry.turn.flags = 0;
+            }
+        }
+        _ => {}
+    }
+    response
 }
 
 fn context_ref(context: ContextRefWire) -> ContextRef {

@@ -516,12 +516,6 @@ def test_turn_pages_ship_zstd_bodies_which_the_client_inflates(tmp_root: Path) -
         process.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server: a version-1 connection receives TURN flags with bit 0 SUMMARY set for a "
-    "summary turn (GET_TURN, GET_LAST, ...), though docs/protocol.md says flags are 0 in "
-    "version 1 and decision 0007 keeps version-1 layouts byte for byte",
-)
 def test_a_version_1_connection_sees_turn_flags_0(turns_server: ServerProcess) -> None:
     class V1Client(ctxstore.Client):
         PROTOCOL_VERSIONS = (1, 1)

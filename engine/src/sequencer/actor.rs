@@ -435,9 +435,19 @@ impl SequencerActor {
             logical_bytes: self.batch.logical_bytes,
             dedup_hits: self.batch.dedup_hits,
         };
-        let mut appended = Vec::with_capacity(appends.len());
+        let mut appended: Vec<Appended> = Vec::with_capacity(appends.len());
         for append in appends {
-            match self.append(append) {
+            // "Each turn's parent is the one before it" holds after a turn answered by its
+            // key too: the next one hangs from that existing turn, not from the head.
+            let after_existing = appended
+                .last()
+                .filter(|previous| previous.existing && append.options.parent == Parent::Head)
+                .map(|previous| {
+                    let mut append = append.clone();
+                    append.options.parent = Parent::Turn(previous.turn.turn_id);
+                    append
+                });
+            match self.append(after_existing.as_ref().unwrap_or(append)) {
                 Ok(turn) => appended.push(turn),
                 Err(error) => {
                     self.restore(savepoint);

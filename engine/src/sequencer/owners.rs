@@ -42,9 +42,11 @@ pub(crate) fn walk_owners(
         }
         match contexts.get(step.owner).and_then(|info| info.inherits) {
             None => return Ok(()),
+            // The bound is the clone point of *this* step: it limits the source's own turns;
+            // what the source inherited was fixed when the source was made, before it.
             Some(Inherit::Clone { source, upto }) => {
                 step.owner = source;
-                step.upto = step.upto.min(upto);
+                step.upto = upto;
             }
             Some(Inherit::Fork { base }) => {
                 let base = turn(base)?;
@@ -52,7 +54,7 @@ pub(crate) fn walk_owners(
                 // fork, on the outermost base's chain.
                 step = Owner {
                     owner: base.context_id,
-                    upto: step.upto.min(base.turn_id),
+                    upto: base.turn_id,
                     chain: step.chain.or(Some(base)),
                 };
             }
