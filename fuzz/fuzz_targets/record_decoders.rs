@@ -1,10 +1,13 @@
 //! The bytes recovery and readers find on disk: every fixed-size record decoder of the engine
-//! (turns.log record, pack header, blob index entry, meta). A damaged or hostile file may hold
+//! (turns.log record, pack header, blob index entry, meta) and the variable-length bodies of
+//! multi-slot records (context metadata, turn extras). A damaged or hostile file may hold
 //! anything; nothing may panic, and whatever decodes must re-encode to the very bytes it came
 //! from (pair assertion: the decoder accepts only what the encoder writes).
 #![no_main]
 
 use ctxstore_engine::format::blob_index::{INDEX_ENTRY_BYTES, IndexEntry};
+use ctxstore_engine::format::context_meta::ContextMeta;
+use ctxstore_engine::format::turn_extras::TurnExtras;
 use ctxstore_engine::format::meta::{META_BYTES, Meta};
 use ctxstore_engine::format::pack::{PACK_HEADER_BYTES, PackHeader};
 use ctxstore_engine::format::turn_log::{LOG_RECORD_BYTES, LogRecord};
@@ -21,7 +24,7 @@ fn record<const N: usize>(data: &[u8]) -> [u8; N] {
 fuzz_target!(|data: &[u8]| {
     // The first byte picks the decoder, so the corpus explores each one.
     let Some((&which, data)) = data.split_first() else { return };
-    match which % 4 {
+    match which % 6 {
         0 => {
             let bytes: [u8; LOG_RECORD_BYTES] = record(data);
             // Version-1 turn records (store format 1) are read, never written: nothing to
@@ -48,6 +51,18 @@ fuzz_target!(|data: &[u8]| {
                 let mut again = [0u8; INDEX_ENTRY_BYTES];
                 entry.encode(&mut again);
                 assert_eq!(again, bytes, "index entry encoding is not canonical");
+            }
+        }
+        3 => {
+            if let Ok(extras) = TurnExtras::decode(data) {
+                assert_eq!(extras.encode(), data, "turn extras encoding is not canonical");
+            }
+        }
+        4 => {
+            // The second byte picks the metadata op.
+            let Some((&op, body)) = data.split_first() else { return };
+            if let Ok(meta) = ContextMeta::decode(u16::from(op % 8), body) {
+                assert_eq!(meta.encode(), body, "context metadata encoding is not canonical");
             }
         }
         _ => {
