@@ -485,3 +485,134 @@ fn in_a_batch_a_new_turn_after_an_existing_one_hangs_from_it() {
     assert_eq!(appended[1].turn.parent_turn_id, k1.turn.turn_id);
     assert_eq!(appended[1].turn.depth, 1);
 }
+
+/// What the model knows of a turn.
+#[derive(Clone, Debug)]
+struct ModelTurn {
+    id: TurnId,
+    depth: u32,
+    key: Option<u8>,
+    summary: TurnId,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Append with a parent choice (0 head, 1 root, else an earlier turn by index), maybe a
+    /// key from a small set (retries happen), maybe a summary.
+    Append {
+        parent: (u8, usize),
+        key: Option<u8>,
+        summary: bool,
+    },
+    Reopen,
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        8 => ((0..4u8, any::<usize>()), proptest::option::of(0..6u8), proptest::bool::weighted(0.15))
+            .prop_map(|(parent, key, summary)| Op::Append { parent, key, summary }),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Explicit parents, keys with retries, summaries and reopen against a model: heads,
+    /// depths, look-ups by key, the turn log and the window agree after every step.
+    #[test]
+    fn turns_match_the_model(ops in proptest::collection::vec(op(), 1..40)) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut engine = open(dir.path());
+        let thread = block_on(engine.create_context()).unwrap().context_id;
+        let mut turns: Vec<ModelTurn> = Vec::new();
+        let mut head: Option<usize> = None;
+        for op in ops {
+            match op {
+                Op::Reopen => {
+                    engine.shutdown();
+                    engine = open(dir.path());
+                }
+                Op::Append { parent, key, summary } => {
+                    let existing = key.and_then(|k| turns.iter().position(|t| t.key == Some(k)));
+                    let parent_index = match parent.0 {
+                        0 => head,
+                        1 => None,
+                        _ if turns.is_empty() => head,
+                        _ => Some(parent.1 % turns.len()),
+                    };
+                    let choice = match (parent.0, parent_index) {
+                        (0, _) => Parent::Head,
+                        (1, _) => Parent::Root,
+                        (_, Some(index)) => Parent::Turn(turns[index].id),
+                        (_, None) => Parent::Head,
+                    };
+                    let options = TurnOptions {
+                        parent: choice,
+                        key: key.map(|k| Bytes::from(vec![b'k', k])),
+                        summary,
+                        ..TurnOptions::default()
+                    };
+                    let appended = add(&engine, thread, "payload", options);
+                    if let Some(index) = existing {
+                        proptest::prop_assert!(appended.existing);
+                        proptest::prop_assert_eq!(appended.turn.turn_id, turns[index].id);
+                        continue;
+                    }
+                    proptest::prop_assert!(!appended.existing);
+                    let parent = parent_index.map(|index| turns[index].clone());
+                    let depth = parent.as_ref().map_or(0, |p| p.depth + 1);
+                    proptest::prop_assert_eq!(appended.turn.depth, depth);
+                    proptest::prop_assert_eq!(
+                        appended.turn.parent_turn_id,
+                        parent.as_ref().map_or(TurnId::NONE, |p| p.id)
+                    );
+                    let summary_id = if summary {
+                        appended.turn.turn_id
+                    } else {
+                        parent.as_ref().map_or(TurnId::NONE, |p| p.summary)
+                    };
+                    proptest::prop_assert_eq!(appended.turn.summary_turn_id, summary_id);
+                    turns.push(ModelTurn {
+                        id: appended.turn.turn_id,
+                        depth,
+                        key,
+                        summary: summary_id,
+                    });
+                    head = Some(turns.len() - 1);
+                }
+            }
+            // The head, every key, the log (newest first) and the window agree.
+            let head_now = block_on(engine.head(thread)).unwrap();
+            proptest::prop_assert_eq!(
+                head_now.head_turn_id,
+                head.map_or(TurnId::NONE, |index| turns[index].id)
+            );
+            for turn in &turns {
+                if let Some(k) = turn.key {
+                    let found = engine.turn_by_key(&ContextRef::Id(thread), &[b'k', k]).unwrap();
+                    proptest::prop_assert_eq!(found.map(|t| t.turn.turn_id), Some(turn.id));
+                }
+            }
+            let expected_log: Vec<TurnId> = turns.iter().rev().map(|t| t.id).collect();
+            proptest::prop_assert_eq!(log(&engine, thread, &[]), expected_log);
+            if let Some(index) = head {
+                let tip = &turns[index];
+                let start_depth = turns
+                    .iter()
+                    .find(|t| t.id == tip.summary)
+                    .map_or(0, |s| s.depth);
+                let page = engine
+                    .window(&ContextRef::Id(thread), 1000, PageOptions::TURNS, &mut NoPayloadCache)
+                    .unwrap();
+                let depths: Vec<u32> = page.entries.iter().map(|e| e.turn.depth).collect();
+                let expected: Vec<u32> = (start_depth..=tip.depth).collect();
+                proptest::prop_assert_eq!(depths, expected);
+            }
+        }
+        engine.shutdown();
+        let report = verify(dir.path()).unwrap();
+        proptest::prop_assert!(report.is_ok(), "{}", report);
+    }
+}
