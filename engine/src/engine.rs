@@ -122,7 +122,7 @@ impl Engine {
         let queue_depth = config.limits.queue_depth_max as usize;
         let (sequencer_sender, sequencer_inbox) = flume::bounded(queue_depth);
         let sequencer = SequencerInbox(sequencer_sender);
-        let mut sequencer_seed = Some(ActorSeed::Sequencer(recovered, sequencer_inbox));
+        let mut sequencer_seed = Some(ActorSeed::Sequencer(Box::new(recovered), sequencer_inbox));
         let mut shard_senders = Vec::new();
         let mut shard_seeds: Vec<Option<ActorSeed>> = Vec::new();
         for cursor in cursors {

@@ -23,7 +23,8 @@ type ActorTask = Pin<Box<dyn Future<Output = ()>>>;
 
 /// What an actor needs to start on its thread.
 pub(crate) enum ActorSeed {
-    Sequencer(RecoveredLog, flume::Receiver<SequencerRequest>),
+    /// Boxed: the recovered state is large, and a seed moves through a few hands.
+    Sequencer(Box<RecoveredLog>, flume::Receiver<SequencerRequest>),
     /// A shard, its inbox, and where it hands appends on to.
     Shard(ShardCursor, flume::Receiver<ShardRequest>, SequencerInbox),
 }
@@ -120,7 +121,7 @@ fn run_thread(
             let actor = seed.actor();
             let started: Result<ActorTask, EngineError> = match seed {
                 ActorSeed::Sequencer(recovered, inbox) => {
-                    SequencerActor::open(recovered, published.clone(), limits, io)
+                    SequencerActor::open(*recovered, published.clone(), limits, io)
                         .await
                         .map(|sequencer| {
                             let run = group_commit::run(sequencer, inbox, limits.batch_wait_us_max);

@@ -13,7 +13,7 @@ use crate::model::{
     AppendPayload, AppendRequest, Appended, ContextRef, Page, PageOptions, PayloadCache, Turn,
 };
 use crate::pipeline::{DurableBlob, SequencerRequest};
-use crate::sequencer::contexts::Contexts;
+use crate::sequencer::contexts::{Contexts, is_indexed_label};
 use crate::sequencer::owners::{self, Owner};
 
 /// Turns one batch append may carry (one request, one group commit).
@@ -45,6 +45,17 @@ pub struct LogQuery {
 pub struct LogCursor {
     pub phase: u32,
     pub next: TurnId,
+}
+
+/// Turns one store-wide find page may return.
+pub const FIND_PAGE_MAX: u32 = 1000;
+
+/// A page of a store-wide find, newest first.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct FoundTurns {
+    pub turns: Vec<TurnWithExtras>,
+    /// Pass as `before` for the next page; `NONE` when there are no more.
+    pub next_before: TurnId,
 }
 
 /// A turn with its key, labels and links.
@@ -136,6 +147,50 @@ impl Engine {
         };
         (self.inner.sequencer.0.send_async(request).await).map_err(|_| EngineError::ShutDown)?;
         answer.await.map_err(|_| EngineError::ShutDown)?
+    }
+
+    /// Turns of every context carrying the label `key = value`, newest first, from the
+    /// store-wide index (only indexed label keys: `run_id`, `thread_id`, `idx.*`).
+    pub fn find_turns(
+        &self,
+        key: &str,
+        value: &str,
+        before: TurnId,
+        limit: u32,
+    ) -> Result<FoundTurns, EngineError> {
+        if !is_indexed_label(key) {
+            return Err(EngineError::InvalidArgument(format!(
+                "label key {key:?} is not indexed store-wide (indexed: run_id, thread_id and \
+                 keys starting \"idx.\"); filter a context's turn log by it instead"
+            )));
+        }
+        if limit == 0 || limit > FIND_PAGE_MAX {
+            return Err(EngineError::Limit {
+                what: "turns per find page (1..=1000)",
+                limit: FIND_PAGE_MAX as usize,
+            });
+        }
+        let snapshot = self.inner.published.contexts.load();
+        let turns = &self.inner.published.turns;
+        let mut found = FoundTurns {
+            turns: Vec::new(),
+            next_before: TurnId::NONE,
+        };
+        let mut ids = snapshot.labelled(key, value, before).peekable();
+        while let Some(turn_id) = ids.next() {
+            let turn = turns.turn(turn_id)?;
+            found.turns.push(TurnWithExtras {
+                extras: turns.extras(&turn)?,
+                turn: turn.into(),
+            });
+            if found.turns.len() as u32 == limit {
+                if ids.peek().is_some() {
+                    found.next_before = turn_id;
+                }
+                break;
+            }
+        }
+        Ok(found)
     }
 
     /// A durable turn's key, labels and links.

@@ -35,7 +35,7 @@ fn try_add(
 
 fn keyed(key: &str, labels: &[(&str, &str)]) -> TurnOptions {
     TurnOptions {
-        key: Some(Bytes::from(key.to_string())),
+        key: (!key.is_empty()).then(|| Bytes::from(key.to_string())),
         labels: labels
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -615,4 +615,48 @@ proptest::proptest! {
         let report = verify(dir.path()).unwrap();
         proptest::prop_assert!(report.is_ok(), "{}", report);
     }
+}
+
+#[test]
+fn turns_are_found_store_wide_by_an_indexed_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let mut expected = Vec::new();
+    for thread in 0..3 {
+        let context = block_on(engine.create_context()).unwrap().context_id;
+        for step in 0..4 {
+            let run = if step % 2 == 0 { "run-a" } else { "run-b" };
+            let labels = [("run_id", run), ("step", "x")];
+            let turn = add(
+                &engine,
+                context,
+                &format!("{thread}/{step}"),
+                keyed("", &labels),
+            );
+            if run == "run-a" {
+                expected.push(turn.turn.turn_id);
+            }
+        }
+    }
+    expected.reverse();
+    let find_all = |engine: &Engine| {
+        let mut all = Vec::new();
+        let mut before = TurnId::NONE;
+        loop {
+            let page = engine.find_turns("run_id", "run-a", before, 4).unwrap();
+            all.extend(page.turns.iter().map(|turn| turn.turn.turn_id));
+            if page.next_before.is_none() {
+                return all;
+            }
+            before = page.next_before;
+        }
+    };
+    assert_eq!(find_all(&engine), expected);
+    let error = engine
+        .find_turns("step", "x", TurnId::NONE, 10)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    engine.shutdown();
+    let engine = open(dir.path());
+    assert_eq!(find_all(&engine), expected, "the index is rebuilt at open");
 }

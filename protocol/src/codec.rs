@@ -687,6 +687,12 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
                 read_flags: cursor.flags(read_flags::KNOWN, "read_flags")?,
             }
         }
+        MessageType::FindTurns => Request::FindTurns {
+            key: cursor.tiny_string("label key")?,
+            value: cursor.short_string("label value")?,
+            before_turn_id: cursor.u64()?,
+            limit: cursor.u32()?,
+        },
         MessageType::ReadPage => {
             let context = cursor.context_ref()?;
             let kind = cursor.u8()?;
@@ -945,6 +951,22 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
             tip_depth: cursor.u32()?,
             entries: cursor.entries_v2()?,
         },
+        MessageType::FindTurns => {
+            let next_before = cursor.u64()?;
+            let count = cursor.u32()?;
+            if count > LIST_ITEMS_LIMIT {
+                return Err(cursor.too_large(
+                    "count",
+                    u64::from(count),
+                    u64::from(LIST_ITEMS_LIMIT),
+                ));
+            }
+            let mut turns = Vec::with_capacity(cursor.list_capacity(count as usize, 91));
+            for _ in 0..count {
+                turns.push((cursor.turn()?, cursor.extras()?));
+            }
+            Response::FoundTurns { next_before, turns }
+        }
     };
     cursor.finish()?;
     Ok(response)
@@ -1410,6 +1432,10 @@ pub fn check_request(request: &Request) -> Result<(), EncodeError> {
         Request::ReadPage {
             context: target, ..
         } => context(target),
+        Request::FindTurns { key, value, .. } => {
+            within("label key", key.len(), 0, TINY, "bytes")?;
+            within("label value", value.len(), 0, SHORT, "bytes")
+        }
         _ => Ok(()),
     }
 }
@@ -1694,6 +1720,17 @@ pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes
             w.u32(*limit);
             w.u32(*read_flags);
         }
+        Request::FindTurns {
+            key,
+            value,
+            before_turn_id,
+            limit,
+        } => {
+            w.tiny(key.as_bytes());
+            w.short(value.as_bytes());
+            w.u64(*before_turn_id);
+            w.u32(*limit);
+        }
         Request::ReadPage {
             context,
             kind,
@@ -1875,6 +1912,14 @@ pub fn encode_response(req_id: u64, response: &Response) -> Vec<Bytes> {
             w.u64(*next_before);
             w.u32(*tip_depth);
             w.entries_v2(entries);
+        }
+        Response::FoundTurns { next_before, turns } => {
+            w.u64(*next_before);
+            w.u32(turns.len() as u32);
+            for (turn, extras) in turns {
+                w.turn(turn);
+                w.extras(extras);
+            }
         }
     }
     w.finish(response.msg_type(), 0, req_id)

@@ -38,13 +38,14 @@ pub enum MessageType {
     GetTurnByKey = 0x001A,
     TurnLog = 0x001B,
     ReadPage = 0x001C,
+    FindTurns = 0x001D,
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 28] = [
+    pub const ALL: [MessageType; 29] = [
         MessageType::Hello,
         MessageType::Ping,
         MessageType::CtxCreate,
@@ -73,6 +74,7 @@ impl MessageType {
         MessageType::GetTurnByKey,
         MessageType::TurnLog,
         MessageType::ReadPage,
+        MessageType::FindTurns,
     ];
 
     pub fn code(self) -> u16 {
@@ -119,6 +121,7 @@ impl MessageType {
             MessageType::GetTurnByKey => "GET_TURN_BY_KEY",
             MessageType::TurnLog => "TURN_LOG",
             MessageType::ReadPage => "READ_PAGE",
+            MessageType::FindTurns => "FIND_TURNS",
         }
     }
 
@@ -597,6 +600,14 @@ pub enum Request {
         limit: u32,
         read_flags: u32,
     },
+    /// Turns of every context carrying an indexed label, newest first, older than
+    /// `before_turn_id` (0: from the newest).
+    FindTurns {
+        key: String,
+        value: String,
+        before_turn_id: u64,
+        limit: u32,
+    },
     /// A page of the context's chain with each turn's extras.
     ReadPage {
         context: ContextRef,
@@ -637,6 +648,7 @@ impl Request {
             Request::GetTurnByKey { .. } => MessageType::GetTurnByKey,
             Request::TurnLog { .. } => MessageType::TurnLog,
             Request::ReadPage { .. } => MessageType::ReadPage,
+            Request::FindTurns { .. } => MessageType::FindTurns,
         }
     }
 
@@ -751,6 +763,11 @@ pub enum Response {
         next_cursor: Option<LogCursorWire>,
         entries: Vec<TurnEntryV2>,
     },
+    /// Answer to FIND_TURNS, newest first; `next_before` 0 when there are no more.
+    FoundTurns {
+        next_before: u64,
+        turns: Vec<(TurnWire, ExtrasWire)>,
+    },
     /// Answer to READ_PAGE, oldest first (TURNS' fields, entries with extras).
     Page {
         next_before: u64,
@@ -783,6 +800,7 @@ impl Response {
             Response::TurnInfo { .. } => MessageType::GetTurnByKey.response_code(),
             Response::TurnLog { .. } => MessageType::TurnLog.response_code(),
             Response::Page { .. } => MessageType::ReadPage.response_code(),
+            Response::FoundTurns { .. } => MessageType::FindTurns.response_code(),
             Response::Turn(_) => MessageType::GetTurn.response_code(),
             Response::Blob(_) => MessageType::GetBlob.response_code(),
             Response::HasBlobs { .. } => MessageType::HasBlobs.response_code(),

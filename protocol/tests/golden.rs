@@ -673,6 +673,33 @@ fn vectors_v2() -> Vec<Vector> {
             "READ_PAGE response: turn 42 without payload; tip depth 7",
         ),
         (
+            "find_turns",
+            18,
+            Q(Request::FindTurns {
+                key: "run_id".into(),
+                value: "r1".into(),
+                before_turn_id: 0,
+                limit: 100,
+            }),
+            "FIND_TURNS of every context's turns labelled run_id=r1, newest first, 100 per page",
+        ),
+        (
+            "found_turns_response",
+            18,
+            R(Response::FoundTurns {
+                next_before: 42,
+                turns: vec![(
+                    turn(),
+                    ExtrasWire {
+                        key: Bytes::new(),
+                        labels: vec![("run_id".into(), "r1".into())],
+                        links: vec![],
+                    },
+                )],
+            }),
+            "FIND_TURNS response: turn 42 labelled run_id=r1; next page before turn 42",
+        ),
+        (
             "error_already_exists",
             4,
             R(Response::Error {

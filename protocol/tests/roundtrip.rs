@@ -281,6 +281,14 @@ fn request() -> impl Strategy<Value = Request> {
                     read_flags,
                 }
             }),
+        ("[a-z_.]{0,12}", name(), any::<u64>(), any::<u32>()).prop_map(
+            |(key, value, before_turn_id, limit)| Request::FindTurns {
+                key,
+                value,
+                before_turn_id,
+                limit,
+            }
+        ),
         (
             context(),
             prop_oneof![
@@ -502,6 +510,11 @@ fn response() -> impl Strategy<Value = Response> {
                     .collect(),
             }
         }),
+        (
+            any::<u64>(),
+            proptest::collection::vec((turn(), extras()), 0..4)
+        )
+            .prop_map(|(next_before, turns)| Response::FoundTurns { next_before, turns }),
         (turn(), extras()).prop_map(|(turn, extras)| Response::TurnInfo {
             turn: Box::new(turn),
             extras

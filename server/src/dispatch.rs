@@ -283,6 +283,25 @@ impl Dispatcher {
                 limit,
                 read_flags,
             } => self.read_page(context, kind, limit, read_flags),
+            Request::FindTurns {
+                key,
+                value,
+                before_turn_id,
+                limit,
+            } => {
+                let found = self
+                    .engine
+                    .find_turns(&key, &value, TurnId(before_turn_id), limit)
+                    .map_err(engine_error)?;
+                Ok(Response::FoundTurns {
+                    next_before: found.next_before.0,
+                    turns: found
+                        .turns
+                        .into_iter()
+                        .map(|turn| (turn_wire(&turn.turn), extras_wire(turn.extras)))
+                        .collect(),
+                })
+            }
         }
     }
 

@@ -406,7 +406,7 @@ impl SequencerActor {
         }
         let previous = self.heads.set(context_id, HeadState::of(&turn));
         self.contexts
-            .appended(context_id, turn_id, &extras.key, turn.created_at_unix_ms);
+            .appended(context_id, turn_id, &extras, turn.created_at_unix_ms);
         self.batch.moves.push(HeadMove {
             context_id,
             previous,

@@ -17,6 +17,7 @@ use crate::format::context_meta::{
     ContextMeta, KvEntry, NAME_BYTES_MAX, TAG_KEY_BYTES_MAX, TAG_VALUE_BYTES_MAX,
     TAGS_PER_CONTEXT_MAX,
 };
+use crate::format::turn_extras::TurnExtras;
 use crate::ids::{BlobHash, ContextId, TurnId};
 
 /// A key-value entry's value: a blob.
@@ -92,6 +93,16 @@ pub(crate) struct Contexts {
     /// (context, turn key) → the turn appended to that context with that key. One map for
     /// all contexts: a map per context would cost a node even when empty.
     turn_keys: imbl::HashMap<(ContextId, Bytes), TurnId>,
+    /// Indexed label (`is_indexed_label`) → the turns carrying it, in TurnID order, across
+    /// all contexts: the store-wide find.
+    label_index: imbl::HashMap<TagPair, imbl::Vector<TurnId>>,
+}
+
+/// Whether turns are indexed store-wide by labels with this key: `run_id` (LangGraph's
+/// `delete_for_runs`), `thread_id`, and any key starting `idx.` (a caller's opt-in). Other
+/// labels are found by the turn log's filter, per context.
+pub fn is_indexed_label(key: &str) -> bool {
+    matches!(key, "run_id" | "thread_id") || key.starts_with("idx.")
 }
 
 impl Contexts {
@@ -144,9 +155,16 @@ impl Contexts {
         &mut self,
         context_id: ContextId,
         turn_id: TurnId,
-        key: &[u8],
+        extras: &TurnExtras,
         at_unix_ms: u64,
     ) {
+        let key = extras.key.as_slice();
+        for (label_key, value) in &extras.labels {
+            if is_indexed_label(label_key) {
+                let pair = (self.intern(label_key), self.intern(value));
+                self.label_index.entry(pair).or_default().push_back(turn_id);
+            }
+        }
         if let Some(info) = self.infos.get_mut((context_id.0 as usize).wrapping_sub(1)) {
             assert!(
                 info.last_turn_id < turn_id,
@@ -161,6 +179,25 @@ impl Contexts {
                 .insert((context_id, Bytes::copy_from_slice(key)), turn_id);
             assert!(previous.is_none(), "turn keys are unique in a context");
         }
+    }
+
+    /// The turns carrying the indexed label `key = value`, newest first, older than `before`
+    /// (`NONE`: from the newest).
+    pub fn labelled(
+        &self,
+        key: &str,
+        value: &str,
+        before: TurnId,
+    ) -> impl Iterator<Item = TurnId> + '_ {
+        let turns = self.label_index.get(&(Arc::from(key), Arc::from(value)));
+        let end = match (turns, before) {
+            (None, _) => 0,
+            (Some(turns), TurnId::NONE) => turns.len(),
+            (Some(turns), before) => turns.binary_search(&before).unwrap_or_else(|at| at),
+        };
+        turns
+            .into_iter()
+            .flat_map(move |turns| turns.iter().take(end).rev().copied())
     }
 
     /// The turn appended to `context_id` itself with `key` (not an inherited one).

@@ -254,7 +254,7 @@ fn replay_turn(
     state.contexts.appended(
         turn.context_id,
         turn.turn_id,
-        &extras.key,
+        &extras,
         turn.created_at_unix_ms,
     );
     state.turns += 1;
