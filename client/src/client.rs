@@ -659,7 +659,7 @@ impl Client {
     /// `expected_head`, only if the head is still that turn (0: still empty), else
     /// `ErrorCode::Conflict` with the actual head in `detail` and nothing changed. Answers the
     /// context as it is after the change. Limits: ≤ 32 tags per context, keys 1..=64 bytes,
-    /// values ≤ 1 KiB (TOO_LARGE).
+    /// values 1..=1024 bytes (TOO_LARGE).
     pub async fn tag_context<K, V, R>(
         &self,
         context: impl Into<ContextRef>,

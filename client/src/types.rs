@@ -149,7 +149,7 @@ pub struct Opened {
 
 /// The options of `open_context`: a new context, empty or with its head at `base_turn_id`,
 /// optionally named and tagged. Limits (the server answers TOO_LARGE naming the one passed):
-/// a name of 1..=256 bytes, at most 32 tags, tag keys of 1..=64 bytes, values of ≤ 1 KiB.
+/// a name of 1..=256 bytes, at most 32 tags, tag keys of 1..=64 bytes, values of 1..=1024 bytes.
 ///
 /// ```
 /// use ctxstore_client::NewContext;

@@ -229,7 +229,7 @@ enum CtxCommand {
         /// name exits 7 (ALREADY_EXISTS) unless --get-or-create.
         #[arg(long)]
         name: Option<String>,
-        /// A tag KEY=VALUE (repeat for more; at most 32, keys 1..=64 bytes, values ≤ 1 KiB).
+        /// A tag KEY=VALUE (repeat for more; at most 32, keys 1..=64 bytes, values 1..=1024 bytes).
         #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
         tags: Vec<(String, String)>,
         /// With a taken --name: print that context (created: false) instead of failing;
@@ -253,7 +253,7 @@ enum CtxCommand {
         /// Context: a ContextID, or @NAME.
         #[arg(value_parser = parse_context)]
         context: ContextRef,
-        /// Tags to set, KEY=VALUE (keys 1..=64 bytes, values ≤ 1 KiB, ≤ 32 per context).
+        /// Tags to set, KEY=VALUE (keys 1..=64 bytes, values 1..=1024 bytes, ≤ 32 per context).
         #[arg(value_name = "KEY=VALUE", value_parser = parse_tag)]
         set: Vec<(String, String)>,
         /// A tag key to remove (repeat for more; a key that is not there is no error).
