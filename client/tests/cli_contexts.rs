@@ -5,9 +5,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::process::{Command, Output, Stdio};
 
+use ctxstore_protocol::{
+    ContextHeadWire, FrameReader, MessageType, Request, Response, ServerLimits, decode_request,
+    encode_response,
+};
 use serde_json::{Value, json};
 
 const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
@@ -722,4 +727,97 @@ fn list_prints_each_context_once() {
             .len(),
         7
     );
+}
+
+/// A fake server of protocol version 1 that answers HELLO and CTX_CREATE (context 7) and
+/// counts every other request it gets.
+fn version_1_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let others = std::sync::Arc::new(AtomicU64::new(0));
+    let counted = others.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let counted = counted.clone();
+            std::thread::spawn(move || {
+                let mut frames = FrameReader::new(1 << 20);
+                loop {
+                    while let Ok(Some((header, body))) = frames.next_frame() {
+                        let response = match decode_request(&header, body) {
+                            Ok(Request::Hello { .. }) => Response::Hello {
+                                version: 1,
+                                limits: ServerLimits::default(),
+                                server_name: "old".into(),
+                            },
+                            Ok(Request::CtxCreate { base_turn_id: 0 }) => Response::Context {
+                                message_type: MessageType::CtxCreate,
+                                head: ContextHeadWire {
+                                    context_id: 7,
+                                    head_turn_id: 0,
+                                    head_depth: 0,
+                                },
+                            },
+                            _ => {
+                                counted.fetch_add(1, Ordering::Relaxed);
+                                continue;
+                            }
+                        };
+                        for chunk in encode_response(header.req_id, &response) {
+                            let _ = stream.write_all(&chunk);
+                        }
+                    }
+                    let mut chunk = [0u8; 4096];
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, others)
+}
+
+#[test]
+fn a_version_1_server_still_creates_and_refuses_names_up_front() {
+    let (addr, others) = version_1_server();
+    let run = |args: &[&str]| {
+        Command::new(CLI)
+            .env_remove("CTXSTORE_TOKEN")
+            .args(["--addr", &addr, "--timeout", "2s", "--json"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // A plain create: the same fields, no name, no tags.
+    let output = run(&["ctx", "create"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let created: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        created,
+        json!({"context_id": 7, "head_turn_id": 0, "head_depth": 0, "name": null, "tags": {},
+               "created": true})
+    );
+    // Anything that needs version 2: exit 1, said before sending (no timeout).
+    for args in [
+        vec!["ctx", "create", "--name", "x"],
+        vec!["ctx", "show", "7"],
+        vec!["head", "@x"],
+        vec!["kv", "list", "7"],
+        vec!["ctx", "list"],
+    ] {
+        let output = run(&args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let error: Value = serde_json::from_str(stderr.trim()).unwrap();
+        assert_eq!(error["error"]["code"], "UNSUPPORTED_BY_SERVER", "{args:?}");
+        assert!(stderr.contains("needs protocol version 2"), "{stderr}");
+    }
+    assert_eq!(others.load(std::sync::atomic::Ordering::Relaxed), 0);
 }
