@@ -3,11 +3,14 @@
 //! not async. Calls from several threads at once are pipelined on the one connection.
 
 use bytes::Bytes;
-use ctxstore_protocol::{Request, Response, ServerLimits, StatsWire};
+use ctxstore_protocol::{ContextRef, Request, Response, ServerLimits, StatsWire};
 
 use crate::client::{Client as AsyncClient, ClientConfig};
 use crate::error::ClientError;
-use crate::types::{Appended, BlobHash, ContextHead, Page, Turn};
+use crate::types::{
+    Appended, BlobHash, ContextHead, ContextInfo, ContextListPage, ContextQuery, KvItem,
+    ListCursor, NewContext, Opened, Page, Turn,
+};
 
 pub struct Client {
     runtime: tokio::runtime::Runtime,
@@ -46,6 +49,11 @@ impl Client {
         self.client.server_limits()
     }
 
+    /// The protocol version HELLO negotiated (see the async client's `protocol_version`).
+    pub fn protocol_version(&self) -> u16 {
+        self.client.protocol_version()
+    }
+
     pub fn request(&self, request: Request) -> Result<Response, ClientError> {
         self.runtime.block_on(self.client.request(request))
     }
@@ -66,13 +74,13 @@ impl Client {
         self.runtime.block_on(self.client.fork(turn))
     }
 
-    pub fn head(&self, context: u64) -> Result<ContextHead, ClientError> {
+    pub fn head(&self, context: impl Into<ContextRef>) -> Result<ContextHead, ClientError> {
         self.runtime.block_on(self.client.head(context))
     }
 
     pub fn append(
         &self,
-        context: u64,
+        context: impl Into<ContextRef>,
         expected_head: Option<u64>,
         type_tag: u64,
         codec: u32,
@@ -86,7 +94,7 @@ impl Client {
 
     pub fn append_by_hash(
         &self,
-        context: u64,
+        context: impl Into<ContextRef>,
         expected_head: Option<u64>,
         type_tag: u64,
         codec: u32,
@@ -105,14 +113,19 @@ impl Client {
         self.runtime.block_on(self.client.turn(turn))
     }
 
-    pub fn last(&self, context: u64, limit: u32, payloads: bool) -> Result<Page, ClientError> {
+    pub fn last(
+        &self,
+        context: impl Into<ContextRef>,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<Page, ClientError> {
         self.runtime
             .block_on(self.client.last(context, limit, payloads))
     }
 
     pub fn before(
         &self,
-        context: u64,
+        context: impl Into<ContextRef>,
         before: u64,
         limit: u32,
         payloads: bool,
@@ -123,7 +136,7 @@ impl Client {
 
     pub fn range(
         &self,
-        context: u64,
+        context: impl Into<ContextRef>,
         from_depth: u32,
         limit: u32,
         payloads: bool,
@@ -157,5 +170,111 @@ impl Client {
 
     pub fn stats(&self) -> Result<StatsWire, ClientError> {
         self.runtime.block_on(self.client.stats())
+    }
+
+    pub fn open_context(&self, new: NewContext) -> Result<Opened, ClientError> {
+        self.runtime.block_on(self.client.open_context(new))
+    }
+
+    pub fn clone_context(
+        &self,
+        source: impl Into<ContextRef>,
+        name: impl Into<String>,
+    ) -> Result<ContextInfo, ClientError> {
+        self.runtime
+            .block_on(self.client.clone_context(source, name))
+    }
+
+    pub fn context_info(&self, context: impl Into<ContextRef>) -> Result<ContextInfo, ClientError> {
+        self.runtime.block_on(self.client.context_info(context))
+    }
+
+    pub fn tag_context<K, V, R>(
+        &self,
+        context: impl Into<ContextRef>,
+        set: impl IntoIterator<Item = (K, V)>,
+        remove: impl IntoIterator<Item = R>,
+        expected_head: Option<u64>,
+    ) -> Result<ContextInfo, ClientError>
+    where
+        K: Into<String>,
+        V: Into<String>,
+        R: Into<String>,
+    {
+        self.runtime
+            .block_on(self.client.tag_context(context, set, remove, expected_head))
+    }
+
+    pub fn name_context(
+        &self,
+        context: impl Into<ContextRef>,
+        name: impl Into<String>,
+    ) -> Result<ContextInfo, ClientError> {
+        self.runtime
+            .block_on(self.client.name_context(context, name))
+    }
+
+    pub fn list_contexts(
+        &self,
+        query: &ContextQuery,
+        cursor: Option<&ListCursor>,
+    ) -> Result<ContextListPage, ClientError> {
+        self.runtime
+            .block_on(self.client.list_contexts(query, cursor))
+    }
+
+    pub fn list_all_contexts(
+        &self,
+        query: &ContextQuery,
+        count_max: Option<usize>,
+    ) -> Result<Vec<ContextInfo>, ClientError> {
+        self.runtime
+            .block_on(self.client.list_all_contexts(query, count_max))
+    }
+
+    pub fn kv_put(
+        &self,
+        context: impl Into<ContextRef>,
+        entries: Vec<(Bytes, Bytes)>,
+        if_absent: bool,
+    ) -> Result<(), ClientError> {
+        self.runtime
+            .block_on(self.client.kv_put(context, entries, if_absent))
+    }
+
+    pub fn kv_get(
+        &self,
+        context: impl Into<ContextRef>,
+        key: impl Into<Bytes>,
+    ) -> Result<Option<(BlobHash, Bytes)>, ClientError> {
+        self.runtime.block_on(self.client.kv_get(context, key))
+    }
+
+    pub fn kv_delete(
+        &self,
+        context: impl Into<ContextRef>,
+        keys: Vec<Bytes>,
+    ) -> Result<(), ClientError> {
+        self.runtime.block_on(self.client.kv_delete(context, keys))
+    }
+
+    pub fn kv_list(
+        &self,
+        context: impl Into<ContextRef>,
+        prefix: &[u8],
+        after: &[u8],
+        limit: u32,
+    ) -> Result<Vec<KvItem>, ClientError> {
+        self.runtime
+            .block_on(self.client.kv_list(context, prefix, after, limit))
+    }
+
+    pub fn kv_list_all(
+        &self,
+        context: impl Into<ContextRef>,
+        prefix: &[u8],
+    ) -> Result<Vec<KvItem>, ClientError> {
+        self.runtime
+            .block_on(self.client.kv_list_all(context, prefix))
     }
 }

@@ -3,7 +3,7 @@
 //! matches responses to their requests by req_id (in whatever order they come).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,14 +12,17 @@ use ctxstore_protocol::codec::{check_request, encode_request_chunks};
 use ctxstore_protocol::{
     ContextRef, ErrorCode, FrameReader, HEADER_BYTES, Hash32, MessageType, PROTOCOL_VERSION,
     PROTOCOL_VERSION_MIN, Request, Response, ServerLimits, StatsWire, TurnEntry, decode_response,
-    read_flags,
+    frame_flags, read_flags,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ClientError;
-use crate::types::{Appended, BlobHash, ContextHead, Page, Turn, verify_payload};
+use crate::types::{
+    Appended, BlobHash, ContextHead, ContextInfo, ContextListPage, ContextQuery, KvItem,
+    ListCursor, NewContext, Opened, Page, Turn, verify_payload,
+};
 
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -104,6 +107,8 @@ struct Shared {
     pending: Arc<Pending>,
     next_req_id: AtomicU64,
     limits: Mutex<ServerLimits>,
+    /// The protocol version HELLO negotiated (the oldest this client speaks until then).
+    version: AtomicU16,
     /// The reader task: aborted on drop, so that a peer that never writes or closes does not
     /// keep it (and the socket) alive.
     reader: tokio::task::AbortHandle,
@@ -178,6 +183,7 @@ impl Client {
                 pending,
                 next_req_id: AtomicU64::new(1),
                 limits: Mutex::new(ServerLimits::default()),
+                version: AtomicU16::new(PROTOCOL_VERSION_MIN),
                 reader,
             }),
         };
@@ -202,7 +208,16 @@ impl Client {
             reason,
         };
         match client.request_within(hello, Some(hello_timeout)).await {
-            Ok(Response::Hello { limits, .. }) => {
+            Ok(Response::Hello {
+                limits, version, ..
+            }) => {
+                if !(PROTOCOL_VERSION_MIN..=PROTOCOL_VERSION).contains(&version) {
+                    return Err(handshake(format!(
+                        "the server chose protocol version {version}, outside the \
+                         {PROTOCOL_VERSION_MIN}..={PROTOCOL_VERSION} offered"
+                    )));
+                }
+                client.shared.version.store(version, Ordering::Relaxed);
                 if let Ok(mut slot) = client.shared.limits.lock() {
                     *slot = limits;
                 }
@@ -232,9 +247,17 @@ impl Client {
             .unwrap_or_default()
     }
 
+    /// The protocol version HELLO negotiated: 2 with a server that has contexts by name, tags,
+    /// listing and key-value; 1 with an older one (those calls are then
+    /// `ClientError::Unsupported`, refused before sending).
+    pub fn protocol_version(&self) -> u16 {
+        self.shared.version.load(Ordering::Relaxed)
+    }
+
     /// Sends any request and waits for its response. ERROR responses become
     /// `ClientError::Server`; a request the protocol cannot carry (a field over its limit)
-    /// is `ClientError::InvalidArgument` and is not sent.
+    /// is `ClientError::InvalidArgument`, and one the negotiated version does not have (see
+    /// `protocol_version`) is `ClientError::Unsupported`; neither is sent.
     pub async fn request(&self, request: Request) -> Result<Response, ClientError> {
         self.request_within(request, self.shared.config.request_timeout)
             .await
@@ -246,6 +269,21 @@ impl Client {
         timeout: Option<Duration>,
     ) -> Result<Response, ClientError> {
         let request_name = request.message_type().name();
+        let version = self.protocol_version();
+        let needed = if request.frame_flags() & frame_flags::CTX_BY_NAME != 0 {
+            request.message_type().since_version().max(2)
+        } else {
+            request.message_type().since_version()
+        };
+        // A version-1 server would answer UNKNOWN_MESSAGE, or BAD_FRAME and a closed
+        // connection for a frame flag it does not know: say why here instead.
+        if needed > version {
+            return Err(ClientError::Unsupported {
+                request: request_name,
+                needed,
+                version,
+            });
+        }
         let req_id = self.shared.next_req_id.fetch_add(1, Ordering::Relaxed);
         // Before a waiter is registered: a request refused here leaves nothing behind.
         let frame = encode_request_chunks(req_id, &request)?;
@@ -556,6 +594,326 @@ impl Client {
         match self.request(Request::Stats).await? {
             Response::Stats(stats) => Ok(stats),
             other => Err(unexpected(MessageType::Stats, &other)),
+        }
+    }
+
+    // Contexts as agent threads (protocol version 2). Every call below is
+    // `ClientError::Unsupported` on a connection that negotiated version 1, before sending.
+    // A context is named by its ContextID (`u64`) or `ContextRef::Name`; an unknown one is
+    // `ErrorCode::NotFound`.
+
+    /// A new context (CTX_OPEN): empty or with its head at `new.base_turn_id`, optionally
+    /// named and tagged. A taken name is `ErrorCode::AlreadyExists` with the owner's
+    /// ContextID in `detail`, unless `new.get_or_create`: then the owner is answered with
+    /// `created == false`.
+    pub async fn open_context(&self, new: NewContext) -> Result<Opened, ClientError> {
+        self.opened(Request::CtxOpen {
+            base_turn_id: new.base_turn_id,
+            get_or_create: new.get_or_create,
+            clone_from: None,
+            name: new.name,
+            tags: new.tags.into_iter().collect(),
+        })
+        .await
+        .map(|(context, created)| Opened { context, created })
+    }
+
+    /// A copy of `source` named `name` (CTX_OPEN with CLONE): the same head, tags and
+    /// key-value entries, sharing every turn and blob (nothing is copied but metadata). A
+    /// taken name is `ErrorCode::AlreadyExists`.
+    pub async fn clone_context(
+        &self,
+        source: impl Into<ContextRef>,
+        name: impl Into<String>,
+    ) -> Result<ContextInfo, ClientError> {
+        self.opened(Request::CtxOpen {
+            base_turn_id: 0,
+            get_or_create: false,
+            clone_from: Some(source.into()),
+            name: Some(name.into()),
+            tags: Vec::new(),
+        })
+        .await
+        .map(|(context, _)| context)
+    }
+
+    async fn opened(&self, request: Request) -> Result<(ContextInfo, bool), ClientError> {
+        match self.request(request).await? {
+            Response::Opened { info, created } => Ok((ContextInfo::from_wire(info), created)),
+            other => Err(unexpected(MessageType::CtxOpen, &other)),
+        }
+    }
+
+    /// A context's head, name, tags and times (CTX_SHOW).
+    pub async fn context_info(
+        &self,
+        context: impl Into<ContextRef>,
+    ) -> Result<ContextInfo, ClientError> {
+        let request = Request::CtxShow {
+            context: context.into(),
+        };
+        self.info(request).await
+    }
+
+    /// Sets the tags of `set` and removes the keys of `remove`, atomically (CTX_TAG); with
+    /// `expected_head`, only if the head is still that turn (0: still empty), else
+    /// `ErrorCode::Conflict` with the actual head in `detail` and nothing changed. Answers the
+    /// context as it is after the change. Limits: ≤ 32 tags per context, keys 1..=64 bytes,
+    /// values 1..=1024 bytes (TOO_LARGE).
+    pub async fn tag_context<K, V, R>(
+        &self,
+        context: impl Into<ContextRef>,
+        set: impl IntoIterator<Item = (K, V)>,
+        remove: impl IntoIterator<Item = R>,
+        expected_head: Option<u64>,
+    ) -> Result<ContextInfo, ClientError>
+    where
+        K: Into<String>,
+        V: Into<String>,
+        R: Into<String>,
+    {
+        let request = Request::CtxTag {
+            context: context.into(),
+            expected_head,
+            set: set
+                .into_iter()
+                .map(|(key, value)| (key.into(), value.into()))
+                .collect(),
+            remove: remove.into_iter().map(Into::into).collect(),
+        };
+        self.info(request).await
+    }
+
+    /// Names a context that has no name yet (CTX_NAME). A taken name is
+    /// `ErrorCode::AlreadyExists` (owner in `detail`).
+    pub async fn name_context(
+        &self,
+        context: impl Into<ContextRef>,
+        name: impl Into<String>,
+    ) -> Result<ContextInfo, ClientError> {
+        let request = Request::CtxName {
+            context: context.into(),
+            name: name.into(),
+        };
+        self.info(request).await
+    }
+
+    async fn info(&self, request: Request) -> Result<ContextInfo, ClientError> {
+        let message_type = request.message_type();
+        match self.request(request).await? {
+            Response::ContextInfo { info, .. } => Ok(ContextInfo::from_wire(info)),
+            other => Err(unexpected(message_type, &other)),
+        }
+    }
+
+    /// One page of the contexts matching `query` (CTX_LIST), from the start (`cursor`
+    /// `None`) or after a previous page's `next_cursor`. Each context that matches
+    /// throughout is returned at most once across pages, whatever changes in between;
+    /// one that starts or stops matching meanwhile may or may not be.
+    pub async fn list_contexts(
+        &self,
+        query: &ContextQuery,
+        cursor: Option<&ListCursor>,
+    ) -> Result<ContextListPage, ClientError> {
+        let request = Request::CtxList {
+            tags: query
+                .tags
+                .iter()
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+            name_prefix: query.name_prefix.clone(),
+            updated_after_unix_ms: query.updated_after_unix_ms,
+            updated_before_unix_ms: query.updated_before_unix_ms,
+            cursor: cursor.map(|cursor| cursor.0.clone()),
+            limit: query.page_limit,
+        };
+        match self.request(request).await? {
+            Response::ContextList {
+                next_cursor,
+                contexts,
+            } => Ok(ContextListPage {
+                contexts: contexts.into_iter().map(ContextInfo::from_wire).collect(),
+                next_cursor: next_cursor.map(ListCursor),
+            }),
+            other => Err(unexpected(MessageType::CtxList, &other)),
+        }
+    }
+
+    /// Every context matching `query` (or the first `count_max`), following the cursor page
+    /// by page (`query.page_limit` each). Not a snapshot: see `list_contexts`.
+    pub async fn list_all_contexts(
+        &self,
+        query: &ContextQuery,
+        count_max: Option<usize>,
+    ) -> Result<Vec<ContextInfo>, ClientError> {
+        let mut contexts = Vec::new();
+        let mut cursor: Option<ListCursor> = None;
+        loop {
+            let mut page_query = query.clone();
+            if let Some(count_max) = count_max {
+                let left = count_max.saturating_sub(contexts.len());
+                if left == 0 {
+                    return Ok(contexts);
+                }
+                let left = u32::try_from(left).unwrap_or(u32::MAX);
+                page_query.page_limit = page_query.page_limit.min(left);
+            }
+            let page = self.list_contexts(&page_query, cursor.as_ref()).await?;
+            contexts.extend(page.contexts);
+            match page.next_cursor {
+                None => return Ok(contexts),
+                // A cursor that does not move would make this loop forever.
+                Some(next) if Some(&next) == cursor.as_ref() => {
+                    return Err(ClientError::Protocol(format!(
+                        "CTX_LIST answered the same cursor again ({next:?})"
+                    )));
+                }
+                Some(next) => cursor = Some(next),
+            }
+        }
+    }
+
+    /// Puts key-value entries into a context in one request and one group commit (KV_PUT):
+    /// each value is stored as a blob (equal values once), then every entry at once. With
+    /// `if_absent`, keys the context has keep their values (no error). Limits: ≤ 128 entries,
+    /// keys 1..=256 bytes, values within the server's `blob_bytes_max` (TOO_LARGE).
+    pub async fn kv_put(
+        &self,
+        context: impl Into<ContextRef>,
+        entries: Vec<(Bytes, Bytes)>,
+        if_absent: bool,
+    ) -> Result<(), ClientError> {
+        let request = Request::KvPut {
+            context: context.into(),
+            if_absent,
+            entries,
+        };
+        self.done(request).await
+    }
+
+    /// A key's value and its hash (KV_GET), verified against the hash like every payload
+    /// (inflated first when the server sent it compressed). `None` when the context exists
+    /// but has no such key; an unknown context stays `ErrorCode::NotFound`. (The server
+    /// answers both with NOT_FOUND; on a NOT_FOUND this asks CTX_SHOW which it was: one
+    /// more round trip, on a miss only.)
+    pub async fn kv_get(
+        &self,
+        context: impl Into<ContextRef>,
+        key: impl Into<Bytes>,
+    ) -> Result<Option<(BlobHash, Bytes)>, ClientError> {
+        let context = context.into();
+        let read_flags = if self.shared.config.accept_zstd {
+            read_flags::ACCEPT_ZSTD
+        } else {
+            0
+        };
+        let request = Request::KvGet {
+            context: context.clone(),
+            key: key.into(),
+            read_flags,
+        };
+        match self.request(request).await {
+            Ok(Response::KvValue {
+                value_hash,
+                payload,
+            }) => {
+                let value = verify_payload(&value_hash, payload)?.ok_or_else(|| {
+                    ClientError::Protocol("KV_GET answered without the value's bytes".into())
+                })?;
+                Ok(Some((BlobHash(value_hash.0), value)))
+            }
+            Ok(other) => Err(unexpected(MessageType::KvGet, &other)),
+            Err(missing) if missing.code() == Some(ErrorCode::NotFound) => {
+                // The context's own NOT_FOUND if it is the context that is missing.
+                self.context_info(context).await?;
+                Ok(None)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Deletes key-value entries (KV_DELETE), in one group commit; keys that are not there
+    /// are no error. Limits: ≤ 128 keys, each 1..=256 bytes.
+    pub async fn kv_delete(
+        &self,
+        context: impl Into<ContextRef>,
+        keys: Vec<Bytes>,
+    ) -> Result<(), ClientError> {
+        let request = Request::KvDelete {
+            context: context.into(),
+            keys,
+        };
+        self.done(request).await
+    }
+
+    async fn done(&self, request: Request) -> Result<(), ClientError> {
+        let message_type = request.message_type();
+        match self.request(request).await? {
+            Response::Done { message_type: done } if done == message_type => Ok(()),
+            other => Err(unexpected(message_type, &other)),
+        }
+    }
+
+    /// One page of a context's key-value entries whose keys start with `prefix`, in key
+    /// order, after the key `after` (empty: from the first), at most `limit` (≤ 1000)
+    /// (KV_LIST). The next page starts after the last key of a full page; a page shorter than
+    /// `limit` is the last.
+    pub async fn kv_list(
+        &self,
+        context: impl Into<ContextRef>,
+        prefix: &[u8],
+        after: &[u8],
+        limit: u32,
+    ) -> Result<Vec<KvItem>, ClientError> {
+        let request = Request::KvList {
+            context: context.into(),
+            prefix: Bytes::copy_from_slice(prefix),
+            after: Bytes::copy_from_slice(after),
+            limit,
+        };
+        match self.request(request).await? {
+            Response::KvList { items } => {
+                let items: Vec<KvItem> = items.into_iter().map(KvItem::from_wire).collect();
+                // Pages are cut by key: keys out of order or outside the prefix would make
+                // the next page skip or repeat entries.
+                let in_order = items.windows(2).all(|pair| pair[0].key < pair[1].key);
+                let after_cursor = items.first().is_none_or(|first| &first.key[..] > after);
+                let prefixed = items.iter().all(|item| item.key.starts_with(prefix));
+                if items.len() > limit as usize || !in_order || !after_cursor || !prefixed {
+                    return Err(ClientError::Protocol(format!(
+                        "KV_LIST answered {} entries not in key order after the cursor, within \
+                         the prefix and the limit of {limit}",
+                        items.len()
+                    )));
+                }
+                Ok(items)
+            }
+            other => Err(unexpected(MessageType::KvList, &other)),
+        }
+    }
+
+    /// Every key-value entry of a context whose key starts with `prefix`, in key order,
+    /// following `kv_list` page by page (1000 each). Not a snapshot: a key added meanwhile
+    /// after the page being read is seen, one before it is not.
+    pub async fn kv_list_all(
+        &self,
+        context: impl Into<ContextRef>,
+        prefix: &[u8],
+    ) -> Result<Vec<KvItem>, ClientError> {
+        const PAGE: u32 = 1000;
+        let context = context.into();
+        let mut items: Vec<KvItem> = Vec::new();
+        loop {
+            let after = items
+                .last()
+                .map(|item| item.key.clone())
+                .unwrap_or_default();
+            let page = self.kv_list(context.clone(), prefix, &after, PAGE).await?;
+            let full = page.len() == PAGE as usize;
+            items.extend(page);
+            if !full {
+                return Ok(items);
+            }
         }
     }
 }

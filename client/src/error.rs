@@ -51,6 +51,18 @@ pub enum ClientError {
     Corrupt { hash: String, reason: String },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A call the negotiated protocol version does not have (a version-2 call such as
+    /// `open_context`, or a context named by its name, on a server that speaks only version
+    /// 1). Refused before anything is sent; the connection stays usable.
+    #[error(
+        "{request} needs protocol version {needed}, but the server speaks version {version}; \
+         upgrade the server"
+    )]
+    Unsupported {
+        request: &'static str,
+        needed: u16,
+        version: u16,
+    },
 }
 
 impl From<ctxstore_protocol::EncodeError> for ClientError {
@@ -85,7 +97,8 @@ impl ClientError {
     /// A stable upper-case name for this error: the server's code name (`NOT_FOUND`,
     /// `CONFLICT`, …) for a server ERROR, otherwise the client-side kind (`CONNECT_FAILED`,
     /// `CONNECT_TIMEOUT`, `HANDSHAKE_TIMEOUT`, `NOT_CTXSTORE`, `TIMEOUT`,
-    /// `CONNECTION_CLOSED`, `PROTOCOL`, `CORRUPT_PAYLOAD`, `INVALID_ARGUMENT`).
+    /// `CONNECTION_CLOSED`, `PROTOCOL`, `CORRUPT_PAYLOAD`, `INVALID_ARGUMENT`,
+    /// `UNSUPPORTED_BY_SERVER`).
     pub fn name(&self) -> &'static str {
         match self {
             ClientError::Server { code, .. } => code.name(),
@@ -98,6 +111,7 @@ impl ClientError {
             ClientError::Protocol(_) => "PROTOCOL",
             ClientError::Corrupt { .. } => "CORRUPT_PAYLOAD",
             ClientError::InvalidArgument(_) => "INVALID_ARGUMENT",
+            ClientError::Unsupported { .. } => "UNSUPPORTED_BY_SERVER",
         }
     }
 }

@@ -6,6 +6,10 @@
 //! - Payloads are verified against their BLAKE3 hashes; with `accept_zstd` (default) the server
 //!   may ship stored zstd bodies (those too large for its payload cache) and the client
 //!   inflates them.
+//! - Contexts as agent threads (protocol version 2): a context is named by its ContextID or
+//!   by its unique name ([`ContextRef`]), carries tags and a small key-value map, and can be
+//!   listed by tag or name prefix and cloned ([`Client::open_context`],
+//!   [`Client::list_contexts`], [`Client::kv_put`], [`Client::clone_context`], …).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), ctxstore_client::ClientError> {
@@ -17,6 +21,24 @@
 //! assert_eq!(page.turns.last().map(|t| t.turn_id), Some(appended.turn.turn_id));
 //! # Ok(()) }
 //! ```
+//!
+//! Contexts as agent threads, by name (protocol version 2):
+//!
+//! ```no_run
+//! # fn main() -> Result<(), ctxstore_client::ClientError> {
+//! use ctxstore_client::{ClientConfig, ContextQuery, ContextRef, NewContext, blocking::Client};
+//! let client = Client::connect(ClientConfig::new("127.0.0.1:7411"))?;
+//! let new = NewContext::new().name("thread-42").tag("status", "idle").get_or_create(true);
+//! let opened = client.open_context(new)?; // `created` is false if it existed
+//! let thread = ContextRef::Name("thread-42".into());
+//! client.append(thread.clone(), None, 1, 1, bytes::Bytes::from_static(b"hi"))?;
+//! client.tag_context(thread.clone(), [("status", "running")], [] as [&str; 0], None)?;
+//! let running = client.list_all_contexts(&ContextQuery::new().tag("status", "running"), None)?;
+//! client.kv_put(thread.clone(), vec![("checkpoint/1".into(), "{}".into())], false)?;
+//! let copy = client.clone_context(thread, "thread-42-retry")?; // same head, tags, entries
+//! # let _ = (opened, running, copy);
+//! # Ok(()) }
+//! ```
 
 pub mod blocking;
 mod client;
@@ -24,6 +46,9 @@ mod error;
 mod types;
 
 pub use client::{Client, ClientConfig};
-pub use ctxstore_protocol::{ErrorCode, ServerLimits, StatsWire};
+pub use ctxstore_protocol::{ContextRef, ErrorCode, ServerLimits, StatsWire};
 pub use error::ClientError;
-pub use types::{Appended, BlobHash, CODEC_NAMES, ContextHead, Page, Turn, codec_name, codec_tag};
+pub use types::{
+    Appended, BlobHash, CODEC_NAMES, ContextHead, ContextInfo, ContextListPage, ContextQuery,
+    KvItem, ListCursor, NewContext, Opened, Page, Turn, codec_name, codec_tag,
+};

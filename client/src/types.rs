@@ -1,8 +1,14 @@
-//! What the client hands out: turns with verified payloads, heads, pages, and the names of
-//! the caller codec tags the CLI understands.
+//! What the client hands out: turns with verified payloads, heads, pages, contexts with their
+//! names, tags and key-value entries (protocol version 2), and the names of the caller codec
+//! tags the CLI understands.
+
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use ctxstore_protocol::{ContextHeadWire, Hash32, PayloadEncoding, PayloadWire, TurnWire};
+use ctxstore_protocol::{
+    ContextHeadWire, ContextInfoWire, Hash32, KvItemWire, ListCursorWire, PayloadEncoding,
+    PayloadWire, TurnWire,
+};
 
 use crate::error::ClientError;
 
@@ -90,6 +96,197 @@ impl From<ContextHeadWire> for ContextHead {
             context_id: head.context_id,
             head_turn_id: head.head_turn_id,
             head_depth: head.head_depth,
+        }
+    }
+}
+
+/// A context as an agent thread sees it: its head, its unique name (if it has one), its tags
+/// and its times (protocol version 2: CTX_OPEN, CTX_SHOW, CTX_TAG, CTX_NAME, CTX_LIST).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextInfo {
+    pub context_id: u64,
+    /// 0 while the context is empty.
+    pub head_turn_id: u64,
+    pub head_depth: u32,
+    /// `None` until the context is named (at creation or with `name_context`).
+    pub name: Option<String>,
+    pub tags: BTreeMap<String, String>,
+    pub created_at_unix_ms: u64,
+    /// The last head move, tag or key-value change.
+    pub updated_at_unix_ms: u64,
+}
+
+impl ContextInfo {
+    /// The head part alone (what GET_HEAD answers).
+    pub fn head(&self) -> ContextHead {
+        ContextHead {
+            context_id: self.context_id,
+            head_turn_id: self.head_turn_id,
+            head_depth: self.head_depth,
+        }
+    }
+
+    pub(crate) fn from_wire(info: ContextInfoWire) -> ContextInfo {
+        ContextInfo {
+            context_id: info.head.context_id,
+            head_turn_id: info.head.head_turn_id,
+            head_depth: info.head.head_depth,
+            name: info.name,
+            tags: info.tags.into_iter().collect(),
+            created_at_unix_ms: info.created_at_unix_ms,
+            updated_at_unix_ms: info.updated_at_unix_ms,
+        }
+    }
+}
+
+/// What `open_context` produced: the context, and whether this call created it (`false`
+/// when `get_or_create` found the name taken and answered the context that has it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Opened {
+    pub context: ContextInfo,
+    pub created: bool,
+}
+
+/// The options of `open_context`: a new context, empty or with its head at `base_turn_id`,
+/// optionally named and tagged. Limits (the server answers TOO_LARGE naming the one passed):
+/// a name of 1..=256 bytes, at most 32 tags, tag keys of 1..=64 bytes, values of 1..=1024 bytes.
+///
+/// ```
+/// use ctxstore_client::NewContext;
+/// let new = NewContext::new().name("thread-42").tag("status", "idle").get_or_create(true);
+/// assert_eq!(new.name.as_deref(), Some("thread-42"));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NewContext {
+    /// The head: 0 for an empty context, else an existing turn (like `create_context_from`).
+    pub base_turn_id: u64,
+    /// A unique name; a taken name is `ErrorCode::AlreadyExists` (its owner's ContextID in
+    /// the error's `detail`) unless `get_or_create`.
+    pub name: Option<String>,
+    pub tags: BTreeMap<String, String>,
+    /// With a name that is taken: answer that context (`Opened::created == false`, its
+    /// tags and head as they are: `base_turn_id` and `tags` are not applied) instead of
+    /// ALREADY_EXISTS.
+    pub get_or_create: bool,
+}
+
+impl NewContext {
+    pub fn new() -> NewContext {
+        NewContext::default()
+    }
+
+    /// Head at this turn instead of empty.
+    pub fn from_turn(mut self, turn: u64) -> NewContext {
+        self.base_turn_id = turn;
+        self
+    }
+
+    pub fn name(mut self, name: impl Into<String>) -> NewContext {
+        self.name = Some(name.into());
+        self
+    }
+
+    pub fn tag(mut self, key: impl Into<String>, value: impl Into<String>) -> NewContext {
+        self.tags.insert(key.into(), value.into());
+        self
+    }
+
+    pub fn get_or_create(mut self, get_or_create: bool) -> NewContext {
+        self.get_or_create = get_or_create;
+        self
+    }
+}
+
+/// Which contexts `list_contexts` returns: every condition holds (tag equalities, a name
+/// prefix, bounds on `updated_at_unix_ms`, exclusive). With a tag or a name prefix the server
+/// answers from its indexes; with time bounds alone it walks every context.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextQuery {
+    pub tags: BTreeMap<String, String>,
+    /// Names starting with this; pages then go in name order (else in ContextID order).
+    pub name_prefix: Option<String>,
+    /// Only contexts updated after this time (exclusive; must be > 0 when set).
+    pub updated_after_unix_ms: Option<u64>,
+    /// Only contexts updated before this time (exclusive; must be > 0 when set).
+    pub updated_before_unix_ms: Option<u64>,
+    /// Contexts per page, 1..=`ContextQuery::PAGE_LIMIT_MAX` (default: the maximum).
+    pub page_limit: u32,
+}
+
+impl Default for ContextQuery {
+    fn default() -> Self {
+        ContextQuery {
+            tags: BTreeMap::new(),
+            name_prefix: None,
+            updated_after_unix_ms: None,
+            updated_before_unix_ms: None,
+            page_limit: ContextQuery::PAGE_LIMIT_MAX,
+        }
+    }
+}
+
+impl ContextQuery {
+    /// The server's most contexts per CTX_LIST page.
+    pub const PAGE_LIMIT_MAX: u32 = 1000;
+
+    pub fn new() -> ContextQuery {
+        ContextQuery::default()
+    }
+
+    pub fn tag(mut self, key: impl Into<String>, value: impl Into<String>) -> ContextQuery {
+        self.tags.insert(key.into(), value.into());
+        self
+    }
+
+    pub fn name_prefix(mut self, prefix: impl Into<String>) -> ContextQuery {
+        self.name_prefix = Some(prefix.into());
+        self
+    }
+
+    pub fn updated_after(mut self, unix_ms: u64) -> ContextQuery {
+        self.updated_after_unix_ms = Some(unix_ms);
+        self
+    }
+
+    pub fn updated_before(mut self, unix_ms: u64) -> ContextQuery {
+        self.updated_before_unix_ms = Some(unix_ms);
+        self
+    }
+
+    pub fn page_limit(mut self, page_limit: u32) -> ContextQuery {
+        self.page_limit = page_limit;
+        self
+    }
+}
+
+/// Where a page of `list_contexts` ended: pass it back as it is for the next page. (By
+/// ContextID, or by name when the query has a name prefix; either way each context that
+/// matches throughout is returned once, whatever changes between pages.)
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListCursor(pub(crate) ListCursorWire);
+
+/// A page of contexts, and where the next begins (`None`: no more match).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextListPage {
+    pub contexts: Vec<ContextInfo>,
+    pub next_cursor: Option<ListCursor>,
+}
+
+/// A key-value entry of a context, without its value (read that with `kv_get`, or with
+/// `blob(value_hash)`: values are blobs, equal values stored once).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvItem {
+    pub key: Bytes,
+    pub value_hash: BlobHash,
+    pub value_len: u32,
+}
+
+impl KvItem {
+    pub(crate) fn from_wire(item: KvItemWire) -> KvItem {
+        KvItem {
+            key: item.key,
+            value_hash: BlobHash(item.value_hash.0),
+            value_len: item.value_len,
         }
     }
 }

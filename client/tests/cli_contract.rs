@@ -456,6 +456,7 @@ fn ping_and_version() {
         "4  CONFLICT",
         "5  connection failure",
         "6  UNAUTHORIZED",
+        "7  ALREADY_EXISTS",
     ] {
         assert!(help.contains(line), "{line} missing in --help");
     }

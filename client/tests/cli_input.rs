@@ -1,5 +1,5 @@
 //! The `ctxstore` CLI on odd input: whatever it is given — arguments, files, server errors —
-//! it prints a result or an error and exits 0..=6; it never panics (exit 101). A token
+//! it prints a result or an error and exits 0..=7; it never panics (exit 101). A token
 //! longer than HELLO carries used to panic in the protocol crate's encoder.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -47,13 +47,13 @@ fn os(args: &[&str]) -> Vec<OsString> {
     args.iter().map(OsString::from).collect()
 }
 
-/// Exit 0 (a result), 1..=6 (an error; the table in `ctxstore --help`) or 2 (a command
+/// Exit 0 (a result), 1..=7 (an error; the table in `ctxstore --help`) or 2 (a command
 /// line that does not parse); never a panic (101) or a signal.
 fn assert_no_panic(args: &[OsString], output: &Output) -> i32 {
     let stderr = String::from_utf8_lossy(&output.stderr);
     let code = output.status.code();
     assert!(
-        matches!(code, Some(0..=6)) && !stderr.contains("panicked"),
+        matches!(code, Some(0..=7)) && !stderr.contains("panicked"),
         "{args:?} exited {code:?}: {stderr}"
     );
     code.unwrap_or_default()
@@ -69,6 +69,9 @@ fn odd_arguments_get_errors_not_panics() {
     let zero_hash = "0".repeat(64);
     let missing = server.dir.path().join("missing");
     let directory = server.dir.path().to_str().unwrap().to_string();
+    let long_at_name = format!("@{}", "n".repeat(300));
+    let huge_at_name = format!("@{}", "n".repeat(70_000));
+    let long_name = "n".repeat(257);
     let big = server.dir.path().join("big");
     // One byte over the server's default frame limit.
     std::fs::write(&big, vec![7u8; (16 << 20) + 1]).unwrap();
@@ -113,6 +116,14 @@ fn odd_arguments_get_errors_not_panics() {
         (os(&["turn", "0"]), 3, "NOT_FOUND"),
         (os(&["ctx", "fork", "0"]), 1, ""),
         (os(&["ctx", "create", "--from", "999999"]), 3, "NOT_FOUND"),
+        (os(&["head", "@nobody"]), 3, "NOT_FOUND"),
+        (os(&["head", "@"]), 2, ""),
+        (os(&["head", &long_at_name]), 1, "TOO_LARGE"),
+        (os(&["head", &huge_at_name]), 1, "context name"),
+        (os(&["ctx", "create", "--name", &long_name]), 1, "TOO_LARGE"),
+        (os(&["ctx", "create", "--name", ""]), 1, ""),
+        (os(&["kv", "get", "@nobody", "k"]), 3, "NOT_FOUND"),
+        (os(&["ctx", "list", "--limit", "1001"]), 0, ""),
         (os(&["--addr", "not an address", "stats"]), 5, "connecting"),
         (os(&["--addr", "127.0.0.1:0", "stats"]), 5, "connecting"),
         (os(&["--addr", "[::1", "stats"]), 5, "connecting"),
@@ -155,6 +166,28 @@ fn word() -> impl Strategy<Value = OsString> {
         "replay",
         "blob",
         "stats",
+        "show",
+        "tag",
+        "list",
+        "clone",
+        "kv",
+        "put",
+        "get",
+        "rm",
+        "@",
+        "@a",
+        "@thread",
+        "a=b",
+        "=",
+        "--name",
+        "--tag",
+        "--remove",
+        "--get-or-create",
+        "--name-prefix",
+        "--updated-before",
+        "--limit",
+        "--prefix",
+        "--if-absent",
         "--json",
         "--token",
         "--from",

@@ -4,10 +4,12 @@
 //! `EXIT_CODES`, in `--help` and in the README). Every call has a connect, a handshake and a
 //! request timeout, so a port that is not ctxstore is an error, never a hang.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use base64::prelude::{BASE64_STANDARD, Engine as _};
@@ -15,7 +17,8 @@ use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{
-    BlobHash, ClientConfig, ClientError, ContextHead, ErrorCode, Turn, codec_name, codec_tag,
+    BlobHash, ClientConfig, ClientError, ContextHead, ContextInfo, ContextQuery, ContextRef,
+    ErrorCode, KvItem, NewContext, Turn, codec_name, codec_tag,
 };
 use serde_json::json;
 
@@ -25,14 +28,16 @@ Exit codes:
   0  success (also when stdout is closed early, as in `ctxstore last 1 | head -1`)
   1  any other error (bad input, protocol error, server error other than those below)
   2  the command line does not parse (usage)
-  3  NOT_FOUND: the context, turn or blob does not exist
+  3  NOT_FOUND: the context (ContextID or @NAME), turn, blob or key does not exist
   4  CONFLICT: --expect-head did not match the context's head
   5  connection failure: refused, unresolvable, timed out (connect, handshake or request),
      not a ctxstore server on that port, or the connection lost
   6  UNAUTHORIZED: the token is missing or wrong
+  7  ALREADY_EXISTS: another context has that name (`ctx create --get-or-create` answers it)
 With --json, an error is also one JSON object on stderr:
   {\"error\":{\"code\":\"NOT_FOUND\",\"message\":\"...\",\"exit_code\":3}}
-(`detail` is added for server errors: for CONFLICT, the context's actual head).";
+(`detail` is added for server errors: for CONFLICT, the context's actual head; for
+ALREADY_EXISTS, the ContextID that has the name).";
 
 const EXIT_OTHER: u8 = 1;
 const EXIT_USAGE: u8 = 2;
@@ -40,8 +45,10 @@ const EXIT_NOT_FOUND: u8 = 3;
 const EXIT_CONFLICT: u8 = 4;
 const EXIT_CONNECTION: u8 = 5;
 const EXIT_UNAUTHORIZED: u8 = 6;
+const EXIT_ALREADY_EXISTS: u8 = 7;
 
-/// Talk to a ctxstore server: create and fork contexts, append turns, read them back.
+/// Talk to a ctxstore server: create and fork contexts, append turns, read them back; name,
+/// tag, list and clone contexts, keep key-value entries beside them.
 ///
 /// A tour (start a server first: `ctxstore-server`):
 ///   ctxstore ctx create                                   # → context 1
@@ -51,10 +58,13 @@ const EXIT_UNAUTHORIZED: u8 = 6;
 ///   ctxstore ctx fork 3                                   # a new context whose head is turn 3
 ///   ctxstore --json turn 3                                # one JSON object per line
 ///   ctxstore blob <64-hex-hash> -o payload.bin
+///   ctxstore ctx create --name thread-42 --tag status=idle   # CTX: a ContextID or @NAME
+///   ctxstore ctx list --tag status=idle
+///   echo '{"step":1}' | ctxstore kv put @thread-42 checkpoint/1
 ///   ctxstore ping                                         # is the server there? round trip
 ///
 /// Exit codes: 0 ok, 1 other error, 2 usage, 3 NOT_FOUND, 4 CONFLICT, 5 connection failure
-/// or timeout, 6 UNAUTHORIZED (details under --help).
+/// or timeout, 6 UNAUTHORIZED, 7 ALREADY_EXISTS (details under --help).
 #[derive(Parser, Debug)]
 #[command(
     name = "ctxstore",
@@ -102,18 +112,23 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Create or fork contexts.
+    /// Create, fork, show, tag, name, list and clone contexts.
     #[command(subcommand)]
     Ctx(CtxCommand),
+    /// A context's key-value entries: put, get, rm, list.
+    #[command(subcommand)]
+    Kv(KvCommand),
     /// Show a context's head.
     Head {
-        /// Context id.
-        context: u64,
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
     },
     /// Append a turn to a context, from --file or from stdin. Durable when it prints.
     Append {
-        /// Context id.
-        context: u64,
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
         /// Type tag: what the payload is (yours to define).
         #[arg(long = "type", default_value_t = 0)]
         type_tag: u64,
@@ -139,8 +154,9 @@ enum Command {
     },
     /// The newest turns of a context, oldest first.
     Last {
-        /// Context id.
-        context: u64,
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
         /// How many turns.
         #[arg(short = 'n', default_value_t = 20)]
         n: u32,
@@ -150,8 +166,9 @@ enum Command {
     },
     /// The turns older than --before (a cursor from a previous page), oldest first.
     Page {
-        /// Context id.
-        context: u64,
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
         /// Turn id: the page holds the turns older than it.
         #[arg(long)]
         before: u64,
@@ -164,8 +181,9 @@ enum Command {
     },
     /// The turns of a context with depth from --from-depth, oldest first.
     Range {
-        /// Context id.
-        context: u64,
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
         /// Depth of the first turn (the root is depth 0).
         #[arg(long)]
         from_depth: u32,
@@ -200,17 +218,162 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum CtxCommand {
-    /// A new context: empty, or with its head at --from TURN.
+    /// A new context: empty, or with its head at --from TURN; optionally named and tagged.
+    /// Prints context_id, head_turn_id, head_depth, name, tags, created_at_unix_ms,
+    /// updated_at_unix_ms and created (false when --get-or-create found the name taken).
     Create {
         /// Turn id: the new context's head (omit for an empty context).
         #[arg(long)]
         from: Option<u64>,
+        /// A unique name (1..=256 bytes of UTF-8); the context is then also @NAME. A taken
+        /// name exits 7 (ALREADY_EXISTS) unless --get-or-create.
+        #[arg(long)]
+        name: Option<String>,
+        /// A tag KEY=VALUE (repeat for more; at most 32, keys 1..=64 bytes, values 1..=1024 bytes).
+        #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
+        tags: Vec<(String, String)>,
+        /// With a taken --name: print that context (created: false) instead of failing;
+        /// --from and --tag are then not applied.
+        #[arg(long, requires = "name")]
+        get_or_create: bool,
     },
     /// A new context whose head is TURN (copies nothing).
     Fork {
         /// Turn id: the new context's head.
         turn: u64,
     },
+    /// A context's head, name, tags and times.
+    Show {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+    },
+    /// Set and remove tags atomically; prints the context as `ctx show` does.
+    Tag {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Tags to set, KEY=VALUE (keys 1..=64 bytes, values 1..=1024 bytes, ≤ 32 per context).
+        #[arg(value_name = "KEY=VALUE", value_parser = parse_tag)]
+        set: Vec<(String, String)>,
+        /// A tag key to remove (repeat for more; a key that is not there is no error).
+        #[arg(long = "remove", value_name = "KEY")]
+        remove: Vec<String>,
+        /// Change the tags only if the context's head is still this turn (0: only if empty);
+        /// exits 4 (CONFLICT) otherwise, with the actual head in `detail`.
+        #[arg(long)]
+        expect_head: Option<u64>,
+    },
+    /// Give a context that has none a name.
+    Name {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// The name (1..=256 bytes of UTF-8); a taken name exits 7 (ALREADY_EXISTS).
+        name: String,
+    },
+    /// Every context matching all the filters, one per line (the `ctx show` fields), in
+    /// ContextID order (in name order with --name-prefix). Follows the server's pages.
+    List {
+        /// Only contexts with this tag, KEY=VALUE (repeat: all of them).
+        #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
+        tags: Vec<(String, String)>,
+        /// Only contexts whose name starts with this.
+        #[arg(long)]
+        name_prefix: Option<String>,
+        /// Only contexts last updated before this time (Unix milliseconds, exclusive).
+        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+        updated_before: Option<u64>,
+        /// Only contexts last updated after this time (Unix milliseconds, exclusive).
+        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+        updated_after: Option<u64>,
+        /// Print at most this many (default: every match).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        limit: Option<u32>,
+    },
+    /// A copy of CTX named NEW: the same head, tags and key-value entries, sharing every turn
+    /// and payload (nothing is copied). Prints the new context as `ctx show` does.
+    Clone {
+        /// The context to copy: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// The copy's name (1..=256 bytes of UTF-8); a taken name exits 7 (ALREADY_EXISTS).
+        #[arg(long)]
+        name: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum KvCommand {
+    /// Store a value under KEY (replacing what is there), from --file or from stdin. Durable
+    /// when it prints the entry: key, value_hash, value_len.
+    Put {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// The key (1..=256 bytes).
+        key: OsString,
+        /// Read the value from this file instead of stdin.
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Keep the value that is there, if the key exists (no error; the entry printed is
+        /// then the kept one).
+        #[arg(long)]
+        if_absent: bool,
+        /// Store an empty value (refused otherwise: an empty stdin is usually a mistake in a
+        /// pipeline).
+        #[arg(long)]
+        allow_empty: bool,
+    },
+    /// Write the value of KEY (raw bytes, checked against its hash) to stdout or to -o PATH;
+    /// a key that is not there exits 3 (NOT_FOUND).
+    Get {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// The key.
+        key: OsString,
+        /// Write the value to this file instead of stdout.
+        #[arg(short = 'o')]
+        output: Option<PathBuf>,
+    },
+    /// Delete KEY (a key that is not there is no error). Prints nothing.
+    Rm {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// The key.
+        key: OsString,
+    },
+    /// The entries of a context in key order, one per line: key, value_hash, value_len
+    /// (`key_b64` too, for a key that is not UTF-8). Follows the server's pages.
+    List {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Only keys starting with this.
+        #[arg(long)]
+        prefix: Option<OsString>,
+    },
+}
+
+/// CTX on the command line: a ContextID, or `@NAME` (sent by name; the server resolves it).
+fn parse_context(text: &str) -> Result<ContextRef, String> {
+    match text.strip_prefix('@') {
+        Some("") => Err("@ needs a name after it, like @thread-42".into()),
+        Some(name) => Ok(ContextRef::Name(name.to_string())),
+        None => text.parse::<u64>().map(ContextRef::Id).map_err(|_| {
+            format!("{text:?} is neither a ContextID (a number) nor @NAME (a context's name)")
+        }),
+    }
+}
+
+/// `KEY=VALUE` (split at the first `=`; the value may hold more).
+fn parse_tag(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!("{text:?} is not KEY=VALUE with a non-empty KEY")),
+    }
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -277,6 +440,7 @@ fn classify(error: &anyhow::Error) -> (&'static str, u8, Option<u64>) {
                 Some(ErrorCode::NotFound) => EXIT_NOT_FOUND,
                 Some(ErrorCode::Conflict) => EXIT_CONFLICT,
                 Some(ErrorCode::Unauthorized) => EXIT_UNAUTHORIZED,
+                Some(ErrorCode::AlreadyExists) => EXIT_ALREADY_EXISTS,
                 _ if client.is_connection_failure() => EXIT_CONNECTION,
                 _ => EXIT_OTHER,
             };
@@ -288,6 +452,9 @@ fn classify(error: &anyhow::Error) -> (&'static str, u8, Option<u64>) {
         }
         if let Some(refused) = cause.downcast_ref::<NoPayload>() {
             return (refused.code(), EXIT_OTHER, None);
+        }
+        if cause.downcast_ref::<NoSuchKey>().is_some() {
+            return ("NOT_FOUND", EXIT_NOT_FOUND, None);
         }
         if cause.downcast_ref::<std::io::Error>().is_some() {
             return ("IO", EXIT_OTHER, None);
@@ -301,19 +468,27 @@ fn classify(error: &anyhow::Error) -> (&'static str, u8, Option<u64>) {
 #[error("stdout closed")]
 struct StdoutClosed;
 
-/// `append` refused to send an empty (or absent) payload.
+/// `append` or `kv put` refused to send an empty (or absent) payload.
 #[derive(Debug, thiserror::Error)]
 enum NoPayload {
-    #[error("the payload is empty ({0} gave 0 bytes); pass --allow-empty to append an empty turn")]
-    Empty(String),
+    #[error("the payload is empty ({0} gave 0 bytes); pass --allow-empty to {1}")]
+    Empty(String, &'static str),
     #[error("no payload: stdin is a terminal; pipe the payload in or pass --file PATH")]
     Terminal,
+}
+
+/// `kv get` of a key the context does not have.
+#[derive(Debug, thiserror::Error)]
+#[error("context {context} has no key {key:?}")]
+struct NoSuchKey {
+    context: ContextRef,
+    key: String,
 }
 
 impl NoPayload {
     fn code(&self) -> &'static str {
         match self {
-            NoPayload::Empty(_) => "EMPTY_PAYLOAD",
+            NoPayload::Empty(..) => "EMPTY_PAYLOAD",
             NoPayload::Terminal => "NO_PAYLOAD",
         }
     }
@@ -329,8 +504,13 @@ fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
     }
 }
 
-/// The payload of `append`, read before connecting, so that a refusal needs no server.
-fn read_payload(file: Option<&PathBuf>, allow_empty: bool) -> anyhow::Result<Vec<u8>> {
+/// The payload of `append` or the value of `kv put`, read before connecting, so that a refusal
+/// needs no server. `purpose` completes "pass --allow-empty to …".
+fn read_payload(
+    file: Option<&PathBuf>,
+    allow_empty: bool,
+    purpose: &'static str,
+) -> anyhow::Result<Vec<u8>> {
     let (payload, source) = match file {
         Some(path) => (
             std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
@@ -349,7 +529,7 @@ fn read_payload(file: Option<&PathBuf>, allow_empty: bool) -> anyhow::Result<Vec
         }
     };
     if payload.is_empty() && !allow_empty {
-        return Err(NoPayload::Empty(source).into());
+        return Err(NoPayload::Empty(source, purpose).into());
     }
     Ok(payload)
 }
@@ -359,7 +539,18 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     let payload = match &cli.command {
         Command::Append {
             file, allow_empty, ..
-        } => Some(read_payload(file.as_ref(), *allow_empty)?),
+        } => Some(read_payload(
+            file.as_ref(),
+            *allow_empty,
+            "append an empty turn",
+        )?),
+        Command::Kv(KvCommand::Put {
+            file, allow_empty, ..
+        }) => Some(read_payload(
+            file.as_ref(),
+            *allow_empty,
+            "store an empty value",
+        )?),
         _ => None,
     };
     let request_timeout = Some(cli.timeout).filter(|timeout| !timeout.is_zero());
@@ -371,12 +562,9 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     let client = Client::connect(config).with_context(|| format!("connecting to {}", cli.addr))?;
     let out = Output { json: cli.json };
     match &cli.command {
-        Command::Ctx(CtxCommand::Create { from: None }) => out.head(&client.create_context()?),
-        Command::Ctx(CtxCommand::Create { from: Some(turn) }) => {
-            out.head(&client.create_context_from(*turn)?)
-        }
-        Command::Ctx(CtxCommand::Fork { turn }) => out.head(&client.fork(*turn)?),
-        Command::Head { context } => out.head(&client.head(*context)?),
+        Command::Ctx(command) => ctx(&client, &out, command),
+        Command::Kv(command) => kv(&client, &out, command, payload),
+        Command::Head { context } => out.head(&client.head(context.clone())?),
         Command::Append {
             context,
             type_tag,
@@ -386,7 +574,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         } => {
             let codec = codec_tag(codec)?;
             let appended = client.append(
-                *context,
+                context.clone(),
                 *expect_head,
                 *type_tag,
                 codec,
@@ -421,19 +609,27 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             context,
             n,
             payloads,
-        } => out.turns(&client.last(*context, *n, *payloads)?.turns),
+        } => out.turns(&client.last(context.clone(), *n, *payloads)?.turns),
         Command::Page {
             context,
             before,
             n,
             payloads,
-        } => out.turns(&client.before(*context, *before, *n, *payloads)?.turns),
+        } => out.turns(
+            &client
+                .before(context.clone(), *before, *n, *payloads)?
+                .turns,
+        ),
         Command::Range {
             context,
             from_depth,
             n,
             payloads,
-        } => out.turns(&client.range(*context, *from_depth, *n, *payloads)?.turns),
+        } => out.turns(
+            &client
+                .range(context.clone(), *from_depth, *n, *payloads)?
+                .turns,
+        ),
         Command::Replay { turn, payloads } => out.turns(&client.replay(*turn, *payloads)?),
         Command::Blob { hash, output } => {
             let bytes = client.blob(BlobHash::from_hex(hash)?)?;
@@ -485,6 +681,166 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     }
 }
 
+/// `ctx …`: contexts, and (protocol version 2) their names and tags.
+fn ctx(client: &Client, out: &Output, command: &CtxCommand) -> anyhow::Result<()> {
+    match command {
+        CtxCommand::Create {
+            from,
+            name,
+            tags,
+            get_or_create,
+        } => {
+            // A plain create works with a version-1 server too (no name, no tags, no times).
+            if client.protocol_version() < 2 && name.is_none() && tags.is_empty() {
+                let head = match from {
+                    None => client.create_context()?,
+                    Some(turn) => client.create_context_from(*turn)?,
+                };
+                return out.created_v1(&head);
+            }
+            let new = NewContext {
+                base_turn_id: from.unwrap_or(0),
+                name: name.clone(),
+                tags: tags.iter().cloned().collect(),
+                get_or_create: *get_or_create,
+            };
+            let opened = client.open_context(new)?;
+            out.context(&opened.context, Some(opened.created))
+        }
+        CtxCommand::Fork { turn } => out.head(&client.fork(*turn)?),
+        CtxCommand::Show { context } => out.context(&client.context_info(context.clone())?, None),
+        CtxCommand::Tag {
+            context,
+            set,
+            remove,
+            expect_head,
+        } => {
+            let info =
+                client.tag_context(context.clone(), set.clone(), remove.clone(), *expect_head)?;
+            out.context(&info, None)
+        }
+        CtxCommand::Name { context, name } => {
+            out.context(&client.name_context(context.clone(), name.clone())?, None)
+        }
+        CtxCommand::List {
+            tags,
+            name_prefix,
+            updated_before,
+            updated_after,
+            limit,
+        } => {
+            let query = ContextQuery {
+                tags: tags.iter().cloned().collect::<BTreeMap<_, _>>(),
+                name_prefix: name_prefix.clone(),
+                updated_after_unix_ms: *updated_after,
+                updated_before_unix_ms: *updated_before,
+                ..ContextQuery::default()
+            };
+            // Page by page, printing as it goes: a long listing starts at once and stops
+            // quietly when the reader does (`| head`).
+            let mut printed = 0usize;
+            let mut cursor = None;
+            loop {
+                let mut page_query = query.clone();
+                if let Some(limit) = limit {
+                    let left = (*limit as usize).saturating_sub(printed);
+                    page_query.page_limit = page_query
+                        .page_limit
+                        .min(u32::try_from(left).unwrap_or(u32::MAX));
+                }
+                let page = client.list_contexts(&page_query, cursor.as_ref())?;
+                for info in &page.contexts {
+                    out.context(info, None)?;
+                }
+                printed += page.contexts.len();
+                let done = limit.is_some_and(|limit| printed >= limit as usize);
+                match page.next_cursor {
+                    Some(next) if !done => {
+                        if cursor.as_ref() == Some(&next) {
+                            anyhow::bail!("the server answered the same listing cursor twice");
+                        }
+                        cursor = Some(next);
+                    }
+                    _ => return Ok(()),
+                }
+            }
+        }
+        CtxCommand::Clone { context, name } => {
+            out.context(&client.clone_context(context.clone(), name.clone())?, None)
+        }
+    }
+}
+
+/// `kv …`: a context's key-value entries. `value` is what `kv put` read before connecting.
+fn kv(
+    client: &Client,
+    out: &Output,
+    command: &KvCommand,
+    value: Option<Vec<u8>>,
+) -> anyhow::Result<()> {
+    match command {
+        KvCommand::Put {
+            context,
+            key,
+            if_absent,
+            ..
+        } => {
+            let key = Bytes::from(key.clone().into_encoded_bytes());
+            let value = Bytes::from(value.unwrap_or_default());
+            let entry = KvItem {
+                key: key.clone(),
+                value_hash: BlobHash::of(&value),
+                value_len: value.len() as u32,
+            };
+            client.kv_put(context.clone(), vec![(key.clone(), value)], *if_absent)?;
+            // What the context holds now: with --if-absent, perhaps the value that was there.
+            let stored = client.kv_list(context.clone(), &key, &[], 1)?;
+            let stored = stored.into_iter().find(|item| item.key == key);
+            out.kv_item(stored.as_ref().unwrap_or(&entry))
+        }
+        KvCommand::Get {
+            context,
+            key,
+            output,
+        } => {
+            let key = key.clone().into_encoded_bytes();
+            let Some((_, value)) = client.kv_get(context.clone(), key.clone())? else {
+                return Err(NoSuchKey {
+                    context: context.clone(),
+                    key: String::from_utf8_lossy(&key).into_owned(),
+                }
+                .into());
+            };
+            match output {
+                Some(path) => std::fs::write(path, &value)
+                    .with_context(|| format!("writing {}", path.display())),
+                None => write_stdout(&value),
+            }
+        }
+        KvCommand::Rm { context, key } => {
+            let key = Bytes::from(key.clone().into_encoded_bytes());
+            client.kv_delete(context.clone(), vec![key])?;
+            Ok(())
+        }
+        KvCommand::List { context, prefix } => {
+            let prefix = prefix.clone().unwrap_or_default().into_encoded_bytes();
+            // Page by page, printing as it goes (see `ctx list`).
+            const PAGE: u32 = 1000;
+            let mut after = Bytes::new();
+            loop {
+                let page = client.kv_list(context.clone(), &prefix, &after, PAGE)?;
+                for item in &page {
+                    out.kv_item(item)?;
+                }
+                match page.last() {
+                    Some(last) if page.len() == PAGE as usize => after = last.key.clone(),
+                    _ => return Ok(()),
+                }
+            }
+        }
+    }
+}
+
 struct Output {
     json: bool,
 }
@@ -511,6 +867,94 @@ impl Output {
             self.text(&format!(
                 "context {} head {} depth {}",
                 head.context_id, head.head_turn_id, head.head_depth
+            ))
+        }
+    }
+
+    /// A context as `ctx show` prints it; `created` (from `ctx create`) adds whether this call
+    /// created it.
+    fn context(&self, info: &ContextInfo, created: Option<bool>) -> anyhow::Result<()> {
+        if self.json {
+            let mut value = json!({
+                "context_id": info.context_id,
+                "head_turn_id": info.head_turn_id,
+                "head_depth": info.head_depth,
+                "name": info.name,
+                "tags": info.tags,
+                "created_at_unix_ms": info.created_at_unix_ms,
+                "updated_at_unix_ms": info.updated_at_unix_ms,
+            });
+            if let (Some(created), Some(object)) = (created, value.as_object_mut()) {
+                object.insert("created".into(), json!(created));
+            }
+            return self.line(&value);
+        }
+        let mut text = format!("context {}", info.context_id);
+        if let Some(name) = &info.name {
+            text.push_str(&format!(" @{}", readable(name)));
+        }
+        if info.head_turn_id == 0 {
+            text.push_str(" (empty)");
+        } else {
+            text.push_str(&format!(
+                " head {} depth {}",
+                info.head_turn_id, info.head_depth
+            ));
+        }
+        if !info.tags.is_empty() {
+            let tags: Vec<String> = info
+                .tags
+                .iter()
+                .map(|(key, value)| format!("{}={}", readable(key), readable(value)))
+                .collect();
+            text.push_str(&format!(" tags {}", tags.join(" ")));
+        }
+        text.push_str(&format!(
+            " created {} updated {}",
+            unix_ms_text(info.created_at_unix_ms),
+            unix_ms_text(info.updated_at_unix_ms)
+        ));
+        if created == Some(false) {
+            text.push_str(" (already existed)");
+        }
+        self.text(&text)
+    }
+
+    /// `ctx create` against a version-1 server: the same fields, no name, tags or times.
+    fn created_v1(&self, head: &ContextHead) -> anyhow::Result<()> {
+        if !self.json {
+            return self.head(head);
+        }
+        self.line(&json!({
+            "context_id": head.context_id,
+            "head_turn_id": head.head_turn_id,
+            "head_depth": head.head_depth,
+            "name": null,
+            "tags": {},
+            "created": true,
+        }))
+    }
+
+    /// A key-value entry as `kv list` prints it.
+    fn kv_item(&self, item: &KvItem) -> anyhow::Result<()> {
+        let key = String::from_utf8_lossy(&item.key);
+        if self.json {
+            let mut value = json!({
+                "key": key,
+                "value_hash": item.value_hash.to_hex(),
+                "value_len": item.value_len,
+            });
+            if let (Err(_), Some(object)) = (std::str::from_utf8(&item.key), value.as_object_mut())
+            {
+                object.insert("key_b64".into(), json!(BASE64_STANDARD.encode(&item.key)));
+            }
+            self.line(&value)
+        } else {
+            self.text(&format!(
+                "{} {} bytes {}",
+                readable(&key),
+                item.value_len,
+                item.value_hash
             ))
         }
     }
@@ -555,6 +999,26 @@ impl Output {
     }
 }
 
+/// Text as it is when it has no spaces, quotes or control characters; quoted otherwise (so
+/// that a line of readable output stays one line with its fields apart).
+fn readable(text: &str) -> String {
+    let plain = !text.is_empty()
+        && !text
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '\\');
+    if plain {
+        text.to_string()
+    } else {
+        format!("{text:?}")
+    }
+}
+
+/// Unix milliseconds as RFC 3339 (UTC), for humans.
+fn unix_ms_text(unix_ms: u64) -> String {
+    let at = SystemTime::UNIX_EPOCH + Duration::from_millis(unix_ms);
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -591,6 +1055,28 @@ mod tests {
                 .any(|sub| sub.get_name() == "ping")
         );
         assert!(command.get_subcommands().count() >= 11);
+    }
+
+    #[test]
+    fn contexts_are_ids_or_at_names() {
+        assert_eq!(parse_context("42"), Ok(ContextRef::Id(42)));
+        assert_eq!(
+            parse_context("@thread-42"),
+            Ok(ContextRef::Name("thread-42".into()))
+        );
+        // Only the first @ marks a name.
+        assert_eq!(parse_context("@@x"), Ok(ContextRef::Name("@x".into())));
+        assert!(parse_context("@").is_err());
+        assert!(parse_context("thread").is_err());
+        assert!(parse_context("-1").is_err());
+    }
+
+    #[test]
+    fn tags_split_at_the_first_equals() {
+        assert_eq!(parse_tag("status=a=b"), Ok(("status".into(), "a=b".into())));
+        assert_eq!(parse_tag("k="), Ok(("k".into(), String::new())));
+        assert!(parse_tag("=v").is_err());
+        assert!(parse_tag("novalue").is_err());
     }
 
     #[test]
