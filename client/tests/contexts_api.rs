@@ -123,7 +123,16 @@ fn open_show_tag_name_and_clone() {
     let named = client.name_context(fork.context_id, "fork-1").unwrap();
     assert_eq!(named.name.as_deref(), Some("fork-1"));
     assert_eq!(client.head(name("fork-1")).unwrap(), fork.head());
+    // Names do not change; a taken name is ALREADY_EXISTS for a context without one.
     let error = client.name_context(name("fork-1"), "thread-1").unwrap_err();
+    assert_eq!(code(&error), Some(ErrorCode::InvalidArgument));
+    let unnamed = client
+        .open_context(NewContext::new().from_turn(head))
+        .unwrap()
+        .context;
+    let error = client
+        .name_context(unnamed.context_id, "thread-1")
+        .unwrap_err();
     assert_eq!(code(&error), Some(ErrorCode::AlreadyExists));
 
     // Clone: the head, tags and entries; its own from then on.

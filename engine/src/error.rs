@@ -67,7 +67,7 @@ pub enum EngineError {
     TooLarge { len: u64, max: u64 },
     #[error("{requested} turns requested; read_turns_max is {max} per read")]
     TooManyTurns { requested: u32, max: u32 },
-    #[error("invalid argument: {0}")]
+    #[error("{0}")]
     InvalidArgument(String),
     #[error("over the limit of {what}: at most {limit}")]
     Limit { what: &'static str, limit: usize },

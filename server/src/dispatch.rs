@@ -521,10 +521,16 @@ impl Dispatcher {
         let item = self.engine.kv_get(&context, key).map_err(engine_error)?;
         let Some(item) = item else {
             let key = String::from_utf8_lossy(key);
-            return Err(error(
-                ErrorCode::NotFound,
-                format!("context {context:?} has no key {key:?}"),
-            ));
+            let context = match &context {
+                ContextRef::Id(context_id) => context_id.to_string(),
+                ContextRef::Name(name) => format!("@{name}"),
+            };
+            // detail 1: the context exists, the key does not (0: no such context).
+            return Err(Response::Error {
+                code: ErrorCode::NotFound,
+                detail: KV_KEY_MISSING,
+                message: format!("context {context} has no key {key:?}"),
+            });
         };
         let mode = payload_mode(flags | read_flags::WITH_PAYLOADS);
         let mut cache = self.payload_cache.borrow_mut();
@@ -685,6 +691,9 @@ fn payload_wire(payload: Payload) -> PayloadWire {
         },
     }
 }
+
+/// `detail` of KV_GET's NOT_FOUND when the context exists but the key does not.
+const KV_KEY_MISSING: u64 = 1;
 
 /// A response as a connection of `version` may see it: version 1 defines no TURN flags (a
 /// SUMMARY turn appended by a version-2 client reads as flags 0 there).

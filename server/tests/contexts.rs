@@ -204,10 +204,30 @@ fn contexts_by_name_tags_listing_and_key_value_through_the_protocol() {
         context: named("t-2"),
         name: name.into(),
     };
-    let (code, detail, _) = error(&raw.call(15, &rename("t-1")));
-    assert_eq!((code, detail), (ErrorCode::AlreadyExists, id));
     let (code, _, message) = error(&raw.call(15, &rename("t-9")));
     assert_eq!(code, ErrorCode::InvalidArgument, "{message}");
+    let (code, _, message) = error(&raw.call(15, &rename("t-1")));
+    assert_eq!(
+        code,
+        ErrorCode::InvalidArgument,
+        "names do not change: {message}"
+    );
+    let (unnamed, _) = opened(raw.call(
+        16,
+        &Request::CtxOpen {
+            base_turn_id: 0,
+            get_or_create: false,
+            clone_from: None,
+            name: None,
+            tags: vec![],
+        },
+    ));
+    let taken = Request::CtxName {
+        context: ContextRef::Id(unnamed.head.context_id),
+        name: "t-1".into(),
+    };
+    let (code, detail, _) = error(&raw.call(17, &taken));
+    assert_eq!((code, detail), (ErrorCode::AlreadyExists, id));
 
     // Listing: by tag, by name prefix with paging (each match once, in name order).
     let by_tag = |cursor, limit| Request::CtxList {

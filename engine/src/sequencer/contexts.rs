@@ -367,16 +367,17 @@ fn check_name(
             limit: NAME_BYTES_MAX,
         });
     }
+    // Names do not change: said first, also when the new name is the context's own.
+    if let Some(current) = &info.name {
+        return Err(EngineError::InvalidArgument(format!(
+            "context {context_id} is already named {current:?}; names do not change"
+        )));
+    }
     if let Some(owner) = contexts.by_name(name) {
         return Err(EngineError::NameTaken {
             name: name.to_owned(),
             context_id: owner,
         });
-    }
-    if let Some(current) = &info.name {
-        return Err(EngineError::InvalidArgument(format!(
-            "context {context_id} is already named {current:?}; names do not change"
-        )));
     }
     Ok(())
 }
