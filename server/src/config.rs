@@ -29,6 +29,11 @@ pub struct ServerConfig {
     /// Raw payload bytes each network core keeps for hot reads (32 MiB; 0 disables). A
     /// payload larger than 1/16 of it is never cached.
     pub payload_cache_bytes_per_core: u64,
+    /// Serve Prometheus metrics (`GET /metrics`) here; `None`: no metrics endpoint.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Allow `metrics_listen` off loopback. The endpoint has no authentication: whoever
+    /// reaches it reads the figures (never data), so it must be asked for explicitly.
+    pub metrics_allow_non_loopback: bool,
 }
 
 /// A limit on everything a client controls, unit last.
@@ -115,6 +120,8 @@ impl ServerConfig {
             ready_file: None,
             drain_timeout: Duration::from_secs(10),
             payload_cache_bytes_per_core: 32 * 1024 * 1024,
+            metrics_listen: None,
+            metrics_allow_non_loopback: false,
         }
     }
 
@@ -127,6 +134,16 @@ impl ServerConfig {
                 "refusing to listen on {} without a token: anyone who can reach it could read \
                  and write every context. Pass --token-file, or listen on 127.0.0.1",
                 self.listen
+            ));
+        }
+        if let Some(metrics) = self.metrics_listen
+            && !metrics.ip().is_loopback()
+            && !self.metrics_allow_non_loopback
+        {
+            return Err(format!(
+                "refusing to serve metrics on {metrics}: the endpoint has no authentication. \
+                 Pass --metrics-allow-non-loopback if the network is trusted (or a firewall \
+                 guards the port), or use a loopback address"
             ));
         }
         if let Some(token) = &self.token
@@ -261,6 +278,19 @@ mod tests {
         config.listen = "0.0.0.0:7411".parse().unwrap();
         assert!(config.validate().unwrap_err().contains("without a token"));
         config.token = Some("s3cret".into());
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn non_loopback_metrics_need_the_explicit_flag() {
+        let mut config = ServerConfig::new("/tmp/x");
+        config.metrics_listen = Some("127.0.0.1:9411".parse().unwrap());
+        config.validate().unwrap();
+        config.metrics_listen = Some("0.0.0.0:9411".parse().unwrap());
+        config.token = Some("s3cret".into());
+        let error = config.validate().unwrap_err();
+        assert!(error.contains("--metrics-allow-non-loopback"), "{error}");
+        config.metrics_allow_non_loopback = true;
         config.validate().unwrap();
     }
 
