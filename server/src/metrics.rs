@@ -169,13 +169,17 @@ impl MetricsSource {
             MetricType::COUNTER,
             errors,
         ));
+        // HELLO and unknown types are answered before dispatch: no latency is recorded.
         let latency = (0..TYPE_SLOTS)
+            .filter(|&slot| {
+                slot != UNKNOWN_TYPE_SLOT && type_name(slot) != MessageType::Hello.name()
+            })
             .map(|slot| {
                 let mut merged = Histogram::new(LATENCY_BOUNDS_US).snapshot();
                 for core in &self.cores {
                     Histogram::merge(&mut merged, &core.latency_us[slot].snapshot());
                 }
-                histogram(&[("type", type_name(slot))], &merged, 1e-6)
+                histogram(&[("type", type_name(slot))], &merged, 1e6)
             })
             .collect();
         families.push(family(
@@ -267,7 +271,7 @@ impl MetricsSource {
             MetricType::HISTOGRAM,
             actors
                 .iter()
-                .map(|actor| histogram(&labels(&actor.actor), &actor.fsync_us, 1e-6))
+                .map(|actor| histogram(&labels(&actor.actor), &actor.fsync_us, 1e6))
                 .collect(),
         ));
         families.push(family(
@@ -420,16 +424,17 @@ fn gauge<V: AsRef<str>>(labels: &[(&str, V)], value: f64) -> proto::Metric {
     metric
 }
 
-/// A histogram of `snapshot`, its bounds and sum multiplied by `scale` (1e-6: µs → s).
+/// A histogram of `snapshot`, its bounds and sum divided by `divisor` (1e6: µs → s; a
+/// division keeps bounds like 25 µs exact in decimal: 0.000025).
 fn histogram<V: AsRef<str>>(
     labels: &[(&str, V)],
     snapshot: &HistogramSnapshot,
-    scale: f64,
+    divisor: f64,
 ) -> proto::Metric {
     let mut metric = labelled(labels);
     let mut histogram = proto::Histogram::default();
     histogram.set_sample_count(snapshot.count());
-    histogram.set_sample_sum(snapshot.sum as f64 * scale);
+    histogram.set_sample_sum(snapshot.sum as f64 / divisor);
     histogram.set_bucket(
         snapshot
             .bounds
@@ -437,7 +442,7 @@ fn histogram<V: AsRef<str>>(
             .zip(&snapshot.cumulative)
             .map(|(&bound, &count)| {
                 let mut bucket = proto::Bucket::default();
-                bucket.set_upper_bound(bound as f64 * scale);
+                bucket.set_upper_bound(bound as f64 / divisor);
                 bucket.set_cumulative_count(count);
                 bucket
             })
