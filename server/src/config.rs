@@ -257,9 +257,35 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|error| format!("{text:?} is not a duration like 10s, 2m, 500ms: {error}"))
 }
 
+/// Parses `HOST:PORT` where HOST is an IP address or a host name (resolved now; its first
+/// address is used, like the CLI's `--addr`).
+pub fn resolve_addr(text: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(addr) = text.trim().parse() {
+        return Ok(addr);
+    }
+    let mut addrs = text.trim().to_socket_addrs().map_err(|error| {
+        format!("{text:?} is not HOST:PORT with a host that resolves (like 127.0.0.1:7411 or localhost:7411): {error}")
+    })?;
+    addrs
+        .next()
+        .ok_or_else(|| format!("{text:?} resolves to no address"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listen_addresses_accept_host_names() {
+        assert_eq!(
+            resolve_addr("127.0.0.1:7411"),
+            Ok(SocketAddr::from(([127, 0, 0, 1], 7411)))
+        );
+        assert!(resolve_addr("localhost:7411").unwrap().ip().is_loopback());
+        assert!(resolve_addr("localhost").is_err(), "a port is required");
+        assert!(resolve_addr("no-such-host.invalid:1").is_err());
+    }
 
     #[test]
     fn durations() {

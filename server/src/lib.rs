@@ -8,6 +8,7 @@
 //! - [`dispatch`]: a request to engine calls to a response.
 //! - `payload_cache`: a core's raw payloads, so that hot reads skip pack reads and zstd.
 //! - `local`: single-threaded notify/flag/race helpers; `counters`: STATS counters.
+//! - [`settings`]: the layers of the server's settings (flag > env > config file > default).
 //! - [`metrics`]: per-core request counters and the `GET /metrics` endpoint (Prometheus).
 
 mod acceptor;
@@ -19,6 +20,7 @@ mod local;
 pub mod metrics;
 pub mod network_core;
 mod payload_cache;
+pub mod settings;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
