@@ -632,7 +632,7 @@ fn handle_frame(
     let accounting = &state.accounting;
     accounting.in_flight.set(accounting.in_flight.get() + 1);
     let reserved = response_bytes_reserved(&request, core) + body_bytes;
-    let started = Instant::now();
+    let started = core.metrics.clock();
     let mut task: Pin<Box<dyn Future<Output = Response>>> = {
         let core = core.clone();
         Box::pin(async move { core.dispatcher.handle(request).await })
@@ -646,8 +646,7 @@ fn handle_frame(
     let mut context = Context::from_waker(Waker::noop());
     match task.as_mut().poll(&mut context) {
         Poll::Ready(response) => {
-            core.metrics
-                .answered(header.msg_type, &response, Some(started));
+            core.metrics.answered(header.msg_type, &response, started);
             state.send(header.req_id, &response, true);
         }
         Poll::Pending => {
@@ -655,7 +654,7 @@ fn handle_frame(
             let (state, metrics) = (state.clone(), core.metrics.clone());
             compio::runtime::spawn(async move {
                 let response = task.await;
-                metrics.answered(header.msg_type, &response, Some(started));
+                metrics.answered(header.msg_type, &response, started);
                 let accounting = &state.accounting;
                 if !accounting.closed.get() {
                     accounting.sub(&accounting.reserved_bytes, reserved);

@@ -87,7 +87,10 @@ impl Server {
             incoming.push(handed);
             // Two messages: stop (drain), then hurry (close now).
             let (stop, shutdown) = flume::bounded(2);
-            let metrics = Arc::new(metrics::CoreMetrics::new(Arc::default()));
+            let metrics = Arc::new(metrics::CoreMetrics::new(
+                Arc::default(),
+                config.metrics_listen.is_some(),
+            ));
             core_metrics.push(metrics.clone());
             let settings = network_core::CoreSettings {
                 index,

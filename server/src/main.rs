@@ -65,7 +65,7 @@ struct ServeArgs {
     data: PathBuf,
     /// TOML file with any of these settings; flags and CTXSTORE_* variables override it.
     /// Unknown keys are an error.
-    #[arg(long)]
+    #[arg(long, env = "CTXSTORE_CONFIG")]
     config: Option<PathBuf>,
     /// Print the effective configuration (as TOML, each value with its source), check it,
     /// and exit (1 if it is invalid).

@@ -58,11 +58,16 @@ pub struct CoreMetrics {
     latency_us: Box<[Histogram]>,
     /// The core's payload cache.
     cache: Arc<CacheCounters>,
+    /// Count requests at all: false when no metrics endpoint is configured, so that a server
+    /// without one pays neither the counting nor the clock reads (and the overhead A/B in
+    /// docs/benchmarks.md compares exactly this switch).
+    enabled: bool,
 }
 
 impl CoreMetrics {
-    pub fn new(cache: Arc<CacheCounters>) -> CoreMetrics {
+    pub fn new(cache: Arc<CacheCounters>, enabled: bool) -> CoreMetrics {
         CoreMetrics {
+            enabled,
             requests: (0..TYPE_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             errors: (0..TYPE_SLOTS * ERROR_SLOTS)
                 .map(|_| AtomicU64::new(0))
@@ -79,10 +84,19 @@ impl CoreMetrics {
         self.cache.clone()
     }
 
+    /// Now, when request latency is measured; `None` when counting is off.
+    #[inline]
+    pub fn clock(&self) -> Option<Instant> {
+        self.enabled.then(Instant::now)
+    }
+
     /// Counts one request frame of type `msg_type` answered with `response`; with `started`
     /// (when the request was decoded), its latency too. Only the owning core calls it.
     #[inline]
     pub fn answered(&self, msg_type: u16, response: &Response, started: Option<Instant>) {
+        if !self.enabled {
+            return;
+        }
         let slot = type_slot(msg_type);
         add_single_writer(&self.requests[slot], 1);
         if let Response::Error { code, .. } = response
