@@ -14,6 +14,7 @@ use crate::error::{EngineError, OpenError};
 use crate::file::ReadFile;
 use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
 use crate::ids::{BlobHash, ContextId, TurnId};
+use crate::metrics::{ActorMetrics, ActorSnapshot};
 use crate::model::{
     AppendPayload, AppendRequest, Appended, ContextHead, Created, NewContext, NoPayloadCache, Page,
     PageOptions, PageQuery, Payload, PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn,
@@ -106,8 +107,10 @@ impl Engine {
             heads,
             contexts,
             counters,
+            shard_metrics: views.iter().map(|_| ActorMetrics::default()).collect(),
             shards: views.into_boxed_slice(),
             status: StoreStatus::default(),
+            sequencer_metrics: ActorMetrics::default(),
         });
         tracing::info!(
             data = %store.root.display(),
@@ -507,6 +510,28 @@ impl Engine {
             stats.stored_bytes += shard.counters.stored_bytes.load(Ordering::Relaxed);
         }
         stats
+    }
+
+    /// Each actor's group-commit figures and queue depth, for monitoring: the sequencer
+    /// first, then the shards in order. Reads atomics and channel lengths only.
+    pub fn actor_metrics(&self) -> Vec<ActorSnapshot> {
+        let inner = &self.inner;
+        let published = &inner.published;
+        let mut actors = Vec::with_capacity(1 + inner.shards.len());
+        actors.push(
+            published
+                .sequencer_metrics
+                .snapshot("sequencer".into(), inner.sequencer.0.len() as u64),
+        );
+        for (shard, (metrics, inbox)) in published
+            .shard_metrics
+            .iter()
+            .zip(inner.shards.iter())
+            .enumerate()
+        {
+            actors.push(metrics.snapshot(format!("shard{shard}"), inbox.len() as u64));
+        }
+        actors
     }
 
     /// Stops the engine: refuses new work, lets every actor finish its queue and sync, joins

@@ -21,8 +21,10 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use crate::error::EngineError;
+use crate::metrics::{ActorMetrics, add_single_writer};
 use crate::status::StoreStatus;
 
 /// How an actor does its I/O, fixed by configuration and placement.
@@ -99,12 +101,19 @@ impl ActorFile {
     /// commit. A failed write is cut back to `offset`, so recovery never finds records whose
     /// requests were answered with an error. A failed fdatasync turns the store read-only: the
     /// kernel may have dropped the dirty pages, so a retry could report success for lost data.
+    ///
+    /// `records` (how many records `bytes` hold) and the fdatasync's latency go to the
+    /// actor's `metrics`: this is the one place every group commit passes.
     pub async fn append_durably(
         &self,
         bytes: &[u8],
         offset: u64,
+        records: u32,
         status: &StoreStatus,
+        metrics: &ActorMetrics,
     ) -> Result<(), EngineError> {
+        metrics.batch_records.record(u64::from(records));
+        add_single_writer(&metrics.written_bytes, bytes.len() as u64);
         if let Err(source) = self.write_all_at(bytes, offset) {
             if let Err(cut) = self.set_len(offset) {
                 status.set_read_only(format!(
@@ -114,7 +123,12 @@ impl ActorFile {
             }
             return Err(EngineError::from_write(&self.path, source));
         }
-        self.sync_or_fail(status).await
+        let started = Instant::now();
+        let synced = self.sync_or_fail(status).await;
+        metrics
+            .fsync_us
+            .record(started.elapsed().as_micros().try_into().unwrap_or(u64::MAX));
+        synced
     }
 
     /// Writes `len` zero bytes at `offset` and syncs them: space prepared ahead of the records,

@@ -16,6 +16,8 @@
 //! - `read`: page reads over published state.
 //! - [`engine`]: the `Engine` handle; open, the caller's step of an append, reads, shutdown.
 //! - [`verify`]: the offline invariant checker.
+//! - [`metrics`]: single-writer histograms and counters for monitoring; the actors' group
+//!   commit figures are recorded in `file` (`append_durably`).
 
 mod blob;
 pub mod config;
@@ -28,6 +30,7 @@ mod file;
 pub mod format;
 mod group_commit;
 pub mod ids;
+pub mod metrics;
 pub mod model;
 mod pipeline;
 mod published;

@@ -4,6 +4,7 @@
 
 use crate::blob::view::ShardView;
 use crate::ids::BlobHash;
+use crate::metrics::ActorMetrics;
 use crate::sequencer::view::{ContextsView, HeadTable, SequencerCounters, TurnsView};
 use crate::status::StoreStatus;
 
@@ -16,6 +17,10 @@ pub(crate) struct Published {
     pub counters: SequencerCounters,
     pub shards: Box<[ShardView]>,
     pub status: StoreStatus,
+    /// Group-commit figures, each written only by its actor: the sequencer's, then one per
+    /// shard.
+    pub sequencer_metrics: ActorMetrics,
+    pub shard_metrics: Box<[ActorMetrics]>,
 }
 
 impl Published {

@@ -29,6 +29,11 @@ pub struct ServerConfig {
     /// Raw payload bytes each network core keeps for hot reads (32 MiB; 0 disables). A
     /// payload larger than 1/16 of it is never cached.
     pub payload_cache_bytes_per_core: u64,
+    /// Serve Prometheus metrics (`GET /metrics`) here; `None`: no metrics endpoint.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Allow `metrics_listen` off loopback. The endpoint has no authentication: whoever
+    /// reaches it reads the figures (never data), so it must be asked for explicitly.
+    pub metrics_allow_non_loopback: bool,
 }
 
 /// A limit on everything a client controls, unit last.
@@ -115,6 +120,8 @@ impl ServerConfig {
             ready_file: None,
             drain_timeout: Duration::from_secs(10),
             payload_cache_bytes_per_core: 32 * 1024 * 1024,
+            metrics_listen: None,
+            metrics_allow_non_loopback: false,
         }
     }
 
@@ -127,6 +134,16 @@ impl ServerConfig {
                 "refusing to listen on {} without a token: anyone who can reach it could read \
                  and write every context. Pass --token-file, or listen on 127.0.0.1",
                 self.listen
+            ));
+        }
+        if let Some(metrics) = self.metrics_listen
+            && !metrics.ip().is_loopback()
+            && !self.metrics_allow_non_loopback
+        {
+            return Err(format!(
+                "refusing to serve metrics on {metrics}: the endpoint has no authentication. \
+                 Pass --metrics-allow-non-loopback if the network is trusted (or a firewall \
+                 guards the port), or use a loopback address"
             ));
         }
         if let Some(token) = &self.token
@@ -240,9 +257,35 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|error| format!("{text:?} is not a duration like 10s, 2m, 500ms: {error}"))
 }
 
+/// Parses `HOST:PORT` where HOST is an IP address or a host name (resolved now; its first
+/// address is used, like the CLI's `--addr`).
+pub fn resolve_addr(text: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(addr) = text.trim().parse() {
+        return Ok(addr);
+    }
+    let mut addrs = text.trim().to_socket_addrs().map_err(|error| {
+        format!("{text:?} is not HOST:PORT with a host that resolves (like 127.0.0.1:7411 or localhost:7411): {error}")
+    })?;
+    addrs
+        .next()
+        .ok_or_else(|| format!("{text:?} resolves to no address"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listen_addresses_accept_host_names() {
+        assert_eq!(
+            resolve_addr("127.0.0.1:7411"),
+            Ok(SocketAddr::from(([127, 0, 0, 1], 7411)))
+        );
+        assert!(resolve_addr("localhost:7411").unwrap().ip().is_loopback());
+        assert!(resolve_addr("localhost").is_err(), "a port is required");
+        assert!(resolve_addr("no-such-host.invalid:1").is_err());
+    }
 
     #[test]
     fn durations() {
@@ -261,6 +304,19 @@ mod tests {
         config.listen = "0.0.0.0:7411".parse().unwrap();
         assert!(config.validate().unwrap_err().contains("without a token"));
         config.token = Some("s3cret".into());
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn non_loopback_metrics_need_the_explicit_flag() {
+        let mut config = ServerConfig::new("/tmp/x");
+        config.metrics_listen = Some("127.0.0.1:9411".parse().unwrap());
+        config.validate().unwrap();
+        config.metrics_listen = Some("0.0.0.0:9411".parse().unwrap());
+        config.token = Some("s3cret".into());
+        let error = config.validate().unwrap_err();
+        assert!(error.contains("--metrics-allow-non-loopback"), "{error}");
+        config.metrics_allow_non_loopback = true;
         config.validate().unwrap();
     }
 

@@ -24,6 +24,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -46,6 +47,8 @@ use crate::local::{Either, LocalFlag, LocalNotify, race};
 #[derive(Debug)]
 pub struct CoreContext {
     pub dispatcher: Dispatcher,
+    /// This core's request counters and latencies (only this core writes them).
+    pub metrics: Arc<crate::metrics::CoreMetrics>,
     /// BLAKE3 of the server's token: a presented token is hashed and the digests compared in
     /// constant time, so neither the token's bytes nor its length show in the timing.
     pub token_digest: Option<[u8; 32]>,
@@ -576,11 +579,9 @@ fn handle_frame(
     let authenticated = hello.deadline.is_none();
     let is_hello = header.msg_type == MessageType::Hello.code();
     if !authenticated && !is_hello {
-        state.send(
-            header.req_id,
-            &error(ErrorCode::Unauthorized, "send HELLO first"),
-            false,
-        );
+        let response = error(ErrorCode::Unauthorized, "send HELLO first");
+        core.metrics.answered(header.msg_type, &response, None);
+        state.send(header.req_id, &response, false);
         return Some("request before HELLO");
     }
     // A payload is a slice of the read buffer: a request holds its frame's memory until it
@@ -590,7 +591,9 @@ fn handle_frame(
         Ok(request) => request,
         Err(decode_error) => {
             let code = decode_error.code();
-            state.send(header.req_id, &error(code, decode_error.to_string()), false);
+            let response = error(code, decode_error.to_string());
+            core.metrics.answered(header.msg_type, &response, None);
+            state.send(header.req_id, &response, false);
             // An unknown message still had a well-formed frame: the stream is intact.
             return (code != ErrorCode::UnknownMessage).then_some("malformed body");
         }
@@ -603,11 +606,9 @@ fn handle_frame(
     } = &request
     {
         if authenticated {
-            state.send(
-                header.req_id,
-                &error(ErrorCode::BadFrame, "HELLO twice"),
-                false,
-            );
+            let response = error(ErrorCode::BadFrame, "HELLO twice");
+            core.metrics.answered(header.msg_type, &response, None);
+            state.send(header.req_id, &response, false);
             return Some("second HELLO");
         }
         return match self::hello(core, *min_version, *max_version, token, client_name) {
@@ -617,10 +618,12 @@ fn handle_frame(
                 if core.pending_hellos.remove(hello.id) {
                     uncount_unauthenticated(core);
                 }
+                core.metrics.answered(header.msg_type, &response, None);
                 state.send(header.req_id, &response, false);
                 None
             }
             Err((response, ending)) => {
+                core.metrics.answered(header.msg_type, &response, None);
                 state.send(header.req_id, &response, false);
                 Some(ending)
             }
@@ -633,6 +636,7 @@ fn handle_frame(
     let accounting = &state.accounting;
     accounting.in_flight.set(accounting.in_flight.get() + 1);
     let reserved = response_bytes_reserved(&request, core) + body_bytes;
+    let started = core.metrics.clock();
     let mut task: Pin<Box<dyn Future<Output = Response>>> = {
         let core = core.clone();
         let version = hello.version;
@@ -646,12 +650,16 @@ fn handle_frame(
     // are thus bounded too, not only responses.)
     let mut context = Context::from_waker(Waker::noop());
     match task.as_mut().poll(&mut context) {
-        Poll::Ready(response) => state.send(header.req_id, &response, true),
+        Poll::Ready(response) => {
+            core.metrics.answered(header.msg_type, &response, started);
+            state.send(header.req_id, &response, true);
+        }
         Poll::Pending => {
             accounting.add(&accounting.reserved_bytes, reserved);
-            let state = state.clone();
+            let (state, metrics) = (state.clone(), core.metrics.clone());
             compio::runtime::spawn(async move {
                 let response = task.await;
+                metrics.answered(header.msg_type, &response, started);
                 let accounting = &state.accounting;
                 if !accounting.closed.get() {
                     accounting.sub(&accounting.reserved_bytes, reserved);

@@ -14,6 +14,10 @@ pub struct ServerCounters {
     /// Response bytes not yet written, with what running requests hold and may produce, over
     /// every connection (enforces `unwritten_bytes_total_max`).
     pub unwritten_bytes: AtomicU64,
+    /// Connections handed to a network core.
+    pub connections_accepted: AtomicU64,
+    /// Connections refused at a connection limit (OVERLOADED).
+    pub connections_refused: AtomicU64,
     /// Requests received after HELLO.
     pub requests: AtomicU64,
     /// ERROR responses sent.
@@ -27,6 +31,8 @@ impl Default for ServerCounters {
             connections: AtomicU64::new(0),
             connections_unauthenticated: AtomicU64::new(0),
             unwritten_bytes: AtomicU64::new(0),
+            connections_accepted: AtomicU64::new(0),
+            connections_refused: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             started: Instant::now(),

@@ -8,6 +8,8 @@
 //! - [`dispatch`]: a request to engine calls to a response.
 //! - `payload_cache`: a core's raw payloads, so that hot reads skip pack reads and zstd.
 //! - `local`: single-threaded notify/flag/race helpers; `counters`: STATS counters.
+//! - [`settings`]: the layers of the server's settings (flag > env > config file > default).
+//! - [`metrics`]: per-core request counters and the `GET /metrics` endpoint (Prometheus).
 
 mod acceptor;
 pub mod config;
@@ -15,8 +17,10 @@ pub mod connection;
 mod counters;
 pub mod dispatch;
 mod local;
+pub mod metrics;
 pub mod network_core;
 mod payload_cache;
+pub mod settings;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,6 +38,7 @@ pub struct Server {
     local_addr: SocketAddr,
     engine: Engine,
     acceptor: Option<acceptor::Acceptor>,
+    metrics: Option<metrics::MetricsEndpoint>,
     cores: Vec<JoinHandle<()>>,
     stop_cores: Vec<flume::Sender<()>>,
     stopped: bool,
@@ -70,22 +75,30 @@ impl Server {
             local_addr,
             engine: engine.clone(),
             acceptor: None,
+            metrics: None,
             cores: Vec::new(),
             stop_cores: Vec::new(),
             stopped: false,
         };
+        let mut core_metrics = Vec::with_capacity(config.network_cores);
         let mut incoming = Vec::with_capacity(config.network_cores);
         for index in 0..config.network_cores {
             let (handed, taken) = flume::unbounded();
             incoming.push(handed);
             // Two messages: stop (drain), then hurry (close now).
             let (stop, shutdown) = flume::bounded(2);
+            let metrics = Arc::new(metrics::CoreMetrics::new(
+                Arc::default(),
+                config.metrics_listen.is_some(),
+            ));
+            core_metrics.push(metrics.clone());
             let settings = network_core::CoreSettings {
                 index,
                 cpu: config.network_core_cpus.as_ref().map(|cpus| cpus[index]),
                 incoming: taken,
                 engine: engine.clone(),
                 counters: counters.clone(),
+                metrics,
                 payload_cache_bytes: config.payload_cache_bytes_per_core,
                 token_digest,
                 limits: config.limits,
@@ -95,6 +108,22 @@ impl Server {
             server.stop_cores.push(stop);
             match network_core::start(settings) {
                 Ok(handle) => server.cores.push(handle),
+                Err(error) => {
+                    server.stop();
+                    return Err(error);
+                }
+            }
+        }
+        if let Some(listen) = config.metrics_listen {
+            let source = metrics::MetricsSource {
+                engine: engine.clone(),
+                counters: counters.clone(),
+                cores: core_metrics,
+                data_dir: config.engine.data_dir.clone(),
+                payload_cache_bytes_per_core: config.payload_cache_bytes_per_core,
+            };
+            match metrics::MetricsEndpoint::start(listen, source) {
+                Ok(endpoint) => server.metrics = Some(endpoint),
                 Err(error) => {
                     server.stop();
                     return Err(error);
@@ -127,6 +156,13 @@ impl Server {
         self.local_addr
     }
 
+    /// Where `GET /metrics` is served, when `metrics_listen` was set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics
+            .as_ref()
+            .map(metrics::MetricsEndpoint::local_addr)
+    }
+
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
@@ -149,6 +185,9 @@ impl Server {
         self.stopped = true;
         if let Some(acceptor) = self.acceptor.take() {
             acceptor.stop();
+        }
+        if let Some(metrics) = self.metrics.take() {
+            metrics.stop();
         }
         for stop in &self.stop_cores {
             let _ = stop.try_send(());
@@ -174,6 +213,7 @@ impl Drop for Server {
             local_addr: self.local_addr,
             engine: self.engine.clone(),
             acceptor: self.acceptor.take(),
+            metrics: self.metrics.take(),
             cores: std::mem::take(&mut self.cores),
             stop_cores: std::mem::take(&mut self.stop_cores),
             stopped: std::mem::replace(&mut self.stopped, true),

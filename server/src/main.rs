@@ -6,10 +6,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use ctxstore_engine::{OpenCheck, Placement};
-use ctxstore_server::config::{DEFAULT_DATA_DIR, DEFAULT_LISTEN};
-use ctxstore_server::{Server, ServerConfig, parse_duration};
+use ctxstore_server::config::{DEFAULT_DATA_DIR, DEFAULT_LISTEN, resolve_addr};
+use ctxstore_server::{Server, ServerConfig, parse_duration, settings};
 
 /// ctxstore: durable context storage for AI agents, over a binary protocol.
 ///
@@ -21,9 +21,16 @@ use ctxstore_server::{Server, ServerConfig, parse_duration};
 /// Examples:
 ///   ctxstore-server                                   # ./ctxstore-data on 127.0.0.1:7411
 ///   ctxstore-server --data /var/lib/ctxstore --listen 0.0.0.0:7411 --token-file /etc/ctxstore/token
+///   ctxstore-server --config /etc/ctxstore/server.toml --print-config
 ///   ctxstore-server verify --data /var/lib/ctxstore   # offline check; exit 1 on any problem
 ///
-/// Logs go to stderr; RUST_LOG=debug (or ctxstore_server=debug) shows more.
+/// Settings: every flag below can also come from the environment (CTXSTORE_<FLAG>, e.g.
+/// CTXSTORE_NETWORK_CORES=2) or from a TOML file given with --config (key = the flag without
+/// its dashes, e.g. network-cores = 2). Precedence: command line > environment > config file >
+/// default. --print-config shows the result and where each value came from.
+///
+/// Logs go to stderr (--log-format json for one JSON object per line); RUST_LOG=debug (or
+/// ctxstore_server=debug) shows more.
 #[derive(Parser, Debug)]
 #[command(
     name = "ctxstore-server",
@@ -46,7 +53,7 @@ enum Command {
     /// The server must not be running on the directory.
     Verify {
         /// The store's directory.
-        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        #[arg(long, default_value = DEFAULT_DATA_DIR, env = "CTXSTORE_DATA")]
         data: PathBuf,
     },
 }
@@ -56,9 +63,28 @@ struct ServeArgs {
     /// The store's directory (created on first start).
     #[arg(long, default_value = DEFAULT_DATA_DIR)]
     data: PathBuf,
-    /// Address to listen on. Anything but loopback requires --token-file.
-    #[arg(long, default_value = DEFAULT_LISTEN)]
+    /// TOML file with any of these settings; flags and CTXSTORE_* variables override it.
+    /// Unknown keys are an error.
+    #[arg(long, env = "CTXSTORE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Print the effective configuration (as TOML, each value with its source), check it,
+    /// and exit (1 if it is invalid).
+    #[arg(long)]
+    print_config: bool,
+    /// Address to listen on, HOST:PORT (a host name is resolved; its first address is used).
+    /// Anything but loopback requires --token-file.
+    #[arg(long, default_value = DEFAULT_LISTEN, value_parser = resolve_addr)]
     listen: SocketAddr,
+    /// Serve Prometheus metrics at http://ADDR/metrics (off by default). Loopback only unless
+    /// --metrics-allow-non-loopback: the endpoint has no authentication.
+    #[arg(long, value_parser = resolve_addr)]
+    metrics_listen: Option<SocketAddr>,
+    /// Allow --metrics-listen on a non-loopback address (a trusted network, or a firewall).
+    #[arg(long)]
+    metrics_allow_non_loopback: bool,
+    /// Log lines as text or as one JSON object per line (for log shippers).
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
     /// File holding the token clients must present in HELLO (surrounding whitespace ignored).
     #[arg(long)]
     token_file: Option<PathBuf>,
@@ -179,11 +205,18 @@ struct ServeArgs {
     batch_wait_us_max: u32,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
 fn main() -> ExitCode {
-    init_logging();
-    let cli = Cli::parse();
+    let (cli, effective) = parse_layered();
+    init_logging(cli.serve.log_format);
     let result = match cli.command {
         Some(Command::Verify { data }) => verify(&data),
+        None if cli.serve.print_config => print_config(cli.serve, &effective),
         None => serve(cli.serve),
     };
     match result {
@@ -195,15 +228,66 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging() {
+/// Parses the command line over the environment over the `--config` file over the defaults
+/// (`ctxstore_server::settings`); exits like clap on a usage error, with 2 and the file and
+/// line on a bad config file. Returns the settings' values and sources too.
+fn parse_layered() -> (Cli, Vec<settings::Effective>) {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let command = settings::with_env(Cli::command());
+    // First pass: only to find --config (a usage error here would be one in the second too).
+    let first = command
+        .clone()
+        .try_get_matches_from(&args)
+        .unwrap_or_else(|error| error.exit());
+    let file = match first.get_one::<PathBuf>("config") {
+        Some(path) if first.subcommand().is_none() => {
+            match settings::ConfigFile::load(path, &command) {
+                Ok(file) => Some(file),
+                Err(error) => {
+                    eprintln!("ctxstore-server: {error}");
+                    std::process::exit(2);
+                }
+            }
+        }
+        _ => None,
+    };
+    let command = match &file {
+        Some(file) => file.apply(command),
+        None => command,
+    };
+    let matches = command
+        .clone()
+        .try_get_matches_from(&args)
+        .unwrap_or_else(|error| error.exit());
+    // The pristine command lists the settings in --help order.
+    let effective = settings::effective(&Cli::command(), &matches, file.as_ref());
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    (cli, effective)
+}
+
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+    }
+}
+
+/// `--print-config`: the effective settings as TOML with their sources, then the same checks
+/// a start makes (without opening the store or binding anything).
+fn print_config(args: ServeArgs, effective: &[settings::Effective]) -> anyhow::Result<ExitCode> {
+    print!("{}", settings::render(effective));
+    let config = config(args)?;
+    config
+        .validate()
+        .map_err(anyhow::Error::msg)
+        .context("invalid configuration")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn verify(data: &std::path::Path) -> anyhow::Result<ExitCode> {
@@ -299,6 +383,8 @@ fn raise_open_files_limit(connections_max: u32) {
 fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     let mut config = ServerConfig::new(&args.data);
     config.listen = args.listen;
+    config.metrics_listen = args.metrics_listen;
+    config.metrics_allow_non_loopback = args.metrics_allow_non_loopback;
     if let Some(path) = &args.token_file {
         warn_if_readable_by_others(path);
         let token = std::fs::read_to_string(path)

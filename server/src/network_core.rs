@@ -20,6 +20,7 @@ use crate::connection::{self, CoreContext, PendingHellos};
 use crate::counters::ServerCounters;
 use crate::dispatch::Dispatcher;
 use crate::local::{Either, LocalFlag, LocalNotify, race};
+use crate::metrics::CoreMetrics;
 use crate::payload_cache::PayloadCache;
 
 #[derive(Debug)]
@@ -31,6 +32,8 @@ pub struct CoreSettings {
     pub incoming: flume::Receiver<(std::net::TcpStream, SocketAddr)>,
     pub engine: Engine,
     pub counters: Arc<ServerCounters>,
+    /// This core's request figures (its payload cache publishes into them too).
+    pub metrics: Arc<CoreMetrics>,
     /// This core's payload cache budget (0: no cache).
     pub payload_cache_bytes: u64,
     /// BLAKE3 of the token clients must present.
@@ -91,8 +94,12 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
             engine: settings.engine,
             limits: settings.limits,
             counters: settings.counters,
-            payload_cache: RefCell::new(PayloadCache::new(settings.payload_cache_bytes)),
+            payload_cache: RefCell::new(PayloadCache::with_counters(
+                settings.payload_cache_bytes,
+                settings.metrics.cache_counters(),
+            )),
         },
+        metrics: settings.metrics,
         token_digest: settings.token_digest,
         limits: settings.limits,
         shutdown: shutdown.clone(),
@@ -134,8 +141,8 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
     let cache = core.dispatcher.payload_cache.borrow();
     tracing::info!(
         core = settings.index,
-        payload_cache_hits = cache.hits,
-        payload_cache_misses = cache.misses,
+        payload_cache_hits = cache.hits(),
+        payload_cache_misses = cache.misses(),
         payload_cache_bytes = cache.bytes(),
         "network core stopped"
     );
@@ -161,6 +168,9 @@ impl Admission {
             }
         };
         let counters = &core.dispatcher.counters;
+        counters
+            .connections_accepted
+            .fetch_add(1, Ordering::Relaxed);
         let limits = &core.limits;
         let open_now = counters.connections.fetch_add(1, Ordering::AcqRel) + 1;
         let unauthenticated_now = counters
@@ -199,6 +209,7 @@ impl Admission {
                         limits.connections_unauthenticated_max
                     )
                 };
+                counters.connections_refused.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(%peer, "refusing a connection: {message}");
                 compio::runtime::spawn(connection::refuse(stream, message)).detach();
                 return;

@@ -15,8 +15,12 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use bytes::Bytes;
 use ctxstore_engine::BlobHash;
+use ctxstore_engine::metrics::add_single_writer;
 
 /// Largest share of the budget one payload may take: a single huge payload must not flush
 /// the hot set of every agent on the core.
@@ -35,21 +39,42 @@ pub struct PayloadCache {
     entries: HashMap<BlobHash, Entry>,
     /// The CLOCK: every cached hash once, oldest insertion (or last second chance) first.
     clock: VecDeque<BlobHash>,
-    pub hits: u64,
-    pub misses: u64,
+    /// Hits, misses and bytes, for the metrics scraper (written only by the owning core).
+    counters: Arc<CacheCounters>,
+}
+
+/// What a payload cache publishes for monitoring; written only by its core's thread.
+#[derive(Debug, Default)]
+pub struct CacheCounters {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    /// Payload bytes held now.
+    pub bytes: AtomicU64,
 }
 
 impl PayloadCache {
     /// A cache holding at most `bytes_max` payload bytes (0 disables it).
     pub fn new(bytes_max: u64) -> PayloadCache {
+        PayloadCache::with_counters(bytes_max, Arc::default())
+    }
+
+    /// A cache that publishes its hits, misses and bytes in `counters`.
+    pub fn with_counters(bytes_max: u64, counters: Arc<CacheCounters>) -> PayloadCache {
         PayloadCache {
             bytes_max,
             bytes: 0,
             entries: HashMap::new(),
             clock: VecDeque::new(),
-            hits: 0,
-            misses: 0,
+            counters,
         }
+    }
+
+    pub fn hits(&self) -> u64 {
+        self.counters.hits.load(Ordering::Relaxed)
+    }
+
+    pub fn misses(&self) -> u64 {
+        self.counters.misses.load(Ordering::Relaxed)
     }
 
     /// Payloads larger than this are not cached.
@@ -61,11 +86,11 @@ impl PayloadCache {
         match self.entries.get_mut(hash) {
             Some(entry) => {
                 entry.referenced = true;
-                self.hits += 1;
+                add_single_writer(&self.counters.hits, 1);
                 Some(entry.payload.clone())
             }
             None => {
-                self.misses += 1;
+                add_single_writer(&self.counters.misses, 1);
                 None
             }
         }
@@ -92,6 +117,7 @@ impl PayloadCache {
         );
         self.clock.push_back(hash);
         self.bytes += len;
+        self.counters.bytes.store(self.bytes, Ordering::Relaxed);
         debug_assert_eq!(self.entries.len(), self.clock.len());
         assert!(self.bytes <= self.bytes_max);
     }
@@ -111,6 +137,7 @@ impl PayloadCache {
             let len = entry.payload.len() as u64;
             self.entries.remove(&hash);
             self.bytes -= len;
+            self.counters.bytes.store(self.bytes, Ordering::Relaxed);
             return;
         }
         unreachable!("evicting from an empty cache: bytes accounting is wrong");
@@ -158,7 +185,7 @@ mod tests {
             // Read between insertions: the CLOCK gives it a second chance every lap.
             assert_eq!(cache.get(&hot).as_deref(), Some(&hot_bytes[..]));
         }
-        assert_eq!(cache.hits, 100);
+        assert_eq!(cache.hits(), 100);
         // The oldest unread payloads are gone.
         assert!(cache.get(&payload(1, 1000).0).is_none());
         assert!(cache.get(&payload(100, 1000).0).is_some());

@@ -206,7 +206,13 @@ impl ShardActor {
         assert_eq!(offset - start, bytes);
         let written = self
             .pack
-            .append_durably(&buffer, start, &self.published.status)
+            .append_durably(
+                &buffer,
+                start,
+                records.len() as u32,
+                &self.published.status,
+                &self.published.shard_metrics[usize::from(self.shard)],
+            )
             .await;
         self.write_buffer = buffer;
         if let Err(error) = written {

@@ -663,7 +663,13 @@ impl GroupCommit for SequencerActor {
             let bytes = std::mem::take(&mut batch.bytes);
             let written = self
                 .file
-                .append_durably(&bytes, offset, &self.published.status)
+                .append_durably(
+                    &bytes,
+                    offset,
+                    batch.records,
+                    &self.published.status,
+                    &self.published.sequencer_metrics,
+                )
                 .await;
             match written {
                 Ok(()) => self.publish(&batch),

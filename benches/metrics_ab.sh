@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The cost of metrics on the request path: the same load with the metrics endpoint on (and a
+# scraper hitting it every second, 15× Prometheus' usual rate) and off (no endpoint: the network
+# cores count nothing), in interleaved pairs within one run, alternating which goes first.
+#
+#   benches/metrics_ab.sh                 # 5 pairs of each workload (~5 min)
+#   PAIRS=9 DURATION=10s benches/metrics_ab.sh
+#
+# Workloads: 32 connections appending 10 KiB turns (durable), and 8 connections reading the
+# last turn of their context (the cheapest request with a payload: the most requests per
+# second, so the largest share of per-request overhead). Needs release binaries:
+#   cargo build --release -p ctxstore-server -p ctxstore-loadgen
+# Prints one line per run and the medians; reports go to $OUT (default a temporary directory).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${BIN:-$ROOT/target/release}
+PAIRS=${PAIRS:-5}
+DURATION=${DURATION:-8s}
+WARMUP=${WARMUP:-2s}
+PORT=${METRICS_PORT:-19411}
+OUT=${OUT:-$(mktemp -d /tmp/ctxstore-metrics-ab.XXXXXX)}
+mkdir -p "$OUT"
+
+scraper() {
+  while true; do
+    curl -s -o /dev/null "http://127.0.0.1:$PORT/metrics" || true
+    sleep 1
+  done
+}
+
+run() { # name mode(on|off) loadgen-args...
+  local name=$1 mode=$2
+  shift 2
+  local extra=()
+  local scraper_pid=
+  if [ "$mode" = on ]; then
+    extra=(--server-arg=--metrics-listen=127.0.0.1:$PORT)
+    scraper &
+    scraper_pid=$!
+  fi
+  "$BIN/ctxstore-loadgen" --spawn-server --server-bin "$BIN/ctxstore-server" \
+    --duration "$DURATION" --warmup "$WARMUP" --json "$OUT/$name-$mode-$RUN.json" \
+    "${extra[@]}" "$@" >"$OUT/$name-$mode-$RUN.txt" 2>&1
+  if [ -n "$scraper_pid" ]; then kill "$scraper_pid" 2>/dev/null; wait "$scraper_pid" 2>/dev/null || true; fi
+  python3 - "$OUT/$name-$mode-$RUN.json" "$name" "$mode" <<'EOF'
+import json, sys
+report = json.load(open(sys.argv[1]))
+op, figures = next(iter(report["operations"].items()))
+lat = figures["latency_us"]
+print(f"{sys.argv[2]:<8} {sys.argv[3]:<3} {op:<9} {figures['throughput_per_s']:>9.0f}/s "
+      f"p50 {lat['p50']:>6} us  p99 {lat['p99']:>6} us  errors {figures['errors']}")
+EOF
+}
+
+for RUN in $(seq 1 "$PAIRS"); do
+  if [ $((RUN % 2)) -eq 1 ]; then order="off on"; else order="on off"; fi
+  for mode in $order; do
+    run append "$mode" --connections 32 --contexts 32 --mix append=100
+  done
+  for mode in $order; do
+    run get_last "$mode" --connections 8 --contexts 8 --prefill 8 --read-turns 1 --mix get_last=100
+  done
+done | tee "$OUT/runs.txt"
+
+python3 - "$OUT/runs.txt" <<'EOF'
+import statistics, sys, collections
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    parts = line.split()
+    name, mode = parts[0], parts[1]
+    throughput = float(parts[3].rstrip("/s"))
+    p50, p99 = float(parts[5]), float(parts[8])
+    runs[(name, mode)].append((throughput, p50, p99))
+print(f"\nmedians over {len(next(iter(runs.values())))} runs each:")
+for name in sorted({name for name, _ in runs}):
+    off = [statistics.median(column) for column in zip(*runs[(name, "off")])]
+    on = [statistics.median(column) for column in zip(*runs[(name, "on")])]
+    print(f"{name:<8} off {off[0]:>9.0f}/s p50 {off[1]:>6.0f} us p99 {off[2]:>6.0f} us | "
+          f"on {on[0]:>9.0f}/s p50 {on[1]:>6.0f} us p99 {on[2]:>6.0f} us | "
+          f"throughput {100 * (on[0] / off[0] - 1):+.1f}%")
+EOF
+echo "reports: $OUT"
