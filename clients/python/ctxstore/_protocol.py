@@ -128,6 +128,7 @@ __all__ = [
     "GetTurnByKey",
     "TurnLog",
     "ReadPage",
+    "FindTurns",
     "RawRequest",
     "HelloResponse",
     "Pong",
@@ -148,6 +149,7 @@ __all__ = [
     "TurnInfoResponse",
     "TurnLogResponse",
     "PageResponse",
+    "FoundTurnsResponse",
     "ErrorResponse",
     "RawResponse",
     "REQUEST_TYPES",
@@ -274,6 +276,7 @@ class MessageType(IntEnum):
     GET_TURN_BY_KEY = 0x001A
     TURN_LOG = 0x001B
     READ_PAGE = 0x001C
+    FIND_TURNS = 0x001D
 
     @property
     def response_type(self) -> int:
@@ -2079,6 +2082,41 @@ class ReadPage(Request):
         return cls(context, PageKind(kind), before, from_depth, limit, flags)
 
 
+@register_request
+@dataclass(frozen=True, slots=True)
+class FindTurns(Request):
+    """FIND_TURNS (0x001D, v2): turns of every context carrying the label ``key = value``,
+    newest first, older than ``before_turn_id`` (0: from the newest), from the server's
+    store-wide index; only indexed label keys (``run_id``, ``thread_id``, ``idx.*``).
+
+    Body: ``u8 key_len, key, u16 value_len, value (UTF-8), u64 before_turn_id, u32 limit``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.FIND_TURNS
+    NAME: ClassVar[str] = "FIND_TURNS"
+    MIN_VERSION: ClassVar[int] = 2
+
+    key: str
+    value: str
+    before_turn_id: int
+    limit: int
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [
+            _tiny(self.key.encode("utf-8"), "label key")
+            + _short_str(self.value, "label value")
+            + _u64(self.before_turn_id)
+            + _u32(self.limit)
+        ]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> FindTurns:
+        """See :meth:`Message.decode_body`."""
+        key = reader.tiny_string("label key")
+        value = reader.short_string("label value")
+        return cls(key, value, reader.u64("before_turn_id"), reader.u32("limit"))
+
+
 _PAGE_KINDS = frozenset(int(kind) for kind in PageKind)
 
 
@@ -2701,6 +2739,36 @@ class PageResponse(Response):
         next_before = reader.u64("next_before")
         tip_depth = reader.u32("tip_depth")
         return cls(next_before, tip_depth, reader.turn_extras_entries())
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class FoundTurnsResponse(Response):
+    """FOUND_TURNS (0x801D, v2): FIND_TURNS' answer — ``u64 next_before`` (0: no more), then
+    ``u32 count`` x (TURN, EXTRAS), newest first."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.FIND_TURNS.response_type,)
+    NAME: ClassVar[str] = "FOUND_TURNS"
+
+    next_before: int
+    turns: tuple[tuple[TurnRecord, ExtrasRecord], ...]
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return (
+            _u64(self.next_before)
+            + _u32(len(self.turns))
+            + b"".join(turn.encode() + extras.encode() for turn, extras in self.turns)
+        )
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> FoundTurnsResponse:
+        """See :meth:`Message.decode_body`."""
+        next_before = reader.u64("next_before")
+        count = reader.limit(reader.u32("count"), LIST_ITEMS_LIMIT, "count")
+        # A TURN (88 bytes) and the smallest EXTRAS (3 bytes) per turn.
+        reader.count(count, 91, "turns")
+        return cls(next_before, tuple((reader.turn(), reader.extras()) for _ in range(count)))
 
 
 @register_response

@@ -195,6 +195,11 @@ EXPECTED: dict[str, tuple[int, p.Message]] = {
             ),
         ),
     ),
+    "find_turns": (18, p.FindTurns("run_id", "r1", 0, 100)),
+    "found_turns_response": (
+        18,
+        p.FoundTurnsResponse(42, ((TURN, p.ExtrasRecord(b"", (("run_id", "r1"),), ())),)),
+    ),
 }
 
 

@@ -527,3 +527,29 @@ def test_a_version_1_connection_sees_turn_flags_0(turns_server: ServerProcess) -
         raw = old.request(p.GetTurn(summary.turn_id))
         assert isinstance(raw, p.TurnResponse)
         assert raw.turn.flags == 0
+
+
+def test_find_turns_by_an_indexed_label_across_contexts(client: ctxstore.Client) -> None:
+    run = f"run-{uuid.uuid4().hex}"
+    expected = []
+    for _ in range(3):
+        ctx = client.create_context().context_id
+        for step in range(3):
+            labels = {"run_id": run if step != 1 else "other"}
+            appended = client.append(ctx, f"step {step}".encode(), labels=labels)
+            if step != 1:
+                expected.append(appended.turn_id)
+    found: list[int] = []
+    before = 0
+    while True:
+        answer = client.request(p.FindTurns("run_id", run, before, 2))
+        assert isinstance(answer, p.FoundTurnsResponse)
+        for turn, extras in answer.turns:
+            assert ("run_id", run) in extras.labels
+        found.extend(turn.turn_id for turn, _ in answer.turns)
+        if answer.next_before == 0:
+            break
+        before = answer.next_before
+    assert found == sorted(expected, reverse=True)
+    with pytest.raises(ctxstore.InvalidArgument):
+        client.request(p.FindTurns("step", "x", 0, 10))
