@@ -41,6 +41,11 @@ pub struct EngineConfig {
     /// cost per fsync on ext4. Turn off on file systems that never overwrite in place (btrfs,
     /// ZFS), where it only costs.
     pub preallocate: bool,
+    /// Time to live of contexts without one of their own (issue 15), in milliseconds since
+    /// their last update; 0 (default): none.
+    pub context_ttl_default_ms: u64,
+    /// How often the TTL reaper looks at (a bounded share of) the contexts.
+    pub reaper_interval_ms: u64,
 }
 
 impl EngineConfig {
@@ -54,6 +59,8 @@ impl EngineConfig {
             open_check: OpenCheck::Full,
             repair: false,
             preallocate: true,
+            context_ttl_default_ms: 0,
+            reaper_interval_ms: 1000,
         }
     }
 
@@ -68,6 +75,15 @@ impl EngineConfig {
         let limits = &self.limits;
         if self.shard_count == 0 {
             return Err("shard_count must be at least 1".into());
+        }
+        if self.context_ttl_default_ms > crate::retention::TTL_MS_MAX {
+            return Err("context_ttl_default_ms must be at most 100 years".into());
+        }
+        if !(1..=3_600_000).contains(&self.reaper_interval_ms) {
+            return Err(format!(
+                "reaper_interval_ms {} is outside 1..=3600000",
+                self.reaper_interval_ms
+            ));
         }
         if !(1..=19).contains(&self.zstd_level) {
             return Err(format!("zstd_level {} is outside 1..=19", self.zstd_level));

@@ -265,7 +265,7 @@ impl Engine {
         let matches = |context_id: ContextId| {
             snapshot
                 .get(context_id)
-                .is_some_and(|info| matches_query(info, query))
+                .is_some_and(|info| !info.deleted && matches_query(info, query))
         };
         let ids: Vec<ContextId> = if let Some(prefix) = &query.name_prefix {
             let after = match &query.cursor {
@@ -312,7 +312,7 @@ impl Engine {
         })
     }
 
-    async fn change_meta(
+    pub(crate) async fn change_meta(
         &self,
         context_id: ContextId,
         changes: Vec<ContextMeta>,
@@ -356,6 +356,8 @@ impl Engine {
                 .collect(),
             created_at_unix_ms: info.created_at_unix_ms,
             updated_at_unix_ms: info.updated_at_unix_ms,
+            floor_depth: info.floor_depth,
+            ttl_ms: info.ttl_ms,
         })
     }
 }

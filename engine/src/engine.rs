@@ -28,6 +28,7 @@ use crate::sequencer::recover::recover_log;
 use crate::sequencer::view::{ContextsView, HeadTable, SequencerCounters, TurnsView};
 use crate::status::StoreStatus;
 use crate::store_dir::{StoreDir, now_unix_ms};
+use crate::retention::Reaper;
 use crate::threads::{ActorSeed, start_thread};
 
 /// A handle on an open store. Cheap to clone; every method can be called from any thread and,
@@ -48,6 +49,8 @@ pub(crate) struct Inner {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// The directory lock, released by `shutdown`.
     lock: Mutex<Option<std::fs::File>>,
+    /// The TTL reaper thread, stopped first by `shutdown`.
+    reaper: Mutex<Option<Reaper>>,
 }
 
 impl Engine {
@@ -165,6 +168,19 @@ impl Engine {
             }
         }
         assert!(sequencer_seed.is_none() && shard_seeds.iter().all(Option::is_none));
+        let reaper = Reaper::start(
+            published.clone(),
+            sequencer.clone(),
+            config.context_ttl_default_ms,
+            std::time::Duration::from_millis(config.reaper_interval_ms),
+        );
+        let reaper = match reaper {
+            Ok(reaper) => reaper,
+            Err(error) => {
+                stop_actors(&sequencer, &shard_senders, threads);
+                return Err(OpenError::Thread(format!("ctxstore-reaper: {error}")));
+            }
+        };
         Ok(Engine {
             inner: Arc::new(Inner {
                 published,
@@ -174,6 +190,7 @@ impl Engine {
                 closed: AtomicBool::new(false),
                 threads: Mutex::new(threads),
                 lock: Mutex::new(Some(lock)),
+                reaper: Mutex::new(Some(reaper)),
             }),
         })
     }
@@ -546,6 +563,11 @@ impl Inner {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
+        let reaper = match self.reaper.lock() {
+            Ok(mut reaper) => reaper.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        reaper.map(Reaper::stop);
         let threads = match self.threads.lock() {
             Ok(mut threads) => std::mem::take(&mut *threads),
             Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
@@ -577,7 +599,13 @@ impl Drop for Inner {
             .get_mut()
             .unwrap_or_else(|p| p.into_inner())
             .take();
+        let reaper = self
+            .reaper
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         let stopper = std::thread::spawn(move || {
+            reaper.map(Reaper::stop);
             stop_actors(&sequencer, &shards, threads);
             drop((sequencer, shards, lock));
         });

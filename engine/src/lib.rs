@@ -13,7 +13,7 @@
 //! - `pipeline`: the messages of the append route; `group_commit`: the loop every actor runs.
 //! - `sequencer`: the one actor owning `turns.log`, TurnIDs and heads (`heads`: the DAG rule).
 //! - `blob`: blob shards (codec on the caller, actor writing packs, recovery, read view).
-//! - `read`: page reads over published state.
+//! - `read`: page reads over published state; `retention`: delete, prune, TTL and the reaper.
 //! - [`engine`]: the `Engine` handle; open, the caller's step of an append, reads, shutdown.
 //! - [`verify`]: the offline invariant checker.
 //! - [`metrics`]: single-writer histograms and counters for monitoring; the actors' group
@@ -35,6 +35,7 @@ pub mod model;
 mod pipeline;
 mod published;
 mod read;
+pub mod retention;
 mod sequencer;
 mod skip;
 mod status;

@@ -90,6 +90,11 @@ pub struct ContextView {
     pub created_at_unix_ms: u64,
     /// The newest head move, tag or key-value change.
     pub updated_at_unix_ms: u64,
+    /// Turns below this depth are no longer reachable through the context (issue 15's prune;
+    /// 0: all).
+    pub floor_depth: u32,
+    /// The context's own time to live (0: none; the server's default may still apply).
+    pub ttl_ms: u64,
 }
 
 /// A new context: empty, forked from a turn, or cloned from another context.

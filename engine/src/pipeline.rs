@@ -92,6 +92,15 @@ pub(crate) enum SequencerRequest {
         kv_if_absent: bool,
         reply: MetaReply,
     },
+    /// Delete a context or raise its floor (issue 15), decided against the sequencer's own
+    /// state: a prune keeps the newest turns as of its place in the log, a delete by the TTL
+    /// reaper happens only if the context is still idle. Answers the context as the change
+    /// leaves it (a deleted one: as it was just before).
+    Retain {
+        context_id: ContextId,
+        change: Retention,
+        reply: MetaReply,
+    },
     /// Append a turn whose blob is durable.
     Append {
         append: TurnAppend,
@@ -105,6 +114,17 @@ pub(crate) enum SequencerRequest {
     },
     /// Finish the queue and stop.
     Stop { done: StopReply },
+}
+
+/// A retention change the sequencer decides (see `SequencerRequest::Retain`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Retention {
+    /// Delete; with `updated_at_max`, only if the context was not updated after it (the TTL
+    /// reaper's compare-and-set: a context touched since it looked lives on).
+    Delete { updated_at_max: Option<u64> },
+    /// Keep the newest `keep` (≥ 1) depths of the context's chain: floor = head depth + 1 −
+    /// keep, never lower than the floor it has.
+    Prune { keep: u32 },
 }
 
 /// The sequencer's inbox, as the other pipeline stages hold it.

@@ -37,7 +37,7 @@ enum Keep {
 
 impl Reader<'_> {
     pub fn head(&self, context_id: ContextId) -> Result<ContextHead, EngineError> {
-        let tip = self.context_tip(context_id)?;
+        let (tip, _) = self.context_tip(context_id)?;
         Ok(ContextHead {
             context_id,
             head_turn_id: tip.map_or(TurnId::NONE, |turn| turn.turn_id),
@@ -63,30 +63,32 @@ impl Reader<'_> {
                 max: self.read_turns_max,
             });
         }
-        let (tip, turns, keep) = match query {
+        // `floor`: the context's floor depth (a prune); nothing below it is read through it.
+        let (tip, turns, keep, floor) = match query {
             PageQuery::Last { context_id, .. } => {
-                let tip = self.context_tip(context_id)?;
-                (tip, self.newest_first(tip, limit)?, Keep::Newest)
+                let (tip, floor) = self.context_tip(context_id)?;
+                (tip, self.newest_first(tip, limit, floor)?, Keep::Newest, floor)
             }
             PageQuery::Before {
                 context_id, before, ..
             } => {
-                let tip = self.context_tip(context_id)?;
+                let (tip, floor) = self.context_tip(context_id)?;
                 let cursor = self.published.turns.turn(before)?;
                 self.check_on_chain(context_id, tip, &cursor)?;
                 let start = self.parent_of(&cursor)?;
-                (tip, self.newest_first(start, limit)?, Keep::Newest)
+                (tip, self.newest_first(start, limit, floor)?, Keep::Newest, floor)
             }
             PageQuery::RangeByDepth {
                 context_id,
                 from_depth,
                 ..
             } => {
-                let tip = self.context_tip(context_id)?;
+                let (tip, floor) = self.context_tip(context_id)?;
                 (
                     tip,
-                    self.depth_window(tip, from_depth, limit)?,
+                    self.depth_window(tip, from_depth.max(floor), limit)?,
                     Keep::Oldest,
+                    floor,
                 )
             }
             PageQuery::Chain {
@@ -99,11 +101,12 @@ impl Reader<'_> {
                     tip,
                     self.depth_window(tip, from_depth, limit)?,
                     Keep::Oldest,
+                    0,
                 )
             }
         };
         let tip_depth = tip.map_or(0, |turn| turn.depth);
-        self.assemble(turns, keep, tip_depth, options, cache)
+        self.assemble(turns, keep, tip_depth, floor, options, cache)
     }
 
     /// The context's window (decision 0009): from the latest summary turn on its chain
@@ -123,7 +126,7 @@ impl Reader<'_> {
                 max: self.read_turns_max,
             });
         }
-        let tip = self.context_tip(context_id)?;
+        let (tip, floor) = self.context_tip(context_id)?;
         let turns = match tip {
             Some(tip) if limit > 0 => {
                 let summary_depth = match tip.summary_turn_id {
@@ -131,13 +134,13 @@ impl Reader<'_> {
                     summary => self.published.turns.turn(summary)?.depth,
                 };
                 let newest_first = tip.depth.saturating_sub(limit - 1);
-                let from_depth = summary_depth.max(newest_first);
+                let from_depth = summary_depth.max(newest_first).max(floor);
                 self.depth_window(Some(tip), from_depth, tip.depth - from_depth + 1)?
             }
             _ => Vec::new(),
         };
         let tip_depth = tip.map_or(0, |turn| turn.depth);
-        self.assemble(turns, Keep::Newest, tip_depth, options, cache)
+        self.assemble(turns, Keep::Newest, tip_depth, floor, options, cache)
     }
 
     /// A payload as `mode` asks (`None` is taken as `Raw`).
@@ -163,14 +166,26 @@ impl Reader<'_> {
         Ok(Payload::Raw(bytes))
     }
 
-    /// The head turn of a context (`None` while it is empty).
-    fn context_tip(&self, context_id: ContextId) -> Result<Option<TurnRecord>, EngineError> {
+    /// The head turn of a context (`None` while it is empty) and its floor depth (issue 15:
+    /// turns below it are not read through the context). The floor comes from the metadata
+    /// snapshot, published after the heads: a reader may see a new head with the floor before
+    /// it, never the reverse that would hide a turn the head still reaches.
+    pub(crate) fn context_tip(
+        &self,
+        context_id: ContextId,
+    ) -> Result<(Option<TurnRecord>, u32), EngineError> {
         let head = self
             .published
             .heads
             .head(context_id)
             .ok_or(EngineError::ContextNotFound(context_id))?;
-        self.turn_or_none(head)
+        let floor = self
+            .published
+            .contexts
+            .load()
+            .get(context_id)
+            .map_or(0, |info| info.floor_depth);
+        Ok((self.turn_or_none(head)?, floor))
     }
 
     fn turn_or_none(&self, turn_id: TurnId) -> Result<Option<TurnRecord>, EngineError> {
@@ -204,17 +219,18 @@ impl Reader<'_> {
         Ok(())
     }
 
-    /// `start` and up to `limit - 1` of its ancestors, oldest first.
+    /// `start` and up to `limit - 1` of its ancestors not below `floor`, oldest first.
     fn newest_first(
         &self,
         start: Option<TurnRecord>,
         limit: u32,
+        floor: u32,
     ) -> Result<Vec<TurnRecord>, EngineError> {
         let mut turns = Vec::with_capacity(limit as usize);
-        if limit > 0 {
+        if limit > 0 && start.is_some_and(|start| start.depth >= floor) {
             self.walk(start, |turn| {
                 turns.push(*turn);
-                turns.len() < limit as usize
+                turns.len() < limit as usize && turn.depth > floor
             })?;
         }
         turns.reverse();
@@ -279,6 +295,7 @@ impl Reader<'_> {
         mut turns: Vec<TurnRecord>,
         keep: Keep,
         tip_depth: u32,
+        floor: u32,
         options: PageOptions,
         cache: &mut dyn PayloadCache,
     ) -> Result<Page, EngineError> {
@@ -292,9 +309,14 @@ impl Reader<'_> {
                 Keep::Oldest => turns.truncate(fit),
             }
         }
-        // The oldest turn returned is the cursor of the next older page, unless it is a root.
+        // The oldest turn returned is the cursor of the next older page, unless it is a root
+        // or at the floor.
         let next_before = match (keep, turns.first()) {
-            (Keep::Newest, Some(oldest)) if !oldest.parent_turn_id.is_none() => oldest.turn_id,
+            (Keep::Newest, Some(oldest))
+                if !oldest.parent_turn_id.is_none() && oldest.depth > floor =>
+            {
+                oldest.turn_id
+            }
             _ => TurnId::NONE,
         };
         let entries = turns

@@ -179,6 +179,14 @@ impl Engine {
         let mut ids = snapshot.labelled(key, value, before).peekable();
         while let Some(turn_id) = ids.next() {
             let turn = turns.turn(turn_id)?;
+            // A deleted context's turns, and turns below their context's floor, are no longer
+            // found through it (the index keeps them until the garbage collector drops them).
+            let reachable = snapshot
+                .get(turn.context_id)
+                .is_some_and(|info| !info.deleted && turn.depth >= info.floor_depth);
+            if !reachable {
+                continue;
+            }
             found.turns.push(TurnWithExtras {
                 extras: turns.extras(&turn)?,
                 turn: turn.into(),
@@ -210,7 +218,9 @@ impl Engine {
         let snapshot = self.inner.published.contexts.load();
         let turns = &self.inner.published.turns;
         let found = owners::turn_by_key(&snapshot, context_id, key, &|id| turns.turn(id))?;
+        let floor = snapshot.get(context_id).map_or(0, |info| info.floor_depth);
         found
+            .filter(|turn| turn.depth >= floor)
             .map(|turn| {
                 Ok(TurnWithExtras {
                     extras: turns.extras(&turn)?,
@@ -250,6 +260,7 @@ impl Engine {
         let turns = &self.inner.published.turns;
         let lookup = |id| turns.turn(id);
         let phases = log_phases(&snapshot, context_id, &lookup)?;
+        let floor = snapshot.get(context_id).map_or(0, |info| info.floor_depth);
         let mut page = TurnLogPage {
             turns: Vec::new(),
             next_cursor: None,
@@ -282,7 +293,8 @@ impl Engine {
                     "a context chain of another"
                 );
                 next = turn.context_prev_turn_id;
-                if !owners::on_chain(phase.owner.chain, &turn, &lookup)? {
+                // Below the floor (a prune), on whichever branch: no longer the context's.
+                if turn.depth < floor || !owners::on_chain(phase.owner.chain, &turn, &lookup)? {
                     continue;
                 }
                 let extras = turns.extras(&turn)?;

@@ -9,6 +9,9 @@
 //! op 3 kv put     u16 count, then count × (u16 key_len, key, hash[32], u32 value_len)
 //! op 4 kv delete  u16 count, then count × (u16 key_len, key)
 //! op 5 clone-from u64 source context id (tags and key-value entries as the source has them)
+//! op 6 delete     empty: the context is gone (its name is free again; ids are never reused)
+//! op 7 floor      u32 floor depth: turns below it are no longer reachable through the context
+//! op 8 ttl        u64 ttl_ms (0: none): the context is deleted once idle that long
 //! ```
 
 use crate::format::RecordError;
@@ -27,6 +30,9 @@ const OP_TAGS: u16 = 2;
 const OP_KV_PUT: u16 = 3;
 const OP_KV_DELETE: u16 = 4;
 const OP_CLONE_FROM: u16 = 5;
+const OP_DELETE: u16 = 6;
+const OP_FLOOR: u16 = 7;
+const OP_TTL: u16 = 8;
 
 /// A key-value entry: the key and the blob that holds the value.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -47,6 +53,14 @@ pub enum ContextMeta {
     /// The context (created by the context record just before) takes the source's tags and
     /// key-value entries as they are at this point of the log.
     CloneFrom(ContextId),
+    /// The context is deleted (issue 15): its head, name, tags and key-value entries are gone;
+    /// its turns stay only while something else reaches them.
+    Delete,
+    /// Turns below this depth are no longer reachable through the context (a prune). Floors
+    /// only rise.
+    Floor(u32),
+    /// Time to live in milliseconds since the context's last update (0: none).
+    Ttl(u64),
 }
 
 impl ContextMeta {
@@ -57,6 +71,9 @@ impl ContextMeta {
             ContextMeta::KvPut(_) => OP_KV_PUT,
             ContextMeta::KvDelete(_) => OP_KV_DELETE,
             ContextMeta::CloneFrom(_) => OP_CLONE_FROM,
+            ContextMeta::Delete => OP_DELETE,
+            ContextMeta::Floor(_) => OP_FLOOR,
+            ContextMeta::Ttl(_) => OP_TTL,
         }
     }
 
@@ -107,6 +124,9 @@ impl ContextMeta {
                 }
             }
             ContextMeta::CloneFrom(source) => out.extend_from_slice(&source.0.to_le_bytes()),
+            ContextMeta::Delete => {}
+            ContextMeta::Floor(depth) => out.extend_from_slice(&depth.to_le_bytes()),
+            ContextMeta::Ttl(ttl_ms) => out.extend_from_slice(&ttl_ms.to_le_bytes()),
         }
         out
     }
@@ -168,6 +188,9 @@ impl ContextMeta {
                 }
                 ContextMeta::CloneFrom(ContextId(source))
             }
+            OP_DELETE => ContextMeta::Delete,
+            OP_FLOOR => ContextMeta::Floor(u32::from_le_bytes(reader.array()?)),
+            OP_TTL => ContextMeta::Ttl(u64::from_le_bytes(reader.array()?)),
             _ => return Err(RecordError::Field("unknown context metadata op")),
         };
         if !reader.rest.is_empty() {
@@ -269,6 +292,9 @@ mod tests {
             }]),
             ContextMeta::KvDelete(vec![b"pending/0001".to_vec(), b"x".to_vec()]),
             ContextMeta::CloneFrom(ContextId(7)),
+            ContextMeta::Delete,
+            ContextMeta::Floor(1234),
+            ContextMeta::Ttl(7 * 24 * 3600 * 1000),
         ]
     }
 

@@ -25,7 +25,7 @@ use crate::ids::{ContextId, TurnId};
 use crate::model::Parent;
 use crate::model::{Appended, ContextHead, ContextView, Created, NewContext};
 use crate::pipeline::{
-    BatchReply, ContextReply, MetaReply, SequencerRequest, TurnAppend, TurnReply,
+    BatchReply, ContextReply, MetaReply, Retention, SequencerRequest, TurnAppend, TurnReply,
 };
 use crate::published::Published;
 use crate::sequencer::contexts::{Contexts, check_new};
@@ -240,6 +240,54 @@ impl SequencerActor {
             .ok_or(EngineError::ContextNotFound(context_id))
     }
 
+    /// Deletes a context or raises its floor (`Retention`), one metadata record.
+    fn retain(
+        &mut self,
+        context_id: ContextId,
+        change: Retention,
+    ) -> Result<ContextView, EngineError> {
+        self.published.status.check_writable()?;
+        let before = self
+            .view(context_id)
+            .ok_or(EngineError::ContextNotFound(context_id))?;
+        let meta = match change {
+            Retention::Delete { updated_at_max } => {
+                if updated_at_max.is_some_and(|max| before.updated_at_unix_ms > max) {
+                    // Touched since the reaper looked: not idle any more.
+                    return Err(EngineError::Conflict {
+                        context_id,
+                        expected: before.head.head_turn_id,
+                        actual: before.head.head_turn_id,
+                    });
+                }
+                ContextMeta::Delete
+            }
+            Retention::Prune { keep } => {
+                assert!(keep >= 1, "the caller refuses keep = 0");
+                let head = before.head;
+                let floor = if head.head_turn_id.is_none() {
+                    0
+                } else {
+                    (head.head_depth + 1).saturating_sub(keep)
+                };
+                ContextMeta::Floor(floor.max(before.floor_depth))
+            }
+        };
+        let now = now_unix_ms();
+        self.contexts.apply(context_id, &meta, now)?;
+        self.push_meta(context_id, &meta, now);
+        if meta == ContextMeta::Delete {
+            let previous = self.heads.delete(context_id);
+            self.batch.moves.push(HeadMove {
+                context_id,
+                previous,
+            });
+            return Ok(before);
+        }
+        self.view(context_id)
+            .ok_or(EngineError::ContextNotFound(context_id))
+    }
+
     /// Key-value puts that keep existing keys: only the absent ones are written.
     fn absent_only(&self, context_id: ContextId, changes: Vec<ContextMeta>) -> Vec<ContextMeta> {
         let Some(info) = self.contexts.get(context_id) else {
@@ -278,6 +326,8 @@ impl SequencerActor {
                 .collect(),
             created_at_unix_ms: info.created_at_unix_ms,
             updated_at_unix_ms: info.updated_at_unix_ms,
+            floor_depth: info.floor_depth,
+            ttl_ms: info.ttl_ms,
         })
     }
 
@@ -366,6 +416,18 @@ impl SequencerActor {
                 ))
             })?,
         };
+        let floor_depth = self
+            .contexts
+            .get(context_id)
+            .map_or(0, |info| info.floor_depth);
+        if depth < floor_depth {
+            // Below the floor the context no longer reaches: the new turn would be invisible.
+            return Err(EngineError::InvalidArgument(format!(
+                "context {context_id} is pruned at depth {floor_depth}; a new turn at depth \
+                 {depth} would lie below it (choose a parent at depth {} or deeper)",
+                floor_depth.saturating_sub(1)
+            )));
+        }
         for link in &extras.links {
             self.turn(*link)?;
         }
@@ -578,7 +640,8 @@ impl SequencerActor {
         let published = &self.published;
         published.turns.publish(self.next_record_id - 1);
         for head_move in &batch.moves {
-            let head = self.heads.get(head_move.context_id);
+            // `raw`: a deleted context publishes its `DELETED_HEAD`.
+            let head = self.heads.raw(head_move.context_id);
             assert!(head.is_some(), "a moved head exists");
             if let Some(head) = head {
                 published
@@ -628,6 +691,14 @@ impl GroupCommit for SequencerActor {
                     changes
                 };
                 let result = self.change_meta(context_id, changes, expected_head);
+                self.batch.answers.push(Answer::Meta(reply, result));
+            }
+            SequencerRequest::Retain {
+                context_id,
+                change,
+                reply,
+            } => {
+                let result = self.retain(context_id, change);
                 self.batch.answers.push(Answer::Meta(reply, result));
             }
             SequencerRequest::Append { append, reply } => {

@@ -79,6 +79,12 @@ pub struct ContextInfo {
     /// The newest turn appended to this context (`NONE` before its first).
     pub last_turn_id: TurnId,
     pub inherits: Option<Inherit>,
+    /// Deleted (issue 15): every request naming it answers NOT_FOUND; the id is not reused.
+    pub deleted: bool,
+    /// Turns below this depth are no longer reachable through this context (a prune).
+    pub floor_depth: u32,
+    /// Deleted once not updated for this long (0: the server's default, if any).
+    pub ttl_ms: u64,
 }
 
 /// Every context's metadata and the indexes over it. Context `c` is at index `c - 1`.
@@ -212,6 +218,7 @@ impl Contexts {
     pub fn check(&self, context_id: ContextId, meta: &ContextMeta) -> Result<(), EngineError> {
         let info = self
             .get(context_id)
+            .filter(|info| !info.deleted)
             .ok_or(EngineError::ContextNotFound(context_id))?;
         match meta {
             ContextMeta::Name(name) => check_name(self, context_id, info, name),
@@ -219,9 +226,20 @@ impl Contexts {
             ContextMeta::KvPut(_) | ContextMeta::KvDelete(_) => Ok(()),
             ContextMeta::CloneFrom(source) => {
                 self.get(*source)
+                    .filter(|source| !source.deleted)
                     .ok_or(EngineError::ContextNotFound(*source))?;
                 Ok(())
             }
+            ContextMeta::Delete | ContextMeta::Ttl(_) => Ok(()),
+            // Floors only rise: a prune never brings back what an earlier one let go.
+            ContextMeta::Floor(depth) if *depth < info.floor_depth => {
+                Err(EngineError::InvalidArgument(format!(
+                    "context {context_id} is pruned at depth {}; a floor does not move down \
+                     (asked {depth})",
+                    info.floor_depth
+                )))
+            }
+            ContextMeta::Floor(_) => Ok(()),
         }
     }
 
@@ -292,8 +310,25 @@ impl Contexts {
                         source: *source_id,
                         upto: source.last_turn_id,
                     });
+                    // A clone sees no more of the source's history than the source did.
+                    info.floor_depth = source.floor_depth;
                 }
             }
+            ContextMeta::Delete => {
+                if let Some(name) = info.name.take() {
+                    self.names.remove(&name);
+                }
+                for (key, value) in info.tags.iter() {
+                    self.unindex(key, value, context_id);
+                }
+                info.tags = Tags::default();
+                info.kv = imbl::OrdMap::new();
+                info.deleted = true;
+                // Its turn keys and label-index entries stay until the garbage collector
+                // drops its turns: every look-up through them checks the context first.
+            }
+            ContextMeta::Floor(depth) => info.floor_depth = *depth,
+            ContextMeta::Ttl(ttl_ms) => info.ttl_ms = *ttl_ms,
         }
         info.updated_at_unix_ms = info.updated_at_unix_ms.max(at_unix_ms);
         self.infos[index] = info;

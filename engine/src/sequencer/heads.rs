@@ -6,7 +6,7 @@
 
 use crate::format::turn_log::TurnRecord;
 use crate::ids::{ContextId, TurnId};
-use crate::sequencer::view::CONTEXTS_MAX;
+use crate::sequencer::view::{CONTEXTS_MAX, DELETED_HEAD};
 
 /// A context's head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -74,9 +74,28 @@ pub(crate) struct Heads {
 }
 
 impl Heads {
+    /// A live context's head (`None`: no such context, or deleted).
     pub fn get(&self, context_id: ContextId) -> Option<HeadState> {
+        self.raw(context_id)
+            .filter(|head| head.head_turn_id != DELETED_HEAD)
+    }
+
+    /// The slot as it is, a deleted context's `DELETED_HEAD` included (publishing, undo).
+    pub fn raw(&self, context_id: ContextId) -> Option<HeadState> {
         let index = (context_id.0 as usize).wrapping_sub(1);
         self.heads.get(index).copied()
+    }
+
+    /// Deletes a live context; returns its head before.
+    pub fn delete(&mut self, context_id: ContextId) -> HeadState {
+        assert!(self.get(context_id).is_some(), "delete of a context that is not live");
+        self.set(
+            context_id,
+            HeadState {
+                head_turn_id: DELETED_HEAD,
+                head_depth: 0,
+            },
+        )
     }
 
     pub fn count(&self) -> u64 {

@@ -273,7 +273,12 @@ fn apply_meta(state: &mut RecoveredLog, record: &MetaRecord) -> Result<(), Strin
     state
         .contexts
         .apply(record.context_id, &meta, record.created_at_unix_ms)
-        .map_err(|error| format!("metadata record {}: {error}", record.record_id))
+        .map_err(|error| format!("metadata record {}: {error}", record.record_id))?;
+    if meta == ContextMeta::Delete {
+        // `apply` refused a context that is not live, so the head is there to delete.
+        state.heads.delete(record.context_id);
+    }
+    Ok(())
 }
 
 /// The turn's blob is in its shard's index with the same length: the blob was durable before

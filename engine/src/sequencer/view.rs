@@ -101,6 +101,11 @@ impl TurnsView {
     }
 }
 
+/// The head of a deleted context (issue 15), in the sequencer's `Heads` and here: no turn
+/// has this id (TurnIDs are record ids, far below it), and every look-up of such a context
+/// answers "not found". ContextIDs are never reused, so the slot keeps it for good.
+pub(crate) const DELETED_HEAD: TurnId = TurnId(u64::MAX);
+
 const HEAD_CHUNK_SLOTS: usize = 1 << 16;
 const HEAD_CHUNKS: usize = 1 << 16;
 /// ContextIDs are dense from 1; this many fit the head table.
@@ -139,6 +144,7 @@ impl HeadTable {
             "durable context {context_id} has no head slot"
         );
         slot.map(|slot| TurnId(slot.load(Ordering::Acquire)))
+            .filter(|&head| head != DELETED_HEAD)
     }
 
     /// Sequencer only. The turn must already be durable and published in `TurnsView`.
