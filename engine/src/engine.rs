@@ -23,12 +23,12 @@ use crate::model::{
 use crate::pipeline::{DurableBlob, PutOutcome, SequencerInbox, SequencerRequest, ShardRequest};
 use crate::published::Published;
 use crate::read::Reader;
+use crate::retention::Reaper;
 use crate::sequencer::migrate::migrate_turn_log;
 use crate::sequencer::recover::recover_log;
 use crate::sequencer::view::{ContextsView, HeadTable, SequencerCounters, TurnsView};
 use crate::status::StoreStatus;
 use crate::store_dir::{StoreDir, now_unix_ms};
-use crate::retention::Reaper;
 use crate::threads::{ActorSeed, start_thread};
 
 /// A handle on an open store. Cheap to clone; every method can be called from any thread and,

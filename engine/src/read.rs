@@ -67,7 +67,12 @@ impl Reader<'_> {
         let (tip, turns, keep, floor) = match query {
             PageQuery::Last { context_id, .. } => {
                 let (tip, floor) = self.context_tip(context_id)?;
-                (tip, self.newest_first(tip, limit, floor)?, Keep::Newest, floor)
+                (
+                    tip,
+                    self.newest_first(tip, limit, floor)?,
+                    Keep::Newest,
+                    floor,
+                )
             }
             PageQuery::Before {
                 context_id, before, ..
@@ -76,7 +81,12 @@ impl Reader<'_> {
                 let cursor = self.published.turns.turn(before)?;
                 self.check_on_chain(context_id, tip, &cursor)?;
                 let start = self.parent_of(&cursor)?;
-                (tip, self.newest_first(start, limit, floor)?, Keep::Newest, floor)
+                (
+                    tip,
+                    self.newest_first(start, limit, floor)?,
+                    Keep::Newest,
+                    floor,
+                )
             }
             PageQuery::RangeByDepth {
                 context_id,

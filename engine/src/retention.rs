@@ -116,8 +116,7 @@ impl Reaper {
             .spawn(move || {
                 let mut cursor = 0u64;
                 // Disconnected (the engine stops) ends the loop; a timeout is a tick.
-                while let Err(flume::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval)
-                {
+                while let Err(flume::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
                     cursor = reap_some(&published, &sequencer, default_ttl_ms, cursor, now_ms());
                 }
             })?;

@@ -24,7 +24,11 @@ fn named(engine: &Engine, name: &str) -> ContextId {
         tags: vec![("status".into(), "idle".into())],
         ..NewContext::default()
     };
-    block_on(engine.create(new)).unwrap().context.head.context_id
+    block_on(engine.create(new))
+        .unwrap()
+        .context
+        .head
+        .context_id
 }
 
 fn id(context: ContextId) -> ContextRef {
@@ -81,7 +85,11 @@ fn a_deleted_context_is_not_found_anywhere_and_its_name_is_free() {
     not_found(block_on(engine.last(thread, 10, true)).unwrap_err());
     not_found(append(&engine, thread, b"late", None).unwrap_err());
     not_found(engine.context(&id(thread)).unwrap_err());
-    not_found(engine.context(&ContextRef::Name("thread-1".into())).unwrap_err());
+    not_found(
+        engine
+            .context(&ContextRef::Name("thread-1".into()))
+            .unwrap_err(),
+    );
     not_found(engine.kv_get(&id(thread), b"k").unwrap_err());
     not_found(block_on(engine.delete_context(&id(thread))).unwrap_err());
     not_found(block_on(engine.prune_context(&id(thread), 1)).unwrap_err());
@@ -125,7 +133,9 @@ fn a_deleted_context_is_not_found_anywhere_and_its_name_is_free() {
     let engine = open(dir.path());
     not_found(block_on(engine.head(thread)).unwrap_err());
     assert_eq!(
-        engine.resolve(&ContextRef::Name("thread-1".into())).unwrap(),
+        engine
+            .resolve(&ContextRef::Name("thread-1".into()))
+            .unwrap(),
         again
     );
     assert_eq!(last_ids(&engine, fork, 10).0, turns[..3]);
@@ -217,19 +227,18 @@ fn a_prune_floors_every_read_and_the_turn_log() {
     let check = |engine: &Engine| {
         let (last, next_before) = last_ids(engine, thread, 100);
         assert_eq!(last, [turns[7], turns[8], turns[9], back.turn_id]);
-        assert_eq!(next_before, TurnId::NONE, "nothing older through the context");
+        assert_eq!(
+            next_before,
+            TurnId::NONE,
+            "nothing older through the context"
+        );
         let before = block_on(engine.before(thread, turns[8], 100, false)).unwrap();
         assert_eq!(before.turns.len(), 1);
         let range = block_on(engine.range_by_depth(thread, 0, 3, false)).unwrap();
         let depths: Vec<u32> = range.iter().map(|t| t.turn.depth).collect();
         assert_eq!(depths, [7, 8, 9]);
         let window = engine
-            .window(
-                &id(thread),
-                100,
-                PageOptions::TURNS,
-                &mut NoPayloadCache,
-            )
+            .window(&id(thread), 100, PageOptions::TURNS, &mut NoPayloadCache)
             .unwrap();
         assert_eq!(window.entries.len(), 4);
         // The turn log: the branch turn (depth 3) is below the floor too.

@@ -601,6 +601,22 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
             context: cursor.context_ref()?,
             name: cursor.short_string("name")?,
         },
+        MessageType::CtxDelete => Request::CtxDelete {
+            context: cursor.context_ref()?,
+        },
+        MessageType::CtxPrune => Request::CtxPrune {
+            context: cursor.context_ref()?,
+            keep: cursor.u32()?,
+        },
+        MessageType::CtxTtl => Request::CtxTtl {
+            context: cursor.context_ref()?,
+            set: match cursor.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(cursor.invalid("ttl_flags", "reserved bits set")),
+            },
+            ttl_ms: cursor.u64()?,
+        },
         MessageType::KvPut => {
             let context = cursor.context_ref()?;
             let if_absent = match cursor.u8()? {
@@ -876,6 +892,14 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
             info: cursor.context_info()?,
             created: cursor.bool("created")?,
         },
+        MessageType::CtxDelete | MessageType::CtxPrune | MessageType::CtxTtl => {
+            Response::Retention {
+                message_type,
+                info: cursor.context_info()?,
+                floor_depth: cursor.u32()?,
+                ttl_ms: cursor.u64()?,
+            }
+        }
         MessageType::CtxList => {
             let next_cursor = cursor.list_cursor()?;
             let count = cursor.u32()?;
@@ -1436,6 +1460,13 @@ pub fn check_request(request: &Request) -> Result<(), EncodeError> {
             within("label key", key.len(), 0, TINY, "bytes")?;
             within("label value", value.len(), 0, SHORT, "bytes")
         }
+        Request::CtxDelete { context: target }
+        | Request::CtxPrune {
+            context: target, ..
+        }
+        | Request::CtxTtl {
+            context: target, ..
+        } => context(target),
         _ => Ok(()),
     }
 }
@@ -1731,6 +1762,20 @@ pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes
             w.u64(*before_turn_id);
             w.u32(*limit);
         }
+        Request::CtxDelete { context } => w.context_ref(context),
+        Request::CtxPrune { context, keep } => {
+            w.context_ref(context);
+            w.u32(*keep);
+        }
+        Request::CtxTtl {
+            context,
+            set,
+            ttl_ms,
+        } => {
+            w.context_ref(context);
+            w.u8(u8::from(*set));
+            w.u64(*ttl_ms);
+        }
         Request::ReadPage {
             context,
             kind,
@@ -1855,6 +1900,16 @@ pub fn encode_response(req_id: u64, response: &Response) -> Vec<Bytes> {
             w.slice(message.as_bytes());
         }
         Response::ContextInfo { info, .. } => w.context_info(info),
+        Response::Retention {
+            info,
+            floor_depth,
+            ttl_ms,
+            ..
+        } => {
+            w.context_info(info);
+            w.u32(*floor_depth);
+            w.u64(*ttl_ms);
+        }
         Response::Opened { info, created } => {
             w.context_info(info);
             w.u8(u8::from(*created));

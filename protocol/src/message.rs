@@ -39,13 +39,17 @@ pub enum MessageType {
     TurnLog = 0x001B,
     ReadPage = 0x001C,
     FindTurns = 0x001D,
+    // Version 2, retention (issue 15).
+    CtxDelete = 0x001E,
+    CtxPrune = 0x001F,
+    CtxTtl = 0x0020,
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 29] = [
+    pub const ALL: [MessageType; 32] = [
         MessageType::Hello,
         MessageType::Ping,
         MessageType::CtxCreate,
@@ -75,6 +79,9 @@ impl MessageType {
         MessageType::TurnLog,
         MessageType::ReadPage,
         MessageType::FindTurns,
+        MessageType::CtxDelete,
+        MessageType::CtxPrune,
+        MessageType::CtxTtl,
     ];
 
     pub fn code(self) -> u16 {
@@ -122,6 +129,9 @@ impl MessageType {
             MessageType::TurnLog => "TURN_LOG",
             MessageType::ReadPage => "READ_PAGE",
             MessageType::FindTurns => "FIND_TURNS",
+            MessageType::CtxDelete => "CTX_DELETE",
+            MessageType::CtxPrune => "CTX_PRUNE",
+            MessageType::CtxTtl => "CTX_TTL",
         }
     }
 
@@ -608,6 +618,21 @@ pub enum Request {
         before_turn_id: u64,
         limit: u32,
     },
+    /// Deletes a context (issue 15): NOT_FOUND for it from then on; its name is free again.
+    CtxDelete {
+        context: ContextRef,
+    },
+    /// Keeps the newest `keep` (≥ 1) depths of the context's chain reachable through it.
+    CtxPrune {
+        context: ContextRef,
+        keep: u32,
+    },
+    /// With `set`, sets the context's time to live (`ttl_ms`; 0: none); without, reads it.
+    CtxTtl {
+        context: ContextRef,
+        set: bool,
+        ttl_ms: u64,
+    },
     /// A page of the context's chain with each turn's extras.
     ReadPage {
         context: ContextRef,
@@ -649,6 +674,9 @@ impl Request {
             Request::TurnLog { .. } => MessageType::TurnLog,
             Request::ReadPage { .. } => MessageType::ReadPage,
             Request::FindTurns { .. } => MessageType::FindTurns,
+            Request::CtxDelete { .. } => MessageType::CtxDelete,
+            Request::CtxPrune { .. } => MessageType::CtxPrune,
+            Request::CtxTtl { .. } => MessageType::CtxTtl,
         }
     }
 
@@ -768,6 +796,14 @@ pub enum Response {
         next_before: u64,
         turns: Vec<(TurnWire, ExtrasWire)>,
     },
+    /// Answer to CTX_DELETE (the context just before), CTX_PRUNE and CTX_TTL (after): the
+    /// context with its retention settings (the type says which request).
+    Retention {
+        message_type: MessageType,
+        info: ContextInfoWire,
+        floor_depth: u32,
+        ttl_ms: u64,
+    },
     /// Answer to READ_PAGE, oldest first (TURNS' fields, entries with extras).
     Page {
         next_before: u64,
@@ -791,6 +827,7 @@ impl Response {
             | Response::Appended { message_type, .. }
             | Response::Turns { message_type, .. }
             | Response::ContextInfo { message_type, .. }
+            | Response::Retention { message_type, .. }
             | Response::Done { message_type } => message_type.response_code(),
             Response::Opened { .. } => MessageType::CtxOpen.response_code(),
             Response::ContextList { .. } => MessageType::CtxList.response_code(),

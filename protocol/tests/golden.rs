@@ -700,6 +700,44 @@ fn vectors_v2() -> Vec<Vector> {
             "FIND_TURNS response: turn 42 labelled run_id=r1; next page before turn 42",
         ),
         (
+            "ctx_delete",
+            19,
+            Q(Request::CtxDelete {
+                context: ContextRef::Name("thread-1".into()),
+            }),
+            "CTX_DELETE of the context named \"thread-1\"",
+        ),
+        (
+            "ctx_prune",
+            20,
+            Q(Request::CtxPrune {
+                context: ContextRef::Id(3),
+                keep: 20,
+            }),
+            "CTX_PRUNE of context 3: keep the newest 20 depths of its chain",
+        ),
+        (
+            "ctx_ttl",
+            21,
+            Q(Request::CtxTtl {
+                context: ContextRef::Id(3),
+                set: true,
+                ttl_ms: 7 * 24 * 3600 * 1000,
+            }),
+            "CTX_TTL of context 3: set its time to live to 7 days",
+        ),
+        (
+            "ctx_prune_response",
+            20,
+            R(Response::Retention {
+                message_type: MessageType::CtxPrune,
+                info: info(3, Some("thread-1"), &[]),
+                floor_depth: 7,
+                ttl_ms: 604_800_000,
+            }),
+            "CTX_PRUNE response: context 3 (head 42 at depth 7) now floored at depth 7, TTL 7 days",
+        ),
+        (
             "error_already_exists",
             4,
             R(Response::Error {

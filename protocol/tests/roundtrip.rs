@@ -289,6 +289,15 @@ fn request() -> impl Strategy<Value = Request> {
                 limit,
             }
         ),
+        context().prop_map(|context| Request::CtxDelete { context }),
+        (context(), any::<u32>()).prop_map(|(context, keep)| Request::CtxPrune { context, keep }),
+        (context(), any::<bool>(), any::<u64>()).prop_map(|(context, set, ttl_ms)| {
+            Request::CtxTtl {
+                context,
+                set,
+                ttl_ms,
+            }
+        }),
         (
             context(),
             prop_oneof![
@@ -515,6 +524,24 @@ fn response() -> impl Strategy<Value = Response> {
             proptest::collection::vec((turn(), extras()), 0..4)
         )
             .prop_map(|(next_before, turns)| Response::FoundTurns { next_before, turns }),
+        (
+            prop_oneof![
+                Just(MessageType::CtxDelete),
+                Just(MessageType::CtxPrune),
+                Just(MessageType::CtxTtl),
+            ],
+            context_info(),
+            any::<u32>(),
+            any::<u64>(),
+        )
+            .prop_map(|(message_type, info, floor_depth, ttl_ms)| {
+                Response::Retention {
+                    message_type,
+                    info,
+                    floor_depth,
+                    ttl_ms,
+                }
+            }),
         (turn(), extras()).prop_map(|(turn, extras)| Response::TurnInfo {
             turn: Box::new(turn),
             extras

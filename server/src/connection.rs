@@ -716,9 +716,12 @@ fn response_bytes_reserved(request: &Request, core: &CoreContext) -> u64 {
             limit, read_flags, ..
         } => page(*limit, *read_flags),
         Request::HasBlobs { hashes } => hashes.len() as u64 + SMALL_RESPONSE_BYTES,
-        Request::CtxOpen { .. } | Request::CtxTag { .. } | Request::CtxName { .. } => {
-            CONTEXT_INFO_BYTES_MAX + SMALL_RESPONSE_BYTES
-        }
+        Request::CtxOpen { .. }
+        | Request::CtxTag { .. }
+        | Request::CtxName { .. }
+        | Request::CtxDelete { .. }
+        | Request::CtxPrune { .. }
+        | Request::CtxTtl { .. } => CONTEXT_INFO_BYTES_MAX + SMALL_RESPONSE_BYTES,
         _ => SMALL_RESPONSE_BYTES,
     }
 }

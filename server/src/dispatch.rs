@@ -211,6 +211,28 @@ impl Dispatcher {
                 let view = self.engine.set_name(&context_ref(context), name).await;
                 info_response(message_type, view)
             }
+            Request::CtxDelete { context } => {
+                let view = self.engine.delete_context(&context_ref(context)).await;
+                retention_response(message_type, view)
+            }
+            Request::CtxPrune { context, keep } => {
+                let view = self.engine.prune_context(&context_ref(context), keep).await;
+                retention_response(message_type, view)
+            }
+            Request::CtxTtl {
+                context,
+                set,
+                ttl_ms,
+            } => {
+                let context = context_ref(context);
+                let view = if set {
+                    let ttl_ms = (ttl_ms > 0).then_some(ttl_ms);
+                    self.engine.set_context_ttl(&context, ttl_ms).await
+                } else {
+                    self.engine.context(&context)
+                };
+                retention_response(message_type, view)
+            }
             Request::KvPut {
                 context,
                 if_absent,
@@ -727,6 +749,20 @@ fn info_response(
     Ok(Response::ContextInfo {
         message_type,
         info: context_info(view.map_err(engine_error)?),
+    })
+}
+
+/// CTX_DELETE, CTX_PRUNE and CTX_TTL: CONTEXT_INFO with the floor and the time to live.
+fn retention_response(
+    message_type: MessageType,
+    view: Result<ContextView, EngineError>,
+) -> Result<Response, Response> {
+    let view = view.map_err(engine_error)?;
+    Ok(Response::Retention {
+        message_type,
+        floor_depth: view.floor_depth,
+        ttl_ms: view.ttl_ms,
+        info: context_info(view),
     })
 }
 

@@ -142,6 +142,11 @@ struct ServeArgs {
     /// before they are closed hard.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     drain_timeout: Duration,
+    /// Delete contexts not updated for this long (`7d`, `12h`, …) unless they carry a time
+    /// to live of their own (`ctxstore ctx ttl`); `off` (default) keeps them until deleted.
+    /// Expiry is a delete written to the log, so it survives restarts.
+    #[arg(long, default_value = "off", value_parser = parse_ttl)]
+    context_ttl: Duration,
     /// File-mode creation mask (octal) for the store's directory and files: 077 makes them
     /// 0700 and 0600 (only the server's user may read the data).
     #[arg(long, default_value = "077", value_parser = parse_umask)]
@@ -351,6 +356,26 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Parses an octal umask such as `077` or `0027`.
+/// A context TTL: `off` (or `0`) for none, else a duration of at most 100 years.
+fn parse_ttl(text: &str) -> Result<Duration, String> {
+    if matches!(text.trim(), "off" | "none" | "0") {
+        return Ok(Duration::ZERO);
+    }
+    let ttl = parse_duration(text)?;
+    let max = Duration::from_millis(ctxstore_engine::retention::TTL_MS_MAX);
+    if ttl > max {
+        return Err(format!(
+            "a context TTL is at most 100 years; {text:?} is longer"
+        ));
+    }
+    if ttl < Duration::from_millis(1) {
+        return Err(format!(
+            "a context TTL is at least 1ms (or off); got {text:?}"
+        ));
+    }
+    Ok(ttl)
+}
+
 fn parse_umask(text: &str) -> Result<u32, String> {
     match u32::from_str_radix(text.trim(), 8) {
         Ok(mask) if mask <= 0o777 => Ok(mask),
@@ -416,6 +441,7 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine.open_check = args.open_check;
     config.engine.repair = args.repair;
     config.engine.preallocate = !args.no_preallocate;
+    config.engine.context_ttl_default_ms = args.context_ttl.as_millis() as u64;
     config.engine.limits.blob_bytes_max = args.blob_bytes_max;
     config.engine.limits.read_turns_max = args.read_turns_max;
     config.engine.limits.pack_bytes_max = args.pack_bytes_max;

@@ -88,7 +88,10 @@ impl Heads {
 
     /// Deletes a live context; returns its head before.
     pub fn delete(&mut self, context_id: ContextId) -> HeadState {
-        assert!(self.get(context_id).is_some(), "delete of a context that is not live");
+        assert!(
+            self.get(context_id).is_some(),
+            "delete of a context that is not live"
+        );
         self.set(
             context_id,
             HeadState {
