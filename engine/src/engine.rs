@@ -567,7 +567,9 @@ impl Inner {
             Ok(mut reaper) => reaper.take(),
             Err(poisoned) => poisoned.into_inner().take(),
         };
-        reaper.map(Reaper::stop);
+        if let Some(reaper) = reaper {
+            reaper.stop();
+        }
         let threads = match self.threads.lock() {
             Ok(mut threads) => std::mem::take(&mut *threads),
             Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
@@ -605,7 +607,9 @@ impl Drop for Inner {
             .unwrap_or_else(|p| p.into_inner())
             .take();
         let stopper = std::thread::spawn(move || {
-            reaper.map(Reaper::stop);
+            if let Some(reaper) = reaper {
+                reaper.stop();
+            }
             stop_actors(&sequencer, &shards, threads);
             drop((sequencer, shards, lock));
         });
