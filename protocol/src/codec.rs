@@ -608,15 +608,23 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
             context: cursor.context_ref()?,
             keep: cursor.u32()?,
         },
-        MessageType::CtxTtl => Request::CtxTtl {
-            context: cursor.context_ref()?,
-            set: match cursor.u8()? {
+        MessageType::CtxTtl => {
+            let context = cursor.context_ref()?;
+            let set = match cursor.u8()? {
                 0 => false,
                 1 => true,
                 _ => return Err(cursor.invalid("ttl_flags", "reserved bits set")),
-            },
-            ttl_ms: cursor.u64()?,
-        },
+            };
+            let ttl_ms = cursor.u64()?;
+            if !set && ttl_ms != 0 {
+                return Err(cursor.invalid("ttl_ms", "not 0 without the SET flag"));
+            }
+            Request::CtxTtl {
+                context,
+                set,
+                ttl_ms,
+            }
+        }
         MessageType::KvPut => {
             let context = cursor.context_ref()?;
             let if_absent = match cursor.u8()? {
@@ -1463,10 +1471,18 @@ pub fn check_request(request: &Request) -> Result<(), EncodeError> {
         Request::CtxDelete { context: target }
         | Request::CtxPrune {
             context: target, ..
-        }
-        | Request::CtxTtl {
-            context: target, ..
         } => context(target),
+        Request::CtxTtl {
+            context: target,
+            set,
+            ttl_ms,
+        } => {
+            context(target)?;
+            // Without SET the request only reads: a value there would be a caller's mistake.
+            let max = if *set { u64::MAX } else { 0 };
+            let ttl_ms = usize::try_from(*ttl_ms).unwrap_or(usize::MAX);
+            within("ttl_ms (0 without the SET flag)", ttl_ms, 0, max, "ms")
+        }
         _ => Ok(()),
     }
 }

@@ -295,7 +295,7 @@ fn request() -> impl Strategy<Value = Request> {
             Request::CtxTtl {
                 context,
                 set,
-                ttl_ms,
+                ttl_ms: if set { ttl_ms } else { 0 },
             }
         }),
         (
