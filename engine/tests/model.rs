@@ -90,6 +90,15 @@ enum Op {
         context: usize,
         name: usize,
     },
+    /// Issue 15: the context is NOT_FOUND from then on, its name free.
+    Delete {
+        context: usize,
+    },
+    /// Issue 15: keep the newest `keep` depths (0: refused).
+    Prune {
+        context: usize,
+        keep: u32,
+    },
     Reopen,
 }
 
@@ -131,6 +140,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(context, key, payload, if_absent)| Op::KvPut { context, key, payload, if_absent }),
         1 => (pick.clone(), 0..KV_KEYS.len()).prop_map(|(context, key)| Op::KvDelete { context, key }),
         1 => (pick.clone(), 0..NAMES.len()).prop_map(|(context, name)| Op::Clone { context, name }),
+        1 => pick.clone().prop_map(|context| Op::Delete { context }),
+        1 => (pick.clone(), 0..4u32).prop_map(|(context, keep)| Op::Prune { context, keep }),
         1 => Just(Op::Reopen),
     ]
 }
@@ -163,6 +174,8 @@ struct ModelMeta {
     name: Option<String>,
     tags: BTreeMap<String, String>,
     kv: BTreeMap<Vec<u8>, usize>,
+    deleted: bool,
+    floor: u32,
 }
 
 #[derive(Default)]
@@ -181,6 +194,13 @@ impl Model {
 
     fn depth_of(&self, head: TurnId) -> u32 {
         self.turn(head).map_or(0, |turn| turn.depth)
+    }
+
+    /// `start` and its ancestors down to `floor`, newest first.
+    fn floored(&self, start: TurnId, floor: u32) -> Vec<ModelTurn> {
+        let mut out = self.ancestry(start);
+        out.retain(|turn| turn.depth >= floor);
+        out
     }
 
     /// `start` and its ancestors, newest first.
@@ -235,7 +255,15 @@ impl Model {
 fn check_metadata(engine: &Engine, model: &Model) {
     for (index, meta) in model.metas.iter().enumerate() {
         let context = ContextRef::Id(ContextId(index as u64 + 1));
+        if meta.deleted {
+            assert_eq!(
+                engine.context(&context).unwrap_err().kind(),
+                ErrorKind::NotFound
+            );
+            continue;
+        }
         let view = engine.context(&context).unwrap();
+        assert_eq!(view.floor_depth, meta.floor);
         assert_eq!(view.head.head_turn_id, model.heads[index]);
         assert_eq!(view.name, meta.name);
         assert_eq!(view.tags, meta.tags);
@@ -313,7 +341,38 @@ fn pick<T>(items: &[T], index: usize) -> Option<&T> {
     }
 }
 
+/// The context an op targets, when it names one.
+fn target(op: &Op) -> Option<usize> {
+    match op {
+        Op::Append { context, .. }
+        | Op::AppendByHash { context, .. }
+        | Op::Last { context, .. }
+        | Op::Before { context, .. }
+        | Op::Range { context, .. }
+        | Op::SetTag { context, .. }
+        | Op::KvPut { context, .. }
+        | Op::KvDelete { context, .. }
+        | Op::Clone { context, .. }
+        | Op::Delete { context }
+        | Op::Prune { context, .. } => Some(*context),
+        _ => None,
+    }
+}
+
 fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) {
+    // Every request naming a deleted context is NOT_FOUND, whatever it is.
+    if let Some(context) = target(&op)
+        && !model.heads.is_empty()
+        && model.metas[context % model.heads.len()].deleted
+    {
+        let context_id = ContextId((context % model.heads.len()) as u64 + 1);
+        let not_found = |error: EngineError| assert_eq!(error.kind(), ErrorKind::NotFound);
+        not_found(block_on(engine.head(context_id)).unwrap_err());
+        not_found(append(engine, context_id, b"late", None).unwrap_err());
+        not_found(block_on(engine.delete_context(&context_id.into())).unwrap_err());
+        not_found(block_on(engine.last(context_id, 3, false)).unwrap_err());
+        return;
+    }
     match op {
         Op::Create => {
             let head = block_on(engine.create_context()).unwrap();
@@ -432,11 +491,12 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
                 return;
             };
             let context_id = ContextId((context % model.heads.len()) as u64 + 1);
+            let floor = model.metas[context % model.heads.len()].floor;
             let page = block_on(engine.last(context_id, limit, payloads)).unwrap();
-            let mut expected = model.ancestry(head);
+            let mut expected = model.floored(head, floor);
             expected.truncate(limit as usize);
             let next = match expected.last() {
-                Some(oldest) if !oldest.parent.is_none() => oldest.id,
+                Some(oldest) if !oldest.parent.is_none() && oldest.depth > floor => oldest.id,
                 _ => TurnId::NONE,
             };
             expected.reverse();
@@ -469,7 +529,8 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
                 return;
             }
             let page = page.unwrap();
-            let mut expected = model.ancestry(cursor.parent);
+            let floor = model.metas[context % model.heads.len()].floor;
+            let mut expected = model.floored(cursor.parent, floor);
             expected.truncate(limit as usize);
             expected.reverse();
             check_turns(&page.turns, &expected, false);
@@ -483,8 +544,10 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
                 return;
             };
             let context_id = ContextId((context % model.heads.len()) as u64 + 1);
+            let floor = model.metas[context % model.heads.len()].floor;
             let turns =
                 block_on(engine.range_by_depth(context_id, from_depth, limit, true)).unwrap();
+            let from_depth = from_depth.max(floor);
             check_turns(&turns, &model.depth_window(head, from_depth, limit), true);
         }
         Op::Chain {
@@ -590,6 +653,44 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
             assert_eq!(view.head.context_id, id);
             assert_eq!(view.head.head_turn_id, head);
         }
+        Op::Delete { context } => {
+            if model.heads.is_empty() {
+                return;
+            }
+            let slot = context % model.heads.len();
+            let context_id = ContextId(slot as u64 + 1);
+            let before = block_on(engine.delete_context(&context_id.into())).unwrap();
+            assert_eq!(before.head.head_turn_id, model.heads[slot]);
+            model.take_meta(&ContextMeta::Delete);
+            let meta = &mut model.metas[slot];
+            // The name is free again; tags and key-value entries went with the context.
+            *meta = ModelMeta {
+                deleted: true,
+                ..ModelMeta::default()
+            };
+        }
+        Op::Prune { context, keep } => {
+            if model.heads.is_empty() {
+                return;
+            }
+            let slot = context % model.heads.len();
+            let context_id = ContextId(slot as u64 + 1);
+            let result = block_on(engine.prune_context(&context_id.into(), keep));
+            if keep == 0 {
+                assert_eq!(result.unwrap_err().kind(), ErrorKind::InvalidArgument);
+                return;
+            }
+            let head = model.heads[slot];
+            let floor = if head.is_none() {
+                0
+            } else {
+                (model.depth_of(head) + 1).saturating_sub(keep)
+            };
+            let floor = floor.max(model.metas[slot].floor);
+            assert_eq!(result.unwrap().floor_depth, floor);
+            model.take_meta(&ContextMeta::Floor(floor));
+            model.metas[slot].floor = floor;
+        }
         Op::Reopen => {
             engine.shutdown();
             *engine = Engine::open(engine_config(dir)).unwrap();
@@ -636,7 +737,7 @@ fn create_named(
             let meta = ModelMeta {
                 name: Some(name.clone()),
                 tags: tags.iter().cloned().collect(),
-                kv: BTreeMap::new(),
+                ..ModelMeta::default()
             };
             let id = model.new_context(TurnId::NONE, meta);
             model.take_meta(&ContextMeta::Name(name));
