@@ -190,6 +190,10 @@ enum MetaOp {
         name: String,
         key: String,
     },
+    /// Issue 15: the name is NOT_FOUND from then on (its clones keep what they inherited).
+    Delete {
+        name: String,
+    },
 }
 
 impl MetaOp {
@@ -244,6 +248,9 @@ impl MetaOp {
                     payload: PayloadSpec::Bytes(Bytes::from(format!("checkpoint {key}"))),
                 }],
             },
+            MetaOp::Delete { name } => Request::CtxDelete {
+                context: by_name(name),
+            },
         }
     }
 
@@ -278,6 +285,9 @@ impl MetaOp {
                 // A clone inherits its source's keyed turns (found through it by key).
                 model.insert(name.clone(), meta);
             }
+            MetaOp::Delete { name } => {
+                model.remove(name);
+            }
             MetaOp::KeyedAppend { name, key } => {
                 if let Some(turn_id) = new_id {
                     model
@@ -307,7 +317,7 @@ async fn write_metadata(
         let names: Vec<String> = model.keys().cloned().collect();
         let pick = |rng: &mut fastrand::Rng| names[rng.usize(..names.len())].clone();
         let new_name = format!("crash-{cycle}-{index}");
-        let op = match rng.u8(..10) {
+        let op = match rng.u8(..11) {
             _ if names.is_empty() => MetaOp::Create {
                 name: new_name,
                 tag: ("status".into(), "idle".into()),
@@ -342,9 +352,12 @@ async fn write_metadata(
                 name: pick(&mut rng),
                 key: format!("cp-{cycle}-{index}"),
             },
-            _ => MetaOp::Clone {
+            9 => MetaOp::Clone {
                 source: pick(&mut rng),
                 name: new_name,
+            },
+            _ => MetaOp::Delete {
+                name: pick(&mut rng),
             },
         };
         match client.request(op.request()).await {
@@ -441,7 +454,14 @@ async fn check_metadata(
     if let Some(op) = &in_flight {
         op.apply(&mut landed, None);
     }
-    let names: Vec<String> = landed.keys().cloned().collect();
+    // Both sides' names: a delete in flight leaves a name in one of them only.
+    let names: Vec<String> = landed
+        .keys()
+        .chain(model.keys())
+        .cloned()
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let observed = observe(&client, &names).await;
     // Ids of contexts whose create was in flight are unknown: compare them without the id.
     let matches = |expected: &MetaModel| {
