@@ -11,8 +11,8 @@ use bytes::Bytes;
 use ctxstore_protocol::codec::{check_request, encode_request_chunks};
 use ctxstore_protocol::{
     ContextRef, ErrorCode, FrameReader, HEADER_BYTES, Hash32, MessageType, PROTOCOL_VERSION,
-    PROTOCOL_VERSION_MIN, Request, Response, ServerLimits, StatsWire, TurnEntry, decode_response,
-    frame_flags, read_flags,
+    PROTOCOL_VERSION_MIN, PageKind, Request, Response, ServerLimits, StatsWire, TurnEntry,
+    TurnEntryV2, decode_response, frame_flags, read_flags,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -20,8 +20,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ClientError;
 use crate::types::{
-    Appended, BlobHash, ContextHead, ContextInfo, ContextListPage, ContextQuery, KvItem,
-    ListCursor, NewContext, Opened, Page, Turn, verify_payload,
+    Appended, BlobHash, ContextHead, ContextInfo, ContextListPage, ContextQuery, FoundPage, KvItem,
+    ListCursor, LogCursor, LogPage, NewContext, NewTurn, Opened, Page, Turn, verify_payload,
 };
 
 #[derive(Clone, Debug)]
@@ -431,6 +431,7 @@ impl Client {
             Response::Appended { turn, deduped, .. } => Ok(Appended {
                 turn: Turn::from_wire(&turn, None),
                 deduped,
+                existing: false,
             }),
             other => Err(unexpected(message_type, &other)),
         }
@@ -916,6 +917,285 @@ impl Client {
             }
         }
     }
+    // ---- Turns for agent frameworks (protocol version 2, decision 0009) ----
+
+    /// Appends one or more turns to a context, in order, all or none, durable when it returns
+    /// (APPEND_TURNS). Each turn hangs on its `parent` (the head, or the turn before it in the
+    /// batch; a new root; or a turn of the context's history) and the head moves to the last.
+    /// A turn whose key the context already has writes nothing and comes back as that earlier
+    /// turn with `existing = true`, so a retried append is safe. `expected_head`: as `append`.
+    /// One `Appended` per turn, in order, with the turn's key, labels and links.
+    pub async fn append_turns(
+        &self,
+        context: impl Into<ContextRef>,
+        expected_head: Option<u64>,
+        turns: Vec<NewTurn>,
+    ) -> Result<Vec<Appended>, ClientError> {
+        let extras: Vec<_> = turns
+            .iter()
+            .map(|turn| (turn.key.clone(), turn.labels.clone(), turn.links.clone()))
+            .collect();
+        let request = Request::AppendTurns {
+            context: context.into(),
+            expected_head,
+            turns: turns.into_iter().map(NewTurn::into_wire).collect(),
+        };
+        match self.request(request).await? {
+            Response::AppendedTurns { turns } if turns.len() == extras.len() => Ok(turns
+                .into_iter()
+                .zip(extras)
+                .map(|(appended, (key, labels, links))| {
+                    let mut turn = Turn::from_wire(&appended.turn, None);
+                    if !appended.existing {
+                        // What was written is what was asked; an existing turn's extras are
+                        // the earlier append's, which this answer does not carry.
+                        turn.key = key;
+                        turn.labels = labels.into_iter().collect();
+                        turn.links = links;
+                    } else {
+                        turn.key = key;
+                    }
+                    Appended {
+                        turn,
+                        deduped: appended.deduped,
+                        existing: appended.existing,
+                    }
+                })
+                .collect()),
+            Response::AppendedTurns { turns } => Err(ClientError::Protocol(format!(
+                "APPEND_TURNS of {} turns answered {}",
+                extras.len(),
+                turns.len()
+            ))),
+            other => Err(unexpected(MessageType::AppendTurns, &other)),
+        }
+    }
+
+    /// Appends one turn with its options (parent, key, labels, links, summary): `append_turns`
+    /// with a batch of one.
+    pub async fn append_turn(
+        &self,
+        context: impl Into<ContextRef>,
+        expected_head: Option<u64>,
+        turn: NewTurn,
+    ) -> Result<Appended, ClientError> {
+        let mut appended = self
+            .append_turns(context, expected_head, vec![turn])
+            .await?;
+        appended
+            .pop()
+            .ok_or_else(|| ClientError::Protocol("APPEND_TURNS answered no turn".into()))
+    }
+
+    /// The context's turn with this idempotency key, with its extras (GET_TURN_BY_KEY);
+    /// `None` when the context has no such key.
+    pub async fn turn_by_key(
+        &self,
+        context: impl Into<ContextRef>,
+        key: impl Into<Bytes>,
+    ) -> Result<Option<Turn>, ClientError> {
+        let context = context.into();
+        let request = Request::GetTurnByKey {
+            context: context.clone(),
+            key: key.into(),
+        };
+        match self.request(request).await {
+            Ok(Response::TurnInfo { turn, extras }) => {
+                Ok(Some(Turn::from_wire_v2(&turn, extras, None)))
+            }
+            Ok(other) => Err(unexpected(MessageType::GetTurnByKey, &other)),
+            Err(missing) if missing.code() == Some(ErrorCode::NotFound) => {
+                // The server answers NOT_FOUND for a missing key and a missing context alike:
+                // the context's own NOT_FOUND if it is the context that is missing.
+                self.context_info(context).await?;
+                Ok(None)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// A page of the context's log: its turns newest first across all its branches and what
+    /// it inherited, those carrying every label in `labels` (TURN_LOG). `cursor`: `None` for
+    /// the newest, else a page's `next`.
+    pub async fn turn_log(
+        &self,
+        context: impl Into<ContextRef>,
+        labels: &[(String, String)],
+        cursor: Option<LogCursor>,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<LogPage, ClientError> {
+        let read_flags = self.read_flags(payloads);
+        let request = Request::TurnLog {
+            context: context.into(),
+            labels: labels.to_vec(),
+            cursor: cursor.map(|cursor| cursor.0),
+            limit,
+            read_flags,
+        };
+        match self.request(request).await? {
+            Response::TurnLog {
+                next_cursor,
+                entries,
+            } => Ok(LogPage {
+                turns: verify_entries_v2(entries).await?,
+                next: next_cursor.map(LogCursor),
+            }),
+            other => Err(unexpected(MessageType::TurnLog, &other)),
+        }
+    }
+
+    /// The whole log (`turn_log` followed page after page), newest first; at most `max` turns
+    /// when given.
+    pub async fn turn_log_all(
+        &self,
+        context: impl Into<ContextRef>,
+        labels: &[(String, String)],
+        max: Option<usize>,
+        payloads: bool,
+    ) -> Result<Vec<Turn>, ClientError> {
+        let context = context.into();
+        let page_limit = self.server_limits().read_turns_max.clamp(1, 10_000);
+        let mut turns = Vec::new();
+        let mut cursor = None;
+        loop {
+            let left = max.map_or(page_limit, |max| {
+                (max - turns.len()).min(page_limit as usize) as u32
+            });
+            if left == 0 {
+                return Ok(turns);
+            }
+            let page = self
+                .turn_log(context.clone(), labels, cursor, left, payloads)
+                .await?;
+            turns.extend(page.turns);
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(turns),
+            }
+        }
+    }
+
+    /// A page of the context's chain with each turn's extras (READ_PAGE), oldest first.
+    pub async fn read_page(
+        &self,
+        context: impl Into<ContextRef>,
+        kind: PageKind,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<Page, ClientError> {
+        let read_flags = self.read_flags(payloads);
+        let request = Request::ReadPage {
+            context: context.into(),
+            kind,
+            limit,
+            read_flags,
+        };
+        match self.request(request).await? {
+            Response::Page {
+                next_before,
+                tip_depth,
+                entries,
+            } => Ok(Page {
+                turns: verify_entries_v2(entries).await?,
+                next_before,
+                tip_depth,
+            }),
+            other => Err(unexpected(MessageType::ReadPage, &other)),
+        }
+    }
+
+    /// What an agent sends its model: the chain from the latest summary turn to the head, at
+    /// most `limit` turns (the newest), oldest first (READ_PAGE WINDOW).
+    pub async fn window(
+        &self,
+        context: impl Into<ContextRef>,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<Page, ClientError> {
+        self.read_page(context, PageKind::Window, limit, payloads)
+            .await
+    }
+
+    /// Turns of every context carrying the indexed label `key = value` (run_id, thread_id,
+    /// idx.*), newest first, older than `before` (0: from the newest), without payloads
+    /// (FIND_TURNS).
+    pub async fn find_turns(
+        &self,
+        key: impl Into<String>,
+        value: impl Into<String>,
+        before: u64,
+        limit: u32,
+    ) -> Result<FoundPage, ClientError> {
+        let request = Request::FindTurns {
+            key: key.into(),
+            value: value.into(),
+            before_turn_id: before,
+            limit,
+        };
+        match self.request(request).await? {
+            Response::FoundTurns { next_before, turns } => Ok(FoundPage {
+                turns: turns
+                    .into_iter()
+                    .map(|(turn, extras)| Turn::from_wire_v2(&turn, extras, None))
+                    .collect(),
+                next_before,
+            }),
+            other => Err(unexpected(MessageType::FindTurns, &other)),
+        }
+    }
+
+    /// Every turn `find_turns` finds (followed page after page), newest first; at most `max`.
+    pub async fn find_all_turns(
+        &self,
+        key: &str,
+        value: &str,
+        max: Option<usize>,
+    ) -> Result<Vec<Turn>, ClientError> {
+        let page_limit = self.server_limits().read_turns_max.clamp(1, 10_000);
+        let mut turns = Vec::new();
+        let mut before = 0;
+        loop {
+            let left = max.map_or(page_limit, |max| {
+                (max - turns.len()).min(page_limit as usize) as u32
+            });
+            if left == 0 {
+                return Ok(turns);
+            }
+            let page = self.find_turns(key, value, before, left).await?;
+            turns.extend(page.turns);
+            if page.next_before == 0 {
+                return Ok(turns);
+            }
+            before = page.next_before;
+        }
+    }
+}
+
+async fn verify_entries_v2(entries: Vec<TurnEntryV2>) -> Result<Vec<Turn>, ClientError> {
+    // Payloads through the version-1 path (parallel when large), extras beside.
+    let mut extras = Vec::with_capacity(entries.len());
+    let plain: Vec<TurnEntry> = entries
+        .into_iter()
+        .map(|entry| {
+            extras.push(entry.extras);
+            TurnEntry {
+                turn: entry.turn,
+                payload: entry.payload,
+            }
+        })
+        .collect();
+    let turns = verify_entries(plain).await?;
+    Ok(turns
+        .into_iter()
+        .zip(extras)
+        .map(|(mut turn, extras)| {
+            turn.key = (!extras.key.is_empty()).then_some(extras.key);
+            turn.labels = extras.labels.into_iter().collect();
+            turn.links = extras.links;
+            turn
+        })
+        .collect())
 }
 
 /// Payload bytes of a page above which its payloads are inflated and hashed on two threads:

@@ -46,9 +46,11 @@ mod error;
 mod types;
 
 pub use client::{Client, ClientConfig};
+pub use ctxstore_protocol::PageKind;
 pub use ctxstore_protocol::{ContextRef, ErrorCode, ServerLimits, StatsWire};
 pub use error::ClientError;
 pub use types::{
     Appended, BlobHash, CODEC_NAMES, ContextHead, ContextInfo, ContextListPage, ContextQuery,
-    KvItem, ListCursor, NewContext, Opened, Page, Turn, codec_name, codec_tag,
+    FoundPage, KvItem, ListCursor, LogCursor, LogPage, NewContext, NewPayload, NewTurn, Opened,
+    Page, Parent, TURN_FLAG_SUMMARY, Turn, codec_name, codec_tag,
 };

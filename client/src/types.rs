@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use ctxstore_protocol::{
-    ContextHeadWire, ContextInfoWire, Hash32, KvItemWire, ListCursorWire, PayloadEncoding,
-    PayloadWire, TurnWire,
+    ContextHeadWire, ContextInfoWire, ExtrasWire, Hash32, KvItemWire, ListCursorWire,
+    LogCursorWire, ParentWire, PayloadEncoding, PayloadSpec, PayloadWire, TurnSpec, TurnWire,
 };
 
 use crate::error::ClientError;
@@ -62,6 +62,13 @@ pub struct Turn {
     pub flags: u32,
     pub created_at_unix_ms: u64,
     pub payload: Option<Bytes>,
+    /// The turn's idempotency key within its context (version 2); `None` without one, and on
+    /// turns read with version-1 messages, which do not carry it.
+    pub key: Option<Bytes>,
+    /// The turn's labels (version 2), by key.
+    pub labels: BTreeMap<String, String>,
+    /// Turns this one refers to (version 2), in the order given at append.
+    pub links: Vec<u64>,
 }
 
 impl Turn {
@@ -78,8 +85,168 @@ impl Turn {
             flags: turn.flags,
             created_at_unix_ms: turn.created_at_unix_ms,
             payload,
+            key: None,
+            labels: BTreeMap::new(),
+            links: Vec::new(),
         }
     }
+
+    pub(crate) fn from_wire_v2(
+        turn: &TurnWire,
+        extras: ExtrasWire,
+        payload: Option<Bytes>,
+    ) -> Turn {
+        let mut out = Turn::from_wire(turn, payload);
+        out.key = (!extras.key.is_empty()).then_some(extras.key);
+        out.labels = extras.labels.into_iter().collect();
+        out.links = extras.links;
+        out
+    }
+
+    /// Everything before this turn is summarised in its payload (TURN flags bit 0): a window
+    /// starts here.
+    pub fn summary(&self) -> bool {
+        self.flags & TURN_FLAG_SUMMARY != 0
+    }
+}
+
+/// Bit 0 of a turn's `flags`: a summary turn (decision 0009).
+pub const TURN_FLAG_SUMMARY: u32 = 1 << 0;
+
+/// Where a new turn hangs (APPEND_TURNS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Parent {
+    /// The context's head, or for the second and later turns of a batch, the turn before.
+    #[default]
+    Head,
+    /// A new root: the turn starts a fresh chain (depth 0).
+    Root,
+    /// This turn of the context's history (time travel); the head moves to the new turn.
+    Turn(u64),
+}
+
+/// A new turn's payload: its bytes, or the hash of a blob already stored (no upload).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NewPayload {
+    Bytes(Bytes),
+    Hash(BlobHash),
+}
+
+/// One turn to append with `append_turns` (protocol version 2). Built with `NewTurn::bytes` or
+/// `NewTurn::by_hash`, then the setters; the defaults are type 0, codec raw (0), the head as
+/// parent, no key, labels or links, not a summary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewTurn {
+    pub payload: NewPayload,
+    pub type_tag: u64,
+    pub codec: u32,
+    pub parent: Parent,
+    /// Idempotency key: appending a key that the context already has writes nothing and
+    /// answers the earlier turn with `existing = true`.
+    pub key: Option<Bytes>,
+    pub labels: Vec<(String, String)>,
+    pub links: Vec<u64>,
+    pub summary: bool,
+}
+
+impl NewTurn {
+    pub fn bytes(payload: impl Into<Bytes>) -> NewTurn {
+        NewTurn::with_payload(NewPayload::Bytes(payload.into()))
+    }
+
+    pub fn by_hash(hash: BlobHash) -> NewTurn {
+        NewTurn::with_payload(NewPayload::Hash(hash))
+    }
+
+    fn with_payload(payload: NewPayload) -> NewTurn {
+        NewTurn {
+            payload,
+            type_tag: 0,
+            codec: 0,
+            parent: Parent::Head,
+            key: None,
+            labels: Vec::new(),
+            links: Vec::new(),
+            summary: false,
+        }
+    }
+
+    pub fn type_tag(mut self, type_tag: u64) -> NewTurn {
+        self.type_tag = type_tag;
+        self
+    }
+
+    pub fn codec(mut self, codec: u32) -> NewTurn {
+        self.codec = codec;
+        self
+    }
+
+    pub fn parent(mut self, parent: Parent) -> NewTurn {
+        self.parent = parent;
+        self
+    }
+
+    pub fn key(mut self, key: impl Into<Bytes>) -> NewTurn {
+        self.key = Some(key.into());
+        self
+    }
+
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> NewTurn {
+        self.labels.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn link(mut self, turn: u64) -> NewTurn {
+        self.links.push(turn);
+        self
+    }
+
+    pub fn summary(mut self, summary: bool) -> NewTurn {
+        self.summary = summary;
+        self
+    }
+
+    pub(crate) fn into_wire(self) -> TurnSpec {
+        TurnSpec {
+            parent: match self.parent {
+                Parent::Head => ParentWire::Head,
+                Parent::Root => ParentWire::Root,
+                Parent::Turn(turn) => ParentWire::Turn(turn),
+            },
+            type_tag: self.type_tag,
+            codec: self.codec,
+            summary: self.summary,
+            extras: ExtrasWire {
+                key: self.key.unwrap_or_default(),
+                labels: self.labels,
+                links: self.links,
+            },
+            payload: match self.payload {
+                NewPayload::Bytes(bytes) => PayloadSpec::Bytes(bytes),
+                NewPayload::Hash(hash) => PayloadSpec::Hash(Hash32(hash.0)),
+            },
+        }
+    }
+}
+
+/// Where a TURN_LOG page ended; pass it back for the next page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogCursor(pub(crate) LogCursorWire);
+
+/// A page of a context's log, newest first across branches and what it inherited.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogPage {
+    pub turns: Vec<Turn>,
+    /// `None` when the log is done.
+    pub next: Option<LogCursor>,
+}
+
+/// A page of FIND_TURNS, newest first, without payloads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundPage {
+    pub turns: Vec<Turn>,
+    /// Pass as `before` for the next older page; 0 when there are no more.
+    pub next_before: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -296,6 +463,9 @@ pub struct Appended {
     pub turn: Turn,
     /// The payload was already stored; no new blob was written.
     pub deduped: bool,
+    /// The turn's key was already in the context: `turn` is that earlier turn and nothing was
+    /// written (APPEND_TURNS only; always false for version-1 appends).
+    pub existing: bool,
 }
 
 /// Turns oldest first, and where to continue.
