@@ -8,8 +8,9 @@ use ctxstore_protocol::{ContextRef, PageKind, Request, Response, ServerLimits, S
 use crate::client::{Client as AsyncClient, ClientConfig};
 use crate::error::ClientError;
 use crate::types::{
-    Appended, BlobHash, ContextHead, ContextInfo, ContextListPage, ContextQuery, FoundPage, KvItem,
-    ListCursor, LogCursor, LogPage, NewContext, NewTurn, Opened, Page, Turn,
+    Appended, AppendedTurn, BlobHash, ContextHead, ContextInfo, ContextListPage, ContextQuery,
+    FoundPage, KvItem, ListCursor, LogCursor, LogPage, NewContext, NewTurn, Opened, Page, Turn,
+    TurnInfo, TurnPage,
 };
 
 pub struct Client {
@@ -284,7 +285,7 @@ impl Client {
         context: impl Into<ContextRef>,
         expected_head: Option<u64>,
         turns: Vec<NewTurn>,
-    ) -> Result<Vec<Appended>, ClientError> {
+    ) -> Result<Vec<AppendedTurn>, ClientError> {
         self.runtime
             .block_on(self.client.append_turns(context, expected_head, turns))
     }
@@ -295,7 +296,7 @@ impl Client {
         context: impl Into<ContextRef>,
         expected_head: Option<u64>,
         turn: NewTurn,
-    ) -> Result<Appended, ClientError> {
+    ) -> Result<AppendedTurn, ClientError> {
         self.runtime
             .block_on(self.client.append_turn(context, expected_head, turn))
     }
@@ -305,11 +306,22 @@ impl Client {
         &self,
         context: impl Into<ContextRef>,
         key: impl Into<Bytes>,
-    ) -> Result<Option<Turn>, ClientError> {
+    ) -> Result<Option<TurnInfo>, ClientError> {
         self.runtime.block_on(self.client.turn_by_key(context, key))
     }
 
-    /// See the async client's `turn_log`.
+    /// See the async client's `turn_info`.
+    pub fn turn_info(&self, turn: u64) -> Result<TurnInfo, ClientError> {
+        self.runtime.block_on(self.client.turn_info(turn))
+    }
+
+    /// See the async client's `replay_info`.
+    pub fn replay_info(&self, turn: u64, payloads: bool) -> Result<Vec<TurnInfo>, ClientError> {
+        self.runtime
+            .block_on(self.client.replay_info(turn, payloads))
+    }
+
+    /// See the async client's `turn_log` (and its cursor loop).
     pub fn turn_log(
         &self,
         context: impl Into<ContextRef>,
@@ -329,11 +341,13 @@ impl Client {
         &self,
         context: impl Into<ContextRef>,
         labels: &[(String, String)],
-        max: Option<usize>,
+        count_max: Option<usize>,
         payloads: bool,
-    ) -> Result<Vec<Turn>, ClientError> {
-        self.runtime
-            .block_on(self.client.turn_log_all(context, labels, max, payloads))
+    ) -> Result<Vec<TurnInfo>, ClientError> {
+        self.runtime.block_on(
+            self.client
+                .turn_log_all(context, labels, count_max, payloads),
+        )
     }
 
     /// See the async client's `read_page`.
@@ -343,7 +357,7 @@ impl Client {
         kind: PageKind,
         limit: u32,
         payloads: bool,
-    ) -> Result<Page, ClientError> {
+    ) -> Result<TurnPage, ClientError> {
         self.runtime
             .block_on(self.client.read_page(context, kind, limit, payloads))
     }
@@ -354,9 +368,20 @@ impl Client {
         context: impl Into<ContextRef>,
         limit: u32,
         payloads: bool,
-    ) -> Result<Page, ClientError> {
+    ) -> Result<TurnPage, ClientError> {
         self.runtime
             .block_on(self.client.window(context, limit, payloads))
+    }
+
+    /// See the async client's `window_all`.
+    pub fn window_all(
+        &self,
+        context: impl Into<ContextRef>,
+        count_max: Option<usize>,
+        payloads: bool,
+    ) -> Result<Vec<TurnInfo>, ClientError> {
+        self.runtime
+            .block_on(self.client.window_all(context, count_max, payloads))
     }
 
     /// See the async client's `find_turns`.
@@ -374,11 +399,10 @@ impl Client {
     /// See the async client's `find_all_turns`.
     pub fn find_all_turns(
         &self,
-        key: &str,
-        value: &str,
-        max: Option<usize>,
-    ) -> Result<Vec<Turn>, ClientError> {
+        labels: &[(String, String)],
+        count_max: Option<usize>,
+    ) -> Result<Vec<TurnInfo>, ClientError> {
         self.runtime
-            .block_on(self.client.find_all_turns(key, value, max))
+            .block_on(self.client.find_all_turns(labels, count_max))
     }
 }
