@@ -16,6 +16,11 @@ impl TestServer {
     /// Starts the server found beside `exe` (see `server_binary`), with a token file when
     /// `token` is given, and waits (30 s at most) until it names its address.
     pub fn start_beside(exe: &str, token: Option<&str>) -> TestServer {
+        TestServer::start_beside_with(exe, token, &[])
+    }
+
+    /// `start_beside` with more server flags (like `--read-turns-max 4`, to make pages short).
+    pub fn start_beside_with(exe: &str, token: Option<&str>, flags: &[&str]) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let ready = dir.path().join("ready");
         let mut command = Command::new(super::server_binary::server_binary_beside(exe));
@@ -24,6 +29,7 @@ impl TestServer {
             .arg(dir.path().join("data"))
             .args(["--listen", "127.0.0.1:0", "--ready-file"])
             .arg(&ready)
+            .args(flags)
             .stderr(Stdio::null());
         if let Some(token) = token {
             let file = dir.path().join("token");

@@ -3,13 +3,14 @@
 //! not async. Calls from several threads at once are pipelined on the one connection.
 
 use bytes::Bytes;
-use ctxstore_protocol::{ContextRef, Request, Response, ServerLimits, StatsWire};
+use ctxstore_protocol::{ContextRef, PageKind, Request, Response, ServerLimits, StatsWire};
 
 use crate::client::{Client as AsyncClient, ClientConfig};
 use crate::error::ClientError;
 use crate::types::{
-    Appended, BlobHash, ContextHead, ContextInfo, ContextListPage, ContextQuery, KvItem,
-    ListCursor, NewContext, Opened, Page, Turn,
+    Appended, AppendedTurn, BlobHash, ContextHead, ContextInfo, ContextListPage, ContextQuery,
+    FoundPage, KvItem, ListCursor, LogCursor, LogPage, NewContext, NewTurn, Opened, Page, Turn,
+    TurnInfo, TurnPage,
 };
 
 pub struct Client {
@@ -276,5 +277,132 @@ impl Client {
     ) -> Result<Vec<KvItem>, ClientError> {
         self.runtime
             .block_on(self.client.kv_list_all(context, prefix))
+    }
+
+    /// See the async client's `append_turns`.
+    pub fn append_turns(
+        &self,
+        context: impl Into<ContextRef>,
+        expected_head: Option<u64>,
+        turns: Vec<NewTurn>,
+    ) -> Result<Vec<AppendedTurn>, ClientError> {
+        self.runtime
+            .block_on(self.client.append_turns(context, expected_head, turns))
+    }
+
+    /// See the async client's `append_turn`.
+    pub fn append_turn(
+        &self,
+        context: impl Into<ContextRef>,
+        expected_head: Option<u64>,
+        turn: NewTurn,
+    ) -> Result<AppendedTurn, ClientError> {
+        self.runtime
+            .block_on(self.client.append_turn(context, expected_head, turn))
+    }
+
+    /// See the async client's `turn_by_key`.
+    pub fn turn_by_key(
+        &self,
+        context: impl Into<ContextRef>,
+        key: impl Into<Bytes>,
+    ) -> Result<Option<TurnInfo>, ClientError> {
+        self.runtime.block_on(self.client.turn_by_key(context, key))
+    }
+
+    /// See the async client's `turn_info`.
+    pub fn turn_info(&self, turn: u64) -> Result<TurnInfo, ClientError> {
+        self.runtime.block_on(self.client.turn_info(turn))
+    }
+
+    /// See the async client's `replay_info`.
+    pub fn replay_info(&self, turn: u64, payloads: bool) -> Result<Vec<TurnInfo>, ClientError> {
+        self.runtime
+            .block_on(self.client.replay_info(turn, payloads))
+    }
+
+    /// See the async client's `turn_log` (and its cursor loop).
+    pub fn turn_log(
+        &self,
+        context: impl Into<ContextRef>,
+        labels: &[(String, String)],
+        cursor: Option<LogCursor>,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<LogPage, ClientError> {
+        self.runtime.block_on(
+            self.client
+                .turn_log(context, labels, cursor, limit, payloads),
+        )
+    }
+
+    /// See the async client's `turn_log_all`.
+    pub fn turn_log_all(
+        &self,
+        context: impl Into<ContextRef>,
+        labels: &[(String, String)],
+        count_max: Option<usize>,
+        payloads: bool,
+    ) -> Result<Vec<TurnInfo>, ClientError> {
+        self.runtime.block_on(
+            self.client
+                .turn_log_all(context, labels, count_max, payloads),
+        )
+    }
+
+    /// See the async client's `read_page`.
+    pub fn read_page(
+        &self,
+        context: impl Into<ContextRef>,
+        kind: PageKind,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<TurnPage, ClientError> {
+        self.runtime
+            .block_on(self.client.read_page(context, kind, limit, payloads))
+    }
+
+    /// See the async client's `window`.
+    pub fn window(
+        &self,
+        context: impl Into<ContextRef>,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<TurnPage, ClientError> {
+        self.runtime
+            .block_on(self.client.window(context, limit, payloads))
+    }
+
+    /// See the async client's `window_all`.
+    pub fn window_all(
+        &self,
+        context: impl Into<ContextRef>,
+        count_max: Option<usize>,
+        payloads: bool,
+    ) -> Result<Vec<TurnInfo>, ClientError> {
+        self.runtime
+            .block_on(self.client.window_all(context, count_max, payloads))
+    }
+
+    /// See the async client's `find_turns`.
+    pub fn find_turns(
+        &self,
+        key: impl Into<String>,
+        value: impl Into<String>,
+        before: u64,
+        limit: u32,
+    ) -> Result<FoundPage, ClientError> {
+        self.runtime
+            .block_on(self.client.find_turns(key, value, before, limit))
+    }
+
+    /// See the async client's `find_all_turns`.
+    pub fn find_all_turns(
+        &self,
+        labels: &[(String, String)],
+        count_max: Option<usize>,
+    ) -> Result<Vec<TurnInfo>, ClientError> {
+        self.runtime
+            .block_on(self.client.find_all_turns(labels, count_max))
     }
 }

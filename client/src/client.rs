@@ -2,7 +2,7 @@
 //! once; each request gets a req_id, a writer task sends frames in batches, a reader task
 //! matches responses to their requests by req_id (in whatever order they come).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,8 +11,8 @@ use bytes::Bytes;
 use ctxstore_protocol::codec::{check_request, encode_request_chunks};
 use ctxstore_protocol::{
     ContextRef, ErrorCode, FrameReader, HEADER_BYTES, Hash32, MessageType, PROTOCOL_VERSION,
-    PROTOCOL_VERSION_MIN, Request, Response, ServerLimits, StatsWire, TurnEntry, decode_response,
-    frame_flags, read_flags,
+    PROTOCOL_VERSION_MIN, PageKind, Request, Response, ServerLimits, StatsWire, TurnEntry,
+    TurnEntryV2, decode_response, frame_flags, read_flags,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -20,9 +20,17 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ClientError;
 use crate::types::{
-    Appended, BlobHash, ContextHead, ContextInfo, ContextListPage, ContextQuery, KvItem,
-    ListCursor, NewContext, Opened, Page, Turn, verify_payload,
+    Appended, AppendedTurn, BlobHash, ContextHead, ContextInfo, ContextListPage, ContextQuery,
+    FoundPage, KvItem, ListCursor, LogCursor, LogPage, NewContext, NewTurn, Opened, Page, Turn,
+    TurnInfo, TurnPage, verify_payload,
 };
+
+/// Most turns in one `append_turns` call (one request, one group commit).
+pub const APPEND_TURNS_MAX: usize = 64;
+/// Most turns in one `turn_log` page.
+pub const TURN_LOG_PAGE_MAX: u32 = 1000;
+/// Most turns in one `find_turns` page.
+pub const FIND_PAGE_MAX: u32 = 1000;
 
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -916,6 +924,551 @@ impl Client {
             }
         }
     }
+
+    // Turns for agent frameworks (protocol version 2, decision 0009). Every call below is
+    // `ClientError::Unsupported` on a connection that negotiated version 1, before sending.
+    // Turns come back as `TurnInfo`: the turn with its key, labels and links.
+
+    fn require_version_2(&self, request: &'static str) -> Result<(), ClientError> {
+        let version = self.protocol_version();
+        if version < 2 {
+            return Err(ClientError::Unsupported {
+                request,
+                needed: 2,
+                version,
+            });
+        }
+        Ok(())
+    }
+
+    /// Appends turns to one context, in order, all or none, in one request and one group
+    /// commit (APPEND_TURNS; 1..=[`APPEND_TURNS_MAX`] turns): e.g. an agent step's tool call,
+    /// its result and a message. Durable when it returns. Each turn hangs on its `parent`
+    /// (the head — for the second and later turns, the turn before it —, a new root, or a
+    /// turn the context owns); the head moves to the last turn. `expected_head`: the
+    /// compare-and-set of `append`, checked before the first turn.
+    ///
+    /// A turn whose key the context already has is not written: it comes back as that earlier
+    /// turn (with the extras it was stored with) and `existing = true`, so an append retried
+    /// after a lost answer is stored once. One `AppendedTurn` per turn, in order.
+    pub async fn append_turns(
+        &self,
+        context: impl Into<ContextRef>,
+        expected_head: Option<u64>,
+        turns: Vec<NewTurn>,
+    ) -> Result<Vec<AppendedTurn>, ClientError> {
+        let context = context.into();
+        let asked: Vec<_> = turns.iter().map(NewTurn::extras).collect();
+        let request = Request::AppendTurns {
+            context: context.clone(),
+            expected_head,
+            turns: turns.into_iter().map(NewTurn::into_wire).collect(),
+        };
+        let answered = match self.request(request).await? {
+            Response::AppendedTurns { turns } => turns,
+            other => return Err(unexpected(MessageType::AppendTurns, &other)),
+        };
+        if answered.len() != asked.len() {
+            return Err(ClientError::Protocol(format!(
+                "APPEND_TURNS of {} turns answered {}",
+                asked.len(),
+                answered.len()
+            )));
+        }
+        let mut appended = Vec::with_capacity(answered.len());
+        for (answer, extras) in answered.into_iter().zip(asked) {
+            let turn = if answer.existing {
+                // The answer is the earlier turn without its extras (they may differ from
+                // what this call asked): read them by the key, one round trip per retry.
+                let key = extras.key;
+                match self.turn_by_key(context.clone(), key.clone()).await? {
+                    Some(info) if info.turn.turn_id == answer.turn.turn_id => info,
+                    found => {
+                        return Err(ClientError::Protocol(format!(
+                            "APPEND_TURNS answered turn {} as the one with the key {:?}, \
+                             GET_TURN_BY_KEY answered {:?}",
+                            answer.turn.turn_id,
+                            String::from_utf8_lossy(&key),
+                            found.map(|info| info.turn.turn_id)
+                        )));
+                    }
+                }
+            } else {
+                // Written now: its extras are the ones asked for (labels sorted, as stored).
+                TurnInfo::from_wire(&answer.turn, extras, None)
+            };
+            appended.push(AppendedTurn {
+                turn,
+                deduped: answer.deduped,
+                existing: answer.existing,
+            });
+        }
+        Ok(appended)
+    }
+
+    /// Appends one turn with its options (parent, key, labels, links, summary): `append_turns`
+    /// with one turn.
+    pub async fn append_turn(
+        &self,
+        context: impl Into<ContextRef>,
+        expected_head: Option<u64>,
+        turn: NewTurn,
+    ) -> Result<AppendedTurn, ClientError> {
+        let mut appended = self
+            .append_turns(context, expected_head, vec![turn])
+            .await?;
+        appended
+            .pop()
+            .ok_or_else(|| ClientError::Protocol("APPEND_TURNS answered no turn".into()))
+    }
+
+    /// The context's turn with this key, with its extras (GET_TURN_BY_KEY): its own, or one it
+    /// inherited through a fork or a clone. `None` when the context has no such key; an
+    /// unknown context stays `ErrorCode::NotFound`. (The server answers both with NOT_FOUND;
+    /// on a NOT_FOUND this asks CTX_SHOW which it was: one more round trip, on a miss only.)
+    pub async fn turn_by_key(
+        &self,
+        context: impl Into<ContextRef>,
+        key: impl Into<Bytes>,
+    ) -> Result<Option<TurnInfo>, ClientError> {
+        let context = context.into();
+        let request = Request::GetTurnByKey {
+            context: context.clone(),
+            key: key.into(),
+        };
+        match self.request(request).await {
+            Ok(Response::TurnInfo { turn, extras }) => {
+                Ok(Some(TurnInfo::from_wire(&turn, extras, None)))
+            }
+            Ok(other) => Err(unexpected(MessageType::GetTurnByKey, &other)),
+            Err(missing) if missing.code() == Some(ErrorCode::NotFound) => {
+                // The context's own NOT_FOUND if it is the context that is missing.
+                self.context_info(context).await?;
+                Ok(None)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// One turn by its id with its key, labels and links (`turn` returns it without them:
+    /// GET_TURN does not carry them). Reads the turn, then its extras from the context it was
+    /// appended to: one READ_PAGE when the turn is on that context's chain, else that
+    /// context's turn log, page by page until the turn is found.
+    pub async fn turn_info(&self, turn: u64) -> Result<TurnInfo, ClientError> {
+        self.require_version_2("READ_PAGE")?;
+        let turn = self.turn(turn).await?;
+        let context_id = turn.context_id;
+        let mut infos = self.with_extras(context_id, vec![turn]).await?;
+        infos
+            .pop()
+            .ok_or_else(|| ClientError::Protocol("a turn without its extras".into()))
+    }
+
+    /// `replay` with each turn's key, labels and links: the chain root → `turn`, oldest
+    /// first. The extras come from the context `turn` was appended to (its chain, else its
+    /// turn log: every ancestor of a turn is a turn that context owns).
+    pub async fn replay_info(
+        &self,
+        turn: u64,
+        payloads: bool,
+    ) -> Result<Vec<TurnInfo>, ClientError> {
+        self.require_version_2("READ_PAGE")?;
+        let turns = self.replay(turn, payloads).await?;
+        let Some(context_id) = turns.last().map(|tip| tip.context_id) else {
+            return Ok(Vec::new());
+        };
+        self.with_extras(context_id, turns).await
+    }
+
+    /// The extras of `turns`, all owned by `context_id`: from the context's chain when the
+    /// deepest of them is on it (a page per `read_turns_max` depths), the rest from its turn
+    /// log. Matched by TurnID, so a head that moves meanwhile costs requests, never a wrong
+    /// answer (a turn's extras never change).
+    async fn with_extras(
+        &self,
+        context_id: u64,
+        turns: Vec<Turn>,
+    ) -> Result<Vec<TurnInfo>, ClientError> {
+        let wanted: HashSet<u64> = turns.iter().map(|turn| turn.turn_id).collect();
+        let mut found: HashMap<u64, TurnInfo> = HashMap::new();
+        let keep = |infos: Vec<TurnInfo>, found: &mut HashMap<u64, TurnInfo>| {
+            for info in infos {
+                if wanted.contains(&info.turn.turn_id) {
+                    found.insert(info.turn.turn_id, info);
+                }
+            }
+        };
+        let (Some(low), Some(tip)) = (
+            turns.iter().map(|turn| turn.depth).min(),
+            turns.iter().max_by_key(|turn| turn.depth),
+        ) else {
+            return Ok(Vec::new());
+        };
+        let tip_depth = tip.depth;
+        let probe = self
+            .read_page(
+                context_id,
+                PageKind::Range {
+                    from_depth: tip_depth,
+                },
+                1,
+                false,
+            )
+            .await?;
+        let on_chain = probe
+            .turns
+            .first()
+            .is_some_and(|first| first.turn.turn_id == tip.turn_id);
+        keep(probe.turns, &mut found);
+        if on_chain {
+            let page_max = self.server_limits().read_turns_max.clamp(1, 10_000);
+            let mut depth = low;
+            while depth < tip_depth && found.len() < wanted.len() {
+                let limit = (tip_depth - depth).min(page_max);
+                let page = self
+                    .read_page(
+                        context_id,
+                        PageKind::Range { from_depth: depth },
+                        limit,
+                        false,
+                    )
+                    .await?;
+                let next = page.turns.last().map(|last| last.turn.depth + 1);
+                keep(page.turns, &mut found);
+                match next {
+                    Some(next) if next > depth => depth = next,
+                    _ => break,
+                }
+            }
+        }
+        let mut cursor: Option<LogCursor> = None;
+        while found.len() < wanted.len() {
+            let page = self
+                .turn_log(context_id, &[], cursor, TURN_LOG_PAGE_MAX, false)
+                .await?;
+            keep(page.turns, &mut found);
+            match page.next_cursor {
+                None => break,
+                Some(next) if Some(next) == cursor => {
+                    return Err(ClientError::Protocol(format!(
+                        "TURN_LOG answered the same cursor again ({next:?})"
+                    )));
+                }
+                Some(next) => cursor = Some(next),
+            }
+        }
+        turns
+            .into_iter()
+            .map(|turn| match found.get(&turn.turn_id) {
+                Some(info) => Ok(TurnInfo {
+                    turn,
+                    key: info.key.clone(),
+                    labels: info.labels.clone(),
+                    links: info.links.clone(),
+                }),
+                None => Err(ClientError::Protocol(format!(
+                    "turn {} is not in the turn log of context {context_id}, which owns it",
+                    turn.turn_id
+                ))),
+            })
+            .collect()
+    }
+
+    /// One page of the context's turn log (TURN_LOG): every turn it owns, newest first
+    /// across all its branches, then the turns it inherited (a clone: its source's up to the
+    /// clone; a fork: its base's chain); only those carrying every label of `labels`
+    /// (filtered on the server). `cursor`: `None` for the newest, else the previous page's
+    /// `next_cursor`; `limit` 1..=[`TURN_LOG_PAGE_MAX`]. A page may be short, even empty, while
+    /// more match: follow the cursor until it is `None` (or use `turn_log_all`):
+    ///
+    /// ```no_run
+    /// # async fn run(client: ctxstore_client::Client) -> Result<(), ctxstore_client::ClientError> {
+    /// let labels = [("run_id".to_string(), "r-1".to_string())];
+    /// let mut cursor = None;
+    /// loop {
+    ///     let page = client.turn_log(7, &labels, cursor, 100, false).await?;
+    ///     for info in &page.turns {
+    ///         println!("{} {:?}", info.turn.turn_id, info.labels);
+    ///     }
+    ///     match page.next_cursor {
+    ///         Some(next) => cursor = Some(next),
+    ///         None => break,
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn turn_log(
+        &self,
+        context: impl Into<ContextRef>,
+        labels: &[(String, String)],
+        cursor: Option<LogCursor>,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<LogPage, ClientError> {
+        let read_flags = self.read_flags(payloads);
+        let request = Request::TurnLog {
+            context: context.into(),
+            labels: labels.to_vec(),
+            cursor: cursor.map(|cursor| cursor.0),
+            limit,
+            read_flags,
+        };
+        match self.request(request).await? {
+            Response::TurnLog {
+                next_cursor,
+                entries,
+            } => Ok(LogPage {
+                turns: verify_entries_v2(entries).await?,
+                next_cursor: next_cursor.map(LogCursor),
+            }),
+            other => Err(unexpected(MessageType::TurnLog, &other)),
+        }
+    }
+
+    /// The context's turn log (`turn_log`, followed page after page), newest first; the first
+    /// `count_max` turns when given. Not a snapshot: turns appended meanwhile may or may not
+    /// be seen.
+    pub async fn turn_log_all(
+        &self,
+        context: impl Into<ContextRef>,
+        labels: &[(String, String)],
+        count_max: Option<usize>,
+        payloads: bool,
+    ) -> Result<Vec<TurnInfo>, ClientError> {
+        let context = context.into();
+        let mut turns = Vec::new();
+        let mut cursor: Option<LogCursor> = None;
+        loop {
+            let left = count_max.map_or(usize::MAX, |max| max.saturating_sub(turns.len()));
+            if left == 0 {
+                return Ok(turns);
+            }
+            let limit = TURN_LOG_PAGE_MAX.min(u32::try_from(left).unwrap_or(u32::MAX));
+            let page = self
+                .turn_log(context.clone(), labels, cursor, limit, payloads)
+                .await?;
+            turns.extend(page.turns);
+            match page.next_cursor {
+                None => {
+                    if let Some(max) = count_max {
+                        turns.truncate(max);
+                    }
+                    return Ok(turns);
+                }
+                Some(next) if Some(next) == cursor => {
+                    return Err(ClientError::Protocol(format!(
+                        "TURN_LOG answered the same cursor again ({next:?})"
+                    )));
+                }
+                Some(next) => cursor = Some(next),
+            }
+        }
+    }
+
+    /// A page of the context's chain with each turn's key, labels and links (READ_PAGE),
+    /// oldest first: `PageKind::Last` reads what `last` reads, `Before` what `before` reads,
+    /// `Range` what `range` reads, `Window` what `window` reads.
+    pub async fn read_page(
+        &self,
+        context: impl Into<ContextRef>,
+        kind: PageKind,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<TurnPage, ClientError> {
+        let read_flags = self.read_flags(payloads);
+        let request = Request::ReadPage {
+            context: context.into(),
+            kind,
+            limit,
+            read_flags,
+        };
+        match self.request(request).await? {
+            Response::Page {
+                next_before,
+                tip_depth,
+                entries,
+            } => Ok(TurnPage {
+                turns: verify_entries_v2(entries).await?,
+                next_before,
+                tip_depth,
+            }),
+            other => Err(unexpected(MessageType::ReadPage, &other)),
+        }
+    }
+
+    /// What an agent sends its model: the context's chain from its latest summary turn
+    /// (inclusive; from the root when there is none) to the head, oldest first; its newest
+    /// `limit` turns when it is longer (continue with `PageKind::Before` and `next_before`, or
+    /// use `window_all`). READ_PAGE WINDOW.
+    pub async fn window(
+        &self,
+        context: impl Into<ContextRef>,
+        limit: u32,
+        payloads: bool,
+    ) -> Result<TurnPage, ClientError> {
+        self.read_page(context, PageKind::Window, limit, payloads)
+            .await
+    }
+
+    /// The whole window (`window`, then older pages down to the latest summary turn or the
+    /// root), oldest first; its newest `count_max` turns when given. A head that moves to
+    /// another branch between pages makes the next page `ErrorCode::InvalidArgument`; a
+    /// window that fits one page (`read_turns_max` turns and the server's response budget) is
+    /// read in one request.
+    pub async fn window_all(
+        &self,
+        context: impl Into<ContextRef>,
+        count_max: Option<usize>,
+        payloads: bool,
+    ) -> Result<Vec<TurnInfo>, ClientError> {
+        let context = context.into();
+        let page_max = self.server_limits().read_turns_max.clamp(1, 10_000) as usize;
+        if count_max == Some(0) {
+            return Ok(Vec::new());
+        }
+        let first_limit = count_max.map_or(page_max, |max| max.min(page_max));
+        let page = self
+            .window(context.clone(), first_limit as u32, payloads)
+            .await?;
+        let mut turns = page.turns;
+        let mut before = page.next_before;
+        loop {
+            let at_start = turns
+                .first()
+                .is_none_or(|oldest| oldest.turn.summary() || oldest.turn.parent_turn_id == 0);
+            let left = count_max.map_or(usize::MAX, |max| max.saturating_sub(turns.len()));
+            if at_start || before == 0 || left == 0 {
+                return Ok(turns);
+            }
+            let kind = PageKind::Before {
+                before_turn_id: before,
+            };
+            let limit = left.min(page_max) as u32;
+            let page = self
+                .read_page(context.clone(), kind, limit, payloads)
+                .await?;
+            let mut older = page.turns;
+            // The window starts at the latest summary turn: drop what lies before it.
+            if let Some(summary) = older.iter().rposition(|info| info.turn.summary()) {
+                older.drain(..summary);
+            }
+            if older.is_empty() {
+                return Ok(turns);
+            }
+            before = page.next_before;
+            older.append(&mut turns);
+            turns = older;
+        }
+    }
+
+    /// One page of the turns of every context carrying the label `key = value`, newest
+    /// first, older than the turn `before` (0: from the newest), without payloads
+    /// (FIND_TURNS; `limit` 1..=[`FIND_PAGE_MAX`]). Answered from the store-wide label index,
+    /// which covers the keys `is_indexed_label` names; another key is
+    /// `ErrorCode::InvalidArgument` (filter a context's `turn_log` by it instead).
+    pub async fn find_turns(
+        &self,
+        key: impl Into<String>,
+        value: impl Into<String>,
+        before: u64,
+        limit: u32,
+    ) -> Result<FoundPage, ClientError> {
+        let request = Request::FindTurns {
+            key: key.into(),
+            value: value.into(),
+            before_turn_id: before,
+            limit,
+        };
+        match self.request(request).await? {
+            Response::FoundTurns { next_before, turns } => Ok(FoundPage {
+                turns: turns
+                    .into_iter()
+                    .map(|(turn, extras)| TurnInfo::from_wire(&turn, extras, None))
+                    .collect(),
+                next_before,
+            }),
+            other => Err(unexpected(MessageType::FindTurns, &other)),
+        }
+    }
+
+    /// Every turn, in any context, carrying all of `labels` (at least one), newest first; the
+    /// first `count_max` when given. The server finds the turns of the first indexed label
+    /// (`is_indexed_label`; the first label when none is, which the server refuses with a
+    /// message saying which keys are indexed); the other labels are checked here, page by
+    /// page (`find_turns`).
+    pub async fn find_all_turns(
+        &self,
+        labels: &[(String, String)],
+        count_max: Option<usize>,
+    ) -> Result<Vec<TurnInfo>, ClientError> {
+        let Some((key, value)) = labels
+            .iter()
+            .find(|(key, _)| is_indexed_label(key))
+            .or(labels.first())
+        else {
+            return Err(ClientError::InvalidArgument(
+                "finding turns needs at least one label".into(),
+            ));
+        };
+        let mut turns = Vec::new();
+        let mut before = 0;
+        loop {
+            let left = count_max.map_or(usize::MAX, |max| max.saturating_sub(turns.len()));
+            if left == 0 {
+                return Ok(turns);
+            }
+            // With labels checked here, a page's matches are unknown: full pages.
+            let limit = match labels.len() {
+                1 => FIND_PAGE_MAX.min(u32::try_from(left).unwrap_or(u32::MAX)),
+                _ => FIND_PAGE_MAX,
+            };
+            let page = self.find_turns(key, value, before, limit).await?;
+            let matching = page
+                .turns
+                .into_iter()
+                .filter(|info| labels.iter().all(|(key, value)| info.has_label(key, value)));
+            turns.extend(matching.take(left));
+            if page.next_before == 0 {
+                return Ok(turns);
+            }
+            // Newest first: each page's cursor is older than the last.
+            if before != 0 && page.next_before >= before {
+                return Err(ClientError::Protocol(format!(
+                    "FIND_TURNS answered cursor {} after {before}",
+                    page.next_before
+                )));
+            }
+            before = page.next_before;
+        }
+    }
+}
+
+/// Whether the server's store-wide label index covers this label key (decision 0009): `run_id`,
+/// `thread_id` and keys starting `idx.`. Only these can be found with `find_turns`; any label
+/// filters a context's `turn_log`.
+pub fn is_indexed_label(key: &str) -> bool {
+    matches!(key, "run_id" | "thread_id") || key.starts_with("idx.")
+}
+
+async fn verify_entries_v2(entries: Vec<TurnEntryV2>) -> Result<Vec<TurnInfo>, ClientError> {
+    // Payloads through the version-1 path (on two threads when large), extras beside.
+    let mut extras = Vec::with_capacity(entries.len());
+    let plain: Vec<TurnEntry> = entries
+        .into_iter()
+        .map(|entry| {
+            extras.push(entry.extras);
+            TurnEntry {
+                turn: entry.turn,
+                payload: entry.payload,
+            }
+        })
+        .collect();
+    let turns = verify_entries(plain).await?;
+    Ok(turns
+        .into_iter()
+        .zip(extras)
+        .map(|(turn, extras)| TurnInfo::new(turn, extras))
+        .collect())
 }
 
 /// Payload bytes of a page above which its payloads are inflated and hashed on two threads:

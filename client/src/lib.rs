@@ -10,6 +10,14 @@
 //!   by its unique name ([`ContextRef`]), carries tags and a small key-value map, and can be
 //!   listed by tag or name prefix and cloned ([`Client::open_context`],
 //!   [`Client::list_contexts`], [`Client::kv_put`], [`Client::clone_context`], …).
+//! - Turns for agent frameworks (protocol version 2): appends after any turn the context
+//!   owns or as a new root, idempotency keys, labels, links and summary marks
+//!   ([`Client::append_turn`], [`Client::append_turns`] for a batch in one group commit), a
+//!   turn by key ([`Client::turn_by_key`]), the context's turn log across branches
+//!   ([`Client::turn_log`]), windows from the latest summary ([`Client::window`]) and a
+//!   store-wide find by label ([`Client::find_turns`]). They return [`TurnInfo`]: the turn
+//!   with its key, labels and links. On a version-1 server each is
+//!   [`ClientError::Unsupported`], before anything is sent.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), ctxstore_client::ClientError> {
@@ -39,16 +47,41 @@
 //! # let _ = (opened, running, copy);
 //! # Ok(()) }
 //! ```
+//!
+//! Turns for agent frameworks (protocol version 2):
+//!
+//! ```no_run
+//! # fn main() -> Result<(), ctxstore_client::ClientError> {
+//! use bytes::Bytes;
+//! use ctxstore_client::{ClientConfig, ContextRef, NewTurn, Parent, blocking::Client};
+//! let client = Client::connect(ClientConfig::new("127.0.0.1:7411"))?;
+//! let thread = ContextRef::Name("thread-42".into());
+//! // A retried append with the same key writes nothing: `existing` is then true.
+//! let step = NewTurn::bytes(Bytes::from_static(b"{}")).key("checkpoint-1").label("run_id", "r-1");
+//! let appended = client.append_turn(thread.clone(), None, step)?;
+//! // Time travel: a new turn after an older one; the head moves to it.
+//! let old = appended.turn.turn.turn_id;
+//! client.append_turn(thread.clone(), None, NewTurn::bytes(Bytes::from_static(b"retry")).parent(Parent::Turn(old)))?;
+//! let every_branch = client.turn_log_all(thread.clone(), &[("run_id".into(), "r-1".into())], None, false)?;
+//! let for_the_model = client.window_all(thread.clone(), None, true)?;
+//! let by_run = client.find_all_turns(&[("run_id".into(), "r-1".into())], None)?;
+//! # let _ = (every_branch, for_the_model, by_run);
+//! # Ok(()) }
+//! ```
 
 pub mod blocking;
 mod client;
 mod error;
 mod types;
 
-pub use client::{Client, ClientConfig};
-pub use ctxstore_protocol::{ContextRef, ErrorCode, ServerLimits, StatsWire};
+pub use client::{
+    APPEND_TURNS_MAX, Client, ClientConfig, FIND_PAGE_MAX, TURN_LOG_PAGE_MAX, is_indexed_label,
+};
+pub use ctxstore_protocol::{ContextRef, ErrorCode, PageKind, ServerLimits, StatsWire};
 pub use error::ClientError;
 pub use types::{
-    Appended, BlobHash, CODEC_NAMES, ContextHead, ContextInfo, ContextListPage, ContextQuery,
-    KvItem, ListCursor, NewContext, Opened, Page, Turn, codec_name, codec_tag,
+    Appended, AppendedTurn, BlobHash, CODEC_NAMES, ContextHead, ContextInfo, ContextListPage,
+    ContextQuery, FoundPage, KvItem, ListCursor, LogCursor, LogPage, NewContext, NewPayload,
+    NewTurn, Opened, Page, Parent, TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage, codec_name,
+    codec_tag,
 };

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use ctxstore_protocol::{
-    ContextHeadWire, ContextInfoWire, Hash32, KvItemWire, ListCursorWire, PayloadEncoding,
-    PayloadWire, TurnWire,
+    ContextHeadWire, ContextInfoWire, ExtrasWire, Hash32, KvItemWire, ListCursorWire,
+    LogCursorWire, ParentWire, PayloadEncoding, PayloadSpec, PayloadWire, TurnSpec, TurnWire,
 };
 
 use crate::error::ClientError;
@@ -80,6 +80,252 @@ impl Turn {
             payload,
         }
     }
+
+    /// A summary turn: everything before it on its chain is summarised in its payload, and a
+    /// window (`Client::window`) starts here (TURN flags bit 0, protocol version 2).
+    pub fn summary(&self) -> bool {
+        self.flags & TURN_FLAG_SUMMARY != 0
+    }
+}
+
+/// Bit 0 of a turn's `flags`: a summary turn (decision 0009).
+pub const TURN_FLAG_SUMMARY: u32 = 1 << 0;
+
+/// A turn with its key, labels and links, as the version-2 calls return it (`append_turns`,
+/// `turn_by_key`, `turn_info`, `read_page`, `window`, `turn_log`, `find_turns`, …). The
+/// version-1 reads (`turn`, `last`, `before`, `range`, `chain`, `replay`) return a plain
+/// [`Turn`]: their messages do not carry these fields, so their absence there says nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnInfo {
+    /// The turn itself: ids, depth, tags, payload hash, `summary()`, `context_id` (the
+    /// context it was appended to) and, when asked for, the verified payload.
+    pub turn: Turn,
+    /// Its key, unique within its context (`None`: it has none).
+    pub key: Option<Bytes>,
+    /// Its labels, by key.
+    pub labels: BTreeMap<String, String>,
+    /// The turns it refers to (in any context), in the order given at append.
+    pub links: Vec<u64>,
+}
+
+impl TurnInfo {
+    pub(crate) fn new(turn: Turn, extras: ExtrasWire) -> TurnInfo {
+        TurnInfo {
+            turn,
+            key: (!extras.key.is_empty()).then_some(extras.key),
+            labels: extras.labels.into_iter().collect(),
+            links: extras.links,
+        }
+    }
+
+    pub(crate) fn from_wire(
+        turn: &TurnWire,
+        extras: ExtrasWire,
+        payload: Option<Bytes>,
+    ) -> TurnInfo {
+        TurnInfo::new(Turn::from_wire(turn, payload), extras)
+    }
+
+    /// Whether the turn carries `key = value`.
+    pub fn has_label(&self, key: &str, value: &str) -> bool {
+        self.labels.get(key).is_some_and(|have| have == value)
+    }
+}
+
+/// Where a new turn hangs (`NewTurn::parent`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Parent {
+    /// The context's head; for the second and later turns of a batch, the turn before it.
+    #[default]
+    Head,
+    /// Nothing: the turn starts a new chain (depth 0) and becomes the head.
+    Root,
+    /// This turn, which the context must own (appended to it, on its chain, or inherited
+    /// through a fork or a clone; else `ErrorCode::InvalidArgument`, and `NotFound` for no
+    /// such turn): LangGraph's time travel. The head moves to the new turn.
+    Turn(u64),
+}
+
+/// A new turn's payload: its bytes, or the hash of a blob already stored (nothing uploaded;
+/// `ErrorCode::NotFound` when the store does not have it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NewPayload {
+    Bytes(Bytes),
+    Hash(BlobHash),
+}
+
+/// One turn for `append_turn` / `append_turns` (protocol version 2): a payload and options.
+/// Defaults: type tag 0, codec 0 (raw), the head as parent, no key, labels or links, not a
+/// summary. Limits (checked by the server: `ErrorCode::TooLarge` naming the limit, nothing
+/// written): a key of 1..=64 bytes, at most 16 labels with keys of 1..=64 bytes and keys and
+/// values 1,024 bytes together, at most 8 links (each an existing turn: `NotFound`).
+///
+/// ```
+/// use ctxstore_client::{NewTurn, Parent};
+/// let turn = NewTurn::bytes(&b"{\"role\":\"tool\"}"[..])
+///     .codec(1)
+///     .parent(Parent::Turn(42))
+///     .key("checkpoint-7")
+///     .label("run_id", "r-1")
+///     .link(17)
+///     .summary(false);
+/// assert_eq!(turn.labels, [("run_id".to_string(), "r-1".to_string())]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewTurn {
+    pub payload: NewPayload,
+    pub type_tag: u64,
+    pub codec: u32,
+    pub parent: Parent,
+    /// Idempotency key: when the context already has a turn with this key (its own or one it
+    /// inherited), nothing is written and that turn comes back with `existing = true`, so an
+    /// append retried after a lost answer is stored once.
+    pub key: Option<Bytes>,
+    /// Label pairs; a key may appear once (the server sorts them).
+    pub labels: Vec<(String, String)>,
+    /// Turns this one refers to, in any context (a call stack's parent and child threads).
+    pub links: Vec<u64>,
+    /// Everything before this turn on its chain is summarised in its payload: windows start
+    /// here.
+    pub summary: bool,
+}
+
+impl NewTurn {
+    /// A turn carrying these bytes.
+    pub fn bytes(payload: impl Into<Bytes>) -> NewTurn {
+        NewTurn::with_payload(NewPayload::Bytes(payload.into()))
+    }
+
+    /// A turn whose payload is a blob the store already has.
+    pub fn by_hash(hash: BlobHash) -> NewTurn {
+        NewTurn::with_payload(NewPayload::Hash(hash))
+    }
+
+    fn with_payload(payload: NewPayload) -> NewTurn {
+        NewTurn {
+            payload,
+            type_tag: 0,
+            codec: 0,
+            parent: Parent::Head,
+            key: None,
+            labels: Vec::new(),
+            links: Vec::new(),
+            summary: false,
+        }
+    }
+
+    pub fn type_tag(mut self, type_tag: u64) -> NewTurn {
+        self.type_tag = type_tag;
+        self
+    }
+
+    pub fn codec(mut self, codec: u32) -> NewTurn {
+        self.codec = codec;
+        self
+    }
+
+    pub fn parent(mut self, parent: Parent) -> NewTurn {
+        self.parent = parent;
+        self
+    }
+
+    pub fn key(mut self, key: impl Into<Bytes>) -> NewTurn {
+        self.key = Some(key.into());
+        self
+    }
+
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> NewTurn {
+        self.labels.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn link(mut self, turn: u64) -> NewTurn {
+        self.links.push(turn);
+        self
+    }
+
+    pub fn summary(mut self, summary: bool) -> NewTurn {
+        self.summary = summary;
+        self
+    }
+
+    /// The extras the server stores for this turn: an empty key is no key, labels sorted.
+    pub(crate) fn extras(&self) -> ExtrasWire {
+        let mut labels = self.labels.clone();
+        labels.sort();
+        ExtrasWire {
+            key: self.key.clone().unwrap_or_default(),
+            labels,
+            links: self.links.clone(),
+        }
+    }
+
+    pub(crate) fn into_wire(self) -> TurnSpec {
+        TurnSpec {
+            parent: match self.parent {
+                Parent::Head => ParentWire::Head,
+                Parent::Root => ParentWire::Root,
+                Parent::Turn(turn) => ParentWire::Turn(turn),
+            },
+            type_tag: self.type_tag,
+            codec: self.codec,
+            summary: self.summary,
+            extras: ExtrasWire {
+                key: self.key.unwrap_or_default(),
+                labels: self.labels,
+                links: self.links,
+            },
+            payload: match self.payload {
+                NewPayload::Bytes(bytes) => PayloadSpec::Bytes(bytes),
+                NewPayload::Hash(hash) => PayloadSpec::Hash(Hash32(hash.0)),
+            },
+        }
+    }
+}
+
+/// What `append_turn` / `append_turns` produced for one turn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendedTurn {
+    /// The new turn with its key, labels and links; with `existing`, the earlier turn that has
+    /// the key, as it was stored then.
+    pub turn: TurnInfo,
+    /// The payload was already stored; no new blob was written.
+    pub deduped: bool,
+    /// The key was already in the context: nothing was written for this turn.
+    pub existing: bool,
+}
+
+/// Where a `turn_log` page ended: pass it back as it is for the next page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogCursor(pub(crate) LogCursorWire);
+
+/// A page of a context's turn log, newest first across its branches, then what it inherited.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogPage {
+    pub turns: Vec<TurnInfo>,
+    /// `None` when the log is done. A page may hold fewer turns than asked, even none, while
+    /// more match (the server looks at a bounded number of turns per page): follow the cursor,
+    /// not the count.
+    pub next_cursor: Option<LogCursor>,
+}
+
+/// A page of turns with their extras, oldest first (`read_page`, `window`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnPage {
+    pub turns: Vec<TurnInfo>,
+    /// For LAST, BEFORE and WINDOW: the oldest turn returned, to pass as `before` for the next
+    /// older page (`PageKind::Before`); 0 when the page reached a root (and for RANGE).
+    pub next_before: u64,
+    /// Depth of the context's head when the page was read.
+    pub tip_depth: u32,
+}
+
+/// A page of `find_turns`, newest first, without payloads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundPage {
+    pub turns: Vec<TurnInfo>,
+    /// Pass as `before` for the next older page; 0 when there are no more.
+    pub next_before: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -72,6 +72,7 @@ fn odd_arguments_get_errors_not_panics() {
     let long_at_name = format!("@{}", "n".repeat(300));
     let huge_at_name = format!("@{}", "n".repeat(70_000));
     let long_name = "n".repeat(257);
+    let long_turn_key = "k".repeat(65);
     let big = server.dir.path().join("big");
     // One byte over the server's default frame limit.
     std::fs::write(&big, vec![7u8; (16 << 20) + 1]).unwrap();
@@ -123,6 +124,34 @@ fn odd_arguments_get_errors_not_panics() {
         (os(&["ctx", "create", "--name", &long_name]), 1, "TOO_LARGE"),
         (os(&["ctx", "create", "--name", ""]), 1, ""),
         (os(&["kv", "get", "@nobody", "k"]), 3, "NOT_FOUND"),
+        (os(&["append", "1", "--label", "novalue"]), 2, "KEY=VALUE"),
+        (os(&["append", "1", "--parent", "1", "--root"]), 2, "--root"),
+        (os(&["append", "1", "--parent", "0"]), 2, "0"),
+        (os(&["append", "1", "--key", ""]), 2, "empty"),
+        (os(&["append", "@nobody", "--key", "k"]), 3, "NOT_FOUND"),
+        (
+            os(&["append", "@nobody", "--key", &long_turn_key]),
+            3,
+            "NOT_FOUND",
+        ),
+        (os(&["turn", "@a"]), 2, "--key"),
+        (os(&["turn", "@nobody", "--key", "k"]), 3, "NOT_FOUND"),
+        (
+            os(&["turn", "@nobody", "--key", &long_turn_key]),
+            3,
+            "NOT_FOUND",
+        ),
+        (os(&["log", "@nobody"]), 3, "NOT_FOUND"),
+        (os(&["log", "1", "-n", "4294967295"]), 3, "NOT_FOUND"),
+        (os(&["window", "@nobody"]), 3, "NOT_FOUND"),
+        (os(&["window", "1", "-n", "4294967295"]), 3, "NOT_FOUND"),
+        (os(&["find", "--label", "k=v"]), 1, "INVALID_ARGUMENT"),
+        (
+            os(&["find", "--label", "run_id=x", "-n", "4294967295"]),
+            0,
+            "",
+        ),
+        (os(&["find"]), 2, "--label"),
         (os(&["ctx", "list", "--limit", "1001"]), 0, ""),
         (os(&["--addr", "not an address", "stats"]), 5, "connecting"),
         (os(&["--addr", "127.0.0.1:0", "stats"]), 5, "connecting"),
@@ -174,6 +203,16 @@ fn word() -> impl Strategy<Value = OsString> {
         "put",
         "get",
         "rm",
+        "log",
+        "find",
+        "window",
+        "--parent",
+        "--root",
+        "--key",
+        "--label",
+        "--link",
+        "--summary",
+        "run_id=r",
         "@",
         "@a",
         "@thread",

@@ -18,7 +18,8 @@ use clap::{Parser, Subcommand};
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{
     BlobHash, ClientConfig, ClientError, ContextHead, ContextInfo, ContextQuery, ContextRef,
-    ErrorCode, KvItem, NewContext, Turn, codec_name, codec_tag,
+    ErrorCode, FIND_PAGE_MAX, KvItem, LogCursor, NewContext, NewTurn, PageKind, Parent,
+    TURN_LOG_PAGE_MAX, Turn, TurnInfo, codec_name, codec_tag, is_indexed_label,
 };
 use serde_json::json;
 
@@ -61,6 +62,12 @@ const EXIT_ALREADY_EXISTS: u8 = 7;
 ///   ctxstore ctx create --name thread-42 --tag status=idle   # CTX: a ContextID or @NAME
 ///   ctxstore ctx list --tag status=idle
 ///   echo '{"step":1}' | ctxstore kv put @thread-42 checkpoint/1
+///   echo '{"m":1}' | ctxstore append @thread-42 --key cp-1 --label run_id=r1  # retry-safe
+///   ctxstore append @thread-42 --parent 5 --file retry.json  # branch after turn 5
+///   ctxstore log @thread-42 --label run_id=r1             # every branch, newest first
+///   ctxstore find --label run_id=r1                       # turns of every context
+///   echo 'summary…' | ctxstore append @thread-42 --summary
+///   ctxstore window @thread-42                            # latest summary → head
 ///   ctxstore ping                                         # is the server there? round trip
 ///
 /// Exit codes: 0 ok, 1 other error, 2 usage, 3 NOT_FOUND, 4 CONFLICT, 5 connection failure
@@ -124,7 +131,14 @@ enum Command {
         #[arg(value_parser = parse_context)]
         context: ContextRef,
     },
-    /// Append a turn to a context, from --file or from stdin. Durable when it prints.
+    /// Append a turn to a context, from --file or from stdin; durable when it prints.
+    ///
+    /// Prints turn_id, parent_turn_id, depth, payload_hash, deduped and existing. By default
+    /// the turn follows the head; --parent hangs it on an older turn (time travel), --root
+    /// starts a new chain; either way the head moves to the new turn. --key makes a retry
+    /// safe: a key the context already has writes nothing and prints that turn with
+    /// existing: true. --key, --label, --link, --summary, --parent and --root need a server
+    /// of protocol version 2.
     Append {
         /// Context: a ContextID, or @NAME.
         #[arg(value_parser = parse_context)]
@@ -146,11 +160,41 @@ enum Command {
         /// usually a mistake in a pipeline).
         #[arg(long)]
         allow_empty: bool,
+        /// Hang the turn on this turn instead of the head: a turn the context owns (appended
+        /// to it, on its chain, or inherited from a fork or clone).
+        #[arg(long, value_name = "TURN", conflicts_with = "root",
+              value_parser = clap::value_parser!(u64).range(1..))]
+        parent: Option<u64>,
+        /// Start a new chain: the turn has no parent (depth 0).
+        #[arg(long)]
+        root: bool,
+        /// An idempotency key, unique in the context (1..=64 bytes, like a checkpoint id).
+        #[arg(long, value_name = "K", value_parser = parse_turn_key)]
+        key: Option<String>,
+        /// A label KEY=VALUE (repeat for more; at most 16, keys 1..=64 bytes, 1,024 bytes
+        /// of keys and values in all). Keys run_id, thread_id and idx.* can be found with
+        /// `find`; any label filters `log`.
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_tag)]
+        labels: Vec<(String, String)>,
+        /// A link to another turn, in any context (repeat for more; at most 8).
+        #[arg(long = "link", value_name = "TURN",
+              value_parser = clap::value_parser!(u64).range(1..))]
+        links: Vec<u64>,
+        /// Mark the turn as a summary of everything before it: `window` starts here.
+        #[arg(long)]
+        summary: bool,
     },
-    /// Show one turn.
+    /// Show one turn: by its id (turn TURN) or by its key (turn CTX --key K).
+    ///
+    /// With --key, the context's own turns and those it inherited (fork, clone) are looked
+    /// up; an unknown key exits 3 (NOT_FOUND).
     Turn {
-        /// Turn id.
-        turn: u64,
+        /// A turn id; with --key, the context: a ContextID, or @NAME.
+        #[arg(value_name = "TURN|CTX")]
+        target: String,
+        /// Look the turn up by this key in the context CTX.
+        #[arg(long, value_name = "K", value_parser = parse_turn_key)]
+        key: Option<String>,
     },
     /// The newest turns of a context, oldest first.
     Last {
@@ -198,6 +242,53 @@ enum Command {
     Replay {
         /// Turn id: the last turn of the chain.
         turn: u64,
+        /// Include each payload (base64 in JSON, text otherwise).
+        #[arg(long)]
+        payloads: bool,
+    },
+    /// Every turn of a context, newest first, on all its branches.
+    ///
+    /// The context's own turns (those appended after --parent or --root too), then the turns
+    /// it inherited (a fork's base chain, a clone's source up to the clone); with --label,
+    /// only turns carrying all of them (filtered by the server). Follows the server's pages.
+    Log {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Only turns with this label KEY=VALUE (repeat: all of them).
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_tag)]
+        labels: Vec<(String, String)>,
+        /// Print at most N turns (default: all).
+        #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        n: Option<u32>,
+        /// Include each payload (base64 in JSON, text otherwise).
+        #[arg(long)]
+        payloads: bool,
+    },
+    /// Turns of every context carrying all the given labels, newest first.
+    ///
+    /// The first label whose key is indexed store-wide (run_id, thread_id, idx.*) is looked
+    /// up in the index; the others are checked on the turns it finds. A label without an
+    /// indexed key cannot be found store-wide: filter a context's `log` by it instead.
+    Find {
+        /// A label KEY=VALUE (repeat: all of them; at least one with an indexed key).
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_tag, required = true)]
+        labels: Vec<(String, String)>,
+        /// Print at most N turns (default: all).
+        #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        n: Option<u32>,
+    },
+    /// What to send a model: the chain from the latest summary turn to the head.
+    ///
+    /// Oldest first, starting at the latest turn appended with --summary on the context's
+    /// chain (inclusive); the whole chain when it has none.
+    Window {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Only its newest N turns (default: all of the window).
+        #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        n: Option<u32>,
         /// Include each payload (base64 in JSON, text otherwise).
         #[arg(long)]
         payloads: bool,
@@ -376,6 +467,15 @@ fn parse_tag(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// A turn key: not empty (on the wire an empty key means none; the server checks the
+/// 64-byte limit and names it).
+fn parse_turn_key(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("a turn key cannot be empty".into());
+    }
+    Ok(text.to_string())
+}
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim())
         .map_err(|error| format!("{text:?} is not a duration like 500ms, 5s, 1m: {error}"))
@@ -456,6 +556,9 @@ fn classify(error: &anyhow::Error) -> (&'static str, u8, Option<u64>) {
         if cause.downcast_ref::<NoSuchKey>().is_some() {
             return ("NOT_FOUND", EXIT_NOT_FOUND, None);
         }
+        if cause.downcast_ref::<Usage>().is_some() {
+            return ("USAGE", EXIT_USAGE, None);
+        }
         if cause.downcast_ref::<std::io::Error>().is_some() {
             return ("IO", EXIT_OTHER, None);
         }
@@ -477,12 +580,52 @@ enum NoPayload {
     Terminal,
 }
 
-/// `kv get` of a key the context does not have.
+/// `kv get` of a key the context does not have, or `turn CTX --key K` of a turn key.
 #[derive(Debug, thiserror::Error)]
-#[error("context {context} has no key {key:?}")]
+#[error("context {context} has no {what} {key:?}")]
 struct NoSuchKey {
     context: ContextRef,
+    what: &'static str,
     key: String,
+}
+
+/// A command line that parses but does not make sense (checked before connecting); exit 2
+/// like clap's own refusals.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Usage(String);
+
+/// What `turn` shows: a turn by id, or a context's turn by key.
+enum TurnTarget {
+    Id(u64),
+    Key(ContextRef, String),
+}
+
+impl TurnTarget {
+    fn parse(target: &str, key: Option<&String>) -> Result<TurnTarget, Usage> {
+        match key {
+            Some(key) => parse_context(target)
+                .map(|context| TurnTarget::Key(context, key.clone()))
+                .map_err(|reason| Usage(format!("turn CTX --key K: {reason}"))),
+            None => target.parse::<u64>().map(TurnTarget::Id).map_err(|_| {
+                Usage(format!(
+                    "turn TURN: {target:?} is not a turn id (a number); to look a turn up by \
+                     its key in a context: ctxstore turn CTX --key K"
+                ))
+            }),
+        }
+    }
+}
+
+/// Each label key once: a turn carries one value per key.
+fn check_labels(labels: &[(String, String)]) -> Result<(), Usage> {
+    let mut seen = std::collections::BTreeSet::new();
+    match labels.iter().find(|(key, _)| !seen.insert(key)) {
+        Some((key, _)) => Err(Usage(format!(
+            "--label {key}=… is given twice: a turn has one value per label key"
+        ))),
+        None => Ok(()),
+    }
 }
 
 impl NoPayload {
@@ -536,6 +679,13 @@ fn read_payload(
 
 fn run(cli: &Cli) -> anyhow::Result<()> {
     // Local checks first: a refusal needs no server.
+    let turn_target = match &cli.command {
+        Command::Turn { target, key } => Some(TurnTarget::parse(target, key.as_ref())?),
+        _ => None,
+    };
+    if let Command::Append { labels, .. } = &cli.command {
+        check_labels(labels)?;
+    }
     let payload = match &cli.command {
         Command::Append {
             file, allow_empty, ..
@@ -561,6 +711,8 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         .with_request_timeout(request_timeout);
     let client = Client::connect(config).with_context(|| format!("connecting to {}", cli.addr))?;
     let out = Output { json: cli.json };
+    // Version 2 reads carry each turn's key, labels and links; a version-1 server has none.
+    let v2 = client.protocol_version() >= 2;
     match &cli.command {
         Command::Ctx(command) => ctx(&client, &out, command),
         Command::Kv(command) => kv(&client, &out, command, payload),
@@ -570,67 +722,111 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             type_tag,
             codec,
             expect_head,
+            parent,
+            root,
+            key,
+            labels,
+            links,
+            summary,
             ..
         } => {
             let codec = codec_tag(codec)?;
-            let appended = client.append(
-                context.clone(),
-                *expect_head,
-                *type_tag,
-                codec,
-                Bytes::from(payload.unwrap_or_default()),
-            )?;
-            let turn = &appended.turn;
-            if out.json {
-                out.line(&json!({
-                    "turn_id": turn.turn_id,
-                    "parent_turn_id": turn.parent_turn_id,
-                    "depth": turn.depth,
-                    "payload_hash": turn.payload_hash.to_hex(),
-                    "deduped": appended.deduped,
-                }))
-            } else {
-                out.text(&format!(
-                    "turn {} (parent {}, depth {}) payload {}{}",
-                    turn.turn_id,
-                    turn.parent_turn_id,
-                    turn.depth,
-                    turn.payload_hash,
-                    if appended.deduped {
-                        " (already stored)"
-                    } else {
-                        ""
-                    }
-                ))
+            let payload = Bytes::from(payload.unwrap_or_default());
+            let plain = parent.is_none()
+                && !root
+                && key.is_none()
+                && labels.is_empty()
+                && links.is_empty()
+                && !summary;
+            if plain {
+                // APPEND_TURN: what version 1 has, so a plain append works with any server.
+                let appended =
+                    client.append(context.clone(), *expect_head, *type_tag, codec, payload)?;
+                return out.appended(&appended.turn, appended.deduped, false);
             }
+            let mut turn = NewTurn::bytes(payload)
+                .type_tag(*type_tag)
+                .codec(codec)
+                .parent(match (parent, root) {
+                    (Some(parent), _) => Parent::Turn(*parent),
+                    (None, true) => Parent::Root,
+                    (None, false) => Parent::Head,
+                })
+                .summary(*summary);
+            turn.key = key.clone().map(Bytes::from);
+            turn.labels = labels.clone();
+            turn.links = links.clone();
+            let appended = client.append_turn(context.clone(), *expect_head, turn)?;
+            out.appended(&appended.turn.turn, appended.deduped, appended.existing)
         }
-        Command::Turn { turn } => out.turns(&[client.turn(*turn)?]),
+        Command::Turn { .. } => match turn_target {
+            Some(TurnTarget::Key(context, key)) => {
+                match client.turn_by_key(context.clone(), Bytes::from(key.clone()))? {
+                    Some(info) => out.turns(&[info]),
+                    None => Err(NoSuchKey {
+                        context,
+                        what: "turn with the key",
+                        key,
+                    }
+                    .into()),
+                }
+            }
+            Some(TurnTarget::Id(turn)) if v2 => out.turns(&[client.turn_info(turn)?]),
+            Some(TurnTarget::Id(turn)) => out.turns(&[plain_info(client.turn(turn)?)]),
+            None => anyhow::bail!("turn: no target was parsed"),
+        },
         Command::Last {
             context,
             n,
             payloads,
-        } => out.turns(&client.last(context.clone(), *n, *payloads)?.turns),
+        } => out.page(&client, context, PageKind::Last, *n, *payloads),
         Command::Page {
             context,
             before,
             n,
             payloads,
-        } => out.turns(
-            &client
-                .before(context.clone(), *before, *n, *payloads)?
-                .turns,
-        ),
+        } => {
+            let kind = PageKind::Before {
+                before_turn_id: *before,
+            };
+            out.page(&client, context, kind, *n, *payloads)
+        }
         Command::Range {
             context,
             from_depth,
             n,
             payloads,
-        } => out.turns(
+        } => {
+            let kind = PageKind::Range {
+                from_depth: *from_depth,
+            };
+            out.page(&client, context, kind, *n, *payloads)
+        }
+        Command::Replay { turn, payloads } if v2 => {
+            out.turns(&client.replay_info(*turn, *payloads)?)
+        }
+        Command::Replay { turn, payloads } => out.turns(
             &client
-                .range(context.clone(), *from_depth, *n, *payloads)?
-                .turns,
+                .replay(*turn, *payloads)?
+                .into_iter()
+                .map(plain_info)
+                .collect::<Vec<_>>(),
         ),
-        Command::Replay { turn, payloads } => out.turns(&client.replay(*turn, *payloads)?),
+        Command::Log {
+            context,
+            labels,
+            n,
+            payloads,
+        } => log(&client, &out, context, labels, *n, *payloads),
+        Command::Find { labels, n } => find(&client, &out, labels, *n),
+        Command::Window {
+            context,
+            n,
+            payloads,
+        } => {
+            let count_max = n.map(|n| n as usize);
+            out.turns(&client.window_all(context.clone(), count_max, *payloads)?)
+        }
         Command::Blob { hash, output } => {
             let bytes = client.blob(BlobHash::from_hex(hash)?)?;
             match output {
@@ -678,6 +874,97 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
                 out.text(text.trim_end())
             }
         }
+    }
+}
+
+/// A version-1 read's turn with the extras it has: none (a server that speaks only version 1
+/// cannot store keys, labels or links).
+fn plain_info(turn: Turn) -> TurnInfo {
+    TurnInfo {
+        turn,
+        key: None,
+        labels: BTreeMap::new(),
+        links: Vec::new(),
+    }
+}
+
+/// `log`: the context's turn log, page by page, printing as it goes (a long log starts at once
+/// and stops quietly when the reader does).
+fn log(
+    client: &Client,
+    out: &Output,
+    context: &ContextRef,
+    labels: &[(String, String)],
+    n: Option<u32>,
+    payloads: bool,
+) -> anyhow::Result<()> {
+    let mut printed = 0usize;
+    let mut cursor: Option<LogCursor> = None;
+    loop {
+        let left = n.map_or(usize::MAX, |n| (n as usize).saturating_sub(printed));
+        let limit =
+            u32::try_from(left).map_or(TURN_LOG_PAGE_MAX, |left| left.min(TURN_LOG_PAGE_MAX));
+        let page = client.turn_log(context.clone(), labels, cursor, limit, payloads)?;
+        let shown = page.turns.len().min(left);
+        out.turns(&page.turns[..shown])?;
+        printed += shown;
+        if n.is_some_and(|n| printed >= n as usize) {
+            return Ok(());
+        }
+        match page.next_cursor {
+            None => return Ok(()),
+            Some(next) if Some(next) == cursor => {
+                anyhow::bail!("the server answered the same turn-log cursor twice")
+            }
+            Some(next) => cursor = Some(next),
+        }
+    }
+}
+
+/// `find`: the first indexed label through the server's index, the others checked here; page
+/// by page, printing as it goes.
+fn find(
+    client: &Client,
+    out: &Output,
+    labels: &[(String, String)],
+    n: Option<u32>,
+) -> anyhow::Result<()> {
+    // The first indexed label; else the first, which the server refuses saying which keys are.
+    let Some((key, value)) = labels
+        .iter()
+        .find(|(key, _)| is_indexed_label(key))
+        .or(labels.first())
+    else {
+        return Err(Usage("find needs at least one --label KEY=VALUE".into()).into());
+    };
+    let mut printed = 0usize;
+    let mut before = 0u64;
+    loop {
+        let left = n.map_or(usize::MAX, |n| (n as usize).saturating_sub(printed));
+        if left == 0 {
+            return Ok(());
+        }
+        let limit = match labels.len() {
+            // Other labels are checked here: how many of a page match is unknown.
+            1 => u32::try_from(left).map_or(FIND_PAGE_MAX, |left| left.min(FIND_PAGE_MAX)),
+            _ => FIND_PAGE_MAX,
+        };
+        let page = client.find_turns(key.clone(), value.clone(), before, limit)?;
+        let matching: Vec<TurnInfo> = page
+            .turns
+            .into_iter()
+            .filter(|info| labels.iter().all(|(key, value)| info.has_label(key, value)))
+            .take(left)
+            .collect();
+        out.turns(&matching)?;
+        printed += matching.len();
+        if page.next_before == 0 {
+            return Ok(());
+        }
+        if before != 0 && page.next_before >= before {
+            anyhow::bail!("the server's find cursor did not move to older turns");
+        }
+        before = page.next_before;
     }
 }
 
@@ -807,6 +1094,7 @@ fn kv(
             let Some((_, value)) = client.kv_get(context.clone(), key.clone())? else {
                 return Err(NoSuchKey {
                     context: context.clone(),
+                    what: "key",
                     key: String::from_utf8_lossy(&key).into_owned(),
                 }
                 .into());
@@ -959,8 +1247,61 @@ impl Output {
         }
     }
 
-    fn turns(&self, turns: &[Turn]) -> anyhow::Result<()> {
-        for turn in turns {
+    /// What `append` prints: the turn appended (or, with `existing`, the turn that had the
+    /// key).
+    fn appended(&self, turn: &Turn, deduped: bool, existing: bool) -> anyhow::Result<()> {
+        if self.json {
+            return self.line(&json!({
+                "turn_id": turn.turn_id,
+                "parent_turn_id": turn.parent_turn_id,
+                "depth": turn.depth,
+                "payload_hash": turn.payload_hash.to_hex(),
+                "deduped": deduped,
+                "existing": existing,
+            }));
+        }
+        let mut text = format!(
+            "turn {} (parent {}, depth {}) payload {}",
+            turn.turn_id, turn.parent_turn_id, turn.depth, turn.payload_hash
+        );
+        if existing {
+            text.push_str(" (the key was there: nothing written)");
+        } else if deduped {
+            text.push_str(" (already stored)");
+        }
+        self.text(&text)
+    }
+
+    /// `last`, `page`, `range`: READ_PAGE with each turn's extras; the version-1 reads on a
+    /// server that speaks only version 1.
+    fn page(
+        &self,
+        client: &Client,
+        context: &ContextRef,
+        kind: PageKind,
+        n: u32,
+        payloads: bool,
+    ) -> anyhow::Result<()> {
+        if client.protocol_version() >= 2 {
+            return self.turns(&client.read_page(context.clone(), kind, n, payloads)?.turns);
+        }
+        let context = context.clone();
+        let page = match kind {
+            PageKind::Last => client.last(context, n, payloads)?,
+            PageKind::Before { before_turn_id } => {
+                client.before(context, before_turn_id, n, payloads)?
+            }
+            PageKind::Range { from_depth } => client.range(context, from_depth, n, payloads)?,
+            PageKind::Window => anyhow::bail!("a window needs protocol version 2"),
+        };
+        let turns: Vec<TurnInfo> = page.turns.into_iter().map(plain_info).collect();
+        self.turns(&turns)
+    }
+
+    /// Turn lines, one per turn: the turn, its key, labels, links and summary flag.
+    fn turns(&self, turns: &[TurnInfo]) -> anyhow::Result<()> {
+        for info in turns {
+            let turn = &info.turn;
             if self.json {
                 let mut value = json!({
                     "turn_id": turn.turn_id,
@@ -972,22 +1313,52 @@ impl Output {
                     "payload_hash": turn.payload_hash.to_hex(),
                     "payload_len": turn.payload_len,
                     "created_at_unix_ms": turn.created_at_unix_ms,
+                    "key": info.key.as_ref().map(|key| String::from_utf8_lossy(key)),
+                    "labels": info.labels,
+                    "links": info.links,
+                    "summary": turn.summary(),
                 });
-                if let (Some(payload), Some(object)) = (&turn.payload, value.as_object_mut()) {
-                    object.insert("payload_b64".into(), json!(BASE64_STANDARD.encode(payload)));
+                if let Some(object) = value.as_object_mut() {
+                    if let Some(key) = &info.key
+                        && std::str::from_utf8(key).is_err()
+                    {
+                        object.insert("key_b64".into(), json!(BASE64_STANDARD.encode(key)));
+                    }
+                    if let Some(payload) = &turn.payload {
+                        object.insert("payload_b64".into(), json!(BASE64_STANDARD.encode(payload)));
+                    }
                 }
                 self.line(&value)?;
             } else {
                 let mut text = format!(
-                    "turn {} parent {} depth {} type {} codec {} {} bytes {}",
+                    "turn {} parent {} depth {} context {} type {} codec {} {} bytes {}",
                     turn.turn_id,
                     turn.parent_turn_id,
                     turn.depth,
+                    turn.context_id,
                     turn.type_tag,
                     codec_name(turn.codec),
                     turn.payload_len,
                     turn.payload_hash
                 );
+                if let Some(key) = &info.key {
+                    text.push_str(&format!(" key {}", readable(&String::from_utf8_lossy(key))));
+                }
+                if !info.labels.is_empty() {
+                    let labels: Vec<String> = info
+                        .labels
+                        .iter()
+                        .map(|(key, value)| format!("{}={}", readable(key), readable(value)))
+                        .collect();
+                    text.push_str(&format!(" labels {}", labels.join(" ")));
+                }
+                if !info.links.is_empty() {
+                    let links: Vec<String> = info.links.iter().map(u64::to_string).collect();
+                    text.push_str(&format!(" links {}", links.join(",")));
+                }
+                if turn.summary() {
+                    text.push_str(" summary");
+                }
                 if let Some(payload) = &turn.payload {
                     text.push_str("\n  ");
                     text.push_str(&String::from_utf8_lossy(payload));
