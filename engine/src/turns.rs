@@ -269,6 +269,25 @@ impl Engine {
             phase: 0,
             next: phases.first().map_or(TurnId::NONE, |phase| phase.start),
         });
+        // A cursor comes from the caller: it must name a turn of its phase's owner, at or
+        // before where that phase starts (the walk below asserts it stays in that context).
+        if query.cursor.is_some() && !start.next.is_none() {
+            let phase = phases.get(start.phase as usize);
+            let turn = turns.turn(start.next);
+            let fits = match (phase, &turn) {
+                (Some(phase), Ok(turn)) => {
+                    turn.context_id == phase.owner.owner && turn.turn_id <= phase.start
+                }
+                _ => false,
+            };
+            if !fits {
+                return Err(EngineError::InvalidArgument(format!(
+                    "turn-log cursor (phase {}, turn {}) is not one of context {context_id}'s \
+                     pages; page with the cursor its previous page returned",
+                    start.phase, start.next
+                )));
+            }
+        }
         let mut scanned = 0u32;
         let mut payload_bytes = 0u64;
         for (index, phase) in phases.iter().enumerate().skip(start.phase as usize) {

@@ -660,3 +660,37 @@ fn turns_are_found_store_wide_by_an_indexed_label() {
     let engine = open(dir.path());
     assert_eq!(find_all(&engine), expected, "the index is rebuilt at open");
 }
+
+#[test]
+fn a_crafted_turn_log_cursor_is_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let mine = block_on(engine.create_context()).unwrap().context_id;
+    let other = block_on(engine.create_context()).unwrap().context_id;
+    add(&engine, mine, "mine", TurnOptions::default());
+    let theirs = add(&engine, other, "theirs", TurnOptions::default());
+    for cursor in [
+        // Another context's turn, a phase this context does not have, a turn that is none.
+        ctxstore_engine::turns::LogCursor {
+            phase: 0,
+            next: theirs.turn.turn_id,
+        },
+        ctxstore_engine::turns::LogCursor {
+            phase: 7,
+            next: theirs.turn.turn_id,
+        },
+        ctxstore_engine::turns::LogCursor {
+            phase: 0,
+            next: TurnId(1 << 40),
+        },
+    ] {
+        let query = LogQuery {
+            labels: Vec::new(),
+            cursor: Some(cursor),
+            limit: 10,
+            payload_bytes_max: 0,
+        };
+        let error = engine.turn_log(&ContextRef::Id(mine), &query).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    }
+}
