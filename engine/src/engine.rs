@@ -42,8 +42,10 @@ pub struct Engine {
 pub(crate) struct Inner {
     pub(crate) published: Arc<Published>,
     pub(crate) sequencer: SequencerInbox,
-    shards: Box<[flume::Sender<ShardRequest>]>,
-    config: EngineConfig,
+    pub(crate) shards: Box<[flume::Sender<ShardRequest>]>,
+    pub(crate) config: EngineConfig,
+    /// Set while `Engine::backup` runs: one at a time.
+    pub(crate) backup_running: AtomicBool,
     closed: AtomicBool,
     /// Touched only by `shutdown`.
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -188,6 +190,7 @@ impl Engine {
                 shards: shard_senders.into_boxed_slice(),
                 config,
                 closed: AtomicBool::new(false),
+                backup_running: AtomicBool::new(false),
                 threads: Mutex::new(threads),
                 lock: Mutex::new(Some(lock)),
                 reaper: Mutex::new(Some(reaper)),

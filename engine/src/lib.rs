@@ -19,6 +19,7 @@
 //! - [`metrics`]: single-writer histograms and counters for monitoring; the actors' group
 //!   commit figures are recorded in `file` (`append_durably`).
 
+pub mod backup;
 mod blob;
 pub mod config;
 pub mod contexts;

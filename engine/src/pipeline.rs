@@ -68,8 +68,23 @@ pub(crate) enum ShardRequest {
         append: PendingAppend,
         reply: TurnReply,
     },
+    /// Where the shard's durable data ends now (an online backup's consistent cut).
+    Snapshot {
+        reply: oneshot::Sender<ShardSnapshot>,
+    },
     /// Finish the queue, sync, and stop.
     Stop { done: StopReply },
+}
+
+/// A shard's durable extent between two batches: every blob published so far lies in packs
+/// `0..pack_id` (sealed, whole files) or in `pack_id` before `pack_end`; `blobs.idx` holds
+/// `index_end` bytes of whole entries, all describing records before that cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ShardSnapshot {
+    pub pack_id: u32,
+    pub pack_end: u64,
+    pub index_end: u64,
+    pub blobs: u64,
 }
 
 /// To the sequencer: the sole writer of `turns.log`, TurnIDs and heads.

@@ -604,6 +604,9 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
         MessageType::CtxDelete => Request::CtxDelete {
             context: cursor.context_ref()?,
         },
+        MessageType::Backup => Request::Backup {
+            dir: cursor.short_string("dir")?,
+        },
         MessageType::CtxPrune => Request::CtxPrune {
             context: cursor.context_ref()?,
             keep: cursor.u32()?,
@@ -900,6 +903,14 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
             info: cursor.context_info()?,
             created: cursor.bool("created")?,
         },
+        MessageType::Backup => Response::BackedUp(BackupWire {
+            turns: cursor.u64()?,
+            blobs: cursor.u64()?,
+            bytes: cursor.u64()?,
+            linked_bytes: cursor.u64()?,
+            duration_ms: cursor.u64()?,
+            dir: cursor.short_string("dir")?,
+        }),
         MessageType::CtxDelete | MessageType::CtxPrune | MessageType::CtxTtl => {
             Response::Retention {
                 message_type,
@@ -1468,6 +1479,7 @@ pub fn check_request(request: &Request) -> Result<(), EncodeError> {
             within("label key", key.len(), 0, TINY, "bytes")?;
             within("label value", value.len(), 0, SHORT, "bytes")
         }
+        Request::Backup { dir } => within("dir", dir.len(), 1, SHORT, "bytes"),
         Request::CtxDelete { context: target }
         | Request::CtxPrune {
             context: target, ..
@@ -1779,6 +1791,7 @@ pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes
             w.u32(*limit);
         }
         Request::CtxDelete { context } => w.context_ref(context),
+        Request::Backup { dir } => w.short(dir.as_bytes()),
         Request::CtxPrune { context, keep } => {
             w.context_ref(context);
             w.u32(*keep);
@@ -1916,6 +1929,14 @@ pub fn encode_response(req_id: u64, response: &Response) -> Vec<Bytes> {
             w.slice(message.as_bytes());
         }
         Response::ContextInfo { info, .. } => w.context_info(info),
+        Response::BackedUp(backup) => {
+            w.u64(backup.turns);
+            w.u64(backup.blobs);
+            w.u64(backup.bytes);
+            w.u64(backup.linked_bytes);
+            w.u64(backup.duration_ms);
+            w.short(backup.dir.as_bytes());
+        }
         Response::Retention {
             info,
             floor_depth,

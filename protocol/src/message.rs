@@ -43,13 +43,15 @@ pub enum MessageType {
     CtxDelete = 0x001E,
     CtxPrune = 0x001F,
     CtxTtl = 0x0020,
+    // Version 2, operations (issue 18).
+    Backup = 0x0021,
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 32] = [
+    pub const ALL: [MessageType; 33] = [
         MessageType::Hello,
         MessageType::Ping,
         MessageType::CtxCreate,
@@ -82,6 +84,7 @@ impl MessageType {
         MessageType::CtxDelete,
         MessageType::CtxPrune,
         MessageType::CtxTtl,
+        MessageType::Backup,
     ];
 
     pub fn code(self) -> u16 {
@@ -132,6 +135,7 @@ impl MessageType {
             MessageType::CtxDelete => "CTX_DELETE",
             MessageType::CtxPrune => "CTX_PRUNE",
             MessageType::CtxTtl => "CTX_TTL",
+            MessageType::Backup => "BACKUP",
         }
     }
 
@@ -633,6 +637,11 @@ pub enum Request {
         set: bool,
         ttl_ms: u64,
     },
+    /// Writes a consistent copy of the store into `dir` (absolute, on the server's host;
+    /// absent or empty) while the server goes on serving.
+    Backup {
+        dir: String,
+    },
     /// A page of the context's chain with each turn's extras.
     ReadPage {
         context: ContextRef,
@@ -677,6 +686,7 @@ impl Request {
             Request::CtxDelete { .. } => MessageType::CtxDelete,
             Request::CtxPrune { .. } => MessageType::CtxPrune,
             Request::CtxTtl { .. } => MessageType::CtxTtl,
+            Request::Backup { .. } => MessageType::Backup,
         }
     }
 
@@ -701,6 +711,23 @@ impl Request {
             _ => 0,
         }
     }
+}
+
+/// BACKED_UP: a finished backup.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct BackupWire {
+    /// Turn records in the copy (everything acknowledged before the backup started, and
+    /// possibly more).
+    pub turns: u64,
+    /// Blob records in the copy.
+    pub blobs: u64,
+    /// Bytes of the copy: written plus hard-linked.
+    pub bytes: u64,
+    /// Of `bytes`, those hard-linked (sealed packs on the same file system).
+    pub linked_bytes: u64,
+    pub duration_ms: u64,
+    /// Where the copy is.
+    pub dir: String,
 }
 
 /// What the server limits, told to the client in the HELLO response.
@@ -804,6 +831,8 @@ pub enum Response {
         floor_depth: u32,
         ttl_ms: u64,
     },
+    /// Answer to BACKUP: what the copy holds and what it cost.
+    BackedUp(BackupWire),
     /// Answer to READ_PAGE, oldest first (TURNS' fields, entries with extras).
     Page {
         next_before: u64,
@@ -838,6 +867,7 @@ impl Response {
             Response::TurnLog { .. } => MessageType::TurnLog.response_code(),
             Response::Page { .. } => MessageType::ReadPage.response_code(),
             Response::FoundTurns { .. } => MessageType::FindTurns.response_code(),
+            Response::BackedUp(_) => MessageType::Backup.response_code(),
             Response::Turn(_) => MessageType::GetTurn.response_code(),
             Response::Blob(_) => MessageType::GetBlob.response_code(),
             Response::HasBlobs { .. } => MessageType::HasBlobs.response_code(),

@@ -738,6 +738,27 @@ fn vectors_v2() -> Vec<Vector> {
             "CTX_PRUNE response: context 3 (head 42 at depth 7) now floored at depth 7, TTL 7 days",
         ),
         (
+            "backup",
+            22,
+            Q(Request::Backup {
+                dir: "/var/backups/ctxstore-1".into(),
+            }),
+            "BACKUP into /var/backups/ctxstore-1 on the server's host",
+        ),
+        (
+            "backup_response",
+            22,
+            R(Response::BackedUp(BackupWire {
+                turns: 1000,
+                blobs: 800,
+                bytes: 1 << 30,
+                linked_bytes: 1 << 29,
+                duration_ms: 1234,
+                dir: "/var/backups/ctxstore-1".into(),
+            })),
+            "BACKUP response: 1000 turns, 800 blobs, 1 GiB of which 512 MiB hard-linked, 1.234 s",
+        ),
+        (
             "error_already_exists",
             4,
             R(Response::Error {

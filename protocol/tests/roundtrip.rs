@@ -290,6 +290,7 @@ fn request() -> impl Strategy<Value = Request> {
             }
         ),
         context().prop_map(|context| Request::CtxDelete { context }),
+        "[a-z/]{1,40}".prop_map(|dir| Request::Backup { dir }),
         (context(), any::<u32>()).prop_map(|(context, keep)| Request::CtxPrune { context, keep }),
         (context(), any::<bool>(), any::<u64>()).prop_map(|(context, set, ttl_ms)| {
             Request::CtxTtl {
@@ -524,6 +525,16 @@ fn response() -> impl Strategy<Value = Response> {
             proptest::collection::vec((turn(), extras()), 0..4)
         )
             .prop_map(|(next_before, turns)| Response::FoundTurns { next_before, turns }),
+        (any::<[u64; 5]>(), "[a-z/]{0,40}").prop_map(|(v, dir)| {
+            Response::BackedUp(BackupWire {
+                turns: v[0],
+                blobs: v[1],
+                bytes: v[2],
+                linked_bytes: v[3],
+                duration_ms: v[4],
+                dir,
+            })
+        }),
         (
             prop_oneof![
                 Just(MessageType::CtxDelete),

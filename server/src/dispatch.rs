@@ -18,10 +18,10 @@ use ctxstore_engine::{
     Payload, PayloadMode, Turn, TurnId, TurnOptions,
 };
 use ctxstore_protocol::{
-    AppendedWire, ContextHeadWire, ContextInfoWire, ContextRef as ContextRefWire, ErrorCode,
-    ExtrasWire, Hash32, KvItemWire, ListCursorWire, LogCursorWire, MessageType, PageKind,
-    ParentWire, PayloadEncoding, PayloadSpec, PayloadWire, Request, Response, StatsWire, TurnEntry,
-    TurnEntryV2, TurnSpec, TurnWire, read_flags,
+    AppendedWire, BackupWire, ContextHeadWire, ContextInfoWire, ContextRef as ContextRefWire,
+    ErrorCode, ExtrasWire, Hash32, KvItemWire, ListCursorWire, LogCursorWire, MessageType,
+    PageKind, ParentWire, PayloadEncoding, PayloadSpec, PayloadWire, Request, Response, StatsWire,
+    TurnEntry, TurnEntryV2, TurnSpec, TurnWire, read_flags,
 };
 
 use crate::config::ServerLimits;
@@ -211,6 +211,7 @@ impl Dispatcher {
                 let view = self.engine.set_name(&context_ref(context), name).await;
                 info_response(message_type, view)
             }
+            Request::Backup { dir } => self.backup(dir).await,
             Request::CtxDelete { context } => {
                 let view = self.engine.delete_context(&context_ref(context)).await;
                 retention_response(message_type, view)
@@ -750,6 +751,40 @@ fn info_response(
         message_type,
         info: context_info(view.map_err(engine_error)?),
     })
+}
+
+impl Dispatcher {
+    /// BACKUP: the engine copies files for as long as the store is large, so it runs on a
+    /// thread of its own; this core only awaits its answer.
+    async fn backup(&self, dir: String) -> Result<Response, Response> {
+        let engine = self.engine.clone();
+        let (done, answer) = flume::bounded(1);
+        let spawned = std::thread::Builder::new()
+            .name("ctxstore-backup".into())
+            .spawn(move || {
+                let _ = done.send(engine.backup(std::path::Path::new(&dir)));
+            });
+        if let Err(error) = spawned {
+            return Err(Response::Error {
+                code: ErrorCode::Internal,
+                detail: 0,
+                message: format!("could not start the backup thread: {error}"),
+            });
+        }
+        let report = answer
+            .recv_async()
+            .await
+            .map_err(|_| engine_error(EngineError::ShutDown))?
+            .map_err(engine_error)?;
+        Ok(Response::BackedUp(BackupWire {
+            turns: report.turns,
+            blobs: report.blobs,
+            bytes: report.bytes,
+            linked_bytes: report.linked_bytes,
+            duration_ms: report.duration_ms,
+            dir: report.dir.display().to_string(),
+        }))
+    }
 }
 
 /// CTX_DELETE, CTX_PRUNE and CTX_TTL: CONTEXT_INFO with the floor and the time to live.

@@ -23,6 +23,7 @@ use ctxstore_server::{Server, ServerConfig, parse_duration, settings};
 ///   ctxstore-server --data /var/lib/ctxstore --listen 0.0.0.0:7411 --token-file /etc/ctxstore/token
 ///   ctxstore-server --config /etc/ctxstore/server.toml --print-config
 ///   ctxstore-server verify --data /var/lib/ctxstore   # offline check; exit 1 on any problem
+///   ctxstore-server backup --data /var/lib/ctxstore --to /backup/ctxstore-1   # offline copy
 ///
 /// Settings: every flag below can also come from the environment (CTXSTORE_<FLAG>, e.g.
 /// CTXSTORE_NETWORK_CORES=2) or from a TOML file given with --config (key = the flag without
@@ -55,6 +56,17 @@ enum Command {
         /// The store's directory.
         #[arg(long, default_value = DEFAULT_DATA_DIR, env = "CTXSTORE_DATA")]
         data: PathBuf,
+    },
+    /// Copy a store that no server is running on into a new directory (a consistent store of
+    /// its own: it opens and passes verify). Sealed packs are hard-linked when both lie on one
+    /// file system. For a running server use `ctxstore backup --to DIR` instead.
+    Backup {
+        /// The store's directory.
+        #[arg(long, default_value = DEFAULT_DATA_DIR, env = "CTXSTORE_DATA")]
+        data: PathBuf,
+        /// Where the copy goes: absent or empty, outside the store.
+        #[arg(long)]
+        to: PathBuf,
     },
 }
 
@@ -221,6 +233,7 @@ fn main() -> ExitCode {
     init_logging(cli.serve.log_format);
     let result = match cli.command {
         Some(Command::Verify { data }) => verify(&data),
+        Some(Command::Backup { data, to }) => backup(&data, &to),
         None if cli.serve.print_config => print_config(cli.serve, &effective),
         None => serve(cli.serve),
     };
@@ -304,6 +317,36 @@ fn verify(data: &std::path::Path) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The offline backup: open the store (recovery runs as at a start), copy it, close it.
+fn backup(data: &std::path::Path, to: &std::path::Path) -> anyhow::Result<ExitCode> {
+    if !data.join("ctxstore.meta").exists() {
+        anyhow::bail!("{} is not a ctxstore data directory", data.display());
+    }
+    let to = std::path::absolute(to).with_context(|| format!("resolving {}", to.display()))?;
+    // The store keeps the shard count it was created with.
+    let shards = ctxstore_engine::store_dir::StoreDir::new(data)
+        .existing_shard_count()
+        .with_context(|| format!("reading {}", data.display()))?
+        .unwrap_or(1);
+    let config = ctxstore_engine::EngineConfig::new(data).with_shards(shards);
+    let engine = ctxstore_engine::Engine::open(config)
+        .with_context(|| format!("opening {}", data.display()))?;
+    let report = engine.backup(&to);
+    engine.shutdown();
+    let report =
+        report.with_context(|| format!("backing up {} to {}", data.display(), to.display()))?;
+    println!(
+        "backup_dir {}\nturns {}\nblobs {}\nbytes {} ({} hard-linked)\nduration_ms {}",
+        report.dir.display(),
+        report.turns,
+        report.blobs,
+        report.bytes,
+        report.linked_bytes,
+        report.duration_ms
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {

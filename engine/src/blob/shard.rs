@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use crate::blob::recover::ShardCursor;
 use crate::blob::view::ShardView;
@@ -22,7 +23,8 @@ use crate::format::pack::EncodedBlob;
 use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::BlobHash;
 use crate::pipeline::{
-    DurableBlob, PendingAppend, PutOutcome, PutReply, SequencerInbox, ShardRequest, TurnReply,
+    DurableBlob, PendingAppend, PutOutcome, PutReply, SequencerInbox, ShardRequest, ShardSnapshot,
+    TurnReply,
 };
 use crate::published::Published;
 use crate::store_dir::{create_durable, pack_path, sync_dir};
@@ -310,6 +312,16 @@ impl GroupCommit for ShardActor {
                 append,
                 reply,
             } => self.admit_blob(blob, Waiter::Append(append, reply)).await,
+            ShardRequest::Snapshot { reply } => {
+                // Between batches: `pack_end` and `index_end` are what committed batches wrote.
+                let snapshot = ShardSnapshot {
+                    pack_id: self.pack_id,
+                    pack_end: self.pack_end,
+                    index_end: self.index_end,
+                    blobs: self.view().counters.blobs.load(Ordering::Acquire),
+                };
+                drop(reply.send(snapshot));
+            }
             ShardRequest::Stop { done } => return Admitted::Stop(done),
         }
         Admitted::Continue

@@ -1,0 +1,276 @@
+//! Online backup (issue 18): a consistent copy of the store, written while the engine serves.
+//!
+//! Every file of a store only grows (turns.log, packs, blobs.idx) or never changes (the meta
+//! file, sealed packs), so a consistent copy is a set of *prefixes* taken at the right cut:
+//!
+//! 1. the durable watermark W of `turns.log` (published after each batch's fdatasync);
+//! 2. then each shard's extent (`ShardRequest::Snapshot`, answered between two batches):
+//!    every blob a turn ≤ W references was durable before W was published, so it lies inside
+//!    that extent; the index prefix only describes records inside it.
+//!
+//! The copy takes `turns.log[..W × 128]`, each shard's sealed packs whole (hard-linked when
+//! the file system allows: they never change again), the open pack up to its extent and the
+//! index prefix; every file and directory is fsynced, and the meta file is written last
+//! (temporary name, fsync, rename, directory fsync): a directory without it is refused by
+//! `Engine::open`, so a backup cut short by a crash can never be mistaken for a store.
+//! Opening the copy runs the ordinary recovery (packs past the index are scanned and
+//! indexed); `verify` passes on it.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::format::turn_log::LOG_RECORD_BYTES;
+use crate::pipeline::{ShardRequest, ShardSnapshot};
+use crate::store_dir::{StoreDir, sync_dir};
+
+/// Bytes copied per read/write step of a prefix copy (also the unit the turn count is taken
+/// over: a whole number of 128-byte records).
+const COPY_STEP_BYTES: usize = 1 << 20;
+/// Byte 8 of a `turns.log` record is its kind; 1 is a turn (docs/storage.md).
+const KIND_OFFSET: usize = 8;
+const KIND_TURN: u8 = 1;
+
+/// What a finished backup holds and cost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackupReport {
+    pub dir: PathBuf,
+    /// Turn records in the copy.
+    pub turns: u64,
+    /// Blob records in the copy.
+    pub blobs: u64,
+    /// Bytes of the copy: written plus hard-linked.
+    pub bytes: u64,
+    /// Of `bytes`, those hard-linked (sealed packs on the same file system).
+    pub linked_bytes: u64,
+    pub duration_ms: u64,
+}
+
+impl Engine {
+    /// Writes a consistent copy of the store into `to` (absolute; absent or an empty
+    /// directory) while appends and reads go on: everything acknowledged before the call is
+    /// in it. Blocking file I/O on the caller's thread: do not call it from an engine or
+    /// network-core thread. One backup at a time.
+    pub fn backup(&self, to: &Path) -> Result<BackupReport, EngineError> {
+        self.check_open()?;
+        if self.inner.backup_running.swap(true, Ordering::AcqRel) {
+            return Err(EngineError::InvalidArgument(
+                "a backup is already running; wait for it to finish".into(),
+            ));
+        }
+        let result = self.backup_now(to);
+        self.inner.backup_running.store(false, Ordering::Release);
+        result
+    }
+
+    fn backup_now(&self, to: &Path) -> Result<BackupReport, EngineError> {
+        let started = Instant::now();
+        let source = StoreDir::new(&self.inner.config.data_dir);
+        check_target(&source.root, to)?;
+        let target = StoreDir::new(to);
+
+        // The cut: the log's watermark first, then each shard's extent (see the module doc).
+        let published = &self.inner.published;
+        let log_records = published.turns.durable_record_id();
+        let mut shards = Vec::with_capacity(self.inner.shards.len());
+        for sender in self.inner.shards.iter() {
+            let (reply, answer) = oneshot::channel();
+            sender
+                .send(ShardRequest::Snapshot { reply })
+                .map_err(|_| EngineError::ShutDown)?;
+            shards.push(answer.recv().map_err(|_| EngineError::ShutDown)?);
+        }
+
+        let mut report = BackupReport {
+            dir: to.to_path_buf(),
+            turns: 0,
+            blobs: 0,
+            bytes: 0,
+            linked_bytes: 0,
+            duration_ms: 0,
+        };
+        for (shard, snapshot) in shards.iter().enumerate() {
+            copy_shard(&source, &target, shard as u16, snapshot, &mut report)?;
+            report.blobs += snapshot.blobs;
+        }
+        let log_bytes = log_records * LOG_RECORD_BYTES as u64;
+        let (written, turns) = copy_prefix(
+            &source.turns_log_path(),
+            &target.turns_log_path(),
+            log_bytes,
+            true,
+        )?;
+        report.bytes += written;
+        report.turns = turns;
+        sync(&target.root)?;
+
+        // Last: the meta file makes the directory a store.
+        let meta = target.meta_path();
+        let temporary = meta.with_extension("meta.tmp");
+        let (written, _) = copy_prefix(&source.meta_path(), &temporary, u64::MAX, false)?;
+        report.bytes += written;
+        std::fs::rename(&temporary, &meta).map_err(|error| EngineError::io(&meta, error))?;
+        sync(&target.root)?;
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(
+            dir = %to.display(),
+            turns = report.turns,
+            blobs = report.blobs,
+            bytes = report.bytes,
+            linked_bytes = report.linked_bytes,
+            duration_ms = report.duration_ms,
+            "backup written"
+        );
+        Ok(report)
+    }
+}
+
+/// The target is absolute, outside the data directory, and absent or an empty directory.
+fn check_target(data_dir: &Path, to: &Path) -> Result<(), EngineError> {
+    if !to.is_absolute() {
+        return Err(EngineError::InvalidArgument(format!(
+            "backup directory {} is not an absolute path (it is a path on the server's host)",
+            to.display()
+        )));
+    }
+    match std::fs::read_dir(to) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(EngineError::InvalidArgument(format!(
+                    "backup directory {} is not empty; give a new or empty directory",
+                    to.display()
+                )));
+            }
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(to).map_err(|error| EngineError::from_write(to, error))?;
+        }
+        Err(error) => return Err(EngineError::io(to, error)),
+    }
+    let data = std::fs::canonicalize(data_dir).map_err(|error| EngineError::io(data_dir, error))?;
+    let target = std::fs::canonicalize(to).map_err(|error| EngineError::io(to, error))?;
+    if target.starts_with(&data) {
+        return Err(EngineError::InvalidArgument(format!(
+            "backup directory {} lies inside the data directory {}; choose one outside it",
+            to.display(),
+            data_dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// One shard: sealed packs whole (hard-linked, else copied), the open pack and the index up to
+/// the snapshot's extent, then the directory synced.
+fn copy_shard(
+    source: &StoreDir,
+    target: &StoreDir,
+    shard: u16,
+    snapshot: &ShardSnapshot,
+    report: &mut BackupReport,
+) -> Result<(), EngineError> {
+    let dir = target.shard_dir(shard);
+    std::fs::create_dir_all(&dir).map_err(|error| EngineError::from_write(&dir, error))?;
+    for pack_id in 0..snapshot.pack_id {
+        let from = source.pack_path(shard, pack_id);
+        let to = target.pack_path(shard, pack_id);
+        let len = std::fs::metadata(&from)
+            .map_err(|error| EngineError::io(&from, error))?
+            .len();
+        // Sealed packs never change again (they are cut to their last record when sealed),
+        // so a second name for the same blocks is as good as a copy, and free.
+        if std::fs::hard_link(&from, &to).is_ok() {
+            report.bytes += len;
+            report.linked_bytes += len;
+        } else {
+            report.bytes += copy_prefix(&from, &to, len, false)?.0;
+        }
+    }
+    let open_pack = source.pack_path(shard, snapshot.pack_id);
+    let open_pack_copy = target.pack_path(shard, snapshot.pack_id);
+    report.bytes += copy_prefix(&open_pack, &open_pack_copy, snapshot.pack_end, false)?.0;
+    let index = source.blob_index_path(shard);
+    let index_copy = target.blob_index_path(shard);
+    report.bytes += copy_prefix(&index, &index_copy, snapshot.index_end, false)?.0;
+    sync(&dir)?;
+    if let Some(blobs_dir) = dir.parent() {
+        sync(blobs_dir)?;
+    }
+    Ok(())
+}
+
+/// Copies the first `len` bytes of `from` (all of it when shorter) into a new file `to`,
+/// fsynced. With `count_turns`, also counts the turn records among them. Answers the bytes
+/// copied and the turns counted.
+fn copy_prefix(
+    from: &Path,
+    to: &Path,
+    len: u64,
+    count_turns: bool,
+) -> Result<(u64, u64), EngineError> {
+    let mut reader = File::open(from).map_err(|error| EngineError::io(from, error))?;
+    let mut writer = File::options()
+        .write(true)
+        .create_new(true)
+        .open(to)
+        .map_err(|error| EngineError::from_write(to, error))?;
+    let mut buffer = vec![0u8; COPY_STEP_BYTES];
+    let mut copied = 0u64;
+    let mut turns = 0u64;
+    while copied < len {
+        let want = (len - copied).min(COPY_STEP_BYTES as u64) as usize;
+        let read = read_full(&mut reader, &mut buffer[..want])
+            .map_err(|error| EngineError::io(from, error))?;
+        if read == 0 {
+            break;
+        }
+        let chunk = &buffer[..read];
+        if count_turns {
+            // Whole records: `COPY_STEP_BYTES` and the prefix are multiples of 128, and
+            // `read_full` fills the buffer unless the file ends.
+            turns += chunk
+                .chunks_exact(LOG_RECORD_BYTES)
+                .filter(|record| record[KIND_OFFSET] == KIND_TURN)
+                .count() as u64;
+        }
+        writer
+            .write_all(chunk)
+            .map_err(|error| EngineError::from_write(to, error))?;
+        copied += read as u64;
+    }
+    if len != u64::MAX && copied != len {
+        // The extent came from the actor that wrote it: a shorter file lost durable data.
+        return Err(EngineError::Io {
+            file: from.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("{copied} bytes where {len} were durable"),
+            ),
+        });
+    }
+    writer
+        .sync_all()
+        .map_err(|error| EngineError::from_write(to, error))?;
+    Ok((copied, turns))
+}
+
+/// Reads until `buffer` is full or the file ends (a plain `read` may return less).
+fn read_full(reader: &mut File, buffer: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match reader.read(&mut buffer[filled..]) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
+}
+
+fn sync(dir: &Path) -> Result<(), EngineError> {
+    sync_dir(dir).map_err(|error| EngineError::from_write(dir, error))
+}
