@@ -45,7 +45,7 @@ pub struct Server {
 }
 
 impl Server {
-    /// Opens the store (recovery), binds the listener (exclusively), starts the network cores
+    /// Binds the listener (exclusively), opens the store (recovery), starts the network cores
     /// and the acceptor. When it returns, the server accepts connections (and `ready_file`
     /// names its address).
     pub fn start(config: ServerConfig) -> anyhow::Result<Server> {
@@ -53,16 +53,13 @@ impl Server {
             .validate()
             .map_err(anyhow::Error::msg)
             .context("invalid configuration")?;
+        // The address first: a second server on a served address fails at once, before it
+        // touches (or creates) a data directory or spends a recovery. Connections that arrive
+        // while the store recovers wait in the backlog and are served once it is open.
+        let listener = acceptor::bind(config.listen)?;
         let engine = Engine::open(config.engine.clone()).with_context(|| {
             format!("opening the store in {}", config.engine.data_dir.display())
         })?;
-        let listener = match acceptor::bind(config.listen) {
-            Ok(listener) => listener,
-            Err(error) => {
-                engine.shutdown();
-                return Err(error);
-            }
-        };
         let local_addr = listener
             .local_addr()
             .with_context(|| format!("listening on {}", config.listen))?;

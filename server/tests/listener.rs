@@ -170,6 +170,11 @@ fn a_second_server_on_a_served_address_fails_and_the_first_keeps_serving() {
         stderr.contains(&addr.to_string()),
         "the error names the address: {stderr}"
     );
+    // It failed on the address before it touched a data directory.
+    assert!(
+        !dir.path().join("second").exists(),
+        "the second server created its data directory before it failed on the address"
+    );
 
     // Every new connection reaches the first server's store (a context created on each lands
     // in one store: ids keep growing from one sequence).
