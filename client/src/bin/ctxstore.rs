@@ -366,7 +366,8 @@ enum CtxCommand {
         #[arg(value_parser = parse_context)]
         context: ContextRef,
     },
-    /// Set and remove tags atomically; prints the context as `ctx show` does.
+    /// Set and remove tags atomically; prints the context as `ctx show` does (without
+    /// floor_depth and ttl_ms).
     Tag {
         /// Context: a ContextID, or @NAME.
         #[arg(value_parser = parse_context)]
@@ -390,8 +391,9 @@ enum CtxCommand {
         /// The name (1..=256 bytes of UTF-8); a taken name exits 7 (ALREADY_EXISTS).
         name: String,
     },
-    /// Every context matching all the filters, one per line (the `ctx show` fields), in
-    /// ContextID order (in name order with --name-prefix). Follows the server's pages.
+    /// Every context matching all the filters, one per line (the `ctx show` fields but
+    /// floor_depth and ttl_ms), in ContextID order (in name order with --name-prefix).
+    /// Follows the server's pages.
     List {
         /// Only contexts with this tag, KEY=VALUE (repeat: all of them).
         #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
@@ -410,7 +412,8 @@ enum CtxCommand {
         limit: Option<u32>,
     },
     /// A copy of CTX named NEW: the same head, tags and key-value entries, sharing every turn
-    /// and payload (nothing is copied). Prints the new context as `ctx show` does.
+    /// and payload (nothing is copied). Prints the new context as `ctx show` does (without
+    /// floor_depth and ttl_ms).
     Clone {
         /// The context to copy: a ContextID, or @NAME.
         #[arg(value_parser = parse_context)]
@@ -422,8 +425,8 @@ enum CtxCommand {
     /// Delete a context: every command naming it exits 3 (NOT_FOUND) from then on.
     ///
     /// Its name is free again; its ContextID is never reused. Its turns stay readable through
-    /// the contexts that share them (forks, clones) and by turn id while something reaches
-    /// them. Prints context_id, name and deleted (true).
+    /// the contexts that share them (forks, clones). Prints context_id, name and deleted
+    /// (true).
     Delete {
         /// Context: a ContextID, or @NAME.
         #[arg(value_parser = parse_context)]
