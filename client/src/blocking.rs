@@ -2,15 +2,17 @@
 //! thread for the connection's reader and writer tasks). For scripts, CLIs, and code that is
 //! not async. Calls from several threads at once are pipelined on the one connection.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use ctxstore_protocol::{ContextRef, PageKind, Request, Response, ServerLimits, StatsWire};
 
 use crate::client::{Client as AsyncClient, ClientConfig};
 use crate::error::ClientError;
 use crate::types::{
-    Appended, AppendedTurn, BlobHash, ContextHead, ContextInfo, ContextListPage, ContextQuery,
-    FoundPage, KvItem, ListCursor, LogCursor, LogPage, NewContext, NewTurn, Opened, Page, Turn,
-    TurnInfo, TurnPage,
+    Appended, AppendedTurn, BackupReport, BlobHash, ContextHead, ContextInfo, ContextListPage,
+    ContextQuery, ContextRetention, FoundPage, KvItem, ListCursor, LogCursor, LogPage, NewContext,
+    NewTurn, Opened, Page, Turn, TurnInfo, TurnPage,
 };
 
 pub struct Client {
@@ -213,6 +215,49 @@ impl Client {
     ) -> Result<ContextInfo, ClientError> {
         self.runtime
             .block_on(self.client.name_context(context, name))
+    }
+
+    /// See the async client's `delete_context`.
+    pub fn delete_context(
+        &self,
+        context: impl Into<ContextRef>,
+    ) -> Result<ContextRetention, ClientError> {
+        self.runtime.block_on(self.client.delete_context(context))
+    }
+
+    /// See the async client's `prune_context`.
+    pub fn prune_context(
+        &self,
+        context: impl Into<ContextRef>,
+        keep: u32,
+    ) -> Result<ContextRetention, ClientError> {
+        self.runtime
+            .block_on(self.client.prune_context(context, keep))
+    }
+
+    /// See the async client's `set_context_ttl`.
+    pub fn set_context_ttl(
+        &self,
+        context: impl Into<ContextRef>,
+        ttl: Option<Duration>,
+    ) -> Result<ContextRetention, ClientError> {
+        self.runtime
+            .block_on(self.client.set_context_ttl(context, ttl))
+    }
+
+    /// See the async client's `context_retention`.
+    pub fn context_retention(
+        &self,
+        context: impl Into<ContextRef>,
+    ) -> Result<ContextRetention, ClientError> {
+        self.runtime
+            .block_on(self.client.context_retention(context))
+    }
+
+    /// See the async client's `backup`: `dir` is on the server's host, and the wait is
+    /// `ClientConfig::backup_timeout` (default 24 h), not `request_timeout`.
+    pub fn backup(&self, dir: impl Into<String>) -> Result<BackupReport, ClientError> {
+        self.runtime.block_on(self.client.backup(dir))
     }
 
     pub fn list_contexts(

@@ -20,9 +20,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ClientError;
 use crate::types::{
-    Appended, AppendedTurn, BlobHash, ContextHead, ContextInfo, ContextListPage, ContextQuery,
-    FoundPage, KvItem, ListCursor, LogCursor, LogPage, NewContext, NewTurn, Opened, Page, Turn,
-    TurnInfo, TurnPage, verify_payload,
+    Appended, AppendedTurn, BackupReport, BlobHash, ContextHead, ContextInfo, ContextListPage,
+    ContextQuery, ContextRetention, FoundPage, KvItem, ListCursor, LogCursor, LogPage, NewContext,
+    NewTurn, Opened, Page, Turn, TurnInfo, TurnPage, verify_payload,
 };
 
 /// Most turns in one `append_turns` call (one request, one group commit).
@@ -47,6 +47,11 @@ pub struct ClientConfig {
     /// Longest wait for each response after HELLO (default 30 s); `None`: wait as long as the
     /// connection lives. A timed-out request is `ClientError::Timeout`; the connection stays.
     pub request_timeout: Option<Duration>,
+    /// Longest wait for a BACKUP's answer (default 24 h), instead of `request_timeout`: the
+    /// server answers when the copy is complete, which takes minutes on a large store. `None`:
+    /// wait as long as the connection lives. A backup the client stops waiting for goes on
+    /// on the server.
+    pub backup_timeout: Option<Duration>,
     /// Largest response frame accepted (a page of payloads can be large).
     pub response_bytes_max: u32,
     /// Let the server send stored (zstd) payloads, inflated here: less work for the server and
@@ -59,6 +64,7 @@ impl ClientConfig {
     pub const CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
     pub const HELLO_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
     pub const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
+    pub const BACKUP_TIMEOUT_DEFAULT: Duration = Duration::from_secs(24 * 3600);
 
     pub fn new(addr: impl Into<String>) -> Self {
         ClientConfig {
@@ -68,6 +74,7 @@ impl ClientConfig {
             connect_timeout: ClientConfig::CONNECT_TIMEOUT_DEFAULT,
             hello_timeout: ClientConfig::HELLO_TIMEOUT_DEFAULT,
             request_timeout: Some(ClientConfig::REQUEST_TIMEOUT_DEFAULT),
+            backup_timeout: Some(ClientConfig::BACKUP_TIMEOUT_DEFAULT),
             response_bytes_max: 1 << 30,
             accept_zstd: true,
         }
@@ -90,6 +97,11 @@ impl ClientConfig {
 
     pub fn with_request_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    pub fn with_backup_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.backup_timeout = timeout;
         self
     }
 }
@@ -215,7 +227,9 @@ impl Client {
             addr: addr.clone(),
             reason,
         };
-        match client.request_within(hello, Some(hello_timeout)).await {
+        let hello =
+            client.request_within(hello, Some(hello_timeout), "ClientConfig::hello_timeout");
+        match hello.await {
             Ok(Response::Hello {
                 limits, version, ..
             }) => {
@@ -267,14 +281,17 @@ impl Client {
     /// is `ClientError::InvalidArgument`, and one the negotiated version does not have (see
     /// `protocol_version`) is `ClientError::Unsupported`; neither is sent.
     pub async fn request(&self, request: Request) -> Result<Response, ClientError> {
-        self.request_within(request, self.shared.config.request_timeout)
+        let timeout = self.shared.config.request_timeout;
+        self.request_within(request, timeout, "ClientConfig::request_timeout")
             .await
     }
 
+    /// `request` with its own timeout; `setting` names where it came from (for the error).
     async fn request_within(
         &self,
         request: Request,
         timeout: Option<Duration>,
+        setting: &'static str,
     ) -> Result<Response, ClientError> {
         let request_name = request.message_type().name();
         let version = self.protocol_version();
@@ -335,6 +352,7 @@ impl Client {
                     return Err(ClientError::Timeout {
                         request: request_name,
                         timeout,
+                        setting,
                     });
                 }
             },
@@ -711,6 +729,120 @@ impl Client {
         match self.request(request).await? {
             Response::ContextInfo { info, .. } => Ok(ContextInfo::from_wire(info)),
             other => Err(unexpected(message_type, &other)),
+        }
+    }
+
+    // Retention (protocol version 2, issue 15). Each names the context by its ContextID or
+    // `ContextRef::Name`; an unknown (or deleted) one is `ErrorCode::NotFound`.
+
+    /// Deletes a context (CTX_DELETE): from then on every request naming it is
+    /// `ErrorCode::NotFound`, its name may be taken by a new context, and its ContextID is
+    /// never reused. Its turns and blobs stay while another context (a fork, a clone) or a
+    /// link reaches them. Returns the context as it was just before.
+    pub async fn delete_context(
+        &self,
+        context: impl Into<ContextRef>,
+    ) -> Result<ContextRetention, ClientError> {
+        let request = Request::CtxDelete {
+            context: context.into(),
+        };
+        self.retention(request).await
+    }
+
+    /// Keeps the newest `keep` depths of the context's chain reachable through it
+    /// (CTX_PRUNE): the floor becomes head depth + 1 − `keep`, never lower than it was. Reads
+    /// through the context stop at the floor, on every branch; an append whose parent lies
+    /// below it is `ErrorCode::InvalidArgument`. `keep` 0 is `ErrorCode::InvalidArgument`
+    /// (that is `delete_context`). Returns the context after the change.
+    pub async fn prune_context(
+        &self,
+        context: impl Into<ContextRef>,
+        keep: u32,
+    ) -> Result<ContextRetention, ClientError> {
+        let request = Request::CtxPrune {
+            context: context.into(),
+            keep,
+        };
+        self.retention(request).await
+    }
+
+    /// Sets (`Some`) or clears (`None`) the context's own time to live (CTX_TTL with SET):
+    /// once it has not been updated for that long, the server deletes it. Whole milliseconds
+    /// (a finer remainder is dropped); under 1 ms is `ClientError::InvalidArgument` (clear
+    /// with `None`), over 100 years the server's `ErrorCode::InvalidArgument`. Returns the
+    /// context after the change.
+    pub async fn set_context_ttl(
+        &self,
+        context: impl Into<ContextRef>,
+        ttl: Option<Duration>,
+    ) -> Result<ContextRetention, ClientError> {
+        let ttl_ms = match ttl {
+            None => 0,
+            Some(ttl) => ttl_millis(ttl)?,
+        };
+        let request = Request::CtxTtl {
+            context: context.into(),
+            set: true,
+            ttl_ms,
+        };
+        self.retention(request).await
+    }
+
+    /// The context with its floor and time to live, changing nothing (CTX_TTL without SET):
+    /// what `context_info` answers, plus the retention settings.
+    pub async fn context_retention(
+        &self,
+        context: impl Into<ContextRef>,
+    ) -> Result<ContextRetention, ClientError> {
+        let request = Request::CtxTtl {
+            context: context.into(),
+            set: false,
+            ttl_ms: 0,
+        };
+        self.retention(request).await
+    }
+
+    async fn retention(&self, request: Request) -> Result<ContextRetention, ClientError> {
+        let message_type = request.message_type();
+        match self.request(request).await? {
+            Response::Retention {
+                message_type: answered,
+                info,
+                floor_depth,
+                ttl_ms,
+            } if answered == message_type => {
+                Ok(ContextRetention::from_wire(info, floor_depth, ttl_ms))
+            }
+            other => Err(unexpected(message_type, &other)),
+        }
+    }
+
+    /// Has the server write a consistent copy of its store into `dir` while it goes on
+    /// serving (BACKUP, protocol version 2): everything acknowledged before the backup
+    /// started is in it; the copy opens with `ctxstore-server --data DIR` and passes
+    /// `ctxstore-server verify`. `dir` is a path **on the server's host**: absolute (else
+    /// `ClientError::InvalidArgument`, before sending), and absent or an empty directory
+    /// outside the store (else the server's `ErrorCode::InvalidArgument`). Sealed packs are
+    /// hard-linked when the copy is on the store's file system.
+    ///
+    /// Waits up to `ClientConfig::backup_timeout` (default 24 h), not `request_timeout`: the
+    /// server answers when the copy is complete. A backup the client stops waiting for goes on
+    /// on the server.
+    pub async fn backup(&self, dir: impl Into<String>) -> Result<BackupReport, ClientError> {
+        let dir = dir.into();
+        if !std::path::Path::new(&dir).is_absolute() {
+            return Err(ClientError::InvalidArgument(format!(
+                "backup directory {dir:?} is not an absolute path (a path on the server's host)"
+            )));
+        }
+        let timeout = self.shared.config.backup_timeout;
+        let request = Request::Backup { dir };
+        match self
+            .request_within(request, timeout, "ClientConfig::backup_timeout")
+            .await?
+        {
+            Response::BackedUp(report) => Ok(report.into()),
+            other => Err(unexpected(MessageType::Backup, &other)),
         }
     }
 
@@ -1440,6 +1572,19 @@ impl Client {
             }
             before = page.next_before;
         }
+    }
+}
+
+/// A time to live in whole milliseconds: at least 1.
+fn ttl_millis(ttl: Duration) -> Result<u64, ClientError> {
+    match u64::try_from(ttl.as_millis()) {
+        Ok(0) => Err(ClientError::InvalidArgument(format!(
+            "a time to live of {ttl:?} is under 1 ms; to clear it, pass None"
+        ))),
+        Ok(ttl_ms) => Ok(ttl_ms),
+        Err(_) => Err(ClientError::InvalidArgument(format!(
+            "a time to live of {ttl:?} does not fit in u64 milliseconds"
+        ))),
     }
 }
 

@@ -27,12 +27,15 @@ pub enum ClientError {
     /// HELLO was answered with something that is not a ctxstore HELLO (or the peer closed).
     #[error("{addr} did not complete the ctxstore handshake ({reason}); is it a ctxstore server?")]
     Handshake { addr: String, reason: String },
-    /// A request got no response in time (ClientConfig::request_timeout). The connection
-    /// stays open; a late response is dropped.
-    #[error("{request} got no response within {timeout:?} (ClientConfig::request_timeout)")]
+    /// A request got no response in time (ClientConfig::request_timeout; for BACKUP,
+    /// ClientConfig::backup_timeout: `setting` names which). The connection stays open; a
+    /// late response is dropped.
+    #[error("{request} got no response within {timeout:?} ({setting})")]
     Timeout {
         request: &'static str,
         timeout: Duration,
+        /// The `ClientConfig` field that set `timeout`.
+        setting: &'static str,
     },
     /// The server answered with ERROR.
     #[error("{code}: {message}")]

@@ -19,6 +19,13 @@
 //!   with its key, labels and links. On a version-1 server each is
 //!   [`ClientError::Unsupported`], before anything is sent.
 //!
+//! - Retention and backups (protocol version 2): delete a context, prune it to its newest
+//!   turns, give it a time to live ([`Client::delete_context`], [`Client::prune_context`],
+//!   [`Client::set_context_ttl`], [`Client::context_retention`], each returning a
+//!   [`ContextRetention`]), and have the server copy its store while it serves
+//!   ([`Client::backup`], waiting up to [`ClientConfig::backup_timeout`], not the request
+//!   timeout).
+//!
 //! ```no_run
 //! # fn main() -> Result<(), ctxstore_client::ClientError> {
 //! use ctxstore_client::{ClientConfig, blocking::Client};
@@ -68,6 +75,25 @@
 //! # let _ = (every_branch, for_the_model, by_run);
 //! # Ok(()) }
 //! ```
+//!
+//! Retention and backups (protocol version 2):
+//!
+//! ```no_run
+//! # fn main() -> Result<(), ctxstore_client::ClientError> {
+//! use std::time::Duration;
+//! use ctxstore_client::{ClientConfig, ContextRef, blocking::Client};
+//! let client = Client::connect(ClientConfig::new("127.0.0.1:7411"))?;
+//! let thread = ContextRef::Name("thread-42".into());
+//! let pruned = client.prune_context(thread.clone(), 100)?; // keep the newest 100 depths
+//! let week = Duration::from_secs(7 * 24 * 3600);
+//! let kept = client.set_context_ttl(thread.clone(), Some(week))?; // deleted after a week idle
+//! assert_eq!(kept.ttl(), Some(week));
+//! client.delete_context(ContextRef::Name("thread-41".into()))?;
+//! // A path on the server's host; waits up to ClientConfig::backup_timeout (24 h).
+//! let report = client.backup("/var/backups/ctxstore-2026-11-23")?;
+//! # let _ = (pruned, report);
+//! # Ok(()) }
+//! ```
 
 pub mod blocking;
 mod client;
@@ -80,8 +106,8 @@ pub use client::{
 pub use ctxstore_protocol::{ContextRef, ErrorCode, PageKind, ServerLimits, StatsWire};
 pub use error::ClientError;
 pub use types::{
-    Appended, AppendedTurn, BlobHash, CODEC_NAMES, ContextHead, ContextInfo, ContextListPage,
-    ContextQuery, FoundPage, KvItem, ListCursor, LogCursor, LogPage, NewContext, NewPayload,
-    NewTurn, Opened, Page, Parent, TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage, codec_name,
-    codec_tag,
+    Appended, AppendedTurn, BackupReport, BlobHash, CODEC_NAMES, ContextHead, ContextInfo,
+    ContextListPage, ContextQuery, ContextRetention, FoundPage, KvItem, ListCursor, LogCursor,
+    LogPage, NewContext, NewPayload, NewTurn, Opened, Page, Parent, TURN_FLAG_SUMMARY, Turn,
+    TurnInfo, TurnPage, codec_name, codec_tag,
 };

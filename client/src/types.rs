@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use ctxstore_protocol::{
-    ContextHeadWire, ContextInfoWire, ExtrasWire, Hash32, KvItemWire, ListCursorWire,
+    BackupWire, ContextHeadWire, ContextInfoWire, ExtrasWire, Hash32, KvItemWire, ListCursorWire,
     LogCursorWire, ParentWire, PayloadEncoding, PayloadSpec, PayloadWire, TurnSpec, TurnWire,
 };
 
@@ -381,6 +381,66 @@ impl ContextInfo {
             tags: info.tags.into_iter().collect(),
             created_at_unix_ms: info.created_at_unix_ms,
             updated_at_unix_ms: info.updated_at_unix_ms,
+        }
+    }
+}
+
+/// A context with its retention settings (protocol version 2, issue 15): what
+/// `delete_context` (the context as it was just before), `prune_context`, `set_context_ttl`
+/// (after the change) and `context_retention` return.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextRetention {
+    pub context: ContextInfo,
+    /// Turns of depth below this are no longer read through the context (0: none pruned).
+    pub floor_depth: u32,
+    /// The context's own time to live in milliseconds: once it has not been updated (head
+    /// move, tag or key-value change) for this long, the server deletes it. `None` when the
+    /// context has none of its own (the server's `--context-ttl` may still apply).
+    pub ttl_ms: Option<u64>,
+}
+
+impl ContextRetention {
+    /// `ttl_ms` as a `Duration`.
+    pub fn ttl(&self) -> Option<std::time::Duration> {
+        self.ttl_ms.map(std::time::Duration::from_millis)
+    }
+
+    pub(crate) fn from_wire(info: ContextInfoWire, floor_depth: u32, ttl_ms: u64) -> Self {
+        ContextRetention {
+            context: ContextInfo::from_wire(info),
+            floor_depth,
+            ttl_ms: (ttl_ms > 0).then_some(ttl_ms),
+        }
+    }
+}
+
+/// What `backup` wrote: a consistent copy of the store, on the server's host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackupReport {
+    /// Where the copy is (a path on the server's host).
+    pub backup_dir: String,
+    /// Turn records in the copy: everything acknowledged before the backup started, and
+    /// possibly more.
+    pub turns: u64,
+    /// Blob records in the copy.
+    pub blobs: u64,
+    /// Bytes of the copy: written plus hard-linked.
+    pub bytes: u64,
+    /// Of `bytes`, those hard-linked (sealed packs on the same file system as the store).
+    pub linked_bytes: u64,
+    /// How long the server took.
+    pub duration_ms: u64,
+}
+
+impl From<BackupWire> for BackupReport {
+    fn from(wire: BackupWire) -> Self {
+        BackupReport {
+            backup_dir: wire.dir,
+            turns: wire.turns,
+            blobs: wire.blobs,
+            bytes: wire.bytes,
+            linked_bytes: wire.linked_bytes,
+            duration_ms: wire.duration_ms,
         }
     }
 }

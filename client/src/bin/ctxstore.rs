@@ -17,9 +17,9 @@ use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{
-    BlobHash, ClientConfig, ClientError, ContextHead, ContextInfo, ContextQuery, ContextRef,
-    ErrorCode, FIND_PAGE_MAX, KvItem, LogCursor, NewContext, NewTurn, PageKind, Parent,
-    TURN_LOG_PAGE_MAX, Turn, TurnInfo, codec_name, codec_tag, is_indexed_label,
+    BackupReport, BlobHash, ClientConfig, ClientError, ContextHead, ContextInfo, ContextQuery,
+    ContextRef, ContextRetention, ErrorCode, FIND_PAGE_MAX, KvItem, LogCursor, NewContext, NewTurn,
+    PageKind, Parent, TURN_LOG_PAGE_MAX, Turn, TurnInfo, codec_name, codec_tag, is_indexed_label,
 };
 use serde_json::json;
 
@@ -49,7 +49,8 @@ const EXIT_UNAUTHORIZED: u8 = 6;
 const EXIT_ALREADY_EXISTS: u8 = 7;
 
 /// Talk to a ctxstore server: create and fork contexts, append turns, read them back; name,
-/// tag, list and clone contexts, keep key-value entries beside them.
+/// tag, list and clone contexts, keep key-value entries beside them; delete, prune and expire
+/// contexts; back the store up.
 ///
 /// A tour (start a server first: `ctxstore-server`):
 ///   ctxstore ctx create                                   # → context 1
@@ -68,6 +69,10 @@ const EXIT_ALREADY_EXISTS: u8 = 7;
 ///   ctxstore find --label run_id=r1                       # turns of every context
 ///   echo 'summary…' | ctxstore append @thread-42 --summary
 ///   ctxstore window @thread-42                            # latest summary → head
+///   ctxstore ctx prune @thread-42 --keep 100              # only the newest 100 depths stay
+///   ctxstore ctx ttl @thread-42 7d                        # deleted after 7 days without updates
+///   ctxstore ctx delete @thread-42                        # gone; forks keep their history
+///   ctxstore backup --to /var/backups/ctxstore-1          # a consistent copy, on the server's host
 ///   ctxstore ping                                         # is the server there? round trip
 ///
 /// Exit codes: 0 ok, 1 other error, 2 usage, 3 NOT_FOUND, 4 CONFLICT, 5 connection failure
@@ -119,7 +124,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Create, fork, show, tag, name, list and clone contexts.
+    /// Create, fork, show, tag, name, list, clone, delete, prune and expire contexts.
     #[command(subcommand)]
     Ctx(CtxCommand),
     /// A context's key-value entries: put, get, rm, list.
@@ -301,6 +306,27 @@ enum Command {
         #[arg(short = 'o')]
         output: Option<PathBuf>,
     },
+    /// Have the server write a consistent copy of its store into DIR while it serves.
+    ///
+    /// DIR is a directory on the server's host, not on this machine (unless the server runs
+    /// here): absent or empty, outside the server's data directory. A relative DIR is made
+    /// absolute against this shell's working directory before it is sent, which names the
+    /// intended place only when the server runs on this host; give an absolute path for a
+    /// remote server. Everything acknowledged before the backup started is in the copy; it
+    /// opens with `ctxstore-server --data DIR` and passes `ctxstore-server verify --data DIR`.
+    /// Sealed packs are hard-linked when DIR is on the store's file system. Prints
+    /// backup_dir, turns, blobs, bytes, linked_bytes (of bytes, those hard-linked) and
+    /// duration_ms. For a stopped server: `ctxstore-server backup --data SRC --to DIR`.
+    Backup {
+        /// The copy's directory, on the server's host (absent or empty).
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+        /// Longest wait for the server to finish the copy (like 30m, 2h; 0s: no limit). The
+        /// global --timeout does not apply to a backup. A backup this command stops waiting
+        /// for goes on on the server.
+        #[arg(long, value_name = "D", default_value = "24h", value_parser = parse_duration)]
+        backup_timeout: Duration,
+    },
     /// Server counters: turns, contexts, blobs, bytes, dedup hits.
     Stats,
     /// Check that a ctxstore server answers: one PING round trip, its time in microseconds.
@@ -333,13 +359,15 @@ enum CtxCommand {
         /// Turn id: the new context's head.
         turn: u64,
     },
-    /// A context's head, name, tags and times.
+    /// A context's head, name, tags and times, its floor_depth (turns below it were pruned;
+    /// 0: none) and ttl_ms (its own time to live; null: none).
     Show {
         /// Context: a ContextID, or @NAME.
         #[arg(value_parser = parse_context)]
         context: ContextRef,
     },
-    /// Set and remove tags atomically; prints the context as `ctx show` does.
+    /// Set and remove tags atomically; prints the context as `ctx show` does (without
+    /// floor_depth and ttl_ms).
     Tag {
         /// Context: a ContextID, or @NAME.
         #[arg(value_parser = parse_context)]
@@ -363,8 +391,9 @@ enum CtxCommand {
         /// The name (1..=256 bytes of UTF-8); a taken name exits 7 (ALREADY_EXISTS).
         name: String,
     },
-    /// Every context matching all the filters, one per line (the `ctx show` fields), in
-    /// ContextID order (in name order with --name-prefix). Follows the server's pages.
+    /// Every context matching all the filters, one per line (the `ctx show` fields but
+    /// floor_depth and ttl_ms), in ContextID order (in name order with --name-prefix).
+    /// Follows the server's pages.
     List {
         /// Only contexts with this tag, KEY=VALUE (repeat: all of them).
         #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
@@ -383,7 +412,8 @@ enum CtxCommand {
         limit: Option<u32>,
     },
     /// A copy of CTX named NEW: the same head, tags and key-value entries, sharing every turn
-    /// and payload (nothing is copied). Prints the new context as `ctx show` does.
+    /// and payload (nothing is copied). Prints the new context as `ctx show` does (without
+    /// floor_depth and ttl_ms).
     Clone {
         /// The context to copy: a ContextID, or @NAME.
         #[arg(value_parser = parse_context)]
@@ -391,6 +421,45 @@ enum CtxCommand {
         /// The copy's name (1..=256 bytes of UTF-8); a taken name exits 7 (ALREADY_EXISTS).
         #[arg(long)]
         name: String,
+    },
+    /// Delete a context: every command naming it exits 3 (NOT_FOUND) from then on.
+    ///
+    /// Its name is free again; its ContextID is never reused. Its turns stay readable through
+    /// the contexts that share them (forks, clones). Prints context_id, name and deleted
+    /// (true).
+    Delete {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+    },
+    /// Keep only the newest N depths of a context's chain readable through it.
+    ///
+    /// The floor becomes head depth + 1 − N (it never moves down): `last`, `page`, `range`,
+    /// `log`, `window` and `turn CTX --key` stop at it, on every branch; an append after a
+    /// turn below it is refused. Turns below the floor stay readable through other contexts
+    /// that share them. Prints the context as `ctx show` does, with the new floor_depth.
+    Prune {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// How many depths to keep, counting the head (at least 1; 0 is refused by the
+        /// server: use `ctx delete`).
+        #[arg(long, value_name = "N", required = true)]
+        keep: u32,
+    },
+    /// Give a context a time to live, or clear it: the server deletes a context that has
+    /// not been updated (head move, tag or key-value change) for that long.
+    ///
+    /// Prints the context as `ctx show` does, with ttl_ms (null when cleared). A context
+    /// without its own time to live may still expire under the server's --context-ttl.
+    Ttl {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// A duration like 7d, 12h, 30m, 1h30m (at least 1ms, at most 100 years), or `none`
+        /// to clear it.
+        #[arg(value_name = "DURATION|none", value_parser = parse_ttl)]
+        ttl: Ttl,
     },
 }
 
@@ -474,6 +543,34 @@ fn parse_turn_key(text: &str) -> Result<String, String> {
         return Err("a turn key cannot be empty".into());
     }
     Ok(text.to_string())
+}
+
+/// `ctx ttl`'s argument: a time to live, or `none` to clear it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ttl {
+    Set(Duration),
+    Clear,
+}
+
+/// A time to live: `none`, or a duration of at least 1 ms (0 would read as "expire at once"
+/// but clears it on the wire: `none` says that).
+fn parse_ttl(text: &str) -> Result<Ttl, String> {
+    let text = text.trim();
+    if text == "none" {
+        return Ok(Ttl::Clear);
+    }
+    let ttl = humantime::parse_duration(text).map_err(|error| {
+        format!("{text:?} is not a duration like 7d, 12h, 30m, or none: {error}")
+    })?;
+    match u64::try_from(ttl.as_millis()) {
+        Ok(0) => Err(format!(
+            "a time to live of {text:?} is under 1ms; to clear it, write none"
+        )),
+        Ok(_) => Ok(Ttl::Set(ttl)),
+        Err(_) => Err(format!(
+            "a time to live of {text:?} is too long (the server takes at most 100 years)"
+        )),
+    }
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -686,6 +783,10 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     if let Command::Append { labels, .. } = &cli.command {
         check_labels(labels)?;
     }
+    let backup_dir = match &cli.command {
+        Command::Backup { to, .. } => Some(backup_dir(to)?),
+        _ => None,
+    };
     let payload = match &cli.command {
         Command::Append {
             file, allow_empty, ..
@@ -704,7 +805,14 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         _ => None,
     };
     let request_timeout = Some(cli.timeout).filter(|timeout| !timeout.is_zero());
+    let backup_timeout = match &cli.command {
+        Command::Backup { backup_timeout, .. } => {
+            Some(*backup_timeout).filter(|timeout| !timeout.is_zero())
+        }
+        _ => Some(ClientConfig::BACKUP_TIMEOUT_DEFAULT),
+    };
     let config = ClientConfig::new(cli.addr.clone())
+        .with_backup_timeout(backup_timeout)
         .with_token(cli.token.clone())
         .with_connect_timeout(cli.connect_timeout)
         .with_hello_timeout(cli.connect_timeout)
@@ -826,6 +934,12 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         } => {
             let count_max = n.map(|n| n as usize);
             out.turns(&client.window_all(context.clone(), count_max, *payloads)?)
+        }
+        Command::Backup { backup_timeout, .. } => {
+            let Some(dir) = backup_dir else {
+                anyhow::bail!("backup: no directory was resolved");
+            };
+            backup(&client, &out, dir, *backup_timeout)
         }
         Command::Blob { hash, output } => {
             let bytes = client.blob(BlobHash::from_hex(hash)?)?;
@@ -995,7 +1109,7 @@ fn ctx(client: &Client, out: &Output, command: &CtxCommand) -> anyhow::Result<()
             out.context(&opened.context, Some(opened.created))
         }
         CtxCommand::Fork { turn } => out.head(&client.fork(*turn)?),
-        CtxCommand::Show { context } => out.context(&client.context_info(context.clone())?, None),
+        CtxCommand::Show { context } => show(client, out, context),
         CtxCommand::Tag {
             context,
             set,
@@ -1055,7 +1169,63 @@ fn ctx(client: &Client, out: &Output, command: &CtxCommand) -> anyhow::Result<()
         CtxCommand::Clone { context, name } => {
             out.context(&client.clone_context(context.clone(), name.clone())?, None)
         }
+        CtxCommand::Delete { context } => out.deleted(&client.delete_context(context.clone())?),
+        CtxCommand::Prune { context, keep } => {
+            out.retention(&client.prune_context(context.clone(), *keep)?)
+        }
+        CtxCommand::Ttl { context, ttl } => {
+            let ttl = match ttl {
+                Ttl::Set(ttl) => Some(*ttl),
+                Ttl::Clear => None,
+            };
+            out.retention(&client.set_context_ttl(context.clone(), ttl)?)
+        }
     }
+}
+
+/// `ctx show`: the context with its floor and time to live (CTX_TTL without SET, which
+/// answers what CTX_SHOW does plus those); without them from a server that does not know
+/// CTX_TTL.
+fn show(client: &Client, out: &Output, context: &ContextRef) -> anyhow::Result<()> {
+    if client.protocol_version() >= 2 {
+        match client.context_retention(context.clone()) {
+            Ok(retention) => return out.retention(&retention),
+            Err(error) if error.code() == Some(ErrorCode::UnknownMessage) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    out.context(&client.context_info(context.clone())?, None)
+}
+
+/// `backup --to DIR`: DIR made absolute here (it is sent as text, and the server refuses a
+/// relative path), before connecting.
+fn backup_dir(to: &std::path::Path) -> Result<String, Usage> {
+    let absolute = std::path::absolute(to)
+        .map_err(|error| Usage(format!("backup --to {}: {error}", to.display())))?;
+    absolute.into_os_string().into_string().map_err(|dir| {
+        Usage(format!(
+            "backup --to {}: the directory must be UTF-8 to be sent to the server",
+            std::path::Path::new(&dir).display()
+        ))
+    })
+}
+
+/// `backup`: one BACKUP request, waiting up to `--backup-timeout`.
+fn backup(client: &Client, out: &Output, dir: String, timeout: Duration) -> anyhow::Result<()> {
+    let report = match client.backup(dir.clone()) {
+        Ok(report) => report,
+        Err(error @ ClientError::Timeout { .. }) => {
+            let waited = humantime::format_duration(timeout);
+            return Err(anyhow::Error::new(error).context(format!(
+                "the server did not finish the backup into {dir} within {waited}; it may still \
+                 be writing it (wait longer with --backup-timeout)"
+            )));
+        }
+        Err(error) => {
+            return Err(anyhow::Error::new(error).context(format!("backing up into {dir}")));
+        }
+    };
+    out.backup(&report)
 }
 
 /// `kv …`: a context's key-value entries. `value` is what `kv put` read before connecting.
@@ -1162,6 +1332,61 @@ impl Output {
     /// A context as `ctx show` prints it; `created` (from `ctx create`) adds whether this call
     /// created it.
     fn context(&self, info: &ContextInfo, created: Option<bool>) -> anyhow::Result<()> {
+        self.context_with(info, created, None)
+    }
+
+    /// `ctx show`, `ctx prune`, `ctx ttl`: the context with its floor and time to live.
+    fn retention(&self, retention: &ContextRetention) -> anyhow::Result<()> {
+        self.context_with(&retention.context, None, Some(retention))
+    }
+
+    /// `ctx delete`: which context is gone.
+    fn deleted(&self, retention: &ContextRetention) -> anyhow::Result<()> {
+        let info = &retention.context;
+        if self.json {
+            return self.line(&json!({
+                "context_id": info.context_id,
+                "name": info.name,
+                "deleted": true,
+            }));
+        }
+        let mut text = format!("context {}", info.context_id);
+        if let Some(name) = &info.name {
+            text.push_str(&format!(" @{}", readable(name)));
+        }
+        text.push_str(" deleted");
+        self.text(&text)
+    }
+
+    /// What `backup` prints.
+    fn backup(&self, report: &BackupReport) -> anyhow::Result<()> {
+        if self.json {
+            return self.line(&json!({
+                "backup_dir": report.backup_dir,
+                "turns": report.turns,
+                "blobs": report.blobs,
+                "bytes": report.bytes,
+                "linked_bytes": report.linked_bytes,
+                "duration_ms": report.duration_ms,
+            }));
+        }
+        self.text(&format!(
+            "backup in {}: {} turns, {} blobs, {} bytes ({} hard-linked), {} ms",
+            report.backup_dir,
+            report.turns,
+            report.blobs,
+            report.bytes,
+            report.linked_bytes,
+            report.duration_ms
+        ))
+    }
+
+    fn context_with(
+        &self,
+        info: &ContextInfo,
+        created: Option<bool>,
+        retention: Option<&ContextRetention>,
+    ) -> anyhow::Result<()> {
         if self.json {
             let mut value = json!({
                 "context_id": info.context_id,
@@ -1172,8 +1397,14 @@ impl Output {
                 "created_at_unix_ms": info.created_at_unix_ms,
                 "updated_at_unix_ms": info.updated_at_unix_ms,
             });
-            if let (Some(created), Some(object)) = (created, value.as_object_mut()) {
-                object.insert("created".into(), json!(created));
+            if let Some(object) = value.as_object_mut() {
+                if let Some(created) = created {
+                    object.insert("created".into(), json!(created));
+                }
+                if let Some(retention) = retention {
+                    object.insert("floor_depth".into(), json!(retention.floor_depth));
+                    object.insert("ttl_ms".into(), json!(retention.ttl_ms));
+                }
             }
             return self.line(&value);
         }
@@ -1196,6 +1427,14 @@ impl Output {
                 .map(|(key, value)| format!("{}={}", readable(key), readable(value)))
                 .collect();
             text.push_str(&format!(" tags {}", tags.join(" ")));
+        }
+        if let Some(retention) = retention {
+            if retention.floor_depth > 0 {
+                text.push_str(&format!(" floor {}", retention.floor_depth));
+            }
+            if let Some(ttl) = retention.ttl() {
+                text.push_str(&format!(" ttl {}", humantime::format_duration(ttl)));
+            }
         }
         text.push_str(&format!(
             " created {} updated {}",
@@ -1448,6 +1687,33 @@ mod tests {
         assert_eq!(parse_tag("k="), Ok(("k".into(), String::new())));
         assert!(parse_tag("=v").is_err());
         assert!(parse_tag("novalue").is_err());
+    }
+
+    #[test]
+    fn ttls_are_durations_or_none() {
+        let day = Duration::from_secs(24 * 3600);
+        assert_eq!(parse_ttl("7d"), Ok(Ttl::Set(7 * day)));
+        assert_eq!(
+            parse_ttl("12h"),
+            Ok(Ttl::Set(Duration::from_secs(12 * 3600)))
+        );
+        assert_eq!(parse_ttl("30m"), Ok(Ttl::Set(Duration::from_secs(30 * 60))));
+        assert_eq!(parse_ttl("1h30m"), Ok(Ttl::Set(Duration::from_secs(5400))));
+        assert_eq!(parse_ttl("none"), Ok(Ttl::Clear));
+        for bad in [
+            "",
+            "7",
+            "7x",
+            "-1d",
+            "0s",
+            "0",
+            "500us",
+            "None",
+            "forever",
+            "18446744073709551615s",
+        ] {
+            assert!(parse_ttl(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
