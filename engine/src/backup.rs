@@ -137,6 +137,22 @@ fn check_target(data_dir: &Path, to: &Path) -> Result<(), EngineError> {
             to.display()
         )));
     }
+    // Inside the store? Decided on the nearest existing ancestor, before anything is created
+    // (a refused target must not leave a directory behind in the store).
+    let data = std::fs::canonicalize(data_dir).map_err(|error| EngineError::io(data_dir, error))?;
+    let existing = to
+        .ancestors()
+        .find(|ancestor| ancestor.exists())
+        .unwrap_or(Path::new("/"));
+    let existing =
+        std::fs::canonicalize(existing).map_err(|error| EngineError::io(existing, error))?;
+    if existing.starts_with(&data) {
+        return Err(EngineError::InvalidArgument(format!(
+            "backup directory {} lies inside the data directory {}; choose one outside it",
+            to.display(),
+            data_dir.display()
+        )));
+    }
     match std::fs::read_dir(to) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -151,7 +167,7 @@ fn check_target(data_dir: &Path, to: &Path) -> Result<(), EngineError> {
         }
         Err(error) => return Err(EngineError::io(to, error)),
     }
-    let data = std::fs::canonicalize(data_dir).map_err(|error| EngineError::io(data_dir, error))?;
+    // Again on the created path (a symbolic link below the ancestor could point inside).
     let target = std::fs::canonicalize(to).map_err(|error| EngineError::io(to, error))?;
     if target.starts_with(&data) {
         return Err(EngineError::InvalidArgument(format!(

@@ -84,6 +84,10 @@ fn a_backup_under_appends_holds_everything_acknowledged_before_it() {
         let error = engine.backup(&bad).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
     }
+    assert!(
+        !dir.path().join("inside").exists(),
+        "a refused target leaves nothing in the store"
+    );
     engine.shutdown();
 
     let report_check = verify(&target).unwrap();
