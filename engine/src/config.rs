@@ -46,6 +46,9 @@ pub struct EngineConfig {
     pub context_ttl_default_ms: u64,
     /// How often the TTL reaper looks at (a bounded share of) the contexts.
     pub reaper_interval_ms: u64,
+    /// Bytes per second an online backup copies at most (0: no limit); hard-linked packs do
+    /// not count. The copy shares the disk with every append's fdatasync.
+    pub backup_bytes_per_s_max: u64,
 }
 
 impl EngineConfig {
@@ -61,6 +64,7 @@ impl EngineConfig {
             preallocate: true,
             context_ttl_default_ms: 0,
             reaper_interval_ms: 1000,
+            backup_bytes_per_s_max: 0,
         }
     }
 

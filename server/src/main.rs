@@ -159,6 +159,11 @@ struct ServeArgs {
     /// Expiry is a delete written to the log, so it survives restarts.
     #[arg(long, default_value = "off", value_parser = parse_ttl)]
     context_ttl: Duration,
+    /// Bytes per second an online backup (`ctxstore backup`) copies at most, e.g. `64MiB`,
+    /// `200MB`; `off` (default): as fast as the disk allows. The copy shares the disk with every
+    /// append's fdatasync: limit it on a disk that a full-speed copy would crowd.
+    #[arg(long, default_value = "off", value_parser = parse_rate)]
+    backup_rate_max: u64,
     /// File-mode creation mask (octal) for the store's directory and files: 077 makes them
     /// 0700 and 0600 (only the server's user may read the data).
     #[arg(long, default_value = "077", value_parser = parse_umask)]
@@ -399,6 +404,39 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Parses an octal umask such as `077` or `0027`.
+/// A rate in bytes per second: a number with an optional unit (`KB`, `MB`, `GB`, powers of
+/// 1000; `KiB`, `MiB`, `GiB`, powers of 1024), or `off` / `0` for no limit.
+fn parse_rate(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    if matches!(text, "off" | "none" | "0") {
+        return Ok(0);
+    }
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a byte rate (e.g. 64MiB, 200MB, off)"))?;
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?} (B, KB, MB, GB, KiB, MiB, GiB)"
+            ));
+        }
+    };
+    number
+        .checked_mul(scale)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
 /// A context TTL: `off` (or `0`) for none, else a duration of at most 100 years.
 fn parse_ttl(text: &str) -> Result<Duration, String> {
     if matches!(text.trim(), "off" | "none" | "0") {
@@ -485,6 +523,7 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine.repair = args.repair;
     config.engine.preallocate = !args.no_preallocate;
     config.engine.context_ttl_default_ms = args.context_ttl.as_millis() as u64;
+    config.engine.backup_bytes_per_s_max = args.backup_rate_max;
     config.engine.limits.blob_bytes_max = args.blob_bytes_max;
     config.engine.limits.read_turns_max = args.read_turns_max;
     config.engine.limits.pack_bytes_max = args.pack_bytes_max;
