@@ -287,7 +287,7 @@ fn copy_prefix(
             .map_err(|error| EngineError::from_write(to, error))?;
         copied += read as u64;
         throttle.take(read as u64);
-        if copied % SYNC_STEP_BYTES == 0 {
+        if copied.is_multiple_of(SYNC_STEP_BYTES) {
             writer
                 .sync_data()
                 .map_err(|error| EngineError::from_write(to, error))?;
