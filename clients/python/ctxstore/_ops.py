@@ -40,8 +40,10 @@ from .errors import (
 )
 from .types import (
     Appended,
+    BackupReport,
     ContextHead,
     ContextInfo,
+    Retention,
     ContextLike,
     ContextPage,
     HashLike,
@@ -764,6 +766,54 @@ def clone_context(
 def context_info(context: ContextLike) -> Op[ContextInfo]:
     """CTX_SHOW."""
     return Op(p.CtxShow(_context(context)), _info)
+
+
+def _retention(response: p.Response) -> Retention:
+    answer = _expect(response, p.RetentionResponse)
+    return Retention(context_info_of(answer.info), answer.floor_depth, answer.ttl_ms or None)
+
+
+def delete_context(context: ContextLike) -> Op[Retention]:
+    """CTX_DELETE: answers the context as it was just before."""
+    return Op(p.CtxDelete(_context(context)), _retention)
+
+
+def prune_context(context: ContextLike, keep: int) -> Op[Retention]:
+    """CTX_PRUNE; ``keep`` >= 1 (0 is the server's InvalidArgument: that is a delete)."""
+    if not isinstance(keep, int) or isinstance(keep, bool) or not 0 <= keep <= 0xFFFF_FFFF:
+        raise ValueError(f"keep must be an integer in 0..=4294967295, not {keep!r}")
+    return Op(p.CtxPrune(_context(context), keep), _retention)
+
+
+def context_ttl(context: ContextLike, ttl_ms: int | None, set_it: bool) -> Op[Retention]:
+    """CTX_TTL: with ``set_it`` sets (None or 0 clears), else only reads."""
+    value = 0 if ttl_ms is None else ttl_ms
+    if set_it:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"ttl_ms must be a non-negative integer or None, not {ttl_ms!r}")
+        _u64(value, "ttl_ms")
+    return Op(p.CtxTtl(_context(context), set_it, value if set_it else 0), _retention)
+
+
+def backup(directory: str) -> Op[BackupReport]:
+    """BACKUP into ``directory`` (absolute, on the server's host)."""
+    if not isinstance(directory, str) or not directory.startswith("/"):
+        raise ValueError(
+            f"a backup directory is an absolute path on the server's host, not {directory!r}"
+        )
+
+    def finish(response: p.Response) -> BackupReport:
+        answer = _expect(response, p.BackedUpResponse)
+        return BackupReport(
+            answer.dir,
+            answer.turns,
+            answer.blobs,
+            answer.total_bytes,
+            answer.linked_bytes,
+            answer.duration_ms,
+        )
+
+    return Op(p.Backup(directory), finish)
 
 
 def tag_context(

@@ -129,6 +129,10 @@ __all__ = [
     "TurnLog",
     "ReadPage",
     "FindTurns",
+    "CtxDelete",
+    "CtxPrune",
+    "CtxTtl",
+    "Backup",
     "RawRequest",
     "HelloResponse",
     "Pong",
@@ -150,6 +154,8 @@ __all__ = [
     "TurnLogResponse",
     "PageResponse",
     "FoundTurnsResponse",
+    "RetentionResponse",
+    "BackedUpResponse",
     "ErrorResponse",
     "RawResponse",
     "REQUEST_TYPES",
@@ -277,6 +283,11 @@ class MessageType(IntEnum):
     TURN_LOG = 0x001B
     READ_PAGE = 0x001C
     FIND_TURNS = 0x001D
+    # Version 2: retention (issue 15) and operations (issue 18).
+    CTX_DELETE = 0x001E
+    CTX_PRUNE = 0x001F
+    CTX_TTL = 0x0020
+    BACKUP = 0x0021
 
     @property
     def response_type(self) -> int:
@@ -2117,6 +2128,113 @@ class FindTurns(Request):
         return cls(key, value, reader.u64("before_turn_id"), reader.u32("limit"))
 
 
+@register_request
+@dataclass(frozen=True, slots=True)
+class CtxDelete(Request):
+    """CTX_DELETE (0x001E, v2): deletes a context (NOT_FOUND from then on; its name is free
+    again). Body: context ref."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.CTX_DELETE
+    NAME: ClassVar[str] = "CTX_DELETE"
+    MIN_VERSION: ClassVar[int] = 2
+
+    context: ContextRef
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [_context_ref(self.context)]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> CtxDelete:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.context_ref())
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class CtxPrune(Request):
+    """CTX_PRUNE (0x001F, v2): keeps the newest ``keep`` (>= 1) depths of the context's chain
+    reachable through it. Body: context ref, ``u32 keep``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.CTX_PRUNE
+    NAME: ClassVar[str] = "CTX_PRUNE"
+    MIN_VERSION: ClassVar[int] = 2
+
+    context: ContextRef
+    keep: int
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [_context_ref(self.context) + _u32(self.keep)]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> CtxPrune:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.context_ref(), reader.u32("keep"))
+
+
+#: CTX_TTL's ``ttl_flags`` bit: set ``ttl_ms`` (clear: only read the retention settings).
+TTL_SET = 0x01
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class CtxTtl(Request):
+    """CTX_TTL (0x0020, v2): with ``set``, sets the context's time to live (``ttl_ms``; 0
+    clears it); without, only reads. Body: context ref, ``u8 ttl_flags`` (bit 0 SET),
+    ``u64 ttl_ms`` (0 without SET)."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.CTX_TTL
+    NAME: ClassVar[str] = "CTX_TTL"
+    MIN_VERSION: ClassVar[int] = 2
+
+    context: ContextRef
+    set: bool
+    ttl_ms: int
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        if not self.set and self.ttl_ms:
+            raise ValueError("ttl_ms is 0 when CTX_TTL only reads")
+        return [_context_ref(self.context) + _u8(TTL_SET if self.set else 0) + _u64(self.ttl_ms)]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> CtxTtl:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        flags = reader.u8("ttl_flags")
+        if flags & ~TTL_SET:
+            raise reader.error("ttl_flags", "unknown flag bits")
+        ttl_ms = reader.u64("ttl_ms")
+        if not flags and ttl_ms:
+            raise reader.error("ttl_ms", "not 0 without the SET flag")
+        return cls(context, bool(flags), ttl_ms)
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class Backup(Request):
+    """BACKUP (0x0021, v2): the server writes a consistent copy of its store into ``dir`` (an
+    absolute path on the server's host, absent or empty). Body: ``u16 dir_len, dir``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.BACKUP
+    NAME: ClassVar[str] = "BACKUP"
+    MIN_VERSION: ClassVar[int] = 2
+
+    dir: str
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        if not self.dir:
+            raise ValueError("a backup directory is needed")
+        return [_short_str(self.dir, "dir")]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> Backup:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.short_string("dir"))
+
+
 _PAGE_KINDS = frozenset(int(kind) for kind in PageKind)
 
 
@@ -2769,6 +2887,80 @@ class FoundTurnsResponse(Response):
         # A TURN (88 bytes) and the smallest EXTRAS (3 bytes) per turn.
         reader.count(count, 91, "turns")
         return cls(next_before, tuple((reader.turn(), reader.extras()) for _ in range(count)))
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class RetentionResponse(Response):
+    """RETENTION (0x801E, 0x801F, 0x8020; v2): CTX_DELETE's (the context just before), CTX_PRUNE's
+    and CTX_TTL's answer — CONTEXT_INFO, ``u32 floor_depth``, ``u64 ttl_ms`` (0: none)."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (
+        MessageType.CTX_DELETE.response_type,
+        MessageType.CTX_PRUNE.response_type,
+        MessageType.CTX_TTL.response_type,
+    )
+    NAME: ClassVar[str] = "RETENTION"
+
+    info: ContextInfoRecord
+    floor_depth: int
+    ttl_ms: int
+    response_msg_type: int = field(default=MessageType.CTX_TTL.response_type)
+
+    @property
+    def msg_type(self) -> int:
+        """The frame's ``msg_type``."""
+        return self.response_msg_type
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return self.info.encode() + _u32(self.floor_depth) + _u64(self.ttl_ms)
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> RetentionResponse:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.context_info(), reader.u32("floor_depth"), reader.u64("ttl_ms"))
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class BackedUpResponse(Response):
+    """BACKED_UP (0x8021, v2): BACKUP's answer — ``u64 turns, u64 blobs, u64 bytes, u64
+    linked_bytes, u64 duration_ms, u16 dir_len, dir``."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.BACKUP.response_type,)
+    NAME: ClassVar[str] = "BACKED_UP"
+
+    turns: int
+    blobs: int
+    total_bytes: int
+    """The wire's ``bytes``: written plus hard-linked (named apart from the builtin)."""
+    linked_bytes: int
+    duration_ms: int
+    dir: str
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return (
+            _u64(self.turns)
+            + _u64(self.blobs)
+            + _u64(self.total_bytes)
+            + _u64(self.linked_bytes)
+            + _u64(self.duration_ms)
+            + _short_str(self.dir, "dir")
+        )
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> BackedUpResponse:
+        """See :meth:`Message.decode_body`."""
+        return cls(
+            reader.u64("turns"),
+            reader.u64("blobs"),
+            reader.u64("bytes"),
+            reader.u64("linked_bytes"),
+            reader.u64("duration_ms"),
+            reader.short_string("dir"),
+        )
 
 
 @register_response

@@ -26,6 +26,7 @@ from .errors import (
 )
 from .types import (
     Appended,
+    BackupReport,
     ContextHead,
     ContextInfo,
     ContextLike,
@@ -38,6 +39,7 @@ from .types import (
     LogCursor,
     LogPage,
     Opened,
+    Retention,
     Page,
     ParentLike,
     ServerInfo,
@@ -757,6 +759,42 @@ class Client(ops.ClientCore):
     def context_info(self, context: ContextLike, *, timeout: float | None = None) -> ContextInfo:
         """The context's head, name, tags and times (NotFound for an unknown id or name)."""
         return self._run(ops.context_info(context), timeout)
+
+    def delete_context(self, context: ContextLike, *, timeout: float | None = None) -> Retention:
+        """Deletes the context: from then on every request naming it (by id or name) raises
+        NotFound and its name may be taken again; its turns and blobs stay while another
+        context (a fork, a clone) reaches them. Returns the context as it was just before."""
+        return self._run(ops.delete_context(context), timeout)
+
+    def prune_context(
+        self, context: ContextLike, keep: int, *, timeout: float | None = None
+    ) -> Retention:
+        """Keeps only the newest ``keep`` (>= 1) depths of the context's chain reachable
+        through it (LangGraph's ``prune(keep_latest)``): reads, the turn log and key look-ups
+        stop at the returned ``floor_depth``, which never moves down. ``keep=0`` raises
+        InvalidArgument (delete instead)."""
+        return self._run(ops.prune_context(context, keep), timeout)
+
+    def set_context_ttl(
+        self, context: ContextLike, ttl_ms: int | None, *, timeout: float | None = None
+    ) -> Retention:
+        """Sets the context's time to live in milliseconds (None clears it): once not updated
+        for that long, the server deletes it. At most 100 years (else InvalidArgument)."""
+        return self._run(ops.context_ttl(context, ttl_ms, True), timeout)
+
+    def context_retention(
+        self, context: ContextLike, *, timeout: float | None = None
+    ) -> Retention:
+        """The context with its floor depth and time to live."""
+        return self._run(ops.context_ttl(context, None, False), timeout)
+
+    def backup(self, directory: str, *, timeout: float | None = 86_400.0) -> BackupReport:
+        """Has the server write a consistent copy of its store into ``directory`` (an
+        absolute path on the server's host, absent or empty) while it goes on serving;
+        returns when the copy is complete and synced. A backup takes as long as copying the
+        store, so it waits up to ``timeout`` seconds (default a day), not the request timeout;
+        a backup no longer waited for goes on on the server."""
+        return self._run(ops.backup(directory), timeout)
 
     def tag_context(
         self,

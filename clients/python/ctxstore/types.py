@@ -239,6 +239,35 @@ class Stats:
 
 
 @dataclass(frozen=True, slots=True)
+class Retention:
+    """A context's retention settings (CTX_DELETE, CTX_PRUNE, CTX_TTL): the context, the floor
+    below which its turns are no longer read through it (0: all), and its own time to live."""
+
+    context: ContextInfo
+    """The context (for a delete: as it was just before)."""
+    floor_depth: int
+    """Turns below this depth are not read through the context (a prune)."""
+    ttl_ms: int | None
+    """The context's own time to live in milliseconds; None when it has none (the server's
+    ``--context-ttl`` may still apply)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackupReport:
+    """What a finished online backup holds (BACKUP)."""
+
+    dir: str
+    """Where the copy is, on the server's host."""
+    turns: int
+    blobs: int
+    bytes: int
+    """Bytes of the copy: written plus hard-linked."""
+    linked_bytes: int
+    """Of ``bytes``, those hard-linked (sealed packs on the same file system)."""
+    duration_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class ContextInfo:
     """A context as version 2 describes it: head, name, tags and times (CONTEXT_INFO)."""
 

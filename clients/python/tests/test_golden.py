@@ -200,6 +200,26 @@ EXPECTED: dict[str, tuple[int, p.Message]] = {
         18,
         p.FoundTurnsResponse(42, ((TURN, p.ExtrasRecord(b"", (("run_id", "r1"),), ())),)),
     ),
+    # Version 2, retention (issue 15) and backup (issue 18).
+    "ctx_delete": (19, p.CtxDelete("thread-1")),
+    "ctx_prune": (20, p.CtxPrune(3, 20)),
+    "ctx_ttl": (21, p.CtxTtl(3, True, 7 * 24 * 3600 * 1000)),
+    "ctx_prune_response": (
+        20,
+        p.RetentionResponse(
+            p.ContextInfoRecord(
+                p.ContextHeadRecord(3, 42, 7), 1_767_225_600_000, 1_767_225_601_000, "thread-1", ()
+            ),
+            7,
+            604_800_000,
+            T.CTX_PRUNE.response_type,
+        ),
+    ),
+    "backup": (22, p.Backup("/var/backups/ctxstore-1")),
+    "backup_response": (
+        22,
+        p.BackedUpResponse(1000, 800, 1 << 30, 1 << 29, 1234, "/var/backups/ctxstore-1"),
+    ),
 }
 
 
