@@ -786,11 +786,16 @@ def prune_context(context: ContextLike, keep: int) -> Op[Retention]:
 
 
 def context_ttl(context: ContextLike, ttl_ms: int | None, set_it: bool) -> Op[Retention]:
-    """CTX_TTL: with ``set_it`` sets (None or 0 clears), else only reads."""
+    """CTX_TTL: with ``set_it`` sets (None clears), else only reads.
+
+    A TTL of 0 is refused rather than sent (decision 0011): the wire's 0 means "no TTL", so a
+    caller asking for "expire now" would silently get "never"."""
     value = 0 if ttl_ms is None else ttl_ms
     if set_it:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"ttl_ms must be a non-negative integer or None, not {ttl_ms!r}")
+            raise ValueError(f"ttl_ms must be a positive integer or None, not {ttl_ms!r}")
+        if ttl_ms == 0:
+            raise ValueError("ttl_ms 0 would mean no time to live: pass None to clear it")
         _u64(value, "ttl_ms")
     return Op(p.CtxTtl(_context(context), set_it, value if set_it else 0), _retention)
 

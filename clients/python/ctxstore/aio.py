@@ -703,7 +703,8 @@ class AsyncClient(ops.ClientCore):
         self, context: ContextLike, ttl_ms: int | None, *, timeout: float | None = None
     ) -> Retention:
         """Sets the context's time to live in milliseconds (None clears it): once not updated
-        for that long, the server deletes it. At most 100 years (else InvalidArgument)."""
+        for that long, the server deletes it. At least 1 ms (0 raises ValueError: it would
+        mean "never", not "now"), at most 100 years (else InvalidArgument)."""
         return await self._run(ops.context_ttl(context, ttl_ms, True), timeout)
 
     async def context_retention(
