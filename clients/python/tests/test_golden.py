@@ -377,3 +377,36 @@ def test_turn_message_encoders_refuse_what_the_layout_cannot_carry() -> None:
     response = p.TurnInfoResponse(TURN, wide)
     frame = p.encode_response(1, response)
     assert p.decode_response(p.MessageType.GET_TURN_BY_KEY.response_type, frame[16:]) == response
+
+
+def test_retention_messages_refuse_what_their_layout_forbids() -> None:
+    ttl = bytearray(_body("ctx_ttl"))  # context ref 2 + 8 bytes, ttl_flags, ttl_ms
+    for flags in (0x02, 0x03, 0x80):
+        ttl[10] = flags
+        with pytest.raises(p.ProtocolError, match="ttl_flags"):
+            p.decode_request(p.MessageType.CTX_TTL, bytes(ttl))
+    ttl[10] = 0  # only a read, yet a ttl_ms
+    with pytest.raises(p.ProtocolError, match="ttl_ms"):
+        p.decode_request(p.MessageType.CTX_TTL, bytes(ttl))
+    read = p.decode_request(p.MessageType.CTX_TTL, bytes(ttl[:11]) + bytes(8))
+    assert read == p.CtxTtl(3, False, 0)
+    with pytest.raises(ValueError, match="only reads"):
+        p.CtxTtl(3, False, 5).body_chunks()
+    for name, msg_type in (
+        ("ctx_delete", p.MessageType.CTX_DELETE),
+        ("ctx_prune", p.MessageType.CTX_PRUNE),
+        ("ctx_ttl", p.MessageType.CTX_TTL),
+    ):
+        body = _body(name)
+        with pytest.raises(p.ProtocolError):
+            p.decode_request(msg_type, body + b"\x00")  # a trailing byte
+        with pytest.raises(p.ProtocolError):
+            p.decode_request(msg_type, body[:-1])  # cut short
+    retention = _body("ctx_prune_response")
+    for msg_type in (0x801E, 0x801F, 0x8020):
+        answer = p.decode_response(msg_type, retention)
+        assert isinstance(answer, p.RetentionResponse) and answer.msg_type == msg_type
+        with pytest.raises(p.ProtocolError):
+            p.decode_response(msg_type, retention + b"\x00")
+        with pytest.raises(p.ProtocolError):
+            p.decode_response(msg_type, retention[:-1])
