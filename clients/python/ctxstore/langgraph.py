@@ -30,8 +30,8 @@ thread-safe and pipelines concurrent calls on its one connection).
 from __future__ import annotations
 
 import asyncio
-import builtins
 import base64
+import builtins
 import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
