@@ -301,9 +301,11 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
         before_id = get_checkpoint_id(before) if before else None
         labels: dict[str, str] = {}
         for key, value in (filter or {}).items():
+            # Only strings on the server (1 == 1.0 == True in Python, not as labels); every
+            # filter item is checked here on the metadata too.
             if key == "run_id" and isinstance(value, str) and value:
                 labels["run_id"] = value
-            elif key in ("source", "step"):
+            elif key in ("source", "step") and isinstance(value, str):
                 label = _label_value(value)
                 if label is not None:
                     labels[f"m.{key}"] = label
