@@ -20,6 +20,7 @@
 //!   commit figures are recorded in `file` (`append_durably`).
 
 pub mod backup;
+mod gc;
 mod blob;
 pub mod config;
 pub mod contexts;
@@ -53,7 +54,7 @@ pub use format::pack::Compression;
 pub use ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
 pub use model::{
     AppendPayload, AppendRequest, Appended, ContextHead, ContextRef, ContextView, Created,
-    NewContext, NoPayloadCache, Page, PageEntry, PageOptions, PageQuery, Parent, Payload,
+    GcReport, NewContext, NoPayloadCache, Page, PageEntry, PageOptions, PageQuery, Parent, Payload,
     PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn, TurnOptions, TurnPage,
     TurnWithPayload,
 };
