@@ -32,6 +32,17 @@ use crate::status::StoreStatus;
 use crate::store_dir::{StoreDir, now_unix_ms};
 use crate::threads::{ActorSeed, start_thread};
 
+/// A by-value write whose blob a garbage collection swept between the caller's look-up and
+/// the sequencer (decision 0011) is refused `BlobNotFound`; the caller has the bytes and
+/// stores them again (a fresh copy). Twice more at most: each retry would need another
+/// collection to condemn the very same bytes in between.
+pub(crate) const SWEPT_RETRIES_MAX: u32 = 2;
+
+/// Whether a by-value payload is the blob `hash` (only asked on the rare refusal path).
+pub(crate) fn carries(payload: &AppendPayload, hash: &BlobHash) -> bool {
+    matches!(payload, AppendPayload::Bytes(bytes) if BlobHash::of(bytes) == *hash)
+}
+
 /// A handle on an open store. Cheap to clone; every method can be called from any thread and,
 /// for the async ones, from any async runtime (the futures only wait on channels).
 #[derive(Clone, Debug)]
@@ -265,6 +276,21 @@ impl Engine {
     /// This is the caller's step of the pipeline (`pipeline.rs`): validate, hash, and send the
     /// append to the blob's shard (new blob) or straight to the sequencer (known blob).
     pub async fn append(&self, request: AppendRequest) -> Result<Appended, EngineError> {
+        let mut attempts = 0;
+        loop {
+            let result = self.append_once(request.clone()).await;
+            match result {
+                Err(EngineError::BlobNotFound(gone))
+                    if attempts < SWEPT_RETRIES_MAX && carries(&request.payload, &gone) =>
+                {
+                    attempts += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn append_once(&self, request: AppendRequest) -> Result<Appended, EngineError> {
         self.check_open()?;
         let published = &self.inner.published;
         published.status.check_writable()?;

@@ -284,9 +284,13 @@ fn check_tiling(
     for (position, entry) in entries.iter().enumerate() {
         let at = (position * INDEX_ENTRY_BYTES) as u64;
         let location = entry.location;
-        let next_pack = location.pack_id == expected_pack + 1
+        // The next pack with records: packs in between are empty (a compaction found every
+        // record in them dead).
+        let next_pack = location.pack_id > expected_pack
             && location.pack_offset == 0
-            && pack_lens.get(expected_pack as usize) == Some(&expected_offset);
+            && pack_lens.get(expected_pack as usize) == Some(&expected_offset)
+            && (expected_pack + 1..location.pack_id)
+                .all(|between| pack_lens.get(between as usize) == Some(&0));
         let same_pack =
             location.pack_id == expected_pack && location.pack_offset == expected_offset;
         if !same_pack && !next_pack {
