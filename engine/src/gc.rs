@@ -358,9 +358,12 @@ impl Collector {
                 return;
             }
             header.encode(&mut header_bytes);
+            // Records keep their alignment: the padding after a body is zeros.
+            let padding = header.record_bytes() as usize - PACK_HEADER_BYTES - record.body.len();
             let written = out
                 .write_all(&header_bytes)
-                .and_then(|()| out.write_all(record.body));
+                .and_then(|()| out.write_all(record.body))
+                .and_then(|()| out.write_all(&[0u8; 64][..padding]));
             if let Err(error) = written {
                 failure = Some(error);
                 return;
@@ -621,13 +624,15 @@ fn mark(
         let mut marked = false;
         while turn != 0 && (turn as usize) < floors.len() {
             let id = turn as usize;
-            if log.context[id] == 0 || log.depth[id] < floor || floors[id] <= floor {
+            // A collected turn ends the history (a fork or link made after a collection
+            // reaches only what is left of it).
+            if log.context[id] == 0
+                || log.depth[id] < floor
+                || floors[id] <= floor
+                || dead.contains(TurnId(turn))
+            {
                 break;
             }
-            assert!(
-                !dead.contains(TurnId(turn)),
-                "a live turn's history reaches collected turn {turn}"
-            );
             floors[id] = floor;
             marked = true;
             turn = log.parent[id];

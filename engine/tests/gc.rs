@@ -276,3 +276,279 @@ fn a_compaction_interrupted_between_its_steps_reopens_with_everything_live() {
     engine.shutdown();
     assert!(verify(dir.path()).unwrap().is_ok());
 }
+
+/// A random history: contexts, forks, branches (explicit parents), links, deletes and
+/// prunes, each payload unique; collections in between.
+#[derive(Clone, Debug)]
+enum Op {
+    Create,
+    Fork { turn: usize },
+    Append { context: usize, parent: Option<usize>, link: Option<usize> },
+    Delete { context: usize },
+    Prune { context: usize, keep: u32 },
+    Gc,
+    Reopen,
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        2 => Just(Op::Create),
+        1 => any::<usize>().prop_map(|turn| Op::Fork { turn }),
+        8 => (any::<usize>(), proptest::option::of(any::<usize>()), proptest::option::weighted(0.15, any::<usize>()))
+            .prop_map(|(context, parent, link)| Op::Append { context, parent, link }),
+        1 => any::<usize>().prop_map(|context| Op::Delete { context }),
+        1 => (any::<usize>(), 1..4u32).prop_map(|(context, keep)| Op::Prune { context, keep }),
+        1 => Just(Op::Gc),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+#[derive(Clone, Debug)]
+struct ModelTurn {
+    id: TurnId,
+    context: usize,
+    parent: Option<usize>,
+    depth: u32,
+    links: Vec<usize>,
+    payload: Vec<u8>,
+}
+
+#[derive(Debug, Default)]
+struct ModelContext {
+    id: ContextId,
+    head: Option<usize>,
+    base: Option<usize>,
+    floor: u32,
+    deleted: bool,
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    turns: Vec<ModelTurn>,
+    contexts: Vec<ModelContext>,
+    dead: std::collections::HashSet<usize>,
+}
+
+impl Model {
+    /// The turns a live context reaches (decision 0011's roots), by index.
+    fn reachable(&self) -> std::collections::HashSet<usize> {
+        let mut floor_of: HashMap<usize, u32> = HashMap::new();
+        let mark = |start: usize, floor: u32, floor_of: &mut HashMap<usize, u32>| {
+            let mut at = Some(start);
+            while let Some(index) = at {
+                let turn = &self.turns[index];
+                // Collected history stays collected: a fork or a link reaches what is left.
+                if turn.depth < floor
+                    || floor_of.get(&index).is_some_and(|&f| f <= floor)
+                    || self.dead.contains(&index)
+                {
+                    break;
+                }
+                floor_of.insert(index, floor);
+                at = turn.parent;
+            }
+        };
+        for (c, context) in self.contexts.iter().enumerate() {
+            if context.deleted {
+                continue;
+            }
+            if let Some(head) = context.head {
+                mark(head, context.floor, &mut floor_of);
+            }
+            for (index, turn) in self.turns.iter().enumerate() {
+                if turn.context == c {
+                    mark(index, context.floor, &mut floor_of);
+                }
+            }
+            if let Some(base) = context.base {
+                mark(base, context.floor, &mut floor_of);
+            }
+        }
+        loop {
+            let before = floor_of.len();
+            let live: Vec<usize> = floor_of.keys().copied().collect();
+            for index in live {
+                for &link in &self.turns[index].links {
+                    mark(link, 0, &mut floor_of);
+                }
+            }
+            if floor_of.len() == before {
+                break;
+            }
+        }
+        floor_of.into_keys().collect()
+    }
+}
+
+fn run(ops: Vec<Op>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = Engine::open(gc_config(dir.path())).unwrap();
+    let mut model = Model::default();
+    let mut seed = 0u64;
+    for op in ops {
+        match op {
+            Op::Create => {
+                let id = new_context(&engine);
+                model.contexts.push(ModelContext {
+                    id,
+                    ..ModelContext::default()
+                });
+            }
+            Op::Fork { turn } => {
+                let alive: Vec<usize> =
+                    (0..model.turns.len()).filter(|t| !model.dead.contains(t)).collect();
+                let Some(&base) = alive.get(turn % alive.len().max(1)) else {
+                    continue;
+                };
+                let id = block_on(engine.fork(model.turns[base].id)).unwrap().context_id;
+                model.contexts.push(ModelContext {
+                    id,
+                    head: Some(base),
+                    base: Some(base),
+                    ..ModelContext::default()
+                });
+            }
+            Op::Append {
+                context,
+                parent,
+                link,
+            } => {
+                let live: Vec<usize> = (0..model.contexts.len())
+                    .filter(|&c| !model.contexts[c].deleted)
+                    .collect();
+                let Some(&c) = live.get(context % live.len().max(1)) else {
+                    continue;
+                };
+                // An explicit parent: one of the context's own turns at or above its floor.
+                let own: Vec<usize> = (0..model.turns.len())
+                    .filter(|&t| {
+                        model.turns[t].context == c
+                            && model.turns[t].depth >= model.contexts[c].floor
+                            && !model.dead.contains(&t)
+                    })
+                    .collect();
+                let parent = parent.and_then(|p| own.get(p % own.len().max(1)).copied());
+                let reachable = model.reachable();
+                let mut linkable: Vec<usize> = reachable.into_iter().collect();
+                linkable.sort_unstable();
+                let link = link.and_then(|l| linkable.get(l % linkable.len().max(1)).copied());
+                seed += 1;
+                let payload = noise(seed, 1024 + (seed as usize * 37) % 3000);
+                let options = ctxstore_engine::TurnOptions {
+                    parent: match parent {
+                        Some(p) => ctxstore_engine::Parent::Turn(model.turns[p].id),
+                        None => ctxstore_engine::Parent::Head,
+                    },
+                    links: link.iter().map(|&l| model.turns[l].id).collect(),
+                    ..Default::default()
+                };
+                let request = AppendRequest {
+                    context_id: model.contexts[c].id,
+                    expected_head: None,
+                    type_tag: 0,
+                    codec: 0,
+                    payload: AppendPayload::Bytes(Bytes::from(payload.clone())),
+                    options,
+                };
+                let from = parent.or(model.contexts[c].head);
+                let depth = from.map_or(0, |p| model.turns[p].depth + 1);
+                match block_on(engine.append(request)) {
+                    Ok(appended) => {
+                        model.turns.push(ModelTurn {
+                            id: appended.turn.turn_id,
+                            context: c,
+                            parent: from,
+                            depth,
+                            links: link.into_iter().collect(),
+                            payload,
+                        });
+                        model.contexts[c].head = Some(model.turns.len() - 1);
+                    }
+                    Err(error) => {
+                        // Only a head below the floor can refuse: the new turn would be
+                        // invisible.
+                        assert!(depth < model.contexts[c].floor, "{error}");
+                    }
+                }
+            }
+            Op::Delete { context } => {
+                let Some(c) = (!model.contexts.is_empty()).then(|| context % model.contexts.len())
+                else {
+                    continue;
+                };
+                let result = block_on(engine.delete_context(&ContextRef::Id(model.contexts[c].id)));
+                assert_eq!(result.is_ok(), !model.contexts[c].deleted);
+                model.contexts[c].deleted = true;
+            }
+            Op::Prune { context, keep } => {
+                let Some(c) = (!model.contexts.is_empty()).then(|| context % model.contexts.len())
+                else {
+                    continue;
+                };
+                let view = block_on(engine.prune_context(&ContextRef::Id(model.contexts[c].id), keep));
+                if let Ok(view) = view {
+                    model.contexts[c].floor = view.floor_depth;
+                }
+            }
+            Op::Gc => {
+                let reachable = model.reachable();
+                let newly: Vec<usize> = (0..model.turns.len())
+                    .filter(|t| !reachable.contains(t) && !model.dead.contains(t))
+                    .collect();
+                let report = engine.gc().unwrap();
+                assert_eq!(report.turns_dead, newly.len() as u64, "{report:?}");
+                assert_eq!(report.blobs_dead, newly.len() as u64, "{report:?}");
+                model.dead.extend(newly);
+                check_model(&engine, &model);
+            }
+            Op::Reopen => {
+                engine.shutdown();
+                let report = verify(dir.path()).unwrap();
+                assert!(report.is_ok(), "{report}");
+                engine = Engine::open(gc_config(dir.path())).unwrap();
+                check_model(&engine, &model);
+            }
+        }
+    }
+    engine.gc().unwrap();
+    engine.shutdown();
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+}
+
+/// Collected turns and their blobs are gone, everything else reads back, and the store holds
+/// exactly the live payloads' bytes (every pack with anything dead was compacted).
+fn check_model(engine: &Engine, model: &Model) {
+    let mut live = HashMap::new();
+    let mut dead = HashMap::new();
+    for (index, turn) in model.turns.iter().enumerate() {
+        let target = if model.dead.contains(&index) {
+            &mut dead
+        } else {
+            &mut live
+        };
+        target.insert(turn.id, turn.payload.clone());
+    }
+    check(engine, &live, &dead);
+    let live_bytes: u64 = live.values().map(|p| p.len() as u64).sum();
+    if model.dead.is_empty() || engine.stats().gc_runs == 0 {
+        return;
+    }
+    assert_eq!(engine.stats().unique_bytes, live_bytes);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 24,
+        failure_persistence: None,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    #[test]
+    fn collections_take_exactly_the_unreachable_turns_and_their_bytes(
+        ops in proptest::collection::vec(op(), 1..80)
+    ) {
+        run(ops);
+    }
+}

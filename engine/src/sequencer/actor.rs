@@ -540,7 +540,10 @@ impl SequencerActor {
         for link in &extras.links {
             self.turn(*link)?;
         }
-        let skip_turn_id = skip::skip_of_child(parent, depth, |id| self.turn(id))?;
+        // The skip target may lie in history a collection took (below a floor): the pointer
+        // names it all the same (the record is still in the log; verify checks every pointer
+        // against the ancestry), and no read through a context ever follows it that deep.
+        let skip_turn_id = skip::skip_of_child(parent, depth, |id| self.turn_record(id))?;
         let turn_id = TurnId(self.next_record_id);
         let summary_turn_id = match (options.summary, &parent) {
             (true, _) => turn_id,
@@ -710,6 +713,11 @@ impl SequencerActor {
         if self.gc.dead.contains(turn_id) {
             return Err(EngineError::TurnNotFound(turn_id));
         }
+        self.turn_record(turn_id)
+    }
+
+    /// A turn record as `turn` finds it, collected or not.
+    fn turn_record(&self, turn_id: TurnId) -> Result<TurnRecord, EngineError> {
         let first_in_batch = self.published.turns.durable_record_id() + 1;
         assert_eq!(
             first_in_batch + u64::from(self.batch.records),
@@ -717,7 +725,10 @@ impl SequencerActor {
             "the batch starts right after the durable log"
         );
         if turn_id.0 < first_in_batch {
-            return self.published.turns.turn(turn_id);
+            return match self.published.turns.record(turn_id.0)? {
+                Some(LogRecord::Turn(turn)) => Ok(turn),
+                _ => Err(EngineError::TurnNotFound(turn_id)),
+            };
         }
         match self.batch_record(turn_id.0) {
             Some(LogRecord::Turn(turn)) => Ok(turn),

@@ -41,6 +41,10 @@ impl TurnsView {
         self.dead.load_full()
     }
 
+    pub fn is_dead(&self, turn_id: TurnId) -> bool {
+        self.dead.load().contains(turn_id)
+    }
+
     /// Sequencer only, after the gc-dead records of `dead` are durable.
     pub fn publish_dead(&self, dead: DeadTurns) {
         self.dead.store(Arc::new(dead));
@@ -110,7 +114,7 @@ impl TurnsView {
     /// A durable turn, or `TurnNotFound` (no such record, a context record, or a turn the
     /// garbage collector collected).
     pub fn turn(&self, turn_id: TurnId) -> Result<TurnRecord, EngineError> {
-        if self.dead.load().contains(turn_id) {
+        if self.is_dead(turn_id) {
             return Err(EngineError::TurnNotFound(turn_id));
         }
         match self.record(turn_id.0)? {
