@@ -13,6 +13,7 @@ use crate::config::{Actor, EngineConfig};
 use crate::error::{EngineError, OpenError};
 use crate::file::ReadFile;
 use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
+use crate::gc::{Collector, Scheduler};
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::metrics::{ActorMetrics, ActorSnapshot};
 use crate::model::{
@@ -23,7 +24,6 @@ use crate::model::{
 use crate::pipeline::{DurableBlob, PutOutcome, SequencerInbox, SequencerRequest, ShardRequest};
 use crate::published::Published;
 use crate::read::Reader;
-use crate::gc::{Collector, Scheduler};
 use crate::retention::Reaper;
 use crate::sequencer::migrate::migrate_turn_log;
 use crate::sequencer::recover::recover_log;

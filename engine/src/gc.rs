@@ -42,15 +42,14 @@ use crate::blob::scan::{self, ScannedRecord};
 use crate::error::EngineError;
 use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::pack::{PACK_HEADER_BYTES, PackHeader};
+use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::{
     Assembled, LOG_RECORD_BYTES, LogRecord, SlotAssembly, SlotHead, Whole,
 };
-use crate::format::turn_extras::TurnExtras;
 use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};
 use crate::model::GcReport;
 use crate::pipeline::{
-    CompactedPack, GcFenced, GcSnapshot, SequencerInbox, SequencerRequest, ShardRequest,
-    SweptBlobs,
+    CompactedPack, GcFenced, GcSnapshot, SequencerInbox, SequencerRequest, ShardRequest, SweptBlobs,
 };
 use crate::published::Published;
 use crate::sequencer::contexts::Contexts;
@@ -243,13 +242,10 @@ impl Collector {
                 report.live_bytes += plan.live_bytes;
                 let garbage = file_bytes.saturating_sub(plan.live_bytes);
                 report.dead_bytes += garbage;
-                let due = garbage > 0
-                    && garbage * 100 >= u64::from(self.pack_dead_percent) * file_bytes;
+                let due =
+                    garbage > 0 && garbage * 100 >= u64::from(self.pack_dead_percent) * file_bytes;
                 if due {
-                    plans.push(PackPlan {
-                        file_bytes,
-                        ..plan
-                    });
+                    plans.push(PackPlan { file_bytes, ..plan });
                 }
             }
         }
@@ -556,10 +552,14 @@ impl LogTable {
                     (None, LogRecord::Turn(turn)) => {
                         Some(SlotAssembly::start(SlotHead::Turn(turn)))
                     }
-                    (None, LogRecord::Meta(head)) => Some(SlotAssembly::start(SlotHead::Meta(head))),
-                    (Some(assembly), LogRecord::Continuation(slot)) => {
-                        Some(assembly.push(&slot).map_err(|reason| corrupt(record_id, reason))?)
+                    (None, LogRecord::Meta(head)) => {
+                        Some(SlotAssembly::start(SlotHead::Meta(head)))
                     }
+                    (Some(assembly), LogRecord::Continuation(slot)) => Some(
+                        assembly
+                            .push(&slot)
+                            .map_err(|reason| corrupt(record_id, reason))?,
+                    ),
                     _ => return Err(corrupt(record_id, "slots out of order".into())),
                 };
                 match assembled {

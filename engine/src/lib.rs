@@ -20,7 +20,6 @@
 //!   commit figures are recorded in `file` (`append_durably`).
 
 pub mod backup;
-mod gc;
 mod blob;
 pub mod config;
 pub mod contexts;
@@ -30,6 +29,7 @@ pub mod error;
 mod faults;
 mod file;
 pub mod format;
+mod gc;
 mod group_commit;
 pub mod ids;
 pub mod metrics;

@@ -180,9 +180,7 @@ pub(crate) enum SequencerRequest {
     /// A garbage-collection round begins (`gc.rs`): answered after the batch it joins is
     /// durable, with the durable state the marker reads; from then on the sequencer notes every
     /// TurnID and BlobHash a new record names, until `GcFence` or `GcAbort`.
-    GcStart {
-        reply: oneshot::Sender<GcSnapshot>,
-    },
+    GcStart { reply: oneshot::Sender<GcSnapshot> },
     /// The marker's verdict: `dead` turns and `condemned` blobs. Refused (`Aborted`) if a record
     /// since `GcStart` named a dead turn; else every noted blob is kept, the dead turns are
     /// written as gc-dead records and refused from now on. Answered once the records are

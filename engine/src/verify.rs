@@ -119,7 +119,9 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
         ));
     }
     if let Err(problem) = replay.state.check_blobs_missing() {
-        report.problems.push(format!("{}: {problem}", log_path.display()));
+        report
+            .problems
+            .push(format!("{}: {problem}", log_path.display()));
     }
     let pending = replay.pending.as_ref().map(SlotAssembly::head_record_id);
     report_tail(

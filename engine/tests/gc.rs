@@ -13,8 +13,8 @@ use std::path::Path;
 use bytes::Bytes;
 use common::{append, block_on, config};
 use ctxstore_engine::{
-    AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig,
-    ErrorKind, NewContext, TurnId, verify,
+    AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig, ErrorKind,
+    NewContext, TurnId, verify,
 };
 
 fn gc_config(dir: &Path) -> EngineConfig {
@@ -90,7 +90,10 @@ fn a_collection_takes_exactly_what_no_live_context_reaches_and_gives_the_bytes_b
         let mut chain = Vec::new();
         for t in 0..20u64 {
             let payload = noise(c * 1000 + t, PAYLOAD);
-            let turn = append(&engine, context, &payload, None).unwrap().turn.turn_id;
+            let turn = append(&engine, context, &payload, None)
+                .unwrap()
+                .turn
+                .turn_id;
             chain.push((turn, payload));
         }
         contexts.push(context);
@@ -112,8 +115,8 @@ fn a_collection_takes_exactly_what_no_live_context_reaches_and_gives_the_bytes_b
     ))
     .unwrap();
 
-    for c in 0..5 {
-        block_on(engine.delete_context(&ContextRef::Id(contexts[c]))).unwrap();
+    for context in &contexts[..5] {
+        block_on(engine.delete_context(&ContextRef::Id(*context))).unwrap();
     }
     block_on(engine.prune_context(&ContextRef::Id(contexts[5]), 5)).unwrap();
     for (c, chain) in turns.iter().enumerate() {
@@ -178,7 +181,10 @@ fn a_collection_takes_exactly_what_no_live_context_reaches_and_gives_the_bytes_b
     assert_eq!((idle.turns_dead, idle.blobs_dead), (0, 0), "{idle:?}");
     // New appends after all of it.
     let payload = noise(77, PAYLOAD);
-    let turn = append(&engine, contexts[6], &payload, None).unwrap().turn.turn_id;
+    let turn = append(&engine, contexts[6], &payload, None)
+        .unwrap()
+        .turn
+        .turn_id;
     live.insert(turn, payload);
     check(&engine, &live, &dead);
     engine.shutdown();
@@ -252,7 +258,10 @@ fn a_compaction_interrupted_between_its_steps_reopens_with_everything_live() {
     for i in 0..40u64 {
         let payload = noise(i, 8 << 10);
         let context = if i % 2 == 0 { keep } else { drop_ };
-        let turn = append(&engine, context, &payload, None).unwrap().turn.turn_id;
+        let turn = append(&engine, context, &payload, None)
+            .unwrap()
+            .turn
+            .turn_id;
         if context == keep {
             live.insert(turn, payload);
         }
@@ -282,10 +291,21 @@ fn a_compaction_interrupted_between_its_steps_reopens_with_everything_live() {
 #[derive(Clone, Debug)]
 enum Op {
     Create,
-    Fork { turn: usize },
-    Append { context: usize, parent: Option<usize>, link: Option<usize> },
-    Delete { context: usize },
-    Prune { context: usize, keep: u32 },
+    Fork {
+        turn: usize,
+    },
+    Append {
+        context: usize,
+        parent: Option<usize>,
+        link: Option<usize>,
+    },
+    Delete {
+        context: usize,
+    },
+    Prune {
+        context: usize,
+        keep: u32,
+    },
     Gc,
     Reopen,
 }
@@ -396,12 +416,15 @@ fn run(ops: Vec<Op>) {
                 });
             }
             Op::Fork { turn } => {
-                let alive: Vec<usize> =
-                    (0..model.turns.len()).filter(|t| !model.dead.contains(t)).collect();
+                let alive: Vec<usize> = (0..model.turns.len())
+                    .filter(|t| !model.dead.contains(t))
+                    .collect();
                 let Some(&base) = alive.get(turn % alive.len().max(1)) else {
                     continue;
                 };
-                let id = block_on(engine.fork(model.turns[base].id)).unwrap().context_id;
+                let id = block_on(engine.fork(model.turns[base].id))
+                    .unwrap()
+                    .context_id;
                 model.contexts.push(ModelContext {
                     id,
                     head: Some(base),
@@ -486,7 +509,8 @@ fn run(ops: Vec<Op>) {
                 else {
                     continue;
                 };
-                let view = block_on(engine.prune_context(&ContextRef::Id(model.contexts[c].id), keep));
+                let view =
+                    block_on(engine.prune_context(&ContextRef::Id(model.contexts[c].id), keep));
                 if let Ok(view) = view {
                     model.contexts[c].floor = view.floor_depth;
                 }

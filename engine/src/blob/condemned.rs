@@ -46,8 +46,7 @@ impl Condemned {
         let Some(state) = states.get(hash) else {
             return true;
         };
-        match state.compare_exchange(CONDEMNED, RESURRECTED, Ordering::AcqRel, Ordering::Acquire)
-        {
+        match state.compare_exchange(CONDEMNED, RESURRECTED, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => true,
             Err(now) => now != SWEPT,
         }

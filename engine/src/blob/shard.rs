@@ -26,8 +26,8 @@ use crate::format::pack::EncodedBlob;
 use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::BlobHash;
 use crate::pipeline::{
-    CompactedPack, DurableBlob, PendingAppend, PutOutcome, PutReply, SequencerInbox,
-    ShardRequest, ShardSnapshot, SweptBlobs, TurnReply,
+    CompactedPack, DurableBlob, PendingAppend, PutOutcome, PutReply, SequencerInbox, ShardRequest,
+    ShardSnapshot, SweptBlobs, TurnReply,
 };
 use crate::published::Published;
 use crate::store_dir::{REINDEX_MARKER_FILE, create_durable, pack_path, sync_dir};
@@ -420,7 +420,7 @@ impl GroupCommit for ShardActor {
                 pack_id,
                 hashes,
                 condemned,
-            reply,
+                reply,
             } => {
                 let swept = self.sweep(pack_id, &hashes, &condemned);
                 self.condemned = Some(condemned);

@@ -71,7 +71,10 @@ pub enum ContextMeta {
     Ttl(u64),
     /// Turns the garbage collector collected (store-wide, `context_id` 0): bit `i` of
     /// `words[w]` stands for TurnID `first_turn_id + 64·w + i`. Never empty.
-    GcDead { first_turn_id: u64, words: Vec<u64> },
+    GcDead {
+        first_turn_id: u64,
+        words: Vec<u64>,
+    },
 }
 
 impl ContextMeta {
@@ -143,7 +146,10 @@ impl ContextMeta {
                 first_turn_id,
                 words,
             } => {
-                assert!(check_gc_dead(*first_turn_id, words).is_ok(), "{first_turn_id}");
+                assert!(
+                    check_gc_dead(*first_turn_id, words).is_ok(),
+                    "{first_turn_id}"
+                );
                 out.extend_from_slice(&first_turn_id.to_le_bytes());
                 for word in words {
                     out.extend_from_slice(&word.to_le_bytes());
@@ -215,7 +221,7 @@ impl ContextMeta {
             OP_TTL => ContextMeta::Ttl(u64::from_le_bytes(reader.array()?)),
             OP_GC_DEAD => {
                 let first_turn_id = u64::from_le_bytes(reader.array()?);
-                if reader.rest.len() % 8 != 0 {
+                if !reader.rest.len().is_multiple_of(8) {
                     return Err(RecordError::Field("gc-dead bitmap is not whole words"));
                 }
                 let words: Vec<u64> = reader
@@ -244,7 +250,9 @@ impl ContextMeta {
 /// words, the first and last not zero (no padding), no TurnID 0, no overflow.
 pub fn check_gc_dead(first_turn_id: u64, words: &[u64]) -> Result<(), RecordError> {
     if !first_turn_id.is_multiple_of(64) {
-        return Err(RecordError::Field("gc-dead first turn is not a multiple of 64"));
+        return Err(RecordError::Field(
+            "gc-dead first turn is not a multiple of 64",
+        ));
     }
     if words.is_empty() || words.len() > GC_DEAD_WORDS_MAX {
         return Err(RecordError::Field("gc-dead bitmap is not 1..=8191 words"));
@@ -255,10 +263,7 @@ pub fn check_gc_dead(first_turn_id: u64, words: &[u64]) -> Result<(), RecordErro
     if first_turn_id == 0 && words[0] & 1 != 0 {
         return Err(RecordError::Field("gc-dead names TurnID 0"));
     }
-    if first_turn_id
-        .checked_add(64 * words.len() as u64)
-        .is_none()
-    {
+    if first_turn_id.checked_add(64 * words.len() as u64).is_none() {
         return Err(RecordError::Field("gc-dead bitmap passes the last TurnID"));
     }
     Ok(())
