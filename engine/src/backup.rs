@@ -19,7 +19,6 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::engine::Engine;
@@ -63,14 +62,10 @@ impl Engine {
     /// network-core thread. One backup at a time.
     pub fn backup(&self, to: &Path) -> Result<BackupReport, EngineError> {
         self.check_open()?;
-        if self.inner.backup_running.swap(true, Ordering::AcqRel) {
-            return Err(EngineError::InvalidArgument(
-                "a backup is already running; wait for it to finish".into(),
-            ));
-        }
-        let result = self.backup_now(to);
-        self.inner.backup_running.store(false, Ordering::Release);
-        result
+        // One at a time, and never during a garbage collection (it replaces packs a backup
+        // hard-links).
+        let _guard = self.inner.collector.try_maintenance()?;
+        self.backup_now(to)
     }
 
     fn backup_now(&self, to: &Path) -> Result<BackupReport, EngineError> {

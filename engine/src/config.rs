@@ -49,6 +49,15 @@ pub struct EngineConfig {
     /// Bytes per second an online backup copies at most (0: no limit); hard-linked packs do
     /// not count. The copy shares the disk with every append's fdatasync.
     pub backup_bytes_per_s_max: u64,
+    /// Garbage collection runs this often (milliseconds; 0: only on request). A round that
+    /// finds nothing to do costs one read of `turns.log` and of each shard's index.
+    pub gc_interval_ms: u64,
+    /// A sealed pack is compacted (rewritten with only its live records) when at least this
+    /// share of its bytes, in percent, is unreachable (1..=100).
+    pub gc_pack_dead_percent: u8,
+    /// Bytes per second a compaction reads and writes at most (0: no limit). It shares the
+    /// disk with every append's fdatasync.
+    pub gc_bytes_per_s_max: u64,
 }
 
 impl EngineConfig {
@@ -65,6 +74,9 @@ impl EngineConfig {
             context_ttl_default_ms: 0,
             reaper_interval_ms: 1000,
             backup_bytes_per_s_max: 0,
+            gc_interval_ms: 600_000,
+            gc_pack_dead_percent: 50,
+            gc_bytes_per_s_max: 128 << 20,
         }
     }
 
@@ -88,6 +100,15 @@ impl EngineConfig {
                 "reaper_interval_ms {} is outside 1..=3600000",
                 self.reaper_interval_ms
             ));
+        }
+        if !(1..=100).contains(&self.gc_pack_dead_percent) {
+            return Err(format!(
+                "gc_pack_dead_percent {} is outside 1..=100",
+                self.gc_pack_dead_percent
+            ));
+        }
+        if self.gc_interval_ms > 30 * 24 * 3_600_000 {
+            return Err("gc_interval_ms must be at most 30 days".into());
         }
         if !(1..=19).contains(&self.zstd_level) {
             return Err(format!("zstd_level {} is outside 1..=19", self.zstd_level));

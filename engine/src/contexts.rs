@@ -176,11 +176,21 @@ impl Engine {
             values.push((hash, value));
         }
         // Every value is durable before the record that names it, in one shard group commit.
-        self.store_blobs(values).await?;
-        let changes = vec![ContextMeta::KvPut(stored)];
-        self.change_meta(context_id, changes, None, if_absent)
-            .await
-            .map(drop)
+        // A value a garbage collection swept in between is stored again (`SWEPT_RETRIES_MAX`).
+        let mut attempts = 0;
+        loop {
+            self.store_blobs(values.clone()).await?;
+            let changes = vec![ContextMeta::KvPut(stored.clone())];
+            match self.change_meta(context_id, changes, None, if_absent).await {
+                Err(EngineError::BlobNotFound(gone))
+                    if attempts < crate::engine::SWEPT_RETRIES_MAX
+                        && values.iter().any(|(hash, _)| *hash == gone) =>
+                {
+                    attempts += 1;
+                }
+                result => return result.map(drop),
+            }
+        }
     }
 
     /// Deletes key-value entries (absent keys are no error).

@@ -13,6 +13,7 @@ use crate::config::{Actor, EngineConfig};
 use crate::error::{EngineError, OpenError};
 use crate::file::ReadFile;
 use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
+use crate::gc::{Collector, Scheduler};
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::metrics::{ActorMetrics, ActorSnapshot};
 use crate::model::{
@@ -31,6 +32,17 @@ use crate::status::StoreStatus;
 use crate::store_dir::{StoreDir, now_unix_ms};
 use crate::threads::{ActorSeed, start_thread};
 
+/// A by-value write whose blob a garbage collection swept between the caller's look-up and
+/// the sequencer (decision 0011) is refused `BlobNotFound`; the caller has the bytes and
+/// stores them again (a fresh copy). Twice more at most: each retry would need another
+/// collection to condemn the very same bytes in between.
+pub(crate) const SWEPT_RETRIES_MAX: u32 = 2;
+
+/// Whether a by-value payload is the blob `hash` (only asked on the rare refusal path).
+pub(crate) fn carries(payload: &AppendPayload, hash: &BlobHash) -> bool {
+    matches!(payload, AppendPayload::Bytes(bytes) if BlobHash::of(bytes) == *hash)
+}
+
 /// A handle on an open store. Cheap to clone; every method can be called from any thread and,
 /// for the async ones, from any async runtime (the futures only wait on channels).
 #[derive(Clone, Debug)]
@@ -44,8 +56,10 @@ pub(crate) struct Inner {
     pub(crate) sequencer: SequencerInbox,
     pub(crate) shards: Box<[flume::Sender<ShardRequest>]>,
     pub(crate) config: EngineConfig,
-    /// Set while `Engine::backup` runs: one at a time.
-    pub(crate) backup_running: AtomicBool,
+    /// The garbage collector (`gc.rs`); its maintenance lock also keeps backups one at a time.
+    pub(crate) collector: Arc<Collector>,
+    /// The `ctxstore-gc` thread, stopped first by `shutdown`.
+    gc_scheduler: Mutex<Option<Scheduler>>,
     closed: AtomicBool,
     /// Touched only by `shutdown`.
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -108,7 +122,11 @@ impl Engine {
             .dedup_hits
             .store(recovered.dedup_hits, Ordering::Relaxed);
         let published = Arc::new(Published {
-            turns: TurnsView::new(turns_file, recovered.next_record_id - 1),
+            turns: TurnsView::new(
+                turns_file,
+                recovered.next_record_id - 1,
+                recovered.dead.clone(),
+            ),
             heads,
             contexts,
             counters,
@@ -133,6 +151,7 @@ impl Engine {
         let mut sequencer_seed = Some(ActorSeed::Sequencer(Box::new(recovered), sequencer_inbox));
         let mut shard_senders = Vec::new();
         let mut shard_seeds: Vec<Option<ActorSeed>> = Vec::new();
+        let open_packs: Vec<u32> = cursors.iter().map(|cursor| cursor.pack_id).collect();
         for cursor in cursors {
             let (sender, inbox) = flume::bounded(queue_depth);
             shard_senders.push(sender);
@@ -183,6 +202,26 @@ impl Engine {
                 return Err(OpenError::Thread(format!("ctxstore-reaper: {error}")));
             }
         };
+        let collector = Arc::new(Collector::new(
+            published.clone(),
+            sequencer.clone(),
+            shard_senders.clone().into_boxed_slice(),
+            store.clone(),
+            config.gc_pack_dead_percent,
+            config.gc_bytes_per_s_max,
+            open_packs,
+        ));
+        let gc_scheduler = match Scheduler::start(
+            collector.clone(),
+            std::time::Duration::from_millis(config.gc_interval_ms),
+        ) {
+            Ok(scheduler) => scheduler,
+            Err(error) => {
+                reaper.stop();
+                stop_actors(&sequencer, &shard_senders, threads);
+                return Err(OpenError::Thread(format!("ctxstore-gc: {error}")));
+            }
+        };
         Ok(Engine {
             inner: Arc::new(Inner {
                 published,
@@ -190,7 +229,8 @@ impl Engine {
                 shards: shard_senders.into_boxed_slice(),
                 config,
                 closed: AtomicBool::new(false),
-                backup_running: AtomicBool::new(false),
+                collector,
+                gc_scheduler: Mutex::new(Some(gc_scheduler)),
                 threads: Mutex::new(threads),
                 lock: Mutex::new(Some(lock)),
                 reaper: Mutex::new(Some(reaper)),
@@ -236,6 +276,21 @@ impl Engine {
     /// This is the caller's step of the pipeline (`pipeline.rs`): validate, hash, and send the
     /// append to the blob's shard (new blob) or straight to the sequencer (known blob).
     pub async fn append(&self, request: AppendRequest) -> Result<Appended, EngineError> {
+        let mut attempts = 0;
+        loop {
+            let result = self.append_once(request.clone()).await;
+            match result {
+                Err(EngineError::BlobNotFound(gone))
+                    if attempts < SWEPT_RETRIES_MAX && carries(&request.payload, &gone) =>
+                {
+                    attempts += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn append_once(&self, request: AppendRequest) -> Result<Appended, EngineError> {
         self.check_open()?;
         let published = &self.inner.published;
         published.status.check_writable()?;
@@ -516,12 +571,17 @@ impl Engine {
     pub fn stats(&self) -> StoreStats {
         let published = &self.inner.published;
         let counters = &published.counters;
+        let gc = &self.inner.collector.counters;
         let mut stats = StoreStats {
             turns: counters.turns.load(Ordering::Relaxed),
             contexts: counters.contexts.load(Ordering::Relaxed),
             logical_bytes: counters.logical_bytes.load(Ordering::Relaxed),
             dedup_hits: counters.dedup_hits.load(Ordering::Relaxed),
             read_only: published.status.is_read_only(),
+            live_bytes: gc.live_bytes.load(Ordering::Relaxed),
+            dead_bytes: gc.dead_bytes.load(Ordering::Relaxed),
+            gc_runs: gc.runs.load(Ordering::Relaxed),
+            bytes_reclaimed_total: gc.bytes_reclaimed_total.load(Ordering::Relaxed),
             ..StoreStats::default()
         };
         for shard in published.shards.iter() {
@@ -554,6 +614,16 @@ impl Engine {
         actors
     }
 
+    /// Runs a garbage collection now (decision 0011): marks what live contexts reach, records
+    /// the unreachable turns as collected, and rewrites the packs whose unreachable share
+    /// passes `gc_pack_dead_percent` (the open pack is sealed first). Appends and reads go on.
+    /// Blocking file I/O on the caller's thread: do not call it from an engine or network-core
+    /// thread. One collection or backup at a time (else `InvalidArgument`).
+    pub fn gc(&self) -> Result<crate::model::GcReport, EngineError> {
+        self.check_open()?;
+        self.inner.collector.run()
+    }
+
     /// Stops the engine: refuses new work, lets every actor finish its queue and sync, joins
     /// the engine threads. Blocks; do not call it from an engine thread. Idempotent.
     pub fn shutdown(&self) {
@@ -565,6 +635,14 @@ impl Inner {
     fn shutdown(&self) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
+        }
+        self.collector.stopping.store(true, Ordering::Release);
+        let scheduler = match self.gc_scheduler.lock() {
+            Ok(mut scheduler) => scheduler.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(scheduler) = scheduler {
+            scheduler.stop();
         }
         let reaper = match self.reaper.lock() {
             Ok(mut reaper) => reaper.take(),
@@ -609,7 +687,16 @@ impl Drop for Inner {
             .get_mut()
             .unwrap_or_else(|p| p.into_inner())
             .take();
+        self.collector.stopping.store(true, Ordering::Release);
+        let scheduler = self
+            .gc_scheduler
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         let stopper = std::thread::spawn(move || {
+            if let Some(scheduler) = scheduler {
+                scheduler.stop();
+            }
             if let Some(reaper) = reaper {
                 reaper.stop();
             }

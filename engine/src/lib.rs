@@ -29,6 +29,7 @@ pub mod error;
 mod faults;
 mod file;
 pub mod format;
+mod gc;
 mod group_commit;
 pub mod ids;
 pub mod metrics;
@@ -53,7 +54,7 @@ pub use format::pack::Compression;
 pub use ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
 pub use model::{
     AppendPayload, AppendRequest, Appended, ContextHead, ContextRef, ContextView, Created,
-    NewContext, NoPayloadCache, Page, PageEntry, PageOptions, PageQuery, Parent, Payload,
+    GcReport, NewContext, NoPayloadCache, Page, PageEntry, PageOptions, PageQuery, Parent, Payload,
     PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn, TurnOptions, TurnPage,
     TurnWithPayload,
 };

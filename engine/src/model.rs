@@ -385,4 +385,32 @@ pub struct StoreStats {
     pub dedup_hits: u64,
     /// Whether the store refuses writes (a failed fsync, or an operator's choice).
     pub read_only: bool,
+    /// Pack bytes (records with headers) of blobs the last garbage collection found
+    /// reachable; 0 before the first collection since open.
+    pub live_bytes: u64,
+    /// Pack bytes of unreachable blobs still on disk, as of the last collection (in packs
+    /// below the compaction threshold, or swept but not yet compacted); 0 before it.
+    pub dead_bytes: u64,
+    /// Garbage collections completed since open.
+    pub gc_runs: u64,
+    /// Bytes garbage collection gave back to the file system since open (pack files shrunk).
+    pub bytes_reclaimed_total: u64,
+}
+
+/// What one garbage collection did (`Engine::gc`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct GcReport {
+    /// Turns found unreachable and recorded as collected in this round.
+    pub turns_dead: u64,
+    /// Blobs removed from the store (their bytes leave the disk with their pack's compaction).
+    pub blobs_dead: u64,
+    /// Bytes the pack files shrank by.
+    pub bytes_reclaimed: u64,
+    /// Packs rewritten with only their live records.
+    pub packs_compacted: u32,
+    /// Pack bytes of reachable blobs after the round.
+    pub live_bytes: u64,
+    /// Pack bytes of unreachable blobs left on disk (packs under the compaction threshold).
+    pub dead_bytes: u64,
+    pub duration_ms: u64,
 }

@@ -21,11 +21,18 @@
 //!
 //! Every reply is sent after the group commit that made its request durable (or failed it).
 
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::blob::condemned::Condemned;
 use crate::error::EngineError;
+use crate::format::blob_index::IndexEntry;
 use crate::format::context_meta::ContextMeta;
 use crate::format::pack::EncodedBlob;
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{AppendRequest, Appended, ContextView, Created, NewContext};
+use crate::sequencer::contexts::Contexts;
+use crate::sequencer::dead::DeadTurns;
 
 /// A blob that is durable in its shard: what the sequencer needs to write a turn record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,8 +79,51 @@ pub(crate) enum ShardRequest {
     Snapshot {
         reply: oneshot::Sender<ShardSnapshot>,
     },
+    /// Garbage collection: seal the open pack if it holds records, so that every blob stored
+    /// so far lies in a sealed pack a compaction may rewrite. Answers the new open pack's id.
+    GcSeal {
+        reply: oneshot::Sender<Result<u32, EngineError>>,
+    },
+    /// Garbage collection: sweep the condemned blobs located in `pack_id` (compare-and-set,
+    /// then out of the index: reads answer not found, a new put writes a fresh copy).
+    GcSweep {
+        pack_id: u32,
+        /// The condemned blobs the collector found in this pack.
+        hashes: Vec<BlobHash>,
+        condemned: Arc<Condemned>,
+        reply: oneshot::Sender<SweptBlobs>,
+    },
+    /// Garbage collection: put a compacted pack in place of `pack_id` (the collector wrote
+    /// and synced it, and the index to go with it up to `index_prefix_end`).
+    GcInstall {
+        install: CompactedPack,
+        reply: oneshot::Sender<Result<(), EngineError>>,
+    },
     /// Finish the queue, sync, and stop.
     Stop { done: StopReply },
+}
+
+/// What a sweep took out of a pack's index.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SweptBlobs {
+    pub blobs: u64,
+    /// Pack bytes (headers included) of the swept records.
+    pub record_bytes: u64,
+}
+
+/// A pack the collector rewrote with only its live records, and the shard's index rewritten
+/// to match, both synced; the shard installs them (`blob/shard.rs`).
+#[derive(Debug)]
+pub(crate) struct CompactedPack {
+    pub pack_id: u32,
+    /// `pack-NNNNNN.pack.compact`: renamed over the pack.
+    pub pack_path: PathBuf,
+    /// The kept records at their new offsets, in pack order.
+    pub relocated: Vec<IndexEntry>,
+    /// `blobs.idx.compact`: the index up to `index_prefix_end` of the old one, with this pack's
+    /// entries replaced by `relocated`; the shard appends what it indexed since.
+    pub index_path: PathBuf,
+    pub index_prefix_end: u64,
 }
 
 /// A shard's durable extent between two batches: every blob published so far lies in packs
@@ -127,8 +177,41 @@ pub(crate) enum SequencerRequest {
         appends: Vec<TurnAppend>,
         reply: BatchReply,
     },
+    /// A garbage-collection round begins (`gc.rs`): answered after the batch it joins is
+    /// durable, with the durable state the marker reads; from then on the sequencer notes every
+    /// TurnID and BlobHash a new record names, until `GcFence` or `GcAbort`.
+    GcStart { reply: oneshot::Sender<GcSnapshot> },
+    /// The marker's verdict: `dead` turns and `condemned` blobs. Refused (`Aborted`) if a record
+    /// since `GcStart` named a dead turn; else every noted blob is kept, the dead turns are
+    /// written as gc-dead records and refused from now on. Answered once the records are
+    /// durable.
+    GcFence {
+        dead: DeadTurns,
+        condemned: Arc<Condemned>,
+        reply: oneshot::Sender<Result<GcFenced, EngineError>>,
+    },
+    /// The round ends without a fence: stop noting.
+    GcAbort,
     /// Finish the queue and stop.
     Stop { done: StopReply },
+}
+
+/// The durable state a garbage-collection round marks from.
+#[derive(Debug)]
+pub(crate) struct GcSnapshot {
+    /// Records `1..=watermark` of `turns.log` are durable; every later one is noted.
+    pub watermark: u64,
+    pub contexts: Arc<Contexts>,
+    pub dead: Arc<DeadTurns>,
+}
+
+/// How a fence ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GcFenced {
+    /// The dead turns are durable gc-dead records; sweeping may start.
+    Fenced,
+    /// A record since `GcStart` named this turn, which the marker found dead: nothing changed.
+    Aborted(TurnId),
 }
 
 /// A retention change the sequencer decides (see `SequencerRequest::Retain`).

@@ -206,6 +206,10 @@ impl Reader<'_> {
     }
 
     fn parent_of(&self, turn: &TurnRecord) -> Result<Option<TurnRecord>, EngineError> {
+        // History a garbage collection took ends the walk, as a root would (decision 0011).
+        if self.published.turns.is_dead(turn.parent_turn_id) {
+            return Ok(None);
+        }
         let parent = self.turn_or_none(turn.parent_turn_id)?;
         if let Some(parent) = &parent {
             check_link(turn, parent);

@@ -6,6 +6,8 @@
 //! DIR/turns.log                          sequencer journal: turns and context creations
 //! DIR/blobs/shard-SS/pack-NNNNNN.pack    blob records of shard SS
 //! DIR/blobs/shard-SS/blobs.idx           index entries of shard SS
+//! DIR/blobs/shard-SS/*.compact           a compaction's new files before they are renamed in
+//! DIR/blobs/shard-SS/REINDEX             a compaction is switching files: rebuild the index
 //! ```
 
 use std::fs::{self, File, OpenOptions};
@@ -20,6 +22,11 @@ pub const LOCK_FILE: &str = "LOCK";
 pub const TURNS_LOG_FILE: &str = "turns.log";
 pub const BLOBS_DIR: &str = "blobs";
 pub const BLOB_INDEX_FILE: &str = "blobs.idx";
+/// Present while a compaction renames its files into place (`blob/shard.rs`): the next open
+/// rebuilds the shard's index from its packs.
+pub const REINDEX_MARKER_FILE: &str = "REINDEX";
+/// Suffix of a compaction's files before they are renamed into place.
+pub const COMPACT_SUFFIX: &str = ".compact";
 
 #[derive(Clone, Debug)]
 pub struct StoreDir {
@@ -157,6 +164,13 @@ impl StoreDir {
 
 pub fn pack_path(shard_dir: &Path, pack_id: u32) -> PathBuf {
     shard_dir.join(format!("pack-{pack_id:06}.pack"))
+}
+
+/// Where a compaction writes the new version of `path` before renaming it over `path`.
+pub fn compact_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(COMPACT_SUFFIX);
+    path.with_file_name(name)
 }
 
 /// Parses `pack-NNNNNN.pack`.

@@ -83,6 +83,27 @@ impl Engine {
         &self,
         requests: Vec<AppendRequest>,
     ) -> Result<Vec<Appended>, EngineError> {
+        let mut attempts = 0;
+        loop {
+            let result = self.append_batch_once(requests.clone()).await;
+            match result {
+                Err(EngineError::BlobNotFound(gone))
+                    if attempts < crate::engine::SWEPT_RETRIES_MAX
+                        && requests
+                            .iter()
+                            .any(|request| crate::engine::carries(&request.payload, &gone)) =>
+                {
+                    attempts += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn append_batch_once(
+        &self,
+        requests: Vec<AppendRequest>,
+    ) -> Result<Vec<Appended>, EngineError> {
         self.check_open()?;
         let published = &self.inner.published;
         published.status.check_writable()?;

@@ -35,6 +35,43 @@ pub(crate) struct ShardCursor {
     pub index_end: u64,
 }
 
+/// Deletes a compaction's leftover `.compact` files; with the REINDEX marker present, deletes
+/// the index too (the scan of every pack rebuilds it), then the marker. Each step is durable
+/// before the next, so a crash here redoes it.
+fn finish_compaction(dir: &Path, index_path: &Path) -> std::io::Result<()> {
+    let mut removed = false;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.ends_with(crate::store_dir::COMPACT_SUFFIX))
+        {
+            tracing::info!(file = %entry.path().display(), "removing an unfinished compaction's file");
+            std::fs::remove_file(entry.path())?;
+            removed = true;
+        }
+    }
+    let marker = dir.join(crate::store_dir::REINDEX_MARKER_FILE);
+    if marker.exists() {
+        tracing::warn!(
+            shard = %dir.display(),
+            "a compaction was switching files when the store stopped: rebuilding the blob index \
+             from the packs"
+        );
+        if index_path.exists() {
+            std::fs::remove_file(index_path)?;
+        }
+        sync_dir(dir)?;
+        std::fs::remove_file(&marker)?;
+        removed = true;
+    }
+    if removed {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn recover_shard(
     store: &StoreDir,
     shard: u16,
@@ -47,6 +84,11 @@ pub(crate) fn recover_shard(
         let path = path.to_path_buf();
         move |source| OpenError::io(path, source)
     };
+
+    // 0. A compaction interrupted by a crash (`blob/shard.rs`, `gc.rs`): its `.compact` files
+    //    go (renamed into place already, or never to be); with the REINDEX marker the pack
+    //    and the index may disagree, so the index is rebuilt from the packs.
+    finish_compaction(&dir, &index_path).map_err(io(&dir))?;
 
     // 1. Packs present, contiguous from 0.
     let mut packs = scan::list_packs(&dir).map_err(io(&dir))?;
@@ -194,11 +236,9 @@ pub(crate) fn recover_shard(
     }
     for entry in &entries {
         if view.contains(&entry.hash) {
-            return Err(OpenError::Inconsistent(format!(
-                "blob {} is stored twice in {}",
-                entry.hash,
-                dir.display()
-            )));
+            // A garbage collection swept the blob, a put stored it again, and its old copy
+            // waits for its pack's compaction: the later copy is the one the index keeps.
+            view.remove(&entry.hash);
         }
         view.publish(entry.hash, entry.location);
     }
@@ -244,9 +284,13 @@ fn check_tiling(
     for (position, entry) in entries.iter().enumerate() {
         let at = (position * INDEX_ENTRY_BYTES) as u64;
         let location = entry.location;
-        let next_pack = location.pack_id == expected_pack + 1
+        // The next pack with records: packs in between are empty (a compaction found every
+        // record in them dead).
+        let next_pack = location.pack_id > expected_pack
             && location.pack_offset == 0
-            && pack_lens.get(expected_pack as usize) == Some(&expected_offset);
+            && pack_lens.get(expected_pack as usize) == Some(&expected_offset)
+            && (expected_pack + 1..location.pack_id)
+                .all(|between| pack_lens.get(between as usize) == Some(&0));
         let same_pack =
             location.pack_id == expected_pack && location.pack_offset == expected_offset;
         if !same_pack && !next_pack {

@@ -9,25 +9,28 @@
 //! durable).
 
 use std::collections::HashMap;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use crate::blob::condemned::Condemned;
 use crate::blob::recover::ShardCursor;
 use crate::blob::view::ShardView;
 use crate::config::{Limits, PACKS_PER_SHARD_MAX};
 use crate::error::EngineError;
-use crate::file::{ActorFile, ActorIo, open_actor_file};
+use crate::file::{ActorFile, ActorIo, ReadFile, open_actor_file};
 use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::pack::EncodedBlob;
 use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::BlobHash;
 use crate::pipeline::{
-    DurableBlob, PendingAppend, PutOutcome, PutReply, SequencerInbox, ShardRequest, ShardSnapshot,
-    TurnReply,
+    CompactedPack, DurableBlob, PendingAppend, PutOutcome, PutReply, SequencerInbox, ShardRequest,
+    ShardSnapshot, SweptBlobs, TurnReply,
 };
 use crate::published::Published;
-use crate::store_dir::{create_durable, pack_path, sync_dir};
+use crate::store_dir::{REINDEX_MARKER_FILE, create_durable, pack_path, sync_dir};
 
 /// Index entries written since the last index fsync before one is started in the background.
 const INDEX_SYNC_ENTRIES: u32 = 4096;
@@ -56,6 +59,9 @@ pub(crate) struct ShardActor {
     index_frozen: bool,
     index_unsynced_entries: u32,
     batch: Batch,
+    /// The condemned blobs of the last garbage-collection sweep: a fresh copy of a swept one
+    /// is reported written again (`Condemned::rewritten`).
+    condemned: Option<Arc<Condemned>>,
 }
 
 /// Who waits for a blob of a batch.
@@ -122,6 +128,7 @@ impl ShardActor {
             index_frozen: false,
             index_unsynced_entries: 0,
             batch: Batch::default(),
+            condemned: None,
         };
         Ok(actor)
     }
@@ -294,6 +301,85 @@ impl ShardActor {
         }
     }
 
+    /// Takes the condemned blobs of `pack_id` that no one named since (compare-and-set) out of
+    /// the index: reads answer not found from now on, and a put of the same bytes writes a
+    /// fresh copy. Their bytes stay in the pack until its compaction is installed; an open
+    /// before that finds them in the index file again (harmless: their turns are dead).
+    fn sweep(&self, pack_id: u32, hashes: &[BlobHash], condemned: &Condemned) -> SweptBlobs {
+        assert!(pack_id < self.pack_id, "only a sealed pack is swept");
+        let mut swept = SweptBlobs::default();
+        for hash in hashes {
+            let here = self
+                .view()
+                .location(hash)
+                .is_some_and(|location| location.pack_id == pack_id);
+            if here
+                && condemned.sweep(hash)
+                && let Some(location) = self.view().remove(hash)
+            {
+                swept.blobs += 1;
+                swept.record_bytes += location.record_bytes();
+            }
+        }
+        swept
+    }
+
+    /// Puts a compacted pack and its index in place (the collector wrote and synced both).
+    /// Crash-safe through the `REINDEX` marker: from the marker's creation to its removal
+    /// the pack and the index may disagree, and an open that finds the marker rebuilds the
+    /// index from the packs (`blob/recover.rs`); leftover `.compact` files are deleted there.
+    async fn install_compacted(&mut self, install: CompactedPack) -> Result<(), EngineError> {
+        let CompactedPack {
+            pack_id,
+            pack_path: compact_pack,
+            relocated,
+            index_path: compact_index,
+            index_prefix_end,
+        } = install;
+        assert!(pack_id < self.pack_id, "only a sealed pack is compacted");
+        if self.index_frozen {
+            let refusal = std::io::Error::other(
+                "the blob index stopped growing after a write error; compaction waits for a \
+                 restart",
+            );
+            return Err(EngineError::io(&self.index_path, refusal));
+        }
+        let write = |path: &PathBuf| {
+            let path = path.clone();
+            move |source| EngineError::from_write(&path, source)
+        };
+        // The entries indexed since the collector copied the index: appended to the copy.
+        let tail_len = (self.index_end - index_prefix_end) as usize;
+        let mut tail = vec![0u8; tail_len];
+        std::fs::File::open(&self.index_path)
+            .and_then(|file| file.read_exact_at(&mut tail, index_prefix_end))
+            .map_err(write(&self.index_path))?;
+        let new_index_len = {
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&compact_index)
+                .map_err(write(&compact_index))?;
+            file.write_all(&tail).map_err(write(&compact_index))?;
+            file.sync_all().map_err(write(&compact_index))?;
+            file.metadata().map_err(write(&compact_index))?.len()
+        };
+        let marker = self.shard_dir.join(REINDEX_MARKER_FILE);
+        create_durable(&marker).map_err(write(&marker))?;
+        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
+        let pack = pack_path(&self.shard_dir, pack_id);
+        std::fs::rename(&compact_pack, &pack).map_err(write(&pack))?;
+        std::fs::rename(&compact_index, &self.index_path).map_err(write(&self.index_path))?;
+        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
+        self.index = open_actor_file(&self.index_path, self.io.sync_mode).await?;
+        self.index_end = new_index_len;
+        self.index_unsynced_entries = 0;
+        let file = ReadFile::open(pack.clone()).map_err(|source| EngineError::io(&pack, source))?;
+        self.view().install_compacted(pack_id, file, &relocated);
+        std::fs::remove_file(&marker).map_err(write(&marker))?;
+        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
+        Ok(())
+    }
+
     async fn sync_index(&mut self) {
         if let Err(error) = self.index.sync_data().await {
             tracing::warn!(index = %self.index_path.display(), %error, "blob index fsync failed");
@@ -322,6 +408,27 @@ impl GroupCommit for ShardActor {
                 };
                 drop(reply.send(snapshot));
             }
+            ShardRequest::GcSeal { reply } => {
+                let sealed = if self.pack_end > 0 {
+                    self.rotate_pack().await.map(|()| self.pack_id)
+                } else {
+                    Ok(self.pack_id)
+                };
+                drop(reply.send(sealed));
+            }
+            ShardRequest::GcSweep {
+                pack_id,
+                hashes,
+                condemned,
+                reply,
+            } => {
+                let swept = self.sweep(pack_id, &hashes, &condemned);
+                self.condemned = Some(condemned);
+                drop(reply.send(swept));
+            }
+            ShardRequest::GcInstall { install, reply } => {
+                drop(reply.send(self.install_compacted(install).await));
+            }
             ShardRequest::Stop { done } => return Admitted::Stop(done),
         }
         Admitted::Continue
@@ -345,6 +452,9 @@ impl GroupCommit for ShardActor {
             Ok(locations) => {
                 for entry in &locations {
                     self.view().publish(entry.hash, entry.location);
+                    if let Some(condemned) = &self.condemned {
+                        condemned.rewritten(&entry.hash);
+                    }
                 }
                 for (record, waiters) in batch.records.iter().zip(batch.waiters) {
                     let mut outcome = PutOutcome::Stored;

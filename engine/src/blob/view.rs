@@ -3,7 +3,6 @@
 //! to were fsynced, so a reader that finds a hash can always read the blob.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
@@ -24,7 +23,7 @@ pub(crate) struct ShardView {
     pub shard: u16,
     pub dir: PathBuf,
     pub index: BlobIndex,
-    packs: Box<[OnceLock<ReadFile>]>,
+    packs: Box<[PackSlot]>,
     pub counters: ShardCounters,
 }
 
@@ -42,7 +41,9 @@ impl ShardView {
             shard,
             dir,
             index,
-            packs: (0..PACKS_PER_SHARD_MAX).map(|_| OnceLock::new()).collect(),
+            packs: (0..PACKS_PER_SHARD_MAX)
+                .map(|_| PackSlot::default())
+                .collect(),
             counters: ShardCounters::default(),
         }
     }
@@ -51,8 +52,8 @@ impl ShardView {
     pub fn add_pack(&self, pack_id: u32, path: PathBuf) -> std::io::Result<()> {
         let file = ReadFile::open(path)?;
         let slot = &self.packs[pack_id as usize];
-        let result = slot.set(file);
-        assert!(result.is_ok(), "pack {pack_id} registered twice");
+        let before = slot.current.swap(Some(std::sync::Arc::new(file)));
+        assert!(before.is_none(), "pack {pack_id} registered twice");
         Ok(())
     }
 
@@ -110,7 +111,7 @@ impl ShardView {
     ) -> Result<Bytes, EngineError> {
         let (stored, corrupt) = self.read_located(hash, location)?;
         codec::decode(hash, stored.compression, stored.raw_len, stored.bytes)
-            .map_err(|error| EngineError::Corrupt(corrupt(error.to_string())))
+            .map_err(|error| EngineError::Corrupt(corrupt.at(error.to_string())))
     }
 
     /// The location of a durable blob, or `BlobNotFound`.
@@ -118,17 +119,17 @@ impl ShardView {
         self.location(hash).ok_or(EngineError::BlobNotFound(*hash))
     }
 
-    /// Reads a record and returns it with a maker of `Corruption` errors naming its position.
+    /// Reads a record at `location`, checked against its header and body checksums. A
+    /// compaction may move the record while a reader holds its old location
+    /// (`install_compacted`): then the pack's previous file (kept open until every entry
+    /// points at the new one) still has it, or the index has its new location.
     fn read_located(
         &self,
         hash: &BlobHash,
         location: BlobLocation,
-    ) -> Result<(StoredBlob, impl Fn(String) -> Corruption + '_), EngineError> {
-        let Some(pack) = self
-            .packs
-            .get(location.pack_id as usize)
-            .and_then(OnceLock::get)
-        else {
+    ) -> Result<(StoredBlob, Corrupt), EngineError> {
+        let slot = self.packs.get(location.pack_id as usize);
+        let Some(current) = slot.and_then(|slot| slot.current.load_full()) else {
             return Err(EngineError::Corrupt(Corruption::new(
                 &self.dir,
                 location.pack_offset,
@@ -138,32 +139,128 @@ impl ShardView {
                 ),
             )));
         };
-        let corrupt =
-            move |reason: String| Corruption::new(&pack.path, location.pack_offset, reason);
-        let mut bytes = vec![0u8; PACK_HEADER_BYTES + location.stored_len as usize];
-        pack.read_exact_at(&mut bytes, location.pack_offset)?;
-        let mut header_bytes = [0u8; PACK_HEADER_BYTES];
-        header_bytes.copy_from_slice(&bytes[..PACK_HEADER_BYTES]);
-        let header = PackHeader::decode(&header_bytes)
-            .map_err(|error| EngineError::Corrupt(corrupt(error.to_string())))?;
-        if header.hash != *hash
-            || header.stored_len != location.stored_len
-            || header.raw_len != location.raw_len
-            || header.compression != location.compression
-        {
-            let reason = format!("record does not match the index entry of blob {hash}");
-            return Err(EngineError::Corrupt(corrupt(reason)));
+        let first = read_record(&current, hash, location);
+        if first.is_ok() {
+            return first;
         }
-        let body = Bytes::from(bytes).slice(PACK_HEADER_BYTES..);
-        header
-            .check_body(&body)
-            .map_err(|error| EngineError::Corrupt(corrupt(error.to_string())))?;
-        let stored = StoredBlob {
-            hash: *hash,
-            compression: header.compression,
-            raw_len: header.raw_len,
-            bytes: body,
-        };
-        Ok((stored, corrupt))
+        if let Some(previous) = slot.and_then(|slot| slot.previous.load_full())
+            && let Ok(found) = read_record(&previous, hash, location)
+        {
+            return Ok(found);
+        }
+        // Moved by a compaction (or swept and written again): one more read at the place the
+        // index names now.
+        match self.location(hash) {
+            Some(moved) if moved != location => {
+                let pack = self
+                    .packs
+                    .get(moved.pack_id as usize)
+                    .and_then(|slot| slot.current.load_full());
+                match pack {
+                    Some(pack) => read_record(&pack, hash, moved),
+                    None => first,
+                }
+            }
+            _ => first,
+        }
     }
+
+    /// Shard only: takes a swept blob out of the index (reads answer not found from now on).
+    pub fn remove(&self, hash: &BlobHash) -> Option<BlobLocation> {
+        let removed = self.index.pin().remove(hash).copied();
+        if let Some(location) = removed {
+            self.counters.blobs.fetch_sub(1, Ordering::Relaxed);
+            self.counters
+                .unique_bytes
+                .fetch_sub(u64::from(location.raw_len), Ordering::Relaxed);
+            self.counters
+                .stored_bytes
+                .fetch_sub(location.record_bytes(), Ordering::Relaxed);
+        }
+        removed
+    }
+
+    /// Shard only: the compacted file of `pack_id` replaces the old one (renamed over it
+    /// already), then every kept record's entry moves to its new offset, then the old file is
+    /// let go (its bytes leave the disk once the last reader holding it drops it).
+    pub fn install_compacted(
+        &self,
+        pack_id: u32,
+        file: ReadFile,
+        relocated: &[crate::format::blob_index::IndexEntry],
+    ) {
+        let slot = &self.packs[pack_id as usize];
+        let old = slot.current.swap(Some(std::sync::Arc::new(file)));
+        assert!(old.is_some(), "compacted pack {pack_id} was not open");
+        slot.previous.store(old);
+        let index = self.index.pin();
+        for entry in relocated {
+            assert_eq!(entry.location.pack_id, pack_id);
+            let before = index.insert(entry.hash, entry.location).copied();
+            assert!(
+                before.is_some_and(|before| before.pack_id == pack_id
+                    && before.raw_len == entry.location.raw_len
+                    && before.stored_len == entry.location.stored_len),
+                "compaction moved blob {} which was not in pack {pack_id}",
+                entry.hash
+            );
+        }
+        slot.previous.store(None);
+    }
+}
+
+/// Names a damaged record: the pack file and the record's offset.
+pub(crate) struct Corrupt {
+    pub path: PathBuf,
+    pub offset: u64,
+}
+
+impl Corrupt {
+    pub fn at(&self, reason: String) -> Corruption {
+        Corruption::new(&self.path, self.offset, reason)
+    }
+}
+
+/// One pack's read handles: the file, and during a compaction's switch-over the file it
+/// replaced.
+#[derive(Debug, Default)]
+struct PackSlot {
+    current: arc_swap::ArcSwapOption<ReadFile>,
+    previous: arc_swap::ArcSwapOption<ReadFile>,
+}
+
+fn read_record(
+    pack: &ReadFile,
+    hash: &BlobHash,
+    location: BlobLocation,
+) -> Result<(StoredBlob, Corrupt), EngineError> {
+    let corrupt = Corrupt {
+        path: pack.path.clone(),
+        offset: location.pack_offset,
+    };
+    let mut bytes = vec![0u8; PACK_HEADER_BYTES + location.stored_len as usize];
+    pack.read_exact_at(&mut bytes, location.pack_offset)?;
+    let mut header_bytes = [0u8; PACK_HEADER_BYTES];
+    header_bytes.copy_from_slice(&bytes[..PACK_HEADER_BYTES]);
+    let header = PackHeader::decode(&header_bytes)
+        .map_err(|error| EngineError::Corrupt(corrupt.at(error.to_string())))?;
+    if header.hash != *hash
+        || header.stored_len != location.stored_len
+        || header.raw_len != location.raw_len
+        || header.compression != location.compression
+    {
+        let reason = format!("record does not match the index entry of blob {hash}");
+        return Err(EngineError::Corrupt(corrupt.at(reason)));
+    }
+    let body = Bytes::from(bytes).slice(PACK_HEADER_BYTES..);
+    header
+        .check_body(&body)
+        .map_err(|error| EngineError::Corrupt(corrupt.at(error.to_string())))?;
+    let stored = StoredBlob {
+        hash: *hash,
+        compression: header.compression,
+        raw_len: header.raw_len,
+        bytes: body,
+    };
+    Ok((stored, corrupt))
 }

@@ -12,6 +12,8 @@
 //! op 6 delete     empty: the context is gone (its name is free again; ids are never reused)
 //! op 7 floor      u32 floor depth: turns below it are no longer reachable through the context
 //! op 8 ttl        u64 ttl_ms (0: none): the context is deleted once idle that long
+//! op 9 gc-dead    u64 first_turn_id (a multiple of 64), then u64 words: bit i of word w set =
+//!                 TurnID first_turn_id + 64·w + i was collected (context_id 0: store-wide)
 //! ```
 
 use crate::format::RecordError;
@@ -33,6 +35,12 @@ const OP_CLONE_FROM: u16 = 5;
 const OP_DELETE: u16 = 6;
 const OP_FLOOR: u16 = 7;
 const OP_TTL: u16 = 8;
+/// The one op whose record names no context (`context_id` 0): turns the garbage collector
+/// declared dead (decision 0011).
+pub const OP_GC_DEAD: u16 = 9;
+/// Bitmap words one gc-dead record carries: 8 + 8 × 8,191 = 65,536 bytes of body, so one
+/// record covers 524,224 TurnIDs.
+pub const GC_DEAD_WORDS_MAX: usize = 8191;
 
 /// A key-value entry: the key and the blob that holds the value.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -61,6 +69,12 @@ pub enum ContextMeta {
     Floor(u32),
     /// Time to live in milliseconds since the context's last update (0: none).
     Ttl(u64),
+    /// Turns the garbage collector collected (store-wide, `context_id` 0): bit `i` of
+    /// `words[w]` stands for TurnID `first_turn_id + 64·w + i`. Never empty.
+    GcDead {
+        first_turn_id: u64,
+        words: Vec<u64>,
+    },
 }
 
 impl ContextMeta {
@@ -74,6 +88,7 @@ impl ContextMeta {
             ContextMeta::Delete => OP_DELETE,
             ContextMeta::Floor(_) => OP_FLOOR,
             ContextMeta::Ttl(_) => OP_TTL,
+            ContextMeta::GcDead { .. } => OP_GC_DEAD,
         }
     }
 
@@ -127,6 +142,19 @@ impl ContextMeta {
             ContextMeta::Delete => {}
             ContextMeta::Floor(depth) => out.extend_from_slice(&depth.to_le_bytes()),
             ContextMeta::Ttl(ttl_ms) => out.extend_from_slice(&ttl_ms.to_le_bytes()),
+            ContextMeta::GcDead {
+                first_turn_id,
+                words,
+            } => {
+                assert!(
+                    check_gc_dead(*first_turn_id, words).is_ok(),
+                    "{first_turn_id}"
+                );
+                out.extend_from_slice(&first_turn_id.to_le_bytes());
+                for word in words {
+                    out.extend_from_slice(&word.to_le_bytes());
+                }
+            }
         }
         out
     }
@@ -191,6 +219,23 @@ impl ContextMeta {
             OP_DELETE => ContextMeta::Delete,
             OP_FLOOR => ContextMeta::Floor(u32::from_le_bytes(reader.array()?)),
             OP_TTL => ContextMeta::Ttl(u64::from_le_bytes(reader.array()?)),
+            OP_GC_DEAD => {
+                let first_turn_id = u64::from_le_bytes(reader.array()?);
+                if !reader.rest.len().is_multiple_of(8) {
+                    return Err(RecordError::Field("gc-dead bitmap is not whole words"));
+                }
+                let words: Vec<u64> = reader
+                    .rest
+                    .chunks_exact(8)
+                    .map(|word| u64::from_le_bytes(word.try_into().unwrap_or([0; 8])))
+                    .collect();
+                reader.rest = &[];
+                check_gc_dead(first_turn_id, &words)?;
+                ContextMeta::GcDead {
+                    first_turn_id,
+                    words,
+                }
+            }
             _ => return Err(RecordError::Field("unknown context metadata op")),
         };
         if !reader.rest.is_empty() {
@@ -198,6 +243,30 @@ impl ContextMeta {
         }
         Ok(meta)
     }
+}
+
+/// A gc-dead body: a first TurnID that is a multiple of 64 (TurnIDs start at 1, so bit 0 of
+/// the first word may stand for no turn and is never set then), 1..=`GC_DEAD_WORDS_MAX`
+/// words, the first and last not zero (no padding), no TurnID 0, no overflow.
+pub fn check_gc_dead(first_turn_id: u64, words: &[u64]) -> Result<(), RecordError> {
+    if !first_turn_id.is_multiple_of(64) {
+        return Err(RecordError::Field(
+            "gc-dead first turn is not a multiple of 64",
+        ));
+    }
+    if words.is_empty() || words.len() > GC_DEAD_WORDS_MAX {
+        return Err(RecordError::Field("gc-dead bitmap is not 1..=8191 words"));
+    }
+    if words[0] == 0 || words[words.len() - 1] == 0 {
+        return Err(RecordError::Field("gc-dead bitmap has padding words"));
+    }
+    if first_turn_id == 0 && words[0] & 1 != 0 {
+        return Err(RecordError::Field("gc-dead names TurnID 0"));
+    }
+    if first_turn_id.checked_add(64 * words.len() as u64).is_none() {
+        return Err(RecordError::Field("gc-dead bitmap passes the last TurnID"));
+    }
+    Ok(())
 }
 
 /// A context name: 1..=256 bytes of UTF-8.

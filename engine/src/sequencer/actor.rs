@@ -7,10 +7,12 @@
 //! Every answer of a batch, errors included, waits for the batch: a `Conflict` may name a
 //! head that this very batch wrote, and no one may learn a TurnID before it is durable.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use crate::blob::condemned::Condemned;
 use crate::config::Limits;
 use crate::error::EngineError;
 use crate::file::{ActorFile, ActorIo, open_actor_file};
@@ -21,14 +23,16 @@ use crate::format::turn_log::{
 };
 use crate::format::turn_log::{TURN_FLAG_SUMMARY, turn_extras_body};
 use crate::group_commit::{Admitted, GroupCommit};
-use crate::ids::{ContextId, TurnId};
+use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};
 use crate::model::Parent;
 use crate::model::{Appended, ContextHead, ContextView, Created, NewContext};
 use crate::pipeline::{
-    BatchReply, ContextReply, MetaReply, Retention, SequencerRequest, TurnAppend, TurnReply,
+    BatchReply, ContextReply, GcFenced, GcSnapshot, MetaReply, Retention, SequencerRequest,
+    TurnAppend, TurnReply,
 };
 use crate::published::Published;
 use crate::sequencer::contexts::{Contexts, check_new};
+use crate::sequencer::dead::DeadTurns;
 use crate::sequencer::heads::{HeadState, Heads};
 use crate::sequencer::owners;
 use crate::sequencer::recover::RecoveredLog;
@@ -36,6 +40,10 @@ use crate::skip;
 use crate::store_dir::now_unix_ms;
 
 enum Answer {
+    Gc(
+        oneshot::Sender<Result<GcFenced, EngineError>>,
+        Result<GcFenced, EngineError>,
+    ),
     Context(ContextReply, Result<Created, EngineError>),
     Meta(MetaReply, Result<ContextView, EngineError>),
     Turn(TurnReply, Result<Appended, EngineError>),
@@ -72,6 +80,8 @@ struct Batch {
     turns: u64,
     logical_bytes: u64,
     dedup_hits: u64,
+    /// The batch carries gc-dead records: readers get the new set once it is durable.
+    dead_changed: bool,
 }
 
 pub(crate) struct SequencerActor {
@@ -88,6 +98,50 @@ pub(crate) struct SequencerActor {
     /// the batch is durable, restored from the published snapshot when it fails.
     contexts: Contexts,
     batch: Batch,
+    gc: GcState,
+}
+
+/// The sequencer's part in garbage collection (decision 0011).
+#[derive(Default)]
+struct GcState {
+    /// Turns collected so far (the durable gc-dead records, and those of this batch): nothing
+    /// may name them again.
+    dead: DeadTurns,
+    /// The last fence's condemned blobs: a record naming a swept one is refused.
+    condemned: Option<Arc<Condemned>>,
+    /// Between `GcStart` and its fence: what new records named.
+    noted: Option<Noted>,
+    /// `GcStart` requests answered once the batch they joined is durable.
+    starting: Vec<oneshot::Sender<GcSnapshot>>,
+}
+
+/// Turns and blobs records named since a round's `GcStart`.
+#[derive(Default)]
+struct Noted {
+    turns: HashSet<TurnId>,
+    blobs: HashSet<BlobHash, BlobHashBuildHasher>,
+}
+
+impl GcState {
+    fn note_turn(&mut self, turn_id: TurnId) {
+        if let Some(noted) = &mut self.noted
+            && !turn_id.is_none()
+        {
+            noted.turns.insert(turn_id);
+        }
+    }
+
+    /// A record is about to name `hash`: noted for a round in progress; refused (not found)
+    /// if the last fence's sweep took its bytes (the caller stores it again).
+    fn name_blob(&mut self, hash: &BlobHash) -> Result<(), EngineError> {
+        if let Some(noted) = &mut self.noted {
+            noted.blobs.insert(*hash);
+        }
+        match &self.condemned {
+            Some(condemned) if !condemned.resurrect(hash) => Err(EngineError::BlobNotFound(*hash)),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl SequencerActor {
@@ -118,6 +172,10 @@ impl SequencerActor {
             heads: recovered.heads,
             contexts: recovered.contexts,
             batch,
+            gc: GcState {
+                dead: recovered.dead,
+                ..GcState::default()
+            },
         })
     }
 
@@ -160,10 +218,16 @@ impl SequencerActor {
                 .get(source)
                 .ok_or(EngineError::ContextNotFound(source))?,
             // Only a durable turn can be a base: no one can know of any other.
-            None if !new.base.is_none() => HeadState {
-                head_turn_id: new.base,
-                head_depth: self.published.turns.turn(new.base)?.depth,
-            },
+            None if !new.base.is_none() => {
+                self.gc.note_turn(new.base);
+                if self.gc.dead.contains(new.base) {
+                    return Err(EngineError::TurnNotFound(new.base));
+                }
+                HeadState {
+                    head_turn_id: new.base,
+                    head_depth: self.published.turns.turn(new.base)?.depth,
+                }
+            }
             None => HeadState::default(),
         };
         let Some(context_id) = self.heads.next_context_id() else {
@@ -225,6 +289,13 @@ impl SequencerActor {
                 expected,
                 actual: head.head_turn_id,
             });
+        }
+        for change in &changes {
+            if let ContextMeta::KvPut(entries) = change {
+                for entry in entries {
+                    self.gc.name_blob(&entry.value_hash)?;
+                }
+            }
         }
         // Try them on a copy (O(1) with persistent maps), so that a refusal changes nothing.
         let now = now_unix_ms();
@@ -331,6 +402,37 @@ impl SequencerActor {
         })
     }
 
+    /// A garbage-collection fence (`SequencerRequest::GcFence`): decided here, between the
+    /// records before it and after it.
+    fn gc_fence(
+        &mut self,
+        dead: DeadTurns,
+        condemned: Arc<Condemned>,
+    ) -> Result<GcFenced, EngineError> {
+        self.published.status.check_writable()?;
+        let Some(noted) = self.gc.noted.take() else {
+            return Err(EngineError::InvalidArgument(
+                "a garbage-collection fence without a round in progress".into(),
+            ));
+        };
+        // Someone forked, linked or appended after a turn the marker found unreachable: it is
+        // reachable again, and so may be its history. The next round sees it live.
+        if let Some(&turn_id) = noted.turns.iter().find(|&&id| dead.contains(id)) {
+            return Ok(GcFenced::Aborted(turn_id));
+        }
+        for hash in &noted.blobs {
+            condemned.resurrect(hash);
+        }
+        let now = now_unix_ms();
+        for record in dead.records() {
+            self.push_meta(ContextId(0), &record, now);
+        }
+        self.gc.dead.extend(&dead);
+        self.gc.condemned = Some(condemned);
+        self.batch.dead_changed = true;
+        Ok(GcFenced::Fenced)
+    }
+
     fn push_meta(&mut self, context_id: ContextId, change: &ContextMeta, at_unix_ms: u64) {
         let record = MetaRecord {
             record_id: self.next_record_id,
@@ -363,8 +465,15 @@ impl SequencerActor {
             limit: over.limit,
         })?;
         let blob = append.payload;
+        self.gc.name_blob(&blob.hash)?;
+        if let Parent::Turn(parent) = options.parent {
+            self.gc.note_turn(parent);
+        }
+        for link in &extras.links {
+            self.gc.note_turn(*link);
+        }
         // The pipeline made the blob durable before the append got here: a turn never points
-        // at a blob that a crash could lose.
+        // at a blob that a crash could lose (nor one a collection swept: refused above).
         assert!(
             self.published.shard_of(&blob.hash).contains(&blob.hash),
             "blob {} of an append is not durable",
@@ -431,7 +540,10 @@ impl SequencerActor {
         for link in &extras.links {
             self.turn(*link)?;
         }
-        let skip_turn_id = skip::skip_of_child(parent, depth, |id| self.turn(id))?;
+        // The skip target may lie in history a collection took (below a floor): the pointer
+        // names it all the same (the record is still in the log; verify checks every pointer
+        // against the ancestry), and no read through a context ever follows it that deep.
+        let skip_turn_id = skip::skip_of_child(parent, depth, |id| self.turn_record(id))?;
         let turn_id = TurnId(self.next_record_id);
         let summary_turn_id = match (options.summary, &parent) {
             (true, _) => turn_id,
@@ -520,6 +632,20 @@ impl SequencerActor {
         Ok(appended)
     }
 
+    /// Answers the `GcStart`s of the batch just committed with the durable state, and starts
+    /// noting: every record admitted from now on lies after the watermark they got.
+    fn start_gc_rounds(&mut self) {
+        let snapshot = || GcSnapshot {
+            watermark: self.published.turns.durable_record_id(),
+            contexts: self.published.contexts.load(),
+            dead: self.published.turns.dead(),
+        };
+        for reply in std::mem::take(&mut self.gc.starting) {
+            drop(reply.send(snapshot()));
+        }
+        self.gc.noted = Some(Noted::default());
+    }
+
     fn restore(&mut self, savepoint: Savepoint) {
         for head_move in self.batch.moves.drain(savepoint.moves..).rev() {
             self.heads.set(head_move.context_id, head_move.previous);
@@ -584,6 +710,14 @@ impl SequencerActor {
     /// them (not durable yet), else from the durable log. For skip pointers: O(log n) reads,
     /// 3 on average, of turns near the head (page-cache hits).
     fn turn(&self, turn_id: TurnId) -> Result<TurnRecord, EngineError> {
+        if self.gc.dead.contains(turn_id) {
+            return Err(EngineError::TurnNotFound(turn_id));
+        }
+        self.turn_record(turn_id)
+    }
+
+    /// A turn record as `turn` finds it, collected or not.
+    fn turn_record(&self, turn_id: TurnId) -> Result<TurnRecord, EngineError> {
         let first_in_batch = self.published.turns.durable_record_id() + 1;
         assert_eq!(
             first_in_batch + u64::from(self.batch.records),
@@ -591,7 +725,10 @@ impl SequencerActor {
             "the batch starts right after the durable log"
         );
         if turn_id.0 < first_in_batch {
-            return self.published.turns.turn(turn_id);
+            return match self.published.turns.record(turn_id.0)? {
+                Some(LogRecord::Turn(turn)) => Ok(turn),
+                _ => Err(EngineError::TurnNotFound(turn_id)),
+            };
         }
         match self.batch_record(turn_id.0) {
             Some(LogRecord::Turn(turn)) => Ok(turn),
@@ -655,6 +792,9 @@ impl SequencerActor {
         published.heads.publish_contexts(self.heads.count());
         // Last: a reader that finds a name or a tag finds its context's head.
         published.contexts.publish(self.contexts.clone());
+        if batch.dead_changed {
+            published.turns.publish_dead(self.gc.dead.clone());
+        }
         let counters = &published.counters;
         counters.turns.fetch_add(batch.turns, Ordering::Relaxed);
         counters
@@ -709,6 +849,16 @@ impl GroupCommit for SequencerActor {
                 let result = self.append_batch(&appends);
                 self.batch.answers.push(Answer::Batch(reply, result));
             }
+            SequencerRequest::GcStart { reply } => self.gc.starting.push(reply),
+            SequencerRequest::GcFence {
+                dead,
+                condemned,
+                reply,
+            } => {
+                let result = self.gc_fence(dead, condemned);
+                self.batch.answers.push(Answer::Gc(reply, result));
+            }
+            SequencerRequest::GcAbort => self.gc.noted = None,
             SequencerRequest::Stop { done } => return Admitted::Stop(done),
         }
         Admitted::Continue
@@ -753,8 +903,12 @@ impl GroupCommit for SequencerActor {
                 }
             }
         }
+        if !self.gc.starting.is_empty() {
+            self.start_gc_rounds();
+        }
         for answer in batch.answers {
             match answer {
+                Answer::Gc(reply, result) => drop(reply.send(result)),
                 Answer::Context(reply, result) => drop(reply.send(result)),
                 Answer::Meta(reply, result) => drop(reply.send(result)),
                 Answer::Turn(reply, result) => drop(reply.send(result)),
@@ -797,6 +951,7 @@ impl GroupCommit for SequencerActor {
 fn fail_all(answers: &mut [Answer], error: &EngineError) {
     for answer in answers {
         match answer {
+            Answer::Gc(_, result) => *result = Err(error.duplicate()),
             Answer::Context(_, result) => *result = Err(error.duplicate()),
             Answer::Meta(_, result) => *result = Err(error.duplicate()),
             Answer::Turn(_, result) => *result = Err(error.duplicate()),

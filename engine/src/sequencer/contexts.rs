@@ -240,6 +240,10 @@ impl Contexts {
                 )))
             }
             ContextMeta::Floor(_) => Ok(()),
+            // Store-wide: the sequencer writes it, no context applies it.
+            ContextMeta::GcDead { .. } => Err(EngineError::InvalidArgument(
+                "a gc-dead record names no context".into(),
+            )),
         }
     }
 
@@ -329,6 +333,7 @@ impl Contexts {
             }
             ContextMeta::Floor(depth) => info.floor_depth = *depth,
             ContextMeta::Ttl(ttl_ms) => info.ttl_ms = *ttl_ms,
+            ContextMeta::GcDead { .. } => unreachable!("`check` refuses a gc-dead record"),
         }
         info.updated_at_unix_ms = info.updated_at_unix_ms.max(at_unix_ms);
         self.infos[index] = info;

@@ -3,10 +3,12 @@
 //! - `view`: what readers see (turns.log up to the durable watermark, the head table, counters).
 //! - `heads`: the heads as the sequencer tracks them, and the DAG rule.
 //! - `actor`: TurnID allocation, head compare-and-set, group commit of `turns.log`.
+//! - `dead`: the turns the garbage collector collected (a bitmap by TurnID).
 //! - `scan` / `recover`: reading `turns.log` at open (replay, DAG checks) and for `verify`.
 
 pub(crate) mod actor;
 pub(crate) mod contexts;
+pub(crate) mod dead;
 pub(crate) mod heads;
 pub(crate) mod migrate;
 pub(crate) mod owners;

@@ -24,6 +24,7 @@ use crate::format::turn_log::{
 };
 use crate::ids::{BlobHash, BlobHashBuildHasher, TurnId};
 use crate::sequencer::contexts::Contexts;
+use crate::sequencer::dead::DeadTurns;
 use crate::sequencer::heads::{HeadState, Heads};
 use crate::sequencer::scan::scan_log;
 use crate::tail::Tail;
@@ -39,6 +40,29 @@ pub(crate) struct RecoveredLog {
     pub turns: u64,
     pub logical_bytes: u64,
     pub dedup_hits: u64,
+    /// Turns the garbage collector collected (gc-dead records).
+    pub dead: DeadTurns,
+    /// Turns whose blob is not in its shard: fine for a collected turn, data loss for any
+    /// other. Decided at the end of replay, when every gc-dead record has been read (a turn's
+    /// gc-dead record comes after it).
+    pub blobs_missing: Vec<(TurnId, BlobHash, u16)>,
+}
+
+impl RecoveredLog {
+    /// The end of replay: every turn whose blob is missing was collected.
+    pub fn check_blobs_missing(&self) -> Result<(), String> {
+        match self
+            .blobs_missing
+            .iter()
+            .find(|(turn_id, _, _)| !self.dead.contains(*turn_id))
+        {
+            None => Ok(()),
+            Some((turn_id, hash, shard)) => Err(format!(
+                "turn {turn_id} references blob {hash} which is not in shard {shard}: a pack \
+                 lost acknowledged data"
+            )),
+        }
+    }
 }
 
 pub(crate) fn recover_log(
@@ -51,6 +75,10 @@ pub(crate) fn recover_log(
     let scan = scan_log(path, |record| replay.record(record)).map_err(io)?;
     let pending = replay.pending.as_ref().map(SlotAssembly::head_record_id);
     let mut state = replay.state;
+    state
+        .check_blobs_missing()
+        .map_err(|reason| OpenError::Corrupt(crate::error::Corruption::new(path, 0, reason)))?;
+    state.blobs_missing = Vec::new();
     let cut_at = match pending_metadata_tail(pending, scan.tail) {
         Tail::Clean | Tail::Preallocated { .. } => None,
         Tail::Torn { offset, reason } => {
@@ -249,7 +277,11 @@ fn replay_turn(
             turn.turn_id, turn.context_id
         ));
     }
-    check_blob(shards, turn)?;
+    if let Some(shard) = check_blob(shards, turn)? {
+        state
+            .blobs_missing
+            .push((turn.turn_id, turn.payload_hash, shard));
+    }
     state.heads.set(turn.context_id, HeadState::of(turn));
     state.contexts.appended(
         turn.context_id,
@@ -270,6 +302,23 @@ fn replay_turn(
 fn apply_meta(state: &mut RecoveredLog, record: &MetaRecord) -> Result<(), String> {
     let meta = ContextMeta::decode(record.op, &record.body)
         .map_err(|error| format!("metadata record {}: {error}", record.record_id))?;
+    if let ContextMeta::GcDead {
+        first_turn_id,
+        words,
+    } = &meta
+    {
+        let last_word = words.last().copied().unwrap_or(0);
+        let highest = first_turn_id + 64 * (words.len() as u64 - 1) + 63
+            - u64::from(last_word.leading_zeros());
+        if highest >= record.record_id {
+            return Err(format!(
+                "gc-dead record {} names turns after itself",
+                record.record_id
+            ));
+        }
+        state.dead.apply(*first_turn_id, words);
+        return Ok(());
+    }
     state
         .contexts
         .apply(record.context_id, &meta, record.created_at_unix_ms)
@@ -282,19 +331,17 @@ fn apply_meta(state: &mut RecoveredLog, record: &MetaRecord) -> Result<(), Strin
 }
 
 /// The turn's blob is in its shard's index with the same length: the blob was durable before
-/// the turn was written, so a missing blob means a pack lost acknowledged data.
-fn check_blob(shards: &[ShardView], turn: &TurnRecord) -> Result<(), String> {
+/// the turn was written, so a missing blob means a pack lost acknowledged data — unless the
+/// garbage collector collected the turn (`Some(shard)`: decided at the end of replay).
+fn check_blob(shards: &[ShardView], turn: &TurnRecord) -> Result<Option<u16>, String> {
     let shard = &shards[usize::from(turn.payload_hash.shard(shards.len() as u16))];
     match shard.location(&turn.payload_hash) {
-        Some(location) if location.raw_len == turn.payload_len => Ok(()),
+        Some(location) if location.raw_len == turn.payload_len => Ok(None),
         Some(location) => Err(format!(
             "turn {} says its payload has {} bytes, blob {} has {}",
             turn.turn_id, turn.payload_len, turn.payload_hash, location.raw_len
         )),
-        None => Err(format!(
-            "turn {} references blob {} which is not in shard {}: a pack lost acknowledged data",
-            turn.turn_id, turn.payload_hash, shard.shard
-        )),
+        None => Ok(Some(shard.shard)),
     }
 }
 

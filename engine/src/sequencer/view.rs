@@ -15,20 +15,39 @@ use crate::format::turn_log::{
 };
 use crate::ids::{ContextId, TurnId};
 use crate::sequencer::contexts::Contexts;
+use crate::sequencer::dead::DeadTurns;
 
 /// `turns.log` as readers see it: records `1..=durable_record_id` are durable and immutable.
 #[derive(Debug)]
 pub(crate) struct TurnsView {
     file: ReadFile,
     durable_record_id: AtomicU64,
+    /// The turns the garbage collector collected (durable gc-dead records): they read as not
+    /// found, their blobs may be gone.
+    dead: arc_swap::ArcSwap<DeadTurns>,
 }
 
 impl TurnsView {
-    pub fn new(file: ReadFile, durable_record_id: u64) -> Self {
+    pub fn new(file: ReadFile, durable_record_id: u64, dead: DeadTurns) -> Self {
         TurnsView {
             file,
             durable_record_id: AtomicU64::new(durable_record_id),
+            dead: arc_swap::ArcSwap::from_pointee(dead),
         }
+    }
+
+    /// The collected turns as of the last durable gc-dead record.
+    pub fn dead(&self) -> Arc<DeadTurns> {
+        self.dead.load_full()
+    }
+
+    pub fn is_dead(&self, turn_id: TurnId) -> bool {
+        self.dead.load().contains(turn_id)
+    }
+
+    /// Sequencer only, after the gc-dead records of `dead` are durable.
+    pub fn publish_dead(&self, dead: DeadTurns) {
+        self.dead.store(Arc::new(dead));
     }
 
     pub fn path(&self) -> &PathBuf {
@@ -92,8 +111,12 @@ impl TurnsView {
         TurnExtras::decode(&body).map_err(|error| corrupt(error.to_string()))
     }
 
-    /// A durable turn, or `TurnNotFound` (no such record, or a context record).
+    /// A durable turn, or `TurnNotFound` (no such record, a context record, or a turn the
+    /// garbage collector collected).
     pub fn turn(&self, turn_id: TurnId) -> Result<TurnRecord, EngineError> {
+        if self.is_dead(turn_id) {
+            return Err(EngineError::TurnNotFound(turn_id));
+        }
         match self.record(turn_id.0)? {
             Some(LogRecord::Turn(turn)) => Ok(turn),
             _ => Err(EngineError::TurnNotFound(turn_id)),

@@ -1,0 +1,795 @@
+//! The garbage collector (issue 15, decision 0011): one round = start → mark → seal → fence →
+//! sweep and compact, on the caller's thread (`Engine::gc`) or the `ctxstore-gc` thread (every
+//! `gc_interval_ms`). Appends and reads go on throughout; the actors only ever do short steps
+//! between their batches (answer a start, a fence, a sweep, a file switch-over).
+//!
+//! ```text
+//!  collector                          sequencer                        blob shards
+//!  ─────────                          ─────────                        ───────────
+//!  GcStart ─────────────────────────► durable watermark W, contexts;
+//!                                     notes what new records name
+//!  mark: read turns.log 1..=W,
+//!  live = what live contexts reach
+//!  GcSeal ──────────────────────────────────────────────────────────► open pack sealed
+//!  condemn: unreachable blobs in
+//!  packs past the dead-share threshold
+//!  GcFence(dead turns, condemned) ──► aborts if a noted turn is dead;
+//!                                     noted blobs kept; gc-dead
+//!                                     records durable; from now on a
+//!                                     dead turn or swept blob is
+//!                                     refused
+//!  per pack: GcSweep ───────────────────────────────────────────────► out of the index (CAS)
+//!            copy live records to pack.compact, index to blobs.idx.compact (synced, throttled)
+//!            GcInstall ─────────────────────────────────────────────► REINDEX marker, renames,
+//!                                                                     new read handle, marker gone
+//! ```
+//!
+//! Why each step is safe is in decision 0011; what recovery does with each file is in
+//! docs/storage.md (*Garbage collection*).
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::blob::condemned::Condemned;
+use crate::blob::scan::{self, ScannedRecord};
+use crate::error::EngineError;
+use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
+use crate::format::pack::{PACK_HEADER_BYTES, PackHeader};
+use crate::format::turn_extras::TurnExtras;
+use crate::format::turn_log::{
+    Assembled, LOG_RECORD_BYTES, LogRecord, SlotAssembly, SlotHead, Whole,
+};
+use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};
+use crate::model::GcReport;
+use crate::pipeline::{
+    CompactedPack, GcFenced, GcSnapshot, SequencerInbox, SequencerRequest, ShardRequest, SweptBlobs,
+};
+use crate::published::Published;
+use crate::sequencer::contexts::Contexts;
+use crate::sequencer::dead::DeadTurns;
+use crate::sequencer::owners;
+use crate::store_dir::{StoreDir, compact_path, pack_path, sync_dir};
+
+/// A compaction syncs what it wrote every this many bytes: a multi-megabyte write-back at the
+/// final fsync would stall every append's fdatasync behind it (the backup's lesson,
+/// docs/benchmarks.md).
+const SYNC_STEP_BYTES: u64 = 2 << 20;
+
+/// What the collector counts across rounds (read by `Engine::stats`).
+#[derive(Debug, Default)]
+pub(crate) struct GcCounters {
+    pub runs: AtomicU64,
+    pub bytes_reclaimed_total: AtomicU64,
+    pub live_bytes: AtomicU64,
+    pub dead_bytes: AtomicU64,
+}
+
+/// Everything a round needs; shared by `Engine::gc` and the scheduler thread.
+#[derive(Debug)]
+pub(crate) struct Collector {
+    published: Arc<Published>,
+    sequencer: SequencerInbox,
+    shards: Box<[flume::Sender<ShardRequest>]>,
+    store: StoreDir,
+    pack_dead_percent: u8,
+    bytes_per_s_max: u64,
+    /// One maintenance job at a time: a collection or a backup (a backup hard-links packs a
+    /// compaction would replace).
+    pub maintenance: Arc<Mutex<()>>,
+    pub counters: GcCounters,
+    /// Set by `Engine::shutdown`: a round in progress stops at its next step.
+    pub stopping: AtomicBool,
+    /// Per shard: packs below this id were sealed before the last round began. A blob no turn
+    /// ever named (stored by PUT_BLOB, a replaced key-value value) is collected only there,
+    /// so a client has at least one interval between storing a blob and naming it.
+    orphans_before_pack: Mutex<Vec<u32>>,
+}
+
+impl Collector {
+    pub fn new(
+        published: Arc<Published>,
+        sequencer: SequencerInbox,
+        shards: Box<[flume::Sender<ShardRequest>]>,
+        store: StoreDir,
+        pack_dead_percent: u8,
+        bytes_per_s_max: u64,
+        open_pack_ids: Vec<u32>,
+    ) -> Collector {
+        Collector {
+            published,
+            sequencer,
+            shards,
+            store,
+            pack_dead_percent,
+            bytes_per_s_max,
+            maintenance: Arc::new(Mutex::new(())),
+            counters: GcCounters::default(),
+            stopping: AtomicBool::new(false),
+            orphans_before_pack: Mutex::new(open_pack_ids),
+        }
+    }
+
+    /// Takes the maintenance lock, or says who holds it.
+    pub fn try_maintenance(&self) -> Result<MutexGuard<'_, ()>, EngineError> {
+        match self.maintenance.try_lock() {
+            Ok(guard) => Ok(guard),
+            Err(TryLockError::Poisoned(poisoned)) => Ok(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => Err(EngineError::InvalidArgument(
+                "a garbage collection or a backup is running; try again when it has finished"
+                    .into(),
+            )),
+        }
+    }
+
+    /// One round. Blocking file I/O on the caller's thread.
+    pub fn run(&self) -> Result<GcReport, EngineError> {
+        let _guard = self.try_maintenance()?;
+        self.published.status.check_writable()?;
+        let started = Instant::now();
+        let snapshot = self.start()?;
+        let result = self.collect(&snapshot);
+        if !matches!(result, Ok(Some(_))) {
+            // No fence reached the sequencer: it stops noting.
+            let _ = self.sequencer.0.send(SequencerRequest::GcAbort);
+        }
+        let mut report = result?.unwrap_or_default();
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        self.counters.runs.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_reclaimed_total
+            .fetch_add(report.bytes_reclaimed, Ordering::Relaxed);
+        self.counters
+            .live_bytes
+            .store(report.live_bytes, Ordering::Relaxed);
+        self.counters
+            .dead_bytes
+            .store(report.dead_bytes, Ordering::Relaxed);
+        tracing::info!(
+            turns_dead = report.turns_dead,
+            blobs_dead = report.blobs_dead,
+            bytes_reclaimed = report.bytes_reclaimed,
+            packs_compacted = report.packs_compacted,
+            live_bytes = report.live_bytes,
+            dead_bytes = report.dead_bytes,
+            duration_ms = report.duration_ms,
+            "garbage collection done"
+        );
+        Ok(report)
+    }
+
+    fn start(&self) -> Result<GcSnapshot, EngineError> {
+        let (reply, answer) = oneshot::channel();
+        self.sequencer
+            .0
+            .send(SequencerRequest::GcStart { reply })
+            .map_err(|_| EngineError::ShutDown)?;
+        answer.recv().map_err(|_| EngineError::ShutDown)
+    }
+
+    /// Mark, condemn, fence, sweep. `Ok(None)`: the round ended before its fence (nothing
+    /// to collect, or the fence was aborted).
+    fn collect(&self, snapshot: &GcSnapshot) -> Result<Option<GcReport>, EngineError> {
+        let log = LogTable::read(&self.published, snapshot.watermark)?;
+        let marked = mark(&log, &snapshot.contexts, &snapshot.dead, &self.published)?;
+        let mut report = GcReport::default();
+        let mut dead = DeadTurns::default();
+        let mut named_by_dead: HashSet<BlobHash, BlobHashBuildHasher> = HashSet::default();
+        for record_id in 1..=snapshot.watermark {
+            let turn_id = TurnId(record_id);
+            if log.is_turn(record_id)
+                && !marked.is_live(record_id)
+                && !snapshot.dead.contains(turn_id)
+            {
+                dead.insert(turn_id);
+                named_by_dead.insert(log.hash[record_id as usize]);
+            }
+        }
+        report.turns_dead = dead.count();
+
+        // Seal every open pack, so that every blob the mark judged lies in a sealed pack.
+        let mut open_packs = Vec::with_capacity(self.shards.len());
+        for sender in self.shards.iter() {
+            let (reply, answer) = oneshot::channel();
+            sender
+                .send(ShardRequest::GcSeal { reply })
+                .map_err(|_| EngineError::ShutDown)?;
+            open_packs.push(answer.recv().map_err(|_| EngineError::ShutDown)??);
+        }
+        let orphans_before = self
+            .orphans_before_pack
+            .lock()
+            .map(|mut before| std::mem::replace(&mut *before, open_packs.clone()))
+            .unwrap_or_else(|poisoned| poisoned.into_inner().clone());
+
+        // Condemn: unreachable blobs, in packs whose dead share passes the threshold.
+        let mut plans: Vec<PackPlan> = Vec::new();
+        for (shard, view) in self.published.shards.iter().enumerate() {
+            let mut packs: HashMap<u32, PackPlan> = HashMap::new();
+            let index = view.index.pin();
+            for (hash, location) in index.iter() {
+                if location.pack_id >= open_packs[shard] {
+                    continue;
+                }
+                let plan = packs.entry(location.pack_id).or_insert_with(|| PackPlan {
+                    shard: shard as u16,
+                    pack_id: location.pack_id,
+                    ..PackPlan::default()
+                });
+                let collectable = !marked.live_blobs.contains(hash)
+                    && (named_by_dead.contains(hash)
+                        || location.pack_id < orphans_before.get(shard).copied().unwrap_or(0));
+                if collectable {
+                    plan.dead.push(*hash);
+                } else {
+                    plan.live_bytes += location.record_bytes();
+                }
+            }
+            for pack_id in 0..open_packs[shard] {
+                let path = pack_path(&view.dir, pack_id);
+                let file_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                let plan = packs.remove(&pack_id).unwrap_or(PackPlan {
+                    shard: shard as u16,
+                    pack_id,
+                    ..PackPlan::default()
+                });
+                report.live_bytes += plan.live_bytes;
+                let garbage = file_bytes.saturating_sub(plan.live_bytes);
+                report.dead_bytes += garbage;
+                let due =
+                    garbage > 0 && garbage * 100 >= u64::from(self.pack_dead_percent) * file_bytes;
+                if due {
+                    plans.push(PackPlan { file_bytes, ..plan });
+                }
+            }
+        }
+        if dead.is_empty() && plans.is_empty() {
+            return Ok(None);
+        }
+        let condemned = Arc::new(Condemned::new(
+            plans.iter().flat_map(|plan| plan.dead.iter().copied()),
+        ));
+
+        // Fence: from here on nothing may name a dead turn or a swept blob.
+        let (reply, answer) = oneshot::channel();
+        self.sequencer
+            .0
+            .send(SequencerRequest::GcFence {
+                dead,
+                condemned: condemned.clone(),
+                reply,
+            })
+            .map_err(|_| EngineError::ShutDown)?;
+        match answer.recv().map_err(|_| EngineError::ShutDown)?? {
+            GcFenced::Fenced => {}
+            GcFenced::Aborted(turn_id) => {
+                tracing::info!(
+                    %turn_id,
+                    "garbage collection stopped before sweeping: a new record names a turn it \
+                     found unreachable (the next round sees it live)"
+                );
+                return Ok(Some(GcReport::default()));
+            }
+        }
+
+        // Sweep and compact, one pack at a time.
+        let mut throttle = Throttle::new(self.bytes_per_s_max);
+        for plan in plans {
+            if self.stopping.load(Ordering::Acquire) {
+                return Err(EngineError::ShutDown);
+            }
+            let sender = &self.shards[usize::from(plan.shard)];
+            let (reply, answer) = oneshot::channel();
+            sender
+                .send(ShardRequest::GcSweep {
+                    pack_id: plan.pack_id,
+                    hashes: plan.dead.clone(),
+                    condemned: condemned.clone(),
+                    reply,
+                })
+                .map_err(|_| EngineError::ShutDown)?;
+            let swept: SweptBlobs = answer.recv().map_err(|_| EngineError::ShutDown)?;
+            report.blobs_dead += swept.blobs;
+            let compacted = self.compact(&plan, sender, &mut throttle)?;
+            report.bytes_reclaimed += plan.file_bytes.saturating_sub(compacted);
+            report.packs_compacted += 1;
+        }
+        report.dead_bytes = report.dead_bytes.saturating_sub(report.bytes_reclaimed);
+        Ok(Some(report))
+    }
+
+    /// Rewrites one swept pack with the records the index still points at, and the shard's
+    /// index to match; the shard installs both. Returns the new pack's length.
+    fn compact(
+        &self,
+        plan: &PackPlan,
+        sender: &flume::Sender<ShardRequest>,
+        throttle: &mut Throttle,
+    ) -> Result<u64, EngineError> {
+        let view = &self.published.shards[usize::from(plan.shard)];
+        let dir = self.store.shard_dir(plan.shard);
+        let old_path = pack_path(&dir, plan.pack_id);
+        let new_path = compact_path(&old_path);
+        let write = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| EngineError::from_write(&path, source)
+        };
+        let mut out = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&new_path)
+            .map_err(write(&new_path))?;
+        let mut relocated: Vec<IndexEntry> = Vec::new();
+        let mut new_len = 0u64;
+        let mut unsynced = 0u64;
+        let mut failure: Option<std::io::Error> = None;
+        let mut header_bytes = [0u8; PACK_HEADER_BYTES];
+        let stopping = &self.stopping;
+        let visit = |record: ScannedRecord<'_>| {
+            if failure.is_some() {
+                return;
+            }
+            if stopping.load(Ordering::Relaxed) {
+                failure = Some(std::io::Error::other("the engine is stopping"));
+                return;
+            }
+            let header: PackHeader = record.header;
+            let here = BlobLocation {
+                pack_id: plan.pack_id,
+                pack_offset: record.offset,
+                raw_len: header.raw_len,
+                stored_len: header.stored_len,
+                compression: header.compression,
+            };
+            // Kept: the record the index points at. Swept blobs, and older copies of blobs
+            // stored again elsewhere, are left behind.
+            if view.location(&header.hash) != Some(here) {
+                return;
+            }
+            header.encode(&mut header_bytes);
+            // Records keep their alignment: the padding after a body is zeros.
+            let padding = header.record_bytes() as usize - PACK_HEADER_BYTES - record.body.len();
+            let written = out
+                .write_all(&header_bytes)
+                .and_then(|()| out.write_all(record.body))
+                .and_then(|()| out.write_all(&[0u8; 64][..padding]));
+            if let Err(error) = written {
+                failure = Some(error);
+                return;
+            }
+            relocated.push(IndexEntry {
+                hash: header.hash,
+                location: BlobLocation {
+                    pack_offset: new_len,
+                    ..here
+                },
+            });
+            let bytes = header.record_bytes();
+            new_len += bytes;
+            unsynced += bytes;
+            throttle.take(2 * bytes);
+            if unsynced >= SYNC_STEP_BYTES {
+                unsynced = 0;
+                if let Err(error) = out.sync_data() {
+                    failure = Some(error);
+                }
+            }
+        };
+        let durable_end = u64::MAX;
+        let scanned = scan::scan_pack(&old_path, 0, false, durable_end, visit)
+            .map_err(|source| EngineError::io(&old_path, source))?;
+        if let Some(error) = failure {
+            return Err(EngineError::from_write(&new_path, error));
+        }
+        if let crate::tail::Tail::Corrupt(corruption) = scanned.tail {
+            let _ = std::fs::remove_file(&new_path);
+            return Err(EngineError::Corrupt(corruption));
+        }
+        out.sync_all().map_err(write(&new_path))?;
+        drop(out);
+
+        // The index: the shard's entries up to now, this pack's replaced by the relocated ones.
+        let (reply, answer) = oneshot::channel();
+        sender
+            .send(ShardRequest::Snapshot { reply })
+            .map_err(|_| EngineError::ShutDown)?;
+        let cut = answer.recv().map_err(|_| EngineError::ShutDown)?;
+        let index_path = self.store.blob_index_path(plan.shard);
+        let new_index = compact_path(&index_path);
+        let mut old_index = vec![0u8; cut.index_end as usize];
+        File::open(&index_path)
+            .and_then(|file| file.read_exact_at(&mut old_index, 0))
+            .map_err(|source| EngineError::io(&index_path, source))?;
+        let mut entries = Vec::with_capacity(old_index.len() / INDEX_ENTRY_BYTES + 1);
+        let mut placed = false;
+        for chunk in old_index.chunks_exact(INDEX_ENTRY_BYTES) {
+            let mut bytes = [0u8; INDEX_ENTRY_BYTES];
+            bytes.copy_from_slice(chunk);
+            let entry = match IndexEntry::decode(&bytes) {
+                Ok(Some(entry)) => entry,
+                _ => {
+                    return Err(EngineError::Corrupt(crate::error::Corruption::new(
+                        &index_path,
+                        (entries.len() * INDEX_ENTRY_BYTES) as u64,
+                        "blob index entry does not decode".to_string(),
+                    )));
+                }
+            };
+            if entry.location.pack_id != plan.pack_id {
+                entries.push(bytes);
+                continue;
+            }
+            if !placed {
+                placed = true;
+                for kept in &relocated {
+                    let mut encoded = [0u8; INDEX_ENTRY_BYTES];
+                    kept.encode(&mut encoded);
+                    entries.push(encoded);
+                }
+            }
+        }
+        assert!(
+            placed || relocated.is_empty(),
+            "pack {} has live records but no index entries",
+            plan.pack_id
+        );
+        let mut index_out = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&new_index)
+            .map_err(write(&new_index))?;
+        index_out
+            .write_all(entries.as_flattened())
+            .map_err(write(&new_index))?;
+        throttle.take(entries.len() as u64 * INDEX_ENTRY_BYTES as u64);
+        index_out.sync_all().map_err(write(&new_index))?;
+        drop(index_out);
+        sync_dir(&dir).map_err(write(&dir))?;
+
+        let (reply, answer) = oneshot::channel();
+        sender
+            .send(ShardRequest::GcInstall {
+                install: CompactedPack {
+                    pack_id: plan.pack_id,
+                    pack_path: new_path,
+                    relocated,
+                    index_path: new_index,
+                    index_prefix_end: cut.index_end,
+                },
+                reply,
+            })
+            .map_err(|_| EngineError::ShutDown)?;
+        answer.recv().map_err(|_| EngineError::ShutDown)??;
+        Ok(new_len)
+    }
+}
+
+/// One sealed pack of one shard, as the condemn step sees it.
+#[derive(Debug, Default)]
+struct PackPlan {
+    shard: u16,
+    pack_id: u32,
+    /// Condemned blobs located here.
+    dead: Vec<BlobHash>,
+    /// Record bytes of the blobs that stay.
+    live_bytes: u64,
+    file_bytes: u64,
+}
+
+/// `turns.log` up to the watermark, in arrays by record id: what marking needs of each turn.
+struct LogTable {
+    /// 0: not a turn record (a context, metadata or continuation slot).
+    context: Vec<u64>,
+    parent: Vec<u64>,
+    depth: Vec<u32>,
+    hash: Vec<BlobHash>,
+    /// Heads as of the watermark (a turn moves its context's head to itself; a context record
+    /// sets its first head).
+    heads: HashMap<u64, u64>,
+    /// Turns of each context, ascending.
+    by_context: HashMap<u64, Vec<u64>>,
+    links: Vec<(u64, Vec<TurnId>)>,
+}
+
+impl LogTable {
+    fn is_turn(&self, record_id: u64) -> bool {
+        self.context[record_id as usize] != 0
+    }
+
+    /// One sequential read of records `1..=watermark` (all durable).
+    fn read(published: &Published, watermark: u64) -> Result<LogTable, EngineError> {
+        let path = published.turns.path().clone();
+        let slots = watermark as usize + 1;
+        let mut table = LogTable {
+            context: vec![0; slots],
+            parent: vec![0; slots],
+            depth: vec![0; slots],
+            hash: vec![BlobHash([0; 32]); slots],
+            heads: HashMap::new(),
+            by_context: HashMap::new(),
+            links: Vec::new(),
+        };
+        let file = File::open(&path).map_err(|source| EngineError::io(&path, source))?;
+        let corrupt = |record_id: u64, reason: String| {
+            EngineError::Corrupt(crate::error::Corruption::new(
+                &path,
+                (record_id - 1) * LOG_RECORD_BYTES as u64,
+                reason,
+            ))
+        };
+        let mut pending: Option<SlotAssembly> = None;
+        let mut buffer = vec![0u8; 8192 * LOG_RECORD_BYTES];
+        let mut next = 1u64;
+        while next <= watermark {
+            let count = ((watermark - next + 1) as usize).min(8192);
+            let bytes = &mut buffer[..count * LOG_RECORD_BYTES];
+            file.read_exact_at(bytes, (next - 1) * LOG_RECORD_BYTES as u64)
+                .map_err(|source| EngineError::io(&path, source))?;
+            for slot in bytes.chunks_exact(LOG_RECORD_BYTES) {
+                let record_id = next;
+                next += 1;
+                let mut encoded = [0u8; LOG_RECORD_BYTES];
+                encoded.copy_from_slice(slot);
+                let record = match LogRecord::decode(&encoded) {
+                    Ok(Some(record)) if record.record_id() == record_id => record,
+                    _ => return Err(corrupt(record_id, "durable record does not decode".into())),
+                };
+                let assembled = match (pending.take(), record) {
+                    (None, LogRecord::Context(context)) => {
+                        table
+                            .heads
+                            .insert(context.context_id.0, context.head_turn_id.0);
+                        None
+                    }
+                    (None, LogRecord::Turn(turn)) => {
+                        Some(SlotAssembly::start(SlotHead::Turn(turn)))
+                    }
+                    (None, LogRecord::Meta(head)) => {
+                        Some(SlotAssembly::start(SlotHead::Meta(head)))
+                    }
+                    (Some(assembly), LogRecord::Continuation(slot)) => Some(
+                        assembly
+                            .push(&slot)
+                            .map_err(|reason| corrupt(record_id, reason))?,
+                    ),
+                    _ => return Err(corrupt(record_id, "slots out of order".into())),
+                };
+                match assembled {
+                    None | Some(Assembled::Complete(Whole::Meta(_))) => {}
+                    Some(Assembled::Partial(assembly)) => pending = Some(assembly),
+                    Some(Assembled::Complete(Whole::Turn(turn, extras))) => {
+                        let id = turn.turn_id.0 as usize;
+                        table.context[id] = turn.context_id.0;
+                        table.parent[id] = turn.parent_turn_id.0;
+                        table.depth[id] = turn.depth;
+                        table.hash[id] = turn.payload_hash;
+                        table.heads.insert(turn.context_id.0, turn.turn_id.0);
+                        table
+                            .by_context
+                            .entry(turn.context_id.0)
+                            .or_default()
+                            .push(turn.turn_id.0);
+                        if !extras.is_empty() {
+                            let extras = TurnExtras::decode(&extras)
+                                .map_err(|error| corrupt(turn.turn_id.0, error.to_string()))?;
+                            if !extras.links.is_empty() {
+                                table.links.push((turn.turn_id.0, extras.links));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // The watermark is a batch boundary: no record is half-read.
+        assert!(pending.is_none(), "the durable watermark splits a record");
+        Ok(table)
+    }
+}
+
+/// What the live contexts reach.
+struct Marked {
+    /// Per record id: the lowest floor it was reached with (`u32::MAX`: not reached). A turn
+    /// reached with floor f has every ancestor at depth ≥ f reached too.
+    floor: Vec<u32>,
+    live_blobs: HashSet<BlobHash, BlobHashBuildHasher>,
+}
+
+impl Marked {
+    fn is_live(&self, record_id: u64) -> bool {
+        self.floor[record_id as usize] != u32::MAX
+    }
+}
+
+/// Marks from the roots (decision 0011): each live context's head chain and every turn it
+/// owns (`sequencer/owners.rs`: its own turns on every branch, what it inherited through
+/// clones and forks) at or above its floor, with their ancestors down to that floor; every
+/// link of a live turn with the linked turn's whole history; live contexts' key-value values.
+fn mark(
+    log: &LogTable,
+    contexts: &Contexts,
+    dead: &DeadTurns,
+    published: &Published,
+) -> Result<Marked, EngineError> {
+    let mut floors = vec![u32::MAX; log.context.len()];
+    let chain = |start: u64, floor: u32, floors: &mut Vec<u32>| -> bool {
+        let mut turn = start;
+        let mut marked = false;
+        while turn != 0 && (turn as usize) < floors.len() {
+            let id = turn as usize;
+            // A collected turn ends the history (a fork or link made after a collection
+            // reaches only what is left of it).
+            if log.context[id] == 0
+                || log.depth[id] < floor
+                || floors[id] <= floor
+                || dead.contains(TurnId(turn))
+            {
+                break;
+            }
+            floors[id] = floor;
+            marked = true;
+            turn = log.parent[id];
+        }
+        marked
+    };
+    let mut live_blobs: HashSet<BlobHash, BlobHashBuildHasher> = HashSet::default();
+    // Fork bases are read as records: a base below its fork's floor may be collected, and
+    // the walk only needs where it sits.
+    let lookup = |id: TurnId| match published.turns.record(id.0)? {
+        Some(LogRecord::Turn(turn)) => Ok(turn),
+        _ => Err(EngineError::TurnNotFound(id)),
+    };
+    for context_id in 1..=contexts.count() {
+        let Some(info) = contexts.get(ContextId(context_id)) else {
+            continue;
+        };
+        if info.deleted {
+            continue;
+        }
+        for value in info.kv.values() {
+            live_blobs.insert(value.hash);
+        }
+        let floor = info.floor_depth;
+        if let Some(&head) = log.heads.get(&context_id) {
+            chain(head, floor, &mut floors);
+        }
+        owners::walk_owners(contexts, ContextId(context_id), &lookup, |step| {
+            if let Some(tip) = step.chain {
+                chain(tip.turn_id.0, floor, &mut floors);
+                return Ok(true);
+            }
+            if let Some(turns) = log.by_context.get(&step.owner.0) {
+                for &turn in turns.iter().take_while(|&&turn| turn <= step.upto.0) {
+                    chain(turn, floor, &mut floors);
+                }
+            }
+            Ok(false)
+        })?;
+    }
+    // Links reach another history whole; a newly live turn may link further.
+    loop {
+        let mut more = false;
+        for (turn, targets) in &log.links {
+            if floors[*turn as usize] == u32::MAX {
+                continue;
+            }
+            for target in targets {
+                more |= chain(target.0, 0, &mut floors);
+            }
+        }
+        if !more {
+            break;
+        }
+    }
+    for (id, floor) in floors.iter().enumerate() {
+        if *floor != u32::MAX {
+            live_blobs.insert(log.hash[id]);
+        }
+    }
+    Ok(Marked {
+        floor: floors,
+        live_blobs,
+    })
+}
+
+/// Holds a compaction to `bytes_per_s_max` on average (0: no limit).
+struct Throttle {
+    bytes_per_s_max: u64,
+    started: Instant,
+    bytes: u64,
+}
+
+impl Throttle {
+    fn new(bytes_per_s_max: u64) -> Throttle {
+        Throttle {
+            bytes_per_s_max,
+            started: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    fn take(&mut self, bytes: u64) {
+        self.bytes += bytes;
+        if self.bytes_per_s_max == 0 {
+            return;
+        }
+        let due = Duration::from_secs_f64(self.bytes as f64 / self.bytes_per_s_max as f64);
+        if let Some(ahead) = due.checked_sub(self.started.elapsed()) {
+            std::thread::sleep(ahead);
+        }
+    }
+}
+
+/// The `ctxstore-gc` thread: a round every `interval` (a round that finds nothing costs one
+/// read of the log and the indexes).
+#[derive(Debug)]
+pub(crate) struct Scheduler {
+    stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    thread: Option<JoinHandle<()>>,
+    running: Arc<AtomicBool>,
+}
+
+impl Scheduler {
+    pub fn start(collector: Arc<Collector>, interval: Duration) -> std::io::Result<Scheduler> {
+        let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let running = Arc::new(AtomicBool::new(true));
+        let thread = if interval.is_zero() {
+            None
+        } else {
+            let stop = stop.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("ctxstore-gc".into())
+                    .spawn(move || schedule(&collector, interval, &stop))?,
+            )
+        };
+        Ok(Scheduler {
+            stop,
+            thread,
+            running,
+        })
+    }
+
+    pub fn stop(mut self) {
+        self.running.store(false, Ordering::Release);
+        let (stopped, wake) = &*self.stop;
+        if let Ok(mut stopped) = stopped.lock() {
+            *stopped = true;
+        }
+        wake.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn schedule(collector: &Collector, interval: Duration, stop: &(Mutex<bool>, std::sync::Condvar)) {
+    let (stopped, wake) = stop;
+    loop {
+        let Ok(guard) = stopped.lock() else {
+            return;
+        };
+        let Ok((guard, _)) = wake.wait_timeout_while(guard, interval, |stopped| !*stopped) else {
+            return;
+        };
+        if *guard {
+            return;
+        }
+        drop(guard);
+        if collector.published.status.is_read_only() {
+            continue;
+        }
+        match collector.run() {
+            Ok(_) => {}
+            Err(EngineError::ShutDown) => return,
+            Err(error) => tracing::warn!(%error, "scheduled garbage collection failed"),
+        }
+    }
+}

@@ -1,0 +1,578 @@
+//! Garbage collection (issue 15, decision 0011), in the engine: a collection takes exactly
+//! what no live context reaches (deleted contexts, history below a floor, replaced key-value
+//! values) and gives its bytes back to the file system; everything reachable reads back the
+//! same, before and after a reopen, and `verify` agrees. Appends racing a collection keep
+//! their blobs; a compaction interrupted between its steps reopens.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use bytes::Bytes;
+use common::{append, block_on, config};
+use ctxstore_engine::{
+    AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig, ErrorKind,
+    NewContext, TurnId, verify,
+};
+
+fn gc_config(dir: &Path) -> EngineConfig {
+    let mut config = config(dir);
+    config.gc_interval_ms = 0;
+    config.gc_pack_dead_percent = 1;
+    config.gc_bytes_per_s_max = 0;
+    config
+}
+
+/// Incompressible bytes, different for each seed: a payload's stored size is its length.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+fn new_context(engine: &Engine) -> ContextId {
+    block_on(engine.create(NewContext::default()))
+        .unwrap()
+        .context
+        .head
+        .context_id
+}
+
+fn pack_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    for shard in std::fs::read_dir(dir.join("blobs")).unwrap() {
+        for file in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            let file = file.unwrap();
+            if file.file_name().to_string_lossy().ends_with(".pack") {
+                total += file.metadata().unwrap().len();
+            }
+        }
+    }
+    total
+}
+
+/// Every turn in `live` reads back with its payload; every turn in `dead` and its blob are
+/// gone.
+fn check(engine: &Engine, live: &HashMap<TurnId, Vec<u8>>, dead: &HashMap<TurnId, Vec<u8>>) {
+    for (turn_id, payload) in live {
+        let turn = block_on(engine.turn(*turn_id)).unwrap();
+        let bytes = block_on(engine.blob(turn.payload_hash)).unwrap();
+        assert_eq!(&bytes[..], &payload[..], "turn {turn_id}");
+    }
+    for (turn_id, payload) in dead {
+        let error = block_on(engine.turn(*turn_id)).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::NotFound, "turn {turn_id}: {error}");
+        let hash = BlobHash(*blake3::hash(payload).as_bytes());
+        let error = block_on(engine.blob(hash)).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::NotFound, "blob of {turn_id}");
+    }
+}
+
+#[test]
+fn a_collection_takes_exactly_what_no_live_context_reaches_and_gives_the_bytes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(gc_config(dir.path())).unwrap();
+    const PAYLOAD: usize = 16 << 10;
+    let mut live: HashMap<TurnId, Vec<u8>> = HashMap::new();
+    let mut dead: HashMap<TurnId, Vec<u8>> = HashMap::new();
+    let mut contexts = Vec::new();
+    let mut turns: Vec<Vec<(TurnId, Vec<u8>)>> = Vec::new();
+    for c in 0..8u64 {
+        let context = new_context(&engine);
+        let mut chain = Vec::new();
+        for t in 0..20u64 {
+            let payload = noise(c * 1000 + t, PAYLOAD);
+            let turn = append(&engine, context, &payload, None)
+                .unwrap()
+                .turn
+                .turn_id;
+            chain.push((turn, payload));
+        }
+        contexts.push(context);
+        turns.push(chain);
+    }
+    // A fork of context 0 at its 11th turn keeps that history alive after 0 is deleted.
+    let fork = block_on(engine.fork(turns[0][10].0)).unwrap().context_id;
+    let fork_payload = noise(9_000, PAYLOAD);
+    let fork_turn = append(&engine, fork, &fork_payload, None)
+        .unwrap()
+        .turn
+        .turn_id;
+    // A key-value value replaced: the old one is an orphan (collected a round later).
+    let kv = contexts[7];
+    block_on(engine.kv_put(
+        &ContextRef::Id(kv),
+        vec![(b"state".to_vec(), Bytes::from(noise(8_000, PAYLOAD)))],
+        false,
+    ))
+    .unwrap();
+
+    for context in &contexts[..5] {
+        block_on(engine.delete_context(&ContextRef::Id(*context))).unwrap();
+    }
+    block_on(engine.prune_context(&ContextRef::Id(contexts[5]), 5)).unwrap();
+    for (c, chain) in turns.iter().enumerate() {
+        for (i, (turn, payload)) in chain.iter().enumerate() {
+            let reached = match c {
+                0 => i <= 10,
+                1..=4 => false,
+                5 => i >= 15,
+                _ => true,
+            };
+            let target = if reached { &mut live } else { &mut dead };
+            target.insert(*turn, payload.clone());
+        }
+    }
+    live.insert(fork_turn, fork_payload);
+
+    let before = pack_bytes(dir.path());
+    let report = engine.gc().unwrap();
+    assert_eq!(report.turns_dead, dead.len() as u64, "{report:?}");
+    assert_eq!(report.blobs_dead, dead.len() as u64, "{report:?}");
+    assert!(report.packs_compacted >= 1, "{report:?}");
+    let after = pack_bytes(dir.path());
+    let dead_bytes: u64 = dead.values().map(|p| p.len() as u64).sum();
+    assert!(
+        before - after >= dead_bytes,
+        "packs shrank by {} bytes, the dead payloads hold {dead_bytes}",
+        before - after
+    );
+    // The packs shrank by the compactions' share (and the sealed packs' prepared space).
+    assert!(report.bytes_reclaimed >= dead_bytes && before - after >= report.bytes_reclaimed);
+    check(&engine, &live, &dead);
+    let stats = engine.stats();
+    assert_eq!(stats.gc_runs, 1);
+    assert_eq!(stats.bytes_reclaimed_total, report.bytes_reclaimed);
+    // A dead turn cannot be made reachable again.
+    let (some_dead, _) = dead.iter().next().unwrap();
+    let error = block_on(engine.fork(*some_dead)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound);
+
+    // Nothing more to take, apart from the replaced key-value value (an orphan blob: one
+    // round of grace).
+    let again = engine.gc().unwrap();
+    assert_eq!(again.turns_dead, 0, "{again:?}");
+    assert!(again.blobs_dead <= 1, "{again:?}");
+
+    // The fork pruned above its base: the base's history goes too.
+    block_on(engine.prune_context(&ContextRef::Id(fork), 1)).unwrap();
+    let pruned = engine.gc().unwrap();
+    assert_eq!(pruned.turns_dead, 11, "{pruned:?}");
+    for (turn, payload) in &turns[0][..=10] {
+        live.remove(turn);
+        dead.insert(*turn, payload.clone());
+    }
+    check(&engine, &live, &dead);
+
+    engine.shutdown();
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+    let engine = Engine::open(gc_config(dir.path())).unwrap();
+    check(&engine, &live, &dead);
+    let idle = engine.gc().unwrap();
+    assert_eq!((idle.turns_dead, idle.blobs_dead), (0, 0), "{idle:?}");
+    // New appends after all of it.
+    let payload = noise(77, PAYLOAD);
+    let turn = append(&engine, contexts[6], &payload, None)
+        .unwrap()
+        .turn
+        .turn_id;
+    live.insert(turn, payload);
+    check(&engine, &live, &dead);
+    engine.shutdown();
+    assert!(verify(dir.path()).unwrap().is_ok());
+}
+
+#[test]
+fn appends_racing_collections_keep_their_blobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(gc_config(dir.path())).unwrap();
+    const PAYLOAD: usize = 4 << 10;
+    let seeds: Vec<u64> = (0..200).collect();
+    let writer = {
+        let engine = engine.clone();
+        let seeds = seeds.clone();
+        std::thread::spawn(move || {
+            let mut acked: Vec<(TurnId, Vec<u8>)> = Vec::new();
+            let keeper = new_context(&engine);
+            for round in 0..8u64 {
+                // Store the seeds' payloads in a context, delete it, and append the same
+                // payloads to the keeper: every second one races a collection that found
+                // them dead (dedup hits on condemned blobs).
+                let doomed = new_context(&engine);
+                for seed in &seeds {
+                    append(&engine, doomed, &noise(*seed, PAYLOAD), None).unwrap();
+                }
+                block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();
+                for seed in seeds.iter().skip((round % 2) as usize).step_by(2) {
+                    let payload = noise(*seed, PAYLOAD);
+                    let request = AppendRequest {
+                        context_id: keeper,
+                        expected_head: None,
+                        type_tag: 0,
+                        codec: 0,
+                        payload: AppendPayload::Bytes(Bytes::from(payload.clone())),
+                        options: Default::default(),
+                    };
+                    let turn = block_on(engine.append(request)).unwrap().turn.turn_id;
+                    acked.push((turn, payload));
+                }
+            }
+            acked
+        })
+    };
+    let mut collected = 0;
+    while !writer.is_finished() {
+        let report = engine.gc().unwrap();
+        collected += report.turns_dead;
+    }
+    let acked = writer.join().unwrap();
+    collected += engine.gc().unwrap().turns_dead;
+    assert!(collected > 0, "the collections found nothing dead");
+    let live: HashMap<TurnId, Vec<u8>> = acked.into_iter().collect();
+    check(&engine, &live, &HashMap::new());
+    engine.gc().unwrap();
+    check(&engine, &live, &HashMap::new());
+    engine.shutdown();
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+    let engine = Engine::open(gc_config(dir.path())).unwrap();
+    check(&engine, &live, &HashMap::new());
+}
+
+#[test]
+fn a_compaction_interrupted_between_its_steps_reopens_with_everything_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(gc_config(dir.path())).unwrap();
+    let keep = new_context(&engine);
+    let drop_ = new_context(&engine);
+    let mut live = HashMap::new();
+    for i in 0..40u64 {
+        let payload = noise(i, 8 << 10);
+        let context = if i % 2 == 0 { keep } else { drop_ };
+        let turn = append(&engine, context, &payload, None)
+            .unwrap()
+            .turn
+            .turn_id;
+        if context == keep {
+            live.insert(turn, payload);
+        }
+    }
+    block_on(engine.delete_context(&ContextRef::Id(drop_))).unwrap();
+    engine.gc().unwrap();
+    engine.shutdown();
+
+    // As if the process died while the next compaction switched its files: a half-written
+    // compacted pack and index, and the marker.
+    let shard = dir.path().join("blobs").join("shard-00");
+    std::fs::write(shard.join("pack-000000.pack.compact"), b"half a pack").unwrap();
+    std::fs::write(shard.join("blobs.idx.compact"), [0u8; 64]).unwrap();
+    std::fs::write(shard.join("REINDEX"), b"").unwrap();
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+    let engine = Engine::open(gc_config(dir.path())).unwrap();
+    assert!(!shard.join("REINDEX").exists());
+    assert!(!shard.join("pack-000000.pack.compact").exists());
+    check(&engine, &live, &HashMap::new());
+    engine.shutdown();
+    assert!(verify(dir.path()).unwrap().is_ok());
+}
+
+/// A random history: contexts, forks, branches (explicit parents), links, deletes and
+/// prunes, each payload unique; collections in between.
+#[derive(Clone, Debug)]
+enum Op {
+    Create,
+    Fork {
+        turn: usize,
+    },
+    Append {
+        context: usize,
+        parent: Option<usize>,
+        link: Option<usize>,
+    },
+    Delete {
+        context: usize,
+    },
+    Prune {
+        context: usize,
+        keep: u32,
+    },
+    Gc,
+    Reopen,
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        2 => Just(Op::Create),
+        1 => any::<usize>().prop_map(|turn| Op::Fork { turn }),
+        8 => (any::<usize>(), proptest::option::of(any::<usize>()), proptest::option::weighted(0.15, any::<usize>()))
+            .prop_map(|(context, parent, link)| Op::Append { context, parent, link }),
+        1 => any::<usize>().prop_map(|context| Op::Delete { context }),
+        1 => (any::<usize>(), 1..4u32).prop_map(|(context, keep)| Op::Prune { context, keep }),
+        1 => Just(Op::Gc),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+#[derive(Clone, Debug)]
+struct ModelTurn {
+    id: TurnId,
+    context: usize,
+    parent: Option<usize>,
+    depth: u32,
+    links: Vec<usize>,
+    payload: Vec<u8>,
+}
+
+#[derive(Debug, Default)]
+struct ModelContext {
+    id: ContextId,
+    head: Option<usize>,
+    base: Option<usize>,
+    floor: u32,
+    deleted: bool,
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    turns: Vec<ModelTurn>,
+    contexts: Vec<ModelContext>,
+    dead: std::collections::HashSet<usize>,
+}
+
+impl Model {
+    /// The turns a live context reaches (decision 0011's roots), by index.
+    fn reachable(&self) -> std::collections::HashSet<usize> {
+        let mut floor_of: HashMap<usize, u32> = HashMap::new();
+        let mark = |start: usize, floor: u32, floor_of: &mut HashMap<usize, u32>| {
+            let mut at = Some(start);
+            while let Some(index) = at {
+                let turn = &self.turns[index];
+                // Collected history stays collected: a fork or a link reaches what is left.
+                if turn.depth < floor
+                    || floor_of.get(&index).is_some_and(|&f| f <= floor)
+                    || self.dead.contains(&index)
+                {
+                    break;
+                }
+                floor_of.insert(index, floor);
+                at = turn.parent;
+            }
+        };
+        for (c, context) in self.contexts.iter().enumerate() {
+            if context.deleted {
+                continue;
+            }
+            if let Some(head) = context.head {
+                mark(head, context.floor, &mut floor_of);
+            }
+            for (index, turn) in self.turns.iter().enumerate() {
+                if turn.context == c {
+                    mark(index, context.floor, &mut floor_of);
+                }
+            }
+            if let Some(base) = context.base {
+                mark(base, context.floor, &mut floor_of);
+            }
+        }
+        loop {
+            let before = floor_of.len();
+            let live: Vec<usize> = floor_of.keys().copied().collect();
+            for index in live {
+                for &link in &self.turns[index].links {
+                    mark(link, 0, &mut floor_of);
+                }
+            }
+            if floor_of.len() == before {
+                break;
+            }
+        }
+        floor_of.into_keys().collect()
+    }
+}
+
+fn run(ops: Vec<Op>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = Engine::open(gc_config(dir.path())).unwrap();
+    let mut model = Model::default();
+    let mut seed = 0u64;
+    for op in ops {
+        match op {
+            Op::Create => {
+                let id = new_context(&engine);
+                model.contexts.push(ModelContext {
+                    id,
+                    ..ModelContext::default()
+                });
+            }
+            Op::Fork { turn } => {
+                let alive: Vec<usize> = (0..model.turns.len())
+                    .filter(|t| !model.dead.contains(t))
+                    .collect();
+                let Some(&base) = alive.get(turn % alive.len().max(1)) else {
+                    continue;
+                };
+                let id = block_on(engine.fork(model.turns[base].id))
+                    .unwrap()
+                    .context_id;
+                model.contexts.push(ModelContext {
+                    id,
+                    head: Some(base),
+                    base: Some(base),
+                    ..ModelContext::default()
+                });
+            }
+            Op::Append {
+                context,
+                parent,
+                link,
+            } => {
+                let live: Vec<usize> = (0..model.contexts.len())
+                    .filter(|&c| !model.contexts[c].deleted)
+                    .collect();
+                let Some(&c) = live.get(context % live.len().max(1)) else {
+                    continue;
+                };
+                // An explicit parent: one of the context's own turns at or above its floor.
+                let own: Vec<usize> = (0..model.turns.len())
+                    .filter(|&t| {
+                        model.turns[t].context == c
+                            && model.turns[t].depth >= model.contexts[c].floor
+                            && !model.dead.contains(&t)
+                    })
+                    .collect();
+                let parent = parent.and_then(|p| own.get(p % own.len().max(1)).copied());
+                let reachable = model.reachable();
+                let mut linkable: Vec<usize> = reachable.into_iter().collect();
+                linkable.sort_unstable();
+                let link = link.and_then(|l| linkable.get(l % linkable.len().max(1)).copied());
+                seed += 1;
+                let payload = noise(seed, 1024 + (seed as usize * 37) % 3000);
+                let options = ctxstore_engine::TurnOptions {
+                    parent: match parent {
+                        Some(p) => ctxstore_engine::Parent::Turn(model.turns[p].id),
+                        None => ctxstore_engine::Parent::Head,
+                    },
+                    links: link.iter().map(|&l| model.turns[l].id).collect(),
+                    ..Default::default()
+                };
+                let request = AppendRequest {
+                    context_id: model.contexts[c].id,
+                    expected_head: None,
+                    type_tag: 0,
+                    codec: 0,
+                    payload: AppendPayload::Bytes(Bytes::from(payload.clone())),
+                    options,
+                };
+                let from = parent.or(model.contexts[c].head);
+                let depth = from.map_or(0, |p| model.turns[p].depth + 1);
+                match block_on(engine.append(request)) {
+                    Ok(appended) => {
+                        model.turns.push(ModelTurn {
+                            id: appended.turn.turn_id,
+                            context: c,
+                            parent: from,
+                            depth,
+                            links: link.into_iter().collect(),
+                            payload,
+                        });
+                        model.contexts[c].head = Some(model.turns.len() - 1);
+                    }
+                    Err(error) => {
+                        // Only a head below the floor can refuse: the new turn would be
+                        // invisible.
+                        assert!(depth < model.contexts[c].floor, "{error}");
+                    }
+                }
+            }
+            Op::Delete { context } => {
+                let Some(c) = (!model.contexts.is_empty()).then(|| context % model.contexts.len())
+                else {
+                    continue;
+                };
+                let result = block_on(engine.delete_context(&ContextRef::Id(model.contexts[c].id)));
+                assert_eq!(result.is_ok(), !model.contexts[c].deleted);
+                model.contexts[c].deleted = true;
+            }
+            Op::Prune { context, keep } => {
+                let Some(c) = (!model.contexts.is_empty()).then(|| context % model.contexts.len())
+                else {
+                    continue;
+                };
+                let view =
+                    block_on(engine.prune_context(&ContextRef::Id(model.contexts[c].id), keep));
+                if let Ok(view) = view {
+                    model.contexts[c].floor = view.floor_depth;
+                }
+            }
+            Op::Gc => {
+                let reachable = model.reachable();
+                let newly: Vec<usize> = (0..model.turns.len())
+                    .filter(|t| !reachable.contains(t) && !model.dead.contains(t))
+                    .collect();
+                let report = engine.gc().unwrap();
+                assert_eq!(report.turns_dead, newly.len() as u64, "{report:?}");
+                assert_eq!(report.blobs_dead, newly.len() as u64, "{report:?}");
+                model.dead.extend(newly);
+                check_model(&engine, &model);
+            }
+            Op::Reopen => {
+                engine.shutdown();
+                let report = verify(dir.path()).unwrap();
+                assert!(report.is_ok(), "{report}");
+                engine = Engine::open(gc_config(dir.path())).unwrap();
+                check_model(&engine, &model);
+            }
+        }
+    }
+    engine.gc().unwrap();
+    engine.shutdown();
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+}
+
+/// Collected turns and their blobs are gone, everything else reads back, and the store holds
+/// exactly the live payloads' bytes (every pack with anything dead was compacted).
+fn check_model(engine: &Engine, model: &Model) {
+    let mut live = HashMap::new();
+    let mut dead = HashMap::new();
+    for (index, turn) in model.turns.iter().enumerate() {
+        let target = if model.dead.contains(&index) {
+            &mut dead
+        } else {
+            &mut live
+        };
+        target.insert(turn.id, turn.payload.clone());
+    }
+    check(engine, &live, &dead);
+    let live_bytes: u64 = live.values().map(|p| p.len() as u64).sum();
+    if model.dead.is_empty() || engine.stats().gc_runs == 0 {
+        return;
+    }
+    assert_eq!(engine.stats().unique_bytes, live_bytes);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 24,
+        failure_persistence: None,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    #[test]
+    fn collections_take_exactly_the_unreachable_turns_and_their_bytes(
+        ops in proptest::collection::vec(op(), 1..80)
+    ) {
+        run(ops);
+    }
+}
