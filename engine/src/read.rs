@@ -160,11 +160,13 @@ impl Reader<'_> {
         mode: PayloadMode,
         cache: &mut dyn PayloadCache,
     ) -> Result<Payload, EngineError> {
+        // The index first: a blob garbage collection took may linger in a cache, and must not
+        // be served from there (one hash-table probe).
+        let shard = self.published.shard_of(&hash);
+        let location = shard.find(&hash)?;
         if let Some(bytes) = cache.get(&hash) {
             return Ok(Payload::Raw(bytes));
         }
-        let shard = self.published.shard_of(&hash);
-        let location = shard.find(&hash)?;
         let fits_cache = u64::from(location.raw_len) <= cache.entry_bytes_max();
         if !fits_cache && mode == PayloadMode::RawOrStored {
             return shard.read_stored_at(&hash, location).map(Payload::Stored);
