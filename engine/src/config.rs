@@ -76,7 +76,7 @@ impl EngineConfig {
             backup_bytes_per_s_max: 0,
             gc_interval_ms: 600_000,
             gc_pack_dead_percent: 50,
-            gc_bytes_per_s_max: 128 << 20,
+            gc_bytes_per_s_max: 32 << 20,
         }
     }
 

@@ -355,9 +355,11 @@ impl Engine {
         let snapshot = published.contexts.load();
         let turns = &published.turns;
         let found = crate::sequencer::owners::turn_by_key(&snapshot, context_id, key, &|id| {
-            turns.turn(id)
+            turns.turn_record(id)
         })?;
+        // A collected turn's key answers nothing: the append stores a new turn.
         found
+            .filter(|turn| !turns.is_dead(turn.turn_id))
             .map(|turn| {
                 Ok(Appended {
                     extras: turns.extras(&turn)?,

@@ -55,12 +55,14 @@ use crate::published::Published;
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
 use crate::sequencer::owners;
-use crate::store_dir::{StoreDir, compact_path, pack_path, sync_dir};
+use crate::store_dir::{
+    REINDEX_MARKER_FILE, StoreDir, compact_path, create_durable, pack_path, sync_dir,
+};
 
 /// A compaction syncs what it wrote every this many bytes: a multi-megabyte write-back at the
 /// final fsync would stall every append's fdatasync behind it (the backup's lesson,
-/// docs/benchmarks.md).
-const SYNC_STEP_BYTES: u64 = 2 << 20;
+/// docs/benchmarks.md); smaller steps keep each stall short.
+const SYNC_STEP_BYTES: u64 = 512 << 10;
 
 /// What the collector counts across rounds (read by `Engine::stats`).
 #[derive(Debug, Default)]
@@ -298,6 +300,7 @@ impl Collector {
             report.blobs_dead += swept.blobs;
             let compacted = self.compact(&plan, sender, &mut throttle)?;
             report.bytes_reclaimed += plan.file_bytes.saturating_sub(compacted);
+            report.bytes_rewritten += compacted;
             report.packs_compacted += 1;
         }
         report.dead_bytes = report.dead_bytes.saturating_sub(report.bytes_reclaimed);
@@ -454,20 +457,40 @@ impl Collector {
         drop(index_out);
         sync_dir(&dir).map_err(write(&dir))?;
 
+        // The switch-over: under the marker, the shard renames and points its readers at the
+        // new file without waiting for the disk; this thread makes it durable, then removes
+        // the marker.
+        let marker = dir.join(REINDEX_MARKER_FILE);
+        create_durable(&marker).map_err(write(&marker))?;
+        sync_dir(&dir).map_err(write(&dir))?;
         let (reply, answer) = oneshot::channel();
         sender
             .send(ShardRequest::GcInstall {
                 install: CompactedPack {
                     pack_id: plan.pack_id,
-                    pack_path: new_path,
+                    pack_path: new_path.clone(),
                     relocated,
-                    index_path: new_index,
+                    index_path: new_index.clone(),
                     index_prefix_end: cut.index_end,
                 },
                 reply,
             })
             .map_err(|_| EngineError::ShutDown)?;
-        answer.recv().map_err(|_| EngineError::ShutDown)??;
+        let installed = answer.recv().map_err(|_| EngineError::ShutDown)?;
+        if let Err(error) = installed {
+            // Not installed: the old files stand; the next open would only rebuild the index.
+            let _ = std::fs::remove_file(&new_path);
+            let _ = std::fs::remove_file(&new_index);
+            let _ = std::fs::remove_file(&marker);
+            let _ = sync_dir(&dir);
+            return Err(error);
+        }
+        File::open(&index_path)
+            .and_then(|file| file.sync_all())
+            .map_err(write(&index_path))?;
+        sync_dir(&dir).map_err(write(&dir))?;
+        std::fs::remove_file(&marker).map_err(write(&marker))?;
+        sync_dir(&dir).map_err(write(&dir))?;
         Ok(new_len)
     }
 }

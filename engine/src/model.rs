@@ -406,6 +406,8 @@ pub struct GcReport {
     pub blobs_dead: u64,
     /// Bytes the pack files shrank by.
     pub bytes_reclaimed: u64,
+    /// Bytes of live records the compactions copied (the collector's write volume).
+    pub bytes_rewritten: u64,
     /// Packs rewritten with only their live records.
     pub packs_compacted: u32,
     /// Pack bytes of reachable blobs after the round.

@@ -141,7 +141,8 @@ impl Reader<'_> {
             Some(tip) if limit > 0 => {
                 let summary_depth = match tip.summary_turn_id {
                     TurnId::NONE => 0,
-                    summary => self.published.turns.turn(summary)?.depth,
+                    // Only its depth: a summary below the floor may be collected.
+                    summary => self.published.turns.turn_record(summary)?.depth,
                 };
                 let newest_first = tip.depth.saturating_sub(limit - 1);
                 let from_depth = summary_depth.max(newest_first).max(floor);

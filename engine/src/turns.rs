@@ -199,6 +199,10 @@ impl Engine {
         };
         let mut ids = snapshot.labelled(key, value, before).peekable();
         while let Some(turn_id) = ids.next() {
+            // Collected: the index keeps its entries (their contexts are deleted or pruned).
+            if turns.is_dead(turn_id) {
+                continue;
+            }
             let turn = turns.turn(turn_id)?;
             // A deleted context's turns, and turns below their context's floor, are no longer
             // found through it (the index keeps them until the garbage collector drops them).
@@ -238,10 +242,10 @@ impl Engine {
         let context_id = self.resolve(context)?;
         let snapshot = self.inner.published.contexts.load();
         let turns = &self.inner.published.turns;
-        let found = owners::turn_by_key(&snapshot, context_id, key, &|id| turns.turn(id))?;
+        let found = owners::turn_by_key(&snapshot, context_id, key, &|id| turns.turn_record(id))?;
         let floor = snapshot.get(context_id).map_or(0, |info| info.floor_depth);
         found
-            .filter(|turn| turn.depth >= floor)
+            .filter(|turn| turn.depth >= floor && !turns.is_dead(turn.turn_id))
             .map(|turn| {
                 Ok(TurnWithExtras {
                     extras: turns.extras(&turn)?,
@@ -279,7 +283,9 @@ impl Engine {
         let context_id = self.resolve(context)?;
         let snapshot = self.inner.published.contexts.load();
         let turns = &self.inner.published.turns;
-        let lookup = |id| turns.turn(id);
+        // Records, collected or not: a context chain passes below the floor (and a fork's
+        // base may lie there) on its way to the turns above it.
+        let lookup = |id| turns.turn_record(id);
         let phases = log_phases(&snapshot, context_id, &lookup)?;
         let floor = snapshot.get(context_id).map_or(0, |info| info.floor_depth);
         let mut page = TurnLogPage {
@@ -294,7 +300,7 @@ impl Engine {
         // before where that phase starts (the walk below asserts it stays in that context).
         if query.cursor.is_some() && !start.next.is_none() {
             let phase = phases.get(start.phase as usize);
-            let turn = turns.turn(start.next);
+            let turn = turns.turn_record(start.next);
             let fits = match (phase, &turn) {
                 (Some(phase), Ok(turn)) => {
                     turn.context_id == phase.owner.owner && turn.turn_id <= phase.start
@@ -327,14 +333,18 @@ impl Engine {
                 }
                 scanned += 1;
                 let current = next;
-                let turn = turns.turn(current)?;
+                let turn = turns.turn_record(current)?;
                 assert_eq!(
                     turn.context_id, phase.owner.owner,
                     "a context chain of another"
                 );
                 next = turn.context_prev_turn_id;
-                // Below the floor (a prune), on whichever branch: no longer the context's.
-                if turn.depth < floor || !owners::on_chain(phase.owner.chain, &turn, &lookup)? {
+                // Below the floor (a prune), on whichever branch: no longer the context's
+                // (and possibly collected).
+                if turn.depth < floor
+                    || turns.is_dead(current)
+                    || !owners::on_chain(phase.owner.chain, &turn, &lookup)?
+                {
                     continue;
                 }
                 let extras = turns.extras(&turn)?;

@@ -327,6 +327,7 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
 #[derive(Clone, Debug)]
 struct ModelTurn {
     id: TurnId,
+    seed: u64,
     context: usize,
     parent: Option<usize>,
     depth: u32,
@@ -459,6 +460,8 @@ fn run(ops: Vec<Op>) {
                 seed += 1;
                 let payload = noise(seed, 1024 + (seed as usize * 37) % 3000);
                 let options = ctxstore_engine::TurnOptions {
+                    key: Some(Bytes::from(format!("k{seed}"))),
+                    labels: vec![("run_id".into(), format!("c{c}"))],
                     parent: match parent {
                         Some(p) => ctxstore_engine::Parent::Turn(model.turns[p].id),
                         None => ctxstore_engine::Parent::Head,
@@ -480,6 +483,7 @@ fn run(ops: Vec<Op>) {
                     Ok(appended) => {
                         model.turns.push(ModelTurn {
                             id: appended.turn.turn_id,
+                            seed,
                             context: c,
                             parent: from,
                             depth,
@@ -555,11 +559,59 @@ fn check_model(engine: &Engine, model: &Model) {
         target.insert(turn.id, turn.payload.clone());
     }
     check(engine, &live, &dead);
+    // Through each live context: its turn log (every branch), its keys and the store-wide
+    // label index list exactly its own turns at or above its floor, none collected.
+    for (c, context) in model.contexts.iter().enumerate() {
+        if context.deleted {
+            continue;
+        }
+        let mut own: Vec<TurnId> = model
+            .turns
+            .iter()
+            .filter(|turn| turn.context == c && turn.depth >= context.floor)
+            .map(|turn| turn.id)
+            .collect();
+        own.sort_unstable();
+        let query = ctxstore_engine::turns::LogQuery {
+            labels: vec![("run_id".into(), format!("c{c}"))],
+            cursor: None,
+            limit: 1000,
+            payload_bytes_max: 0,
+        };
+        let page = engine
+            .turn_log(&ContextRef::Id(context.id), &query)
+            .unwrap();
+        let mut logged: Vec<TurnId> = page.turns.iter().map(|t| t.turn.turn_id).collect();
+        logged.sort_unstable();
+        assert_eq!(logged, own, "turn log of context {c}");
+        let found = engine
+            .find_turns("run_id", &format!("c{c}"), TurnId::NONE, 1000)
+            .unwrap();
+        let mut found: Vec<TurnId> = found.turns.iter().map(|t| t.turn.turn_id).collect();
+        found.sort_unstable();
+        assert_eq!(found, own, "label index of context {c}");
+        for turn in model.turns.iter().filter(|turn| turn.context == c) {
+            let key = format!("k{}", seed_of(model, turn.id));
+            let by_key = engine
+                .turn_by_key(&ContextRef::Id(context.id), key.as_bytes())
+                .unwrap();
+            let expected = turn.depth >= context.floor;
+            assert_eq!(by_key.is_some(), expected, "key of turn {}", turn.id);
+        }
+    }
     let live_bytes: u64 = live.values().map(|p| p.len() as u64).sum();
     if model.dead.is_empty() || engine.stats().gc_runs == 0 {
         return;
     }
     assert_eq!(engine.stats().unique_bytes, live_bytes);
+}
+
+fn seed_of(model: &Model, turn_id: TurnId) -> u64 {
+    model
+        .turns
+        .iter()
+        .find(|turn| turn.id == turn_id)
+        .map_or(0, |turn| turn.seed)
 }
 
 proptest::proptest! {

@@ -324,10 +324,11 @@ impl ShardActor {
         swept
     }
 
-    /// Puts a compacted pack and its index in place (the collector wrote and synced both).
-    /// Crash-safe through the `REINDEX` marker: from the marker's creation to its removal
-    /// the pack and the index may disagree, and an open that finds the marker rebuilds the
-    /// index from the packs (`blob/recover.rs`); leftover `.compact` files are deleted there.
+    /// Puts a compacted pack and its index in place. The collector wrote and synced both and
+    /// created the `REINDEX` marker (durable) before asking; it syncs the directory and removes
+    /// the marker after. So nothing here waits for the disk: from the marker's creation to its
+    /// removal the pack and the index may disagree, and an open that finds the marker rebuilds
+    /// the index from the packs (`blob/recover.rs`), whichever file each rename left.
     async fn install_compacted(&mut self, install: CompactedPack) -> Result<(), EngineError> {
         let CompactedPack {
             pack_id,
@@ -337,6 +338,10 @@ impl ShardActor {
             index_prefix_end,
         } = install;
         assert!(pack_id < self.pack_id, "only a sealed pack is compacted");
+        assert!(
+            self.shard_dir.join(REINDEX_MARKER_FILE).exists(),
+            "a compaction is installed under its marker"
+        );
         if self.index_frozen {
             let refusal = std::io::Error::other(
                 "the blob index stopped growing after a write error; compaction waits for a \
@@ -360,23 +365,16 @@ impl ShardActor {
                 .open(&compact_index)
                 .map_err(write(&compact_index))?;
             file.write_all(&tail).map_err(write(&compact_index))?;
-            file.sync_all().map_err(write(&compact_index))?;
             file.metadata().map_err(write(&compact_index))?.len()
         };
-        let marker = self.shard_dir.join(REINDEX_MARKER_FILE);
-        create_durable(&marker).map_err(write(&marker))?;
-        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
         let pack = pack_path(&self.shard_dir, pack_id);
         std::fs::rename(&compact_pack, &pack).map_err(write(&pack))?;
         std::fs::rename(&compact_index, &self.index_path).map_err(write(&self.index_path))?;
-        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
         self.index = open_actor_file(&self.index_path, self.io.sync_mode).await?;
         self.index_end = new_index_len;
         self.index_unsynced_entries = 0;
         let file = ReadFile::open(pack.clone()).map_err(|source| EngineError::io(&pack, source))?;
         self.view().install_compacted(pack_id, file, &relocated);
-        std::fs::remove_file(&marker).map_err(write(&marker))?;
-        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
         Ok(())
     }
 

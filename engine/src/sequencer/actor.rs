@@ -665,8 +665,12 @@ impl SequencerActor {
         context_id: ContextId,
         key: &[u8],
     ) -> Result<Option<TurnId>, EngineError> {
-        let found = owners::turn_by_key(&self.contexts, context_id, key, &|id| self.turn(id))?;
-        Ok(found.map(|turn| turn.turn_id))
+        let lookup = |id| self.turn_record(id);
+        let found = owners::turn_by_key(&self.contexts, context_id, key, &lookup)?;
+        // A collected turn's key answers nothing: the append stores a new turn.
+        Ok(found
+            .map(|turn| turn.turn_id)
+            .filter(|&turn_id| !self.gc.dead.contains(turn_id)))
     }
 
     /// A parent chosen by the caller must be the context's: appended to it, on its chain, or
@@ -678,7 +682,8 @@ impl SequencerActor {
         parent: &TurnRecord,
     ) -> Result<(), EngineError> {
         let head_turn = self.turn_or_none(head.head_turn_id)?;
-        let lookup = |id| self.turn(id);
+        // Records, collected or not: ownership walks may pass a fork base below the floor.
+        let lookup = |id| self.turn_record(id);
         if owners::owns(&self.contexts, context_id, head_turn, parent, &lookup)? {
             return Ok(());
         }

@@ -269,8 +269,12 @@ fn replay_turn(
     }
     let extras =
         TurnExtras::decode(extras).map_err(|error| format!("turn {}: {error}", turn.turn_id))?;
+    // A key may be used again once its turn was collected (its gc-dead record comes before
+    // any turn that could reuse it: the sequencer answered the key with the old turn until
+    // its fence).
     if let Some(owner) = state.contexts.own_turn_key(turn.context_id, &extras.key)
         && !extras.key.is_empty()
+        && !state.dead.contains(owner)
     {
         return Err(format!(
             "turn {} repeats the key of turn {owner} in context {}",

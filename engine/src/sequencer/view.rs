@@ -111,6 +111,17 @@ impl TurnsView {
         TurnExtras::decode(&body).map_err(|error| corrupt(error.to_string()))
     }
 
+    /// A durable turn record, collected or not: for walks that must pass collected records
+    /// (a context chain below its floor, a fork base below the fork's floor, the depth of a
+    /// summary below the floor). Its payload may be gone: never return it to a caller as a
+    /// turn without checking `is_dead`.
+    pub fn turn_record(&self, turn_id: TurnId) -> Result<TurnRecord, EngineError> {
+        match self.record(turn_id.0)? {
+            Some(LogRecord::Turn(turn)) => Ok(turn),
+            _ => Err(EngineError::TurnNotFound(turn_id)),
+        }
+    }
+
     /// A durable turn, or `TurnNotFound` (no such record, a context record, or a turn the
     /// garbage collector collected).
     pub fn turn(&self, turn_id: TurnId) -> Result<TurnRecord, EngineError> {
