@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! cargo run --release -p ctxstore-benches --example gc_bench -- day --dir /tmp/gcday --out benches/results/gc
-//! cargo run --release -p ctxstore-benches --example gc_bench -- compaction --dir /tmp/gccomp --fill-mib 2048 [--gc-rate-mib 128] [--rate 500] [--dead-percent 40]
+//! cargo run --release -p ctxstore-benches --example gc_bench -- compaction --dir /tmp/gccomp --fill-mib 2048 [--gc-rate-mib 32] [--rate 500] [--dead-percent 40]
 //! ```
 //!
 //! The directory is created fresh (it must not exist). Figures in docs/benchmarks.md.
@@ -62,7 +62,7 @@ fn main() {
             &dir,
             number("--fill-mib", 2048),
             number("--rate", 500),
-            number("--gc-rate-mib", 128),
+            number("--gc-rate-mib", 32),
             number("--dead-percent", 40) as u8,
         ),
         other => fail(&format!("unknown mode {other}: day or compaction")),

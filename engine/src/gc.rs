@@ -10,7 +10,7 @@
 //!                                     notes what new records name
 //!  mark: read turns.log 1..=W,
 //!  live = what live contexts reach
-//!  GcSeal ──────────────────────────────────────────────────────────► open pack sealed
+//!  GcSeal (only if the open pack is due) ───────────────────────────► open pack sealed
 //!  condemn: unreachable blobs in
 //!  packs past the dead-share threshold
 //!  GcFence(dead turns, condemned) ──► aborts if a noted turn is dead;
@@ -195,15 +195,18 @@ impl Collector {
         }
         report.turns_dead = dead.count();
 
-        // Seal every open pack, so that every blob the mark judged lies in a sealed pack.
-        let mut open_packs = Vec::with_capacity(self.shards.len());
+        // Where each shard's open pack ends. It is sealed (a new pack file) only when it is
+        // itself due for compaction; a round every few minutes would otherwise leave a trail of
+        // small packs.
+        let mut cuts = Vec::with_capacity(self.shards.len());
         for sender in self.shards.iter() {
             let (reply, answer) = oneshot::channel();
             sender
-                .send(ShardRequest::GcSeal { reply })
+                .send(ShardRequest::Snapshot { reply })
                 .map_err(|_| EngineError::ShutDown)?;
-            open_packs.push(answer.recv().map_err(|_| EngineError::ShutDown)??);
+            cuts.push(answer.recv().map_err(|_| EngineError::ShutDown)?);
         }
+        let open_packs: Vec<u32> = cuts.iter().map(|cut| cut.pack_id).collect();
         let orphans_before = self
             .orphans_before_pack
             .lock()
@@ -213,29 +216,37 @@ impl Collector {
         // Condemn: unreachable blobs, in packs whose dead share passes the threshold.
         let mut plans: Vec<PackPlan> = Vec::new();
         for (shard, view) in self.published.shards.iter().enumerate() {
+            let open = open_packs[shard];
             let mut packs: HashMap<u32, PackPlan> = HashMap::new();
-            let index = view.index.pin();
-            for (hash, location) in index.iter() {
-                if location.pack_id >= open_packs[shard] {
-                    continue;
-                }
-                let plan = packs.entry(location.pack_id).or_insert_with(|| PackPlan {
-                    shard: shard as u16,
-                    pack_id: location.pack_id,
-                    ..PackPlan::default()
-                });
-                let collectable = !marked.live_blobs.contains(hash)
-                    && (named_by_dead.contains(hash)
-                        || location.pack_id < orphans_before.get(shard).copied().unwrap_or(0));
-                if collectable {
-                    plan.dead.push(*hash);
-                } else {
-                    plan.live_bytes += location.record_bytes();
+            {
+                let index = view.index.pin();
+                for (hash, location) in index.iter() {
+                    if location.pack_id > open {
+                        continue;
+                    }
+                    let plan = packs.entry(location.pack_id).or_insert_with(|| PackPlan {
+                        shard: shard as u16,
+                        pack_id: location.pack_id,
+                        ..PackPlan::default()
+                    });
+                    let collectable = !marked.live_blobs.contains(hash)
+                        && (named_by_dead.contains(hash)
+                            || location.pack_id < orphans_before.get(shard).copied().unwrap_or(0));
+                    if collectable {
+                        plan.dead.push(*hash);
+                        plan.dead_bytes += location.record_bytes();
+                    } else {
+                        plan.live_bytes += location.record_bytes();
+                    }
                 }
             }
-            for pack_id in 0..open_packs[shard] {
+            for pack_id in 0..=open {
                 let path = pack_path(&view.dir, pack_id);
-                let file_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                let file_bytes = if pack_id == open {
+                    cuts[shard].pack_end
+                } else {
+                    std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0)
+                };
                 let plan = packs.remove(&pack_id).unwrap_or(PackPlan {
                     shard: shard as u16,
                     pack_id,
@@ -246,9 +257,19 @@ impl Collector {
                 report.dead_bytes += garbage;
                 let due =
                     garbage > 0 && garbage * 100 >= u64::from(self.pack_dead_percent) * file_bytes;
-                if due {
-                    plans.push(PackPlan { file_bytes, ..plan });
+                if !due {
+                    continue;
                 }
+                if pack_id == open {
+                    let (reply, answer) = oneshot::channel();
+                    self.shards[shard]
+                        .send(ShardRequest::GcSeal { reply })
+                        .map_err(|_| EngineError::ShutDown)?;
+                    let now_open = answer.recv().map_err(|_| EngineError::ShutDown)??;
+                    assert!(now_open > pack_id, "a sealed pack has a successor");
+                }
+                let file_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                plans.push(PackPlan { file_bytes, ..plan });
             }
         }
         if dead.is_empty() && plans.is_empty() {
@@ -457,6 +478,14 @@ impl Collector {
         drop(index_out);
         sync_dir(&dir).map_err(write(&dir))?;
 
+        // Held past the rename, so that the old file's blocks are freed here, a step at a
+        // time, rather than all at once by whichever thread closes it last: freeing a large
+        // file in one go stalls the file system's journal, and every append's fdatasync with
+        // it (docs/benchmarks.md).
+        let old_file = OpenOptions::new()
+            .write(true)
+            .open(&old_path)
+            .map_err(write(&old_path))?;
         // The switch-over: under the marker, the shard renames and points its readers at the
         // new file without waiting for the disk; this thread makes it durable, then removes
         // the marker.
@@ -491,7 +520,27 @@ impl Collector {
         sync_dir(&dir).map_err(write(&dir))?;
         std::fs::remove_file(&marker).map_err(write(&marker))?;
         sync_dir(&dir).map_err(write(&dir))?;
+        release_gradually(old_file, throttle);
         Ok(new_len)
+    }
+}
+
+/// Frees a replaced (unlinked) pack's blocks in steps of `RELEASE_STEP_BYTES`, paced by the
+/// throttle. A reader still holding the old file then reads short and retries at the
+/// record's new location (`ShardView::read_located`). Failures only cost the stall this
+/// avoids: the last close frees the rest.
+fn release_gradually(file: File, throttle: &mut Throttle) {
+    const RELEASE_STEP_BYTES: u64 = 8 << 20;
+    let Ok(mut len) = file.metadata().map(|meta| meta.len()) else {
+        return;
+    };
+    while len > 0 {
+        len = len.saturating_sub(RELEASE_STEP_BYTES);
+        if file.set_len(len).is_err() {
+            return;
+        }
+        throttle.take(RELEASE_STEP_BYTES / 8);
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
@@ -504,6 +553,8 @@ struct PackPlan {
     dead: Vec<BlobHash>,
     /// Record bytes of the blobs that stay.
     live_bytes: u64,
+    /// Record bytes of the condemned blobs.
+    dead_bytes: u64,
     file_bytes: u64,
 }
 
