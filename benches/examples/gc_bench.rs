@@ -13,6 +13,8 @@
 //! ```
 //!
 //! The directory is created fresh (it must not exist). Figures in docs/benchmarks.md.
+// A benchmark: a failed step ends the run with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
