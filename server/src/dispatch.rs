@@ -20,9 +20,8 @@ use ctxstore_engine::{
 use ctxstore_protocol::{
     AppendedWire, BackupWire, ContextHeadWire, ContextInfoWire, ContextRef as ContextRefWire,
     ErrorCode, ExtrasWire, Hash32, KvItemWire, ListCursorWire, LogCursorWire, MessageType,
-    OverlayWire,
-    PageKind, ParentWire, PayloadEncoding, PayloadSpec, PayloadWire, Request, Response, StatsWire,
-    TurnEntry, TurnEntryV2, TurnSpec, TurnWire, read_flags,
+    OverlayWire, PageKind, ParentWire, PayloadEncoding, PayloadSpec, PayloadWire, Request,
+    Response, StatsWire, TurnEntry, TurnEntryV2, TurnSpec, TurnWire, read_flags,
 };
 
 use crate::config::ServerLimits;
@@ -368,7 +367,14 @@ impl Dispatcher {
                 cursor,
                 limit,
                 read_flags,
-            } => self.turn_log(context_ref(context), labels, cursor, limit, read_flags, as_of),
+            } => self.turn_log(
+                context_ref(context),
+                labels,
+                cursor,
+                limit,
+                read_flags,
+                as_of,
+            ),
             Request::ReadPage {
                 context,
                 kind,
@@ -385,7 +391,11 @@ impl Dispatcher {
                     .engine
                     .find_turns_as_of(&key, &value, TurnId(before_turn_id), limit, as_of)
                     .map_err(engine_error)?;
-                let overlays = found.turns.iter().map(|turn| overlay_wire(&turn.turn)).collect();
+                let overlays = found
+                    .turns
+                    .iter()
+                    .map(|turn| overlay_wire(&turn.turn))
+                    .collect();
                 Ok((
                     Response::FoundTurns {
                         next_before: found.next_before.0,
@@ -568,7 +578,11 @@ impl Dispatcher {
             }
         };
         let page = page.map_err(engine_error)?;
-        let overlays = page.entries.iter().map(|entry| overlay_wire(&entry.turn)).collect();
+        let overlays = page
+            .entries
+            .iter()
+            .map(|entry| overlay_wire(&entry.turn))
+            .collect();
         let response = Response::Page {
             next_before: page.next_before.0,
             tip_depth: page.tip_depth,
@@ -693,7 +707,11 @@ impl Dispatcher {
         let mut cache = self.payload_cache.borrow_mut();
         let page = self.engine.read_page(query, options, &mut *cache);
         let page = page.map_err(engine_error)?;
-        let overlays = page.entries.iter().map(|entry| overlay_wire(&entry.turn)).collect();
+        let overlays = page
+            .entries
+            .iter()
+            .map(|entry| overlay_wire(&entry.turn))
+            .collect();
         Ok((turns_response(query, page), overlays))
     }
 
