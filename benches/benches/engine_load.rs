@@ -555,6 +555,7 @@ fn turns(base: &Path) {
                 cursor: None,
                 limit: 100,
                 payload_bytes_max: 0,
+                as_of: None,
             };
             loop {
                 let sent = Instant::now();

@@ -315,12 +315,14 @@ impl Engine {
                 ..existing
             });
         }
+        let by_hash = matches!(payload, AppendPayload::StoredBlob(_));
         match (published.shards[shard].location(&hash), payload) {
             (Some(location), _) => {
                 let blob = DurableBlob {
                     hash,
                     raw_len: location.raw_len,
                     deduped: true,
+                    by_hash,
                 };
                 let append = append.with_payload(blob);
                 self.inner.sequencer.append(append, reply).await;
@@ -363,7 +365,7 @@ impl Engine {
             .map(|turn| {
                 Ok(Appended {
                     extras: turns.extras(&turn)?,
-                    turn: turn.into(),
+                    turn: snapshot.overlays.view(&turn, None),
                     deduped: true,
                     existing: true,
                 })
@@ -455,8 +457,25 @@ impl Engine {
         self.reader().head(context_id)
     }
 
+    /// A turn by id, as it reads now (its latest patch, or redacted).
     pub async fn turn(&self, turn_id: TurnId) -> Result<Turn, EngineError> {
-        self.reader().turn(turn_id)
+        self.reader().turn(turn_id, None)
+    }
+
+    /// A turn by id in the overlay view `as_of` (decision 0012; `None`: the latest).
+    pub fn turn_as_of(&self, turn_id: TurnId, as_of: Option<u64>) -> Result<Turn, EngineError> {
+        self.reader().turn(turn_id, as_of)
+    }
+
+    /// Whether a purge removed `hash` (and nothing named it since): reads by hash answer not
+    /// found, whatever the shard or a cache still holds.
+    pub(crate) fn is_purged(&self, hash: &BlobHash) -> bool {
+        self.inner
+            .published
+            .contexts
+            .load()
+            .overlays
+            .is_purged(hash)
     }
 
     /// A page of turns, oldest first, with payloads as `options` ask, looked up in `cache`
@@ -552,22 +571,31 @@ impl Engine {
 
     /// A payload, verified against its hash.
     pub async fn blob(&self, hash: BlobHash) -> Result<Bytes, EngineError> {
+        if self.is_purged(&hash) {
+            return Err(EngineError::BlobNotFound(hash));
+        }
         self.inner.published.shard_of(&hash).read_payload(&hash)
     }
 
     /// A blob as stored (possibly zstd), checksum-verified; the caller inflates and hashes.
     pub async fn blob_stored(&self, hash: BlobHash) -> Result<StoredBlob, EngineError> {
+        if self.is_purged(&hash) {
+            return Err(EngineError::BlobNotFound(hash));
+        }
         self.inner.published.shard_of(&hash).read_stored(&hash)
     }
 
     /// A stored blob's payload length, from its shard's index (no I/O); `None` if not stored.
     pub fn blob_len(&self, hash: BlobHash) -> Option<u32> {
+        if self.is_purged(&hash) {
+            return None;
+        }
         let location = self.inner.published.shard_of(&hash).location(&hash);
         location.map(|location| location.raw_len)
     }
 
     pub async fn has_blob(&self, hash: BlobHash) -> bool {
-        self.inner.published.shard_of(&hash).contains(&hash)
+        !self.is_purged(&hash) && self.inner.published.shard_of(&hash).contains(&hash)
     }
 
     pub fn stats(&self) -> StoreStats {

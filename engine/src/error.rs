@@ -65,6 +65,11 @@ pub enum EngineError {
     },
     #[error("payload of {len} bytes exceeds blob_bytes_max ({max} bytes)")]
     TooLarge { len: u64, max: u64 },
+    #[error(
+        "turn {0} is redacted; a redacted turn takes no more patches or redactions (its \
+         payload is gone for good)"
+    )]
+    Redacted(TurnId),
     #[error("{requested} turns requested; read_turns_max is {max} per read")]
     TooManyTurns { requested: u32, max: u32 },
     #[error("{0}")]
@@ -98,7 +103,9 @@ impl EngineError {
             EngineError::NameTaken { .. } => ErrorKind::AlreadyExists,
             EngineError::Conflict { .. } => ErrorKind::Conflict,
             EngineError::TooLarge { .. } | EngineError::TooManyTurns { .. } => ErrorKind::TooLarge,
-            EngineError::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            EngineError::InvalidArgument(_) | EngineError::Redacted(_) => {
+                ErrorKind::InvalidArgument
+            }
             EngineError::ReadOnly(_) => ErrorKind::ReadOnly,
             EngineError::NoSpace { .. } => ErrorKind::NoSpace,
             EngineError::Corrupt(_) => ErrorKind::Corrupt,
@@ -148,6 +155,7 @@ impl EngineError {
                 max: *max,
             },
             EngineError::InvalidArgument(text) => EngineError::InvalidArgument(text.clone()),
+            EngineError::Redacted(turn_id) => EngineError::Redacted(*turn_id),
             EngineError::Limit { what, limit } => EngineError::Limit {
                 what,
                 limit: *limit,

@@ -182,15 +182,24 @@ impl Collector {
         let marked = mark(&log, &snapshot.contexts, &snapshot.dead, &self.published)?;
         let mut report = GcReport::default();
         let mut dead = DeadTurns::default();
-        let mut named_by_dead: HashSet<BlobHash, BlobHashBuildHasher> = HashSet::default();
+        // Blobs a turn let go: named by a turn dying now (its payload and patches), or by a
+        // live redacted turn (decision 0012: no view reads them any more), or purged.
+        // Collectable unless something live names them too.
+        let overlays = &snapshot.contexts.overlays;
+        let mut named_by_dead: HashSet<BlobHash, BlobHashBuildHasher> =
+            overlays.purged().copied().collect();
         for record_id in 1..=snapshot.watermark {
             let turn_id = TurnId(record_id);
-            if log.is_turn(record_id)
-                && !marked.is_live(record_id)
-                && !snapshot.dead.contains(turn_id)
-            {
+            if !log.is_turn(record_id) || snapshot.dead.contains(turn_id) {
+                continue;
+            }
+            let live = marked.is_live(record_id);
+            if !live {
                 dead.insert(turn_id);
+            }
+            if !live || overlays.is_redacted(turn_id) {
                 named_by_dead.insert(log.hash[record_id as usize]);
+                named_by_dead.extend(overlays.all_patch_blobs(turn_id));
             }
         }
         report.turns_dead = dead.count();
@@ -685,7 +694,8 @@ impl Marked {
 /// Marks from the roots (decision 0011): each live context's head chain and every turn it
 /// owns (`sequencer/owners.rs`: its own turns on every branch, what it inherited through
 /// clones and forks) at or above its floor, with their ancestors down to that floor; every
-/// link of a live turn with the linked turn's whole history; live contexts' key-value values.
+/// link of a live turn with the linked turn's whole history; live contexts' key-value values;
+/// the payloads and patches of live turns that are not redacted (decision 0012).
 fn mark(
     log: &LogTable,
     contexts: &Contexts,
@@ -762,9 +772,15 @@ fn mark(
             break;
         }
     }
+    // A live turn's payload and every patch (a read `as_of` an older overlay reads them);
+    // nothing of a redacted one (decision 0012: its bytes go unless another turn names them).
     for (id, floor) in floors.iter().enumerate() {
-        if *floor != u32::MAX {
+        if *floor == u32::MAX {
+            continue;
+        }
+        if let Some(patches) = contexts.overlays.patch_blobs(TurnId(id as u64)) {
             live_blobs.insert(log.hash[id]);
+            live_blobs.extend(patches);
         }
     }
     Ok(Marked {

@@ -13,7 +13,8 @@
 //! - `pipeline`: the messages of the append route; `group_commit`: the loop every actor runs.
 //! - `sequencer`: the one actor owning `turns.log`, TurnIDs and heads (`heads`: the DAG rule).
 //! - `blob`: blob shards (codec on the caller, actor writing packs, recovery, read view).
-//! - `read`: page reads over published state; `retention`: delete, prune, TTL and the reaper.
+//! - `read`: page reads over published state; `retention`: delete, prune, TTL and the reaper;
+//!   `overlays`: patch, redact, purge (the caller's side; the state is `sequencer::overlays`).
 //! - [`engine`]: the `Engine` handle; open, the caller's step of an append, reads, shutdown.
 //! - [`verify`]: the offline invariant checker.
 //! - [`metrics`]: single-writer histograms and counters for monitoring; the actors' group
@@ -34,6 +35,7 @@ mod group_commit;
 pub mod ids;
 pub mod metrics;
 pub mod model;
+pub mod overlays;
 mod pipeline;
 mod published;
 mod read;
@@ -54,9 +56,10 @@ pub use format::pack::Compression;
 pub use ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
 pub use model::{
     AppendPayload, AppendRequest, Appended, ContextHead, ContextRef, ContextView, Created,
-    GcReport, NewContext, NoPayloadCache, Page, PageEntry, PageOptions, PageQuery, Parent, Payload,
-    PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn, TurnOptions, TurnPage,
-    TurnWithPayload,
+    GcReport, NewContext, NoPayloadCache, Overlaid, Page, PageEntry, PageOptions, PageQuery,
+    Parent, Payload, PayloadCache, PayloadMode, Purged, StoreStats, StoredBlob, Turn, TurnOptions,
+    TurnPage, TurnWithPayload,
 };
+pub use sequencer::overlays::OVERLAYS_PER_TURN_MAX;
 pub use sequencer::view::CONTEXTS_MAX;
 pub use verify::{VerifyReport, verify};

@@ -31,6 +31,13 @@ pub struct Turn {
     /// Whether the turn carries extras (key, labels, links): read them with
     /// `Engine::turn_extras`; pages return them.
     pub has_extras: bool,
+    /// Redacted (issue 15, decision 0012): the turn has no payload any more, in every view;
+    /// it reads with `payload_hash` = `BlobHash::EMPTY` and `payload_len` 0. Its place in the
+    /// DAG, its key, labels and links stay.
+    pub redacted: bool,
+    /// The sequence number of the overlay this view shows (the patch whose payload it
+    /// carries, or the redaction); 0: the turn as appended.
+    pub overlay_seq: u64,
 }
 
 impl Turn {
@@ -54,6 +61,8 @@ impl From<TurnRecord> for Turn {
             created_at_unix_ms: record.created_at_unix_ms,
             summary_turn_id: record.summary_turn_id,
             has_extras: record.extras_len > 0,
+            redacted: false,
+            overlay_seq: 0,
         }
     }
 }
@@ -287,6 +296,10 @@ pub struct PageOptions {
     /// Payload bytes one page may carry. A page keeps at least one turn; cursor pages
     /// (`Last`, `Before`) keep their newest turns, depth windows their oldest.
     pub payload_bytes_max: u64,
+    /// Which overlay view (decision 0012): `None` the latest; `Some(seq)` each turn as the
+    /// overlays with sequence numbers up to `seq` leave it (a redaction applies to every
+    /// view).
+    pub as_of: Option<u64>,
 }
 
 impl PageOptions {
@@ -294,12 +307,14 @@ impl PageOptions {
     pub const TURNS: PageOptions = PageOptions {
         payloads: PayloadMode::None,
         payload_bytes_max: u64::MAX,
+        as_of: None,
     };
 
     /// Turns with their raw payloads, however large the page.
     pub const RAW_PAYLOADS: PageOptions = PageOptions {
         payloads: PayloadMode::Raw,
         payload_bytes_max: u64::MAX,
+        as_of: None,
     };
 }
 
@@ -395,6 +410,25 @@ pub struct StoreStats {
     pub gc_runs: u64,
     /// Bytes garbage collection gave back to the file system since open (pack files shrunk).
     pub bytes_reclaimed_total: u64,
+}
+
+/// What a patch or a redaction produced (`Engine::patch_turn`, `Engine::redact_turn`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Overlaid {
+    /// The turn as it reads now (the patch's payload, or redacted).
+    pub turn: Turn,
+    /// The overlay's sequence number: pass it as `as_of` to read this view later.
+    pub overlay_seq: u64,
+}
+
+/// What a purge did (`Engine::purge_blob`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Purged {
+    pub payload_hash: BlobHash,
+    /// Turns this purge redacted (turns redacted before are not counted again).
+    pub turns_redacted: u64,
+    /// The purge record's sequence number (after every redaction it wrote).
+    pub overlay_seq: u64,
 }
 
 /// What one garbage collection did (`Engine::gc`).

@@ -28,9 +28,10 @@ use crate::blob::condemned::Condemned;
 use crate::error::EngineError;
 use crate::format::blob_index::IndexEntry;
 use crate::format::context_meta::ContextMeta;
+use crate::format::context_meta::OverlayKind;
 use crate::format::pack::EncodedBlob;
 use crate::ids::{BlobHash, ContextId, TurnId};
-use crate::model::{AppendRequest, Appended, ContextView, Created, NewContext};
+use crate::model::{AppendRequest, Appended, ContextView, Created, NewContext, Overlaid, Purged};
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
 
@@ -41,6 +42,9 @@ pub(crate) struct DurableBlob {
     pub raw_len: u32,
     /// It was stored before this append (for the dedup counter and the reply).
     pub deduped: bool,
+    /// The caller named the blob by its hash (APPEND_TURN_BY_HASH) instead of sending its
+    /// bytes: refused for a purged blob, which only new bytes bring back (decision 0012).
+    pub by_hash: bool,
 }
 
 /// An append whose blob is durable: the sequencer's input.
@@ -53,6 +57,8 @@ pub(crate) type TurnReply = oneshot::Sender<Result<Appended, EngineError>>;
 pub(crate) type BatchReply = oneshot::Sender<Result<Vec<Appended>, EngineError>>;
 pub(crate) type ContextReply = oneshot::Sender<Result<Created, EngineError>>;
 pub(crate) type MetaReply = oneshot::Sender<Result<ContextView, EngineError>>;
+pub(crate) type OverlayReply = oneshot::Sender<Result<Overlaid, EngineError>>;
+pub(crate) type PurgeReply = oneshot::Sender<Result<Purged, EngineError>>;
 pub(crate) type PutReply = oneshot::Sender<Result<PutOutcome, EngineError>>;
 pub(crate) type StopReply = oneshot::Sender<()>;
 
@@ -176,6 +182,23 @@ pub(crate) enum SequencerRequest {
     AppendBatch {
         appends: Vec<TurnAppend>,
         reply: BatchReply,
+    },
+    /// Patch or redact a durable turn (decision 0012): one overlay record naming the turn's
+    /// context; a patch's blob is durable. Answers the turn as it reads afterwards.
+    Overlay {
+        turn_id: TurnId,
+        kind: OverlayKind,
+        reply: OverlayReply,
+    },
+    /// Part of a purge of `hash` (decision 0012): redact `turns` (those the caller found
+    /// naming the blob; redacted or collected ones are skipped). The last part
+    /// (`scanned_upto: Some(w)`) also redacts what names the blob after record `w` — turns
+    /// past the caller's scan, patches — and writes the purge record, after them all.
+    Purge {
+        hash: BlobHash,
+        turns: Vec<TurnId>,
+        scanned_upto: Option<u64>,
+        reply: PurgeReply,
     },
     /// A garbage-collection round begins (`gc.rs`): answered after the batch it joins is
     /// durable, with the durable state the marker reads; from then on the sequencer notes every

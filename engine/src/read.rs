@@ -45,8 +45,10 @@ impl Reader<'_> {
         })
     }
 
-    pub fn turn(&self, turn_id: TurnId) -> Result<Turn, EngineError> {
-        self.published.turns.turn(turn_id).map(Turn::from)
+    /// A turn by id, in the overlay view `as_of` (`None`: the latest).
+    pub fn turn(&self, turn_id: TurnId, as_of: Option<u64>) -> Result<Turn, EngineError> {
+        let record = self.published.turns.turn(turn_id)?;
+        Ok(self.published.contexts.load().overlays.view(&record, as_of))
     }
 
     /// A page of turns, oldest first, with payloads as `options` ask.
@@ -161,6 +163,11 @@ impl Reader<'_> {
         mode: PayloadMode,
         cache: &mut dyn PayloadCache,
     ) -> Result<Payload, EngineError> {
+        // A purged blob is gone from the moment the purge is acknowledged, wherever its bytes
+        // still are (decision 0012).
+        if self.published.contexts.load().overlays.is_purged(&hash) {
+            return Err(EngineError::BlobNotFound(hash));
+        }
         // The index first: a blob garbage collection took may linger in a cache, and must not
         // be served from there (one hash-table probe).
         let shard = self.published.shard_of(&hash);
@@ -306,20 +313,33 @@ impl Reader<'_> {
         }
     }
 
-    /// Applies the payload budget, reads the payloads, and sets the cursor.
+    /// Applies the overlay view and the payload budget, reads the payloads, and sets the
+    /// cursor.
     fn assemble(
         &self,
-        mut turns: Vec<TurnRecord>,
+        records: Vec<TurnRecord>,
         keep: Keep,
         tip_depth: u32,
         floor: u32,
         options: PageOptions,
         cache: &mut dyn PayloadCache,
     ) -> Result<Page, EngineError> {
+        // One snapshot for the page: every turn of it in the same overlay view.
+        let snapshot = self.published.contexts.load();
+        let mut turns: Vec<(TurnRecord, Turn)> = records
+            .into_iter()
+            .map(|record| (record, snapshot.overlays.view(&record, options.as_of)))
+            .collect();
         if options.payloads != PayloadMode::None {
             let fit = match keep {
-                Keep::Newest => within_budget(turns.iter().rev(), options.payload_bytes_max),
-                Keep::Oldest => within_budget(turns.iter(), options.payload_bytes_max),
+                Keep::Newest => within_budget(
+                    turns.iter().rev().map(|(_, turn)| turn),
+                    options.payload_bytes_max,
+                ),
+                Keep::Oldest => within_budget(
+                    turns.iter().map(|(_, turn)| turn),
+                    options.payload_bytes_max,
+                ),
             };
             match keep {
                 Keep::Newest => drop(turns.drain(..turns.len() - fit)),
@@ -329,7 +349,7 @@ impl Reader<'_> {
         // The oldest turn returned is the cursor of the next older page, unless it is a root
         // or at the floor.
         let next_before = match (keep, turns.first()) {
-            (Keep::Newest, Some(oldest))
+            (Keep::Newest, Some((oldest, _)))
                 if !oldest.parent_turn_id.is_none() && oldest.depth > floor =>
             {
                 oldest.turn_id
@@ -338,14 +358,16 @@ impl Reader<'_> {
         };
         let entries = turns
             .into_iter()
-            .map(|turn| {
+            .map(|(record, turn)| {
                 let payload = match options.payloads {
                     PayloadMode::None => None,
+                    // Redacted: no bytes to look up anywhere, cache included.
+                    _ if turn.redacted => Some(Payload::Raw(Bytes::new())),
                     mode => Some(self.payload(turn.payload_hash, mode, cache)?),
                 };
                 Ok(PageEntry {
-                    extras: self.published.turns.extras(&turn)?,
-                    turn: turn.into(),
+                    extras: self.published.turns.extras(&record)?,
+                    turn,
                     payload,
                 })
             })
@@ -359,7 +381,7 @@ impl Reader<'_> {
 }
 
 /// How many of `turns`, in order, fit in `payload_bytes_max` (at least one).
-fn within_budget<'a>(turns: impl Iterator<Item = &'a TurnRecord>, payload_bytes_max: u64) -> usize {
+fn within_budget<'a>(turns: impl Iterator<Item = &'a Turn>, payload_bytes_max: u64) -> usize {
     let mut bytes = 0u64;
     let mut count = 0;
     for turn in turns {

@@ -34,6 +34,8 @@ pub struct LogQuery {
     pub cursor: Option<LogCursor>,
     /// 1..=`LOG_PAGE_MAX`.
     pub limit: u32,
+    /// The overlay view (decision 0012): `None` the latest.
+    pub as_of: Option<u64>,
     /// When the caller will send the payloads too: the page ends before the payload bytes
     /// of its turns pass this (it keeps at least one turn). 0: no budget.
     pub payload_bytes_max: u64,
@@ -131,6 +133,7 @@ impl Engine {
         let mut new_blobs = Vec::new();
         for request in requests {
             let (append, payload) = request.split();
+            let by_hash = matches!(payload, AppendPayload::StoredBlob(_));
             let (hash, bytes) = match payload {
                 AppendPayload::Bytes(bytes) => {
                     self.check_blob_len(bytes.len())?;
@@ -143,7 +146,7 @@ impl Engine {
             } else if self.blob_len(hash).is_none() {
                 return Err(EngineError::BlobNotFound(hash));
             }
-            appends.push((append, hash));
+            appends.push((append, hash, by_hash));
         }
         // Every payload is durable before the turns that name it, as for one append.
         let already: std::collections::HashMap<BlobHash, bool> = {
@@ -152,12 +155,13 @@ impl Engine {
             hashes.into_iter().zip(stored).collect()
         };
         let mut durable = Vec::with_capacity(appends.len());
-        for (append, hash) in appends {
+        for (append, hash, by_hash) in appends {
             let raw_len = self.blob_len(hash).ok_or(EngineError::BlobNotFound(hash))?;
             let blob = DurableBlob {
                 hash,
                 raw_len,
                 deduped: already.get(&hash).copied().unwrap_or(true),
+                by_hash,
             };
             durable.push(append.with_payload(blob));
         }
@@ -178,6 +182,18 @@ impl Engine {
         value: &str,
         before: TurnId,
         limit: u32,
+    ) -> Result<FoundTurns, EngineError> {
+        self.find_turns_as_of(key, value, before, limit, None)
+    }
+
+    /// `find_turns` in the overlay view `as_of` (decision 0012).
+    pub fn find_turns_as_of(
+        &self,
+        key: &str,
+        value: &str,
+        before: TurnId,
+        limit: u32,
+        as_of: Option<u64>,
     ) -> Result<FoundTurns, EngineError> {
         if !is_indexed_label(key) {
             return Err(EngineError::InvalidArgument(format!(
@@ -214,7 +230,7 @@ impl Engine {
             }
             found.turns.push(TurnWithExtras {
                 extras: turns.extras(&turn)?,
-                turn: turn.into(),
+                turn: snapshot.overlays.view(&turn, as_of),
             });
             if found.turns.len() as u32 == limit {
                 if ids.peek().is_some() {
@@ -239,6 +255,16 @@ impl Engine {
         context: &ContextRef,
         key: &[u8],
     ) -> Result<Option<TurnWithExtras>, EngineError> {
+        self.turn_by_key_as_of(context, key, None)
+    }
+
+    /// `turn_by_key` in the overlay view `as_of` (decision 0012).
+    pub fn turn_by_key_as_of(
+        &self,
+        context: &ContextRef,
+        key: &[u8],
+        as_of: Option<u64>,
+    ) -> Result<Option<TurnWithExtras>, EngineError> {
         let context_id = self.resolve(context)?;
         let snapshot = self.inner.published.contexts.load();
         let turns = &self.inner.published.turns;
@@ -249,7 +275,7 @@ impl Engine {
             .map(|turn| {
                 Ok(TurnWithExtras {
                     extras: turns.extras(&turn)?,
-                    turn: turn.into(),
+                    turn: snapshot.overlays.view(&turn, as_of),
                 })
             })
             .transpose()
@@ -355,7 +381,8 @@ impl Engine {
                 if !matches {
                     continue;
                 }
-                payload_bytes += u64::from(turn.payload_len);
+                let view = snapshot.overlays.view(&turn, query.as_of);
+                payload_bytes += u64::from(view.payload_len);
                 let over_budget =
                     query.payload_bytes_max > 0 && payload_bytes > query.payload_bytes_max;
                 if over_budget && !page.turns.is_empty() {
@@ -365,10 +392,7 @@ impl Engine {
                     });
                     return Ok(page);
                 }
-                page.turns.push(TurnWithExtras {
-                    turn: turn.into(),
-                    extras,
-                });
+                page.turns.push(TurnWithExtras { turn: view, extras });
             }
         }
         Ok(page)

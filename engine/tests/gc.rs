@@ -306,6 +306,14 @@ enum Op {
         context: usize,
         keep: u32,
     },
+    /// Patch a turn (issue 15 item 4): a new payload, one more blob to keep.
+    Patch {
+        turn: usize,
+    },
+    /// Redact a turn (item 5): its payload and patches are no roots any more.
+    Redact {
+        turn: usize,
+    },
     Gc,
     Reopen,
 }
@@ -319,6 +327,8 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
             .prop_map(|(context, parent, link)| Op::Append { context, parent, link }),
         1 => any::<usize>().prop_map(|context| Op::Delete { context }),
         1 => (any::<usize>(), 1..4u32).prop_map(|(context, keep)| Op::Prune { context, keep }),
+        1 => any::<usize>().prop_map(|turn| Op::Patch { turn }),
+        1 => any::<usize>().prop_map(|turn| Op::Redact { turn }),
         1 => Just(Op::Gc),
         1 => Just(Op::Reopen),
     ]
@@ -333,6 +343,20 @@ struct ModelTurn {
     depth: u32,
     links: Vec<usize>,
     payload: Vec<u8>,
+    patches: Vec<Vec<u8>>,
+    redacted: bool,
+}
+
+impl ModelTurn {
+    /// The blobs a live turn keeps: its payload and every patch, none once redacted.
+    fn blobs(&self) -> Vec<&Vec<u8>> {
+        if self.redacted {
+            return Vec::new();
+        }
+        std::iter::once(&self.payload)
+            .chain(&self.patches)
+            .collect()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -407,8 +431,10 @@ fn run(ops: Vec<Op>) {
     let mut engine = Engine::open(gc_config(dir.path())).unwrap();
     let mut model = Model::default();
     let mut seed = 0u64;
+    // The blobs on disk as of the last collection, plus every payload and patch since.
+    let mut stored: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
     for op in ops {
-        match op {
+        match op.clone() {
             Op::Create => {
                 let id = new_context(&engine);
                 model.contexts.push(ModelContext {
@@ -481,6 +507,7 @@ fn run(ops: Vec<Op>) {
                 let depth = from.map_or(0, |p| model.turns[p].depth + 1);
                 match block_on(engine.append(request)) {
                     Ok(appended) => {
+                        stored.insert(payload.clone());
                         model.turns.push(ModelTurn {
                             id: appended.turn.turn_id,
                             seed,
@@ -489,6 +516,8 @@ fn run(ops: Vec<Op>) {
                             depth,
                             links: link.into_iter().collect(),
                             payload,
+                            patches: Vec::new(),
+                            redacted: false,
                         });
                         model.contexts[c].head = Some(model.turns.len() - 1);
                     }
@@ -519,15 +548,61 @@ fn run(ops: Vec<Op>) {
                     model.contexts[c].floor = view.floor_depth;
                 }
             }
+            Op::Patch { turn } | Op::Redact { turn } => {
+                let alive: Vec<usize> = (0..model.turns.len())
+                    .filter(|t| !model.dead.contains(t))
+                    .collect();
+                let Some(&t) = alive.get(turn % alive.len().max(1)) else {
+                    continue;
+                };
+                let turn_id = model.turns[t].id;
+                let result = if matches!(op, Op::Patch { .. }) {
+                    seed += 1;
+                    let payload = noise(seed, 512 + (seed as usize * 53) % 2000);
+                    let result = block_on(engine.patch_turn(turn_id, Bytes::from(payload.clone())));
+                    if result.is_ok() {
+                        stored.insert(payload.clone());
+                        model.turns[t].patches.push(payload);
+                    }
+                    result
+                } else {
+                    let result = block_on(engine.redact_turn(turn_id));
+                    if result.is_ok() {
+                        model.turns[t].redacted = true;
+                    }
+                    result
+                };
+                // A redacted turn takes no more overlays; any other (collected or not yet,
+                // reachable or not) takes them.
+                match result {
+                    Ok(overlaid) => assert_eq!(overlaid.turn.redacted, model.turns[t].redacted),
+                    Err(error) => {
+                        assert!(model.turns[t].redacted, "{error}");
+                        assert!(matches!(error, ctxstore_engine::EngineError::Redacted(_)));
+                    }
+                }
+            }
             Op::Gc => {
                 let reachable = model.reachable();
                 let newly: Vec<usize> = (0..model.turns.len())
                     .filter(|t| !reachable.contains(t) && !model.dead.contains(t))
                     .collect();
+                // Every payload and patch is unique: the blobs that go are those no live,
+                // unredacted turn keeps and that a turn (now dead, or redacted) let go.
+                let kept_before: std::collections::HashSet<Vec<u8>> = stored.clone();
                 let report = engine.gc().unwrap();
+                model.dead.extend(newly.iter().copied());
+                stored = model
+                    .turns
+                    .iter()
+                    .enumerate()
+                    .filter(|(index, _)| !model.dead.contains(index))
+                    .flat_map(|(_, turn)| turn.blobs())
+                    .cloned()
+                    .collect();
                 assert_eq!(report.turns_dead, newly.len() as u64, "{report:?}");
-                assert_eq!(report.blobs_dead, newly.len() as u64, "{report:?}");
-                model.dead.extend(newly);
+                let gone = kept_before.difference(&stored).count();
+                assert_eq!(report.blobs_dead, gone as u64, "{report:?}");
                 check_model(&engine, &model);
             }
             Op::Reopen => {
@@ -545,20 +620,34 @@ fn run(ops: Vec<Op>) {
     assert!(report.is_ok(), "{report}");
 }
 
-/// Collected turns and their blobs are gone, everything else reads back, and the store holds
-/// exactly the live payloads' bytes (every pack with anything dead was compacted).
+/// Collected turns and their blobs are gone, everything else reads back in its latest view
+/// (the last patch, or redacted), and the store holds exactly the bytes live, unredacted
+/// turns keep (every pack with anything dead was compacted).
 fn check_model(engine: &Engine, model: &Model) {
-    let mut live = HashMap::new();
     let mut dead = HashMap::new();
+    let mut live_bytes = 0u64;
+    let mut kept = std::collections::HashSet::new();
     for (index, turn) in model.turns.iter().enumerate() {
-        let target = if model.dead.contains(&index) {
-            &mut dead
-        } else {
-            &mut live
-        };
-        target.insert(turn.id, turn.payload.clone());
+        if model.dead.contains(&index) {
+            dead.insert(turn.id, turn.payload.clone());
+            continue;
+        }
+        let read = block_on(engine.turn(turn.id)).unwrap();
+        assert_eq!(read.redacted, turn.redacted, "turn {}", turn.id);
+        if turn.redacted {
+            assert_eq!(read.payload_hash, BlobHash::EMPTY);
+            continue;
+        }
+        let latest = turn.patches.last().unwrap_or(&turn.payload);
+        let bytes = block_on(engine.blob(read.payload_hash)).unwrap();
+        assert_eq!(&bytes[..], &latest[..], "turn {}", turn.id);
+        for blob in turn.blobs() {
+            if kept.insert(blob.clone()) {
+                live_bytes += blob.len() as u64;
+            }
+        }
     }
-    check(engine, &live, &dead);
+    check(engine, &HashMap::new(), &dead);
     // Through each live context: its turn log (every branch), its keys and the store-wide
     // label index list exactly its own turns at or above its floor, none collected.
     for (c, context) in model.contexts.iter().enumerate() {
@@ -577,6 +666,7 @@ fn check_model(engine: &Engine, model: &Model) {
             cursor: None,
             limit: 1000,
             payload_bytes_max: 0,
+            as_of: None,
         };
         let page = engine
             .turn_log(&ContextRef::Id(context.id), &query)
@@ -599,8 +689,12 @@ fn check_model(engine: &Engine, model: &Model) {
             assert_eq!(by_key.is_some(), expected, "key of turn {}", turn.id);
         }
     }
-    let live_bytes: u64 = live.values().map(|p| p.len() as u64).sum();
-    if model.dead.is_empty() || engine.stats().gc_runs == 0 {
+    check(engine, &HashMap::new(), &dead);
+    if engine.stats().gc_runs == 0 {
+        return;
+    }
+    let released = model.turns.iter().any(|turn| turn.redacted);
+    if model.dead.is_empty() && !released {
         return;
     }
     assert_eq!(engine.stats().unique_bytes, live_bytes);

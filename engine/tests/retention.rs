@@ -58,6 +58,7 @@ fn log_ids(engine: &Engine, context: ContextId) -> Vec<TurnId> {
         cursor: None,
         limit: 1000,
         payload_bytes_max: 0,
+        as_of: None,
     };
     let page = engine.turn_log(&id(context), &query).unwrap();
     assert!(page.next_cursor.is_none());

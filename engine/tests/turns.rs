@@ -54,6 +54,7 @@ fn log(engine: &Engine, context: ContextId, labels: &[(&str, &str)]) -> Vec<Turn
         cursor: None,
         limit: 2,
         payload_bytes_max: 0,
+        as_of: None,
     };
     loop {
         let TurnLogPage { turns, next_cursor } =
@@ -689,6 +690,7 @@ fn a_crafted_turn_log_cursor_is_a_typed_error() {
             cursor: Some(cursor),
             limit: 10,
             payload_bytes_max: 0,
+            as_of: None,
         };
         let error = engine.turn_log(&ContextRef::Id(mine), &query).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");

@@ -383,11 +383,15 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
         .ok_or(DecodeError::UnknownMessage(header.msg_type))?;
     let mut cursor = Cursor::new(body, message_type.name());
     let by_name = header.flags & frame_flags::CTX_BY_NAME != 0;
+    let overlays = header.flags & frame_flags::OVERLAYS != 0;
     if header.flags & !frame_flags::KNOWN != 0 {
         return Err(cursor.invalid("flags", "unknown frame flag bits"));
     }
     if by_name && !message_type.takes_context() {
         return Err(cursor.invalid("flags", "CTX_BY_NAME on a message without a context_id"));
+    }
+    if overlays && !message_type.takes_overlays() {
+        return Err(cursor.invalid("flags", "OVERLAYS on a message that returns no turns"));
     }
     let request = match message_type {
         MessageType::Hello => {
@@ -739,6 +743,29 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
                 read_flags: cursor.flags(read_flags::KNOWN, "read_flags")?,
             }
         }
+        MessageType::PatchTurn => {
+            let turn_id = cursor.u64()?;
+            let payload_len = cursor.u32()? as usize;
+            cursor.zero(4, "reserved")?;
+            Request::PatchTurn {
+                turn_id,
+                payload: cursor.bytes(payload_len)?,
+            }
+        }
+        MessageType::RedactTurn => Request::RedactTurn {
+            turn_id: cursor.u64()?,
+        },
+        MessageType::PurgeBlob => Request::PurgeBlob {
+            hash: cursor.hash()?,
+        },
+    };
+    let request = if overlays {
+        Request::AsOf {
+            as_of: cursor.u64()?,
+            read: Box::new(request),
+        }
+    } else {
+        request
     };
     cursor.finish()?;
     Ok(request)
@@ -774,6 +801,10 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
         .filter(|_| header.msg_type & RESPONSE_BIT != 0)
         .ok_or(DecodeError::UnknownMessage(header.msg_type))?;
     let mut cursor = Cursor::new(body, message_type.name());
+    let overlays = header.flags & frame_flags::OVERLAYS != 0;
+    if header.flags & !frame_flags::OVERLAYS != 0 || (overlays && !message_type.takes_overlays()) {
+        return Err(cursor.invalid("flags", "frame flags this answer cannot carry"));
+    }
     let response = match message_type {
         MessageType::Hello => {
             let version = cursor.u16()?;
@@ -1010,6 +1041,50 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
             }
             Response::FoundTurns { next_before, turns }
         }
+        MessageType::PatchTurn => {
+            let response = Response::Patched {
+                turn_id: cursor.u64()?,
+                overlay_seq: cursor.u64()?,
+                payload_hash: cursor.hash()?,
+                payload_len: cursor.u32()?,
+            };
+            cursor.zero(4, "reserved")?;
+            response
+        }
+        MessageType::RedactTurn => Response::Redacted {
+            turn_id: cursor.u64()?,
+            overlay_seq: cursor.u64()?,
+        },
+        MessageType::PurgeBlob => Response::Purged {
+            payload_hash: cursor.hash()?,
+            turns_redacted: cursor.u64()?,
+            overlay_seq: cursor.u64()?,
+        },
+    };
+    let response = if overlays {
+        let count = cursor.u32()? as usize;
+        if count != response.turn_count() {
+            return Err(cursor.invalid("overlay count", "not one per TURN of the answer"));
+        }
+        let mut states = Vec::with_capacity(cursor.list_capacity(count, OVERLAY_WIRE_BYTES));
+        for _ in 0..count {
+            let overlay_seq = cursor.u64()?;
+            let flags = cursor.u8()?;
+            if flags & !overlay_flags::KNOWN != 0 {
+                return Err(cursor.invalid("overlay_flags", "unknown flag bits"));
+            }
+            cursor.zero(7, "reserved")?;
+            states.push(OverlayWire {
+                overlay_seq,
+                redacted: flags & overlay_flags::REDACTED != 0,
+            });
+        }
+        Response::Overlaid {
+            response: Box::new(response),
+            overlays: states,
+        }
+    } else {
+        response
     };
     cursor.finish()?;
     Ok(response)
@@ -1495,6 +1570,25 @@ pub fn check_request(request: &Request) -> Result<(), EncodeError> {
             let ttl_ms = usize::try_from(*ttl_ms).unwrap_or(usize::MAX);
             within("ttl_ms (0 without the SET flag)", ttl_ms, 0, max, "ms")
         }
+        Request::PatchTurn { payload, .. } => within(
+            "payload",
+            payload.len(),
+            0,
+            APPEND_PAYLOAD_BYTES_LIMIT,
+            "bytes",
+        ),
+        Request::AsOf { read, .. } => {
+            if matches!(**read, Request::AsOf { .. }) || !read.message_type().takes_overlays() {
+                return Err(EncodeError {
+                    field: "overlay view (a read returning turns, once)",
+                    len: 1,
+                    min: 0,
+                    max: 0,
+                    unit: "wrappers",
+                });
+            }
+            check_request(read)
+        }
         _ => Ok(()),
     }
 }
@@ -1515,6 +1609,12 @@ pub fn encode_request(
 pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes>, EncodeError> {
     check_request(request)?;
     let mut w = ChunkWriter::new();
+    request_body(&mut w, request);
+    Ok(w.finish(request.message_type().code(), request.frame_flags(), req_id))
+}
+
+/// A request's body (`check_request` passed).
+fn request_body(w: &mut ChunkWriter, request: &Request) {
     match request {
         Request::Hello {
             min_version,
@@ -1540,7 +1640,7 @@ pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes
             codec,
             payload,
         } => {
-            append_fields(&mut w, context, *expected_head, *type_tag, *codec);
+            append_fields(w, context, *expected_head, *type_tag, *codec);
             w.u32(payload.len() as u32);
             w.zero(4);
             w.data(payload);
@@ -1552,7 +1652,7 @@ pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes
             codec,
             payload_hash,
         } => {
-            append_fields(&mut w, context, *expected_head, *type_tag, *codec);
+            append_fields(w, context, *expected_head, *type_tag, *codec);
             w.slice(&payload_hash.0);
         }
         Request::GetTurn { turn_id } => w.u64(*turn_id),
@@ -1824,8 +1924,19 @@ pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes
             w.u32(*limit);
             w.u32(*read_flags);
         }
+        Request::PatchTurn { turn_id, payload } => {
+            w.u64(*turn_id);
+            w.u32(payload.len() as u32);
+            w.zero(4);
+            w.data(payload);
+        }
+        Request::RedactTurn { turn_id } => w.u64(*turn_id),
+        Request::PurgeBlob { hash } => w.slice(&hash.0),
+        Request::AsOf { as_of, read } => {
+            request_body(w, read);
+            w.u64(*as_of);
+        }
     }
-    Ok(w.finish(request.message_type().code(), request.frame_flags(), req_id))
 }
 
 fn append_fields(
@@ -1850,6 +1961,11 @@ fn append_fields(
 /// are separate chunks referencing the caller's bytes (no copy).
 pub fn encode_response(req_id: u64, response: &Response) -> Vec<Bytes> {
     let mut w = ChunkWriter::new();
+    response_body(&mut w, response);
+    w.finish(response.msg_type(), response.frame_flags(), req_id)
+}
+
+fn response_body(w: &mut ChunkWriter, response: &Response) {
     match response {
         Response::Hello {
             version,
@@ -2013,8 +2129,50 @@ pub fn encode_response(req_id: u64, response: &Response) -> Vec<Bytes> {
                 w.extras(extras);
             }
         }
+        Response::Patched {
+            turn_id,
+            overlay_seq,
+            payload_hash,
+            payload_len,
+        } => {
+            w.u64(*turn_id);
+            w.u64(*overlay_seq);
+            w.slice(&payload_hash.0);
+            w.u32(*payload_len);
+            w.zero(4);
+        }
+        Response::Redacted {
+            turn_id,
+            overlay_seq,
+        } => {
+            w.u64(*turn_id);
+            w.u64(*overlay_seq);
+        }
+        Response::Purged {
+            payload_hash,
+            turns_redacted,
+            overlay_seq,
+        } => {
+            w.slice(&payload_hash.0);
+            w.u64(*turns_redacted);
+            w.u64(*overlay_seq);
+        }
+        Response::Overlaid { response, overlays } => {
+            // One state per TURN: the server builds both from the same page.
+            assert_eq!(overlays.len(), response.turn_count(), "an overlay per turn");
+            response_body(w, response);
+            w.u32(overlays.len() as u32);
+            for overlay in overlays {
+                w.u64(overlay.overlay_seq);
+                w.u8(if overlay.redacted {
+                    overlay_flags::REDACTED
+                } else {
+                    0
+                });
+                w.zero(7);
+            }
+        }
     }
-    w.finish(response.msg_type(), 0, req_id)
 }
 
 /// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.

@@ -4,7 +4,8 @@
 //! offset size field
 //!      0    4 len       body bytes that follow the header
 //!      4    2 msg_type  see `message::MessageType`
-//!      6    2 flags     0 in protocol version 1; version 2 defines bit 0, CTX_BY_NAME
+//!      6    2 flags     0 in protocol version 1; version 2 defines bit 0, CTX_BY_NAME, and
+//!                       bit 1, OVERLAYS
 //!                       (`message::frame_flags`); unknown bits are BAD_FRAME
 //!      8    8 req_id    chosen by the client; the response carries the same value
 //! ```

@@ -45,13 +45,17 @@ pub enum MessageType {
     CtxTtl = 0x0020,
     // Version 2, operations (issue 18).
     Backup = 0x0021,
+    // Version 2, overlays and redaction (issue 15, decision 0012). 0x0022 is GC's.
+    PatchTurn = 0x0023,
+    RedactTurn = 0x0024,
+    PurgeBlob = 0x0025,
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 33] = [
+    pub const ALL: [MessageType; 36] = [
         MessageType::Hello,
         MessageType::Ping,
         MessageType::CtxCreate,
@@ -85,6 +89,9 @@ impl MessageType {
         MessageType::CtxPrune,
         MessageType::CtxTtl,
         MessageType::Backup,
+        MessageType::PatchTurn,
+        MessageType::RedactTurn,
+        MessageType::PurgeBlob,
     ];
 
     pub fn code(self) -> u16 {
@@ -136,6 +143,9 @@ impl MessageType {
             MessageType::CtxPrune => "CTX_PRUNE",
             MessageType::CtxTtl => "CTX_TTL",
             MessageType::Backup => "BACKUP",
+            MessageType::PatchTurn => "PATCH_TURN",
+            MessageType::RedactTurn => "REDACT_TURN",
+            MessageType::PurgeBlob => "PURGE_BLOB",
         }
     }
 
@@ -162,6 +172,23 @@ impl MessageType {
                 | MessageType::GetRangeByDepth
         )
     }
+
+    /// Whether a read may ask for the overlay view (frame flag `OVERLAYS`, decision 0012):
+    /// every message whose answer carries TURNs.
+    pub fn takes_overlays(self) -> bool {
+        matches!(
+            self,
+            MessageType::GetTurn
+                | MessageType::GetLast
+                | MessageType::GetBefore
+                | MessageType::GetRangeByDepth
+                | MessageType::GetChain
+                | MessageType::GetTurnByKey
+                | MessageType::TurnLog
+                | MessageType::ReadPage
+                | MessageType::FindTurns
+        )
+    }
 }
 
 /// Bits of the frame header's `flags` (version 2; version 1 requires 0).
@@ -170,8 +197,31 @@ pub mod frame_flags {
     /// 1..=256 bytes): the context is named by its name. Only on messages that take a context
     /// (`MessageType::takes_context`).
     pub const CTX_BY_NAME: u16 = 1 << 0;
-    pub const KNOWN: u16 = CTX_BY_NAME;
+    /// Overlay view (decision 0012). On a read (`MessageType::takes_overlays`): the body ends
+    /// with `u64 as_of` (0: the latest view). On its answer: the body ends with `u32 count`
+    /// and one OVERLAY (16 bytes) per TURN of the answer, in order.
+    pub const OVERLAYS: u16 = 1 << 1;
+    pub const KNOWN: u16 = CTX_BY_NAME | OVERLAYS;
 }
+
+/// Bits of an OVERLAY's `overlay_flags`.
+pub mod overlay_flags {
+    /// The turn is redacted: no payload (its TURN says BLAKE3 of no bytes, length 0).
+    pub const REDACTED: u8 = 1 << 0;
+    pub const KNOWN: u8 = REDACTED;
+}
+
+/// A turn's overlay state (16 bytes: `u64 overlay_seq, u8 overlay_flags, 7 reserved`): the
+/// sequence number of the overlay its TURN shows (0: as appended), and whether it is
+/// redacted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct OverlayWire {
+    pub overlay_seq: u64,
+    pub redacted: bool,
+}
+
+/// Bytes of an `OverlayWire`.
+pub const OVERLAY_WIRE_BYTES: usize = 16;
 
 /// A context named in a request: by its ContextID, or (version 2) by its unique name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -649,6 +699,26 @@ pub enum Request {
         limit: u32,
         read_flags: u32,
     },
+    /// Gives a turn a new payload (decision 0012); reads `as_of` an older overlay still see
+    /// the payload it had then.
+    PatchTurn {
+        turn_id: u64,
+        payload: Bytes,
+    },
+    /// Takes a turn's payload away, in every view; its bytes leave at the next collection.
+    RedactTurn {
+        turn_id: u64,
+    },
+    /// Redacts every turn naming the blob and hides it by hash (the compliance path).
+    PurgeBlob {
+        hash: Hash32,
+    },
+    /// A read (`MessageType::takes_overlays`) in the overlay view `as_of` (0: the latest),
+    /// with each TURN's overlay state in the answer (frame flag `OVERLAYS`, version 2).
+    AsOf {
+        as_of: u64,
+        read: Box<Request>,
+    },
 }
 
 impl Request {
@@ -687,6 +757,10 @@ impl Request {
             Request::CtxPrune { .. } => MessageType::CtxPrune,
             Request::CtxTtl { .. } => MessageType::CtxTtl,
             Request::Backup { .. } => MessageType::Backup,
+            Request::PatchTurn { .. } => MessageType::PatchTurn,
+            Request::RedactTurn { .. } => MessageType::RedactTurn,
+            Request::PurgeBlob { .. } => MessageType::PurgeBlob,
+            Request::AsOf { read, .. } => read.message_type(),
         }
     }
 
@@ -700,15 +774,20 @@ impl Request {
             | Request::GetLast { context, .. }
             | Request::GetBefore { context, .. }
             | Request::GetRangeByDepth { context, .. } => Some(context),
+            Request::AsOf { read, .. } => read.leading_context(),
             _ => None,
         }
     }
 
     /// The frame header's `flags` this request is sent with.
     pub fn frame_flags(&self) -> u16 {
-        match self.leading_context() {
-            Some(ContextRef::Name(_)) => frame_flags::CTX_BY_NAME,
+        let overlays = match self {
+            Request::AsOf { .. } => frame_flags::OVERLAYS,
             _ => 0,
+        };
+        match self.leading_context() {
+            Some(ContextRef::Name(_)) => frame_flags::CTX_BY_NAME | overlays,
+            _ => overlays,
         }
     }
 }
@@ -839,6 +918,31 @@ pub enum Response {
         tip_depth: u32,
         entries: Vec<TurnEntryV2>,
     },
+    /// Answer to PATCH_TURN: the turn's new payload and the patch's sequence number.
+    Patched {
+        turn_id: u64,
+        overlay_seq: u64,
+        payload_hash: Hash32,
+        payload_len: u32,
+    },
+    /// Answer to REDACT_TURN.
+    Redacted {
+        turn_id: u64,
+        overlay_seq: u64,
+    },
+    /// Answer to PURGE_BLOB: how many turns it redacted (not counting those redacted before)
+    /// and the purge record's sequence number.
+    Purged {
+        payload_hash: Hash32,
+        turns_redacted: u64,
+        overlay_seq: u64,
+    },
+    /// Answer to a read sent with `Request::AsOf`: the read's answer, and one overlay state
+    /// per TURN in it, in order (frame flag `OVERLAYS`).
+    Overlaid {
+        response: Box<Response>,
+        overlays: Vec<OverlayWire>,
+    },
     Error {
         code: crate::error::ErrorCode,
         detail: u64,
@@ -872,7 +976,33 @@ impl Response {
             Response::Blob(_) => MessageType::GetBlob.response_code(),
             Response::HasBlobs { .. } => MessageType::HasBlobs.response_code(),
             Response::Stats(_) => MessageType::Stats.response_code(),
+            Response::Patched { .. } => MessageType::PatchTurn.response_code(),
+            Response::Redacted { .. } => MessageType::RedactTurn.response_code(),
+            Response::Purged { .. } => MessageType::PurgeBlob.response_code(),
+            Response::Overlaid { response, .. } => response.msg_type(),
             Response::Error { .. } => ERROR_TYPE,
+        }
+    }
+
+    /// The TURNs this answer carries, in wire order (an `Overlaid` answer has one overlay
+    /// state per TURN).
+    pub fn turn_count(&self) -> usize {
+        match self {
+            Response::Turn(_) | Response::TurnInfo { .. } => 1,
+            Response::Turns { entries, .. } => entries.len(),
+            Response::TurnLog { entries, .. } | Response::Page { entries, .. } => entries.len(),
+            Response::FoundTurns { turns, .. } => turns.len(),
+            Response::Appended { .. } => 1,
+            Response::AppendedTurns { turns } => turns.len(),
+            _ => 0,
+        }
+    }
+
+    /// The frame header's `flags` this response is sent with.
+    pub fn frame_flags(&self) -> u16 {
+        match self {
+            Response::Overlaid { .. } => frame_flags::OVERLAYS,
+            _ => 0,
         }
     }
 

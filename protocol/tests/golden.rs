@@ -768,6 +768,137 @@ fn vectors_v2() -> Vec<Vector> {
             }),
             "ERROR ALREADY_EXISTS: the name belongs to context 3",
         ),
+        (
+            "patch_turn",
+            23,
+            Q(Request::PatchTurn {
+                turn_id: 42,
+                payload: Bytes::from_static(b"fixed"),
+            }),
+            "PATCH_TURN: turn 42 reads \"fixed\" from now on",
+        ),
+        (
+            "patch_turn_response",
+            23,
+            R(Response::Patched {
+                turn_id: 42,
+                overlay_seq: 57,
+                payload_hash: hash(0xa0),
+                payload_len: 5,
+            }),
+            "PATCH_TURN response: turn 42, overlay 57, payload a0a1…bf of 5 bytes",
+        ),
+        (
+            "redact_turn",
+            24,
+            Q(Request::RedactTurn { turn_id: 42 }),
+            "REDACT_TURN: turn 42 loses its payload",
+        ),
+        (
+            "redact_turn_response",
+            24,
+            R(Response::Redacted {
+                turn_id: 42,
+                overlay_seq: 58,
+            }),
+            "REDACT_TURN response: turn 42 redacted by overlay 58",
+        ),
+        (
+            "purge_blob",
+            25,
+            Q(Request::PurgeBlob { hash: hash(0xa0) }),
+            "PURGE_BLOB a0a1…bf: redact every turn naming it",
+        ),
+        (
+            "purge_blob_response",
+            25,
+            R(Response::Purged {
+                payload_hash: hash(0xa0),
+                turns_redacted: 3,
+                overlay_seq: 62,
+            }),
+            "PURGE_BLOB response: 3 turns redacted, the purge record is 62",
+        ),
+        (
+            "get_turn_as_of",
+            26,
+            Q(Request::AsOf {
+                as_of: 57,
+                read: Box::new(Request::GetTurn { turn_id: 42 }),
+            }),
+            "GET_TURN 42 as of overlay 57 (frame flag OVERLAYS: u64 as_of after the body)",
+        ),
+        (
+            "turn_overlaid_response",
+            26,
+            R(Response::Overlaid {
+                response: Box::new(Response::Turn(turn())),
+                overlays: vec![OverlayWire {
+                    overlay_seq: 57,
+                    redacted: false,
+                }],
+            }),
+            "GET_TURN response with OVERLAYS: turn 42 as patched by overlay 57",
+        ),
+        (
+            "read_page_as_of_latest",
+            27,
+            Q(Request::AsOf {
+                as_of: 0,
+                read: Box::new(Request::ReadPage {
+                    context: named("t-1"),
+                    kind: PageKind::Last,
+                    limit: 10,
+                    read_flags: read_flags::WITH_PAYLOADS,
+                }),
+            }),
+            "READ_PAGE LAST 10 of \"t-1\" with payloads, the latest overlay view (as_of 0)",
+        ),
+        (
+            "page_overlaid_response",
+            27,
+            R(Response::Overlaid {
+                response: Box::new(Response::Page {
+                    next_before: 0,
+                    tip_depth: 7,
+                    entries: vec![TurnEntryV2 {
+                        turn: TurnWire {
+                            // BLAKE3 of no bytes: what a redacted turn reads with.
+                            payload_hash: Hash32(
+                                from_hex(
+                                    "af1349b9f5f9a1a6a0404dea36dcc949\
+                                     9bcb25c9adc112b7cc9a93cae41f3262",
+                                )
+                                .try_into()
+                                .unwrap(),
+                            ),
+                            payload_len: 0,
+                            ..turn()
+                        },
+                        extras: ExtrasWire::default(),
+                        payload: PayloadWire::raw(Bytes::new()),
+                    }],
+                }),
+                overlays: vec![OverlayWire {
+                    overlay_seq: 58,
+                    redacted: true,
+                }],
+            }),
+            "READ_PAGE response with OVERLAYS: turn 42 redacted by overlay 58 (empty payload)",
+        ),
+        (
+            "get_last_by_name_as_of",
+            28,
+            Q(Request::AsOf {
+                as_of: 57,
+                read: Box::new(Request::GetLast {
+                    context: named("t-1"),
+                    limit: 1,
+                    read_flags: 0,
+                }),
+            }),
+            "GET_LAST 1 of \"t-1\" as of overlay 57 (flags CTX_BY_NAME | OVERLAYS)",
+        ),
     ]
 }
 

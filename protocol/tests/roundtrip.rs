@@ -316,7 +316,56 @@ fn request() -> impl Strategy<Value = Request> {
                 limit,
                 read_flags,
             }),
+        (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..64)).prop_map(
+            |(turn_id, payload)| Request::PatchTurn {
+                turn_id,
+                payload: Bytes::from(payload)
+            }
+        ),
+        any::<u64>().prop_map(|turn_id| Request::RedactTurn { turn_id }),
+        hash().prop_map(|hash| Request::PurgeBlob { hash }),
     ]
+}
+
+/// A read that returns turns, in an overlay view (frame flag OVERLAYS).
+fn overlay_request() -> impl Strategy<Value = Request> {
+    (
+        request().prop_filter("a read returning turns", |request| {
+            request.message_type().takes_overlays()
+        }),
+        any::<u64>(),
+    )
+        .prop_map(|(read, as_of)| Request::AsOf {
+            as_of,
+            read: Box::new(read),
+        })
+}
+
+/// An answer to such a read, with one overlay state per turn.
+fn overlay_response() -> impl Strategy<Value = Response> {
+    response()
+        .prop_filter("an answer carrying turns", |response| {
+            MessageType::from_code(response.msg_type() & !RESPONSE_BIT)
+                .is_some_and(MessageType::takes_overlays)
+                && !matches!(response, Response::Error { .. })
+        })
+        .prop_flat_map(|response| {
+            let count = response.turn_count();
+            (
+                Just(response),
+                proptest::collection::vec((any::<u64>(), any::<bool>()), count..=count),
+            )
+        })
+        .prop_map(|(response, states)| Response::Overlaid {
+            response: Box::new(response),
+            overlays: states
+                .into_iter()
+                .map(|(overlay_seq, redacted)| OverlayWire {
+                    overlay_seq,
+                    redacted,
+                })
+                .collect(),
+        })
 }
 
 fn entries_v2() -> impl Strategy<Value = Vec<TurnEntryV2>> {
@@ -557,6 +606,25 @@ fn response() -> impl Strategy<Value = Response> {
             turn: Box::new(turn),
             extras
         }),
+        (any::<u64>(), any::<u64>(), hash(), any::<u32>()).prop_map(
+            |(turn_id, overlay_seq, payload_hash, payload_len)| Response::Patched {
+                turn_id,
+                overlay_seq,
+                payload_hash,
+                payload_len,
+            }
+        ),
+        (any::<u64>(), any::<u64>()).prop_map(|(turn_id, overlay_seq)| Response::Redacted {
+            turn_id,
+            overlay_seq
+        }),
+        (hash(), any::<u64>(), any::<u64>()).prop_map(
+            |(payload_hash, turns_redacted, overlay_seq)| Response::Purged {
+                payload_hash,
+                turns_redacted,
+                overlay_seq,
+            }
+        ),
         (log_cursor(), entries_v2()).prop_map(|(next_cursor, entries)| Response::TurnLog {
             next_cursor,
             entries
@@ -621,6 +689,24 @@ proptest! {
         prop_assert_eq!(header.flags, request.frame_flags());
         prop_assert_eq!(header.len as usize, contiguous.len() - HEADER_BYTES);
         prop_assert_eq!(decode_request(&header, body).unwrap(), request);
+    }
+
+    #[test]
+    fn overlay_reads_and_answers_round_trip(
+        request in overlay_request(),
+        response in overlay_response(),
+        req_id in any::<u64>(),
+    ) {
+        let bytes = concat(encode_request_chunks(req_id, &request).unwrap());
+        let (header, body) = read_frames(&bytes, 7).into_iter().next().unwrap();
+        prop_assert!(header.flags & frame_flags::OVERLAYS != 0);
+        prop_assert_eq!(decode_request(&header, body.clone()).unwrap(), request);
+        // A version-1 connection refuses the flag.
+        prop_assert!(decode_request_as(1, &header, body).is_err());
+        let bytes = concat(encode_response(req_id, &response));
+        let (header, body) = read_frames(&bytes, 11).into_iter().next().unwrap();
+        prop_assert_eq!(header.flags, frame_flags::OVERLAYS);
+        prop_assert_eq!(decode_response(&header, body).unwrap(), response);
     }
 
     #[test]

@@ -20,8 +20,8 @@ use ctxstore_engine::{
 use ctxstore_protocol::{
     AppendedWire, BackupWire, ContextHeadWire, ContextInfoWire, ContextRef as ContextRefWire,
     ErrorCode, ExtrasWire, Hash32, KvItemWire, ListCursorWire, LogCursorWire, MessageType,
-    PageKind, ParentWire, PayloadEncoding, PayloadSpec, PayloadWire, Request, Response, StatsWire,
-    TurnEntry, TurnEntryV2, TurnSpec, TurnWire, read_flags,
+    OverlayWire, PageKind, ParentWire, PayloadEncoding, PayloadSpec, PayloadWire, Request,
+    Response, StatsWire, TurnEntry, TurnEntryV2, TurnSpec, TurnWire, read_flags,
 };
 
 use crate::config::ServerLimits;
@@ -92,58 +92,57 @@ impl Dispatcher {
                 let append = append_request(context_id, expected_head, type_tag, codec, payload);
                 self.append(message_type, append).await
             }
-            Request::GetTurn { turn_id } => self
-                .engine
-                .turn(TurnId(turn_id))
-                .await
-                .map(|turn| Response::Turn(turn_wire(&turn)))
-                .map_err(engine_error),
-            Request::GetLast {
-                context,
-                limit,
-                read_flags,
-            } => {
-                let context_id = self.context_id(context)?;
-                self.page(PageQuery::Last { context_id, limit }, read_flags)
+            Request::GetTurn { .. }
+            | Request::GetLast { .. }
+            | Request::GetBefore { .. }
+            | Request::GetRangeByDepth { .. }
+            | Request::GetChain { .. }
+            | Request::GetTurnByKey { .. }
+            | Request::TurnLog { .. }
+            | Request::ReadPage { .. }
+            | Request::FindTurns { .. } => self.read(request, None).map(|(response, _)| response),
+            // A read in an overlay view (decision 0012): the same answer, each TURN's overlay
+            // state after it.
+            Request::AsOf { as_of, read } => {
+                let (response, overlays) = self.read(*read, (as_of > 0).then_some(as_of))?;
+                Ok(Response::Overlaid {
+                    response: Box::new(response),
+                    overlays,
+                })
             }
-            Request::GetBefore {
-                context,
-                before_turn_id,
-                limit,
-                read_flags,
-            } => {
-                let query = PageQuery::Before {
-                    context_id: self.context_id(context)?,
-                    before: TurnId(before_turn_id),
-                    limit,
-                };
-                self.page(query, read_flags)
+            Request::PatchTurn { turn_id, payload } => {
+                let patched = self.engine.patch_turn(TurnId(turn_id), payload.clone());
+                let patched = patched.await.map_err(engine_error)?;
+                // Like an append's: new bytes this core hashed, likely read again soon.
+                self.payload_cache
+                    .borrow_mut()
+                    .insert(patched.turn.payload_hash, &payload);
+                Ok(Response::Patched {
+                    turn_id,
+                    overlay_seq: patched.overlay_seq,
+                    payload_hash: Hash32(patched.turn.payload_hash.0),
+                    payload_len: patched.turn.payload_len,
+                })
             }
-            Request::GetRangeByDepth {
-                context,
-                from_depth,
-                limit,
-                read_flags,
-            } => {
-                let query = PageQuery::RangeByDepth {
-                    context_id: self.context_id(context)?,
-                    from_depth,
-                    limit,
-                };
-                self.page(query, read_flags)
+            // Nothing to take out of the payload caches: reads look at the overlays (a
+            // redacted turn has no payload to look up) and at the purged blobs before any
+            // cache (`read.rs`).
+            Request::RedactTurn { turn_id } => {
+                let redacted = self.engine.redact_turn(TurnId(turn_id)).await;
+                let redacted = redacted.map_err(engine_error)?;
+                Ok(Response::Redacted {
+                    turn_id,
+                    overlay_seq: redacted.overlay_seq,
+                })
             }
-            Request::GetChain {
-                turn_id,
-                from_depth,
-                limit,
-                read_flags,
-            } => {
-                let query = PageQuery::Chain {
-                    turn_id: TurnId(turn_id),
-                    from_depth,
-                    limit,
-                };
-                self.page(query, read_flags)
+            Request::PurgeBlob { hash } => {
+                let purged = self.engine.purge_blob(BlobHash(hash.0)).await;
+                let purged = purged.map_err(engine_error)?;
+                Ok(Response::Purged {
+                    payload_hash: Hash32(purged.payload_hash.0),
+                    turns_redacted: purged.turns_redacted,
+                    overlay_seq: purged.overlay_seq,
+                })
             }
             Request::GetBlob { hash, read_flags } => self.blob(BlobHash(hash.0), read_flags),
             Request::HasBlobs { hashes } => self.has_blobs(hashes).await,
@@ -280,13 +279,82 @@ impl Dispatcher {
                 expected_head,
                 turns,
             } => self.append_turns(context, expected_head, turns).await,
+        }
+    }
+
+    /// Every read that answers TURNs, in the overlay view `as_of` (`None`: the latest), with
+    /// each TURN's overlay state in wire order (dropped unless the request asked for them).
+    /// Synchronous: the payload cache is never borrowed across an await.
+    fn read(
+        &self,
+        request: Request,
+        as_of: Option<u64>,
+    ) -> Result<(Response, Vec<OverlayWire>), Response> {
+        match request {
+            Request::GetTurn { turn_id } => {
+                let turn = self.engine.turn_as_of(TurnId(turn_id), as_of);
+                let turn = turn.map_err(engine_error)?;
+                Ok((Response::Turn(turn_wire(&turn)), vec![overlay_wire(&turn)]))
+            }
+            Request::GetLast {
+                context,
+                limit,
+                read_flags,
+            } => {
+                let context_id = self.context_id(context)?;
+                self.page(PageQuery::Last { context_id, limit }, read_flags, as_of)
+            }
+            Request::GetBefore {
+                context,
+                before_turn_id,
+                limit,
+                read_flags,
+            } => {
+                let query = PageQuery::Before {
+                    context_id: self.context_id(context)?,
+                    before: TurnId(before_turn_id),
+                    limit,
+                };
+                self.page(query, read_flags, as_of)
+            }
+            Request::GetRangeByDepth {
+                context,
+                from_depth,
+                limit,
+                read_flags,
+            } => {
+                let query = PageQuery::RangeByDepth {
+                    context_id: self.context_id(context)?,
+                    from_depth,
+                    limit,
+                };
+                self.page(query, read_flags, as_of)
+            }
+            Request::GetChain {
+                turn_id,
+                from_depth,
+                limit,
+                read_flags,
+            } => {
+                let query = PageQuery::Chain {
+                    turn_id: TurnId(turn_id),
+                    from_depth,
+                    limit,
+                };
+                self.page(query, read_flags, as_of)
+            }
             Request::GetTurnByKey { context, key } => {
-                let found = self.engine.turn_by_key(&context_ref(context), &key);
+                let found = self
+                    .engine
+                    .turn_by_key_as_of(&context_ref(context), &key, as_of);
                 match found.map_err(engine_error)? {
-                    Some(turn) => Ok(Response::TurnInfo {
-                        turn: Box::new(turn_wire(&turn.turn)),
-                        extras: extras_wire(turn.extras),
-                    }),
+                    Some(turn) => Ok((
+                        Response::TurnInfo {
+                            turn: Box::new(turn_wire(&turn.turn)),
+                            extras: extras_wire(turn.extras),
+                        },
+                        vec![overlay_wire(&turn.turn)],
+                    )),
                     None => Err(error(
                         ErrorCode::NotFound,
                         format!("no turn has the key {:?}", String::from_utf8_lossy(&key)),
@@ -299,13 +367,20 @@ impl Dispatcher {
                 cursor,
                 limit,
                 read_flags,
-            } => self.turn_log(context_ref(context), labels, cursor, limit, read_flags),
+            } => self.turn_log(
+                context_ref(context),
+                labels,
+                cursor,
+                limit,
+                read_flags,
+                as_of,
+            ),
             Request::ReadPage {
                 context,
                 kind,
                 limit,
                 read_flags,
-            } => self.read_page(context, kind, limit, read_flags),
+            } => self.read_page(context, kind, limit, read_flags, as_of),
             Request::FindTurns {
                 key,
                 value,
@@ -314,17 +389,29 @@ impl Dispatcher {
             } => {
                 let found = self
                     .engine
-                    .find_turns(&key, &value, TurnId(before_turn_id), limit)
+                    .find_turns_as_of(&key, &value, TurnId(before_turn_id), limit, as_of)
                     .map_err(engine_error)?;
-                Ok(Response::FoundTurns {
-                    next_before: found.next_before.0,
-                    turns: found
-                        .turns
-                        .into_iter()
-                        .map(|turn| (turn_wire(&turn.turn), extras_wire(turn.extras)))
-                        .collect(),
-                })
+                let overlays = found
+                    .turns
+                    .iter()
+                    .map(|turn| overlay_wire(&turn.turn))
+                    .collect();
+                Ok((
+                    Response::FoundTurns {
+                        next_before: found.next_before.0,
+                        turns: found
+                            .turns
+                            .into_iter()
+                            .map(|turn| (turn_wire(&turn.turn), extras_wire(turn.extras)))
+                            .collect(),
+                    },
+                    overlays,
+                ))
             }
+            other => Err(error(
+                ErrorCode::BadFrame,
+                format!("{} returns no turns", other.message_type().name()),
+            )),
         }
     }
 
@@ -396,7 +483,8 @@ impl Dispatcher {
         cursor: Option<LogCursorWire>,
         limit: u32,
         flags: u32,
-    ) -> Result<Response, Response> {
+        as_of: Option<u64>,
+    ) -> Result<(Response, Vec<OverlayWire>), Response> {
         let mode = payload_mode(flags);
         let query = LogQuery {
             labels,
@@ -409,6 +497,7 @@ impl Dispatcher {
                 PayloadMode::None => 0,
                 _ => self.limits.response_bytes_max,
             },
+            as_of,
         };
         let page = self
             .engine
@@ -416,9 +505,13 @@ impl Dispatcher {
             .map_err(engine_error)?;
         let mut cache = self.payload_cache.borrow_mut();
         let mut entries = Vec::with_capacity(page.turns.len());
+        let mut overlays = Vec::with_capacity(page.turns.len());
         for turn in page.turns {
+            overlays.push(overlay_wire(&turn.turn));
             let payload = match mode {
                 PayloadMode::None => PayloadWire::absent(),
+                // Redacted: no bytes to look up anywhere, cache included.
+                _ if turn.turn.redacted => PayloadWire::raw(Bytes::new()),
                 mode => {
                     let payload =
                         self.engine
@@ -432,13 +525,14 @@ impl Dispatcher {
                 payload,
             });
         }
-        Ok(Response::TurnLog {
+        let response = Response::TurnLog {
             next_cursor: page.next_cursor.map(|cursor| LogCursorWire {
                 phase: cursor.phase,
                 next: cursor.next.0,
             }),
             entries,
-        })
+        };
+        Ok((response, overlays))
     }
 
     /// READ_PAGE: GET_LAST / GET_BEFORE / GET_RANGE_BY_DEPTH, or the window, with extras.
@@ -448,11 +542,13 @@ impl Dispatcher {
         kind: PageKind,
         limit: u32,
         flags: u32,
-    ) -> Result<Response, Response> {
+        as_of: Option<u64>,
+    ) -> Result<(Response, Vec<OverlayWire>), Response> {
         let context_id = self.context_id(context)?;
         let options = PageOptions {
             payloads: payload_mode(flags),
             payload_bytes_max: self.limits.response_bytes_max,
+            as_of,
         };
         let mut cache = self.payload_cache.borrow_mut();
         let page = match kind {
@@ -482,7 +578,12 @@ impl Dispatcher {
             }
         };
         let page = page.map_err(engine_error)?;
-        Ok(Response::Page {
+        let overlays = page
+            .entries
+            .iter()
+            .map(|entry| overlay_wire(&entry.turn))
+            .collect();
+        let response = Response::Page {
             next_before: page.next_before.0,
             tip_depth: page.tip_depth,
             entries: page
@@ -494,7 +595,8 @@ impl Dispatcher {
                     payload: entry.payload.map_or_else(PayloadWire::absent, payload_wire),
                 })
                 .collect(),
-        })
+        };
+        Ok((response, overlays))
     }
 
     /// The ContextID a request names: an id as it is (the engine checks it where it is used,
@@ -591,15 +693,26 @@ impl Dispatcher {
 
     /// GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH, GET_CHAIN: one engine read (synchronous, so
     /// the cache is not borrowed across an await), then the TURNS response.
-    fn page(&self, query: PageQuery, flags: u32) -> Result<Response, Response> {
+    fn page(
+        &self,
+        query: PageQuery,
+        flags: u32,
+        as_of: Option<u64>,
+    ) -> Result<(Response, Vec<OverlayWire>), Response> {
         let options = PageOptions {
             payloads: payload_mode(flags),
             payload_bytes_max: self.limits.response_bytes_max,
+            as_of,
         };
         let mut cache = self.payload_cache.borrow_mut();
         let page = self.engine.read_page(query, options, &mut *cache);
-        page.map(|page| turns_response(query, page))
-            .map_err(engine_error)
+        let page = page.map_err(engine_error)?;
+        let overlays = page
+            .entries
+            .iter()
+            .map(|entry| overlay_wire(&entry.turn))
+            .collect();
+        Ok((turns_response(query, page), overlays))
     }
 
     fn blob(&self, hash: BlobHash, flags: u32) -> Result<Response, Response> {
@@ -901,6 +1014,14 @@ pub fn turn_wire(turn: &Turn) -> TurnWire {
         payload_len: turn.payload_len,
         flags: turn.flags,
         created_at_unix_ms: turn.created_at_unix_ms,
+    }
+}
+
+/// A turn's overlay state on the wire (decision 0012).
+pub fn overlay_wire(turn: &Turn) -> OverlayWire {
+    OverlayWire {
+        overlay_seq: turn.overlay_seq,
+        redacted: turn.redacted,
     }
 }
 

@@ -171,6 +171,7 @@ impl ShardActor {
                     hash: blob.header.hash,
                     raw_len: blob.header.raw_len,
                     deduped: outcome == PutOutcome::AlreadyStored,
+                    by_hash: false,
                 };
                 self.sequencer
                     .append(append.with_payload(durable), reply)

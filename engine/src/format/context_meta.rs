@@ -14,10 +14,14 @@
 //! op 8 ttl        u64 ttl_ms (0: none): the context is deleted once idle that long
 //! op 9 gc-dead    u64 first_turn_id (a multiple of 64), then u64 words: bit i of word w set =
 //!                 TurnID first_turn_id + 64·w + i was collected (context_id 0: store-wide)
+//! op 10 overlay   u64 turn_id, u8 kind: 1 patch (then hash[32], u32 len: the new payload's
+//!                 blob), 2 redact (nothing more); context_id: the turn's own context
+//! op 11 purge     hash[32]: the blob a purge removed (context_id 0: store-wide); the redact
+//!                 overlays of its turns precede it
 //! ```
 
 use crate::format::RecordError;
-use crate::ids::{BlobHash, ContextId};
+use crate::ids::{BlobHash, ContextId, TurnId};
 
 pub const NAME_BYTES_MAX: usize = 256;
 pub const TAGS_PER_CONTEXT_MAX: usize = 32;
@@ -41,6 +45,28 @@ pub const OP_GC_DEAD: u16 = 9;
 /// Bitmap words one gc-dead record carries: 8 + 8 × 8,191 = 65,536 bytes of body, so one
 /// record covers 524,224 TurnIDs.
 pub const GC_DEAD_WORDS_MAX: usize = 8191;
+/// A turn's payload patched or redacted (issue 15, decision 0012); the record's id is the
+/// overlay's sequence number.
+pub const OP_OVERLAY: u16 = 10;
+/// A blob purged: the redactions of every turn that named it come just before (store-wide).
+pub const OP_PURGE: u16 = 11;
+const OVERLAY_PATCH: u8 = 1;
+const OVERLAY_REDACT: u8 = 2;
+
+/// Whether records of `op` name no context (`context_id` 0): gc-dead and purge.
+pub fn is_store_wide(op: u16) -> bool {
+    op == OP_GC_DEAD || op == OP_PURGE
+}
+
+/// What an overlay does to its turn's payload.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum OverlayKind {
+    /// The turn reads with this payload from now on (a blob made durable before the record).
+    Patch { hash: BlobHash, len: u32 },
+    /// The turn reads without a payload, in every view; its bytes leave at the next
+    /// collection unless a live, unredacted turn still names them.
+    Redact,
+}
 
 /// A key-value entry: the key and the blob that holds the value.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -75,6 +101,13 @@ pub enum ContextMeta {
         first_turn_id: u64,
         words: Vec<u64>,
     },
+    /// A turn's payload patched or redacted (the record names the turn's own context).
+    Overlay {
+        turn_id: TurnId,
+        kind: OverlayKind,
+    },
+    /// Every turn naming this blob was redacted just before (store-wide, `context_id` 0).
+    Purge(BlobHash),
 }
 
 impl ContextMeta {
@@ -89,6 +122,8 @@ impl ContextMeta {
             ContextMeta::Floor(_) => OP_FLOOR,
             ContextMeta::Ttl(_) => OP_TTL,
             ContextMeta::GcDead { .. } => OP_GC_DEAD,
+            ContextMeta::Overlay { .. } => OP_OVERLAY,
+            ContextMeta::Purge(_) => OP_PURGE,
         }
     }
 
@@ -155,6 +190,19 @@ impl ContextMeta {
                     out.extend_from_slice(&word.to_le_bytes());
                 }
             }
+            ContextMeta::Overlay { turn_id, kind } => {
+                assert!(!turn_id.is_none(), "an overlay names a turn");
+                out.extend_from_slice(&turn_id.0.to_le_bytes());
+                match kind {
+                    OverlayKind::Patch { hash, len } => {
+                        out.push(OVERLAY_PATCH);
+                        out.extend_from_slice(&hash.0);
+                        out.extend_from_slice(&len.to_le_bytes());
+                    }
+                    OverlayKind::Redact => out.push(OVERLAY_REDACT),
+                }
+            }
+            ContextMeta::Purge(hash) => out.extend_from_slice(&hash.0),
         }
         out
     }
@@ -236,6 +284,22 @@ impl ContextMeta {
                     words,
                 }
             }
+            OP_OVERLAY => {
+                let turn_id = TurnId(u64::from_le_bytes(reader.array()?));
+                if turn_id.is_none() {
+                    return Err(RecordError::Field("overlay of TurnID 0"));
+                }
+                let kind = match reader.u8()? {
+                    OVERLAY_PATCH => OverlayKind::Patch {
+                        hash: BlobHash(reader.array()?),
+                        len: u32::from_le_bytes(reader.array()?),
+                    },
+                    OVERLAY_REDACT => OverlayKind::Redact,
+                    _ => return Err(RecordError::Field("overlay is neither patch nor redact")),
+                };
+                ContextMeta::Overlay { turn_id, kind }
+            }
+            OP_PURGE => ContextMeta::Purge(BlobHash(reader.array()?)),
             _ => return Err(RecordError::Field("unknown context metadata op")),
         };
         if !reader.rest.is_empty() {
@@ -364,6 +428,18 @@ mod tests {
             ContextMeta::Delete,
             ContextMeta::Floor(1234),
             ContextMeta::Ttl(7 * 24 * 3600 * 1000),
+            ContextMeta::Overlay {
+                turn_id: TurnId(77),
+                kind: OverlayKind::Patch {
+                    hash: BlobHash::of(b"patched"),
+                    len: 7,
+                },
+            },
+            ContextMeta::Overlay {
+                turn_id: TurnId(u64::MAX - 1),
+                kind: OverlayKind::Redact,
+            },
+            ContextMeta::Purge(BlobHash::of(b"gone")),
         ]
     }
 
@@ -392,6 +468,9 @@ mod tests {
             }
         }
         assert!(ContextMeta::decode(99, &[]).is_err());
+        // An overlay of no turn, or of an unknown kind.
+        assert!(ContextMeta::decode(OP_OVERLAY, &[0, 0, 0, 0, 0, 0, 0, 0, 2]).is_err());
+        assert!(ContextMeta::decode(OP_OVERLAY, &[1, 0, 0, 0, 0, 0, 0, 0, 3]).is_err());
         assert!(ContextMeta::decode(1, &[b'x'; NAME_BYTES_MAX + 1]).is_err());
     }
 }

@@ -37,7 +37,7 @@
 //! 128 bytes divide a 512-byte sector, so a record never straddles one: a torn write leaves a
 //! record either whole or as it was (zeros at the end of the file).
 
-use crate::format::context_meta::OP_GC_DEAD;
+use crate::format::context_meta::is_store_wide;
 use crate::format::turn_extras::TURN_EXTRAS_BYTES_MAX;
 use crate::format::{Fields, FieldsMut, RecordError, check_crc, is_all_zero};
 use crate::ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
@@ -299,7 +299,7 @@ impl LogRecord {
             }
             LogRecord::Meta(head) => {
                 assert!(head.record_id > 0);
-                assert!((head.context_id.0 > 0) != (head.op == OP_GC_DEAD));
+                assert!((head.context_id.0 > 0) != is_store_wide(head.op));
                 assert_eq!(head.slot_count, meta_slot_count(head.body_len as usize));
                 fields.0[at::KIND] = KIND_META;
                 fields.u16(meta_at::OP, head.op);
@@ -476,10 +476,10 @@ fn decode_meta_head(fields: &Fields<'_>, record_id: u64) -> Result<MetaSlot, Rec
     if fields.u32(meta_at::RESERVED_28) != 0 {
         return Err(RecordError::Field("reserved bytes are not zero"));
     }
-    // Every metadata record names its context, except gc-dead, which is store-wide.
-    if (head.context_id.0 == 0) != (head.op == OP_GC_DEAD) {
+    // Every metadata record names its context, except gc-dead and purge: store-wide.
+    if (head.context_id.0 == 0) != is_store_wide(head.op) {
         return Err(RecordError::Field(
-            "context id 0 on a context's record, or a context on a gc-dead record",
+            "context id 0 on a context's record, or a context on a store-wide record",
         ));
     }
     let body_len = head.body_len as usize;

@@ -16,7 +16,7 @@ use crate::blob::condemned::Condemned;
 use crate::config::Limits;
 use crate::error::EngineError;
 use crate::file::{ActorFile, ActorIo, open_actor_file};
-use crate::format::context_meta::{ContextMeta, KvEntry};
+use crate::format::context_meta::{ContextMeta, KvEntry, OverlayKind};
 use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::{
     ContextRecord, LOG_RECORD_BYTES, LogRecord, MetaRecord, TurnRecord, record_offset,
@@ -25,10 +25,10 @@ use crate::format::turn_log::{TURN_FLAG_SUMMARY, turn_extras_body};
 use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};
 use crate::model::Parent;
-use crate::model::{Appended, ContextHead, ContextView, Created, NewContext};
+use crate::model::{Appended, ContextHead, ContextView, Created, NewContext, Overlaid, Purged};
 use crate::pipeline::{
-    BatchReply, ContextReply, GcFenced, GcSnapshot, MetaReply, Retention, SequencerRequest,
-    TurnAppend, TurnReply,
+    BatchReply, ContextReply, GcFenced, GcSnapshot, MetaReply, OverlayReply, PurgeReply, Retention,
+    SequencerRequest, TurnAppend, TurnReply,
 };
 use crate::published::Published;
 use crate::sequencer::contexts::{Contexts, check_new};
@@ -48,6 +48,8 @@ enum Answer {
     Meta(MetaReply, Result<ContextView, EngineError>),
     Turn(TurnReply, Result<Appended, EngineError>),
     Batch(BatchReply, Result<Vec<Appended>, EngineError>),
+    Overlay(OverlayReply, Result<Overlaid, EngineError>),
+    Purge(PurgeReply, Result<Purged, EngineError>),
 }
 
 /// Where a batch stood before a multi-turn request: what to restore when one of its turns is
@@ -428,9 +430,108 @@ impl SequencerActor {
             self.push_meta(ContextId(0), &record, now);
         }
         self.gc.dead.extend(&dead);
+        self.contexts.overlays.forget_dead(&dead);
         self.gc.condemned = Some(condemned);
         self.batch.dead_changed = true;
         Ok(GcFenced::Fenced)
+    }
+
+    /// Patches or redacts a durable turn (decision 0012): one overlay record whose id is the
+    /// overlay's sequence number, naming the turn's own context (deleted or not: overlays
+    /// are about turns, which outlive their context while something reaches them).
+    fn overlay(&mut self, turn_id: TurnId, kind: OverlayKind) -> Result<Overlaid, EngineError> {
+        self.published.status.check_writable()?;
+        if turn_id.0 > self.published.turns.durable_record_id() {
+            // Only a durable turn can be named: no one can know of any other.
+            return Err(EngineError::TurnNotFound(turn_id));
+        }
+        let turn = self.turn(turn_id)?;
+        self.contexts.overlays.check(turn_id)?;
+        if let OverlayKind::Patch { hash, .. } = kind {
+            self.gc.name_blob(&hash)?;
+            // The pipeline made the patch's blob durable before it got here.
+            assert!(
+                self.published.shard_of(&hash).contains(&hash),
+                "blob {hash} of a patch is not durable"
+            );
+        }
+        let seq = self.push_overlay(&turn, kind);
+        Ok(Overlaid {
+            turn: self.contexts.overlays.view(&turn, None),
+            overlay_seq: seq,
+        })
+    }
+
+    /// Writes and applies one overlay record; returns its sequence number.
+    fn push_overlay(&mut self, turn: &TurnRecord, kind: OverlayKind) -> u64 {
+        let seq = self.next_record_id;
+        let change = ContextMeta::Overlay {
+            turn_id: turn.turn_id,
+            kind,
+        };
+        let now = now_unix_ms();
+        self.push_meta(turn.context_id, &change, now);
+        let applied = self.contexts.overlays.apply(seq, turn.turn_id, kind);
+        assert!(applied.is_ok(), "checked overlay refused: {applied:?}");
+        seq
+    }
+
+    /// One part of a purge (`SequencerRequest::Purge`): redacts `turns` — and, in the last
+    /// part, every turn that names `hash` past the caller's scan or through a patch — then
+    /// writes the purge record. All in this batch: acknowledged together.
+    fn purge(
+        &mut self,
+        hash: BlobHash,
+        mut turns: Vec<TurnId>,
+        scanned_upto: Option<u64>,
+    ) -> Result<Purged, EngineError> {
+        self.published.status.check_writable()?;
+        if let Some(scanned_upto) = scanned_upto {
+            // Records the caller did not scan: few (it scans until the gap is small), read
+            // from the durable log (page-cache hits) and this batch.
+            for record_id in scanned_upto + 1..self.next_record_id {
+                if let Ok(turn) = self.turn_record(TurnId(record_id))
+                    && turn.payload_hash == hash
+                {
+                    turns.push(turn.turn_id);
+                }
+            }
+            for (turn_id, overlays) in self.contexts.overlays.iter() {
+                let patched = overlays.iter().any(|overlay| {
+                    matches!(overlay.kind, OverlayKind::Patch { hash: patch, .. } if patch == hash)
+                });
+                if patched {
+                    turns.push(turn_id);
+                }
+            }
+        }
+        turns.sort_unstable();
+        turns.dedup();
+        let mut redacted = 0;
+        for turn_id in turns {
+            // Collected (its bytes go anyway), redacted already, or not a turn at all: no
+            // redaction to write.
+            let Ok(turn) = self.turn(turn_id) else {
+                continue;
+            };
+            if self.contexts.overlays.is_redacted(turn_id) {
+                continue;
+            }
+            self.push_overlay(&turn, OverlayKind::Redact);
+            redacted += 1;
+        }
+        let mut overlay_seq = self.next_record_id;
+        if scanned_upto.is_some() {
+            self.push_meta(ContextId(0), &ContextMeta::Purge(hash), now_unix_ms());
+            self.contexts.overlays.purge(hash);
+        } else {
+            overlay_seq -= 1;
+        }
+        Ok(Purged {
+            payload_hash: hash,
+            turns_redacted: redacted,
+            overlay_seq,
+        })
     }
 
     fn push_meta(&mut self, context_id: ContextId, change: &ContextMeta, at_unix_ms: u64) {
@@ -465,6 +566,10 @@ impl SequencerActor {
             limit: over.limit,
         })?;
         let blob = append.payload;
+        // A purged blob comes back only as new bytes: by hash, it is gone (decision 0012).
+        if blob.by_hash && self.contexts.overlays.is_purged(&blob.hash) {
+            return Err(EngineError::BlobNotFound(blob.hash));
+        }
         self.gc.name_blob(&blob.hash)?;
         if let Parent::Turn(parent) = options.parent {
             self.gc.note_turn(parent);
@@ -484,7 +589,7 @@ impl SequencerActor {
             let turn = self.turn(existing)?;
             return Ok(Appended {
                 extras: self.extras(&turn)?,
-                turn: turn.into(),
+                turn: self.contexts.overlays.view(&turn, None),
                 deduped: blob.deduped,
                 existing: true,
             });
@@ -581,6 +686,7 @@ impl SequencerActor {
         let previous = self.heads.set(context_id, HeadState::of(&turn));
         self.contexts
             .appended(context_id, turn_id, &extras, turn.created_at_unix_ms);
+        self.contexts.overlays.named(&blob.hash);
         self.batch.moves.push(HeadMove {
             context_id,
             previous,
@@ -854,6 +960,23 @@ impl GroupCommit for SequencerActor {
                 let result = self.append_batch(&appends);
                 self.batch.answers.push(Answer::Batch(reply, result));
             }
+            SequencerRequest::Overlay {
+                turn_id,
+                kind,
+                reply,
+            } => {
+                let result = self.overlay(turn_id, kind);
+                self.batch.answers.push(Answer::Overlay(reply, result));
+            }
+            SequencerRequest::Purge {
+                hash,
+                turns,
+                scanned_upto,
+                reply,
+            } => {
+                let result = self.purge(hash, turns, scanned_upto);
+                self.batch.answers.push(Answer::Purge(reply, result));
+            }
             SequencerRequest::GcStart { reply } => self.gc.starting.push(reply),
             SequencerRequest::GcFence {
                 dead,
@@ -918,6 +1041,8 @@ impl GroupCommit for SequencerActor {
                 Answer::Meta(reply, result) => drop(reply.send(result)),
                 Answer::Turn(reply, result) => drop(reply.send(result)),
                 Answer::Batch(reply, result) => drop(reply.send(result)),
+                Answer::Overlay(reply, result) => drop(reply.send(result)),
+                Answer::Purge(reply, result) => drop(reply.send(result)),
             }
         }
     }
@@ -961,6 +1086,8 @@ fn fail_all(answers: &mut [Answer], error: &EngineError) {
             Answer::Meta(_, result) => *result = Err(error.duplicate()),
             Answer::Turn(_, result) => *result = Err(error.duplicate()),
             Answer::Batch(_, result) => *result = Err(error.duplicate()),
+            Answer::Overlay(_, result) => *result = Err(error.duplicate()),
+            Answer::Purge(_, result) => *result = Err(error.duplicate()),
         }
     }
 }

@@ -19,6 +19,7 @@ use crate::format::context_meta::{
 };
 use crate::format::turn_extras::TurnExtras;
 use crate::ids::{BlobHash, ContextId, TurnId};
+use crate::sequencer::overlays::Overlays;
 
 /// A key-value entry's value: a blob.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -102,6 +103,8 @@ pub(crate) struct Contexts {
     /// Indexed label (`is_indexed_label`) → the turns carrying it, in TurnID order, across
     /// all contexts: the store-wide find.
     label_index: imbl::HashMap<TagPair, imbl::Vector<TurnId>>,
+    /// Patches and redactions of turns, purged blobs (decision 0012): published with the rest.
+    pub overlays: Overlays,
 }
 
 /// Whether turns are indexed store-wide by labels with this key: `run_id` (LangGraph's
@@ -240,10 +243,12 @@ impl Contexts {
                 )))
             }
             ContextMeta::Floor(_) => Ok(()),
-            // Store-wide: the sequencer writes it, no context applies it.
-            ContextMeta::GcDead { .. } => Err(EngineError::InvalidArgument(
-                "a gc-dead record names no context".into(),
-            )),
+            // Store-wide, or about a turn: the sequencer applies them, not a context.
+            ContextMeta::GcDead { .. } | ContextMeta::Purge(_) | ContextMeta::Overlay { .. } => {
+                Err(EngineError::InvalidArgument(
+                    "gc-dead, overlay and purge records are not context changes".into(),
+                ))
+            }
         }
     }
 
@@ -295,6 +300,7 @@ impl Contexts {
                         hash: *value_hash,
                         len: *value_len,
                     };
+                    self.overlays.named(value_hash);
                     info.kv.insert(Bytes::copy_from_slice(key), value);
                 }
             }
@@ -333,7 +339,9 @@ impl Contexts {
             }
             ContextMeta::Floor(depth) => info.floor_depth = *depth,
             ContextMeta::Ttl(ttl_ms) => info.ttl_ms = *ttl_ms,
-            ContextMeta::GcDead { .. } => unreachable!("`check` refuses a gc-dead record"),
+            ContextMeta::GcDead { .. } | ContextMeta::Purge(_) | ContextMeta::Overlay { .. } => {
+                unreachable!("`check` refuses records that are not context changes")
+            }
         }
         info.updated_at_unix_ms = info.updated_at_unix_ms.max(at_unix_ms);
         self.infos[index] = info;

@@ -4,6 +4,7 @@
 //! - `heads`: the heads as the sequencer tracks them, and the DAG rule.
 //! - `actor`: TurnID allocation, head compare-and-set, group commit of `turns.log`.
 //! - `dead`: the turns the garbage collector collected (a bitmap by TurnID).
+//! - `overlays`: patches and redactions of turns, purged blobs (decision 0012).
 //! - `scan` / `recover`: reading `turns.log` at open (replay, DAG checks) and for `verify`.
 
 pub(crate) mod actor;
@@ -11,6 +12,7 @@ pub(crate) mod contexts;
 pub(crate) mod dead;
 pub(crate) mod heads;
 pub(crate) mod migrate;
+pub(crate) mod overlays;
 pub(crate) mod owners;
 pub(crate) mod recover;
 pub(crate) mod scan;

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use crate::blob::view::ShardView;
 use crate::error::OpenError;
-use crate::format::context_meta::ContextMeta;
+use crate::format::context_meta::{ContextMeta, OverlayKind};
 use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::{
     Assembled, ContextRecord, LOG_RECORD_BYTES, LogRecord, MetaRecord, SlotAssembly, SlotHead,
@@ -42,10 +42,16 @@ pub(crate) struct RecoveredLog {
     pub dedup_hits: u64,
     /// Turns the garbage collector collected (gc-dead records).
     pub dead: DeadTurns,
-    /// Turns whose blob is not in its shard: fine for a collected turn, data loss for any
-    /// other. Decided at the end of replay, when every gc-dead record has been read (a turn's
-    /// gc-dead record comes after it).
+    /// Turns whose blob (payload or a patch's) is not in its shard: fine for a collected or
+    /// redacted turn, data loss for any other. Decided at the end of replay, when every
+    /// gc-dead and overlay record has been read (they come after the turn).
     pub blobs_missing: Vec<(TurnId, BlobHash, u16)>,
+}
+
+/// Whether a turn may have lost its blobs: collected, or redacted (decision 0012: a
+/// collection removes a redacted turn's payload and patches).
+fn may_miss_blobs(state: &RecoveredLog, turn_id: TurnId) -> bool {
+    state.dead.contains(turn_id) || state.contexts.overlays.is_redacted(turn_id)
 }
 
 impl RecoveredLog {
@@ -54,7 +60,7 @@ impl RecoveredLog {
         match self
             .blobs_missing
             .iter()
-            .find(|(turn_id, _, _)| !self.dead.contains(*turn_id))
+            .find(|(turn_id, _, _)| !may_miss_blobs(self, *turn_id))
         {
             None => Ok(()),
             Some((turn_id, hash, shard)) => Err(format!(
@@ -167,7 +173,9 @@ impl<'a> Replay<'a> {
         match assembled {
             None => {}
             Some(Assembled::Partial(assembly)) => self.pending = Some(assembly),
-            Some(Assembled::Complete(Whole::Meta(meta))) => apply_meta(state, &meta)?,
+            Some(Assembled::Complete(Whole::Meta(meta))) => {
+                apply_meta(state, self.shards, &self.reader, &meta)?
+            }
             Some(Assembled::Complete(Whole::Turn(turn, extras))) => {
                 let turn = ReplayedTurn {
                     turn: &turn,
@@ -293,6 +301,8 @@ fn replay_turn(
         &extras,
         turn.created_at_unix_ms,
     );
+    // Content written after a purge is new content (the live path refused it by hash).
+    state.contexts.overlays.named(&turn.payload_hash);
     state.turns += 1;
     state.logical_bytes += u64::from(turn.payload_len);
     if !seen_blobs.insert(turn.payload_hash) {
@@ -303,9 +313,24 @@ fn replay_turn(
 
 /// A whole metadata record: its body decodes and its change obeys the rules of the live path
 /// (`Contexts::check`).
-fn apply_meta(state: &mut RecoveredLog, record: &MetaRecord) -> Result<(), String> {
+fn apply_meta(
+    state: &mut RecoveredLog,
+    shards: &[ShardView],
+    reader: &File,
+    record: &MetaRecord,
+) -> Result<(), String> {
     let meta = ContextMeta::decode(record.op, &record.body)
         .map_err(|error| format!("metadata record {}: {error}", record.record_id))?;
+    match &meta {
+        ContextMeta::Overlay { turn_id, kind } => {
+            return replay_overlay(state, shards, reader, record, *turn_id, *kind);
+        }
+        ContextMeta::Purge(hash) => {
+            state.contexts.overlays.purge(*hash);
+            return Ok(());
+        }
+        _ => {}
+    }
     if let ContextMeta::GcDead {
         first_turn_id,
         words,
@@ -321,6 +346,7 @@ fn apply_meta(state: &mut RecoveredLog, record: &MetaRecord) -> Result<(), Strin
             ));
         }
         state.dead.apply(*first_turn_id, words);
+        state.contexts.overlays.forget_dead(&state.dead);
         return Ok(());
     }
     state
@@ -330,6 +356,53 @@ fn apply_meta(state: &mut RecoveredLog, record: &MetaRecord) -> Result<(), Strin
     if meta == ContextMeta::Delete {
         // `apply` refused a context that is not live, so the head is there to delete.
         state.heads.delete(record.context_id);
+    }
+    Ok(())
+}
+
+/// An overlay record (decision 0012), with the rules of the live path: it names an older,
+/// durable turn of its context that is neither collected nor redacted; a patch's blob is in
+/// its shard with the length the record says (or gone because the turn was later redacted or
+/// collected: decided at the end of replay).
+fn replay_overlay(
+    state: &mut RecoveredLog,
+    shards: &[ShardView],
+    reader: &File,
+    record: &MetaRecord,
+    turn_id: TurnId,
+    kind: OverlayKind,
+) -> Result<(), String> {
+    let damage = |reason: String| format!("overlay record {}: {reason}", record.record_id);
+    if turn_id.0 >= record.record_id {
+        return Err(damage(format!("names turn {turn_id}, which is not older")));
+    }
+    let turn = read_turn(reader, turn_id).map_err(damage)?;
+    if turn.context_id != record.context_id {
+        return Err(damage(format!(
+            "names context {}, turn {turn_id} belongs to context {}",
+            record.context_id, turn.context_id
+        )));
+    }
+    if state.dead.contains(turn_id) {
+        return Err(damage(format!("names turn {turn_id}, which was collected")));
+    }
+    state
+        .contexts
+        .overlays
+        .apply(record.record_id, turn_id, kind)
+        .map_err(|error| damage(error.to_string()))?;
+    if let OverlayKind::Patch { hash, len } = kind {
+        let shard = &shards[usize::from(hash.shard(shards.len() as u16))];
+        match shard.location(&hash) {
+            Some(location) if location.raw_len == len => {}
+            Some(location) => {
+                return Err(damage(format!(
+                    "says its patch has {len} bytes, blob {hash} has {}",
+                    location.raw_len
+                )));
+            }
+            None => state.blobs_missing.push((turn_id, hash, shard.shard)),
+        }
     }
     Ok(())
 }
