@@ -898,7 +898,7 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
         }
         MessageType::Stats => Response::Stats(cursor.stats()?),
         MessageType::StatsEx => Response::StatsEx {
-            stats: cursor.stats()?,
+            stats: Box::new(cursor.stats()?),
             gc: GcStatsWire {
                 live_bytes: cursor.u64()?,
                 dead_bytes: cursor.u64()?,

@@ -882,9 +882,10 @@ pub enum Response {
     BackedUp(BackupWire),
     /// Answer to GC: what the collection did.
     GcDone(GcWire),
-    /// Answer to STATS_EX: STATS' fields, then the garbage collector's.
+    /// Answer to STATS_EX: STATS' fields, then the garbage collector's (boxed: it would grow
+    /// every response's size).
     StatsEx {
-        stats: StatsWire,
+        stats: Box<StatsWire>,
         gc: GcStatsWire,
     },
     /// Answer to READ_PAGE, oldest first (TURNS' fields, entries with extras).

@@ -788,7 +788,7 @@ fn vectors_v2() -> Vec<Vector> {
             "stats_ex_response",
             24,
             R(Response::StatsEx {
-                stats: StatsWire {
+                stats: Box::new(StatsWire {
                     turns: 1000,
                     contexts: 10,
                     blobs: 800,
@@ -801,7 +801,7 @@ fn vectors_v2() -> Vec<Vector> {
                     errors_total: 1,
                     uptime_ms: 60_000,
                     read_only: false,
-                },
+                }),
                 gc: GcStatsWire {
                     live_bytes: 3 << 20,
                     dead_bytes: 1 << 20,

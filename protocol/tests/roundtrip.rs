@@ -485,7 +485,7 @@ fn response() -> impl Strategy<Value = Response> {
             read_only
         })),
         (any::<[u64; 15]>(), any::<bool>()).prop_map(|(v, read_only)| Response::StatsEx {
-            stats: StatsWire {
+            stats: Box::new(StatsWire {
                 turns: v[0],
                 contexts: v[1],
                 blobs: v[2],
@@ -498,7 +498,7 @@ fn response() -> impl Strategy<Value = Response> {
                 errors_total: v[9],
                 uptime_ms: v[10],
                 read_only,
-            },
+            }),
             gc: GcStatsWire {
                 live_bytes: v[11],
                 dead_bytes: v[12],
@@ -741,6 +741,7 @@ fn fixed_sizes_match_the_document() {
     let bytes = concat(encode_response(1, &Response::Stats(stats)));
     assert_eq!(bytes.len(), HEADER_BYTES + 96);
     let gc = GcStatsWire::default();
+    let stats = Box::new(stats);
     let bytes = concat(encode_response(1, &Response::StatsEx { stats, gc }));
     assert_eq!(
         bytes.len(),
