@@ -5,14 +5,14 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use ctxstore_protocol::{ContextRef, PageKind, Request, Response, ServerLimits, StatsWire};
+use ctxstore_protocol::{ContextRef, PageKind, Request, Response, ServerLimits};
 
 use crate::client::{Client as AsyncClient, ClientConfig};
 use crate::error::ClientError;
 use crate::types::{
     Appended, AppendedTurn, BackupReport, BlobHash, ContextHead, ContextInfo, ContextListPage,
-    ContextQuery, ContextRetention, FoundPage, KvItem, ListCursor, LogCursor, LogPage, NewContext,
-    NewTurn, Opened, Page, Turn, TurnInfo, TurnPage,
+    ContextQuery, ContextRetention, FoundPage, GcReport, KvItem, ListCursor, LogCursor, LogPage,
+    NewContext, NewTurn, Opened, Page, Stats, Turn, TurnInfo, TurnPage,
 };
 
 pub struct Client {
@@ -171,8 +171,16 @@ impl Client {
         self.runtime.block_on(self.client.has_blobs(hashes))
     }
 
-    pub fn stats(&self) -> Result<StatsWire, ClientError> {
+    /// See the async client's `stats`: the garbage collector's figures are `None` from a
+    /// server that does not report them.
+    pub fn stats(&self) -> Result<Stats, ClientError> {
         self.runtime.block_on(self.client.stats())
+    }
+
+    /// See the async client's `gc`: the wait is `ClientConfig::gc_timeout` (default 1 h),
+    /// not `request_timeout`.
+    pub fn gc(&self) -> Result<GcReport, ClientError> {
+        self.runtime.block_on(self.client.gc())
     }
 
     pub fn open_context(&self, new: NewContext) -> Result<Opened, ClientError> {

@@ -3,7 +3,7 @@
 //! matches responses to their requests by req_id (in whatever order they come).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,8 +11,8 @@ use bytes::Bytes;
 use ctxstore_protocol::codec::{check_request, encode_request_chunks};
 use ctxstore_protocol::{
     ContextRef, ErrorCode, FrameReader, HEADER_BYTES, Hash32, MessageType, PROTOCOL_VERSION,
-    PROTOCOL_VERSION_MIN, PageKind, Request, Response, ServerLimits, StatsWire, TurnEntry,
-    TurnEntryV2, decode_response, frame_flags, read_flags,
+    PROTOCOL_VERSION_MIN, PageKind, Request, Response, ServerLimits, TurnEntry, TurnEntryV2,
+    decode_response, frame_flags, read_flags,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -21,8 +21,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::error::ClientError;
 use crate::types::{
     Appended, AppendedTurn, BackupReport, BlobHash, ContextHead, ContextInfo, ContextListPage,
-    ContextQuery, ContextRetention, FoundPage, KvItem, ListCursor, LogCursor, LogPage, NewContext,
-    NewTurn, Opened, Page, Turn, TurnInfo, TurnPage, verify_payload,
+    ContextQuery, ContextRetention, FoundPage, GcReport, KvItem, ListCursor, LogCursor, LogPage,
+    NewContext, NewTurn, Opened, Page, Stats, Turn, TurnInfo, TurnPage, verify_payload,
 };
 
 /// Most turns in one `append_turns` call (one request, one group commit).
@@ -52,6 +52,11 @@ pub struct ClientConfig {
     /// wait as long as the connection lives. A backup the client stops waiting for goes on
     /// on the server.
     pub backup_timeout: Option<Duration>,
+    /// Longest wait for a GC's answer (default 1 h), instead of `request_timeout`: the server
+    /// answers when the collection is done, which takes as long as rewriting the packs it
+    /// compacts (throttled by its `--gc-rate-max`). `None`: wait as long as the connection
+    /// lives. A collection the client stops waiting for goes on on the server.
+    pub gc_timeout: Option<Duration>,
     /// Largest response frame accepted (a page of payloads can be large).
     pub response_bytes_max: u32,
     /// Let the server send stored (zstd) payloads, inflated here: less work for the server and
@@ -65,6 +70,7 @@ impl ClientConfig {
     pub const HELLO_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
     pub const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
     pub const BACKUP_TIMEOUT_DEFAULT: Duration = Duration::from_secs(24 * 3600);
+    pub const GC_TIMEOUT_DEFAULT: Duration = Duration::from_secs(3600);
 
     pub fn new(addr: impl Into<String>) -> Self {
         ClientConfig {
@@ -75,6 +81,7 @@ impl ClientConfig {
             hello_timeout: ClientConfig::HELLO_TIMEOUT_DEFAULT,
             request_timeout: Some(ClientConfig::REQUEST_TIMEOUT_DEFAULT),
             backup_timeout: Some(ClientConfig::BACKUP_TIMEOUT_DEFAULT),
+            gc_timeout: Some(ClientConfig::GC_TIMEOUT_DEFAULT),
             response_bytes_max: 1 << 30,
             accept_zstd: true,
         }
@@ -104,6 +111,11 @@ impl ClientConfig {
         self.backup_timeout = timeout;
         self
     }
+
+    pub fn with_gc_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.gc_timeout = timeout;
+        self
+    }
 }
 
 type Pending = Mutex<PendingState>;
@@ -129,6 +141,9 @@ struct Shared {
     limits: Mutex<ServerLimits>,
     /// The protocol version HELLO negotiated (the oldest this client speaks until then).
     version: AtomicU16,
+    /// Set once the server answered STATS_EX with UNKNOWN_MESSAGE (a version-2 server older
+    /// than garbage collection): `stats` asks STATS from then on.
+    no_stats_ex: AtomicBool,
     /// The reader task: aborted on drop, so that a peer that never writes or closes does not
     /// keep it (and the socket) alive.
     reader: tokio::task::AbortHandle,
@@ -204,6 +219,7 @@ impl Client {
                 next_req_id: AtomicU64::new(1),
                 limits: Mutex::new(ServerLimits::default()),
                 version: AtomicU16::new(PROTOCOL_VERSION_MIN),
+                no_stats_ex: AtomicBool::new(false),
                 reader,
             }),
         };
@@ -616,10 +632,46 @@ impl Client {
         }
     }
 
-    pub async fn stats(&self) -> Result<StatsWire, ClientError> {
+    /// The store's and the server's figures. On a version-2 server (STATS_EX) with the
+    /// garbage collector's: `live_bytes`, `dead_bytes`, `gc_runs`, `bytes_reclaimed_total`;
+    /// `None` on a server that does not have them (version 1, or older than garbage
+    /// collection: then one STATS_EX answered UNKNOWN_MESSAGE, and STATS is asked instead).
+    pub async fn stats(&self) -> Result<Stats, ClientError> {
+        if self.protocol_version() >= 2 && !self.shared.no_stats_ex.load(Ordering::Relaxed) {
+            match self.request(Request::StatsEx).await {
+                Ok(Response::StatsEx { stats, gc }) => {
+                    return Ok(Stats::from_wire(*stats, Some(gc)));
+                }
+                Ok(other) => return Err(unexpected(MessageType::StatsEx, &other)),
+                Err(ClientError::Server {
+                    code: ErrorCode::UnknownMessage,
+                    ..
+                }) => self.shared.no_stats_ex.store(true, Ordering::Relaxed),
+                Err(error) => return Err(error),
+            }
+        }
         match self.request(Request::Stats).await? {
-            Response::Stats(stats) => Ok(stats),
+            Response::Stats(stats) => Ok(Stats::from_wire(stats, None)),
             other => Err(unexpected(MessageType::Stats, &other)),
+        }
+    }
+
+    /// Runs a garbage collection on the server now (GC, protocol version 2) and returns what
+    /// it did: the turns and blobs nothing live reaches any more are collected (a collected
+    /// turn is `ErrorCode::NotFound` from then on), and packs whose dead share passes the
+    /// server's `--gc-pack-dead-percent` are rewritten. One collection or backup at a time:
+    /// while one runs (the server's schedule included) this is `ErrorCode::InvalidArgument`.
+    ///
+    /// Waits up to `ClientConfig::gc_timeout` (default 1 h), not `request_timeout`. A
+    /// collection the client stops waiting for goes on on the server.
+    pub async fn gc(&self) -> Result<GcReport, ClientError> {
+        let timeout = self.shared.config.gc_timeout;
+        match self
+            .request_within(Request::Gc, timeout, "ClientConfig::gc_timeout")
+            .await?
+        {
+            Response::GcDone(report) => Ok(report.into()),
+            other => Err(unexpected(MessageType::Gc, &other)),
         }
     }
 

@@ -107,7 +107,7 @@ pub use ctxstore_protocol::{ContextRef, ErrorCode, PageKind, ServerLimits, Stats
 pub use error::ClientError;
 pub use types::{
     Appended, AppendedTurn, BackupReport, BlobHash, CODEC_NAMES, ContextHead, ContextInfo,
-    ContextListPage, ContextQuery, ContextRetention, FoundPage, KvItem, ListCursor, LogCursor,
-    LogPage, NewContext, NewPayload, NewTurn, Opened, Page, Parent, TURN_FLAG_SUMMARY, Turn,
-    TurnInfo, TurnPage, codec_name, codec_tag,
+    ContextListPage, ContextQuery, ContextRetention, FoundPage, GcReport, KvItem, ListCursor,
+    LogCursor, LogPage, NewContext, NewPayload, NewTurn, Opened, Page, Parent, Stats,
+    TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage, codec_name, codec_tag,
 };

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use ctxstore_protocol::{
-    BackupWire, ContextHeadWire, ContextInfoWire, ExtrasWire, Hash32, KvItemWire, ListCursorWire,
-    LogCursorWire, ParentWire, PayloadEncoding, PayloadSpec, PayloadWire, TurnSpec, TurnWire,
+    BackupWire, ContextHeadWire, ContextInfoWire, ExtrasWire, GcStatsWire, GcWire, Hash32,
+    KvItemWire, ListCursorWire, LogCursorWire, ParentWire, PayloadEncoding, PayloadSpec,
+    PayloadWire, StatsWire, TurnSpec, TurnWire,
 };
 
 use crate::error::ClientError;
@@ -441,6 +442,98 @@ impl From<BackupWire> for BackupReport {
             bytes: wire.bytes,
             linked_bytes: wire.linked_bytes,
             duration_ms: wire.duration_ms,
+        }
+    }
+}
+
+/// What `gc` did: one garbage collection on the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct GcReport {
+    /// Turns found unreachable and collected in this round (`NotFound` from then on).
+    pub turns_dead: u64,
+    /// Blobs removed from the store in this round.
+    pub blobs_dead: u64,
+    /// Bytes the pack files shrank by.
+    pub bytes_reclaimed: u64,
+    /// Packs rewritten with only their live records.
+    pub packs_compacted: u32,
+    /// Pack bytes (records with headers) of reachable blobs after the round.
+    pub live_bytes: u64,
+    /// Pack bytes of unreachable blobs still on disk (in packs below the server's
+    /// `--gc-pack-dead-percent`).
+    pub dead_bytes: u64,
+    /// How long the server took.
+    pub duration_ms: u64,
+}
+
+impl From<GcWire> for GcReport {
+    fn from(wire: GcWire) -> Self {
+        GcReport {
+            turns_dead: wire.turns_dead,
+            blobs_dead: wire.blobs_dead,
+            bytes_reclaimed: wire.bytes_reclaimed,
+            packs_compacted: wire.packs_compacted,
+            live_bytes: wire.live_bytes,
+            dead_bytes: wire.dead_bytes,
+            duration_ms: wire.duration_ms,
+        }
+    }
+}
+
+/// The store's and the server's figures (`stats`). The garbage collector's four are `None`
+/// from a server that does not report them (protocol version 1, or a version-2 server older
+/// than garbage collection).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Stats {
+    pub turns: u64,
+    pub contexts: u64,
+    /// Distinct blobs.
+    pub blobs: u64,
+    /// Sum of payload lengths over all turns (the size without dedup).
+    pub logical_bytes: u64,
+    /// Sum of raw lengths of distinct blobs.
+    pub unique_bytes: u64,
+    /// Pack bytes on disk.
+    pub stored_bytes: u64,
+    /// Appends whose payload was already stored.
+    pub dedup_hits: u64,
+    /// The store refuses writes (a failed fsync).
+    pub read_only: bool,
+    /// Open connections.
+    pub connections: u64,
+    pub requests_total: u64,
+    pub errors_total: u64,
+    pub uptime_ms: u64,
+    /// Pack bytes of blobs the last garbage collection found reachable (0 before the first
+    /// since the server started).
+    pub live_bytes: Option<u64>,
+    /// Pack bytes of unreachable blobs still on disk, as of the last collection.
+    pub dead_bytes: Option<u64>,
+    /// Garbage collections completed since the server started.
+    pub gc_runs: Option<u64>,
+    /// Bytes garbage collection gave back to the file system since the server started.
+    pub bytes_reclaimed_total: Option<u64>,
+}
+
+impl Stats {
+    pub(crate) fn from_wire(wire: StatsWire, gc: Option<GcStatsWire>) -> Self {
+        Stats {
+            turns: wire.turns,
+            contexts: wire.contexts,
+            blobs: wire.blobs,
+            logical_bytes: wire.logical_bytes,
+            unique_bytes: wire.unique_bytes,
+            stored_bytes: wire.stored_bytes,
+            dedup_hits: wire.dedup_hits,
+            read_only: wire.read_only,
+            connections: wire.connections,
+            requests_total: wire.requests_total,
+            errors_total: wire.errors_total,
+            uptime_ms: wire.uptime_ms,
+            live_bytes: gc.map(|gc| gc.live_bytes),
+            dead_bytes: gc.map(|gc| gc.dead_bytes),
+            gc_runs: gc.map(|gc| gc.gc_runs),
+            bytes_reclaimed_total: gc.map(|gc| gc.bytes_reclaimed_total),
         }
     }
 }

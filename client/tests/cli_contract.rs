@@ -263,12 +263,13 @@ fn the_library_has_the_same_timeouts() {
         ClientConfig::new(fake).with_request_timeout(Some(Duration::from_millis(300))),
     )
     .unwrap();
+    // On a version-2 connection `stats` asks STATS_EX (with the garbage collector's fields).
     let error = client.stats().unwrap_err();
     assert!(
         matches!(
             error,
             ClientError::Timeout {
-                request: "STATS",
+                request: "STATS_EX",
                 ..
             }
         ),
@@ -282,6 +283,7 @@ fn the_library_has_the_same_timeouts() {
     assert_eq!(defaults.connect_timeout, Duration::from_secs(5));
     assert_eq!(defaults.hello_timeout, Duration::from_secs(5));
     assert_eq!(defaults.request_timeout, Some(Duration::from_secs(30)));
+    assert_eq!(defaults.gc_timeout, Some(Duration::from_secs(3600)));
 }
 
 #[test]

@@ -131,6 +131,27 @@ impl Cursor {
         Ok(flags)
     }
 
+    /// STATS' 96 bytes (also the start of STATS_EX).
+    fn stats(&mut self) -> Result<StatsWire, DecodeError> {
+        let mut stats = StatsWire {
+            turns: self.u64()?,
+            contexts: self.u64()?,
+            blobs: self.u64()?,
+            logical_bytes: self.u64()?,
+            unique_bytes: self.u64()?,
+            stored_bytes: self.u64()?,
+            dedup_hits: self.u64()?,
+            connections: self.u64()?,
+            requests_total: self.u64()?,
+            errors_total: self.u64()?,
+            uptime_ms: self.u64()?,
+            read_only: false,
+        };
+        stats.read_only = self.bool("read_only")?;
+        self.zero(7, "reserved")?;
+        Ok(stats)
+    }
+
     fn turn(&mut self) -> Result<TurnWire, DecodeError> {
         Ok(TurnWire {
             turn_id: self.u64()?,
@@ -543,6 +564,11 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
             Request::HasBlobs { hashes }
         }
         MessageType::Stats => Request::Stats,
+        MessageType::StatsEx => Request::StatsEx,
+        MessageType::Gc => {
+            cursor.flags(0, "gc_flags")?;
+            Request::Gc
+        }
         MessageType::CtxOpen => {
             let base_turn_id = cursor.u64()?;
             let flags = cursor.u8()?;
@@ -901,28 +927,31 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
             }
             Response::HasBlobs { present }
         }
-        MessageType::Stats => {
-            let mut stats = StatsWire {
-                turns: cursor.u64()?,
-                contexts: cursor.u64()?,
-                blobs: cursor.u64()?,
-                logical_bytes: cursor.u64()?,
-                unique_bytes: cursor.u64()?,
-                stored_bytes: cursor.u64()?,
-                dedup_hits: cursor.u64()?,
-                connections: cursor.u64()?,
-                requests_total: cursor.u64()?,
-                errors_total: cursor.u64()?,
-                uptime_ms: cursor.u64()?,
-                read_only: false,
-            };
-            stats.read_only = match cursor.u8()? {
-                0 => false,
-                1 => true,
-                _ => return Err(cursor.invalid("read_only", "not 0 or 1")),
-            };
-            cursor.zero(7, "reserved")?;
-            Response::Stats(stats)
+        MessageType::Stats => Response::Stats(cursor.stats()?),
+        MessageType::StatsEx => Response::StatsEx {
+            stats: Box::new(cursor.stats()?),
+            gc: GcStatsWire {
+                live_bytes: cursor.u64()?,
+                dead_bytes: cursor.u64()?,
+                gc_runs: cursor.u64()?,
+                bytes_reclaimed_total: cursor.u64()?,
+            },
+        },
+        MessageType::Gc => {
+            let turns_dead = cursor.u64()?;
+            let blobs_dead = cursor.u64()?;
+            let bytes_reclaimed = cursor.u64()?;
+            let packs_compacted = cursor.u32()?;
+            cursor.zero(4, "reserved")?;
+            Response::GcDone(GcWire {
+                turns_dead,
+                blobs_dead,
+                bytes_reclaimed,
+                packs_compacted,
+                live_bytes: cursor.u64()?,
+                dead_bytes: cursor.u64()?,
+                duration_ms: cursor.u64()?,
+            })
         }
         MessageType::CtxShow | MessageType::CtxTag | MessageType::CtxName => {
             Response::ContextInfo {
@@ -1153,6 +1182,27 @@ impl ChunkWriter {
             self.rest.push(self.tail.split().freeze());
         }
         self.rest.push(data.clone());
+    }
+
+    /// STATS' 96 bytes (also the start of STATS_EX).
+    fn stats(&mut self, stats: &StatsWire) {
+        for value in [
+            stats.turns,
+            stats.contexts,
+            stats.blobs,
+            stats.logical_bytes,
+            stats.unique_bytes,
+            stats.stored_bytes,
+            stats.dedup_hits,
+            stats.connections,
+            stats.requests_total,
+            stats.errors_total,
+            stats.uptime_ms,
+        ] {
+            self.u64(value);
+        }
+        self.u8(u8::from(stats.read_only));
+        self.zero(7);
     }
 
     fn turn(&mut self, turn: &TurnWire) {
@@ -1712,7 +1762,8 @@ fn request_body(w: &mut ChunkWriter, request: &Request) {
                 w.slice(&hash.0);
             }
         }
-        Request::Stats => {}
+        Request::Stats | Request::StatsEx => {}
+        Request::Gc => w.u32(0),
         Request::CtxOpen {
             base_turn_id,
             get_or_create,
@@ -2013,24 +2064,23 @@ fn response_body(w: &mut ChunkWriter, response: &Response) {
                 w.u8(u8::from(*flag));
             }
         }
-        Response::Stats(stats) => {
-            for value in [
-                stats.turns,
-                stats.contexts,
-                stats.blobs,
-                stats.logical_bytes,
-                stats.unique_bytes,
-                stats.stored_bytes,
-                stats.dedup_hits,
-                stats.connections,
-                stats.requests_total,
-                stats.errors_total,
-                stats.uptime_ms,
-            ] {
-                w.u64(value);
-            }
-            w.u8(u8::from(stats.read_only));
-            w.zero(7);
+        Response::Stats(stats) => w.stats(stats),
+        Response::StatsEx { stats, gc } => {
+            w.stats(stats);
+            w.u64(gc.live_bytes);
+            w.u64(gc.dead_bytes);
+            w.u64(gc.gc_runs);
+            w.u64(gc.bytes_reclaimed_total);
+        }
+        Response::GcDone(gc) => {
+            w.u64(gc.turns_dead);
+            w.u64(gc.blobs_dead);
+            w.u64(gc.bytes_reclaimed);
+            w.u32(gc.packs_compacted);
+            w.zero(4);
+            w.u64(gc.live_bytes);
+            w.u64(gc.dead_bytes);
+            w.u64(gc.duration_ms);
         }
         Response::Error {
             code,

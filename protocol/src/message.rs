@@ -1,6 +1,7 @@
 //! Every message of protocol versions 1 and 2 as a Rust value. Byte layouts: docs/protocol.md
 //! and `codec.rs`. A response's type is its request's type with the high bit set; ERROR is
-//! 0xFFFF. Version 2 (decision 0007) adds contexts by name, tags, listing and key-value.
+//! 0xFFFF. Version 2 (decision 0007) adds contexts by name, tags, listing and key-value, turns
+//! for agent frameworks, retention, backup and garbage collection (GC, STATS_EX).
 
 use bytes::Bytes;
 
@@ -45,17 +46,20 @@ pub enum MessageType {
     CtxTtl = 0x0020,
     // Version 2, operations (issue 18).
     Backup = 0x0021,
-    // Version 2, overlays and redaction (issue 15, decision 0012). 0x0022 is GC's.
-    PatchTurn = 0x0023,
-    RedactTurn = 0x0024,
-    PurgeBlob = 0x0025,
+    // Version 2, garbage collection (issue 15).
+    Gc = 0x0022,
+    StatsEx = 0x0023,
+    // Version 2, overlays and redaction (issue 15, decision 0012).
+    PatchTurn = 0x0024,
+    RedactTurn = 0x0025,
+    PurgeBlob = 0x0026,
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 36] = [
+    pub const ALL: [MessageType; 38] = [
         MessageType::Hello,
         MessageType::Ping,
         MessageType::CtxCreate,
@@ -89,6 +93,8 @@ impl MessageType {
         MessageType::CtxPrune,
         MessageType::CtxTtl,
         MessageType::Backup,
+        MessageType::Gc,
+        MessageType::StatsEx,
         MessageType::PatchTurn,
         MessageType::RedactTurn,
         MessageType::PurgeBlob,
@@ -143,6 +149,8 @@ impl MessageType {
             MessageType::CtxPrune => "CTX_PRUNE",
             MessageType::CtxTtl => "CTX_TTL",
             MessageType::Backup => "BACKUP",
+            MessageType::Gc => "GC",
+            MessageType::StatsEx => "STATS_EX",
             MessageType::PatchTurn => "PATCH_TURN",
             MessageType::RedactTurn => "REDACT_TURN",
             MessageType::PurgeBlob => "PURGE_BLOB",
@@ -692,6 +700,11 @@ pub enum Request {
     Backup {
         dir: String,
     },
+    /// Runs a garbage collection now and answers when it is done (GC_DONE). The body is
+    /// `gc_flags u32`, no bit defined yet (0).
+    Gc,
+    /// STATS with the fields version 2 added (live and dead bytes, garbage collections).
+    StatsEx,
     /// A page of the context's chain with each turn's extras.
     ReadPage {
         context: ContextRef,
@@ -757,6 +770,8 @@ impl Request {
             Request::CtxPrune { .. } => MessageType::CtxPrune,
             Request::CtxTtl { .. } => MessageType::CtxTtl,
             Request::Backup { .. } => MessageType::Backup,
+            Request::Gc => MessageType::Gc,
+            Request::StatsEx => MessageType::StatsEx,
             Request::PatchTurn { .. } => MessageType::PatchTurn,
             Request::RedactTurn { .. } => MessageType::RedactTurn,
             Request::PurgeBlob { .. } => MessageType::PurgeBlob,
@@ -807,6 +822,38 @@ pub struct BackupWire {
     pub duration_ms: u64,
     /// Where the copy is.
     pub dir: String,
+}
+
+/// GC_DONE: what one garbage collection did (56 bytes on the wire).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct GcWire {
+    /// Turns found unreachable and recorded as collected in this round.
+    pub turns_dead: u64,
+    /// Blobs removed from the store.
+    pub blobs_dead: u64,
+    /// Bytes the pack files shrank by.
+    pub bytes_reclaimed: u64,
+    /// Packs rewritten with only their live records.
+    pub packs_compacted: u32,
+    /// Pack bytes of reachable blobs after the round.
+    pub live_bytes: u64,
+    /// Pack bytes of unreachable blobs left on disk (packs under the compaction threshold).
+    pub dead_bytes: u64,
+    pub duration_ms: u64,
+}
+
+/// The fields STATS_EX adds after STATS' 96 bytes (32 bytes on the wire).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct GcStatsWire {
+    /// Pack bytes of blobs the last garbage collection found reachable (0 before the first
+    /// collection since the server started).
+    pub live_bytes: u64,
+    /// Pack bytes of unreachable blobs still on disk, as of the last collection.
+    pub dead_bytes: u64,
+    /// Garbage collections completed since the server started.
+    pub gc_runs: u64,
+    /// Bytes garbage collection gave back to the file system since the server started.
+    pub bytes_reclaimed_total: u64,
 }
 
 /// What the server limits, told to the client in the HELLO response.
@@ -912,6 +959,14 @@ pub enum Response {
     },
     /// Answer to BACKUP: what the copy holds and what it cost.
     BackedUp(BackupWire),
+    /// Answer to GC: what the collection did.
+    GcDone(GcWire),
+    /// Answer to STATS_EX: STATS' fields, then the garbage collector's (boxed: it would grow
+    /// every response's size).
+    StatsEx {
+        stats: Box<StatsWire>,
+        gc: GcStatsWire,
+    },
     /// Answer to READ_PAGE, oldest first (TURNS' fields, entries with extras).
     Page {
         next_before: u64,
@@ -972,6 +1027,8 @@ impl Response {
             Response::Page { .. } => MessageType::ReadPage.response_code(),
             Response::FoundTurns { .. } => MessageType::FindTurns.response_code(),
             Response::BackedUp(_) => MessageType::Backup.response_code(),
+            Response::GcDone(_) => MessageType::Gc.response_code(),
+            Response::StatsEx { .. } => MessageType::StatsEx.response_code(),
             Response::Turn(_) => MessageType::GetTurn.response_code(),
             Response::Blob(_) => MessageType::GetBlob.response_code(),
             Response::HasBlobs { .. } => MessageType::HasBlobs.response_code(),

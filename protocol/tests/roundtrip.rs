@@ -291,6 +291,8 @@ fn request() -> impl Strategy<Value = Request> {
         ),
         context().prop_map(|context| Request::CtxDelete { context }),
         "[a-z/]{1,40}".prop_map(|dir| Request::Backup { dir }),
+        Just(Request::Gc),
+        Just(Request::StatsEx),
         (context(), any::<u32>()).prop_map(|(context, keep)| Request::CtxPrune { context, keep }),
         (context(), any::<bool>(), any::<u64>()).prop_map(|(context, set, ttl_ms)| {
             Request::CtxTtl {
@@ -531,6 +533,39 @@ fn response() -> impl Strategy<Value = Response> {
             uptime_ms: v[10],
             read_only
         })),
+        (any::<[u64; 15]>(), any::<bool>()).prop_map(|(v, read_only)| Response::StatsEx {
+            stats: Box::new(StatsWire {
+                turns: v[0],
+                contexts: v[1],
+                blobs: v[2],
+                logical_bytes: v[3],
+                unique_bytes: v[4],
+                stored_bytes: v[5],
+                dedup_hits: v[6],
+                connections: v[7],
+                requests_total: v[8],
+                errors_total: v[9],
+                uptime_ms: v[10],
+                read_only,
+            }),
+            gc: GcStatsWire {
+                live_bytes: v[11],
+                dead_bytes: v[12],
+                gc_runs: v[13],
+                bytes_reclaimed_total: v[14],
+            },
+        }),
+        (any::<[u64; 6]>(), any::<u32>()).prop_map(|(v, packs_compacted)| {
+            Response::GcDone(GcWire {
+                turns_dead: v[0],
+                blobs_dead: v[1],
+                bytes_reclaimed: v[2],
+                packs_compacted,
+                live_bytes: v[3],
+                dead_bytes: v[4],
+                duration_ms: v[5],
+            })
+        }),
         (error_code(), any::<u64>(), name()).prop_map(|(code, detail, message)| Response::Error {
             code,
             detail,
@@ -788,6 +823,22 @@ fn fixed_sizes_match_the_document() {
         },
     ));
     assert_eq!(bytes.len(), HEADER_BYTES + CONTEXT_HEAD_BYTES);
+    let stats = StatsWire::default();
+    let bytes = concat(encode_response(1, &Response::Stats(stats)));
+    assert_eq!(bytes.len(), HEADER_BYTES + 96);
+    let gc = GcStatsWire::default();
+    let stats = Box::new(stats);
+    let bytes = concat(encode_response(1, &Response::StatsEx { stats, gc }));
+    assert_eq!(
+        bytes.len(),
+        HEADER_BYTES + 128,
+        "STATS_EX: STATS' 96 bytes + 4 × u64"
+    );
+    let bytes = concat(encode_response(1, &Response::GcDone(GcWire::default())));
+    assert_eq!(bytes.len(), HEADER_BYTES + 56);
+    let mut request = BytesMut::new();
+    encode_request(1, &Request::Gc, &mut request).unwrap();
+    assert_eq!(request.len(), HEADER_BYTES + 4, "GC: gc_flags u32");
 }
 
 #[test]
@@ -880,6 +931,17 @@ fn version_2_stays_out_of_version_1() {
     let error = decode_request_as(1, &header, body.clone()).unwrap_err();
     assert_eq!(error.code(), ErrorCode::UnknownMessage);
     assert!(decode_request_as(2, &header, body).is_ok());
+    // So are GC and STATS_EX: a version-1 client keeps the 96-byte STATS.
+    for request in [Request::Gc, Request::StatsEx] {
+        let (header, body) = frame(&request);
+        let error = decode_request_as(1, &header, body.clone()).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::UnknownMessage);
+        assert_eq!(decode_request_as(2, &header, body).unwrap(), request);
+    }
+    // GC's gc_flags defines no bit yet.
+    let (header, _) = frame(&Request::Gc);
+    let error = decode_request_as(2, &header, Bytes::from_static(&[1, 0, 0, 0])).unwrap_err();
+    assert_eq!(error.code(), ErrorCode::BadFrame);
     // A context by name sets CTX_BY_NAME; version 1 knows no flags.
     let by_name = Request::GetHead {
         context: ContextRef::Name("thread-1".into()),

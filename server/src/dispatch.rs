@@ -19,9 +19,9 @@ use ctxstore_engine::{
 };
 use ctxstore_protocol::{
     AppendedWire, BackupWire, ContextHeadWire, ContextInfoWire, ContextRef as ContextRefWire,
-    ErrorCode, ExtrasWire, Hash32, KvItemWire, ListCursorWire, LogCursorWire, MessageType,
-    OverlayWire, PageKind, ParentWire, PayloadEncoding, PayloadSpec, PayloadWire, Request,
-    Response, StatsWire, TurnEntry, TurnEntryV2, TurnSpec, TurnWire, read_flags,
+    ErrorCode, ExtrasWire, GcStatsWire, GcWire, Hash32, KvItemWire, ListCursorWire, LogCursorWire,
+    MessageType, OverlayWire, PageKind, ParentWire, PayloadEncoding, PayloadSpec, PayloadWire,
+    Request, Response, StatsWire, TurnEntry, TurnEntryV2, TurnSpec, TurnWire, read_flags,
 };
 
 use crate::config::ServerLimits;
@@ -146,7 +146,13 @@ impl Dispatcher {
             }
             Request::GetBlob { hash, read_flags } => self.blob(BlobHash(hash.0), read_flags),
             Request::HasBlobs { hashes } => self.has_blobs(hashes).await,
-            Request::Stats => Ok(self.stats()),
+            Request::Stats => Ok(Response::Stats(self.stats().0)),
+            Request::StatsEx => {
+                let (stats, gc) = self.stats();
+                let stats = Box::new(stats);
+                Ok(Response::StatsEx { stats, gc })
+            }
+            Request::Gc => self.gc().await,
             Request::CtxOpen {
                 base_turn_id,
                 get_or_create,
@@ -742,10 +748,17 @@ impl Dispatcher {
         Ok(Response::HasBlobs { present })
     }
 
-    fn stats(&self) -> Response {
+    /// STATS' fields and the garbage collector's (STATS_EX), from one look at the engine.
+    fn stats(&self) -> (StatsWire, GcStatsWire) {
         let store = self.engine.stats();
         let counters = &self.counters;
-        Response::Stats(StatsWire {
+        let gc = GcStatsWire {
+            live_bytes: store.live_bytes,
+            dead_bytes: store.dead_bytes,
+            gc_runs: store.gc_runs,
+            bytes_reclaimed_total: store.bytes_reclaimed_total,
+        };
+        let stats = StatsWire {
             turns: store.turns,
             contexts: store.contexts,
             blobs: store.blobs,
@@ -758,7 +771,8 @@ impl Dispatcher {
             requests_total: counters.requests.load(Ordering::Relaxed),
             errors_total: counters.errors.load(Ordering::Relaxed),
             uptime_ms: counters.started.elapsed().as_millis() as u64,
-        })
+        };
+        (stats, gc)
     }
 }
 
@@ -896,6 +910,41 @@ impl Dispatcher {
             linked_bytes: report.linked_bytes,
             duration_ms: report.duration_ms,
             dir: report.dir.display().to_string(),
+        }))
+    }
+}
+
+impl Dispatcher {
+    /// GC: a collection reads the log and the indexes and rewrites packs (blocking file I/O),
+    /// so it runs on a thread of its own, like BACKUP; this core only awaits its answer.
+    async fn gc(&self) -> Result<Response, Response> {
+        let engine = self.engine.clone();
+        let (done, answer) = flume::bounded(1);
+        let spawned = std::thread::Builder::new()
+            .name("ctxstore-gc-req".into())
+            .spawn(move || {
+                let _ = done.send(engine.gc());
+            });
+        if let Err(error) = spawned {
+            return Err(Response::Error {
+                code: ErrorCode::Internal,
+                detail: 0,
+                message: format!("could not start the garbage collection thread: {error}"),
+            });
+        }
+        let report = answer
+            .recv_async()
+            .await
+            .map_err(|_| engine_error(EngineError::ShutDown))?
+            .map_err(engine_error)?;
+        Ok(Response::GcDone(GcWire {
+            turns_dead: report.turns_dead,
+            blobs_dead: report.blobs_dead,
+            bytes_reclaimed: report.bytes_reclaimed,
+            packs_compacted: report.packs_compacted,
+            live_bytes: report.live_bytes,
+            dead_bytes: report.dead_bytes,
+            duration_ms: report.duration_ms,
         }))
     }
 }

@@ -164,6 +164,20 @@ struct ServeArgs {
     /// append's fdatasync: limit it on a disk that a full-speed copy would crowd.
     #[arg(long, default_value = "off", value_parser = parse_rate)]
     backup_rate_max: u64,
+    /// How often garbage collection runs on its own (`10m`, `1h`, at most 30 days): it
+    /// collects what no live context reaches and compacts packs (`ctxstore gc` runs one now).
+    /// `off` or `0`: only on request.
+    #[arg(long, default_value = "10m", value_parser = parse_gc_interval)]
+    gc_interval: Duration,
+    /// A pack is rewritten with only its live records when at least this percentage of its
+    /// bytes is unreachable (1..=100): lower gives disk back sooner for more rewriting.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(1..=100))]
+    gc_pack_dead_percent: u8,
+    /// Bytes per second a pack compaction reads and writes at most (units as
+    /// --backup-rate-max); `off` or `0`: as fast as the disk allows. The compaction shares the
+    /// disk with every append's fdatasync.
+    #[arg(long, default_value = "32MiB", value_parser = parse_rate)]
+    gc_rate_max: u64,
     /// File-mode creation mask (octal) for the store's directory and files: 077 makes them
     /// 0700 and 0600 (only the server's user may read the data).
     #[arg(long, default_value = "077", value_parser = parse_umask)]
@@ -403,7 +417,6 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Parses an octal umask such as `077` or `0027`.
 /// A rate in bytes per second: a number with an optional unit (`KB`, `MB`, `GB`, powers of
 /// 1000; `KiB`, `MiB`, `GiB`, powers of 1024), or `off` / `0` for no limit.
 fn parse_rate(text: &str) -> Result<u64, String> {
@@ -457,6 +470,27 @@ fn parse_ttl(text: &str) -> Result<Duration, String> {
     Ok(ttl)
 }
 
+/// The garbage collector's interval: `off` (or `0`) for only on request, else a duration of
+/// 1 ms to 30 days.
+fn parse_gc_interval(text: &str) -> Result<Duration, String> {
+    if matches!(text.trim(), "off" | "none" | "0") {
+        return Ok(Duration::ZERO);
+    }
+    let interval = parse_duration(text)?;
+    if interval > Duration::from_secs(30 * 24 * 3600) {
+        return Err(format!(
+            "the garbage collection interval is at most 30 days; {text:?} is longer"
+        ));
+    }
+    if interval < Duration::from_millis(1) {
+        return Err(format!(
+            "the garbage collection interval is at least 1ms (or off); got {text:?}"
+        ));
+    }
+    Ok(interval)
+}
+
+/// Parses an octal umask such as `077` or `0027`.
 fn parse_umask(text: &str) -> Result<u32, String> {
     match u32::from_str_radix(text.trim(), 8) {
         Ok(mask) if mask <= 0o777 => Ok(mask),
@@ -524,6 +558,9 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine.preallocate = !args.no_preallocate;
     config.engine.context_ttl_default_ms = args.context_ttl.as_millis() as u64;
     config.engine.backup_bytes_per_s_max = args.backup_rate_max;
+    config.engine.gc_interval_ms = args.gc_interval.as_millis() as u64;
+    config.engine.gc_pack_dead_percent = args.gc_pack_dead_percent;
+    config.engine.gc_bytes_per_s_max = args.gc_rate_max;
     config.engine.limits.blob_bytes_max = args.blob_bytes_max;
     config.engine.limits.read_turns_max = args.read_turns_max;
     config.engine.limits.pack_bytes_max = args.pack_bytes_max;

@@ -330,6 +330,18 @@ impl MetricsSource {
                 stats.stored_bytes,
             ),
             (
+                "ctxstore_live_bytes",
+                "Pack bytes of blobs the last garbage collection found reachable (0 before the \
+                 first since the server started).",
+                stats.live_bytes,
+            ),
+            (
+                "ctxstore_dead_bytes",
+                "Pack bytes of unreachable blobs still on disk as of the last garbage collection \
+                 (in packs below --gc-pack-dead-percent).",
+                stats.dead_bytes,
+            ),
+            (
                 "ctxstore_disk_bytes",
                 "Bytes the data directory occupies on disk (allocated blocks, preallocated \
                  space included).",
@@ -352,6 +364,16 @@ impl MetricsSource {
             "ctxstore_dedup_hits_total",
             "Appends whose payload was already stored.",
             stats.dedup_hits,
+        ));
+        families.push(counter_family(
+            "ctxstore_gc_runs_total",
+            "Garbage collections completed (scheduled and requested).",
+            stats.gc_runs,
+        ));
+        families.push(counter_family(
+            "ctxstore_gc_bytes_reclaimed_total",
+            "Bytes garbage collection gave back to the file system (pack files shrunk).",
+            stats.bytes_reclaimed_total,
         ));
         families.push(family(
             "ctxstore_build_info",

@@ -18,8 +18,9 @@ use clap::{Parser, Subcommand};
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{
     BackupReport, BlobHash, ClientConfig, ClientError, ContextHead, ContextInfo, ContextQuery,
-    ContextRef, ContextRetention, ErrorCode, FIND_PAGE_MAX, KvItem, LogCursor, NewContext, NewTurn,
-    PageKind, Parent, TURN_LOG_PAGE_MAX, Turn, TurnInfo, codec_name, codec_tag, is_indexed_label,
+    ContextRef, ContextRetention, ErrorCode, FIND_PAGE_MAX, GcReport, KvItem, LogCursor,
+    NewContext, NewTurn, PageKind, Parent, TURN_LOG_PAGE_MAX, Turn, TurnInfo, codec_name,
+    codec_tag, is_indexed_label,
 };
 use serde_json::json;
 
@@ -50,7 +51,7 @@ const EXIT_ALREADY_EXISTS: u8 = 7;
 
 /// Talk to a ctxstore server: create and fork contexts, append turns, read them back; name,
 /// tag, list and clone contexts, keep key-value entries beside them; delete, prune and expire
-/// contexts; back the store up.
+/// contexts, collect what nothing reaches any more; back the store up.
 ///
 /// A tour (start a server first: `ctxstore-server`):
 ///   ctxstore ctx create                                   # → context 1
@@ -72,6 +73,7 @@ const EXIT_ALREADY_EXISTS: u8 = 7;
 ///   ctxstore ctx prune @thread-42 --keep 100              # only the newest 100 depths stay
 ///   ctxstore ctx ttl @thread-42 7d                        # deleted after 7 days without updates
 ///   ctxstore ctx delete @thread-42                        # gone; forks keep their history
+///   ctxstore gc                                           # give the disk back now
 ///   ctxstore backup --to /var/backups/ctxstore-1          # a consistent copy, on the server's host
 ///   ctxstore ping                                         # is the server there? round trip
 ///
@@ -327,7 +329,25 @@ enum Command {
         #[arg(long, value_name = "D", default_value = "24h", value_parser = parse_duration)]
         backup_timeout: Duration,
     },
-    /// Server counters: turns, contexts, blobs, bytes, dedup hits.
+    /// Run a garbage collection on the server now and wait for it.
+    ///
+    /// Collects the turns and blobs no live context reaches any more (deleted contexts,
+    /// history below a prune floor, unless a fork, a clone or a link still reaches it) and
+    /// rewrites the packs whose unreachable share passes the server's --gc-pack-dead-percent.
+    /// The server also collects on its own every --gc-interval (10m by default). Prints
+    /// turns_dead, blobs_dead, bytes_reclaimed, packs_compacted, live_bytes, dead_bytes and
+    /// duration_ms. One collection or backup at a time: while one runs, this fails (exit 1,
+    /// INVALID_ARGUMENT); try again later.
+    Gc {
+        /// Longest wait for the server to finish (like 30m, 2h; 0s: no limit). The global
+        /// --timeout does not apply. A collection this command stops waiting for goes on on
+        /// the server.
+        #[arg(long, value_name = "D", default_value = "1h", value_parser = parse_duration)]
+        gc_timeout: Duration,
+    },
+    /// Server counters: turns, contexts, blobs, bytes, dedup hits, and garbage collection
+    /// (live_bytes, dead_bytes, gc_runs, bytes_reclaimed_total; null from a server without
+    /// them).
     Stats,
     /// Check that a ctxstore server answers: one PING round trip, its time in microseconds.
     Ping,
@@ -811,8 +831,13 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         }
         _ => Some(ClientConfig::BACKUP_TIMEOUT_DEFAULT),
     };
+    let gc_timeout = match &cli.command {
+        Command::Gc { gc_timeout } => Some(*gc_timeout).filter(|timeout| !timeout.is_zero()),
+        _ => Some(ClientConfig::GC_TIMEOUT_DEFAULT),
+    };
     let config = ClientConfig::new(cli.addr.clone())
         .with_backup_timeout(backup_timeout)
+        .with_gc_timeout(gc_timeout)
         .with_token(cli.token.clone())
         .with_connect_timeout(cli.connect_timeout)
         .with_hello_timeout(cli.connect_timeout)
@@ -960,6 +985,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
                 out.text(&format!("pong from {}: {rtt_us} µs", cli.addr))
             }
         }
+        Command::Gc { gc_timeout } => gc(&client, &out, *gc_timeout),
         Command::Stats => {
             let stats = client.stats()?;
             let value = json!({
@@ -975,14 +1001,19 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
                 "requests_total": stats.requests_total,
                 "errors_total": stats.errors_total,
                 "uptime_ms": stats.uptime_ms,
+                "live_bytes": stats.live_bytes,
+                "dead_bytes": stats.dead_bytes,
+                "gc_runs": stats.gc_runs,
+                "bytes_reclaimed_total": stats.bytes_reclaimed_total,
             });
             if out.json {
                 out.line(&value)
             } else {
                 let mut text = String::new();
                 if let Some(fields) = value.as_object() {
+                    let width = fields.keys().map(String::len).max().unwrap_or(0);
                     for (name, value) in fields {
-                        text.push_str(&format!("{name:<15} {value}\n"));
+                        text.push_str(&format!("{name:<width$} {value}\n"));
                     }
                 }
                 out.text(text.trim_end())
@@ -1228,6 +1259,24 @@ fn backup(client: &Client, out: &Output, dir: String, timeout: Duration) -> anyh
     out.backup(&report)
 }
 
+/// `gc`: one GC request, waiting up to `--gc-timeout`.
+fn gc(client: &Client, out: &Output, timeout: Duration) -> anyhow::Result<()> {
+    let report = match client.gc() {
+        Ok(report) => report,
+        Err(error @ ClientError::Timeout { .. }) => {
+            let waited = humantime::format_duration(timeout);
+            return Err(anyhow::Error::new(error).context(format!(
+                "the server did not finish the garbage collection within {waited}; it may still \
+                 be running it (wait longer with --gc-timeout)"
+            )));
+        }
+        Err(error) => {
+            return Err(anyhow::Error::new(error).context("garbage collection"));
+        }
+    };
+    out.gc(&report)
+}
+
 /// `kv …`: a context's key-value entries. `value` is what `kv put` read before connecting.
 fn kv(
     client: &Client,
@@ -1377,6 +1426,32 @@ impl Output {
             report.blobs,
             report.bytes,
             report.linked_bytes,
+            report.duration_ms
+        ))
+    }
+
+    /// What `gc` prints.
+    fn gc(&self, report: &GcReport) -> anyhow::Result<()> {
+        if self.json {
+            return self.line(&json!({
+                "turns_dead": report.turns_dead,
+                "blobs_dead": report.blobs_dead,
+                "bytes_reclaimed": report.bytes_reclaimed,
+                "packs_compacted": report.packs_compacted,
+                "live_bytes": report.live_bytes,
+                "dead_bytes": report.dead_bytes,
+                "duration_ms": report.duration_ms,
+            }));
+        }
+        self.text(&format!(
+            "garbage collection: {} turns and {} blobs collected, {} bytes reclaimed ({} packs \
+             compacted); {} live bytes, {} dead bytes left; {} ms",
+            report.turns_dead,
+            report.blobs_dead,
+            report.bytes_reclaimed,
+            report.packs_compacted,
+            report.live_bytes,
+            report.dead_bytes,
             report.duration_ms
         ))
     }

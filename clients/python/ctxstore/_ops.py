@@ -36,6 +36,7 @@ from .errors import (
     NotSupported,
     ProtocolError,
     TooLarge,
+    UnknownMessage,
     error_for_code,
 )
 from .types import (
@@ -43,6 +44,7 @@ from .types import (
     BackupReport,
     ContextHead,
     ContextInfo,
+    GcReport,
     Retention,
     ContextLike,
     ContextPage,
@@ -616,27 +618,73 @@ def has_blobs_op(hashes: Sequence[bytes]) -> Op[list[bool]]:
     return Op(request, finish)
 
 
-def stats() -> Op[Stats]:
-    """STATS."""
+def _stats_of(s: p.StatsResponse, gc: p.StatsExResponse | None = None) -> Stats:
+    return Stats(
+        turns=s.turns,
+        contexts=s.contexts,
+        blobs=s.blobs,
+        logical_bytes=s.logical_bytes,
+        unique_bytes=s.unique_bytes,
+        stored_bytes=s.stored_bytes,
+        dedup_hits=s.dedup_hits,
+        connections=s.connections,
+        requests_total=s.requests_total,
+        errors_total=s.errors_total,
+        uptime_ms=s.uptime_ms,
+        read_only=s.read_only,
+        live_bytes=None if gc is None else gc.live_bytes,
+        dead_bytes=None if gc is None else gc.dead_bytes,
+        gc_runs=None if gc is None else gc.gc_runs,
+        bytes_reclaimed_total=None if gc is None else gc.bytes_reclaimed_total,
+    )
+
+
+def stats_op() -> Op[Stats]:
+    """STATS: the garbage collector's fields are None."""
+    return Op(p.Stats(), lambda response: _stats_of(_expect(response, p.StatsResponse)))
+
+
+def stats_ex_op() -> Op[Stats]:
+    """STATS_EX (version 2): STATS' fields and the garbage collector's."""
 
     def finish(response: p.Response) -> Stats:
-        s = _expect(response, p.StatsResponse)
-        return Stats(
-            turns=s.turns,
-            contexts=s.contexts,
-            blobs=s.blobs,
-            logical_bytes=s.logical_bytes,
-            unique_bytes=s.unique_bytes,
-            stored_bytes=s.stored_bytes,
-            dedup_hits=s.dedup_hits,
-            connections=s.connections,
-            requests_total=s.requests_total,
-            errors_total=s.errors_total,
-            uptime_ms=s.uptime_ms,
-            read_only=s.read_only,
+        answer = _expect(response, p.StatsExResponse)
+        return _stats_of(answer.stats, answer)
+
+    return Op(p.StatsEx(), finish)
+
+
+def stats() -> Plan[Stats]:
+    """STATS_EX on a version-2 connection, else STATS; a version-2 server older than STATS_EX
+    answers it UNKNOWN_MESSAGE, and then STATS is asked (its garbage collector's fields are
+    None)."""
+    info: ServerInfo = yield SERVER_INFO
+    if info.version >= 2:
+        try:
+            extended: Stats = yield stats_ex_op()
+            return extended
+        except UnknownMessage:
+            pass
+    plain: Stats = yield stats_op()
+    return plain
+
+
+def gc() -> Op[GcReport]:
+    """GC (version 2): a garbage collection now."""
+
+    def finish(response: p.Response) -> GcReport:
+        answer = _expect(response, p.GcDoneResponse)
+        return GcReport(
+            turns_dead=answer.turns_dead,
+            blobs_dead=answer.blobs_dead,
+            bytes_reclaimed=answer.bytes_reclaimed,
+            packs_compacted=answer.packs_compacted,
+            live_bytes=answer.live_bytes,
+            dead_bytes=answer.dead_bytes,
+            duration_ms=answer.duration_ms,
         )
 
-    return Op(p.Stats(), finish)
+    return Op(p.Gc(), finish)
 
 
 def raw(request: p.Request) -> Op[p.Response]:

@@ -133,6 +133,8 @@ __all__ = [
     "CtxPrune",
     "CtxTtl",
     "Backup",
+    "Gc",
+    "StatsEx",
     "RawRequest",
     "HelloResponse",
     "Pong",
@@ -156,6 +158,8 @@ __all__ = [
     "FoundTurnsResponse",
     "RetentionResponse",
     "BackedUpResponse",
+    "GcDoneResponse",
+    "StatsExResponse",
     "ErrorResponse",
     "RawResponse",
     "REQUEST_TYPES",
@@ -288,6 +292,9 @@ class MessageType(IntEnum):
     CTX_PRUNE = 0x001F
     CTX_TTL = 0x0020
     BACKUP = 0x0021
+    # Version 2: garbage collection (issue 15).
+    GC = 0x0022
+    STATS_EX = 0x0023
 
     @property
     def response_type(self) -> int:
@@ -2235,6 +2242,46 @@ class Backup(Request):
         return cls(reader.short_string("dir"))
 
 
+@register_request
+@dataclass(frozen=True, slots=True)
+class Gc(Request):
+    """GC (0x0022, v2): run a garbage collection now; answered GC_DONE when it is done. Body:
+    ``u32 gc_flags`` (no bit defined yet: 0)."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.GC
+    NAME: ClassVar[str] = "GC"
+    MIN_VERSION: ClassVar[int] = 2
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [_u32(0)]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> Gc:
+        """See :meth:`Message.decode_body`."""
+        reader.flags(0, "gc_flags")
+        return cls()
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class StatsEx(Request):
+    """STATS_EX (0x0023, v2): STATS with the garbage collector's figures. Empty body."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.STATS_EX
+    NAME: ClassVar[str] = "STATS_EX"
+    MIN_VERSION: ClassVar[int] = 2
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [b""]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> StatsEx:
+        """See :meth:`Message.decode_body`."""
+        return cls()
+
+
 _PAGE_KINDS = frozenset(int(kind) for kind in PageKind)
 
 
@@ -2960,6 +3007,101 @@ class BackedUpResponse(Response):
             reader.u64("linked_bytes"),
             reader.u64("duration_ms"),
             reader.short_string("dir"),
+        )
+
+
+_GC_DONE = struct.Struct("<3QI4s3Q")
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class GcDoneResponse(Response):
+    """GC_DONE (0x8022, v2): GC's answer (56 bytes) — ``u64 turns_dead, u64 blobs_dead, u64
+    bytes_reclaimed, u32 packs_compacted, u32 reserved, u64 live_bytes, u64 dead_bytes, u64
+    duration_ms``."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.GC.response_type,)
+    NAME: ClassVar[str] = "GC_DONE"
+
+    turns_dead: int
+    blobs_dead: int
+    bytes_reclaimed: int
+    packs_compacted: int
+    live_bytes: int
+    dead_bytes: int
+    duration_ms: int
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return _pack(
+            _GC_DONE,
+            self.turns_dead,
+            self.blobs_dead,
+            self.bytes_reclaimed,
+            self.packs_compacted,
+            bytes(4),
+            self.live_bytes,
+            self.dead_bytes,
+            self.duration_ms,
+        )
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> GcDoneResponse:
+        """See :meth:`Message.decode_body`."""
+        turns_dead = reader.u64("turns_dead")
+        blobs_dead = reader.u64("blobs_dead")
+        bytes_reclaimed = reader.u64("bytes_reclaimed")
+        packs_compacted = reader.u32("packs_compacted")
+        reader.zero(4)
+        return cls(
+            turns_dead,
+            blobs_dead,
+            bytes_reclaimed,
+            packs_compacted,
+            reader.u64("live_bytes"),
+            reader.u64("dead_bytes"),
+            reader.u64("duration_ms"),
+        )
+
+
+_GC_STATS = struct.Struct("<4Q")
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class StatsExResponse(Response):
+    """STATS_EX response (0x8023, v2; 128 bytes): STATS' 96 bytes, then ``u64 live_bytes,
+    u64 dead_bytes, u64 gc_runs, u64 bytes_reclaimed_total``."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.STATS_EX.response_type,)
+    NAME: ClassVar[str] = "STATS_EX response"
+
+    stats: StatsResponse
+    live_bytes: int
+    dead_bytes: int
+    gc_runs: int
+    bytes_reclaimed_total: int
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return self.stats.encode_body() + _pack(
+            _GC_STATS,
+            self.live_bytes,
+            self.dead_bytes,
+            self.gc_runs,
+            self.bytes_reclaimed_total,
+        )
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> StatsExResponse:
+        """See :meth:`Message.decode_body`."""
+        stats = StatsResponse.decode_body(reader)
+        return cls(
+            stats,
+            reader.u64("live_bytes"),
+            reader.u64("dead_bytes"),
+            reader.u64("gc_runs"),
+            reader.u64("bytes_reclaimed_total"),
         )
 
 

@@ -32,6 +32,7 @@ from .types import (
     ContextInfo,
     ContextLike,
     ContextPage,
+    GcReport,
     HashLike,
     KeyLike,
     KeyT,
@@ -649,8 +650,10 @@ class AsyncClient(ops.ClientCore):
         return await self._drive(ops.has_blobs(hashes), timeout)
 
     async def stats(self, *, timeout: float | None = None) -> Stats:
-        """The server's counters."""
-        return await self._run(ops.stats(), timeout)
+        """The server's counters; from a version-2 server also the garbage collector's
+        (``live_bytes``, ``dead_bytes``, ``gc_runs``, ``bytes_reclaimed_total``; None from a
+        server without them)."""
+        return await self._drive(ops.stats(), timeout)
 
     # -- version 2: contexts by name, tags, listing, key-value ---------------------------------
 
@@ -720,6 +723,16 @@ class AsyncClient(ops.ClientCore):
         store, so it waits up to ``timeout`` seconds (default a day), not the request timeout;
         a backup no longer waited for goes on on the server."""
         return await self._run(ops.backup(directory), timeout)
+
+    async def gc(self, *, timeout: float | None = 3_600.0) -> GcReport:
+        """Runs a garbage collection on the server now (protocol version 2) and returns what
+        it did: turns and blobs no live context reaches any more are collected (a collected
+        turn is NotFound from then on) and packs whose dead share passes the server's
+        ``--gc-pack-dead-percent`` are rewritten. It takes as long as rewriting those packs,
+        so it waits up to ``timeout`` seconds (default an hour), not the request timeout; a
+        collection no longer waited for goes on on the server. One collection or backup at a
+        time: while one runs (the server's schedule included), InvalidArgument."""
+        return await self._run(ops.gc(), timeout)
 
     async def tag_context(
         self,

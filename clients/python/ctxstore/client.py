@@ -31,6 +31,7 @@ from .types import (
     ContextInfo,
     ContextLike,
     ContextPage,
+    GcReport,
     HashLike,
     KeyLike,
     KeyT,
@@ -720,8 +721,10 @@ class Client(ops.ClientCore):
         return self._drive(ops.has_blobs(hashes), timeout)
 
     def stats(self, *, timeout: float | None = None) -> Stats:
-        """The server's counters."""
-        return self._run(ops.stats(), timeout)
+        """The server's counters; from a version-2 server also the garbage collector's
+        (``live_bytes``, ``dead_bytes``, ``gc_runs``, ``bytes_reclaimed_total``; None from a
+        server without them)."""
+        return self._drive(ops.stats(), timeout)
 
     # -- version 2: contexts by name, tags, listing, key-value ---------------------------------
 
@@ -796,6 +799,16 @@ class Client(ops.ClientCore):
         store, so it waits up to ``timeout`` seconds (default a day), not the request timeout;
         a backup no longer waited for goes on on the server."""
         return self._run(ops.backup(directory), timeout)
+
+    def gc(self, *, timeout: float | None = 3_600.0) -> GcReport:
+        """Runs a garbage collection on the server now (protocol version 2) and returns what
+        it did: turns and blobs no live context reaches any more are collected (a collected
+        turn is NotFound from then on) and packs whose dead share passes the server's
+        ``--gc-pack-dead-percent`` are rewritten. It takes as long as rewriting those packs,
+        so it waits up to ``timeout`` seconds (default an hour), not the request timeout; a
+        collection no longer waited for goes on on the server. One collection or backup at a
+        time: while one runs (the server's schedule included), InvalidArgument."""
+        return self._run(ops.gc(), timeout)
 
     def tag_context(
         self,

@@ -33,6 +33,7 @@ __all__ = [
     "Appended",
     "Page",
     "Stats",
+    "GcReport",
     "ContextInfo",
     "Opened",
     "ContextPage",
@@ -236,6 +237,16 @@ class Stats:
     uptime_ms: int
     read_only: bool
     """True if the store refuses writes (after a failed fsync)."""
+    live_bytes: int | None = None
+    """Pack bytes of blobs the last garbage collection found reachable (0 before the first
+    since the server started). None from a server without garbage collection (protocol
+    version 1, or a version-2 server older than STATS_EX); so are the three below."""
+    dead_bytes: int | None = None
+    """Pack bytes of unreachable blobs still on disk, as of the last collection."""
+    gc_runs: int | None = None
+    """Garbage collections completed since the server started."""
+    bytes_reclaimed_total: int | None = None
+    """Bytes garbage collection gave back to the file system since the server started."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +275,27 @@ class BackupReport:
     """Bytes of the copy: written plus hard-linked."""
     linked_bytes: int
     """Of ``bytes``, those hard-linked (sealed packs on the same file system)."""
+    duration_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class GcReport:
+    """What one garbage collection did (GC): the turns and blobs nothing live reached any more
+    are gone (a collected turn is NotFound from then on)."""
+
+    turns_dead: int
+    """Turns found unreachable and collected in this round."""
+    blobs_dead: int
+    """Blobs removed from the store in this round."""
+    bytes_reclaimed: int
+    """Bytes the pack files shrank by."""
+    packs_compacted: int
+    """Packs rewritten with only their live records."""
+    live_bytes: int
+    """Pack bytes (records with headers) of reachable blobs after the round."""
+    dead_bytes: int
+    """Pack bytes of unreachable blobs still on disk (in packs below the server's
+    ``--gc-pack-dead-percent``)."""
     duration_ms: int
 
 

@@ -220,6 +220,22 @@ EXPECTED: dict[str, tuple[int, p.Message]] = {
         22,
         p.BackedUpResponse(1000, 800, 1 << 30, 1 << 29, 1234, "/var/backups/ctxstore-1"),
     ),
+    # Version 2, garbage collection (issue 15); more in test_gc.py.
+    "gc": (23, p.Gc()),
+    "gc_done_response": (23, p.GcDoneResponse(1500, 1200, 12 << 20, 3, 1 << 30, 2 << 20, 4321)),
+    "stats_ex": (24, p.StatsEx()),
+    "stats_ex_response": (
+        24,
+        p.StatsExResponse(
+            p.StatsResponse(
+                1000, 10, 800, 10 << 20, 8 << 20, 4 << 20, 200, 2, 5000, 1, 60_000, False
+            ),
+            3 << 20,
+            1 << 20,
+            2,
+            5 << 20,
+        ),
+    ),
 }
 
 
