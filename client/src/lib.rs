@@ -108,6 +108,6 @@ pub use error::ClientError;
 pub use types::{
     Appended, AppendedTurn, BackupReport, BlobHash, CODEC_NAMES, ContextHead, ContextInfo,
     ContextListPage, ContextQuery, ContextRetention, FoundPage, GcReport, KvItem, ListCursor,
-    LogCursor, LogPage, NewContext, NewPayload, NewTurn, Opened, Page, Parent, Stats,
-    TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage, codec_name, codec_tag,
+    LogCursor, LogPage, NewContext, NewPayload, NewTurn, Opened, Page, Parent, Patched, Purged,
+    Redacted, Stats, TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage, codec_name, codec_tag,
 };
