@@ -240,7 +240,9 @@ def check_sendable(request: p.Request, chunks: list[bytes], info: ServerInfo) ->
     would refuse by closing the connection."""
     if request.required_version > info.version:
         what = request.NAME
-        if request.frame_flags & p.CTX_BY_NAME:
+        if isinstance(request, p.AsOf):
+            what = f"{request.read.NAME} in an overlay view (as_of)"
+        elif request.frame_flags & p.CTX_BY_NAME:
             what = f"{request.NAME} of a context by name"
         raise NotSupported(
             f"{what} needs protocol version {request.required_version}; the server "

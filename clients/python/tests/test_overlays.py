@@ -15,6 +15,7 @@ import blake3
 import pytest
 
 import ctxstore
+from ctxstore import _ops as ops
 from ctxstore import _protocol as p
 
 from conftest import ServerProcess, new_server
@@ -215,6 +216,19 @@ def test_a_version_1_connection_refuses_overlays_before_sending(server: ServerPr
             old.redact_turn(1)
         with pytest.raises(ctxstore.NotSupported, match="version 2"):
             old.purge_blob(bytes(32))
-        with pytest.raises(ctxstore.NotSupported, match="version 2"):
+        with pytest.raises(ctxstore.NotSupported, match="GET_TURN in an overlay view"):
             old.get_turn(1, as_of=0)
         assert old.ping() is None
+
+
+def test_an_overlaid_answer_is_checked_against_the_turns() -> None:
+    record = _turn_record()  # 5 bytes, hash a0a1…bf
+    op = ops.overlaid(ops.get_turn(record.turn_id), 7)
+    assert op.request == p.AsOf(p.GetTurn(record.turn_id), 7)
+    patched = op.finish(p.OverlaidResponse(p.TurnResponse(record), (p.OverlayRecord(9, False),)))
+    assert (patched.redacted, patched.overlay_seq) == (False, 9)
+    # A redacted turn must name no bytes; an answer without the overlay states is refused.
+    with pytest.raises(p.ProtocolError, match="redacted"):
+        op.finish(p.OverlaidResponse(p.TurnResponse(record), (p.OverlayRecord(9, True),)))
+    with pytest.raises(p.ProtocolError):
+        op.finish(p.TurnResponse(record))
