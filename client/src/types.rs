@@ -850,3 +850,51 @@ pub fn codec_name(tag: u32) -> String {
         .find(|(_, known)| *known == tag)
         .map_or_else(|| tag.to_string(), |(name, _)| name.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(payload: &[u8]) -> Turn {
+        let wire = TurnWire {
+            turn_id: 42,
+            parent_turn_id: 41,
+            context_id: 3,
+            depth: 7,
+            codec: 0,
+            type_tag: 0,
+            payload_hash: Hash32(*blake3::hash(payload).as_bytes()),
+            payload_len: payload.len() as u32,
+            flags: 0,
+            created_at_unix_ms: 1,
+        };
+        Turn::from_wire(&wire, None)
+    }
+
+    #[test]
+    fn an_overlay_state_is_taken_only_when_a_redacted_turn_names_no_bytes() {
+        let mut patched = turn(b"fixed");
+        let state = OverlayWire {
+            overlay_seq: 9,
+            redacted: false,
+        };
+        patched.set_overlay(state).unwrap();
+        assert_eq!((patched.redacted, patched.overlay_seq), (false, 9));
+
+        let mut redacted = turn(b"");
+        let state = OverlayWire {
+            overlay_seq: 10,
+            redacted: true,
+        };
+        redacted.set_overlay(state).unwrap();
+        assert_eq!((redacted.redacted, redacted.overlay_seq), (true, 10));
+
+        // A redacted turn whose TURN still names bytes: a broken promise, nothing set.
+        let mut liar = turn(b"secret");
+        assert!(matches!(
+            liar.set_overlay(state),
+            Err(ClientError::Protocol(_))
+        ));
+        assert_eq!((liar.redacted, liar.overlay_seq), (false, 0));
+    }
+}
