@@ -137,11 +137,11 @@ impl Collector {
         let started = Instant::now();
         let snapshot = self.start()?;
         let result = self.collect(&snapshot);
-        if !matches!(result, Ok(Some(_))) {
+        if !matches!(result, Ok((_, Fence::Reached))) {
             // No fence reached the sequencer: it stops noting.
             let _ = self.sequencer.0.send(SequencerRequest::GcAbort);
         }
-        let mut report = result?.unwrap_or_default();
+        let (mut report, _) = result?;
         report.duration_ms = started.elapsed().as_millis() as u64;
         self.counters.runs.fetch_add(1, Ordering::Relaxed);
         self.counters
@@ -175,9 +175,10 @@ impl Collector {
         answer.recv().map_err(|_| EngineError::ShutDown)
     }
 
-    /// Mark, condemn, fence, sweep. `Ok(None)`: the round ended before its fence (nothing
-    /// to collect, or the fence was aborted).
-    fn collect(&self, snapshot: &GcSnapshot) -> Result<Option<GcReport>, EngineError> {
+    /// Mark, condemn, fence, sweep; with whether the fence reached the sequencer (else the
+    /// round ended before it: nothing to collect, or the fence was aborted). The report's live
+    /// and dead bytes are the mark's either way.
+    fn collect(&self, snapshot: &GcSnapshot) -> Result<(GcReport, Fence), EngineError> {
         let log = LogTable::read(&self.published, snapshot.watermark)?;
         let marked = mark(&log, &snapshot.contexts, &snapshot.dead, &self.published)?;
         let mut report = GcReport::default();
@@ -282,7 +283,7 @@ impl Collector {
             }
         }
         if dead.is_empty() && plans.is_empty() {
-            return Ok(None);
+            return Ok((report, Fence::NotSent));
         }
         let condemned = Arc::new(Condemned::new(
             plans.iter().flat_map(|plan| plan.dead.iter().copied()),
@@ -306,7 +307,12 @@ impl Collector {
                     "garbage collection stopped before sweeping: a new record names a turn it \
                      found unreachable (the next round sees it live)"
                 );
-                return Ok(Some(GcReport::default()));
+                let nothing = GcReport {
+                    live_bytes: report.live_bytes,
+                    dead_bytes: report.dead_bytes,
+                    ..GcReport::default()
+                };
+                return Ok((nothing, Fence::Reached));
             }
         }
 
@@ -334,7 +340,7 @@ impl Collector {
             report.packs_compacted += 1;
         }
         report.dead_bytes = report.dead_bytes.saturating_sub(report.bytes_reclaimed);
-        Ok(Some(report))
+        Ok((report, Fence::Reached))
     }
 
     /// Rewrites one swept pack with the records the index still points at, and the shard's
@@ -551,6 +557,13 @@ fn release_gradually(file: File, throttle: &mut Throttle) {
         throttle.take(RELEASE_STEP_BYTES / 8);
         std::thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// Whether a round's fence reached the sequencer (which stops noting when it does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fence {
+    NotSent,
+    Reached,
 }
 
 /// One sealed pack of one shard, as the condemn step sees it.
