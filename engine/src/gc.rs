@@ -830,38 +830,39 @@ impl Throttle {
     }
 }
 
-/// The `ctxstore-gc` thread: a round every `interval` (a round that finds nothing costs one
-/// read of the log and the indexes).
+/// The `ctxstore-gc` thread: a round every `interval`, and early once contexts holding
+/// `deleted_bytes_trigger` payload bytes were deleted since the last round (a round that finds
+/// nothing costs one read of the log and the indexes).
 #[derive(Debug)]
 pub(crate) struct Scheduler {
     stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
     thread: Option<JoinHandle<()>>,
-    running: Arc<AtomicBool>,
 }
 
+/// When the scheduler looks at the trigger.
+const TRIGGER_CHECK: Duration = Duration::from_secs(1);
+
 impl Scheduler {
-    pub fn start(collector: Arc<Collector>, interval: Duration) -> std::io::Result<Scheduler> {
+    pub fn start(
+        collector: Arc<Collector>,
+        interval: Duration,
+        deleted_bytes_trigger: u64,
+    ) -> std::io::Result<Scheduler> {
         let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
-        let running = Arc::new(AtomicBool::new(true));
-        let thread = if interval.is_zero() {
+        let thread = if interval.is_zero() && deleted_bytes_trigger == 0 {
             None
         } else {
             let stop = stop.clone();
             Some(
                 std::thread::Builder::new()
                     .name("ctxstore-gc".into())
-                    .spawn(move || schedule(&collector, interval, &stop))?,
+                    .spawn(move || schedule(&collector, interval, deleted_bytes_trigger, &stop))?,
             )
         };
-        Ok(Scheduler {
-            stop,
-            thread,
-            running,
-        })
+        Ok(Scheduler { stop, thread })
     }
 
     pub fn stop(mut self) {
-        self.running.store(false, Ordering::Release);
         let (stopped, wake) = &*self.stop;
         if let Ok(mut stopped) = stopped.lock() {
             *stopped = true;
@@ -873,21 +874,46 @@ impl Scheduler {
     }
 }
 
-fn schedule(collector: &Collector, interval: Duration, stop: &(Mutex<bool>, std::sync::Condvar)) {
+fn schedule(
+    collector: &Collector,
+    interval: Duration,
+    deleted_bytes_trigger: u64,
+    stop: &(Mutex<bool>, std::sync::Condvar),
+) {
     let (stopped, wake) = stop;
+    let tick = if interval.is_zero() {
+        TRIGGER_CHECK
+    } else {
+        interval.min(TRIGGER_CHECK)
+    };
+    let deleted_bytes = || collector.published.contexts.load().deleted_payload_bytes;
+    let mut last_round = Instant::now();
+    let mut deleted_at_last_round = deleted_bytes();
     loop {
         let Ok(guard) = stopped.lock() else {
             return;
         };
-        let Ok((guard, _)) = wake.wait_timeout_while(guard, interval, |stopped| !*stopped) else {
+        let Ok((guard, _)) = wake.wait_timeout_while(guard, tick, |stopped| !*stopped) else {
             return;
         };
         if *guard {
             return;
         }
         drop(guard);
-        if collector.published.status.is_read_only() {
+        let deleted_now = deleted_bytes();
+        let scheduled = !interval.is_zero() && last_round.elapsed() >= interval;
+        let triggered = deleted_bytes_trigger > 0
+            && deleted_now.saturating_sub(deleted_at_last_round) >= deleted_bytes_trigger;
+        if !(scheduled || triggered) || collector.published.status.is_read_only() {
             continue;
+        }
+        last_round = Instant::now();
+        deleted_at_last_round = deleted_now;
+        if triggered {
+            tracing::info!(
+                deleted_now,
+                "garbage collection: deleted contexts passed the trigger"
+            );
         }
         match collector.run() {
             Ok(_) => {}
