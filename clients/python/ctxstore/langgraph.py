@@ -62,8 +62,17 @@ from . import _ops as ops
 from . import _protocol as p
 from .aio import AsyncClient
 from .client import Client
-from .errors import NotFound
-from .types import ContextInfo, KvItem, KvPage, LogPage, TurnInfo, TurnSpec, blob_hash
+from .errors import InvalidArgument, NotFound
+from .types import (
+    ContextInfo,
+    KvItem,
+    KvPage,
+    LogPage,
+    ParentLike,
+    TurnInfo,
+    TurnSpec,
+    blob_hash,
+)
 
 __all__ = ["CtxstoreSaver"]
 
@@ -80,6 +89,11 @@ _DEAD = "x/"
 _KV_BATCH = 128  # entries per KV_PUT / KV_DELETE (the server's limit)
 _PAGE = 1000  # items per listing page (the server's limit)
 _LABEL_VALUE_MAX = 256
+_CP_LABEL = {"lg.cp": "1"}  # every checkpoint turn carries it: the turn log's filter
+VALUE_TYPE = 1
+"""``type_tag`` of a turn holding a channel value (the checkpoint turn's is 0)."""
+_BATCH_TURNS = 64  # turns per APPEND_TURNS (the server's limit)
+_PARENTS_MAX = 4096
 _BLOB_CACHE_BYTES = 64 << 20
 _OPENED_MAX = 65_536
 
@@ -207,6 +221,8 @@ class _Plans:
         self._blobs: OrderedDict[bytes, bytes] = OrderedDict()
         self._blob_bytes = 0
         self._opened: OrderedDict[str, None] = OrderedDict()
+        # (context name, checkpoint id) -> (its turn, its channels): the next put's parent.
+        self._parents: OrderedDict[tuple[str, str], tuple[int, dict[str, Any]]] = OrderedDict()
 
     # -- caches --------------------------------------------------------------------------------
 
@@ -239,6 +255,24 @@ class _Plans:
     def _forget(self, name: str) -> None:
         with self._lock:
             self._opened.pop(name, None)
+        self._drop_parents(name)
+
+    def _drop_parents(self, name: str) -> None:
+        with self._lock:
+            for key in [k for k in self._parents if k[0] == name]:
+                del self._parents[key]
+
+    def _parent(self, name: str, checkpoint_id: str) -> tuple[int, dict[str, Any]] | None:
+        with self._lock:
+            return self._parents.get((name, checkpoint_id))
+
+    def _remember_parent(
+        self, name: str, checkpoint_id: str, turn_id: int, channels: dict[str, Any]
+    ) -> None:
+        with self._lock:
+            self._parents[(name, checkpoint_id)] = (turn_id, channels)
+            while len(self._parents) > _PARENTS_MAX:
+                self._parents.popitem(last=False)
 
     def _is_open(self, name: str) -> bool:
         with self._lock:
@@ -305,7 +339,7 @@ class _Plans:
             if page.next_cursor is None:
                 return None
             size = min(_PAGE, size * 8)
-            page = yield ops.turn_log(name, None, page.next_cursor, size, True, self.zstd)
+            page = yield ops.turn_log(name, _CP_LABEL, page.next_cursor, size, True, self.zstd)
 
     def namespaces(self, thread_id: str) -> ops.Plan[builtins.list[ContextInfo]]:
         """The contexts of every namespace of a thread."""
@@ -430,7 +464,7 @@ class _Plans:
             else:
                 first, dead_page = yield ops.Many(
                     [
-                        ops.turn_log(name, None, None, 1, True, self.zstd),
+                        ops.turn_log(name, _CP_LABEL, None, 1, True, self.zstd),
                         ops.kv_list(name, _DEAD, b"", _PAGE),
                     ]
                 )
@@ -470,7 +504,7 @@ class _Plans:
             )
             spaces.extend(_space(info) for info in infos if _is_saver_context(info))
         before_id = get_checkpoint_id(before) if before else None
-        labels: dict[str, str] = {}
+        labels: dict[str, str] = dict(_CP_LABEL)
         for key, value in (filter or {}).items():
             # Only strings on the server (1 == 1.0 == True in Python, not as labels); every
             # filter item is checked here on the metadata too.
@@ -492,7 +526,7 @@ class _Plans:
                     )
                     turns = [] if self._is_dead(only_id, dead) else [turn]
                 else:
-                    paging = ops.turn_log_paging(name, labels or None, _PAGE, True, self.zstd)
+                    paging = ops.turn_log_paging(name, labels, _PAGE, True, self.zstd)
                     first, dead_page = yield ops.Many(
                         [paging.first, ops.kv_list(name, _DEAD, b"", _PAGE)]
                     )
@@ -533,8 +567,9 @@ class _Plans:
     ) -> ops.Plan[RunnableConfig]:
         try:
             return (yield from self._put(config, checkpoint, metadata, new_versions, False))
-        except NotFound:
-            # The context was deleted since this saver last saw it: create it again, once.
+        except (NotFound, InvalidArgument):
+            # The context was deleted (or pruned) since this saver last saw it: look the
+            # parent up again (create the context again), once.
             return (yield from self._put(config, checkpoint, metadata, new_versions, True))
 
     def _put(
@@ -543,7 +578,7 @@ class _Plans:
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-        reopen: bool,
+        again: bool,
     ) -> ops.Plan[RunnableConfig]:
         configurable = config["configurable"]
         thread_id: str = configurable["thread_id"]
@@ -567,24 +602,30 @@ class _Plans:
             elif channel not in new_versions:
                 missing.append(channel)
 
-        name = yield from self.open(thread_id, checkpoint_ns, force=reopen)
-        parent_turn: TurnInfo | None = None
+        name = yield from self.open(thread_id, checkpoint_ns, force=again)
+        parent_turn_id: int | None = None
         parent_channels: dict[str, builtins.list[str]] = {}
         if parent_id:
-            parent_turn = yield from ops.turn_by_key(name, _CP + parent_id)
-        if parent_turn is not None:
-            parent_channels = (yield from self._docs([parent_turn]))[0]["channels"]
-            for channel in missing:
-                # Unchanged channels the checkpoint does not carry: the parent's blobs.
-                if channel in parent_channels:
-                    channels[channel] = parent_channels[channel]
-        # A value the parent checkpoint has is already held by this context's b/<hash>.
+            known = None if again else self._parent(name, parent_id)
+            if known is not None:
+                parent_turn_id, parent_channels = known
+            else:
+                parent_turn = yield from ops.turn_by_key(name, _CP + parent_id)
+                if parent_turn is not None:
+                    parent_turn_id = parent_turn.turn_id
+                    parent_channels = (yield from self._docs([parent_turn]))[0]["channels"]
+        for channel in missing:
+            # Unchanged channels the checkpoint does not carry: the parent's blobs.
+            if channel in parent_channels:
+                channels[channel] = parent_channels[channel]
+        # A value the parent checkpoint has is held already (by its turn, or b/<hash>); the
+        # new ones become turns of the checkpoint's own batch: one durable write, all or none.
+        # Past the batch's room, the rest are held by b/<hash> entries, written before it.
         held = {digest for _, digest in parent_channels.values()}
-        upload = {
-            _BLOBS + digest: data for digest, data in blobs.items() if digest not in held
-        }
-        if upload:
-            yield ops.Many(_kv_put_ops(name, upload, True))
+        new = [(digest, data) for digest, data in blobs.items() if digest not in held]
+        as_turns, overflow = new[: _BATCH_TURNS - 1], new[_BATCH_TURNS - 1 :]
+        if overflow:
+            yield ops.Many(_kv_put_ops(name, {_BLOBS + d: data for d, data in overflow}, True))
 
         full_metadata = get_checkpoint_metadata(config, metadata)
         meta_type, meta_bytes = self.serde.dumps_typed(full_metadata)
@@ -597,7 +638,7 @@ class _Plans:
             "metadata": [meta_type, _b64(meta_bytes)],
             "channels": channels,
         }
-        labels = {"thread_id": thread_id}
+        labels = {**_CP_LABEL, "thread_id": thread_id}
         run_id = _run_label(full_metadata.get("run_id"))
         if run_id is not None:
             labels["run_id"] = run_id
@@ -607,14 +648,22 @@ class _Plans:
                 if label is not None:
                     labels[f"m.{key}"] = label
         payload = json.dumps(doc, separators=(",", ":")).encode("utf-8")
-        spec = TurnSpec(
-            payload,
-            parent=parent_turn.turn_id if parent_turn is not None else "root",
-            key=_CP + checkpoint["id"],
-            labels=labels,
+        parent: ParentLike = parent_turn_id if parent_turn_id is not None else "root"
+        specs = [
+            TurnSpec(data, parent=parent if i == 0 else None, type_tag=VALUE_TYPE)
+            for i, (_, data) in enumerate(as_turns)
+        ]
+        specs.append(
+            TurnSpec(
+                payload,
+                parent=None if specs else parent,
+                key=_CP + checkpoint["id"],
+                labels=labels,
+            )
         )
-        yield ops.append_spec(name, spec, None)
-        self._remember(blob_hash(payload), payload)  # the next checkpoint's parent
+        appended = yield ops.append_turns(name, specs, None)
+        cp_turn = appended[-1].turn
+        self._remember_parent(name, checkpoint["id"], cp_turn.turn_id, channels)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -679,6 +728,7 @@ class _Plans:
             except NotFound:
                 pass
             tags = {**_tags(target_thread_id, ns), _TAG_FROM: f"={info.context_id}"}
+            self._drop_parents(target)
             yield ops.clone_context(info.context_id, target, tags)
             self._mark_open(target)
         return None
@@ -705,7 +755,7 @@ class _Plans:
         info, first, dead_page = yield ops.Many(
             [
                 ops.context_info(name),
-                ops.turn_log(name, None, None, 1, True, self.zstd),
+                ops.turn_log(name, _CP_LABEL, None, 1, True, self.zstd),
                 ops.kv_list(name, _DEAD, b"", _PAGE),
             ]
         )
@@ -715,14 +765,21 @@ class _Plans:
         found = yield from self._latest(name, first, dead)
         keep_id: str | None = None
         if found is not None:
-            latest, _ = found
+            latest, doc = found
             keep_id = _checkpoint_id(latest)
+            # Its channel values may be turns below the new floor: hold them as b/<hash>.
+            digests = [bytes.fromhex(d) for _, d in doc["channels"].values()]
+            values = yield from self.blobs(digests)
+            held = {_BLOBS + d.hex(): values[d] for d in dict.fromkeys(digests)}
+            if held:
+                yield ops.Many(_kv_put_ops(name, held, True))
             yield ops.prune_context(name, max(1, info.head_depth - latest.depth + 1))
         else:
             yield ops.prune_context(name, 1)
         left: builtins.list[TurnInfo] = yield from _collect(
-            ops.turn_log_paging(name, None, _PAGE, False, self.zstd)
+            ops.turn_log_paging(name, _CP_LABEL, _PAGE, False, self.zstd)
         )
+        self._drop_parents(name)
         stale = sorted(
             cid
             for cid in (_checkpoint_id(t) for t in left)

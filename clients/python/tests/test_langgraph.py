@@ -292,6 +292,47 @@ def test_prune_keeps_the_newest_live_checkpoint(saver: CtxstoreSaver) -> None:
     assert _ids(saver.list(_config(thread))) == _ids([saver.get_tuple(f), kept])
 
 
+def _context_of(saver: CtxstoreSaver, thread: str, ns: str = "") -> str:
+    found = [
+        info.name
+        for info in saver.client.iter_contexts({"lg.thread": "=" + thread, "lg.ns": "=" + ns})
+    ]
+    assert len(found) == 1 and found[0] is not None
+    return found[0]
+
+
+def test_new_channel_values_are_turns_of_the_checkpoint_batch(saver: CtxstoreSaver) -> None:
+    """A checkpoint and its changed channel values are one APPEND_TURNS (one durable write);
+    a value the parent has is not sent again; after prune the kept checkpoint's values are
+    held by b/<hash> entries (their turns are below the floor)."""
+    thread = f"v-{uuid4()}"
+    first = saver.put(
+        _config(thread),
+        _checkpoint({"big": "x" * 5000, "small": 1}, {"big": 1, "small": 1}),
+        {"source": "input", "step": -1},
+        {"big": 1, "small": 1},
+    )
+    second = saver.put(
+        first,
+        _checkpoint({"big": "x" * 5000, "small": 2}, {"big": 1, "small": 2}),
+        {"source": "loop", "step": 0},
+        {"small": 2},
+    )
+    name = _context_of(saver, thread)
+    chain = saver.client.read_page(name, 50)
+    kinds = [(t.type_tag, t.key is not None) for t in chain]
+    # big, small, checkpoint 1; small (big unchanged: not sent), checkpoint 2
+    assert kinds == [(1, False), (1, False), (0, True), (1, False), (0, True)]
+    assert list(saver.client.iter_kv(name, prefix=b"b/")) == []
+    saver.prune([thread])
+    kept = saver.get_tuple(_config(thread))
+    assert kept is not None and kept.config == second
+    assert kept.checkpoint["channel_values"] == {"big": "x" * 5000, "small": 2}
+    held = {item.key for item in saver.client.iter_kv(name, prefix=b"b/")}
+    assert len(held) == 2
+    assert saver.client.context_info(name).head_depth == 4
+
+
 async def test_async_methods_use_the_async_client(lg_server: ServerProcess) -> None:
     async with CtxstoreSaver.from_addr(lg_server.addr) as made:
         thread = f"as-{uuid4()}"
