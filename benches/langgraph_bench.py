@@ -139,22 +139,36 @@ def run_graph(checkpointer: Any, args: argparse.Namespace, seed: int) -> dict[st
 
 
 @contextmanager
-def ctxstore_backend(args: argparse.Namespace, work: Path) -> Iterator[tuple[Any, Callable[[], dict[str, int]]]]:
+def ctxstore_backend(
+    args: argparse.Namespace, work: Path
+) -> Iterator[tuple[Any, Callable[[], dict[str, int]]]]:
     from ctxstore.langgraph import CtxstoreSaver
 
     data = work / "ctxstore-data"
     ready = work / "ctxstore.ready"
     log = open(work / "ctxstore.log", "wb")
     process = subprocess.Popen(
-        [args.server_bin, "--data", str(data), "--listen", "127.0.0.1:0",
-         "--ready-file", str(ready), *args.server_arg],
-        stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+        [
+            args.server_bin,
+            "--data",
+            str(data),
+            "--listen",
+            "127.0.0.1:0",
+            "--ready-file",
+            str(ready),
+            *args.server_arg,
+        ],
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 30
         while not (ready.exists() and ready.read_text().strip()):
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"ctxstore-server did not start: {(work / 'ctxstore.log').read_text()}")
+                raise RuntimeError(
+                    f"ctxstore-server did not start: {(work / 'ctxstore.log').read_text()}"
+                )
             time.sleep(0.02)
         addr = ready.read_text().strip()
         saver = CtxstoreSaver.from_addr(addr)
@@ -174,7 +188,9 @@ def ctxstore_backend(args: argparse.Namespace, work: Path) -> Iterator[tuple[Any
 
 
 @contextmanager
-def sqlite_backend(args: argparse.Namespace, work: Path) -> Iterator[tuple[Any, Callable[[], dict[str, int]]]]:
+def sqlite_backend(
+    args: argparse.Namespace, work: Path
+) -> Iterator[tuple[Any, Callable[[], dict[str, int]]]]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     path = work / "checkpoints.sqlite"
@@ -188,6 +204,7 @@ def sqlite_backend(args: argparse.Namespace, work: Path) -> Iterator[tuple[Any, 
         return {
             "bytes": sum(p.stat().st_size for p in files),
             "allocated_bytes": sum(p.stat().st_blocks * 512 for p in files),
+            "wal_bytes": sum(p.stat().st_size for p in files if p.name.endswith("-wal")),
         }
 
     try:
@@ -197,7 +214,9 @@ def sqlite_backend(args: argparse.Namespace, work: Path) -> Iterator[tuple[Any, 
 
 
 @contextmanager
-def postgres_backend(args: argparse.Namespace, work: Path) -> Iterator[tuple[Any, Callable[[], dict[str, int]]]]:
+def postgres_backend(
+    args: argparse.Namespace, work: Path
+) -> Iterator[tuple[Any, Callable[[], dict[str, int]]]]:
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
 
@@ -213,14 +232,19 @@ def postgres_backend(args: argparse.Namespace, work: Path) -> Iterator[tuple[Any
 
                 def size() -> dict[str, int]:
                     probe.execute("CHECKPOINT")
-                    total = probe.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+                    total = probe.execute("SELECT pg_database_size(current_database())").fetchone()[
+                        0
+                    ]
                     tables = probe.execute(
                         "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
                         "JOIN pg_namespace n ON n.oid = c.relnamespace "
                         "WHERE c.relkind = 'r' AND n.nspname = 'public'"
                     ).fetchone()[0]
-                    return {"bytes": int(tables), "database_bytes": int(total),
-                            "database_growth_bytes": int(total - empty)}
+                    return {
+                        "bytes": int(tables),
+                        "database_bytes": int(total),
+                        "database_growth_bytes": int(total - empty),
+                    }
 
                 yield saver, size
     finally:
@@ -233,8 +257,14 @@ BACKENDS = {"ctxstore": ctxstore_backend, "sqlite": sqlite_backend, "postgres": 
 
 def versions(args: argparse.Namespace) -> dict[str, str]:
     found = {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version}
-    for dist in ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite",
-                 "langgraph-checkpoint-postgres", "psycopg", "ctxstore"):
+    for dist in (
+        "langgraph",
+        "langgraph-checkpoint",
+        "langgraph-checkpoint-sqlite",
+        "langgraph-checkpoint-postgres",
+        "psycopg",
+        "ctxstore",
+    ):
         try:
             found[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -265,15 +295,33 @@ def machine() -> dict[str, str]:
                 break
     except OSError:
         pass
-    return {"cpus": str(os.cpu_count()), "cpu": cpu, "kernel": platform.release(),
-            "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+    return {
+        "cpus": str(os.cpu_count()),
+        "cpu": cpu,
+        "kernel": platform.release(),
+        "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--server-bin", default=os.environ.get("CTXSTORE_SERVER_BIN", "target/release/ctxstore-server"))
-    parser.add_argument("--server-arg", action="append", default=[], help="extra ctxstore-server argument (repeatable)")
-    parser.add_argument("--pg-dsn", default=os.environ.get("PG_DSN"), help="an admin DSN of a PostgreSQL server (CREATE DATABASE)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--server-bin",
+        default=os.environ.get("CTXSTORE_SERVER_BIN", "target/release/ctxstore-server"),
+    )
+    parser.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="extra ctxstore-server argument (repeatable)",
+    )
+    parser.add_argument(
+        "--pg-dsn",
+        default=os.environ.get("PG_DSN"),
+        help="an admin DSN of a PostgreSQL server (CREATE DATABASE)",
+    )
     parser.add_argument("--backends", default="ctxstore,sqlite,postgres")
     parser.add_argument("--supersteps", type=int, default=200)
     parser.add_argument("--message-bytes", type=int, default=1024)
@@ -287,9 +335,14 @@ def main() -> int:
     if "postgres" in backends and not args.pg_dsn:
         print("postgres: no --pg-dsn (or PG_DSN); skipped", file=sys.stderr)
         backends.remove("postgres")
-    report: dict[str, Any] = {"machine": machine(), "versions": versions(args),
-                              "supersteps": args.supersteps, "message_bytes": args.message_bytes,
-                              "runs": args.runs, "results": {}}
+    report: dict[str, Any] = {
+        "machine": machine(),
+        "versions": versions(args),
+        "supersteps": args.supersteps,
+        "message_bytes": args.message_bytes,
+        "runs": args.runs,
+        "results": {},
+    }
     for run in range(args.runs):
         for backend in backends:  # interleaved, so a noisy minute hits every backend alike
             work = Path(tempfile.mkdtemp(prefix=f"lgbench-{backend}-", dir=args.dir))
@@ -300,9 +353,11 @@ def main() -> int:
             finally:
                 shutil.rmtree(work, ignore_errors=True)
             report["results"].setdefault(backend, []).append(result)
-            print(f"run {run + 1}/{args.runs} {backend}: superstep p50 "
-                  f"{statistics.median(result['step_s']) * 1e3:.2f} ms, {result['bytes']:,} bytes",
-                  file=sys.stderr)
+            print(
+                f"run {run + 1}/{args.runs} {backend}: superstep p50 "
+                f"{statistics.median(result['step_s']) * 1e3:.2f} ms, {result['bytes']:,} bytes",
+                file=sys.stderr,
+            )
 
     rows = []
     for backend, runs in report["results"].items():
@@ -314,21 +369,32 @@ def main() -> int:
         size = int(statistics.median(r["bytes"] for r in runs))
         rows.append((backend, step50, step99, get50, get99, total, size, runs[0]))
         report.setdefault("summary", {})[backend] = {
-            "superstep_p50_ms": step50 * 1e3, "superstep_p99_ms": step99 * 1e3,
-            "get_state_p50_ms": get50 * 1e3, "get_state_p99_ms": get99 * 1e3,
-            "run_s": total, "bytes": size,
+            "superstep_p50_ms": step50 * 1e3,
+            "superstep_p99_ms": step99 * 1e3,
+            "get_state_p50_ms": get50 * 1e3,
+            "get_state_p99_ms": get99 * 1e3,
+            "run_s": total,
+            "bytes": size,
             **{k: v for k, v in runs[0].items() if k.endswith("bytes") and k != "bytes"},
         }
-    print(f"\n{args.supersteps} supersteps, ~{args.message_bytes} B message each, "
-          f"median of {args.runs} runs (p50/p99 within a run)\n")
-    print("| checkpointer | superstep p50 | superstep p99 | get_state p50 | get_state p99 | whole run | bytes on disk |")
+    print(
+        f"\n{args.supersteps} supersteps, ~{args.message_bytes} B message each, "
+        f"median of {args.runs} runs (p50/p99 within a run)\n"
+    )
+    print(
+        "| checkpointer | superstep p50 | superstep p99 | get_state p50 | get_state p99 | whole run | bytes on disk |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for backend, step50, step99, get50, get99, total, size, _ in rows:
-        print(f"| {backend} | {step50 * 1e3:.2f} ms | {step99 * 1e3:.2f} ms | {get50 * 1e3:.2f} ms | "
-              f"{get99 * 1e3:.2f} ms | {total:.2f} s | {size:,} |")
+        print(
+            f"| {backend} | {step50 * 1e3:.2f} ms | {step99 * 1e3:.2f} ms | {get50 * 1e3:.2f} ms | "
+            f"{get99 * 1e3:.2f} ms | {total:.2f} s | {size:,} |"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
-    print("\n" + json.dumps({"versions": report["versions"], "machine": report["machine"]}, indent=1))
+    print(
+        "\n" + json.dumps({"versions": report["versions"], "machine": report["machine"]}, indent=1)
+    )
     return 0
 
 

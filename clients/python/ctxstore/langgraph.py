@@ -8,14 +8,17 @@ Needs the ``langgraph`` extra (``pip install 'ctxstore[langgraph]'``). The mappi
   without a namespace); a copy (``copy_thread``) is also tagged ``lg.from`` (``=`` and the
   ContextID it was cloned from);
 - a checkpoint is a turn of that context, keyed ``cp/<checkpoint id>``, appended after its
-  parent checkpoint's turn (a root turn when it has none), labelled ``thread_id``, ``run_id``
-  (both indexed store-wide), ``m.source`` and ``m.step``. Its payload (JSON) holds the
-  serialized checkpoint without its channel values, the serialized metadata, the parent's id
-  and, per channel, the serializer's type string (kept as it is) and the BLAKE3 hash of the
-  value's bytes;
-- each channel value is its own blob, kept alive by the context's key-value entry
-  ``b/<hash>``: a value that did not change is the same blob (and is not uploaded again when
-  the parent checkpoint has it);
+  parent checkpoint's turn (a root turn when it has none), labelled ``lg.cp`` (``1``: the turn
+  log's filter), ``thread_id``, ``run_id`` (both indexed store-wide), ``m.source`` and
+  ``m.step``. Its payload (JSON) holds the serialized checkpoint without its channel values,
+  the serialized metadata, the parent's id and, per channel, the serializer's type string
+  (kept as it is) and the BLAKE3 hash of the value's bytes;
+- each channel value is its own blob. A value the parent checkpoint does not have is a turn
+  (``type_tag`` 1) of the checkpoint's own APPEND_TURNS batch, just before the checkpoint's
+  turn: checkpoint and values are one durable write, all or none. A value that did not
+  change is not sent again (the parent's turn holds it; equal bytes are one blob anyway).
+  ``prune`` holds the kept checkpoint's values by key-value entries ``b/<hash>`` before the
+  floor cuts their turns;
 - pending writes are key-value entries ``w/<checkpoint id>/<task id>/<idx>`` (they may arrive
   before their checkpoint);
 - a checkpoint deleted by ``delete_for_runs`` (or dropped by ``prune``) is a tombstone, the
@@ -39,7 +42,7 @@ import base64
 import builtins
 import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from threading import Lock
 from typing import Any, TypeVar
 
@@ -368,7 +371,9 @@ class _Plans:
                 missing.append(digest)
             else:
                 values[digest] = data
-        pagings = [ops.kv_paging(name, f"{_WRITES}{doc['id']}/", b"", _PAGE) for name, *_, doc in entries]
+        pagings = [
+            ops.kv_paging(name, f"{_WRITES}{doc['id']}/", b"", _PAGE) for name, *_, doc in entries
+        ]
         answers = yield ops.Many(
             [*(ops.get_blob(d, self.zstd) for d in missing), *(pg.first for pg in pagings)]
         )

@@ -17,11 +17,12 @@ from agents.items import ModelResponse, TResponseInputItem
 from agents.memory import Session, SessionSettings
 from agents.models.interface import Model
 from agents.usage import Usage
-from conftest import ServerProcess, new_server
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
 import ctxstore
 from ctxstore.agents import ITEM_TYPE, POP_TYPE, CtxstoreSession, session_context_name
+
+from conftest import ServerProcess, new_server
 
 set_tracing_disabled(True)  # no exporter: the tests run offline
 

@@ -11,12 +11,13 @@ from typing import Annotated, Any, TypedDict
 from uuid import uuid4
 
 import pytest
-from conftest import ServerProcess, new_server
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
 from ctxstore.langgraph import CtxstoreSaver
+
+from conftest import ServerProcess, new_server
 
 
 @pytest.fixture(scope="module")
