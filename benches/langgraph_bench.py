@@ -25,6 +25,7 @@ SQLite runs WAL with ``synchronous=FULL``, PostgreSQL ``synchronous_commit=on``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
@@ -38,8 +39,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -135,13 +136,92 @@ def run_graph(checkpointer: Any, args: argparse.Namespace, seed: int) -> dict[st
     }
 
 
+async def arun_graph(checkpointer: Any, args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    """run_graph through the graph's async API (the savers' a* methods)."""
+    graph = build_graph(checkpointer, args.supersteps, args.message_bytes, seed)
+    config = {"configurable": {"thread_id": f"bench-{seed}"}, "recursion_limit": 10_000}
+    steps: list[float] = []
+    start = last = time.perf_counter()
+    async for _ in graph.astream(
+        {"messages": [HumanMessage(content="Plan the trip, step by step.")]},
+        config,
+        stream_mode="updates",
+        durability="sync",
+    ):
+        now = time.perf_counter()
+        steps.append(now - last)
+        last = now
+    total = time.perf_counter() - start
+    state = await graph.aget_state(config)
+    assert len(state.values["messages"]) == args.supersteps + 1, len(state.values["messages"])
+    gets: list[float] = []
+    for _ in range(args.gets):
+        t0 = time.perf_counter()
+        await graph.aget_state(config)
+        gets.append(time.perf_counter() - t0)
+    history = [s async for s in graph.aget_state_history(config)]
+    return {
+        "supersteps": len(steps),
+        "step_s": steps,
+        "total_s": total,
+        "get_state_s": gets,
+        "checkpoints": len(history),
+    }
+
+
+@asynccontextmanager
+async def async_sqlite_saver(path: Path) -> AsyncIterator[Any]:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+        await saver.setup()  # journal_mode=WAL
+        await saver.conn.execute("PRAGMA synchronous=FULL")
+        yield saver
+
+
+@asynccontextmanager
+async def async_postgres_saver(dsn: str) -> AsyncIterator[Any]:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    async with AsyncPostgresSaver.from_conn_string(dsn) as saver:
+        await saver.setup()
+        yield saver
+
+
+def run_backend(backend: str, args: argparse.Namespace, work: Path, seed: int) -> dict[str, Any]:
+    """One run on a fresh store: the sync API on the backend's saver, or the async API on
+    its async saver (ctxstore: the same saver's a* methods)."""
+    with BACKENDS[backend](args, work) as (saver, size, target):
+        if args.api == "sync":
+            result = run_graph(saver, args, seed)
+        elif backend == "ctxstore":
+
+            async def go() -> dict[str, Any]:
+                try:
+                    return await arun_graph(saver, args, seed)
+                finally:
+                    await saver.aclose()
+
+            result = asyncio.run(go())
+        else:
+            opener = async_sqlite_saver if backend == "sqlite" else async_postgres_saver
+
+            async def go() -> dict[str, Any]:
+                async with opener(target) as asaver:
+                    return await arun_graph(asaver, args, seed)
+
+            result = asyncio.run(go())
+        result.update(size())
+    return result
+
+
 # -- backends -----------------------------------------------------------------------------------
 
 
 @contextmanager
 def ctxstore_backend(
     args: argparse.Namespace, work: Path
-) -> Iterator[tuple[Any, Callable[[], dict[str, int]]]]:
+) -> Iterator[tuple[Any, Callable[[], dict[str, int]], Any]]:
     from ctxstore.langgraph import CtxstoreSaver
 
     data = work / "ctxstore-data"
@@ -178,7 +258,7 @@ def ctxstore_backend(
             return {"bytes": apparent, "allocated_bytes": allocated}
 
         try:
-            yield saver, size
+            yield saver, size, addr
         finally:
             saver.close()
     finally:
@@ -190,7 +270,7 @@ def ctxstore_backend(
 @contextmanager
 def sqlite_backend(
     args: argparse.Namespace, work: Path
-) -> Iterator[tuple[Any, Callable[[], dict[str, int]]]]:
+) -> Iterator[tuple[Any, Callable[[], dict[str, int]], Any]]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     path = work / "checkpoints.sqlite"
@@ -208,7 +288,7 @@ def sqlite_backend(
         }
 
     try:
-        yield saver, size
+        yield saver, size, path
     finally:
         conn.close()
 
@@ -216,7 +296,7 @@ def sqlite_backend(
 @contextmanager
 def postgres_backend(
     args: argparse.Namespace, work: Path
-) -> Iterator[tuple[Any, Callable[[], dict[str, int]]]]:
+) -> Iterator[tuple[Any, Callable[[], dict[str, int]], Any]]:
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
 
@@ -246,7 +326,7 @@ def postgres_backend(
                         "database_growth_bytes": int(total - empty),
                     }
 
-                yield saver, size
+                yield saver, size, dsn
     finally:
         with psycopg.connect(args.pg_dsn, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {db}")
@@ -329,6 +409,13 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--dir", default=os.environ.get("CTXSTORE_BENCH_DIR", "/var/tmp"))
     parser.add_argument("--json", help="write every sample and figure here")
+    parser.add_argument(
+        "--api",
+        choices=["sync", "async"],
+        default="sync",
+        help="graph.stream + SqliteSaver/PostgresSaver, or graph.astream + AsyncSqliteSaver/"
+        "AsyncPostgresSaver (ctxstore: the same saver, its a* methods)",
+    )
     args = parser.parse_args()
 
     backends = [b for b in args.backends.split(",") if b]
@@ -338,6 +425,7 @@ def main() -> int:
     report: dict[str, Any] = {
         "machine": machine(),
         "versions": versions(args),
+        "api": args.api,
         "supersteps": args.supersteps,
         "message_bytes": args.message_bytes,
         "runs": args.runs,
@@ -347,9 +435,7 @@ def main() -> int:
         for backend in backends:  # interleaved, so a noisy minute hits every backend alike
             work = Path(tempfile.mkdtemp(prefix=f"lgbench-{backend}-", dir=args.dir))
             try:
-                with BACKENDS[backend](args, work) as (saver, size):
-                    result = run_graph(saver, args, seed=run)
-                    result.update(size())
+                result = run_backend(backend, args, work, seed=run)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
             report["results"].setdefault(backend, []).append(result)
@@ -378,7 +464,7 @@ def main() -> int:
             **{k: v for k, v in runs[0].items() if k.endswith("bytes") and k != "bytes"},
         }
     print(
-        f"\n{args.supersteps} supersteps, ~{args.message_bytes} B message each, "
+        f"\n{args.api} API, {args.supersteps} supersteps, ~{args.message_bytes} B message each, "
         f"median of {args.runs} runs (p50/p99 within a run)\n"
     )
     print(
