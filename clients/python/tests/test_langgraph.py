@@ -469,3 +469,24 @@ async def test_a_state_graph_behaves_as_with_the_in_memory_saver(
     assert observed[3]["log"][-3:] == ["inner", "hello ada", "done"]
     assert observed[-2] == {}  # thread one deleted
     assert observed[-1]["log"][-3:] == ["inner", "hello bob", "done"]  # thread two kept
+
+
+async def test_a_saver_makes_the_client_it_was_not_given(lg_server: ServerProcess) -> None:
+    import ctxstore
+
+    thread = f"mk-{uuid4()}"
+    checkpoint = _checkpoint({"n": 1}, {"n": 1})
+    with ctxstore.Client(lg_server.addr) as client:
+        only_sync = CtxstoreSaver(client)
+        stored = await only_sync.aput(_config(thread), checkpoint, {"step": 0}, {"n": 1})
+        assert only_sync.aclient.addr == lg_server.addr
+        await only_sync.aclose()  # closes the AsyncClient it made, not the caller's Client
+        assert client.connected
+    async with ctxstore.AsyncClient(lg_server.addr) as aclient:
+        only_async = CtxstoreSaver(aclient=aclient)
+        found = await asyncio.to_thread(only_async.get_tuple, stored)
+        assert found is not None and found.checkpoint["channel_values"] == {"n": 1}
+        await only_async.aclose()
+        assert aclient.connected
+    with pytest.raises(ValueError):
+        CtxstoreSaver()
