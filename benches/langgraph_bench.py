@@ -194,6 +194,8 @@ def run_backend(backend: str, args: argparse.Namespace, work: Path, seed: int) -
     with BACKENDS[backend](args, work) as (saver, size, target):
         if args.api == "sync":
             result = run_graph(saver, args, seed)
+        elif backend == "memory":
+            result = asyncio.run(arun_graph(saver, args, seed))
         elif backend == "ctxstore":
 
             async def go() -> dict[str, Any]:
@@ -332,7 +334,22 @@ def postgres_backend(
             admin.execute(f"DROP DATABASE IF EXISTS {db}")
 
 
-BACKENDS = {"ctxstore": ctxstore_backend, "sqlite": sqlite_backend, "postgres": postgres_backend}
+@contextmanager
+def memory_backend(
+    args: argparse.Namespace, work: Path
+) -> Iterator[tuple[Any, Callable[[], dict[str, int]], Any]]:
+    """InMemorySaver: no storage at all, the floor of LangGraph's own work per superstep."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    yield InMemorySaver(), lambda: {"bytes": 0}, None
+
+
+BACKENDS = {
+    "memory": memory_backend,
+    "ctxstore": ctxstore_backend,
+    "sqlite": sqlite_backend,
+    "postgres": postgres_backend,
+}
 
 
 def versions(args: argparse.Namespace) -> dict[str, str]:
@@ -402,7 +419,7 @@ def main() -> int:
         default=os.environ.get("PG_DSN"),
         help="an admin DSN of a PostgreSQL server (CREATE DATABASE)",
     )
-    parser.add_argument("--backends", default="ctxstore,sqlite,postgres")
+    parser.add_argument("--backends", default="memory,ctxstore,sqlite,postgres")
     parser.add_argument("--supersteps", type=int, default=200)
     parser.add_argument("--message-bytes", type=int, default=1024)
     parser.add_argument("--gets", type=int, default=200)
