@@ -452,13 +452,16 @@ def main() -> int:
         for backend in backends:  # interleaved, so a noisy minute hits every backend alike
             work = Path(tempfile.mkdtemp(prefix=f"lgbench-{backend}-", dir=args.dir))
             try:
+                load = os.getloadavg()[0]
                 result = run_backend(backend, args, work, seed=run)
+                result["load_1m"] = [load, os.getloadavg()[0]]
             finally:
                 shutil.rmtree(work, ignore_errors=True)
             report["results"].setdefault(backend, []).append(result)
             print(
                 f"run {run + 1}/{args.runs} {backend}: superstep p50 "
-                f"{statistics.median(result['step_s']) * 1e3:.2f} ms, {result['bytes']:,} bytes",
+                f"{statistics.median(result['step_s']) * 1e3:.2f} ms, {result['bytes']:,} bytes "
+                f"(load {result['load_1m'][0]:.2f} -> {result['load_1m'][1]:.2f})",
                 file=sys.stderr,
             )
 
