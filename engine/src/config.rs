@@ -55,6 +55,10 @@ pub struct EngineConfig {
     /// A sealed pack is compacted (rewritten with only its live records) when at least this
     /// share of its bytes, in percent, is unreachable (1..=100).
     pub gc_pack_dead_percent: u8,
+    /// A collection runs early (checked every second) once contexts holding this many payload
+    /// bytes (raw, appended to them) were deleted since the last one (0: on the schedule
+    /// only). An estimate: forks and dedup may keep some of those bytes alive.
+    pub gc_deleted_bytes_trigger: u64,
     /// Bytes per second a compaction reads and writes at most (0: no limit). It shares the
     /// disk with every append's fdatasync.
     pub gc_bytes_per_s_max: u64,
@@ -77,6 +81,7 @@ impl EngineConfig {
             gc_interval_ms: 600_000,
             gc_pack_dead_percent: 50,
             gc_bytes_per_s_max: 32 << 20,
+            gc_deleted_bytes_trigger: 1 << 30,
         }
     }
 

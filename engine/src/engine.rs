@@ -214,6 +214,7 @@ impl Engine {
         let gc_scheduler = match Scheduler::start(
             collector.clone(),
             std::time::Duration::from_millis(config.gc_interval_ms),
+            config.gc_deleted_bytes_trigger,
         ) {
             Ok(scheduler) => scheduler,
             Err(error) => {

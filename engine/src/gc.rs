@@ -137,11 +137,11 @@ impl Collector {
         let started = Instant::now();
         let snapshot = self.start()?;
         let result = self.collect(&snapshot);
-        if !matches!(result, Ok(Some(_))) {
+        if !matches!(result, Ok((_, Fence::Reached))) {
             // No fence reached the sequencer: it stops noting.
             let _ = self.sequencer.0.send(SequencerRequest::GcAbort);
         }
-        let mut report = result?.unwrap_or_default();
+        let (mut report, _) = result?;
         report.duration_ms = started.elapsed().as_millis() as u64;
         self.counters.runs.fetch_add(1, Ordering::Relaxed);
         self.counters
@@ -175,9 +175,10 @@ impl Collector {
         answer.recv().map_err(|_| EngineError::ShutDown)
     }
 
-    /// Mark, condemn, fence, sweep. `Ok(None)`: the round ended before its fence (nothing
-    /// to collect, or the fence was aborted).
-    fn collect(&self, snapshot: &GcSnapshot) -> Result<Option<GcReport>, EngineError> {
+    /// Mark, condemn, fence, sweep; with whether the fence reached the sequencer (else the
+    /// round ended before it: nothing to collect, or the fence was aborted). The report's live
+    /// and dead bytes are the mark's either way.
+    fn collect(&self, snapshot: &GcSnapshot) -> Result<(GcReport, Fence), EngineError> {
         let log = LogTable::read(&self.published, snapshot.watermark)?;
         let marked = mark(&log, &snapshot.contexts, &snapshot.dead, &self.published)?;
         let mut report = GcReport::default();
@@ -282,7 +283,7 @@ impl Collector {
             }
         }
         if dead.is_empty() && plans.is_empty() {
-            return Ok(None);
+            return Ok((report, Fence::NotSent));
         }
         let condemned = Arc::new(Condemned::new(
             plans.iter().flat_map(|plan| plan.dead.iter().copied()),
@@ -306,7 +307,12 @@ impl Collector {
                     "garbage collection stopped before sweeping: a new record names a turn it \
                      found unreachable (the next round sees it live)"
                 );
-                return Ok(Some(GcReport::default()));
+                let nothing = GcReport {
+                    live_bytes: report.live_bytes,
+                    dead_bytes: report.dead_bytes,
+                    ..GcReport::default()
+                };
+                return Ok((nothing, Fence::Reached));
             }
         }
 
@@ -334,7 +340,7 @@ impl Collector {
             report.packs_compacted += 1;
         }
         report.dead_bytes = report.dead_bytes.saturating_sub(report.bytes_reclaimed);
-        Ok(Some(report))
+        Ok((report, Fence::Reached))
     }
 
     /// Rewrites one swept pack with the records the index still points at, and the shard's
@@ -551,6 +557,13 @@ fn release_gradually(file: File, throttle: &mut Throttle) {
         throttle.take(RELEASE_STEP_BYTES / 8);
         std::thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// Whether a round's fence reached the sequencer (which stops noting when it does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fence {
+    NotSent,
+    Reached,
 }
 
 /// One sealed pack of one shard, as the condemn step sees it.
@@ -817,38 +830,39 @@ impl Throttle {
     }
 }
 
-/// The `ctxstore-gc` thread: a round every `interval` (a round that finds nothing costs one
-/// read of the log and the indexes).
+/// The `ctxstore-gc` thread: a round every `interval`, and early once contexts holding
+/// `deleted_bytes_trigger` payload bytes were deleted since the last round (a round that finds
+/// nothing costs one read of the log and the indexes).
 #[derive(Debug)]
 pub(crate) struct Scheduler {
     stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
     thread: Option<JoinHandle<()>>,
-    running: Arc<AtomicBool>,
 }
 
+/// When the scheduler looks at the trigger.
+const TRIGGER_CHECK: Duration = Duration::from_secs(1);
+
 impl Scheduler {
-    pub fn start(collector: Arc<Collector>, interval: Duration) -> std::io::Result<Scheduler> {
+    pub fn start(
+        collector: Arc<Collector>,
+        interval: Duration,
+        deleted_bytes_trigger: u64,
+    ) -> std::io::Result<Scheduler> {
         let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
-        let running = Arc::new(AtomicBool::new(true));
-        let thread = if interval.is_zero() {
+        let thread = if interval.is_zero() && deleted_bytes_trigger == 0 {
             None
         } else {
             let stop = stop.clone();
             Some(
                 std::thread::Builder::new()
                     .name("ctxstore-gc".into())
-                    .spawn(move || schedule(&collector, interval, &stop))?,
+                    .spawn(move || schedule(&collector, interval, deleted_bytes_trigger, &stop))?,
             )
         };
-        Ok(Scheduler {
-            stop,
-            thread,
-            running,
-        })
+        Ok(Scheduler { stop, thread })
     }
 
     pub fn stop(mut self) {
-        self.running.store(false, Ordering::Release);
         let (stopped, wake) = &*self.stop;
         if let Ok(mut stopped) = stopped.lock() {
             *stopped = true;
@@ -860,21 +874,46 @@ impl Scheduler {
     }
 }
 
-fn schedule(collector: &Collector, interval: Duration, stop: &(Mutex<bool>, std::sync::Condvar)) {
+fn schedule(
+    collector: &Collector,
+    interval: Duration,
+    deleted_bytes_trigger: u64,
+    stop: &(Mutex<bool>, std::sync::Condvar),
+) {
     let (stopped, wake) = stop;
+    let tick = if interval.is_zero() {
+        TRIGGER_CHECK
+    } else {
+        interval.min(TRIGGER_CHECK)
+    };
+    let deleted_bytes = || collector.published.contexts.load().deleted_payload_bytes;
+    let mut last_round = Instant::now();
+    let mut deleted_at_last_round = deleted_bytes();
     loop {
         let Ok(guard) = stopped.lock() else {
             return;
         };
-        let Ok((guard, _)) = wake.wait_timeout_while(guard, interval, |stopped| !*stopped) else {
+        let Ok((guard, _)) = wake.wait_timeout_while(guard, tick, |stopped| !*stopped) else {
             return;
         };
         if *guard {
             return;
         }
         drop(guard);
-        if collector.published.status.is_read_only() {
+        let deleted_now = deleted_bytes();
+        let scheduled = !interval.is_zero() && last_round.elapsed() >= interval;
+        let triggered = deleted_bytes_trigger > 0
+            && deleted_now.saturating_sub(deleted_at_last_round) >= deleted_bytes_trigger;
+        if !(scheduled || triggered) || collector.published.status.is_read_only() {
             continue;
+        }
+        last_round = Instant::now();
+        deleted_at_last_round = deleted_now;
+        if triggered {
+            tracing::info!(
+                deleted_now,
+                "garbage collection: deleted contexts passed the trigger"
+            );
         }
         match collector.run() {
             Ok(_) => {}

@@ -22,6 +22,7 @@ fn gc_config(dir: &Path) -> EngineConfig {
     config.gc_interval_ms = 0;
     config.gc_pack_dead_percent = 1;
     config.gc_bytes_per_s_max = 0;
+    config.gc_deleted_bytes_trigger = 0;
     config
 }
 
@@ -720,5 +721,36 @@ proptest::proptest! {
         ops in proptest::collection::vec(op(), 1..80)
     ) {
         run(ops);
+    }
+}
+
+#[test]
+fn deleting_past_the_trigger_starts_a_collection_without_waiting_for_the_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = gc_config(dir.path());
+    config.gc_deleted_bytes_trigger = 64 << 10;
+    let engine = Engine::open(config).unwrap();
+    let doomed = new_context(&engine);
+    let kept = new_context(&engine);
+    for i in 0..8 {
+        append(&engine, doomed, &noise(i, 16 << 10), None).unwrap();
+        append(&engine, kept, &noise(100 + i, 1 << 10), None).unwrap();
+    }
+    assert_eq!(engine.stats().gc_runs, 0, "the schedule is off");
+    block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();
+    // The scheduler looks every second; allow it a generous while on a loaded machine.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while engine.stats().gc_runs == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no collection started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // The collection took the deleted context's bytes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while engine.stats().unique_bytes != 8 << 10 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", engine.stats());
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }

@@ -11,6 +11,8 @@
 //! At the end `ctxstore-server verify` passes.
 //!
 //! `CTXSTORE_CRASH_CYCLES` (default 10) sets the cycles, `CTXSTORE_CRASH_SEED` the seed.
+//! The same under garbage collection (`collections_under_kill_9_…`, issue 15):
+//! `CTXSTORE_GC_CRASH_CYCLES` (default 6).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, HashMap};
@@ -40,12 +42,19 @@ struct Acked {
 // The child is returned to the caller, which kills and waits for it.
 #[allow(clippy::zombie_processes)]
 fn start_server(data: &Path, ready: &Path) -> (Child, String) {
+    start_server_with(data, ready, &[])
+}
+
+// The child is returned to the caller, which kills and waits for it.
+#[allow(clippy::zombie_processes)]
+fn start_server_with(data: &Path, ready: &Path, flags: &[&str]) -> (Child, String) {
     let _ = std::fs::remove_file(ready);
     let mut child = Command::new(server_binary())
         .arg("--data")
         .arg(data)
         .args(["--listen", "127.0.0.1:0", "--ready-file"])
         .arg(ready)
+        .args(flags)
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -734,4 +743,187 @@ fn a_backup_under_load_holds_every_append_acknowledged_before_it() {
         report.bytes,
         report.duration_ms
     );
+}
+
+/// Collections on a 200 ms schedule (packs ≥ 10% dead compacted, no rate limit) while the
+/// load generator appends to contexts nobody deletes and a churn task makes contexts, appends
+/// to them (unique payloads and payloads from a small pool, so dedup hits condemned blobs) and
+/// deletes them, keeping some pool payloads in a keeper context; kill -9 at random instants.
+/// After every restart every acknowledged live append is intact; at the end `verify` passes
+/// and, after a collection, no more than 10% of the packs is garbage (disk use converges).
+#[test]
+fn collections_under_kill_9_keep_every_live_acknowledged_turn() {
+    let cycles: usize = std::env::var("CTXSTORE_GC_CRASH_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    let seed: u64 = std::env::var("CTXSTORE_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x6c);
+    let gc_flags = [
+        "--gc-interval",
+        "200ms",
+        "--gc-pack-dead-percent",
+        "10",
+        "--gc-rate-max",
+        "off",
+    ];
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let ready = dir.path().join("ready");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut acked: Vec<Acked> = Vec::new();
+    let mut kept: Vec<(u64, String)> = Vec::new();
+    let mut checked = 0;
+    let mut churned = 0;
+    for cycle in 0..cycles {
+        let (mut server, addr) = start_server_with(&data, &ready, &gc_flags);
+        let log = dir.path().join(format!("gc-acks-{cycle}.jsonl"));
+        let run_ms = rng.u64(800..2500);
+        let mut loadgen = Command::new(LOADGEN)
+            .args(["--addr", &addr, "--duration", &format!("{run_ms}ms")])
+            .args(["--warmup", "0s", "--connections", "4", "--contexts", "8"])
+            .args([
+                "--mix",
+                "append=90,fork=5,get_last=5",
+                "--payload-bytes",
+                "4096",
+            ])
+            .args(["--dup-ratio", "0.2", "--read-turns", "8", "--quiet"])
+            .args(["--seed", &(seed + cycle as u64).to_string(), "--ack-log"])
+            .arg(&log)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let churn = runtime.spawn(churn(addr.clone(), seed ^ (cycle as u64) << 8));
+        std::thread::sleep(Duration::from_millis(rng.u64(300..run_ms + 50)));
+        kill_9(&mut server);
+        let _ = loadgen.wait();
+        let (contexts, keeper_acks) = runtime.block_on(churn).unwrap();
+        churned += contexts;
+        kept.extend(keeper_acks);
+        acked.extend(read_acks(&log));
+
+        let (mut server, addr) = start_server_with(&data, &ready, &gc_flags);
+        checked += runtime.block_on(check(&addr, &acked));
+        runtime.block_on(async {
+            let client = Client::connect(ClientConfig::new(&addr)).await.unwrap();
+            for (turn_id, hash) in &kept {
+                let turn = client.turn(*turn_id).await.unwrap_or_else(|error| {
+                    panic!("kept turn {turn_id} lost: {error}");
+                });
+                assert_eq!(&turn.payload_hash.to_hex(), hash, "turn {turn_id}");
+                client
+                    .blob(BlobHash::from_hex(hash).unwrap())
+                    .await
+                    .unwrap();
+            }
+        });
+        kill_9(&mut server);
+    }
+    assert!(churned > 0, "the churn made no context to collect");
+
+    let (mut server, addr) = start_server_with(&data, &ready, &gc_flags);
+    let stats = runtime.block_on(async {
+        let client = Client::connect(ClientConfig::new(&addr)).await.unwrap();
+        client.gc().await.unwrap();
+        client.stats().await.unwrap()
+    });
+    let live = stats.live_bytes.unwrap();
+    let dead = stats.dead_bytes.unwrap();
+    assert!(stats.gc_runs.unwrap() >= 1);
+    assert!(
+        dead * 100 <= 10 * (live + dead),
+        "after a collection {dead} of {} pack bytes are garbage",
+        live + dead
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    assert!(server.wait().unwrap().success());
+    let output = Command::new(server_binary())
+        .arg("verify")
+        .arg("--data")
+        .arg(&data)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{report}");
+    println!(
+        "gc crash harness: {cycles} cycles, {} acknowledged appends + {} kept churn turns, \
+         {checked} checks, 0 lost; {churned} contexts churned; live {live} B, garbage {dead} B \
+         after a collection\n{report}",
+        acked.len(),
+        kept.len()
+    );
+}
+
+/// Makes contexts, appends to them, deletes them, until the server goes away. Every few
+/// rounds a pool payload also goes to a keeper context (acknowledged: it must survive).
+/// Returns the contexts deleted and the keeper's acknowledged turns (TurnID, hash).
+async fn churn(addr: String, seed: u64) -> (usize, Vec<(u64, String)>) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let pool: Vec<Bytes> = (0..16)
+        .map(|i| Bytes::from(noise(0xC0FFEE + i, 6 << 10)))
+        .collect();
+    let mut kept = Vec::new();
+    let Ok(client) = Client::connect(ClientConfig::new(addr)).await else {
+        return (0, kept);
+    };
+    let Ok(keeper) = client.create_context().await else {
+        return (0, kept);
+    };
+    let mut deleted = 0;
+    for round in 0u64.. {
+        let Ok(context) = client.create_context().await else {
+            break;
+        };
+        for i in 0..6u64 {
+            let payload = if i % 2 == 0 {
+                pool[rng.usize(..pool.len())].clone()
+            } else {
+                Bytes::from(noise(seed ^ (round << 8) ^ i, 8 << 10))
+            };
+            if client
+                .append(context.context_id, None, 3, 0, payload)
+                .await
+                .is_err()
+            {
+                return (deleted, kept);
+            }
+        }
+        if client.delete_context(context.context_id).await.is_err() {
+            break;
+        }
+        deleted += 1;
+        if round % 4 == 3 {
+            let payload = pool[rng.usize(..pool.len())].clone();
+            match client.append(keeper.context_id, None, 3, 0, payload).await {
+                Ok(appended) => {
+                    kept.push((appended.turn.turn_id, appended.turn.payload_hash.to_hex()))
+                }
+                Err(_) => break,
+            }
+        }
+    }
+    (deleted, kept)
+}
+
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
 }

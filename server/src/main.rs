@@ -178,6 +178,11 @@ struct ServeArgs {
     /// disk with every append's fdatasync.
     #[arg(long, default_value = "32MiB", value_parser = parse_rate)]
     gc_rate_max: u64,
+    /// A collection starts early (checked every second) once deleted contexts held this many
+    /// payload bytes since the last one (`512MiB`, `2GiB`; raw bytes appended to them, an
+    /// estimate); `off` or `0`: on the schedule only.
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    gc_deleted_bytes_trigger: u64,
     /// File-mode creation mask (octal) for the store's directory and files: 077 makes them
     /// 0700 and 0600 (only the server's user may read the data).
     #[arg(long, default_value = "077", value_parser = parse_umask)]
@@ -417,6 +422,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// A byte count with the units of `parse_rate`, or `off` / `0`.
+fn parse_size(text: &str) -> Result<u64, String> {
+    parse_rate(text).map_err(|_| format!("{text:?} is not a byte count (e.g. 512MiB, 2GiB, off)"))
+}
+
 /// A rate in bytes per second: a number with an optional unit (`KB`, `MB`, `GB`, powers of
 /// 1000; `KiB`, `MiB`, `GiB`, powers of 1024), or `off` / `0` for no limit.
 fn parse_rate(text: &str) -> Result<u64, String> {
@@ -559,6 +569,7 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine.context_ttl_default_ms = args.context_ttl.as_millis() as u64;
     config.engine.backup_bytes_per_s_max = args.backup_rate_max;
     config.engine.gc_interval_ms = args.gc_interval.as_millis() as u64;
+    config.engine.gc_deleted_bytes_trigger = args.gc_deleted_bytes_trigger;
     config.engine.gc_pack_dead_percent = args.gc_pack_dead_percent;
     config.engine.gc_bytes_per_s_max = args.gc_rate_max;
     config.engine.limits.blob_bytes_max = args.blob_bytes_max;

@@ -52,6 +52,7 @@ from .types import (
     Retention,
     ContextLike,
     ContextPage,
+    FoundPage,
     HashLike,
     KeyLike,
     KeyT,
@@ -1486,6 +1487,60 @@ def turn_log_paging(
         return None if page.next_cursor is None else page_after(page.next_cursor)
 
     return Paging(page_after(None), follow, lambda page: page.turns)
+
+
+FIND_LABEL_KEYS = ("run_id", "thread_id")
+"""The label keys the server indexes store-wide (and every key starting ``idx.``)."""
+
+
+def find_turns(key: str, value: str, before: int | None, limit: int) -> Op[FoundPage]:
+    """FIND_TURNS: one page of the turns of every context labelled ``key = value``, newest
+    first, older than ``before`` (None: from the newest); every turn must carry the label, the
+    page must go down in TurnID and stay below ``before``."""
+    if key not in FIND_LABEL_KEYS and not (isinstance(key, str) and key.startswith("idx.")):
+        raise ValueError(
+            f"find_turns needs an indexed label key (run_id, thread_id or idx.*), not {key!r}"
+        )
+    _strings(value, "label value")
+    sent_before = 0 if before is None else _u64(before, "before")
+    if before is not None and sent_before == 0:
+        raise ValueError("before=0 would mean from the newest: pass None")
+    if not 0 < _u32(limit, "limit") <= 1000:
+        raise ValueError("limit must be in 1..=1000")
+
+    def finish(response: p.Response) -> FoundPage:
+        page = _expect(response, p.FoundTurnsResponse)
+        if len(page.turns) > limit:
+            raise ProtocolError(f"FIND_TURNS with limit {limit} answered {len(page.turns)} turns")
+        ceiling = sent_before or (1 << 64)
+        for record, extras in page.turns:
+            if dict(extras.labels).get(key) != value:
+                raise ProtocolError(
+                    f"FIND_TURNS {key}={value!r} answered turn {record.turn_id} labelled "
+                    f"{dict(extras.labels)!r}"
+                )
+            if record.turn_id >= ceiling:
+                raise ProtocolError(
+                    f"FIND_TURNS answered turn {record.turn_id} out of order (below {ceiling})"
+                )
+            ceiling = record.turn_id
+        if page.next_before and sent_before and page.next_before >= sent_before:
+            raise ProtocolError(f"FIND_TURNS before {sent_before} did not advance")
+        turns = [turn_info_of(record, extras) for record, extras in page.turns]
+        return FoundPage(turns, page.next_before or None)
+
+    return Op(p.FindTurns(key, value, sent_before, limit), finish)
+
+
+def find_turns_paging(key: str, value: str, page_size: int) -> Paging[FoundPage, TurnInfo]:
+    """Every turn labelled ``key = value``: FIND_TURNS pages, following ``next_before``."""
+
+    def follow(page: FoundPage) -> Op[FoundPage] | None:
+        if page.next_before is None:
+            return None
+        return find_turns(key, value, page.next_before, page_size)
+
+    return Paging(find_turns(key, value, None, page_size), follow, lambda page: page.turns)
 
 
 def read_page(

@@ -32,6 +32,7 @@ from .types import (
     ContextInfo,
     ContextLike,
     ContextPage,
+    FoundPage,
     GcReport,
     Patched,
     Purged,
@@ -949,6 +950,34 @@ class AsyncClient(ops.ClientCore):
         client.iter_turn_log(...)``."""
         paging = ops.turn_log_paging(context, labels, page_size, payloads, self._accept_zstd)
         return self._iterate(paging, timeout)
+
+    async def find_turns(
+        self,
+        key: str,
+        value: str,
+        *,
+        before: int | None = None,
+        limit: int = 100,
+        timeout: float | None = None,
+    ) -> FoundPage:
+        """One page of the turns of every context labelled ``key = value`` (an indexed label
+        key: ``run_id``, ``thread_id`` or one starting ``idx.``), newest first, from the
+        server's store-wide label index (protocol version 2). Turns of deleted contexts and
+        below a context's floor are not returned. ``limit`` 1-1,000; pass the page's
+        ``next_before`` as ``before`` for the next page, or use :meth:`iter_find_turns`."""
+        return await self._run(ops.find_turns(key, value, before, limit), timeout)
+
+    def iter_find_turns(
+        self,
+        key: str,
+        value: str,
+        *,
+        page_size: int = 1000,
+        timeout: float | None = None,
+    ) -> AsyncIterator[TurnInfo]:
+        """Every turn labelled ``key = value``, newest first: ``async for turn in
+        client.iter_find_turns(...)``."""
+        return self._iterate(ops.find_turns_paging(key, value, page_size), timeout)
 
     async def window(
         self,

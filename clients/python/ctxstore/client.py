@@ -31,6 +31,7 @@ from .types import (
     ContextInfo,
     ContextLike,
     ContextPage,
+    FoundPage,
     GcReport,
     Patched,
     Purged,
@@ -127,9 +128,9 @@ class _Connection:
         self._frame_bytes_max = frame_bytes_max
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(
-            max(1, min(max_in_flight, info.requests_in_flight_max or 1))
-        )
+        self.slot_count = max(1, min(max_in_flight, info.requests_in_flight_max or 1))
+        """How many requests this connection may have in flight at once."""
+        self._slots = threading.BoundedSemaphore(self.slot_count)
         self._pending: dict[int, _Pending] = {}
         self._ids = itertools.count(2)  # 1 was HELLO
         self._last_id = 1
@@ -495,26 +496,34 @@ class Client(ops.ClientCore):
         return op.finish(ops.result_of(op.request, response))
 
     def _run_many(self, batch: Sequence[ops.Op[T]], timeout: float | None) -> list[T]:
-        """Sends every request, then waits for every response (pipelined on one thread)."""
+        """Sends the requests and collects their responses, pipelined on one thread: at most
+        the connection's in-flight limit are outstanding (past it, the oldest response is
+        awaited before the next request goes out, so a long batch cannot wait for a slot that
+        only its own unread responses hold). The first error is raised once all are in."""
         deadline = self._deadline(timeout)
         conn = self._connection(deadline)
+        window = conn.slot_count
         sent: list[tuple[int, _Pending]] = []
-        try:
-            for op in batch:
-                sent.append(conn.submit(op.request, deadline))
-        except BaseException:
-            for req_id, pending in sent:
-                try:
-                    conn.wait(req_id, pending, time.monotonic())
-                except CtxstoreError:
-                    pass
-            raise
         responses: list[p.Response | BaseException] = []
-        for req_id, pending in sent:
+
+        def collect(index: int, until: float) -> None:
+            req_id, pending = sent[index]
             try:
-                responses.append(conn.wait(req_id, pending, deadline))
+                responses.append(conn.wait(req_id, pending, until))
             except CtxstoreError as error:
                 responses.append(error)
+
+        try:
+            for op in batch:
+                if len(sent) - len(responses) >= window:
+                    collect(len(responses), deadline)
+                sent.append(conn.submit(op.request, deadline))
+        except BaseException:
+            while len(responses) < len(sent):  # free the slots of what was sent
+                collect(len(responses), time.monotonic())
+            raise
+        while len(responses) < len(sent):
+            collect(len(responses), deadline)
         results = []
         for op, response in zip(batch, responses, strict=True):
             if isinstance(response, BaseException):
@@ -1045,6 +1054,34 @@ class Client(ops.ClientCore):
         iteration goes; ``timeout`` per page)."""
         paging = ops.turn_log_paging(context, labels, page_size, payloads, self._accept_zstd)
         return self._iterate(paging, timeout)
+
+    def find_turns(
+        self,
+        key: str,
+        value: str,
+        *,
+        before: int | None = None,
+        limit: int = 100,
+        timeout: float | None = None,
+    ) -> FoundPage:
+        """One page of the turns of every context labelled ``key = value`` (an indexed label
+        key: ``run_id``, ``thread_id`` or one starting ``idx.``), newest first, from the
+        server's store-wide label index (protocol version 2). Turns of deleted contexts and
+        below a context's floor are not returned. ``limit`` 1-1,000; pass the page's
+        ``next_before`` as ``before`` for the next page, or use :meth:`iter_find_turns`."""
+        return self._run(ops.find_turns(key, value, before, limit), timeout)
+
+    def iter_find_turns(
+        self,
+        key: str,
+        value: str,
+        *,
+        page_size: int = 1000,
+        timeout: float | None = None,
+    ) -> Iterator[TurnInfo]:
+        """Every turn of :meth:`find_turns`, newest first, page after page (fetched as
+        the iteration goes; ``timeout`` per page)."""
+        return self._iterate(ops.find_turns_paging(key, value, page_size), timeout)
 
     def window(
         self,

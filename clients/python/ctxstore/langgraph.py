@@ -3,40 +3,48 @@
 Needs the ``langgraph`` extra (``pip install 'ctxstore[langgraph]'``). The mapping:
 
 - a thread's namespace (``thread_id`` + ``checkpoint_ns``) is a named context, tagged
-  ``lg.thread`` (``=`` and its thread) and ``lg.ns`` (``=`` and its namespace), so that every namespace of a thread
-  is found (``delete_thread``, ``copy_thread``, ``prune``, ``list`` without a namespace);
-- a checkpoint is a turn of that context, keyed by its checkpoint id, appended after its parent
-  checkpoint's turn (a root turn when it has none), labelled ``thread_id``, ``run_id`` (both
-  indexed store-wide), ``m.source`` and ``m.step``. Its payload (JSON) holds the serialized
-  checkpoint without its channel values, the serialized metadata, the parent's id and, per
-  channel, the serializer's type string (kept as it is) and the BLAKE3 hash of the value's
-  bytes;
-- each channel value is its own blob, kept alive by the context's key-value entry
-  ``b/<hash>``: a value that did not change is the same blob (nothing is uploaded again);
+  ``lg.thread`` (``=`` and its thread) and ``lg.ns`` (``=`` and its namespace), so that every
+  namespace of a thread is found (``delete_thread``, ``copy_thread``, ``prune``, ``list``
+  without a namespace); a copy (``copy_thread``) is also tagged ``lg.from`` (``=`` and the
+  ContextID it was cloned from);
+- a checkpoint is a turn of that context, keyed ``cp/<checkpoint id>``, appended after its
+  parent checkpoint's turn (a root turn when it has none), labelled ``lg.cp`` (``1``: the turn
+  log's filter), ``thread_id``, ``run_id`` (both indexed store-wide), ``m.source`` and
+  ``m.step``. Its payload (JSON) holds the serialized checkpoint without its channel values,
+  the serialized metadata, the parent's id and, per channel, the serializer's type string
+  (kept as it is) and the BLAKE3 hash of the value's bytes;
+- each channel value is its own blob. A value the parent checkpoint does not have is a turn
+  (``type_tag`` 1) of the checkpoint's own APPEND_TURNS batch, just before the checkpoint's
+  turn: checkpoint and values are one durable write, all or none. A value that did not
+  change is not sent again (the parent's turn holds it; equal bytes are one blob anyway).
+  ``prune`` holds the kept checkpoint's values by key-value entries ``b/<hash>`` before the
+  floor cuts their turns;
 - pending writes are key-value entries ``w/<checkpoint id>/<task id>/<idx>`` (they may arrive
   before their checkpoint);
+- a checkpoint deleted by ``delete_for_runs`` (or dropped by ``prune``) is a tombstone, the
+  key-value entry ``x/<checkpoint id>``: ``get_tuple`` and ``list`` skip it, its pending writes
+  are deleted. Its turn stays (the server has no turn tombstones yet);
 - ``list`` reads the turn log (newest first) with the server filtering on the labels it has;
-  the rest of a metadata filter is applied here;
+  the rest of a metadata filter is applied here; ``delete_for_runs`` finds the checkpoints of
+  a run with the server's store-wide ``run_id`` label index (FIND_TURNS);
 - ``copy_thread`` clones every namespace's context, ``prune`` prunes each to its newest
   checkpoint (``keep_latest``) or deletes it (``delete``), ``delete_thread`` deletes them.
 
-``delete_for_runs`` is not implemented (it needs tombstones the server does not have yet):
-it raises NotImplementedError, as :class:`BaseCheckpointSaver`'s does.
-
-The async methods run the blocking client's calls in a worker thread (the client is
-thread-safe and pipelines concurrent calls on its one connection).
+Every method is written once, as a plan of requests (:mod:`ctxstore._ops`): the sync methods
+run it on a :class:`~ctxstore.Client`, the ``a*`` methods on an
+:class:`~ctxstore.AsyncClient` (no worker threads); requests that do not depend on each other
+are pipelined on the one connection.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import builtins
 import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from threading import Lock
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -53,18 +61,44 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from . import _ops as ops
+from . import _protocol as p
+from .aio import AsyncClient
 from .client import Client
-from .errors import NotFound
-from .types import TurnInfo, blob_hash
+from .errors import InvalidArgument, NotFound
+from .types import (
+    ContextInfo,
+    KvItem,
+    KvPage,
+    LogPage,
+    ParentLike,
+    TurnInfo,
+    TurnSpec,
+    blob_hash,
+)
 
 __all__ = ["CtxstoreSaver"]
+
+T = TypeVar("T")
 
 _NAME_PREFIX = "lg:"
 _TAG_THREAD = "lg.thread"
 _TAG_NS = "lg.ns"
-_KV_PUT_MAX = 128
+_TAG_FROM = "lg.from"
+_CP = "cp/"
+_WRITES = "w/"
+_BLOBS = "b/"
+_DEAD = "x/"
+_KV_BATCH = 128  # entries per KV_PUT / KV_DELETE (the server's limit)
+_PAGE = 1000  # items per listing page (the server's limit)
 _LABEL_VALUE_MAX = 256
-_BLOB_CACHE_MAX = 4096
+_CP_LABEL = {"lg.cp": "1"}  # every checkpoint turn carries it: the turn log's filter
+VALUE_TYPE = 1
+"""``type_tag`` of a turn holding a channel value (the checkpoint turn's is 0)."""
+_BATCH_TURNS = 64  # turns per APPEND_TURNS (the server's limit)
+_PARENTS_MAX = 4096
+_BLOB_CACHE_BYTES = 64 << 20
+_OPENED_MAX = 65_536
 
 
 def _b64(data: bytes) -> str:
@@ -98,110 +132,283 @@ def _label_value(value: Any) -> str | None:
     return None
 
 
-class CtxstoreSaver(BaseCheckpointSaver[str]):
-    """A LangGraph checkpoint saver storing threads in a ctxstore server.
+def _run_label(run_id: Any) -> str | None:
+    """A run id as the ``run_id`` label (a string of 1-256 bytes), else None."""
+    if isinstance(run_id, str) and run_id and len(run_id.encode("utf-8")) <= _LABEL_VALUE_MAX:
+        return run_id
+    return None
 
-    Build it with :meth:`from_addr` (it then owns its client and :meth:`close` closes it), or
-    pass a :class:`~ctxstore.Client` of your own.
-    """
 
-    def __init__(
-        self,
-        client: Client,
-        *,
-        serde: SerializerProtocol | None = None,
-        owns_client: bool = False,
+def _checkpoint_id(turn: TurnInfo) -> str | None:
+    """The checkpoint id of a checkpoint's turn (its key ``cp/<id>``), else None."""
+    if turn.key is None or not turn.key.startswith(_CP.encode()):
+        return None
+    return turn.key[len(_CP) :].decode("utf-8")
+
+
+def _is_saver_context(info: ContextInfo) -> bool:
+    return info.name is not None and info.name.startswith(_NAME_PREFIX) and _TAG_THREAD in info.tags
+
+
+def _space(info: ContextInfo) -> tuple[str, str, str]:
+    """(context name, thread id, namespace) of a saver's context."""
+    assert info.name is not None
+    return info.name, info.tags[_TAG_THREAD][1:], info.tags.get(_TAG_NS, "=")[1:]
+
+
+def _done(response: p.Response) -> None:
+    return None
+
+
+def _kv_put_ops(name: str, entries: dict[str, bytes], if_absent: bool) -> list[ops.Op[None]]:
+    """KV_PUT requests of ``entries``, at most 128 a request."""
+    pairs = [(key.encode("utf-8"), value) for key, value in entries.items()]
+    return [
+        ops.Op(p.KvPut(name, if_absent, tuple(pairs[i : i + _KV_BATCH])), _done)
+        for i in range(0, len(pairs), _KV_BATCH)
+    ]
+
+
+def _kv_delete_ops(name: str, keys: Sequence[bytes]) -> list[ops.Op[None]]:
+    """KV_DELETE requests of ``keys``, at most 128 a request."""
+    return [
+        ops.Op(p.KvDelete(name, tuple(keys[i : i + _KV_BATCH])), _done)
+        for i in range(0, len(keys), _KV_BATCH)
+    ]
+
+
+def _collect_from(paging: ops.Paging[Any, T], page: Any) -> ops.Plan[builtins.list[T]]:
+    """Every item of a listing whose first page is ``page`` (following its cursors)."""
+    items: builtins.list[T] = builtins.list(paging.items(page))
+    op = paging.follow(page)
+    while op is not None:
+        page = yield op
+        items.extend(paging.items(page))
+        op = paging.follow(page)
+    return items
+
+
+def _collect(paging: ops.Paging[Any, T]) -> ops.Plan[builtins.list[T]]:
+    """Every item of a listing."""
+    first = yield paging.first
+    return (yield from _collect_from(paging, first))
+
+
+def _tolerant(batch: Sequence[ops.Op[Any]]) -> ops.Plan[builtins.list[Any]]:
+    """The ops pipelined; if one is NOT_FOUND (a context deleted meanwhile), each again on its
+    own, None for those NOT_FOUND."""
+    if not batch:
+        return []
+    try:
+        answers: builtins.list[Any] = yield ops.Many(batch)
+        return answers
+    except NotFound:
+        pass
+    results: builtins.list[Any] = []
+    for op in batch:
+        try:
+            results.append((yield op))
+        except NotFound:
+            results.append(None)
+    return results
+
+
+class _Plans:
+    """The saver's mapping, once: every method a plan of requests, run by a Client or an
+    AsyncClient. Holds the blob cache and the names of contexts known to exist."""
+
+    def __init__(self, serde: SerializerProtocol, accept_zstd: bool) -> None:
+        self.serde = serde
+        self.zstd = accept_zstd
+        self._lock = Lock()
+        self._blobs: OrderedDict[bytes, bytes] = OrderedDict()
+        self._blob_bytes = 0
+        self._opened: OrderedDict[str, None] = OrderedDict()
+        # (context name, checkpoint id) -> (its turn, its channels): the next put's parent.
+        self._parents: OrderedDict[tuple[str, str], tuple[int, dict[str, Any]]] = OrderedDict()
+
+    # -- caches --------------------------------------------------------------------------------
+
+    def _cached(self, digest: bytes) -> bytes | None:
+        with self._lock:
+            data = self._blobs.get(digest)
+            if data is not None:
+                self._blobs.move_to_end(digest)
+            return data
+
+    def _remember(self, digest: bytes, data: bytes) -> None:
+        if len(data) > _BLOB_CACHE_BYTES // 8:
+            return
+        with self._lock:
+            if digest in self._blobs:
+                return
+            self._blobs[digest] = data
+            self._blob_bytes += len(data)
+            while self._blob_bytes > _BLOB_CACHE_BYTES:
+                _, old = self._blobs.popitem(last=False)
+                self._blob_bytes -= len(old)
+
+    def _mark_open(self, name: str) -> None:
+        with self._lock:
+            self._opened[name] = None
+            self._opened.move_to_end(name)
+            while len(self._opened) > _OPENED_MAX:
+                self._opened.popitem(last=False)
+
+    def _forget(self, name: str) -> None:
+        with self._lock:
+            self._opened.pop(name, None)
+        self._drop_parents(name)
+
+    def _drop_parents(self, name: str) -> None:
+        with self._lock:
+            for key in [k for k in self._parents if k[0] == name]:
+                del self._parents[key]
+
+    def _parent(self, name: str, checkpoint_id: str) -> tuple[int, dict[str, Any]] | None:
+        with self._lock:
+            return self._parents.get((name, checkpoint_id))
+
+    def _remember_parent(
+        self, name: str, checkpoint_id: str, turn_id: int, channels: dict[str, Any]
     ) -> None:
-        super().__init__(serde=serde)
-        self.client = client
-        self._owns_client = owns_client
-        self._blob_cache: OrderedDict[bytes, bytes] = OrderedDict()
-        self._cache_lock = Lock()
+        with self._lock:
+            self._parents[(name, checkpoint_id)] = (turn_id, channels)
+            while len(self._parents) > _PARENTS_MAX:
+                self._parents.popitem(last=False)
 
-    @classmethod
-    def from_addr(
-        cls,
-        addr: str,
-        token: str | None = None,
-        *,
-        serde: SerializerProtocol | None = None,
-        timeout: float | None = None,
-    ) -> CtxstoreSaver:
-        """A saver with its own client connected to ``addr`` (``"HOST:PORT"``)."""
-        if timeout is None:
-            client = Client(addr, token=token)
-        else:
-            client = Client(addr, token=token, timeout=timeout)
-        return cls(client, serde=serde, owns_client=True)
+    def _is_open(self, name: str) -> bool:
+        with self._lock:
+            return name in self._opened
 
-    def close(self) -> None:
-        """Closes the client if this saver made it."""
-        if self._owns_client:
-            self.client.close()
+    # -- building blocks -----------------------------------------------------------------------
 
-    def __enter__(self) -> CtxstoreSaver:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- helpers -------------------------------------------------------------------------------
-
-    def _open(self, thread_id: str, checkpoint_ns: str) -> str:
-        name = _context_name(thread_id, checkpoint_ns)
-        self.client.open_context(
-            name, _tags(thread_id, checkpoint_ns), get_or_create=True
-        )
-        return name
-
-    def _blob(self, digest: bytes) -> bytes:
-        with self._cache_lock:
-            cached = self._blob_cache.get(digest)
-            if cached is not None:
-                self._blob_cache.move_to_end(digest)
-                return cached
-        data = self.client.get_blob(digest)
-        with self._cache_lock:
-            self._blob_cache[digest] = data
-            while len(self._blob_cache) > _BLOB_CACHE_MAX:
-                self._blob_cache.popitem(last=False)
-        return data
-
-    def _namespaces(self, thread_id: str) -> list[tuple[str, str]]:
-        """(context name, namespace) of every namespace of the thread."""
-        found = []
-        for info in self.client.iter_contexts(tags={_TAG_THREAD: "=" + thread_id}):
-            if info.name is not None and info.name.startswith(_NAME_PREFIX):
-                found.append((info.name, info.tags.get(_TAG_NS, "=")[1:]))
+    def blobs(self, digests: Iterable[bytes]) -> ops.Plan[dict[bytes, bytes]]:
+        """The blobs of ``digests``: from the cache, the others fetched pipelined."""
+        found: dict[bytes, bytes] = {}
+        missing: builtins.list[bytes] = []
+        for digest in dict.fromkeys(digests):
+            data = self._cached(digest)
+            if data is None:
+                missing.append(digest)
+            else:
+                found[digest] = data
+        if missing:
+            fetched = yield ops.Many([ops.get_blob(d, self.zstd) for d in missing])
+            for digest, data in zip(missing, fetched, strict=True):
+                found[digest] = data
+                self._remember(digest, data)
         return found
 
-    def _writes(self, name: str, checkpoint_id: str) -> list[PendingWrite]:
-        stored: list[tuple[tuple[str, str, int], PendingWrite]] = []
-        for item in self.client.iter_kv(name, prefix=f"w/{checkpoint_id}/"):
-            raw = self._blob(item.value_hash)
-            head, _, body = raw.partition(b"\n")
-            meta = json.loads(head)
-            value = self.serde.loads_typed((meta["type"], body))
-            sort_key = writes_sort_key(meta["path"], meta["task_id"], meta["idx"])
-            stored.append((sort_key, (meta["task_id"], meta["channel"], value)))
-        stored.sort(key=lambda entry: entry[0])
-        return [write for _, write in stored]
+    def _docs(self, turns: Sequence[TurnInfo]) -> ops.Plan[builtins.list[dict[str, Any]]]:
+        """The payloads (checkpoint documents) of checkpoint turns, in order."""
+        blobs = yield from self.blobs(t.payload_hash for t in turns if t.payload is None)
+        return [
+            json.loads(t.payload if t.payload is not None else blobs[t.payload_hash])
+            for t in turns
+        ]
+
+    def open(self, thread_id: str, checkpoint_ns: str, force: bool = False) -> ops.Plan[str]:
+        """The name of the namespace's context, created (get-or-create) unless this saver
+        knows it exists."""
+        name = _context_name(thread_id, checkpoint_ns)
+        if force or not self._is_open(name):
+            yield ops.open_context(name, _tags(thread_id, checkpoint_ns), 0, True)
+            self._mark_open(name)
+        return name
+
+    def _dead(self, name: str, first: KvPage) -> ops.Plan[set[str]]:
+        """The tombstoned checkpoint ids of a context (``first``: the first page of x/)."""
+        items: builtins.list[KvItem] = yield from _collect_from(
+            ops.kv_paging(name, _DEAD, b"", _PAGE), first
+        )
+        return {item.key[len(_DEAD) :].decode("utf-8") for item in items}
+
+    def _is_dead(self, checkpoint_id: str, page: KvPage) -> bool:
+        return any(item.key == (_DEAD + checkpoint_id).encode("utf-8") for item in page.items)
+
+    def _latest(
+        self, name: str, page: LogPage, dead: set[str]
+    ) -> ops.Plan[tuple[TurnInfo, dict[str, Any]] | None]:
+        """The newest checkpoint not tombstoned, from the turn log's page ``page`` on."""
+        size = 1
+        while True:
+            for turn in page.turns:
+                checkpoint_id = _checkpoint_id(turn)
+                if checkpoint_id is None or checkpoint_id in dead:
+                    continue
+                docs = yield from self._docs([turn])
+                return turn, docs[0]
+            if page.next_cursor is None:
+                return None
+            size = min(_PAGE, size * 8)
+            page = yield ops.turn_log(name, _CP_LABEL, page.next_cursor, size, True, self.zstd)
+
+    def namespaces(self, thread_id: str) -> ops.Plan[builtins.list[ContextInfo]]:
+        """The contexts of every namespace of a thread."""
+        infos: builtins.list[ContextInfo] = yield from _collect(
+            ops.contexts_paging({_TAG_THREAD: "=" + thread_id}, None, None, None, _PAGE)
+        )
+        return [info for info in infos if _is_saver_context(info)]
+
+    def tuples(
+        self, entries: Sequence[tuple[str, str, str, dict[str, Any]]]
+    ) -> ops.Plan[builtins.list[CheckpointTuple]]:
+        """The CheckpointTuples of checkpoint documents (context name, thread, namespace,
+        document): channel values and pending writes fetched pipelined, for all at once."""
+        if not entries:
+            return []
+        digests = [
+            bytes.fromhex(digest)
+            for *_, doc in entries
+            for _, digest in doc["channels"].values()
+        ]
+        values: dict[bytes, bytes] = {}
+        missing: builtins.list[bytes] = []
+        for digest in dict.fromkeys(digests):
+            data = self._cached(digest)
+            if data is None:
+                missing.append(digest)
+            else:
+                values[digest] = data
+        pagings = [
+            ops.kv_paging(name, f"{_WRITES}{doc['id']}/", b"", _PAGE) for name, *_, doc in entries
+        ]
+        answers = yield ops.Many(
+            [*(ops.get_blob(d, self.zstd) for d in missing), *(pg.first for pg in pagings)]
+        )
+        for digest, data in zip(missing, answers, strict=False):
+            values[digest] = data
+            self._remember(digest, data)
+        write_items: builtins.list[builtins.list[KvItem]] = []
+        for paging, page in zip(pagings, answers[len(missing) :], strict=True):
+            write_items.append((yield from _collect_from(paging, page)))
+        write_values = yield from self.blobs(
+            item.value_hash for items in write_items for item in items
+        )
+        return [
+            self._tuple(thread_id, ns, doc, values, items, write_values)
+            for (_, thread_id, ns, doc), items in zip(entries, write_items, strict=True)
+        ]
 
     def _tuple(
-        self, name: str, thread_id: str, checkpoint_ns: str, payload: bytes
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        doc: dict[str, Any],
+        values: dict[bytes, bytes],
+        write_items: Sequence[KvItem],
+        write_values: dict[bytes, bytes],
     ) -> CheckpointTuple:
-        doc = json.loads(payload)
         checkpoint_id: str = doc["id"]
         checkpoint: Checkpoint = self.serde.loads_typed(
             (doc["checkpoint"][0], _unb64(doc["checkpoint"][1]))
         )
-        values: dict[str, Any] = {}
-        for channel, (type_, digest) in doc["channels"].items():
-            values[channel] = self.serde.loads_typed((type_, self._blob(bytes.fromhex(digest))))
-        checkpoint["channel_values"] = values
-        metadata: CheckpointMetadata = self.serde.loads_typed(
-            (doc["metadata"][0], _unb64(doc["metadata"][1]))
-        )
+        checkpoint["channel_values"] = {
+            channel: self.serde.loads_typed((type_, values[bytes.fromhex(digest)]))
+            for channel, (type_, digest) in doc["channels"].items()
+        }
+        metadata: CheckpointMetadata = self._metadata(doc)
         parent_id: str | None = doc.get("parent")
         parent_config: RunnableConfig | None = None
         if parent_id:
@@ -212,6 +419,14 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
                     "checkpoint_id": parent_id,
                 }
             }
+        stored: builtins.list[tuple[tuple[str, str, int], PendingWrite]] = []
+        for item in write_items:
+            head, _, body = write_values[item.value_hash].partition(b"\n")
+            meta = json.loads(head)
+            value = self.serde.loads_typed((meta["type"], body))
+            sort_key = writes_sort_key(meta["path"], meta["task_id"], meta["idx"])
+            stored.append((sort_key, (meta["task_id"], meta["channel"], value)))
+        stored.sort(key=lambda entry: entry[0])
         return CheckpointTuple(
             config={
                 "configurable": {
@@ -223,19 +438,18 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
             checkpoint=checkpoint,
             metadata=metadata,
             parent_config=parent_config,
-            pending_writes=self._writes(name, checkpoint_id),
+            pending_writes=[write for _, write in stored],
         )
 
-    def _turn_payload(self, turn: TurnInfo) -> bytes:
-        if turn.payload is not None:
-            return turn.payload
-        return self._blob(turn.payload_hash)
+    def _metadata(self, doc: dict[str, Any]) -> CheckpointMetadata:
+        metadata: CheckpointMetadata = self.serde.loads_typed(
+            (doc["metadata"][0], _unb64(doc["metadata"][1]))
+        )
+        return metadata
 
-    # -- BaseCheckpointSaver ----------------------------------------------------------------------
+    # -- BaseCheckpointSaver's methods, as plans ------------------------------------------------
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint of ``config`` (its ``checkpoint_id``, else the thread namespace's
-        newest), with its pending writes; None if there is none."""
+    def get_tuple(self, config: RunnableConfig) -> ops.Plan[CheckpointTuple | None]:
         configurable = config["configurable"]
         thread_id: str = configurable["thread_id"]
         checkpoint_ns: str = configurable.get("checkpoint_ns", "")
@@ -243,45 +457,42 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
         checkpoint_id = get_checkpoint_id(config)
         try:
             if checkpoint_id:
-                turn = self.client.turn_by_key(name, f"cp/{checkpoint_id}")
-                if turn is None:
-                    return None
-                return self._tuple(name, thread_id, checkpoint_ns, self._turn_payload(turn))
-            page = self.client.turn_log(name, limit=1, payloads=True)
-            while not page.turns:
-                if page.next_cursor is None:
-                    return None
-                page = self.client.turn_log(
-                    name, cursor=page.next_cursor, limit=1, payloads=True
+                turn, dead = yield ops.Many(
+                    [
+                        ops.turn_by_key_op(name, _CP + checkpoint_id),
+                        ops.kv_list(name, _DEAD + checkpoint_id, b"", 1),
+                    ]
                 )
-            latest = page.turns[0]
-            return self._tuple(name, thread_id, checkpoint_ns, self._turn_payload(latest))
+                if self._is_dead(checkpoint_id, dead):
+                    return None
+                doc = (yield from self._docs([turn]))[0]
+            else:
+                first, dead_page = yield ops.Many(
+                    [
+                        ops.turn_log(name, _CP_LABEL, None, 1, True, self.zstd),
+                        ops.kv_list(name, _DEAD, b"", _PAGE),
+                    ]
+                )
+                dead_ids = yield from self._dead(name, dead_page)
+                found = yield from self._latest(name, first, dead_ids)
+                if found is None:
+                    return None
+                doc = found[1]
         except NotFound:
             return None
+        tuples = yield from self.tuples([(name, thread_id, checkpoint_ns, doc)])
+        return tuples[0]
 
     def list(
         self,
         config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's name
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        """Checkpoints newest first (by checkpoint id): of ``config``'s thread (and namespace,
-        when it names one; one checkpoint when it names one), else of every thread; only those
-        whose metadata has every ``filter`` item, older than ``before``, at most ``limit``."""
-        return iter(self._list(config, filter, before, limit))
-
-    def _list(
-        self,
-        config: RunnableConfig | None,
-        filter: dict[str, Any] | None,  # noqa: A002
+        filter: dict[str, Any] | None,  # noqa: A002 - LangGraph's name
         before: RunnableConfig | None,
         limit: int | None,
-    ) -> builtins.list[CheckpointTuple]:
+    ) -> ops.Plan[builtins.list[CheckpointTuple]]:
         if limit is not None and limit <= 0:
             return []
-        spaces: list[tuple[str, str, str]] = []  # (context name, thread, namespace)
+        spaces: builtins.list[tuple[str, str, str]] = []  # (context name, thread, namespace)
         only_id: str | None = None
         if config is not None:
             configurable = config["configurable"]
@@ -291,53 +502,66 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
             if ns is not None:
                 spaces.append((_context_name(thread_id, ns), thread_id, ns))
             else:
-                spaces.extend((name, thread_id, n) for name, n in self._namespaces(thread_id))
+                spaces.extend(_space(info) for info in (yield from self.namespaces(thread_id)))
         else:
-            for info in self.client.iter_contexts(name_prefix=_NAME_PREFIX):
-                if info.name is not None and _TAG_THREAD in info.tags:
-                    spaces.append(
-                        (info.name, info.tags[_TAG_THREAD][1:], info.tags.get(_TAG_NS, "=")[1:])
-                    )
+            infos: builtins.list[ContextInfo] = yield from _collect(
+                ops.contexts_paging(None, _NAME_PREFIX, None, None, _PAGE)
+            )
+            spaces.extend(_space(info) for info in infos if _is_saver_context(info))
         before_id = get_checkpoint_id(before) if before else None
-        labels: dict[str, str] = {}
+        labels: dict[str, str] = dict(_CP_LABEL)
         for key, value in (filter or {}).items():
             # Only strings on the server (1 == 1.0 == True in Python, not as labels); every
             # filter item is checked here on the metadata too.
-            if key == "run_id" and isinstance(value, str) and value:
+            if key == "run_id" and _run_label(value) is not None:
                 labels["run_id"] = value
             elif key in ("source", "step") and isinstance(value, str):
                 label = _label_value(value)
                 if label is not None:
                     labels[f"m.{key}"] = label
-        candidates: list[tuple[str, str, str, str, bytes]] = []
+        candidates: builtins.list[tuple[str, str, str, dict[str, Any]]] = []
         for name, thread_id, ns in spaces:
             try:
                 if only_id:
-                    turn = self.client.turn_by_key(name, f"cp/{only_id}")
-                    turns = [] if turn is None else [turn]
+                    turn, dead = yield ops.Many(
+                        [
+                            ops.turn_by_key_op(name, _CP + only_id),
+                            ops.kv_list(name, _DEAD + only_id, b"", 1),
+                        ]
+                    )
+                    turns = [] if self._is_dead(only_id, dead) else [turn]
                 else:
-                    turns = list(self.client.iter_turn_log(name, labels or None, payloads=True))
+                    paging = ops.turn_log_paging(name, labels, _PAGE, True, self.zstd)
+                    first, dead_page = yield ops.Many(
+                        [paging.first, ops.kv_list(name, _DEAD, b"", _PAGE)]
+                    )
+                    dead_ids = yield from self._dead(name, dead_page)
+                    every: builtins.list[TurnInfo] = yield from _collect_from(paging, first)
+                    turns = [
+                        t
+                        for t in every
+                        if (cid := _checkpoint_id(t)) is not None and cid not in dead_ids
+                    ]
             except NotFound:
                 continue
-            for turn in turns:
-                if turn.key is None or not turn.key.startswith(b"cp/"):
+            turns = [
+                t
+                for t in turns
+                if not (before_id and (_checkpoint_id(t) or "") >= before_id)
+            ]
+            for doc in (yield from self._docs(turns)):
+                candidates.append((name, thread_id, ns, doc))
+        candidates.sort(key=lambda c: str(c[3]["id"]), reverse=True)
+        chosen: builtins.list[tuple[str, str, str, dict[str, Any]]] = []
+        for candidate in candidates:
+            if filter:
+                metadata = self._metadata(candidate[3])
+                if not all(metadata.get(k) == v for k, v in filter.items()):
                     continue
-                checkpoint_id = turn.key[3:].decode("utf-8")
-                if before_id and checkpoint_id >= before_id:
-                    continue
-                candidates.append(
-                    (checkpoint_id, name, thread_id, ns, self._turn_payload(turn))
-                )
-        candidates.sort(key=lambda c: c[0], reverse=True)
-        results: list[CheckpointTuple] = []
-        for _, name, thread_id, ns, payload in candidates:
-            found = self._tuple(name, thread_id, ns, payload)
-            if filter and not all(found.metadata.get(k) == v for k, v in filter.items()):
-                continue
-            results.append(found)
-            if limit is not None and len(results) >= limit:
+            chosen.append(candidate)
+            if limit is not None and len(chosen) >= limit:
                 break
-        return results
+        return (yield from self.tuples(chosen))
 
     def put(
         self,
@@ -345,21 +569,33 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Stores ``checkpoint`` as a turn after its parent's (``config``'s checkpoint id),
-        each channel value as its own blob; returns the config naming it."""
+    ) -> ops.Plan[RunnableConfig]:
+        try:
+            return (yield from self._put(config, checkpoint, metadata, new_versions, False))
+        except (NotFound, InvalidArgument):
+            # The context was deleted (or pruned) since this saver last saw it: look the
+            # parent up again (create the context again), once.
+            return (yield from self._put(config, checkpoint, metadata, new_versions, True))
+
+    def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+        again: bool,
+    ) -> ops.Plan[RunnableConfig]:
         configurable = config["configurable"]
         thread_id: str = configurable["thread_id"]
         checkpoint_ns: str = configurable.get("checkpoint_ns", "")
         parent_id: str | None = configurable.get("checkpoint_id")
-        name = self._open(thread_id, checkpoint_ns)
 
         body = checkpoint.copy()
         values: dict[str, Any] = body.pop("channel_values")  # type: ignore[misc]
         versions = checkpoint.get("channel_versions", {})
-        channels: dict[str, list[str]] = {}
+        channels: dict[str, builtins.list[str]] = {}
         blobs: dict[str, bytes] = {}
-        missing: list[str] = []
+        missing: builtins.list[str] = []
         for channel in versions:
             if channel in values:
                 type_, data = self.serde.dumps_typed(values[channel])
@@ -367,22 +603,37 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
                     continue
                 digest = blob_hash(data)
                 channels[channel] = [type_, digest.hex()]
-                blobs[f"b/{digest.hex()}"] = data
+                blobs[digest.hex()] = data
             elif channel not in new_versions:
                 missing.append(channel)
 
-        parent_turn: TurnInfo | None = None
+        name = yield from self.open(thread_id, checkpoint_ns, force=again)
+        parent_turn_id: int | None = None
+        parent_channels: dict[str, builtins.list[str]] = {}
         if parent_id:
-            parent_turn = self.client.turn_by_key(name, f"cp/{parent_id}")
-        if missing and parent_turn is not None:
+            known = None if again else self._parent(name, parent_id)
+            if known is not None:
+                parent_turn_id, parent_channels = known
+            else:
+                parent_turn = yield from ops.turn_by_key(name, _CP + parent_id)
+                if parent_turn is not None:
+                    parent_turn_id = parent_turn.turn_id
+                    parent_channels = (yield from self._docs([parent_turn]))[0]["channels"]
+        for channel in missing:
             # Unchanged channels the checkpoint does not carry: the parent's blobs.
-            parent_doc = json.loads(self._turn_payload(parent_turn))
-            for channel in missing:
-                if channel in parent_doc["channels"]:
-                    channels[channel] = parent_doc["channels"][channel]
+            if channel in parent_channels:
+                channels[channel] = parent_channels[channel]
+        # A value the parent checkpoint has is held already (by its turn, or b/<hash>); the
+        # new ones become turns of the checkpoint's own batch: one durable write, all or none.
+        # Past the batch's room, the rest are held by b/<hash> entries, written before it.
+        held = {digest for _, digest in parent_channels.values()}
+        new = [(digest, data) for digest, data in blobs.items() if digest not in held]
+        as_turns, overflow = new[: _BATCH_TURNS - 1], new[_BATCH_TURNS - 1 :]
+        if overflow:
+            yield ops.Many(_kv_put_ops(name, {_BLOBS + d: data for d, data in overflow}, True))
 
-        self._kv_put(name, blobs, if_absent=True)
-        meta_type, meta_bytes = self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))
+        full_metadata = get_checkpoint_metadata(config, metadata)
+        meta_type, meta_bytes = self.serde.dumps_typed(full_metadata)
         cp_type, cp_bytes = self.serde.dumps_typed(body)
         doc = {
             "v": 1,
@@ -392,23 +643,32 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
             "metadata": [meta_type, _b64(meta_bytes)],
             "channels": channels,
         }
-        labels = {"thread_id": thread_id}
-        full_metadata = get_checkpoint_metadata(config, metadata)
-        run_id = full_metadata.get("run_id")
-        if isinstance(run_id, str) and run_id and len(run_id) <= _LABEL_VALUE_MAX:
+        labels = {**_CP_LABEL, "thread_id": thread_id}
+        run_id = _run_label(full_metadata.get("run_id"))
+        if run_id is not None:
             labels["run_id"] = run_id
         for key in ("source", "step"):
             if key in full_metadata:
                 label = _label_value(full_metadata[key])
                 if label is not None:
                     labels[f"m.{key}"] = label
-        self.client.append(
-            name,
-            json.dumps(doc, separators=(",", ":")).encode("utf-8"),
-            parent=parent_turn.turn_id if parent_turn is not None else "root",
-            key=f"cp/{checkpoint['id']}",
-            labels=labels,
+        payload = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+        parent: ParentLike = parent_turn_id if parent_turn_id is not None else "root"
+        specs = [
+            TurnSpec(data, parent=parent if i == 0 else None, type_tag=VALUE_TYPE)
+            for i, (_, data) in enumerate(as_turns)
+        ]
+        specs.append(
+            TurnSpec(
+                payload,
+                parent=None if specs else parent,
+                key=_CP + checkpoint["id"],
+                labels=labels,
+            )
         )
+        appended = yield ops.append_turns(name, specs, None)
+        cp_turn = appended[-1].turn
+        self._remember_parent(name, checkpoint["id"], cp_turn.turn_id, channels)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -417,25 +677,17 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
             }
         }
 
-    def _kv_put(self, name: str, entries: dict[str, bytes], *, if_absent: bool) -> None:
-        items = list(entries.items())
-        for start in range(0, len(items), _KV_PUT_MAX):
-            self.client.kv_put(name, dict(items[start : start + _KV_PUT_MAX]), if_absent)
-
     def put_writes(
         self,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
         task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Stores a task's writes for ``config``'s checkpoint (key-value entries); a write
-        stored before keeps its value, except the special channels' (errors, interrupts...)."""
+        task_path: str,
+    ) -> ops.Plan[None]:
         configurable = config["configurable"]
         thread_id: str = configurable["thread_id"]
         checkpoint_ns: str = configurable.get("checkpoint_ns", "")
         checkpoint_id: str = configurable["checkpoint_id"]
-        name = self._open(thread_id, checkpoint_ns)
         keep: dict[str, bytes] = {}
         replace: dict[str, bytes] = {}
         for idx, (channel, value) in enumerate(writes):
@@ -449,68 +701,349 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
                 "idx": write_idx,
             }
             entry = json.dumps(head, separators=(",", ":")).encode("utf-8") + b"\n" + data
-            key = f"w/{checkpoint_id}/{task_id}/{write_idx}"
+            key = f"{_WRITES}{checkpoint_id}/{task_id}/{write_idx}"
             (keep if write_idx >= 0 else replace)[key] = entry
-        self._kv_put(name, keep, if_absent=True)
-        self._kv_put(name, replace, if_absent=False)
+        for attempt in (False, True):
+            name = yield from self.open(thread_id, checkpoint_ns, force=attempt)
+            batch = _kv_put_ops(name, keep, True) + _kv_put_ops(name, replace, False)
+            if not batch:
+                return None
+            try:
+                yield ops.Many(batch)
+                return None
+            except NotFound:
+                if attempt:
+                    raise
+        return None
+
+    def delete_thread(self, thread_id: str) -> ops.Plan[None]:
+        infos = yield from self.namespaces(thread_id)
+        for info in infos:
+            assert info.name is not None
+            self._forget(info.name)
+        yield from _tolerant([ops.delete_context(info.context_id) for info in infos])
+        return None
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> ops.Plan[None]:
+        for info in (yield from self.namespaces(source_thread_id)):
+            name, _, ns = _space(info)
+            target = _context_name(target_thread_id, ns)
+            try:
+                yield ops.delete_context(target)
+            except NotFound:
+                pass
+            tags = {**_tags(target_thread_id, ns), _TAG_FROM: f"={info.context_id}"}
+            self._drop_parents(target)
+            yield ops.clone_context(info.context_id, target, tags)
+            self._mark_open(target)
+        return None
+
+    def prune(self, thread_ids: Sequence[str], strategy: str) -> ops.Plan[None]:
+        if strategy == "delete":
+            for thread_id in thread_ids:
+                yield from self.delete_thread(thread_id)
+            return None
+        if strategy != "keep_latest":
+            raise ValueError(f"unknown prune strategy: {strategy!r}")
+        for thread_id in thread_ids:
+            for info in (yield from self.namespaces(thread_id)):
+                try:
+                    yield from self._keep_latest(str(info.name))
+                except NotFound:
+                    continue
+        return None
+
+    def _keep_latest(self, name: str) -> ops.Plan[None]:
+        """Prunes a context to its newest live checkpoint: the server drops the depths below
+        it (from the head's depth down to its own); what the floor leaves of other branches is
+        tombstoned; pending writes of every other checkpoint are deleted."""
+        info, first, dead_page = yield ops.Many(
+            [
+                ops.context_info(name),
+                ops.turn_log(name, _CP_LABEL, None, 1, True, self.zstd),
+                ops.kv_list(name, _DEAD, b"", _PAGE),
+            ]
+        )
+        if info.is_empty:
+            return None
+        dead = yield from self._dead(name, dead_page)
+        found = yield from self._latest(name, first, dead)
+        keep_id: str | None = None
+        if found is not None:
+            latest, doc = found
+            keep_id = _checkpoint_id(latest)
+            # Its channel values may be turns below the new floor: hold them as b/<hash>.
+            digests = [bytes.fromhex(d) for _, d in doc["channels"].values()]
+            values = yield from self.blobs(digests)
+            held = {_BLOBS + d.hex(): values[d] for d in dict.fromkeys(digests)}
+            if held:
+                yield ops.Many(_kv_put_ops(name, held, True))
+            yield ops.prune_context(name, max(1, info.head_depth - latest.depth + 1))
+        else:
+            yield ops.prune_context(name, 1)
+        left: builtins.list[TurnInfo] = yield from _collect(
+            ops.turn_log_paging(name, _CP_LABEL, _PAGE, False, self.zstd)
+        )
+        self._drop_parents(name)
+        stale = sorted(
+            cid
+            for cid in (_checkpoint_id(t) for t in left)
+            if cid is not None and cid != keep_id and cid not in dead
+        )
+        if stale:
+            yield ops.Many(_kv_put_ops(name, {_DEAD + cid: b"{}" for cid in stale}, False))
+        writes: builtins.list[KvItem] = yield from _collect(
+            ops.kv_paging(name, _WRITES, b"", _PAGE)
+        )
+        keep_prefix = f"{_WRITES}{keep_id}/".encode() if keep_id else None
+        drop = [
+            item.key
+            for item in writes
+            if keep_prefix is None or not item.key.startswith(keep_prefix)
+        ]
+        if drop:
+            yield ops.Many(_kv_delete_ops(name, drop))
+        return None
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> ops.Plan[None]:
+        runs = [r for r in dict.fromkeys(run_ids) if _run_label(r) is not None]
+        # The checkpoints labelled with each run, by context, from the store-wide index.
+        by_context: dict[int, set[str]] = {}
+        for run_id in runs:
+            found: builtins.list[TurnInfo] = yield from _collect(
+                ops.find_turns_paging("run_id", run_id, _PAGE)
+            )
+            for turn in found:
+                checkpoint_id = _checkpoint_id(turn)
+                if checkpoint_id is not None:
+                    by_context.setdefault(turn.context_id, set()).add(checkpoint_id)
+        if not by_context:
+            return None
+        owners = builtins.list(by_context)
+        infos = yield from _tolerant([ops.context_info(c) for c in owners])
+        targets: dict[str, set[str]] = {}
+        queue: builtins.list[tuple[ContextInfo, set[str]]] = []
+        for info in infos:
+            if info is not None and _is_saver_context(info):
+                cps = by_context[info.context_id]
+                targets.setdefault(str(info.name), set()).update(cps)
+                queue.append((info, cps))
+        # Copies (copy_thread's clones) inherit the checkpoints, not their index entries.
+        seen = {info.context_id for info, _ in queue}
+        while queue:
+            source, cps = queue.pop()
+            clones: builtins.list[ContextInfo] = yield from _collect(
+                ops.contexts_paging({_TAG_FROM: f"={source.context_id}"}, None, None, None, _PAGE)
+            )
+            for clone in clones:
+                if clone.context_id in seen or not _is_saver_context(clone):
+                    continue
+                seen.add(clone.context_id)
+                targets.setdefault(str(clone.name), set()).update(cps)
+                queue.append((clone, cps))
+        names = sorted(targets)
+        # Tombstones first (the checkpoints disappear at once), then their pending writes.
+        yield from _tolerant(
+            [
+                op
+                for name in names
+                for op in _kv_put_ops(
+                    name, {f"{_DEAD}{cid}": b"{}" for cid in sorted(targets[name])}, False
+                )
+            ]
+        )
+        listed = [
+            (name, ops.kv_paging(name, f"{_WRITES}{cid}/", b"", _PAGE))
+            for name in names
+            for cid in sorted(targets[name])
+        ]
+        pages = yield from _tolerant([paging.first for _, paging in listed])
+        drop: dict[str, builtins.list[bytes]] = {}
+        for (name, paging), page in zip(listed, pages, strict=True):
+            if page is None:
+                continue
+            try:
+                items: builtins.list[KvItem] = yield from _collect_from(paging, page)
+            except NotFound:
+                continue
+            drop.setdefault(name, []).extend(item.key for item in items)
+        yield from _tolerant(
+            [op for name, keys in drop.items() for op in _kv_delete_ops(name, keys)]
+        )
+        return None
+
+
+class CtxstoreSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpoint saver storing threads in a ctxstore server.
+
+    Build it with :meth:`from_addr` (it then owns its clients: :meth:`close` /
+    :meth:`aclose`), or pass a :class:`~ctxstore.Client` and/or an
+    :class:`~ctxstore.AsyncClient` of your own. The sync methods use the Client, the ``a*``
+    methods the AsyncClient; one that is not given is made when first needed, with the other's
+    address and token, and owned by the saver.
+    """
+
+    def __init__(
+        self,
+        client: Client | None = None,
+        *,
+        aclient: AsyncClient | None = None,
+        serde: SerializerProtocol | None = None,
+        owns_client: bool = False,
+    ) -> None:
+        super().__init__(serde=serde)
+        if client is None and aclient is None:
+            raise ValueError("CtxstoreSaver needs a Client or an AsyncClient (or use from_addr)")
+        self._client = client
+        self._aclient = aclient
+        self._owns_client = owns_client
+        self._owns_aclient = owns_client
+        some: ops.ClientCore = client if client is not None else aclient  # type: ignore[assignment]
+        self._core = some
+        self._plans = _Plans(self.serde, some._accept_zstd)
+        self._make_lock = Lock()
+
+    @classmethod
+    def from_addr(
+        cls,
+        addr: str,
+        token: str | None = None,
+        *,
+        serde: SerializerProtocol | None = None,
+        timeout: float | None = None,
+    ) -> CtxstoreSaver:
+        """A saver with its own clients for ``addr`` (``"HOST:PORT"``); each connects at its
+        first call (the Client for the sync methods, the AsyncClient for the ``a*`` ones)."""
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        client = Client(addr, token=token, lazy=True, **extra)
+        return cls(client, serde=serde, owns_client=True)
+
+    def _settings(self) -> dict[str, Any]:
+        core = self._core
+        return {
+            "token": core._token or None,
+            "timeout": core._timeout,
+            "connect_timeout": core._connect_timeout,
+            "accept_zstd": core._accept_zstd,
+        }
+
+    @property
+    def client(self) -> Client:
+        """The blocking client the sync methods use."""
+        if self._client is None:
+            with self._make_lock:
+                if self._client is None:
+                    self._client = Client(self._core.addr, lazy=True, **self._settings())
+                    self._owns_client = True
+        return self._client
+
+    @property
+    def aclient(self) -> AsyncClient:
+        """The asyncio client the ``a*`` methods use."""
+        if self._aclient is None:
+            with self._make_lock:
+                if self._aclient is None:
+                    self._aclient = AsyncClient(self._core.addr, **self._settings())
+                    self._owns_aclient = True
+        return self._aclient
+
+    def close(self) -> None:
+        """Closes the blocking client if this saver made it (the async one: :meth:`aclose`)."""
+        if self._owns_client and self._client is not None:
+            self._client.close()
+
+    async def aclose(self) -> None:
+        """Closes the clients this saver made."""
+        if self._owns_aclient and self._aclient is not None:
+            await self._aclient.close()
+        self.close()
+
+    def __enter__(self) -> CtxstoreSaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> CtxstoreSaver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _run(self, plan: ops.Plan[T]) -> T:
+        return self.client._drive(plan, None)
+
+    async def _arun(self, plan: ops.Plan[T]) -> T:
+        return await self.aclient._drive(plan, None)
+
+    # -- BaseCheckpointSaver: sync ------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint of ``config`` (its ``checkpoint_id``, else the thread namespace's
+        newest), with its pending writes; None if there is none (or it was deleted)."""
+        return self._run(self._plans.get_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,  # noqa: A002 - LangGraph's name
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first (by checkpoint id): of ``config``'s thread (and namespace,
+        when it names one; one checkpoint when it names one), else of every thread; only those
+        whose metadata has every ``filter`` item, older than ``before``, at most ``limit``."""
+        return iter(self._run(self._plans.list(config, filter, before, limit)))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Stores ``checkpoint`` as a turn after its parent's (``config``'s checkpoint id),
+        each channel value as its own blob; returns the config naming it."""
+        return self._run(self._plans.put(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Stores a task's writes for ``config``'s checkpoint (key-value entries); a write
+        stored before keeps its value, except the special channels' (errors, interrupts...)."""
+        self._run(self._plans.put_writes(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
         """Deletes every namespace's context of the thread (nothing if it has none)."""
-        for name, _ in self._namespaces(thread_id):
-            try:
-                self.client.delete_context(name)
-            except NotFound:
-                pass
+        self._run(self._plans.delete_thread(thread_id))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copies every namespace of a thread to another thread: clones of its contexts
         (every checkpoint, blob and pending write shared, nothing copied)."""
-        for name, ns in self._namespaces(source_thread_id):
-            target = _context_name(target_thread_id, ns)
-            try:
-                self.client.delete_context(target)
-            except NotFound:
-                pass
-            self.client.clone_context(
-                name, target, tags=_tags(target_thread_id, ns)
-            )
+        self._run(self._plans.copy_thread(source_thread_id, target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: each namespace of the threads keeps only its newest checkpoint
         (and that checkpoint's pending writes); ``delete``: the threads are deleted."""
-        if strategy == "delete":
-            for thread_id in thread_ids:
-                self.delete_thread(thread_id)
-            return
-        if strategy != "keep_latest":
-            raise ValueError(f"unknown prune strategy: {strategy!r}")
-        for thread_id in thread_ids:
-            for name, _ in self._namespaces(thread_id):
-                try:
-                    info = self.client.context_info(name)
-                    if info.is_empty:
-                        continue
-                    head = self.client.turn_log(name, limit=1)
-                    latest = head.turns[0] if head.turns else None
-                    self.client.prune_context(name, 1)
-                    keep_prefix = b""
-                    if latest is not None and latest.key is not None:
-                        keep_prefix = b"w/" + latest.key[3:] + b"/"
-                    stale = [
-                        item.key
-                        for item in self.client.iter_kv(name, prefix=b"w/")
-                        if not (keep_prefix and item.key.startswith(keep_prefix))
-                    ]
-                    for start in range(0, len(stale), _KV_PUT_MAX):
-                        self.client.kv_delete(name, stale[start : start + _KV_PUT_MAX])
-                except NotFound:
-                    continue
+        self._run(self._plans.prune(thread_ids, strategy))
 
-    # -- async: the same, in a worker thread ------------------------------------------------------
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Deletes the checkpoints (of every thread and namespace, copies included) whose
+        metadata ``run_id`` is one of ``run_ids``, and their pending writes: each becomes a
+        tombstone (``get_tuple``/``list`` no longer return it). Its turn and channel blobs stay
+        on the server until server-side redaction exists."""
+        self._run(self._plans.delete_for_runs(run_ids))
+
+    # -- BaseCheckpointSaver: async, on the AsyncClient ----------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """:meth:`get_tuple`, in a worker thread."""
-        return await asyncio.to_thread(self.get_tuple, config)
+        """:meth:`get_tuple` on the AsyncClient."""
+        return await self._arun(self._plans.get_tuple(config))
 
     async def alist(
         self,
@@ -520,9 +1053,8 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        """:meth:`list`, in a worker thread."""
-        found = await asyncio.to_thread(self._list, config, filter, before, limit)
-        for item in found:
+        """:meth:`list` on the AsyncClient."""
+        for item in await self._arun(self._plans.list(config, filter, before, limit)):
             yield item
 
     async def aput(
@@ -532,8 +1064,8 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """:meth:`put`, in a worker thread."""
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+        """:meth:`put` on the AsyncClient."""
+        return await self._arun(self._plans.put(config, checkpoint, metadata, new_versions))
 
     async def aput_writes(
         self,
@@ -542,17 +1074,21 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """:meth:`put_writes`, in a worker thread."""
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+        """:meth:`put_writes` on the AsyncClient."""
+        await self._arun(self._plans.put_writes(config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        """:meth:`delete_thread`, in a worker thread."""
-        await asyncio.to_thread(self.delete_thread, thread_id)
+        """:meth:`delete_thread` on the AsyncClient."""
+        await self._arun(self._plans.delete_thread(thread_id))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """:meth:`copy_thread`, in a worker thread."""
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+        """:meth:`copy_thread` on the AsyncClient."""
+        await self._arun(self._plans.copy_thread(source_thread_id, target_thread_id))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """:meth:`prune`, in a worker thread."""
-        await asyncio.to_thread(lambda: self.prune(thread_ids, strategy=strategy))
+        """:meth:`prune` on the AsyncClient."""
+        await self._arun(self._plans.prune(thread_ids, strategy))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """:meth:`delete_for_runs` on the AsyncClient."""
+        await self._arun(self._plans.delete_for_runs(run_ids))

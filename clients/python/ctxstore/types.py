@@ -524,3 +524,22 @@ class LogPage:
 
     def __getitem__(self, index: int) -> TurnInfo:
         return self.turns[index]
+
+
+@dataclass(frozen=True, slots=True)
+class FoundPage:
+    """One page of ``find_turns``: turns of every context carrying a label, newest first
+    (each :class:`TurnInfo` names its context in ``context_id``). ``next_before``: pass it as
+    ``before=`` for the next page; None when there are no more."""
+
+    turns: list[TurnInfo]
+    next_before: int | None
+
+    def __iter__(self) -> Iterator[TurnInfo]:
+        return iter(self.turns)
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    def __getitem__(self, index: int) -> TurnInfo:
+        return self.turns[index]

@@ -309,6 +309,23 @@ def test_client_in_flight_limit_follows_the_server(small_server: ServerProcess) 
         assert conn is not None and conn.peak_in_flight <= 4
 
 
+def test_a_batch_longer_than_the_in_flight_limit_is_windowed(small_server: ServerProcess) -> None:
+    """A pipelined batch of many requests on one thread never waits for a slot only its own
+    unread responses hold (the server allows 4 in flight)."""
+    from ctxstore import _ops as ops
+
+    with ctxstore.Client(small_server.addr, timeout=10) as client:
+        ctx = client.create_context()
+        heads = client._run_many([ops.head(ctx.context_id) for _ in range(50)], None)
+        assert heads == [ctx] * 50
+        with pytest.raises(ctxstore.NotFound):
+            client._run_many([ops.head(ctx.context_id)] * 9 + [ops.head(1 << 60)] * 3, None)
+        conn = client._conn
+        assert conn is not None and conn.peak_in_flight <= 4
+        client.ping()  # every slot came back
+        assert client.has_blobs([bytes(32)] * 100) == [False] * 100  # 13 requests of <= 8
+
+
 # --- errors the server produces ---------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ random keys and labels round-tripped through the server."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -553,3 +554,38 @@ def test_find_turns_by_an_indexed_label_across_contexts(client: ctxstore.Client)
     assert found == sorted(expected, reverse=True)
     with pytest.raises(ctxstore.InvalidArgument):
         client.request(p.FindTurns("step", "x", 0, 10))
+
+
+def test_find_turns_methods_page_through_every_context(
+    client: ctxstore.Client, turns_server: ServerProcess
+) -> None:
+    run = f"run-{uuid.uuid4().hex}"
+    expected = []
+    for _ in range(3):
+        ctx = client.create_context().context_id
+        for step in range(3):
+            labels = {"run_id": run if step != 1 else "other"}
+            appended = client.append(ctx, f"step {step}".encode(), key=f"k{step}", labels=labels)
+            if step != 1:
+                expected.append((appended.turn_id, ctx, f"k{step}".encode()))
+    expected.sort(reverse=True)
+    page = client.find_turns("run_id", run, limit=4)
+    assert [(t.turn_id, t.context_id, t.key) for t in page] == expected[:4]
+    assert page.next_before == expected[3][0]
+    rest = client.find_turns("run_id", run, before=page.next_before, limit=4)
+    assert [t.turn_id for t in rest] == [e[0] for e in expected[4:]]
+    assert [(t.turn_id, t.labels["run_id"]) for t in client.iter_find_turns(
+        "run_id", run, page_size=2)] == [(e[0], run) for e in expected]
+    assert list(client.iter_find_turns("run_id", f"none-{run}")) == []
+    for key, value, kwargs in (("step", "x", {}),
+                               ("run_id", run, {"limit": 0}), ("run_id", run, {"before": 0})):
+        with pytest.raises(ValueError):
+            client.find_turns(key, value, **kwargs)  # type: ignore[arg-type]
+
+    async def through_async() -> list[int]:
+        async with ctxstore.AsyncClient(turns_server.addr) as aclient:
+            first = await aclient.find_turns("run_id", run, limit=1)
+            assert [t.turn_id for t in first] == [expected[0][0]]
+            return [t.turn_id async for t in aclient.iter_find_turns("run_id", run, page_size=3)]
+
+    assert asyncio.run(through_async()) == [e[0] for e in expected]

@@ -684,8 +684,13 @@ impl SequencerActor {
             self.push_record(&slot);
         }
         let previous = self.heads.set(context_id, HeadState::of(&turn));
-        self.contexts
-            .appended(context_id, turn_id, &extras, turn.created_at_unix_ms);
+        self.contexts.appended(
+            context_id,
+            turn_id,
+            turn.payload_len,
+            &extras,
+            turn.created_at_unix_ms,
+        );
         self.contexts.overlays.named(&blob.hash);
         self.batch.moves.push(HeadMove {
             context_id,

@@ -86,6 +86,9 @@ pub struct ContextInfo {
     pub floor_depth: u32,
     /// Deleted once not updated for this long (0: the server's default, if any).
     pub ttl_ms: u64,
+    /// Payload bytes (raw) of the turns appended to it: what a delete may give back, for the
+    /// garbage collector's trigger (an estimate: forks and dedup may keep some).
+    pub own_payload_bytes: u64,
 }
 
 /// Every context's metadata and the indexes over it. Context `c` is at index `c - 1`.
@@ -105,6 +108,10 @@ pub(crate) struct Contexts {
     label_index: imbl::HashMap<TagPair, imbl::Vector<TurnId>>,
     /// Patches and redactions of turns, purged blobs (decision 0012): published with the rest.
     pub overlays: Overlays,
+    /// Sum of `own_payload_bytes` over every context deleted so far (since open: replay
+    /// counts the deletes it meets). The garbage collector runs early once this has grown by
+    /// `gc_deleted_bytes_trigger` since its last round.
+    pub deleted_payload_bytes: u64,
 }
 
 /// Whether turns are indexed store-wide by labels with this key: `run_id` (LangGraph's
@@ -164,6 +171,7 @@ impl Contexts {
         &mut self,
         context_id: ContextId,
         turn_id: TurnId,
+        payload_len: u32,
         extras: &TurnExtras,
         at_unix_ms: u64,
     ) {
@@ -181,6 +189,7 @@ impl Contexts {
             );
             info.last_turn_id = turn_id;
             info.updated_at_unix_ms = info.updated_at_unix_ms.max(at_unix_ms);
+            info.own_payload_bytes += u64::from(payload_len);
         }
         if !key.is_empty() {
             // Unique in a context, except that a collected turn's key may be used again (the
@@ -334,6 +343,7 @@ impl Contexts {
                 info.tags = Tags::default();
                 info.kv = imbl::OrdMap::new();
                 info.deleted = true;
+                self.deleted_payload_bytes += info.own_payload_bytes;
                 // Its turn keys and label-index entries stay until the garbage collector
                 // drops its turns: every look-up through them checks the context first.
             }

@@ -298,6 +298,7 @@ fn replay_turn(
     state.contexts.appended(
         turn.context_id,
         turn.turn_id,
+        turn.payload_len,
         &extras,
         turn.created_at_unix_ms,
     );
