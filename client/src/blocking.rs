@@ -12,7 +12,7 @@ use crate::error::ClientError;
 use crate::types::{
     Appended, AppendedTurn, BackupReport, BlobHash, ContextHead, ContextInfo, ContextListPage,
     ContextQuery, ContextRetention, FoundPage, GcReport, KvItem, ListCursor, LogCursor, LogPage,
-    NewContext, NewTurn, Opened, Page, Stats, Turn, TurnInfo, TurnPage,
+    NewContext, NewTurn, Opened, Page, Patched, Purged, Redacted, Stats, Turn, TurnInfo, TurnPage,
 };
 
 pub struct Client {
@@ -59,6 +59,29 @@ impl Client {
 
     pub fn request(&self, request: Request) -> Result<Response, ClientError> {
         self.runtime.block_on(self.client.request(request))
+    }
+
+    /// Sets (or clears) the overlay view this client's reads of turns ask for: see the async
+    /// client's `as_of`.
+    pub fn set_view(&mut self, as_of: Option<u64>) {
+        self.client.set_view(as_of);
+    }
+
+    /// The overlay view this client's reads ask for (see `set_view`).
+    pub fn view(&self) -> Option<u64> {
+        self.client.view()
+    }
+
+    pub fn patch_turn(&self, turn: u64, payload: impl Into<Bytes>) -> Result<Patched, ClientError> {
+        self.runtime.block_on(self.client.patch_turn(turn, payload))
+    }
+
+    pub fn redact_turn(&self, turn: u64) -> Result<Redacted, ClientError> {
+        self.runtime.block_on(self.client.redact_turn(turn))
+    }
+
+    pub fn purge_blob(&self, hash: BlobHash) -> Result<Purged, ClientError> {
+        self.runtime.block_on(self.client.purge_blob(hash))
     }
 
     pub fn ping(&self, nonce: u64) -> Result<(), ClientError> {

@@ -10,9 +10,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use ctxstore_protocol::codec::{check_request, encode_request_chunks};
 use ctxstore_protocol::{
-    ContextRef, ErrorCode, FrameReader, HEADER_BYTES, Hash32, MessageType, PROTOCOL_VERSION,
-    PROTOCOL_VERSION_MIN, PageKind, Request, Response, ServerLimits, TurnEntry, TurnEntryV2,
-    decode_response, frame_flags, read_flags,
+    ContextRef, ErrorCode, FrameReader, HEADER_BYTES, Hash32, MessageType, OverlayWire,
+    PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, PageKind, Request, Response, ServerLimits, TurnEntry,
+    TurnEntryV2, decode_response, frame_flags, read_flags,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -22,7 +22,8 @@ use crate::error::ClientError;
 use crate::types::{
     Appended, AppendedTurn, BackupReport, BlobHash, ContextHead, ContextInfo, ContextListPage,
     ContextQuery, ContextRetention, FoundPage, GcReport, KvItem, ListCursor, LogCursor, LogPage,
-    NewContext, NewTurn, Opened, Page, Stats, Turn, TurnInfo, TurnPage, verify_payload,
+    NewContext, NewTurn, Opened, Page, Patched, Purged, Redacted, Stats, Turn, TurnInfo, TurnPage,
+    verify_payload,
 };
 
 /// Most turns in one `append_turns` call (one request, one group commit).
@@ -131,6 +132,8 @@ struct PendingState {
 #[derive(Clone)]
 pub struct Client {
     shared: Arc<Shared>,
+    /// The overlay view reads of turns ask for (`as_of`); `None`: none (no frame flag).
+    view: Option<u64>,
 }
 
 struct Shared {
@@ -212,6 +215,7 @@ impl Client {
         ))
         .abort_handle();
         let client = Client {
+            view: None,
             shared: Arc::new(Shared {
                 config,
                 outgoing,
@@ -311,11 +315,12 @@ impl Client {
     ) -> Result<Response, ClientError> {
         let request_name = request.message_type().name();
         let version = self.protocol_version();
-        let needed = if request.frame_flags() & frame_flags::CTX_BY_NAME != 0 {
-            request.message_type().since_version().max(2)
-        } else {
-            request.message_type().since_version()
-        };
+        let needed =
+            if request.frame_flags() & (frame_flags::CTX_BY_NAME | frame_flags::OVERLAYS) != 0 {
+                request.message_type().since_version().max(2)
+            } else {
+                request.message_type().since_version()
+            };
         // A version-1 server would answer UNKNOWN_MESSAGE, or BAD_FRAME and a closed
         // connection for a frame flag it does not know: say why here instead.
         if needed > version {
@@ -385,6 +390,128 @@ impl Client {
             }),
             Ok(result) => result,
             Err(_) => Err(ClientError::Closed("connection lost".into())),
+        }
+    }
+
+    /// A handle on the same connection whose reads of turns show the overlay view `as_of`
+    /// (protocol version 2, decision 0012): 0 the latest view, else each turn as of that
+    /// overlay sequence number (its latest patch up to it; a redaction holds in every view).
+    /// Every turn those reads return carries its `redacted` and `overlay_seq`. The reads:
+    /// `turn`, `last`, `before`, `range`, `chain`, `replay`, `turn_by_key`, `turn_info`,
+    /// `replay_info`, `turn_log(_all)`, `read_page`, `window(_all)`, `find_turns`,
+    /// `find_all_turns`. On a version-1 connection they are `ClientError::Unsupported`.
+    /// Without a view (a plain `Client`) reads return the latest payloads with `redacted`
+    /// false and `overlay_seq` 0.
+    pub fn as_of(&self, as_of: u64) -> Client {
+        Client {
+            shared: Arc::clone(&self.shared),
+            view: Some(as_of),
+        }
+    }
+
+    /// Sets (or clears) this handle's overlay view (see `as_of`).
+    pub fn set_view(&mut self, as_of: Option<u64>) {
+        self.view = as_of;
+    }
+
+    /// This handle's overlay view (see `as_of`).
+    pub fn view(&self) -> Option<u64> {
+        self.view
+    }
+
+    /// A read of turns, in this handle's overlay view when it has one: the answer, and one
+    /// overlay state per turn of it (`None` without a view).
+    async fn read(
+        &self,
+        request: Request,
+    ) -> Result<(Response, Option<Vec<OverlayWire>>), ClientError> {
+        let Some(as_of) = self.view else {
+            return Ok((self.request(request).await?, None));
+        };
+        let message_type = request.message_type();
+        let request = Request::AsOf {
+            as_of,
+            read: Box::new(request),
+        };
+        match self.request(request).await? {
+            Response::Overlaid { response, overlays } => Ok((*response, Some(overlays))),
+            other => Err(ClientError::Protocol(format!(
+                "{} in an overlay view was answered without overlay states ({:#06x})",
+                message_type.name(),
+                other.msg_type()
+            ))),
+        }
+    }
+
+    /// Gives a turn a new payload (PATCH_TURN, protocol version 2): reads show it from now
+    /// on; reads in an older view (`as_of`) see the payload it had then. The turn keeps its
+    /// id, parent, depth, key, labels and links. `ErrorCode::NotFound` for no such turn,
+    /// `ErrorCode::InvalidArgument` for a redacted one.
+    pub async fn patch_turn(
+        &self,
+        turn: u64,
+        payload: impl Into<Bytes>,
+    ) -> Result<Patched, ClientError> {
+        let payload = payload.into();
+        let hash = BlobHash::of(&payload);
+        let len = payload.len();
+        let request = Request::PatchTurn {
+            turn_id: turn,
+            payload,
+        };
+        match self.request(request).await? {
+            Response::Patched {
+                turn_id,
+                overlay_seq,
+                payload_hash,
+                payload_len,
+            } if turn_id == turn && payload_hash.0 == hash.0 && payload_len as usize == len => {
+                Ok(Patched {
+                    turn_id,
+                    overlay_seq,
+                    payload_hash: hash,
+                    payload_len,
+                })
+            }
+            other => Err(unexpected(MessageType::PatchTurn, &other)),
+        }
+    }
+
+    /// Takes a turn's payload away in every view (REDACT_TURN, protocol version 2): reads
+    /// return it `redacted`, with an empty payload; its bytes leave the disk at the next
+    /// garbage collection. Final: a second redaction (or a patch) is
+    /// `ErrorCode::InvalidArgument`; no such turn is `ErrorCode::NotFound`.
+    pub async fn redact_turn(&self, turn: u64) -> Result<Redacted, ClientError> {
+        match self.request(Request::RedactTurn { turn_id: turn }).await? {
+            Response::Redacted {
+                turn_id,
+                overlay_seq,
+            } if turn_id == turn => Ok(Redacted {
+                turn_id,
+                overlay_seq,
+            }),
+            other => Err(unexpected(MessageType::RedactTurn, &other)),
+        }
+    }
+
+    /// Redacts every turn naming the blob and makes reads of it by hash `NotFound`
+    /// (PURGE_BLOB, protocol version 2; the compliance path): its bytes leave the disk at the
+    /// next garbage collection (`gc`). A hash the store never had is `ErrorCode::NotFound`.
+    pub async fn purge_blob(&self, hash: BlobHash) -> Result<Purged, ClientError> {
+        let request = Request::PurgeBlob {
+            hash: Hash32(hash.0),
+        };
+        match self.request(request).await? {
+            Response::Purged {
+                payload_hash,
+                turns_redacted,
+                overlay_seq,
+            } if payload_hash.0 == hash.0 => Ok(Purged {
+                payload_hash: hash,
+                turns_redacted,
+                overlay_seq,
+            }),
+            other => Err(unexpected(MessageType::PurgeBlob, &other)),
         }
     }
 
@@ -479,9 +606,13 @@ impl Client {
     }
 
     pub async fn turn(&self, turn: u64) -> Result<Turn, ClientError> {
-        match self.request(Request::GetTurn { turn_id: turn }).await? {
-            Response::Turn(turn) => Ok(Turn::from_wire(&turn, None)),
-            other => Err(unexpected(MessageType::GetTurn, &other)),
+        match self.read(Request::GetTurn { turn_id: turn }).await? {
+            (Response::Turn(turn), overlays) => {
+                let mut turns = vec![Turn::from_wire(&turn, None)];
+                set_overlays(turns.iter_mut(), overlays)?;
+                Ok(turns.remove(0))
+            }
+            (other, _) => Err(unexpected(MessageType::GetTurn, &other)),
         }
     }
 
@@ -583,21 +714,25 @@ impl Client {
 
     async fn page(&self, request: Request) -> Result<Page, ClientError> {
         let message_type = request.message_type();
-        match self.request(request).await? {
-            Response::Turns {
-                next_before,
-                tip_depth,
-                entries,
-                ..
-            } => {
-                let turns = verify_entries(entries).await?;
+        match self.read(request).await? {
+            (
+                Response::Turns {
+                    next_before,
+                    tip_depth,
+                    entries,
+                    ..
+                },
+                overlays,
+            ) => {
+                let mut turns = verify_entries(entries).await?;
+                set_overlays(turns.iter_mut(), overlays)?;
                 Ok(Page {
                     turns,
                     next_before,
                     tip_depth,
                 })
             }
-            other => Err(unexpected(message_type, &other)),
+            (other, _) => Err(unexpected(message_type, &other)),
         }
     }
 
@@ -1220,11 +1355,13 @@ impl Client {
             context: context.clone(),
             key: key.into(),
         };
-        match self.request(request).await {
-            Ok(Response::TurnInfo { turn, extras }) => {
-                Ok(Some(TurnInfo::from_wire(&turn, extras, None)))
+        match self.read(request).await {
+            Ok((Response::TurnInfo { turn, extras }, overlays)) => {
+                let mut info = TurnInfo::from_wire(&turn, extras, None);
+                set_overlays(std::iter::once(&mut info.turn), overlays)?;
+                Ok(Some(info))
             }
-            Ok(other) => Err(unexpected(MessageType::GetTurnByKey, &other)),
+            Ok((other, _)) => Err(unexpected(MessageType::GetTurnByKey, &other)),
             Err(missing) if missing.code() == Some(ErrorCode::NotFound) => {
                 // The context's own NOT_FOUND if it is the context that is missing.
                 self.context_info(context).await?;
@@ -1397,15 +1534,22 @@ impl Client {
             limit,
             read_flags,
         };
-        match self.request(request).await? {
-            Response::TurnLog {
-                next_cursor,
-                entries,
-            } => Ok(LogPage {
-                turns: verify_entries_v2(entries).await?,
-                next_cursor: next_cursor.map(LogCursor),
-            }),
-            other => Err(unexpected(MessageType::TurnLog, &other)),
+        match self.read(request).await? {
+            (
+                Response::TurnLog {
+                    next_cursor,
+                    entries,
+                },
+                overlays,
+            ) => {
+                let mut turns = verify_entries_v2(entries).await?;
+                set_overlays(turns.iter_mut().map(|info| &mut info.turn), overlays)?;
+                Ok(LogPage {
+                    turns,
+                    next_cursor: next_cursor.map(LogCursor),
+                })
+            }
+            (other, _) => Err(unexpected(MessageType::TurnLog, &other)),
         }
     }
 
@@ -1466,17 +1610,24 @@ impl Client {
             limit,
             read_flags,
         };
-        match self.request(request).await? {
-            Response::Page {
-                next_before,
-                tip_depth,
-                entries,
-            } => Ok(TurnPage {
-                turns: verify_entries_v2(entries).await?,
-                next_before,
-                tip_depth,
-            }),
-            other => Err(unexpected(MessageType::ReadPage, &other)),
+        match self.read(request).await? {
+            (
+                Response::Page {
+                    next_before,
+                    tip_depth,
+                    entries,
+                },
+                overlays,
+            ) => {
+                let mut turns = verify_entries_v2(entries).await?;
+                set_overlays(turns.iter_mut().map(|info| &mut info.turn), overlays)?;
+                Ok(TurnPage {
+                    turns,
+                    next_before,
+                    tip_depth,
+                })
+            }
+            (other, _) => Err(unexpected(MessageType::ReadPage, &other)),
         }
     }
 
@@ -1563,15 +1714,16 @@ impl Client {
             before_turn_id: before,
             limit,
         };
-        match self.request(request).await? {
-            Response::FoundTurns { next_before, turns } => Ok(FoundPage {
-                turns: turns
+        match self.read(request).await? {
+            (Response::FoundTurns { next_before, turns }, overlays) => {
+                let mut turns: Vec<TurnInfo> = turns
                     .into_iter()
                     .map(|(turn, extras)| TurnInfo::from_wire(&turn, extras, None))
-                    .collect(),
-                next_before,
-            }),
-            other => Err(unexpected(MessageType::FindTurns, &other)),
+                    .collect();
+                set_overlays(turns.iter_mut().map(|info| &mut info.turn), overlays)?;
+                Ok(FoundPage { turns, next_before })
+            }
+            (other, _) => Err(unexpected(MessageType::FindTurns, &other)),
         }
     }
 
@@ -1698,6 +1850,24 @@ fn verify_all(entries: Vec<TurnEntry>) -> Result<Vec<Turn>, ClientError> {
             Ok(Turn::from_wire(&entry.turn, payload))
         })
         .collect()
+}
+
+/// Gives each turn of an answer its overlay state (the decoder checked there is one per turn).
+fn set_overlays<'a>(
+    turns: impl Iterator<Item = &'a mut Turn>,
+    overlays: Option<Vec<OverlayWire>>,
+) -> Result<(), ClientError> {
+    let Some(overlays) = overlays else {
+        return Ok(());
+    };
+    let mut states = overlays.into_iter();
+    for turn in turns {
+        let state = states.next().ok_or_else(|| {
+            ClientError::Protocol("an overlaid answer with fewer overlay states than turns".into())
+        })?;
+        turn.set_overlay(state)?;
+    }
+    Ok(())
 }
 
 fn unexpected(asked: MessageType, response: &Response) -> ClientError {

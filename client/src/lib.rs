@@ -26,6 +26,13 @@
 //!   ([`Client::backup`], waiting up to [`ClientConfig::backup_timeout`], not the request
 //!   timeout).
 //!
+//! - Overlays and redaction (protocol version 2, decision 0012): give a turn a new payload
+//!   ([`Client::patch_turn`]), take its payload away in every view ([`Client::redact_turn`]),
+//!   redact every turn naming a blob ([`Client::purge_blob`]; its bytes leave the disk at
+//!   the next [`Client::gc`]). A handle from [`Client::as_of`] (or
+//!   [`blocking::Client::set_view`]) reads turns in an overlay view, each with
+//!   [`Turn::redacted`] and [`Turn::overlay_seq`].
+//!
 //! ```no_run
 //! # fn main() -> Result<(), ctxstore_client::ClientError> {
 //! use ctxstore_client::{ClientConfig, blocking::Client};
@@ -94,6 +101,24 @@
 //! # let _ = (pruned, report);
 //! # Ok(()) }
 //! ```
+//!
+//! Overlays and redaction (protocol version 2):
+//!
+//! ```no_run
+//! # fn main() -> Result<(), ctxstore_client::ClientError> {
+//! use ctxstore_client::{BlobHash, ClientConfig, ContextRef, blocking::Client};
+//! let mut client = Client::connect(ClientConfig::new("127.0.0.1:7411"))?;
+//! let patched = client.patch_turn(7, &b"the corrected answer"[..])?;
+//! client.redact_turn(8)?; // final: a second redaction is INVALID_ARGUMENT
+//! let purged = client.purge_blob(BlobHash::of(b"an uploaded document"))?;
+//! client.set_view(Some(0)); // the latest view, with each turn's overlay state
+//! let page = client.last(ContextRef::Name("thread-42".into()), 10, true)?;
+//! assert!(page.turns.iter().all(|turn| !turn.redacted || turn.payload_len == 0));
+//! client.set_view(Some(patched.overlay_seq - 1)); // turn 7 as it was before the patch
+//! let before = client.turn(7)?;
+//! # let _ = (purged, before);
+//! # Ok(()) }
+//! ```
 
 pub mod blocking;
 mod client;
@@ -108,6 +133,6 @@ pub use error::ClientError;
 pub use types::{
     Appended, AppendedTurn, BackupReport, BlobHash, CODEC_NAMES, ContextHead, ContextInfo,
     ContextListPage, ContextQuery, ContextRetention, FoundPage, GcReport, KvItem, ListCursor,
-    LogCursor, LogPage, NewContext, NewPayload, NewTurn, Opened, Page, Parent, Stats,
-    TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage, codec_name, codec_tag,
+    LogCursor, LogPage, NewContext, NewPayload, NewTurn, Opened, Page, Parent, Patched, Purged,
+    Redacted, Stats, TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage, codec_name, codec_tag,
 };

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use ctxstore_protocol::{
     BackupWire, ContextHeadWire, ContextInfoWire, ExtrasWire, GcStatsWire, GcWire, Hash32,
-    KvItemWire, ListCursorWire, LogCursorWire, ParentWire, PayloadEncoding, PayloadSpec,
-    PayloadWire, StatsWire, TurnSpec, TurnWire,
+    KvItemWire, ListCursorWire, LogCursorWire, OverlayWire, ParentWire, PayloadEncoding,
+    PayloadSpec, PayloadWire, StatsWire, TurnSpec, TurnWire,
 };
 
 use crate::error::ClientError;
@@ -63,6 +63,13 @@ pub struct Turn {
     pub flags: u32,
     pub created_at_unix_ms: u64,
     pub payload: Option<Bytes>,
+    /// The turn's payload was taken away (`Client::redact_turn`, `Client::purge_blob`): its
+    /// payload is empty, `payload_hash` is BLAKE3 of no bytes and `payload_len` 0, in every
+    /// view. Known on reads through an overlay view (`Client::as_of`); `false` otherwise.
+    pub redacted: bool,
+    /// The sequence number of the overlay (patch or redaction) this turn shows; 0: the turn
+    /// as appended, or a read without an overlay view (`Client::as_of`).
+    pub overlay_seq: u64,
 }
 
 impl Turn {
@@ -79,7 +86,23 @@ impl Turn {
             flags: turn.flags,
             created_at_unix_ms: turn.created_at_unix_ms,
             payload,
+            redacted: false,
+            overlay_seq: 0,
         }
+    }
+
+    /// Sets the overlay state an overlaid answer gave this turn; a redacted turn must name
+    /// no bytes (`Protocol` otherwise).
+    pub(crate) fn set_overlay(&mut self, overlay: OverlayWire) -> Result<(), ClientError> {
+        if overlay.redacted && (self.payload_len != 0 || self.payload_hash != BlobHash::of(&[])) {
+            return Err(ClientError::Protocol(format!(
+                "turn {} is redacted but names a payload of {} bytes",
+                self.turn_id, self.payload_len
+            )));
+        }
+        self.redacted = overlay.redacted;
+        self.overlay_seq = overlay.overlay_seq;
+        Ok(())
     }
 
     /// A summary turn: everything before it on its chain is summarised in its payload, and a
@@ -446,6 +469,38 @@ impl From<BackupWire> for BackupReport {
     }
 }
 
+/// What `Client::patch_turn` did: the turn reads the new payload from `overlay_seq` on;
+/// reads in an older view (`Client::as_of`) still see the payload it had then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Patched {
+    pub turn_id: u64,
+    /// The patch's sequence number (monotonic across the store).
+    pub overlay_seq: u64,
+    /// BLAKE3 of the new payload.
+    pub payload_hash: BlobHash,
+    pub payload_len: u32,
+}
+
+/// What `Client::redact_turn` did: the turn has no payload any more, in every view; its
+/// bytes leave the disk at the next garbage collection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Redacted {
+    pub turn_id: u64,
+    /// The redaction's sequence number.
+    pub overlay_seq: u64,
+}
+
+/// What `Client::purge_blob` did: every turn naming the blob is redacted and reads of the
+/// blob by hash are `NotFound`; its bytes leave the disk at the next garbage collection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Purged {
+    pub payload_hash: BlobHash,
+    /// Turns this purge redacted (those redacted before are not counted).
+    pub turns_redacted: u64,
+    /// The purge record's sequence number.
+    pub overlay_seq: u64,
+}
+
 /// What `gc` did: one garbage collection on the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct GcReport {
@@ -794,4 +849,52 @@ pub fn codec_name(tag: u32) -> String {
         .iter()
         .find(|(_, known)| *known == tag)
         .map_or_else(|| tag.to_string(), |(name, _)| name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(payload: &[u8]) -> Turn {
+        let wire = TurnWire {
+            turn_id: 42,
+            parent_turn_id: 41,
+            context_id: 3,
+            depth: 7,
+            codec: 0,
+            type_tag: 0,
+            payload_hash: Hash32(*blake3::hash(payload).as_bytes()),
+            payload_len: payload.len() as u32,
+            flags: 0,
+            created_at_unix_ms: 1,
+        };
+        Turn::from_wire(&wire, None)
+    }
+
+    #[test]
+    fn an_overlay_state_is_taken_only_when_a_redacted_turn_names_no_bytes() {
+        let mut patched = turn(b"fixed");
+        let state = OverlayWire {
+            overlay_seq: 9,
+            redacted: false,
+        };
+        patched.set_overlay(state).unwrap();
+        assert_eq!((patched.redacted, patched.overlay_seq), (false, 9));
+
+        let mut redacted = turn(b"");
+        let state = OverlayWire {
+            overlay_seq: 10,
+            redacted: true,
+        };
+        redacted.set_overlay(state).unwrap();
+        assert_eq!((redacted.redacted, redacted.overlay_seq), (true, 10));
+
+        // A redacted turn whose TURN still names bytes: a broken promise, nothing set.
+        let mut liar = turn(b"secret");
+        assert!(matches!(
+            liar.set_overlay(state),
+            Err(ClientError::Protocol(_))
+        ));
+        assert_eq!((liar.redacted, liar.overlay_seq), (false, 0));
+    }
 }

@@ -118,9 +118,11 @@ fn assert_turn_fields(value: &Value) {
         "type_tag",
         "payload_len",
         "created_at_unix_ms",
+        "overlay_seq",
     ] {
         assert!(value[name].is_u64(), "{name} in {value}");
     }
+    assert!(value["redacted"].is_boolean(), "{value}");
     assert!(value["codec"].is_string(), "{value}");
     assert_eq!(value["payload_hash"].as_str().map(str::len), Some(64));
     assert!(
@@ -572,6 +574,8 @@ const OLD_TURN: TurnWire = TurnWire {
     created_at_unix_ms: 1,
 };
 
+const PURGED_HASH: &str = "0909090909090909090909090909090909090909090909090909090909090909";
+
 #[test]
 fn a_version_1_server_gets_none_of_the_new_requests() {
     let (addr, others) = version_1_server();
@@ -586,6 +590,12 @@ fn a_version_1_server_gets_none_of_the_new_requests() {
         vec!["log", "7"],
         vec!["find", "--label", "run_id=r"],
         vec!["window", "7"],
+        // Overlays (decision 0012).
+        vec!["patch", "3"],
+        vec!["redact", "3"],
+        vec!["purge", PURGED_HASH],
+        vec!["--as-of", "5", "turn", "3"],
+        vec!["--as-of", "0", "last", "7"],
     ] {
         let mut all = vec!["--json", "--timeout", "5s"];
         all.extend_from_slice(&args);

@@ -19,8 +19,8 @@ use ctxstore_client::blocking::Client;
 use ctxstore_client::{
     BackupReport, BlobHash, ClientConfig, ClientError, ContextHead, ContextInfo, ContextQuery,
     ContextRef, ContextRetention, ErrorCode, FIND_PAGE_MAX, GcReport, KvItem, LogCursor,
-    NewContext, NewTurn, PageKind, Parent, TURN_LOG_PAGE_MAX, Turn, TurnInfo, codec_name,
-    codec_tag, is_indexed_label,
+    NewContext, NewTurn, PageKind, Parent, Patched, Purged, Redacted, TURN_LOG_PAGE_MAX, Turn,
+    TurnInfo, codec_name, codec_tag, is_indexed_label,
 };
 use serde_json::json;
 
@@ -51,7 +51,8 @@ const EXIT_ALREADY_EXISTS: u8 = 7;
 
 /// Talk to a ctxstore server: create and fork contexts, append turns, read them back; name,
 /// tag, list and clone contexts, keep key-value entries beside them; delete, prune and expire
-/// contexts, collect what nothing reaches any more; back the store up.
+/// contexts, collect what nothing reaches any more; patch and redact turns, purge a blob; back
+/// the store up.
 ///
 /// A tour (start a server first: `ctxstore-server`):
 ///   ctxstore ctx create                                   # → context 1
@@ -74,6 +75,10 @@ const EXIT_ALREADY_EXISTS: u8 = 7;
 ///   ctxstore ctx ttl @thread-42 7d                        # deleted after 7 days without updates
 ///   ctxstore ctx delete @thread-42                        # gone; forks keep their history
 ///   ctxstore gc                                           # give the disk back now
+///   echo 'fixed' | ctxstore patch 7                       # turn 7 reads "fixed" from now on
+///   ctxstore --as-of 12 last @thread-42                   # the turns as of overlay 12
+///   ctxstore redact 8                                     # turn 8's payload is gone, for good
+///   ctxstore purge <64-hex-hash> --gc                     # every turn naming it, bytes off disk
 ///   ctxstore backup --to /var/backups/ctxstore-1          # a consistent copy, on the server's host
 ///   ctxstore ping                                         # is the server there? round trip
 ///
@@ -120,6 +125,11 @@ struct Cli {
         env = "CTXSTORE_TIMEOUT"
     )]
     timeout: Duration,
+    /// Reads of turns (turn, last, page, range, replay, log, find, window) show each turn as
+    /// of this overlay sequence number: its latest patch up to SEQ, else as appended (a
+    /// redaction holds in every view). Default: the latest view. Protocol version 2.
+    #[arg(long, global = true, value_name = "SEQ")]
+    as_of: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -342,6 +352,50 @@ enum Command {
         /// Longest wait for the server to finish (like 30m, 2h; 0s: no limit). The global
         /// --timeout does not apply. A collection this command stops waiting for goes on on
         /// the server.
+        #[arg(long, value_name = "D", default_value = "1h", value_parser = parse_duration)]
+        gc_timeout: Duration,
+    },
+    /// Give a turn a new payload (an overlay), read from --file PATH or stdin.
+    ///
+    /// The turn keeps its id, parent, depth, key, labels and links; reads show the new
+    /// payload from now on, reads with --as-of an earlier sequence number the payload it had
+    /// then. Prints turn_id, overlay_seq and payload_hash (and payload_len). An unknown turn
+    /// exits 3 (NOT_FOUND); a redacted turn takes no patch (exit 1, INVALID_ARGUMENT).
+    Patch {
+        /// The turn to patch.
+        turn: u64,
+        /// Read the new payload from this file instead of stdin.
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Patch even when the payload is empty (refused otherwise: an empty stdin is usually
+        /// a mistake in a pipeline; to remove a payload, use `redact`).
+        #[arg(long)]
+        allow_empty: bool,
+    },
+    /// Take a turn's payload away, in every view, for good.
+    ///
+    /// Reads return the turn with redacted true, an empty payload and the hash of no bytes;
+    /// its parent, depth, key, labels and links stay, so chains and windows through it work.
+    /// Its bytes leave the disk at the next garbage collection (`ctxstore gc`). Prints
+    /// turn_id, overlay_seq and redacted. An unknown turn exits 3 (NOT_FOUND); a turn
+    /// redacted already exits 1 (INVALID_ARGUMENT).
+    Redact {
+        /// The turn to redact.
+        turn: u64,
+    },
+    /// Redact every turn naming a blob and refuse reads of it by hash (compliance deletion).
+    ///
+    /// Prints payload_hash and turns_redacted (turns redacted before are not counted) and
+    /// overlay_seq. The bytes leave the disk at the next garbage collection; --gc runs one
+    /// at once and prints its figures on a second line (like `ctxstore gc`). A hash the
+    /// store never had exits 3 (NOT_FOUND).
+    Purge {
+        /// The blob's hash: 64 hex digits.
+        hash: String,
+        /// Run a garbage collection right after, so the bytes leave the disk now.
+        #[arg(long)]
+        gc: bool,
+        /// With --gc: longest wait for the collection (see `ctxstore gc --gc-timeout`).
         #[arg(long, value_name = "D", default_value = "1h", value_parser = parse_duration)]
         gc_timeout: Duration,
     },
@@ -803,6 +857,25 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     if let Command::Append { labels, .. } = &cli.command {
         check_labels(labels)?;
     }
+    let reads_turns = matches!(
+        cli.command,
+        Command::Turn { .. }
+            | Command::Last { .. }
+            | Command::Page { .. }
+            | Command::Range { .. }
+            | Command::Replay { .. }
+            | Command::Log { .. }
+            | Command::Find { .. }
+            | Command::Window { .. }
+    );
+    if cli.as_of.is_some() && !reads_turns {
+        return Err(Usage(
+            "--as-of applies to reads of turns (turn, last, page, range, replay, log, find, \
+             window)"
+                .into(),
+        )
+        .into());
+    }
     let backup_dir = match &cli.command {
         Command::Backup { to, .. } => Some(backup_dir(to)?),
         _ => None,
@@ -822,6 +895,17 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             *allow_empty,
             "store an empty value",
         )?),
+        Command::Patch {
+            file, allow_empty, ..
+        } => Some(read_payload(
+            file.as_ref(),
+            *allow_empty,
+            "patch a turn to an empty payload",
+        )?),
+        _ => None,
+    };
+    let purge_hash = match &cli.command {
+        Command::Purge { hash, .. } => Some(BlobHash::from_hex(hash)?),
         _ => None,
     };
     let request_timeout = Some(cli.timeout).filter(|timeout| !timeout.is_zero());
@@ -832,7 +916,9 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         _ => Some(ClientConfig::BACKUP_TIMEOUT_DEFAULT),
     };
     let gc_timeout = match &cli.command {
-        Command::Gc { gc_timeout } => Some(*gc_timeout).filter(|timeout| !timeout.is_zero()),
+        Command::Gc { gc_timeout } | Command::Purge { gc_timeout, .. } => {
+            Some(*gc_timeout).filter(|timeout| !timeout.is_zero())
+        }
         _ => Some(ClientConfig::GC_TIMEOUT_DEFAULT),
     };
     let config = ClientConfig::new(cli.addr.clone())
@@ -842,10 +928,17 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         .with_connect_timeout(cli.connect_timeout)
         .with_hello_timeout(cli.connect_timeout)
         .with_request_timeout(request_timeout);
-    let client = Client::connect(config).with_context(|| format!("connecting to {}", cli.addr))?;
+    let mut client =
+        Client::connect(config).with_context(|| format!("connecting to {}", cli.addr))?;
     let out = Output { json: cli.json };
     // Version 2 reads carry each turn's key, labels and links; a version-1 server has none.
     let v2 = client.protocol_version() >= 2;
+    // Reads of turns ask for the overlay view (the latest unless --as-of), so that turn lines
+    // say which turns are redacted or patched; --as-of on a version-1 server is refused.
+    if v2 || cli.as_of.is_some() {
+        client.set_view(Some(cli.as_of.unwrap_or(0)));
+    }
+    let client = client;
     match &cli.command {
         Command::Ctx(command) => ctx(&client, &out, command),
         Command::Kv(command) => kv(&client, &out, command, payload),
@@ -986,6 +1079,25 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             }
         }
         Command::Gc { gc_timeout } => gc(&client, &out, *gc_timeout),
+        Command::Patch { turn, .. } => {
+            let payload = Bytes::from(payload.unwrap_or_default());
+            out.patched(&client.patch_turn(*turn, payload)?)
+        }
+        Command::Redact { turn } => out.redacted(&client.redact_turn(*turn)?),
+        Command::Purge {
+            gc: collect,
+            gc_timeout,
+            ..
+        } => {
+            let Some(hash) = purge_hash else {
+                anyhow::bail!("purge: no hash was parsed");
+            };
+            out.purged(&client.purge_blob(hash)?)?;
+            if *collect {
+                gc(&client, &out, *gc_timeout)?;
+            }
+            Ok(())
+        }
         Command::Stats => {
             let stats = client.stats()?;
             let value = json!({
@@ -1431,6 +1543,49 @@ impl Output {
     }
 
     /// What `gc` prints.
+    fn patched(&self, patched: &Patched) -> anyhow::Result<()> {
+        if self.json {
+            return self.line(&json!({
+                "turn_id": patched.turn_id,
+                "overlay_seq": patched.overlay_seq,
+                "payload_hash": patched.payload_hash.to_hex(),
+                "payload_len": patched.payload_len,
+            }));
+        }
+        self.text(&format!(
+            "turn {} patched (overlay {}): payload {} of {} bytes",
+            patched.turn_id, patched.overlay_seq, patched.payload_hash, patched.payload_len
+        ))
+    }
+
+    fn redacted(&self, redacted: &Redacted) -> anyhow::Result<()> {
+        if self.json {
+            return self.line(&json!({
+                "turn_id": redacted.turn_id,
+                "overlay_seq": redacted.overlay_seq,
+                "redacted": true,
+            }));
+        }
+        self.text(&format!(
+            "turn {} redacted (overlay {}); its bytes leave the disk at the next gc",
+            redacted.turn_id, redacted.overlay_seq
+        ))
+    }
+
+    fn purged(&self, purged: &Purged) -> anyhow::Result<()> {
+        if self.json {
+            return self.line(&json!({
+                "payload_hash": purged.payload_hash.to_hex(),
+                "turns_redacted": purged.turns_redacted,
+                "overlay_seq": purged.overlay_seq,
+            }));
+        }
+        self.text(&format!(
+            "blob {} purged (overlay {}): {} turns redacted",
+            purged.payload_hash, purged.overlay_seq, purged.turns_redacted
+        ))
+    }
+
     fn gc(&self, report: &GcReport) -> anyhow::Result<()> {
         if self.json {
             return self.line(&json!({
@@ -1631,6 +1786,8 @@ impl Output {
                     "labels": info.labels,
                     "links": info.links,
                     "summary": turn.summary(),
+                    "redacted": turn.redacted,
+                    "overlay_seq": turn.overlay_seq,
                 });
                 if let Some(object) = value.as_object_mut() {
                     if let Some(key) = &info.key
@@ -1672,6 +1829,11 @@ impl Output {
                 }
                 if turn.summary() {
                     text.push_str(" summary");
+                }
+                if turn.redacted {
+                    text.push_str(&format!(" redacted (overlay {})", turn.overlay_seq));
+                } else if turn.overlay_seq > 0 {
+                    text.push_str(&format!(" patched (overlay {})", turn.overlay_seq));
                 }
                 if let Some(payload) = &turn.payload {
                     text.push_str("\n  ");

@@ -19,11 +19,12 @@ turn to turn, a cursor that advances. A broken promise is a :class:`ProtocolErro
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, NoReturn, TypeVar
+from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast
 
 import blake3
 import zstandard
@@ -45,6 +46,9 @@ from .types import (
     ContextHead,
     ContextInfo,
     GcReport,
+    Patched,
+    Purged,
+    Redacted,
     Retention,
     ContextLike,
     ContextPage,
@@ -77,6 +81,8 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_CLIENT_NAME = "ctxstore-python"
 _INFLATE_CHUNK = 1 << 20
+EMPTY_HASH = blake3.blake3(b"").digest()
+"""BLAKE3 of no bytes: the ``payload_hash`` of a redacted turn."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +241,9 @@ def check_sendable(request: p.Request, chunks: list[bytes], info: ServerInfo) ->
     would refuse by closing the connection."""
     if request.required_version > info.version:
         what = request.NAME
-        if request.frame_flags & p.CTX_BY_NAME:
+        if isinstance(request, p.AsOf):
+            what = f"{request.read.NAME} in an overlay view (as_of)"
+        elif request.frame_flags & p.CTX_BY_NAME:
             what = f"{request.NAME} of a context by name"
         raise NotSupported(
             f"{what} needs protocol version {request.required_version}; the server "
@@ -686,6 +694,97 @@ def gc() -> Op[GcReport]:
         )
 
     return Op(p.Gc(), finish)
+
+
+def patch_turn(turn_id: int, payload: bytes | bytearray | memoryview) -> Op[Patched]:
+    """PATCH_TURN (version 2): the answer must name the turn and the payload's hash and
+    length."""
+    data = bytes(payload)
+    digest = blake3.blake3(data).digest()
+    turn = _u64(turn_id, "turn_id")
+
+    def finish(response: p.Response) -> Patched:
+        answer = _expect(response, p.PatchedResponse)
+        if (answer.turn_id, answer.payload_hash, answer.payload_len) != (turn, digest, len(data)):
+            raise ProtocolError(
+                f"PATCH_TURN of turn {turn} ({len(data)} bytes, {digest.hex()}) was answered "
+                f"for turn {answer.turn_id} ({answer.payload_len} bytes, "
+                f"{answer.payload_hash.hex()})"
+            )
+        return Patched(answer.turn_id, answer.overlay_seq, answer.payload_hash, answer.payload_len)
+
+    return Op(p.PatchTurn(turn, data), finish)
+
+
+def redact_turn(turn_id: int) -> Op[Redacted]:
+    """REDACT_TURN (version 2): the answer must name the turn."""
+    turn = _u64(turn_id, "turn_id")
+
+    def finish(response: p.Response) -> Redacted:
+        answer = _expect(response, p.RedactedResponse)
+        if answer.turn_id != turn:
+            raise ProtocolError(f"REDACT_TURN of turn {turn} was answered for {answer.turn_id}")
+        return Redacted(answer.turn_id, answer.overlay_seq)
+
+    return Op(p.RedactTurn(turn), finish)
+
+
+def purge_blob(payload_hash: HashLike) -> Op[Purged]:
+    """PURGE_BLOB (version 2): the answer must name the hash."""
+    digest = parse_hash(payload_hash)
+
+    def finish(response: p.Response) -> Purged:
+        answer = _expect(response, p.PurgedResponse)
+        if answer.payload_hash != digest:
+            raise ProtocolError(
+                f"PURGE_BLOB of {digest.hex()} was answered for {answer.payload_hash.hex()}"
+            )
+        return Purged(answer.payload_hash, answer.turns_redacted, answer.overlay_seq)
+
+    return Op(p.PurgeBlob(digest), finish)
+
+
+def _overlay_turn(turn: T, state: p.OverlayRecord) -> T:
+    if not isinstance(turn, Turn):
+        raise TypeError(f"not a turn: {turn!r}")
+    if state.redacted and (turn.payload_len != 0 or turn.payload_hash != EMPTY_HASH):
+        raise ProtocolError(
+            f"turn {turn.turn_id} is redacted but its TURN names {turn.payload_len} bytes"
+        )
+    changed: Any = dataclasses.replace(turn, redacted=state.redacted, overlay_seq=state.overlay_seq)
+    return cast(T, changed)
+
+
+def _with_overlays(result: T, states: Sequence[p.OverlayRecord]) -> T:
+    """``result`` (a turn, or a page of them) with each turn's overlay state, in order."""
+    if isinstance(result, Turn):
+        return _overlay_turn(result, states[0])
+    turns = getattr(result, "turns", None)
+    if not isinstance(turns, list) or len(turns) != len(states):
+        raise ProtocolError("an overlaid answer without one overlay state per turn")
+    changed: Any = dataclasses.replace(
+        cast(Any, result),
+        turns=[_overlay_turn(turn, state) for turn, state in zip(turns, states, strict=True)],
+    )
+    return cast(T, changed)
+
+
+def overlaid(op: Op[T], as_of: int) -> Op[T]:
+    """``op`` (a read returning turns) in the overlay view ``as_of`` (0: the latest; version
+    2): the read is sent with the frame flag OVERLAYS, each turn of the result gets its
+    ``redacted`` and ``overlay_seq``."""
+    view = _u64(as_of, "as_of")
+
+    def finish(response: p.Response) -> T:
+        answer = _expect(response, p.OverlaidResponse)
+        return _with_overlays(op.finish(answer.response), answer.overlays)
+
+    return Op(p.AsOf(op.request, view), finish)
+
+
+def view(op: Op[T], as_of: int | None) -> Op[T]:
+    """``op`` as is when ``as_of`` is None, else :func:`overlaid`."""
+    return op if as_of is None else overlaid(op, as_of)
 
 
 def raw(request: p.Request) -> Op[p.Response]:
@@ -1313,10 +1412,13 @@ def turn_by_key_op(context: ContextLike, key: KeyLike) -> Op[TurnInfo]:
     return Op(p.GetTurnByKey(_context(context), raw_key), finish)
 
 
-def turn_by_key(context: ContextLike, key: KeyLike) -> Plan[TurnInfo | None]:
-    """GET_TURN_BY_KEY; a key no turn has is None. The server answers NOT_FOUND for a missing
-    key and for an unknown context alike: after NOT_FOUND, CTX_SHOW tells them apart."""
-    op = turn_by_key_op(context, key)
+def turn_by_key(
+    context: ContextLike, key: KeyLike, as_of: int | None = None
+) -> Plan[TurnInfo | None]:
+    """GET_TURN_BY_KEY (in the overlay view ``as_of``, see :func:`view`); a key no turn has is
+    None. The server answers NOT_FOUND for a missing key and for an unknown context alike:
+    after NOT_FOUND, CTX_SHOW tells them apart."""
+    op = view(turn_by_key_op(context, key), as_of)
     try:
         turn: TurnInfo = yield op
         return turn

@@ -59,6 +59,9 @@ __all__ = [
     "APPEND_EXPECT_HEAD",
     "APPEND_FLAGS_KNOWN",
     "CTX_BY_NAME",
+    "OVERLAYS",
+    "OVERLAY_REDACTED",
+    "OVERLAY_BYTES",
     "FRAME_FLAGS_KNOWN",
     "OPEN_GET_OR_CREATE",
     "OPEN_CLONE",
@@ -135,6 +138,11 @@ __all__ = [
     "Backup",
     "Gc",
     "StatsEx",
+    "PatchTurn",
+    "RedactTurn",
+    "PurgeBlob",
+    "AsOf",
+    "OverlayRecord",
     "RawRequest",
     "HelloResponse",
     "Pong",
@@ -160,10 +168,16 @@ __all__ = [
     "BackedUpResponse",
     "GcDoneResponse",
     "StatsExResponse",
+    "PatchedResponse",
+    "RedactedResponse",
+    "PurgedResponse",
+    "OverlaidResponse",
     "ErrorResponse",
     "RawResponse",
     "REQUEST_TYPES",
     "RESPONSE_TYPES",
+    "TAKES_OVERLAYS",
+    "turn_count",
     "register_request",
     "register_response",
     "encode_frame",
@@ -205,7 +219,14 @@ APPEND_FLAGS_KNOWN = APPEND_EXPECT_HEAD
 CTX_BY_NAME = 1 << 0
 """Frame flag bit 0 (version 2): the request's leading ``context_id u64`` is replaced by
 ``u16 name_len (>= 1), name``. Only on the messages whose ``TAKES_CONTEXT`` is true."""
-FRAME_FLAGS_KNOWN = CTX_BY_NAME
+OVERLAYS = 1 << 1
+"""Frame flag bit 1 (version 2, decision 0012): on a read that answers TURNs (see
+:class:`AsOf`) the body ends with ``u64 as_of`` (0: the latest view); on its answer the body
+ends with ``u32 count`` and one OVERLAY (16 bytes) per TURN (see :class:`OverlaidResponse`)."""
+FRAME_FLAGS_KNOWN = CTX_BY_NAME | OVERLAYS
+OVERLAY_REDACTED = 1 << 0
+"""OVERLAY ``overlay_flags`` bit 0: the turn is redacted (empty payload, hash of no bytes)."""
+OVERLAY_BYTES = 16
 OPEN_GET_OR_CREATE = 1 << 0
 """CTX_OPEN open_flags bit 0: a taken name answers its context instead of ALREADY_EXISTS."""
 OPEN_CLONE = 1 << 1
@@ -295,6 +316,10 @@ class MessageType(IntEnum):
     # Version 2: garbage collection (issue 15).
     GC = 0x0022
     STATS_EX = 0x0023
+    # Version 2: overlays and redaction (issue 15, decision 0012).
+    PATCH_TURN = 0x0024
+    REDACT_TURN = 0x0025
+    PURGE_BLOB = 0x0026
 
     @property
     def response_type(self) -> int:
@@ -1055,6 +1080,24 @@ class TurnExtrasEntry:
         return self.turn.encode() + self.extras.encode() + self.payload.encode()
 
 
+_OVERLAY = struct.Struct("<QB7s")
+assert _OVERLAY.size == OVERLAY_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class OverlayRecord:
+    """OVERLAY (16 bytes, version 2, decision 0012): a turn's overlay state in an answer sent
+    with the frame flag :data:`OVERLAYS` — ``u64 overlay_seq`` (the overlay its TURN shows, 0:
+    as appended), ``u8 overlay_flags`` (bit 0 :data:`OVERLAY_REDACTED`), 7 reserved."""
+
+    overlay_seq: int = 0
+    redacted: bool = False
+
+    def encode(self) -> bytes:
+        """The record's 16 bytes."""
+        return _pack(_OVERLAY, self.overlay_seq, OVERLAY_REDACTED if self.redacted else 0, bytes(7))
+
+
 # ----------------------------------------------------------------------------------------------
 # Messages
 
@@ -1125,6 +1168,12 @@ class Response(Message):
     def msg_type(self) -> int:
         """The frame's ``msg_type``."""
         return self.MSG_TYPES[0]
+
+    @property
+    def frame_flags(self) -> int:
+        """The frame header's ``flags`` this response is sent with (only
+        :class:`OverlaidResponse` has one)."""
+        return 0
 
 
 REQUEST_TYPES: dict[int, type[Request]] = {}
@@ -2282,6 +2331,127 @@ class StatsEx(Request):
         return cls()
 
 
+@register_request
+@dataclass(frozen=True, slots=True)
+class PatchTurn(Request):
+    """PATCH_TURN (0x0024, v2): the turn reads ``payload`` from now on (an overlay; reads
+    ``as_of`` an older overlay see what it had then). Body: ``u64 turn_id, u32 payload_len, u32
+    reserved, payload``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.PATCH_TURN
+    NAME: ClassVar[str] = "PATCH_TURN"
+    MIN_VERSION: ClassVar[int] = 2
+
+    turn_id: int
+    payload: bytes
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        if len(self.payload) > U32_MAX:
+            raise ValueError("a PATCH_TURN payload is at most 2**32 - 1 bytes")
+        head = _u64(self.turn_id) + _u32(len(self.payload)) + bytes(4)
+        if len(self.payload) < _COPY_BYTES_MAX:
+            return [head + bytes(self.payload)]
+        return [head, self.payload]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> PatchTurn:
+        """See :meth:`Message.decode_body`."""
+        turn_id = reader.u64("turn_id")
+        length = reader.u32("payload_len")
+        reader.zero(4)
+        return cls(turn_id, reader.take(length, "payload"))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class RedactTurn(_U64Request):
+    """REDACT_TURN (0x0025, v2): the turn loses its payload in every view; its bytes leave the
+    disk at the next collection. Body: ``u64 turn_id``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.REDACT_TURN
+    NAME: ClassVar[str] = "REDACT_TURN"
+    MIN_VERSION: ClassVar[int] = 2
+
+    turn_id: int
+
+    def _value(self) -> int:
+        return self.turn_id
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> RedactTurn:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.u64("turn_id"))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class PurgeBlob(Request):
+    """PURGE_BLOB (0x0026, v2): redacts every turn naming the blob and refuses reads of it by
+    hash. Body: ``hash[32]``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.PURGE_BLOB
+    NAME: ClassVar[str] = "PURGE_BLOB"
+    MIN_VERSION: ClassVar[int] = 2
+
+    payload_hash: bytes
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [_hash(self.payload_hash)]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> PurgeBlob:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.hash("hash"))
+
+
+TAKES_OVERLAYS = frozenset(
+    {
+        MessageType.GET_TURN,
+        MessageType.GET_LAST,
+        MessageType.GET_BEFORE,
+        MessageType.GET_RANGE_BY_DEPTH,
+        MessageType.GET_CHAIN,
+        MessageType.GET_TURN_BY_KEY,
+        MessageType.TURN_LOG,
+        MessageType.READ_PAGE,
+        MessageType.FIND_TURNS,
+    }
+)
+"""The reads that may be sent with the frame flag :data:`OVERLAYS` (every read answering
+TURNs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AsOf(Request):
+    """A read of :data:`TAKES_OVERLAYS` in the overlay view ``as_of`` (0: the latest; v2,
+    decision 0012): sent as the read with the frame flag :data:`OVERLAYS` and ``u64 as_of``
+    after its body; answered :class:`OverlaidResponse`."""
+
+    NAME: ClassVar[str] = "overlay view"
+    MIN_VERSION: ClassVar[int] = 2
+
+    read: Request
+    as_of: int = 0
+
+    @property
+    def msg_type(self) -> int:
+        """The read's ``msg_type``."""
+        return self.read.msg_type
+
+    @property
+    def frame_flags(self) -> int:
+        """The read's flags and :data:`OVERLAYS`."""
+        return self.read.frame_flags | OVERLAYS
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        if isinstance(self.read, AsOf) or self.read.msg_type not in TAKES_OVERLAYS:
+            raise ValueError(f"{self.read.NAME} returns no turns: it has no overlay view")
+        return [*self.read.body_chunks(), _u64(self.as_of)]
+
+
 _PAGE_KINDS = frozenset(int(kind) for kind in PageKind)
 
 
@@ -3105,6 +3275,134 @@ class StatsExResponse(Response):
         )
 
 
+_PATCHED = struct.Struct("<QQ32sI4s")
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class PatchedResponse(Response):
+    """PATCH_TURN response (0x8024, v2; 64 bytes): ``u64 turn_id, u64 overlay_seq, hash[32]
+    payload_hash, u32 payload_len, u32 reserved``."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.PATCH_TURN.response_type,)
+    NAME: ClassVar[str] = "PATCH_TURN response"
+
+    turn_id: int
+    overlay_seq: int
+    payload_hash: bytes
+    payload_len: int
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return _pack(
+            _PATCHED,
+            self.turn_id,
+            self.overlay_seq,
+            _hash(self.payload_hash),
+            self.payload_len,
+            bytes(4),
+        )
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> PatchedResponse:
+        """See :meth:`Message.decode_body`."""
+        turn_id = reader.u64("turn_id")
+        overlay_seq = reader.u64("overlay_seq")
+        payload_hash = reader.hash("payload_hash")
+        payload_len = reader.u32("payload_len")
+        reader.zero(4)
+        return cls(turn_id, overlay_seq, payload_hash, payload_len)
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class RedactedResponse(Response):
+    """REDACT_TURN response (0x8025, v2; 16 bytes): ``u64 turn_id, u64 overlay_seq``."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.REDACT_TURN.response_type,)
+    NAME: ClassVar[str] = "REDACT_TURN response"
+
+    turn_id: int
+    overlay_seq: int
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return _u64(self.turn_id) + _u64(self.overlay_seq)
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> RedactedResponse:
+        """See :meth:`Message.decode_body`."""
+        return cls(reader.u64("turn_id"), reader.u64("overlay_seq"))
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class PurgedResponse(Response):
+    """PURGE_BLOB response (0x8026, v2; 48 bytes): ``hash[32] payload_hash, u64
+    turns_redacted, u64 overlay_seq`` (the purge record's)."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.PURGE_BLOB.response_type,)
+    NAME: ClassVar[str] = "PURGE_BLOB response"
+
+    payload_hash: bytes
+    turns_redacted: int
+    overlay_seq: int
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return _hash(self.payload_hash) + _u64(self.turns_redacted) + _u64(self.overlay_seq)
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> PurgedResponse:
+        """See :meth:`Message.decode_body`."""
+        return cls(
+            reader.hash("payload_hash"), reader.u64("turns_redacted"), reader.u64("overlay_seq")
+        )
+
+
+def turn_count(response: Response) -> int:
+    """The TURNs a response carries, in wire order (an :class:`OverlaidResponse` has one
+    OVERLAY per TURN)."""
+    if isinstance(response, (TurnResponse, TurnInfoResponse, AppendedResponse)):
+        return 1
+    if isinstance(response, (TurnsResponse, TurnLogResponse, PageResponse)):
+        return len(response.entries)
+    if isinstance(response, (FoundTurnsResponse, AppendedTurnsResponse)):
+        return len(response.turns)
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class OverlaidResponse(Response):
+    """The answer to an :class:`AsOf` read (frame flag :data:`OVERLAYS`): the read's answer,
+    then ``u32 count`` and one :class:`OverlayRecord` per TURN of it, in order."""
+
+    NAME: ClassVar[str] = "overlaid response"
+
+    response: Response
+    overlays: tuple[OverlayRecord, ...]
+
+    @property
+    def msg_type(self) -> int:
+        """The read's response type."""
+        return self.response.msg_type
+
+    @property
+    def frame_flags(self) -> int:
+        """:data:`OVERLAYS`."""
+        return OVERLAYS
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        if len(self.overlays) != turn_count(self.response):
+            raise ValueError("an overlaid answer has one OVERLAY per TURN")
+        return (
+            self.response.encode_body()
+            + _u32(len(self.overlays))
+            + b"".join(overlay.encode() for overlay in self.overlays)
+        )
+
+
 @register_response
 @dataclass(frozen=True, slots=True)
 class ErrorResponse(Response):
@@ -3182,23 +3480,54 @@ def decode_request(msg_type: int, body: bytes, flags: int = 0) -> Request:
     by_name = bool(flags & CTX_BY_NAME)
     if by_name and not cls.TAKES_CONTEXT:
         raise ProtocolError(f"{cls.NAME}: CTX_BY_NAME on a message without a context_id")
-    return _decode(cls, body, by_name)
+    if not flags & OVERLAYS:
+        return _decode(cls, body, by_name)
+    if msg_type not in TAKES_OVERLAYS:
+        raise ProtocolError(f"{cls.NAME}: frame flag OVERLAYS on a message that returns no turns")
+    reader = Reader(bytes(body), cls.NAME, by_name)
+    read = cls.decode_body(reader)
+    as_of = reader.u64("as_of")
+    reader.finish()
+    return AsOf(read, as_of)
 
 
-def decode_response(msg_type: int, body: bytes, *, allow_unknown: bool = False) -> Response:
-    """Decodes a response body of type ``msg_type``. An unknown type is a
-    :class:`ProtocolError` unless ``allow_unknown`` (then a :class:`RawResponse`)."""
+def decode_response(
+    msg_type: int, body: bytes, flags: int = 0, *, allow_unknown: bool = False
+) -> Response:
+    """Decodes a response body of type ``msg_type`` sent with frame ``flags`` (only
+    :data:`OVERLAYS`, on the answer to a read of :data:`TAKES_OVERLAYS`: then an
+    :class:`OverlaidResponse`). An unknown type is a :class:`ProtocolError` unless
+    ``allow_unknown`` (then a :class:`RawResponse`)."""
     cls = RESPONSE_TYPES.get(msg_type)
+    overlays = bool(flags & OVERLAYS)
+    if flags & ~OVERLAYS or (overlays and (msg_type & ~RESPONSE_BIT) not in TAKES_OVERLAYS):
+        raise ProtocolError(f"frame flags {flags:#06x} this answer cannot carry")
     if cls is None:
         if allow_unknown and msg_type & RESPONSE_BIT:
             return RawResponse(msg_type, bytes(body))
         raise ProtocolError(f"unknown response type {msg_type:#06x}")
-    response = _decode(cls, body)
+    reader = Reader(bytes(body), cls.NAME)
+    response: Response = cls.decode_body(reader)
     if len(cls.MSG_TYPES) > 1:
         # One layout answers several requests: the instance records which.
         response = cast(
             Response, dataclasses.replace(cast(Any, response), response_msg_type=msg_type)
         )
+    if overlays:
+        count = reader.u32("overlay count")
+        if count != turn_count(response):
+            raise reader.error("overlay count", "not one per TURN of the answer")
+        reader.count(count, OVERLAY_BYTES, "overlays")
+        states = []
+        for _ in range(count):
+            overlay_seq = reader.u64("overlay_seq")
+            overlay_flags = reader.u8("overlay_flags")
+            if overlay_flags & ~OVERLAY_REDACTED:
+                raise reader.error("overlay_flags", "unknown flag bits")
+            reader.zero(7)
+            states.append(OverlayRecord(overlay_seq, bool(overlay_flags & OVERLAY_REDACTED)))
+        response = OverlaidResponse(response, tuple(states))
+    reader.finish()
     return response
 
 
@@ -3212,4 +3541,4 @@ def encode_request(req_id: int, request: Request) -> list[bytes]:
 
 def encode_response(req_id: int, response: Response) -> bytes:
     """A response frame (header and body)."""
-    return encode_frame(response.msg_type, req_id, response.encode_body())
+    return encode_frame(response.msg_type, req_id, response.encode_body(), response.frame_flags)

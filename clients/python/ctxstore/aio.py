@@ -34,6 +34,9 @@ from .types import (
     ContextPage,
     FoundPage,
     GcReport,
+    Patched,
+    Purged,
+    Redacted,
     HashLike,
     KeyLike,
     KeyT,
@@ -188,7 +191,7 @@ class _AsyncConnection:
                         else "the connection closed inside a frame header"
                     ) from None
                 header = p.FrameHeader.decode(header_bytes)
-                header.check(self._frame_bytes_max)
+                header.check(self._frame_bytes_max, p.OVERLAYS)  # overlaid answers (AsOf)
                 try:
                     body = await self._reader.readexactly(header.len) if header.len else b""
                 except asyncio.IncompleteReadError:
@@ -222,7 +225,10 @@ class _AsyncConnection:
             raise ProtocolError(message)
         try:
             response = p.decode_response(
-                header.msg_type, body, allow_unknown=isinstance(request, p.RawRequest)
+                header.msg_type,
+                body,
+                header.flags,
+                allow_unknown=isinstance(request, p.RawRequest),
             )
         except ProtocolError as error:
             if not future.done():
@@ -569,9 +575,13 @@ class AsyncClient(ops.ClientCore):
         )
         return await self._run(ops.append_spec(context, spec, expected_head), timeout)
 
-    async def get_turn(self, turn_id: int, *, timeout: float | None = None) -> Turn:
-        """One turn's metadata (no payload: use :meth:`get_blob` with its hash)."""
-        return await self._run(ops.get_turn(turn_id), timeout)
+    async def get_turn(
+        self, turn_id: int, *, as_of: int | None = None, timeout: float | None = None
+    ) -> Turn:
+        """One turn's metadata (no payload: use :meth:`get_blob` with its hash). ``as_of``
+        (version 2): the overlay view to read — 0 the latest, else the view as of that
+        overlay sequence number — with ``redacted`` and ``overlay_seq`` set."""
+        return await self._run(ops.view(ops.get_turn(turn_id), as_of), timeout)
 
     async def last(
         self,
@@ -579,10 +589,13 @@ class AsyncClient(ops.ClientCore):
         limit: int = 64,
         *,
         payloads: bool = False,
+        as_of: int | None = None,
         timeout: float | None = None,
     ) -> Page:
         """The ``limit`` newest turns of the context, oldest first."""
-        return await self._run(ops.last(context, limit, payloads, self._accept_zstd), timeout)
+        return await self._run(
+            ops.view(ops.last(context, limit, payloads, self._accept_zstd), as_of), timeout
+        )
 
     async def before(
         self,
@@ -591,11 +604,15 @@ class AsyncClient(ops.ClientCore):
         limit: int = 64,
         *,
         payloads: bool = False,
+        as_of: int | None = None,
         timeout: float | None = None,
     ) -> Page:
         """The ``limit`` turns older than ``before_turn_id``, oldest first (cursor paging)."""
         return await self._run(
-            ops.before(context, before_turn_id, limit, payloads, self._accept_zstd), timeout
+            ops.view(
+                ops.before(context, before_turn_id, limit, payloads, self._accept_zstd), as_of
+            ),
+            timeout,
         )
 
     async def range_by_depth(
@@ -605,11 +622,14 @@ class AsyncClient(ops.ClientCore):
         limit: int = 64,
         *,
         payloads: bool = False,
+        as_of: int | None = None,
         timeout: float | None = None,
     ) -> Page:
         """The context's turns with depth in ``from_depth .. from_depth + limit``."""
         return await self._run(
-            ops.range_by_depth(context, from_depth, limit, payloads, self._accept_zstd),
+            ops.view(
+                ops.range_by_depth(context, from_depth, limit, payloads, self._accept_zstd), as_of
+            ),
             timeout,
         )
 
@@ -620,11 +640,13 @@ class AsyncClient(ops.ClientCore):
         limit: int = 64,
         *,
         payloads: bool = False,
+        as_of: int | None = None,
         timeout: float | None = None,
     ) -> Page:
         """The chain root → ``turn_id``: ``limit`` turns from ``from_depth``."""
         return await self._run(
-            ops.chain(turn_id, from_depth, limit, payloads, self._accept_zstd), timeout
+            ops.view(ops.chain(turn_id, from_depth, limit, payloads, self._accept_zstd), as_of),
+            timeout,
         )
 
     async def replay(
@@ -688,7 +710,9 @@ class AsyncClient(ops.ClientCore):
         """The context's head, name, tags and times (NotFound for an unknown id or name)."""
         return await self._run(ops.context_info(context), timeout)
 
-    async def delete_context(self, context: ContextLike, *, timeout: float | None = None) -> Retention:
+    async def delete_context(
+        self, context: ContextLike, *, timeout: float | None = None
+    ) -> Retention:
         """Deletes the context: from then on every request naming it (by id or name) raises
         NotFound and its name may be taken again; its turns and blobs stay while another
         context (a fork, a clone) reaches them. Returns the context as it was just before."""
@@ -734,6 +758,31 @@ class AsyncClient(ops.ClientCore):
         collection no longer waited for goes on on the server. One collection or backup at a
         time: while one runs (the server's schedule included), InvalidArgument."""
         return await self._run(ops.gc(), timeout)
+
+    async def patch_turn(
+        self,
+        turn_id: int,
+        payload: bytes | bytearray | memoryview,
+        *,
+        timeout: float | None = None,
+    ) -> Patched:
+        """Gives the turn a new payload (an overlay, version 2): reads show it from now on,
+        reads ``as_of`` an earlier sequence number the payload it had then. The turn keeps
+        its id, parent, depth, key, labels and links. NotFound for an unknown turn;
+        InvalidArgument for a redacted one."""
+        return await self._run(ops.patch_turn(turn_id, payload), timeout)
+
+    async def redact_turn(self, turn_id: int, *, timeout: float | None = None) -> Redacted:
+        """Takes the turn's payload away in every view (version 2): reads return it with
+        ``redacted`` True and an empty payload; its bytes leave the disk at the next garbage
+        collection. Final: redacting again is InvalidArgument; NotFound for an unknown turn."""
+        return await self._run(ops.redact_turn(turn_id), timeout)
+
+    async def purge_blob(self, payload_hash: HashLike, *, timeout: float | None = None) -> Purged:
+        """Redacts every turn naming the blob and makes reads of it by hash NotFound (version
+        2, the compliance path; run :meth:`gc` to remove its bytes now). NotFound for a hash
+        the store never had."""
+        return await self._run(ops.purge_blob(payload_hash), timeout)
 
     async def tag_context(
         self,
@@ -858,10 +907,15 @@ class AsyncClient(ops.ClientCore):
         return await self._run(ops.append_turns(context, turns, expected_head), timeout)
 
     async def turn_by_key(
-        self, context: ContextLike, key: KeyLike, *, timeout: float | None = None
+        self,
+        context: ContextLike,
+        key: KeyLike,
+        *,
+        as_of: int | None = None,
+        timeout: float | None = None,
     ) -> TurnInfo | None:
         """The context's turn with ``key`` (own or inherited), or None if no turn has it."""
-        return await self._drive(ops.turn_by_key(context, key), timeout)
+        return await self._drive(ops.turn_by_key(context, key, as_of), timeout)
 
     async def turn_log(
         self,
@@ -871,12 +925,16 @@ class AsyncClient(ops.ClientCore):
         cursor: LogCursor | None = None,
         limit: int = 100,
         payloads: bool = False,
+        as_of: int | None = None,
         timeout: float | None = None,
     ) -> LogPage:
         """One page of the context's turn log, newest first across branches, filtered by
         ``labels``; see :meth:`ctxstore.Client.turn_log`."""
         return await self._run(
-            ops.turn_log(context, labels, cursor, limit, payloads, self._accept_zstd), timeout
+            ops.view(
+                ops.turn_log(context, labels, cursor, limit, payloads, self._accept_zstd), as_of
+            ),
+            timeout,
         )
 
     def iter_turn_log(
@@ -927,12 +985,16 @@ class AsyncClient(ops.ClientCore):
         limit: int = 64,
         *,
         payloads: bool = False,
+        as_of: int | None = None,
         timeout: float | None = None,
     ) -> TurnPage:
         """The chain from the latest summary turn to the head, oldest first; see
         :meth:`ctxstore.Client.window`."""
         return await self._run(
-            ops.read_page(context, p.PageKind.WINDOW, 0, 0, limit, payloads, self._accept_zstd),
+            ops.view(
+                ops.read_page(context, p.PageKind.WINDOW, 0, 0, limit, payloads, self._accept_zstd),
+                as_of,
+            ),
             timeout,
         )
 
@@ -944,12 +1006,18 @@ class AsyncClient(ops.ClientCore):
         before: int | None = None,
         from_depth: int | None = None,
         payloads: bool = False,
+        as_of: int | None = None,
         timeout: float | None = None,
     ) -> TurnPage:
         """A page of the chain with each turn's extras; see
         :meth:`ctxstore.Client.read_page`."""
         kind, before_turn_id, depth = ops.page_kind(before, from_depth)
         return await self._run(
-            ops.read_page(context, kind, before_turn_id, depth, limit, payloads, self._accept_zstd),
+            ops.view(
+                ops.read_page(
+                    context, kind, before_turn_id, depth, limit, payloads, self._accept_zstd
+                ),
+                as_of,
+            ),
             timeout,
         )

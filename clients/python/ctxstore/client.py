@@ -33,6 +33,9 @@ from .types import (
     ContextPage,
     FoundPage,
     GcReport,
+    Patched,
+    Purged,
+    Redacted,
     HashLike,
     KeyLike,
     KeyT,
@@ -207,7 +210,7 @@ class _Connection:
                         else "the connection closed inside a frame header"
                     )
                 header = p.FrameHeader.decode(header_bytes)
-                header.check(self._frame_bytes_max)
+                header.check(self._frame_bytes_max, p.OVERLAYS)  # overlaid answers (AsOf)
                 body = self._rfile.read(header.len) if header.len else b""
                 if len(body) < header.len:
                     raise ConnectionLost("the connection closed inside a frame")
@@ -242,7 +245,10 @@ class _Connection:
             raise ProtocolError(message)
         try:
             response = p.decode_response(
-                header.msg_type, body, allow_unknown=isinstance(pending.request, p.RawRequest)
+                header.msg_type,
+                body,
+                header.flags,
+                allow_unknown=isinstance(pending.request, p.RawRequest),
             )
         except ProtocolError as error:
             pending.error = ProtocolError(error.message)
@@ -650,9 +656,13 @@ class Client(ops.ClientCore):
         )
         return self._run(ops.append_spec(context, spec, expected_head), timeout)
 
-    def get_turn(self, turn_id: int, *, timeout: float | None = None) -> Turn:
-        """One turn's metadata (no payload: use :meth:`get_blob` with its hash)."""
-        return self._run(ops.get_turn(turn_id), timeout)
+    def get_turn(
+        self, turn_id: int, *, as_of: int | None = None, timeout: float | None = None
+    ) -> Turn:
+        """One turn's metadata (no payload: use :meth:`get_blob` with its hash). ``as_of``
+        (version 2): the overlay view to read — 0 the latest, else the view as of that
+        overlay sequence number — with ``redacted`` and ``overlay_seq`` set."""
+        return self._run(ops.view(ops.get_turn(turn_id), as_of), timeout)
 
     def last(
         self,
@@ -660,11 +670,14 @@ class Client(ops.ClientCore):
         limit: int = 64,
         *,
         payloads: bool = False,
+        as_of: int | None = None,
         timeout: float | None = None,
     ) -> Page:
         """The ``limit`` newest turns of the context, oldest first (``payloads``: with their
         verified bytes). Continue with :meth:`before` and the page's ``next_before``."""
-        return self._run(ops.last(context, limit, payloads, self._accept_zstd), timeout)
+        return self._run(
+            ops.view(ops.last(context, limit, payloads, self._accept_zstd), as_of), timeout
+        )
 
     def before(
         self,
@@ -673,11 +686,15 @@ class Client(ops.ClientCore):
         limit: int = 64,
         *,
         payloads: bool = False,
+        as_of: int | None = None,
         timeout: float | None = None,
     ) -> Page:
         """The ``limit`` turns older than ``before_turn_id``, oldest first (cursor paging)."""
         return self._run(
-            ops.before(context, before_turn_id, limit, payloads, self._accept_zstd), timeout
+            ops.view(
+                ops.before(context, before_turn_id, limit, payloads, self._accept_zstd), as_of
+            ),
+            timeout,
         )
 
     def range_by_depth(
@@ -687,11 +704,14 @@ class Client(ops.ClientCore):
         limit: int = 64,
         *,
         payloads: bool = False,
+        as_of: int | None = None,
         timeout: float | None = None,
     ) -> Page:
         """The context's turns with depth in ``from_depth .. from_depth + limit``."""
         return self._run(
-            ops.range_by_depth(context, from_depth, limit, payloads, self._accept_zstd),
+            ops.view(
+                ops.range_by_depth(context, from_depth, limit, payloads, self._accept_zstd), as_of
+            ),
             timeout,
         )
 
@@ -702,11 +722,13 @@ class Client(ops.ClientCore):
         limit: int = 64,
         *,
         payloads: bool = False,
+        as_of: int | None = None,
         timeout: float | None = None,
     ) -> Page:
         """The chain root → ``turn_id``: ``limit`` turns from ``from_depth``."""
         return self._run(
-            ops.chain(turn_id, from_depth, limit, payloads, self._accept_zstd), timeout
+            ops.view(ops.chain(turn_id, from_depth, limit, payloads, self._accept_zstd), as_of),
+            timeout,
         )
 
     def replay(
@@ -795,9 +817,7 @@ class Client(ops.ClientCore):
         mean "never", not "now"), at most 100 years (else InvalidArgument)."""
         return self._run(ops.context_ttl(context, ttl_ms, True), timeout)
 
-    def context_retention(
-        self, context: ContextLike, *, timeout: float | None = None
-    ) -> Retention:
+    def context_retention(self, context: ContextLike, *, timeout: float | None = None) -> Retention:
         """The context with its floor depth and time to live."""
         return self._run(ops.context_ttl(context, None, False), timeout)
 
@@ -818,6 +838,31 @@ class Client(ops.ClientCore):
         collection no longer waited for goes on on the server. One collection or backup at a
         time: while one runs (the server's schedule included), InvalidArgument."""
         return self._run(ops.gc(), timeout)
+
+    def patch_turn(
+        self,
+        turn_id: int,
+        payload: bytes | bytearray | memoryview,
+        *,
+        timeout: float | None = None,
+    ) -> Patched:
+        """Gives the turn a new payload (an overlay, version 2): reads show it from now on,
+        reads ``as_of`` an earlier sequence number the payload it had then. The turn keeps
+        its id, parent, depth, key, labels and links. NotFound for an unknown turn;
+        InvalidArgument for a redacted one."""
+        return self._run(ops.patch_turn(turn_id, payload), timeout)
+
+    def redact_turn(self, turn_id: int, *, timeout: float | None = None) -> Redacted:
+        """Takes the turn's payload away in every view (version 2): reads return it with
+        ``redacted`` True and an empty payload; its bytes leave the disk at the next garbage
+        collection. Final: redacting again is InvalidArgument; NotFound for an unknown turn."""
+        return self._run(ops.redact_turn(turn_id), timeout)
+
+    def purge_blob(self, payload_hash: HashLike, *, timeout: float | None = None) -> Purged:
+        """Redacts every turn naming the blob and makes reads of it by hash NotFound (version
+        2, the compliance path; run :meth:`gc` to remove its bytes now). NotFound for a hash
+        the store never had."""
+        return self._run(ops.purge_blob(payload_hash), timeout)
 
     def tag_context(
         self,
@@ -961,12 +1006,17 @@ class Client(ops.ClientCore):
         return self._run(ops.append_turns(context, turns, expected_head), timeout)
 
     def turn_by_key(
-        self, context: ContextLike, key: KeyLike, *, timeout: float | None = None
+        self,
+        context: ContextLike,
+        key: KeyLike,
+        *,
+        as_of: int | None = None,
+        timeout: float | None = None,
     ) -> TurnInfo | None:
         """The context's turn with ``key`` (its own, or inherited through a fork or clone),
         with its labels and links; None if no turn has it (NotFound for an unknown
         context)."""
-        return self._drive(ops.turn_by_key(context, key), timeout)
+        return self._drive(ops.turn_by_key(context, key, as_of), timeout)
 
     def turn_log(
         self,
@@ -976,6 +1026,7 @@ class Client(ops.ClientCore):
         cursor: LogCursor | None = None,
         limit: int = 100,
         payloads: bool = False,
+        as_of: int | None = None,
         timeout: float | None = None,
     ) -> LogPage:
         """One page of the context's turn log: every turn it owns, newest first across all
@@ -984,7 +1035,10 @@ class Client(ops.ClientCore):
         ``limit`` 1-1,000. A page may be short, even empty, while more match: pass its
         ``next_cursor`` as ``cursor`` until it is None, or use :meth:`iter_turn_log`."""
         return self._run(
-            ops.turn_log(context, labels, cursor, limit, payloads, self._accept_zstd), timeout
+            ops.view(
+                ops.turn_log(context, labels, cursor, limit, payloads, self._accept_zstd), as_of
+            ),
+            timeout,
         )
 
     def iter_turn_log(
@@ -1035,13 +1089,17 @@ class Client(ops.ClientCore):
         limit: int = 64,
         *,
         payloads: bool = False,
+        as_of: int | None = None,
         timeout: float | None = None,
     ) -> TurnPage:
         """What to send a model: the context's chain from its latest summary turn (inclusive;
         from the root when there is none) to the head, oldest first — its newest ``limit``
         turns if it is longer (continue with :meth:`read_page` ``before=``)."""
         return self._run(
-            ops.read_page(context, p.PageKind.WINDOW, 0, 0, limit, payloads, self._accept_zstd),
+            ops.view(
+                ops.read_page(context, p.PageKind.WINDOW, 0, 0, limit, payloads, self._accept_zstd),
+                as_of,
+            ),
             timeout,
         )
 
@@ -1053,6 +1111,7 @@ class Client(ops.ClientCore):
         before: int | None = None,
         from_depth: int | None = None,
         payloads: bool = False,
+        as_of: int | None = None,
         timeout: float | None = None,
     ) -> TurnPage:
         """A page of the context's chain, oldest first, each turn with its key, labels and
@@ -1061,6 +1120,11 @@ class Client(ops.ClientCore):
         ``from_depth`` those with depth in ``from_depth .. from_depth + limit``."""
         kind, before_turn_id, depth = ops.page_kind(before, from_depth)
         return self._run(
-            ops.read_page(context, kind, before_turn_id, depth, limit, payloads, self._accept_zstd),
+            ops.view(
+                ops.read_page(
+                    context, kind, before_turn_id, depth, limit, payloads, self._accept_zstd
+                ),
+                as_of,
+            ),
             timeout,
         )

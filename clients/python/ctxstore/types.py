@@ -34,6 +34,9 @@ __all__ = [
     "Page",
     "Stats",
     "GcReport",
+    "Patched",
+    "Redacted",
+    "Purged",
     "ContextInfo",
     "Opened",
     "ContextPage",
@@ -147,6 +150,14 @@ class Turn:
     """Bit 0 SUMMARY (see :attr:`summary`); no other bit is defined."""
     created_at_unix_ms: int
     payload: bytes | None = field(default=None, repr=False)
+    redacted: bool = False
+    """The turn's payload was taken away (``redact_turn``, ``purge_blob``): ``payload`` is
+    empty, ``payload_hash`` BLAKE3 of no bytes, ``payload_len`` 0 — in every view. Known on
+    reads that ask for the overlay view (the version-2 reads, and the others given
+    ``as_of``); False otherwise."""
+    overlay_seq: int = 0
+    """The sequence number of the overlay (patch or redaction) this turn shows; 0: the turn
+    as appended (or a read without the overlay view)."""
 
     @property
     def is_root(self) -> bool:
@@ -276,6 +287,46 @@ class BackupReport:
     linked_bytes: int
     """Of ``bytes``, those hard-linked (sealed packs on the same file system)."""
     duration_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Patched:
+    """What ``patch_turn`` did: the turn reads the new payload from ``overlay_seq`` on (reads
+    ``as_of`` an earlier sequence number still see the payload it had then)."""
+
+    turn_id: int
+    overlay_seq: int
+    """The patch's sequence number (monotonic across the store)."""
+    payload_hash: bytes
+    """BLAKE3-256 of the new payload."""
+    payload_len: int
+
+    @property
+    def payload_hash_hex(self) -> str:
+        """``payload_hash`` as 64 hex digits."""
+        return self.payload_hash.hex()
+
+
+@dataclass(frozen=True, slots=True)
+class Redacted:
+    """What ``redact_turn`` did: the turn has no payload any more, in every view; its bytes
+    leave the disk at the next garbage collection."""
+
+    turn_id: int
+    overlay_seq: int
+    """The redaction's sequence number."""
+
+
+@dataclass(frozen=True, slots=True)
+class Purged:
+    """What ``purge_blob`` did: every turn naming the blob is redacted (``turns_redacted``
+    counts those not redacted before) and reads of the blob by hash are NotFound; its bytes
+    leave the disk at the next garbage collection."""
+
+    payload_hash: bytes
+    turns_redacted: int
+    overlay_seq: int
+    """The purge record's sequence number."""
 
 
 @dataclass(frozen=True, slots=True)

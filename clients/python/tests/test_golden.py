@@ -3,6 +3,9 @@ values and re-encode to exactly their bytes (header flags included)."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import blake3
 import pytest
 
 from ctxstore import _protocol as p
@@ -27,6 +30,7 @@ def golden_frames() -> dict[str, bytes]:
 
 HASH_A0 = bytes((0xA0 + i) & 0xFF for i in range(32))
 HASH_00 = bytes(range(32))
+EMPTY_HASH = blake3.blake3(b"").digest()
 TURN = p.TurnRecord(
     turn_id=42,
     parent_turn_id=41,
@@ -236,6 +240,40 @@ EXPECTED: dict[str, tuple[int, p.Message]] = {
             5 << 20,
         ),
     ),
+    # Version 2, overlays and redaction (issue 15, decision 0012); more in test_overlays.py.
+    "patch_turn": (23, p.PatchTurn(42, b"fixed")),
+    "patch_turn_response": (23, p.PatchedResponse(42, 57, HASH_A0, 5)),
+    "redact_turn": (24, p.RedactTurn(42)),
+    "redact_turn_response": (24, p.RedactedResponse(42, 58)),
+    "purge_blob": (25, p.PurgeBlob(HASH_A0)),
+    "purge_blob_response": (25, p.PurgedResponse(HASH_A0, 3, 62)),
+    "get_turn_as_of": (26, p.AsOf(p.GetTurn(42), 57)),
+    "turn_overlaid_response": (
+        26,
+        p.OverlaidResponse(p.TurnResponse(TURN), (p.OverlayRecord(57, False),)),
+    ),
+    "read_page_as_of_latest": (
+        27,
+        p.AsOf(p.ReadPage("t-1", p.PageKind.LAST, 0, 0, 10, p.READ_WITH_PAYLOADS), 0),
+    ),
+    "page_overlaid_response": (
+        27,
+        p.OverlaidResponse(
+            p.PageResponse(
+                0,
+                7,
+                (
+                    p.TurnExtrasEntry(
+                        dataclasses.replace(TURN, payload_hash=EMPTY_HASH, payload_len=0),
+                        p.ExtrasRecord(),
+                        p.PayloadRecord(p.PayloadEncoding.RAW, 0, b""),
+                    ),
+                ),
+            ),
+            (p.OverlayRecord(58, True),),
+        ),
+    ),
+    "get_last_by_name_as_of": (28, p.AsOf(p.GetLast("t-1", 1, 0), 57)),
 }
 
 
@@ -245,8 +283,8 @@ def decode_frame(frame: bytes) -> tuple[p.FrameHeader, p.Message]:
     body = frame[p.HEADER_BYTES :]
     assert header.len == len(body)
     if header.msg_type & p.RESPONSE_BIT:
-        header.check(p.FRAME_BYTES_LIMIT)  # responses carry no flags
-        return header, p.decode_response(header.msg_type, body)
+        header.check(p.FRAME_BYTES_LIMIT, p.OVERLAYS)  # a response's only flag
+        return header, p.decode_response(header.msg_type, body, header.flags)
     return header, p.decode_request(header.msg_type, body, header.flags)
 
 
@@ -267,8 +305,7 @@ def test_golden_frame_decodes_and_reencodes(name: str) -> None:
     req_id, expected = EXPECTED[name]
     header, message = decode_frame(frame)
     assert header.req_id == req_id
-    expected_flags = expected.frame_flags if isinstance(expected, p.Request) else 0
-    assert header.flags == expected_flags
+    assert header.flags == expected.frame_flags
     assert message == expected
     assert encode_frame(req_id, expected) == frame
 
