@@ -634,9 +634,14 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
         MessageType::CtxDelete => Request::CtxDelete {
             context: cursor.context_ref()?,
         },
-        MessageType::Backup => Request::Backup {
-            dir: cursor.short_string("dir")?,
-        },
+        MessageType::Backup => {
+            let dir = cursor.short_string("dir")?;
+            // What the encoder refuses, the decoder refuses (found by fuzz/frame_decoder).
+            if dir.is_empty() {
+                return Err(cursor.invalid("dir", "an empty backup directory"));
+            }
+            Request::Backup { dir }
+        }
         MessageType::CtxPrune => Request::CtxPrune {
             context: cursor.context_ref()?,
             keep: cursor.u32()?,
