@@ -78,8 +78,10 @@ fn fail(message: &str) -> ! {
 
 fn config(dir: &Path) -> EngineConfig {
     let mut config = EngineConfig::new(dir).with_shards(2);
-    // Collections run when this program says, not on the server's schedule.
+    // Collections run when this program says, not on the schedule or the deleted-bytes
+    // trigger.
     config.gc_interval_ms = 0;
+    config.gc_deleted_bytes_trigger = 0;
     config
 }
 
