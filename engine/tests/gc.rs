@@ -11,41 +11,11 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use bytes::Bytes;
-use common::{append, block_on, config};
+use common::{append, block_on, gc_config, new_context, random_payload};
 use ctxstore_engine::{
-    AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig, ErrorKind,
-    NewContext, TurnId, verify,
+    AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, ErrorKind, TurnId,
+    verify,
 };
-
-fn gc_config(dir: &Path) -> EngineConfig {
-    let mut config = config(dir);
-    config.gc_interval_ms = 0;
-    config.gc_pack_dead_percent = 1;
-    config.gc_bytes_per_s_max = 0;
-    config.gc_deleted_bytes_trigger = 0;
-    config
-}
-
-/// Incompressible bytes, different for each seed: a payload's stored size is its length.
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
-}
-
-fn new_context(engine: &Engine) -> ContextId {
-    block_on(engine.create(NewContext::default()))
-        .unwrap()
-        .context
-        .head
-        .context_id
-}
 
 fn pack_bytes(dir: &Path) -> u64 {
     let mut total = 0;
@@ -90,7 +60,7 @@ fn a_collection_takes_exactly_what_no_live_context_reaches_and_gives_the_bytes_b
         let context = new_context(&engine);
         let mut chain = Vec::new();
         for t in 0..20u64 {
-            let payload = noise(c * 1000 + t, PAYLOAD);
+            let payload = random_payload(c * 1000 + t, PAYLOAD);
             let turn = append(&engine, context, &payload, None)
                 .unwrap()
                 .turn
@@ -102,7 +72,7 @@ fn a_collection_takes_exactly_what_no_live_context_reaches_and_gives_the_bytes_b
     }
     // A fork of context 0 at its 11th turn keeps that history alive after 0 is deleted.
     let fork = block_on(engine.fork(turns[0][10].0)).unwrap().context_id;
-    let fork_payload = noise(9_000, PAYLOAD);
+    let fork_payload = random_payload(9_000, PAYLOAD);
     let fork_turn = append(&engine, fork, &fork_payload, None)
         .unwrap()
         .turn
@@ -111,7 +81,10 @@ fn a_collection_takes_exactly_what_no_live_context_reaches_and_gives_the_bytes_b
     let kv = contexts[7];
     block_on(engine.kv_put(
         &ContextRef::Id(kv),
-        vec![(b"state".to_vec(), Bytes::from(noise(8_000, PAYLOAD)))],
+        vec![(
+            b"state".to_vec(),
+            Bytes::from(random_payload(8_000, PAYLOAD)),
+        )],
         false,
     ))
     .unwrap();
@@ -181,7 +154,7 @@ fn a_collection_takes_exactly_what_no_live_context_reaches_and_gives_the_bytes_b
     let idle = engine.gc().unwrap();
     assert_eq!((idle.turns_dead, idle.blobs_dead), (0, 0), "{idle:?}");
     // New appends after all of it.
-    let payload = noise(77, PAYLOAD);
+    let payload = random_payload(77, PAYLOAD);
     let turn = append(&engine, contexts[6], &payload, None)
         .unwrap()
         .turn
@@ -210,11 +183,11 @@ fn appends_racing_collections_keep_their_blobs() {
                 // them dead (dedup hits on condemned blobs).
                 let doomed = new_context(&engine);
                 for seed in &seeds {
-                    append(&engine, doomed, &noise(*seed, PAYLOAD), None).unwrap();
+                    append(&engine, doomed, &random_payload(*seed, PAYLOAD), None).unwrap();
                 }
                 block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();
                 for seed in seeds.iter().skip((round % 2) as usize).step_by(2) {
-                    let payload = noise(*seed, PAYLOAD);
+                    let payload = random_payload(*seed, PAYLOAD);
                     let request = AppendRequest {
                         context_id: keeper,
                         expected_head: None,
@@ -257,7 +230,7 @@ fn a_compaction_interrupted_between_its_steps_reopens_with_everything_live() {
     let drop_ = new_context(&engine);
     let mut live = HashMap::new();
     for i in 0..40u64 {
-        let payload = noise(i, 8 << 10);
+        let payload = random_payload(i, 8 << 10);
         let context = if i % 2 == 0 { keep } else { drop_ };
         let turn = append(&engine, context, &payload, None)
             .unwrap()
@@ -485,7 +458,7 @@ fn run(ops: Vec<Op>) {
                 linkable.sort_unstable();
                 let link = link.and_then(|l| linkable.get(l % linkable.len().max(1)).copied());
                 seed += 1;
-                let payload = noise(seed, 1024 + (seed as usize * 37) % 3000);
+                let payload = random_payload(seed, 1024 + (seed as usize * 37) % 3000);
                 let options = ctxstore_engine::TurnOptions {
                     key: Some(Bytes::from(format!("k{seed}"))),
                     labels: vec![("run_id".into(), format!("c{c}"))],
@@ -559,7 +532,7 @@ fn run(ops: Vec<Op>) {
                 let turn_id = model.turns[t].id;
                 let result = if matches!(op, Op::Patch { .. }) {
                     seed += 1;
-                    let payload = noise(seed, 512 + (seed as usize * 53) % 2000);
+                    let payload = random_payload(seed, 512 + (seed as usize * 53) % 2000);
                     let result = block_on(engine.patch_turn(turn_id, Bytes::from(payload.clone())));
                     if result.is_ok() {
                         stored.insert(payload.clone());
@@ -733,8 +706,8 @@ fn deleting_past_the_trigger_starts_a_collection_without_waiting_for_the_schedul
     let doomed = new_context(&engine);
     let kept = new_context(&engine);
     for i in 0..8 {
-        append(&engine, doomed, &noise(i, 16 << 10), None).unwrap();
-        append(&engine, kept, &noise(100 + i, 1 << 10), None).unwrap();
+        append(&engine, doomed, &random_payload(i, 16 << 10), None).unwrap();
+        append(&engine, kept, &random_payload(100 + i, 1 << 10), None).unwrap();
     }
     assert_eq!(engine.stats().gc_runs, 0, "the schedule is off");
     block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();

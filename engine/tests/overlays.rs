@@ -10,41 +10,11 @@ mod common;
 use std::path::Path;
 
 use bytes::Bytes;
-use common::{append, block_on, config};
+use common::{append, block_on, gc_config, new_context, random_payload};
 use ctxstore_engine::{
-    AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig,
-    EngineError, ErrorKind, NewContext, NoPayloadCache, PageOptions, PageQuery, Payload,
-    PayloadMode, TurnId, verify,
+    AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineError, ErrorKind,
+    NoPayloadCache, PageOptions, PageQuery, Payload, PayloadMode, TurnId, verify,
 };
-
-fn gc_config(dir: &Path) -> EngineConfig {
-    let mut config = config(dir);
-    config.gc_interval_ms = 0;
-    config.gc_pack_dead_percent = 1;
-    config.gc_bytes_per_s_max = 0;
-    config
-}
-
-/// Incompressible bytes, different for each seed.
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
-}
-
-fn new_context(engine: &Engine) -> ContextId {
-    block_on(engine.create(NewContext::default()))
-        .unwrap()
-        .context
-        .head
-        .context_id
-}
 
 fn turn_of(engine: &Engine, context: ContextId, payload: &[u8]) -> TurnId {
     append(engine, context, payload, None).unwrap().turn.turn_id
@@ -227,10 +197,10 @@ fn a_collection_removes_a_redacted_payload_from_every_file_but_keeps_a_shared_on
     let engine = Engine::open(gc_config(dir.path())).unwrap();
     let context = new_context(&engine);
     let other = new_context(&engine);
-    let secret = noise(1, 64 << 10);
-    let shared = noise(2, 64 << 10);
-    let patched_secret = noise(3, 32 << 10);
-    let neighbour = noise(4, 64 << 10);
+    let secret = random_payload(1, 64 << 10);
+    let shared = random_payload(2, 64 << 10);
+    let patched_secret = random_payload(3, 32 << 10);
+    let neighbour = random_payload(4, 64 << 10);
     turn_of(&engine, context, b"before");
     let secret_turn = turn_of(&engine, context, &secret);
     let shared_turn = turn_of(&engine, context, &shared);
@@ -279,7 +249,7 @@ fn a_collection_removes_a_redacted_payload_from_every_file_but_keeps_a_shared_on
 fn a_purge_redacts_every_turn_naming_the_blob_and_hides_it_by_hash() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(gc_config(dir.path())).unwrap();
-    let secret = noise(7, 40 << 10);
+    let secret = random_payload(7, 40 << 10);
     let hash = BlobHash::of(&secret);
     let mut named = Vec::new();
     let mut contexts = Vec::new();
@@ -378,7 +348,7 @@ fn a_redacted_turn_is_never_served_from_a_cache() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(gc_config(dir.path())).unwrap();
     let context = new_context(&engine);
-    let payload = noise(11, 4096);
+    let payload = random_payload(11, 4096);
     let turn = turn_of(&engine, context, &payload);
     let mut cache = Cache::default();
     let options = PageOptions {

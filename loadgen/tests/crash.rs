@@ -74,6 +74,27 @@ fn start_server_with(data: &Path, ready: &Path, flags: &[&str]) -> (Child, Strin
     }
 }
 
+/// SIGTERM, and the server must exit cleanly.
+fn stop(server: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    assert!(server.wait().unwrap().success());
+}
+
+/// `ctxstore-server verify` of a stopped store must pass; its report.
+fn verify(data: &Path) -> String {
+    let output = Command::new(server_binary())
+        .arg("verify")
+        .arg("--data")
+        .arg(data)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{report}");
+    report
+}
+
 fn kill_9(child: &mut Child) {
     let _ = Command::new("kill")
         .args(["-KILL", &child.id().to_string()])
@@ -648,18 +669,8 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
     }
 
     let (mut server, _) = start_server(&data, &ready);
-    let _ = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status();
-    assert!(server.wait().unwrap().success());
-    let output = Command::new(server_binary())
-        .arg("verify")
-        .arg("--data")
-        .arg(&data)
-        .output()
-        .unwrap();
-    let report = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{report}");
+    stop(&mut server);
+    let report = verify(&data);
     assert!(
         meta_model.len() > 1,
         "the metadata writer made too few contexts to test"
@@ -718,19 +729,8 @@ fn a_backup_under_load_holds_every_append_acknowledged_before_it() {
     assert_eq!(report.dir, copy.display().to_string());
     assert!(report.turns >= before.len() as u64, "{report:?}");
     let _ = loadgen.wait();
-    let _ = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status();
-    assert!(server.wait().unwrap().success());
-
-    let output = Command::new(server_binary())
-        .arg("verify")
-        .arg("--data")
-        .arg(&copy)
-        .output()
-        .unwrap();
-    let verified = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{verified}");
+    stop(&mut server);
+    verify(&copy);
     let (mut server, addr) = start_server(&copy, &dir.path().join("ready-copy"));
     let checked = runtime.block_on(check(&addr, &before));
     kill_9(&mut server);
@@ -844,18 +844,8 @@ fn collections_under_kill_9_keep_every_live_acknowledged_turn() {
         "after a collection {dead} of {} pack bytes are garbage",
         live + dead
     );
-    let _ = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status();
-    assert!(server.wait().unwrap().success());
-    let output = Command::new(server_binary())
-        .arg("verify")
-        .arg("--data")
-        .arg(&data)
-        .output()
-        .unwrap();
-    let report = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{report}");
+    stop(&mut server);
+    let report = verify(&data);
     println!(
         "gc crash harness: {cycles} cycles, {} acknowledged appends + {} kept churn turns, \
          {checked} checks, 0 lost; {churned} contexts churned; live {live} B, garbage {dead} B \

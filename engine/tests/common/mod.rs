@@ -90,3 +90,23 @@ pub fn random_payload(seed: u64, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// `config` for garbage-collection tests: collections only when the test asks (no schedule,
+/// no deleted-bytes trigger), every pack with anything dead compacted, no rate limit.
+pub fn gc_config(dir: &Path) -> EngineConfig {
+    let mut config = config(dir);
+    config.gc_interval_ms = 0;
+    config.gc_deleted_bytes_trigger = 0;
+    config.gc_pack_dead_percent = 1;
+    config.gc_bytes_per_s_max = 0;
+    config
+}
+
+/// A new empty context.
+pub fn new_context(engine: &Engine) -> ContextId {
+    block_on(engine.create(ctxstore_engine::NewContext::default()))
+        .expect("create a context")
+        .context
+        .head
+        .context_id
+}
