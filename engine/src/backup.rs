@@ -26,6 +26,7 @@ use crate::error::EngineError;
 use crate::format::turn_log::LOG_RECORD_BYTES;
 use crate::pipeline::{ShardRequest, ShardSnapshot};
 use crate::store_dir::{StoreDir, sync_dir};
+use crate::throttle::Throttle;
 
 /// Bytes copied per read/write step of a prefix copy (also the unit the turn count is taken
 /// over: a whole number of 128-byte records).
@@ -316,38 +317,6 @@ fn read_full(reader: &mut File, buffer: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(filled)
-}
-
-/// Holds copying to `bytes_per_s_max` on average (0: no limit), for disks a full-speed copy
-/// would crowd (a shared volume, a slow one). On the reference machine it bought nothing: append
-/// p99 was ~5 ms during a backup at 64 MiB/s and at full speed (docs/benchmarks.md).
-struct Throttle {
-    bytes_per_s_max: u64,
-    started: Instant,
-    bytes: u64,
-}
-
-impl Throttle {
-    fn new(bytes_per_s_max: u64) -> Throttle {
-        Throttle {
-            bytes_per_s_max,
-            started: Instant::now(),
-            bytes: 0,
-        }
-    }
-
-    /// Counts `bytes` copied; sleeps while the copy is ahead of its allowance.
-    fn take(&mut self, bytes: u64) {
-        self.bytes += bytes;
-        if self.bytes_per_s_max == 0 {
-            return;
-        }
-        let due =
-            std::time::Duration::from_secs_f64(self.bytes as f64 / self.bytes_per_s_max as f64);
-        if let Some(ahead) = due.checked_sub(self.started.elapsed()) {
-            std::thread::sleep(ahead);
-        }
-    }
 }
 
 fn sync(dir: &Path) -> Result<(), EngineError> {

@@ -58,6 +58,7 @@ use crate::sequencer::owners;
 use crate::store_dir::{
     REINDEX_MARKER_FILE, StoreDir, compact_path, create_durable, pack_path, sync_dir,
 };
+use crate::throttle::Throttle;
 
 /// A compaction syncs what it wrote every this many bytes: a multi-megabyte write-back at the
 /// final fsync would stall every append's fdatasync behind it (the backup's lesson,
@@ -800,34 +801,6 @@ fn mark(
         floor: floors,
         live_blobs,
     })
-}
-
-/// Holds a compaction to `bytes_per_s_max` on average (0: no limit).
-struct Throttle {
-    bytes_per_s_max: u64,
-    started: Instant,
-    bytes: u64,
-}
-
-impl Throttle {
-    fn new(bytes_per_s_max: u64) -> Throttle {
-        Throttle {
-            bytes_per_s_max,
-            started: Instant::now(),
-            bytes: 0,
-        }
-    }
-
-    fn take(&mut self, bytes: u64) {
-        self.bytes += bytes;
-        if self.bytes_per_s_max == 0 {
-            return;
-        }
-        let due = Duration::from_secs_f64(self.bytes as f64 / self.bytes_per_s_max as f64);
-        if let Some(ahead) = due.checked_sub(self.started.elapsed()) {
-            std::thread::sleep(ahead);
-        }
-    }
 }
 
 /// The `ctxstore-gc` thread: a round every `interval`, and early once contexts holding

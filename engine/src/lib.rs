@@ -46,6 +46,7 @@ mod status;
 pub mod store_dir;
 mod tail;
 mod threads;
+mod throttle;
 pub mod turns;
 pub mod verify;
 
