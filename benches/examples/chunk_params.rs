@@ -3,7 +3,7 @@
 //! engine, and the chunker's CPU cost per MB.
 //!
 //! ```text
-//! cargo run --release -p ctxstore-benches --example chunk_params -- [STEPS]
+//! cargo run --release -p ctxstore-benches --example chunk_params -- [STEPS] [--default-only]
 //! ```
 //!
 //! Bytes on disk = pack records (headers, bodies, padding) + blob index entries (64 B each) +
@@ -93,7 +93,11 @@ fn main() {
         threshold_bytes: 0,
         ..Chunking::default()
     };
+    let default_only = std::env::args().any(|arg| arg == "--default-only");
     let mut sets = vec![whole];
+    if default_only {
+        sets = vec![Chunking::default()];
+    }
     for (min, avg, max) in [
         (512, 1024, 8192),
         (1024, 2048, 16384),
@@ -102,6 +106,9 @@ fn main() {
         (4096, 16384, 65536),
     ] {
         for threshold in [16 * 1024, 64 * 1024] {
+            if default_only {
+                break;
+            }
             sets.push(Chunking {
                 threshold_bytes: threshold,
                 chunk_bytes_min: min,

@@ -32,7 +32,7 @@ use crate::engine::Engine;
 use crate::error::{Corruption, EngineError};
 use crate::format::blob_index::BlobLocation;
 use crate::format::manifest::{
-    CHUNK_BYTES_MAX, CHUNKS_PER_MANIFEST_MAX, ChunkRef, Manifest, ManifestBase,
+    CHUNK_BYTES_MAX, CHUNKS_PER_MANIFEST_MAX, ChunkRef, MANIFEST_DEPTH_MAX, Manifest, ManifestBase,
 };
 use crate::format::pack::{Compression, EncodedBlob};
 use crate::gc::ChunkPin;
@@ -41,13 +41,18 @@ use crate::pipeline::{PutOutcome, ShardRequest};
 use crate::store_dir::pack_path;
 
 /// A delta manifest names at most this many chunks of its own (past its base's kept prefix);
-/// beyond, a full manifest is written and becomes the next base. Chosen by the sweep in
-/// decision 0013: fewer makes full manifests frequent, more makes every delta long.
+/// beyond, or past `MANIFEST_DEPTH_MAX` deltas, a full manifest is written. Chosen by the
+/// sweep in decision 0013.
 pub const DELTA_CHUNKS_MAX: usize = 8;
 
-/// Bases remembered (first chunk → the newest full manifest starting with it); forgotten all
-/// at once when full, since a hint is only an optimisation.
+/// Bases remembered (first chunk → the newest manifest starting with it); forgotten all at
+/// once when full, since a hint is only an optimisation.
 const BASE_HINTS_MAX: usize = 65_536;
+
+/// Chunks are compressed at zstd 3 at least (the store's level if higher): only new chunks
+/// are compressed, one or two per step of a growing state, so the better ratio (3% less disk
+/// than level 1 on the sweep of decision 0013) costs little CPU per append.
+const CHUNK_ZSTD_LEVEL_MIN: i32 = 3;
 
 /// What chunked writes did since open (`Engine::stats`). Written by callers with relaxed adds.
 #[derive(Debug, Default)]
@@ -58,7 +63,7 @@ pub(crate) struct ChunkCounters {
     pub chunk_bytes_deduped: AtomicU64,
 }
 
-/// The newest full manifest seen per first chunk: where a growing state finds its base.
+/// The newest manifest written per first chunk: where a growing state finds its base.
 #[derive(Debug, Default)]
 pub(crate) struct BaseHints {
     hints: papaya::HashMap<BlobHash, BlobHash, BlobHashBuildHasher>,
@@ -138,12 +143,13 @@ pub(crate) fn read_manifest(
     Ok(manifest)
 }
 
-/// Every chunk of a chunked blob in order, its base's kept chunks first; lengths checked.
+/// Every chunk of a chunked blob in order (its base's kept chunks first, down the chain of
+/// deltas to a full manifest), with its depth; lengths and depths checked.
 pub(crate) fn chunk_list(
     shards: &[ShardView],
     hash: &BlobHash,
     location: BlobLocation,
-) -> Result<Vec<ChunkRef>, EngineError> {
+) -> Result<(Vec<ChunkRef>, u32), EngineError> {
     let manifest = read_manifest(shards, hash, location)?;
     let mut chunks = Vec::new();
     if let Some(base) = manifest.base {
@@ -155,15 +161,21 @@ pub(crate) fn chunk_list(
             let reason = format!("its base {} is not a manifest", base.hash);
             return Err(corrupt(shards, hash, location, reason));
         }
-        let base_manifest = read_manifest(shards, &base.hash, base_location)?;
-        if base_manifest.base.is_some() || base.kept as usize > base_manifest.chunks.len() {
+        // Depths go down by one at each base, so this recursion ends within
+        // MANIFEST_DEPTH_MAX steps even on a damaged store.
+        let (base_chunks, base_depth) = chunk_list(shards, &base.hash, base_location)?;
+        if base_depth + 1 != base.depth || base.kept as usize > base_chunks.len() {
             let reason = format!(
-                "its base {} cannot be one (a delta, or too short)",
-                base.hash
+                "its base {} cannot be one (depth {base_depth} under depth {}, {} chunks for \
+                 {} kept)",
+                base.hash,
+                base.depth,
+                base_chunks.len(),
+                base.kept
             );
             return Err(corrupt(shards, hash, location, reason));
         }
-        chunks.extend_from_slice(&base_manifest.chunks[..base.kept as usize]);
+        chunks.extend_from_slice(&base_chunks[..base.kept as usize]);
     }
     chunks.extend_from_slice(&manifest.chunks);
     let total: u64 = chunks.iter().map(|chunk| u64::from(chunk.len)).sum();
@@ -175,7 +187,7 @@ pub(crate) fn chunk_list(
         );
         return Err(corrupt(shards, hash, location, reason));
     }
-    Ok(chunks)
+    Ok((chunks, manifest.depth()))
 }
 
 /// The payload of a blob at `location`: read and verified as one record, or rebuilt from its
@@ -189,7 +201,7 @@ pub(crate) fn read_payload(
     if location.compression != Compression::Manifest {
         return shard_of(shards, hash).read_payload_at(hash, location);
     }
-    let chunks = chunk_list(shards, hash, location)?;
+    let (chunks, _) = chunk_list(shards, hash, location)?;
     let mut payload = Vec::with_capacity(location.raw_len as usize);
     for chunk in &chunks {
         let shard = shard_of(shards, &chunk.hash);
@@ -237,7 +249,7 @@ pub(crate) fn drop_incomplete_manifests(shards: &[ShardView]) -> Vec<Incomplete>
         for (hash, location) in manifests {
             let missing = match chunk_list(shards, &hash, location) {
                 Err(error) => Some(error.to_string()),
-                Ok(chunks) => chunks
+                Ok((chunks, _)) => chunks
                     .iter()
                     .find(|chunk| {
                         shard_of(shards, &chunk.hash)
@@ -338,7 +350,11 @@ impl Engine {
                 }
                 (None, false) => missing.push(index as u32),
                 (Some(bytes), false) => {
-                    let blob = codec::encode(chunk.hash, bytes, self.inner.config.zstd_level);
+                    let blob = codec::encode(
+                        chunk.hash,
+                        bytes,
+                        self.inner.config.zstd_level.max(CHUNK_ZSTD_LEVEL_MIN),
+                    );
                     let (reply, answer) = oneshot::channel();
                     self.inner.shards[shard]
                         .send_async(ShardRequest::Put { blob, reply })
@@ -379,7 +395,7 @@ impl Engine {
                 chunks: chunks.iter().map(|c| c.chunk).collect(),
             },
         };
-        if base.is_none() {
+        {
             let hints = self.inner.base_hints.hints.pin();
             if hints.len() >= BASE_HINTS_MAX {
                 hints.clear();
@@ -394,25 +410,25 @@ impl Engine {
         Ok((record, pin))
     }
 
-    /// The base a new manifest can be a delta of: the newest full manifest that starts with
-    /// the same chunk, if the two share a prefix and few chunks follow it.
+    /// The base a new manifest can be a delta of: the newest manifest written that starts
+    /// with the same chunk (full or a delta itself, under the depth limit), if the two share
+    /// a prefix and few chunks follow it.
     fn choose_base(&self, hash: BlobHash, chunks: &[ChunkToStore]) -> Option<ManifestBase> {
-        let published = &self.inner.published;
+        let shards = &self.inner.published.shards;
         let first = chunks.first()?.chunk.hash;
         let candidate = *self.inner.base_hints.hints.pin().get(&first)?;
         if candidate == hash {
             return None;
         }
-        let location = published.shard_of(&candidate).location(&candidate)?;
+        let location = shard_of(shards, &candidate).location(&candidate)?;
         if location.compression != Compression::Manifest {
             return None;
         }
-        let manifest = read_manifest(&published.shards, &candidate, location).ok()?;
-        if manifest.base.is_some() {
+        let (base_chunks, base_depth) = chunk_list(shards, &candidate, location).ok()?;
+        if base_depth >= MANIFEST_DEPTH_MAX {
             return None;
         }
-        let kept = manifest
-            .chunks
+        let kept = base_chunks
             .iter()
             .zip(chunks)
             .take_while(|(base, new)| **base == new.chunk)
@@ -421,6 +437,7 @@ impl Engine {
         (kept >= 1 && (1..=DELTA_CHUNKS_MAX).contains(&own)).then_some(ManifestBase {
             hash: candidate,
             kept: kept as u32,
+            depth: base_depth + 1,
         })
     }
 

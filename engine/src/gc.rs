@@ -407,26 +407,10 @@ impl Collector {
             .filter(|(manifest, _)| condemned.contains(*manifest))
             .map(|(manifest, names)| (*manifest, names.clone()))
             .collect();
-        // Sweep order: manifests no condemned manifest names (deltas), then the rest of the
-        // manifests (bases), then every other blob, so a swept dependency implies a swept
-        // manifest (`Condemned::resurrect`).
-        let is_base = |hash: &BlobHash| {
-            named_by
-                .get(hash)
-                .is_some_and(|by| by.iter().any(|m| condemned.contains(m)))
-        };
-        let sweep_first: [Vec<BlobHash>; 2] = [
-            dependencies
-                .iter()
-                .map(|(hash, _)| *hash)
-                .filter(|hash| !is_base(hash))
-                .collect(),
-            dependencies
-                .iter()
-                .map(|(hash, _)| *hash)
-                .filter(|hash| is_base(hash))
-                .collect(),
-        ];
+        // Sweep order: a condemned manifest after every condemned manifest naming it (the
+        // newest delta of a chain first, its full manifest last), then every other blob, so a
+        // swept dependency implies a swept manifest (`Condemned::resurrect`).
+        let sweep_first = sweep_levels(&dependencies, &condemned, &named_by);
         let condemned = Arc::new(Condemned::with_dependencies(condemned, dependencies));
         self.pins.install(condemned.clone());
 
@@ -464,7 +448,7 @@ impl Collector {
                 let hashes: Vec<BlobHash> = plan
                     .dead
                     .iter()
-                    .filter(|hash| level.contains(hash))
+                    .filter(|hash| level.contains(*hash))
                     .copied()
                     .collect();
                 if hashes.is_empty() {
@@ -732,9 +716,50 @@ enum Fence {
     Reached,
 }
 
+/// Condemned manifests in sweep order, level by level: level 0 holds those no condemned
+/// manifest names, level n those named by one at level n − 1 at most. Chains are at most
+/// `MANIFEST_DEPTH_MAX` deep; a cycle (impossible: a manifest names older ones) would stop
+/// at that bound.
+fn sweep_levels(
+    dependencies: &[(BlobHash, Box<[BlobHash]>)],
+    condemned: &HashSet<BlobHash, BlobHashBuildHasher>,
+    named_by: &HashMap<BlobHash, Vec<BlobHash>, BlobHashBuildHasher>,
+) -> Vec<HashSet<BlobHash, BlobHashBuildHasher>> {
+    let mut level: HashMap<BlobHash, usize, BlobHashBuildHasher> =
+        dependencies.iter().map(|(hash, _)| (*hash, 0)).collect();
+    let rounds = crate::format::manifest::MANIFEST_DEPTH_MAX as usize + 1;
+    for _ in 0..rounds {
+        let mut changed = false;
+        for (hash, _) in dependencies {
+            let deepest_namer = named_by
+                .get(hash)
+                .into_iter()
+                .flatten()
+                .filter(|namer| condemned.contains(*namer))
+                .filter_map(|namer| level.get(namer).copied())
+                .max();
+            if let Some(namer_level) = deepest_namer
+                && level.get(hash).copied().unwrap_or(0) <= namer_level
+            {
+                level.insert(*hash, namer_level + 1);
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let depth = level.values().copied().max().map_or(0, |max| max + 1);
+    let mut levels = vec![HashSet::default(); depth];
+    for (hash, at) in level {
+        levels[at].insert(hash);
+    }
+    levels
+}
+
 /// Takes out of `set` every blob a manifest outside `set` names, until none is left: a kept
-/// manifest (or base) keeps its chunks. Bases are one level deep, so this ends in a few
-/// passes.
+/// manifest (or base) keeps its chunks. Chains of deltas are at most 32 deep, so this ends
+/// within 33 passes.
 fn keep_what_kept_manifests_name(
     set: &mut HashSet<BlobHash, BlobHashBuildHasher>,
     named_by: &HashMap<BlobHash, Vec<BlobHash>, BlobHashBuildHasher>,

@@ -208,8 +208,9 @@ fn collections_follow_manifests_to_their_chunks() {
         let shared = state(step + 20, 900);
         let appended = append(&engine, kept, &shared, None).unwrap();
         live.insert(appended.turn.turn_id, shared);
-        // The doomed context's states share nothing with the kept one's.
-        let own = random_payload(step as u64, 40_000 + step * 100);
+        // The doomed context's states share nothing with the kept one's, and grow (a chain
+        // of delta manifests down to full ones, all of which must go).
+        let own = random_payload(99, 20_000 + step * 1000);
         append(&engine, doomed, &own, None).unwrap();
         gone.push(own);
     }

@@ -10,13 +10,15 @@
 //!      2    2 flags          bit 0: the manifest has a base
 //!      4    4 chunk_count    entries that follow (the manifest's own)
 //!      8    8 payload_len    bytes of the whole payload (= the pack header's raw_len)
-//!     16   40 base           only with flag bit 0: base hash (32), kept u32, reserved u32 = 0
+//!     16   40 base           only with flag bit 0: base hash (32), kept u32, depth u32
 //!  16|56   36 × chunk_count  entries: chunk hash (32), chunk length u32
 //! ```
 //! A manifest with a base is a *delta*: its chunks are the first `kept` chunks of the base
-//! (a manifest without a base of its own), then its own entries. An agent's state that grew
-//! by a message shares all but its last chunks with the previous state, so a delta costs a
-//! few entries instead of one per chunk of the whole state (the sweep in decision 0013).
+//! (itself a full manifest or a delta), then its own entries; `depth` counts the deltas down
+//! to a full manifest (1: the base is full), at most `MANIFEST_DEPTH_MAX`. An agent's state
+//! that grew by a message shares all but its last chunks with the previous state, so a delta
+//! costs a few entries instead of one per chunk of the whole state (the sweep in decision
+//! 0013).
 //! The pack record's body CRC covers these bytes; decoding checks every field it can without
 //! the chunks (their presence and the payload's hash are checked on read and by `verify`).
 
@@ -43,10 +45,14 @@ mod at {
     pub const PAYLOAD_LEN: usize = 8;
     pub const BASE_HASH: usize = 16;
     pub const BASE_KEPT: usize = 48;
-    pub const BASE_RESERVED: usize = 52;
+    pub const BASE_DEPTH: usize = 52;
 }
 const _: () = assert!(at::PAYLOAD_LEN + 8 == MANIFEST_HEADER_BYTES);
-const _: () = assert!(at::BASE_RESERVED + 4 == MANIFEST_HEADER_BYTES + MANIFEST_BASE_BYTES);
+const _: () = assert!(at::BASE_DEPTH + 4 == MANIFEST_HEADER_BYTES + MANIFEST_BASE_BYTES);
+
+/// Deltas between a manifest and the full manifest under it: a read resolves at most this
+/// many manifest records before the chunks.
+pub const MANIFEST_DEPTH_MAX: u32 = 32;
 
 /// One chunk of a payload: its BlobHash and length.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
@@ -55,11 +61,13 @@ pub struct ChunkRef {
     pub len: u32,
 }
 
-/// The base of a delta manifest: its first `kept` chunks come first.
+/// The base of a delta manifest: its first `kept` chunks come first. `depth` is this
+/// manifest's: 1 + the base's (a full manifest's is 0).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct ManifestBase {
     pub hash: BlobHash,
     pub kept: u32,
+    pub depth: u32,
 }
 
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -70,6 +78,11 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// Deltas down to a full manifest (0: this one is full).
+    pub fn depth(&self) -> u32 {
+        self.base.map_or(0, |base| base.depth)
+    }
+
     pub fn encoded_len(&self) -> usize {
         MANIFEST_HEADER_BYTES
             + if self.base.is_some() {
@@ -95,7 +108,9 @@ impl Manifest {
         let mut offset = MANIFEST_HEADER_BYTES;
         if let Some(base) = self.base {
             fields.bytes(at::BASE_HASH, &base.hash.0);
+            assert!((1..=MANIFEST_DEPTH_MAX).contains(&base.depth));
             fields.u32(at::BASE_KEPT, base.kept);
+            fields.u32(at::BASE_DEPTH, base.depth);
             offset += MANIFEST_BASE_BYTES;
         }
         for chunk in &self.chunks {
@@ -131,8 +146,9 @@ impl Manifest {
             if bytes.len() < MANIFEST_HEADER_BYTES + MANIFEST_BASE_BYTES {
                 return Err(RecordError::Field("manifest shorter than its base"));
             }
-            if fields.u32(at::BASE_RESERVED) != 0 {
-                return Err(RecordError::Field("reserved bytes are not zero"));
+            let depth = fields.u32(at::BASE_DEPTH);
+            if !(1..=MANIFEST_DEPTH_MAX).contains(&depth) {
+                return Err(RecordError::Field("manifest depth out of range"));
             }
             let kept = fields.u32(at::BASE_KEPT);
             if kept == 0 || kept > CHUNKS_PER_MANIFEST_MAX - count {
@@ -144,6 +160,7 @@ impl Manifest {
             Some(ManifestBase {
                 hash: BlobHash(fields.hash(at::BASE_HASH)),
                 kept,
+                depth,
             })
         } else {
             if count == 0 {
@@ -214,6 +231,7 @@ mod tests {
             base: Some(ManifestBase {
                 hash: BlobHash::of(b"base"),
                 kept: 1,
+                depth: 3,
             }),
             chunks: vec![chunk(3, 35)],
         };
