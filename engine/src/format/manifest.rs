@@ -238,6 +238,43 @@ mod tests {
         assert_eq!(Manifest::decode(&delta.encode()), Ok(delta));
     }
 
+    proptest::proptest! {
+        /// What decodes re-encodes to the same bytes (the fuzz target's pair assertion, here
+        /// over bodies near the valid ones).
+        #[test]
+        fn decoding_is_canonical(
+            count in 0u32..4,
+            base in proptest::option::of((1u32..5, 0u32..40)),
+            lens in proptest::collection::vec(0u32..3, 4),
+            flip in proptest::option::of((0usize..200, 0u8..8)),
+        ) {
+            let chunks: Vec<ChunkRef> = (0..count)
+                .map(|i| chunk(i as u8, lens[i as usize].max(1)))
+                .collect();
+            let own: u64 = chunks.iter().map(|c| u64::from(c.len)).sum();
+            let manifest = Manifest {
+                payload_len: own + base.map_or(0, |(kept, _)| u64::from(kept)),
+                base: base.map(|(kept, depth)| ManifestBase {
+                    hash: BlobHash::of(b"b"),
+                    kept,
+                    depth: depth.clamp(1, MANIFEST_DEPTH_MAX),
+                }),
+                chunks,
+            };
+            if manifest.base.is_none() && manifest.chunks.is_empty() {
+                return Ok(());
+            }
+            let mut bytes = manifest.encode();
+            if let Some((at, bit)) = flip {
+                let at = at % bytes.len();
+                bytes[at] ^= 1 << bit;
+            }
+            if let Ok(decoded) = Manifest::decode(&bytes) {
+                proptest::prop_assert_eq!(decoded.encode(), bytes);
+            }
+        }
+    }
+
     #[test]
     fn damaged_manifests_are_refused() {
         let full = Manifest {
