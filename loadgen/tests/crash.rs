@@ -954,14 +954,15 @@ fn growing_chunked_states_under_kill_9_lose_nothing_acknowledged() {
         .unwrap();
     let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Acked>::new()));
     let mut blobs = 0;
-    for _ in 0..cycles {
+    for cycle in 0..cycles as u64 {
         let (mut server, addr) = start_server_with(&data, &ready, &flags);
         let mut agents = Vec::new();
         for agent in 0..3u64 {
             let (addr, acked) = (addr.clone(), acked.clone());
-            // The same agent seed every cycle: new states share their prefix with the
+            // The same agent seed every cycle: new states share their opening with the
             // chunks of states stored (and maybe collected) before the crash.
-            agents.push(runtime.spawn(grow(addr, seed ^ agent, acked, agent == 2)));
+            let seeds = (seed ^ agent, seed ^ agent ^ (cycle << 40));
+            agents.push(runtime.spawn(grow(addr, seeds, acked, agent == 2)));
         }
         std::thread::sleep(Duration::from_millis(rng.u64(400..2000)));
         kill_9(&mut server);
@@ -997,29 +998,35 @@ fn growing_chunked_states_under_kill_9_lose_nothing_acknowledged() {
 /// state again (its turns are not recorded: they go with the delete).
 async fn grow(
     addr: String,
-    seed: u64,
+    (seed, cycle_seed): (u64, u64),
     acked: std::sync::Arc<std::sync::Mutex<Vec<Acked>>>,
     churn: bool,
 ) {
     let Ok(client) = Client::connect(ClientConfig::new(addr)).await else {
         return;
     };
-    let mut rng = fastrand::Rng::with_seed(seed);
-    let mut messages: Vec<Vec<u8>> = Vec::new();
+    let mut rng = fastrand::Rng::with_seed(cycle_seed);
+    // The first 12 messages are the same in every context of this agent (a shared opening:
+    // their chunks dedup, also against states stored before the last crash); the rest are new
+    // in each context, so most states are new payloads made of old and new chunks.
+    let shared: Vec<Vec<u8>> = (0..12u64)
+        .map(|step| noise(seed ^ (step << 16), 600 + (step as usize * 97) % 1000))
+        .collect();
     'contexts: loop {
         let Ok(context) = client.create_context().await else {
             return;
         };
+        let thread = rng.u64(..);
         let mut state = b"{\"messages\":[".to_vec();
         for step in 0..120u64 {
-            if messages.len() <= step as usize {
-                let len = rng.usize(600..1600);
-                messages.push(noise(seed ^ (step << 16), len));
-            }
+            let message = match shared.get(step as usize) {
+                Some(message) => message.clone(),
+                None => noise(thread ^ (step << 16), rng.usize(600..1600)),
+            };
             if step > 0 {
                 state.push(b',');
             }
-            state.extend_from_slice(&messages[step as usize]);
+            state.extend_from_slice(&message);
             let mut payload = state.clone();
             payload.extend_from_slice(b"]}");
             let Ok(appended) = client
