@@ -285,6 +285,12 @@ impl Dispatcher {
                 expected_head,
                 turns,
             } => self.append_turns(context, expected_head, turns).await,
+            // Until the engine stores chunked payloads (issue 16), answer as a server without
+            // the message would: the client then appends the whole payload.
+            Request::PutChunked { .. } => Err(error(
+                ErrorCode::UnknownMessage,
+                "PUT_CHUNKED is not served by this build",
+            )),
         }
     }
 
