@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use crate::blob::codec;
 use crate::blob::recover::{RecoveredShard, recover_shard};
+use crate::chunks::{BaseHints, ChunkCounters};
 use crate::config::{Actor, EngineConfig};
 use crate::error::{EngineError, OpenError};
 use crate::file::ReadFile;
@@ -67,6 +68,9 @@ pub(crate) struct Inner {
     lock: Mutex<Option<std::fs::File>>,
     /// The TTL reaper thread, stopped first by `shutdown`.
     reaper: Mutex<Option<Reaper>>,
+    /// Where a chunked write finds its base manifest (`chunks.rs`).
+    pub(crate) base_hints: BaseHints,
+    pub(crate) chunk_counters: ChunkCounters,
 }
 
 impl Engine {
@@ -96,6 +100,14 @@ impl Engine {
             .into_iter()
             .map(|RecoveredShard { view, cursor }| (view, cursor))
             .unzip();
+        for incomplete in crate::chunks::drop_incomplete_manifests(&views) {
+            tracing::warn!(
+                blob = %incomplete.hash,
+                reason = %incomplete.reason,
+                "a chunked blob lacks part of itself (a backup's cut?); it is not used, and a \
+                 live turn naming it fails the open below"
+            );
+        }
         let log_path = store.turns_log_path();
         let recovered = recover_log(&log_path, &views, config.repair)?;
         if meta.format_version < STORE_FORMAT_VERSION {
@@ -235,6 +247,8 @@ impl Engine {
                 threads: Mutex::new(threads),
                 lock: Mutex::new(Some(lock)),
                 reaper: Mutex::new(Some(reaper)),
+                base_hints: BaseHints::default(),
+                chunk_counters: ChunkCounters::default(),
             }),
         })
     }
@@ -328,6 +342,23 @@ impl Engine {
                 let append = append.with_payload(blob);
                 self.inner.sequencer.append(append, reply).await;
             }
+            (None, AppendPayload::Bytes(bytes)) if self.is_chunked_len(bytes.len()) => {
+                // Large: its chunks first (durable in their shards), then the manifest record
+                // takes the place of the blob on the usual route; the pin holds what the
+                // manifest names until it is indexed, which precedes the answer.
+                let chunks = crate::chunks::cut_payload(&bytes, &self.inner.config.chunking);
+                let (blob, pin) = self.prepare_manifest(hash, chunks).await?;
+                let request = ShardRequest::PutThenAppend {
+                    blob,
+                    append,
+                    reply,
+                };
+                (self.inner.shards[shard].send_async(request).await)
+                    .map_err(|_| EngineError::ShutDown)?;
+                let answer = answer.await.map_err(|_| EngineError::ShutDown)?;
+                drop(pin);
+                return answer;
+            }
             (None, AppendPayload::Bytes(bytes)) => {
                 // New (probably; the shard checks again): the shard stores it, then hands the
                 // append on to the sequencer.
@@ -391,6 +422,18 @@ impl Engine {
         self.check_open()?;
         self.inner.published.status.check_writable()?;
         let hash = BlobHash::of(&payload);
+        if self.is_chunked_len(payload.len()) {
+            self.check_blob_len(payload.len())?;
+            let chunks = crate::chunks::cut_payload(&payload, &self.inner.config.chunking);
+            let refs = chunks.iter().map(|chunk| chunk.chunk).collect();
+            let sent = chunks
+                .into_iter()
+                .enumerate()
+                .filter_map(|(index, chunk)| Some((index as u32, chunk.bytes?)))
+                .collect();
+            let deduped = self.put_chunked(hash, refs, sent).await?;
+            return Ok((hash, deduped));
+        }
         let deduped = self.store_blob(hash, payload).await?;
         Ok((hash, deduped))
     }
@@ -575,7 +618,9 @@ impl Engine {
         if self.is_purged(&hash) {
             return Err(EngineError::BlobNotFound(hash));
         }
-        self.inner.published.shard_of(&hash).read_payload(&hash)
+        let published = &self.inner.published;
+        let location = published.shard_of(&hash).find(&hash)?;
+        crate::chunks::read_payload(&published.shards, &hash, location)
     }
 
     /// A blob as stored (possibly zstd), checksum-verified; the caller inflates and hashes.
@@ -583,7 +628,19 @@ impl Engine {
         if self.is_purged(&hash) {
             return Err(EngineError::BlobNotFound(hash));
         }
-        self.inner.published.shard_of(&hash).read_stored(&hash)
+        let published = &self.inner.published;
+        let location = published.shard_of(&hash).find(&hash)?;
+        if location.compression == crate::format::pack::Compression::Manifest {
+            // Chunked: the stored form is the rebuilt payload.
+            let bytes = crate::chunks::read_payload(&published.shards, &hash, location)?;
+            return Ok(StoredBlob {
+                hash,
+                compression: crate::format::pack::Compression::Raw,
+                raw_len: location.raw_len,
+                bytes,
+            });
+        }
+        published.shard_of(&hash).read_stored_at(&hash, location)
     }
 
     /// A stored blob's payload length, from its shard's index (no I/O); `None` if not stored.
@@ -619,7 +676,16 @@ impl Engine {
             stats.blobs += shard.counters.blobs.load(Ordering::Relaxed);
             stats.unique_bytes += shard.counters.unique_bytes.load(Ordering::Relaxed);
             stats.stored_bytes += shard.counters.stored_bytes.load(Ordering::Relaxed);
+            stats.chunked_blobs += shard.counters.manifests.load(Ordering::Relaxed);
+            stats.chunked_payload_bytes += shard
+                .counters
+                .manifest_payload_bytes
+                .load(Ordering::Relaxed);
         }
+        let chunks = &self.inner.chunk_counters;
+        stats.chunks_written = chunks.chunks_written.load(Ordering::Relaxed);
+        stats.chunk_dedup_hits = chunks.chunk_dedup_hits.load(Ordering::Relaxed);
+        stats.chunk_bytes_saved = chunks.chunk_bytes_deduped.load(Ordering::Relaxed);
         stats
     }
 

@@ -93,6 +93,75 @@ pub(crate) struct Collector {
     /// ever named (stored by PUT_BLOB, a replaced key-value value) is collected only there,
     /// so a client has at least one interval between storing a blob and naming it.
     orphans_before_pack: Mutex<Vec<u32>>,
+    /// Chunked writes in flight (issue 16, decision 0013): each names the chunks and base its
+    /// manifest will name, from before it looks at the index until the manifest is indexed.
+    pub pins: ChunkPins,
+}
+
+/// The blobs chunked writes in flight are about to name in a manifest, and the condemned
+/// blobs of the round in progress. A round only sees manifests that are indexed; a write
+/// that dedups a chunk against the index and indexes its manifest later must not lose that
+/// chunk to the round. Both sides publish, fence, then look at the other (Dekker):
+///
+/// - a writer inserts its pin, then resurrects its blobs in the round's map if one is
+///   installed (a blob already swept is written again by the writer);
+/// - the collector installs the map, then resurrects every pinned blob.
+///
+/// With sequentially consistent fences at least one of them sees the other, and a resurrected
+/// blob is never swept (`Condemned`). Pins are lock-free (papaya); a pin lives for one write.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkPins {
+    next_id: AtomicU64,
+    pins: papaya::HashMap<u64, Arc<[BlobHash]>>,
+    round: arc_swap::ArcSwapOption<Condemned>,
+}
+
+/// A chunked write's pin; dropping it ends the pin (after the manifest is indexed).
+#[derive(Debug)]
+pub(crate) struct ChunkPin<'a> {
+    pins: &'a ChunkPins,
+    id: u64,
+}
+
+impl Drop for ChunkPin<'_> {
+    fn drop(&mut self) {
+        self.pins.pins.pin().remove(&self.id);
+    }
+}
+
+impl ChunkPins {
+    /// Pins `blobs` for a write; returns the pin and those of them a sweep already took (the
+    /// writer stores those again instead of trusting the index).
+    pub fn pin(&self, blobs: Arc<[BlobHash]>) -> (ChunkPin<'_>, Vec<BlobHash>) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.pins.pin().insert(id, blobs.clone());
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let swept = match self.round.load_full() {
+            Some(condemned) => blobs
+                .iter()
+                .filter(|hash| !condemned.resurrect(hash))
+                .copied()
+                .collect(),
+            None => Vec::new(),
+        };
+        (ChunkPin { pins: self, id }, swept)
+    }
+
+    /// Collector: the round's condemned blobs are final; pinned ones stay.
+    fn install(&self, condemned: Arc<Condemned>) {
+        self.round.store(Some(condemned.clone()));
+        std::sync::atomic::fence(Ordering::SeqCst);
+        for (_, blobs) in self.pins.pin().iter() {
+            for hash in blobs.iter() {
+                condemned.resurrect(hash);
+            }
+        }
+    }
+
+    /// Collector: the round is over (everything condemned was swept or kept).
+    fn clear(&self) {
+        self.round.store(None);
+    }
 }
 
 impl Collector {
@@ -116,6 +185,7 @@ impl Collector {
             counters: GcCounters::default(),
             stopping: AtomicBool::new(false),
             orphans_before_pack: Mutex::new(open_pack_ids),
+            pins: ChunkPins::default(),
         }
     }
 
@@ -138,6 +208,7 @@ impl Collector {
         let started = Instant::now();
         let snapshot = self.start()?;
         let result = self.collect(&snapshot);
+        self.pins.clear();
         if !matches!(result, Ok((_, Fence::Reached))) {
             // No fence reached the sequencer: it stops noting.
             let _ = self.sequencer.0.send(SequencerRequest::GcAbort);
@@ -224,6 +295,12 @@ impl Collector {
             .map(|mut before| std::mem::replace(&mut *before, open_packs.clone()))
             .unwrap_or_else(|poisoned| poisoned.into_inner().clone());
 
+        // What indexed manifests name (their chunks, their base) is kept this round, whether
+        // the manifest lives or not: a dead manifest's chunks go one round after it, so a
+        // manifest a new record resurrects never finds its chunks swept (decision 0013).
+        // Manifests indexed after this look are covered by their writers' pins.
+        let named_by_manifests = crate::chunks::manifest_references(&self.published.shards)?;
+
         // Condemn: unreachable blobs, in packs whose dead share passes the threshold.
         let mut plans: Vec<PackPlan> = Vec::new();
         for (shard, view) in self.published.shards.iter().enumerate() {
@@ -241,6 +318,7 @@ impl Collector {
                         ..PackPlan::default()
                     });
                     let collectable = !marked.live_blobs.contains(hash)
+                        && !named_by_manifests.contains(hash)
                         && (named_by_dead.contains(hash)
                             || location.pack_id < orphans_before.get(shard).copied().unwrap_or(0));
                     if collectable {
@@ -289,6 +367,7 @@ impl Collector {
         let condemned = Arc::new(Condemned::new(
             plans.iter().flat_map(|plan| plan.dead.iter().copied()),
         ));
+        self.pins.install(condemned.clone());
 
         // Fence: from here on nothing may name a dead turn or a swept blob.
         let (reply, answer) = oneshot::channel();
