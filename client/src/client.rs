@@ -685,9 +685,10 @@ impl Client {
     /// `ClientConfig::chunking` says, asks HAS_BLOBS for the whole payload's hash and every
     /// distinct chunk hash (in requests of at most the server's `has_blobs_max`; the first
     /// one holds the whole payload's hash: if it is stored, nothing else is sent), then sends
-    /// PUT_CHUNKED with the bytes of the chunks the server lacks (a chunk repeated within the
-    /// payload once, at its first index). A PUT_CHUNKED answered NOT_FOUND (a chunk collected
-    /// between HAS_BLOBS and the put) is sent once more with every chunk.
+    /// PUT_CHUNKED with the bytes of the chunks the server lacks (at every index where such a
+    /// chunk occurs: the server takes a chunk it is not sent only if it has it stored). A
+    /// PUT_CHUNKED answered NOT_FOUND (a chunk collected between HAS_BLOBS and the put) is
+    /// sent once more with every chunk.
     ///
     /// `None` when the payload travels whole instead: a version-1 connection, chunking off, a
     /// payload at or below the threshold, a server that does not know PUT_CHUNKED (it
@@ -758,8 +759,8 @@ impl Client {
         chunked.then_some(config)
     }
 
-    /// One PUT_CHUNKED sending the chunks not in `present` (each distinct hash once); `None`
-    /// when that frame would be over the server's frame limit (the payload then goes whole).
+    /// One PUT_CHUNKED sending the chunks not in `present`; `None` when that frame would be
+    /// over the server's frame limit (the payload then goes whole).
     async fn put_missing(
         &self,
         payload_hash: BlobHash,
@@ -767,11 +768,10 @@ impl Client {
         pieces: &[(ChunkRef, Bytes)],
         present: &HashSet<BlobHash>,
     ) -> Result<Option<ChunkedStored>, ClientError> {
-        let mut sending = HashSet::new();
         let sent: Vec<(u32, Bytes)> = pieces
             .iter()
             .enumerate()
-            .filter(|(_, (chunk, _))| !present.contains(&chunk.hash) && sending.insert(chunk.hash))
+            .filter(|(_, (chunk, _))| !present.contains(&chunk.hash))
             .map(|(index, (_, bytes))| (index as u32, bytes.clone()))
             .collect();
         // hash, chunk count, the chunks, sent count, then index, len and bytes per sent chunk.
