@@ -9,9 +9,11 @@ use fastcdc::v2020;
 use crate::types::{BlobHash, ChunkRef};
 
 /// How appends by value cut large payloads into chunks (`ClientConfig::chunking`). Must match
-/// the server's `--chunk-*` settings for best dedup (chunks cut alike are stored once); any
-/// values are correct: the server stores whatever chunks it is given, and the payload's
-/// BlobHash is BLAKE3 of its whole bytes either way.
+/// the server's `--chunk-*` settings (`--chunk-threshold-bytes`, `--chunk-bytes-min`,
+/// `--chunk-bytes-avg`, `--chunk-bytes-max`; the defaults match) for best dedup: chunks cut
+/// alike are stored once, also against payloads other clients sent whole. Any values are
+/// correct: the server stores whatever chunks it is given, and the payload's BlobHash is
+/// BLAKE3 of its whole bytes either way.
 ///
 /// Sizes outside what the chunker and the protocol take are brought within them: `max` to
 /// 1 KiB..=1 MiB (`CHUNK_BYTES_MAX`), `avg` to 256 B..=`max`, `min` to 64 B..=`avg`.

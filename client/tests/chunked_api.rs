@@ -69,10 +69,10 @@ fn message(step: usize) -> String {
     )
 }
 
-/// The whole agent state after `messages`, as LangGraph writes it at every step.
-fn state(messages: &[String]) -> Bytes {
+/// The whole agent state of `thread` after `messages`, as LangGraph writes it at every step.
+fn state(thread: &str, messages: &[String]) -> Bytes {
     Bytes::from(format!(
-        "{{\"thread\":\"t-1\",\"messages\":[{}]}}",
+        "{{\"thread\":\"{thread}\",\"messages\":[{}]}}",
         messages.join(",")
     ))
 }
@@ -87,16 +87,22 @@ struct Step {
     payload: Bytes,
 }
 
-/// Appends `steps` growing states to a new context; returns them, and the bytes the client
-/// sent and the payload bytes appended from step `measured_from` on.
-fn grow(client: &Client, steps: usize, measured_from: usize) -> (u64, Vec<Step>, u64, u64) {
+/// Appends `steps` growing states of `thread` to a new context; returns the context, the
+/// steps, and the bytes the client sent and the payload bytes appended from step
+/// `measured_from` on.
+fn grow(
+    client: &Client,
+    thread: &str,
+    steps: usize,
+    measured_from: usize,
+) -> (u64, Vec<Step>, u64, u64) {
     let context = client.create_context().unwrap().context_id;
     let mut messages = Vec::new();
     let mut appended = Vec::new();
     let (mut sent_before, mut payload_bytes) = (0, 0);
     for step in 0..steps {
         messages.push(message(step));
-        let payload = state(&messages);
+        let payload = state(thread, &messages);
         if step == measured_from {
             sent_before = client.bytes_sent();
         }
@@ -158,7 +164,7 @@ fn a_growing_state_costs_its_growth_on_the_wire() {
     let server = TestServer::start_beside(CLI, None);
     let client = connect(&server, Some(ChunkingConfig::default()));
     assert_eq!(client.protocol_version(), 2);
-    let (context, steps, sent, payload_bytes) = grow(&client, 300, 200);
+    let (context, steps, sent, payload_bytes) = grow(&client, "t-1", 300, 200);
     eprintln!("last 100 steps: {sent} bytes sent for {payload_bytes} payload bytes");
     assert!(
         sent * 10 < payload_bytes,
@@ -187,12 +193,50 @@ fn a_growing_state_costs_its_growth_on_the_wire() {
 fn with_chunking_off_whole_payloads_travel() {
     let server = TestServer::start_beside(CLI, None);
     let client = connect(&server, None);
-    let (context, steps, sent, payload_bytes) = grow(&client, 60, 30);
+    let (context, steps, sent, payload_bytes) = grow(&client, "t-1", 60, 30);
     assert!(
         sent >= payload_bytes,
         "sent {sent} bytes for {payload_bytes} payload bytes"
     );
     reads_back(&client, context, &steps);
+}
+
+/// Chunk sizes are the server's settings (`--chunk-*`) and the client's `ChunkingConfig`;
+/// they need not match to be correct: a client cutting otherwise than the server still reads
+/// back every state exactly and still sends only what grew (its own chunks dedup), and
+/// payloads the server cut itself (whole appends) read back beside them.
+#[test]
+fn chunk_sizes_that_differ_from_the_servers_are_still_correct() {
+    let server = TestServer::start_beside_with(
+        CLI,
+        None,
+        &[
+            "--chunk-threshold-bytes",
+            "8192",
+            "--chunk-bytes-min",
+            "2048",
+            "--chunk-bytes-avg",
+            "8192",
+            "--chunk-bytes-max",
+            "65536",
+        ],
+    );
+    let odd = ChunkingConfig {
+        threshold_bytes: 20_000,
+        min: 512,
+        avg: 1024,
+        max: 4096,
+    };
+    let client = connect(&server, Some(odd));
+    let (context, steps, sent, payload_bytes) = grow(&client, "t-1", 80, 60);
+    assert!(
+        sent * 5 < payload_bytes,
+        "sent {sent} bytes for {payload_bytes} payload bytes"
+    );
+    reads_back(&client, context, &steps);
+    let whole = connect(&server, None);
+    let (context, steps, _, _) = grow(&whole, "t-2", 30, 0);
+    reads_back(&whole, context, &steps);
 }
 
 /// APPEND_TURNS takes the chunked path too: a large payload goes by hash, small ones as they
@@ -206,7 +250,7 @@ fn append_turns_sends_large_payloads_by_hash() {
         .open_context(ctxstore_client::NewContext::new().name("thread-1"))
         .unwrap();
     let mut messages: Vec<String> = (0..60).map(message).collect();
-    let big = state(&messages);
+    let big = state("t-1", &messages);
     let batch = |big: &Bytes| {
         vec![
             NewTurn::bytes(&b"tool call"[..]).key(format!("k-{}", big.len())),
@@ -226,7 +270,7 @@ fn append_turns_sends_large_payloads_by_hash() {
         Some("r-1")
     );
     messages.push(message(60));
-    let grown = state(&messages);
+    let grown = state("t-1", &messages);
     let before = client.bytes_sent();
     let second = client
         .append_turns(context.clone(), None, batch(&grown))
