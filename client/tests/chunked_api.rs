@@ -633,14 +633,58 @@ fn a_stored_payload_is_appended_by_hash_after_one_has_blobs() {
     );
 }
 
+/// A payload the server has none of is sent as every chunk: the client cannot tell a unique
+/// payload from one the server cut otherwise (other `--chunk-*` sizes, or a batch it stored
+/// whole), and its own chunks stored now are what the next, grown state will find.
+#[test]
+fn a_payload_the_server_lacks_entirely_is_sent_as_every_chunk() {
+    let payload = big_payload();
+    let chunk_count = ChunkingConfig::default().split(&payload).len();
+    let (addr, seen) = fake_server(2, limits(4096), |request| match request {
+        Request::HasBlobs { hashes } => Response::HasBlobs {
+            present: vec![false; hashes.len()],
+        },
+        Request::PutChunked {
+            payload_hash,
+            chunks,
+            ..
+        } => Response::ChunkedStored {
+            payload_hash: *payload_hash,
+            payload_len: chunks.iter().map(|chunk| u64::from(chunk.len)).sum(),
+            already_stored: false,
+        },
+        other => appended(other).unwrap(),
+    });
+    let client = Client::connect(ClientConfig::new(addr)).unwrap();
+    let answer = client.append(1, None, 1, 0, payload).unwrap();
+    assert!(!answer.deduped);
+    let seen = seen.lock().unwrap();
+    let types: Vec<MessageType> = seen.iter().map(Request::message_type).collect();
+    assert_eq!(
+        types,
+        [
+            MessageType::HasBlobs,
+            MessageType::PutChunked,
+            MessageType::AppendTurnByHash
+        ]
+    );
+    match &seen[1] {
+        Request::PutChunked { sent, .. } => assert_eq!(sent.len(), chunk_count),
+        _ => unreachable!(),
+    }
+}
+
 /// A version-2 server older than PUT_CHUNKED answers it UNKNOWN_MESSAGE: the payload goes
 /// whole, and from then on large payloads go whole at once (no HAS_BLOBS). Small payloads and
 /// APPEND_TURNS turns at or below the threshold never take the chunked path.
 #[test]
 fn a_server_without_put_chunked_gets_whole_payloads() {
-    let (addr, seen) = fake_server(2, limits(4096), |request| match request {
+    let big = big_payload();
+    let whole = Hash32(BlobHash::of(&big).0);
+    // Every chunk stored, not the payload: PUT_CHUNKED would send no chunk bytes.
+    let (addr, seen) = fake_server(2, limits(4096), move |request| match request {
         Request::HasBlobs { hashes } => Response::HasBlobs {
-            present: vec![false; hashes.len()],
+            present: hashes.iter().map(|hash| *hash != whole).collect(),
         },
         Request::PutChunked { .. } => {
             Response::error(ErrorCode::UnknownMessage, "unknown message type 0x0027")
