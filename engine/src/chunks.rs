@@ -18,7 +18,7 @@
 //! payload from its chunks and check it against its BlobHash. This module is the callers'
 //! side: it never writes a file itself (shards do).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -260,11 +260,12 @@ pub(crate) fn drop_incomplete_manifests(shards: &[ShardView]) -> Vec<Incomplete>
     incomplete
 }
 
-/// Every blob an indexed manifest names (its base and its own chunks), for garbage collection.
+/// Every indexed manifest and the blobs it names (its base and its own chunks), for garbage
+/// collection.
 pub(crate) fn manifest_references(
     shards: &[ShardView],
-) -> Result<HashSet<BlobHash, BlobHashBuildHasher>, EngineError> {
-    let mut named = HashSet::default();
+) -> Result<HashMap<BlobHash, Box<[BlobHash]>, BlobHashBuildHasher>, EngineError> {
+    let mut named = HashMap::default();
     for shard in shards {
         let manifests: Vec<(BlobHash, BlobLocation)> = shard
             .index
@@ -275,7 +276,9 @@ pub(crate) fn manifest_references(
             .collect();
         for (hash, location) in manifests {
             match read_manifest(shards, &hash, location) {
-                Ok(manifest) => named.extend(manifest.references()),
+                Ok(manifest) => {
+                    named.insert(hash, manifest.references().collect());
+                }
                 // Swept by a round or rewritten since the look at the index: it names nothing.
                 Err(_) if shard.location(&hash) != Some(location) => {}
                 Err(error) => return Err(error),

@@ -44,6 +44,12 @@ pub(crate) fn carries(payload: &AppendPayload, hash: &BlobHash) -> bool {
     matches!(payload, AppendPayload::Bytes(bytes) if BlobHash::of(bytes) == *hash)
 }
 
+/// A put's outcome, known already or awaited from its shard.
+pub(crate) enum Stored {
+    Done(PutOutcome),
+    Pending(oneshot::Receiver<Result<PutOutcome, EngineError>>),
+}
+
 /// A handle on an open store. Cheap to clone; every method can be called from any thread and,
 /// for the async ones, from any async runtime (the futures only wait on channels).
 #[derive(Clone, Debug)]
@@ -422,18 +428,6 @@ impl Engine {
         self.check_open()?;
         self.inner.published.status.check_writable()?;
         let hash = BlobHash::of(&payload);
-        if self.is_chunked_len(payload.len()) {
-            self.check_blob_len(payload.len())?;
-            let chunks = crate::chunks::cut_payload(&payload, &self.inner.config.chunking);
-            let refs = chunks.iter().map(|chunk| chunk.chunk).collect();
-            let sent = chunks
-                .into_iter()
-                .enumerate()
-                .filter_map(|(index, chunk)| Some((index as u32, chunk.bytes?)))
-                .collect();
-            let deduped = self.put_chunked(hash, refs, sent).await?;
-            return Ok((hash, deduped));
-        }
         let deduped = self.store_blob(hash, payload).await?;
         Ok((hash, deduped))
     }
@@ -464,23 +458,51 @@ impl Engine {
                 answers.push(None);
                 continue;
             }
+            if self.is_chunked_len(payload.len()) {
+                // Its chunks and manifest now (rare: a large key-value value or patch).
+                let stored = self.store_chunked(hash, &payload).await?;
+                answers.push(Some(stored));
+                continue;
+            }
             let blob = codec::encode(hash, &payload, self.inner.config.zstd_level);
             let (reply, answer) = oneshot::channel();
             self.inner.shards[shard]
                 .send_async(ShardRequest::Put { blob, reply })
                 .await
                 .map_err(|_| EngineError::ShutDown)?;
-            answers.push(Some(answer));
+            answers.push(Some(Stored::Pending(answer)));
         }
         let mut already_stored = Vec::with_capacity(answers.len());
         for answer in answers {
             let outcome = match answer {
                 None => PutOutcome::AlreadyStored,
-                Some(answer) => answer.await.map_err(|_| EngineError::ShutDown)??,
+                Some(Stored::Done(outcome)) => outcome,
+                Some(Stored::Pending(answer)) => {
+                    answer.await.map_err(|_| EngineError::ShutDown)??
+                }
             };
             already_stored.push(outcome == PutOutcome::AlreadyStored);
         }
         Ok(already_stored)
+    }
+
+    /// Stores a payload over the chunk threshold as chunks and a manifest, durably.
+    pub(crate) async fn store_chunked(
+        &self,
+        hash: BlobHash,
+        payload: &Bytes,
+    ) -> Result<Stored, EngineError> {
+        let chunks = crate::chunks::cut_payload(payload, &self.inner.config.chunking);
+        let (blob, pin) = self.prepare_manifest(hash, chunks).await?;
+        let shard = usize::from(hash.shard(self.inner.published.shards.len() as u16));
+        let (reply, answer) = oneshot::channel();
+        self.inner.shards[shard]
+            .send_async(ShardRequest::Put { blob, reply })
+            .await
+            .map_err(|_| EngineError::ShutDown)?;
+        let outcome = answer.await.map_err(|_| EngineError::ShutDown)??;
+        drop(pin);
+        Ok(Stored::Done(outcome))
     }
 
     pub(crate) fn check_open(&self) -> Result<(), EngineError> {

@@ -295,11 +295,44 @@ impl Collector {
             .map(|mut before| std::mem::replace(&mut *before, open_packs.clone()))
             .unwrap_or_else(|poisoned| poisoned.into_inner().clone());
 
-        // What indexed manifests name (their chunks, their base) is kept this round, whether
-        // the manifest lives or not: a dead manifest's chunks go one round after it, so a
-        // manifest a new record resurrects never finds its chunks swept (decision 0013).
+        // Chunked blobs (decision 0013): what an indexed manifest names (its chunks, its base)
+        // is collectable only with every manifest naming it, so a kept manifest is whole.
         // Manifests indexed after this look are covered by their writers' pins.
-        let named_by_manifests = crate::chunks::manifest_references(&self.published.shards)?;
+        let manifests = crate::chunks::manifest_references(&self.published.shards)?;
+        let mut named_by: HashMap<BlobHash, Vec<BlobHash>, BlobHashBuildHasher> =
+            HashMap::default();
+        for (manifest, names) in &manifests {
+            for name in names.iter() {
+                named_by.entry(*name).or_default().push(*manifest);
+            }
+        }
+        // What a dead manifest names was named by the dead too (no orphan grace for it): a
+        // redacted chunked payload leaves the disk at the first collection like any other.
+        let mut dying: Vec<BlobHash> = named_by_dead
+            .iter()
+            .filter(|hash| manifests.contains_key(*hash))
+            .copied()
+            .collect();
+        while let Some(manifest) = dying.pop() {
+            for name in manifests.get(&manifest).into_iter().flatten() {
+                if named_by_dead.insert(*name) && manifests.contains_key(name) {
+                    dying.push(*name);
+                }
+            }
+        }
+        let mut collectable: HashSet<BlobHash, BlobHashBuildHasher> = HashSet::default();
+        for (shard, view) in self.published.shards.iter().enumerate() {
+            let orphans_before = orphans_before.get(shard).copied().unwrap_or(0);
+            for (hash, location) in view.index.pin().iter() {
+                if location.pack_id <= open_packs[shard]
+                    && !marked.live_blobs.contains(hash)
+                    && (named_by_dead.contains(hash) || location.pack_id < orphans_before)
+                {
+                    collectable.insert(*hash);
+                }
+            }
+        }
+        keep_what_kept_manifests_name(&mut collectable, &named_by);
 
         // Condemn: unreachable blobs, in packs whose dead share passes the threshold.
         let mut plans: Vec<PackPlan> = Vec::new();
@@ -317,11 +350,7 @@ impl Collector {
                         pack_id: location.pack_id,
                         ..PackPlan::default()
                     });
-                    let collectable = !marked.live_blobs.contains(hash)
-                        && !named_by_manifests.contains(hash)
-                        && (named_by_dead.contains(hash)
-                            || location.pack_id < orphans_before.get(shard).copied().unwrap_or(0));
-                    if collectable {
+                    if collectable.contains(hash) {
                         plan.dead.push(*hash);
                         plan.dead_bytes += location.record_bytes();
                     } else {
@@ -364,9 +393,41 @@ impl Collector {
         if dead.is_empty() && plans.is_empty() {
             return Ok((report, Fence::NotSent));
         }
-        let condemned = Arc::new(Condemned::new(
-            plans.iter().flat_map(|plan| plan.dead.iter().copied()),
-        ));
+        // A manifest in a pack below the threshold stays, and so does what it names.
+        let mut condemned: HashSet<BlobHash, BlobHashBuildHasher> = plans
+            .iter()
+            .flat_map(|plan| plan.dead.iter().copied())
+            .collect();
+        keep_what_kept_manifests_name(&mut condemned, &named_by);
+        for plan in &mut plans {
+            plan.dead.retain(|hash| condemned.contains(hash));
+        }
+        let dependencies: Vec<(BlobHash, Box<[BlobHash]>)> = manifests
+            .iter()
+            .filter(|(manifest, _)| condemned.contains(*manifest))
+            .map(|(manifest, names)| (*manifest, names.clone()))
+            .collect();
+        // Sweep order: manifests no condemned manifest names (deltas), then the rest of the
+        // manifests (bases), then every other blob, so a swept dependency implies a swept
+        // manifest (`Condemned::resurrect`).
+        let is_base = |hash: &BlobHash| {
+            named_by
+                .get(hash)
+                .is_some_and(|by| by.iter().any(|m| condemned.contains(m)))
+        };
+        let sweep_first: [Vec<BlobHash>; 2] = [
+            dependencies
+                .iter()
+                .map(|(hash, _)| *hash)
+                .filter(|hash| !is_base(hash))
+                .collect(),
+            dependencies
+                .iter()
+                .map(|(hash, _)| *hash)
+                .filter(|hash| is_base(hash))
+                .collect(),
+        ];
+        let condemned = Arc::new(Condemned::with_dependencies(condemned, dependencies));
         self.pins.install(condemned.clone());
 
         // Fence: from here on nothing may name a dead turn or a swept blob.
@@ -396,7 +457,32 @@ impl Collector {
             }
         }
 
-        // Sweep and compact, one pack at a time.
+        // Sweep: condemned manifests first, level by level, in every pack; then sweep and
+        // compact one pack at a time.
+        for level in &sweep_first {
+            for plan in &plans {
+                let hashes: Vec<BlobHash> = plan
+                    .dead
+                    .iter()
+                    .filter(|hash| level.contains(hash))
+                    .copied()
+                    .collect();
+                if hashes.is_empty() {
+                    continue;
+                }
+                let (reply, answer) = oneshot::channel();
+                self.shards[usize::from(plan.shard)]
+                    .send(ShardRequest::GcSweep {
+                        pack_id: plan.pack_id,
+                        hashes,
+                        condemned: condemned.clone(),
+                        reply,
+                    })
+                    .map_err(|_| EngineError::ShutDown)?;
+                let swept: SweptBlobs = answer.recv().map_err(|_| EngineError::ShutDown)?;
+                report.blobs_dead += swept.blobs;
+            }
+        }
         let mut throttle = Throttle::new(self.bytes_per_s_max);
         for plan in plans {
             if self.stopping.load(Ordering::Acquire) {
@@ -644,6 +730,32 @@ fn release_gradually(file: File, throttle: &mut Throttle) {
 enum Fence {
     NotSent,
     Reached,
+}
+
+/// Takes out of `set` every blob a manifest outside `set` names, until none is left: a kept
+/// manifest (or base) keeps its chunks. Bases are one level deep, so this ends in a few
+/// passes.
+fn keep_what_kept_manifests_name(
+    set: &mut HashSet<BlobHash, BlobHashBuildHasher>,
+    named_by: &HashMap<BlobHash, Vec<BlobHash>, BlobHashBuildHasher>,
+) {
+    loop {
+        let kept: Vec<BlobHash> = set
+            .iter()
+            .filter(|hash| {
+                named_by
+                    .get(*hash)
+                    .is_some_and(|by| by.iter().any(|manifest| !set.contains(manifest)))
+            })
+            .copied()
+            .collect();
+        if kept.is_empty() {
+            return;
+        }
+        for hash in kept {
+            set.remove(&hash);
+        }
+    }
 }
 
 /// One sealed pack of one shard, as the condemn step sees it.
