@@ -9,8 +9,8 @@ use fastcdc::v2020;
 use crate::types::{BlobHash, ChunkRef};
 
 /// How appends by value cut large payloads into chunks (`ClientConfig::chunking`). Must match
-/// the server's `--chunk-*` settings (`--chunk-threshold-bytes`, `--chunk-bytes-min`,
-/// `--chunk-bytes-avg`, `--chunk-bytes-max`; the defaults match) for best dedup: chunks cut
+/// the server's `--chunk-*` settings (`--chunk-threshold`, `--chunk-min`, `--chunk-avg`,
+/// `--chunk-max`; the defaults match) for best dedup: chunks cut
 /// alike are stored once, also against payloads other clients sent whole. Any values are
 /// correct: the server stores whatever chunks it is given, and the payload's BlobHash is
 /// BLAKE3 of its whole bytes either way.

@@ -211,14 +211,14 @@ fn chunk_sizes_that_differ_from_the_servers_are_still_correct() {
         CLI,
         None,
         &[
-            "--chunk-threshold-bytes",
-            "8192",
-            "--chunk-bytes-min",
-            "2048",
-            "--chunk-bytes-avg",
-            "8192",
-            "--chunk-bytes-max",
-            "65536",
+            "--chunk-threshold",
+            "8KiB",
+            "--chunk-min",
+            "2KiB",
+            "--chunk-avg",
+            "8KiB",
+            "--chunk-max",
+            "64KiB",
         ],
     );
     let odd = ChunkingConfig {

@@ -118,20 +118,6 @@ struct ServeArgs {
     /// zstd level for new blobs (1..=19).
     #[arg(long, default_value_t = 1)]
     zstd_level: i32,
-    /// Payloads larger than this are stored as content-defined chunks (FastCDC) and a
-    /// manifest, so a state that grows a little each step costs what it grew by; 0: never.
-    /// Clients cut alike (their ChunkingConfig) to send only the chunks the server lacks.
-    #[arg(long, default_value_t = 16 * 1024)]
-    chunk_threshold_bytes: u32,
-    /// Smallest chunk but a payload's last (64 B..=1 MiB, below --chunk-bytes-avg).
-    #[arg(long, default_value_t = 1024)]
-    chunk_bytes_min: u32,
-    /// Chunk size the cuts aim at (at least 256 B, below --chunk-bytes-max).
-    #[arg(long, default_value_t = 2048)]
-    chunk_bytes_avg: u32,
-    /// Largest chunk (1 KiB..=1 MiB).
-    #[arg(long, default_value_t = 16 * 1024)]
-    chunk_bytes_max: u32,
     /// Largest frame a client may send, in bytes.
     #[arg(long, default_value_t = 16 * 1024 * 1024)]
     frame_bytes_max: u32,
@@ -601,12 +587,6 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
         config.engine.placement = placement;
     }
     config.engine.zstd_level = args.zstd_level;
-    config.engine.chunking = ctxstore_engine::Chunking {
-        threshold_bytes: args.chunk_threshold_bytes,
-        chunk_bytes_min: args.chunk_bytes_min,
-        chunk_bytes_avg: args.chunk_bytes_avg,
-        chunk_bytes_max: args.chunk_bytes_max,
-    };
     config.engine.open_check = args.open_check;
     config.engine.repair = args.repair;
     config.engine.preallocate = !args.no_preallocate;
