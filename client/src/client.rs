@@ -692,8 +692,8 @@ impl Client {
     ///
     /// The chunks are sent even when the server has none of them (rather than the payload
     /// whole): a unique payload cannot be told from one the server cut otherwise (other
-    /// `--chunk-*` sizes, or an APPEND_TURNS batch it stored whole), and the chunks stored now
-    /// are what the next, grown state finds. A unique large payload (an image) thus costs
+    /// `--chunk-*` sizes than this client's), and the chunks stored now are what the next,
+    /// grown state finds. A unique large payload (an image) thus costs
     /// about 4 % more bytes and two round trips more than a whole append; raise the threshold
     /// or turn chunking off for such traffic.
     ///
