@@ -13,15 +13,16 @@ use ctxstore_engine::contexts::{KvItem, ListCursor, ListQuery};
 use ctxstore_engine::format::turn_extras::TurnExtras;
 use ctxstore_engine::turns::{LogCursor, LogQuery};
 use ctxstore_engine::{
-    AppendPayload, AppendRequest, BlobHash, Compression, ContextHead, ContextId, ContextRef,
-    ContextView, Engine, EngineError, ErrorKind, NewContext, Page, PageOptions, PageQuery, Parent,
-    Payload, PayloadMode, Turn, TurnId, TurnOptions,
+    AppendPayload, AppendRequest, BlobHash, ChunkRef, Compression, ContextHead, ContextId,
+    ContextRef, ContextView, Engine, EngineError, ErrorKind, NewContext, Page, PageOptions,
+    PageQuery, Parent, Payload, PayloadMode, Turn, TurnId, TurnOptions,
 };
 use ctxstore_protocol::{
-    AppendedWire, BackupWire, ContextHeadWire, ContextInfoWire, ContextRef as ContextRefWire,
-    ErrorCode, ExtrasWire, GcStatsWire, GcWire, Hash32, KvItemWire, ListCursorWire, LogCursorWire,
-    MessageType, OverlayWire, PageKind, ParentWire, PayloadEncoding, PayloadSpec, PayloadWire,
-    Request, Response, StatsWire, TurnEntry, TurnEntryV2, TurnSpec, TurnWire, read_flags,
+    AppendedWire, BackupWire, ChunkWire, ContextHeadWire, ContextInfoWire,
+    ContextRef as ContextRefWire, ErrorCode, ExtrasWire, GcStatsWire, GcWire, Hash32, KvItemWire,
+    ListCursorWire, LogCursorWire, MessageType, OverlayWire, PageKind, ParentWire, PayloadEncoding,
+    PayloadSpec, PayloadWire, Request, Response, SentChunkWire, StatsWire, TurnEntry, TurnEntryV2,
+    TurnSpec, TurnWire, read_flags,
 };
 
 use crate::config::ServerLimits;
@@ -285,6 +286,11 @@ impl Dispatcher {
                 expected_head,
                 turns,
             } => self.append_turns(context, expected_head, turns).await,
+            Request::PutChunked {
+                payload_hash,
+                chunks,
+                sent,
+            } => self.put_chunked(payload_hash, chunks, sent).await,
         }
     }
 
@@ -748,6 +754,40 @@ impl Dispatcher {
         Ok(Response::HasBlobs { present })
     }
 
+    /// PUT_CHUNKED (issue 16): the engine checks every sent chunk against its hash and the
+    /// rebuilt payload against `payload_hash`; a chunk neither sent nor stored is NOT_FOUND
+    /// naming the first 16 missing indexes, and nothing is written. The payload's bytes are
+    /// not kept for the payload cache: the engine rebuilds and verifies them on a read, and
+    /// most of them were never on this connection.
+    async fn put_chunked(
+        &self,
+        payload_hash: Hash32,
+        chunks: Vec<ChunkWire>,
+        sent: Vec<SentChunkWire>,
+    ) -> Result<Response, Response> {
+        let payload_len = chunks.iter().map(|chunk| u64::from(chunk.len)).sum();
+        let chunks = chunks
+            .into_iter()
+            .map(|chunk| ChunkRef {
+                hash: BlobHash(chunk.hash.0),
+                len: chunk.len,
+            })
+            .collect();
+        let sent = sent
+            .into_iter()
+            .map(|chunk| (chunk.index, chunk.bytes))
+            .collect();
+        let stored = self
+            .engine
+            .put_chunked(BlobHash(payload_hash.0), chunks, sent)
+            .await;
+        Ok(Response::ChunkedStored {
+            payload_hash,
+            payload_len,
+            already_stored: stored.map_err(engine_error)?,
+        })
+    }
+
     /// STATS' fields and the garbage collector's (STATS_EX), from one look at the engine.
     fn stats(&self) -> (StatsWire, GcStatsWire) {
         let store = self.engine.stats();
@@ -1036,7 +1076,8 @@ pub fn engine_error(error: EngineError) -> Response {
         ErrorKind::ShutDown => ErrorCode::ShuttingDown,
         // Only version-2 requests name contexts, so a version-1 connection never sees it.
         ErrorKind::AlreadyExists => ErrorCode::AlreadyExists,
-        ErrorKind::HashMismatch => ErrorCode::InvalidArgument,
+        // Only PUT_CHUNKED (version 2) checks sent bytes against claimed hashes.
+        ErrorKind::HashMismatch => ErrorCode::HashMismatch,
     };
     let detail = match &error {
         EngineError::Conflict { actual, .. } => actual.0,
