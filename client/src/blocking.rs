@@ -154,6 +154,19 @@ impl Client {
             .block_on(self.client.put_chunked(hash, chunks, sent))
     }
 
+    /// `put_chunked` after a base's first `kept` chunks (see the async client's
+    /// `put_chunked_after`).
+    pub fn put_chunked_after(
+        &self,
+        hash: BlobHash,
+        base: Option<(BlobHash, u32)>,
+        chunks: Vec<ChunkRef>,
+        sent: Vec<(u32, Bytes)>,
+    ) -> Result<ChunkedStored, ClientError> {
+        self.runtime
+            .block_on(self.client.put_chunked_after(hash, base, chunks, sent))
+    }
+
     pub fn turn(&self, turn: u64) -> Result<Turn, ClientError> {
         self.runtime.block_on(self.client.turn(turn))
     }

@@ -7,13 +7,21 @@ use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Chunk lists a client remembers to name as bases (`recent_chunked`): one per growing thread
+/// it writes; each about 36 bytes per chunk of the state.
+const RECENT_CHUNKED_MAX: usize = 256;
+
+/// A payload this client stored as chunks: its hash and its chunk list.
+type RecentChunked = (BlobHash, Arc<[ChunkRef]>);
+
 use bytes::Bytes;
 use ctxstore_protocol::codec::{check_request, encode_request_chunks};
 use ctxstore_protocol::{
-    CHUNK_ENTRY_BYTES, CHUNKS_PER_PAYLOAD_MAX, ChunkWire, ContextRef, ErrorCode, FrameReader,
-    HEADER_BYTES, Hash32, LIST_ITEMS_LIMIT, MessageType, OverlayWire, PROTOCOL_VERSION,
-    PROTOCOL_VERSION_MIN, PageKind, PayloadSpec, Request, Response, SentChunkWire, ServerLimits,
-    TurnEntry, TurnEntryV2, TurnSpec, decode_response, frame_flags, read_flags,
+    CHUNK_ENTRY_BYTES, CHUNKS_PER_PAYLOAD_MAX, ChunkBaseWire, ChunkWire, ContextRef, ErrorCode,
+    FrameReader, HEADER_BYTES, Hash32, LIST_ITEMS_LIMIT, MessageType, OverlayWire,
+    PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, PageKind, PayloadSpec, Request, Response,
+    SentChunkWire, ServerLimits, TurnEntry, TurnEntryV2, TurnSpec, decode_response, frame_flags,
+    read_flags,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -168,6 +176,11 @@ struct Shared {
     no_put_chunked: AtomicBool,
     /// Request bytes the writer task wrote to the socket (HELLO included).
     bytes_sent: Arc<AtomicU64>,
+    /// The chunk lists of payloads this client stored as chunks lately, by first chunk: the
+    /// next state of a growing thread starts like the last one, so its PUT_CHUNKED names that
+    /// one as its base and lists only the chunks after the shared prefix. At most
+    /// `RECENT_CHUNKED_MAX`, forgotten all at once (a hint, never needed for correctness).
+    recent_chunked: Mutex<HashMap<BlobHash, RecentChunked>>,
     /// The reader task: aborted on drop, so that a peer that never writes or closes does not
     /// keep it (and the socket) alive.
     reader: tokio::task::AbortHandle,
@@ -253,6 +266,7 @@ impl Client {
                 no_stats_ex: AtomicBool::new(false),
                 no_put_chunked: AtomicBool::new(false),
                 bytes_sent,
+                recent_chunked: Mutex::new(HashMap::new()),
                 reader,
             }),
         };
@@ -653,8 +667,37 @@ impl Client {
         sent: Vec<(u32, Bytes)>,
     ) -> Result<ChunkedStored, ClientError> {
         let payload_len: u64 = chunks.iter().map(|chunk| u64::from(chunk.len)).sum();
+        self.put_chunked_after(hash, None, chunks, sent)
+            .await
+            .and_then(|stored| {
+                if stored.payload_len == payload_len {
+                    Ok(stored)
+                } else {
+                    Err(ClientError::Protocol(format!(
+                        "CHUNKED_STORED says {} bytes for {payload_len} bytes of chunks",
+                        stored.payload_len
+                    )))
+                }
+            })
+    }
+
+    /// `put_chunked` with a base: the payload's first `kept` chunks are the first `kept`
+    /// chunks of the chunked blob `base` the server stores, `chunks` (and the indexes of
+    /// `sent`) follow them — a grown state names the previous one and sends only what comes
+    /// after the shared prefix. A base the server no longer has is `ErrorCode::NotFound`.
+    pub async fn put_chunked_after(
+        &self,
+        hash: BlobHash,
+        base: Option<(BlobHash, u32)>,
+        chunks: Vec<ChunkRef>,
+        sent: Vec<(u32, Bytes)>,
+    ) -> Result<ChunkedStored, ClientError> {
         let request = Request::PutChunked {
             payload_hash: Hash32(hash.0),
+            base: base.map(|(hash, kept)| ChunkBaseWire {
+                hash: Hash32(hash.0),
+                kept,
+            }),
             chunks: chunks
                 .into_iter()
                 .map(|chunk| ChunkWire {
@@ -670,9 +713,9 @@ impl Client {
         match self.request(request).await? {
             Response::ChunkedStored {
                 payload_hash,
-                payload_len: stored_len,
+                payload_len,
                 already_stored,
-            } if payload_hash.0 == hash.0 && stored_len == payload_len => Ok(ChunkedStored {
+            } if payload_hash.0 == hash.0 => Ok(ChunkedStored {
                 payload_hash: hash,
                 payload_len,
                 already_stored,
@@ -710,9 +753,13 @@ impl Client {
             return Ok(None);
         }
         let payload_hash = BlobHash::of(payload);
+        // The previous state of the same thread, if this client stored it: its chunks up to
+        // where the two differ are named, not listed (at least one chunk stays listed).
+        let base = self.recent_base(&pieces);
+        let kept = base.map_or(0, |(_, kept)| kept as usize);
         let mut asked = vec![payload_hash];
         let mut distinct = HashSet::with_capacity(pieces.len());
-        for (chunk, _) in &pieces {
+        for (chunk, _) in &pieces[kept..] {
             if distinct.insert(chunk.hash) {
                 asked.push(chunk.hash);
             }
@@ -737,22 +784,61 @@ impl Client {
                 }
             }
         }
-        let chunks: Vec<ChunkRef> = pieces.iter().map(|(chunk, _)| *chunk).collect();
         let first = self
-            .put_missing(payload_hash, &chunks, &pieces, &present)
+            .put_missing(payload_hash, base, &pieces[kept..], &present)
             .await;
-        match first {
+        let outcome = match first {
+            // A chunk or the base collected between HAS_BLOBS and the put: all of it again.
             Err(ClientError::Server {
                 code: ErrorCode::NotFound,
                 ..
             }) => {
                 let every = self
-                    .put_missing(payload_hash, &chunks, &pieces, &HashSet::new())
+                    .put_missing(payload_hash, None, &pieces, &HashSet::new())
                     .await;
                 self.put_outcome(every)
             }
             other => self.put_outcome(other),
+        };
+        if let Ok(Some(_)) = &outcome {
+            self.remember_chunked(payload_hash, &pieces);
         }
+        outcome
+    }
+
+    /// A recently stored payload that starts like `pieces` and how many chunks they share
+    /// (fewer than `pieces` has: a PUT_CHUNKED lists one chunk at least).
+    fn recent_base(&self, pieces: &[(ChunkRef, Bytes)]) -> Option<(BlobHash, u32)> {
+        let first = pieces.first()?.0.hash;
+        let recent = self
+            .shared
+            .recent_chunked
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (base, chunks) = recent.get(&first)?;
+        let shared = chunks
+            .iter()
+            .zip(pieces)
+            .take_while(|(old, (new, _))| *old == new)
+            .count()
+            .min(pieces.len() - 1);
+        (shared > 0).then_some((*base, shared as u32))
+    }
+
+    fn remember_chunked(&self, payload_hash: BlobHash, pieces: &[(ChunkRef, Bytes)]) {
+        let Some((first, _)) = pieces.first() else {
+            return;
+        };
+        let mut recent = self
+            .shared
+            .recent_chunked
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if recent.len() >= RECENT_CHUNKED_MAX {
+            recent.clear();
+        }
+        let chunks: Arc<[ChunkRef]> = pieces.iter().map(|(chunk, _)| *chunk).collect();
+        recent.insert(first.hash, (payload_hash, chunks));
     }
 
     /// The chunking a payload of `len` bytes gets: `None` on a version-1 connection, with
@@ -766,12 +852,13 @@ impl Client {
         chunked.then_some(config)
     }
 
-    /// One PUT_CHUNKED sending the chunks not in `present`; `None` when that frame would be
-    /// over the server's frame limit (the payload then goes whole).
+    /// One PUT_CHUNKED listing `pieces` (after `base`'s kept chunks) and sending those not in
+    /// `present`; `None` when that frame would be over the server's frame limit (the payload
+    /// then goes whole).
     async fn put_missing(
         &self,
         payload_hash: BlobHash,
-        chunks: &[ChunkRef],
+        base: Option<(BlobHash, u32)>,
         pieces: &[(ChunkRef, Bytes)],
         present: &HashSet<BlobHash>,
     ) -> Result<Option<ChunkedStored>, ClientError> {
@@ -781,17 +868,20 @@ impl Client {
             .filter(|(_, (chunk, _))| !present.contains(&chunk.hash))
             .map(|(index, (_, bytes))| (index as u32, bytes.clone()))
             .collect();
-        // hash, chunk count, the chunks, sent count, then index, len and bytes per sent chunk.
+        // hash, base hash and kept, chunk count, the chunks, sent count, then index, len and
+        // bytes per sent chunk.
         let body_bytes = 32
+            + 36
             + 4
-            + chunks.len() * CHUNK_ENTRY_BYTES
+            + pieces.len() * CHUNK_ENTRY_BYTES
             + 4
             + sent.iter().map(|(_, bytes)| 8 + bytes.len()).sum::<usize>();
         let frame_bytes_max = self.server_limits().frame_bytes_max as usize;
         if frame_bytes_max > 0 && body_bytes > frame_bytes_max {
             return Ok(None);
         }
-        self.put_chunked(payload_hash, chunks.to_vec(), sent)
+        let chunks = pieces.iter().map(|(chunk, _)| *chunk).collect();
+        self.put_chunked_after(payload_hash, base, chunks, sent)
             .await
             .map(Some)
     }

@@ -313,19 +313,32 @@ impl Cursor {
         })
     }
 
-    /// PUT_CHUNKED's body: `hash, u32 chunk_count, chunk_count × (hash, u32 len), u32
-    /// sent_count, sent_count × (u32 index, u32 len, len bytes)`. Every rule `check_request`
+    /// PUT_CHUNKED's body: `hash, base_hash, u32 base_kept, u32 chunk_count, chunk_count ×
+    /// (hash, u32 len), u32 sent_count, sent_count × (u32 index, u32 len, len bytes)`;
+    /// `base_kept` 0 with an all-zero `base_hash` means no base. Every rule `check_request`
     /// applies is checked here too, so whatever decodes encodes back.
     fn put_chunked(&mut self) -> Result<Request, DecodeError> {
         let payload_hash = self.hash()?;
+        let base_hash = self.hash()?;
+        let base_kept = self.u32()?;
+        let base = match (base_kept, base_hash.0 == [0u8; 32]) {
+            (0, true) => None,
+            (0, false) => return Err(self.invalid("base_hash", "a base that keeps no chunk")),
+            (_, true) => return Err(self.invalid("base_hash", "kept chunks of no base")),
+            (kept, false) => Some(ChunkBaseWire {
+                hash: base_hash,
+                kept,
+            }),
+        };
         let chunk_count = self.u32()?;
         if chunk_count == 0 {
             return Err(self.invalid("chunk_count", "a payload of no chunks"));
         }
-        if chunk_count > CHUNKS_PER_PAYLOAD_MAX {
+        let all_chunks = u64::from(chunk_count) + u64::from(base_kept);
+        if all_chunks > u64::from(CHUNKS_PER_PAYLOAD_MAX) {
             return Err(self.too_large(
                 "chunk_count",
-                u64::from(chunk_count),
+                all_chunks,
                 u64::from(CHUNKS_PER_PAYLOAD_MAX),
             ));
         }
@@ -381,6 +394,7 @@ impl Cursor {
         }
         Ok(Request::PutChunked {
             payload_hash,
+            base,
             chunks,
             sent,
         })
@@ -1715,8 +1729,21 @@ pub fn check_request(request: &Request) -> Result<(), EncodeError> {
             APPEND_PAYLOAD_BYTES_LIMIT,
             "bytes",
         ),
-        Request::PutChunked { chunks, sent, .. } => {
-            let chunk_count = u64::from(CHUNKS_PER_PAYLOAD_MAX);
+        Request::PutChunked {
+            base, chunks, sent, ..
+        } => {
+            let kept = base.map_or(0, |base| u64::from(base.kept));
+            if base.is_some_and(|base| base.kept == 0 || base.hash.0 == [0u8; 32]) {
+                return Err(EncodeError {
+                    field: "base (a stored blob's hash, keeping 1 or more chunks)",
+                    len: 0,
+                    min: 1,
+                    max: u64::from(CHUNKS_PER_PAYLOAD_MAX),
+                    unit: "chunks",
+                });
+            }
+            let chunk_count = u64::from(CHUNKS_PER_PAYLOAD_MAX).saturating_sub(kept);
+            // A base's kept chunks count against the limit too.
             within("chunks", chunks.len(), 1, chunk_count, "chunks")?;
             chunks.iter().try_for_each(|chunk| {
                 let len = chunk.len as usize;
@@ -2094,10 +2121,21 @@ fn request_body(w: &mut ChunkWriter, request: &Request) {
         Request::PurgeBlob { hash } => w.slice(&hash.0),
         Request::PutChunked {
             payload_hash,
+            base,
             chunks,
             sent,
         } => {
             w.slice(&payload_hash.0);
+            match base {
+                Some(base) => {
+                    w.slice(&base.hash.0);
+                    w.u32(base.kept);
+                }
+                None => {
+                    w.zero(32);
+                    w.u32(0);
+                }
+            }
             w.u32(chunks.len() as u32);
             for chunk in chunks {
                 w.slice(&chunk.hash.0);

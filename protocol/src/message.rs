@@ -445,6 +445,15 @@ pub struct ChunkWire {
     pub len: u32,
 }
 
+/// PUT_CHUNKED's base: the payload's first `kept` chunks (≥ 1) are the first `kept` chunks of
+/// the chunked blob `hash` the server stores; the request's `chunks` follow them. A growing
+/// state names the previous one, so a step sends only the chunks after the shared prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkBaseWire {
+    pub hash: Hash32,
+    pub kept: u32,
+}
+
 /// The bytes of one chunk PUT_CHUNKED sends: `index` into its chunks; `bytes` as long as that
 /// chunk's `len` (a zero-copy slice of the frame when decoded).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -762,12 +771,15 @@ pub enum Request {
         as_of: u64,
         read: Box<Request>,
     },
-    /// Stores a payload given as its content-defined chunks, in order (issue 16): `sent`
-    /// carries the bytes of some chunks (strictly increasing indexes), the server has every
-    /// other one already. The chunks rebuild the payload, which must hash to `payload_hash`.
-    /// Then APPEND_TURN_BY_HASH names it: a growing state costs the bytes it grew by.
+    /// Stores a payload given as its content-defined chunks, in order (issue 16): the first
+    /// `base.kept` chunks of a stored chunked blob (if `base`), then `chunks`; `sent` carries
+    /// the bytes of some of `chunks` (strictly increasing indexes into `chunks`), the server
+    /// has every other one already. The chunks rebuild the payload, which must hash to
+    /// `payload_hash`. Then APPEND_TURN_BY_HASH names it: a growing state costs the bytes it
+    /// grew by.
     PutChunked {
         payload_hash: Hash32,
+        base: Option<ChunkBaseWire>,
         chunks: Vec<ChunkWire>,
         sent: Vec<SentChunkWire>,
     },

@@ -958,6 +958,7 @@ fn vectors_v2() -> Vec<Vector> {
             29,
             Q(Request::PutChunked {
                 payload_hash: hash(0xa0),
+                base: None,
                 chunks: vec![
                     ChunkWire {
                         hash: hash(0x10),
@@ -978,6 +979,26 @@ fn vectors_v2() -> Vec<Vector> {
                 }],
             }),
             "PUT_CHUNKED: payload a0a1…bf as 3 chunks (101112… 4 B, 404142… 3 B, 707172… 5 B); sends chunk 1 (\"new\"), the server has the others",
+        ),
+        (
+            "put_chunked_with_base",
+            29,
+            Q(Request::PutChunked {
+                payload_hash: hash(0xc0),
+                base: Some(ChunkBaseWire {
+                    hash: hash(0xa0),
+                    kept: 2,
+                }),
+                chunks: vec![ChunkWire {
+                    hash: hash(0x90),
+                    len: 6,
+                }],
+                sent: vec![SentChunkWire {
+                    index: 0,
+                    bytes: Bytes::from_static(b"grown!"),
+                }],
+            }),
+            "PUT_CHUNKED: payload c0c1…df = the first 2 chunks of a0a1…bf, then chunk 909192… (6 B, sent: \"grown!\")",
         ),
         (
             "chunked_stored_response",

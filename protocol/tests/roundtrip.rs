@@ -335,8 +335,9 @@ fn put_chunked() -> impl Strategy<Value = Request> {
     (
         hash(),
         proptest::collection::vec((hash(), 1..3000usize, any::<bool>(), any::<u8>()), 1..8),
+        proptest::option::of((hash(), 1..100u32)),
     )
-        .prop_map(|(payload_hash, entries)| {
+        .prop_map(|(payload_hash, entries, base)| {
             let mut chunks = Vec::new();
             let mut sent = Vec::new();
             for (index, (hash, len, send, fill)) in entries.into_iter().enumerate() {
@@ -353,6 +354,15 @@ fn put_chunked() -> impl Strategy<Value = Request> {
             }
             Request::PutChunked {
                 payload_hash,
+                // A base names a stored blob: never the all-zero hash, which means none.
+                base: base.map(|(hash, kept)| ChunkBaseWire {
+                    hash: Hash32({
+                        let mut bytes = hash.0;
+                        bytes[0] |= 1;
+                        bytes
+                    }),
+                    kept,
+                }),
                 chunks,
                 sent,
             }
@@ -883,12 +893,13 @@ fn fixed_sizes_match_the_document() {
     };
     let bytes = concat(encode_response(1, &stored));
     assert_eq!(bytes.len(), HEADER_BYTES + CHUNKED_STORED_BYTES);
-    // PUT_CHUNKED: hash, chunk count, 36 bytes per chunk, sent count, 8 + len per sent chunk.
+    // PUT_CHUNKED: hash, base hash and kept, chunk count, 36 bytes per chunk, sent count,
+    // 8 + len per sent chunk.
     let mut request = BytesMut::new();
     encode_request(1, &chunked(3, &[(1, 5)]), &mut request).unwrap();
     assert_eq!(
         request.len(),
-        HEADER_BYTES + 32 + 4 + 3 * CHUNK_ENTRY_BYTES + 4 + 8 + 5
+        HEADER_BYTES + 32 + 36 + 4 + 3 * CHUNK_ENTRY_BYTES + 4 + 8 + 5
     );
 }
 
@@ -897,6 +908,7 @@ fn fixed_sizes_match_the_document() {
 fn chunked_with(count: u32, last_len: u32, sent: &[(u32, usize)]) -> Request {
     Request::PutChunked {
         payload_hash: Hash32([1; 32]),
+        base: None,
         chunks: (0..count)
             .map(|index| ChunkWire {
                 hash: Hash32([index as u8; 32]),
@@ -941,6 +953,7 @@ fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
     let bytes = Bytes::from(vec![3u8; 100_000]);
     let large = Request::PutChunked {
         payload_hash: Hash32([1; 32]),
+        base: None,
         chunks: vec![ChunkWire {
             hash: Hash32([2; 32]),
             len: 100_000,
@@ -1000,6 +1013,7 @@ fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
     };
     let head = |body: &mut Vec<u8>, count: u32| {
         body.extend_from_slice(&[1; 32]);
+        body.extend_from_slice(&[0; 36]); // no base
         body.extend_from_slice(&count.to_le_bytes());
     };
     // A chunk count over the limit fails before any entry is read (or allocated).
@@ -1034,6 +1048,45 @@ fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
         ("sent index", 2, 1)
     );
     bad_frame(raw_put_chunked(|body| head(body, 0)));
+    // A base keeping no chunk, kept chunks of no base; a base's kept chunks count against the
+    // limit.
+    let with_base = |body: &mut Vec<u8>, base: [u8; 32], kept: u32, count: u32| {
+        body.extend_from_slice(&[1; 32]);
+        body.extend_from_slice(&base);
+        body.extend_from_slice(&kept.to_le_bytes());
+        body.extend_from_slice(&count.to_le_bytes());
+    };
+    bad_frame(raw_put_chunked(|body| with_base(body, [5; 32], 0, 1)));
+    bad_frame(raw_put_chunked(|body| with_base(body, [0; 32], 3, 1)));
+    assert_eq!(
+        too_large(raw_put_chunked(|body| with_base(
+            body,
+            [5; 32],
+            CHUNKS_PER_PAYLOAD_MAX,
+            1
+        ))),
+        ("chunk_count", u64::from(CHUNKS_PER_PAYLOAD_MAX) + 1, 65_536)
+    );
+    let based = |kept: u32, count: u32| match chunked(count, &[]) {
+        Request::PutChunked {
+            payload_hash,
+            chunks,
+            sent,
+            ..
+        } => Request::PutChunked {
+            payload_hash,
+            base: Some(ChunkBaseWire {
+                hash: Hash32([5; 32]),
+                kept,
+            }),
+            chunks,
+            sent,
+        },
+        other => other,
+    };
+    assert!(check_request(&based(10, 3)).is_ok());
+    assert!(check_request(&based(0, 3)).is_err());
+    assert!(check_request(&based(CHUNKS_PER_PAYLOAD_MAX, 1)).is_err());
     bad_frame(raw_put_chunked(|body| {
         head(body, 1);
         entry(body, 0);

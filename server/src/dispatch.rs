@@ -18,7 +18,7 @@ use ctxstore_engine::{
     PageQuery, Parent, Payload, PayloadMode, Turn, TurnId, TurnOptions,
 };
 use ctxstore_protocol::{
-    AppendedWire, BackupWire, ChunkWire, ContextHeadWire, ContextInfoWire,
+    AppendedWire, BackupWire, ChunkBaseWire, ChunkWire, ContextHeadWire, ContextInfoWire,
     ContextRef as ContextRefWire, ErrorCode, ExtrasWire, GcStatsWire, GcWire, Hash32, KvItemWire,
     ListCursorWire, LogCursorWire, MessageType, OverlayWire, PageKind, ParentWire, PayloadEncoding,
     PayloadSpec, PayloadWire, Request, Response, SentChunkWire, StatsWire, TurnEntry, TurnEntryV2,
@@ -288,9 +288,10 @@ impl Dispatcher {
             } => self.append_turns(context, expected_head, turns).await,
             Request::PutChunked {
                 payload_hash,
+                base,
                 chunks,
                 sent,
-            } => self.put_chunked(payload_hash, chunks, sent).await,
+            } => self.put_chunked(payload_hash, base, chunks, sent).await,
         }
     }
 
@@ -762,10 +763,11 @@ impl Dispatcher {
     async fn put_chunked(
         &self,
         payload_hash: Hash32,
+        base: Option<ChunkBaseWire>,
         chunks: Vec<ChunkWire>,
         sent: Vec<SentChunkWire>,
     ) -> Result<Response, Response> {
-        let payload_len = chunks.iter().map(|chunk| u64::from(chunk.len)).sum();
+        let base = base.map(|base| (BlobHash(base.hash.0), base.kept));
         let chunks = chunks
             .into_iter()
             .map(|chunk| ChunkRef {
@@ -777,14 +779,15 @@ impl Dispatcher {
             .into_iter()
             .map(|chunk| (chunk.index, chunk.bytes))
             .collect();
-        let stored = self
-            .engine
-            .put_chunked(BlobHash(payload_hash.0), chunks, sent)
-            .await;
+        let hash = BlobHash(payload_hash.0);
+        let stored = self.engine.put_chunked(hash, base, chunks, sent).await;
+        let already_stored = stored.map_err(engine_error)?;
+        // Stored now (a collection could only take it after a grace interval).
+        let payload_len = self.engine.blob_len(hash).map_or(0, u64::from);
         Ok(Response::ChunkedStored {
             payload_hash,
             payload_len,
-            already_stored: stored.map_err(engine_error)?,
+            already_stored,
         })
     }
 
