@@ -2472,9 +2472,7 @@ class PutChunked(Request):
         """See :meth:`Message.body_chunks`."""
         count = len(self.chunks)
         if not 1 <= count <= CHUNKS_PER_PAYLOAD_MAX:
-            raise ValueError(
-                f"PUT_CHUNKED names 1 to {CHUNKS_PER_PAYLOAD_MAX} chunks, not {count}"
-            )
+            raise ValueError(f"PUT_CHUNKED names 1 to {CHUNKS_PER_PAYLOAD_MAX} chunks, not {count}")
         head = bytearray(_hash(self.payload_hash) + _u32(count))
         for chunk in self.chunks:
             if not 1 <= chunk.len <= CHUNK_BYTES_MAX:
