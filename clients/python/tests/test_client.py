@@ -28,8 +28,12 @@ def client(server: ServerProcess) -> Iterator[ctxstore.Client]:
 
 @pytest.fixture(scope="module")
 def nocache_server(tmp_root: Path) -> Iterator[ServerProcess]:
-    """A server without a payload cache: reads ship stored (zstd) bodies when accepted."""
-    process = new_server(tmp_root, extra_args=["--payload-cache-bytes", "0"])
+    """A server without a payload cache: reads ship stored (zstd) bodies when accepted. Its
+    payloads stay one record each (``--chunk-threshold off``): a payload the server stored
+    as chunks (decision 0013) is rebuilt on a read and shipped RAW."""
+    process = new_server(
+        tmp_root, extra_args=["--payload-cache-bytes", "0", "--chunk-threshold", "off"]
+    )
     yield process
     process.stop()
 
