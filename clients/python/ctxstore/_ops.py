@@ -43,6 +43,7 @@ from .errors import (
 from .types import (
     Appended,
     BackupReport,
+    ChunkedStored,
     ContextHead,
     ContextInfo,
     GcReport,
@@ -742,6 +743,61 @@ def purge_blob(payload_hash: HashLike) -> Op[Purged]:
         return Purged(answer.payload_hash, answer.turns_redacted, answer.overlay_seq)
 
     return Op(p.PurgeBlob(digest), finish)
+
+
+ChunkBytes = bytes | bytearray | memoryview
+"""The bytes of one chunk ``put_chunked`` sends."""
+
+
+def put_chunked(
+    payload_hash: HashLike,
+    chunks: Sequence[tuple[HashLike, int]],
+    sent: Iterable[tuple[int, ChunkBytes]] | Mapping[int, ChunkBytes] = (),
+) -> Op[ChunkedStored]:
+    """PUT_CHUNKED (version 2): the payload ``payload_hash`` made of ``chunks`` (each
+    ``(hash, length)``, in order), with the bytes of the chunks in ``sent`` (``(index,
+    bytes)`` pairs or a mapping, in any order). The codec's limits are checked here, before
+    anything is sent (``ValueError``: the server would close the connection for them); the
+    hashes are the server's to check (HASH_MISMATCH). The answer must name the payload's hash
+    and the sum of the chunks' lengths."""
+    digest = parse_hash(payload_hash)
+    if not 1 <= len(chunks) <= p.CHUNKS_PER_PAYLOAD_MAX:
+        raise ValueError(f"a payload is 1 to {p.CHUNKS_PER_PAYLOAD_MAX} chunks, not {len(chunks)}")
+    entries = []
+    for position, (chunk_hash, length) in enumerate(chunks):
+        _u32(length, f"chunk {position}'s length")
+        if not 1 <= length <= p.CHUNK_BYTES_MAX:
+            raise ValueError(
+                f"chunk {position} is {length} bytes; a chunk is 1 to {p.CHUNK_BYTES_MAX}"
+            )
+        entries.append(p.ChunkRecord(parse_hash(chunk_hash), length))
+    pairs = sent.items() if isinstance(sent, Mapping) else sent
+    given: dict[int, bytes] = {}
+    for index, data in pairs:
+        _u32(index, "sent index")
+        if index >= len(entries):
+            raise ValueError(f"sent index {index} is past the {len(entries)} chunks")
+        if index in given:
+            raise ValueError(f"chunk {index} is sent twice")
+        raw = bytes(data)
+        if len(raw) != entries[index].len:
+            raise ValueError(
+                f"chunk {index} is sent with {len(raw)} bytes; its entry says {entries[index].len}"
+            )
+        given[index] = raw
+    records = tuple(p.SentChunkRecord(index, given[index]) for index in sorted(given))
+    total = sum(entry.len for entry in entries)
+
+    def finish(response: p.Response) -> ChunkedStored:
+        answer = _expect(response, p.ChunkedStoredResponse)
+        if (answer.payload_hash, answer.payload_len) != (digest, total):
+            raise ProtocolError(
+                f"PUT_CHUNKED of {digest.hex()} ({total} bytes) was answered for "
+                f"{answer.payload_hash.hex()} ({answer.payload_len} bytes)"
+            )
+        return ChunkedStored(answer.payload_hash, answer.payload_len, answer.already_stored)
+
+    return Op(p.PutChunked(digest, tuple(entries), records), finish)
 
 
 def _overlay_turn(turn: T, state: p.OverlayRecord) -> T:

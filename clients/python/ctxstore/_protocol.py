@@ -80,6 +80,11 @@ __all__ = [
     "TURN_EXTRAS_ENTRY_BYTES_MIN",
     "APPENDED_TURN_BYTES",
     "TINY_BYTES_MAX",
+    "CHUNKS_PER_PAYLOAD_MAX",
+    "CHUNK_BYTES_MAX",
+    "CHUNK_ENTRY_BYTES",
+    "SENT_CHUNK_BYTES_MIN",
+    "CHUNKED_STORED_BYTES",
     "ContextRef",
     "ListCursor",
     "MessageType",
@@ -143,6 +148,9 @@ __all__ = [
     "PurgeBlob",
     "AsOf",
     "OverlayRecord",
+    "ChunkRecord",
+    "SentChunkRecord",
+    "PutChunked",
     "RawRequest",
     "HelloResponse",
     "Pong",
@@ -171,6 +179,7 @@ __all__ = [
     "PatchedResponse",
     "RedactedResponse",
     "PurgedResponse",
+    "ChunkedStoredResponse",
     "OverlaidResponse",
     "ErrorResponse",
     "RawResponse",
@@ -260,6 +269,16 @@ TURN_EXTRAS_ENTRY_BYTES_MIN = 88 + EXTRAS_BYTES_MIN + 16
 """The smallest entry of a version-2 page: TURN, EXTRAS, an absent PAYLOAD."""
 APPENDED_TURN_BYTES = 90
 """One turn of APPEND_TURNS' answer: TURN (88), deduped (1), existing (1)."""
+CHUNKS_PER_PAYLOAD_MAX = 65_536
+"""Most chunks one PUT_CHUNKED names (``chunk_count`` is 1..=this; over it: TOO_LARGE)."""
+CHUNK_BYTES_MAX = 1 << 20
+"""Largest chunk of a PUT_CHUNKED (a chunk ``len`` is 1..=this; over it: TOO_LARGE)."""
+CHUNK_ENTRY_BYTES = 36
+"""A CHUNK entry of PUT_CHUNKED: ``hash[32], u32 len``."""
+SENT_CHUNK_BYTES_MIN = 9
+"""The smallest SENT entry of PUT_CHUNKED: ``u32 index, u32 len`` and at least one byte."""
+CHUNKED_STORED_BYTES = 48
+"""CHUNKED_STORED: ``hash[32], u64 payload_len, u8 already_stored``, 7 reserved."""
 
 ContextRef = int | str
 """A context in a request: its ContextID (``int``) or its name (``str``, version 2)."""
@@ -320,6 +339,8 @@ class MessageType(IntEnum):
     PATCH_TURN = 0x0024
     REDACT_TURN = 0x0025
     PURGE_BLOB = 0x0026
+    # Version 2: payloads given as chunks the server may have already (issue 16).
+    PUT_CHUNKED = 0x0027
 
     @property
     def response_type(self) -> int:
@@ -1078,6 +1099,24 @@ class TurnExtrasEntry:
     def encode(self) -> bytes:
         """The entry's bytes."""
         return self.turn.encode() + self.extras.encode() + self.payload.encode()
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """A CHUNK entry of PUT_CHUNKED (36 bytes): ``hash[32]`` (BLAKE3 of the chunk's bytes),
+    ``u32 len`` (1..=:data:`CHUNK_BYTES_MAX`)."""
+
+    hash: bytes
+    len: int
+
+
+@dataclass(frozen=True, slots=True)
+class SentChunkRecord:
+    """A SENT entry of PUT_CHUNKED: ``u32 index`` (into the chunks), ``u32 len`` (that chunk's
+    ``len``), then ``data`` (``len`` bytes)."""
+
+    index: int
+    data: bytes
 
 
 _OVERLAY = struct.Struct("<QB7s")
@@ -2406,6 +2445,99 @@ class PurgeBlob(Request):
         return cls(reader.hash("hash"))
 
 
+@register_request
+@dataclass(frozen=True, slots=True)
+class PutChunked(Request):
+    """PUT_CHUNKED (0x0027, v2, issue 16): stores the payload made of ``chunks`` (in order),
+    carrying the bytes of only the chunks in ``sent``; every other chunk must be stored
+    already. Body: ``hash[32] payload_hash, u32 chunk_count, chunk_count x CHUNK (hash[32],
+    u32 len), u32 sent_count, sent_count x SENT (u32 index, u32 len, len bytes)``.
+
+    The codec's limits (the server closes the connection for them, so the encoder refuses
+    them with ``ValueError`` as the Rust encoder does, and the decoder with
+    :class:`ProtocolError`): 1..=65,536 chunks, each ``len`` 1..=1 MiB, at most one SENT
+    per chunk, SENT indexes strictly increasing and below ``chunk_count``, a SENT's bytes
+    exactly its chunk's ``len``. Sent chunks of 4 KiB or more are separate chunks of the
+    frame (not copied)."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.PUT_CHUNKED
+    NAME: ClassVar[str] = "PUT_CHUNKED"
+    MIN_VERSION: ClassVar[int] = 2
+
+    payload_hash: bytes
+    chunks: tuple[ChunkRecord, ...]
+    sent: tuple[SentChunkRecord, ...] = ()
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        count = len(self.chunks)
+        if not 1 <= count <= CHUNKS_PER_PAYLOAD_MAX:
+            raise ValueError(f"PUT_CHUNKED names 1 to {CHUNKS_PER_PAYLOAD_MAX} chunks, not {count}")
+        head = bytearray(_hash(self.payload_hash) + _u32(count))
+        for chunk in self.chunks:
+            if not 1 <= chunk.len <= CHUNK_BYTES_MAX:
+                raise ValueError(f"a chunk is 1 to {CHUNK_BYTES_MAX} bytes, not {chunk.len}")
+            head += _hash(chunk.hash) + _u32(chunk.len)
+        if len(self.sent) > count:
+            raise ValueError(f"{len(self.sent)} chunks sent of {count}: at most one per chunk")
+        head += _u32(len(self.sent))
+        out: list[bytes] = []
+        index_min = 0
+        for sent in self.sent:
+            if isinstance(sent.index, bool) or not index_min <= sent.index < count:
+                raise ValueError(
+                    f"sent index {sent.index}: indexes strictly increase and are below the "
+                    f"chunk count {count}"
+                )
+            length = self.chunks[sent.index].len
+            if len(sent.data) != length:
+                raise ValueError(
+                    f"sent chunk {sent.index} has {len(sent.data)} bytes; its entry says {length}"
+                )
+            head += _u32(sent.index) + _u32(length)
+            if length < _COPY_BYTES_MAX:
+                head += sent.data
+            else:
+                out += [bytes(head), sent.data]
+                head = bytearray()
+            index_min = sent.index + 1
+        if head or not out:
+            out.append(bytes(head))
+        return out
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> PutChunked:
+        """See :meth:`Message.decode_body`. The same rules, in the Rust codec's order."""
+        payload_hash = reader.hash("payload_hash")
+        count = reader.u32("chunk_count")
+        if count == 0:
+            raise reader.error("chunk_count", "a payload of no chunks")
+        reader.limit(count, CHUNKS_PER_PAYLOAD_MAX, "chunk_count")
+        reader.count(count, CHUNK_ENTRY_BYTES, "chunks")
+        chunks = []
+        for _ in range(count):
+            chunk_hash = reader.hash("chunk hash")
+            length = reader.u32("chunk len")
+            if length == 0:
+                raise reader.error("chunk len", "an empty chunk")
+            reader.limit(length, CHUNK_BYTES_MAX, "chunk len")
+            chunks.append(ChunkRecord(chunk_hash, length))
+        sent_count = reader.limit(reader.u32("sent_count"), count, "sent_count")
+        reader.count(sent_count, SENT_CHUNK_BYTES_MIN, "sent chunks")
+        sent = []
+        index_min = 0
+        for _ in range(sent_count):
+            index = reader.limit(reader.u32("sent index"), count - 1, "sent index")
+            if index < index_min:
+                raise reader.error("sent index", "indexes must strictly increase")
+            length = reader.u32("sent len")
+            if length != chunks[index].len:
+                raise reader.error("sent len", "differs from its chunk's len")
+            sent.append(SentChunkRecord(index, reader.take(length, "sent chunk bytes")))
+            index_min = index + 1
+        return cls(payload_hash, tuple(chunks), tuple(sent))
+
+
 TAKES_OVERLAYS = frozenset(
     {
         MessageType.GET_TURN,
@@ -3358,6 +3490,39 @@ class PurgedResponse(Response):
         return cls(
             reader.hash("payload_hash"), reader.u64("turns_redacted"), reader.u64("overlay_seq")
         )
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class ChunkedStoredResponse(Response):
+    """PUT_CHUNKED response CHUNKED_STORED (0x8027, v2; 48 bytes): ``hash[32] payload_hash,
+    u64 payload_len, u8 already_stored`` (1: stored before this request, nothing new was
+    written), 7 reserved."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.PUT_CHUNKED.response_type,)
+    NAME: ClassVar[str] = "CHUNKED_STORED"
+
+    payload_hash: bytes
+    payload_len: int
+    already_stored: bool
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return (
+            _hash(self.payload_hash)
+            + _u64(self.payload_len)
+            + _u8(int(self.already_stored))
+            + bytes(7)
+        )
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> ChunkedStoredResponse:
+        """See :meth:`Message.decode_body`."""
+        payload_hash = reader.hash("payload_hash")
+        payload_len = reader.u64("payload_len")
+        already_stored = reader.boolean("already_stored")
+        reader.zero(7)
+        return cls(payload_hash, payload_len, already_stored)
 
 
 def turn_count(response: Response) -> int:

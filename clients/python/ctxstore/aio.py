@@ -28,6 +28,7 @@ from .errors import (
 from .types import (
     Appended,
     BackupReport,
+    ChunkedStored,
     ContextHead,
     ContextInfo,
     ContextLike,
@@ -783,6 +784,19 @@ class AsyncClient(ops.ClientCore):
         2, the compliance path; run :meth:`gc` to remove its bytes now). NotFound for a hash
         the store never had."""
         return await self._run(ops.purge_blob(payload_hash), timeout)
+
+    async def put_chunked(
+        self,
+        payload_hash: HashLike,
+        chunks: Sequence[tuple[HashLike, int]],
+        sent: Iterable[tuple[int, ops.ChunkBytes]] | Mapping[int, ops.ChunkBytes] = (),
+        *,
+        timeout: float | None = None,
+    ) -> ChunkedStored:
+        """Stores a payload given as its chunks, sending the bytes of only the chunks in
+        ``sent`` (version 2, PUT_CHUNKED); see :meth:`ctxstore.Client.put_chunked`. No
+        automatic chunking: ``append`` sends payloads whole."""
+        return await self._run(ops.put_chunked(payload_hash, chunks, sent), timeout)
 
     async def tag_context(
         self,

@@ -27,6 +27,7 @@ from .errors import (
 from .types import (
     Appended,
     BackupReport,
+    ChunkedStored,
     ContextHead,
     ContextInfo,
     ContextLike,
@@ -863,6 +864,37 @@ class Client(ops.ClientCore):
         2, the compliance path; run :meth:`gc` to remove its bytes now). NotFound for a hash
         the store never had."""
         return self._run(ops.purge_blob(payload_hash), timeout)
+
+    def put_chunked(
+        self,
+        payload_hash: HashLike,
+        chunks: Sequence[tuple[HashLike, int]],
+        sent: Iterable[tuple[int, ops.ChunkBytes]] | Mapping[int, ops.ChunkBytes] = (),
+        *,
+        timeout: float | None = None,
+    ) -> ChunkedStored:
+        """Stores a payload given as its chunks (protocol version 2, PUT_CHUNKED), sending
+        the bytes of only the chunks the server does not have; then name it by hash
+        (``append_by_hash``, or a ``TurnSpec(payload_hash=...)``).
+
+        ``chunks``: every chunk of the payload, in order, as ``(BLAKE3 hash, length)``
+        (1 byte to 1 MiB each, at most 65,536; the payload is their bytes concatenated).
+        ``sent``: ``(index, bytes)`` pairs (or a mapping ``{index: bytes}``), in any order,
+        each chunk at most once, with exactly its entry's length. A chunk not sent must be
+        stored already, as a blob of that length (``has_blobs`` tells which are):
+        ``NotFound`` otherwise, and then send it. The server checks every sent chunk and the
+        payload they rebuild against their hashes (``HashMismatch``), stores the chunks (each
+        a blob, deduplicated) and the payload, and answers once both are durable. Nothing is
+        written on any error. Until a turn names the payload, garbage collection gives it one
+        interval of grace: append it right after. Breaking the limits above raises
+        ``ValueError`` before anything is sent.
+
+        This client never cuts payloads into chunks by itself: ``append`` sends a payload
+        whole (the server stores large by-value payloads as content-defined chunks on disk
+        anyway). Cut them yourself to save bytes on the wire: any cut is accepted, and one
+        like the server's (FastCDC 2020, its ``--chunk-*`` sizes) finds the unchanged chunks
+        of a grown state stored already."""
+        return self._run(ops.put_chunked(payload_hash, chunks, sent), timeout)
 
     def tag_context(
         self,

@@ -34,6 +34,7 @@ __all__ = [
     "ShuttingDown",
     "Corrupt",
     "AlreadyExists",
+    "HashMismatch",
     "ProtocolError",
     "IntegrityError",
     "ConnectError",
@@ -223,6 +224,15 @@ class AlreadyExists(ServerError):
         return self.detail
 
 
+class HashMismatch(ServerError):
+    """HASH_MISMATCH (16, protocol version 2): bytes sent do not hash to the BlobHash they
+    claim — a chunk of ``put_chunked``, or the payload its chunks rebuild. Nothing was
+    written; the connection stays open."""
+
+    code = 16
+    name = "HASH_MISMATCH"
+
+
 ERROR_CLASSES: dict[int, type[ServerError]] = {
     cls.code: cls
     for cls in (
@@ -241,6 +251,7 @@ ERROR_CLASSES: dict[int, type[ServerError]] = {
         ShuttingDown,
         Corrupt,
         AlreadyExists,
+        HashMismatch,
     )
 }
 """The exception class of each known ERROR code."""

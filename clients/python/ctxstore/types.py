@@ -37,6 +37,7 @@ __all__ = [
     "Patched",
     "Redacted",
     "Purged",
+    "ChunkedStored",
     "ContextInfo",
     "Opened",
     "ContextPage",
@@ -327,6 +328,24 @@ class Purged:
     turns_redacted: int
     overlay_seq: int
     """The purge record's sequence number."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkedStored:
+    """What ``put_chunked`` stored: the payload its chunks make, a blob like any other from
+    now on (``append_by_hash`` names it, ``get_blob`` returns it whole)."""
+
+    payload_hash: bytes
+    """BLAKE3-256 of the whole payload."""
+    payload_len: int
+    """The payload's length: the sum of its chunks' lengths."""
+    already_stored: bool
+    """True when the server had the payload before this call (nothing new was written)."""
+
+    @property
+    def payload_hash_hex(self) -> str:
+        """``payload_hash`` as 64 hex digits."""
+        return self.payload_hash.hex()
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,8 +28,12 @@ def client(server: ServerProcess) -> Iterator[ctxstore.Client]:
 
 @pytest.fixture(scope="module")
 def nocache_server(tmp_root: Path) -> Iterator[ServerProcess]:
-    """A server without a payload cache: reads ship stored (zstd) bodies when accepted."""
-    process = new_server(tmp_root, extra_args=["--payload-cache-bytes", "0"])
+    """A server without a payload cache: reads ship stored (zstd) bodies when accepted. Its
+    payloads stay one record each (``--chunk-threshold off``): a payload the server stored
+    as chunks (decision 0013) is rebuilt on a read and shipped RAW."""
+    process = new_server(
+        tmp_root, extra_args=["--payload-cache-bytes", "0", "--chunk-threshold", "off"]
+    )
     yield process
     process.stop()
 
@@ -482,7 +486,7 @@ def test_error_names_match_the_protocol_table() -> None:
         1: "BAD_FRAME", 2: "UNKNOWN_MESSAGE", 3: "TOO_LARGE", 4: "UNAUTHORIZED",
         5: "NOT_FOUND", 6: "CONFLICT", 7: "READ_ONLY", 8: "NO_SPACE", 9: "OVERLOADED",
         10: "INTERNAL", 11: "INVALID_ARGUMENT", 12: "UNSUPPORTED_VERSION",
-        13: "SHUTTING_DOWN", 14: "CORRUPT", 15: "ALREADY_EXISTS",
+        13: "SHUTTING_DOWN", 14: "CORRUPT", 15: "ALREADY_EXISTS", 16: "HASH_MISMATCH",
     }  # fmt: skip
     assert {code: cls.name for code, cls in ERROR_CLASSES.items()} == names
     # The same table as the reference implementation (protocol/src/error.rs).

@@ -98,6 +98,20 @@ def payloads(draw: st.DrawFn) -> p.PayloadRecord:
     return p.PayloadRecord(encoding, draw(u32), data)
 
 
+@st.composite
+def put_chunked(draw: st.DrawFn) -> p.PutChunked:
+    """PUT_CHUNKED within the codec's limits: 1-6 chunks, some of them sent (now and then one
+    large enough to travel as its own chunk of the frame)."""
+    lengths = draw(st.lists(st.integers(1, 40) | st.just(5000), min_size=1, max_size=6))
+    chunks = tuple(p.ChunkRecord(draw(hashes), length) for length in lengths)
+    indexes = sorted(draw(st.sets(st.integers(0, len(chunks) - 1))))
+    sent = tuple(
+        p.SentChunkRecord(i, draw(st.binary(min_size=lengths[i], max_size=lengths[i])))
+        for i in indexes
+    )
+    return p.PutChunked(draw(hashes), chunks, sent)
+
+
 def _with_type(cls: type[p.Response], types: tuple[int, ...]) -> st.SearchStrategy[int]:
     return st.sampled_from(types)
 
@@ -159,6 +173,7 @@ responses: st.SearchStrategy[p.Response] = st.one_of(
     st.builds(p.TurnInfoResponse, turns, extras),
     st.builds(p.TurnLogResponse, log_cursors, entries_v2),
     st.builds(p.PageResponse, u64, u32, entries_v2),
+    st.builds(p.ChunkedStoredResponse, hashes, u64, st.booleans()),
 )
 
 requests: st.SearchStrategy[p.Request] = st.one_of(
@@ -229,6 +244,7 @@ requests: st.SearchStrategy[p.Request] = st.one_of(
         p.TurnLog, context_refs, label_lists, log_cursors, u32, st.integers(0, p.READ_FLAGS_KNOWN)
     ),
     read_pages(),
+    put_chunked(),
 )
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

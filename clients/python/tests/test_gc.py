@@ -85,10 +85,14 @@ def test_gc_frames_refuse_what_their_layout_forbids() -> None:
 
 @pytest.fixture()
 def gc_server(tmp_root: Path) -> Iterator[ServerProcess]:
-    """A server of its own (a collection is store-wide): collections only on request, and
-    every pack with an unreachable record compacted."""
+    """A server of its own (a collection is store-wide): collections only on request, every
+    pack with an unreachable record compacted, and every payload one blob (``--chunk-threshold
+    off``: the counts below are of payloads, not of the chunks the server would cut them
+    into, decision 0013)."""
     process = new_server(
-        tmp_root, extra_args=["--gc-interval", "off", "--gc-pack-dead-percent", "1"]
+        tmp_root,
+        extra_args=["--gc-interval", "off", "--gc-pack-dead-percent", "1"]
+        + ["--chunk-threshold", "off"],
     )
     yield process
     process.stop()

@@ -274,6 +274,25 @@ EXPECTED: dict[str, tuple[int, p.Message]] = {
         ),
     ),
     "get_last_by_name_as_of": (28, p.AsOf(p.GetLast("t-1", 1, 0), 57)),
+    # Version 2, payloads as chunks the server may have already (issue 16); more in
+    # test_chunks.py.
+    "put_chunked": (
+        29,
+        p.PutChunked(
+            HASH_A0,
+            (
+                p.ChunkRecord(bytes(range(0x10, 0x30)), 4),
+                p.ChunkRecord(bytes(range(0x40, 0x60)), 3),
+                p.ChunkRecord(bytes(range(0x70, 0x90)), 5),
+            ),
+            (p.SentChunkRecord(1, b"new"),),
+        ),
+    ),
+    "chunked_stored_response": (29, p.ChunkedStoredResponse(HASH_A0, 12, False)),
+    "error_hash_mismatch": (
+        29,
+        p.ErrorResponse(16, 0, "chunk 1 does not hash to 404142\u2026"),
+    ),
 }
 
 

@@ -492,7 +492,10 @@ def test_turn_log_and_window_pages_cut_by_the_response_budget(tmp_root: Path) ->
 
 
 def test_turn_pages_ship_zstd_bodies_which_the_client_inflates(tmp_root: Path) -> None:
-    process = new_server(tmp_root, extra_args=["--payload-cache-bytes", "0"])
+    # Payloads of one record each: one stored as chunks (decision 0013) is shipped RAW.
+    process = new_server(
+        tmp_root, extra_args=["--payload-cache-bytes", "0", "--chunk-threshold", "off"]
+    )
     line = b'{"role": "assistant", "content": "the quick brown fox"}\n'
     bodies = [line * (400 + i) for i in range(6)]
     try:
