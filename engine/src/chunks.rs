@@ -579,6 +579,15 @@ impl Engine {
         if published.shard_of(&hash).contains(&hash) {
             return Ok(true);
         }
+        // One chunk that is the whole payload: a plain blob, no manifest (its only chunk would
+        // be the blob itself).
+        if let [only] = to_store.as_slice()
+            && only.chunk.hash == hash
+            && let Some(bytes) = &only.bytes
+        {
+            let stored = self.store_blobs(vec![(hash, bytes.clone())]).await?;
+            return Ok(stored.first().copied().unwrap_or(true));
+        }
         let (record, pin) = self.prepare_manifest(hash, to_store).await?;
         let shard = usize::from(hash.shard(published.shards.len() as u16));
         let (reply, answer) = oneshot::channel();

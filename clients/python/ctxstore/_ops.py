@@ -753,15 +753,26 @@ def put_chunked(
     payload_hash: HashLike,
     chunks: Sequence[tuple[HashLike, int]],
     sent: Iterable[tuple[int, ChunkBytes]] | Mapping[int, ChunkBytes] = (),
+    base: tuple[HashLike, int] | None = None,
 ) -> Op[ChunkedStored]:
     """PUT_CHUNKED (version 2): the payload ``payload_hash`` made of ``chunks`` (each
     ``(hash, length)``, in order), with the bytes of the chunks in ``sent`` (``(index,
     bytes)`` pairs or a mapping, in any order). The codec's limits are checked here, before
     anything is sent (``ValueError``: the server would close the connection for them); the
-    hashes are the server's to check (HASH_MISMATCH). The answer must name the payload's hash
-    and the sum of the chunks' lengths."""
+    hashes are the server's to check (HASH_MISMATCH). With ``base`` (``(hash, kept)``: a
+    stored chunked payload and how many of its first chunks come first), ``chunks`` and the
+    indexes of ``sent`` follow the base's kept chunks: a grown state names the previous one
+    and lists only what comes after their shared prefix. The answer must name the payload's
+    hash (and, without a base, the sum of the chunks' lengths)."""
     digest = parse_hash(payload_hash)
-    if not 1 <= len(chunks) <= p.CHUNKS_PER_PAYLOAD_MAX:
+    chunk_base = None
+    if base is not None:
+        _u32(base[1], "base kept")
+        if base[1] < 1:
+            raise ValueError("a base keeps 1 or more of its chunks")
+        chunk_base = p.ChunkBase(parse_hash(base[0]), base[1])
+    kept = 0 if chunk_base is None else chunk_base.kept
+    if not 1 <= len(chunks) <= p.CHUNKS_PER_PAYLOAD_MAX - kept:
         raise ValueError(f"a payload is 1 to {p.CHUNKS_PER_PAYLOAD_MAX} chunks, not {len(chunks)}")
     entries = []
     for position, (chunk_hash, length) in enumerate(chunks):
@@ -790,14 +801,15 @@ def put_chunked(
 
     def finish(response: p.Response) -> ChunkedStored:
         answer = _expect(response, p.ChunkedStoredResponse)
-        if (answer.payload_hash, answer.payload_len) != (digest, total):
+        length = answer.payload_len if chunk_base is not None else total
+        if (answer.payload_hash, answer.payload_len) != (digest, length):
             raise ProtocolError(
                 f"PUT_CHUNKED of {digest.hex()} ({total} bytes) was answered for "
                 f"{answer.payload_hash.hex()} ({answer.payload_len} bytes)"
             )
         return ChunkedStored(answer.payload_hash, answer.payload_len, answer.already_stored)
 
-    return Op(p.PutChunked(digest, tuple(entries), records), finish)
+    return Op(p.PutChunked(digest, tuple(entries), records, chunk_base), finish)
 
 
 def _overlay_turn(turn: T, state: p.OverlayRecord) -> T:

@@ -151,6 +151,7 @@ __all__ = [
     "ChunkRecord",
     "SentChunkRecord",
     "PutChunked",
+    "ChunkBase",
     "RawRequest",
     "HelloResponse",
     "Pong",
@@ -1108,6 +1109,16 @@ class ChunkRecord:
 
     hash: bytes
     len: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkBase:
+    """PUT_CHUNKED's base: the payload's first ``kept`` chunks (1 or more) are the first
+    ``kept`` chunks of the stored chunked payload ``hash``; the request's chunks follow them.
+    On the wire ``hash[32], u32 kept``; none is 32 zero bytes and 0."""
+
+    hash: bytes
+    kept: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -2450,8 +2461,10 @@ class PurgeBlob(Request):
 class PutChunked(Request):
     """PUT_CHUNKED (0x0027, v2, issue 16): stores the payload made of ``chunks`` (in order),
     carrying the bytes of only the chunks in ``sent``; every other chunk must be stored
-    already. Body: ``hash[32] payload_hash, u32 chunk_count, chunk_count x CHUNK (hash[32],
-    u32 len), u32 sent_count, sent_count x SENT (u32 index, u32 len, len bytes)``.
+    already; with a ``base``, the base's first ``base.kept`` chunks come before ``chunks``.
+    Body: ``hash[32] payload_hash, hash[32] base_hash, u32 base_kept, u32 chunk_count,
+    chunk_count x CHUNK (hash[32], u32 len), u32 sent_count, sent_count x SENT (u32 index, u32
+    len, len bytes)``; no base is a zero hash and 0.
 
     The codec's limits (the server closes the connection for them, so the encoder refuses
     them with ``ValueError`` as the Rust encoder does, and the decoder with
@@ -2467,13 +2480,18 @@ class PutChunked(Request):
     payload_hash: bytes
     chunks: tuple[ChunkRecord, ...]
     sent: tuple[SentChunkRecord, ...] = ()
+    base: ChunkBase | None = None
 
     def body_chunks(self) -> list[bytes]:
         """See :meth:`Message.body_chunks`."""
         count = len(self.chunks)
-        if not 1 <= count <= CHUNKS_PER_PAYLOAD_MAX:
+        kept = 0 if self.base is None else self.base.kept
+        if self.base is not None and (kept < 1 or _hash(self.base.hash) == bytes(32)):
+            raise ValueError("a PUT_CHUNKED base is a stored payload's hash keeping 1 or more chunks")
+        if not 1 <= count <= CHUNKS_PER_PAYLOAD_MAX - kept:
             raise ValueError(f"PUT_CHUNKED names 1 to {CHUNKS_PER_PAYLOAD_MAX} chunks, not {count}")
-        head = bytearray(_hash(self.payload_hash) + _u32(count))
+        base = bytes(36) if self.base is None else _hash(self.base.hash) + _u32(kept)
+        head = bytearray(_hash(self.payload_hash) + base + _u32(count))
         for chunk in self.chunks:
             if not 1 <= chunk.len <= CHUNK_BYTES_MAX:
                 raise ValueError(f"a chunk is 1 to {CHUNK_BYTES_MAX} bytes, not {chunk.len}")
@@ -2509,10 +2527,17 @@ class PutChunked(Request):
     def decode_body(cls, reader: Reader) -> PutChunked:
         """See :meth:`Message.decode_body`. The same rules, in the Rust codec's order."""
         payload_hash = reader.hash("payload_hash")
+        base_hash = reader.hash("base_hash")
+        kept = reader.u32("base_kept")
+        if (kept == 0) != (base_hash == bytes(32)):
+            raise reader.error(
+                "base_hash", "a base that keeps no chunk" if kept == 0 else "kept chunks of no base"
+            )
+        base = None if kept == 0 else ChunkBase(base_hash, kept)
         count = reader.u32("chunk_count")
         if count == 0:
             raise reader.error("chunk_count", "a payload of no chunks")
-        reader.limit(count, CHUNKS_PER_PAYLOAD_MAX, "chunk_count")
+        reader.limit(count + kept, CHUNKS_PER_PAYLOAD_MAX, "chunk_count")
         reader.count(count, CHUNK_ENTRY_BYTES, "chunks")
         chunks = []
         for _ in range(count):
@@ -2535,7 +2560,7 @@ class PutChunked(Request):
                 raise reader.error("sent len", "differs from its chunk's len")
             sent.append(SentChunkRecord(index, reader.take(length, "sent chunk bytes")))
             index_min = index + 1
-        return cls(payload_hash, tuple(chunks), tuple(sent))
+        return cls(payload_hash, tuple(chunks), tuple(sent), base)
 
 
 TAKES_OVERLAYS = frozenset(

@@ -791,12 +791,13 @@ class AsyncClient(ops.ClientCore):
         chunks: Sequence[tuple[HashLike, int]],
         sent: Iterable[tuple[int, ops.ChunkBytes]] | Mapping[int, ops.ChunkBytes] = (),
         *,
+        base: tuple[HashLike, int] | None = None,
         timeout: float | None = None,
     ) -> ChunkedStored:
         """Stores a payload given as its chunks, sending the bytes of only the chunks in
         ``sent`` (version 2, PUT_CHUNKED); see :meth:`ctxstore.Client.put_chunked`. No
         automatic chunking: ``append`` sends payloads whole."""
-        return await self._run(ops.put_chunked(payload_hash, chunks, sent), timeout)
+        return await self._run(ops.put_chunked(payload_hash, chunks, sent, base), timeout)
 
     async def tag_context(
         self,

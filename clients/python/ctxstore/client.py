@@ -871,6 +871,7 @@ class Client(ops.ClientCore):
         chunks: Sequence[tuple[HashLike, int]],
         sent: Iterable[tuple[int, ops.ChunkBytes]] | Mapping[int, ops.ChunkBytes] = (),
         *,
+        base: tuple[HashLike, int] | None = None,
         timeout: float | None = None,
     ) -> ChunkedStored:
         """Stores a payload given as its chunks (protocol version 2, PUT_CHUNKED), sending
@@ -893,8 +894,12 @@ class Client(ops.ClientCore):
         whole (the server stores large by-value payloads as content-defined chunks on disk
         anyway). Cut them yourself to save bytes on the wire: any cut is accepted, and one
         like the server's (FastCDC 2020, its ``--chunk-*`` sizes) finds the unchanged chunks
-        of a grown state stored already."""
-        return self._run(ops.put_chunked(payload_hash, chunks, sent), timeout)
+        of a grown state stored already. ``base=(hash, kept)`` names a stored chunked payload
+        whose first ``kept`` chunks come first; ``chunks`` and the indexes of ``sent`` follow
+        them (a grown state lists only what comes after the prefix it shares with the
+        previous one: O(growth) on the wire). A base the server no longer has is
+        ``NotFound``."""
+        return self._run(ops.put_chunked(payload_hash, chunks, sent, base), timeout)
 
     def tag_context(
         self,

@@ -60,7 +60,7 @@ def put_body(
     """A PUT_CHUNKED body written by hand, so that it can break the rules: chunk entries of
     the given lengths (hash 0x11…), then SENT entries ``(index, len, bytes)``."""
     count = len(chunk_lens) if chunk_count is None else chunk_count
-    body = bytes([0xAA]) * 32 + _u32(count)
+    body = bytes([0xAA]) * 32 + bytes(36) + _u32(count)  # no base
     body += b"".join(bytes([0x11]) * 32 + _u32(length) for length in chunk_lens)
     body += _u32(len(sent))
     body += b"".join(_u32(index) + _u32(length) + data for index, length, data in sent)
@@ -217,10 +217,10 @@ def test_put_chunked_sends_large_chunks_by_reference_and_round_trips() -> None:
     body = b"".join(frame)[p.HEADER_BYTES :]
     assert (header.msg_type, header.flags, header.len) == (0x0027, 0, len(body))
     assert p.decode_request(header.msg_type, body) == request
-    # None sent: a body of the entries alone.
+    # None sent, no base: a body of the entries alone (after a zero base).
     bare = p.PutChunked(digest(big), (chunks[1],))
     assert p.encode_request(1, bare)[0][p.HEADER_BYTES :] == (
-        digest(big) + _u32(1) + digest(big) + _u32(len(big)) + _u32(0)
+        digest(big) + bytes(36) + _u32(1) + digest(big) + _u32(len(big)) + _u32(0)
     )
     answer = p.ChunkedStoredResponse(digest(big), len(big), True)
     frame_bytes = p.encode_response(7, answer)
@@ -304,15 +304,32 @@ def test_put_chunked_stores_a_payload_and_then_only_the_new_chunks(server: Serve
         assert (turn.payload_hash, turn.payload_len) == (digest(second), len(second))
         assert [t.payload for t in client.last(name, 1, payloads=True)] == [second]
 
+        # A third payload names the second as its base: only the pieces after their shared
+        # prefix (the first 12) are listed and sent.
+        third = second[: 12 * PIECE] + os.urandom(PIECE + 5)
+        pieces3 = cut(third)
+        assert len(pieces3) == 14
+        based = client.put_chunked(
+            digest(third),
+            entries(pieces3[12:]),
+            dict(enumerate(pieces3[12:])),
+            base=(digest(second), 12),
+        )
+        assert based == ctxstore.ChunkedStored(digest(third), len(third), False)
+        assert client.get_blob(digest(third)) == third
+        with pytest.raises(ctxstore.NotFound):
+            client.put_chunked(
+                digest(os.urandom(8)), entries(pieces3[12:]), {0: pieces3[12]},
+                base=(digest(b"no such base"), 1),
+            )
+
         # Again, sending nothing: stored before, nothing new written.
         again = client.put_chunked(grown.payload_hash_hex, entries(pieces2))
         assert again == ctxstore.ChunkedStored(digest(second), len(second), True)
-        # A single chunk that is the whole payload. (Its already_stored is not checked: the
-        # server stores the sent chunk first, which is the payload itself, and then answers
-        # True although this request wrote it.)
+        # A single chunk that is the whole payload: stored as one blob, by this request.
         small = os.urandom(300)
         whole = client.put_chunked(digest(small), entries([small]), {0: small})
-        assert (whole.payload_hash, whole.payload_len) == (digest(small), 300)
+        assert whole == ctxstore.ChunkedStored(digest(small), 300, False)
         assert client.get_blob(digest(small)) == small
 
 

@@ -288,6 +288,15 @@ EXPECTED: dict[str, tuple[int, p.Message]] = {
             (p.SentChunkRecord(1, b"new"),),
         ),
     ),
+    "put_chunked_with_base": (
+        29,
+        p.PutChunked(
+            bytes(range(0xC0, 0xE0)),
+            (p.ChunkRecord(bytes(range(0x90, 0xB0)), 6),),
+            (p.SentChunkRecord(0, b"grown!"),),
+            p.ChunkBase(HASH_A0, 2),
+        ),
+    ),
     "chunked_stored_response": (29, p.ChunkedStoredResponse(HASH_A0, 12, False)),
     "error_hash_mismatch": (
         29,
