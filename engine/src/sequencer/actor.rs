@@ -926,6 +926,12 @@ impl SequencerActor {
         for wait in waits {
             while self.blobs_durable[usize::from(wait.shard)] < wait.batch {
                 if let Some(error) = &self.blobs_failed {
+                    // Pair of the shard's side: a failed pack fdatasync turned the store
+                    // read-only before its notice, so nothing is written after these turns.
+                    assert!(
+                        self.published.status.is_read_only(),
+                        "a failed blob batch leaves the store read-only"
+                    );
                     return Err(error.duplicate());
                 }
                 match self.notices.recv_async().await {
