@@ -82,7 +82,7 @@ pub(crate) type BlobNotices = flume::Sender<BlobsDurable>;
 /// An append as the sequencer takes it: its blob durable, or pending in a shard batch.
 pub(crate) type TurnAppend = AppendRequest<TurnBlob>;
 
-/// An append waiting in a shard for its blob to become durable.
+/// An append waiting in a shard for its blob to be written (then handed on, decision 0014).
 pub(crate) type PendingAppend = AppendRequest<()>;
 
 pub(crate) type TurnReply = oneshot::Sender<Result<Appended, EngineError>>;
@@ -107,7 +107,8 @@ pub(crate) enum PutOutcome {
 pub(crate) enum ShardRequest {
     /// Store a blob; answer when it is durable.
     Put { blob: EncodedBlob, reply: PutReply },
-    /// Store a blob, then hand the append on to the sequencer, which answers the caller.
+    /// Store a blob and hand the append on to the sequencer once the blob is written (before
+    /// its fdatasync, decision 0014); the sequencer answers the caller once both are durable.
     PutThenAppend {
         blob: EncodedBlob,
         append: PendingAppend,
