@@ -8,6 +8,13 @@ use std::str::FromStr;
 /// Hard ceiling of `Limits::sequencer_batch_records_max`. Recovery relies on it: a torn
 /// group-commit batch of `turns.log` can only span this many records.
 pub const SEQUENCER_BATCH_RECORDS_LIMIT: u32 = 65_536;
+/// Records of `turns.log`, from the first turn whose blob is not durable yet (its shard batch
+/// was handed on before its fdatasync, decision 0014) to the end of the sequencer's batch, that
+/// the sequencer writes before it waits for those blobs; a batch that would hold more waits for
+/// them first (the two fdatasyncs in series, as before). Recovery relies on it: a turn whose
+/// blob is missing within this many records of the end of the log is the unacknowledged tail of
+/// the last batch (cut); further back it is damage (a pack lost acknowledged data).
+pub const HELD_RECORDS_MAX: u64 = 4096;
 /// Hard ceiling of `Limits::shard_batch_bytes_max`; the torn-tail window of a pack.
 pub const SHARD_BATCH_BYTES_LIMIT: u64 = 256 * 1024 * 1024;
 /// Hard ceiling of `Limits::shard_batch_records_max`: a batch's records are copied into one

@@ -22,7 +22,7 @@ use crate::model::{
     PageOptions, PageQuery, Payload, PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn,
     TurnPage, TurnWithPayload,
 };
-use crate::pipeline::{DurableBlob, PutOutcome, SequencerInbox, SequencerRequest, ShardRequest};
+use crate::pipeline::{PutOutcome, SequencerInbox, SequencerRequest, ShardRequest, TurnBlob};
 use crate::published::Published;
 use crate::read::Reader;
 use crate::retention::Reaper;
@@ -166,15 +166,24 @@ impl Engine {
         let queue_depth = config.limits.queue_depth_max as usize;
         let (sequencer_sender, sequencer_inbox) = flume::bounded(queue_depth);
         let sequencer = SequencerInbox(sequencer_sender);
-        let mut sequencer_seed = Some(ActorSeed::Sequencer(Box::new(recovered), sequencer_inbox));
+        // Shards tell the sequencer which of their batches are durable (decision 0014); only
+        // the shards hold a sender, so the sequencer learns when they are all gone.
+        let (notices, notices_inbox) = flume::unbounded();
+        let mut sequencer_seed = Some(ActorSeed::Sequencer(
+            Box::new(recovered),
+            sequencer_inbox,
+            notices_inbox,
+        ));
         let mut shard_senders = Vec::new();
         let mut shard_seeds: Vec<Option<ActorSeed>> = Vec::new();
         let open_packs: Vec<u32> = cursors.iter().map(|cursor| cursor.pack_id).collect();
         for cursor in cursors {
             let (sender, inbox) = flume::bounded(queue_depth);
             shard_senders.push(sender);
-            shard_seeds.push(Some(ActorSeed::Shard(cursor, inbox, sequencer.clone())));
+            let seed = ActorSeed::Shard(cursor, inbox, sequencer.clone(), notices.clone());
+            shard_seeds.push(Some(seed));
         }
+        drop(notices);
         let mut threads = Vec::new();
         for (index, placement) in config.placement.threads.iter().enumerate() {
             let seeds = placement
@@ -339,11 +348,12 @@ impl Engine {
         let by_hash = matches!(payload, AppendPayload::StoredBlob(_));
         match (published.shards[shard].location(&hash), payload) {
             (Some(location), _) => {
-                let blob = DurableBlob {
+                let blob = TurnBlob {
                     hash,
                     raw_len: location.raw_len,
                     deduped: true,
                     by_hash,
+                    pending: None,
                 };
                 let append = append.with_payload(blob);
                 self.inner.sequencer.append(append, reply).await;

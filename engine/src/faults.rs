@@ -194,6 +194,10 @@ mod tests {
             ErrorKind::ReadOnly
         );
         assert_eq!(chain(&engine, context), vec![first]);
+        // The sequencer may have written (and synced) the second turn while the pack synced
+        // (decision 0014): it was answered with the error and never published.
+        assert_eq!(engine.stats().turns, 1);
+        assert!(pollster::block_on(engine.turn(TurnId(first.0 + 1))).is_err());
         engine.shutdown();
         after_restart(dir.path(), context, &[first]);
     }

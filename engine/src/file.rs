@@ -112,6 +112,22 @@ impl ActorFile {
         status: &StoreStatus,
         metrics: &ActorMetrics,
     ) -> Result<(), EngineError> {
+        self.append_unsynced(bytes, offset, records, status, metrics)?;
+        self.sync_appended(status, metrics).await
+    }
+
+    /// The first half of `append_durably`: the write (cut back on failure), into the page
+    /// cache only. A shard calls the halves apart so that the sequencer can write the turns
+    /// of a batch while the pack's fdatasync runs (decision 0014); whatever it does between
+    /// them must not treat the records as durable.
+    pub fn append_unsynced(
+        &self,
+        bytes: &[u8],
+        offset: u64,
+        records: u32,
+        status: &StoreStatus,
+        metrics: &ActorMetrics,
+    ) -> Result<(), EngineError> {
         metrics.batch_records.record(u64::from(records));
         add_single_writer(&metrics.written_bytes, bytes.len() as u64);
         if let Err(source) = self.write_all_at(bytes, offset) {
@@ -123,6 +139,16 @@ impl ActorFile {
             }
             return Err(EngineError::from_write(&self.path, source));
         }
+        Ok(())
+    }
+
+    /// The second half of `append_durably`: ONE fdatasync for what `append_unsynced` wrote
+    /// (read-only on failure), its latency recorded.
+    pub async fn sync_appended(
+        &self,
+        status: &StoreStatus,
+        metrics: &ActorMetrics,
+    ) -> Result<(), EngineError> {
         let started = Instant::now();
         let synced = self.sync_or_fail(status).await;
         metrics

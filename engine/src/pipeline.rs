@@ -7,17 +7,25 @@
 //!  ───────────────────────            ──────────────────────────        ──────────────────────────────
 //!  validate, BLAKE3, index look-up
 //!   ├─ new blob: compress, encode ─► ShardRequest::PutThenAppend
-//!   │                                 dedup again, group commit,
-//!   │                                 fdatasync, publish index
-//!   │                                  └─ the blob is durable ───────► SequencerRequest::Append
+//!   │                                 dedup again, group commit:
+//!   │                                 pwrite the batch ──────────────► SequencerRequest::AppendPending
+//!   │                                 fdatasync (pack)                  head CAS, TurnID, group commit:
+//!   │                                 publish index                     pwrite, fdatasync (turns.log)
+//!   │                                  └─ BlobsDurable(shard, batch) ─► wait for it, then
 //!   └─ known blob ───────────────────────────────────────────────────► SequencerRequest::Append
 //!                                                                      head CAS, TurnID, group commit,
 //!  ◄──────────────────────────────────────────────────────── TurnReply  fdatasync, publish, answer
 //! ```
 //!
 //! The shard hands the append on itself, so an append with a new blob costs one hop less than
-//! a round trip through the caller. The sequencer only ever sees appends whose blob is durable
-//! (`DurableBlob`), which is what makes "a turn never points at a lost blob" hold.
+//! a round trip through the caller. It hands a batch's appends on as soon as the pack write is
+//! in the page cache, before its fdatasync, so that the pack's and the log's fdatasyncs
+//! overlap (decision 0014): an append waits for one fsync, not two in series. The sequencer
+//! then publishes and answers a batch only once every blob its turns name is durable (the
+//! shard's `BlobsDurable` notice), so "a published turn never points at a lost blob" still
+//! holds; and it writes the next batch only after that, so a crash can leave turns naming
+//! missing blobs only in the last batch of `turns.log` (at most `HELD_RECORDS_MAX` records
+//! from the first such turn to the end), which recovery cuts as an unacknowledged tail.
 //!
 //! Every reply is sent after the group commit that made its request durable (or failed it).
 
@@ -35,9 +43,9 @@ use crate::model::{AppendRequest, Appended, ContextView, Created, NewContext, Ov
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
 
-/// A blob that is durable in its shard: what the sequencer needs to write a turn record.
+/// The blob a turn names: what the sequencer needs to write a turn record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct DurableBlob {
+pub(crate) struct TurnBlob {
     pub hash: BlobHash,
     pub raw_len: u32,
     /// It was stored before this append (for the dedup counter and the reply).
@@ -45,12 +53,36 @@ pub(crate) struct DurableBlob {
     /// The caller named the blob by its hash (APPEND_TURN_BY_HASH) instead of sending its
     /// bytes: refused for a purged blob, which only new bytes bring back (decision 0012).
     pub by_hash: bool,
+    /// `None`: durable and indexed. `Some`: written by that shard batch, whose fdatasync may
+    /// still be running; the turn may be written, but not published or answered before the
+    /// shard's `BlobsDurable` notice for the batch (decision 0014).
+    pub pending: Option<ShardBatch>,
 }
 
-/// An append whose blob is durable: the sequencer's input.
-pub(crate) type TurnAppend = AppendRequest<DurableBlob>;
+/// One group commit of one shard, numbered from 1 in the order the shard wrote them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ShardBatch {
+    pub shard: u16,
+    pub batch: u64,
+}
 
-/// An append waiting in a shard for its blob to become durable.
+/// A shard's word to the sequencer that a batch whose appends it handed on is durable (and
+/// its index entries published), or that its fdatasync failed (the store is read-only then).
+/// Sent on an unbounded channel of its own, so that a shard never waits for the sequencer
+/// between its fdatasync and this notice: the sequencer may be waiting for it.
+#[derive(Debug)]
+pub(crate) struct BlobsDurable {
+    pub batch: ShardBatch,
+    pub result: Result<(), EngineError>,
+}
+
+/// The shards' side of the notices channel.
+pub(crate) type BlobNotices = flume::Sender<BlobsDurable>;
+
+/// An append as the sequencer takes it: its blob durable, or pending in a shard batch.
+pub(crate) type TurnAppend = AppendRequest<TurnBlob>;
+
+/// An append waiting in a shard for its blob to be written (then handed on, decision 0014).
 pub(crate) type PendingAppend = AppendRequest<()>;
 
 pub(crate) type TurnReply = oneshot::Sender<Result<Appended, EngineError>>;
@@ -75,7 +107,8 @@ pub(crate) enum PutOutcome {
 pub(crate) enum ShardRequest {
     /// Store a blob; answer when it is durable.
     Put { blob: EncodedBlob, reply: PutReply },
-    /// Store a blob, then hand the append on to the sequencer, which answers the caller.
+    /// Store a blob and hand the append on to the sequencer once the blob is written (before
+    /// its fdatasync, decision 0014); the sequencer answers the caller once both are durable.
     PutThenAppend {
         blob: EncodedBlob,
         append: PendingAppend,
@@ -177,6 +210,14 @@ pub(crate) enum SequencerRequest {
         append: TurnAppend,
         reply: TurnReply,
     },
+    /// The appends of one shard batch whose blobs are written but maybe not yet durable
+    /// (`TurnBlob::pending`): in one message, so that the sequencer, once it waits for the
+    /// batch, holds every append the batch carries (a shard never blocks on a full inbox in
+    /// the middle of a batch the sequencer waits for).
+    AppendPending {
+        batch: ShardBatch,
+        appends: Vec<(TurnAppend, TurnReply)>,
+    },
     /// Append several turns to one context, in order, all or none, in one group commit; their
     /// blobs are durable.
     AppendBatch {
@@ -260,6 +301,19 @@ impl SequencerInbox {
             && let SequencerRequest::Append { reply, .. } = request
         {
             let _ = reply.send(Err(EngineError::ShutDown));
+        }
+    }
+
+    /// Passes a shard batch's appends on (`SequencerRequest::AppendPending`); if the
+    /// sequencer is gone, every caller learns it at once.
+    pub async fn append_pending(&self, batch: ShardBatch, appends: Vec<(TurnAppend, TurnReply)>) {
+        let request = SequencerRequest::AppendPending { batch, appends };
+        if let Err(flume::SendError(request)) = self.0.send_async(request).await
+            && let SequencerRequest::AppendPending { appends, .. } = request
+        {
+            for (_, reply) in appends {
+                let _ = reply.send(Err(EngineError::ShutDown));
+            }
         }
     }
 }

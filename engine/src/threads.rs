@@ -13,7 +13,7 @@ use crate::config::{Actor, Limits, ThreadPlacement};
 use crate::error::{EngineError, OpenError};
 use crate::file::{ActorIo, SyncMode};
 use crate::group_commit;
-use crate::pipeline::{SequencerInbox, SequencerRequest, ShardRequest};
+use crate::pipeline::{BlobNotices, BlobsDurable, SequencerInbox, SequencerRequest, ShardRequest};
 use crate::published::Published;
 use crate::sequencer::actor::SequencerActor;
 use crate::sequencer::recover::RecoveredLog;
@@ -23,10 +23,20 @@ type ActorTask = Pin<Box<dyn Future<Output = ()>>>;
 
 /// What an actor needs to start on its thread.
 pub(crate) enum ActorSeed {
-    /// Boxed: the recovered state is large, and a seed moves through a few hands.
-    Sequencer(Box<RecoveredLog>, flume::Receiver<SequencerRequest>),
-    /// A shard, its inbox, and where it hands appends on to.
-    Shard(ShardCursor, flume::Receiver<ShardRequest>, SequencerInbox),
+    /// Boxed: the recovered state is large, and a seed moves through a few hands. With the
+    /// inbox of the shards' `BlobsDurable` notices.
+    Sequencer(
+        Box<RecoveredLog>,
+        flume::Receiver<SequencerRequest>,
+        flume::Receiver<BlobsDurable>,
+    ),
+    /// A shard, its inbox, where it hands appends on to, and where it says they are durable.
+    Shard(
+        ShardCursor,
+        flume::Receiver<ShardRequest>,
+        SequencerInbox,
+        BlobNotices,
+    ),
 }
 
 impl ActorSeed {
@@ -120,16 +130,16 @@ fn run_thread(
         for seed in seeds {
             let actor = seed.actor();
             let started: Result<ActorTask, EngineError> = match seed {
-                ActorSeed::Sequencer(recovered, inbox) => {
-                    SequencerActor::open(*recovered, published.clone(), limits, io)
+                ActorSeed::Sequencer(recovered, inbox, notices) => {
+                    SequencerActor::open(*recovered, published.clone(), notices, limits, io)
                         .await
                         .map(|sequencer| {
                             let run = group_commit::run(sequencer, inbox, limits.batch_wait_us_max);
                             Box::pin(run) as ActorTask
                         })
                 }
-                ActorSeed::Shard(cursor, inbox, sequencer) => {
-                    ShardActor::open(cursor, published.clone(), sequencer, limits, io)
+                ActorSeed::Shard(cursor, inbox, sequencer, notices) => {
+                    ShardActor::open(cursor, published.clone(), sequencer, notices, limits, io)
                         .await
                         .map(|shard| {
                             let run = group_commit::run(shard, inbox, limits.batch_wait_us_max);

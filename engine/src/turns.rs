@@ -12,7 +12,7 @@ use crate::ids::{ContextId, TurnId};
 use crate::model::{
     AppendPayload, AppendRequest, Appended, ContextRef, Page, PageOptions, PayloadCache, Turn,
 };
-use crate::pipeline::{DurableBlob, SequencerRequest};
+use crate::pipeline::{SequencerRequest, TurnBlob};
 use crate::sequencer::contexts::{Contexts, is_indexed_label};
 use crate::sequencer::owners::{self, Owner};
 
@@ -157,11 +157,12 @@ impl Engine {
         let mut durable = Vec::with_capacity(appends.len());
         for (append, hash, by_hash) in appends {
             let raw_len = self.blob_len(hash).ok_or(EngineError::BlobNotFound(hash))?;
-            let blob = DurableBlob {
+            let blob = TurnBlob {
                 hash,
                 raw_len,
                 deduped: already.get(&hash).copied().unwrap_or(true),
                 by_hash,
+                pending: None,
             };
             durable.push(append.with_payload(blob));
         }

@@ -121,7 +121,24 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
             meta.format_version
         ));
     }
-    if let Err(problem) = replay.state.check_blobs_missing() {
+    // What the next open cuts as the unacknowledged tail of a crash (decision 0014) is a note;
+    // a missing blob before it is a problem.
+    let tail = (!matches!(scan.tail, Tail::Corrupt(_)))
+        .then(|| replay.state.unacknowledged_tail(scan.records))
+        .flatten();
+    let missing = match tail {
+        Some(first) => {
+            report.notes.push(format!(
+                "{}: turns {first}..={} name blobs missing from their shards: the \
+                 unacknowledged tail of a crash; the next open cuts it",
+                log_path.display(),
+                scan.records
+            ));
+            replay.state.check_blobs_missing_before(first.0)
+        }
+        None => replay.state.check_blobs_missing(),
+    };
+    if let Err(problem) = missing {
         report
             .problems
             .push(format!("{}: {problem}", log_path.display()));

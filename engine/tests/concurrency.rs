@@ -276,3 +276,74 @@ fn tiny_batches_and_batch_waits_keep_every_append() {
     }
     assert_eq!(engine.stats().turns, 160);
 }
+
+/// Decision 0014: a sequencer batch holding more than `HELD_RECORDS_MAX` (4,096) records after
+/// a turn whose blob is still syncing waits for its blobs before it is written (so that a
+/// crash never leaves a longer tail of turns naming lost blobs). Made here by 480 appends of
+/// new blobs, each with a kilobyte of labels (about ten log slots), that one shard batch gathers
+/// (a long batch wait) and hands on in one message: every append succeeds, in one context
+/// whose chain and labels read back, and the store reopens and verifies.
+#[test]
+fn an_oversized_batch_of_turns_naming_syncing_blobs_waits_for_them_first() {
+    const APPENDS: usize = 480;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config = config.with_shards(1);
+    config.limits.batch_wait_us_max = 300_000;
+    config.limits.shard_batch_records_max = 1024;
+    config.limits.sequencer_batch_records_max = 65_536;
+    let engine = ctxstore_engine::Engine::open(config.clone()).unwrap();
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    let labels: Vec<(String, String)> = (0..15)
+        .map(|index| (format!("k{index:02}"), "v".repeat(60)))
+        .collect();
+    let runtime = compio::runtime::Runtime::new().unwrap();
+    let appended: Vec<TurnId> = runtime.block_on(async {
+        let tasks: Vec<_> = (0..APPENDS)
+            .map(|index| {
+                let engine = engine.clone();
+                let labels = labels.clone();
+                compio::runtime::spawn(async move {
+                    let request = AppendRequest {
+                        context_id: context,
+                        expected_head: None,
+                        type_tag: 3,
+                        codec: 0,
+                        payload: AppendPayload::Bytes(Bytes::from(format!("payload {index}"))),
+                        options: ctxstore_engine::TurnOptions {
+                            labels,
+                            ..Default::default()
+                        },
+                    };
+                    engine.append(request).await.unwrap().turn.turn_id
+                })
+            })
+            .collect();
+        let mut appended = Vec::new();
+        for task in tasks {
+            appended.push(task.await.unwrap());
+        }
+        appended
+    });
+    let first = appended.iter().min().copied().unwrap();
+    let last = appended.iter().max().copied().unwrap();
+    assert!(
+        last.0 - first.0 + 1 > 4096,
+        "the turns span more records than the held bound: {first}..={last}"
+    );
+    let chain = block_on(engine.last(context, APPENDS as u32 + 1, false)).unwrap();
+    assert_eq!(chain.turns.len(), APPENDS);
+    let ids: HashSet<TurnId> = chain.turns.iter().map(|turn| turn.turn.turn_id).collect();
+    assert_eq!(ids, appended.iter().copied().collect());
+    engine.shutdown();
+    drop(engine);
+    let engine = ctxstore_engine::Engine::open(config).unwrap();
+    let reopened = block_on(engine.last(context, APPENDS as u32 + 1, false)).unwrap();
+    assert_eq!(reopened.turns.len(), APPENDS);
+    let extras = engine.turn_extras(last).unwrap();
+    assert_eq!(extras.labels, labels);
+    engine.shutdown();
+    drop(engine);
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+}

@@ -12,7 +12,10 @@ use bytes::Bytes;
 use common::*;
 use ctxstore_engine::format::blob_index::{INDEX_ENTRY_BYTES, IndexEntry};
 use ctxstore_engine::format::turn_log::{LOG_RECORD_BYTES, LogRecord};
-use ctxstore_engine::{BlobHash, ContextId, Engine, EngineConfig, OpenError, TurnId, verify};
+use ctxstore_engine::{
+    AppendPayload, AppendRequest, BlobHash, ContextId, Engine, EngineConfig, OpenError, TurnId,
+    verify,
+};
 
 const RECORD: u64 = LOG_RECORD_BYTES as u64;
 
@@ -493,27 +496,122 @@ fn damage_in_packs_and_index_is_named() {
     assert!(error.to_string().contains("ctxstore.meta"), "{error}");
 }
 
+/// Removes the pack records (and their index entries) from entry `keep` on, as if a crash
+/// lost a pack batch whose fdatasync had not finished.
+fn lose_pack_entries_from(dir: &Path, keep: usize) {
+    let entries = index_entries(dir);
+    cut(
+        &shard_dir(dir).join("pack-000000.pack"),
+        entries[keep].location.pack_offset,
+    );
+    cut(
+        &shard_dir(dir).join("blobs.idx"),
+        (keep * INDEX_ENTRY_BYTES) as u64,
+    );
+}
+
+/// Decision 0014: the sequencer writes a batch's turns while their blobs' pack batch syncs, so
+/// a crash may leave the last turns of `turns.log` naming blobs the pack never got. None of
+/// them was acknowledged (publication waits for both): the open cuts the log at the first of
+/// them, keeps everything before it, and may hand its TurnID out again.
 #[test]
-fn a_pack_that_lost_a_blob_a_turn_needs_is_refused() {
+fn turns_whose_blobs_a_crash_lost_at_the_end_of_the_log_are_cut_as_an_unacknowledged_tail() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(one_pack(dir.path())).unwrap();
     let context = block_on(engine.create_context()).unwrap().context_id;
-    append(&engine, context, &chat_payload(1, 5000), None).unwrap();
-    append(&engine, context, &chat_payload(2, 5000), None).unwrap();
+    let payloads: Vec<Vec<u8>> = (0..8).map(|seed| chat_payload(seed, 3000)).collect();
+    let mut turns = Vec::new();
+    for payload in &payloads[..6] {
+        turns.push(append(&engine, context, payload, None).unwrap().turn);
+    }
+    // The tail: a new blob, a turn naming a durable one (deduped), another new blob.
+    let lost_first = append(&engine, context, &payloads[6], None).unwrap().turn;
+    let deduped = append(&engine, context, &payloads[1], None).unwrap();
+    assert!(deduped.deduped);
+    append(&engine, context, &payloads[7], None).unwrap();
     engine.shutdown();
-    // As if the pack's last synced record and its index entry vanished.
-    let entries = index_entries(dir.path());
-    cut(
-        &shard_dir(dir.path()).join("pack-000000.pack"),
-        entries[1].location.pack_offset,
+    drop(engine);
+    assert_eq!(index_entries(dir.path()).len(), 8);
+    lose_pack_entries_from(dir.path(), 6);
+
+    // Before the open, verify sees the tail the open will cut: a note, not a problem.
+    let report = verify(dir.path()).unwrap();
+    assert!(report.problems.is_empty(), "{report}");
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|note| note.contains("unacknowledged tail")
+                && note.contains(&lost_first.turn_id.to_string())),
+        "{report}"
     );
-    cut(
-        &shard_dir(dir.path()).join("blobs.idx"),
-        INDEX_ENTRY_BYTES as u64,
+
+    let engine = Engine::open(single_shard(dir.path())).unwrap();
+    let head = block_on(engine.head(context)).unwrap();
+    assert_eq!(head.head_turn_id, turns[5].turn_id);
+    assert_eq!(head.head_depth, 5);
+    for (turn, payload) in turns.iter().zip(&payloads) {
+        let read = block_on(engine.turn(turn.turn_id)).unwrap();
+        assert_eq!(read.payload_hash, BlobHash::of(payload));
+        assert_eq!(
+            &block_on(engine.blob(read.payload_hash)).unwrap()[..],
+            &payload[..]
+        );
+    }
+    for cut_turn in lost_first.turn_id.0..lost_first.turn_id.0 + 3 {
+        assert!(block_on(engine.turn(TurnId(cut_turn))).is_err());
+    }
+    assert_eq!(engine.stats().turns, 6);
+    // The first cut TurnID was never acknowledged: the next append may take it.
+    let next = append(&engine, context, &payloads[6], None).unwrap().turn;
+    assert_eq!(next.turn_id, lost_first.turn_id);
+    assert_eq!(next.parent_turn_id, turns[5].turn_id);
+    engine.shutdown();
+    drop(engine);
+    let report = verify(dir.path()).unwrap();
+    assert!(report.problems.is_empty(), "{report}");
+    assert!(
+        !report
+            .notes
+            .iter()
+            .any(|note| note.contains("unacknowledged")),
+        "{report}"
     );
+}
+
+/// A blob missing for a turn further from the end of the log than the sequencer ever writes
+/// before its blobs are durable (`HELD_RECORDS_MAX` records) was acknowledged: the open is
+/// refused, naming the loss, and verify reports it.
+#[test]
+fn a_pack_that_lost_a_blob_an_acknowledged_turn_needs_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(one_pack(dir.path())).unwrap();
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    let kept = chat_payload(1, 3000);
+    append(&engine, context, &kept, None).unwrap();
+    let lost = append(&engine, context, &chat_payload(2, 3000), None)
+        .unwrap()
+        .turn;
+    // More than HELD_RECORDS_MAX (4,096) records after it, all naming the kept blob.
+    let request = || AppendRequest {
+        context_id: context,
+        expected_head: None,
+        type_tag: 1,
+        codec: 0,
+        payload: AppendPayload::Bytes(Bytes::from(kept.clone())),
+        options: Default::default(),
+    };
+    for _ in 0..65 {
+        block_on(engine.append_batch((0..64).map(|_| request()).collect())).unwrap();
+    }
+    engine.shutdown();
+    drop(engine);
+    assert_eq!(index_entries(dir.path()).len(), 2);
+    lose_pack_entries_from(dir.path(), 1);
     let error = Engine::open(single_shard(dir.path())).unwrap_err();
     assert!(
-        error.to_string().contains("lost acknowledged data"),
+        error.to_string().contains("lost acknowledged data")
+            && error.to_string().contains(&lost.turn_id.to_string()),
         "{error}"
     );
     let report = verify(dir.path()).unwrap();
@@ -523,6 +621,32 @@ fn a_pack_that_lost_a_blob_a_turn_needs_is_refused() {
             .iter()
             .any(|p| p.contains("lost acknowledged data")),
         "{report}"
+    );
+}
+
+/// The same loss just inside the window, but followed by damage: damage is never cut with a
+/// tail, it is named.
+#[test]
+fn a_lost_tail_blob_before_a_damaged_record_is_refused_as_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(one_pack(dir.path())).unwrap();
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    append(&engine, context, &chat_payload(1, 3000), None).unwrap();
+    append(&engine, context, &chat_payload(2, 3000), None).unwrap();
+    append(&engine, context, &chat_payload(1, 3000), None).unwrap();
+    engine.shutdown();
+    drop(engine);
+    lose_pack_entries_from(dir.path(), 1);
+    // Record 4 (the last turn) rots: a non-zero record with a bad checksum.
+    let log = dir.path().join("turns.log");
+    flip_byte(&log, 3 * RECORD + 40);
+    let log_len = std::fs::metadata(&log).unwrap().len();
+    let error = Engine::open(single_shard(dir.path())).unwrap_err();
+    assert!(matches!(error, OpenError::Corrupt(_)), "{error}");
+    assert_eq!(
+        std::fs::metadata(&log).unwrap().len(),
+        log_len,
+        "nothing was cut"
     );
 }
 

@@ -1,7 +1,8 @@
 //! The blob shard actor: sole writer of its packs and index. Group commit (`group_commit.rs`):
-//! it drains its queue, appends every new record with one write, issues ONE fdatasync for the
-//! batch, publishes the index entries, and only then answers every request of the batch (an
-//! append goes on to the sequencer, `pipeline.rs`).
+//! it drains its queue, appends every new record with one write, hands the batch's appends on
+//! to the sequencer (which writes their turns while the pack syncs, decision 0014), issues ONE
+//! fdatasync for the batch, publishes the index entries, and only then answers the puts and
+//! tells the sequencer the batch is durable (`pipeline.rs`).
 //!
 //! Dedup is double-checked here: the caller looked the hash up before sending, but between
 //! that look-up and this actor another put of the same hash may have been stored (answer:
@@ -26,8 +27,8 @@ use crate::format::pack::EncodedBlob;
 use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::BlobHash;
 use crate::pipeline::{
-    CompactedPack, DurableBlob, PendingAppend, PutOutcome, PutReply, SequencerInbox, ShardRequest,
-    ShardSnapshot, SweptBlobs, TurnReply,
+    BlobNotices, BlobsDurable, CompactedPack, PendingAppend, PutOutcome, PutReply, SequencerInbox,
+    ShardBatch, ShardRequest, ShardSnapshot, SweptBlobs, TurnAppend, TurnBlob, TurnReply,
 };
 use crate::published::Published;
 use crate::store_dir::{REINDEX_MARKER_FILE, create_durable, pack_path, sync_dir};
@@ -39,6 +40,10 @@ pub(crate) struct ShardActor {
     shard: u16,
     published: Arc<Published>,
     sequencer: SequencerInbox,
+    /// Where `BlobsDurable` notices go (the sequencer waits for them).
+    notices: BlobNotices,
+    /// Batches whose appends were handed on before their fdatasync (`ShardBatch::batch`).
+    batches_handed: u64,
     limits: Limits,
     shard_dir: PathBuf,
     pack: ActorFile,
@@ -103,6 +108,7 @@ impl ShardActor {
         cursor: ShardCursor,
         published: Arc<Published>,
         sequencer: SequencerInbox,
+        notices: BlobNotices,
         limits: Limits,
         io: ActorIo,
     ) -> Result<ShardActor, EngineError> {
@@ -113,6 +119,8 @@ impl ShardActor {
             shard: cursor.shard,
             published,
             sequencer,
+            notices,
+            batches_handed: 0,
             limits,
             shard_dir,
             pack,
@@ -167,15 +175,8 @@ impl ShardActor {
         match waiter {
             Waiter::Put(reply) => drop(reply.send(Ok(outcome))),
             Waiter::Append(append, reply) => {
-                let durable = DurableBlob {
-                    hash: blob.header.hash,
-                    raw_len: blob.header.raw_len,
-                    deduped: outcome == PutOutcome::AlreadyStored,
-                    by_hash: false,
-                };
-                self.sequencer
-                    .append(append.with_payload(durable), reply)
-                    .await;
+                let append = turn_append(append, blob, outcome, None);
+                self.sequencer.append(append, reply).await;
             }
         }
     }
@@ -184,13 +185,13 @@ impl ShardActor {
         &self.published.shards[usize::from(self.shard)]
     }
 
-    /// Appends the batch's records to the pack with one write and one fdatasync, rotating to
-    /// a new pack first when this one would pass `pack_bytes_max`.
+    /// Appends the batch's records to the pack with one write (not synced yet: `sync_batch`),
+    /// returning their index entries and where they end; rotating to a new pack first when this one would pass `pack_bytes_max`.
     async fn write_batch(
         &mut self,
         records: &[EncodedBlob],
         bytes: u64,
-    ) -> Result<Vec<IndexEntry>, EngineError> {
+    ) -> Result<(Vec<IndexEntry>, u64), EngineError> {
         if self.pack_end > 0 && self.pack_end + bytes > self.limits.pack_bytes_max {
             self.rotate_pack().await?;
         }
@@ -214,24 +215,34 @@ impl ShardActor {
             buffer.extend_from_slice(&record.bytes);
         }
         assert_eq!(offset - start, bytes);
-        let written = self
-            .pack
-            .append_durably(
-                &buffer,
-                start,
-                records.len() as u32,
-                &self.published.status,
-                &self.published.shard_metrics[usize::from(self.shard)],
-            )
-            .await;
+        let written = self.pack.append_unsynced(
+            &buffer,
+            start,
+            records.len() as u32,
+            &self.published.status,
+            &self.published.shard_metrics[usize::from(self.shard)],
+        );
         self.write_buffer = buffer;
         if let Err(error) = written {
             self.pack_file_len = start;
             return Err(error);
         }
-        self.pack_end = offset;
         self.pack_file_len = self.pack_file_len.max(offset);
-        Ok(entries)
+        Ok((entries, offset))
+    }
+
+    /// ONE fdatasync for the batch `write_batch` wrote, which ends at `end`; only then does
+    /// `pack_end` (what a backup's cut and the next batch see) move past it.
+    async fn sync_batch(&mut self, end: u64) -> Result<(), EngineError> {
+        self.pack
+            .sync_appended(
+                &self.published.status,
+                &self.published.shard_metrics[usize::from(self.shard)],
+            )
+            .await?;
+        assert!(end >= self.pack_end, "a pack only grows");
+        self.pack_end = end;
+        Ok(())
     }
 
     /// Seals the current pack (cut to its last record, synced) and starts the next one. The
@@ -441,32 +452,77 @@ impl GroupCommit for ShardActor {
         self.batch.is_full(&self.limits)
     }
 
-    /// Writes the batch, syncs it, publishes it, answers it; then indexes it.
+    /// Writes the batch, hands its appends on, syncs it, publishes it, answers the puts and
+    /// tells the sequencer; then indexes it (decision 0014).
     async fn commit(&mut self) {
         if self.batch.records.is_empty() {
             return;
         }
         let batch = std::mem::take(&mut self.batch);
-        match self.write_batch(&batch.records, batch.bytes).await {
-            Ok(locations) => {
-                for entry in &locations {
-                    self.view().publish(entry.hash, entry.location);
-                    if let Some(condemned) = &self.condemned {
-                        condemned.rewritten(&entry.hash);
+        let (locations, end) = match self.write_batch(&batch.records, batch.bytes).await {
+            Ok(written) => written,
+            Err(error) => {
+                // Nothing was handed on: the write was cut back, every waiter learns why.
+                for waiter in batch.waiters.into_iter().flatten() {
+                    waiter.fail(error.duplicate());
+                }
+                return;
+            }
+        };
+        // A fresh copy of a swept blob is in the page cache: the sequencer may name it from
+        // now on (it answers nothing before the copy is durable, below).
+        if let Some(condemned) = &self.condemned {
+            for entry in &locations {
+                condemned.rewritten(&entry.hash);
+            }
+        }
+        // Appends go on before the fdatasync, in one message; puts wait for it.
+        let mut puts = Vec::new();
+        let mut appends = Vec::new();
+        let handed = ShardBatch {
+            shard: self.shard,
+            batch: self.batches_handed + 1,
+        };
+        for (record, waiters) in batch.records.iter().zip(batch.waiters) {
+            let mut outcome = PutOutcome::Stored;
+            for waiter in waiters {
+                match waiter {
+                    Waiter::Put(reply) => puts.push((reply, outcome)),
+                    Waiter::Append(append, reply) => {
+                        appends.push((turn_append(append, record, outcome, Some(handed)), reply));
                     }
                 }
-                for (record, waiters) in batch.records.iter().zip(batch.waiters) {
-                    let mut outcome = PutOutcome::Stored;
-                    for waiter in waiters {
-                        self.answer(waiter, record, outcome).await;
-                        outcome = PutOutcome::AlreadyStored;
-                    }
+                outcome = PutOutcome::AlreadyStored;
+            }
+        }
+        let handed = (!appends.is_empty()).then_some(handed);
+        if let Some(handed) = handed {
+            self.batches_handed = handed.batch;
+            self.sequencer.append_pending(handed, appends).await;
+        }
+        let synced = self.sync_batch(end).await;
+        if synced.is_ok() {
+            // Index entries only for durable records; published before the notice, so that a
+            // reader of a turn the sequencer publishes after it finds the blob.
+            for entry in &locations {
+                self.view().publish(entry.hash, entry.location);
+            }
+        }
+        if let Some(batch) = handed {
+            let result = synced.as_ref().map(|_| ()).map_err(EngineError::duplicate);
+            // The sequencer gone (stopping): nobody waits for the notice.
+            drop(self.notices.send(BlobsDurable { batch, result }));
+        }
+        match synced {
+            Ok(()) => {
+                for (reply, outcome) in puts {
+                    drop(reply.send(Ok(outcome)));
                 }
                 self.append_index(&locations).await;
             }
             Err(error) => {
-                for waiter in batch.waiters.into_iter().flatten() {
-                    waiter.fail(error.duplicate());
+                for (reply, _) in puts {
+                    drop(reply.send(Err(error.duplicate())));
                 }
             }
         }
@@ -513,4 +569,20 @@ impl GroupCommit for ShardActor {
         self.sync_index().await;
         tracing::debug!(shard = self.shard, "blob shard stopped");
     }
+}
+
+/// The append a shard hands on for `blob` (`pending`: the batch that wrote it, not yet synced).
+fn turn_append(
+    append: PendingAppend,
+    blob: &EncodedBlob,
+    outcome: PutOutcome,
+    pending: Option<ShardBatch>,
+) -> TurnAppend {
+    append.with_payload(TurnBlob {
+        hash: blob.header.hash,
+        raw_len: blob.header.raw_len,
+        deduped: outcome == PutOutcome::AlreadyStored,
+        by_hash: false,
+        pending,
+    })
 }

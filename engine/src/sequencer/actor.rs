@@ -6,6 +6,13 @@
 //!
 //! Every answer of a batch, errors included, waits for the batch: a `Conflict` may name a
 //! head that this very batch wrote, and no one may learn a TurnID before it is durable.
+//!
+//! A turn may name a blob whose shard batch is still syncing (`TurnBlob::pending`, decision
+//! 0014): the turn is written and synced all the same, in parallel with the pack, but the
+//! batch is published and answered only once the shard's `BlobsDurable` notice for every such
+//! blob came, and the next batch is written only after that. So readers never see a turn whose
+//! blob could be lost, and a crash leaves such turns only at the end of the log, within
+//! `HELD_RECORDS_MAX` records (recovery cuts them: none was acknowledged).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -13,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::blob::condemned::Condemned;
-use crate::config::Limits;
+use crate::config::{HELD_RECORDS_MAX, Limits};
 use crate::error::EngineError;
 use crate::file::{ActorFile, ActorIo, open_actor_file};
 use crate::format::context_meta::{ContextMeta, KvEntry, OverlayKind};
@@ -27,8 +34,8 @@ use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};
 use crate::model::Parent;
 use crate::model::{Appended, ContextHead, ContextView, Created, NewContext, Overlaid, Purged};
 use crate::pipeline::{
-    BatchReply, ContextReply, GcFenced, GcSnapshot, MetaReply, OverlayReply, PurgeReply, Retention,
-    SequencerRequest, TurnAppend, TurnReply,
+    BatchReply, BlobsDurable, ContextReply, GcFenced, GcSnapshot, MetaReply, OverlayReply,
+    PurgeReply, Retention, SequencerRequest, ShardBatch, TurnAppend, TurnReply,
 };
 use crate::published::Published;
 use crate::sequencer::contexts::{Contexts, check_new};
@@ -84,6 +91,13 @@ struct Batch {
     dedup_hits: u64,
     /// The batch carries gc-dead records: readers get the new set once it is durable.
     dead_changed: bool,
+    /// Shard batches whose appends (written turns and refusals alike) this batch answers:
+    /// waited for before the batch is published or answered (decision 0014).
+    waits: Vec<ShardBatch>,
+    /// Their blobs, checked in the index after the wait (the pair of the append's check).
+    pending_blobs: Vec<BlobHash>,
+    /// The record of the first turn naming a pending blob.
+    first_pending_record: Option<u64>,
 }
 
 pub(crate) struct SequencerActor {
@@ -101,6 +115,12 @@ pub(crate) struct SequencerActor {
     contexts: Contexts,
     batch: Batch,
     gc: GcState,
+    /// The shards' `BlobsDurable` notices.
+    notices: flume::Receiver<BlobsDurable>,
+    /// Per shard, the last batch it said is durable (batches are numbered from 1).
+    blobs_durable: Vec<u64>,
+    /// A shard's fdatasync failed: no pending blob of a later batch will become durable.
+    blobs_failed: Option<EngineError>,
 }
 
 /// The sequencer's part in garbage collection (decision 0011).
@@ -150,6 +170,7 @@ impl SequencerActor {
     pub async fn open(
         recovered: RecoveredLog,
         published: Arc<Published>,
+        notices: flume::Receiver<BlobsDurable>,
         limits: Limits,
         io: ActorIo,
     ) -> Result<SequencerActor, EngineError> {
@@ -164,7 +185,6 @@ impl SequencerActor {
             ..Batch::default()
         };
         Ok(SequencerActor {
-            published,
             limits,
             preallocate: io.preallocate,
             path,
@@ -178,6 +198,10 @@ impl SequencerActor {
                 dead: recovered.dead,
                 ..GcState::default()
             },
+            notices,
+            blobs_durable: vec![0; published.shards.len()],
+            blobs_failed: None,
+            published,
         })
     }
 
@@ -577,10 +601,11 @@ impl SequencerActor {
         for link in &extras.links {
             self.gc.note_turn(*link);
         }
-        // The pipeline made the blob durable before the append got here: a turn never points
-        // at a blob that a crash could lose (nor one a collection swept: refused above).
+        // The pipeline made the blob durable before the append got here, or it is pending in
+        // a shard batch this batch waits for before it publishes: a published turn never
+        // points at a blob that a crash could lose (nor one a collection swept: refused above).
         assert!(
-            self.published.shard_of(&blob.hash).contains(&blob.hash),
+            blob.pending.is_some() || self.published.shard_of(&blob.hash).contains(&blob.hash),
             "blob {} of an append is not durable",
             blob.hash
         );
@@ -682,6 +707,9 @@ impl SequencerActor {
         };
         for slot in turn.slots(&body) {
             self.push_record(&slot);
+        }
+        if blob.pending.is_some() {
+            self.batch.first_pending_record.get_or_insert(turn_id.0);
         }
         let previous = self.heads.set(context_id, HeadState::of(&turn));
         self.contexts.appended(
@@ -887,6 +915,56 @@ impl SequencerActor {
         self.next_record_id = first_record_id;
     }
 
+    /// Waits until every shard batch in `waits` is durable (the shards' `BlobsDurable`
+    /// notices). A failed pack fdatasync (the store is read-only) or shards that are gone fail
+    /// the batch: its turns may be in `turns.log` while their blobs are not, so nothing more
+    /// may be written after them (recovery cuts them as the log's tail).
+    async fn wait_for_blobs(&mut self, waits: &[ShardBatch]) -> Result<(), EngineError> {
+        while let Ok(notice) = self.notices.try_recv() {
+            self.note_durable(notice);
+        }
+        for wait in waits {
+            while self.blobs_durable[usize::from(wait.shard)] < wait.batch {
+                if let Some(error) = &self.blobs_failed {
+                    // Pair of the shard's side: a failed pack fdatasync turned the store
+                    // read-only before its notice, so nothing is written after these turns.
+                    assert!(
+                        self.published.status.is_read_only(),
+                        "a failed blob batch leaves the store read-only"
+                    );
+                    return Err(error.duplicate());
+                }
+                match self.notices.recv_async().await {
+                    Ok(notice) => self.note_durable(notice),
+                    Err(flume::RecvError::Disconnected) => {
+                        let reason = "the blob shards stopped while turns waited for their \
+                                      blobs"
+                            .to_string();
+                        self.published.status.set_read_only(reason.clone());
+                        self.blobs_failed = Some(EngineError::ReadOnly(reason));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn note_durable(&mut self, notice: BlobsDurable) {
+        let BlobsDurable { batch, result } = notice;
+        match result {
+            Ok(()) => {
+                let durable = &mut self.blobs_durable[usize::from(batch.shard)];
+                // Pair of the shard's numbering: one notice per handed batch, in order.
+                assert!(batch.batch > *durable, "shard batches are durable in order");
+                *durable = batch.batch;
+            }
+            Err(error) => {
+                // The shard set the store read-only; keep the first reason.
+                self.blobs_failed.get_or_insert(error);
+            }
+        }
+    }
+
     /// Makes the batch visible: turns first, then heads, then new contexts, so a reader that
     /// sees a head can always read its turn.
     fn publish(&self, batch: &Batch) {
@@ -961,6 +1039,21 @@ impl GroupCommit for SequencerActor {
                 let result = self.append(&append);
                 self.batch.answers.push(Answer::Turn(reply, result));
             }
+            SequencerRequest::AppendPending { batch, appends } => {
+                // Every answer waits for the blobs, a refusal too: a caller that learns of a
+                // CONFLICT finds its blob stored, as it did when blobs came first.
+                self.batch.waits.push(batch);
+                for (append, reply) in appends {
+                    assert_eq!(
+                        append.payload.pending,
+                        Some(batch),
+                        "one shard batch per message"
+                    );
+                    self.batch.pending_blobs.push(append.payload.hash);
+                    let result = self.append(&append);
+                    self.batch.answers.push(Answer::Turn(reply, result));
+                }
+            }
             SequencerRequest::AppendBatch { appends, reply } => {
                 let result = self.append_batch(&appends);
                 self.batch.answers.push(Answer::Batch(reply, result));
@@ -1015,18 +1108,46 @@ impl GroupCommit for SequencerActor {
             let first_record_id = self.next_record_id - u64::from(batch.records);
             let offset = record_offset(first_record_id);
             let bytes = std::mem::take(&mut batch.bytes);
-            let written = self
-                .file
-                .append_durably(
-                    &bytes,
-                    offset,
-                    batch.records,
-                    &self.published.status,
-                    &self.published.sequencer_metrics,
-                )
-                .await;
-            match written {
-                Ok(()) => self.publish(&batch),
+            let held = batch
+                .first_pending_record
+                .map_or(0, |first| self.next_record_id - first);
+            // More turns after a pending blob than recovery may cut as a tail: the blobs
+            // first, as before decision 0014 (a rare, oversized batch pays two fsyncs).
+            let blobs_first = if held > HELD_RECORDS_MAX {
+                self.wait_for_blobs(&batch.waits).await
+            } else {
+                Ok(())
+            };
+            let written = match blobs_first {
+                Ok(()) => {
+                    self.file
+                        .append_durably(
+                            &bytes,
+                            offset,
+                            batch.records,
+                            &self.published.status,
+                            &self.published.sequencer_metrics,
+                        )
+                        .await
+                }
+                Err(error) => Err(error),
+            };
+            // The log's fdatasync ran while the shards synced their packs: now every blob the
+            // batch names must be durable before anyone sees or learns of its turns.
+            let durable = match written {
+                Ok(()) => self.wait_for_blobs(&batch.waits).await,
+                Err(error) => Err(error),
+            };
+            match durable {
+                Ok(()) => {
+                    for hash in &batch.pending_blobs {
+                        assert!(
+                            self.published.shard_of(hash).contains(hash),
+                            "blob {hash} is published with a turn but not durable"
+                        );
+                    }
+                    self.publish(&batch)
+                }
                 Err(error) => {
                     self.prepared_end = offset;
                     self.roll_back(&batch, first_record_id);
@@ -1035,6 +1156,9 @@ impl GroupCommit for SequencerActor {
                     fail_all(&mut batch.answers, &error);
                 }
             }
+        } else if let Err(error) = self.wait_for_blobs(&batch.waits).await {
+            // Only refusals to answer: they too wait for their blobs.
+            fail_all(&mut batch.answers, &error);
         }
         if !self.gc.starting.is_empty() {
             self.start_gc_rounds();

@@ -5,9 +5,14 @@
 //! own turn is the one it names; the parent is the context's head at that point, or (an
 //! explicit parent) an older turn read back; depth = parent depth + 1 (root: 0); its extras
 //! decode and its key is new in the context; the blob is in its shard's index with the same
-//! length (the blob was durable before the turn was
-//! written, so a missing blob means a pack lost acknowledged data). Per context record: ids
-//! are dense; the base turn exists and its depth matches.
+//! length. Per context record: ids are dense; the base turn exists and its depth matches.
+//!
+//! A missing blob: since decision 0014 the sequencer writes (and syncs) a batch's turns while
+//! their new blobs' pack batches sync, and publishes and answers the batch only once both are
+//! durable, writing nothing after it before that. So turns naming blobs a crash lost can only
+//! be the end of the log: the first such turn (not collected, not redacted) within
+//! `HELD_RECORDS_MAX` records of the end starts an unacknowledged tail, cut with a warning.
+//! Anywhere else a missing blob means a pack lost acknowledged data: the open is refused.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
@@ -15,6 +20,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::blob::view::ShardView;
+use crate::config::HELD_RECORDS_MAX;
 use crate::error::OpenError;
 use crate::format::context_meta::{ContextMeta, OverlayKind};
 use crate::format::turn_extras::TurnExtras;
@@ -43,9 +49,27 @@ pub(crate) struct RecoveredLog {
     /// Turns the garbage collector collected (gc-dead records).
     pub dead: DeadTurns,
     /// Turns whose blob (payload or a patch's) is not in its shard: fine for a collected or
-    /// redacted turn, data loss for any other. Decided at the end of replay, when every
-    /// gc-dead and overlay record has been read (they come after the turn).
-    pub blobs_missing: Vec<(TurnId, BlobHash, u16)>,
+    /// redacted turn, an unacknowledged tail at the end of the log, data loss for any other.
+    /// Decided at the end of replay, when every gc-dead and overlay record has been read
+    /// (they come after the turn).
+    pub blobs_missing: Vec<MissingBlob>,
+}
+
+/// A blob a record names that is not in its shard.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MissingBlob {
+    /// The turn whose payload or patch it is.
+    pub turn_id: TurnId,
+    pub hash: BlobHash,
+    pub shard: u16,
+    /// The record naming it: the turn itself (a payload) or an overlay record (a patch).
+    pub record_id: u64,
+}
+
+impl MissingBlob {
+    fn is_payload(&self) -> bool {
+        self.record_id == self.turn_id.0
+    }
 }
 
 /// Whether a turn may have lost its blobs: collected, or redacted (decision 0012: a
@@ -55,19 +79,42 @@ fn may_miss_blobs(state: &RecoveredLog, turn_id: TurnId) -> bool {
 }
 
 impl RecoveredLog {
-    /// The end of replay: every turn whose blob is missing was collected.
+    /// The end of replay: every turn whose blob is missing was collected or redacted.
     pub fn check_blobs_missing(&self) -> Result<(), String> {
+        self.check_blobs_missing_before(u64::MAX)
+    }
+
+    /// The same, for the records before `record_id` (those an unacknowledged tail's cut
+    /// keeps).
+    pub fn check_blobs_missing_before(&self, record_id: u64) -> Result<(), String> {
         match self
             .blobs_missing
             .iter()
-            .find(|(turn_id, _, _)| !may_miss_blobs(self, *turn_id))
+            .filter(|missing| missing.record_id < record_id)
+            .find(|missing| !may_miss_blobs(self, missing.turn_id))
         {
             None => Ok(()),
-            Some((turn_id, hash, shard)) => Err(format!(
-                "turn {turn_id} references blob {hash} which is not in shard {shard}: a pack \
-                 lost acknowledged data"
+            Some(missing) => Err(format!(
+                "turn {} references blob {} which is not in shard {}: a pack lost acknowledged \
+                 data",
+                missing.turn_id, missing.hash, missing.shard
             )),
         }
+    }
+
+    /// The first turn whose payload blob is missing (neither collected nor redacted), if it
+    /// lies within `HELD_RECORDS_MAX` of the end of the `records` valid records: the start of
+    /// the last batch's unacknowledged tail (decision 0014), which the open cuts. A patch's
+    /// missing blob never starts one (patches are stored and synced before their record).
+    pub fn unacknowledged_tail(&self, records: u64) -> Option<TurnId> {
+        let first = self
+            .blobs_missing
+            .iter()
+            .filter(|missing| missing.is_payload() && !may_miss_blobs(self, missing.turn_id))
+            .map(|missing| missing.turn_id)
+            .min()?;
+        assert!(first.0 >= 1 && first.0 <= records, "a replayed turn");
+        (records - first.0 < HELD_RECORDS_MAX).then_some(first)
     }
 }
 
@@ -76,11 +123,39 @@ pub(crate) fn recover_log(
     shards: &[ShardView],
     repair: bool,
 ) -> Result<RecoveredLog, OpenError> {
+    recover_log_once(path, shards, repair, true)
+}
+
+/// One replay of the log; `tail_cut`: an unacknowledged tail may be cut (then the log is
+/// replayed again without it, so that nothing it held, a gc-dead record or a redaction,
+/// excuses a missing blob before it; that second replay cuts nothing more).
+fn recover_log_once(
+    path: &Path,
+    shards: &[ShardView],
+    repair: bool,
+    tail_cut: bool,
+) -> Result<RecoveredLog, OpenError> {
     let io = |source| OpenError::io(path, source);
     let mut replay = Replay::new(File::open(path).map_err(io)?, shards);
     let scan = scan_log(path, |record| replay.record(record)).map_err(io)?;
     let pending = replay.pending.as_ref().map(SlotAssembly::head_record_id);
     let mut state = replay.state;
+    let damaged = matches!(scan.tail, Tail::Corrupt(_));
+    if let Some(first) = state.unacknowledged_tail(scan.records)
+        && tail_cut
+        && !damaged
+    {
+        let offset = record_offset(first.0);
+        tracing::warn!(
+            log = %path.display(), offset, turn = %first, records = scan.records + 1 - first.0,
+            "cutting turns.log at the first turn whose blob is missing: the unacknowledged \
+             tail of the last batch before a crash (its turns were never answered)"
+        );
+        let file = OpenOptions::new().write(true).open(path).map_err(io)?;
+        file.set_len(offset).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        return recover_log_once(path, shards, repair, false);
+    }
     state
         .check_blobs_missing()
         .map_err(|reason| OpenError::Corrupt(crate::error::Corruption::new(path, 0, reason)))?;
@@ -290,9 +365,12 @@ fn replay_turn(
         ));
     }
     if let Some(shard) = check_blob(shards, turn)? {
-        state
-            .blobs_missing
-            .push((turn.turn_id, turn.payload_hash, shard));
+        state.blobs_missing.push(MissingBlob {
+            turn_id: turn.turn_id,
+            hash: turn.payload_hash,
+            shard,
+            record_id: turn.turn_id.0,
+        });
     }
     state.heads.set(turn.context_id, HeadState::of(turn));
     state.contexts.appended(
@@ -402,15 +480,20 @@ fn replay_overlay(
                     location.raw_len
                 )));
             }
-            None => state.blobs_missing.push((turn_id, hash, shard.shard)),
+            None => state.blobs_missing.push(MissingBlob {
+                turn_id,
+                hash,
+                shard: shard.shard,
+                record_id: record.record_id,
+            }),
         }
     }
     Ok(())
 }
 
-/// The turn's blob is in its shard's index with the same length: the blob was durable before
-/// the turn was written, so a missing blob means a pack lost acknowledged data — unless the
-/// garbage collector collected the turn (`Some(shard)`: decided at the end of replay).
+/// The turn's blob is in its shard's index with the same length. A missing one
+/// (`Some(shard)`) is decided at the end of replay: collected, redacted, the unacknowledged
+/// tail, or lost acknowledged data.
 fn check_blob(shards: &[ShardView], turn: &TurnRecord) -> Result<Option<u16>, String> {
     let shard = &shards[usize::from(turn.payload_hash.shard(shards.len() as u16))];
     match shard.location(&turn.payload_hash) {
