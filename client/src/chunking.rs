@@ -22,11 +22,11 @@ pub struct ChunkingConfig {
     /// Payloads larger than this are chunked (default 16,384: a smaller payload costs less
     /// sent whole than its chunk hashes and the extra round trips).
     pub threshold_bytes: u32,
-    /// Smallest chunk, but for a payload's last (default 1 KiB).
+    /// Smallest chunk, but for a payload's last (default 512 B).
     pub min: u32,
-    /// The chunk size cuts aim at (default 2 KiB).
+    /// The chunk size cuts aim at (default 1 KiB).
     pub avg: u32,
-    /// Largest chunk (default 16 KiB).
+    /// Largest chunk (default 8 KiB).
     pub max: u32,
 }
 
@@ -34,9 +34,9 @@ impl ChunkingConfig {
     /// The engine's defaults.
     pub const DEFAULT: ChunkingConfig = ChunkingConfig {
         threshold_bytes: 16_384,
-        min: 1024,
-        avg: 2048,
-        max: 16_384,
+        min: 512,
+        avg: 1024,
+        max: 8192,
     };
 
     /// The sizes handed to the chunker: `min ≤ avg ≤ max`, each within what FastCDC accepts

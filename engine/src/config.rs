@@ -91,9 +91,9 @@ impl Default for Chunking {
     fn default() -> Self {
         Chunking {
             threshold_bytes: 16 * 1024,
-            chunk_bytes_min: 1024,
-            chunk_bytes_avg: 2048,
-            chunk_bytes_max: 16 * 1024,
+            chunk_bytes_min: 512,
+            chunk_bytes_avg: 1024,
+            chunk_bytes_max: 8 * 1024,
         }
     }
 }

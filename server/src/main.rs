@@ -190,13 +190,13 @@ struct ServeArgs {
     chunk_threshold: u64,
     /// Smallest chunk FastCDC cuts (bytes, 64..=1MiB). Clients that chunk on their side use
     /// the same three sizes so that their chunks dedup with the server's.
-    #[arg(long, default_value = "1KiB", value_parser = parse_chunk_bytes)]
+    #[arg(long, default_value = "512", value_parser = parse_chunk_bytes)]
     chunk_min: u64,
     /// The chunk size FastCDC aims at (256 B..=4MiB, between --chunk-min and --chunk-max).
-    #[arg(long, default_value = "2KiB", value_parser = parse_chunk_bytes)]
+    #[arg(long, default_value = "1KiB", value_parser = parse_chunk_bytes)]
     chunk_avg: u64,
     /// Largest chunk (1KiB..=1MiB).
-    #[arg(long, default_value = "16KiB", value_parser = parse_chunk_bytes)]
+    #[arg(long, default_value = "8KiB", value_parser = parse_chunk_bytes)]
     chunk_max: u64,
     /// File-mode creation mask (octal) for the store's directory and files: 077 makes them
     /// 0700 and 0600 (only the server's user may read the data).
