@@ -62,6 +62,67 @@ pub struct EngineConfig {
     /// Bytes per second a compaction reads and writes at most (0: no limit). It shares the
     /// disk with every append's fdatasync.
     pub gc_bytes_per_s_max: u64,
+    /// Content-defined chunking of large payloads (issue 16, decision 0013).
+    pub chunking: Chunking,
+}
+
+/// How payloads are cut into chunks (FastCDC 2020). A payload longer than `threshold_bytes`
+/// is stored as chunks and a manifest; shorter ones, and all of them with a threshold of 0,
+/// as one record. Changing the sizes is always correct (a manifest names whatever cut it was
+/// written with); only chunks cut alike dedup, so clients cutting on their side should use
+/// the same sizes. Defaults and the sweep that chose them: decision 0013.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chunking {
+    /// 0: never chunk.
+    pub threshold_bytes: u32,
+    pub chunk_bytes_min: u32,
+    pub chunk_bytes_avg: u32,
+    pub chunk_bytes_max: u32,
+}
+
+impl Default for Chunking {
+    fn default() -> Self {
+        Chunking {
+            threshold_bytes: 16 * 1024,
+            chunk_bytes_min: 1024,
+            chunk_bytes_avg: 2048,
+            chunk_bytes_max: 16 * 1024,
+        }
+    }
+}
+
+impl Chunking {
+    pub fn validate(&self) -> Result<(), String> {
+        use fastcdc::v2020::{AVERAGE_MAX, AVERAGE_MIN, MAXIMUM_MIN, MINIMUM_MAX, MINIMUM_MIN};
+        let max_limit = crate::format::manifest::CHUNK_BYTES_MAX;
+        let (min, avg, max) = (
+            self.chunk_bytes_min,
+            self.chunk_bytes_avg,
+            self.chunk_bytes_max,
+        );
+        let in_range = (MINIMUM_MIN..=MINIMUM_MAX).contains(&min)
+            && (AVERAGE_MIN..=AVERAGE_MAX).contains(&avg)
+            && (MAXIMUM_MIN..=max_limit).contains(&max);
+        if !(in_range && min < avg && avg < max) {
+            return Err(format!(
+                "chunk sizes min {min} / avg {avg} / max {max} must satisfy \
+                 {MINIMUM_MIN} <= min < avg < max <= {max_limit}, avg >= {AVERAGE_MIN}, \
+                 max >= {MAXIMUM_MIN}"
+            ));
+        }
+        if self.threshold_bytes != 0 && self.threshold_bytes < min {
+            return Err(format!(
+                "chunk threshold {} must be 0 (off) or at least the minimum chunk size {min}",
+                self.threshold_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a payload of `len` bytes is stored as chunks.
+    pub fn applies_to(&self, len: usize) -> bool {
+        self.threshold_bytes != 0 && len > self.threshold_bytes as usize
+    }
 }
 
 impl EngineConfig {
@@ -82,6 +143,7 @@ impl EngineConfig {
             gc_pack_dead_percent: 50,
             gc_bytes_per_s_max: 32 << 20,
             gc_deleted_bytes_trigger: 1 << 30,
+            chunking: Chunking::default(),
         }
     }
 
@@ -115,6 +177,7 @@ impl EngineConfig {
         if self.gc_interval_ms > 30 * 24 * 3_600_000 {
             return Err("gc_interval_ms must be at most 30 days".into());
         }
+        self.chunking.validate()?;
         if !(1..=19).contains(&self.zstd_level) {
             return Err(format!("zstd_level {} is outside 1..=19", self.zstd_level));
         }

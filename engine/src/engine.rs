@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use crate::blob::codec;
 use crate::blob::recover::{RecoveredShard, recover_shard};
+use crate::chunks::{BaseHints, ChunkCounters};
 use crate::config::{Actor, EngineConfig};
 use crate::error::{EngineError, OpenError};
 use crate::file::ReadFile;
@@ -43,6 +44,12 @@ pub(crate) fn carries(payload: &AppendPayload, hash: &BlobHash) -> bool {
     matches!(payload, AppendPayload::Bytes(bytes) if BlobHash::of(bytes) == *hash)
 }
 
+/// A put's outcome, known already or awaited from its shard.
+pub(crate) enum Stored {
+    Done(PutOutcome),
+    Pending(oneshot::Receiver<Result<PutOutcome, EngineError>>),
+}
+
 /// A handle on an open store. Cheap to clone; every method can be called from any thread and,
 /// for the async ones, from any async runtime (the futures only wait on channels).
 #[derive(Clone, Debug)]
@@ -67,6 +74,9 @@ pub(crate) struct Inner {
     lock: Mutex<Option<std::fs::File>>,
     /// The TTL reaper thread, stopped first by `shutdown`.
     reaper: Mutex<Option<Reaper>>,
+    /// Where a chunked write finds its base manifest (`chunks.rs`).
+    pub(crate) base_hints: BaseHints,
+    pub(crate) chunk_counters: ChunkCounters,
 }
 
 impl Engine {
@@ -96,6 +106,14 @@ impl Engine {
             .into_iter()
             .map(|RecoveredShard { view, cursor }| (view, cursor))
             .unzip();
+        for incomplete in crate::chunks::drop_incomplete_manifests(&views) {
+            tracing::warn!(
+                blob = %incomplete.hash,
+                reason = %incomplete.reason,
+                "a chunked blob lacks part of itself (a backup's cut?); it is not used, and a \
+                 live turn naming it fails the open below"
+            );
+        }
         let log_path = store.turns_log_path();
         let recovered = recover_log(&log_path, &views, config.repair)?;
         if meta.format_version < STORE_FORMAT_VERSION {
@@ -235,6 +253,8 @@ impl Engine {
                 threads: Mutex::new(threads),
                 lock: Mutex::new(Some(lock)),
                 reaper: Mutex::new(Some(reaper)),
+                base_hints: BaseHints::default(),
+                chunk_counters: ChunkCounters::default(),
             }),
         })
     }
@@ -327,6 +347,23 @@ impl Engine {
                 };
                 let append = append.with_payload(blob);
                 self.inner.sequencer.append(append, reply).await;
+            }
+            (None, AppendPayload::Bytes(bytes)) if self.is_chunked_len(bytes.len()) => {
+                // Large: its chunks first (durable in their shards), then the manifest record
+                // takes the place of the blob on the usual route; the pin holds what the
+                // manifest names until it is indexed, which precedes the answer.
+                let chunks = crate::chunks::cut_payload(&bytes, &self.inner.config.chunking);
+                let (blob, pin) = self.prepare_manifest(hash, chunks).await?;
+                let request = ShardRequest::PutThenAppend {
+                    blob,
+                    append,
+                    reply,
+                };
+                (self.inner.shards[shard].send_async(request).await)
+                    .map_err(|_| EngineError::ShutDown)?;
+                let answer = answer.await.map_err(|_| EngineError::ShutDown)?;
+                drop(pin);
+                return answer;
             }
             (None, AppendPayload::Bytes(bytes)) => {
                 // New (probably; the shard checks again): the shard stores it, then hands the
@@ -421,23 +458,51 @@ impl Engine {
                 answers.push(None);
                 continue;
             }
+            if self.is_chunked_len(payload.len()) {
+                // Its chunks and manifest now (rare: a large key-value value or patch).
+                let stored = self.store_chunked(hash, &payload).await?;
+                answers.push(Some(stored));
+                continue;
+            }
             let blob = codec::encode(hash, &payload, self.inner.config.zstd_level);
             let (reply, answer) = oneshot::channel();
             self.inner.shards[shard]
                 .send_async(ShardRequest::Put { blob, reply })
                 .await
                 .map_err(|_| EngineError::ShutDown)?;
-            answers.push(Some(answer));
+            answers.push(Some(Stored::Pending(answer)));
         }
         let mut already_stored = Vec::with_capacity(answers.len());
         for answer in answers {
             let outcome = match answer {
                 None => PutOutcome::AlreadyStored,
-                Some(answer) => answer.await.map_err(|_| EngineError::ShutDown)??,
+                Some(Stored::Done(outcome)) => outcome,
+                Some(Stored::Pending(answer)) => {
+                    answer.await.map_err(|_| EngineError::ShutDown)??
+                }
             };
             already_stored.push(outcome == PutOutcome::AlreadyStored);
         }
         Ok(already_stored)
+    }
+
+    /// Stores a payload over the chunk threshold as chunks and a manifest, durably.
+    pub(crate) async fn store_chunked(
+        &self,
+        hash: BlobHash,
+        payload: &Bytes,
+    ) -> Result<Stored, EngineError> {
+        let chunks = crate::chunks::cut_payload(payload, &self.inner.config.chunking);
+        let (blob, pin) = self.prepare_manifest(hash, chunks).await?;
+        let shard = usize::from(hash.shard(self.inner.published.shards.len() as u16));
+        let (reply, answer) = oneshot::channel();
+        self.inner.shards[shard]
+            .send_async(ShardRequest::Put { blob, reply })
+            .await
+            .map_err(|_| EngineError::ShutDown)?;
+        let outcome = answer.await.map_err(|_| EngineError::ShutDown)??;
+        drop(pin);
+        Ok(Stored::Done(outcome))
     }
 
     pub(crate) fn check_open(&self) -> Result<(), EngineError> {
@@ -575,7 +640,9 @@ impl Engine {
         if self.is_purged(&hash) {
             return Err(EngineError::BlobNotFound(hash));
         }
-        self.inner.published.shard_of(&hash).read_payload(&hash)
+        let published = &self.inner.published;
+        let location = published.shard_of(&hash).find(&hash)?;
+        crate::chunks::read_payload(&published.shards, &hash, location)
     }
 
     /// A blob as stored (possibly zstd), checksum-verified; the caller inflates and hashes.
@@ -583,7 +650,19 @@ impl Engine {
         if self.is_purged(&hash) {
             return Err(EngineError::BlobNotFound(hash));
         }
-        self.inner.published.shard_of(&hash).read_stored(&hash)
+        let published = &self.inner.published;
+        let location = published.shard_of(&hash).find(&hash)?;
+        if location.compression == crate::format::pack::Compression::Manifest {
+            // Chunked: the stored form is the rebuilt payload.
+            let bytes = crate::chunks::read_payload(&published.shards, &hash, location)?;
+            return Ok(StoredBlob {
+                hash,
+                compression: crate::format::pack::Compression::Raw,
+                raw_len: location.raw_len,
+                bytes,
+            });
+        }
+        published.shard_of(&hash).read_stored_at(&hash, location)
     }
 
     /// A stored blob's payload length, from its shard's index (no I/O); `None` if not stored.
@@ -619,7 +698,16 @@ impl Engine {
             stats.blobs += shard.counters.blobs.load(Ordering::Relaxed);
             stats.unique_bytes += shard.counters.unique_bytes.load(Ordering::Relaxed);
             stats.stored_bytes += shard.counters.stored_bytes.load(Ordering::Relaxed);
+            stats.chunked_blobs += shard.counters.manifests.load(Ordering::Relaxed);
+            stats.chunked_payload_bytes += shard
+                .counters
+                .manifest_payload_bytes
+                .load(Ordering::Relaxed);
         }
+        let chunks = &self.inner.chunk_counters;
+        stats.chunks_written = chunks.chunks_written.load(Ordering::Relaxed);
+        stats.chunk_dedup_hits = chunks.chunk_dedup_hits.load(Ordering::Relaxed);
+        stats.chunk_bytes_saved = chunks.chunk_bytes_deduped.load(Ordering::Relaxed);
         stats
     }
 

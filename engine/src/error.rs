@@ -46,6 +46,8 @@ pub enum ErrorKind {
     Io,
     ShutDown,
     AlreadyExists,
+    /// Bytes sent do not hash to the BlobHash they claim (a chunk, or a chunked payload).
+    HashMismatch,
 }
 
 /// Why an engine operation failed.
@@ -90,6 +92,17 @@ pub enum EngineError {
     Io { file: PathBuf, source: io::Error },
     #[error("engine is shut down")]
     ShutDown,
+    #[error(
+        "{} of the chunks are not stored (first indexes {:?}); send their bytes with the \
+         manifest", missing.len(), &missing[..missing.len().min(16)]
+    )]
+    MissingChunks { missing: Vec<u32> },
+    #[error("{what} hashes to {actual}, not to the claimed {claimed}")]
+    HashMismatch {
+        what: String,
+        claimed: BlobHash,
+        actual: BlobHash,
+    },
 }
 
 impl EngineError {
@@ -98,7 +111,9 @@ impl EngineError {
             EngineError::ContextNotFound(_)
             | EngineError::TurnNotFound(_)
             | EngineError::BlobNotFound(_)
-            | EngineError::NameNotFound(_) => ErrorKind::NotFound,
+            | EngineError::NameNotFound(_)
+            | EngineError::MissingChunks { .. } => ErrorKind::NotFound,
+            EngineError::HashMismatch { .. } => ErrorKind::HashMismatch,
             EngineError::Limit { .. } => ErrorKind::TooLarge,
             EngineError::NameTaken { .. } => ErrorKind::AlreadyExists,
             EngineError::Conflict { .. } => ErrorKind::Conflict,
@@ -173,6 +188,18 @@ impl EngineError {
                 source: io::Error::new(source.kind(), source.to_string()),
             },
             EngineError::ShutDown => EngineError::ShutDown,
+            EngineError::MissingChunks { missing } => EngineError::MissingChunks {
+                missing: missing.clone(),
+            },
+            EngineError::HashMismatch {
+                what,
+                claimed,
+                actual,
+            } => EngineError::HashMismatch {
+                what: what.clone(),
+                claimed: *claimed,
+                actual: *actual,
+            },
         }
     }
 }

@@ -93,6 +93,75 @@ pub(crate) struct Collector {
     /// ever named (stored by PUT_BLOB, a replaced key-value value) is collected only there,
     /// so a client has at least one interval between storing a blob and naming it.
     orphans_before_pack: Mutex<Vec<u32>>,
+    /// Chunked writes in flight (issue 16, decision 0013): each names the chunks and base its
+    /// manifest will name, from before it looks at the index until the manifest is indexed.
+    pub pins: ChunkPins,
+}
+
+/// The blobs chunked writes in flight are about to name in a manifest, and the condemned
+/// blobs of the round in progress. A round only sees manifests that are indexed; a write
+/// that dedups a chunk against the index and indexes its manifest later must not lose that
+/// chunk to the round. Both sides publish, fence, then look at the other (Dekker):
+///
+/// - a writer inserts its pin, then resurrects its blobs in the round's map if one is
+///   installed (a blob already swept is written again by the writer);
+/// - the collector installs the map, then resurrects every pinned blob.
+///
+/// With sequentially consistent fences at least one of them sees the other, and a resurrected
+/// blob is never swept (`Condemned`). Pins are lock-free (papaya); a pin lives for one write.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkPins {
+    next_id: AtomicU64,
+    pins: papaya::HashMap<u64, Arc<[BlobHash]>>,
+    round: arc_swap::ArcSwapOption<Condemned>,
+}
+
+/// A chunked write's pin; dropping it ends the pin (after the manifest is indexed).
+#[derive(Debug)]
+pub(crate) struct ChunkPin<'a> {
+    pins: &'a ChunkPins,
+    id: u64,
+}
+
+impl Drop for ChunkPin<'_> {
+    fn drop(&mut self) {
+        self.pins.pins.pin().remove(&self.id);
+    }
+}
+
+impl ChunkPins {
+    /// Pins `blobs` for a write; returns the pin and those of them a sweep already took (the
+    /// writer stores those again instead of trusting the index).
+    pub fn pin(&self, blobs: Arc<[BlobHash]>) -> (ChunkPin<'_>, Vec<BlobHash>) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.pins.pin().insert(id, blobs.clone());
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let swept = match self.round.load_full() {
+            Some(condemned) => blobs
+                .iter()
+                .filter(|hash| !condemned.resurrect(hash))
+                .copied()
+                .collect(),
+            None => Vec::new(),
+        };
+        (ChunkPin { pins: self, id }, swept)
+    }
+
+    /// Collector: the round's condemned blobs are final; pinned ones stay.
+    fn install(&self, condemned: Arc<Condemned>) {
+        self.round.store(Some(condemned.clone()));
+        std::sync::atomic::fence(Ordering::SeqCst);
+        for (_, blobs) in self.pins.pin().iter() {
+            for hash in blobs.iter() {
+                condemned.resurrect(hash);
+            }
+        }
+    }
+
+    /// Collector: the round is over (everything condemned was swept or kept).
+    fn clear(&self) {
+        self.round.store(None);
+    }
 }
 
 impl Collector {
@@ -116,6 +185,7 @@ impl Collector {
             counters: GcCounters::default(),
             stopping: AtomicBool::new(false),
             orphans_before_pack: Mutex::new(open_pack_ids),
+            pins: ChunkPins::default(),
         }
     }
 
@@ -138,6 +208,7 @@ impl Collector {
         let started = Instant::now();
         let snapshot = self.start()?;
         let result = self.collect(&snapshot);
+        self.pins.clear();
         if !matches!(result, Ok((_, Fence::Reached))) {
             // No fence reached the sequencer: it stops noting.
             let _ = self.sequencer.0.send(SequencerRequest::GcAbort);
@@ -224,6 +295,45 @@ impl Collector {
             .map(|mut before| std::mem::replace(&mut *before, open_packs.clone()))
             .unwrap_or_else(|poisoned| poisoned.into_inner().clone());
 
+        // Chunked blobs (decision 0013): what an indexed manifest names (its chunks, its base)
+        // is collectable only with every manifest naming it, so a kept manifest is whole.
+        // Manifests indexed after this look are covered by their writers' pins.
+        let manifests = crate::chunks::manifest_references(&self.published.shards)?;
+        let mut named_by: HashMap<BlobHash, Vec<BlobHash>, BlobHashBuildHasher> =
+            HashMap::default();
+        for (manifest, names) in &manifests {
+            for name in names.iter() {
+                named_by.entry(*name).or_default().push(*manifest);
+            }
+        }
+        // What a dead manifest names was named by the dead too (no orphan grace for it): a
+        // redacted chunked payload leaves the disk at the first collection like any other.
+        let mut dying: Vec<BlobHash> = named_by_dead
+            .iter()
+            .filter(|hash| manifests.contains_key(*hash))
+            .copied()
+            .collect();
+        while let Some(manifest) = dying.pop() {
+            for name in manifests.get(&manifest).into_iter().flatten() {
+                if named_by_dead.insert(*name) && manifests.contains_key(name) {
+                    dying.push(*name);
+                }
+            }
+        }
+        let mut collectable: HashSet<BlobHash, BlobHashBuildHasher> = HashSet::default();
+        for (shard, view) in self.published.shards.iter().enumerate() {
+            let orphans_before = orphans_before.get(shard).copied().unwrap_or(0);
+            for (hash, location) in view.index.pin().iter() {
+                if location.pack_id <= open_packs[shard]
+                    && !marked.live_blobs.contains(hash)
+                    && (named_by_dead.contains(hash) || location.pack_id < orphans_before)
+                {
+                    collectable.insert(*hash);
+                }
+            }
+        }
+        keep_what_kept_manifests_name(&mut collectable, &named_by);
+
         // Condemn: unreachable blobs, in packs whose dead share passes the threshold.
         let mut plans: Vec<PackPlan> = Vec::new();
         for (shard, view) in self.published.shards.iter().enumerate() {
@@ -240,10 +350,7 @@ impl Collector {
                         pack_id: location.pack_id,
                         ..PackPlan::default()
                     });
-                    let collectable = !marked.live_blobs.contains(hash)
-                        && (named_by_dead.contains(hash)
-                            || location.pack_id < orphans_before.get(shard).copied().unwrap_or(0));
-                    if collectable {
+                    if collectable.contains(hash) {
                         plan.dead.push(*hash);
                         plan.dead_bytes += location.record_bytes();
                     } else {
@@ -286,9 +393,26 @@ impl Collector {
         if dead.is_empty() && plans.is_empty() {
             return Ok((report, Fence::NotSent));
         }
-        let condemned = Arc::new(Condemned::new(
-            plans.iter().flat_map(|plan| plan.dead.iter().copied()),
-        ));
+        // A manifest in a pack below the threshold stays, and so does what it names.
+        let mut condemned: HashSet<BlobHash, BlobHashBuildHasher> = plans
+            .iter()
+            .flat_map(|plan| plan.dead.iter().copied())
+            .collect();
+        keep_what_kept_manifests_name(&mut condemned, &named_by);
+        for plan in &mut plans {
+            plan.dead.retain(|hash| condemned.contains(hash));
+        }
+        let dependencies: Vec<(BlobHash, Box<[BlobHash]>)> = manifests
+            .iter()
+            .filter(|(manifest, _)| condemned.contains(*manifest))
+            .map(|(manifest, names)| (*manifest, names.clone()))
+            .collect();
+        // Sweep order: a condemned manifest after every condemned manifest naming it (the
+        // newest delta of a chain first, its full manifest last), then every other blob, so a
+        // swept dependency implies a swept manifest (`Condemned::resurrect`).
+        let sweep_first = sweep_levels(&dependencies, &condemned, &named_by);
+        let condemned = Arc::new(Condemned::with_dependencies(condemned, dependencies));
+        self.pins.install(condemned.clone());
 
         // Fence: from here on nothing may name a dead turn or a swept blob.
         let (reply, answer) = oneshot::channel();
@@ -317,7 +441,32 @@ impl Collector {
             }
         }
 
-        // Sweep and compact, one pack at a time.
+        // Sweep: condemned manifests first, level by level, in every pack; then sweep and
+        // compact one pack at a time.
+        for level in &sweep_first {
+            for plan in &plans {
+                let hashes: Vec<BlobHash> = plan
+                    .dead
+                    .iter()
+                    .filter(|hash| level.contains(*hash))
+                    .copied()
+                    .collect();
+                if hashes.is_empty() {
+                    continue;
+                }
+                let (reply, answer) = oneshot::channel();
+                self.shards[usize::from(plan.shard)]
+                    .send(ShardRequest::GcSweep {
+                        pack_id: plan.pack_id,
+                        hashes,
+                        condemned: condemned.clone(),
+                        reply,
+                    })
+                    .map_err(|_| EngineError::ShutDown)?;
+                let swept: SweptBlobs = answer.recv().map_err(|_| EngineError::ShutDown)?;
+                report.blobs_dead += swept.blobs;
+            }
+        }
         let mut throttle = Throttle::new(self.bytes_per_s_max);
         for plan in plans {
             if self.stopping.load(Ordering::Acquire) {
@@ -565,6 +714,73 @@ fn release_gradually(file: File, throttle: &mut Throttle) {
 enum Fence {
     NotSent,
     Reached,
+}
+
+/// Condemned manifests in sweep order, level by level: level 0 holds those no condemned
+/// manifest names, level n those named by one at level n − 1 at most. Chains are at most
+/// `MANIFEST_DEPTH_MAX` deep; a cycle (impossible: a manifest names older ones) would stop
+/// at that bound.
+fn sweep_levels(
+    dependencies: &[(BlobHash, Box<[BlobHash]>)],
+    condemned: &HashSet<BlobHash, BlobHashBuildHasher>,
+    named_by: &HashMap<BlobHash, Vec<BlobHash>, BlobHashBuildHasher>,
+) -> Vec<HashSet<BlobHash, BlobHashBuildHasher>> {
+    let mut level: HashMap<BlobHash, usize, BlobHashBuildHasher> =
+        dependencies.iter().map(|(hash, _)| (*hash, 0)).collect();
+    let rounds = crate::format::manifest::MANIFEST_DEPTH_MAX as usize + 1;
+    for _ in 0..rounds {
+        let mut changed = false;
+        for (hash, _) in dependencies {
+            let deepest_namer = named_by
+                .get(hash)
+                .into_iter()
+                .flatten()
+                .filter(|namer| condemned.contains(*namer))
+                .filter_map(|namer| level.get(namer).copied())
+                .max();
+            if let Some(namer_level) = deepest_namer
+                && level.get(hash).copied().unwrap_or(0) <= namer_level
+            {
+                level.insert(*hash, namer_level + 1);
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let depth = level.values().copied().max().map_or(0, |max| max + 1);
+    let mut levels = vec![HashSet::default(); depth];
+    for (hash, at) in level {
+        levels[at].insert(hash);
+    }
+    levels
+}
+
+/// Takes out of `set` every blob a manifest outside `set` names, until none is left: a kept
+/// manifest (or base) keeps its chunks. Chains of deltas are at most 32 deep, so this ends
+/// within 33 passes.
+fn keep_what_kept_manifests_name(
+    set: &mut HashSet<BlobHash, BlobHashBuildHasher>,
+    named_by: &HashMap<BlobHash, Vec<BlobHash>, BlobHashBuildHasher>,
+) {
+    loop {
+        let kept: Vec<BlobHash> = set
+            .iter()
+            .filter(|hash| {
+                named_by
+                    .get(*hash)
+                    .is_some_and(|by| by.iter().any(|manifest| !set.contains(manifest)))
+            })
+            .copied()
+            .collect();
+        if kept.is_empty() {
+            return;
+        }
+        for hash in kept {
+            set.remove(&hash);
+        }
+    }
 }
 
 /// One sealed pack of one shard, as the condemn step sees it.

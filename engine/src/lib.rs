@@ -13,7 +13,8 @@
 //! - `pipeline`: the messages of the append route; `group_commit`: the loop every actor runs.
 //! - `sequencer`: the one actor owning `turns.log`, TurnIDs and heads (`heads`: the DAG rule).
 //! - `blob`: blob shards (codec on the caller, actor writing packs, recovery, read view).
-//! - `read`: page reads over published state; `retention`: delete, prune, TTL and the reaper;
+//! - `chunks`: chunked blobs (cut, manifests, reads rebuilding a payload, the chunked write);
+//!   `read`: page reads over published state; `retention`: delete, prune, TTL and the reaper;
 //!   `overlays`: patch, redact, purge (the caller's side; the state is `sequencer::overlays`).
 //! - [`engine`]: the `Engine` handle; open, the caller's step of an append, reads, shutdown.
 //! - [`verify`]: the offline invariant checker.
@@ -22,6 +23,7 @@
 
 pub mod backup;
 mod blob;
+pub mod chunks;
 pub mod config;
 pub mod contexts;
 mod engine;
@@ -50,9 +52,10 @@ mod throttle;
 pub mod turns;
 pub mod verify;
 
-pub use config::{Actor, EngineConfig, Limits, OpenCheck, Placement, ThreadPlacement};
+pub use config::{Actor, Chunking, EngineConfig, Limits, OpenCheck, Placement, ThreadPlacement};
 pub use engine::Engine;
 pub use error::{Corruption, EngineError, ErrorKind, OpenError};
+pub use format::manifest::ChunkRef;
 pub use format::pack::Compression;
 pub use ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
 pub use model::{

@@ -410,6 +410,14 @@ pub struct StoreStats {
     pub gc_runs: u64,
     /// Bytes garbage collection gave back to the file system since open (pack files shrunk).
     pub bytes_reclaimed_total: u64,
+    /// Blobs stored as chunks and a manifest (issue 16), and the payload bytes they stand for.
+    pub chunked_blobs: u64,
+    pub chunked_payload_bytes: u64,
+    /// Chunks chunked writes stored since open, and those they found stored already (dedup
+    /// hits) with their raw bytes: what chunking saved.
+    pub chunks_written: u64,
+    pub chunk_dedup_hits: u64,
+    pub chunk_bytes_saved: u64,
 }
 
 /// What a patch or a redaction produced (`Engine::patch_turn`, `Engine::redact_turn`).

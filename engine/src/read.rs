@@ -13,6 +13,7 @@
 use bytes::Bytes;
 
 use crate::error::EngineError;
+use crate::format::pack::Compression;
 use crate::format::turn_log::TurnRecord;
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{
@@ -176,10 +177,11 @@ impl Reader<'_> {
             return Ok(Payload::Raw(bytes));
         }
         let fits_cache = u64::from(location.raw_len) <= cache.entry_bytes_max();
-        if !fits_cache && mode == PayloadMode::RawOrStored {
+        let chunked = location.compression == Compression::Manifest;
+        if !fits_cache && mode == PayloadMode::RawOrStored && !chunked {
             return shard.read_stored_at(&hash, location).map(Payload::Stored);
         }
-        let bytes: Bytes = shard.read_payload_at(&hash, location)?;
+        let bytes: Bytes = crate::chunks::read_payload(&self.published.shards, &hash, location)?;
         if fits_cache {
             cache.insert(hash, &bytes);
         }

@@ -143,7 +143,7 @@ fn key_value_entries_put_get_scan_delete_and_survive_reopen() {
         (b"writes/1/a".to_vec(), Bytes::from_static(b"first")),
         (b"writes/1/b".to_vec(), Bytes::from_static(b"second")),
         (b"writes/2/a".to_vec(), Bytes::from_static(b"first")),
-        (b"other".to_vec(), Bytes::from(vec![7u8; 100_000])),
+        (b"other".to_vec(), Bytes::from(vec![7u8; 10_000])),
     ];
     block_on(engine.kv_put(&thread, entries.clone(), false)).unwrap();
     let blobs_before = engine.stats().blobs;
@@ -204,7 +204,7 @@ fn key_value_entries_put_get_scan_delete_and_survive_reopen() {
     expected.remove(1);
     assert_eq!(scan(&engine, b"writes/"), expected);
     let big = engine.kv_get(&by_name("kv"), b"other").unwrap().unwrap();
-    assert_eq!(big.value_len, 100_000);
+    assert_eq!(big.value_len, 10_000);
     assert_eq!(block_on(engine.blob(big.value_hash)).unwrap(), entries[3].1);
     engine.shutdown();
     assert!(verify(dir.path()).unwrap().is_ok());

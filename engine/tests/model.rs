@@ -159,6 +159,22 @@ fn payload(index: usize) -> Vec<u8> {
     }
 }
 
+/// Blob records a payload takes: one, or (over the chunk threshold, issue 16) a manifest and
+/// each distinct chunk.
+fn records_of(index: usize) -> u64 {
+    let bytes = payload(index);
+    let chunking = ctxstore_engine::Chunking::default();
+    if !chunking.applies_to(bytes.len()) {
+        return 1;
+    }
+    let chunks: std::collections::HashSet<BlobHash> =
+        ctxstore_engine::chunks::cut(&bytes, &chunking)
+            .into_iter()
+            .map(|range| BlobHash::of(&bytes[range]))
+            .collect();
+    1 + chunks.len() as u64
+}
+
 #[derive(Clone, Debug, PartialEq)]
 struct ModelTurn {
     id: TurnId,
@@ -697,10 +713,11 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
             let stats = engine.stats();
             assert_eq!(stats.turns, model.turns.len() as u64);
             assert_eq!(stats.contexts, model.heads.len() as u64);
-            assert_eq!(
-                stats.blobs,
-                model.stored.iter().filter(|s| **s).count() as u64
-            );
+            let records: u64 = (0..PAYLOADS)
+                .filter(|index| model.stored[*index])
+                .map(records_of)
+                .sum();
+            assert_eq!(stats.blobs, records);
             check_metadata(engine, model);
         }
     }

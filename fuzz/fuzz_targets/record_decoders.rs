@@ -1,12 +1,15 @@
 //! The bytes recovery and readers find on disk: every fixed-size record decoder of the engine
 //! (turns.log record, pack header, blob index entry, meta) and the variable-length bodies of
-//! multi-slot records (context metadata, turn extras). A damaged or hostile file may hold
+//! multi-slot records (context metadata, turn extras), and a chunked blob's manifest body
+//! (issue 16; it comes from a client's PUT_CHUNKED only as a list the server re-encodes, but a
+//! pack on disk may hold anything). A damaged or hostile file may hold
 //! anything; nothing may panic, and whatever decodes must re-encode to the very bytes it came
 //! from (pair assertion: the decoder accepts only what the encoder writes).
 #![no_main]
 
 use ctxstore_engine::format::blob_index::{INDEX_ENTRY_BYTES, IndexEntry};
 use ctxstore_engine::format::context_meta::ContextMeta;
+use ctxstore_engine::format::manifest::Manifest;
 use ctxstore_engine::format::turn_extras::TurnExtras;
 use ctxstore_engine::format::meta::{META_BYTES, Meta};
 use ctxstore_engine::format::pack::{PACK_HEADER_BYTES, PackHeader};
@@ -24,7 +27,7 @@ fn record<const N: usize>(data: &[u8]) -> [u8; N] {
 fuzz_target!(|data: &[u8]| {
     // The first byte picks the decoder, so the corpus explores each one.
     let Some((&which, data)) = data.split_first() else { return };
-    match which % 6 {
+    match which % 7 {
         0 => {
             let bytes: [u8; LOG_RECORD_BYTES] = record(data);
             // Version-1 turn records (store format 1) are read, never written: nothing to
@@ -63,6 +66,11 @@ fuzz_target!(|data: &[u8]| {
             let Some((&op, body)) = data.split_first() else { return };
             if let Ok(meta) = ContextMeta::decode(u16::from(op % 16), body) {
                 assert_eq!(meta.encode(), body, "context metadata encoding is not canonical");
+            }
+        }
+        5 => {
+            if let Ok(manifest) = Manifest::decode(data) {
+                assert_eq!(manifest.encode(), data, "manifest encoding is not canonical");
             }
         }
         _ => {

@@ -12,7 +12,8 @@
 //!
 //! `CTXSTORE_CRASH_CYCLES` (default 10) sets the cycles, `CTXSTORE_CRASH_SEED` the seed.
 //! The same under garbage collection (`collections_under_kill_9_…`, issue 15):
-//! `CTXSTORE_GC_CRASH_CYCLES` (default 6).
+//! `CTXSTORE_GC_CRASH_CYCLES` (default 6). And with large growing states stored as chunks
+//! (`growing_chunked_states_…`, issue 16): `CTXSTORE_CHUNK_CRASH_CYCLES` (default 6).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, HashMap};
@@ -916,4 +917,138 @@ fn noise(seed: u64, len: usize) -> Vec<u8> {
             state as u8
         })
         .collect()
+}
+
+/// Issue 16: agents append growing JSON states (each the previous one plus a message, up to
+/// ~150 KB: stored as chunks and delta manifests) while garbage collection runs every 200 ms
+/// and a churn appends the same states to contexts it deletes (so chunks are condemned while
+/// new manifests dedup against them); kill -9 at random instants. After every restart every
+/// acknowledged turn reads back whole (the client checks each payload's BLAKE3) and each
+/// agent's head is at or after its last acknowledged turn; at the end `verify` passes.
+#[test]
+fn growing_chunked_states_under_kill_9_lose_nothing_acknowledged() {
+    let cycles: usize = std::env::var("CTXSTORE_CHUNK_CRASH_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    let seed: u64 = std::env::var("CTXSTORE_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x16);
+    let flags = [
+        "--gc-interval",
+        "200ms",
+        "--gc-pack-dead-percent",
+        "10",
+        "--gc-rate-max",
+        "off",
+    ];
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let ready = dir.path().join("ready");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Acked>::new()));
+    let mut blobs = 0;
+    for cycle in 0..cycles as u64 {
+        let (mut server, addr) = start_server_with(&data, &ready, &flags);
+        let mut agents = Vec::new();
+        for agent in 0..3u64 {
+            let (addr, acked) = (addr.clone(), acked.clone());
+            // The same agent seed every cycle: new states share their opening with the
+            // chunks of states stored (and maybe collected) before the crash.
+            let seeds = (seed ^ agent, seed ^ agent ^ (cycle << 40));
+            agents.push(runtime.spawn(grow(addr, seeds, acked, agent == 2)));
+        }
+        std::thread::sleep(Duration::from_millis(rng.u64(400..2000)));
+        kill_9(&mut server);
+        for agent in agents {
+            runtime.block_on(agent).unwrap();
+        }
+
+        let (mut server, addr) = start_server_with(&data, &ready, &flags);
+        let acked_now = acked.lock().unwrap().clone();
+        runtime.block_on(check(&addr, &acked_now));
+        blobs = runtime.block_on(async {
+            let client = Client::connect(ClientConfig::new(&addr)).await.unwrap();
+            client.gc().await.unwrap();
+            client.stats().await.unwrap().blobs
+        });
+        kill_9(&mut server);
+    }
+    let acked = acked.lock().unwrap().clone();
+    let (mut server, addr) = start_server_with(&data, &ready, &flags);
+    let checked = runtime.block_on(check(&addr, &acked));
+    stop(&mut server);
+    let report = verify(&data);
+    println!(
+        "chunk crash harness: {cycles} cycles, {} acknowledged growing states, {checked} \
+         checks, 0 lost; {blobs} blobs (chunks and manifests)\n{report}",
+        acked.len()
+    );
+}
+
+/// One agent: a new context, then states of its thread appended one after the other (a
+/// state is the previous one plus a 600–1,600 byte message) until the server goes away.
+/// With `churn`, every 8 states the context is deleted and a new one starts from the first
+/// state again (its turns are not recorded: they go with the delete).
+async fn grow(
+    addr: String,
+    (seed, cycle_seed): (u64, u64),
+    acked: std::sync::Arc<std::sync::Mutex<Vec<Acked>>>,
+    churn: bool,
+) {
+    let Ok(client) = Client::connect(ClientConfig::new(addr)).await else {
+        return;
+    };
+    let mut rng = fastrand::Rng::with_seed(cycle_seed);
+    // The first 12 messages are the same in every context of this agent (a shared opening:
+    // their chunks dedup, also against states stored before the last crash); the rest are new
+    // in each context, so most states are new payloads made of old and new chunks.
+    let shared: Vec<Vec<u8>> = (0..12u64)
+        .map(|step| noise(seed ^ (step << 16), 600 + (step as usize * 97) % 1000))
+        .collect();
+    'contexts: loop {
+        let Ok(context) = client.create_context().await else {
+            return;
+        };
+        let thread = rng.u64(..);
+        let mut state = b"{\"messages\":[".to_vec();
+        for step in 0..120u64 {
+            let message = match shared.get(step as usize) {
+                Some(message) => message.clone(),
+                None => noise(thread ^ (step << 16), rng.usize(600..1600)),
+            };
+            if step > 0 {
+                state.push(b',');
+            }
+            state.extend_from_slice(&message);
+            let mut payload = state.clone();
+            payload.extend_from_slice(b"]}");
+            let Ok(appended) = client
+                .append(context.context_id, None, 5, 0, Bytes::from(payload))
+                .await
+            else {
+                return;
+            };
+            if !churn {
+                acked.lock().unwrap().push(Acked {
+                    context: appended.turn.context_id,
+                    turn: appended.turn.turn_id,
+                    parent: appended.turn.parent_turn_id,
+                    depth: appended.turn.depth,
+                    hash: appended.turn.payload_hash.to_hex(),
+                });
+            } else if step % 8 == 7 {
+                if client.delete_context(context.context_id).await.is_err() {
+                    return;
+                }
+                continue 'contexts;
+            }
+        }
+    }
 }

@@ -833,7 +833,8 @@ fn payload_wire(payload: Payload) -> PayloadWire {
         Payload::Raw(bytes) => PayloadWire::raw(bytes),
         Payload::Stored(stored) => PayloadWire {
             encoding: match stored.compression {
-                Compression::Raw => PayloadEncoding::Raw,
+                // The engine hands chunked blobs over rebuilt (raw), never as a manifest.
+                Compression::Raw | Compression::Manifest => PayloadEncoding::Raw,
                 Compression::Zstd => PayloadEncoding::Zstd,
             },
             raw_len: stored.raw_len,
@@ -1035,6 +1036,7 @@ pub fn engine_error(error: EngineError) -> Response {
         ErrorKind::ShutDown => ErrorCode::ShuttingDown,
         // Only version-2 requests name contexts, so a version-1 connection never sees it.
         ErrorKind::AlreadyExists => ErrorCode::AlreadyExists,
+        ErrorKind::HashMismatch => ErrorCode::InvalidArgument,
     };
     let detail = match &error {
         EngineError::Conflict { actual, .. } => actual.0,

@@ -183,6 +183,21 @@ struct ServeArgs {
     /// estimate); `off` or `0`: on the schedule only.
     #[arg(long, default_value = "1GiB", value_parser = parse_size)]
     gc_deleted_bytes_trigger: u64,
+    /// Payloads longer than this are stored as content-defined chunks plus a manifest, so a
+    /// state that grows a little each step costs its growth on disk (`16KiB`; `off` or `0`:
+    /// every payload stays one record). Decision 0013.
+    #[arg(long, default_value = "16KiB", value_parser = parse_chunk_bytes)]
+    chunk_threshold: u64,
+    /// Smallest chunk FastCDC cuts (bytes, 64..=1MiB). Clients that chunk on their side use
+    /// the same three sizes so that their chunks dedup with the server's.
+    #[arg(long, default_value = "1KiB", value_parser = parse_chunk_bytes)]
+    chunk_min: u64,
+    /// The chunk size FastCDC aims at (256 B..=4MiB, between --chunk-min and --chunk-max).
+    #[arg(long, default_value = "2KiB", value_parser = parse_chunk_bytes)]
+    chunk_avg: u64,
+    /// Largest chunk (1KiB..=1MiB).
+    #[arg(long, default_value = "16KiB", value_parser = parse_chunk_bytes)]
+    chunk_max: u64,
     /// File-mode creation mask (octal) for the store's directory and files: 077 makes them
     /// 0700 and 0600 (only the server's user may read the data).
     #[arg(long, default_value = "077", value_parser = parse_umask)]
@@ -423,6 +438,15 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// A byte count with the units of `parse_rate`, or `off` / `0`.
+/// A chunk size or threshold: a byte count (units as `parse_size`) that fits in 32 bits.
+fn parse_chunk_bytes(text: &str) -> Result<u64, String> {
+    let bytes = parse_size(text)?;
+    if bytes > u64::from(u32::MAX) {
+        return Err(format!("{text:?} is over 4 GiB"));
+    }
+    Ok(bytes)
+}
+
 fn parse_size(text: &str) -> Result<u64, String> {
     parse_rate(text).map_err(|_| format!("{text:?} is not a byte count (e.g. 512MiB, 2GiB, off)"))
 }
@@ -572,6 +596,13 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine.gc_deleted_bytes_trigger = args.gc_deleted_bytes_trigger;
     config.engine.gc_pack_dead_percent = args.gc_pack_dead_percent;
     config.engine.gc_bytes_per_s_max = args.gc_rate_max;
+    // parse_chunk_bytes bounds each to u32; the engine's validation checks the rest.
+    config.engine.chunking = ctxstore_engine::Chunking {
+        threshold_bytes: args.chunk_threshold as u32,
+        chunk_bytes_min: args.chunk_min as u32,
+        chunk_bytes_avg: args.chunk_avg as u32,
+        chunk_bytes_max: args.chunk_max as u32,
+    };
     config.engine.limits.blob_bytes_max = args.blob_bytes_max;
     config.engine.limits.read_turns_max = args.read_turns_max;
     config.engine.limits.pack_bytes_max = args.pack_bytes_max;

@@ -342,6 +342,17 @@ impl MetricsSource {
                 stats.dead_bytes,
             ),
             (
+                "ctxstore_chunked_blobs",
+                "Blobs stored as content-defined chunks plus a manifest (payloads over \
+                 --chunk-threshold).",
+                stats.chunked_blobs,
+            ),
+            (
+                "ctxstore_chunked_payload_bytes",
+                "Raw bytes of the payloads stored as chunks.",
+                stats.chunked_payload_bytes,
+            ),
+            (
                 "ctxstore_disk_bytes",
                 "Bytes the data directory occupies on disk (allocated blocks, preallocated \
                  space included).",
@@ -364,6 +375,21 @@ impl MetricsSource {
             "ctxstore_dedup_hits_total",
             "Appends whose payload was already stored.",
             stats.dedup_hits,
+        ));
+        families.push(counter_family(
+            "ctxstore_chunks_written_total",
+            "Chunks chunked writes stored (new chunk records).",
+            stats.chunks_written,
+        ));
+        families.push(counter_family(
+            "ctxstore_chunk_dedup_hits_total",
+            "Chunks chunked writes found stored already.",
+            stats.chunk_dedup_hits,
+        ));
+        families.push(counter_family(
+            "ctxstore_chunk_bytes_saved_total",
+            "Raw bytes of chunks chunked writes found stored already (what chunking saved).",
+            stats.chunk_bytes_saved,
         ));
         families.push(counter_family(
             "ctxstore_gc_runs_total",

@@ -122,6 +122,12 @@ pub fn decode(
     stored: Bytes,
 ) -> Result<Bytes, DecodeError> {
     let payload = match compression {
+        Compression::Manifest => {
+            // Chunked blobs are read through `chunks::read_payload`, never here.
+            return Err(DecodeError::Decompress(
+                "a manifest is not a payload body".into(),
+            ));
+        }
         Compression::Raw => stored,
         Compression::Zstd => {
             let inflated = DECOMPRESSOR.with(|cell| {

@@ -25,23 +25,57 @@ const REWRITTEN: u8 = 3;
 #[derive(Debug, Default)]
 pub(crate) struct Condemned {
     states: papaya::HashMap<BlobHash, AtomicU8, BlobHashBuildHasher>,
+    /// A condemned manifest's chunks and base (decision 0013): naming the manifest names them
+    /// too. The collector sweeps every condemned manifest before any blob a condemned manifest
+    /// names (bases after their deltas), so a swept dependency means its manifest was swept
+    /// first, and the manifest's own compare-and-set fails as well.
+    depends_on: papaya::HashMap<BlobHash, Box<[BlobHash]>, BlobHashBuildHasher>,
 }
 
 impl Condemned {
+    #[cfg(test)]
     pub fn new(hashes: impl IntoIterator<Item = BlobHash>) -> Condemned {
+        Condemned::with_dependencies(hashes, std::iter::empty())
+    }
+
+    pub fn with_dependencies(
+        hashes: impl IntoIterator<Item = BlobHash>,
+        dependencies: impl IntoIterator<Item = (BlobHash, Box<[BlobHash]>)>,
+    ) -> Condemned {
         let condemned = Condemned::default();
         {
             let states = condemned.states.pin();
             for hash in hashes {
                 states.insert(hash, AtomicU8::new(CONDEMNED));
             }
+            let depends_on = condemned.depends_on.pin();
+            for (hash, needs) in dependencies {
+                assert!(
+                    states.contains_key(&hash),
+                    "only a condemned blob has dependencies"
+                );
+                depends_on.insert(hash, needs);
+            }
         }
         condemned
     }
 
-    /// Sequencer: a record is about to name `hash`. True if it may (the blob is kept or was
-    /// written again); false if its bytes were swept.
+    /// Sequencer (or a chunked write, or the collector for a pin): a record is about to name
+    /// `hash`. True if it may (the blob, and everything a condemned manifest needs, is kept or
+    /// was written again); false if bytes it needs were swept. Dependencies are resurrected
+    /// before the blob itself (bottom-up), so a kept manifest never lacks a chunk.
     pub fn resurrect(&self, hash: &BlobHash) -> bool {
+        let depends_on = self.depends_on.pin();
+        if let Some(needs) = depends_on.get(hash) {
+            // Every one, not only up to the first failure: what is kept stays whole.
+            let mut kept = true;
+            for need in needs.iter() {
+                kept &= self.resurrect(need);
+            }
+            if !kept {
+                return false;
+            }
+        }
         let states = self.states.pin();
         let Some(state) = states.get(hash) else {
             return true;
@@ -88,5 +122,32 @@ mod tests {
         condemned.rewritten(&gone);
         assert!(condemned.resurrect(&gone), "a fresh copy may be named");
         assert!(condemned.resurrect(&other) && !condemned.sweep(&other));
+    }
+
+    #[test]
+    fn naming_a_manifest_keeps_its_chunks_and_its_base() {
+        let (delta, base, chunk, base_chunk) = (
+            BlobHash([1; 32]),
+            BlobHash([2; 32]),
+            BlobHash([3; 32]),
+            BlobHash([4; 32]),
+        );
+        let condemned = Condemned::with_dependencies(
+            [delta, base, chunk, base_chunk],
+            [
+                (delta, vec![base, chunk].into_boxed_slice()),
+                (base, vec![base_chunk].into_boxed_slice()),
+            ],
+        );
+        assert!(condemned.resurrect(&delta));
+        for kept in [delta, base, chunk, base_chunk] {
+            assert!(!condemned.sweep(&kept), "kept");
+        }
+
+        // Swept in the collector's order (manifests first): naming the manifest fails.
+        let condemned =
+            Condemned::with_dependencies([delta, chunk], [(delta, vec![chunk].into_boxed_slice())]);
+        assert!(condemned.sweep(&delta) && condemned.sweep(&chunk));
+        assert!(!condemned.resurrect(&delta));
     }
 }

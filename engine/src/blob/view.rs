@@ -33,6 +33,28 @@ pub(crate) struct ShardCounters {
     pub blobs: AtomicU64,
     pub unique_bytes: AtomicU64,
     pub stored_bytes: AtomicU64,
+    /// Chunked blobs (manifest records) and the payload bytes they stand for.
+    pub manifests: AtomicU64,
+    pub manifest_payload_bytes: AtomicU64,
+}
+
+impl ShardCounters {
+    fn count(&self, location: &BlobLocation, sign: i8) {
+        let add = |counter: &AtomicU64, value: u64| {
+            if sign > 0 {
+                counter.fetch_add(value, Ordering::Relaxed);
+            } else {
+                counter.fetch_sub(value, Ordering::Relaxed);
+            }
+        };
+        add(&self.blobs, 1);
+        add(&self.unique_bytes, u64::from(location.raw_len));
+        add(&self.stored_bytes, location.record_bytes());
+        if location.compression == crate::format::pack::Compression::Manifest {
+            add(&self.manifests, 1);
+            add(&self.manifest_payload_bytes, u64::from(location.raw_len));
+        }
+    }
 }
 
 impl ShardView {
@@ -73,19 +95,7 @@ impl ShardView {
             "blob {hash} stored twice in shard {}",
             self.shard
         );
-        self.counters.blobs.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .unique_bytes
-            .fetch_add(u64::from(location.raw_len), Ordering::Relaxed);
-        self.counters
-            .stored_bytes
-            .fetch_add(location.record_bytes(), Ordering::Relaxed);
-    }
-
-    /// The stored form of a blob, checked against its header and body checksums.
-    pub fn read_stored(&self, hash: &BlobHash) -> Result<StoredBlob, EngineError> {
-        let location = self.find(hash)?;
-        self.read_stored_at(hash, location)
+        self.counters.count(&location, 1);
     }
 
     /// The stored form of a blob already looked up (one index look-up per read).
@@ -97,13 +107,8 @@ impl ShardView {
         self.read_located(hash, location).map(|(stored, _)| stored)
     }
 
-    /// The payload, inflated and verified against its BLAKE3 hash.
-    pub fn read_payload(&self, hash: &BlobHash) -> Result<Bytes, EngineError> {
-        let location = self.find(hash)?;
-        self.read_payload_at(hash, location)
-    }
-
-    /// The payload of a blob already looked up, inflated and verified against its hash.
+    /// The payload of a blob already looked up, inflated and verified against its hash. Not
+    /// for chunked blobs (`chunks::read_payload` rebuilds those from several shards).
     pub fn read_payload_at(
         &self,
         hash: &BlobHash,
@@ -169,13 +174,7 @@ impl ShardView {
     pub fn remove(&self, hash: &BlobHash) -> Option<BlobLocation> {
         let removed = self.index.pin().remove(hash).copied();
         if let Some(location) = removed {
-            self.counters.blobs.fetch_sub(1, Ordering::Relaxed);
-            self.counters
-                .unique_bytes
-                .fetch_sub(u64::from(location.raw_len), Ordering::Relaxed);
-            self.counters
-                .stored_bytes
-                .fetch_sub(location.record_bytes(), Ordering::Relaxed);
+            self.counters.count(&location, -1);
         }
         removed
     }

@@ -5,7 +5,7 @@
 //! offset size field
 //!      0    4 magic          0x42534C42 ("BLSB" read as little-endian bytes)
 //!      4    2 version        1
-//!      6    2 compression    0 = raw, 1 = zstd
+//!      6    2 compression    0 = raw, 1 = zstd, 2 = manifest (the body names the chunks)
 //!      8    4 raw_len        payload bytes before compression
 //!     12    4 stored_len     bytes of the stored body that follows the header
 //!     16   32 hash           BLAKE3-256 of the raw payload
@@ -45,6 +45,9 @@ const _: () = assert!(PACK_HEADER_BYTES.is_multiple_of(8));
 pub enum Compression {
     Raw,
     Zstd,
+    /// The body is a `format::manifest::Manifest`: the payload is the concatenation of the
+    /// chunks it names (issue 16); `raw_len` is the payload's length, not the body's.
+    Manifest,
 }
 
 impl Compression {
@@ -52,6 +55,7 @@ impl Compression {
         match self {
             Compression::Raw => 0,
             Compression::Zstd => 1,
+            Compression::Manifest => 2,
         }
     }
 
@@ -59,6 +63,7 @@ impl Compression {
         match code {
             0 => Some(Compression::Raw),
             1 => Some(Compression::Zstd),
+            2 => Some(Compression::Manifest),
             _ => None,
         }
     }
