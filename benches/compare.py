@@ -23,6 +23,12 @@ SCENARIOS = [
     ("fork_1", "fork", "fork, 1 client"),
     ("fork_32", "fork", "fork, 32 clients"),
     ("mixed_dedup", "append", "append, 32 clients, 30% duplicates, 1 MiB every 100th"),
+    ("mixed_at_100", "append", "append in 75/25 append/get-last-64, 32 agents, open loop at 100/s"),
+    ("mixed_at_100", "get_last", "get-last-64 in 75/25 append/get-last-64, 32 agents, open loop at 100/s"),
+    ("mixed_at_500", "append", "append in 75/25 append/get-last-64, 32 agents, open loop at 500/s"),
+    ("mixed_at_500", "get_last", "get-last-64 in 75/25 append/get-last-64, 32 agents, open loop at 500/s"),
+    ("mixed_at_2000", "append", "append in 75/25 append/get-last-64, 32 agents, open loop at 2,000/s"),
+    ("mixed_at_2000", "get_last", "get-last-64 in 75/25 append/get-last-64, 32 agents, open loop at 2,000/s"),
 ]
 PERCENTILES = ["p50", "p90", "p99", "p999", "max"]
 
@@ -81,6 +87,12 @@ def table(reports, floor):
         for p in ["p50", "p99", "p999"]:
             row(p, lambda b, p=p: fmt_us(rows[b]["latency_us"][p]) if rows[b] else "–")
         row("errors", lambda b: str(rows[b]["errors"]) if rows[b] else "–")
+        if floor and scenario == "append_1":
+            # Issue 19's target for a lone append: p50 within 1.3x of one fdatasync.
+            row(
+                "p50 ÷ fdatasync floor p50",
+                lambda b: ratio(rows[b]["latency_us"]["p50"], floor["p50_us"]) if rows[b] else "–",
+            )
         ours = rows.get("ctxstore")
         if ours:
             row(

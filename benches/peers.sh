@@ -4,6 +4,7 @@
 #   benches/peers.sh                 # full run (~10 min): every backend, every scenario, 10 s each
 #   DURATION=3s benches/peers.sh     # shorter
 #   BACKENDS="ctxstore redis" benches/peers.sh
+#   ONLY="append_1 mixed_at" benches/peers.sh   # scenarios whose name starts with one of these
 #
 # Installs the peers from Debian's packages when missing (needs root), starts each on loopback
 # in a temporary directory with durable settings (PostgreSQL synchronous_commit=on; Redis
@@ -125,7 +126,23 @@ SCENARIOS=(
   "fork_1|--connections 1 --contexts 4 --prefill 4 --mix fork=100"
   "fork_32|--connections 32 --contexts 32 --prefill 4 --mix fork=100"
   "mixed_dedup|--connections 32 --contexts 64 --mix append=100 --dup-ratio 0.3 --large-every 100"
+  # Agents as they behave (issue 19): they arrive at their own pace, mostly while the server
+  # idles, and read their context before each model call. Open loop, latency from the
+  # intended send time; compare with the fdatasync floor of the same run.
+  "mixed_at_100|--connections 32 --contexts 32 --prefill 64 --read-turns 64 --mix append=75,get_last=25 --rate 100"
+  "mixed_at_500|--connections 32 --contexts 32 --prefill 64 --read-turns 64 --mix append=75,get_last=25 --rate 500"
+  "mixed_at_2000|--connections 32 --contexts 32 --prefill 64 --read-turns 64 --mix append=75,get_last=25 --rate 2000"
 )
+ONLY=${ONLY:-}
+
+selected() { # scenario name
+  [ -z "$ONLY" ] && return 0
+  local prefix
+  for prefix in $ONLY; do
+    case "$1" in "$prefix"*) return 0 ;; esac
+  done
+  return 1
+}
 
 run_scenario() { # backend scenario args...
   local backend=$1 scenario=$2; shift 2
@@ -150,6 +167,7 @@ main() {
   for backend in $BACKENDS; do
     case "$backend" in postgres) start_postgres ;; redis) start_redis ;; esac
     for entry in "${SCENARIOS[@]}"; do
+      selected "${entry%%|*}" || continue
       # shellcheck disable=SC2086
       run_scenario "$backend" "${entry%%|*}" ${entry#*|}
     done

@@ -10,9 +10,10 @@ use ctxstore_protocol::{ContextRef, PageKind, Request, Response, ServerLimits};
 use crate::client::{Client as AsyncClient, ClientConfig};
 use crate::error::ClientError;
 use crate::types::{
-    Appended, AppendedTurn, BackupReport, BlobHash, ContextHead, ContextInfo, ContextListPage,
-    ContextQuery, ContextRetention, FoundPage, GcReport, KvItem, ListCursor, LogCursor, LogPage,
-    NewContext, NewTurn, Opened, Page, Patched, Purged, Redacted, Stats, Turn, TurnInfo, TurnPage,
+    Appended, AppendedTurn, BackupReport, BlobHash, ChunkRef, ChunkedStored, ContextHead,
+    ContextInfo, ContextListPage, ContextQuery, ContextRetention, FoundPage, GcReport, KvItem,
+    ListCursor, LogCursor, LogPage, NewContext, NewTurn, Opened, Page, Patched, Purged, Redacted,
+    Stats, Turn, TurnInfo, TurnPage,
 };
 
 pub struct Client {
@@ -50,6 +51,12 @@ impl Client {
 
     pub fn server_limits(&self) -> ServerLimits {
         self.client.server_limits()
+    }
+
+    /// Request bytes written to the socket since connect (see the async client's
+    /// `bytes_sent`).
+    pub fn bytes_sent(&self) -> u64 {
+        self.client.bytes_sent()
     }
 
     /// The protocol version HELLO negotiated (see the async client's `protocol_version`).
@@ -133,6 +140,31 @@ impl Client {
             codec,
             hash,
         ))
+    }
+
+    /// Stores a payload given as its chunks, sending the bytes of `sent` only (see the async
+    /// client's `put_chunked`).
+    pub fn put_chunked(
+        &self,
+        hash: BlobHash,
+        chunks: Vec<ChunkRef>,
+        sent: Vec<(u32, Bytes)>,
+    ) -> Result<ChunkedStored, ClientError> {
+        self.runtime
+            .block_on(self.client.put_chunked(hash, chunks, sent))
+    }
+
+    /// `put_chunked` after a base's first `kept` chunks (see the async client's
+    /// `put_chunked_after`).
+    pub fn put_chunked_after(
+        &self,
+        hash: BlobHash,
+        base: Option<(BlobHash, u32)>,
+        chunks: Vec<ChunkRef>,
+        sent: Vec<(u32, Bytes)>,
+    ) -> Result<ChunkedStored, ClientError> {
+        self.runtime
+            .block_on(self.client.put_chunked_after(hash, base, chunks, sent))
     }
 
     pub fn turn(&self, turn: u64) -> Result<Turn, ClientError> {

@@ -7,23 +7,33 @@ use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Chunk lists a client remembers to name as bases (`recent_chunked`): one per growing thread
+/// it writes; each about 36 bytes per chunk of the state.
+const RECENT_CHUNKED_MAX: usize = 256;
+
+/// A payload this client stored as chunks: its hash and its chunk list.
+type RecentChunked = (BlobHash, Arc<[ChunkRef]>);
+
 use bytes::Bytes;
 use ctxstore_protocol::codec::{check_request, encode_request_chunks};
 use ctxstore_protocol::{
-    ContextRef, ErrorCode, FrameReader, HEADER_BYTES, Hash32, MessageType, OverlayWire,
-    PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, PageKind, Request, Response, ServerLimits, TurnEntry,
-    TurnEntryV2, decode_response, frame_flags, read_flags,
+    CHUNK_ENTRY_BYTES, CHUNKS_PER_PAYLOAD_MAX, ChunkBaseWire, ChunkWire, ContextRef, ErrorCode,
+    FrameReader, HEADER_BYTES, Hash32, LIST_ITEMS_LIMIT, MessageType, OverlayWire,
+    PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, PageKind, PayloadSpec, Request, Response,
+    SentChunkWire, ServerLimits, TurnEntry, TurnEntryV2, TurnSpec, decode_response, frame_flags,
+    read_flags,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::chunking::ChunkingConfig;
 use crate::error::ClientError;
 use crate::types::{
-    Appended, AppendedTurn, BackupReport, BlobHash, ContextHead, ContextInfo, ContextListPage,
-    ContextQuery, ContextRetention, FoundPage, GcReport, KvItem, ListCursor, LogCursor, LogPage,
-    NewContext, NewTurn, Opened, Page, Patched, Purged, Redacted, Stats, Turn, TurnInfo, TurnPage,
-    verify_payload,
+    Appended, AppendedTurn, BackupReport, BlobHash, ChunkRef, ChunkedStored, ContextHead,
+    ContextInfo, ContextListPage, ContextQuery, ContextRetention, FoundPage, GcReport, KvItem,
+    ListCursor, LogCursor, LogPage, NewContext, NewTurn, Opened, Page, Patched, Purged, Redacted,
+    Stats, Turn, TurnInfo, TurnPage, verify_payload,
 };
 
 /// Most turns in one `append_turns` call (one request, one group commit).
@@ -64,6 +74,13 @@ pub struct ClientConfig {
     /// fewer bytes on the wire for payloads it has not cached. Payloads are verified against
     /// their hashes either way.
     pub accept_zstd: bool,
+    /// Sub-blob dedup on the wire (issue 16; default `Some(ChunkingConfig::DEFAULT)`): an
+    /// append by value (`append`, `append_turn`, `append_turns`) of a payload larger than
+    /// `threshold_bytes`, on a version-2 connection, sends only the chunks the server lacks
+    /// (HAS_BLOBS → PUT_CHUNKED → APPEND_TURN_BY_HASH or APPEND_TURNS by hash), so a state
+    /// that grows a little each step costs about what it grew by. `None` turns it off: every
+    /// payload travels whole, as on a version-1 connection.
+    pub chunking: Option<ChunkingConfig>,
 }
 
 impl ClientConfig {
@@ -85,7 +102,14 @@ impl ClientConfig {
             gc_timeout: Some(ClientConfig::GC_TIMEOUT_DEFAULT),
             response_bytes_max: 1 << 30,
             accept_zstd: true,
+            chunking: Some(ChunkingConfig::DEFAULT),
         }
+    }
+
+    /// Sets `chunking` (`None`: payloads always travel whole).
+    pub fn with_chunking(mut self, chunking: Option<ChunkingConfig>) -> Self {
+        self.chunking = chunking;
+        self
     }
 
     pub fn with_token(mut self, token: Option<String>) -> Self {
@@ -147,6 +171,16 @@ struct Shared {
     /// Set once the server answered STATS_EX with UNKNOWN_MESSAGE (a version-2 server older
     /// than garbage collection): `stats` asks STATS from then on.
     no_stats_ex: AtomicBool,
+    /// Set once the server answered PUT_CHUNKED with UNKNOWN_MESSAGE (a version-2 server older
+    /// than sub-blob dedup): appends send whole payloads from then on.
+    no_put_chunked: AtomicBool,
+    /// Request bytes the writer task wrote to the socket (HELLO included).
+    bytes_sent: Arc<AtomicU64>,
+    /// The chunk lists of payloads this client stored as chunks lately, by first chunk: the
+    /// next state of a growing thread starts like the last one, so its PUT_CHUNKED names that
+    /// one as its base and lists only the chunks after the shared prefix. At most
+    /// `RECENT_CHUNKED_MAX`, forgotten all at once (a hint, never needed for correctness).
+    recent_chunked: Mutex<HashMap<BlobHash, RecentChunked>>,
     /// The reader task: aborted on drop, so that a peer that never writes or closes does not
     /// keep it (and the socket) alive.
     reader: tokio::task::AbortHandle,
@@ -207,7 +241,13 @@ impl Client {
         let (reader, writer) = stream.into_split();
         let (outgoing, queue) = mpsc::unbounded_channel();
         let pending: Arc<Pending> = Arc::default();
-        tokio::spawn(write_frames(writer, queue, pending.clone()));
+        let bytes_sent = Arc::new(AtomicU64::new(0));
+        tokio::spawn(write_frames(
+            writer,
+            queue,
+            pending.clone(),
+            bytes_sent.clone(),
+        ));
         let reader = tokio::spawn(read_frames(
             reader,
             pending.clone(),
@@ -224,6 +264,9 @@ impl Client {
                 limits: Mutex::new(ServerLimits::default()),
                 version: AtomicU16::new(PROTOCOL_VERSION_MIN),
                 no_stats_ex: AtomicBool::new(false),
+                no_put_chunked: AtomicBool::new(false),
+                bytes_sent,
+                recent_chunked: Mutex::new(HashMap::new()),
                 reader,
             }),
         };
@@ -287,6 +330,12 @@ impl Client {
             .lock()
             .map(|limits| *limits)
             .unwrap_or_default()
+    }
+
+    /// Request bytes written to the socket since connect (frame headers and HELLO included),
+    /// counted where they are written: what this connection's calls cost on the wire.
+    pub fn bytes_sent(&self) -> u64 {
+        self.shared.bytes_sent.load(Ordering::Relaxed)
     }
 
     /// The protocol version HELLO negotiated: 2 with a server that has contexts by name, tags,
@@ -556,6 +605,12 @@ impl Client {
     /// Appends a turn; durable when it returns. `expected_head`: compare-and-set on the head
     /// (0 = the context must be empty); a moved head is `ErrorCode::Conflict` with the actual
     /// head in `detail`.
+    ///
+    /// A payload larger than `ClientConfig::chunking`'s threshold, on a version-2 connection,
+    /// is stored as chunks first, sending only those the server lacks (see `store_chunked`),
+    /// then appended by hash (APPEND_TURN_BY_HASH): three round trips instead of one, and the
+    /// bytes the payload grew by instead of all of it. `deduped` says whether the whole
+    /// payload was stored before this call, as for an append by value.
     pub async fn append(
         &self,
         context: impl Into<ContextRef>,
@@ -564,14 +619,289 @@ impl Client {
         codec: u32,
         payload: Bytes,
     ) -> Result<Appended, ClientError> {
+        let context = context.into();
         let request = Request::AppendTurn {
-            context: context.into(),
+            context: context.clone(),
             expected_head,
             type_tag,
             codec,
-            payload,
+            payload: payload.clone(),
         };
+        if self.chunking_for(payload.len()).is_none() {
+            return self.appended(request).await;
+        }
+        // What the wire cannot carry is refused before any chunk is sent.
+        check_request(&request)?;
+        if let Some(stored) = self.store_chunked(&payload).await? {
+            let by_hash = Request::AppendTurnByHash {
+                context,
+                expected_head,
+                type_tag,
+                codec,
+                payload_hash: Hash32(stored.payload_hash.0),
+            };
+            let mut appended = self.appended(by_hash).await?;
+            // The server answers an append by hash deduped (the blob was there): say instead
+            // whether it was there before this call.
+            appended.deduped = stored.already_stored;
+            return Ok(appended);
+        }
         self.appended(request).await
+    }
+
+    /// Stores a payload given as its chunks, in order (PUT_CHUNKED, protocol version 2):
+    /// `sent` carries `(index into chunks, bytes)` for the chunks the server does not have
+    /// (strictly increasing indexes; any subset; each checked against its hash there); the
+    /// server must have every other one already. The chunks rebuild the payload, which must
+    /// hash to `hash`. Append it then with `append_by_hash`. Errors: `ErrorCode::NotFound`
+    /// when a chunk not sent is not stored (nothing is written; the message names the
+    /// missing indexes), `ErrorCode::HashMismatch` when a sent chunk or the rebuilt payload
+    /// does not hash to what it claims, `ErrorCode::TooLarge` above the server's blob limit,
+    /// `ClientError::InvalidArgument` for what the protocol cannot carry (no chunks, more
+    /// than 65,536, a chunk of 0 B or over 1 MiB, bytes of another length than their chunk).
+    /// `ClientConfig::chunking` does all this by itself for appends by value.
+    pub async fn put_chunked(
+        &self,
+        hash: BlobHash,
+        chunks: Vec<ChunkRef>,
+        sent: Vec<(u32, Bytes)>,
+    ) -> Result<ChunkedStored, ClientError> {
+        let payload_len: u64 = chunks.iter().map(|chunk| u64::from(chunk.len)).sum();
+        self.put_chunked_after(hash, None, chunks, sent)
+            .await
+            .and_then(|stored| {
+                if stored.payload_len == payload_len {
+                    Ok(stored)
+                } else {
+                    Err(ClientError::Protocol(format!(
+                        "CHUNKED_STORED says {} bytes for {payload_len} bytes of chunks",
+                        stored.payload_len
+                    )))
+                }
+            })
+    }
+
+    /// `put_chunked` with a base: the payload's first `kept` chunks are the first `kept`
+    /// chunks of the chunked blob `base` the server stores, `chunks` (and the indexes of
+    /// `sent`) follow them — a grown state names the previous one and sends only what comes
+    /// after the shared prefix. A base the server no longer has is `ErrorCode::NotFound`.
+    pub async fn put_chunked_after(
+        &self,
+        hash: BlobHash,
+        base: Option<(BlobHash, u32)>,
+        chunks: Vec<ChunkRef>,
+        sent: Vec<(u32, Bytes)>,
+    ) -> Result<ChunkedStored, ClientError> {
+        let request = Request::PutChunked {
+            payload_hash: Hash32(hash.0),
+            base: base.map(|(hash, kept)| ChunkBaseWire {
+                hash: Hash32(hash.0),
+                kept,
+            }),
+            chunks: chunks
+                .into_iter()
+                .map(|chunk| ChunkWire {
+                    hash: Hash32(chunk.hash.0),
+                    len: chunk.len,
+                })
+                .collect(),
+            sent: sent
+                .into_iter()
+                .map(|(index, bytes)| SentChunkWire { index, bytes })
+                .collect(),
+        };
+        match self.request(request).await? {
+            Response::ChunkedStored {
+                payload_hash,
+                payload_len,
+                already_stored,
+            } if payload_hash.0 == hash.0 => Ok(ChunkedStored {
+                payload_hash: hash,
+                payload_len,
+                already_stored,
+            }),
+            other => Err(unexpected(MessageType::PutChunked, &other)),
+        }
+    }
+
+    /// The automatic path of an append by value (issue 16): cuts `payload` into chunks as
+    /// `ClientConfig::chunking` says, asks HAS_BLOBS for the whole payload's hash and every
+    /// distinct chunk hash (in requests of at most the server's `has_blobs_max`; the first
+    /// one holds the whole payload's hash: if it is stored, nothing else is sent), then sends
+    /// PUT_CHUNKED with the bytes of the chunks the server lacks (at every index where such a
+    /// chunk occurs: the server takes a chunk it is not sent only if it has it stored). A
+    /// PUT_CHUNKED answered NOT_FOUND (a chunk collected between HAS_BLOBS and the put) is
+    /// sent once more with every chunk.
+    ///
+    /// The chunks are sent even when the server has none of them (rather than the payload
+    /// whole): a unique payload cannot be told from one the server cut otherwise (other
+    /// `--chunk-*` sizes than this client's), and the chunks stored now are what the next,
+    /// grown state finds. A unique large payload (an image) thus costs
+    /// about 4 % more bytes and two round trips more than a whole append; raise the threshold
+    /// or turn chunking off for such traffic.
+    ///
+    /// `None` when the payload travels whole instead: a version-1 connection, chunking off, a
+    /// payload at or below the threshold, a server that does not know PUT_CHUNKED (it
+    /// answered UNKNOWN_MESSAGE once; remembered), more chunks than one PUT_CHUNKED names,
+    /// or a PUT_CHUNKED over the server's frame limit.
+    async fn store_chunked(&self, payload: &Bytes) -> Result<Option<ChunkedStored>, ClientError> {
+        let Some(config) = self.chunking_for(payload.len()) else {
+            return Ok(None);
+        };
+        let pieces = config.split(payload);
+        if pieces.is_empty() || pieces.len() > CHUNKS_PER_PAYLOAD_MAX as usize {
+            return Ok(None);
+        }
+        let payload_hash = BlobHash::of(payload);
+        // The previous state of the same thread, if this client stored it: its chunks up to
+        // where the two differ are named, not listed (at least one chunk stays listed).
+        let base = self.recent_base(&pieces);
+        let kept = base.map_or(0, |(_, kept)| kept as usize);
+        let mut asked = vec![payload_hash];
+        let mut distinct = HashSet::with_capacity(pieces.len());
+        for (chunk, _) in &pieces[kept..] {
+            if distinct.insert(chunk.hash) {
+                asked.push(chunk.hash);
+            }
+        }
+        let per_request = self
+            .server_limits()
+            .has_blobs_max
+            .clamp(1, LIST_ITEMS_LIMIT) as usize;
+        let mut present = HashSet::with_capacity(asked.len());
+        for (part, hashes) in asked.chunks(per_request).enumerate() {
+            let answer = self.has_blobs(hashes).await?;
+            if part == 0 && answer.first() == Some(&true) {
+                return Ok(Some(ChunkedStored {
+                    payload_hash,
+                    payload_len: payload.len() as u64,
+                    already_stored: true,
+                }));
+            }
+            for (hash, stored) in hashes.iter().zip(answer) {
+                if stored {
+                    present.insert(*hash);
+                }
+            }
+        }
+        let first = self
+            .put_missing(payload_hash, base, &pieces[kept..], &present)
+            .await;
+        let outcome = match first {
+            // A chunk or the base collected between HAS_BLOBS and the put: all of it again.
+            Err(ClientError::Server {
+                code: ErrorCode::NotFound,
+                ..
+            }) => {
+                let every = self
+                    .put_missing(payload_hash, None, &pieces, &HashSet::new())
+                    .await;
+                self.put_outcome(every)
+            }
+            other => self.put_outcome(other),
+        };
+        if let Ok(Some(_)) = &outcome {
+            self.remember_chunked(payload_hash, &pieces);
+        }
+        outcome
+    }
+
+    /// A recently stored payload that starts like `pieces` and how many chunks they share
+    /// (fewer than `pieces` has: a PUT_CHUNKED lists one chunk at least).
+    fn recent_base(&self, pieces: &[(ChunkRef, Bytes)]) -> Option<(BlobHash, u32)> {
+        let first = pieces.first()?.0.hash;
+        let recent = self
+            .shared
+            .recent_chunked
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (base, chunks) = recent.get(&first)?;
+        let shared = chunks
+            .iter()
+            .zip(pieces)
+            .take_while(|(old, (new, _))| *old == new)
+            .count()
+            .min(pieces.len() - 1);
+        (shared > 0).then_some((*base, shared as u32))
+    }
+
+    fn remember_chunked(&self, payload_hash: BlobHash, pieces: &[(ChunkRef, Bytes)]) {
+        let Some((first, _)) = pieces.first() else {
+            return;
+        };
+        let mut recent = self
+            .shared
+            .recent_chunked
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if recent.len() >= RECENT_CHUNKED_MAX {
+            recent.clear();
+        }
+        let chunks: Arc<[ChunkRef]> = pieces.iter().map(|(chunk, _)| *chunk).collect();
+        recent.insert(first.hash, (payload_hash, chunks));
+    }
+
+    /// The chunking a payload of `len` bytes gets: `None` on a version-1 connection, with
+    /// chunking off, at or below the threshold, or once the server proved not to know
+    /// PUT_CHUNKED.
+    fn chunking_for(&self, len: usize) -> Option<ChunkingConfig> {
+        let config = self.shared.config.chunking?;
+        let chunked = self.protocol_version() >= 2
+            && config.applies_to(len)
+            && !self.shared.no_put_chunked.load(Ordering::Relaxed);
+        chunked.then_some(config)
+    }
+
+    /// One PUT_CHUNKED listing `pieces` (after `base`'s kept chunks) and sending those not in
+    /// `present`; `None` when that frame would be over the server's frame limit (the payload
+    /// then goes whole).
+    async fn put_missing(
+        &self,
+        payload_hash: BlobHash,
+        base: Option<(BlobHash, u32)>,
+        pieces: &[(ChunkRef, Bytes)],
+        present: &HashSet<BlobHash>,
+    ) -> Result<Option<ChunkedStored>, ClientError> {
+        let sent: Vec<(u32, Bytes)> = pieces
+            .iter()
+            .enumerate()
+            .filter(|(_, (chunk, _))| !present.contains(&chunk.hash))
+            .map(|(index, (_, bytes))| (index as u32, bytes.clone()))
+            .collect();
+        // hash, base hash and kept, chunk count, the chunks, sent count, then index, len and
+        // bytes per sent chunk.
+        let body_bytes = 32
+            + 36
+            + 4
+            + pieces.len() * CHUNK_ENTRY_BYTES
+            + 4
+            + sent.iter().map(|(_, bytes)| 8 + bytes.len()).sum::<usize>();
+        let frame_bytes_max = self.server_limits().frame_bytes_max as usize;
+        if frame_bytes_max > 0 && body_bytes > frame_bytes_max {
+            return Ok(None);
+        }
+        let chunks = pieces.iter().map(|(chunk, _)| *chunk).collect();
+        self.put_chunked_after(payload_hash, base, chunks, sent)
+            .await
+            .map(Some)
+    }
+
+    /// A PUT_CHUNKED's answer as `store_chunked` returns it: UNKNOWN_MESSAGE means a server
+    /// without the message, remembered, and the payload goes whole.
+    fn put_outcome(
+        &self,
+        outcome: Result<Option<ChunkedStored>, ClientError>,
+    ) -> Result<Option<ChunkedStored>, ClientError> {
+        match outcome {
+            Err(ClientError::Server {
+                code: ErrorCode::UnknownMessage,
+                ..
+            }) => {
+                self.shared.no_put_chunked.store(true, Ordering::Relaxed);
+                Ok(None)
+            }
+            other => other,
+        }
     }
 
     /// Appends a turn whose payload is already stored, by its hash (no upload).
@@ -1270,6 +1600,12 @@ impl Client {
     /// A turn whose key the context already has is not written: it comes back as that earlier
     /// turn (with the extras it was stored with) and `existing = true`, so an append retried
     /// after a lost answer is stored once. One `AppendedTurn` per turn, in order.
+    ///
+    /// Each payload given by value and larger than `ClientConfig::chunking`'s threshold is
+    /// stored as chunks first, sending only those the server lacks (as `append` does), and
+    /// goes in APPEND_TURNS by hash; `deduped` then says whether it was stored before this
+    /// call. A payload stored so for a turn whose key turns out to exist stays unnamed until
+    /// garbage collection takes it.
     pub async fn append_turns(
         &self,
         context: impl Into<ContextRef>,
@@ -1278,10 +1614,33 @@ impl Client {
     ) -> Result<Vec<AppendedTurn>, ClientError> {
         let context = context.into();
         let asked: Vec<_> = turns.iter().map(NewTurn::extras).collect();
+        let mut specs: Vec<TurnSpec> = turns.into_iter().map(NewTurn::into_wire).collect();
+        let mut stored_before = vec![None; specs.len()];
+        let chunked = |spec: &TurnSpec| match &spec.payload {
+            PayloadSpec::Bytes(payload) => self.chunking_for(payload.len()).is_some(),
+            PayloadSpec::Hash(_) => false,
+        };
+        if specs.iter().any(chunked) {
+            // What the wire cannot carry is refused before any chunk is sent.
+            check_request(&Request::AppendTurns {
+                context: context.clone(),
+                expected_head,
+                turns: specs.clone(),
+            })?;
+            for (spec, before) in specs.iter_mut().zip(&mut stored_before) {
+                let PayloadSpec::Bytes(payload) = &spec.payload else {
+                    continue;
+                };
+                if let Some(stored) = self.store_chunked(payload).await? {
+                    spec.payload = PayloadSpec::Hash(Hash32(stored.payload_hash.0));
+                    *before = Some(stored.already_stored);
+                }
+            }
+        }
         let request = Request::AppendTurns {
             context: context.clone(),
             expected_head,
-            turns: turns.into_iter().map(NewTurn::into_wire).collect(),
+            turns: specs,
         };
         let answered = match self.request(request).await? {
             Response::AppendedTurns { turns } => turns,
@@ -1321,6 +1680,13 @@ impl Client {
                 deduped: answer.deduped,
                 existing: answer.existing,
             });
+        }
+        // Sent by hash after a chunked put: the server answers deduped (the blob was there by
+        // then); say instead whether it was there before this call.
+        for (appended, before) in appended.iter_mut().zip(stored_before) {
+            if let Some(before) = before {
+                appended.deduped = before;
+            }
         }
         Ok(appended)
     }
@@ -1882,6 +2248,7 @@ async fn write_frames(
     mut writer: tokio::net::tcp::OwnedWriteHalf,
     mut queue: mpsc::UnboundedReceiver<Vec<Bytes>>,
     pending: Arc<Pending>,
+    bytes_sent: Arc<AtomicU64>,
 ) {
     // Below IOV_MAX (1024) buffers per writev.
     const CHUNKS_PER_WRITE_MAX: usize = 512;
@@ -1895,7 +2262,7 @@ async fn write_frames(
             }
         }
         // Every ready frame in one vectored write; payloads are written where they are.
-        if let Err(error) = write_all_vectored(&mut writer, &chunks).await {
+        if let Err(error) = write_all_vectored(&mut writer, &chunks, &bytes_sent).await {
             fail_all(&pending, format!("write failed: {error}"));
             return;
         }
@@ -1904,9 +2271,11 @@ async fn write_frames(
     let _ = writer.shutdown().await;
 }
 
+/// Writes every chunk, counting each write's bytes into `bytes_sent` as it happens.
 async fn write_all_vectored(
     writer: &mut tokio::net::tcp::OwnedWriteHalf,
     chunks: &[Bytes],
+    bytes_sent: &AtomicU64,
 ) -> std::io::Result<()> {
     let mut slices: Vec<std::io::IoSlice<'_>> = chunks
         .iter()
@@ -1921,6 +2290,7 @@ async fn write_all_vectored(
                 "connection wrote nothing",
             ));
         }
+        bytes_sent.fetch_add(written as u64, Ordering::Relaxed);
         std::io::IoSlice::advance_slices(&mut remaining, written);
     }
     Ok(())

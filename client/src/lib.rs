@@ -33,6 +33,13 @@
 //!   [`blocking::Client::set_view`]) reads turns in an overlay view, each with
 //!   [`Turn::redacted`] and [`Turn::overlay_seq`].
 //!
+//! - Sub-blob dedup on the wire (protocol version 2, issue 16): an append by value of a
+//!   payload larger than [`ChunkingConfig::threshold_bytes`] (16 KiB) sends only the
+//!   content-defined chunks the server lacks (HAS_BLOBS → PUT_CHUNKED → an append by hash),
+//!   so an agent state that grows a little each step costs about what it grew by
+//!   ([`ClientConfig::chunking`]; `None` turns it off). [`Client::bytes_sent`] counts what a
+//!   connection wrote; [`Client::put_chunked`] is the step by hand.
+//!
 //! ```no_run
 //! # fn main() -> Result<(), ctxstore_client::ClientError> {
 //! use ctxstore_client::{ClientConfig, blocking::Client};
@@ -121,18 +128,21 @@
 //! ```
 
 pub mod blocking;
+mod chunking;
 mod client;
 mod error;
 mod types;
 
+pub use chunking::ChunkingConfig;
 pub use client::{
     APPEND_TURNS_MAX, Client, ClientConfig, FIND_PAGE_MAX, TURN_LOG_PAGE_MAX, is_indexed_label,
 };
 pub use ctxstore_protocol::{ContextRef, ErrorCode, PageKind, ServerLimits, StatsWire};
 pub use error::ClientError;
 pub use types::{
-    Appended, AppendedTurn, BackupReport, BlobHash, CODEC_NAMES, ContextHead, ContextInfo,
-    ContextListPage, ContextQuery, ContextRetention, FoundPage, GcReport, KvItem, ListCursor,
-    LogCursor, LogPage, NewContext, NewPayload, NewTurn, Opened, Page, Parent, Patched, Purged,
-    Redacted, Stats, TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage, codec_name, codec_tag,
+    Appended, AppendedTurn, BackupReport, BlobHash, CODEC_NAMES, ChunkRef, ChunkedStored,
+    ContextHead, ContextInfo, ContextListPage, ContextQuery, ContextRetention, FoundPage, GcReport,
+    KvItem, ListCursor, LogCursor, LogPage, NewContext, NewPayload, NewTurn, Opened, Page, Parent,
+    Patched, Purged, Redacted, Stats, TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage, codec_name,
+    codec_tag,
 };

@@ -501,6 +501,24 @@ pub struct Purged {
     pub overlay_seq: u64,
 }
 
+/// One chunk of a payload stored as chunks (`Client::put_chunked`): BLAKE3 of its bytes and
+/// their length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ChunkRef {
+    pub hash: BlobHash,
+    pub len: u32,
+}
+
+/// What `Client::put_chunked` stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkedStored {
+    /// BLAKE3 of the whole payload (as for any blob): append it with `append_by_hash`.
+    pub payload_hash: BlobHash,
+    pub payload_len: u64,
+    /// The payload was stored before this call (nothing new was written).
+    pub already_stored: bool,
+}
+
 /// What `gc` did: one garbage collection on the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct GcReport {

@@ -446,15 +446,48 @@ impl Engine {
     /// checked against its hash); every other chunk must be stored already. The payload is
     /// rebuilt from the chunks and must hash to `hash`, so a manifest cannot lie about its
     /// BlobHash. Returns whether the blob was stored already.
+    ///
+    /// With a `base` (a stored chunked blob and a count), the payload's first chunks are the
+    /// base's first `kept` ones and `chunks` (and the indexes of `sent`) follow them: a
+    /// growing state names the previous one and sends only what comes after the shared
+    /// prefix (O(Δ) on the wire). A base not stored is `BlobNotFound` (send it all again).
     pub async fn put_chunked(
         &self,
         hash: BlobHash,
+        base: Option<(BlobHash, u32)>,
         chunks: Vec<ChunkRef>,
         sent: Vec<(u32, Bytes)>,
     ) -> Result<bool, EngineError> {
         self.check_open()?;
         let published = &self.inner.published;
         published.status.check_writable()?;
+        let kept: Vec<ChunkRef> = match base {
+            None => Vec::new(),
+            Some((base, kept)) => {
+                let Some(location) = shard_of(&published.shards, &base).location(&base) else {
+                    return Err(EngineError::BlobNotFound(base));
+                };
+                if location.compression != Compression::Manifest {
+                    return Err(EngineError::InvalidArgument(format!(
+                        "base {base} is not stored as chunks; send every chunk"
+                    )));
+                }
+                let (base_chunks, _) = chunk_list(&published.shards, &base, location)?;
+                if kept == 0 || kept as usize > base_chunks.len() {
+                    return Err(EngineError::InvalidArgument(format!(
+                        "base {base} has {} chunks, {kept} asked to be kept",
+                        base_chunks.len()
+                    )));
+                }
+                base_chunks[..kept as usize].to_vec()
+            }
+        };
+        let offset = kept.len() as u32;
+        let sent: Vec<(u32, Bytes)> = sent
+            .into_iter()
+            .map(|(index, bytes)| (index.saturating_add(offset), bytes))
+            .collect();
+        let chunks: Vec<ChunkRef> = kept.into_iter().chain(chunks).collect();
         if chunks.is_empty() {
             return Err(EngineError::InvalidArgument(
                 "a chunked payload names at least one chunk".into(),

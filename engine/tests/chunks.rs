@@ -126,8 +126,8 @@ fn a_chunked_put_sends_only_missing_chunks_and_refuses_what_does_not_add_up() {
         .collect();
 
     // Missing chunks: named, and nothing written.
-    let error =
-        block_on(engine.put_chunked(hash, chunks.clone(), everything[1..].to_vec())).unwrap_err();
+    let error = block_on(engine.put_chunked(hash, None, chunks.clone(), everything[1..].to_vec()))
+        .unwrap_err();
     match &error {
         EngineError::MissingChunks { missing } => assert_eq!(missing, &vec![0]),
         other => panic!("{other}"),
@@ -139,26 +139,30 @@ fn a_chunked_put_sends_only_missing_chunks_and_refuses_what_does_not_add_up() {
     let mut wrong = lying[2].1.to_vec();
     wrong[0] ^= 1;
     lying[2].1 = Bytes::from(wrong);
-    let error = block_on(engine.put_chunked(hash, chunks.clone(), lying)).unwrap_err();
+    let error = block_on(engine.put_chunked(hash, None, chunks.clone(), lying)).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::HashMismatch, "{error}");
     // A whole-payload hash the chunks do not rebuild.
-    let error =
-        block_on(engine.put_chunked(BlobHash::of(b"other"), chunks.clone(), everything.clone()))
-            .unwrap_err();
+    let error = block_on(engine.put_chunked(
+        BlobHash::of(b"other"),
+        None,
+        chunks.clone(),
+        everything.clone(),
+    ))
+    .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::HashMismatch, "{error}");
     assert!(!block_on(engine.has_blob(hash)));
     // Lengths that do not match the bytes, and a chunk of length 0.
     let mut short = chunks.clone();
     short[0].len += 1;
-    let error = block_on(engine.put_chunked(hash, short, everything.clone())).unwrap_err();
+    let error = block_on(engine.put_chunked(hash, None, short, everything.clone())).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
     // Over the payload limit.
     let huge = vec![ChunkRef { hash, len: 1 << 20 }; 3];
-    let error = block_on(engine.put_chunked(hash, huge, Vec::new())).unwrap_err();
+    let error = block_on(engine.put_chunked(hash, None, huge, Vec::new())).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::TooLarge, "{error}");
 
     // The real thing, then the next state with only its new chunks.
-    assert!(!block_on(engine.put_chunked(hash, chunks.clone(), everything)).unwrap());
+    assert!(!block_on(engine.put_chunked(hash, None, chunks.clone(), everything)).unwrap());
     let second = state(61, 1024);
     let (next_chunks, next_bytes) = chunk_refs(&second, &engine_config);
     let sent: Vec<(u32, Bytes)> = next_chunks
@@ -174,12 +178,51 @@ fn a_chunked_put_sends_only_missing_chunks_and_refuses_what_does_not_add_up() {
         next_chunks.len()
     );
     let second_hash = BlobHash::of(&second);
-    assert!(!block_on(engine.put_chunked(second_hash, next_chunks.clone(), sent)).unwrap());
-    assert!(block_on(engine.put_chunked(second_hash, next_chunks, Vec::new())).unwrap());
+    assert!(!block_on(engine.put_chunked(second_hash, None, next_chunks.clone(), sent)).unwrap());
+    assert!(
+        block_on(engine.put_chunked(second_hash, None, next_chunks.clone(), Vec::new())).unwrap()
+    );
     assert_eq!(
         &block_on(engine.blob(second_hash)).unwrap()[..],
         &second[..]
     );
+    // The third state names the second as its base: only the chunks after their shared
+    // prefix are listed, and only the new ones sent.
+    let third = state(62, 1024);
+    let (third_chunks, third_bytes) = chunk_refs(&third, &engine_config);
+    let kept = next_chunks
+        .iter()
+        .zip(&third_chunks)
+        .take_while(|(a, b)| a == b)
+        .count();
+    assert!(kept > 0 && kept < third_chunks.len());
+    let listed = third_chunks[kept..].to_vec();
+    let sent: Vec<(u32, Bytes)> = (kept..third_chunks.len())
+        .map(|i| ((i - kept) as u32, third_bytes[i].clone()))
+        .collect();
+    let third_hash = BlobHash::of(&third);
+    let missing_base = BlobHash::of(b"no such base");
+    let error = block_on(engine.put_chunked(
+        third_hash,
+        Some((missing_base, kept as u32)),
+        listed.clone(),
+        sent.clone(),
+    ))
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound, "{error}");
+    let error = block_on(engine.put_chunked(
+        third_hash,
+        Some((second_hash, next_chunks.len() as u32 + 1)),
+        listed.clone(),
+        sent.clone(),
+    ))
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    assert!(
+        !block_on(engine.put_chunked(third_hash, Some((second_hash, kept as u32)), listed, sent))
+            .unwrap()
+    );
+    assert_eq!(&block_on(engine.blob(third_hash)).unwrap()[..], &third[..]);
     let context = new_context(&engine);
     let appended = block_on(engine.append(ctxstore_engine::AppendRequest {
         context_id: context,

@@ -313,6 +313,93 @@ impl Cursor {
         })
     }
 
+    /// PUT_CHUNKED's body: `hash, base_hash, u32 base_kept, u32 chunk_count, chunk_count ×
+    /// (hash, u32 len), u32 sent_count, sent_count × (u32 index, u32 len, len bytes)`;
+    /// `base_kept` 0 with an all-zero `base_hash` means no base. Every rule `check_request`
+    /// applies is checked here too, so whatever decodes encodes back.
+    fn put_chunked(&mut self) -> Result<Request, DecodeError> {
+        let payload_hash = self.hash()?;
+        let base_hash = self.hash()?;
+        let base_kept = self.u32()?;
+        let base = match (base_kept, base_hash.0 == [0u8; 32]) {
+            (0, true) => None,
+            (0, false) => return Err(self.invalid("base_hash", "a base that keeps no chunk")),
+            (_, true) => return Err(self.invalid("base_hash", "kept chunks of no base")),
+            (kept, false) => Some(ChunkBaseWire {
+                hash: base_hash,
+                kept,
+            }),
+        };
+        let chunk_count = self.u32()?;
+        if chunk_count == 0 {
+            return Err(self.invalid("chunk_count", "a payload of no chunks"));
+        }
+        let all_chunks = u64::from(chunk_count) + u64::from(base_kept);
+        if all_chunks > u64::from(CHUNKS_PER_PAYLOAD_MAX) {
+            return Err(self.too_large(
+                "chunk_count",
+                all_chunks,
+                u64::from(CHUNKS_PER_PAYLOAD_MAX),
+            ));
+        }
+        let count = chunk_count as usize;
+        let mut chunks = Vec::with_capacity(self.list_capacity(count, CHUNK_ENTRY_BYTES));
+        for _ in 0..count {
+            let hash = self.hash()?;
+            let len = self.u32()?;
+            if len == 0 {
+                return Err(self.invalid("chunk len", "an empty chunk"));
+            }
+            if len > CHUNK_BYTES_MAX {
+                return Err(self.too_large(
+                    "chunk len",
+                    u64::from(len),
+                    u64::from(CHUNK_BYTES_MAX),
+                ));
+            }
+            chunks.push(ChunkWire { hash, len });
+        }
+        let sent_count = self.u32()?;
+        if sent_count > chunk_count {
+            return Err(self.too_large(
+                "sent_count",
+                u64::from(sent_count),
+                u64::from(chunk_count),
+            ));
+        }
+        let mut sent = Vec::with_capacity(self.list_capacity(sent_count as usize, 9));
+        // The lowest index the next sent chunk may have (indexes strictly increase).
+        let mut index_min = 0u32;
+        for _ in 0..sent_count {
+            let index = self.u32()?;
+            let Some(chunk) = chunks.get(index as usize) else {
+                return Err(self.too_large(
+                    "sent index",
+                    u64::from(index),
+                    u64::from(chunk_count - 1),
+                ));
+            };
+            if index < index_min {
+                return Err(self.invalid("sent index", "indexes must strictly increase"));
+            }
+            let len = self.u32()?;
+            if len != chunk.len {
+                return Err(self.invalid("sent len", "differs from its chunk's len"));
+            }
+            sent.push(SentChunkWire {
+                index,
+                bytes: self.bytes(len as usize)?,
+            });
+            index_min = index.saturating_add(1);
+        }
+        Ok(Request::PutChunked {
+            payload_hash,
+            base,
+            chunks,
+            sent,
+        })
+    }
+
     fn log_cursor(&mut self) -> Result<Option<LogCursorWire>, DecodeError> {
         if !self.bool("cursor present")? {
             return Ok(None);
@@ -789,6 +876,7 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
         MessageType::PurgeBlob => Request::PurgeBlob {
             hash: cursor.hash()?,
         },
+        MessageType::PutChunked => cursor.put_chunked()?,
     };
     let request = if overlays {
         Request::AsOf {
@@ -1094,6 +1182,15 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
             turns_redacted: cursor.u64()?,
             overlay_seq: cursor.u64()?,
         },
+        MessageType::PutChunked => {
+            let response = Response::ChunkedStored {
+                payload_hash: cursor.hash()?,
+                payload_len: cursor.u64()?,
+                already_stored: cursor.bool("already_stored")?,
+            };
+            cursor.zero(7, "reserved")?;
+            response
+        }
     };
     let response = if overlays {
         let count = cursor.u32()? as usize;
@@ -1632,6 +1729,40 @@ pub fn check_request(request: &Request) -> Result<(), EncodeError> {
             APPEND_PAYLOAD_BYTES_LIMIT,
             "bytes",
         ),
+        Request::PutChunked {
+            base, chunks, sent, ..
+        } => {
+            let kept = base.map_or(0, |base| u64::from(base.kept));
+            if base.is_some_and(|base| base.kept == 0 || base.hash.0 == [0u8; 32]) {
+                return Err(EncodeError {
+                    field: "base (a stored blob's hash, keeping 1 or more chunks)",
+                    len: 0,
+                    min: 1,
+                    max: u64::from(CHUNKS_PER_PAYLOAD_MAX),
+                    unit: "chunks",
+                });
+            }
+            let chunk_count = u64::from(CHUNKS_PER_PAYLOAD_MAX).saturating_sub(kept);
+            // A base's kept chunks count against the limit too.
+            within("chunks", chunks.len(), 1, chunk_count, "chunks")?;
+            chunks.iter().try_for_each(|chunk| {
+                let len = chunk.len as usize;
+                within("chunk len", len, 1, u64::from(CHUNK_BYTES_MAX), "bytes")
+            })?;
+            within("sent chunks", sent.len(), 0, chunks.len() as u64, "chunks")?;
+            // Strictly increasing indexes into `chunks`, each with exactly its chunk's bytes.
+            let mut index_min = 0u64;
+            let index_max = chunks.len() as u64 - 1;
+            sent.iter().try_for_each(|chunk| {
+                let index = chunk.index as usize;
+                let field = "sent index (strictly increasing, into chunks)";
+                within(field, index, index_min, index_max, "index")?;
+                index_min = u64::from(chunk.index) + 1;
+                let len = chunks.get(index).map_or(0, |entry| u64::from(entry.len));
+                let field = "sent chunk bytes (its chunk's len)";
+                within(field, chunk.bytes.len(), len, len, "bytes")
+            })
+        }
         Request::AsOf { read, .. } => {
             if matches!(**read, Request::AsOf { .. }) || !read.message_type().takes_overlays() {
                 return Err(EncodeError {
@@ -1988,6 +2119,35 @@ fn request_body(w: &mut ChunkWriter, request: &Request) {
         }
         Request::RedactTurn { turn_id } => w.u64(*turn_id),
         Request::PurgeBlob { hash } => w.slice(&hash.0),
+        Request::PutChunked {
+            payload_hash,
+            base,
+            chunks,
+            sent,
+        } => {
+            w.slice(&payload_hash.0);
+            match base {
+                Some(base) => {
+                    w.slice(&base.hash.0);
+                    w.u32(base.kept);
+                }
+                None => {
+                    w.zero(32);
+                    w.u32(0);
+                }
+            }
+            w.u32(chunks.len() as u32);
+            for chunk in chunks {
+                w.slice(&chunk.hash.0);
+                w.u32(chunk.len);
+            }
+            w.u32(sent.len() as u32);
+            for chunk in sent {
+                w.u32(chunk.index);
+                w.u32(chunk.bytes.len() as u32);
+                w.data(&chunk.bytes);
+            }
+        }
         Request::AsOf { as_of, read } => {
             request_body(w, read);
             w.u64(*as_of);
@@ -2211,6 +2371,16 @@ fn response_body(w: &mut ChunkWriter, response: &Response) {
             w.slice(&payload_hash.0);
             w.u64(*turns_redacted);
             w.u64(*overlay_seq);
+        }
+        Response::ChunkedStored {
+            payload_hash,
+            payload_len,
+            already_stored,
+        } => {
+            w.slice(&payload_hash.0);
+            w.u64(*payload_len);
+            w.u8(u8::from(*already_stored));
+            w.zero(7);
         }
         Response::Overlaid { response, overlays } => {
             // One state per TURN: the server builds both from the same page.

@@ -34,10 +34,13 @@ pub enum ErrorCode {
     Corrupt = 14,
     /// (Version 2.) The name is taken by another context; `detail` holds its ContextID.
     AlreadyExists = 15,
+    /// (Version 2.) Bytes sent do not hash to the BlobHash they claim (a chunk of PUT_CHUNKED,
+    /// or the payload its chunks rebuild).
+    HashMismatch = 16,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 15] = [
+    pub const ALL: [ErrorCode; 16] = [
         ErrorCode::BadFrame,
         ErrorCode::UnknownMessage,
         ErrorCode::TooLarge,
@@ -53,6 +56,7 @@ impl ErrorCode {
         ErrorCode::ShuttingDown,
         ErrorCode::Corrupt,
         ErrorCode::AlreadyExists,
+        ErrorCode::HashMismatch,
     ];
 
     pub fn code(self) -> u16 {
@@ -83,6 +87,7 @@ impl ErrorCode {
             ErrorCode::ShuttingDown => "SHUTTING_DOWN",
             ErrorCode::Corrupt => "CORRUPT",
             ErrorCode::AlreadyExists => "ALREADY_EXISTS",
+            ErrorCode::HashMismatch => "HASH_MISMATCH",
         }
     }
 }
@@ -143,6 +148,6 @@ mod tests {
             assert_eq!(ErrorCode::from_code(code.code()), Some(*code));
         }
         assert_eq!(ErrorCode::from_code(0), None);
-        assert_eq!(ErrorCode::from_code(16), None);
+        assert_eq!(ErrorCode::from_code(17), None);
     }
 }

@@ -1,7 +1,8 @@
 //! Every message of protocol versions 1 and 2 as a Rust value. Byte layouts: docs/protocol.md
 //! and `codec.rs`. A response's type is its request's type with the high bit set; ERROR is
 //! 0xFFFF. Version 2 (decision 0007) adds contexts by name, tags, listing and key-value, turns
-//! for agent frameworks, retention, backup and garbage collection (GC, STATS_EX).
+//! for agent frameworks, retention, backup and garbage collection (GC, STATS_EX), overlays, and
+//! payloads stored as chunks the server may already have (PUT_CHUNKED, issue 16).
 
 use bytes::Bytes;
 
@@ -53,13 +54,15 @@ pub enum MessageType {
     PatchTurn = 0x0024,
     RedactTurn = 0x0025,
     PurgeBlob = 0x0026,
+    // Version 2, sub-blob dedup (issue 16).
+    PutChunked = 0x0027,
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 38] = [
+    pub const ALL: [MessageType; 39] = [
         MessageType::Hello,
         MessageType::Ping,
         MessageType::CtxCreate,
@@ -98,6 +101,7 @@ impl MessageType {
         MessageType::PatchTurn,
         MessageType::RedactTurn,
         MessageType::PurgeBlob,
+        MessageType::PutChunked,
     ];
 
     pub fn code(self) -> u16 {
@@ -154,6 +158,7 @@ impl MessageType {
             MessageType::PatchTurn => "PATCH_TURN",
             MessageType::RedactTurn => "REDACT_TURN",
             MessageType::PurgeBlob => "PURGE_BLOB",
+            MessageType::PutChunked => "PUT_CHUNKED",
         }
     }
 
@@ -422,6 +427,40 @@ pub const CONTEXT_NAME_BYTES_MAX: usize = 256;
 pub const MESSAGE_BYTES_MAX: usize = 4096;
 /// Hard ceiling of HAS_BLOBS hashes and of turns in one TURNS response.
 pub const LIST_ITEMS_LIMIT: u32 = 1 << 20;
+
+/// Most chunks one PUT_CHUNKED names (the engine's `CHUNKS_PER_MANIFEST_MAX`).
+pub const CHUNKS_PER_PAYLOAD_MAX: u32 = 65_536;
+/// Largest chunk of a PUT_CHUNKED (chunkers cut at 16 KiB by default; this bounds what one
+/// entry can make the server hash and hold).
+pub const CHUNK_BYTES_MAX: u32 = 1 << 20;
+/// Bytes of a chunk entry of PUT_CHUNKED: `hash 32, u32 len`.
+pub const CHUNK_ENTRY_BYTES: usize = 36;
+/// Bytes of CHUNKED_STORED: `hash 32, u64 payload_len, u8 already_stored, 7 reserved`.
+pub const CHUNKED_STORED_BYTES: usize = 48;
+
+/// One chunk of a payload in PUT_CHUNKED: its BLAKE3 hash and length (1..=`CHUNK_BYTES_MAX`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkWire {
+    pub hash: Hash32,
+    pub len: u32,
+}
+
+/// PUT_CHUNKED's base: the payload's first `kept` chunks (≥ 1) are the first `kept` chunks of
+/// the chunked blob `hash` the server stores; the request's `chunks` follow them. A growing
+/// state names the previous one, so a step sends only the chunks after the shared prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkBaseWire {
+    pub hash: Hash32,
+    pub kept: u32,
+}
+
+/// The bytes of one chunk PUT_CHUNKED sends: `index` into its chunks; `bytes` as long as that
+/// chunk's `len` (a zero-copy slice of the frame when decoded).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SentChunkWire {
+    pub index: u32,
+    pub bytes: Bytes,
+}
 
 /// Bytes of a `TurnWire` on the wire.
 pub const TURN_WIRE_BYTES: usize = 88;
@@ -732,6 +771,18 @@ pub enum Request {
         as_of: u64,
         read: Box<Request>,
     },
+    /// Stores a payload given as its content-defined chunks, in order (issue 16): the first
+    /// `base.kept` chunks of a stored chunked blob (if `base`), then `chunks`; `sent` carries
+    /// the bytes of some of `chunks` (strictly increasing indexes into `chunks`), the server
+    /// has every other one already. The chunks rebuild the payload, which must hash to
+    /// `payload_hash`. Then APPEND_TURN_BY_HASH names it: a growing state costs the bytes it
+    /// grew by.
+    PutChunked {
+        payload_hash: Hash32,
+        base: Option<ChunkBaseWire>,
+        chunks: Vec<ChunkWire>,
+        sent: Vec<SentChunkWire>,
+    },
 }
 
 impl Request {
@@ -775,6 +826,7 @@ impl Request {
             Request::PatchTurn { .. } => MessageType::PatchTurn,
             Request::RedactTurn { .. } => MessageType::RedactTurn,
             Request::PurgeBlob { .. } => MessageType::PurgeBlob,
+            Request::PutChunked { .. } => MessageType::PutChunked,
             Request::AsOf { read, .. } => read.message_type(),
         }
     }
@@ -992,6 +1044,13 @@ pub enum Response {
         turns_redacted: u64,
         overlay_seq: u64,
     },
+    /// Answer to PUT_CHUNKED (CHUNKED_STORED, 48 bytes): the payload's hash and length, and
+    /// whether it was stored before this request.
+    ChunkedStored {
+        payload_hash: Hash32,
+        payload_len: u64,
+        already_stored: bool,
+    },
     /// Answer to a read sent with `Request::AsOf`: the read's answer, and one overlay state
     /// per TURN in it, in order (frame flag `OVERLAYS`).
     Overlaid {
@@ -1036,6 +1095,7 @@ impl Response {
             Response::Patched { .. } => MessageType::PatchTurn.response_code(),
             Response::Redacted { .. } => MessageType::RedactTurn.response_code(),
             Response::Purged { .. } => MessageType::PurgeBlob.response_code(),
+            Response::ChunkedStored { .. } => MessageType::PutChunked.response_code(),
             Response::Overlaid { response, .. } => response.msg_type(),
             Response::Error { .. } => ERROR_TYPE,
         }

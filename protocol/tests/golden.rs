@@ -357,7 +357,8 @@ fn named(name: &str) -> ContextRef {
     ContextRef::Name(name.into())
 }
 
-/// Version 2 (decision 0007): contexts by name, tags, listing, key-value.
+/// Version 2 (decision 0007): contexts by name, tags, listing, key-value, and every message
+/// version 2 gained since (appended, never changed).
 fn vectors_v2() -> Vec<Vector> {
     use Frame::{Request as Q, Response as R};
     vec![
@@ -951,6 +952,73 @@ fn vectors_v2() -> Vec<Vector> {
                 }),
             }),
             "GET_LAST 1 of \"t-1\" as of overlay 57 (flags CTX_BY_NAME | OVERLAYS)",
+        ),
+        (
+            "put_chunked",
+            29,
+            Q(Request::PutChunked {
+                payload_hash: hash(0xa0),
+                base: None,
+                chunks: vec![
+                    ChunkWire {
+                        hash: hash(0x10),
+                        len: 4,
+                    },
+                    ChunkWire {
+                        hash: hash(0x40),
+                        len: 3,
+                    },
+                    ChunkWire {
+                        hash: hash(0x70),
+                        len: 5,
+                    },
+                ],
+                sent: vec![SentChunkWire {
+                    index: 1,
+                    bytes: Bytes::from_static(b"new"),
+                }],
+            }),
+            "PUT_CHUNKED: payload a0a1…bf as 3 chunks (101112… 4 B, 404142… 3 B, 707172… 5 B); sends chunk 1 (\"new\"), the server has the others",
+        ),
+        (
+            "put_chunked_with_base",
+            29,
+            Q(Request::PutChunked {
+                payload_hash: hash(0xc0),
+                base: Some(ChunkBaseWire {
+                    hash: hash(0xa0),
+                    kept: 2,
+                }),
+                chunks: vec![ChunkWire {
+                    hash: hash(0x90),
+                    len: 6,
+                }],
+                sent: vec![SentChunkWire {
+                    index: 0,
+                    bytes: Bytes::from_static(b"grown!"),
+                }],
+            }),
+            "PUT_CHUNKED: payload c0c1…df = the first 2 chunks of a0a1…bf, then chunk 909192… (6 B, sent: \"grown!\")",
+        ),
+        (
+            "chunked_stored_response",
+            29,
+            R(Response::ChunkedStored {
+                payload_hash: hash(0xa0),
+                payload_len: 12,
+                already_stored: false,
+            }),
+            "PUT_CHUNKED response (CHUNKED_STORED): payload a0a1…bf of 12 bytes, stored by this request",
+        ),
+        (
+            "error_hash_mismatch",
+            29,
+            R(Response::Error {
+                code: ErrorCode::HashMismatch,
+                detail: 0,
+                message: "chunk 1 does not hash to 404142…".into(),
+            }),
+            "ERROR HASH_MISMATCH: a sent chunk's bytes do not hash to its entry",
         ),
     ]
 }

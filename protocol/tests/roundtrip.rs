@@ -326,7 +326,47 @@ fn request() -> impl Strategy<Value = Request> {
         ),
         any::<u64>().prop_map(|turn_id| Request::RedactTurn { turn_id }),
         hash().prop_map(|hash| Request::PurgeBlob { hash }),
+        put_chunked(),
     ]
+}
+
+/// PUT_CHUNKED: 1..8 chunks (some of 2 KiB or more, sent by reference), any subset sent.
+fn put_chunked() -> impl Strategy<Value = Request> {
+    (
+        hash(),
+        proptest::collection::vec((hash(), 1..3000usize, any::<bool>(), any::<u8>()), 1..8),
+        proptest::option::of((hash(), 1..100u32)),
+    )
+        .prop_map(|(payload_hash, entries, base)| {
+            let mut chunks = Vec::new();
+            let mut sent = Vec::new();
+            for (index, (hash, len, send, fill)) in entries.into_iter().enumerate() {
+                chunks.push(ChunkWire {
+                    hash,
+                    len: len as u32,
+                });
+                if send {
+                    sent.push(SentChunkWire {
+                        index: index as u32,
+                        bytes: Bytes::from(vec![fill; len]),
+                    });
+                }
+            }
+            Request::PutChunked {
+                payload_hash,
+                // A base names a stored blob: never the all-zero hash, which means none.
+                base: base.map(|(hash, kept)| ChunkBaseWire {
+                    hash: Hash32({
+                        let mut bytes = hash.0;
+                        bytes[0] |= 1;
+                        bytes
+                    }),
+                    kept,
+                }),
+                chunks,
+                sent,
+            }
+        })
 }
 
 /// A read that returns turns, in an overlay view (frame flag OVERLAYS).
@@ -653,6 +693,13 @@ fn response() -> impl Strategy<Value = Response> {
             turn_id,
             overlay_seq
         }),
+        (hash(), any::<u64>(), any::<bool>()).prop_map(
+            |(payload_hash, payload_len, already_stored)| Response::ChunkedStored {
+                payload_hash,
+                payload_len,
+                already_stored,
+            }
+        ),
         (hash(), any::<u64>(), any::<u64>()).prop_map(
             |(payload_hash, turns_redacted, overlay_seq)| Response::Purged {
                 payload_hash,
@@ -839,6 +886,265 @@ fn fixed_sizes_match_the_document() {
     let mut request = BytesMut::new();
     encode_request(1, &Request::Gc, &mut request).unwrap();
     assert_eq!(request.len(), HEADER_BYTES + 4, "GC: gc_flags u32");
+    let stored = Response::ChunkedStored {
+        payload_hash: Hash32([0; 32]),
+        payload_len: 0,
+        already_stored: true,
+    };
+    let bytes = concat(encode_response(1, &stored));
+    assert_eq!(bytes.len(), HEADER_BYTES + CHUNKED_STORED_BYTES);
+    // PUT_CHUNKED: hash, base hash and kept, chunk count, 36 bytes per chunk, sent count,
+    // 8 + len per sent chunk.
+    let mut request = BytesMut::new();
+    encode_request(1, &chunked(3, &[(1, 5)]), &mut request).unwrap();
+    assert_eq!(
+        request.len(),
+        HEADER_BYTES + 32 + 36 + 4 + 3 * CHUNK_ENTRY_BYTES + 4 + 8 + 5
+    );
+}
+
+/// A PUT_CHUNKED of `count` chunks of 5 bytes each (the last one `last_len`), sending
+/// `(index, len)` of bytes for each of `sent`.
+fn chunked_with(count: u32, last_len: u32, sent: &[(u32, usize)]) -> Request {
+    Request::PutChunked {
+        payload_hash: Hash32([1; 32]),
+        base: None,
+        chunks: (0..count)
+            .map(|index| ChunkWire {
+                hash: Hash32([index as u8; 32]),
+                len: if index + 1 == count { last_len } else { 5 },
+            })
+            .collect(),
+        sent: sent
+            .iter()
+            .map(|&(index, len)| SentChunkWire {
+                index,
+                bytes: Bytes::from(vec![7u8; len]),
+            })
+            .collect(),
+    }
+}
+
+fn chunked(count: u32, sent: &[(u32, usize)]) -> Request {
+    chunked_with(count, 5, sent)
+}
+
+/// A request's frame header and body as bytes, bypassing `check_request`: what a hostile or
+/// buggy client could send.
+fn raw_put_chunked(build: impl FnOnce(&mut Vec<u8>)) -> (FrameHeader, Bytes) {
+    let mut body = Vec::new();
+    build(&mut body);
+    let header = FrameHeader {
+        len: body.len() as u32,
+        msg_type: MessageType::PutChunked.code(),
+        flags: 0,
+        req_id: 1,
+    };
+    (header, Bytes::from(body))
+}
+
+/// PUT_CHUNKED's limits hold on both sides: the encoder refuses what the decoder refuses,
+/// limits are TOO_LARGE (typed, with the limit), malformed lists BAD_FRAME; nothing panics.
+#[test]
+fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
+    // What is well formed goes through, sent bytes by reference when large.
+    let good = chunked(4, &[(0, 5), (2, 5), (3, 5)]);
+    check_request(&good).unwrap();
+    let bytes = Bytes::from(vec![3u8; 100_000]);
+    let large = Request::PutChunked {
+        payload_hash: Hash32([1; 32]),
+        base: None,
+        chunks: vec![ChunkWire {
+            hash: Hash32([2; 32]),
+            len: 100_000,
+        }],
+        sent: vec![SentChunkWire {
+            index: 0,
+            bytes: bytes.clone(),
+        }],
+    };
+    let frame = encode_request_chunks(1, &large).unwrap();
+    assert!(
+        frame.iter().any(|chunk| chunk.as_ptr() == bytes.as_ptr()),
+        "a large chunk is sent where it is, not copied"
+    );
+    // The encoder refuses, naming the field.
+    let refused = |request: Request| check_request(&request).unwrap_err().field;
+    assert_eq!(refused(chunked(0, &[])), "chunks");
+    assert_eq!(refused(chunked(CHUNKS_PER_PAYLOAD_MAX + 1, &[])), "chunks");
+    assert_eq!(refused(chunked_with(2, 0, &[])), "chunk len");
+    assert_eq!(
+        refused(chunked_with(2, CHUNK_BYTES_MAX + 1, &[])),
+        "chunk len"
+    );
+    let index = "sent index (strictly increasing, into chunks)";
+    assert_eq!(refused(chunked(2, &[(2, 5)])), index);
+    assert_eq!(refused(chunked(3, &[(1, 5), (1, 5)])), index);
+    assert_eq!(refused(chunked(3, &[(2, 5), (1, 5)])), index);
+    assert_eq!(
+        refused(chunked(3, &[(1, 4)])),
+        "sent chunk bytes (its chunk's len)"
+    );
+    assert!(check_request(&chunked(CHUNKS_PER_PAYLOAD_MAX, &[])).is_ok());
+
+    // The decoder: each limit is TOO_LARGE with its value and limit.
+    let too_large = |(header, body): (FrameHeader, Bytes)| match decode_request(&header, body) {
+        Err(DecodeError::TooLarge {
+            field,
+            value,
+            limit,
+            ..
+        }) => (field, value, limit),
+        other => panic!("expected TOO_LARGE, got {other:?}"),
+    };
+    let bad_frame = |(header, body): (FrameHeader, Bytes)| {
+        let error = decode_request(&header, body).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::BadFrame, "{error}");
+        error
+    };
+    let entry = |body: &mut Vec<u8>, len: u32| {
+        body.extend_from_slice(&[9; 32]);
+        body.extend_from_slice(&len.to_le_bytes());
+    };
+    let sent = |body: &mut Vec<u8>, index: u32, len: u32, bytes: usize| {
+        body.extend_from_slice(&index.to_le_bytes());
+        body.extend_from_slice(&len.to_le_bytes());
+        body.extend(std::iter::repeat_n(7u8, bytes));
+    };
+    let head = |body: &mut Vec<u8>, count: u32| {
+        body.extend_from_slice(&[1; 32]);
+        body.extend_from_slice(&[0; 36]); // no base
+        body.extend_from_slice(&count.to_le_bytes());
+    };
+    // A chunk count over the limit fails before any entry is read (or allocated).
+    let count = CHUNKS_PER_PAYLOAD_MAX + 1;
+    assert_eq!(
+        too_large(raw_put_chunked(|body| head(body, count))),
+        ("chunk_count", u64::from(count), 65_536)
+    );
+    assert_eq!(
+        too_large(raw_put_chunked(|body| {
+            head(body, 1);
+            entry(body, CHUNK_BYTES_MAX + 1);
+        })),
+        ("chunk len", u64::from(CHUNK_BYTES_MAX) + 1, 1 << 20)
+    );
+    assert_eq!(
+        too_large(raw_put_chunked(|body| {
+            head(body, 1);
+            entry(body, 5);
+            body.extend_from_slice(&2u32.to_le_bytes());
+        })),
+        ("sent_count", 2, 1)
+    );
+    assert_eq!(
+        too_large(raw_put_chunked(|body| {
+            head(body, 2);
+            entry(body, 5);
+            entry(body, 5);
+            body.extend_from_slice(&1u32.to_le_bytes());
+            sent(body, 2, 5, 5);
+        })),
+        ("sent index", 2, 1)
+    );
+    bad_frame(raw_put_chunked(|body| head(body, 0)));
+    // A base keeping no chunk, kept chunks of no base; a base's kept chunks count against the
+    // limit.
+    let with_base = |body: &mut Vec<u8>, base: [u8; 32], kept: u32, count: u32| {
+        body.extend_from_slice(&[1; 32]);
+        body.extend_from_slice(&base);
+        body.extend_from_slice(&kept.to_le_bytes());
+        body.extend_from_slice(&count.to_le_bytes());
+    };
+    bad_frame(raw_put_chunked(|body| with_base(body, [5; 32], 0, 1)));
+    bad_frame(raw_put_chunked(|body| with_base(body, [0; 32], 3, 1)));
+    assert_eq!(
+        too_large(raw_put_chunked(|body| with_base(
+            body,
+            [5; 32],
+            CHUNKS_PER_PAYLOAD_MAX,
+            1
+        ))),
+        ("chunk_count", u64::from(CHUNKS_PER_PAYLOAD_MAX) + 1, 65_536)
+    );
+    let based = |kept: u32, count: u32| match chunked(count, &[]) {
+        Request::PutChunked {
+            payload_hash,
+            chunks,
+            sent,
+            ..
+        } => Request::PutChunked {
+            payload_hash,
+            base: Some(ChunkBaseWire {
+                hash: Hash32([5; 32]),
+                kept,
+            }),
+            chunks,
+            sent,
+        },
+        other => other,
+    };
+    assert!(check_request(&based(10, 3)).is_ok());
+    assert!(check_request(&based(0, 3)).is_err());
+    assert!(check_request(&based(CHUNKS_PER_PAYLOAD_MAX, 1)).is_err());
+    bad_frame(raw_put_chunked(|body| {
+        head(body, 1);
+        entry(body, 0);
+        body.extend_from_slice(&0u32.to_le_bytes());
+    }));
+    // Indexes repeat or go down; a sent chunk's len differs from its entry's.
+    for (first, second) in [(1, 1), (1, 0)] {
+        bad_frame(raw_put_chunked(|body| {
+            head(body, 2);
+            entry(body, 5);
+            entry(body, 5);
+            body.extend_from_slice(&2u32.to_le_bytes());
+            sent(body, first, 5, 5);
+            sent(body, second, 5, 5);
+        }));
+    }
+    bad_frame(raw_put_chunked(|body| {
+        head(body, 1);
+        entry(body, 5);
+        body.extend_from_slice(&1u32.to_le_bytes());
+        sent(body, 0, 4, 4);
+    }));
+    // Bytes running past the body, and bytes after its end.
+    let truncated = raw_put_chunked(|body| {
+        head(body, 1);
+        entry(body, 5);
+        body.extend_from_slice(&1u32.to_le_bytes());
+        sent(body, 0, 5, 4);
+    });
+    assert!(matches!(
+        decode_request(&truncated.0, truncated.1),
+        Err(DecodeError::Truncated { .. })
+    ));
+    let trailing = raw_put_chunked(|body| {
+        head(body, 1);
+        entry(body, 5);
+        body.extend_from_slice(&0u32.to_le_bytes());
+        body.push(0);
+    });
+    assert!(matches!(
+        decode_request(&trailing.0, trailing.1),
+        Err(DecodeError::TrailingBytes { .. })
+    ));
+    // The answer: already_stored is 0 or 1, the reserved bytes zero.
+    let header = FrameHeader {
+        len: CHUNKED_STORED_BYTES as u32,
+        msg_type: MessageType::PutChunked.response_code(),
+        flags: 0,
+        req_id: 1,
+    };
+    let mut body = vec![0u8; CHUNKED_STORED_BYTES];
+    body[40] = 2;
+    assert!(decode_response(&header, Bytes::from(body.clone())).is_err());
+    body[40] = 1;
+    body[47] = 1;
+    assert!(decode_response(&header, Bytes::from(body.clone())).is_err());
+    body[47] = 0;
+    assert!(decode_response(&header, Bytes::from(body)).is_ok());
 }
 
 #[test]
@@ -931,8 +1237,9 @@ fn version_2_stays_out_of_version_1() {
     let error = decode_request_as(1, &header, body.clone()).unwrap_err();
     assert_eq!(error.code(), ErrorCode::UnknownMessage);
     assert!(decode_request_as(2, &header, body).is_ok());
-    // So are GC and STATS_EX: a version-1 client keeps the 96-byte STATS.
-    for request in [Request::Gc, Request::StatsEx] {
+    // So are GC, STATS_EX and PUT_CHUNKED: a version-1 client keeps the 96-byte STATS and
+    // appends whole payloads.
+    for request in [Request::Gc, Request::StatsEx, chunked(2, &[(1, 5)])] {
         let (header, body) = frame(&request);
         let error = decode_request_as(1, &header, body.clone()).unwrap_err();
         assert_eq!(error.code(), ErrorCode::UnknownMessage);

@@ -13,15 +13,16 @@ use ctxstore_engine::contexts::{KvItem, ListCursor, ListQuery};
 use ctxstore_engine::format::turn_extras::TurnExtras;
 use ctxstore_engine::turns::{LogCursor, LogQuery};
 use ctxstore_engine::{
-    AppendPayload, AppendRequest, BlobHash, Compression, ContextHead, ContextId, ContextRef,
-    ContextView, Engine, EngineError, ErrorKind, NewContext, Page, PageOptions, PageQuery, Parent,
-    Payload, PayloadMode, Turn, TurnId, TurnOptions,
+    AppendPayload, AppendRequest, BlobHash, ChunkRef, Compression, ContextHead, ContextId,
+    ContextRef, ContextView, Engine, EngineError, ErrorKind, NewContext, Page, PageOptions,
+    PageQuery, Parent, Payload, PayloadMode, Turn, TurnId, TurnOptions,
 };
 use ctxstore_protocol::{
-    AppendedWire, BackupWire, ContextHeadWire, ContextInfoWire, ContextRef as ContextRefWire,
-    ErrorCode, ExtrasWire, GcStatsWire, GcWire, Hash32, KvItemWire, ListCursorWire, LogCursorWire,
-    MessageType, OverlayWire, PageKind, ParentWire, PayloadEncoding, PayloadSpec, PayloadWire,
-    Request, Response, StatsWire, TurnEntry, TurnEntryV2, TurnSpec, TurnWire, read_flags,
+    AppendedWire, BackupWire, ChunkBaseWire, ChunkWire, ContextHeadWire, ContextInfoWire,
+    ContextRef as ContextRefWire, ErrorCode, ExtrasWire, GcStatsWire, GcWire, Hash32, KvItemWire,
+    ListCursorWire, LogCursorWire, MessageType, OverlayWire, PageKind, ParentWire, PayloadEncoding,
+    PayloadSpec, PayloadWire, Request, Response, SentChunkWire, StatsWire, TurnEntry, TurnEntryV2,
+    TurnSpec, TurnWire, read_flags,
 };
 
 use crate::config::ServerLimits;
@@ -285,6 +286,12 @@ impl Dispatcher {
                 expected_head,
                 turns,
             } => self.append_turns(context, expected_head, turns).await,
+            Request::PutChunked {
+                payload_hash,
+                base,
+                chunks,
+                sent,
+            } => self.put_chunked(payload_hash, base, chunks, sent).await,
         }
     }
 
@@ -748,6 +755,42 @@ impl Dispatcher {
         Ok(Response::HasBlobs { present })
     }
 
+    /// PUT_CHUNKED (issue 16): the engine checks every sent chunk against its hash and the
+    /// rebuilt payload against `payload_hash`; a chunk neither sent nor stored is NOT_FOUND
+    /// naming the first 16 missing indexes, and nothing is written. The payload's bytes are
+    /// not kept for the payload cache: the engine rebuilds and verifies them on a read, and
+    /// most of them were never on this connection.
+    async fn put_chunked(
+        &self,
+        payload_hash: Hash32,
+        base: Option<ChunkBaseWire>,
+        chunks: Vec<ChunkWire>,
+        sent: Vec<SentChunkWire>,
+    ) -> Result<Response, Response> {
+        let base = base.map(|base| (BlobHash(base.hash.0), base.kept));
+        let chunks = chunks
+            .into_iter()
+            .map(|chunk| ChunkRef {
+                hash: BlobHash(chunk.hash.0),
+                len: chunk.len,
+            })
+            .collect();
+        let sent = sent
+            .into_iter()
+            .map(|chunk| (chunk.index, chunk.bytes))
+            .collect();
+        let hash = BlobHash(payload_hash.0);
+        let stored = self.engine.put_chunked(hash, base, chunks, sent).await;
+        let already_stored = stored.map_err(engine_error)?;
+        // Stored now (a collection could only take it after a grace interval).
+        let payload_len = self.engine.blob_len(hash).map_or(0, u64::from);
+        Ok(Response::ChunkedStored {
+            payload_hash,
+            payload_len,
+            already_stored,
+        })
+    }
+
     /// STATS' fields and the garbage collector's (STATS_EX), from one look at the engine.
     fn stats(&self) -> (StatsWire, GcStatsWire) {
         let store = self.engine.stats();
@@ -1036,7 +1079,8 @@ pub fn engine_error(error: EngineError) -> Response {
         ErrorKind::ShutDown => ErrorCode::ShuttingDown,
         // Only version-2 requests name contexts, so a version-1 connection never sees it.
         ErrorKind::AlreadyExists => ErrorCode::AlreadyExists,
-        ErrorKind::HashMismatch => ErrorCode::InvalidArgument,
+        // Only PUT_CHUNKED (version 2) checks sent bytes against claimed hashes.
+        ErrorKind::HashMismatch => ErrorCode::HashMismatch,
     };
     let detail = match &error {
         EngineError::Conflict { actual, .. } => actual.0,

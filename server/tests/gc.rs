@@ -26,6 +26,21 @@ fn unique(n: u64) -> Bytes {
     incompressible(PAYLOAD_BYTES, 2 * n + 1)
 }
 
+/// Blob records a payload takes: over the chunk threshold a manifest and each distinct chunk
+/// (issue 16), else one.
+fn records_of(payload: &[u8]) -> u64 {
+    let chunking = ctxstore_engine::Chunking::default();
+    if !chunking.applies_to(payload.len()) {
+        return 1;
+    }
+    let chunks: std::collections::HashSet<ctxstore_engine::BlobHash> =
+        ctxstore_engine::chunks::cut(payload, &chunking)
+            .into_iter()
+            .map(|range| ctxstore_engine::BlobHash::of(&payload[range]))
+            .collect();
+    1 + chunks.len() as u64
+}
+
 fn named(name: &str) -> ContextRef {
     ContextRef::Name(name.into())
 }
@@ -182,9 +197,11 @@ fn gc_collects_what_only_deleted_contexts_reached_and_keeps_the_rest() {
 
     let report = gc(&mut raw, next());
     assert!(report.turns_dead > 0 && report.blobs_dead > 0, "{report:?}");
-    // Exactly what nothing live reaches: five turns, their five unique blobs.
+    // Exactly what nothing live reaches: five turns, their five unique blobs (seeds 2..=6),
+    // each a manifest and its chunks (issue 16).
     assert_eq!(report.turns_dead, dead.len() as u64, "{report:?}");
-    assert_eq!(report.blobs_dead, dead.len() as u64, "{report:?}");
+    let dead_records: u64 = (2..=6).map(|seed| records_of(&unique(seed))).sum();
+    assert_eq!(report.blobs_dead, dead_records, "{report:?}");
     // A dead share far above 1 %: the packs holding them were rewritten.
     assert!(report.packs_compacted >= 1, "{report:?}");
     assert!(
