@@ -126,8 +126,8 @@ struct Args {
     /// Growing workload: appends (states) per context.
     #[arg(long, default_value_t = 300)]
     growing_steps: u32,
-    /// Send every payload whole: the client's sub-blob dedup (chunking) off. A client built
-    /// without chunking sends payloads whole either way.
+    /// Send every payload whole: the client's sub-blob dedup (chunking, on by default: a
+    /// payload over 16 KiB goes as the chunks the server lacks) off.
     #[arg(long)]
     no_client_chunking: bool,
     /// The data directory (--data) of the ctxstore server at --addr, for the bytes-on-disk

@@ -162,6 +162,8 @@ fn a_growing_run_against_a_spawned_server_reports_its_bytes() {
         dir.path(),
     );
     let growing = &report["growing"];
+    // The client counts what it writes: chunked appends are measured on the wire.
+    assert_eq!(growing["bytes_sent_counted"], "wire");
     // The data directory, both ways: allocated blocks and file lengths.
     assert!(growing["disk_allocated_bytes"].as_u64().unwrap() > 0);
     assert!(
@@ -173,6 +175,28 @@ fn a_growing_run_against_a_spawned_server_reports_its_bytes() {
     // The server counted every state once.
     assert_eq!(report["server"]["turns"], CONTEXTS * 40);
     assert_eq!(report["server"]["logical_bytes"], growing["logical_bytes"]);
+}
+
+#[test]
+fn without_client_chunking_every_state_goes_whole_on_the_wire() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_binary();
+    let report = run_growing(
+        &[
+            "--spawn-server",
+            "--server-bin",
+            server.to_str().unwrap(),
+            "--no-client-chunking",
+        ],
+        dir.path(),
+    );
+    let growing = &report["growing"];
+    assert_eq!(growing["bytes_sent_counted"], "wire");
+    // Whole payloads plus a frame header and the append's fields each: the wire counter
+    // sees at least every state's bytes.
+    let sent = growing["bytes_sent"].as_u64().unwrap();
+    let logical = growing["logical_bytes"].as_u64().unwrap();
+    assert!(sent > logical, "sent {sent} < states {logical}");
 }
 
 #[test]

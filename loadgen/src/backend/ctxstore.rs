@@ -13,20 +13,18 @@ pub async fn connect(
 ) -> anyhow::Result<Client> {
     let mut config = ClientConfig::new(addr.to_string()).with_token(token);
     config.client_name = format!("ctxstore-loadgen {}", env!("CARGO_PKG_VERSION"));
-    set_chunking(&mut config, client_chunking);
+    // On, the client's default chunking (the server's default sizes, so their chunks dedup
+    // with the server's); off, every payload travels whole.
+    if !client_chunking {
+        config.chunking = None;
+    }
     Ok(Client::connect(config).await?)
 }
 
-/// Sub-blob dedup on the client's side (issue 16: large payloads sent as the chunks the
-/// server lacks). This client has no chunking yet: it always sends whole payloads, so
-/// `enabled` changes nothing until `ClientConfig::chunking` exists.
-fn set_chunking(_config: &mut ClientConfig, _enabled: bool) {}
-
-/// Request bytes this client has written to its connection, where the client counts them
-/// (`Client::bytes_sent`, which comes with the chunked wire path of issue 16). `None` from a
-/// client without the counter: the growing report then counts payload bytes, marked as such.
-pub fn bytes_sent(_client: &Client) -> Option<u64> {
-    None
+/// Request bytes this client has written to its connection (frames, HELLO, chunk look-ups
+/// and uploads): what appends cost on the wire, chunked or whole.
+pub fn bytes_sent(client: &Client) -> Option<u64> {
+    Some(client.bytes_sent())
 }
 
 pub async fn create_context(client: &Client) -> anyhow::Result<u64> {
