@@ -9,11 +9,18 @@
 //!
 //! Contexts live in slots; a fork moves its slot to the new branch (the agent continues on
 //! it). Warm-up operations run but are not recorded.
+//!
+//! - **Growing states** (`Workload::Growing`, issue 16): a fixed amount of work instead of a
+//!   duration. Each context is an agent thread that appends `steps` states, each the previous
+//!   one plus a message (`workload/growing.rs`), one after the other; the `connections ×
+//!   pipeline` workers take the next context not yet started until every context is done. No
+//!   warm-up, every append is measured, and the report adds what the states cost on disk and
+//!   on the wire (`run_growing`).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,9 +28,20 @@ use bytes::Bytes;
 
 use crate::backend::{BackendKind, BlobRef, Connection};
 use crate::ops::{Mix, Op};
-use crate::report::{Recorder, Report};
+use crate::report::{GrowingReport, Recorder, Report, SentCounted};
+use crate::spawn::directory_usage;
+use crate::workload::growing::{GrowingConfig, GrowingThread};
 use crate::workload::payloads::{PayloadConfig, PayloadSource};
 use crate::workload::text::Rng;
+
+/// What the contexts do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// The operation mix, for `duration` after `warmup`, closed or open loop.
+    Mix,
+    /// Each context appends growing states, then is done; the run ends when all are.
+    Growing(GrowingConfig),
+}
 
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
@@ -49,11 +67,15 @@ pub struct LoadConfig {
     pub seed: u64,
     /// A progress line on stderr every second.
     pub progress: bool,
+    pub workload: Workload,
+    /// The ctxstore server's data directory, where this process can read it: the growing
+    /// workload's bytes on disk.
+    pub data_dir: Option<PathBuf>,
 }
 
 impl LoadConfig {
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut value = serde_json::json!({
             "backend": self.backend.name(),
             "connections": self.connections,
             "contexts": self.contexts,
@@ -70,7 +92,16 @@ impl LoadConfig {
             "read_turns": self.read_turns,
             "prefill": self.prefill,
             "seed": self.seed,
-        })
+            "workload": match self.workload {
+                Workload::Mix => "mix",
+                Workload::Growing(_) => "growing",
+            },
+        });
+        if let (Workload::Growing(growing), Some(object)) = (self.workload, value.as_object_mut()) {
+            object.insert("growing_message_bytes".into(), growing.message_bytes.into());
+            object.insert("growing_steps".into(), growing.steps.into());
+        }
+        value
     }
 }
 
@@ -302,7 +333,7 @@ pub async fn run(config: &LoadConfig) -> anyhow::Result<(Recorder, Duration)> {
     let end = measure_from + config.duration;
     let ticker = config
         .progress
-        .then(|| tokio::spawn(progress(shared.clone(), start, end)));
+        .then(|| tokio::spawn(progress(shared.clone(), start, Some(end))));
     let recorders = match config.rate {
         None => closed_loop(config, &connections, &shared, measure_from, end).await,
         Some(rate) => vec![open_loop(config, rate, &connections, &shared, measure_from, end).await],
@@ -529,7 +560,8 @@ async fn open_loop(
         .unwrap_or_default()
 }
 
-async fn progress(shared: Arc<Shared>, start: Instant, end: Instant) {
+/// A line per second; `end`: when the run stops sending (none for a fixed amount of work).
+async fn progress(shared: Arc<Shared>, start: Instant, end: Option<Instant>) {
     let mut last: Vec<u64> = vec![0; Op::ALL.len()];
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.tick().await;
@@ -550,7 +582,7 @@ async fn progress(shared: Arc<Shared>, start: Instant, end: Instant) {
             .map(|failed| failed.load(Ordering::Relaxed))
             .sum();
         line.push_str(&format!(" | errors {errors}"));
-        if Instant::now() > end {
+        if end.is_some_and(|end| Instant::now() > end) {
             line.push_str(" (finishing)");
         }
         eprintln!("{line}");
@@ -565,6 +597,160 @@ pub async fn report(config: &LoadConfig, recorder: &Recorder, measured: Duration
         Err(_) => Default::default(),
     };
     Report::new(recorder, measured, server, config.to_json())
+}
+
+/// What one worker of a growing run counted.
+#[derive(Debug, Default)]
+struct GrowingTotals {
+    appends: u64,
+    /// Every state handed to the backend, acknowledged or not.
+    payload_bytes: u64,
+    /// Acknowledged states.
+    logical_bytes: u64,
+    /// Per context, its last acknowledged state.
+    final_state_bytes: u64,
+}
+
+/// Runs the growing-state workload (see the module doc) and builds its report.
+pub async fn run_growing(config: &LoadConfig, growing: GrowingConfig) -> anyhow::Result<Report> {
+    anyhow::ensure!(
+        config.connections > 0 && config.contexts > 0,
+        "connections and contexts must be at least 1"
+    );
+    growing.validate().map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(
+        config.rate.is_none(),
+        "the growing workload runs closed loop: a context's next state waits for the previous append"
+    );
+    config.backend.prepare().await?;
+    let mut connections = Vec::with_capacity(config.connections);
+    for _ in 0..config.connections {
+        connections.push(Arc::new(config.backend.connect().await?));
+    }
+    let ack_log = match &config.ack_log {
+        Some(path) => Some(Mutex::new(BufWriter::new(File::create(path)?))),
+        None => None,
+    };
+    let shared = Arc::new(Shared {
+        slots: Vec::new(),
+        completed: Op::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
+        failed: Op::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
+        ack_log,
+    });
+    // Contexts first, so that the bytes counted as sent are the appends' alone.
+    let mut contexts = Vec::with_capacity(config.contexts);
+    for index in 0..config.contexts {
+        contexts.push(
+            connections[index % connections.len()]
+                .create_context()
+                .await?,
+        );
+    }
+    let contexts = Arc::new(contexts);
+    let wire_bytes_before = wire_bytes_sent(&connections);
+
+    let start = Instant::now();
+    let ticker = config
+        .progress
+        .then(|| tokio::spawn(progress(shared.clone(), start, None)));
+    let next_context = Arc::new(AtomicUsize::new(0));
+    let workers = (config.connections * config.pipeline.max(1)).min(config.contexts);
+    let mut tasks = Vec::with_capacity(workers);
+    for worker in 0..workers {
+        let connection = connections[worker % connections.len()].clone();
+        let (shared, contexts, next_context) =
+            (shared.clone(), contexts.clone(), next_context.clone());
+        let seed = config.seed;
+        tasks.push(tokio::spawn(async move {
+            let mut recorder = Recorder::default();
+            let mut totals = GrowingTotals::default();
+            loop {
+                let index = next_context.fetch_add(1, Ordering::Relaxed);
+                let Some(&context) = contexts.get(index) else {
+                    break;
+                };
+                let mut thread = GrowingThread::new(growing, seed, index as u64);
+                let mut final_state_bytes = 0;
+                for step in 0..growing.steps {
+                    let state = thread.next_state();
+                    let state_bytes = state.len() as u64;
+                    totals.appends += 1;
+                    totals.payload_bytes += state_bytes;
+                    let sent = Instant::now();
+                    let result = connection.append(context, state).await.and_then(|ack| {
+                        // One context, one writer: each state lands one deeper than the last.
+                        anyhow::ensure!(
+                            ack.depth == step,
+                            "context {context}: step {step} acknowledged at depth {}",
+                            ack.depth
+                        );
+                        shared.log_ack(context, &ack);
+                        Ok(())
+                    });
+                    if result.is_ok() {
+                        totals.logical_bytes += state_bytes;
+                        final_state_bytes = state_bytes;
+                    }
+                    account(&shared, &mut recorder, Op::Append, sent, true, result).await;
+                }
+                totals.final_state_bytes += final_state_bytes;
+            }
+            (recorder, totals)
+        }));
+    }
+    let mut recorder = Recorder::default();
+    let mut totals = GrowingTotals::default();
+    for task in tasks {
+        let (worker_recorder, worker_totals) = task.await?;
+        recorder.merge(&worker_recorder);
+        totals.appends += worker_totals.appends;
+        totals.payload_bytes += worker_totals.payload_bytes;
+        totals.logical_bytes += worker_totals.logical_bytes;
+        totals.final_state_bytes += worker_totals.final_state_bytes;
+    }
+    let elapsed = start.elapsed();
+    if let Some(ticker) = ticker {
+        ticker.abort();
+    }
+    shared.flush_ack_log();
+
+    let (bytes_sent, bytes_sent_counted) = match (wire_bytes_before, wire_bytes_sent(&connections))
+    {
+        (Some(before), Some(after)) => (after.saturating_sub(before), SentCounted::Wire),
+        _ => (totals.payload_bytes, SentCounted::Payload),
+    };
+    // Measured with the run's connections still open (SQLite's WAL is removed by the last
+    // connection to close).
+    let disk = match (&config.backend, &config.data_dir) {
+        (BackendKind::Ctxstore { .. }, Some(dir)) => Some(directory_usage(dir)),
+        (BackendKind::Ctxstore { .. }, None) => None,
+        _ => connections[0].disk_usage().await.unwrap_or_else(|error| {
+            tracing::warn!(%error, "could not measure the store's bytes on disk");
+            None
+        }),
+    };
+    let server = connections[0].server_report().await.unwrap_or_default();
+    let mut report = Report::new(&recorder, elapsed, server, config.to_json());
+    report.growing = Some(GrowingReport {
+        contexts: config.contexts as u64,
+        steps: growing.steps,
+        message_bytes: growing.message_bytes,
+        appends: totals.appends,
+        logical_bytes: totals.logical_bytes,
+        final_state_bytes_total: totals.final_state_bytes,
+        disk,
+        bytes_sent,
+        bytes_sent_counted,
+    });
+    Ok(report)
+}
+
+/// Request bytes written on all connections, if every one counts them.
+fn wire_bytes_sent(connections: &[Arc<Connection>]) -> Option<u64> {
+    connections
+        .iter()
+        .map(|connection| connection.bytes_sent())
+        .sum()
 }
 
 #[cfg(test)]
@@ -595,6 +781,8 @@ mod tests {
             ack_log: None,
             seed: 7,
             progress: false,
+            workload: Workload::Mix,
+            data_dir: None,
         }
     }
 

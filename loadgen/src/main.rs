@@ -8,11 +8,12 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use ctxstore_loadgen::backend::BackendKind;
-use ctxstore_loadgen::driver::{self, LoadConfig};
-use ctxstore_loadgen::ops::Mix;
+use ctxstore_loadgen::driver::{self, LoadConfig, Workload};
+use ctxstore_loadgen::ops::{Mix, Op};
 use ctxstore_loadgen::report::format_us;
 use ctxstore_loadgen::slo::{Metric, Slo};
-use ctxstore_loadgen::spawn::{SpawnedServer, default_server_binary};
+use ctxstore_loadgen::spawn::{SpawnedServer, default_server_binary, directory_bytes};
+use ctxstore_loadgen::workload::growing::GrowingConfig;
 use ctxstore_loadgen::workload::payloads::PayloadConfig;
 
 /// Load a ctxstore server with an agent-like workload; report p50/p90/p99/p999/max per
@@ -26,6 +27,7 @@ use ctxstore_loadgen::workload::payloads::PayloadConfig;
 ///   ctxstore-loadgen --spawn-server --duration 10s                  # 32 agents appending
 ///   ctxstore-loadgen --addr 127.0.0.1:7411 --rate 5000 --duration 1m --mix append=70,get_last=25,fork=5
 ///   ctxstore-loadgen --spawn-server --json report.json --slo 'append.p99<=10ms,get_last.p50<=1ms'
+///   ctxstore-loadgen --spawn-server --workload growing --contexts 4 --connections 4  # issue 16
 #[derive(Parser, Debug)]
 #[command(name = "ctxstore-loadgen", version, verbatim_doc_comment)]
 struct Args {
@@ -111,6 +113,34 @@ struct Args {
     /// No progress line each second.
     #[arg(long)]
     quiet: bool,
+    /// What the contexts do. mix: the --mix operations for --duration. growing: each context
+    /// appends --growing-steps states, each the previous JSON state ({"messages":[…]}) plus
+    /// one chat message, as agent frameworks checkpoint their whole state (issue 16); the run
+    /// ends when every context is done, every append is measured (--duration, --warmup and
+    /// --mix do not apply), and the report adds the states' bytes on disk and sent.
+    #[arg(long, value_enum, default_value_t = WorkloadArg::Mix)]
+    workload: WorkloadArg,
+    /// Growing workload: mean length of a message; each is drawn in [½, 1½] × this.
+    #[arg(long, default_value_t = 1024)]
+    growing_message_bytes: usize,
+    /// Growing workload: appends (states) per context.
+    #[arg(long, default_value_t = 300)]
+    growing_steps: u32,
+    /// Send every payload whole: the client's sub-blob dedup (chunking, on by default: a
+    /// payload over 16 KiB goes as the chunks the server lacks) off.
+    #[arg(long)]
+    no_client_chunking: bool,
+    /// The data directory (--data) of the ctxstore server at --addr, for the bytes-on-disk
+    /// figures; --spawn-server knows its own.
+    #[arg(long, conflicts_with = "spawn_server")]
+    data_dir: Option<PathBuf>,
+}
+
+/// The workloads `--workload` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum WorkloadArg {
+    Mix,
+    Growing,
 }
 
 /// The stores `--backend` names.
@@ -152,6 +182,29 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         !args.spawn_server || args.backend == Backend::Ctxstore,
         "--spawn-server starts ctxstore only"
     );
+    let workload = match args.workload {
+        WorkloadArg::Mix => Workload::Mix,
+        WorkloadArg::Growing => {
+            let growing = GrowingConfig {
+                message_bytes: args.growing_message_bytes,
+                steps: args.growing_steps,
+            };
+            growing.validate().map_err(anyhow::Error::msg)?;
+            anyhow::ensure!(
+                args.rate.is_none(),
+                "--workload growing runs closed loop: a context's next state waits for the previous append"
+            );
+            anyhow::ensure!(
+                args.prefill == 0,
+                "--workload growing starts every context empty: --prefill does not apply"
+            );
+            anyhow::ensure!(
+                args.mix.weights().iter().all(|(op, _)| *op == Op::Append),
+                "--workload growing only appends: --mix does not apply"
+            );
+            Workload::Growing(growing)
+        }
+    };
     let spawned = if args.spawn_server {
         let binary = args
             .server_bin
@@ -173,6 +226,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         Backend::Ctxstore => BackendKind::Ctxstore {
             addr,
             token: args.token.clone(),
+            client_chunking: !args.no_client_chunking,
         },
         Backend::Postgres => BackendKind::Postgres { url: peer()? },
         Backend::Redis => BackendKind::Redis { url: peer()? },
@@ -201,17 +255,31 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         ack_log: args.ack_log.clone(),
         seed: args.seed,
         progress: !args.quiet,
+        workload,
+        data_dir: spawned
+            .as_ref()
+            .map(|server| server.data_dir.clone())
+            .or_else(|| args.data_dir.clone()),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.threads.max(1))
         .enable_all()
         .build()?;
     let mut report = runtime.block_on(async {
-        let (recorder, measured) = driver::run(&config).await?;
-        anyhow::Ok(driver::report(&config, &recorder, measured).await)
+        match config.workload {
+            Workload::Mix => {
+                let (recorder, measured) = driver::run(&config).await?;
+                anyhow::Ok(driver::report(&config, &recorder, measured).await)
+            }
+            Workload::Growing(growing) => driver::run_growing(&config, growing).await,
+        }
     })?;
+    if args.backend == Backend::Ctxstore
+        && let Some(dir) = &config.data_dir
+    {
+        report.server.disk_bytes = Some(directory_bytes(dir));
+    }
     if let Some(server) = spawned {
-        report.server.disk_bytes = Some(server.disk_bytes());
         server.stop()?;
     }
     println!("{}", report.table());

@@ -92,12 +92,142 @@ pub struct ServerReport {
     pub dedup_hits: Option<u64>,
 }
 
+/// Bytes a store occupies on disk, measured both ways where its files are at hand.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DiskUsage {
+    /// Sum of the files' allocated blocks (st_blocks × 512): what the disk holds, prepared
+    /// (preallocated) space and partly filled blocks included.
+    pub allocated_bytes: Option<u64>,
+    /// Sum of the files' lengths, or the store's own size figure where the files are not at
+    /// hand (PostgreSQL).
+    pub file_bytes: Option<u64>,
+    /// What was measured, for whoever reads the report.
+    pub measured: String,
+}
+
+impl DiskUsage {
+    /// The headline figure: allocated blocks where known, else the file sizes.
+    pub fn bytes(&self) -> Option<u64> {
+        self.allocated_bytes.or(self.file_bytes)
+    }
+}
+
+/// Where the bytes-sent figure of a growing run comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SentCounted {
+    /// Request bytes the client wrote to its connections (frames, chunk uploads, look-ups).
+    Wire,
+    /// Payload bytes handed to the backend: what a store without sub-blob dedup sends at
+    /// least; the peers' drivers count no wire bytes.
+    Payload,
+}
+
+impl SentCounted {
+    pub fn name(self) -> &'static str {
+        match self {
+            SentCounted::Wire => "wire",
+            SentCounted::Payload => "payload",
+        }
+    }
+}
+
+/// The growing-state workload's figures (issue 16): what the states cost the store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GrowingReport {
+    pub contexts: u64,
+    pub steps: u32,
+    pub message_bytes: usize,
+    /// Appends sent (acknowledged or failed).
+    pub appends: u64,
+    /// Sum of the acknowledged states' lengths.
+    pub logical_bytes: u64,
+    /// Sum over contexts of each one's last acknowledged state.
+    pub final_state_bytes_total: u64,
+    pub disk: Option<DiskUsage>,
+    pub bytes_sent: u64,
+    pub bytes_sent_counted: SentCounted,
+}
+
+impl GrowingReport {
+    pub fn final_state_bytes_mean(&self) -> Option<f64> {
+        (self.contexts > 0).then(|| self.final_state_bytes_total as f64 / self.contexts as f64)
+    }
+
+    /// Bytes on disk ÷ the sum of the final states (with one context: ÷ its final state).
+    /// Keeping only the final states would cost about 1× (before compression).
+    pub fn disk_per_final_state(&self) -> Option<f64> {
+        let disk = self.disk.as_ref()?.bytes()?;
+        (self.final_state_bytes_total > 0)
+            .then(|| disk as f64 / self.final_state_bytes_total as f64)
+    }
+
+    pub fn bytes_sent_per_append(&self) -> Option<f64> {
+        (self.appends > 0).then(|| self.bytes_sent as f64 / self.appends as f64)
+    }
+
+    pub fn to_json(&self) -> Value {
+        let disk = self.disk.as_ref();
+        json!({
+            "contexts": self.contexts,
+            "steps": self.steps,
+            "message_bytes": self.message_bytes,
+            "appends": self.appends,
+            "logical_bytes": self.logical_bytes,
+            "final_state_bytes_total": self.final_state_bytes_total,
+            "final_state_bytes_mean": self.final_state_bytes_mean(),
+            "disk_bytes": disk.and_then(DiskUsage::bytes),
+            "disk_allocated_bytes": disk.and_then(|disk| disk.allocated_bytes),
+            "disk_file_bytes": disk.and_then(|disk| disk.file_bytes),
+            "disk_measured": disk.map(|disk| disk.measured.clone()),
+            "disk_per_final_state": self.disk_per_final_state(),
+            "bytes_sent": self.bytes_sent,
+            "bytes_sent_per_append": self.bytes_sent_per_append(),
+            "bytes_sent_counted": self.bytes_sent_counted.name(),
+        })
+    }
+
+    pub fn table(&self) -> String {
+        let show = |value: Option<u64>| value.map_or_else(|| "-".into(), |v| v.to_string());
+        let ratio = |value: Option<f64>| value.map_or_else(|| "-".into(), |v| format!("{v:.2}"));
+        let disk = self.disk.clone().unwrap_or_default();
+        let counted = match self.bytes_sent_counted {
+            SentCounted::Wire => "request bytes the client wrote",
+            SentCounted::Payload => "payload bytes handed to the backend, not wire bytes",
+        };
+        format!(
+            "growing: {} contexts × {} steps, messages ~{} B: {} appends, {} B logical, \
+             final state {} B (mean)\n\
+             disk: {} B allocated, {} B in file sizes ({}): {}× the final states\n\
+             sent per append: {} B ({counted})",
+            self.contexts,
+            self.steps,
+            self.message_bytes,
+            self.appends,
+            self.logical_bytes,
+            self.final_state_bytes_mean()
+                .map_or_else(|| "-".into(), |mean| format!("{mean:.0}")),
+            show(disk.allocated_bytes),
+            show(disk.file_bytes),
+            if disk.measured.is_empty() {
+                "not measured"
+            } else {
+                &disk.measured
+            },
+            ratio(self.disk_per_final_state()),
+            self.bytes_sent_per_append()
+                .map_or_else(|| "-".into(), |sent| format!("{sent:.0}")),
+        )
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Report {
     pub operations: BTreeMap<&'static str, OpReport>,
     pub server: ServerReport,
     pub config: Value,
     pub measured_s: f64,
+    /// The growing-state workload's figures (only that workload has them).
+    pub growing: Option<GrowingReport>,
 }
 
 impl Report {
@@ -137,6 +267,7 @@ impl Report {
             server,
             config,
             measured_s: seconds,
+            growing: None,
         }
     }
 
@@ -167,7 +298,7 @@ impl Report {
             (Some(bytes), Some(turns)) if turns > 0 => Some(bytes as f64 / turns as f64),
             _ => None,
         };
-        json!({
+        let mut value = json!({
             "operations": operations,
             "server": {
                 "turns": server.turns,
@@ -181,7 +312,11 @@ impl Report {
             },
             "config": self.config,
             "measured_s": self.measured_s,
-        })
+        });
+        if let (Some(growing), Some(object)) = (&self.growing, value.as_object_mut()) {
+            object.insert("growing".into(), growing.to_json());
+        }
+        value
     }
 
     pub fn table(&self) -> String {
@@ -216,6 +351,10 @@ impl Report {
             show(server.disk_bytes),
             show(server.dedup_hits)
         ));
+        if let Some(growing) = &self.growing {
+            out.push('\n');
+            out.push_str(&growing.table());
+        }
         out
     }
 }

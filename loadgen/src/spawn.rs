@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use crate::report::DiskUsage;
+
 #[derive(Debug)]
 pub struct SpawnedServer {
     child: Child,
@@ -69,11 +71,6 @@ impl SpawnedServer {
         }
     }
 
-    /// Bytes the store occupies on disk.
-    pub fn disk_bytes(&self) -> u64 {
-        directory_bytes(&self.data_dir)
-    }
-
     /// SIGTERM, then wait (up to 30 s) for the graceful stop.
     pub fn stop(mut self) -> anyhow::Result<()> {
         let _ = Command::new("kill")
@@ -121,4 +118,34 @@ pub fn directory_bytes(path: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
+}
+
+/// What the files under `path` occupy: their allocated blocks (st_blocks × 512, which counts
+/// the zeros a ctxstore server prepares ahead of its writes) and their lengths. Files that
+/// vanish while they are counted count as nothing.
+pub fn directory_usage(path: &Path) -> DiskUsage {
+    let (allocated_bytes, file_bytes) = usage_under(path);
+    DiskUsage {
+        allocated_bytes: Some(allocated_bytes),
+        file_bytes: Some(file_bytes),
+        measured: format!("the files under {}", path.display()),
+    }
+}
+
+fn usage_under(path: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return (0, 0);
+    };
+    let mut total = (0, 0);
+    for entry in entries.flatten() {
+        let (allocated, length) = match entry.metadata() {
+            Ok(metadata) if metadata.is_dir() => usage_under(&entry.path()),
+            Ok(metadata) => (metadata.blocks() * 512, metadata.len()),
+            Err(_) => (0, 0),
+        };
+        total.0 += allocated;
+        total.1 += length;
+    }
+    total
 }

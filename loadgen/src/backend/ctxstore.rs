@@ -6,10 +6,25 @@ use ctxstore_client::{BlobHash, Client, ClientConfig};
 use crate::backend::{Ack, BlobRef};
 use crate::report::ServerReport;
 
-pub async fn connect(addr: &str, token: Option<String>) -> anyhow::Result<Client> {
+pub async fn connect(
+    addr: &str,
+    token: Option<String>,
+    client_chunking: bool,
+) -> anyhow::Result<Client> {
     let mut config = ClientConfig::new(addr.to_string()).with_token(token);
     config.client_name = format!("ctxstore-loadgen {}", env!("CARGO_PKG_VERSION"));
+    // On, the client's default chunking (the server's default sizes, so their chunks dedup
+    // with the server's); off, every payload travels whole.
+    if !client_chunking {
+        config.chunking = None;
+    }
     Ok(Client::connect(config).await?)
+}
+
+/// Request bytes this client has written to its connection (frames, HELLO, chunk look-ups
+/// and uploads): what appends cost on the wire, chunked or whole.
+pub fn bytes_sent(client: &Client) -> Option<u64> {
+    Some(client.bytes_sent())
 }
 
 pub async fn create_context(client: &Client) -> anyhow::Result<u64> {

@@ -9,7 +9,7 @@ pub mod sqlite;
 
 use bytes::Bytes;
 
-use crate::report::ServerReport;
+use crate::report::{DiskUsage, ServerReport};
 
 /// Which store, and how to reach it.
 #[derive(Clone, Debug)]
@@ -17,19 +17,16 @@ pub enum BackendKind {
     Ctxstore {
         addr: String,
         token: Option<String>,
+        /// Let the client cut large payloads into chunks and send only the ones the server
+        /// lacks (sub-blob dedup, issue 16); off: every payload whole.
+        client_chunking: bool,
     },
     /// `postgres://user@host:port/db` (run with `synchronous_commit = on`).
-    Postgres {
-        url: String,
-    },
+    Postgres { url: String },
     /// `redis://host:port` (run with `appendonly yes`, `appendfsync always`).
-    Redis {
-        url: String,
-    },
+    Redis { url: String },
     /// A database file (WAL, `synchronous = FULL`), in this process.
-    Sqlite {
-        path: std::path::PathBuf,
-    },
+    Sqlite { path: std::path::PathBuf },
     /// A store whose answers take a scripted time: for testing the load generator's own
     /// measurement (coordinated omission), never a stand-in for a real store.
     #[cfg(test)]
@@ -62,9 +59,13 @@ impl BackendKind {
 
     pub async fn connect(&self) -> anyhow::Result<Connection> {
         Ok(match self {
-            BackendKind::Ctxstore { addr, token } => {
-                Connection::Ctxstore(ctxstore::connect(addr, token.clone()).await?)
-            }
+            BackendKind::Ctxstore {
+                addr,
+                token,
+                client_chunking,
+            } => Connection::Ctxstore(
+                ctxstore::connect(addr, token.clone(), *client_chunking).await?,
+            ),
             BackendKind::Postgres { url } => Connection::Postgres(postgres::connect(url).await?),
             BackendKind::Redis { url } => Connection::Redis(redis::connect(url).await?),
             BackendKind::Sqlite { path } => Connection::Sqlite(sqlite::connect(path).await?),
@@ -201,6 +202,25 @@ impl Connection {
             Connection::Sqlite(client) => sqlite::get_blob(client, blob).await,
             #[cfg(test)]
             Connection::Scripted(script) => script.answer(0).await.map(|_| 0),
+        }
+    }
+
+    /// Request bytes written to the store on this connection, where the client counts them.
+    pub fn bytes_sent(&self) -> Option<u64> {
+        match self {
+            Connection::Ctxstore(client) => ctxstore::bytes_sent(client),
+            _ => None,
+        }
+    }
+
+    /// What the store's data occupies on disk, where the store can tell over its connection
+    /// (PostgreSQL: its tables; SQLite: its files). ctxstore's data directory is on the
+    /// server's side: the caller measures it (`spawn::directory_usage`) when it knows where.
+    pub async fn disk_usage(&self) -> anyhow::Result<Option<DiskUsage>> {
+        match self {
+            Connection::Postgres(client) => postgres::disk_usage(client).await.map(Some),
+            Connection::Sqlite(client) => sqlite::disk_usage(client).await.map(Some),
+            _ => Ok(None),
         }
     }
 

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use tokio_postgres::{Client, NoTls};
 
 use crate::backend::{Ack, BlobRef};
-use crate::report::ServerReport;
+use crate::report::{DiskUsage, ServerReport};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS contexts (
@@ -166,5 +166,22 @@ pub async fn server_report(client: &Client) -> anyhow::Result<ServerReport> {
         stored_bytes: Some(row.get::<_, i64>(2) as u64),
         disk_bytes: Some(row.get::<_, i64>(3) as u64),
         dedup_hits: None,
+    })
+}
+
+/// The tables this backend writes, as `pg_total_relation_size` counts them (heap, TOAST,
+/// indexes, free-space maps). The WAL is not counted: it belongs to the whole server and is
+/// recycled at checkpoints, so it does not grow with the data kept.
+pub async fn disk_usage(client: &Client) -> anyhow::Result<DiskUsage> {
+    let row = client
+        .query_one(
+            "SELECT pg_total_relation_size('turns') + pg_total_relation_size('contexts')",
+            &[],
+        )
+        .await?;
+    Ok(DiskUsage {
+        allocated_bytes: None,
+        file_bytes: Some(row.get::<_, i64>(0) as u64),
+        measured: "pg_total_relation_size of turns and contexts; WAL not counted".into(),
     })
 }

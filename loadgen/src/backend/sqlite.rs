@@ -10,7 +10,7 @@ use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::backend::{Ack, BlobRef};
-use crate::report::ServerReport;
+use crate::report::{DiskUsage, ServerReport};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS contexts (id INTEGER PRIMARY KEY, head INTEGER NOT NULL DEFAULT 0, head_depth INTEGER NOT NULL DEFAULT 0);
@@ -211,4 +211,37 @@ pub async fn server_report(sqlite: &SqliteConnection) -> anyhow::Result<ServerRe
         })
     })
     .await
+}
+
+/// The database file and its WAL, both ways (allocated blocks and lengths). Measured while
+/// connections are open: the last one to close checkpoints the WAL into the file and removes
+/// it, so the sum is what the data occupies either way, give or take the pages that exist in
+/// both. The `-shm` index is memory the connections map, not data.
+pub async fn disk_usage(sqlite: &SqliteConnection) -> anyhow::Result<DiskUsage> {
+    use std::os::unix::fs::MetadataExt;
+    let mut usage = DiskUsage {
+        allocated_bytes: Some(0),
+        file_bytes: Some(0),
+        measured: "the database file and its -wal".into(),
+    };
+    for suffix in ["", "-wal"] {
+        let mut name = sqlite.path.as_os_str().to_owned();
+        name.push(suffix);
+        let metadata = match std::fs::metadata(PathBuf::from(&name)) {
+            Ok(metadata) => metadata,
+            // No WAL (yet, or checkpointed away): nothing to count.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound && !suffix.is_empty() => {
+                continue;
+            }
+            Err(error) => {
+                return Err(anyhow::Error::new(error)
+                    .context(format!("measuring {}", PathBuf::from(name).display())));
+            }
+        };
+        usage.allocated_bytes = usage
+            .allocated_bytes
+            .map(|sum| sum + metadata.blocks() * 512);
+        usage.file_bytes = usage.file_bytes.map(|sum| sum + metadata.len());
+    }
+    Ok(usage)
 }

@@ -1,5 +1,6 @@
-//! What the load generator sends: chat-like text and the payload stream (sizes, duplicates,
-//! large incompressible payloads).
+//! What the load generator sends: chat-like text, the payload stream (sizes, duplicates,
+//! large incompressible payloads), and growing agent states.
 
+pub mod growing;
 pub mod payloads;
 pub mod text;
