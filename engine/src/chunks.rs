@@ -222,6 +222,17 @@ pub(crate) fn read_payload(
     Ok(Bytes::from(payload))
 }
 
+/// The manifests a shard's index holds now (a copy: the caller reads records after).
+pub(crate) fn indexed_manifests(shard: &ShardView) -> Vec<(BlobHash, BlobLocation)> {
+    shard
+        .index
+        .pin()
+        .iter()
+        .filter(|(_, location)| location.compression == Compression::Manifest)
+        .map(|(hash, location)| (*hash, *location))
+        .collect()
+}
+
 /// A chunked blob that cannot be read whole: what is wrong with it.
 #[derive(Clone, Debug)]
 pub(crate) struct Incomplete {
@@ -239,14 +250,7 @@ pub(crate) struct Incomplete {
 pub(crate) fn drop_incomplete_manifests(shards: &[ShardView]) -> Vec<Incomplete> {
     let mut incomplete = Vec::new();
     for shard in shards {
-        let manifests: Vec<(BlobHash, BlobLocation)> = shard
-            .index
-            .pin()
-            .iter()
-            .filter(|(_, location)| location.compression == Compression::Manifest)
-            .map(|(hash, location)| (*hash, *location))
-            .collect();
-        for (hash, location) in manifests {
+        for (hash, location) in indexed_manifests(shard) {
             let missing = match chunk_list(shards, &hash, location) {
                 Err(error) => Some(error.to_string()),
                 Ok((chunks, _)) => chunks
@@ -279,14 +283,7 @@ pub(crate) fn manifest_references(
 ) -> Result<HashMap<BlobHash, Box<[BlobHash]>, BlobHashBuildHasher>, EngineError> {
     let mut named = HashMap::default();
     for shard in shards {
-        let manifests: Vec<(BlobHash, BlobLocation)> = shard
-            .index
-            .pin()
-            .iter()
-            .filter(|(_, location)| location.compression == Compression::Manifest)
-            .map(|(hash, location)| (*hash, *location))
-            .collect();
-        for (hash, location) in manifests {
+        for (hash, location) in indexed_manifests(shard) {
             match read_manifest(shards, &hash, location) {
                 Ok(manifest) => {
                     named.insert(hash, manifest.references().collect());
@@ -588,18 +585,26 @@ impl Engine {
             let stored = self.store_blobs(vec![(hash, bytes.clone())]).await?;
             return Ok(stored.first().copied().unwrap_or(true));
         }
-        let (record, pin) = self.prepare_manifest(hash, to_store).await?;
-        let shard = usize::from(hash.shard(published.shards.len() as u16));
+        let outcome = self.store_manifest(hash, to_store).await?;
+        Ok(outcome == PutOutcome::AlreadyStored)
+    }
+
+    /// A chunked blob stored without a turn: its missing chunks, then its manifest record,
+    /// each durable; the pin is held until the record is indexed.
+    pub(crate) async fn store_manifest(
+        &self,
+        hash: BlobHash,
+        chunks: Vec<ChunkToStore>,
+    ) -> Result<PutOutcome, EngineError> {
+        let (blob, pin) = self.prepare_manifest(hash, chunks).await?;
+        let shard = usize::from(hash.shard(self.inner.published.shards.len() as u16));
         let (reply, answer) = oneshot::channel();
         self.inner.shards[shard]
-            .send_async(ShardRequest::Put {
-                blob: record,
-                reply,
-            })
+            .send_async(ShardRequest::Put { blob, reply })
             .await
             .map_err(|_| EngineError::ShutDown)?;
         let outcome = answer.await.map_err(|_| EngineError::ShutDown)??;
         drop(pin);
-        Ok(outcome == PutOutcome::AlreadyStored)
+        Ok(outcome)
     }
 }

@@ -358,12 +358,21 @@ impl Engine {
                 let append = append.with_payload(blob);
                 self.inner.sequencer.append(append, reply).await;
             }
-            (None, AppendPayload::Bytes(bytes)) if self.is_chunked_len(bytes.len()) => {
-                // Large: its chunks first (durable in their shards), then the manifest record
-                // takes the place of the blob on the usual route; the pin holds what the
-                // manifest names until it is indexed, which precedes the answer.
-                let chunks = crate::chunks::cut_payload(&bytes, &self.inner.config.chunking);
-                let (blob, pin) = self.prepare_manifest(hash, chunks).await?;
+            (None, AppendPayload::Bytes(bytes)) => {
+                // New (probably; the shard checks again): the shard stores it, then hands the
+                // append on to the sequencer. A large one goes as its chunks first (durable in
+                // their shards), its manifest record then taking the blob's place; the pin
+                // holds what the manifest names until it is indexed, before the answer.
+                let (blob, pin) = if self.is_chunked_len(bytes.len()) {
+                    let chunks = crate::chunks::cut_payload(&bytes, &self.inner.config.chunking);
+                    let (blob, pin) = self.prepare_manifest(hash, chunks).await?;
+                    (blob, Some(pin))
+                } else {
+                    (
+                        codec::encode(hash, &bytes, self.inner.config.zstd_level),
+                        None,
+                    )
+                };
                 let request = ShardRequest::PutThenAppend {
                     blob,
                     append,
@@ -374,18 +383,6 @@ impl Engine {
                 let answer = answer.await.map_err(|_| EngineError::ShutDown)?;
                 drop(pin);
                 return answer;
-            }
-            (None, AppendPayload::Bytes(bytes)) => {
-                // New (probably; the shard checks again): the shard stores it, then hands the
-                // append on to the sequencer.
-                let blob = codec::encode(hash, &bytes, self.inner.config.zstd_level);
-                let request = ShardRequest::PutThenAppend {
-                    blob,
-                    append,
-                    reply,
-                };
-                (self.inner.shards[shard].send_async(request).await)
-                    .map_err(|_| EngineError::ShutDown)?;
             }
             (None, AppendPayload::StoredBlob(_)) => return Err(EngineError::BlobNotFound(hash)),
         }
@@ -503,16 +500,7 @@ impl Engine {
         payload: &Bytes,
     ) -> Result<Stored, EngineError> {
         let chunks = crate::chunks::cut_payload(payload, &self.inner.config.chunking);
-        let (blob, pin) = self.prepare_manifest(hash, chunks).await?;
-        let shard = usize::from(hash.shard(self.inner.published.shards.len() as u16));
-        let (reply, answer) = oneshot::channel();
-        self.inner.shards[shard]
-            .send_async(ShardRequest::Put { blob, reply })
-            .await
-            .map_err(|_| EngineError::ShutDown)?;
-        let outcome = answer.await.map_err(|_| EngineError::ShutDown)??;
-        drop(pin);
-        Ok(Stored::Done(outcome))
+        self.store_manifest(hash, chunks).await.map(Stored::Done)
     }
 
     pub(crate) fn check_open(&self) -> Result<(), EngineError> {

@@ -333,14 +333,7 @@ fn verify_manifests(views: &[ShardView], report: &mut VerifyReport) {
         ));
     }
     for view in views {
-        let manifests: Vec<(BlobHash, BlobLocation)> = view
-            .index
-            .pin()
-            .iter()
-            .filter(|(_, location)| location.compression == Compression::Manifest)
-            .map(|(hash, location)| (*hash, *location))
-            .collect();
-        for (hash, location) in manifests {
+        for (hash, location) in crate::chunks::indexed_manifests(view) {
             if let Err(error) = crate::chunks::read_payload(views, &hash, location) {
                 report
                     .problems

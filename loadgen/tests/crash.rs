@@ -40,6 +40,34 @@ struct Acked {
     hash: String,
 }
 
+/// Server flags of the crash loops under garbage collection: a round every 200 ms, every pack
+/// with a tenth dead compacted, no rate limit.
+const GC_EVERY_200_MS: [&str; 6] = [
+    "--gc-interval",
+    "200ms",
+    "--gc-pack-dead-percent",
+    "10",
+    "--gc-rate-max",
+    "off",
+];
+
+/// A setting of the harness from the environment (cycles, seed), else `default`.
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The runtime the harness's clients run on.
+fn test_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 // The child is returned to the caller, which kills and waits for it.
 #[allow(clippy::zombie_processes)]
 fn start_server(data: &Path, ready: &Path) -> (Child, String) {
@@ -580,23 +608,13 @@ async fn turn_by_key(client: &Client, name: &str, key: &str) -> Option<u64> {
 
 #[test]
 fn kill_9_under_load_loses_no_acknowledged_append() {
-    let cycles: usize = std::env::var("CTXSTORE_CRASH_CYCLES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10);
-    let seed: u64 = std::env::var("CTXSTORE_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x5eed);
+    let cycles: usize = env_or("CTXSTORE_CRASH_CYCLES", 10);
+    let seed: u64 = env_or("CTXSTORE_CRASH_SEED", 0x5eed);
     let mut rng = fastrand::Rng::with_seed(seed);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let ready = dir.path().join("ready");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = test_runtime();
     let mut acked: Vec<Acked> = Vec::new();
     let mut checked = 0;
     let mut meta_model = MetaModel::new();
@@ -692,11 +710,7 @@ fn a_backup_under_load_holds_every_append_acknowledged_before_it() {
     let data = dir.path().join("data");
     let ready = dir.path().join("ready");
     let copy = dir.path().join("backup");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = test_runtime();
     let (mut server, addr) = start_server(&data, &ready);
     let log = dir.path().join("acks.jsonl");
     let mut loadgen = Command::new(LOADGEN)
@@ -754,31 +768,14 @@ fn a_backup_under_load_holds_every_append_acknowledged_before_it() {
 /// and, after a collection, no more than 10% of the packs is garbage (disk use converges).
 #[test]
 fn collections_under_kill_9_keep_every_live_acknowledged_turn() {
-    let cycles: usize = std::env::var("CTXSTORE_GC_CRASH_CYCLES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(6);
-    let seed: u64 = std::env::var("CTXSTORE_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x6c);
-    let gc_flags = [
-        "--gc-interval",
-        "200ms",
-        "--gc-pack-dead-percent",
-        "10",
-        "--gc-rate-max",
-        "off",
-    ];
+    let cycles: usize = env_or("CTXSTORE_GC_CRASH_CYCLES", 6);
+    let seed: u64 = env_or("CTXSTORE_CRASH_SEED", 0x6c);
+    let gc_flags = GC_EVERY_200_MS;
     let mut rng = fastrand::Rng::with_seed(seed);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let ready = dir.path().join("ready");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = test_runtime();
     let mut acked: Vec<Acked> = Vec::new();
     let mut kept: Vec<(u64, String)> = Vec::new();
     let mut checked = 0;
@@ -927,31 +924,14 @@ fn noise(seed: u64, len: usize) -> Vec<u8> {
 /// agent's head is at or after its last acknowledged turn; at the end `verify` passes.
 #[test]
 fn growing_chunked_states_under_kill_9_lose_nothing_acknowledged() {
-    let cycles: usize = std::env::var("CTXSTORE_CHUNK_CRASH_CYCLES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(6);
-    let seed: u64 = std::env::var("CTXSTORE_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x16);
-    let flags = [
-        "--gc-interval",
-        "200ms",
-        "--gc-pack-dead-percent",
-        "10",
-        "--gc-rate-max",
-        "off",
-    ];
+    let cycles: usize = env_or("CTXSTORE_CHUNK_CRASH_CYCLES", 6);
+    let seed: u64 = env_or("CTXSTORE_CRASH_SEED", 0x16);
+    let flags = GC_EVERY_200_MS;
     let mut rng = fastrand::Rng::with_seed(seed);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let ready = dir.path().join("ready");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = test_runtime();
     let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Acked>::new()));
     let mut blobs = 0;
     for cycle in 0..cycles as u64 {
