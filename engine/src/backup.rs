@@ -60,12 +60,12 @@ impl Engine {
     /// Writes a consistent copy of the store into `to` (absolute; absent or an empty
     /// directory) while appends and reads go on: everything acknowledged before the call is
     /// in it. Blocking file I/O on the caller's thread: do not call it from an engine or
-    /// network-core thread. One backup at a time.
+    /// network-core thread. One backup at a time: waits for a running backup or collection.
     pub fn backup(&self, to: &Path) -> Result<BackupReport, EngineError> {
         self.check_open()?;
         // One at a time, and never during a garbage collection (it replaces packs a backup
-        // hard-links).
-        let _guard = self.inner.collector.try_maintenance()?;
+        // hard-links): waits for a running one to finish.
+        let _guard = self.inner.collector.maintenance()?;
         self.backup_now(to)
     }
 

@@ -735,7 +735,7 @@ impl Engine {
     /// the unreachable turns as collected, and rewrites the packs whose unreachable share
     /// passes `gc_pack_dead_percent` (the open pack is sealed first). Appends and reads go on.
     /// Blocking file I/O on the caller's thread: do not call it from an engine or network-core
-    /// thread. One collection or backup at a time (else `InvalidArgument`).
+    /// thread. One collection or backup at a time: waits for a running one to finish first.
     pub fn gc(&self) -> Result<crate::model::GcReport, EngineError> {
         self.check_open()?;
         self.inner.collector.run()

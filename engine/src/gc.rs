@@ -32,7 +32,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -74,6 +74,10 @@ pub(crate) struct GcCounters {
     pub dead_bytes: AtomicU64,
 }
 
+/// Requested rounds and backups that may wait for the running one at a time: each waits on a
+/// thread of its own, so a client pipelining GC requests cannot pile up threads.
+pub const MAINTENANCE_WAITING_MAX: usize = 4;
+
 /// Everything a round needs; shared by `Engine::gc` and the scheduler thread.
 #[derive(Debug)]
 pub(crate) struct Collector {
@@ -86,6 +90,9 @@ pub(crate) struct Collector {
     /// One maintenance job at a time: a collection or a backup (a backup hard-links packs a
     /// compaction would replace).
     pub maintenance: Arc<Mutex<()>>,
+    /// Callers waiting for `maintenance` (requested rounds and backups), ≤
+    /// `MAINTENANCE_WAITING_MAX`.
+    maintenance_waiting: AtomicUsize,
     pub counters: GcCounters,
     /// Set by `Engine::shutdown`: a round in progress stops at its next step.
     pub stopping: AtomicBool,
@@ -182,6 +189,7 @@ impl Collector {
             pack_dead_percent,
             bytes_per_s_max,
             maintenance: Arc::new(Mutex::new(())),
+            maintenance_waiting: AtomicUsize::new(0),
             counters: GcCounters::default(),
             stopping: AtomicBool::new(false),
             orphans_before_pack: Mutex::new(open_pack_ids),
@@ -189,21 +197,49 @@ impl Collector {
         }
     }
 
-    /// Takes the maintenance lock, or says who holds it.
-    pub fn try_maintenance(&self) -> Result<MutexGuard<'_, ()>, EngineError> {
+    /// Takes the maintenance lock, waiting for a running collection or backup to finish
+    /// (a collection round is bounded; a caller asking for one wants it run, not refused
+    /// because the scheduler's round happened to be running). At most
+    /// `MAINTENANCE_WAITING_MAX` callers wait (each holds a thread), else `Limit`.
+    pub fn maintenance(&self) -> Result<MutexGuard<'_, ()>, EngineError> {
+        let waiting = self.maintenance_waiting.fetch_add(1, Ordering::AcqRel);
+        let guard = if waiting >= MAINTENANCE_WAITING_MAX {
+            Err(EngineError::Limit {
+                what: "garbage collections and backups waiting for the running one",
+                limit: MAINTENANCE_WAITING_MAX,
+            })
+        } else {
+            Ok(match self.maintenance.lock() {
+                Ok(guard) => guard,
+                Err(poisoned) => poisoned.into_inner(),
+            })
+        };
+        self.maintenance_waiting.fetch_sub(1, Ordering::AcqRel);
+        guard
+    }
+
+    /// One round, after any running collection or backup. Blocking file I/O on the caller's
+    /// thread.
+    pub fn run(&self) -> Result<GcReport, EngineError> {
+        let guard = self.maintenance()?;
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(EngineError::ShutDown);
+        }
+        self.round(guard)
+    }
+
+    /// One round if no collection or backup is running, else `None` (the scheduler's next
+    /// tick tries again).
+    fn run_if_free(&self) -> Option<Result<GcReport, EngineError>> {
         match self.maintenance.try_lock() {
-            Ok(guard) => Ok(guard),
-            Err(TryLockError::Poisoned(poisoned)) => Ok(poisoned.into_inner()),
-            Err(TryLockError::WouldBlock) => Err(EngineError::InvalidArgument(
-                "a garbage collection or a backup is running; try again when it has finished"
-                    .into(),
-            )),
+            Ok(guard) => Some(self.round(guard)),
+            Err(TryLockError::Poisoned(poisoned)) => Some(self.round(poisoned.into_inner())),
+            Err(TryLockError::WouldBlock) => None,
         }
     }
 
-    /// One round. Blocking file I/O on the caller's thread.
-    pub fn run(&self) -> Result<GcReport, EngineError> {
-        let _guard = self.try_maintenance()?;
+    /// One round under the maintenance lock `_guard`.
+    fn round(&self, _guard: MutexGuard<'_, ()>) -> Result<GcReport, EngineError> {
         self.published.status.check_writable()?;
         let started = Instant::now();
         let snapshot = self.start()?;
@@ -1104,10 +1140,13 @@ fn schedule(
                 "garbage collection: deleted contexts passed the trigger"
             );
         }
-        match collector.run() {
-            Ok(_) => {}
-            Err(EngineError::ShutDown) => return,
-            Err(error) => tracing::warn!(%error, "scheduled garbage collection failed"),
+        match collector.run_if_free() {
+            None => tracing::debug!(
+                "scheduled garbage collection skipped: a backup or a collection is running"
+            ),
+            Some(Ok(_)) => {}
+            Some(Err(EngineError::ShutDown)) => return,
+            Some(Err(error)) => tracing::warn!(%error, "scheduled garbage collection failed"),
         }
     }
 }

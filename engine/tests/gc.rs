@@ -697,6 +697,58 @@ proptest::proptest! {
     }
 }
 
+/// A requested collection or backup while another one runs (the scheduler's included) waits
+/// for it and then runs, instead of failing: a user's `ctxstore gc` must not depend on whether
+/// the schedule happened to be collecting.
+#[test]
+fn requested_collections_and_backups_wait_for_the_running_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = gc_config(dir.path());
+    // A scheduled round every millisecond: nearly always one running.
+    config.gc_interval_ms = 1;
+    let engine = Engine::open(config).unwrap();
+    let kept = new_context(&engine);
+    for round in 0..4u64 {
+        let doomed = new_context(&engine);
+        for i in 0..16 {
+            append(
+                &engine,
+                doomed,
+                &random_payload(round * 100 + i, 8 << 10),
+                None,
+            )
+            .unwrap();
+        }
+        append(&engine, kept, &random_payload(9_000 + round, 8 << 10), None).unwrap();
+        block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();
+    }
+    let backups = tempfile::tempdir().unwrap();
+    let workers: Vec<_> = (0..3)
+        .map(|worker| {
+            let engine = engine.clone();
+            let target = backups.path().join(format!("backup-{worker}"));
+            std::thread::spawn(move || {
+                for _ in 0..5 {
+                    engine
+                        .gc()
+                        .expect("a requested collection waits, never fails");
+                }
+                engine.backup(&target).expect("a backup waits, never fails");
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    assert!(engine.stats().gc_runs >= 15);
+    assert_eq!(engine.stats().unique_bytes, 4 * (8 << 10));
+    engine.shutdown();
+    for worker in 0..3 {
+        let report = verify(&backups.path().join(format!("backup-{worker}"))).unwrap();
+        assert!(report.is_ok(), "{report}");
+    }
+}
+
 #[test]
 fn deleting_past_the_trigger_starts_a_collection_without_waiting_for_the_schedule() {
     let dir = tempfile::tempdir().unwrap();

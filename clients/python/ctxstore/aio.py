@@ -757,7 +757,8 @@ class AsyncClient(ops.ClientCore):
         ``--gc-pack-dead-percent`` are rewritten. It takes as long as rewriting those packs,
         so it waits up to ``timeout`` seconds (default an hour), not the request timeout; a
         collection no longer waited for goes on on the server. One collection or backup at a
-        time: while one runs (the server's schedule included), InvalidArgument."""
+        time: while one runs (the server's schedule included), this one waits for it to
+        finish, then runs its own round."""
         return await self._run(ops.gc(), timeout)
 
     async def patch_turn(
