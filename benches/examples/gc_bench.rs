@@ -8,10 +8,12 @@
 //!   rewrites the packs; the collection's throughput and CPU time.
 //!
 //! ```text
-//! cargo run --release -p ctxstore-benches --example gc_bench -- day --dir /tmp/gcday --out benches/results/gc
+//! cargo run --release -p ctxstore-benches --example gc_bench -- day --dir /tmp/gcday --out benches/results/gc [--log-compaction off]
 //! cargo run --release -p ctxstore-benches --example gc_bench -- compaction --dir /tmp/gccomp --fill-mib 2048 [--gc-rate-mib 32] [--rate 500] [--dead-percent 40]
 //! ```
 //!
+//! Disk use is what the file system allocated (`du`: blocks, holes not counted), so a
+//! `turns.log` whose compacted prefix was punched out counts only what it holds.
 //! The directory is created fresh (it must not exist). Figures in docs/benchmarks.md.
 // A benchmark: a failed step ends the run with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -58,6 +60,7 @@ fn main() {
                 keep_percent: number("--keep-percent", 10),
                 gc_every: number("--gc-every", 4),
                 out: flag("--out").map(PathBuf::from),
+                log_compaction: flag("--log-compaction").as_deref() != Some("off"),
             },
         ),
         "compaction" => compaction(
@@ -157,7 +160,7 @@ fn noise(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Bytes of files under `dir` whose name satisfies `keep`.
+/// Bytes the file system allocated to the files under `dir` whose name satisfies `keep`.
 fn bytes_under(dir: &Path, keep: &dyn Fn(&str) -> bool) -> u64 {
     let mut total = 0;
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -169,7 +172,7 @@ fn bytes_under(dir: &Path, keep: &dyn Fn(&str) -> bool) -> u64 {
         if meta.is_dir() {
             total += bytes_under(&path, keep);
         } else if keep(&entry.file_name().to_string_lossy()) {
-            total += meta.len();
+            total += std::os::unix::fs::MetadataExt::blocks(&meta) * 512;
         }
     }
     total
@@ -183,6 +186,8 @@ struct Day {
     keep_percent: u64,
     gc_every: u64,
     out: Option<PathBuf>,
+    /// `--log-compaction off`: turns.log keeps collected turns' records (the A/B).
+    log_compaction: bool,
 }
 
 /// One row of the day's time series.
@@ -195,7 +200,11 @@ struct Sample {
 }
 
 fn day(dir: &Path, day: Day) {
-    let engine = Engine::open(config(dir)).expect("open");
+    let mut config = config(dir);
+    if !day.log_compaction {
+        config.gc_log_dead_bytes_min = u64::MAX;
+    }
+    let engine = Engine::open(config).expect("open");
     let mut seed = 0u64;
     let mut running: Vec<ContextId> = Vec::new();
     let mut kept: Vec<ContextId> = Vec::new();
@@ -224,7 +233,7 @@ fn day(dir: &Path, day: Day) {
         if tick % day.gc_every == 0 {
             let report = engine.gc().expect("gc");
             let pack_bytes = bytes_under(dir, &|name| name.ends_with(".pack"));
-            let log_bytes = bytes_under(dir, &|name| name == "turns.log");
+            let log_bytes = bytes_under(dir, &|name| name == "turns.log" || name == "turns.base");
             let disk_bytes = bytes_under(dir, &|_| true);
             // What the live data needs in these formats: its pack records and its turn
             // records (the running agents' turns are live too).

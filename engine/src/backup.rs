@@ -17,7 +17,7 @@
 //! indexed); `verify` passes on it.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -107,16 +107,45 @@ impl Engine {
             )?;
             report.blobs += snapshot.blobs;
         }
+        // The log: its compacted base whole (no compaction runs while a backup holds the
+        // maintenance lock), then `turns.log` after the base at the same offsets (the target
+        // has a hole where the base stands).
         let log_bytes = log_records * LOG_RECORD_BYTES as u64;
-        let (written, turns) = copy_prefix(
+        let base = published.turns.base();
+        let skip_bytes = base
+            .as_ref()
+            .map_or(0, |base| base.through() * LOG_RECORD_BYTES as u64);
+        if let Some(base) = &base {
+            let (written, _) = copy_range(
+                &mut throttle,
+                base.path(),
+                &target.turns_base_path(),
+                0,
+                base.header.file_bytes(),
+                false,
+            )?;
+            report.bytes += written;
+            // Turns in the base: every kept turn record (continuation slots are not turns).
+            let mut turns = 0u64;
+            base.for_each_slot(
+                |slot| {
+                    turns += u64::from(slot[KIND_OFFSET] == KIND_TURN);
+                    Ok::<(), EngineError>(())
+                },
+                |error| error,
+            )?;
+            report.turns += turns;
+        }
+        let (written, turns) = copy_range(
             &mut throttle,
             &source.turns_log_path(),
             &target.turns_log_path(),
+            skip_bytes.min(log_bytes),
             log_bytes,
             true,
         )?;
         report.bytes += written;
-        report.turns = turns;
+        report.turns += turns;
         sync(&target.root)?;
 
         // Last: the meta file makes the directory a store.
@@ -220,7 +249,7 @@ fn copy_shard(
             report.bytes += len;
             report.linked_bytes += len;
         } else {
-            report.bytes += copy_prefix(throttle, &from, &to, len, false)?.0;
+            report.bytes += copy_range(throttle, &from, &to, 0, len, false)?.0;
         }
     }
     let open_pack = source.pack_path(shard, snapshot.pack_id);
@@ -235,7 +264,7 @@ fn copy_shard(
     .0;
     let index = source.blob_index_path(shard);
     let index_copy = target.blob_index_path(shard);
-    report.bytes += copy_prefix(throttle, &index, &index_copy, snapshot.index_end, false)?.0;
+    report.bytes += copy_range(throttle, &index, &index_copy, 0, snapshot.index_end, false)?.0;
     sync(&dir)?;
     if let Some(blobs_dir) = dir.parent() {
         sync(blobs_dir)?;
@@ -253,14 +282,33 @@ fn copy_prefix(
     len: u64,
     count_turns: bool,
 ) -> Result<(u64, u64), EngineError> {
+    copy_range(throttle, from, to, 0, len, count_turns)
+}
+
+/// `copy_prefix` of the bytes `start..len` only, at the same offsets in `to` (a hole before
+/// `start`).
+fn copy_range(
+    throttle: &mut Throttle,
+    from: &Path,
+    to: &Path,
+    start: u64,
+    len: u64,
+    count_turns: bool,
+) -> Result<(u64, u64), EngineError> {
     let mut reader = File::open(from).map_err(|error| EngineError::io(from, error))?;
     let mut writer = File::options()
         .write(true)
         .create_new(true)
         .open(to)
         .map_err(|error| EngineError::from_write(to, error))?;
+    reader
+        .seek(SeekFrom::Start(start))
+        .map_err(|error| EngineError::io(from, error))?;
+    writer
+        .seek(SeekFrom::Start(start))
+        .map_err(|error| EngineError::from_write(to, error))?;
     let mut buffer = vec![0u8; COPY_STEP_BYTES];
-    let mut copied = 0u64;
+    let mut copied = start;
     let mut turns = 0u64;
     while copied < len {
         let want = (len - copied).min(COPY_STEP_BYTES as u64) as usize;
@@ -283,7 +331,7 @@ fn copy_prefix(
             .map_err(|error| EngineError::from_write(to, error))?;
         copied += read as u64;
         throttle.take(read as u64);
-        if copied.is_multiple_of(SYNC_STEP_BYTES) {
+        if (copied - start).is_multiple_of(SYNC_STEP_BYTES) {
             writer
                 .sync_data()
                 .map_err(|error| EngineError::from_write(to, error))?;
@@ -302,7 +350,7 @@ fn copy_prefix(
     writer
         .sync_all()
         .map_err(|error| EngineError::from_write(to, error))?;
-    Ok((copied, turns))
+    Ok((copied - start, turns))
 }
 
 /// Reads until `buffer` is full or the file ends (a plain `read` may return less).

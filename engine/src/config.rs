@@ -69,6 +69,10 @@ pub struct EngineConfig {
     /// Bytes per second a compaction reads and writes at most (0: no limit). It shares the
     /// disk with every append's fdatasync.
     pub gc_bytes_per_s_max: u64,
+    /// `turns.log` is compacted at the end of a round (collected turns' records that no live
+    /// history needs leave it) once those records hold at least this many bytes and
+    /// `gc_pack_dead_percent` of the log's slots (0: whenever there is one).
+    pub gc_log_dead_bytes_min: u64,
     /// Content-defined chunking of large payloads (issue 16, decision 0013).
     pub chunking: Chunking,
 }
@@ -150,6 +154,7 @@ impl EngineConfig {
             gc_pack_dead_percent: 50,
             gc_bytes_per_s_max: 32 << 20,
             gc_deleted_bytes_trigger: 1 << 30,
+            gc_log_dead_bytes_min: 1 << 20,
             chunking: Chunking::default(),
         }
     }

@@ -115,7 +115,19 @@ impl Engine {
             );
         }
         let log_path = store.turns_log_path();
-        let recovered = recover_log(&log_path, &views, config.repair)?;
+        // The compacted prefix of the log, if a collection wrote one (`log_compaction.rs`).
+        let base = crate::log_compaction::open_base(&store)?;
+        if base.is_some() && meta.format_version < STORE_FORMAT_VERSION {
+            return Err(OpenError::Inconsistent(format!(
+                "{} is of store format {} but has a compacted log ({}), which only format {} \
+                 writes",
+                store.root.display(),
+                meta.format_version,
+                store.turns_base_path().display(),
+                STORE_FORMAT_VERSION
+            )));
+        }
+        let recovered = recover_log(&log_path, base.as_ref(), &views, config.repair)?;
         if meta.format_version < STORE_FORMAT_VERSION {
             migrate_store(&store, &meta, &log_path, recovered.next_record_id - 1)?;
         }
@@ -142,6 +154,7 @@ impl Engine {
         let published = Arc::new(Published {
             turns: TurnsView::new(
                 turns_file,
+                base,
                 recovered.next_record_id - 1,
                 recovered.dead.clone(),
             ),
@@ -234,8 +247,7 @@ impl Engine {
             sequencer.clone(),
             shard_senders.clone().into_boxed_slice(),
             store.clone(),
-            config.gc_pack_dead_percent,
-            config.gc_bytes_per_s_max,
+            &config,
             open_packs,
         ));
         let gc_scheduler = match Scheduler::start(

@@ -249,3 +249,23 @@ pub(crate) async fn open_actor_file(
         .await
         .map_err(|source| EngineError::io(path, source))
 }
+
+/// Gives the disk blocks of `file`'s bytes `0..len` back to the file system (a hole reads as
+/// zeros; the file's length stays). `Ok(false)` when the file system cannot punch holes (the
+/// bytes then stay allocated: a loss of space, not of data).
+pub(crate) fn punch_prefix(file: &File, len: u64) -> io::Result<bool> {
+    use rustix::fs::{FallocateFlags, fallocate};
+    if len == 0 {
+        return Ok(true);
+    }
+    match fallocate(
+        file,
+        FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+        0,
+        len,
+    ) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::OPNOTSUPP) => Ok(false),
+        Err(errno) => Err(errno.into()),
+    }
+}

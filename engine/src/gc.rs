@@ -22,6 +22,8 @@
 //!            copy live records to pack.compact, index to blobs.idx.compact (synced, throttled)
 //!            GcInstall ─────────────────────────────────────────────► REINDEX marker, renames,
 //!                                                                     new read handle, marker gone
+//!  log compaction (`log_compaction.rs`, when its dead share passes the threshold):
+//!  turns.base.compact ← kept slots 1..=W, rename → turns.base, publish, punch turns.log < W
 //! ```
 //!
 //! Why each step is safe is in decision 0011; what recovery does with each file is in
@@ -44,9 +46,10 @@ use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::pack::{PACK_HEADER_BYTES, PackHeader};
 use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::{
-    Assembled, LOG_RECORD_BYTES, LogRecord, SlotAssembly, SlotHead, Whole,
+    Assembled, LOG_RECORD_BYTES, LogRecord, SlotAssembly, SlotHead, Whole, turn_extra_slots,
 };
 use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};
+use crate::log_compaction::{LogPlan, compact_log};
 use crate::model::GcReport;
 use crate::pipeline::{
     CompactedPack, GcFenced, GcSnapshot, SequencerInbox, SequencerRequest, ShardRequest, SweptBlobs,
@@ -87,6 +90,9 @@ pub(crate) struct Collector {
     store: StoreDir,
     pack_dead_percent: u8,
     bytes_per_s_max: u64,
+    /// The log is compacted once its droppable slots hold at least this many bytes (and
+    /// `pack_dead_percent` of the slots present).
+    log_dead_bytes_min: u64,
     /// One maintenance job at a time: a collection or a backup (a backup hard-links packs a
     /// compaction would replace).
     pub maintenance: Arc<Mutex<()>>,
@@ -177,8 +183,7 @@ impl Collector {
         sequencer: SequencerInbox,
         shards: Box<[flume::Sender<ShardRequest>]>,
         store: StoreDir,
-        pack_dead_percent: u8,
-        bytes_per_s_max: u64,
+        config: &crate::config::EngineConfig,
         open_pack_ids: Vec<u32>,
     ) -> Collector {
         Collector {
@@ -186,8 +191,9 @@ impl Collector {
             sequencer,
             shards,
             store,
-            pack_dead_percent,
-            bytes_per_s_max,
+            pack_dead_percent: config.gc_pack_dead_percent,
+            bytes_per_s_max: config.gc_bytes_per_s_max,
+            log_dead_bytes_min: config.gc_log_dead_bytes_min,
             maintenance: Arc::new(Mutex::new(())),
             maintenance_waiting: AtomicUsize::new(0),
             counters: GcCounters::default(),
@@ -427,6 +433,8 @@ impl Collector {
             }
         }
         if dead.is_empty() && plans.is_empty() {
+            // Nothing new dies; turns collected before may still leave the log.
+            self.compact_log(&log, &marked, snapshot.watermark, &mut report)?;
             return Ok((report, Fence::NotSent));
         }
         // A manifest in a pack below the threshold stays, and so does what it names.
@@ -526,7 +534,115 @@ impl Collector {
             report.packs_compacted += 1;
         }
         report.dead_bytes = report.dead_bytes.saturating_sub(report.bytes_reclaimed);
+        self.compact_log(&log, &marked, snapshot.watermark, &mut report)?;
         Ok((report, Fence::Reached))
+    }
+
+    /// The round's last step (`log_compaction.rs`): the records of collected turns that no
+    /// record that stays needs leave `turns.log`, once they pass the thresholds. Runs after
+    /// the fence, so the durable dead set holds this round's turns too.
+    fn compact_log(
+        &self,
+        log: &LogTable,
+        marked: &Marked,
+        watermark: u64,
+        report: &mut GcReport,
+    ) -> Result<(), EngineError> {
+        let Some(plan) = self.plan_log(log, marked, watermark) else {
+            return Ok(());
+        };
+        let mut throttle = Throttle::new(self.bytes_per_s_max);
+        let compacted = compact_log(
+            &self.store,
+            &self.published.turns,
+            &plan,
+            &mut throttle,
+            &self.stopping,
+        )?;
+        tracing::info!(
+            watermark,
+            turns_dropped = plan.turns_dropped,
+            slots_dropped = compacted.slots_dropped,
+            bytes_reclaimed = compacted.bytes_reclaimed,
+            punched = compacted.punched,
+            "turns.log compacted"
+        );
+        report.log_bytes_reclaimed += compacted.bytes_reclaimed;
+        report.bytes_reclaimed += compacted.bytes_reclaimed;
+        Ok(())
+    }
+
+    /// Which turn records go: collected (durable gc-dead), not owned by a live context, no
+    /// ancestor of a record that stays, and newer than every record of its context that
+    /// stays (a fork made later of a turn walks its context's turns before it: the turn
+    /// log, key look-ups). `None` below the thresholds.
+    fn plan_log(&self, log: &LogTable, marked: &Marked, watermark: u64) -> Option<LogPlan> {
+        let through = self.published.turns.base().map_or(0, |base| base.through());
+        if watermark <= through {
+            return None;
+        }
+        let dead = self.published.turns.dead();
+        let slots = log.context.len();
+        let mut needed: Vec<bool> = (0..slots)
+            .map(|id| {
+                log.is_turn(id as u64)
+                    && (marked.owned[id]
+                        || marked.is_live(id as u64)
+                        || !dead.contains(TurnId(id as u64)))
+            })
+            .collect();
+        // To a fixpoint: ancestors, then each context's turns before its newest that stays
+        // (which may name further ancestors). Each pass only adds.
+        let mut newest_needed: HashMap<u64, u64> = HashMap::new();
+        loop {
+            // Children before parents (a parent's id is lower).
+            for id in (1..slots).rev() {
+                if needed[id] {
+                    let parent = log.parent[id] as usize;
+                    assert!(parent < id, "a parent precedes its child");
+                    needed[parent] = log.is_turn(parent as u64) || needed[parent];
+                }
+            }
+            let mut grown = false;
+            for (context, turns) in &log.by_context {
+                let newest = turns
+                    .iter()
+                    .rev()
+                    .find(|&&turn| needed[turn as usize])
+                    .copied()
+                    .unwrap_or(0);
+                if newest_needed.get(context).copied().unwrap_or(0) >= newest {
+                    continue;
+                }
+                newest_needed.insert(*context, newest);
+                for &turn in turns.iter().take_while(|&&turn| turn <= newest) {
+                    grown |= !needed[turn as usize];
+                    needed[turn as usize] = true;
+                }
+            }
+            if !grown {
+                break;
+            }
+        }
+        let mut plan = LogPlan {
+            watermark,
+            drop: vec![false; slots],
+            turns_dropped: 0,
+            logical_bytes_dropped: 0,
+        };
+        let mut slots_dropped = 0u64;
+        for (id, needed) in needed.iter().enumerate().skip(1) {
+            if log.is_turn(id as u64) && !needed {
+                plan.drop[id] = true;
+                plan.turns_dropped += 1;
+                plan.logical_bytes_dropped += u64::from(log.payload_len[id]);
+                slots_dropped += 1 + u64::from(log.extra_slots[id]);
+            }
+        }
+        let due = slots_dropped > 0
+            && slots_dropped * LOG_RECORD_BYTES as u64 >= self.log_dead_bytes_min
+            && slots_dropped * 100 >= u64::from(self.pack_dead_percent) * log.slots_present;
+        due.then_some(plan)
     }
 
     /// Rewrites one swept pack with the records the index still points at, and the shard's
@@ -840,6 +956,11 @@ struct LogTable {
     parent: Vec<u64>,
     depth: Vec<u32>,
     hash: Vec<BlobHash>,
+    payload_len: Vec<u32>,
+    /// Continuation slots after each turn record (its extras).
+    extra_slots: Vec<u16>,
+    /// Slots present up to the watermark: the base's and `turns.log`'s after it.
+    slots_present: u64,
     /// Heads as of the watermark (a turn moves its context's head to itself; a context record
     /// sets its first head).
     heads: HashMap<u64, u64>,
@@ -853,7 +974,8 @@ impl LogTable {
         self.context[record_id as usize] != 0
     }
 
-    /// One sequential read of records `1..=watermark` (all durable).
+    /// One sequential read of records `1..=watermark` (all durable): the base's (a log
+    /// compaction's), then `turns.log`'s after it.
     fn read(published: &Published, watermark: u64) -> Result<LogTable, EngineError> {
         let path = published.turns.path().clone();
         let slots = watermark as usize + 1;
@@ -862,35 +984,36 @@ impl LogTable {
             parent: vec![0; slots],
             depth: vec![0; slots],
             hash: vec![BlobHash([0; 32]); slots],
+            payload_len: vec![0; slots],
+            extra_slots: vec![0; slots],
+            slots_present: 0,
             heads: HashMap::new(),
             by_context: HashMap::new(),
             links: Vec::new(),
         };
-        let file = File::open(&path).map_err(|source| EngineError::io(&path, source))?;
         let corrupt = |record_id: u64, reason: String| {
             EngineError::Corrupt(crate::error::Corruption::new(
                 &path,
-                (record_id - 1) * LOG_RECORD_BYTES as u64,
+                record_id.saturating_sub(1) * LOG_RECORD_BYTES as u64,
                 reason,
             ))
         };
         let mut pending: Option<SlotAssembly> = None;
-        let mut buffer = vec![0u8; 8192 * LOG_RECORD_BYTES];
-        let mut next = 1u64;
-        while next <= watermark {
-            let count = ((watermark - next + 1) as usize).min(8192);
-            let bytes = &mut buffer[..count * LOG_RECORD_BYTES];
-            file.read_exact_at(bytes, (next - 1) * LOG_RECORD_BYTES as u64)
-                .map_err(|source| EngineError::io(&path, source))?;
-            for slot in bytes.chunks_exact(LOG_RECORD_BYTES) {
-                let record_id = next;
-                next += 1;
-                let mut encoded = [0u8; LOG_RECORD_BYTES];
-                encoded.copy_from_slice(slot);
-                let record = match LogRecord::decode(&encoded) {
-                    Ok(Some(record)) if record.record_id() == record_id => record,
-                    _ => return Err(corrupt(record_id, "durable record does not decode".into())),
+        let mut previous = 0u64;
+        published.turns.for_each_slot(watermark, |encoded| {
+            {
+                let record = match LogRecord::decode(encoded) {
+                    Ok(Some(record)) if record.record_id() > previous => record,
+                    _ => {
+                        return Err(corrupt(
+                            previous + 1,
+                            "durable record does not decode".into(),
+                        ));
+                    }
                 };
+                let record_id = record.record_id();
+                previous = record_id;
+                table.slots_present += 1;
                 let assembled = match (pending.take(), record) {
                     (None, LogRecord::Context(context)) => {
                         table
@@ -920,6 +1043,8 @@ impl LogTable {
                         table.parent[id] = turn.parent_turn_id.0;
                         table.depth[id] = turn.depth;
                         table.hash[id] = turn.payload_hash;
+                        table.payload_len[id] = turn.payload_len;
+                        table.extra_slots[id] = turn_extra_slots(turn.extras_len as usize);
                         table.heads.insert(turn.context_id.0, turn.turn_id.0);
                         table
                             .by_context
@@ -936,7 +1061,8 @@ impl LogTable {
                     }
                 }
             }
-        }
+            Ok(())
+        })?;
         // The watermark is a batch boundary: no record is half-read.
         assert!(pending.is_none(), "the durable watermark splits a record");
         Ok(table)
@@ -948,6 +1074,10 @@ struct Marked {
     /// Per record id: the lowest floor it was reached with (`u32::MAX`: not reached). A turn
     /// reached with floor f has every ancestor at depth ≥ f reached too.
     floor: Vec<u32>,
+    /// Per record id: a live context owns the turn (its own turns, a clone's inherited ones, a
+    /// fork's base), reached or not (below its floor): its record must stay for the context's
+    /// turn log and for replay (log compaction).
+    owned: Vec<bool>,
     live_blobs: HashSet<BlobHash, BlobHashBuildHasher>,
 }
 
@@ -969,6 +1099,12 @@ fn mark(
     published: &Published,
 ) -> Result<Marked, EngineError> {
     let mut floors = vec![u32::MAX; log.context.len()];
+    let mut owned = vec![false; log.context.len()];
+    let mut own = |turn: u64| {
+        if let Some(slot) = owned.get_mut(turn as usize) {
+            *slot = true;
+        }
+    };
     let chain = |start: u64, floor: u32, floors: &mut Vec<u32>| -> bool {
         let mut turn = start;
         let mut marked = false;
@@ -1008,17 +1144,34 @@ fn mark(
         }
         let floor = info.floor_depth;
         if let Some(&head) = log.heads.get(&context_id) {
+            own(head);
             chain(head, floor, &mut floors);
         }
+        // Past a fork, what is inherited is the base's chain only (marked from its tip);
+        // the owners further on are still walked by readers (the turn log goes through each
+        // owner's own turns up to its bound, key look-ups try them), so their records stay.
+        let mut past_fork = false;
         owners::walk_owners(contexts, ContextId(context_id), &lookup, |step| {
+            let own_turns = log.by_context.get(&step.owner.0).map_or(&[][..], |turns| {
+                let end = turns.partition_point(|&turn| turn <= step.upto.0);
+                &turns[..end]
+            });
+            for &turn in own_turns {
+                own(turn);
+            }
+            if let Some(tip) = step.chain {
+                own(tip.turn_id.0);
+            }
+            if past_fork {
+                return Ok(false);
+            }
             if let Some(tip) = step.chain {
                 chain(tip.turn_id.0, floor, &mut floors);
-                return Ok(true);
+                past_fork = true;
+                return Ok(false);
             }
-            if let Some(turns) = log.by_context.get(&step.owner.0) {
-                for &turn in turns.iter().take_while(|&&turn| turn <= step.upto.0) {
-                    chain(turn, floor, &mut floors);
-                }
+            for &turn in own_turns {
+                chain(turn, floor, &mut floors);
             }
             Ok(false)
         })?;
@@ -1051,6 +1204,7 @@ fn mark(
     }
     Ok(Marked {
         floor: floors,
+        owned,
         live_blobs,
     })
 }

@@ -35,6 +35,7 @@ pub mod format;
 mod gc;
 mod group_commit;
 pub mod ids;
+mod log_compaction;
 pub mod metrics;
 pub mod model;
 pub mod overlays;

@@ -446,8 +446,10 @@ pub struct GcReport {
     pub turns_dead: u64,
     /// Blobs removed from the store (their bytes leave the disk with their pack's compaction).
     pub blobs_dead: u64,
-    /// Bytes the pack files shrank by.
+    /// Bytes the pack files and `turns.log` (with its compacted base) shrank by.
     pub bytes_reclaimed: u64,
+    /// Of those, the log's: collected turns' records a log compaction dropped.
+    pub log_bytes_reclaimed: u64,
     /// Bytes of live records the compactions copied (the collector's write volume).
     pub bytes_rewritten: u64,
     /// Packs rewritten with only their live records.

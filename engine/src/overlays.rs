@@ -7,15 +7,12 @@
 //! redacted turn's payload and patches are no roots, so the next collection takes them unless
 //! a live, unredacted turn (or a key-value entry) still names the same bytes.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-
 use bytes::Bytes;
 
 use crate::engine::{Engine, SWEPT_RETRIES_MAX};
 use crate::error::EngineError;
 use crate::format::context_meta::OverlayKind;
-use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord};
+use crate::format::turn_log::LogRecord;
 use crate::ids::{BlobHash, TurnId};
 use crate::model::{Overlaid, Purged};
 use crate::pipeline::SequencerRequest;
@@ -27,8 +24,6 @@ pub const PURGE_TURNS_PER_REQUEST_MAX: usize = 4096;
 /// A purge scans `turns.log` on the caller's thread until at most this many records are left
 /// unscanned; the sequencer reads those itself (bounded work on its thread).
 const PURGE_TAIL_RECORDS_MAX: u64 = 8192;
-/// Slots read per positional read of a purge's scan (1 MiB).
-const SCAN_SLOTS: usize = 8192;
 /// Where a turn record keeps its payload hash (docs/storage.md#turnslog).
 const PAYLOAD_HASH_OFFSET: usize = 48;
 
@@ -183,29 +178,19 @@ fn scan_turns_naming(
     if first > last {
         return Ok(found);
     }
-    let path = published.turns.path().clone();
-    let file = File::open(&path).map_err(|source| EngineError::io(&path, source))?;
-    let mut buffer = vec![0u8; SCAN_SLOTS * LOG_RECORD_BYTES];
-    let mut next = first;
-    while next <= last {
-        let count = ((last - next + 1) as usize).min(SCAN_SLOTS);
-        let bytes = &mut buffer[..count * LOG_RECORD_BYTES];
-        file.read_exact_at(bytes, (next - 1) * LOG_RECORD_BYTES as u64)
-            .map_err(|source| EngineError::io(&path, source))?;
-        for (index, slot) in bytes.chunks_exact(LOG_RECORD_BYTES).enumerate() {
-            if slot[PAYLOAD_HASH_OFFSET..PAYLOAD_HASH_OFFSET + 32] != hash.0 {
-                continue;
-            }
-            let record_id = next + index as u64;
-            // A turn naming the hash, or another record whose bytes happen to hold it there:
-            // the decoded record says which (and a damaged one is not skipped silently).
-            if let Some(LogRecord::Turn(turn)) = published.turns.record(record_id)?
-                && turn.payload_hash == *hash
-            {
-                found.push(turn.turn_id);
-            }
+    // The base's slots (a log compaction's) and the log's after it.
+    published.turns.scan_range(first, last, |record_id, slot| {
+        if slot[PAYLOAD_HASH_OFFSET..PAYLOAD_HASH_OFFSET + 32] != hash.0 {
+            return Ok(());
         }
-        next += count as u64;
-    }
+        // A turn naming the hash, or another record whose bytes happen to hold it there:
+        // the decoded record says which (and a damaged one is not skipped silently).
+        if let Some(LogRecord::Turn(turn)) = published.turns.record(record_id)?
+            && turn.payload_hash == *hash
+        {
+            found.push(turn.turn_id);
+        }
+        Ok(())
+    })?;
     Ok(found)
 }

@@ -4,6 +4,8 @@
 //! DIR/LOCK                               advisory lock held while the store is open
 //! DIR/ctxstore.meta                      format version and shard count (written once)
 //! DIR/turns.log                          sequencer journal: turns and context creations
+//! DIR/turns.base                         the compacted prefix of turns.log (after a collection)
+//! DIR/turns.base.compact                 a log compaction's new base before its rename
 //! DIR/blobs/shard-SS/pack-NNNNNN.pack    blob records of shard SS
 //! DIR/blobs/shard-SS/blobs.idx           index entries of shard SS
 //! DIR/blobs/shard-SS/*.compact           a compaction's new files before they are renamed in
@@ -20,6 +22,8 @@ use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
 pub const META_FILE: &str = "ctxstore.meta";
 pub const LOCK_FILE: &str = "LOCK";
 pub const TURNS_LOG_FILE: &str = "turns.log";
+/// The compacted prefix of `turns.log` (`format/log_base.rs`).
+pub const TURNS_BASE_FILE: &str = "turns.base";
 pub const BLOBS_DIR: &str = "blobs";
 pub const BLOB_INDEX_FILE: &str = "blobs.idx";
 /// Present while a compaction renames its files into place (`blob/shard.rs`): the next open
@@ -44,6 +48,15 @@ impl StoreDir {
 
     pub fn turns_log_path(&self) -> PathBuf {
         self.root.join(TURNS_LOG_FILE)
+    }
+
+    pub fn turns_base_path(&self) -> PathBuf {
+        self.root.join(TURNS_BASE_FILE)
+    }
+
+    /// A log compaction's new base before its rename.
+    pub fn turns_base_compact_path(&self) -> PathBuf {
+        self.root.join(format!("{TURNS_BASE_FILE}.compact"))
     }
 
     pub fn shard_dir(&self, shard: u16) -> PathBuf {

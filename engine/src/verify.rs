@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::blob::codec;
 use crate::blob::scan::{self, ScannedRecord};
@@ -19,6 +20,7 @@ use crate::format::meta::Meta;
 use crate::format::pack::Compression;
 use crate::format::turn_log::{LogRecord, SlotAssembly, TurnRecord};
 use crate::ids::{BlobHash, BlobHashBuildHasher};
+use crate::sequencer::log_base::LogBase;
 use crate::sequencer::recover::{Replay, pending_metadata_tail};
 use crate::sequencer::scan::scan_log;
 use crate::skip::Ancestry;
@@ -103,10 +105,36 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
     verify_manifests(&views, &mut report);
     let log_path = store.turns_log_path();
     let io = |source| OpenError::io(&log_path, source);
-    let mut replay = Replay::new(File::open(&log_path).map_err(io)?, &views);
+    // The compacted prefix (`turns.base`): damage there is a problem, not a tail.
+    let base = match LogBase::load(&store.turns_base_path()) {
+        Ok(base) => base.map(Arc::new),
+        Err(OpenError::Corrupt(corruption)) => {
+            report.problems.push(corruption.to_string());
+            return Ok(report);
+        }
+        Err(error) => return Err(error),
+    };
+    let compact = store.turns_base_compact_path();
+    if compact.exists() {
+        report.notes.push(format!(
+            "{}: an unfinished log compaction; the next open deletes it",
+            compact.display()
+        ));
+    }
+    if let Some(base) = &base {
+        report.notes.push(format!(
+            "{}: turns.log compacted through record {} ({} records kept, {} collected turns \
+             dropped)",
+            base.path().display(),
+            base.through(),
+            base.header.record_count,
+            base.header.turns_dropped
+        ));
+    }
+    let mut replay = Replay::new(File::open(&log_path).map_err(io)?, base.clone(), &views);
     let mut ancestry = Ancestry::default();
     let skips_expected = meta.format_version >= 2;
-    let scan = scan_log(&log_path, |record| {
+    let scan = scan_log(&log_path, base.as_deref(), |record| {
         replay.record(record)?;
         if let LogRecord::Turn(turn) = record {
             check_skip(&ancestry, turn, skips_expected)?;

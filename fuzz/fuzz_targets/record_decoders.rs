@@ -9,6 +9,7 @@
 
 use ctxstore_engine::format::blob_index::{INDEX_ENTRY_BYTES, IndexEntry};
 use ctxstore_engine::format::context_meta::ContextMeta;
+use ctxstore_engine::format::log_base::{BASE_HEADER_BYTES, BaseHeader};
 use ctxstore_engine::format::manifest::Manifest;
 use ctxstore_engine::format::turn_extras::TurnExtras;
 use ctxstore_engine::format::meta::{META_BYTES, Meta};
@@ -27,7 +28,7 @@ fn record<const N: usize>(data: &[u8]) -> [u8; N] {
 fuzz_target!(|data: &[u8]| {
     // The first byte picks the decoder, so the corpus explores each one.
     let Some((&which, data)) = data.split_first() else { return };
-    match which % 7 {
+    match which % 8 {
         0 => {
             let bytes: [u8; LOG_RECORD_BYTES] = record(data);
             // Version-1 turn records (store format 1) are read, never written: nothing to
@@ -71,6 +72,12 @@ fuzz_target!(|data: &[u8]| {
         5 => {
             if let Ok(manifest) = Manifest::decode(data) {
                 assert_eq!(manifest.encode(), data, "manifest encoding is not canonical");
+            }
+        }
+        6 => {
+            let bytes: [u8; BASE_HEADER_BYTES] = record(data);
+            if let Ok(header) = BaseHeader::decode(&bytes) {
+                assert_eq!(header.encode(), bytes, "turns.base header encoding is not canonical");
             }
         }
         _ => {

@@ -41,12 +41,15 @@ struct Acked {
 }
 
 /// Server flags of the crash loops under garbage collection: a round every 200 ms, every pack
-/// with a tenth dead compacted, no rate limit.
-const GC_EVERY_200_MS: [&str; 6] = [
+/// with a tenth dead compacted, `turns.log` compacted whenever a collected record can go, no
+/// rate limit.
+const GC_EVERY_200_MS: [&str; 8] = [
     "--gc-interval",
     "200ms",
     "--gc-pack-dead-percent",
     "10",
+    "--gc-log-dead-bytes-min",
+    "0",
     "--gc-rate-max",
     "off",
 ];

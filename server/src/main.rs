@@ -183,6 +183,12 @@ struct ServeArgs {
     /// estimate); `off` or `0`: on the schedule only.
     #[arg(long, default_value = "1GiB", value_parser = parse_size)]
     gc_deleted_bytes_trigger: u64,
+    /// turns.log is compacted at the end of a collection (the records of collected turns no
+    /// live history needs leave it; mostly deleted contexts' turns, 128 B each) once they hold
+    /// this many bytes and --gc-pack-dead-percent of the log (`1MiB`; `0`: whenever there is
+    /// one).
+    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
+    gc_log_dead_bytes_min: u64,
     /// Payloads longer than this are stored as content-defined chunks plus a manifest, so a
     /// state that grows a little each step costs its growth on disk (`16KiB`; `off` or `0`:
     /// every payload stays one record). Decision 0013.
@@ -594,6 +600,7 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine.backup_bytes_per_s_max = args.backup_rate_max;
     config.engine.gc_interval_ms = args.gc_interval.as_millis() as u64;
     config.engine.gc_deleted_bytes_trigger = args.gc_deleted_bytes_trigger;
+    config.engine.gc_log_dead_bytes_min = args.gc_log_dead_bytes_min;
     config.engine.gc_pack_dead_percent = args.gc_pack_dead_percent;
     config.engine.gc_bytes_per_s_max = args.gc_rate_max;
     // parse_chunk_bytes bounds each to u32; the engine's validation checks the rest.

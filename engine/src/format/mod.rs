@@ -6,6 +6,7 @@
 
 pub mod blob_index;
 pub mod context_meta;
+pub mod log_base;
 pub mod manifest;
 pub mod meta;
 pub mod pack;

@@ -11,6 +11,7 @@ pub(crate) mod actor;
 pub(crate) mod contexts;
 pub(crate) mod dead;
 pub(crate) mod heads;
+pub(crate) mod log_base;
 pub(crate) mod migrate;
 pub(crate) mod overlays;
 pub(crate) mod owners;

@@ -18,6 +18,7 @@ use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::blob::view::ShardView;
 use crate::config::HELD_RECORDS_MAX;
@@ -32,6 +33,7 @@ use crate::ids::{BlobHash, BlobHashBuildHasher, TurnId};
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
 use crate::sequencer::heads::{HeadState, Heads};
+use crate::sequencer::log_base::LogBase;
 use crate::sequencer::scan::scan_log;
 use crate::tail::Tail;
 
@@ -118,12 +120,14 @@ impl RecoveredLog {
     }
 }
 
+/// Replays `base` (the compacted prefix, if any) and then `turns.log` after it.
 pub(crate) fn recover_log(
     path: &Path,
+    base: Option<&Arc<LogBase>>,
     shards: &[ShardView],
     repair: bool,
 ) -> Result<RecoveredLog, OpenError> {
-    recover_log_once(path, shards, repair, true)
+    recover_log_once(path, base, shards, repair, true)
 }
 
 /// One replay of the log; `tail_cut`: an unacknowledged tail may be cut (then the log is
@@ -131,13 +135,18 @@ pub(crate) fn recover_log(
 /// excuses a missing blob before it; that second replay cuts nothing more).
 fn recover_log_once(
     path: &Path,
+    base: Option<&Arc<LogBase>>,
     shards: &[ShardView],
     repair: bool,
     tail_cut: bool,
 ) -> Result<RecoveredLog, OpenError> {
     let io = |source| OpenError::io(path, source);
-    let mut replay = Replay::new(File::open(path).map_err(io)?, shards);
-    let scan = scan_log(path, |record| replay.record(record)).map_err(io)?;
+    let mut replay = Replay::new(File::open(path).map_err(io)?, base.cloned(), shards);
+    let scan = scan_log(path, base.map(|base| &**base), |record| {
+        replay.record(record)
+    })
+    .map_err(io)?;
+    let through = base.map_or(0, |base| base.through());
     let pending = replay.pending.as_ref().map(SlotAssembly::head_record_id);
     let mut state = replay.state;
     let damaged = matches!(scan.tail, Tail::Corrupt(_));
@@ -145,6 +154,8 @@ fn recover_log_once(
         && tail_cut
         && !damaged
     {
+        // The base holds only what a collection saw durable and answered.
+        assert!(first.0 > through, "an unacknowledged tail inside the base");
         let offset = record_offset(first.0);
         tracing::warn!(
             log = %path.display(), offset, turn = %first, records = scan.records + 1 - first.0,
@@ -154,7 +165,7 @@ fn recover_log_once(
         let file = OpenOptions::new().write(true).open(path).map_err(io)?;
         file.set_len(offset).map_err(io)?;
         file.sync_all().map_err(io)?;
-        return recover_log_once(path, shards, repair, false);
+        return recover_log_once(path, base, shards, repair, false);
     }
     state
         .check_blobs_missing()
@@ -166,21 +177,28 @@ fn recover_log_once(
             tracing::info!(log = %path.display(), offset, %reason, "cutting the torn tail of turns.log");
             Some(offset)
         }
-        Tail::Corrupt(corruption) if repair => {
+        // The base was complete before it was renamed in: damage there is not a tail.
+        Tail::Corrupt(corruption) if repair && corruption.file.as_path() == path => {
             tracing::warn!(%corruption, "repair: cutting turns.log at the damaged record");
             Some(corruption.offset)
         }
         Tail::Corrupt(corruption) => return Err(OpenError::Corrupt(corruption)),
     };
     if let Some(offset) = cut_at {
+        assert!(
+            offset >= record_offset(through + 1),
+            "a cut inside the base"
+        );
         let file = OpenOptions::new().write(true).open(path).map_err(io)?;
         file.set_len(offset).map_err(io)?;
         file.sync_all().map_err(io)?;
     }
     let file_len = std::fs::metadata(path).map_err(io)?.len();
-    // During replay `next_record_id` counted the records replayed.
-    assert_eq!(
-        scan.records, state.next_record_id,
+    // During replay `next_record_id` was the last record replayed; a base may end in
+    // dropped slots, with no record after it yet.
+    assert!(
+        scan.records == state.next_record_id
+            || (scan.records == through && state.next_record_id <= through),
         "replayed every valid record"
     );
     state.next_record_id = pending.unwrap_or(scan.records + 1);
@@ -207,17 +225,44 @@ pub(crate) struct Replay<'a> {
     pub pending: Option<SlotAssembly>,
     seen_blobs: HashSet<BlobHash, BlobHashBuildHasher>,
     shards: &'a [ShardView],
-    reader: File,
+    reader: LogReader,
+}
+
+/// Reads back a record replay already passed: from the base when it covers it, else from
+/// `turns.log`.
+pub(crate) struct LogReader {
+    log: File,
+    base: Option<Arc<LogBase>>,
+}
+
+impl LogReader {
+    /// Whether a log compaction dropped `record_id` (a collected turn no live history
+    /// needed): records naming it may remain (decision 0011, *log compaction*).
+    fn dropped(&self, record_id: TurnId) -> Result<bool, String> {
+        match &self.base {
+            Some(base) if base.covers(record_id.0) => base
+                .slot(record_id.0)
+                .map(|slot| slot.is_none())
+                .map_err(|error| error.to_string()),
+            _ => Ok(false),
+        }
+    }
 }
 
 impl<'a> Replay<'a> {
-    pub fn new(reader: File, shards: &'a [ShardView]) -> Self {
+    pub fn new(log: File, base: Option<Arc<LogBase>>, shards: &'a [ShardView]) -> Self {
+        let mut state = RecoveredLog::default();
+        if let Some(base) = &base {
+            // What the compactions dropped still counts (these are totals since creation).
+            state.turns = base.header.turns_dropped;
+            state.logical_bytes = base.header.logical_bytes_dropped;
+        }
         Replay {
-            state: RecoveredLog::default(),
+            state,
             pending: None,
             seen_blobs: HashSet::default(),
             shards,
-            reader,
+            reader: LogReader { log, base },
         }
     }
 
@@ -259,7 +304,12 @@ impl<'a> Replay<'a> {
                 replay_turn(state, &mut self.seen_blobs, self.shards, &self.reader, turn)?;
             }
         }
-        state.next_record_id += 1;
+        // During replay: the last record replayed (ids skip what a compaction dropped).
+        assert!(
+            record.record_id() > state.next_record_id,
+            "records in id order"
+        );
+        state.next_record_id = record.record_id();
         Ok(())
     }
 }
@@ -267,7 +317,7 @@ impl<'a> Replay<'a> {
 /// Ids are dense; the base turn exists and its depth matches.
 fn replay_context(
     state: &mut RecoveredLog,
-    reader: &File,
+    reader: &LogReader,
     context: &ContextRecord,
 ) -> Result<(), String> {
     let expected_id = state.heads.next_context_id();
@@ -278,7 +328,16 @@ fn replay_context(
             expected_id.map_or("none (the head table is full)".into(), |id| id.to_string())
         ));
     }
-    if !context.head_turn_id.is_none() {
+    // A fork's base that a log compaction dropped (the fork was deleted, and nothing else
+    // needed its history) has nothing left to check against.
+    if context.head_turn_id.is_none() {
+        if context.head_depth != 0 {
+            return Err(format!(
+                "empty context {} has depth {}",
+                context.context_id, context.head_depth
+            ));
+        }
+    } else if !reader.dropped(context.head_turn_id)? {
         let base = read_turn(reader, context.head_turn_id)?;
         if base.depth != context.head_depth {
             return Err(format!(
@@ -286,11 +345,6 @@ fn replay_context(
                 context.context_id, base.turn_id, context.head_depth, base.depth
             ));
         }
-    } else if context.head_depth != 0 {
-        return Err(format!(
-            "empty context {} has depth {}",
-            context.context_id, context.head_depth
-        ));
     }
     let context_id = state.heads.create(HeadState {
         head_turn_id: context.head_turn_id,
@@ -315,7 +369,7 @@ fn replay_turn(
     state: &mut RecoveredLog,
     seen_blobs: &mut HashSet<BlobHash, BlobHashBuildHasher>,
     shards: &[ShardView],
-    reader: &File,
+    reader: &LogReader,
     ReplayedTurn { turn, extras }: ReplayedTurn<'_>,
 ) -> Result<(), String> {
     let (Some(head), Some(info)) = (
@@ -328,7 +382,12 @@ fn replay_turn(
         ));
     };
     // Records of store format 1 carry no context chain (migration adds it).
-    if !turn.is_legacy() && turn.context_prev_turn_id != info.last_turn_id {
+    // A log compaction may have dropped the previous turn (collected, in a deleted context's
+    // history that this turn outlives as an ancestor of a live one).
+    if !turn.is_legacy()
+        && turn.context_prev_turn_id != info.last_turn_id
+        && !reader.dropped(turn.context_prev_turn_id)?
+    {
         return Err(format!(
             "turn {} names {} as its context's previous turn, but context {} had {}",
             turn.turn_id, turn.context_prev_turn_id, turn.context_id, info.last_turn_id
@@ -395,7 +454,7 @@ fn replay_turn(
 fn apply_meta(
     state: &mut RecoveredLog,
     shards: &[ShardView],
-    reader: &File,
+    reader: &LogReader,
     record: &MetaRecord,
 ) -> Result<(), String> {
     let meta = ContextMeta::decode(record.op, &record.body)
@@ -446,7 +505,7 @@ fn apply_meta(
 fn replay_overlay(
     state: &mut RecoveredLog,
     shards: &[ShardView],
-    reader: &File,
+    reader: &LogReader,
     record: &MetaRecord,
     turn_id: TurnId,
     kind: OverlayKind,
@@ -454,6 +513,11 @@ fn replay_overlay(
     let damage = |reason: String| format!("overlay record {}: {reason}", record.record_id);
     if turn_id.0 >= record.record_id {
         return Err(damage(format!("names turn {turn_id}, which is not older")));
+    }
+    if reader.dropped(turn_id)? {
+        // Its turn was collected (a later gc-dead record says so) and compacted away: the
+        // overlay reads nothing any more and its patch is no root.
+        return Ok(());
     }
     let turn = read_turn(reader, turn_id).map_err(damage)?;
     if turn.context_id != record.context_id {
@@ -507,11 +571,24 @@ fn check_blob(shards: &[ShardView], turn: &TurnRecord) -> Result<Option<u16>, St
 }
 
 /// A turn that replay already passed (it is older than the record being replayed).
-fn read_turn(reader: &File, turn_id: TurnId) -> Result<TurnRecord, String> {
-    let mut bytes = [0u8; LOG_RECORD_BYTES];
-    reader
-        .read_exact_at(&mut bytes, record_offset(turn_id.0))
-        .map_err(|error| format!("reading turn {turn_id}: {error}"))?;
+fn read_turn(reader: &LogReader, turn_id: TurnId) -> Result<TurnRecord, String> {
+    let bytes = match &reader.base {
+        Some(base) if base.covers(turn_id.0) => base
+            .slot(turn_id.0)
+            .map_err(|error| format!("reading turn {turn_id}: {error}"))?
+            .map(|(_, slot)| slot)
+            .ok_or_else(|| {
+                format!("turn {turn_id} was compacted away, yet a later record names it")
+            })?,
+        _ => {
+            let mut bytes = [0u8; LOG_RECORD_BYTES];
+            reader
+                .log
+                .read_exact_at(&mut bytes, record_offset(turn_id.0))
+                .map_err(|error| format!("reading turn {turn_id}: {error}"))?;
+            bytes
+        }
+    };
     match LogRecord::decode(&bytes) {
         Ok(Some(LogRecord::Turn(turn))) if turn.turn_id == turn_id => Ok(turn),
         _ => Err(format!("record {turn_id} is not a turn")),

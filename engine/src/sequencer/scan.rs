@@ -10,33 +10,84 @@
 //! - a non-zero record that fails its checksum, or that sits in the wrong slot, is damage.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use crate::config::SEQUENCER_BATCH_RECORDS_LIMIT;
 use crate::error::Corruption;
 use crate::format::is_all_zero;
 use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord};
+use crate::sequencer::log_base::{LogBase, slot_offset};
 use crate::tail::Tail;
 
 pub(crate) struct LogScan {
-    /// Valid records before the tail verdict.
+    /// The id of the last valid record before the tail verdict (0: none).
     pub records: u64,
     pub tail: Tail,
 }
 
-/// Visits every valid record in order. The visitor may reject a record (an invariant of the
-/// DAG does not hold); that ends the scan with `Tail::Corrupt` at the record.
+/// Visits every valid record in order: the base's (`turns.base`, the compacted prefix), then
+/// `turns.log`'s after it. The visitor may reject a record (an invariant of the DAG does not
+/// hold); that ends the scan with `Tail::Corrupt` at the record (in the base's file when it is
+/// one of the base's: no repair cuts that).
 pub(crate) fn scan_log(
     path: &Path,
+    base: Option<&LogBase>,
     mut visit: impl FnMut(&LogRecord) -> Result<(), String>,
 ) -> io::Result<LogScan> {
+    let mut first_slot = 0;
+    if let Some(base) = base {
+        let mut index = 0u64;
+        let mut rejected: Option<Tail> = None;
+        let mut last = 0u64;
+        let visited = base.for_each_slot(
+            |slot| {
+                let offset = slot_offset(index);
+                index += 1;
+                let corrupt = |reason: String| {
+                    Some(Tail::Corrupt(Corruption::new(base.path(), offset, reason)))
+                };
+                match LogRecord::decode(slot) {
+                    Ok(Some(record)) => match visit(&record) {
+                        Ok(()) => last = record.record_id(),
+                        Err(reason) => rejected = corrupt(reason),
+                    },
+                    Ok(None) => rejected = corrupt("a zero slot".into()),
+                    Err(error) => rejected = corrupt(error.to_string()),
+                }
+                if rejected.is_some() {
+                    Err(None)
+                } else {
+                    Ok(())
+                }
+            },
+            |error| Some(error.to_string()),
+        );
+        if let Some(tail) = rejected {
+            return Ok(LogScan {
+                records: last,
+                tail,
+            });
+        }
+        if let Err(Some(error)) = visited {
+            return Err(io::Error::other(error));
+        }
+        first_slot = base.through();
+    }
     let file = File::open(path)?;
     let file_len = file.metadata()?.len();
     let mut reader = BufReader::with_capacity(1 << 20, file);
+    reader.seek(SeekFrom::Start(first_slot * LOG_RECORD_BYTES as u64))?;
     let whole_records = file_len / LOG_RECORD_BYTES as u64;
+    if whole_records < first_slot {
+        // The base covers the whole log: nothing written after it yet.
+        return Ok(LogScan {
+            records: first_slot,
+            tail: Tail::Clean,
+        });
+    }
     let mut bytes = [0u8; LOG_RECORD_BYTES];
-    for slot in 0..whole_records {
+    for slot in first_slot..whole_records {
         let record_id = slot + 1;
         let offset = slot * LOG_RECORD_BYTES as u64;
         reader.read_exact(&mut bytes)?;

@@ -16,6 +16,7 @@ use crate::format::turn_log::{
 use crate::ids::{ContextId, TurnId};
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
+use crate::sequencer::log_base::LogBase;
 
 /// Decoded records kept for readers, by record id modulo this (direct-mapped): the records
 /// a read walks (the newest turns of active contexts, their skip targets) come from memory
@@ -23,9 +24,13 @@ use crate::sequencer::dead::DeadTurns;
 const RECORD_CACHE_SLOTS: usize = 1 << 16;
 
 /// `turns.log` as readers see it: records `1..=durable_record_id` are durable and immutable.
+/// Those a log compaction covered are read from `turns.base` (`log_base.rs`), the rest from
+/// `turns.log` at their offset.
 #[derive(Debug)]
 pub(crate) struct TurnsView {
     file: ReadFile,
+    /// The compacted prefix; replaced (never changed) by the collector's log compaction.
+    base: arc_swap::ArcSwapOption<LogBase>,
     /// Durable records are immutable while the engine is open, so a cached decode stays
     /// right; a slot holds the record last read into it, checked by its id. Filled by
     /// readers after a `pread`; lock-free (one atomic load per hit).
@@ -37,9 +42,15 @@ pub(crate) struct TurnsView {
 }
 
 impl TurnsView {
-    pub fn new(file: ReadFile, durable_record_id: u64, dead: DeadTurns) -> Self {
+    pub fn new(
+        file: ReadFile,
+        base: Option<Arc<LogBase>>,
+        durable_record_id: u64,
+        dead: DeadTurns,
+    ) -> Self {
         TurnsView {
             file,
+            base: arc_swap::ArcSwapOption::new(base),
             cache: (0..RECORD_CACHE_SLOTS)
                 .map(|_| arc_swap::ArcSwapOption::empty())
                 .collect(),
@@ -64,6 +75,134 @@ impl TurnsView {
 
     pub fn path(&self) -> &PathBuf {
         &self.file.path
+    }
+
+    /// The compacted prefix, if a log compaction ran.
+    pub fn base(&self) -> Option<Arc<LogBase>> {
+        self.base.load_full()
+    }
+
+    /// Collector only, once the new base is renamed into place and synced, before the old
+    /// base's slots leave `turns.log`. The record cache is emptied: a record the base dropped
+    /// must read as gone from now on, as it will after a restart.
+    pub fn publish_base(&self, base: Arc<LogBase>) {
+        let previous = self.base.swap(Some(base.clone()));
+        let previous_through = previous.map_or(0, |previous| previous.through());
+        assert!(
+            previous_through <= base.through() && base.through() <= self.durable_record_id(),
+            "a new base covers the old one and only durable records"
+        );
+        for slot in self.cache.iter() {
+            slot.store(None);
+        }
+    }
+
+    /// The durable slots with record ids in `first..=last`, in order (those a log
+    /// compaction dropped are not there), read sequentially: the base's, then `turns.log`'s.
+    /// Safe while a compaction runs: a slot the log answered with zeros (punched after a new
+    /// base took it) is read from that base.
+    pub fn scan_range(
+        &self,
+        first: u64,
+        last: u64,
+        mut visit: impl FnMut(u64, &[u8; LOG_RECORD_BYTES]) -> Result<(), EngineError>,
+    ) -> Result<(), EngineError> {
+        assert!(last <= self.durable_record_id(), "only durable slots");
+        let first = first.max(1);
+        if first > last {
+            return Ok(());
+        }
+        let mut through = 0;
+        if let Some(base) = self.base() {
+            through = base.through();
+            if first <= through {
+                base.for_each_slot(
+                    |slot| {
+                        let record_id = crate::sequencer::log_base::slot_record_id(slot);
+                        if (first..=last).contains(&record_id) {
+                            visit(record_id, slot)?;
+                        }
+                        Ok(())
+                    },
+                    |error| error,
+                )?;
+            }
+        }
+        const STEP_RECORDS: u64 = 8192;
+        let mut buffer = vec![0u8; STEP_RECORDS as usize * LOG_RECORD_BYTES];
+        let mut zeros: Vec<u64> = Vec::new();
+        let mut next = first.max(through + 1);
+        while next <= last {
+            let count = (last - next + 1).min(STEP_RECORDS);
+            let bytes = &mut buffer[..count as usize * LOG_RECORD_BYTES];
+            self.file.read_exact_at(bytes, record_offset(next))?;
+            for (index, slot) in bytes.chunks_exact(LOG_RECORD_BYTES).enumerate() {
+                let record_id = next + index as u64;
+                if crate::format::is_all_zero(slot) {
+                    zeros.push(record_id);
+                    continue;
+                }
+                let mut encoded = [0u8; LOG_RECORD_BYTES];
+                encoded.copy_from_slice(slot);
+                visit(record_id, &encoded)?;
+            }
+            next += count;
+        }
+        // A compaction publishes its base before it punches the log: zeros read here are in
+        // the base published now, or damage.
+        if let Some(&record_id) = zeros.first() {
+            let Some(base) = self.base().filter(|base| base.covers(record_id)) else {
+                return Err(EngineError::Corrupt(Corruption::new(
+                    &self.file.path,
+                    record_offset(record_id),
+                    format!("durable record {record_id} reads as zeros"),
+                )));
+            };
+            for record_id in zeros {
+                if !base.covers(record_id) {
+                    return Err(EngineError::Corrupt(Corruption::new(
+                        &self.file.path,
+                        record_offset(record_id),
+                        format!("durable record {record_id} reads as zeros"),
+                    )));
+                }
+                if let Some((_, slot)) = base.slot(record_id)? {
+                    visit(record_id, &slot)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every durable slot up to `watermark` in record id order: the base's, then `turns.log`'s
+    /// after it. One sequential read of each (the collector's mark and log compaction).
+    pub fn for_each_slot(
+        &self,
+        watermark: u64,
+        mut visit: impl FnMut(&[u8; LOG_RECORD_BYTES]) -> Result<(), EngineError>,
+    ) -> Result<(), EngineError> {
+        assert!(watermark <= self.durable_record_id(), "only durable slots");
+        let base = self.base();
+        let mut next = 1u64;
+        if let Some(base) = &base {
+            assert!(base.through() <= watermark, "a base past the watermark");
+            base.for_each_slot(&mut visit, |error| error)?;
+            next = base.through() + 1;
+        }
+        const STEP_RECORDS: u64 = 8192;
+        let mut buffer = vec![0u8; STEP_RECORDS as usize * LOG_RECORD_BYTES];
+        while next <= watermark {
+            let count = (watermark - next + 1).min(STEP_RECORDS);
+            let bytes = &mut buffer[..count as usize * LOG_RECORD_BYTES];
+            self.file.read_exact_at(bytes, record_offset(next))?;
+            for slot in bytes.chunks_exact(LOG_RECORD_BYTES) {
+                let mut encoded = [0u8; LOG_RECORD_BYTES];
+                encoded.copy_from_slice(slot);
+                visit(&encoded)?;
+            }
+            next += count;
+        }
+        Ok(())
     }
 
     pub fn durable_record_id(&self) -> u64 {
@@ -94,8 +233,14 @@ impl TurnsView {
         Ok(record)
     }
 
-    /// One `pread` of a durable record, checked: its checksum, its slot.
+    /// One `pread` of a durable record, checked: its checksum, its slot. `None` for a
+    /// record a log compaction dropped (a collected turn).
     fn read_record(&self, record_id: u64) -> Result<Option<LogRecord>, EngineError> {
+        if let Some(base) = self.base.load().as_deref()
+            && base.covers(record_id)
+        {
+            return base.record(record_id);
+        }
         let offset = record_offset(record_id);
         let mut bytes = [0u8; LOG_RECORD_BYTES];
         self.file.read_exact_at(&mut bytes, offset)?;
@@ -107,6 +252,17 @@ impl TurnsView {
                 "slot of record {record_id} holds record {}",
                 record.record_id()
             ))),
+            // A compaction published a base covering it and punched its slot out of the
+            // log between the look at the base above and the read.
+            Ok(None)
+                if self
+                    .base
+                    .load()
+                    .as_deref()
+                    .is_some_and(|b| b.covers(record_id)) =>
+            {
+                self.read_record(record_id)
+            }
             Ok(None) => Err(corrupt(format!(
                 "durable record {record_id} reads as zeros"
             ))),

@@ -99,6 +99,8 @@ pub fn gc_config(dir: &Path) -> EngineConfig {
     config.gc_deleted_bytes_trigger = 0;
     config.gc_pack_dead_percent = 1;
     config.gc_bytes_per_s_max = 0;
+    // Every round that drops a collected turn's record compacts the log.
+    config.gc_log_dead_bytes_min = 0;
     config
 }
 

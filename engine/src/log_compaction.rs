@@ -1,0 +1,238 @@
+//! Log compaction (issue 15, decision 0011): the last step of a collection round gives back
+//! the `turns.log` slots of collected turns that no live history needs.
+//!
+//! **What goes.** A turn record (with its extras slots) goes when the turn is collected (a
+//! durable gc-dead record names it) and no record that stays needs it: it is not owned by a
+//! live context (its own turns on every branch, what a clone inherited, a fork's base — those
+//! stay even below a floor, so a context's turn log and every replay check still find them)
+//! and it is no ancestor of a turn that stays (skip pointers, explicit parents and replay's
+//! depth checks read ancestors). In practice: the histories of deleted contexts. Context
+//! records and metadata records all stay (a few per context). Nothing that goes can be named
+//! again: the sequencer refuses a fork, parent or link naming a collected turn, and a context
+//! created later owns only turns that stay.
+//!
+//! **How, crash-safe.** The kept slots of `1..=W` (the round's watermark, a batch boundary)
+//! are written to `turns.base.compact` after a header (`format/log_base.rs`), synced, renamed
+//! to `turns.base`, the directory synced; then read back and checked, published to readers
+//! (`TurnsView::publish_base`), and last the slots below W leave `turns.log` as a hole
+//! (`fallocate(PUNCH_HOLE)`: TurnIDs keep their offsets, so records after W stay one `pread`
+//! away and the sequencer appends as before). A crash before the rename leaves a `.compact`
+//! file that the next open deletes; after it, the open loads the new base and punches again
+//! (idempotent). Readers that raced the punch read zeros and retry through the base.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::{EngineError, OpenError};
+use crate::file::punch_prefix;
+use crate::format::log_base::{BASE_HEADER_BYTES, BaseHeader};
+use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord, turn_extra_slots};
+use crate::sequencer::log_base::LogBase;
+use crate::sequencer::view::TurnsView;
+use crate::store_dir::{StoreDir, sync_dir};
+use crate::throttle::Throttle;
+
+/// The file system's block: only whole blocks can be punched out of `turns.log`.
+const PUNCH_ALIGN_BYTES: u64 = 4096;
+/// The new base is synced every this many bytes, so that the page cache never holds much of
+/// it when an append's fdatasync comes (the same step as a pack compaction's).
+const SYNC_STEP_BYTES: u64 = 512 << 10;
+
+/// What one log compaction is to drop: turn records (with their extras slots) by TurnID.
+#[derive(Debug)]
+pub(crate) struct LogPlan {
+    /// The round's watermark: the slots `1..=watermark` are compacted.
+    pub watermark: u64,
+    /// Indexed by record id: the turn record there goes.
+    pub drop: Vec<bool>,
+    pub turns_dropped: u64,
+    pub logical_bytes_dropped: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct LogCompacted {
+    pub slots_dropped: u64,
+    /// Bytes `turns.base` plus the allocated part of `turns.log` below the watermark shrank by.
+    pub bytes_reclaimed: u64,
+    /// `false` when the file system could not punch holes (the bytes stay allocated).
+    pub punched: bool,
+}
+
+/// At open: a compaction's leftover `.compact` file goes (it never was the base), the base is
+/// loaded and checked, and `turns.log` below it is punched again (a crash may have come
+/// between the rename and the punch).
+pub(crate) fn open_base(store: &StoreDir) -> Result<Option<Arc<LogBase>>, OpenError> {
+    let leftover = store.turns_base_compact_path();
+    match std::fs::remove_file(&leftover) {
+        Ok(()) => {
+            tracing::info!(file = %leftover.display(), "removed an unfinished log compaction");
+            sync_dir(&store.root).map_err(|source| OpenError::io(&store.root, source))?;
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(OpenError::io(&leftover, source)),
+    }
+    let Some(base) = LogBase::load(&store.turns_base_path())? else {
+        return Ok(None);
+    };
+    let log = store.turns_log_path();
+    let file = OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .map_err(|source| OpenError::io(&log, source))?;
+    punch_below(&file, base.through()).map_err(|source| OpenError::io(&log, source))?;
+    Ok(Some(Arc::new(base)))
+}
+
+/// Punches `turns.log`'s whole blocks below record `through + 1`.
+fn punch_below(log: &File, through: u64) -> std::io::Result<bool> {
+    let end = through * LOG_RECORD_BYTES as u64;
+    let len = end - end % PUNCH_ALIGN_BYTES;
+    punch_prefix(log, len)
+}
+
+/// Writes the new base without the plan's records, installs it and punches the log. Blocking
+/// file I/O on the collector's thread, throttled to `throttle`.
+pub(crate) fn compact_log(
+    store: &StoreDir,
+    turns: &TurnsView,
+    plan: &LogPlan,
+    throttle: &mut Throttle,
+    stopping: &AtomicBool,
+) -> Result<LogCompacted, EngineError> {
+    let old_base = turns.base();
+    let old_through = old_base.as_ref().map_or(0, |base| base.through());
+    assert!(
+        plan.watermark > old_through,
+        "a compaction moves the base forward"
+    );
+    let old_bytes = old_base.as_ref().map_or(0, |base| base.header.file_bytes())
+        + (plan.watermark - old_through) * LOG_RECORD_BYTES as u64;
+
+    let path = store.turns_base_compact_path();
+    let write = |source| EngineError::from_write(&path, source);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&path)
+        .map_err(write)?;
+    let mut out = BufWriter::with_capacity(1 << 20, &file);
+    out.write_all(&[0u8; BASE_HEADER_BYTES]).map_err(write)?;
+    let mut header = BaseHeader {
+        through_record_id: plan.watermark,
+        record_count: 0,
+        turns_dropped: old_base
+            .as_ref()
+            .map_or(0, |base| base.header.turns_dropped)
+            + plan.turns_dropped,
+        logical_bytes_dropped: old_base
+            .as_ref()
+            .map_or(0, |base| base.header.logical_bytes_dropped)
+            + plan.logical_bytes_dropped,
+    };
+    let mut slots_dropped = 0u64;
+    // The turn whose extras slots are being dropped with it, and how many are left.
+    let mut dropping: (u64, u16) = (0, 0);
+    let mut unsynced = 0u64;
+    let mut failure: Option<std::io::Error> = None;
+    turns
+        .for_each_slot(plan.watermark, |slot| {
+            let record = match LogRecord::decode(slot) {
+                Ok(Some(record)) => record,
+                // Durable slots were checked when they were read at open or written.
+                _ => {
+                    return Err(EngineError::Corrupt(crate::error::Corruption::new(
+                        turns.path(),
+                        0,
+                        "a durable slot does not decode during log compaction",
+                    )));
+                }
+            };
+            let dropped = match record {
+                LogRecord::Turn(turn) if plan.drop.get(turn.turn_id.0 as usize) == Some(&true) => {
+                    dropping = (turn.turn_id.0, turn_extra_slots(turn.extras_len as usize));
+                    true
+                }
+                LogRecord::Continuation(continuation)
+                    if dropping.1 > 0 && continuation.head_record_id == dropping.0 =>
+                {
+                    dropping.1 -= 1;
+                    true
+                }
+                _ => false,
+            };
+            if dropped {
+                slots_dropped += 1;
+                return Ok(());
+            }
+            if let Err(error) = out.write_all(slot) {
+                failure = Some(error);
+                return Err(EngineError::ShutDown);
+            }
+            header.record_count += 1;
+            unsynced += LOG_RECORD_BYTES as u64;
+            throttle.take(2 * LOG_RECORD_BYTES as u64);
+            if unsynced >= SYNC_STEP_BYTES {
+                unsynced = 0;
+                if stopping.load(Ordering::Acquire) {
+                    return Err(EngineError::ShutDown);
+                }
+                if let Err(error) = out.flush().and_then(|()| out.get_ref().sync_data()) {
+                    failure = Some(error);
+                    return Err(EngineError::ShutDown);
+                }
+            }
+            Ok(())
+        })
+        .map_err(|error| failure.take().map_or(error, write))?;
+    assert_eq!(dropping.1, 0, "the watermark splits a dropped turn's slots");
+    out.flush().map_err(write)?;
+    drop(out);
+    file.write_all_at(&header.encode(), 0).map_err(write)?;
+    file.sync_all().map_err(write)?;
+    drop(file);
+    let base_path = store.turns_base_path();
+    std::fs::rename(&path, &base_path)
+        .map_err(|source| EngineError::from_write(&base_path, source))?;
+    sync_dir(&store.root).map_err(|source| EngineError::from_write(&store.root, source))?;
+
+    // Read back and checked before readers use it (and before the log's copy goes).
+    let base = LogBase::load(&base_path)
+        .map_err(|error| {
+            EngineError::Corrupt(crate::error::Corruption::new(
+                &base_path,
+                0,
+                format!("the new base does not read back: {error}"),
+            ))
+        })?
+        .ok_or_else(|| EngineError::io(&base_path, std::io::ErrorKind::NotFound.into()))?;
+    assert_eq!(base.header, header, "the base read back is the one written");
+    turns.publish_base(Arc::new(base));
+
+    let log_path = store.turns_log_path();
+    let log = OpenOptions::new()
+        .write(true)
+        .open(&log_path)
+        .map_err(|source| EngineError::io(&log_path, source))?;
+    let punched =
+        punch_below(&log, plan.watermark).map_err(|source| EngineError::io(&log_path, source))?;
+    if !punched {
+        tracing::warn!(
+            log = %log_path.display(),
+            "the file system cannot punch holes: turns.log keeps its compacted prefix's blocks"
+        );
+    }
+    let new_bytes = header.file_bytes();
+    Ok(LogCompacted {
+        slots_dropped,
+        bytes_reclaimed: if punched {
+            old_bytes.saturating_sub(new_bytes)
+        } else {
+            0
+        },
+        punched,
+    })
+}
