@@ -347,6 +347,13 @@ fn copy_range(
             ),
         });
     }
+    if start > 0 {
+        // The file's length covers the hole too (a log whose records all sit in the base
+        // would otherwise be empty, and the next record's offset past its end).
+        writer
+            .set_len(copied)
+            .map_err(|error| EngineError::from_write(to, error))?;
+    }
     writer
         .sync_all()
         .map_err(|error| EngineError::from_write(to, error))?;

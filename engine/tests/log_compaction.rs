@@ -409,3 +409,58 @@ fn a_log_compaction_interrupted_between_its_steps_reopens_whole() {
             .all(|&byte| byte == 0)
     );
 }
+
+/// A compaction that covers the whole log (a round that found nothing new to collect, so
+/// wrote no record after its watermark), then a backup and appends: the copy's `turns.log`
+/// holds no record at all after its base, and still opens, verifies and takes appends.
+#[test]
+fn a_base_covering_the_whole_log_backs_up_and_takes_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = gc_config(dir.path());
+    config.gc_log_dead_bytes_min = u64::MAX;
+    let engine = Engine::open(config.clone()).unwrap();
+    let live = new_context(&engine);
+    let kept = append(&engine, live, b"kept", None).unwrap().turn.turn_id;
+    for round in 0..5u64 {
+        let doomed = new_context(&engine);
+        for step in 0..10 {
+            append(
+                &engine,
+                doomed,
+                &random_payload(round * 100 + step, 200),
+                None,
+            )
+            .unwrap();
+        }
+        block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();
+    }
+    // Collected, but the log is left alone (threshold).
+    assert!(engine.gc().unwrap().turns_dead > 0);
+    assert!(!dir.path().join("turns.base").exists());
+    engine.shutdown();
+
+    config.gc_log_dead_bytes_min = 0;
+    let engine = Engine::open(config).unwrap();
+    let report = engine.gc().unwrap();
+    assert_eq!(report.turns_dead, 0);
+    assert!(report.log_bytes_reclaimed > 0, "{report:?}");
+    let backups = tempfile::tempdir().unwrap();
+    let target = backups.path().join("copy");
+    engine.backup(&target).unwrap();
+    let after = append(&engine, live, b"after", None).unwrap().turn.turn_id;
+    engine.shutdown();
+    for store in [dir.path(), target.as_path()] {
+        let report = verify(store).unwrap();
+        assert!(report.is_ok(), "{report}");
+        let engine = Engine::open(gc_config(store)).unwrap();
+        assert_eq!(
+            &block_on(engine.blob(block_on(engine.turn(kept)).unwrap().payload_hash)).unwrap()[..],
+            b"kept"
+        );
+        let next = append(&engine, live, b"next", None).unwrap().turn.turn_id;
+        assert!(next > kept && (store == target.as_path() || next > after));
+        engine.shutdown();
+        let report = verify(store).unwrap();
+        assert!(report.is_ok(), "{report}");
+    }
+}
