@@ -151,9 +151,12 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
     }
     // What the next open cuts as the unacknowledged tail of a crash (decision 0014) is a note;
     // a missing blob before it is a problem.
+    // (Never inside the compacted base: what it holds was durable and answered.)
+    let through = base.as_ref().map_or(0, |base| base.through());
     let tail = (!matches!(scan.tail, Tail::Corrupt(_)))
         .then(|| replay.state.unacknowledged_tail(scan.records))
-        .flatten();
+        .flatten()
+        .filter(|first| first.0 > through);
     let missing = match tail {
         Some(first) => {
             report.notes.push(format!(

@@ -150,12 +150,13 @@ fn recover_log_once(
     let pending = replay.pending.as_ref().map(SlotAssembly::head_record_id);
     let mut state = replay.state;
     let damaged = matches!(scan.tail, Tail::Corrupt(_));
+    // The base holds only what a collection saw durable and answered: a turn in it whose blob
+    // is missing is lost data (refused below), never an unacknowledged tail.
     if let Some(first) = state.unacknowledged_tail(scan.records)
+        && first.0 > through
         && tail_cut
         && !damaged
     {
-        // The base holds only what a collection saw durable and answered.
-        assert!(first.0 > through, "an unacknowledged tail inside the base");
         let offset = record_offset(first.0);
         tracing::warn!(
             log = %path.display(), offset, turn = %first, records = scan.records + 1 - first.0,
