@@ -254,14 +254,24 @@ impl ShardActor {
                 file: self.shard_dir.clone(),
             });
         }
-        if self.pack_file_len > self.pack_end {
-            // Sealed packs end at their last record: recovery reads anything after it as damage.
-            self.pack
-                .truncate(self.pack_end)
-                .await
-                .map_err(|source| EngineError::from_write(&self.pack_path, source))?;
-            self.pack_file_len = self.pack_end;
-        }
+        // A sealed pack ends at its last record, and recovery reads anything after it as
+        // damage — zeros included, on purpose: in a sealed pack, zeros where records could be
+        // are what a disk losing synced records looks like, and the blob index (synced lazily)
+        // need not vouch for them, so the log would cut the turns naming them as an
+        // unacknowledged tail. Accepting them is never provably safe; cutting them here is.
+        //
+        // So the seal cuts the file to `pack_end` always, not only when `pack_file_len` says
+        // zeros follow: the file may be longer than that bookkeeping believes. (It was: a
+        // zero-fill that a full disk cut short grew the file unrecorded, a batch ended inside
+        // those zeros, the seal trusted `pack_file_len == pack_end`, and the store no longer
+        // opened — `tests/disk_full.rs`. `fill_zeros` now cuts back a failed fill too.) The cut
+        // is durable (set_len + fsync) before the next pack exists; with nothing to cut it is
+        // one cheap fsync per `pack_bytes_max` bytes.
+        self.pack
+            .truncate(self.pack_end)
+            .await
+            .map_err(|source| EngineError::from_write(&self.pack_path, source))?;
+        self.pack_file_len = self.pack_end;
         let path = pack_path(&self.shard_dir, next);
         create_durable(&path).map_err(|source| EngineError::from_write(&path, source))?;
         sync_dir(&self.shard_dir)
@@ -558,6 +568,8 @@ impl GroupCommit for ShardActor {
                 true
             }
             Ok(false) => {
+                // The failed fill was cut back: the file ends at `start` again.
+                self.pack_file_len = start;
                 self.io.preallocate = false;
                 false
             }
