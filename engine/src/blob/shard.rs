@@ -53,6 +53,11 @@ pub(crate) struct ShardActor {
     pack_end: u64,
     /// File length: prepared zeros lie between `pack_end` and here.
     pack_file_len: u64,
+    /// A rotation began (the pack was cut to its last record) and has not finished: the next
+    /// pack file may exist already, which makes this pack sealed for recovery, so nothing
+    /// more goes into it — no records, no prepared zeros — and the next batch (or GC seal)
+    /// finishes the rotation first.
+    sealing: bool,
     io: ActorIo,
     /// Reused for each batch's records, written with one pwrite.
     write_buffer: Vec<u8>,
@@ -128,6 +133,7 @@ impl ShardActor {
             pack_path: cursor.pack_path,
             pack_end: cursor.pack_end,
             pack_file_len: cursor.pack_file_len,
+            sealing: false,
             io,
             write_buffer: Vec::new(),
             index,
@@ -192,7 +198,8 @@ impl ShardActor {
         records: &[EncodedBlob],
         bytes: u64,
     ) -> Result<(Vec<IndexEntry>, u64), EngineError> {
-        if self.pack_end > 0 && self.pack_end + bytes > self.limits.pack_bytes_max {
+        if self.sealing || (self.pack_end > 0 && self.pack_end + bytes > self.limits.pack_bytes_max)
+        {
             self.rotate_pack().await?;
         }
         let start = self.pack_end;
@@ -254,6 +261,10 @@ impl ShardActor {
                 file: self.shard_dir.clone(),
             });
         }
+        // From here until the new pack is in place, a failure may leave the next pack file on
+        // disk (created, then its fsync, the directory's, or opening it failed): this one is
+        // sealed for recovery then, and must stay as the cut below leaves it (`sealing`).
+        self.sealing = true;
         // A sealed pack ends at its last record, and recovery reads anything after it as
         // damage — zeros included, on purpose: in a sealed pack, zeros where records could be
         // are what a disk losing synced records looks like, and the blob index (synced lazily)
@@ -286,6 +297,7 @@ impl ShardActor {
         self.pack_path = path;
         self.pack_end = 0;
         self.pack_file_len = 0;
+        self.sealing = false;
         Ok(())
     }
 
@@ -550,7 +562,8 @@ impl GroupCommit for ShardActor {
             .limits
             .pack_bytes_max
             .saturating_sub(self.pack_file_len);
-        if !queue_empty || !self.io.preallocate || ahead >= AHEAD_BYTES || room == 0 {
+        if !queue_empty || !self.io.preallocate || self.sealing || ahead >= AHEAD_BYTES || room == 0
+        {
             return false;
         }
         if self.published.status.is_read_only() {
