@@ -11,6 +11,9 @@ pub(crate) enum FaultOp {
     Write,
     Sync,
     Read,
+    /// The write of prepared zeros (`ActorFile::fill_zeros`), apart from record writes, so
+    /// that a test can fail a fill without failing the batches around it.
+    FillZeros,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +68,18 @@ pub(crate) fn check(path: &Path, op: FaultOp) -> Option<Fault> {
     })?;
     rule.remaining -= 1;
     Some(rule.fault)
+}
+
+/// How many more times the rules of `dir` fire: a test waits for 0 to know that an actor
+/// reached the faulted operation (the actor finishes it before it takes its next request).
+pub(crate) fn remaining(dir: &Path) -> u32 {
+    RULES.lock().map_or(0, |rules| {
+        rules
+            .iter()
+            .filter(|rule| rule.dir == dir)
+            .map(|rule| rule.remaining)
+            .sum()
+    })
 }
 
 pub(crate) fn error(errno: i32) -> io::Error {
@@ -325,6 +340,78 @@ mod tests {
         );
         engine.shutdown();
         clear(dir.path());
+    }
+
+    /// Incompressible bytes (xorshift), so that a payload's record has a known size.
+    fn noise(len: usize, mut state: u64) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(len);
+        while bytes.len() < len {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            bytes.extend_from_slice(&state.to_le_bytes());
+        }
+        bytes.truncate(len);
+        bytes
+    }
+
+    /// A zero-fill ahead that a full disk cuts short grows the pack past what the shard
+    /// believed its length was; a batch then ends inside those zeros, and the next batch
+    /// seals the pack. The sealed pack must still end at its last record: recovery refuses a
+    /// sealed pack with anything after it ("zero-filled header in a sealed pack"), so a
+    /// store whose disk once filled up would not open again. (The flaky half of
+    /// `tests/disk_full.rs`, made deterministic.)
+    #[test]
+    fn a_pack_sealed_after_a_failed_zero_fill_ends_at_its_last_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let blob_bytes_max = 64 * 1024;
+        let record_bytes_max = crate::format::pack::record_bytes(blob_bytes_max);
+        let mut config = config(dir.path());
+        config.preallocate = true;
+        config.chunking.threshold_bytes = 0;
+        config.limits.blob_bytes_max = blob_bytes_max;
+        config.limits.shard_batch_bytes_max = record_bytes_max;
+        config.limits.pack_bytes_max = record_bytes_max;
+        // The shard's first fill of pack 0 (at its end, 0 or after the first record) writes
+        // 32 KiB of its 64 KiB step and fails, as on a disk that filled up.
+        inject(
+            dir.path(),
+            "pack-",
+            FaultOp::FillZeros,
+            Fault::Short { keep: 32 * 1024 },
+            1,
+        );
+        let engine = Engine::open(config.clone()).unwrap();
+        let context = pollster::block_on(engine.create_context())
+            .unwrap()
+            .context_id;
+        // 8 KiB: its record ends inside the 32 KiB of zeros the failed fill left.
+        let first = append(&engine, context, &noise(8 * 1024, 1)).unwrap().turn;
+        let waited = std::time::Instant::now();
+        while remaining(dir.path()) > 0 {
+            assert!(
+                waited.elapsed() < std::time::Duration::from_secs(30),
+                "the shard never prepared space"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // Does not fit after the first record: pack 0 is sealed, the record goes to pack 1.
+        let second = append(&engine, context, &noise(60_000, 2)).unwrap().turn;
+        engine.shutdown();
+        drop(engine);
+        clear(dir.path());
+
+        let sealed = dir.path().join("blobs/shard-00/pack-000000.pack");
+        assert_eq!(
+            std::fs::metadata(&sealed).unwrap().len(),
+            crate::format::pack::record_bytes(8 * 1024),
+            "the sealed pack ends at its only record"
+        );
+        let engine = Engine::open(config).unwrap();
+        assert_eq!(chain(&engine, context), vec![first.turn_id, second.turn_id]);
+        engine.shutdown();
+        let report = verify(dir.path()).unwrap();
+        assert!(report.is_ok(), "{report}");
     }
 
     /// A metadata batch that fails to reach `turns.log` (a full disk, then a short write in

@@ -83,6 +83,21 @@ impl ActorFile {
         self.file.write_all_at(bytes, offset)
     }
 
+    /// `write_all_at` for prepared zeros, with its own test-only fault hook.
+    fn write_zeros_at(&self, zeros: &[u8], offset: u64) -> io::Result<()> {
+        #[cfg(test)]
+        match crate::faults::check(&self.path, crate::faults::FaultOp::FillZeros) {
+            Some(crate::faults::Fault::Fail(errno)) => return Err(crate::faults::error(errno)),
+            Some(crate::faults::Fault::Short { keep }) => {
+                self.file
+                    .write_all_at(&zeros[..keep.min(zeros.len())], offset)?;
+                return Err(crate::faults::error(5));
+            }
+            None => {}
+        }
+        self.write_all_at(zeros, offset)
+    }
+
     /// fdatasync: every write before it is on the disk when it returns `Ok`.
     pub async fn sync_data(&self) -> io::Result<()> {
         #[cfg(test)]
@@ -157,11 +172,18 @@ impl ActorFile {
         synced
     }
 
-    /// Writes `len` zero bytes at `offset` and syncs them: space prepared ahead of the records,
-    /// so that later group commits overwrite allocated blocks instead of growing the file
-    /// (about half the fdatasync cost on ext4/XFS). A failed write only costs speed and is
-    /// returned as `Ok(false)` (the caller stops preparing); a failed sync turns the store
-    /// read-only like any other.
+    /// Writes `len` zero bytes at `offset` — the file's end — and syncs them: space prepared
+    /// ahead of the records, so that later group commits overwrite allocated blocks instead of
+    /// growing the file (about half the fdatasync cost on ext4/XFS). A failed write only costs
+    /// speed and is returned as `Ok(false)` (the caller stops preparing); a failed sync turns
+    /// the store read-only like any other.
+    ///
+    /// A failed write is cut back to `offset`, like a failed record write: a full disk
+    /// takes what fits, so the write may have grown the file before it failed, and zeros the
+    /// caller does not know of would outlive its bookkeeping. A shard sealing a pack relied on
+    /// that bookkeeping, and a sealed pack that ends in zeros is refused at open
+    /// (`blob/shard.rs` `rotate_pack`). If the cut fails too, the zeros stay: harmless at the
+    /// end of the newest pack or of `turns.log`, and a seal cuts them whatever it believes.
     pub async fn fill_zeros(
         &self,
         offset: u64,
@@ -169,8 +191,14 @@ impl ActorFile {
         status: &StoreStatus,
     ) -> Result<bool, EngineError> {
         let zeros = vec![0u8; len as usize];
-        if let Err(error) = self.write_all_at(&zeros, offset) {
+        if let Err(error) = self.write_zeros_at(&zeros, offset) {
             tracing::warn!(file = %self.path.display(), %error, "could not prepare space ahead of the records");
+            if let Err(cut) = self.set_len(offset) {
+                tracing::warn!(
+                    file = %self.path.display(), error = %cut,
+                    "could not cut back a failed zero-fill; zeros stay after the records"
+                );
+            }
             return Ok(false);
         }
         self.sync_or_fail(status).await.map(|()| true)

@@ -53,6 +53,11 @@ pub(crate) struct ShardActor {
     pack_end: u64,
     /// File length: prepared zeros lie between `pack_end` and here.
     pack_file_len: u64,
+    /// A rotation began (the pack was cut to its last record) and has not finished: the next
+    /// pack file may exist already, which makes this pack sealed for recovery, so nothing
+    /// more goes into it — no records, no prepared zeros — and the next batch (or GC seal)
+    /// finishes the rotation first.
+    sealing: bool,
     io: ActorIo,
     /// Reused for each batch's records, written with one pwrite.
     write_buffer: Vec<u8>,
@@ -128,6 +133,7 @@ impl ShardActor {
             pack_path: cursor.pack_path,
             pack_end: cursor.pack_end,
             pack_file_len: cursor.pack_file_len,
+            sealing: false,
             io,
             write_buffer: Vec::new(),
             index,
@@ -192,7 +198,8 @@ impl ShardActor {
         records: &[EncodedBlob],
         bytes: u64,
     ) -> Result<(Vec<IndexEntry>, u64), EngineError> {
-        if self.pack_end > 0 && self.pack_end + bytes > self.limits.pack_bytes_max {
+        if self.sealing || (self.pack_end > 0 && self.pack_end + bytes > self.limits.pack_bytes_max)
+        {
             self.rotate_pack().await?;
         }
         let start = self.pack_end;
@@ -254,14 +261,28 @@ impl ShardActor {
                 file: self.shard_dir.clone(),
             });
         }
-        if self.pack_file_len > self.pack_end {
-            // Sealed packs end at their last record: recovery reads anything after it as damage.
-            self.pack
-                .truncate(self.pack_end)
-                .await
-                .map_err(|source| EngineError::from_write(&self.pack_path, source))?;
-            self.pack_file_len = self.pack_end;
-        }
+        // From here until the new pack is in place, a failure may leave the next pack file on
+        // disk (created, then its fsync, the directory's, or opening it failed): this one is
+        // sealed for recovery then, and must stay as the cut below leaves it (`sealing`).
+        self.sealing = true;
+        // A sealed pack ends at its last record, and recovery reads anything after it as
+        // damage — zeros included, on purpose: in a sealed pack, zeros where records could be
+        // are what a disk losing synced records looks like, and the blob index (synced lazily)
+        // need not vouch for them, so the log would cut the turns naming them as an
+        // unacknowledged tail. Accepting them is never provably safe; cutting them here is.
+        //
+        // So the seal cuts the file to `pack_end` always, not only when `pack_file_len` says
+        // zeros follow: the file may be longer than that bookkeeping believes. (It was: a
+        // zero-fill that a full disk cut short grew the file unrecorded, a batch ended inside
+        // those zeros, the seal trusted `pack_file_len == pack_end`, and the store no longer
+        // opened — `tests/disk_full.rs`. `fill_zeros` now cuts back a failed fill too.) The cut
+        // is durable (set_len + fsync) before the next pack exists; with nothing to cut it is
+        // one cheap fsync per `pack_bytes_max` bytes.
+        self.pack
+            .truncate(self.pack_end)
+            .await
+            .map_err(|source| EngineError::from_write(&self.pack_path, source))?;
+        self.pack_file_len = self.pack_end;
         let path = pack_path(&self.shard_dir, next);
         create_durable(&path).map_err(|source| EngineError::from_write(&path, source))?;
         sync_dir(&self.shard_dir)
@@ -276,6 +297,7 @@ impl ShardActor {
         self.pack_path = path;
         self.pack_end = 0;
         self.pack_file_len = 0;
+        self.sealing = false;
         Ok(())
     }
 
@@ -540,7 +562,8 @@ impl GroupCommit for ShardActor {
             .limits
             .pack_bytes_max
             .saturating_sub(self.pack_file_len);
-        if !queue_empty || !self.io.preallocate || ahead >= AHEAD_BYTES || room == 0 {
+        if !queue_empty || !self.io.preallocate || self.sealing || ahead >= AHEAD_BYTES || room == 0
+        {
             return false;
         }
         if self.published.status.is_read_only() {
@@ -558,6 +581,8 @@ impl GroupCommit for ShardActor {
                 true
             }
             Ok(false) => {
+                // The failed fill was cut back: the file ends at `start` again.
+                self.pack_file_len = start;
                 self.io.preallocate = false;
                 false
             }

@@ -1194,7 +1194,8 @@ impl GroupCommit for SequencerActor {
             .await
         {
             Ok(true) => self.prepared_end = target,
-            Ok(false) => self.prepared_end = data_end,
+            // The failed fill was cut back: the file ends at `start` again.
+            Ok(false) => self.prepared_end = start,
             Err(_) => {} // read-only now; nothing more is written
         }
         false
