@@ -14,6 +14,8 @@ pub(crate) enum FaultOp {
     /// The write of prepared zeros (`ActorFile::fill_zeros`), apart from record writes, so
     /// that a test can fail a fill without failing the batches around it.
     FillZeros,
+    /// The durable cut of `ActorFile::truncate` (a pack's seal).
+    Truncate,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -409,6 +411,40 @@ mod tests {
         );
         let engine = Engine::open(config).unwrap();
         assert_eq!(chain(&engine, context), vec![first.turn_id, second.turn_id]);
+        engine.shutdown();
+        let report = verify(dir.path()).unwrap();
+        assert!(report.is_ok(), "{report}");
+    }
+
+    /// A pack's seal whose durable cut fails (EIO) makes the store read-only, like any failed
+    /// fsync: nothing more is acknowledged, and what was is there after a restart.
+    #[test]
+    fn a_failed_seal_makes_the_store_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let blob_bytes_max = 64 * 1024;
+        let record_bytes_max = crate::format::pack::record_bytes(blob_bytes_max);
+        let mut config = config(dir.path());
+        config.chunking.threshold_bytes = 0;
+        config.limits.blob_bytes_max = blob_bytes_max;
+        config.limits.shard_batch_bytes_max = record_bytes_max;
+        config.limits.pack_bytes_max = record_bytes_max;
+        let engine = Engine::open(config.clone()).unwrap();
+        let context = pollster::block_on(engine.create_context())
+            .unwrap()
+            .context_id;
+        let first = append(&engine, context, &noise(8 * 1024, 1)).unwrap().turn;
+        inject(dir.path(), "pack-", FaultOp::Truncate, Fault::Fail(5), 1);
+        // Does not fit after the first record: the seal of pack 0 fails.
+        let error = append(&engine, context, &noise(60_000, 2)).unwrap_err();
+        assert_eq!(error.kind(), crate::ErrorKind::ReadOnly, "{error}");
+        assert!(engine.stats().read_only);
+        let again = append(&engine, context, &noise(100, 3)).unwrap_err();
+        assert_eq!(again.kind(), crate::ErrorKind::ReadOnly, "{again}");
+        engine.shutdown();
+        drop(engine);
+        clear(dir.path());
+        let engine = Engine::open(config).unwrap();
+        assert_eq!(chain(&engine, context), vec![first.turn_id]);
         engine.shutdown();
         let report = verify(dir.path()).unwrap();
         assert!(report.is_ok(), "{report}");

@@ -215,6 +215,12 @@ impl ActorFile {
 
     /// Sets the length and makes the new length durable.
     pub async fn truncate(&self, len: u64) -> io::Result<()> {
+        #[cfg(test)]
+        if let Some(crate::faults::Fault::Fail(errno)) =
+            crate::faults::check(&self.path, crate::faults::FaultOp::Truncate)
+        {
+            return Err(crate::faults::error(errno));
+        }
         self.file.set_len(len)?;
         match self.sync_mode {
             SyncMode::Blocking => self.file.sync_all(),

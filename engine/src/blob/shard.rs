@@ -278,15 +278,33 @@ impl ShardActor {
         // opened — `tests/disk_full.rs`. `fill_zeros` now cuts back a failed fill too.) The cut
         // is durable (set_len + fsync) before the next pack exists; with nothing to cut it is
         // one cheap fsync per `pack_bytes_max` bytes.
+        // Each step below syncs. A full disk is retried by the next batch (`sealing` finishes
+        // the rotation first); any other failure leaves the seal's durability unknown, and a
+        // failed fsync makes the store read-only, as in every group commit.
+        let status = &self.published.status;
+        let failed = |file: &std::path::Path, source: std::io::Error| {
+            if crate::error::is_no_space(&source) {
+                return EngineError::NoSpace {
+                    file: file.to_path_buf(),
+                };
+            }
+            let reason = format!(
+                "sealing pack {} of shard {} failed at {}: {source}",
+                self.pack_id,
+                self.shard,
+                file.display()
+            );
+            status.set_read_only(reason.clone());
+            EngineError::ReadOnly(reason)
+        };
         self.pack
             .truncate(self.pack_end)
             .await
-            .map_err(|source| EngineError::from_write(&self.pack_path, source))?;
+            .map_err(|source| failed(&self.pack_path, source))?;
         self.pack_file_len = self.pack_end;
         let path = pack_path(&self.shard_dir, next);
-        create_durable(&path).map_err(|source| EngineError::from_write(&path, source))?;
-        sync_dir(&self.shard_dir)
-            .map_err(|source| EngineError::from_write(&self.shard_dir, source))?;
+        create_durable(&path).map_err(|source| failed(&path, source))?;
+        sync_dir(&self.shard_dir).map_err(|source| failed(&self.shard_dir, source))?;
         let file = open_actor_file(&path, self.io.sync_mode).await?;
         self.view()
             .add_pack(next, path.clone())
