@@ -494,25 +494,44 @@ struct ModelTurn {
     depth: u32,
     key: Option<u8>,
     summary: TurnId,
+    /// Its labels, sorted by key (`idx.step` is indexed store-wide, `color` is not).
+    labels: Vec<(String, String)>,
+    links: Vec<TurnId>,
 }
 
 #[derive(Clone, Debug)]
 enum Op {
     /// Append with a parent choice (0 head, 1 root, else an earlier turn by index), maybe a
-    /// key from a small set (retries happen), maybe a summary.
+    /// key from a small set (retries happen), maybe a summary, labels from small sets
+    /// (`step`: indexed, `color`: filtered), maybe a link to an earlier turn by index.
     Append {
         parent: (u8, usize),
         key: Option<u8>,
         summary: bool,
+        labels: (Option<u8>, Option<u8>),
+        link: Option<usize>,
     },
     Reopen,
 }
 
 fn op() -> impl proptest::strategy::Strategy<Value = Op> {
     use proptest::prelude::*;
+    let labels = (proptest::option::of(0..3u8), proptest::option::of(0..2u8));
     prop_oneof![
-        8 => ((0..4u8, any::<usize>()), proptest::option::of(0..6u8), proptest::bool::weighted(0.15))
-            .prop_map(|(parent, key, summary)| Op::Append { parent, key, summary }),
+        8 => (
+            (0..4u8, any::<usize>()),
+            proptest::option::of(0..6u8),
+            proptest::bool::weighted(0.15),
+            labels,
+            proptest::option::weighted(0.2, any::<usize>()),
+        )
+            .prop_map(|(parent, key, summary, labels, link)| Op::Append {
+                parent,
+                key,
+                summary,
+                labels,
+                link,
+            }),
         1 => Just(Op::Reopen),
     ]
 }
@@ -520,8 +539,10 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
-    /// Explicit parents, keys with retries, summaries and reopen against a model: heads,
-    /// depths, look-ups by key, the turn log and the window agree after every step.
+    /// Explicit parents, keys with retries, summaries, labels, links and reopen against a
+    /// model: heads, depths, look-ups by key, each turn's labels and links, the turn log
+    /// (whole and filtered by a label), the store-wide find and the window agree after every
+    /// step.
     #[test]
     fn turns_match_the_model(ops in proptest::collection::vec(op(), 1..40)) {
         let dir = tempfile::tempdir().unwrap();
@@ -535,7 +556,7 @@ proptest::proptest! {
                     engine.shutdown();
                     engine = open(dir.path());
                 }
-                Op::Append { parent, key, summary } => {
+                Op::Append { parent, key, summary, labels, link } => {
                     let existing = key.and_then(|k| turns.iter().position(|t| t.key == Some(k)));
                     let parent_index = match parent.0 {
                         0 => head,
@@ -549,11 +570,23 @@ proptest::proptest! {
                         (_, Some(index)) => Parent::Turn(turns[index].id),
                         (_, None) => Parent::Head,
                     };
+                    let mut label_pairs: Vec<(String, String)> = Vec::new();
+                    if let Some(color) = labels.1 {
+                        label_pairs.push(("color".into(), format!("c{color}")));
+                    }
+                    if let Some(step) = labels.0 {
+                        label_pairs.push(("idx.step".into(), format!("s{step}")));
+                    }
+                    let links: Vec<TurnId> = match link {
+                        Some(index) if !turns.is_empty() => vec![turns[index % turns.len()].id],
+                        _ => Vec::new(),
+                    };
                     let options = TurnOptions {
                         parent: choice,
                         key: key.map(|k| Bytes::from(vec![b'k', k])),
                         summary,
-                        ..TurnOptions::default()
+                        labels: label_pairs.clone(),
+                        links: links.clone(),
                     };
                     let appended = add(&engine, thread, "payload", options);
                     if let Some(index) = existing {
@@ -580,6 +613,8 @@ proptest::proptest! {
                         depth,
                         key,
                         summary: summary_id,
+                        labels: label_pairs,
+                        links,
                     });
                     head = Some(turns.len() - 1);
                 }
@@ -598,6 +633,49 @@ proptest::proptest! {
             }
             let expected_log: Vec<TurnId> = turns.iter().rev().map(|t| t.id).collect();
             proptest::prop_assert_eq!(log(&engine, thread, &[]), expected_log);
+            for turn in &turns {
+                let extras = engine.turn_extras(turn.id).unwrap();
+                proptest::prop_assert_eq!(&extras.labels, &turn.labels, "turn {}", turn.id);
+                proptest::prop_assert_eq!(&extras.links, &turn.links, "turn {}", turn.id);
+            }
+            let carrying = |key: &str, value: &str| -> Vec<TurnId> {
+                turns
+                    .iter()
+                    .rev()
+                    .filter(|t| t.labels.iter().any(|(k, v)| k == key && v == value))
+                    .map(|t| t.id)
+                    .collect()
+            };
+            for color in ["c0", "c1"] {
+                proptest::prop_assert_eq!(
+                    log(&engine, thread, &[("color", color)]),
+                    carrying("color", color)
+                );
+            }
+            for step in ["s0", "s1", "s2"] {
+                let mut found = Vec::new();
+                let mut before = TurnId::NONE;
+                loop {
+                    let page = engine.find_turns("idx.step", step, before, 3).unwrap();
+                    found.extend(page.turns.iter().map(|t| t.turn.turn_id));
+                    if page.next_before.is_none() {
+                        break;
+                    }
+                    before = page.next_before;
+                }
+                proptest::prop_assert_eq!(found, carrying("idx.step", step));
+                // Two labels in one filter: a conjunction.
+                proptest::prop_assert_eq!(
+                    log(&engine, thread, &[("idx.step", step), ("color", "c1")]),
+                    turns
+                        .iter()
+                        .rev()
+                        .filter(|t| t.labels.contains(&("idx.step".into(), step.into()))
+                            && t.labels.contains(&("color".into(), "c1".into())))
+                        .map(|t| t.id)
+                        .collect::<Vec<_>>()
+                );
+            }
             if let Some(index) = head {
                 let tip = &turns[index];
                 let start_depth = turns
