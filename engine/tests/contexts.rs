@@ -440,3 +440,67 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+/// `updated_at_unix_ms` moves with every change of a context — a tag, a key-value put and
+/// delete, an append — and `created_at_unix_ms` never does; a key-value value over the blob
+/// limit is refused TOO_LARGE and changes nothing.
+#[test]
+fn updated_at_moves_with_every_change_and_an_oversized_value_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let id = named(&engine, "times", &[]);
+    let thread: ContextRef = id.into();
+    let created = engine.context(&thread).unwrap();
+    let mut last = created.updated_at_unix_ms;
+    // Each step waits past the millisecond clock, then checks the time moved.
+    let mut step = |engine: &Engine, what: &str| {
+        let view = engine.context(&thread).unwrap();
+        assert!(
+            view.updated_at_unix_ms > last,
+            "{what}: updated_at {} after {last}",
+            view.updated_at_unix_ms
+        );
+        assert_eq!(
+            view.created_at_unix_ms, created.created_at_unix_ms,
+            "{what}"
+        );
+        last = view.updated_at_unix_ms;
+        std::thread::sleep(std::time::Duration::from_millis(3));
+    };
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    block_on(engine.update_tags(
+        &thread,
+        vec![("status".into(), "busy".into())],
+        vec![],
+        None,
+    ))
+    .unwrap();
+    step(&engine, "a tag");
+    block_on(engine.kv_put(
+        &thread,
+        vec![(b"k".to_vec(), Bytes::from_static(b"v"))],
+        false,
+    ))
+    .unwrap();
+    step(&engine, "a key-value put");
+    block_on(engine.kv_delete(&thread, vec![b"k".to_vec()])).unwrap();
+    step(&engine, "a key-value delete");
+    append(&engine, id, b"a turn", None).unwrap();
+    step(&engine, "an append");
+
+    let limit = engine.config().limits.blob_bytes_max as usize;
+    let error = block_on(engine.kv_put(
+        &thread,
+        vec![(b"big".to_vec(), Bytes::from(vec![1u8; limit + 1]))],
+        false,
+    ))
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::TooLarge, "{error}");
+    assert!(engine.kv_get(&thread, b"big").unwrap().is_none());
+    assert_eq!(engine.context(&thread).unwrap().updated_at_unix_ms, last);
+    engine.shutdown();
+    let engine = open(dir.path());
+    let reopened = engine.context(&ContextRef::Id(id)).unwrap();
+    assert_eq!(reopened.updated_at_unix_ms, last, "times survive a reopen");
+    assert_eq!(reopened.created_at_unix_ms, created.created_at_unix_ms);
+}
