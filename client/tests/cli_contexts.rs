@@ -738,6 +738,33 @@ fn list_prints_each_context_once() {
     );
 }
 
+/// A listing longer than one page (the server answers at most 1,000 contexts per CTX_LIST):
+/// `ctx list` follows the cursor and prints every context exactly once; `--limit` past the
+/// first page stops where it says.
+#[test]
+fn list_follows_the_cursor_past_one_page() {
+    let server = TestServer::start();
+    let client = ctxstore_client::blocking::Client::connect(ctxstore_client::ClientConfig::new(
+        server.addr.clone(),
+    ))
+    .unwrap();
+    let mut expected = BTreeSet::new();
+    for _ in 0..1_234 {
+        let mut new = ctxstore_client::NewContext::new();
+        new.tags.insert("kind".into(), "bulk".into());
+        expected.insert(client.open_context(new).unwrap().context.context_id);
+    }
+    let listed = server.json(&["ctx", "list", "--tag", "kind=bulk"], b"");
+    let ids: Vec<u64> = listed.iter().map(id).collect();
+    assert_eq!(ids.len(), expected.len(), "each context once");
+    assert_eq!(ids.iter().copied().collect::<BTreeSet<_>>(), expected);
+    let limited = server.json(
+        &["ctx", "list", "--tag", "kind=bulk", "--limit", "1100"],
+        b"",
+    );
+    assert_eq!(limited.len(), 1_100);
+}
+
 /// A fake server of protocol version 1 that answers HELLO and CTX_CREATE (context 7) and
 /// counts every other request it gets.
 fn version_1_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
