@@ -402,6 +402,46 @@ fn sigterm_with_a_client_that_never_reads_exits_after_the_drain_timeout() {
     verify_ok(&server.dir.path().join("data"));
 }
 
+/// While the server drains (SIGTERM, a stuck client holding the drain open), a new connection
+/// is refused — never accepted and then reset: the listener is closed before the drain starts
+/// (issue 18 item 1). Connects keep being tried through the drain until the process exits.
+#[test]
+fn connections_while_draining_are_refused_never_accepted_then_reset() {
+    let mut server = ServerProcess::start(&["--drain-timeout", "3s"]);
+    let addr = server.addr;
+    let (_stuck, _writer) = stuck_client(addr);
+    // Served before the signal.
+    blocking::Client::connect(ClientConfig::new(addr.to_string())).unwrap();
+    server.signal("TERM");
+    // Until the signal reaches the acceptor, connects are served normally; from the first
+    // refused one on, every connect must be refused until the process exits.
+    let (mut refused, mut accepted_after_refusal) = (0u32, 0u32);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
+            Err(error) if error.kind() == std::io::ErrorKind::ConnectionRefused => refused += 1,
+            Err(error) => panic!("a connect while draining failed oddly: {error}"),
+            Ok(_) if refused > 0 => accepted_after_refusal += 1,
+            Ok(_) => {}
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "while draining: {refused} connects refused, {accepted_after_refusal} accepted after \
+         the first refusal"
+    );
+    assert!(
+        refused > 0,
+        "no connect was refused while draining\n{}",
+        server.log()
+    );
+    assert_eq!(accepted_after_refusal, 0, "{}", server.log());
+    let status = server
+        .wait_exit(Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("still running after the drain\n{}", server.log()));
+    assert!(status.success(), "{status:?}\n{}", server.log());
+}
+
 /// A second signal while draining closes every connection at once; the engine still syncs,
 /// and the exit code (130) says the drain was cut short.
 #[test]
