@@ -118,11 +118,11 @@ struct ServeArgs {
     /// zstd level for new blobs (1..=19).
     #[arg(long, default_value_t = 1)]
     zstd_level: i32,
-    /// Largest frame a client may send, in bytes.
-    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    /// Largest frame a client may send (`16MiB`; bytes, or units as --backup-rate-max).
+    #[arg(long, default_value = "16MiB", value_parser = parse_size_u32)]
     frame_bytes_max: u32,
-    /// Largest payload of one turn, in bytes (at most the frame size minus 48 bytes).
-    #[arg(long, default_value_t = 16 * 1024 * 1024 - 64)]
+    /// Largest payload of one turn (bytes or units; at most the frame size minus 48 bytes).
+    #[arg(long, default_value = "16777152", value_parser = parse_size_u32)]
     blob_bytes_max: u32,
     /// Requests of one connection in flight (read, and not yet answered and written); at it the
     /// server stops reading that connection.
@@ -142,13 +142,13 @@ struct ServeArgs {
     hello_timeout: Duration,
     /// Response bytes one connection may hold unwritten (its peer not reading), with what its
     /// running requests hold and may still produce; past it the server stops reading that
-    /// connection.
-    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    /// connection (`64MiB`; bytes or units).
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     unwritten_bytes_max: u64,
     /// Response bytes all connections together may hold unwritten. Past it, a connection
     /// starts a new request only once everything it was answered is written: clients that
-    /// read are still served, those that do not wait.
-    #[arg(long, default_value_t = 1024 * 1024 * 1024)]
+    /// read are still served, those that do not wait (`1GiB`; bytes or units).
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
     unwritten_bytes_total_max: u64,
     /// At SIGINT/SIGTERM, how long connections get to answer and write what is in flight
     /// before they are closed hard.
@@ -233,18 +233,20 @@ struct ServeArgs {
     #[arg(long)]
     ready_file: Option<PathBuf>,
     /// Bytes a pack grows to before a new one is started. Every pack keeps one file
-    /// descriptor open for reads, so the server needs about packs + connections + 64 of them.
-    #[arg(long, default_value_t = 1 << 30)]
+    /// descriptor open for reads, so the server needs about packs + connections + 64 of them
+    /// (`1GiB`; bytes or units).
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
     pack_bytes_max: u64,
     /// Raw payload bytes each network core keeps for hot reads (an agent reading its last
     /// turns again), so that they skip the pack read and zstd. Payloads over 1/16 of it are not
-    /// cached; 0 disables the cache. Memory: this times --network-cores.
-    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    /// cached; `0` or `off` disables the cache. Memory: this times --network-cores (`32MiB`;
+    /// bytes or units).
+    #[arg(long, default_value = "32MiB", value_parser = parse_size)]
     payload_cache_bytes: u64,
     /// Payload bytes in one page of turns (GET_LAST, GET_BEFORE, …): a page holds fewer turns
     /// than asked rather than more bytes, and the client follows the cursor (at most 512 MiB;
-    /// clients must accept frames this large).
-    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    /// clients must accept frames this large; `64MiB`, bytes or units).
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     response_bytes_max: u64,
     /// Requests queued per engine actor (sequencer, each blob shard); when a queue is full,
     /// network cores wait, and so stop reading their connections.
@@ -257,8 +259,8 @@ struct ServeArgs {
     #[arg(long, default_value_t = 256)]
     shard_batch_records_max: u32,
     /// Bytes of blob records in one shard group commit (at most 256 MiB; at least one record
-    /// of --blob-bytes-max).
-    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    /// of --blob-bytes-max; `64MiB`, bytes or units).
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     shard_batch_bytes_max: u64,
     /// Microseconds an engine actor may wait for more requests before a group commit. 0: none
     /// (requests that arrive during an fsync form the next batch); waiting trades one
@@ -443,16 +445,24 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// A byte count with the units of `parse_rate`, or `off` / `0`.
 /// A chunk size or threshold: a byte count (units as `parse_size`) that fits in 32 bits.
 fn parse_chunk_bytes(text: &str) -> Result<u64, String> {
-    let bytes = parse_size(text)?;
-    if bytes > u64::from(u32::MAX) {
-        return Err(format!("{text:?} is over 4 GiB"));
-    }
-    Ok(bytes)
+    parse_size_u32(text).map(u64::from)
 }
 
+/// A byte count (units as `parse_size`) for a 32-bit setting: at most 4 GiB − 1 byte.
+fn parse_size_u32(text: &str) -> Result<u32, String> {
+    let bytes = parse_size(text)?;
+    u32::try_from(bytes).map_err(|_| {
+        format!(
+            "{text:?} is over 4 GiB ({bytes} bytes; at most {} here)",
+            u32::MAX
+        )
+    })
+}
+
+/// A byte count with the units of `parse_rate` (`32MiB`, `200MB`, plain bytes), or
+/// `off` / `0`.
 fn parse_size(text: &str) -> Result<u64, String> {
     parse_rate(text).map_err(|_| format!("{text:?} is not a byte count (e.g. 512MiB, 2GiB, off)"))
 }
@@ -668,5 +678,111 @@ fn warn_if_more_open_than_umask(data: &std::path::Path, umask: u32) {
                  keep their modes); chmod -R go-rwx it to make the store private"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_rate_takes_bytes_decimal_and_binary_units_and_off() {
+        assert_eq!(parse_rate("0"), Ok(0));
+        assert_eq!(parse_rate("off"), Ok(0));
+        assert_eq!(parse_rate("none"), Ok(0));
+        assert_eq!(parse_rate("12345"), Ok(12_345));
+        assert_eq!(parse_rate("7B"), Ok(7));
+        assert_eq!(parse_rate("3KB"), Ok(3_000));
+        assert_eq!(parse_rate("200MB"), Ok(200_000_000));
+        assert_eq!(parse_rate("2GB"), Ok(2_000_000_000));
+        assert_eq!(parse_rate("3KiB"), Ok(3 << 10));
+        assert_eq!(parse_rate("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_rate("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_rate(" 32 MiB "), Ok(32 << 20));
+        for bad in ["", "MiB", "1.5MiB", "-1", "12TiB", "12mib", "1 2"] {
+            assert!(parse_rate(bad).is_err(), "{bad:?} was accepted");
+        }
+        let overflow = parse_rate("18446744073709551615GiB").unwrap_err();
+        assert!(overflow.contains("too large"), "{overflow}");
+    }
+
+    #[test]
+    fn parse_size_takes_the_same_units_and_names_a_byte_count_in_its_error() {
+        assert_eq!(parse_size("32MiB"), Ok(32 * 1024 * 1024));
+        assert_eq!(parse_size("33554432"), Ok(33_554_432));
+        assert_eq!(parse_size("off"), Ok(0));
+        let error = parse_size("lots").unwrap_err();
+        assert!(error.contains("not a byte count"), "{error}");
+    }
+
+    #[test]
+    fn thirty_two_bit_sizes_are_range_checked() {
+        assert_eq!(parse_size_u32("16MiB"), Ok(16 << 20));
+        assert_eq!(parse_size_u32("4294967295"), Ok(u32::MAX));
+        let error = parse_size_u32("4GiB").unwrap_err();
+        assert!(error.contains("over 4 GiB"), "{error}");
+        assert!(parse_size_u32("4294967296").is_err());
+        assert_eq!(parse_chunk_bytes("8KiB"), Ok(8192));
+        assert!(parse_chunk_bytes("5GiB").is_err());
+    }
+
+    #[test]
+    fn byte_size_flags_take_units_and_plain_integers() {
+        let units = Cli::try_parse_from([
+            "ctxstore-server",
+            "--payload-cache-bytes",
+            "32MiB",
+            "--frame-bytes-max",
+            "1MiB",
+            "--blob-bytes-max",
+            "1000KB",
+            "--unwritten-bytes-max",
+            "2MiB",
+            "--unwritten-bytes-total-max",
+            "1GB",
+            "--pack-bytes-max",
+            "64MiB",
+            "--response-bytes-max",
+            "8MiB",
+            "--shard-batch-bytes-max",
+            "4MiB",
+        ])
+        .unwrap();
+        let args = units.serve;
+        assert_eq!(args.payload_cache_bytes, 32 << 20);
+        assert_eq!(args.frame_bytes_max, 1 << 20);
+        assert_eq!(args.blob_bytes_max, 1_000_000);
+        assert_eq!(args.unwritten_bytes_max, 2 << 20);
+        assert_eq!(args.unwritten_bytes_total_max, 1_000_000_000);
+        assert_eq!(args.pack_bytes_max, 64 << 20);
+        assert_eq!(args.response_bytes_max, 8 << 20);
+        assert_eq!(args.shard_batch_bytes_max, 4 << 20);
+        let plain = Cli::try_parse_from([
+            "ctxstore-server",
+            "--payload-cache-bytes",
+            "1048576",
+            "--frame-bytes-max",
+            "2097152",
+        ])
+        .unwrap();
+        assert_eq!(plain.serve.payload_cache_bytes, 1 << 20);
+        assert_eq!(plain.serve.frame_bytes_max, 2 << 20);
+        // The defaults are what they were as integers.
+        let defaults = Cli::try_parse_from(["ctxstore-server"]).unwrap().serve;
+        assert_eq!(defaults.frame_bytes_max, 16 * 1024 * 1024);
+        assert_eq!(defaults.blob_bytes_max, 16 * 1024 * 1024 - 64);
+        assert_eq!(defaults.unwritten_bytes_max, 64 * 1024 * 1024);
+        assert_eq!(defaults.unwritten_bytes_total_max, 1024 * 1024 * 1024);
+        assert_eq!(defaults.pack_bytes_max, 1 << 30);
+        assert_eq!(defaults.payload_cache_bytes, 32 * 1024 * 1024);
+        assert_eq!(defaults.response_bytes_max, 64 * 1024 * 1024);
+        assert_eq!(defaults.shard_batch_bytes_max, 64 * 1024 * 1024);
+        let error = Cli::try_parse_from(["ctxstore-server", "--frame-bytes-max", "5GiB"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("--frame-bytes-max") && error.contains("over 4 GiB"),
+            "{error}"
+        );
     }
 }

@@ -519,6 +519,10 @@ fn histogram<V: AsRef<str>>(
 /// the data directory's files.
 pub struct MetricsEndpoint {
     http: Arc<tiny_http::Server>,
+    /// The listening socket tiny_http accepts on (a second descriptor of it): `stop` shuts it
+    /// down, since tiny_http's own accept thread, which holds the socket, is not joinable and
+    /// closes it only moments after the server is dropped.
+    listener: std::net::TcpListener,
     addr: SocketAddr,
     stopping: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -534,18 +538,21 @@ impl std::fmt::Debug for MetricsEndpoint {
 
 impl MetricsEndpoint {
     pub fn start(listen: SocketAddr, source: MetricsSource) -> anyhow::Result<MetricsEndpoint> {
-        let http = tiny_http::Server::http(listen)
+        let listener = std::net::TcpListener::bind(listen).with_context(|| {
+            format!(
+                "serving metrics on {listen} (is another process using it? choose another \
+                 --metrics-listen)"
+            )
+        })?;
+        let addr = listener
+            .local_addr()
+            .with_context(|| format!("the metrics listener on {listen} has no address"))?;
+        let control = listener
+            .try_clone()
+            .with_context(|| format!("the metrics listener on {addr}"))?;
+        let http = tiny_http::Server::from_listener(listener, None)
             .map_err(|error| anyhow::anyhow!("{error}"))
-            .with_context(|| {
-                format!(
-                    "serving metrics on {listen} (is another process using it? choose another \
-                     --metrics-listen)"
-                )
-            })?;
-        let addr = http
-            .server_addr()
-            .to_ip()
-            .with_context(|| format!("the metrics listener on {listen} has no IP address"))?;
+            .with_context(|| format!("serving metrics on {addr}"))?;
         let http = Arc::new(http);
         let stopping = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -558,6 +565,7 @@ impl MetricsEndpoint {
         tracing::info!(metrics = %addr, "serving Prometheus metrics at /metrics");
         Ok(MetricsEndpoint {
             http,
+            listener: control,
             addr,
             stopping,
             thread: Some(thread),
@@ -568,10 +576,17 @@ impl MetricsEndpoint {
         self.addr
     }
 
-    /// Stops answering and joins the thread; the listener closes when tiny_http's accept
-    /// thread sees the stop (moments later).
+    /// Stops answering and joins the thread. The listening socket is shut down first, so
+    /// from the moment `stop` is called connections are refused (the kernel takes the socket
+    /// out of the listening state at once; tiny_http's accept thread then fails its `accept`
+    /// and exits, closing the last descriptor).
     pub fn stop(mut self) {
         self.stopping.store(true, Ordering::Release);
+        if let Err(error) =
+            socket2::SockRef::from(&self.listener).shutdown(std::net::Shutdown::Both)
+        {
+            tracing::warn!(%error, addr = %self.addr, "metrics endpoint: shutting the listener down failed");
+        }
         self.http.unblock();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -616,5 +631,49 @@ fn serve(http: &tiny_http::Server, stopping: &AtomicBool, source: &MetricsSource
         if let Err(error) = request.respond(response) {
             tracing::debug!(%error, "metrics endpoint: writing a response failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    /// `stop` takes the listening socket away before it returns: the very next connect is
+    /// refused (tiny_http alone closes it from its accept thread a moment after it is dropped,
+    /// so a connect right after would be accepted by the kernel and then reset).
+    #[test]
+    fn stop_refuses_connections_before_it_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = ctxstore_engine::EngineConfig::new(dir.path().join("data"));
+        config.limits.log_preallocate_bytes = 64 * 1024;
+        let engine = Engine::open(config).unwrap();
+        for _ in 0..5 {
+            let source = MetricsSource {
+                engine: engine.clone(),
+                counters: Arc::new(ServerCounters::default()),
+                cores: Vec::new(),
+                data_dir: dir.path().join("data"),
+                payload_cache_bytes_per_core: 0,
+            };
+            let endpoint = MetricsEndpoint::start("127.0.0.1:0".parse().unwrap(), source).unwrap();
+            let addr = endpoint.local_addr();
+            let mut stream = TcpStream::connect(addr).unwrap();
+            write!(stream, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).unwrap();
+            assert!(response.starts_with("HTTP/1.0 200"), "{response}");
+            endpoint.stop();
+            let error = TcpStream::connect(addr)
+                .map(|_| ())
+                .expect_err("connected after stop");
+            assert_eq!(
+                error.kind(),
+                std::io::ErrorKind::ConnectionRefused,
+                "{error}"
+            );
+        }
+        engine.shutdown();
     }
 }

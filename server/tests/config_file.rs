@@ -200,3 +200,80 @@ fn version_is_printed() {
         format!("ctxstore-server {}", env!("CARGO_PKG_VERSION"))
     );
 }
+
+/// Byte sizes take units (`32MiB`) on the command line, in the environment and in the file,
+/// and plain integers still; `--print-config` shows them as given, a reprint is a valid config
+/// file, a 32-bit size past 4 GiB names its key and line, and a server starts with them.
+#[test]
+fn byte_sizes_take_units_in_every_layer() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "sizes.toml",
+        "frame-bytes-max = \"32MiB\"\n\
+         pack-bytes-max = 268435456\n",
+    );
+    let output = server()
+        .arg("--config")
+        .arg(&file)
+        .args(["--payload-cache-bytes", "32MiB", "--print-config"])
+        .env("CTXSTORE_RESPONSE_BYTES_MAX", "32MiB")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    assert!(
+        line(&stdout, "payload-cache-bytes").starts_with("payload-cache-bytes = \"32MiB\" "),
+        "{stdout}"
+    );
+    assert!(line(&stdout, "payload-cache-bytes").ends_with("# command line"));
+    assert!(line(&stdout, "response-bytes-max").starts_with("response-bytes-max = \"32MiB\" "));
+    assert!(line(&stdout, "frame-bytes-max").starts_with("frame-bytes-max = \"32MiB\" "));
+    assert!(line(&stdout, "pack-bytes-max").starts_with("pack-bytes-max = 268435456 "));
+    assert!(
+        line(&stdout, "shard-batch-bytes-max").starts_with("shard-batch-bytes-max = \"64MiB\" "),
+        "{stdout}"
+    );
+    let reprinted = write(dir.path(), "printed.toml", &stdout);
+    let output = server()
+        .arg("--config")
+        .arg(&reprinted)
+        .arg("--print-config")
+        .output()
+        .unwrap();
+    let (again, stderr) = text(&output);
+    assert!(output.status.success(), "{again}{stderr}");
+    assert!(line(&again, "payload-cache-bytes").starts_with("payload-cache-bytes = \"32MiB\" "));
+
+    let big = write(dir.path(), "big.toml", "\nblob-bytes-max = \"5GiB\"\n");
+    let output = server().arg("--config").arg(&big).output().unwrap();
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("line 2: `blob-bytes-max`"), "{stderr}");
+    assert!(stderr.contains("over 4 GiB"), "{stderr}");
+
+    // A server starts with a size in units.
+    let ready = dir.path().join("ready");
+    let mut child = server()
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .args(["--listen", "127.0.0.1:0", "--payload-cache-bytes", "32MiB"])
+        .arg("--ready-file")
+        .arg(&ready)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&ready).is_ok_and(|text| text.ends_with('\n')) {
+        if std::time::Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!(
+                "no server with --payload-cache-bytes 32MiB: {:?}",
+                child.wait()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

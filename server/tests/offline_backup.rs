@@ -1,0 +1,165 @@
+//! The offline backup through the real binary (issue 18 item 5): `ctxstore-server backup
+//! --data SRC --to DIR` copies a stopped store into a store of its own that passes `verify` and
+//! serves every acknowledged turn; a store a server is running on is refused (its lock).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ctxstore_client::{ClientConfig, blocking};
+
+mod common;
+use common::{ServerProcess, incompressible};
+
+const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
+
+/// A server on `data`, its address once it is ready.
+// The child is returned to the caller, which waits for it (clippy cannot see across that).
+#[allow(clippy::zombie_processes)]
+fn spawn_on(data: &Path, ready: &Path) -> (Child, String) {
+    let mut child = Command::new(SERVER)
+        .arg("--data")
+        .arg(data)
+        .args(["--listen", "127.0.0.1:0", "--ready-file"])
+        .arg(ready)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(addr) = std::fs::read_to_string(ready)
+            && addr.ends_with('\n')
+        {
+            return (child, addr.trim().to_string());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("server on {} did not become ready", data.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn offline_backup(data: &Path, to: &Path) -> Output {
+    Command::new(SERVER)
+        .arg("backup")
+        .arg("--data")
+        .arg(data)
+        .arg("--to")
+        .arg(to)
+        .output()
+        .unwrap()
+}
+
+/// The value of `field` in the backup's `field value` lines.
+fn field<'a>(stdout: &'a str, name: &str) -> &'a str {
+    stdout
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} line in\n{stdout}"))
+}
+
+#[test]
+fn an_offline_backup_of_a_stopped_store_verifies_and_serves_every_turn() {
+    let mut server = ServerProcess::start(&[]);
+    let client = blocking::Client::connect(ClientConfig::new(server.addr.to_string())).unwrap();
+    let context = client.create_context().unwrap().context_id;
+    // Small payloads, a repeat (deduplicated) and one over the chunk threshold (a manifest and
+    // its chunks), so that the copy holds every kind of record.
+    let payloads: Vec<Bytes> = vec![
+        Bytes::from_static(b"first turn"),
+        Bytes::from_static(b"second turn"),
+        Bytes::from_static(b"first turn"),
+        incompressible(64 * 1024, 7),
+        Bytes::from_static(b"last turn"),
+    ];
+    let mut acked = Vec::new();
+    for payload in &payloads {
+        let appended = client.append(context, None, 0, 0, payload.clone()).unwrap();
+        acked.push(appended.turn.turn_id);
+    }
+    drop(client);
+    server.signal("TERM");
+    let status = server
+        .wait_exit(Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("still running 60 s after SIGTERM\n{}", server.log()));
+    assert!(status.success(), "{status:?}\n{}", server.log());
+
+    let data = server.dir.path().join("data");
+    let target = tempfile::tempdir().unwrap();
+    let copy = target.path().join("copy");
+    let output = offline_backup(&data, &copy);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(Path::new(field(&stdout, "backup_dir")), copy, "{stdout}");
+    assert_eq!(field(&stdout, "turns"), acked.len().to_string(), "{stdout}");
+    let blobs: u64 = field(&stdout, "blobs").parse().unwrap();
+    // Four distinct payloads; the large one adds its chunks.
+    assert!(blobs >= 4, "{stdout}");
+    let bytes: u64 = field(&stdout, "bytes")
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(bytes > 0, "{stdout}");
+    field(&stdout, "duration_ms").parse::<u64>().unwrap();
+
+    // The copy is a store of its own: verify accepts it ...
+    let verified = Command::new(SERVER)
+        .arg("verify")
+        .arg("--data")
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&verified.stdout);
+    assert!(verified.status.success(), "{report}");
+    assert!(report.contains("verdict   OK"), "{report}");
+
+    // ... and a server on it serves every acknowledged turn, byte for byte.
+    let (mut child, addr) = spawn_on(&copy, &target.path().join("ready"));
+    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
+    let page = client.last(context, 100, true).unwrap();
+    // Oldest first, as a page lists them.
+    let stored: Vec<u64> = page.turns.iter().map(|turn| turn.turn_id).collect();
+    assert_eq!(stored, acked);
+    for (turn, payload) in page.turns.iter().zip(&payloads) {
+        assert!(
+            turn.payload.as_ref() == Some(payload),
+            "turn {} read back other bytes ({} expected)",
+            turn.turn_id,
+            payload.len()
+        );
+    }
+    drop(client);
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(child.wait().unwrap().success());
+}
+
+/// A store a server is running on is refused (the data directory's lock), non-zero and naming
+/// the lock, and nothing is written to the destination.
+#[test]
+fn an_offline_backup_of_a_store_a_server_is_running_on_is_refused() {
+    let server = ServerProcess::start(&[]);
+    let client = blocking::Client::connect(ClientConfig::new(server.addr.to_string())).unwrap();
+    let context = client.create_context().unwrap().context_id;
+    client
+        .append(context, None, 0, 0, Bytes::from_static(b"a turn"))
+        .unwrap();
+    let target = tempfile::tempdir().unwrap();
+    let copy = target.path().join("copy");
+    let output = offline_backup(&server.dir.path().join("data"), &copy);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("locked"), "{stderr}");
+    assert!(!copy.exists(), "{stderr}");
+    // The server still serves.
+    assert_eq!(client.last(context, 10, false).unwrap().turns.len(), 1);
+}
