@@ -4,10 +4,16 @@
 //!
 //! Backpressure: a request counts as in flight from the moment it is read until its response
 //! is *written* to the socket, and the connection counts the response bytes it holds unwritten
-//! (plus what its running requests hold and may still produce). At `requests_in_flight_max`, at
-//! `unwritten_bytes_max`, or — past the server-wide `unwritten_bytes_total_max` — with
-//! anything unwritten at all, it stops reading; TCP pushes back on the client. A client that
+//! (plus what its running requests hold and may still produce). At `requests_in_flight_max` or
+//! at `unwritten_bytes_max` it stops reading; TCP pushes back on the client. A client that
 //! never reads its responses therefore holds a bounded amount of the server's memory.
+//!
+//! Server-wide, every request reserves the largest answer it may produce (and its body)
+//! against `unwritten_bytes_total_max` before it starts, and exchanges the reservation for its
+//! answer's bytes once encoded: the bytes all connections hold never pass the budget. A request
+//! that finds no room waits, and its connection stops reading. A connection that already holds
+//! bytes may fill only a quarter of the budget, one that holds nothing all of it: clients that
+//! read their answers keep being served while stuck ones wait.
 //!
 //! Framing errors (a frame over the limit, non-zero flags, a body that does not decode) are
 //! answered with an ERROR and close the connection: only that connection. An unknown message
@@ -850,8 +856,8 @@ const CONTEXT_INFO_BYTES_MAX: u64 = {
 /// Any request may be answered by an ERROR: header, fields and the longest message.
 const SMALL_RESPONSE_BYTES: u64 = 16 + 16 + ctxstore_protocol::MESSAGE_BYTES_MAX as u64;
 
-/// The largest response `request` may produce: what a request still running holds of its
-/// connection's `unwritten_bytes_max`.
+/// The largest response `request` may produce: what a request reserves, until it is answered,
+/// of its connection's `unwritten_bytes_max` and of the server's `unwritten_bytes_total_max`.
 fn response_bytes_reserved(request: &Request, core: &CoreContext) -> u64 {
     // One turn of a TURNS response, without its payload bytes.
     const TURN_ENTRY_BYTES: u64 = TURN_WIRE_BYTES as u64 + 16;
@@ -885,7 +891,36 @@ fn response_bytes_reserved(request: &Request, core: &CoreContext) -> u64 {
         | Request::CtxDelete { .. }
         | Request::CtxPrune { .. }
         | Request::CtxTtl { .. } => CONTEXT_INFO_BYTES_MAX + SMALL_RESPONSE_BYTES,
-        _ => SMALL_RESPONSE_BYTES,
+        // An acknowledgement, a head, a turn without its payload, fixed statistics.
+        Request::Hello { .. }
+        | Request::Ping { .. }
+        | Request::CtxCreate { .. }
+        | Request::CtxFork { .. }
+        | Request::GetHead { .. }
+        | Request::AppendTurn { .. }
+        | Request::AppendTurnByHash { .. }
+        | Request::Stats
+        | Request::KvPut { .. }
+        | Request::KvDelete { .. }
+        | Request::Backup { .. }
+        | Request::Gc
+        | Request::PatchTurn { .. }
+        | Request::RedactTurn { .. }
+        | Request::PurgeBlob { .. }
+        | Request::PutChunked { .. } => TURN_ENTRY_BYTES + SMALL_RESPONSE_BYTES,
+        Request::AppendTurns { turns, .. } => {
+            turns.len() as u64 * (TURN_ENTRY_BYTES + 16) + SMALL_RESPONSE_BYTES
+        }
+        // Everything else (a turn or a value with its payload, pages of turns, of contexts,
+        // of keys, whatever is added later): the largest answer the limits allow. Reads answer
+        // at once and give back the difference before the next frame is taken; this only
+        // makes them wait when the budget is nearly spent.
+        _ => {
+            u64::from(engine_limits.blob_bytes_max).max(core.limits.response_bytes_max)
+                + u64::from(engine_limits.read_turns_max) * TURN_ENTRY_BYTES
+                + CONTEXT_INFO_BYTES_MAX
+                + SMALL_RESPONSE_BYTES
+        }
     }
 }
 
