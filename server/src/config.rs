@@ -71,9 +71,11 @@ pub struct ServerLimits {
     /// requests until its peer reads; a request counts as in flight until its response is
     /// written.
     pub unwritten_bytes_max: u64,
-    /// Response bytes all connections together may hold not yet written (1 GiB). Past it, a
-    /// connection starts a new request only when everything it was answered has been written:
-    /// clients that read their responses are still served, the others wait.
+    /// Response bytes all connections together may hold not yet written, with what running
+    /// requests reserve (1 GiB): a hard bound. Each request reserves its largest answer before
+    /// it starts and waits (its connection unread) while that does not fit; a connection that
+    /// already holds bytes may fill only a quarter of the budget, so clients that read their
+    /// responses are still served while the others wait.
     pub unwritten_bytes_total_max: u64,
 }
 

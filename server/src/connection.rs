@@ -4,10 +4,16 @@
 //!
 //! Backpressure: a request counts as in flight from the moment it is read until its response
 //! is *written* to the socket, and the connection counts the response bytes it holds unwritten
-//! (plus what its running requests hold and may still produce). At `requests_in_flight_max`, at
-//! `unwritten_bytes_max`, or — past the server-wide `unwritten_bytes_total_max` — with
-//! anything unwritten at all, it stops reading; TCP pushes back on the client. A client that
+//! (plus what its running requests hold and may still produce). At `requests_in_flight_max` or
+//! at `unwritten_bytes_max` it stops reading; TCP pushes back on the client. A client that
 //! never reads its responses therefore holds a bounded amount of the server's memory.
+//!
+//! Server-wide, every request reserves the largest answer it may produce (and its body)
+//! against `unwritten_bytes_total_max` before it starts, and exchanges the reservation for its
+//! answer's bytes once encoded: the bytes all connections hold never pass the budget. A request
+//! that finds no room waits, and its connection stops reading. A connection that already holds
+//! bytes may fill only a quarter of the budget, one that holds nothing all of it: clients that
+//! read their answers keep being served while stuck ones wait.
 //!
 //! Framing errors (a frame over the limit, non-zero flags, a body that does not decode) are
 //! answered with an ERROR and close the connection: only that connection. An unknown message
@@ -134,6 +140,10 @@ enum Outgoing {
     Close,
 }
 
+/// A connection that holds unwritten or reserved bytes may fill the server's budget up to
+/// this fraction of it (1/4); one that holds nothing, up to all of it.
+const HOLDERS_SHARE_DIVISOR: u64 = 4;
+
 /// What a connection holds, shared by its reader, its request tasks and its writer.
 struct Accounting {
     core: Rc<CoreContext>,
@@ -164,28 +174,82 @@ impl Accounting {
         self.unwritten_bytes.get() + self.reserved_bytes.get()
     }
 
-    /// Whether the connection may take one more request now.
+    /// Whether the connection may take one more frame now: below its own limits (requests in
+    /// flight, bytes held). The server's budget is checked per request, by `try_reserve`.
     fn may_start(&self) -> bool {
-        self.within_own_limits() && !self.held_back_by_server_budget()
-    }
-
-    /// Below its own limits: requests in flight, unwritten bytes.
-    fn within_own_limits(&self) -> bool {
         let limits = &self.core.limits;
         self.in_flight.get() < limits.requests_in_flight_max
             && self.held_bytes() < limits.unwritten_bytes_max
     }
 
-    /// The server's budget is spent and this connection holds some of it: it waits for other
-    /// connections' writers as well as its own.
-    fn held_back_by_server_budget(&self) -> bool {
-        self.held_bytes() > 0
-            && self.global().load(Ordering::Relaxed) >= self.core.limits.unwritten_bytes_total_max
+    /// How far the server's budget may be filled by a reservation of this connection: all of
+    /// it when the connection holds nothing (a client that reads its answers always gets its
+    /// next one, once there is room), a quarter of it otherwise (connections that let answers
+    /// pile up, stuck or pipelining, leave the rest to those that read).
+    fn budget_ceiling(&self) -> u64 {
+        let total = self.core.limits.unwritten_bytes_total_max;
+        if self.held_bytes() == 0 {
+            total
+        } else {
+            total / HOLDERS_SHARE_DIVISOR
+        }
     }
 
-    fn add(&self, cell: &Cell<u64>, bytes: u64) {
-        cell.set(cell.get() + bytes);
-        self.global().fetch_add(bytes, Ordering::Relaxed);
+    /// What a request whose largest answer (with its body) is `bytes` reserves of the server's
+    /// budget: never more than the whole budget, so that it can start once the server holds
+    /// nothing else.
+    fn reservation(&self, bytes: u64) -> u64 {
+        bytes.min(self.core.limits.unwritten_bytes_total_max)
+    }
+
+    /// Whether a reservation of `bytes` would fit now (a hint: other cores may take the room
+    /// first; `try_reserve` decides).
+    fn could_reserve(&self, bytes: u64) -> bool {
+        self.global().load(Ordering::Relaxed) + bytes <= self.budget_ceiling()
+    }
+
+    /// Reserves `bytes` (from `reservation`) of the server's budget for a request about to
+    /// start, or `false`: the request waits and the connection stops reading. A hard bound:
+    /// what is reserved and unwritten never passes `unwritten_bytes_total_max` (a request never
+    /// produces more than it reserved, except one whose largest answer is over the whole
+    /// budget, which reserves the whole budget and thus runs alone).
+    fn try_reserve(&self, bytes: u64) -> bool {
+        let ceiling = self.budget_ceiling();
+        let global = self.global();
+        let mut current = global.load(Ordering::Relaxed);
+        loop {
+            if current.saturating_add(bytes) > ceiling {
+                return false;
+            }
+            match global.compare_exchange_weak(
+                current,
+                current + bytes,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => current = now,
+            }
+        }
+        self.reserved_bytes.set(self.reserved_bytes.get() + bytes);
+        true
+    }
+
+    /// Turns a reservation into the `bytes` of its encoded answer: the difference goes back to
+    /// the server's budget now, the rest as the writer gets it into the socket.
+    fn settle(&self, reserved: u64, bytes: u64) {
+        assert!(
+            self.reserved_bytes.get() >= reserved,
+            "connection accounting went negative"
+        );
+        self.reserved_bytes
+            .set(self.reserved_bytes.get() - reserved);
+        self.unwritten_bytes.set(self.unwritten_bytes.get() + bytes);
+        if reserved >= bytes {
+            self.global().fetch_sub(reserved - bytes, Ordering::Relaxed);
+        } else {
+            self.global().fetch_add(bytes - reserved, Ordering::Relaxed);
+        }
     }
 
     fn sub(&self, cell: &Cell<u64>, bytes: u64) {
@@ -236,7 +300,9 @@ struct ConnectionState {
 
 impl ConnectionState {
     /// Queues a response for the writer. `request`: it answers a request counted in flight.
-    fn send(&self, req_id: u64, response: &Response, request: bool) {
+    /// `reserved`: what the request reserved of the budget (0 for HELLO and the ERROR that
+    /// closes a connection), exchanged for the response's bytes.
+    fn send(&self, req_id: u64, response: &Response, request: bool, reserved: u64) {
         let accounting = &self.accounting;
         if matches!(response, Response::Error { .. }) {
             accounting
@@ -247,7 +313,8 @@ impl ConnectionState {
                 .fetch_add(1, Ordering::Relaxed);
         }
         if accounting.closed.get() {
-            // The connection is gone: nobody waits for this answer.
+            // The connection is gone (and gave back what it held): nobody waits for this
+            // answer.
             return;
         }
         let chunks = encode_response(req_id, response);
@@ -261,10 +328,13 @@ impl ConnectionState {
             if accounting.unwritten_bytes.get() == 0 {
                 accounting.write_progress.set(Instant::now());
             }
-            accounting.add(&accounting.unwritten_bytes, bytes);
-        } else if request {
-            // The writer is gone (the peer closed): the request is over all the same.
-            accounting.in_flight.set(accounting.in_flight.get() - 1);
+            accounting.settle(reserved, bytes);
+        } else {
+            accounting.sub(&accounting.reserved_bytes, reserved);
+            if request {
+                // The writer is gone (the peer closed): the request is over all the same.
+                accounting.in_flight.set(accounting.in_flight.get() - 1);
+            }
         }
         accounting.changed.notify_all();
     }
@@ -431,6 +501,9 @@ async fn read_requests(
     let accounting = &state.accounting;
     let mut frames = FrameReader::new(limits.frame_bytes_max);
     let mut frame_started: Option<Instant> = None;
+    // A request read but not started: it waits for room in the server's budget (a request
+    // read at shutdown is not started, like those not read).
+    let mut waiting: Option<Waiting> = None;
     loop {
         // Every complete frame in the buffer first, while the connection may start requests.
         let mut blocked = false;
@@ -438,6 +511,17 @@ async fn read_requests(
             if !accounting.may_start() {
                 blocked = true;
                 break;
+            }
+            // A request read earlier that waits for room in the server's budget goes first.
+            if let Some(next) = waiting.take() {
+                match start(next, hello.version, core, state) {
+                    None => continue,
+                    Some(waiting_still) => {
+                        waiting = Some(waiting_still);
+                        blocked = true;
+                        break;
+                    }
+                }
             }
             let frame = match frames.next_frame() {
                 Ok(Some(frame)) => frame,
@@ -451,13 +535,20 @@ async fn read_requests(
                         frame_error.req_id(),
                         &error(code, frame_error.to_string()),
                         false,
+                        0,
                     );
                     return "framing error";
                 }
             };
             frame_started = None;
-            if let Some(ending) = handle_frame(frame, hello, core, state) {
-                return ending;
+            match handle_frame(frame, hello, core, state) {
+                Handled::Done => {}
+                Handled::Close(ending) => return ending,
+                Handled::Wait(request) => {
+                    waiting = Some(request);
+                    blocked = true;
+                    break;
+                }
             }
         }
         if frames.pending_bytes() > 0 && frame_started.is_none() {
@@ -465,14 +556,19 @@ async fn read_requests(
         }
 
         // Backpressure: no reading while the connection holds its maximum in flight or in
-        // unwritten bytes (or the server's budget is spent and it holds any).
+        // unwritten bytes, or while a request it read waits for room in the server's budget.
         if blocked {
-            while !accounting.may_start() {
+            let ready = |waiting: &Option<Waiting>| {
+                accounting.may_start()
+                    && waiting
+                        .as_ref()
+                        .is_none_or(|waiting| accounting.could_reserve(waiting.reserved))
+            };
+            while !ready(&waiting) {
                 // Other connections' writers (on any core) free the server-wide budget without
                 // telling this one: then look again now and then.
-                let recheck = (accounting.within_own_limits()
-                    && accounting.held_back_by_server_budget())
-                .then(|| Instant::now() + Duration::from_millis(20));
+                let recheck = (accounting.may_start() && waiting.is_some())
+                    .then(|| Instant::now() + Duration::from_millis(20));
                 let wake = match (accounting.write_stalled_until(), recheck) {
                     (Some(stalled), Some(recheck)) => Some(stalled.min(recheck)),
                     (stalled, recheck) => stalled.or(recheck),
@@ -527,7 +623,7 @@ async fn read_requests(
                 Either::Right(Either::Right(Either::Right(()))) => {
                     let message = "closed to make room: too many connections are waiting for \
                                    HELLO";
-                    state.send(0, &error(ErrorCode::Overloaded, message), false);
+                    state.send(0, &error(ErrorCode::Overloaded, message), false, 0);
                     return "evicted before HELLO";
                 }
                 Either::Right(Either::Left(())) => {
@@ -537,7 +633,7 @@ async fn read_requests(
                             "HELLO not completed within the HELLO timeout ({:?})",
                             limits.hello_timeout
                         );
-                        state.send(0, &error(ErrorCode::Unauthorized, message), false);
+                        state.send(0, &error(ErrorCode::Unauthorized, message), false, 0);
                         return "no HELLO in time";
                     }
                     if accounting.write_stalled_until().is_some_and(|at| at <= now) {
@@ -548,7 +644,7 @@ async fn read_requests(
                     }
                     if frame_started.is_some() {
                         let message = "frame not completed within the frame timeout";
-                        state.send(0, &error(ErrorCode::BadFrame, message), false);
+                        state.send(0, &error(ErrorCode::BadFrame, message), false, 0);
                         return "slow frame";
                     }
                     if accounting.in_flight.get() == 0 {
@@ -569,33 +665,75 @@ async fn read_requests(
     }
 }
 
-/// Handles one frame; `Some(ending)` closes the connection.
+/// What became of a frame.
+enum Handled {
+    /// Answered, or started.
+    Done,
+    /// Close the connection.
+    Close(Ending),
+    /// A request that must wait for room in the server's budget.
+    Wait(Waiting),
+}
+
+/// A request read and decoded, not started: the server's budget has no room for what it
+/// reserves.
+struct Waiting {
+    header: FrameHeader,
+    work: Work,
+    /// What it reserves (from `Accounting::reservation`).
+    reserved: u64,
+}
+
+enum Work {
+    Request(Request),
+    /// An answer known at once (UNKNOWN_MESSAGE): it reserves its bytes like a request.
+    Answer(Response),
+}
+
+/// Handles one frame.
 fn handle_frame(
     (header, body): (FrameHeader, Bytes),
     hello: &mut HelloState,
     core: &Rc<CoreContext>,
     state: &Rc<ConnectionState>,
-) -> Option<Ending> {
+) -> Handled {
     let authenticated = hello.deadline.is_none();
     let is_hello = header.msg_type == MessageType::Hello.code();
     if !authenticated && !is_hello {
         let response = error(ErrorCode::Unauthorized, "send HELLO first");
         core.metrics.answered(header.msg_type, &response, None);
-        state.send(header.req_id, &response, false);
-        return Some("request before HELLO");
+        state.send(header.req_id, &response, false, 0);
+        return Handled::Close("request before HELLO");
     }
     // A payload is a slice of the read buffer: a request holds its frame's memory until it
     // is answered.
     let body_bytes = body.len() as u64;
+    let accounting = &state.accounting;
     let request = match decode_request_as(hello.version, &header, body) {
         Ok(request) => request,
         Err(decode_error) => {
             let code = decode_error.code();
             let response = error(code, decode_error.to_string());
+            if code == ErrorCode::UnknownMessage && authenticated {
+                // An unknown message still had a well-formed frame: the stream is intact, and
+                // the connection may send many: each answer counts in the budget.
+                let waiting = Waiting {
+                    header,
+                    work: Work::Answer(response),
+                    reserved: accounting.reservation(SMALL_RESPONSE_BYTES),
+                };
+                return match start(waiting, hello.version, core, state) {
+                    None => Handled::Done,
+                    Some(waiting) => Handled::Wait(waiting),
+                };
+            }
             core.metrics.answered(header.msg_type, &response, None);
-            state.send(header.req_id, &response, false);
-            // An unknown message still had a well-formed frame: the stream is intact.
-            return (code != ErrorCode::UnknownMessage).then_some("malformed body");
+            state.send(header.req_id, &response, false, 0);
+            return if code == ErrorCode::UnknownMessage {
+                Handled::Done
+            } else {
+                Handled::Close("malformed body")
+            };
         }
     };
     if let Request::Hello {
@@ -608,8 +746,8 @@ fn handle_frame(
         if authenticated {
             let response = error(ErrorCode::BadFrame, "HELLO twice");
             core.metrics.answered(header.msg_type, &response, None);
-            state.send(header.req_id, &response, false);
-            return Some("second HELLO");
+            state.send(header.req_id, &response, false, 0);
+            return Handled::Close("second HELLO");
         }
         return match self::hello(core, *min_version, *max_version, token, client_name) {
             Ok((response, version)) => {
@@ -619,52 +757,82 @@ fn handle_frame(
                     uncount_unauthenticated(core);
                 }
                 core.metrics.answered(header.msg_type, &response, None);
-                state.send(header.req_id, &response, false);
-                None
+                state.send(header.req_id, &response, false, 0);
+                Handled::Done
             }
             Err((response, ending)) => {
                 core.metrics.answered(header.msg_type, &response, None);
-                state.send(header.req_id, &response, false);
-                Some(ending)
+                state.send(header.req_id, &response, false, 0);
+                Handled::Close(ending)
             }
         };
     }
+    let reserved = accounting.reservation(response_bytes_reserved(&request, core) + body_bytes);
+    let waiting = Waiting {
+        header,
+        work: Work::Request(request),
+        reserved,
+    };
+    match start(waiting, hello.version, core, state) {
+        None => Handled::Done,
+        Some(waiting) => Handled::Wait(waiting),
+    }
+}
+
+/// Reserves what the request may hold of the server's budget and starts it; gives it back
+/// (`Some`) when the budget has no room.
+fn start(
+    waiting: Waiting,
+    version: u16,
+    core: &Rc<CoreContext>,
+    state: &Rc<ConnectionState>,
+) -> Option<Waiting> {
+    let accounting = &state.accounting;
+    if !accounting.try_reserve(waiting.reserved) {
+        return Some(waiting);
+    }
+    let Waiting {
+        header,
+        work,
+        reserved,
+    } = waiting;
+    let request = match work {
+        Work::Request(request) => request,
+        Work::Answer(response) => {
+            core.metrics.answered(header.msg_type, &response, None);
+            state.send(header.req_id, &response, false, reserved);
+            return None;
+        }
+    };
     core.dispatcher
         .counters
         .requests
         .fetch_add(1, Ordering::Relaxed);
-    let accounting = &state.accounting;
     accounting.in_flight.set(accounting.in_flight.get() + 1);
-    let reserved = response_bytes_reserved(&request, core) + body_bytes;
     let started = core.metrics.clock();
     let mut task: Pin<Box<dyn Future<Output = Response>>> = {
         let core = core.clone();
-        let version = hello.version;
         Box::pin(async move { core.dispatcher.handle(request, version).await })
     };
     // Most reads complete without waiting (they run on this thread over published state):
     // answer them here, so that their bytes are counted before the next frame is taken. A
-    // request that waits (for the engine's actors) reserves its body and the largest response
-    // it may produce until it is answered; together they keep the connection within
-    // unwritten_bytes_max plus one request. (Appends of large payloads waiting on a slow disk
-    // are thus bounded too, not only responses.)
+    // request that waits (for the engine's actors) keeps its reservation (its body and the
+    // largest response it may produce) until it is answered; together they keep the
+    // connection within unwritten_bytes_max plus one request, and the server within
+    // unwritten_bytes_total_max. (Appends of large payloads waiting on a slow disk are thus
+    // bounded too, not only responses.)
     let mut context = Context::from_waker(Waker::noop());
     match task.as_mut().poll(&mut context) {
         Poll::Ready(response) => {
             core.metrics.answered(header.msg_type, &response, started);
-            state.send(header.req_id, &response, true);
+            state.send(header.req_id, &response, true, reserved);
         }
         Poll::Pending => {
-            accounting.add(&accounting.reserved_bytes, reserved);
             let (state, metrics) = (state.clone(), core.metrics.clone());
             compio::runtime::spawn(async move {
                 let response = task.await;
                 metrics.answered(header.msg_type, &response, started);
-                let accounting = &state.accounting;
-                if !accounting.closed.get() {
-                    accounting.sub(&accounting.reserved_bytes, reserved);
-                }
-                state.send(header.req_id, &response, true);
+                state.send(header.req_id, &response, true, reserved);
             })
             .detach();
         }
@@ -685,11 +853,12 @@ const CONTEXT_INFO_BYTES_MAX: u64 = {
         + limits::TAGS_PER_CONTEXT_MAX * tag) as u64
 };
 
-/// The largest response `request` may produce: what a request still running holds of its
-/// connection's `unwritten_bytes_max`.
+/// Any request may be answered by an ERROR: header, fields and the longest message.
+const SMALL_RESPONSE_BYTES: u64 = 16 + 16 + ctxstore_protocol::MESSAGE_BYTES_MAX as u64;
+
+/// The largest response `request` may produce: what a request reserves, until it is answered,
+/// of its connection's `unwritten_bytes_max` and of the server's `unwritten_bytes_total_max`.
 fn response_bytes_reserved(request: &Request, core: &CoreContext) -> u64 {
-    // Any request may be answered by an ERROR: header, fields and the longest message.
-    const SMALL_RESPONSE_BYTES: u64 = 16 + 16 + ctxstore_protocol::MESSAGE_BYTES_MAX as u64;
     // One turn of a TURNS response, without its payload bytes.
     const TURN_ENTRY_BYTES: u64 = TURN_WIRE_BYTES as u64 + 16;
     let engine_limits = core.dispatcher.engine.config().limits;
@@ -722,7 +891,36 @@ fn response_bytes_reserved(request: &Request, core: &CoreContext) -> u64 {
         | Request::CtxDelete { .. }
         | Request::CtxPrune { .. }
         | Request::CtxTtl { .. } => CONTEXT_INFO_BYTES_MAX + SMALL_RESPONSE_BYTES,
-        _ => SMALL_RESPONSE_BYTES,
+        // An acknowledgement, a head, a turn without its payload, fixed statistics.
+        Request::Hello { .. }
+        | Request::Ping { .. }
+        | Request::CtxCreate { .. }
+        | Request::CtxFork { .. }
+        | Request::GetHead { .. }
+        | Request::AppendTurn { .. }
+        | Request::AppendTurnByHash { .. }
+        | Request::Stats
+        | Request::KvPut { .. }
+        | Request::KvDelete { .. }
+        | Request::Backup { .. }
+        | Request::Gc
+        | Request::PatchTurn { .. }
+        | Request::RedactTurn { .. }
+        | Request::PurgeBlob { .. }
+        | Request::PutChunked { .. } => TURN_ENTRY_BYTES + SMALL_RESPONSE_BYTES,
+        Request::AppendTurns { turns, .. } => {
+            turns.len() as u64 * (TURN_ENTRY_BYTES + 16) + SMALL_RESPONSE_BYTES
+        }
+        // Everything else (a turn or a value with its payload, pages of turns, of contexts,
+        // of keys, whatever is added later): the largest answer the limits allow. Reads answer
+        // at once and give back the difference before the next frame is taken; this only
+        // makes them wait when the budget is nearly spent.
+        _ => {
+            u64::from(engine_limits.blob_bytes_max).max(core.limits.response_bytes_max)
+                + u64::from(engine_limits.read_turns_max) * TURN_ENTRY_BYTES
+                + CONTEXT_INFO_BYTES_MAX
+                + SMALL_RESPONSE_BYTES
+        }
     }
 }
 

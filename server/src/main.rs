@@ -145,9 +145,10 @@ struct ServeArgs {
     /// connection (`64MiB`; bytes or units).
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     unwritten_bytes_max: u64,
-    /// Response bytes all connections together may hold unwritten. Past it, a connection
-    /// starts a new request only once everything it was answered is written: clients that
-    /// read are still served, those that do not wait (`1GiB`; bytes or units).
+    /// Response bytes all connections together may hold unwritten, with what running requests
+    /// reserve (a hard bound). A request reserves its largest answer before it starts and waits
+    /// while it does not fit; connections already holding bytes fill only a quarter of it, so
+    /// clients that read are still served, those that do not wait (`1GiB`; bytes or units).
     #[arg(long, default_value = "1GiB", value_parser = parse_size)]
     unwritten_bytes_total_max: u64,
     /// At SIGINT/SIGTERM, how long connections get to answer and write what is in flight

@@ -705,7 +705,10 @@ fn past_the_server_budget_clients_that_read_are_still_served() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path());
     config.limits.unwritten_bytes_max = 1 << 20;
-    config.limits.unwritten_bytes_total_max = 2 << 20;
+    config.limits.unwritten_bytes_total_max = 4 << 20;
+    // Requests reserve their largest answer: blobs and pages to the size used here.
+    config.engine.limits.blob_bytes_max = 256 << 10;
+    config.limits.response_bytes_max = 256 << 10;
     let server = start(config);
     let addr = server.local_addr();
     let mut witness = Witness::new(addr);
@@ -826,4 +829,93 @@ fn waiting_appends_count_their_payloads() {
     drop(raw);
     drop(server);
     let _ = writer.join();
+}
+
+/// The server-wide budget is a hard bound: 64 connections that pipeline GET_BLOB of 512 KiB
+/// and never read, under a 64 MiB budget, make the server hold at most the budget (not the
+/// budget plus one answer per connection, 96 MiB here), and a client that reads is served
+/// meanwhile.
+#[test]
+fn the_server_budget_is_a_hard_bound_across_many_stuck_connections() {
+    const CONNECTIONS: usize = 64;
+    const PAYLOAD_BYTES: usize = 512 << 10;
+    const BUDGET_MIB: u64 = 64;
+    let budget = (BUDGET_MIB << 20).to_string();
+    let blob_max = PAYLOAD_BYTES.to_string();
+    let server = ServerProcess::start(&[
+        "--network-cores",
+        "2",
+        "--unwritten-bytes-total-max",
+        &budget,
+        "--unwritten-bytes-max",
+        &budget,
+        "--blob-bytes-max",
+        &blob_max,
+        "--response-bytes-max",
+        &blob_max,
+        // Answers of the same cached payload would share its memory.
+        "--payload-cache-bytes",
+        "0",
+    ]);
+    let addr = server.addr;
+    let mut witness = Witness::new(addr);
+    witness.still_works();
+    let payload = incompressible(PAYLOAD_BYTES, 11);
+    let baseline_kib = proc_status_kib(server.pid(), "VmHWM");
+
+    let stuck: Vec<_> = (0..CONNECTIONS)
+        .map(|_| unread_pipeline(&mut witness, addr, &payload, 200))
+        .collect();
+    // Until the server stops taking requests (each STATS counts itself: take them out). The
+    // deadline only keeps a broken server from hanging the test.
+    let polls = std::cell::Cell::new(0u64);
+    let taken = || {
+        let stats = witness.runtime.block_on(witness.client.stats()).unwrap();
+        polls.set(polls.get() + 1);
+        stats.requests_total - polls.get()
+    };
+    let started = std::time::Instant::now();
+    let mut last = taken();
+    let mut still_since = std::time::Instant::now();
+    while still_since.elapsed() < Duration::from_secs(2) {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the server kept taking requests"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        let now = taken();
+        if now != last {
+            still_since = std::time::Instant::now();
+        }
+        last = now;
+    }
+
+    // A client that reads is served meanwhile, blobs as large as the stuck ones' included.
+    let serving = std::time::Instant::now();
+    for _ in 0..10 {
+        witness.still_works();
+        let blob = witness
+            .runtime
+            .block_on(witness.client.blob(ctxstore_client::BlobHash::of(&payload)))
+            .unwrap();
+        assert_eq!(blob, payload);
+    }
+    let served_ms = serving.elapsed().as_millis();
+
+    let peak_kib = proc_status_kib(server.pid(), "VmHWM");
+    let grown_mib = peak_kib.saturating_sub(baseline_kib) / 1024;
+    eprintln!(
+        "{CONNECTIONS} stuck connections, budget {BUDGET_MIB} MiB: baseline peak RSS {} MiB, \
+         peak RSS {} MiB (+{grown_mib} MiB); {last} requests taken; 10 rounds of a reading \
+         client served in {served_ms} ms",
+        baseline_kib / 1024,
+        peak_kib / 1024,
+    );
+    // The budget, plus read buffers, a response being encoded and allocator slack. Without
+    // the hard bound, each connection held one answer past the budget: 96 MiB of answers.
+    assert!(
+        grown_mib < BUDGET_MIB + 24,
+        "server peak RSS grew by {grown_mib} MiB under a {BUDGET_MIB} MiB budget"
+    );
+    drop(stuck);
 }
