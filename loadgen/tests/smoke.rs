@@ -109,3 +109,16 @@ fn a_missed_objective_exits_3() {
     );
     assert!(String::from_utf8_lossy(&output.stdout).contains("slo MISSED append.p50<=1us"));
 }
+
+/// `--version` prints the name and the crate's version and exits 0 (issue 18 item 7: every
+/// binary answers it).
+#[test]
+fn version_is_printed() {
+    let output = Command::new(LOADGEN).arg("--version").output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        text.starts_with("ctxstore-loadgen ") && text.contains(env!("CARGO_PKG_VERSION")),
+        "{text}"
+    );
+}
