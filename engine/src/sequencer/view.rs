@@ -97,10 +97,10 @@ impl TurnsView {
         }
     }
 
-    /// The durable slots with record ids in `first..=last`, in order (those a log
-    /// compaction dropped are not there), read sequentially: the base's, then `turns.log`'s.
+    /// The durable slots with record ids in `first..=last` (those a log compaction dropped
+    /// are not there), read sequentially: the base's, then `turns.log`'s, in record id order.
     /// Safe while a compaction runs: a slot the log answered with zeros (punched after a new
-    /// base took it) is read from that base.
+    /// base took it) is read from that base, after the others (out of order then).
     pub fn scan_range(
         &self,
         first: u64,
