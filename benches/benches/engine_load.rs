@@ -142,6 +142,10 @@ fn append_load_with(
     duration: Duration,
     options: fn(u64) -> TurnOptions,
 ) -> (f64, LatencyUs) {
+    // Every call appends payloads no earlier call stored: a round that repeated the last
+    // round's payloads would be mostly dedup hits and not comparable with it.
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let runtimes = appenders.min(2);
     let warmup = Duration::from_millis(500);
     let start = Instant::now() + Duration::from_millis(50);
@@ -177,6 +181,7 @@ fn append_load_with(
                                     // Every payload distinct: vary its first bytes by counter.
                                     let mut unique = payload.to_vec();
                                     unique[..8].copy_from_slice(&(index as u64).to_le_bytes());
+                                    unique[8..16].copy_from_slice(&run.to_le_bytes());
                                     index += 1;
                                     let sent = Instant::now();
                                     engine
