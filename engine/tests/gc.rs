@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use bytes::Bytes;
-use common::{append, block_on, gc_config, new_context, random_payload};
+use common::{append, block_on, filled_context, gc_config, new_context, random_payload};
 use ctxstore_engine::{
     AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, ErrorKind, TurnId,
     verify,
@@ -709,16 +709,7 @@ fn requested_collections_and_backups_wait_for_the_running_one() {
     let engine = Engine::open(config).unwrap();
     let kept = new_context(&engine);
     for round in 0..4u64 {
-        let doomed = new_context(&engine);
-        for i in 0..16 {
-            append(
-                &engine,
-                doomed,
-                &random_payload(round * 100 + i, 8 << 10),
-                None,
-            )
-            .unwrap();
-        }
+        let doomed = filled_context(&engine, round, 16, 8 << 10);
         append(&engine, kept, &random_payload(9_000 + round, 8 << 10), None).unwrap();
         block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();
     }

@@ -11,7 +11,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use bytes::Bytes;
-use common::{append, block_on, gc_config, new_context, random_payload};
+use common::{append, block_on, filled_context, gc_config, new_context, random_payload};
 use ctxstore_engine::turns::LogQuery;
 use ctxstore_engine::{
     AppendPayload, AppendRequest, ContextId, ContextRef, Engine, EngineError, TurnId, TurnOptions,
@@ -341,16 +341,7 @@ fn a_log_compaction_interrupted_between_its_steps_reopens_whole() {
     let live = new_context(&engine);
     let mut turns = Vec::new();
     for round in 0..10u64 {
-        let doomed = new_context(&engine);
-        for step in 0..10 {
-            append(
-                &engine,
-                doomed,
-                &random_payload(round * 100 + step, 200),
-                None,
-            )
-            .unwrap();
-        }
+        let doomed = filled_context(&engine, round, 10, 200);
         let bytes = random_payload(10_000 + round, 200);
         turns.push((
             append(&engine, live, &bytes, None).unwrap().turn.turn_id,
@@ -422,16 +413,7 @@ fn a_base_covering_the_whole_log_backs_up_and_takes_appends() {
     let live = new_context(&engine);
     let kept = append(&engine, live, b"kept", None).unwrap().turn.turn_id;
     for round in 0..5u64 {
-        let doomed = new_context(&engine);
-        for step in 0..10 {
-            append(
-                &engine,
-                doomed,
-                &random_payload(round * 100 + step, 200),
-                None,
-            )
-            .unwrap();
-        }
+        let doomed = filled_context(&engine, round, 10, 200);
         block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();
     }
     // Collected, but the log is left alone (threshold).

@@ -112,3 +112,14 @@ pub fn new_context(engine: &Engine) -> ContextId {
         .head
         .context_id
 }
+
+/// A new context filled with `turns` random payloads of `len` bytes (seeds `seed * 100 + i`):
+/// one that a test is about to delete, so that a collection finds it dead.
+pub fn filled_context(engine: &Engine, seed: u64, turns: u64, len: usize) -> ContextId {
+    let context = new_context(engine);
+    for i in 0..turns {
+        append(engine, context, &random_payload(seed * 100 + i, len), None)
+            .expect("append to a context being filled");
+    }
+    context
+}
