@@ -161,24 +161,41 @@ impl LogBase {
         mut visit: impl FnMut(&[u8; LOG_RECORD_BYTES]) -> Result<(), E>,
         io_error: impl Fn(EngineError) -> E,
     ) -> Result<(), E> {
-        const STEP_RECORDS: u64 = 8192;
-        let mut buffer = vec![0u8; STEP_RECORDS as usize * LOG_RECORD_BYTES];
-        let mut index = 0u64;
-        while index < self.header.record_count {
-            let count = (self.header.record_count - index).min(STEP_RECORDS);
-            let bytes = &mut buffer[..count as usize * LOG_RECORD_BYTES];
-            self.file
-                .read_exact_at(bytes, slot_offset(index))
-                .map_err(&io_error)?;
-            for slot in bytes.chunks_exact(LOG_RECORD_BYTES) {
-                let mut encoded = [0u8; LOG_RECORD_BYTES];
-                encoded.copy_from_slice(slot);
-                visit(&encoded)?;
-            }
-            index += count;
-        }
-        Ok(())
+        read_slots(
+            &self.file,
+            slot_offset(0),
+            self.header.record_count,
+            |_, slot| visit(slot),
+            io_error,
+        )
     }
+}
+
+/// Visits `count` consecutive 128-byte slots of `file` from byte `offset` with their index
+/// (from 0), read 1 MiB at a time: the one sequential slot reader of the base and the log.
+pub(crate) fn read_slots<E>(
+    file: &ReadFile,
+    offset: u64,
+    count: u64,
+    mut visit: impl FnMut(u64, &[u8; LOG_RECORD_BYTES]) -> Result<(), E>,
+    io_error: impl Fn(EngineError) -> E,
+) -> Result<(), E> {
+    const STEP_RECORDS: u64 = 8192;
+    let mut buffer = vec![0u8; STEP_RECORDS.min(count) as usize * LOG_RECORD_BYTES];
+    let mut index = 0u64;
+    while index < count {
+        let step = (count - index).min(STEP_RECORDS);
+        let bytes = &mut buffer[..step as usize * LOG_RECORD_BYTES];
+        file.read_exact_at(bytes, offset + index * LOG_RECORD_BYTES as u64)
+            .map_err(&io_error)?;
+        for slot in bytes.chunks_exact(LOG_RECORD_BYTES) {
+            let mut encoded = [0u8; LOG_RECORD_BYTES];
+            encoded.copy_from_slice(slot);
+            visit(index, &encoded)?;
+            index += 1;
+        }
+    }
+    Ok(())
 }
 
 /// Byte offset of the `index`-th slot after the header.

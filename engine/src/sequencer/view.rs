@@ -16,7 +16,7 @@ use crate::format::turn_log::{
 use crate::ids::{ContextId, TurnId};
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
-use crate::sequencer::log_base::LogBase;
+use crate::sequencer::log_base::{LogBase, read_slots};
 
 /// Decoded records kept for readers, by record id modulo this (direct-mapped): the records
 /// a read walks (the newest turns of active contexts, their skip targets) come from memory
@@ -128,26 +128,23 @@ impl TurnsView {
                 )?;
             }
         }
-        const STEP_RECORDS: u64 = 8192;
-        let mut buffer = vec![0u8; STEP_RECORDS as usize * LOG_RECORD_BYTES];
         let mut zeros: Vec<u64> = Vec::new();
-        let mut next = first.max(through + 1);
-        while next <= last {
-            let count = (last - next + 1).min(STEP_RECORDS);
-            let bytes = &mut buffer[..count as usize * LOG_RECORD_BYTES];
-            self.file.read_exact_at(bytes, record_offset(next))?;
-            for (index, slot) in bytes.chunks_exact(LOG_RECORD_BYTES).enumerate() {
-                let record_id = next + index as u64;
+        let next = first.max(through + 1);
+        let count = (last + 1).saturating_sub(next);
+        read_slots(
+            &self.file,
+            record_offset(next),
+            count,
+            |index, slot| {
+                let record_id = next + index;
                 if crate::format::is_all_zero(slot) {
                     zeros.push(record_id);
-                    continue;
+                    return Ok(());
                 }
-                let mut encoded = [0u8; LOG_RECORD_BYTES];
-                encoded.copy_from_slice(slot);
-                visit(record_id, &encoded)?;
-            }
-            next += count;
-        }
+                visit(record_id, slot)
+            },
+            |error| error,
+        )?;
         // A compaction publishes its base before it punches the log: zeros read here are in
         // the base published now, or damage.
         if let Some(&record_id) = zeros.first() {
@@ -189,20 +186,14 @@ impl TurnsView {
             base.for_each_slot(&mut visit, |error| error)?;
             next = base.through() + 1;
         }
-        const STEP_RECORDS: u64 = 8192;
-        let mut buffer = vec![0u8; STEP_RECORDS as usize * LOG_RECORD_BYTES];
-        while next <= watermark {
-            let count = (watermark - next + 1).min(STEP_RECORDS);
-            let bytes = &mut buffer[..count as usize * LOG_RECORD_BYTES];
-            self.file.read_exact_at(bytes, record_offset(next))?;
-            for slot in bytes.chunks_exact(LOG_RECORD_BYTES) {
-                let mut encoded = [0u8; LOG_RECORD_BYTES];
-                encoded.copy_from_slice(slot);
-                visit(&encoded)?;
-            }
-            next += count;
-        }
-        Ok(())
+        let count = (watermark + 1).saturating_sub(next);
+        read_slots(
+            &self.file,
+            record_offset(next),
+            count,
+            |_, slot| visit(slot),
+            |error| error,
+        )
     }
 
     pub fn durable_record_id(&self) -> u64 {
