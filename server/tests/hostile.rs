@@ -51,6 +51,34 @@ impl Witness {
             .unwrap();
         assert_eq!(page.turns[0].payload.as_ref(), Some(&payload));
     }
+
+    /// Requests the server took in all, once that count has stood still for 2 s (stuck
+    /// clients are at their limits); each STATS this sends counts itself and is taken out.
+    /// The 120 s deadline only keeps a broken server from hanging the test.
+    fn requests_once_still(&self) -> u64 {
+        let mut polls = 0u64;
+        let mut taken = || {
+            let stats = self.runtime.block_on(self.client.stats()).unwrap();
+            polls += 1;
+            stats.requests_total - polls
+        };
+        let started = std::time::Instant::now();
+        let mut last = taken();
+        let mut still_since = std::time::Instant::now();
+        while still_since.elapsed() < Duration::from_secs(2) {
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "the server kept taking requests"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+            let now = taken();
+            if now != last {
+                still_since = std::time::Instant::now();
+            }
+            last = now;
+        }
+        last
+    }
 }
 
 #[test]
@@ -498,30 +526,8 @@ fn a_client_that_never_reads_holds_bounded_memory() {
         .requests_total;
     let (_written, writer) = write_from_thread(stream, frames);
     // The server stops taking requests once the connection holds its limit: the count of
-    // requests it has taken stops moving. The deadline only keeps a broken server from
-    // hanging the test.
-    let taken = std::sync::atomic::AtomicU64::new(0);
-    // Each STATS counts itself: take them out.
-    let polls = std::cell::Cell::new(0u64);
-    let stats = || {
-        let total = witness.runtime.block_on(witness.client.stats()).unwrap();
-        polls.set(polls.get() + 1);
-        total.requests_total - requests_before - polls.get()
-    };
-    let started = std::time::Instant::now();
-    let mut still_since = std::time::Instant::now();
-    while still_since.elapsed() < Duration::from_secs(2) {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "the server kept taking requests"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-        let now = stats();
-        if now != taken.swap(now, std::sync::atomic::Ordering::Relaxed) {
-            still_since = std::time::Instant::now();
-        }
-    }
-    let taken = taken.into_inner();
+    // requests it has taken stops moving.
+    let taken = witness.requests_once_still() - requests_before;
     assert!(
         taken < REQUESTS / 10,
         "the server took {taken} of {REQUESTS} requests from a client that reads nothing"
@@ -866,29 +872,8 @@ fn the_server_budget_is_a_hard_bound_across_many_stuck_connections() {
     let stuck: Vec<_> = (0..CONNECTIONS)
         .map(|_| unread_pipeline(&mut witness, addr, &payload, 200))
         .collect();
-    // Until the server stops taking requests (each STATS counts itself: take them out). The
-    // deadline only keeps a broken server from hanging the test.
-    let polls = std::cell::Cell::new(0u64);
-    let taken = || {
-        let stats = witness.runtime.block_on(witness.client.stats()).unwrap();
-        polls.set(polls.get() + 1);
-        stats.requests_total - polls.get()
-    };
-    let started = std::time::Instant::now();
-    let mut last = taken();
-    let mut still_since = std::time::Instant::now();
-    while still_since.elapsed() < Duration::from_secs(2) {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "the server kept taking requests"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-        let now = taken();
-        if now != last {
-            still_since = std::time::Instant::now();
-        }
-        last = now;
-    }
+    // Until the server stops taking requests.
+    let last = witness.requests_once_still();
 
     // A client that reads is served meanwhile, blobs as large as the stuck ones' included.
     let serving = std::time::Instant::now();
