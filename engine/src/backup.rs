@@ -23,6 +23,7 @@ use std::time::Instant;
 
 use crate::engine::Engine;
 use crate::error::EngineError;
+use crate::format::log_base::BASE_HEADER_BYTES;
 use crate::format::turn_log::LOG_RECORD_BYTES;
 use crate::pipeline::{ShardRequest, ShardSnapshot};
 use crate::store_dir::{StoreDir, sync_dir};
@@ -116,24 +117,16 @@ impl Engine {
             .as_ref()
             .map_or(0, |base| base.through() * LOG_RECORD_BYTES as u64);
         if let Some(base) = &base {
-            let (written, _) = copy_range(
+            // Its slots follow a header of one slot: turn records are counted after it.
+            let (written, turns) = copy_range(
                 &mut throttle,
                 base.path(),
                 &target.turns_base_path(),
                 0,
                 base.header.file_bytes(),
-                false,
+                Some(BASE_HEADER_BYTES as u64),
             )?;
             report.bytes += written;
-            // Turns in the base: every kept turn record (continuation slots are not turns).
-            let mut turns = 0u64;
-            base.for_each_slot(
-                |slot| {
-                    turns += u64::from(slot[KIND_OFFSET] == KIND_TURN);
-                    Ok::<(), EngineError>(())
-                },
-                |error| error,
-            )?;
             report.turns += turns;
         }
         let (written, turns) = copy_range(
@@ -142,7 +135,7 @@ impl Engine {
             &target.turns_log_path(),
             skip_bytes.min(log_bytes),
             log_bytes,
-            true,
+            Some(0),
         )?;
         report.bytes += written;
         report.turns += turns;
@@ -151,13 +144,7 @@ impl Engine {
         // Last: the meta file makes the directory a store.
         let meta = target.meta_path();
         let temporary = meta.with_extension("meta.tmp");
-        let (written, _) = copy_prefix(
-            &mut throttle,
-            &source.meta_path(),
-            &temporary,
-            u64::MAX,
-            false,
-        )?;
+        let written = copy_prefix(&mut throttle, &source.meta_path(), &temporary, u64::MAX)?;
         report.bytes += written;
         std::fs::rename(&temporary, &meta).map_err(|error| EngineError::io(&meta, error))?;
         sync(&target.root)?;
@@ -249,22 +236,15 @@ fn copy_shard(
             report.bytes += len;
             report.linked_bytes += len;
         } else {
-            report.bytes += copy_range(throttle, &from, &to, 0, len, false)?.0;
+            report.bytes += copy_prefix(throttle, &from, &to, len)?;
         }
     }
     let open_pack = source.pack_path(shard, snapshot.pack_id);
     let open_pack_copy = target.pack_path(shard, snapshot.pack_id);
-    report.bytes += copy_prefix(
-        throttle,
-        &open_pack,
-        &open_pack_copy,
-        snapshot.pack_end,
-        false,
-    )?
-    .0;
+    report.bytes += copy_prefix(throttle, &open_pack, &open_pack_copy, snapshot.pack_end)?;
     let index = source.blob_index_path(shard);
     let index_copy = target.blob_index_path(shard);
-    report.bytes += copy_range(throttle, &index, &index_copy, 0, snapshot.index_end, false)?.0;
+    report.bytes += copy_prefix(throttle, &index, &index_copy, snapshot.index_end)?;
     sync(&dir)?;
     if let Some(blobs_dir) = dir.parent() {
         sync(blobs_dir)?;
@@ -273,27 +253,26 @@ fn copy_shard(
 }
 
 /// Copies the first `len` bytes of `from` (all of it when shorter) into a new file `to`,
-/// fsynced. With `count_turns`, also counts the turn records among them. Answers the bytes
-/// copied and the turns counted.
+/// fsynced. Answers the bytes copied.
 fn copy_prefix(
     throttle: &mut Throttle,
     from: &Path,
     to: &Path,
     len: u64,
-    count_turns: bool,
-) -> Result<(u64, u64), EngineError> {
-    copy_range(throttle, from, to, 0, len, count_turns)
+) -> Result<u64, EngineError> {
+    copy_range(throttle, from, to, 0, len, None).map(|(copied, _)| copied)
 }
 
 /// `copy_prefix` of the bytes `start..len` only, at the same offsets in `to` (a hole before
-/// `start`).
+/// `start`). With `count_turns_from`, also counts the turn records (128-byte slots) from
+/// that offset on. Answers the bytes copied and the turns counted.
 fn copy_range(
     throttle: &mut Throttle,
     from: &Path,
     to: &Path,
     start: u64,
     len: u64,
-    count_turns: bool,
+    count_turns_from: Option<u64>,
 ) -> Result<(u64, u64), EngineError> {
     let mut reader = File::open(from).map_err(|error| EngineError::io(from, error))?;
     let mut writer = File::options()
@@ -318,10 +297,11 @@ fn copy_range(
             break;
         }
         let chunk = &buffer[..read];
-        if count_turns {
-            // Whole records: `COPY_STEP_BYTES` and the prefix are multiples of 128, and
+        if let Some(from) = count_turns_from {
+            // Whole records: `COPY_STEP_BYTES`, `start` and `from` are multiples of 128, and
             // `read_full` fills the buffer unless the file ends.
-            turns += chunk
+            let skip = (from.saturating_sub(copied) as usize).min(chunk.len());
+            turns += chunk[skip..]
                 .chunks_exact(LOG_RECORD_BYTES)
                 .filter(|record| record[KIND_OFFSET] == KIND_TURN)
                 .count() as u64;
