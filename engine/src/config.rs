@@ -24,6 +24,8 @@ pub const SHARD_BATCH_RECORDS_LIMIT: u32 = 1024;
 pub const BLOB_BYTES_LIMIT: u32 = 1 << 30;
 /// Packs per shard the engine can address.
 pub const PACKS_PER_SHARD_MAX: u32 = 65_536;
+/// Time-to-live values above this (100 years) are refused: a caller's unit mistake.
+pub const TTL_MS_MAX: u64 = 100 * 365 * 24 * 3600 * 1000;
 
 use crate::format::turn_log::LOG_RECORD_BYTES;
 
@@ -171,7 +173,7 @@ impl EngineConfig {
         if self.shard_count == 0 {
             return Err("shard_count must be at least 1".into());
         }
-        if self.context_ttl_default_ms > crate::retention::TTL_MS_MAX {
+        if self.context_ttl_default_ms > TTL_MS_MAX {
             return Err("context_ttl_default_ms must be at most 100 years".into());
         }
         if !(1..=3_600_000).contains(&self.reaper_interval_ms) {

@@ -1,6 +1,16 @@
 //! The `Engine` handle: open (recover, start actors), the caller's step of the append
 //! pipeline (`pipeline.rs` draws the whole route), reads (`read.rs`), shutdown.
 
+// The Engine's own methods, in files of their own by concern: each is an `impl Engine` block
+// (with the threads and helpers only it uses), so these are the Engine itself, not modules
+// below it; everything they call lies below `engine.rs` in the code map.
+pub mod backup;
+pub(crate) mod chunked;
+pub mod contexts;
+pub mod overlays;
+pub mod retention;
+pub mod turns;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -9,8 +19,8 @@ use bytes::Bytes;
 
 use crate::blob::codec;
 use crate::blob::recover::{RecoveredShard, recover_shard};
-use crate::chunks::{BaseHints, ChunkCounters};
 use crate::config::{Actor, EngineConfig};
+use crate::engine::chunked::{BaseHints, ChunkCounters};
 use crate::error::{EngineError, OpenError};
 use crate::file::ReadFile;
 use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
@@ -25,13 +35,13 @@ use crate::model::{
 use crate::pipeline::{PutOutcome, SequencerInbox, SequencerRequest, ShardRequest, TurnBlob};
 use crate::published::Published;
 use crate::read::Reader;
-use crate::retention::Reaper;
 use crate::sequencer::migrate::migrate_turn_log;
 use crate::sequencer::recover::recover_log;
 use crate::sequencer::view::{ContextsView, HeadTable, SequencerCounters, TurnsView};
 use crate::status::StoreStatus;
 use crate::store_dir::{StoreDir, now_unix_ms};
 use crate::threads::{ActorSeed, start_thread};
+use retention::Reaper;
 
 /// A by-value write whose blob a garbage collection swept between the caller's look-up and
 /// the sequencer (decision 0011) is refused `BlobNotFound`; the caller has the bytes and
@@ -376,7 +386,7 @@ impl Engine {
                 // their shards), its manifest record then taking the blob's place; the pin
                 // holds what the manifest names until it is indexed, before the answer.
                 let (blob, pin) = if self.is_chunked_len(bytes.len()) {
-                    let chunks = crate::chunks::cut_payload(&bytes, &self.inner.config.chunking);
+                    let chunks = chunked::cut_payload(&bytes, &self.inner.config.chunking);
                     let (blob, pin) = self.prepare_manifest(hash, chunks).await?;
                     (blob, Some(pin))
                 } else {
@@ -511,7 +521,7 @@ impl Engine {
         hash: BlobHash,
         payload: &Bytes,
     ) -> Result<Stored, EngineError> {
-        let chunks = crate::chunks::cut_payload(payload, &self.inner.config.chunking);
+        let chunks = chunked::cut_payload(payload, &self.inner.config.chunking);
         self.store_manifest(hash, chunks).await.map(Stored::Done)
     }
 

@@ -41,6 +41,10 @@ pub type TypeTag = u64;
 /// The store never interprets it; it is not the storage compression codec.
 pub type CodecTag = u32;
 
+/// ContextIDs are dense from 1 up to this many: the capacity of the published head table
+/// (65,536 chunks of 65,536 slots, slot 0 unused).
+pub const CONTEXTS_MAX: u64 = (1 << 32) - 1;
+
 pub const BLOB_HASH_BYTES: usize = 32;
 
 /// BLAKE3-256 of a payload's exact bytes: the payload's name in the content-addressed store.

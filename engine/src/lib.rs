@@ -4,28 +4,29 @@
 //! nothing, payloads in a content-addressed blob store (BLAKE3) that stores each distinct
 //! payload once. Durable: an acknowledged write was fdatasync'ed, with one fsync per batch.
 //!
-//! Code map (details in docs/architecture.md), in the order imports flow (format → views →
-//! actors → engine; no module imports one below it in this list):
-//! - [`format`]: every on-disk record, encoded and decoded in one place; `file`: the only
-//!   place bytes reach or leave the disk.
-//! - `sequencer::view`, `blob::view`, `status`, aggregated by `published`: what the actors
-//!   publish for lock-free readers.
+//! Code map (details in docs/architecture.md, whose engine table `tests/code_map.rs` checks
+//! against the imports), in the order imports flow (no module imports one below it):
+//! - `ids`, [`format`] (every on-disk record, encoded and decoded in one place), then the
+//!   vocabulary `model`, `error`, `config`; `file`: the only place bytes reach or leave the disk.
+//! - the actors' state types (`sequencer::{heads, dead, overlays, contexts, owners, log_base}`,
+//!   `blob::condemned`), then `sequencer::view`, `blob::view`, `status`, aggregated by
+//!   `published`: what the actors publish for lock-free readers.
 //! - `pipeline`: the messages of the append route; `group_commit`: the loop every actor runs.
 //! - `sequencer`: the one actor owning `turns.log`, TurnIDs and heads (`heads`: the DAG rule).
 //! - `blob`: blob shards (codec on the caller, actor writing packs, recovery, read view).
-//! - `chunks`: chunked blobs (cut, manifests, reads rebuilding a payload, the chunked write);
-//!   `read`: page reads over published state; `retention`: delete, prune, TTL and the reaper;
-//!   `overlays`: patch, redact, purge (the caller's side; the state is `sequencer::overlays`).
-//! - [`engine`]: the `Engine` handle; open, the caller's step of an append, reads, shutdown.
+//! - `chunks`: chunked blobs (cut, manifests, reads rebuilding a payload); `read`: page reads
+//!   over published state; `gc` and `log_compaction`: garbage collection.
+//! - [`engine`]: the `Engine` handle (open, the caller's step of an append, reads, shutdown)
+//!   and its methods by concern in `engine/`: `backup`, `chunked` (the chunked write),
+//!   `contexts`, `overlays` (patch, redact, purge), `retention` (delete, prune, TTL, the
+//!   reaper), `turns`.
 //! - [`verify`]: the offline invariant checker.
 //! - [`metrics`]: single-writer histograms and counters for monitoring; the actors' group
 //!   commit figures are recorded in `file` (`append_durably`).
 
-pub mod backup;
 mod blob;
 pub mod chunks;
 pub mod config;
-pub mod contexts;
 mod engine;
 pub mod error;
 #[cfg(test)]
@@ -38,11 +39,9 @@ pub mod ids;
 mod log_compaction;
 pub mod metrics;
 pub mod model;
-pub mod overlays;
 mod pipeline;
 mod published;
 mod read;
-pub mod retention;
 mod sequencer;
 mod skip;
 mod status;
@@ -50,14 +49,16 @@ pub mod store_dir;
 mod tail;
 mod threads;
 mod throttle;
-pub mod turns;
 pub mod verify;
 
 pub use config::{Actor, Chunking, EngineConfig, Limits, OpenCheck, Placement, ThreadPlacement};
 pub use engine::Engine;
+// The Engine's methods by concern, with their public types (`contexts::ListQuery`, …).
+pub use engine::{backup, contexts, overlays, retention, turns};
 pub use error::{Corruption, EngineError, ErrorKind, OpenError};
 pub use format::manifest::ChunkRef;
 pub use format::pack::Compression;
+pub use ids::CONTEXTS_MAX;
 pub use ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
 pub use model::{
     AppendPayload, AppendRequest, Appended, ContextHead, ContextRef, ContextView, Created,
@@ -66,5 +67,4 @@ pub use model::{
     TurnPage, TurnWithPayload,
 };
 pub use sequencer::overlays::OVERLAYS_PER_TURN_MAX;
-pub use sequencer::view::CONTEXTS_MAX;
 pub use verify::{VerifyReport, verify};

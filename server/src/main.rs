@@ -507,7 +507,7 @@ fn parse_ttl(text: &str) -> Result<Duration, String> {
         return Ok(Duration::ZERO);
     }
     let ttl = parse_duration(text)?;
-    let max = Duration::from_millis(ctxstore_engine::retention::TTL_MS_MAX);
+    let max = Duration::from_millis(ctxstore_engine::config::TTL_MS_MAX);
     if ttl > max {
         return Err(format!(
             "a context TTL is at most 100 years; {text:?} is longer"

@@ -259,7 +259,7 @@ impl SequencerActor {
         let Some(context_id) = self.heads.next_context_id() else {
             return Err(EngineError::InvalidArgument(format!(
                 "the store holds the maximum of {} contexts",
-                crate::sequencer::view::CONTEXTS_MAX
+                crate::ids::CONTEXTS_MAX
             )));
         };
         let now = now_unix_ms();

@@ -5,8 +5,12 @@
 //! + 1. Its skip pointer and ownership checks need reads, so the callers do them (`skip.rs`).
 
 use crate::format::turn_log::TurnRecord;
-use crate::ids::{ContextId, TurnId};
-use crate::sequencer::view::{CONTEXTS_MAX, DELETED_HEAD};
+use crate::ids::{CONTEXTS_MAX, ContextId, TurnId};
+
+/// The head of a deleted context (issue 15), in `Heads` and in the published head table: no
+/// turn has this id (TurnIDs are record ids, far below it), and every look-up of such a
+/// context answers "not found". ContextIDs are never reused, so the slot keeps it for good.
+pub(crate) const DELETED_HEAD: TurnId = TurnId(u64::MAX);
 
 /// A context's head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -13,9 +13,10 @@ use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::{
     LOG_RECORD_BYTES, LogRecord, TurnRecord, record_offset, turn_extras_body,
 };
-use crate::ids::{ContextId, TurnId};
+use crate::ids::{CONTEXTS_MAX, ContextId, TurnId};
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
+use crate::sequencer::heads::DELETED_HEAD;
 use crate::sequencer::log_base::{LogBase, read_slots};
 
 /// Decoded records kept for readers, by record id modulo this (direct-mapped): the records
@@ -309,15 +310,10 @@ impl TurnsView {
     }
 }
 
-/// The head of a deleted context (issue 15), in the sequencer's `Heads` and here: no turn
-/// has this id (TurnIDs are record ids, far below it), and every look-up of such a context
-/// answers "not found". ContextIDs are never reused, so the slot keeps it for good.
-pub(crate) const DELETED_HEAD: TurnId = TurnId(u64::MAX);
-
 const HEAD_CHUNK_SLOTS: usize = 1 << 16;
 const HEAD_CHUNKS: usize = 1 << 16;
-/// ContextIDs are dense from 1; this many fit the head table.
-pub const CONTEXTS_MAX: u64 = (HEAD_CHUNK_SLOTS * HEAD_CHUNKS) as u64 - 1;
+// The table holds every ContextID there can be (slot 0 is unused: ContextIDs start at 1).
+const _: () = assert!((HEAD_CHUNK_SLOTS * HEAD_CHUNKS) as u64 - 1 == CONTEXTS_MAX);
 
 /// Head of every context, indexed by ContextID: a segmented array of atomics, grown by the
 /// sequencer one 512 KiB chunk at a time. Contexts `1..=durable_contexts` exist.

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::config::TTL_MS_MAX;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::format::context_meta::ContextMeta;
@@ -23,8 +24,6 @@ use crate::published::Published;
 /// Contexts the reaper looks at per tick: bounds the CPU of one tick (a snapshot look-up
 /// each, ~100 ns) whatever the store's size; a million contexts take 16 ticks to go round.
 pub const REAPER_SCAN_CONTEXTS_MAX: u64 = 65_536;
-/// Time-to-live values above this (100 years) are refused: a caller's unit mistake.
-pub const TTL_MS_MAX: u64 = 100 * 365 * 24 * 3600 * 1000;
 
 impl Engine {
     /// Deletes a context: every later request naming it answers NOT_FOUND, its name is free

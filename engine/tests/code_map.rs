@@ -1,0 +1,224 @@
+//! The code map in `docs/architecture.md` is the import order of `engine/src`, checked.
+//!
+//! The engine table lists every module top to bottom in the order imports flow (formats →
+//! file layer → state → views → pipeline and actors → reads → `Engine`): a module uses only
+//! modules in its own row or a row above it. The one allowance is a module's own parent: the
+//! files under `engine/` are `impl Engine` blocks, the Engine's own methods split by concern.
+//! A module missing from the table, or an import that points down the table, fails here, so
+//! the map a newcomer reads cannot drift from the code.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+const TABLE_START: &str = "## engine/src — code map";
+
+/// Rows of the engine table: each row's module entries (`sequencer/view.rs`, or `format/` for
+/// every file of a directory), in table order.
+fn table_rows(architecture: &str) -> Vec<Vec<String>> {
+    let start = architecture
+        .find(TABLE_START)
+        .expect("docs/architecture.md has the engine code map");
+    let section = &architecture[start + TABLE_START.len()..];
+    let end = section.find("\n## ").unwrap_or(section.len());
+    let mut rows = Vec::new();
+    for line in section[..end].lines() {
+        let Some(first_cell) = line.strip_prefix("| ").and_then(|l| l.split(" |").next()) else {
+            continue;
+        };
+        let entries: Vec<String> = first_cell
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|entry| entry.ends_with(".rs") || entry.ends_with('/'))
+            .map(str::to_owned)
+            .collect();
+        if !entries.is_empty() {
+            rows.push(entries);
+        }
+    }
+    rows
+}
+
+fn source_files(dir: &Path, root: &Path, files: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).expect("engine/src is readable") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            source_files(&path, root, files);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let relative = path.strip_prefix(root).expect("under engine/src");
+            files.push(relative.to_string_lossy().replace('\\', "/"));
+        }
+    }
+}
+
+/// The source a module compiles into release builds: comments and its unit-test module cut.
+fn code_of(source: &str) -> String {
+    let mut code = String::new();
+    let mut lines = source.lines().peekable();
+    while let Some(line) = lines.next() {
+        if line.trim_start() == "#[cfg(test)]"
+            && lines.peek().is_some_and(|next| {
+                let next = next.trim_start();
+                next.starts_with("mod ") || next.starts_with("pub(crate) mod ")
+            })
+        {
+            break;
+        }
+        let line = line.split("//").next().unwrap_or("");
+        code.push_str(line);
+        code.push('\n');
+    }
+    code
+}
+
+/// Every path named after `crate::` (groups `crate::{a::{b, c}, d}` expanded).
+fn crate_paths(code: &str) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        rest = &rest[at + "crate::".len()..];
+        expand(rest, Vec::new(), &mut paths);
+    }
+    paths
+}
+
+fn expand(text: &str, prefix: Vec<String>, paths: &mut Vec<Vec<String>>) {
+    let text = text.trim_start();
+    if let Some(group) = text.strip_prefix('{') {
+        let mut depth = 0usize;
+        let mut item_start = 0;
+        for (i, ch) in group.char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    expand(&group[item_start..i], prefix.clone(), paths);
+                    return;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    expand(&group[item_start..i], prefix.clone(), paths);
+                    item_start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        return;
+    }
+    let mut path = prefix;
+    let mut segment_text = text;
+    loop {
+        let ident_len = segment_text
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(segment_text.len());
+        if ident_len == 0 {
+            break;
+        }
+        path.push(segment_text[..ident_len].to_owned());
+        segment_text = &segment_text[ident_len..];
+        match segment_text.strip_prefix("::") {
+            Some(after) if after.starts_with('{') => return expand(after, path, paths),
+            Some(after) => segment_text = after,
+            None => break,
+        }
+    }
+    if !path.is_empty() {
+        paths.push(path);
+    }
+}
+
+/// The module file a path lands in: its longest prefix that is a file.
+fn module_of(path: &[String], files: &[String]) -> Option<String> {
+    (1..=path.len()).rev().find_map(|len| {
+        let joined = path[..len].join("/");
+        [format!("{joined}.rs"), format!("{joined}/mod.rs")]
+            .into_iter()
+            .find(|candidate| files.contains(candidate))
+    })
+}
+
+fn row_of(file: &str, rows: &[Vec<String>]) -> Option<usize> {
+    rows.iter().position(|entries| {
+        entries.iter().any(|entry| {
+            entry == file || (entry.ends_with('/') && file.starts_with(entry.as_str()))
+        })
+    })
+}
+
+/// `engine/backup.rs` → `engine.rs`; `blob/view.rs` → `blob/mod.rs`.
+fn parent_of(file: &str) -> Option<[String; 2]> {
+    let (dir, _) = file.rsplit_once('/')?;
+    Some([format!("{dir}.rs"), format!("{dir}/mod.rs")])
+}
+
+#[test]
+fn every_import_points_up_the_code_map() {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let architecture = std::fs::read_to_string(manifest_dir.join("../docs/architecture.md"))
+        .expect("docs/architecture.md is readable");
+    let rows = table_rows(&architecture);
+    assert!(rows.len() > 20, "the engine table has its rows: {rows:?}");
+
+    let src = manifest_dir.join("src");
+    let mut files = Vec::new();
+    source_files(&src, &src, &mut files);
+    files.sort();
+
+    let mut problems = Vec::new();
+    let mut checked_imports = 0usize;
+    for file in &files {
+        // The crate root and directories' mod.rs only declare modules.
+        let declares_only =
+            file == "lib.rs" || file.ends_with("/mod.rs") && row_of(file, &rows).is_none();
+        if declares_only {
+            continue;
+        }
+        let Some(row) = row_of(file, &rows) else {
+            problems.push(format!(
+                "{file} is not in the engine table of docs/architecture.md"
+            ));
+            continue;
+        };
+        let source = std::fs::read_to_string(src.join(file)).expect("a source file");
+        let mut imported = BTreeSet::new();
+        for path in crate_paths(&code_of(&source)) {
+            if let Some(module) = module_of(&path, &files) {
+                imported.insert(module);
+            }
+        }
+        for module in imported.iter().filter(|module| *module != file) {
+            checked_imports += 1;
+            if module == "lib.rs" || parent_of(file).is_some_and(|p| p.contains(module)) {
+                continue;
+            }
+            match row_of(module, &rows) {
+                Some(module_row) if module_row <= row => {}
+                Some(module_row) => problems.push(format!(
+                    "{file} (row {row}) imports {module}, listed below it (row {module_row})"
+                )),
+                None if module.ends_with("/mod.rs") => {}
+                None => problems.push(format!(
+                    "{file} imports {module}, which is not in the table"
+                )),
+            }
+        }
+    }
+    assert!(
+        checked_imports > 100,
+        "the scan found the imports ({checked_imports})"
+    );
+    assert!(
+        problems.is_empty(),
+        "the code map and the imports disagree:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn group_paths_expand() {
+    let code = "use crate::{a::{b, c::D}, e};\nlet x = crate::f::g(1);";
+    let paths = crate_paths(code);
+    let flat: Vec<String> = paths.iter().map(|p| p.join("::")).collect();
+    assert_eq!(flat, ["a::b", "a::c::D", "e", "f::g"]);
+}
