@@ -239,33 +239,65 @@ impl Engine {
         self.check_open()?;
         let published = &self.inner.published;
         published.status.check_writable()?;
-        let kept: Vec<ChunkRef> = match base {
+        let kept = match base {
             None => Vec::new(),
-            Some((base, kept)) => {
-                let Some(location) = shard_of(&published.shards, &base).location(&base) else {
-                    return Err(EngineError::BlobNotFound(base));
-                };
-                if location.compression != Compression::Manifest {
-                    return Err(EngineError::InvalidArgument(format!(
-                        "base {base} is not stored as chunks; send every chunk"
-                    )));
-                }
-                let (base_chunks, _) = chunk_list(&published.shards, &base, location)?;
-                if kept == 0 || kept as usize > base_chunks.len() {
-                    return Err(EngineError::InvalidArgument(format!(
-                        "base {base} has {} chunks, {kept} asked to be kept",
-                        base_chunks.len()
-                    )));
-                }
-                base_chunks[..kept as usize].to_vec()
-            }
+            Some((base, kept)) => self.kept_chunks(base, kept)?,
         };
         let offset = kept.len() as u32;
-        let sent: Vec<(u32, Bytes)> = sent
-            .into_iter()
-            .map(|(index, bytes)| (index.saturating_add(offset), bytes))
-            .collect();
         let chunks: Vec<ChunkRef> = kept.into_iter().chain(chunks).collect();
+        self.check_chunk_list(&chunks)?;
+        let sent = sent
+            .into_iter()
+            .map(|(index, bytes)| (index.saturating_add(offset), bytes));
+        let to_store = with_sent_bytes(&chunks, sent)?;
+        let actual = self.rebuilt_hash(&to_store)?;
+        if actual != hash {
+            return Err(EngineError::HashMismatch {
+                what: "the payload rebuilt from the chunks".into(),
+                claimed: hash,
+                actual,
+            });
+        }
+        if published.shard_of(&hash).contains(&hash) {
+            return Ok(true);
+        }
+        // One chunk that is the whole payload: a plain blob, no manifest (its only chunk would
+        // be the blob itself).
+        if let [only] = to_store.as_slice()
+            && only.chunk.hash == hash
+            && let Some(bytes) = &only.bytes
+        {
+            let stored = self.store_blobs(vec![(hash, bytes.clone())]).await?;
+            return Ok(stored.first().copied().unwrap_or(true));
+        }
+        let outcome = self.store_manifest(hash, to_store).await?;
+        Ok(outcome == PutOutcome::AlreadyStored)
+    }
+
+    /// The first `kept` chunks of the stored chunked blob `base`.
+    fn kept_chunks(&self, base: BlobHash, kept: u32) -> Result<Vec<ChunkRef>, EngineError> {
+        let shards = &self.inner.published.shards;
+        let Some(location) = shard_of(shards, &base).location(&base) else {
+            return Err(EngineError::BlobNotFound(base));
+        };
+        if location.compression != Compression::Manifest {
+            return Err(EngineError::InvalidArgument(format!(
+                "base {base} is not stored as chunks; send every chunk"
+            )));
+        }
+        let (base_chunks, _) = chunk_list(shards, &base, location)?;
+        if kept == 0 || kept as usize > base_chunks.len() {
+            return Err(EngineError::InvalidArgument(format!(
+                "base {base} has {} chunks, {kept} asked to be kept",
+                base_chunks.len()
+            )));
+        }
+        Ok(base_chunks[..kept as usize].to_vec())
+    }
+
+    /// A chunked payload's chunk list within the limits: 1..=65,536 chunks of 1 B..=1 MiB,
+    /// the payload no larger than a blob may be.
+    fn check_chunk_list(&self, chunks: &[ChunkRef]) -> Result<(), EngineError> {
         if chunks.is_empty() {
             return Err(EngineError::InvalidArgument(
                 "a chunked payload names at least one chunk".into(),
@@ -288,35 +320,13 @@ impl Engine {
                 chunks[bad].len
             )));
         }
-        let mut to_store: Vec<ChunkToStore> = chunks
-            .iter()
-            .map(|&chunk| ChunkToStore { chunk, bytes: None })
-            .collect();
-        for (index, bytes) in sent {
-            let Some(slot) = to_store.get_mut(index as usize) else {
-                return Err(EngineError::InvalidArgument(format!(
-                    "sent chunk index {index} is past the {} chunks",
-                    chunks.len()
-                )));
-            };
-            if bytes.len() != slot.chunk.len as usize {
-                return Err(EngineError::InvalidArgument(format!(
-                    "sent chunk {index} has {} bytes, its entry says {}",
-                    bytes.len(),
-                    slot.chunk.len
-                )));
-            }
-            let actual = BlobHash::of(&bytes);
-            if actual != slot.chunk.hash {
-                return Err(EngineError::HashMismatch {
-                    what: format!("sent chunk {index}"),
-                    claimed: slot.chunk.hash,
-                    actual,
-                });
-            }
-            slot.bytes = Some(bytes);
-        }
-        // Rebuild the payload: sent chunks as they are, the others read back (verified).
+        Ok(())
+    }
+
+    /// The BlobHash of the payload the chunks make: sent chunks as they are, the others read
+    /// back (verified); `MissingChunks` names every chunk neither sent nor stored.
+    fn rebuilt_hash(&self, to_store: &[ChunkToStore]) -> Result<BlobHash, EngineError> {
+        let published = &self.inner.published;
         let mut payload = blake3::Hasher::new();
         let mut missing = Vec::new();
         for (index, slot) in to_store.iter().enumerate() {
@@ -346,28 +356,7 @@ impl Engine {
         if !missing.is_empty() {
             return Err(EngineError::MissingChunks { missing });
         }
-        let actual = BlobHash(*payload.finalize().as_bytes());
-        if actual != hash {
-            return Err(EngineError::HashMismatch {
-                what: "the payload rebuilt from the chunks".into(),
-                claimed: hash,
-                actual,
-            });
-        }
-        if published.shard_of(&hash).contains(&hash) {
-            return Ok(true);
-        }
-        // One chunk that is the whole payload: a plain blob, no manifest (its only chunk would
-        // be the blob itself).
-        if let [only] = to_store.as_slice()
-            && only.chunk.hash == hash
-            && let Some(bytes) = &only.bytes
-        {
-            let stored = self.store_blobs(vec![(hash, bytes.clone())]).await?;
-            return Ok(stored.first().copied().unwrap_or(true));
-        }
-        let outcome = self.store_manifest(hash, to_store).await?;
-        Ok(outcome == PutOutcome::AlreadyStored)
+        Ok(BlobHash(*payload.finalize().as_bytes()))
     }
 
     /// A chunked blob stored without a turn: its missing chunks, then its manifest record,
@@ -388,4 +377,41 @@ impl Engine {
         drop(pin);
         Ok(outcome)
     }
+}
+
+/// The chunks to store, each with the bytes the caller sent for it (by index, checked
+/// against its entry's length and hash).
+fn with_sent_bytes(
+    chunks: &[ChunkRef],
+    sent: impl Iterator<Item = (u32, Bytes)>,
+) -> Result<Vec<ChunkToStore>, EngineError> {
+    let mut to_store: Vec<ChunkToStore> = chunks
+        .iter()
+        .map(|&chunk| ChunkToStore { chunk, bytes: None })
+        .collect();
+    for (index, bytes) in sent {
+        let Some(slot) = to_store.get_mut(index as usize) else {
+            return Err(EngineError::InvalidArgument(format!(
+                "sent chunk index {index} is past the {} chunks",
+                chunks.len()
+            )));
+        };
+        if bytes.len() != slot.chunk.len as usize {
+            return Err(EngineError::InvalidArgument(format!(
+                "sent chunk {index} has {} bytes, its entry says {}",
+                bytes.len(),
+                slot.chunk.len
+            )));
+        }
+        let actual = BlobHash::of(&bytes);
+        if actual != slot.chunk.hash {
+            return Err(EngineError::HashMismatch {
+                what: format!("sent chunk {index}"),
+                claimed: slot.chunk.hash,
+                actual,
+            });
+        }
+        slot.bytes = Some(bytes);
+    }
+    Ok(to_store)
 }

@@ -31,11 +31,11 @@ use crate::format::turn_log::{
 use crate::format::turn_log::{TURN_FLAG_SUMMARY, turn_extras_body};
 use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};
-use crate::model::Parent;
 use crate::model::{Appended, ContextHead, ContextView, Created, NewContext, Overlaid, Purged};
+use crate::model::{Parent, TurnOptions};
 use crate::pipeline::{
     BatchReply, BlobsDurable, ContextReply, GcFenced, GcSnapshot, MetaReply, OverlayReply,
-    PurgeReply, Retention, SequencerRequest, ShardBatch, TurnAppend, TurnReply,
+    PurgeReply, Retention, SequencerRequest, ShardBatch, TurnAppend, TurnBlob, TurnReply,
 };
 use crate::published::Published;
 use crate::sequencer::contexts::{Contexts, check_new};
@@ -578,24 +578,53 @@ impl SequencerActor {
             .heads
             .get(context_id)
             .ok_or(EngineError::ContextNotFound(context_id))?;
-        let options = &append.options;
-        let extras = TurnExtras {
-            key: options.key.as_deref().unwrap_or_default().to_vec(),
-            labels: options.labels.clone(),
-            links: options.links.clone(),
+        let extras = normalized_extras(&append.options)?;
+        self.check_named(append, &extras)?;
+        // A key the context has answers its turn: a retried append stores nothing twice.
+        if let Some(existing) = self.turn_by_key(context_id, &extras.key)? {
+            let turn = self.turn(existing)?;
+            return Ok(Appended {
+                extras: self.extras(&turn)?,
+                turn: self.contexts.overlays.view(&turn, None),
+                deduped: append.payload.deduped,
+                existing: true,
+            });
         }
-        .normalize()
-        .map_err(|over| EngineError::Limit {
-            what: over.what,
-            limit: over.limit,
-        })?;
+        if let Some(expected) = append.expected_head
+            && expected != head.head_turn_id
+        {
+            return Err(EngineError::Conflict {
+                context_id,
+                expected,
+                actual: head.head_turn_id,
+            });
+        }
+        let parent = self.parent_of(context_id, head, append.options.parent)?;
+        let depth = self.depth_of_child(context_id, parent.as_ref())?;
+        for link in &extras.links {
+            self.turn(*link)?;
+        }
+        let body = extras.encode();
+        let turn = self.new_turn(append, parent, depth, body.len() as u32)?;
+        self.push_turn(&turn, &body, &append.payload, &extras);
+        Ok(Appended {
+            turn: turn.into(),
+            deduped: append.payload.deduped,
+            existing: false,
+            extras,
+        })
+    }
+
+    /// Checks what an append names (its blob, its parent and links) and notes them for a
+    /// running garbage collection, before anything is decided.
+    fn check_named(&mut self, append: &TurnAppend, extras: &TurnExtras) -> Result<(), EngineError> {
         let blob = append.payload;
         // A purged blob comes back only as new bytes: by hash, it is gone (decision 0012).
         if blob.by_hash && self.contexts.overlays.is_purged(&blob.hash) {
             return Err(EngineError::BlobNotFound(blob.hash));
         }
         self.gc.name_blob(&blob.hash)?;
-        if let Parent::Turn(parent) = options.parent {
+        if let Parent::Turn(parent) = append.options.parent {
             self.gc.note_turn(parent);
         }
         for link in &extras.links {
@@ -609,26 +638,18 @@ impl SequencerActor {
             "blob {} of an append is not durable",
             blob.hash
         );
-        // A key the context has answers its turn: a retried append stores nothing twice.
-        if let Some(existing) = self.turn_by_key(context_id, &extras.key)? {
-            let turn = self.turn(existing)?;
-            return Ok(Appended {
-                extras: self.extras(&turn)?,
-                turn: self.contexts.overlays.view(&turn, None),
-                deduped: blob.deduped,
-                existing: true,
-            });
-        }
-        if let Some(expected) = append.expected_head
-            && expected != head.head_turn_id
-        {
-            return Err(EngineError::Conflict {
-                context_id,
-                expected,
-                actual: head.head_turn_id,
-            });
-        }
-        let parent = match options.parent {
+        Ok(())
+    }
+
+    /// The parent a new turn of `context_id` gets: the head, none (a root), or a turn the
+    /// context owns (decision 0009).
+    fn parent_of(
+        &self,
+        context_id: ContextId,
+        head: HeadState,
+        parent: Parent,
+    ) -> Result<Option<TurnRecord>, EngineError> {
+        match parent {
             Parent::Head => head
                 .child()
                 .ok_or_else(|| {
@@ -637,15 +658,24 @@ impl SequencerActor {
                         u32::MAX
                     ))
                 })
-                .and_then(|child| self.turn_or_none(child.parent_turn_id))?,
-            Parent::Root => None,
+                .and_then(|child| self.turn_or_none(child.parent_turn_id)),
+            Parent::Root => Ok(None),
             Parent::Turn(parent) => {
                 let parent = self.turn(parent)?;
                 self.check_owned(context_id, head, &parent)?;
-                Some(parent)
+                Ok(Some(parent))
             }
-        };
-        let depth = match &parent {
+        }
+    }
+
+    /// The depth of a child of `parent` (0 for a root), refused at the maximum depth and
+    /// below the context's floor.
+    fn depth_of_child(
+        &self,
+        context_id: ContextId,
+        parent: Option<&TurnRecord>,
+    ) -> Result<u32, EngineError> {
+        let depth = match parent {
             None => 0,
             Some(parent) => parent.depth.checked_add(1).ok_or_else(|| {
                 EngineError::InvalidArgument(format!(
@@ -667,56 +697,68 @@ impl SequencerActor {
                 floor_depth.saturating_sub(1)
             )));
         }
-        for link in &extras.links {
-            self.turn(*link)?;
-        }
+        Ok(depth)
+    }
+
+    /// The record of the next turn: its TurnID, skip pointer, summary and context chain.
+    fn new_turn(
+        &self,
+        append: &TurnAppend,
+        parent: Option<TurnRecord>,
+        depth: u32,
+        extras_len: u32,
+    ) -> Result<TurnRecord, EngineError> {
+        let context_id = append.context_id;
+        let summary = append.options.summary;
         // The skip target may lie in history a collection took (below a floor): the pointer
         // names it all the same (the record is still in the log; verify checks every pointer
         // against the ancestry), and no read through a context ever follows it that deep.
         let skip_turn_id = skip::skip_of_child(parent, depth, |id| self.turn_record(id))?;
         let turn_id = TurnId(self.next_record_id);
-        let summary_turn_id = match (options.summary, &parent) {
+        let summary_turn_id = match (summary, &parent) {
             (true, _) => turn_id,
             (false, Some(parent)) => parent.summary_turn_id,
             (false, None) => TurnId::NONE,
         };
-        let body = extras.encode();
-        let context_prev_turn_id = self
-            .contexts
-            .get(context_id)
-            .map_or(TurnId::NONE, |info| info.last_turn_id);
-        let turn = TurnRecord {
+        Ok(TurnRecord {
             turn_id,
             parent_turn_id: parent.map_or(TurnId::NONE, |parent| parent.turn_id),
             context_id,
             depth,
             type_tag: append.type_tag,
             codec: append.codec,
-            payload_hash: blob.hash,
-            payload_len: blob.raw_len,
-            flags: if options.summary {
-                TURN_FLAG_SUMMARY
-            } else {
-                0
-            },
+            payload_hash: append.payload.hash,
+            payload_len: append.payload.raw_len,
+            flags: if summary { TURN_FLAG_SUMMARY } else { 0 },
             created_at_unix_ms: now_unix_ms(),
             skip_turn_id,
-            context_prev_turn_id,
+            context_prev_turn_id: self
+                .contexts
+                .get(context_id)
+                .map_or(TurnId::NONE, |info| info.last_turn_id),
             summary_turn_id,
-            extras_len: body.len() as u32,
-        };
-        for slot in turn.slots(&body) {
+            extras_len,
+        })
+    }
+
+    /// Puts a new turn's slots into the batch and moves its context's head and metadata (the
+    /// batch's rollback undoes both if the write fails).
+    fn push_turn(&mut self, turn: &TurnRecord, body: &[u8], blob: &TurnBlob, extras: &TurnExtras) {
+        for slot in turn.slots(body) {
             self.push_record(&slot);
         }
         if blob.pending.is_some() {
-            self.batch.first_pending_record.get_or_insert(turn_id.0);
+            self.batch
+                .first_pending_record
+                .get_or_insert(turn.turn_id.0);
         }
-        let previous = self.heads.set(context_id, HeadState::of(&turn));
+        let context_id = turn.context_id;
+        let previous = self.heads.set(context_id, HeadState::of(turn));
         self.contexts.appended(
             context_id,
-            turn_id,
+            turn.turn_id,
             turn.payload_len,
-            &extras,
+            extras,
             turn.created_at_unix_ms,
         );
         self.contexts.overlays.named(&blob.hash);
@@ -727,12 +769,6 @@ impl SequencerActor {
         self.batch.turns += 1;
         self.batch.logical_bytes += u64::from(blob.raw_len);
         self.batch.dedup_hits += u64::from(blob.deduped);
-        Ok(Appended {
-            turn: turn.into(),
-            deduped: blob.deduped,
-            existing: false,
-            extras,
-        })
     }
 
     /// Several turns to one context, in order, all or none (a refused turn undoes the ones
@@ -1220,4 +1256,18 @@ fn fail_all(answers: &mut [Answer], error: &EngineError) {
             Answer::Purge(_, result) => *result = Err(error.duplicate()),
         }
     }
+}
+
+/// A turn's key, labels and links in their stored order, refused past their limits.
+fn normalized_extras(options: &TurnOptions) -> Result<TurnExtras, EngineError> {
+    TurnExtras {
+        key: options.key.as_deref().unwrap_or_default().to_vec(),
+        labels: options.labels.clone(),
+        links: options.links.clone(),
+    }
+    .normalize()
+    .map_err(|over| EngineError::Limit {
+        what: over.what,
+        limit: over.limit,
+    })
 }
