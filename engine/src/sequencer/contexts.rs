@@ -92,6 +92,16 @@ pub struct ContextInfo {
 }
 
 /// Every context's metadata and the indexes over it. Context `c` is at index `c - 1`.
+/// A turn key's BLAKE3, as the turn-key map holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct TurnKeyDigest([u8; 32]);
+
+impl TurnKeyDigest {
+    fn of(key: &[u8]) -> Self {
+        Self(*blake3::hash(key).as_bytes())
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Contexts {
     infos: imbl::Vector<ContextInfo>,
@@ -100,9 +110,13 @@ pub(crate) struct Contexts {
     tag_index: imbl::HashMap<TagPair, imbl::OrdSet<ContextId>>,
     /// Every tag key and value in use, once (see `Tags`).
     strings: imbl::HashMap<Arc<str>, Arc<str>>,
-    /// (context, turn key) → the turn appended to that context with that key. One map for
-    /// all contexts: a map per context would cost a node even when empty.
-    turn_keys: imbl::HashMap<(ContextId, Bytes), TurnId>,
+    /// (context, BLAKE3 of a turn key) → the turn appended to that context with that key. One
+    /// map for all contexts: a map per context would cost a node even when empty. Digests,
+    /// not the keys' bytes: entries are plain memory, so the nodes a batch copies out of the
+    /// published map cost a `memcpy`, no reference counts to raise and later drop (those were
+    /// most of what a key cost an append at saturation, issue 14). Two keys with one digest
+    /// are as unthinkable as two payloads with one BlobHash, which the whole store rests on.
+    turn_keys: imbl::HashMap<(ContextId, TurnKeyDigest), TurnId>,
     /// Indexed label (`is_indexed_label`) → the turns carrying it, in TurnID order, across
     /// all contexts: the store-wide find.
     label_index: imbl::HashMap<TagPair, imbl::Vector<TurnId>>,
@@ -195,7 +209,7 @@ impl Contexts {
             // Unique in a context, except that a collected turn's key may be used again (the
             // sequencer and replay check which): the new turn replaces it.
             self.turn_keys
-                .insert((context_id, Bytes::copy_from_slice(key)), turn_id);
+                .insert((context_id, TurnKeyDigest::of(key)), turn_id);
         }
     }
 
@@ -221,7 +235,7 @@ impl Contexts {
     /// The turn appended to `context_id` itself with `key` (not an inherited one).
     pub fn own_turn_key(&self, context_id: ContextId, key: &[u8]) -> Option<TurnId> {
         self.turn_keys
-            .get(&(context_id, Bytes::copy_from_slice(key)))
+            .get(&(context_id, TurnKeyDigest::of(key)))
             .copied()
     }
 
