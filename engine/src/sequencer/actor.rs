@@ -571,15 +571,16 @@ impl SequencerActor {
         }
     }
 
-    fn append(&mut self, append: &TurnAppend) -> Result<Appended, EngineError> {
+    fn append(&mut self, mut append: TurnAppend) -> Result<Appended, EngineError> {
         self.published.status.check_writable()?;
         let context_id = append.context_id;
         let head = self
             .heads
             .get(context_id)
             .ok_or(EngineError::ContextNotFound(context_id))?;
-        let extras = normalized_extras(&append.options)?;
-        self.check_named(append, &extras)?;
+        // The request's key, labels and links move into the turn (no copies).
+        let extras = normalized_extras(&mut append.options)?;
+        self.check_named(&append, &extras)?;
         // A key the context has answers its turn: a retried append stores nothing twice.
         if let Some(existing) = self.turn_by_key(context_id, &extras.key)? {
             let turn = self.turn(existing)?;
@@ -605,7 +606,7 @@ impl SequencerActor {
             self.turn(*link)?;
         }
         let body = extras.encode();
-        let turn = self.new_turn(append, parent, depth, body.len() as u32)?;
+        let turn = self.new_turn(&append, parent, depth, body.len() as u32)?;
         self.push_turn(&turn, &body, &append.payload, &extras);
         Ok(Appended {
             turn: turn.into(),
@@ -773,7 +774,7 @@ impl SequencerActor {
 
     /// Several turns to one context, in order, all or none (a refused turn undoes the ones
     /// before it in this request).
-    fn append_batch(&mut self, appends: &[TurnAppend]) -> Result<Vec<Appended>, EngineError> {
+    fn append_batch(&mut self, appends: Vec<TurnAppend>) -> Result<Vec<Appended>, EngineError> {
         let savepoint = Savepoint {
             bytes: self.batch.bytes.len(),
             records: self.batch.records,
@@ -785,18 +786,16 @@ impl SequencerActor {
             dedup_hits: self.batch.dedup_hits,
         };
         let mut appended: Vec<Appended> = Vec::with_capacity(appends.len());
-        for append in appends {
+        for mut append in appends {
             // "Each turn's parent is the one before it" holds after a turn answered by its
             // key too: the next one hangs from that existing turn, not from the head.
-            let after_existing = appended
-                .last()
-                .filter(|previous| previous.existing && append.options.parent == Parent::Head)
-                .map(|previous| {
-                    let mut append = append.clone();
-                    append.options.parent = Parent::Turn(previous.turn.turn_id);
-                    append
-                });
-            match self.append(after_existing.as_ref().unwrap_or(append)) {
+            if let Some(previous) = appended.last()
+                && previous.existing
+                && append.options.parent == Parent::Head
+            {
+                append.options.parent = Parent::Turn(previous.turn.turn_id);
+            }
+            match self.append(append) {
                 Ok(turn) => appended.push(turn),
                 Err(error) => {
                     self.restore(savepoint);
@@ -1072,7 +1071,7 @@ impl GroupCommit for SequencerActor {
                 self.batch.answers.push(Answer::Meta(reply, result));
             }
             SequencerRequest::Append { append, reply } => {
-                let result = self.append(&append);
+                let result = self.append(append);
                 self.batch.answers.push(Answer::Turn(reply, result));
             }
             SequencerRequest::AppendPending { batch, appends } => {
@@ -1086,12 +1085,12 @@ impl GroupCommit for SequencerActor {
                         "one shard batch per message"
                     );
                     self.batch.pending_blobs.push(append.payload.hash);
-                    let result = self.append(&append);
+                    let result = self.append(append);
                     self.batch.answers.push(Answer::Turn(reply, result));
                 }
             }
             SequencerRequest::AppendBatch { appends, reply } => {
-                let result = self.append_batch(&appends);
+                let result = self.append_batch(appends);
                 self.batch.answers.push(Answer::Batch(reply, result));
             }
             SequencerRequest::Overlay {
@@ -1259,11 +1258,11 @@ fn fail_all(answers: &mut [Answer], error: &EngineError) {
 }
 
 /// A turn's key, labels and links in their stored order, refused past their limits.
-fn normalized_extras(options: &TurnOptions) -> Result<TurnExtras, EngineError> {
+fn normalized_extras(options: &mut TurnOptions) -> Result<TurnExtras, EngineError> {
     TurnExtras {
-        key: options.key.as_deref().unwrap_or_default().to_vec(),
-        labels: options.labels.clone(),
-        links: options.links.clone(),
+        key: options.key.take().map(Vec::from).unwrap_or_default(),
+        labels: std::mem::take(&mut options.labels),
+        links: std::mem::take(&mut options.links),
     }
     .normalize()
     .map_err(|over| EngineError::Limit {
