@@ -1,5 +1,6 @@
 //! The bounds-checked reader every decoder reads a body with, and its readers of the fields
-//! and shared structures of docs/protocol.md (TURN, PAYLOAD, CONTEXT_REF, TAGS, …).
+//! and structures of docs/protocol.md that messages share or repeat (TURN, PAYLOAD,
+//! CONTEXT_REF, TAGS, EXTRAS, a TURN_SPEC of APPEND_TURNS, READ_PAGE's page kind, …).
 //!
 //! Every read checks the length first and answers a `DecodeError` naming the message and the
 //! field, so no input can make a decoder panic or read past its body.
@@ -313,91 +314,19 @@ impl Cursor {
         })
     }
 
-    /// PUT_CHUNKED's body: `hash, base_hash, u32 base_kept, u32 chunk_count, chunk_count ×
-    /// (hash, u32 len), u32 sent_count, sent_count × (u32 index, u32 len, len bytes)`;
-    /// `base_kept` 0 with an all-zero `base_hash` means no base. Every rule `check_request`
-    /// applies is checked here too, so whatever decodes encodes back.
-    pub(super) fn put_chunked(&mut self) -> Result<Request, DecodeError> {
-        let payload_hash = self.hash()?;
-        let base_hash = self.hash()?;
-        let base_kept = self.u32()?;
-        let base = match (base_kept, base_hash.0 == [0u8; 32]) {
-            (0, true) => None,
-            (0, false) => return Err(self.invalid("base_hash", "a base that keeps no chunk")),
-            (_, true) => return Err(self.invalid("base_hash", "kept chunks of no base")),
-            (kept, false) => Some(ChunkBaseWire {
-                hash: base_hash,
-                kept,
-            }),
-        };
-        let chunk_count = self.u32()?;
-        if chunk_count == 0 {
-            return Err(self.invalid("chunk_count", "a payload of no chunks"));
+    /// Which page READ_PAGE reads: `u8 kind` (0 LAST, 1 BEFORE, 2 RANGE, 3 WINDOW), `u64
+    /// before_turn_id`, `u32 from_depth`; a field the kind does not use must be 0.
+    pub(super) fn page_kind(&mut self) -> Result<PageKind, DecodeError> {
+        let kind = self.u8()?;
+        let before_turn_id = self.u64()?;
+        let from_depth = self.u32()?;
+        match (kind, before_turn_id, from_depth) {
+            (0, 0, 0) => Ok(PageKind::Last),
+            (1, before_turn_id, 0) => Ok(PageKind::Before { before_turn_id }),
+            (2, 0, from_depth) => Ok(PageKind::Range { from_depth }),
+            (3, 0, 0) => Ok(PageKind::Window),
+            _ => Err(self.invalid("kind", "unknown, or a field it does not use set")),
         }
-        let all_chunks = u64::from(chunk_count) + u64::from(base_kept);
-        if all_chunks > u64::from(CHUNKS_PER_PAYLOAD_MAX) {
-            return Err(self.too_large(
-                "chunk_count",
-                all_chunks,
-                u64::from(CHUNKS_PER_PAYLOAD_MAX),
-            ));
-        }
-        let count = chunk_count as usize;
-        let mut chunks = Vec::with_capacity(self.list_capacity(count, CHUNK_ENTRY_BYTES));
-        for _ in 0..count {
-            let hash = self.hash()?;
-            let len = self.u32()?;
-            if len == 0 {
-                return Err(self.invalid("chunk len", "an empty chunk"));
-            }
-            if len > CHUNK_BYTES_MAX {
-                return Err(self.too_large(
-                    "chunk len",
-                    u64::from(len),
-                    u64::from(CHUNK_BYTES_MAX),
-                ));
-            }
-            chunks.push(ChunkWire { hash, len });
-        }
-        let sent_count = self.u32()?;
-        if sent_count > chunk_count {
-            return Err(self.too_large(
-                "sent_count",
-                u64::from(sent_count),
-                u64::from(chunk_count),
-            ));
-        }
-        let mut sent = Vec::with_capacity(self.list_capacity(sent_count as usize, 9));
-        // The lowest index the next sent chunk may have (indexes strictly increase).
-        let mut index_min = 0u32;
-        for _ in 0..sent_count {
-            let index = self.u32()?;
-            let Some(chunk) = chunks.get(index as usize) else {
-                return Err(self.too_large(
-                    "sent index",
-                    u64::from(index),
-                    u64::from(chunk_count - 1),
-                ));
-            };
-            if index < index_min {
-                return Err(self.invalid("sent index", "indexes must strictly increase"));
-            }
-            let len = self.u32()?;
-            if len != chunk.len {
-                return Err(self.invalid("sent len", "differs from its chunk's len"));
-            }
-            sent.push(SentChunkWire {
-                index,
-                bytes: self.bytes(len as usize)?,
-            });
-            index_min = index.saturating_add(1);
-        }
-        Ok(Request::PutChunked {
-            payload_hash,
-            base,
-            chunks,
-            sent,
-        })
     }
 
     pub(super) fn log_cursor(&mut self) -> Result<Option<LogCursorWire>, DecodeError> {

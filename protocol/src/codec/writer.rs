@@ -185,6 +185,48 @@ impl ChunkWriter {
         }
     }
 
+    /// One turn of APPEND_TURNS (`Cursor::turn_spec`'s layout).
+    pub(super) fn turn_spec(&mut self, spec: &TurnSpec) {
+        let (kind, parent) = match spec.parent {
+            ParentWire::Head => (0, 0),
+            ParentWire::Root => (1, 0),
+            ParentWire::Turn(turn_id) => (2, turn_id),
+        };
+        self.u8(kind);
+        self.u64(parent);
+        self.u64(spec.type_tag);
+        self.u32(spec.codec);
+        let mut flags = 0;
+        if spec.summary {
+            flags |= turn_spec_flags::SUMMARY;
+        }
+        if matches!(spec.payload, PayloadSpec::Hash(_)) {
+            flags |= turn_spec_flags::BY_HASH;
+        }
+        self.u8(flags);
+        self.extras(&spec.extras);
+        match &spec.payload {
+            PayloadSpec::Hash(hash) => self.slice(&hash.0),
+            PayloadSpec::Bytes(bytes) => {
+                self.u32(bytes.len() as u32);
+                self.data(bytes);
+            }
+        }
+    }
+
+    /// Which page READ_PAGE reads (`Cursor::page_kind`'s layout).
+    pub(super) fn page_kind(&mut self, kind: &PageKind) {
+        let (code, before, from_depth) = match kind {
+            PageKind::Last => (0, 0, 0),
+            PageKind::Before { before_turn_id } => (1, *before_turn_id, 0),
+            PageKind::Range { from_depth } => (2, 0, *from_depth),
+            PageKind::Window => (3, 0, 0),
+        };
+        self.u8(code);
+        self.u64(before);
+        self.u32(from_depth);
+    }
+
     pub(super) fn log_cursor(&mut self, cursor: &Option<LogCursorWire>) {
         match cursor {
             None => self.u8(0),
