@@ -1,5 +1,5 @@
 //! Every message of protocol versions 1 and 2 as a Rust value. Byte layouts: docs/protocol.md
-//! and `codec.rs`. A response's type is its request's type with the high bit set; ERROR is
+//! and `codec/`. A response's type is its request's type with the high bit set; ERROR is
 //! 0xFFFF. Version 2 (decision 0007) adds contexts by name, tags, listing and key-value, turns
 //! for agent frameworks, retention, backup and garbage collection (GC, STATS_EX), overlays, and
 //! payloads stored as chunks the server may already have (PUT_CHUNKED, issue 16).

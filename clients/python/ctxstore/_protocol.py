@@ -1,5 +1,5 @@
 """The ctxstore wire protocol, versions 1 and 2, byte for byte as in docs/protocol.md (the
-reference is the Rust crate ``protocol/``: ``message.rs`` and ``codec.rs``; the codec is the
+reference is the Rust crate ``protocol/``: ``message.rs`` and ``codec/``; the codec is the
 truth where the two disagree).
 
 No I/O: frames and message bodies to and from bytes. Both directions are implemented (the
