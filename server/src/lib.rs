@@ -5,7 +5,7 @@
 //!   it and hands connections to the network cores, round robin.
 //! - [`network_core`]: a thread, a compio runtime, the connections handed to it.
 //! - [`connection`]: one connection: frames, HELLO, in-flight requests, responses.
-//! - [`dispatch`]: a request to engine calls to a response.
+//! - [`dispatch`]: a request to engine calls to a response, one file per family of requests.
 //! - `payload_cache`: a core's raw payloads, so that hot reads skip pack reads and zstd.
 //! - `local`: single-threaded notify/flag/race helpers; `counters`: STATS counters.
 //! - [`settings`]: the layers of the server's settings (flag > env > config file > default).
