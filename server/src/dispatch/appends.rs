@@ -85,26 +85,9 @@ impl Dispatcher {
         let requests: Vec<AppendRequest> = specs
             .into_iter()
             .enumerate()
-            .map(|(index, spec)| AppendRequest {
-                context_id,
-                expected_head: expected_head.filter(|_| index == 0).map(TurnId),
-                type_tag: spec.type_tag,
-                codec: spec.codec,
-                payload: match spec.payload {
-                    PayloadSpec::Bytes(bytes) => AppendPayload::Bytes(bytes),
-                    PayloadSpec::Hash(hash) => AppendPayload::StoredBlob(BlobHash(hash.0)),
-                },
-                options: TurnOptions {
-                    parent: match spec.parent {
-                        ParentWire::Head => Parent::Head,
-                        ParentWire::Root => Parent::Root,
-                        ParentWire::Turn(turn_id) => Parent::Turn(TurnId(turn_id)),
-                    },
-                    key: (!spec.extras.key.is_empty()).then_some(spec.extras.key),
-                    labels: spec.extras.labels,
-                    links: spec.extras.links.into_iter().map(TurnId).collect(),
-                    summary: spec.summary,
-                },
+            .map(|(index, spec)| {
+                let expected_head = expected_head.filter(|_| index == 0);
+                turn_request(context_id, expected_head, spec)
             })
             .collect();
         let appended = if requests.len() == 1 {
@@ -147,5 +130,34 @@ fn append_request(
         codec,
         payload,
         options: Default::default(),
+    }
+}
+
+/// One turn of APPEND_TURNS as the engine's append (`expected_head` is the first turn's only).
+fn turn_request(
+    context_id: ContextId,
+    expected_head: Option<u64>,
+    spec: TurnSpec,
+) -> AppendRequest {
+    AppendRequest {
+        context_id,
+        expected_head: expected_head.map(TurnId),
+        type_tag: spec.type_tag,
+        codec: spec.codec,
+        payload: match spec.payload {
+            PayloadSpec::Bytes(bytes) => AppendPayload::Bytes(bytes),
+            PayloadSpec::Hash(hash) => AppendPayload::StoredBlob(BlobHash(hash.0)),
+        },
+        options: TurnOptions {
+            parent: match spec.parent {
+                ParentWire::Head => Parent::Head,
+                ParentWire::Root => Parent::Root,
+                ParentWire::Turn(turn_id) => Parent::Turn(TurnId(turn_id)),
+            },
+            key: (!spec.extras.key.is_empty()).then_some(spec.extras.key),
+            labels: spec.extras.labels,
+            links: spec.extras.links.into_iter().map(TurnId).collect(),
+            summary: spec.summary,
+        },
     }
 }
