@@ -166,6 +166,19 @@ struct Accounting {
 }
 
 impl Accounting {
+    fn new(core: Rc<CoreContext>) -> Self {
+        Accounting {
+            core,
+            in_flight: Cell::new(0),
+            unwritten_bytes: Cell::new(0),
+            reserved_bytes: Cell::new(0),
+            write_progress: Cell::new(Instant::now()),
+            closed: Cell::new(false),
+            writer_done: Cell::new(false),
+            changed: LocalNotify::default(),
+        }
+    }
+
     fn global(&self) -> &std::sync::atomic::AtomicU64 {
         &self.core.dispatcher.counters.unwritten_bytes
     }
@@ -282,6 +295,11 @@ impl Accounting {
             .then(|| self.write_progress.get() + self.core.limits.idle_timeout)
     }
 
+    /// Whether, at `now`, responses have waited `idle_timeout` for the peer to read any.
+    fn write_stalled(&self, now: Instant) -> bool {
+        self.write_stalled_until().is_some_and(|at| at <= now)
+    }
+
     /// The connection ends: give back what it still holds to the server's budget.
     fn close(&self) {
         if !self.closed.replace(true) {
@@ -352,41 +370,41 @@ pub async fn serve(
     let socket = stream.clone();
     let (mut reader, writer) = stream.into_split();
     let (outgoing, queue) = flume::unbounded();
-    let accounting = Rc::new(Accounting {
-        core: core.clone(),
-        in_flight: Cell::new(0),
-        unwritten_bytes: Cell::new(0),
-        reserved_bytes: Cell::new(0),
-        write_progress: Cell::new(Instant::now()),
-        closed: Cell::new(false),
-        writer_done: Cell::new(false),
-        changed: LocalNotify::default(),
-    });
+    let accounting = Rc::new(Accounting::new(core.clone()));
     let mut writer_task = compio::runtime::spawn(write_frames(writer, queue, accounting.clone()));
     let state = Rc::new(ConnectionState {
         outgoing,
         accounting: accounting.clone(),
     });
-    let mut hello = HelloState {
-        id: ticket.id,
-        deadline: Some(Instant::now() + core.limits.hello_timeout),
-        evicted: ticket.evicted,
-        version: PROTOCOL_VERSION_MIN,
-    };
+    let mut hello = HelloState::new(ticket, &core.limits);
     let ending = read_requests(&mut reader, &core, &state, &mut hello).await;
-    if hello.deadline.is_some() && core.pending_hellos.remove(hello.id) {
-        uncount_unauthenticated(&core);
+    if hello.deadline.is_some() {
+        hello.leave_pending(&core);
     }
     tracing::debug!(%peer, reason = ending, "closing connection");
 
     // What was read is answered and written, unless the peer stops reading for idle_timeout
     // or the server's drain deadline passes (then the connection closes hard).
-    let drained = loop {
+    let drained = drain_in_flight(&accounting, &core).await;
+    let _ = state.outgoing.send(Outgoing::Close);
+    drop(state);
+    let written = drained && finish_writing(&mut writer_task, &accounting, &core).await;
+    if !written {
+        close_hard(peer, &socket, &accounting, writer_task);
+    }
+    accounting.close();
+}
+
+/// Waits until every request read is answered and its response written: `false` when the
+/// writer stopped, the peer read none of its responses for `idle_timeout`, or the core's
+/// drain deadline passed first.
+async fn drain_in_flight(accounting: &Accounting, core: &CoreContext) -> bool {
+    loop {
         if accounting.in_flight.get() == 0 {
-            break true;
+            return true;
         }
         if accounting.writer_done.get() {
-            break false;
+            return false;
         }
         match race(
             accounting.changed.notified(),
@@ -399,65 +417,73 @@ pub async fn serve(
         {
             Either::Left(()) => {}
             Either::Right(Either::Left(())) => {
-                if accounting
-                    .write_stalled_until()
-                    .is_some_and(|at| at <= Instant::now())
-                {
-                    break false;
+                if accounting.write_stalled(Instant::now()) {
+                    return false;
                 }
             }
-            Either::Right(Either::Right(())) => break false,
+            Either::Right(Either::Right(())) => return false,
         }
-    };
-    let _ = state.outgoing.send(Outgoing::Close);
-    drop(state);
-    let written = drained
-        && loop {
-            match race(
-                &mut writer_task,
-                race(
-                    accounting.changed.notified(),
-                    race(
-                        sleep_until(accounting.write_stalled_until()),
-                        core.hard_stop.wait(),
-                    ),
-                ),
-            )
-            .await
-            {
-                Either::Left(_) => break true,
-                Either::Right(Either::Left(())) => {}
-                Either::Right(Either::Right(Either::Left(()))) => {
-                    if accounting
-                        .write_stalled_until()
-                        .is_some_and(|at| at <= Instant::now())
-                    {
-                        break false;
-                    }
-                }
-                Either::Right(Either::Right(Either::Right(()))) => break false,
-            }
-        };
-    if !written {
-        if accounting.writer_done.get() {
-            tracing::debug!(%peer, "the peer went away before its responses were written");
-        } else {
-            tracing::warn!(
-                %peer,
-                in_flight = accounting.in_flight.get(),
-                unwritten_bytes = accounting.unwritten_bytes.get(),
-                "closing a connection with responses unwritten (drain deadline, or its peer \
-                 reads nothing)"
-            );
-        }
-        // Discard what the kernel holds for this peer (RST, no FIN_WAIT with a full buffer) and
-        // wake any operation still pending on the socket; dropping the writer task cancels it.
-        let socket = socket2::SockRef::from(&socket);
-        let _ = socket.set_linger(Some(Duration::ZERO));
-        let _ = socket.shutdown(std::net::Shutdown::Both);
-        drop(writer_task);
     }
-    accounting.close();
+}
+
+/// Waits for the writer to write what is queued and close the socket (it was sent `Close`):
+/// `false` when the peer read none of it for `idle_timeout` or the core's drain deadline
+/// passed first.
+async fn finish_writing(
+    writer_task: &mut compio::runtime::JoinHandle<()>,
+    accounting: &Accounting,
+    core: &CoreContext,
+) -> bool {
+    loop {
+        match race(
+            &mut *writer_task,
+            race(
+                accounting.changed.notified(),
+                race(
+                    sleep_until(accounting.write_stalled_until()),
+                    core.hard_stop.wait(),
+                ),
+            ),
+        )
+        .await
+        {
+            Either::Left(_) => return true,
+            Either::Right(Either::Left(())) => {}
+            Either::Right(Either::Right(Either::Left(()))) => {
+                if accounting.write_stalled(Instant::now()) {
+                    return false;
+                }
+            }
+            Either::Right(Either::Right(Either::Right(()))) => return false,
+        }
+    }
+}
+
+/// Closes a connection whose responses were not all written: the kernel's copy is dropped
+/// and the writer task cancelled.
+fn close_hard(
+    peer: SocketAddr,
+    socket: &TcpStream,
+    accounting: &Accounting,
+    writer_task: compio::runtime::JoinHandle<()>,
+) {
+    if accounting.writer_done.get() {
+        tracing::debug!(%peer, "the peer went away before its responses were written");
+    } else {
+        tracing::warn!(
+            %peer,
+            in_flight = accounting.in_flight.get(),
+            unwritten_bytes = accounting.unwritten_bytes.get(),
+            "closing a connection with responses unwritten (drain deadline, or its peer \
+             reads nothing)"
+        );
+    }
+    // Discard what the kernel holds for this peer (RST, no FIN_WAIT with a full buffer) and
+    // wake any operation still pending on the socket; dropping the writer task cancels it.
+    let socket = socket2::SockRef::from(socket);
+    let _ = socket.set_linger(Some(Duration::ZERO));
+    let _ = socket.shutdown(std::net::Shutdown::Both);
+    drop(writer_task);
 }
 
 /// Sleeps until `deadline`; without one, forever.
@@ -486,6 +512,25 @@ struct HelloState {
     evicted: Rc<LocalFlag>,
     /// The protocol version HELLO negotiated (HELLO itself has the version-1 layout).
     version: u16,
+}
+
+impl HelloState {
+    fn new(ticket: HelloTicket, limits: &ServerLimits) -> Self {
+        HelloState {
+            id: ticket.id,
+            deadline: Some(Instant::now() + limits.hello_timeout),
+            evicted: ticket.evicted,
+            version: PROTOCOL_VERSION_MIN,
+        }
+    }
+
+    /// Takes the connection off the core's list of those waiting for HELLO, and off the
+    /// server's count, unless a newer connection evicted it (and took over its count).
+    fn leave_pending(&self, core: &CoreContext) {
+        if core.pending_hellos.remove(self.id) {
+            uncount_unauthenticated(core);
+        }
+    }
 }
 
 /// Why the read loop ended.
@@ -753,9 +798,7 @@ fn handle_frame(
             Ok((response, version)) => {
                 hello.deadline = None;
                 hello.version = version;
-                if core.pending_hellos.remove(hello.id) {
-                    uncount_unauthenticated(core);
-                }
+                hello.leave_pending(core);
                 core.metrics.answered(header.msg_type, &response, None);
                 state.send(header.req_id, &response, false, 0);
                 Handled::Done
