@@ -536,177 +536,233 @@ impl HelloState {
 /// Why the read loop ended.
 type Ending = &'static str;
 
+/// Reads frames and starts their requests until the connection must close; answers why.
 async fn read_requests(
     reader: &mut TcpStream,
     core: &Rc<CoreContext>,
     state: &Rc<ConnectionState>,
     hello: &mut HelloState,
 ) -> Ending {
-    let limits = core.limits;
-    let accounting = &state.accounting;
-    let mut frames = FrameReader::new(limits.frame_bytes_max);
-    let mut frame_started: Option<Instant> = None;
-    // A request read but not started: it waits for room in the server's budget (a request
-    // read at shutdown is not started, like those not read).
-    let mut waiting: Option<Waiting> = None;
+    let mut reading = Reading {
+        core,
+        state,
+        hello,
+        frames: FrameReader::new(core.limits.frame_bytes_max),
+        frame_started: None,
+        waiting: None,
+    };
     loop {
-        // Every complete frame in the buffer first, while the connection may start requests.
-        let mut blocked = false;
-        loop {
-            if !accounting.may_start() {
-                blocked = true;
-                break;
-            }
-            // A request read earlier that waits for room in the server's budget goes first.
-            if let Some(next) = waiting.take() {
-                match start(next, hello.version, core, state) {
-                    None => continue,
-                    Some(waiting_still) => {
-                        waiting = Some(waiting_still);
-                        blocked = true;
-                        break;
-                    }
-                }
-            }
-            let frame = match frames.next_frame() {
-                Ok(Some(frame)) => frame,
-                Ok(None) => break,
-                Err(frame_error) => {
-                    let code = match frame_error {
-                        FrameError::TooLarge { .. } => ErrorCode::TooLarge,
-                        FrameError::BadFlags { .. } => ErrorCode::BadFrame,
-                    };
-                    state.send(
-                        frame_error.req_id(),
-                        &error(code, frame_error.to_string()),
-                        false,
-                        0,
-                    );
-                    return "framing error";
-                }
-            };
-            frame_started = None;
-            match handle_frame(frame, hello, core, state) {
-                Handled::Done => {}
-                Handled::Close(ending) => return ending,
-                Handled::Wait(request) => {
-                    waiting = Some(request);
-                    blocked = true;
-                    break;
-                }
-            }
+        if let Err(ending) = reading.next_turn(reader).await {
+            return ending;
         }
-        if frames.pending_bytes() > 0 && frame_started.is_none() {
-            frame_started = Some(Instant::now());
+    }
+}
+
+/// The read loop of one connection.
+struct Reading<'a> {
+    core: &'a Rc<CoreContext>,
+    state: &'a Rc<ConnectionState>,
+    hello: &'a mut HelloState,
+    frames: FrameReader,
+    /// When the first byte of the frame in progress arrived.
+    frame_started: Option<Instant>,
+    /// A request read but not started: it waits for room in the server's budget (a request
+    /// read at shutdown is not started, like those not read).
+    waiting: Option<Waiting>,
+}
+
+impl Reading<'_> {
+    /// One turn of the loop: start the requests the buffer holds, then wait for room to
+    /// start more, or read more bytes. `Err`: the connection closes.
+    async fn next_turn(&mut self, reader: &mut TcpStream) -> Result<(), Ending> {
+        let blocked = self.start_buffered()?;
+        if self.frames.pending_bytes() > 0 && self.frame_started.is_none() {
+            self.frame_started = Some(Instant::now());
         }
 
         // Backpressure: no reading while the connection holds its maximum in flight or in
         // unwritten bytes, or while a request it read waits for room in the server's budget.
         if blocked {
-            let ready = |waiting: &Option<Waiting>| {
-                accounting.may_start()
-                    && waiting
-                        .as_ref()
-                        .is_none_or(|waiting| accounting.could_reserve(waiting.reserved))
-            };
-            while !ready(&waiting) {
-                // Other connections' writers (on any core) free the server-wide budget without
-                // telling this one: then look again now and then.
-                let recheck = (accounting.may_start() && waiting.is_some())
-                    .then(|| Instant::now() + Duration::from_millis(20));
-                let wake = match (accounting.write_stalled_until(), recheck) {
-                    (Some(stalled), Some(recheck)) => Some(stalled.min(recheck)),
-                    (stalled, recheck) => stalled.or(recheck),
-                };
-                match race(
-                    accounting.changed.notified(),
-                    race(sleep_until(wake), core.shutdown.wait()),
-                )
-                .await
-                {
-                    Either::Right(Either::Right(())) => return "shutdown",
-                    Either::Left(()) | Either::Right(Either::Left(())) => {
-                        if accounting
-                            .write_stalled_until()
-                            .is_some_and(|at| at <= Instant::now())
-                        {
-                            return "peer reads no responses";
-                        }
+            // Frames may be waiting in the buffer: the next turn takes them before reading
+            // more.
+            return self.wait_for_room().await;
+        }
+        if self.core.shutdown.is_raised() {
+            return Err("shutdown");
+        }
+        self.read_more(reader).await
+    }
+
+    /// Every complete frame in the buffer, while the connection may start requests. `Ok(true)`:
+    /// it may not start more now (blocked); `Ok(false)`: no complete frame is left.
+    fn start_buffered(&mut self) -> Result<bool, Ending> {
+        let accounting = &self.state.accounting;
+        loop {
+            if !accounting.may_start() {
+                return Ok(true);
+            }
+            // A request read earlier that waits for room in the server's budget goes first.
+            if let Some(next) = self.waiting.take() {
+                match start(next, self.hello.version, self.core, self.state) {
+                    None => continue,
+                    Some(waiting_still) => {
+                        self.waiting = Some(waiting_still);
+                        return Ok(true);
                     }
                 }
             }
-            // Frames may be waiting in the buffer: take them before reading more.
-            continue;
+            let frame = match self.frames.next_frame() {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return Ok(false),
+                Err(frame_error) => return Err(self.framing_error(frame_error)),
+            };
+            self.frame_started = None;
+            match handle_frame(frame, self.hello, self.core, self.state) {
+                Handled::Done => {}
+                Handled::Close(ending) => return Err(ending),
+                Handled::Wait(request) => {
+                    self.waiting = Some(request);
+                    return Ok(true);
+                }
+            }
         }
-        if core.shutdown.is_raised() {
-            return "shutdown";
-        }
+    }
 
-        // A frame in progress must finish within frame_timeout of its first byte; HELLO within
-        // hello_timeout of the accept; an idle connection (nothing pending, nothing in flight)
-        // is closed after idle_timeout. The read stays the same across timer checks:
-        // cancelling a read could lose bytes.
-        let wanted = frames.wanted_capacity();
-        let mut buffer = frames.take_buffer();
+    /// A frame over the limit or with flags set: answered with an ERROR, then the connection
+    /// closes (the stream cannot be trusted past it).
+    fn framing_error(&self, frame_error: FrameError) -> Ending {
+        let code = match frame_error {
+            FrameError::TooLarge { .. } => ErrorCode::TooLarge,
+            FrameError::BadFlags { .. } => ErrorCode::BadFrame,
+        };
+        let response = error(code, frame_error.to_string());
+        self.state.send(frame_error.req_id(), &response, false, 0);
+        "framing error"
+    }
+
+    /// Whether the connection may start a request again: below its own limits, and the
+    /// request that waits (if any) fits the server's budget now.
+    fn ready_to_start(&self) -> bool {
+        let accounting = &self.state.accounting;
+        accounting.may_start()
+            && self
+                .waiting
+                .as_ref()
+                .is_none_or(|waiting| accounting.could_reserve(waiting.reserved))
+    }
+
+    /// Waits, not reading, until `ready_to_start`; `Err` at shutdown or when the peer has read
+    /// none of its responses for `idle_timeout`.
+    async fn wait_for_room(&self) -> Result<(), Ending> {
+        let accounting = &self.state.accounting;
+        while !self.ready_to_start() {
+            // Other connections' writers (on any core) free the server-wide budget without
+            // telling this one: then look again now and then.
+            let recheck = (accounting.may_start() && self.waiting.is_some())
+                .then(|| Instant::now() + Duration::from_millis(20));
+            let wake = match (accounting.write_stalled_until(), recheck) {
+                (Some(stalled), Some(recheck)) => Some(stalled.min(recheck)),
+                (stalled, recheck) => stalled.or(recheck),
+            };
+            match race(
+                accounting.changed.notified(),
+                race(sleep_until(wake), self.core.shutdown.wait()),
+            )
+            .await
+            {
+                Either::Right(Either::Right(())) => return Err("shutdown"),
+                Either::Left(()) | Either::Right(Either::Left(())) => {
+                    if accounting.write_stalled(Instant::now()) {
+                        return Err("peer reads no responses");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads more bytes into the frame buffer. A frame in progress must finish within
+    /// frame_timeout of its first byte; HELLO within hello_timeout of the accept; an idle
+    /// connection (nothing pending, nothing in flight) is closed after idle_timeout. The read
+    /// stays the same across timer checks: cancelling a read could lose bytes.
+    async fn read_more(&mut self, reader: &mut TcpStream) -> Result<(), Ending> {
+        let limits = self.core.limits;
+        let wanted = self.frames.wanted_capacity();
+        let mut buffer = self.frames.take_buffer();
         buffer.reserve(wanted);
         let mut read = Box::pin(reader.append(buffer));
-        let mut deadline = match frame_started {
+        let mut deadline = match self.frame_started {
             Some(started) => started + limits.frame_timeout,
             None => Instant::now() + limits.idle_timeout,
         };
         let BufResult(result, buffer) = loop {
             // The stall deadline only moves later (with write progress): recomputed each turn.
-            let read_deadline = [hello.deadline, accounting.write_stalled_until()]
-                .into_iter()
-                .flatten()
-                .fold(deadline, Instant::min);
+            let read_deadline = [
+                self.hello.deadline,
+                self.state.accounting.write_stalled_until(),
+            ]
+            .into_iter()
+            .flatten()
+            .fold(deadline, Instant::min);
             let timer = compio::time::sleep_until(read_deadline);
-            let stop = race(core.shutdown.wait(), hello.evicted.wait());
+            let stop = race(self.core.shutdown.wait(), self.hello.evicted.wait());
             match race(&mut read, race(timer, stop)).await {
                 Either::Left(done) => break done,
-                Either::Right(Either::Right(Either::Left(()))) => return "shutdown",
-                Either::Right(Either::Right(Either::Right(()))) => {
-                    let message = "closed to make room: too many connections are waiting for \
-                                   HELLO";
-                    state.send(0, &error(ErrorCode::Overloaded, message), false, 0);
-                    return "evicted before HELLO";
-                }
-                Either::Right(Either::Left(())) => {
-                    let now = Instant::now();
-                    if hello.deadline.is_some_and(|at| at <= now) {
-                        let message = format!(
-                            "HELLO not completed within the HELLO timeout ({:?})",
-                            limits.hello_timeout
-                        );
-                        state.send(0, &error(ErrorCode::Unauthorized, message), false, 0);
-                        return "no HELLO in time";
-                    }
-                    if accounting.write_stalled_until().is_some_and(|at| at <= now) {
-                        return "peer reads no responses";
-                    }
-                    if deadline > now {
-                        continue;
-                    }
-                    if frame_started.is_some() {
-                        let message = "frame not completed within the frame timeout";
-                        state.send(0, &error(ErrorCode::BadFrame, message), false, 0);
-                        return "slow frame";
-                    }
-                    if accounting.in_flight.get() == 0 {
-                        return "idle";
-                    }
-                    // Not idle: it waits for answers, or reads them.
-                    deadline = now + limits.idle_timeout;
-                }
+                Either::Right(Either::Right(Either::Left(()))) => return Err("shutdown"),
+                Either::Right(Either::Right(Either::Right(()))) => return Err(self.evicted()),
+                Either::Right(Either::Left(())) => self.check_deadlines(&mut deadline)?,
             }
         };
-        frames.restore(buffer);
+        self.frames.restore(buffer);
         match result {
-            Ok(0) if frames.pending_bytes() > 0 => return "truncated frame",
-            Ok(0) => return "peer closed",
-            Ok(_) => {}
-            Err(_) => return "read error",
+            Ok(0) if self.frames.pending_bytes() > 0 => Err("truncated frame"),
+            Ok(0) => Err("peer closed"),
+            Ok(_) => Ok(()),
+            Err(_) => Err("read error"),
         }
+    }
+
+    /// The read's timer fired: `Err` when a deadline passed (HELLO, the peer reading none of
+    /// its responses, a frame in progress, an idle connection); else the read goes on until
+    /// `deadline`, moved later when the connection is not idle.
+    fn check_deadlines(&self, deadline: &mut Instant) -> Result<(), Ending> {
+        let limits = &self.core.limits;
+        let now = Instant::now();
+        if self.hello.deadline.is_some_and(|at| at <= now) {
+            let message = format!(
+                "HELLO not completed within the HELLO timeout ({:?})",
+                limits.hello_timeout
+            );
+            self.state
+                .send(0, &error(ErrorCode::Unauthorized, message), false, 0);
+            return Err("no HELLO in time");
+        }
+        if self.state.accounting.write_stalled(now) {
+            return Err("peer reads no responses");
+        }
+        if *deadline > now {
+            return Ok(());
+        }
+        if self.frame_started.is_some() {
+            let message = "frame not completed within the frame timeout";
+            self.state
+                .send(0, &error(ErrorCode::BadFrame, message), false, 0);
+            return Err("slow frame");
+        }
+        if self.state.accounting.in_flight.get() == 0 {
+            return Err("idle");
+        }
+        // Not idle: it waits for answers, or reads them.
+        *deadline = now + limits.idle_timeout;
+        Ok(())
+    }
+
+    /// A newer connection needed this one's place among those waiting for HELLO.
+    fn evicted(&self) -> Ending {
+        let message = "closed to make room: too many connections are waiting for HELLO";
+        self.state
+            .send(0, &error(ErrorCode::Overloaded, message), false, 0);
+        "evicted before HELLO"
     }
 }
 
