@@ -802,8 +802,7 @@ fn handle_frame(
     let is_hello = header.msg_type == MessageType::Hello.code();
     if !authenticated && !is_hello {
         let response = error(ErrorCode::Unauthorized, "send HELLO first");
-        core.metrics.answered(header.msg_type, &response, None);
-        state.send(header.req_id, &response, false, 0);
+        answer_at_once(&header, &response, core, state);
         return Handled::Close("request before HELLO");
     }
     // A payload is a slice of the read buffer: a request holds its frame's memory until it
@@ -823,13 +822,9 @@ fn handle_frame(
                     work: Work::Answer(response),
                     reserved: accounting.reservation(SMALL_RESPONSE_BYTES),
                 };
-                return match start(waiting, hello.version, core, state) {
-                    None => Handled::Done,
-                    Some(waiting) => Handled::Wait(waiting),
-                };
+                return start_or_wait(waiting, hello.version, core, state);
             }
-            core.metrics.answered(header.msg_type, &response, None);
-            state.send(header.req_id, &response, false, 0);
+            answer_at_once(&header, &response, core, state);
             return if code == ErrorCode::UnknownMessage {
                 Handled::Done
             } else {
@@ -846,8 +841,7 @@ fn handle_frame(
     {
         if authenticated {
             let response = error(ErrorCode::BadFrame, "HELLO twice");
-            core.metrics.answered(header.msg_type, &response, None);
-            state.send(header.req_id, &response, false, 0);
+            answer_at_once(&header, &response, core, state);
             return Handled::Close("second HELLO");
         }
         return match self::hello(core, *min_version, *max_version, token, client_name) {
@@ -855,13 +849,11 @@ fn handle_frame(
                 hello.deadline = None;
                 hello.version = version;
                 hello.leave_pending(core);
-                core.metrics.answered(header.msg_type, &response, None);
-                state.send(header.req_id, &response, false, 0);
+                answer_at_once(&header, &response, core, state);
                 Handled::Done
             }
             Err((response, ending)) => {
-                core.metrics.answered(header.msg_type, &response, None);
-                state.send(header.req_id, &response, false, 0);
+                answer_at_once(&header, &response, core, state);
                 Handled::Close(ending)
             }
         };
@@ -872,7 +864,29 @@ fn handle_frame(
         work: Work::Request(request),
         reserved,
     };
-    match start(waiting, hello.version, core, state) {
+    start_or_wait(waiting, hello.version, core, state)
+}
+
+/// Answers a frame that starts no request (HELLO, and the ERRORs of frames refused before
+/// they could be one): it is not in flight and reserves nothing of the budget.
+fn answer_at_once(
+    header: &FrameHeader,
+    response: &Response,
+    core: &CoreContext,
+    state: &ConnectionState,
+) {
+    core.metrics.answered(header.msg_type, response, None);
+    state.send(header.req_id, response, false, 0);
+}
+
+/// Starts a request (`start`), or hands it back to wait for room in the server's budget.
+fn start_or_wait(
+    waiting: Waiting,
+    version: u16,
+    core: &Rc<CoreContext>,
+    state: &Rc<ConnectionState>,
+) -> Handled {
+    match start(waiting, version, core, state) {
         None => Handled::Done,
         Some(waiting) => Handled::Wait(waiting),
     }
