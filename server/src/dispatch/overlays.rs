@@ -25,7 +25,7 @@ impl Dispatcher {
             }
             // Nothing to take out of the payload caches: reads look at the overlays (a
             // redacted turn has no payload to look up) and at the purged blobs before any
-            // cache (`read.rs`).
+            // cache (the engine's `read.rs`).
             Request::RedactTurn { turn_id } => {
                 let redacted = self.engine.redact_turn(TurnId(turn_id)).await;
                 let redacted = redacted.map_err(engine_error)?;
