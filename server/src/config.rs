@@ -130,7 +130,17 @@ impl ServerConfig {
     /// Checks every limit against the others and against what the protocol can carry, so that
     /// a server that starts can serve: each error names the flag to change.
     pub fn validate(&self) -> Result<(), String> {
-        use ctxstore_protocol::{LIST_ITEMS_LIMIT, TOKEN_BYTES_MAX, frame::FRAME_BYTES_LIMIT};
+        self.check_exposure()?;
+        self.check_cores()?;
+        self.check_counts()?;
+        self.check_timeouts()?;
+        self.check_bytes()?;
+        self.engine.validate()
+    }
+
+    /// Who can reach the server and its metrics, and whether a client could log in.
+    fn check_exposure(&self) -> Result<(), String> {
+        use ctxstore_protocol::TOKEN_BYTES_MAX;
         if !self.listen.ip().is_loopback() && self.token.as_deref().is_none_or(str::is_empty) {
             return Err(format!(
                 "refusing to listen on {} without a token: anyone who can reach it could read \
@@ -157,6 +167,11 @@ impl ServerConfig {
                 token.len()
             ));
         }
+        Ok(())
+    }
+
+    /// Network cores: 1..=256, and one CPU each when they are pinned.
+    fn check_cores(&self) -> Result<(), String> {
         if self.network_cores == 0 || self.network_cores > 256 {
             return Err("--network-cores must be in 1..=256".into());
         }
@@ -169,6 +184,13 @@ impl ServerConfig {
                 self.network_cores
             ));
         }
+        Ok(())
+    }
+
+    /// Frames and the counts a client controls, each at least 1 and within what the protocol
+    /// carries.
+    fn check_counts(&self) -> Result<(), String> {
+        use ctxstore_protocol::{LIST_ITEMS_LIMIT, frame::FRAME_BYTES_LIMIT};
         let limits = &self.limits;
         if limits.frame_bytes_max < 1024 || limits.frame_bytes_max > FRAME_BYTES_LIMIT {
             return Err(format!(
@@ -203,6 +225,12 @@ impl ServerConfig {
                 limits.has_blobs_max, limits.frame_bytes_max
             ));
         }
+        Ok(())
+    }
+
+    /// The connections' timeouts and the drain deadline, each positive.
+    fn check_timeouts(&self) -> Result<(), String> {
+        let limits = &self.limits;
         for (flag, value) in [
             ("--idle-timeout", limits.idle_timeout),
             ("--frame-timeout", limits.frame_timeout),
@@ -213,6 +241,12 @@ impl ServerConfig {
                 return Err(format!("{flag} must be positive"));
             }
         }
+        Ok(())
+    }
+
+    /// Blobs, responses and unwritten bytes against the frame and against each other.
+    fn check_bytes(&self) -> Result<(), String> {
+        let limits = &self.limits;
         // APPEND_TURN carries 40 bytes of fields before the payload.
         if u64::from(self.engine.limits.blob_bytes_max) + 64 > u64::from(limits.frame_bytes_max) {
             return Err(format!(
@@ -244,7 +278,7 @@ impl ServerConfig {
                 limits.unwritten_bytes_total_max, limits.unwritten_bytes_max
             ));
         }
-        self.engine.validate()
+        Ok(())
     }
 }
 

@@ -166,6 +166,19 @@ struct Accounting {
 }
 
 impl Accounting {
+    fn new(core: Rc<CoreContext>) -> Self {
+        Accounting {
+            core,
+            in_flight: Cell::new(0),
+            unwritten_bytes: Cell::new(0),
+            reserved_bytes: Cell::new(0),
+            write_progress: Cell::new(Instant::now()),
+            closed: Cell::new(false),
+            writer_done: Cell::new(false),
+            changed: LocalNotify::default(),
+        }
+    }
+
     fn global(&self) -> &std::sync::atomic::AtomicU64 {
         &self.core.dispatcher.counters.unwritten_bytes
     }
@@ -282,6 +295,11 @@ impl Accounting {
             .then(|| self.write_progress.get() + self.core.limits.idle_timeout)
     }
 
+    /// Whether, at `now`, responses have waited `idle_timeout` for the peer to read any.
+    fn write_stalled(&self, now: Instant) -> bool {
+        self.write_stalled_until().is_some_and(|at| at <= now)
+    }
+
     /// The connection ends: give back what it still holds to the server's budget.
     fn close(&self) {
         if !self.closed.replace(true) {
@@ -352,41 +370,41 @@ pub async fn serve(
     let socket = stream.clone();
     let (mut reader, writer) = stream.into_split();
     let (outgoing, queue) = flume::unbounded();
-    let accounting = Rc::new(Accounting {
-        core: core.clone(),
-        in_flight: Cell::new(0),
-        unwritten_bytes: Cell::new(0),
-        reserved_bytes: Cell::new(0),
-        write_progress: Cell::new(Instant::now()),
-        closed: Cell::new(false),
-        writer_done: Cell::new(false),
-        changed: LocalNotify::default(),
-    });
+    let accounting = Rc::new(Accounting::new(core.clone()));
     let mut writer_task = compio::runtime::spawn(write_frames(writer, queue, accounting.clone()));
     let state = Rc::new(ConnectionState {
         outgoing,
         accounting: accounting.clone(),
     });
-    let mut hello = HelloState {
-        id: ticket.id,
-        deadline: Some(Instant::now() + core.limits.hello_timeout),
-        evicted: ticket.evicted,
-        version: PROTOCOL_VERSION_MIN,
-    };
+    let mut hello = HelloState::new(ticket, &core.limits);
     let ending = read_requests(&mut reader, &core, &state, &mut hello).await;
-    if hello.deadline.is_some() && core.pending_hellos.remove(hello.id) {
-        uncount_unauthenticated(&core);
+    if hello.deadline.is_some() {
+        hello.leave_pending(&core);
     }
     tracing::debug!(%peer, reason = ending, "closing connection");
 
     // What was read is answered and written, unless the peer stops reading for idle_timeout
     // or the server's drain deadline passes (then the connection closes hard).
-    let drained = loop {
+    let drained = drain_in_flight(&accounting, &core).await;
+    let _ = state.outgoing.send(Outgoing::Close);
+    drop(state);
+    let written = drained && finish_writing(&mut writer_task, &accounting, &core).await;
+    if !written {
+        close_hard(peer, &socket, &accounting, writer_task);
+    }
+    accounting.close();
+}
+
+/// Waits until every request read is answered and its response written: `false` when the
+/// writer stopped, the peer read none of its responses for `idle_timeout`, or the core's
+/// drain deadline passed first.
+async fn drain_in_flight(accounting: &Accounting, core: &CoreContext) -> bool {
+    loop {
         if accounting.in_flight.get() == 0 {
-            break true;
+            return true;
         }
         if accounting.writer_done.get() {
-            break false;
+            return false;
         }
         match race(
             accounting.changed.notified(),
@@ -399,65 +417,73 @@ pub async fn serve(
         {
             Either::Left(()) => {}
             Either::Right(Either::Left(())) => {
-                if accounting
-                    .write_stalled_until()
-                    .is_some_and(|at| at <= Instant::now())
-                {
-                    break false;
+                if accounting.write_stalled(Instant::now()) {
+                    return false;
                 }
             }
-            Either::Right(Either::Right(())) => break false,
+            Either::Right(Either::Right(())) => return false,
         }
-    };
-    let _ = state.outgoing.send(Outgoing::Close);
-    drop(state);
-    let written = drained
-        && loop {
-            match race(
-                &mut writer_task,
-                race(
-                    accounting.changed.notified(),
-                    race(
-                        sleep_until(accounting.write_stalled_until()),
-                        core.hard_stop.wait(),
-                    ),
-                ),
-            )
-            .await
-            {
-                Either::Left(_) => break true,
-                Either::Right(Either::Left(())) => {}
-                Either::Right(Either::Right(Either::Left(()))) => {
-                    if accounting
-                        .write_stalled_until()
-                        .is_some_and(|at| at <= Instant::now())
-                    {
-                        break false;
-                    }
-                }
-                Either::Right(Either::Right(Either::Right(()))) => break false,
-            }
-        };
-    if !written {
-        if accounting.writer_done.get() {
-            tracing::debug!(%peer, "the peer went away before its responses were written");
-        } else {
-            tracing::warn!(
-                %peer,
-                in_flight = accounting.in_flight.get(),
-                unwritten_bytes = accounting.unwritten_bytes.get(),
-                "closing a connection with responses unwritten (drain deadline, or its peer \
-                 reads nothing)"
-            );
-        }
-        // Discard what the kernel holds for this peer (RST, no FIN_WAIT with a full buffer) and
-        // wake any operation still pending on the socket; dropping the writer task cancels it.
-        let socket = socket2::SockRef::from(&socket);
-        let _ = socket.set_linger(Some(Duration::ZERO));
-        let _ = socket.shutdown(std::net::Shutdown::Both);
-        drop(writer_task);
     }
-    accounting.close();
+}
+
+/// Waits for the writer to write what is queued and close the socket (it was sent `Close`):
+/// `false` when the peer read none of it for `idle_timeout` or the core's drain deadline
+/// passed first.
+async fn finish_writing(
+    writer_task: &mut compio::runtime::JoinHandle<()>,
+    accounting: &Accounting,
+    core: &CoreContext,
+) -> bool {
+    loop {
+        match race(
+            &mut *writer_task,
+            race(
+                accounting.changed.notified(),
+                race(
+                    sleep_until(accounting.write_stalled_until()),
+                    core.hard_stop.wait(),
+                ),
+            ),
+        )
+        .await
+        {
+            Either::Left(_) => return true,
+            Either::Right(Either::Left(())) => {}
+            Either::Right(Either::Right(Either::Left(()))) => {
+                if accounting.write_stalled(Instant::now()) {
+                    return false;
+                }
+            }
+            Either::Right(Either::Right(Either::Right(()))) => return false,
+        }
+    }
+}
+
+/// Closes a connection whose responses were not all written: the kernel's copy is dropped
+/// and the writer task cancelled.
+fn close_hard(
+    peer: SocketAddr,
+    socket: &TcpStream,
+    accounting: &Accounting,
+    writer_task: compio::runtime::JoinHandle<()>,
+) {
+    if accounting.writer_done.get() {
+        tracing::debug!(%peer, "the peer went away before its responses were written");
+    } else {
+        tracing::warn!(
+            %peer,
+            in_flight = accounting.in_flight.get(),
+            unwritten_bytes = accounting.unwritten_bytes.get(),
+            "closing a connection with responses unwritten (drain deadline, or its peer \
+             reads nothing)"
+        );
+    }
+    // Discard what the kernel holds for this peer (RST, no FIN_WAIT with a full buffer) and
+    // wake any operation still pending on the socket; dropping the writer task cancels it.
+    let socket = socket2::SockRef::from(socket);
+    let _ = socket.set_linger(Some(Duration::ZERO));
+    let _ = socket.shutdown(std::net::Shutdown::Both);
+    drop(writer_task);
 }
 
 /// Sleeps until `deadline`; without one, forever.
@@ -488,180 +514,255 @@ struct HelloState {
     version: u16,
 }
 
+impl HelloState {
+    fn new(ticket: HelloTicket, limits: &ServerLimits) -> Self {
+        HelloState {
+            id: ticket.id,
+            deadline: Some(Instant::now() + limits.hello_timeout),
+            evicted: ticket.evicted,
+            version: PROTOCOL_VERSION_MIN,
+        }
+    }
+
+    /// Takes the connection off the core's list of those waiting for HELLO, and off the
+    /// server's count, unless a newer connection evicted it (and took over its count).
+    fn leave_pending(&self, core: &CoreContext) {
+        if core.pending_hellos.remove(self.id) {
+            uncount_unauthenticated(core);
+        }
+    }
+}
+
 /// Why the read loop ended.
 type Ending = &'static str;
 
+/// Reads frames and starts their requests until the connection must close; answers why.
 async fn read_requests(
     reader: &mut TcpStream,
     core: &Rc<CoreContext>,
     state: &Rc<ConnectionState>,
     hello: &mut HelloState,
 ) -> Ending {
-    let limits = core.limits;
-    let accounting = &state.accounting;
-    let mut frames = FrameReader::new(limits.frame_bytes_max);
-    let mut frame_started: Option<Instant> = None;
-    // A request read but not started: it waits for room in the server's budget (a request
-    // read at shutdown is not started, like those not read).
-    let mut waiting: Option<Waiting> = None;
+    let mut reading = Reading {
+        core,
+        state,
+        hello,
+        frames: FrameReader::new(core.limits.frame_bytes_max),
+        frame_started: None,
+        waiting: None,
+    };
     loop {
-        // Every complete frame in the buffer first, while the connection may start requests.
-        let mut blocked = false;
-        loop {
-            if !accounting.may_start() {
-                blocked = true;
-                break;
-            }
-            // A request read earlier that waits for room in the server's budget goes first.
-            if let Some(next) = waiting.take() {
-                match start(next, hello.version, core, state) {
-                    None => continue,
-                    Some(waiting_still) => {
-                        waiting = Some(waiting_still);
-                        blocked = true;
-                        break;
-                    }
-                }
-            }
-            let frame = match frames.next_frame() {
-                Ok(Some(frame)) => frame,
-                Ok(None) => break,
-                Err(frame_error) => {
-                    let code = match frame_error {
-                        FrameError::TooLarge { .. } => ErrorCode::TooLarge,
-                        FrameError::BadFlags { .. } => ErrorCode::BadFrame,
-                    };
-                    state.send(
-                        frame_error.req_id(),
-                        &error(code, frame_error.to_string()),
-                        false,
-                        0,
-                    );
-                    return "framing error";
-                }
-            };
-            frame_started = None;
-            match handle_frame(frame, hello, core, state) {
-                Handled::Done => {}
-                Handled::Close(ending) => return ending,
-                Handled::Wait(request) => {
-                    waiting = Some(request);
-                    blocked = true;
-                    break;
-                }
-            }
+        if let Err(ending) = reading.next_turn(reader).await {
+            return ending;
         }
-        if frames.pending_bytes() > 0 && frame_started.is_none() {
-            frame_started = Some(Instant::now());
+    }
+}
+
+/// The read loop of one connection.
+struct Reading<'a> {
+    core: &'a Rc<CoreContext>,
+    state: &'a Rc<ConnectionState>,
+    hello: &'a mut HelloState,
+    frames: FrameReader,
+    /// When the first byte of the frame in progress arrived.
+    frame_started: Option<Instant>,
+    /// A request read but not started: it waits for room in the server's budget (a request
+    /// read at shutdown is not started, like those not read).
+    waiting: Option<Waiting>,
+}
+
+impl Reading<'_> {
+    /// One turn of the loop: start the requests the buffer holds, then wait for room to
+    /// start more, or read more bytes. `Err`: the connection closes.
+    async fn next_turn(&mut self, reader: &mut TcpStream) -> Result<(), Ending> {
+        let blocked = self.start_buffered()?;
+        if self.frames.pending_bytes() > 0 && self.frame_started.is_none() {
+            self.frame_started = Some(Instant::now());
         }
 
         // Backpressure: no reading while the connection holds its maximum in flight or in
         // unwritten bytes, or while a request it read waits for room in the server's budget.
         if blocked {
-            let ready = |waiting: &Option<Waiting>| {
-                accounting.may_start()
-                    && waiting
-                        .as_ref()
-                        .is_none_or(|waiting| accounting.could_reserve(waiting.reserved))
-            };
-            while !ready(&waiting) {
-                // Other connections' writers (on any core) free the server-wide budget without
-                // telling this one: then look again now and then.
-                let recheck = (accounting.may_start() && waiting.is_some())
-                    .then(|| Instant::now() + Duration::from_millis(20));
-                let wake = match (accounting.write_stalled_until(), recheck) {
-                    (Some(stalled), Some(recheck)) => Some(stalled.min(recheck)),
-                    (stalled, recheck) => stalled.or(recheck),
-                };
-                match race(
-                    accounting.changed.notified(),
-                    race(sleep_until(wake), core.shutdown.wait()),
-                )
-                .await
-                {
-                    Either::Right(Either::Right(())) => return "shutdown",
-                    Either::Left(()) | Either::Right(Either::Left(())) => {
-                        if accounting
-                            .write_stalled_until()
-                            .is_some_and(|at| at <= Instant::now())
-                        {
-                            return "peer reads no responses";
-                        }
+            // Frames may be waiting in the buffer: the next turn takes them before reading
+            // more.
+            return self.wait_for_room().await;
+        }
+        if self.core.shutdown.is_raised() {
+            return Err("shutdown");
+        }
+        self.read_more(reader).await
+    }
+
+    /// Every complete frame in the buffer, while the connection may start requests. `Ok(true)`:
+    /// it may not start more now (blocked); `Ok(false)`: no complete frame is left.
+    fn start_buffered(&mut self) -> Result<bool, Ending> {
+        let accounting = &self.state.accounting;
+        loop {
+            if !accounting.may_start() {
+                return Ok(true);
+            }
+            // A request read earlier that waits for room in the server's budget goes first.
+            if let Some(next) = self.waiting.take() {
+                match start(next, self.hello.version, self.core, self.state) {
+                    None => continue,
+                    Some(waiting_still) => {
+                        self.waiting = Some(waiting_still);
+                        return Ok(true);
                     }
                 }
             }
-            // Frames may be waiting in the buffer: take them before reading more.
-            continue;
+            let frame = match self.frames.next_frame() {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return Ok(false),
+                Err(frame_error) => return Err(self.framing_error(frame_error)),
+            };
+            self.frame_started = None;
+            match handle_frame(frame, self.hello, self.core, self.state) {
+                Handled::Done => {}
+                Handled::Close(ending) => return Err(ending),
+                Handled::Wait(request) => {
+                    self.waiting = Some(request);
+                    return Ok(true);
+                }
+            }
         }
-        if core.shutdown.is_raised() {
-            return "shutdown";
-        }
+    }
 
-        // A frame in progress must finish within frame_timeout of its first byte; HELLO within
-        // hello_timeout of the accept; an idle connection (nothing pending, nothing in flight)
-        // is closed after idle_timeout. The read stays the same across timer checks:
-        // cancelling a read could lose bytes.
-        let wanted = frames.wanted_capacity();
-        let mut buffer = frames.take_buffer();
+    /// A frame over the limit or with flags set: answered with an ERROR, then the connection
+    /// closes (the stream cannot be trusted past it).
+    fn framing_error(&self, frame_error: FrameError) -> Ending {
+        let code = match frame_error {
+            FrameError::TooLarge { .. } => ErrorCode::TooLarge,
+            FrameError::BadFlags { .. } => ErrorCode::BadFrame,
+        };
+        let response = error(code, frame_error.to_string());
+        self.state.send(frame_error.req_id(), &response, false, 0);
+        "framing error"
+    }
+
+    /// Whether the connection may start a request again: below its own limits, and the
+    /// request that waits (if any) fits the server's budget now.
+    fn ready_to_start(&self) -> bool {
+        let accounting = &self.state.accounting;
+        accounting.may_start()
+            && self
+                .waiting
+                .as_ref()
+                .is_none_or(|waiting| accounting.could_reserve(waiting.reserved))
+    }
+
+    /// Waits, not reading, until `ready_to_start`; `Err` at shutdown or when the peer has read
+    /// none of its responses for `idle_timeout`.
+    async fn wait_for_room(&self) -> Result<(), Ending> {
+        let accounting = &self.state.accounting;
+        while !self.ready_to_start() {
+            // Other connections' writers (on any core) free the server-wide budget without
+            // telling this one: then look again now and then.
+            let recheck = (accounting.may_start() && self.waiting.is_some())
+                .then(|| Instant::now() + Duration::from_millis(20));
+            let wake = match (accounting.write_stalled_until(), recheck) {
+                (Some(stalled), Some(recheck)) => Some(stalled.min(recheck)),
+                (stalled, recheck) => stalled.or(recheck),
+            };
+            match race(
+                accounting.changed.notified(),
+                race(sleep_until(wake), self.core.shutdown.wait()),
+            )
+            .await
+            {
+                Either::Right(Either::Right(())) => return Err("shutdown"),
+                Either::Left(()) | Either::Right(Either::Left(())) => {
+                    if accounting.write_stalled(Instant::now()) {
+                        return Err("peer reads no responses");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads more bytes into the frame buffer. A frame in progress must finish within
+    /// frame_timeout of its first byte; HELLO within hello_timeout of the accept; an idle
+    /// connection (nothing pending, nothing in flight) is closed after idle_timeout. The read
+    /// stays the same across timer checks: cancelling a read could lose bytes.
+    async fn read_more(&mut self, reader: &mut TcpStream) -> Result<(), Ending> {
+        let limits = self.core.limits;
+        let wanted = self.frames.wanted_capacity();
+        let mut buffer = self.frames.take_buffer();
         buffer.reserve(wanted);
         let mut read = Box::pin(reader.append(buffer));
-        let mut deadline = match frame_started {
+        let mut deadline = match self.frame_started {
             Some(started) => started + limits.frame_timeout,
             None => Instant::now() + limits.idle_timeout,
         };
         let BufResult(result, buffer) = loop {
             // The stall deadline only moves later (with write progress): recomputed each turn.
-            let read_deadline = [hello.deadline, accounting.write_stalled_until()]
-                .into_iter()
-                .flatten()
-                .fold(deadline, Instant::min);
+            let read_deadline = [
+                self.hello.deadline,
+                self.state.accounting.write_stalled_until(),
+            ]
+            .into_iter()
+            .flatten()
+            .fold(deadline, Instant::min);
             let timer = compio::time::sleep_until(read_deadline);
-            let stop = race(core.shutdown.wait(), hello.evicted.wait());
+            let stop = race(self.core.shutdown.wait(), self.hello.evicted.wait());
             match race(&mut read, race(timer, stop)).await {
                 Either::Left(done) => break done,
-                Either::Right(Either::Right(Either::Left(()))) => return "shutdown",
-                Either::Right(Either::Right(Either::Right(()))) => {
-                    let message = "closed to make room: too many connections are waiting for \
-                                   HELLO";
-                    state.send(0, &error(ErrorCode::Overloaded, message), false, 0);
-                    return "evicted before HELLO";
-                }
-                Either::Right(Either::Left(())) => {
-                    let now = Instant::now();
-                    if hello.deadline.is_some_and(|at| at <= now) {
-                        let message = format!(
-                            "HELLO not completed within the HELLO timeout ({:?})",
-                            limits.hello_timeout
-                        );
-                        state.send(0, &error(ErrorCode::Unauthorized, message), false, 0);
-                        return "no HELLO in time";
-                    }
-                    if accounting.write_stalled_until().is_some_and(|at| at <= now) {
-                        return "peer reads no responses";
-                    }
-                    if deadline > now {
-                        continue;
-                    }
-                    if frame_started.is_some() {
-                        let message = "frame not completed within the frame timeout";
-                        state.send(0, &error(ErrorCode::BadFrame, message), false, 0);
-                        return "slow frame";
-                    }
-                    if accounting.in_flight.get() == 0 {
-                        return "idle";
-                    }
-                    // Not idle: it waits for answers, or reads them.
-                    deadline = now + limits.idle_timeout;
-                }
+                Either::Right(Either::Right(Either::Left(()))) => return Err("shutdown"),
+                Either::Right(Either::Right(Either::Right(()))) => return Err(self.evicted()),
+                Either::Right(Either::Left(())) => self.check_deadlines(&mut deadline)?,
             }
         };
-        frames.restore(buffer);
+        self.frames.restore(buffer);
         match result {
-            Ok(0) if frames.pending_bytes() > 0 => return "truncated frame",
-            Ok(0) => return "peer closed",
-            Ok(_) => {}
-            Err(_) => return "read error",
+            Ok(0) if self.frames.pending_bytes() > 0 => Err("truncated frame"),
+            Ok(0) => Err("peer closed"),
+            Ok(_) => Ok(()),
+            Err(_) => Err("read error"),
         }
+    }
+
+    /// The read's timer fired: `Err` when a deadline passed (HELLO, the peer reading none of
+    /// its responses, a frame in progress, an idle connection); else the read goes on until
+    /// `deadline`, moved later when the connection is not idle.
+    fn check_deadlines(&self, deadline: &mut Instant) -> Result<(), Ending> {
+        let limits = &self.core.limits;
+        let now = Instant::now();
+        if self.hello.deadline.is_some_and(|at| at <= now) {
+            let message = format!(
+                "HELLO not completed within the HELLO timeout ({:?})",
+                limits.hello_timeout
+            );
+            self.state
+                .send(0, &error(ErrorCode::Unauthorized, message), false, 0);
+            return Err("no HELLO in time");
+        }
+        if self.state.accounting.write_stalled(now) {
+            return Err("peer reads no responses");
+        }
+        if *deadline > now {
+            return Ok(());
+        }
+        if self.frame_started.is_some() {
+            let message = "frame not completed within the frame timeout";
+            self.state
+                .send(0, &error(ErrorCode::BadFrame, message), false, 0);
+            return Err("slow frame");
+        }
+        if self.state.accounting.in_flight.get() == 0 {
+            return Err("idle");
+        }
+        // Not idle: it waits for answers, or reads them.
+        *deadline = now + limits.idle_timeout;
+        Ok(())
+    }
+
+    /// A newer connection needed this one's place among those waiting for HELLO.
+    fn evicted(&self) -> Ending {
+        let message = "closed to make room: too many connections are waiting for HELLO";
+        self.state
+            .send(0, &error(ErrorCode::Overloaded, message), false, 0);
+        "evicted before HELLO"
     }
 }
 
@@ -701,8 +802,7 @@ fn handle_frame(
     let is_hello = header.msg_type == MessageType::Hello.code();
     if !authenticated && !is_hello {
         let response = error(ErrorCode::Unauthorized, "send HELLO first");
-        core.metrics.answered(header.msg_type, &response, None);
-        state.send(header.req_id, &response, false, 0);
+        answer_at_once(&header, &response, core, state);
         return Handled::Close("request before HELLO");
     }
     // A payload is a slice of the read buffer: a request holds its frame's memory until it
@@ -722,13 +822,9 @@ fn handle_frame(
                     work: Work::Answer(response),
                     reserved: accounting.reservation(SMALL_RESPONSE_BYTES),
                 };
-                return match start(waiting, hello.version, core, state) {
-                    None => Handled::Done,
-                    Some(waiting) => Handled::Wait(waiting),
-                };
+                return start_or_wait(waiting, hello.version, core, state);
             }
-            core.metrics.answered(header.msg_type, &response, None);
-            state.send(header.req_id, &response, false, 0);
+            answer_at_once(&header, &response, core, state);
             return if code == ErrorCode::UnknownMessage {
                 Handled::Done
             } else {
@@ -745,24 +841,19 @@ fn handle_frame(
     {
         if authenticated {
             let response = error(ErrorCode::BadFrame, "HELLO twice");
-            core.metrics.answered(header.msg_type, &response, None);
-            state.send(header.req_id, &response, false, 0);
+            answer_at_once(&header, &response, core, state);
             return Handled::Close("second HELLO");
         }
         return match self::hello(core, *min_version, *max_version, token, client_name) {
             Ok((response, version)) => {
                 hello.deadline = None;
                 hello.version = version;
-                if core.pending_hellos.remove(hello.id) {
-                    uncount_unauthenticated(core);
-                }
-                core.metrics.answered(header.msg_type, &response, None);
-                state.send(header.req_id, &response, false, 0);
+                hello.leave_pending(core);
+                answer_at_once(&header, &response, core, state);
                 Handled::Done
             }
             Err((response, ending)) => {
-                core.metrics.answered(header.msg_type, &response, None);
-                state.send(header.req_id, &response, false, 0);
+                answer_at_once(&header, &response, core, state);
                 Handled::Close(ending)
             }
         };
@@ -773,7 +864,29 @@ fn handle_frame(
         work: Work::Request(request),
         reserved,
     };
-    match start(waiting, hello.version, core, state) {
+    start_or_wait(waiting, hello.version, core, state)
+}
+
+/// Answers a frame that starts no request (HELLO, and the ERRORs of frames refused before
+/// they could be one): it is not in flight and reserves nothing of the budget.
+fn answer_at_once(
+    header: &FrameHeader,
+    response: &Response,
+    core: &CoreContext,
+    state: &ConnectionState,
+) {
+    core.metrics.answered(header.msg_type, response, None);
+    state.send(header.req_id, response, false, 0);
+}
+
+/// Starts a request (`start`), or hands it back to wait for room in the server's budget.
+fn start_or_wait(
+    waiting: Waiting,
+    version: u16,
+    core: &Rc<CoreContext>,
+    state: &Rc<ConnectionState>,
+) -> Handled {
+    match start(waiting, version, core, state) {
         None => Handled::Done,
         Some(waiting) => Handled::Wait(waiting),
     }

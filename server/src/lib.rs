@@ -5,7 +5,7 @@
 //!   it and hands connections to the network cores, round robin.
 //! - [`network_core`]: a thread, a compio runtime, the connections handed to it.
 //! - [`connection`]: one connection: frames, HELLO, in-flight requests, responses.
-//! - [`dispatch`]: a request to engine calls to a response.
+//! - [`dispatch`]: a request to engine calls to a response, one file per family of requests.
 //! - `payload_cache`: a core's raw payloads, so that hot reads skip pack reads and zstd.
 //! - `local`: single-threaded notify/flag/race helpers; `counters`: STATS counters.
 //! - [`settings`]: the layers of the server's settings (flag > env > config file > default).
@@ -22,7 +22,7 @@ pub mod network_core;
 mod payload_cache;
 pub mod settings;
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -44,6 +44,13 @@ pub struct Server {
     stopped: bool,
 }
 
+/// What the acceptor and the metrics endpoint need of the network cores.
+struct StartedCores {
+    /// The channel the acceptor hands each core its connections on.
+    incoming: Vec<flume::Sender<(TcpStream, SocketAddr)>>,
+    metrics: Vec<Arc<metrics::CoreMetrics>>,
+}
+
 impl Server {
     /// Binds the listener (exclusively), opens the store (recovery), starts the network cores
     /// and the acceptor. When it returns, the server accepts connections (and `ready_file`
@@ -63,20 +70,67 @@ impl Server {
         let local_addr = listener
             .local_addr()
             .with_context(|| format!("listening on {}", config.listen))?;
-        let counters = Arc::new(ServerCounters::default());
-        let token_digest = config
-            .token
-            .as_ref()
-            .map(|token| connection::token_digest(token.as_bytes()));
         let mut server = Server {
             local_addr,
-            engine: engine.clone(),
+            engine,
             acceptor: None,
             metrics: None,
             cores: Vec::new(),
             stop_cores: Vec::new(),
             stopped: false,
         };
+        if let Err(error) = server.start_serving(&config, listener) {
+            server.stop();
+            return Err(error);
+        }
+        tracing::info!(
+            listen = %local_addr,
+            network_cores = config.network_cores,
+            placement = %config.engine.placement,
+            token = config.token.is_some(),
+            "ctxstore server ready"
+        );
+        if let Some(path) = &config.ready_file {
+            std::fs::write(path, format!("{local_addr}\n"))
+                .with_context(|| format!("writing the ready file {}", path.display()))?;
+        }
+        Ok(server)
+    }
+
+    /// Starts the network cores, the metrics endpoint (when one is configured), then the
+    /// acceptor. On an error the caller stops what started.
+    fn start_serving(
+        &mut self,
+        config: &ServerConfig,
+        listener: std::net::TcpListener,
+    ) -> anyhow::Result<()> {
+        let counters = Arc::new(ServerCounters::default());
+        let cores = self.start_cores(config, &counters)?;
+        if let Some(listen) = config.metrics_listen {
+            let source = metrics::MetricsSource {
+                engine: self.engine.clone(),
+                counters: counters.clone(),
+                cores: cores.metrics,
+                data_dir: config.engine.data_dir.clone(),
+                payload_cache_bytes_per_core: config.payload_cache_bytes_per_core,
+            };
+            self.metrics = Some(metrics::MetricsEndpoint::start(listen, source)?);
+        }
+        // The listener queued connections since it was bound; from here on they reach the cores.
+        self.acceptor = Some(acceptor::Acceptor::start(listener, cores.incoming)?);
+        Ok(())
+    }
+
+    /// Starts `network_cores` cores. On an error the caller stops what started.
+    fn start_cores(
+        &mut self,
+        config: &ServerConfig,
+        counters: &Arc<ServerCounters>,
+    ) -> anyhow::Result<StartedCores> {
+        let token_digest = config
+            .token
+            .as_ref()
+            .map(|token| connection::token_digest(token.as_bytes()));
         let mut core_metrics = Vec::with_capacity(config.network_cores);
         let mut incoming = Vec::with_capacity(config.network_cores);
         for index in 0..config.network_cores {
@@ -93,7 +147,7 @@ impl Server {
                 index,
                 cpu: config.network_core_cpus.as_ref().map(|cpus| cpus[index]),
                 incoming: taken,
-                engine: engine.clone(),
+                engine: self.engine.clone(),
                 counters: counters.clone(),
                 metrics,
                 payload_cache_bytes: config.payload_cache_bytes_per_core,
@@ -102,51 +156,13 @@ impl Server {
                 drain_timeout: config.drain_timeout,
                 shutdown,
             };
-            server.stop_cores.push(stop);
-            match network_core::start(settings) {
-                Ok(handle) => server.cores.push(handle),
-                Err(error) => {
-                    server.stop();
-                    return Err(error);
-                }
-            }
+            self.stop_cores.push(stop);
+            self.cores.push(network_core::start(settings)?);
         }
-        if let Some(listen) = config.metrics_listen {
-            let source = metrics::MetricsSource {
-                engine: engine.clone(),
-                counters: counters.clone(),
-                cores: core_metrics,
-                data_dir: config.engine.data_dir.clone(),
-                payload_cache_bytes_per_core: config.payload_cache_bytes_per_core,
-            };
-            match metrics::MetricsEndpoint::start(listen, source) {
-                Ok(endpoint) => server.metrics = Some(endpoint),
-                Err(error) => {
-                    server.stop();
-                    return Err(error);
-                }
-            }
-        }
-        // The listener queued connections since it was bound; from here on they reach the cores.
-        match acceptor::Acceptor::start(listener, incoming) {
-            Ok(acceptor) => server.acceptor = Some(acceptor),
-            Err(error) => {
-                server.stop();
-                return Err(error);
-            }
-        }
-        tracing::info!(
-            listen = %local_addr,
-            network_cores = config.network_cores,
-            placement = %config.engine.placement,
-            token = config.token.is_some(),
-            "ctxstore server ready"
-        );
-        if let Some(path) = &config.ready_file {
-            std::fs::write(path, format!("{local_addr}\n"))
-                .with_context(|| format!("writing the ready file {}", path.display()))?;
-        }
-        Ok(server)
+        Ok(StartedCores {
+            incoming,
+            metrics: core_metrics,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {

@@ -19,10 +19,10 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use anyhow::Context;
-use ctxstore_engine::Engine;
 use ctxstore_engine::metrics::{
     Histogram, HistogramSnapshot, LATENCY_BOUNDS_US, add_single_writer,
 };
+use ctxstore_engine::{Engine, StoreStats};
 use ctxstore_protocol::{ErrorCode, MessageType, Response};
 use prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
 
@@ -310,7 +310,23 @@ impl MetricsSource {
 
     fn gather_store(&self, families: &mut Vec<MetricFamily>) {
         let stats = self.engine.stats();
-        for (name, help, value) in [
+        for (name, help, value) in self.store_gauges(&stats) {
+            families.push(gauge_family(name, help, value));
+        }
+        for (name, help, value) in store_counters(&stats) {
+            families.push(counter_family(name, help, value));
+        }
+        families.push(family(
+            "ctxstore_build_info",
+            "Always 1; the version label names the running release.",
+            MetricType::GAUGE,
+            vec![gauge(&[("version", env!("CARGO_PKG_VERSION"))], 1.0)],
+        ));
+    }
+
+    /// The store's sizes and state now: name, help, value.
+    fn store_gauges(&self, stats: &StoreStats) -> [(&'static str, &'static str, u64); 13] {
+        [
             ("ctxstore_turns", "Turns stored.", stats.turns),
             ("ctxstore_contexts", "Contexts stored.", stats.contexts),
             ("ctxstore_blobs", "Distinct blobs stored.", stats.blobs),
@@ -368,46 +384,44 @@ impl MetricsSource {
                 "Seconds since the server started.",
                 self.counters.started.elapsed().as_secs(),
             ),
-        ] {
-            families.push(gauge_family(name, help, value));
-        }
-        families.push(counter_family(
+        ]
+    }
+}
+
+/// The store's running totals: name, help, value.
+fn store_counters(stats: &StoreStats) -> [(&'static str, &'static str, u64); 6] {
+    [
+        (
             "ctxstore_dedup_hits_total",
             "Appends whose payload was already stored.",
             stats.dedup_hits,
-        ));
-        families.push(counter_family(
+        ),
+        (
             "ctxstore_chunks_written_total",
             "Chunks chunked writes stored (new chunk records).",
             stats.chunks_written,
-        ));
-        families.push(counter_family(
+        ),
+        (
             "ctxstore_chunk_dedup_hits_total",
             "Chunks chunked writes found stored already.",
             stats.chunk_dedup_hits,
-        ));
-        families.push(counter_family(
+        ),
+        (
             "ctxstore_chunk_bytes_saved_total",
             "Raw bytes of chunks chunked writes found stored already (what chunking saved).",
             stats.chunk_bytes_saved,
-        ));
-        families.push(counter_family(
+        ),
+        (
             "ctxstore_gc_runs_total",
             "Garbage collections completed (scheduled and requested).",
             stats.gc_runs,
-        ));
-        families.push(counter_family(
+        ),
+        (
             "ctxstore_gc_bytes_reclaimed_total",
             "Bytes garbage collection gave back to the file system (pack files shrunk).",
             stats.bytes_reclaimed_total,
-        ));
-        families.push(family(
-            "ctxstore_build_info",
-            "Always 1; the version label names the running release.",
-            MetricType::GAUGE,
-            vec![gauge(&[("version", env!("CARGO_PKG_VERSION"))], 1.0)],
-        ));
-    }
+        ),
+    ]
 }
 
 /// Allocated bytes of the files under `dir` (two levels: the store's files and its shard

@@ -1,0 +1,116 @@
+//! The store as a whole: STATS, STATS_EX, BACKUP, GC.
+
+use std::sync::atomic::Ordering;
+
+use ctxstore_engine::EngineError;
+use ctxstore_protocol::{BackupWire, ErrorCode, GcStatsWire, GcWire, Request, Response, StatsWire};
+
+use super::{Dispatcher, engine_error, misrouted};
+
+impl Dispatcher {
+    pub(super) async fn answer_admin(&self, request: Request) -> Result<Response, Response> {
+        match request {
+            Request::Stats => Ok(Response::Stats(self.stats().0)),
+            Request::StatsEx => {
+                let (stats, gc) = self.stats();
+                let stats = Box::new(stats);
+                Ok(Response::StatsEx { stats, gc })
+            }
+            Request::Backup { dir } => self.backup(dir).await,
+            Request::Gc => self.gc().await,
+            other => Err(misrouted(&other)),
+        }
+    }
+
+    /// STATS' fields and the garbage collector's (STATS_EX), from one look at the engine.
+    fn stats(&self) -> (StatsWire, GcStatsWire) {
+        let store = self.engine.stats();
+        let counters = &self.counters;
+        let gc = GcStatsWire {
+            live_bytes: store.live_bytes,
+            dead_bytes: store.dead_bytes,
+            gc_runs: store.gc_runs,
+            bytes_reclaimed_total: store.bytes_reclaimed_total,
+        };
+        let stats = StatsWire {
+            turns: store.turns,
+            contexts: store.contexts,
+            blobs: store.blobs,
+            logical_bytes: store.logical_bytes,
+            unique_bytes: store.unique_bytes,
+            stored_bytes: store.stored_bytes,
+            dedup_hits: store.dedup_hits,
+            read_only: store.read_only,
+            connections: counters.connections.load(Ordering::Relaxed),
+            requests_total: counters.requests.load(Ordering::Relaxed),
+            errors_total: counters.errors.load(Ordering::Relaxed),
+            uptime_ms: counters.started.elapsed().as_millis() as u64,
+        };
+        (stats, gc)
+    }
+
+    /// BACKUP: the engine copies files for as long as the store is large, so it runs on a
+    /// thread of its own; this core only awaits its answer.
+    async fn backup(&self, dir: String) -> Result<Response, Response> {
+        let engine = self.engine.clone();
+        let (done, answer) = flume::bounded(1);
+        let spawned = std::thread::Builder::new()
+            .name("ctxstore-backup".into())
+            .spawn(move || {
+                let _ = done.send(engine.backup(std::path::Path::new(&dir)));
+            });
+        if let Err(error) = spawned {
+            return Err(Response::Error {
+                code: ErrorCode::Internal,
+                detail: 0,
+                message: format!("could not start the backup thread: {error}"),
+            });
+        }
+        let report = answer
+            .recv_async()
+            .await
+            .map_err(|_| engine_error(EngineError::ShutDown))?
+            .map_err(engine_error)?;
+        Ok(Response::BackedUp(BackupWire {
+            turns: report.turns,
+            blobs: report.blobs,
+            bytes: report.bytes,
+            linked_bytes: report.linked_bytes,
+            duration_ms: report.duration_ms,
+            dir: report.dir.display().to_string(),
+        }))
+    }
+
+    /// GC: a collection reads the log and the indexes and rewrites packs (blocking file I/O),
+    /// so it runs on a thread of its own, like BACKUP; this core only awaits its answer.
+    async fn gc(&self) -> Result<Response, Response> {
+        let engine = self.engine.clone();
+        let (done, answer) = flume::bounded(1);
+        let spawned = std::thread::Builder::new()
+            .name("ctxstore-gc-req".into())
+            .spawn(move || {
+                let _ = done.send(engine.gc());
+            });
+        if let Err(error) = spawned {
+            return Err(Response::Error {
+                code: ErrorCode::Internal,
+                detail: 0,
+                message: format!("could not start the garbage collection thread: {error}"),
+            });
+        }
+        let report = answer
+            .recv_async()
+            .await
+            .map_err(|_| engine_error(EngineError::ShutDown))?
+            .map_err(engine_error)?;
+        Ok(Response::GcDone(GcWire {
+            turns_dead: report.turns_dead,
+            blobs_dead: report.blobs_dead,
+            bytes_reclaimed: report.bytes_reclaimed,
+            packs_compacted: report.packs_compacted,
+            live_bytes: report.live_bytes,
+            dead_bytes: report.dead_bytes,
+            duration_ms: report.duration_ms,
+        }))
+    }
+}

@@ -1,0 +1,163 @@
+//! Appends: APPEND_TURN and APPEND_TURN_BY_HASH (version 1), APPEND_TURNS (version 2, turns
+//! with a parent, a key, labels, links, a summary flag).
+
+use ctxstore_engine::{
+    AppendPayload, AppendRequest, BlobHash, ContextId, Parent, TurnId, TurnOptions,
+};
+use ctxstore_protocol::{
+    AppendedWire, ContextRef as ContextRefWire, MessageType, ParentWire, PayloadSpec, Request,
+    Response, TurnSpec,
+};
+
+use super::{Dispatcher, engine_error, misrouted, turn_wire};
+
+impl Dispatcher {
+    pub(super) async fn answer_append(&self, request: Request) -> Result<Response, Response> {
+        let message_type = request.message_type();
+        match request {
+            Request::AppendTurn {
+                context,
+                expected_head,
+                type_tag,
+                codec,
+                payload,
+            } => {
+                let context_id = self.context_id(context)?;
+                let payload = AppendPayload::Bytes(payload);
+                let append = append_request(context_id, expected_head, type_tag, codec, payload);
+                self.append(message_type, append).await
+            }
+            Request::AppendTurnByHash {
+                context,
+                expected_head,
+                type_tag,
+                codec,
+                payload_hash,
+            } => {
+                let context_id = self.context_id(context)?;
+                let payload = AppendPayload::StoredBlob(BlobHash(payload_hash.0));
+                let append = append_request(context_id, expected_head, type_tag, codec, payload);
+                self.append(message_type, append).await
+            }
+            Request::AppendTurns {
+                context,
+                expected_head,
+                turns,
+            } => self.append_turns(context, expected_head, turns).await,
+            other => Err(misrouted(&other)),
+        }
+    }
+
+    /// APPEND_TURN, APPEND_TURN_BY_HASH: one turn through the append pipeline.
+    async fn append(
+        &self,
+        message_type: MessageType,
+        request: AppendRequest,
+    ) -> Result<Response, Response> {
+        // The agent reads its context again before its next model call: keep new bytes (this
+        // core hashed them, so they are verified) for the payload cache.
+        let bytes = match &request.payload {
+            AppendPayload::Bytes(bytes) => Some(bytes.clone()),
+            AppendPayload::StoredBlob(_) => None,
+        };
+        let appended = self.engine.append(request).await.map_err(engine_error)?;
+        if let Some(bytes) = bytes {
+            self.payload_cache
+                .borrow_mut()
+                .insert(appended.turn.payload_hash, &bytes);
+        }
+        Ok(Response::Appended {
+            message_type,
+            turn: turn_wire(&appended.turn),
+            deduped: appended.deduped,
+        })
+    }
+
+    /// APPEND_TURNS: one turn through the append pipeline, several as one batch append (one
+    /// group commit, all or none).
+    async fn append_turns(
+        &self,
+        context: ContextRefWire,
+        expected_head: Option<u64>,
+        specs: Vec<TurnSpec>,
+    ) -> Result<Response, Response> {
+        let context_id = self.context_id(context)?;
+        let requests: Vec<AppendRequest> = specs
+            .into_iter()
+            .enumerate()
+            .map(|(index, spec)| {
+                let expected_head = expected_head.filter(|_| index == 0);
+                turn_request(context_id, expected_head, spec)
+            })
+            .collect();
+        let appended = if requests.len() == 1 {
+            let request = requests
+                .into_iter()
+                .next()
+                .map(|request| self.engine.append(request));
+            match request {
+                Some(append) => vec![append.await.map_err(engine_error)?],
+                None => Vec::new(),
+            }
+        } else {
+            let batch = self.engine.append_batch(requests).await;
+            batch.map_err(engine_error)?
+        };
+        Ok(Response::AppendedTurns {
+            turns: appended
+                .iter()
+                .map(|appended| AppendedWire {
+                    turn: turn_wire(&appended.turn),
+                    deduped: appended.deduped,
+                    existing: appended.existing,
+                })
+                .collect(),
+        })
+    }
+}
+
+fn append_request(
+    context_id: ContextId,
+    expected_head: Option<u64>,
+    type_tag: u64,
+    codec: u32,
+    payload: AppendPayload,
+) -> AppendRequest {
+    AppendRequest {
+        context_id,
+        expected_head: expected_head.map(TurnId),
+        type_tag,
+        codec,
+        payload,
+        options: Default::default(),
+    }
+}
+
+/// One turn of APPEND_TURNS as the engine's append (`expected_head` is the first turn's only).
+fn turn_request(
+    context_id: ContextId,
+    expected_head: Option<u64>,
+    spec: TurnSpec,
+) -> AppendRequest {
+    AppendRequest {
+        context_id,
+        expected_head: expected_head.map(TurnId),
+        type_tag: spec.type_tag,
+        codec: spec.codec,
+        payload: match spec.payload {
+            PayloadSpec::Bytes(bytes) => AppendPayload::Bytes(bytes),
+            PayloadSpec::Hash(hash) => AppendPayload::StoredBlob(BlobHash(hash.0)),
+        },
+        options: TurnOptions {
+            parent: match spec.parent {
+                ParentWire::Head => Parent::Head,
+                ParentWire::Root => Parent::Root,
+                ParentWire::Turn(turn_id) => Parent::Turn(TurnId(turn_id)),
+            },
+            key: (!spec.extras.key.is_empty()).then_some(spec.extras.key),
+            labels: spec.extras.labels,
+            links: spec.extras.links.into_iter().map(TurnId).collect(),
+            summary: spec.summary,
+        },
+    }
+}

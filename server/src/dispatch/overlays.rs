@@ -1,0 +1,49 @@
+//! Overlays (decision 0012): PATCH_TURN, REDACT_TURN, PURGE_BLOB. Reads in an overlay view are
+//! `reads.rs`'s.
+
+use ctxstore_engine::{BlobHash, TurnId};
+use ctxstore_protocol::{Hash32, Request, Response};
+
+use super::{Dispatcher, engine_error, misrouted};
+
+impl Dispatcher {
+    pub(super) async fn answer_overlay(&self, request: Request) -> Result<Response, Response> {
+        match request {
+            Request::PatchTurn { turn_id, payload } => {
+                let patched = self.engine.patch_turn(TurnId(turn_id), payload.clone());
+                let patched = patched.await.map_err(engine_error)?;
+                // Like an append's: new bytes this core hashed, likely read again soon.
+                self.payload_cache
+                    .borrow_mut()
+                    .insert(patched.turn.payload_hash, &payload);
+                Ok(Response::Patched {
+                    turn_id,
+                    overlay_seq: patched.overlay_seq,
+                    payload_hash: Hash32(patched.turn.payload_hash.0),
+                    payload_len: patched.turn.payload_len,
+                })
+            }
+            // Nothing to take out of the payload caches: reads look at the overlays (a
+            // redacted turn has no payload to look up) and at the purged blobs before any
+            // cache (the engine's `read.rs`).
+            Request::RedactTurn { turn_id } => {
+                let redacted = self.engine.redact_turn(TurnId(turn_id)).await;
+                let redacted = redacted.map_err(engine_error)?;
+                Ok(Response::Redacted {
+                    turn_id,
+                    overlay_seq: redacted.overlay_seq,
+                })
+            }
+            Request::PurgeBlob { hash } => {
+                let purged = self.engine.purge_blob(BlobHash(hash.0)).await;
+                let purged = purged.map_err(engine_error)?;
+                Ok(Response::Purged {
+                    payload_hash: Hash32(purged.payload_hash.0),
+                    turns_redacted: purged.turns_redacted,
+                    overlay_seq: purged.overlay_seq,
+                })
+            }
+            other => Err(misrouted(&other)),
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! Every read that answers TURNs: GET_TURN, GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH,
+//! GET_CHAIN (version 1); GET_TURN_BY_KEY, TURN_LOG, READ_PAGE, FIND_TURNS (version 2); each
+//! of them in an overlay view (AS_OF, decision 0012). Synchronous: the payload cache is never
+//! borrowed across an await.
+//!
+//! A page read goes in four steps: the query (`page_query`, `page_options`), the engine's
+//! page assembly with this core's payload cache lent to it (`assemble_page`), each TURN's
+//! overlay state (`page_overlays`), the response (`turns_response`, `page_response`).
+
+use bytes::Bytes;
+use ctxstore_engine::turns::{LogCursor, LogQuery, TurnWithExtras};
+use ctxstore_engine::{ContextRef, Page, PageOptions, PageQuery, PayloadMode, TurnId};
+use ctxstore_protocol::{
+    ContextRef as ContextRefWire, ErrorCode, LogCursorWire, MessageType, OverlayWire, PageKind,
+    PayloadWire, Request, Response, TurnEntry, TurnEntryV2,
+};
+
+use super::{
+    Dispatcher, context_ref, engine_error, error, extras_wire, misrouted, overlay_wire,
+    payload_mode, payload_wire, turn_wire,
+};
+
+/// A response that answers TURNs, with each TURN's overlay state in wire order.
+type Read = Result<(Response, Vec<OverlayWire>), Response>;
+
+impl Dispatcher {
+    /// A read in an overlay view (decision 0012): the same answer, each TURN's overlay state
+    /// after it.
+    pub(super) fn read_as_of(&self, as_of: u64, read: Request) -> Result<Response, Response> {
+        let (response, overlays) = self.read(read, (as_of > 0).then_some(as_of))?;
+        Ok(Response::Overlaid {
+            response: Box::new(response),
+            overlays,
+        })
+    }
+
+    /// Every read that answers TURNs, in the overlay view `as_of` (`None`: the latest), with
+    /// each TURN's overlay state in wire order (dropped unless the request asked for them).
+    /// Synchronous: the payload cache is never borrowed across an await.
+    pub(super) fn read(&self, request: Request, as_of: Option<u64>) -> Read {
+        match request {
+            Request::GetTurn { turn_id } => {
+                let turn = self.engine.turn_as_of(TurnId(turn_id), as_of);
+                let turn = turn.map_err(engine_error)?;
+                Ok((Response::Turn(turn_wire(&turn)), vec![overlay_wire(&turn)]))
+            }
+            Request::GetLast { .. }
+            | Request::GetBefore { .. }
+            | Request::GetRangeByDepth { .. }
+            | Request::GetChain { .. } => {
+                let (query, flags) = self.page_query(request)?;
+                self.page(query, flags, as_of)
+            }
+            Request::GetTurnByKey { context, key } => {
+                self.turn_by_key(context_ref(context), &key, as_of)
+            }
+            Request::TurnLog {
+                context,
+                labels,
+                cursor,
+                limit,
+                read_flags,
+            } => {
+                let mode = payload_mode(read_flags);
+                let query = self.log_query(labels, cursor, limit, mode, as_of);
+                self.turn_log(context_ref(context), &query, mode)
+            }
+            Request::ReadPage {
+                context,
+                kind,
+                limit,
+                read_flags,
+            } => self.read_page(context, kind, limit, read_flags, as_of),
+            Request::FindTurns {
+                key,
+                value,
+                before_turn_id,
+                limit,
+            } => self.find_turns(&key, &value, TurnId(before_turn_id), limit, as_of),
+            other => Err(error(
+                ErrorCode::BadFrame,
+                format!("{} returns no turns", other.message_type().name()),
+            )),
+        }
+    }
+
+    /// GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH, GET_CHAIN as the engine's query (a context
+    /// named by name resolved first), with the request's read flags.
+    fn page_query(&self, request: Request) -> Result<(PageQuery, u32), Response> {
+        Ok(match request {
+            Request::GetLast {
+                context,
+                limit,
+                read_flags,
+            } => {
+                let context_id = self.context_id(context)?;
+                (PageQuery::Last { context_id, limit }, read_flags)
+            }
+            Request::GetBefore {
+                context,
+                before_turn_id,
+                limit,
+                read_flags,
+            } => {
+                let query = PageQuery::Before {
+                    context_id: self.context_id(context)?,
+                    before: TurnId(before_turn_id),
+                    limit,
+                };
+                (query, read_flags)
+            }
+            Request::GetRangeByDepth {
+                context,
+                from_depth,
+                limit,
+                read_flags,
+            } => {
+                let query = PageQuery::RangeByDepth {
+                    context_id: self.context_id(context)?,
+                    from_depth,
+                    limit,
+                };
+                (query, read_flags)
+            }
+            Request::GetChain {
+                turn_id,
+                from_depth,
+                limit,
+                read_flags,
+            } => {
+                let query = PageQuery::Chain {
+                    turn_id: TurnId(turn_id),
+                    from_depth,
+                    limit,
+                };
+                (query, read_flags)
+            }
+            other => return Err(misrouted(&other)),
+        })
+    }
+
+    /// GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH, GET_CHAIN: one engine read (synchronous, so
+    /// the cache is not borrowed across an await), then the TURNS response.
+    fn page(&self, query: PageQuery, flags: u32, as_of: Option<u64>) -> Read {
+        let options = self.page_options(flags, as_of);
+        let page = self.assemble_page(query, options)?;
+        let overlays = page_overlays(&page);
+        Ok((turns_response(query, page), overlays))
+    }
+
+    /// READ_PAGE: GET_LAST / GET_BEFORE / GET_RANGE_BY_DEPTH, or the window, with extras.
+    fn read_page(
+        &self,
+        context: ContextRefWire,
+        kind: PageKind,
+        limit: u32,
+        flags: u32,
+        as_of: Option<u64>,
+    ) -> Read {
+        let context_id = self.context_id(context)?;
+        let options = self.page_options(flags, as_of);
+        let page = match kind {
+            PageKind::Window => {
+                let context = ContextRef::Id(context_id);
+                let mut cache = self.payload_cache.borrow_mut();
+                let window = self.engine.window(&context, limit, options, &mut *cache);
+                window.map_err(engine_error)?
+            }
+            PageKind::Last => self.assemble_page(PageQuery::Last { context_id, limit }, options)?,
+            PageKind::Before { before_turn_id } => {
+                let query = PageQuery::Before {
+                    context_id,
+                    before: TurnId(before_turn_id),
+                    limit,
+                };
+                self.assemble_page(query, options)?
+            }
+            PageKind::Range { from_depth } => {
+                let query = PageQuery::RangeByDepth {
+                    context_id,
+                    from_depth,
+                    limit,
+                };
+                self.assemble_page(query, options)?
+            }
+        };
+        let overlays = page_overlays(&page);
+        Ok((page_response(page), overlays))
+    }
+
+    /// What the engine may put in a page: payloads as the read flags ask, at most
+    /// `response_bytes_max` of them, in the overlay view `as_of`.
+    fn page_options(&self, flags: u32, as_of: Option<u64>) -> PageOptions {
+        PageOptions {
+            payloads: payload_mode(flags),
+            payload_bytes_max: self.limits.response_bytes_max,
+            as_of,
+        }
+    }
+
+    /// The engine's page assembly (limits, budget, payloads), with this core's payload cache
+    /// lent to it: the call never awaits.
+    fn assemble_page(&self, query: PageQuery, options: PageOptions) -> Result<Page, Response> {
+        let mut cache = self.payload_cache.borrow_mut();
+        let page = self.engine.read_page(query, options, &mut *cache);
+        page.map_err(engine_error)
+    }
+
+    /// GET_TURN_BY_KEY: the turn with its extras, or NOT_FOUND naming the key.
+    fn turn_by_key(&self, context: ContextRef, key: &[u8], as_of: Option<u64>) -> Read {
+        let found = self.engine.turn_by_key_as_of(&context, key, as_of);
+        match found.map_err(engine_error)? {
+            Some(turn) => Ok((
+                Response::TurnInfo {
+                    turn: Box::new(turn_wire(&turn.turn)),
+                    extras: extras_wire(turn.extras),
+                },
+                vec![overlay_wire(&turn.turn)],
+            )),
+            None => Err(error(
+                ErrorCode::NotFound,
+                format!("no turn has the key {:?}", String::from_utf8_lossy(key)),
+            )),
+        }
+    }
+
+    /// TURN_LOG's query: the payload budget applies only when payloads go too.
+    fn log_query(
+        &self,
+        labels: Vec<(String, String)>,
+        cursor: Option<LogCursorWire>,
+        limit: u32,
+        mode: PayloadMode,
+        as_of: Option<u64>,
+    ) -> LogQuery {
+        LogQuery {
+            labels,
+            cursor: cursor.map(|cursor| LogCursor {
+                phase: cursor.phase,
+                next: TurnId(cursor.next),
+            }),
+            limit,
+            payload_bytes_max: match mode {
+                PayloadMode::None => 0,
+                _ => self.limits.response_bytes_max,
+            },
+            as_of,
+        }
+    }
+
+    /// TURN_LOG: one engine page (cut to the payload budget when payloads go too), then the
+    /// payloads through the core's cache.
+    fn turn_log(&self, context: ContextRef, query: &LogQuery, mode: PayloadMode) -> Read {
+        let page = self
+            .engine
+            .turn_log(&context, query)
+            .map_err(engine_error)?;
+        let (entries, overlays) = self.log_entries(page.turns, mode)?;
+        let response = Response::TurnLog {
+            next_cursor: page.next_cursor.map(|cursor| LogCursorWire {
+                phase: cursor.phase,
+                next: cursor.next.0,
+            }),
+            entries,
+        };
+        Ok((response, overlays))
+    }
+
+    /// A turn-log page's entries, their payloads read through the core's cache, and their
+    /// overlay states.
+    fn log_entries(
+        &self,
+        turns: Vec<TurnWithExtras>,
+        mode: PayloadMode,
+    ) -> Result<(Vec<TurnEntryV2>, Vec<OverlayWire>), Response> {
+        let mut cache = self.payload_cache.borrow_mut();
+        let mut entries = Vec::with_capacity(turns.len());
+        let mut overlays = Vec::with_capacity(turns.len());
+        for turn in turns {
+            overlays.push(overlay_wire(&turn.turn));
+            let payload = match mode {
+                PayloadMode::None => PayloadWire::absent(),
+                // Redacted: no bytes to look up anywhere, cache included.
+                _ if turn.turn.redacted => PayloadWire::raw(Bytes::new()),
+                mode => {
+                    let payload =
+                        self.engine
+                            .read_payload(turn.turn.payload_hash, mode, &mut *cache);
+                    payload_wire(payload.map_err(engine_error)?)
+                }
+            };
+            entries.push(TurnEntryV2 {
+                turn: turn_wire(&turn.turn),
+                extras: extras_wire(turn.extras),
+                payload,
+            });
+        }
+        Ok((entries, overlays))
+    }
+
+    /// FIND_TURNS: one store-wide page of the turns with a label, newest first.
+    fn find_turns(
+        &self,
+        key: &str,
+        value: &str,
+        before: TurnId,
+        limit: u32,
+        as_of: Option<u64>,
+    ) -> Read {
+        let found = self
+            .engine
+            .find_turns_as_of(key, value, before, limit, as_of)
+            .map_err(engine_error)?;
+        let overlays = found
+            .turns
+            .iter()
+            .map(|turn| overlay_wire(&turn.turn))
+            .collect();
+        let response = Response::FoundTurns {
+            next_before: found.next_before.0,
+            turns: found
+                .turns
+                .into_iter()
+                .map(|turn| (turn_wire(&turn.turn), extras_wire(turn.extras)))
+                .collect(),
+        };
+        Ok((response, overlays))
+    }
+}
+
+/// Each TURN's overlay state, in the page's order.
+fn page_overlays(page: &Page) -> Vec<OverlayWire> {
+    page.entries
+        .iter()
+        .map(|entry| overlay_wire(&entry.turn))
+        .collect()
+}
+
+/// A version-1 page read's TURNS response.
+fn turns_response(query: PageQuery, page: Page) -> Response {
+    let message_type = match query {
+        PageQuery::Last { .. } => MessageType::GetLast,
+        PageQuery::Before { .. } => MessageType::GetBefore,
+        PageQuery::RangeByDepth { .. } => MessageType::GetRangeByDepth,
+        PageQuery::Chain { .. } => MessageType::GetChain,
+    };
+    let entries = page
+        .entries
+        .into_iter()
+        .map(|entry| TurnEntry {
+            turn: turn_wire(&entry.turn),
+            payload: entry.payload.map_or_else(PayloadWire::absent, payload_wire),
+        })
+        .collect();
+    Response::Turns {
+        message_type,
+        next_before: page.next_before.0,
+        tip_depth: page.tip_depth,
+        entries,
+    }
+}
+
+/// READ_PAGE's PAGE response: the turns with their extras.
+fn page_response(page: Page) -> Response {
+    Response::Page {
+        next_before: page.next_before.0,
+        tip_depth: page.tip_depth,
+        entries: page
+            .entries
+            .into_iter()
+            .map(|entry| TurnEntryV2 {
+                turn: turn_wire(&entry.turn),
+                extras: extras_wire(entry.extras),
+                payload: entry.payload.map_or_else(PayloadWire::absent, payload_wire),
+            })
+            .collect(),
+    }
+}
