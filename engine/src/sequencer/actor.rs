@@ -1002,9 +1002,12 @@ impl SequencerActor {
 
     /// Makes the batch visible: turns first, then heads, then new contexts, so a reader that
     /// sees a head can always read its turn.
-    fn publish(&self, batch: &Batch) {
+    fn publish(&mut self, batch: &Batch) {
         let published = &self.published;
         published.turns.publish(self.next_record_id - 1);
+        // The batch's turn keys, once their turns are readable (before any answer).
+        self.contexts.publish_turn_keys();
+        let published = &self.published;
         for head_move in &batch.moves {
             // `raw`: a deleted context publishes its `DELETED_HEAD`.
             let head = self.heads.raw(head_move.context_id);

@@ -18,7 +18,7 @@ use crate::format::context_meta::{
     TAGS_PER_CONTEXT_MAX,
 };
 use crate::format::turn_extras::TurnExtras;
-use crate::ids::{BlobHash, ContextId, TurnId};
+use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};
 use crate::sequencer::overlays::Overlays;
 
 /// A key-value entry's value: a blob.
@@ -92,15 +92,33 @@ pub struct ContextInfo {
 }
 
 /// Every context's metadata and the indexes over it. Context `c` is at index `c - 1`.
-/// A turn key's BLAKE3, as the turn-key map holds it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct TurnKeyDigest([u8; 32]);
+/// A turn key as the turn-key index holds it: the BLAKE3 of its context and its bytes. Two
+/// keys with one digest are as unthinkable as two payloads with one BlobHash, which the whole
+/// store rests on; the digest's plain 32 bytes copy and compare without touching the heap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TurnKeyDigest([u8; 32]);
 
 impl TurnKeyDigest {
-    fn of(key: &[u8]) -> Self {
-        Self(*blake3::hash(key).as_bytes())
+    fn of(context_id: ContextId, key: &[u8]) -> Self {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&context_id.0.to_le_bytes());
+        hasher.update(key);
+        Self(*hasher.finalize().as_bytes())
     }
 }
+
+/// Already uniformly distributed: one word of it is the table hash (`BlobHashBuildHasher`).
+impl std::hash::Hash for TurnKeyDigest {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&self.0[..8]);
+        state.write_u64(u64::from_le_bytes(word));
+    }
+}
+
+/// The published turn keys: one concurrent map shared by every `Contexts` snapshot, written
+/// only by the sequencer (`publish_turn_keys`, after the turns it names are published).
+type PublishedTurnKeys = papaya::HashMap<TurnKeyDigest, TurnId, BlobHashBuildHasher>;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Contexts {
@@ -110,13 +128,16 @@ pub(crate) struct Contexts {
     tag_index: imbl::HashMap<TagPair, imbl::OrdSet<ContextId>>,
     /// Every tag key and value in use, once (see `Tags`).
     strings: imbl::HashMap<Arc<str>, Arc<str>>,
-    /// (context, BLAKE3 of a turn key) → the turn appended to that context with that key. One
-    /// map for all contexts: a map per context would cost a node even when empty. Digests,
-    /// not the keys' bytes: entries are plain memory, so the nodes a batch copies out of the
-    /// published map cost a `memcpy`, no reference counts to raise and later drop (those were
-    /// most of what a key cost an append at saturation, issue 14). Two keys with one digest
-    /// are as unthinkable as two payloads with one BlobHash, which the whole store rests on.
-    turn_keys: imbl::HashMap<(ContextId, TurnKeyDigest), TurnId>,
+    /// (context, turn key) → the turn appended to that context with that key, for turns up
+    /// to the last publish: a concurrent map every snapshot shares (an older snapshot may
+    /// see a newer key; its turn is published, and owners' checks bound what a snapshot may
+    /// use). Not a persistent map: one, copied path by path out of the published snapshot at
+    /// each batch's inserts (random keys, a fresh path each), cost a keyed append ~4 µs of
+    /// the sequencer's thread, which the group commit's cycle pays in series (issue 14).
+    turn_keys: Arc<PublishedTurnKeys>,
+    /// The keys of turns appended since the last publish: the sequencer's working copy only
+    /// (a published snapshot has none), small, rolled back with the copy on a failed batch.
+    turn_keys_pending: imbl::HashMap<TurnKeyDigest, TurnId>,
     /// Indexed label (`is_indexed_label`) → the turns carrying it, in TurnID order, across
     /// all contexts: the store-wide find.
     label_index: imbl::HashMap<TagPair, imbl::Vector<TurnId>>,
@@ -208,8 +229,8 @@ impl Contexts {
         if !key.is_empty() {
             // Unique in a context, except that a collected turn's key may be used again (the
             // sequencer and replay check which): the new turn replaces it.
-            self.turn_keys
-                .insert((context_id, TurnKeyDigest::of(key)), turn_id);
+            self.turn_keys_pending
+                .insert(TurnKeyDigest::of(context_id, key), turn_id);
         }
     }
 
@@ -234,9 +255,25 @@ impl Contexts {
 
     /// The turn appended to `context_id` itself with `key` (not an inherited one).
     pub fn own_turn_key(&self, context_id: ContextId, key: &[u8]) -> Option<TurnId> {
-        self.turn_keys
-            .get(&(context_id, TurnKeyDigest::of(key)))
-            .copied()
+        let digest = TurnKeyDigest::of(context_id, key);
+        match self.turn_keys_pending.get(&digest) {
+            Some(&turn_id) => Some(turn_id),
+            None => self.turn_keys.pin().get(&digest).copied(),
+        }
+    }
+
+    /// Moves the keys appended since the last publish into the shared map: the sequencer
+    /// calls it after publishing the watermark that makes their turns readable and before
+    /// answering them (so an acknowledged key is found); replay calls it at its end.
+    pub fn publish_turn_keys(&mut self) {
+        if self.turn_keys_pending.is_empty() {
+            return;
+        }
+        let published = self.turn_keys.pin();
+        for (&digest, &turn_id) in &self.turn_keys_pending {
+            published.insert(digest, turn_id);
+        }
+        self.turn_keys_pending = imbl::HashMap::new();
     }
 
     /// Whether `meta` may be applied to `context_id`: the typed error a caller gets, before

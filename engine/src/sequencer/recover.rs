@@ -127,7 +127,9 @@ pub(crate) fn recover_log(
     shards: &[ShardView],
     repair: bool,
 ) -> Result<RecoveredLog, OpenError> {
-    recover_log_once(path, base, shards, repair, true)
+    let mut recovered = recover_log_once(path, base, shards, repair, true)?;
+    recovered.contexts.publish_turn_keys();
+    Ok(recovered)
 }
 
 /// One replay of the log; `tail_cut`: an unacknowledged tail may be cut (then the log is
