@@ -323,24 +323,8 @@ impl Engine {
             phase: 0,
             next: phases.first().map_or(TurnId::NONE, |phase| phase.start),
         });
-        // A cursor comes from the caller: it must name a turn of its phase's owner, at or
-        // before where that phase starts (the walk below asserts it stays in that context).
-        if query.cursor.is_some() && !start.next.is_none() {
-            let phase = phases.get(start.phase as usize);
-            let turn = turns.turn_record(start.next);
-            let fits = match (phase, &turn) {
-                (Some(phase), Ok(turn)) => {
-                    turn.context_id == phase.owner.owner && turn.turn_id <= phase.start
-                }
-                _ => false,
-            };
-            if !fits {
-                return Err(EngineError::InvalidArgument(format!(
-                    "turn-log cursor (phase {}, turn {}) is not one of context {context_id}'s \
-                     pages; page with the cursor its previous page returned",
-                    start.phase, start.next
-                )));
-            }
+        if query.cursor.is_some() {
+            check_log_cursor(&phases, start, context_id, &lookup)?;
         }
         let mut scanned = 0u32;
         let mut payload_bytes = 0u64;
@@ -448,4 +432,31 @@ fn newest_own_at_or_before(
         // owner's own turns is at or before it on this stretch.
         Ok(TurnId::NONE)
     }
+}
+
+/// A cursor comes from the caller: it must name a turn of its phase's owner, at or before
+/// where that phase starts (the turn log's walk asserts it stays in that context).
+fn check_log_cursor(
+    phases: &[LogPhase],
+    cursor: LogCursor,
+    context_id: ContextId,
+    lookup: &impl Fn(TurnId) -> Result<TurnRecord, EngineError>,
+) -> Result<(), EngineError> {
+    if cursor.next.is_none() {
+        return Ok(());
+    }
+    let fits = match (phases.get(cursor.phase as usize), lookup(cursor.next)) {
+        (Some(phase), Ok(turn)) => {
+            turn.context_id == phase.owner.owner && turn.turn_id <= phase.start
+        }
+        _ => false,
+    };
+    if fits {
+        return Ok(());
+    }
+    Err(EngineError::InvalidArgument(format!(
+        "turn-log cursor (phase {}, turn {}) is not one of context {context_id}'s pages; page \
+         with the cursor its previous page returned",
+        cursor.phase, cursor.next
+    )))
 }
