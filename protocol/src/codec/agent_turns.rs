@@ -212,14 +212,7 @@ pub(super) fn read_response(
 ) -> Result<Response, DecodeError> {
     let response = match message_type {
         MessageType::AppendTurns => {
-            let count = cursor.u32()?;
-            if count > LIST_ITEMS_LIMIT {
-                return Err(cursor.too_large(
-                    "count",
-                    u64::from(count),
-                    u64::from(LIST_ITEMS_LIMIT),
-                ));
-            }
+            let count = cursor.list_count()?;
             let mut turns = Vec::with_capacity(cursor.list_capacity(count as usize, 90));
             for _ in 0..count {
                 turns.push(AppendedWire {
@@ -245,14 +238,7 @@ pub(super) fn read_response(
         },
         MessageType::FindTurns => {
             let next_before = cursor.u64()?;
-            let count = cursor.u32()?;
-            if count > LIST_ITEMS_LIMIT {
-                return Err(cursor.too_large(
-                    "count",
-                    u64::from(count),
-                    u64::from(LIST_ITEMS_LIMIT),
-                ));
-            }
+            let count = cursor.list_count()?;
             let mut turns = Vec::with_capacity(cursor.list_capacity(count as usize, 91));
             for _ in 0..count {
                 turns.push((cursor.turn()?, cursor.extras()?));

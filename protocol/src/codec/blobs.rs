@@ -21,14 +21,7 @@ pub(super) fn read_request(
             Request::GetBlob { hash, read_flags }
         }
         MessageType::HasBlobs => {
-            let count = cursor.u32()?;
-            if count > LIST_ITEMS_LIMIT {
-                return Err(cursor.too_large(
-                    "count",
-                    u64::from(count),
-                    u64::from(LIST_ITEMS_LIMIT),
-                ));
-            }
+            let count = cursor.list_count()?;
             cursor.zero(4, "reserved")?;
             let mut hashes = Vec::with_capacity((count as usize).min(4096));
             for _ in 0..count {
@@ -245,14 +238,7 @@ pub(super) fn read_response(
     let response = match message_type {
         MessageType::GetBlob => Response::Blob(cursor.payload()?),
         MessageType::HasBlobs => {
-            let count = cursor.u32()?;
-            if count > LIST_ITEMS_LIMIT {
-                return Err(cursor.too_large(
-                    "count",
-                    u64::from(count),
-                    u64::from(LIST_ITEMS_LIMIT),
-                ));
-            }
+            let count = cursor.list_count()?;
             cursor.zero(4, "reserved")?;
             let mut present = Vec::with_capacity((count as usize).min(4096));
             for _ in 0..count {

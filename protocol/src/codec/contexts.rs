@@ -259,14 +259,7 @@ pub(super) fn read_response(
         },
         MessageType::CtxList => {
             let next_cursor = cursor.list_cursor()?;
-            let count = cursor.u32()?;
-            if count > LIST_ITEMS_LIMIT {
-                return Err(cursor.too_large(
-                    "count",
-                    u64::from(count),
-                    u64::from(LIST_ITEMS_LIMIT),
-                ));
-            }
+            let count = cursor.list_count()?;
             let mut contexts = Vec::with_capacity(cursor.list_capacity(count as usize, 44));
             for _ in 0..count {
                 contexts.push(cursor.context_info()?);

@@ -175,6 +175,16 @@ impl Cursor {
         Ok(head)
     }
 
+    /// A list's `u32` item count, refused above `LIST_ITEMS_LIMIT` before anything is
+    /// allocated for it.
+    pub(super) fn list_count(&mut self) -> Result<u32, DecodeError> {
+        let count = self.u32()?;
+        if count > LIST_ITEMS_LIMIT {
+            return Err(self.too_large("count", u64::from(count), u64::from(LIST_ITEMS_LIMIT)));
+        }
+        Ok(count)
+    }
+
     /// A count of a `u16`-counted list, with a first allocation bounded by what the body could
     /// hold (each item takes at least `item_bytes_min`).
     pub(super) fn list_capacity(&self, count: usize, item_bytes_min: usize) -> usize {
@@ -340,10 +350,7 @@ impl Cursor {
     }
 
     pub(super) fn entries_v2(&mut self) -> Result<Vec<TurnEntryV2>, DecodeError> {
-        let count = self.u32()?;
-        if count > LIST_ITEMS_LIMIT {
-            return Err(self.too_large("count", u64::from(count), u64::from(LIST_ITEMS_LIMIT)));
-        }
+        let count = self.list_count()?;
         let mut entries = Vec::with_capacity(self.list_capacity(count as usize, 107));
         for _ in 0..count {
             entries.push(TurnEntryV2 {

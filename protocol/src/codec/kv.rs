@@ -164,14 +164,7 @@ pub(super) fn read_response(
             payload: cursor.payload()?,
         },
         MessageType::KvList => {
-            let count = cursor.u32()?;
-            if count > LIST_ITEMS_LIMIT {
-                return Err(cursor.too_large(
-                    "count",
-                    u64::from(count),
-                    u64::from(LIST_ITEMS_LIMIT),
-                ));
-            }
+            let count = cursor.list_count()?;
             let mut items = Vec::with_capacity(cursor.list_capacity(count as usize, 38));
             for _ in 0..count {
                 items.push(KvItemWire {

@@ -248,14 +248,7 @@ pub(super) fn read_response(
         | MessageType::GetChain => {
             let next_before = cursor.u64()?;
             let tip_depth = cursor.u32()?;
-            let count = cursor.u32()?;
-            if count > LIST_ITEMS_LIMIT {
-                return Err(cursor.too_large(
-                    "count",
-                    u64::from(count),
-                    u64::from(LIST_ITEMS_LIMIT),
-                ));
-            }
+            let count = cursor.list_count()?;
             let mut entries = Vec::with_capacity((count as usize).min(4096));
             for _ in 0..count {
                 let turn = cursor.turn()?;
