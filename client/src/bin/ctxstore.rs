@@ -1299,34 +1299,7 @@ fn ctx(client: &Client, out: &Output, command: &CtxCommand) -> anyhow::Result<()
                 updated_before_unix_ms: *updated_before,
                 ..ContextQuery::default()
             };
-            // Page by page, printing as it goes: a long listing starts at once and stops
-            // quietly when the reader does (`| head`).
-            let mut printed = 0usize;
-            let mut cursor = None;
-            loop {
-                let mut page_query = query.clone();
-                if let Some(limit) = limit {
-                    let left = (*limit as usize).saturating_sub(printed);
-                    page_query.page_limit = page_query
-                        .page_limit
-                        .min(u32::try_from(left).unwrap_or(u32::MAX));
-                }
-                let page = client.list_contexts(&page_query, cursor.as_ref())?;
-                for info in &page.contexts {
-                    out.context(info, None)?;
-                }
-                printed += page.contexts.len();
-                let done = limit.is_some_and(|limit| printed >= limit as usize);
-                match page.next_cursor {
-                    Some(next) if !done => {
-                        if cursor.as_ref() == Some(&next) {
-                            anyhow::bail!("the server answered the same listing cursor twice");
-                        }
-                        cursor = Some(next);
-                    }
-                    _ => return Ok(()),
-                }
-            }
+            list_contexts(client, out, &query, *limit)
         }
         CtxCommand::Clone { context, name } => {
             out.context(&client.clone_context(context.clone(), name.clone())?, None)
@@ -1341,6 +1314,42 @@ fn ctx(client: &Client, out: &Output, command: &CtxCommand) -> anyhow::Result<()
                 Ttl::Clear => None,
             };
             out.retention(&client.set_context_ttl(context.clone(), ttl)?)
+        }
+    }
+}
+
+/// `ctx list`: page by page, printing as it goes: a long listing starts at once and stops
+/// quietly when the reader does (`| head`).
+fn list_contexts(
+    client: &Client,
+    out: &Output,
+    query: &ContextQuery,
+    limit: Option<u32>,
+) -> anyhow::Result<()> {
+    let mut printed = 0usize;
+    let mut cursor = None;
+    loop {
+        let mut page_query = query.clone();
+        if let Some(limit) = limit {
+            let left = (limit as usize).saturating_sub(printed);
+            page_query.page_limit = page_query
+                .page_limit
+                .min(u32::try_from(left).unwrap_or(u32::MAX));
+        }
+        let page = client.list_contexts(&page_query, cursor.as_ref())?;
+        for info in &page.contexts {
+            out.context(info, None)?;
+        }
+        printed += page.contexts.len();
+        let done = limit.is_some_and(|limit| printed >= limit as usize);
+        match page.next_cursor {
+            Some(next) if !done => {
+                if cursor.as_ref() == Some(&next) {
+                    anyhow::bail!("the server answered the same listing cursor twice");
+                }
+                cursor = Some(next);
+            }
+            _ => return Ok(()),
         }
     }
 }
