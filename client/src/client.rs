@@ -215,28 +215,48 @@ fn fail_all(pending: &Pending, reason: String) {
     }
 }
 
+/// HELLO offering every version this client speaks, with the config's token and name.
+fn hello_request(config: &ClientConfig) -> Request {
+    Request::Hello {
+        min_version: PROTOCOL_VERSION_MIN,
+        max_version: PROTOCOL_VERSION,
+        token: Bytes::from(config.token.clone().unwrap_or_default()),
+        client_name: config.client_name.clone(),
+    }
+}
+
+/// The TCP connection, within `timeout` (`ClientConfig::connect_timeout`): a refusal or an
+/// unresolvable name is `ClientError::Connect`, the wait running out `ConnectTimeout`.
+async fn connect_tcp(addr: &str, timeout: Duration) -> Result<TcpStream, ClientError> {
+    match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+        Ok(Ok(stream)) => Ok(stream),
+        Ok(Err(reason)) => Err(ClientError::Connect {
+            addr: addr.to_string(),
+            reason,
+        }),
+        Err(_) => Err(ClientError::ConnectTimeout {
+            addr: addr.to_string(),
+            timeout,
+        }),
+    }
+}
+
 impl Client {
     /// Connects and says HELLO (version negotiation and token). A token or client name longer
     /// than the protocol carries is `ClientError::InvalidArgument`, before anything is sent.
     pub async fn connect(config: ClientConfig) -> Result<Client, ClientError> {
-        check_request(&Request::Hello {
-            min_version: PROTOCOL_VERSION_MIN,
-            max_version: PROTOCOL_VERSION,
-            token: Bytes::from(config.token.clone().unwrap_or_default()),
-            client_name: config.client_name.clone(),
-        })?;
-        let addr = config.addr.clone();
-        let stream =
-            match tokio::time::timeout(config.connect_timeout, TcpStream::connect(&addr)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(reason)) => return Err(ClientError::Connect { addr, reason }),
-                Err(_) => {
-                    return Err(ClientError::ConnectTimeout {
-                        addr,
-                        timeout: config.connect_timeout,
-                    });
-                }
-            };
+        let hello = hello_request(&config);
+        check_request(&hello)?;
+        let stream = connect_tcp(&config.addr, config.connect_timeout).await?;
+        let client = Client::start(config, stream);
+        // On an error the client is dropped here, which stops its tasks and closes the socket.
+        client.hello(hello).await?;
+        Ok(client)
+    }
+
+    /// Starts the writer and reader tasks on a connected socket: a client that has not said
+    /// HELLO yet (version `PROTOCOL_VERSION_MIN`, default limits until it has).
+    fn start(config: ClientConfig, stream: TcpStream) -> Client {
         let _ = stream.set_nodelay(true);
         let (reader, writer) = stream.into_split();
         let (outgoing, queue) = mpsc::unbounded_channel();
@@ -254,7 +274,7 @@ impl Client {
             config.response_bytes_max,
         ))
         .abort_handle();
-        let client = Client {
+        Client {
             view: None,
             shared: Arc::new(Shared {
                 config,
@@ -269,29 +289,21 @@ impl Client {
                 recent_chunked: Mutex::new(HashMap::new()),
                 reader,
             }),
-        };
-        let token = Bytes::from(
-            client
-                .shared
-                .config
-                .token
-                .clone()
-                .unwrap_or_default()
-                .into_bytes(),
-        );
-        let hello = Request::Hello {
-            min_version: PROTOCOL_VERSION_MIN,
-            max_version: PROTOCOL_VERSION,
-            token,
-            client_name: client.shared.config.client_name.clone(),
-        };
-        let hello_timeout = client.shared.config.hello_timeout;
+        }
+    }
+
+    /// Sends HELLO within `ClientConfig::hello_timeout` and keeps what the server chose: the
+    /// protocol version (one this client offered, else a handshake error) and its limits. A
+    /// peer that closes, answers garbage or something else is a handshake error; the
+    /// server's ERROR (UNAUTHORIZED, UNSUPPORTED_VERSION, OVERLOADED, …) is returned as it is.
+    async fn hello(&self, hello: Request) -> Result<(), ClientError> {
+        let addr = &self.shared.config.addr;
+        let hello_timeout = self.shared.config.hello_timeout;
         let handshake = |reason: String| ClientError::Handshake {
             addr: addr.clone(),
             reason,
         };
-        let hello =
-            client.request_within(hello, Some(hello_timeout), "ClientConfig::hello_timeout");
+        let hello = self.request_within(hello, Some(hello_timeout), "ClientConfig::hello_timeout");
         match hello.await {
             Ok(Response::Hello {
                 limits, version, ..
@@ -302,11 +314,11 @@ impl Client {
                          {PROTOCOL_VERSION_MIN}..={PROTOCOL_VERSION} offered"
                     )));
                 }
-                client.shared.version.store(version, Ordering::Relaxed);
-                if let Ok(mut slot) = client.shared.limits.lock() {
+                self.shared.version.store(version, Ordering::Relaxed);
+                if let Ok(mut slot) = self.shared.limits.lock() {
                     *slot = limits;
                 }
-                Ok(client)
+                Ok(())
             }
             Ok(other) => Err(handshake(
                 unexpected(MessageType::Hello, &other).to_string(),

@@ -136,6 +136,21 @@ struct Shared {
 }
 
 impl Shared {
+    /// `slots` empty context slots, counters at zero, and the ack log (`config.ack_log`)
+    /// created.
+    fn new(config: &LoadConfig, slots: usize) -> anyhow::Result<Shared> {
+        let ack_log = match &config.ack_log {
+            Some(path) => Some(Mutex::new(BufWriter::new(File::create(path)?))),
+            None => None,
+        };
+        Ok(Shared {
+            slots: (0..slots).map(|_| Mutex::new(Slot::default())).collect(),
+            completed: Op::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
+            failed: Op::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
+            ack_log,
+        })
+    }
+
     fn log_ack(&self, context: u64, ack: &crate::backend::Ack) {
         if let Some(log) = &self.ack_log
             && let Ok(mut log) = log.lock()
@@ -309,23 +324,8 @@ pub async fn run(config: &LoadConfig) -> anyhow::Result<(Recorder, Duration)> {
         config.connections > 0 && config.contexts > 0,
         "connections and contexts must be at least 1"
     );
-    config.backend.prepare().await?;
-    let mut connections = Vec::with_capacity(config.connections);
-    for _ in 0..config.connections {
-        connections.push(Arc::new(config.backend.connect().await?));
-    }
-    let ack_log = match &config.ack_log {
-        Some(path) => Some(Mutex::new(BufWriter::new(File::create(path)?))),
-        None => None,
-    };
-    let shared = Arc::new(Shared {
-        slots: (0..config.contexts)
-            .map(|_| Mutex::new(Slot::default()))
-            .collect(),
-        completed: Op::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
-        failed: Op::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
-        ack_log,
-    });
+    let connections = connect_all(config).await?;
+    let shared = Arc::new(Shared::new(config, config.contexts)?);
     prepare(config, &connections, &shared).await?;
 
     let start = Instant::now();
@@ -347,6 +347,17 @@ pub async fn run(config: &LoadConfig) -> anyhow::Result<(Recorder, Duration)> {
         merged.merge(recorder);
     }
     Ok((merged, config.duration))
+}
+
+/// The backend prepared (its tables, where it has any) and `config.connections` connections
+/// to it.
+async fn connect_all(config: &LoadConfig) -> anyhow::Result<Vec<Arc<Connection>>> {
+    config.backend.prepare().await?;
+    let mut connections = Vec::with_capacity(config.connections);
+    for _ in 0..config.connections {
+        connections.push(Arc::new(config.backend.connect().await?));
+    }
+    Ok(connections)
 }
 
 /// Creates the contexts and appends `prefill` turns to each, all connections at once.
@@ -611,6 +622,16 @@ struct GrowingTotals {
     final_state_bytes: u64,
 }
 
+impl GrowingTotals {
+    /// Adds another worker's counts to these.
+    fn add(&mut self, other: &GrowingTotals) {
+        self.appends += other.appends;
+        self.payload_bytes += other.payload_bytes;
+        self.logical_bytes += other.logical_bytes;
+        self.final_state_bytes += other.final_state_bytes;
+    }
+}
+
 /// Runs the growing-state workload (see the module doc) and builds its report.
 pub async fn run_growing(config: &LoadConfig, growing: GrowingConfig) -> anyhow::Result<Report> {
     anyhow::ensure!(
@@ -622,22 +643,38 @@ pub async fn run_growing(config: &LoadConfig, growing: GrowingConfig) -> anyhow:
         config.rate.is_none(),
         "the growing workload runs closed loop: a context's next state waits for the previous append"
     );
-    config.backend.prepare().await?;
-    let mut connections = Vec::with_capacity(config.connections);
-    for _ in 0..config.connections {
-        connections.push(Arc::new(config.backend.connect().await?));
-    }
-    let ack_log = match &config.ack_log {
-        Some(path) => Some(Mutex::new(BufWriter::new(File::create(path)?))),
-        None => None,
-    };
-    let shared = Arc::new(Shared {
-        slots: Vec::new(),
-        completed: Op::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
-        failed: Op::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
-        ack_log,
-    });
+    let connections = connect_all(config).await?;
+    let shared = Arc::new(Shared::new(config, 0)?);
     // Contexts first, so that the bytes counted as sent are the appends' alone.
+    let contexts = create_contexts(config, &connections).await?;
+    let wire_bytes_before = wire_bytes_sent(&connections);
+
+    // No warm-up: every append is measured.
+    let start = Instant::now();
+    let ticker = config
+        .progress
+        .then(|| tokio::spawn(progress(shared.clone(), start, None)));
+    let (recorder, totals) = grow(config, growing, &connections, &shared, contexts).await?;
+    let elapsed = start.elapsed();
+    if let Some(ticker) = ticker {
+        ticker.abort();
+    }
+    shared.flush_ack_log();
+
+    let run = GrowingRun {
+        recorder,
+        totals,
+        elapsed,
+        wire_bytes_before,
+    };
+    Ok(growing_report(config, growing, &connections, run).await)
+}
+
+/// The contexts of a growing run, empty, created round robin over the connections.
+async fn create_contexts(
+    config: &LoadConfig,
+    connections: &[Arc<Connection>],
+) -> anyhow::Result<Vec<u64>> {
     let mut contexts = Vec::with_capacity(config.contexts);
     for index in 0..config.contexts {
         contexts.push(
@@ -646,13 +683,19 @@ pub async fn run_growing(config: &LoadConfig, growing: GrowingConfig) -> anyhow:
                 .await?,
         );
     }
-    let contexts = Arc::new(contexts);
-    let wire_bytes_before = wire_bytes_sent(&connections);
+    Ok(contexts)
+}
 
-    let start = Instant::now();
-    let ticker = config
-        .progress
-        .then(|| tokio::spawn(progress(shared.clone(), start, None)));
+/// The measured part of a growing run: `connections × pipeline` workers (at most one per
+/// context) append every context's states; their recorders and totals merged.
+async fn grow(
+    config: &LoadConfig,
+    growing: GrowingConfig,
+    connections: &[Arc<Connection>],
+    shared: &Arc<Shared>,
+    contexts: Vec<u64>,
+) -> anyhow::Result<(Recorder, GrowingTotals)> {
+    let contexts = Arc::new(contexts);
     let next_context = Arc::new(AtomicUsize::new(0));
     let workers = (config.connections * config.pipeline.max(1)).min(config.contexts);
     let mut tasks = Vec::with_capacity(workers);
@@ -660,65 +703,93 @@ pub async fn run_growing(config: &LoadConfig, growing: GrowingConfig) -> anyhow:
         let connection = connections[worker % connections.len()].clone();
         let (shared, contexts, next_context) =
             (shared.clone(), contexts.clone(), next_context.clone());
-        let seed = config.seed;
-        tasks.push(tokio::spawn(async move {
-            let mut recorder = Recorder::default();
-            let mut totals = GrowingTotals::default();
-            loop {
-                let index = next_context.fetch_add(1, Ordering::Relaxed);
-                let Some(&context) = contexts.get(index) else {
-                    break;
-                };
-                let mut thread = GrowingThread::new(growing, seed, index as u64);
-                let mut final_state_bytes = 0;
-                for step in 0..growing.steps {
-                    let state = thread.next_state();
-                    let state_bytes = state.len() as u64;
-                    totals.appends += 1;
-                    totals.payload_bytes += state_bytes;
-                    let sent = Instant::now();
-                    let result = connection.append(context, state).await.and_then(|ack| {
-                        // One context, one writer: each state lands one deeper than the last.
-                        anyhow::ensure!(
-                            ack.depth == step,
-                            "context {context}: step {step} acknowledged at depth {}",
-                            ack.depth
-                        );
-                        shared.log_ack(context, &ack);
-                        Ok(())
-                    });
-                    if result.is_ok() {
-                        totals.logical_bytes += state_bytes;
-                        final_state_bytes = state_bytes;
-                    }
-                    account(&shared, &mut recorder, Op::Append, sent, true, result).await;
-                }
-                totals.final_state_bytes += final_state_bytes;
-            }
-            (recorder, totals)
-        }));
+        tasks.push(tokio::spawn(grow_contexts(
+            connection,
+            shared,
+            contexts,
+            next_context,
+            growing,
+            config.seed,
+        )));
     }
     let mut recorder = Recorder::default();
     let mut totals = GrowingTotals::default();
     for task in tasks {
         let (worker_recorder, worker_totals) = task.await?;
         recorder.merge(&worker_recorder);
-        totals.appends += worker_totals.appends;
-        totals.payload_bytes += worker_totals.payload_bytes;
-        totals.logical_bytes += worker_totals.logical_bytes;
-        totals.final_state_bytes += worker_totals.final_state_bytes;
+        totals.add(&worker_totals);
     }
-    let elapsed = start.elapsed();
-    if let Some(ticker) = ticker {
-        ticker.abort();
-    }
-    shared.flush_ack_log();
+    Ok((recorder, totals))
+}
 
-    let (bytes_sent, bytes_sent_counted) = match (wire_bytes_before, wire_bytes_sent(&connections))
-    {
-        (Some(before), Some(after)) => (after.saturating_sub(before), SentCounted::Wire),
-        _ => (totals.payload_bytes, SentCounted::Payload),
-    };
+/// One worker of a growing run: takes the next context not yet started and appends its
+/// states one after the other, until no context is left.
+async fn grow_contexts(
+    connection: Arc<Connection>,
+    shared: Arc<Shared>,
+    contexts: Arc<Vec<u64>>,
+    next_context: Arc<AtomicUsize>,
+    growing: GrowingConfig,
+    seed: u64,
+) -> (Recorder, GrowingTotals) {
+    let mut recorder = Recorder::default();
+    let mut totals = GrowingTotals::default();
+    loop {
+        let index = next_context.fetch_add(1, Ordering::Relaxed);
+        let Some(&context) = contexts.get(index) else {
+            break;
+        };
+        let mut thread = GrowingThread::new(growing, seed, index as u64);
+        let mut final_state_bytes = 0;
+        for step in 0..growing.steps {
+            let state = thread.next_state();
+            let state_bytes = state.len() as u64;
+            totals.appends += 1;
+            totals.payload_bytes += state_bytes;
+            let sent = Instant::now();
+            let result = connection.append(context, state).await.and_then(|ack| {
+                // One context, one writer: each state lands one deeper than the last.
+                anyhow::ensure!(
+                    ack.depth == step,
+                    "context {context}: step {step} acknowledged at depth {}",
+                    ack.depth
+                );
+                shared.log_ack(context, &ack);
+                Ok(())
+            });
+            if result.is_ok() {
+                totals.logical_bytes += state_bytes;
+                final_state_bytes = state_bytes;
+            }
+            account(&shared, &mut recorder, Op::Append, sent, true, result).await;
+        }
+        totals.final_state_bytes += final_state_bytes;
+    }
+    (recorder, totals)
+}
+
+/// What a growing run measured, for its report.
+struct GrowingRun {
+    recorder: Recorder,
+    totals: GrowingTotals,
+    elapsed: Duration,
+    /// The connections' request bytes before the first append (`None`: not counted).
+    wire_bytes_before: Option<u64>,
+}
+
+/// The growing run's report: its latencies, and what the states cost on the wire and on
+/// disk.
+async fn growing_report(
+    config: &LoadConfig,
+    growing: GrowingConfig,
+    connections: &[Arc<Connection>],
+    run: GrowingRun,
+) -> Report {
+    let (bytes_sent, bytes_sent_counted) =
+        match (run.wire_bytes_before, wire_bytes_sent(connections)) {
+            (Some(before), Some(after)) => (after.saturating_sub(before), SentCounted::Wire),
+            _ => (run.totals.payload_bytes, SentCounted::Payload),
+        };
     // Measured with the run's connections still open (SQLite's WAL is removed by the last
     // connection to close).
     let disk = match (&config.backend, &config.data_dir) {
@@ -730,19 +801,19 @@ pub async fn run_growing(config: &LoadConfig, growing: GrowingConfig) -> anyhow:
         }),
     };
     let server = connections[0].server_report().await.unwrap_or_default();
-    let mut report = Report::new(&recorder, elapsed, server, config.to_json());
+    let mut report = Report::new(&run.recorder, run.elapsed, server, config.to_json());
     report.growing = Some(GrowingReport {
         contexts: config.contexts as u64,
         steps: growing.steps,
         message_bytes: growing.message_bytes,
-        appends: totals.appends,
-        logical_bytes: totals.logical_bytes,
-        final_state_bytes_total: totals.final_state_bytes,
+        appends: run.totals.appends,
+        logical_bytes: run.totals.logical_bytes,
+        final_state_bytes_total: run.totals.final_state_bytes,
         disk,
         bytes_sent,
         bytes_sent_counted,
     });
-    Ok(report)
+    report
 }
 
 /// Request bytes written on all connections, if every one counts them.

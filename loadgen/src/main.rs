@@ -10,7 +10,7 @@ use clap::Parser;
 use ctxstore_loadgen::backend::BackendKind;
 use ctxstore_loadgen::driver::{self, LoadConfig, Workload};
 use ctxstore_loadgen::ops::{Mix, Op};
-use ctxstore_loadgen::report::format_us;
+use ctxstore_loadgen::report::{Report, format_us};
 use ctxstore_loadgen::slo::{Metric, Slo};
 use ctxstore_loadgen::spawn::{SpawnedServer, default_server_binary, directory_bytes};
 use ctxstore_loadgen::workload::growing::GrowingConfig;
@@ -169,7 +169,42 @@ fn main() -> ExitCode {
     }
 }
 
+/// Set-up (the flags' checks, the server, the configuration), the run, then the report.
 fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let workload = check_flags(&args)?;
+    let spawned = if args.spawn_server {
+        let binary = args
+            .server_bin
+            .clone()
+            .unwrap_or_else(default_server_binary);
+        Some(SpawnedServer::start(&binary, &args.server_args)?)
+    } else {
+        None
+    };
+    let config = load_config(&args, workload, spawned.as_ref())?;
+    let mut report = run_load(&config, args.threads)?;
+    if args.backend == Backend::Ctxstore
+        && let Some(dir) = &config.data_dir
+    {
+        report.server.disk_bytes = Some(directory_bytes(dir));
+    }
+    if let Some(server) = spawned {
+        server.stop()?;
+    }
+    println!("{}", report.table());
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report.to_json())?;
+        std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(match &args.slo {
+        None => ExitCode::SUCCESS,
+        Some(slo) => judge(slo, &report),
+    })
+}
+
+/// The checks of flags that parse but do not fit together, before anything starts; the
+/// workload they name.
+fn check_flags(args: &Args) -> anyhow::Result<Workload> {
     anyhow::ensure!(
         (0.0..=1.0).contains(&args.dup_ratio),
         "--dup-ratio must be between 0 and 1"
@@ -182,7 +217,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         !args.spawn_server || args.backend == Backend::Ctxstore,
         "--spawn-server starts ctxstore only"
     );
-    let workload = match args.workload {
+    Ok(match args.workload {
         WorkloadArg::Mix => Workload::Mix,
         WorkloadArg::Growing => {
             let growing = GrowingConfig {
@@ -204,19 +239,17 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
             Workload::Growing(growing)
         }
-    };
-    let spawned = if args.spawn_server {
-        let binary = args
-            .server_bin
-            .clone()
-            .unwrap_or_else(default_server_binary);
-        Some(SpawnedServer::start(&binary, &args.server_args)?)
-    } else {
-        None
-    };
-    let addr = spawned
-        .as_ref()
-        .map_or_else(|| args.addr.clone(), |server| server.addr.clone());
+    })
+}
+
+/// The run's configuration: the backend (the spawned server, else --addr or --peer) and
+/// the flags; the data directory of a spawned server, else --data-dir.
+fn load_config(
+    args: &Args,
+    workload: Workload,
+    spawned: Option<&SpawnedServer>,
+) -> anyhow::Result<LoadConfig> {
+    let addr = spawned.map_or_else(|| args.addr.clone(), |server| server.addr.clone());
     let peer = || {
         args.peer
             .clone()
@@ -234,7 +267,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             path: PathBuf::from(peer()?),
         },
     };
-    let config = LoadConfig {
+    Ok(LoadConfig {
         backend,
         connections: args.connections,
         contexts: args.contexts,
@@ -257,41 +290,34 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         progress: !args.quiet,
         workload,
         data_dir: spawned
-            .as_ref()
             .map(|server| server.data_dir.clone())
             .or_else(|| args.data_dir.clone()),
-    };
+    })
+}
+
+/// The workload on a runtime of `threads` threads: the mix (warm-up, then measured for
+/// --duration) and its report, or the growing states and theirs.
+fn run_load(config: &LoadConfig, threads: usize) -> anyhow::Result<Report> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.threads.max(1))
+        .worker_threads(threads.max(1))
         .enable_all()
         .build()?;
-    let mut report = runtime.block_on(async {
+    runtime.block_on(async {
         match config.workload {
             Workload::Mix => {
-                let (recorder, measured) = driver::run(&config).await?;
-                anyhow::Ok(driver::report(&config, &recorder, measured).await)
+                let (recorder, measured) = driver::run(config).await?;
+                anyhow::Ok(driver::report(config, &recorder, measured).await)
             }
-            Workload::Growing(growing) => driver::run_growing(&config, growing).await,
+            Workload::Growing(growing) => driver::run_growing(config, growing).await,
         }
-    })?;
-    if args.backend == Backend::Ctxstore
-        && let Some(dir) = &config.data_dir
-    {
-        report.server.disk_bytes = Some(directory_bytes(dir));
-    }
-    if let Some(server) = spawned {
-        server.stop()?;
-    }
-    println!("{}", report.table());
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report.to_json())?;
-        std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-    }
-    let Some(slo) = &args.slo else {
-        return Ok(ExitCode::SUCCESS);
-    };
+    })
+}
+
+/// One line per objective of --slo, met or MISSED with the actual value; exit 3 when any
+/// was missed.
+fn judge(slo: &Slo, report: &Report) -> ExitCode {
     let mut missed = 0;
-    for verdict in slo.judge(&report) {
+    for verdict in slo.judge(report) {
         let actual = match (verdict.actual, verdict.objective.metric) {
             (None, _) => "did not run".to_string(),
             (Some(value), Metric::Throughput) => format!("{value:.1}/s"),
@@ -302,9 +328,9 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("slo {mark} {} (actual {actual})", verdict.objective);
         missed += usize::from(!verdict.met);
     }
-    Ok(if missed == 0 {
+    if missed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(3)
-    })
+    }
 }

@@ -848,39 +848,110 @@ fn read_payload(
     Ok(payload)
 }
 
+/// One command: its local checks and input, then the connection, then its family's function.
 fn run(cli: &Cli) -> anyhow::Result<()> {
     // Local checks first: a refusal needs no server.
-    let turn_target = match &cli.command {
-        Command::Turn { target, key } => Some(TurnTarget::parse(target, key.as_ref())?),
-        _ => None,
-    };
-    if let Command::Append { labels, .. } = &cli.command {
-        check_labels(labels)?;
-    }
-    let reads_turns = matches!(
-        cli.command,
+    let local = LocalInput::check(&cli.command, cli.as_of)?;
+    let client = connect(cli)?;
+    let out = Output { json: cli.json };
+    match &cli.command {
+        Command::Ctx(command) => ctx(&client, &out, command),
+        Command::Kv(command) => kv(&client, &out, command, local.payload),
+        Command::Head { context } => out.head(&client.head(context.clone())?),
+        Command::Append { .. } => append(&client, &out, &cli.command, local.payload),
         Command::Turn { .. }
-            | Command::Last { .. }
-            | Command::Page { .. }
-            | Command::Range { .. }
-            | Command::Replay { .. }
-            | Command::Log { .. }
-            | Command::Find { .. }
-            | Command::Window { .. }
-    );
-    if cli.as_of.is_some() && !reads_turns {
-        return Err(Usage(
-            "--as-of applies to reads of turns (turn, last, page, range, replay, log, find, \
-             window)"
-                .into(),
-        )
-        .into());
+        | Command::Last { .. }
+        | Command::Page { .. }
+        | Command::Range { .. }
+        | Command::Replay { .. }
+        | Command::Log { .. }
+        | Command::Find { .. }
+        | Command::Window { .. } => read_turns(&client, &out, &cli.command, local.turn_target),
+        Command::Backup { backup_timeout, .. } => {
+            let Some(dir) = local.backup_dir else {
+                anyhow::bail!("backup: no directory was resolved");
+            };
+            backup(&client, &out, dir, *backup_timeout)
+        }
+        Command::Blob { hash, output } => blob(&client, hash, output.as_ref()),
+        Command::Ping => ping(&client, &out, &cli.addr),
+        Command::Gc { gc_timeout } => gc(&client, &out, *gc_timeout),
+        Command::Patch { .. } | Command::Redact { .. } | Command::Purge { .. } => {
+            overlays(&client, &out, &cli.command, local.payload, local.purge_hash)
+        }
+        Command::Stats => stats(&client, &out),
     }
-    let backup_dir = match &cli.command {
-        Command::Backup { to, .. } => Some(backup_dir(to)?),
-        _ => None,
-    };
-    let payload = match &cli.command {
+}
+
+impl Command {
+    /// The reads of turns: the commands `--as-of` applies to.
+    fn reads_turns(&self) -> bool {
+        matches!(
+            self,
+            Command::Turn { .. }
+                | Command::Last { .. }
+                | Command::Page { .. }
+                | Command::Range { .. }
+                | Command::Replay { .. }
+                | Command::Log { .. }
+                | Command::Find { .. }
+                | Command::Window { .. }
+        )
+    }
+}
+
+/// What a command takes from this side, checked and read before connecting so that a refusal
+/// needs no server: `turn`'s target, `backup`'s directory, the payload of `append`, `kv put`
+/// or `patch`, `purge`'s hash.
+struct LocalInput {
+    turn_target: Option<TurnTarget>,
+    backup_dir: Option<String>,
+    payload: Option<Vec<u8>>,
+    purge_hash: Option<BlobHash>,
+}
+
+impl LocalInput {
+    /// The checks in a fixed order (scripts see the first refusal): the turn target, the
+    /// labels, `--as-of`, the backup directory, the payload (read from stdin or a file), the
+    /// purge hash.
+    fn check(command: &Command, as_of: Option<u64>) -> anyhow::Result<LocalInput> {
+        let turn_target = match command {
+            Command::Turn { target, key } => Some(TurnTarget::parse(target, key.as_ref())?),
+            _ => None,
+        };
+        if let Command::Append { labels, .. } = command {
+            check_labels(labels)?;
+        }
+        if as_of.is_some() && !command.reads_turns() {
+            return Err(Usage(
+                "--as-of applies to reads of turns (turn, last, page, range, replay, log, find, \
+                 window)"
+                    .into(),
+            )
+            .into());
+        }
+        let backup_dir = match command {
+            Command::Backup { to, .. } => Some(backup_dir(to)?),
+            _ => None,
+        };
+        let payload = command_payload(command)?;
+        let purge_hash = match command {
+            Command::Purge { hash, .. } => Some(BlobHash::from_hex(hash)?),
+            _ => None,
+        };
+        Ok(LocalInput {
+            turn_target,
+            backup_dir,
+            payload,
+            purge_hash,
+        })
+    }
+}
+
+/// The payload of `append`, the value of `kv put`, the new payload of `patch`; `None` for
+/// the commands that send none.
+fn command_payload(command: &Command) -> anyhow::Result<Option<Vec<u8>>> {
+    Ok(match command {
         Command::Append {
             file, allow_empty, ..
         } => Some(read_payload(
@@ -903,11 +974,13 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             "patch a turn to an empty payload",
         )?),
         _ => None,
-    };
-    let purge_hash = match &cli.command {
-        Command::Purge { hash, .. } => Some(BlobHash::from_hex(hash)?),
-        _ => None,
-    };
+    })
+}
+
+/// Connects with the command line's timeouts: `--timeout` for each request (0s: none), the
+/// command's own for a backup or a collection, `--connect-timeout` for the TCP connection and
+/// again for HELLO.
+fn connect(cli: &Cli) -> anyhow::Result<Client> {
     let request_timeout = Some(cli.timeout).filter(|timeout| !timeout.is_zero());
     let backup_timeout = match &cli.command {
         Command::Backup { backup_timeout, .. } => {
@@ -930,82 +1003,85 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         .with_request_timeout(request_timeout);
     let mut client =
         Client::connect(config).with_context(|| format!("connecting to {}", cli.addr))?;
-    let out = Output { json: cli.json };
-    // Version 2 reads carry each turn's key, labels and links; a version-1 server has none.
-    let v2 = client.protocol_version() >= 2;
     // Reads of turns ask for the overlay view (the latest unless --as-of), so that turn lines
     // say which turns are redacted or patched; --as-of on a version-1 server is refused.
-    if v2 || cli.as_of.is_some() {
+    if client.protocol_version() >= 2 || cli.as_of.is_some() {
         client.set_view(Some(cli.as_of.unwrap_or(0)));
     }
-    let client = client;
-    match &cli.command {
-        Command::Ctx(command) => ctx(&client, &out, command),
-        Command::Kv(command) => kv(&client, &out, command, payload),
-        Command::Head { context } => out.head(&client.head(context.clone())?),
-        Command::Append {
-            context,
-            type_tag,
-            codec,
-            expect_head,
-            parent,
-            root,
-            key,
-            labels,
-            links,
-            summary,
-            ..
-        } => {
-            let codec = codec_tag(codec)?;
-            let payload = Bytes::from(payload.unwrap_or_default());
-            let plain = parent.is_none()
-                && !root
-                && key.is_none()
-                && labels.is_empty()
-                && links.is_empty()
-                && !summary;
-            if plain {
-                // APPEND_TURN: what version 1 has, so a plain append works with any server.
-                let appended =
-                    client.append(context.clone(), *expect_head, *type_tag, codec, payload)?;
-                return out.appended(&appended.turn, appended.deduped, false);
-            }
-            let mut turn = NewTurn::bytes(payload)
-                .type_tag(*type_tag)
-                .codec(codec)
-                .parent(match (parent, root) {
-                    (Some(parent), _) => Parent::Turn(*parent),
-                    (None, true) => Parent::Root,
-                    (None, false) => Parent::Head,
-                })
-                .summary(*summary);
-            turn.key = key.clone().map(Bytes::from);
-            turn.labels = labels.clone();
-            turn.links = links.clone();
-            let appended = client.append_turn(context.clone(), *expect_head, turn)?;
-            out.appended(&appended.turn.turn, appended.deduped, appended.existing)
-        }
-        Command::Turn { .. } => match turn_target {
-            Some(TurnTarget::Key(context, key)) => {
-                match client.turn_by_key(context.clone(), Bytes::from(key.clone()))? {
-                    Some(info) => out.turns(&[info]),
-                    None => Err(NoSuchKey {
-                        context,
-                        what: "turn with the key",
-                        key,
-                    }
-                    .into()),
-                }
-            }
-            Some(TurnTarget::Id(turn)) if v2 => out.turns(&[client.turn_info(turn)?]),
-            Some(TurnTarget::Id(turn)) => out.turns(&[plain_info(client.turn(turn)?)]),
-            None => anyhow::bail!("turn: no target was parsed"),
-        },
+    Ok(client)
+}
+
+/// `append`: APPEND_TURN when no option needs more (any server), else the version-2 append
+/// with the turn's parent, key, labels, links and summary flag. `payload` is what was read
+/// before connecting.
+fn append(
+    client: &Client,
+    out: &Output,
+    command: &Command,
+    payload: Option<Vec<u8>>,
+) -> anyhow::Result<()> {
+    let Command::Append {
+        context,
+        type_tag,
+        codec,
+        expect_head,
+        parent,
+        root,
+        key,
+        labels,
+        links,
+        summary,
+        ..
+    } = command
+    else {
+        anyhow::bail!("append: the command is not an append");
+    };
+    let codec = codec_tag(codec)?;
+    let payload = Bytes::from(payload.unwrap_or_default());
+    let plain = parent.is_none()
+        && !root
+        && key.is_none()
+        && labels.is_empty()
+        && links.is_empty()
+        && !summary;
+    if plain {
+        // APPEND_TURN: what version 1 has, so a plain append works with any server.
+        let appended = client.append(context.clone(), *expect_head, *type_tag, codec, payload)?;
+        return out.appended(&appended.turn, appended.deduped, false);
+    }
+    let mut turn = NewTurn::bytes(payload)
+        .type_tag(*type_tag)
+        .codec(codec)
+        .parent(match (parent, root) {
+            (Some(parent), _) => Parent::Turn(*parent),
+            (None, true) => Parent::Root,
+            (None, false) => Parent::Head,
+        })
+        .summary(*summary);
+    turn.key = key.clone().map(Bytes::from);
+    turn.labels = labels.clone();
+    turn.links = links.clone();
+    let appended = client.append_turn(context.clone(), *expect_head, turn)?;
+    out.appended(&appended.turn.turn, appended.deduped, appended.existing)
+}
+
+/// Reads of turns: `turn`, `last`, `page`, `range`, `replay`, `log`, `find`, `window`.
+/// `turn_target` is what `turn`'s argument parsed to before connecting.
+fn read_turns(
+    client: &Client,
+    out: &Output,
+    command: &Command,
+    turn_target: Option<TurnTarget>,
+) -> anyhow::Result<()> {
+    // Version 2 reads carry each turn's key, labels and links; a version-1 server has none.
+    let v2 = client.protocol_version() >= 2;
+    match command {
+        Command::Turn { .. } => turn(client, out, turn_target, v2),
         Command::Last {
             context,
             n,
             payloads,
-        } => out.page(&client, context, PageKind::Last, *n, *payloads),
+        } => out.page(client, context, PageKind::Last, *n, *payloads),
         Command::Page {
             context,
             before,
@@ -1015,7 +1091,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             let kind = PageKind::Before {
                 before_turn_id: *before,
             };
-            out.page(&client, context, kind, *n, *payloads)
+            out.page(client, context, kind, *n, *payloads)
         }
         Command::Range {
             context,
@@ -1026,7 +1102,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             let kind = PageKind::Range {
                 from_depth: *from_depth,
             };
-            out.page(&client, context, kind, *n, *payloads)
+            out.page(client, context, kind, *n, *payloads)
         }
         Command::Replay { turn, payloads } if v2 => {
             out.turns(&client.replay_info(*turn, *payloads)?)
@@ -1043,8 +1119,8 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             labels,
             n,
             payloads,
-        } => log(&client, &out, context, labels, *n, *payloads),
-        Command::Find { labels, n } => find(&client, &out, labels, *n),
+        } => log(client, out, context, labels, *n, *payloads),
+        Command::Find { labels, n } => find(client, out, labels, *n),
         Command::Window {
             context,
             n,
@@ -1053,84 +1129,27 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             let count_max = n.map(|n| n as usize);
             out.turns(&client.window_all(context.clone(), count_max, *payloads)?)
         }
-        Command::Backup { backup_timeout, .. } => {
-            let Some(dir) = backup_dir else {
-                anyhow::bail!("backup: no directory was resolved");
-            };
-            backup(&client, &out, dir, *backup_timeout)
-        }
-        Command::Blob { hash, output } => {
-            let bytes = client.blob(BlobHash::from_hex(hash)?)?;
-            match output {
-                Some(path) => std::fs::write(path, &bytes)
-                    .with_context(|| format!("writing {}", path.display())),
-                None => write_stdout(&bytes),
-            }
-        }
-        Command::Ping => {
-            let nonce = u64::from(std::process::id());
-            let started = Instant::now();
-            client.ping(nonce)?;
-            let rtt_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-            if out.json {
-                out.line(&json!({ "rtt_us": rtt_us }))
-            } else {
-                out.text(&format!("pong from {}: {rtt_us} µs", cli.addr))
-            }
-        }
-        Command::Gc { gc_timeout } => gc(&client, &out, *gc_timeout),
-        Command::Patch { turn, .. } => {
-            let payload = Bytes::from(payload.unwrap_or_default());
-            out.patched(&client.patch_turn(*turn, payload)?)
-        }
-        Command::Redact { turn } => out.redacted(&client.redact_turn(*turn)?),
-        Command::Purge {
-            gc: collect,
-            gc_timeout,
-            ..
-        } => {
-            let Some(hash) = purge_hash else {
-                anyhow::bail!("purge: no hash was parsed");
-            };
-            out.purged(&client.purge_blob(hash)?)?;
-            if *collect {
-                gc(&client, &out, *gc_timeout)?;
-            }
-            Ok(())
-        }
-        Command::Stats => {
-            let stats = client.stats()?;
-            let value = json!({
-                "turns": stats.turns,
-                "contexts": stats.contexts,
-                "blobs": stats.blobs,
-                "logical_bytes": stats.logical_bytes,
-                "unique_bytes": stats.unique_bytes,
-                "stored_bytes": stats.stored_bytes,
-                "dedup_hits": stats.dedup_hits,
-                "read_only": stats.read_only,
-                "connections": stats.connections,
-                "requests_total": stats.requests_total,
-                "errors_total": stats.errors_total,
-                "uptime_ms": stats.uptime_ms,
-                "live_bytes": stats.live_bytes,
-                "dead_bytes": stats.dead_bytes,
-                "gc_runs": stats.gc_runs,
-                "bytes_reclaimed_total": stats.bytes_reclaimed_total,
-            });
-            if out.json {
-                out.line(&value)
-            } else {
-                let mut text = String::new();
-                if let Some(fields) = value.as_object() {
-                    let width = fields.keys().map(String::len).max().unwrap_or(0);
-                    for (name, value) in fields {
-                        text.push_str(&format!("{name:<width$} {value}\n"));
-                    }
+        _ => anyhow::bail!("read_turns: the command reads no turns"),
+    }
+}
+
+/// `turn TURN` (with its extras from a version-2 server) or `turn CTX --key K`.
+fn turn(client: &Client, out: &Output, target: Option<TurnTarget>, v2: bool) -> anyhow::Result<()> {
+    match target {
+        Some(TurnTarget::Key(context, key)) => {
+            match client.turn_by_key(context.clone(), Bytes::from(key.clone()))? {
+                Some(info) => out.turns(&[info]),
+                None => Err(NoSuchKey {
+                    context,
+                    what: "turn with the key",
+                    key,
                 }
-                out.text(text.trim_end())
+                .into()),
             }
         }
+        Some(TurnTarget::Id(turn)) if v2 => out.turns(&[client.turn_info(turn)?]),
+        Some(TurnTarget::Id(turn)) => out.turns(&[plain_info(client.turn(turn)?)]),
+        None => anyhow::bail!("turn: no target was parsed"),
     }
 }
 
@@ -1280,34 +1299,7 @@ fn ctx(client: &Client, out: &Output, command: &CtxCommand) -> anyhow::Result<()
                 updated_before_unix_ms: *updated_before,
                 ..ContextQuery::default()
             };
-            // Page by page, printing as it goes: a long listing starts at once and stops
-            // quietly when the reader does (`| head`).
-            let mut printed = 0usize;
-            let mut cursor = None;
-            loop {
-                let mut page_query = query.clone();
-                if let Some(limit) = limit {
-                    let left = (*limit as usize).saturating_sub(printed);
-                    page_query.page_limit = page_query
-                        .page_limit
-                        .min(u32::try_from(left).unwrap_or(u32::MAX));
-                }
-                let page = client.list_contexts(&page_query, cursor.as_ref())?;
-                for info in &page.contexts {
-                    out.context(info, None)?;
-                }
-                printed += page.contexts.len();
-                let done = limit.is_some_and(|limit| printed >= limit as usize);
-                match page.next_cursor {
-                    Some(next) if !done => {
-                        if cursor.as_ref() == Some(&next) {
-                            anyhow::bail!("the server answered the same listing cursor twice");
-                        }
-                        cursor = Some(next);
-                    }
-                    _ => return Ok(()),
-                }
-            }
+            list_contexts(client, out, &query, *limit)
         }
         CtxCommand::Clone { context, name } => {
             out.context(&client.clone_context(context.clone(), name.clone())?, None)
@@ -1322,6 +1314,42 @@ fn ctx(client: &Client, out: &Output, command: &CtxCommand) -> anyhow::Result<()
                 Ttl::Clear => None,
             };
             out.retention(&client.set_context_ttl(context.clone(), ttl)?)
+        }
+    }
+}
+
+/// `ctx list`: page by page, printing as it goes: a long listing starts at once and stops
+/// quietly when the reader does (`| head`).
+fn list_contexts(
+    client: &Client,
+    out: &Output,
+    query: &ContextQuery,
+    limit: Option<u32>,
+) -> anyhow::Result<()> {
+    let mut printed = 0usize;
+    let mut cursor = None;
+    loop {
+        let mut page_query = query.clone();
+        if let Some(limit) = limit {
+            let left = (limit as usize).saturating_sub(printed);
+            page_query.page_limit = page_query
+                .page_limit
+                .min(u32::try_from(left).unwrap_or(u32::MAX));
+        }
+        let page = client.list_contexts(&page_query, cursor.as_ref())?;
+        for info in &page.contexts {
+            out.context(info, None)?;
+        }
+        printed += page.contexts.len();
+        let done = limit.is_some_and(|limit| printed >= limit as usize);
+        match page.next_cursor {
+            Some(next) if !done => {
+                if cursor.as_ref() == Some(&next) {
+                    anyhow::bail!("the server answered the same listing cursor twice");
+                }
+                cursor = Some(next);
+            }
+            _ => return Ok(()),
         }
     }
 }
@@ -1387,6 +1415,99 @@ fn gc(client: &Client, out: &Output, timeout: Duration) -> anyhow::Result<()> {
         }
     };
     out.gc(&report)
+}
+
+/// `blob HASH`: the payload's raw bytes, to stdout or to -o PATH.
+fn blob(client: &Client, hash: &str, output: Option<&PathBuf>) -> anyhow::Result<()> {
+    let bytes = client.blob(BlobHash::from_hex(hash)?)?;
+    match output {
+        Some(path) => {
+            std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))
+        }
+        None => write_stdout(&bytes),
+    }
+}
+
+/// `ping`: one PING round trip, timed here.
+fn ping(client: &Client, out: &Output, addr: &str) -> anyhow::Result<()> {
+    let nonce = u64::from(std::process::id());
+    let started = Instant::now();
+    client.ping(nonce)?;
+    let rtt_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    if out.json {
+        out.line(&json!({ "rtt_us": rtt_us }))
+    } else {
+        out.text(&format!("pong from {addr}: {rtt_us} µs"))
+    }
+}
+
+/// Overlays (decision 0012): `patch`, `redact`, `purge [--gc]`. `payload` (`patch`'s) and
+/// `purge_hash` were read before connecting.
+fn overlays(
+    client: &Client,
+    out: &Output,
+    command: &Command,
+    payload: Option<Vec<u8>>,
+    purge_hash: Option<BlobHash>,
+) -> anyhow::Result<()> {
+    match command {
+        Command::Patch { turn, .. } => {
+            let payload = Bytes::from(payload.unwrap_or_default());
+            out.patched(&client.patch_turn(*turn, payload)?)
+        }
+        Command::Redact { turn } => out.redacted(&client.redact_turn(*turn)?),
+        Command::Purge {
+            gc: collect,
+            gc_timeout,
+            ..
+        } => {
+            let Some(hash) = purge_hash else {
+                anyhow::bail!("purge: no hash was parsed");
+            };
+            out.purged(&client.purge_blob(hash)?)?;
+            if *collect {
+                gc(client, out, *gc_timeout)?;
+            }
+            Ok(())
+        }
+        _ => anyhow::bail!("overlays: the command changes no overlay"),
+    }
+}
+
+/// `stats`: the server's counters, one JSON object or one aligned `name value` line each
+/// (garbage collection's `null` from a server without them).
+fn stats(client: &Client, out: &Output) -> anyhow::Result<()> {
+    let stats = client.stats()?;
+    let value = json!({
+        "turns": stats.turns,
+        "contexts": stats.contexts,
+        "blobs": stats.blobs,
+        "logical_bytes": stats.logical_bytes,
+        "unique_bytes": stats.unique_bytes,
+        "stored_bytes": stats.stored_bytes,
+        "dedup_hits": stats.dedup_hits,
+        "read_only": stats.read_only,
+        "connections": stats.connections,
+        "requests_total": stats.requests_total,
+        "errors_total": stats.errors_total,
+        "uptime_ms": stats.uptime_ms,
+        "live_bytes": stats.live_bytes,
+        "dead_bytes": stats.dead_bytes,
+        "gc_runs": stats.gc_runs,
+        "bytes_reclaimed_total": stats.bytes_reclaimed_total,
+    });
+    if out.json {
+        out.line(&value)
+    } else {
+        let mut text = String::new();
+        if let Some(fields) = value.as_object() {
+            let width = fields.keys().map(String::len).max().unwrap_or(0);
+            for (name, value) in fields {
+                text.push_str(&format!("{name:<width$} {value}\n"));
+            }
+        }
+        out.text(text.trim_end())
+    }
 }
 
 /// `kv …`: a context's key-value entries. `value` is what `kv put` read before connecting.
