@@ -318,7 +318,8 @@ async fn execute(
     Ok(())
 }
 
-/// Runs the workload; returns the report (the server part is filled in by the caller).
+/// Runs the workload; returns what it recorded and how long the measured part took (the
+/// caller builds the report, with the server part).
 pub async fn run(config: &LoadConfig) -> anyhow::Result<(Recorder, Duration)> {
     anyhow::ensure!(
         config.connections > 0 && config.contexts > 0,

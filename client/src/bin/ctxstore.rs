@@ -1663,7 +1663,7 @@ impl Output {
         ))
     }
 
-    /// What `gc` prints.
+    /// What `patch` prints: the turn, its overlay sequence number, the new payload's hash and length.
     fn patched(&self, patched: &Patched) -> anyhow::Result<()> {
         if self.json {
             return self.line(&json!({
