@@ -20,7 +20,6 @@ use crate::model::{
     ContextHead, Page, PageEntry, PageOptions, PageQuery, Payload, PayloadCache, PayloadMode, Turn,
 };
 use crate::published::Published;
-use crate::skip;
 
 pub(crate) struct Reader<'a> {
     pub published: &'a Published,
@@ -287,7 +286,7 @@ impl Reader<'_> {
 
     /// The ancestor of `start` at `depth`, in O(log n) reads.
     fn ancestor(&self, start: TurnRecord, depth: u32) -> Result<TurnRecord, EngineError> {
-        skip::ancestor(start, depth, |turn_id| self.published.turns.turn(turn_id))
+        self.published.turns.ancestor(start, depth)
     }
 
     /// A GET_BEFORE cursor must be a turn of the context's chain: a turn of another chain

@@ -35,47 +35,74 @@ pub fn skip_depth(depth: u32) -> u32 {
 ///
 /// A turn without a skip pointer (a record of store format 1 read by `verify` before
 /// migration) is walked by its parent.
-pub fn ancestor<E>(
-    start: TurnRecord,
+pub fn ancestor<T: SkipNode, E>(
+    start: T,
     depth: u32,
-    mut lookup: impl FnMut(TurnId) -> Result<TurnRecord, E>,
-) -> Result<TurnRecord, E> {
+    mut lookup: impl FnMut(TurnId) -> Result<T, E>,
+) -> Result<T, E> {
     assert!(
-        depth <= start.depth,
+        depth <= start.depth(),
         "ancestor at depth {depth} of turn {} at depth {}",
-        start.turn_id,
-        start.depth
+        start.turn_id(),
+        start.depth()
     );
     let mut walk = start;
-    while walk.depth > depth {
-        let skip = skip_depth(walk.depth);
-        let skip_of_parent = skip_depth(walk.depth - 1);
+    while walk.depth() > depth {
+        let skip = skip_depth(walk.depth());
+        let skip_of_parent = skip_depth(walk.depth() - 1);
         // Bitcoin Core's rule: take the skip pointer unless the parent's skip pointer gets
         // to the target in fewer steps.
-        let take_skip = !walk.skip_turn_id.is_none()
+        let take_skip = !walk.skip_turn_id().is_none()
             && (skip == depth
                 || (skip > depth && !(skip_of_parent + 2 < skip && skip_of_parent >= depth)));
         if take_skip {
-            let target = lookup(walk.skip_turn_id)?;
+            let target = lookup(walk.skip_turn_id())?;
             assert_eq!(
-                target.depth, skip,
+                target.depth(),
+                skip,
                 "turn {}: skip target {} is at depth {}, expected {skip}",
-                walk.turn_id, target.turn_id, target.depth
+                walk.turn_id(),
+                target.turn_id(),
+                target.depth()
             );
             walk = target;
         } else {
-            let parent = lookup(walk.parent_turn_id)?;
+            let parent = lookup(walk.parent_turn_id())?;
             assert_eq!(
-                parent.depth + 1,
-                walk.depth,
+                parent.depth() + 1,
+                walk.depth(),
                 "turn {}: parent {} is not one shallower",
-                walk.turn_id,
-                parent.turn_id
+                walk.turn_id(),
+                parent.turn_id()
             );
             walk = parent;
         }
     }
     Ok(walk)
+}
+
+/// What a walk down skip pointers reads of a turn: a full `TurnRecord`, or the four fields a
+/// reader's skip cache keeps (`sequencer/view.rs` `SkipLinks`).
+pub trait SkipNode {
+    fn turn_id(&self) -> TurnId;
+    fn parent_turn_id(&self) -> TurnId;
+    fn skip_turn_id(&self) -> TurnId;
+    fn depth(&self) -> u32;
+}
+
+impl SkipNode for TurnRecord {
+    fn turn_id(&self) -> TurnId {
+        self.turn_id
+    }
+    fn parent_turn_id(&self) -> TurnId {
+        self.parent_turn_id
+    }
+    fn skip_turn_id(&self) -> TurnId {
+        self.skip_turn_id
+    }
+    fn depth(&self) -> u32 {
+        self.depth
+    }
 }
 
 /// The skip pointer of a new turn at `depth` whose parent is `parent` (`None` for a root).

@@ -774,3 +774,55 @@ fn a_crafted_turn_log_cursor_is_a_typed_error() {
         assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
     }
 }
+
+/// Depth windows go down skip pointers through the readers' skip cache (`TurnsView::ancestor`):
+/// on chains a few thousand deep, with forks hanging off them and appended to, every window's
+/// first turn is the one the parent walk from the head reaches, read cold and again warm.
+#[test]
+fn depth_windows_of_deep_forked_chains_match_the_parent_walk() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let batch = |context: ContextId, start: usize| -> Vec<AppendRequest> {
+        (0..64)
+            .map(|i| AppendRequest {
+                context_id: context,
+                expected_head: None,
+                type_tag: 1,
+                codec: 0,
+                payload: AppendPayload::Bytes(Bytes::from(format!("turn {context} {}", start + i))),
+                options: TurnOptions::default(),
+            })
+            .collect()
+    };
+    let main = block_on(engine.create_context()).unwrap().context_id;
+    let mut contexts = vec![main];
+    let mut rng = fastrand::Rng::with_seed(14);
+    for round in 0..48 {
+        let context = contexts[rng.usize(..contexts.len())];
+        let appended = block_on(engine.append_batch(batch(context, round * 64))).unwrap();
+        if round % 8 == 7 {
+            let base = appended[rng.usize(..appended.len())].turn.turn_id;
+            contexts.push(block_on(engine.fork(base)).unwrap().context_id);
+        }
+    }
+    for pass in ["cold", "warm"] {
+        let mut rng = fastrand::Rng::with_seed(7);
+        for context in &contexts {
+            let head = block_on(engine.head(*context)).unwrap();
+            let mut walk = vec![block_on(engine.turn(head.head_turn_id)).unwrap()];
+            while walk.last().unwrap().depth > 0 {
+                let parent = walk.last().unwrap().parent_turn_id;
+                walk.push(block_on(engine.turn(parent)).unwrap());
+            }
+            for _ in 0..40 {
+                let depth = rng.u32(0..=walk[0].depth);
+                let window = block_on(engine.range_by_depth(*context, depth, 2, false)).unwrap();
+                let expected = walk.iter().find(|turn| turn.depth == depth).unwrap();
+                assert_eq!(
+                    window[0].turn.turn_id, expected.turn_id,
+                    "{pass} read, depth {depth}"
+                );
+            }
+        }
+    }
+}

@@ -18,11 +18,112 @@ use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
 use crate::sequencer::heads::DELETED_HEAD;
 use crate::sequencer::log_base::{LogBase, read_slots};
+use crate::skip;
 
-/// Decoded records kept for readers, by record id modulo this (direct-mapped): the records
+/// Decoded records kept for readers, direct-mapped (`cache_slot`): the records
 /// a read walks (the newest turns of active contexts, their skip targets) come from memory
 /// instead of one `pread` each (issue 19). About 200 bytes per cached record: ~13 MiB full.
 const RECORD_CACHE_SLOTS: usize = 1 << 16;
+
+/// Turns whose skip-walk links readers keep: 40 bytes each, 2.5 MiB.
+const SKIP_LINKS_SLOTS: usize = 1 << 16;
+
+const CACHE_SLOT_BITS: u32 = 16;
+const _: () = assert!(RECORD_CACHE_SLOTS == 1 << CACHE_SLOT_BITS);
+const _: () = assert!(SKIP_LINKS_SLOTS == 1 << CACHE_SLOT_BITS);
+
+/// The slot of a record id in the readers' caches: Fibonacci hashing, not the id modulo the
+/// slot count. Skip targets sit at depths that are multiples of large powers of two, so on
+/// one context's chain their ids repeat modulo 65,536 and, with a plain modulo, evicted one
+/// another (and the chain's first turns) at every walk to depth 0.
+fn cache_slot(record_id: u64) -> usize {
+    (record_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - CACHE_SLOT_BITS)) as usize
+}
+
+/// What a walk down skip pointers needs of a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SkipLinks {
+    turn_id: TurnId,
+    parent_turn_id: TurnId,
+    skip_turn_id: TurnId,
+    depth: u32,
+}
+
+impl SkipLinks {
+    fn of(turn: &TurnRecord) -> Self {
+        SkipLinks {
+            turn_id: turn.turn_id,
+            parent_turn_id: turn.parent_turn_id,
+            skip_turn_id: turn.skip_turn_id,
+            depth: turn.depth,
+        }
+    }
+}
+
+impl skip::SkipNode for SkipLinks {
+    fn turn_id(&self) -> TurnId {
+        self.turn_id
+    }
+    fn parent_turn_id(&self) -> TurnId {
+        self.parent_turn_id
+    }
+    fn skip_turn_id(&self) -> TurnId {
+        self.skip_turn_id
+    }
+    fn depth(&self) -> u32 {
+        self.depth
+    }
+}
+
+/// One slot of the skip cache: a sequence lock over four words, written by whichever reader
+/// missed (a writer that finds it locked leaves it: a cache may drop a fill), read without
+/// locks (a read that overlaps a write sees the sequence move and counts as a miss).
+#[derive(Debug, Default)]
+struct SkipLinksSlot {
+    /// Even: stable; odd: being written.
+    sequence: AtomicU64,
+    turn_id: AtomicU64,
+    parent_turn_id: AtomicU64,
+    skip_turn_id: AtomicU64,
+    depth: AtomicU64,
+}
+
+impl SkipLinksSlot {
+    fn get(&self, turn_id: TurnId) -> Option<SkipLinks> {
+        let before = self.sequence.load(Ordering::Acquire);
+        if before & 1 == 1 || self.turn_id.load(Ordering::Relaxed) != turn_id.0 {
+            return None;
+        }
+        let links = SkipLinks {
+            turn_id,
+            parent_turn_id: TurnId(self.parent_turn_id.load(Ordering::Relaxed)),
+            skip_turn_id: TurnId(self.skip_turn_id.load(Ordering::Relaxed)),
+            depth: self.depth.load(Ordering::Relaxed) as u32,
+        };
+        std::sync::atomic::fence(Ordering::Acquire);
+        (self.sequence.load(Ordering::Relaxed) == before).then_some(links)
+    }
+
+    fn put(&self, links: &SkipLinks) {
+        let before = self.sequence.load(Ordering::Relaxed);
+        if before & 1 == 1
+            || self
+                .sequence
+                .compare_exchange(before, before + 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        std::sync::atomic::fence(Ordering::Release);
+        self.turn_id.store(links.turn_id.0, Ordering::Relaxed);
+        self.parent_turn_id
+            .store(links.parent_turn_id.0, Ordering::Relaxed);
+        self.skip_turn_id
+            .store(links.skip_turn_id.0, Ordering::Relaxed);
+        self.depth.store(u64::from(links.depth), Ordering::Relaxed);
+        self.sequence.store(before + 2, Ordering::Release);
+    }
+}
 
 /// `turns.log` as readers see it: records `1..=durable_record_id` are durable and immutable.
 /// Those a log compaction covered are read from `turns.base` (`log_base.rs`), the rest from
@@ -36,6 +137,10 @@ pub(crate) struct TurnsView {
     /// right; a slot holds the record last read into it, checked by its id. Filled by
     /// readers after a `pread`; lock-free (one atomic load per hit).
     cache: Box<[arc_swap::ArcSwapOption<LogRecord>]>,
+    /// The links of turns a walk down skip pointers passed (`ancestor`): one cache line per
+    /// turn instead of a record's `Arc`, so a walk to depth 0 of a deep chain (~90 steps at
+    /// 200k) costs little more than reading the page it finds (issue 14 item 7).
+    skip_links: Box<[SkipLinksSlot]>,
     durable_record_id: AtomicU64,
     /// The turns the garbage collector collected (durable gc-dead records): they read as not
     /// found, their blobs may be gone.
@@ -55,9 +160,35 @@ impl TurnsView {
             cache: (0..RECORD_CACHE_SLOTS)
                 .map(|_| arc_swap::ArcSwapOption::empty())
                 .collect(),
+            skip_links: (0..SKIP_LINKS_SLOTS)
+                .map(|_| SkipLinksSlot::default())
+                .collect(),
             durable_record_id: AtomicU64::new(durable_record_id),
             dead: arc_swap::ArcSwap::from_pointee(dead),
         }
+    }
+
+    /// The ancestor of `start` at `depth`, in O(log n) steps: the steps read the skip cache
+    /// (a durable turn's links never change, even after a collection: TurnIDs are never
+    /// reused), the turn found is read whole and must not be collected (`turn`).
+    pub fn ancestor(&self, start: TurnRecord, depth: u32) -> Result<TurnRecord, EngineError> {
+        if start.depth == depth {
+            return Ok(start);
+        }
+        let found = skip::ancestor(SkipLinks::of(&start), depth, |turn_id| {
+            self.skip_links(turn_id)
+        })?;
+        self.turn(found.turn_id)
+    }
+
+    fn skip_links(&self, turn_id: TurnId) -> Result<SkipLinks, EngineError> {
+        let slot = &self.skip_links[cache_slot(turn_id.0)];
+        if let Some(links) = slot.get(turn_id) {
+            return Ok(links);
+        }
+        let links = SkipLinks::of(&self.turn_record(turn_id)?);
+        slot.put(&links);
+        Ok(links)
     }
 
     /// The collected turns as of the last durable gc-dead record.
@@ -212,7 +343,7 @@ impl TurnsView {
         if record_id == 0 || record_id > self.durable_record_id() {
             return Ok(None);
         }
-        let slot = &self.cache[record_id as usize % RECORD_CACHE_SLOTS];
+        let slot = &self.cache[cache_slot(record_id)];
         if let Some(cached) = slot.load().as_deref()
             && cached.record_id() == record_id
         {
@@ -400,4 +531,71 @@ pub(crate) struct SequencerCounters {
     pub contexts: AtomicU64,
     pub logical_bytes: AtomicU64,
     pub dedup_hits: AtomicU64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn links(turn_id: u64) -> SkipLinks {
+        SkipLinks {
+            turn_id: TurnId(turn_id),
+            parent_turn_id: TurnId(turn_id - 1),
+            skip_turn_id: TurnId(turn_id / 2),
+            depth: (turn_id - 1) as u32,
+        }
+    }
+
+    #[test]
+    fn a_skip_links_slot_answers_only_its_turn_and_never_while_written() {
+        let slot = SkipLinksSlot::default();
+        assert_eq!(slot.get(TurnId(7)), None);
+        slot.put(&links(7));
+        assert_eq!(slot.get(TurnId(7)), Some(links(7)));
+        // The slot's other turns (same index, another id) miss.
+        let other = (8..).find(|id| cache_slot(*id) == cache_slot(7)).unwrap();
+        assert_eq!(slot.get(TurnId(other)), None);
+        slot.put(&links(other));
+        assert_eq!(slot.get(TurnId(7)), None);
+        assert_eq!(slot.get(TurnId(other)), Some(links(other)));
+        // A slot being written: reads miss, a second writer leaves it.
+        let sequence = slot.sequence.fetch_add(1, Ordering::AcqRel) + 1;
+        assert_eq!(slot.get(TurnId(other)), None);
+        slot.put(&links(9));
+        assert_eq!(slot.sequence.load(Ordering::Acquire), sequence);
+        assert_eq!(slot.turn_id.load(Ordering::Relaxed), other);
+    }
+
+    #[test]
+    fn racing_writers_and_readers_of_a_slot_never_see_a_torn_entry() {
+        let slot = Arc::new(SkipLinksSlot::default());
+        let writers: Vec<_> = (0..2u64)
+            .map(|writer| {
+                let slot = slot.clone();
+                std::thread::spawn(move || {
+                    for round in 0..20_000u64 {
+                        slot.put(&links(2 + (round * 2 + writer) % 64));
+                    }
+                })
+            })
+            .collect();
+        let mut hits = 0u64;
+        while !writers.iter().all(|writer| writer.is_finished()) {
+            for turn_id in 2..66 {
+                if let Some(found) = slot.get(TurnId(turn_id)) {
+                    assert_eq!(found, links(turn_id));
+                    hits += 1;
+                }
+            }
+        }
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        let last = slot.turn_id.load(Ordering::Relaxed);
+        assert_eq!(
+            slot.get(TurnId(last)),
+            Some(links(last)),
+            "after {hits} hits"
+        );
+    }
 }
