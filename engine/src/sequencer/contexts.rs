@@ -91,7 +91,6 @@ pub struct ContextInfo {
     pub own_payload_bytes: u64,
 }
 
-/// Every context's metadata and the indexes over it. Context `c` is at index `c - 1`.
 /// A turn key as the turn-key index holds it: the BLAKE3 of its context and its bytes. Two
 /// keys with one digest are as unthinkable as two payloads with one BlobHash, which the whole
 /// store rests on; the digest's plain 32 bytes copy and compare without touching the heap.
@@ -120,6 +119,7 @@ impl std::hash::Hash for TurnKeyDigest {
 /// only by the sequencer (`publish_turn_keys`, after the turns it names are published).
 type PublishedTurnKeys = papaya::HashMap<TurnKeyDigest, TurnId, BlobHashBuildHasher>;
 
+/// Every context's metadata and the indexes over it. Context `c` is at index `c - 1`.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Contexts {
     infos: imbl::Vector<ContextInfo>,

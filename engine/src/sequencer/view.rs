@@ -91,7 +91,9 @@ struct SkipLinksSlot {
 impl SkipLinksSlot {
     fn get(&self, turn_id: TurnId) -> Option<SkipLinks> {
         let before = self.sequence.load(Ordering::Acquire);
-        if before & 1 == 1 || self.turn_id.load(Ordering::Relaxed) != turn_id.0 {
+        // An empty slot holds id 0 (`TurnId::NONE`), which names no turn: never a hit.
+        if turn_id.is_none() || before & 1 == 1 || self.turn_id.load(Ordering::Relaxed) != turn_id.0
+        {
             return None;
         }
         let links = SkipLinks {
@@ -549,6 +551,7 @@ mod tests {
     #[test]
     fn a_skip_links_slot_answers_only_its_turn_and_never_while_written() {
         let slot = SkipLinksSlot::default();
+        assert_eq!(slot.get(TurnId::NONE), None, "an empty slot names no turn");
         assert_eq!(slot.get(TurnId(7)), None);
         slot.put(&links(7));
         assert_eq!(slot.get(TurnId(7)), Some(links(7)));
