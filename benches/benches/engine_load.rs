@@ -463,7 +463,8 @@ fn turns(base: &Path) {
     // always runs on the slightly larger store.
     append_load(&engine, 32, Duration::from_secs(3));
     let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    let sides: [(&str, fn(u64) -> TurnOptions); 2] = [
+    type Side = (&'static str, fn(u64) -> TurnOptions);
+    let sides: [Side; 2] = [
         ("plain", |_| TurnOptions::default()),
         ("key + 3 labels", checkpoint_options),
     ];
