@@ -35,45 +35,42 @@ pub fn skip_depth(depth: u32) -> u32 {
 ///
 /// A turn without a skip pointer (a record of store format 1 read by `verify` before
 /// migration) is walked by its parent.
-pub fn ancestor<T: SkipNode, E>(
-    start: T,
+pub fn ancestor<E>(
+    start: Links,
     depth: u32,
-    mut lookup: impl FnMut(TurnId) -> Result<T, E>,
-) -> Result<T, E> {
+    mut lookup: impl FnMut(TurnId) -> Result<Links, E>,
+) -> Result<Links, E> {
     assert!(
-        depth <= start.depth(),
+        depth <= start.depth,
         "ancestor at depth {depth} of turn {} at depth {}",
-        start.turn_id(),
-        start.depth()
+        start.turn_id,
+        start.depth
     );
     let mut walk = start;
-    while walk.depth() > depth {
-        let skip = skip_depth(walk.depth());
-        let skip_of_parent = skip_depth(walk.depth() - 1);
+    while walk.depth > depth {
+        let skip = skip_depth(walk.depth);
+        let skip_of_parent = skip_depth(walk.depth - 1);
         // Bitcoin Core's rule: take the skip pointer unless the parent's skip pointer gets
         // to the target in fewer steps.
-        let take_skip = !walk.skip_turn_id().is_none()
+        let take_skip = !walk.skip_turn_id.is_none()
             && (skip == depth
                 || (skip > depth && !(skip_of_parent + 2 < skip && skip_of_parent >= depth)));
         if take_skip {
-            let target = lookup(walk.skip_turn_id())?;
+            let target = lookup(walk.skip_turn_id)?;
             assert_eq!(
-                target.depth(),
-                skip,
+                target.depth, skip,
                 "turn {}: skip target {} is at depth {}, expected {skip}",
-                walk.turn_id(),
-                target.turn_id(),
-                target.depth()
+                walk.turn_id, target.turn_id, target.depth
             );
             walk = target;
         } else {
-            let parent = lookup(walk.parent_turn_id())?;
+            let parent = lookup(walk.parent_turn_id)?;
             assert_eq!(
-                parent.depth() + 1,
-                walk.depth(),
+                parent.depth + 1,
+                walk.depth,
                 "turn {}: parent {} is not one shallower",
-                walk.turn_id(),
-                parent.turn_id()
+                walk.turn_id,
+                parent.turn_id
             );
             walk = parent;
         }
@@ -81,28 +78,37 @@ pub fn ancestor<T: SkipNode, E>(
     Ok(walk)
 }
 
-/// What a walk down skip pointers reads of a turn: a full `TurnRecord`, or the four fields a
-/// reader's skip cache keeps (`sequencer/view.rs` `SkipLinks`).
-pub trait SkipNode {
-    fn turn_id(&self) -> TurnId;
-    fn parent_turn_id(&self) -> TurnId;
-    fn skip_turn_id(&self) -> TurnId;
-    fn depth(&self) -> u32;
+/// What a walk down skip pointers reads of a turn (readers keep these in their skip cache,
+/// `sequencer/view.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Links {
+    pub turn_id: TurnId,
+    pub parent_turn_id: TurnId,
+    pub skip_turn_id: TurnId,
+    pub depth: u32,
 }
 
-impl SkipNode for TurnRecord {
-    fn turn_id(&self) -> TurnId {
-        self.turn_id
+impl Links {
+    pub fn of(turn: &TurnRecord) -> Self {
+        Links {
+            turn_id: turn.turn_id,
+            parent_turn_id: turn.parent_turn_id,
+            skip_turn_id: turn.skip_turn_id,
+            depth: turn.depth,
+        }
     }
-    fn parent_turn_id(&self) -> TurnId {
-        self.parent_turn_id
-    }
-    fn skip_turn_id(&self) -> TurnId {
-        self.skip_turn_id
-    }
-    fn depth(&self) -> u32 {
-        self.depth
-    }
+}
+
+/// `ancestor` over a look-up of whole records: the ancestor's TurnID.
+pub fn ancestor_id<E>(
+    start: &TurnRecord,
+    depth: u32,
+    mut lookup: impl FnMut(TurnId) -> Result<TurnRecord, E>,
+) -> Result<TurnId, E> {
+    let found = ancestor(Links::of(start), depth, |turn_id| {
+        lookup(turn_id).map(|turn| Links::of(&turn))
+    })?;
+    Ok(found.turn_id)
 }
 
 /// The skip pointer of a new turn at `depth` whose parent is `parent` (`None` for a root).
@@ -115,7 +121,7 @@ pub fn skip_of_child<E>(
         None => Ok(TurnId::NONE),
         Some(parent) => {
             assert_eq!(parent.depth + 1, depth);
-            Ok(ancestor(parent, skip_depth(depth), lookup)?.turn_id)
+            ancestor_id(&parent, skip_depth(depth), lookup)
         }
     }
 }
@@ -255,8 +261,8 @@ mod tests {
                 while walked.depth > depth {
                     walked = dag[&walked.parent_turn_id];
                 }
-                let found = ancestor(start, depth, |id| Ok::<_, ()>(dag[&id])).unwrap();
-                assert_eq!(found.turn_id, walked.turn_id, "seed {seed}");
+                let found = ancestor_id(&start, depth, |id| Ok::<_, ()>(dag[&id])).unwrap();
+                assert_eq!(found, walked.turn_id, "seed {seed}");
             }
         }
     }
@@ -275,12 +281,12 @@ mod tests {
         let tip = parent.unwrap();
         for depth in [0, 1, 777, 100_000, 199_998] {
             let mut steps = 0;
-            let found = ancestor(tip, depth, |id| {
+            let found = ancestor_id(&tip, depth, |id| {
                 steps += 1;
                 Ok::<_, ()>(dag[&id])
             })
             .unwrap();
-            assert_eq!(found.depth, depth);
+            assert_eq!(dag[&found].depth, depth);
             assert!(steps <= 120, "{steps} steps to depth {depth}");
         }
     }

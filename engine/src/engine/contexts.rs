@@ -355,19 +355,9 @@ impl Engine {
     fn view(&self, snapshot: &Contexts, context_id: ContextId) -> Result<ContextView, EngineError> {
         let head = self.reader().head(context_id)?;
         // A context created after this snapshot was taken has no metadata in it yet.
-        let info = snapshot.get(context_id).cloned().unwrap_or_default();
-        Ok(ContextView {
-            head,
-            name: info.name.as_deref().map(str::to_owned),
-            tags: info
-                .tags
-                .iter()
-                .map(|(key, value)| (key.to_string(), value.to_string()))
-                .collect(),
-            created_at_unix_ms: info.created_at_unix_ms,
-            updated_at_unix_ms: info.updated_at_unix_ms,
-            floor_depth: info.floor_depth,
-            ttl_ms: info.ttl_ms,
+        Ok(match snapshot.get(context_id) {
+            Some(info) => info.view(head),
+            None => ContextInfo::default().view(head),
         })
     }
 }

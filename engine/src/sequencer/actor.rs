@@ -409,23 +409,11 @@ impl SequencerActor {
     fn view(&self, context_id: ContextId) -> Option<ContextView> {
         let head = self.heads.get(context_id)?;
         let info = self.contexts.get(context_id)?;
-        Some(ContextView {
-            head: ContextHead {
-                context_id,
-                head_turn_id: head.head_turn_id,
-                head_depth: head.head_depth,
-            },
-            name: info.name.as_deref().map(str::to_owned),
-            tags: info
-                .tags
-                .iter()
-                .map(|(key, value)| (key.to_string(), value.to_string()))
-                .collect(),
-            created_at_unix_ms: info.created_at_unix_ms,
-            updated_at_unix_ms: info.updated_at_unix_ms,
-            floor_depth: info.floor_depth,
-            ttl_ms: info.ttl_ms,
-        })
+        Some(info.view(ContextHead {
+            context_id,
+            head_turn_id: head.head_turn_id,
+            head_depth: head.head_depth,
+        }))
     }
 
     /// A garbage-collection fence (`SequencerRequest::GcFence`): decided here, between the

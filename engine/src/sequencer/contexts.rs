@@ -19,6 +19,7 @@ use crate::format::context_meta::{
 };
 use crate::format::turn_extras::TurnExtras;
 use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};
+use crate::model::{ContextHead, ContextView};
 use crate::sequencer::overlays::Overlays;
 
 /// A key-value entry's value: a blob.
@@ -89,6 +90,25 @@ pub struct ContextInfo {
     /// Payload bytes (raw) of the turns appended to it: what a delete may give back, for the
     /// garbage collector's trigger (an estimate: forks and dedup may keep some).
     pub own_payload_bytes: u64,
+}
+
+impl ContextInfo {
+    /// The context as a read or a metadata answer returns it, at `head`.
+    pub fn view(&self, head: ContextHead) -> ContextView {
+        ContextView {
+            head,
+            name: self.name.as_deref().map(str::to_owned),
+            tags: self
+                .tags
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect(),
+            created_at_unix_ms: self.created_at_unix_ms,
+            updated_at_unix_ms: self.updated_at_unix_ms,
+            floor_depth: self.floor_depth,
+            ttl_ms: self.ttl_ms,
+        }
+    }
 }
 
 /// A turn key as the turn-key index holds it: the BLAKE3 of its context and its bytes. Two

@@ -75,7 +75,7 @@ pub(crate) fn on_chain(
     if candidate.depth > tip.depth {
         return Ok(false);
     }
-    Ok(skip::ancestor(tip, candidate.depth, turn)?.turn_id == candidate.turn_id)
+    Ok(skip::ancestor_id(&tip, candidate.depth, turn)? == candidate.turn_id)
 }
 
 /// The turn `context_id` has under `key`: its own, or an inherited one.

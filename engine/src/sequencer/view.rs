@@ -18,7 +18,7 @@ use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
 use crate::sequencer::heads::DELETED_HEAD;
 use crate::sequencer::log_base::{LogBase, read_slots};
-use crate::skip;
+use crate::skip::{self, Links};
 
 /// Decoded records kept for readers, direct-mapped (`cache_slot`): the records
 /// a read walks (the newest turns of active contexts, their skip targets) come from memory
@@ -40,41 +40,6 @@ fn cache_slot(record_id: u64) -> usize {
     (record_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - CACHE_SLOT_BITS)) as usize
 }
 
-/// What a walk down skip pointers needs of a turn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct SkipLinks {
-    turn_id: TurnId,
-    parent_turn_id: TurnId,
-    skip_turn_id: TurnId,
-    depth: u32,
-}
-
-impl SkipLinks {
-    fn of(turn: &TurnRecord) -> Self {
-        SkipLinks {
-            turn_id: turn.turn_id,
-            parent_turn_id: turn.parent_turn_id,
-            skip_turn_id: turn.skip_turn_id,
-            depth: turn.depth,
-        }
-    }
-}
-
-impl skip::SkipNode for SkipLinks {
-    fn turn_id(&self) -> TurnId {
-        self.turn_id
-    }
-    fn parent_turn_id(&self) -> TurnId {
-        self.parent_turn_id
-    }
-    fn skip_turn_id(&self) -> TurnId {
-        self.skip_turn_id
-    }
-    fn depth(&self) -> u32 {
-        self.depth
-    }
-}
-
 /// One slot of the skip cache: a sequence lock over four words, written by whichever reader
 /// missed (a writer that finds it locked leaves it: a cache may drop a fill), read without
 /// locks (a read that overlaps a write sees the sequence move and counts as a miss).
@@ -89,14 +54,14 @@ struct SkipLinksSlot {
 }
 
 impl SkipLinksSlot {
-    fn get(&self, turn_id: TurnId) -> Option<SkipLinks> {
+    fn get(&self, turn_id: TurnId) -> Option<Links> {
         let before = self.sequence.load(Ordering::Acquire);
         // An empty slot holds id 0 (`TurnId::NONE`), which names no turn: never a hit.
         if turn_id.is_none() || before & 1 == 1 || self.turn_id.load(Ordering::Relaxed) != turn_id.0
         {
             return None;
         }
-        let links = SkipLinks {
+        let links = Links {
             turn_id,
             parent_turn_id: TurnId(self.parent_turn_id.load(Ordering::Relaxed)),
             skip_turn_id: TurnId(self.skip_turn_id.load(Ordering::Relaxed)),
@@ -106,7 +71,7 @@ impl SkipLinksSlot {
         (self.sequence.load(Ordering::Relaxed) == before).then_some(links)
     }
 
-    fn put(&self, links: &SkipLinks) {
+    fn put(&self, links: &Links) {
         let before = self.sequence.load(Ordering::Relaxed);
         if before & 1 == 1
             || self
@@ -177,18 +142,16 @@ impl TurnsView {
         if start.depth == depth {
             return Ok(start);
         }
-        let found = skip::ancestor(SkipLinks::of(&start), depth, |turn_id| {
-            self.skip_links(turn_id)
-        })?;
+        let found = skip::ancestor(Links::of(&start), depth, |turn_id| self.skip_links(turn_id))?;
         self.turn(found.turn_id)
     }
 
-    fn skip_links(&self, turn_id: TurnId) -> Result<SkipLinks, EngineError> {
+    fn skip_links(&self, turn_id: TurnId) -> Result<Links, EngineError> {
         let slot = &self.skip_links[cache_slot(turn_id.0)];
         if let Some(links) = slot.get(turn_id) {
             return Ok(links);
         }
-        let links = SkipLinks::of(&self.turn_record(turn_id)?);
+        let links = Links::of(&self.turn_record(turn_id)?);
         slot.put(&links);
         Ok(links)
     }
@@ -539,8 +502,8 @@ pub(crate) struct SequencerCounters {
 mod tests {
     use super::*;
 
-    fn links(turn_id: u64) -> SkipLinks {
-        SkipLinks {
+    fn links(turn_id: u64) -> Links {
+        Links {
             turn_id: TurnId(turn_id),
             parent_turn_id: TurnId(turn_id - 1),
             skip_turn_id: TurnId(turn_id / 2),
