@@ -989,9 +989,11 @@ impl SequencerActor {
     }
 
     /// Makes the batch visible: turns first, then heads, then new contexts, so a reader that
-    /// sees a head can always read its turn.
-    fn publish(&mut self, batch: &Batch) {
+    /// sees a head can always read its turn. `slots`: the batch's records as written, from
+    /// `first_record_id` on.
+    fn publish(&mut self, batch: &Batch, first_record_id: u64, slots: &[u8]) {
         let published = &self.published;
+        published.turns.fill_caches(first_record_id, slots);
         published.turns.publish(self.next_record_id - 1);
         // The batch's turn keys, once their turns are readable (before any answer).
         self.contexts.publish_turn_keys();
@@ -1172,7 +1174,7 @@ impl GroupCommit for SequencerActor {
                             "blob {hash} is published with a turn but not durable"
                         );
                     }
-                    self.publish(&batch)
+                    self.publish(&batch, first_record_id, &bytes)
                 }
                 Err(error) => {
                     self.prepared_end = offset;
