@@ -59,6 +59,12 @@ impl Client {
         self.client.bytes_sent()
     }
 
+    /// Whether raw payloads are hashed on this connection (see the async client's
+    /// `verifies_raw_payloads`, decision 0015).
+    pub fn verifies_raw_payloads(&self) -> bool {
+        self.client.verifies_raw_payloads()
+    }
+
     /// The protocol version HELLO negotiated (see the async client's `protocol_version`).
     pub fn protocol_version(&self) -> u16 {
         self.client.protocol_version()

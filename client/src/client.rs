@@ -19,9 +19,9 @@ use ctxstore_protocol::codec::{check_request, encode_request_chunks};
 use ctxstore_protocol::{
     CHUNK_ENTRY_BYTES, CHUNKS_PER_PAYLOAD_MAX, ChunkBaseWire, ChunkWire, ContextRef, ErrorCode,
     FrameReader, HEADER_BYTES, Hash32, LIST_ITEMS_LIMIT, MessageType, OverlayWire,
-    PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, PageKind, PayloadSpec, Request, Response,
-    SentChunkWire, ServerLimits, TurnEntry, TurnEntryV2, TurnSpec, decode_response, frame_flags,
-    read_flags,
+    PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, PageKind, PayloadEncoding, PayloadSpec, Request,
+    Response, SentChunkWire, ServerLimits, TurnEntry, TurnEntryV2, TurnSpec, decode_response,
+    frame_flags, read_flags,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -33,7 +33,7 @@ use crate::types::{
     Appended, AppendedTurn, BackupReport, BlobHash, ChunkRef, ChunkedStored, ContextHead,
     ContextInfo, ContextListPage, ContextQuery, ContextRetention, FoundPage, GcReport, KvItem,
     ListCursor, LogCursor, LogPage, NewContext, NewTurn, Opened, Page, Patched, Purged, Redacted,
-    Stats, Turn, TurnInfo, TurnPage, verify_payload,
+    Stats, Turn, TurnInfo, TurnPage, VerifyPayloads, verify_payload,
 };
 
 /// Most turns in one `append_turns` call (one request, one group commit).
@@ -81,6 +81,11 @@ pub struct ClientConfig {
     /// that grows a little each step costs about what it grew by. `None` turns it off: every
     /// payload travels whole, as on a version-1 connection.
     pub chunking: Option<ChunkingConfig>,
+    /// Which payloads are hashed here (decision 0015; default `VerifyPayloads::WhenRemote`):
+    /// zstd ones always, raw ones — which the server hashed when it read them — only from a
+    /// server that is not on loopback, where no network can corrupt them on the way.
+    /// `VerifyPayloads::Always` hashes every payload.
+    pub verify_payloads: VerifyPayloads,
 }
 
 impl ClientConfig {
@@ -103,6 +108,7 @@ impl ClientConfig {
             response_bytes_max: 1 << 30,
             accept_zstd: true,
             chunking: Some(ChunkingConfig::DEFAULT),
+            verify_payloads: VerifyPayloads::WhenRemote,
         }
     }
 
@@ -129,6 +135,11 @@ impl ClientConfig {
 
     pub fn with_request_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    pub fn with_verify_payloads(mut self, verify_payloads: VerifyPayloads) -> Self {
+        self.verify_payloads = verify_payloads;
         self
     }
 
@@ -176,6 +187,9 @@ struct Shared {
     no_put_chunked: AtomicBool,
     /// Request bytes the writer task wrote to the socket (HELLO included).
     bytes_sent: Arc<AtomicU64>,
+    /// Whether raw payloads are hashed here: `config.verify_payloads` applied to this
+    /// connection's peer address (decision 0015).
+    hash_raw: bool,
     /// The chunk lists of payloads this client stored as chunks lately, by first chunk: the
     /// next state of a growing thread starts like the last one, so its PUT_CHUNKED names that
     /// one as its base and lists only the chunks after the shared prefix. At most
@@ -258,6 +272,10 @@ impl Client {
     /// HELLO yet (version `PROTOCOL_VERSION_MIN`, default limits until it has).
     fn start(config: ClientConfig, stream: TcpStream) -> Client {
         let _ = stream.set_nodelay(true);
+        // A peer address the socket cannot tell is treated as remote: hashing is the safe side.
+        let hash_raw = stream.peer_addr().map_or(true, |peer| {
+            config.verify_payloads.hashes_raw_from(peer.ip())
+        });
         let (reader, writer) = stream.into_split();
         let (outgoing, queue) = mpsc::unbounded_channel();
         let pending: Arc<Pending> = Arc::default();
@@ -286,6 +304,7 @@ impl Client {
                 no_stats_ex: AtomicBool::new(false),
                 no_put_chunked: AtomicBool::new(false),
                 bytes_sent,
+                hash_raw,
                 recent_chunked: Mutex::new(HashMap::new()),
                 reader,
             }),
@@ -348,6 +367,12 @@ impl Client {
     /// counted where they are written: what this connection's calls cost on the wire.
     pub fn bytes_sent(&self) -> u64 {
         self.shared.bytes_sent.load(Ordering::Relaxed)
+    }
+
+    /// Whether this connection hashes raw payloads: `ClientConfig::verify_payloads` applied to
+    /// the server's address (decision 0015). Zstd payloads are hashed either way.
+    pub fn verifies_raw_payloads(&self) -> bool {
+        self.shared.hash_raw
     }
 
     /// The protocol version HELLO negotiated: 2 with a server that has contexts by name, tags,
@@ -1066,7 +1091,7 @@ impl Client {
                 },
                 overlays,
             ) => {
-                let mut turns = verify_entries(entries).await?;
+                let mut turns = verify_entries(entries, self.shared.hash_raw).await?;
                 set_overlays(turns.iter_mut(), overlays)?;
                 Ok(Page {
                     turns,
@@ -1092,8 +1117,10 @@ impl Client {
             })
             .await?
         {
-            Response::Blob(payload) => verify_payload(&Hash32(hash.0), payload)?
-                .ok_or_else(|| ClientError::Protocol("GET_BLOB answered without bytes".into())),
+            Response::Blob(payload) => {
+                verify_payload(&Hash32(hash.0), None, payload, self.shared.hash_raw)?
+                    .ok_or_else(|| ClientError::Protocol("GET_BLOB answered without bytes".into()))
+            }
             other => Err(unexpected(MessageType::GetBlob, &other)),
         }
     }
@@ -1486,9 +1513,10 @@ impl Client {
                 value_hash,
                 payload,
             }) => {
-                let value = verify_payload(&value_hash, payload)?.ok_or_else(|| {
-                    ClientError::Protocol("KV_GET answered without the value's bytes".into())
-                })?;
+                let value = verify_payload(&value_hash, None, payload, self.shared.hash_raw)?
+                    .ok_or_else(|| {
+                        ClientError::Protocol("KV_GET answered without the value's bytes".into())
+                    })?;
                 Ok(Some((BlobHash(value_hash.0), value)))
             }
             Ok(other) => Err(unexpected(MessageType::KvGet, &other)),
@@ -1920,7 +1948,7 @@ impl Client {
                 },
                 overlays,
             ) => {
-                let mut turns = verify_entries_v2(entries).await?;
+                let mut turns = verify_entries_v2(entries, self.shared.hash_raw).await?;
                 set_overlays(turns.iter_mut().map(|info| &mut info.turn), overlays)?;
                 Ok(LogPage {
                     turns,
@@ -1997,7 +2025,7 @@ impl Client {
                 },
                 overlays,
             ) => {
-                let mut turns = verify_entries_v2(entries).await?;
+                let mut turns = verify_entries_v2(entries, self.shared.hash_raw).await?;
                 set_overlays(turns.iter_mut().map(|info| &mut info.turn), overlays)?;
                 Ok(TurnPage {
                     turns,
@@ -2177,7 +2205,10 @@ pub fn is_indexed_label(key: &str) -> bool {
     matches!(key, "run_id" | "thread_id") || key.starts_with("idx.")
 }
 
-async fn verify_entries_v2(entries: Vec<TurnEntryV2>) -> Result<Vec<TurnInfo>, ClientError> {
+async fn verify_entries_v2(
+    entries: Vec<TurnEntryV2>,
+    hash_raw: bool,
+) -> Result<Vec<TurnInfo>, ClientError> {
     // Payloads through the version-1 path (on two threads when large), extras beside.
     let mut extras = Vec::with_capacity(entries.len());
     let plain: Vec<TurnEntry> = entries
@@ -2190,7 +2221,7 @@ async fn verify_entries_v2(entries: Vec<TurnEntryV2>) -> Result<Vec<TurnInfo>, C
             }
         })
         .collect();
-    let turns = verify_entries(plain).await?;
+    let turns = verify_entries(plain, hash_raw).await?;
     Ok(turns
         .into_iter()
         .zip(extras)
@@ -2198,21 +2229,25 @@ async fn verify_entries_v2(entries: Vec<TurnEntryV2>) -> Result<Vec<TurnInfo>, C
         .collect())
 }
 
-/// Payload bytes of a page above which its payloads are inflated and hashed on two threads:
-/// a page of 64 × 10 KiB costs ~0.7 ms of CPU to verify, half of it can run beside.
+/// Payload bytes of a page to inflate or hash above which the work runs on two threads: a
+/// page of 64 × 10 KiB costs ~0.7 ms of CPU to verify, half of it can run beside.
 const PARALLEL_VERIFY_BYTES_MIN: usize = 128 * 1024;
 
-async fn verify_entries(mut entries: Vec<TurnEntry>) -> Result<Vec<Turn>, ClientError> {
-    let payload_bytes: usize = entries
+async fn verify_entries(
+    mut entries: Vec<TurnEntry>,
+    hash_raw: bool,
+) -> Result<Vec<Turn>, ClientError> {
+    let work_bytes: usize = entries
         .iter()
+        .filter(|entry| hash_raw || entry.payload.encoding == PayloadEncoding::Zstd)
         .map(|entry| entry.payload.raw_len as usize)
         .sum();
-    if payload_bytes < PARALLEL_VERIFY_BYTES_MIN || entries.len() < 2 {
-        return verify_all(entries);
+    if work_bytes < PARALLEL_VERIFY_BYTES_MIN || entries.len() < 2 {
+        return verify_all(entries, hash_raw);
     }
     let second = entries.split_off(entries.len() / 2);
-    let beside = tokio::task::spawn_blocking(move || verify_all(second));
-    let mut turns = verify_all(entries)?;
+    let beside = tokio::task::spawn_blocking(move || verify_all(second, hash_raw));
+    let mut turns = verify_all(entries, hash_raw)?;
     let rest = beside
         .await
         .map_err(|error| ClientError::Protocol(format!("verifying payloads: {error}")))??;
@@ -2220,11 +2255,16 @@ async fn verify_entries(mut entries: Vec<TurnEntry>) -> Result<Vec<Turn>, Client
     Ok(turns)
 }
 
-fn verify_all(entries: Vec<TurnEntry>) -> Result<Vec<Turn>, ClientError> {
+fn verify_all(entries: Vec<TurnEntry>, hash_raw: bool) -> Result<Vec<Turn>, ClientError> {
     entries
         .into_iter()
         .map(|entry| {
-            let payload = verify_payload(&entry.turn.payload_hash, entry.payload)?;
+            let payload = verify_payload(
+                &entry.turn.payload_hash,
+                Some(entry.turn.payload_len),
+                entry.payload,
+                hash_raw,
+            )?;
             Ok(Turn::from_wire(&entry.turn, payload))
         })
         .collect()

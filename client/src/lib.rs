@@ -143,6 +143,6 @@ pub use types::{
     Appended, AppendedTurn, BackupReport, BlobHash, CODEC_NAMES, ChunkRef, ChunkedStored,
     ContextHead, ContextInfo, ContextListPage, ContextQuery, ContextRetention, FoundPage, GcReport,
     KvItem, ListCursor, LogCursor, LogPage, NewContext, NewPayload, NewTurn, Opened, Page, Parent,
-    Patched, Purged, Redacted, Stats, TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage, codec_name,
-    codec_tag,
+    Patched, Purged, Redacted, Stats, TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage, VerifyPayloads,
+    codec_name, codec_tag,
 };

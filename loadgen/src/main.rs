@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use ctxstore_client::VerifyPayloads;
 use ctxstore_loadgen::backend::BackendKind;
 use ctxstore_loadgen::driver::{self, LoadConfig, Workload};
 use ctxstore_loadgen::ops::{Mix, Op};
@@ -130,6 +131,11 @@ struct Args {
     /// payload over 16 KiB goes as the chunks the server lacks) off.
     #[arg(long)]
     no_client_chunking: bool,
+    /// Which payloads the client hashes (decision 0015): `when-remote` hashes raw payloads
+    /// only from a server that is not on loopback (the server hashed them when it read them;
+    /// zstd ones are always hashed), `always` every payload.
+    #[arg(long, default_value = "when-remote")]
+    verify_payloads: VerifyPayloads,
     /// The data directory (--data) of the ctxstore server at --addr, for the bytes-on-disk
     /// figures; --spawn-server knows its own.
     #[arg(long, conflicts_with = "spawn_server")]
@@ -260,6 +266,7 @@ fn load_config(
             addr,
             token: args.token.clone(),
             client_chunking: !args.no_client_chunking,
+            verify_payloads: args.verify_payloads,
         },
         Backend::Postgres => BackendKind::Postgres { url: peer()? },
         Backend::Redis => BackendKind::Redis { url: peer()? },

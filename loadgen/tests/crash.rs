@@ -22,7 +22,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ctxstore_client::{BlobHash, Client, ClientConfig};
+use ctxstore_client::{BlobHash, Client, ClientConfig, VerifyPayloads};
 use ctxstore_protocol::{
     ContextRef, ExtrasWire, ParentWire, PayloadSpec, Request, Response, TurnSpec,
 };
@@ -150,7 +150,10 @@ fn read_acks(path: &Path) -> Vec<Acked> {
 
 /// Every acknowledged append against the restarted server, pipelined.
 async fn check(addr: &str, acked: &[Acked]) -> usize {
-    let client = Client::connect(ClientConfig::new(addr)).await.unwrap();
+    let client =
+        Client::connect(ClientConfig::new(addr).with_verify_payloads(VerifyPayloads::Always))
+            .await
+            .unwrap();
     let mut checked = 0;
     for chunk in acked.chunks(512) {
         let tasks: Vec<_> = chunk
@@ -372,7 +375,9 @@ async fn write_metadata(
     seed: u64,
 ) -> (MetaModel, Option<MetaOp>) {
     let mut rng = fastrand::Rng::with_seed(seed);
-    let Ok(client) = Client::connect(ClientConfig::new(addr)).await else {
+    let Ok(client) =
+        Client::connect(ClientConfig::new(addr).with_verify_payloads(VerifyPayloads::Always)).await
+    else {
         return (model, None);
     };
     for index in 0.. {
@@ -511,7 +516,10 @@ async fn check_metadata(
     model: MetaModel,
     in_flight: Option<MetaOp>,
 ) -> (MetaModel, usize) {
-    let client = Client::connect(ClientConfig::new(addr)).await.unwrap();
+    let client =
+        Client::connect(ClientConfig::new(addr).with_verify_payloads(VerifyPayloads::Always))
+            .await
+            .unwrap();
     let mut landed = model.clone();
     if let Some(op) = &in_flight {
         op.apply(&mut landed, None);
@@ -733,9 +741,11 @@ fn a_backup_under_load_holds_every_append_acknowledged_before_it() {
     let before = read_acks(&log);
     assert!(!before.is_empty(), "no append was acknowledged");
     let report = runtime.block_on(async {
-        let client = Client::connect(ClientConfig::new(addr.clone()))
-            .await
-            .unwrap();
+        let client = Client::connect(
+            ClientConfig::new(addr.clone()).with_verify_payloads(VerifyPayloads::Always),
+        )
+        .await
+        .unwrap();
         let request = Request::Backup {
             dir: copy.display().to_string(),
         };
@@ -815,7 +825,11 @@ fn collections_under_kill_9_keep_every_live_acknowledged_turn() {
         let (mut server, addr) = start_server_with(&data, &ready, &gc_flags);
         checked += runtime.block_on(check(&addr, &acked));
         runtime.block_on(async {
-            let client = Client::connect(ClientConfig::new(&addr)).await.unwrap();
+            let client = Client::connect(
+                ClientConfig::new(&addr).with_verify_payloads(VerifyPayloads::Always),
+            )
+            .await
+            .unwrap();
             for (turn_id, hash) in &kept {
                 let turn = client.turn(*turn_id).await.unwrap_or_else(|error| {
                     panic!("kept turn {turn_id} lost: {error}");
@@ -833,7 +847,10 @@ fn collections_under_kill_9_keep_every_live_acknowledged_turn() {
 
     let (mut server, addr) = start_server_with(&data, &ready, &gc_flags);
     let stats = runtime.block_on(async {
-        let client = Client::connect(ClientConfig::new(&addr)).await.unwrap();
+        let client =
+            Client::connect(ClientConfig::new(&addr).with_verify_payloads(VerifyPayloads::Always))
+                .await
+                .unwrap();
         client.gc().await.unwrap();
         client.stats().await.unwrap()
     });
@@ -865,7 +882,9 @@ async fn churn(addr: String, seed: u64) -> (usize, Vec<(u64, String)>) {
         .map(|i| Bytes::from(noise(0xC0FFEE + i, 6 << 10)))
         .collect();
     let mut kept = Vec::new();
-    let Ok(client) = Client::connect(ClientConfig::new(addr)).await else {
+    let Ok(client) =
+        Client::connect(ClientConfig::new(addr).with_verify_payloads(VerifyPayloads::Always)).await
+    else {
         return (0, kept);
     };
     let Ok(keeper) = client.create_context().await else {
@@ -957,7 +976,11 @@ fn growing_chunked_states_under_kill_9_lose_nothing_acknowledged() {
         let acked_now = acked.lock().unwrap().clone();
         runtime.block_on(check(&addr, &acked_now));
         blobs = runtime.block_on(async {
-            let client = Client::connect(ClientConfig::new(&addr)).await.unwrap();
+            let client = Client::connect(
+                ClientConfig::new(&addr).with_verify_payloads(VerifyPayloads::Always),
+            )
+            .await
+            .unwrap();
             client.gc().await.unwrap();
             client.stats().await.unwrap().blobs
         });
@@ -985,7 +1008,9 @@ async fn grow(
     acked: std::sync::Arc<std::sync::Mutex<Vec<Acked>>>,
     churn: bool,
 ) {
-    let Ok(client) = Client::connect(ClientConfig::new(addr)).await else {
+    let Ok(client) =
+        Client::connect(ClientConfig::new(addr).with_verify_payloads(VerifyPayloads::Always)).await
+    else {
         return;
     };
     let mut rng = fastrand::Rng::with_seed(cycle_seed);

@@ -20,7 +20,7 @@ use ctxstore_client::{
     BackupReport, BlobHash, ClientConfig, ClientError, ContextHead, ContextInfo, ContextQuery,
     ContextRef, ContextRetention, ErrorCode, FIND_PAGE_MAX, GcReport, KvItem, LogCursor,
     NewContext, NewTurn, PageKind, Parent, Patched, Purged, Redacted, TURN_LOG_PAGE_MAX, Turn,
-    TurnInfo, codec_name, codec_tag, is_indexed_label,
+    TurnInfo, VerifyPayloads, codec_name, codec_tag, is_indexed_label,
 };
 use serde_json::json;
 
@@ -130,6 +130,16 @@ struct Cli {
     /// redaction holds in every view). Default: the latest view. Protocol version 2.
     #[arg(long, global = true, value_name = "SEQ")]
     as_of: Option<u64>,
+    /// Which payloads are checked against their BLAKE3 hash here: when-remote (default)
+    /// checks raw payloads only from a server that is not on loopback (the server checked
+    /// them when it read them; compressed ones are always checked), always checks every one.
+    #[arg(
+        long,
+        global = true,
+        default_value = "when-remote",
+        env = "CTXSTORE_VERIFY_PAYLOADS"
+    )]
+    verify_payloads: VerifyPayloads,
     #[command(subcommand)]
     command: Command,
 }
@@ -1000,7 +1010,8 @@ fn connect(cli: &Cli) -> anyhow::Result<Client> {
         .with_token(cli.token.clone())
         .with_connect_timeout(cli.connect_timeout)
         .with_hello_timeout(cli.connect_timeout)
-        .with_request_timeout(request_timeout);
+        .with_request_timeout(request_timeout)
+        .with_verify_payloads(cli.verify_payloads);
     let mut client =
         Client::connect(config).with_context(|| format!("connecting to {}", cli.addr))?;
     // Reads of turns ask for the overlay view (the latest unless --as-of), so that turn lines

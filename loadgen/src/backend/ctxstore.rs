@@ -1,7 +1,7 @@
 //! ctxstore over its binary protocol, with the async client (pipelined).
 
 use bytes::Bytes;
-use ctxstore_client::{BlobHash, Client, ClientConfig};
+use ctxstore_client::{BlobHash, Client, ClientConfig, VerifyPayloads};
 
 use crate::backend::{Ack, BlobRef};
 use crate::report::ServerReport;
@@ -10,6 +10,7 @@ pub async fn connect(
     addr: &str,
     token: Option<String>,
     client_chunking: bool,
+    verify_payloads: VerifyPayloads,
 ) -> anyhow::Result<Client> {
     let mut config = ClientConfig::new(addr.to_string()).with_token(token);
     config.client_name = format!("ctxstore-loadgen {}", env!("CARGO_PKG_VERSION"));
@@ -18,6 +19,7 @@ pub async fn connect(
     if !client_chunking {
         config.chunking = None;
     }
+    config.verify_payloads = verify_payloads;
     Ok(Client::connect(config).await?)
 }
 

@@ -8,6 +8,7 @@ pub mod redis;
 pub mod sqlite;
 
 use bytes::Bytes;
+use ctxstore_client::VerifyPayloads;
 
 use crate::report::{DiskUsage, ServerReport};
 
@@ -20,6 +21,8 @@ pub enum BackendKind {
         /// Let the client cut large payloads into chunks and send only the ones the server
         /// lacks (sub-blob dedup, issue 16); off: every payload whole.
         client_chunking: bool,
+        /// Which payloads the client hashes (decision 0015).
+        verify_payloads: VerifyPayloads,
     },
     /// `postgres://user@host:port/db` (run with `synchronous_commit = on`).
     Postgres { url: String },
@@ -63,8 +66,9 @@ impl BackendKind {
                 addr,
                 token,
                 client_chunking,
+                verify_payloads,
             } => Connection::Ctxstore(
-                ctxstore::connect(addr, token.clone(), *client_chunking).await?,
+                ctxstore::connect(addr, token.clone(), *client_chunking, *verify_payloads).await?,
             ),
             BackendKind::Postgres { url } => Connection::Postgres(postgres::connect(url).await?),
             BackendKind::Redis { url } => Connection::Redis(redis::connect(url).await?),
