@@ -687,7 +687,8 @@ class AsyncClient(ops.ClientCore):
         )
 
     async def get_blob(self, payload_hash: HashLike, *, timeout: float | None = None) -> bytes:
-        """A payload by its hash, verified (NotFound if it is not stored)."""
+        """A payload by its hash, checked against it as ``verify_payloads`` says (NotFound if
+        it is not stored)."""
         return await self._run(ops.get_blob(payload_hash, self._accept_zstd), timeout)
 
     async def has_blobs(
@@ -892,7 +893,8 @@ class AsyncClient(ops.ClientCore):
     async def kv_get(
         self, context: ContextLike, key: KeyLike, *, timeout: float | None = None
     ) -> bytes | None:
-        """The verified value of ``key``, or None if the context has no such key."""
+        """The value of ``key``, checked as ``verify_payloads`` says, or None if the context
+        has no such key."""
         return await self._drive(ops.kv_get(context, key, self._accept_zstd), timeout)
 
     async def kv_delete(

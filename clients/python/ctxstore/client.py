@@ -709,7 +709,8 @@ class Client(ops.ClientCore):
         timeout: float | None = None,
     ) -> Page:
         """The ``limit`` newest turns of the context, oldest first (``payloads``: with their
-        verified bytes). Continue with :meth:`before` and the page's ``next_before``."""
+        checked bytes, see ``verify_payloads``). Continue with :meth:`before` and the page's
+        ``next_before``."""
         return self._run(
             ops.view(ops.last(context, limit, payloads, self._accept_zstd), as_of), timeout
         )
@@ -778,7 +779,8 @@ class Client(ops.ClientCore):
         return self._drive(ops.replay(turn_id, payloads, page_size, self._accept_zstd), timeout)
 
     def get_blob(self, payload_hash: HashLike, *, timeout: float | None = None) -> bytes:
-        """A payload by its hash, verified (NotFound if it is not stored)."""
+        """A payload by its hash, checked against it as ``verify_payloads`` says (NotFound if
+        it is not stored)."""
         return self._run(ops.get_blob(payload_hash, self._accept_zstd), timeout)
 
     def has_blobs(self, hashes: Sequence[HashLike], *, timeout: float | None = None) -> list[bool]:
@@ -1016,8 +1018,9 @@ class Client(ops.ClientCore):
     def kv_get(
         self, context: ContextLike, key: KeyLike, *, timeout: float | None = None
     ) -> bytes | None:
-        """The value of ``key``, verified against its BLAKE3 hash (zstd inflated), or None
-        if the context has no such key (NotFound if there is no such context)."""
+        """The value of ``key``, checked against its BLAKE3 hash as ``verify_payloads`` says
+        (zstd inflated and hashed always), or None if the context has no such key (NotFound if
+        there is no such context)."""
         return self._drive(ops.kv_get(context, key, self._accept_zstd), timeout)
 
     def kv_delete(

@@ -138,8 +138,9 @@ class ContextHead:
 
 @dataclass(frozen=True, slots=True)
 class Turn:
-    """One immutable turn. ``payload`` is its bytes (verified against ``payload_hash``) when
-    the read asked for payloads, else ``None``."""
+    """One immutable turn. ``payload`` is its bytes (checked against ``payload_len`` and
+    ``payload_hash``, as the client's ``verify_payloads`` says) when the read asked for
+    payloads, else ``None``."""
 
     turn_id: int
     parent_turn_id: int
