@@ -10,6 +10,9 @@ every call of more than one request. No I/O here.
   drives plans with one small loop (``_drive``), so the logic is written once.
 - A :class:`Paging` describes a listing that follows cursors; each client turns it into an
   iterator (``_iterate``).
+- Each client finishes an op with :func:`finish_op`, telling it whether the connection the
+  answer came on hashes RAW payloads (decision 0015: the ``verify_payloads`` option applied
+  to the server's address); :func:`payload_bytes` follows that.
 
 Every answer is checked against what was asked where the protocol makes a promise (pair
 assertions): payload hashes and lengths, the context of an appended turn, the parent a turn
@@ -20,9 +23,11 @@ turn to turn, a cursor that advances. A broken promise is a :class:`ProtocolErro
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast
 
@@ -70,6 +75,7 @@ from .types import (
     TurnInfo,
     TurnPage,
     TurnSpec,
+    VerifyPayloads,
     parse_hash,
 )
 
@@ -157,6 +163,44 @@ def token_bytes(token: str | bytes | None) -> bytes:
     return raw
 
 
+VERIFY_PAYLOADS: tuple[VerifyPayloads, ...] = ("when_remote", "always")
+"""The values of a client's ``verify_payloads`` (decision 0015), the default first."""
+
+
+def check_verify_payloads(value: object) -> VerifyPayloads:
+    """``value`` if it is one of :data:`VERIFY_PAYLOADS`, else ValueError."""
+    for known in VERIFY_PAYLOADS:
+        if isinstance(value, str) and value == known:
+            return known
+    raise ValueError(f"verify_payloads is {' or '.join(map(repr, VERIFY_PAYLOADS))}, not {value!r}")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host``, an IP address as ``getpeername()`` gives it, is a loopback address:
+    127.0.0.0/8, ``::1``, or 127.0.0.0/8 mapped into IPv6 (``::ffff:127.0.0.1``, which a
+    dual-stack socket reports for an IPv4 peer). Anything else, a name or text that is no
+    address included, is not."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def hashes_raw_from(verify_payloads: VerifyPayloads, peer: object) -> bool:
+    """Whether a connection to ``peer`` (the socket's ``getpeername()``; None if it could not
+    tell) hashes RAW payloads under ``verify_payloads`` (decision 0015): with ``"always"``
+    yes; with ``"when_remote"`` unless the peer is on loopback. A peer the socket cannot tell
+    counts as remote: hashing is the safe side."""
+    if verify_payloads == "always":
+        return True
+    if isinstance(peer, tuple) and peer and isinstance(peer[0], str):
+        return not is_loopback(peer[0])
+    return True
+
+
 def check_timeout(timeout: float | None, default: float) -> float:
     """The timeout of one call: ``timeout`` or the client's default; it must be positive."""
     value = default if timeout is None else float(timeout)
@@ -183,6 +227,7 @@ class ClientCore:
         accept_zstd: bool,
         max_in_flight: int,
         max_response_bytes: int,
+        verify_payloads: VerifyPayloads,
     ) -> None:
         self._host, self._port = parse_addr(addr)
         self._token = token_bytes(token)
@@ -194,6 +239,7 @@ class ClientCore:
         self._accept_zstd = accept_zstd
         self._max_in_flight = max(1, max_in_flight)
         self._max_response_bytes = min(max_response_bytes, p.FRAME_BYTES_LIMIT)
+        self._verify_payloads = check_verify_payloads(verify_payloads)
         self._closed = False
 
     @property
@@ -256,6 +302,26 @@ def check_sendable(request: p.Request, chunks: list[bytes], info: ServerInfo) ->
             f"{request.NAME} frame of {body} bytes is over the server's frame limit of "
             f"{info.frame_bytes_max} bytes (checked by the client, not sent)"
         )
+
+
+_HASH_RAW: ContextVar[bool] = ContextVar("ctxstore_hash_raw", default=True)
+"""Whether the answer being finished came on a connection that hashes RAW payloads: set by
+:func:`finish_op` around an op's ``finish``, read by :func:`payload_bytes`. Outside
+:func:`finish_op` (an op finished by hand) it is True: hashing is the safe side."""
+
+
+def finish_op(op: Op[T], response: p.Response, hashes_raw: bool) -> T:
+    """The result of ``op`` from its ``response`` (an ERROR raises its exception), received
+    on a connection that hashes RAW payloads or not (``hashes_raw``, decision 0015): the
+    payloads the op's ``finish`` checks follow that connection's decision. (A context
+    variable carries it, so the ops need not take it through every ``finish``; ``finish``
+    is synchronous, so no other call's answer can be finished while it is set.)"""
+    answer = result_of(op.request, response)
+    token = _HASH_RAW.set(hashes_raw)
+    try:
+        return op.finish(answer)
+    finally:
+        _HASH_RAW.reset(token)
 
 
 def result_of(request: p.Request, response: p.Response) -> p.Response:
@@ -372,26 +438,35 @@ def payload_bytes(
     expected_len: int | None,
     accept_zstd: bool,
     what: str,
+    *,
+    hash_raw: bool | None = None,
 ) -> bytes:
-    """The verified bytes of a PAYLOAD: RAW as sent, ZSTD inflated (only if it was accepted);
-    length and BLAKE3 hash must match, else :class:`IntegrityError`."""
+    """The checked bytes of a PAYLOAD (decision 0015): RAW as sent, ZSTD inflated (only if it
+    was accepted). The length must match ``expected_len`` (when there is one) and a ZSTD
+    payload's BLAKE3 hash must match, else :class:`IntegrityError`; so must a RAW payload's
+    hash when ``hash_raw`` (None: as the connection the answer came on decided, see
+    :func:`finish_op`; True outside it). The server hashed every RAW payload it sends when it
+    read it; it never hashed the bytes a ZSTD payload inflates to."""
     if payload.encoding == p.PayloadEncoding.RAW:
         data = payload.data
+        hashed = _HASH_RAW.get() if hash_raw is None else hash_raw
     elif payload.encoding == p.PayloadEncoding.ZSTD:
         if not accept_zstd:
             raise ProtocolError(f"{what}: a zstd payload the request did not accept")
         data = inflate(payload.data, payload.raw_len)
+        hashed = True
     else:
         raise ProtocolError(f"{what}: the payload is absent though it was requested")
     if expected_len is not None and len(data) != expected_len:
         raise IntegrityError(
             f"{what}: payload of {len(data)} bytes, the turn says {expected_len} bytes"
         )
-    actual = blake3.blake3(data).digest()
-    if actual != expected_hash:
-        raise IntegrityError(
-            f"{what}: payload hash {actual.hex()} does not match {expected_hash.hex()}"
-        )
+    if hashed:
+        actual = blake3.blake3(data).digest()
+        if actual != expected_hash:
+            raise IntegrityError(
+                f"{what}: payload hash {actual.hex()} does not match {expected_hash.hex()}"
+            )
     return data
 
 
@@ -603,7 +678,7 @@ def chain(turn_id: int, from_depth: int, limit: int, payloads: bool, accept_zstd
 
 
 def get_blob(payload_hash: HashLike, accept_zstd: bool) -> Op[bytes]:
-    """GET_BLOB; the bytes are verified against the hash."""
+    """GET_BLOB; the bytes are checked against the hash (see :func:`payload_bytes`)."""
     digest = parse_hash(payload_hash)
 
     def finish(response: p.Response) -> bytes:
@@ -1158,7 +1233,8 @@ def kv_put(
 
 
 def kv_get_op(context: ContextLike, key: KeyLike, accept_zstd: bool) -> Op[bytes]:
-    """KV_GET; the value is verified against the hash the server sends with it."""
+    """KV_GET; the value is checked against the hash the server sends with it (see
+    :func:`payload_bytes`)."""
     raw_key = _key(key)
     request = p.KvGet(_context(context), raw_key, p.READ_ACCEPT_ZSTD if accept_zstd else 0)
 
@@ -1505,7 +1581,7 @@ def turn_log(
     accept_zstd: bool,
 ) -> Op[LogPage]:
     """TURN_LOG: one page; every turn must carry the labels asked for, the cursor must
-    advance, payloads are verified."""
+    advance, payloads are checked (see :func:`payload_bytes`)."""
     wanted = _label_pairs(labels)
     if cursor is not None and not isinstance(cursor, LogCursor):
         raise TypeError(f"a turn-log cursor is the LogCursor of a page, not {cursor!r}")

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .aio import AsyncClient
 from .errors import Conflict, NotFound
-from .types import ParentLike, TurnInfo, TurnSpec, blob_hash
+from .types import ParentLike, TurnInfo, TurnSpec, VerifyPayloads, blob_hash
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -62,9 +62,10 @@ class CtxstoreSession:
 
     ``CtxstoreSession(session_id, addr="HOST:PORT", token=None)`` makes its own
     :class:`~ctxstore.AsyncClient` (one connection, opened at the first call; :meth:`close`
-    closes it); many sessions may share one client: ``CtxstoreSession(session_id,
-    client=shared)``. ``session_settings`` (the SDK's ``SessionSettings``): its ``limit`` is
-    the default of :meth:`get_items`.
+    closes it; ``timeout`` and ``verify_payloads`` are its options, see
+    :class:`~ctxstore.Client`); many sessions may share one client:
+    ``CtxstoreSession(session_id, client=shared)``. ``session_settings`` (the SDK's
+    ``SessionSettings``): its ``limit`` is the default of :meth:`get_items`.
     """
 
     session_settings: SessionSettings | None = None
@@ -78,6 +79,7 @@ class CtxstoreSession:
         client: AsyncClient | None = None,
         session_settings: SessionSettings | None = None,
         timeout: float | None = None,
+        verify_payloads: VerifyPayloads = "when_remote",
     ) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise ValueError("a session id is a non-empty string")
@@ -85,7 +87,7 @@ class CtxstoreSession:
         self.context_name = session_context_name(session_id)
         if client is None:
             extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-            client = AsyncClient(addr, token=token, **extra)
+            client = AsyncClient(addr, token=token, verify_payloads=verify_payloads, **extra)
             self._owns_client = True
         else:
             self._owns_client = False

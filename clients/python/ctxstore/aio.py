@@ -55,6 +55,7 @@ from .types import (
     TurnInfo,
     TurnPage,
     TurnSpec,
+    VerifyPayloads,
 )
 
 __all__ = ["AsyncClient"]
@@ -88,8 +89,11 @@ class _AsyncConnection:
         info: ServerInfo,
         frame_bytes_max: int,
         max_in_flight: int,
+        hashes_raw: bool,
     ) -> None:
         self.info = info
+        self.hashes_raw = hashes_raw
+        """Whether RAW payloads read on this connection are hashed (decision 0015)."""
         self.loop = asyncio.get_running_loop()
         self._reader = reader
         self._writer = writer
@@ -118,14 +122,18 @@ class _AsyncConnection:
         deadline: float,
         frame_bytes_max: int,
         max_in_flight: int,
+        verify_payloads: VerifyPayloads,
     ) -> _AsyncConnection:
-        """Connects and says HELLO before ``deadline``."""
+        """Connects and says HELLO before ``deadline``; decides from the server's address
+        whether RAW payloads are hashed (``verify_payloads``, decision 0015)."""
         try:
             reader, writer = await _within(asyncio.open_connection(host, port), deadline)
         except asyncio.TimeoutError:
             raise ConnectTimeout(f"connecting to {host}:{port} timed out") from None
         except OSError as error:
             raise ConnectError(f"cannot connect to {host}:{port}: {error}") from error
+        # The socket's getpeername() (None if it could not tell: hashed, as for a remote one).
+        hashes_raw = ops.hashes_raw_from(verify_payloads, writer.get_extra_info("peername"))
         try:
             sock = writer.get_extra_info("socket")
             if sock is not None:
@@ -140,7 +148,7 @@ class _AsyncConnection:
             ):
                 raise ProtocolError(f"HELLO was answered with req_id {header.req_id}")
             info = ops.hello_result(p.decode_response(header.msg_type, body), versions)
-            return cls(reader, writer, info, frame_bytes_max, max_in_flight)
+            return cls(reader, writer, info, frame_bytes_max, max_in_flight, hashes_raw)
         except asyncio.TimeoutError:
             writer.close()
             raise ConnectTimeout(f"HELLO to {host}:{port} timed out") from None
@@ -342,6 +350,7 @@ class AsyncClient(ops.ClientCore):
         accept_zstd: bool = True,
         max_in_flight: int = 1024,
         max_response_bytes: int = p.FRAME_BYTES_LIMIT,
+        verify_payloads: VerifyPayloads = "when_remote",
     ) -> None:
         super().__init__(
             addr,
@@ -352,6 +361,7 @@ class AsyncClient(ops.ClientCore):
             accept_zstd=accept_zstd,
             max_in_flight=max_in_flight,
             max_response_bytes=max_response_bytes,
+            verify_payloads=verify_payloads,
         )
         self._conn: _AsyncConnection | None = None
         self._conn_lock: asyncio.Lock | None = None
@@ -369,6 +379,7 @@ class AsyncClient(ops.ClientCore):
         accept_zstd: bool = True,
         max_in_flight: int = 1024,
         max_response_bytes: int = p.FRAME_BYTES_LIMIT,
+        verify_payloads: VerifyPayloads = "when_remote",
     ) -> AsyncClient:
         """A client, connected (HELLO done) before it is returned."""
         client = cls(
@@ -380,6 +391,7 @@ class AsyncClient(ops.ClientCore):
             accept_zstd=accept_zstd,
             max_in_flight=max_in_flight,
             max_response_bytes=max_response_bytes,
+            verify_payloads=verify_payloads,
         )
         await client._connection(time.monotonic() + client._connect_timeout)
         return client
@@ -391,6 +403,16 @@ class AsyncClient(ops.ClientCore):
         """True if the client holds a live connection now."""
         conn = self._conn
         return conn is not None and conn.alive
+
+    @property
+    def verifies_raw_payloads(self) -> bool:
+        """Whether RAW payloads read on this client's connection are hashed: the
+        ``verify_payloads`` option applied to the server's address when the connection was
+        made (False only for ``"when_remote"`` and a server on loopback; decision 0015). A
+        reconnect decides anew. Before the first connection and after :meth:`close`: True
+        (nothing decided yet; hashing is the safe side)."""
+        conn = self._conn
+        return True if conn is None else conn.hashes_raw
 
     async def close(self) -> None:
         """Closes the connection; calls in flight raise ClientClosed; later calls too."""
@@ -445,6 +467,7 @@ class AsyncClient(ops.ClientCore):
                     deadline=min(deadline, time.monotonic() + self._connect_timeout),
                     frame_bytes_max=self._max_response_bytes,
                     max_in_flight=self._max_in_flight,
+                    verify_payloads=self._verify_payloads,
                 )
                 self._conn = conn
             return conn
@@ -455,7 +478,7 @@ class AsyncClient(ops.ClientCore):
         deadline = self._deadline(timeout)
         conn = await self._connection(deadline)
         response = await conn.call(op.request, deadline)
-        return op.finish(ops.result_of(op.request, response))
+        return ops.finish_op(op, response, conn.hashes_raw)
 
     async def _drive(self, plan: ops.Plan[T], timeout: float | None) -> T:
         """Runs a call of several steps (see :mod:`ctxstore._ops`); ``timeout`` per step; a
@@ -664,7 +687,8 @@ class AsyncClient(ops.ClientCore):
         )
 
     async def get_blob(self, payload_hash: HashLike, *, timeout: float | None = None) -> bytes:
-        """A payload by its hash, verified (NotFound if it is not stored)."""
+        """A payload by its hash, checked against it as ``verify_payloads`` says (NotFound if
+        it is not stored)."""
         return await self._run(ops.get_blob(payload_hash, self._accept_zstd), timeout)
 
     async def has_blobs(
@@ -869,7 +893,8 @@ class AsyncClient(ops.ClientCore):
     async def kv_get(
         self, context: ContextLike, key: KeyLike, *, timeout: float | None = None
     ) -> bytes | None:
-        """The verified value of ``key``, or None if the context has no such key."""
+        """The value of ``key``, checked as ``verify_payloads`` says, or None if the context
+        has no such key."""
         return await self._drive(ops.kv_get(context, key, self._accept_zstd), timeout)
 
     async def kv_delete(

@@ -54,6 +54,7 @@ from .types import (
     TurnInfo,
     TurnPage,
     TurnSpec,
+    VerifyPayloads,
 )
 
 __all__ = ["Client"]
@@ -116,9 +117,16 @@ class _Connection:
     senders write whole frames under a lock."""
 
     def __init__(
-        self, sock: socket.socket, info: ServerInfo, frame_bytes_max: int, max_in_flight: int
+        self,
+        sock: socket.socket,
+        info: ServerInfo,
+        frame_bytes_max: int,
+        max_in_flight: int,
+        hashes_raw: bool,
     ) -> None:
         self.info = info
+        self.hashes_raw = hashes_raw
+        """Whether RAW payloads read on this connection are hashed (decision 0015)."""
         # The socket stays in blocking mode for the reader thread; senders write with
         # MSG_DONTWAIT and poll for room until their deadline (a socket timeout would switch
         # the shared file description to non-blocking under the reader's feet).
@@ -153,8 +161,10 @@ class _Connection:
         deadline: float,
         frame_bytes_max: int,
         max_in_flight: int,
+        verify_payloads: VerifyPayloads,
     ) -> _Connection:
-        """Connects and says HELLO before ``deadline``."""
+        """Connects and says HELLO before ``deadline``; decides from the server's address
+        whether RAW payloads are hashed (``verify_payloads``, decision 0015)."""
         remaining = _remaining(deadline)
         if remaining <= 0:
             raise ConnectTimeout(f"no time left to connect to {host}:{port}")
@@ -164,6 +174,11 @@ class _Connection:
             raise ConnectTimeout(f"connecting to {host}:{port} timed out") from None
         except OSError as error:
             raise ConnectError(f"cannot connect to {host}:{port}: {error}") from error
+        try:
+            peer: object = sock.getpeername()
+        except OSError:
+            peer = None  # the socket cannot tell: hashed, as for a remote server
+        hashes_raw = ops.hashes_raw_from(verify_payloads, peer)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             hello = ops.hello_request(versions, token, client_name)
@@ -181,7 +196,7 @@ class _Connection:
                 raise ProtocolError(f"HELLO was answered with req_id {header.req_id}")
             info = ops.hello_result(p.decode_response(header.msg_type, body), versions)
             sock.settimeout(None)
-            return cls(sock, info, frame_bytes_max, max_in_flight)
+            return cls(sock, info, frame_bytes_max, max_in_flight, hashes_raw)
         except socket.timeout:
             sock.close()
             raise ConnectTimeout(f"HELLO to {host}:{port} timed out") from None
@@ -391,6 +406,12 @@ class Client(ops.ClientCore):
         client_name: sent in HELLO (the server logs it).
         accept_zstd: let the server send stored zstd payloads (the client inflates and
             verifies them); saves server CPU and bandwidth.
+        verify_payloads: which payloads the client hashes (decision 0015). Every payload's
+            length is checked and every zstd payload is inflated and hashed, whatever this
+            says. A raw payload was hashed by the server when it read it: ``"when_remote"``
+            (the default) hashes it again only when the server is not on a loopback address
+            (decided per connection; see :attr:`verifies_raw_payloads`), ``"always"`` hashes
+            it on loopback too. Any other value: ValueError.
         max_in_flight: the most requests this client has in flight at once (the server's limit
             applies too).
         max_response_bytes: the largest response frame accepted (larger: ProtocolError).
@@ -409,6 +430,7 @@ class Client(ops.ClientCore):
         max_in_flight: int = 1024,
         max_response_bytes: int = p.FRAME_BYTES_LIMIT,
         lazy: bool = False,
+        verify_payloads: VerifyPayloads = "when_remote",
     ) -> None:
         super().__init__(
             addr,
@@ -419,6 +441,7 @@ class Client(ops.ClientCore):
             accept_zstd=accept_zstd,
             max_in_flight=max_in_flight,
             max_response_bytes=max_response_bytes,
+            verify_payloads=verify_payloads,
         )
         self._conn: _Connection | None = None
         self._conn_lock = threading.Lock()
@@ -432,6 +455,16 @@ class Client(ops.ClientCore):
         """True if the client holds a live connection now."""
         conn = self._conn
         return conn is not None and conn.alive
+
+    @property
+    def verifies_raw_payloads(self) -> bool:
+        """Whether RAW payloads read on this client's connection are hashed: the
+        ``verify_payloads`` option applied to the server's address when the connection was
+        made (False only for ``"when_remote"`` and a server on loopback; decision 0015). A
+        reconnect decides anew. Before the first connection and after :meth:`close`: True
+        (nothing decided yet; hashing is the safe side)."""
+        conn = self._conn
+        return True if conn is None else conn.hashes_raw
 
     def close(self) -> None:
         """Closes the connection; calls in flight raise ClientClosed; later calls too."""
@@ -483,6 +516,7 @@ class Client(ops.ClientCore):
                     deadline=min(deadline, time.monotonic() + self._connect_timeout),
                     frame_bytes_max=self._max_response_bytes,
                     max_in_flight=self._max_in_flight,
+                    verify_payloads=self._verify_payloads,
                 )
                 self._conn = conn
             return conn
@@ -494,7 +528,7 @@ class Client(ops.ClientCore):
         conn = self._connection(deadline)
         req_id, pending = conn.submit(op.request, deadline)
         response = conn.wait(req_id, pending, deadline)
-        return op.finish(ops.result_of(op.request, response))
+        return ops.finish_op(op, response, conn.hashes_raw)
 
     def _run_many(self, batch: Sequence[ops.Op[T]], timeout: float | None) -> list[T]:
         """Sends the requests and collects their responses, pipelined on one thread: at most
@@ -529,7 +563,7 @@ class Client(ops.ClientCore):
         for op, response in zip(batch, responses, strict=True):
             if isinstance(response, BaseException):
                 raise response
-            results.append(op.finish(ops.result_of(op.request, response)))
+            results.append(ops.finish_op(op, response, conn.hashes_raw))
         return results
 
     def _drive(self, plan: ops.Plan[T], timeout: float | None) -> T:
@@ -675,7 +709,8 @@ class Client(ops.ClientCore):
         timeout: float | None = None,
     ) -> Page:
         """The ``limit`` newest turns of the context, oldest first (``payloads``: with their
-        verified bytes). Continue with :meth:`before` and the page's ``next_before``."""
+        checked bytes, see ``verify_payloads``). Continue with :meth:`before` and the page's
+        ``next_before``."""
         return self._run(
             ops.view(ops.last(context, limit, payloads, self._accept_zstd), as_of), timeout
         )
@@ -744,7 +779,8 @@ class Client(ops.ClientCore):
         return self._drive(ops.replay(turn_id, payloads, page_size, self._accept_zstd), timeout)
 
     def get_blob(self, payload_hash: HashLike, *, timeout: float | None = None) -> bytes:
-        """A payload by its hash, verified (NotFound if it is not stored)."""
+        """A payload by its hash, checked against it as ``verify_payloads`` says (NotFound if
+        it is not stored)."""
         return self._run(ops.get_blob(payload_hash, self._accept_zstd), timeout)
 
     def has_blobs(self, hashes: Sequence[HashLike], *, timeout: float | None = None) -> list[bool]:
@@ -982,8 +1018,9 @@ class Client(ops.ClientCore):
     def kv_get(
         self, context: ContextLike, key: KeyLike, *, timeout: float | None = None
     ) -> bytes | None:
-        """The value of ``key``, verified against its BLAKE3 hash (zstd inflated), or None
-        if the context has no such key (NotFound if there is no such context)."""
+        """The value of ``key``, checked against its BLAKE3 hash as ``verify_payloads`` says
+        (zstd inflated and hashed always), or None if the context has no such key (NotFound if
+        there is no such context)."""
         return self._drive(ops.kv_get(context, key, self._accept_zstd), timeout)
 
     def kv_delete(

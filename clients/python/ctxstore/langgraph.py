@@ -74,6 +74,7 @@ from .types import (
     ParentLike,
     TurnInfo,
     TurnSpec,
+    VerifyPayloads,
     blob_hash,
 )
 
@@ -880,7 +881,8 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
     :meth:`aclose`), or pass a :class:`~ctxstore.Client` and/or an
     :class:`~ctxstore.AsyncClient` of your own. The sync methods use the Client, the ``a*``
     methods the AsyncClient; one that is not given is made when first needed, with the other's
-    address and token, and owned by the saver.
+    address, token and settings (timeouts, ``accept_zstd``, ``verify_payloads``), and owned by
+    the saver.
     """
 
     def __init__(
@@ -911,11 +913,13 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
         *,
         serde: SerializerProtocol | None = None,
         timeout: float | None = None,
+        verify_payloads: VerifyPayloads = "when_remote",
     ) -> CtxstoreSaver:
         """A saver with its own clients for ``addr`` (``"HOST:PORT"``); each connects at its
-        first call (the Client for the sync methods, the AsyncClient for the ``a*`` ones)."""
+        first call (the Client for the sync methods, the AsyncClient for the ``a*`` ones).
+        ``timeout`` and ``verify_payloads`` are the clients' (see :class:`~ctxstore.Client`)."""
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-        client = Client(addr, token=token, lazy=True, **extra)
+        client = Client(addr, token=token, lazy=True, verify_payloads=verify_payloads, **extra)
         return cls(client, serde=serde, owns_client=True)
 
     def _settings(self) -> dict[str, Any]:
@@ -925,6 +929,7 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
             "timeout": core._timeout,
             "connect_timeout": core._connect_timeout,
             "accept_zstd": core._accept_zstd,
+            "verify_payloads": core._verify_payloads,
         }
 
     @property

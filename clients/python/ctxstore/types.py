@@ -44,6 +44,7 @@ __all__ = [
     "KvItem",
     "KvPage",
     "ParentLike",
+    "VerifyPayloads",
     "TurnSpec",
     "TurnInfo",
     "TurnPage",
@@ -65,6 +66,13 @@ ParentLike = int | Literal["root"] | None
 """Where a new turn hangs: ``None`` after the context's head (in ``append_turns``: after the
 turn before it in the same call), ``"root"`` as a new root, or a TurnID the context owns (its
 own turns, its chain, what it inherited): time travel, the head moves to the new turn."""
+
+VerifyPayloads = Literal["when_remote", "always"]
+"""Which payloads a client hashes (decision 0015). Every payload's length is checked, and a
+zstd payload is always inflated and hashed by the client (the server never hashed those
+bytes). A raw payload was hashed by the server when it read it, so ``"when_remote"`` (the
+default) hashes it again only on a connection to a server that is not on a loopback address,
+where a network could corrupt it unnoticed; ``"always"`` hashes every payload."""
 
 KeyT = TypeVar("KeyT", bound=KeyLike)
 """The key type of a mapping of entries (``Mapping`` is invariant in its keys: a
@@ -130,8 +138,9 @@ class ContextHead:
 
 @dataclass(frozen=True, slots=True)
 class Turn:
-    """One immutable turn. ``payload`` is its bytes (verified against ``payload_hash``) when
-    the read asked for payloads, else ``None``."""
+    """One immutable turn. ``payload`` is its bytes (checked against ``payload_len`` and
+    ``payload_hash``, as the client's ``verify_payloads`` says) when the read asked for
+    payloads, else ``None``."""
 
     turn_id: int
     parent_turn_id: int

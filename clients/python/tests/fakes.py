@@ -99,6 +99,19 @@ def hello_then_answer(make: Callable[[p.FrameHeader, bytes], bytes], version: in
     return behaviour
 
 
+def hello_then_same(answer: p.Response, version: int = 2) -> Behaviour:
+    """Answers HELLO (choosing ``version``), then every request with ``answer`` (a read's
+    answer with the bytes a test chose, e.g. a payload that does not match its hash)."""
+
+    def behaviour(conn: socket.socket) -> None:
+        if not say_hello(conn, version):
+            return
+        while (frame := read_frame(conn)) is not None:
+            conn.sendall(p.encode_response(frame[0].req_id, answer))
+
+    return behaviour
+
+
 class FakeServer:
     """A loopback listener running ``behaviour`` for each connection, on its own threads."""
 

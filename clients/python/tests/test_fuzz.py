@@ -443,10 +443,15 @@ def test_raw_payload_hash_and_length_are_checked() -> None:
     record = p.PayloadRecord(p.PayloadEncoding.RAW, 5, b"hello")
     digest = ctxstore.blob_hash(b"hello")
     assert ops.payload_bytes(record, digest, 5, False, "ok") == b"hello"
+    # Outside a connection's answer (hash_raw not given) a RAW payload is hashed: the safe side.
     with pytest.raises(ctxstore.IntegrityError):
         ops.payload_bytes(record, ctxstore.blob_hash(b"hellO"), 5, False, "bad hash")
-    with pytest.raises(ctxstore.IntegrityError):
-        ops.payload_bytes(record, digest, 6, False, "bad length")
+    # A connection that trusts the server's hash (loopback) skips it; never the length.
+    wrong = ctxstore.blob_hash(b"hellO")
+    assert ops.payload_bytes(record, wrong, 5, False, "trusted", hash_raw=False) == b"hello"
+    for hash_raw in (True, False):
+        with pytest.raises(ctxstore.IntegrityError):
+            ops.payload_bytes(record, digest, 6, False, "bad length", hash_raw=hash_raw)
     with pytest.raises(ProtocolError):
         absent = p.PayloadRecord(p.PayloadEncoding.ABSENT, 0, b"")
         ops.payload_bytes(absent, digest, 5, False, "absent")
@@ -595,11 +600,17 @@ def _answering(answer: p.Response) -> FakeServer:
     return FakeServer(hello_then_answer(make, version=2))
 
 
+def _hashing_client(addr: str) -> ctxstore.Client:
+    """A client that hashes RAW payloads on loopback too (decision 0015)."""
+    return ctxstore.Client(addr, timeout=5, verify_payloads="always")
+
+
 def test_kv_value_that_does_not_match_its_hash_is_an_integrity_error() -> None:
     value = p.KvValueResponse(
         ctxstore.blob_hash(b"v1"), p.PayloadRecord(p.PayloadEncoding.RAW, 2, b"v2")
     )
-    with _answering(value) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+    # "always": the fake is on loopback, where the default trusts the server's hash.
+    with _answering(value) as fake, _hashing_client(fake.addr) as client:
         with pytest.raises(ctxstore.IntegrityError):
             client.kv_get(1, b"k")
         with pytest.raises(ctxstore.IntegrityError):
@@ -720,6 +731,6 @@ def test_turn_pages_that_break_their_promises_are_refused() -> None:
             ),
         ),
     )
-    with _answering(bad_payload) as fake, ctxstore.Client(fake.addr, timeout=5) as client:
+    with _answering(bad_payload) as fake, _hashing_client(fake.addr) as client:
         with pytest.raises(ctxstore.IntegrityError):
             client.window(1, payloads=True)
