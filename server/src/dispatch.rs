@@ -47,6 +47,14 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
+    /// This core's payload cache for a read, with the other cores' offers taken in first (the
+    /// turns an agent appended through another core). Never held across an await.
+    fn cache_for_read(&self) -> std::cell::RefMut<'_, PayloadCache> {
+        let mut cache = self.payload_cache.borrow_mut();
+        cache.take_offers();
+        cache
+    }
+
     /// Answers one request (HELLO is handled by the connection before it gets here).
     pub async fn handle(&self, request: Request, version: u16) -> Response {
         let response = self

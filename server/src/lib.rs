@@ -133,7 +133,8 @@ impl Server {
             .map(|token| connection::token_digest(token.as_bytes()));
         let mut core_metrics = Vec::with_capacity(config.network_cores);
         let mut incoming = Vec::with_capacity(config.network_cores);
-        for index in 0..config.network_cores {
+        let cache_feeds = payload_cache::CacheFeed::for_cores(config.network_cores);
+        for (index, cache_feed) in cache_feeds.into_iter().enumerate() {
             let (handed, taken) = flume::unbounded();
             incoming.push(handed);
             // Two messages: stop (drain), then hurry (close now).
@@ -151,6 +152,7 @@ impl Server {
                 counters: counters.clone(),
                 metrics,
                 payload_cache_bytes: config.payload_cache_bytes_per_core,
+                cache_feed,
                 token_digest,
                 limits: config.limits,
                 drain_timeout: config.drain_timeout,

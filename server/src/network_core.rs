@@ -21,7 +21,7 @@ use crate::counters::ServerCounters;
 use crate::dispatch::Dispatcher;
 use crate::local::{Either, LocalFlag, LocalNotify, race};
 use crate::metrics::CoreMetrics;
-use crate::payload_cache::PayloadCache;
+use crate::payload_cache::{CacheFeed, PayloadCache};
 
 #[derive(Debug)]
 pub struct CoreSettings {
@@ -36,6 +36,8 @@ pub struct CoreSettings {
     pub metrics: Arc<CoreMetrics>,
     /// This core's payload cache budget (0: no cache).
     pub payload_cache_bytes: u64,
+    /// This core's side of the feed between the cores' payload caches.
+    pub cache_feed: CacheFeed,
     /// BLAKE3 of the token clients must present.
     pub token_digest: Option<[u8; 32]>,
     pub limits: ServerLimits,
@@ -94,10 +96,13 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
             engine: settings.engine,
             limits: settings.limits,
             counters: settings.counters,
-            payload_cache: RefCell::new(PayloadCache::with_counters(
-                settings.payload_cache_bytes,
-                settings.metrics.cache_counters(),
-            )),
+            payload_cache: RefCell::new(
+                PayloadCache::with_counters(
+                    settings.payload_cache_bytes,
+                    settings.metrics.cache_counters(),
+                )
+                .with_feed(settings.cache_feed),
+            ),
         },
         metrics: settings.metrics,
         token_digest: settings.token_digest,

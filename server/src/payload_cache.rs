@@ -9,9 +9,16 @@
 //! Owned by one network core (single writer, no locks: it lives in the core's `CoreContext`
 //! and is never borrowed across an await). Only payloads verified against their BLAKE3 hash
 //! enter it: bytes the core hashed itself on APPEND_TURN, or bytes the engine inflated and
-//! verified. Blobs are never deleted (no GC yet), so an entry can never be stale. Eviction is
-//! CLOCK: one reference bit per entry, a second chance for entries read since the hand last
+//! verified. Content under a hash never changes, so an entry can never be stale (a read looks
+//! a blob up in the index, and a purged or redacted one is refused, before the cache). Eviction
+//! is CLOCK: one reference bit per entry, a second chance for entries read since the hand last
 //! passed them.
+//!
+//! A core's appended payloads are also offered to the other cores' caches (`CacheFeed`,
+//! decision 0015): an agent's connections land on any core, so the read after an append is
+//! often served by another core than the append, which would otherwise inflate and hash the
+//! payload once more. Only the immutable, reference-counted bytes travel, over a bounded
+//! channel per core; each cache stays owned by its core.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -32,6 +39,40 @@ struct Entry {
     referenced: bool,
 }
 
+/// Payloads one core appended, offered to another core's cache.
+type Offer = (BlobHash, Bytes);
+
+/// A core's side of the feed between the cores' caches: the offers other cores sent it, and
+/// a sender to each other core. Bounded: an offer to a full inbox is dropped (a cache may miss).
+#[derive(Debug)]
+pub struct CacheFeed {
+    inbox: flume::Receiver<Offer>,
+    peers: Vec<flume::Sender<Offer>>,
+}
+
+impl CacheFeed {
+    /// Offers that wait at most in one core's inbox; taken at its next read.
+    pub const INBOX_DEPTH: usize = 1024;
+
+    /// One feed per core (index = core), each sending to every other core.
+    pub fn for_cores(cores: usize) -> Vec<CacheFeed> {
+        let channels: Vec<_> = (0..cores)
+            .map(|_| flume::bounded(CacheFeed::INBOX_DEPTH))
+            .collect();
+        (0..cores)
+            .map(|core| CacheFeed {
+                inbox: channels[core].1.clone(),
+                peers: channels
+                    .iter()
+                    .enumerate()
+                    .filter(|(other, _)| *other != core)
+                    .map(|(_, (sender, _))| sender.clone())
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug)]
 pub struct PayloadCache {
     bytes_max: u64,
@@ -41,6 +82,8 @@ pub struct PayloadCache {
     clock: VecDeque<BlobHash>,
     /// Hits, misses and bytes, for the metrics scraper (written only by the owning core).
     counters: Arc<CacheCounters>,
+    /// The other cores' caches: `None` on a server of one core, and in tests.
+    feed: Option<CacheFeed>,
 }
 
 /// What a payload cache publishes for monitoring; written only by its core's thread.
@@ -66,6 +109,39 @@ impl PayloadCache {
             entries: HashMap::new(),
             clock: VecDeque::new(),
             counters,
+            feed: None,
+        }
+    }
+
+    /// This cache, offering what its core appends to the other cores and taking their offers.
+    pub fn with_feed(mut self, feed: CacheFeed) -> PayloadCache {
+        self.feed = Some(feed);
+        self
+    }
+
+    /// Caches a payload this core appended (hashed here, so verified) and offers the cached
+    /// copy to the other cores' caches.
+    pub fn insert_appended(&mut self, hash: BlobHash, payload: &Bytes) {
+        let Some(cached) = self.insert_copy(hash, payload) else {
+            return;
+        };
+        if let Some(feed) = &self.feed {
+            for peer in &feed.peers {
+                // Full: that core is busy and reads its inbox soon; the offer is only a hint.
+                let _ = peer.try_send((hash, cached.clone()));
+            }
+        }
+    }
+
+    /// Takes the other cores' offers into this cache: called before each read.
+    pub fn take_offers(&mut self) {
+        let offers: Vec<Offer> = match &self.feed {
+            Some(feed) => feed.inbox.try_iter().take(CacheFeed::INBOX_DEPTH).collect(),
+            None => return,
+        };
+        for (hash, payload) in offers {
+            // Already compact: the offering core copied it out of its frame.
+            self.insert_owned(hash, payload);
         }
     }
 
@@ -100,14 +176,32 @@ impl PayloadCache {
     /// a slice of a larger buffer (a frame read from a socket), so that the cache accounts
     /// for — and holds — only the payload's own bytes.
     pub fn insert(&mut self, hash: BlobHash, payload: &Bytes) {
-        let len = payload.len() as u64;
-        if len > self.entry_bytes_max() || self.entries.contains_key(&hash) {
+        self.insert_copy(hash, payload);
+    }
+
+    /// `insert`, returning the cached copy when the payload was not cached before.
+    fn insert_copy(&mut self, hash: BlobHash, payload: &Bytes) -> Option<Bytes> {
+        if !self.fits(hash, payload) {
+            return None;
+        }
+        let payload = Bytes::copy_from_slice(payload);
+        self.insert_owned(hash, payload.clone());
+        Some(payload)
+    }
+
+    fn fits(&self, hash: BlobHash, payload: &Bytes) -> bool {
+        payload.len() as u64 <= self.entry_bytes_max() && !self.entries.contains_key(&hash)
+    }
+
+    /// Caches `payload` as it is (the caller made it compact).
+    fn insert_owned(&mut self, hash: BlobHash, payload: Bytes) {
+        if !self.fits(hash, &payload) {
             return;
         }
+        let len = payload.len() as u64;
         while self.bytes + len > self.bytes_max {
             self.evict_one();
         }
-        let payload = Bytes::copy_from_slice(payload);
         self.entries.insert(
             hash,
             Entry {
@@ -203,6 +297,58 @@ mod tests {
         let (small, small_bytes) = payload(2, 1);
         disabled.insert(small, &small_bytes);
         assert!(disabled.get(&small).is_none());
+    }
+
+    fn fed_caches(cores: usize) -> Vec<PayloadCache> {
+        CacheFeed::for_cores(cores)
+            .into_iter()
+            .map(|feed| PayloadCache::new(1 << 20).with_feed(feed))
+            .collect()
+    }
+
+    #[test]
+    fn an_appended_payload_is_offered_to_every_other_core_as_the_same_bytes() {
+        let mut caches = fed_caches(3);
+        let (hash, bytes) = payload(3, 500);
+        caches[1].insert_appended(hash, &bytes);
+        let own = caches[1].get(&hash).unwrap();
+        // Not before the core takes its offers (at its next read), then the same allocation.
+        assert!(caches[0].get(&hash).is_none());
+        for core in [0, 2] {
+            caches[core].take_offers();
+            let offered = caches[core].get(&hash).unwrap();
+            assert_eq!(offered, bytes);
+            assert_eq!(
+                offered.as_ptr(),
+                own.as_ptr(),
+                "core {core} shares the copy"
+            );
+        }
+        // Nothing comes back to the core that offered it, and a second append offers nothing.
+        caches[1].insert_appended(hash, &bytes);
+        for cache in &mut caches {
+            cache.take_offers();
+            assert_eq!(cache.bytes(), 500);
+        }
+    }
+
+    #[test]
+    fn offers_beyond_an_inbox_are_dropped_and_payloads_over_the_share_never_offered() {
+        let mut caches = fed_caches(2);
+        for index in 0..CacheFeed::INBOX_DEPTH as u64 + 10 {
+            let bytes = Bytes::from(index.to_le_bytes().to_vec());
+            caches[0].insert_appended(BlobHash::of(&bytes), &bytes);
+        }
+        let (big, big_bytes) = payload(9, (1 << 20) / 16 + 1);
+        caches[0].insert_appended(big, &big_bytes);
+        caches[1].take_offers();
+        assert_eq!(caches[1].bytes(), CacheFeed::INBOX_DEPTH as u64 * 8);
+        assert!(caches[1].get(&big).is_none());
+        // Room again once taken.
+        let (late, late_bytes) = payload(4, 100);
+        caches[0].insert_appended(late, &late_bytes);
+        caches[1].take_offers();
+        assert!(caches[1].get(&late).is_some());
     }
 
     #[test]

@@ -55,7 +55,8 @@ impl Dispatcher {
         request: AppendRequest,
     ) -> Result<Response, Response> {
         // The agent reads its context again before its next model call: keep new bytes (this
-        // core hashed them, so they are verified) for the payload cache.
+        // core hashed them, so they are verified) for the payload cache, this core's and,
+        // offered, the others' (the read may come through another connection).
         let bytes = match &request.payload {
             AppendPayload::Bytes(bytes) => Some(bytes.clone()),
             AppendPayload::StoredBlob(_) => None,
@@ -64,7 +65,7 @@ impl Dispatcher {
         if let Some(bytes) = bytes {
             self.payload_cache
                 .borrow_mut()
-                .insert(appended.turn.payload_hash, &bytes);
+                .insert_appended(appended.turn.payload_hash, &bytes);
         }
         Ok(Response::Appended {
             message_type,

@@ -25,7 +25,7 @@ impl Dispatcher {
 
     fn blob(&self, hash: BlobHash, flags: u32) -> Result<Response, Response> {
         let mode = payload_mode(flags | read_flags::WITH_PAYLOADS);
-        let mut cache = self.payload_cache.borrow_mut();
+        let mut cache = self.cache_for_read();
         let payload = self.engine.read_payload(hash, mode, &mut *cache);
         payload
             .map(|payload| Response::Blob(payload_wire(payload)))

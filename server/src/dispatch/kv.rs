@@ -77,7 +77,7 @@ impl Dispatcher {
             });
         };
         let mode = payload_mode(flags | read_flags::WITH_PAYLOADS);
-        let mut cache = self.payload_cache.borrow_mut();
+        let mut cache = self.cache_for_read();
         let payload = self.engine.read_payload(item.value_hash, mode, &mut *cache);
         let payload = payload.map_err(engine_error)?;
         Ok(Response::KvValue {

@@ -162,7 +162,7 @@ impl Dispatcher {
         let page = match kind {
             PageKind::Window => {
                 let context = ContextRef::Id(context_id);
-                let mut cache = self.payload_cache.borrow_mut();
+                let mut cache = self.cache_for_read();
                 let window = self.engine.window(&context, limit, options, &mut *cache);
                 window.map_err(engine_error)?
             }
@@ -201,7 +201,7 @@ impl Dispatcher {
     /// The engine's page assembly (limits, budget, payloads), with this core's payload cache
     /// lent to it: the call never awaits.
     fn assemble_page(&self, query: PageQuery, options: PageOptions) -> Result<Page, Response> {
-        let mut cache = self.payload_cache.borrow_mut();
+        let mut cache = self.cache_for_read();
         let page = self.engine.read_page(query, options, &mut *cache);
         page.map_err(engine_error)
     }
@@ -273,7 +273,7 @@ impl Dispatcher {
         turns: Vec<TurnWithExtras>,
         mode: PayloadMode,
     ) -> Result<(Vec<TurnEntryV2>, Vec<OverlayWire>), Response> {
-        let mut cache = self.payload_cache.borrow_mut();
+        let mut cache = self.cache_for_read();
         let mut entries = Vec::with_capacity(turns.len());
         let mut overlays = Vec::with_capacity(turns.len());
         for turn in turns {
