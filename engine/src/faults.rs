@@ -324,6 +324,10 @@ mod tests {
             .unwrap()
             .context_id;
         let turn = append(&engine, context, b"read me").unwrap().turn;
+        // Reopened, so that the turn is read from the file: the sequencer put it in the
+        // readers' record cache when it published it.
+        engine.shutdown();
+        let engine = Engine::open(config(dir.path())).unwrap();
         inject(dir.path(), "turns.log", FaultOp::Read, Fault::Fail(EIO), 1);
         let error = pollster::block_on(engine.turn(turn.turn_id)).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Io);
