@@ -53,24 +53,10 @@ impl Dispatcher {
     /// thread of its own; this core only awaits its answer.
     async fn backup(&self, dir: String) -> Result<Response, Response> {
         let engine = self.engine.clone();
-        let (done, answer) = flume::bounded(1);
-        let spawned = std::thread::Builder::new()
-            .name("ctxstore-backup".into())
-            .spawn(move || {
-                let _ = done.send(engine.backup(std::path::Path::new(&dir)));
-            });
-        if let Err(error) = spawned {
-            return Err(Response::Error {
-                code: ErrorCode::Internal,
-                detail: 0,
-                message: format!("could not start the backup thread: {error}"),
-            });
-        }
-        let report = answer
-            .recv_async()
-            .await
-            .map_err(|_| engine_error(EngineError::ShutDown))?
-            .map_err(engine_error)?;
+        let report = on_own_thread("ctxstore-backup", "backup", move || {
+            engine.backup(std::path::Path::new(&dir))
+        })
+        .await?;
         Ok(Response::BackedUp(BackupWire {
             turns: report.turns,
             blobs: report.blobs,
@@ -85,24 +71,8 @@ impl Dispatcher {
     /// so it runs on a thread of its own, like BACKUP; this core only awaits its answer.
     async fn gc(&self) -> Result<Response, Response> {
         let engine = self.engine.clone();
-        let (done, answer) = flume::bounded(1);
-        let spawned = std::thread::Builder::new()
-            .name("ctxstore-gc-req".into())
-            .spawn(move || {
-                let _ = done.send(engine.gc());
-            });
-        if let Err(error) = spawned {
-            return Err(Response::Error {
-                code: ErrorCode::Internal,
-                detail: 0,
-                message: format!("could not start the garbage collection thread: {error}"),
-            });
-        }
-        let report = answer
-            .recv_async()
-            .await
-            .map_err(|_| engine_error(EngineError::ShutDown))?
-            .map_err(engine_error)?;
+        let report =
+            on_own_thread("ctxstore-gc-req", "garbage collection", move || engine.gc()).await?;
         Ok(Response::GcDone(GcWire {
             turns_dead: report.turns_dead,
             blobs_dead: report.blobs_dead,
@@ -113,4 +83,31 @@ impl Dispatcher {
             duration_ms: report.duration_ms,
         }))
     }
+}
+
+/// Runs a blocking engine call on a new thread named `thread` and awaits its answer, so the
+/// core serves on meanwhile; `what` names the work in the error if the thread cannot start.
+async fn on_own_thread<T: Send + 'static>(
+    thread: &str,
+    what: &str,
+    work: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
+) -> Result<T, Response> {
+    let (done, answer) = flume::bounded(1);
+    let spawned = std::thread::Builder::new()
+        .name(thread.into())
+        .spawn(move || {
+            let _ = done.send(work());
+        });
+    if let Err(error) = spawned {
+        return Err(Response::Error {
+            code: ErrorCode::Internal,
+            detail: 0,
+            message: format!("could not start the {what} thread: {error}"),
+        });
+    }
+    answer
+        .recv_async()
+        .await
+        .map_err(|_| engine_error(EngineError::ShutDown))?
+        .map_err(engine_error)
 }
