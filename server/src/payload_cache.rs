@@ -141,7 +141,9 @@ impl PayloadCache {
         };
         for (hash, payload) in offers {
             // Already compact: the offering core copied it out of its frame.
-            self.insert_owned(hash, payload);
+            if self.fits(hash, &payload) {
+                self.store(hash, payload);
+            }
         }
     }
 
@@ -185,7 +187,7 @@ impl PayloadCache {
             return None;
         }
         let payload = Bytes::copy_from_slice(payload);
-        self.insert_owned(hash, payload.clone());
+        self.store(hash, payload.clone());
         Some(payload)
     }
 
@@ -193,22 +195,20 @@ impl PayloadCache {
         payload.len() as u64 <= self.entry_bytes_max() && !self.entries.contains_key(&hash)
     }
 
-    /// Caches `payload` as it is (the caller made it compact).
-    fn insert_owned(&mut self, hash: BlobHash, payload: Bytes) {
-        if !self.fits(hash, &payload) {
-            return;
-        }
+    /// Caches `payload` as it is (the caller made it compact and checked that it `fits`).
+    fn store(&mut self, hash: BlobHash, payload: Bytes) {
         let len = payload.len() as u64;
         while self.bytes + len > self.bytes_max {
             self.evict_one();
         }
-        self.entries.insert(
+        let replaced = self.entries.insert(
             hash,
             Entry {
                 payload,
                 referenced: false,
             },
         );
+        assert!(replaced.is_none(), "a payload is cached once");
         self.clock.push_back(hash);
         self.bytes += len;
         self.counters.bytes.store(self.bytes, Ordering::Relaxed);

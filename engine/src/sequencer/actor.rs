@@ -67,7 +67,7 @@ struct Savepoint {
     next_record_id: u64,
     moves: usize,
     contexts: Contexts,
-    turns: u64,
+    turns: usize,
     logical_bytes: u64,
     dedup_hits: u64,
 }
@@ -86,7 +86,10 @@ struct Batch {
     /// Contexts that existed before the batch.
     contexts_before: u64,
     records: u32,
-    turns: u64,
+    /// The batch's turn records as written (pair-checked), in record order: counted in the
+    /// sequencer's counters and put into the readers' caches at publish, without decoding the
+    /// batch's bytes again.
+    new_turns: Vec<TurnRecord>,
     logical_bytes: u64,
     dedup_hits: u64,
     /// The batch carries gc-dead records: readers get the new set once it is durable.
@@ -735,6 +738,9 @@ impl SequencerActor {
     fn push_turn(&mut self, turn: &TurnRecord, body: &[u8], blob: &TurnBlob, extras: &TurnExtras) {
         for slot in turn.slots(body) {
             self.push_record(&slot);
+            if let LogRecord::Turn(written) = slot {
+                self.batch.new_turns.push(written);
+            }
         }
         if blob.pending.is_some() {
             self.batch
@@ -755,7 +761,6 @@ impl SequencerActor {
             context_id,
             previous,
         });
-        self.batch.turns += 1;
         self.batch.logical_bytes += u64::from(blob.raw_len);
         self.batch.dedup_hits += u64::from(blob.deduped);
     }
@@ -769,7 +774,7 @@ impl SequencerActor {
             next_record_id: self.next_record_id,
             moves: self.batch.moves.len(),
             contexts: self.contexts.clone(),
-            turns: self.batch.turns,
+            turns: self.batch.new_turns.len(),
             logical_bytes: self.batch.logical_bytes,
             dedup_hits: self.batch.dedup_hits,
         };
@@ -816,7 +821,7 @@ impl SequencerActor {
         self.batch.records = savepoint.records;
         self.next_record_id = savepoint.next_record_id;
         self.contexts = savepoint.contexts;
-        self.batch.turns = savepoint.turns;
+        self.batch.new_turns.truncate(savepoint.turns);
         self.batch.logical_bytes = savepoint.logical_bytes;
         self.batch.dedup_hits = savepoint.dedup_hits;
     }
@@ -989,11 +994,10 @@ impl SequencerActor {
     }
 
     /// Makes the batch visible: turns first, then heads, then new contexts, so a reader that
-    /// sees a head can always read its turn. `slots`: the batch's records as written, from
-    /// `first_record_id` on.
-    fn publish(&mut self, batch: &Batch, first_record_id: u64, slots: &[u8]) {
+    /// sees a head can always read its turn.
+    fn publish(&mut self, batch: &Batch) {
         let published = &self.published;
-        published.turns.fill_caches(first_record_id, slots);
+        published.turns.fill_caches(&batch.new_turns);
         published.turns.publish(self.next_record_id - 1);
         // The batch's turn keys, once their turns are readable (before any answer).
         self.contexts.publish_turn_keys();
@@ -1018,7 +1022,9 @@ impl SequencerActor {
             published.turns.publish_dead(self.gc.dead.clone());
         }
         let counters = &published.counters;
-        counters.turns.fetch_add(batch.turns, Ordering::Relaxed);
+        counters
+            .turns
+            .fetch_add(batch.new_turns.len() as u64, Ordering::Relaxed);
         counters
             .contexts
             .store(self.heads.count(), Ordering::Relaxed);
@@ -1174,7 +1180,7 @@ impl GroupCommit for SequencerActor {
                             "blob {hash} is published with a turn but not durable"
                         );
                     }
-                    self.publish(&batch, first_record_id, &bytes)
+                    self.publish(&batch)
                 }
                 Err(error) => {
                     self.prepared_end = offset;

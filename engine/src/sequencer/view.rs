@@ -298,27 +298,17 @@ impl TurnsView {
     }
 
     /// Sequencer only, after a batch's fdatasync and before its watermark (`publish`): puts
-    /// the batch's turns (its 128-byte slots, in record order from `first_record_id`) into the
-    /// record and skip-links caches, so that the first reads of new turns (an agent reads its
-    /// context before each model call) come from memory, not one `pread` each (issue 19 item 3).
-    /// Readers look at a slot only for a durable record id, so a fill never shows them more
-    /// than the watermark allows.
-    pub fn fill_caches(&self, first_record_id: u64, slots: &[u8]) {
-        assert_eq!(slots.len() % LOG_RECORD_BYTES, 0, "whole slots");
-        assert!(
-            first_record_id > self.durable_record_id(),
-            "a batch not yet published"
-        );
-        for (index, bytes) in slots.chunks_exact(LOG_RECORD_BYTES).enumerate() {
-            let mut slot = [0u8; LOG_RECORD_BYTES];
-            slot.copy_from_slice(bytes);
-            // The batch's bytes were pair-checked when they were put in (`push_record`).
-            let Ok(Some(LogRecord::Turn(turn))) = LogRecord::decode(&slot) else {
-                continue;
-            };
-            assert_eq!(turn.turn_id.0, first_record_id + index as u64, "slot order");
-            self.skip_links[cache_slot(turn.turn_id.0)].put(&Links::of(&turn));
-            self.cache[cache_slot(turn.turn_id.0)].store(Some(Arc::new(LogRecord::Turn(turn))));
+    /// the batch's turn records (as written, in record order) into the record and skip-links
+    /// caches, so that the first reads of new turns (an agent reads its context before each
+    /// model call) come from memory, not one `pread` each (issue 19 item 3). Readers look at a
+    /// slot only for a durable record id, so a fill never shows them more than the watermark
+    /// allows.
+    pub fn fill_caches(&self, turns: &[TurnRecord]) {
+        let durable = self.durable_record_id();
+        for turn in turns {
+            assert!(turn.turn_id.0 > durable, "a batch not yet published");
+            self.skip_links[cache_slot(turn.turn_id.0)].put(&Links::of(turn));
+            self.cache[cache_slot(turn.turn_id.0)].store(Some(Arc::new(LogRecord::Turn(*turn))));
         }
     }
 
@@ -566,13 +556,7 @@ mod tests {
         let path = dir.path().join("turns.log");
         std::fs::write(&path, vec![0u8; LOG_RECORD_BYTES * 8]).unwrap();
         let view = TurnsView::new(ReadFile::open(path).unwrap(), None, 0, DeadTurns::default());
-        let mut slots = vec![0u8; LOG_RECORD_BYTES * 3];
-        for (id, bytes) in (1..=3).zip(slots.chunks_exact_mut(LOG_RECORD_BYTES)) {
-            let mut slot = [0u8; LOG_RECORD_BYTES];
-            LogRecord::Turn(turn(id)).encode(&mut slot);
-            bytes.copy_from_slice(&slot);
-        }
-        view.fill_caches(1, &slots);
+        view.fill_caches(&[turn(1), turn(2), turn(3)]);
         assert_eq!(view.record(1).unwrap(), None, "not durable yet");
         view.publish(2);
         assert_eq!(view.turn(TurnId(1)).unwrap(), turn(1));
