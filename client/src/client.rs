@@ -2348,6 +2348,18 @@ async fn write_all_vectored(
     Ok(())
 }
 
+/// Sends the ACK for what the socket received, now (`TCP_QUICKACK`). Not sticky: the kernel
+/// goes back to delaying ACKs, so the reader asks again before each read of a partial frame.
+/// Failure costs only latency.
+fn ack_now(stream: &TcpStream) {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = stream.set_quickack(true);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = stream;
+}
+
 async fn read_frames(
     mut reader: tokio::net::tcp::OwnedReadHalf,
     pending: Arc<Pending>,
@@ -2385,6 +2397,13 @@ async fn read_frames(
                 (None, _) => {}
             }
         }
+        // Part of an answer is in and the rest is on its way: acknowledge what arrived now.
+        // Otherwise the kernel delays that ACK (up to 40 ms, since this side sends nothing
+        // back), and a server whose congestion window the answer outgrew waits for it
+        // (docs/decisions/0016-quick-acks.md).
+        if frames.pending_bytes() > 0 {
+            ack_now(reader.as_ref());
+        }
         let wanted = frames.wanted_capacity();
         let buffer = frames.buffer();
         buffer.reserve(wanted);
@@ -2395,4 +2414,24 @@ async fn read_frames(
         }
     };
     fail_all(&pending, reason);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `ack_now` takes the socket out of delayed-ACK ("pingpong") mode: TCP_QUICKACK reads 0
+    /// after the socket is put there, 1 after `ack_now`.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn ack_now_turns_delayed_acks_off_for_the_moment() -> std::io::Result<()> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let stream = TcpStream::connect(listener.local_addr()?).await?;
+        let _accepted = listener.accept().await?;
+        stream.set_quickack(false)?;
+        assert!(!stream.quickack()?, "the socket delays its ACKs");
+        ack_now(&stream);
+        assert!(stream.quickack()?, "ack_now sends ACKs at once");
+        Ok(())
+    }
 }

@@ -486,6 +486,18 @@ fn close_hard(
     drop(writer_task);
 }
 
+/// Sends the ACK for what the socket received, now (`TCP_QUICKACK`). Not sticky: the kernel
+/// goes back to delaying ACKs, so the reader asks again before each read of a partial frame.
+/// Failure costs only latency.
+fn ack_now(stream: &TcpStream) {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = socket2::SockRef::from(stream).set_tcp_quickack(true);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = stream;
+}
+
 /// Sleeps until `deadline`; without one, forever.
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
@@ -687,6 +699,13 @@ impl Reading<'_> {
     /// stays the same across timer checks: cancelling a read could lose bytes.
     async fn read_more(&mut self, reader: &mut TcpStream) -> Result<(), Ending> {
         let limits = self.core.limits;
+        // Part of a request is in and the rest is on its way (a large append): acknowledge
+        // what arrived now, or the kernel delays that ACK (up to 40 ms: nothing goes back to
+        // the client meanwhile) and a client whose congestion window the request outgrew
+        // waits for it (docs/decisions/0016-quick-acks.md).
+        if self.frames.pending_bytes() > 0 {
+            ack_now(reader);
+        }
         let wanted = self.frames.wanted_capacity();
         let mut buffer = self.frames.take_buffer();
         buffer.reserve(wanted);
@@ -1170,6 +1189,26 @@ pub async fn refuse(mut stream: TcpStream, message: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `ack_now` takes the socket out of delayed-ACK ("pingpong") mode: TCP_QUICKACK reads 0
+    /// after the socket is put there, 1 after `ack_now`.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn ack_now_turns_delayed_acks_off_for_the_moment() -> std::io::Result<()> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let client = std::net::TcpStream::connect(listener.local_addr()?)?;
+        let (accepted, _) = listener.accept()?;
+        compio::runtime::Runtime::new()?.block_on(async move {
+            let stream = TcpStream::from_std(accepted)?;
+            let socket = socket2::SockRef::from(&stream);
+            socket.set_tcp_quickack(false)?;
+            assert!(!socket.tcp_quickack()?, "the socket delays its ACKs");
+            ack_now(&stream);
+            assert!(socket.tcp_quickack()?, "ack_now sends ACKs at once");
+            drop(client);
+            Ok(())
+        })
+    }
 
     #[test]
     fn advance_drops_written_bytes_across_chunks() {
