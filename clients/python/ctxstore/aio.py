@@ -9,11 +9,12 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from . import _net
 from . import _ops as ops
 from . import _protocol as p
-from .client import lost_error
+from .client import _SCRATCH_KEEP_BYTES, lost_error
 from .errors import (
     CONNECTION_CLOSING_CODES,
     ClientClosed,
@@ -58,6 +59,9 @@ from .types import (
     VerifyPayloads,
 )
 
+if TYPE_CHECKING:
+    from asyncio.trsock import TransportSocket
+
 __all__ = ["AsyncClient"]
 
 T = TypeVar("T")
@@ -97,7 +101,9 @@ class _AsyncConnection:
         self.loop = asyncio.get_running_loop()
         self._reader = reader
         self._writer = writer
+        self._sock: socket.socket | TransportSocket | None = writer.get_extra_info("socket")
         self._frame_bytes_max = frame_bytes_max
+        self._scratch = bytearray()  # for frames that arrive in pieces (see _read_rest)
         self._slots = asyncio.Semaphore(
             max(1, min(max_in_flight, info.requests_in_flight_max or 1))
         )
@@ -190,21 +196,25 @@ class _AsyncConnection:
     async def _read_loop(self) -> None:
         reason: BaseException
         try:
+            reader = self._reader
             while True:
-                try:
-                    header_bytes = await self._reader.readexactly(p.HEADER_BYTES)
-                except asyncio.IncompleteReadError as error:
+                # StreamReader.read: what has arrived, up to the count (see _read_rest).
+                header_bytes = await reader.read(p.HEADER_BYTES)
+                if 0 < len(header_bytes) < p.HEADER_BYTES:
+                    header_bytes = await self._read_rest(header_bytes, p.HEADER_BYTES)
+                if len(header_bytes) < p.HEADER_BYTES:
                     raise ConnectionLost(
                         "the server closed the connection"
-                        if not error.partial
+                        if not header_bytes
                         else "the connection closed inside a frame header"
-                    ) from None
+                    )
                 header = p.FrameHeader.decode(header_bytes)
                 header.check(self._frame_bytes_max, p.OVERLAYS)  # overlaid answers (AsOf)
-                try:
-                    body = await self._reader.readexactly(header.len) if header.len else b""
-                except asyncio.IncompleteReadError:
-                    raise ConnectionLost("the connection closed inside a frame") from None
+                body = await reader.read(header.len) if header.len else b""
+                if 0 < len(body) < header.len:
+                    body = await self._read_rest(body, header.len)
+                if len(body) < header.len:
+                    raise ConnectionLost("the connection closed inside a frame")
                 self._dispatch(header, body)
         except asyncio.CancelledError:
             self._fail(ConnectionLost("the connection's reader was cancelled"))
@@ -212,6 +222,34 @@ class _AsyncConnection:
         except BaseException as error:  # noqa: BLE001 - the task's end, whatever it was
             reason = error
         self._fail(reason)
+
+    async def _read_rest(self, first: bytes, count: int) -> bytes:
+        """The ``count`` bytes that start with ``first`` (part of a frame: its header or its
+        body), reading the rest as it arrives; fewer if the stream ends first.
+
+        Before waiting for each further piece it asks the kernel to acknowledge what arrived
+        at once (:func:`_net.ack_now`, decision 0016): a large answer outgrows the server's
+        congestion window, and the server waits for that ACK. A header or body whole in what
+        the reader has buffered never comes here: no system call."""
+        # The buffer is kept (up to _SCRATCH_KEEP_BYTES) rather than allocated per frame:
+        # large fresh allocations cost page faults each time, more than the reading.
+        scratch = self._scratch if len(self._scratch) >= count else bytearray(count)
+        view = memoryview(scratch)
+        got = len(first)
+        view[:got] = first
+        while got < count:
+            if self._sock is not None:
+                _net.ack_now(self._sock)
+            piece = await self._reader.read(count - got)
+            if not piece:
+                break  # the stream ended first
+            view[got : got + len(piece)] = piece
+            got += len(piece)
+        data = bytes(view[:got])
+        view.release()
+        if len(scratch) <= _SCRATCH_KEEP_BYTES:
+            self._scratch = scratch
+        return data
 
     def _dispatch(self, header: p.FrameHeader, body: bytes) -> None:
         entry = self._pending.pop(header.req_id, None)

@@ -9,8 +9,9 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, BinaryIO, TypeVar, cast
+from typing import Any, TypeVar, cast
 
+from . import _net
 from . import _ops as ops
 from . import _protocol as p
 from .errors import (
@@ -64,6 +65,8 @@ P = TypeVar("P")
 I = TypeVar("I")  # noqa: E741 - the item type of a listing
 
 _READ_BUFFER_BYTES = 256 * 1024
+_SCRATCH_KEEP_BYTES = 1 << 20
+"""The largest buffer for a body that arrives in pieces a connection keeps between frames."""
 
 
 def _remaining(deadline: float) -> float:
@@ -98,18 +101,96 @@ class _Pending:
 
 def _recv_exactly(sock: socket.socket, count: int, deadline: float) -> bytes:
     """Reads exactly ``count`` bytes before ``deadline`` (handshake only)."""
-    parts = []
+    parts: list[bytes] = []
     while count:
         remaining = _remaining(deadline)
         if remaining <= 0:
             raise socket.timeout("deadline passed")
         sock.settimeout(remaining)
+        if parts:
+            _net.ack_now(sock)  # the rest of what is read is on its way (see _Receiver)
         chunk = sock.recv(min(count, 1 << 20))
         if not chunk:
             raise ConnectError("the server closed the connection during HELLO")
         parts.append(chunk)
         count -= len(chunk)
     return b"".join(parts)
+
+
+class _Receiver:
+    """The reader thread's side of the socket: cuts frames out of what it receives, through
+    its own buffer (no buffered file, so that it knows when part of a frame is in).
+
+    Before each receive that waits for the rest of a frame (part of its header or body is
+    in), it asks the kernel to acknowledge what arrived at once (:func:`_net.ack_now`,
+    decision 0016): a large answer outgrows the server's congestion window, and the server
+    waits for that ACK. A frame that is whole in what was received costs no system call."""
+
+    __slots__ = ("_sock", "_buffer", "_view", "_start", "_end", "_scratch")
+
+    def __init__(self, sock: socket.socket, capacity: int = _READ_BUFFER_BYTES) -> None:
+        self._sock = sock
+        self._buffer = bytearray(capacity)
+        self._view = memoryview(self._buffer)
+        # The bytes received and not yet taken: self._buffer[self._start : self._end].
+        self._start = 0
+        self._end = 0
+        self._scratch = bytearray()  # for bodies not whole in the buffer (see body)
+
+    def header(self) -> bytes:
+        """The next frame's header bytes; ConnectionLost if the connection ends first."""
+        while self._end - self._start < p.HEADER_BYTES:
+            if not self._receive():
+                raise ConnectionLost(
+                    "the server closed the connection"
+                    if self._end == self._start
+                    else "the connection closed inside a frame header"
+                )
+        start = self._start
+        self._start = start + p.HEADER_BYTES
+        return bytes(self._view[start : self._start])
+
+    def _receive(self) -> int:
+        """Receives after the bytes kept (moved to the front first); 0 at the end of the
+        stream. Only for a header: what is kept is shorter than one."""
+        start, end = self._start, self._end
+        if start:
+            kept = end - start
+            self._buffer[:kept] = self._buffer[start:end]
+            self._start, self._end = 0, kept
+            end = kept
+        if end:
+            _net.ack_now(self._sock)  # part of a header is in: the rest is on its way
+        count = self._sock.recv_into(self._view[end:])
+        self._end = end + count
+        return count
+
+    def body(self, length: int) -> bytes:
+        """The ``length`` bytes of the body whose header was just taken; ConnectionLost if
+        the connection ends first. One not whole in what was received is received into a
+        scratch buffer, acknowledging before each receive, up to its end (not beyond)."""
+        start, end = self._start, self._end
+        if end - start >= length:
+            self._start = start + length
+            return bytes(self._view[start : self._start]) if length else b""
+        # The buffer is kept (up to _SCRATCH_KEEP_BYTES) rather than allocated per frame:
+        # large fresh allocations cost page faults each time, more than the reading.
+        scratch = self._scratch if len(self._scratch) >= length else bytearray(length)
+        view = memoryview(scratch)
+        got = end - start
+        view[:got] = self._view[start:end]
+        self._start = self._end = 0
+        while got < length:
+            _net.ack_now(self._sock)  # part of the frame is in: the rest is on its way
+            count = self._sock.recv_into(view[got:length])
+            if not count:
+                raise ConnectionLost("the connection closed inside a frame")
+            got += count
+        body = bytes(view[:length])
+        view.release()
+        if len(scratch) <= _SCRATCH_KEEP_BYTES:
+            self._scratch = scratch
+        return body
 
 
 class _Connection:
@@ -131,7 +212,7 @@ class _Connection:
         # MSG_DONTWAIT and poll for room until their deadline (a socket timeout would switch
         # the shared file description to non-blocking under the reader's feet).
         self._sock = sock
-        self._rfile = cast(BinaryIO, sock.makefile("rb", buffering=_READ_BUFFER_BYTES))
+        self._receiver = _Receiver(sock)
         self._poller = select.poll()
         self._poller.register(sock.fileno(), select.POLLOUT)
         self._frame_bytes_max = frame_bytes_max
@@ -217,25 +298,15 @@ class _Connection:
     def _read_loop(self) -> None:
         reason: BaseException
         try:
+            receiver = self._receiver
             while True:
-                header_bytes = self._rfile.read(p.HEADER_BYTES)
-                if len(header_bytes) < p.HEADER_BYTES:
-                    raise ConnectionLost(
-                        "the server closed the connection"
-                        if not header_bytes
-                        else "the connection closed inside a frame header"
-                    )
-                header = p.FrameHeader.decode(header_bytes)
+                header = p.FrameHeader.decode(receiver.header())
                 header.check(self._frame_bytes_max, p.OVERLAYS)  # overlaid answers (AsOf)
-                body = self._rfile.read(header.len) if header.len else b""
-                if len(body) < header.len:
-                    raise ConnectionLost("the connection closed inside a frame")
-                self._dispatch(header, body)
+                self._dispatch(header, receiver.body(header.len))
         except BaseException as error:  # noqa: BLE001 - the thread's end, whatever it was
             reason = error
         self._fail(reason)
         try:
-            self._rfile.close()
             self._sock.close()
         except OSError:
             pass
