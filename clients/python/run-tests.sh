@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Tests of the Python client: installs it with its test extras into a venv, runs
-# `mypy --strict` on the package and `pytest -q` against a real ctxstore-server.
+# Tests of the Python client: installs it with its test extras into a venv, runs `ruff`
+# (lint and format check), `mypy --strict` on the package and `pytest -q` against a real
+# ctxstore-server.
 #
 #   clients/python/run-tests.sh [VENV_DIR]
 #
@@ -37,6 +38,10 @@ echo "== installing ctxstore[test] into $venv"
 workdir="$(mktemp -d "${TMPDIR:-/tmp}/ctxstore-pytest.XXXXXX")"
 trap '[[ -n "$cleanup" ]] && rm -rf "$cleanup"; rm -rf "$workdir"' EXIT
 export PYTHONDONTWRITEBYTECODE=1
+
+echo "== ruff check, ruff format --check"
+(cd "$here" && "$venv/bin/python" -m ruff check --no-cache ctxstore tests \
+    && "$venv/bin/python" -m ruff format --check --no-cache ctxstore tests)
 
 echo "== mypy --strict ctxstore"
 (cd "$here" && "$venv/bin/python" -m mypy --strict --python-version 3.10 \

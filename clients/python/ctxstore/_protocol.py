@@ -2487,7 +2487,9 @@ class PutChunked(Request):
         count = len(self.chunks)
         kept = 0 if self.base is None else self.base.kept
         if self.base is not None and (kept < 1 or _hash(self.base.hash) == bytes(32)):
-            raise ValueError("a PUT_CHUNKED base is a stored payload's hash keeping 1 or more chunks")
+            raise ValueError(
+                "a PUT_CHUNKED base is a stored payload's hash keeping 1 or more chunks"
+            )
         if not 1 <= count <= CHUNKS_PER_PAYLOAD_MAX - kept:
             raise ValueError(f"PUT_CHUNKED names 1 to {CHUNKS_PER_PAYLOAD_MAX} chunks, not {count}")
         base = bytes(36) if self.base is None else _hash(self.base.hash) + _u32(kept)

@@ -305,8 +305,7 @@ class _Plans:
         """The payloads (checkpoint documents) of checkpoint turns, in order."""
         blobs = yield from self.blobs(t.payload_hash for t in turns if t.payload is None)
         return [
-            json.loads(t.payload if t.payload is not None else blobs[t.payload_hash])
-            for t in turns
+            json.loads(t.payload if t.payload is not None else blobs[t.payload_hash]) for t in turns
         ]
 
     def open(self, thread_id: str, checkpoint_ns: str, force: bool = False) -> ops.Plan[str]:
@@ -360,9 +359,7 @@ class _Plans:
         if not entries:
             return []
         digests = [
-            bytes.fromhex(digest)
-            for *_, doc in entries
-            for _, digest in doc["channels"].values()
+            bytes.fromhex(digest) for *_, doc in entries for _, digest in doc["channels"].values()
         ]
         values: dict[bytes, bytes] = {}
         missing: builtins.list[bytes] = []
@@ -545,11 +542,7 @@ class _Plans:
                     ]
             except NotFound:
                 continue
-            turns = [
-                t
-                for t in turns
-                if not (before_id and (_checkpoint_id(t) or "") >= before_id)
-            ]
+            turns = [t for t in turns if not (before_id and (_checkpoint_id(t) or "") >= before_id)]
             for doc in (yield from self._docs(turns)):
                 candidates.append((name, thread_id, ns, doc))
         candidates.sort(key=lambda c: str(c[3]["id"]), reverse=True)

@@ -191,9 +191,7 @@ async def test_concurrent_pops_from_two_session_objects_pop_each_item_once(
         CtxstoreSession(sid, addr=agents_server.addr) as two,
     ):
         await one.add_items(items)
-        popped = await asyncio.gather(
-            *(s.pop_item() for _ in range(25) for s in (one, two))
-        )
+        popped = await asyncio.gather(*(s.pop_item() for _ in range(25) for s in (one, two)))
         got = [p for p in popped if p is not None]
         assert len(got) == 40 and popped.count(None) == 10
         assert sorted(p["content"] for p in got) == sorted(i["content"] for i in items)

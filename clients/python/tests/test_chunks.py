@@ -319,7 +319,9 @@ def test_put_chunked_stores_a_payload_and_then_only_the_new_chunks(server: Serve
         assert client.get_blob(digest(third)) == third
         with pytest.raises(ctxstore.NotFound):
             client.put_chunked(
-                digest(os.urandom(8)), entries(pieces3[12:]), {0: pieces3[12]},
+                digest(os.urandom(8)),
+                entries(pieces3[12:]),
+                {0: pieces3[12]},
                 base=(digest(b"no such base"), 1),
             )
 

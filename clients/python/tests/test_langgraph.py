@@ -247,15 +247,14 @@ def test_delete_for_runs_tombstones_checkpoints_and_drops_their_writes(
     assert saver.get_tuple({"configurable": {**one["configurable"], "thread_id": copy}}) is None
     # Tombstones in the key-value map; the writes are gone; the turns are still there.
     client = saver.client
-    names = {
-        info.name: info for info in client.iter_contexts(name_prefix="lg:") if info.name
-    }
-    main = next(n for n, i in names.items() if i.tags["lg.thread"] == "=" + thread
-                and i.tags["lg.ns"] == "=")
-    dead = sorted(item.key for item in client.iter_kv(main, prefix=b"x/"))
-    assert dead == sorted(
-        f"x/{c['configurable']['checkpoint_id']}".encode() for c in (one, three)
+    names = {info.name: info for info in client.iter_contexts(name_prefix="lg:") if info.name}
+    main = next(
+        n
+        for n, i in names.items()
+        if i.tags["lg.thread"] == "=" + thread and i.tags["lg.ns"] == "="
     )
+    dead = sorted(item.key for item in client.iter_kv(main, prefix=b"x/"))
+    assert dead == sorted(f"x/{c['configurable']['checkpoint_id']}".encode() for c in (one, three))
     writes = [item.key for item in client.iter_kv(main, prefix=b"w/")]
     assert writes == [f"w/{two['configurable']['checkpoint_id']}/task-1/0".encode()]
     assert client.turn_by_key(main, f"cp/{one['configurable']['checkpoint_id']}") is not None
@@ -361,8 +360,10 @@ async def test_async_methods_use_the_async_client(lg_server: ServerProcess) -> N
         await made.adelete_thread(thread)
         assert await made.aget_tuple(_config(thread)) is None
         copied = await made.aget_tuple(_config(thread + "-copy"))
-        assert copied is not None and copied.config["configurable"]["checkpoint_id"] == (
-            second["configurable"]["checkpoint_id"]
+        assert (
+            copied is not None
+            and copied.config["configurable"]["checkpoint_id"]
+            == (second["configurable"]["checkpoint_id"])
         )
         assert made.aclient.connected and not made.client.connected
 

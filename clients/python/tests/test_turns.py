@@ -548,7 +548,7 @@ def test_find_turns_by_an_indexed_label_across_contexts(client: ctxstore.Client)
     while True:
         answer = client.request(p.FindTurns("run_id", run, before, 2))
         assert isinstance(answer, p.FoundTurnsResponse)
-        for turn, extras in answer.turns:
+        for _turn, extras in answer.turns:
             assert ("run_id", run) in extras.labels
         found.extend(turn.turn_id for turn, _ in answer.turns)
         if answer.next_before == 0:
@@ -577,11 +577,15 @@ def test_find_turns_methods_page_through_every_context(
     assert page.next_before == expected[3][0]
     rest = client.find_turns("run_id", run, before=page.next_before, limit=4)
     assert [t.turn_id for t in rest] == [e[0] for e in expected[4:]]
-    assert [(t.turn_id, t.labels["run_id"]) for t in client.iter_find_turns(
-        "run_id", run, page_size=2)] == [(e[0], run) for e in expected]
+    assert [
+        (t.turn_id, t.labels["run_id"]) for t in client.iter_find_turns("run_id", run, page_size=2)
+    ] == [(e[0], run) for e in expected]
     assert list(client.iter_find_turns("run_id", f"none-{run}")) == []
-    for key, value, kwargs in (("step", "x", {}),
-                               ("run_id", run, {"limit": 0}), ("run_id", run, {"before": 0})):
+    for key, value, kwargs in (
+        ("step", "x", {}),
+        ("run_id", run, {"limit": 0}),
+        ("run_id", run, {"before": 0}),
+    ):
         with pytest.raises(ValueError):
             client.find_turns(key, value, **kwargs)  # type: ignore[arg-type]
 
