@@ -10,8 +10,7 @@
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::net::{Ipv4Addr, TcpStream};
 
 use bytes::{Bytes, BytesMut};
 use ctxstore_client::blocking::Client;
@@ -20,17 +19,19 @@ use ctxstore_client::{
 };
 use ctxstore_protocol::{
     AppendedWire, FrameHeader, FrameReader, HEADER_BYTES, Hash32, MessageType, PayloadSpec,
-    Request, Response, ServerLimits, TurnWire, decode_request, decode_response, encode_request,
-    encode_response,
+    Request, Response, ServerLimits, TurnWire, decode_response, encode_request,
 };
 
 const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
 
+#[path = "../../testsupport/scripted_server.rs"]
+mod scripted_server;
 #[path = "../../testsupport/server_binary.rs"]
 mod server_binary;
 #[path = "../../testsupport/test_server.rs"]
 mod test_server;
 
+use scripted_server::{Seen, scripted_server};
 use test_server::TestServer;
 
 /// Text-like bytes that do not repeat (a fixed xorshift stream): chunk boundaries fall as in
@@ -436,51 +437,14 @@ fn raw_put_chunked_count(addr: &str, count: u32) -> ErrorCode {
 // ---------------------------------------------------------------------------------------------
 // Scripted fakes: the client's steps, request by request.
 
-/// A server speaking `version` with `limits` that answers each request with `answer` and
-/// records every request after HELLO.
+/// A server on loopback speaking `version` with `limits` that answers each request with
+/// `answer` and records every request after HELLO.
 fn fake_server(
     version: u16,
     limits: ServerLimits,
     answer: impl FnMut(&Request) -> Response + Send + 'static,
-) -> (String, Arc<Mutex<Vec<Request>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let recorded = seen.clone();
-    std::thread::spawn(move || {
-        let mut answer = answer;
-        let Ok((mut stream, _)) = listener.accept() else {
-            return;
-        };
-        let mut frames = FrameReader::new(64 << 20);
-        loop {
-            while let Ok(Some((header, body))) = frames.next_frame() {
-                let request = decode_request(&header, body).unwrap();
-                let response = if let Request::Hello { .. } = request {
-                    Response::Hello {
-                        version,
-                        limits,
-                        server_name: "fake".into(),
-                    }
-                } else {
-                    let response = answer(&request);
-                    recorded.lock().unwrap().push(request);
-                    response
-                };
-                for chunk in encode_response(header.req_id, &response) {
-                    if stream.write_all(&chunk).is_err() {
-                        return;
-                    }
-                }
-            }
-            let mut chunk = vec![0u8; 64 << 10];
-            match stream.read(&mut chunk) {
-                Ok(0) | Err(_) => return,
-                Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
-            }
-        }
-    });
-    (addr, seen)
+) -> (String, Seen) {
+    scripted_server(Ipv4Addr::LOCALHOST.into(), version, limits, answer)
 }
 
 fn limits(has_blobs_max: u32) -> ServerLimits {

@@ -5,66 +5,47 @@
 //! loopback reads back exact bytes with the default.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpListener, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
 
 use bytes::Bytes;
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{BlobHash, ClientConfig, ClientError, VerifyPayloads};
 use ctxstore_protocol::{
-    FrameReader, Hash32, MessageType, PayloadEncoding, PayloadWire, Request, Response,
-    ServerLimits, TurnEntry, TurnWire, decode_request, encode_response,
+    Hash32, MessageType, PayloadEncoding, PayloadWire, Request, Response, ServerLimits, TurnEntry,
+    TurnWire,
 };
 
+#[path = "../../testsupport/scripted_server.rs"]
+mod scripted_server;
 #[path = "../../testsupport/server_binary.rs"]
 mod server_binary;
 #[path = "../../testsupport/test_server.rs"]
 mod test_server;
+
+use scripted_server::scripted_server;
 
 const PAYLOAD: &[u8] = b"the agent calls a tool and reads the result back";
 
 /// A version-1 fake on `ip` that answers every GET_LAST with one turn naming `PAYLOAD`'s hash
 /// and length but carrying `payload`, and every GET_BLOB with `payload`.
 fn fake_server(ip: IpAddr, payload: PayloadWire) -> String {
-    let listener = TcpListener::bind((ip, 0)).unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        let Ok((mut stream, _)) = listener.accept() else {
-            return;
-        };
-        let mut frames = FrameReader::new(1 << 20);
-        loop {
-            while let Ok(Some((header, body))) = frames.next_frame() {
-                let response = match decode_request(&header, body).unwrap() {
-                    Request::Hello { .. } => Response::Hello {
-                        version: 1,
-                        limits: ServerLimits::default(),
-                        server_name: "fake".into(),
-                    },
-                    Request::GetBlob { .. } => Response::Blob(payload.clone()),
-                    _ => Response::Turns {
-                        message_type: MessageType::GetLast,
-                        next_before: 0,
-                        tip_depth: 0,
-                        entries: vec![TurnEntry {
-                            turn: turn_wire(),
-                            payload: payload.clone(),
-                        }],
-                    },
-                };
-                for chunk in encode_response(header.req_id, &response) {
-                    if stream.write_all(&chunk).is_err() {
-                        return;
-                    }
-                }
-            }
-            let mut chunk = vec![0u8; 64 << 10];
-            match stream.read(&mut chunk) {
-                Ok(0) | Err(_) => return,
-                Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
-            }
-        }
-    });
+    let (addr, _) = scripted_server(
+        ip,
+        1,
+        ServerLimits::default(),
+        move |request| match request {
+            Request::GetBlob { .. } => Response::Blob(payload.clone()),
+            _ => Response::Turns {
+                message_type: MessageType::GetLast,
+                next_before: 0,
+                tip_depth: 0,
+                entries: vec![TurnEntry {
+                    turn: turn_wire(),
+                    payload: payload.clone(),
+                }],
+            },
+        },
+    );
     addr
 }
 
