@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast
+from typing import Any, ClassVar, Generic, NoReturn, Protocol, TypeVar, cast
 
 import blake3
 import zstandard
@@ -209,12 +209,26 @@ def check_timeout(timeout: float | None, default: float) -> float:
     return value
 
 
+class LiveConnection(Protocol):
+    """What both clients' connections tell about themselves."""
+
+    hashes_raw: bool
+    """Whether RAW payloads read on it are hashed (decision 0015)."""
+
+    @property
+    def alive(self) -> bool: ...
+
+
 class ClientCore:
     """The settings both clients take and check the same way, and what follows from them
     alone (no I/O): the base of :class:`ctxstore.Client` and :class:`ctxstore.AsyncClient`."""
 
     PROTOCOL_VERSIONS: ClassVar[tuple[int, int]] = p.SUPPORTED_VERSIONS
     """The protocol versions offered in HELLO."""
+
+    _conn: LiveConnection | None
+    """The connection now (each client keeps its own kind), None before the first and after
+    a failure or :meth:`close`."""
 
     def __init__(
         self,
@@ -247,6 +261,22 @@ class ClientCore:
         """The server's address as ``HOST:PORT``."""
         host = f"[{self._host}]" if ":" in self._host else self._host
         return f"{host}:{self._port}"
+
+    @property
+    def connected(self) -> bool:
+        """True if the client holds a live connection now."""
+        conn = self._conn
+        return conn is not None and conn.alive
+
+    @property
+    def verifies_raw_payloads(self) -> bool:
+        """Whether RAW payloads read on this client's connection are hashed: the
+        ``verify_payloads`` option applied to the server's address when the connection was
+        made (False only for ``"when_remote"`` and a server on loopback; decision 0015). A
+        reconnect decides anew. Before the first connection and after :meth:`close`: True
+        (nothing decided yet; hashing is the safe side)."""
+        conn = self._conn
+        return True if conn is None else conn.hashes_raw
 
     def _deadline(self, timeout: float | None) -> float:
         """The deadline of a call starting now (ClientClosed once the client was closed)."""

@@ -521,22 +521,6 @@ class Client(ops.ClientCore):
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    @property
-    def connected(self) -> bool:
-        """True if the client holds a live connection now."""
-        conn = self._conn
-        return conn is not None and conn.alive
-
-    @property
-    def verifies_raw_payloads(self) -> bool:
-        """Whether RAW payloads read on this client's connection are hashed: the
-        ``verify_payloads`` option applied to the server's address when the connection was
-        made (False only for ``"when_remote"`` and a server on loopback; decision 0015). A
-        reconnect decides anew. Before the first connection and after :meth:`close`: True
-        (nothing decided yet; hashing is the safe side)."""
-        conn = self._conn
-        return True if conn is None else conn.hashes_raw
-
     def close(self) -> None:
         """Closes the connection; calls in flight raise ClientClosed; later calls too."""
         self._closed = True

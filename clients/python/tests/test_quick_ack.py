@@ -329,12 +329,8 @@ async def test_async_acks_before_each_wait_inside_a_frame(acks: Acks) -> None:
             assert client.connected
 
 
-def cut_pong(length: int) -> Callable[[int], bytes]:
-    """The first ``length`` bytes of a PONG (then the stand-in closes the connection)."""
-    return lambda req_id: p.encode_response(req_id, p.Pong(7))[:length]
-
-
-@pytest.mark.parametrize(
+# Where a PONG is cut, and the end of the message of the ConnectionLost it makes.
+CUT_SHORT = pytest.mark.parametrize(
     ("length", "where"),
     [
         (0, "the server closed the connection"),
@@ -343,6 +339,14 @@ def cut_pong(length: int) -> Callable[[int], bytes]:
         (19, "the connection closed inside a frame"),
     ],
 )
+
+
+def cut_pong(length: int) -> Callable[[int], bytes]:
+    """The first ``length`` bytes of a PONG (then the stand-in closes the connection)."""
+    return lambda req_id: p.encode_response(req_id, p.Pong(7))[:length]
+
+
+@CUT_SHORT
 def test_sync_answer_cut_short(length: int, where: str) -> None:
     with FakeServer(hello_then_bytes(cut_pong(length), version=2)) as fake:
         with ctxstore.Client(fake.addr, timeout=10) as client:
@@ -351,15 +355,7 @@ def test_sync_answer_cut_short(length: int, where: str) -> None:
             assert str(info.value).endswith(where), str(info.value)
 
 
-@pytest.mark.parametrize(
-    ("length", "where"),
-    [
-        (0, "the server closed the connection"),
-        (5, "the connection closed inside a frame header"),
-        (16, "the connection closed inside a frame"),
-        (19, "the connection closed inside a frame"),
-    ],
-)
+@CUT_SHORT
 async def test_async_answer_cut_short(length: int, where: str) -> None:
     with FakeServer(hello_then_bytes(cut_pong(length), version=2)) as fake:
         async with ctxstore.AsyncClient(fake.addr, timeout=10) as client:
