@@ -110,6 +110,15 @@ impl Engine {
             )));
         }
 
+        // No store writes a byte another reads: a file it writes in place that shares its
+        // inode with another name (a backup's or a copy's hard link) gets one of its own.
+        let in_place = store
+            .files_written_in_place(meta.shard_count)
+            .map_err(|source| OpenError::io(&store.root, source))?;
+        for path in in_place {
+            crate::file::make_private(&path).map_err(|source| OpenError::io(&path, source))?;
+        }
+
         // Shards recover in parallel; the log's replay then checks every turn's blob.
         let shards = recover_shards(&store, &config)?;
         let (views, cursors): (Vec<_>, Vec<_>) = shards

@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 use crate::blob::condemned::Condemned;
 use crate::blob::scan::{self, ScannedRecord};
 use crate::error::EngineError;
+use crate::file::{Released, release_replaced};
 use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::pack::{PACK_HEADER_BYTES, PackHeader};
 use crate::format::turn_extras::TurnExtras;
@@ -67,6 +68,8 @@ use crate::throttle::Throttle;
 /// final fsync would stall every append's fdatasync behind it (the backup's lesson,
 /// docs/benchmarks.md); smaller steps keep each stall short.
 const SYNC_STEP_BYTES: u64 = 512 << 10;
+/// Bytes a replaced pack gives back per step (`file::release_replaced`).
+const RELEASE_STEP_BYTES: u64 = 8 << 20;
 
 /// What the collector counts across rounds (read by `Engine::stats`).
 #[derive(Debug, Default)]
@@ -837,27 +840,20 @@ impl Collector {
         sync_dir(&dir).map_err(write(&dir))?;
         std::fs::remove_file(&marker).map_err(write(&marker))?;
         sync_dir(&dir).map_err(write(&dir))?;
-        release_gradually(old_file, throttle);
-        Ok(new_len)
-    }
-}
-
-/// Frees a replaced (unlinked) pack's blocks in steps of `RELEASE_STEP_BYTES`, paced by the
-/// throttle. A reader still holding the old file then reads short and retries at the
-/// record's new location (`ShardView::read_located`). Failures only cost the stall this
-/// avoids: the last close frees the rest.
-fn release_gradually(file: File, throttle: &mut Throttle) {
-    const RELEASE_STEP_BYTES: u64 = 8 << 20;
-    let Ok(mut len) = file.metadata().map(|meta| meta.len()) else {
-        return;
-    };
-    while len > 0 {
-        len = len.saturating_sub(RELEASE_STEP_BYTES);
-        if file.set_len(len).is_err() {
-            return;
+        // Freed a step at a time (see `release_replaced`), paced by the throttle: 8 MiB, then
+        // 2 ms. A hard link (a backup on this file system) keeps the old file whole.
+        let released = release_replaced(old_file, RELEASE_STEP_BYTES, |bytes| {
+            throttle.take(bytes / 8);
+            std::thread::sleep(Duration::from_millis(2));
+        });
+        if released == Released::Shared {
+            tracing::info!(
+                pack = %old_path.display(),
+                "the replaced pack has another name (a backup on this file system hard-linked \
+                 it): its blocks stay until that name is removed"
+            );
         }
-        throttle.take(RELEASE_STEP_BYTES / 8);
-        std::thread::sleep(Duration::from_millis(2));
+        Ok(new_len)
     }
 }
 

@@ -67,6 +67,10 @@ enum Command {
         /// Where the copy goes: absent or empty, outside the store.
         #[arg(long)]
         to: PathBuf,
+        /// Creation mask of the copy's directories and files, octal (077: 0700 and 0600, as
+        /// the store's own; the payloads are private).
+        #[arg(long, default_value = "077", value_parser = parse_umask)]
+        umask: u32,
     },
 }
 
@@ -281,7 +285,7 @@ fn main() -> ExitCode {
     init_logging(cli.serve.log_format);
     let result = match cli.command {
         Some(Command::Verify { data }) => verify(&data),
-        Some(Command::Backup { data, to }) => backup(&data, &to),
+        Some(Command::Backup { data, to, umask }) => backup(&data, &to, umask),
         None if cli.serve.print_config => print_config(cli.serve, &effective),
         None => serve(cli.serve),
     };
@@ -368,7 +372,9 @@ fn verify(data: &std::path::Path) -> anyhow::Result<ExitCode> {
 }
 
 /// The offline backup: open the store (recovery runs as at a start), copy it, close it.
-fn backup(data: &std::path::Path, to: &std::path::Path) -> anyhow::Result<ExitCode> {
+fn backup(data: &std::path::Path, to: &std::path::Path, umask: u32) -> anyhow::Result<ExitCode> {
+    // Before anything is created, as for a server: the copy holds the same private payloads.
+    rustix::process::umask(rustix::fs::Mode::from_bits_truncate(umask));
     if !data.join("ctxstore.meta").exists() {
         anyhow::bail!("{} is not a ctxstore data directory", data.display());
     }
