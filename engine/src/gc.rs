@@ -306,6 +306,10 @@ impl Collector {
         let overlays = &snapshot.contexts.overlays;
         let mut named_by_dead: HashSet<BlobHash, BlobHashBuildHasher> =
             overlays.purged().copied().collect();
+        // Of those, the bytes an erasure asked to remove (purged, or a redacted turn's payload
+        // and patches): their packs are compacted whatever their dead share, so that no file
+        // holds them once the round is over (issue 29 item 2).
+        let mut erased = named_by_dead.clone();
         for record_id in 1..=snapshot.watermark {
             let turn_id = TurnId(record_id);
             if !log.is_turn(record_id) || snapshot.dead.contains(turn_id) {
@@ -315,9 +319,14 @@ impl Collector {
             if !live {
                 dead.insert(turn_id);
             }
-            if !live || overlays.is_redacted(turn_id) {
+            let redacted = overlays.is_redacted(turn_id);
+            if !live || redacted {
                 named_by_dead.insert(log.hash[record_id as usize]);
                 named_by_dead.extend(overlays.all_patch_blobs(turn_id));
+            }
+            if redacted {
+                erased.insert(log.hash[record_id as usize]);
+                erased.extend(overlays.all_patch_blobs(turn_id));
             }
         }
         report.turns_dead = dead.count();
@@ -353,15 +362,18 @@ impl Collector {
         }
         // What a dead manifest names was named by the dead too (no orphan grace for it): a
         // redacted chunked payload leaves the disk at the first collection like any other.
-        let mut dying: Vec<BlobHash> = named_by_dead
-            .iter()
-            .filter(|hash| manifests.contains_key(*hash))
-            .copied()
-            .collect();
-        while let Some(manifest) = dying.pop() {
-            for name in manifests.get(&manifest).into_iter().flatten() {
-                if named_by_dead.insert(*name) && manifests.contains_key(name) {
-                    dying.push(*name);
+        // The same for erased manifests: their chunks hold the erased bytes.
+        for set in [&mut named_by_dead, &mut erased] {
+            let mut dying: Vec<BlobHash> = set
+                .iter()
+                .filter(|hash| manifests.contains_key(*hash))
+                .copied()
+                .collect();
+            while let Some(manifest) = dying.pop() {
+                for name in manifests.get(&manifest).into_iter().flatten() {
+                    if set.insert(*name) && manifests.contains_key(name) {
+                        dying.push(*name);
+                    }
                 }
             }
         }
@@ -418,8 +430,10 @@ impl Collector {
                 report.live_bytes += plan.live_bytes;
                 let garbage = file_bytes.saturating_sub(plan.live_bytes);
                 report.dead_bytes += garbage;
-                let due =
-                    garbage > 0 && garbage * 100 >= u64::from(self.pack_dead_percent) * file_bytes;
+                // Due past the dead share, or at once when it holds erased bytes.
+                let due = garbage > 0
+                    && (garbage * 100 >= u64::from(self.pack_dead_percent) * file_bytes
+                        || plan.dead.iter().any(|hash| erased.contains(hash)));
                 if !due {
                     continue;
                 }
