@@ -118,8 +118,10 @@ impl ClientConfig {
         self
     }
 
+    /// The token HELLO presents. Surrounding whitespace is removed, as the server trims its
+    /// token file: a token read from a file with its newline still matches.
     pub fn with_token(mut self, token: Option<String>) -> Self {
-        self.token = token;
+        self.token = token.map(|token| token.trim().to_string());
         self
     }
 
@@ -234,7 +236,14 @@ fn hello_request(config: &ClientConfig) -> Request {
     Request::Hello {
         min_version: PROTOCOL_VERSION_MIN,
         max_version: PROTOCOL_VERSION,
-        token: Bytes::from(config.token.clone().unwrap_or_default()),
+        token: Bytes::from(
+            config
+                .token
+                .as_deref()
+                .map(str::trim)
+                .unwrap_or_default()
+                .to_string(),
+        ),
         client_name: config.client_name.clone(),
     }
 }

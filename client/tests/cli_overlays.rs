@@ -333,6 +333,12 @@ fn purge_gc_leaves_no_file_holding_the_bytes() {
     );
     let left = holding();
     assert!(left.is_empty(), "purged bytes still in {left:?}");
+    // Reading it by hash is NOT_FOUND, without advice meant for appends by hash, and without
+    // a detail that says nothing (issue 29 item 4).
+    let gone = fails(&server, &["blob", &hash], b"", 3);
+    let message = gone["message"].as_str().unwrap();
+    assert!(!message.contains("instead"), "{message}");
+    assert!(gone.get("detail").is_none(), "{gone}");
     assert_eq!(
         json_lines(&server, &["last", "@doc", "-n", "30"], b"").len(),
         22

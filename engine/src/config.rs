@@ -77,7 +77,14 @@ pub struct EngineConfig {
     pub gc_log_dead_bytes_min: u64,
     /// Content-defined chunking of large payloads (issue 16, decision 0013).
     pub chunking: Chunking,
+    /// Bytes of disk the store keeps allocated in `RESERVE` for garbage collection alone
+    /// (`reserve.rs`): on a full disk a collection gives them up to compact, so that deleting
+    /// contexts can always give space back. 0: none. At most `DISK_RESERVE_BYTES_MAX`.
+    pub disk_reserve_bytes: u64,
 }
+
+/// The largest disk reserve: 64 GiB.
+pub const DISK_RESERVE_BYTES_MAX: u64 = 64 << 30;
 
 /// How payloads are cut into chunks (FastCDC 2020). A payload longer than `threshold_bytes`
 /// is stored as chunks and a manifest; shorter ones, and all of them with a threshold of 0,
@@ -158,6 +165,7 @@ impl EngineConfig {
             gc_deleted_bytes_trigger: 1 << 30,
             gc_log_dead_bytes_min: 1 << 20,
             chunking: Chunking::default(),
+            disk_reserve_bytes: 64 << 20,
         }
     }
 
@@ -192,6 +200,12 @@ impl EngineConfig {
             return Err("gc_interval_ms must be at most 30 days".into());
         }
         self.chunking.validate()?;
+        if self.disk_reserve_bytes > DISK_RESERVE_BYTES_MAX {
+            return Err(format!(
+                "disk_reserve_bytes {} is over {DISK_RESERVE_BYTES_MAX} (64 GiB)",
+                self.disk_reserve_bytes
+            ));
+        }
         if !(1..=19).contains(&self.zstd_level) {
             return Err(format!("zstd_level {} is outside 1..=19", self.zstd_level));
         }

@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use crate::blob::condemned::Condemned;
 use crate::blob::scan::{self, ScannedRecord};
-use crate::error::EngineError;
+use crate::error::{EngineError, ErrorKind};
 use crate::file::{Released, release_replaced};
 use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::pack::{PACK_HEADER_BYTES, PackHeader};
@@ -56,6 +56,7 @@ use crate::pipeline::{
     CompactedPack, GcFenced, GcSnapshot, SequencerInbox, SequencerRequest, ShardRequest, SweptBlobs,
 };
 use crate::published::Published;
+use crate::reserve::DiskReserve;
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
 use crate::sequencer::owners;
@@ -112,6 +113,9 @@ pub(crate) struct Collector {
     /// Chunked writes in flight (issue 16, decision 0013): each names the chunks and base its
     /// manifest will name, from before it looks at the index until the manifest is indexed.
     pub pins: ChunkPins,
+    /// Disk only a collection may use (`reserve.rs`): given up when a compaction finds the
+    /// disk full, taken back after the round.
+    reserve: DiskReserve,
 }
 
 /// The blobs chunked writes in flight are about to name in a manifest, and the condemned
@@ -188,6 +192,7 @@ impl Collector {
         store: StoreDir,
         config: &crate::config::EngineConfig,
         open_pack_ids: Vec<u32>,
+        reserve: DiskReserve,
     ) -> Collector {
         Collector {
             published,
@@ -203,6 +208,7 @@ impl Collector {
             stopping: AtomicBool::new(false),
             orphans_before_pack: Mutex::new(open_pack_ids),
             pins: ChunkPins::default(),
+            reserve,
         }
     }
 
@@ -254,6 +260,8 @@ impl Collector {
         let snapshot = self.start()?;
         let result = self.collect(&snapshot);
         self.pins.clear();
+        // Given up for a compaction on a full disk: back once the round freed the room.
+        self.reserve.take_back();
         if !matches!(result, Ok((_, Fence::Reached))) {
             // No fence reached the sequencer: it stops noting.
             let _ = self.sequencer.0.send(SequencerRequest::GcAbort);
@@ -529,6 +537,9 @@ impl Collector {
             }
         }
         let mut throttle = Throttle::new(self.bytes_per_s_max);
+        // The packs with the fewest live bytes first: a wholly dead pack costs no copy, and on a
+        // nearly full disk each compaction frees room for the next, larger copy.
+        plans.sort_by_key(|plan| plan.live_bytes);
         for plan in plans {
             if self.stopping.load(Ordering::Acquire) {
                 return Err(EngineError::ShutDown);
@@ -545,7 +556,13 @@ impl Collector {
                 .map_err(|_| EngineError::ShutDown)?;
             let swept: SweptBlobs = answer.recv().map_err(|_| EngineError::ShutDown)?;
             report.blobs_dead += swept.blobs;
-            let compacted = self.compact(&plan, sender, &mut throttle)?;
+            let compacted = match self.compact(&plan, sender, &mut throttle) {
+                // A full disk: the reserve exists for this copy (reserve.rs).
+                Err(error) if error.kind() == ErrorKind::NoSpace && self.reserve.give_up() => {
+                    self.compact(&plan, sender, &mut throttle)?
+                }
+                other => other?,
+            };
             report.bytes_reclaimed += plan.file_bytes.saturating_sub(compacted);
             report.bytes_rewritten += compacted;
             report.packs_compacted += 1;
@@ -665,6 +682,30 @@ impl Collector {
     /// Rewrites one swept pack with the records the index still points at, and the shard's
     /// index to match; the shard installs both. Returns the new pack's length.
     fn compact(
+        &self,
+        plan: &PackPlan,
+        sender: &flume::Sender<ShardRequest>,
+        throttle: &mut Throttle,
+    ) -> Result<u64, EngineError> {
+        let result = self.compact_pack(plan, sender, throttle);
+        if result.is_err() {
+            // No `.compact` file outlives a failed compaction (on a full disk it would hold
+            // blocks until the next open); renamed-in ones are gone already.
+            let dir = self.store.shard_dir(plan.shard);
+            let pack = compact_path(&pack_path(&dir, plan.pack_id));
+            let index = compact_path(&self.store.blob_index_path(plan.shard));
+            let removed = [pack, index]
+                .iter()
+                .filter(|path| std::fs::remove_file(path).is_ok())
+                .count();
+            if removed > 0 {
+                let _ = sync_dir(&dir);
+            }
+        }
+        result
+    }
+
+    fn compact_pack(
         &self,
         plan: &PackPlan,
         sender: &flume::Sender<ShardRequest>,

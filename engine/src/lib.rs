@@ -42,6 +42,7 @@ pub mod model;
 mod pipeline;
 mod published;
 mod read;
+pub mod reserve;
 mod sequencer;
 mod skip;
 mod status;

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! DIR/LOCK                               advisory lock held while the store is open
+//! DIR/RESERVE                            disk kept for garbage collection alone (reserve.rs)
 //! DIR/ctxstore.meta                      format version and shard count (written once)
 //! DIR/turns.log                          sequencer journal: turns and context creations
 //! DIR/turns.base                         the compacted prefix of turns.log (after a collection)

@@ -1078,10 +1078,16 @@ fn hello(
         };
         return Err((response, "unsupported version"));
     }
-    if let Some(expected) = &core.token_digest
-        && !constant_time_eq::constant_time_eq_32(&token_digest(token), expected)
-    {
-        return Err((error(ErrorCode::Unauthorized, "wrong token"), "wrong token"));
+    if let Some(expected) = &core.token_digest {
+        // Whether a token was given at all is no secret (its bytes and length stay so).
+        if token.is_empty() {
+            let message = "this server requires a token and none was given (the clients' \
+                           --token or CTXSTORE_TOKEN)";
+            return Err((error(ErrorCode::Unauthorized, message), "no token"));
+        }
+        if !constant_time_eq::constant_time_eq_32(&token_digest(token), expected) {
+            return Err((error(ErrorCode::Unauthorized, "wrong token"), "wrong token"));
+        }
     }
     tracing::debug!(client = client_name, version, "client said hello");
     let limits = &core.limits;

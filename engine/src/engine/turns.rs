@@ -144,7 +144,7 @@ impl Engine {
             if let Some(bytes) = bytes {
                 new_blobs.push((hash, bytes));
             } else if self.blob_len(hash).is_none() {
-                return Err(EngineError::BlobNotFound(hash));
+                return Err(EngineError::ReferencedBlobNotFound(hash));
             }
             appends.push((append, hash, by_hash));
         }

@@ -167,6 +167,9 @@ pub(crate) struct Contexts {
     /// counts the deletes it meets). The garbage collector runs early once this has grown by
     /// `gc_deleted_bytes_trigger` since its last round.
     pub deleted_payload_bytes: u64,
+    /// Contexts deleted so far (since open: replay counts the deletes it meets). A deleted
+    /// context keeps its ContextID slot, so the live count is the heads' count less this.
+    pub deleted_contexts: u64,
 }
 
 /// Whether turns are indexed store-wide by labels with this key: `run_id` (LangGraph's
@@ -415,6 +418,7 @@ impl Contexts {
                 info.kv = imbl::OrdMap::new();
                 info.deleted = true;
                 self.deleted_payload_bytes += info.own_payload_bytes;
+                self.deleted_contexts += 1;
                 // Its turn keys and label-index entries stay until the garbage collector
                 // drops its turns: every look-up through them checks the context first.
             }
