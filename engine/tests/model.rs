@@ -163,15 +163,15 @@ fn payload(index: usize) -> Vec<u8> {
 /// each distinct chunk.
 fn records_of(index: usize) -> u64 {
     let bytes = payload(index);
-    let chunking = ctxstore_engine::Chunking::default();
+    let chunking = ctxstore_engine::ChunkingConfig::default();
     if !chunking.applies_to(bytes.len()) {
         return 1;
     }
-    let chunks: std::collections::HashSet<BlobHash> =
-        ctxstore_engine::chunks::cut(&bytes, &chunking)
-            .into_iter()
-            .map(|range| BlobHash::of(&bytes[range]))
-            .collect();
+    let chunks: std::collections::HashSet<BlobHash> = chunking
+        .cut(&bytes)
+        .into_iter()
+        .map(|range| BlobHash::of(&bytes[range]))
+        .collect();
     1 + chunks.len() as u64
 }
 

@@ -974,13 +974,13 @@ fn start(
 
 /// The largest CONTEXT_INFO: a name and every tag at their limits.
 const CONTEXT_INFO_BYTES_MAX: u64 = {
-    use ctxstore_engine::format::context_meta as limits;
+    use ctxstore_vocab::limits;
     let tag = 4 + limits::TAG_KEY_BYTES_MAX + limits::TAG_VALUE_BYTES_MAX;
     (ctxstore_protocol::CONTEXT_HEAD_BYTES
         + 8
         + 8
         + 2
-        + limits::NAME_BYTES_MAX
+        + limits::CONTEXT_NAME_BYTES_MAX
         + 2
         + limits::TAGS_PER_CONTEXT_MAX * tag) as u64
 };

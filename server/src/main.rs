@@ -658,7 +658,7 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine.gc_pack_dead_percent = args.gc_pack_dead_percent;
     config.engine.gc_bytes_per_s_max = args.gc_rate_max;
     // parse_chunk_bytes bounds each to u32; the engine's validation checks the rest.
-    config.engine.chunking = ctxstore_engine::Chunking {
+    config.engine.chunking = ctxstore_engine::ChunkingConfig {
         threshold_bytes: args.chunk_threshold as u32,
         chunk_bytes_min: args.chunk_min as u32,
         chunk_bytes_avg: args.chunk_avg as u32,

@@ -328,7 +328,11 @@ impl MetricsSource {
     fn store_gauges(&self, stats: &StoreStats) -> [(&'static str, &'static str, u64); 13] {
         [
             ("ctxstore_turns", "Turns stored.", stats.turns),
-            ("ctxstore_contexts", "Live contexts (deleted ones not counted).", stats.contexts),
+            (
+                "ctxstore_contexts",
+                "Live contexts (deleted ones not counted).",
+                stats.contexts,
+            ),
             ("ctxstore_blobs", "Distinct blobs stored.", stats.blobs),
             (
                 "ctxstore_logical_bytes",

@@ -18,9 +18,9 @@ use clap::{Parser, Subcommand};
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{
     BackupReport, BlobHash, ClientConfig, ClientError, ContextHead, ContextInfo, ContextQuery,
-    ContextRef, ContextRetention, ErrorCode, FIND_PAGE_MAX, GcReport, KvItem, LogCursor,
-    NewContext, NewTurn, PageKind, Parent, Patched, Purged, Redacted, TURN_LOG_PAGE_MAX, Turn,
-    TurnInfo, VerifyPayloads, codec_name, codec_tag, is_indexed_label,
+    ContextRef, ContextRetention, ErrorCode, FIND_PAGE_MAX, GcReport, KvItem, LOG_PAGE_MAX,
+    LogCursor, NewContext, NewTurn, PageKind, Parent, Patched, Purged, Redacted, Turn, TurnInfo,
+    VerifyPayloads, blob_hash_from_hex, codec_name, codec_tag, is_indexed_label,
 };
 use serde_json::json;
 
@@ -993,7 +993,7 @@ impl LocalInput {
         };
         let payload = command_payload(command)?;
         let purge_hash = match command {
-            Command::Purge { hash, .. } => Some(BlobHash::from_hex(hash)?),
+            Command::Purge { hash, .. } => Some(blob_hash_from_hex(hash)?),
             _ => None,
         };
         Ok(LocalInput {
@@ -1236,8 +1236,7 @@ fn log(
     let mut cursor: Option<LogCursor> = None;
     loop {
         let left = n.map_or(usize::MAX, |n| (n as usize).saturating_sub(printed));
-        let limit =
-            u32::try_from(left).map_or(TURN_LOG_PAGE_MAX, |left| left.min(TURN_LOG_PAGE_MAX));
+        let limit = u32::try_from(left).map_or(LOG_PAGE_MAX, |left| left.min(LOG_PAGE_MAX));
         let page = client.turn_log(context.clone(), labels, cursor, limit, payloads)?;
         let shown = page.turns.len().min(left);
         out.turns(&page.turns[..shown])?;
@@ -1482,7 +1481,7 @@ fn gc(client: &Client, out: &Output, timeout: Duration) -> anyhow::Result<()> {
 
 /// `blob HASH`: the payload's raw bytes, to stdout or to -o PATH.
 fn blob(client: &Client, hash: &str, output: Option<&PathBuf>) -> anyhow::Result<()> {
-    let bytes = client.blob(BlobHash::from_hex(hash)?)?;
+    let bytes = client.blob(blob_hash_from_hex(hash)?)?;
     match output {
         Some(path) => {
             std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))
