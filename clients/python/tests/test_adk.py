@@ -126,7 +126,6 @@ async def _compare(
     ours: CtxstoreSessionService, model: InMemorySessionService, ops: list[Any], sync: bool
 ) -> None:
     counter = 0
-    stored = 0
     for op in ops:
         kind = op[0]
         if kind == "create":
@@ -164,7 +163,6 @@ async def _compare(
                 appended = await service.append_event(session, event.model_copy(deep=True))
                 results.append((appended.model_dump(mode="json"), _norm(session)))
             assert results[0] == results[1], op
-            stored += 0 if partial else 1  # noqa: F841 - kept for debugging statistics
         elif kind == "get":
             _, (app, user, sid), recent, after = op
             config = None
