@@ -141,10 +141,14 @@ def _labels(labels: Mapping[str, str] | None) -> dict[str, str] | None:
     for key, value in labels.items():
         key_size = len(key.encode("utf-8"))
         if not 1 <= key_size <= LABEL_KEY_BYTES_MAX:
-            raise ToolError(f"labels: a key is 1-{LABEL_KEY_BYTES_MAX} bytes, {key!r} is {key_size}")
+            raise ToolError(
+                f"labels: a key is 1-{LABEL_KEY_BYTES_MAX} bytes, {key!r} is {key_size}"
+            )
         total += key_size + len(value.encode("utf-8"))
     if total > LABEL_BYTES_MAX:
-        raise ToolError(f"labels: keys and values hold at most {LABEL_BYTES_MAX} bytes, got {total}")
+        raise ToolError(
+            f"labels: keys and values hold at most {LABEL_BYTES_MAX} bytes, got {total}"
+        )
     return dict(labels)
 
 
@@ -447,9 +451,7 @@ def build_server(
         if name is not None:
             _context(name)
         wanted_tags = _tags(tags)
-        opened = await guarded(
-            lambda: ctx().open_context(name, wanted_tags, base_turn_id=turn_id)
-        )
+        opened = await guarded(lambda: ctx().open_context(name, wanted_tags, base_turn_id=turn_id))
         return _context_out(opened.info)
 
     @server.tool(

@@ -110,9 +110,7 @@ STEPS = {
     "get": GET,
     "list": st.tuples(st.just("list"), st.sampled_from(APPS), st.sampled_from([None, *USERS])),
     "delete": st.tuples(st.just("delete"), st.sampled_from(TRIPLES)),
-    "user_state": st.tuples(
-        st.just("user_state"), st.sampled_from(APPS), st.sampled_from(USERS)
-    ),
+    "user_state": st.tuples(st.just("user_state"), st.sampled_from(APPS), st.sampled_from(USERS)),
 }
 # Weighted: mostly appends and reads, so that sessions grow long enough for the windows.
 KINDS = ["append"] * 6 + ["get"] * 4 + ["create", "list", "delete", "user_state"]
@@ -245,7 +243,9 @@ async def test_get_session_reads_only_the_turns_it_returns(server: ServerProcess
             delta = {"n": n} if n % 10 == 0 else {}
             await service.append_event(session, _event(n, delta, f"m{n}"))
         recent = await service.get_session(
-            app_name="a", user_id="u", session_id=session.id,
+            app_name="a",
+            user_id="u",
+            session_id=session.id,
             config=GetSessionConfig(num_recent_events=20),
         )
         assert recent is not None
@@ -334,26 +334,37 @@ async def test_bad_input_is_refused_before_anything_is_written(
         async with CtxstoreArtifactService(process.addr, namespace=ns) as artifacts:
             with pytest.raises(InputValidationError, match="256"):
                 await artifacts.save_artifact(
-                    app_name="a", user_id="u", session_id="s", filename="f" * 240,
+                    app_name="a",
+                    user_id="u",
+                    session_id="s",
+                    filename="f" * 240,
                     artifact=types.Part(text="x"),
                 )
             with pytest.raises(InputValidationError, match="limits"):
                 await artifacts.save_artifact(
-                    app_name="a", user_id="u", session_id="s", filename="big",
+                    app_name="a",
+                    user_id="u",
+                    session_id="s",
+                    filename="big",
                     artifact=types.Part(
                         inline_data=types.Blob(mime_type="x/y", data=os.urandom(70 * 1024))
                     ),
                 )
             with pytest.raises(InputValidationError):
                 await artifacts.save_artifact(
-                    app_name="../a", user_id="u", session_id="s", filename="f",
+                    app_name="../a",
+                    user_id="u",
+                    session_id="s",
+                    filename="f",
                     artifact=types.Part(text="x"),
                 )
             with pytest.raises(InputValidationError):
                 await artifacts.save_artifact(
                     app_name="a", user_id="u", filename="f", artifact=types.Part(text="x")
                 )
-            assert await artifacts.list_artifact_keys(app_name="a", user_id="u", session_id="s") == []
+            assert (
+                await artifacts.list_artifact_keys(app_name="a", user_id="u", session_id="s") == []
+            )
     finally:
         process.stop()
 
@@ -440,8 +451,12 @@ def test_artifacts_match_adk_in_memory_service(server: ServerProcess, ops: list[
                     _, filename, sid, part, meta = op
                     results = [
                         await s.save_artifact(
-                            app_name="app", user_id="u", filename=filename, session_id=sid,
-                            artifact=part.model_copy(deep=True), custom_metadata=meta,
+                            app_name="app",
+                            user_id="u",
+                            filename=filename,
+                            session_id=sid,
+                            artifact=part.model_copy(deep=True),
+                            custom_metadata=meta,
                         )
                         for s in (model, ours)
                     ]
@@ -450,7 +465,10 @@ def test_artifacts_match_adk_in_memory_service(server: ServerProcess, ops: list[
                     _, filename, sid, version = op
                     loaded = [
                         await s.load_artifact(
-                            app_name="app", user_id="u", filename=filename, session_id=sid,
+                            app_name="app",
+                            user_id="u",
+                            filename=filename,
+                            session_id=sid,
                             version=version,
                         )
                         for s in (model, ours)
@@ -458,7 +476,10 @@ def test_artifacts_match_adk_in_memory_service(server: ServerProcess, ops: list[
                     assert loaded[0] == loaded[1], op
                     metas = [
                         await s.get_artifact_version(
-                            app_name="app", user_id="u", filename=filename, session_id=sid,
+                            app_name="app",
+                            user_id="u",
+                            filename=filename,
+                            session_id=sid,
                             version=version,
                         )
                         for s in (model, ours)
@@ -508,9 +529,12 @@ async def test_equal_artifacts_are_stored_once(own_server: ServerProcess) -> Non
             await artifacts.save_artifact(
                 app_name="a", user_id="u", session_id=sid, filename="img.png", artifact=part
             )
-        assert await artifacts.save_artifact(
-            app_name="a", user_id="u", session_id="s1", filename="img.png", artifact=part
-        ) == 1
+        assert (
+            await artifacts.save_artifact(
+                app_name="a", user_id="u", session_id="s1", filename="img.png", artifact=part
+            )
+            == 1
+        )
         after = await artifacts.aclient.stats()
         # Four saves of 200 KiB of random bytes: on disk once (plus small manifests and
         # record headers), and three of the four appends found the blob stored.
@@ -529,9 +553,12 @@ async def test_equal_artifacts_are_stored_once(own_server: ServerProcess) -> Non
         await artifacts.save_artifact(
             app_name="a", user_id="u", session_id="s1", filename="alias", artifact=ref
         )
-        assert await artifacts.load_artifact(
-            app_name="a", user_id="u", session_id="s1", filename="alias"
-        ) == part
+        assert (
+            await artifacts.load_artifact(
+                app_name="a", user_id="u", session_id="s1", filename="alias"
+            )
+            == part
+        )
 
 
 # -- adk api_server with --session_service_uri ctxstore://... ------------------------------------
@@ -575,12 +602,21 @@ def test_adk_api_server_uses_ctxstore_uri(server: ServerProcess, agents_dir: Pat
     env = {**os.environ, "ADK_DISABLE_LOCAL_STORAGE": "1"}
     process = subprocess.Popen(
         [
-            str(adk), "api_server", "--port", str(port), "--host", "127.0.0.1",
-            "--session_service_uri", f"ctxstore://{server.addr}/{ns}",
-            "--artifact_service_uri", f"ctxstore://{server.addr}/{ns}",
+            str(adk),
+            "api_server",
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--session_service_uri",
+            f"ctxstore://{server.addr}/{ns}",
+            "--artifact_service_uri",
+            f"ctxstore://{server.addr}/{ns}",
             str(agents_dir),
         ],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     base = f"http://127.0.0.1:{port}"
     try:

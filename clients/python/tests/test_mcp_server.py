@@ -50,18 +50,32 @@ async def _tools_end_to_end(mcp: Client, server: ServerProcess) -> None:
     name = f"mcp-{uuid.uuid4().hex[:8]}"
     tools = {t.name for t in (await mcp.list_tools()).tools}
     assert tools == {
-        "list_contexts", "read_turns", "append_turn", "fork", "find_turns", "kv_get",
-        "kv_put", "branch_tree",
+        "list_contexts",
+        "read_turns",
+        "append_turn",
+        "fork",
+        "find_turns",
+        "kv_get",
+        "kv_put",
+        "branch_tree",
     }
     run = f"run-{uuid.uuid4().hex[:8]}"
-    first = await _call(mcp, "append_turn", context=name, text="hello", key="k1",
-                        labels={"run_id": run})
-    second = await _call(mcp, "append_turn", context=name, data_base64=base64.b64encode(
-        b"\xff\x00binary").decode())
+    first = await _call(
+        mcp, "append_turn", context=name, text="hello", key="k1", labels={"run_id": run}
+    )
+    second = await _call(
+        mcp, "append_turn", context=name, data_base64=base64.b64encode(b"\xff\x00binary").decode()
+    )
     retry = await _call(mcp, "append_turn", context=name, text="hello", key="k1")
     assert retry["existing"] and retry["turn_id"] == first["turn_id"]
-    branch = await _call(mcp, "append_turn", context=name, text="instead",
-                         parent=first["turn_id"], labels={"run_id": run})
+    branch = await _call(
+        mcp,
+        "append_turn",
+        context=name,
+        text="instead",
+        parent=first["turn_id"],
+        labels={"run_id": run},
+    )
     assert branch["depth"] == 1 and branch["parent_turn_id"] == first["turn_id"]
 
     # What the tools wrote is what the ctxstore client reads.
@@ -128,9 +142,7 @@ async def _arguments_and_errors(mcp: Client) -> None:
     assert "labels: at most 16" in await _error(
         mcp, "append_turn", context=name, text="x", labels={str(i): "v" for i in range(17)}
     )
-    assert "NOT_FOUND" in await _error(
-        mcp, "append_turn", context=name, text="x", create=False
-    )
+    assert "NOT_FOUND" in await _error(mcp, "append_turn", context=name, text="x", create=False)
     first = await _call(mcp, "append_turn", context=name, text="a")
     conflict = await _error(mcp, "append_turn", context=name, text="b", expected_head=1)
     assert conflict.startswith("Error executing tool append_turn: CONFLICT")
@@ -184,7 +196,9 @@ async def test_console_script_over_stdio_and_http(server: ServerProcess) -> None
     port = _free_port()
     process = subprocess.Popen(
         [_console_script(), "--addr", server.addr, "--http", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ},
     )
     try:
         deadline = time.monotonic() + 30

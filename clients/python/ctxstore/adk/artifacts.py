@@ -38,7 +38,7 @@ from .._shells import Call, Plan, call, run_async
 from ..aio import AsyncClient
 from ..client import Client
 from ..errors import NotFound, TooLarge
-from ..types import ContextInfo, TurnInfo, TurnSpec, VerifyPayloads
+from ..types import ContextInfo, Turn, TurnInfo, TurnSpec, VerifyPayloads
 from ._common import Endpoint, context_name, dumps, unescape
 
 __all__ = ["CtxstoreArtifactService", "MANIFEST_TYPE", "DATA_TYPE"]
@@ -213,7 +213,7 @@ class CtxstoreArtifactService(BaseArtifactService):
                 f"artifact {filename!r} ({len(data)} bytes) does not fit the ctxstore server's "
                 f"limits: {refused.message}"
             ) from None
-        head = appended[0].turn
+        head: Turn = appended[0].turn
         assert head.depth % 2 == 0, f"manifest turn {head.turn_id} at odd depth {head.depth}"
         return head.depth // 2
 
@@ -330,8 +330,7 @@ class CtxstoreArtifactService(BaseArtifactService):
         if session_id is not None:
             prefixes.append(self._scope_prefix(app_name, user_id, session_id))
         listings = yield tuple(
-            Call("iter_contexts", (), {"name_prefix": prefix}, collect=True)
-            for prefix in prefixes
+            Call("iter_contexts", (), {"name_prefix": prefix}, collect=True) for prefix in prefixes
         )
         names: list[str] = []
         for prefix, infos in zip(prefixes, listings, strict=True):

@@ -476,9 +476,7 @@ class CtxstoreSessionService(BaseSessionService):
         config) from ``config.after_timestamp`` on, and its state merged with the ``app:``
         and ``user:`` state; None if there is no such session. Reads O(events returned)
         turns, in pages of the server's ``read_turns_max``."""
-        return await run_async(
-            self.aclient, self._get_plan(app_name, user_id, session_id, config)
-        )
+        return await run_async(self.aclient, self._get_plan(app_name, user_id, session_id, config))
 
     def get_session_sync(
         self,
@@ -714,4 +712,3 @@ class CtxstoreSessionService(BaseSessionService):
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         return run_sync(self.client, self._append_plan(session, event))
-
