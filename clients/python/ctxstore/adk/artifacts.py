@@ -36,7 +36,6 @@ from google.genai import types
 
 from .._shells import Call, Plan, call, run_async
 from ..aio import AsyncClient
-from ..client import Client
 from ..errors import NotFound, TooLarge
 from ..types import ContextInfo, Turn, TurnInfo, TurnSpec, VerifyPayloads
 from ._common import Endpoint, context_name, dumps, unescape
@@ -96,10 +95,6 @@ class CtxstoreArtifactService(BaseArtifactService):
         if self._aclient is None:
             self._aclient = self._endpoint.aclient()
         return self._aclient
-
-    def client(self) -> Client:
-        """A new blocking client to the same server (the caller closes it)."""
-        return self._endpoint.client()
 
     async def close(self) -> None:
         """Closes the client this service made (not one it was given)."""

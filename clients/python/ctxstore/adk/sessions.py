@@ -493,9 +493,19 @@ class CtxstoreSessionService(BaseSessionService):
 
     def _list_plan(self, app_name: str, user_id: str | None) -> Plan[ListSessionsResponse]:
         prefix = self._sessions_prefix(app_name, user_id)
-        infos: list[ContextInfo] = yield Call(
-            "iter_contexts", (), {"name_prefix": prefix}, collect=True
-        )
+        # Every user's sessions: also list which users have user state at all (one listing),
+        # so that only those cost a key-value read.
+        users_prefix = self._user_context(app_name, "").rstrip("/") + "/"
+        listing = Call("iter_contexts", (), {"name_prefix": prefix}, collect=True)
+        with_state: set[str] | None = None
+        if user_id is None:
+            infos, user_infos = yield (
+                listing,
+                Call("iter_contexts", (), {"name_prefix": users_prefix}, collect=True),
+            )
+            with_state = {unescape(i.name[len(users_prefix) :]) for i in user_infos if i.name}
+        else:
+            infos = yield listing
         found: list[tuple[str, str, ContextInfo]] = []
         for info in infos:
             if info.head_turn_id == 0 or info.name is None:
@@ -505,7 +515,7 @@ class CtxstoreSessionService(BaseSessionService):
                 found.append((unescape(rest[0]), unescape(rest[1]), info))
             elif user_id is not None and len(rest) == 1:
                 found.append((user_id, unescape(rest[0]), info))
-        users = sorted({user for user, _, _ in found})
+        users = sorted({u for u, _, _ in found if with_state is None or u in with_state})
         listings = yield (
             self._kv_state_call(self._app_context(app_name)),
             *(self._kv_state_call(self._user_context(app_name, user)) for user in users),
@@ -689,7 +699,9 @@ class CtxstoreSessionService(BaseSessionService):
                 if head.labels.get(_LABEL_STATE) != digest.hex():
                     return None
                 head_turn_id = moved.actual_head or head.turn_id
-        logger.warning("session %s: the state tag lost %d races; list_sessions may lag", name, 64)
+        logger.warning(
+            "session %s: the state tag lost %d races; list_sessions may lag", name, _TAG_RETRIES
+        )
         return None
 
     async def append_event(self, session: Session, event: Event) -> Event:
