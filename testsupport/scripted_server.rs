@@ -9,7 +9,8 @@ use std::net::{IpAddr, TcpListener};
 use std::sync::{Arc, Mutex};
 
 use ctxstore_protocol::{
-    FrameReader, Request, Response, ServerLimits, decode_request, encode_response,
+    AdminRequest, AdminResponse, FrameReader, Request, Response, ServerLimits, decode_request,
+    encode_response,
 };
 
 /// Requests the fake saw after HELLO, in order.
@@ -37,12 +38,12 @@ pub fn scripted_server(
         loop {
             while let Ok(Some((header, body))) = frames.next_frame() {
                 let request = decode_request(&header, body).unwrap();
-                let response = if let Request::Hello { .. } = request {
-                    Response::Hello {
+                let response = if let Request::Admin(AdminRequest::Hello { .. }) = request {
+                    Response::Admin(AdminResponse::Hello {
                         version,
                         limits,
                         server_name: "fake".into(),
-                    }
+                    })
                 } else {
                     let response = answer(&request);
                     recorded.lock().unwrap().push(request);

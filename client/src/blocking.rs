@@ -7,7 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use ctxstore_protocol::{ContextRef, PageKind, Request, Response, ServerLimits};
 
-use crate::client::{Client as AsyncClient, ClientConfig};
+use crate::client::Client as AsyncClient;
+use crate::config::ClientConfig;
 use crate::error::ClientError;
 use crate::types::{
     Appended, AppendedTurn, BackupReport, BlobHash, ChunkRef, ChunkedStored, ContextHead,

@@ -128,15 +128,17 @@
 //! ```
 
 pub mod blocking;
+mod calls;
 mod chunking;
 mod client;
+mod config;
 mod error;
+mod transport;
 mod types;
 
 pub use chunking::{ChunkingConfig, split_into_chunks};
-pub use client::{
-    APPEND_BATCH_TURNS_MAX, Client, ClientConfig, FIND_PAGE_MAX, LOG_PAGE_MAX, is_indexed_label,
-};
+pub use client::{APPEND_BATCH_TURNS_MAX, Client, FIND_PAGE_MAX, LOG_PAGE_MAX, is_indexed_label};
+pub use config::ClientConfig;
 pub use ctxstore_protocol::{ContextRef, ErrorCode, PageKind, ServerLimits, StatsWire};
 pub use error::ClientError;
 pub use types::{

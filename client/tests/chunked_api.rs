@@ -19,8 +19,9 @@ use ctxstore_client::{
     split_into_chunks,
 };
 use ctxstore_protocol::{
-    AppendedWire, FrameHeader, FrameReader, HEADER_BYTES, MessageType, PayloadSpec, Request,
-    Response, ServerLimits, TurnWire, decode_response, encode_request,
+    AdminRequest, AppendedWire, AppendsRequest, AppendsResponse, BlobsRequest, BlobsResponse,
+    FrameHeader, FrameReader, HEADER_BYTES, MessageType, PayloadSpec, Request, Response,
+    ServerLimits, TurnWire, decode_response, encode_request,
 };
 
 const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
@@ -398,12 +399,12 @@ fn bad_chunked_puts_are_refused_and_store_nothing() {
 /// chunks and holds none: the server's answer's code.
 fn raw_put_chunked_count(addr: &str, count: u32) -> ErrorCode {
     let mut stream = TcpStream::connect(addr).unwrap();
-    let hello = Request::Hello {
+    let hello = Request::Admin(AdminRequest::Hello {
         min_version: 2,
         max_version: 2,
         token: Bytes::new(),
         client_name: "raw".into(),
-    };
+    });
     let mut frame = BytesMut::new();
     encode_request(1, &hello, &mut frame).unwrap();
     let mut body = vec![1u8; 32];
@@ -476,21 +477,21 @@ fn turn_wire(hash: BlobHash, len: usize) -> TurnWire {
 /// The answer a fake gives an append (by value or by hash), or `None` for other requests.
 fn appended(request: &Request) -> Option<Response> {
     let (message_type, hash, len) = match request {
-        Request::AppendTurn { payload, .. } => (
+        Request::Appends(AppendsRequest::AppendTurn { payload, .. }) => (
             MessageType::AppendTurn,
             BlobHash(BlobHash::of(payload).0),
             payload.len(),
         ),
-        Request::AppendTurnByHash { payload_hash, .. } => {
+        Request::Appends(AppendsRequest::AppendTurnByHash { payload_hash, .. }) => {
             (MessageType::AppendTurnByHash, *payload_hash, 0)
         }
         _ => return None,
     };
-    Some(Response::Appended {
+    Some(Response::Appends(AppendsResponse::Appended {
         message_type,
         turn: turn_wire(hash, len),
         deduped: message_type == MessageType::AppendTurnByHash,
-    })
+    }))
 }
 
 fn big_payload() -> Bytes {
@@ -513,23 +514,25 @@ fn the_automatic_path_runs_its_steps_in_order() {
     let has = move |hash: &BlobHash| *hash != whole && hash.0[0].is_multiple_of(3);
     let mut puts = 0;
     let (addr, seen) = fake_server(2, limits(10), move |request| match request {
-        Request::HasBlobs { hashes } => Response::HasBlobs {
-            present: hashes.iter().map(has).collect(),
-        },
-        Request::PutChunked {
+        Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
+            Response::Blobs(BlobsResponse::HasBlobs {
+                present: hashes.iter().map(has).collect(),
+            })
+        }
+        Request::Blobs(BlobsRequest::PutChunked {
             payload_hash,
             chunks,
             ..
-        } => {
+        }) => {
             puts += 1;
             if puts == 1 {
                 Response::error(ErrorCode::NotFound, "chunk 3 is not stored")
             } else {
-                Response::ChunkedStored {
+                Response::Blobs(BlobsResponse::ChunkedStored {
                     payload_hash: *payload_hash,
                     payload_len: chunks.iter().map(|chunk| u64::from(chunk.len)).sum(),
                     already_stored: false,
-                }
+                })
             }
         }
         other => appended(other).unwrap(),
@@ -540,9 +543,9 @@ fn the_automatic_path_runs_its_steps_in_order() {
     let seen = seen.lock().unwrap();
     let asked: Vec<BlobHash> = seen
         .iter()
-        .take_while(|request| matches!(request, Request::HasBlobs { .. }))
+        .take_while(|request| matches!(request, Request::Blobs(BlobsRequest::HasBlobs { .. })))
         .flat_map(|request| match request {
-            Request::HasBlobs { hashes } => {
+            Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
                 assert!(hashes.len() <= 10, "over the server's has_blobs_max");
                 hashes.clone()
             }
@@ -554,7 +557,7 @@ fn the_automatic_path_runs_its_steps_in_order() {
     let has_blobs = seen.len() - 3;
     assert_eq!(has_blobs, (asked.len()).div_ceil(10));
     let sent_indexes = |request: &Request| match request {
-        Request::PutChunked { chunks, sent, .. } => {
+        Request::Blobs(BlobsRequest::PutChunked { chunks, sent, .. }) => {
             assert_eq!(chunks.len(), chunk_count);
             for chunk in sent {
                 let (entry, bytes) = &pieces[chunk.index as usize];
@@ -577,7 +580,7 @@ fn the_automatic_path_runs_its_steps_in_order() {
     let retry = sent_indexes(&seen[has_blobs + 1]);
     assert_eq!(retry.len(), chunk_count, "every chunk after NOT_FOUND");
     match &seen[has_blobs + 2] {
-        Request::AppendTurnByHash { payload_hash, .. } => {
+        Request::Appends(AppendsRequest::AppendTurnByHash { payload_hash, .. }) => {
             assert_eq!(*payload_hash, BlobHash(BlobHash::of(&payload).0));
         }
         other => panic!("expected APPEND_TURN_BY_HASH, got {other:?}"),
@@ -588,9 +591,11 @@ fn the_automatic_path_runs_its_steps_in_order() {
 #[test]
 fn a_stored_payload_is_appended_by_hash_after_one_has_blobs() {
     let (addr, seen) = fake_server(2, limits(4096), |request| match request {
-        Request::HasBlobs { hashes } => Response::HasBlobs {
-            present: vec![true; hashes.len()],
-        },
+        Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
+            Response::Blobs(BlobsResponse::HasBlobs {
+                present: vec![true; hashes.len()],
+            })
+        }
         other => appended(other).unwrap(),
     });
     let client = Client::connect(ClientConfig::new(addr)).unwrap();
@@ -616,18 +621,20 @@ fn a_payload_the_server_lacks_entirely_is_sent_as_every_chunk() {
     let payload = big_payload();
     let chunk_count = split_into_chunks(&ChunkingConfig::default(), &payload).len();
     let (addr, seen) = fake_server(2, limits(4096), |request| match request {
-        Request::HasBlobs { hashes } => Response::HasBlobs {
-            present: vec![false; hashes.len()],
-        },
-        Request::PutChunked {
+        Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
+            Response::Blobs(BlobsResponse::HasBlobs {
+                present: vec![false; hashes.len()],
+            })
+        }
+        Request::Blobs(BlobsRequest::PutChunked {
             payload_hash,
             chunks,
             ..
-        } => Response::ChunkedStored {
+        }) => Response::Blobs(BlobsResponse::ChunkedStored {
             payload_hash: *payload_hash,
             payload_len: chunks.iter().map(|chunk| u64::from(chunk.len)).sum(),
             already_stored: false,
-        },
+        }),
         other => appended(other).unwrap(),
     });
     let client = Client::connect(ClientConfig::new(addr)).unwrap();
@@ -644,7 +651,9 @@ fn a_payload_the_server_lacks_entirely_is_sent_as_every_chunk() {
         ]
     );
     match &seen[1] {
-        Request::PutChunked { sent, .. } => assert_eq!(sent.len(), chunk_count),
+        Request::Blobs(BlobsRequest::PutChunked { sent, .. }) => {
+            assert_eq!(sent.len(), chunk_count)
+        }
         _ => unreachable!(),
     }
 }
@@ -658,27 +667,31 @@ fn a_server_without_put_chunked_gets_whole_payloads() {
     let whole = BlobHash(BlobHash::of(&big).0);
     // Every chunk stored, not the payload: PUT_CHUNKED would send no chunk bytes.
     let (addr, seen) = fake_server(2, limits(4096), move |request| match request {
-        Request::HasBlobs { hashes } => Response::HasBlobs {
-            present: hashes.iter().map(|hash| *hash != whole).collect(),
-        },
-        Request::PutChunked { .. } => {
+        Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
+            Response::Blobs(BlobsResponse::HasBlobs {
+                present: hashes.iter().map(|hash| *hash != whole).collect(),
+            })
+        }
+        Request::Blobs(BlobsRequest::PutChunked { .. }) => {
             Response::error(ErrorCode::UnknownMessage, "unknown message type 0x0027")
         }
-        Request::AppendTurns { turns, .. } => Response::AppendedTurns {
-            turns: turns
-                .iter()
-                .map(|spec| AppendedWire {
-                    turn: match &spec.payload {
-                        PayloadSpec::Bytes(bytes) => {
-                            turn_wire(BlobHash(BlobHash::of(bytes).0), bytes.len())
-                        }
-                        PayloadSpec::Hash(hash) => turn_wire(*hash, 0),
-                    },
-                    deduped: false,
-                    existing: false,
-                })
-                .collect(),
-        },
+        Request::Appends(AppendsRequest::AppendTurns { turns, .. }) => {
+            Response::Appends(AppendsResponse::AppendedTurns {
+                turns: turns
+                    .iter()
+                    .map(|spec| AppendedWire {
+                        turn: match &spec.payload {
+                            PayloadSpec::Bytes(bytes) => {
+                                turn_wire(BlobHash(BlobHash::of(bytes).0), bytes.len())
+                            }
+                            PayloadSpec::Hash(hash) => turn_wire(*hash, 0),
+                        },
+                        deduped: false,
+                        existing: false,
+                    })
+                    .collect(),
+            })
+        }
         other => appended(other).unwrap(),
     });
     let client = Client::connect(ClientConfig::new(addr)).unwrap();
@@ -707,7 +720,7 @@ fn a_server_without_put_chunked_gets_whole_payloads() {
         ]
     );
     match &seen[5] {
-        Request::AppendTurns { turns, .. } => assert!(
+        Request::Appends(AppendsRequest::AppendTurns { turns, .. }) => assert!(
             turns
                 .iter()
                 .all(|spec| matches!(spec.payload, PayloadSpec::Bytes(_)))

@@ -10,8 +10,8 @@ use std::net::TcpListener;
 use std::process::{Command, Output, Stdio};
 
 use ctxstore_protocol::{
-    ContextHeadWire, FrameReader, MessageType, Request, Response, ServerLimits, decode_request,
-    encode_response,
+    AdminRequest, AdminResponse, ContextHeadWire, ContextsRequest, ContextsResponse, FrameReader,
+    MessageType, Request, Response, ServerLimits, decode_request, encode_response,
 };
 use serde_json::{Value, json};
 
@@ -812,19 +812,23 @@ fn version_1_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) 
                 loop {
                     while let Ok(Some((header, body))) = frames.next_frame() {
                         let response = match decode_request(&header, body) {
-                            Ok(Request::Hello { .. }) => Response::Hello {
-                                version: 1,
-                                limits: ServerLimits::default(),
-                                server_name: "old".into(),
-                            },
-                            Ok(Request::CtxCreate { base_turn_id: 0 }) => Response::Context {
+                            Ok(Request::Admin(AdminRequest::Hello { .. })) => {
+                                Response::Admin(AdminResponse::Hello {
+                                    version: 1,
+                                    limits: ServerLimits::default(),
+                                    server_name: "old".into(),
+                                })
+                            }
+                            Ok(Request::Contexts(ContextsRequest::CtxCreate {
+                                base_turn_id: 0,
+                            })) => Response::Contexts(ContextsResponse::Context {
                                 message_type: MessageType::CtxCreate,
                                 head: ContextHeadWire {
                                     context_id: 7,
                                     head_turn_id: 0,
                                     head_depth: 0,
                                 },
-                            },
+                            }),
                             _ => {
                                 counted.fetch_add(1, Ordering::Relaxed);
                                 continue;

@@ -11,7 +11,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use ctxstore_client::{ClientConfig, ClientError};
-use ctxstore_protocol::{FrameReader, PROTOCOL_VERSION, Response, ServerLimits, encode_response};
+use ctxstore_protocol::{
+    AdminResponse, FrameReader, PROTOCOL_VERSION, Response, ServerLimits, encode_response,
+};
 use serde_json::Value;
 
 const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
@@ -154,11 +156,11 @@ fn hello_then_silent_listener() -> String {
                 }
             };
             if let Some(req_id) = req_id {
-                let hello = Response::Hello {
+                let hello = Response::Admin(AdminResponse::Hello {
                     version: PROTOCOL_VERSION,
                     limits: ServerLimits::default(),
                     server_name: "fake".into(),
-                };
+                });
                 for chunk in encode_response(req_id, &hello) {
                     let _ = stream.write_all(&chunk);
                 }

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ctxstore_protocol::{
-    ErrorCode, FrameReader, GcWire, Request, Response, ServerLimits, StatsWire, decode_request,
-    encode_response,
+    AdminRequest, AdminResponse, ErrorCode, FrameReader, GcWire, Request, Response, ServerLimits,
+    StatsWire, decode_request, encode_response,
 };
 use serde_json::{Value, json};
 
@@ -231,26 +231,30 @@ fn fake_server(version: u16, delay: Duration) -> (String, Arc<AtomicU64>) {
                 loop {
                     while let Ok(Some((header, body))) = frames.next_frame() {
                         let response = match decode_request(&header, body) {
-                            Ok(Request::Hello { .. }) => Response::Hello {
-                                version,
-                                limits: ServerLimits::default(),
-                                server_name: "fake".into(),
-                            },
-                            Ok(Request::Stats) => Response::Stats(StatsWire {
-                                turns: 7,
-                                ..StatsWire::default()
-                            }),
-                            Ok(Request::StatsEx) => {
+                            Ok(Request::Admin(AdminRequest::Hello { .. })) => {
+                                Response::Admin(AdminResponse::Hello {
+                                    version,
+                                    limits: ServerLimits::default(),
+                                    server_name: "fake".into(),
+                                })
+                            }
+                            Ok(Request::Admin(AdminRequest::Stats)) => {
+                                Response::Admin(AdminResponse::Stats(StatsWire {
+                                    turns: 7,
+                                    ..StatsWire::default()
+                                }))
+                            }
+                            Ok(Request::Admin(AdminRequest::StatsEx)) => {
                                 counted.fetch_add(1, Ordering::Relaxed);
                                 Response::error(ErrorCode::UnknownMessage, "unknown message")
                             }
-                            Ok(Request::Gc) => {
+                            Ok(Request::Admin(AdminRequest::Gc)) => {
                                 counted.fetch_add(1, Ordering::Relaxed);
                                 std::thread::sleep(delay);
-                                Response::GcDone(GcWire {
+                                Response::Admin(AdminResponse::GcDone(GcWire {
                                     turns_dead: 3,
                                     ..GcWire::default()
-                                })
+                                }))
                             }
                             _ => {
                                 counted.fetch_add(1, Ordering::Relaxed);

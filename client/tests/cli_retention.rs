@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ctxstore_protocol::{
-    BackupWire, FrameReader, Request, Response, ServerLimits, decode_request, encode_response,
+    AdminRequest, AdminResponse, BackupWire, FrameReader, Request, Response, ServerLimits,
+    decode_request, encode_response,
 };
 use serde_json::{Value, json};
 
@@ -456,19 +457,21 @@ fn slow_backup_server(delay: Duration) -> (String, Arc<AtomicU64>) {
                 loop {
                     while let Ok(Some((header, body))) = frames.next_frame() {
                         let response = match decode_request(&header, body) {
-                            Ok(Request::Hello { .. }) => Response::Hello {
-                                version: 2,
-                                limits: ServerLimits::default(),
-                                server_name: "slow".into(),
-                            },
-                            Ok(Request::Backup { dir }) => {
+                            Ok(Request::Admin(AdminRequest::Hello { .. })) => {
+                                Response::Admin(AdminResponse::Hello {
+                                    version: 2,
+                                    limits: ServerLimits::default(),
+                                    server_name: "slow".into(),
+                                })
+                            }
+                            Ok(Request::Admin(AdminRequest::Backup { dir })) => {
                                 counted.fetch_add(1, Ordering::Relaxed);
                                 std::thread::sleep(delay);
-                                Response::BackedUp(BackupWire {
+                                Response::Admin(AdminResponse::BackedUp(BackupWire {
                                     turns: 3,
                                     dir,
                                     ..BackupWire::default()
-                                })
+                                }))
                             }
                             _ => continue,
                         };
@@ -538,11 +541,13 @@ fn version_1_server() -> (String, Arc<AtomicU64>) {
                 loop {
                     while let Ok(Some((header, body))) = frames.next_frame() {
                         let response = match decode_request(&header, body) {
-                            Ok(Request::Hello { .. }) => Response::Hello {
-                                version: 1,
-                                limits: ServerLimits::default(),
-                                server_name: "old".into(),
-                            },
+                            Ok(Request::Admin(AdminRequest::Hello { .. })) => {
+                                Response::Admin(AdminResponse::Hello {
+                                    version: 1,
+                                    limits: ServerLimits::default(),
+                                    server_name: "old".into(),
+                                })
+                            }
                             _ => {
                                 counted.fetch_add(1, Ordering::Relaxed);
                                 continue;

@@ -17,8 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use ctxstore_client::{ClientConfig, ContextRef, NewTurn};
 use ctxstore_protocol::{
-    BlobHash, FrameReader, MessageType, PayloadWire, Request, Response, ServerLimits, TurnEntry,
-    TurnWire, decode_request, encode_response,
+    AdminRequest, AdminResponse, BlobHash, FrameReader, MessageType, PayloadWire, ReadsRequest,
+    ReadsResponse, Request, Response, ServerLimits, TurnEntry, TurnWire, decode_request,
+    encode_response,
 };
 use serde_json::{Value, json};
 
@@ -524,25 +525,31 @@ fn version_1_server() -> (String, Arc<AtomicU64>) {
                 loop {
                     while let Ok(Some((header, body))) = frames.next_frame() {
                         let request = decode_request(&header, body);
-                        if !matches!(request, Ok(Request::Hello { .. })) {
+                        if !matches!(request, Ok(Request::Admin(AdminRequest::Hello { .. }))) {
                             counted.fetch_add(1, Ordering::Relaxed);
                         }
                         let response = match request {
-                            Ok(Request::Hello { .. }) => Response::Hello {
-                                version: 1,
-                                limits: ServerLimits::default(),
-                                server_name: "old".into(),
-                            },
-                            Ok(Request::GetTurn { turn_id: 3 }) => Response::Turn(OLD_TURN),
-                            Ok(Request::GetChain { turn_id: 3, .. }) => Response::Turns {
-                                message_type: MessageType::GetChain,
-                                next_before: 0,
-                                tip_depth: 0,
-                                entries: vec![TurnEntry {
-                                    turn: OLD_TURN,
-                                    payload: PayloadWire::absent(),
-                                }],
-                            },
+                            Ok(Request::Admin(AdminRequest::Hello { .. })) => {
+                                Response::Admin(AdminResponse::Hello {
+                                    version: 1,
+                                    limits: ServerLimits::default(),
+                                    server_name: "old".into(),
+                                })
+                            }
+                            Ok(Request::Reads(ReadsRequest::GetTurn { turn_id: 3 })) => {
+                                Response::Reads(ReadsResponse::Turn(OLD_TURN))
+                            }
+                            Ok(Request::Reads(ReadsRequest::GetChain { turn_id: 3, .. })) => {
+                                Response::Reads(ReadsResponse::Turns {
+                                    message_type: MessageType::GetChain,
+                                    next_before: 0,
+                                    tip_depth: 0,
+                                    entries: vec![TurnEntry {
+                                        turn: OLD_TURN,
+                                        payload: PayloadWire::absent(),
+                                    }],
+                                })
+                            }
                             _ => continue,
                         };
                         for chunk in encode_response(header.req_id, &response) {

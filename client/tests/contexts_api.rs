@@ -17,7 +17,8 @@ use ctxstore_client::{
     BlobHash, ClientConfig, ClientError, ContextQuery, ContextRef, ErrorCode, NewContext,
 };
 use ctxstore_protocol::{
-    FrameReader, PayloadEncoding, Request, Response, ServerLimits, encode_response, read_flags,
+    AdminResponse, FrameReader, KvRequest, KvResponse, PayloadEncoding, Request, Response,
+    ServerLimits, encode_response, read_flags,
 };
 
 const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
@@ -425,14 +426,14 @@ fn kv_values_round_trip_verified() {
     }
     // The large value really came compressed to the client that accepts zstd.
     let raw = client
-        .request(Request::KvGet {
+        .request(Request::Kv(KvRequest::KvGet {
             context: ContextRef::Id(context),
             key: Bytes::from_static(b"large"),
             read_flags: read_flags::ACCEPT_ZSTD,
-        })
+        }))
         .unwrap();
     match raw {
-        Response::KvValue { payload, .. } => {
+        Response::Kv(KvResponse::KvValue { payload, .. }) => {
             assert_eq!(payload.encoding, PayloadEncoding::Zstd);
             assert!(payload.data.len() < large.len() / 10);
         }
@@ -570,11 +571,11 @@ fn a_version_1_server_gets_no_version_2_requests() {
                     Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
                 }
             };
-            let hello = Response::Hello {
+            let hello = Response::Admin(AdminResponse::Hello {
                 version: 1,
                 limits: ServerLimits::default(),
                 server_name: "old".into(),
-            };
+            });
             for chunk in encode_response(req_id, &hello) {
                 let _ = stream.write_all(&chunk);
             }

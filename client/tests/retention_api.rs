@@ -14,7 +14,8 @@ use bytes::Bytes;
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{ClientConfig, ClientError, ContextRef, ErrorCode, NewContext};
 use ctxstore_protocol::{
-    BackupWire, FrameReader, Request, Response, ServerLimits, decode_request, encode_response,
+    AdminRequest, AdminResponse, BackupWire, FrameReader, Request, Response, ServerLimits,
+    decode_request, encode_response,
 };
 
 const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
@@ -247,18 +248,20 @@ fn slow_backup_server(backup_delay: Duration) -> String {
                 loop {
                     while let Ok(Some((header, body))) = frames.next_frame() {
                         let response = match decode_request(&header, body) {
-                            Ok(Request::Hello { .. }) => Response::Hello {
-                                version: 2,
-                                limits: ServerLimits::default(),
-                                server_name: "slow".into(),
-                            },
-                            Ok(Request::Backup { dir }) => {
+                            Ok(Request::Admin(AdminRequest::Hello { .. })) => {
+                                Response::Admin(AdminResponse::Hello {
+                                    version: 2,
+                                    limits: ServerLimits::default(),
+                                    server_name: "slow".into(),
+                                })
+                            }
+                            Ok(Request::Admin(AdminRequest::Backup { dir })) => {
                                 std::thread::sleep(backup_delay);
-                                Response::BackedUp(BackupWire {
+                                Response::Admin(AdminResponse::BackedUp(BackupWire {
                                     turns: 1,
                                     dir,
                                     ..BackupWire::default()
-                                })
+                                }))
                             }
                             _ => continue,
                         };
@@ -340,11 +343,11 @@ fn a_version_1_server_gets_no_retention_or_backup_requests() {
                     Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
                 }
             };
-            let hello = Response::Hello {
+            let hello = Response::Admin(AdminResponse::Hello {
                 version: 1,
                 limits: ServerLimits::default(),
                 server_name: "old".into(),
-            };
+            });
             for chunk in encode_response(req_id, &hello) {
                 let _ = stream.write_all(&chunk);
             }

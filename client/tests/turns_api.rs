@@ -20,7 +20,8 @@ use ctxstore_client::{
     PageKind, Parent, TurnInfo,
 };
 use ctxstore_protocol::{
-    FrameReader, Request, Response, ServerLimits, decode_request, encode_response,
+    AdminRequest, AdminResponse, FrameReader, Request, Response, ServerLimits, decode_request,
+    encode_response,
 };
 
 const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
@@ -729,14 +730,16 @@ fn version_1_server() -> (String, Arc<AtomicU64>) {
                 loop {
                     while let Ok(Some((header, body))) = frames.next_frame() {
                         let response = match decode_request(&header, body) {
-                            Ok(Request::Hello { .. }) => Response::Hello {
-                                version: 1,
-                                limits: ServerLimits::default(),
-                                server_name: "old".into(),
-                            },
-                            Ok(Request::Ping { nonce }) => {
+                            Ok(Request::Admin(AdminRequest::Hello { .. })) => {
+                                Response::Admin(AdminResponse::Hello {
+                                    version: 1,
+                                    limits: ServerLimits::default(),
+                                    server_name: "old".into(),
+                                })
+                            }
+                            Ok(Request::Admin(AdminRequest::Ping { nonce })) => {
                                 counted.fetch_add(1, Ordering::Relaxed);
-                                Response::Pong { nonce }
+                                Response::Admin(AdminResponse::Pong { nonce })
                             }
                             _ => {
                                 counted.fetch_add(1, Ordering::Relaxed);

@@ -11,7 +11,8 @@ use bytes::Bytes;
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{BlobHash, ClientConfig, ClientError, VerifyPayloads};
 use ctxstore_protocol::{
-    MessageType, PayloadEncoding, PayloadWire, Request, Response, ServerLimits, TurnEntry, TurnWire,
+    BlobsRequest, BlobsResponse, MessageType, PayloadEncoding, PayloadWire, ReadsResponse, Request,
+    Response, ServerLimits, TurnEntry, TurnWire,
 };
 
 #[path = "../../testsupport/scripted_server.rs"]
@@ -33,8 +34,10 @@ fn fake_server(ip: IpAddr, payload: PayloadWire) -> String {
         1,
         ServerLimits::default(),
         move |request| match request {
-            Request::GetBlob { .. } => Response::Blob(payload.clone()),
-            _ => Response::Turns {
+            Request::Blobs(BlobsRequest::GetBlob { .. }) => {
+                Response::Blobs(BlobsResponse::Blob(payload.clone()))
+            }
+            _ => Response::Reads(ReadsResponse::Turns {
                 message_type: MessageType::GetLast,
                 next_before: 0,
                 tip_depth: 0,
@@ -42,7 +45,7 @@ fn fake_server(ip: IpAddr, payload: PayloadWire) -> String {
                     turn: turn_wire(),
                     payload: payload.clone(),
                 }],
-            },
+            }),
         },
     );
     addr

@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use ctxstore_client::{BlobHash, Client, ClientConfig, VerifyPayloads};
 use ctxstore_protocol::{
-    ContextRef, ExtrasWire, ParentWire, PayloadSpec, Request, Response, TurnSpec,
+    AdminRequest, AdminResponse, AppendsRequest, AppendsResponse, ContextRef, ContextsRequest,
+    ContextsResponse, ExtrasWire, KvRequest, KvResponse, ParentWire, PayloadSpec, ReadsRequest,
+    ReadsResponse, Request, Response, RetentionRequest, TurnSpec,
 };
 
 mod common;
@@ -265,39 +267,39 @@ impl MetaOp {
     fn request(&self) -> Request {
         let by_name = |name: &String| ContextRef::Name(name.clone());
         match self {
-            MetaOp::Create { name, tag } => Request::CtxOpen {
+            MetaOp::Create { name, tag } => Request::Contexts(ContextsRequest::CtxOpen {
                 base_turn_id: 0,
                 get_or_create: false,
                 clone_from: None,
                 name: Some(name.clone()),
                 tags: vec![tag.clone()],
-            },
-            MetaOp::Tag { name, set, remove } => Request::CtxTag {
+            }),
+            MetaOp::Tag { name, set, remove } => Request::Contexts(ContextsRequest::CtxTag {
                 context: by_name(name),
                 expected_head: None,
                 set: vec![set.clone()],
                 remove: vec![remove.clone()],
-            },
-            MetaOp::KvPut { name, entries } => Request::KvPut {
+            }),
+            MetaOp::KvPut { name, entries } => Request::Kv(KvRequest::KvPut {
                 context: by_name(name),
                 if_absent: false,
                 entries: entries
                     .iter()
                     .map(|(key, value)| (Bytes::from(key.clone()), value.clone()))
                     .collect(),
-            },
-            MetaOp::KvDelete { name, key } => Request::KvDelete {
+            }),
+            MetaOp::KvDelete { name, key } => Request::Kv(KvRequest::KvDelete {
                 context: by_name(name),
                 keys: vec![Bytes::from(key.clone())],
-            },
-            MetaOp::Clone { source, name } => Request::CtxOpen {
+            }),
+            MetaOp::Clone { source, name } => Request::Contexts(ContextsRequest::CtxOpen {
                 base_turn_id: 0,
                 get_or_create: false,
                 clone_from: Some(by_name(source)),
                 name: Some(name.clone()),
                 tags: vec![],
-            },
-            MetaOp::KeyedAppend { name, key } => Request::AppendTurns {
+            }),
+            MetaOp::KeyedAppend { name, key } => Request::Appends(AppendsRequest::AppendTurns {
                 context: by_name(name),
                 expected_head: None,
                 turns: vec![TurnSpec {
@@ -312,10 +314,10 @@ impl MetaOp {
                     },
                     payload: PayloadSpec::Bytes(Bytes::from(format!("checkpoint {key}"))),
                 }],
-            },
-            MetaOp::Delete { name } => Request::CtxDelete {
+            }),
+            MetaOp::Delete { name } => Request::Retention(RetentionRequest::CtxDelete {
                 context: by_name(name),
-            },
+            }),
         }
     }
 
@@ -428,8 +430,10 @@ async fn write_metadata(
             },
         };
         match client.request(op.request()).await {
-            Ok(Response::Opened { info, .. }) => op.apply(&mut model, Some(info.head.context_id)),
-            Ok(Response::AppendedTurns { turns }) => {
+            Ok(Response::Contexts(ContextsResponse::Opened { info, .. })) => {
+                op.apply(&mut model, Some(info.head.context_id))
+            }
+            Ok(Response::Appends(AppendsResponse::AppendedTurns { turns })) => {
                 assert!(!turns[0].existing, "{op:?}: a new key was there already");
                 op.apply(&mut model, Some(turns[0].turn.turn_id));
             }
@@ -450,12 +454,12 @@ async fn observe(client: &Client, names: &[String]) -> BTreeMap<String, Option<M
     for name in names {
         let context = ContextRef::Name(name.clone());
         let info = match client
-            .request(Request::CtxShow {
+            .request(Request::Contexts(ContextsRequest::CtxShow {
                 context: context.clone(),
-            })
+            }))
             .await
         {
-            Ok(Response::ContextInfo { info, .. }) => info,
+            Ok(Response::Contexts(ContextsResponse::ContextInfo { info, .. })) => info,
             Err(ctxstore_client::ClientError::Server {
                 code: ctxstore_client::ErrorCode::NotFound,
                 ..
@@ -471,25 +475,25 @@ async fn observe(client: &Client, names: &[String]) -> BTreeMap<String, Option<M
             kv: BTreeMap::new(),
             turn_keys: BTreeMap::new(),
         };
-        let list = Request::KvList {
+        let list = Request::Kv(KvRequest::KvList {
             context: context.clone(),
             prefix: Bytes::new(),
             after: Bytes::new(),
             limit: 1000,
-        };
-        let Ok(Response::KvList { items }) = client.request(list).await else {
+        });
+        let Ok(Response::Kv(KvResponse::KvList { items })) = client.request(list).await else {
             panic!("KV_LIST {name}");
         };
         for item in items {
-            let get = Request::KvGet {
+            let get = Request::Kv(KvRequest::KvGet {
                 context: context.clone(),
                 key: item.key.clone(),
                 read_flags: 0,
-            };
-            let Ok(Response::KvValue {
+            });
+            let Ok(Response::Kv(KvResponse::KvValue {
                 value_hash,
                 payload,
-            }) = client.request(get).await
+            })) = client.request(get).await
             else {
                 panic!("KV_GET {name}");
             };
@@ -581,7 +585,9 @@ async fn check_metadata(
         && next.contains_key(name)
     {
         let found_before = turn_by_key(&client, name, key).await;
-        let Ok(Response::AppendedTurns { turns }) = client.request(op.request()).await else {
+        let Ok(Response::Appends(AppendsResponse::AppendedTurns { turns })) =
+            client.request(op.request()).await
+        else {
             panic!("retrying {op:?}");
         };
         let retried = turns[0];
@@ -603,12 +609,12 @@ async fn check_metadata(
 }
 
 async fn turn_by_key(client: &Client, name: &str, key: &str) -> Option<u64> {
-    let request = Request::GetTurnByKey {
+    let request = Request::Reads(ReadsRequest::GetTurnByKey {
         context: ContextRef::Name(name.into()),
         key: Bytes::from(key.to_string()),
-    };
+    });
     match client.request(request).await {
-        Ok(Response::TurnInfo { turn, .. }) => Some(turn.turn_id),
+        Ok(Response::Reads(ReadsResponse::TurnInfo { turn, .. })) => Some(turn.turn_id),
         Err(ctxstore_client::ClientError::Server {
             code: ctxstore_client::ErrorCode::NotFound,
             ..
@@ -746,11 +752,11 @@ fn a_backup_under_load_holds_every_append_acknowledged_before_it() {
         )
         .await
         .unwrap();
-        let request = Request::Backup {
+        let request = Request::Admin(AdminRequest::Backup {
             dir: copy.display().to_string(),
-        };
+        });
         match client.request(request).await {
-            Ok(Response::BackedUp(report)) => report,
+            Ok(Response::Admin(AdminResponse::BackedUp(report))) => report,
             other => panic!("BACKUP: {other:?}"),
         }
     });
@@ -940,11 +946,11 @@ fn backups_on_the_data_file_system_survive_collections_and_kill_9_on_either_side
             let client = Client::connect(ClientConfig::new(addr.clone()))
                 .await
                 .unwrap();
-            let request = Request::Backup {
+            let request = Request::Admin(AdminRequest::Backup {
                 dir: copy.display().to_string(),
-            };
+            });
             match client.request(request).await {
-                Ok(Response::BackedUp(report)) => report,
+                Ok(Response::Admin(AdminResponse::BackedUp(report))) => report,
                 other => panic!("BACKUP: {other:?}"),
             }
         });

@@ -8,7 +8,8 @@
 //! at `unwritten_bytes_max` it stops reading; TCP pushes back on the client. A client that
 //! never reads its responses therefore holds a bounded amount of the server's memory.
 //!
-//! Server-wide, every request reserves the largest answer it may produce (and its body)
+//! Server-wide, every request reserves the largest answer it may produce
+//! (`Request::answer_bytes_max`, defined beside each message in the protocol) and its body
 //! against `unwritten_bytes_total_max` before it starts, and exchanges the reservation for its
 //! answer's bytes once encoded: the bytes all connections hold never pass the budget. A request
 //! that finds no room waits, and its connection stops reading. A connection that already holds
@@ -40,9 +41,9 @@ use compio::buf::BufResult;
 use compio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use compio::net::TcpStream;
 use ctxstore_protocol::{
-    ErrorCode, FrameError, FrameHeader, FrameReader, MessageType, PROTOCOL_VERSION,
-    PROTOCOL_VERSION_MIN, Request, Response, ServerLimits as WireLimits, TURN_WIRE_BYTES,
-    decode_request_as, encode_response, read_flags,
+    AdminRequest, AdminResponse, AnswerLimits, ERROR_ANSWER_BYTES_MAX, ErrorCode, FrameError,
+    FrameHeader, FrameReader, MessageType, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, Request,
+    Response, ServerLimits as WireLimits, decode_request_as, encode_response,
 };
 
 use crate::config::ServerLimits;
@@ -839,7 +840,7 @@ fn handle_frame(
                 let waiting = Waiting {
                     header,
                     work: Work::Answer(response),
-                    reserved: accounting.reservation(SMALL_RESPONSE_BYTES),
+                    reserved: accounting.reservation(ERROR_ANSWER_BYTES_MAX),
                 };
                 return start_or_wait(waiting, hello.version, core, state);
             }
@@ -851,12 +852,12 @@ fn handle_frame(
             };
         }
     };
-    if let Request::Hello {
+    if let Request::Admin(AdminRequest::Hello {
         min_version,
         max_version,
         token,
         client_name,
-    } = &request
+    }) = &request
     {
         if authenticated {
             let response = error(ErrorCode::BadFrame, "HELLO twice");
@@ -877,7 +878,8 @@ fn handle_frame(
             }
         };
     }
-    let reserved = accounting.reservation(response_bytes_reserved(&request, core) + body_bytes);
+    let reserved =
+        accounting.reservation(request.answer_bytes_max(&answer_limits(core)) + body_bytes);
     let waiting = Waiting {
         header,
         work: Work::Request(request),
@@ -972,87 +974,13 @@ fn start(
     None
 }
 
-/// The largest CONTEXT_INFO: a name and every tag at their limits.
-const CONTEXT_INFO_BYTES_MAX: u64 = {
-    use ctxstore_vocab::limits;
-    let tag = 4 + limits::TAG_KEY_BYTES_MAX + limits::TAG_VALUE_BYTES_MAX;
-    (ctxstore_protocol::CONTEXT_HEAD_BYTES
-        + 8
-        + 8
-        + 2
-        + limits::CONTEXT_NAME_BYTES_MAX
-        + 2
-        + limits::TAGS_PER_CONTEXT_MAX * tag) as u64
-};
-
-/// Any request may be answered by an ERROR: header, fields and the longest message.
-const SMALL_RESPONSE_BYTES: u64 = 16 + 16 + ctxstore_protocol::MESSAGE_BYTES_MAX as u64;
-
-/// The largest response `request` may produce: what a request reserves, until it is answered,
-/// of its connection's `unwritten_bytes_max` and of the server's `unwritten_bytes_total_max`.
-fn response_bytes_reserved(request: &Request, core: &CoreContext) -> u64 {
-    // One turn of a TURNS response, without its payload bytes.
-    const TURN_ENTRY_BYTES: u64 = TURN_WIRE_BYTES as u64 + 16;
+/// What the answers of this core's requests may hold: the engine's and the server's limits.
+fn answer_limits(core: &CoreContext) -> AnswerLimits {
     let engine_limits = core.dispatcher.engine.config().limits;
-    let page = |limit: u32, flags: u32| {
-        let payloads = if flags & read_flags::WITH_PAYLOADS != 0 {
-            core.limits.response_bytes_max
-        } else {
-            0
-        };
-        u64::from(limit) * TURN_ENTRY_BYTES + payloads + SMALL_RESPONSE_BYTES
-    };
-    match request {
-        Request::GetBlob { .. } => u64::from(engine_limits.blob_bytes_max) + SMALL_RESPONSE_BYTES,
-        Request::GetLast {
-            limit, read_flags, ..
-        }
-        | Request::GetBefore {
-            limit, read_flags, ..
-        }
-        | Request::GetRangeByDepth {
-            limit, read_flags, ..
-        }
-        | Request::GetChain {
-            limit, read_flags, ..
-        } => page(*limit, *read_flags),
-        Request::HasBlobs { hashes } => hashes.len() as u64 + SMALL_RESPONSE_BYTES,
-        Request::CtxOpen { .. }
-        | Request::CtxTag { .. }
-        | Request::CtxName { .. }
-        | Request::CtxDelete { .. }
-        | Request::CtxPrune { .. }
-        | Request::CtxTtl { .. } => CONTEXT_INFO_BYTES_MAX + SMALL_RESPONSE_BYTES,
-        // An acknowledgement, a head, a turn without its payload, fixed statistics.
-        Request::Hello { .. }
-        | Request::Ping { .. }
-        | Request::CtxCreate { .. }
-        | Request::CtxFork { .. }
-        | Request::GetHead { .. }
-        | Request::AppendTurn { .. }
-        | Request::AppendTurnByHash { .. }
-        | Request::Stats
-        | Request::KvPut { .. }
-        | Request::KvDelete { .. }
-        | Request::Backup { .. }
-        | Request::Gc
-        | Request::PatchTurn { .. }
-        | Request::RedactTurn { .. }
-        | Request::PurgeBlob { .. }
-        | Request::PutChunked { .. } => TURN_ENTRY_BYTES + SMALL_RESPONSE_BYTES,
-        Request::AppendTurns { turns, .. } => {
-            turns.len() as u64 * (TURN_ENTRY_BYTES + 16) + SMALL_RESPONSE_BYTES
-        }
-        // Everything else (a turn or a value with its payload, pages of turns, of contexts,
-        // of keys, whatever is added later): the largest answer the limits allow. Reads answer
-        // at once and give back the difference before the next frame is taken; this only
-        // makes them wait when the budget is nearly spent.
-        _ => {
-            u64::from(engine_limits.blob_bytes_max).max(core.limits.response_bytes_max)
-                + u64::from(engine_limits.read_turns_max) * TURN_ENTRY_BYTES
-                + CONTEXT_INFO_BYTES_MAX
-                + SMALL_RESPONSE_BYTES
-        }
+    AnswerLimits {
+        blob_bytes_max: engine_limits.blob_bytes_max,
+        read_turns_max: engine_limits.read_turns_max,
+        response_bytes_max: core.limits.response_bytes_max,
     }
 }
 
@@ -1092,7 +1020,7 @@ fn hello(
     tracing::debug!(client = client_name, version, "client said hello");
     let limits = &core.limits;
     let engine_limits = core.dispatcher.engine.config().limits;
-    let response = Response::Hello {
+    let response = Response::Admin(AdminResponse::Hello {
         version,
         limits: WireLimits {
             frame_bytes_max: limits.frame_bytes_max,
@@ -1102,7 +1030,7 @@ fn hello(
             has_blobs_max: limits.has_blobs_max,
         },
         server_name: core.server_name.clone(),
-    };
+    });
     Ok((response, version))
 }
 

@@ -15,6 +15,7 @@ use common::{
     Raw, ServerProcess, connect_with_small_receive_buffer, get_blob_frames, incompressible,
     write_from_thread,
 };
+use ctxstore_protocol::AdminResponse;
 
 const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
 
@@ -341,7 +342,7 @@ fn stuck_client(addr: std::net::SocketAddr) -> (std::net::TcpStream, std::thread
     let mut raw = Raw::from_stream(stream.try_clone().unwrap());
     assert!(matches!(
         raw.hello(b""),
-        ctxstore_protocol::Response::Hello { .. }
+        ctxstore_protocol::Response::Admin(AdminResponse::Hello { .. })
     ));
     let (_, writer) = write_from_thread(
         stream.try_clone().unwrap(),
