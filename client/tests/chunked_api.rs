@@ -24,17 +24,8 @@ use ctxstore_protocol::{
     ServerLimits, TurnWire, decode_response, encode_request,
 };
 
-const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
-
-#[path = "../../testsupport/scripted_server.rs"]
-mod scripted_server;
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use scripted_server::{Seen, scripted_server};
-use test_server::TestServer;
+use ctxstore_testsupport::TestServer;
+use ctxstore_testsupport::{Seen, scripted_server};
 
 /// Text-like bytes that do not repeat (a fixed xorshift stream): chunk boundaries fall as in
 /// real JSON, and no two messages share chunks by accident.
@@ -164,7 +155,7 @@ fn reads_back(client: &Client, context: u64, steps: &[Step]) {
 /// turn reads back byte for byte.
 #[test]
 fn a_growing_state_costs_its_growth_on_the_wire() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server, Some(ChunkingConfig::default()));
     assert_eq!(client.protocol_version(), 2);
     let (context, steps, sent, payload_bytes) = grow(&client, "t-1", 300, 200);
@@ -203,7 +194,7 @@ fn a_growing_state_costs_its_growth_on_the_wire() {
 /// bytes, and the turns read back the same.
 #[test]
 fn with_chunking_off_whole_payloads_travel() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server, None);
     let (context, steps, sent, payload_bytes) = grow(&client, "t-1", 60, 30);
     assert!(
@@ -219,8 +210,7 @@ fn with_chunking_off_whole_payloads_travel() {
 /// payloads the server cut itself (whole appends) read back beside them.
 #[test]
 fn chunk_sizes_that_differ_from_the_servers_are_still_correct() {
-    let server = TestServer::start_beside_with(
-        CLI,
+    let server = TestServer::start_with(
         None,
         &[
             "--chunk-threshold",
@@ -255,7 +245,7 @@ fn chunk_sizes_that_differ_from_the_servers_are_still_correct() {
 /// are, in one group commit; a second batch sends only what grew.
 #[test]
 fn append_turns_sends_large_payloads_by_hash() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server, Some(ChunkingConfig::default()));
     let context = ContextRef::Name("thread-1".into());
     client
@@ -319,7 +309,7 @@ fn code(result: Result<impl std::fmt::Debug, ClientError>) -> (ErrorCode, String
 /// payload nor any chunk it sent).
 #[test]
 fn bad_chunked_puts_are_refused_and_store_nothing() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server, Some(ChunkingConfig::default()));
     let payload = Bytes::from(words(60_000, 77));
     let hash = BlobHash::of(&payload);

@@ -15,14 +15,7 @@ use ctxstore_protocol::{
     Response, ServerLimits, TurnEntry, TurnWire,
 };
 
-#[path = "../../testsupport/scripted_server.rs"]
-mod scripted_server;
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use scripted_server::scripted_server;
+use ctxstore_testsupport::{TestServer, scripted_server};
 
 const PAYLOAD: &[u8] = b"the agent calls a tool and reads the result back";
 
@@ -191,7 +184,7 @@ fn from_a_server_that_is_not_on_loopback_raw_payloads_are_hashed_by_default() {
 
 #[test]
 fn a_real_server_on_loopback_reads_back_exact_bytes_without_the_second_hash() {
-    let server = test_server::TestServer::start_beside(env!("CARGO_BIN_EXE_ctxstore"), None);
+    let server = TestServer::start(None);
     let client = connect(&server.addr, VerifyPayloads::default());
     assert!(!client.verifies_raw_payloads());
     let context = client.create_context().unwrap().context_id;

@@ -18,8 +18,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use bytes::Bytes;
 use ctxstore_client::{BlobHash, Client, ClientConfig, VerifyPayloads};
@@ -32,6 +32,7 @@ use ctxstore_protocol::{
 mod common;
 
 use common::{LOADGEN, server_binary};
+use ctxstore_testsupport::{ServerLaunch, TestServer};
 
 #[derive(Clone, Debug)]
 struct Acked {
@@ -73,47 +74,26 @@ fn test_runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-// The child is returned to the caller, which kills and waits for it.
-#[allow(clippy::zombie_processes)]
-fn start_server(data: &Path, ready: &Path) -> (Child, String) {
-    start_server_with(data, ready, &[])
+fn start_server(data: &Path) -> (TestServer, String) {
+    start_server_with(data, &[])
 }
 
-// The child is returned to the caller, which kills and waits for it.
-#[allow(clippy::zombie_processes)]
-fn start_server_with(data: &Path, ready: &Path, flags: &[&str]) -> (Child, String) {
-    let _ = std::fs::remove_file(ready);
-    let mut child = Command::new(server_binary())
-        .arg("--data")
-        .arg(data)
-        .args(["--listen", "127.0.0.1:0", "--ready-file"])
-        .arg(ready)
-        .args(flags)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(addr) = std::fs::read_to_string(ready)
-            && addr.ends_with('\n')
-        {
-            return (child, addr.trim().to_string());
-        }
-        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the server did not come up (after a crash, recovery must succeed)");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// A server on `data` (after a crash, recovery must succeed: 60 s to come up).
+fn start_server_with(data: &Path, flags: &[&str]) -> (TestServer, String) {
+    let server = ServerLaunch::new(server_binary())
+        .data(data)
+        .flags(flags)
+        .ready_timeout(Duration::from_secs(60))
+        .start();
+    let addr = server.addr.clone();
+    (server, addr)
 }
 
 /// SIGTERM, and the server must exit cleanly.
-fn stop(server: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status();
-    assert!(server.wait().unwrap().success());
+fn stop(server: &mut TestServer) {
+    if let Err(error) = server.stop(Duration::from_secs(300)) {
+        panic!("{error}");
+    }
 }
 
 /// `ctxstore-server verify` of a stopped store must pass; its report.
@@ -129,11 +109,8 @@ fn verify(data: &Path) -> String {
     report
 }
 
-fn kill_9(child: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-KILL", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+fn kill_9(server: &mut TestServer) {
+    server.kill();
 }
 
 fn read_acks(path: &Path) -> Vec<Acked> {
@@ -630,14 +607,13 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
     let mut rng = fastrand::Rng::with_seed(seed);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let ready = dir.path().join("ready");
     let runtime = test_runtime();
     let mut acked: Vec<Acked> = Vec::new();
     let mut checked = 0;
     let mut meta_model = MetaModel::new();
     let mut meta_checked = 0;
     for cycle in 0..cycles {
-        let (mut server, addr) = start_server(&data, &ready);
+        let (mut server, addr) = start_server(&data);
         let log = dir.path().join(format!("acks-{cycle}.jsonl"));
         let run_ms = rng.u64(600..2000);
         let mut loadgen = Command::new(LOADGEN)
@@ -696,7 +672,7 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
         );
         acked.extend(fresh);
 
-        let (mut server, addr) = start_server(&data, &ready);
+        let (mut server, addr) = start_server(&data);
         checked += runtime.block_on(check(&addr, &acked));
         let (model, names) = runtime.block_on(check_metadata(&addr, model, in_flight));
         meta_model = model;
@@ -704,7 +680,7 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
         kill_9(&mut server);
     }
 
-    let (mut server, _) = start_server(&data, &ready);
+    let (mut server, _) = start_server(&data);
     stop(&mut server);
     let report = verify(&data);
     assert!(
@@ -725,10 +701,9 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
 fn a_backup_under_load_holds_every_append_acknowledged_before_it() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let ready = dir.path().join("ready");
     let copy = dir.path().join("backup");
     let runtime = test_runtime();
-    let (mut server, addr) = start_server(&data, &ready);
+    let (mut server, addr) = start_server(&data);
     let log = dir.path().join("acks.jsonl");
     let mut loadgen = Command::new(LOADGEN)
         .args(["--addr", &addr, "--duration", "3s", "--warmup", "0s"])
@@ -765,7 +740,7 @@ fn a_backup_under_load_holds_every_append_acknowledged_before_it() {
     let _ = loadgen.wait();
     stop(&mut server);
     verify(&copy);
-    let (mut server, addr) = start_server(&copy, &dir.path().join("ready-copy"));
+    let (mut server, addr) = start_server(&copy);
     let checked = runtime.block_on(check(&addr, &before));
     kill_9(&mut server);
     println!(
@@ -793,14 +768,13 @@ fn collections_under_kill_9_keep_every_live_acknowledged_turn() {
     let mut rng = fastrand::Rng::with_seed(seed);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let ready = dir.path().join("ready");
     let runtime = test_runtime();
     let mut acked: Vec<Acked> = Vec::new();
     let mut kept: Vec<(u64, String)> = Vec::new();
     let mut checked = 0;
     let mut churned = 0;
     for cycle in 0..cycles {
-        let (mut server, addr) = start_server_with(&data, &ready, &gc_flags);
+        let (mut server, addr) = start_server_with(&data, &gc_flags);
         let log = dir.path().join(format!("gc-acks-{cycle}.jsonl"));
         let run_ms = rng.u64(800..2500);
         let mut loadgen = Command::new(LOADGEN)
@@ -828,7 +802,7 @@ fn collections_under_kill_9_keep_every_live_acknowledged_turn() {
         kept.extend(keeper_acks);
         acked.extend(read_acks(&log));
 
-        let (mut server, addr) = start_server_with(&data, &ready, &gc_flags);
+        let (mut server, addr) = start_server_with(&data, &gc_flags);
         checked += runtime.block_on(check(&addr, &acked));
         runtime.block_on(async {
             let client = Client::connect(
@@ -851,7 +825,7 @@ fn collections_under_kill_9_keep_every_live_acknowledged_turn() {
     }
     assert!(churned > 0, "the churn made no context to collect");
 
-    let (mut server, addr) = start_server_with(&data, &ready, &gc_flags);
+    let (mut server, addr) = start_server_with(&data, &gc_flags);
     let stats = runtime.block_on(async {
         let client =
             Client::connect(ClientConfig::new(&addr).with_verify_payloads(VerifyPayloads::Always))
@@ -910,14 +884,13 @@ fn backups_on_the_data_file_system_survive_collections_and_kill_9_on_either_side
     let mut rng = fastrand::Rng::with_seed(seed);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let ready = dir.path().join("ready");
     let runtime = test_runtime();
     let mut acked: Vec<Acked> = Vec::new();
     let mut backups: Vec<(std::path::PathBuf, Vec<Acked>)> = Vec::new();
     let mut linked_bytes = 0;
     let mut checked = 0;
     for cycle in 0..cycles {
-        let (mut server, addr) = start_server_with(&data, &ready, &flags);
+        let (mut server, addr) = start_server_with(&data, &flags);
         let log = dir.path().join(format!("backup-acks-{cycle}.jsonl"));
         let run_ms = rng.u64(1500..2500);
         let mut loadgen = Command::new(LOADGEN)
@@ -967,14 +940,13 @@ fn backups_on_the_data_file_system_survive_collections_and_kill_9_on_either_side
         if cycle % 2 == 1 {
             // The README's "serve the copy", with the same collections and churn, killed.
             let (newest, _) = backups.last().unwrap();
-            let (mut served, addr) =
-                start_server_with(newest, &dir.path().join("ready-copy"), &flags);
+            let (mut served, addr) = start_server_with(newest, &flags);
             let churning = runtime.spawn(churn(addr, seed ^ 0xbac));
             std::thread::sleep(Duration::from_millis(rng.u64(600..1200)));
             kill_9(&mut served);
             let _ = runtime.block_on(churning);
         }
-        let (mut server, addr) = start_server_with(&data, &ready, &flags);
+        let (mut server, addr) = start_server_with(&data, &flags);
         checked += runtime.block_on(check(&addr, &acked));
         kill_9(&mut server);
         for (copy, _) in &backups {
@@ -985,11 +957,11 @@ fn backups_on_the_data_file_system_survive_collections_and_kill_9_on_either_side
         linked_bytes > 0,
         "no backup hard-linked a sealed pack: the loop tested copies only"
     );
-    let (mut server, _) = start_server_with(&data, &ready, &flags);
+    let (mut server, _) = start_server_with(&data, &flags);
     stop(&mut server);
     let report = verify(&data);
     for (copy, before) in &backups {
-        let (mut server, addr) = start_server_with(copy, &dir.path().join("ready-copy"), &[]);
+        let (mut server, addr) = start_server_with(copy, &[]);
         checked += runtime.block_on(check(&addr, before));
         stop(&mut server);
     }
@@ -1080,12 +1052,11 @@ fn growing_chunked_states_under_kill_9_lose_nothing_acknowledged() {
     let mut rng = fastrand::Rng::with_seed(seed);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let ready = dir.path().join("ready");
     let runtime = test_runtime();
     let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Acked>::new()));
     let mut blobs = 0;
     for cycle in 0..cycles as u64 {
-        let (mut server, addr) = start_server_with(&data, &ready, &flags);
+        let (mut server, addr) = start_server_with(&data, &flags);
         let mut agents = Vec::new();
         for agent in 0..3u64 {
             let (addr, acked) = (addr.clone(), acked.clone());
@@ -1100,7 +1071,7 @@ fn growing_chunked_states_under_kill_9_lose_nothing_acknowledged() {
             runtime.block_on(agent).unwrap();
         }
 
-        let (mut server, addr) = start_server_with(&data, &ready, &flags);
+        let (mut server, addr) = start_server_with(&data, &flags);
         let acked_now = acked.lock().unwrap().clone();
         runtime.block_on(check(&addr, &acked_now));
         blobs = runtime.block_on(async {
@@ -1115,7 +1086,7 @@ fn growing_chunked_states_under_kill_9_lose_nothing_acknowledged() {
         kill_9(&mut server);
     }
     let acked = acked.lock().unwrap().clone();
-    let (mut server, addr) = start_server_with(&data, &ready, &flags);
+    let (mut server, addr) = start_server_with(&data, &flags);
     let checked = runtime.block_on(check(&addr, &acked));
     stop(&mut server);
     let report = verify(&data);

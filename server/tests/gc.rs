@@ -332,8 +332,8 @@ fn a_version_1_connection_knows_neither_gc_nor_stats_ex() {
 
 #[test]
 fn the_binarys_gc_interval_runs_collections_on_its_own() {
-    let server = ServerProcess::start(&["--gc-interval", "100ms", "--gc-rate-max", "off"]);
-    let mut raw = Raw::connect(server.addr);
+    let server = server_process(&["--gc-interval", "100ms", "--gc-rate-max", "off"]);
+    let mut raw = Raw::connect(server.socket_addr());
     raw.hello(b"");
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut req_id = 2;

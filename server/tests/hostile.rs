@@ -509,8 +509,8 @@ fn a_storm_of_bad_clients_does_not_disturb_a_good_one() {
 fn a_client_that_never_reads_holds_bounded_memory() {
     const PAYLOAD_BYTES: usize = 3 << 20;
     const REQUESTS: u64 = 10_000;
-    let server = ServerProcess::start(&["--network-cores", "2"]);
-    let addr = server.addr;
+    let server = server_process(&["--network-cores", "2"]);
+    let addr = server.socket_addr();
     let mut witness = Witness::new(addr);
     witness.still_works();
     let payload = incompressible(PAYLOAD_BYTES, 7);
@@ -866,7 +866,7 @@ fn the_server_budget_is_a_hard_bound_across_many_stuck_connections() {
     const BUDGET_MIB: u64 = 64;
     let budget = (BUDGET_MIB << 20).to_string();
     let blob_max = PAYLOAD_BYTES.to_string();
-    let server = ServerProcess::start(&[
+    let server = server_process(&[
         "--network-cores",
         "2",
         "--unwritten-bytes-total-max",
@@ -881,7 +881,7 @@ fn the_server_budget_is_a_hard_bound_across_many_stuck_connections() {
         "--payload-cache-bytes",
         "0",
     ]);
-    let addr = server.addr;
+    let addr = server.socket_addr();
     let mut witness = Witness::new(addr);
     witness.still_works();
     let payload = incompressible(PAYLOAD_BYTES, 11);

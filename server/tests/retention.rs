@@ -215,8 +215,8 @@ fn delete_prune_and_ttl_through_the_protocol_and_a_restart() {
 
 #[test]
 fn the_servers_context_ttl_deletes_an_idle_context() {
-    let server = ServerProcess::start(&["--context-ttl", "200ms"]);
-    let mut raw = Raw::connect(server.addr);
+    let server = server_process(&["--context-ttl", "200ms"]);
+    let mut raw = Raw::connect(server.socket_addr());
     raw.hello(b"");
     assert!(matches!(
         raw.call(2, &open("idle")),

@@ -7,7 +7,8 @@
 use bytes::Bytes;
 use ctxstore_protocol::check_request;
 use ctxstore_protocol::{
-    AppendsRequest, AppendsResponse, ContextRef, MessageType, PayloadSpec, Request, TurnSpec,
+    AppendedWire, AppendsRequest, AppendsResponse, ContextRef, ExtrasWire, MessageType,
+    PayloadSpec, Request, TurnSpec,
 };
 
 use crate::client::{Client, unexpected};
@@ -118,28 +119,9 @@ impl Client {
         let context = context.into();
         let asked: Vec<_> = turns.iter().map(NewTurn::extras).collect();
         let mut specs: Vec<TurnSpec> = turns.into_iter().map(NewTurn::into_wire).collect();
-        let mut stored_before = vec![None; specs.len()];
-        let chunked = |spec: &TurnSpec| match &spec.payload {
-            PayloadSpec::Bytes(payload) => self.chunking_for(payload.len()).is_some(),
-            PayloadSpec::Hash(_) => false,
-        };
-        if specs.iter().any(chunked) {
-            // What the wire cannot carry is refused before any chunk is sent.
-            check_request(&Request::Appends(AppendsRequest::AppendTurns {
-                context: context.clone(),
-                expected_head,
-                turns: specs.clone(),
-            }))?;
-            for (spec, before) in specs.iter_mut().zip(&mut stored_before) {
-                let PayloadSpec::Bytes(payload) = &spec.payload else {
-                    continue;
-                };
-                if let Some(stored) = self.store_chunked(payload).await? {
-                    spec.payload = PayloadSpec::Hash(stored.payload_hash);
-                    *before = Some(stored.already_stored);
-                }
-            }
-        }
+        let stored_before = self
+            .store_chunked_specs(&context, expected_head, &mut specs)
+            .await?;
         let request = AppendsRequest::AppendTurns {
             context: context.clone(),
             expected_head,
@@ -158,31 +140,7 @@ impl Client {
         }
         let mut appended = Vec::with_capacity(answered.len());
         for (answer, extras) in answered.into_iter().zip(asked) {
-            let turn = if answer.existing {
-                // The answer is the earlier turn without its extras (they may differ from
-                // what this call asked): read them by the key, one round trip per retry.
-                let key = extras.key;
-                match self.turn_by_key(context.clone(), key.clone()).await? {
-                    Some(info) if info.turn.turn_id == answer.turn.turn_id => info,
-                    found => {
-                        return Err(ClientError::Protocol(format!(
-                            "APPEND_TURNS answered turn {} as the one with the key {:?}, \
-                             GET_TURN_BY_KEY answered {:?}",
-                            answer.turn.turn_id,
-                            String::from_utf8_lossy(&key),
-                            found.map(|info| info.turn.turn_id)
-                        )));
-                    }
-                }
-            } else {
-                // Written now: its extras are the ones asked for (labels sorted, as stored).
-                TurnInfo::from_wire(&answer.turn, extras, None)
-            };
-            appended.push(AppendedTurn {
-                turn,
-                deduped: answer.deduped,
-                existing: answer.existing,
-            });
+            appended.push(self.appended_turn(&context, answer, extras).await?);
         }
         // Sent by hash after a chunked put: the server answers deduped (the blob was there by
         // then); say instead whether it was there before this call.
@@ -192,6 +150,74 @@ impl Client {
             }
         }
         Ok(appended)
+    }
+
+    /// Stores each payload of `specs` given by value and over the chunking threshold as
+    /// chunks (`store_chunked`), and names it by hash instead; per turn, whether its payload
+    /// was stored before this call (`None`: it goes as it was). What the wire cannot carry is
+    /// refused before any chunk is sent.
+    async fn store_chunked_specs(
+        &self,
+        context: &ContextRef,
+        expected_head: Option<u64>,
+        specs: &mut [TurnSpec],
+    ) -> Result<Vec<Option<bool>>, ClientError> {
+        let mut stored_before = vec![None; specs.len()];
+        let chunked = |spec: &TurnSpec| match &spec.payload {
+            PayloadSpec::Bytes(payload) => self.chunking_for(payload.len()).is_some(),
+            PayloadSpec::Hash(_) => false,
+        };
+        if !specs.iter().any(chunked) {
+            return Ok(stored_before);
+        }
+        check_request(&Request::Appends(AppendsRequest::AppendTurns {
+            context: context.clone(),
+            expected_head,
+            turns: specs.to_vec(),
+        }))?;
+        for (spec, before) in specs.iter_mut().zip(&mut stored_before) {
+            let PayloadSpec::Bytes(payload) = &spec.payload else {
+                continue;
+            };
+            if let Some(stored) = self.store_chunked(payload).await? {
+                spec.payload = PayloadSpec::Hash(stored.payload_hash);
+                *before = Some(stored.already_stored);
+            }
+        }
+        Ok(stored_before)
+    }
+
+    /// One turn of APPEND_TURNS' answer with its extras: those asked for when it was written
+    /// now (labels sorted, as stored); when its key was there already, the earlier turn's,
+    /// read by the key (they may differ from what this call asked; one round trip per retry).
+    async fn appended_turn(
+        &self,
+        context: &ContextRef,
+        answer: AppendedWire,
+        extras: ExtrasWire,
+    ) -> Result<AppendedTurn, ClientError> {
+        let turn = if answer.existing {
+            let key = extras.key;
+            match self.turn_by_key(context.clone(), key.clone()).await? {
+                Some(info) if info.turn.turn_id == answer.turn.turn_id => info,
+                found => {
+                    return Err(ClientError::Protocol(format!(
+                        "APPEND_TURNS answered turn {} as the one with the key {:?}, \
+                         GET_TURN_BY_KEY answered {:?}",
+                        answer.turn.turn_id,
+                        String::from_utf8_lossy(&key),
+                        found.map(|info| info.turn.turn_id)
+                    )));
+                }
+            }
+        } else {
+            TurnInfo::from_wire(&answer.turn, extras, None)
+        };
+        Ok(AppendedTurn {
+            turn,
+            deduped: answer.deduped,
+            existing: answer.existing,
+        })
     }
 
     /// Appends one turn with its options (parent, key, labels, links, summary): `append_turns`

@@ -257,77 +257,19 @@ impl Client {
         context_id: u64,
         turns: Vec<Turn>,
     ) -> Result<Vec<TurnInfo>, ClientError> {
-        let wanted: HashSet<u64> = turns.iter().map(|turn| turn.turn_id).collect();
-        let mut found: HashMap<u64, TurnInfo> = HashMap::new();
-        let keep = |infos: Vec<TurnInfo>, found: &mut HashMap<u64, TurnInfo>| {
-            for info in infos {
-                if wanted.contains(&info.turn.turn_id) {
-                    found.insert(info.turn.turn_id, info);
-                }
-            }
-        };
         let (Some(low), Some(tip)) = (
             turns.iter().map(|turn| turn.depth).min(),
             turns.iter().max_by_key(|turn| turn.depth),
         ) else {
             return Ok(Vec::new());
         };
-        let tip_depth = tip.depth;
-        let probe = self
-            .read_page(
-                context_id,
-                PageKind::Range {
-                    from_depth: tip_depth,
-                },
-                1,
-                false,
-            )
+        let mut wanted = Wanted::new(&turns);
+        self.extras_from_chain(context_id, low, (tip.turn_id, tip.depth), &mut wanted)
             .await?;
-        let on_chain = probe
-            .turns
-            .first()
-            .is_some_and(|first| first.turn.turn_id == tip.turn_id);
-        keep(probe.turns, &mut found);
-        if on_chain {
-            let page_max = self.server_limits().read_turns_max.clamp(1, 10_000);
-            let mut depth = low;
-            while depth < tip_depth && found.len() < wanted.len() {
-                let limit = (tip_depth - depth).min(page_max);
-                let page = self
-                    .read_page(
-                        context_id,
-                        PageKind::Range { from_depth: depth },
-                        limit,
-                        false,
-                    )
-                    .await?;
-                let next = page.turns.last().map(|last| last.turn.depth + 1);
-                keep(page.turns, &mut found);
-                match next {
-                    Some(next) if next > depth => depth = next,
-                    _ => break,
-                }
-            }
-        }
-        let mut cursor: Option<LogCursor> = None;
-        while found.len() < wanted.len() {
-            let page = self
-                .turn_log(context_id, &[], cursor, LOG_PAGE_MAX, false)
-                .await?;
-            keep(page.turns, &mut found);
-            match page.next_cursor {
-                None => break,
-                Some(next) if Some(next) == cursor => {
-                    return Err(ClientError::Protocol(format!(
-                        "TURN_LOG answered the same cursor again ({next:?})"
-                    )));
-                }
-                Some(next) => cursor = Some(next),
-            }
-        }
+        self.extras_from_log(context_id, &mut wanted).await?;
         turns
             .into_iter()
-            .map(|turn| match found.get(&turn.turn_id) {
+            .map(|turn| match wanted.found.get(&turn.turn_id) {
                 Some(info) => Ok(TurnInfo {
                     turn,
                     key: info.key.clone(),
@@ -340,6 +282,69 @@ impl Client {
                 ))),
             })
             .collect()
+    }
+
+    /// The extras of the wanted turns on the context's chain, when the deepest of them
+    /// (`tip`: its id and depth) is on it: a READ_PAGE per `read_turns_max` depths from `low`.
+    async fn extras_from_chain(
+        &self,
+        context_id: u64,
+        low: u32,
+        (tip_id, tip_depth): (u64, u32),
+        wanted: &mut Wanted,
+    ) -> Result<(), ClientError> {
+        let probe = PageKind::Range {
+            from_depth: tip_depth,
+        };
+        let probe = self.read_page(context_id, probe, 1, false).await?;
+        let on_chain = probe
+            .turns
+            .first()
+            .is_some_and(|first| first.turn.turn_id == tip_id);
+        wanted.keep(probe.turns);
+        if !on_chain {
+            return Ok(());
+        }
+        let page_max = self.server_limits().read_turns_max.clamp(1, 10_000);
+        let mut depth = low;
+        while depth < tip_depth && !wanted.complete() {
+            let limit = (tip_depth - depth).min(page_max);
+            let window = PageKind::Range { from_depth: depth };
+            let page = self.read_page(context_id, window, limit, false).await?;
+            let next = page.turns.last().map(|last| last.turn.depth + 1);
+            wanted.keep(page.turns);
+            match next {
+                Some(next) if next > depth => depth = next,
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// The extras of the wanted turns still missing, from the context's turn log, page by
+    /// page until they are all found or the log ends.
+    async fn extras_from_log(
+        &self,
+        context_id: u64,
+        wanted: &mut Wanted,
+    ) -> Result<(), ClientError> {
+        let mut cursor: Option<LogCursor> = None;
+        while !wanted.complete() {
+            let page = self
+                .turn_log(context_id, &[], cursor, LOG_PAGE_MAX, false)
+                .await?;
+            wanted.keep(page.turns);
+            match page.next_cursor {
+                None => break,
+                Some(next) if Some(next) == cursor => {
+                    return Err(ClientError::Protocol(format!(
+                        "TURN_LOG answered the same cursor again ({next:?})"
+                    )));
+                }
+                Some(next) => cursor = Some(next),
+            }
+        }
+        Ok(())
     }
 
     /// One page of the context's turn log (TURN_LOG): every turn it owns, newest first
@@ -623,6 +628,34 @@ impl Client {
             }
             before = page.next_before;
         }
+    }
+}
+
+/// The turns whose extras `with_extras` looks for, by TurnID, and those found so far.
+struct Wanted {
+    ids: HashSet<u64>,
+    found: HashMap<u64, TurnInfo>,
+}
+
+impl Wanted {
+    fn new(turns: &[Turn]) -> Wanted {
+        Wanted {
+            ids: turns.iter().map(|turn| turn.turn_id).collect(),
+            found: HashMap::new(),
+        }
+    }
+
+    /// Keeps the wanted ones of `infos`.
+    fn keep(&mut self, infos: Vec<TurnInfo>) {
+        for info in infos {
+            if self.ids.contains(&info.turn.turn_id) {
+                self.found.insert(info.turn.turn_id, info);
+            }
+        }
+    }
+
+    fn complete(&self) -> bool {
+        self.found.len() >= self.ids.len()
     }
 }
 

@@ -14,6 +14,8 @@ use ctxstore_protocol::{
     decode_response, encode_request,
 };
 use ctxstore_server::{Server, ServerConfig};
+use ctxstore_testsupport::ServerLaunch;
+pub use ctxstore_testsupport::TestServer;
 
 /// A server configuration for tests: ephemeral port, small engine files, 2 network cores.
 pub fn config(dir: &Path) -> ServerConfig {
@@ -244,80 +246,11 @@ pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
-/// The `ctxstore-server` binary on a temp directory, killed when dropped. Its log goes to
-/// `server.log` in the directory.
-pub struct ServerProcess {
-    pub child: std::process::Child,
-    pub addr: SocketAddr,
-    pub dir: tempfile::TempDir,
-}
-
-impl ServerProcess {
-    pub fn start(flags: &[&str]) -> ServerProcess {
-        let dir = tempfile::tempdir().unwrap();
-        let ready = dir.path().join("ready");
-        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ctxstore-server"))
-            .arg("--data")
-            .arg(dir.path().join("data"))
-            .args(["--listen", "127.0.0.1:0", "--ready-file"])
-            .arg(&ready)
-            .args(flags)
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            if let Ok(addr) = std::fs::read_to_string(&ready)
-                && addr.ends_with('\n')
-            {
-                break addr.trim().parse().unwrap();
-            }
-            if std::time::Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("server did not become ready");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        ServerProcess { child, addr, dir }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub fn signal(&self, name: &str) {
-        let status = std::process::Command::new("kill")
-            .args([&format!("-{name}"), &self.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// Waits for the process to exit, at most `limit`; `None` if it is still running.
-    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = std::time::Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            if std::time::Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The `ctxstore-server` binary on a temp directory with more `flags`, killed when dropped;
+/// its log in `server.log` there (`TestServer::log`).
+pub fn server_process(flags: &[&str]) -> TestServer {
+    ServerLaunch::new(env!("CARGO_BIN_EXE_ctxstore-server"))
+        .flags(flags)
+        .keep_log()
+        .start()
 }

@@ -4,43 +4,23 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::os::unix::ffi::OsStringExt;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use proptest::prelude::*;
 
-const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
+mod common;
 
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
+use ctxstore_testsupport::TestServer;
 
-use test_server::TestServer;
-
-impl TestServer {
-    fn start() -> TestServer {
-        TestServer::start_beside(CLI, None)
-    }
-
-    /// Runs the CLI against this server (unless the arguments name another `--addr`).
-    fn run(&self, args: &[OsString], stdin: &[u8]) -> Output {
-        let mut child = Command::new(CLI)
-            .env_remove("CTXSTORE_TOKEN")
-            .env("CTXSTORE_ADDR", &self.addr)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut input = child.stdin.take().unwrap();
-        // The CLI may exit without reading its input.
-        let _ = input.write_all(stdin);
-        drop(input);
-        child.wait_with_output().unwrap()
-    }
+/// Runs the CLI against `server` (unless the arguments name another `--addr`).
+fn run(server: &TestServer, args: &[OsString], stdin: &[u8]) -> Output {
+    common::run(
+        common::ctxstore()
+            .env("CTXSTORE_ADDR", &server.addr)
+            .args(args),
+        stdin,
+    )
 }
 
 fn os(args: &[&str]) -> Vec<OsString> {
@@ -61,7 +41,7 @@ fn assert_no_panic(args: &[OsString], output: &Output) -> i32 {
 
 #[test]
 fn odd_arguments_get_errors_not_panics() {
-    let server = TestServer::start();
+    let server = TestServer::start(None);
     let long_token = "x".repeat(1025);
     let long_utf8_token = "é".repeat(600);
     let not_hex = "g".repeat(64);
@@ -189,14 +169,14 @@ fn odd_arguments_get_errors_not_panics() {
         ),
     ];
     for (args, expected, says) in cases {
-        let output = server.run(&args, b"payload");
+        let output = run(&server, &args, b"payload");
         let code = assert_no_panic(&args, &output);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(code, expected, "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
     // The server took no harm: a normal command still works.
-    let output = server.run(&os(&["ctx", "create"]), b"");
+    let output = run(&server, &os(&["ctx", "create"]), b"");
     assert_eq!(assert_no_panic(&[], &output), 0);
 }
 
@@ -297,27 +277,18 @@ proptest! {
         stdin in prop::collection::vec(any::<u8>(), 0..64),
     ) {
         thread_local! {
-            static SERVER: TestServer = TestServer::start();
+            static SERVER: TestServer = TestServer::start(None);
         }
         // -o writes a file: keep it inside a temp directory.
         let dir = tempfile::tempdir().unwrap();
         let output = SERVER.with(|server| {
-            Command::new(CLI)
-                .current_dir(dir.path())
-                .env_remove("CTXSTORE_TOKEN")
-                .env("CTXSTORE_ADDR", &server.addr)
-                .args(&args)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .and_then(|mut child| {
-                    if let Some(mut input) = child.stdin.take() {
-                        let _ = input.write_all(&stdin);
-                    }
-                    child.wait_with_output()
-                })
-                .unwrap()
+            common::run(
+                common::ctxstore()
+                    .current_dir(dir.path())
+                    .env("CTXSTORE_ADDR", &server.addr)
+                    .args(&args),
+                &stdin,
+            )
         });
         assert_no_panic(&args, &output);
     }

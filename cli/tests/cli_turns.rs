@@ -8,96 +8,23 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::process::{Command, Output, Stdio};
+use std::io::Read;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use ctxstore_client::{ClientConfig, ContextRef, NewTurn};
 use ctxstore_protocol::{
-    AdminRequest, AdminResponse, BlobHash, FrameReader, MessageType, PayloadWire, ReadsRequest,
-    ReadsResponse, Request, Response, ServerLimits, TurnEntry, TurnWire, decode_request,
-    encode_response,
+    BlobHash, MessageType, PayloadWire, ReadsRequest, ReadsResponse, Request, Response, TurnEntry,
+    TurnWire,
 };
 use serde_json::{Value, json};
 
-const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
+mod common;
 
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use test_server::TestServer;
-
-impl TestServer {
-    fn start() -> TestServer {
-        TestServer::start_beside(CLI, None)
-    }
-
-    fn run(&self, args: &[&str], stdin: &[u8]) -> Output {
-        run_at(&self.addr, args, stdin)
-    }
-
-    /// Runs with `--json`; expects success; one value per output line.
-    fn json(&self, args: &[&str], stdin: &[u8]) -> Vec<Value> {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let output = self.run(&all, stdin);
-        assert!(
-            output.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout)
-            .unwrap()
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect()
-    }
-
-    /// The one result line of a `--json` command.
-    fn one(&self, args: &[&str], stdin: &[u8]) -> Value {
-        let mut values = self.json(args, stdin);
-        assert_eq!(values.len(), 1, "{args:?}: {values:?}");
-        values.remove(0)
-    }
-
-    /// Runs with `--json`, expects exit `code` and one JSON error on stderr; returns it.
-    fn fails(&self, args: &[&str], stdin: &[u8], code: i32) -> Value {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let output = self.run(&all, stdin);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(code), "{args:?}: {stderr}");
-        assert!(output.stdout.is_empty(), "{args:?} wrote to stdout");
-        assert!(!stderr.contains("panicked"), "{stderr}");
-        let lines: Vec<&str> = stderr.lines().collect();
-        assert_eq!(lines.len(), 1, "{args:?}: one JSON line: {stderr}");
-        let error: Value = serde_json::from_str(lines[0]).unwrap();
-        assert_eq!(error["error"]["exit_code"], json!(code), "{stderr}");
-        error["error"].clone()
-    }
-}
-
-fn run_at(addr: &str, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(CLI)
-        .env_remove("CTXSTORE_TOKEN")
-        .args(["--addr", addr])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    // The CLI may exit without reading its input.
-    let _ = input.write_all(stdin);
-    drop(input);
-    child.wait_with_output().unwrap()
-}
+use common::{CLI, Cli, run_at};
+use ctxstore_testsupport::{ScriptedServer, TestServer};
 
 fn turn_id(value: &Value) -> u64 {
     value["turn_id"]
@@ -157,7 +84,7 @@ fn assert_append_fields(value: &Value) {
 
 #[test]
 fn append_with_options_and_turn_lines_everywhere() {
-    let server = TestServer::start();
+    let server = TestServer::start(None);
     let created = server.one(&["ctx", "create", "--name", "thread"], b"");
     let context_id = created["context_id"].as_u64().unwrap();
 
@@ -286,7 +213,7 @@ fn append_with_options_and_turn_lines_everywhere() {
 
 #[test]
 fn log_lists_every_branch_newest_first_through_the_servers_pages() {
-    let server = TestServer::start();
+    let server = TestServer::start(None);
     server.one(&["ctx", "create", "--name", "thread"], b"");
     // 1,100 turns (more than a server page of 1,000) in batches through the library, half
     // labelled even=yes; then a branch.
@@ -378,7 +305,7 @@ fn log_lists_every_branch_newest_first_through_the_servers_pages() {
 
 #[test]
 fn find_across_contexts_and_windows_from_the_latest_summary() {
-    let server = TestServer::start();
+    let server = TestServer::start(None);
     let mut expected = Vec::new();
     for context in ["a", "b"] {
         server.one(&["ctx", "create", "--name", context], b"");
@@ -513,56 +440,26 @@ fn bad_command_lines_exit_2_before_connecting() {
 /// A fake server of protocol version 1 that answers HELLO, GET_TURN and GET_CHAIN (turn 3 of
 /// context 7) and counts every request after HELLO.
 fn version_1_server() -> (String, Arc<AtomicU64>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
     let others = Arc::new(AtomicU64::new(0));
     let counted = others.clone();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let counted = counted.clone();
-            std::thread::spawn(move || {
-                let mut frames = FrameReader::new(1 << 20);
-                loop {
-                    while let Ok(Some((header, body))) = frames.next_frame() {
-                        let request = decode_request(&header, body);
-                        if !matches!(request, Ok(Request::Admin(AdminRequest::Hello { .. }))) {
-                            counted.fetch_add(1, Ordering::Relaxed);
-                        }
-                        let response = match request {
-                            Ok(Request::Admin(AdminRequest::Hello { .. })) => {
-                                Response::Admin(AdminResponse::Hello {
-                                    version: 1,
-                                    limits: ServerLimits::default(),
-                                    server_name: "old".into(),
-                                })
-                            }
-                            Ok(Request::Reads(ReadsRequest::GetTurn { turn_id: 3 })) => {
-                                Response::Reads(ReadsResponse::Turn(OLD_TURN))
-                            }
-                            Ok(Request::Reads(ReadsRequest::GetChain { turn_id: 3, .. })) => {
-                                Response::Reads(ReadsResponse::Turns {
-                                    message_type: MessageType::GetChain,
-                                    next_before: 0,
-                                    tip_depth: 0,
-                                    entries: vec![TurnEntry {
-                                        turn: OLD_TURN,
-                                        payload: PayloadWire::absent(),
-                                    }],
-                                })
-                            }
-                            _ => continue,
-                        };
-                        for chunk in encode_response(header.req_id, &response) {
-                            let _ = stream.write_all(&chunk);
-                        }
-                    }
-                    let mut chunk = [0u8; 4096];
-                    match stream.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
-                    }
-                }
-            });
+    let (addr, _) = ScriptedServer::new(1).serve(move |request| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        match request {
+            Request::Reads(ReadsRequest::GetTurn { turn_id: 3 }) => {
+                Some(Response::Reads(ReadsResponse::Turn(OLD_TURN)))
+            }
+            Request::Reads(ReadsRequest::GetChain { turn_id: 3, .. }) => {
+                Some(Response::Reads(ReadsResponse::Turns {
+                    message_type: MessageType::GetChain,
+                    next_before: 0,
+                    tip_depth: 0,
+                    entries: vec![TurnEntry {
+                        turn: OLD_TURN,
+                        payload: PayloadWire::absent(),
+                    }],
+                }))
+            }
+            _ => None,
         }
     });
     (addr, others)

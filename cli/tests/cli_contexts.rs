@@ -5,113 +5,23 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::process::{Command, Output, Stdio};
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 use ctxstore_protocol::{
-    AdminRequest, AdminResponse, ContextHeadWire, ContextsRequest, ContextsResponse, FrameReader,
-    MessageType, Request, Response, ServerLimits, decode_request, encode_response,
+    ContextHeadWire, ContextsRequest, ContextsResponse, MessageType, Request, Response,
 };
 use serde_json::{Value, json};
 
-const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
+mod common;
 
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use test_server::TestServer;
-
-impl TestServer {
-    fn start() -> TestServer {
-        TestServer::start_beside(CLI, None)
-    }
-
-    fn run(&self, args: &[&str], stdin: &[u8]) -> Output {
-        let mut child = Command::new(CLI)
-            .env_remove("CTXSTORE_TOKEN")
-            .args(["--addr", &self.addr])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut input = child.stdin.take().unwrap();
-        // The CLI may exit without reading its input.
-        let _ = input.write_all(stdin);
-        drop(input);
-        child.wait_with_output().unwrap()
-    }
-
-    /// Runs with `--json`; expects success; one value per output line.
-    fn json(&self, args: &[&str], stdin: &[u8]) -> Vec<Value> {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let output = self.run(&all, stdin);
-        assert!(
-            output.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout)
-            .unwrap()
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect()
-    }
-
-    /// The one result line of a `--json` command.
-    fn one(&self, args: &[&str], stdin: &[u8]) -> Value {
-        let mut values = self.json(args, stdin);
-        assert_eq!(values.len(), 1, "{args:?}: {values:?}");
-        values.remove(0)
-    }
-
-    /// Runs with `--json`, expects exit `code` and one JSON error on stderr; returns it.
-    fn fails(&self, args: &[&str], stdin: &[u8], code: i32) -> Value {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let output = self.run(&all, stdin);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(code), "{args:?}: {stderr}");
-        assert!(output.stdout.is_empty(), "{args:?} wrote to stdout");
-        let lines: Vec<&str> = stderr.lines().collect();
-        assert_eq!(
-            lines.len(),
-            1,
-            "{args:?}: one JSON line on stderr: {stderr}"
-        );
-        let error: Value = serde_json::from_str(lines[0]).unwrap();
-        assert_eq!(error["error"]["exit_code"], json!(code), "{stderr}");
-        error["error"].clone()
-    }
-}
+use common::{CLI, Cli, assert_show_fields};
+use ctxstore_testsupport::{ScriptedServer, TestServer};
 
 fn id(value: &Value) -> u64 {
     value["context_id"]
         .as_u64()
         .unwrap_or_else(|| panic!("no context_id in {value}"))
-}
-
-/// The fields `ctx show` prints, with their types.
-fn assert_show_fields(value: &Value) {
-    for name in [
-        "context_id",
-        "head_turn_id",
-        "head_depth",
-        "created_at_unix_ms",
-        "updated_at_unix_ms",
-    ] {
-        assert!(value[name].is_u64(), "{name} in {value}");
-    }
-    assert!(
-        value["name"].is_string() || value["name"].is_null(),
-        "{value}"
-    );
-    assert!(value["tags"].is_object(), "{value}");
 }
 
 /// What `ctx show` prints without the two fields only it (and `ctx prune`, `ctx ttl`) adds:
@@ -126,7 +36,7 @@ fn without_retention(mut shown: Value) -> Value {
 
 #[test]
 fn create_show_tag_name_and_get_or_create() {
-    let server = TestServer::start();
+    let server = TestServer::start(None);
     let created = server.one(
         &[
             "ctx",
@@ -300,7 +210,7 @@ fn create_show_tag_name_and_get_or_create() {
 
 #[test]
 fn at_names_work_wherever_a_context_is_taken() {
-    let server = TestServer::start();
+    let server = TestServer::start(None);
     let created = server.one(&["ctx", "create", "--name", "agent/α β"], b"");
     let context = id(&created);
     let name = "@agent/α β";
@@ -375,7 +285,7 @@ fn at_names_work_wherever_a_context_is_taken() {
 
 #[test]
 fn list_filters_by_tags_name_prefix_and_time() {
-    let server = TestServer::start();
+    let server = TestServer::start(None);
     let mut ids = Vec::new();
     for (name, status) in [
         ("thread-c", "idle"),
@@ -532,7 +442,7 @@ fn list_filters_by_tags_name_prefix_and_time() {
 
 #[test]
 fn clone_shares_the_head_and_copies_tags_and_entries() {
-    let server = TestServer::start();
+    let server = TestServer::start(None);
     server.one(
         &["ctx", "create", "--name", "source", "--tag", "status=idle"],
         b"",
@@ -587,7 +497,7 @@ fn clone_shares_the_head_and_copies_tags_and_entries() {
 
 #[test]
 fn kv_round_trips_binary_values() {
-    let server = TestServer::start();
+    let server = TestServer::start(None);
     let context = id(&server.one(&["ctx", "create", "--name", "kv"], b""));
     let binary: Vec<u8> = (0..=255u8).rev().chain(0..=255).collect();
     let hash = blake3::hash(&binary).to_hex().to_string();
@@ -714,7 +624,7 @@ fn kv_round_trips_binary_values() {
 fn kv_keys_that_are_not_utf8() {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
-    let server = TestServer::start();
+    let server = TestServer::start(None);
     server.one(&["ctx", "create", "--name", "bytes"], b"");
     let key = OsStr::from_bytes(&[0xff, b'k', 0x01]);
     let output = Command::new(CLI)
@@ -747,7 +657,7 @@ fn kv_keys_that_are_not_utf8() {
 
 #[test]
 fn list_prints_each_context_once() {
-    let server = TestServer::start();
+    let server = TestServer::start(None);
     let mut expected = BTreeSet::new();
     for index in 0..25 {
         let name = format!("many-{index:02}");
@@ -774,7 +684,7 @@ fn list_prints_each_context_once() {
 /// first page stops where it says.
 #[test]
 fn list_follows_the_cursor_past_one_page() {
-    let server = TestServer::start();
+    let server = TestServer::start(None);
     let client = ctxstore_client::blocking::Client::connect(ctxstore_client::ClientConfig::new(
         server.addr.clone(),
     ))
@@ -800,51 +710,22 @@ fn list_follows_the_cursor_past_one_page() {
 /// counts every other request it gets.
 fn version_1_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
     use std::sync::atomic::{AtomicU64, Ordering};
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
     let others = std::sync::Arc::new(AtomicU64::new(0));
     let counted = others.clone();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let counted = counted.clone();
-            std::thread::spawn(move || {
-                let mut frames = FrameReader::new(1 << 20);
-                loop {
-                    while let Ok(Some((header, body))) = frames.next_frame() {
-                        let response = match decode_request(&header, body) {
-                            Ok(Request::Admin(AdminRequest::Hello { .. })) => {
-                                Response::Admin(AdminResponse::Hello {
-                                    version: 1,
-                                    limits: ServerLimits::default(),
-                                    server_name: "old".into(),
-                                })
-                            }
-                            Ok(Request::Contexts(ContextsRequest::CtxCreate {
-                                base_turn_id: 0,
-                            })) => Response::Contexts(ContextsResponse::Context {
-                                message_type: MessageType::CtxCreate,
-                                head: ContextHeadWire {
-                                    context_id: 7,
-                                    head_turn_id: 0,
-                                    head_depth: 0,
-                                },
-                            }),
-                            _ => {
-                                counted.fetch_add(1, Ordering::Relaxed);
-                                continue;
-                            }
-                        };
-                        for chunk in encode_response(header.req_id, &response) {
-                            let _ = stream.write_all(&chunk);
-                        }
-                    }
-                    let mut chunk = [0u8; 4096];
-                    match stream.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
-                    }
-                }
-            });
+    let (addr, _) = ScriptedServer::new(1).serve(move |request| match request {
+        Request::Contexts(ContextsRequest::CtxCreate { base_turn_id: 0 }) => {
+            Some(Response::Contexts(ContextsResponse::Context {
+                message_type: MessageType::CtxCreate,
+                head: ContextHeadWire {
+                    context_id: 7,
+                    head_turn_id: 0,
+                    head_depth: 0,
+                },
+            }))
+        }
+        _ => {
+            counted.fetch_add(1, Ordering::Relaxed);
+            None
         }
     });
     (addr, others)

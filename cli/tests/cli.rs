@@ -2,60 +2,13 @@
 //! names scripts depend on, and a non-zero exit on errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
-
 use serde_json::Value;
 
-const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
+mod common;
 
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use test_server::TestServer;
-
-impl TestServer {
-    fn start() -> TestServer {
-        TestServer::start_beside(CLI, None)
-    }
-
-    fn run(&self, args: &[&str], stdin: Option<&[u8]>) -> Output {
-        let mut child = Command::new(CLI)
-            .args(["--addr", &self.addr])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut input = child.stdin.take().unwrap();
-        if let Some(bytes) = stdin {
-            // The CLI may exit without reading its input (a usage error).
-            let _ = input.write_all(bytes);
-        }
-        drop(input);
-        child.wait_with_output().unwrap()
-    }
-
-    /// Runs with `--json`; expects success; returns one value per output line.
-    fn json(&self, args: &[&str], stdin: Option<&[u8]>) -> Vec<Value> {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let output = self.run(&all, stdin);
-        assert!(
-            output.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout)
-            .unwrap()
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect()
-    }
-}
+use common::{CLI, Cli};
+use ctxstore_testsupport::TestServer;
+use std::process::Command;
 
 fn field(value: &Value, name: &str) -> u64 {
     value[name]
@@ -65,9 +18,9 @@ fn field(value: &Value, name: &str) -> u64 {
 
 #[test]
 fn every_command_with_json() {
-    let server = TestServer::start();
+    let server = TestServer::start(None);
 
-    let created = &server.json(&["ctx", "create"], None)[0];
+    let created = &server.json(&["ctx", "create"], b"")[0];
     let context = field(created, "context_id");
     assert_eq!(
         (field(created, "head_turn_id"), field(created, "head_depth")),
@@ -83,7 +36,7 @@ fn every_command_with_json() {
             "--type",
             "7",
         ],
-        Some(b"{\"role\":\"user\"}"),
+        b"{\"role\":\"user\"}",
     )[0];
     assert_eq!(field(first, "depth"), 0);
     assert_eq!(field(first, "parent_turn_id"), 0);
@@ -103,18 +56,18 @@ fn every_command_with_json() {
             "--expect-head",
             &first_id.to_string(),
         ],
-        None,
+        b"",
     )[0];
     let second_id = field(second, "turn_id");
     assert_eq!(field(second, "parent_turn_id"), first_id);
 
-    let head = &server.json(&["head", &context.to_string()], None)[0];
+    let head = &server.json(&["head", &context.to_string()], b"")[0];
     assert_eq!(
         (field(head, "head_turn_id"), field(head, "head_depth")),
         (second_id, 1)
     );
 
-    let turn = &server.json(&["turn", &first_id.to_string()], None)[0];
+    let turn = &server.json(&["turn", &first_id.to_string()], b"")[0];
     for name in [
         "turn_id",
         "parent_turn_id",
@@ -131,14 +84,14 @@ fn every_command_with_json() {
 
     let last = server.json(
         &["last", &context.to_string(), "-n", "5", "--payloads"],
-        None,
+        b"",
     );
     assert_eq!(
         last.iter().map(|t| field(t, "turn_id")).collect::<Vec<_>>(),
         vec![first_id, second_id]
     );
     assert_eq!(last[0]["payload_b64"], "eyJyb2xlIjoidXNlciJ9");
-    let last_plain = server.json(&["last", &context.to_string()], None);
+    let last_plain = server.json(&["last", &context.to_string()], b"");
     assert!(last_plain[0].get("payload_b64").is_none());
 
     let page = server.json(
@@ -148,7 +101,7 @@ fn every_command_with_json() {
             "--before",
             &second_id.to_string(),
         ],
-        None,
+        b"",
     );
     assert_eq!(
         page.iter().map(|t| field(t, "turn_id")).collect::<Vec<_>>(),
@@ -163,7 +116,7 @@ fn every_command_with_json() {
             "-n",
             "1",
         ],
-        None,
+        b"",
     );
     assert_eq!(
         range
@@ -172,29 +125,26 @@ fn every_command_with_json() {
             .collect::<Vec<_>>(),
         vec![second_id]
     );
-    let replay = server.json(&["replay", &second_id.to_string()], None);
+    let replay = server.json(&["replay", &second_id.to_string()], b"");
     assert_eq!(replay.len(), 2);
 
-    let fork = &server.json(&["ctx", "fork", &first_id.to_string()], None)[0];
+    let fork = &server.json(&["ctx", "fork", &first_id.to_string()], b"")[0];
     assert_eq!(field(fork, "head_turn_id"), first_id);
-    let from = &server.json(&["ctx", "create", "--from", &second_id.to_string()], None)[0];
+    let from = &server.json(&["ctx", "create", "--from", &second_id.to_string()], b"")[0];
     assert_eq!(field(from, "head_depth"), 1);
     let dup = &server.json(
         &["append", &field(fork, "context_id").to_string()],
-        Some(b"{\"role\":\"user\"}"),
+        b"{\"role\":\"user\"}",
     )[0];
     assert_eq!(dup["deduped"], Value::Bool(true));
 
-    let output = server.run(&["blob", &hash], None);
+    let output = server.run(&["blob", &hash], b"");
     assert!(output.status.success());
     assert_eq!(output.stdout, b"{\"role\":\"user\"}");
     let target = tempfile::NamedTempFile::new().unwrap();
     assert!(
         server
-            .run(
-                &["blob", &hash, "-o", target.path().to_str().unwrap()],
-                None
-            )
+            .run(&["blob", &hash, "-o", target.path().to_str().unwrap()], b"")
             .status
             .success()
     );
@@ -203,7 +153,7 @@ fn every_command_with_json() {
         b"{\"role\":\"user\"}"
     );
 
-    let stats = &server.json(&["stats"], None)[0];
+    let stats = &server.json(&["stats"], b"")[0];
     for name in [
         "turns",
         "contexts",
@@ -219,14 +169,14 @@ fn every_command_with_json() {
     assert_eq!(field(stats, "dedup_hits"), 1);
 
     // Human-readable output without --json.
-    let output = server.run(&["last", &context.to_string(), "--payloads"], None);
+    let output = server.run(&["last", &context.to_string(), "--payloads"], b"");
     assert!(String::from_utf8_lossy(&output.stdout).contains("{\"role\":\"user\"}"));
 }
 
 #[test]
 fn errors_exit_non_zero_with_a_message() {
-    let server = TestServer::start();
-    let context = field(&server.json(&["ctx", "create"], None)[0], "context_id");
+    let server = TestServer::start(None);
+    let context = field(&server.json(&["ctx", "create"], b"")[0], "context_id");
     let cases: Vec<(Vec<String>, &str)> = vec![
         (vec!["head".into(), "999".into()], "NOT_FOUND"),
         (vec!["turn".into(), "999".into()], "NOT_FOUND"),
@@ -256,7 +206,7 @@ fn errors_exit_non_zero_with_a_message() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut with_json = vec!["--json"];
         with_json.extend(&args);
-        let output = server.run(&with_json, Some(b"payload"));
+        let output = server.run(&with_json, b"payload");
         assert!(!output.status.success(), "{args:?} succeeded");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(expected), "{args:?}: {stderr}");

@@ -8,84 +8,31 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
+mod common;
 
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use test_server::TestServer;
-
-fn run_at(addr: &str, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(CLI)
-        .current_dir("/")
-        .env_remove("CTXSTORE_TOKEN")
-        .env_remove("CTXSTORE_TIMEOUT")
-        .args(["--addr", addr])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    // The CLI may exit without reading its input.
-    let _ = input.write_all(stdin);
-    drop(input);
-    child.wait_with_output().unwrap()
-}
+use common::{Cli, run_at};
+use ctxstore_testsupport::TestServer;
 
 /// Runs with `--json`; expects success; one value per output line.
 fn json_lines(server: &TestServer, args: &[&str], stdin: &[u8]) -> Vec<Value> {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    let output = run_at(&server.addr, &all, stdin);
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
+    server.json(args, stdin)
 }
 
 /// The one result line of a `--json` command.
 fn one(server: &TestServer, args: &[&str], stdin: &[u8]) -> Value {
-    let mut values = json_lines(server, args, stdin);
-    assert_eq!(values.len(), 1, "{args:?}: {values:?}");
-    values.remove(0)
+    server.one(args, stdin)
 }
 
 /// Runs with `--json`, expects exit `code` and one JSON error on stderr; returns it.
 fn fails(server: &TestServer, args: &[&str], stdin: &[u8], code: i32) -> Value {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    let output = run_at(&server.addr, &all, stdin);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(code), "{args:?}: {stderr}");
-    assert!(output.stdout.is_empty(), "{args:?} wrote to stdout");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    let error: Value = serde_json::from_str(stderr.trim()).unwrap();
-    assert_eq!(error["error"]["exit_code"], json!(code), "{stderr}");
-    error["error"].clone()
+    server.fails(args, stdin, code)
 }
 
 fn fields(value: &Value) -> BTreeSet<&str> {
-    value
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect()
+    common::keys(value).into_iter().collect()
 }
 
 fn id(value: &Value, name: &str) -> u64 {
@@ -104,7 +51,7 @@ const EMPTY_HASH: &str = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93
 
 #[test]
 fn patch_redact_and_as_of_reads() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     one(&server, &["ctx", "create", "--name", "t"], b"");
     let first = id(&one(&server, &["append", "@t"], b"draft answer"), "turn_id");
     let second = id(
@@ -234,7 +181,7 @@ fn patch_redact_and_as_of_reads() {
 
 #[test]
 fn purge_redacts_every_turn_and_gc_takes_the_bytes() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     for name in ["a", "b"] {
         one(&server, &["ctx", "create", "--name", name], b"");
     }
@@ -280,7 +227,7 @@ fn purge_redacts_every_turn_and_gc_takes_the_bytes() {
 /// they were a small share of the open pack (which the collection seals and rewrites).
 #[test]
 fn purge_gc_leaves_no_file_holding_the_bytes() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     one(&server, &["ctx", "create", "--name", "doc"], b"");
     let mut state = 0x5eed_u64;
     let mut noise = |len: usize| -> Vec<u8> {

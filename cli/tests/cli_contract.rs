@@ -6,46 +6,29 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use ctxstore_client::{ClientConfig, ClientError};
-use ctxstore_protocol::{
-    AdminResponse, FrameReader, PROTOCOL_VERSION, Response, ServerLimits, encode_response,
-};
+use ctxstore_protocol::PROTOCOL_VERSION;
 use serde_json::Value;
 
-const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
+mod common;
+
+use common::CLI;
 
 /// Far above every timeout a test sets: a CLI still running then is hanging.
 const HANG_DEADLINE: Duration = Duration::from_secs(30);
 
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use test_server::TestServer;
-
-impl TestServer {
-    fn start(token: Option<&str>) -> TestServer {
-        TestServer::start_beside(CLI, token)
-    }
-}
+use ctxstore_testsupport::{ScriptedServer, TestServer};
 
 /// Runs the CLI against `addr` with `stdin`; kills it and fails if it runs past the deadline.
 fn run(addr: &str, args: &[&str], stdin: &[u8]) -> (Output, Duration) {
     let started = Instant::now();
-    let mut child = Command::new(CLI)
-        .env_remove("CTXSTORE_TOKEN")
-        .env_remove("CTXSTORE_TIMEOUT")
-        .env_remove("CTXSTORE_CONNECT_TIMEOUT")
+    let mut child = common::ctxstore()
         .args(["--addr", addr])
         .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut input = child.stdin.take().unwrap();
@@ -102,16 +85,7 @@ fn json_error(output: &Output) -> Value {
 }
 
 fn stdout_json(output: &Output) -> Vec<Value> {
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone())
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
+    common::json_lines(output, &[])
 }
 
 /// A port where the kernel completes the TCP handshake but no one ever answers.
@@ -139,36 +113,7 @@ fn answering_listener(answer: &'static [u8]) -> String {
 
 /// A fake ctxstore: answers HELLO properly, then never answers anything else.
 fn hello_then_silent_listener() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        let mut held: Vec<TcpStream> = Vec::new();
-        for mut stream in listener.incoming().flatten() {
-            let mut frames = FrameReader::new(1 << 20);
-            let req_id = loop {
-                if let Ok(Some((header, _))) = frames.next_frame() {
-                    break Some(header.req_id);
-                }
-                let mut chunk = [0u8; 4096];
-                match stream.read(&mut chunk) {
-                    Ok(0) | Err(_) => break None,
-                    Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
-                }
-            };
-            if let Some(req_id) = req_id {
-                let hello = Response::Admin(AdminResponse::Hello {
-                    version: PROTOCOL_VERSION,
-                    limits: ServerLimits::default(),
-                    server_name: "fake".into(),
-                });
-                for chunk in encode_response(req_id, &hello) {
-                    let _ = stream.write_all(&chunk);
-                }
-            }
-            held.push(stream);
-        }
-    });
-    addr
+    ScriptedServer::new(PROTOCOL_VERSION).serve(|_| None).0
 }
 
 #[test]

@@ -5,110 +5,30 @@
 //! found before connecting, BACKUP's own timeout, and a version-1 server getting none of it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ctxstore_protocol::{
-    AdminRequest, AdminResponse, BackupWire, FrameReader, Request, Response, ServerLimits,
-    decode_request, encode_response,
-};
+use ctxstore_protocol::{AdminRequest, AdminResponse, BackupWire, Request, Response};
 use serde_json::{Value, json};
 
-const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
+mod common;
 
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use test_server::TestServer;
+use common::{Cli, json_error, json_lines};
+use ctxstore_testsupport::{ScriptedServer, TestServer};
 
 /// Runs the CLI against `addr` in `cwd`; `args` after the address.
 fn run_at(addr: &str, cwd: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(CLI)
-        .current_dir(cwd)
-        .env_remove("CTXSTORE_TOKEN")
-        .env_remove("CTXSTORE_TIMEOUT")
-        .args(["--addr", addr])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    // The CLI may exit without reading its input.
-    let _ = input.write_all(stdin);
-    drop(input);
-    child.wait_with_output().unwrap()
-}
-
-/// `--json` output lines of a command that must succeed.
-fn json_lines(output: &Output, args: &[&str]) -> Vec<Value> {
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone())
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
-}
-
-/// The one JSON error on stderr of a command that must exit `code` with nothing on stdout.
-fn json_error(output: &Output, args: &[&str], code: i32) -> Value {
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(code), "{args:?}: {stderr}");
-    assert!(output.stdout.is_empty(), "{args:?} wrote to stdout");
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "{args:?}: one JSON line on stderr: {stderr}"
-    );
-    let error: Value = serde_json::from_str(lines[0]).unwrap();
-    assert_eq!(error["error"]["exit_code"], json!(code), "{stderr}");
-    error["error"].clone()
-}
-
-trait Cli {
-    fn run(&self, args: &[&str], stdin: &[u8]) -> Output;
-
-    /// Runs with `--json`; expects success and one result line.
-    fn one(&self, args: &[&str], stdin: &[u8]) -> Value {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let mut values = json_lines(&self.run(&all, stdin), args);
-        assert_eq!(values.len(), 1, "{args:?}: {values:?}");
-        values.remove(0)
-    }
-
-    /// Runs with `--json`; expects success; every result line.
-    fn json(&self, args: &[&str]) -> Vec<Value> {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        json_lines(&self.run(&all, b""), args)
-    }
-
-    /// Runs with `--json`, expects exit `code`; the JSON error.
-    fn fails(&self, args: &[&str], code: i32) -> Value {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        json_error(&self.run(&all, b""), args, code)
-    }
-}
-
-impl Cli for TestServer {
-    fn run(&self, args: &[&str], stdin: &[u8]) -> Output {
-        run_at(&self.addr, self.dir.path(), args, stdin)
-    }
+    common::run(
+        common::ctxstore()
+            .current_dir(cwd)
+            .args(["--addr", addr])
+            .args(args),
+        stdin,
+    )
 }
 
 /// An address where nothing listens: a command that connected would exit 5 there.
@@ -129,21 +49,8 @@ impl Cli for Nowhere {
 
 /// The fields `ctx show` prints, with their types, and the two of retention.
 fn assert_show_fields(value: &Value) {
-    for name in [
-        "context_id",
-        "head_turn_id",
-        "head_depth",
-        "created_at_unix_ms",
-        "updated_at_unix_ms",
-        "floor_depth",
-    ] {
-        assert!(value[name].is_u64(), "{name} in {value}");
-    }
-    assert!(
-        value["name"].is_string() || value["name"].is_null(),
-        "{value}"
-    );
-    assert!(value["tags"].is_object(), "{value}");
+    common::assert_show_fields(value);
+    assert!(value["floor_depth"].is_u64(), "floor_depth in {value}");
     assert!(
         value["ttl_ms"].is_u64() || value["ttl_ms"].is_null(),
         "{value}"
@@ -162,7 +69,7 @@ fn thread(server: &TestServer, name: &str, turns: u32) -> u64 {
 
 fn depths(server: &TestServer, context: &str) -> Vec<u64> {
     server
-        .json(&["last", context])
+        .json(&["last", context], b"")
         .iter()
         .map(|turn| turn["depth"].as_u64().unwrap())
         .collect()
@@ -170,7 +77,7 @@ fn depths(server: &TestServer, context: &str) -> Vec<u64> {
 
 #[test]
 fn ctx_delete_prints_the_context_gone() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let id = thread(&server, "doomed", 2);
     let head = server.one(&["head", "@doomed"], b"")["head_turn_id"]
         .as_u64()
@@ -192,7 +99,7 @@ fn ctx_delete_prints_the_context_gone() {
         vec!["ctx", "prune", "@doomed", "--keep", "1"],
         vec!["ctx", "ttl", "@doomed", "1h"],
     ] {
-        assert_eq!(server.fails(&args, 3)["code"], "NOT_FOUND", "{args:?}");
+        assert_eq!(server.fails(&args, b"", 3)["code"], "NOT_FOUND", "{args:?}");
     }
     // The fork keeps the history; the name is free again.
     let fork_id = fork["context_id"].to_string();
@@ -219,7 +126,7 @@ fn ctx_delete_prints_the_context_gone() {
 
 #[test]
 fn ctx_prune_keeps_the_newest_depths() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let id = thread(&server, "long", 5);
 
     let pruned = server.one(&["ctx", "prune", "@long", "--keep", "2"], b"");
@@ -237,7 +144,7 @@ fn ctx_prune_keeps_the_newest_depths() {
     assert_eq!(wider["floor_depth"], json!(3));
 
     // 0 is the server's INVALID_ARGUMENT: exit 1, the floor unchanged.
-    let error = server.fails(&["ctx", "prune", "@long", "--keep", "0"], 1);
+    let error = server.fails(&["ctx", "prune", "@long", "--keep", "0"], b"", 1);
     assert_eq!(error["code"], "INVALID_ARGUMENT");
     assert!(
         error["message"].as_str().unwrap().contains("delete"),
@@ -251,14 +158,14 @@ fn ctx_prune_keeps_the_newest_depths() {
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(text.contains(" floor 4 "), "{text}");
     assert_eq!(
-        server.fails(&["ctx", "prune", "@nobody", "--keep", "1"], 3)["code"],
+        server.fails(&["ctx", "prune", "@nobody", "--keep", "1"], b"", 3)["code"],
         "NOT_FOUND"
     );
 }
 
 #[test]
 fn ctx_ttl_sets_reads_and_clears() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let id = thread(&server, "kept", 1);
     let shown = server.one(&["ctx", "show", "@kept"], b"");
     assert_show_fields(&shown);
@@ -293,11 +200,11 @@ fn ctx_ttl_sets_reads_and_clears() {
     );
     // Over 100 years: the server's INVALID_ARGUMENT; an unknown context: 3.
     assert_eq!(
-        server.fails(&["ctx", "ttl", "@kept", "101years"], 1)["code"],
+        server.fails(&["ctx", "ttl", "@kept", "101years"], b"", 1)["code"],
         "INVALID_ARGUMENT"
     );
     assert_eq!(
-        server.fails(&["ctx", "ttl", "@nobody", "1h"], 3)["code"],
+        server.fails(&["ctx", "ttl", "@nobody", "1h"], b"", 3)["code"],
         "NOT_FOUND"
     );
 }
@@ -330,12 +237,12 @@ fn bad_retention_and_backup_input_is_a_usage_error_before_connecting() {
         vec!["backup", "--to", ""],
         vec!["backup", "--to", "/tmp/x", "--backup-timeout", "soon"],
     ] {
-        let error = nowhere.fails(&args, 2);
+        let error = nowhere.fails(&args, b"", 2);
         assert_eq!(error["code"], "USAGE", "{args:?}: {error}");
     }
     // The control: a command line that parses does try to connect (exit 5).
     assert_eq!(
-        nowhere.fails(&["ctx", "prune", "@x", "--keep", "1"], 5)["code"],
+        nowhere.fails(&["ctx", "prune", "@x", "--keep", "1"], b"", 5)["code"],
         "CONNECT_FAILED"
     );
     // What the help says a new user needs: durations, none, where DIR is.
@@ -370,7 +277,7 @@ fn bad_retention_and_backup_input_is_a_usage_error_before_connecting() {
 
 #[test]
 fn backup_writes_a_copy_that_verifies() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     thread(&server, "a", 3);
     thread(&server, "b", 2);
     let target = tempfile::tempdir().unwrap();
@@ -397,21 +304,10 @@ fn backup_writes_a_copy_that_verifies() {
     assert!(report["linked_bytes"].as_u64() <= report["bytes"].as_u64());
     assert!(report["duration_ms"].is_u64());
 
-    let verify = Command::new(server_binary::server_binary_beside(CLI))
-        .arg("verify")
-        .arg("--data")
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        verify.status.success(),
-        "verify of the copy: {}{}",
-        String::from_utf8_lossy(&verify.stdout),
-        String::from_utf8_lossy(&verify.stderr)
-    );
+    ctxstore_testsupport::verified(&ctxstore_testsupport::server_binary(), &dir);
 
     // Not empty any more: the server's INVALID_ARGUMENT, exit 1, naming the directory.
-    let error = server.fails(&["backup", "--to", dir_text], 1);
+    let error = server.fails(&["backup", "--to", dir_text], b"", 1);
     assert_eq!(error["code"], "INVALID_ARGUMENT");
     assert!(
         error["message"].as_str().unwrap().contains(dir_text),
@@ -445,48 +341,19 @@ fn backup_writes_a_copy_that_verifies() {
 
 /// A fake version-2 server: HELLO at once, BACKUP after `delay`; counts the BACKUPs it got.
 fn slow_backup_server(delay: Duration) -> (String, Arc<AtomicU64>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
     let backups = Arc::new(AtomicU64::new(0));
     let counted = backups.clone();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let counted = counted.clone();
-            std::thread::spawn(move || {
-                let mut frames = FrameReader::new(1 << 20);
-                loop {
-                    while let Ok(Some((header, body))) = frames.next_frame() {
-                        let response = match decode_request(&header, body) {
-                            Ok(Request::Admin(AdminRequest::Hello { .. })) => {
-                                Response::Admin(AdminResponse::Hello {
-                                    version: 2,
-                                    limits: ServerLimits::default(),
-                                    server_name: "slow".into(),
-                                })
-                            }
-                            Ok(Request::Admin(AdminRequest::Backup { dir })) => {
-                                counted.fetch_add(1, Ordering::Relaxed);
-                                std::thread::sleep(delay);
-                                Response::Admin(AdminResponse::BackedUp(BackupWire {
-                                    turns: 3,
-                                    dir,
-                                    ..BackupWire::default()
-                                }))
-                            }
-                            _ => continue,
-                        };
-                        for chunk in encode_response(header.req_id, &response) {
-                            let _ = stream.write_all(&chunk);
-                        }
-                    }
-                    let mut chunk = [0u8; 4096];
-                    match stream.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
-                    }
-                }
-            });
+    let (addr, _) = ScriptedServer::new(2).serve(move |request| match request {
+        Request::Admin(AdminRequest::Backup { dir }) => {
+            counted.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(delay);
+            Some(Response::Admin(AdminResponse::BackedUp(BackupWire {
+                turns: 3,
+                dir: dir.clone(),
+                ..BackupWire::default()
+            })))
         }
+        _ => None,
     });
     (addr, backups)
 }
@@ -529,42 +396,11 @@ fn backup_waits_on_backup_timeout_not_timeout() {
 
 /// A fake server of protocol version 1 that answers HELLO and counts every other request.
 fn version_1_server() -> (String, Arc<AtomicU64>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
     let others = Arc::new(AtomicU64::new(0));
     let counted = others.clone();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let counted = counted.clone();
-            std::thread::spawn(move || {
-                let mut frames = FrameReader::new(1 << 20);
-                loop {
-                    while let Ok(Some((header, body))) = frames.next_frame() {
-                        let response = match decode_request(&header, body) {
-                            Ok(Request::Admin(AdminRequest::Hello { .. })) => {
-                                Response::Admin(AdminResponse::Hello {
-                                    version: 1,
-                                    limits: ServerLimits::default(),
-                                    server_name: "old".into(),
-                                })
-                            }
-                            _ => {
-                                counted.fetch_add(1, Ordering::Relaxed);
-                                continue;
-                            }
-                        };
-                        for chunk in encode_response(header.req_id, &response) {
-                            let _ = stream.write_all(&chunk);
-                        }
-                    }
-                    let mut chunk = [0u8; 4096];
-                    match stream.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
-                    }
-                }
-            });
-        }
+    let (addr, _) = ScriptedServer::new(1).serve(move |_| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        None
     });
     (addr, others)
 }

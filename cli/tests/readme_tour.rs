@@ -22,12 +22,7 @@ use serde_json::Value;
 
 const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
 
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use test_server::TestServer;
+use ctxstore_testsupport::TestServer;
 
 /// One command of the tour, with what its comment expects.
 #[derive(Debug)]
@@ -216,7 +211,7 @@ fn the_readme_tour_runs_as_written() {
         steps.len(),
         path.display()
     );
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let scratch = tempfile::tempdir().unwrap();
     let bin_dir = Path::new(CLI).parent().unwrap();
     let path_var = format!(

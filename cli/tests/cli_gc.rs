@@ -6,27 +6,20 @@
 //! server older than STATS_EX is asked STATS instead.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ctxstore_protocol::{
-    AdminRequest, AdminResponse, ErrorCode, FrameReader, GcWire, Request, Response, ServerLimits,
-    StatsWire, decode_request, encode_response,
+    AdminRequest, AdminResponse, ErrorCode, GcWire, Request, Response, StatsWire,
 };
 use serde_json::{Value, json};
 
-const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
+mod common;
 
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use test_server::TestServer;
+use common::{At, Cli, keys, run_at};
+use ctxstore_testsupport::{ScriptedServer, TestServer};
 
 /// The fields `gc --json` prints.
 const GC_FIELDS: [&str; 7] = [
@@ -47,68 +40,20 @@ const STATS_GC_FIELDS: [&str; 4] = [
     "bytes_reclaimed_total",
 ];
 
-/// Runs the CLI against `addr`; `args` after the address.
-fn run_at(addr: &str, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(CLI)
-        .current_dir("/")
-        .env_remove("CTXSTORE_TOKEN")
-        .env_remove("CTXSTORE_TIMEOUT")
-        .args(["--addr", addr])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let _ = input.write_all(stdin);
-    drop(input);
-    child.wait_with_output().unwrap()
-}
-
 /// The one `--json` line of a command that must succeed.
 fn one(addr: &str, args: &[&str], stdin: &[u8]) -> Value {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    let output = run_at(addr, &all, stdin);
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8(output.stdout).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 1, "{args:?}: {text}");
-    serde_json::from_str(lines[0]).unwrap()
+    At(addr).one(args, stdin)
 }
 
 /// The JSON error of a command that must exit `code` with nothing on stdout.
 fn fails(addr: &str, args: &[&str], code: i32) -> Value {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    let output = run_at(addr, &all, b"");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(code), "{args:?}: {stderr}");
-    assert!(output.stdout.is_empty(), "{args:?} wrote to stdout");
-    let error: Value = serde_json::from_str(stderr.trim()).unwrap();
-    assert_eq!(error["error"]["exit_code"], json!(code), "{stderr}");
-    error["error"].clone()
-}
-
-fn keys(value: &Value) -> Vec<&str> {
-    value
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect()
+    At(addr).fails(args, b"", code)
 }
 
 #[test]
 fn gc_collects_a_deleted_contexts_turns_and_stats_count_it() {
     // Only on request; every pack with a dead record is compacted.
-    let server = TestServer::start_beside_with(
-        CLI,
+    let server = TestServer::start_with(
         None,
         &["--gc-interval", "off", "--gc-pack-dead-percent", "1"],
     );
@@ -219,59 +164,33 @@ fn gc_usage_errors_come_before_connecting_and_the_help_says_what_it_does() {
 /// STATS_EX answered UNKNOWN_MESSAGE (a server older than garbage collection). Counts every
 /// request but HELLO and STATS.
 fn fake_server(version: u16, delay: Duration) -> (String, Arc<AtomicU64>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
     let others = Arc::new(AtomicU64::new(0));
     let counted = others.clone();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let counted = counted.clone();
-            std::thread::spawn(move || {
-                let mut frames = FrameReader::new(1 << 20);
-                loop {
-                    while let Ok(Some((header, body))) = frames.next_frame() {
-                        let response = match decode_request(&header, body) {
-                            Ok(Request::Admin(AdminRequest::Hello { .. })) => {
-                                Response::Admin(AdminResponse::Hello {
-                                    version,
-                                    limits: ServerLimits::default(),
-                                    server_name: "fake".into(),
-                                })
-                            }
-                            Ok(Request::Admin(AdminRequest::Stats)) => {
-                                Response::Admin(AdminResponse::Stats(StatsWire {
-                                    turns: 7,
-                                    ..StatsWire::default()
-                                }))
-                            }
-                            Ok(Request::Admin(AdminRequest::StatsEx)) => {
-                                counted.fetch_add(1, Ordering::Relaxed);
-                                Response::error(ErrorCode::UnknownMessage, "unknown message")
-                            }
-                            Ok(Request::Admin(AdminRequest::Gc)) => {
-                                counted.fetch_add(1, Ordering::Relaxed);
-                                std::thread::sleep(delay);
-                                Response::Admin(AdminResponse::GcDone(GcWire {
-                                    turns_dead: 3,
-                                    ..GcWire::default()
-                                }))
-                            }
-                            _ => {
-                                counted.fetch_add(1, Ordering::Relaxed);
-                                continue;
-                            }
-                        };
-                        for chunk in encode_response(header.req_id, &response) {
-                            let _ = stream.write_all(&chunk);
-                        }
-                    }
-                    let mut chunk = [0u8; 4096];
-                    match stream.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
-                    }
-                }
-            });
+    let (addr, _) = ScriptedServer::new(version).serve(move |request| match request {
+        Request::Admin(AdminRequest::Stats) => {
+            Some(Response::Admin(AdminResponse::Stats(StatsWire {
+                turns: 7,
+                ..StatsWire::default()
+            })))
+        }
+        Request::Admin(AdminRequest::StatsEx) => {
+            counted.fetch_add(1, Ordering::Relaxed);
+            Some(Response::error(
+                ErrorCode::UnknownMessage,
+                "unknown message",
+            ))
+        }
+        Request::Admin(AdminRequest::Gc) => {
+            counted.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(delay);
+            Some(Response::Admin(AdminResponse::GcDone(GcWire {
+                turns_dead: 3,
+                ..GcWire::default()
+            })))
+        }
+        _ => {
+            counted.fetch_add(1, Ordering::Relaxed);
+            None
         }
     });
     (addr, others)
