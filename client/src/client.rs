@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::{
     AdminRequest, AdminResponse, FamilyRequest, HEADER_BYTES, MessageType, PROTOCOL_VERSION,
     PROTOCOL_VERSION_MIN, Request, Response, ServerLimits, check_request, encode_request_chunks,
@@ -87,6 +88,7 @@ fn hello_request(config: &ClientConfig) -> Request {
     })
 }
 
+#[blocking_twin(crate::blocking::Client)]
 impl Client {
     /// Connects and says HELLO (version negotiation and token). A token or client name longer
     /// than the protocol carries is `ClientError::InvalidArgument`, before anything is sent.

@@ -5,12 +5,14 @@
 
 use std::sync::atomic::Ordering;
 
+use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::{AdminRequest, AdminResponse, ErrorCode, MessageType};
 
 use crate::client::{Client, unexpected};
 use crate::error::ClientError;
 use crate::types::{BackupReport, GcReport, Stats};
 
+#[blocking_twin(crate::blocking::Client)]
 impl Client {
     pub async fn ping(&self, nonce: u64) -> Result<(), ClientError> {
         match self.call(AdminRequest::Ping { nonce }).await? {

@@ -5,6 +5,7 @@
 //! by hash.
 
 use bytes::Bytes;
+use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::check_request;
 use ctxstore_protocol::{
     AppendedWire, AppendsRequest, AppendsResponse, ContextRef, ExtrasWire, MessageType,
@@ -15,6 +16,7 @@ use crate::client::{Client, unexpected};
 use crate::error::ClientError;
 use crate::types::{Appended, AppendedTurn, BlobHash, NewTurn, Turn, TurnInfo};
 
+#[blocking_twin(crate::blocking::Client)]
 impl Client {
     /// Appends a turn; durable when it returns. `expected_head`: compare-and-set on the head
     /// (0 = the context must be empty); a moved head is `ErrorCode::Conflict` with the actual

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
+use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::{
     BlobsRequest, BlobsResponse, CHUNK_ENTRY_BYTES, CHUNKS_PER_PAYLOAD_MAX, ChunkBaseWire,
     ChunkWire, ErrorCode, LIST_ITEMS_LIMIT, MessageType, SentChunkWire, read_flags,
@@ -27,6 +28,7 @@ use crate::types::{BlobHash, ChunkRef, ChunkedStored, verify_payload};
 /// it writes; each about 36 bytes per chunk of the state.
 const RECENT_CHUNKED_MAX: usize = 256;
 
+#[blocking_twin(crate::blocking::Client)]
 impl Client {
     /// Stores a payload given as its chunks, in order (PUT_CHUNKED, protocol version 2):
     /// `sent` carries `(index into chunks, bytes)` for the chunks the server does not have

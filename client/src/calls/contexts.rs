@@ -4,6 +4,7 @@
 //! version-2 calls are `ClientError::Unsupported` on a connection that negotiated version 1,
 //! before sending.
 
+use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::{ContextRef, ContextsRequest, ContextsResponse, MessageType};
 
 use crate::client::{Client, unexpected};
@@ -12,6 +13,7 @@ use crate::types::{
     ContextHead, ContextInfo, ContextListPage, ContextQuery, ListCursor, NewContext, Opened,
 };
 
+#[blocking_twin(crate::blocking::Client)]
 impl Client {
     /// A new, empty context.
     pub async fn create_context(&self) -> Result<ContextHead, ClientError> {

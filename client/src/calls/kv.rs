@@ -2,12 +2,14 @@
 //! put and deleted in one group commit, read and listed in key order.
 
 use bytes::Bytes;
+use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::{ContextRef, ErrorCode, KvRequest, KvResponse, MessageType, read_flags};
 
 use crate::client::{Client, unexpected};
 use crate::error::ClientError;
 use crate::types::{BlobHash, KvItem, verify_payload};
 
+#[blocking_twin(crate::blocking::Client)]
 impl Client {
     /// Puts key-value entries into a context in one request and one group commit (KV_PUT):
     /// each value is stored as a blob (equal values once), then every entry at once. With

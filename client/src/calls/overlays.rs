@@ -2,12 +2,14 @@
 //! answer checked against what was asked. Reads in an overlay view are `reads.rs`'s.
 
 use bytes::Bytes;
+use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::{MessageType, OverlaysRequest, OverlaysResponse};
 
 use crate::client::{Client, unexpected};
 use crate::error::ClientError;
 use crate::types::{BlobHash, Patched, Purged, Redacted};
 
+#[blocking_twin(crate::blocking::Client)]
 impl Client {
     /// Gives a turn a new payload (PATCH_TURN, protocol version 2): reads show it from now
     /// on; reads in an older view (`as_of`) see the payload it had then. The turn keeps its

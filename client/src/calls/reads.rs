@@ -11,6 +11,7 @@
 use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
+use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::{
     ContextRef, ErrorCode, MessageType, OverlayWire, PageKind, PayloadEncoding, ReadsRequest,
     ReadsResponse, Request, Response, TurnEntry, TurnEntryV2, read_flags,
@@ -20,6 +21,7 @@ use crate::client::{Client, FIND_PAGE_MAX, LOG_PAGE_MAX, is_indexed_label, unexp
 use crate::error::ClientError;
 use crate::types::{FoundPage, LogCursor, LogPage, Page, Turn, TurnInfo, TurnPage, verify_payload};
 
+#[blocking_twin(crate::blocking::Client)]
 impl Client {
     /// A read of turns, in this handle's overlay view when it has one: the answer, and one
     /// overlay state per turn of it (`None` without a view).

@@ -4,12 +4,14 @@
 
 use std::time::Duration;
 
+use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::{ContextRef, RetentionRequest, RetentionResponse};
 
 use crate::client::{Client, unexpected};
 use crate::error::ClientError;
 use crate::types::ContextRetention;
 
+#[blocking_twin(crate::blocking::Client)]
 impl Client {
     /// Deletes a context (CTX_DELETE): from then on every request naming it is
     /// `ErrorCode::NotFound`, its name may be taken by a new context, and its ContextID is
