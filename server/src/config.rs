@@ -1,6 +1,8 @@
 //! Server configuration: where to listen, who may connect, how many network cores and where
 //! they run, and a limit on everything a client can make the server hold. Defaults are in
-//! README.md#configuration and `ctxstore-server --help`.
+//! README.md#configuration and `ctxstore-server --help`. `validate` refuses, before anything is
+//! opened, a public listen address without a token and protocol limits that contradict each
+//! other, its errors naming the flag.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -10,6 +10,11 @@
 //! - `local`: single-threaded notify/flag/race helpers; `counters`: STATS counters.
 //! - [`settings`]: the layers of the server's settings (flag > env > config file > default).
 //! - [`metrics`]: per-core request counters and the `GET /metrics` endpoint (Prometheus).
+//!
+//! [`Server::start`] binds the listener first (an address in use fails before any data
+//! directory is touched), opens the engine, starts the cores, then the acceptor;
+//! [`Server::stop`] closes the listener first, then drains the cores (`HurryHandle` cuts the
+//! drain short), then shuts the engine down.
 
 mod acceptor;
 pub mod config;

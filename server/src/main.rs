@@ -1,4 +1,14 @@
 //! `ctxstore-server`: serve a store over the binary protocol, or check one offline.
+//!
+//! - Flags (`--help`), layered by `settings.rs` (flag > `CTXSTORE_<FLAG>` > `--config` >
+//!   default; `--print-config`), into `ServerConfig` and the engine's `EngineConfig`
+//!   (`--context-ttl`, `--backup-rate-max`, `--gc-*`, `--chunk-threshold`, `--chunk-min/avg/max`,
+//!   `--disk-reserve`, …); the token file checked (length, permissions), `--umask` applied.
+//! - Logging to stderr, `--log-format text|json`.
+//! - Signals: SIGINT/SIGTERM → drain with a deadline (`--drain-timeout`); a second → close
+//!   connections now (exit 130); a third → exit at once.
+//! - Offline subcommands: `verify --data DIR` (every checksum, hash and DAG invariant; non-zero
+//!   on any problem) and `backup --data SRC --to DIR` (a copy of a stopped store).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,5 +1,8 @@
 //! The admin family: PING, STATS, STATS_EX, BACKUP, GC (HELLO is the connection's, answered
-//! before any request reaches a dispatcher).
+//! before any request reaches a dispatcher). STATS and STATS_EX come from one
+//! `Engine::stats`; BACKUP and GC run the engine's blocking `backup` and `gc` on a thread of
+//! their own (`ctxstore-backup`, `ctxstore-gc-req`) and await the answer, so the core serves
+//! on meanwhile.
 
 use std::sync::atomic::Ordering;
 
