@@ -496,6 +496,9 @@ pub fn decode_segment(bytes: &[u8], what: &str) -> Result<(SegmentHeader, usize)
 pub struct PackFile {
     pub len: u64,
     pub pieces: Vec<Piece>,
+    /// BLAKE3 of the whole pack object its first piece reads, when it starts with one (a
+    /// pack uploaded whole): restore checks the object against it.
+    pub object_hash: Option<[u8; HASH_BYTES]>,
 }
 
 /// A shard's files: its packs by id (contiguous from 0), the open one last.
@@ -594,9 +597,11 @@ impl StoreState {
                     file_offset: 0,
                     len: replaced.len,
                 }],
+                object_hash: Some(replaced.hash),
             };
             if replaced.len == 0 {
                 pack.pieces.clear();
+                pack.object_hash = None;
             }
         }
         for piece in &segment.pieces {
@@ -686,6 +691,13 @@ impl StoreState {
             for pack in &shard.packs {
                 writer.u64(pack.len);
                 encode_pieces(writer, &pack.pieces);
+                match &pack.object_hash {
+                    None => writer.u8(0),
+                    Some(hash) => {
+                        writer.u8(1);
+                        writer.raw(hash);
+                    }
+                }
             }
         }
     }
@@ -711,7 +723,15 @@ impl StoreState {
                 reader.check(covered == len && contiguous(&pieces), || {
                     format!("a pack of {len} bytes whose pieces do not tile it")
                 })?;
-                packs.push(PackFile { len, pieces });
+                let object_hash = match reader.u8()? {
+                    0 => None,
+                    _ => Some(reader.array()?),
+                };
+                packs.push(PackFile {
+                    len,
+                    pieces,
+                    object_hash,
+                });
             }
             shards.push(ShardFiles { point, packs });
         }

@@ -21,6 +21,14 @@ use crate::layout::{Key, Layout};
 const PUT_TRIES: u32 = 3;
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
+/// One listed object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listed {
+    pub key: Key,
+    pub size: u64,
+    pub modified_unix_ms: u64,
+}
+
 /// What a create-only PUT found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Created {
@@ -177,22 +185,11 @@ impl Remote {
         Ok(len)
     }
 
-    /// Every key of the replica under `prefix` (a plain listing, no delimiter), with sizes;
-    /// keys that are not the replica's come back as `Err(path)` so callers can refuse them.
-    pub async fn list(
-        &self,
-        prefix: &Path,
-    ) -> Result<Vec<Result<(Key, u64), String>>, ReplicaError> {
-        let mut stream = self.store.list(Some(prefix));
-        let mut found = Vec::new();
-        while let Some(item) = stream.next().await {
-            let meta = item.map_err(|source| Self::store_error("LIST", prefix, source))?;
-            match self.layout.parse(&meta.location) {
-                Some(key) => found.push(Ok((key, meta.size))),
-                None => found.push(Err(meta.location.to_string())),
-            }
-        }
-        Ok(found)
+    /// Every key of the replica under `prefix` (a plain listing, no delimiter); paths that are
+    /// not the replica's keys come back as `Err(path)` so callers can refuse them.
+    pub async fn list(&self, prefix: &Path) -> Result<Vec<Result<Listed, String>>, ReplicaError> {
+        let stream = self.store.list(Some(prefix));
+        self.collect(prefix, stream).await
     }
 
     /// `list` of the keys after `after` (exclusive) only: S3's `start-after`, so a reader that
@@ -201,14 +198,29 @@ impl Remote {
         &self,
         prefix: &Path,
         after: Key,
-    ) -> Result<Vec<Result<(Key, u64), String>>, ReplicaError> {
+    ) -> Result<Vec<Result<Listed, String>>, ReplicaError> {
         let offset = self.path(after);
-        let mut stream = self.store.list_with_offset(Some(prefix), &offset);
+        let stream = self.store.list_with_offset(Some(prefix), &offset);
+        self.collect(prefix, stream).await
+    }
+
+    async fn collect(
+        &self,
+        prefix: &Path,
+        mut stream: futures_util::stream::BoxStream<
+            'static,
+            object_store::Result<object_store::ObjectMeta>,
+        >,
+    ) -> Result<Vec<Result<Listed, String>>, ReplicaError> {
         let mut found = Vec::new();
         while let Some(item) = stream.next().await {
             let meta = item.map_err(|source| Self::store_error("LIST", prefix, source))?;
             match self.layout.parse(&meta.location) {
-                Some(key) => found.push(Ok((key, meta.size))),
+                Some(key) => found.push(Ok(Listed {
+                    key,
+                    size: meta.size,
+                    modified_unix_ms: meta.last_modified.timestamp_millis().max(0) as u64,
+                })),
                 None => found.push(Err(meta.location.to_string())),
             }
         }
