@@ -42,12 +42,20 @@ pub fn open(url: &str, s3: &S3Settings) -> Result<Remote, ReplicaError> {
         if bucket.is_empty() {
             return Err(invalid("no bucket: write s3://BUCKET/PREFIX".into()));
         }
+        use object_store::ClientConfigKey;
+        use object_store::aws::AmazonS3ConfigKey;
+        // Timeouts through `with_config`: `with_client_options` would replace what `from_env`
+        // read (AWS_ALLOW_HTTP and the proxy settings are client options).
+        let seconds = |duration: Duration| format!("{}s", duration.as_secs());
         let mut builder = AmazonS3Builder::from_env()
             .with_bucket_name(bucket)
-            .with_client_options(
-                object_store::ClientOptions::new()
-                    .with_timeout(REQUEST_TIMEOUT)
-                    .with_connect_timeout(CONNECT_TIMEOUT),
+            .with_config(
+                AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+                seconds(REQUEST_TIMEOUT),
+            )
+            .with_config(
+                AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                seconds(CONNECT_TIMEOUT),
             )
             .with_retry(object_store::RetryConfig {
                 max_retries: CLIENT_RETRIES_MAX,
