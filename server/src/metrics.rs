@@ -764,6 +764,7 @@ mod tests {
                 cores: Vec::new(),
                 data_dir: dir.path().join("data"),
                 payload_cache_bytes_per_core: 0,
+                replication: None,
             };
             let endpoint = MetricsEndpoint::start("127.0.0.1:0".parse().unwrap(), source).unwrap();
             let addr = endpoint.local_addr();
