@@ -229,6 +229,9 @@ pub struct Replaced {
     pub hash: [u8; HASH_BYTES],
 }
 
+/// Encoded size of a `SegmentPiece`.
+const SEGMENT_PIECE_BYTES: usize = 2 + 4 + 8 + 8 + 8;
+
 /// Bytes appended to a pack file, carried in the segment's body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentPiece {
@@ -373,7 +376,7 @@ impl SegmentHeader {
                 pack_end: reader.u64()?,
             });
         }
-        let piece_count = reader.count(PIECES_MAX, 34)?;
+        let piece_count = reader.count(PIECES_MAX, SEGMENT_PIECE_BYTES)?;
         let mut pieces = Vec::with_capacity(piece_count);
         for _ in 0..piece_count {
             pieces.push(decode_segment_piece(&mut reader)?);
@@ -1018,6 +1021,24 @@ mod tests {
         for len in [0, 5, 12, 40, bytes.len() - 1] {
             assert!(decode_segment(&bytes[..len], "s7").is_err(), "cut at {len}");
         }
+    }
+
+    #[test]
+    fn a_segment_with_many_pieces_round_trips() {
+        let mut header = header();
+        header.pieces = (0..500u32)
+            .map(|pack_id| SegmentPiece {
+                shard: 0,
+                pack_id,
+                file_offset: 0,
+                len: 1,
+                body_offset: u64::from(pack_id),
+            })
+            .collect();
+        header.log_piece = None;
+        header.body_bytes = 500;
+        let bytes = encode_segment(&header, &[1u8; 500]);
+        assert_eq!(decode_segment(&bytes, "s").unwrap().0, header);
     }
 
     #[test]
