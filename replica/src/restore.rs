@@ -170,10 +170,17 @@ async fn resolve(
         .find(|record| record.generation == generation)
         .ok_or_else(|| ReplicaError::Invalid(format!("generation {generation} does not exist")))?;
     let segments = catalog::segments_after(remote, generation, 0).await?;
+    // Restore points start at the oldest checkpoint: retention deletes older checkpoints but
+    // may keep older segments whose bytes a checkpoint still refers to.
+    let oldest_checkpoint = catalog::checkpoints(remote, generation)
+        .await?
+        .first()
+        .copied()
+        .unwrap_or(u64::MAX);
     let seqs: Vec<u64> = segments
         .iter()
         .filter_map(|listed| match listed.key {
-            Key::Segment { seq, .. } => Some(seq),
+            Key::Segment { seq, .. } if seq >= oldest_checkpoint => Some(seq),
             _ => None,
         })
         .collect();

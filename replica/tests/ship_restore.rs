@@ -440,3 +440,69 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 fn hash(payload: &[u8]) -> BlobHash {
     BlobHash::of(payload)
 }
+
+#[test]
+fn retention_deletes_what_no_kept_point_reads_and_the_latest_point_still_restores() {
+    let s = setup();
+    let engine = Engine::open(engine_config(&s.data)).unwrap();
+    let mut config = ship_config(&s.url);
+    config.checkpoint_bytes = 64 * 1024;
+    let replicator = Replicator::start(engine.clone(), config).unwrap();
+    let keep = block_on(engine.create_context()).unwrap().context_id;
+    let doomed = block_on(engine.create_context()).unwrap().context_id;
+    let mut expected = BTreeMap::new();
+    for i in 0..40u64 {
+        let payload = noise(i, 8 * 1024);
+        expected.insert(append(&engine, keep, &payload), payload);
+        append(&engine, doomed, &noise(10_000 + i, 8 * 1024));
+        if i % 10 == 9 {
+            wait_shipped(&replicator);
+        }
+    }
+    block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();
+    engine.gc().unwrap();
+    for i in 40..50u64 {
+        let payload = noise(i, 8 * 1024);
+        expected.insert(append(&engine, keep, &payload), payload);
+    }
+    wait_shipped(&replicator);
+    replicator.stop();
+    engine.shutdown();
+    let replica_dir = s.root.join("replica");
+    let before = walk(&replica_dir).len();
+    let remote = file_remote(&s.url);
+    let window = Duration::from_secs(24 * 3600);
+    // Two days on: every object is older than the window, only the latest point is kept.
+    let later = ctxstore_replica::stats::now_unix_ms() + 2 * 24 * 3600 * 1000;
+
+    // A restore in progress holds everything.
+    let lease = ctxstore_replica::layout::Key::Restore(7);
+    runtime()
+        .block_on(remote.create(lease, Bytes::from_static(b"restore")))
+        .unwrap();
+    let held = runtime()
+        .block_on(ctxstore_replica::retention::run(
+            &remote,
+            window,
+            later - 2 * 24 * 3600 * 1000,
+        ))
+        .unwrap();
+    assert!(held.held_by_restore && held.deleted == 0, "{held:?}");
+    runtime().block_on(remote.delete(lease)).unwrap();
+
+    let report = runtime()
+        .block_on(ctxstore_replica::retention::run(&remote, window, later))
+        .unwrap();
+    assert!(report.deleted > 0, "{report:?}");
+    assert!(walk(&replica_dir).len() < before);
+    let restored = s.root.join("restored");
+    restore_at(&s.url, &restored, RestorePoint::Latest).unwrap();
+    check_store(&restored, &expected, &[]);
+    // A point retention let go (here: records compacted away before the oldest kept
+    // checkpoint) is refused, never half restored.
+    let gone = s.root.join("gone");
+    let first = *expected.keys().next().unwrap();
+    let error = restore_at(&s.url, &gone, RestorePoint::AtSeq { record_id: first.0 });
+    assert!(error.is_err(), "{error:?}");
+    assert!(!gone.join("ctxstore.meta").exists());
+}
