@@ -70,11 +70,12 @@ export function isLoopback(address: string | undefined): boolean {
 /** Incoming bytes, kept as the chunks the socket gave, cut into frames without copying a
  * frame that lies within one chunk. */
 class Inbox {
-  private chunks: Buffer[] = [];
+  private chunks: Uint8Array[] = [];
   private length = 0;
 
   push(chunk: Buffer): void {
-    this.chunks.push(chunk);
+    // A plain Uint8Array view: Buffer's slice() would share memory where a copy is meant.
+    this.chunks.push(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
     this.length += chunk.length;
   }
 
