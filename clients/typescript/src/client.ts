@@ -287,6 +287,8 @@ export class Client {
   private conn: Connection | undefined;
   private connecting: Promise<Connection> | undefined;
   private closed = false;
+  /** Bytes written on connections this client has replaced. */
+  private bytesSentBefore = 0;
   /** Set once a version-2 server answered PUT_CHUNKED with UNKNOWN_MESSAGE. */
   private noPutChunked = false;
   /** Chunk lists of payloads stored as chunks lately, by first chunk's hash (hex). */
@@ -337,6 +339,12 @@ export class Client {
       verifyPayloads: this.verifyPayloads,
       chunking: this.chunking,
     };
+  }
+
+  /** Bytes this client has written to its connections so far (frames and HELLOs): what the
+   * chunked append saves shows here. */
+  get bytesSent(): number {
+    return this.bytesSentBefore + (this.conn?.bytesSent ?? 0);
   }
 
   /** True while the client holds a live connection. */
@@ -395,6 +403,7 @@ export class Client {
       attempt.then(
         (opened) => {
           if (this.connecting === attempt) this.connecting = undefined;
+          if (this.conn !== undefined) this.bytesSentBefore += this.conn.bytesSent;
           if (this.closed) opened.close(new ClientClosed());
           else this.conn = opened;
         },

@@ -154,6 +154,11 @@ export class Connection {
     return this.dead === undefined;
   }
 
+  /** Bytes written to the socket so far (HELLO included). */
+  get bytesSent(): number {
+    return this.socket.bytesWritten;
+  }
+
   /** Connects and says HELLO before the connect timeout. */
   static open(options: ConnectOptions): Promise<Connection> {
     return new Promise<Connection>((resolve, reject) => {

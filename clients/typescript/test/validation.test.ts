@@ -5,14 +5,16 @@
  * in 1.1.1, so its `validate()` is called here, as its README's programmatic use).
  */
 
-import { validate } from "@langchain/langgraph-checkpoint-validation";
+import { deltaChannelHistoryTests, validate, type CheckpointSaverTestInitializer } from "@langchain/langgraph-checkpoint-validation";
+
+import { describe } from "vitest";
 
 import { CtxstoreSaver } from "../src/langgraph.js";
 import { Server } from "./server.js";
 
 const servers = new Map<CtxstoreSaver, Server>();
 
-validate<CtxstoreSaver>({
+const initializer: CheckpointSaverTestInitializer<CtxstoreSaver> = {
   checkpointerName: "CtxstoreSaver",
   async createCheckpointer() {
     const server = await Server.start();
@@ -25,4 +27,9 @@ validate<CtxstoreSaver>({
     await servers.get(saver)?.stop();
     servers.delete(saver);
   },
-});
+};
+
+validate(initializer);
+// The delta-channel history (getDeltaChannelHistory) has its own suite in the package, not
+// part of validate(): run as well.
+describe("CtxstoreSaver", () => deltaChannelHistoryTests(initializer));
