@@ -168,9 +168,9 @@ export async function scriptedModel(script: string[]): Promise<LanguageModel> {
   const { MockLanguageModelV3, simulateReadableStream } = await import("ai/test");
   let call = 0;
   return new MockLanguageModelV3({
-    doStream: async () => {
+    doStream: () => {
       const text = script[call++ % script.length]!;
-      return {
+      return Promise.resolve({
         stream: simulateReadableStream({
           chunks: [
             { type: "text-start", id: "t" },
@@ -186,9 +186,9 @@ export async function scriptedModel(script: string[]): Promise<LanguageModel> {
             },
           ],
         }),
-      };
+      });
     },
-  }) as unknown as LanguageModel;
+  });
 }
 
 async function main(): Promise<void> {

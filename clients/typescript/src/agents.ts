@@ -74,8 +74,8 @@ export class CtxstoreSession implements Session {
     if (this.ownsClient) await this.client.close();
   }
 
-  async getSessionId(): Promise<string> {
-    return this.sessionId;
+  getSessionId(): Promise<string> {
+    return Promise.resolve(this.sessionId);
   }
 
   private async open(force = false): Promise<void> {
@@ -117,7 +117,7 @@ export class CtxstoreSession implements Session {
   /** The session's items in chronological order: the newest `limit` (every one without). */
   async getItems(limit?: number): Promise<AgentInputItem[]> {
     if (limit !== undefined && limit <= 0) return [];
-    return (await this.newest(limit)).map(CtxstoreSession.item);
+    return (await this.newest(limit)).map((turn) => CtxstoreSession.item(turn));
   }
 
   /** Appends `items`, one turn each (in batches of 64, each all or none). */

@@ -764,7 +764,8 @@ export class Client {
     const digest = parseHash(payloadHash);
     const records = chunks.map((c, i) => ({ hash: parseHash(c.hash), len: u32(c.len, `chunk ${i}'s length`) }));
     const given = new Map<number, Uint8Array>();
-    for (const [index, data] of sent instanceof Map ? sent.entries() : (sent as ReadonlyArray<readonly [number, Uint8Array]>)) {
+    const pairs: Array<readonly [number, Uint8Array]> = sent instanceof Map ? [...(sent as ReadonlyMap<number, Uint8Array>).entries()] : [...(sent as ReadonlyArray<readonly [number, Uint8Array]>)];
+    for (const [index, data] of pairs) {
       if (given.has(index)) throw new RangeError(`chunk ${index} is sent twice`);
       if (index >= records.length) throw new RangeError(`sent index ${index} is past the ${records.length} chunks`);
       given.set(index, data);
@@ -943,7 +944,8 @@ export class Client {
     options: CallOptions & { ifAbsent?: boolean } = {},
   ): Promise<void> {
     const list: Array<[Uint8Array, Uint8Array]> = [];
-    const source = entries instanceof Map ? [...entries.entries()] : Object.entries(entries);
+    const source: Array<[KeyLike, Uint8Array]> =
+      entries instanceof Map ? [...(entries as ReadonlyMap<KeyLike, Uint8Array>).entries()] : Object.entries(entries as Record<string, Uint8Array>);
     for (const [key, value] of source) {
       if (!(value instanceof Uint8Array)) throw new TypeError("a value is a Uint8Array");
       list.push([keyBytes(key), value]);
@@ -1124,7 +1126,7 @@ export class Client {
       throw new ProtocolError("TURN_LOG answered the cursor it was given");
     }
     let turns = this.entries(answer.entries, payloads, hashesRaw);
-    if (overlays !== undefined) turns = turns.map((t, i) => withOverlay(t, overlays![i]!));
+    if (overlays !== undefined) turns = turns.map((t, i) => withOverlay(t, overlays[i]!));
     return { turns, nextCursor: next };
   }
 
@@ -1216,7 +1218,7 @@ export class Client {
       if (kind === p.PageKind.WINDOW && (newer.flags & p.TURN_SUMMARY) !== 0) throw new ProtocolError("READ_PAGE: a summary turn after the start of the window");
     }
     let turns = this.entries(answer.entries, payloads, hashesRaw);
-    if (overlays !== undefined) turns = turns.map((t, i) => withOverlay(t, overlays![i]!));
+    if (overlays !== undefined) turns = turns.map((t, i) => withOverlay(t, overlays[i]!));
     return { turns, nextBefore: answer.nextBefore, tipDepth: answer.tipDepth };
   }
 

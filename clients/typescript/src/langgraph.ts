@@ -105,11 +105,14 @@ export function contextName(threadId: string, checkpointNs: string): string {
 
 /** A thread id as a string (LangGraph allows any value; contexts are named by its String). */
 function threadOf(configurable: Record<string, unknown> | undefined, what: string): string {
-  const value = configurable?.["thread_id"];
+  const value: unknown = configurable?.["thread_id"];
   if (value === undefined || value === null) {
     throw new Error(`${what}: the config has no configurable.thread_id (a checkpointer needs one to know which thread to store)`);
   }
-  return typeof value === "string" ? value : String(value);
+  // LangGraph allows any thread id (a UUID, a number); contexts are named by its string.
+  if (typeof value === "string") return value;
+  if (typeof value === "number" || typeof value === "bigint" || typeof value === "boolean") return String(value);
+  throw new TypeError(`${what}: configurable.thread_id is a string (or a number), not ${typeof value}`);
 }
 
 /** A thread id and namespace this saver can write: the thread id 1 to 1,024 bytes of UTF-8
@@ -421,7 +424,7 @@ export class CtxstoreSaver extends BaseCheckpointSaver {
     const values = await this.fetchBlobs(items.map((item) => toHex(item.valueHash)));
     const sends = (await this.pendingWrites(items, values)).filter(([, channel]) => channel === TASKS).map(([, , value]) => value);
     checkpoint.channel_values ??= {};
-    (checkpoint.channel_values as Record<string, unknown>)[TASKS] = sends;
+    (checkpoint.channel_values)[TASKS] = sends;
     checkpoint.channel_versions ??= {};
     const versions = Object.values(checkpoint.channel_versions);
     checkpoint.channel_versions[TASKS] = versions.length > 0 ? maxChannelVersion(...versions) : this.getNextVersion(undefined);
@@ -590,7 +593,7 @@ export class CtxstoreSaver extends BaseCheckpointSaver {
     // the parent, whose value they keep (LangGraph's contract: a saver stores what changed).
     for (const channel of Object.keys(checkpoint.channel_versions ?? {})) {
       if (channel in newVersions && values !== undefined && channel in values) {
-        const [type, data] = await this.serde.dumpsTyped((values as Record<string, unknown>)[channel]);
+        const [type, data] = await this.serde.dumpsTyped((values)[channel]);
         const hex = toHex(blobHash(data));
         channels[channel] = [type, hex];
         blobs.set(hex, data);

@@ -728,7 +728,7 @@ export interface Request<R> {
   readonly flags: number;
   readonly minVersion: number;
   readonly body: Uint8Array[];
-  decode(reader: Reader): R;
+  readonly decode: (reader: Reader) => R;
 }
 
 function request<R>(

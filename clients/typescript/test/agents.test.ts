@@ -66,11 +66,11 @@ test("more than one batch of items, and concurrent pops take distinct items", as
 /** A scripted Model: answers "seen N: <last user text>" with the N input items it was given. */
 class ScriptedModel implements Model {
   seen: number[] = [];
-  async getResponse(request: ModelRequest): Promise<ModelResponse> {
+  getResponse(request: ModelRequest): Promise<ModelResponse> {
     const input = Array.isArray(request.input) ? request.input : [user(request.input)];
     this.seen.push(input.length);
     const last = input.filter((i) => "role" in i && i.role === "user").at(-1) as { content: string } | undefined;
-    return {
+    return Promise.resolve({
       usage: new Usage(),
       output: [
         {
@@ -80,10 +80,9 @@ class ScriptedModel implements Model {
           content: [{ type: "output_text", text: `seen ${input.length}: ${String(last?.content)}` }],
         },
       ],
-    };
+    });
   }
-  // eslint-disable-next-line require-yield
-  async *getStreamedResponse(): AsyncIterable<never> {
+  getStreamedResponse(): AsyncIterable<never> {
     throw new Error("the scripted model does not stream");
   }
 }

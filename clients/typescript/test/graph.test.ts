@@ -148,7 +148,7 @@ test("a subgraph keeps its checkpoints in its own namespace, and runs as on Lang
 
 test("updateState as a node, and deleteThread removes every namespace", async () => {
   const chat = new StateGraph(MessagesAnnotation)
-    .addNode("bot", (state: { messages: BaseMessage[] }) => ({ messages: [new AIMessage(`echo: ${String(state.messages.at(-1)!.content)}`)] }))
+    .addNode("bot", (state: { messages: BaseMessage[] }) => ({ messages: [new AIMessage(`echo: ${state.messages.at(-1)!.text}`)] }))
     .addEdge(START, "bot")
     .addEdge("bot", END)
     .compile({ checkpointer: saver });

@@ -51,7 +51,7 @@ function tsGraph(checkpointer: CtxstoreSaver) {
   const State = Annotation.Root({ ...MessagesAnnotation.spec, count: Annotation<number>() });
   return new StateGraph(State)
     .addNode("bot", (state: { messages: BaseMessage[]; count?: number }) => ({
-      messages: [new AIMessage(`ts: ${String(state.messages.at(-1)!.content)}`)],
+      messages: [new AIMessage(`ts: ${state.messages.at(-1)!.text}`)],
       count: (state.count ?? 0) + 1,
     }))
     .addEdge(START, "bot")
@@ -107,7 +107,12 @@ test("a thread written by TypeScript reads in Python; both find it by its plain 
   expect(read.count).toBe(2);
   const ids: string[] = [];
   for await (const tuple of saver.list(config)) ids.push(tuple.config.configurable!["checkpoint_id"] as string);
-  expect(read.checkpoints).toEqual(ids);
+  expect(ids.length).toBeGreaterThan(2);
+  // Listing a thread finds its namespaces by their lg.thread tag: a Python saver of format 1
+  // (before branch pylg) looks for the "="-prefixed value only, so it lists none of format 2;
+  // from format 2 on it lists both.
+  const pythonFormat = (await driver("lg-format", "-", "-")) as number;
+  expect(read.checkpoints).toEqual(pythonFormat >= 2 ? ids : []);
   const client = await Client.connect(server.addr);
   try {
     const found = [];

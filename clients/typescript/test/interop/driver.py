@@ -8,6 +8,7 @@ started, and prints its result as one JSON line.
     python driver.py agents-add ADDR SESSION JSON_ITEMS
     python driver.py agents-get ADDR SESSION
     python driver.py agents-pop ADDR SESSION
+    python driver.py lg-format - -                # the saver's context format: 1 or 2
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ def state_json(saver: CtxstoreSaver, thread: str) -> dict[str, Any]:
 
 def main() -> None:
     command, addr, name, *rest = sys.argv[1:]
+    if command == "lg-format":
+        # Format 2 (plain lg.thread/lg.ns tags with lg.fmt=2) came with the lg.fmt tag.
+        from ctxstore import langgraph
+
+        print(json.dumps(2 if hasattr(langgraph, "_TAG_FMT") else 1))
+        return
     if command.startswith("lg-"):
         with CtxstoreSaver.from_addr(addr) as saver:
             if command == "lg-run":
