@@ -289,6 +289,7 @@ export class Client {
   private closed = false;
   /** Bytes written on connections this client has replaced. */
   private bytesSentBefore = 0;
+  private bytesReceivedBefore = 0;
   /** Set once a version-2 server answered PUT_CHUNKED with UNKNOWN_MESSAGE. */
   private noPutChunked = false;
   /** Chunk lists of payloads stored as chunks lately, by first chunk's hash (hex). */
@@ -347,6 +348,11 @@ export class Client {
     return this.bytesSentBefore + (this.conn?.bytesSent ?? 0);
   }
 
+  /** Bytes this client has read from its connections so far. */
+  get bytesReceived(): number {
+    return this.bytesReceivedBefore + (this.conn?.bytesReceived ?? 0);
+  }
+
   /** True while the client holds a live connection. */
   get connected(): boolean {
     return this.conn?.alive ?? false;
@@ -403,7 +409,10 @@ export class Client {
       attempt.then(
         (opened) => {
           if (this.connecting === attempt) this.connecting = undefined;
-          if (this.conn !== undefined) this.bytesSentBefore += this.conn.bytesSent;
+          if (this.conn !== undefined) {
+            this.bytesSentBefore += this.conn.bytesSent;
+            this.bytesReceivedBefore += this.conn.bytesReceived;
+          }
           if (this.closed) opened.close(new ClientClosed());
           else this.conn = opened;
         },

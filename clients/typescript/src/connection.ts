@@ -154,6 +154,11 @@ export class Connection {
     return this.dead === undefined;
   }
 
+  /** Bytes read from the socket so far (HELLO's answer included). */
+  get bytesReceived(): number {
+    return this.socket.bytesRead;
+  }
+
   /** Bytes written to the socket so far (HELLO included). */
   get bytesSent(): number {
     return this.socket.bytesWritten;
