@@ -372,6 +372,15 @@ export class Connection {
       throw this.dead instanceof ClientClosed ? this.dead : new ConnectionLost(`the connection ended: ${this.dead.message}`, this.dead);
     }
     const reqId = this.nextId++;
+    // Encoded before the answer's promise exists: nothing can leave that promise unobserved.
+    let chunks: Uint8Array[];
+    try {
+      chunks = encodeRequest(reqId, request);
+    } catch (error) {
+      this.inFlight--;
+      this.slotWaiters.shift()?.();
+      throw error;
+    }
     const answer = new Promise<R>((resolve, reject) => {
       const remaining = Math.max(0, deadline - Date.now());
       const timer = setTimeout(() => {
@@ -383,7 +392,6 @@ export class Connection {
       }, remaining);
       this.pending.set(reqId, { request, resolve: resolve as (v: unknown) => void, reject, timer });
     });
-    const chunks = encodeRequest(reqId, request);
     let flushed = true;
     if (chunks.length > 1) this.socket.cork();
     for (const chunk of chunks) flushed = this.socket.write(chunk);

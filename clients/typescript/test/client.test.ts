@@ -11,6 +11,7 @@ import {
   InvalidArgument,
   NotFound,
   toHex,
+  TooLarge,
   Unauthorized,
 } from "../src/index.js";
 import { blobHash } from "../src/payload.js";
@@ -277,6 +278,30 @@ describe("the chunked append (PUT_CHUNKED)", () => {
     const [appended] = await client.appendTurns("big-turns", [{ payload, key: "big" }]);
     expect(appended!.turn.payloadLen).toBe(payload.length);
     expect((await client.last("big-turns", 1, { payloads: true })).turns[0]!.payload).toEqual(payload);
+  });
+});
+
+describe("limits", () => {
+  test("a request over the server's frame limit is refused before sending; the connection stays", async () => {
+    const whole = await Client.connect(server.addr, { chunking: false });
+    try {
+      const ctx = await whole.createContext();
+      const { frameBytesMax } = await whole.serverInfo();
+      const error = await whole.append(ctx.contextId, new Uint8Array(frameBytesMax + 1)).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(TooLarge);
+      expect(String(error)).toMatch(/checked by the client, not sent/);
+      expect(whole.connected).toBe(true);
+      await whole.ping();
+    } finally {
+      await whole.close();
+    }
+  });
+
+  test("a read over the server's read_turns_max is TOO_LARGE from the server; the connection stays", async () => {
+    const { readTurnsMax } = await client.serverInfo();
+    const ctx = await client.createContext();
+    await expect(client.last(ctx.contextId, readTurnsMax + 1)).rejects.toBeInstanceOf(TooLarge);
+    await client.ping();
   });
 });
 
