@@ -13,8 +13,9 @@
 use std::time::Instant;
 
 use bytes::Bytes;
-use ctxstore_engine::chunks::cut;
-use ctxstore_engine::{AppendPayload, AppendRequest, Chunking, Engine, EngineConfig, NewContext};
+use ctxstore_engine::{
+    AppendPayload, AppendRequest, ChunkingConfig, Engine, EngineConfig, NewContext,
+};
 use ctxstore_loadgen::workload::text::{ChatText, Rng};
 
 /// The states of one agent thread: state k holds messages 1..=k.
@@ -43,7 +44,7 @@ struct Row {
     append_us_mean: f64,
 }
 
-fn run(chunking: Chunking, states: &[Vec<u8>]) -> Row {
+fn run(chunking: ChunkingConfig, states: &[Vec<u8>]) -> Row {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut config = EngineConfig::new(dir.path());
     config.chunking = chunking;
@@ -89,14 +90,14 @@ fn main() {
         "| min / avg / max | threshold | disk | ÷ final state | chunks written | append mean |"
     );
     println!("|---|---|---|---|---|---|");
-    let whole = Chunking {
+    let whole = ChunkingConfig {
         threshold_bytes: 0,
-        ..Chunking::default()
+        ..ChunkingConfig::default()
     };
     let default_only = std::env::args().any(|arg| arg == "--default-only");
     let mut sets = vec![whole];
     if default_only {
-        sets = vec![Chunking::default()];
+        sets = vec![ChunkingConfig::default()];
     }
     for (min, avg, max) in [
         (512, 1024, 8192),
@@ -109,7 +110,7 @@ fn main() {
             if default_only {
                 break;
             }
-            sets.push(Chunking {
+            sets.push(ChunkingConfig {
                 threshold_bytes: threshold,
                 chunk_bytes_min: min,
                 chunk_bytes_avg: avg,
@@ -150,12 +151,12 @@ fn main() {
         }
         started.elapsed().as_secs_f64() * 1e3 / rounds as f64 / mb
     };
-    let default = Chunking::default();
+    let default = ChunkingConfig::default();
     let cut_ms = time(&|| {
-        std::hint::black_box(cut(&payload, &default));
+        std::hint::black_box(default.cut(&payload));
     });
     let cut_hash_ms = time(&|| {
-        for range in cut(&payload, &default) {
+        for range in default.cut(&payload) {
             std::hint::black_box(blake3::hash(&payload[range]));
         }
     });

@@ -18,10 +18,9 @@ use bytes::Bytes;
 use ctxstore_protocol::codec::{check_request, encode_request_chunks};
 use ctxstore_protocol::{
     CHUNK_ENTRY_BYTES, CHUNKS_PER_PAYLOAD_MAX, ChunkBaseWire, ChunkWire, ContextRef, ErrorCode,
-    FrameReader, HEADER_BYTES, Hash32, LIST_ITEMS_LIMIT, MessageType, OverlayWire,
-    PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, PageKind, PayloadEncoding, PayloadSpec, Request,
-    Response, SentChunkWire, ServerLimits, TurnEntry, TurnEntryV2, TurnSpec, decode_response,
-    frame_flags, read_flags,
+    FrameReader, HEADER_BYTES, LIST_ITEMS_LIMIT, MessageType, OverlayWire, PROTOCOL_VERSION,
+    PROTOCOL_VERSION_MIN, PageKind, PayloadEncoding, PayloadSpec, Request, Response, SentChunkWire,
+    ServerLimits, TurnEntry, TurnEntryV2, TurnSpec, decode_response, frame_flags, read_flags,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -36,12 +35,11 @@ use crate::types::{
     Stats, Turn, TurnInfo, TurnPage, VerifyPayloads, verify_payload,
 };
 
-/// Most turns in one `append_turns` call (one request, one group commit).
-pub const APPEND_TURNS_MAX: usize = 64;
-/// Most turns in one `turn_log` page.
-pub const TURN_LOG_PAGE_MAX: u32 = 1000;
-/// Most turns in one `find_turns` page.
-pub const FIND_PAGE_MAX: u32 = 1000;
+/// The limits the server enforces too, defined once (`ctxstore-vocab`): turns per
+/// `append_turns` call, per `turn_log` page and per `find_turns` page; which labels are
+/// indexed store-wide.
+pub use ctxstore_vocab::labels::is_indexed_label;
+pub use ctxstore_vocab::limits::{APPEND_BATCH_TURNS_MAX, FIND_PAGE_MAX, LOG_PAGE_MAX};
 
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -118,8 +116,10 @@ impl ClientConfig {
         self
     }
 
+    /// The token HELLO presents. Surrounding whitespace is removed, as the server trims its
+    /// token file: a token read from a file with its newline still matches.
     pub fn with_token(mut self, token: Option<String>) -> Self {
-        self.token = token;
+        self.token = token.map(|token| token.trim().to_string());
         self
     }
 
@@ -234,7 +234,14 @@ fn hello_request(config: &ClientConfig) -> Request {
     Request::Hello {
         min_version: PROTOCOL_VERSION_MIN,
         max_version: PROTOCOL_VERSION,
-        token: Bytes::from(config.token.clone().unwrap_or_default()),
+        token: Bytes::from(
+            config
+                .token
+                .as_deref()
+                .map(str::trim)
+                .unwrap_or_default()
+                .to_string(),
+        ),
         client_name: config.client_name.clone(),
     }
 }
@@ -584,9 +591,7 @@ impl Client {
     /// (PURGE_BLOB, protocol version 2; the compliance path): its bytes leave the disk at the
     /// next garbage collection (`gc`). A hash the store never had is `ErrorCode::NotFound`.
     pub async fn purge_blob(&self, hash: BlobHash) -> Result<Purged, ClientError> {
-        let request = Request::PurgeBlob {
-            hash: Hash32(hash.0),
-        };
+        let request = Request::PurgeBlob { hash };
         match self.request(request).await? {
             Response::Purged {
                 payload_hash,
@@ -675,7 +680,7 @@ impl Client {
                 expected_head,
                 type_tag,
                 codec,
-                payload_hash: Hash32(stored.payload_hash.0),
+                payload_hash: stored.payload_hash,
             };
             let mut appended = self.appended(by_hash).await?;
             // The server answers an append by hash deduped (the blob was there): say instead
@@ -730,15 +735,12 @@ impl Client {
         sent: Vec<(u32, Bytes)>,
     ) -> Result<ChunkedStored, ClientError> {
         let request = Request::PutChunked {
-            payload_hash: Hash32(hash.0),
-            base: base.map(|(hash, kept)| ChunkBaseWire {
-                hash: Hash32(hash.0),
-                kept,
-            }),
+            payload_hash: hash,
+            base: base.map(|(hash, kept)| ChunkBaseWire { hash, kept }),
             chunks: chunks
                 .into_iter()
                 .map(|chunk| ChunkWire {
-                    hash: Hash32(chunk.hash.0),
+                    hash: chunk.hash,
                     len: chunk.len,
                 })
                 .collect(),
@@ -785,7 +787,7 @@ impl Client {
         let Some(config) = self.chunking_for(payload.len()) else {
             return Ok(None);
         };
-        let pieces = config.split(payload);
+        let pieces = crate::chunking::split_into_chunks(&config, payload);
         if pieces.is_empty() || pieces.len() > CHUNKS_PER_PAYLOAD_MAX as usize {
             return Ok(None);
         }
@@ -950,7 +952,7 @@ impl Client {
         codec: u32,
         hash: BlobHash,
     ) -> Result<Appended, ClientError> {
-        let payload_hash = Hash32(hash.0);
+        let payload_hash = hash;
         let request = Request::AppendTurnByHash {
             context: context.into(),
             expected_head,
@@ -1110,17 +1112,9 @@ impl Client {
         } else {
             0
         };
-        match self
-            .request(Request::GetBlob {
-                hash: Hash32(hash.0),
-                read_flags,
-            })
-            .await?
-        {
-            Response::Blob(payload) => {
-                verify_payload(&Hash32(hash.0), None, payload, self.shared.hash_raw)?
-                    .ok_or_else(|| ClientError::Protocol("GET_BLOB answered without bytes".into()))
-            }
+        match self.request(Request::GetBlob { hash, read_flags }).await? {
+            Response::Blob(payload) => verify_payload(&hash, None, payload, self.shared.hash_raw)?
+                .ok_or_else(|| ClientError::Protocol("GET_BLOB answered without bytes".into())),
             other => Err(unexpected(MessageType::GetBlob, &other)),
         }
     }
@@ -1128,7 +1122,7 @@ impl Client {
     /// Which of `hashes` are stored.
     pub async fn has_blobs(&self, hashes: &[BlobHash]) -> Result<Vec<bool>, ClientError> {
         let request = Request::HasBlobs {
-            hashes: hashes.iter().map(|hash| Hash32(hash.0)).collect(),
+            hashes: hashes.to_vec(),
         };
         match self.request(request).await? {
             Response::HasBlobs { present } if present.len() == hashes.len() => Ok(present),
@@ -1517,7 +1511,7 @@ impl Client {
                     .ok_or_else(|| {
                         ClientError::Protocol("KV_GET answered without the value's bytes".into())
                     })?;
-                Ok(Some((BlobHash(value_hash.0), value)))
+                Ok(Some((value_hash, value)))
             }
             Ok(other) => Err(unexpected(MessageType::KvGet, &other)),
             Err(missing) if missing.code() == Some(ErrorCode::NotFound) => {
@@ -1631,7 +1625,7 @@ impl Client {
     }
 
     /// Appends turns to one context, in order, all or none, in one request and one group
-    /// commit (APPEND_TURNS; 1..=[`APPEND_TURNS_MAX`] turns): e.g. an agent step's tool call,
+    /// commit (APPEND_TURNS; 1..=[`APPEND_BATCH_TURNS_MAX`] turns): e.g. an agent step's tool call,
     /// its result and a message. Durable when it returns. Each turn hangs on its `parent`
     /// (the head — for the second and later turns, the turn before it —, a new root, or a
     /// turn the context owns); the head moves to the last turn. `expected_head`: the
@@ -1672,7 +1666,7 @@ impl Client {
                     continue;
                 };
                 if let Some(stored) = self.store_chunked(payload).await? {
-                    spec.payload = PayloadSpec::Hash(Hash32(stored.payload_hash.0));
+                    spec.payload = PayloadSpec::Hash(stored.payload_hash);
                     *before = Some(stored.already_stored);
                 }
             }
@@ -1871,7 +1865,7 @@ impl Client {
         let mut cursor: Option<LogCursor> = None;
         while found.len() < wanted.len() {
             let page = self
-                .turn_log(context_id, &[], cursor, TURN_LOG_PAGE_MAX, false)
+                .turn_log(context_id, &[], cursor, LOG_PAGE_MAX, false)
                 .await?;
             keep(page.turns, &mut found);
             match page.next_cursor {
@@ -1905,7 +1899,7 @@ impl Client {
     /// across all its branches, then the turns it inherited (a clone: its source's up to the
     /// clone; a fork: its base's chain); only those carrying every label of `labels`
     /// (filtered on the server). `cursor`: `None` for the newest, else the previous page's
-    /// `next_cursor`; `limit` 1..=[`TURN_LOG_PAGE_MAX`]. A page may be short, even empty, while
+    /// `next_cursor`; `limit` 1..=[`LOG_PAGE_MAX`]. A page may be short, even empty, while
     /// more match: follow the cursor until it is `None` (or use `turn_log_all`):
     ///
     /// ```no_run
@@ -1977,7 +1971,7 @@ impl Client {
             if left == 0 {
                 return Ok(turns);
             }
-            let limit = TURN_LOG_PAGE_MAX.min(u32::try_from(left).unwrap_or(u32::MAX));
+            let limit = LOG_PAGE_MAX.min(u32::try_from(left).unwrap_or(u32::MAX));
             let page = self
                 .turn_log(context.clone(), labels, cursor, limit, payloads)
                 .await?;
@@ -2196,13 +2190,6 @@ fn ttl_millis(ttl: Duration) -> Result<u64, ClientError> {
             "a time to live of {ttl:?} does not fit in u64 milliseconds"
         ))),
     }
-}
-
-/// Whether the server's store-wide label index covers this label key (decision 0009): `run_id`,
-/// `thread_id` and keys starting `idx.`. Only these can be found with `find_turns`; any label
-/// filters a context's `turn_log`.
-pub fn is_indexed_label(key: &str) -> bool {
-    matches!(key, "run_id" | "thread_id") || key.starts_with("idx.")
 }
 
 async fn verify_entries_v2(

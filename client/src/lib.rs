@@ -133,9 +133,9 @@ mod client;
 mod error;
 mod types;
 
-pub use chunking::ChunkingConfig;
+pub use chunking::{ChunkingConfig, split_into_chunks};
 pub use client::{
-    APPEND_TURNS_MAX, Client, ClientConfig, FIND_PAGE_MAX, TURN_LOG_PAGE_MAX, is_indexed_label,
+    APPEND_BATCH_TURNS_MAX, Client, ClientConfig, FIND_PAGE_MAX, LOG_PAGE_MAX, is_indexed_label,
 };
 pub use ctxstore_protocol::{ContextRef, ErrorCode, PageKind, ServerLimits, StatsWire};
 pub use error::ClientError;
@@ -144,5 +144,5 @@ pub use types::{
     ContextHead, ContextInfo, ContextListPage, ContextQuery, ContextRetention, FoundPage, GcReport,
     KvItem, ListCursor, LogCursor, LogPage, NewContext, NewPayload, NewTurn, Opened, Page, Parent,
     Patched, Purged, Redacted, Stats, TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage, VerifyPayloads,
-    codec_name, codec_tag,
+    blob_hash_from_hex, codec_name, codec_tag,
 };

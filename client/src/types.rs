@@ -6,47 +6,22 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use ctxstore_protocol::{
-    BackupWire, ContextHeadWire, ContextInfoWire, ExtrasWire, GcStatsWire, GcWire, Hash32,
-    KvItemWire, ListCursorWire, LogCursorWire, OverlayWire, ParentWire, PayloadEncoding,
-    PayloadSpec, PayloadWire, StatsWire, TurnSpec, TurnWire,
+    BackupWire, ContextHeadWire, ContextInfoWire, ExtrasWire, GcStatsWire, GcWire, KvItemWire,
+    ListCursorWire, LogCursorWire, OverlayWire, ParentWire, PayloadEncoding, PayloadSpec,
+    PayloadWire, StatsWire, TurnSpec, TurnWire,
 };
 
 use crate::error::ClientError;
 
-/// A BLAKE3-256 payload hash.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BlobHash(pub [u8; 32]);
+/// A BLAKE3-256 payload hash: the one hash type of the engine, the protocol and the clients
+/// (`ctxstore-vocab`).
+pub use ctxstore_protocol::BlobHash;
 
-impl BlobHash {
-    pub fn of(payload: &[u8]) -> BlobHash {
-        BlobHash(*blake3::hash(payload).as_bytes())
-    }
-
-    /// 64 lowercase hex digits.
-    pub fn to_hex(&self) -> String {
-        blake3::Hash::from_bytes(self.0).to_hex().to_string()
-    }
-
-    /// Parses 64 hex digits (either case).
-    pub fn from_hex(text: &str) -> Result<BlobHash, ClientError> {
-        blake3::Hash::from_hex(text)
-            .map(|hash| BlobHash(*hash.as_bytes()))
-            .map_err(|_| {
-                ClientError::InvalidArgument(format!("{text:?} is not a hash of 64 hex digits"))
-            })
-    }
-}
-
-impl std::fmt::Display for BlobHash {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.to_hex())
-    }
-}
-
-impl std::fmt::Debug for BlobHash {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "BlobHash({})", self.to_hex())
-    }
+/// Parses 64 hex digits (either case) as a BlobHash, or says what is wrong.
+pub fn blob_hash_from_hex(text: &str) -> Result<BlobHash, ClientError> {
+    BlobHash::from_hex(text).ok_or_else(|| {
+        ClientError::InvalidArgument(format!("{text:?} is not a hash of 64 hex digits"))
+    })
 }
 
 /// A turn; `payload` is set when it was asked for, and then verified against its hash.
@@ -81,7 +56,7 @@ impl Turn {
             depth: turn.depth,
             type_tag: turn.type_tag,
             codec: turn.codec,
-            payload_hash: BlobHash(turn.payload_hash.0),
+            payload_hash: turn.payload_hash,
             payload_len: turn.payload_len,
             flags: turn.flags,
             created_at_unix_ms: turn.created_at_unix_ms,
@@ -301,7 +276,7 @@ impl NewTurn {
             },
             payload: match self.payload {
                 NewPayload::Bytes(bytes) => PayloadSpec::Bytes(bytes),
-                NewPayload::Hash(hash) => PayloadSpec::Hash(Hash32(hash.0)),
+                NewPayload::Hash(hash) => PayloadSpec::Hash(hash),
             },
         }
     }
@@ -757,7 +732,7 @@ impl KvItem {
     pub(crate) fn from_wire(item: KvItemWire) -> KvItem {
         KvItem {
             key: item.key,
-            value_hash: BlobHash(item.value_hash.0),
+            value_hash: item.value_hash,
             value_len: item.value_len,
         }
     }
@@ -826,13 +801,13 @@ impl std::str::FromStr for VerifyPayloads {
 /// and, for a turn's payload, the turn's `payload_len`); zstd inflated and hashed; raw hashed
 /// when `hash_raw` (decision 0015).
 pub(crate) fn verify_payload(
-    hash: &Hash32,
+    hash: &BlobHash,
     turn_len: Option<u32>,
     payload: PayloadWire,
     hash_raw: bool,
 ) -> Result<Option<Bytes>, ClientError> {
     let corrupt = |reason: String| ClientError::Corrupt {
-        hash: BlobHash(hash.0).to_hex(),
+        hash: hash.to_hex(),
         reason,
     };
     let (bytes, hashed) = match payload.encoding {
@@ -933,7 +908,7 @@ mod tests {
             depth: 7,
             codec: 0,
             type_tag: 0,
-            payload_hash: Hash32(*blake3::hash(payload).as_bytes()),
+            payload_hash: BlobHash(*blake3::hash(payload).as_bytes()),
             payload_len: payload.len() as u32,
             flags: 0,
             created_at_unix_ms: 1,

@@ -16,10 +16,11 @@ use bytes::{Bytes, BytesMut};
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{
     BlobHash, ChunkRef, ChunkingConfig, ClientConfig, ClientError, ContextRef, ErrorCode, NewTurn,
+    split_into_chunks,
 };
 use ctxstore_protocol::{
-    AppendedWire, FrameHeader, FrameReader, HEADER_BYTES, Hash32, MessageType, PayloadSpec,
-    Request, Response, ServerLimits, TurnWire, decode_response, encode_request,
+    AppendedWire, FrameHeader, FrameReader, HEADER_BYTES, MessageType, PayloadSpec, Request,
+    Response, ServerLimits, TurnWire, decode_response, encode_request,
 };
 
 const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
@@ -233,9 +234,9 @@ fn chunk_sizes_that_differ_from_the_servers_are_still_correct() {
     );
     let odd = ChunkingConfig {
         threshold_bytes: 20_000,
-        min: 512,
-        avg: 1024,
-        max: 4096,
+        chunk_bytes_min: 512,
+        chunk_bytes_avg: 1024,
+        chunk_bytes_max: 4096,
     };
     let client = connect(&server, Some(odd));
     let (context, steps, sent, payload_bytes) = grow(&client, "t-1", 80, 60);
@@ -321,7 +322,7 @@ fn bad_chunked_puts_are_refused_and_store_nothing() {
     let client = connect(&server, Some(ChunkingConfig::default()));
     let payload = Bytes::from(words(60_000, 77));
     let hash = BlobHash::of(&payload);
-    let pieces = ChunkingConfig::default().split(&payload);
+    let pieces = split_into_chunks(&ChunkingConfig::default(), &payload);
     assert!(pieces.len() > 4);
     let chunks: Vec<ChunkRef> = pieces.iter().map(|(chunk, _)| *chunk).collect();
     let all: Vec<(u32, Bytes)> = pieces
@@ -457,7 +458,7 @@ fn limits(has_blobs_max: u32) -> ServerLimits {
     }
 }
 
-fn turn_wire(hash: Hash32, len: usize) -> TurnWire {
+fn turn_wire(hash: BlobHash, len: usize) -> TurnWire {
     TurnWire {
         turn_id: 7,
         parent_turn_id: 6,
@@ -477,7 +478,7 @@ fn appended(request: &Request) -> Option<Response> {
     let (message_type, hash, len) = match request {
         Request::AppendTurn { payload, .. } => (
             MessageType::AppendTurn,
-            Hash32(BlobHash::of(payload).0),
+            BlobHash(BlobHash::of(payload).0),
             payload.len(),
         ),
         Request::AppendTurnByHash { payload_hash, .. } => {
@@ -503,13 +504,13 @@ fn big_payload() -> Bytes {
 #[test]
 fn the_automatic_path_runs_its_steps_in_order() {
     let payload = big_payload();
-    let pieces = ChunkingConfig::default().split(&payload);
+    let pieces = split_into_chunks(&ChunkingConfig::default(), &payload);
     let chunk_count = pieces.len();
     let distinct: HashSet<BlobHash> = pieces.iter().map(|(chunk, _)| chunk.hash).collect();
     // The server has about every third chunk, not the payload; the first PUT_CHUNKED is told
     // one went missing.
-    let whole = Hash32(BlobHash::of(&payload).0);
-    let has = move |hash: &Hash32| *hash != whole && hash.0[0].is_multiple_of(3);
+    let whole = BlobHash(BlobHash::of(&payload).0);
+    let has = move |hash: &BlobHash| *hash != whole && hash.0[0].is_multiple_of(3);
     let mut puts = 0;
     let (addr, seen) = fake_server(2, limits(10), move |request| match request {
         Request::HasBlobs { hashes } => Response::HasBlobs {
@@ -537,7 +538,7 @@ fn the_automatic_path_runs_its_steps_in_order() {
     let answer = client.append(1, None, 1, 0, payload.clone()).unwrap();
     assert!(!answer.deduped, "stored by this call");
     let seen = seen.lock().unwrap();
-    let asked: Vec<Hash32> = seen
+    let asked: Vec<BlobHash> = seen
         .iter()
         .take_while(|request| matches!(request, Request::HasBlobs { .. }))
         .flat_map(|request| match request {
@@ -548,7 +549,7 @@ fn the_automatic_path_runs_its_steps_in_order() {
             _ => unreachable!(),
         })
         .collect();
-    assert_eq!(asked[0], Hash32(BlobHash::of(&payload).0));
+    assert_eq!(asked[0], BlobHash(BlobHash::of(&payload).0));
     assert_eq!(asked.len(), 1 + distinct.len());
     let has_blobs = seen.len() - 3;
     assert_eq!(has_blobs, (asked.len()).div_ceil(10));
@@ -568,7 +569,7 @@ fn the_automatic_path_runs_its_steps_in_order() {
     let missing: Vec<u32> = pieces
         .iter()
         .enumerate()
-        .filter(|(_, (chunk, _))| !has(&Hash32(chunk.hash.0)))
+        .filter(|(_, (chunk, _))| !has(&chunk.hash))
         .map(|(index, _)| index as u32)
         .collect();
     assert!(!missing.is_empty() && missing.len() < chunk_count);
@@ -577,7 +578,7 @@ fn the_automatic_path_runs_its_steps_in_order() {
     assert_eq!(retry.len(), chunk_count, "every chunk after NOT_FOUND");
     match &seen[has_blobs + 2] {
         Request::AppendTurnByHash { payload_hash, .. } => {
-            assert_eq!(*payload_hash, Hash32(BlobHash::of(&payload).0));
+            assert_eq!(*payload_hash, BlobHash(BlobHash::of(&payload).0));
         }
         other => panic!("expected APPEND_TURN_BY_HASH, got {other:?}"),
     }
@@ -613,7 +614,7 @@ fn a_stored_payload_is_appended_by_hash_after_one_has_blobs() {
 #[test]
 fn a_payload_the_server_lacks_entirely_is_sent_as_every_chunk() {
     let payload = big_payload();
-    let chunk_count = ChunkingConfig::default().split(&payload).len();
+    let chunk_count = split_into_chunks(&ChunkingConfig::default(), &payload).len();
     let (addr, seen) = fake_server(2, limits(4096), |request| match request {
         Request::HasBlobs { hashes } => Response::HasBlobs {
             present: vec![false; hashes.len()],
@@ -654,7 +655,7 @@ fn a_payload_the_server_lacks_entirely_is_sent_as_every_chunk() {
 #[test]
 fn a_server_without_put_chunked_gets_whole_payloads() {
     let big = big_payload();
-    let whole = Hash32(BlobHash::of(&big).0);
+    let whole = BlobHash(BlobHash::of(&big).0);
     // Every chunk stored, not the payload: PUT_CHUNKED would send no chunk bytes.
     let (addr, seen) = fake_server(2, limits(4096), move |request| match request {
         Request::HasBlobs { hashes } => Response::HasBlobs {
@@ -669,7 +670,7 @@ fn a_server_without_put_chunked_gets_whole_payloads() {
                 .map(|spec| AppendedWire {
                     turn: match &spec.payload {
                         PayloadSpec::Bytes(bytes) => {
-                            turn_wire(Hash32(BlobHash::of(bytes).0), bytes.len())
+                            turn_wire(BlobHash(BlobHash::of(bytes).0), bytes.len())
                         }
                         PayloadSpec::Hash(hash) => turn_wire(*hash, 0),
                     },
@@ -735,7 +736,7 @@ fn a_version_1_server_gets_whole_payloads() {
     let sent = client.bytes_sent() - before;
     assert_eq!(sent, (HEADER_BYTES + 40 + payload.len()) as u64);
     // PUT_CHUNKED by hand is refused before sending.
-    let pieces = ChunkingConfig::default().split(&payload);
+    let pieces = split_into_chunks(&ChunkingConfig::default(), &payload);
     let chunks = pieces.iter().map(|(chunk, _)| *chunk).collect();
     let refused = client
         .put_chunked(BlobHash::of(&payload), chunks, Vec::new())

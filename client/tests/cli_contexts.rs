@@ -284,8 +284,10 @@ fn create_show_tag_name_and_get_or_create() {
         vec!["ctx", "tag", "@thread-1", "novalue"],
         vec!["ctx", "tag", "@thread-1", "=v"],
         vec!["ctx", "create", "--tag", "x"],
-        vec!["ctx", "list", "--updated-after", "0"],
+        vec!["ctx", "list", "--updated-before", "0"],
+        vec!["ctx", "list", "--updated-after", "yesterday-ish"],
         vec!["ctx", "list", "--limit", "0"],
+        vec!["append", "@thread-1", "--codec", "yaml"],
         vec!["ctx", "clone", "@thread-1"],
     ] {
         assert_eq!(server.fails(&args, b"", 2)["code"], "USAGE", "{args:?}");
@@ -475,6 +477,33 @@ fn list_filters_by_tags_name_prefix_and_time() {
             .json(&["ctx", "list", "--updated-before", "1"], b"")
             .is_empty()
     );
+    // After 0 is no bound; ages and RFC 3339 times count from now (issue 29 item 4).
+    assert_eq!(
+        server
+            .json(&["ctx", "list", "--updated-after", "0"], b"")
+            .len(),
+        5
+    );
+    assert_eq!(
+        server
+            .json(&["ctx", "list", "--updated-after", "1h"], b"")
+            .len(),
+        5
+    );
+    assert!(
+        server
+            .json(&["ctx", "list", "--updated-before", "1h"], b"")
+            .is_empty()
+    );
+    assert_eq!(
+        server
+            .json(
+                &["ctx", "list", "--updated-after", "2020-01-01T00:00:00Z"],
+                b""
+            )
+            .len(),
+        5
+    );
     // The newest update bounds the others.
     let newest = all
         .iter()
@@ -641,20 +670,22 @@ fn kv_round_trips_binary_values() {
             .is_empty()
     );
 
-    // rm: gone; get then exits 3; rm again is no error.
-    let output = server.run(&["--json", "kv", "rm", "@kv", "pending/b"], b"");
-    assert!(output.status.success() && output.stdout.is_empty());
+    // rm: prints the entry it removed; get then exits 3; rm again is NOT_FOUND too (issue 29:
+    // it printed nothing, even for a missing key).
+    let removed = server.one(&["kv", "rm", "@kv", "pending/b"], b"");
+    assert_eq!(removed["key"], json!("pending/b"), "{removed}");
+    assert!(removed["value_hash"].is_string() && removed["value_len"].is_u64());
     let error = server.fails(&["kv", "get", "@kv", "pending/b"], b"", 3);
     assert_eq!(error["code"], "NOT_FOUND");
     assert!(
         error["message"].as_str().unwrap().contains("pending/b"),
         "{error}"
     );
+    let again = server.fails(&["kv", "rm", "@kv", "pending/b"], b"", 3);
+    assert_eq!(again["code"], "NOT_FOUND");
     assert!(
-        server
-            .run(&["kv", "rm", "@kv", "pending/b"], b"")
-            .status
-            .success()
+        again["message"].as_str().unwrap().contains("pending/b"),
+        "{again}"
     );
     assert_eq!(
         keys(&server.json(&["kv", "list", "@kv"], b"")),

@@ -349,6 +349,14 @@ fn a_wrong_token_is_unauthorized() {
     assert_eq!(json_error(&output)["code"], "UNAUTHORIZED");
     let (output, _) = run(&server.addr, &["--token", "s3cret", "stats"], b"");
     assert_eq!(output.status.code(), Some(0));
+    // A token read from a file keeps its newline: trimmed, as the server trims its file.
+    let (output, _) = run(&server.addr, &["--token", "s3cret\n", "stats"], b"");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    // No token at all is told apart from a wrong one.
+    let (output, _) = run(&server.addr, &["--json", "stats"], b"");
+    assert_eq!(output.status.code(), Some(6));
+    let message = json_error(&output)["message"].as_str().unwrap().to_string();
+    assert!(message.contains("none was given"), "{message}");
 }
 
 #[test]

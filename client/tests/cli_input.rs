@@ -91,7 +91,7 @@ fn odd_arguments_get_errors_not_panics() {
         (os(&["blob", &not_hex]), 1, "64 hex digits"),
         (os(&["blob", &unicode_hash]), 1, "64 hex digits"),
         (os(&["blob", &zero_hash]), 3, "NOT_FOUND"),
-        (os(&["append", "1", "--codec", "nonsense"]), 1, "codec"),
+        (os(&["append", "1", "--codec", "nonsense"]), 2, "codec"),
         (os(&["append", "18446744073709551615"]), 3, "NOT_FOUND"),
         (
             os(&["append", "1", "--file", missing.to_str().unwrap()]),

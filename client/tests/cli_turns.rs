@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use ctxstore_client::{ClientConfig, ContextRef, NewTurn};
 use ctxstore_protocol::{
-    FrameReader, Hash32, MessageType, PayloadWire, Request, Response, ServerLimits, TurnEntry,
+    BlobHash, FrameReader, MessageType, PayloadWire, Request, Response, ServerLimits, TurnEntry,
     TurnWire, decode_request, encode_response,
 };
 use serde_json::{Value, json};
@@ -568,7 +568,7 @@ const OLD_TURN: TurnWire = TurnWire {
     depth: 0,
     codec: 0,
     type_tag: 0,
-    payload_hash: Hash32([9; 32]),
+    payload_hash: BlobHash([9; 32]),
     payload_len: 1,
     flags: 0,
     created_at_unix_ms: 1,

@@ -687,7 +687,7 @@ fn batch_appends_are_all_or_none() {
             .all(|a| a.turn.turn.parent_turn_id == first.turn.turn.turn_id)
     );
     // 64 turns is one batch; 65 or none is TOO_LARGE.
-    let full: Vec<NewTurn> = (0..ctxstore_client::APPEND_TURNS_MAX)
+    let full: Vec<NewTurn> = (0..ctxstore_client::APPEND_BATCH_TURNS_MAX)
         .map(|index| text(&format!("bulk {index}")))
         .collect();
     assert_eq!(client.append_turns(thread, None, full).unwrap().len(), 64);

@@ -11,8 +11,7 @@ use bytes::Bytes;
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{BlobHash, ClientConfig, ClientError, VerifyPayloads};
 use ctxstore_protocol::{
-    Hash32, MessageType, PayloadEncoding, PayloadWire, Request, Response, ServerLimits, TurnEntry,
-    TurnWire,
+    MessageType, PayloadEncoding, PayloadWire, Request, Response, ServerLimits, TurnEntry, TurnWire,
 };
 
 #[path = "../../testsupport/scripted_server.rs"]
@@ -57,7 +56,7 @@ fn turn_wire() -> TurnWire {
         depth: 0,
         codec: 0,
         type_tag: 1,
-        payload_hash: Hash32(BlobHash::of(PAYLOAD).0),
+        payload_hash: BlobHash(BlobHash::of(PAYLOAD).0),
         payload_len: PAYLOAD.len() as u32,
         flags: 0,
         created_at_unix_ms: 1,

@@ -1,4 +1,4 @@
-//! Chunked blobs (issue 16, decision 0013): a payload above `Chunking::threshold_bytes` is cut
+//! Chunked blobs (issue 16, decision 0013): a payload above `ChunkingConfig::threshold_bytes` is cut
 //! with FastCDC into chunks, each an ordinary blob of the CAS (BLAKE3 of its bytes, stored
 //! once, compressed on its own, owned by the shard of its hash), and stored as a manifest
 //! record (`format::manifest`) under the payload's own BlobHash. A state that grew by a message
@@ -21,12 +21,10 @@
 //! Neither writes a file itself (shards do).
 
 use std::collections::HashMap;
-use std::ops::Range;
 
 use bytes::Bytes;
 
 use crate::blob::view::ShardView;
-use crate::config::Chunking;
 use crate::error::{Corruption, EngineError};
 use crate::format::blob_index::BlobLocation;
 use crate::format::manifest::{CHUNKS_PER_MANIFEST_MAX, ChunkRef, Manifest};
@@ -36,18 +34,6 @@ use crate::store_dir::pack_path;
 
 pub(crate) fn shard_of<'a>(shards: &'a [ShardView], hash: &BlobHash) -> &'a ShardView {
     &shards[usize::from(hash.shard(shards.len() as u16))]
-}
-
-/// The chunk boundaries of `payload` (FastCDC 2020 with the configured sizes).
-pub fn cut(payload: &[u8], chunking: &Chunking) -> Vec<Range<usize>> {
-    fastcdc::v2020::FastCDC::new(
-        payload,
-        chunking.chunk_bytes_min,
-        chunking.chunk_bytes_avg,
-        chunking.chunk_bytes_max,
-    )
-    .map(|chunk| chunk.offset..chunk.offset + chunk.length)
-    .collect()
 }
 
 fn corrupt(

@@ -25,7 +25,7 @@ pub const BLOB_BYTES_LIMIT: u32 = 1 << 30;
 /// Packs per shard the engine can address.
 pub const PACKS_PER_SHARD_MAX: u32 = 65_536;
 /// Time-to-live values above this (100 years) are refused: a caller's unit mistake.
-pub const TTL_MS_MAX: u64 = 100 * 365 * 24 * 3600 * 1000;
+pub use ctxstore_vocab::limits::TTL_MS_MAX;
 
 use crate::format::turn_log::LOG_RECORD_BYTES;
 
@@ -76,67 +76,19 @@ pub struct EngineConfig {
     /// `gc_pack_dead_percent` of the log's slots (0: whenever there is one).
     pub gc_log_dead_bytes_min: u64,
     /// Content-defined chunking of large payloads (issue 16, decision 0013).
-    pub chunking: Chunking,
+    pub chunking: ChunkingConfig,
+    /// Bytes of disk the store keeps allocated in `RESERVE` for garbage collection alone
+    /// (`reserve.rs`): on a full disk a collection gives them up to compact, so that deleting
+    /// contexts can always give space back. 0: none. At most `DISK_RESERVE_BYTES_MAX`.
+    pub disk_reserve_bytes: u64,
 }
 
-/// How payloads are cut into chunks (FastCDC 2020). A payload longer than `threshold_bytes`
-/// is stored as chunks and a manifest; shorter ones, and all of them with a threshold of 0,
-/// as one record. Changing the sizes is always correct (a manifest names whatever cut it was
-/// written with); only chunks cut alike dedup, so clients cutting on their side should use
-/// the same sizes. Defaults and the sweep that chose them: decision 0013.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Chunking {
-    /// 0: never chunk.
-    pub threshold_bytes: u32,
-    pub chunk_bytes_min: u32,
-    pub chunk_bytes_avg: u32,
-    pub chunk_bytes_max: u32,
-}
+/// The largest disk reserve: 64 GiB.
+pub const DISK_RESERVE_BYTES_MAX: u64 = 64 << 30;
 
-impl Default for Chunking {
-    fn default() -> Self {
-        Chunking {
-            threshold_bytes: 16 * 1024,
-            chunk_bytes_min: 512,
-            chunk_bytes_avg: 1024,
-            chunk_bytes_max: 8 * 1024,
-        }
-    }
-}
-
-impl Chunking {
-    pub fn validate(&self) -> Result<(), String> {
-        use fastcdc::v2020::{AVERAGE_MAX, AVERAGE_MIN, MAXIMUM_MIN, MINIMUM_MAX, MINIMUM_MIN};
-        let max_limit = crate::format::manifest::CHUNK_BYTES_MAX;
-        let (min, avg, max) = (
-            self.chunk_bytes_min,
-            self.chunk_bytes_avg,
-            self.chunk_bytes_max,
-        );
-        let in_range = (MINIMUM_MIN..=MINIMUM_MAX).contains(&min)
-            && (AVERAGE_MIN..=AVERAGE_MAX).contains(&avg)
-            && (MAXIMUM_MIN..=max_limit).contains(&max);
-        if !(in_range && min < avg && avg < max) {
-            return Err(format!(
-                "chunk sizes min {min} / avg {avg} / max {max} must satisfy \
-                 {MINIMUM_MIN} <= min < avg < max <= {max_limit}, avg >= {AVERAGE_MIN}, \
-                 max >= {MAXIMUM_MIN}"
-            ));
-        }
-        if self.threshold_bytes != 0 && self.threshold_bytes < min {
-            return Err(format!(
-                "chunk threshold {} must be 0 (off) or at least the minimum chunk size {min}",
-                self.threshold_bytes
-            ));
-        }
-        Ok(())
-    }
-
-    /// Whether a payload of `len` bytes is stored as chunks.
-    pub fn applies_to(&self, len: usize) -> bool {
-        self.threshold_bytes != 0 && len > self.threshold_bytes as usize
-    }
-}
+/// How payloads are cut into chunks: one definition for the engine and every client
+/// (`ctxstore-vocab`, decision 0013).
+pub use ctxstore_vocab::ChunkingConfig;
 
 impl EngineConfig {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
@@ -157,7 +109,8 @@ impl EngineConfig {
             gc_bytes_per_s_max: 32 << 20,
             gc_deleted_bytes_trigger: 1 << 30,
             gc_log_dead_bytes_min: 1 << 20,
-            chunking: Chunking::default(),
+            chunking: ChunkingConfig::DEFAULT,
+            disk_reserve_bytes: 64 << 20,
         }
     }
 
@@ -192,6 +145,12 @@ impl EngineConfig {
             return Err("gc_interval_ms must be at most 30 days".into());
         }
         self.chunking.validate()?;
+        if self.disk_reserve_bytes > DISK_RESERVE_BYTES_MAX {
+            return Err(format!(
+                "disk_reserve_bytes {} is over {DISK_RESERVE_BYTES_MAX} (64 GiB)",
+                self.disk_reserve_bytes
+            ));
+        }
         if !(1..=19).contains(&self.zstd_level) {
             return Err(format!("zstd_level {} is outside 1..=19", self.zstd_level));
         }

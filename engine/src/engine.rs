@@ -110,6 +110,18 @@ impl Engine {
             )));
         }
 
+        // No store writes a byte another reads: a file it writes in place that shares its
+        // inode with another name (a backup's or a copy's hard link) gets one of its own.
+        let in_place = store
+            .files_written_in_place(meta.shard_count)
+            .map_err(|source| OpenError::io(&store.root, source))?;
+        for path in in_place {
+            crate::file::make_private(&path).map_err(|source| OpenError::io(&path, source))?;
+        }
+        // Taken before recovery and the prepared space can fill a nearly full disk.
+        let reserve = crate::reserve::DiskReserve::open(&store.root, config.disk_reserve_bytes)
+            .map_err(|source| OpenError::io(&store.root, source))?;
+
         // Shards recover in parallel; the log's replay then checks every turn's blob.
         let shards = recover_shards(&store, &config)?;
         let (views, cursors): (Vec<_>, Vec<_>) = shards
@@ -152,9 +164,10 @@ impl Engine {
         heads.publish_contexts(recovered.heads.count());
         let counters = SequencerCounters::default();
         counters.turns.store(recovered.turns, Ordering::Relaxed);
-        counters
-            .contexts
-            .store(recovered.heads.count(), Ordering::Relaxed);
+        counters.contexts.store(
+            recovered.heads.count() - recovered.contexts.deleted_contexts,
+            Ordering::Relaxed,
+        );
         counters
             .logical_bytes
             .store(recovered.logical_bytes, Ordering::Relaxed);
@@ -259,6 +272,7 @@ impl Engine {
             store.clone(),
             &config,
             open_packs,
+            reserve,
         ));
         let gc_scheduler = match Scheduler::start(
             collector.clone(),
@@ -406,7 +420,9 @@ impl Engine {
                 drop(pin);
                 return answer;
             }
-            (None, AppendPayload::StoredBlob(_)) => return Err(EngineError::BlobNotFound(hash)),
+            (None, AppendPayload::StoredBlob(_)) => {
+                return Err(EngineError::ReferencedBlobNotFound(hash));
+            }
         }
         answer.await.map_err(|_| EngineError::ShutDown)?
     }

@@ -57,8 +57,14 @@ pub enum EngineError {
     ContextNotFound(ContextId),
     #[error("turn {0} not found")]
     TurnNotFound(TurnId),
-    #[error("blob {0} not found; upload the payload instead of referencing it by hash")]
+    #[error(
+        "blob {0} not found: this store does not hold it (never stored, or collected or purged since)"
+    )]
     BlobNotFound(BlobHash),
+    /// An append named its payload by hash and the store does not hold it: the one case where
+    /// sending the bytes is the way out.
+    #[error("blob {0} not found; append the payload by value instead of referencing it by hash")]
+    ReferencedBlobNotFound(BlobHash),
     #[error("head of context {context_id} is turn {actual}, not the expected turn {expected}")]
     Conflict {
         context_id: ContextId,
@@ -111,6 +117,7 @@ impl EngineError {
             EngineError::ContextNotFound(_)
             | EngineError::TurnNotFound(_)
             | EngineError::BlobNotFound(_)
+            | EngineError::ReferencedBlobNotFound(_)
             | EngineError::NameNotFound(_)
             | EngineError::MissingChunks { .. } => ErrorKind::NotFound,
             EngineError::HashMismatch { .. } => ErrorKind::HashMismatch,
@@ -152,6 +159,7 @@ impl EngineError {
             EngineError::ContextNotFound(id) => EngineError::ContextNotFound(*id),
             EngineError::TurnNotFound(id) => EngineError::TurnNotFound(*id),
             EngineError::BlobNotFound(hash) => EngineError::BlobNotFound(*hash),
+            EngineError::ReferencedBlobNotFound(hash) => EngineError::ReferencedBlobNotFound(*hash),
             EngineError::Conflict {
                 context_id,
                 expected,

@@ -41,7 +41,8 @@ use std::time::{Duration, Instant};
 
 use crate::blob::condemned::Condemned;
 use crate::blob::scan::{self, ScannedRecord};
-use crate::error::EngineError;
+use crate::error::{EngineError, ErrorKind};
+use crate::file::{Released, release_replaced};
 use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::pack::{PACK_HEADER_BYTES, PackHeader};
 use crate::format::turn_extras::TurnExtras;
@@ -55,6 +56,7 @@ use crate::pipeline::{
     CompactedPack, GcFenced, GcSnapshot, SequencerInbox, SequencerRequest, ShardRequest, SweptBlobs,
 };
 use crate::published::Published;
+use crate::reserve::DiskReserve;
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
 use crate::sequencer::owners;
@@ -67,6 +69,8 @@ use crate::throttle::Throttle;
 /// final fsync would stall every append's fdatasync behind it (the backup's lesson,
 /// docs/benchmarks.md); smaller steps keep each stall short.
 const SYNC_STEP_BYTES: u64 = 512 << 10;
+/// Bytes a replaced pack gives back per step (`file::release_replaced`).
+const RELEASE_STEP_BYTES: u64 = 8 << 20;
 
 /// What the collector counts across rounds (read by `Engine::stats`).
 #[derive(Debug, Default)]
@@ -109,6 +113,9 @@ pub(crate) struct Collector {
     /// Chunked writes in flight (issue 16, decision 0013): each names the chunks and base its
     /// manifest will name, from before it looks at the index until the manifest is indexed.
     pub pins: ChunkPins,
+    /// Disk only a collection may use (`reserve.rs`): given up when a compaction finds the
+    /// disk full, taken back after the round.
+    reserve: DiskReserve,
 }
 
 /// The blobs chunked writes in flight are about to name in a manifest, and the condemned
@@ -185,6 +192,7 @@ impl Collector {
         store: StoreDir,
         config: &crate::config::EngineConfig,
         open_pack_ids: Vec<u32>,
+        reserve: DiskReserve,
     ) -> Collector {
         Collector {
             published,
@@ -200,6 +208,7 @@ impl Collector {
             stopping: AtomicBool::new(false),
             orphans_before_pack: Mutex::new(open_pack_ids),
             pins: ChunkPins::default(),
+            reserve,
         }
     }
 
@@ -251,6 +260,8 @@ impl Collector {
         let snapshot = self.start()?;
         let result = self.collect(&snapshot);
         self.pins.clear();
+        // Given up for a compaction on a full disk: back once the round freed the room.
+        self.reserve.take_back();
         if !matches!(result, Ok((_, Fence::Reached))) {
             // No fence reached the sequencer: it stops noting.
             let _ = self.sequencer.0.send(SequencerRequest::GcAbort);
@@ -303,6 +314,10 @@ impl Collector {
         let overlays = &snapshot.contexts.overlays;
         let mut named_by_dead: HashSet<BlobHash, BlobHashBuildHasher> =
             overlays.purged().copied().collect();
+        // Of those, the bytes an erasure asked to remove (purged, or a redacted turn's payload
+        // and patches): their packs are compacted whatever their dead share, so that no file
+        // holds them once the round is over (issue 29 item 2).
+        let mut erased = named_by_dead.clone();
         for record_id in 1..=snapshot.watermark {
             let turn_id = TurnId(record_id);
             if !log.is_turn(record_id) || snapshot.dead.contains(turn_id) {
@@ -312,9 +327,14 @@ impl Collector {
             if !live {
                 dead.insert(turn_id);
             }
-            if !live || overlays.is_redacted(turn_id) {
+            let redacted = overlays.is_redacted(turn_id);
+            if !live || redacted {
                 named_by_dead.insert(log.hash[record_id as usize]);
                 named_by_dead.extend(overlays.all_patch_blobs(turn_id));
+            }
+            if redacted {
+                erased.insert(log.hash[record_id as usize]);
+                erased.extend(overlays.all_patch_blobs(turn_id));
             }
         }
         report.turns_dead = dead.count();
@@ -350,15 +370,18 @@ impl Collector {
         }
         // What a dead manifest names was named by the dead too (no orphan grace for it): a
         // redacted chunked payload leaves the disk at the first collection like any other.
-        let mut dying: Vec<BlobHash> = named_by_dead
-            .iter()
-            .filter(|hash| manifests.contains_key(*hash))
-            .copied()
-            .collect();
-        while let Some(manifest) = dying.pop() {
-            for name in manifests.get(&manifest).into_iter().flatten() {
-                if named_by_dead.insert(*name) && manifests.contains_key(name) {
-                    dying.push(*name);
+        // The same for erased manifests: their chunks hold the erased bytes.
+        for set in [&mut named_by_dead, &mut erased] {
+            let mut dying: Vec<BlobHash> = set
+                .iter()
+                .filter(|hash| manifests.contains_key(*hash))
+                .copied()
+                .collect();
+            while let Some(manifest) = dying.pop() {
+                for name in manifests.get(&manifest).into_iter().flatten() {
+                    if set.insert(*name) && manifests.contains_key(name) {
+                        dying.push(*name);
+                    }
                 }
             }
         }
@@ -415,8 +438,10 @@ impl Collector {
                 report.live_bytes += plan.live_bytes;
                 let garbage = file_bytes.saturating_sub(plan.live_bytes);
                 report.dead_bytes += garbage;
-                let due =
-                    garbage > 0 && garbage * 100 >= u64::from(self.pack_dead_percent) * file_bytes;
+                // Due past the dead share, or at once when it holds erased bytes.
+                let due = garbage > 0
+                    && (garbage * 100 >= u64::from(self.pack_dead_percent) * file_bytes
+                        || plan.dead.iter().any(|hash| erased.contains(hash)));
                 if !due {
                     continue;
                 }
@@ -512,6 +537,9 @@ impl Collector {
             }
         }
         let mut throttle = Throttle::new(self.bytes_per_s_max);
+        // The packs with the fewest live bytes first: a wholly dead pack costs no copy, and on a
+        // nearly full disk each compaction frees room for the next, larger copy.
+        plans.sort_by_key(|plan| plan.live_bytes);
         for plan in plans {
             if self.stopping.load(Ordering::Acquire) {
                 return Err(EngineError::ShutDown);
@@ -528,7 +556,13 @@ impl Collector {
                 .map_err(|_| EngineError::ShutDown)?;
             let swept: SweptBlobs = answer.recv().map_err(|_| EngineError::ShutDown)?;
             report.blobs_dead += swept.blobs;
-            let compacted = self.compact(&plan, sender, &mut throttle)?;
+            let compacted = match self.compact(&plan, sender, &mut throttle) {
+                // A full disk: the reserve exists for this copy (reserve.rs).
+                Err(error) if error.kind() == ErrorKind::NoSpace && self.reserve.give_up() => {
+                    self.compact(&plan, sender, &mut throttle)?
+                }
+                other => other?,
+            };
             report.bytes_reclaimed += plan.file_bytes.saturating_sub(compacted);
             report.bytes_rewritten += compacted;
             report.packs_compacted += 1;
@@ -648,6 +682,30 @@ impl Collector {
     /// Rewrites one swept pack with the records the index still points at, and the shard's
     /// index to match; the shard installs both. Returns the new pack's length.
     fn compact(
+        &self,
+        plan: &PackPlan,
+        sender: &flume::Sender<ShardRequest>,
+        throttle: &mut Throttle,
+    ) -> Result<u64, EngineError> {
+        let result = self.compact_pack(plan, sender, throttle);
+        if result.is_err() {
+            // No `.compact` file outlives a failed compaction (on a full disk it would hold
+            // blocks until the next open); renamed-in ones are gone already.
+            let dir = self.store.shard_dir(plan.shard);
+            let pack = compact_path(&pack_path(&dir, plan.pack_id));
+            let index = compact_path(&self.store.blob_index_path(plan.shard));
+            let removed = [pack, index]
+                .iter()
+                .filter(|path| std::fs::remove_file(path).is_ok())
+                .count();
+            if removed > 0 {
+                let _ = sync_dir(&dir);
+            }
+        }
+        result
+    }
+
+    fn compact_pack(
         &self,
         plan: &PackPlan,
         sender: &flume::Sender<ShardRequest>,
@@ -837,27 +895,20 @@ impl Collector {
         sync_dir(&dir).map_err(write(&dir))?;
         std::fs::remove_file(&marker).map_err(write(&marker))?;
         sync_dir(&dir).map_err(write(&dir))?;
-        release_gradually(old_file, throttle);
-        Ok(new_len)
-    }
-}
-
-/// Frees a replaced (unlinked) pack's blocks in steps of `RELEASE_STEP_BYTES`, paced by the
-/// throttle. A reader still holding the old file then reads short and retries at the
-/// record's new location (`ShardView::read_located`). Failures only cost the stall this
-/// avoids: the last close frees the rest.
-fn release_gradually(file: File, throttle: &mut Throttle) {
-    const RELEASE_STEP_BYTES: u64 = 8 << 20;
-    let Ok(mut len) = file.metadata().map(|meta| meta.len()) else {
-        return;
-    };
-    while len > 0 {
-        len = len.saturating_sub(RELEASE_STEP_BYTES);
-        if file.set_len(len).is_err() {
-            return;
+        // Freed a step at a time (see `release_replaced`), paced by the throttle: 8 MiB, then
+        // 2 ms. A hard link (a backup on this file system) keeps the old file whole.
+        let released = release_replaced(old_file, RELEASE_STEP_BYTES, |bytes| {
+            throttle.take(bytes / 8);
+            std::thread::sleep(Duration::from_millis(2));
+        });
+        if released == Released::Shared {
+            tracing::info!(
+                pack = %old_path.display(),
+                "the replaced pack has another name (a backup on this file system hard-linked \
+                 it): its blocks stay until that name is removed"
+            );
         }
-        throttle.take(RELEASE_STEP_BYTES / 8);
-        std::thread::sleep(Duration::from_millis(2));
+        Ok(new_len)
     }
 }
 

@@ -35,13 +35,15 @@ mod file;
 pub mod format;
 mod gc;
 mod group_commit;
-pub mod ids;
+/// The shared vocabulary's identifiers (`ctxstore-vocab`), under the engine's own path.
+pub use ctxstore_vocab::ids;
 mod log_compaction;
 pub mod metrics;
 pub mod model;
 mod pipeline;
 mod published;
 mod read;
+pub mod reserve;
 mod sequencer;
 mod skip;
 mod status;
@@ -51,7 +53,9 @@ mod threads;
 mod throttle;
 pub mod verify;
 
-pub use config::{Actor, Chunking, EngineConfig, Limits, OpenCheck, Placement, ThreadPlacement};
+pub use config::{
+    Actor, ChunkingConfig, EngineConfig, Limits, OpenCheck, Placement, ThreadPlacement,
+};
 pub use engine::Engine;
 // The Engine's methods by concern, with their public types (`contexts::ListQuery`, …).
 pub use engine::{backup, contexts, overlays, retention, turns};

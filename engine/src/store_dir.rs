@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! DIR/LOCK                               advisory lock held while the store is open
+//! DIR/RESERVE                            disk kept for garbage collection alone (reserve.rs)
 //! DIR/ctxstore.meta                      format version and shard count (written once)
 //! DIR/turns.log                          sequencer journal: turns and context creations
 //! DIR/turns.base                         the compacted prefix of turns.log (after a collection)
@@ -71,6 +72,37 @@ impl StoreDir {
         pack_path(&self.shard_dir(shard), pack_id)
     }
 
+    /// The files a store writes, cuts or punches in place: `turns.log`, and each shard's
+    /// `blobs.idx` and newest pack (the open one), those that exist. Every other file is
+    /// written once under a temporary name and renamed in (the meta file, `turns.base`, a
+    /// compaction's files), or never changes again (sealed packs), so only these must be
+    /// private to the store before it opens (decision 0017).
+    pub fn files_written_in_place(&self, shard_count: u16) -> io::Result<Vec<PathBuf>> {
+        let mut files = vec![self.turns_log_path()];
+        for shard in 0..shard_count {
+            files.push(self.blob_index_path(shard));
+            let dir = self.shard_dir(shard);
+            let newest = match fs::read_dir(&dir) {
+                Ok(entries) => {
+                    let mut newest = None;
+                    for entry in entries {
+                        let name = entry?.file_name();
+                        let pack_id = name.to_str().and_then(parse_pack_name);
+                        newest = newest.max(pack_id);
+                    }
+                    newest
+                }
+                Err(error) if error.kind() == io::ErrorKind::NotFound => None,
+                Err(error) => return Err(error),
+            };
+            if let Some(pack_id) = newest {
+                files.push(self.pack_path(shard, pack_id));
+            }
+        }
+        files.retain(|path| path.exists());
+        Ok(files)
+    }
+
     /// The shard count of the store in this directory, if there is one.
     pub fn existing_shard_count(&self) -> Result<Option<u16>, OpenError> {
         let meta_path = self.meta_path();
@@ -88,6 +120,15 @@ impl StoreDir {
     /// Takes the exclusive lock of the directory; held until the returned file is dropped.
     pub fn lock(&self) -> Result<File, OpenError> {
         let path = self.root.join(LOCK_FILE);
+        // A copy of a store made with hard links (`cp -al`) shares its LOCK's inode, and a
+        // lock is taken on the inode: the copy would find itself locked by the original's
+        // server. The lock file holds no data, so a shared one is replaced by a new one.
+        if fs::metadata(&path).is_ok_and(|metadata| {
+            use std::os::unix::fs::MetadataExt;
+            metadata.nlink() > 1
+        }) {
+            fs::remove_file(&path).map_err(|source| OpenError::io(&path, source))?;
+        }
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)

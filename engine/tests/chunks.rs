@@ -10,7 +10,6 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use common::{append, block_on, chat_payload, config, gc_config, new_context, random_payload};
-use ctxstore_engine::chunks::cut;
 use ctxstore_engine::{
     BlobHash, ChunkRef, ContextRef, Engine, EngineConfig, EngineError, ErrorKind, TurnId, verify,
 };
@@ -99,7 +98,7 @@ fn small_payloads_keep_one_record_and_chunking_can_be_turned_off() {
 
 fn chunk_refs(payload: &[u8], engine_config: &EngineConfig) -> (Vec<ChunkRef>, Vec<Bytes>) {
     let bytes = Bytes::copy_from_slice(payload);
-    let ranges = cut(payload, &engine_config.chunking);
+    let ranges = engine_config.chunking.cut(payload);
     let chunks = ranges
         .iter()
         .map(|range| ChunkRef {
@@ -274,7 +273,7 @@ fn collections_follow_manifests_to_their_chunks() {
         let hash = BlobHash::of(payload);
         assert!(!block_on(engine.has_blob(hash)));
         // Every chunk of it is gone too (they were incompressible and unshared).
-        for range in cut(payload, &engine.config().chunking) {
+        for range in engine.config().chunking.cut(payload) {
             assert!(!block_on(engine.has_blob(BlobHash::of(&payload[range]))));
         }
     }

@@ -205,11 +205,13 @@ fn concurrent_puts_of_one_new_blob_write_one_record() {
         );
         // One manifest record and each distinct chunk once (50 KB is chunked, issue 16).
         let stats = engine.stats();
-        let chunks: std::collections::HashSet<BlobHash> =
-            ctxstore_engine::chunks::cut(&payload, &engine.config().chunking)
-                .into_iter()
-                .map(|range| BlobHash::of(&payload[range]))
-                .collect();
+        let chunks: std::collections::HashSet<BlobHash> = engine
+            .config()
+            .chunking
+            .cut(&payload)
+            .into_iter()
+            .map(|range| BlobHash::of(&payload[range]))
+            .collect();
         assert_eq!(stats.chunked_blobs, 1);
         assert_eq!(stats.blobs, 1 + chunks.len() as u64);
         engine.shutdown();

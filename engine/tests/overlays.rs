@@ -378,3 +378,91 @@ fn a_redacted_turn_is_never_served_from_a_cache() {
     }
     engine.shutdown();
 }
+
+/// Issue 29 item 2: `purge` then one collection leaves no file of the store holding the
+/// purged bytes, whatever the dead share of their pack (the default 50 % here, where each
+/// purged payload is a few percent of its pack): raw in a sealed pack and in the open one,
+/// zstd-compressed, and chunked (its manifest and chunks). The record of each (its hash in a
+/// pack header) is gone too, also after a reopen; everything else reads back.
+#[test]
+fn a_purge_then_one_collection_leaves_no_file_holding_the_bytes_whatever_the_dead_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = gc_config(dir.path());
+    config.gc_pack_dead_percent = 50;
+    config.limits.pack_bytes_max = 512 * 1024;
+    config.limits.blob_bytes_max = 256 * 1024;
+    config.limits.shard_batch_bytes_max = 512 * 1024;
+    let engine = Engine::open(config.clone()).unwrap();
+    let context = new_context(&engine);
+    let mut kept = Vec::new();
+    let mut keep = |engine: &Engine, seed: u64| {
+        let payload = random_payload(seed, 8 << 10);
+        kept.push((turn_of(engine, context, &payload), payload));
+    };
+    // The first secret ends up in a sealed pack: ~60 × 8 KiB of neighbours follow it.
+    let in_sealed = random_payload(100, 4 << 10);
+    turn_of(&engine, context, &in_sealed);
+    for seed in 0..60 {
+        keep(&engine, seed);
+    }
+    let in_open = random_payload(101, 4 << 10);
+    turn_of(&engine, context, &in_open);
+    let compressible = common::chat_payload(102, 4 << 10);
+    turn_of(&engine, context, &compressible);
+    let chunked = random_payload(103, 96 << 10);
+    turn_of(&engine, context, &chunked);
+    for seed in 60..70 {
+        keep(&engine, seed);
+    }
+    let secrets = [&in_sealed, &in_open, &compressible, &chunked];
+    let slice = |bytes: &[u8]| bytes[1000..1064].to_vec();
+    for secret in [&in_sealed, &in_open, &chunked] {
+        assert!(!found_on_disk(dir.path(), &slice(secret)).is_empty());
+    }
+    let pack_holds = |hash: &BlobHash| {
+        files(dir.path())
+            .into_iter()
+            .filter(|path| path.extension().is_some_and(|e| e == "pack" || e == "idx"))
+            .any(|path| {
+                let bytes = std::fs::read(path).unwrap();
+                bytes.windows(32).any(|window| window == hash.0)
+            })
+    };
+    let hashes: Vec<BlobHash> = secrets.iter().map(|secret| BlobHash::of(secret)).collect();
+    assert!(hashes.iter().all(pack_holds), "each secret has its record");
+
+    for hash in &hashes {
+        block_on(engine.purge_blob(*hash)).unwrap();
+    }
+    let report = engine.gc().unwrap();
+    assert!(
+        report.packs_compacted >= 2,
+        "the sealed pack and the open one: {report:?}"
+    );
+    let check = |when: &str| {
+        for secret in [&in_sealed, &in_open, &chunked] {
+            let left = found_on_disk(dir.path(), &slice(secret));
+            assert!(left.is_empty(), "{when}: purged bytes still in {left:?}");
+        }
+        for hash in &hashes {
+            assert!(
+                !pack_holds(hash),
+                "{when}: a pack or index still names {hash}"
+            );
+        }
+    };
+    check("after the collection");
+    let chain = read(&engine, context, None);
+    let readable: Vec<(TurnId, Vec<u8>)> = chain
+        .iter()
+        .filter(|(_, redacted, _)| !redacted)
+        .map(|(turn, _, payload)| (*turn, payload.clone()))
+        .collect();
+    assert_eq!(readable, kept);
+    engine.shutdown();
+    let engine = Engine::open(config).unwrap();
+    check("after a reopen");
+    engine.shutdown();
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+}

@@ -337,3 +337,22 @@ fn the_reaper_deletes_contexts_idle_past_their_ttl_and_spares_the_rest() {
     let report = verify(dir.path()).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
+
+/// Issue 29 item 4: `stats().contexts` (STATS, the `ctxstore_contexts` metric) counts live
+/// contexts; a deleted one no longer counts, also after a reopen.
+#[test]
+fn stats_count_live_contexts_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let a = named(&engine, "a");
+    named(&engine, "b");
+    let fork_base = chain(&engine, a, 2);
+    block_on(engine.fork(fork_base[1])).unwrap();
+    assert_eq!(engine.stats().contexts, 3);
+    block_on(engine.delete_context(&id(a))).unwrap();
+    assert_eq!(engine.stats().contexts, 2);
+    engine.shutdown();
+    let engine = open(dir.path());
+    assert_eq!(engine.stats().contexts, 2, "after a reopen");
+    engine.shutdown();
+}

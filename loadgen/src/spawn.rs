@@ -138,7 +138,12 @@ fn usage_under(path: &Path) -> (u64, u64) {
         return (0, 0);
     };
     let mut total = (0, 0);
-    for entry in entries.flatten() {
+    // A ctxstore store's disk reserve (`RESERVE`, `--disk-reserve`) is space kept free for
+    // its garbage collector, not data: a peer's free space is not counted either.
+    for entry in entries
+        .flatten()
+        .filter(|entry| entry.file_name() != "RESERVE")
+    {
         let (allocated, length) = match entry.metadata() {
             Ok(metadata) if metadata.is_dir() => usage_under(&entry.path()),
             Ok(metadata) => (metadata.blocks() * 512, metadata.len()),

@@ -283,7 +283,7 @@ pub enum ListCursorWire {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KvItemWire {
     pub key: Bytes,
-    pub value_hash: Hash32,
+    pub value_hash: BlobHash,
     pub value_len: u32,
 }
 
@@ -320,7 +320,7 @@ pub enum ParentWire {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PayloadSpec {
     Bytes(Bytes),
-    Hash(Hash32),
+    Hash(BlobHash),
 }
 
 /// One turn of APPEND_TURNS.
@@ -389,19 +389,8 @@ pub mod tag_flags {
     pub const KNOWN: u32 = EXPECT_HEAD;
 }
 
-/// A BLAKE3-256 hash on the wire.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Hash32(pub [u8; 32]);
-
-impl std::fmt::Debug for Hash32 {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Hash32(")?;
-        for byte in self.0 {
-            write!(f, "{byte:02x}")?;
-        }
-        write!(f, ")")
-    }
-}
+/// A BLAKE3-256 hash on the wire: 32 bytes, the one hash type of `ctxstore-vocab`.
+pub use ctxstore_vocab::BlobHash;
 
 /// Bits of `read_flags` in read requests.
 pub mod read_flags {
@@ -420,19 +409,16 @@ pub mod append_flags {
     pub const KNOWN: u32 = EXPECT_HEAD;
 }
 
-pub const TOKEN_BYTES_MAX: usize = 1024;
+/// The limits the engine enforces too, defined once (`ctxstore-vocab`).
+pub use ctxstore_vocab::limits::{
+    CHUNK_BYTES_MAX, CHUNKS_PER_PAYLOAD_MAX, CONTEXT_NAME_BYTES_MAX, TOKEN_BYTES_MAX,
+};
+/// A client's name in HELLO.
 pub const NAME_BYTES_MAX: usize = 256;
-/// A context's name: 1..=256 bytes of UTF-8 (the engine enforces the same limit).
-pub const CONTEXT_NAME_BYTES_MAX: usize = 256;
 pub const MESSAGE_BYTES_MAX: usize = 4096;
 /// Hard ceiling of HAS_BLOBS hashes and of turns in one TURNS response.
 pub const LIST_ITEMS_LIMIT: u32 = 1 << 20;
 
-/// Most chunks one PUT_CHUNKED names (the engine's `CHUNKS_PER_MANIFEST_MAX`).
-pub const CHUNKS_PER_PAYLOAD_MAX: u32 = 65_536;
-/// Largest chunk of a PUT_CHUNKED (chunkers cut at 16 KiB by default; this bounds what one
-/// entry can make the server hash and hold).
-pub const CHUNK_BYTES_MAX: u32 = 1 << 20;
 /// Bytes of a chunk entry of PUT_CHUNKED: `hash 32, u32 len`.
 pub const CHUNK_ENTRY_BYTES: usize = 36;
 /// Bytes of CHUNKED_STORED: `hash 32, u64 payload_len, u8 already_stored, 7 reserved`.
@@ -441,7 +427,7 @@ pub const CHUNKED_STORED_BYTES: usize = 48;
 /// One chunk of a payload in PUT_CHUNKED: its BLAKE3 hash and length (1..=`CHUNK_BYTES_MAX`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkWire {
-    pub hash: Hash32,
+    pub hash: BlobHash,
     pub len: u32,
 }
 
@@ -450,7 +436,7 @@ pub struct ChunkWire {
 /// state names the previous one, so a step sends only the chunks after the shared prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkBaseWire {
-    pub hash: Hash32,
+    pub hash: BlobHash,
     pub kept: u32,
 }
 
@@ -476,7 +462,7 @@ pub struct TurnWire {
     pub depth: u32,
     pub codec: u32,
     pub type_tag: u64,
-    pub payload_hash: Hash32,
+    pub payload_hash: BlobHash,
     pub payload_len: u32,
     pub flags: u32,
     pub created_at_unix_ms: u64,
@@ -596,7 +582,7 @@ pub enum Request {
         expected_head: Option<u64>,
         type_tag: u64,
         codec: u32,
-        payload_hash: Hash32,
+        payload_hash: BlobHash,
     },
     GetTurn {
         turn_id: u64,
@@ -629,11 +615,11 @@ pub enum Request {
         read_flags: u32,
     },
     GetBlob {
-        hash: Hash32,
+        hash: BlobHash,
         read_flags: u32,
     },
     HasBlobs {
-        hashes: Vec<Hash32>,
+        hashes: Vec<BlobHash>,
     },
     Stats,
     /// A new context, optionally named, tagged, forked at `base_turn_id` or cloned from
@@ -763,7 +749,7 @@ pub enum Request {
     },
     /// Redacts every turn naming the blob and hides it by hash (the compliance path).
     PurgeBlob {
-        hash: Hash32,
+        hash: BlobHash,
     },
     /// A read (`MessageType::takes_overlays`) in the overlay view `as_of` (0: the latest),
     /// with each TURN's overlay state in the answer (frame flag `OVERLAYS`, version 2).
@@ -778,7 +764,7 @@ pub enum Request {
     /// `payload_hash`. Then APPEND_TURN_BY_HASH names it: a growing state costs the bytes it
     /// grew by.
     PutChunked {
-        payload_hash: Hash32,
+        payload_hash: BlobHash,
         base: Option<ChunkBaseWire>,
         chunks: Vec<ChunkWire>,
         sent: Vec<SentChunkWire>,
@@ -975,7 +961,7 @@ pub enum Response {
     },
     /// Answer to KV_GET: the value's BlobHash and bytes.
     KvValue {
-        value_hash: Hash32,
+        value_hash: BlobHash,
         payload: PayloadWire,
     },
     /// Answer to KV_LIST.
@@ -1029,7 +1015,7 @@ pub enum Response {
     Patched {
         turn_id: u64,
         overlay_seq: u64,
-        payload_hash: Hash32,
+        payload_hash: BlobHash,
         payload_len: u32,
     },
     /// Answer to REDACT_TURN.
@@ -1040,14 +1026,14 @@ pub enum Response {
     /// Answer to PURGE_BLOB: how many turns it redacted (not counting those redacted before)
     /// and the purge record's sequence number.
     Purged {
-        payload_hash: Hash32,
+        payload_hash: BlobHash,
         turns_redacted: u64,
         overlay_seq: u64,
     },
     /// Answer to PUT_CHUNKED (CHUNKED_STORED, 48 bytes): the payload's hash and length, and
     /// whether it was stored before this request.
     ChunkedStored {
-        payload_hash: Hash32,
+        payload_hash: BlobHash,
         payload_len: u64,
         already_stored: bool,
     },

@@ -12,12 +12,12 @@ enum Frame {
     Response(Response),
 }
 
-fn hash(seed: u8) -> Hash32 {
+fn hash(seed: u8) -> BlobHash {
     let mut bytes = [0u8; 32];
     for (index, byte) in bytes.iter_mut().enumerate() {
         *byte = seed.wrapping_add(index as u8);
     }
-    Hash32(bytes)
+    BlobHash(bytes)
 }
 
 fn turn() -> TurnWire {
@@ -918,7 +918,7 @@ fn vectors_v2() -> Vec<Vector> {
                     entries: vec![TurnEntryV2 {
                         turn: TurnWire {
                             // BLAKE3 of no bytes: what a redacted turn reads with.
-                            payload_hash: Hash32(
+                            payload_hash: BlobHash(
                                 from_hex(
                                     "af1349b9f5f9a1a6a0404dea36dcc949\
                                      9bcb25c9adc112b7cc9a93cae41f3262",

@@ -7,8 +7,8 @@ use ctxstore_protocol::codec::encode_request_chunks;
 use ctxstore_protocol::*;
 use proptest::prelude::*;
 
-fn hash() -> impl Strategy<Value = Hash32> {
-    any::<[u8; 32]>().prop_map(Hash32)
+fn hash() -> impl Strategy<Value = BlobHash> {
+    any::<[u8; 32]>().prop_map(BlobHash)
 }
 
 fn bytes(max: usize) -> impl Strategy<Value = Bytes> {
@@ -356,7 +356,7 @@ fn put_chunked() -> impl Strategy<Value = Request> {
                 payload_hash,
                 // A base names a stored blob: never the all-zero hash, which means none.
                 base: base.map(|(hash, kept)| ChunkBaseWire {
-                    hash: Hash32({
+                    hash: BlobHash({
                         let mut bytes = hash.0;
                         bytes[0] |= 1;
                         bytes
@@ -850,7 +850,7 @@ fn fixed_sizes_match_the_document() {
         depth: 0,
         codec: 0,
         type_tag: 0,
-        payload_hash: Hash32([0; 32]),
+        payload_hash: BlobHash([0; 32]),
         payload_len: 0,
         flags: 0,
         created_at_unix_ms: 0,
@@ -887,7 +887,7 @@ fn fixed_sizes_match_the_document() {
     encode_request(1, &Request::Gc, &mut request).unwrap();
     assert_eq!(request.len(), HEADER_BYTES + 4, "GC: gc_flags u32");
     let stored = Response::ChunkedStored {
-        payload_hash: Hash32([0; 32]),
+        payload_hash: BlobHash([0; 32]),
         payload_len: 0,
         already_stored: true,
     };
@@ -907,11 +907,11 @@ fn fixed_sizes_match_the_document() {
 /// `(index, len)` of bytes for each of `sent`.
 fn chunked_with(count: u32, last_len: u32, sent: &[(u32, usize)]) -> Request {
     Request::PutChunked {
-        payload_hash: Hash32([1; 32]),
+        payload_hash: BlobHash([1; 32]),
         base: None,
         chunks: (0..count)
             .map(|index| ChunkWire {
-                hash: Hash32([index as u8; 32]),
+                hash: BlobHash([index as u8; 32]),
                 len: if index + 1 == count { last_len } else { 5 },
             })
             .collect(),
@@ -952,10 +952,10 @@ fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
     check_request(&good).unwrap();
     let bytes = Bytes::from(vec![3u8; 100_000]);
     let large = Request::PutChunked {
-        payload_hash: Hash32([1; 32]),
+        payload_hash: BlobHash([1; 32]),
         base: None,
         chunks: vec![ChunkWire {
-            hash: Hash32([2; 32]),
+            hash: BlobHash([2; 32]),
             len: 100_000,
         }],
         sent: vec![SentChunkWire {
@@ -1076,7 +1076,7 @@ fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
         } => Request::PutChunked {
             payload_hash,
             base: Some(ChunkBaseWire {
-                hash: Hash32([5; 32]),
+                hash: BlobHash([5; 32]),
                 kept,
             }),
             chunks,

@@ -974,13 +974,13 @@ fn start(
 
 /// The largest CONTEXT_INFO: a name and every tag at their limits.
 const CONTEXT_INFO_BYTES_MAX: u64 = {
-    use ctxstore_engine::format::context_meta as limits;
+    use ctxstore_vocab::limits;
     let tag = 4 + limits::TAG_KEY_BYTES_MAX + limits::TAG_VALUE_BYTES_MAX;
     (ctxstore_protocol::CONTEXT_HEAD_BYTES
         + 8
         + 8
         + 2
-        + limits::NAME_BYTES_MAX
+        + limits::CONTEXT_NAME_BYTES_MAX
         + 2
         + limits::TAGS_PER_CONTEXT_MAX * tag) as u64
 };
@@ -1078,10 +1078,16 @@ fn hello(
         };
         return Err((response, "unsupported version"));
     }
-    if let Some(expected) = &core.token_digest
-        && !constant_time_eq::constant_time_eq_32(&token_digest(token), expected)
-    {
-        return Err((error(ErrorCode::Unauthorized, "wrong token"), "wrong token"));
+    if let Some(expected) = &core.token_digest {
+        // Whether a token was given at all is no secret (its bytes and length stay so).
+        if token.is_empty() {
+            let message = "this server requires a token and none was given (the clients' \
+                           --token or CTXSTORE_TOKEN)";
+            return Err((error(ErrorCode::Unauthorized, message), "no token"));
+        }
+        if !constant_time_eq::constant_time_eq_32(&token_digest(token), expected) {
+            return Err((error(ErrorCode::Unauthorized, "wrong token"), "wrong token"));
+        }
     }
     tracing::debug!(client = client_name, version, "client said hello");
     let limits = &core.limits;

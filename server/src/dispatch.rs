@@ -28,7 +28,7 @@ use ctxstore_engine::{
     PayloadMode, Turn,
 };
 use ctxstore_protocol::{
-    ContextHeadWire, ContextRef as ContextRefWire, ErrorCode, ExtrasWire, Hash32, OverlayWire,
+    ContextHeadWire, ContextRef as ContextRefWire, ErrorCode, ExtrasWire, OverlayWire,
     PayloadEncoding, PayloadWire, Request, Response, TurnWire, read_flags,
 };
 
@@ -248,7 +248,7 @@ pub fn turn_wire(turn: &Turn) -> TurnWire {
         depth: turn.depth,
         codec: turn.codec,
         type_tag: turn.type_tag,
-        payload_hash: Hash32(turn.payload_hash.0),
+        payload_hash: turn.payload_hash,
         payload_len: turn.payload_len,
         flags: turn.flags,
         created_at_unix_ms: turn.created_at_unix_ms,

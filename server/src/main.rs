@@ -67,6 +67,10 @@ enum Command {
         /// Where the copy goes: absent or empty, outside the store.
         #[arg(long)]
         to: PathBuf,
+        /// Creation mask of the copy's directories and files, octal (077: 0700 and 0600, as
+        /// the store's own; the payloads are private).
+        #[arg(long, default_value = "077", value_parser = parse_umask)]
+        umask: u32,
     },
 }
 
@@ -190,6 +194,12 @@ struct ServeArgs {
     /// one).
     #[arg(long, default_value = "1MiB", value_parser = parse_size)]
     gc_log_dead_bytes_min: u64,
+    /// Disk kept allocated (DIR/RESERVE) for garbage collection alone: when the disk fills
+    /// up, a collection gives it up to compact, so deleting contexts always gives space back
+    /// (`64MiB`; at most 64GiB; `off` or `0`: none). Size it to the live bytes of the packs you
+    /// expect to compact first (docs/operations.md#a-full-disk).
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    disk_reserve: u64,
     /// Payloads longer than this are stored as content-defined chunks plus a manifest, so a
     /// state that grows a little each step costs its growth on disk (`16KiB`; `off` or `0`:
     /// every payload stays one record). Decision 0013.
@@ -281,7 +291,7 @@ fn main() -> ExitCode {
     init_logging(cli.serve.log_format);
     let result = match cli.command {
         Some(Command::Verify { data }) => verify(&data),
-        Some(Command::Backup { data, to }) => backup(&data, &to),
+        Some(Command::Backup { data, to, umask }) => backup(&data, &to, umask),
         None if cli.serve.print_config => print_config(cli.serve, &effective),
         None => serve(cli.serve),
     };
@@ -347,8 +357,38 @@ fn init_logging(format: LogFormat) {
 /// `--print-config`: the effective settings as TOML with their sources, then the same checks
 /// a start makes (without opening the store or binding anything).
 fn print_config(args: ServeArgs, effective: &[settings::Effective]) -> anyhow::Result<ExitCode> {
-    print!("{}", settings::render(effective));
-    let config = config(args)?;
+    let config = match config(args) {
+        Ok(config) => config,
+        Err(error) => {
+            print!("{}", settings::render(effective));
+            return Err(error);
+        }
+    };
+    // Settings left out that the server works out at start: show the values it will use.
+    let mut effective = effective.to_vec();
+    for setting in effective
+        .iter_mut()
+        .filter(|setting| setting.source == settings::Source::Unset)
+    {
+        let derived = match setting.key.as_str() {
+            "network-cores" => Some((config.network_cores.to_string(), "one per CPU")),
+            "shards" => Some((
+                config.engine.shard_count.to_string(),
+                "the store's own count, 1 for a new store",
+            )),
+            "placement" => Some((config.engine.placement.to_string(), "a thread per actor")),
+            "connections-unauthenticated-max" => Some((
+                config.limits.connections_unauthenticated_max.to_string(),
+                "a quarter of connections-max",
+            )),
+            _ => None,
+        };
+        if let Some((value, reason)) = derived {
+            setting.values = vec![value];
+            setting.source = settings::Source::Derived(reason);
+        }
+    }
+    print!("{}", settings::render(&effective));
     config
         .validate()
         .map_err(anyhow::Error::msg)
@@ -368,7 +408,9 @@ fn verify(data: &std::path::Path) -> anyhow::Result<ExitCode> {
 }
 
 /// The offline backup: open the store (recovery runs as at a start), copy it, close it.
-fn backup(data: &std::path::Path, to: &std::path::Path) -> anyhow::Result<ExitCode> {
+fn backup(data: &std::path::Path, to: &std::path::Path, umask: u32) -> anyhow::Result<ExitCode> {
+    // Before anything is created, as for a server: the copy holds the same private payloads.
+    rustix::process::umask(rustix::fs::Mode::from_bits_truncate(umask));
     if !data.join("ctxstore.meta").exists() {
         anyhow::bail!("{} is not a ctxstore data directory", data.display());
     }
@@ -612,10 +654,11 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine.gc_interval_ms = args.gc_interval.as_millis() as u64;
     config.engine.gc_deleted_bytes_trigger = args.gc_deleted_bytes_trigger;
     config.engine.gc_log_dead_bytes_min = args.gc_log_dead_bytes_min;
+    config.engine.disk_reserve_bytes = args.disk_reserve;
     config.engine.gc_pack_dead_percent = args.gc_pack_dead_percent;
     config.engine.gc_bytes_per_s_max = args.gc_rate_max;
     // parse_chunk_bytes bounds each to u32; the engine's validation checks the rest.
-    config.engine.chunking = ctxstore_engine::Chunking {
+    config.engine.chunking = ctxstore_engine::ChunkingConfig {
         threshold_bytes: args.chunk_threshold as u32,
         chunk_bytes_min: args.chunk_min as u32,
         chunk_bytes_avg: args.chunk_avg as u32,

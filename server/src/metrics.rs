@@ -328,7 +328,11 @@ impl MetricsSource {
     fn store_gauges(&self, stats: &StoreStats) -> [(&'static str, &'static str, u64); 13] {
         [
             ("ctxstore_turns", "Turns stored.", stats.turns),
-            ("ctxstore_contexts", "Contexts stored.", stats.contexts),
+            (
+                "ctxstore_contexts",
+                "Live contexts (deleted ones not counted).",
+                stats.contexts,
+            ),
             ("ctxstore_blobs", "Distinct blobs stored.", stats.blobs),
             (
                 "ctxstore_logical_bytes",
@@ -371,7 +375,7 @@ impl MetricsSource {
             (
                 "ctxstore_disk_bytes",
                 "Bytes the data directory occupies on disk (allocated blocks, preallocated \
-                 space included).",
+                 space included; the disk reserve, RESERVE, not).",
                 directory_disk_bytes(&self.data_dir),
             ),
             (
@@ -425,7 +429,8 @@ fn store_counters(stats: &StoreStats) -> [(&'static str, &'static str, u64); 6] 
 }
 
 /// Allocated bytes of the files under `dir` (two levels: the store's files and its shard
-/// directories). Unreadable entries count 0: a scrape never fails on them.
+/// directories), the disk reserve aside (space kept free for garbage collection, not data).
+/// Unreadable entries count 0: a scrape never fails on them.
 fn directory_disk_bytes(dir: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
     fn walk(dir: &Path, depth: u32) -> u64 {
@@ -434,6 +439,7 @@ fn directory_disk_bytes(dir: &Path) -> u64 {
         };
         entries
             .flatten()
+            .filter(|entry| entry.file_name() != ctxstore_engine::reserve::RESERVE_FILE)
             .map(|entry| match entry.metadata() {
                 Ok(metadata) if metadata.is_dir() && depth > 0 => walk(&entry.path(), depth - 1),
                 Ok(metadata) if metadata.is_file() => metadata.blocks() * 512,

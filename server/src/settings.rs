@@ -73,6 +73,10 @@ pub enum Source {
     Default,
     /// No value and no default (an optional setting left out).
     Unset,
+    /// Left out, and worked out at start from other settings or the machine: the value shown
+    /// is the one the server uses, printed as a comment so that the printed file does not pin
+    /// it (the reason says how it is worked out).
+    Derived(&'static str),
 }
 
 impl std::fmt::Display for Source {
@@ -83,6 +87,7 @@ impl std::fmt::Display for Source {
             Source::File { path, line } => write!(f, "{}:{line}", path.display()),
             Source::Default => f.write_str("default"),
             Source::Unset => f.write_str("unset"),
+            Source::Derived(reason) => write!(f, "not set: {reason}"),
         }
     }
 }
@@ -338,10 +343,10 @@ pub fn render(settings: &[Effective]) -> String {
          (CTXSTORE_<FLAG>) > config file > default.\n",
     );
     for setting in settings {
-        let line = if setting.source == Source::Unset {
-            format!("# {} =", setting.key)
-        } else {
-            format!("{} = {}", setting.key, toml_value(setting))
+        let line = match setting.source {
+            Source::Unset => format!("# {} =", setting.key),
+            Source::Derived(_) => format!("# {} = {}", setting.key, toml_value(setting)),
+            _ => format!("{} = {}", setting.key, toml_value(setting)),
         };
         text.push_str(&format!("{line:<width$}  # {}\n", setting.source));
     }

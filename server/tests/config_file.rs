@@ -89,6 +89,21 @@ fn flag_beats_environment_beats_file_beats_default() {
         stdout.contains("# token-file ="),
         "unset settings are listed too"
     );
+    // Settings worked out at start show the value the server uses, as comments (issue 29).
+    assert!(
+        line(&stdout, "# shards").starts_with("# shards = 1 "),
+        "{stdout}"
+    );
+    assert!(
+        line(&stdout, "# shards").contains("# not set: "),
+        "{stdout}"
+    );
+    assert!(line(&stdout, "# placement").starts_with("# placement = \"seq|s0\" "));
+    assert!(
+        line(&stdout, "# connections-unauthenticated-max")
+            .starts_with("# connections-unauthenticated-max = 256 "),
+        "{stdout}"
+    );
 
     // The printed configuration is itself a config file that gives the same result.
     let reprinted = write(dir.path(), "printed.toml", &stdout);

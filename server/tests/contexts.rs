@@ -310,7 +310,7 @@ fn contexts_by_name_tags_listing_and_key_value_through_the_protocol() {
         items[1],
         KvItemWire {
             key: Bytes::from_static(b"w:2"),
-            value_hash: ctxstore_protocol::Hash32(*blake3::hash(b"\x00\xff").as_bytes()),
+            value_hash: ctxstore_protocol::BlobHash(*blake3::hash(b"\x00\xff").as_bytes()),
             value_len: 2,
         }
     );

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::*;
 use ctxstore_protocol::{
-    ContextRef, ErrorCode, GcStatsWire, GcWire, Hash32, Request, Response, StatsWire, TurnWire,
+    BlobHash, ContextRef, ErrorCode, GcStatsWire, GcWire, Request, Response, StatsWire, TurnWire,
     read_flags,
 };
 
@@ -29,15 +29,15 @@ fn unique(n: u64) -> Bytes {
 /// Blob records a payload takes: over the chunk threshold a manifest and each distinct chunk
 /// (issue 16), else one.
 fn records_of(payload: &[u8]) -> u64 {
-    let chunking = ctxstore_engine::Chunking::default();
+    let chunking = ctxstore_engine::ChunkingConfig::default();
     if !chunking.applies_to(payload.len()) {
         return 1;
     }
-    let chunks: std::collections::HashSet<ctxstore_engine::BlobHash> =
-        ctxstore_engine::chunks::cut(payload, &chunking)
-            .into_iter()
-            .map(|range| ctxstore_engine::BlobHash::of(&payload[range]))
-            .collect();
+    let chunks: std::collections::HashSet<ctxstore_engine::BlobHash> = chunking
+        .cut(payload)
+        .into_iter()
+        .map(|range| ctxstore_engine::BlobHash::of(&payload[range]))
+        .collect();
     1 + chunks.len() as u64
 }
 
@@ -108,7 +108,7 @@ fn payloads(raw: &mut Raw, req_id: u64, context: ContextRef) -> Vec<Bytes> {
     }
 }
 
-fn has_blob(raw: &mut Raw, req_id: u64, hash: Hash32) -> bool {
+fn has_blob(raw: &mut Raw, req_id: u64, hash: BlobHash) -> bool {
     match raw.call(req_id, &Request::HasBlobs { hashes: vec![hash] }) {
         Response::HasBlobs { present } => present[0],
         other => panic!("HAS_BLOBS: {other:?}"),

@@ -655,14 +655,14 @@ fn has_blobs_over_the_limit_is_too_large_and_the_connection_stays() {
     let server = start(config);
     let mut raw = Raw::connect(server.local_addr());
     raw.hello(b"");
-    let hashes = vec![ctxstore_protocol::Hash32([1; 32]); 5];
+    let hashes = vec![ctxstore_protocol::BlobHash([1; 32]); 5];
     raw.send(2, &Request::HasBlobs { hashes });
     let (req_id, response) = raw.receive().unwrap();
     assert_eq!(
         (req_id, error_code(&response)),
         (2, Some(ErrorCode::TooLarge))
     );
-    let hashes = vec![ctxstore_protocol::Hash32([1; 32]); 4];
+    let hashes = vec![ctxstore_protocol::BlobHash([1; 32]); 4];
     raw.send(3, &Request::HasBlobs { hashes });
     assert_eq!(
         raw.receive().unwrap(),

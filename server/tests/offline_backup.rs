@@ -19,11 +19,19 @@ const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
 // The child is returned to the caller, which waits for it (clippy cannot see across that).
 #[allow(clippy::zombie_processes)]
 fn spawn_on(data: &Path, ready: &Path) -> (Child, String) {
+    spawn_with(data, ready, &[])
+}
+
+/// `spawn_on` with more flags.
+#[allow(clippy::zombie_processes)]
+fn spawn_with(data: &Path, ready: &Path, flags: &[&str]) -> (Child, String) {
+    let _ = std::fs::remove_file(ready);
     let mut child = Command::new(SERVER)
         .arg("--data")
         .arg(data)
         .args(["--listen", "127.0.0.1:0", "--ready-file"])
         .arg(ready)
+        .args(flags)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -162,4 +170,138 @@ fn an_offline_backup_of_a_store_a_server_is_running_on_is_refused() {
     assert!(!copy.exists(), "{stderr}");
     // The server still serves.
     assert_eq!(client.last(context, 10, false).unwrap().turns.len(), 1);
+}
+
+/// Stops a server with SIGTERM and checks it exited cleanly.
+fn stop(mut child: Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(child.wait().unwrap().success());
+}
+
+fn verify_ok(data: &Path) {
+    let verified = Command::new(SERVER)
+        .arg("verify")
+        .arg("--data")
+        .arg(data)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&verified.stdout);
+    assert!(
+        verified.status.success(),
+        "verify {}: {report}",
+        data.display()
+    );
+}
+
+/// Small packs (several sealed ones from a few hundred KiB), collections only on request, and
+/// every pack with anything dead compacted.
+const SMALL_PACKS: &[&str] = &[
+    "--pack-bytes-max",
+    "131072",
+    "--shard-batch-bytes-max",
+    "131072",
+    "--blob-bytes-max",
+    "65536",
+    "--frame-bytes-max",
+    "262144",
+    "--gc-interval",
+    "off",
+    "--gc-pack-dead-percent",
+    "1",
+];
+
+/// Deletes `doomed` on a server on `data` and collects; the collection rewrites packs.
+fn delete_and_collect(data: &Path, ready: &Path, doomed: u64) {
+    let (child, addr) = spawn_with(data, ready, SMALL_PACKS);
+    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
+    client.delete_context(doomed).unwrap();
+    let report = client.gc().unwrap();
+    assert!(report.packs_compacted >= 1, "{report:?}");
+    drop(client);
+    stop(child);
+}
+
+/// Every turn of `context` reads back from a server on `data` as `payloads`.
+fn check_turns(data: &Path, ready: &Path, context: u64, payloads: &[Bytes]) {
+    let (child, addr) = spawn_with(data, ready, SMALL_PACKS);
+    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
+    let page = client.last(context, 1_000, true).unwrap();
+    let read: Vec<&Bytes> = page
+        .turns
+        .iter()
+        .filter_map(|t| t.payload.as_ref())
+        .collect();
+    assert_eq!(read.len(), payloads.len());
+    assert!(
+        read.iter().zip(payloads).all(|(a, b)| *a == b),
+        "payloads differ"
+    );
+    drop(client);
+    stop(child);
+}
+
+/// Issue 29 item 1 through the binary: the offline backup, on the store's own file system,
+/// hard-links sealed packs; a collection on either side leaves the other whole (decision
+/// 0017). The copy is private: 0700 directories and 0600 files, as the store's (item 4).
+#[test]
+fn an_offline_backup_on_the_same_file_system_survives_collections_on_either_side() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let copy = root.path().join("copy");
+    let ready = root.path().join("ready");
+    let (child, addr) = spawn_with(&data, &ready, SMALL_PACKS);
+    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
+    let kept = client.create_context().unwrap().context_id;
+    let doomed = client.create_context().unwrap().context_id;
+    let mut payloads = Vec::new();
+    for i in 0..40u64 {
+        let payload = incompressible(8 * 1024, i + 1);
+        client.append(kept, None, 0, 0, payload.clone()).unwrap();
+        payloads.push(payload);
+        client
+            .append(doomed, None, 0, 0, incompressible(8 * 1024, 1_000 + i))
+            .unwrap();
+    }
+    drop(client);
+    stop(child);
+
+    let output = offline_backup(&data, &copy);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{stdout}");
+    // "bytes N (M hard-linked)"
+    let linked: u64 = field(&stdout, "bytes")
+        .split_once('(')
+        .and_then(|(_, linked)| linked.split(' ').next()?.parse().ok())
+        .unwrap();
+    assert!(
+        linked > 0,
+        "sealed packs are hard-linked on one file system: {stdout}"
+    );
+    let mut pending = vec![copy.clone()];
+    while let Some(dir) = pending.pop() {
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", dir.display());
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+                // A hard-linked pack keeps the store's own mode, 0600 too.
+                assert_eq!(mode, 0o600, "{}", path.display());
+            }
+        }
+    }
+
+    // A server on the copy collects: the store's packs stay whole.
+    delete_and_collect(&copy, &ready, doomed);
+    verify_ok(&data);
+    check_turns(&data, &ready, kept, &payloads);
+    // And the other way round.
+    delete_and_collect(&data, &ready, doomed);
+    verify_ok(&copy);
+    check_turns(&copy, &ready, kept, &payloads);
 }

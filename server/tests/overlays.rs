@@ -10,7 +10,7 @@ mod common;
 use bytes::Bytes;
 use common::*;
 use ctxstore_protocol::{
-    ContextRef, ErrorCode, Hash32, OverlayWire, PageKind, Request, Response, read_flags,
+    BlobHash, ContextRef, ErrorCode, OverlayWire, PageKind, Request, Response, read_flags,
 };
 
 fn append(raw: &mut Raw, req_id: u64, context: u64, payload: Bytes) -> u64 {
@@ -169,14 +169,14 @@ fn patch_redact_and_purge_through_the_protocol_and_a_restart() {
         ErrorCode::InvalidArgument
     );
     let nothing = Request::PurgeBlob {
-        hash: Hash32(*blake3::hash(b"never stored").as_bytes()),
+        hash: BlobHash(*blake3::hash(b"never stored").as_bytes()),
     };
     assert_eq!(code(&raw.call(23, &nothing)), ErrorCode::NotFound);
 
     // Purge: a blob two more turns name; GET_BLOB answers NOT_FOUND at once, though the
     // bytes were in this core's cache.
     let shared = incompressible(4 << 10, 2);
-    let hash = Hash32(*blake3::hash(&shared).as_bytes());
+    let hash = BlobHash(*blake3::hash(&shared).as_bytes());
     append(&mut raw, 24, context, shared.clone());
     append(&mut raw, 25, context, shared.clone());
     let get_blob = Request::GetBlob {

@@ -18,9 +18,9 @@ use clap::{Parser, Subcommand};
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{
     BackupReport, BlobHash, ClientConfig, ClientError, ContextHead, ContextInfo, ContextQuery,
-    ContextRef, ContextRetention, ErrorCode, FIND_PAGE_MAX, GcReport, KvItem, LogCursor,
-    NewContext, NewTurn, PageKind, Parent, Patched, Purged, Redacted, TURN_LOG_PAGE_MAX, Turn,
-    TurnInfo, VerifyPayloads, codec_name, codec_tag, is_indexed_label,
+    ContextRef, ContextRetention, ErrorCode, FIND_PAGE_MAX, GcReport, KvItem, LOG_PAGE_MAX,
+    LogCursor, NewContext, NewTurn, PageKind, Parent, Patched, Purged, Redacted, Turn, TurnInfo,
+    VerifyPayloads, blob_hash_from_hex, codec_name, codec_tag, is_indexed_label,
 };
 use serde_json::json;
 
@@ -175,8 +175,8 @@ enum Command {
         type_tag: u64,
         /// How the payload is serialised: raw, json, protobuf, cbor, msgpack, text,
         /// flatbuffers, capnp, gob, or a number.
-        #[arg(long, default_value = "raw")]
-        codec: String,
+        #[arg(long, default_value = "raw", value_parser = parse_codec)]
+        codec: u32,
         /// Append only if the context's head is still this turn (0: only if empty).
         #[arg(long)]
         expect_head: Option<u64>,
@@ -485,11 +485,13 @@ enum CtxCommand {
         /// Only contexts whose name starts with this.
         #[arg(long)]
         name_prefix: Option<String>,
-        /// Only contexts last updated before this time (Unix milliseconds, exclusive).
-        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+        /// Only contexts last updated before this time (exclusive): Unix milliseconds, a
+        /// time like 2026-11-27T10:00:00Z, or an age like 7d (that long ago).
+        #[arg(long, value_name = "TIME", value_parser = parse_time_bound)]
         updated_before: Option<u64>,
-        /// Only contexts last updated after this time (Unix milliseconds, exclusive).
-        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+        /// Only contexts last updated after this time (exclusive): Unix milliseconds (0: any),
+        /// a time like 2026-11-27T10:00:00Z, or an age like 7d, 12h (that long ago).
+        #[arg(long, value_name = "TIME", value_parser = parse_time_bound)]
         updated_after: Option<u64>,
         /// Print at most this many (default: every match).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -581,7 +583,8 @@ enum KvCommand {
         #[arg(short = 'o')]
         output: Option<PathBuf>,
     },
-    /// Delete KEY (a key that is not there is no error). Prints nothing.
+    /// Delete KEY. Prints the entry removed (key, value_hash, value_len); a key that is not
+    /// there exits 3 (NOT_FOUND), as for `kv get`.
     Rm {
         /// Context: a ContextID, or @NAME.
         #[arg(value_parser = parse_context)]
@@ -599,6 +602,40 @@ enum KvCommand {
         #[arg(long)]
         prefix: Option<OsString>,
     },
+}
+
+/// A time bound of `ctx list` as Unix milliseconds: plain milliseconds, an RFC 3339 time, or
+/// an age (`7d`, `1h30m`) counted back from now.
+fn parse_time_bound(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()) {
+        return text
+            .parse()
+            .map_err(|_| format!("{text:?} is too large for Unix milliseconds"));
+    }
+    let now = std::time::SystemTime::now();
+    let time = if let Ok(age) = humantime::parse_duration(text) {
+        now.checked_sub(age)
+            .ok_or_else(|| format!("{text:?} reaches back before 1970"))?
+    } else if let Ok(time) = humantime::parse_rfc3339_weak(text) {
+        time
+    } else {
+        return Err(format!(
+            "{text:?} is neither Unix milliseconds, a time like 2026-11-27T10:00:00Z, nor an \
+             age like 7d or 12h"
+        ));
+    };
+    time.duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_millis() as u64)
+        .map_err(|_| format!("{text:?} is before 1970"))
+}
+
+/// `--codec`: a name or a number, checked before anything is sent (a usage error, exit 2).
+fn parse_codec(text: &str) -> Result<u32, String> {
+    codec_tag(text).map_err(|error| match error {
+        ctxstore_client::ClientError::InvalidArgument(message) => message,
+        other => other.to_string(),
+    })
 }
 
 /// CTX on the command line: a ContextID, or `@NAME` (sent by name; the server resolves it).
@@ -725,8 +762,18 @@ fn classify(error: &anyhow::Error) -> (&'static str, u8, Option<u64>) {
                 _ if client.is_connection_failure() => EXIT_CONNECTION,
                 _ => EXIT_OTHER,
             };
+            // A detail says something for CONFLICT (the actual head, 0: an empty context) and
+            // ALREADY_EXISTS (the ContextID); elsewhere 0 means "none" and is left out.
             let detail = match client {
-                ClientError::Server { detail, .. } => Some(*detail),
+                ClientError::Server { detail, .. }
+                    if *detail != 0
+                        || matches!(
+                            client.code(),
+                            Some(ErrorCode::Conflict | ErrorCode::AlreadyExists)
+                        ) =>
+                {
+                    Some(*detail)
+                }
                 _ => None,
             };
             return (client.name(), exit_code, detail);
@@ -946,7 +993,7 @@ impl LocalInput {
         };
         let payload = command_payload(command)?;
         let purge_hash = match command {
-            Command::Purge { hash, .. } => Some(BlobHash::from_hex(hash)?),
+            Command::Purge { hash, .. } => Some(blob_hash_from_hex(hash)?),
             _ => None,
         };
         Ok(LocalInput {
@@ -1047,7 +1094,7 @@ fn append(
     else {
         anyhow::bail!("append: the command is not an append");
     };
-    let codec = codec_tag(codec)?;
+    let codec = *codec;
     let payload = Bytes::from(payload.unwrap_or_default());
     let plain = parent.is_none()
         && !root
@@ -1189,8 +1236,7 @@ fn log(
     let mut cursor: Option<LogCursor> = None;
     loop {
         let left = n.map_or(usize::MAX, |n| (n as usize).saturating_sub(printed));
-        let limit =
-            u32::try_from(left).map_or(TURN_LOG_PAGE_MAX, |left| left.min(TURN_LOG_PAGE_MAX));
+        let limit = u32::try_from(left).map_or(LOG_PAGE_MAX, |left| left.min(LOG_PAGE_MAX));
         let page = client.turn_log(context.clone(), labels, cursor, limit, payloads)?;
         let shown = page.turns.len().min(left);
         out.turns(&page.turns[..shown])?;
@@ -1303,10 +1349,15 @@ fn ctx(client: &Client, out: &Output, command: &CtxCommand) -> anyhow::Result<()
             updated_after,
             limit,
         } => {
+            if *updated_before == Some(0) {
+                return Err(Usage("--updated-before 0 (1970) matches no context".into()).into());
+            }
             let query = ContextQuery {
                 tags: tags.iter().cloned().collect::<BTreeMap<_, _>>(),
                 name_prefix: name_prefix.clone(),
-                updated_after_unix_ms: *updated_after,
+                // After 0 bounds nothing (every context was updated after 1970); on the wire
+                // 0 means "no bound", so it is sent as none.
+                updated_after_unix_ms: updated_after.filter(|at| *at != 0),
                 updated_before_unix_ms: *updated_before,
                 ..ContextQuery::default()
             };
@@ -1430,7 +1481,7 @@ fn gc(client: &Client, out: &Output, timeout: Duration) -> anyhow::Result<()> {
 
 /// `blob HASH`: the payload's raw bytes, to stdout or to -o PATH.
 fn blob(client: &Client, hash: &str, output: Option<&PathBuf>) -> anyhow::Result<()> {
-    let bytes = client.blob(BlobHash::from_hex(hash)?)?;
+    let bytes = client.blob(blob_hash_from_hex(hash)?)?;
     match output {
         Some(path) => {
             std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))
@@ -1569,9 +1620,23 @@ fn kv(
             }
         }
         KvCommand::Rm { context, key } => {
+            // KV_DELETE answers DONE whether or not the key was there: look first, so that a
+            // missing key is NOT_FOUND (as for `kv get`) and a removed one is printed as it was.
             let key = Bytes::from(key.clone().into_encoded_bytes());
+            let found = client
+                .kv_list(context.clone(), &key, &Bytes::new(), 1)?
+                .into_iter()
+                .find(|item| item.key == key);
+            let Some(item) = found else {
+                return Err(NoSuchKey {
+                    context: context.clone(),
+                    what: "key",
+                    key: String::from_utf8_lossy(&key).into_owned(),
+                }
+                .into());
+            };
             client.kv_delete(context.clone(), vec![key])?;
-            Ok(())
+            out.kv_item(&item)
         }
         KvCommand::List { context, prefix } => {
             let prefix = prefix.clone().unwrap_or_default().into_encoded_bytes();

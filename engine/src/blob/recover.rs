@@ -354,6 +354,8 @@ fn check_last_entry(pack_path: &Path, entry: &IndexEntry) -> Result<(), OpenErro
 }
 
 fn truncate(path: &Path, len: u64) -> Result<(), OpenError> {
+    // A sealed pack may be shared with a backup (a hard link): cut a copy of our own.
+    crate::file::make_private(path).map_err(|source| OpenError::io(path, source))?;
     let file = OpenOptions::new()
         .write(true)
         .open(path)

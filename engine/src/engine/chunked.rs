@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 
 use crate::blob::codec;
-use crate::chunks::{chunk_list, cut, shard_of};
-use crate::config::Chunking;
+use crate::chunks::{chunk_list, shard_of};
+use crate::config::ChunkingConfig;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::format::manifest::{
@@ -62,8 +62,9 @@ pub(crate) struct ChunkToStore {
 }
 
 /// `payload` cut and each chunk hashed; the chunks share the payload's buffer.
-pub(crate) fn cut_payload(payload: &Bytes, chunking: &Chunking) -> Vec<ChunkToStore> {
-    cut(payload, chunking)
+pub(crate) fn cut_payload(payload: &Bytes, chunking: &ChunkingConfig) -> Vec<ChunkToStore> {
+    chunking
+        .cut(payload)
         .into_iter()
         .map(|range| {
             let bytes = payload.slice(range);

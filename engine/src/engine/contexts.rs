@@ -10,7 +10,7 @@ use bytes::Bytes;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::format::context_meta::{
-    ContextMeta, KV_ENTRIES_PER_REQUEST_MAX, KV_KEY_BYTES_MAX, KvEntry, NAME_BYTES_MAX,
+    CONTEXT_NAME_BYTES_MAX, ContextMeta, KV_ENTRIES_PER_REQUEST_MAX, KV_KEY_BYTES_MAX, KvEntry,
 };
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{ContextRef, ContextView, Created, NewContext};
@@ -84,10 +84,12 @@ impl Engine {
                     .ok_or(EngineError::ContextNotFound(*context_id))
             }
             // A name no context can have is a caller's mistake to be told, not NOT_FOUND.
-            ContextRef::Name(name) if name.len() > NAME_BYTES_MAX => Err(EngineError::Limit {
-                what: "bytes of a context name",
-                limit: NAME_BYTES_MAX,
-            }),
+            ContextRef::Name(name) if name.len() > CONTEXT_NAME_BYTES_MAX => {
+                Err(EngineError::Limit {
+                    what: "bytes of a context name",
+                    limit: CONTEXT_NAME_BYTES_MAX,
+                })
+            }
             ContextRef::Name(name) => self
                 .inner
                 .published

@@ -16,14 +16,9 @@ use crate::pipeline::{SequencerRequest, TurnBlob};
 use crate::sequencer::contexts::{Contexts, is_indexed_label};
 use crate::sequencer::owners::{self, Owner};
 
-/// Turns one batch append may carry (one request, one group commit).
-pub const APPEND_BATCH_TURNS_MAX: usize = 64;
-
-/// Turns one turn-log page may return.
-pub const LOG_PAGE_MAX: u32 = 1000;
-/// Turns one turn-log page may look at (a selective label filter may match few): past it the
-/// page ends early with a cursor.
-pub const LOG_SCAN_MAX: u32 = 100_000;
+pub use ctxstore_vocab::limits::{
+    APPEND_BATCH_TURNS_MAX, FIND_PAGE_MAX, LOG_PAGE_MAX, LOG_SCAN_MAX,
+};
 
 /// Which turns of a context's log a page returns, newest first.
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
@@ -48,9 +43,6 @@ pub struct LogCursor {
     pub phase: u32,
     pub next: TurnId,
 }
-
-/// Turns one store-wide find page may return.
-pub const FIND_PAGE_MAX: u32 = 1000;
 
 /// A page of a store-wide find, newest first.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -144,7 +136,7 @@ impl Engine {
             if let Some(bytes) = bytes {
                 new_blobs.push((hash, bytes));
             } else if self.blob_len(hash).is_none() {
-                return Err(EngineError::BlobNotFound(hash));
+                return Err(EngineError::ReferencedBlobNotFound(hash));
             }
             appends.push((append, hash, by_hash));
         }

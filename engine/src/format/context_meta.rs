@@ -23,13 +23,10 @@
 use crate::format::RecordError;
 use crate::ids::{BlobHash, ContextId, TurnId};
 
-pub const NAME_BYTES_MAX: usize = 256;
-pub const TAGS_PER_CONTEXT_MAX: usize = 32;
-pub const TAG_KEY_BYTES_MAX: usize = 64;
-pub const TAG_VALUE_BYTES_MAX: usize = 1024;
-pub const KV_KEY_BYTES_MAX: usize = 256;
-/// Key-value entries one put or delete request may carry (one record, one group commit).
-pub const KV_ENTRIES_PER_REQUEST_MAX: usize = 128;
+pub use ctxstore_vocab::limits::{
+    CONTEXT_NAME_BYTES_MAX, KV_ENTRIES_PER_REQUEST_MAX, KV_KEY_BYTES_MAX, TAG_KEY_BYTES_MAX,
+    TAG_VALUE_BYTES_MAX, TAGS_PER_CONTEXT_MAX,
+};
 
 const OP_NAME: u16 = 1;
 const OP_TAGS: u16 = 2;
@@ -335,7 +332,7 @@ pub fn check_gc_dead(first_turn_id: u64, words: &[u64]) -> Result<(), RecordErro
 
 /// A context name: 1..=256 bytes of UTF-8.
 pub fn check_name(name: &[u8]) -> Result<(), RecordError> {
-    if name.is_empty() || name.len() > NAME_BYTES_MAX {
+    if name.is_empty() || name.len() > CONTEXT_NAME_BYTES_MAX {
         return Err(RecordError::Field("context name is not 1..=256 bytes"));
     }
     Ok(())
@@ -471,6 +468,6 @@ mod tests {
         // An overlay of no turn, or of an unknown kind.
         assert!(ContextMeta::decode(OP_OVERLAY, &[0, 0, 0, 0, 0, 0, 0, 0, 2]).is_err());
         assert!(ContextMeta::decode(OP_OVERLAY, &[1, 0, 0, 0, 0, 0, 0, 0, 3]).is_err());
-        assert!(ContextMeta::decode(1, &[b'x'; NAME_BYTES_MAX + 1]).is_err());
+        assert!(ContextMeta::decode(1, &[b'x'; CONTEXT_NAME_BYTES_MAX + 1]).is_err());
     }
 }

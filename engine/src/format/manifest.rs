@@ -29,12 +29,13 @@ pub const MANIFEST_VERSION: u16 = 1;
 pub const MANIFEST_HEADER_BYTES: usize = 16;
 pub const MANIFEST_BASE_BYTES: usize = 40;
 pub const MANIFEST_ENTRY_BYTES: usize = 36;
-/// Chunks of one payload, base included: a 4 GiB payload of 64 KiB chunks, and far more than
-/// the default chunker makes of the largest payload the default limits allow.
-pub const CHUNKS_PER_MANIFEST_MAX: u32 = 65_536;
-/// A chunk is never longer than this (the chunker's maximum is lower; a client may send its
-/// own cut, checked against this).
-pub const CHUNK_BYTES_MAX: u32 = 1024 * 1024;
+/// Chunks of one payload, base included (`ctxstore-vocab`'s `CHUNKS_PER_PAYLOAD_MAX`): a 4 GiB
+/// payload of 64 KiB chunks, and far more than the default chunker makes of the largest
+/// payload the default limits allow. A chunk is never longer than `CHUNK_BYTES_MAX` (the
+/// chunker's maximum is lower; a client may send its own cut, checked against this).
+pub use ctxstore_vocab::limits::{
+    CHUNK_BYTES_MAX, CHUNKS_PER_PAYLOAD_MAX as CHUNKS_PER_MANIFEST_MAX,
+};
 
 const FLAG_BASE: u16 = 1;
 

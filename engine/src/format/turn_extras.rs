@@ -13,12 +13,10 @@
 use crate::format::RecordError;
 use crate::ids::TurnId;
 
-pub const TURN_KEY_BYTES_MAX: usize = 64;
-pub const LABELS_PER_TURN_MAX: usize = 16;
-pub const LABEL_KEY_BYTES_MAX: usize = 64;
-/// Label keys and values of one turn, together.
-pub const LABELS_BYTES_MAX: usize = 1024;
-pub const LINKS_PER_TURN_MAX: usize = 8;
+pub use ctxstore_vocab::limits::{
+    LABEL_KEY_BYTES_MAX, LABELS_BYTES_MAX, LABELS_PER_TURN_MAX, LINKS_PER_TURN_MAX,
+    TURN_KEY_BYTES_MAX,
+};
 /// The longest extras body the limits allow.
 pub const TURN_EXTRAS_BYTES_MAX: usize = 1
     + TURN_KEY_BYTES_MAX

@@ -1025,9 +1025,11 @@ impl SequencerActor {
         counters
             .turns
             .fetch_add(batch.new_turns.len() as u64, Ordering::Relaxed);
-        counters
-            .contexts
-            .store(self.heads.count(), Ordering::Relaxed);
+        // Live contexts: a deleted one keeps its slot among the heads.
+        counters.contexts.store(
+            self.heads.count() - self.contexts.deleted_contexts,
+            Ordering::Relaxed,
+        );
         counters
             .logical_bytes
             .fetch_add(batch.logical_bytes, Ordering::Relaxed);

@@ -14,7 +14,7 @@ use bytes::Bytes;
 
 use crate::error::EngineError;
 use crate::format::context_meta::{
-    ContextMeta, KvEntry, NAME_BYTES_MAX, TAG_KEY_BYTES_MAX, TAG_VALUE_BYTES_MAX,
+    CONTEXT_NAME_BYTES_MAX, ContextMeta, KvEntry, TAG_KEY_BYTES_MAX, TAG_VALUE_BYTES_MAX,
     TAGS_PER_CONTEXT_MAX,
 };
 use crate::format::turn_extras::TurnExtras;
@@ -167,14 +167,12 @@ pub(crate) struct Contexts {
     /// counts the deletes it meets). The garbage collector runs early once this has grown by
     /// `gc_deleted_bytes_trigger` since its last round.
     pub deleted_payload_bytes: u64,
+    /// Contexts deleted so far (since open: replay counts the deletes it meets). A deleted
+    /// context keeps its ContextID slot, so the live count is the heads' count less this.
+    pub deleted_contexts: u64,
 }
 
-/// Whether turns are indexed store-wide by labels with this key: `run_id` (LangGraph's
-/// `delete_for_runs`), `thread_id`, and any key starting `idx.` (a caller's opt-in). Other
-/// labels are found by the turn log's filter, per context.
-pub fn is_indexed_label(key: &str) -> bool {
-    matches!(key, "run_id" | "thread_id") || key.starts_with("idx.")
-}
+pub use ctxstore_vocab::labels::is_indexed_label;
 
 impl Contexts {
     pub fn get(&self, context_id: ContextId) -> Option<&ContextInfo> {
@@ -415,6 +413,7 @@ impl Contexts {
                 info.kv = imbl::OrdMap::new();
                 info.deleted = true;
                 self.deleted_payload_bytes += info.own_payload_bytes;
+                self.deleted_contexts += 1;
                 // Its turn keys and label-index entries stay until the garbage collector
                 // drops its turns: every look-up through them checks the context first.
             }
@@ -490,10 +489,10 @@ fn check_name(
             "a context name is 1 to 256 bytes of UTF-8; this one is empty".into(),
         ));
     }
-    if name.len() > NAME_BYTES_MAX {
+    if name.len() > CONTEXT_NAME_BYTES_MAX {
         return Err(EngineError::Limit {
             what: "a context name's bytes (1..=256)",
-            limit: NAME_BYTES_MAX,
+            limit: CONTEXT_NAME_BYTES_MAX,
         });
     }
     // Names do not change: said first, also when the new name is the context's own.

@@ -1,7 +1,7 @@
 //! ctxstore over its binary protocol, with the async client (pipelined).
 
 use bytes::Bytes;
-use ctxstore_client::{BlobHash, Client, ClientConfig, VerifyPayloads};
+use ctxstore_client::{Client, ClientConfig, VerifyPayloads};
 
 use crate::backend::{Ack, BlobRef};
 use crate::report::ServerReport;
@@ -45,7 +45,7 @@ pub async fn append(client: &Client, context: u64, payload: Bytes) -> anyhow::Re
 
 pub async fn get_blob(client: &Client, blob: &BlobRef) -> anyhow::Result<usize> {
     Ok(client
-        .blob(BlobHash::from_hex(&blob.payload_hash)?)
+        .blob(ctxstore_client::blob_hash_from_hex(&blob.payload_hash)?)
         .await?
         .len())
 }

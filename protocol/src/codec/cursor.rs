@@ -71,10 +71,10 @@ impl Cursor {
         Ok(u64::from_le_bytes(word))
     }
 
-    pub(super) fn hash(&mut self) -> Result<Hash32, DecodeError> {
+    pub(super) fn hash(&mut self) -> Result<BlobHash, DecodeError> {
         let mut hash = [0u8; 32];
         hash.copy_from_slice(self.take(32)?);
-        Ok(Hash32(hash))
+        Ok(BlobHash(hash))
     }
 
     pub(super) fn zero(&mut self, count: usize, field: &'static str) -> Result<(), DecodeError> {

@@ -171,7 +171,7 @@ mod tests {
         );
         let error = encode_request_chunks(3, &hello(0, NAME_BYTES_MAX + 1)).unwrap_err();
         assert_eq!(error.field, "client_name");
-        let hashes = vec![Hash32([0; 32]); LIST_ITEMS_LIMIT as usize + 1];
+        let hashes = vec![BlobHash([0; 32]); LIST_ITEMS_LIMIT as usize + 1];
         let error = check_request(&Request::HasBlobs { hashes }).unwrap_err();
         assert_eq!(error.field, "hashes");
         assert_eq!(out.len(), encoded, "a refused request writes nothing");

@@ -1,9 +1,7 @@
 //! Appends: APPEND_TURN and APPEND_TURN_BY_HASH (version 1), APPEND_TURNS (version 2, turns
 //! with a parent, a key, labels, links, a summary flag).
 
-use ctxstore_engine::{
-    AppendPayload, AppendRequest, BlobHash, ContextId, Parent, TurnId, TurnOptions,
-};
+use ctxstore_engine::{AppendPayload, AppendRequest, ContextId, Parent, TurnId, TurnOptions};
 use ctxstore_protocol::{
     AppendedWire, ContextRef as ContextRefWire, MessageType, ParentWire, PayloadSpec, Request,
     Response, TurnSpec,
@@ -35,7 +33,7 @@ impl Dispatcher {
                 payload_hash,
             } => {
                 let context_id = self.context_id(context)?;
-                let payload = AppendPayload::StoredBlob(BlobHash(payload_hash.0));
+                let payload = AppendPayload::StoredBlob(payload_hash);
                 let append = append_request(context_id, expected_head, type_tag, codec, payload);
                 self.append(message_type, append).await
             }
@@ -147,7 +145,7 @@ fn turn_request(
         codec: spec.codec,
         payload: match spec.payload {
             PayloadSpec::Bytes(bytes) => AppendPayload::Bytes(bytes),
-            PayloadSpec::Hash(hash) => AppendPayload::StoredBlob(BlobHash(hash.0)),
+            PayloadSpec::Hash(hash) => AppendPayload::StoredBlob(hash),
         },
         options: TurnOptions {
             parent: match spec.parent {

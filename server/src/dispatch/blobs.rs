@@ -3,7 +3,7 @@
 
 use ctxstore_engine::{BlobHash, ChunkRef};
 use ctxstore_protocol::{
-    ChunkBaseWire, ChunkWire, ErrorCode, Hash32, Request, Response, SentChunkWire, read_flags,
+    ChunkBaseWire, ChunkWire, ErrorCode, Request, Response, SentChunkWire, read_flags,
 };
 
 use super::{Dispatcher, engine_error, error, misrouted, payload_mode, payload_wire};
@@ -11,7 +11,7 @@ use super::{Dispatcher, engine_error, error, misrouted, payload_mode, payload_wi
 impl Dispatcher {
     pub(super) async fn answer_blob(&self, request: Request) -> Result<Response, Response> {
         match request {
-            Request::GetBlob { hash, read_flags } => self.blob(BlobHash(hash.0), read_flags),
+            Request::GetBlob { hash, read_flags } => self.blob(hash, read_flags),
             Request::HasBlobs { hashes } => self.has_blobs(hashes).await,
             Request::PutChunked {
                 payload_hash,
@@ -32,7 +32,7 @@ impl Dispatcher {
             .map_err(engine_error)
     }
 
-    async fn has_blobs(&self, hashes: Vec<Hash32>) -> Result<Response, Response> {
+    async fn has_blobs(&self, hashes: Vec<BlobHash>) -> Result<Response, Response> {
         if hashes.len() > self.limits.has_blobs_max as usize {
             return Err(error(
                 ErrorCode::TooLarge,
@@ -45,7 +45,7 @@ impl Dispatcher {
         }
         let mut present = Vec::with_capacity(hashes.len());
         for hash in hashes {
-            present.push(self.engine.has_blob(BlobHash(hash.0)).await);
+            present.push(self.engine.has_blob(hash).await);
         }
         Ok(Response::HasBlobs { present })
     }
@@ -57,16 +57,16 @@ impl Dispatcher {
     /// most of them were never on this connection.
     async fn put_chunked(
         &self,
-        payload_hash: Hash32,
+        payload_hash: BlobHash,
         base: Option<ChunkBaseWire>,
         chunks: Vec<ChunkWire>,
         sent: Vec<SentChunkWire>,
     ) -> Result<Response, Response> {
-        let base = base.map(|base| (BlobHash(base.hash.0), base.kept));
+        let base = base.map(|base| (base.hash, base.kept));
         let chunks = chunks
             .into_iter()
             .map(|chunk| ChunkRef {
-                hash: BlobHash(chunk.hash.0),
+                hash: chunk.hash,
                 len: chunk.len,
             })
             .collect();
@@ -74,7 +74,7 @@ impl Dispatcher {
             .into_iter()
             .map(|chunk| (chunk.index, chunk.bytes))
             .collect();
-        let hash = BlobHash(payload_hash.0);
+        let hash = payload_hash;
         let stored = self.engine.put_chunked(hash, base, chunks, sent).await;
         let already_stored = stored.map_err(engine_error)?;
         // Stored now (a collection could only take it after a grace interval).

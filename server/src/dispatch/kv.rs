@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use ctxstore_engine::ContextRef;
 use ctxstore_engine::contexts::KvItem;
-use ctxstore_protocol::{ErrorCode, Hash32, KvItemWire, Request, Response, read_flags};
+use ctxstore_protocol::{ErrorCode, KvItemWire, Request, Response, read_flags};
 
 use super::{Dispatcher, context_ref, engine_error, misrouted, payload_mode, payload_wire};
 
@@ -81,7 +81,7 @@ impl Dispatcher {
         let payload = self.engine.read_payload(item.value_hash, mode, &mut *cache);
         let payload = payload.map_err(engine_error)?;
         Ok(Response::KvValue {
-            value_hash: Hash32(item.value_hash.0),
+            value_hash: item.value_hash,
             payload: payload_wire(payload),
         })
     }
@@ -90,7 +90,7 @@ impl Dispatcher {
 fn kv_item_wire(item: KvItem) -> KvItemWire {
     KvItemWire {
         key: item.key,
-        value_hash: Hash32(item.value_hash.0),
+        value_hash: item.value_hash,
         value_len: item.value_len,
     }
 }

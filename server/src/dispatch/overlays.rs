@@ -1,8 +1,8 @@
 //! Overlays (decision 0012): PATCH_TURN, REDACT_TURN, PURGE_BLOB. Reads in an overlay view are
 //! `reads.rs`'s.
 
-use ctxstore_engine::{BlobHash, TurnId};
-use ctxstore_protocol::{Hash32, Request, Response};
+use ctxstore_engine::TurnId;
+use ctxstore_protocol::{Request, Response};
 
 use super::{Dispatcher, engine_error, misrouted};
 
@@ -19,7 +19,7 @@ impl Dispatcher {
                 Ok(Response::Patched {
                     turn_id,
                     overlay_seq: patched.overlay_seq,
-                    payload_hash: Hash32(patched.turn.payload_hash.0),
+                    payload_hash: patched.turn.payload_hash,
                     payload_len: patched.turn.payload_len,
                 })
             }
@@ -35,10 +35,10 @@ impl Dispatcher {
                 })
             }
             Request::PurgeBlob { hash } => {
-                let purged = self.engine.purge_blob(BlobHash(hash.0)).await;
+                let purged = self.engine.purge_blob(hash).await;
                 let purged = purged.map_err(engine_error)?;
                 Ok(Response::Purged {
-                    payload_hash: Hash32(purged.payload_hash.0),
+                    payload_hash: purged.payload_hash,
                     turns_redacted: purged.turns_redacted,
                     overlay_seq: purged.overlay_seq,
                 })

@@ -179,7 +179,7 @@ pub fn get_blob_frames(hash: [u8; 32], first_req_id: u64, count: u64) -> Vec<u8>
     let mut bytes = BytesMut::new();
     for req_id in first_req_id..first_req_id + count {
         let request = Request::GetBlob {
-            hash: ctxstore_protocol::Hash32(hash),
+            hash: ctxstore_protocol::BlobHash(hash),
             read_flags: 0,
         };
         encode_request(req_id, &request, &mut bytes).unwrap();

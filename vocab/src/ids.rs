@@ -1,6 +1,7 @@
 //! Identifiers of the model (spec §3.1): TurnID, ContextID, BlobHash, TypeTag, CodecTag.
 //!
-//! Explicitly sized, because every one of them is written to disk and to the wire.
+//! Explicitly sized, because every one of them is written to disk and to the wire. BlobHash
+//! is the one 32-byte hash type of the engine, the protocol and the clients.
 
 use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};

@@ -1,0 +1,609 @@
+"""``ctxstore-mcp``: an MCP (Model Context Protocol) server that gives agents their context
+in a ctxstore server.
+
+Needs the ``mcp`` extra (``pip install 'ctxstore[mcp]'``, the ``mcp`` SDK 2.x). Run it as
+``ctxstore-mcp [--addr HOST:PORT] [--token-file FILE]`` (stdio, what MCP hosts launch) or
+``ctxstore-mcp --http 127.0.0.1:8765`` (streamable HTTP at ``/mcp``). The token may also
+come from ``$CTXSTORE_TOKEN``.
+
+Tools (each validates its arguments and answers ctxstore's typed errors as MCP tool errors,
+``is_error`` with the error's name, e.g. ``NOT_FOUND: no context named 'x'``):
+
+- ``list_contexts``: contexts by name prefix and tags, a page at a time;
+- ``read_turns``: the last N turns of a context, the page before a turn, a depth range, or
+  the window from its latest summary;
+- ``append_turn``: a turn (text or base64 bytes) with an idempotency key and labels, after
+  the head or any turn the context owns; the context is created when missing;
+- ``fork``: a new context whose head is a given turn (O(1), nothing is copied);
+- ``find_turns``: turns of every context carrying an indexed label (``run_id``,
+  ``thread_id``, ``idx.*``);
+- ``kv_get`` / ``kv_put``: a context's key-value entries (text or base64);
+- ``branch_tree``: a context's turns as a text tree of its branches.
+
+Resources: ``ctxstore://context/{name}`` (the name percent-encoded), the context's
+description and newest turns as text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import os
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any, TypeVar
+from urllib.parse import unquote
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from pydantic import Field
+
+from . import PROTOCOL_VERSION
+from .aio import AsyncClient
+from .errors import CtxstoreError, NotFound, ServerError
+from .types import ContextInfo, ParentLike, Turn, TurnInfo
+
+__all__ = ["build_server", "main"]
+
+NAME_BYTES_MAX = 256
+TURN_KEY_BYTES_MAX = 64
+LABELS_MAX = 16
+LABEL_KEY_BYTES_MAX = 64
+LABEL_BYTES_MAX = 1024  # keys and values together
+KV_KEY_BYTES_MAX = 256
+TAGS_MAX = 32
+TAG_VALUE_BYTES_MAX = 1024
+PAGE_MAX = 1000
+TREE_TURNS_MAX = 2000
+PREVIEW_CHARS_MAX = 4000
+
+ContextArg = Annotated[
+    str | int,
+    Field(description="A context: its name (1-256 bytes of UTF-8) or its numeric ContextID"),
+]
+
+T = TypeVar("T")
+
+_ERROR_NAMES = {
+    1: "BAD_FRAME",
+    2: "UNKNOWN_MESSAGE",
+    3: "TOO_LARGE",
+    4: "UNAUTHORIZED",
+    5: "NOT_FOUND",
+    6: "CONFLICT",
+    7: "READ_ONLY",
+    8: "NO_SPACE",
+    9: "OVERLOADED",
+    10: "INTERNAL",
+    11: "INVALID_ARGUMENT",
+    12: "UNSUPPORTED_VERSION",
+    13: "SHUTTING_DOWN",
+    14: "CORRUPT",
+    15: "ALREADY_EXISTS",
+    16: "HASH_MISMATCH",
+}
+
+
+def _error_text(error: CtxstoreError) -> str:
+    if isinstance(error, ServerError):
+        name = _ERROR_NAMES.get(error.code, f"ERROR_{error.code}")
+        return f"{name}: {error.message}"
+    return f"{type(error).__name__}: {error}"
+
+
+# -- argument checks (each refusal names the argument and its limit) ----------------------------
+
+
+def _context(value: str | int) -> str | int:
+    if isinstance(value, bool):
+        raise ToolError("context: a name or a ContextID, not a boolean")
+    if isinstance(value, int):
+        if value <= 0:
+            raise ToolError(f"context: a ContextID is a positive integer, got {value}")
+        return value
+    size = len(value.encode("utf-8"))
+    if not 1 <= size <= NAME_BYTES_MAX:
+        raise ToolError(f"context: a name is 1-{NAME_BYTES_MAX} bytes of UTF-8, got {size}")
+    return value
+
+
+def _limit(value: int, what: str = "limit", high: int = PAGE_MAX) -> int:
+    if not 1 <= value <= high:
+        raise ToolError(f"{what}: 1-{high}, got {value}")
+    return value
+
+
+def _turn_id(value: int, what: str) -> int:
+    if value <= 0:
+        raise ToolError(f"{what}: a TurnID is a positive integer, got {value}")
+    return value
+
+
+def _payload(text: str | None, data_base64: str | None, what: str) -> bytes:
+    if (text is None) == (data_base64 is None):
+        raise ToolError(f"{what}: give exactly one of text and data_base64")
+    if text is not None:
+        return text.encode("utf-8")
+    assert data_base64 is not None
+    try:
+        return base64.b64decode(data_base64, validate=True)
+    except (binascii.Error, ValueError):
+        raise ToolError("data_base64: not valid base64") from None
+
+
+def _labels(labels: Mapping[str, str] | None) -> dict[str, str] | None:
+    if not labels:
+        return None
+    if len(labels) > LABELS_MAX:
+        raise ToolError(f"labels: at most {LABELS_MAX}, got {len(labels)}")
+    total = 0
+    for key, value in labels.items():
+        key_size = len(key.encode("utf-8"))
+        if not 1 <= key_size <= LABEL_KEY_BYTES_MAX:
+            raise ToolError(
+                f"labels: a key is 1-{LABEL_KEY_BYTES_MAX} bytes, {key!r} is {key_size}"
+            )
+        total += key_size + len(value.encode("utf-8"))
+    if total > LABEL_BYTES_MAX:
+        raise ToolError(
+            f"labels: keys and values hold at most {LABEL_BYTES_MAX} bytes, got {total}"
+        )
+    return dict(labels)
+
+
+def _tags(tags: Mapping[str, str] | None) -> dict[str, str] | None:
+    if not tags:
+        return None
+    if len(tags) > TAGS_MAX:
+        raise ToolError(f"tags: at most {TAGS_MAX}, got {len(tags)}")
+    for key, value in tags.items():
+        if not 1 <= len(key.encode("utf-8")) <= 64:
+            raise ToolError(f"tags: a key is 1-64 bytes, got {key!r}")
+        if not 1 <= len(value.encode("utf-8")) <= TAG_VALUE_BYTES_MAX:
+            raise ToolError(f"tags: a value is 1-{TAG_VALUE_BYTES_MAX} bytes, {key!r}'s is not")
+    return dict(tags)
+
+
+def _kv_key(key: str) -> bytes:
+    raw = key.encode("utf-8")
+    if not 1 <= len(raw) <= KV_KEY_BYTES_MAX:
+        raise ToolError(f"key: 1-{KV_KEY_BYTES_MAX} bytes, got {len(raw)}")
+    return raw
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+
+def _bytes_out(data: bytes | None) -> dict[str, Any]:
+    """A payload as text when it is UTF-8, else as base64."""
+    if data is None:
+        return {}
+    try:
+        return {"text": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"data_base64": base64.b64encode(data).decode("ascii")}
+
+
+def _turn_out(turn: Turn) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "turn_id": turn.turn_id,
+        "parent_turn_id": turn.parent_turn_id,
+        "context_id": turn.context_id,
+        "depth": turn.depth,
+        "type_tag": turn.type_tag,
+        "payload_len": turn.payload_len,
+        "payload_hash": turn.payload_hash.hex(),
+        "created_at_unix_ms": turn.created_at_unix_ms,
+    }
+    if turn.summary:
+        out["summary"] = True
+    if isinstance(turn, TurnInfo):
+        if turn.key is not None:
+            out["key"] = turn.key.decode("utf-8", "replace")
+        if turn.labels:
+            out["labels"] = dict(turn.labels)
+        if turn.links:
+            out["links"] = list(turn.links)
+    out.update(_bytes_out(turn.payload))
+    return out
+
+
+def _context_out(info: ContextInfo) -> dict[str, Any]:
+    return {
+        "context_id": info.context_id,
+        "name": info.name,
+        "tags": dict(info.tags),
+        "head_turn_id": info.head_turn_id,
+        "head_depth": info.head_depth,
+        "created_at_unix_ms": info.created_at_unix_ms,
+        "updated_at_unix_ms": info.updated_at_unix_ms,
+    }
+
+
+def _preview(turn: Turn, chars: int = 60) -> str:
+    if turn.payload is None:
+        return f"{turn.payload_len} bytes"
+    try:
+        text = turn.payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"{turn.payload_len} bytes (binary)"
+    text = " ".join(text.split())
+    return repr(text if len(text) <= chars else text[: chars - 1] + "…")
+
+
+def render_tree(info: ContextInfo, turns: list[TurnInfo], truncated: bool) -> str:
+    """The turns a context owns as a text tree of its branches (by parent pointer), the head
+    marked; turns whose parent is not among them (inherited, or older than the page) are
+    roots of the drawing."""
+    by_id = {t.turn_id: t for t in turns}
+    children: dict[int, list[TurnInfo]] = {}
+    roots: list[TurnInfo] = []
+    for turn in sorted(turns, key=lambda t: t.turn_id):
+        if turn.parent_turn_id in by_id:
+            children.setdefault(turn.parent_turn_id, []).append(turn)
+        else:
+            roots.append(turn)
+    title = info.name if info.name is not None else f"#{info.context_id}"
+    lines = [
+        f"context {title} (ContextID {info.context_id}): head {info.head_turn_id} at depth "
+        f"{info.head_depth}, {len(turns)} turns"
+    ]
+
+    def line(turn: TurnInfo) -> str:
+        marks = []
+        if turn.turn_id == info.head_turn_id:
+            marks.append("HEAD")
+        if turn.summary:
+            marks.append("summary")
+        if turn.key is not None:
+            marks.append(f"key={turn.key.decode('utf-8', 'replace')}")
+        if turn.context_id != info.context_id:
+            marks.append(f"from context {turn.context_id}")
+        mark = f" [{', '.join(marks)}]" if marks else ""
+        return f"turn {turn.turn_id} (depth {turn.depth}){mark}: {_preview(turn)}"
+
+    # Iterative (a chain of 2,000 turns would pass Python's recursion limit).
+    stack: list[tuple[TurnInfo, str, bool, bool]] = [
+        (root, "", i == len(roots) - 1, True) for i, root in reversed(list(enumerate(roots)))
+    ]
+    while stack:
+        turn, prefix, last, top = stack.pop()
+        branch = "" if top else ("└─ " if last else "├─ ")
+        lines.append(prefix + branch + line(turn))
+        kids = children.get(turn.turn_id, [])
+        # A single child continues the same column: chains read as lists, not staircases.
+        if len(kids) == 1:
+            stack.append((kids[0], prefix, last, top))
+            continue
+        inner = prefix + ("" if top else ("   " if last else "│  "))
+        for i, kid in reversed(list(enumerate(kids))):
+            stack.append((kid, inner, i == len(kids) - 1, False))
+    if truncated:
+        lines.append(f"(only the newest {len(turns)} turns shown)")
+    return "\n".join(lines)
+
+
+# -- the server ---------------------------------------------------------------------------------
+
+
+def build_server(
+    addr: str = "127.0.0.1:7411",
+    token: str | None = None,
+    *,
+    client: AsyncClient | None = None,
+    name: str = "ctxstore",
+) -> MCPServer:
+    """The MCP server (``mcp.server.mcpserver.MCPServer``) on a ctxstore server at ``addr``
+    (or on ``client``, an :class:`~ctxstore.AsyncClient` the caller owns)."""
+    state: dict[str, AsyncClient] = {}
+
+    def ctx() -> AsyncClient:
+        if client is not None:
+            return client
+        if "client" not in state:
+            state["client"] = AsyncClient(addr, token=token)
+        return state["client"]
+
+    server = MCPServer(
+        name,
+        instructions=(
+            "ctxstore keeps agents' context: immutable turns in chains, contexts as named "
+            "heads, forks that copy nothing, key-value entries per context. Read a context "
+            "with read_turns, add to it with append_turn, branch with fork."
+        ),
+        version=f"protocol {PROTOCOL_VERSION}",
+    )
+
+    async def guarded(work: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await work()
+        except CtxstoreError as error:
+            raise ToolError(_error_text(error)) from None
+        except ValueError as refused:  # the client's own checks: nothing was sent
+            raise ToolError(f"INVALID_ARGUMENT: {refused}") from None
+
+    @server.tool(
+        description="List contexts by name prefix and tags (all must match), a page at a time; "
+        "pass next_cursor back as cursor for the next page."
+    )
+    async def list_contexts(
+        name_prefix: Annotated[str | None, Field(description="names starting with this")] = None,
+        tags: Annotated[dict[str, str] | None, Field(description="tag equalities")] = None,
+        limit: Annotated[int, Field(description="1-1000")] = 100,
+        cursor: Annotated[str | int | None, Field(description="from a previous page")] = None,
+    ) -> dict[str, Any]:
+        _limit(limit)
+        if name_prefix is not None and len(name_prefix.encode("utf-8")) > NAME_BYTES_MAX:
+            raise ToolError(f"name_prefix: at most {NAME_BYTES_MAX} bytes")
+        wanted_tags = _tags(tags)
+        page = await guarded(
+            lambda: ctx().list_contexts(
+                wanted_tags, name_prefix or None, cursor=cursor, limit=limit
+            )
+        )
+        return {
+            "contexts": [_context_out(c) for c in page.contexts],
+            "next_cursor": page.next_cursor,
+        }
+
+    @server.tool(
+        description="Read turns of a context, oldest first: the last `limit` turns (default), "
+        "the `limit` turns before turn `before`, `limit` turns from depth `from_depth`, or "
+        "with window=true the chain from its latest summary turn to the head. Payloads are "
+        "returned as text when they are UTF-8, else as base64."
+    )
+    async def read_turns(
+        context: ContextArg,
+        limit: Annotated[int, Field(description="1-1000")] = 20,
+        before: Annotated[int | None, Field(description="a TurnID: the turns older")] = None,
+        from_depth: Annotated[int | None, Field(description="the depth to start at")] = None,
+        window: Annotated[bool, Field(description="from the latest summary turn")] = False,
+        payloads: bool = True,
+    ) -> dict[str, Any]:
+        target = _context(context)
+        _limit(limit)
+        given = sum(x is not None for x in (before, from_depth)) + int(window)
+        if given > 1:
+            raise ToolError("give at most one of before, from_depth and window")
+        if before is not None:
+            _turn_id(before, "before")
+        if from_depth is not None and from_depth < 0:
+            raise ToolError(f"from_depth: 0 or more, got {from_depth}")
+        if window:
+            page = await guarded(lambda: ctx().window(target, limit, payloads=payloads))
+        else:
+            page = await guarded(
+                lambda: ctx().read_page(
+                    target, limit, before=before, from_depth=from_depth, payloads=payloads
+                )
+            )
+        return {
+            "turns": [_turn_out(t) for t in page.turns],
+            "next_before": page.next_before or None,
+            "tip_depth": page.tip_depth,
+        }
+
+    @server.tool(
+        description="Append a turn to a context (created when missing, unless create=false): "
+        "its payload as `text` or `data_base64`, an optional idempotency `key` (an append "
+        "whose key the context has answers that turn, existing=true, and writes nothing), "
+        "`labels` to find it by, and `parent` (a TurnID the context owns, or 'root') to "
+        "branch from an older turn. `expected_head` makes it a compare-and-set."
+    )
+    async def append_turn(
+        context: ContextArg,
+        text: str | None = None,
+        data_base64: str | None = None,
+        key: Annotated[str | None, Field(description="1-64 bytes, unique in the context")] = None,
+        labels: Annotated[dict[str, str] | None, Field(description="<= 16")] = None,
+        parent: Annotated[int | str | None, Field(description="a TurnID or 'root'")] = None,
+        expected_head: Annotated[int | None, Field(description="0: must be empty")] = None,
+        type_tag: Annotated[int, Field(description="the caller's tag, 0-2^63")] = 0,
+        create: bool = True,
+    ) -> dict[str, Any]:
+        target = _context(context)
+        payload = _payload(text, data_base64, "payload")
+        if key is not None and not 1 <= len(key.encode("utf-8")) <= TURN_KEY_BYTES_MAX:
+            raise ToolError(f"key: 1-{TURN_KEY_BYTES_MAX} bytes")
+        turn_labels = _labels(labels)
+        where: ParentLike = None
+        if parent == "root":
+            where = "root"
+        elif isinstance(parent, int) and not isinstance(parent, bool):
+            where = _turn_id(parent, "parent")
+        elif parent is not None:
+            raise ToolError("parent: a TurnID or 'root'")
+        if expected_head is not None and expected_head < 0:
+            raise ToolError("expected_head: a TurnID, or 0 for an empty context")
+        if not 0 <= type_tag < 2**63:
+            raise ToolError("type_tag: 0 to 2^63 - 1")
+
+        async def append() -> dict[str, Any]:
+            client = ctx()
+            if create and isinstance(target, str):
+                await client.open_context(target, get_or_create=True)
+            appended = await client.append(
+                target,
+                payload,
+                type_tag=type_tag,
+                expected_head=expected_head,
+                parent=where,
+                key=key,
+                labels=turn_labels,
+            )
+            out = _turn_out(appended.turn)
+            out.update(deduped=appended.deduped, existing=appended.existing)
+            return out
+
+        return await guarded(append)
+
+    @server.tool(
+        description="Fork: a new context whose head is `turn_id` (any turn of any context); "
+        "it shares every turn before it and copies nothing. Give it a `name` to find it by."
+    )
+    async def fork(
+        turn_id: int,
+        name: Annotated[str | None, Field(description="1-256 bytes, unique")] = None,
+        tags: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        _turn_id(turn_id, "turn_id")
+        if name is not None:
+            _context(name)
+        wanted_tags = _tags(tags)
+        opened = await guarded(lambda: ctx().open_context(name, wanted_tags, base_turn_id=turn_id))
+        return _context_out(opened.info)
+
+    @server.tool(
+        description="Turns of every context that carry the label key=value (key: run_id, "
+        "thread_id, or one starting 'idx.'), newest first; pass next_before back as before."
+    )
+    async def find_turns(
+        key: str,
+        value: str,
+        limit: Annotated[int, Field(description="1-1000")] = 100,
+        before: int | None = None,
+    ) -> dict[str, Any]:
+        _limit(limit)
+        if not 1 <= len(key.encode("utf-8")) <= LABEL_KEY_BYTES_MAX:
+            raise ToolError(f"key: 1-{LABEL_KEY_BYTES_MAX} bytes")
+        if before is not None:
+            _turn_id(before, "before")
+        page = await guarded(lambda: ctx().find_turns(key, value, before=before, limit=limit))
+        return {"turns": [_turn_out(t) for t in page.turns], "next_before": page.next_before}
+
+    @server.tool(description="The value of a context's key-value entry (null when absent).")
+    async def kv_get(context: ContextArg, key: str) -> dict[str, Any]:
+        target = _context(context)
+        raw_key = _kv_key(key)
+        value = await guarded(lambda: ctx().kv_get(target, raw_key))
+        return {"key": key, "found": value is not None, **_bytes_out(value)}
+
+    @server.tool(
+        description="Set a context's key-value entry (the context is created when missing, "
+        "unless create=false): the value as `text` or `data_base64`; with if_absent=true an "
+        "existing value is kept."
+    )
+    async def kv_put(
+        context: ContextArg,
+        key: str,
+        text: str | None = None,
+        data_base64: str | None = None,
+        if_absent: bool = False,
+        create: bool = True,
+    ) -> dict[str, Any]:
+        target = _context(context)
+        raw_key = _kv_key(key)
+        value = _payload(text, data_base64, "value")
+
+        async def put() -> dict[str, Any]:
+            client = ctx()
+            if create and isinstance(target, str):
+                await client.open_context(target, get_or_create=True)
+            await client.kv_put(target, {raw_key: value}, if_absent=if_absent)
+            return {"key": key, "stored": True, "value_len": len(value)}
+
+        return await guarded(put)
+
+    @server.tool(
+        description="A context's turns as a text tree of its branches (every branch it owns, "
+        "newest `limit` turns), the head marked."
+    )
+    async def branch_tree(
+        context: ContextArg,
+        limit: Annotated[int, Field(description=f"1-{TREE_TURNS_MAX}")] = 200,
+    ) -> str:
+        target = _context(context)
+        _limit(limit, high=TREE_TURNS_MAX)
+
+        async def tree() -> str:
+            client = ctx()
+            info = await client.context_info(target)
+            turns: list[TurnInfo] = []
+            truncated = False
+            pages = client.iter_turn_log(target, page_size=min(limit, PAGE_MAX), payloads=True)
+            async for turn in pages:  # newest first, every branch
+                if len(turns) == limit:
+                    truncated = True
+                    break
+                turns.append(turn)
+            return render_tree(info, turns, truncated)
+
+        return await guarded(tree)
+
+    @server.resource(
+        "ctxstore://context/{name}",
+        name="context",
+        description="A context (its name percent-encoded): description and newest 20 turns",
+        mime_type="text/plain",
+    )
+    async def context_resource(name: str) -> str:
+        decoded = unquote(name)
+        try:
+            _context(decoded)
+        except ToolError as refused:
+            raise ResourceError(str(refused)) from None
+        try:
+            client = ctx()
+            info = await client.context_info(decoded)
+            page = await client.read_page(decoded, 20, payloads=True)
+        except NotFound as missing:
+            raise ResourceNotFoundError(_error_text(missing)) from None
+        except CtxstoreError as error:
+            raise ResourceError(_error_text(error)) from None
+        lines = [
+            f"context {info.name} (ContextID {info.context_id})",
+            f"head: turn {info.head_turn_id} at depth {info.head_depth}",
+            f"tags: {dict(info.tags)}",
+            f"updated_at_unix_ms: {info.updated_at_unix_ms}",
+            "",
+        ]
+        for turn in page.turns:
+            body = _bytes_out(turn.payload)
+            text = body.get("text", f"<{turn.payload_len} bytes, base64 {body.get('data_base64')}>")
+            if len(text) > PREVIEW_CHARS_MAX:
+                text = text[:PREVIEW_CHARS_MAX] + f"… ({turn.payload_len} bytes)"
+            lines.append(f"[turn {turn.turn_id}, depth {turn.depth}] {text}")
+        return "\n".join(lines)
+
+    return server
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"not HOST:PORT: {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``ctxstore-mcp`` console script."""
+    parser = argparse.ArgumentParser(
+        prog="ctxstore-mcp",
+        description="An MCP server (stdio, or streamable HTTP with --http) on a ctxstore server.",
+    )
+    parser.add_argument("--addr", default=os.environ.get("CTXSTORE_ADDR", "127.0.0.1:7411"))
+    parser.add_argument("--token-file", help="a file holding the ctxstore token")
+    parser.add_argument(
+        "--http",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio",
+    )
+    args = parser.parse_args(argv)
+    token = os.environ.get("CTXSTORE_TOKEN")
+    if args.token_file:
+        with open(args.token_file, encoding="utf-8") as handle:
+            token = handle.read().strip()
+    server = build_server(args.addr, token)
+    if args.http is None:
+        server.run("stdio")
+    else:
+        host, port = args.http
+        print(f"ctxstore-mcp: streamable HTTP at http://{host}:{port}/mcp", file=sys.stderr)
+        server.run("streamable-http", host=host, port=port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

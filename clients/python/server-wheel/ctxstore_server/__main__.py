@@ -1,0 +1,4 @@
+from . import PROGRAMS, binary
+
+for name in PROGRAMS:
+    print(f"{name}: {binary(name)}")

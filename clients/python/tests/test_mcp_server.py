@@ -1,0 +1,219 @@
+"""ctxstore-mcp end to end: the MCP SDK's own client (in-process, then over stdio and
+streamable HTTP through the console script) against a real ctxstore-server. Every tool, the
+context resource, argument checks and the server's typed errors as MCP errors."""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+import ctxstore
+from ctxstore.mcp_server import build_server
+
+from conftest import ServerProcess
+
+
+async def _call(client: Client, tool: str, **arguments: Any) -> Any:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    structured = result.structured_content
+    if structured is not None and set(structured) == {"result"}:
+        return structured["result"]  # a tool that returns text
+    return structured
+
+
+async def _error(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    text: str = result.content[0].text  # type: ignore[union-attr]
+    return text
+
+
+async def test_tools_end_to_end(server: ServerProcess) -> None:
+    async with Client(build_server(server.addr)) as mcp:
+        await _tools_end_to_end(mcp, server)
+
+
+async def _tools_end_to_end(mcp: Client, server: ServerProcess) -> None:
+    name = f"mcp-{uuid.uuid4().hex[:8]}"
+    tools = {t.name for t in (await mcp.list_tools()).tools}
+    assert tools == {
+        "list_contexts",
+        "read_turns",
+        "append_turn",
+        "fork",
+        "find_turns",
+        "kv_get",
+        "kv_put",
+        "branch_tree",
+    }
+    run = f"run-{uuid.uuid4().hex[:8]}"
+    first = await _call(
+        mcp, "append_turn", context=name, text="hello", key="k1", labels={"run_id": run}
+    )
+    second = await _call(
+        mcp, "append_turn", context=name, data_base64=base64.b64encode(b"\xff\x00binary").decode()
+    )
+    retry = await _call(mcp, "append_turn", context=name, text="hello", key="k1")
+    assert retry["existing"] and retry["turn_id"] == first["turn_id"]
+    branch = await _call(
+        mcp,
+        "append_turn",
+        context=name,
+        text="instead",
+        parent=first["turn_id"],
+        labels={"run_id": run},
+    )
+    assert branch["depth"] == 1 and branch["parent_turn_id"] == first["turn_id"]
+
+    # What the tools wrote is what the ctxstore client reads.
+    with ctxstore.Client(server.addr) as direct:
+        page = direct.last(name, 10, payloads=True)
+        assert [t.payload for t in page] == [b"hello", b"instead"]
+        assert direct.get_turn(second["turn_id"]).payload_hash == ctxstore.blob_hash(
+            b"\xff\x00binary"
+        )
+
+    read = await _call(mcp, "read_turns", context=name, limit=10)
+    assert [t.get("text") for t in read["turns"]] == ["hello", "instead"]
+    assert read["turns"][0]["labels"] == {"run_id": run} and read["turns"][0]["key"] == "k1"
+    older = await _call(mcp, "read_turns", context=name, limit=10, before=branch["turn_id"])
+    assert [t["turn_id"] for t in older["turns"]] == [first["turn_id"]]
+    ranged = await _call(mcp, "read_turns", context=name, from_depth=1)
+    assert [t["turn_id"] for t in ranged["turns"]] == [branch["turn_id"]]
+    by_id = await _call(mcp, "read_turns", context=first["context_id"], limit=1)
+    assert by_id["turns"][0]["turn_id"] == branch["turn_id"]
+
+    fork = await _call(mcp, "fork", turn_id=second["turn_id"], name=f"{name}-f", tags={"k": "v"})
+    assert fork["head_turn_id"] == second["turn_id"] and fork["tags"] == {"k": "v"}
+    forked = await _call(mcp, "read_turns", context=f"{name}-f")
+    assert forked["turns"][-1]["data_base64"] == base64.b64encode(b"\xff\x00binary").decode()
+
+    listed = await _call(mcp, "list_contexts", name_prefix=name)
+    assert sorted(c["name"] for c in listed["contexts"]) == [name, f"{name}-f"]
+    tagged = await _call(mcp, "list_contexts", tags={"k": "v"}, name_prefix=name)
+    assert [c["name"] for c in tagged["contexts"]] == [f"{name}-f"]
+    paged = await _call(mcp, "list_contexts", name_prefix=name, limit=1)
+    assert len(paged["contexts"]) == 1 and paged["next_cursor"] is not None
+
+    found = await _call(mcp, "find_turns", key="run_id", value=run)
+    assert [t["turn_id"] for t in found["turns"]] == [branch["turn_id"], first["turn_id"]]
+
+    await _call(mcp, "kv_put", context=name, key="memo", text="remember this")
+    assert (await _call(mcp, "kv_get", context=name, key="memo"))["text"] == "remember this"
+    await _call(mcp, "kv_put", context=name, key="memo", text="other", if_absent=True)
+    assert (await _call(mcp, "kv_get", context=name, key="memo"))["text"] == "remember this"
+    missing = await _call(mcp, "kv_get", context=name, key="nothing")
+    assert missing == {"key": "nothing", "found": False}
+
+    tree = await _call(mcp, "branch_tree", context=name)
+    lines = tree.splitlines()
+    assert lines[0].startswith(f"context {name} ") and "3 turns" in lines[0]
+    assert lines[1] == f"turn {first['turn_id']} (depth 0) [key=k1]: 'hello'"
+    assert lines[2] == f"├─ turn {second['turn_id']} (depth 1): 8 bytes (binary)"
+    assert lines[3] == f"└─ turn {branch['turn_id']} (depth 1) [HEAD]: 'instead'"
+
+
+async def test_arguments_and_server_errors_are_mcp_errors(server: ServerProcess) -> None:
+    async with Client(build_server(server.addr)) as mcp:
+        await _arguments_and_errors(mcp)
+
+
+async def _arguments_and_errors(mcp: Client) -> None:
+    name = f"mcp-{uuid.uuid4().hex[:8]}"
+    assert "NOT_FOUND" in await _error(mcp, "read_turns", context=name)
+    assert "limit: 1-1000" in await _error(mcp, "read_turns", context=name, limit=0)
+    assert "1-256 bytes" in await _error(mcp, "read_turns", context="x" * 257)
+    assert "exactly one of text" in await _error(mcp, "append_turn", context=name)
+    assert "base64" in await _error(mcp, "append_turn", context=name, data_base64="@@")
+    assert "key: 1-64" in await _error(mcp, "append_turn", context=name, text="x", key="k" * 65)
+    assert "labels: at most 16" in await _error(
+        mcp, "append_turn", context=name, text="x", labels={str(i): "v" for i in range(17)}
+    )
+    assert "NOT_FOUND" in await _error(mcp, "append_turn", context=name, text="x", create=False)
+    first = await _call(mcp, "append_turn", context=name, text="a")
+    conflict = await _error(mcp, "append_turn", context=name, text="b", expected_head=1)
+    assert conflict.startswith("Error executing tool append_turn: CONFLICT")
+    assert "INVALID_ARGUMENT" in await _error(mcp, "find_turns", key="plain", value="v")
+    assert "ALREADY_EXISTS" in await _error(mcp, "fork", turn_id=first["turn_id"], name=name)
+    assert "turn_id: a TurnID" in await _error(mcp, "fork", turn_id=0)
+    assert "key: 1-256" in await _error(mcp, "kv_get", context=name, key="")
+    assert "give at most one" in await _error(
+        mcp, "read_turns", context=name, before=1, from_depth=0
+    )
+    # Nothing above wrote anything but the one turn.
+    read = await _call(mcp, "read_turns", context=name)
+    assert [t["text"] for t in read["turns"]] == ["a"]
+
+
+async def test_context_resource(server: ServerProcess) -> None:
+    async with Client(build_server(server.addr)) as mcp:
+        await _context_resource(mcp)
+
+
+async def _context_resource(mcp: Client) -> None:
+    name = f"mcp/{uuid.uuid4().hex[:8]}"
+    await _call(mcp, "append_turn", context=name, text="first words")
+    templates = (await mcp.list_resource_templates()).resource_templates
+    assert [t.uri_template for t in templates] == ["ctxstore://context/{name}"]
+    encoded = name.replace("/", "%2F")
+    contents = (await mcp.read_resource(f"ctxstore://context/{encoded}")).contents
+    text = contents[0].text  # type: ignore[union-attr]
+    assert text.startswith(f"context {name} ") and text.endswith("] first words")
+    with pytest.raises(MCPError, match="NOT_FOUND"):
+        await mcp.read_resource("ctxstore://context/no-such-context-here")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _console_script() -> str:
+    script = Path(sys.executable).with_name("ctxstore-mcp")
+    assert script.exists(), f"the console script is not installed at {script}"
+    return str(script)
+
+
+async def test_console_script_over_stdio_and_http(server: ServerProcess) -> None:
+    name = f"mcp-{uuid.uuid4().hex[:8]}"
+    params = StdioServerParameters(command=_console_script(), args=["--addr", server.addr])
+    async with Client(params) as client:
+        written = await _call(client, "append_turn", context=name, text="over stdio")
+    port = _free_port()
+    process = subprocess.Popen(
+        [_console_script(), "--addr", server.addr, "--http", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    err = process.stderr.read().decode() if process.stderr else ""
+                    pytest.fail(f"ctxstore-mcp --http did not start: {err[-2000:]}")
+                time.sleep(0.1)
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            read = await _call(client, "read_turns", context=name)
+            assert [t["turn_id"] for t in read["turns"]] == [written["turn_id"]]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

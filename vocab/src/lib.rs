@@ -1,0 +1,20 @@
+//! ctxstore's shared vocabulary (issue 30): what the engine, the protocol and the clients must
+//! agree on, defined once. Each module is one concept:
+//!
+//! - `ids`: TurnID, ContextID, BlobHash (the one 32-byte hash type) and its hasher;
+//! - `limits`: every limit a client must respect and the store enforces (names, tags,
+//!   key-value entries, turn extras, pages and batches, chunks, tokens);
+//! - `labels`: which labels are indexed store-wide;
+//! - `chunking`: how payloads are cut into chunks (FastCDC 2020) and the default sizes, so
+//!   that chunks a client cuts dedup against the ones the server cuts.
+//!
+//! It does no I/O and knows nothing of files or frames: the on-disk formats stay in the
+//! engine, the wire formats in the protocol.
+
+pub mod chunking;
+pub mod ids;
+pub mod labels;
+pub mod limits;
+
+pub use chunking::ChunkingConfig;
+pub use ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};
