@@ -31,7 +31,10 @@ trap cleanup EXIT
 
 (cd "$ROOT/clients/typescript" && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build \
   && npm pack --silent --pack-destination "$WORK" >/dev/null)
-(cd "$ROOT/benches/langgraph_js" && npm ci --no-audit --no-fund --loglevel=error \
+# npm ci compiles better-sqlite3 (minutes on this VM): only when the savers are not installed
+# yet (BENCH_NPM_CI=1 forces it); the ctxstore package is installed fresh every time.
+(cd "$ROOT/benches/langgraph_js" \
+  && { [ -d node_modules/better-sqlite3/build/Release ] && [ -z "${BENCH_NPM_CI:-}" ] || npm ci --no-audit --no-fund --loglevel=error; } \
   && npm install --no-save --no-audit --no-fund --loglevel=error "$WORK"/ctxstore-*.tgz)
 
 if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then

@@ -90,9 +90,12 @@ function median(values) {
   return pct(values, 50);
 }
 
+/** Blocks allocated under `dir`, without ctxstore's RESERVE file: disk the server keeps
+ * allocated for garbage collection alone (--disk-reserve, 64 MiB by default), not data. */
 function allocatedBytes(dir) {
   let total = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (entry.name === "RESERVE") continue;
     const full = path.join(dir, entry.name);
     if (entry.isDirectory()) total += allocatedBytes(full);
     else if (entry.isFile()) total += statSync(full).blocks * 512;
