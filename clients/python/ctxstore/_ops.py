@@ -980,35 +980,90 @@ def has_blobs(hashes: Sequence[HashLike]) -> Plan[list[bool]]:
 def replay(
     turn_id: int, payloads: bool, page_size: int | None, accept_zstd: bool
 ) -> Plan[list[Turn]]:
-    """The whole chain root → ``turn_id`` in GET_CHAIN pages (default size: the server's
-    ``read_turns_max``)."""
+    """The chain root → ``turn_id`` in GET_CHAIN pages (default size: the server's
+    ``read_turns_max``), oldest first, each turn the child of the one before it.
+
+    History a garbage collection took (the turns below a pruned context's floor, once
+    collected) is not there: the replay is then the kept turns, from the oldest the server
+    still has up to ``turn_id``, as the CLI prints them. The server answers a GET_CHAIN
+    window that overlaps collected history from its oldest kept turn, and one whose newest
+    turn is collected NOT_FOUND (docs/protocol.md, GET_CHAIN and CTX_PRUNE); the second
+    case is told apart from a missing ``turn_id`` by :func:`_oldest_kept_depth`. Should a
+    collection take more of the chain while the replay pages, it goes on from what is kept
+    and drops what it had read below that (the answer stays one unbroken chain)."""
     size = page_size
     if not size:
         info: ServerInfo = yield SERVER_INFO
         size = info.read_turns_max or 64
     turns: list[Turn] = []
-    from_depth: int | None = 0
-    while from_depth is not None:
-        page: Page = yield chain(turn_id, from_depth, size, payloads, accept_zstd)
+    from_depth = 0
+    while True:
+        try:
+            page: Page = yield chain(turn_id, from_depth, size, payloads, accept_zstd)
+        except NotFound:
+            # turn_id itself is gone (raised again below), or the window ends in history a
+            # collection took: go on from the oldest kept turn.
+            kept = yield from _oldest_kept_depth(turn_id, size)
+            if kept <= from_depth:
+                raise  # the window's turns exist, so the NOT_FOUND was not about them
+            turns, from_depth = [], kept
+            continue
+        if page.turns and turns and page.turns[0].depth > from_depth:
+            turns = []  # a collection took the turns read so far
+        _check_chain_page(page, turn_id, from_depth, turns[-1] if turns else None)
         turns.extend(page.turns)
-        from_depth = replay_next(page, turn_id, from_depth)
-    return turns
+        last_depth = page.turns[-1].depth
+        if last_depth >= page.tip_depth:
+            return turns
+        from_depth = last_depth + 1
 
 
-def replay_next(page: Page, turn_id: int, from_depth: int) -> int | None:
-    """The ``from_depth`` of the next GET_CHAIN page of a replay, or None when it is done.
-    A page that does not advance is a ProtocolError (no endless loop on a faulty server)."""
+def _check_chain_page(page: Page, turn_id: int, from_depth: int, previous: Turn | None) -> None:
+    """A GET_CHAIN page of a replay must advance (no endless loop on a faulty server): it
+    starts at ``from_depth``, or above it only where the history below was collected (then
+    it carries no turn before it), each turn is the child of the one before it (``previous``:
+    the last turn of the page before), and it ends at or below ``turn_id``'s depth."""
     if not page.turns:
         raise ProtocolError(f"GET_CHAIN of turn {turn_id} returned an empty page before its end")
-    last_depth = page.turns[-1].depth
-    if page.turns[0].depth != from_depth or last_depth < from_depth:
+    first, last = page.turns[0], page.turns[-1]
+    if first.depth < from_depth or last.depth < first.depth or last.depth > page.tip_depth:
         raise ProtocolError(
             f"GET_CHAIN of turn {turn_id} from depth {from_depth} returned depths "
-            f"{page.turns[0].depth}..{last_depth}"
+            f"{first.depth}..{last.depth} (tip depth {page.tip_depth})"
         )
-    if last_depth >= page.tip_depth:
-        return None
-    return last_depth + 1
+    chained = [previous, *page.turns] if previous is not None else page.turns
+    for older, newer in zip(chained, chained[1:], strict=False):
+        if newer.parent_turn_id != older.turn_id or newer.depth != older.depth + 1:
+            raise ProtocolError(
+                f"GET_CHAIN of turn {turn_id}: turn {newer.turn_id} (depth {newer.depth}) "
+                f"does not follow turn {older.turn_id} (depth {older.depth}) on one chain"
+            )
+    if last.depth == page.tip_depth and last.turn_id != turn_id:
+        raise ProtocolError(
+            f"GET_CHAIN of turn {turn_id} ended at turn {last.turn_id}, at the tip's depth"
+        )
+
+
+def _oldest_kept_depth(turn_id: int, size: int) -> Plan[int]:
+    """The depth of the oldest turn of ``turn_id``'s chain the server still has (0 when
+    nothing was collected); NotFound when ``turn_id`` itself is not there. Walks down from
+    ``turn_id`` in windows without payloads, each ending at a turn already seen (so its
+    newest turn exists), until one starts above where it was asked to: the history below
+    it was collected."""
+    tip: Turn = yield get_turn(turn_id)
+    span = max(2, size)  # a window of one would never get below the turn it ends at
+    newest = tip.depth
+    while True:
+        oldest = max(0, newest - span + 1)
+        page: Page = yield chain(turn_id, oldest, newest - oldest + 1, False, False)
+        if not page.turns or page.turns[-1].depth != newest:
+            raise ProtocolError(
+                f"GET_CHAIN of turn {turn_id} from depth {oldest} did not reach depth {newest}"
+            )
+        first = page.turns[0].depth
+        if first > oldest or oldest == 0:
+            return first
+        newest = oldest
 
 
 # ----------------------------------------------------------------------------------------------

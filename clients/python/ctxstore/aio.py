@@ -703,7 +703,10 @@ class AsyncClient(ops.ClientCore):
         page_size: int | None = None,
         timeout: float | None = None,
     ) -> list[Turn]:
-        """The whole chain root → ``turn_id``, paging :meth:`chain` (``timeout`` per page)."""
+        """The whole chain root → ``turn_id``, oldest first, paging :meth:`chain` (``timeout``
+        per page). Where a garbage collection took the history below a pruned context's floor,
+        the kept turns: from the oldest the server still has up to ``turn_id`` (as the CLI's
+        ``replay``). NotFound if ``turn_id`` itself is not there."""
         return await self._drive(
             ops.replay(turn_id, payloads, page_size, self._accept_zstd), timeout
         )
