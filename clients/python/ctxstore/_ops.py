@@ -84,6 +84,16 @@ P = TypeVar("P")
 I = TypeVar("I")  # noqa: E741 - the item type of a listing
 
 DEFAULT_ADDR = "127.0.0.1:7411"
+ADDR_ENV = "CTXSTORE_ADDR"
+"""The environment variable a client's address defaults to (as the CLI's ``--addr``)."""
+TOKEN_ENV = "CTXSTORE_TOKEN"
+"""The environment variable a client's token defaults to (as the CLI's ``--token``)."""
+_WHITE_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+"""Unicode's White_Space characters: what the server's ``str::trim`` takes off a token file
+(Python's own ``str.strip()`` also takes U+001C..U+001F, which are not white space there)."""
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_CLIENT_NAME = "ctxstore-python"
@@ -129,8 +139,12 @@ class Paging(Generic[P, I]):
     items: Callable[[P], Iterable[I]]
 
 
-def parse_addr(addr: str | tuple[str, int]) -> tuple[str, int]:
-    """``"host:port"``, ``"[v6]:port"`` or ``(host, port)`` as ``(host, port)``."""
+def parse_addr(addr: str | tuple[str, int] | None) -> tuple[str, int]:
+    """``"host:port"``, ``"[v6]:port"`` or ``(host, port)`` as ``(host, port)``; None is
+    ``$CTXSTORE_ADDR`` when it is set and not empty, else ``127.0.0.1:7411`` (the CLI's
+    defaults)."""
+    if addr is None:
+        addr = os.environ.get(ADDR_ENV) or DEFAULT_ADDR
     if isinstance(addr, tuple):
         host, port = addr
         return str(host), int(port)
@@ -154,13 +168,31 @@ def parse_addr(addr: str | tuple[str, int]) -> tuple[str, int]:
 
 
 def token_bytes(token: str | bytes | None) -> bytes:
-    """The token as sent in HELLO (a str is UTF-8; surrounding whitespace is kept)."""
+    """The token as sent in HELLO: a str as UTF-8, without surrounding white space, as the
+    server trims its ``--token-file`` (so a token read from a file with its newline is the
+    server's token). None is ``$CTXSTORE_TOKEN`` when it is set and not empty, else no token;
+    an empty token is no token (whatever the environment says). A token of only white space
+    is a ValueError: no server has it."""
     if token is None:
-        return b""
-    raw = token.encode("utf-8") if isinstance(token, str) else bytes(token)
+        token = os.environ.get(TOKEN_ENV) or ""
+    if isinstance(token, str):
+        raw = _trimmed_token(token).encode("utf-8")
+    else:
+        data = bytes(token)
+        try:
+            raw = _trimmed_token(data.decode("utf-8")).encode("utf-8")
+        except UnicodeDecodeError:
+            raw = data  # not UTF-8, so no server's token (it reads its file as text): as is
     if len(raw) > p.TOKEN_BYTES_MAX:
         raise ValueError(f"a token is at most {p.TOKEN_BYTES_MAX} bytes")
     return raw
+
+
+def _trimmed_token(text: str) -> str:
+    trimmed = text.strip(_WHITE_SPACE)
+    if text and not trimmed:
+        raise ValueError("the token is only white space; no server has such a token")
+    return trimmed
 
 
 VERIFY_PAYLOADS: tuple[VerifyPayloads, ...] = ("when_remote", "always")
@@ -232,7 +264,7 @@ class ClientCore:
 
     def __init__(
         self,
-        addr: str | tuple[str, int],
+        addr: str | tuple[str, int] | None,
         *,
         token: str | bytes | None,
         timeout: float,

@@ -379,7 +379,7 @@ class AsyncClient(ops.ClientCore):
 
     def __init__(
         self,
-        addr: str | tuple[str, int] = ops.DEFAULT_ADDR,
+        addr: str | tuple[str, int] | None = None,
         *,
         token: str | bytes | None = None,
         timeout: float = ops.DEFAULT_TIMEOUT,
@@ -408,7 +408,7 @@ class AsyncClient(ops.ClientCore):
     @classmethod
     async def connect(
         cls,
-        addr: str | tuple[str, int] = ops.DEFAULT_ADDR,
+        addr: str | tuple[str, int] | None = None,
         *,
         token: str | bytes | None = None,
         timeout: float = ops.DEFAULT_TIMEOUT,

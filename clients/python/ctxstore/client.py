@@ -470,8 +470,12 @@ class Client(ops.ClientCore):
     ``key`` can be retried safely, its retry answers the first turn as ``existing``).
 
     Args:
-        addr: ``"HOST:PORT"``, ``"[V6]:PORT"`` or ``(host, port)``.
-        token: the server's token (``--token-file``), if it has one.
+        addr: ``"HOST:PORT"``, ``"[V6]:PORT"`` or ``(host, port)``; by default
+            ``$CTXSTORE_ADDR``, else ``127.0.0.1:7411`` (as the CLI).
+        token: the server's token (``--token-file``), if it has one; by default
+            ``$CTXSTORE_TOKEN`` (as the CLI); ``""`` for none whatever the environment
+            says. White space around it is taken off, as the server trims its token file
+            (a token read from that file, newline and all, is the server's token).
         timeout: the default timeout of each call, in seconds.
         connect_timeout: the limit for TCP connect plus HELLO, in seconds.
         client_name: sent in HELLO (the server logs it).
@@ -491,7 +495,7 @@ class Client(ops.ClientCore):
 
     def __init__(
         self,
-        addr: str | tuple[str, int] = ops.DEFAULT_ADDR,
+        addr: str | tuple[str, int] | None = None,
         *,
         token: str | bytes | None = None,
         timeout: float = ops.DEFAULT_TIMEOUT,

@@ -918,7 +918,7 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
     def _settings(self) -> dict[str, Any]:
         core = self._core
         return {
-            "token": core._token or None,
+            "token": core._token,  # b"" stays no token: not the environment's
             "timeout": core._timeout,
             "connect_timeout": core._connect_timeout,
             "accept_zstd": core._accept_zstd,
