@@ -3,10 +3,15 @@
 Needs the ``langgraph`` extra (``pip install 'ctxstore[langgraph]'``). The mapping:
 
 - a thread's namespace (``thread_id`` + ``checkpoint_ns``) is a named context, tagged
-  ``lg.thread`` (``=`` and its thread) and ``lg.ns`` (``=`` and its namespace), so that every
-  namespace of a thread is found (``delete_thread``, ``copy_thread``, ``prune``, ``list``
-  without a namespace); a copy (``copy_thread``) is also tagged ``lg.from`` (``=`` and the
-  ContextID it was cloned from);
+  ``lg.thread`` (the thread id as it is), ``lg.ns`` (the namespace, only when it is not
+  empty) and ``lg.fmt`` (``2``), so that every namespace of a thread is found
+  (``delete_thread``, ``copy_thread``, ``prune``, ``list`` without a namespace) and a user
+  finds a thread with ``ctxstore ctx list --tag lg.thread=thread-1``; a copy
+  (``copy_thread``) is also tagged ``lg.from`` (``=`` and the ContextID it was cloned from).
+  A context without ``lg.fmt`` was written before format 2: its ``lg.thread`` and ``lg.ns``
+  start with ``=`` (a tag value may not be empty), which is taken off when read, and a thread
+  is listed by both values. A thread id that cannot be a tag value (empty, over 1,024 bytes)
+  is refused before anything is written;
 - a checkpoint is a turn of that context, keyed ``cp/<checkpoint id>``, appended after its
   parent checkpoint's turn (a root turn when it has none), labelled ``lg.cp`` (``1``: the turn
   log's filter), ``thread_id``, ``run_id`` (both indexed store-wide), ``m.source`` and
@@ -86,6 +91,11 @@ _NAME_PREFIX = "lg:"
 _TAG_THREAD = "lg.thread"
 _TAG_NS = "lg.ns"
 _TAG_FROM = "lg.from"
+_TAG_FMT = "lg.fmt"
+_FMT = "2"
+"""The format of the contexts this saver writes: plain tag values (format 1, without the
+``lg.fmt`` tag, prefixed them with ``=``)."""
+_TAG_VALUE_MAX = 1024  # bytes of a tag value (the server's limit)
 _CP = "cp/"
 _WRITES = "w/"
 _BLOBS = "b/"
@@ -119,9 +129,52 @@ def _context_name(thread_id: str, checkpoint_ns: str) -> str:
     return name
 
 
+def _checked_space(thread_id: Any, checkpoint_ns: Any) -> tuple[str, str]:
+    """A thread id and namespace this saver can write: each a str (a thread id that is not,
+    such as a UUID, as its ``str``), the thread id 1 to 1,024 bytes of UTF-8 and the
+    namespace at most that (each is a tag value); else ValueError, before anything is
+    written."""
+    thread = thread_id if isinstance(thread_id, str) else str(thread_id)
+    if not isinstance(checkpoint_ns, str):
+        raise TypeError(f"checkpoint_ns is a str, not {checkpoint_ns!r}")
+    size = len(thread.encode("utf-8"))
+    if not 1 <= size <= _TAG_VALUE_MAX:
+        raise ValueError(
+            f"a thread id is 1 to {_TAG_VALUE_MAX} bytes of UTF-8 (it is the {_TAG_THREAD} tag "
+            f"of its contexts), not {size}: nothing was written"
+        )
+    if len(checkpoint_ns.encode("utf-8")) > _TAG_VALUE_MAX:
+        raise ValueError(
+            f"a checkpoint_ns is at most {_TAG_VALUE_MAX} bytes of UTF-8 (it is the {_TAG_NS} "
+            "tag of its context): nothing was written"
+        )
+    return thread, checkpoint_ns
+
+
+def _thread_of(configurable: Any) -> str:
+    """The thread id of a config's ``configurable`` as a str (LangGraph allows any value, such
+    as a UUID; the saver names and tags contexts with its ``str``)."""
+    thread_id = configurable["thread_id"]
+    return thread_id if isinstance(thread_id, str) else str(thread_id)
+
+
 def _tags(thread_id: str, checkpoint_ns: str) -> dict[str, str]:
-    """The tags of a namespace's context (a tag value is never empty: "=" comes first)."""
-    return {_TAG_THREAD: "=" + thread_id, _TAG_NS: "=" + checkpoint_ns}
+    """The tags of a namespace's context, format 2: plain values, ``lg.ns`` only when the
+    namespace is not empty (a tag value may not be empty)."""
+    tags = {_TAG_THREAD: thread_id, _TAG_FMT: _FMT}
+    if checkpoint_ns:
+        tags[_TAG_NS] = checkpoint_ns
+    return tags
+
+
+def _thread_tag_values(thread_id: str) -> builtins.list[str]:
+    """The ``lg.thread`` values a thread's contexts may carry: plain (format 2) and with the
+    ``=`` of format 1, each only where it can be a tag value."""
+    values = []
+    for value in (thread_id, "=" + thread_id):
+        if 1 <= len(value.encode("utf-8")) <= _TAG_VALUE_MAX:
+            values.append(value)
+    return values
 
 
 def _label_value(value: Any) -> str | None:
@@ -152,9 +205,14 @@ def _is_saver_context(info: ContextInfo) -> bool:
 
 
 def _space(info: ContextInfo) -> tuple[str, str, str]:
-    """(context name, thread id, namespace) of a saver's context."""
+    """(context name, thread id, namespace) of a saver's context, by its format: plain tag
+    values with ``lg.fmt`` (an absent ``lg.ns`` is the empty namespace), else format 1's
+    values less their leading ``=``."""
     assert info.name is not None
-    return info.name, info.tags[_TAG_THREAD][1:], info.tags.get(_TAG_NS, "=")[1:]
+    tags = info.tags
+    if _TAG_FMT in tags:
+        return info.name, tags[_TAG_THREAD], tags.get(_TAG_NS, "")
+    return info.name, tags[_TAG_THREAD][1:], tags.get(_TAG_NS, "=")[1:]
 
 
 def _done(response: p.Response) -> None:
@@ -310,7 +368,8 @@ class _Plans:
 
     def open(self, thread_id: str, checkpoint_ns: str, force: bool = False) -> ops.Plan[str]:
         """The name of the namespace's context, created (get-or-create) unless this saver
-        knows it exists."""
+        knows it exists. A context of format 1 stays as it is (its tags are read as such)."""
+        thread_id, checkpoint_ns = _checked_space(thread_id, checkpoint_ns)
         name = _context_name(thread_id, checkpoint_ns)
         if force or not self._is_open(name):
             yield ops.open_context(name, _tags(thread_id, checkpoint_ns), 0, True)
@@ -345,11 +404,25 @@ class _Plans:
             page = yield ops.turn_log(name, _CP_LABEL, page.next_cursor, size, True, self.zstd)
 
     def namespaces(self, thread_id: str) -> ops.Plan[builtins.list[ContextInfo]]:
-        """The contexts of every namespace of a thread."""
-        infos: builtins.list[ContextInfo] = yield from _collect(
-            ops.contexts_paging({_TAG_THREAD: "=" + thread_id}, None, None, None, _PAGE)
-        )
-        return [info for info in infos if _is_saver_context(info)]
+        """The contexts of every namespace of a thread, of both formats: listed by the plain
+        ``lg.thread`` value and by format 1's ``=``-prefixed one, each context kept once and
+        only if its own format reads as this thread (a thread ``=x`` of format 2 and a
+        thread ``x`` of format 1 share the value ``=x``)."""
+        thread_id = _thread_of({"thread_id": thread_id})
+        pagings = [
+            ops.contexts_paging({_TAG_THREAD: value}, None, None, None, _PAGE)
+            for value in _thread_tag_values(thread_id)
+        ]
+        if not pagings:
+            return []
+        firsts = yield ops.Many([paging.first for paging in pagings])
+        found: dict[int, ContextInfo] = {}
+        for paging, first in zip(pagings, firsts, strict=True):
+            infos: builtins.list[ContextInfo] = yield from _collect_from(paging, first)
+            for info in infos:
+                if _is_saver_context(info) and _space(info)[1] == thread_id:
+                    found.setdefault(info.context_id, info)
+        return builtins.list(found.values())
 
     def tuples(
         self, entries: Sequence[tuple[str, str, str, dict[str, Any]]]
@@ -449,7 +522,7 @@ class _Plans:
 
     def get_tuple(self, config: RunnableConfig) -> ops.Plan[CheckpointTuple | None]:
         configurable = config["configurable"]
-        thread_id: str = configurable["thread_id"]
+        thread_id = _thread_of(configurable)
         checkpoint_ns: str = configurable.get("checkpoint_ns", "")
         name = _context_name(thread_id, checkpoint_ns)
         checkpoint_id = get_checkpoint_id(config)
@@ -494,7 +567,7 @@ class _Plans:
         only_id: str | None = None
         if config is not None:
             configurable = config["configurable"]
-            thread_id: str = configurable["thread_id"]
+            thread_id = _thread_of(configurable)
             ns: str | None = configurable.get("checkpoint_ns")
             only_id = get_checkpoint_id(config)
             if ns is not None:
@@ -580,7 +653,7 @@ class _Plans:
         again: bool,
     ) -> ops.Plan[RunnableConfig]:
         configurable = config["configurable"]
-        thread_id: str = configurable["thread_id"]
+        thread_id = _thread_of(configurable)
         checkpoint_ns: str = configurable.get("checkpoint_ns", "")
         parent_id: str | None = configurable.get("checkpoint_id")
 
@@ -679,7 +752,7 @@ class _Plans:
         task_path: str,
     ) -> ops.Plan[None]:
         configurable = config["configurable"]
-        thread_id: str = configurable["thread_id"]
+        thread_id = _thread_of(configurable)
         checkpoint_ns: str = configurable.get("checkpoint_ns", "")
         checkpoint_id: str = configurable["checkpoint_id"]
         keep: dict[str, bytes] = {}
@@ -719,8 +792,10 @@ class _Plans:
         return None
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> ops.Plan[None]:
+        target_thread_id, _ = _checked_space(target_thread_id, "")
         for info in (yield from self.namespaces(source_thread_id)):
             name, _, ns = _space(info)
+            target_thread_id, ns = _checked_space(target_thread_id, ns)
             target = _context_name(target_thread_id, ns)
             try:
                 yield ops.delete_context(target)
@@ -728,7 +803,11 @@ class _Plans:
                 pass
             tags = {**_tags(target_thread_id, ns), _TAG_FROM: f"={info.context_id}"}
             self._drop_parents(target)
-            yield ops.clone_context(info.context_id, target, tags)
+            clone: ContextInfo = yield ops.clone_context(info.context_id, target, tags)
+            if _TAG_NS in clone.tags and _TAG_NS not in tags:
+                # A format-1 source's "=" (its empty namespace) came with the copy: in format
+                # 2 the empty namespace has no lg.ns.
+                yield ops.tag_context(target, None, [_TAG_NS], None)
             self._mark_open(target)
         return None
 
