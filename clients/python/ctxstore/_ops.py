@@ -25,18 +25,16 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
-import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, NoReturn, Protocol, TypeVar, cast
+from typing import Any, Generic, NoReturn, TypeVar, cast
 
 import blake3
 import zstandard
 
 from . import _protocol as p
 from .errors import (
-    ClientClosed,
     IntegrityError,
     NotFound,
     NotSupported,
@@ -127,6 +125,39 @@ SERVER_INFO = ServerInfoStep()
 Step = Op[Any] | Many[Any] | ServerInfoStep
 Plan = Generator[Step, Any, T]
 """A call of several steps (see the module's doc)."""
+
+
+class Driver(Generic[T]):
+    """One run of a plan: the bookkeeping both clients' ``_drive`` share. Each takes
+    :meth:`step` after step, runs it its own way (blocking, or awaiting) and hands back its
+    result (:meth:`answer`) or its error (:meth:`fail`), until :meth:`step` says None: then
+    :attr:`value` is the call's result."""
+
+    __slots__ = ("_plan", "_result", "_error", "value")
+
+    def __init__(self, plan: Plan[T]) -> None:
+        self._plan = plan
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self.value: T
+
+    def step(self) -> Step | None:
+        """The next step; None once the plan returned (an exception it raises propagates)."""
+        result, error = self._result, self._error
+        self._result = self._error = None
+        try:
+            return self._plan.throw(error) if error is not None else self._plan.send(result)
+        except StopIteration as stop:
+            self.value = cast(T, stop.value)
+            return None
+
+    def answer(self, result: Any) -> None:
+        """The last step's result."""
+        self._result = result
+
+    def fail(self, error: BaseException) -> None:
+        """The last step's error, thrown into the plan at the next :meth:`step`."""
+        self._error = error
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,82 +270,6 @@ def check_timeout(timeout: float | None, default: float) -> float:
     if not value > 0 or value != value or value == float("inf"):
         raise ValueError(f"a timeout must be a positive finite number of seconds, not {timeout!r}")
     return value
-
-
-class LiveConnection(Protocol):
-    """What both clients' connections tell about themselves."""
-
-    hashes_raw: bool
-    """Whether RAW payloads read on it are hashed (decision 0015)."""
-
-    @property
-    def alive(self) -> bool: ...
-
-
-class ClientCore:
-    """The settings both clients take and check the same way, and what follows from them
-    alone (no I/O): the base of :class:`ctxstore.Client` and :class:`ctxstore.AsyncClient`."""
-
-    PROTOCOL_VERSIONS: ClassVar[tuple[int, int]] = p.SUPPORTED_VERSIONS
-    """The protocol versions offered in HELLO."""
-
-    _conn: LiveConnection | None
-    """The connection now (each client keeps its own kind), None before the first and after
-    a failure or :meth:`close`."""
-
-    def __init__(
-        self,
-        addr: str | tuple[str, int] | None,
-        *,
-        token: str | bytes | None,
-        timeout: float,
-        connect_timeout: float,
-        client_name: str,
-        accept_zstd: bool,
-        max_in_flight: int,
-        max_response_bytes: int,
-        verify_payloads: VerifyPayloads,
-    ) -> None:
-        self._host, self._port = parse_addr(addr)
-        self._token = token_bytes(token)
-        self._timeout = check_timeout(timeout, DEFAULT_TIMEOUT)
-        self._connect_timeout = check_timeout(connect_timeout, DEFAULT_CONNECT_TIMEOUT)
-        if len(client_name.encode("utf-8")) > p.NAME_BYTES_MAX:
-            raise ValueError(f"client_name is at most {p.NAME_BYTES_MAX} bytes of UTF-8")
-        self._client_name = client_name
-        self._accept_zstd = accept_zstd
-        self._max_in_flight = max(1, max_in_flight)
-        self._max_response_bytes = min(max_response_bytes, p.FRAME_BYTES_LIMIT)
-        self._verify_payloads = check_verify_payloads(verify_payloads)
-        self._closed = False
-
-    @property
-    def addr(self) -> str:
-        """The server's address as ``HOST:PORT``."""
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"{host}:{self._port}"
-
-    @property
-    def connected(self) -> bool:
-        """True if the client holds a live connection now."""
-        conn = self._conn
-        return conn is not None and conn.alive
-
-    @property
-    def verifies_raw_payloads(self) -> bool:
-        """Whether RAW payloads read on this client's connection are hashed: the
-        ``verify_payloads`` option applied to the server's address when the connection was
-        made (False only for ``"when_remote"`` and a server on loopback; decision 0015). A
-        reconnect decides anew. Before the first connection and after :meth:`close`: True
-        (nothing decided yet; hashing is the safe side)."""
-        conn = self._conn
-        return True if conn is None else conn.hashes_raw
-
-    def _deadline(self, timeout: float | None) -> float:
-        """The deadline of a call starting now (ClientClosed once the client was closed)."""
-        if self._closed:
-            raise ClientClosed("the client was closed")
-        return time.monotonic() + check_timeout(timeout, self._timeout)
 
 
 def hello_request(versions: tuple[int, int], token: bytes, client_name: str) -> p.Hello:

@@ -68,6 +68,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import _ops as ops
 from . import _protocol as p
+from ._connection import ClientCore
 from .aio import AsyncClient
 from .client import Client
 from .errors import InvalidArgument, NotFound
@@ -972,7 +973,7 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
         self._aclient = aclient
         self._owns_client = owns_client
         self._owns_aclient = owns_client
-        some: ops.ClientCore = client if client is not None else aclient  # type: ignore[assignment]
+        some: ClientCore = client if client is not None else aclient  # type: ignore[assignment]
         self._core = some
         self._plans = _Plans(self.serde, some._accept_zstd)
         self._make_lock = Lock()
