@@ -1811,3 +1811,72 @@ def page_kind(before: int | None, from_depth: int | None) -> tuple[p.PageKind, i
     if from_depth is not None:
         return p.PageKind.RANGE, 0, _u32(from_depth, "from_depth")
     return p.PageKind.LAST, 0, 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Building blocks of the framework adapters' plans (ctxstore.langgraph)
+
+KV_ENTRIES_MAX = 128
+"""Entries per KV_PUT or KV_DELETE (the protocol's limit)."""
+
+
+def _done(response: p.Response) -> None:
+    _expect(response, p.DoneResponse)
+
+
+def kv_put_ops(
+    context: ContextLike, entries: Mapping[str, bytes], if_absent: bool
+) -> list[Op[None]]:
+    """KV_PUT requests of ``entries`` (str keys, as UTF-8), at most 128 a request: to send
+    pipelined (each request one durable record; together not atomic)."""
+    target = _context(context)
+    pairs = [(key.encode("utf-8"), bytes(value)) for key, value in entries.items()]
+    return [
+        Op(p.KvPut(target, if_absent, tuple(pairs[i : i + KV_ENTRIES_MAX])), _done)
+        for i in range(0, len(pairs), KV_ENTRIES_MAX)
+    ]
+
+
+def kv_delete_ops(context: ContextLike, keys: Sequence[bytes]) -> list[Op[None]]:
+    """KV_DELETE requests of ``keys``, at most 128 a request (see :func:`kv_put_ops`)."""
+    target = _context(context)
+    return [
+        Op(p.KvDelete(target, tuple(keys[i : i + KV_ENTRIES_MAX])), _done)
+        for i in range(0, len(keys), KV_ENTRIES_MAX)
+    ]
+
+
+def collect_from(paging: Paging[Any, I], page: Any) -> Plan[list[I]]:
+    """Every item of a listing whose first page is ``page`` (following its cursors)."""
+    items: list[I] = list(paging.items(page))
+    op = paging.follow(page)
+    while op is not None:
+        page = yield op
+        items.extend(paging.items(page))
+        op = paging.follow(page)
+    return items
+
+
+def collect(paging: Paging[Any, I]) -> Plan[list[I]]:
+    """Every item of a listing."""
+    first = yield paging.first
+    return (yield from collect_from(paging, first))
+
+
+def tolerant(batch: Sequence[Op[Any]]) -> Plan[list[Any]]:
+    """The ops pipelined; if one is NOT_FOUND (a context deleted meanwhile), each again on its
+    own, None for those NOT_FOUND."""
+    if not batch:
+        return []
+    try:
+        answers: list[Any] = yield Many(batch)
+        return answers
+    except NotFound:
+        pass
+    results: list[Any] = []
+    for op in batch:
+        try:
+            results.append((yield op))
+        except NotFound:
+            results.append(None)
+    return results

@@ -663,3 +663,53 @@ def test_the_readme_example_runs_and_its_thread_is_found_from_the_cli(
         assert results[3] == []  # no format-1 thread here
     finally:
         process.stop()
+
+
+def test_list_with_a_limit_reads_about_limit_turns_not_the_thread(lg_server: ServerProcess) -> None:
+    """Issue 34 item 2: list(limit=N) (get_state_history(limit=N)) read every page of the
+    thread's turn log, with payloads, before applying the limit."""
+    import ctxstore
+    from ctxstore.types import LogPage
+
+    class Counting(ctxstore.Client):
+        turns_read = 0
+
+        def _count(self, result: Any) -> Any:
+            if isinstance(result, LogPage):
+                Counting.turns_read += len(result.turns)
+            return result
+
+        def _run(self, op: Any, timeout: Any) -> Any:
+            return self._count(super()._run(op, timeout))
+
+        def _run_many(self, batch: Any, timeout: Any) -> Any:
+            return [self._count(r) for r in super()._run_many(batch, timeout)]
+
+    thread = f"long-{uuid4()}"
+    with Counting(lg_server.addr) as client:
+        saver = CtxstoreSaver(client)
+        config = _config(thread)
+        stored = []
+        for step in range(120):
+            source = "input" if step % 10 == 0 else "loop"
+            config = saver.put(
+                config,
+                _checkpoint({"n": step}, {"n": step + 1}),
+                {"source": source, "step": step},
+                {"n": step + 1},
+            )
+            stored.append(config["configurable"]["checkpoint_id"])
+        Counting.turns_read = 0
+        assert _ids(saver.list(_config(thread), limit=5)) == stored[::-1][:5]
+        assert Counting.turns_read <= 5 + 1
+        Counting.turns_read = 0
+        before = {"configurable": {**_config(thread)["configurable"], "checkpoint_id": stored[60]}}
+        assert _ids(saver.list(_config(thread), before=before, limit=3)) == stored[59:56:-1]
+        assert Counting.turns_read <= 60 + 3  # the newer ones are read and passed over
+        Counting.turns_read = 0
+        inputs = saver.list(_config(thread), filter={"source": "input"}, limit=2)
+        assert _ids(inputs) == [stored[110], stored[100]]
+        assert Counting.turns_read <= 2 + 8 + 40  # pages of 2, 8, 32... until two match
+        Counting.turns_read = 0
+        assert len(list(saver.list(_config(thread)))) == 120
+        assert Counting.turns_read == 120
