@@ -38,7 +38,7 @@ for extra in "${extras[@]}"; do
     "$python" -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec"
     # The imports of the README blocks that import ctxstore.<extra> (for the base install:
-    # those importing no extra's module) and of ctxstore/<extra>.py, executed one by one.
+    # those importing no extra's module) and of the extra's modules, executed one by one.
     if ! "$venv/bin/python" - "$here" "$extra" <<'EOF'
 import ast, importlib, pathlib, re, sys
 here, extra = pathlib.Path(sys.argv[1]), sys.argv[2].replace("-", "_")
@@ -50,8 +50,9 @@ for block in re.findall(r"```python\n(.*?)```", text, re.S):
     owner = next((m.split(".")[1] for m in modules if m and m.startswith("ctxstore.")), "")
     if owner == extra or (not extra and owner not in extras):
         sources.append(block)
-if extra:
-    sources.append((here / "ctxstore" / f"{extra}.py").read_text())
+if extra:  # the extra's modules: ctxstore/<extra>.py, ctxstore/<extra>_*.py
+    for module in sorted((here / "ctxstore").glob(f"{extra}*.py")):
+        sources.append(module.read_text())
 failed = 0
 for source in sources:
     for node in ast.parse(source).body:

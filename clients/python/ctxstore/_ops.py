@@ -25,6 +25,8 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -1825,12 +1827,12 @@ def _done(response: p.Response) -> None:
 
 
 def kv_put_ops(
-    context: ContextLike, entries: Mapping[str, bytes], if_absent: bool
+    context: ContextLike, entries: Mapping[str, bytes] | Mapping[bytes, bytes], if_absent: bool
 ) -> list[Op[None]]:
-    """KV_PUT requests of ``entries`` (str keys, as UTF-8), at most 128 a request: to send
+    """KV_PUT requests of ``entries`` (a str key as its UTF-8), at most 128 a request: to send
     pipelined (each request one durable record; together not atomic)."""
     target = _context(context)
-    pairs = [(key.encode("utf-8"), bytes(value)) for key, value in entries.items()]
+    pairs = [(_key(key), bytes(value)) for key, value in entries.items()]
     return [
         Op(p.KvPut(target, if_absent, tuple(pairs[i : i + KV_ENTRIES_MAX])), _done)
         for i in range(0, len(pairs), KV_ENTRIES_MAX)
@@ -1880,3 +1882,59 @@ def tolerant(batch: Sequence[Op[Any]]) -> Plan[list[Any]]:
         except NotFound:
             results.append(None)
     return results
+
+
+class BlobCache:
+    """Blobs by their BlobHash for a framework adapter's plans (the blob under a hash never
+    changes, so a copy is never stale), least recently used dropped past ``bytes_max``;
+    blobs over ``entry_bytes_max`` are not kept. Thread-safe: an adapter's sync methods may
+    run in several threads at once."""
+
+    def __init__(self, accept_zstd: bool, bytes_max: int, entry_bytes_max: int) -> None:
+        self.accept_zstd = accept_zstd
+        self._bytes_max = bytes_max
+        self._entry_bytes_max = entry_bytes_max
+        self._lock = threading.Lock()
+        self._blobs: OrderedDict[bytes, bytes] = OrderedDict()
+        self._bytes = 0
+
+    def split(self, digests: Iterable[bytes]) -> tuple[dict[bytes, bytes], list[bytes]]:
+        """The blobs of ``digests`` the cache holds, and the others (each once, in order)."""
+        found: dict[bytes, bytes] = {}
+        missing: list[bytes] = []
+        with self._lock:
+            for digest in dict.fromkeys(digests):
+                data = self._blobs.get(digest)
+                if data is None:
+                    missing.append(digest)
+                else:
+                    self._blobs.move_to_end(digest)
+                    found[digest] = data
+        return found, missing
+
+    def fetches(self, digests: Sequence[bytes]) -> list[Op[bytes]]:
+        """GET_BLOB of each of ``digests`` (to send pipelined, then :meth:`keep`)."""
+        return [get_blob(digest, self.accept_zstd) for digest in digests]
+
+    def keep(
+        self, found: dict[bytes, bytes], digests: Sequence[bytes], blobs: Sequence[bytes]
+    ) -> None:
+        """Adds fetched blobs to ``found`` and to the cache."""
+        with self._lock:
+            for digest, data in zip(digests, blobs, strict=False):
+                found[digest] = data
+                if len(data) > self._entry_bytes_max or digest in self._blobs:
+                    continue
+                self._blobs[digest] = data
+                self._bytes += len(data)
+                while self._bytes > self._bytes_max:
+                    _, old = self._blobs.popitem(last=False)
+                    self._bytes -= len(old)
+
+    def blobs(self, digests: Iterable[bytes]) -> Plan[dict[bytes, bytes]]:
+        """The blobs of ``digests``: from the cache, the others fetched pipelined."""
+        found, missing = self.split(digests)
+        if missing:
+            fetched = yield Many(self.fetches(missing))
+            self.keep(found, missing, fetched)
+        return found

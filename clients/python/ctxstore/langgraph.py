@@ -68,10 +68,11 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import _ops as ops
-from ._connection import ClientCore
+from ._clients import TwoClients
 from .aio import AsyncClient
 from .client import Client
 from .errors import InvalidArgument, NotFound
+from .langgraph_store import CtxstoreStore
 from .types import (
     ContextInfo,
     KvItem,
@@ -86,7 +87,7 @@ from .types import (
     blob_hash,
 )
 
-__all__ = ["CtxstoreSaver"]
+__all__ = ["CtxstoreSaver", "CtxstoreStore"]
 
 T = TypeVar("T")
 
@@ -248,33 +249,13 @@ class _Plans:
         self.serde = serde
         self.zstd = accept_zstd
         self._lock = Lock()
-        self._blobs: OrderedDict[bytes, bytes] = OrderedDict()
-        self._blob_bytes = 0
+        self.cache = ops.BlobCache(accept_zstd, _BLOB_CACHE_BYTES, _BLOB_CACHE_BYTES // 8)
         self._opened: OrderedDict[str, None] = OrderedDict()
         # (context name, checkpoint id) -> (its turn, its depth, its channels): the next
         # put's parent, and where a delta channel's ancestor walk starts.
         self._parents: OrderedDict[tuple[str, str], tuple[int, int, dict[str, Any]]] = OrderedDict()
 
     # -- caches --------------------------------------------------------------------------------
-
-    def _cached(self, digest: bytes) -> bytes | None:
-        with self._lock:
-            data = self._blobs.get(digest)
-            if data is not None:
-                self._blobs.move_to_end(digest)
-            return data
-
-    def _remember(self, digest: bytes, data: bytes) -> None:
-        if len(data) > _BLOB_CACHE_BYTES // 8:
-            return
-        with self._lock:
-            if digest in self._blobs:
-                return
-            self._blobs[digest] = data
-            self._blob_bytes += len(data)
-            while self._blob_bytes > _BLOB_CACHE_BYTES:
-                _, old = self._blobs.popitem(last=False)
-                self._blob_bytes -= len(old)
 
     def _mark_open(self, name: str) -> None:
         with self._lock:
@@ -313,20 +294,7 @@ class _Plans:
 
     def blobs(self, digests: Iterable[bytes]) -> ops.Plan[dict[bytes, bytes]]:
         """The blobs of ``digests``: from the cache, the others fetched pipelined."""
-        found: dict[bytes, bytes] = {}
-        missing: builtins.list[bytes] = []
-        for digest in dict.fromkeys(digests):
-            data = self._cached(digest)
-            if data is None:
-                missing.append(digest)
-            else:
-                found[digest] = data
-        if missing:
-            fetched = yield ops.Many([ops.get_blob(d, self.zstd) for d in missing])
-            for digest, data in zip(missing, fetched, strict=True):
-                found[digest] = data
-                self._remember(digest, data)
-        return found
+        return (yield from self.cache.blobs(digests))
 
     def _docs(self, turns: Sequence[Turn]) -> ops.Plan[builtins.list[dict[str, Any]]]:
         """The payloads (checkpoint documents) of checkpoint turns, in order."""
@@ -403,23 +371,12 @@ class _Plans:
         digests = [
             bytes.fromhex(digest) for *_, doc in entries for _, digest in doc["channels"].values()
         ]
-        values: dict[bytes, bytes] = {}
-        missing: builtins.list[bytes] = []
-        for digest in dict.fromkeys(digests):
-            data = self._cached(digest)
-            if data is None:
-                missing.append(digest)
-            else:
-                values[digest] = data
+        values, missing = self.cache.split(digests)
         pagings = [
             ops.kv_paging(name, f"{_WRITES}{doc['id']}/", b"", _PAGE) for name, *_, doc in entries
         ]
-        answers = yield ops.Many(
-            [*(ops.get_blob(d, self.zstd) for d in missing), *(pg.first for pg in pagings)]
-        )
-        for digest, data in zip(missing, answers, strict=False):
-            values[digest] = data
-            self._remember(digest, data)
+        answers = yield ops.Many([*self.cache.fetches(missing), *(pg.first for pg in pagings)])
+        self.cache.keep(values, missing, answers[: len(missing)])
         write_items: builtins.list[builtins.list[KvItem]] = []
         for paging, page in zip(pagings, answers[len(missing) :], strict=True):
             write_items.append((yield from ops.collect_from(paging, page)))
@@ -1143,7 +1100,7 @@ class _Plans:
         return None
 
 
-class CtxstoreSaver(BaseCheckpointSaver[str]):
+class CtxstoreSaver(TwoClients, BaseCheckpointSaver[str]):
     """A LangGraph checkpoint saver storing threads in a ctxstore server.
 
     Build it with :meth:`from_addr` (it then owns its clients: :meth:`close` /
@@ -1163,16 +1120,8 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
         owns_client: bool = False,
     ) -> None:
         super().__init__(serde=serde)
-        if client is None and aclient is None:
-            raise ValueError("CtxstoreSaver needs a Client or an AsyncClient (or use from_addr)")
-        self._client = client
-        self._aclient = aclient
-        self._owns_client = owns_client
-        self._owns_aclient = owns_client
-        some: ClientCore = client if client is not None else aclient  # type: ignore[assignment]
-        self._core = some
+        some = self._use_clients(client, aclient, owns_client)
         self._plans = _Plans(self.serde, some._accept_zstd)
-        self._make_lock = Lock()
 
     @classmethod
     def from_addr(
@@ -1187,68 +1136,8 @@ class CtxstoreSaver(BaseCheckpointSaver[str]):
         """A saver with its own clients for ``addr`` (``"HOST:PORT"``); each connects at its
         first call (the Client for the sync methods, the AsyncClient for the ``a*`` ones).
         ``timeout`` and ``verify_payloads`` are the clients' (see :class:`~ctxstore.Client`)."""
-        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-        client = Client(addr, token=token, lazy=True, verify_payloads=verify_payloads, **extra)
+        client = cls._client_for(addr, token, timeout, verify_payloads)
         return cls(client, serde=serde, owns_client=True)
-
-    def _settings(self) -> dict[str, Any]:
-        core = self._core
-        return {
-            "token": core._token,  # b"" stays no token: not the environment's
-            "timeout": core._timeout,
-            "connect_timeout": core._connect_timeout,
-            "accept_zstd": core._accept_zstd,
-            "verify_payloads": core._verify_payloads,
-        }
-
-    @property
-    def client(self) -> Client:
-        """The blocking client the sync methods use."""
-        if self._client is None:
-            with self._make_lock:
-                if self._client is None:
-                    self._client = Client(self._core.addr, lazy=True, **self._settings())
-                    self._owns_client = True
-        return self._client
-
-    @property
-    def aclient(self) -> AsyncClient:
-        """The asyncio client the ``a*`` methods use."""
-        if self._aclient is None:
-            with self._make_lock:
-                if self._aclient is None:
-                    self._aclient = AsyncClient(self._core.addr, **self._settings())
-                    self._owns_aclient = True
-        return self._aclient
-
-    def close(self) -> None:
-        """Closes the blocking client if this saver made it (the async one: :meth:`aclose`)."""
-        if self._owns_client and self._client is not None:
-            self._client.close()
-
-    async def aclose(self) -> None:
-        """Closes the clients this saver made."""
-        if self._owns_aclient and self._aclient is not None:
-            await self._aclient.close()
-        self.close()
-
-    def __enter__(self) -> CtxstoreSaver:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> CtxstoreSaver:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    def _run(self, plan: ops.Plan[T]) -> T:
-        return self.client._drive(plan, None)
-
-    async def _arun(self, plan: ops.Plan[T]) -> T:
-        return await self.aclient._drive(plan, None)
 
     # -- BaseCheckpointSaver: sync ------------------------------------------------------------
 

@@ -7,9 +7,10 @@ The check reads the installed ``ctxstore``'s own metadata (what pip installs for
 (their markers evaluated, their extras followed) and asks, for every module imported by a
 README example or by a module of the package, which distribution's files hold it. A module
 ``ctxstore/<name>.py`` and a README example importing ``ctxstore.<name>`` go with the extra
-of that name (``pydantic_ai`` with ``pydantic-ai``), when there is one; everything else with
-the base install. No network: the fresh-venv installs behind the README's claims are what
-``clients/python/check-extras.sh`` runs.
+of that name (``pydantic_ai`` with ``pydantic-ai``; ``langgraph_store.py`` with
+``langgraph``), when there is one; everything else with the base install. No network: the
+fresh-venv installs behind the README's claims are what ``clients/python/check-extras.sh``
+runs.
 """
 
 from __future__ import annotations
@@ -174,10 +175,19 @@ def test_each_readme_example_needs_only_its_extra(line: int, code: str) -> None:
     assert not gaps, f"README.md:{line}: `pip install '{install}'` does not install {gaps}"
 
 
+def extra_of_module(path: Path) -> str | None:
+    """The extra a module of the package goes with: the one it is named after (``langgraph``
+    for ``langgraph.py`` and ``langgraph_store.py``), if any."""
+    name = canonicalize_name(path.stem)
+    for extra in package_extras():
+        if name == extra or name.startswith(extra + "-"):
+            return extra
+    return None
+
+
 @pytest.mark.parametrize("path", sorted(PACKAGE_DIR.glob("*.py")), ids=lambda p: p.name)
 def test_each_module_needs_only_its_extra(path: Path) -> None:
-    name = canonicalize_name(path.stem)
-    extra = name if name in package_extras() else None
+    extra = extra_of_module(path)
     gaps = missing(list(imports(path.read_text())), extra)
     install = f"ctxstore[{extra}]" if extra else "ctxstore"
     assert not gaps, f"{path.name}: `pip install '{install}'` does not install {gaps}"
