@@ -1126,7 +1126,7 @@ class CtxstoreSaver(TwoClients, BaseCheckpointSaver[str]):
     @classmethod
     def from_addr(
         cls,
-        addr: str,
+        addr: str | None = None,
         token: str | None = None,
         *,
         serde: SerializerProtocol | None = None,
@@ -1135,6 +1135,7 @@ class CtxstoreSaver(TwoClients, BaseCheckpointSaver[str]):
     ) -> CtxstoreSaver:
         """A saver with its own clients for ``addr`` (``"HOST:PORT"``); each connects at its
         first call (the Client for the sync methods, the AsyncClient for the ``a*`` ones).
+        ``addr`` and ``token`` default to ``$CTXSTORE_ADDR`` and ``$CTXSTORE_TOKEN``;
         ``timeout`` and ``verify_payloads`` are the clients' (see :class:`~ctxstore.Client`)."""
         client = cls._client_for(addr, token, timeout, verify_payloads)
         return cls(client, serde=serde, owns_client=True)

@@ -498,7 +498,7 @@ class CtxstoreStore(TwoClients, BaseStore):
     @classmethod
     def from_addr(
         cls,
-        addr: str,
+        addr: str | None = None,
         token: str | None = None,
         *,
         name: str = "default",
@@ -509,6 +509,7 @@ class CtxstoreStore(TwoClients, BaseStore):
     ) -> CtxstoreStore:
         """A store with its own clients for ``addr`` (``"HOST:PORT"``); each connects at its
         first call (the Client for the sync methods, the AsyncClient for the ``a*`` ones).
+        ``addr`` and ``token`` default to ``$CTXSTORE_ADDR`` and ``$CTXSTORE_TOKEN``;
         ``timeout`` and ``verify_payloads`` are the clients' (see :class:`~ctxstore.Client`)."""
         if index is not None:
             raise NotImplementedError(_INDEX_MISSING)
