@@ -113,7 +113,7 @@ _BATCH_TURNS = 64  # turns per APPEND_TURNS (the server's limit)
 _PARENTS_MAX = 4096
 _BLOB_CACHE_BYTES = 64 << 20
 _OPENED_MAX = 65_536
-_CHAIN_WINDOW = 256  # turns of the first GET_CHAIN window of an ancestor walk (then × 4)
+_CHAIN_WINDOW = 32  # turns of the first GET_CHAIN window of an ancestor walk (then × 4)
 _CHAIN_WINDOW_MAX = 4096
 _DELTA_COUNTERS = "counters_since_delta_snapshot"  # LangGraph's checkpoint metadata key
 
@@ -484,9 +484,11 @@ class _Plans:
         """The checkpoint documents above the checkpoint turn ``turn_id`` (at ``depth``), its
         parent first, up to the nearest one that holds a value of each of ``channels`` (that
         one included), or to the start of the chain (its root, or where a garbage collection
-        cut it). The chain is read in GET_CHAIN windows without payloads (256 turns, then 4
-        times more each), each ending at a turn already seen, and the documents fetched
-        pipelined (once: the blob cache keeps them): a few round trips, not one per ancestor.
+        cut it). The chain is read in GET_CHAIN windows without payloads (32 turns, then 4
+        times more each), each ending at a turn already seen; a window's documents are fetched
+        pipelined (once: the blob cache keeps them) and parsed newest first only until every
+        channel is found: a few round trips and about the work the walk needs, not one
+        ``get_tuple`` per ancestor.
         Tombstones (``delete_for_runs``, ``prune``) do not stop the walk: a live checkpoint's
         delta channels still need the writes of the deleted ones before it."""
         info: ServerInfo = yield ops.SERVER_INFO
@@ -500,8 +502,9 @@ class _Plans:
             page = yield ops.chain(turn_id, oldest, newest - oldest + 1, False, self.zstd)
             fresh = [t for t in reversed(page.turns) if t.depth < newest]  # newest first
             checkpoints = [t for t in fresh if t.type_tag != VALUE_TYPE]
-            docs = yield from self._docs(checkpoints)
-            for doc, turn in zip(docs, checkpoints, strict=True):
+            blobs = yield from self.blobs(t.payload_hash for t in checkpoints)
+            for turn in checkpoints:
+                doc = json.loads(blobs[turn.payload_hash])
                 if found and found[-1][0].get("parent") != doc["id"]:
                     child = found[-1][0]
                     raise ValueError(
