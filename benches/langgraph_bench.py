@@ -120,11 +120,18 @@ def pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+RESERVE = "RESERVE"
+"""The file a data directory keeps as ballast (space given up so that a garbage collection can
+run on a full disk): reserved, not data; left out of the bytes on disk, and reported apart."""
+
+
 def dir_bytes(path: Path) -> tuple[int, int]:
-    """(apparent bytes, allocated bytes) of every file under ``path``."""
+    """(apparent bytes, allocated bytes) of every file under ``path`` but the ballast."""
     apparent = allocated = 0
     for root, _, files in os.walk(path):
         for name in files:
+            if name == RESERVE and Path(root) == path:
+                continue
             st = os.lstat(os.path.join(root, name))
             apparent += st.st_size
             allocated += st.st_blocks * 512
@@ -295,7 +302,9 @@ def ctxstore_backend(
 
         def size() -> dict[str, int]:
             apparent, allocated = dir_bytes(data)
-            return {"bytes": apparent, "allocated_bytes": allocated}
+            reserve = data / RESERVE
+            ballast = reserve.stat().st_size if reserve.exists() else 0
+            return {"bytes": apparent, "allocated_bytes": allocated, "reserve_bytes": ballast}
 
         try:
             yield saver, size, addr
