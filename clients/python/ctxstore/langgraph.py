@@ -116,6 +116,7 @@ _OPENED_MAX = 65_536
 _CHAIN_WINDOW = 32  # turns of the first GET_CHAIN window of an ancestor walk (then × 4)
 _CHAIN_WINDOW_MAX = 4096
 _DELTA_COUNTERS = "counters_since_delta_snapshot"  # LangGraph's checkpoint metadata key
+_WRITES_LISTED_MAX = 4  # checkpoints whose writes are listed one by one (more: one range)
 
 
 def _b64(data: bytes) -> str:
@@ -566,19 +567,58 @@ class _Plans:
     def _writes_of(
         self, name: str, checkpoint_ids: Sequence[str]
     ) -> ops.Plan[dict[str, builtins.list[PendingWrite]]]:
-        """The pending writes of each checkpoint, in ``writes_sort_key`` order: their
-        listings pipelined, then their values (the blob cache first)."""
+        """The pending writes of each checkpoint, in ``writes_sort_key`` order, then their
+        values (the blob cache first). A few checkpoints: one listing each, pipelined. More:
+        one KV_LIST range from the oldest id to the newest (ids grow with time, so an
+        ancestor walk's checkpoints are one range, less what other branches wrote meanwhile,
+        which is left out), and per-checkpoint listings if that range holds many more
+        entries than it should."""
         if not checkpoint_ids:
             return {}
-        pagings = [ops.kv_paging(name, f"{_WRITES}{cid}/", b"", _PAGE) for cid in checkpoint_ids]
-        firsts = yield ops.Many([paging.first for paging in pagings])
-        items: builtins.list[builtins.list[KvItem]] = []
-        for paging, first in zip(pagings, firsts, strict=True):
-            items.append((yield from ops.collect_from(paging, first)))
-        values = yield from self.blobs(item.value_hash for some in items for item in some)
-        return {
-            cid: self._writes(some, values) for cid, some in zip(checkpoint_ids, items, strict=True)
-        }
+        wanted = set(checkpoint_ids)
+        grouped: dict[str, builtins.list[KvItem]] = {cid: [] for cid in checkpoint_ids}
+        ranged = False
+        if len(wanted) > _WRITES_LISTED_MAX:
+            ranged = yield from self._writes_in_range(name, wanted, grouped)
+        if not ranged:
+            pagings = [
+                ops.kv_paging(name, f"{_WRITES}{cid}/", b"", _PAGE) for cid in checkpoint_ids
+            ]
+            firsts = yield ops.Many([paging.first for paging in pagings])
+            for cid, paging, first in zip(checkpoint_ids, pagings, firsts, strict=True):
+                grouped[cid] = yield from ops.collect_from(paging, first)
+        values = yield from self.blobs(
+            item.value_hash for some in grouped.values() for item in some
+        )
+        return {cid: self._writes(some, values) for cid, some in grouped.items()}
+
+    def _writes_in_range(
+        self, name: str, wanted: set[str], grouped: dict[str, builtins.list[KvItem]]
+    ) -> ops.Plan[bool]:
+        """Fills ``grouped`` from one scan of the ``w/`` keys between the oldest and the
+        newest of ``wanted``; False (``grouped`` untouched) when the range holds over four
+        times as many other checkpoints' entries as wanted ones (ids not in time order, or
+        busy branches; a page's worth is always read): then listing each is cheaper."""
+        low, high = min(wanted), max(wanted)
+        found: dict[str, builtins.list[KvItem]] = {cid: [] for cid in wanted}
+        others = 0
+        page: KvPage = yield ops.kv_list(name, _WRITES, f"{_WRITES}{low}", _PAGE)
+        while True:
+            for item in page.items:
+                cid = item.key[len(_WRITES) :].split(b"/", 1)[0].decode("utf-8")
+                if cid > high:
+                    grouped.update(found)
+                    return True
+                if cid in found:
+                    found[cid].append(item)
+                else:
+                    others += 1
+            if others > 4 * max(_PAGE // 4, sum(len(items) for items in found.values())):
+                return False
+            if page.next_after is None:
+                grouped.update(found)
+                return True
+            page = yield ops.kv_list(name, _WRITES, page.next_after, _PAGE)
 
     def _delta_channels(self, doc: dict[str, Any]) -> set[str]:
         """The delta channels a checkpoint rebuilds from its ancestors' writes: those its

@@ -328,3 +328,24 @@ async def test_delete_for_runs_copy_and_prune_keep_what_delta_channels_replay(
         assert await state_of(copy) == before
         after = await run(saver, thread, 5, 6)
     assert after == await run(InMemorySaver(), thread, 0, 6)
+
+
+async def test_history_past_a_busy_side_branch_keeps_only_its_own_writes(any_saver: Any) -> None:
+    """Between each two checkpoints of the walked chain, a side branch stores a checkpoint
+    with many writes: the range of ids the walk covers is mostly theirs (the ctxstore saver
+    then lists each ancestor's writes alone), and none of them is replayed."""
+    thread = str(uuid4())
+    parent: Any = None
+    for step in range(30):  # 29 ancestors walked, 1,160 side writes among theirs
+        config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        if parent is not None:
+            config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+        values = {"ch": _DeltaSnapshot("seed")} if step == 0 else {}
+        versions = {"ch": 1} if step == 0 else {}
+        side = await any_saver.aput(config, _checkpoint({}, {}), {}, {})
+        await any_saver.aput_writes(side, [("ch", f"side {step}.{i}") for i in range(40)], "s")
+        parent = await any_saver.aput(config, _checkpoint(values, versions), {}, versions)
+        await any_saver.aput_writes(parent, [("ch", step)], str(uuid4()))
+    history = await any_saver.aget_delta_channel_history(config=parent, channels=["ch"])
+    assert history["ch"]["seed"] == _DeltaSnapshot("seed")
+    assert [w[2] for w in history["ch"]["writes"]] == list(range(29))
