@@ -7,6 +7,7 @@
 pub mod backup;
 pub(crate) mod chunked;
 pub mod contexts;
+pub mod cut;
 pub mod overlays;
 pub mod retention;
 pub mod turns;

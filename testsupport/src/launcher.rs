@@ -50,6 +50,7 @@ pub struct ServerLaunch {
     binary: PathBuf,
     data: Option<PathBuf>,
     flags: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
     token: Option<String>,
     keep_log: bool,
     ready_timeout: Duration,
@@ -62,6 +63,7 @@ impl ServerLaunch {
             binary: binary.into(),
             data: None,
             flags: Vec::new(),
+            env: Vec::new(),
             token: None,
             keep_log: false,
             ready_timeout: Duration::from_secs(30),
@@ -79,6 +81,18 @@ impl ServerLaunch {
     pub fn flags<S: AsRef<std::ffi::OsStr>>(mut self, flags: &[S]) -> ServerLaunch {
         self.flags
             .extend(flags.iter().map(|flag| flag.as_ref().to_os_string()));
+        self
+    }
+
+    /// More environment for the server (`AWS_*` for a replica on an object store, `RUST_LOG`).
+    pub fn envs<K: AsRef<std::ffi::OsStr>, V: AsRef<std::ffi::OsStr>>(
+        mut self,
+        env: &[(K, V)],
+    ) -> ServerLaunch {
+        self.env.extend(
+            env.iter()
+                .map(|(key, value)| (key.as_ref().to_os_string(), value.as_ref().to_os_string())),
+        );
         self
     }
 
@@ -123,6 +137,7 @@ impl ServerLaunch {
             .args(["--listen", "127.0.0.1:0", "--ready-file"])
             .arg(&ready)
             .args(&self.flags)
+            .envs(self.env.iter().map(|(key, value)| (key, value)))
             .stdout(Stdio::null());
         if self.keep_log {
             let file = std::fs::File::create(&log).map_err(io(log.display().to_string()))?;
