@@ -1,9 +1,10 @@
-//! The `Engine` handle: open (recover, start actors), the caller's step of the append
-//! pipeline (`pipeline.rs` draws the whole route), reads (`read.rs`), shutdown.
+//! The `Engine` handle: open (recover, start actors), reads (`read.rs`), stats, shutdown. The
+//! caller's side of an append is `engine/append.rs` (`pipeline.rs` draws the whole route).
 
 // The Engine's own methods, in files of their own by concern: each is an `impl Engine` block
 // (with the threads and helpers only it uses), so these are the Engine itself, not modules
 // below it; everything they call lies below `engine.rs` in the code map.
+pub(crate) mod append;
 pub mod backup;
 pub(crate) mod chunked;
 pub mod contexts;
@@ -17,10 +18,9 @@ use std::thread::JoinHandle;
 
 use bytes::Bytes;
 
-use crate::blob::codec;
 use crate::blob::recover::{RecoveredShard, recover_shard};
 use crate::config::{Actor, EngineConfig};
-use crate::engine::chunked::{BaseHints, ChunkCounters};
+use crate::engine::chunked::BaseHints;
 use crate::error::{EngineError, OpenError};
 use crate::file::ReadFile;
 use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
@@ -28,11 +28,10 @@ use crate::gc::{Collector, Scheduler};
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::metrics::{ActorMetrics, ActorSnapshot};
 use crate::model::{
-    AppendPayload, AppendRequest, Appended, ContextHead, Created, NewContext, NoPayloadCache, Page,
-    PageOptions, PageQuery, Payload, PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn,
-    TurnPage, TurnWithPayload,
+    ContextHead, Created, NewContext, NoPayloadCache, Page, PageOptions, PageQuery, Payload,
+    PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn, TurnPage, TurnWithPayload,
 };
-use crate::pipeline::{PutOutcome, SequencerInbox, SequencerRequest, ShardRequest, TurnBlob};
+use crate::pipeline::{SequencerInbox, SequencerRequest, ShardRequest};
 use crate::published::Published;
 use crate::read::Reader;
 use crate::sequencer::migrate::migrate_turn_log;
@@ -42,23 +41,6 @@ use crate::status::StoreStatus;
 use crate::store_dir::{StoreDir, now_unix_ms};
 use crate::threads::{ActorSeed, start_thread};
 use retention::Reaper;
-
-/// A by-value write whose blob a garbage collection swept between the caller's look-up and
-/// the sequencer (decision 0011) is refused `BlobNotFound`; the caller has the bytes and
-/// stores them again (a fresh copy). Twice more at most: each retry would need another
-/// collection to condemn the very same bytes in between.
-pub(crate) const SWEPT_RETRIES_MAX: u32 = 2;
-
-/// Whether a by-value payload is the blob `hash` (only asked on the rare refusal path).
-pub(crate) fn carries(payload: &AppendPayload, hash: &BlobHash) -> bool {
-    matches!(payload, AppendPayload::Bytes(bytes) if BlobHash::of(bytes) == *hash)
-}
-
-/// A put's outcome, known already or awaited from its shard.
-pub(crate) enum Stored {
-    Done(PutOutcome),
-    Pending(oneshot::Receiver<Result<PutOutcome, EngineError>>),
-}
 
 /// A handle on an open store. Cheap to clone; every method can be called from any thread and,
 /// for the async ones, from any async runtime (the futures only wait on channels).
@@ -86,7 +68,6 @@ pub(crate) struct Inner {
     reaper: Mutex<Option<Reaper>>,
     /// Where a chunked write finds its base manifest (`chunks.rs`).
     pub(crate) base_hints: BaseHints,
-    pub(crate) chunk_counters: ChunkCounters,
 }
 
 impl Engine {
@@ -299,7 +280,6 @@ impl Engine {
                 lock: Mutex::new(Some(lock)),
                 reaper: Mutex::new(Some(reaper)),
                 base_hints: BaseHints::default(),
-                chunk_counters: ChunkCounters::default(),
             }),
         })
     }
@@ -336,209 +316,6 @@ impl Engine {
         let request = SequencerRequest::CreateContext { new, reply };
         (self.inner.sequencer.0.send_async(request).await).map_err(|_| EngineError::ShutDown)?;
         answer.await.map_err(|_| EngineError::ShutDown)?
-    }
-
-    /// Appends a turn to a context's head. Returns once blob, turn and head move are durable.
-    /// This is the caller's step of the pipeline (`pipeline.rs`): validate, hash, and send the
-    /// append to the blob's shard (new blob) or straight to the sequencer (known blob).
-    pub async fn append(&self, request: AppendRequest) -> Result<Appended, EngineError> {
-        let mut attempts = 0;
-        loop {
-            let result = self.append_once(request.clone()).await;
-            match result {
-                Err(EngineError::BlobNotFound(gone))
-                    if attempts < SWEPT_RETRIES_MAX && carries(&request.payload, &gone) =>
-                {
-                    attempts += 1;
-                }
-                result => return result,
-            }
-        }
-    }
-
-    async fn append_once(&self, request: AppendRequest) -> Result<Appended, EngineError> {
-        self.check_open()?;
-        let published = &self.inner.published;
-        published.status.check_writable()?;
-        if published.heads.head(request.context_id).is_none() {
-            return Err(EngineError::ContextNotFound(request.context_id));
-        }
-        let (append, payload) = request.split();
-        let (reply, answer) = oneshot::channel();
-        let hash = match &payload {
-            AppendPayload::Bytes(bytes) => {
-                self.check_blob_len(bytes.len())?;
-                BlobHash::of(bytes)
-            }
-            AppendPayload::StoredBlob(hash) => *hash,
-        };
-        let shard = usize::from(hash.shard(published.shards.len() as u16));
-        // A retry whose key is already published is answered here, without storing its
-        // payload again (the sequencer checks keys anyway, for appends racing each other).
-        if let Some(existing) = self.published_turn_by_key(append.context_id, &append.options)? {
-            return Ok(Appended {
-                deduped: published.shards[shard].contains(&hash),
-                ..existing
-            });
-        }
-        let by_hash = matches!(payload, AppendPayload::StoredBlob(_));
-        match (published.shards[shard].location(&hash), payload) {
-            (Some(location), _) => {
-                let blob = TurnBlob {
-                    hash,
-                    raw_len: location.raw_len,
-                    deduped: true,
-                    by_hash,
-                    pending: None,
-                };
-                let append = append.with_payload(blob);
-                self.inner.sequencer.append(append, reply).await;
-            }
-            (None, AppendPayload::Bytes(bytes)) => {
-                // New (probably; the shard checks again): the shard stores it, then hands the
-                // append on to the sequencer. A large one goes as its chunks first (durable in
-                // their shards), its manifest record then taking the blob's place; the pin
-                // holds what the manifest names until it is indexed, before the answer.
-                let (blob, pin) = if self.is_chunked_len(bytes.len()) {
-                    let chunks = chunked::cut_payload(&bytes, &self.inner.config.chunking);
-                    let (blob, pin) = self.prepare_manifest(hash, chunks).await?;
-                    (blob, Some(pin))
-                } else {
-                    (
-                        codec::encode(hash, &bytes, self.inner.config.zstd_level),
-                        None,
-                    )
-                };
-                let request = ShardRequest::PutThenAppend {
-                    blob,
-                    append,
-                    reply,
-                };
-                (self.inner.shards[shard].send_async(request).await)
-                    .map_err(|_| EngineError::ShutDown)?;
-                let answer = answer.await.map_err(|_| EngineError::ShutDown)?;
-                drop(pin);
-                return answer;
-            }
-            (None, AppendPayload::StoredBlob(_)) => {
-                return Err(EngineError::ReferencedBlobNotFound(hash));
-            }
-        }
-        answer.await.map_err(|_| EngineError::ShutDown)?
-    }
-
-    /// The turn a context already has under an append's key, from the published snapshot.
-    fn published_turn_by_key(
-        &self,
-        context_id: ContextId,
-        options: &crate::model::TurnOptions,
-    ) -> Result<Option<Appended>, EngineError> {
-        let Some(key) = options.key.as_deref().filter(|key| !key.is_empty()) else {
-            return Ok(None);
-        };
-        let published = &self.inner.published;
-        let snapshot = published.contexts.load();
-        let turns = &published.turns;
-        let found = crate::sequencer::owners::turn_by_key(&snapshot, context_id, key, &|id| {
-            turns.turn_record(id)
-        })?;
-        // A collected turn's key answers nothing: the append stores a new turn.
-        found
-            .filter(|turn| !turns.is_dead(turn.turn_id))
-            .map(|turn| {
-                Ok(Appended {
-                    extras: turns.extras(&turn)?,
-                    turn: snapshot.overlays.view(&turn, None),
-                    deduped: true,
-                    existing: true,
-                })
-            })
-            .transpose()
-    }
-
-    pub(crate) fn check_blob_len(&self, len: usize) -> Result<(), EngineError> {
-        let max = u64::from(self.inner.config.limits.blob_bytes_max);
-        if len as u64 > max {
-            return Err(EngineError::TooLarge {
-                len: len as u64,
-                max,
-            });
-        }
-        Ok(())
-    }
-
-    /// Stores a payload without appending a turn (so that turns can reference it by hash).
-    /// Returns its hash and whether it was already stored.
-    pub async fn put_blob(&self, payload: Bytes) -> Result<(BlobHash, bool), EngineError> {
-        self.check_open()?;
-        self.inner.published.status.check_writable()?;
-        let hash = BlobHash::of(&payload);
-        let deduped = self.store_blob(hash, payload).await?;
-        Ok((hash, deduped))
-    }
-
-    /// Makes the blob durable in its shard. Returns true if it was already stored.
-    pub(crate) async fn store_blob(
-        &self,
-        hash: BlobHash,
-        payload: Bytes,
-    ) -> Result<bool, EngineError> {
-        let stored = self.store_blobs(vec![(hash, payload)]).await?;
-        Ok(stored.first().copied().unwrap_or(true))
-    }
-
-    /// Makes several blobs durable: every put is sent before any is awaited, so that the
-    /// blobs of one shard join one group commit (one fdatasync, not one each). Returns, per
-    /// blob, whether it was already stored.
-    pub(crate) async fn store_blobs(
-        &self,
-        blobs: Vec<(BlobHash, Bytes)>,
-    ) -> Result<Vec<bool>, EngineError> {
-        let published = &self.inner.published;
-        let mut answers = Vec::with_capacity(blobs.len());
-        for (hash, payload) in blobs {
-            self.check_blob_len(payload.len())?;
-            let shard = usize::from(hash.shard(published.shards.len() as u16));
-            if published.shards[shard].contains(&hash) {
-                answers.push(None);
-                continue;
-            }
-            if self.is_chunked_len(payload.len()) {
-                // Its chunks and manifest now (rare: a large key-value value or patch).
-                let stored = self.store_chunked(hash, &payload).await?;
-                answers.push(Some(stored));
-                continue;
-            }
-            let blob = codec::encode(hash, &payload, self.inner.config.zstd_level);
-            let (reply, answer) = oneshot::channel();
-            self.inner.shards[shard]
-                .send_async(ShardRequest::Put { blob, reply })
-                .await
-                .map_err(|_| EngineError::ShutDown)?;
-            answers.push(Some(Stored::Pending(answer)));
-        }
-        let mut already_stored = Vec::with_capacity(answers.len());
-        for answer in answers {
-            let outcome = match answer {
-                None => PutOutcome::AlreadyStored,
-                Some(Stored::Done(outcome)) => outcome,
-                Some(Stored::Pending(answer)) => {
-                    answer.await.map_err(|_| EngineError::ShutDown)??
-                }
-            };
-            already_stored.push(outcome == PutOutcome::AlreadyStored);
-        }
-        Ok(already_stored)
-    }
-
-    /// Stores a payload over the chunk threshold as chunks and a manifest, durably.
-    pub(crate) async fn store_chunked(
-        &self,
-        hash: BlobHash,
-        payload: &Bytes,
-    ) -> Result<Stored, EngineError> {
-        let chunks = chunked::cut_payload(payload, &self.inner.config.chunking);
-        self.store_manifest(hash, chunks).await.map(Stored::Done)
     }
 
     pub(crate) fn check_open(&self) -> Result<(), EngineError> {
@@ -739,11 +516,10 @@ impl Engine {
                 .counters
                 .manifest_payload_bytes
                 .load(Ordering::Relaxed);
+            stats.chunks_written += shard.counters.chunks_written.load(Ordering::Relaxed);
+            stats.chunk_dedup_hits += shard.counters.chunk_dedup_hits.load(Ordering::Relaxed);
+            stats.chunk_bytes_saved += shard.counters.chunk_bytes_deduped.load(Ordering::Relaxed);
         }
-        let chunks = &self.inner.chunk_counters;
-        stats.chunks_written = chunks.chunks_written.load(Ordering::Relaxed);
-        stats.chunk_dedup_hits = chunks.chunk_dedup_hits.load(Ordering::Relaxed);
-        stats.chunk_bytes_saved = chunks.chunk_bytes_deduped.load(Ordering::Relaxed);
         stats
     }
 

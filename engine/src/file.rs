@@ -78,7 +78,7 @@ impl ActorFile {
                     .write_all_at(&bytes[..keep.min(bytes.len())], offset)?;
                 return Err(crate::faults::error(5));
             }
-            None => {}
+            other => crate::faults::delay(other),
         }
         self.file.write_all_at(bytes, offset)
     }
@@ -93,7 +93,7 @@ impl ActorFile {
                     .write_all_at(&zeros[..keep.min(zeros.len())], offset)?;
                 return Err(crate::faults::error(5));
             }
-            None => {}
+            other => crate::faults::delay(other),
         }
         self.write_all_at(zeros, offset)
     }
@@ -101,10 +101,9 @@ impl ActorFile {
     /// fdatasync: every write before it is on the disk when it returns `Ok`.
     pub async fn sync_data(&self) -> io::Result<()> {
         #[cfg(test)]
-        if let Some(crate::faults::Fault::Fail(errno)) =
-            crate::faults::check(&self.path, crate::faults::FaultOp::Sync)
-        {
-            return Err(crate::faults::error(errno));
+        match crate::faults::check(&self.path, crate::faults::FaultOp::Sync) {
+            Some(crate::faults::Fault::Fail(errno)) => return Err(crate::faults::error(errno)),
+            other => crate::faults::delay(other),
         }
         match self.sync_mode {
             SyncMode::Blocking => self.file.sync_data(),

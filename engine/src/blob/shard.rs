@@ -1,8 +1,13 @@
 //! The blob shard actor: sole writer of its packs and index. Group commit (`group_commit.rs`):
 //! it drains its queue, appends every new record with one write, hands the batch's appends on
-//! to the sequencer (which writes their turns while the pack syncs, decision 0014), issues ONE
-//! fdatasync for the batch, publishes the index entries, and only then answers the puts and
-//! tells the sequencer the batch is durable (`pipeline.rs`).
+//! to the sequencer in one message (which writes their turns while the pack syncs, decision
+//! 0014), answers the puts that asked to know once written, issues ONE fdatasync for the
+//! batch, publishes the index entries, and only then tells the sequencer the batch is durable
+//! and answers the other puts (`pipeline.rs`).
+//!
+//! A put carries several blobs (a manifest after its chunks, an append's payloads); they all
+//! join the batch it is admitted to, in their order, so that its appends are handed on with
+//! one batch and a manifest is never durable without its chunks of this shard.
 //!
 //! Dedup is double-checked here: the caller looked the hash up before sending, but between
 //! that look-up and this actor another put of the same hash may have been stored (answer:
@@ -27,8 +32,9 @@ use crate::format::pack::EncodedBlob;
 use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::BlobHash;
 use crate::pipeline::{
-    BlobNotices, BlobsDurable, CompactedPack, PendingAppend, PutOutcome, PutReply, SequencerInbox,
-    ShardBatch, ShardRequest, ShardSnapshot, SweptBlobs, TurnAppend, TurnBlob, TurnReply,
+    AfterPut, BlobNotices, BlobPut, BlobsDurable, CompactedPack, HandedAppend, HandedBlob,
+    PutOutcome, PutWritten, SequencerInbox, ShardBatch, ShardRequest, ShardSnapshot, SweptBlobs,
+    TurnAppend, TurnBlob,
 };
 use crate::published::Published;
 use crate::store_dir::{REINDEX_MARKER_FILE, create_durable, pack_path, sync_dir};
@@ -74,28 +80,41 @@ pub(crate) struct ShardActor {
     condemned: Option<Arc<Condemned>>,
 }
 
-/// Who waits for a blob of a batch.
+/// A put with at least one blob among the batch's records, waiting for the batch.
 #[derive(Debug)]
-enum Waiter {
-    Put(PutReply),
-    Append(PendingAppend, TurnReply),
+struct WaitingPut {
+    blobs: Vec<PutBlob>,
+    then: AfterPut,
 }
 
-impl Waiter {
+/// One blob of a waiting put: durable already when admitted, or a record of the batch.
+#[derive(Clone, Copy, Debug)]
+struct PutBlob {
+    hash: BlobHash,
+    raw_len: u32,
+    chunk: bool,
+    /// `None`: durable when the put was admitted.
+    record: Option<usize>,
+}
+
+impl AfterPut {
     fn fail(self, error: EngineError) {
         match self {
-            Waiter::Put(reply) => drop(reply.send(Err(error))),
-            Waiter::Append(_, reply) => drop(reply.send(Err(error))),
+            AfterPut::Durable(reply) => drop(reply.send(Err(error))),
+            AfterPut::Written(reply) => drop(reply.send(Err(error))),
+            AfterPut::Append { reply, .. } => drop(reply.send(Err(error))),
         }
     }
 }
 
-/// Records of one group commit and who waits for each.
+/// Records of one group commit and the puts that wait for them.
 #[derive(Default)]
 struct Batch {
     records: Vec<EncodedBlob>,
-    waiters: Vec<Vec<Waiter>>,
     position_of: HashMap<BlobHash, usize>,
+    /// In admission order: a record is `Stored` for the first put naming it, `AlreadyStored`
+    /// for the others.
+    puts: Vec<WaitingPut>,
     bytes: u64,
 }
 
@@ -147,42 +166,77 @@ impl ShardActor {
         Ok(actor)
     }
 
-    /// Decides one request: answered at once (read-only, already durable), joined to the
-    /// record of the same hash in this batch, or a new record of the batch.
-    async fn admit_blob(&mut self, blob: EncodedBlob, waiter: Waiter) {
-        let hash = blob.header.hash;
-        assert_eq!(
-            hash.shard(self.published.shards.len() as u16),
-            self.shard,
-            "misrouted blob"
-        );
+    /// Decides one put: answered (or handed on) at once when every blob is durable already
+    /// or the store is read-only; else its new blobs become records of this batch, and those
+    /// of the same hash as a record already in it join that record.
+    async fn admit_put(&mut self, blobs: Vec<BlobPut>, then: AfterPut) {
         if let Err(error) = self.published.status.check_writable() {
-            waiter.fail(error);
+            then.fail(error);
             return;
         }
-        if self.view().contains(&hash) {
-            self.answer(waiter, &blob, PutOutcome::AlreadyStored).await;
+        let mut waiting = Vec::with_capacity(blobs.len());
+        for BlobPut { blob, chunk } in blobs {
+            let (hash, raw_len) = (blob.header.hash, blob.header.raw_len);
+            assert_eq!(
+                hash.shard(self.published.shards.len() as u16),
+                self.shard,
+                "misrouted blob"
+            );
+            let record = if self.view().contains(&hash) {
+                None
+            } else if let Some(&position) = self.batch.position_of.get(&hash) {
+                Some(position)
+            } else {
+                let position = self.batch.records.len();
+                self.batch.position_of.insert(hash, position);
+                self.batch.bytes += blob.bytes.len() as u64;
+                self.batch.records.push(blob);
+                Some(position)
+            };
+            waiting.push(PutBlob {
+                hash,
+                raw_len,
+                chunk,
+                record,
+            });
+        }
+        if waiting.iter().any(|blob| blob.record.is_some()) {
+            self.batch.puts.push(WaitingPut {
+                blobs: waiting,
+                then,
+            });
             return;
         }
-        if let Some(&position) = self.batch.position_of.get(&hash) {
-            self.batch.waiters[position].push(waiter);
-            return;
+        // Every blob durable already: nothing to wait for.
+        let outcomes = vec![PutOutcome::AlreadyStored; waiting.len()];
+        self.count_chunks(&waiting, &outcomes);
+        match then {
+            AfterPut::Durable(reply) => drop(reply.send(Ok(outcomes))),
+            AfterPut::Written(reply) => drop(reply.send(Ok(PutWritten {
+                outcomes,
+                pending: None,
+            }))),
+            AfterPut::Append { appends, reply } => {
+                let appends = handed_on(appends, &waiting, &outcomes, None);
+                self.sequencer.append(appends, reply).await;
+            }
         }
-        self.batch
-            .position_of
-            .insert(hash, self.batch.records.len());
-        self.batch.bytes += blob.bytes.len() as u64;
-        self.batch.records.push(blob);
-        self.batch.waiters.push(vec![waiter]);
     }
 
-    /// The blob is durable: answer a put, or pass an append on to the sequencer.
-    async fn answer(&self, waiter: Waiter, blob: &EncodedBlob, outcome: PutOutcome) {
-        match waiter {
-            Waiter::Put(reply) => drop(reply.send(Ok(outcome))),
-            Waiter::Append(append, reply) => {
-                let append = turn_append(append, blob, outcome, None);
-                self.sequencer.append(append, reply).await;
+    /// The chunk counters of a put's blobs, once their outcomes are known and durable.
+    fn count_chunks(&self, blobs: &[PutBlob], outcomes: &[PutOutcome]) {
+        let counters = &self.view().counters;
+        for (blob, outcome) in blobs.iter().zip(outcomes) {
+            if !blob.chunk {
+                continue;
+            }
+            if *outcome == PutOutcome::Stored {
+                counters.chunks_written.fetch_add(1, Ordering::Relaxed);
+            } else {
+                counters.chunk_dedup_hits.fetch_add(1, Ordering::Relaxed);
+                counters
+                    .chunk_bytes_deduped
+                    .fetch_add(u64::from(blob.raw_len), Ordering::Relaxed);
             }
         }
     }
@@ -442,12 +496,7 @@ impl GroupCommit for ShardActor {
 
     async fn admit(&mut self, request: ShardRequest) -> Admitted {
         match request {
-            ShardRequest::Put { blob, reply } => self.admit_blob(blob, Waiter::Put(reply)).await,
-            ShardRequest::PutThenAppend {
-                blob,
-                append,
-                reply,
-            } => self.admit_blob(blob, Waiter::Append(append, reply)).await,
+            ShardRequest::Put { blobs, then } => self.admit_put(blobs, then).await,
             ShardRequest::Snapshot { reply } => {
                 // Between batches: `pack_end` and `index_end` are what committed batches wrote.
                 let snapshot = ShardSnapshot {
@@ -492,8 +541,23 @@ impl GroupCommit for ShardActor {
         self.batch.is_full(&self.limits)
     }
 
-    /// Writes the batch, hands its appends on, syncs it, publishes it, answers the puts and
-    /// tells the sequencer; then indexes it (decision 0014).
+    /// A put joins the batch only if all its blobs fit (callers make each put fit an empty
+    /// one, `engine/append.rs`): so a batch stays within `shard_batch_records_max` and
+    /// `shard_batch_bytes_max`, the torn-tail window recovery relies on.
+    fn fits(&self, request: &ShardRequest) -> bool {
+        let ShardRequest::Put { blobs, .. } = request else {
+            return true;
+        };
+        let bytes: u64 = blobs.iter().map(|put| put.blob.bytes.len() as u64).sum();
+        self.batch.records.is_empty()
+            || (self.batch.records.len() + blobs.len()
+                <= self.limits.shard_batch_records_max as usize
+                && self.batch.bytes + bytes <= self.limits.shard_batch_bytes_max)
+    }
+
+    /// Writes the batch, hands its appends on, answers the `Written` puts, syncs it,
+    /// publishes it, tells the sequencer, answers the `Durable` puts; then indexes it
+    /// (decision 0014).
     async fn commit(&mut self) {
         if self.batch.records.is_empty() {
             return;
@@ -502,9 +566,9 @@ impl GroupCommit for ShardActor {
         let (locations, end) = match self.write_batch(&batch.records, batch.bytes).await {
             Ok(written) => written,
             Err(error) => {
-                // Nothing was handed on: the write was cut back, every waiter learns why.
-                for waiter in batch.waiters.into_iter().flatten() {
-                    waiter.fail(error.duplicate());
+                // Nothing was handed on: the write was cut back, every put learns why.
+                for put in batch.puts {
+                    put.then.fail(error.duplicate());
                 }
                 return;
             }
@@ -516,29 +580,52 @@ impl GroupCommit for ShardActor {
                 condemned.rewritten(&entry.hash);
             }
         }
-        // Appends go on before the fdatasync, in one message; puts wait for it.
-        let mut puts = Vec::new();
-        let mut appends = Vec::new();
         let handed = ShardBatch {
             shard: self.shard,
             batch: self.batches_handed + 1,
         };
-        for (record, waiters) in batch.records.iter().zip(batch.waiters) {
-            let mut outcome = PutOutcome::Stored;
-            for waiter in waiters {
-                match waiter {
-                    Waiter::Put(reply) => puts.push((reply, outcome)),
-                    Waiter::Append(append, reply) => {
-                        appends.push((turn_append(append, record, outcome, Some(handed)), reply));
-                    }
+        let mut first_named = vec![true; batch.records.len()];
+        let mut appends = Vec::new();
+        let mut written = Vec::new();
+        let mut durable = Vec::new();
+        let mut counted = Vec::new();
+        for WaitingPut { blobs, then } in batch.puts {
+            let outcomes: Vec<PutOutcome> = blobs
+                .iter()
+                .map(|blob| match blob.record {
+                    Some(record) if std::mem::take(&mut first_named[record]) => PutOutcome::Stored,
+                    _ => PutOutcome::AlreadyStored,
+                })
+                .collect();
+            match then {
+                AfterPut::Append {
+                    appends: turns,
+                    reply,
+                } => {
+                    let turns = handed_on(turns, &blobs, &outcomes, Some(handed));
+                    appends.push((turns, reply));
                 }
-                outcome = PutOutcome::AlreadyStored;
+                AfterPut::Written(reply) => written.push((reply, outcomes.clone())),
+                AfterPut::Durable(reply) => durable.push((reply, outcomes.clone())),
             }
+            counted.push((blobs, outcomes));
         }
-        let handed = (!appends.is_empty()).then_some(handed);
+        // The batch gets a number when someone will wait for its notice.
+        let handed = (!appends.is_empty() || !written.is_empty()).then_some(handed);
         if let Some(handed) = handed {
             self.batches_handed = handed.batch;
-            self.sequencer.append_pending(handed, appends).await;
+            // Appends go on before the fdatasync, in one message; then the `Written` answers,
+            // so that whoever names this batch to the sequencer does so after this message.
+            if !appends.is_empty() {
+                self.sequencer.append_pending(handed, appends).await;
+            }
+            for (reply, outcomes) in written {
+                let answer = PutWritten {
+                    outcomes,
+                    pending: Some(handed),
+                };
+                drop(reply.send(Ok(answer)));
+            }
         }
         let synced = self.sync_batch(end).await;
         if synced.is_ok() {
@@ -555,13 +642,16 @@ impl GroupCommit for ShardActor {
         }
         match synced {
             Ok(()) => {
-                for (reply, outcome) in puts {
-                    drop(reply.send(Ok(outcome)));
+                for (blobs, outcomes) in &counted {
+                    self.count_chunks(blobs, outcomes);
+                }
+                for (reply, outcomes) in durable {
+                    drop(reply.send(Ok(outcomes)));
                 }
                 self.append_index(&locations).await;
             }
             Err(error) => {
-                for (reply, _) in puts {
+                for (reply, _) in durable {
                     drop(reply.send(Err(error.duplicate())));
                 }
             }
@@ -614,18 +704,34 @@ impl GroupCommit for ShardActor {
     }
 }
 
-/// The append a shard hands on for `blob` (`pending`: the batch that wrote it, not yet synced).
-fn turn_append(
-    append: PendingAppend,
-    blob: &EncodedBlob,
-    outcome: PutOutcome,
+/// The turns a shard hands on for a put whose blobs have these outcomes: each turn's blob
+/// resolved (`pending`: the batch that wrote the put's blobs, not yet synced; `None` when every
+/// blob was durable at admission, or for the blob that was).
+fn handed_on(
+    appends: Vec<HandedAppend>,
+    blobs: &[PutBlob],
+    outcomes: &[PutOutcome],
     pending: Option<ShardBatch>,
-) -> TurnAppend {
-    append.with_payload(TurnBlob {
-        hash: blob.header.hash,
-        raw_len: blob.header.raw_len,
-        deduped: outcome == PutOutcome::AlreadyStored,
-        by_hash: false,
-        pending,
-    })
+) -> Vec<TurnAppend> {
+    appends
+        .into_iter()
+        .map(|append| {
+            let blob = match append.payload {
+                HandedBlob::Ready(blob) => blob,
+                HandedBlob::InPut(index) => {
+                    let index = index as usize;
+                    assert!(index < blobs.len(), "a turn names blob {index} of its put");
+                    let put = &blobs[index];
+                    TurnBlob {
+                        hash: put.hash,
+                        raw_len: put.raw_len,
+                        deduped: outcomes[index] == PutOutcome::AlreadyStored,
+                        by_hash: false,
+                        pending: put.record.and(pending),
+                    }
+                }
+            };
+            append.with_payload(blob)
+        })
+        .collect()
 }

@@ -27,7 +27,9 @@ pub(crate) struct ShardView {
     pub counters: ShardCounters,
 }
 
-/// Counters the shard owns (it is their only writer).
+/// Counters the shard owns (it is their only writer), and what chunked writes did to its
+/// chunks since open (relaxed adds: by the shard for the chunks it was sent, by callers for
+/// those they found stored before sending anything).
 #[derive(Debug, Default)]
 pub(crate) struct ShardCounters {
     pub blobs: AtomicU64,
@@ -36,6 +38,10 @@ pub(crate) struct ShardCounters {
     /// Chunked blobs (manifest records) and the payload bytes they stand for.
     pub manifests: AtomicU64,
     pub manifest_payload_bytes: AtomicU64,
+    pub chunks_written: AtomicU64,
+    pub chunk_dedup_hits: AtomicU64,
+    /// Raw bytes of chunks a chunked write found stored already (what chunking saved).
+    pub chunk_bytes_deduped: AtomicU64,
 }
 
 impl ShardCounters {

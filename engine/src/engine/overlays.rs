@@ -9,7 +9,8 @@
 
 use bytes::Bytes;
 
-use crate::engine::{Engine, SWEPT_RETRIES_MAX};
+use crate::engine::Engine;
+use crate::engine::append::SWEPT_RETRIES_MAX;
 use crate::error::EngineError;
 use crate::format::context_meta::OverlayKind;
 use crate::format::turn_log::LogRecord;

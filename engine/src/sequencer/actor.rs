@@ -35,7 +35,7 @@ use crate::model::{Appended, ContextHead, ContextView, Created, NewContext, Over
 use crate::model::{Parent, TurnOptions};
 use crate::pipeline::{
     BatchReply, BlobsDurable, ContextReply, GcFenced, GcSnapshot, MetaReply, OverlayReply,
-    PurgeReply, Retention, SequencerRequest, ShardBatch, TurnAppend, TurnBlob, TurnReply,
+    PurgeReply, Retention, SequencerRequest, ShardBatch, TurnAppend, TurnBlob,
 };
 use crate::published::Published;
 use crate::sequencer::contexts::{Contexts, check_new};
@@ -53,7 +53,6 @@ enum Answer {
     ),
     Context(ContextReply, Result<Created, EngineError>),
     Meta(MetaReply, Result<ContextView, EngineError>),
-    Turn(TurnReply, Result<Appended, EngineError>),
     Batch(BatchReply, Result<Vec<Appended>, EngineError>),
     Overlay(OverlayReply, Result<Overlaid, EngineError>),
     Purge(PurgeReply, Result<Purged, EngineError>),
@@ -765,9 +764,28 @@ impl SequencerActor {
         self.batch.dedup_hits += u64::from(blob.deduped);
     }
 
-    /// Several turns to one context, in order, all or none (a refused turn undoes the ones
-    /// before it in this request).
-    fn append_batch(&mut self, appends: Vec<TurnAppend>) -> Result<Vec<Appended>, EngineError> {
+    /// One append request: every shard batch its blobs are pending in is waited for before
+    /// the batch is published or answered — a refusal too: a caller that learns of a CONFLICT
+    /// finds its blobs stored, as it did when blobs came first (decision 0014).
+    fn admit_append(&mut self, appends: Vec<TurnAppend>, reply: BatchReply) {
+        for append in &appends {
+            if let Some(pending) = append.payload.pending {
+                self.batch.waits.push(pending);
+                self.batch.pending_blobs.push(append.payload.hash);
+            }
+        }
+        let result = self.append_batch(appends);
+        self.batch.answers.push(Answer::Batch(reply, result));
+    }
+
+    /// Turns to one context, in order, all or none (a refused turn undoes the ones before it
+    /// in this request). One turn needs no savepoint: a refused append changes nothing.
+    fn append_batch(&mut self, mut appends: Vec<TurnAppend>) -> Result<Vec<Appended>, EngineError> {
+        if let [_] = appends.as_slice()
+            && let Some(append) = appends.pop()
+        {
+            return self.append(append).map(|appended| vec![appended]);
+        }
         let savepoint = Savepoint {
             bytes: self.batch.bytes.len(),
             records: self.batch.records,
@@ -1071,28 +1089,14 @@ impl GroupCommit for SequencerActor {
                 let result = self.retain(context_id, change);
                 self.batch.answers.push(Answer::Meta(reply, result));
             }
-            SequencerRequest::Append { append, reply } => {
-                let result = self.append(append);
-                self.batch.answers.push(Answer::Turn(reply, result));
-            }
+            SequencerRequest::Append { appends, reply } => self.admit_append(appends, reply),
             SequencerRequest::AppendPending { batch, appends } => {
-                // Every answer waits for the blobs, a refusal too: a caller that learns of a
-                // CONFLICT finds its blob stored, as it did when blobs came first.
+                // The carrier shard's batch is waited for even when no turn names a blob of
+                // it (a put's chunks only): the answer follows everything the put wrote.
                 self.batch.waits.push(batch);
-                for (append, reply) in appends {
-                    assert_eq!(
-                        append.payload.pending,
-                        Some(batch),
-                        "one shard batch per message"
-                    );
-                    self.batch.pending_blobs.push(append.payload.hash);
-                    let result = self.append(append);
-                    self.batch.answers.push(Answer::Turn(reply, result));
+                for (appends, reply) in appends {
+                    self.admit_append(appends, reply);
                 }
-            }
-            SequencerRequest::AppendBatch { appends, reply } => {
-                let result = self.append_batch(appends);
-                self.batch.answers.push(Answer::Batch(reply, result));
             }
             SequencerRequest::Overlay {
                 turn_id,
@@ -1132,6 +1136,11 @@ impl GroupCommit for SequencerActor {
 
     fn is_full(&self) -> bool {
         self.batch.records >= self.limits.sequencer_batch_records_max
+    }
+
+    /// Any request: a batch ends once full (`is_full`), whatever the last one wrote.
+    fn fits(&self, _request: &SequencerRequest) -> bool {
+        true
     }
 
     async fn commit(&mut self) {
@@ -1204,7 +1213,6 @@ impl GroupCommit for SequencerActor {
                 Answer::Gc(reply, result) => drop(reply.send(result)),
                 Answer::Context(reply, result) => drop(reply.send(result)),
                 Answer::Meta(reply, result) => drop(reply.send(result)),
-                Answer::Turn(reply, result) => drop(reply.send(result)),
                 Answer::Batch(reply, result) => drop(reply.send(result)),
                 Answer::Overlay(reply, result) => drop(reply.send(result)),
                 Answer::Purge(reply, result) => drop(reply.send(result)),
@@ -1250,7 +1258,6 @@ fn fail_all(answers: &mut [Answer], error: &EngineError) {
             Answer::Gc(_, result) => *result = Err(error.duplicate()),
             Answer::Context(_, result) => *result = Err(error.duplicate()),
             Answer::Meta(_, result) => *result = Err(error.duplicate()),
-            Answer::Turn(_, result) => *result = Err(error.duplicate()),
             Answer::Batch(_, result) => *result = Err(error.duplicate()),
             Answer::Overlay(_, result) => *result = Err(error.duplicate()),
             Answer::Purge(_, result) => *result = Err(error.duplicate()),
