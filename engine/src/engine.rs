@@ -77,7 +77,7 @@ impl Engine {
         config.validate().map_err(OpenError::Config)?;
         let started = std::time::Instant::now();
         let store = StoreDir::new(&config.data_dir);
-        std::fs::create_dir_all(&store.root)
+        crate::file::ops::create_dir_all(&store.root)
             .map_err(|source| OpenError::io(&store.root, source))?;
         let lock = store.lock()?;
         let meta = store.open_or_create(config.shard_count, now_unix_ms())?;

@@ -222,3 +222,45 @@ fn group_paths_expand() {
     let flat: Vec<String> = paths.iter().map(|p| p.join("::")).collect();
     assert_eq!(flat, ["a::b", "a::c::D", "e", "f::g"]);
 }
+
+/// The standard library's ways to change the disk: a writable handle, a namespace change, a
+/// sync, an allocation. Reading (`File::open`, `read_dir`, `metadata`) is anyone's.
+const WRITE_CALLS: &[&str] = &[
+    "OpenOptions",
+    "File::create",
+    "fs::write",
+    "fs::rename",
+    "fs::remove_file",
+    "fs::remove_dir",
+    "fs::create_dir",
+    "fs::hard_link",
+    "fs::copy",
+    "fs::set_permissions",
+    "rustix::fs",
+    ".sync_all(",
+    ".sync_data(",
+];
+
+/// The code map says the file layer (`file/`) is where every byte the engine writes reaches
+/// the disk; this holds it to that: no other module calls the standard library's write
+/// operations (its unit tests may, to set up damage).
+#[test]
+fn only_the_file_layer_writes() {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    source_files(&src, &src, &mut files);
+    let mut problems = Vec::new();
+    for file in files.iter().filter(|file| !file.starts_with("file/")) {
+        let code = code_of(&std::fs::read_to_string(src.join(file)).expect("a source file"));
+        for (number, line) in code.lines().enumerate() {
+            for call in WRITE_CALLS.iter().filter(|call| line.contains(*call)) {
+                problems.push(format!("{file}:{}: {call}", number + 1));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "writes outside the file layer (move them into engine/src/file/):\n{}",
+        problems.join("\n")
+    );
+}

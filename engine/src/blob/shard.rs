@@ -15,7 +15,6 @@
 //! durable).
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,6 +25,7 @@ use crate::blob::recover::ShardCursor;
 use crate::blob::view::ShardView;
 use crate::config::{Limits, PACKS_PER_SHARD_MAX};
 use crate::error::EngineError;
+use crate::file::ops::{self, create_durable, sync_dir};
 use crate::file::{ActorFile, ActorIo, ReadFile, open_actor_file};
 use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::pack::EncodedBlob;
@@ -37,7 +37,7 @@ use crate::pipeline::{
     TurnAppend, TurnBlob,
 };
 use crate::published::Published;
-use crate::store_dir::{REINDEX_MARKER_FILE, create_durable, pack_path, sync_dir};
+use crate::store_dir::{REINDEX_MARKER_FILE, pack_path};
 
 /// Index entries written since the last index fsync before one is started in the background.
 const INDEX_SYNC_ENTRIES: u32 = 4096;
@@ -465,17 +465,10 @@ impl ShardActor {
         std::fs::File::open(&self.index_path)
             .and_then(|file| file.read_exact_at(&mut tail, index_prefix_end))
             .map_err(write(&self.index_path))?;
-        let new_index_len = {
-            let mut file = std::fs::OpenOptions::new()
-                .append(true)
-                .open(&compact_index)
-                .map_err(write(&compact_index))?;
-            file.write_all(&tail).map_err(write(&compact_index))?;
-            file.metadata().map_err(write(&compact_index))?.len()
-        };
+        let new_index_len = ops::append(&compact_index, &tail).map_err(write(&compact_index))?;
         let pack = pack_path(&self.shard_dir, pack_id);
-        std::fs::rename(&compact_pack, &pack).map_err(write(&pack))?;
-        std::fs::rename(&compact_index, &self.index_path).map_err(write(&self.index_path))?;
+        ops::rename(&compact_pack, &pack).map_err(write(&pack))?;
+        ops::rename(&compact_index, &self.index_path).map_err(write(&self.index_path))?;
         self.index = open_actor_file(&self.index_path, self.io.sync_mode).await?;
         self.index_end = new_index_len;
         self.index_unsynced_entries = 0;
@@ -485,7 +478,7 @@ impl ShardActor {
     }
 
     async fn sync_index(&mut self) {
-        if let Err(error) = self.index.sync_data().await {
+        if let Err(error) = self.index.fdatasync().await {
             tracing::warn!(index = %self.index_path.display(), %error, "blob index fsync failed");
         }
     }
