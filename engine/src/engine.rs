@@ -1,5 +1,6 @@
-//! The `Engine` handle: open (recover, start actors), reads (`read.rs`), stats, shutdown. The
-//! caller's side of an append is `engine/append.rs` (`pipeline.rs` draws the whole route).
+//! The `Engine` handle: reads (`read.rs`), stats, shutdown. Opening is `engine/open.rs`
+//! (recover → publish → start actors → start background work); the caller's side of an
+//! append is `engine/append.rs` (`pipeline.rs` draws the whole route).
 
 // The Engine's own methods, in files of their own by concern: each is an `impl Engine` block
 // (with the threads and helpers only it uses), so these are the Engine itself, not modules
@@ -8,6 +9,7 @@ pub(crate) mod append;
 pub mod backup;
 pub(crate) mod chunked;
 pub mod contexts;
+mod open;
 pub mod overlays;
 pub mod retention;
 pub mod turns;
@@ -18,15 +20,12 @@ use std::thread::JoinHandle;
 
 use bytes::Bytes;
 
-use crate::blob::recover::{RecoveredShard, recover_shard};
-use crate::config::{Actor, EngineConfig};
+use crate::config::EngineConfig;
 use crate::engine::chunked::BaseHints;
-use crate::error::{EngineError, OpenError};
-use crate::file::ReadFile;
-use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
+use crate::error::EngineError;
 use crate::gc::{Collector, Scheduler};
 use crate::ids::{BlobHash, ContextId, TurnId};
-use crate::metrics::{ActorMetrics, ActorSnapshot};
+use crate::metrics::ActorSnapshot;
 use crate::model::{
     ContextHead, Created, NewContext, NoPayloadCache, Page, PageOptions, PageQuery, Payload,
     PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn, TurnPage, TurnWithPayload,
@@ -34,12 +33,6 @@ use crate::model::{
 use crate::pipeline::{SequencerInbox, SequencerRequest, ShardRequest};
 use crate::published::Published;
 use crate::read::Reader;
-use crate::sequencer::migrate::migrate_turn_log;
-use crate::sequencer::recover::recover_log;
-use crate::sequencer::view::{ContextsView, HeadTable, SequencerCounters, TurnsView};
-use crate::status::StoreStatus;
-use crate::store_dir::{StoreDir, now_unix_ms};
-use crate::threads::{ActorSeed, start_thread};
 use retention::Reaper;
 
 /// A handle on an open store. Cheap to clone; every method can be called from any thread and,
@@ -71,219 +64,6 @@ pub(crate) struct Inner {
 }
 
 impl Engine {
-    /// Opens (or creates) the store in `config.data_dir`: checks and recovers every file,
-    /// then starts the actors on their threads. Blocks until the store is ready.
-    pub fn open(config: EngineConfig) -> Result<Engine, OpenError> {
-        config.validate().map_err(OpenError::Config)?;
-        let started = std::time::Instant::now();
-        let store = StoreDir::new(&config.data_dir);
-        crate::file::ops::create_dir_all(&store.root)
-            .map_err(|source| OpenError::io(&store.root, source))?;
-        let lock = store.lock()?;
-        let meta = store.open_or_create(config.shard_count, now_unix_ms())?;
-        if meta.shard_count != config.shard_count {
-            return Err(OpenError::Config(format!(
-                "the store in {} has {} blob shards, the configuration says {}; start with the \
-                 store's shard count",
-                store.root.display(),
-                meta.shard_count,
-                config.shard_count
-            )));
-        }
-
-        // No store writes a byte another reads: a file it writes in place that shares its
-        // inode with another name (a backup's or a copy's hard link) gets one of its own.
-        let in_place = store
-            .files_written_in_place(meta.shard_count)
-            .map_err(|source| OpenError::io(&store.root, source))?;
-        for path in in_place {
-            crate::file::make_private(&path).map_err(|source| OpenError::io(&path, source))?;
-        }
-        // Taken before recovery and the prepared space can fill a nearly full disk.
-        let reserve = crate::reserve::DiskReserve::open(&store.root, config.disk_reserve_bytes)
-            .map_err(|source| OpenError::io(&store.root, source))?;
-
-        // Shards recover in parallel; the log's replay then checks every turn's blob.
-        let shards = recover_shards(&store, &config)?;
-        let (views, cursors): (Vec<_>, Vec<_>) = shards
-            .into_iter()
-            .map(|RecoveredShard { view, cursor }| (view, cursor))
-            .unzip();
-        for incomplete in crate::chunks::drop_incomplete_manifests(&views) {
-            tracing::warn!(
-                blob = %incomplete.hash,
-                reason = %incomplete.reason,
-                "a chunked blob lacks part of itself (a backup's cut?); it is not used, and a \
-                 live turn naming it fails the open below"
-            );
-        }
-        let log_path = store.turns_log_path();
-        // The compacted prefix of the log, if a collection wrote one (`log_compaction.rs`).
-        let base = crate::log_compaction::open_base(&store)?;
-        if base.is_some() && meta.format_version < STORE_FORMAT_VERSION {
-            return Err(OpenError::Inconsistent(format!(
-                "{} is of store format {} but has a compacted log ({}), which only format {} \
-                 writes",
-                store.root.display(),
-                meta.format_version,
-                store.turns_base_path().display(),
-                STORE_FORMAT_VERSION
-            )));
-        }
-        let recovered = recover_log(&log_path, base.as_ref(), &views, config.repair)?;
-        if meta.format_version < STORE_FORMAT_VERSION {
-            migrate_store(&store, &meta, &log_path, recovered.next_record_id - 1)?;
-        }
-
-        let turns_file =
-            ReadFile::open(log_path.clone()).map_err(|source| OpenError::io(&log_path, source))?;
-        let contexts = ContextsView::new(recovered.contexts.clone());
-        let heads = HeadTable::new();
-        for (context_id, head) in recovered.heads.iter() {
-            heads.set_head(context_id, head.head_turn_id);
-        }
-        heads.publish_contexts(recovered.heads.count());
-        let counters = SequencerCounters::default();
-        counters.turns.store(recovered.turns, Ordering::Relaxed);
-        counters.contexts.store(
-            recovered.heads.count() - recovered.contexts.deleted_contexts,
-            Ordering::Relaxed,
-        );
-        counters
-            .logical_bytes
-            .store(recovered.logical_bytes, Ordering::Relaxed);
-        counters
-            .dedup_hits
-            .store(recovered.dedup_hits, Ordering::Relaxed);
-        let published = Arc::new(Published {
-            turns: TurnsView::new(
-                turns_file,
-                base,
-                recovered.next_record_id - 1,
-                recovered.dead.clone(),
-            ),
-            heads,
-            contexts,
-            counters,
-            shard_metrics: views.iter().map(|_| ActorMetrics::default()).collect(),
-            shards: views.into_boxed_slice(),
-            status: StoreStatus::default(),
-            sequencer_metrics: ActorMetrics::default(),
-        });
-        tracing::info!(
-            data = %store.root.display(),
-            turns = recovered.turns,
-            contexts = recovered.heads.count(),
-            blobs = published.shards.iter().map(|s| s.counters.blobs.load(Ordering::Relaxed)).sum::<u64>(),
-            recovery_ms = started.elapsed().as_millis() as u64,
-            "store recovered"
-        );
-
-        // Actors: one inbox each, bounded (backpressure on callers), then their threads.
-        let queue_depth = config.limits.queue_depth_max as usize;
-        let (sequencer_sender, sequencer_inbox) = flume::bounded(queue_depth);
-        let sequencer = SequencerInbox(sequencer_sender);
-        // Shards tell the sequencer which of their batches are durable (decision 0014); only
-        // the shards hold a sender, so the sequencer learns when they are all gone.
-        let (notices, notices_inbox) = flume::unbounded();
-        let mut sequencer_seed = Some(ActorSeed::Sequencer(
-            Box::new(recovered),
-            sequencer_inbox,
-            notices_inbox,
-        ));
-        let mut shard_senders = Vec::new();
-        let mut shard_seeds: Vec<Option<ActorSeed>> = Vec::new();
-        let open_packs: Vec<u32> = cursors.iter().map(|cursor| cursor.pack_id).collect();
-        for cursor in cursors {
-            let (sender, inbox) = flume::bounded(queue_depth);
-            shard_senders.push(sender);
-            let seed = ActorSeed::Shard(cursor, inbox, sequencer.clone(), notices.clone());
-            shard_seeds.push(Some(seed));
-        }
-        drop(notices);
-        let mut threads = Vec::new();
-        for (index, placement) in config.placement.threads.iter().enumerate() {
-            let seeds = placement
-                .actors
-                .iter()
-                .filter_map(|actor| match actor {
-                    Actor::Sequencer => sequencer_seed.take(),
-                    Actor::Shard(shard) => shard_seeds.get_mut(usize::from(*shard))?.take(),
-                })
-                .collect();
-            let started = start_thread(
-                index,
-                placement,
-                seeds,
-                published.clone(),
-                config.limits,
-                config.preallocate,
-            );
-            match started {
-                Ok(handle) => threads.push(handle),
-                Err(error) => {
-                    // Dropping the senders stops the actors already started.
-                    drop(sequencer);
-                    drop(shard_senders);
-                    for handle in threads {
-                        let _ = handle.join();
-                    }
-                    return Err(error);
-                }
-            }
-        }
-        assert!(sequencer_seed.is_none() && shard_seeds.iter().all(Option::is_none));
-        let reaper = Reaper::start(
-            published.clone(),
-            sequencer.clone(),
-            config.context_ttl_default_ms,
-            std::time::Duration::from_millis(config.reaper_interval_ms),
-        );
-        let reaper = match reaper {
-            Ok(reaper) => reaper,
-            Err(error) => {
-                stop_actors(&sequencer, &shard_senders, threads);
-                return Err(OpenError::Thread(format!("ctxstore-reaper: {error}")));
-            }
-        };
-        let collector = Arc::new(Collector::new(
-            published.clone(),
-            sequencer.clone(),
-            shard_senders.clone().into_boxed_slice(),
-            store.clone(),
-            &config,
-            open_packs,
-            reserve,
-        ));
-        let gc_scheduler = match Scheduler::start(
-            collector.clone(),
-            std::time::Duration::from_millis(config.gc_interval_ms),
-            config.gc_deleted_bytes_trigger,
-        ) {
-            Ok(scheduler) => scheduler,
-            Err(error) => {
-                reaper.stop();
-                stop_actors(&sequencer, &shard_senders, threads);
-                return Err(OpenError::Thread(format!("ctxstore-gc: {error}")));
-            }
-        };
-        Ok(Engine {
-            inner: Arc::new(Inner {
-                published,
-                sequencer,
-                shards: shard_senders.into_boxed_slice(),
-                config,
-                closed: AtomicBool::new(false),
-                collector,
-                gc_scheduler: Mutex::new(Some(gc_scheduler)),
-                threads: Mutex::new(threads),
-                lock: Mutex::new(Some(lock)),
-                reaper: Mutex::new(Some(reaper)),
-                base_hints: BaseHints::default(),
-            }),
-        })
-    }
-
     pub fn config(&self) -> &EngineConfig {
         &self.inner.config
     }
@@ -683,54 +463,4 @@ fn turn_page(page: Page) -> TurnPage {
         turns,
         next_before: page.next_before,
     }
-}
-
-/// Store format migrations, once, at open, after recovery: format 1 → 2 writes `turns.log`
-/// anew with skip pointers and context chains (`sequencer::migrate`), then the meta file.
-fn migrate_store(
-    store: &StoreDir,
-    meta: &Meta,
-    log_path: &std::path::Path,
-    records: u64,
-) -> Result<(), OpenError> {
-    let started = std::time::Instant::now();
-    tracing::info!(
-        data = %store.root.display(),
-        from = meta.format_version,
-        to = STORE_FORMAT_VERSION,
-        records,
-        "migrating the store format (once)"
-    );
-    let turns = migrate_turn_log(log_path, records)?;
-    store.write_meta(&Meta {
-        format_version: STORE_FORMAT_VERSION,
-        ..*meta
-    })?;
-    tracing::info!(
-        turns,
-        migration_ms = started.elapsed().as_millis() as u64,
-        "store format migrated"
-    );
-    Ok(())
-}
-
-fn recover_shards(
-    store: &StoreDir,
-    config: &EngineConfig,
-) -> Result<Vec<RecoveredShard>, OpenError> {
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..config.shard_count)
-            .map(|shard| {
-                scope.spawn(move || recover_shard(store, shard, config.open_check, config.repair))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| {
-                handle.join().unwrap_or_else(|_| {
-                    Err(OpenError::Thread("a shard recovery thread panicked".into()))
-                })
-            })
-            .collect()
-    })
 }

@@ -32,9 +32,9 @@ use crate::format::pack::EncodedBlob;
 use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::BlobHash;
 use crate::pipeline::{
-    AfterPut, BlobNotices, BlobPut, BlobsDurable, CompactedPack, HandedAppend, HandedBlob,
-    PutOutcome, PutWritten, SequencerInbox, ShardBatch, ShardRequest, ShardSnapshot, SweptBlobs,
-    TurnAppend, TurnBlob,
+    AfterPut, BatchReply, BlobNotices, BlobPut, BlobsDurable, CompactedPack, HandedAppend,
+    HandedBlob, PutOutcome, PutReply, PutWritten, SequencerInbox, ShardBatch, ShardRequest,
+    ShardSnapshot, SweptBlobs, TurnAppend, TurnBlob, WrittenReply,
 };
 use crate::published::Published;
 use crate::store_dir::{REINDEX_MARKER_FILE, pack_path};
@@ -123,6 +123,50 @@ impl Batch {
         let record_bytes_max = crate::format::pack::record_bytes(limits.blob_bytes_max);
         self.records.len() >= limits.shard_batch_records_max as usize
             || self.bytes + record_bytes_max > limits.shard_batch_bytes_max
+    }
+}
+
+/// A written batch's puts sorted by what they wait for, each blob's outcome known: a record
+/// is `Stored` for the first put naming it, `AlreadyStored` for the others.
+struct BatchAnswers {
+    /// The number the batch gets if anyone waits for its notice.
+    batch: ShardBatch,
+    appends: Vec<(Vec<TurnAppend>, BatchReply)>,
+    written: Vec<(WrittenReply, Vec<PutOutcome>)>,
+    durable: Vec<(PutReply, Vec<PutOutcome>)>,
+    /// Every put's blobs and outcomes, for the chunk counters once durable.
+    counted: Vec<(Vec<PutBlob>, Vec<PutOutcome>)>,
+}
+
+impl BatchAnswers {
+    fn of(batch: Batch, number: ShardBatch) -> BatchAnswers {
+        let mut answers = BatchAnswers {
+            batch: number,
+            appends: Vec::new(),
+            written: Vec::new(),
+            durable: Vec::new(),
+            counted: Vec::new(),
+        };
+        let mut first_named = vec![true; batch.records.len()];
+        for WaitingPut { blobs, then } in batch.puts {
+            let outcomes: Vec<PutOutcome> = blobs
+                .iter()
+                .map(|blob| match blob.record {
+                    Some(record) if std::mem::take(&mut first_named[record]) => PutOutcome::Stored,
+                    _ => PutOutcome::AlreadyStored,
+                })
+                .collect();
+            match then {
+                AfterPut::Append { appends, reply } => {
+                    let turns = handed_on(appends, &blobs, &outcomes, Some(number));
+                    answers.appends.push((turns, reply));
+                }
+                AfterPut::Written(reply) => answers.written.push((reply, outcomes.clone())),
+                AfterPut::Durable(reply) => answers.durable.push((reply, outcomes.clone())),
+            }
+            answers.counted.push((blobs, outcomes));
+        }
+        answers
     }
 }
 
@@ -239,6 +283,31 @@ impl ShardActor {
                     .fetch_add(u64::from(blob.raw_len), Ordering::Relaxed);
             }
         }
+    }
+
+    /// Before the fdatasync: the batch's appends go to the sequencer in one message, then the
+    /// `Written` puts are answered, so that whoever names this batch to the sequencer does so
+    /// after that message. The batch gets its number only when someone will wait for its
+    /// notice; answers that number.
+    async fn hand_on(&mut self, answers: &mut BatchAnswers) -> Option<ShardBatch> {
+        let appends = std::mem::take(&mut answers.appends);
+        let written = std::mem::take(&mut answers.written);
+        if appends.is_empty() && written.is_empty() {
+            return None;
+        }
+        let handed = answers.batch;
+        self.batches_handed = handed.batch;
+        if !appends.is_empty() {
+            self.sequencer.append_pending(handed, appends).await;
+        }
+        for (reply, outcomes) in written {
+            let answer = PutWritten {
+                outcomes,
+                pending: Some(handed),
+            };
+            drop(reply.send(Ok(answer)));
+        }
+        Some(handed)
     }
 
     fn view(&self) -> &ShardView {
@@ -573,53 +642,14 @@ impl GroupCommit for ShardActor {
                 condemned.rewritten(&entry.hash);
             }
         }
-        let handed = ShardBatch {
-            shard: self.shard,
-            batch: self.batches_handed + 1,
-        };
-        let mut first_named = vec![true; batch.records.len()];
-        let mut appends = Vec::new();
-        let mut written = Vec::new();
-        let mut durable = Vec::new();
-        let mut counted = Vec::new();
-        for WaitingPut { blobs, then } in batch.puts {
-            let outcomes: Vec<PutOutcome> = blobs
-                .iter()
-                .map(|blob| match blob.record {
-                    Some(record) if std::mem::take(&mut first_named[record]) => PutOutcome::Stored,
-                    _ => PutOutcome::AlreadyStored,
-                })
-                .collect();
-            match then {
-                AfterPut::Append {
-                    appends: turns,
-                    reply,
-                } => {
-                    let turns = handed_on(turns, &blobs, &outcomes, Some(handed));
-                    appends.push((turns, reply));
-                }
-                AfterPut::Written(reply) => written.push((reply, outcomes.clone())),
-                AfterPut::Durable(reply) => durable.push((reply, outcomes.clone())),
-            }
-            counted.push((blobs, outcomes));
-        }
-        // The batch gets a number when someone will wait for its notice.
-        let handed = (!appends.is_empty() || !written.is_empty()).then_some(handed);
-        if let Some(handed) = handed {
-            self.batches_handed = handed.batch;
-            // Appends go on before the fdatasync, in one message; then the `Written` answers,
-            // so that whoever names this batch to the sequencer does so after this message.
-            if !appends.is_empty() {
-                self.sequencer.append_pending(handed, appends).await;
-            }
-            for (reply, outcomes) in written {
-                let answer = PutWritten {
-                    outcomes,
-                    pending: Some(handed),
-                };
-                drop(reply.send(Ok(answer)));
-            }
-        }
+        let mut answers = BatchAnswers::of(
+            batch,
+            ShardBatch {
+                shard: self.shard,
+                batch: self.batches_handed + 1,
+            },
+        );
+        let handed = self.hand_on(&mut answers).await;
         let synced = self.sync_batch(end).await;
         if synced.is_ok() {
             // Index entries only for durable records; published before the notice, so that a
@@ -635,16 +665,16 @@ impl GroupCommit for ShardActor {
         }
         match synced {
             Ok(()) => {
-                for (blobs, outcomes) in &counted {
+                for (blobs, outcomes) in &answers.counted {
                     self.count_chunks(blobs, outcomes);
                 }
-                for (reply, outcomes) in durable {
+                for (reply, outcomes) in answers.durable {
                     drop(reply.send(Ok(outcomes)));
                 }
                 self.append_index(&locations).await;
             }
             Err(error) => {
-                for (reply, _) in durable {
+                for (reply, _) in answers.durable {
                     drop(reply.send(Err(error.duplicate())));
                 }
             }

@@ -115,41 +115,7 @@ impl Engine {
         })?;
 
         let manifest_shard = hash.shard(published.shards.len() as u16);
-        let mut missing = Vec::new();
-        let mut seen: HashSet<BlobHash, BlobHashBuildHasher> = HashSet::default();
-        for (index, to_store) in chunks.iter().enumerate() {
-            let chunk = to_store.chunk;
-            if !seen.insert(chunk.hash) {
-                continue;
-            }
-            let shard = published.shard_of(&chunk.hash);
-            let stored = !swept.contains(&chunk.hash)
-                && shard
-                    .location(&chunk.hash)
-                    .is_some_and(|l| l.compression != Compression::Manifest);
-            match (&to_store.bytes, stored) {
-                (_, true) => {
-                    let counters = &shard.counters;
-                    counters.chunk_dedup_hits.fetch_add(1, Ordering::Relaxed);
-                    counters
-                        .chunk_bytes_deduped
-                        .fetch_add(u64::from(chunk.len), Ordering::Relaxed);
-                }
-                (None, false) => missing.push(index as u32),
-                (Some(bytes), false) => {
-                    let blob = codec::encode(
-                        chunk.hash,
-                        bytes,
-                        self.inner.config.zstd_level.max(CHUNK_ZSTD_LEVEL_MIN),
-                    );
-                    plan.add_chunk(manifest_shard, blob);
-                }
-            }
-        }
-        if !missing.is_empty() {
-            return Err(EngineError::MissingChunks { missing });
-        }
-
+        self.plan_chunks(plan, manifest_shard, &chunks, &swept)?;
         let manifest = match base {
             Some(base) => Manifest {
                 payload_len,
@@ -175,6 +141,54 @@ impl Engine {
         let record = EncodedBlob::new(hash, raw_len, Compression::Manifest, &manifest.encode());
         plan.hold(pin);
         Ok(plan.add(record, false))
+    }
+
+    /// The chunks of a payload that are not stored yet into `plan` (each once; a chunk a sweep
+    /// took, in `swept`, is stored again); those found stored count as chunk dedup hits. A
+    /// chunk without bytes must be stored already: `MissingChunks` names those that are not.
+    fn plan_chunks(
+        &self,
+        plan: &mut BlobPlan<'_>,
+        manifest_shard: u16,
+        chunks: &[ChunkToStore],
+        swept: &[BlobHash],
+    ) -> Result<(), EngineError> {
+        let mut missing = Vec::new();
+        let mut seen: HashSet<BlobHash, BlobHashBuildHasher> = HashSet::default();
+        for (index, to_store) in chunks.iter().enumerate() {
+            let chunk = to_store.chunk;
+            if !seen.insert(chunk.hash) {
+                continue;
+            }
+            let shard = self.inner.published.shard_of(&chunk.hash);
+            let stored = !swept.contains(&chunk.hash)
+                && shard
+                    .location(&chunk.hash)
+                    .is_some_and(|l| l.compression != Compression::Manifest);
+            match (&to_store.bytes, stored) {
+                (_, true) => {
+                    let counters = &shard.counters;
+                    counters.chunk_dedup_hits.fetch_add(1, Ordering::Relaxed);
+                    counters
+                        .chunk_bytes_deduped
+                        .fetch_add(u64::from(chunk.len), Ordering::Relaxed);
+                }
+                (None, false) => missing.push(index as u32),
+                (Some(bytes), false) => {
+                    let blob = codec::encode(
+                        chunk.hash,
+                        bytes,
+                        self.inner.config.zstd_level.max(CHUNK_ZSTD_LEVEL_MIN),
+                    );
+                    plan.add_chunk(manifest_shard, blob);
+                }
+            }
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(EngineError::MissingChunks { missing })
+        }
     }
 
     /// The base a new manifest can be a delta of: the newest manifest written that starts

@@ -11,6 +11,7 @@ use crate::ids::{ContextId, TurnId};
 use crate::model::{ContextRef, Page, PageOptions, PayloadCache, Turn};
 use crate::sequencer::contexts::{Contexts, is_indexed_label};
 use crate::sequencer::owners::{self, Owner};
+use crate::sequencer::view::TurnsView;
 
 pub use ctxstore_vocab::limits::{
     APPEND_BATCH_TURNS_MAX, FIND_PAGE_MAX, LOG_PAGE_MAX, LOG_SCAN_MAX,
@@ -205,7 +206,7 @@ impl Engine {
         let lookup = |id| turns.turn_record(id);
         let phases = log_phases(&snapshot, context_id, &lookup)?;
         let floor = snapshot.get(context_id).map_or(0, |info| info.floor_depth);
-        let mut page = TurnLogPage {
+        let page = TurnLogPage {
             turns: Vec::new(),
             next_cursor: None,
         };
@@ -216,61 +217,93 @@ impl Engine {
         if query.cursor.is_some() {
             check_log_cursor(&phases, start, context_id, &lookup)?;
         }
-        let mut scanned = 0u32;
-        let mut payload_bytes = 0u64;
+        let mut walk = LogWalk {
+            query,
+            floor,
+            snapshot: &snapshot,
+            turns,
+            page,
+            scanned: 0,
+            payload_bytes: 0,
+        };
         for (index, phase) in phases.iter().enumerate().skip(start.phase as usize) {
-            let mut next = if index == start.phase as usize {
+            let next = if index == start.phase as usize {
                 start.next
             } else {
                 phase.start
             };
-            while !next.is_none() {
-                if page.turns.len() as u32 >= query.limit || scanned >= LOG_SCAN_MAX {
-                    page.next_cursor = Some(LogCursor {
-                        phase: index as u32,
-                        next,
-                    });
-                    return Ok(page);
-                }
-                scanned += 1;
-                let current = next;
-                let turn = turns.turn_record(current)?;
-                assert_eq!(
-                    turn.context_id, phase.owner.owner,
-                    "a context chain of another"
-                );
-                next = turn.context_prev_turn_id;
-                // Below the floor (a prune), on whichever branch: no longer the context's
-                // (and possibly collected).
-                if turn.depth < floor
-                    || turns.is_dead(current)
-                    || !owners::on_chain(phase.owner.chain, &turn, &lookup)?
-                {
-                    continue;
-                }
-                let extras = turns.extras(&turn)?;
-                let matches = query
-                    .labels
-                    .iter()
-                    .all(|wanted| extras.labels.contains(wanted));
-                if !matches {
-                    continue;
-                }
-                let view = snapshot.overlays.view(&turn, query.as_of);
-                payload_bytes += u64::from(view.payload_len);
-                let over_budget =
-                    query.payload_bytes_max > 0 && payload_bytes > query.payload_bytes_max;
-                if over_budget && !page.turns.is_empty() {
-                    page.next_cursor = Some(LogCursor {
-                        phase: index as u32,
-                        next: current,
-                    });
-                    return Ok(page);
-                }
-                page.turns.push(TurnWithExtras { turn: view, extras });
+            if let Some(next) = walk.phase(phase, next, &lookup)? {
+                walk.page.next_cursor = Some(LogCursor {
+                    phase: index as u32,
+                    next,
+                });
+                break;
             }
         }
-        Ok(page)
+        Ok(walk.page)
+    }
+}
+
+/// A turn-log page being filled, newest first, within its limits.
+struct LogWalk<'a> {
+    query: &'a LogQuery,
+    floor: u32,
+    snapshot: &'a Contexts,
+    turns: &'a TurnsView,
+    page: TurnLogPage,
+    /// Turns looked at (`LOG_SCAN_MAX`).
+    scanned: u32,
+    payload_bytes: u64,
+}
+
+impl LogWalk<'_> {
+    /// Walks one phase back along its context chain from `next`; answers where the page
+    /// ended (the next turn to look at) when it is full, else `None`.
+    fn phase(
+        &mut self,
+        phase: &LogPhase,
+        mut next: TurnId,
+        lookup: &impl Fn(TurnId) -> Result<TurnRecord, EngineError>,
+    ) -> Result<Option<TurnId>, EngineError> {
+        let (query, turns) = (self.query, self.turns);
+        while !next.is_none() {
+            if self.page.turns.len() as u32 >= query.limit || self.scanned >= LOG_SCAN_MAX {
+                return Ok(Some(next));
+            }
+            self.scanned += 1;
+            let current = next;
+            let turn = turns.turn_record(current)?;
+            assert_eq!(
+                turn.context_id, phase.owner.owner,
+                "a context chain of another"
+            );
+            next = turn.context_prev_turn_id;
+            // Below the floor (a prune), on whichever branch: no longer the context's (and
+            // possibly collected).
+            if turn.depth < self.floor
+                || turns.is_dead(current)
+                || !owners::on_chain(phase.owner.chain, &turn, lookup)?
+            {
+                continue;
+            }
+            let extras = turns.extras(&turn)?;
+            let matches = query
+                .labels
+                .iter()
+                .all(|wanted| extras.labels.contains(wanted));
+            if !matches {
+                continue;
+            }
+            let view = self.snapshot.overlays.view(&turn, query.as_of);
+            self.payload_bytes += u64::from(view.payload_len);
+            let over_budget =
+                query.payload_bytes_max > 0 && self.payload_bytes > query.payload_bytes_max;
+            if over_budget && !self.page.turns.is_empty() {
+                return Ok(Some(current));
+            }
+            self.page.turns.push(TurnWithExtras { turn: view, extras });
+        }
+        Ok(None)
     }
 }
 
