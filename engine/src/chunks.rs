@@ -7,7 +7,7 @@
 //! ```text
 //!  caller (network core)                       other shards          manifest's shard → sequencer
 //!  cut, BLAKE3 each chunk, pick a base
-//!  pin chunks + base (gc.rs `ChunkPins`)
+//!  pin chunks + base (`gc/pins.rs` `ChunkPins`)
 //!  the chunks not stored, in other shards ──► durable, indexed
 //!  the chunks not stored in the manifest's shard, then the manifest ──► one batch: durable,
 //!                                                                         indexed → turn

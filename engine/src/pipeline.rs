@@ -291,7 +291,7 @@ pub(crate) enum SequencerRequest {
         scanned_upto: Option<u64>,
         reply: PurgeReply,
     },
-    /// A garbage-collection round begins (`gc.rs`): answered after the batch it joins is
+    /// A garbage-collection round begins (`gc/`): answered after the batch it joins is
     /// durable, with the durable state the marker reads; from then on the sequencer notes every
     /// TurnID and BlobHash a new record names, until `GcFence` or `GcAbort`.
     GcStart { reply: oneshot::Sender<GcSnapshot> },

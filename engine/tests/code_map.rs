@@ -9,6 +9,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -262,5 +264,22 @@ fn only_the_file_layer_writes() {
         problems.is_empty(),
         "writes outside the file layer (move them into engine/src/file/):\n{}",
         problems.join("\n")
+    );
+}
+
+/// Every function, type and field the path sections of docs/architecture.md name in the
+/// engine exists (`common::doc_paths`: the server's steps are its crate's to check).
+#[test]
+fn the_paths_name_what_exists() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let architecture = std::fs::read_to_string(root.join("docs/architecture.md"))
+        .expect("docs/architecture.md is readable");
+    let titles = ["The path of an append", "The path of a read"];
+    let sections = common::doc_paths::sections(&architecture, &titles);
+    let missing = common::doc_paths::missing(&root, &sections, &["engine/src"], &["vocab/src"]);
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md's path sections name what the engine does not have:\n{}",
+        missing.join("\n")
     );
 }

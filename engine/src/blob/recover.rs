@@ -84,7 +84,7 @@ pub(crate) fn recover_shard(
         move |source| OpenError::io(path, source)
     };
 
-    // 0. A compaction interrupted by a crash (`blob/shard.rs`, `gc.rs`): its `.compact` files
+    // 0. A compaction interrupted by a crash (`blob/shard.rs`, `gc/compact.rs`): its `.compact` files
     //    go (renamed into place already, or never to be); with the REINDEX marker the pack
     //    and the index may disagree, so the index is rebuilt from the packs.
     finish_compaction(&dir, &index_path).map_err(io(&dir))?;

@@ -1,6 +1,10 @@
 //! A blob shard as readers see it: the index of durable blobs and read handles on its packs.
 //! The shard actor is the only writer; it inserts an entry only after the pack bytes it points
 //! to were fsynced, so a reader that finds a hash can always read the blob.
+//!
+//! Pack read handles are swappable: a compaction's switch-over installs the new file and
+//! keeps the replaced one until its readers are done; a read that finds its record moved
+//! looks the hash up once more at the new location.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
