@@ -9,6 +9,7 @@ pub(crate) mod append;
 pub mod backup;
 pub(crate) mod chunked;
 pub mod contexts;
+pub mod cut;
 mod open;
 pub mod overlays;
 pub mod retention;

@@ -80,16 +80,30 @@ fn start_server(data: &Path, ready: &Path) -> (Child, String) {
 // The child is returned to the caller, which kills and waits for it.
 #[allow(clippy::zombie_processes)]
 fn start_server_with(data: &Path, ready: &Path, flags: &[&str]) -> (Child, String) {
+    start_server_env(data, ready, flags, &[])
+}
+
+/// `start_server_with`, the server's environment extended by `env` (the AWS_* variables).
+#[allow(clippy::zombie_processes)]
+fn start_server_env(
+    data: &Path,
+    ready: &Path,
+    flags: &[&str],
+    env: &[(String, String)],
+) -> (Child, String) {
     let _ = std::fs::remove_file(ready);
-    let mut child = Command::new(server_binary())
+    let mut command = Command::new(server_binary());
+    command
         .arg("--data")
         .arg(data)
         .args(["--listen", "127.0.0.1:0", "--ready-file"])
         .arg(ready)
         .args(flags)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::null());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok(addr) = std::fs::read_to_string(ready)
@@ -993,6 +1007,225 @@ fn backups_on_the_data_file_system_survive_collections_and_kill_9_on_either_side
         backups.len(),
         acked.len()
     );
+}
+
+/// Issue 31, the RPO: the load generator appends at a fixed rate while the server ships to its
+/// replica every second; at a random instant the server is killed (-9) and its data directory
+/// deleted (the host is lost); the store restored from the replica holds every append
+/// acknowledged 2 s or more before the kill, with its exact payload, and verifies. On SeaweedFS
+/// when `.ci/run` names it, else on a `file://` replica. `CTXSTORE_RPO_CYCLES` (default 3; the
+/// benchmark runs 10 of 5 minutes each, docs/benchmarks.md).
+#[test]
+fn the_replica_holds_every_append_acknowledged_two_seconds_before_the_host_was_lost() {
+    let cycles: usize = env_or("CTXSTORE_RPO_CYCLES", 3);
+    let seed: u64 = env_or("CTXSTORE_CRASH_SEED", 0x31);
+    let run_s: u64 = env_or("CTXSTORE_RPO_SECONDS", 8);
+    let rate: u64 = env_or("CTXSTORE_RPO_RATE", 500);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let runtime = test_runtime();
+    let mut checked_total = 0;
+    for cycle in 0..cycles {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let ready = dir.path().join("ready");
+        let (url, env) = match std::env::var("CTXSTORE_S3_TEST_ENDPOINT") {
+            Ok(endpoint) => {
+                let bucket = std::env::var("CTXSTORE_S3_TEST_BUCKET")
+                    .unwrap_or_else(|_| "ctxstore-test".into());
+                let prefix = format!("rpo-{}-{cycle}-{}", std::process::id(), rng.u64(..));
+                (
+                    format!("s3://{bucket}/{prefix}"),
+                    vec![
+                        ("AWS_ENDPOINT".to_string(), endpoint),
+                        ("AWS_ALLOW_HTTP".to_string(), "true".to_string()),
+                        ("AWS_REGION".to_string(), "us-east-1".to_string()),
+                        (
+                            "AWS_ACCESS_KEY_ID".to_string(),
+                            std::env::var("AWS_ACCESS_KEY_ID")
+                                .unwrap_or_else(|_| "ctxstore".into()),
+                        ),
+                        (
+                            "AWS_SECRET_ACCESS_KEY".to_string(),
+                            std::env::var("AWS_SECRET_ACCESS_KEY")
+                                .unwrap_or_else(|_| "ctxstore".into()),
+                        ),
+                    ],
+                )
+            }
+            Err(_) => (
+                format!("file://{}", dir.path().join("replica").display()),
+                Vec::new(),
+            ),
+        };
+        let flags = ["--replicate-to", url.as_str(), "--replicate-interval", "1s"];
+        let (mut server, addr) = start_server_env(&data, &ready, &flags, &env);
+        let log = dir.path().join("acks.jsonl");
+        let mut loadgen = Command::new(LOADGEN)
+            .args([
+                "--addr",
+                &addr,
+                "--duration",
+                &format!("{run_s}s"),
+                "--warmup",
+                "0s",
+            ])
+            .args([
+                "--rate",
+                &rate.to_string(),
+                "--connections",
+                "4",
+                "--contexts",
+                "16",
+            ])
+            .args(["--mix", "append=100", "--payload-bytes", "4096", "--quiet"])
+            .args(["--seed", &(seed + cycle as u64).to_string(), "--ack-log"])
+            .arg(&log)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // (when, acks in the log by then): lines appear after their acknowledgement, so this
+        // counts at most what was acknowledged by `when`.
+        let started = Instant::now();
+        let kill_after = Duration::from_millis(rng.u64(3000..(run_s * 1000 - 500)));
+        let mut seen: Vec<(Instant, usize)> = Vec::new();
+        while started.elapsed() < kill_after {
+            seen.push((Instant::now(), read_acks(&log).len()));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        kill_9(&mut server);
+        let killed = Instant::now();
+        let _ = loadgen.kill();
+        let _ = loadgen.wait();
+        std::fs::remove_dir_all(&data).unwrap();
+        let before = seen
+            .iter()
+            .rev()
+            .find(|(when, _)| *when + Duration::from_secs(2) <= killed)
+            .map_or(0, |(_, count)| *count);
+        let acked = read_acks(&log);
+        let must = &acked[..before.min(acked.len())];
+        assert!(
+            !must.is_empty() || cycle > 0,
+            "no append was acknowledged 2 s before the kill"
+        );
+
+        let restored = dir.path().join("restored");
+        let output = Command::new(server_binary())
+            .args(["restore", "--from", &url, "--to"])
+            .arg(&restored)
+            .envs(
+                env.iter()
+                    .map(|(key, value)| (key.as_str(), value.as_str())),
+            )
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "restore: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let (mut server, addr) = start_server(&restored, &ready);
+        checked_total += runtime.block_on(check(&addr, must));
+        stop(&mut server);
+        verify(&restored);
+        println!(
+            "rpo cycle {cycle}: killed after {} ms, {} acknowledged, {} of them 2 s before the \
+             kill, all restored",
+            kill_after.as_millis(),
+            acked.len(),
+            must.len()
+        );
+    }
+    println!("rpo harness: {cycles} cycles, {checked_total} checks, 0 lost");
+}
+
+/// Issue 31, point in time: under open-loop load (appends and forks), the server ships every
+/// 200 ms; then restores at random records (`--at-seq N`) each hold exactly
+/// the acknowledged turns with ids up to N — every one of them, with its payload, and none
+/// after. `CTXSTORE_PIT_POINTS` (default 4; the benchmark runs 20, docs/benchmarks.md).
+#[test]
+fn restores_at_random_records_hold_exactly_what_was_acknowledged_up_to_them() {
+    let points: usize = env_or("CTXSTORE_PIT_POINTS", 4);
+    let seed: u64 = env_or("CTXSTORE_CRASH_SEED", 0x317);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let runtime = test_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let ready = dir.path().join("ready");
+    let url = format!("file://{}", dir.path().join("replica").display());
+    let flags = [
+        "--replicate-to",
+        url.as_str(),
+        "--replicate-interval",
+        "200ms",
+    ];
+    let (mut server, addr) = start_server_with(&data, &ready, &flags);
+    let log = dir.path().join("acks.jsonl");
+    let status = Command::new(LOADGEN)
+        .args(["--addr", &addr, "--duration", "5s", "--warmup", "0s"])
+        .args(["--rate", "400", "--connections", "4", "--contexts", "8"])
+        .args([
+            "--mix",
+            "append=90,fork=10",
+            "--payload-bytes",
+            "4096",
+            "--quiet",
+        ])
+        .args(["--seed", &seed.to_string(), "--ack-log"])
+        .arg(&log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Everything shipped: SIGTERM ships once more.
+    stop(&mut server);
+    let acked = read_acks(&log);
+    assert!(acked.len() > 100, "{} acknowledged", acked.len());
+    let mut ids: Vec<u64> = acked.iter().map(|ack| ack.turn).collect();
+    ids.sort_unstable();
+    let mut checked = 0;
+    for point in 0..points {
+        let record = ids[rng.usize(..ids.len())];
+        let target = dir.path().join(format!("at-{point}"));
+        let output = Command::new(server_binary())
+            .args(["restore", "--from", &url, "--to"])
+            .arg(&target)
+            .args(["--at-seq", &record.to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "restore --at-seq {record}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let (kept, after): (Vec<Acked>, Vec<Acked>) =
+            acked.iter().cloned().partition(|ack| ack.turn <= record);
+        let (mut restored, addr) = start_server(&target, &dir.path().join("ready-at"));
+        checked += runtime.block_on(check(&addr, &kept));
+        // Nothing after the point: every later acknowledged turn is NOT_FOUND.
+        runtime.block_on(async {
+            let client = Client::connect(ClientConfig::new(&addr)).await.unwrap();
+            for ack in &after {
+                let error = client.turn(ack.turn).await.unwrap_err();
+                assert_eq!(
+                    error.code(),
+                    Some(ctxstore_protocol::ErrorCode::NotFound),
+                    "turn {} after point {record}",
+                    ack.turn
+                );
+            }
+        });
+        stop(&mut restored);
+        verify(&target);
+        println!(
+            "point {point}: record {record}: {} acknowledged turns up to it, all there; {} after, none there",
+            kept.len(),
+            after.len()
+        );
+    }
+    println!("pit harness: {points} points, {checked} checks");
 }
 
 /// Makes contexts, appends to them, deletes them, until the server goes away. Every few

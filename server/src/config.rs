@@ -34,6 +34,8 @@ pub struct ServerConfig {
     /// Allow `metrics_listen` off loopback. The endpoint has no authentication: whoever
     /// reaches it reads the figures (never data), so it must be asked for explicitly.
     pub metrics_allow_non_loopback: bool,
+    /// Ship the store to an object store (`--replicate-to`); `None`: no replication.
+    pub replication: Option<ctxstore_replica::ShipConfig>,
 }
 
 /// A limit on everything a client controls, unit last.
@@ -124,6 +126,7 @@ impl ServerConfig {
             payload_cache_bytes_per_core: 32 * 1024 * 1024,
             metrics_listen: None,
             metrics_allow_non_loopback: false,
+            replication: None,
         }
     }
 

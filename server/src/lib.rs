@@ -41,6 +41,8 @@ pub struct Server {
     metrics: Option<metrics::MetricsEndpoint>,
     cores: Vec<JoinHandle<()>>,
     stop_cores: Vec<flume::Sender<()>>,
+    /// Ships the store to its replica (`--replicate-to`).
+    replicator: Option<ctxstore_replica::Replicator>,
     stopped: bool,
 }
 
@@ -77,8 +79,20 @@ impl Server {
             metrics: None,
             cores: Vec::new(),
             stop_cores: Vec::new(),
+            replicator: None,
             stopped: false,
         };
+        // Replication attaches before anything is served: a foreign prefix or a store that
+        // cannot be reached (without --replicate-start-anyway) stops the start.
+        if let Some(replication) = &config.replication {
+            match ctxstore_replica::Replicator::start(server.engine.clone(), replication.clone()) {
+                Ok(replicator) => server.replicator = Some(replicator),
+                Err(error) => {
+                    server.stop();
+                    return Err(anyhow::Error::new(error).context("starting replication"));
+                }
+            }
+        }
         if let Err(error) = server.start_serving(&config, listener) {
             server.stop();
             return Err(error);
@@ -113,6 +127,10 @@ impl Server {
                 cores: cores.metrics,
                 data_dir: config.engine.data_dir.clone(),
                 payload_cache_bytes_per_core: config.payload_cache_bytes_per_core,
+                replication: self
+                    .replicator
+                    .as_ref()
+                    .map(|replicator| replicator.stats().clone()),
             };
             self.metrics = Some(metrics::MetricsEndpoint::start(listen, source)?);
         }
@@ -182,6 +200,13 @@ impl Server {
         &self.engine
     }
 
+    /// Replication's figures, when the server replicates.
+    pub fn replication(&self) -> Option<&std::sync::Arc<ctxstore_replica::ReplicationStats>> {
+        self.replicator
+            .as_ref()
+            .map(|replicator| replicator.stats())
+    }
+
     /// A handle that cuts a graceful stop short from another thread (a second signal).
     pub fn hurry_handle(&self) -> HurryHandle {
         HurryHandle {
@@ -211,6 +236,10 @@ impl Server {
             let _ = core.join();
         }
         self.stop_cores.clear();
+        // No write is in flight any more: ship what is durable once more, then close.
+        if let Some(replicator) = self.replicator.take() {
+            replicator.stop();
+        }
         self.engine.shutdown();
         tracing::info!("ctxstore server stopped");
     }
@@ -231,6 +260,7 @@ impl Drop for Server {
             metrics: self.metrics.take(),
             cores: std::mem::take(&mut self.cores),
             stop_cores: std::mem::take(&mut self.stop_cores),
+            replicator: self.replicator.take(),
             stopped: std::mem::replace(&mut self.stopped, true),
         };
         let _ = std::thread::spawn(move || server.stop()).join();

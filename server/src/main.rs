@@ -72,6 +72,59 @@ enum Command {
         #[arg(long, default_value = "077", value_parser = parse_umask)]
         umask: u32,
     },
+    /// Build a store from its replica (--replicate-to), as it was at a shipped point: the
+    /// latest, the last point at or before --at TIME, or exactly the records up to --at-seq N
+    /// (TurnIDs are record ids). The new store opens and passes verify; started with
+    /// --replicate-to, it ships a new generation. Progress on stderr; an interrupted restore,
+    /// run again with the same arguments, fetches only what it had not.
+    Restore {
+        /// The replica: s3://BUCKET/PREFIX or file:///DIR (credentials and endpoint as for
+        /// --replicate-to).
+        #[arg(long, value_name = "URL")]
+        from: String,
+        /// The new store's directory: absent or empty.
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+        /// The last point cut at or before this time (RFC 3339, e.g. 2026-11-27T10:00:00Z).
+        #[arg(long, value_name = "TIME", conflicts_with = "at_seq", value_parser = parse_rfc3339)]
+        at: Option<u64>,
+        /// Every record up to this id (a TurnID), nothing after.
+        #[arg(long, value_name = "N")]
+        at_seq: Option<u64>,
+        /// Restore from this generation's lineage instead of the newest one's.
+        #[arg(long, value_name = "G")]
+        generation: Option<u32>,
+        #[command(flatten)]
+        s3: S3Args,
+        /// Creation mask of the new store, octal (as `--umask` of the server).
+        #[arg(long, default_value = "077", value_parser = parse_umask)]
+        umask: u32,
+    },
+}
+
+/// Where an S3-compatible replica is (each also from the usual AWS_* variables).
+#[derive(Args, Debug, Clone)]
+struct S3Args {
+    /// The S3 endpoint, e.g. http://127.0.0.1:8333 for SeaweedFS (default: AWS_ENDPOINT, else
+    /// AWS's).
+    #[arg(long, value_name = "URL")]
+    replica_s3_endpoint: Option<String>,
+    /// The S3 region (default: AWS_REGION).
+    #[arg(long, value_name = "REGION")]
+    replica_s3_region: Option<String>,
+    /// Allow http:// endpoints (default: AWS_ALLOW_HTTP).
+    #[arg(long)]
+    replica_s3_allow_http: bool,
+}
+
+impl S3Args {
+    fn settings(&self) -> ctxstore_replica::S3Settings {
+        ctxstore_replica::S3Settings {
+            endpoint: self.replica_s3_endpoint.clone(),
+            region: self.replica_s3_region.clone(),
+            allow_http: self.replica_s3_allow_http.then_some(true),
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -200,6 +253,32 @@ struct ServeArgs {
     /// expect to compact first (docs/operations.md#a-full-disk).
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     disk_reserve: u64,
+    /// Ship the store continuously to an object store: s3://BUCKET/PREFIX (credentials, region
+    /// and endpoint from the AWS_* variables or the --replica-s3-* settings) or file:///DIR.
+    /// Asynchronous: no acknowledgement waits for it. Restore with `ctxstore-server restore`
+    /// (docs/operations.md#replication).
+    #[arg(long, value_name = "URL")]
+    replicate_to: Option<String>,
+    /// At most one segment upload per this interval (`1s`; plus one per pack a collection
+    /// rewrites): what was acknowledged is off-host about this long later.
+    #[arg(long, default_value = "1s", value_parser = parse_replicate_interval)]
+    replicate_interval: Duration,
+    /// A checkpoint (a restore starts from the newest one) this often, by time (`1h`) or by
+    /// bytes shipped since the last (`1GiB`).
+    #[arg(long, default_value = "1h", value_parser = parse_base_interval)]
+    replica_base_interval: BaseInterval,
+    /// Delete remote objects that no restore point of this window needs (`7d`; `off`: keep
+    /// everything).
+    #[arg(long, default_value = "7d", value_parser = parse_retention)]
+    replica_retention: Duration,
+    /// Serve even if the replica cannot be reached at start; replication catches up.
+    #[arg(long)]
+    replicate_start_anyway: bool,
+    /// The most bytes one segment carries (`64MiB`); a larger backlog ships as several.
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    replica_segment_bytes_max: u64,
+    #[command(flatten)]
+    replica_s3: S3Args,
     /// Payloads longer than this are stored as content-defined chunks plus a manifest, so a
     /// state that grows a little each step costs its growth on disk (`16KiB`; `off` or `0`:
     /// every payload stays one record). Decision 0013.
@@ -292,6 +371,15 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Verify { data }) => verify(&data),
         Some(Command::Backup { data, to, umask }) => backup(&data, &to, umask),
+        Some(Command::Restore {
+            from,
+            to,
+            at,
+            at_seq,
+            generation,
+            s3,
+            umask,
+        }) => restore(&from, &to, at, at_seq, generation, &s3, umask),
         None if cli.serve.print_config => print_config(cli.serve, &effective),
         None => serve(cli.serve),
     };
@@ -405,6 +493,138 @@ fn verify(data: &std::path::Path) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `ctxstore-server restore`: the replica's point into a new store, opened and verified.
+fn restore(
+    from: &str,
+    to: &std::path::Path,
+    at: Option<u64>,
+    at_seq: Option<u64>,
+    generation: Option<u32>,
+    s3: &S3Args,
+    umask: u32,
+) -> anyhow::Result<ExitCode> {
+    use ctxstore_replica::restore::{Progress, RestorePoint};
+    rustix::process::umask(rustix::fs::Mode::from_bits_truncate(umask));
+    let to = std::path::absolute(to).with_context(|| format!("resolving {}", to.display()))?;
+    let point = match (at, at_seq) {
+        (Some(unix_ms), _) => RestorePoint::AtTime { unix_ms },
+        (None, Some(record_id)) => RestorePoint::AtSeq { record_id },
+        (None, None) => RestorePoint::Latest,
+    };
+    let remote = ctxstore_replica::target::open(from, &s3.settings())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .context("starting the restore's runtime")?;
+    let started = std::time::Instant::now();
+    let mut last_line = std::time::Instant::now() - std::time::Duration::from_secs(1);
+    let mut progress = move |done: Progress| {
+        let finished = done.objects_done == done.objects_total;
+        if finished || last_line.elapsed() >= std::time::Duration::from_secs(1) {
+            last_line = std::time::Instant::now();
+            let seconds = started.elapsed().as_secs_f64().max(0.001);
+            eprintln!(
+                "restore: {}/{} objects, {:.1}/{:.1} MiB, {:.1} MiB/s",
+                done.objects_done,
+                done.objects_total,
+                done.bytes_done as f64 / 1048576.0,
+                done.bytes_total as f64 / 1048576.0,
+                done.bytes_done as f64 / 1048576.0 / seconds
+            );
+        }
+    };
+    let report = runtime
+        .block_on(ctxstore_replica::restore::restore(
+            &remote,
+            &to,
+            point,
+            generation,
+            &mut progress,
+        ))
+        .with_context(|| format!("restoring {from} into {}", to.display()))?;
+    // The restored store is a store like any other: recovery checks it, then verify.
+    let shards = ctxstore_engine::store_dir::StoreDir::new(&to)
+        .existing_shard_count()?
+        .unwrap_or(1);
+    let engine =
+        ctxstore_engine::Engine::open(ctxstore_engine::EngineConfig::new(&to).with_shards(shards))
+            .with_context(|| format!("opening the restored store {}", to.display()))?;
+    engine.shutdown();
+    let verified = ctxstore_engine::verify(&to)?;
+    if !verified.is_ok() {
+        eprintln!("{verified}");
+        anyhow::bail!("the restored store in {} does not verify", to.display());
+    }
+    println!(
+        "restored_dir {}\ngeneration {}\nseq {}\npoint_unix_ms {}\nlog_records {}\nturns {}\nblobs {}\nobjects {}\nbytes {}\nduration_ms {}",
+        report.dir.display(),
+        report.generation,
+        report.seq,
+        report.created_unix_ms,
+        report.log_records,
+        verified.turns,
+        verified.blobs,
+        report.objects,
+        report.bytes,
+        started.elapsed().as_millis()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A checkpoint schedule: by time or by bytes shipped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BaseInterval {
+    Time(Duration),
+    Bytes(u64),
+}
+
+fn parse_base_interval(text: &str) -> Result<BaseInterval, String> {
+    if let Ok(duration) = parse_duration(text) {
+        if duration < Duration::from_secs(1) {
+            return Err(format!("{text:?}: a checkpoint interval is at least 1s"));
+        }
+        return Ok(BaseInterval::Time(duration));
+    }
+    match parse_rate(text) {
+        Ok(bytes) if bytes >= 1 << 20 => Ok(BaseInterval::Bytes(bytes)),
+        _ => Err(format!(
+            "{text:?} is neither a duration (1h) nor a size of at least 1MiB (1GiB)"
+        )),
+    }
+}
+
+fn parse_replicate_interval(text: &str) -> Result<Duration, String> {
+    let interval = parse_duration(text)?;
+    if !(Duration::from_millis(10)..=Duration::from_secs(3600)).contains(&interval) {
+        return Err(format!("{text:?}: the replication interval is 10ms to 1h"));
+    }
+    Ok(interval)
+}
+
+/// `off` (keep everything) or a window of at least 1 minute.
+fn parse_retention(text: &str) -> Result<Duration, String> {
+    if matches!(text.trim(), "off" | "none" | "0") {
+        return Ok(Duration::ZERO);
+    }
+    let window = parse_duration(text)?;
+    if window < Duration::from_secs(60) {
+        return Err(format!(
+            "{text:?}: the replica retention is at least 1m (or off)"
+        ));
+    }
+    Ok(window)
+}
+
+/// An RFC 3339 time as Unix milliseconds.
+fn parse_rfc3339(text: &str) -> Result<u64, String> {
+    humantime::parse_rfc3339_weak(text.trim())
+        .map_err(|_| format!("{text:?} is not a time like 2026-11-27T10:00:00Z"))?
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_millis() as u64)
+        .map_err(|_| format!("{text:?} is before 1970"))
 }
 
 /// The offline backup: open the store (recovery runs as at a start), copy it, close it.
@@ -655,6 +875,26 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine.gc_deleted_bytes_trigger = args.gc_deleted_bytes_trigger;
     config.engine.gc_log_dead_bytes_min = args.gc_log_dead_bytes_min;
     config.engine.disk_reserve_bytes = args.disk_reserve;
+    if let Some(url) = &args.replicate_to {
+        let mut replication = ctxstore_replica::ShipConfig::new(url);
+        replication.s3 = args.replica_s3.settings();
+        replication.interval = args.replicate_interval;
+        match args.replica_base_interval {
+            BaseInterval::Time(interval) => {
+                replication.checkpoint_interval = interval;
+                replication.checkpoint_bytes = 0;
+            }
+            BaseInterval::Bytes(bytes) => {
+                replication.checkpoint_interval = Duration::from_secs(u64::MAX / 4);
+                replication.checkpoint_bytes = bytes;
+            }
+        }
+        replication.retention =
+            (!args.replica_retention.is_zero()).then_some(args.replica_retention);
+        replication.segment_bytes_max = args.replica_segment_bytes_max;
+        replication.start_anyway = args.replicate_start_anyway;
+        config.replication = Some(replication);
+    }
     config.engine.gc_pack_dead_percent = args.gc_pack_dead_percent;
     config.engine.gc_bytes_per_s_max = args.gc_rate_max;
     // parse_chunk_bytes bounds each to u32; the engine's validation checks the rest.

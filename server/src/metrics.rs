@@ -119,6 +119,8 @@ pub struct MetricsSource {
     pub cores: Vec<Arc<CoreMetrics>>,
     pub data_dir: PathBuf,
     pub payload_cache_bytes_per_core: u64,
+    /// Replication's figures, when the server replicates (`--replicate-to`).
+    pub replication: Option<Arc<ctxstore_replica::ReplicationStats>>,
 }
 
 impl MetricsSource {
@@ -130,6 +132,7 @@ impl MetricsSource {
         self.gather_cache(&mut families);
         self.gather_actors(&mut families);
         self.gather_store(&mut families);
+        self.gather_replication(&mut families);
         // The encoder refuses a family without samples (no error has happened yet).
         families.retain(|family| !family.get_metric().is_empty());
         families
@@ -141,6 +144,91 @@ impl MetricsSource {
         let mut text = Vec::new();
         prometheus::TextEncoder::new().encode(&self.gather(), &mut text)?;
         String::from_utf8(text).map_err(|error| prometheus::Error::Msg(error.to_string()))
+    }
+
+    /// Replication (issue 31; docs/operations.md#replication): lag, what shipped, failures.
+    fn gather_replication(&self, families: &mut Vec<MetricFamily>) {
+        let Some(stats) = &self.replication else {
+            return;
+        };
+        let now = ctxstore_replica::stats::now_unix_ms();
+        let snapshot = stats.snapshot(now);
+        let states = [
+            ctxstore_replica::ReplicationState::Shipping,
+            ctxstore_replica::ReplicationState::Failing,
+            ctxstore_replica::ReplicationState::Fenced,
+            ctxstore_replica::ReplicationState::Stopped,
+            ctxstore_replica::ReplicationState::Following,
+        ];
+        families.push(family(
+            "ctxstore_replication_state",
+            "1 for what replication is doing now (shipping, failing: retrying, fenced: another \
+             primary took the prefix, stopped, following: a standby), 0 for the others.",
+            MetricType::GAUGE,
+            states
+                .iter()
+                .map(|state| {
+                    gauge(
+                        &[("state", state.name())],
+                        f64::from(u8::from(*state == snapshot.state)),
+                    )
+                })
+                .collect(),
+        ));
+        families.push(family(
+            "ctxstore_replication_lag_seconds",
+            "Age of the newest data durable here but not shipped (0 when everything is shipped).",
+            MetricType::GAUGE,
+            vec![gauge::<&str>(&[], snapshot.lag_ms as f64 / 1000.0)],
+        ));
+        families.push(gauge_family(
+            "ctxstore_replication_lag_bytes",
+            "Bytes durable here but not shipped yet, as of the last cut (the backlog; it stays in \
+             the store's own files and costs no disk of its own).",
+            snapshot.lag_bytes,
+        ));
+        families.push(counter_family(
+            "ctxstore_replication_objects_total",
+            "Objects uploaded to the replica (segments, packs and bases uploaded whole, \
+             checkpoints).",
+            snapshot.objects_total,
+        ));
+        families.push(counter_family(
+            "ctxstore_replication_bytes_total",
+            "Bytes uploaded to the replica.",
+            snapshot.bytes_total,
+        ));
+        families.push(family(
+            "ctxstore_replication_failures_total",
+            "Failed replication cycles, by kind (store: the object store answered an error or \
+             timed out; fenced: another primary took the prefix; no_space: the local disk).",
+            MetricType::COUNTER,
+            snapshot
+                .failures
+                .iter()
+                .filter(|(_, count)| *count > 0)
+                .map(|(kind, count)| counter(&[("kind", *kind)], *count))
+                .collect(),
+        ));
+        families.push(family(
+            "ctxstore_replication_last_success_timestamp_seconds",
+            "When the last replication cycle ended well (Unix time; 0: never).",
+            MetricType::GAUGE,
+            vec![gauge::<&str>(
+                &[],
+                snapshot.last_success_unix_ms as f64 / 1000.0,
+            )],
+        ));
+        families.push(gauge_family(
+            "ctxstore_replication_generation",
+            "The replica generation this server ships (a restore or a promotion starts a new one).",
+            snapshot.generation,
+        ));
+        families.push(gauge_family(
+            "ctxstore_replication_epoch",
+            "The epoch this primary took on the replica's prefix.",
+            snapshot.epoch,
+        ));
     }
 
     fn gather_requests(&self, families: &mut Vec<MetricFamily>) {
@@ -676,6 +764,7 @@ mod tests {
                 cores: Vec::new(),
                 data_dir: dir.path().join("data"),
                 payload_cache_bytes_per_core: 0,
+                replication: None,
             };
             let endpoint = MetricsEndpoint::start("127.0.0.1:0".parse().unwrap(), source).unwrap();
             let addr = endpoint.local_addr();

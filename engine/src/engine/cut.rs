@@ -1,0 +1,106 @@
+//! The store's consistent cut, for tools that read its files while it serves (issue 31: the
+//! replicator ships what the cut names; the online backup copies the same cut).
+//!
+//! Every file of a store only grows (turns.log, the open pack) or never changes (sealed packs,
+//! the compacted log base) between two maintenance jobs, so a consistent state is a set of
+//! prefixes taken in the right order: first the durable watermark W of `turns.log`, then each
+//! shard's extent (answered between two of its batches): every blob a turn ≤ W names was
+//! durable before W was published, so it lies inside those extents. While the cut is held no
+//! garbage collection or backup runs (the maintenance lock), so no pack or log base is replaced
+//! or shrunk under a reader: the files hold at least the cut's bytes until it is dropped.
+
+use std::path::PathBuf;
+use std::sync::MutexGuard;
+
+use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::pipeline::ShardRequest;
+use crate::store_dir::StoreDir;
+
+/// A consistent state of the store's files (see the module doc).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreCut {
+    pub data_dir: PathBuf,
+    /// Records of `turns.log` with ids `1..=log_records` are durable (W).
+    pub log_records: u64,
+    /// The compacted prefix of the log, if a collection wrote one: records `1..=through`
+    /// live in `turns.base` (whole file), the log's slots below it are holes.
+    pub log_base: Option<LogBaseCut>,
+    /// Per shard, in shard order.
+    pub shards: Vec<ShardCut>,
+}
+
+/// `turns.base` at the cut.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogBaseCut {
+    pub path: PathBuf,
+    pub through: u64,
+    pub file_bytes: u64,
+}
+
+/// One shard at the cut: packs `0..pack_id` are sealed (whole files), pack `pack_id` is open
+/// and holds durable records up to `pack_end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShardCut {
+    pub pack_id: u32,
+    pub pack_end: u64,
+}
+
+/// A cut held: no collection or backup starts until it is dropped.
+#[derive(Debug)]
+pub struct HeldCut<'a> {
+    pub cut: StoreCut,
+    _maintenance: MutexGuard<'a, ()>,
+}
+
+impl StoreCut {
+    /// The paths of the cut's files, by the store's layout.
+    pub fn store_dir(&self) -> StoreDir {
+        StoreDir::new(&self.data_dir)
+    }
+}
+
+impl Engine {
+    /// Takes the store's consistent cut and holds it (no collection or backup runs) until the
+    /// returned guard is dropped: read the files it names, then drop it. Waits for a running
+    /// collection or backup. Keep the hold short: scheduled collections skip while it lasts.
+    pub fn hold_cut(&self) -> Result<HeldCut<'_>, EngineError> {
+        self.check_open()?;
+        let guard = self.inner.collector.maintenance()?;
+        let cut = self.cut_now()?;
+        Ok(HeldCut {
+            cut,
+            _maintenance: guard,
+        })
+    }
+
+    /// The cut, for a caller holding the maintenance lock.
+    pub(crate) fn cut_now(&self) -> Result<StoreCut, EngineError> {
+        let published = &self.inner.published;
+        // First the watermark, then the extents (the module doc says why).
+        let log_records = published.turns.durable_record_id();
+        let mut shards = Vec::with_capacity(self.inner.shards.len());
+        for sender in self.inner.shards.iter() {
+            let (reply, answer) = oneshot::channel();
+            sender
+                .send(ShardRequest::Snapshot { reply })
+                .map_err(|_| EngineError::ShutDown)?;
+            let snapshot = answer.recv().map_err(|_| EngineError::ShutDown)?;
+            shards.push(ShardCut {
+                pack_id: snapshot.pack_id,
+                pack_end: snapshot.pack_end,
+            });
+        }
+        let log_base = published.turns.base().map(|base| LogBaseCut {
+            path: base.path().to_path_buf(),
+            through: base.through(),
+            file_bytes: base.header.file_bytes(),
+        });
+        Ok(StoreCut {
+            data_dir: self.inner.config.data_dir.clone(),
+            log_records,
+            log_base,
+            shards,
+        })
+    }
+}

@@ -1,0 +1,1106 @@
+//! The replica's objects, byte for byte (docs/storage.md#the-remote-layout): one encode and one
+//! strict decode each, every object ending in a BLAKE3 of what precedes it, so a damaged or
+//! truncated object is an error naming it, never a wrong store.
+//!
+//! - `Segment`: what one ship cycle made durable: `turns.log` slots, bytes appended to packs,
+//!   packs a collection rewrote and a new `turns.base` (both as objects of their own), and the
+//!   store's state after it.
+//! - `Checkpoint`: the whole state after a segment, by reference to bytes in earlier objects.
+//! - `StoreState`: that state in memory, where each byte of each file lives remotely;
+//!   `apply` folds a segment into it (the shipper and restore share it).
+//! - `Marker`, `EpochRecord`, `GenerationRecord`: the small control objects.
+
+use crate::codec::{Reader, Writer};
+use crate::error::FormatError;
+use crate::layout::Key;
+
+/// Bytes of one `turns.log` slot (the engine's `LOG_RECORD_BYTES`).
+pub const LOG_SLOT_BYTES: u64 = 128;
+/// Bytes of the store's meta file.
+pub const META_BYTES_MAX: usize = 4096;
+/// Shards of a store (the engine's shard count is a u16; a store has a handful).
+pub const SHARDS_MAX: usize = 1024;
+/// Pieces of one file, or of one segment.
+pub const PIECES_MAX: usize = 1 << 22;
+/// Packs of one shard (the engine's `PACKS_PER_SHARD_MAX`).
+pub const PACKS_MAX: usize = 65_536;
+/// A holder's description (host and process).
+pub const HOLDER_BYTES_MAX: usize = 512;
+const HASH_BYTES: usize = 32;
+
+const SEGMENT_MAGIC: &[u8; 8] = b"CTXRSEG1";
+const CHECKPOINT_MAGIC: &[u8; 8] = b"CTXRCKP1";
+const MARKER_MAGIC: &[u8; 8] = b"CTXRMRK1";
+const EPOCH_MAGIC: &[u8; 8] = b"CTXREPO1";
+const GENERATION_MAGIC: &[u8; 8] = b"CTXRGEN1";
+const FORMAT_VERSION: u16 = 1;
+
+pub type ReplicaId = [u8; 16];
+
+/// Which object holds bytes: a segment, a whole pack, or a whole `turns.base`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ObjectRef {
+    Segment {
+        generation: u32,
+        seq: u64,
+    },
+    Pack {
+        generation: u32,
+        seq: u64,
+        shard: u16,
+        pack_id: u32,
+    },
+    Base {
+        generation: u32,
+        seq: u64,
+    },
+}
+
+impl ObjectRef {
+    pub fn key(&self) -> Key {
+        match *self {
+            ObjectRef::Segment { generation, seq } => Key::Segment { generation, seq },
+            ObjectRef::Pack {
+                generation,
+                seq,
+                shard,
+                pack_id,
+            } => Key::Pack {
+                generation,
+                shard,
+                pack_id,
+                seq,
+            },
+            ObjectRef::Base { generation, seq } => Key::Base { generation, seq },
+        }
+    }
+
+    pub fn generation(&self) -> u32 {
+        match *self {
+            ObjectRef::Segment { generation, .. }
+            | ObjectRef::Pack { generation, .. }
+            | ObjectRef::Base { generation, .. } => generation,
+        }
+    }
+
+    fn encode(&self, writer: &mut Writer) {
+        let (kind, generation, seq, shard, pack_id) = match *self {
+            ObjectRef::Segment { generation, seq } => (1, generation, seq, 0, 0),
+            ObjectRef::Pack {
+                generation,
+                seq,
+                shard,
+                pack_id,
+            } => (2, generation, seq, shard, pack_id),
+            ObjectRef::Base { generation, seq } => (3, generation, seq, 0, 0),
+        };
+        writer.u8(kind);
+        writer.u32(generation);
+        writer.u64(seq);
+        writer.u16(shard);
+        writer.u32(pack_id);
+    }
+
+    fn decode(reader: &mut Reader<'_>) -> Result<ObjectRef, FormatError> {
+        let kind = reader.u8()?;
+        let generation = reader.u32()?;
+        let seq = reader.u64()?;
+        let shard = reader.u16()?;
+        let pack_id = reader.u32()?;
+        let plain = shard == 0 && pack_id == 0;
+        match kind {
+            1 if plain => Ok(ObjectRef::Segment { generation, seq }),
+            2 => Ok(ObjectRef::Pack {
+                generation,
+                seq,
+                shard,
+                pack_id,
+            }),
+            3 if plain => Ok(ObjectRef::Base { generation, seq }),
+            _ => {
+                reader.check(false, || {
+                    format!("object reference of kind {kind} is not one")
+                })?;
+                unreachable!("check(false) is an error")
+            }
+        }
+    }
+}
+
+const OBJECT_REF_BYTES: usize = 1 + 4 + 8 + 2 + 4;
+const PIECE_BYTES: usize = OBJECT_REF_BYTES + 24;
+
+/// Bytes `file_offset..file_offset + len` of a file are bytes `object_offset..` of `object`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub object: ObjectRef,
+    pub object_offset: u64,
+    pub file_offset: u64,
+    pub len: u64,
+}
+
+impl Piece {
+    fn encode(&self, writer: &mut Writer) {
+        self.object.encode(writer);
+        writer.u64(self.object_offset);
+        writer.u64(self.file_offset);
+        writer.u64(self.len);
+    }
+
+    fn decode(reader: &mut Reader<'_>) -> Result<Piece, FormatError> {
+        let piece = Piece {
+            object: ObjectRef::decode(reader)?,
+            object_offset: reader.u64()?,
+            file_offset: reader.u64()?,
+            len: reader.u64()?,
+        };
+        reader.check(
+            piece.len > 0
+                && piece.object_offset.checked_add(piece.len).is_some()
+                && piece.file_offset.checked_add(piece.len).is_some(),
+            || format!("piece {piece:?} is empty or overflows"),
+        )?;
+        Ok(piece)
+    }
+}
+
+/// `turns.base` as one object: the log's records `1..=through`, `file_bytes` long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BaseRef {
+    pub object: ObjectRef,
+    pub through: u64,
+    pub file_bytes: u64,
+    pub hash: [u8; HASH_BYTES],
+}
+
+impl BaseRef {
+    fn encode(&self, writer: &mut Writer) {
+        self.object.encode(writer);
+        writer.u64(self.through);
+        writer.u64(self.file_bytes);
+        writer.raw(&self.hash);
+    }
+
+    fn decode(reader: &mut Reader<'_>) -> Result<BaseRef, FormatError> {
+        Ok(BaseRef {
+            object: ObjectRef::decode(reader)?,
+            through: reader.u64()?,
+            file_bytes: reader.u64()?,
+            hash: reader.array()?,
+        })
+    }
+}
+
+fn encode_optional_base(writer: &mut Writer, base: &Option<BaseRef>) {
+    match base {
+        None => writer.u8(0),
+        Some(base) => {
+            writer.u8(1);
+            base.encode(writer);
+        }
+    }
+}
+
+fn decode_optional_base(reader: &mut Reader<'_>) -> Result<Option<BaseRef>, FormatError> {
+    match reader.u8()? {
+        0 => Ok(None),
+        1 => BaseRef::decode(reader).map(Some),
+        other => {
+            reader.check(false, || format!("base flag {other} is neither 0 nor 1"))?;
+            Ok(None)
+        }
+    }
+}
+
+/// One shard at a point: packs below `pack_id` sealed, `pack_id` open up to `pack_end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ShardPoint {
+    pub pack_id: u32,
+    pub pack_end: u64,
+}
+
+/// A pack whose file a collection rewrote: its new content, whole, in its own object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Replaced {
+    pub shard: u16,
+    pub pack_id: u32,
+    pub len: u64,
+    pub object: ObjectRef,
+    pub hash: [u8; HASH_BYTES],
+}
+
+/// Encoded size of a `SegmentPiece`.
+const SEGMENT_PIECE_BYTES: usize = 2 + 4 + 8 + 8 + 8;
+
+/// Bytes appended to a pack file, carried in the segment's body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentPiece {
+    pub shard: u16,
+    pub pack_id: u32,
+    pub file_offset: u64,
+    pub len: u64,
+    /// Where the bytes start in the segment's body.
+    pub body_offset: u64,
+}
+
+/// A segment's description of itself and of the store after it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentHeader {
+    pub generation: u32,
+    pub seq: u64,
+    pub epoch: u64,
+    pub replica_id: ReplicaId,
+    /// When the cut this segment ships was taken.
+    pub created_unix_ms: u64,
+    /// The cut is shipped in more than one segment and this is not its last: not a point
+    /// to restore to.
+    pub continues: bool,
+    /// The store's meta file (format version, shard count).
+    pub meta: Vec<u8>,
+    /// After this segment, records `1..=log_records` are shipped.
+    pub log_records: u64,
+    /// `turns.log` bytes in the body: file offset, length, body offset.
+    pub log_piece: Option<SegmentPiece>,
+    /// A new `turns.base`, uploaded before this segment.
+    pub log_base: Option<BaseRef>,
+    /// Every shard after this segment.
+    pub shards: Vec<ShardPoint>,
+    pub pieces: Vec<SegmentPiece>,
+    pub replaced: Vec<Replaced>,
+    pub body_bytes: u64,
+}
+
+/// Fixed part of a segment before its header's variable fields: magic, header length.
+const SEGMENT_PREAMBLE_BYTES: usize = 12;
+/// The longest segment header accepted (before reading it whole).
+pub const SEGMENT_HEADER_BYTES_MAX: usize = 64 << 20;
+
+impl SegmentHeader {
+    /// The encoded header, BLAKE3 included: the body follows it, then the body's BLAKE3.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut writer = Writer::default();
+        writer.raw(SEGMENT_MAGIC);
+        writer.u32(0); // the header's length, patched below
+        writer.u16(FORMAT_VERSION);
+        writer.u16(u16::from(self.continues));
+        writer.u32(self.generation);
+        writer.u64(self.seq);
+        writer.u64(self.epoch);
+        writer.raw(&self.replica_id);
+        writer.u64(self.created_unix_ms);
+        writer.blob(&self.meta);
+        writer.u64(self.log_records);
+        match &self.log_piece {
+            None => writer.u8(0),
+            Some(piece) => {
+                writer.u8(1);
+                encode_segment_piece(&mut writer, piece);
+            }
+        }
+        encode_optional_base(&mut writer, &self.log_base);
+        writer.count(self.shards.len());
+        for shard in &self.shards {
+            writer.u32(shard.pack_id);
+            writer.u64(shard.pack_end);
+        }
+        writer.count(self.pieces.len());
+        for piece in &self.pieces {
+            encode_segment_piece(&mut writer, piece);
+        }
+        writer.count(self.replaced.len());
+        for replaced in &self.replaced {
+            writer.u16(replaced.shard);
+            writer.u32(replaced.pack_id);
+            writer.u64(replaced.len);
+            replaced.object.encode(&mut writer);
+            writer.raw(&replaced.hash);
+        }
+        writer.u64(self.body_bytes);
+        let len = (writer.bytes.len() + HASH_BYTES) as u32;
+        writer.bytes[8..12].copy_from_slice(&len.to_le_bytes());
+        let hash = blake3::hash(&writer.bytes);
+        writer.raw(hash.as_bytes());
+        writer.bytes
+    }
+
+    /// The header's length, from the first 12 bytes of a segment.
+    pub fn header_len(preamble: &[u8], what: &str) -> Result<usize, FormatError> {
+        let mut reader = Reader::new(preamble, what);
+        let magic: [u8; 8] = reader.array()?;
+        reader.check(&magic == SEGMENT_MAGIC, || "not a ctxstore segment".into())?;
+        let len = reader.u32()? as usize;
+        reader.check(
+            (SEGMENT_PREAMBLE_BYTES + HASH_BYTES..=SEGMENT_HEADER_BYTES_MAX).contains(&len),
+            || format!("header length {len} is out of range"),
+        )?;
+        Ok(len)
+    }
+
+    /// Decodes a header (exactly `header_len` bytes) and checks its BLAKE3.
+    pub fn decode(bytes: &[u8], what: &str) -> Result<SegmentHeader, FormatError> {
+        let len =
+            SegmentHeader::header_len(bytes.get(..SEGMENT_PREAMBLE_BYTES).unwrap_or(bytes), what)?;
+        let mut reader = Reader::new(bytes, what);
+        reader.check(bytes.len() == len, || {
+            format!("header is {} bytes, says {len}", bytes.len())
+        })?;
+        check_hash(&mut Reader::new(bytes, what), bytes)?;
+        reader.take(SEGMENT_PREAMBLE_BYTES)?;
+        let version = reader.u16()?;
+        reader.check(version == FORMAT_VERSION, || {
+            format!("format version {version}, this server reads {FORMAT_VERSION}")
+        })?;
+        let flags = reader.u16()?;
+        reader.check(flags <= 1, || format!("unknown flags {flags:#x}"))?;
+        let generation = reader.u32()?;
+        let seq = reader.u64()?;
+        let epoch = reader.u64()?;
+        let replica_id = reader.array()?;
+        let created_unix_ms = reader.u64()?;
+        let meta = reader.blob(META_BYTES_MAX)?.to_vec();
+        let log_records = reader.u64()?;
+        let log_piece = match reader.u8()? {
+            0 => None,
+            1 => Some(decode_segment_piece(&mut reader)?),
+            other => {
+                reader.check(false, || format!("log flag {other}"))?;
+                None
+            }
+        };
+        let log_base = decode_optional_base(&mut reader)?;
+        let shard_count = reader.count(SHARDS_MAX, 12)?;
+        let mut shards = Vec::with_capacity(shard_count);
+        for _ in 0..shard_count {
+            shards.push(ShardPoint {
+                pack_id: reader.u32()?,
+                pack_end: reader.u64()?,
+            });
+        }
+        let piece_count = reader.count(PIECES_MAX, SEGMENT_PIECE_BYTES)?;
+        let mut pieces = Vec::with_capacity(piece_count);
+        for _ in 0..piece_count {
+            pieces.push(decode_segment_piece(&mut reader)?);
+        }
+        let replaced_count = reader.count(PIECES_MAX, 14 + OBJECT_REF_BYTES + HASH_BYTES)?;
+        let mut replaced = Vec::with_capacity(replaced_count);
+        for _ in 0..replaced_count {
+            replaced.push(Replaced {
+                shard: reader.u16()?,
+                pack_id: reader.u32()?,
+                len: reader.u64()?,
+                object: ObjectRef::decode(&mut reader)?,
+                hash: reader.array()?,
+            });
+        }
+        let body_bytes = reader.u64()?;
+        reader.take(HASH_BYTES)?;
+        reader.finish()?;
+        let header = SegmentHeader {
+            generation,
+            seq,
+            epoch,
+            replica_id,
+            created_unix_ms,
+            continues: flags == 1,
+            meta,
+            log_records,
+            log_piece,
+            log_base,
+            shards,
+            pieces,
+            replaced,
+            body_bytes,
+        };
+        header.check_body_ranges(what)?;
+        Ok(header)
+    }
+
+    /// Every piece lies inside the body (what `decode` promises a reader).
+    fn check_body_ranges(&self, what: &str) -> Result<(), FormatError> {
+        let reader = Reader::new(&[], what);
+        for piece in self.pieces.iter().chain(&self.log_piece) {
+            let end = piece.body_offset.checked_add(piece.len);
+            reader.check(
+                piece.len > 0 && end.is_some_and(|end| end <= self.body_bytes),
+                || {
+                    format!(
+                        "piece {piece:?} lies outside the body of {} bytes",
+                        self.body_bytes
+                    )
+                },
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn encode_segment_piece(writer: &mut Writer, piece: &SegmentPiece) {
+    writer.u16(piece.shard);
+    writer.u32(piece.pack_id);
+    writer.u64(piece.file_offset);
+    writer.u64(piece.len);
+    writer.u64(piece.body_offset);
+}
+
+fn decode_segment_piece(reader: &mut Reader<'_>) -> Result<SegmentPiece, FormatError> {
+    Ok(SegmentPiece {
+        shard: reader.u16()?,
+        pack_id: reader.u32()?,
+        file_offset: reader.u64()?,
+        len: reader.u64()?,
+        body_offset: reader.u64()?,
+    })
+}
+
+/// Checks the BLAKE3 at the end of `bytes` against what precedes it.
+fn check_hash(reader: &mut Reader<'_>, bytes: &[u8]) -> Result<(), FormatError> {
+    reader.check(bytes.len() >= HASH_BYTES, || {
+        "shorter than its checksum".into()
+    })?;
+    let (content, hash) = bytes.split_at(bytes.len() - HASH_BYTES);
+    reader.check(blake3::hash(content).as_bytes() == hash, || {
+        "checksum mismatch (damaged or truncated)".into()
+    })
+}
+
+/// A whole segment: the header, the body, the body's BLAKE3.
+pub fn encode_segment(header: &SegmentHeader, body: &[u8]) -> Vec<u8> {
+    assert_eq!(
+        header.body_bytes,
+        body.len() as u64,
+        "the header describes its body"
+    );
+    let mut bytes = header.encode();
+    bytes.extend_from_slice(body);
+    bytes.extend_from_slice(blake3::hash(body).as_bytes());
+    bytes
+}
+
+/// A whole segment decoded: its header and where its body starts in `bytes`, the body's
+/// checksum checked.
+pub fn decode_segment(bytes: &[u8], what: &str) -> Result<(SegmentHeader, usize), FormatError> {
+    let header_len =
+        SegmentHeader::header_len(bytes.get(..SEGMENT_PREAMBLE_BYTES).unwrap_or(bytes), what)?;
+    let reader = Reader::new(bytes, what);
+    reader.check(bytes.len() >= header_len, || {
+        "shorter than its header".into()
+    })?;
+    let header = SegmentHeader::decode(&bytes[..header_len], what)?;
+    let total = header_len as u64 + header.body_bytes + HASH_BYTES as u64;
+    reader.check(bytes.len() as u64 == total, || {
+        format!("{} bytes, its header says {total}", bytes.len())
+    })?;
+    check_hash(&mut Reader::new(bytes, what), &bytes[header_len..])?;
+    Ok((header, header_len))
+}
+
+/// One pack file as pieces.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct PackFile {
+    pub len: u64,
+    pub pieces: Vec<Piece>,
+    /// BLAKE3 of the whole pack object its first piece reads, when it starts with one (a
+    /// pack uploaded whole): restore checks the object against it.
+    pub object_hash: Option<[u8; HASH_BYTES]>,
+}
+
+/// A shard's files: its packs by id (contiguous from 0), the open one last.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ShardFiles {
+    pub point: ShardPoint,
+    pub packs: Vec<PackFile>,
+}
+
+/// Where every byte of a store's state lives remotely (see the module doc).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct StoreState {
+    pub meta: Vec<u8>,
+    pub log_records: u64,
+    pub log_base: Option<BaseRef>,
+    /// `turns.log` pieces, above the base.
+    pub log_pieces: Vec<Piece>,
+    pub shards: Vec<ShardFiles>,
+}
+
+impl StoreState {
+    /// Bytes of `turns.log` the state describes (slots `1..=log_records`).
+    pub fn log_bytes(&self) -> u64 {
+        self.log_records * LOG_SLOT_BYTES
+    }
+
+    /// Folds `segment` (the object `object`, its body starting at `body_start`) into the state.
+    /// A segment that does not follow on is an error naming it: pieces must extend their
+    /// files exactly where they end, packs must exist in order.
+    pub fn apply(
+        &mut self,
+        segment: &SegmentHeader,
+        object: ObjectRef,
+        body_start: u64,
+        what: &str,
+    ) -> Result<(), FormatError> {
+        let reader = Reader::new(&[], what);
+        self.meta = segment.meta.clone();
+        if let Some(base) = segment.log_base {
+            reader.check(base.through <= segment.log_records, || {
+                format!(
+                    "base through {} passes the log's {}",
+                    base.through, segment.log_records
+                )
+            })?;
+            // The log's bytes below the base are holes from now on.
+            let cut = base.through * LOG_SLOT_BYTES;
+            self.log_pieces
+                .retain(|piece| piece.file_offset + piece.len > cut);
+            self.log_base = Some(base);
+        }
+        if let Some(log) = &segment.log_piece {
+            let end = self.log_end();
+            reader.check(log.file_offset == end, || {
+                format!(
+                    "log bytes start at {} where the shipped log ends at {end}",
+                    log.file_offset
+                )
+            })?;
+            self.log_pieces.push(Piece {
+                object,
+                object_offset: body_start + log.body_offset,
+                file_offset: log.file_offset,
+                len: log.len,
+            });
+        }
+        reader.check(
+            segment.log_records * LOG_SLOT_BYTES == self.log_end().max(self.base_end()),
+            || {
+                format!(
+                    "says {} log records, its pieces reach byte {}",
+                    segment.log_records,
+                    self.log_end()
+                )
+            },
+        )?;
+        self.log_records = segment.log_records;
+        if self.shards.len() < segment.shards.len() {
+            self.shards
+                .resize(segment.shards.len(), ShardFiles::default());
+        }
+        reader.check(self.shards.len() == segment.shards.len(), || {
+            format!(
+                "{} shards where the state had {}",
+                segment.shards.len(),
+                self.shards.len()
+            )
+        })?;
+        for replaced in &segment.replaced {
+            let pack = self.pack_mut(replaced.shard, replaced.pack_id, what)?;
+            *pack = PackFile {
+                len: replaced.len,
+                pieces: vec![Piece {
+                    object: replaced.object,
+                    object_offset: 0,
+                    file_offset: 0,
+                    len: replaced.len,
+                }],
+                object_hash: Some(replaced.hash),
+            };
+            if replaced.len == 0 {
+                pack.pieces.clear();
+                pack.object_hash = None;
+            }
+        }
+        for piece in &segment.pieces {
+            let pack = self.pack_mut(piece.shard, piece.pack_id, what)?;
+            reader.check(piece.file_offset == pack.len, || {
+                format!(
+                    "pack {}/{} bytes start at {} where the shipped pack ends at {}",
+                    piece.shard, piece.pack_id, piece.file_offset, pack.len
+                )
+            })?;
+            pack.pieces.push(Piece {
+                object,
+                object_offset: body_start + piece.body_offset,
+                file_offset: piece.file_offset,
+                len: piece.len,
+            });
+            pack.len += piece.len;
+        }
+        for (shard, point) in self.shards.iter_mut().zip(&segment.shards) {
+            shard.point = *point;
+        }
+        Ok(())
+    }
+
+    fn log_end(&self) -> u64 {
+        self.log_pieces
+            .last()
+            .map_or(self.base_end(), |piece| piece.file_offset + piece.len)
+    }
+
+    fn base_end(&self) -> u64 {
+        self.log_base
+            .map_or(0, |base| base.through * LOG_SLOT_BYTES)
+    }
+
+    /// The pack, made (with every pack before it) if it is new.
+    fn pack_mut(
+        &mut self,
+        shard: u16,
+        pack_id: u32,
+        what: &str,
+    ) -> Result<&mut PackFile, FormatError> {
+        let reader = Reader::new(&[], what);
+        let files = self.shards.get_mut(usize::from(shard));
+        reader.check(files.is_some(), || format!("shard {shard} does not exist"))?;
+        let Some(files) = files else {
+            unreachable!("checked")
+        };
+        reader.check((pack_id as usize) < PACKS_MAX, || {
+            format!("pack {pack_id} is out of range")
+        })?;
+        if files.packs.len() <= pack_id as usize {
+            files
+                .packs
+                .resize(pack_id as usize + 1, PackFile::default());
+        }
+        Ok(&mut files.packs[pack_id as usize])
+    }
+
+    /// Every object the state reads from.
+    pub fn objects(&self) -> std::collections::BTreeSet<Key> {
+        let mut keys = std::collections::BTreeSet::new();
+        if let Some(base) = &self.log_base {
+            keys.insert(base.object.key());
+        }
+        let pieces = self.log_pieces.iter().chain(
+            self.shards
+                .iter()
+                .flat_map(|shard| shard.packs.iter().flat_map(|pack| &pack.pieces)),
+        );
+        for piece in pieces {
+            keys.insert(piece.object.key());
+        }
+        keys
+    }
+
+    fn encode(&self, writer: &mut Writer) {
+        writer.blob(&self.meta);
+        writer.u64(self.log_records);
+        encode_optional_base(writer, &self.log_base);
+        encode_pieces(writer, &self.log_pieces);
+        writer.count(self.shards.len());
+        for shard in &self.shards {
+            writer.u32(shard.point.pack_id);
+            writer.u64(shard.point.pack_end);
+            writer.count(shard.packs.len());
+            for pack in &shard.packs {
+                writer.u64(pack.len);
+                encode_pieces(writer, &pack.pieces);
+                match &pack.object_hash {
+                    None => writer.u8(0),
+                    Some(hash) => {
+                        writer.u8(1);
+                        writer.raw(hash);
+                    }
+                }
+            }
+        }
+    }
+
+    fn decode(reader: &mut Reader<'_>) -> Result<StoreState, FormatError> {
+        let meta = reader.blob(META_BYTES_MAX)?.to_vec();
+        let log_records = reader.u64()?;
+        let log_base = decode_optional_base(reader)?;
+        let log_pieces = decode_pieces(reader)?;
+        let shard_count = reader.count(SHARDS_MAX, 16)?;
+        let mut shards = Vec::with_capacity(shard_count);
+        for _ in 0..shard_count {
+            let point = ShardPoint {
+                pack_id: reader.u32()?,
+                pack_end: reader.u64()?,
+            };
+            let pack_count = reader.count(PACKS_MAX, 12)?;
+            let mut packs = Vec::with_capacity(pack_count);
+            for _ in 0..pack_count {
+                let len = reader.u64()?;
+                let pieces = decode_pieces(reader)?;
+                let covered: u64 = pieces.iter().map(|piece| piece.len).sum();
+                reader.check(covered == len && contiguous(&pieces), || {
+                    format!("a pack of {len} bytes whose pieces do not tile it")
+                })?;
+                let object_hash = match reader.u8()? {
+                    0 => None,
+                    _ => Some(reader.array()?),
+                };
+                packs.push(PackFile {
+                    len,
+                    pieces,
+                    object_hash,
+                });
+            }
+            shards.push(ShardFiles { point, packs });
+        }
+        Ok(StoreState {
+            meta,
+            log_records,
+            log_base,
+            log_pieces,
+            shards,
+        })
+    }
+}
+
+fn contiguous(pieces: &[Piece]) -> bool {
+    pieces
+        .windows(2)
+        .all(|pair| pair[0].file_offset + pair[0].len == pair[1].file_offset)
+        && pieces.first().is_none_or(|first| first.file_offset == 0)
+}
+
+fn encode_pieces(writer: &mut Writer, pieces: &[Piece]) {
+    writer.count(pieces.len());
+    for piece in pieces {
+        piece.encode(writer);
+    }
+}
+
+fn decode_pieces(reader: &mut Reader<'_>) -> Result<Vec<Piece>, FormatError> {
+    let count = reader.count(PIECES_MAX, PIECE_BYTES)?;
+    let mut pieces = Vec::with_capacity(count);
+    for _ in 0..count {
+        pieces.push(Piece::decode(reader)?);
+    }
+    Ok(pieces)
+}
+
+/// The whole state after segment `seq` of `generation`, by reference.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub generation: u32,
+    pub seq: u64,
+    pub epoch: u64,
+    pub replica_id: ReplicaId,
+    pub created_unix_ms: u64,
+    pub state: StoreState,
+}
+
+impl Checkpoint {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut writer = Writer::default();
+        writer.raw(CHECKPOINT_MAGIC);
+        writer.u16(FORMAT_VERSION);
+        writer.u32(self.generation);
+        writer.u64(self.seq);
+        writer.u64(self.epoch);
+        writer.raw(&self.replica_id);
+        writer.u64(self.created_unix_ms);
+        self.state.encode(&mut writer);
+        seal(writer)
+    }
+
+    pub fn decode(bytes: &[u8], what: &str) -> Result<Checkpoint, FormatError> {
+        let mut reader = open(bytes, CHECKPOINT_MAGIC, what)?;
+        let checkpoint = Checkpoint {
+            generation: reader.u32()?,
+            seq: reader.u64()?,
+            epoch: reader.u64()?,
+            replica_id: reader.array()?,
+            created_unix_ms: reader.u64()?,
+            state: StoreState::decode(&mut reader)?,
+        };
+        reader.take(HASH_BYTES)?;
+        reader.finish()?;
+        Ok(checkpoint)
+    }
+}
+
+/// Appends the BLAKE3 of everything written.
+fn seal(mut writer: Writer) -> Vec<u8> {
+    let hash = blake3::hash(&writer.bytes);
+    writer.raw(hash.as_bytes());
+    writer.bytes
+}
+
+/// Checks the magic, the format version and the trailing BLAKE3; a reader after the version.
+fn open<'a>(bytes: &'a [u8], magic: &[u8; 8], what: &'a str) -> Result<Reader<'a>, FormatError> {
+    let mut reader = Reader::new(bytes, what);
+    check_hash(&mut Reader::new(bytes, what), bytes)?;
+    let found: [u8; 8] = reader.array()?;
+    reader.check(&found == magic, || {
+        format!("not a {} object", String::from_utf8_lossy(magic))
+    })?;
+    let version = reader.u16()?;
+    reader.check(version == FORMAT_VERSION, || {
+        format!("format version {version}, this server reads {FORMAT_VERSION}")
+    })?;
+    Ok(reader)
+}
+
+/// `PREFIX/ctxstore-replica`: the prefix is the replica of the store with this id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Marker {
+    pub replica_id: ReplicaId,
+    pub created_unix_ms: u64,
+}
+
+impl Marker {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut writer = Writer::default();
+        writer.raw(MARKER_MAGIC);
+        writer.u16(FORMAT_VERSION);
+        writer.raw(&self.replica_id);
+        writer.u64(self.created_unix_ms);
+        seal(writer)
+    }
+
+    pub fn decode(bytes: &[u8], what: &str) -> Result<Marker, FormatError> {
+        let mut reader = open(bytes, MARKER_MAGIC, what)?;
+        let marker = Marker {
+            replica_id: reader.array()?,
+            created_unix_ms: reader.u64()?,
+        };
+        reader.take(HASH_BYTES)?;
+        reader.finish()?;
+        Ok(marker)
+    }
+}
+
+/// `PREFIX/epoch-E`: a primary took the prefix; every primary of an older epoch stops.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EpochRecord {
+    pub epoch: u64,
+    pub replica_id: ReplicaId,
+    pub generation: u32,
+    /// A random number of this taking, to recognise it after an unknown outcome.
+    pub nonce: u128,
+    pub taken_unix_ms: u64,
+    /// Host and process, for the log of whoever is fenced.
+    pub holder: String,
+}
+
+impl EpochRecord {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut writer = Writer::default();
+        writer.raw(EPOCH_MAGIC);
+        writer.u16(FORMAT_VERSION);
+        writer.u64(self.epoch);
+        writer.raw(&self.replica_id);
+        writer.u32(self.generation);
+        writer.raw(&self.nonce.to_le_bytes());
+        writer.u64(self.taken_unix_ms);
+        writer.blob(self.holder.as_bytes());
+        seal(writer)
+    }
+
+    pub fn decode(bytes: &[u8], what: &str) -> Result<EpochRecord, FormatError> {
+        let mut reader = open(bytes, EPOCH_MAGIC, what)?;
+        let record = EpochRecord {
+            epoch: reader.u64()?,
+            replica_id: reader.array()?,
+            generation: reader.u32()?,
+            nonce: u128::from_le_bytes(reader.array()?),
+            taken_unix_ms: reader.u64()?,
+            holder: String::from_utf8_lossy(reader.blob(HOLDER_BYTES_MAX)?).into_owned(),
+        };
+        reader.take(HASH_BYTES)?;
+        reader.finish()?;
+        Ok(record)
+    }
+}
+
+/// `PREFIX/gG-generation`: a lineage begins; `parent` is where it forked (a restore, a
+/// promoted standby, a primary that found the replica ahead of it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenerationRecord {
+    pub generation: u32,
+    pub replica_id: ReplicaId,
+    pub parent: Option<(u32, u64)>,
+    pub created_unix_ms: u64,
+    pub holder: String,
+}
+
+impl GenerationRecord {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut writer = Writer::default();
+        writer.raw(GENERATION_MAGIC);
+        writer.u16(FORMAT_VERSION);
+        writer.u32(self.generation);
+        writer.raw(&self.replica_id);
+        match self.parent {
+            None => writer.u8(0),
+            Some((generation, seq)) => {
+                writer.u8(1);
+                writer.u32(generation);
+                writer.u64(seq);
+            }
+        }
+        writer.u64(self.created_unix_ms);
+        writer.blob(self.holder.as_bytes());
+        seal(writer)
+    }
+
+    pub fn decode(bytes: &[u8], what: &str) -> Result<GenerationRecord, FormatError> {
+        let mut reader = open(bytes, GENERATION_MAGIC, what)?;
+        let generation = reader.u32()?;
+        let replica_id = reader.array()?;
+        let parent = match reader.u8()? {
+            0 => None,
+            _ => Some((reader.u32()?, reader.u64()?)),
+        };
+        let record = GenerationRecord {
+            generation,
+            replica_id,
+            parent,
+            created_unix_ms: reader.u64()?,
+            holder: String::from_utf8_lossy(reader.blob(HOLDER_BYTES_MAX)?).into_owned(),
+        };
+        reader.take(HASH_BYTES)?;
+        reader.finish()?;
+        Ok(record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> SegmentHeader {
+        SegmentHeader {
+            generation: 2,
+            seq: 7,
+            epoch: 3,
+            replica_id: [9; 16],
+            created_unix_ms: 1_700_000_000_000,
+            continues: false,
+            meta: vec![1; 64],
+            log_records: 10,
+            log_piece: Some(SegmentPiece {
+                shard: 0,
+                pack_id: 0,
+                file_offset: 0,
+                len: 10 * LOG_SLOT_BYTES,
+                body_offset: 0,
+            }),
+            log_base: None,
+            shards: vec![ShardPoint {
+                pack_id: 1,
+                pack_end: 100,
+            }],
+            pieces: vec![
+                SegmentPiece {
+                    shard: 0,
+                    pack_id: 0,
+                    file_offset: 0,
+                    len: 300,
+                    body_offset: 1280,
+                },
+                SegmentPiece {
+                    shard: 0,
+                    pack_id: 1,
+                    file_offset: 0,
+                    len: 100,
+                    body_offset: 1580,
+                },
+            ],
+            replaced: vec![],
+            body_bytes: 1680,
+        }
+    }
+
+    #[test]
+    fn a_segment_round_trips_and_a_flipped_byte_anywhere_is_an_error() {
+        let header = header();
+        let body = vec![7u8; 1680];
+        let bytes = encode_segment(&header, &body);
+        let (decoded, body_start) = decode_segment(&bytes, "s7").unwrap();
+        assert_eq!(decoded, header);
+        assert_eq!(&bytes[body_start..body_start + 1680], &body[..]);
+        for at in (0..bytes.len()).step_by(7) {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x40;
+            assert!(decode_segment(&damaged, "s7").is_err(), "flip at {at}");
+        }
+        for len in [0, 5, 12, 40, bytes.len() - 1] {
+            assert!(decode_segment(&bytes[..len], "s7").is_err(), "cut at {len}");
+        }
+    }
+
+    #[test]
+    fn a_segment_with_many_pieces_round_trips() {
+        let mut header = header();
+        header.pieces = (0..500u32)
+            .map(|pack_id| SegmentPiece {
+                shard: 0,
+                pack_id,
+                file_offset: 0,
+                len: 1,
+                body_offset: u64::from(pack_id),
+            })
+            .collect();
+        header.log_piece = None;
+        header.body_bytes = 500;
+        let bytes = encode_segment(&header, &[1u8; 500]);
+        assert_eq!(decode_segment(&bytes, "s").unwrap().0, header);
+    }
+
+    #[test]
+    fn state_follows_segments_and_round_trips_as_a_checkpoint() {
+        let mut state = StoreState::default();
+        let segment = ObjectRef::Segment {
+            generation: 2,
+            seq: 7,
+        };
+        state.apply(&header(), segment, 500, "s7").unwrap();
+        assert_eq!(state.log_records, 10);
+        assert_eq!(state.shards[0].packs.len(), 2);
+        assert_eq!(state.shards[0].packs[0].len, 300);
+        assert_eq!(state.shards[0].packs[0].pieces[0].object_offset, 500 + 1280);
+        // The same segment again does not follow on.
+        assert!(state.clone().apply(&header(), segment, 500, "s7").is_err());
+        let checkpoint = Checkpoint {
+            generation: 2,
+            seq: 7,
+            epoch: 3,
+            replica_id: [9; 16],
+            created_unix_ms: 5,
+            state: state.clone(),
+        };
+        let bytes = checkpoint.encode();
+        assert_eq!(Checkpoint::decode(&bytes, "c7").unwrap(), checkpoint);
+        let mut damaged = bytes.clone();
+        damaged[40] ^= 1;
+        assert!(Checkpoint::decode(&damaged, "c7").is_err());
+        assert_eq!(state.objects().len(), 1);
+    }
+
+    #[test]
+    fn control_objects_round_trip() {
+        let marker = Marker {
+            replica_id: [1; 16],
+            created_unix_ms: 2,
+        };
+        assert_eq!(Marker::decode(&marker.encode(), "m").unwrap(), marker);
+        let epoch = EpochRecord {
+            epoch: 4,
+            replica_id: [1; 16],
+            generation: 2,
+            nonce: 99,
+            taken_unix_ms: 3,
+            holder: "host:123".into(),
+        };
+        assert_eq!(EpochRecord::decode(&epoch.encode(), "e").unwrap(), epoch);
+        let generation = GenerationRecord {
+            generation: 2,
+            replica_id: [1; 16],
+            parent: Some((1, 40)),
+            created_unix_ms: 3,
+            holder: "h".into(),
+        };
+        assert_eq!(
+            GenerationRecord::decode(&generation.encode(), "g").unwrap(),
+            generation
+        );
+        assert!(
+            Marker::decode(&epoch.encode(), "m").is_err(),
+            "a magic each"
+        );
+    }
+}

@@ -1,0 +1,40 @@
+//! ctxstore-replica: off-host durability (issue 31). A store's history lives in an object
+//! store (S3 or anything S3-compatible, or a directory), shipped continuously and
+//! asynchronously, restorable to any shipped point, followed by a standby.
+//!
+//! Code map (each module owns one concept):
+//! - `target`: replica URLs (`s3://`, `file://`) → an object store and a prefix;
+//! - `layout`: the keys, fixed-width, never written twice;
+//! - `format`: the objects, byte for byte (segments, checkpoints, control objects), and
+//!   `StoreState` (where each byte of the store lives remotely);
+//! - `remote`: create-only PUTs with known outcomes, checked GETs, listings;
+//! - `catalog`: reading what a replica holds (epochs, generations, the state at a segment);
+//! - `local`: what the store keeps of its replica on its own disk (`DIR/replica/`);
+//! - `ship`: the primary's replicator thread (cut, upload, commit, checkpoint);
+//! - `restore`: a store rebuilt from its replica at a shipped point;
+//! - `retention`: deleting what no kept restore point reads;
+//! - `stats`: the figures for metrics and `ctxstore stats`;
+//! - `codec`, `error`: bounds-checked binary fields; what fails, where.
+//!
+//! The object store is the distributed system (decision 0019): ctxstore writes no consensus of
+//! its own; a primary proves it is the one writer with create-only epoch objects.
+
+pub mod catalog;
+mod codec;
+pub mod error;
+pub mod faulty;
+pub mod format;
+pub mod layout;
+pub mod local;
+pub mod remote;
+pub mod restore;
+pub mod retention;
+pub mod ship;
+pub mod stats;
+pub mod target;
+
+pub use error::{FormatError, ReplicaError};
+pub use remote::Remote;
+pub use ship::{Replicator, ShipConfig};
+pub use stats::{ReplicationSnapshot, ReplicationState, ReplicationStats};
+pub use target::S3Settings;

@@ -1,0 +1,617 @@
+//! `ctxstore-server restore --from URL --to DIR [--at TIME | --at-seq N]`: a store built from
+//! its replica, exactly as it was at a shipped point, that opens and passes `verify`.
+//!
+//! 1. **Resolve the point** on the newest generation's lineage (or `--generation G`'s): the
+//!    latest restore point (a segment not marked `continues`), the last one cut at or before a
+//!    time, or the first one holding record N (then the log is cut right after record N: every
+//!    turn with an id up to N, nothing after). A point before a generation's first segment is
+//!    looked for in the generation it forked from, up to the fork.
+//! 2. **Announce** the restore (`restore/…`): retention deletes nothing while it runs.
+//! 3. **State**: the newest checkpoint at or before the point, later segments' headers folded.
+//! 4. **Fetch** every object the state reads, a few at a time, each checked (a segment against
+//!    its own BLAKE3s, a whole pack or base against the hash the state names) before its
+//!    pieces are written into place; each object done is journaled in `DIR/.restore/done`, so
+//!    an interrupted restore, run again with the same arguments, fetches only the rest.
+//! 5. **Finish**: the meta file, empty blob indexes (the open rebuilds them from the packs),
+//!    the log cut; then the store is opened (recovery checks every record) and verified, and
+//!    `DIR/replica/` records where it came from: a primary started on it begins a new
+//!    generation, referring to the objects it was restored from.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use bytes::Bytes;
+use ctxstore_engine::format::turn_log::{LOG_RECORD_BYTES, LogRecord};
+use ctxstore_engine::store_dir::StoreDir;
+use futures_util::StreamExt;
+
+use crate::catalog;
+use crate::error::ReplicaError;
+use crate::format::{Checkpoint, LOG_SLOT_BYTES, ObjectRef, Piece, StoreState, decode_segment};
+use crate::layout::Key;
+use crate::local::{self, FileIdentity, LocalState};
+use crate::remote::Remote;
+use crate::ship::hex;
+use crate::stats::now_unix_ms;
+
+/// Which point to restore.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestorePoint {
+    Latest,
+    /// The last point cut at or before this time.
+    AtTime {
+        unix_ms: u64,
+    },
+    /// Every record with an id up to this one (TurnIDs are record ids), nothing after.
+    AtSeq {
+        record_id: u64,
+    },
+}
+
+/// Objects fetched at once.
+const FETCHES_IN_FLIGHT: usize = 6;
+
+/// How far a restore is (for a progress line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Progress {
+    pub objects_done: u64,
+    pub objects_total: u64,
+    pub bytes_done: u64,
+    pub bytes_total: u64,
+}
+
+/// What a restore built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreReport {
+    pub dir: PathBuf,
+    pub generation: u32,
+    pub seq: u64,
+    /// The point's cut time.
+    pub created_unix_ms: u64,
+    pub log_records: u64,
+    pub objects: u64,
+    pub bytes: u64,
+    pub duration_ms: u64,
+}
+
+/// The point resolved: generation, segment, and the log cut (`None`: the segment's whole log).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Resolved {
+    generation: u32,
+    seq: u64,
+    log_records: Option<u64>,
+    created_unix_ms: u64,
+}
+
+pub async fn restore(
+    remote: &Remote,
+    to: &Path,
+    point: RestorePoint,
+    generation: Option<u32>,
+    progress: &mut (dyn FnMut(Progress) + Send),
+) -> Result<RestoreReport, ReplicaError> {
+    let started = Instant::now();
+    let marker = catalog::marker(remote)
+        .await?
+        .ok_or_else(|| ReplicaError::Invalid(format!("{} holds no replica", remote.location)))?;
+    check_target(to)?;
+    let generations = catalog::generations(remote).await?;
+    let newest = generations
+        .last()
+        .map(|record| record.generation)
+        .ok_or_else(|| ReplicaError::Invalid(format!("{} holds no generation", remote.location)))?;
+    let resolved = resolve(remote, &generations, generation.unwrap_or(newest), point).await?;
+    tracing::info!(?resolved, "restoring");
+
+    let lease = Key::Restore(u128::from(now_unix_ms()) << 32 | u128::from(std::process::id()));
+    remote.create(lease, Bytes::from_static(b"restore")).await?;
+    let result = restore_at(remote, to, resolved, marker.replica_id, progress).await;
+    let _ = remote.delete(lease).await;
+    let (state, objects, bytes) = result?;
+    let report = RestoreReport {
+        dir: to.to_path_buf(),
+        generation: resolved.generation,
+        seq: resolved.seq,
+        created_unix_ms: resolved.created_unix_ms,
+        log_records: state.log_records,
+        objects,
+        bytes,
+        duration_ms: started.elapsed().as_millis() as u64,
+    };
+    Ok(report)
+}
+
+/// Absent, empty, or holding only an interrupted restore's journal.
+fn check_target(to: &Path) -> Result<(), ReplicaError> {
+    if !to.is_absolute() {
+        return Err(ReplicaError::Invalid(format!(
+            "restore directory {} is not absolute",
+            to.display()
+        )));
+    }
+    match std::fs::read_dir(to) {
+        Ok(entries) => {
+            let meta = to.join(ctxstore_engine::store_dir::META_FILE);
+            if meta.exists() {
+                return Err(ReplicaError::Invalid(format!(
+                    "{} already holds a store; restore into a new or empty directory",
+                    to.display()
+                )));
+            }
+            let journal = to.join(".restore");
+            if !journal.exists() && entries.count() > 0 {
+                return Err(ReplicaError::Invalid(format!(
+                    "{} is not empty; restore into a new or empty directory",
+                    to.display()
+                )));
+            }
+            Ok(())
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(to).map_err(|source| ReplicaError::io(to, source))
+        }
+        Err(source) => Err(ReplicaError::io(to, source)),
+    }
+}
+
+/// Finds the point (see the module doc).
+async fn resolve(
+    remote: &Remote,
+    generations: &[crate::format::GenerationRecord],
+    generation: u32,
+    point: RestorePoint,
+) -> Result<Resolved, ReplicaError> {
+    let record = generations
+        .iter()
+        .find(|record| record.generation == generation)
+        .ok_or_else(|| ReplicaError::Invalid(format!("generation {generation} does not exist")))?;
+    let segments = catalog::segments_after(remote, generation, 0).await?;
+    // Restore points start at the oldest checkpoint: retention deletes older checkpoints but
+    // may keep older segments whose bytes a checkpoint still refers to.
+    let oldest_checkpoint = catalog::checkpoints(remote, generation)
+        .await?
+        .first()
+        .copied()
+        .unwrap_or(u64::MAX);
+    let seqs: Vec<u64> = segments
+        .iter()
+        .filter_map(|listed| match listed.key {
+            Key::Segment { seq, .. } if seq >= oldest_checkpoint => Some(seq),
+            _ => None,
+        })
+        .collect();
+    // A segment's header (binary searches read O(log n) of them).
+    let header = |seq: u64| async move {
+        catalog::segment_header(remote, generation, seq)
+            .await
+            .map(|(header, _)| header)
+    };
+    let fork = record.parent;
+    let parent = |point| async move {
+        match fork {
+            Some((parent, _)) => Box::pin(resolve(remote, generations, parent, point)).await,
+            None => Err(ReplicaError::Invalid(
+                "no shipped point is that early in this replica".into(),
+            )),
+        }
+    };
+    if seqs.is_empty() {
+        return match (fork, point) {
+            (Some((parent_generation, parent_seq)), _) => {
+                let bounded = point;
+                let resolved =
+                    Box::pin(resolve(remote, generations, parent_generation, bounded)).await?;
+                Ok(Resolved {
+                    seq: resolved.seq.min(parent_seq),
+                    ..resolved
+                })
+            }
+            (None, _) => Err(ReplicaError::Invalid(format!(
+                "generation {generation} has shipped nothing yet"
+            ))),
+        };
+    }
+    match point {
+        RestorePoint::Latest => {
+            for &seq in seqs.iter().rev() {
+                let h = header(seq).await?;
+                if !h.continues {
+                    return Ok(Resolved {
+                        generation,
+                        seq,
+                        log_records: None,
+                        created_unix_ms: h.created_unix_ms,
+                    });
+                }
+            }
+            parent(point).await
+        }
+        RestorePoint::AtTime { unix_ms } => {
+            // The last segment cut at or before the time (cut times ascend with seq).
+            let (mut low, mut high) = (0usize, seqs.len());
+            while low < high {
+                let middle = (low + high) / 2;
+                if header(seqs[middle]).await?.created_unix_ms <= unix_ms {
+                    low = middle + 1;
+                } else {
+                    high = middle;
+                }
+            }
+            for &seq in seqs[..low].iter().rev() {
+                let h = header(seq).await?;
+                if !h.continues {
+                    return Ok(Resolved {
+                        generation,
+                        seq,
+                        log_records: None,
+                        created_unix_ms: h.created_unix_ms,
+                    });
+                }
+            }
+            parent(point).await
+        }
+        RestorePoint::AtSeq { record_id } => {
+            // The first complete segment holding the record.
+            let (mut low, mut high) = (0usize, seqs.len());
+            while low < high {
+                let middle = (low + high) / 2;
+                if header(seqs[middle]).await?.log_records < record_id {
+                    low = middle + 1;
+                } else {
+                    high = middle;
+                }
+            }
+            let first = header(seqs[0]).await?;
+            if low == 0 && first.log_records > record_id && fork.is_some() {
+                // Shipped before this generation began, perhaps.
+                return parent(point).await;
+            }
+            for &seq in &seqs[low.min(seqs.len() - 1)..] {
+                let h = header(seq).await?;
+                if !h.continues {
+                    let cut = (h.log_records > record_id).then_some(record_id);
+                    return Ok(Resolved {
+                        generation,
+                        seq,
+                        log_records: cut,
+                        created_unix_ms: h.created_unix_ms,
+                    });
+                }
+            }
+            Err(ReplicaError::Invalid(format!(
+                "record {record_id} has not been shipped whole yet"
+            )))
+        }
+    }
+}
+
+type Written = (StoreState, u64, u64);
+
+/// One object to fetch: what it is, the pieces it fills (file, piece), and the BLAKE3 it must
+/// have when the state names one.
+type ObjectWork = (ObjectRef, Vec<(PathBuf, Piece)>, Option<[u8; 32]>);
+
+async fn restore_at(
+    remote: &Remote,
+    to: &Path,
+    resolved: Resolved,
+    replica_id: [u8; 16],
+    progress: &mut (dyn FnMut(Progress) + Send),
+) -> Result<Written, ReplicaError> {
+    let (mut state, _) = catalog::state_at(remote, resolved.generation, resolved.seq).await?;
+    if let Some(record_id) = resolved.log_records {
+        check_log_cut(&state, record_id)?;
+    }
+    let store = StoreDir::new(to);
+    let journal_dir = to.join(".restore");
+    std::fs::create_dir_all(&journal_dir)
+        .map_err(|source| ReplicaError::io(&journal_dir, source))?;
+    let done_path = journal_dir.join("done");
+    let done: HashSet<String> = std::fs::read_to_string(&done_path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+
+    // Every piece, grouped by the object it reads, with the file it lands in.
+    let mut by_object: BTreeMap<Key, ObjectWork> = BTreeMap::new();
+    let log_path = store.turns_log_path();
+    for piece in &state.log_pieces {
+        let entry = by_object
+            .entry(piece.object.key())
+            .or_insert((piece.object, Vec::new(), None));
+        entry.1.push((log_path.clone(), *piece));
+    }
+    if let Some(base) = &state.log_base {
+        let piece = Piece {
+            object: base.object,
+            object_offset: 0,
+            file_offset: 0,
+            len: base.file_bytes,
+        };
+        by_object.insert(
+            base.object.key(),
+            (
+                base.object,
+                vec![(store.turns_base_path(), piece)],
+                Some(base.hash),
+            ),
+        );
+    }
+    for (shard, files) in state.shards.iter().enumerate() {
+        let dir = store.shard_dir(shard as u16);
+        std::fs::create_dir_all(&dir).map_err(|source| ReplicaError::io(&dir, source))?;
+        for (pack_id, pack) in files.packs.iter().enumerate() {
+            let path = store.pack_path(shard as u16, pack_id as u32);
+            create_sized(&path, pack.len)?;
+            for (index, piece) in pack.pieces.iter().enumerate() {
+                let hash = if index == 0 { pack.object_hash } else { None };
+                let entry =
+                    by_object
+                        .entry(piece.object.key())
+                        .or_insert((piece.object, Vec::new(), None));
+                entry.1.push((path.clone(), *piece));
+                if hash.is_some() {
+                    entry.2 = hash;
+                }
+            }
+        }
+    }
+    create_sized(&log_path, state.log_bytes())?;
+    if let Some(base) = &state.log_base {
+        create_sized(&store.turns_base_path(), base.file_bytes)?;
+    }
+
+    let mut total = Progress {
+        objects_total: by_object.len() as u64,
+        ..Progress::default()
+    };
+    for (_, pieces, _) in by_object.values() {
+        total.bytes_total += pieces.iter().map(|(_, piece)| piece.len).sum::<u64>();
+    }
+    progress(total);
+    let mut journal = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&done_path)
+        .map_err(|source| ReplicaError::io(&done_path, source))?;
+    let work: Vec<_> = by_object
+        .into_iter()
+        .filter(|(key, _)| !done.contains(&remote.path(*key).to_string()))
+        .collect();
+    let skipped = total.objects_total - work.len() as u64;
+    total.objects_done = skipped;
+    let mut fetches =
+        futures_util::stream::iter(work.into_iter().map(|(key, (object, pieces, hash))| {
+            let scratch = journal_dir.join(format!(
+                "object-{}",
+                remote.path(key).to_string().replace('/', "_")
+            ));
+            async move {
+                fetch_object(remote, key, object, &pieces, hash, &scratch)
+                    .await
+                    .map(|bytes| (key, bytes))
+            }
+        }))
+        .buffer_unordered(FETCHES_IN_FLIGHT);
+    while let Some(result) = fetches.next().await {
+        let (key, bytes) = result?;
+        writeln!(journal, "{}", remote.path(key))
+            .and_then(|()| journal.sync_data())
+            .map_err(|source| ReplicaError::io(&done_path, source))?;
+        total.objects_done += 1;
+        total.bytes_done += bytes;
+        progress(total);
+    }
+    drop(fetches);
+
+    if let Some(record_id) = resolved.log_records {
+        cut_log(&log_path, &mut state, record_id)?;
+    }
+    finish(to, &store, &state)?;
+    let mut inherited_state = state.clone();
+    inherited_state.meta = std::fs::read(store.meta_path())
+        .map_err(|source| ReplicaError::io(store.meta_path(), source))?;
+    let inherited = Checkpoint {
+        generation: resolved.generation,
+        seq: resolved.seq,
+        epoch: 0,
+        replica_id,
+        created_unix_ms: resolved.created_unix_ms,
+        state: inherited_state,
+    };
+    local::save_inherited(to, &inherited)?;
+    let identities = identities_of(&store, &state)?;
+    LocalState {
+        replica_id,
+        url: remote.location.clone(),
+        generation: resolved.generation,
+        epoch: 0,
+        seq: resolved.seq,
+        fork: true,
+        base: identities.0,
+        packs: identities.1,
+    }
+    .save(to)?;
+    std::fs::remove_dir_all(&journal_dir)
+        .map_err(|source| ReplicaError::io(&journal_dir, source))?;
+    tracing::info!(replica = %hex(&replica_id), dir = %to.display(), "restored");
+    Ok((state, total.objects_total, total.bytes_total))
+}
+
+/// Refuses a cut below the compacted base (those records' slots are gone from the log).
+fn check_log_cut(state: &StoreState, record_id: u64) -> Result<(), ReplicaError> {
+    if let Some(base) = &state.log_base
+        && record_id < base.through
+    {
+        return Err(ReplicaError::Invalid(format!(
+            "records up to {} were compacted into turns.base by then; the earliest record to \
+             restore to at this point is {}",
+            base.through, base.through
+        )));
+    }
+    Ok(())
+}
+
+/// Cuts `turns.log` right after the record holding slot `record_id` (all its slots kept), and
+/// the state with it. Answers the records kept.
+fn cut_log(log_path: &Path, state: &mut StoreState, record_id: u64) -> Result<u64, ReplicaError> {
+    let log = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(log_path)
+        .map_err(|source| ReplicaError::io(log_path, source))?;
+    let read_slot = |id: u64| -> Result<Option<LogRecord>, ReplicaError> {
+        let mut slot = [0u8; LOG_RECORD_BYTES];
+        log.read_exact_at(&mut slot, (id - 1) * LOG_SLOT_BYTES)
+            .map_err(|source| ReplicaError::io(log_path, source))?;
+        LogRecord::decode(&slot).map_err(|error| ReplicaError::Damaged {
+            key: log_path.display().to_string(),
+            reason: format!("slot {id}: {error}"),
+        })
+    };
+    let head = match read_slot(record_id)? {
+        Some(LogRecord::Continuation(continuation)) => continuation.head_record_id,
+        _ => record_id,
+    };
+    let slots = match read_slot(head)? {
+        Some(LogRecord::Turn(turn)) => turn.slot_count(),
+        Some(LogRecord::Meta(meta)) => u64::from(meta.slot_count),
+        _ => 1,
+    };
+    let end = (head + slots - 1).max(record_id).min(state.log_records);
+    log.set_len(end * LOG_SLOT_BYTES)
+        .and_then(|()| log.sync_all())
+        .map_err(|source| ReplicaError::io(log_path, source))?;
+    let bytes = end * LOG_SLOT_BYTES;
+    state.log_records = end;
+    state.log_pieces.retain(|piece| piece.file_offset < bytes);
+    if let Some(last) = state.log_pieces.last_mut() {
+        last.len = last.len.min(bytes - last.file_offset);
+    }
+    Ok(end)
+}
+
+/// Fetches one object, checks it, writes its pieces into place; answers the bytes written.
+async fn fetch_object(
+    remote: &Remote,
+    key: Key,
+    object: ObjectRef,
+    pieces: &[(PathBuf, Piece)],
+    hash: Option<[u8; 32]>,
+    scratch: &Path,
+) -> Result<u64, ReplicaError> {
+    let what = remote.path(key).to_string();
+    remote.download(key, scratch).await?;
+    let bytes = std::fs::read(scratch).map_err(|source| ReplicaError::io(scratch, source))?;
+    let damaged = |reason: String| ReplicaError::Damaged {
+        key: what.clone(),
+        reason,
+    };
+    match object {
+        ObjectRef::Segment { .. } => {
+            decode_segment(&bytes, &what)?;
+        }
+        ObjectRef::Pack { .. } | ObjectRef::Base { .. } => {
+            if let Some(hash) = hash
+                && blake3::hash(&bytes).as_bytes() != &hash
+            {
+                return Err(damaged(
+                    "its BLAKE3 differs from the one the replica recorded".into(),
+                ));
+            }
+        }
+    }
+    let mut written = 0;
+    for (path, piece) in pieces {
+        let start = piece.object_offset as usize;
+        let end = start + piece.len as usize;
+        let slice = bytes.get(start..end).ok_or_else(|| {
+            damaged(format!(
+                "piece {start}..{end} is past its {} bytes",
+                bytes.len()
+            ))
+        })?;
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|source| ReplicaError::io(path, source))?;
+        file.write_all_at(slice, piece.file_offset)
+            .map_err(|source| ReplicaError::io(path, source))?;
+        file.sync_data()
+            .map_err(|source| ReplicaError::io(path, source))?;
+        written += piece.len;
+    }
+    let _ = std::fs::remove_file(scratch);
+    Ok(written)
+}
+
+fn create_sized(path: &Path, len: u64) -> Result<(), ReplicaError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|source| ReplicaError::io(path, source))?;
+    file.set_len(len)
+        .map_err(|source| ReplicaError::io(path, source))
+}
+
+/// The meta file, empty indexes, the log's last record whole; everything synced.
+fn finish(to: &Path, store: &StoreDir, state: &StoreState) -> Result<(), ReplicaError> {
+    let log_path = store.turns_log_path();
+    File::open(&log_path)
+        .and_then(|log| log.sync_all())
+        .map_err(|source| ReplicaError::io(&log_path, source))?;
+    for shard in 0..state.shards.len() {
+        let index = store.blob_index_path(shard as u16);
+        File::create(&index)
+            .and_then(|file| file.sync_all())
+            .map_err(|source| ReplicaError::io(&index, source))?;
+        let dir = store.shard_dir(shard as u16);
+        File::open(&dir)
+            .and_then(|dir| dir.sync_all())
+            .map_err(|source| ReplicaError::io(&dir, source))?;
+    }
+    // The meta file last: its presence makes the directory a store.
+    let meta = store.meta_path();
+    let temporary = meta.with_extension("meta.tmp");
+    std::fs::write(&temporary, &state.meta)
+        .and_then(|()| File::open(&temporary)?.sync_all())
+        .map_err(|source| ReplicaError::io(&temporary, source))?;
+    std::fs::rename(&temporary, &meta).map_err(|source| ReplicaError::io(&meta, source))?;
+    File::open(to)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|source| ReplicaError::io(to, source))
+}
+
+/// The identities of the restored files, so that a primary started on them ships only what
+/// comes after.
+type Identities = (Option<FileIdentity>, Vec<Vec<Option<FileIdentity>>>);
+
+fn identities_of(store: &StoreDir, state: &StoreState) -> Result<Identities, ReplicaError> {
+    let identity = |path: &Path| {
+        File::open(path)
+            .and_then(|file| FileIdentity::of(&file))
+            .map_err(|source| ReplicaError::io(path, source))
+    };
+    let base = match &state.log_base {
+        Some(_) => Some(identity(&store.turns_base_path())?),
+        None => None,
+    };
+    let mut packs = Vec::new();
+    for (shard, files) in state.shards.iter().enumerate() {
+        let mut shard_packs = Vec::new();
+        for pack_id in 0..files.packs.len() {
+            shard_packs.push(Some(identity(
+                &store.pack_path(shard as u16, pack_id as u32),
+            )?));
+        }
+        packs.push(shard_packs);
+    }
+    Ok((base, packs))
+}

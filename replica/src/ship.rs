@@ -1,0 +1,957 @@
+//! The primary's replicator: one thread, `ctxstore-replica`, shipping the store to its replica
+//! every `interval`, asynchronously (no acknowledgement ever waits for it).
+//!
+//! A cycle:
+//! 1. **Fencing**: if epoch E + 1 exists, another primary took the prefix: stop shipping.
+//! 2. **Cut** (`Engine::hold_cut`: no collection or backup runs meanwhile): `turns.log` up to
+//!    the durable watermark, each shard's packs up to their extents. Bytes not shipped yet are
+//!    read into the segment's body; a pack or `turns.base` whose file was replaced since it was
+//!    shipped (a collection renamed a new version over it) is hard-linked into
+//!    `DIR/replica/staging` to be uploaded whole, and so is a sealed pack never shipped. The
+//!    cut is released before anything is uploaded.
+//! 3. **Upload**: the staged whole files first, then the segment, all create-only: data goes up
+//!    before the object that names it, so a segment never names a missing object, and within a
+//!    segment the packs' bytes and the log slots naming them arrive in one PUT.
+//! 4. **Commit**: the segment folded into `StoreState`, `DIR/replica/state` rewritten.
+//! 5. **Checkpoint** on schedule (time or bytes shipped), then **retention**.
+//!
+//! A cut larger than `segment_bytes_max` ships as several segments, all but the last marked
+//! `continues` (not restore points), without waiting for the next tick. A failed cycle is
+//! retried at the next tick from the same shipped position: nothing is lost, since what was
+//! not shipped is still in the store's files (the backlog costs no disk of its own; see
+//! decision 0019). Memory: one segment's body, plus the largest file uploaded whole.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ctxstore_engine::Engine;
+use ctxstore_engine::cut::StoreCut;
+use ctxstore_engine::store_dir::StoreDir;
+
+use crate::catalog;
+use crate::error::ReplicaError;
+use crate::format::{
+    BaseRef, Checkpoint, EpochRecord, GenerationRecord, LOG_SLOT_BYTES, Marker, ObjectRef,
+    Replaced, ReplicaId, SegmentHeader, SegmentPiece, ShardPoint, StoreState, encode_segment,
+};
+use crate::layout::Key;
+use crate::local::{self, FileIdentity, LocalState};
+use crate::remote::{Created, Remote};
+use crate::stats::{ReplicationState, ReplicationStats, now_unix_ms};
+use crate::target::{self, S3Settings};
+
+/// How the primary ships (the server's `--replicate-*` flags).
+#[derive(Clone, Debug)]
+pub struct ShipConfig {
+    pub url: String,
+    pub s3: S3Settings,
+    /// At most one segment PUT per interval (plus one per file uploaded whole).
+    pub interval: Duration,
+    /// A checkpoint once this long has passed since the last …
+    pub checkpoint_interval: Duration,
+    /// … or once this many bytes were shipped since it (0: by time only).
+    pub checkpoint_bytes: u64,
+    /// Objects no restore point of this window needs are deleted (`None`: keep everything).
+    pub retention: Option<Duration>,
+    /// The most bytes one segment's body carries.
+    pub segment_bytes_max: u64,
+    /// Start serving even if the target cannot be reached at start; replication catches up.
+    pub start_anyway: bool,
+}
+
+impl ShipConfig {
+    pub fn new(url: &str) -> ShipConfig {
+        ShipConfig {
+            url: url.to_string(),
+            s3: S3Settings::default(),
+            interval: Duration::from_secs(1),
+            checkpoint_interval: Duration::from_secs(3600),
+            checkpoint_bytes: 1 << 30,
+            retention: None,
+            segment_bytes_max: 64 << 20,
+            start_anyway: false,
+        }
+    }
+}
+
+/// The running replicator; `stop` ships what is durable once more, then ends the thread.
+#[derive(Debug)]
+pub struct Replicator {
+    stats: Arc<ReplicationStats>,
+    stopping: Arc<AtomicBool>,
+    wake: Arc<tokio::sync::Notify>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Replicator {
+    /// Attaches to the replica (refusing a foreign prefix, taking the next epoch, choosing the
+    /// generation) and starts the thread. With `start_anyway`, a failure to attach is logged
+    /// and retried by the thread instead of returned.
+    pub fn start(engine: Engine, config: ShipConfig) -> Result<Replicator, ReplicaError> {
+        let remote = target::open(&config.url, &config.s3)?;
+        Replicator::start_with(engine, config, remote)
+    }
+
+    /// `start` on a location opened by the caller (a test's fault-injecting store).
+    pub fn start_with(
+        engine: Engine,
+        config: ShipConfig,
+        remote: Remote,
+    ) -> Result<Replicator, ReplicaError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|source| ReplicaError::io("tokio runtime", source))?;
+        let stats = Arc::new(ReplicationStats::default());
+        let mut shipper = Shipper::new(engine, remote, config, stats.clone());
+        match runtime.block_on(shipper.attach()) {
+            Ok(()) => {}
+            Err(error) if shipper.config.start_anyway && error.is_transient() => {
+                tracing::warn!(%error, "replication target unreachable at start; serving anyway, replication retries every interval");
+                shipper.stats.set_state(ReplicationState::Failing);
+                shipper.stats.count_failure(error.kind());
+            }
+            Err(error) => return Err(error),
+        }
+        let stopping = Arc::new(AtomicBool::new(false));
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let thread = {
+            let stopping = stopping.clone();
+            let wake = wake.clone();
+            std::thread::Builder::new()
+                .name("ctxstore-replica".into())
+                .spawn(move || runtime.block_on(shipper.run(stopping, wake)))
+                .map_err(|source| ReplicaError::io("ctxstore-replica thread", source))?
+        };
+        Ok(Replicator {
+            stats,
+            stopping,
+            wake,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn stats(&self) -> &Arc<ReplicationStats> {
+        &self.stats
+    }
+
+    /// Ships what is durable one last time (bounded by the object store's timeouts), then
+    /// ends the thread. Call before the engine shuts down.
+    pub fn stop(mut self) {
+        self.stopping.store(true, Ordering::Release);
+        self.wake.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+struct Shipper {
+    engine: Engine,
+    remote: Remote,
+    config: ShipConfig,
+    stats: Arc<ReplicationStats>,
+    data_dir: PathBuf,
+    holder: String,
+    /// Attached: the epoch taken and the generation chosen.
+    attached: bool,
+    local: LocalState,
+    /// The replica's state after `local.seq`.
+    state: StoreState,
+    checkpoint_at: Instant,
+    bytes_since_checkpoint: u64,
+}
+
+/// What the cut gave a cycle to upload.
+struct Cycle {
+    header: SegmentHeader,
+    body: Vec<u8>,
+    /// Whole files (staged hard links) to upload before the segment.
+    uploads: Vec<Upload>,
+    /// Identities of the files whose bytes the segment ships.
+    identities: Vec<(Option<(u16, u32)>, FileIdentity)>,
+    /// Bytes durable locally that this segment does not ship yet.
+    left_bytes: u64,
+}
+
+struct Upload {
+    staged: PathBuf,
+    object: ObjectRef,
+    what: UploadKind,
+}
+
+enum UploadKind {
+    Pack { shard: u16, pack_id: u32 },
+    Base { through: u64 },
+}
+
+fn holder() -> String {
+    let host = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    format!("{host}:{}", std::process::id())
+}
+
+fn random_id() -> ReplicaId {
+    // The time and the process make it unique enough to tell two stores apart; BLAKE3 spreads
+    // it over 16 bytes.
+    let seed = format!(
+        "{}:{}:{:?}",
+        now_unix_ms(),
+        std::process::id(),
+        std::time::Instant::now()
+    );
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&blake3::hash(seed.as_bytes()).as_bytes()[..16]);
+    id
+}
+
+fn random_nonce() -> u128 {
+    let seed = format!("{:?}:{}", std::time::Instant::now(), std::process::id());
+    let hash = blake3::hash(seed.as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&hash.as_bytes()[..16]);
+    u128::from_le_bytes(bytes)
+}
+
+pub(crate) fn hex(id: &[u8]) -> String {
+    id.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+impl Shipper {
+    fn new(
+        engine: Engine,
+        remote: Remote,
+        config: ShipConfig,
+        stats: Arc<ReplicationStats>,
+    ) -> Shipper {
+        let data_dir = engine.config().data_dir.clone();
+        Shipper {
+            engine,
+            remote,
+            config,
+            stats,
+            data_dir,
+            holder: holder(),
+            attached: false,
+            local: LocalState::default(),
+            state: StoreState::default(),
+            checkpoint_at: Instant::now(),
+            bytes_since_checkpoint: 0,
+        }
+    }
+
+    /// See `Replicator::start`.
+    async fn attach(&mut self) -> Result<(), ReplicaError> {
+        let marker = catalog::marker(&self.remote).await?;
+        let local = LocalState::load(&self.data_dir)?;
+        let replica_id = match (&marker, &local) {
+            (Some(marker), Some(local)) if marker.replica_id != local.replica_id => {
+                return Err(ReplicaError::OtherStore {
+                    location: self.remote.location.clone(),
+                    remote: hex(&marker.replica_id),
+                    local: hex(&local.replica_id),
+                });
+            }
+            (Some(marker), None) => {
+                return Err(ReplicaError::OtherStore {
+                    location: self.remote.location.clone(),
+                    remote: hex(&marker.replica_id),
+                    local: "none (this store never replicated)".into(),
+                });
+            }
+            (Some(marker), Some(_)) => marker.replica_id,
+            (None, local) => {
+                let replica_id = local
+                    .as_ref()
+                    .map_or_else(random_id, |local| local.replica_id);
+                let marker = Marker {
+                    replica_id,
+                    created_unix_ms: now_unix_ms(),
+                };
+                if let Created::Theirs(found) = self
+                    .remote
+                    .create(Key::Marker, Bytes::from(marker.encode()))
+                    .await?
+                {
+                    let what = self.remote.path(Key::Marker).to_string();
+                    let theirs = Marker::decode(&found, &what)?;
+                    if theirs.replica_id != replica_id {
+                        return Err(ReplicaError::OtherStore {
+                            location: self.remote.location.clone(),
+                            remote: hex(&theirs.replica_id),
+                            local: hex(&replica_id),
+                        });
+                    }
+                }
+                replica_id
+            }
+        };
+        let generations = catalog::generations(&self.remote).await?;
+        let latest = generations.last().map_or(0, |record| record.generation);
+        let epoch = self.take_epoch(replica_id, latest).await?;
+
+        // Continue the generation this store shipped last, if the replica ends where it does.
+        if let Some(local) = local.clone().filter(|local| {
+            !local.fork
+                && local.replica_id == replica_id
+                && local.generation == latest
+                && latest > 0
+        }) {
+            let newer = catalog::segments_after(&self.remote, latest, local.seq).await?;
+            let (state, _) = catalog::state_at(&self.remote, latest, local.seq).await?;
+            if newer.is_empty() {
+                self.local = LocalState { epoch, ..local };
+                self.state = state;
+                self.local.save(&self.data_dir)?;
+                tracing::info!(
+                    location = %self.remote.location,
+                    generation = latest,
+                    epoch,
+                    seq = self.local.seq,
+                    "replication continues"
+                );
+                self.finish_attach();
+                return Ok(());
+            }
+            // The replica holds segments this store has no record of (a last PUT whose
+            // answer was lost before the crash): fork from what the record says.
+            let parent = Some((latest, local.seq));
+            let identities = local.clone();
+            return self
+                .fork(
+                    replica_id,
+                    epoch,
+                    latest + 1,
+                    parent,
+                    state,
+                    Some(identities),
+                )
+                .await;
+        }
+        let (state, parent, identities) = match local::load_inherited(&self.data_dir)? {
+            Some(inherited) if local.as_ref().is_some_and(|local| local.fork) => (
+                inherited.state,
+                Some((inherited.generation, inherited.seq)),
+                local.clone(),
+            ),
+            _ => (StoreState::default(), None, None),
+        };
+        self.fork(replica_id, epoch, latest + 1, parent, state, identities)
+            .await
+    }
+
+    /// Takes the next epoch with a create-only PUT: another primary's epoch object at the same
+    /// number means it won the race, and this one is fenced.
+    async fn take_epoch(
+        &self,
+        replica_id: ReplicaId,
+        generation: u32,
+    ) -> Result<u64, ReplicaError> {
+        let epoch = catalog::epochs(&self.remote)
+            .await?
+            .last()
+            .copied()
+            .unwrap_or(0)
+            + 1;
+        let record = EpochRecord {
+            epoch,
+            replica_id,
+            generation,
+            nonce: random_nonce(),
+            taken_unix_ms: now_unix_ms(),
+            holder: self.holder.clone(),
+        };
+        match self
+            .remote
+            .create(Key::Epoch(epoch), Bytes::from(record.encode()))
+            .await?
+        {
+            Created::Ours => Ok(epoch),
+            Created::Theirs(found) => {
+                let what = self.remote.path(Key::Epoch(epoch)).to_string();
+                let theirs = EpochRecord::decode(&found, &what)?;
+                Err(ReplicaError::Fenced {
+                    location: self.remote.location.clone(),
+                    epoch,
+                    holder: theirs.holder,
+                })
+            }
+        }
+    }
+
+    /// Starts generation `generation` at `state` (its checkpoint 0).
+    async fn fork(
+        &mut self,
+        replica_id: ReplicaId,
+        epoch: u64,
+        generation: u32,
+        parent: Option<(u32, u64)>,
+        state: StoreState,
+        identities: Option<LocalState>,
+    ) -> Result<(), ReplicaError> {
+        let record = GenerationRecord {
+            generation,
+            replica_id,
+            parent,
+            created_unix_ms: now_unix_ms(),
+            holder: self.holder.clone(),
+        };
+        let key = Key::Generation(generation);
+        if let Created::Theirs(_) = self
+            .remote
+            .create(key, Bytes::from(record.encode()))
+            .await?
+        {
+            return Err(ReplicaError::Fenced {
+                location: self.remote.location.clone(),
+                epoch,
+                holder: format!("the creator of generation {generation}"),
+            });
+        }
+        let checkpoint = Checkpoint {
+            generation,
+            seq: 0,
+            epoch,
+            replica_id,
+            created_unix_ms: now_unix_ms(),
+            state: state.clone(),
+        };
+        let key = Key::Checkpoint { generation, seq: 0 };
+        self.remote
+            .create(key, Bytes::from(checkpoint.encode()))
+            .await?;
+        let (base, packs) = match identities {
+            Some(previous) if !state.shards.is_empty() || state.log_base.is_some() => {
+                (previous.base, previous.packs)
+            }
+            _ => (None, Vec::new()),
+        };
+        self.local = LocalState {
+            replica_id,
+            url: self.config.url.clone(),
+            generation,
+            epoch,
+            seq: 0,
+            fork: false,
+            base,
+            packs,
+        };
+        self.state = state;
+        self.local.save(&self.data_dir)?;
+        local::remove_inherited(&self.data_dir)?;
+        tracing::info!(
+            location = %self.remote.location,
+            generation,
+            epoch,
+            parent = ?parent,
+            "replication starts a new generation"
+        );
+        self.finish_attach();
+        Ok(())
+    }
+
+    fn finish_attach(&mut self) {
+        self.attached = true;
+        self.checkpoint_at = Instant::now();
+        self.stats.set_state(ReplicationState::Shipping);
+        let stats = &self.stats;
+        stats
+            .generation
+            .store(u64::from(self.local.generation), Ordering::Relaxed);
+        stats.epoch.store(self.local.epoch, Ordering::Relaxed);
+        stats.seq.store(self.local.seq, Ordering::Relaxed);
+    }
+
+    async fn run(mut self, stopping: Arc<AtomicBool>, wake: Arc<tokio::sync::Notify>) {
+        // Shipping is background work: on a busy machine the network cores and the actors,
+        // whose latency clients wait for, go first (nice 10 for this thread only).
+        if let Err(error) =
+            rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10)
+        {
+            tracing::debug!(%error, "could not lower the replication thread's priority");
+        }
+        let mut ticks = tokio::time::interval(self.config.interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                _ = wake.notified() => {}
+            }
+            let last = stopping.load(Ordering::Acquire);
+            if self.stats.state() != ReplicationState::Fenced {
+                self.cycles().await;
+            }
+            if last {
+                if self.stats.state() != ReplicationState::Fenced {
+                    self.stats.set_state(ReplicationState::Stopped);
+                }
+                return;
+            }
+        }
+    }
+
+    /// One tick: attach if not yet, then ship until the cut is shipped whole.
+    async fn cycles(&mut self) {
+        if !self.attached
+            && let Err(error) = self.attach().await
+        {
+            self.failed(&error);
+            return;
+        }
+        loop {
+            match self.cycle().await {
+                Ok(true) => continue,
+                Ok(false) => return,
+                Err(error) => {
+                    self.failed(&error);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn failed(&mut self, error: &ReplicaError) {
+        self.stats.count_failure(error.kind());
+        if let ReplicaError::Fenced { .. } = error {
+            tracing::error!(%error, "replication fenced: this primary ships nothing more");
+            self.stats.set_state(ReplicationState::Fenced);
+        } else {
+            tracing::warn!(%error, "replication cycle failed; the next one retries");
+            self.stats.set_state(ReplicationState::Failing);
+        }
+    }
+
+    /// One segment. Answers whether the cut needs another right away (`continues`).
+    async fn cycle(&mut self) -> Result<bool, ReplicaError> {
+        let next_epoch = Key::Epoch(self.local.epoch + 1);
+        if self.remote.exists(next_epoch).await? {
+            let holder = catalog::epoch_record(&self.remote, self.local.epoch + 1)
+                .await?
+                .map_or_else(|| "unknown".into(), |record| record.holder);
+            return Err(ReplicaError::Fenced {
+                location: self.remote.location.clone(),
+                epoch: self.local.epoch + 1,
+                holder,
+            });
+        }
+        let seq = self.local.seq + 1;
+        // Taken before the cut: everything acknowledged before it is in the cut.
+        let cut_at = now_unix_ms();
+        let cycle = {
+            let held = self.engine.hold_cut()?;
+            self.read_cut(&held.cut, seq, cut_at)?
+        };
+        let Some(mut cycle) = cycle else {
+            // Nothing new: everything acknowledged before the cut is shipped.
+            self.stats.lag_bytes.store(0, Ordering::Relaxed);
+            self.stats
+                .shipped_cut_unix_ms
+                .store(cut_at, Ordering::Relaxed);
+            self.stats
+                .last_success_unix_ms
+                .store(now_unix_ms(), Ordering::Relaxed);
+            self.stats.set_state(ReplicationState::Shipping);
+            return Ok(false);
+        };
+        let mut objects = 0u64;
+        let mut bytes_shipped = 0u64;
+        for upload in &cycle.uploads {
+            let bytes = std::fs::read(&upload.staged)
+                .map_err(|source| ReplicaError::io(&upload.staged, source))?;
+            let hash = *blake3::hash(&bytes).as_bytes();
+            let len = bytes.len() as u64;
+            self.create_or_fenced(upload.object.key(), Bytes::from(bytes))
+                .await?;
+            objects += 1;
+            bytes_shipped += len;
+            match upload.what {
+                UploadKind::Pack { shard, pack_id } => cycle.header.replaced.push(Replaced {
+                    shard,
+                    pack_id,
+                    len,
+                    object: upload.object,
+                    hash,
+                }),
+                UploadKind::Base { through } => {
+                    cycle.header.log_base = Some(BaseRef {
+                        object: upload.object,
+                        through,
+                        file_bytes: len,
+                        hash,
+                    })
+                }
+            }
+        }
+        let header_len = cycle.header.encode().len() as u64;
+        let segment = encode_segment(&cycle.header, &cycle.body);
+        let segment_len = segment.len() as u64;
+        let key = Key::Segment {
+            generation: self.local.generation,
+            seq,
+        };
+        self.create_or_fenced(key, Bytes::from(segment)).await?;
+        objects += 1;
+        bytes_shipped += segment_len;
+
+        // Committed remotely: fold it in and remember it.
+        let what = self.remote.path(key).to_string();
+        self.state.apply(
+            &cycle.header,
+            ObjectRef::Segment {
+                generation: self.local.generation,
+                seq,
+            },
+            header_len,
+            &what,
+        )?;
+        self.local.seq = seq;
+        for (pack, identity) in &cycle.identities {
+            match pack {
+                None => self.local.base = Some(*identity),
+                Some((shard, pack_id)) => {
+                    let shard = usize::from(*shard);
+                    if self.local.packs.len() <= shard {
+                        self.local.packs.resize(shard + 1, Vec::new());
+                    }
+                    let packs = &mut self.local.packs[shard];
+                    if packs.len() <= *pack_id as usize {
+                        packs.resize(*pack_id as usize + 1, None);
+                    }
+                    packs[*pack_id as usize] = Some(*identity);
+                }
+            }
+        }
+        self.local.save(&self.data_dir)?;
+        for upload in &cycle.uploads {
+            let _ = std::fs::remove_file(&upload.staged);
+        }
+        let stats = &self.stats;
+        stats.add_shipped(objects, bytes_shipped);
+        stats.seq.store(seq, Ordering::Relaxed);
+        stats.lag_bytes.store(cycle.left_bytes, Ordering::Relaxed);
+        if !cycle.header.continues {
+            stats
+                .shipped_cut_unix_ms
+                .store(cycle.header.created_unix_ms, Ordering::Relaxed);
+        }
+        stats
+            .last_success_unix_ms
+            .store(now_unix_ms(), Ordering::Relaxed);
+        stats.set_state(ReplicationState::Shipping);
+        self.bytes_since_checkpoint += bytes_shipped;
+        if !cycle.header.continues {
+            self.checkpoint_if_due(seq, cycle.header.created_unix_ms)
+                .await?;
+        }
+        Ok(cycle.header.continues)
+    }
+
+    async fn create_or_fenced(&self, key: Key, bytes: Bytes) -> Result<(), ReplicaError> {
+        match self.remote.create(key, bytes).await? {
+            Created::Ours => Ok(()),
+            // Only a primary of this generation writes its keys: another one did.
+            Created::Theirs(_) => Err(ReplicaError::Fenced {
+                location: self.remote.location.clone(),
+                epoch: self.local.epoch,
+                holder: format!("another writer of {}", self.remote.path(key)),
+            }),
+        }
+    }
+
+    async fn checkpoint_if_due(
+        &mut self,
+        seq: u64,
+        created_unix_ms: u64,
+    ) -> Result<(), ReplicaError> {
+        let by_time = self.checkpoint_at.elapsed() >= self.config.checkpoint_interval;
+        let by_bytes = self.config.checkpoint_bytes > 0
+            && self.bytes_since_checkpoint >= self.config.checkpoint_bytes;
+        if !(by_time || by_bytes) {
+            return Ok(());
+        }
+        let checkpoint = Checkpoint {
+            generation: self.local.generation,
+            seq,
+            epoch: self.local.epoch,
+            replica_id: self.local.replica_id,
+            created_unix_ms,
+            state: self.state.clone(),
+        };
+        let bytes = Bytes::from(checkpoint.encode());
+        let len = bytes.len() as u64;
+        let key = Key::Checkpoint {
+            generation: self.local.generation,
+            seq,
+        };
+        self.create_or_fenced(key, bytes).await?;
+        self.stats.add_shipped(1, len);
+        self.checkpoint_at = Instant::now();
+        self.bytes_since_checkpoint = 0;
+        tracing::debug!(
+            generation = self.local.generation,
+            seq,
+            "replica checkpoint written"
+        );
+        if let Some(window) = self.config.retention {
+            let location = self.remote.location.clone();
+            match crate::retention::run(&self.remote, window, now_unix_ms()).await {
+                Ok(report) if report.deleted > 0 => {
+                    tracing::info!(%location, deleted = report.deleted, bytes = report.bytes, "replica retention deleted objects no kept restore point needs");
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "replica retention failed; the next checkpoint retries")
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the cut into a cycle (see the module doc); `None` when nothing is new.
+    fn read_cut(
+        &self,
+        cut: &StoreCut,
+        seq: u64,
+        cut_at: u64,
+    ) -> Result<Option<Cycle>, ReplicaError> {
+        let store = cut.store_dir();
+        let generation = self.local.generation;
+        let budget = self.config.segment_bytes_max.max(LOG_SLOT_BYTES);
+        let mut body: Vec<u8> = Vec::new();
+        let mut uploads = Vec::new();
+        let mut identities = Vec::new();
+        let mut left_bytes = 0u64;
+        let mut continues = false;
+        let staging = local::staging_dir(&self.data_dir);
+
+        // A new turns.base.
+        let mut base_through = self.state.log_base.map_or(0, |base| base.through);
+        if let Some(base) = &cut.log_base {
+            let file = open(&base.path)?;
+            let identity =
+                FileIdentity::of(&file).map_err(|source| ReplicaError::io(&base.path, source))?;
+            if self.local.base != Some(identity) {
+                let staged = staging.join(format!("b{seq:012}"));
+                stage(&base.path, &staged)?;
+                uploads.push(Upload {
+                    staged,
+                    object: ObjectRef::Base { generation, seq },
+                    what: UploadKind::Base {
+                        through: base.through,
+                    },
+                });
+                identities.push((None, identity));
+                base_through = base.through;
+            }
+        }
+
+        // turns.log after what was shipped (and after a new base).
+        let log_from = self.state.log_records.max(base_through);
+        let mut log_to = cut.log_records.max(log_from);
+        let log_records_wanted = log_to - log_from;
+        let fit = budget / LOG_SLOT_BYTES;
+        if log_records_wanted > fit {
+            log_to = log_from + fit;
+            continues = true;
+            left_bytes += (log_records_wanted - fit) * LOG_SLOT_BYTES;
+        }
+        let log_piece = if log_to > log_from {
+            let path = store.turns_log_path();
+            let len = ((log_to - log_from) * LOG_SLOT_BYTES) as usize;
+            let offset = log_from * LOG_SLOT_BYTES;
+            let start = body.len();
+            body.resize(start + len, 0);
+            read_at(&open(&path)?, &mut body[start..], offset, &path)?;
+            Some(SegmentPiece {
+                shard: 0,
+                pack_id: 0,
+                file_offset: offset,
+                len: len as u64,
+                body_offset: start as u64,
+            })
+        } else {
+            None
+        };
+
+        // Packs.
+        let mut pieces = Vec::new();
+        let mut points = Vec::with_capacity(cut.shards.len());
+        for (shard, shard_cut) in cut.shards.iter().enumerate() {
+            let shard = shard as u16;
+            points.push(ShardPoint {
+                pack_id: shard_cut.pack_id,
+                pack_end: shard_cut.pack_end,
+            });
+            for pack_id in 0..=shard_cut.pack_id {
+                let sealed = pack_id < shard_cut.pack_id;
+                let path = store.pack_path(shard, pack_id);
+                let shipped = self
+                    .state
+                    .shards
+                    .get(usize::from(shard))
+                    .and_then(|files| files.packs.get(pack_id as usize))
+                    .map_or(0, |pack| pack.len);
+                let known = self
+                    .local
+                    .packs
+                    .get(usize::from(shard))
+                    .and_then(|packs| packs.get(pack_id as usize))
+                    .copied()
+                    .flatten();
+                if !sealed && shard_cut.pack_end == shipped && known.is_some() {
+                    continue;
+                }
+                let file = match File::open(&path) {
+                    Ok(file) => file,
+                    // An empty store's first pack, never written.
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound && !sealed => {
+                        continue;
+                    }
+                    Err(source) => return Err(ReplicaError::io(&path, source)),
+                };
+                let identity =
+                    FileIdentity::of(&file).map_err(|source| ReplicaError::io(&path, source))?;
+                let file_len = if sealed {
+                    file.metadata()
+                        .map_err(|source| ReplicaError::io(&path, source))?
+                        .len()
+                } else {
+                    shard_cut.pack_end
+                };
+                let same_version = known == Some(identity);
+                if same_version && file_len == shipped {
+                    continue;
+                }
+                if !same_version && (sealed || shipped > 0) {
+                    // Never shipped and sealed, or replaced since: whole, in its own object.
+                    if sealed {
+                        let staged = staging.join(format!("p{shard:02}-{pack_id:06}-{seq:012}"));
+                        stage(&path, &staged)?;
+                        uploads.push(Upload {
+                            staged,
+                            object: ObjectRef::Pack {
+                                generation,
+                                seq,
+                                shard,
+                                pack_id,
+                            },
+                            what: UploadKind::Pack { shard, pack_id },
+                        });
+                        identities.push((Some((shard, pack_id)), identity));
+                        continue;
+                    }
+                    // The open pack replaced (a restored file): its bytes start again at 0 in
+                    // this segment, after an empty replacement.
+                    let staged = staging.join(format!("p{shard:02}-{pack_id:06}-{seq:012}"));
+                    std::fs::write(&staged, b"")
+                        .map_err(|source| ReplicaError::io(&staged, source))?;
+                    uploads.push(Upload {
+                        staged,
+                        object: ObjectRef::Pack {
+                            generation,
+                            seq,
+                            shard,
+                            pack_id,
+                        },
+                        what: UploadKind::Pack { shard, pack_id },
+                    });
+                }
+                let from = if same_version { shipped } else { 0 };
+                if file_len < from {
+                    return Err(ReplicaError::Invalid(format!(
+                        "{} is {file_len} bytes, shorter than the {from} shipped of the same \
+                         file: it changed in place, which a store never does",
+                        path.display()
+                    )));
+                }
+                let room = budget.saturating_sub(body.len() as u64);
+                let mut to = file_len;
+                if to - from > room {
+                    left_bytes += to - from - room;
+                    to = from + room;
+                    continues = true;
+                }
+                if to > from {
+                    let start = body.len();
+                    body.resize(start + (to - from) as usize, 0);
+                    read_at(&file, &mut body[start..], from, &path)?;
+                    pieces.push(SegmentPiece {
+                        shard,
+                        pack_id,
+                        file_offset: from,
+                        len: to - from,
+                        body_offset: start as u64,
+                    });
+                }
+                identities.push((Some((shard, pack_id)), identity));
+                if continues {
+                    break;
+                }
+            }
+        }
+        if log_piece.is_none() && pieces.is_empty() && uploads.is_empty() {
+            return Ok(None);
+        }
+        let meta_path = store.meta_path();
+        let meta =
+            std::fs::read(&meta_path).map_err(|source| ReplicaError::io(&meta_path, source))?;
+        let header = SegmentHeader {
+            generation,
+            seq,
+            epoch: self.local.epoch,
+            replica_id: self.local.replica_id,
+            created_unix_ms: cut_at,
+            continues,
+            meta,
+            log_records: log_to,
+            log_piece,
+            log_base: None,
+            shards: points,
+            pieces,
+            replaced: Vec::new(),
+            body_bytes: body.len() as u64,
+        };
+        Ok(Some(Cycle {
+            header,
+            body,
+            uploads,
+            identities,
+            left_bytes,
+        }))
+    }
+}
+
+fn open(path: &Path) -> Result<File, ReplicaError> {
+    File::open(path).map_err(|source| ReplicaError::io(path, source))
+}
+
+fn read_at(file: &File, target: &mut [u8], offset: u64, path: &Path) -> Result<(), ReplicaError> {
+    file.read_exact_at(target, offset)
+        .map_err(|source| ReplicaError::io(path, source))
+}
+
+/// A second name for `path` in the staging directory, so that its bytes stay as they are
+/// until they are uploaded, whatever a collection does meanwhile (decision 0017: no store
+/// changes a file another name holds). Copied where a hard link cannot be made.
+fn stage(path: &Path, staged: &Path) -> Result<(), ReplicaError> {
+    if let Some(dir) = staged.parent() {
+        std::fs::create_dir_all(dir).map_err(|source| ReplicaError::io(dir, source))?;
+    }
+    let _ = std::fs::remove_file(staged);
+    if std::fs::hard_link(path, staged).is_err() {
+        std::fs::copy(path, staged).map_err(|source| ReplicaError::io(staged, source))?;
+    }
+    Ok(())
+}
+
+/// The store directory of a data dir (for tools that have no engine).
+pub fn store_dir(data_dir: &Path) -> StoreDir {
+    StoreDir::new(data_dir)
+}

@@ -1,0 +1,508 @@
+//! Off-host durability end to end (issue 31), on a `file://` replica (the same code runs on S3:
+//! `tests/s3.rs` against SeaweedFS): a running engine ships; restores at the latest point and at
+//! exact records hold exactly what was acknowledged by then, through collections that rewrite
+//! packs and compact the log; two primaries on one prefix never both ship; a failing object
+//! store never stops appends and loses nothing once it recovers; foreign prefixes and damaged
+//! objects are refused by name.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ctxstore_engine::{
+    AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig, ErrorKind,
+    TurnId, verify,
+};
+use ctxstore_replica::faulty::{Fault, FaultyStore};
+use ctxstore_replica::restore::{RestorePoint, restore};
+use ctxstore_replica::stats::ReplicationState;
+use ctxstore_replica::{Remote, ReplicaError, Replicator, S3Settings, ShipConfig};
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    pollster::block_on(future)
+}
+
+/// Small packs (sealed every 256 KiB), collections only on request, every dead byte compacted.
+fn engine_config(dir: &Path) -> EngineConfig {
+    let mut config = EngineConfig::new(dir);
+    config.limits.pack_bytes_max = 256 * 1024;
+    config.limits.blob_bytes_max = 128 * 1024;
+    config.limits.shard_batch_bytes_max = 256 * 1024;
+    config.limits.log_preallocate_bytes = 64 * 1024;
+    config.gc_interval_ms = 0;
+    config.gc_deleted_bytes_trigger = 0;
+    config.gc_pack_dead_percent = 1;
+    config.gc_bytes_per_s_max = 0;
+    config.gc_log_dead_bytes_min = 0;
+    config.disk_reserve_bytes = 0;
+    config
+}
+
+fn ship_config(url: &str) -> ShipConfig {
+    let mut config = ShipConfig::new(url);
+    config.interval = Duration::from_millis(25);
+    config.checkpoint_interval = Duration::from_secs(3600);
+    config.checkpoint_bytes = 200 * 1024;
+    config
+}
+
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+fn append(engine: &Engine, context: ContextId, payload: &[u8]) -> TurnId {
+    block_on(engine.append(AppendRequest {
+        context_id: context,
+        expected_head: None,
+        type_tag: 1,
+        codec: 0,
+        payload: AppendPayload::Bytes(Bytes::copy_from_slice(payload)),
+        options: Default::default(),
+    }))
+    .unwrap()
+    .turn
+    .turn_id
+}
+
+/// Waits until a cut taken after this call shipped whole: everything acknowledged before the
+/// call is in the replica.
+fn wait_shipped(replicator: &Replicator) {
+    std::thread::sleep(Duration::from_millis(2));
+    let since = ctxstore_replica::stats::now_unix_ms();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let stats = replicator.stats();
+        let shipped_cut = stats
+            .shipped_cut_unix_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let stats = stats.snapshot(ctxstore_replica::stats::now_unix_ms());
+        if shipped_cut > since && stats.lag_bytes == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never caught up: {stats:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn file_remote(url: &str) -> Remote {
+    ctxstore_replica::target::open(url, &S3Settings::default()).unwrap()
+}
+
+fn restore_at(url: &str, to: &Path, point: RestorePoint) -> Result<u64, ReplicaError> {
+    let remote = file_remote(url);
+    runtime()
+        .block_on(restore(&remote, to, point, None, &mut |_| {}))
+        .map(|report| report.log_records)
+}
+
+/// Every expected turn reads back with its payload; every turn id in `absent` is NOT_FOUND.
+fn check_store(dir: &Path, expected: &BTreeMap<TurnId, Vec<u8>>, absent: &[TurnId]) {
+    let report = verify(dir).unwrap();
+    assert!(report.is_ok(), "{report}");
+    let engine = Engine::open(engine_config(dir)).unwrap();
+    for (turn_id, payload) in expected {
+        let turn = block_on(engine.turn(*turn_id))
+            .unwrap_or_else(|error| panic!("turn {turn_id} missing after restore: {error}"));
+        let bytes = block_on(engine.blob(turn.payload_hash)).unwrap();
+        assert!(bytes[..] == payload[..], "turn {turn_id} payload differs");
+    }
+    for turn_id in absent {
+        let error = block_on(engine.turn(*turn_id)).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::NotFound, "turn {turn_id}: {error}");
+    }
+    engine.shutdown();
+}
+
+struct Setup {
+    _root: tempfile::TempDir,
+    data: PathBuf,
+    url: String,
+    root: PathBuf,
+}
+
+fn setup() -> Setup {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let url = format!("file://{}", root.path().join("replica").display());
+    Setup {
+        root: root.path().to_path_buf(),
+        _root: root,
+        data,
+        url,
+    }
+}
+
+#[test]
+fn restores_hold_exactly_what_was_acknowledged_by_their_point_through_collections() {
+    let s = setup();
+    let engine = Engine::open(engine_config(&s.data)).unwrap();
+    let replicator = Replicator::start(engine.clone(), ship_config(&s.url)).unwrap();
+    let mut contexts = Vec::new();
+    let mut turns: BTreeMap<TurnId, (ContextId, Vec<u8>)> = BTreeMap::new();
+    for c in 0..3u64 {
+        let context = block_on(engine.create_context()).unwrap().context_id;
+        contexts.push(context);
+        for i in 0..30u64 {
+            let payload = noise(c * 1000 + i, 8 * 1024);
+            turns.insert(append(&engine, context, &payload), (context, payload));
+        }
+    }
+    // A payload over the chunk threshold: a manifest and its chunks.
+    let big = noise(7, 60 * 1024);
+    turns.insert(append(&engine, contexts[1], &big), (contexts[1], big));
+    wait_shipped(&replicator);
+    let phase_one: BTreeMap<TurnId, Vec<u8>> = turns
+        .iter()
+        .map(|(turn, (_, payload))| (*turn, payload.clone()))
+        .collect();
+    let phase_one_last = *phase_one.keys().last().unwrap();
+
+    // A collection rewrites packs (a deleted context's turns die) and compacts the log.
+    block_on(engine.delete_context(&ContextRef::Id(contexts[0]))).unwrap();
+    let report = engine.gc().unwrap();
+    assert!(report.packs_compacted >= 1, "{report:?}");
+    for i in 0..20u64 {
+        let payload = noise(5000 + i, 8 * 1024);
+        turns.insert(
+            append(&engine, contexts[2], &payload),
+            (contexts[2], payload),
+        );
+    }
+    wait_shipped(&replicator);
+    replicator.stop();
+    engine.shutdown();
+    // What went up: segments, the pack the collection rewrote (uploaded whole),
+    // the compacted log base, checkpoints besides the generation's first.
+    let objects = walk(&s.root.join("replica"));
+    let count = |part: &str| {
+        objects
+            .iter()
+            .filter(|path| path.to_string_lossy().contains(part))
+            .count()
+    };
+    assert!(count("/s/") >= 2, "{objects:?}");
+    assert!(
+        count("/p/") >= 1,
+        "the pack the collection rewrote: {objects:?}"
+    );
+    assert!(count("/b/") >= 1, "the compacted log base: {objects:?}");
+    assert!(count("/c/") >= 2, "{objects:?}");
+
+    // The latest point: everything live, the deleted context's turns gone.
+    let latest = s.root.join("latest");
+    restore_at(&s.url, &latest, RestorePoint::Latest).unwrap();
+    let (dead, live): (Vec<_>, Vec<_>) = turns
+        .iter()
+        .partition(|(_, (context, _))| *context == contexts[0]);
+    let live: BTreeMap<TurnId, Vec<u8>> = live
+        .into_iter()
+        .map(|(turn, (_, payload))| (*turn, payload.clone()))
+        .collect();
+    let dead: Vec<TurnId> = dead.into_iter().map(|(turn, _)| *turn).collect();
+    check_store(&latest, &live, &dead);
+
+    // The end of phase one, by record: every turn of it, the doomed context's included, and
+    // nothing appended after.
+    let earlier = s.root.join("earlier");
+    let records = restore_at(
+        &s.url,
+        &earlier,
+        RestorePoint::AtSeq {
+            record_id: phase_one_last.0,
+        },
+    )
+    .unwrap();
+    assert_eq!(records, phase_one_last.0);
+    let later: Vec<TurnId> = turns
+        .keys()
+        .filter(|turn| **turn > phase_one_last)
+        .copied()
+        .collect();
+    check_store(&earlier, &phase_one, &later);
+
+    // A record in the middle of phase one: exactly the turns up to it.
+    let middle = *phase_one.keys().nth(40).unwrap();
+    let mid = s.root.join("middle");
+    restore_at(
+        &s.url,
+        &mid,
+        RestorePoint::AtSeq {
+            record_id: middle.0,
+        },
+    )
+    .unwrap();
+    let (kept, cut): (BTreeMap<_, _>, BTreeMap<_, _>) =
+        phase_one.into_iter().partition(|(turn, _)| *turn <= middle);
+    check_store(&mid, &kept, &cut.keys().copied().collect::<Vec<_>>());
+}
+
+#[test]
+fn a_primary_restored_from_its_replica_ships_a_new_generation_that_restores_whole() {
+    let s = setup();
+    let engine = Engine::open(engine_config(&s.data)).unwrap();
+    let replicator = Replicator::start(engine.clone(), ship_config(&s.url)).unwrap();
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    let mut expected = BTreeMap::new();
+    for i in 0..40u64 {
+        let payload = noise(i, 8 * 1024);
+        expected.insert(append(&engine, context, &payload), payload);
+    }
+    wait_shipped(&replicator);
+    replicator.stop();
+    engine.shutdown();
+    std::fs::remove_dir_all(&s.data).unwrap();
+
+    // The host is lost: restore, then serve and ship from the restored store.
+    let restored = s.root.join("restored");
+    restore_at(&s.url, &restored, RestorePoint::Latest).unwrap();
+    let engine = Engine::open(engine_config(&restored)).unwrap();
+    let replicator = Replicator::start(engine.clone(), ship_config(&s.url)).unwrap();
+    assert_eq!(
+        replicator.stats().snapshot(0).generation,
+        2,
+        "a new generation"
+    );
+    for i in 0..25u64 {
+        let payload = noise(100 + i, 8 * 1024);
+        expected.insert(append(&engine, context, &payload), payload);
+    }
+    wait_shipped(&replicator);
+    replicator.stop();
+    engine.shutdown();
+    let again = s.root.join("again");
+    restore_at(&s.url, &again, RestorePoint::Latest).unwrap();
+    check_store(&again, &expected, &[]);
+}
+
+#[test]
+fn a_second_primary_on_the_prefix_fences_the_first_within_an_interval() {
+    let s = setup();
+    let engine = Engine::open(engine_config(&s.data)).unwrap();
+    let first = Replicator::start(engine.clone(), ship_config(&s.url)).unwrap();
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    for i in 0..10u64 {
+        append(&engine, context, &noise(i, 4096));
+    }
+    wait_shipped(&first);
+    // The same store, a second replicator (what a copy of the store on another host does).
+    let second = Replicator::start(engine.clone(), ship_config(&s.url)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while first.stats().state() != ReplicationState::Fenced {
+        assert!(Instant::now() < deadline, "the first primary kept shipping");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let fenced_at = first.stats().snapshot(0).seq;
+    for i in 0..10u64 {
+        append(&engine, context, &noise(100 + i, 4096));
+    }
+    wait_shipped(&second);
+    assert_eq!(
+        first.stats().snapshot(0).seq,
+        fenced_at,
+        "a fenced primary ships nothing"
+    );
+    assert_eq!(second.stats().state(), ReplicationState::Shipping);
+    second.stop();
+    first.stop();
+    engine.shutdown();
+    let restored = s.root.join("restored");
+    restore_at(&s.url, &restored, RestorePoint::Latest).unwrap();
+    let report = verify(&restored).unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(report.turns, 20);
+}
+
+#[test]
+fn a_failing_object_store_never_stops_appends_and_everything_ships_once_it_recovers() {
+    let s = setup();
+    let engine = Engine::open(engine_config(&s.data)).unwrap();
+    let inner = file_remote(&s.url);
+    let faulty = FaultyStore::new(inner.store.clone());
+    let faults = faulty.faults.clone();
+    let remote = Remote::new(Arc::new(faulty), "", &s.url);
+    let replicator = Replicator::start_with(engine.clone(), ship_config(&s.url), remote).unwrap();
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    let mut expected = BTreeMap::new();
+    for (round, fault) in [
+        Fault::RefusePuts,
+        Fault::LandThenFail,
+        Fault::Unreachable,
+        Fault::Slow(Duration::from_millis(200)),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        faults.set(fault);
+        // Appends are acknowledged while the store fails.
+        for i in 0..15u64 {
+            let payload = noise(round as u64 * 100 + i, 8 * 1024);
+            expected.insert(append(&engine, context, &payload), payload);
+        }
+        std::thread::sleep(Duration::from_millis(120));
+    }
+    faults.set(Fault::None);
+    wait_shipped(&replicator);
+    let stats = replicator.stats().snapshot(0);
+    let failures: u64 = stats.failures.iter().map(|(_, count)| count).sum();
+    assert!(failures > 0, "the faults were seen: {stats:?}");
+    assert!(faults.injected.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    replicator.stop();
+    engine.shutdown();
+    let restored = s.root.join("restored");
+    restore_at(&s.url, &restored, RestorePoint::Latest).unwrap();
+    check_store(&restored, &expected, &[]);
+}
+
+#[test]
+fn foreign_prefixes_and_damaged_objects_are_refused_by_name() {
+    let s = setup();
+    // Not a replica.
+    let replica_dir = s.root.join("replica");
+    std::fs::create_dir_all(&replica_dir).unwrap();
+    std::fs::write(replica_dir.join("notes.txt"), b"not ours").unwrap();
+    let engine = Engine::open(engine_config(&s.data)).unwrap();
+    let error = Replicator::start(engine.clone(), ship_config(&s.url)).unwrap_err();
+    assert!(matches!(error, ReplicaError::NotAReplica { .. }), "{error}");
+    assert!(error.to_string().contains("notes.txt"), "{error}");
+    std::fs::remove_file(replica_dir.join("notes.txt")).unwrap();
+
+    // Ours: ship something.
+    let replicator = Replicator::start(engine.clone(), ship_config(&s.url)).unwrap();
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    for i in 0..10u64 {
+        append(&engine, context, &noise(i, 8 * 1024));
+    }
+    wait_shipped(&replicator);
+    replicator.stop();
+    engine.shutdown();
+
+    // Another store on the same prefix is refused, naming both replicas.
+    let other = Engine::open(engine_config(&s.root.join("other"))).unwrap();
+    let error = Replicator::start(other.clone(), ship_config(&s.url)).unwrap_err();
+    assert!(matches!(error, ReplicaError::OtherStore { .. }), "{error}");
+    other.shutdown();
+
+    // A damaged segment: the restore fails naming it, and leaves no store.
+    let segment = walk(&replica_dir)
+        .into_iter()
+        .find(|path| path.to_string_lossy().contains("/s/"))
+        .unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&segment, &bytes).unwrap();
+    let target = s.root.join("restored");
+    let error = restore_at(&s.url, &target, RestorePoint::Latest).unwrap_err();
+    let name = segment
+        .strip_prefix(&replica_dir)
+        .unwrap()
+        .display()
+        .to_string();
+    assert!(error.to_string().contains(&name), "{error} names {name}");
+    assert!(
+        !target.join("ctxstore.meta").exists(),
+        "no store from a damaged replica"
+    );
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[allow(dead_code)]
+fn hash(payload: &[u8]) -> BlobHash {
+    BlobHash::of(payload)
+}
+
+#[test]
+fn retention_deletes_what_no_kept_point_reads_and_the_latest_point_still_restores() {
+    let s = setup();
+    let engine = Engine::open(engine_config(&s.data)).unwrap();
+    let mut config = ship_config(&s.url);
+    config.checkpoint_bytes = 64 * 1024;
+    let replicator = Replicator::start(engine.clone(), config).unwrap();
+    let keep = block_on(engine.create_context()).unwrap().context_id;
+    let doomed = block_on(engine.create_context()).unwrap().context_id;
+    let mut expected = BTreeMap::new();
+    for i in 0..40u64 {
+        let payload = noise(i, 8 * 1024);
+        expected.insert(append(&engine, keep, &payload), payload);
+        append(&engine, doomed, &noise(10_000 + i, 8 * 1024));
+        if i % 10 == 9 {
+            wait_shipped(&replicator);
+        }
+    }
+    block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();
+    engine.gc().unwrap();
+    for i in 40..50u64 {
+        let payload = noise(i, 8 * 1024);
+        expected.insert(append(&engine, keep, &payload), payload);
+    }
+    wait_shipped(&replicator);
+    replicator.stop();
+    engine.shutdown();
+    let replica_dir = s.root.join("replica");
+    let before = walk(&replica_dir).len();
+    let remote = file_remote(&s.url);
+    let window = Duration::from_secs(24 * 3600);
+    // Two days on: every object is older than the window, only the latest point is kept.
+    let later = ctxstore_replica::stats::now_unix_ms() + 2 * 24 * 3600 * 1000;
+
+    // A restore in progress holds everything.
+    let lease = ctxstore_replica::layout::Key::Restore(7);
+    runtime()
+        .block_on(remote.create(lease, Bytes::from_static(b"restore")))
+        .unwrap();
+    let held = runtime()
+        .block_on(ctxstore_replica::retention::run(
+            &remote,
+            window,
+            later - 2 * 24 * 3600 * 1000,
+        ))
+        .unwrap();
+    assert!(held.held_by_restore && held.deleted == 0, "{held:?}");
+    runtime().block_on(remote.delete(lease)).unwrap();
+
+    let report = runtime()
+        .block_on(ctxstore_replica::retention::run(&remote, window, later))
+        .unwrap();
+    assert!(report.deleted > 0, "{report:?}");
+    assert!(walk(&replica_dir).len() < before);
+    let restored = s.root.join("restored");
+    restore_at(&s.url, &restored, RestorePoint::Latest).unwrap();
+    check_store(&restored, &expected, &[]);
+    // A point retention let go (here: records compacted away before the oldest kept
+    // checkpoint) is refused, never half restored.
+    let gone = s.root.join("gone");
+    let first = *expected.keys().next().unwrap();
+    let error = restore_at(&s.url, &gone, RestorePoint::AtSeq { record_id: first.0 });
+    assert!(error.is_err(), "{error:?}");
+    assert!(!gone.join("ctxstore.meta").exists());
+}

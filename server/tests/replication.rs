@@ -1,0 +1,233 @@
+//! Replication through the binary (issue 31): `ctxstore-server --replicate-to` ships while it
+//! serves and once more at SIGTERM; `ctxstore-server restore` builds a store that verifies and
+//! serves every acknowledged turn; a prefix that is not a replica is refused at start, naming
+//! what it found; the metrics endpoint reports replication. On a `file://` replica here, and on
+//! SeaweedFS when `.ci/run` names it (`CTXSTORE_S3_TEST_ENDPOINT`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ctxstore_client::{ClientConfig, blocking};
+
+const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
+
+#[allow(clippy::zombie_processes)]
+fn spawn(data: &Path, ready: &Path, flags: &[&str]) -> (Child, String) {
+    let _ = std::fs::remove_file(ready);
+    let log = std::fs::File::create(data.with_extension("log")).unwrap();
+    let mut child = Command::new(SERVER)
+        .arg("--data")
+        .arg(data)
+        .args(["--listen", "127.0.0.1:0", "--ready-file"])
+        .arg(ready)
+        .args(flags)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(addr) = std::fs::read_to_string(ready)
+            && addr.ends_with('\n')
+        {
+            return (child, addr.trim().to_string());
+        }
+        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(data.with_extension("log")).unwrap_or_default();
+            panic!("server on {} did not become ready\n{log}", data.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn stop(mut child: Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(child.wait().unwrap().success());
+}
+
+fn restore(url: &str, to: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(SERVER);
+    command
+        .args(["restore", "--from", url, "--to"])
+        .arg(to)
+        .args(extra);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().unwrap()
+}
+
+fn field<'a>(stdout: &'a str, name: &str) -> &'a str {
+    stdout
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} line in\n{stdout}"))
+}
+
+/// Ships a store to `url` through the binary, restores it, and checks every turn.
+fn ships_and_restores(url: &str, env: &[(&str, &str)]) {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let ready = root.path().join("ready");
+    let metrics_ready = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let metrics_addr = metrics_ready.local_addr().unwrap().to_string();
+    drop(metrics_ready);
+    let mut flags = vec![
+        "--replicate-to",
+        url,
+        "--replicate-interval",
+        "50ms",
+        "--metrics-listen",
+        metrics_addr.as_str(),
+    ];
+    if env.is_empty() {
+        flags.push("--gc-interval");
+        flags.push("off");
+    }
+    let mut command_env: Vec<(String, String)> = env
+        .iter()
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .collect();
+    command_env.push(("RUST_LOG".into(), "info".into()));
+    let (child, addr) = {
+        let _ = std::fs::remove_file(&ready);
+        let log = std::fs::File::create(root.path().join("server.log")).unwrap();
+        let mut command = Command::new(SERVER);
+        command
+            .arg("--data")
+            .arg(&data)
+            .args(["--listen", "127.0.0.1:0", "--ready-file"])
+            .arg(&ready)
+            .args(&flags)
+            .stdout(Stdio::null())
+            .stderr(log);
+        for (key, value) in &command_env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = loop {
+            if let Ok(addr) = std::fs::read_to_string(&ready)
+                && addr.ends_with('\n')
+            {
+                break addr.trim().to_string();
+            }
+            if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+                let _ = child.kill();
+                let log = std::fs::read_to_string(root.path().join("server.log")).unwrap();
+                panic!("server did not start\n{log}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        (child, addr)
+    };
+    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
+    let context = client.create_context().unwrap().context_id;
+    let mut acked = Vec::new();
+    for i in 0..60u32 {
+        let payload: Vec<u8> = (0..9000u32).map(|j| (i * 131 + j * 7) as u8).collect();
+        let appended = client
+            .append(context, None, 0, 0, Bytes::from(payload.clone()))
+            .unwrap();
+        acked.push((appended.turn.turn_id, payload));
+    }
+    // The metrics endpoint reports replication.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut stream = std::net::TcpStream::connect(&metrics_addr).unwrap();
+    use std::io::{Read, Write};
+    write!(stream, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut metrics = String::new();
+    stream.read_to_string(&mut metrics).unwrap();
+    assert!(
+        metrics.contains("ctxstore_replication_state{state=\"shipping\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("ctxstore_replication_objects_total"),
+        "{metrics}"
+    );
+    drop(client);
+    // SIGTERM ships what is durable once more before the server exits.
+    stop(child);
+
+    let target = root.path().join("restored");
+    let output = restore(url, &target, &[], env);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("objects"), "progress on stderr: {stderr}");
+    assert_eq!(field(&stdout, "turns"), "60", "{stdout}");
+    field(&stdout, "generation").parse::<u32>().unwrap();
+    let (child, addr) = spawn(&target, &root.path().join("ready-restored"), &[]);
+    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
+    let page = client.last(context, 100, true).unwrap();
+    let read: Vec<(u64, Vec<u8>)> = page
+        .turns
+        .iter()
+        .map(|turn| (turn.turn_id, turn.payload.as_ref().unwrap().to_vec()))
+        .collect();
+    assert_eq!(read, acked);
+    drop(client);
+    stop(child);
+}
+
+#[test]
+fn a_server_ships_to_a_directory_and_restore_serves_every_acknowledged_turn() {
+    let replica = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", replica.path().display());
+    ships_and_restores(&url, &[]);
+}
+
+#[test]
+fn a_server_ships_to_seaweedfs_and_restore_serves_every_acknowledged_turn() {
+    let Ok(endpoint) = std::env::var("CTXSTORE_S3_TEST_ENDPOINT") else {
+        eprintln!("skipped: CTXSTORE_S3_TEST_ENDPOINT is not set (.ci/run sets it)");
+        return;
+    };
+    let bucket =
+        std::env::var("CTXSTORE_S3_TEST_BUCKET").unwrap_or_else(|_| "ctxstore-test".into());
+    let url = format!("s3://{bucket}/server-{}", std::process::id());
+    // SeaweedFS takes any credentials (none configured); without them the S3 client would
+    // ask the instance metadata service.
+    let key = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_else(|_| "ctxstore".into());
+    let secret = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "ctxstore".into());
+    let env = [
+        ("AWS_ENDPOINT", endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", key.as_str()),
+        ("AWS_SECRET_ACCESS_KEY", secret.as_str()),
+    ];
+    ships_and_restores(&url, &env);
+}
+
+#[test]
+fn a_prefix_that_is_not_a_replica_is_refused_at_start_naming_it() {
+    let root = tempfile::tempdir().unwrap();
+    let replica = root.path().join("replica");
+    std::fs::create_dir_all(&replica).unwrap();
+    std::fs::write(replica.join("holiday-photos.tar"), b"not ours").unwrap();
+    let url = format!("file://{}", replica.display());
+    let output = Command::new(SERVER)
+        .arg("--data")
+        .arg(root.path().join("data"))
+        .args(["--listen", "127.0.0.1:0", "--replicate-to", &url])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("holiday-photos.tar"), "{stderr}");
+    assert!(stderr.contains("not a ctxstore replica"), "{stderr}");
+    // A restore from it is refused too, and writes no store.
+    let target = root.path().join("restored");
+    let output = restore(&url, &target, &[], &[]);
+    assert!(!output.status.success());
+    assert!(!target.join("ctxstore.meta").exists());
+}
