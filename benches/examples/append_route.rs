@@ -37,6 +37,25 @@ fn request(context: ContextId, payload: AppendPayload) -> AppendRequest {
     }
 }
 
+/// Each actor's fdatasyncs so far, their mean and the records per batch: where an append's
+/// time went (a second fdatasync in series shows as more of them per append).
+fn fsyncs(engine: &Engine) -> String {
+    engine
+        .actor_metrics()
+        .iter()
+        .map(|actor| {
+            let count = actor.fsync_us.cumulative.last().copied().unwrap_or(0);
+            let batches = actor.batch_records.cumulative.last().copied().unwrap_or(0);
+            format!(
+                "{} {count} fdatasyncs (mean {:.0} µs), {batches} batches",
+                actor.actor,
+                actor.fsync_us.sum as f64 / count.max(1) as f64
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn open(dir: &Path, chunking: ChunkingConfig) -> (Engine, ContextId) {
     let mut config = EngineConfig::new(dir);
     config.chunking = chunking;
@@ -69,6 +88,7 @@ fn batch_of_3(base: &Path, steps: usize) -> LatencyUs {
             let _ = histogram.record(sent.elapsed().as_nanos() as u64);
         }
     }
+    println!("        batch of 3 turns: {}", fsyncs(&engine));
     engine.shutdown();
     LatencyUs::of(&histogram)
 }
@@ -134,8 +154,19 @@ fn growing(base: &Path, steps: u32, how: Growing) -> LatencyUs {
             let _ = histogram.record(sent.elapsed().as_nanos() as u64);
         }
     }
+    println!("        growing ({}): {}", how.label(), fsyncs(&engine));
     engine.shutdown();
     LatencyUs::of(&histogram)
+}
+
+impl Growing {
+    fn label(self) -> &'static str {
+        match self {
+            Growing::Whole => "whole",
+            Growing::Chunked => "chunked",
+            Growing::PutChunked => "put_chunked",
+        }
+    }
 }
 
 fn median(values: &mut [f64]) -> f64 {
