@@ -68,14 +68,8 @@ impl ActorFile {
     /// Writes all of `bytes` at `offset` (into the page cache).
     pub fn write_all_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
         #[cfg(test)]
-        match crate::faults::check(&self.path, crate::faults::FaultOp::Write) {
-            Some(crate::faults::Fault::Fail(errno)) => return Err(crate::faults::error(errno)),
-            Some(crate::faults::Fault::Short { keep }) => {
-                self.file
-                    .write_all_at(&bytes[..keep.min(bytes.len())], offset)?;
-                return Err(crate::faults::error(5));
-            }
-            other => crate::faults::delay(other),
+        if let Some(result) = self.injected(crate::faults::FaultOp::Write, bytes, offset) {
+            return result;
         }
         self.file.write_all_at(bytes, offset)
     }
@@ -83,16 +77,33 @@ impl ActorFile {
     /// `write_all_at` for prepared zeros, with its own test-only fault hook.
     fn write_zeros_at(&self, zeros: &[u8], offset: u64) -> io::Result<()> {
         #[cfg(test)]
-        match crate::faults::check(&self.path, crate::faults::FaultOp::FillZeros) {
-            Some(crate::faults::Fault::Fail(errno)) => return Err(crate::faults::error(errno)),
-            Some(crate::faults::Fault::Short { keep }) => {
-                self.file
-                    .write_all_at(&zeros[..keep.min(zeros.len())], offset)?;
-                return Err(crate::faults::error(5));
-            }
-            other => crate::faults::delay(other),
+        if let Some(result) = self.injected(crate::faults::FaultOp::FillZeros, zeros, offset) {
+            return result;
         }
         self.write_all_at(zeros, offset)
+    }
+
+    /// A test's fault for a write of `bytes` at `offset`: a failure, a short write then EIO,
+    /// or a delay (then `None`: the write goes on).
+    #[cfg(test)]
+    fn injected(
+        &self,
+        op: crate::faults::FaultOp,
+        bytes: &[u8],
+        offset: u64,
+    ) -> Option<io::Result<()>> {
+        match crate::faults::check(&self.path, op) {
+            Some(crate::faults::Fault::Fail(errno)) => Some(Err(crate::faults::error(errno))),
+            Some(crate::faults::Fault::Short { keep }) => Some(
+                self.file
+                    .write_all_at(&bytes[..keep.min(bytes.len())], offset)
+                    .and(Err(crate::faults::error(5))),
+            ),
+            other => {
+                crate::faults::delay(other);
+                None
+            }
+        }
     }
 
     /// fdatasync: every write before it is on the disk when it returns `Ok`.
