@@ -5,20 +5,24 @@
 //! shares all but its last chunks with the previous one, so it costs O(Δ) on disk.
 //!
 //! ```text
-//!  caller (network core)                       chunk shards          manifest's shard → sequencer
+//!  caller (network core)                       other shards          manifest's shard → sequencer
 //!  cut, BLAKE3 each chunk, pick a base
-//!  pin chunks + base (gc.rs `ChunkPins`)
-//!  puts of the chunks not stored ───────────► durable, indexed
-//!  manifest record (after every chunk) ──────────────────────────────► durable, indexed → turn
+//!  pin chunks + base (`gc/pins.rs` `ChunkPins`)
+//!  the chunks not stored, in other shards ──► durable, indexed
+//!  the chunks not stored in the manifest's shard, then the manifest ──► one batch: durable,
+//!                                                                         indexed → turn
 //!  unpin
 //! ```
 //!
-//! Durability order: a manifest is written only after each chunk it names is durable and
-//! indexed, a turn only after its manifest (the pipeline's PutThenAppend). Reads rebuild the
-//! payload from its chunks and check it against its BlobHash. This module is what reads need
-//! (manifests, `read_payload`) and what garbage collection and verify ask of manifests; the
-//! write side, `Engine::prepare_manifest` and `Engine::put_chunked`, is `engine/chunked.rs`.
-//! Neither writes a file itself (shards do).
+//! Durability order: a manifest is written only after each chunk it names in another shard is
+//! durable and indexed; a chunk in its own shard is written before it in the same shard batch
+//! (one fdatasync, indexed together; recovery keeps a record only when every record before it
+//! in its pack is whole); a turn is published only after its manifest (the pipeline's
+//! hand-on, decision 0014). Reads rebuild the payload from its chunks and check it against its
+//! BlobHash. This module is what reads need (manifests, `read_payload`) and what garbage
+//! collection and verify ask of manifests; the write side, `Engine::plan_manifest` and
+//! `Engine::put_chunked`, is `engine/chunked.rs`, stored by `engine/append.rs`. Neither
+//! writes a file itself (shards do).
 
 use std::collections::HashMap;
 

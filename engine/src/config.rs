@@ -294,7 +294,7 @@ pub struct ThreadPlacement {
 
 /// Which thread runs which actor. Configuration, not code. The default is a thread per actor:
 /// an actor alone on its thread waits for fdatasync with a direct system call, the cheapest
-/// way (see `file.rs`); threads are not cores, and on a 2-core machine they share them.
+/// way (see `file/actor.rs`); threads are not cores, and on a 2-core machine they share them.
 /// Actors placed on one thread submit fdatasync through io_uring instead, so that they do not
 /// stall each other.
 ///

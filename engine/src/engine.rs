@@ -1,13 +1,16 @@
-//! The `Engine` handle: open (recover, start actors), the caller's step of the append
-//! pipeline (`pipeline.rs` draws the whole route), reads (`read.rs`), shutdown.
+//! The `Engine` handle: reads (`read.rs`), stats, shutdown. Opening is `engine/open.rs`
+//! (recover → publish → start actors → start background work); the caller's side of an
+//! append is `engine/append.rs` (`pipeline.rs` draws the whole route).
 
 // The Engine's own methods, in files of their own by concern: each is an `impl Engine` block
 // (with the threads and helpers only it uses), so these are the Engine itself, not modules
 // below it; everything they call lies below `engine.rs` in the code map.
+pub(crate) mod append;
 pub mod backup;
 pub(crate) mod chunked;
 pub mod contexts;
 pub mod cut;
+mod open;
 pub mod overlays;
 pub mod retention;
 pub mod turns;
@@ -18,48 +21,20 @@ use std::thread::JoinHandle;
 
 use bytes::Bytes;
 
-use crate::blob::codec;
-use crate::blob::recover::{RecoveredShard, recover_shard};
-use crate::config::{Actor, EngineConfig};
-use crate::engine::chunked::{BaseHints, ChunkCounters};
-use crate::error::{EngineError, OpenError};
-use crate::file::ReadFile;
-use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
+use crate::config::EngineConfig;
+use crate::engine::chunked::BaseHints;
+use crate::error::EngineError;
 use crate::gc::{Collector, Scheduler};
 use crate::ids::{BlobHash, ContextId, TurnId};
-use crate::metrics::{ActorMetrics, ActorSnapshot};
+use crate::metrics::ActorSnapshot;
 use crate::model::{
-    AppendPayload, AppendRequest, Appended, ContextHead, Created, NewContext, NoPayloadCache, Page,
-    PageOptions, PageQuery, Payload, PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn,
-    TurnPage, TurnWithPayload,
+    ContextHead, Created, NewContext, NoPayloadCache, Page, PageOptions, PageQuery, Payload,
+    PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn, TurnPage, TurnWithPayload,
 };
-use crate::pipeline::{PutOutcome, SequencerInbox, SequencerRequest, ShardRequest, TurnBlob};
+use crate::pipeline::{SequencerInbox, SequencerRequest, ShardRequest};
 use crate::published::Published;
 use crate::read::Reader;
-use crate::sequencer::migrate::migrate_turn_log;
-use crate::sequencer::recover::recover_log;
-use crate::sequencer::view::{ContextsView, HeadTable, SequencerCounters, TurnsView};
-use crate::status::StoreStatus;
-use crate::store_dir::{StoreDir, now_unix_ms};
-use crate::threads::{ActorSeed, start_thread};
 use retention::Reaper;
-
-/// A by-value write whose blob a garbage collection swept between the caller's look-up and
-/// the sequencer (decision 0011) is refused `BlobNotFound`; the caller has the bytes and
-/// stores them again (a fresh copy). Twice more at most: each retry would need another
-/// collection to condemn the very same bytes in between.
-pub(crate) const SWEPT_RETRIES_MAX: u32 = 2;
-
-/// Whether a by-value payload is the blob `hash` (only asked on the rare refusal path).
-pub(crate) fn carries(payload: &AppendPayload, hash: &BlobHash) -> bool {
-    matches!(payload, AppendPayload::Bytes(bytes) if BlobHash::of(bytes) == *hash)
-}
-
-/// A put's outcome, known already or awaited from its shard.
-pub(crate) enum Stored {
-    Done(PutOutcome),
-    Pending(oneshot::Receiver<Result<PutOutcome, EngineError>>),
-}
 
 /// A handle on an open store. Cheap to clone; every method can be called from any thread and,
 /// for the async ones, from any async runtime (the futures only wait on channels).
@@ -74,7 +49,7 @@ pub(crate) struct Inner {
     pub(crate) sequencer: SequencerInbox,
     pub(crate) shards: Box<[flume::Sender<ShardRequest>]>,
     pub(crate) config: EngineConfig,
-    /// The garbage collector (`gc.rs`); its maintenance lock also keeps backups one at a time.
+    /// The garbage collector (`gc/`); its maintenance lock also keeps backups one at a time.
     pub(crate) collector: Arc<Collector>,
     /// The `ctxstore-gc` thread, stopped first by `shutdown`.
     gc_scheduler: Mutex<Option<Scheduler>>,
@@ -87,224 +62,9 @@ pub(crate) struct Inner {
     reaper: Mutex<Option<Reaper>>,
     /// Where a chunked write finds its base manifest (`chunks.rs`).
     pub(crate) base_hints: BaseHints,
-    pub(crate) chunk_counters: ChunkCounters,
 }
 
 impl Engine {
-    /// Opens (or creates) the store in `config.data_dir`: checks and recovers every file,
-    /// then starts the actors on their threads. Blocks until the store is ready.
-    pub fn open(config: EngineConfig) -> Result<Engine, OpenError> {
-        config.validate().map_err(OpenError::Config)?;
-        let started = std::time::Instant::now();
-        let store = StoreDir::new(&config.data_dir);
-        std::fs::create_dir_all(&store.root)
-            .map_err(|source| OpenError::io(&store.root, source))?;
-        let lock = store.lock()?;
-        let meta = store.open_or_create(config.shard_count, now_unix_ms())?;
-        if meta.shard_count != config.shard_count {
-            return Err(OpenError::Config(format!(
-                "the store in {} has {} blob shards, the configuration says {}; start with the \
-                 store's shard count",
-                store.root.display(),
-                meta.shard_count,
-                config.shard_count
-            )));
-        }
-
-        // No store writes a byte another reads: a file it writes in place that shares its
-        // inode with another name (a backup's or a copy's hard link) gets one of its own.
-        let in_place = store
-            .files_written_in_place(meta.shard_count)
-            .map_err(|source| OpenError::io(&store.root, source))?;
-        for path in in_place {
-            crate::file::make_private(&path).map_err(|source| OpenError::io(&path, source))?;
-        }
-        // Taken before recovery and the prepared space can fill a nearly full disk.
-        let reserve = crate::reserve::DiskReserve::open(&store.root, config.disk_reserve_bytes)
-            .map_err(|source| OpenError::io(&store.root, source))?;
-
-        // Shards recover in parallel; the log's replay then checks every turn's blob.
-        let shards = recover_shards(&store, &config)?;
-        let (views, cursors): (Vec<_>, Vec<_>) = shards
-            .into_iter()
-            .map(|RecoveredShard { view, cursor }| (view, cursor))
-            .unzip();
-        for incomplete in crate::chunks::drop_incomplete_manifests(&views) {
-            tracing::warn!(
-                blob = %incomplete.hash,
-                reason = %incomplete.reason,
-                "a chunked blob lacks part of itself (a backup's cut?); it is not used, and a \
-                 live turn naming it fails the open below"
-            );
-        }
-        let log_path = store.turns_log_path();
-        // The compacted prefix of the log, if a collection wrote one (`log_compaction.rs`).
-        let base = crate::log_compaction::open_base(&store)?;
-        if base.is_some() && meta.format_version < STORE_FORMAT_VERSION {
-            return Err(OpenError::Inconsistent(format!(
-                "{} is of store format {} but has a compacted log ({}), which only format {} \
-                 writes",
-                store.root.display(),
-                meta.format_version,
-                store.turns_base_path().display(),
-                STORE_FORMAT_VERSION
-            )));
-        }
-        let recovered = recover_log(&log_path, base.as_ref(), &views, config.repair)?;
-        if meta.format_version < STORE_FORMAT_VERSION {
-            migrate_store(&store, &meta, &log_path, recovered.next_record_id - 1)?;
-        }
-
-        let turns_file =
-            ReadFile::open(log_path.clone()).map_err(|source| OpenError::io(&log_path, source))?;
-        let contexts = ContextsView::new(recovered.contexts.clone());
-        let heads = HeadTable::new();
-        for (context_id, head) in recovered.heads.iter() {
-            heads.set_head(context_id, head.head_turn_id);
-        }
-        heads.publish_contexts(recovered.heads.count());
-        let counters = SequencerCounters::default();
-        counters.turns.store(recovered.turns, Ordering::Relaxed);
-        counters.contexts.store(
-            recovered.heads.count() - recovered.contexts.deleted_contexts,
-            Ordering::Relaxed,
-        );
-        counters
-            .logical_bytes
-            .store(recovered.logical_bytes, Ordering::Relaxed);
-        counters
-            .dedup_hits
-            .store(recovered.dedup_hits, Ordering::Relaxed);
-        let published = Arc::new(Published {
-            turns: TurnsView::new(
-                turns_file,
-                base,
-                recovered.next_record_id - 1,
-                recovered.dead.clone(),
-            ),
-            heads,
-            contexts,
-            counters,
-            shard_metrics: views.iter().map(|_| ActorMetrics::default()).collect(),
-            shards: views.into_boxed_slice(),
-            status: StoreStatus::default(),
-            sequencer_metrics: ActorMetrics::default(),
-        });
-        tracing::info!(
-            data = %store.root.display(),
-            turns = recovered.turns,
-            contexts = recovered.heads.count(),
-            blobs = published.shards.iter().map(|s| s.counters.blobs.load(Ordering::Relaxed)).sum::<u64>(),
-            recovery_ms = started.elapsed().as_millis() as u64,
-            "store recovered"
-        );
-
-        // Actors: one inbox each, bounded (backpressure on callers), then their threads.
-        let queue_depth = config.limits.queue_depth_max as usize;
-        let (sequencer_sender, sequencer_inbox) = flume::bounded(queue_depth);
-        let sequencer = SequencerInbox(sequencer_sender);
-        // Shards tell the sequencer which of their batches are durable (decision 0014); only
-        // the shards hold a sender, so the sequencer learns when they are all gone.
-        let (notices, notices_inbox) = flume::unbounded();
-        let mut sequencer_seed = Some(ActorSeed::Sequencer(
-            Box::new(recovered),
-            sequencer_inbox,
-            notices_inbox,
-        ));
-        let mut shard_senders = Vec::new();
-        let mut shard_seeds: Vec<Option<ActorSeed>> = Vec::new();
-        let open_packs: Vec<u32> = cursors.iter().map(|cursor| cursor.pack_id).collect();
-        for cursor in cursors {
-            let (sender, inbox) = flume::bounded(queue_depth);
-            shard_senders.push(sender);
-            let seed = ActorSeed::Shard(cursor, inbox, sequencer.clone(), notices.clone());
-            shard_seeds.push(Some(seed));
-        }
-        drop(notices);
-        let mut threads = Vec::new();
-        for (index, placement) in config.placement.threads.iter().enumerate() {
-            let seeds = placement
-                .actors
-                .iter()
-                .filter_map(|actor| match actor {
-                    Actor::Sequencer => sequencer_seed.take(),
-                    Actor::Shard(shard) => shard_seeds.get_mut(usize::from(*shard))?.take(),
-                })
-                .collect();
-            let started = start_thread(
-                index,
-                placement,
-                seeds,
-                published.clone(),
-                config.limits,
-                config.preallocate,
-            );
-            match started {
-                Ok(handle) => threads.push(handle),
-                Err(error) => {
-                    // Dropping the senders stops the actors already started.
-                    drop(sequencer);
-                    drop(shard_senders);
-                    for handle in threads {
-                        let _ = handle.join();
-                    }
-                    return Err(error);
-                }
-            }
-        }
-        assert!(sequencer_seed.is_none() && shard_seeds.iter().all(Option::is_none));
-        let reaper = Reaper::start(
-            published.clone(),
-            sequencer.clone(),
-            config.context_ttl_default_ms,
-            std::time::Duration::from_millis(config.reaper_interval_ms),
-        );
-        let reaper = match reaper {
-            Ok(reaper) => reaper,
-            Err(error) => {
-                stop_actors(&sequencer, &shard_senders, threads);
-                return Err(OpenError::Thread(format!("ctxstore-reaper: {error}")));
-            }
-        };
-        let collector = Arc::new(Collector::new(
-            published.clone(),
-            sequencer.clone(),
-            shard_senders.clone().into_boxed_slice(),
-            store.clone(),
-            &config,
-            open_packs,
-            reserve,
-        ));
-        let gc_scheduler = match Scheduler::start(
-            collector.clone(),
-            std::time::Duration::from_millis(config.gc_interval_ms),
-            config.gc_deleted_bytes_trigger,
-        ) {
-            Ok(scheduler) => scheduler,
-            Err(error) => {
-                reaper.stop();
-                stop_actors(&sequencer, &shard_senders, threads);
-                return Err(OpenError::Thread(format!("ctxstore-gc: {error}")));
-            }
-        };
-        Ok(Engine {
-            inner: Arc::new(Inner {
-                published,
-                sequencer,
-                shards: shard_senders.into_boxed_slice(),
-                config,
-                closed: AtomicBool::new(false),
-                collector,
-                gc_scheduler: Mutex::new(Some(gc_scheduler)),
-                threads: Mutex::new(threads),
-                lock: Mutex::new(Some(lock)),
-                reaper: Mutex::new(Some(reaper)),
-                base_hints: BaseHints::default(),
-                chunk_counters: ChunkCounters::default(),
-            }),
-        })
-    }
-
     pub fn config(&self) -> &EngineConfig {
         &self.inner.config
     }
@@ -337,209 +97,6 @@ impl Engine {
         let request = SequencerRequest::CreateContext { new, reply };
         (self.inner.sequencer.0.send_async(request).await).map_err(|_| EngineError::ShutDown)?;
         answer.await.map_err(|_| EngineError::ShutDown)?
-    }
-
-    /// Appends a turn to a context's head. Returns once blob, turn and head move are durable.
-    /// This is the caller's step of the pipeline (`pipeline.rs`): validate, hash, and send the
-    /// append to the blob's shard (new blob) or straight to the sequencer (known blob).
-    pub async fn append(&self, request: AppendRequest) -> Result<Appended, EngineError> {
-        let mut attempts = 0;
-        loop {
-            let result = self.append_once(request.clone()).await;
-            match result {
-                Err(EngineError::BlobNotFound(gone))
-                    if attempts < SWEPT_RETRIES_MAX && carries(&request.payload, &gone) =>
-                {
-                    attempts += 1;
-                }
-                result => return result,
-            }
-        }
-    }
-
-    async fn append_once(&self, request: AppendRequest) -> Result<Appended, EngineError> {
-        self.check_open()?;
-        let published = &self.inner.published;
-        published.status.check_writable()?;
-        if published.heads.head(request.context_id).is_none() {
-            return Err(EngineError::ContextNotFound(request.context_id));
-        }
-        let (append, payload) = request.split();
-        let (reply, answer) = oneshot::channel();
-        let hash = match &payload {
-            AppendPayload::Bytes(bytes) => {
-                self.check_blob_len(bytes.len())?;
-                BlobHash::of(bytes)
-            }
-            AppendPayload::StoredBlob(hash) => *hash,
-        };
-        let shard = usize::from(hash.shard(published.shards.len() as u16));
-        // A retry whose key is already published is answered here, without storing its
-        // payload again (the sequencer checks keys anyway, for appends racing each other).
-        if let Some(existing) = self.published_turn_by_key(append.context_id, &append.options)? {
-            return Ok(Appended {
-                deduped: published.shards[shard].contains(&hash),
-                ..existing
-            });
-        }
-        let by_hash = matches!(payload, AppendPayload::StoredBlob(_));
-        match (published.shards[shard].location(&hash), payload) {
-            (Some(location), _) => {
-                let blob = TurnBlob {
-                    hash,
-                    raw_len: location.raw_len,
-                    deduped: true,
-                    by_hash,
-                    pending: None,
-                };
-                let append = append.with_payload(blob);
-                self.inner.sequencer.append(append, reply).await;
-            }
-            (None, AppendPayload::Bytes(bytes)) => {
-                // New (probably; the shard checks again): the shard stores it, then hands the
-                // append on to the sequencer. A large one goes as its chunks first (durable in
-                // their shards), its manifest record then taking the blob's place; the pin
-                // holds what the manifest names until it is indexed, before the answer.
-                let (blob, pin) = if self.is_chunked_len(bytes.len()) {
-                    let chunks = chunked::cut_payload(&bytes, &self.inner.config.chunking);
-                    let (blob, pin) = self.prepare_manifest(hash, chunks).await?;
-                    (blob, Some(pin))
-                } else {
-                    (
-                        codec::encode(hash, &bytes, self.inner.config.zstd_level),
-                        None,
-                    )
-                };
-                let request = ShardRequest::PutThenAppend {
-                    blob,
-                    append,
-                    reply,
-                };
-                (self.inner.shards[shard].send_async(request).await)
-                    .map_err(|_| EngineError::ShutDown)?;
-                let answer = answer.await.map_err(|_| EngineError::ShutDown)?;
-                drop(pin);
-                return answer;
-            }
-            (None, AppendPayload::StoredBlob(_)) => {
-                return Err(EngineError::ReferencedBlobNotFound(hash));
-            }
-        }
-        answer.await.map_err(|_| EngineError::ShutDown)?
-    }
-
-    /// The turn a context already has under an append's key, from the published snapshot.
-    fn published_turn_by_key(
-        &self,
-        context_id: ContextId,
-        options: &crate::model::TurnOptions,
-    ) -> Result<Option<Appended>, EngineError> {
-        let Some(key) = options.key.as_deref().filter(|key| !key.is_empty()) else {
-            return Ok(None);
-        };
-        let published = &self.inner.published;
-        let snapshot = published.contexts.load();
-        let turns = &published.turns;
-        let found = crate::sequencer::owners::turn_by_key(&snapshot, context_id, key, &|id| {
-            turns.turn_record(id)
-        })?;
-        // A collected turn's key answers nothing: the append stores a new turn.
-        found
-            .filter(|turn| !turns.is_dead(turn.turn_id))
-            .map(|turn| {
-                Ok(Appended {
-                    extras: turns.extras(&turn)?,
-                    turn: snapshot.overlays.view(&turn, None),
-                    deduped: true,
-                    existing: true,
-                })
-            })
-            .transpose()
-    }
-
-    pub(crate) fn check_blob_len(&self, len: usize) -> Result<(), EngineError> {
-        let max = u64::from(self.inner.config.limits.blob_bytes_max);
-        if len as u64 > max {
-            return Err(EngineError::TooLarge {
-                len: len as u64,
-                max,
-            });
-        }
-        Ok(())
-    }
-
-    /// Stores a payload without appending a turn (so that turns can reference it by hash).
-    /// Returns its hash and whether it was already stored.
-    pub async fn put_blob(&self, payload: Bytes) -> Result<(BlobHash, bool), EngineError> {
-        self.check_open()?;
-        self.inner.published.status.check_writable()?;
-        let hash = BlobHash::of(&payload);
-        let deduped = self.store_blob(hash, payload).await?;
-        Ok((hash, deduped))
-    }
-
-    /// Makes the blob durable in its shard. Returns true if it was already stored.
-    pub(crate) async fn store_blob(
-        &self,
-        hash: BlobHash,
-        payload: Bytes,
-    ) -> Result<bool, EngineError> {
-        let stored = self.store_blobs(vec![(hash, payload)]).await?;
-        Ok(stored.first().copied().unwrap_or(true))
-    }
-
-    /// Makes several blobs durable: every put is sent before any is awaited, so that the
-    /// blobs of one shard join one group commit (one fdatasync, not one each). Returns, per
-    /// blob, whether it was already stored.
-    pub(crate) async fn store_blobs(
-        &self,
-        blobs: Vec<(BlobHash, Bytes)>,
-    ) -> Result<Vec<bool>, EngineError> {
-        let published = &self.inner.published;
-        let mut answers = Vec::with_capacity(blobs.len());
-        for (hash, payload) in blobs {
-            self.check_blob_len(payload.len())?;
-            let shard = usize::from(hash.shard(published.shards.len() as u16));
-            if published.shards[shard].contains(&hash) {
-                answers.push(None);
-                continue;
-            }
-            if self.is_chunked_len(payload.len()) {
-                // Its chunks and manifest now (rare: a large key-value value or patch).
-                let stored = self.store_chunked(hash, &payload).await?;
-                answers.push(Some(stored));
-                continue;
-            }
-            let blob = codec::encode(hash, &payload, self.inner.config.zstd_level);
-            let (reply, answer) = oneshot::channel();
-            self.inner.shards[shard]
-                .send_async(ShardRequest::Put { blob, reply })
-                .await
-                .map_err(|_| EngineError::ShutDown)?;
-            answers.push(Some(Stored::Pending(answer)));
-        }
-        let mut already_stored = Vec::with_capacity(answers.len());
-        for answer in answers {
-            let outcome = match answer {
-                None => PutOutcome::AlreadyStored,
-                Some(Stored::Done(outcome)) => outcome,
-                Some(Stored::Pending(answer)) => {
-                    answer.await.map_err(|_| EngineError::ShutDown)??
-                }
-            };
-            already_stored.push(outcome == PutOutcome::AlreadyStored);
-        }
-        Ok(already_stored)
-    }
-
-    /// Stores a payload over the chunk threshold as chunks and a manifest, durably.
-    pub(crate) async fn store_chunked(
-        &self,
-        hash: BlobHash,
-        payload: &Bytes,
-    ) -> Result<Stored, EngineError> {
-        let chunks = chunked::cut_payload(payload, &self.inner.config.chunking);
-        self.store_manifest(hash, chunks).await.map(Stored::Done)
     }
 
     pub(crate) fn check_open(&self) -> Result<(), EngineError> {
@@ -740,11 +297,10 @@ impl Engine {
                 .counters
                 .manifest_payload_bytes
                 .load(Ordering::Relaxed);
+            stats.chunks_written += shard.counters.chunks_written.load(Ordering::Relaxed);
+            stats.chunk_dedup_hits += shard.counters.chunk_dedup_hits.load(Ordering::Relaxed);
+            stats.chunk_bytes_saved += shard.counters.chunk_bytes_deduped.load(Ordering::Relaxed);
         }
-        let chunks = &self.inner.chunk_counters;
-        stats.chunks_written = chunks.chunks_written.load(Ordering::Relaxed);
-        stats.chunk_dedup_hits = chunks.chunk_dedup_hits.load(Ordering::Relaxed);
-        stats.chunk_bytes_saved = chunks.chunk_bytes_deduped.load(Ordering::Relaxed);
         stats
     }
 
@@ -908,54 +464,4 @@ fn turn_page(page: Page) -> TurnPage {
         turns,
         next_before: page.next_before,
     }
-}
-
-/// Store format migrations, once, at open, after recovery: format 1 → 2 writes `turns.log`
-/// anew with skip pointers and context chains (`sequencer::migrate`), then the meta file.
-fn migrate_store(
-    store: &StoreDir,
-    meta: &Meta,
-    log_path: &std::path::Path,
-    records: u64,
-) -> Result<(), OpenError> {
-    let started = std::time::Instant::now();
-    tracing::info!(
-        data = %store.root.display(),
-        from = meta.format_version,
-        to = STORE_FORMAT_VERSION,
-        records,
-        "migrating the store format (once)"
-    );
-    let turns = migrate_turn_log(log_path, records)?;
-    store.write_meta(&Meta {
-        format_version: STORE_FORMAT_VERSION,
-        ..*meta
-    })?;
-    tracing::info!(
-        turns,
-        migration_ms = started.elapsed().as_millis() as u64,
-        "store format migrated"
-    );
-    Ok(())
-}
-
-fn recover_shards(
-    store: &StoreDir,
-    config: &EngineConfig,
-) -> Result<Vec<RecoveredShard>, OpenError> {
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..config.shard_count)
-            .map(|shard| {
-                scope.spawn(move || recover_shard(store, shard, config.open_check, config.repair))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| {
-                handle.join().unwrap_or_else(|_| {
-                    Err(OpenError::Thread("a shard recovery thread panicked".into()))
-                })
-            })
-            .collect()
-    })
 }

@@ -25,6 +25,16 @@ pub(crate) enum Fault {
     /// A write of which only the first `keep` bytes reach the file, then EIO: a short write
     /// followed by an error.
     Short { keep: usize },
+    /// A slow disk: the operation succeeds after `ms` milliseconds (a test watches what the
+    /// other actors do meanwhile).
+    Delay { ms: u64 },
+}
+
+/// Sleeps for a `Delay` fault: on the actor's own thread, as a slow disk would block it.
+pub(crate) fn delay(fault: Option<Fault>) {
+    if let Some(Fault::Delay { ms }) = fault {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
 }
 
 struct Rule {
@@ -217,6 +227,93 @@ mod tests {
         assert!(pollster::block_on(engine.turn(TurnId(first.0 + 1))).is_err());
         engine.shutdown();
         after_restart(dir.path(), context, &[first]);
+    }
+
+    /// The fdatasyncs each actor finished so far (its `fsync_us` count), the sequencer first.
+    fn syncs(engine: &Engine) -> Vec<u64> {
+        engine
+            .actor_metrics()
+            .iter()
+            .map(|actor| actor.fsync_us.cumulative.last().copied().unwrap_or(0))
+            .collect()
+    }
+
+    /// One overlapped fsync wait (decision 0014, issue 30): while a slow pack fdatasync runs,
+    /// the append's turns are written and synced, and nothing is answered before both. For a
+    /// batch of new payloads, and for a chunked payload, whose chunks share their manifest's
+    /// shard batch. Before, both waited for the blobs first: the log's fdatasync came after.
+    #[test]
+    fn an_append_syncs_its_turns_while_its_blobs_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(config(dir.path())).unwrap();
+        let context = pollster::block_on(engine.create_context())
+            .unwrap()
+            .context_id;
+        let request = |payload: Vec<u8>| AppendRequest {
+            context_id: context,
+            expected_head: None,
+            type_tag: 0,
+            codec: 0,
+            payload: AppendPayload::Bytes(Bytes::from(payload)),
+            options: Default::default(),
+        };
+        let growing: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 7 % 251) as u8).collect();
+        let cases = [
+            (
+                "a batch of 3",
+                (0..3u8).map(|i| request(vec![i; 100])).collect::<Vec<_>>(),
+            ),
+            ("a chunked payload", vec![request(growing.clone())]),
+        ];
+        for (label, requests) in cases {
+            let payloads: Vec<AppendPayload> = requests.iter().map(|r| r.payload.clone()).collect();
+            let before = syncs(&engine);
+            inject(
+                dir.path(),
+                "pack-",
+                FaultOp::Sync,
+                Fault::Delay { ms: 2000 },
+                1,
+            );
+            let appending = {
+                let engine = engine.clone();
+                std::thread::spawn(move || pollster::block_on(engine.append_batch(requests)))
+            };
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while syncs(&engine)[0] == before[0] {
+                assert!(
+                    !appending.is_finished(),
+                    "{label}: answered before its turns synced"
+                );
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{label}: no log fdatasync"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            let during = syncs(&engine);
+            assert_eq!(
+                during[1], before[1],
+                "{label}: the pack's fdatasync finished before the log's: two waits in series"
+            );
+            assert!(
+                !appending.is_finished(),
+                "{label}: answered before its blobs synced"
+            );
+            let appended = appending.join().unwrap().unwrap();
+            assert_eq!(syncs(&engine)[1], before[1] + 1, "{label}: one pack batch");
+            for (turn, payload) in appended.iter().zip(payloads) {
+                let AppendPayload::Bytes(bytes) = payload else {
+                    panic!("by value")
+                };
+                let hash = turn.turn.payload_hash;
+                assert_eq!(pollster::block_on(engine.blob(hash)).unwrap(), bytes);
+            }
+        }
+        assert_eq!(remaining(dir.path()), 0);
+        engine.shutdown();
+        let report = verify(dir.path()).unwrap();
+        assert!(report.is_ok(), "{report}");
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub(crate) trait GroupCommit {
     /// The batch may not take another request.
     fn is_full(&self) -> bool;
 
+    /// Whether `request` fits the batch being formed; one that does not starts the next batch
+    /// (an empty batch takes any request). A shard's put of several blobs is never split.
+    fn fits(&self, request: &Self::Request) -> bool;
+
     /// Writes the batch, ONE fdatasync, publishes it, answers every request in it.
     async fn commit(&mut self);
 
@@ -51,19 +55,31 @@ pub(crate) async fn run<A: GroupCommit>(
     batch_wait_us_max: u32,
 ) {
     let mut stop: Option<StopReply> = None;
+    // A request that did not fit the last batch: the first of the next.
+    let mut next: Option<A::Request> = None;
     while stop.is_none() {
-        if actor.between_batches(inbox.is_empty()).await {
+        if next.is_none() && actor.between_batches(inbox.is_empty()).await {
             continue;
         }
-        let Ok(first) = inbox.recv_async().await else {
-            break;
+        let first = match next.take() {
+            Some(request) => request,
+            None => match inbox.recv_async().await {
+                Ok(request) => request,
+                Err(_) => break,
+            },
         };
         admit(&mut actor, first, &mut stop).await;
-        fill(&mut actor, &inbox, batch_wait_us_max, &mut stop).await;
+        next = fill(&mut actor, &inbox, batch_wait_us_max, &mut stop).await;
         actor.commit().await;
     }
     // Stopping (or every sender is gone): finish what is queued.
-    while let Ok(request) = inbox.try_recv() {
+    for request in next
+        .into_iter()
+        .chain(std::iter::from_fn(|| inbox.try_recv().ok()))
+    {
+        if !actor.fits(&request) {
+            actor.commit().await;
+        }
         admit(&mut actor, request, &mut stop).await;
         if actor.is_full() {
             actor.commit().await;
@@ -83,27 +99,31 @@ async fn admit<A: GroupCommit>(actor: &mut A, request: A::Request, stop: &mut Op
 }
 
 /// Takes what is queued until the batch is full; then, if the batch has records and a wait is
-/// configured, what arrives within `batch_wait_us_max`.
+/// configured, what arrives within `batch_wait_us_max`. Returns a request that does not fit
+/// the batch, for the next one.
 async fn fill<A: GroupCommit>(
     actor: &mut A,
     inbox: &flume::Receiver<A::Request>,
     batch_wait_us_max: u32,
     stop: &mut Option<StopReply>,
-) {
+) -> Option<A::Request> {
     while stop.is_none() && !actor.is_full() {
         match inbox.try_recv() {
+            Ok(request) if !actor.fits(&request) => return Some(request),
             Ok(request) => admit(actor, request, stop).await,
             Err(_) => break,
         }
     }
     if batch_wait_us_max == 0 || !actor.has_records() {
-        return;
+        return None;
     }
     let deadline = Instant::now() + Duration::from_micros(u64::from(batch_wait_us_max));
     while stop.is_none() && !actor.is_full() {
         match compio::time::timeout_at(deadline, inbox.recv_async()).await {
+            Ok(Ok(request)) if !actor.fits(&request) => return Some(request),
             Ok(Ok(request)) => admit(actor, request, stop).await,
             _ => break,
         }
     }
+    None
 }

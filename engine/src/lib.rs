@@ -50,7 +50,6 @@ mod status;
 pub mod store_dir;
 mod tail;
 mod threads;
-mod throttle;
 pub mod verify;
 
 pub use config::{

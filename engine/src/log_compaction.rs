@@ -20,25 +20,24 @@
 //! file that the next open deletes; after it, the open loads the new base and punches again
 //! (idempotent). Readers that raced the punch read zeros and retry through the base.
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
-use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{EngineError, OpenError};
-use crate::file::punch_prefix;
+use crate::file::ops::{remove, sync_dir};
+use crate::file::{BackgroundWriter, Throttle, punch_prefix};
 use crate::format::log_base::{BASE_HEADER_BYTES, BaseHeader};
 use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord, turn_extra_slots};
 use crate::sequencer::log_base::LogBase;
 use crate::sequencer::view::TurnsView;
-use crate::store_dir::{StoreDir, sync_dir};
-use crate::throttle::Throttle;
+use crate::store_dir::StoreDir;
 
 /// The file system's block: only whole blocks can be punched out of `turns.log`.
 const PUNCH_ALIGN_BYTES: u64 = 4096;
-/// The new base is synced every this many bytes, so that the page cache never holds much of
-/// it when an append's fdatasync comes (the same step as a pack compaction's).
+/// The new base is synced every this many bytes (`file::BackgroundWriter`), so that the page
+/// cache never holds much of it when an append's fdatasync comes (the same step as a pack
+/// compaction's).
 const SYNC_STEP_BYTES: u64 = 512 << 10;
 
 /// What one log compaction is to drop: turn records (with their extras slots) by TurnID.
@@ -66,7 +65,7 @@ pub(crate) struct LogCompacted {
 /// between the rename and the punch).
 pub(crate) fn open_base(store: &StoreDir) -> Result<Option<Arc<LogBase>>, OpenError> {
     let leftover = store.turns_base_compact_path();
-    match std::fs::remove_file(&leftover) {
+    match remove(&leftover) {
         Ok(()) => {
             tracing::info!(file = %leftover.display(), "removed an unfinished log compaction");
             sync_dir(&store.root).map_err(|source| OpenError::io(&store.root, source))?;
@@ -78,16 +77,12 @@ pub(crate) fn open_base(store: &StoreDir) -> Result<Option<Arc<LogBase>>, OpenEr
         return Ok(None);
     };
     let log = store.turns_log_path();
-    let file = OpenOptions::new()
-        .write(true)
-        .open(&log)
-        .map_err(|source| OpenError::io(&log, source))?;
-    punch_below(&file, base.through()).map_err(|source| OpenError::io(&log, source))?;
+    punch_below(&log, base.through()).map_err(|source| OpenError::io(&log, source))?;
     Ok(Some(Arc::new(base)))
 }
 
 /// Punches `turns.log`'s whole blocks below record `through + 1`.
-fn punch_below(log: &File, through: u64) -> std::io::Result<bool> {
+fn punch_below(log: &Path, through: u64) -> std::io::Result<bool> {
     let end = through * LOG_RECORD_BYTES as u64;
     let len = end - end % PUNCH_ALIGN_BYTES;
     punch_prefix(log, len)
@@ -113,14 +108,9 @@ pub(crate) fn compact_log(
 
     let path = store.turns_base_compact_path();
     let write = |source| EngineError::from_write(&path, source);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(&path)
-        .map_err(write)?;
-    let mut out = BufWriter::with_capacity(1 << 20, &file);
-    out.write_all(&[0u8; BASE_HEADER_BYTES]).map_err(write)?;
+    let mut out = BackgroundWriter::create(&path, SYNC_STEP_BYTES, throttle).map_err(write)?;
+    // The header goes in last, when the counts are known.
+    out.write(&[0u8; BASE_HEADER_BYTES]).map_err(write)?;
     let mut header = BaseHeader {
         through_record_id: plan.watermark,
         record_count: 0,
@@ -136,7 +126,6 @@ pub(crate) fn compact_log(
     let mut slots_dropped = 0u64;
     // The turn whose extras slots are being dropped with it, and how many are left.
     let mut dropping: (u64, u16) = (0, 0);
-    let mut unsynced = 0u64;
     let mut failure: Option<std::io::Error> = None;
     turns
         .for_each_slot(plan.watermark, |slot| {
@@ -168,36 +157,24 @@ pub(crate) fn compact_log(
                 slots_dropped += 1;
                 return Ok(());
             }
-            if let Err(error) = out.write_all(slot) {
+            if stopping.load(Ordering::Acquire) {
+                return Err(EngineError::ShutDown);
+            }
+            // A slot read and a slot written.
+            out.count_read(LOG_RECORD_BYTES as u64);
+            if let Err(error) = out.write(slot) {
                 failure = Some(error);
                 return Err(EngineError::ShutDown);
             }
             header.record_count += 1;
-            unsynced += LOG_RECORD_BYTES as u64;
-            throttle.take(2 * LOG_RECORD_BYTES as u64);
-            if unsynced >= SYNC_STEP_BYTES {
-                unsynced = 0;
-                if stopping.load(Ordering::Acquire) {
-                    return Err(EngineError::ShutDown);
-                }
-                if let Err(error) = out.flush().and_then(|()| out.get_ref().sync_data()) {
-                    failure = Some(error);
-                    return Err(EngineError::ShutDown);
-                }
-            }
             Ok(())
         })
         .map_err(|error| failure.take().map_or(error, write))?;
     assert_eq!(dropping.1, 0, "the watermark splits a dropped turn's slots");
-    out.flush().map_err(write)?;
-    drop(out);
-    file.write_all_at(&header.encode(), 0).map_err(write)?;
-    file.sync_all().map_err(write)?;
-    drop(file);
+    out.write_at(0, &header.encode()).map_err(write)?;
     let base_path = store.turns_base_path();
-    std::fs::rename(&path, &base_path)
+    out.finish_renamed(&base_path)
         .map_err(|source| EngineError::from_write(&base_path, source))?;
-    sync_dir(&store.root).map_err(|source| EngineError::from_write(&store.root, source))?;
 
     // Read back and checked before readers use it (and before the log's copy goes).
     let base = LogBase::load(&base_path)
@@ -213,12 +190,8 @@ pub(crate) fn compact_log(
     turns.publish_base(Arc::new(base));
 
     let log_path = store.turns_log_path();
-    let log = OpenOptions::new()
-        .write(true)
-        .open(&log_path)
+    let punched = punch_below(&log_path, plan.watermark)
         .map_err(|source| EngineError::io(&log_path, source))?;
-    let punched =
-        punch_below(&log, plan.watermark).map_err(|source| EngineError::io(&log_path, source))?;
     if !punched {
         tracing::warn!(
             log = %log_path.display(),

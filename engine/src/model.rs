@@ -1,4 +1,7 @@
-//! The model of spec §3: immutable turns and context heads, as the engine hands them out.
+//! The model of spec §3: immutable turns and context heads, as the engine hands them out —
+//! `Turn`, `AppendRequest<P>` (generic over its payload as it travels the pipeline),
+//! `PageQuery`, `PageOptions`, `Page`, the `PayloadCache` a caller lends to reads, and the
+//! answers of every call.
 
 use bytes::Bytes;
 

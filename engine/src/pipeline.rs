@@ -1,33 +1,48 @@
 //! The append pipeline: the messages that carry a write from the caller (a network core, a
 //! test, a benchmark) through the actors, and the replies that come back. Read this module to
-//! see an append's journey; the actors only implement its steps.
+//! see an append's journey; the actors only implement its steps, and the caller's side of it is
+//! one route for every append (`engine/append.rs`: one turn is a batch of one).
 //!
 //! ```text
-//!  caller (Engine::append)            blob shard (blob/shard.rs)        sequencer (sequencer/actor.rs)
-//!  ───────────────────────            ──────────────────────────        ──────────────────────────────
-//!  validate, BLAKE3, index look-up
-//!   ├─ new blob: compress, encode ─► ShardRequest::PutThenAppend
+//!  caller (engine/append.rs)          blob shard (blob/shard.rs)        sequencer (sequencer/actor.rs)
+//!  ─────────────────────────          ──────────────────────────        ──────────────────────────────
+//!  validate, BLAKE3, index look-ups,
+//!  a plan: each shard's new blobs
+//!  (a manifest after its chunks)
+//!   ├─ other shards' blobs ─────────► ShardRequest::Put, AfterPut::Written
+//!   │  ◄──────────── PutWritten ────── pwrite; answered with its batch
+//!   ├─ the carrier's blobs + turns ─► ShardRequest::Put, AfterPut::Append
 //!   │                                 dedup again, group commit:
 //!   │                                 pwrite the batch ──────────────► SequencerRequest::AppendPending
-//!   │                                 fdatasync (pack)                  head CAS, TurnID, group commit:
+//!   │                                 fdatasync (pack)                  head CAS, TurnIDs, group commit:
 //!   │                                 publish index                     pwrite, fdatasync (turns.log)
-//!   │                                  └─ BlobsDurable(shard, batch) ─► wait for it, then
-//!   └─ known blob ───────────────────────────────────────────────────► SequencerRequest::Append
-//!                                                                      head CAS, TurnID, group commit,
-//!  ◄──────────────────────────────────────────────────────── TurnReply  fdatasync, publish, answer
+//!   │                                  └─ BlobsDurable(shard, batch) ─► wait for every batch named, then
+//!   └─ every blob known ─────────────────────────────────────────────► SequencerRequest::Append
+//!                                                                      head CAS, TurnIDs, group commit,
+//!  ◄─────────────────────────────────────────────────────── BatchReply  fdatasync, publish, answer
 //! ```
 //!
-//! The shard hands the append on itself, so an append with a new blob costs one hop less than
-//! a round trip through the caller. It hands a batch's appends on as soon as the pack write is
+//! The shard hands the turns on itself, so an append with new blobs costs one hop less than a
+//! round trip through the caller. It hands a batch's appends on as soon as the pack write is
 //! in the page cache, before its fdatasync, so that the pack's and the log's fdatasyncs
-//! overlap (decision 0014): an append waits for one fsync, not two in series. The sequencer
-//! then publishes and answers a batch only once every blob its turns name is durable (the
-//! shard's `BlobsDurable` notice), so "a published turn never points at a lost blob" still
-//! holds; and it writes the next batch only after that, so a crash can leave turns naming
-//! missing blobs only in the last batch of `turns.log` (at most `HELD_RECORDS_MAX` records
-//! from the first such turn to the end), which recovery cuts as an unacknowledged tail.
+//! overlap (decision 0014): an append waits for one fsync, not two in series. The blobs of one
+//! request that lie in other shards than the carrier's are put first and answered once
+//! *written* (`AfterPut::Written`), naming their shard batch; their fdatasyncs overlap too.
+//! The sequencer then publishes and answers a batch only once every blob its turns name is
+//! durable (the shards' `BlobsDurable` notices), so "a published turn never points at a lost
+//! blob" still holds; and it writes the next batch only after that, so a crash can leave turns
+//! naming missing blobs only in the last batch of `turns.log` (at most `HELD_RECORDS_MAX`
+//! records from the first such turn to the end), which recovery cuts as an unacknowledged tail.
 //!
-//! Every reply is sent after the group commit that made its request durable (or failed it).
+//! Why the sequencer never waits for a shard that waits for it: a shard hands a batch's
+//! appends on in one message before it syncs, and answers `Written` puts only after that
+//! message is in the sequencer's inbox. So whenever the sequencer waits for (shard S, batch N)
+//! — learnt from S's own message or from a turn whose caller learnt it from S's answer — S
+//! is past its only send to the sequencer for N and owes nothing but its fdatasync and the
+//! notice (sent on an unbounded channel).
+//!
+//! Every reply is sent after the group commit that made its request durable (or failed it);
+//! a `Written` answer is a step of the caller's route, never an acknowledgement.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -82,16 +97,26 @@ pub(crate) type BlobNotices = flume::Sender<BlobsDurable>;
 /// An append as the sequencer takes it: its blob durable, or pending in a shard batch.
 pub(crate) type TurnAppend = AppendRequest<TurnBlob>;
 
-/// An append waiting in a shard for its blob to be written (then handed on, decision 0014).
-pub(crate) type PendingAppend = AppendRequest<()>;
+/// The blob of a turn a shard hands on: ready (durable, or pending in a shard batch the caller
+/// learnt of), or the put's own blob number `i`, which the shard resolves when it writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HandedBlob {
+    Ready(TurnBlob),
+    InPut(u32),
+}
 
-pub(crate) type TurnReply = oneshot::Sender<Result<Appended, EngineError>>;
+/// An append waiting in a shard for the blobs of its put to be written (then handed on,
+/// decision 0014).
+pub(crate) type HandedAppend = AppendRequest<HandedBlob>;
+
+/// Every append is a batch (one turn: a batch of one), all or none, answered together.
 pub(crate) type BatchReply = oneshot::Sender<Result<Vec<Appended>, EngineError>>;
 pub(crate) type ContextReply = oneshot::Sender<Result<Created, EngineError>>;
 pub(crate) type MetaReply = oneshot::Sender<Result<ContextView, EngineError>>;
 pub(crate) type OverlayReply = oneshot::Sender<Result<Overlaid, EngineError>>;
 pub(crate) type PurgeReply = oneshot::Sender<Result<Purged, EngineError>>;
-pub(crate) type PutReply = oneshot::Sender<Result<PutOutcome, EngineError>>;
+pub(crate) type PutReply = oneshot::Sender<Result<Vec<PutOutcome>, EngineError>>;
+pub(crate) type WrittenReply = oneshot::Sender<Result<PutWritten, EngineError>>;
 pub(crate) type StopReply = oneshot::Sender<()>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,18 +127,47 @@ pub(crate) enum PutOutcome {
     AlreadyStored,
 }
 
+/// A put answered once written (`AfterPut::Written`): each blob's outcome, and the shard
+/// batch whose `BlobsDurable` notice tells when they are durable (`None`: every one was
+/// durable already).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PutWritten {
+    pub outcomes: Vec<PutOutcome>,
+    pub pending: Option<ShardBatch>,
+}
+
+/// One blob of a put, and whether it is a chunk of a chunked payload (counted apart in the
+/// shard's `ShardCounters`).
+#[derive(Debug)]
+pub(crate) struct BlobPut {
+    pub blob: EncodedBlob,
+    pub chunk: bool,
+}
+
+/// What a shard does once a put's blobs are written.
+#[derive(Debug)]
+pub(crate) enum AfterPut {
+    /// Answer once every blob is durable (a put without a turn; chunks a manifest in another
+    /// shard will name).
+    Durable(PutReply),
+    /// Answer once every blob is written, before the fdatasync, naming the batch (the blobs of
+    /// an append that lie outside its carrier shard). Answered only after the batch's appends
+    /// reached the sequencer's inbox (see the module's doc).
+    Written(WrittenReply),
+    /// Hand the appends on to the sequencer once the blobs are written (before the fdatasync,
+    /// decision 0014); the sequencer answers `reply` once every blob and turn is durable.
+    Append {
+        appends: Vec<HandedAppend>,
+        reply: BatchReply,
+    },
+}
+
 /// To a blob shard: the sole writer of its packs and index.
 #[derive(Debug)]
 pub(crate) enum ShardRequest {
-    /// Store a blob; answer when it is durable.
-    Put { blob: EncodedBlob, reply: PutReply },
-    /// Store a blob and hand the append on to the sequencer once the blob is written (before
-    /// its fdatasync, decision 0014); the sequencer answers the caller once both are durable.
-    PutThenAppend {
-        blob: EncodedBlob,
-        append: PendingAppend,
-        reply: TurnReply,
-    },
+    /// Store `blobs`, in this order and in one group commit (so a manifest follows its chunks
+    /// into the same write and fdatasync), then do `then`.
+    Put { blobs: Vec<BlobPut>, then: AfterPut },
     /// Where the shard's durable data ends now (an online backup's consistent cut).
     Snapshot {
         reply: oneshot::Sender<ShardSnapshot>,
@@ -205,24 +259,20 @@ pub(crate) enum SequencerRequest {
         change: Retention,
         reply: MetaReply,
     },
-    /// Append a turn whose blob is durable.
+    /// Append turns to one context, in order, all or none, in one group commit (one turn: a
+    /// batch of one). Each blob is durable, or pending in a shard batch (`TurnBlob::pending`)
+    /// whose notice the sequencer waits for before it publishes or answers.
     Append {
-        append: TurnAppend,
-        reply: TurnReply,
-    },
-    /// The appends of one shard batch whose blobs are written but maybe not yet durable
-    /// (`TurnBlob::pending`): in one message, so that the sequencer, once it waits for the
-    /// batch, holds every append the batch carries (a shard never blocks on a full inbox in
-    /// the middle of a batch the sequencer waits for).
-    AppendPending {
-        batch: ShardBatch,
-        appends: Vec<(TurnAppend, TurnReply)>,
-    },
-    /// Append several turns to one context, in order, all or none, in one group commit; their
-    /// blobs are durable.
-    AppendBatch {
         appends: Vec<TurnAppend>,
         reply: BatchReply,
+    },
+    /// The appends one shard batch carries, its blobs written but maybe not yet durable: in one
+    /// message, so that the sequencer, once it waits for the batch, holds every append the
+    /// batch carries (a shard never blocks on a full inbox in the middle of a batch the
+    /// sequencer waits for). Each entry is one `Append`'s turns and reply.
+    AppendPending {
+        batch: ShardBatch,
+        appends: Vec<(Vec<TurnAppend>, BatchReply)>,
     },
     /// Patch or redact a durable turn (decision 0012): one overlay record naming the turn's
     /// context; a patch's blob is durable. Answers the turn as it reads afterwards.
@@ -241,7 +291,7 @@ pub(crate) enum SequencerRequest {
         scanned_upto: Option<u64>,
         reply: PurgeReply,
     },
-    /// A garbage-collection round begins (`gc.rs`): answered after the batch it joins is
+    /// A garbage-collection round begins (`gc/`): answered after the batch it joins is
     /// durable, with the durable state the marker reads; from then on the sequencer notes every
     /// TurnID and BlobHash a new record names, until `GcFence` or `GcAbort`.
     GcStart { reply: oneshot::Sender<GcSnapshot> },
@@ -295,8 +345,8 @@ pub(crate) struct SequencerInbox(pub flume::Sender<SequencerRequest>);
 
 impl SequencerInbox {
     /// Passes an append on to the sequencer; if it is gone, the caller learns it at once.
-    pub async fn append(&self, append: TurnAppend, reply: TurnReply) {
-        let request = SequencerRequest::Append { append, reply };
+    pub async fn append(&self, appends: Vec<TurnAppend>, reply: BatchReply) {
+        let request = SequencerRequest::Append { appends, reply };
         if let Err(flume::SendError(request)) = self.0.send_async(request).await
             && let SequencerRequest::Append { reply, .. } = request
         {
@@ -306,7 +356,11 @@ impl SequencerInbox {
 
     /// Passes a shard batch's appends on (`SequencerRequest::AppendPending`); if the
     /// sequencer is gone, every caller learns it at once.
-    pub async fn append_pending(&self, batch: ShardBatch, appends: Vec<(TurnAppend, TurnReply)>) {
+    pub async fn append_pending(
+        &self,
+        batch: ShardBatch,
+        appends: Vec<(Vec<TurnAppend>, BatchReply)>,
+    ) {
         let request = SequencerRequest::AppendPending { batch, appends };
         if let Err(flume::SendError(request)) = self.0.send_async(request).await
             && let SequencerRequest::AppendPending { appends, .. } = request

@@ -9,12 +9,11 @@
 //! The file holds no data: it is never copied by a backup, never read, and a shared one (a
 //! `cp -al` copy of the store) is replaced rather than grown (decision 0017).
 
-use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::store_dir::sync_dir;
+use crate::file::ops::{allocate_durably, remove, sync_dir};
 
 /// The reserve's file name in the data directory.
 pub const RESERVE_FILE: &str = "RESERVE";
@@ -43,7 +42,7 @@ impl DiskReserve {
                 use std::os::unix::fs::MetadataExt;
                 // Another size than asked, or shared with another name: start afresh.
                 if bytes == 0 || metadata.len() != bytes || metadata.nlink() > 1 {
-                    std::fs::remove_file(&reserve.path)?;
+                    remove(&reserve.path)?;
                     sync_dir(dir)?;
                 } else {
                     *reserve.lock() = true;
@@ -70,7 +69,7 @@ impl DiskReserve {
             return false;
         }
         *held = false;
-        match std::fs::remove_file(&self.path) {
+        match remove(&self.path) {
             Ok(()) => {
                 if let Some(dir) = self.path.parent() {
                     let _ = sync_dir(dir);
@@ -97,13 +96,13 @@ impl DiskReserve {
         if *held || self.bytes == 0 {
             return;
         }
-        match allocate(&self.path, self.bytes) {
+        match allocate_durably(&self.path, self.bytes) {
             Ok(()) => {
                 *held = true;
                 tracing::debug!(reserve = %self.path.display(), bytes = self.bytes, "disk reserve held");
             }
             Err(error) => {
-                let _ = std::fs::remove_file(&self.path);
+                let _ = remove(&self.path);
                 tracing::warn!(
                     reserve = %self.path.display(),
                     bytes = self.bytes,
@@ -114,35 +113,4 @@ impl DiskReserve {
             }
         }
     }
-}
-
-/// A new file of `bytes` allocated (not just sized) bytes, synced with its directory.
-fn allocate(path: &Path, bytes: u64) -> io::Result<()> {
-    use rustix::fs::{FallocateFlags, fallocate};
-    let file: File = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(path)?;
-    match fallocate(&file, FallocateFlags::empty(), 0, bytes) {
-        Ok(()) => {}
-        // A file system without fallocate: zeros written are as good (and as costly).
-        Err(rustix::io::Errno::OPNOTSUPP) => {
-            use std::io::Write;
-            let zeros = vec![0u8; 1 << 20];
-            let mut left = bytes;
-            let mut writer = &file;
-            while left > 0 {
-                let step = left.min(zeros.len() as u64) as usize;
-                writer.write_all(&zeros[..step])?;
-                left -= step as u64;
-            }
-        }
-        Err(errno) => return Err(errno.into()),
-    }
-    file.sync_all()?;
-    if let Some(dir) = path.parent() {
-        sync_dir(dir)?;
-    }
-    Ok(())
 }

@@ -1,4 +1,5 @@
-//! The data directory: its layout, its lock, its meta file, and durable creation of files.
+//! The data directory: its layout, its lock, its meta file (written through the file layer,
+//! `file/ops.rs`).
 //!
 //! ```text
 //! DIR/LOCK                               advisory lock held while the store is open
@@ -13,11 +14,14 @@
 //! DIR/blobs/shard-SS/REINDEX             a compaction is switching files: rebuild the index
 //! ```
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs::{self, File};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::OpenError;
+use crate::file::ops::{
+    create_dir_all, create_durable, open_lock, remove, rename_durably, sync_dir, write_durable,
+};
 use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
 
 pub const META_FILE: &str = "ctxstore.meta";
@@ -127,14 +131,9 @@ impl StoreDir {
             use std::os::unix::fs::MetadataExt;
             metadata.nlink() > 1
         }) {
-            fs::remove_file(&path).map_err(|source| OpenError::io(&path, source))?;
+            remove(&path).map_err(|source| OpenError::io(&path, source))?;
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|source| OpenError::io(&path, source))?;
+        let file = open_lock(&path).map_err(|source| OpenError::io(&path, source))?;
         match file.try_lock() {
             Ok(()) => Ok(file),
             Err(fs::TryLockError::WouldBlock) => Err(OpenError::Locked {
@@ -179,10 +178,10 @@ impl StoreDir {
             move |source| OpenError::io(path, source)
         };
         let blobs = self.root.join(BLOBS_DIR);
-        fs::create_dir_all(&blobs).map_err(io(&blobs))?;
+        create_dir_all(&blobs).map_err(io(&blobs))?;
         for shard in 0..shard_count {
             let dir = self.shard_dir(shard);
-            fs::create_dir_all(&dir).map_err(io(&dir))?;
+            create_dir_all(&dir).map_err(io(&dir))?;
             create_durable(&self.pack_path(shard, 0)).map_err(io(&dir))?;
             create_durable(&self.blob_index_path(shard)).map_err(io(&dir))?;
             sync_dir(&dir).map_err(io(&dir))?;
@@ -208,8 +207,7 @@ impl StoreDir {
         };
         let temporary = self.root.join(format!("{META_FILE}.tmp"));
         write_durable(&temporary, &meta.encode()).map_err(io(&temporary))?;
-        fs::rename(&temporary, self.meta_path()).map_err(io(&temporary))?;
-        sync_dir(&self.root).map_err(io(&self.root))?;
+        rename_durably(&temporary, &self.meta_path()).map_err(io(&temporary))?;
         let check = fs::read(self.meta_path()).map_err(io(&self.meta_path()))?;
         assert_eq!(Meta::decode(&check).ok().as_ref(), Some(meta));
         Ok(())
@@ -234,39 +232,6 @@ pub fn parse_pack_name(name: &str) -> Option<u32> {
         return None;
     }
     digits.parse().ok()
-}
-
-/// Creates an empty file and makes it durable (the caller syncs the directory). An existing
-/// empty file is accepted, so that a step interrupted by a crash or an error can be redone;
-/// an existing file with data is an `AlreadyExists` error.
-pub fn create_durable(path: &Path) -> io::Result<()> {
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)?;
-    if file.metadata()?.len() != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            format!("{} already exists and is not empty", path.display()),
-        ));
-    }
-    file.sync_all()
-}
-
-fn write_durable(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut file = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
-}
-
-/// Makes the creation, removal or renaming of entries in `dir` durable.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 pub fn now_unix_ms() -> u64 {

@@ -1,5 +1,7 @@
 //! Engine threads: one compio runtime per `ThreadPlacement`, running the actors placed on it.
-//! Placement is configuration: the same actors run one per core or all on one thread.
+//! Placement is configuration: the same actors run one per core or all on one thread. Each
+//! actor runs `group_commit::run`; one that panics broke an invariant, and the process aborts
+//! (fail-fast; the next open recovers).
 
 use std::future::Future;
 use std::pin::Pin;

@@ -9,6 +9,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -221,4 +223,63 @@ fn group_paths_expand() {
     let paths = crate_paths(code);
     let flat: Vec<String> = paths.iter().map(|p| p.join("::")).collect();
     assert_eq!(flat, ["a::b", "a::c::D", "e", "f::g"]);
+}
+
+/// The standard library's ways to change the disk: a writable handle, a namespace change, a
+/// sync, an allocation. Reading (`File::open`, `read_dir`, `metadata`) is anyone's.
+const WRITE_CALLS: &[&str] = &[
+    "OpenOptions",
+    "File::create",
+    "fs::write",
+    "fs::rename",
+    "fs::remove_file",
+    "fs::remove_dir",
+    "fs::create_dir",
+    "fs::hard_link",
+    "fs::copy",
+    "fs::set_permissions",
+    "rustix::fs",
+    ".sync_all(",
+    ".sync_data(",
+];
+
+/// The code map says the file layer (`file/`) is where every byte the engine writes reaches
+/// the disk; this holds it to that: no other module calls the standard library's write
+/// operations (its unit tests may, to set up damage).
+#[test]
+fn only_the_file_layer_writes() {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    source_files(&src, &src, &mut files);
+    let mut problems = Vec::new();
+    for file in files.iter().filter(|file| !file.starts_with("file/")) {
+        let code = code_of(&std::fs::read_to_string(src.join(file)).expect("a source file"));
+        for (number, line) in code.lines().enumerate() {
+            for call in WRITE_CALLS.iter().filter(|call| line.contains(*call)) {
+                problems.push(format!("{file}:{}: {call}", number + 1));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "writes outside the file layer (move them into engine/src/file/):\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Every function, type and field the path sections of docs/architecture.md name in the
+/// engine exists (`common::doc_paths`: the server's steps are its crate's to check).
+#[test]
+fn the_paths_name_what_exists() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let architecture = std::fs::read_to_string(root.join("docs/architecture.md"))
+        .expect("docs/architecture.md is readable");
+    let titles = ["The path of an append", "The path of a read"];
+    let sections = common::doc_paths::sections(&architecture, &titles);
+    let missing = common::doc_paths::missing(&root, &sections, &["engine/src"], &["vocab/src"]);
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md's path sections name what the engine does not have:\n{}",
+        missing.join("\n")
+    );
 }

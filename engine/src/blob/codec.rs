@@ -1,6 +1,7 @@
 //! Compression policy of the blob store (spec §4.3): zstd at the configured level, raw when
 //! compression does not save bytes. Runs on the caller's thread (a network core in the
-//! server), so shards spend their time on I/O, not on CPU.
+//! server), so shards spend their time on I/O, not on CPU. At level 1, small payloads (chat
+//! turns, tool calls) get tuned parameters (`SMALL_PAYLOAD_BYTES_MAX`).
 
 use std::cell::RefCell;
 

@@ -1,18 +1,17 @@
 //! Opening one blob shard: load its index, scan what the index does not cover, cut a torn
 //! tail, refuse mid-file damage (or cut it, with `repair`), and hand the actor its state.
 
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::blob::scan::{self, ScannedRecord};
 use crate::blob::view::{BlobIndex, ShardView};
 use crate::config::{OpenCheck, PACKS_PER_SHARD_MAX};
 use crate::error::{Corruption, OpenError};
+use crate::file::ops::{self, create_durable, sync_dir};
 use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::pack::PackHeader;
 use crate::ids::BlobHashBuildHasher;
-use crate::store_dir::{StoreDir, create_durable, sync_dir};
+use crate::store_dir::StoreDir;
 use crate::tail::Tail;
 
 /// A recovered shard: its published view and where the actor continues writing.
@@ -48,7 +47,7 @@ fn finish_compaction(dir: &Path, index_path: &Path) -> std::io::Result<()> {
             .is_some_and(|name| name.ends_with(crate::store_dir::COMPACT_SUFFIX))
         {
             tracing::info!(file = %entry.path().display(), "removing an unfinished compaction's file");
-            std::fs::remove_file(entry.path())?;
+            ops::remove(&entry.path())?;
             removed = true;
         }
     }
@@ -60,10 +59,10 @@ fn finish_compaction(dir: &Path, index_path: &Path) -> std::io::Result<()> {
              from the packs"
         );
         if index_path.exists() {
-            std::fs::remove_file(index_path)?;
+            ops::remove(index_path)?;
         }
         sync_dir(dir)?;
-        std::fs::remove_file(&marker)?;
+        ops::remove(&marker)?;
         removed = true;
     }
     if removed {
@@ -85,7 +84,7 @@ pub(crate) fn recover_shard(
         move |source| OpenError::io(path, source)
     };
 
-    // 0. A compaction interrupted by a crash (`blob/shard.rs`, `gc.rs`): its `.compact` files
+    // 0. A compaction interrupted by a crash (`blob/shard.rs`, `gc/compact.rs`): its `.compact` files
     //    go (renamed into place already, or never to be); with the REINDEX marker the pack
     //    and the index may disagree, so the index is rebuilt from the packs.
     finish_compaction(&dir, &index_path).map_err(io(&dir))?;
@@ -356,14 +355,7 @@ fn check_last_entry(pack_path: &Path, entry: &IndexEntry) -> Result<(), OpenErro
 fn truncate(path: &Path, len: u64) -> Result<(), OpenError> {
     // A sealed pack may be shared with a backup (a hard link): cut a copy of our own.
     crate::file::make_private(path).map_err(|source| OpenError::io(path, source))?;
-    let file = OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(|source| OpenError::io(path, source))?;
-    file.set_len(len)
-        .map_err(|source| OpenError::io(path, source))?;
-    file.sync_all()
-        .map_err(|source| OpenError::io(path, source))
+    ops::cut_durably(path, len).map_err(|source| OpenError::io(path, source))
 }
 
 /// Cuts the index at `index_end` and appends `entries`, durably.
@@ -372,17 +364,11 @@ fn rewrite_index_tail(
     index_end: u64,
     entries: &[IndexEntry],
 ) -> Result<(), OpenError> {
-    let io = |source| OpenError::io(path, source);
-    let mut file = OpenOptions::new().write(true).open(path).map_err(io)?;
-    file.set_len(index_end).map_err(io)?;
     let mut bytes = Vec::with_capacity(entries.len() * INDEX_ENTRY_BYTES);
     for entry in entries {
         let mut encoded = [0u8; INDEX_ENTRY_BYTES];
         entry.encode(&mut encoded);
         bytes.extend_from_slice(&encoded);
     }
-    use std::io::Seek;
-    file.seek(std::io::SeekFrom::Start(index_end)).map_err(io)?;
-    file.write_all(&bytes).map_err(io)?;
-    file.sync_all().map_err(io)
+    ops::rewrite_tail(path, index_end, &bytes).map_err(|source| OpenError::io(path, source))
 }

@@ -1,8 +1,13 @@
 //! The blob shard actor: sole writer of its packs and index. Group commit (`group_commit.rs`):
 //! it drains its queue, appends every new record with one write, hands the batch's appends on
-//! to the sequencer (which writes their turns while the pack syncs, decision 0014), issues ONE
-//! fdatasync for the batch, publishes the index entries, and only then answers the puts and
-//! tells the sequencer the batch is durable (`pipeline.rs`).
+//! to the sequencer in one message (which writes their turns while the pack syncs, decision
+//! 0014), answers the puts that asked to know once written, issues ONE fdatasync for the
+//! batch, publishes the index entries, and only then tells the sequencer the batch is durable
+//! and answers the other puts (`pipeline.rs`).
+//!
+//! A put carries several blobs (a manifest after its chunks, an append's payloads); they all
+//! join the batch it is admitted to, in their order, so that its appends are handed on with
+//! one batch and a manifest is never durable without its chunks of this shard.
 //!
 //! Dedup is double-checked here: the caller looked the hash up before sending, but between
 //! that look-up and this actor another put of the same hash may have been stored (answer:
@@ -10,7 +15,6 @@
 //! durable).
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,17 +25,19 @@ use crate::blob::recover::ShardCursor;
 use crate::blob::view::ShardView;
 use crate::config::{Limits, PACKS_PER_SHARD_MAX};
 use crate::error::EngineError;
+use crate::file::ops::{self, create_durable, sync_dir};
 use crate::file::{ActorFile, ActorIo, ReadFile, open_actor_file};
 use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::pack::EncodedBlob;
 use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::BlobHash;
 use crate::pipeline::{
-    BlobNotices, BlobsDurable, CompactedPack, PendingAppend, PutOutcome, PutReply, SequencerInbox,
-    ShardBatch, ShardRequest, ShardSnapshot, SweptBlobs, TurnAppend, TurnBlob, TurnReply,
+    AfterPut, BatchReply, BlobNotices, BlobPut, BlobsDurable, CompactedPack, HandedAppend,
+    HandedBlob, PutOutcome, PutReply, PutWritten, SequencerInbox, ShardBatch, ShardRequest,
+    ShardSnapshot, SweptBlobs, TurnAppend, TurnBlob, WrittenReply,
 };
 use crate::published::Published;
-use crate::store_dir::{REINDEX_MARKER_FILE, create_durable, pack_path, sync_dir};
+use crate::store_dir::{REINDEX_MARKER_FILE, pack_path};
 
 /// Index entries written since the last index fsync before one is started in the background.
 const INDEX_SYNC_ENTRIES: u32 = 4096;
@@ -74,28 +80,41 @@ pub(crate) struct ShardActor {
     condemned: Option<Arc<Condemned>>,
 }
 
-/// Who waits for a blob of a batch.
+/// A put with at least one blob among the batch's records, waiting for the batch.
 #[derive(Debug)]
-enum Waiter {
-    Put(PutReply),
-    Append(PendingAppend, TurnReply),
+struct WaitingPut {
+    blobs: Vec<PutBlob>,
+    then: AfterPut,
 }
 
-impl Waiter {
+/// One blob of a waiting put: durable already when admitted, or a record of the batch.
+#[derive(Clone, Copy, Debug)]
+struct PutBlob {
+    hash: BlobHash,
+    raw_len: u32,
+    chunk: bool,
+    /// `None`: durable when the put was admitted.
+    record: Option<usize>,
+}
+
+impl AfterPut {
     fn fail(self, error: EngineError) {
         match self {
-            Waiter::Put(reply) => drop(reply.send(Err(error))),
-            Waiter::Append(_, reply) => drop(reply.send(Err(error))),
+            AfterPut::Durable(reply) => drop(reply.send(Err(error))),
+            AfterPut::Written(reply) => drop(reply.send(Err(error))),
+            AfterPut::Append { reply, .. } => drop(reply.send(Err(error))),
         }
     }
 }
 
-/// Records of one group commit and who waits for each.
+/// Records of one group commit and the puts that wait for them.
 #[derive(Default)]
 struct Batch {
     records: Vec<EncodedBlob>,
-    waiters: Vec<Vec<Waiter>>,
     position_of: HashMap<BlobHash, usize>,
+    /// In admission order: a record is `Stored` for the first put naming it, `AlreadyStored`
+    /// for the others.
+    puts: Vec<WaitingPut>,
     bytes: u64,
 }
 
@@ -104,6 +123,50 @@ impl Batch {
         let record_bytes_max = crate::format::pack::record_bytes(limits.blob_bytes_max);
         self.records.len() >= limits.shard_batch_records_max as usize
             || self.bytes + record_bytes_max > limits.shard_batch_bytes_max
+    }
+}
+
+/// A written batch's puts sorted by what they wait for, each blob's outcome known: a record
+/// is `Stored` for the first put naming it, `AlreadyStored` for the others.
+struct BatchAnswers {
+    /// The number the batch gets if anyone waits for its notice.
+    batch: ShardBatch,
+    appends: Vec<(Vec<TurnAppend>, BatchReply)>,
+    written: Vec<(WrittenReply, Vec<PutOutcome>)>,
+    durable: Vec<(PutReply, Vec<PutOutcome>)>,
+    /// Every put's blobs and outcomes, for the chunk counters once durable.
+    counted: Vec<(Vec<PutBlob>, Vec<PutOutcome>)>,
+}
+
+impl BatchAnswers {
+    fn of(batch: Batch, number: ShardBatch) -> BatchAnswers {
+        let mut answers = BatchAnswers {
+            batch: number,
+            appends: Vec::new(),
+            written: Vec::new(),
+            durable: Vec::new(),
+            counted: Vec::new(),
+        };
+        let mut first_named = vec![true; batch.records.len()];
+        for WaitingPut { blobs, then } in batch.puts {
+            let outcomes: Vec<PutOutcome> = blobs
+                .iter()
+                .map(|blob| match blob.record {
+                    Some(record) if std::mem::take(&mut first_named[record]) => PutOutcome::Stored,
+                    _ => PutOutcome::AlreadyStored,
+                })
+                .collect();
+            match then {
+                AfterPut::Append { appends, reply } => {
+                    let turns = handed_on(appends, &blobs, &outcomes, Some(number));
+                    answers.appends.push((turns, reply));
+                }
+                AfterPut::Written(reply) => answers.written.push((reply, outcomes.clone())),
+                AfterPut::Durable(reply) => answers.durable.push((reply, outcomes.clone())),
+            }
+            answers.counted.push((blobs, outcomes));
+        }
+        answers
     }
 }
 
@@ -147,44 +210,104 @@ impl ShardActor {
         Ok(actor)
     }
 
-    /// Decides one request: answered at once (read-only, already durable), joined to the
-    /// record of the same hash in this batch, or a new record of the batch.
-    async fn admit_blob(&mut self, blob: EncodedBlob, waiter: Waiter) {
-        let hash = blob.header.hash;
-        assert_eq!(
-            hash.shard(self.published.shards.len() as u16),
-            self.shard,
-            "misrouted blob"
-        );
+    /// Decides one put: answered (or handed on) at once when every blob is durable already
+    /// or the store is read-only; else its new blobs become records of this batch, and those
+    /// of the same hash as a record already in it join that record.
+    async fn admit_put(&mut self, blobs: Vec<BlobPut>, then: AfterPut) {
         if let Err(error) = self.published.status.check_writable() {
-            waiter.fail(error);
+            then.fail(error);
             return;
         }
-        if self.view().contains(&hash) {
-            self.answer(waiter, &blob, PutOutcome::AlreadyStored).await;
+        let mut waiting = Vec::with_capacity(blobs.len());
+        for BlobPut { blob, chunk } in blobs {
+            let (hash, raw_len) = (blob.header.hash, blob.header.raw_len);
+            assert_eq!(
+                hash.shard(self.published.shards.len() as u16),
+                self.shard,
+                "misrouted blob"
+            );
+            let record = if self.view().contains(&hash) {
+                None
+            } else if let Some(&position) = self.batch.position_of.get(&hash) {
+                Some(position)
+            } else {
+                let position = self.batch.records.len();
+                self.batch.position_of.insert(hash, position);
+                self.batch.bytes += blob.bytes.len() as u64;
+                self.batch.records.push(blob);
+                Some(position)
+            };
+            waiting.push(PutBlob {
+                hash,
+                raw_len,
+                chunk,
+                record,
+            });
+        }
+        if waiting.iter().any(|blob| blob.record.is_some()) {
+            self.batch.puts.push(WaitingPut {
+                blobs: waiting,
+                then,
+            });
             return;
         }
-        if let Some(&position) = self.batch.position_of.get(&hash) {
-            self.batch.waiters[position].push(waiter);
-            return;
-        }
-        self.batch
-            .position_of
-            .insert(hash, self.batch.records.len());
-        self.batch.bytes += blob.bytes.len() as u64;
-        self.batch.records.push(blob);
-        self.batch.waiters.push(vec![waiter]);
-    }
-
-    /// The blob is durable: answer a put, or pass an append on to the sequencer.
-    async fn answer(&self, waiter: Waiter, blob: &EncodedBlob, outcome: PutOutcome) {
-        match waiter {
-            Waiter::Put(reply) => drop(reply.send(Ok(outcome))),
-            Waiter::Append(append, reply) => {
-                let append = turn_append(append, blob, outcome, None);
-                self.sequencer.append(append, reply).await;
+        // Every blob durable already: nothing to wait for.
+        let outcomes = vec![PutOutcome::AlreadyStored; waiting.len()];
+        self.count_chunks(&waiting, &outcomes);
+        match then {
+            AfterPut::Durable(reply) => drop(reply.send(Ok(outcomes))),
+            AfterPut::Written(reply) => drop(reply.send(Ok(PutWritten {
+                outcomes,
+                pending: None,
+            }))),
+            AfterPut::Append { appends, reply } => {
+                let appends = handed_on(appends, &waiting, &outcomes, None);
+                self.sequencer.append(appends, reply).await;
             }
         }
+    }
+
+    /// The chunk counters of a put's blobs, once their outcomes are known and durable.
+    fn count_chunks(&self, blobs: &[PutBlob], outcomes: &[PutOutcome]) {
+        let counters = &self.view().counters;
+        for (blob, outcome) in blobs.iter().zip(outcomes) {
+            if !blob.chunk {
+                continue;
+            }
+            if *outcome == PutOutcome::Stored {
+                counters.chunks_written.fetch_add(1, Ordering::Relaxed);
+            } else {
+                counters.chunk_dedup_hits.fetch_add(1, Ordering::Relaxed);
+                counters
+                    .chunk_bytes_deduped
+                    .fetch_add(u64::from(blob.raw_len), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Before the fdatasync: the batch's appends go to the sequencer in one message, then the
+    /// `Written` puts are answered, so that whoever names this batch to the sequencer does so
+    /// after that message. The batch gets its number only when someone will wait for its
+    /// notice; answers that number.
+    async fn hand_on(&mut self, answers: &mut BatchAnswers) -> Option<ShardBatch> {
+        let appends = std::mem::take(&mut answers.appends);
+        let written = std::mem::take(&mut answers.written);
+        if appends.is_empty() && written.is_empty() {
+            return None;
+        }
+        let handed = answers.batch;
+        self.batches_handed = handed.batch;
+        if !appends.is_empty() {
+            self.sequencer.append_pending(handed, appends).await;
+        }
+        for (reply, outcomes) in written {
+            let answer = PutWritten {
+                outcomes,
+                pending: Some(handed),
+            };
+            drop(reply.send(Ok(answer)));
+        }
+        Some(handed)
     }
 
     fn view(&self) -> &ShardView {
@@ -411,17 +534,10 @@ impl ShardActor {
         std::fs::File::open(&self.index_path)
             .and_then(|file| file.read_exact_at(&mut tail, index_prefix_end))
             .map_err(write(&self.index_path))?;
-        let new_index_len = {
-            let mut file = std::fs::OpenOptions::new()
-                .append(true)
-                .open(&compact_index)
-                .map_err(write(&compact_index))?;
-            file.write_all(&tail).map_err(write(&compact_index))?;
-            file.metadata().map_err(write(&compact_index))?.len()
-        };
+        let new_index_len = ops::append(&compact_index, &tail).map_err(write(&compact_index))?;
         let pack = pack_path(&self.shard_dir, pack_id);
-        std::fs::rename(&compact_pack, &pack).map_err(write(&pack))?;
-        std::fs::rename(&compact_index, &self.index_path).map_err(write(&self.index_path))?;
+        ops::rename(&compact_pack, &pack).map_err(write(&pack))?;
+        ops::rename(&compact_index, &self.index_path).map_err(write(&self.index_path))?;
         self.index = open_actor_file(&self.index_path, self.io.sync_mode).await?;
         self.index_end = new_index_len;
         self.index_unsynced_entries = 0;
@@ -431,7 +547,7 @@ impl ShardActor {
     }
 
     async fn sync_index(&mut self) {
-        if let Err(error) = self.index.sync_data().await {
+        if let Err(error) = self.index.fdatasync().await {
             tracing::warn!(index = %self.index_path.display(), %error, "blob index fsync failed");
         }
     }
@@ -442,12 +558,7 @@ impl GroupCommit for ShardActor {
 
     async fn admit(&mut self, request: ShardRequest) -> Admitted {
         match request {
-            ShardRequest::Put { blob, reply } => self.admit_blob(blob, Waiter::Put(reply)).await,
-            ShardRequest::PutThenAppend {
-                blob,
-                append,
-                reply,
-            } => self.admit_blob(blob, Waiter::Append(append, reply)).await,
+            ShardRequest::Put { blobs, then } => self.admit_put(blobs, then).await,
             ShardRequest::Snapshot { reply } => {
                 // Between batches: `pack_end` and `index_end` are what committed batches wrote.
                 let snapshot = ShardSnapshot {
@@ -492,8 +603,23 @@ impl GroupCommit for ShardActor {
         self.batch.is_full(&self.limits)
     }
 
-    /// Writes the batch, hands its appends on, syncs it, publishes it, answers the puts and
-    /// tells the sequencer; then indexes it (decision 0014).
+    /// A put joins the batch only if all its blobs fit (callers make each put fit an empty
+    /// one, `engine/append.rs`): so a batch stays within `shard_batch_records_max` and
+    /// `shard_batch_bytes_max`, the torn-tail window recovery relies on.
+    fn fits(&self, request: &ShardRequest) -> bool {
+        let ShardRequest::Put { blobs, .. } = request else {
+            return true;
+        };
+        let bytes: u64 = blobs.iter().map(|put| put.blob.bytes.len() as u64).sum();
+        self.batch.records.is_empty()
+            || (self.batch.records.len() + blobs.len()
+                <= self.limits.shard_batch_records_max as usize
+                && self.batch.bytes + bytes <= self.limits.shard_batch_bytes_max)
+    }
+
+    /// Writes the batch, hands its appends on, answers the `Written` puts, syncs it,
+    /// publishes it, tells the sequencer, answers the `Durable` puts; then indexes it
+    /// (decision 0014).
     async fn commit(&mut self) {
         if self.batch.records.is_empty() {
             return;
@@ -502,9 +628,9 @@ impl GroupCommit for ShardActor {
         let (locations, end) = match self.write_batch(&batch.records, batch.bytes).await {
             Ok(written) => written,
             Err(error) => {
-                // Nothing was handed on: the write was cut back, every waiter learns why.
-                for waiter in batch.waiters.into_iter().flatten() {
-                    waiter.fail(error.duplicate());
+                // Nothing was handed on: the write was cut back, every put learns why.
+                for put in batch.puts {
+                    put.then.fail(error.duplicate());
                 }
                 return;
             }
@@ -516,30 +642,14 @@ impl GroupCommit for ShardActor {
                 condemned.rewritten(&entry.hash);
             }
         }
-        // Appends go on before the fdatasync, in one message; puts wait for it.
-        let mut puts = Vec::new();
-        let mut appends = Vec::new();
-        let handed = ShardBatch {
-            shard: self.shard,
-            batch: self.batches_handed + 1,
-        };
-        for (record, waiters) in batch.records.iter().zip(batch.waiters) {
-            let mut outcome = PutOutcome::Stored;
-            for waiter in waiters {
-                match waiter {
-                    Waiter::Put(reply) => puts.push((reply, outcome)),
-                    Waiter::Append(append, reply) => {
-                        appends.push((turn_append(append, record, outcome, Some(handed)), reply));
-                    }
-                }
-                outcome = PutOutcome::AlreadyStored;
-            }
-        }
-        let handed = (!appends.is_empty()).then_some(handed);
-        if let Some(handed) = handed {
-            self.batches_handed = handed.batch;
-            self.sequencer.append_pending(handed, appends).await;
-        }
+        let mut answers = BatchAnswers::of(
+            batch,
+            ShardBatch {
+                shard: self.shard,
+                batch: self.batches_handed + 1,
+            },
+        );
+        let handed = self.hand_on(&mut answers).await;
         let synced = self.sync_batch(end).await;
         if synced.is_ok() {
             // Index entries only for durable records; published before the notice, so that a
@@ -555,13 +665,16 @@ impl GroupCommit for ShardActor {
         }
         match synced {
             Ok(()) => {
-                for (reply, outcome) in puts {
-                    drop(reply.send(Ok(outcome)));
+                for (blobs, outcomes) in &answers.counted {
+                    self.count_chunks(blobs, outcomes);
+                }
+                for (reply, outcomes) in answers.durable {
+                    drop(reply.send(Ok(outcomes)));
                 }
                 self.append_index(&locations).await;
             }
             Err(error) => {
-                for (reply, _) in puts {
+                for (reply, _) in answers.durable {
                     drop(reply.send(Err(error.duplicate())));
                 }
             }
@@ -614,18 +727,34 @@ impl GroupCommit for ShardActor {
     }
 }
 
-/// The append a shard hands on for `blob` (`pending`: the batch that wrote it, not yet synced).
-fn turn_append(
-    append: PendingAppend,
-    blob: &EncodedBlob,
-    outcome: PutOutcome,
+/// The turns a shard hands on for a put whose blobs have these outcomes: each turn's blob
+/// resolved (`pending`: the batch that wrote the put's blobs, not yet synced; `None` when every
+/// blob was durable at admission, or for the blob that was).
+fn handed_on(
+    appends: Vec<HandedAppend>,
+    blobs: &[PutBlob],
+    outcomes: &[PutOutcome],
     pending: Option<ShardBatch>,
-) -> TurnAppend {
-    append.with_payload(TurnBlob {
-        hash: blob.header.hash,
-        raw_len: blob.header.raw_len,
-        deduped: outcome == PutOutcome::AlreadyStored,
-        by_hash: false,
-        pending,
-    })
+) -> Vec<TurnAppend> {
+    appends
+        .into_iter()
+        .map(|append| {
+            let blob = match append.payload {
+                HandedBlob::Ready(blob) => blob,
+                HandedBlob::InPut(index) => {
+                    let index = index as usize;
+                    assert!(index < blobs.len(), "a turn names blob {index} of its put");
+                    let put = &blobs[index];
+                    TurnBlob {
+                        hash: put.hash,
+                        raw_len: put.raw_len,
+                        deduped: outcomes[index] == PutOutcome::AlreadyStored,
+                        by_hash: false,
+                        pending: put.record.and(pending),
+                    }
+                }
+            };
+            append.with_payload(blob)
+        })
+        .collect()
 }

@@ -1,6 +1,10 @@
 //! A blob shard as readers see it: the index of durable blobs and read handles on its packs.
 //! The shard actor is the only writer; it inserts an entry only after the pack bytes it points
 //! to were fsynced, so a reader that finds a hash can always read the blob.
+//!
+//! Pack read handles are swappable: a compaction's switch-over installs the new file and
+//! keeps the replaced one until its readers are done; a read that finds its record moved
+//! looks the hash up once more at the new location.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,7 +31,9 @@ pub(crate) struct ShardView {
     pub counters: ShardCounters,
 }
 
-/// Counters the shard owns (it is their only writer).
+/// Counters the shard owns (it is their only writer), and what chunked writes did to its
+/// chunks since open (relaxed adds: by the shard for the chunks it was sent, by callers for
+/// those they found stored before sending anything).
 #[derive(Debug, Default)]
 pub(crate) struct ShardCounters {
     pub blobs: AtomicU64,
@@ -36,6 +42,10 @@ pub(crate) struct ShardCounters {
     /// Chunked blobs (manifest records) and the payload bytes they stand for.
     pub manifests: AtomicU64,
     pub manifest_payload_bytes: AtomicU64,
+    pub chunks_written: AtomicU64,
+    pub chunk_dedup_hits: AtomicU64,
+    /// Raw bytes of chunks a chunked write found stored already (what chunking saved).
+    pub chunk_bytes_deduped: AtomicU64,
 }
 
 impl ShardCounters {

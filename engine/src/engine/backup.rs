@@ -17,26 +17,23 @@
 //! indexed); `verify` passes on it.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::engine::Engine;
 use crate::error::EngineError;
+use crate::file::ops::{self, sync_dir};
+use crate::file::{BackgroundWriter, Throttle};
 use crate::format::log_base::BASE_HEADER_BYTES;
 use crate::format::turn_log::LOG_RECORD_BYTES;
 use crate::pipeline::{ShardRequest, ShardSnapshot};
-use crate::store_dir::{StoreDir, sync_dir};
-use crate::throttle::Throttle;
+use crate::store_dir::StoreDir;
 
 /// Bytes copied per read/write step of a prefix copy (also the unit the turn count is taken
 /// over: a whole number of 128-byte records).
 const COPY_STEP_BYTES: usize = 1 << 20;
-/// Bytes written to a copy between two fdatasyncs of it. Without them the kernel gathers the
-/// whole copy as dirty pages and writes it back at once, and every append's fdatasync waits
-/// behind that flood (measured: append p99 149 ms during a 2.9 GB backup without these syncs,
-/// 6 ms with a sync every 8 MiB; docs/benchmarks.md#online-backup); syncing every few MiB
-/// keeps the backlog, and so the wait, small.
+/// Bytes written to a copy between two fdatasyncs of it (`file::BackgroundWriter` says why).
 const SYNC_STEP_BYTES: u64 = 2 << 20;
 /// Byte 8 of a `turns.log` record is its kind; 1 is a turn (docs/storage.md).
 const KIND_OFFSET: usize = 8;
@@ -141,13 +138,22 @@ impl Engine {
         report.turns += turns;
         sync(&target.root)?;
 
-        // Last: the meta file makes the directory a store.
+        // Last: the meta file makes the directory a store (renamed in, the directory synced).
         let meta = target.meta_path();
         let temporary = meta.with_extension("meta.tmp");
-        let written = copy_prefix(&mut throttle, &source.meta_path(), &temporary, u64::MAX)?;
-        report.bytes += written;
-        std::fs::rename(&temporary, &meta).map_err(|error| EngineError::io(&meta, error))?;
-        sync(&target.root)?;
+        let written = copy(
+            &mut throttle,
+            &source.meta_path(),
+            &temporary,
+            0,
+            u64::MAX,
+            None,
+        )?;
+        report.bytes += written.bytes;
+        written
+            .writer
+            .finish_renamed(&meta)
+            .map_err(|error| EngineError::from_write(&meta, error))?;
         report.duration_ms = started.elapsed().as_millis() as u64;
         tracing::info!(
             dir = %to.display(),
@@ -196,7 +202,7 @@ fn check_target(data_dir: &Path, to: &Path) -> Result<(), EngineError> {
             }
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(to).map_err(|error| EngineError::from_write(to, error))?;
+            ops::create_dir_all(to).map_err(|error| EngineError::from_write(to, error))?;
         }
         Err(error) => return Err(EngineError::io(to, error)),
     }
@@ -223,7 +229,7 @@ fn copy_shard(
     report: &mut BackupReport,
 ) -> Result<(), EngineError> {
     let dir = target.shard_dir(shard);
-    std::fs::create_dir_all(&dir).map_err(|error| EngineError::from_write(&dir, error))?;
+    ops::create_dir_all(&dir).map_err(|error| EngineError::from_write(&dir, error))?;
     for pack_id in 0..snapshot.pack_id {
         let from = source.pack_path(shard, pack_id);
         let to = target.pack_path(shard, pack_id);
@@ -232,7 +238,7 @@ fn copy_shard(
             .len();
         // Sealed packs never change again (they are cut to their last record when sealed),
         // so a second name for the same blocks is as good as a copy, and free.
-        if std::fs::hard_link(&from, &to).is_ok() {
+        if ops::hard_link(&from, &to).is_ok() {
             report.bytes += len;
             report.linked_bytes += len;
         } else {
@@ -274,17 +280,39 @@ fn copy_range(
     len: u64,
     count_turns_from: Option<u64>,
 ) -> Result<(u64, u64), EngineError> {
+    let copied = copy(throttle, from, to, start, len, count_turns_from)?;
+    copied
+        .writer
+        .finish()
+        .map_err(|error| EngineError::from_write(to, error))?;
+    Ok((copied.bytes, copied.turns))
+}
+
+/// A copy written but not finished: the caller finishes it (or renames it in).
+struct Copied<'t> {
+    writer: BackgroundWriter<'t>,
+    bytes: u64,
+    turns: u64,
+}
+
+/// Copies the bytes `start..len` of `from` (to its end when shorter) into the new file `to`,
+/// through the background writer (throttled, synced every `SYNC_STEP_BYTES`).
+fn copy<'t>(
+    throttle: &'t mut Throttle,
+    from: &Path,
+    to: &Path,
+    start: u64,
+    len: u64,
+    count_turns_from: Option<u64>,
+) -> Result<Copied<'t>, EngineError> {
     let mut reader = File::open(from).map_err(|error| EngineError::io(from, error))?;
-    let mut writer = File::options()
-        .write(true)
-        .create_new(true)
-        .open(to)
+    let mut writer = BackgroundWriter::create_new(to, SYNC_STEP_BYTES, throttle)
         .map_err(|error| EngineError::from_write(to, error))?;
     reader
         .seek(SeekFrom::Start(start))
         .map_err(|error| EngineError::io(from, error))?;
     writer
-        .seek(SeekFrom::Start(start))
+        .skip_to(start)
         .map_err(|error| EngineError::from_write(to, error))?;
     let mut buffer = vec![0u8; COPY_STEP_BYTES];
     let mut copied = start;
@@ -307,15 +335,9 @@ fn copy_range(
                 .count() as u64;
         }
         writer
-            .write_all(chunk)
+            .write(chunk)
             .map_err(|error| EngineError::from_write(to, error))?;
         copied += read as u64;
-        throttle.take(read as u64);
-        if (copied - start).is_multiple_of(SYNC_STEP_BYTES) {
-            writer
-                .sync_data()
-                .map_err(|error| EngineError::from_write(to, error))?;
-        }
     }
     if len != u64::MAX && copied != len {
         // The extent came from the actor that wrote it: a shorter file lost durable data.
@@ -327,17 +349,11 @@ fn copy_range(
             ),
         });
     }
-    if start > 0 {
-        // The file's length covers the hole too (a log whose records all sit in the base
-        // would otherwise be empty, and the next record's offset past its end).
-        writer
-            .set_len(copied)
-            .map_err(|error| EngineError::from_write(to, error))?;
-    }
-    writer
-        .sync_all()
-        .map_err(|error| EngineError::from_write(to, error))?;
-    Ok((copied - start, turns))
+    Ok(Copied {
+        writer,
+        bytes: copied - start,
+        turns,
+    })
 }
 
 /// Reads until `buffer` is full or the file ends (a plain `read` may return less).

@@ -1,14 +1,14 @@
 //! The caller's side of a chunked write (issue 16, decision 0013; the format and the reads
-//! are `chunks.rs`): `Engine::prepare_manifest` pins what the manifest will name
-//! (`gc::ChunkPins`), picks a base (`BaseHints`), puts the chunks not stored yet and waits
-//! until each is durable, then builds the manifest record; `Engine::store_manifest` puts that
-//! record without a turn; `Engine::put_chunked` is the wire's O(Δ) path (a base's kept chunks
-//! first, the sent chunks checked, the payload rebuilt and hashed). It never writes a file
-//! itself (shards do).
+//! are `chunks.rs`): `Engine::plan_manifest` pins what the manifest will name
+//! (`gc::ChunkPins`), picks a base (`BaseHints`), plans the chunks not stored yet and then the
+//! manifest record into a write's `BlobPlan` (`engine/append.rs` stores it: chunks in the
+//! manifest's shard in the same shard batch, before it; chunks elsewhere durable first);
+//! `Engine::put_chunked` is the wire's O(Δ) path (a base's kept chunks first, the sent chunks
+//! checked, the payload rebuilt and hashed). It never writes a file itself (shards do).
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
@@ -16,14 +16,14 @@ use crate::blob::codec;
 use crate::chunks::{chunk_list, shard_of};
 use crate::config::ChunkingConfig;
 use crate::engine::Engine;
+use crate::engine::append::{BlobPlan, Planned};
 use crate::error::EngineError;
 use crate::format::manifest::{
     CHUNK_BYTES_MAX, CHUNKS_PER_MANIFEST_MAX, ChunkRef, MANIFEST_DEPTH_MAX, Manifest, ManifestBase,
 };
 use crate::format::pack::{Compression, EncodedBlob};
-use crate::gc::ChunkPin;
 use crate::ids::{BlobHash, BlobHashBuildHasher};
-use crate::pipeline::{PutOutcome, ShardRequest};
+use crate::pipeline::PutOutcome;
 
 /// A delta manifest names at most this many chunks of its own (past its base's kept prefix);
 /// beyond, or past `MANIFEST_DEPTH_MAX` deltas, a full manifest is written. Chosen by the
@@ -39,15 +39,6 @@ const BASE_HINTS_MAX: usize = 65_536;
 /// than level 1 on the sweep of decision 0013) costs little CPU per append.
 const CHUNK_ZSTD_LEVEL_MIN: i32 = 3;
 
-/// What chunked writes did since open (`Engine::stats`). Written by callers with relaxed adds.
-#[derive(Debug, Default)]
-pub(crate) struct ChunkCounters {
-    pub chunks_written: AtomicU64,
-    pub chunk_dedup_hits: AtomicU64,
-    /// Raw bytes of chunks a chunked write found stored already (what chunking saved).
-    pub chunk_bytes_deduped: AtomicU64,
-}
-
 /// The newest manifest written per first chunk: where a growing state finds its base.
 #[derive(Debug, Default)]
 pub(crate) struct BaseHints {
@@ -62,7 +53,7 @@ pub(crate) struct ChunkToStore {
 }
 
 /// `payload` cut and each chunk hashed; the chunks share the payload's buffer.
-pub(crate) fn cut_payload(payload: &Bytes, chunking: &ChunkingConfig) -> Vec<ChunkToStore> {
+fn cut_payload(payload: &Bytes, chunking: &ChunkingConfig) -> Vec<ChunkToStore> {
     chunking
         .cut(payload)
         .into_iter()
@@ -85,15 +76,28 @@ impl Engine {
         self.inner.config.chunking.applies_to(len)
     }
 
-    /// Stores the chunks of a payload that are not stored yet (durably, in their shards) and
-    /// returns the payload's manifest record, ready for its shard, with the pin that keeps
-    /// what it names through a garbage collection until the record is indexed: drop the pin
-    /// only after that. A chunk without bytes must be stored already (`MissingChunks`).
-    pub(crate) async fn prepare_manifest(
-        &self,
+    /// A payload over the chunk threshold into `plan`: its chunks cut and hashed, then
+    /// `plan_manifest`.
+    pub(crate) fn plan_chunked<'e>(
+        &'e self,
+        plan: &mut BlobPlan<'e>,
+        hash: BlobHash,
+        payload: &Bytes,
+    ) -> Result<Planned, EngineError> {
+        let chunks = cut_payload(payload, &self.inner.config.chunking);
+        self.plan_manifest(plan, hash, chunks)
+    }
+
+    /// Plans the chunks of a payload that are not stored yet, then its manifest record, into
+    /// `plan`, which holds the pin that keeps what the manifest names through a garbage
+    /// collection until the plan is dropped (after the write is answered: the record is
+    /// indexed by then). A chunk without bytes must be stored already (`MissingChunks`).
+    pub(crate) fn plan_manifest<'e>(
+        &'e self,
+        plan: &mut BlobPlan<'e>,
         hash: BlobHash,
         chunks: Vec<ChunkToStore>,
-    ) -> Result<(EncodedBlob, ChunkPin<'_>), EngineError> {
+    ) -> Result<Planned, EngineError> {
         assert!(!chunks.is_empty() && chunks.len() <= CHUNKS_PER_MANIFEST_MAX as usize);
         let published = &self.inner.published;
         let payload_len: u64 = chunks.iter().map(|c| u64::from(c.chunk.len)).sum();
@@ -105,60 +109,13 @@ impl Engine {
             .collect();
         let (pin, swept) = self.inner.collector.pins.pin(named);
         let base = base.filter(|base| !swept.contains(&base.hash));
+        let raw_len = u32::try_from(payload_len).map_err(|_| EngineError::TooLarge {
+            len: payload_len,
+            max: u64::from(self.inner.config.limits.blob_bytes_max),
+        })?;
 
-        let mut missing = Vec::new();
-        let mut answers = Vec::new();
-        let mut seen: HashSet<BlobHash, BlobHashBuildHasher> = HashSet::default();
-        for (index, to_store) in chunks.iter().enumerate() {
-            let chunk = to_store.chunk;
-            if !seen.insert(chunk.hash) {
-                continue;
-            }
-            let shard = usize::from(chunk.hash.shard(published.shards.len() as u16));
-            let stored = !swept.contains(&chunk.hash)
-                && published.shards[shard]
-                    .location(&chunk.hash)
-                    .is_some_and(|l| l.compression != Compression::Manifest);
-            let counters = &self.inner.chunk_counters;
-            match (&to_store.bytes, stored) {
-                (_, true) => {
-                    counters.chunk_dedup_hits.fetch_add(1, Ordering::Relaxed);
-                    counters
-                        .chunk_bytes_deduped
-                        .fetch_add(u64::from(chunk.len), Ordering::Relaxed);
-                }
-                (None, false) => missing.push(index as u32),
-                (Some(bytes), false) => {
-                    let blob = codec::encode(
-                        chunk.hash,
-                        bytes,
-                        self.inner.config.zstd_level.max(CHUNK_ZSTD_LEVEL_MIN),
-                    );
-                    let (reply, answer) = oneshot::channel();
-                    self.inner.shards[shard]
-                        .send_async(ShardRequest::Put { blob, reply })
-                        .await
-                        .map_err(|_| EngineError::ShutDown)?;
-                    answers.push((chunk, answer));
-                }
-            }
-        }
-        if !missing.is_empty() {
-            return Err(EngineError::MissingChunks { missing });
-        }
-        for (chunk, answer) in answers {
-            let outcome = answer.await.map_err(|_| EngineError::ShutDown)??;
-            let counters = &self.inner.chunk_counters;
-            if outcome == PutOutcome::AlreadyStored {
-                counters.chunk_dedup_hits.fetch_add(1, Ordering::Relaxed);
-                counters
-                    .chunk_bytes_deduped
-                    .fetch_add(u64::from(chunk.len), Ordering::Relaxed);
-            } else {
-                counters.chunks_written.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-
+        let manifest_shard = hash.shard(published.shards.len() as u16);
+        self.plan_chunks(plan, manifest_shard, &chunks, &swept)?;
         let manifest = match base {
             Some(base) => Manifest {
                 payload_len,
@@ -181,12 +138,57 @@ impl Engine {
             }
             hints.insert(chunks[0].chunk.hash, hash);
         }
-        let raw_len = u32::try_from(payload_len).map_err(|_| EngineError::TooLarge {
-            len: payload_len,
-            max: u64::from(self.inner.config.limits.blob_bytes_max),
-        })?;
         let record = EncodedBlob::new(hash, raw_len, Compression::Manifest, &manifest.encode());
-        Ok((record, pin))
+        plan.hold(pin);
+        Ok(plan.add(record, false))
+    }
+
+    /// The chunks of a payload that are not stored yet into `plan` (each once; a chunk a sweep
+    /// took, in `swept`, is stored again); those found stored count as chunk dedup hits. A
+    /// chunk without bytes must be stored already: `MissingChunks` names those that are not.
+    fn plan_chunks(
+        &self,
+        plan: &mut BlobPlan<'_>,
+        manifest_shard: u16,
+        chunks: &[ChunkToStore],
+        swept: &[BlobHash],
+    ) -> Result<(), EngineError> {
+        let mut missing = Vec::new();
+        let mut seen: HashSet<BlobHash, BlobHashBuildHasher> = HashSet::default();
+        for (index, to_store) in chunks.iter().enumerate() {
+            let chunk = to_store.chunk;
+            if !seen.insert(chunk.hash) {
+                continue;
+            }
+            let shard = self.inner.published.shard_of(&chunk.hash);
+            let stored = !swept.contains(&chunk.hash)
+                && shard
+                    .location(&chunk.hash)
+                    .is_some_and(|l| l.compression != Compression::Manifest);
+            match (&to_store.bytes, stored) {
+                (_, true) => {
+                    let counters = &shard.counters;
+                    counters.chunk_dedup_hits.fetch_add(1, Ordering::Relaxed);
+                    counters
+                        .chunk_bytes_deduped
+                        .fetch_add(u64::from(chunk.len), Ordering::Relaxed);
+                }
+                (None, false) => missing.push(index as u32),
+                (Some(bytes), false) => {
+                    let blob = codec::encode(
+                        chunk.hash,
+                        bytes,
+                        self.inner.config.zstd_level.max(CHUNK_ZSTD_LEVEL_MIN),
+                    );
+                    plan.add_chunk(manifest_shard, blob);
+                }
+            }
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(EngineError::MissingChunks { missing })
+        }
     }
 
     /// The base a new manifest can be a delta of: the newest manifest written that starts
@@ -360,23 +362,21 @@ impl Engine {
         Ok(BlobHash(*payload.finalize().as_bytes()))
     }
 
-    /// A chunked blob stored without a turn: its missing chunks, then its manifest record,
-    /// each durable; the pin is held until the record is indexed.
-    pub(crate) async fn store_manifest(
+    /// A chunked blob stored without a turn: its missing chunks and its manifest record, each
+    /// durable (one fdatasync when they share a shard); the pin is held until the record is
+    /// indexed.
+    async fn store_manifest(
         &self,
         hash: BlobHash,
         chunks: Vec<ChunkToStore>,
     ) -> Result<PutOutcome, EngineError> {
-        let (blob, pin) = self.prepare_manifest(hash, chunks).await?;
-        let shard = usize::from(hash.shard(self.inner.published.shards.len() as u16));
-        let (reply, answer) = oneshot::channel();
-        self.inner.shards[shard]
-            .send_async(ShardRequest::Put { blob, reply })
-            .await
-            .map_err(|_| EngineError::ShutDown)?;
-        let outcome = answer.await.map_err(|_| EngineError::ShutDown)??;
-        drop(pin);
-        Ok(outcome)
+        let mut plan = self.blob_plan();
+        let planned = self.plan_manifest(&mut plan, hash, chunks)?;
+        let outcomes = self.store_plan(&mut plan).await?;
+        drop(plan);
+        let outcome = outcomes[usize::from(planned.shard)].get(planned.index as usize);
+        assert!(outcome.is_some(), "a put answers each of its blobs");
+        Ok(outcome.copied().unwrap_or(PutOutcome::AlreadyStored))
     }
 }
 

@@ -185,7 +185,7 @@ impl Engine {
             let changes = vec![ContextMeta::KvPut(stored.clone())];
             match self.change_meta(context_id, changes, None, if_absent).await {
                 Err(EngineError::BlobNotFound(gone))
-                    if attempts < crate::engine::SWEPT_RETRIES_MAX
+                    if attempts < crate::engine::append::SWEPT_RETRIES_MAX
                         && values.iter().any(|(hash, _)| *hash == gone) =>
                 {
                     attempts += 1;

@@ -3,13 +3,14 @@
 //! like an append's), redact a turn, and purge a blob — redact every turn that names it, found
 //! by a sequential scan of `turns.log` — each answered once its records are durable.
 //!
-//! What a redaction removes from disk is the garbage collector's part (`gc.rs`, `mark`): a
+//! What a redaction removes from disk is the garbage collector's part (`gc/mark.rs`): a
 //! redacted turn's payload and patches are no roots, so the next collection takes them unless
 //! a live, unredacted turn (or a key-value entry) still names the same bytes.
 
 use bytes::Bytes;
 
-use crate::engine::{Engine, SWEPT_RETRIES_MAX};
+use crate::engine::Engine;
+use crate::engine::append::SWEPT_RETRIES_MAX;
 use crate::error::EngineError;
 use crate::format::context_meta::OverlayKind;
 use crate::format::turn_log::LogRecord;

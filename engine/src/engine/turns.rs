@@ -1,20 +1,17 @@
 //! Turns for agent frameworks, the caller's side (decision 0009): a turn's extras, a turn by
 //! its key, the context's turn log across branches (with a label filter), and the window
 //! since the latest summary. Reads only: answered from the published snapshot and the durable
-//! log, like every read; appends with options go through `Engine::append`.
+//! log, like every read; appends with options go through `engine/append.rs`.
 
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::TurnRecord;
-use crate::ids::BlobHash;
 use crate::ids::{ContextId, TurnId};
-use crate::model::{
-    AppendPayload, AppendRequest, Appended, ContextRef, Page, PageOptions, PayloadCache, Turn,
-};
-use crate::pipeline::{SequencerRequest, TurnBlob};
+use crate::model::{ContextRef, Page, PageOptions, PayloadCache, Turn};
 use crate::sequencer::contexts::{Contexts, is_indexed_label};
 use crate::sequencer::owners::{self, Owner};
+use crate::sequencer::view::TurnsView;
 
 pub use ctxstore_vocab::limits::{
     APPEND_BATCH_TURNS_MAX, FIND_PAGE_MAX, LOG_PAGE_MAX, LOG_SCAN_MAX,
@@ -69,104 +66,6 @@ pub struct TurnLogPage {
 }
 
 impl Engine {
-    /// Appends several turns to one context in one request and one group commit, in order,
-    /// all or none: an agent step that produced a tool call, its result and a message. Each
-    /// turn's parent is the one before it unless its options say otherwise; `expected_head`
-    /// may be set on the first only. Payloads are stored first (one shard commit per shard).
-    pub async fn append_batch(
-        &self,
-        requests: Vec<AppendRequest>,
-    ) -> Result<Vec<Appended>, EngineError> {
-        let mut attempts = 0;
-        loop {
-            let result = self.append_batch_once(requests.clone()).await;
-            match result {
-                Err(EngineError::BlobNotFound(gone))
-                    if attempts < crate::engine::SWEPT_RETRIES_MAX
-                        && requests
-                            .iter()
-                            .any(|request| crate::engine::carries(&request.payload, &gone)) =>
-                {
-                    attempts += 1;
-                }
-                result => return result,
-            }
-        }
-    }
-
-    async fn append_batch_once(
-        &self,
-        requests: Vec<AppendRequest>,
-    ) -> Result<Vec<Appended>, EngineError> {
-        self.check_open()?;
-        let published = &self.inner.published;
-        published.status.check_writable()?;
-        if requests.is_empty() || requests.len() > APPEND_BATCH_TURNS_MAX {
-            return Err(EngineError::Limit {
-                what: "turns per batch append (1..=64)",
-                limit: APPEND_BATCH_TURNS_MAX,
-            });
-        }
-        let context_id = requests[0].context_id;
-        if published.heads.head(context_id).is_none() {
-            return Err(EngineError::ContextNotFound(context_id));
-        }
-        let mixed = requests
-            .iter()
-            .any(|request| request.context_id != context_id);
-        let late_expectation = requests[1..].iter().any(|r| r.expected_head.is_some());
-        if mixed || late_expectation {
-            return Err(EngineError::InvalidArgument(
-                "a batch append goes to one context, with expected_head on its first turn only"
-                    .into(),
-            ));
-        }
-        let mut appends = Vec::with_capacity(requests.len());
-        let mut new_blobs = Vec::new();
-        for request in requests {
-            let (append, payload) = request.split();
-            let by_hash = matches!(payload, AppendPayload::StoredBlob(_));
-            let (hash, bytes) = match payload {
-                AppendPayload::Bytes(bytes) => {
-                    self.check_blob_len(bytes.len())?;
-                    (BlobHash::of(&bytes), Some(bytes))
-                }
-                AppendPayload::StoredBlob(hash) => (hash, None),
-            };
-            if let Some(bytes) = bytes {
-                new_blobs.push((hash, bytes));
-            } else if self.blob_len(hash).is_none() {
-                return Err(EngineError::ReferencedBlobNotFound(hash));
-            }
-            appends.push((append, hash, by_hash));
-        }
-        // Every payload is durable before the turns that name it, as for one append.
-        let already: std::collections::HashMap<BlobHash, bool> = {
-            let hashes: Vec<BlobHash> = new_blobs.iter().map(|(hash, _)| *hash).collect();
-            let stored = self.store_blobs(new_blobs).await?;
-            hashes.into_iter().zip(stored).collect()
-        };
-        let mut durable = Vec::with_capacity(appends.len());
-        for (append, hash, by_hash) in appends {
-            let raw_len = self.blob_len(hash).ok_or(EngineError::BlobNotFound(hash))?;
-            let blob = TurnBlob {
-                hash,
-                raw_len,
-                deduped: already.get(&hash).copied().unwrap_or(true),
-                by_hash,
-                pending: None,
-            };
-            durable.push(append.with_payload(blob));
-        }
-        let (reply, answer) = oneshot::channel();
-        let request = SequencerRequest::AppendBatch {
-            appends: durable,
-            reply,
-        };
-        (self.inner.sequencer.0.send_async(request).await).map_err(|_| EngineError::ShutDown)?;
-        answer.await.map_err(|_| EngineError::ShutDown)?
-    }
-
     /// Turns of every context carrying the label `key = value`, newest first, from the
     /// store-wide index (only indexed label keys: `run_id`, `thread_id`, `idx.*`).
     pub fn find_turns(
@@ -307,7 +206,7 @@ impl Engine {
         let lookup = |id| turns.turn_record(id);
         let phases = log_phases(&snapshot, context_id, &lookup)?;
         let floor = snapshot.get(context_id).map_or(0, |info| info.floor_depth);
-        let mut page = TurnLogPage {
+        let page = TurnLogPage {
             turns: Vec::new(),
             next_cursor: None,
         };
@@ -318,61 +217,93 @@ impl Engine {
         if query.cursor.is_some() {
             check_log_cursor(&phases, start, context_id, &lookup)?;
         }
-        let mut scanned = 0u32;
-        let mut payload_bytes = 0u64;
+        let mut walk = LogWalk {
+            query,
+            floor,
+            snapshot: &snapshot,
+            turns,
+            page,
+            scanned: 0,
+            payload_bytes: 0,
+        };
         for (index, phase) in phases.iter().enumerate().skip(start.phase as usize) {
-            let mut next = if index == start.phase as usize {
+            let next = if index == start.phase as usize {
                 start.next
             } else {
                 phase.start
             };
-            while !next.is_none() {
-                if page.turns.len() as u32 >= query.limit || scanned >= LOG_SCAN_MAX {
-                    page.next_cursor = Some(LogCursor {
-                        phase: index as u32,
-                        next,
-                    });
-                    return Ok(page);
-                }
-                scanned += 1;
-                let current = next;
-                let turn = turns.turn_record(current)?;
-                assert_eq!(
-                    turn.context_id, phase.owner.owner,
-                    "a context chain of another"
-                );
-                next = turn.context_prev_turn_id;
-                // Below the floor (a prune), on whichever branch: no longer the context's
-                // (and possibly collected).
-                if turn.depth < floor
-                    || turns.is_dead(current)
-                    || !owners::on_chain(phase.owner.chain, &turn, &lookup)?
-                {
-                    continue;
-                }
-                let extras = turns.extras(&turn)?;
-                let matches = query
-                    .labels
-                    .iter()
-                    .all(|wanted| extras.labels.contains(wanted));
-                if !matches {
-                    continue;
-                }
-                let view = snapshot.overlays.view(&turn, query.as_of);
-                payload_bytes += u64::from(view.payload_len);
-                let over_budget =
-                    query.payload_bytes_max > 0 && payload_bytes > query.payload_bytes_max;
-                if over_budget && !page.turns.is_empty() {
-                    page.next_cursor = Some(LogCursor {
-                        phase: index as u32,
-                        next: current,
-                    });
-                    return Ok(page);
-                }
-                page.turns.push(TurnWithExtras { turn: view, extras });
+            if let Some(next) = walk.phase(phase, next, &lookup)? {
+                walk.page.next_cursor = Some(LogCursor {
+                    phase: index as u32,
+                    next,
+                });
+                break;
             }
         }
-        Ok(page)
+        Ok(walk.page)
+    }
+}
+
+/// A turn-log page being filled, newest first, within its limits.
+struct LogWalk<'a> {
+    query: &'a LogQuery,
+    floor: u32,
+    snapshot: &'a Contexts,
+    turns: &'a TurnsView,
+    page: TurnLogPage,
+    /// Turns looked at (`LOG_SCAN_MAX`).
+    scanned: u32,
+    payload_bytes: u64,
+}
+
+impl LogWalk<'_> {
+    /// Walks one phase back along its context chain from `next`; answers where the page
+    /// ended (the next turn to look at) when it is full, else `None`.
+    fn phase(
+        &mut self,
+        phase: &LogPhase,
+        mut next: TurnId,
+        lookup: &impl Fn(TurnId) -> Result<TurnRecord, EngineError>,
+    ) -> Result<Option<TurnId>, EngineError> {
+        let (query, turns) = (self.query, self.turns);
+        while !next.is_none() {
+            if self.page.turns.len() as u32 >= query.limit || self.scanned >= LOG_SCAN_MAX {
+                return Ok(Some(next));
+            }
+            self.scanned += 1;
+            let current = next;
+            let turn = turns.turn_record(current)?;
+            assert_eq!(
+                turn.context_id, phase.owner.owner,
+                "a context chain of another"
+            );
+            next = turn.context_prev_turn_id;
+            // Below the floor (a prune), on whichever branch: no longer the context's (and
+            // possibly collected).
+            if turn.depth < self.floor
+                || turns.is_dead(current)
+                || !owners::on_chain(phase.owner.chain, &turn, lookup)?
+            {
+                continue;
+            }
+            let extras = turns.extras(&turn)?;
+            let matches = query
+                .labels
+                .iter()
+                .all(|wanted| extras.labels.contains(wanted));
+            if !matches {
+                continue;
+            }
+            let view = self.snapshot.overlays.view(&turn, query.as_of);
+            self.payload_bytes += u64::from(view.payload_len);
+            let over_budget =
+                query.payload_bytes_max > 0 && self.payload_bytes > query.payload_bytes_max;
+            if over_budget && !self.page.turns.is_empty() {
+                return Ok(Some(current));
+            }
+            self.page.turns.push(TurnWithExtras { turn: view, extras });
+        }
+        Ok(None)
     }
 }
 

@@ -3,6 +3,18 @@
 //! `docs/storage.md`. Decoding never panics: a torn or rotten record is an error value.
 //!
 //! All integers are little endian. Every record carries a CRC-32C.
+//!
+//! - `turn_log`: `turns.log`'s 128 B slots — `TurnRecord` (the on-disk turn, apart from the
+//!   API's `Turn`), context and metadata records, continuation slots, and the reassembly of
+//!   multi-slot records (`SlotAssembly`);
+//! - `turn_extras`: a turn's key, labels and links, and their limits;
+//! - `context_meta`: metadata bodies (names, tags, key-value entries, retention, overlays,
+//!   gc-dead records) and their limits;
+//! - `log_base`: the 128 B header of `turns.base`;
+//! - `pack`: a pack record, a 64 B header and its body (raw, zstd, or a manifest);
+//! - `manifest`: a chunked payload's chunk list, full or a delta of a base (decision 0013);
+//! - `blob_index`: `blobs.idx` entries;
+//! - `meta`: the store's meta file.
 
 pub mod blob_index;
 pub mod context_meta;

@@ -1,6 +1,8 @@
 //! Context metadata as the sequencer keeps it: per context its name, tags, key-value entries,
 //! times, newest own turn and what it inherited, plus the indexes a listing needs (name →
-//! context, tag → contexts) and the turn keys ((context, key) → turn). The same
+//! context, tag → contexts), the store-wide label index (an indexed label → its turns, for
+//! FIND_TURNS; rebuilt at open) and the turn keys ((context, key) → turn: one concurrent map
+//! every snapshot shares, the batch's own pending until `publish_turn_keys`). The same
 //! rules serve the live path (`check` before a record is written: typed errors) and replay
 //! (`apply` while reading turns.log: a record that breaks them is damage).
 //!

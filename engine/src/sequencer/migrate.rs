@@ -8,15 +8,19 @@
 //! copies version-2 records as they are (idempotent). Memory: 24 bytes per record while it
 //! runs (the ancestry table skip pointers are computed from), nothing after.
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::fs::File;
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use crate::error::OpenError;
+use crate::file::{BackgroundWriter, Throttle, ops};
 use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord, TurnRecord};
 use crate::ids::TurnId;
 use crate::skip::Ancestry;
-use crate::store_dir::sync_dir;
+
+/// The new log is synced every this many bytes while it is written (a store being opened
+/// serves nothing yet, so this only bounds the page cache's backlog).
+const SYNC_STEP_BYTES: u64 = 8 << 20;
 
 /// The temporary file the new log is written to.
 pub(crate) fn migrating_path(log: &Path) -> PathBuf {
@@ -32,17 +36,15 @@ pub(crate) fn migrate_turn_log(log: &Path, records: u64) -> Result<u64, OpenErro
     };
     let temporary = migrating_path(log);
     // A migration interrupted before its rename left this; it is redone from the start.
-    let _ = std::fs::remove_file(&temporary);
+    let _ = ops::remove(&temporary);
     let source = File::open(log).map_err(io(log))?;
     let file_len = source.metadata().map_err(io(log))?.len();
     assert!(records * LOG_RECORD_BYTES as u64 <= file_len);
     let mut reader = BufReader::with_capacity(1 << 20, source);
-    let target = OpenOptions::new()
-        .create_new(true)
-        .write(true)
-        .open(&temporary)
+    // Unthrottled: nothing else uses the disk before the store is open.
+    let mut throttle = Throttle::new(0);
+    let mut writer = BackgroundWriter::create_new(&temporary, SYNC_STEP_BYTES, &mut throttle)
         .map_err(io(&temporary))?;
-    let mut writer = BufWriter::with_capacity(1 << 20, target);
 
     let mut ancestry = Ancestry::default();
     // The newest turn of each context so far (ContextIDs are dense from 1).
@@ -78,17 +80,11 @@ pub(crate) fn migrate_turn_log(log: &Path, records: u64) -> Result<u64, OpenErro
             }
             _ => {}
         }
-        writer.write_all(&slot).map_err(io(&temporary))?;
+        writer.write(&slot).map_err(io(&temporary))?;
     }
-    let target = writer
-        .into_inner()
-        .map_err(|error| OpenError::io(&temporary, error.into_error()))?;
-    target.set_len(file_len).map_err(io(&temporary))?;
-    target.sync_all().map_err(io(&temporary))?;
-    drop(target);
-    std::fs::rename(&temporary, log).map_err(io(&temporary))?;
-    let dir = log.parent().unwrap_or(Path::new("."));
-    sync_dir(dir).map_err(io(dir))?;
+    // The prepared zeros after the records keep their place (a hole reads as zeros).
+    writer.skip_to(file_len).map_err(io(&temporary))?;
+    writer.finish_renamed(log).map_err(io(&temporary))?;
     Ok(rewritten)
 }
 

@@ -15,7 +15,7 @@
 //! Anywhere else a missing blob means a pack lost acknowledged data: the open is refused.
 
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -165,9 +165,7 @@ fn recover_log_once(
             "cutting turns.log at the first turn whose blob is missing: the unacknowledged \
              tail of the last batch before a crash (its turns were never answered)"
         );
-        let file = OpenOptions::new().write(true).open(path).map_err(io)?;
-        file.set_len(offset).map_err(io)?;
-        file.sync_all().map_err(io)?;
+        crate::file::ops::cut_durably(path, offset).map_err(io)?;
         return recover_log_once(path, base, shards, repair, false);
     }
     state
@@ -192,9 +190,7 @@ fn recover_log_once(
             offset >= record_offset(through + 1),
             "a cut inside the base"
         );
-        let file = OpenOptions::new().write(true).open(path).map_err(io)?;
-        file.set_len(offset).map_err(io)?;
-        file.sync_all().map_err(io)?;
+        crate::file::ops::cut_durably(path, offset).map_err(io)?;
     }
     let file_len = std::fs::metadata(path).map_err(io)?.len();
     // During replay `next_record_id` was the last record replayed; a base may end in

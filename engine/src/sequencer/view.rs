@@ -2,6 +2,16 @@
 //! durable watermark, the head of every context, the sequencer's counters. The sequencer is
 //! the only writer; it publishes after its fdatasync returned, with release stores that
 //! readers pair with acquire loads, so readers see only durable state.
+//!
+//! - `TurnsView`: records up to the watermark, from the compacted base (`LogBase`, swapped in
+//!   by the collector) or `turns.log`; a record cache of 65,536 slots (by Fibonacci hashing
+//!   of the record id, emptied when a base is swapped in) and a skip-links cache (TurnID,
+//!   parent, skip target and depth in one sequence-locked slot) for `ancestor` walks, both
+//!   filled by readers and by the sequencer with each batch's turns before its watermark
+//!   moves (`fill_caches`, decision 0015), so reads of new turns make no `pread`;
+//!   `scan_range` for sequential scans safe against a compaction;
+//! - `HeadTable`: segmented atomics by ContextID (a deleted context holds `DELETED_HEAD`);
+//! - `ContextsView`: the metadata snapshot, swapped in after the heads; `SequencerCounters`.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

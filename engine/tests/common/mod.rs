@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+pub mod doc_paths;
+
 use bytes::Bytes;
 use ctxstore_engine::{
     AppendPayload, AppendRequest, Appended, ContextId, Engine, EngineConfig, EngineError, TurnId,

@@ -74,8 +74,7 @@ impl Dispatcher {
         })
     }
 
-    /// APPEND_TURNS: one turn through the append pipeline, several as one batch append (one
-    /// group commit, all or none).
+    /// APPEND_TURNS: the turns as one batch append (one group commit, all or none).
     async fn append_turns(
         &self,
         context: ContextRefWire,
@@ -91,19 +90,12 @@ impl Dispatcher {
                 turn_request(context_id, expected_head, spec)
             })
             .collect();
-        let appended = if requests.len() == 1 {
-            let request = requests
-                .into_iter()
-                .next()
-                .map(|request| self.engine.append(request));
-            match request {
-                Some(append) => vec![append.await.map_err(engine_error)?],
-                None => Vec::new(),
-            }
-        } else {
-            let batch = self.engine.append_batch(requests).await;
-            batch.map_err(engine_error)?
-        };
+        // One route for every length: a batch of one is what `Engine::append` sends too.
+        let appended = self
+            .engine
+            .append_batch(requests)
+            .await
+            .map_err(engine_error)?;
         Ok(AppendsResponse::AppendedTurns {
             turns: appended
                 .iter()

@@ -1,11 +1,8 @@
-//! The engine's file layer: the one place where a record reaches the page cache, where the
-//! page cache reaches the disk, and where readers read published files. The test-only fault
-//! hooks (`crate::faults`) sit here and nowhere else.
-//!
-//! - `ActorFile`: an actor's write handle. `append_durably` is the one write → (on failure,
-//!   cut back) → fdatasync → (on failure, read-only) sequence of every group commit;
-//!   `fill_zeros` is the one zero-fill-ahead.
-//! - `ReadFile`: a reader's positional read handle on a published file.
+//! An actor's write handle (`ActorFile`): the write half of every group commit
+//! (`append_durably`, or its halves `append_unsynced` and `sync_appended`, which a shard calls
+//! apart to hand its appends on in between, decision 0014), recording the batch's records and
+//! the fdatasync latency in the actor's `ActorMetrics`; `fill_zeros`, the one
+//! zero-fill-ahead, cut back on failure like a record write.
 //!
 //! A write is a positional `pwrite` on the actor's thread: it copies into the page cache and
 //! does not wait for the disk, so handing it to io_uring would only add a worker-thread hop
@@ -71,14 +68,8 @@ impl ActorFile {
     /// Writes all of `bytes` at `offset` (into the page cache).
     pub fn write_all_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
         #[cfg(test)]
-        match crate::faults::check(&self.path, crate::faults::FaultOp::Write) {
-            Some(crate::faults::Fault::Fail(errno)) => return Err(crate::faults::error(errno)),
-            Some(crate::faults::Fault::Short { keep }) => {
-                self.file
-                    .write_all_at(&bytes[..keep.min(bytes.len())], offset)?;
-                return Err(crate::faults::error(5));
-            }
-            None => {}
+        if let Some(result) = self.injected(crate::faults::FaultOp::Write, bytes, offset) {
+            return result;
         }
         self.file.write_all_at(bytes, offset)
     }
@@ -86,25 +77,41 @@ impl ActorFile {
     /// `write_all_at` for prepared zeros, with its own test-only fault hook.
     fn write_zeros_at(&self, zeros: &[u8], offset: u64) -> io::Result<()> {
         #[cfg(test)]
-        match crate::faults::check(&self.path, crate::faults::FaultOp::FillZeros) {
-            Some(crate::faults::Fault::Fail(errno)) => return Err(crate::faults::error(errno)),
-            Some(crate::faults::Fault::Short { keep }) => {
-                self.file
-                    .write_all_at(&zeros[..keep.min(zeros.len())], offset)?;
-                return Err(crate::faults::error(5));
-            }
-            None => {}
+        if let Some(result) = self.injected(crate::faults::FaultOp::FillZeros, zeros, offset) {
+            return result;
         }
         self.write_all_at(zeros, offset)
     }
 
+    /// A test's fault for a write of `bytes` at `offset`: a failure, a short write then EIO,
+    /// or a delay (then `None`: the write goes on).
+    #[cfg(test)]
+    fn injected(
+        &self,
+        op: crate::faults::FaultOp,
+        bytes: &[u8],
+        offset: u64,
+    ) -> Option<io::Result<()>> {
+        match crate::faults::check(&self.path, op) {
+            Some(crate::faults::Fault::Fail(errno)) => Some(Err(crate::faults::error(errno))),
+            Some(crate::faults::Fault::Short { keep }) => Some(
+                self.file
+                    .write_all_at(&bytes[..keep.min(bytes.len())], offset)
+                    .and(Err(crate::faults::error(5))),
+            ),
+            other => {
+                crate::faults::delay(other);
+                None
+            }
+        }
+    }
+
     /// fdatasync: every write before it is on the disk when it returns `Ok`.
-    pub async fn sync_data(&self) -> io::Result<()> {
+    pub async fn fdatasync(&self) -> io::Result<()> {
         #[cfg(test)]
-        if let Some(crate::faults::Fault::Fail(errno)) =
-            crate::faults::check(&self.path, crate::faults::FaultOp::Sync)
-        {
-            return Err(crate::faults::error(errno));
+        match crate::faults::check(&self.path, crate::faults::FaultOp::Sync) {
+            Some(crate::faults::Fault::Fail(errno)) => return Err(crate::faults::error(errno)),
+            other => crate::faults::delay(other),
         }
         match self.sync_mode {
             SyncMode::Blocking => self.file.sync_data(),
@@ -205,7 +212,7 @@ impl ActorFile {
     }
 
     async fn sync_or_fail(&self, status: &StoreStatus) -> Result<(), EngineError> {
-        if let Err(source) = self.sync_data().await {
+        if let Err(source) = self.fdatasync().await {
             let reason = format!("fdatasync of {} failed: {source}", self.path.display());
             status.set_read_only(reason.clone());
             return Err(EngineError::ReadOnly(reason));
@@ -247,33 +254,6 @@ impl ActorFile {
     }
 }
 
-/// A reader's handle on a published file: positional reads from any thread, no lock.
-#[derive(Debug)]
-pub(crate) struct ReadFile {
-    pub path: PathBuf,
-    file: File,
-}
-
-impl ReadFile {
-    pub fn open(path: PathBuf) -> io::Result<ReadFile> {
-        let file = File::open(&path)?;
-        Ok(ReadFile { path, file })
-    }
-
-    /// Fills `target` from `offset`, with an engine error naming the file.
-    pub fn read_exact_at(&self, target: &mut [u8], offset: u64) -> Result<(), EngineError> {
-        #[cfg(test)]
-        if let Some(crate::faults::Fault::Fail(errno)) =
-            crate::faults::check(&self.path, crate::faults::FaultOp::Read)
-        {
-            return Err(EngineError::io(&self.path, crate::faults::error(errno)));
-        }
-        self.file
-            .read_exact_at(target, offset)
-            .map_err(|source| EngineError::io(&self.path, source))
-    }
-}
-
 /// Opens a file for an actor, with an engine error naming it.
 pub(crate) async fn open_actor_file(
     path: &Path,
@@ -282,123 +262,4 @@ pub(crate) async fn open_actor_file(
     ActorFile::open(path, sync_mode)
         .await
         .map_err(|source| EngineError::io(path, source))
-}
-
-/// Gives the disk blocks of `file`'s bytes `0..len` back to the file system (a hole reads as
-/// zeros; the file's length stays). `Ok(false)` when the file system cannot punch holes, or
-/// another name shares the file (the bytes then stay allocated: a loss of space, not of data).
-pub(crate) fn punch_prefix(file: &File, len: u64) -> io::Result<bool> {
-    use rustix::fs::{FallocateFlags, fallocate};
-    if len == 0 {
-        return Ok(true);
-    }
-    // A shared inode's bytes are another name's data too (decision 0017). The store made its
-    // files private at open; a link made since (by hand, while it runs) keeps its bytes.
-    if link_count(file)? > 1 {
-        return Ok(false);
-    }
-    match fallocate(
-        file,
-        FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
-        0,
-        len,
-    ) {
-        Ok(()) => Ok(true),
-        Err(rustix::io::Errno::OPNOTSUPP) => Ok(false),
-        Err(errno) => Err(errno.into()),
-    }
-}
-
-/// Names (hard links) the inode of `file` has: 0 once its last name is gone (a replaced file
-/// still held open), more than 1 while another name shares it — a backup on the same file
-/// system hard-links sealed packs (`engine/backup.rs`), and an operator may `cp -al` a store.
-pub(crate) fn link_count(file: &File) -> io::Result<u64> {
-    use std::os::unix::fs::MetadataExt;
-    Ok(file.metadata()?.nlink())
-}
-
-/// Suffix of `make_private`'s copy before its rename.
-pub(crate) const PRIVATE_SUFFIX: &str = ".private";
-
-/// Gives `path` an inode of its own when another name shares it: its bytes are copied under a
-/// temporary name (same permissions, fsynced), renamed over `path`, and the directory synced.
-/// Answers whether a copy was made. Every file a store writes, cuts or punches in place goes
-/// through this before the first such change (at open, and before a repair cuts a pack), so
-/// that no store ever changes a byte another store or backup reads (decision 0017). A crash
-/// mid-copy leaves only the temporary file, which the next call replaces.
-pub(crate) fn make_private(path: &Path) -> io::Result<bool> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut source = File::open(path)?;
-    if link_count(&source)? <= 1 {
-        return Ok(false);
-    }
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(PRIVATE_SUFFIX);
-    let temporary = path.with_file_name(name);
-    let mode = source.metadata()?.permissions().mode();
-    let mut copy = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(&temporary)?;
-    copy.set_permissions(std::fs::Permissions::from_mode(mode))?;
-    let copied = io::copy(&mut source, &mut copy)?;
-    let expected = source.metadata()?.len();
-    if copied != expected {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("copied {copied} of {expected} bytes of {}", path.display()),
-        ));
-    }
-    copy.sync_all()?;
-    drop(copy);
-    std::fs::rename(&temporary, path)?;
-    if let Some(dir) = path.parent() {
-        File::open(dir)?.sync_all()?;
-    }
-    tracing::info!(
-        file = %path.display(),
-        bytes = copied,
-        "the file had another name (a hard link: a backup or a copy of the store); \
-         it was copied so that this store's writes never reach the other"
-    );
-    Ok(true)
-}
-
-/// What `release_replaced` did with a replaced file's blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Released {
-    /// Every block given back, a step at a time.
-    Freed,
-    /// Another name still holds the inode (a backup's hard link): its bytes are that name's
-    /// data, so the file was only closed.
-    Shared,
-    /// A step failed; the last close frees the rest.
-    Failed,
-}
-
-/// Gives back the blocks of a file whose name was replaced (a compaction renamed the new
-/// version over it), `step_bytes` at a time with `pace(step_bytes)` after each step. Freeing
-/// a large file in one go stalls the file system's journal, and every append's fdatasync
-/// with it (docs/benchmarks.md), so the shrinking is gradual; a reader still holding the
-/// file reads short and retries at the record's new location. Only a file no name holds any
-/// more is shrunk: with another name, the bytes belong to it (decision 0017).
-pub(crate) fn release_replaced(file: File, step_bytes: u64, mut pace: impl FnMut(u64)) -> Released {
-    assert!(step_bytes > 0);
-    match link_count(&file) {
-        Ok(0) => {}
-        Ok(_) => return Released::Shared,
-        Err(_) => return Released::Failed,
-    }
-    let Ok(mut len) = file.metadata().map(|meta| meta.len()) else {
-        return Released::Failed;
-    };
-    while len > 0 {
-        len = len.saturating_sub(step_bytes);
-        if file.set_len(len).is_err() {
-            return Released::Failed;
-        }
-        pace(step_bytes);
-    }
-    Released::Freed
 }

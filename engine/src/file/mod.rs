@@ -1,0 +1,26 @@
+//! The engine's file layer: the one place where the engine's bytes reach the disk, where the
+//! page cache reaches the disk, and where readers read published files. Every write, sync,
+//! cut, rename and removal the engine makes passes through one of its parts
+//! (`engine/tests/code_map.rs` checks that no module outside `file/` calls the standard
+//! library's write operations), and the test-only fault hooks (`crate::faults`) sit here and
+//! nowhere else:
+//!
+//! - `actor.rs`: `ActorFile`, an actor's records — the write half of every group commit;
+//! - `background.rs`: `BackgroundWriter` and `Throttle`, every copy off the acknowledgement
+//!   path (a collection's pack and index copies, a log compaction's base, a backup, a format
+//!   migration): throttled, synced every step, finished durably and renamed in;
+//! - `ops.rs`: durable creation, renaming and removal, the cuts recovery makes at open, the
+//!   disk reserve's allocation, the directory lock;
+//! - `shared.rs`: files shared with another name (decision 0017);
+//! - `read.rs`: `ReadFile`, readers' positional reads.
+
+mod actor;
+pub(crate) mod background;
+pub(crate) mod ops;
+mod read;
+mod shared;
+
+pub(crate) use actor::{ActorFile, ActorIo, SyncMode, open_actor_file};
+pub(crate) use background::{BackgroundWriter, Throttle};
+pub(crate) use read::ReadFile;
+pub(crate) use shared::{Released, make_private, open_replaced, punch_prefix, release_replaced};

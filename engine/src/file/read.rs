@@ -1,0 +1,36 @@
+//! A reader's positional read handle on a published file (`ReadFile`), from any thread,
+//! without a lock; its test-only fault hook.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+use crate::error::EngineError;
+
+/// A reader's handle on a published file: positional reads from any thread, no lock.
+#[derive(Debug)]
+pub(crate) struct ReadFile {
+    pub path: PathBuf,
+    file: File,
+}
+
+impl ReadFile {
+    pub fn open(path: PathBuf) -> io::Result<ReadFile> {
+        let file = File::open(&path)?;
+        Ok(ReadFile { path, file })
+    }
+
+    /// Fills `target` from `offset`, with an engine error naming the file.
+    pub fn read_exact_at(&self, target: &mut [u8], offset: u64) -> Result<(), EngineError> {
+        #[cfg(test)]
+        if let Some(crate::faults::Fault::Fail(errno)) =
+            crate::faults::check(&self.path, crate::faults::FaultOp::Read)
+        {
+            return Err(EngineError::io(&self.path, crate::faults::error(errno)));
+        }
+        self.file
+            .read_exact_at(target, offset)
+            .map_err(|source| EngineError::io(&self.path, source))
+    }
+}

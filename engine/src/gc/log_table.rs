@@ -1,0 +1,132 @@
+//! `turns.log` up to a round's watermark as the collector reads it: one sequential pass over
+//! the durable slots (the base's, then the log's), into arrays by record id.
+
+use std::collections::HashMap;
+
+use crate::error::EngineError;
+use crate::format::turn_extras::TurnExtras;
+use crate::format::turn_log::{
+    Assembled, LOG_RECORD_BYTES, LogRecord, SlotAssembly, SlotHead, Whole, turn_extra_slots,
+};
+use crate::ids::{BlobHash, TurnId};
+use crate::published::Published;
+
+/// `turns.log` up to the watermark, in arrays by record id: what marking needs of each turn.
+pub(super) struct LogTable {
+    /// 0: not a turn record (a context, metadata or continuation slot).
+    pub context: Vec<u64>,
+    pub parent: Vec<u64>,
+    pub depth: Vec<u32>,
+    pub hash: Vec<BlobHash>,
+    pub payload_len: Vec<u32>,
+    /// Continuation slots after each turn record (its extras).
+    pub extra_slots: Vec<u16>,
+    /// Slots present up to the watermark: the base's and `turns.log`'s after it.
+    pub slots_present: u64,
+    /// Heads as of the watermark (a turn moves its context's head to itself; a context record
+    /// sets its first head).
+    pub heads: HashMap<u64, u64>,
+    /// Turns of each context, ascending.
+    pub by_context: HashMap<u64, Vec<u64>>,
+    pub links: Vec<(u64, Vec<TurnId>)>,
+}
+
+impl LogTable {
+    pub fn is_turn(&self, record_id: u64) -> bool {
+        self.context[record_id as usize] != 0
+    }
+
+    /// One sequential read of records `1..=watermark` (all durable): the base's (a log
+    /// compaction's), then `turns.log`'s after it.
+    pub fn read(published: &Published, watermark: u64) -> Result<LogTable, EngineError> {
+        let path = published.turns.path().clone();
+        let slots = watermark as usize + 1;
+        let mut table = LogTable {
+            context: vec![0; slots],
+            parent: vec![0; slots],
+            depth: vec![0; slots],
+            hash: vec![BlobHash([0; 32]); slots],
+            payload_len: vec![0; slots],
+            extra_slots: vec![0; slots],
+            slots_present: 0,
+            heads: HashMap::new(),
+            by_context: HashMap::new(),
+            links: Vec::new(),
+        };
+        let corrupt = |record_id: u64, reason: String| {
+            EngineError::Corrupt(crate::error::Corruption::new(
+                &path,
+                record_id.saturating_sub(1) * LOG_RECORD_BYTES as u64,
+                reason,
+            ))
+        };
+        let mut pending: Option<SlotAssembly> = None;
+        let mut previous = 0u64;
+        published.turns.for_each_slot(watermark, |encoded| {
+            {
+                let record = match LogRecord::decode(encoded) {
+                    Ok(Some(record)) if record.record_id() > previous => record,
+                    _ => {
+                        return Err(corrupt(
+                            previous + 1,
+                            "durable record does not decode".into(),
+                        ));
+                    }
+                };
+                let record_id = record.record_id();
+                previous = record_id;
+                table.slots_present += 1;
+                let assembled = match (pending.take(), record) {
+                    (None, LogRecord::Context(context)) => {
+                        table
+                            .heads
+                            .insert(context.context_id.0, context.head_turn_id.0);
+                        None
+                    }
+                    (None, LogRecord::Turn(turn)) => {
+                        Some(SlotAssembly::start(SlotHead::Turn(turn)))
+                    }
+                    (None, LogRecord::Meta(head)) => {
+                        Some(SlotAssembly::start(SlotHead::Meta(head)))
+                    }
+                    (Some(assembly), LogRecord::Continuation(slot)) => Some(
+                        assembly
+                            .push(&slot)
+                            .map_err(|reason| corrupt(record_id, reason))?,
+                    ),
+                    _ => return Err(corrupt(record_id, "slots out of order".into())),
+                };
+                match assembled {
+                    None | Some(Assembled::Complete(Whole::Meta(_))) => {}
+                    Some(Assembled::Partial(assembly)) => pending = Some(assembly),
+                    Some(Assembled::Complete(Whole::Turn(turn, extras))) => {
+                        let id = turn.turn_id.0 as usize;
+                        table.context[id] = turn.context_id.0;
+                        table.parent[id] = turn.parent_turn_id.0;
+                        table.depth[id] = turn.depth;
+                        table.hash[id] = turn.payload_hash;
+                        table.payload_len[id] = turn.payload_len;
+                        table.extra_slots[id] = turn_extra_slots(turn.extras_len as usize);
+                        table.heads.insert(turn.context_id.0, turn.turn_id.0);
+                        table
+                            .by_context
+                            .entry(turn.context_id.0)
+                            .or_default()
+                            .push(turn.turn_id.0);
+                        if !extras.is_empty() {
+                            let extras = TurnExtras::decode(&extras)
+                                .map_err(|error| corrupt(turn.turn_id.0, error.to_string()))?;
+                            if !extras.links.is_empty() {
+                                table.links.push((turn.turn_id.0, extras.links));
+                            }
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        // The watermark is a batch boundary: no record is half-read.
+        assert!(pending.is_none(), "the durable watermark splits a record");
+        Ok(table)
+    }
+}

@@ -1,0 +1,124 @@
+//! Log planning (decision 0011): which collected turns' records leave `turns.log` — the keep
+//! rules to a fixpoint — and the round's last step, the log compaction itself
+//! (`log_compaction.rs`), once the dropped slots pass the thresholds.
+
+use std::collections::HashMap;
+
+use crate::error::EngineError;
+use crate::file::Throttle;
+use crate::format::turn_log::LOG_RECORD_BYTES;
+use crate::gc::Collector;
+use crate::gc::log_table::LogTable;
+use crate::gc::mark::Marked;
+use crate::ids::TurnId;
+use crate::log_compaction::{LogPlan, compact_log};
+use crate::model::GcReport;
+
+impl Collector {
+    /// The round's last step (`log_compaction.rs`): the records of collected turns that no
+    /// record that stays needs leave `turns.log`, once they pass the thresholds. Runs after
+    /// the fence, so the durable dead set holds this round's turns too.
+    pub(super) fn compact_log(
+        &self,
+        log: &LogTable,
+        marked: &Marked,
+        watermark: u64,
+        report: &mut GcReport,
+    ) -> Result<(), EngineError> {
+        let Some(plan) = self.plan_log(log, marked, watermark) else {
+            return Ok(());
+        };
+        let mut throttle = Throttle::new(self.bytes_per_s_max);
+        let compacted = compact_log(
+            &self.store,
+            &self.published.turns,
+            &plan,
+            &mut throttle,
+            &self.stopping,
+        )?;
+        tracing::info!(
+            watermark,
+            turns_dropped = plan.turns_dropped,
+            slots_dropped = compacted.slots_dropped,
+            bytes_reclaimed = compacted.bytes_reclaimed,
+            punched = compacted.punched,
+            "turns.log compacted"
+        );
+        report.log_bytes_reclaimed += compacted.bytes_reclaimed;
+        report.bytes_reclaimed += compacted.bytes_reclaimed;
+        Ok(())
+    }
+
+    /// Which turn records go: collected (durable gc-dead), not owned by a live context, no
+    /// ancestor of a record that stays, and newer than every record of its context that
+    /// stays (a fork made later of a turn walks its context's turns before it: the turn
+    /// log, key look-ups). `None` below the thresholds.
+    fn plan_log(&self, log: &LogTable, marked: &Marked, watermark: u64) -> Option<LogPlan> {
+        let through = self.published.turns.base().map_or(0, |base| base.through());
+        if watermark <= through {
+            return None;
+        }
+        let dead = self.published.turns.dead();
+        let slots = log.context.len();
+        let mut needed: Vec<bool> = (0..slots)
+            .map(|id| {
+                log.is_turn(id as u64)
+                    && (marked.owned[id]
+                        || marked.is_live(id as u64)
+                        || !dead.contains(TurnId(id as u64)))
+            })
+            .collect();
+        // To a fixpoint: ancestors, then each context's turns before its newest that stays
+        // (which may name further ancestors). Each pass only adds.
+        let mut newest_needed: HashMap<u64, u64> = HashMap::new();
+        loop {
+            // Children before parents (a parent's id is lower).
+            for id in (1..slots).rev() {
+                if needed[id] {
+                    let parent = log.parent[id] as usize;
+                    assert!(parent < id, "a parent precedes its child");
+                    needed[parent] = log.is_turn(parent as u64) || needed[parent];
+                }
+            }
+            let mut grown = false;
+            for (context, turns) in &log.by_context {
+                let newest = turns
+                    .iter()
+                    .rev()
+                    .find(|&&turn| needed[turn as usize])
+                    .copied()
+                    .unwrap_or(0);
+                if newest_needed.get(context).copied().unwrap_or(0) >= newest {
+                    continue;
+                }
+                newest_needed.insert(*context, newest);
+                for &turn in turns.iter().take_while(|&&turn| turn <= newest) {
+                    grown |= !needed[turn as usize];
+                    needed[turn as usize] = true;
+                }
+            }
+            if !grown {
+                break;
+            }
+        }
+        let mut plan = LogPlan {
+            watermark,
+            drop: vec![false; slots],
+            turns_dropped: 0,
+            logical_bytes_dropped: 0,
+        };
+        let mut slots_dropped = 0u64;
+        for (id, needed) in needed.iter().enumerate().skip(1) {
+            if log.is_turn(id as u64) && !needed {
+                plan.drop[id] = true;
+                plan.turns_dropped += 1;
+                plan.logical_bytes_dropped += u64::from(log.payload_len[id]);
+                slots_dropped += 1 + u64::from(log.extra_slots[id]);
+            }
+        }
+        let due = slots_dropped > 0
+            && slots_dropped * LOG_RECORD_BYTES as u64 >= self.log_dead_bytes_min
+            && slots_dropped * 100 >= u64::from(self.pack_dead_percent) * log.slots_present;
+        due.then_some(plan)
+    }
+}

@@ -1,0 +1,231 @@
+//! The sequencer's rules for contexts: creating one (empty, a fork of a durable turn, or a
+//! clone; with a name and tags), metadata changes (all or none, against the expected head),
+//! and retention (a delete, or a floor decided against the sequencer's own heads).
+
+use crate::error::EngineError;
+use crate::format::context_meta::{ContextMeta, KvEntry};
+use crate::format::turn_log::{ContextRecord, LogRecord};
+use crate::ids::{ContextId, TurnId};
+use crate::model::{ContextHead, ContextView, Created, NewContext};
+use crate::pipeline::Retention;
+use crate::sequencer::actor::{HeadMove, SequencerActor};
+use crate::sequencer::contexts::check_new;
+use crate::sequencer::heads::HeadState;
+use crate::store_dir::now_unix_ms;
+
+impl SequencerActor {
+    pub(super) fn create_context(&mut self, new: NewContext) -> Result<Created, EngineError> {
+        self.published.status.check_writable()?;
+        if let Some(owner) = new
+            .name
+            .as_deref()
+            .and_then(|name| self.contexts.by_name(name))
+            && new.get_or_create
+        {
+            let context = self.view(owner);
+            assert!(context.is_some(), "a named context exists");
+            return context
+                .map(|context| Created {
+                    context,
+                    created: false,
+                })
+                .ok_or(EngineError::ContextNotFound(owner));
+        }
+        check_new(&self.contexts, new.name.as_deref(), &new.tags)?;
+        let clone_from = match new.clone_from {
+            Some(crate::model::ContextRef::Id(source)) => Some(source),
+            Some(crate::model::ContextRef::Name(name)) => Some(
+                self.contexts
+                    .by_name(&name)
+                    .ok_or(EngineError::NameNotFound(name))?,
+            ),
+            None => None,
+        };
+        let head = match clone_from {
+            Some(_) if !new.base.is_none() => {
+                return Err(EngineError::InvalidArgument(
+                    "a clone takes its source's head; give no base turn".into(),
+                ));
+            }
+            // A clone shares its source's head; its own turns start with its first append.
+            Some(source) => self
+                .heads
+                .get(source)
+                .ok_or(EngineError::ContextNotFound(source))?,
+            // Only a durable turn can be a base: no one can know of any other.
+            None if !new.base.is_none() => {
+                self.gc.note_turn(new.base);
+                if self.gc.dead.contains(new.base) {
+                    return Err(EngineError::TurnNotFound(new.base));
+                }
+                HeadState {
+                    head_turn_id: new.base,
+                    head_depth: self.published.turns.turn(new.base)?.depth,
+                }
+            }
+            None => HeadState::default(),
+        };
+        let Some(context_id) = self.heads.next_context_id() else {
+            return Err(EngineError::InvalidArgument(format!(
+                "the store holds the maximum of {} contexts",
+                crate::ids::CONTEXTS_MAX
+            )));
+        };
+        let now = now_unix_ms();
+        self.push_record(&LogRecord::Context(ContextRecord {
+            record_id: self.next_record_id,
+            context_id,
+            head_turn_id: head.head_turn_id,
+            head_depth: head.head_depth,
+            created_at_unix_ms: now,
+        }));
+        let created = self.heads.create(head);
+        assert_eq!(created, context_id);
+        self.contexts.create(context_id, head.head_turn_id, now);
+        let mut changes = Vec::new();
+        changes.extend(clone_from.map(ContextMeta::CloneFrom));
+        changes.extend(new.name.map(ContextMeta::Name));
+        if !new.tags.is_empty() {
+            let tags = new.tags.into_iter().map(|(k, v)| (k, Some(v))).collect();
+            changes.push(ContextMeta::Tags(tags));
+        }
+        for change in &changes {
+            // Checked above: a refusal here is a broken invariant, not bad input.
+            let applied = self.contexts.apply(context_id, change, now);
+            assert!(applied.is_ok(), "checked metadata refused: {applied:?}");
+            self.push_meta(context_id, change, now);
+        }
+        let context = self
+            .view(context_id)
+            .ok_or(EngineError::ContextNotFound(context_id))?;
+        Ok(Created {
+            context,
+            created: true,
+        })
+    }
+
+    /// Applies metadata changes to one context, all or none.
+    pub(super) fn change_meta(
+        &mut self,
+        context_id: ContextId,
+        changes: Vec<ContextMeta>,
+        expected_head: Option<TurnId>,
+    ) -> Result<ContextView, EngineError> {
+        self.published.status.check_writable()?;
+        let head = self
+            .heads
+            .get(context_id)
+            .ok_or(EngineError::ContextNotFound(context_id))?;
+        if let Some(expected) = expected_head
+            && expected != head.head_turn_id
+        {
+            return Err(EngineError::Conflict {
+                context_id,
+                expected,
+                actual: head.head_turn_id,
+            });
+        }
+        for change in &changes {
+            if let ContextMeta::KvPut(entries) = change {
+                for entry in entries {
+                    self.gc.name_blob(&entry.value_hash)?;
+                }
+            }
+        }
+        // Try them on a copy (O(1) with persistent maps), so that a refusal changes nothing.
+        let now = now_unix_ms();
+        let mut scratch = self.contexts.clone();
+        for change in &changes {
+            scratch.apply(context_id, change, now)?;
+        }
+        for change in &changes {
+            self.push_meta(context_id, change, now);
+        }
+        self.contexts = scratch;
+        self.view(context_id)
+            .ok_or(EngineError::ContextNotFound(context_id))
+    }
+
+    /// Deletes a context or raises its floor (`Retention`), one metadata record.
+    pub(super) fn retain(
+        &mut self,
+        context_id: ContextId,
+        change: Retention,
+    ) -> Result<ContextView, EngineError> {
+        self.published.status.check_writable()?;
+        let before = self
+            .view(context_id)
+            .ok_or(EngineError::ContextNotFound(context_id))?;
+        let meta = match change {
+            Retention::Delete { updated_at_max } => {
+                if updated_at_max.is_some_and(|max| before.updated_at_unix_ms > max) {
+                    // Touched since the reaper looked: not idle any more.
+                    return Err(EngineError::Conflict {
+                        context_id,
+                        expected: before.head.head_turn_id,
+                        actual: before.head.head_turn_id,
+                    });
+                }
+                ContextMeta::Delete
+            }
+            Retention::Prune { keep } => {
+                assert!(keep >= 1, "the caller refuses keep = 0");
+                let head = before.head;
+                let floor = if head.head_turn_id.is_none() {
+                    0
+                } else {
+                    (head.head_depth + 1).saturating_sub(keep)
+                };
+                ContextMeta::Floor(floor.max(before.floor_depth))
+            }
+        };
+        let now = now_unix_ms();
+        self.contexts.apply(context_id, &meta, now)?;
+        self.push_meta(context_id, &meta, now);
+        if meta == ContextMeta::Delete {
+            let previous = self.heads.delete(context_id);
+            self.batch.moves.push(HeadMove {
+                context_id,
+                previous,
+            });
+            return Ok(before);
+        }
+        self.view(context_id)
+            .ok_or(EngineError::ContextNotFound(context_id))
+    }
+
+    /// Key-value puts that keep existing keys: only the absent ones are written.
+    pub(super) fn absent_only(
+        &self,
+        context_id: ContextId,
+        changes: Vec<ContextMeta>,
+    ) -> Vec<ContextMeta> {
+        let Some(info) = self.contexts.get(context_id) else {
+            return changes;
+        };
+        changes
+            .into_iter()
+            .filter_map(|change| match change {
+                ContextMeta::KvPut(entries) => {
+                    let absent: Vec<KvEntry> = entries
+                        .into_iter()
+                        .filter(|entry| !info.kv.contains_key(entry.key.as_slice()))
+                        .collect();
+                    (!absent.is_empty()).then_some(ContextMeta::KvPut(absent))
+                }
+                other => Some(other),
+            })
+            .collect()
+    }
+
+    /// A context's head and metadata as this batch leaves them.
+    fn view(&self, context_id: ContextId) -> Option<ContextView> {
+        let head = self.heads.get(context_id)?;
+        let info = self.contexts.get(context_id)?;
+        Some(info.view(ContextHead {
+            context_id,
+            head_turn_id: head.head_turn_id,
+            head_depth: head.head_depth,
+        }))
+    }
+}
