@@ -55,6 +55,10 @@ pub struct EngineConfig {
     pub context_ttl_default_ms: u64,
     /// How often the TTL reaper looks at (a bounded share of) the contexts.
     pub reaper_interval_ms: u64,
+    /// A stream without a delta for this long (milliseconds) is aborted by the reaper
+    /// (decision 0027: the head moves only when a writer seals; an abandoned answer is no
+    /// turn). 0: never.
+    pub stream_idle_timeout_ms: u64,
     /// Bytes per second an online backup copies at most (0: no limit); hard-linked packs do
     /// not count. The copy shares the disk with every append's fdatasync.
     pub backup_bytes_per_s_max: u64,
@@ -103,6 +107,7 @@ impl EngineConfig {
             preallocate: true,
             context_ttl_default_ms: 0,
             reaper_interval_ms: 1000,
+            stream_idle_timeout_ms: 600_000,
             backup_bytes_per_s_max: 0,
             gc_interval_ms: 600_000,
             gc_pack_dead_percent: 50,
@@ -199,6 +204,9 @@ impl EngineConfig {
         if limits.read_turns_max == 0 {
             return Err("read_turns_max must be at least 1".into());
         }
+        if limits.streams_open_max == 0 {
+            return Err("streams_open_max must be at least 1".into());
+        }
         self.placement.validate(self.shard_count)
     }
 }
@@ -226,6 +234,9 @@ pub struct Limits {
     pub queue_depth_max: u32,
     /// Turns one read (last, page, range, chain) may return.
     pub read_turns_max: u32,
+    /// Streams open at once in the store (issue 32): each holds its bytes in memory until
+    /// it is sealed or aborted.
+    pub streams_open_max: u32,
 }
 
 impl Default for Limits {
@@ -240,6 +251,7 @@ impl Default for Limits {
             batch_wait_us_max: 0,
             queue_depth_max: 4096,
             read_turns_max: 10_000,
+            streams_open_max: 4096,
         }
     }
 }

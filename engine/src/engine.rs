@@ -13,6 +13,7 @@ pub mod cut;
 mod open;
 pub mod overlays;
 pub mod retention;
+pub mod streams;
 pub mod turns;
 
 use std::sync::atomic::{AtomicBool, Ordering};

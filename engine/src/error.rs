@@ -48,6 +48,8 @@ pub enum ErrorKind {
     AlreadyExists,
     /// Bytes sent do not hash to the BlobHash they claim (a chunk, or a chunked payload).
     HashMismatch,
+    /// A stream was sealed or aborted (issue 32): it takes no more deltas.
+    StreamEnded,
 }
 
 /// Why an engine operation failed.
@@ -103,6 +105,24 @@ pub enum EngineError {
          manifest", missing.len(), &missing[..missing.len().min(16)]
     )]
     MissingChunks { missing: Vec<u32> },
+    #[error(
+        "stream {0} not found: never opened, or ended long ago; list the context's open streams"
+    )]
+    StreamNotFound(u64),
+    #[error("{}", stream_ended_message(*stream_id, *end))]
+    StreamEnded {
+        stream_id: u64,
+        end: crate::format::stream_meta::StreamEnd,
+    },
+    #[error(
+        "delta to stream {stream_id} at offset {offset}, but the stream holds {length} bytes; \
+         read the stream and continue at its length"
+    )]
+    StreamOffset {
+        stream_id: u64,
+        offset: u64,
+        length: u64,
+    },
     #[error("{what} hashes to {actual}, not to the claimed {claimed}")]
     HashMismatch {
         what: String,
@@ -119,7 +139,10 @@ impl EngineError {
             | EngineError::BlobNotFound(_)
             | EngineError::ReferencedBlobNotFound(_)
             | EngineError::NameNotFound(_)
-            | EngineError::MissingChunks { .. } => ErrorKind::NotFound,
+            | EngineError::MissingChunks { .. }
+            | EngineError::StreamNotFound(_) => ErrorKind::NotFound,
+            EngineError::StreamEnded { .. } => ErrorKind::StreamEnded,
+            EngineError::StreamOffset { .. } => ErrorKind::Conflict,
             EngineError::HashMismatch { .. } => ErrorKind::HashMismatch,
             EngineError::Limit { .. } => ErrorKind::TooLarge,
             EngineError::NameTaken { .. } => ErrorKind::AlreadyExists,
@@ -196,6 +219,20 @@ impl EngineError {
                 source: io::Error::new(source.kind(), source.to_string()),
             },
             EngineError::ShutDown => EngineError::ShutDown,
+            EngineError::StreamNotFound(id) => EngineError::StreamNotFound(*id),
+            EngineError::StreamEnded { stream_id, end } => EngineError::StreamEnded {
+                stream_id: *stream_id,
+                end: *end,
+            },
+            EngineError::StreamOffset {
+                stream_id,
+                offset,
+                length,
+            } => EngineError::StreamOffset {
+                stream_id: *stream_id,
+                offset: *offset,
+                length: *length,
+            },
             EngineError::MissingChunks { missing } => EngineError::MissingChunks {
                 missing: missing.clone(),
             },
@@ -242,6 +279,17 @@ impl OpenError {
         OpenError::Io {
             path: path.into(),
             source,
+        }
+    }
+}
+
+fn stream_ended_message(stream_id: u64, end: crate::format::stream_meta::StreamEnd) -> String {
+    match end {
+        crate::format::stream_meta::StreamEnd::Sealed(turn_id) => format!(
+            "stream {stream_id} was sealed into turn {turn_id}; read that turn instead of the stream"
+        ),
+        crate::format::stream_meta::StreamEnd::Aborted => {
+            format!("stream {stream_id} was aborted; open a new stream")
         }
     }
 }

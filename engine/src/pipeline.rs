@@ -53,10 +53,12 @@ use crate::format::blob_index::IndexEntry;
 use crate::format::context_meta::ContextMeta;
 use crate::format::context_meta::OverlayKind;
 use crate::format::pack::EncodedBlob;
+use crate::format::stream_meta::StreamOpen;
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{AppendRequest, Appended, ContextView, Created, NewContext, Overlaid, Purged};
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
+use crate::sequencer::streams::{StreamId, StreamInfo};
 
 /// The blob a turn names: what the sequencer needs to write a turn record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -291,6 +293,12 @@ pub(crate) enum SequencerRequest {
         scanned_upto: Option<u64>,
         reply: PurgeReply,
     },
+    /// A stream's change (issue 32, `sequencer/actor/streams.rs`): open, a delta, the seal
+    /// (its turn and the end record in one batch) or an abort; answered once durable.
+    Stream {
+        change: StreamChange,
+        reply: oneshot::Sender<Result<StreamAnswer, EngineError>>,
+    },
     /// A garbage-collection round begins (`gc/`): answered after the batch it joins is
     /// durable, with the durable state the marker reads; from then on the sequencer notes every
     /// TurnID and BlobHash a new record names, until `GcFence` or `GcAbort`.
@@ -308,6 +316,46 @@ pub(crate) enum SequencerRequest {
     GcAbort,
     /// Finish the queue and stop.
     Stop { done: StopReply },
+}
+
+/// What a `SequencerRequest::Stream` asks (issue 32).
+#[derive(Debug)]
+pub(crate) enum StreamChange {
+    /// Open a stream on a context (its extras normalized by the caller).
+    Open {
+        context_id: ContextId,
+        open: StreamOpen,
+    },
+    /// Bytes at the stream's end; with `offset`, only there (a retried delta whose bytes are
+    /// already there at that offset is answered as if written again).
+    Delta {
+        stream_id: StreamId,
+        offset: Option<u64>,
+        bytes: bytes::Bytes,
+    },
+    /// Seal: the stream's `length_bytes` bytes, stored durably as `blob`, become a turn, and
+    /// the stream's end record follows it in the same batch. Answered `Moved` when the stream
+    /// grew since the caller read it.
+    Seal {
+        stream_id: StreamId,
+        length_bytes: u64,
+        blob: TurnBlob,
+    },
+    Abort {
+        stream_id: StreamId,
+    },
+}
+
+/// What a stream change did.
+#[derive(Debug)]
+pub(crate) enum StreamAnswer {
+    Opened(StreamInfo),
+    /// The stream's length after the delta.
+    Length(u64),
+    Sealed(Appended),
+    /// The stream grew since the caller read it for the seal: read again and retry.
+    Moved,
+    Aborted,
 }
 
 /// The durable state a garbage-collection round marks from.

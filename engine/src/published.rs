@@ -5,6 +5,7 @@
 use crate::blob::view::ShardView;
 use crate::ids::BlobHash;
 use crate::metrics::ActorMetrics;
+use crate::sequencer::streams::StreamsView;
 use crate::sequencer::view::{ContextsView, HeadTable, SequencerCounters, TurnsView};
 use crate::status::StoreStatus;
 
@@ -14,6 +15,8 @@ pub(crate) struct Published {
     pub turns: TurnsView,
     pub heads: HeadTable,
     pub contexts: ContextsView,
+    /// Open streams and the ended ones kept (issue 32).
+    pub streams: StreamsView,
     pub counters: SequencerCounters,
     pub shards: Box<[ShardView]>,
     pub status: StoreStatus,

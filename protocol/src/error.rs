@@ -37,10 +37,16 @@ pub enum ErrorCode {
     /// (Version 2.) Bytes sent do not hash to the BlobHash they claim (a chunk of PUT_CHUNKED,
     /// or the payload its chunks rebuild).
     HashMismatch = 16,
+    /// (Version 3.) The stream was sealed or aborted and takes no more deltas; `detail` holds
+    /// the turn it was sealed into (0: aborted).
+    StreamEnded = 17,
+    /// (Version 3.) Another connection owns the stream (it opened it, or took it over after
+    /// its owner's connection closed); only the owner appends, seals or aborts.
+    StreamNotOwned = 18,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::BadFrame,
         ErrorCode::UnknownMessage,
         ErrorCode::TooLarge,
@@ -57,6 +63,8 @@ impl ErrorCode {
         ErrorCode::Corrupt,
         ErrorCode::AlreadyExists,
         ErrorCode::HashMismatch,
+        ErrorCode::StreamEnded,
+        ErrorCode::StreamNotOwned,
     ];
 
     pub fn code(self) -> u16 {
@@ -88,6 +96,8 @@ impl ErrorCode {
             ErrorCode::Corrupt => "CORRUPT",
             ErrorCode::AlreadyExists => "ALREADY_EXISTS",
             ErrorCode::HashMismatch => "HASH_MISMATCH",
+            ErrorCode::StreamEnded => "STREAM_ENDED",
+            ErrorCode::StreamNotOwned => "STREAM_NOT_OWNED",
         }
     }
 }

@@ -192,10 +192,18 @@ pub fn engine_error(error: EngineError) -> Response {
         ErrorKind::AlreadyExists => ErrorCode::AlreadyExists,
         // Only PUT_CHUNKED (version 2) checks sent bytes against claimed hashes.
         ErrorKind::HashMismatch => ErrorCode::HashMismatch,
+        // Only stream requests (version 3) name streams.
+        ErrorKind::StreamEnded => ErrorCode::StreamEnded,
     };
     let detail = match &error {
         EngineError::Conflict { actual, .. } => actual.0,
         EngineError::NameTaken { context_id, .. } => context_id.0,
+        // A delta at the wrong offset: the stream's length, where to continue.
+        EngineError::StreamOffset { length, .. } => *length,
+        EngineError::StreamEnded {
+            end: ctxstore_engine::streams::StreamEnd::Sealed(turn_id),
+            ..
+        } => turn_id.0,
         _ => 0,
     };
     if matches!(code, ErrorCode::Internal | ErrorCode::Corrupt) {

@@ -28,6 +28,7 @@ use crate::reserve::DiskReserve;
 use crate::sequencer::log_base::LogBase;
 use crate::sequencer::migrate::migrate_turn_log;
 use crate::sequencer::recover::{RecoveredLog, recover_log};
+use crate::sequencer::streams::StreamsView;
 use crate::sequencer::view::{ContextsView, HeadTable, SequencerCounters, TurnsView};
 use crate::status::StoreStatus;
 use crate::store_dir::{StoreDir, now_unix_ms};
@@ -207,6 +208,7 @@ fn publish(recovered: &mut Recovered) -> Result<Arc<Published>, OpenError> {
         ),
         heads,
         contexts: ContextsView::new(log.contexts.clone()),
+        streams: StreamsView::new(log.streams.clone()),
         counters,
         shard_metrics: views.iter().map(|_| ActorMetrics::default()).collect(),
         shards: views.into_boxed_slice(),
@@ -295,6 +297,7 @@ fn start_background(
         published.clone(),
         actors.sequencer.clone(),
         config.context_ttl_default_ms,
+        config.stream_idle_timeout_ms,
         std::time::Duration::from_millis(config.reaper_interval_ms),
     )
     .map_err(|error| OpenError::Thread(format!("ctxstore-reaper: {error}")))?;

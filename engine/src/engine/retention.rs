@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::config::TTL_MS_MAX;
 use crate::engine::Engine;
+use crate::engine::streams::abort_idle_streams;
 use crate::error::EngineError;
 use crate::format::context_meta::ContextMeta;
 use crate::ids::ContextId;
@@ -107,6 +108,7 @@ impl Reaper {
         published: Arc<Published>,
         sequencer: SequencerInbox,
         default_ttl_ms: u64,
+        stream_idle_timeout_ms: u64,
         interval: Duration,
     ) -> std::io::Result<Reaper> {
         let (stop, stopped) = flume::bounded::<()>(1);
@@ -117,6 +119,7 @@ impl Reaper {
                 // Disconnected (the engine stops) ends the loop; a timeout is a tick.
                 while let Err(flume::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
                     cursor = reap_some(&published, &sequencer, default_ttl_ms, cursor, now_ms());
+                    abort_idle_streams(&published, &sequencer, stream_idle_timeout_ms, now_ms());
                 }
             })?;
         Ok(Reaper { stop, handle })

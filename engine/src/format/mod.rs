@@ -10,6 +10,8 @@
 //! - `turn_extras`: a turn's key, labels and links, and their limits;
 //! - `context_meta`: metadata bodies (names, tags, key-value entries, retention, overlays,
 //!   gc-dead records) and their limits;
+//! - `stream_meta`: stream record bodies (open, delta, end; issue 32), ops 12–14 beside
+//!   `context_meta`'s;
 //! - `log_base`: the 128 B header of `turns.base`;
 //! - `pack`: a pack record, a 64 B header and its body (raw, zstd, or a manifest);
 //! - `manifest`: a chunked payload's chunk list, full or a delta of a base (decision 0013);
@@ -22,6 +24,7 @@ pub mod log_base;
 pub mod manifest;
 pub mod meta;
 pub mod pack;
+pub mod stream_meta;
 pub mod turn_extras;
 pub mod turn_log;
 

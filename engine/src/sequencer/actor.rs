@@ -36,17 +36,19 @@ use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{Appended, ContextView, Created, Overlaid, Purged};
 use crate::pipeline::{
     BatchReply, BlobsDurable, ContextReply, GcFenced, MetaReply, OverlayReply, PurgeReply,
-    SequencerRequest, ShardBatch,
+    SequencerRequest, ShardBatch, StreamAnswer,
 };
 use crate::published::Published;
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::heads::{HeadState, Heads};
 use crate::sequencer::recover::RecoveredLog;
+use crate::sequencer::streams::Streams;
 
 mod append;
 mod contexts;
 mod gc;
 mod overlays;
+mod streams;
 
 use gc::GcState;
 
@@ -60,6 +62,10 @@ enum Answer {
     Batch(BatchReply, Result<Vec<Appended>, EngineError>),
     Overlay(OverlayReply, Result<Overlaid, EngineError>),
     Purge(PurgeReply, Result<Purged, EngineError>),
+    Stream(
+        oneshot::Sender<Result<StreamAnswer, EngineError>>,
+        Result<StreamAnswer, EngineError>,
+    ),
 }
 
 /// Where a batch stood before a multi-turn request: what to restore when one of its turns is
@@ -97,6 +103,8 @@ struct Batch {
     dedup_hits: u64,
     /// The batch carries gc-dead records: readers get the new set once it is durable.
     dead_changed: bool,
+    /// The batch carries stream records: readers get the new streams once it is durable.
+    streams_changed: bool,
     /// Shard batches whose appends (written turns and refusals alike) this batch answers:
     /// waited for before the batch is published or answered (decision 0014).
     waits: Vec<ShardBatch>,
@@ -119,6 +127,8 @@ pub(crate) struct SequencerActor {
     /// Names, tags, key-value entries and times, as this batch leaves them; published after
     /// the batch is durable, restored from the published snapshot when it fails.
     contexts: Contexts,
+    /// Open and lately ended streams, as this batch leaves them; published like `contexts`.
+    streams: Streams,
     batch: Batch,
     gc: GcState,
     /// The shards' `BlobsDurable` notices.
@@ -156,6 +166,7 @@ impl SequencerActor {
             next_record_id: recovered.next_record_id,
             heads: recovered.heads,
             contexts: recovered.contexts,
+            streams: recovered.streams,
             batch,
             gc: GcState {
                 dead: recovered.dead,
@@ -365,6 +376,7 @@ impl SequencerActor {
             self.prepared_end = offset;
             self.roll_back(batch, first_record_id);
             self.contexts = Contexts::clone(&self.published.contexts.load());
+            self.streams = Streams::clone(&self.published.streams.load());
             self.batch.contexts_before = self.heads.count();
             return Err(error);
         }
@@ -405,6 +417,9 @@ impl SequencerActor {
         published.contexts.publish(self.contexts.clone());
         if batch.dead_changed {
             published.turns.publish_dead(self.gc.dead.clone());
+        }
+        if batch.streams_changed {
+            published.streams.publish(self.streams.clone());
         }
         let counters = &published.counters;
         counters
@@ -482,6 +497,10 @@ impl GroupCommit for SequencerActor {
                 let result = self.purge(hash, turns, scanned_upto);
                 self.batch.answers.push(Answer::Purge(reply, result));
             }
+            SequencerRequest::Stream { change, reply } => {
+                let result = self.stream(change);
+                self.batch.answers.push(Answer::Stream(reply, result));
+            }
             SequencerRequest::GcStart { reply } => self.gc.starting.push(reply),
             SequencerRequest::GcFence {
                 dead,
@@ -536,6 +555,7 @@ impl GroupCommit for SequencerActor {
                 Answer::Batch(reply, result) => drop(reply.send(result)),
                 Answer::Overlay(reply, result) => drop(reply.send(result)),
                 Answer::Purge(reply, result) => drop(reply.send(result)),
+                Answer::Stream(reply, result) => drop(reply.send(result)),
             }
         }
     }
@@ -581,6 +601,7 @@ fn fail_all(answers: &mut [Answer], error: &EngineError) {
             Answer::Batch(_, result) => *result = Err(error.duplicate()),
             Answer::Overlay(_, result) => *result = Err(error.duplicate()),
             Answer::Purge(_, result) => *result = Err(error.duplicate()),
+            Answer::Stream(_, result) => *result = Err(error.duplicate()),
         }
     }
 }

@@ -24,6 +24,7 @@ use crate::blob::view::ShardView;
 use crate::config::HELD_RECORDS_MAX;
 use crate::error::OpenError;
 use crate::format::context_meta::{ContextMeta, OverlayKind};
+use crate::format::stream_meta::{StreamMeta, is_stream_op};
 use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::{
     Assembled, ContextRecord, LOG_RECORD_BYTES, LogRecord, MetaRecord, SlotAssembly, SlotHead,
@@ -35,6 +36,7 @@ use crate::sequencer::dead::DeadTurns;
 use crate::sequencer::heads::{HeadState, Heads};
 use crate::sequencer::log_base::LogBase;
 use crate::sequencer::scan::scan_log;
+use crate::sequencer::streams::Streams;
 use crate::tail::Tail;
 
 #[derive(Debug, Default)]
@@ -45,6 +47,8 @@ pub(crate) struct RecoveredLog {
     pub heads: Heads,
     /// Names, tags, key-value entries and times of every context.
     pub contexts: Contexts,
+    /// Open streams and the ended ones kept (stream records, issue 32).
+    pub streams: Streams,
     pub turns: u64,
     pub logical_bytes: u64,
     pub dedup_hits: u64,
@@ -456,6 +460,9 @@ fn apply_meta(
     reader: &LogReader,
     record: &MetaRecord,
 ) -> Result<(), String> {
+    if is_stream_op(record.op) {
+        return replay_stream(state, record);
+    }
     let meta = ContextMeta::decode(record.op, &record.body)
         .map_err(|error| format!("metadata record {}: {error}", record.record_id))?;
     match &meta {
@@ -495,6 +502,28 @@ fn apply_meta(
         state.heads.delete(record.context_id);
     }
     Ok(())
+}
+
+/// A stream record (issue 32) with the rules of the live path: an open is new and names a
+/// live context, a delta continues its stream at its length, an end ends an open stream.
+fn replay_stream(state: &mut RecoveredLog, record: &MetaRecord) -> Result<(), String> {
+    let damage = |reason: String| format!("stream record {}: {reason}", record.record_id);
+    let meta = StreamMeta::decode(record.op, &record.body).map_err(|e| damage(e.to_string()))?;
+    if matches!(meta, StreamMeta::Open(_)) && state.heads.get(record.context_id).is_none() {
+        return Err(damage(format!(
+            "names context {}, which does not exist",
+            record.context_id
+        )));
+    }
+    state
+        .streams
+        .apply(
+            record.record_id,
+            record.context_id,
+            &meta,
+            record.created_at_unix_ms,
+        )
+        .map_err(damage)
 }
 
 /// An overlay record (decision 0012), with the rules of the live path: it names an older,

@@ -70,7 +70,7 @@ impl SequencerActor {
         Ok(appended)
     }
 
-    fn append(&mut self, mut append: TurnAppend) -> Result<Appended, EngineError> {
+    pub(super) fn append(&mut self, mut append: TurnAppend) -> Result<Appended, EngineError> {
         self.published.status.check_writable()?;
         let context_id = append.context_id;
         let head = self

@@ -1,0 +1,212 @@
+//! The sequencer's rules for streams (issue 32, decision 0027): open, deltas, the seal, the
+//! abort. Every change is a record of `turns.log` (`format::stream_meta`), so deltas ride the
+//! same group commit as turns and are acknowledged after the same fdatasync. The seal appends
+//! an ordinary turn (`SequencerActor::append`: the head's rules, CONFLICT on a stale expected
+//! head) and writes the stream's end record right after it, in the same batch.
+
+use bytes::Bytes;
+
+use super::SequencerActor;
+use crate::error::EngineError;
+use crate::format::stream_meta::OpenParent;
+use crate::format::stream_meta::{STREAM_DELTA_BYTES_MAX, StreamEnd, StreamMeta};
+use crate::format::turn_log::MetaRecord;
+use crate::ids::ContextId;
+use crate::model::{AppendRequest, Parent, TurnOptions};
+use crate::pipeline::{StreamAnswer, StreamChange, TurnBlob};
+use crate::sequencer::streams::{OpenStream, StreamId, StreamState};
+use crate::store_dir::now_unix_ms;
+
+/// The key a sealed stream's turn carries when its open named none: a seal retried after a
+/// crash that kept its turn but not its end record finds that turn instead of appending a
+/// second one.
+pub(crate) fn seal_key(stream_id: StreamId) -> Bytes {
+    Bytes::from(format!("stream:{stream_id}"))
+}
+
+impl SequencerActor {
+    pub(super) fn stream(&mut self, change: StreamChange) -> Result<StreamAnswer, EngineError> {
+        self.published.status.check_writable()?;
+        match change {
+            StreamChange::Open { context_id, open } => {
+                if self.heads.get(context_id).is_none() {
+                    return Err(EngineError::ContextNotFound(context_id));
+                }
+                let limit = self.limits.streams_open_max as usize;
+                if self.streams.open_count() >= limit {
+                    return Err(EngineError::Limit {
+                        what: "open streams in the store (streams_open_max); seal or abort one",
+                        limit,
+                    });
+                }
+                let stream_id = self.next_record_id;
+                self.push_stream(context_id, StreamMeta::Open(open));
+                let info = self
+                    .streams
+                    .open_stream(stream_id)
+                    .map(|open| open.info(stream_id));
+                assert!(info.is_some(), "an applied open record is an open stream");
+                info.map(StreamAnswer::Opened)
+                    .ok_or(EngineError::StreamNotFound(stream_id))
+            }
+            StreamChange::Delta {
+                stream_id,
+                offset,
+                bytes,
+            } => {
+                let stream = self.open_stream(stream_id)?;
+                if self.heads.get(stream.context_id).is_none() {
+                    // Deleted since the open: only an abort ends the stream now.
+                    return Err(EngineError::ContextNotFound(stream.context_id));
+                }
+                let length = stream.length_bytes;
+                if let Some(offset) = offset
+                    && offset != length
+                {
+                    // A retry of a delta already written answers as the first time did.
+                    let end = offset.saturating_add(bytes.len() as u64);
+                    if !bytes.is_empty()
+                        && end <= length
+                        && stream.read(offset, bytes.len()) == bytes
+                    {
+                        return Ok(StreamAnswer::Length(end));
+                    }
+                    return Err(EngineError::StreamOffset {
+                        stream_id,
+                        offset,
+                        length,
+                    });
+                }
+                if bytes.is_empty() {
+                    return Err(EngineError::InvalidArgument(format!(
+                        "empty delta to stream {stream_id}; send at least one byte"
+                    )));
+                }
+                let max = u64::from(self.limits.blob_bytes_max);
+                let new_length = length + bytes.len() as u64;
+                if new_length > max {
+                    return Err(EngineError::TooLarge {
+                        len: new_length,
+                        max,
+                    });
+                }
+                let context_id = stream.context_id;
+                let mut at = length;
+                for piece in bytes.chunks(STREAM_DELTA_BYTES_MAX) {
+                    let meta = StreamMeta::Delta {
+                        stream_id,
+                        offset: at,
+                        bytes: piece.to_vec(),
+                    };
+                    at += piece.len() as u64;
+                    self.push_stream(context_id, meta);
+                }
+                Ok(StreamAnswer::Length(new_length))
+            }
+            StreamChange::Seal {
+                stream_id,
+                length_bytes,
+                blob,
+            } => self.seal(stream_id, length_bytes, blob),
+            StreamChange::Abort { stream_id } => {
+                let context_id = self.open_stream(stream_id)?.context_id;
+                let end = StreamMeta::End {
+                    stream_id,
+                    end: StreamEnd::Aborted,
+                };
+                self.push_stream(context_id, end);
+                Ok(StreamAnswer::Aborted)
+            }
+        }
+    }
+
+    fn seal(
+        &mut self,
+        stream_id: StreamId,
+        length_bytes: u64,
+        blob: TurnBlob,
+    ) -> Result<StreamAnswer, EngineError> {
+        let stream = self.open_stream(stream_id)?.clone();
+        if stream.length_bytes != length_bytes {
+            return Ok(StreamAnswer::Moved);
+        }
+        assert_eq!(
+            u64::from(blob.raw_len),
+            length_bytes,
+            "the caller stored the stream's bytes"
+        );
+        let open = &stream.open;
+        let extras = &open.extras;
+        let options = TurnOptions {
+            parent: match open.parent {
+                OpenParent::Head => Parent::Head,
+                OpenParent::Root => Parent::Root,
+                OpenParent::Turn(turn_id) => Parent::Turn(turn_id),
+            },
+            key: Some(if extras.key.is_empty() {
+                seal_key(stream_id)
+            } else {
+                Bytes::copy_from_slice(&extras.key)
+            }),
+            labels: extras.labels.clone(),
+            links: extras.links.clone(),
+            summary: open.summary,
+        };
+        let append = AppendRequest {
+            context_id: stream.context_id,
+            expected_head: stream.open.expected_head,
+            type_tag: stream.open.type_tag,
+            codec: stream.open.codec,
+            payload: blob,
+            options,
+        };
+        // A refused append (CONFLICT, a parent gone) changed nothing: the stream stays open.
+        let appended = self.append(append)?;
+        if appended.existing && appended.turn.payload_hash != blob.hash {
+            return Err(EngineError::InvalidArgument(format!(
+                "the key of stream {stream_id} already names turn {} of context {} with other \
+                 bytes; abort the stream, or open one with another key",
+                appended.turn.turn_id, stream.context_id
+            )));
+        }
+        let end = StreamMeta::End {
+            stream_id,
+            end: StreamEnd::Sealed(appended.turn.turn_id),
+        };
+        self.push_stream(stream.context_id, end);
+        Ok(StreamAnswer::Sealed(appended))
+    }
+
+    /// The open stream, or the typed error of a stream that is not (unknown, sealed,
+    /// aborted).
+    fn open_stream(&self, stream_id: StreamId) -> Result<&OpenStream, EngineError> {
+        if let Some(open) = self.streams.open_stream(stream_id) {
+            return Ok(open);
+        }
+        match self.streams.get(stream_id) {
+            Some(StreamState::Ended(end)) => Err(EngineError::StreamEnded { stream_id, end }),
+            _ => Err(EngineError::StreamNotFound(stream_id)),
+        }
+    }
+
+    /// Writes a stream record into the batch and applies it (the rules were checked).
+    fn push_stream(&mut self, context_id: ContextId, meta: StreamMeta) {
+        let at_unix_ms = now_unix_ms();
+        let record = MetaRecord {
+            record_id: self.next_record_id,
+            op: meta.op(),
+            context_id,
+            created_at_unix_ms: at_unix_ms,
+            body: meta.encode(),
+        };
+        // Pair of replay: the record obeys the rules replay checks.
+        let applied = self
+            .streams
+            .apply(record.record_id, context_id, &meta, at_unix_ms);
+        assert!(applied.is_ok(), "stream record refused: {applied:?}");
+        for slot in record.slots() {
+            self.push_record(&slot);
+        }
+        self.batch.streams_changed = true;
+    }
+}

@@ -1,0 +1,328 @@
+//! `Streams` (issue 32, decision 0027): the open streams, each a turn in the making (its
+//! open record's options, its acknowledged bytes as the deltas came), and the streams that
+//! ended lately (sealed into a turn, or aborted). One set of rules for the live path
+//! (`sequencer/actor/streams.rs`) and for replay (`sequencer/recover.rs`); readers use the
+//! published snapshot (`StreamsView`), swapped in after each batch that changed it, and wait
+//! on its event for bytes that are not there yet.
+//!
+//! Memory: an open stream holds its bytes (at most `blob_bytes_max`, at most
+//! `streams_open_max` streams); an ended one 16 bytes in an ordered map of at most
+//! `ENDED_STREAMS_KEPT_MAX` entries (the oldest forgotten first: asked about, it is unknown).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::format::stream_meta::{StreamEnd, StreamMeta, StreamOpen};
+use crate::ids::ContextId;
+
+/// Ended streams remembered, so that a reader that comes late learns the turn a stream
+/// became (or that it was aborted): 65,536 × ~40 bytes of map.
+pub const ENDED_STREAMS_KEPT_MAX: usize = 65_536;
+
+/// A stream's identity: the record id of its open record (unique, never reused once
+/// acknowledged, like a TurnID).
+pub type StreamId = u64;
+
+/// An open stream as calls answer it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct StreamInfo {
+    pub stream_id: StreamId,
+    pub context_id: ContextId,
+    /// Bytes acknowledged so far.
+    pub length_bytes: u64,
+    pub type_tag: crate::ids::TypeTag,
+    pub codec: crate::ids::CodecTag,
+    pub opened_at_unix_ms: u64,
+    /// The last delta's time (the open's before any).
+    pub updated_at_unix_ms: u64,
+}
+
+/// An open stream as the sequencer and its readers see it.
+#[derive(Clone, Debug)]
+pub(crate) struct OpenStream {
+    pub context_id: ContextId,
+    pub open: Arc<StreamOpen>,
+    /// The stream's bytes so far: `pieces[i]` starts at `starts[i]`.
+    pub pieces: imbl::Vector<Bytes>,
+    pub starts: imbl::Vector<u64>,
+    pub length_bytes: u64,
+    pub opened_at_unix_ms: u64,
+    pub updated_at_unix_ms: u64,
+}
+
+impl OpenStream {
+    pub fn info(&self, stream_id: StreamId) -> StreamInfo {
+        StreamInfo {
+            stream_id,
+            context_id: self.context_id,
+            length_bytes: self.length_bytes,
+            type_tag: self.open.type_tag,
+            codec: self.open.codec,
+            opened_at_unix_ms: self.opened_at_unix_ms,
+            updated_at_unix_ms: self.updated_at_unix_ms,
+        }
+    }
+
+    /// Up to `bytes_max` bytes from `offset` (an offset past the end reads nothing). A copy
+    /// of at most `bytes_max` bytes: readers page through long streams.
+    pub fn read(&self, offset: u64, bytes_max: usize) -> Bytes {
+        if offset >= self.length_bytes || bytes_max == 0 {
+            return Bytes::new();
+        }
+        // The piece that holds `offset`: the last one starting at or before it.
+        let first = match self.starts.binary_search(&offset) {
+            Ok(index) => index,
+            Err(index) => index - 1, // index ≥ 1: starts[0] is 0 and offset > 0 here
+        };
+        let want = ((self.length_bytes - offset) as usize).min(bytes_max);
+        let mut out = Vec::with_capacity(want);
+        let mut at = offset;
+        for (start, piece) in self.starts.iter().zip(self.pieces.iter()).skip(first) {
+            let skip = (at - start) as usize;
+            let take = (piece.len() - skip).min(want - out.len());
+            out.extend_from_slice(&piece[skip..skip + take]);
+            at += take as u64;
+            if out.len() == want {
+                break;
+            }
+        }
+        assert_eq!(out.len(), want, "pieces cover the stream's length");
+        Bytes::from(out)
+    }
+}
+
+/// How a stream stands, as a reader asks.
+#[derive(Clone, Debug)]
+pub(crate) enum StreamState {
+    Open(OpenStream),
+    Ended(StreamEnd),
+}
+
+/// Every open stream and the ended ones kept.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Streams {
+    open: imbl::OrdMap<StreamId, OpenStream>,
+    ended: imbl::OrdMap<StreamId, StreamEnd>,
+}
+
+impl Streams {
+    pub fn open_count(&self) -> usize {
+        self.open.len()
+    }
+
+    pub fn get(&self, stream_id: StreamId) -> Option<StreamState> {
+        if let Some(open) = self.open.get(&stream_id) {
+            return Some(StreamState::Open(open.clone()));
+        }
+        self.ended
+            .get(&stream_id)
+            .map(|end| StreamState::Ended(*end))
+    }
+
+    pub fn open_stream(&self, stream_id: StreamId) -> Option<&OpenStream> {
+        self.open.get(&stream_id)
+    }
+
+    /// The open streams of a context (or of every context), by StreamID, from `after`.
+    pub fn list(
+        &self,
+        context_id: Option<ContextId>,
+        after: StreamId,
+    ) -> impl Iterator<Item = (StreamId, &OpenStream)> {
+        self.open
+            .range(after.saturating_add(1)..)
+            .filter(move |(_, open)| context_id.is_none_or(|id| open.context_id == id))
+            .map(|(id, open)| (*id, open))
+    }
+
+    /// The open streams whose last delta (or open) is older than `before_unix_ms`.
+    pub fn idle(&self, before_unix_ms: u64) -> Vec<StreamId> {
+        self.open
+            .iter()
+            .filter(|(_, open)| open.updated_at_unix_ms < before_unix_ms)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Applies a durable (or about to be written) stream record. The rules every record
+    /// obeys, on the live path (which checked them first, with typed errors) and in replay
+    /// (where a break is damage): an open names a new StreamID; a delta continues an open
+    /// stream exactly at its length; an end ends an open stream.
+    pub fn apply(
+        &mut self,
+        record_id: u64,
+        context_id: ContextId,
+        meta: &StreamMeta,
+        at_unix_ms: u64,
+    ) -> Result<(), String> {
+        match meta {
+            StreamMeta::Open(open) => {
+                if self.open.contains_key(&record_id) || self.ended.contains_key(&record_id) {
+                    return Err(format!("stream {record_id} is opened twice"));
+                }
+                self.open.insert(
+                    record_id,
+                    OpenStream {
+                        context_id,
+                        open: Arc::new(open.clone()),
+                        pieces: imbl::Vector::new(),
+                        starts: imbl::Vector::new(),
+                        length_bytes: 0,
+                        opened_at_unix_ms: at_unix_ms,
+                        updated_at_unix_ms: at_unix_ms,
+                    },
+                );
+            }
+            StreamMeta::Delta {
+                stream_id,
+                offset,
+                bytes,
+            } => {
+                let stream = self
+                    .open
+                    .get_mut(stream_id)
+                    .ok_or_else(|| format!("delta to stream {stream_id}, which is not open"))?;
+                if stream.context_id != context_id {
+                    return Err(format!(
+                        "delta to stream {stream_id} names context {context_id}, not its {}",
+                        stream.context_id
+                    ));
+                }
+                if *offset != stream.length_bytes {
+                    return Err(format!(
+                        "delta to stream {stream_id} at offset {offset}, not at its length {}",
+                        stream.length_bytes
+                    ));
+                }
+                stream.starts.push_back(*offset);
+                stream.pieces.push_back(Bytes::copy_from_slice(bytes));
+                stream.length_bytes += bytes.len() as u64;
+                stream.updated_at_unix_ms = at_unix_ms;
+            }
+            StreamMeta::End { stream_id, end } => {
+                let stream = self
+                    .open
+                    .remove(stream_id)
+                    .ok_or_else(|| format!("end of stream {stream_id}, which is not open"))?;
+                if stream.context_id != context_id {
+                    return Err(format!(
+                        "end of stream {stream_id} names context {context_id}, not its {}",
+                        stream.context_id
+                    ));
+                }
+                self.ended.insert(*stream_id, *end);
+                while self.ended.len() > ENDED_STREAMS_KEPT_MAX {
+                    let oldest = self.ended.get_min().map(|(id, _)| *id);
+                    if let Some(oldest) = oldest {
+                        self.ended.remove(&oldest);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The streams as of the last durable batch, for readers; `changed` wakes those waiting for
+/// more bytes or an end.
+#[derive(Debug, Default)]
+pub(crate) struct StreamsView {
+    snapshot: arc_swap::ArcSwap<Streams>,
+    changed: event_listener::Event,
+}
+
+impl StreamsView {
+    pub fn new(streams: Streams) -> Self {
+        StreamsView {
+            snapshot: arc_swap::ArcSwap::from_pointee(streams),
+            changed: event_listener::Event::new(),
+        }
+    }
+
+    pub fn load(&self) -> Arc<Streams> {
+        self.snapshot.load_full()
+    }
+
+    /// A listener registered *before* the caller looks at the snapshot again: a publish in
+    /// between wakes it, so no change is missed.
+    pub fn listen(&self) -> event_listener::EventListener {
+        self.changed.listen()
+    }
+
+    /// Sequencer only, after the batch that made `streams` is durable.
+    pub fn publish(&self, streams: Streams) {
+        self.snapshot.store(Arc::new(streams));
+        self.changed.notify(usize::MAX);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::stream_meta::StreamOpen;
+    use crate::ids::TurnId;
+
+    fn open() -> StreamMeta {
+        StreamMeta::Open(StreamOpen {
+            type_tag: 1,
+            ..StreamOpen::default()
+        })
+    }
+
+    fn delta(stream_id: u64, offset: u64, bytes: &[u8]) -> StreamMeta {
+        StreamMeta::Delta {
+            stream_id,
+            offset,
+            bytes: bytes.to_vec(),
+        }
+    }
+
+    #[test]
+    fn reads_from_every_offset_and_the_rules_hold() {
+        let context = ContextId(1);
+        let mut streams = Streams::default();
+        streams.apply(5, context, &open(), 10).unwrap();
+        let text = b"the quick brown fox jumps";
+        let mut at = 0;
+        for piece in [&text[..3], &text[3..4], &text[4..15], &text[15..]] {
+            streams.apply(6, context, &delta(5, at, piece), 11).unwrap();
+            at += piece.len() as u64;
+        }
+        let Some(StreamState::Open(stream)) = streams.get(5) else {
+            panic!("stream 5 is open");
+        };
+        assert_eq!(stream.read(0, usize::MAX).as_ref(), text);
+        for offset in 0..=text.len() {
+            for bytes_max in [1, 2, 7, 100] {
+                let end = (offset + bytes_max).min(text.len());
+                assert_eq!(
+                    stream.read(offset as u64, bytes_max).as_ref(),
+                    &text[offset..end]
+                );
+            }
+        }
+        assert!(stream.read(99, 10).is_empty());
+        // A gap, another context, an unknown stream, a second open: refused.
+        assert!(streams.apply(9, context, &delta(5, 99, b"x"), 12).is_err());
+        assert!(
+            streams
+                .apply(9, ContextId(2), &delta(5, at, b"x"), 12)
+                .is_err()
+        );
+        assert!(streams.apply(9, context, &delta(7, 0, b"x"), 12).is_err());
+        assert!(streams.apply(5, context, &open(), 12).is_err());
+        let end = StreamMeta::End {
+            stream_id: 5,
+            end: StreamEnd::Sealed(TurnId(20)),
+        };
+        streams.apply(21, context, &end, 13).unwrap();
+        assert!(matches!(
+            streams.get(5),
+            Some(StreamState::Ended(StreamEnd::Sealed(TurnId(20))))
+        ));
+        assert!(streams.apply(22, context, &end, 13).is_err());
+        assert!(streams.apply(23, context, &delta(5, at, b"x"), 14).is_err());
+        assert_eq!(streams.open_count(), 0);
+    }
+}

@@ -1,0 +1,360 @@
+//! Streams (issue 32): open turns whose deltas are durable as they arrive, read from any
+//! offset and waited for, sealed into one ordinary turn (the head's rules of an append) or
+//! aborted; their limits and typed errors; a crash image mid-stream; reclamation after a seal
+//! and a collection.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use ctxstore_engine::streams::{StreamEnd, StreamRead};
+use ctxstore_engine::{AppendRequest, ContextId, EngineError, ErrorKind, Parent, TurnId, verify};
+
+fn open_request(context_id: ContextId, expected_head: Option<TurnId>) -> AppendRequest<()> {
+    AppendRequest {
+        context_id,
+        expected_head,
+        type_tag: 9,
+        codec: 2,
+        payload: (),
+        options: Default::default(),
+    }
+}
+
+fn bytes_of(read: StreamRead) -> Vec<u8> {
+    match read {
+        StreamRead::Open { bytes, .. } => bytes.to_vec(),
+        StreamRead::Ended(end) => panic!("stream ended: {end:?}"),
+    }
+}
+
+/// Deltas of 4–40 bytes, like a model's tokens, different for each `seed`.
+fn deltas(seed: u64, count: usize) -> Vec<Vec<u8>> {
+    let text = chat_payload(seed, count * 40);
+    let mut out = Vec::new();
+    let mut at = 0;
+    for i in 0..count {
+        let len = 4 + (i * 7 + seed as usize) % 37;
+        out.push(text[at..at + len].to_vec());
+        at += len;
+    }
+    out
+}
+
+#[test]
+fn deltas_are_read_from_any_offset_and_the_seal_is_one_ordinary_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let context = new_context(&engine);
+    let first = append(&engine, context, b"the question", None).unwrap();
+    let stream = block_on(engine.open_stream(open_request(context, None))).unwrap();
+    assert_eq!(stream.context_id, context);
+    assert_eq!(stream.length_bytes, 0);
+    assert_eq!(engine.open_streams(Some(context), 0, 10), vec![stream]);
+    let pieces = deltas(1, 60);
+    let mut whole = Vec::new();
+    for piece in &pieces {
+        whole.extend_from_slice(piece);
+        let length =
+            block_on(engine.append_delta(stream.stream_id, None, Bytes::from(piece.clone())))
+                .unwrap();
+        assert_eq!(length, whole.len() as u64);
+    }
+    for offset in [0, 1, 17, whole.len() - 1, whole.len()] {
+        let read = engine.read_stream(stream.stream_id, offset as u64, usize::MAX);
+        assert_eq!(bytes_of(read.unwrap()), &whole[offset..]);
+    }
+    assert_eq!(
+        bytes_of(engine.read_stream(stream.stream_id, 5, 3).unwrap()),
+        &whole[5..8]
+    );
+    let listed = engine.open_streams(Some(context), 0, 10);
+    assert_eq!(listed[0].length_bytes, whole.len() as u64);
+    assert!(engine.open_streams(Some(ContextId(99)), 0, 10).is_empty());
+    // The head did not move while the stream was open.
+    assert_eq!(
+        block_on(engine.head(context)).unwrap().head_turn_id,
+        first.turn.turn_id
+    );
+
+    let sealed = block_on(engine.seal_stream(stream.stream_id)).unwrap();
+    assert!(!sealed.existing);
+    assert_eq!(sealed.turn.parent_turn_id, first.turn.turn_id);
+    assert_eq!(sealed.turn.depth, 1);
+    assert_eq!((sealed.turn.type_tag, sealed.turn.codec), (9, 2));
+    assert_eq!(sealed.turn.payload_len as usize, whole.len());
+    assert_eq!(
+        sealed.extras.key,
+        format!("stream:{}", stream.stream_id).into_bytes()
+    );
+    let last = block_on(engine.last(context, 1, true)).unwrap();
+    assert_eq!(last.turns[0].turn.turn_id, sealed.turn.turn_id);
+    assert_eq!(last.turns[0].payload.as_deref(), Some(&whole[..]));
+    // Sealed: read answers the turn; deltas, a second seal and an abort are refused.
+    let end = StreamEnd::Sealed(sealed.turn.turn_id);
+    assert_eq!(
+        engine.read_stream(stream.stream_id, 0, 10).unwrap(),
+        StreamRead::Ended(end)
+    );
+    let delta = block_on(engine.append_delta(stream.stream_id, None, Bytes::from_static(b"x")));
+    assert!(
+        matches!(delta, Err(EngineError::StreamEnded { end: e, .. }) if e == end),
+        "{delta:?}"
+    );
+    let again = block_on(engine.seal_stream(stream.stream_id)).unwrap_err();
+    assert_eq!(again.kind(), ErrorKind::StreamEnded);
+    let abort = block_on(engine.abort_stream(stream.stream_id)).unwrap_err();
+    assert_eq!(abort.kind(), ErrorKind::StreamEnded);
+    assert!(engine.open_streams(None, 0, 10).is_empty());
+
+    // The same bytes again: stored once.
+    let twin = block_on(engine.open_stream(open_request(context, None))).unwrap();
+    block_on(engine.append_delta(twin.stream_id, None, Bytes::from(whole.clone()))).unwrap();
+    let twin_sealed = block_on(engine.seal_stream(twin.stream_id)).unwrap();
+    assert!(twin_sealed.deduped);
+    assert_eq!(twin_sealed.turn.payload_hash, sealed.turn.payload_hash);
+    engine.shutdown();
+    assert!(verify(dir.path()).unwrap().is_ok());
+}
+
+#[test]
+fn a_stale_expected_head_keeps_the_stream_open_and_abort_ends_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let context = new_context(&engine);
+    let stream = block_on(engine.open_stream(open_request(context, Some(TurnId::NONE)))).unwrap();
+    block_on(engine.append_delta(stream.stream_id, None, Bytes::from_static(b"partial"))).unwrap();
+    // Someone else moves the head: the seal is a CONFLICT and the stream stays open.
+    let other = append(&engine, context, b"another writer", None).unwrap();
+    let conflict = block_on(engine.seal_stream(stream.stream_id)).unwrap_err();
+    assert!(
+        matches!(conflict, EngineError::Conflict { actual, .. } if actual == other.turn.turn_id),
+        "{conflict:?}"
+    );
+    assert_eq!(
+        block_on(engine.head(context)).unwrap().head_turn_id,
+        other.turn.turn_id
+    );
+    assert_eq!(
+        block_on(engine.append_delta(stream.stream_id, None, Bytes::from_static(b" more")))
+            .unwrap(),
+        12
+    );
+    block_on(engine.abort_stream(stream.stream_id)).unwrap();
+    assert_eq!(
+        engine.read_stream(stream.stream_id, 0, 10).unwrap(),
+        StreamRead::Ended(StreamEnd::Aborted)
+    );
+    assert_eq!(
+        block_on(engine.head(context)).unwrap().head_turn_id,
+        other.turn.turn_id
+    );
+    // A stream with an explicit parent and key: the seal hangs there and carries the key.
+    let keyed = block_on(engine.open_stream(AppendRequest {
+        options: ctxstore_engine::TurnOptions {
+            parent: Parent::Root,
+            key: Some(Bytes::from_static(b"answer-7")),
+            labels: vec![("role".into(), "assistant".into())],
+            ..Default::default()
+        },
+        ..open_request(context, None)
+    }))
+    .unwrap();
+    block_on(engine.append_delta(keyed.stream_id, None, Bytes::from_static(b"root answer")))
+        .unwrap();
+    let sealed = block_on(engine.seal_stream(keyed.stream_id)).unwrap();
+    assert_eq!(sealed.turn.parent_turn_id, TurnId::NONE);
+    assert_eq!(sealed.extras.key, b"answer-7");
+    assert_eq!(
+        sealed.extras.labels,
+        vec![("role".to_string(), "assistant".to_string())]
+    );
+    engine.shutdown();
+}
+
+#[test]
+fn offsets_limits_and_unknown_streams_are_typed_errors_that_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.limits.streams_open_max = 2;
+    config.limits.blob_bytes_max = 1000;
+    let engine = ctxstore_engine::Engine::open(config).unwrap();
+    let context = new_context(&engine);
+    let missing = block_on(engine.open_stream(open_request(ContextId(42), None))).unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound);
+    let a = block_on(engine.open_stream(open_request(context, None))).unwrap();
+    let _b = block_on(engine.open_stream(open_request(context, None))).unwrap();
+    let third = block_on(engine.open_stream(open_request(context, None))).unwrap_err();
+    assert!(
+        matches!(third, EngineError::Limit { limit: 2, .. }),
+        "{third:?}"
+    );
+
+    block_on(engine.append_delta(a.stream_id, Some(0), Bytes::from_static(b"hello "))).unwrap();
+    // A retried delta (same offset, same bytes) answers its length again; a wrong offset is
+    // refused with the stream's length.
+    assert_eq!(
+        block_on(engine.append_delta(a.stream_id, Some(0), Bytes::from_static(b"hello "))).unwrap(),
+        6
+    );
+    let gap = block_on(engine.append_delta(a.stream_id, Some(9), Bytes::from_static(b"x")));
+    assert!(
+        matches!(gap, Err(EngineError::StreamOffset { length: 6, .. })),
+        "{gap:?}"
+    );
+    let other = block_on(engine.append_delta(a.stream_id, Some(0), Bytes::from_static(b"HELLO ")));
+    assert_eq!(other.unwrap_err().kind(), ErrorKind::Conflict);
+    // Past the blob limit: TOO_LARGE, nothing written.
+    let large = block_on(engine.append_delta(a.stream_id, None, Bytes::from(vec![b'x'; 995])));
+    assert_eq!(large.unwrap_err().kind(), ErrorKind::TooLarge);
+    let empty = block_on(engine.append_delta(a.stream_id, None, Bytes::new()));
+    assert_eq!(empty.unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(
+        bytes_of(engine.read_stream(a.stream_id, 0, 100).unwrap()),
+        b"hello "
+    );
+    let unknown = block_on(engine.append_delta(7777, None, Bytes::from_static(b"x")));
+    assert!(matches!(unknown, Err(EngineError::StreamNotFound(7777))));
+    assert!(matches!(
+        engine.read_stream(7777, 0, 1),
+        Err(EngineError::StreamNotFound(7777))
+    ));
+    // Once one ends, another may open.
+    block_on(engine.abort_stream(a.stream_id)).unwrap();
+    block_on(engine.open_stream(open_request(context, None))).unwrap();
+    engine.shutdown();
+}
+
+#[test]
+fn a_waiting_reader_gets_every_byte_exactly_once_in_order_then_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let context = new_context(&engine);
+    let stream = block_on(engine.open_stream(open_request(context, None))).unwrap();
+    let pieces = deltas(3, 200);
+    let expected: Vec<u8> = pieces.concat();
+    let reader = {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            loop {
+                let read = block_on(engine.wait_stream(stream.stream_id, got.len() as u64, 64));
+                match read.unwrap() {
+                    StreamRead::Open { bytes, .. } => got.extend_from_slice(&bytes),
+                    StreamRead::Ended(end) => return (got, end),
+                }
+            }
+        })
+    };
+    for piece in pieces {
+        block_on(engine.append_delta(stream.stream_id, None, Bytes::from(piece))).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let sealed = block_on(engine.seal_stream(stream.stream_id)).unwrap();
+    let (got, end) = reader.join().unwrap();
+    assert_eq!(got, expected);
+    assert_eq!(end, StreamEnd::Sealed(sealed.turn.turn_id));
+    engine.shutdown();
+}
+
+/// Copies a store's files as they are now, as a crash would leave them: every acknowledged
+/// record was fdatasync'ed before its answer, so the copy holds it.
+fn crash_image(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            crash_image(&entry.path(), &target);
+        } else if entry.file_name() != "LOCK" {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn after_a_crash_every_acknowledged_delta_is_there_and_the_stream_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let context = new_context(&engine);
+    let open_stream = block_on(engine.open_stream(open_request(context, None))).unwrap();
+    let ended = block_on(engine.open_stream(open_request(context, None))).unwrap();
+    block_on(engine.append_delta(ended.stream_id, None, Bytes::from_static(b"gone"))).unwrap();
+    block_on(engine.abort_stream(ended.stream_id)).unwrap();
+    let pieces = deltas(5, 120);
+    let mut acknowledged = Vec::new();
+    for piece in &pieces {
+        block_on(engine.append_delta(open_stream.stream_id, None, Bytes::from(piece.clone())))
+            .unwrap();
+        acknowledged.extend_from_slice(piece);
+    }
+    crash_image(dir.path(), image.path());
+    engine.shutdown();
+
+    let engine = open(image.path());
+    let listed = engine.open_streams(Some(context), 0, 10);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].stream_id, open_stream.stream_id);
+    assert_eq!(listed[0].length_bytes, acknowledged.len() as u64);
+    assert_eq!(
+        bytes_of(
+            engine
+                .read_stream(open_stream.stream_id, 0, usize::MAX)
+                .unwrap()
+        ),
+        acknowledged
+    );
+    assert_eq!(
+        engine.read_stream(ended.stream_id, 0, 1).unwrap(),
+        StreamRead::Ended(StreamEnd::Aborted)
+    );
+    // Continued at its length, then sealed: the turn holds every byte.
+    let offset = acknowledged.len() as u64;
+    block_on(engine.append_delta(
+        open_stream.stream_id,
+        Some(offset),
+        Bytes::from_static(b" [continued]"),
+    ))
+    .unwrap();
+    acknowledged.extend_from_slice(b" [continued]");
+    let sealed = block_on(engine.seal_stream(open_stream.stream_id)).unwrap();
+    let last = block_on(engine.last(context, 1, true)).unwrap();
+    assert_eq!(last.turns[0].turn.turn_id, sealed.turn.turn_id);
+    assert_eq!(last.turns[0].payload.as_deref(), Some(&acknowledged[..]));
+    engine.shutdown();
+    // And once more after a clean reopen: sealed, listed nowhere, the store verifies.
+    let engine = open(image.path());
+    assert!(engine.open_streams(None, 0, 10).is_empty());
+    assert_eq!(
+        engine.read_stream(open_stream.stream_id, 0, 1).unwrap(),
+        StreamRead::Ended(StreamEnd::Sealed(sealed.turn.turn_id))
+    );
+    engine.shutdown();
+    assert!(verify(image.path()).unwrap().is_ok());
+}
+
+#[test]
+fn an_idle_stream_is_aborted_by_the_reaper() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.stream_idle_timeout_ms = 50;
+    config.reaper_interval_ms = 10;
+    let engine = ctxstore_engine::Engine::open(config).unwrap();
+    let context = new_context(&engine);
+    let stream = block_on(engine.open_stream(open_request(context, None))).unwrap();
+    block_on(engine.append_delta(stream.stream_id, None, Bytes::from_static(b"tok"))).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while engine.read_stream(stream.stream_id, 0, 1).unwrap()
+        != StreamRead::Ended(StreamEnd::Aborted)
+    {
+        assert!(std::time::Instant::now() < deadline, "never aborted");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(engine.open_streams(None, 0, 10).is_empty());
+    engine.shutdown();
+}
