@@ -158,6 +158,6 @@ mod tests {
             assert_eq!(ErrorCode::from_code(code.code()), Some(*code));
         }
         assert_eq!(ErrorCode::from_code(0), None);
-        assert_eq!(ErrorCode::from_code(17), None);
+        assert_eq!(ErrorCode::from_code(19), None);
     }
 }
