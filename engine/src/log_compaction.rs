@@ -28,6 +28,7 @@ use crate::error::{EngineError, OpenError};
 use crate::file::ops::{remove, sync_dir};
 use crate::file::{BackgroundWriter, Throttle, punch_prefix};
 use crate::format::log_base::{BASE_HEADER_BYTES, BaseHeader};
+use crate::format::stream_meta::is_stream_op;
 use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord, turn_extra_slots};
 use crate::sequencer::log_base::LogBase;
 use crate::sequencer::view::TurnsView;
@@ -40,12 +41,13 @@ const PUNCH_ALIGN_BYTES: u64 = 4096;
 /// compaction's).
 const SYNC_STEP_BYTES: u64 = 512 << 10;
 
-/// What one log compaction is to drop: turn records (with their extras slots) by TurnID.
+/// What one log compaction is to drop: turn records (with their extras slots) by TurnID, and
+/// the records of ended streams (open, deltas, end; with their continuation slots, issue 32).
 #[derive(Debug)]
 pub(crate) struct LogPlan {
     /// The round's watermark: the slots `1..=watermark` are compacted.
     pub watermark: u64,
-    /// Indexed by record id: the turn record there goes.
+    /// Indexed by record id: the turn record (or stream record) there goes.
     pub drop: Vec<bool>,
     pub turns_dropped: u64,
     pub logical_bytes_dropped: u64,
@@ -124,8 +126,9 @@ pub(crate) fn compact_log(
             + plan.logical_bytes_dropped,
     };
     let mut slots_dropped = 0u64;
-    // The turn whose extras slots are being dropped with it, and how many are left.
-    let mut dropping: (u64, u16) = (0, 0);
+    // The turn (or stream record) whose continuation slots are being dropped with it, and how
+    // many are left.
+    let mut dropping: (u64, u32) = (0, 0);
     let mut failure: Option<std::io::Error> = None;
     turns
         .for_each_slot(plan.watermark, |slot| {
@@ -142,7 +145,20 @@ pub(crate) fn compact_log(
             };
             let dropped = match record {
                 LogRecord::Turn(turn) if plan.drop.get(turn.turn_id.0 as usize) == Some(&true) => {
-                    dropping = (turn.turn_id.0, turn_extra_slots(turn.extras_len as usize));
+                    dropping = (
+                        turn.turn_id.0,
+                        u32::from(turn_extra_slots(turn.extras_len as usize)),
+                    );
+                    true
+                }
+                LogRecord::Meta(head) if plan.drop.get(head.record_id as usize) == Some(&true) => {
+                    // Pair of the plan: only stream records are planned among metadata.
+                    assert!(
+                        is_stream_op(head.op),
+                        "record {} is no stream record",
+                        head.record_id
+                    );
+                    dropping = (head.record_id, head.slot_count - 1);
                     true
                 }
                 LogRecord::Continuation(continuation)

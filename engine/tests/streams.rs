@@ -358,3 +358,104 @@ fn an_idle_stream_is_aborted_by_the_reaper() {
     assert!(engine.open_streams(None, 0, 10).is_empty());
     engine.shutdown();
 }
+
+/// Which of `pieces` (each at least `PREFIX_BYTES` long) some file of the store whose name
+/// `names` accepts holds, by their first `PREFIX_BYTES` (random bytes: no false match). One
+/// pass over each file.
+fn held(dir: &Path, pieces: &[Vec<u8>], names: &dyn Fn(&str) -> bool) -> Vec<bool> {
+    const PREFIX_BYTES: usize = 24;
+    let prefixes: std::collections::HashMap<&[u8], usize> = pieces
+        .iter()
+        .enumerate()
+        .map(|(i, piece)| (&piece[..PREFIX_BYTES], i))
+        .collect();
+    let mut found = vec![false; pieces.len()];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(entry.path());
+                continue;
+            }
+            if !names(&entry.file_name().to_string_lossy()) {
+                continue;
+            }
+            let bytes = std::fs::read(entry.path()).unwrap();
+            for window in bytes.windows(PREFIX_BYTES) {
+                if let Some(&i) = prefixes.get(window) {
+                    found[i] = true;
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn after_the_seal_and_a_collection_the_log_holds_no_delta_and_the_pack_the_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = ctxstore_engine::Engine::open(gc_config(dir.path())).unwrap();
+    let context = new_context(&engine);
+    // Incompressible deltas of 24–40 bytes: each in one slot of turns.log, and stored raw in
+    // the sealed turn's blob.
+    let pieces: Vec<Vec<u8>> = (0..300)
+        .map(|i| random_payload(900 + i, 24 + (i as usize % 17)))
+        .collect();
+    let sealed = block_on(engine.open_stream(open_request(context, None))).unwrap();
+    let aborted = block_on(engine.open_stream(open_request(context, None))).unwrap();
+    let open = block_on(engine.open_stream(open_request(context, None))).unwrap();
+    for piece in &pieces[..200] {
+        block_on(engine.append_delta(sealed.stream_id, None, Bytes::from(piece.clone()))).unwrap();
+    }
+    for piece in &pieces[200..250] {
+        block_on(engine.append_delta(aborted.stream_id, None, Bytes::from(piece.clone()))).unwrap();
+    }
+    for piece in &pieces[250..] {
+        block_on(engine.append_delta(open.stream_id, None, Bytes::from(piece.clone()))).unwrap();
+    }
+    let log = |name: &str| name.starts_with("turns.");
+    let packs = |name: &str| !name.starts_with("turns.");
+    assert!(held(dir.path(), &pieces, &log).iter().all(|&in_log| in_log));
+    let turn = block_on(engine.seal_stream(sealed.stream_id)).unwrap();
+    block_on(engine.abort_stream(aborted.stream_id)).unwrap();
+    let report = engine.gc().unwrap();
+    assert!(report.log_bytes_reclaimed > 0, "{report:?}");
+    let in_logs = held(dir.path(), &pieces, &log);
+    let in_packs = held(dir.path(), &pieces, &packs);
+    for (i, (&in_log, &in_packs)) in in_logs.iter().zip(&in_packs).enumerate() {
+        match i {
+            // Sealed: the turn's blob holds the bytes, the log no delta.
+            0..200 => assert!(
+                !in_log && in_packs,
+                "piece {i}: log {in_log} packs {in_packs}"
+            ),
+            // Aborted: gone from the log, never in a pack.
+            200..250 => assert!(!in_log && !in_packs, "piece {i}: log {in_log}"),
+            // Still open: its deltas stay.
+            _ => assert!(in_log, "piece {i} of the open stream left the log"),
+        }
+    }
+    let whole: Vec<u8> = pieces[..200].concat();
+    let last = block_on(engine.last(context, 1, true)).unwrap();
+    assert_eq!(last.turns[0].turn.turn_id, turn.turn.turn_id);
+    assert_eq!(last.turns[0].payload.as_deref(), Some(&whole[..]));
+    engine.shutdown();
+    // Reopened over the compacted log: the open stream is whole and continues; the ended
+    // ones are forgotten (their records are gone), the sealed turn reads back.
+    let engine = ctxstore_engine::Engine::open(gc_config(dir.path())).unwrap();
+    let listed = engine.open_streams(None, 0, 10);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        bytes_of(engine.read_stream(open.stream_id, 0, usize::MAX).unwrap()),
+        pieces[250..].concat()
+    );
+    assert!(matches!(
+        engine.read_stream(sealed.stream_id, 0, 1),
+        Err(EngineError::StreamNotFound(_))
+    ));
+    let last = block_on(engine.last(context, 1, true)).unwrap();
+    assert_eq!(last.turns[0].payload.as_deref(), Some(&whole[..]));
+    engine.shutdown();
+    assert!(verify(dir.path()).unwrap().is_ok());
+}

@@ -1,9 +1,10 @@
 //! `turns.log` up to a round's watermark as the collector reads it: one sequential pass over
 //! the durable slots (the base's, then the log's), into arrays by record id.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::error::EngineError;
+use crate::format::stream_meta::{StreamMeta, is_stream_op};
 use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::{
     Assembled, LOG_RECORD_BYTES, LogRecord, SlotAssembly, SlotHead, Whole, turn_extra_slots,
@@ -29,6 +30,10 @@ pub(super) struct LogTable {
     /// Turns of each context, ascending.
     pub by_context: HashMap<u64, Vec<u64>>,
     pub links: Vec<(u64, Vec<TurnId>)>,
+    /// Stream records (issue 32): record id, its stream, its slots.
+    pub stream_records: Vec<(u64, u64, u32)>,
+    /// Streams whose end record is durable: their records may leave the log.
+    pub streams_ended: HashSet<u64>,
 }
 
 impl LogTable {
@@ -52,6 +57,8 @@ impl LogTable {
             heads: HashMap::new(),
             by_context: HashMap::new(),
             links: Vec::new(),
+            stream_records: Vec::new(),
+            streams_ended: HashSet::new(),
         };
         let corrupt = |record_id: u64, reason: String| {
             EngineError::Corrupt(crate::error::Corruption::new(
@@ -97,7 +104,24 @@ impl LogTable {
                     _ => return Err(corrupt(record_id, "slots out of order".into())),
                 };
                 match assembled {
-                    None | Some(Assembled::Complete(Whole::Meta(_))) => {}
+                    None => {}
+                    Some(Assembled::Complete(Whole::Meta(meta))) if is_stream_op(meta.op) => {
+                        let stream = StreamMeta::decode(meta.op, &meta.body)
+                            .map_err(|error| corrupt(meta.record_id, error.to_string()))?;
+                        let stream_id = match stream {
+                            StreamMeta::Open(_) => meta.record_id,
+                            StreamMeta::Delta { stream_id, .. } => stream_id,
+                            StreamMeta::End { stream_id, .. } => {
+                                table.streams_ended.insert(stream_id);
+                                stream_id
+                            }
+                        };
+                        let slots = meta.slot_count();
+                        table
+                            .stream_records
+                            .push((meta.record_id, stream_id, slots));
+                    }
+                    Some(Assembled::Complete(Whole::Meta(_))) => {}
                     Some(Assembled::Partial(assembly)) => pending = Some(assembly),
                     Some(Assembled::Complete(Whole::Turn(turn, extras))) => {
                         let id = turn.turn_id.0 as usize;

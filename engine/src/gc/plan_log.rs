@@ -116,6 +116,14 @@ impl Collector {
                 slots_dropped += 1 + u64::from(log.extra_slots[id]);
             }
         }
+        // An ended stream's records (issue 32): its bytes live on in its sealed turn's blob, or
+        // nowhere (aborted).
+        for &(record_id, stream_id, slots) in &log.stream_records {
+            if log.streams_ended.contains(&stream_id) {
+                plan.drop[record_id as usize] = true;
+                slots_dropped += u64::from(slots);
+            }
+        }
         let due = slots_dropped > 0
             && slots_dropped * LOG_RECORD_BYTES as u64 >= self.log_dead_bytes_min
             && slots_dropped * 100 >= u64::from(self.pack_dead_percent) * log.slots_present;
