@@ -136,6 +136,7 @@ mod error;
 mod transport;
 mod types;
 
+pub use calls::{NewStream, StreamChunk, StreamInfo, StreamState};
 pub use chunking::{ChunkingConfig, split_into_chunks};
 pub use client::{APPEND_BATCH_TURNS_MAX, Client, FIND_PAGE_MAX, LOG_PAGE_MAX, is_indexed_label};
 pub use config::ClientConfig;

@@ -9,6 +9,7 @@
 
 use ctxstore_engine::format::blob_index::{INDEX_ENTRY_BYTES, IndexEntry};
 use ctxstore_engine::format::context_meta::ContextMeta;
+use ctxstore_engine::format::stream_meta::StreamMeta;
 use ctxstore_engine::format::log_base::{BASE_HEADER_BYTES, BaseHeader};
 use ctxstore_engine::format::manifest::Manifest;
 use ctxstore_engine::format::turn_extras::TurnExtras;
@@ -67,6 +68,11 @@ fuzz_target!(|data: &[u8]| {
             let Some((&op, body)) = data.split_first() else { return };
             if let Ok(meta) = ContextMeta::decode(u16::from(op % 16), body) {
                 assert_eq!(meta.encode(), body, "context metadata encoding is not canonical");
+            }
+            // Stream records (ops 12..=14, issue 32): never both kinds.
+            if let Ok(stream) = StreamMeta::decode(u16::from(op % 16), body) {
+                assert!(ContextMeta::decode(u16::from(op % 16), body).is_err(), "op {op} is two kinds");
+                assert_eq!(stream.encode(), body, "stream record encoding is not canonical");
             }
         }
         5 => {

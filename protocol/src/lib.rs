@@ -17,9 +17,9 @@ pub use codec::{
     AdminRequest, AdminResponse, AnswerLimits, AppendsRequest, AppendsResponse, BlobsRequest,
     BlobsResponse, ContextsRequest, ContextsResponse, ERROR_ANSWER_BYTES_MAX, EncodeError,
     FamilyRequest, KvRequest, KvResponse, OverlaysRequest, OverlaysResponse, ReadsRequest,
-    ReadsResponse, Request, Response, RetentionRequest, RetentionResponse, check_request,
-    decode_request, decode_request_as, decode_response, encode_request, encode_request_chunks,
-    encode_response,
+    ReadsResponse, Request, Response, RetentionRequest, RetentionResponse, StreamInfoWire,
+    StreamStateWire, StreamsRequest, StreamsResponse, check_request, decode_request,
+    decode_request_as, decode_response, encode_request, encode_request_chunks, encode_response,
 };
 pub use error::{DecodeError, ErrorCode};
 pub use frame::{FrameError, FrameHeader, FrameReader, HEADER_BYTES};
@@ -27,6 +27,6 @@ pub use message::*;
 
 /// The newest protocol version this crate speaks. HELLO negotiates the highest version both
 /// sides speak.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 /// The oldest protocol version this crate still speaks (byte for byte).
 pub const PROTOCOL_VERSION_MIN: u16 = 1;

@@ -58,13 +58,20 @@ pub enum MessageType {
     PurgeBlob = 0x0026,
     // Version 2, sub-blob dedup (issue 16).
     PutChunked = 0x0027,
+    // Version 3, streams (issue 32, decision 0027).
+    StreamOpen = 0x0030,
+    StreamAppend = 0x0031,
+    StreamSeal = 0x0032,
+    StreamAbort = 0x0033,
+    StreamList = 0x0034,
+    StreamRead = 0x0035,
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 39] = [
+    pub const ALL: [MessageType; 45] = [
         MessageType::Hello,
         MessageType::Ping,
         MessageType::CtxCreate,
@@ -104,6 +111,12 @@ impl MessageType {
         MessageType::RedactTurn,
         MessageType::PurgeBlob,
         MessageType::PutChunked,
+        MessageType::StreamOpen,
+        MessageType::StreamAppend,
+        MessageType::StreamSeal,
+        MessageType::StreamAbort,
+        MessageType::StreamList,
+        MessageType::StreamRead,
     ];
 
     pub fn code(self) -> u16 {
@@ -161,13 +174,21 @@ impl MessageType {
             MessageType::RedactTurn => "REDACT_TURN",
             MessageType::PurgeBlob => "PURGE_BLOB",
             MessageType::PutChunked => "PUT_CHUNKED",
+            MessageType::StreamOpen => "STREAM_OPEN",
+            MessageType::StreamAppend => "STREAM_APPEND",
+            MessageType::StreamSeal => "STREAM_SEAL",
+            MessageType::StreamAbort => "STREAM_ABORT",
+            MessageType::StreamList => "STREAM_LIST",
+            MessageType::StreamRead => "STREAM_READ",
         }
     }
 
     /// The protocol version that introduced this message: a connection that negotiated an
     /// older one answers it UNKNOWN_MESSAGE.
     pub fn since_version(self) -> u16 {
-        if self.code() >= MessageType::CtxOpen.code() {
+        if self.code() >= MessageType::StreamOpen.code() {
+            3
+        } else if self.code() >= MessageType::CtxOpen.code() {
             2
         } else {
             1

@@ -1091,3 +1091,210 @@ fn golden_vectors_v2_decode_and_reencode_byte_exactly() {
         vectors_v2(),
     );
 }
+
+/// Version 3 (issue 32, decision 0027): the streams family.
+fn vectors_v3() -> Vec<Vector> {
+    use Frame::{Request as Q, Response as R};
+    let info = StreamInfoWire {
+        stream_id: 57,
+        context_id: 3,
+        length: 11,
+        type_tag: 2,
+        codec: 1,
+        opened_at_unix_ms: 1_767_225_600_000,
+        updated_at_unix_ms: 1_767_225_601_000,
+    };
+    vec![
+        (
+            "hello_request_v3",
+            1,
+            Q(Request::Admin(AdminRequest::Hello {
+                min_version: 1,
+                max_version: 3,
+                token: Bytes::new(),
+                client_name: "py".into(),
+            })),
+            "HELLO offering versions 1..=3, no token, client \"py\"",
+        ),
+        (
+            "stream_open",
+            40,
+            Q(Request::Streams(StreamsRequest::StreamOpen {
+                context: named("t-1"),
+                expected_head: Some(42),
+                parent: ParentWire::Head,
+                type_tag: 2,
+                codec: 1,
+                summary: false,
+                extras: ExtrasWire {
+                    key: Bytes::from_static(b"a-1"),
+                    labels: vec![("role".into(), "assistant".into())],
+                    links: vec![],
+                },
+            })),
+            "STREAM_OPEN on \"t-1\", sealed only if the head is still turn 42, type 2, codec 1, key a-1, role=assistant",
+        ),
+        (
+            "stream_opened_response",
+            40,
+            R(Response::Streams(StreamsResponse::Opened { info })),
+            "STREAM_OPEN response: stream 57 of context 3, 11 bytes so far",
+        ),
+        (
+            "stream_append",
+            41,
+            Q(Request::Streams(StreamsRequest::StreamAppend {
+                stream_id: 57,
+                offset: None,
+                bytes: Bytes::from_static(b"Hello"),
+            })),
+            "STREAM_APPEND \"Hello\" at the end of stream 57",
+        ),
+        (
+            "stream_append_at_offset",
+            42,
+            Q(Request::Streams(StreamsRequest::StreamAppend {
+                stream_id: 57,
+                offset: Some(5),
+                bytes: Bytes::from_static(b", world"),
+            })),
+            "STREAM_APPEND \", world\" to stream 57 only at offset 5 (AT_OFFSET)",
+        ),
+        (
+            "stream_appended_response",
+            42,
+            R(Response::Streams(StreamsResponse::Appended {
+                stream_id: 57,
+                length: 12,
+            })),
+            "STREAM_APPEND response: stream 57 holds 12 durable bytes",
+        ),
+        (
+            "stream_seal",
+            43,
+            Q(Request::Streams(StreamsRequest::StreamSeal {
+                stream_id: 57,
+            })),
+            "STREAM_SEAL of stream 57",
+        ),
+        (
+            "stream_sealed_response",
+            43,
+            R(Response::Streams(StreamsResponse::Sealed {
+                turn: turn(),
+                deduped: false,
+            })),
+            "STREAM_SEAL response: turn 42, a new blob",
+        ),
+        (
+            "stream_abort",
+            44,
+            Q(Request::Streams(StreamsRequest::StreamAbort {
+                stream_id: 58,
+            })),
+            "STREAM_ABORT of stream 58",
+        ),
+        (
+            "stream_aborted_response",
+            44,
+            R(Response::Streams(StreamsResponse::Aborted {
+                stream_id: 58,
+            })),
+            "STREAM_ABORT response: stream 58",
+        ),
+        (
+            "stream_list",
+            45,
+            Q(Request::Streams(StreamsRequest::StreamList {
+                context: ContextRef::Id(3),
+                after_stream_id: 0,
+                limit: 100,
+            })),
+            "STREAM_LIST of context 3, from the first, 100 at most",
+        ),
+        (
+            "stream_listed_response",
+            45,
+            R(Response::Streams(StreamsResponse::Listed {
+                streams: vec![info],
+            })),
+            "STREAM_LIST response: stream 57",
+        ),
+        (
+            "stream_read_wait",
+            46,
+            Q(Request::Streams(StreamsRequest::StreamRead {
+                stream_id: 57,
+                offset: 5,
+                bytes_max: 65_536,
+                wait_ms: 30_000,
+            })),
+            "STREAM_READ of stream 57 from offset 5, 64 KiB at most, waiting up to 30 s",
+        ),
+        (
+            "stream_read_response",
+            46,
+            R(Response::Streams(StreamsResponse::Read {
+                stream_id: 57,
+                state: StreamStateWire::Open,
+                offset: 5,
+                length: 12,
+                bytes: Bytes::from_static(b", world"),
+            })),
+            "STREAM_READ response: open, bytes 5..12 of 12",
+        ),
+        (
+            "stream_read_sealed_response",
+            47,
+            R(Response::Streams(StreamsResponse::Read {
+                stream_id: 57,
+                state: StreamStateWire::Sealed(42),
+                offset: 12,
+                length: 0,
+                bytes: Bytes::new(),
+            })),
+            "STREAM_READ response: sealed into turn 42 (read the turn)",
+        ),
+        (
+            "error_stream_ended",
+            41,
+            R(Response::Error {
+                code: ErrorCode::StreamEnded,
+                detail: 42,
+                message: "stream 57 was sealed into turn 42".into(),
+            }),
+            "ERROR STREAM_ENDED: stream 57 takes no deltas, sealed into turn 42 (detail)",
+        ),
+    ]
+}
+
+#[test]
+fn golden_vectors_v3_decode_and_reencode_byte_exactly() {
+    check_golden(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden-v3.txt"),
+        3,
+        vectors_v3(),
+    );
+}
+
+#[test]
+fn a_version_2_connection_refuses_every_version_3_message() {
+    for (name, req_id, frame, _) in vectors_v3() {
+        let Frame::Request(request) = frame else {
+            continue;
+        };
+        if request.message_type().since_version() < 3 {
+            continue;
+        }
+        let bytes = encode(req_id, &Frame::Request(request.clone()));
+        let mut header = [0u8; HEADER_BYTES];
+        header.copy_from_slice(&bytes[..HEADER_BYTES]);
+        let header = FrameHeader::decode(&header);
+        let body = Bytes::copy_from_slice(&bytes[HEADER_BYTES..]);
+        assert_eq!(
+            decode_request_as(2, &header, body),
+            Err(DecodeError::UnknownMessage(header.msg_type)),
+            "{name}"
+        );
+    }
+}

@@ -81,6 +81,8 @@ pub struct ServerLimits {
     /// already holds bytes may fill only a quarter of the budget, so clients that read their
     /// responses are still served while the others wait.
     pub unwritten_bytes_total_max: u64,
+    /// Longest wait of one STREAM_READ (a long poll, issue 32), in milliseconds (30 s).
+    pub stream_wait_ms_max: u32,
 }
 
 impl Default for ServerLimits {
@@ -97,6 +99,7 @@ impl Default for ServerLimits {
             response_bytes_max: 64 * 1024 * 1024,
             unwritten_bytes_max: 64 * 1024 * 1024,
             unwritten_bytes_total_max: 1024 * 1024 * 1024,
+            stream_wait_ms_max: 30_000,
         }
     }
 }

@@ -8,8 +8,8 @@
 //! its own file with one match over its own requests: `admin.rs` (PING, STATS, BACKUP, GC),
 //! `contexts.rs` (heads, contexts as agent threads), `retention.rs` (delete, prune, TTL),
 //! `kv.rs` (a context's keys and values), `appends.rs`, `reads.rs` (every read that answers
-//! TURNs, in an overlay view or not), `overlays.rs` (patch, redact, purge) and `blobs.rs`
-//! (blobs and chunked writes). The wire forms every family shares are here.
+//! TURNs, in an overlay view or not), `overlays.rs` (patch, redact, purge), `blobs.rs`
+//! (blobs and chunked writes) and `streams.rs` (streams: open, deltas, seal, long-poll reads). The wire forms every family shares are here.
 
 mod admin;
 mod appends;
@@ -19,6 +19,7 @@ mod kv;
 mod overlays;
 mod reads;
 mod retention;
+mod streams;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -88,6 +89,7 @@ impl Dispatcher {
                 self.answer_overlays(request).await.map(Response::Overlays)
             }
             Request::Blobs(request) => self.answer_blobs(request).await.map(Response::Blobs),
+            Request::Streams(request) => self.answer_streams(request).await.map(Response::Streams),
         }
     }
 

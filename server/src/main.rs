@@ -227,6 +227,17 @@ struct ServeArgs {
     /// Expiry is a delete written to the log, so it survives restarts.
     #[arg(long, default_value = "off", value_parser = parse_ttl)]
     context_ttl: Duration,
+    /// Abort a stream (issue 32) without a delta for this long (`10m`, `1h`); `off`: never.
+    /// Aborted, not sealed: the head moves only when a writer seals (decision 0027).
+    #[arg(long, default_value = "10m", value_parser = parse_ttl)]
+    stream_idle_timeout: Duration,
+    /// Streams open at once in the store; each holds its bytes in memory until sealed.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    streams_open_max: u32,
+    /// Longest wait of one STREAM_READ (a long poll), in milliseconds (at most 60,000): the
+    /// reader asks again from the same offset.
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    stream_wait_ms_max: u32,
     /// Bytes per second an online backup (`ctxstore backup`) copies at most, e.g. `64MiB`,
     /// `200MB`; `off` (default): as fast as the disk allows. The copy shares the disk with every
     /// append's fdatasync: limit it on a disk that a full-speed copy would crowd.
@@ -880,6 +891,9 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine.repair = args.repair;
     config.engine.preallocate = !args.no_preallocate;
     config.engine.context_ttl_default_ms = args.context_ttl.as_millis() as u64;
+    config.engine.stream_idle_timeout_ms = args.stream_idle_timeout.as_millis() as u64;
+    config.engine.limits.streams_open_max = args.streams_open_max;
+    config.limits.stream_wait_ms_max = args.stream_wait_ms_max;
     config.engine.backup_bytes_per_s_max = args.backup_rate_max;
     config.engine.gc_interval_ms = args.gc_interval.as_millis() as u64;
     config.engine.gc_deleted_bytes_trigger = args.gc_deleted_bytes_trigger;

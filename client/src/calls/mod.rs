@@ -1,5 +1,6 @@
 //! The client's typed calls, one file per message family as the protocol groups them
-//! (`admin`, `contexts`, `retention`, `kv`, `appends`, `reads`, `overlays`, `blobs`), each an
+//! (`admin`, `contexts`, `retention`, `kv`, `appends`, `reads`, `overlays`, `blobs`,
+//! `streams`), each an
 //! `impl Client` block whose calls build their family's request, send it with `Client::call`
 //! and turn its family's answer into the types the client hands out (`types.rs`). The
 //! transport under them is `client.rs`.
@@ -12,3 +13,6 @@ mod kv;
 mod overlays;
 mod reads;
 mod retention;
+mod streams;
+
+pub use streams::{NewStream, StreamChunk, StreamInfo, StreamState};

@@ -198,7 +198,12 @@ impl StreamMeta {
                 let extras = if rest.is_empty() {
                     TurnExtras::default()
                 } else {
-                    TurnExtras::decode(rest)?
+                    let extras = TurnExtras::decode(rest)?;
+                    // No extras are written as no bytes: one encoding for each value.
+                    if extras.is_empty() {
+                        return Err(RecordError::Field("stream open has an empty extras body"));
+                    }
+                    extras
                 };
                 Ok(StreamMeta::Open(StreamOpen {
                     expected_head,

@@ -8,7 +8,7 @@
 //! requests and answers as Rust values (`AdminRequest`, `AdminResponse`, …), read, checked
 //! and written side by side, and the largest answer each request may produce
 //! (`answer_bytes_max`): `admin`, `contexts`, `retention`, `kv`, `appends`, `reads`,
-//! `overlays`, `blobs`. `request.rs` and `response.rs` hold `Request` and `Response` (a
+//! `overlays`, `blobs`, `streams`. `request.rs` and `response.rs` hold `Request` and `Response` (a
 //! variant per family) and the entry points, each one match over the families; `Family::of`
 //! below is the one table from a message type to its family. Under them, `cursor.rs` reads
 //! fields, `writer.rs` writes them, `check.rs` checks what the wire can carry and `answer.rs`
@@ -27,6 +27,7 @@ mod reads;
 mod request;
 mod response;
 mod retention;
+mod streams;
 mod writer;
 
 pub use admin::{AdminRequest, AdminResponse};
@@ -44,6 +45,10 @@ pub use request::{
 };
 pub use response::{Response, decode_response, encode_response};
 pub use retention::{RetentionRequest, RetentionResponse};
+pub use streams::{
+    STREAM_DELTA_BYTES_MAX, STREAM_INFO_BYTES, STREAM_LIST_MAX, STREAM_WAIT_MS_MAX, StreamInfoWire,
+    StreamStateWire, StreamsRequest, StreamsResponse, stream_append_flags, stream_open_flags,
+};
 
 use crate::message::MessageType;
 
@@ -70,6 +75,9 @@ pub(crate) enum Family {
     Overlays(overlays::Kind),
     /// GET_BLOB, HAS_BLOBS, PUT_CHUNKED.
     Blobs(blobs::Kind),
+    /// STREAM_OPEN, STREAM_APPEND, STREAM_SEAL, STREAM_ABORT, STREAM_LIST, STREAM_READ
+    /// (version 3).
+    Streams(streams::Kind),
 }
 
 impl Family {
@@ -115,6 +123,12 @@ impl Family {
             M::GetBlob => Family::Blobs(blobs::Kind::GetBlob),
             M::HasBlobs => Family::Blobs(blobs::Kind::HasBlobs),
             M::PutChunked => Family::Blobs(blobs::Kind::PutChunked),
+            M::StreamOpen => Family::Streams(streams::Kind::StreamOpen),
+            M::StreamAppend => Family::Streams(streams::Kind::StreamAppend),
+            M::StreamSeal => Family::Streams(streams::Kind::StreamSeal),
+            M::StreamAbort => Family::Streams(streams::Kind::StreamAbort),
+            M::StreamList => Family::Streams(streams::Kind::StreamList),
+            M::StreamRead => Family::Streams(streams::Kind::StreamRead),
         }
     }
 }
@@ -167,4 +181,5 @@ family_conversions! {
     Reads: ReadsRequest => ReadsResponse;
     Overlays: OverlaysRequest => OverlaysResponse;
     Blobs: BlobsRequest => BlobsResponse;
+    Streams: StreamsRequest => StreamsResponse;
 }

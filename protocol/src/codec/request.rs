@@ -12,7 +12,7 @@ use super::cursor::Cursor;
 use super::writer::ChunkWriter;
 use super::{
     AdminRequest, AppendsRequest, BlobsRequest, ContextsRequest, Family, KvRequest,
-    OverlaysRequest, ReadsRequest, RetentionRequest,
+    OverlaysRequest, ReadsRequest, RetentionRequest, StreamsRequest,
 };
 use crate::error::DecodeError;
 use crate::frame::FrameHeader;
@@ -29,6 +29,7 @@ pub enum Request {
     Reads(ReadsRequest),
     Overlays(OverlaysRequest),
     Blobs(BlobsRequest),
+    Streams(StreamsRequest),
     /// A read in the overlay view `as_of` (0: the latest), with each TURN's overlay state in
     /// the answer (frame flag `OVERLAYS`, version 2, decision 0012). Only reads answer TURNs,
     /// so only a read can be in a view.
@@ -49,6 +50,7 @@ impl Request {
             Request::Reads(request) | Request::AsOf { read: request, .. } => request.message_type(),
             Request::Overlays(request) => request.message_type(),
             Request::Blobs(request) => request.message_type(),
+            Request::Streams(request) => request.message_type(),
         }
     }
 
@@ -65,7 +67,8 @@ impl Request {
             | Request::Retention(_)
             | Request::Kv(_)
             | Request::Overlays(_)
-            | Request::Blobs(_) => None,
+            | Request::Blobs(_)
+            | Request::Streams(_) => None,
         }
     }
 
@@ -96,6 +99,7 @@ impl Request {
             Request::AsOf { .. } => limits.largest(),
             Request::Overlays(request) => request.answer_bytes_max(limits),
             Request::Blobs(request) => request.answer_bytes_max(limits),
+            Request::Streams(request) => request.answer_bytes_max(limits),
         }
     }
 }
@@ -163,6 +167,7 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
         }
         Family::Overlays(kind) => Request::Overlays(OverlaysRequest::read(kind, &mut cursor)?),
         Family::Blobs(kind) => Request::Blobs(BlobsRequest::read(kind, &mut cursor)?),
+        Family::Streams(kind) => Request::Streams(StreamsRequest::read(kind, &mut cursor)?),
     };
     cursor.finish()?;
     Ok(request)
@@ -184,6 +189,7 @@ pub fn check_request(request: &Request) -> Result<(), EncodeError> {
         Request::Reads(request) | Request::AsOf { read: request, .. } => request.check(),
         Request::Overlays(request) => request.check(),
         Request::Blobs(request) => request.check(),
+        Request::Streams(request) => request.check(),
     }
 }
 
@@ -217,6 +223,7 @@ pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes
         }
         Request::Overlays(request) => request.write(&mut w),
         Request::Blobs(request) => request.write(&mut w),
+        Request::Streams(request) => request.write(&mut w),
     }
     Ok(w.finish(request.message_type().code(), request.frame_flags(), req_id))
 }

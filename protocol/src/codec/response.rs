@@ -10,7 +10,7 @@ use super::cursor::Cursor;
 use super::writer::{ChunkWriter, truncate_utf8};
 use super::{
     AdminResponse, AppendsResponse, BlobsResponse, ContextsResponse, Family, KvResponse,
-    OverlaysResponse, ReadsResponse, RetentionResponse, overlays,
+    OverlaysResponse, ReadsResponse, RetentionResponse, StreamsResponse, overlays,
 };
 use crate::error::{DecodeError, ErrorCode};
 use crate::frame::FrameHeader;
@@ -27,6 +27,7 @@ pub enum Response {
     Reads(ReadsResponse),
     Overlays(OverlaysResponse),
     Blobs(BlobsResponse),
+    Streams(StreamsResponse),
     /// Answer to a read sent with `Request::AsOf`: the read's answer (boxed: a TURN would grow
     /// every response's size), and one overlay state per TURN in it, in order (frame flag
     /// `OVERLAYS`).
@@ -54,6 +55,7 @@ impl Response {
             Response::Overlaid { response, .. } => response.message_type(),
             Response::Overlays(response) => response.message_type(),
             Response::Blobs(response) => response.message_type(),
+            Response::Streams(response) => response.message_type(),
             Response::Error { .. } => return ERROR_TYPE,
         };
         answered.response_code()
@@ -118,6 +120,7 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
         }
         Family::Overlays(kind) => Response::Overlays(OverlaysResponse::read(kind, &mut cursor)?),
         Family::Blobs(kind) => Response::Blobs(BlobsResponse::read(kind, &mut cursor)?),
+        Family::Streams(kind) => Response::Streams(StreamsResponse::read(kind, &mut cursor)?),
     };
     cursor.finish()?;
     Ok(response)
@@ -166,6 +169,7 @@ pub fn encode_response(req_id: u64, response: &Response) -> Vec<Bytes> {
         }
         Response::Overlays(response) => response.write(&mut w),
         Response::Blobs(response) => response.write(&mut w),
+        Response::Streams(response) => response.write(&mut w),
         Response::Error {
             code,
             detail,

@@ -1,0 +1,561 @@
+//! The streams family (version 3, issue 32, decision 0027): STREAM_OPEN, STREAM_APPEND,
+//! STREAM_SEAL, STREAM_ABORT, STREAM_LIST, STREAM_READ. A stream is a turn in the making:
+//! opened with everything an append takes but its payload, fed deltas (each answered once
+//! durable, with the stream's new length), sealed into one turn or aborted. STREAM_READ is a
+//! long poll: with `wait_ms`, an open stream holding nothing past `offset` is answered when a
+//! delta past it is durable, when the stream ends, or at the deadline (an empty answer).
+//! Layouts in docs/protocol.md#streams-version-3.
+
+use bytes::Bytes;
+
+use super::answer::{AnswerLimits, ERROR_ANSWER_BYTES_MAX, FIXED_ANSWER_BYTES};
+use super::check::{EncodeError, context, within};
+use super::cursor::Cursor;
+use super::writer::ChunkWriter;
+use crate::error::DecodeError;
+use crate::message::*;
+
+/// The streams messages (`Family::of` in codec/mod.rs maps message types to them).
+// Named as the message types they stand for (`MessageType`), prefix included.
+#[allow(clippy::enum_variant_names)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    StreamOpen,
+    StreamAppend,
+    StreamSeal,
+    StreamAbort,
+    StreamList,
+    StreamRead,
+}
+
+/// Bytes of one STREAM_APPEND's delta at most (the engine's per-call ceiling).
+pub const STREAM_DELTA_BYTES_MAX: usize = 1024 * 1024;
+/// Streams one STREAM_LIST answers at most.
+pub const STREAM_LIST_MAX: u32 = 1024;
+/// Longest wait a STREAM_READ may ask for (the server may cut it shorter).
+pub const STREAM_WAIT_MS_MAX: u32 = 60_000;
+/// Bytes of a STREAM_INFO.
+pub const STREAM_INFO_BYTES: usize = 56;
+
+/// Bits of STREAM_OPEN's `open_flags`.
+pub mod stream_open_flags {
+    /// The sealed turn is a summary (as APPEND_TURNS' SUMMARY).
+    pub const SUMMARY: u8 = 1 << 0;
+    /// The seal is a compare-and-set on the head: `expected_head` must still be the head.
+    pub const EXPECT_HEAD: u8 = 1 << 1;
+    pub const KNOWN: u8 = SUMMARY | EXPECT_HEAD;
+}
+
+/// Bits of STREAM_APPEND's `append_flags`.
+pub mod stream_append_flags {
+    /// Append only at `offset` (the stream's length): a retried delta is answered again, any
+    /// other offset is CONFLICT with the stream's length in `detail`.
+    pub const AT_OFFSET: u8 = 1 << 0;
+    pub const KNOWN: u8 = AT_OFFSET;
+}
+
+/// An open stream (STREAM_INFO, 56 bytes): `u64 stream_id, u64 context_id, u64 length,
+/// u64 type_tag, u32 codec, u32 reserved 0, u64 opened_at_unix_ms, u64 updated_at_unix_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct StreamInfoWire {
+    pub stream_id: u64,
+    pub context_id: u64,
+    pub length: u64,
+    pub type_tag: u64,
+    pub codec: u32,
+    pub opened_at_unix_ms: u64,
+    pub updated_at_unix_ms: u64,
+}
+
+/// How a stream stands in a STREAM_READ answer (`u8 state`, then `u64 turn_id`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamStateWire {
+    /// 0: open; `turn_id` 0.
+    Open,
+    /// 1: sealed into this turn.
+    Sealed(u64),
+    /// 2: aborted; `turn_id` 0.
+    Aborted,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamsRequest {
+    StreamOpen {
+        context: ContextRef,
+        /// `Some`: the seal is a compare-and-set on the head.
+        expected_head: Option<u64>,
+        parent: ParentWire,
+        type_tag: u64,
+        codec: u32,
+        summary: bool,
+        extras: ExtrasWire,
+    },
+    /// `offset`: only there (`AT_OFFSET`). 1..=`STREAM_DELTA_BYTES_MAX` bytes.
+    StreamAppend {
+        stream_id: u64,
+        offset: Option<u64>,
+        bytes: Bytes,
+    },
+    StreamSeal {
+        stream_id: u64,
+    },
+    StreamAbort {
+        stream_id: u64,
+    },
+    /// The context's open streams by StreamID after `after_stream_id`, at most `limit`
+    /// (1..=`STREAM_LIST_MAX`).
+    StreamList {
+        context: ContextRef,
+        after_stream_id: u64,
+        limit: u32,
+    },
+    /// Up to `bytes_max` (≥ 1) bytes from `offset`; waits up to `wait_ms` for them.
+    StreamRead {
+        stream_id: u64,
+        offset: u64,
+        bytes_max: u32,
+        wait_ms: u32,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamsResponse {
+    /// Answer to STREAM_OPEN.
+    Opened { info: StreamInfoWire },
+    /// Answer to STREAM_APPEND: the stream's length once the delta is durable.
+    Appended { stream_id: u64, length: u64 },
+    /// Answer to STREAM_SEAL: the turn, as APPEND_TURN answers it.
+    Sealed { turn: TurnWire, deduped: bool },
+    /// Answer to STREAM_ABORT.
+    Aborted { stream_id: u64 },
+    /// Answer to STREAM_LIST.
+    Listed { streams: Vec<StreamInfoWire> },
+    /// Answer to STREAM_READ: `bytes` start at `offset`; `length` is the stream's (open) or
+    /// the turn's (sealed) length, 0 when aborted.
+    Read {
+        stream_id: u64,
+        state: StreamStateWire,
+        offset: u64,
+        length: u64,
+        bytes: Bytes,
+    },
+}
+
+impl StreamsRequest {
+    pub fn message_type(&self) -> MessageType {
+        match self {
+            StreamsRequest::StreamOpen { .. } => MessageType::StreamOpen,
+            StreamsRequest::StreamAppend { .. } => MessageType::StreamAppend,
+            StreamsRequest::StreamSeal { .. } => MessageType::StreamSeal,
+            StreamsRequest::StreamAbort { .. } => MessageType::StreamAbort,
+            StreamsRequest::StreamList { .. } => MessageType::StreamList,
+            StreamsRequest::StreamRead { .. } => MessageType::StreamRead,
+        }
+    }
+
+    /// The largest answer (see `codec/answer.rs`).
+    pub fn answer_bytes_max(&self, limits: &AnswerLimits) -> u64 {
+        match self {
+            StreamsRequest::StreamList { limit, .. } => {
+                u64::from(*limit) * STREAM_INFO_BYTES as u64 + 4 + ERROR_ANSWER_BYTES_MAX
+            }
+            StreamsRequest::StreamRead { bytes_max, .. } => {
+                let bytes = u64::from(*bytes_max).min(limits.response_bytes_max);
+                16 + 41 + 4 + bytes + ERROR_ANSWER_BYTES_MAX
+            }
+            _ => FIXED_ANSWER_BYTES + STREAM_INFO_BYTES as u64,
+        }
+    }
+
+    pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<StreamsRequest, DecodeError> {
+        Ok(match kind {
+            Kind::StreamOpen => {
+                let context = cursor.context_ref()?;
+                let flags = cursor.u8()?;
+                if flags & !stream_open_flags::KNOWN != 0 {
+                    return Err(cursor.invalid("open_flags", "unknown flag bits"));
+                }
+                let expected_head = cursor.u64()?;
+                let expected_head = if flags & stream_open_flags::EXPECT_HEAD != 0 {
+                    Some(expected_head)
+                } else if expected_head != 0 {
+                    return Err(cursor.invalid("expected_head", "not 0 without EXPECT_HEAD"));
+                } else {
+                    None
+                };
+                let parent = match (cursor.u8()?, cursor.u64()?) {
+                    (0, 0) => ParentWire::Head,
+                    (1, 0) => ParentWire::Root,
+                    (2, turn_id) if turn_id != 0 => ParentWire::Turn(turn_id),
+                    _ => {
+                        return Err(
+                            cursor.invalid("parent", "unknown kind, or a turn id where none goes")
+                        );
+                    }
+                };
+                StreamsRequest::StreamOpen {
+                    context,
+                    expected_head,
+                    parent,
+                    type_tag: cursor.u64()?,
+                    codec: cursor.u32()?,
+                    summary: flags & stream_open_flags::SUMMARY != 0,
+                    extras: cursor.extras()?,
+                }
+            }
+            Kind::StreamAppend => {
+                let stream_id = cursor.u64()?;
+                let flags = cursor.u8()?;
+                if flags & !stream_append_flags::KNOWN != 0 {
+                    return Err(cursor.invalid("append_flags", "unknown flag bits"));
+                }
+                let offset = cursor.u64()?;
+                let offset = if flags & stream_append_flags::AT_OFFSET != 0 {
+                    Some(offset)
+                } else if offset != 0 {
+                    return Err(cursor.invalid("offset", "not 0 without AT_OFFSET"));
+                } else {
+                    None
+                };
+                let len = cursor.u32()? as usize;
+                if len == 0 {
+                    return Err(cursor.invalid("delta_len", "a delta has at least one byte"));
+                }
+                if len > STREAM_DELTA_BYTES_MAX {
+                    return Err(cursor.too_large(
+                        "delta_len",
+                        len as u64,
+                        STREAM_DELTA_BYTES_MAX as u64,
+                    ));
+                }
+                StreamsRequest::StreamAppend {
+                    stream_id,
+                    offset,
+                    bytes: cursor.bytes(len)?,
+                }
+            }
+            Kind::StreamSeal => StreamsRequest::StreamSeal {
+                stream_id: cursor.u64()?,
+            },
+            Kind::StreamAbort => StreamsRequest::StreamAbort {
+                stream_id: cursor.u64()?,
+            },
+            Kind::StreamList => {
+                let context = cursor.context_ref()?;
+                let after_stream_id = cursor.u64()?;
+                let limit = cursor.u32()?;
+                if limit == 0 {
+                    return Err(cursor.invalid("limit", "at least 1"));
+                }
+                if limit > STREAM_LIST_MAX {
+                    return Err(cursor.too_large(
+                        "limit",
+                        u64::from(limit),
+                        u64::from(STREAM_LIST_MAX),
+                    ));
+                }
+                StreamsRequest::StreamList {
+                    context,
+                    after_stream_id,
+                    limit,
+                }
+            }
+            Kind::StreamRead => {
+                let stream_id = cursor.u64()?;
+                let offset = cursor.u64()?;
+                let bytes_max = cursor.u32()?;
+                if bytes_max == 0 {
+                    return Err(cursor.invalid("bytes_max", "at least 1"));
+                }
+                let wait_ms = cursor.u32()?;
+                if wait_ms > STREAM_WAIT_MS_MAX {
+                    return Err(cursor.too_large(
+                        "wait_ms",
+                        u64::from(wait_ms),
+                        u64::from(STREAM_WAIT_MS_MAX),
+                    ));
+                }
+                StreamsRequest::StreamRead {
+                    stream_id,
+                    offset,
+                    bytes_max,
+                    wait_ms,
+                }
+            }
+        })
+    }
+
+    /// What the wire cannot carry (`check_request`).
+    pub(super) fn check(&self) -> Result<(), EncodeError> {
+        match self {
+            StreamsRequest::StreamOpen {
+                context: target,
+                parent,
+                ..
+            } => {
+                context(target)?;
+                // Turn 0 is no turn: the decoder refuses it, so it is not sent.
+                let turn_id = match parent {
+                    ParentWire::Turn(turn_id) => *turn_id,
+                    _ => 1,
+                };
+                within("parent turn_id", turn_id as usize, 1, u64::MAX, "")
+            }
+            StreamsRequest::StreamAppend { bytes, .. } => within(
+                "delta",
+                bytes.len(),
+                1,
+                STREAM_DELTA_BYTES_MAX as u64,
+                "bytes",
+            ),
+            StreamsRequest::StreamList {
+                context: target,
+                limit,
+                ..
+            } => {
+                context(target)?;
+                within(
+                    "limit",
+                    *limit as usize,
+                    1,
+                    u64::from(STREAM_LIST_MAX),
+                    "streams",
+                )
+            }
+            StreamsRequest::StreamRead {
+                bytes_max, wait_ms, ..
+            } => {
+                within(
+                    "bytes_max",
+                    *bytes_max as usize,
+                    1,
+                    u64::from(u32::MAX),
+                    "bytes",
+                )?;
+                within(
+                    "wait_ms",
+                    *wait_ms as usize,
+                    0,
+                    u64::from(STREAM_WAIT_MS_MAX),
+                    "ms",
+                )
+            }
+            StreamsRequest::StreamSeal { .. } | StreamsRequest::StreamAbort { .. } => Ok(()),
+        }
+    }
+
+    /// The body (`check` passed).
+    pub(super) fn write(&self, w: &mut ChunkWriter) {
+        match self {
+            StreamsRequest::StreamOpen {
+                context,
+                expected_head,
+                parent,
+                type_tag,
+                codec,
+                summary,
+                extras,
+            } => {
+                w.context_ref(context);
+                let mut flags = 0;
+                if *summary {
+                    flags |= stream_open_flags::SUMMARY;
+                }
+                if expected_head.is_some() {
+                    flags |= stream_open_flags::EXPECT_HEAD;
+                }
+                w.u8(flags);
+                w.u64(expected_head.unwrap_or(0));
+                let (kind, turn_id) = match parent {
+                    ParentWire::Head => (0, 0),
+                    ParentWire::Root => (1, 0),
+                    ParentWire::Turn(turn_id) => (2, *turn_id),
+                };
+                w.u8(kind);
+                w.u64(turn_id);
+                w.u64(*type_tag);
+                w.u32(*codec);
+                w.extras(extras);
+            }
+            StreamsRequest::StreamAppend {
+                stream_id,
+                offset,
+                bytes,
+            } => {
+                w.u64(*stream_id);
+                w.u8(if offset.is_some() {
+                    stream_append_flags::AT_OFFSET
+                } else {
+                    0
+                });
+                w.u64(offset.unwrap_or(0));
+                w.u32(bytes.len() as u32);
+                w.data(bytes);
+            }
+            StreamsRequest::StreamSeal { stream_id }
+            | StreamsRequest::StreamAbort { stream_id } => w.u64(*stream_id),
+            StreamsRequest::StreamList {
+                context,
+                after_stream_id,
+                limit,
+            } => {
+                w.context_ref(context);
+                w.u64(*after_stream_id);
+                w.u32(*limit);
+            }
+            StreamsRequest::StreamRead {
+                stream_id,
+                offset,
+                bytes_max,
+                wait_ms,
+            } => {
+                w.u64(*stream_id);
+                w.u64(*offset);
+                w.u32(*bytes_max);
+                w.u32(*wait_ms);
+            }
+        }
+    }
+}
+
+impl StreamsResponse {
+    /// The request type this answers.
+    pub fn message_type(&self) -> MessageType {
+        match self {
+            StreamsResponse::Opened { .. } => MessageType::StreamOpen,
+            StreamsResponse::Appended { .. } => MessageType::StreamAppend,
+            StreamsResponse::Sealed { .. } => MessageType::StreamSeal,
+            StreamsResponse::Aborted { .. } => MessageType::StreamAbort,
+            StreamsResponse::Listed { .. } => MessageType::StreamList,
+            StreamsResponse::Read { .. } => MessageType::StreamRead,
+        }
+    }
+
+    pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<StreamsResponse, DecodeError> {
+        Ok(match kind {
+            Kind::StreamOpen => StreamsResponse::Opened {
+                info: read_info(cursor)?,
+            },
+            Kind::StreamAppend => StreamsResponse::Appended {
+                stream_id: cursor.u64()?,
+                length: cursor.u64()?,
+            },
+            Kind::StreamSeal => StreamsResponse::Sealed {
+                turn: cursor.turn()?,
+                deduped: cursor.bool("deduped")?,
+            },
+            Kind::StreamAbort => StreamsResponse::Aborted {
+                stream_id: cursor.u64()?,
+            },
+            Kind::StreamList => {
+                let count = cursor.list_count()?;
+                if count > STREAM_LIST_MAX {
+                    return Err(cursor.too_large(
+                        "count",
+                        u64::from(count),
+                        u64::from(STREAM_LIST_MAX),
+                    ));
+                }
+                let mut streams =
+                    Vec::with_capacity(cursor.list_capacity(count as usize, STREAM_INFO_BYTES));
+                for _ in 0..count {
+                    streams.push(read_info(cursor)?);
+                }
+                StreamsResponse::Listed { streams }
+            }
+            Kind::StreamRead => {
+                let stream_id = cursor.u64()?;
+                let state = match (cursor.u8()?, cursor.u64()?) {
+                    (0, 0) => StreamStateWire::Open,
+                    (1, turn_id) if turn_id != 0 => StreamStateWire::Sealed(turn_id),
+                    (2, 0) => StreamStateWire::Aborted,
+                    _ => return Err(cursor.invalid("state", "unknown, or a turn where none goes")),
+                };
+                let offset = cursor.u64()?;
+                let length = cursor.u64()?;
+                let len = cursor.u32()? as usize;
+                let bytes = cursor.bytes(len)?;
+                if state != StreamStateWire::Open && !bytes.is_empty() {
+                    return Err(cursor.invalid("bytes", "an ended stream's answer carries none"));
+                }
+                StreamsResponse::Read {
+                    stream_id,
+                    state,
+                    offset,
+                    length,
+                    bytes,
+                }
+            }
+        })
+    }
+
+    pub(super) fn write(&self, w: &mut ChunkWriter) {
+        match self {
+            StreamsResponse::Opened { info } => write_info(w, info),
+            StreamsResponse::Appended { stream_id, length } => {
+                w.u64(*stream_id);
+                w.u64(*length);
+            }
+            StreamsResponse::Sealed { turn, deduped } => {
+                w.turn(turn);
+                w.u8(u8::from(*deduped));
+            }
+            StreamsResponse::Aborted { stream_id } => w.u64(*stream_id),
+            StreamsResponse::Listed { streams } => {
+                w.u32(streams.len() as u32);
+                for info in streams {
+                    write_info(w, info);
+                }
+            }
+            StreamsResponse::Read {
+                stream_id,
+                state,
+                offset,
+                length,
+                bytes,
+            } => {
+                w.u64(*stream_id);
+                let (code, turn_id) = match state {
+                    StreamStateWire::Open => (0, 0),
+                    StreamStateWire::Sealed(turn_id) => (1, *turn_id),
+                    StreamStateWire::Aborted => (2, 0),
+                };
+                w.u8(code);
+                w.u64(turn_id);
+                w.u64(*offset);
+                w.u64(*length);
+                w.u32(bytes.len() as u32);
+                w.data(bytes);
+            }
+        }
+    }
+}
+
+fn read_info(cursor: &mut Cursor) -> Result<StreamInfoWire, DecodeError> {
+    let stream_id = cursor.u64()?;
+    let context_id = cursor.u64()?;
+    let length = cursor.u64()?;
+    let type_tag = cursor.u64()?;
+    let codec = cursor.u32()?;
+    cursor.zero(4, "stream_info reserved")?;
+    Ok(StreamInfoWire {
+        stream_id,
+        context_id,
+        length,
+        type_tag,
+        codec,
+        opened_at_unix_ms: cursor.u64()?,
+        updated_at_unix_ms: cursor.u64()?,
+    })
+}
+
+fn write_info(w: &mut ChunkWriter, info: &StreamInfoWire) {
+    w.u64(info.stream_id);
+    w.u64(info.context_id);
+    w.u64(info.length);
+    w.u64(info.type_tag);
+    w.u32(info.codec);
+    w.zero(4);
+    w.u64(info.opened_at_unix_ms);
+    w.u64(info.updated_at_unix_ms);
+}

@@ -1,0 +1,163 @@
+//! The streams family (version 3, issue 32): STREAM_OPEN, STREAM_APPEND, STREAM_SEAL,
+//! STREAM_ABORT, STREAM_LIST, STREAM_READ, one match. STREAM_READ with `wait_ms` is a long
+//! poll: the engine's `wait_stream` future races the deadline (the server's
+//! `stream_wait_ms_max` or the request's, the shorter), and an empty answer at the deadline
+//! tells the reader to ask again from the same offset.
+
+use std::time::Duration;
+
+use ctxstore_engine::streams::{StreamEnd, StreamInfo, StreamRead};
+use ctxstore_engine::{AppendRequest, Parent, TurnId, TurnOptions};
+use ctxstore_protocol::{
+    ParentWire, Response, StreamInfoWire, StreamStateWire, StreamsRequest, StreamsResponse,
+};
+
+use super::{Dispatcher, engine_error, turn_wire};
+
+impl Dispatcher {
+    pub(super) async fn answer_streams(
+        &self,
+        request: StreamsRequest,
+    ) -> Result<StreamsResponse, Response> {
+        match request {
+            StreamsRequest::StreamOpen {
+                context,
+                expected_head,
+                parent,
+                type_tag,
+                codec,
+                summary,
+                extras,
+            } => {
+                let context_id = self.context_id(context)?;
+                let request = AppendRequest {
+                    context_id,
+                    expected_head: expected_head.map(TurnId),
+                    type_tag,
+                    codec,
+                    payload: (),
+                    options: TurnOptions {
+                        parent: match parent {
+                            ParentWire::Head => Parent::Head,
+                            ParentWire::Root => Parent::Root,
+                            ParentWire::Turn(turn_id) => Parent::Turn(TurnId(turn_id)),
+                        },
+                        key: (!extras.key.is_empty()).then_some(extras.key),
+                        labels: extras.labels,
+                        links: extras.links.into_iter().map(TurnId).collect(),
+                        summary,
+                    },
+                };
+                let info = self
+                    .engine
+                    .open_stream(request)
+                    .await
+                    .map_err(engine_error)?;
+                Ok(StreamsResponse::Opened {
+                    info: info_wire(&info),
+                })
+            }
+            StreamsRequest::StreamAppend {
+                stream_id,
+                offset,
+                bytes,
+            } => {
+                let length = self
+                    .engine
+                    .append_delta(stream_id, offset, bytes)
+                    .await
+                    .map_err(engine_error)?;
+                Ok(StreamsResponse::Appended { stream_id, length })
+            }
+            StreamsRequest::StreamSeal { stream_id } => {
+                let appended = self
+                    .engine
+                    .seal_stream(stream_id)
+                    .await
+                    .map_err(engine_error)?;
+                Ok(StreamsResponse::Sealed {
+                    turn: turn_wire(&appended.turn),
+                    deduped: appended.deduped,
+                })
+            }
+            StreamsRequest::StreamAbort { stream_id } => {
+                self.engine
+                    .abort_stream(stream_id)
+                    .await
+                    .map_err(engine_error)?;
+                Ok(StreamsResponse::Aborted { stream_id })
+            }
+            StreamsRequest::StreamList {
+                context,
+                after_stream_id,
+                limit,
+            } => {
+                let context_id = self.context_id(context)?;
+                // An unknown context is NOT_FOUND, not an empty list.
+                self.engine.head(context_id).await.map_err(engine_error)?;
+                let streams = self
+                    .engine
+                    .open_streams(Some(context_id), after_stream_id, limit as usize)
+                    .iter()
+                    .map(info_wire)
+                    .collect();
+                Ok(StreamsResponse::Listed { streams })
+            }
+            StreamsRequest::StreamRead {
+                stream_id,
+                offset,
+                bytes_max,
+                wait_ms,
+            } => {
+                let bytes_max = (bytes_max as usize).min(self.limits.response_bytes_max as usize);
+                let wait_ms = wait_ms.min(self.limits.stream_wait_ms_max);
+                let read = if wait_ms == 0 {
+                    self.engine.read_stream(stream_id, offset, bytes_max)
+                } else {
+                    let deadline = Duration::from_millis(u64::from(wait_ms));
+                    let wait = self.engine.wait_stream(stream_id, offset, bytes_max);
+                    match compio::time::timeout(deadline, wait).await {
+                        Ok(read) => read,
+                        // The deadline: the stream as it is now (nothing new, or ended).
+                        Err(_) => self.engine.read_stream(stream_id, offset, bytes_max),
+                    }
+                };
+                Ok(read_wire(stream_id, offset, read.map_err(engine_error)?))
+            }
+        }
+    }
+}
+
+fn info_wire(info: &StreamInfo) -> StreamInfoWire {
+    StreamInfoWire {
+        stream_id: info.stream_id,
+        context_id: info.context_id.0,
+        length: info.length_bytes,
+        type_tag: info.type_tag,
+        codec: info.codec,
+        opened_at_unix_ms: info.opened_at_unix_ms,
+        updated_at_unix_ms: info.updated_at_unix_ms,
+    }
+}
+
+fn read_wire(stream_id: u64, offset: u64, read: StreamRead) -> StreamsResponse {
+    match read {
+        StreamRead::Open { info, bytes } => StreamsResponse::Read {
+            stream_id,
+            state: StreamStateWire::Open,
+            offset,
+            length: info.length_bytes,
+            bytes,
+        },
+        StreamRead::Ended(end) => StreamsResponse::Read {
+            stream_id,
+            state: match end {
+                StreamEnd::Sealed(turn_id) => StreamStateWire::Sealed(turn_id.0),
+                StreamEnd::Aborted => StreamStateWire::Aborted,
+            },
+            offset,
+            length: 0,
+            bytes: bytes::Bytes::new(),
+        },
+    }
+}
