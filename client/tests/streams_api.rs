@@ -170,3 +170,44 @@ fn conflict_keeps_the_stream_open_and_bad_requests_are_typed_errors() {
     assert!(started.elapsed() >= Duration::from_millis(150));
     assert_eq!((chunk.state, chunk.bytes.len()), (StreamState::Open, 0));
 }
+
+#[test]
+fn only_the_connection_that_opened_a_stream_writes_it_until_it_closes() {
+    let server = TestServer::start(None);
+    let owner = connect(&server);
+    let other = connect(&server);
+    owner.open_context(NewContext::new().name("o")).unwrap();
+    let stream = owner.open_stream(name("o"), NewStream::new(1, 0)).unwrap();
+    owner
+        .append_delta(stream.stream_id, None, Bytes::from_static(b"mine "))
+        .unwrap();
+    for error in [
+        other
+            .append_delta(stream.stream_id, None, Bytes::from_static(b"x"))
+            .map(|_| ())
+            .unwrap_err(),
+        other.seal_stream(stream.stream_id).map(|_| ()).unwrap_err(),
+        other.abort_stream(stream.stream_id).unwrap_err(),
+    ] {
+        assert_eq!(code(error).0, ErrorCode::StreamNotOwned);
+    }
+    // Anyone reads it.
+    let chunk = other.read_stream(stream.stream_id, 0, 100, None).unwrap();
+    assert_eq!(chunk.bytes.as_ref(), b"mine ");
+    // The owner's connection closes: the stream stays open and the next writer continues it.
+    drop(owner);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let length = loop {
+        match other.append_delta(stream.stream_id, Some(5), Bytes::from_static(b"now yours")) {
+            Ok(length) => break length,
+            Err(error) => {
+                assert_eq!(code(error).0, ErrorCode::StreamNotOwned);
+                assert!(std::time::Instant::now() < deadline, "never released");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    assert_eq!(length, 14);
+    let sealed = other.seal_stream(stream.stream_id).unwrap();
+    assert_eq!(sealed.turn.payload_len, 14);
+}

@@ -50,6 +50,8 @@ pub enum ErrorKind {
     HashMismatch,
     /// A stream was sealed or aborted (issue 32): it takes no more deltas.
     StreamEnded,
+    /// Another connection owns the stream (issue 32).
+    StreamNotOwned,
 }
 
 /// Why an engine operation failed.
@@ -115,6 +117,11 @@ pub enum EngineError {
         end: crate::format::stream_meta::StreamEnd,
     },
     #[error(
+        "stream {0} is owned by another connection (the one that opened it, while it stays \
+         connected); write it from that connection"
+    )]
+    StreamNotOwned(u64),
+    #[error(
         "delta to stream {stream_id} at offset {offset}, but the stream holds {length} bytes; \
          read the stream and continue at its length"
     )]
@@ -142,6 +149,7 @@ impl EngineError {
             | EngineError::MissingChunks { .. }
             | EngineError::StreamNotFound(_) => ErrorKind::NotFound,
             EngineError::StreamEnded { .. } => ErrorKind::StreamEnded,
+            EngineError::StreamNotOwned(_) => ErrorKind::StreamNotOwned,
             EngineError::StreamOffset { .. } => ErrorKind::Conflict,
             EngineError::HashMismatch { .. } => ErrorKind::HashMismatch,
             EngineError::Limit { .. } => ErrorKind::TooLarge,
@@ -220,6 +228,7 @@ impl EngineError {
             },
             EngineError::ShutDown => EngineError::ShutDown,
             EngineError::StreamNotFound(id) => EngineError::StreamNotFound(*id),
+            EngineError::StreamNotOwned(id) => EngineError::StreamNotOwned(*id),
             EngineError::StreamEnded { stream_id, end } => EngineError::StreamEnded {
                 stream_id: *stream_id,
                 end: *end,

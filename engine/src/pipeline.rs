@@ -58,7 +58,7 @@ use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{AppendRequest, Appended, ContextView, Created, NewContext, Overlaid, Purged};
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
-use crate::sequencer::streams::{StreamId, StreamInfo};
+use crate::sequencer::streams::{StreamId, StreamInfo, StreamOwner};
 
 /// The blob a turn names: what the sequencer needs to write a turn record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -325,6 +325,7 @@ pub(crate) enum StreamChange {
     Open {
         context_id: ContextId,
         open: StreamOpen,
+        owner: StreamOwner,
     },
     /// Bytes at the stream's end; with `offset`, only there (a retried delta whose bytes are
     /// already there at that offset is answered as if written again).
@@ -332,6 +333,7 @@ pub(crate) enum StreamChange {
         stream_id: StreamId,
         offset: Option<u64>,
         bytes: bytes::Bytes,
+        owner: u64,
     },
     /// Seal: the stream's `length_bytes` bytes, stored durably as `blob`, become a turn, and
     /// the stream's end record follows it in the same batch. Answered `Moved` when the stream
@@ -340,9 +342,15 @@ pub(crate) enum StreamChange {
         stream_id: StreamId,
         length_bytes: u64,
         blob: TurnBlob,
+        owner: u64,
     },
     Abort {
         stream_id: StreamId,
+        owner: u64,
+    },
+    /// Every stream `owner` holds becomes unowned (its connection closed); writes nothing.
+    Release {
+        owner: u64,
     },
 }
 
@@ -356,6 +364,7 @@ pub(crate) enum StreamAnswer {
     /// The stream grew since the caller read it for the seal: read again and retry.
     Moved,
     Aborted,
+    Released(usize),
 }
 
 /// The durable state a garbage-collection round marks from.

@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::*;
-use ctxstore_engine::streams::{StreamEnd, StreamRead};
-use ctxstore_engine::{AppendRequest, ContextId, EngineError, ErrorKind, Parent, TurnId, verify};
+use ctxstore_engine::streams::{NO_OWNER, StreamEnd, StreamOwner, StreamRead};
+use ctxstore_engine::{
+    AppendRequest, Appended, ContextId, Engine, EngineError, ErrorKind, Parent, TurnId, verify,
+};
 
 fn open_request(context_id: ContextId, expected_head: Option<TurnId>) -> AppendRequest<()> {
     AppendRequest {
@@ -23,6 +25,33 @@ fn open_request(context_id: ContextId, expected_head: Option<TurnId>) -> AppendR
         payload: (),
         options: Default::default(),
     }
+}
+
+// In-process callers own no stream: any of them may write it.
+async fn open_any(
+    engine: &Engine,
+    request: AppendRequest<()>,
+) -> Result<ctxstore_engine::streams::StreamInfo, EngineError> {
+    engine.open_stream(request, StreamOwner::NONE).await
+}
+
+async fn delta_any(
+    engine: &Engine,
+    stream_id: u64,
+    offset: Option<u64>,
+    bytes: Bytes,
+) -> Result<u64, EngineError> {
+    engine
+        .append_delta(stream_id, offset, bytes, NO_OWNER)
+        .await
+}
+
+async fn seal_any(engine: &Engine, stream_id: u64) -> Result<Appended, EngineError> {
+    engine.seal_stream(stream_id, NO_OWNER).await
+}
+
+async fn abort_any(engine: &Engine, stream_id: u64) -> Result<(), EngineError> {
+    engine.abort_stream(stream_id, NO_OWNER).await
 }
 
 fn bytes_of(read: StreamRead) -> Vec<u8> {
@@ -51,7 +80,7 @@ fn deltas_are_read_from_any_offset_and_the_seal_is_one_ordinary_turn() {
     let engine = open(dir.path());
     let context = new_context(&engine);
     let first = append(&engine, context, b"the question", None).unwrap();
-    let stream = block_on(engine.open_stream(open_request(context, None))).unwrap();
+    let stream = block_on(open_any(&engine, open_request(context, None))).unwrap();
     assert_eq!(stream.context_id, context);
     assert_eq!(stream.length_bytes, 0);
     assert_eq!(engine.open_streams(Some(context), 0, 10), vec![stream]);
@@ -59,9 +88,13 @@ fn deltas_are_read_from_any_offset_and_the_seal_is_one_ordinary_turn() {
     let mut whole = Vec::new();
     for piece in &pieces {
         whole.extend_from_slice(piece);
-        let length =
-            block_on(engine.append_delta(stream.stream_id, None, Bytes::from(piece.clone())))
-                .unwrap();
+        let length = block_on(delta_any(
+            &engine,
+            stream.stream_id,
+            None,
+            Bytes::from(piece.clone()),
+        ))
+        .unwrap();
         assert_eq!(length, whole.len() as u64);
     }
     for offset in [0, 1, 17, whole.len() - 1, whole.len()] {
@@ -81,7 +114,7 @@ fn deltas_are_read_from_any_offset_and_the_seal_is_one_ordinary_turn() {
         first.turn.turn_id
     );
 
-    let sealed = block_on(engine.seal_stream(stream.stream_id)).unwrap();
+    let sealed = block_on(seal_any(&engine, stream.stream_id)).unwrap();
     assert!(!sealed.existing);
     assert_eq!(sealed.turn.parent_turn_id, first.turn.turn_id);
     assert_eq!(sealed.turn.depth, 1);
@@ -100,21 +133,32 @@ fn deltas_are_read_from_any_offset_and_the_seal_is_one_ordinary_turn() {
         engine.read_stream(stream.stream_id, 0, 10).unwrap(),
         StreamRead::Ended(end)
     );
-    let delta = block_on(engine.append_delta(stream.stream_id, None, Bytes::from_static(b"x")));
+    let delta = block_on(delta_any(
+        &engine,
+        stream.stream_id,
+        None,
+        Bytes::from_static(b"x"),
+    ));
     assert!(
         matches!(delta, Err(EngineError::StreamEnded { end: e, .. }) if e == end),
         "{delta:?}"
     );
-    let again = block_on(engine.seal_stream(stream.stream_id)).unwrap_err();
+    let again = block_on(seal_any(&engine, stream.stream_id)).unwrap_err();
     assert_eq!(again.kind(), ErrorKind::StreamEnded);
-    let abort = block_on(engine.abort_stream(stream.stream_id)).unwrap_err();
+    let abort = block_on(abort_any(&engine, stream.stream_id)).unwrap_err();
     assert_eq!(abort.kind(), ErrorKind::StreamEnded);
     assert!(engine.open_streams(None, 0, 10).is_empty());
 
     // The same bytes again: stored once.
-    let twin = block_on(engine.open_stream(open_request(context, None))).unwrap();
-    block_on(engine.append_delta(twin.stream_id, None, Bytes::from(whole.clone()))).unwrap();
-    let twin_sealed = block_on(engine.seal_stream(twin.stream_id)).unwrap();
+    let twin = block_on(open_any(&engine, open_request(context, None))).unwrap();
+    block_on(delta_any(
+        &engine,
+        twin.stream_id,
+        None,
+        Bytes::from(whole.clone()),
+    ))
+    .unwrap();
+    let twin_sealed = block_on(seal_any(&engine, twin.stream_id)).unwrap();
     assert!(twin_sealed.deduped);
     assert_eq!(twin_sealed.turn.payload_hash, sealed.turn.payload_hash);
     engine.shutdown();
@@ -126,11 +170,17 @@ fn a_stale_expected_head_keeps_the_stream_open_and_abort_ends_it() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path());
     let context = new_context(&engine);
-    let stream = block_on(engine.open_stream(open_request(context, Some(TurnId::NONE)))).unwrap();
-    block_on(engine.append_delta(stream.stream_id, None, Bytes::from_static(b"partial"))).unwrap();
+    let stream = block_on(open_any(&engine, open_request(context, Some(TurnId::NONE)))).unwrap();
+    block_on(delta_any(
+        &engine,
+        stream.stream_id,
+        None,
+        Bytes::from_static(b"partial"),
+    ))
+    .unwrap();
     // Someone else moves the head: the seal is a CONFLICT and the stream stays open.
     let other = append(&engine, context, b"another writer", None).unwrap();
-    let conflict = block_on(engine.seal_stream(stream.stream_id)).unwrap_err();
+    let conflict = block_on(seal_any(&engine, stream.stream_id)).unwrap_err();
     assert!(
         matches!(conflict, EngineError::Conflict { actual, .. } if actual == other.turn.turn_id),
         "{conflict:?}"
@@ -140,11 +190,16 @@ fn a_stale_expected_head_keeps_the_stream_open_and_abort_ends_it() {
         other.turn.turn_id
     );
     assert_eq!(
-        block_on(engine.append_delta(stream.stream_id, None, Bytes::from_static(b" more")))
-            .unwrap(),
+        block_on(delta_any(
+            &engine,
+            stream.stream_id,
+            None,
+            Bytes::from_static(b" more")
+        ))
+        .unwrap(),
         12
     );
-    block_on(engine.abort_stream(stream.stream_id)).unwrap();
+    block_on(abort_any(&engine, stream.stream_id)).unwrap();
     assert_eq!(
         engine.read_stream(stream.stream_id, 0, 10).unwrap(),
         StreamRead::Ended(StreamEnd::Aborted)
@@ -154,19 +209,27 @@ fn a_stale_expected_head_keeps_the_stream_open_and_abort_ends_it() {
         other.turn.turn_id
     );
     // A stream with an explicit parent and key: the seal hangs there and carries the key.
-    let keyed = block_on(engine.open_stream(AppendRequest {
-        options: ctxstore_engine::TurnOptions {
-            parent: Parent::Root,
-            key: Some(Bytes::from_static(b"answer-7")),
-            labels: vec![("role".into(), "assistant".into())],
-            ..Default::default()
+    let keyed = block_on(open_any(
+        &engine,
+        AppendRequest {
+            options: ctxstore_engine::TurnOptions {
+                parent: Parent::Root,
+                key: Some(Bytes::from_static(b"answer-7")),
+                labels: vec![("role".into(), "assistant".into())],
+                ..Default::default()
+            },
+            ..open_request(context, None)
         },
-        ..open_request(context, None)
-    }))
+    ))
     .unwrap();
-    block_on(engine.append_delta(keyed.stream_id, None, Bytes::from_static(b"root answer")))
-        .unwrap();
-    let sealed = block_on(engine.seal_stream(keyed.stream_id)).unwrap();
+    block_on(delta_any(
+        &engine,
+        keyed.stream_id,
+        None,
+        Bytes::from_static(b"root answer"),
+    ))
+    .unwrap();
+    let sealed = block_on(seal_any(&engine, keyed.stream_id)).unwrap();
     assert_eq!(sealed.turn.parent_turn_id, TurnId::NONE);
     assert_eq!(sealed.extras.key, b"answer-7");
     assert_eq!(
@@ -184,48 +247,75 @@ fn offsets_limits_and_unknown_streams_are_typed_errors_that_write_nothing() {
     config.limits.blob_bytes_max = 1000;
     let engine = ctxstore_engine::Engine::open(config).unwrap();
     let context = new_context(&engine);
-    let missing = block_on(engine.open_stream(open_request(ContextId(42), None))).unwrap_err();
+    let missing = block_on(open_any(&engine, open_request(ContextId(42), None))).unwrap_err();
     assert_eq!(missing.kind(), ErrorKind::NotFound);
-    let a = block_on(engine.open_stream(open_request(context, None))).unwrap();
-    let _b = block_on(engine.open_stream(open_request(context, None))).unwrap();
-    let third = block_on(engine.open_stream(open_request(context, None))).unwrap_err();
+    let a = block_on(open_any(&engine, open_request(context, None))).unwrap();
+    let _b = block_on(open_any(&engine, open_request(context, None))).unwrap();
+    let third = block_on(open_any(&engine, open_request(context, None))).unwrap_err();
     assert!(
         matches!(third, EngineError::Limit { limit: 2, .. }),
         "{third:?}"
     );
 
-    block_on(engine.append_delta(a.stream_id, Some(0), Bytes::from_static(b"hello "))).unwrap();
+    block_on(delta_any(
+        &engine,
+        a.stream_id,
+        Some(0),
+        Bytes::from_static(b"hello "),
+    ))
+    .unwrap();
     // A retried delta (same offset, same bytes) answers its length again; a wrong offset is
     // refused with the stream's length.
     assert_eq!(
-        block_on(engine.append_delta(a.stream_id, Some(0), Bytes::from_static(b"hello "))).unwrap(),
+        block_on(delta_any(
+            &engine,
+            a.stream_id,
+            Some(0),
+            Bytes::from_static(b"hello ")
+        ))
+        .unwrap(),
         6
     );
-    let gap = block_on(engine.append_delta(a.stream_id, Some(9), Bytes::from_static(b"x")));
+    let gap = block_on(delta_any(
+        &engine,
+        a.stream_id,
+        Some(9),
+        Bytes::from_static(b"x"),
+    ));
     assert!(
         matches!(gap, Err(EngineError::StreamOffset { length: 6, .. })),
         "{gap:?}"
     );
-    let other = block_on(engine.append_delta(a.stream_id, Some(0), Bytes::from_static(b"HELLO ")));
+    let other = block_on(delta_any(
+        &engine,
+        a.stream_id,
+        Some(0),
+        Bytes::from_static(b"HELLO "),
+    ));
     assert_eq!(other.unwrap_err().kind(), ErrorKind::Conflict);
     // Past the blob limit: TOO_LARGE, nothing written.
-    let large = block_on(engine.append_delta(a.stream_id, None, Bytes::from(vec![b'x'; 995])));
+    let large = block_on(delta_any(
+        &engine,
+        a.stream_id,
+        None,
+        Bytes::from(vec![b'x'; 995]),
+    ));
     assert_eq!(large.unwrap_err().kind(), ErrorKind::TooLarge);
-    let empty = block_on(engine.append_delta(a.stream_id, None, Bytes::new()));
+    let empty = block_on(delta_any(&engine, a.stream_id, None, Bytes::new()));
     assert_eq!(empty.unwrap_err().kind(), ErrorKind::InvalidArgument);
     assert_eq!(
         bytes_of(engine.read_stream(a.stream_id, 0, 100).unwrap()),
         b"hello "
     );
-    let unknown = block_on(engine.append_delta(7777, None, Bytes::from_static(b"x")));
+    let unknown = block_on(delta_any(&engine, 7777, None, Bytes::from_static(b"x")));
     assert!(matches!(unknown, Err(EngineError::StreamNotFound(7777))));
     assert!(matches!(
         engine.read_stream(7777, 0, 1),
         Err(EngineError::StreamNotFound(7777))
     ));
     // Once one ends, another may open.
-    block_on(engine.abort_stream(a.stream_id)).unwrap();
-    block_on(engine.open_stream(open_request(context, None))).unwrap();
+    block_on(abort_any(&engine, a.stream_id)).unwrap();
+    block_on(open_any(&engine, open_request(context, None))).unwrap();
     engine.shutdown();
 }
 
@@ -234,7 +324,7 @@ fn a_waiting_reader_gets_every_byte_exactly_once_in_order_then_the_end() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path());
     let context = new_context(&engine);
-    let stream = block_on(engine.open_stream(open_request(context, None))).unwrap();
+    let stream = block_on(open_any(&engine, open_request(context, None))).unwrap();
     let pieces = deltas(3, 200);
     let expected: Vec<u8> = pieces.concat();
     let reader = {
@@ -251,10 +341,16 @@ fn a_waiting_reader_gets_every_byte_exactly_once_in_order_then_the_end() {
         })
     };
     for piece in pieces {
-        block_on(engine.append_delta(stream.stream_id, None, Bytes::from(piece))).unwrap();
+        block_on(delta_any(
+            &engine,
+            stream.stream_id,
+            None,
+            Bytes::from(piece),
+        ))
+        .unwrap();
     }
     std::thread::sleep(Duration::from_millis(20));
-    let sealed = block_on(engine.seal_stream(stream.stream_id)).unwrap();
+    let sealed = block_on(seal_any(&engine, stream.stream_id)).unwrap();
     let (got, end) = reader.join().unwrap();
     assert_eq!(got, expected);
     assert_eq!(end, StreamEnd::Sealed(sealed.turn.turn_id));
@@ -282,15 +378,26 @@ fn after_a_crash_every_acknowledged_delta_is_there_and_the_stream_continues() {
     let image = tempfile::tempdir().unwrap();
     let engine = open(dir.path());
     let context = new_context(&engine);
-    let open_stream = block_on(engine.open_stream(open_request(context, None))).unwrap();
-    let ended = block_on(engine.open_stream(open_request(context, None))).unwrap();
-    block_on(engine.append_delta(ended.stream_id, None, Bytes::from_static(b"gone"))).unwrap();
-    block_on(engine.abort_stream(ended.stream_id)).unwrap();
+    let open_stream = block_on(open_any(&engine, open_request(context, None))).unwrap();
+    let ended = block_on(open_any(&engine, open_request(context, None))).unwrap();
+    block_on(delta_any(
+        &engine,
+        ended.stream_id,
+        None,
+        Bytes::from_static(b"gone"),
+    ))
+    .unwrap();
+    block_on(abort_any(&engine, ended.stream_id)).unwrap();
     let pieces = deltas(5, 120);
     let mut acknowledged = Vec::new();
     for piece in &pieces {
-        block_on(engine.append_delta(open_stream.stream_id, None, Bytes::from(piece.clone())))
-            .unwrap();
+        block_on(delta_any(
+            &engine,
+            open_stream.stream_id,
+            None,
+            Bytes::from(piece.clone()),
+        ))
+        .unwrap();
         acknowledged.extend_from_slice(piece);
     }
     crash_image(dir.path(), image.path());
@@ -315,14 +422,15 @@ fn after_a_crash_every_acknowledged_delta_is_there_and_the_stream_continues() {
     );
     // Continued at its length, then sealed: the turn holds every byte.
     let offset = acknowledged.len() as u64;
-    block_on(engine.append_delta(
+    block_on(delta_any(
+        &engine,
         open_stream.stream_id,
         Some(offset),
         Bytes::from_static(b" [continued]"),
     ))
     .unwrap();
     acknowledged.extend_from_slice(b" [continued]");
-    let sealed = block_on(engine.seal_stream(open_stream.stream_id)).unwrap();
+    let sealed = block_on(seal_any(&engine, open_stream.stream_id)).unwrap();
     let last = block_on(engine.last(context, 1, true)).unwrap();
     assert_eq!(last.turns[0].turn.turn_id, sealed.turn.turn_id);
     assert_eq!(last.turns[0].payload.as_deref(), Some(&acknowledged[..]));
@@ -339,6 +447,50 @@ fn after_a_crash_every_acknowledged_delta_is_there_and_the_stream_continues() {
 }
 
 #[test]
+fn only_the_owner_writes_its_stream_until_it_releases_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let context = new_context(&engine);
+    let alice = StreamOwner {
+        owner: 1,
+        streams_max: 2,
+    };
+    let stream = block_on(engine.open_stream(open_request(context, None), alice)).unwrap();
+    block_on(engine.open_stream(open_request(context, None), alice)).unwrap();
+    let third = block_on(engine.open_stream(open_request(context, None), alice)).unwrap_err();
+    assert!(
+        matches!(third, EngineError::Limit { limit: 2, .. }),
+        "{third:?}"
+    );
+    let id = stream.stream_id;
+    block_on(engine.append_delta(id, None, Bytes::from_static(b"a"), 1)).unwrap();
+    for refused in [
+        block_on(engine.append_delta(id, None, Bytes::from_static(b"b"), 2)).map(|_| ()),
+        block_on(engine.seal_stream(id, 2)).map(|_| ()),
+        block_on(engine.abort_stream(id, 2)),
+    ] {
+        let error = refused.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::StreamNotOwned, "{error:?}");
+    }
+    // Released (its connection closed): the next writer takes it over, the first is refused.
+    assert_eq!(block_on(engine.release_streams(1)).unwrap(), 2);
+    assert_eq!(
+        block_on(engine.append_delta(id, None, Bytes::from_static(b"b"), 2)).unwrap(),
+        2
+    );
+    let error = block_on(engine.append_delta(id, None, Bytes::from_static(b"c"), 1)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::StreamNotOwned);
+    assert_eq!(
+        block_on(engine.seal_stream(id, 2))
+            .unwrap()
+            .turn
+            .payload_len,
+        2
+    );
+    engine.shutdown();
+}
+
+#[test]
 fn an_idle_stream_is_aborted_by_the_reaper() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path());
@@ -346,8 +498,14 @@ fn an_idle_stream_is_aborted_by_the_reaper() {
     config.reaper_interval_ms = 10;
     let engine = ctxstore_engine::Engine::open(config).unwrap();
     let context = new_context(&engine);
-    let stream = block_on(engine.open_stream(open_request(context, None))).unwrap();
-    block_on(engine.append_delta(stream.stream_id, None, Bytes::from_static(b"tok"))).unwrap();
+    let stream = block_on(open_any(&engine, open_request(context, None))).unwrap();
+    block_on(delta_any(
+        &engine,
+        stream.stream_id,
+        None,
+        Bytes::from_static(b"tok"),
+    ))
+    .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while engine.read_stream(stream.stream_id, 0, 1).unwrap()
         != StreamRead::Ended(StreamEnd::Aborted)
@@ -402,23 +560,41 @@ fn after_the_seal_and_a_collection_the_log_holds_no_delta_and_the_pack_the_turn(
     let pieces: Vec<Vec<u8>> = (0..300)
         .map(|i| random_payload(900 + i, 24 + (i as usize % 17)))
         .collect();
-    let sealed = block_on(engine.open_stream(open_request(context, None))).unwrap();
-    let aborted = block_on(engine.open_stream(open_request(context, None))).unwrap();
-    let open = block_on(engine.open_stream(open_request(context, None))).unwrap();
+    let sealed = block_on(open_any(&engine, open_request(context, None))).unwrap();
+    let aborted = block_on(open_any(&engine, open_request(context, None))).unwrap();
+    let open = block_on(open_any(&engine, open_request(context, None))).unwrap();
     for piece in &pieces[..200] {
-        block_on(engine.append_delta(sealed.stream_id, None, Bytes::from(piece.clone()))).unwrap();
+        block_on(delta_any(
+            &engine,
+            sealed.stream_id,
+            None,
+            Bytes::from(piece.clone()),
+        ))
+        .unwrap();
     }
     for piece in &pieces[200..250] {
-        block_on(engine.append_delta(aborted.stream_id, None, Bytes::from(piece.clone()))).unwrap();
+        block_on(delta_any(
+            &engine,
+            aborted.stream_id,
+            None,
+            Bytes::from(piece.clone()),
+        ))
+        .unwrap();
     }
     for piece in &pieces[250..] {
-        block_on(engine.append_delta(open.stream_id, None, Bytes::from(piece.clone()))).unwrap();
+        block_on(delta_any(
+            &engine,
+            open.stream_id,
+            None,
+            Bytes::from(piece.clone()),
+        ))
+        .unwrap();
     }
     let log = |name: &str| name.starts_with("turns.");
     let packs = |name: &str| !name.starts_with("turns.");
     assert!(held(dir.path(), &pieces, &log).iter().all(|&in_log| in_log));
-    let turn = block_on(engine.seal_stream(sealed.stream_id)).unwrap();
-    block_on(engine.abort_stream(aborted.stream_id)).unwrap();
+    let turn = block_on(seal_any(&engine, sealed.stream_id)).unwrap();
+    block_on(abort_any(&engine, aborted.stream_id)).unwrap();
     let report = engine.gc().unwrap();
     assert!(report.log_bytes_reclaimed > 0, "{report:?}");
     let in_logs = held(dir.path(), &pieces, &log);

@@ -83,6 +83,8 @@ pub struct ServerLimits {
     pub unwritten_bytes_total_max: u64,
     /// Longest wait of one STREAM_READ (a long poll, issue 32), in milliseconds (30 s).
     pub stream_wait_ms_max: u32,
+    /// Streams one connection may hold open at once (64).
+    pub streams_per_connection_max: u32,
 }
 
 impl Default for ServerLimits {
@@ -100,6 +102,7 @@ impl Default for ServerLimits {
             unwritten_bytes_max: 64 * 1024 * 1024,
             unwritten_bytes_total_max: 1024 * 1024 * 1024,
             stream_wait_ms_max: 30_000,
+            streams_per_connection_max: 64,
         }
     }
 }

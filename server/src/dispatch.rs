@@ -59,9 +59,10 @@ impl Dispatcher {
     }
 
     /// Answers one request (HELLO is handled by the connection before it gets here).
-    pub async fn handle(&self, request: Request, version: u16) -> Response {
+    /// `connection_id` owns the streams the connection opens (issue 32).
+    pub async fn handle(&self, request: Request, version: u16, connection_id: u64) -> Response {
         let response = self
-            .answer(request)
+            .answer(request, connection_id)
             .await
             .unwrap_or_else(|response| response);
         in_version(response, version)
@@ -69,7 +70,7 @@ impl Dispatcher {
 
     /// The answer to a request; `Err` holds an ERROR response. One arm per message family;
     /// each family's file answers its own requests.
-    async fn answer(&self, request: Request) -> Result<Response, Response> {
+    async fn answer(&self, request: Request, connection_id: u64) -> Result<Response, Response> {
         match request {
             Request::Admin(request) => self.answer_admin(request).await.map(Response::Admin),
             Request::Contexts(request) => {
@@ -89,7 +90,10 @@ impl Dispatcher {
                 self.answer_overlays(request).await.map(Response::Overlays)
             }
             Request::Blobs(request) => self.answer_blobs(request).await.map(Response::Blobs),
-            Request::Streams(request) => self.answer_streams(request).await.map(Response::Streams),
+            Request::Streams(request) => self
+                .answer_streams(request, connection_id)
+                .await
+                .map(Response::Streams),
         }
     }
 
@@ -196,6 +200,7 @@ pub fn engine_error(error: EngineError) -> Response {
         ErrorKind::HashMismatch => ErrorCode::HashMismatch,
         // Only stream requests (version 3) name streams.
         ErrorKind::StreamEnded => ErrorCode::StreamEnded,
+        ErrorKind::StreamNotOwned => ErrorCode::StreamNotOwned,
     };
     let detail = match &error {
         EngineError::Conflict { actual, .. } => actual.0,

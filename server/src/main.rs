@@ -238,6 +238,10 @@ struct ServeArgs {
     /// reader asks again from the same offset.
     #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u32).range(1..=60_000))]
     stream_wait_ms_max: u32,
+    /// Streams one connection may hold open at once (it opened them and has not sealed or
+    /// aborted them; a closed connection's streams are released to whoever writes next).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    streams_per_connection_max: u32,
     /// Bytes per second an online backup (`ctxstore backup`) copies at most, e.g. `64MiB`,
     /// `200MB`; `off` (default): as fast as the disk allows. The copy shares the disk with every
     /// append's fdatasync: limit it on a disk that a full-speed copy would crowd.
@@ -894,6 +898,7 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine.stream_idle_timeout_ms = args.stream_idle_timeout.as_millis() as u64;
     config.engine.limits.streams_open_max = args.streams_open_max;
     config.limits.stream_wait_ms_max = args.stream_wait_ms_max;
+    config.limits.streams_per_connection_max = args.streams_per_connection_max;
     config.engine.backup_bytes_per_s_max = args.backup_rate_max;
     config.engine.gc_interval_ms = args.gc_interval.as_millis() as u64;
     config.engine.gc_deleted_bytes_trigger = args.gc_deleted_bytes_trigger;

@@ -18,7 +18,9 @@ use crate::published::Published;
 use crate::sequencer::streams::StreamState;
 
 pub use crate::format::stream_meta::StreamEnd;
-pub use crate::sequencer::streams::{ENDED_STREAMS_KEPT_MAX, StreamId, StreamInfo};
+pub use crate::sequencer::streams::{
+    ENDED_STREAMS_KEPT_MAX, NO_OWNER, StreamId, StreamInfo, StreamOwner,
+};
 
 /// Bytes one `append_delta` call takes at most: its records join one group commit, and a
 /// caller with more sends more calls (the wire's frames are smaller still).
@@ -40,7 +42,13 @@ impl Engine {
     /// request's type, codec, expected head, parent, key, labels, links and summary flag.
     /// Without a key the sealed turn gets `stream:<StreamID>` (a seal retried after a crash
     /// finds its turn). Answered once the open record is durable.
-    pub async fn open_stream(&self, request: AppendRequest<()>) -> Result<StreamInfo, EngineError> {
+    /// `owner` (a server's connection; `StreamOwner::NONE` in-process) alone may then write
+    /// it, while it holds it (`release_streams`), at most `owner.streams_max` at once.
+    pub async fn open_stream(
+        &self,
+        request: AppendRequest<()>,
+        owner: StreamOwner,
+    ) -> Result<StreamInfo, EngineError> {
         self.check_open()?;
         self.inner.published.status.check_writable()?;
         let AppendRequest {
@@ -75,7 +83,11 @@ impl Engine {
             extras,
         };
         match self
-            .send_stream(StreamChange::Open { context_id, open })
+            .send_stream(StreamChange::Open {
+                context_id,
+                open,
+                owner,
+            })
             .await?
         {
             StreamAnswer::Opened(info) => Ok(info),
@@ -86,12 +98,14 @@ impl Engine {
     /// Appends `bytes` at the stream's end; with `offset`, only if the stream holds exactly
     /// that many bytes (a retry of a delta that was written answers its length again, any
     /// other mismatch is `StreamOffset`). Returns the stream's new length, once durable.
-    /// TOO_LARGE (nothing written) past `blob_bytes_max` or `STREAM_DELTA_CALL_BYTES_MAX`.
+    /// TOO_LARGE (nothing written) past `blob_bytes_max` or `STREAM_DELTA_CALL_BYTES_MAX`;
+    /// `StreamNotOwned` when another owner holds the stream (`NO_OWNER`: any caller).
     pub async fn append_delta(
         &self,
         stream_id: StreamId,
         offset: Option<u64>,
         bytes: Bytes,
+        owner: u64,
     ) -> Result<u64, EngineError> {
         self.check_open()?;
         if bytes.len() > STREAM_DELTA_CALL_BYTES_MAX {
@@ -104,6 +118,7 @@ impl Engine {
             stream_id,
             offset,
             bytes,
+            owner,
         };
         match self.send_stream(change).await? {
             StreamAnswer::Length(length) => Ok(length),
@@ -113,7 +128,11 @@ impl Engine {
 
     /// Seals the stream: its bytes become one turn (CONFLICT on a stale expected head, and
     /// the stream stays open). Answers the turn as an append does.
-    pub async fn seal_stream(&self, stream_id: StreamId) -> Result<Appended, EngineError> {
+    pub async fn seal_stream(
+        &self,
+        stream_id: StreamId,
+        owner: u64,
+    ) -> Result<Appended, EngineError> {
         self.check_open()?;
         for _ in 0..SEAL_RETRIES_MAX {
             let bytes = match self.read_stream(stream_id, 0, usize::MAX)? {
@@ -134,6 +153,7 @@ impl Engine {
                 stream_id,
                 length_bytes,
                 blob,
+                owner,
             };
             match self.send_stream(change).await? {
                 StreamAnswer::Sealed(appended) => return Ok(appended),
@@ -148,10 +168,23 @@ impl Engine {
     }
 
     /// Aborts the stream: it takes no more deltas and never becomes a turn.
-    pub async fn abort_stream(&self, stream_id: StreamId) -> Result<(), EngineError> {
+    pub async fn abort_stream(&self, stream_id: StreamId, owner: u64) -> Result<(), EngineError> {
         self.check_open()?;
-        match self.send_stream(StreamChange::Abort { stream_id }).await? {
+        match self
+            .send_stream(StreamChange::Abort { stream_id, owner })
+            .await?
+        {
             StreamAnswer::Aborted => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Every stream `owner` holds becomes unowned (its connection closed): the next writer
+    /// with an owner takes it. Returns how many it held.
+    pub async fn release_streams(&self, owner: u64) -> Result<usize, EngineError> {
+        self.check_open()?;
+        match self.send_stream(StreamChange::Release { owner }).await? {
+            StreamAnswer::Released(count) => Ok(count),
             other => Err(unexpected(other)),
         }
     }
@@ -237,7 +270,10 @@ pub(crate) fn abort_idle_streams(
         .idle(now_unix_ms.saturating_sub(idle_timeout_ms));
     for stream_id in idle {
         let (reply, answer) = oneshot::channel();
-        let change = StreamChange::Abort { stream_id };
+        let change = StreamChange::Abort {
+            stream_id,
+            owner: NO_OWNER,
+        };
         if sequencer
             .0
             .send(SequencerRequest::Stream { change, reply })

@@ -49,7 +49,30 @@ pub(crate) struct OpenStream {
     pub length_bytes: u64,
     pub opened_at_unix_ms: u64,
     pub updated_at_unix_ms: u64,
+    /// Who may append, seal and abort (a server's connection; `NO_OWNER`: anyone, and the
+    /// next caller with an owner takes it). Memory only: after a restart every stream is
+    /// unowned, so a writer that reconnects continues its stream.
+    pub owner: u64,
 }
+
+/// Who opens a stream: an owner id (`NO_OWNER`: in-process, anyone may write) and how many
+/// open streams that owner may hold at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamOwner {
+    pub owner: u64,
+    pub streams_max: u32,
+}
+
+impl StreamOwner {
+    /// In-process callers: no owner, no limit but the store's.
+    pub const NONE: StreamOwner = StreamOwner {
+        owner: NO_OWNER,
+        streams_max: u32::MAX,
+    };
+}
+
+/// An open stream's owner when none holds it (replayed, released, or in-process callers).
+pub const NO_OWNER: u64 = 0;
 
 impl OpenStream {
     pub fn info(&self, stream_id: StreamId) -> StreamInfo {
@@ -136,6 +159,35 @@ impl Streams {
             .map(|(id, open)| (*id, open))
     }
 
+    /// Open streams `owner` holds.
+    pub fn owned_by(&self, owner: u64) -> usize {
+        self.open
+            .values()
+            .filter(|open| open.owner == owner)
+            .count()
+    }
+
+    /// Sets the owner of an open stream (the live path's, never a record).
+    pub fn set_owner(&mut self, stream_id: StreamId, owner: u64) {
+        if let Some(open) = self.open.get_mut(&stream_id) {
+            open.owner = owner;
+        }
+    }
+
+    /// Every stream `owner` holds becomes unowned (its connection closed).
+    pub fn release(&mut self, owner: u64) -> usize {
+        let owned: Vec<StreamId> = self
+            .open
+            .iter()
+            .filter(|(_, open)| open.owner == owner)
+            .map(|(id, _)| *id)
+            .collect();
+        for stream_id in &owned {
+            self.set_owner(*stream_id, NO_OWNER);
+        }
+        owned.len()
+    }
+
     /// The open streams whose last delta (or open) is older than `before_unix_ms`.
     pub fn idle(&self, before_unix_ms: u64) -> Vec<StreamId> {
         self.open
@@ -171,6 +223,7 @@ impl Streams {
                         length_bytes: 0,
                         opened_at_unix_ms: at_unix_ms,
                         updated_at_unix_ms: at_unix_ms,
+                        owner: NO_OWNER,
                     },
                 );
             }

@@ -51,6 +51,9 @@ pub struct CoreContext {
     pub pending_hellos: PendingHellos,
 }
 
+/// The next connection's id (`ConnectionState::connection_id`), shared by every core.
+static NEXT_CONNECTION_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// Serves one connection until the peer leaves, a framing error, a timeout or shutdown.
 pub async fn serve(
     stream: TcpStream,
@@ -65,9 +68,11 @@ pub async fn serve(
     let (outgoing, queue) = flume::unbounded();
     let accounting = Rc::new(Accounting::new(core.clone()));
     let mut writer_task = compio::runtime::spawn(write_frames(writer, queue, accounting.clone()));
+    let connection_id = NEXT_CONNECTION_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let state = Rc::new(ConnectionState {
         outgoing,
         accounting: accounting.clone(),
+        connection_id,
     });
     let mut hello = HelloState::new(ticket, &core.limits);
     let ending = read_requests(&mut reader, &core, &state, &mut hello).await;
@@ -79,6 +84,9 @@ pub async fn serve(
     // What was read is answered and written, unless the peer stops reading for idle_timeout
     // or the server's drain deadline passes (then the connection closes hard).
     let drained = drain_in_flight(&accounting, &core).await;
+    // Its streams stay open, unowned: the writer may reconnect and continue them. (Failing
+    // only when the engine is shutting down, when ownership ends anyway.)
+    let _ = core.dispatcher.engine.release_streams(connection_id).await;
     let _ = state.outgoing.send(Outgoing::Close);
     drop(state);
     let written = drained && finish_writing(&mut writer_task, &accounting, &core).await;

@@ -205,7 +205,12 @@ pub(super) fn start(
     let started = core.metrics.clock();
     let mut task: Pin<Box<dyn Future<Output = Response>>> = {
         let core = core.clone();
-        Box::pin(async move { core.dispatcher.handle(request, version).await })
+        let connection_id = state.connection_id;
+        Box::pin(async move {
+            core.dispatcher
+                .handle(request, version, connection_id)
+                .await
+        })
     };
     // Most reads complete without waiting (they run on this thread over published state):
     // answer them here, so that their bytes are counted before the next frame is taken. A

@@ -29,6 +29,9 @@ pub(super) enum Outgoing {
 pub(super) struct ConnectionState {
     pub(super) outgoing: flume::Sender<Outgoing>,
     pub(super) accounting: Rc<Accounting>,
+    /// Unique in the server's life (from 1): the owner of the streams this connection opens
+    /// (issue 32), released when it closes.
+    pub(super) connection_id: u64,
 }
 
 impl ConnectionState {

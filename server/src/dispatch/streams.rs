@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use ctxstore_engine::streams::{StreamEnd, StreamInfo, StreamRead};
+use ctxstore_engine::streams::{StreamEnd, StreamInfo, StreamOwner, StreamRead};
 use ctxstore_engine::{AppendRequest, Parent, TurnId, TurnOptions};
 use ctxstore_protocol::{
     ParentWire, Response, StreamInfoWire, StreamStateWire, StreamsRequest, StreamsResponse,
@@ -15,10 +15,16 @@ use ctxstore_protocol::{
 use super::{Dispatcher, engine_error, turn_wire};
 
 impl Dispatcher {
+    /// `connection_id` owns the streams it opens and alone writes them while connected.
     pub(super) async fn answer_streams(
         &self,
         request: StreamsRequest,
+        connection_id: u64,
     ) -> Result<StreamsResponse, Response> {
+        let owner = StreamOwner {
+            owner: connection_id,
+            streams_max: self.limits.streams_per_connection_max,
+        };
         match request {
             StreamsRequest::StreamOpen {
                 context,
@@ -50,7 +56,7 @@ impl Dispatcher {
                 };
                 let info = self
                     .engine
-                    .open_stream(request)
+                    .open_stream(request, owner)
                     .await
                     .map_err(engine_error)?;
                 Ok(StreamsResponse::Opened {
@@ -64,7 +70,7 @@ impl Dispatcher {
             } => {
                 let length = self
                     .engine
-                    .append_delta(stream_id, offset, bytes)
+                    .append_delta(stream_id, offset, bytes, connection_id)
                     .await
                     .map_err(engine_error)?;
                 Ok(StreamsResponse::Appended { stream_id, length })
@@ -72,7 +78,7 @@ impl Dispatcher {
             StreamsRequest::StreamSeal { stream_id } => {
                 let appended = self
                     .engine
-                    .seal_stream(stream_id)
+                    .seal_stream(stream_id, connection_id)
                     .await
                     .map_err(engine_error)?;
                 Ok(StreamsResponse::Sealed {
@@ -82,7 +88,7 @@ impl Dispatcher {
             }
             StreamsRequest::StreamAbort { stream_id } => {
                 self.engine
-                    .abort_stream(stream_id)
+                    .abort_stream(stream_id, connection_id)
                     .await
                     .map_err(engine_error)?;
                 Ok(StreamsResponse::Aborted { stream_id })

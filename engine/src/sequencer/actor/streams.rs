@@ -14,7 +14,7 @@ use crate::format::turn_log::MetaRecord;
 use crate::ids::ContextId;
 use crate::model::{AppendRequest, Parent, TurnOptions};
 use crate::pipeline::{StreamAnswer, StreamChange, TurnBlob};
-use crate::sequencer::streams::{OpenStream, StreamId, StreamState};
+use crate::sequencer::streams::{NO_OWNER, OpenStream, StreamId, StreamState};
 use crate::store_dir::now_unix_ms;
 
 /// The key a sealed stream's turn carries when its open named none: a seal retried after a
@@ -28,7 +28,11 @@ impl SequencerActor {
     pub(super) fn stream(&mut self, change: StreamChange) -> Result<StreamAnswer, EngineError> {
         self.published.status.check_writable()?;
         match change {
-            StreamChange::Open { context_id, open } => {
+            StreamChange::Open {
+                context_id,
+                open,
+                owner,
+            } => {
                 if self.heads.get(context_id).is_none() {
                     return Err(EngineError::ContextNotFound(context_id));
                 }
@@ -39,8 +43,18 @@ impl SequencerActor {
                         limit,
                     });
                 }
+                if owner.owner != NO_OWNER
+                    && self.streams.owned_by(owner.owner) >= owner.streams_max as usize
+                {
+                    return Err(EngineError::Limit {
+                        what: "open streams of one connection (--streams-per-connection-max); \
+                               seal or abort one",
+                        limit: owner.streams_max as usize,
+                    });
+                }
                 let stream_id = self.next_record_id;
                 self.push_stream(context_id, StreamMeta::Open(open));
+                self.streams.set_owner(stream_id, owner.owner);
                 let info = self
                     .streams
                     .open_stream(stream_id)
@@ -53,8 +67,9 @@ impl SequencerActor {
                 stream_id,
                 offset,
                 bytes,
+                owner,
             } => {
-                let stream = self.open_stream(stream_id)?;
+                let stream = self.owned_stream(stream_id, owner)?;
                 if self.heads.get(stream.context_id).is_none() {
                     // Deleted since the open: only an abort ends the stream now.
                     return Err(EngineError::ContextNotFound(stream.context_id));
@@ -107,9 +122,16 @@ impl SequencerActor {
                 stream_id,
                 length_bytes,
                 blob,
-            } => self.seal(stream_id, length_bytes, blob),
-            StreamChange::Abort { stream_id } => {
-                let context_id = self.open_stream(stream_id)?.context_id;
+                owner,
+            } => {
+                self.owned_stream(stream_id, owner)?;
+                self.seal(stream_id, length_bytes, blob)
+            }
+            StreamChange::Release { owner } => {
+                Ok(StreamAnswer::Released(self.streams.release(owner)))
+            }
+            StreamChange::Abort { stream_id, owner } => {
+                let context_id = self.owned_stream(stream_id, owner)?.context_id;
                 let end = StreamMeta::End {
                     stream_id,
                     end: StreamEnd::Aborted,
@@ -187,6 +209,20 @@ impl SequencerActor {
             Some(StreamState::Ended(end)) => Err(EngineError::StreamEnded { stream_id, end }),
             _ => Err(EngineError::StreamNotFound(stream_id)),
         }
+    }
+
+    /// The open stream if `owner` may write it: its owner, or any caller while it has none
+    /// (then `owner` takes it: a writer reconnected, or the server restarted).
+    fn owned_stream(&mut self, stream_id: StreamId, owner: u64) -> Result<OpenStream, EngineError> {
+        let holder = self.open_stream(stream_id)?.owner;
+        if holder != NO_OWNER && owner != NO_OWNER && holder != owner {
+            return Err(EngineError::StreamNotOwned(stream_id));
+        }
+        if holder == NO_OWNER && owner != NO_OWNER {
+            self.streams.set_owner(stream_id, owner);
+        }
+        // A copy (its bytes are shared, `imbl`): the caller goes on to change the batch.
+        self.open_stream(stream_id).cloned()
     }
 
     /// Writes a stream record into the batch and applies it (the rules were checked).
