@@ -378,6 +378,51 @@ pub(crate) enum Command {
     Stats,
     /// Check that a ctxstore server answers: one PING round trip, its time in microseconds.
     Ping,
+    /// Stream stdin into a turn as it arrives (protocol version 3): each read of stdin is one
+    /// delta, durable when it prints; at EOF the stream is sealed into one turn.
+    ///
+    /// With --json: one line per acknowledged delta (stream_id, length), then the sealed
+    /// turn's line (stream_id, turn_id, parent_turn_id, depth, payload_hash, payload_len,
+    /// deduped). Readers follow it with `stream-read --follow` meanwhile.
+    Stream {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Type tag of the sealed turn.
+        #[arg(long = "type", default_value_t = 0)]
+        type_tag: u64,
+        /// Codec of the sealed turn (as for `append`).
+        #[arg(long, default_value = "raw", value_parser = parse_codec)]
+        codec: u32,
+        /// Seal only if the context's head is still this turn (0: only if empty); on
+        /// CONFLICT the stream stays open and the command fails naming it.
+        #[arg(long)]
+        expect_head: Option<u64>,
+        /// The sealed turn's key (default: stream:<StreamID>).
+        #[arg(long, value_name = "K", value_parser = parse_turn_key)]
+        key: Option<String>,
+        /// A label KEY=VALUE of the sealed turn (repeat for more).
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_tag)]
+        labels: Vec<(String, String)>,
+    },
+    /// A context's open streams, one per line: stream_id, length, type_tag, codec, times.
+    Streams {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+    },
+    /// A stream's bytes, raw on stdout, from --from; with --follow until it is sealed or
+    /// aborted (exit 0 either way; the sealed turn is `turn`'s to read).
+    StreamRead {
+        /// The StreamID (`stream`, `streams`).
+        stream: u64,
+        /// Byte offset to start at (resume where a previous read stopped).
+        #[arg(long = "from", default_value_t = 0)]
+        from: u64,
+        /// Wait for new bytes as they are acknowledged, until the stream ends.
+        #[arg(long)]
+        follow: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -1,0 +1,148 @@
+//! `stream`, `streams`, `stream-read` (protocol version 3, issue 32): stdin into a turn as it
+//! arrives, a context's open streams, a stream's bytes from an offset (followed with long
+//! polls until it ends).
+
+use std::io::Read;
+use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+use ctxstore_client::blocking::Client;
+use ctxstore_client::{Appended, NewStream, StreamInfo, StreamState};
+use serde_json::json;
+
+use crate::args::Command;
+use crate::output::{Output, write_stdout};
+
+/// Bytes one read of stdin takes at most: one delta (a read returns what has arrived).
+const DELTA_BYTES_MAX: usize = 64 * 1024;
+/// Bytes one STREAM_READ asks for.
+const READ_BYTES_MAX: u32 = 1024 * 1024;
+/// How long one long poll of `stream-read --follow` waits before asking again.
+const FOLLOW_WAIT: Duration = Duration::from_secs(30);
+
+pub(crate) fn streams(client: &Client, out: &Output, command: &Command) -> anyhow::Result<()> {
+    match command {
+        Command::Stream {
+            context,
+            type_tag,
+            codec,
+            expect_head,
+            key,
+            labels,
+        } => {
+            let mut new = NewStream::new(*type_tag, *codec);
+            new.expected_head = *expect_head;
+            new.key = key.clone().map(Bytes::from);
+            new.labels = labels.clone();
+            let stream = client.open_stream(context.clone(), new)?;
+            let mut stdin = std::io::stdin().lock();
+            let mut buffer = vec![0u8; DELTA_BYTES_MAX];
+            loop {
+                let read = match stdin.read(&mut buffer) {
+                    Ok(0) => break,
+                    Ok(read) => read,
+                    Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(error) => {
+                        return Err(error).with_context(|| {
+                            format!("reading stdin for stream {}", stream.stream_id)
+                        });
+                    }
+                };
+                let delta = Bytes::copy_from_slice(&buffer[..read]);
+                let length = client.append_delta(stream.stream_id, None, delta)?;
+                out.delta(stream.stream_id, length)?;
+            }
+            let sealed = client.seal_stream(stream.stream_id).with_context(|| {
+                format!(
+                    "sealing stream {} (still open: read it with `ctxstore stream-read {}`)",
+                    stream.stream_id, stream.stream_id
+                )
+            })?;
+            out.sealed(stream.stream_id, &sealed)
+        }
+        Command::Streams { context } => {
+            let mut after = 0;
+            loop {
+                let page = client.open_streams(context.clone(), after, 1024)?;
+                for info in &page {
+                    out.stream_info(info)?;
+                }
+                match page.last() {
+                    Some(last) if page.len() == 1024 => after = last.stream_id,
+                    _ => return Ok(()),
+                }
+            }
+        }
+        Command::StreamRead {
+            stream,
+            from,
+            follow,
+        } => {
+            let mut offset = *from;
+            loop {
+                let wait = follow.then_some(FOLLOW_WAIT);
+                let chunk = client.read_stream(*stream, offset, READ_BYTES_MAX, wait)?;
+                if !chunk.bytes.is_empty() {
+                    write_stdout(&chunk.bytes)?;
+                    offset += chunk.bytes.len() as u64;
+                }
+                let caught_up = chunk.bytes.is_empty() || offset >= chunk.length;
+                match chunk.state {
+                    StreamState::Open if *follow || !caught_up => {}
+                    _ => return Ok(()),
+                }
+            }
+        }
+        _ => anyhow::bail!("not a stream command"),
+    }
+}
+
+impl Output {
+    fn delta(&self, stream_id: u64, length: u64) -> anyhow::Result<()> {
+        if self.json {
+            self.line(&json!({"stream_id": stream_id, "length": length}))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn sealed(&self, stream_id: u64, sealed: &Appended) -> anyhow::Result<()> {
+        let turn = &sealed.turn;
+        if self.json {
+            self.line(&json!({
+                "stream_id": stream_id,
+                "turn_id": turn.turn_id,
+                "parent_turn_id": turn.parent_turn_id,
+                "depth": turn.depth,
+                "payload_hash": turn.payload_hash.to_hex(),
+                "payload_len": turn.payload_len,
+                "deduped": sealed.deduped,
+            }))
+        } else {
+            self.text(&format!(
+                "stream {stream_id} sealed: turn {} depth {} {} bytes {}",
+                turn.turn_id, turn.depth, turn.payload_len, turn.payload_hash
+            ))
+        }
+    }
+
+    fn stream_info(&self, info: &StreamInfo) -> anyhow::Result<()> {
+        if self.json {
+            self.line(&json!({
+                "stream_id": info.stream_id,
+                "context_id": info.context_id,
+                "length": info.length,
+                "type_tag": info.type_tag,
+                "codec": info.codec,
+                "opened_at_unix_ms": info.opened_at_unix_ms,
+                "updated_at_unix_ms": info.updated_at_unix_ms,
+            }))
+        } else {
+            self.text(&format!(
+                "stream {} {} bytes (context {})",
+                info.stream_id, info.length, info.context_id
+            ))
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! The CLI's streams (issue 32) against a real server: `stream CTX` sends stdin as deltas as
+//! it arrives (one `--json` line per acknowledged delta with stream_id and length, then the
+//! sealed turn's line), `streams CTX` lists it while open, `stream-read --follow` on another
+//! process prints every byte once and ends at the seal, `stream-read --from` resumes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::time::Duration;
+
+use base64::prelude::{BASE64_STANDARD, Engine as _};
+use serde_json::Value;
+
+mod common;
+
+use common::Cli;
+use ctxstore_testsupport::TestServer;
+
+#[test]
+fn stdin_streams_into_one_turn_while_another_process_follows_it() {
+    let server = TestServer::start(None);
+    let context = server.one(&["ctx", "create"], b"");
+    let context_id = context["context_id"].as_u64().unwrap().to_string();
+
+    let mut writer = common::ctxstore()
+        .args(["--addr", &server.addr, "--json", "stream", &context_id, "--type", "3"])
+        .spawn()
+        .unwrap();
+    let mut stdin = writer.stdin.take().unwrap();
+    let mut acks = BufReader::new(writer.stdout.take().unwrap());
+    let mut line = String::new();
+    stdin.write_all(b"Hello").unwrap();
+    stdin.flush().unwrap();
+    acks.read_line(&mut line).unwrap();
+    let first: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(first["length"], 5);
+    let stream_id = first["stream_id"].as_u64().unwrap().to_string();
+
+    // Listed while open, with its length.
+    let listed = server.json(&["streams", &context_id], b"");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["stream_id"].as_u64().unwrap().to_string(), stream_id);
+    assert_eq!(listed[0]["length"], 5);
+
+    let follower = common::ctxstore()
+        .args(["--addr", &server.addr, "stream-read", &stream_id, "--follow"])
+        .spawn()
+        .unwrap();
+    let mut expected = b"Hello".to_vec();
+    for piece in [&b", world"[..], b"!\n", b"tokens arrive one by one"] {
+        std::thread::sleep(Duration::from_millis(30));
+        stdin.write_all(piece).unwrap();
+        stdin.flush().unwrap();
+        expected.extend_from_slice(piece);
+        line.clear();
+        acks.read_line(&mut line).unwrap();
+        let ack: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(ack["length"], expected.len() as u64, "{line}");
+    }
+    // Resume from an offset, without following: the bytes acknowledged so far.
+    let resumed = server.run(&["stream-read", &stream_id, "--from", "7"], b"");
+    assert!(resumed.status.success());
+    assert_eq!(resumed.stdout, &expected[7..]);
+    drop(stdin);
+    line.clear();
+    acks.read_line(&mut line).unwrap();
+    let sealed: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(sealed["stream_id"].as_u64().unwrap().to_string(), stream_id);
+    assert_eq!(sealed["payload_len"], expected.len() as u64);
+    assert!(writer.wait().unwrap().success());
+    let followed = follower.wait_with_output().unwrap();
+    assert!(followed.status.success());
+    assert_eq!(followed.stdout, expected);
+
+    // The sealed turn is the context's head, its payload the stream's bytes.
+    let last = server.json(&["last", &context_id, "--payloads"], b"");
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0]["turn_id"], sealed["turn_id"]);
+    assert_eq!(last[0]["type_tag"], 3);
+    let payload = BASE64_STANDARD
+        .decode(last[0]["payload_b64"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(payload, expected);
+    assert!(server.json(&["streams", &context_id], b"").is_empty());
+    // A sealed stream reads nothing more and exits 0.
+    let after = server.run(&["stream-read", &stream_id, "--follow"], b"");
+    assert!(after.status.success());
+    assert!(after.stdout.is_empty());
+}
