@@ -22,7 +22,15 @@ fn stdin_streams_into_one_turn_while_another_process_follows_it() {
     let context_id = context["context_id"].as_u64().unwrap().to_string();
 
     let mut writer = common::ctxstore()
-        .args(["--addr", &server.addr, "--json", "stream", &context_id, "--type", "3"])
+        .args([
+            "--addr",
+            &server.addr,
+            "--json",
+            "stream",
+            &context_id,
+            "--type",
+            "3",
+        ])
         .spawn()
         .unwrap();
     let mut stdin = writer.stdin.take().unwrap();
@@ -38,11 +46,20 @@ fn stdin_streams_into_one_turn_while_another_process_follows_it() {
     // Listed while open, with its length.
     let listed = server.json(&["streams", &context_id], b"");
     assert_eq!(listed.len(), 1);
-    assert_eq!(listed[0]["stream_id"].as_u64().unwrap().to_string(), stream_id);
+    assert_eq!(
+        listed[0]["stream_id"].as_u64().unwrap().to_string(),
+        stream_id
+    );
     assert_eq!(listed[0]["length"], 5);
 
     let follower = common::ctxstore()
-        .args(["--addr", &server.addr, "stream-read", &stream_id, "--follow"])
+        .args([
+            "--addr",
+            &server.addr,
+            "stream-read",
+            &stream_id,
+            "--follow",
+        ])
         .spawn()
         .unwrap();
     let mut expected = b"Hello".to_vec();

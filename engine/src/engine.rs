@@ -15,6 +15,7 @@ pub mod overlays;
 pub mod retention;
 pub mod streams;
 pub mod turns;
+pub mod watch;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

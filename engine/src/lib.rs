@@ -57,7 +57,7 @@ pub use config::{
 };
 pub use engine::Engine;
 // The Engine's methods by concern, with their public types (`contexts::ListQuery`, …).
-pub use engine::{backup, contexts, cut, overlays, retention, streams, turns};
+pub use engine::{backup, contexts, cut, overlays, retention, streams, turns, watch};
 pub use error::{Corruption, EngineError, ErrorKind, OpenError};
 pub use format::manifest::ChunkRef;
 pub use format::pack::Compression;

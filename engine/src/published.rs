@@ -7,6 +7,7 @@ use crate::ids::BlobHash;
 use crate::metrics::ActorMetrics;
 use crate::sequencer::streams::StreamsView;
 use crate::sequencer::view::{ContextsView, HeadTable, SequencerCounters, TurnsView};
+use crate::sequencer::watch::WatchView;
 use crate::status::StoreStatus;
 
 /// The shared, read-only face of the engine.
@@ -17,6 +18,8 @@ pub(crate) struct Published {
     pub contexts: ContextsView,
     /// Open streams and the ended ones kept (issue 32).
     pub streams: StreamsView,
+    /// Events for watchers (issue 32).
+    pub watch: WatchView,
     pub counters: SequencerCounters,
     pub shards: Box<[ShardView]>,
     pub status: StoreStatus,

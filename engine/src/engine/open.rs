@@ -30,6 +30,7 @@ use crate::sequencer::migrate::migrate_turn_log;
 use crate::sequencer::recover::{RecoveredLog, recover_log};
 use crate::sequencer::streams::StreamsView;
 use crate::sequencer::view::{ContextsView, HeadTable, SequencerCounters, TurnsView};
+use crate::sequencer::watch::{WatchLog, WatchView};
 use crate::status::StoreStatus;
 use crate::store_dir::{StoreDir, now_unix_ms};
 use crate::threads::{ActorSeed, start_thread};
@@ -209,6 +210,7 @@ fn publish(recovered: &mut Recovered) -> Result<Arc<Published>, OpenError> {
         heads,
         contexts: ContextsView::new(log.contexts.clone()),
         streams: StreamsView::new(log.streams.clone()),
+        watch: WatchView::new(WatchLog::starting_after(log.next_record_id - 1)),
         counters,
         shard_metrics: views.iter().map(|_| ActorMetrics::default()).collect(),
         shards: views.into_boxed_slice(),

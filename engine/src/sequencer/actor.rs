@@ -40,9 +40,11 @@ use crate::pipeline::{
 };
 use crate::published::Published;
 use crate::sequencer::contexts::Contexts;
+use crate::sequencer::heads::DELETED_HEAD;
 use crate::sequencer::heads::{HeadState, Heads};
 use crate::sequencer::recover::RecoveredLog;
 use crate::sequencer::streams::Streams;
+use crate::sequencer::watch::{WatchEvent, WatchKind, WatchLog};
 
 mod append;
 mod contexts;
@@ -105,6 +107,9 @@ struct Batch {
     dead_changed: bool,
     /// The batch carries stream records: readers get the new streams once it is durable.
     streams_changed: bool,
+    /// Watch events of the batch's stream and metadata records (head moves are added at
+    /// publish, from `moves`).
+    events: Vec<WatchEvent>,
     /// Shard batches whose appends (written turns and refusals alike) this batch answers:
     /// waited for before the batch is published or answered (decision 0014).
     waits: Vec<ShardBatch>,
@@ -129,6 +134,8 @@ pub(crate) struct SequencerActor {
     contexts: Contexts,
     /// Open and lately ended streams, as this batch leaves them; published like `contexts`.
     streams: Streams,
+    /// Events for watchers (memory only), published after each batch.
+    watch: WatchLog,
     batch: Batch,
     gc: GcState,
     /// The shards' `BlobsDurable` notices.
@@ -167,6 +174,7 @@ impl SequencerActor {
             heads: recovered.heads,
             contexts: recovered.contexts,
             streams: recovered.streams,
+            watch: WatchLog::starting_after(recovered.next_record_id - 1),
             batch,
             gc: GcState {
                 dead: recovered.dead,
@@ -180,6 +188,20 @@ impl SequencerActor {
     }
 
     fn push_meta(&mut self, context_id: ContextId, change: &ContextMeta, at_unix_ms: u64) {
+        let kind = match change {
+            ContextMeta::Tags(_) => Some(WatchKind::Tags),
+            ContextMeta::Delete => Some(WatchKind::Deleted),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            self.batch.events.push(WatchEvent {
+                seq: self.next_record_id,
+                kind,
+                context_id,
+                turn_id: TurnId::NONE,
+                stream_id: 0,
+            });
+        }
         let record = MetaRecord {
             record_id: self.next_record_id,
             op: change.op(),
@@ -436,6 +458,39 @@ impl SequencerActor {
         counters
             .dedup_hits
             .fetch_add(batch.dedup_hits, Ordering::Relaxed);
+        // Last: a watcher that learns of a head or a stream can read it.
+        self.publish_events(batch);
+    }
+}
+
+impl SequencerActor {
+    /// The batch's watch events: its records' (`events`), and one head move per context whose
+    /// head the batch moved (the last head; a deletion is its own event), by record id.
+    fn publish_events(&mut self, batch: &Batch) {
+        let mut events = batch.events.clone();
+        let mut seen = std::collections::HashSet::new();
+        for head_move in &batch.moves {
+            let context_id = head_move.context_id;
+            if !seen.insert(context_id) {
+                continue;
+            }
+            let head = self.heads.raw(context_id).map(|head| head.head_turn_id);
+            match head {
+                Some(head) if head != DELETED_HEAD && !head.is_none() => events.push(WatchEvent {
+                    seq: head.0,
+                    kind: WatchKind::Head,
+                    context_id,
+                    turn_id: head,
+                    stream_id: 0,
+                }),
+                _ => {}
+            }
+        }
+        if events.is_empty() {
+            return;
+        }
+        self.watch.extend(events);
+        self.published.watch.publish(self.watch.clone());
     }
 }
 

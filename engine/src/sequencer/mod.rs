@@ -5,6 +5,7 @@
 //! - `actor`: TurnID allocation, head compare-and-set, group commit of `turns.log`.
 //! - `dead`: the turns the garbage collector collected (a bitmap by TurnID).
 //! - `overlays`: patches and redactions of turns, purged blobs (decision 0012).
+//! - `watch`: the bounded log of events watchers read (head moves, streams, tags, deletes).
 //! - `streams`: open streams (turns in the making) and the ended ones kept (issue 32).
 //! - `scan` / `recover`: reading `turns.log` at open (replay, DAG checks) and for `verify`.
 
@@ -20,3 +21,4 @@ pub(crate) mod recover;
 pub(crate) mod scan;
 pub(crate) mod streams;
 pub(crate) mod view;
+pub(crate) mod watch;

@@ -11,10 +11,11 @@ use crate::error::EngineError;
 use crate::format::stream_meta::OpenParent;
 use crate::format::stream_meta::{STREAM_DELTA_BYTES_MAX, StreamEnd, StreamMeta};
 use crate::format::turn_log::MetaRecord;
-use crate::ids::ContextId;
+use crate::ids::{ContextId, TurnId};
 use crate::model::{AppendRequest, Parent, TurnOptions};
 use crate::pipeline::{StreamAnswer, StreamChange, TurnBlob};
 use crate::sequencer::streams::{NO_OWNER, OpenStream, StreamId, StreamState};
+use crate::sequencer::watch::{WatchEvent, WatchKind};
 use crate::store_dir::now_unix_ms;
 
 /// The key a sealed stream's turn carries when its open named none: a seal retried after a
@@ -235,6 +236,31 @@ impl SequencerActor {
             created_at_unix_ms: at_unix_ms,
             body: meta.encode(),
         };
+        let (kind, stream_id, turn_id) = match &meta {
+            StreamMeta::Open(_) => (
+                Some(WatchKind::StreamOpened),
+                record.record_id,
+                TurnId::NONE,
+            ),
+            StreamMeta::Delta { .. } => (None, 0, TurnId::NONE),
+            StreamMeta::End {
+                stream_id,
+                end: StreamEnd::Sealed(turn_id),
+            } => (Some(WatchKind::StreamSealed), *stream_id, *turn_id),
+            StreamMeta::End {
+                stream_id,
+                end: StreamEnd::Aborted,
+            } => (Some(WatchKind::StreamAborted), *stream_id, TurnId::NONE),
+        };
+        if let Some(kind) = kind {
+            self.batch.events.push(WatchEvent {
+                seq: record.record_id,
+                kind,
+                context_id,
+                turn_id,
+                stream_id,
+            });
+        }
         // Pair of replay: the record obeys the rules replay checks.
         let applied = self
             .streams
