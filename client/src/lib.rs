@@ -136,11 +136,12 @@ mod error;
 mod transport;
 mod types;
 
-pub use calls::{NewStream, StreamChunk, StreamInfo, StreamState};
+pub use calls::{NewStream, StreamChunk, StreamInfo, StreamState, Watched};
 pub use chunking::{ChunkingConfig, split_into_chunks};
 pub use client::{APPEND_BATCH_TURNS_MAX, Client, FIND_PAGE_MAX, LOG_PAGE_MAX, is_indexed_label};
 pub use config::ClientConfig;
 pub use ctxstore_protocol::{ContextRef, ErrorCode, PageKind, ServerLimits, StatsWire};
+pub use ctxstore_protocol::{WATCH_FROM_NOW, WatchEventWire, WatchKindWire, WatchTargetWire};
 pub use error::ClientError;
 pub use types::{
     Appended, AppendedTurn, BackupReport, BlobHash, CODEC_NAMES, ChunkRef, ChunkedStored,

@@ -211,3 +211,84 @@ fn only_the_connection_that_opened_a_stream_writes_it_until_it_closes() {
     let sealed = other.seal_stream(stream.stream_id).unwrap();
     assert_eq!(sealed.turn.payload_len, 14);
 }
+
+#[test]
+fn a_watcher_long_polls_events_and_resumes_after_reconnecting_without_a_gap() {
+    use ctxstore_client::{WATCH_FROM_NOW, WatchKindWire, WatchTargetWire};
+
+    let server = TestServer::start(None);
+    let writer = connect(&server);
+    let ctx = writer
+        .open_context(NewContext::new().name("agent-7").tag("team", "a"))
+        .unwrap()
+        .context
+        .context_id;
+    let watcher = connect(&server);
+    let target = WatchTargetWire::Tag("team".into(), "a".into());
+    let start = watcher
+        .watch(target.clone(), WATCH_FROM_NOW, 10, None)
+        .unwrap()
+        .resume_after;
+    // A long poll wakes with the first event.
+    let addr = server.addr.clone();
+    let polled = {
+        let target = target.clone();
+        std::thread::spawn(move || {
+            let client = Client::connect(ClientConfig::new(addr)).unwrap();
+            client
+                .watch(target, start, 10, Some(Duration::from_secs(10)))
+                .unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    let first = writer
+        .append(name("agent-7"), None, 1, 0, Bytes::from_static(b"one"))
+        .unwrap();
+    let woke = polled.join().unwrap();
+    assert!(!woke.lagged);
+    assert_eq!(woke.events[0].kind, WatchKindWire::Head);
+    assert_eq!(woke.events[0].turn_id, first.turn.turn_id);
+    assert_eq!(woke.events[0].context_id, ctx);
+    // More happens while the watcher is away; it reconnects and resumes where it was.
+    drop(watcher);
+    let stream = writer
+        .open_stream(name("agent-7"), NewStream::new(1, 0))
+        .unwrap();
+    writer
+        .append_delta(stream.stream_id, None, Bytes::from_static(b"tok"))
+        .unwrap();
+    let sealed = writer.seal_stream(stream.stream_id).unwrap();
+    let watcher = connect(&server);
+    let rest = watcher
+        .watch(target, woke.resume_after, 100, Some(Duration::from_secs(1)))
+        .unwrap();
+    let kinds: Vec<(WatchKindWire, u64, u64)> = rest
+        .events
+        .iter()
+        .map(|event| (event.kind, event.turn_id, event.stream_id))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (WatchKindWire::StreamOpened, 0, stream.stream_id),
+            (WatchKindWire::Head, sealed.turn.turn_id, 0),
+            (
+                WatchKindWire::StreamSealed,
+                sealed.turn.turn_id,
+                stream.stream_id
+            ),
+        ]
+    );
+    assert_eq!(rest.resume_after, rest.events[2].seq);
+    // Nothing more: an empty answer at the deadline, resuming from the same place.
+    let quiet = watcher
+        .watch(
+            WatchTargetWire::Context(name("agent-7")),
+            rest.resume_after,
+            10,
+            Some(Duration::from_millis(100)),
+        )
+        .unwrap();
+    assert!(quiet.events.is_empty() && !quiet.lagged);
+    assert_eq!(quiet.resume_after, rest.resume_after);
+}

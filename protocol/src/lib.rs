@@ -18,8 +18,9 @@ pub use codec::{
     BlobsResponse, ContextsRequest, ContextsResponse, ERROR_ANSWER_BYTES_MAX, EncodeError,
     FamilyRequest, KvRequest, KvResponse, OverlaysRequest, OverlaysResponse, ReadsRequest,
     ReadsResponse, Request, Response, RetentionRequest, RetentionResponse, StreamInfoWire,
-    StreamStateWire, StreamsRequest, StreamsResponse, check_request, decode_request,
-    decode_request_as, decode_response, encode_request, encode_request_chunks, encode_response,
+    StreamStateWire, StreamsRequest, StreamsResponse, WATCH_FROM_NOW, WatchEventWire,
+    WatchKindWire, WatchTargetWire, check_request, decode_request, decode_request_as,
+    decode_response, encode_request, encode_request_chunks, encode_response,
 };
 pub use error::{DecodeError, ErrorCode};
 pub use frame::{FrameError, FrameHeader, FrameReader, HEADER_BYTES};

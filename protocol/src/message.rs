@@ -65,13 +65,14 @@ pub enum MessageType {
     StreamAbort = 0x0033,
     StreamList = 0x0034,
     StreamRead = 0x0035,
+    Watch = 0x0036,
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 45] = [
+    pub const ALL: [MessageType; 46] = [
         MessageType::Hello,
         MessageType::Ping,
         MessageType::CtxCreate,
@@ -117,6 +118,7 @@ impl MessageType {
         MessageType::StreamAbort,
         MessageType::StreamList,
         MessageType::StreamRead,
+        MessageType::Watch,
     ];
 
     pub fn code(self) -> u16 {
@@ -180,6 +182,7 @@ impl MessageType {
             MessageType::StreamAbort => "STREAM_ABORT",
             MessageType::StreamList => "STREAM_LIST",
             MessageType::StreamRead => "STREAM_READ",
+            MessageType::Watch => "WATCH",
         }
     }
 

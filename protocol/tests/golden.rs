@@ -1256,6 +1256,52 @@ fn vectors_v3() -> Vec<Vector> {
             "STREAM_READ response: sealed into turn 42 (read the turn)",
         ),
         (
+            "watch_tag",
+            48,
+            Q(Request::Streams(StreamsRequest::Watch {
+                target: WatchTargetWire::Tag("team".into(), "a".into()),
+                after_seq: 41,
+                max_events: 100,
+                wait_ms: 30_000,
+            })),
+            "WATCH the contexts tagged team=a after event 41, 100 at most, waiting up to 30 s",
+        ),
+        (
+            "watched_response",
+            48,
+            R(Response::Streams(StreamsResponse::Watched {
+                lagged: false,
+                resume_after: 58,
+                events: vec![
+                    WatchEventWire {
+                        seq: 42,
+                        kind: WatchKindWire::Head,
+                        context_id: 3,
+                        turn_id: 42,
+                        stream_id: 0,
+                    },
+                    WatchEventWire {
+                        seq: 58,
+                        kind: WatchKindWire::StreamSealed,
+                        context_id: 3,
+                        turn_id: 42,
+                        stream_id: 57,
+                    },
+                ],
+            })),
+            "WATCH response: context 3's head moved to turn 42, stream 57 sealed into it; resume after 58",
+        ),
+        (
+            "watch_lagged_response",
+            49,
+            R(Response::Streams(StreamsResponse::Watched {
+                lagged: true,
+                resume_after: 90_000,
+                events: vec![],
+            })),
+            "WATCH response: lagged (events after the one asked are gone); re-read, then resume after 90000",
+        ),
+        (
             "error_stream_ended",
             41,
             R(Response::Error {

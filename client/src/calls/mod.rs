@@ -15,4 +15,4 @@ mod reads;
 mod retention;
 mod streams;
 
-pub use streams::{NewStream, StreamChunk, StreamInfo, StreamState};
+pub use streams::{NewStream, StreamChunk, StreamInfo, StreamState, Watched};

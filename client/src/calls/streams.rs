@@ -11,7 +11,7 @@ use bytes::Bytes;
 use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::{
     ContextRef, ExtrasWire, ParentWire, StreamInfoWire, StreamStateWire, StreamsRequest,
-    StreamsResponse,
+    StreamsResponse, WatchEventWire, WatchTargetWire,
 };
 
 use crate::client::{Client, unexpected};
@@ -110,8 +110,58 @@ pub struct StreamChunk {
     pub bytes: Bytes,
 }
 
+/// What a `watch` answered: the events (oldest first) and the sequence number to pass next
+/// time; `lagged`: events after the one asked for are gone (re-read the state first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Watched {
+    pub lagged: bool,
+    pub resume_after: u64,
+    pub events: Vec<WatchEventWire>,
+}
+
 #[blocking_twin(crate::blocking::Client)]
 impl Client {
+    /// The events of a context, of the contexts whose name starts with a prefix, or of those
+    /// with a tag (WATCH): those after `after_seq` (`WATCH_FROM_NOW`: none, only the current
+    /// position), at most `max_events` (1..=1,024); with `wait` a long poll until one comes.
+    /// Pass `resume_after` back to miss nothing: a reconnecting watcher resumes from it, or
+    /// is told it lagged.
+    pub async fn watch(
+        &self,
+        target: WatchTargetWire,
+        after_seq: u64,
+        max_events: u32,
+        wait: Option<Duration>,
+    ) -> Result<Watched, ClientError> {
+        let wait_ms = wait.map_or(0, |wait| wait.as_millis().min(60_000) as u32);
+        let request = StreamsRequest::Watch {
+            target,
+            after_seq,
+            max_events,
+            wait_ms,
+        };
+        let timeout = self
+            .shared
+            .config
+            .request_timeout
+            .map(|timeout| timeout + Duration::from_millis(u64::from(wait_ms)));
+        match self
+            .call_within(request, timeout, "ClientConfig::request_timeout")
+            .await?
+        {
+            StreamsResponse::Watched {
+                lagged,
+                resume_after,
+                events,
+            } => Ok(Watched {
+                lagged,
+                resume_after,
+                events,
+            }),
+            other => Err(unexpected(other.message_type(), other)),
+        }
+    }
+
     /// Opens a stream on a context (STREAM_OPEN): answered once its record is durable.
     pub async fn open_stream(
         &self,

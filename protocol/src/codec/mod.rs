@@ -47,7 +47,9 @@ pub use response::{Response, decode_response, encode_response};
 pub use retention::{RetentionRequest, RetentionResponse};
 pub use streams::{
     STREAM_DELTA_BYTES_MAX, STREAM_INFO_BYTES, STREAM_LIST_MAX, STREAM_WAIT_MS_MAX, StreamInfoWire,
-    StreamStateWire, StreamsRequest, StreamsResponse, stream_append_flags, stream_open_flags,
+    StreamStateWire, StreamsRequest, StreamsResponse, WATCH_EVENT_BYTES, WATCH_EVENTS_MAX,
+    WATCH_FROM_NOW, WatchEventWire, WatchKindWire, WatchTargetWire, stream_append_flags,
+    stream_open_flags,
 };
 
 use crate::message::MessageType;
@@ -75,8 +77,8 @@ pub(crate) enum Family {
     Overlays(overlays::Kind),
     /// GET_BLOB, HAS_BLOBS, PUT_CHUNKED.
     Blobs(blobs::Kind),
-    /// STREAM_OPEN, STREAM_APPEND, STREAM_SEAL, STREAM_ABORT, STREAM_LIST, STREAM_READ
-    /// (version 3).
+    /// STREAM_OPEN, STREAM_APPEND, STREAM_SEAL, STREAM_ABORT, STREAM_LIST, STREAM_READ,
+    /// WATCH (version 3).
     Streams(streams::Kind),
 }
 
@@ -129,6 +131,7 @@ impl Family {
             M::StreamAbort => Family::Streams(streams::Kind::StreamAbort),
             M::StreamList => Family::Streams(streams::Kind::StreamList),
             M::StreamRead => Family::Streams(streams::Kind::StreamRead),
+            M::Watch => Family::Streams(streams::Kind::Watch),
         }
     }
 }

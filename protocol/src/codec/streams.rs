@@ -4,6 +4,8 @@
 //! durable, with the stream's new length), sealed into one turn or aborted. STREAM_READ is a
 //! long poll: with `wait_ms`, an open stream holding nothing past `offset` is answered when a
 //! delta past it is durable, when the stream ends, or at the deadline (an empty answer).
+//! WATCH (0x0036) long-polls a context's events the same way (head moves, streams, tags,
+//! deletes; sequence numbers to resume from): it lives here, beside the streams it reports.
 //! Layouts in docs/protocol.md#streams-version-3.
 
 use bytes::Bytes;
@@ -26,6 +28,7 @@ pub(crate) enum Kind {
     StreamAbort,
     StreamList,
     StreamRead,
+    Watch,
 }
 
 /// Bytes of one STREAM_APPEND's delta at most (the engine's per-call ceiling).
@@ -34,6 +37,78 @@ pub const STREAM_DELTA_BYTES_MAX: usize = 1024 * 1024;
 pub const STREAM_LIST_MAX: u32 = 1024;
 /// Longest wait a STREAM_READ may ask for (the server may cut it shorter).
 pub const STREAM_WAIT_MS_MAX: u32 = 60_000;
+/// Events one WATCH answers at most.
+pub const WATCH_EVENTS_MAX: u32 = 1024;
+/// `after_seq` of a WATCH that starts now: answered at once with no event and the current
+/// position.
+pub const WATCH_FROM_NOW: u64 = u64::MAX;
+/// Bytes of one WATCH_EVENT.
+pub const WATCH_EVENT_BYTES: usize = 33;
+
+/// Which contexts a WATCH follows (`u8 target`, then its fields).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WatchTargetWire {
+    /// 0: one context, a CONTEXT_REF.
+    Context(ContextRef),
+    /// 1: contexts whose name starts with this (`u16 len, UTF-8`).
+    NamePrefix(String),
+    /// 2: contexts with this tag (`u16 len, key, u16 len, value`).
+    Tag(String, String),
+}
+
+/// What happened (`u8 kind` of a WATCH_EVENT).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchKindWire {
+    /// 1: the head moved to `turn_id`.
+    Head,
+    /// 2: stream `stream_id` opened.
+    StreamOpened,
+    /// 3: stream `stream_id` was sealed into `turn_id`.
+    StreamSealed,
+    /// 4: stream `stream_id` was aborted.
+    StreamAborted,
+    /// 5: the context's tags changed.
+    Tags,
+    /// 6: the context was deleted.
+    Deleted,
+}
+
+impl WatchKindWire {
+    fn code(self) -> u8 {
+        match self {
+            WatchKindWire::Head => 1,
+            WatchKindWire::StreamOpened => 2,
+            WatchKindWire::StreamSealed => 3,
+            WatchKindWire::StreamAborted => 4,
+            WatchKindWire::Tags => 5,
+            WatchKindWire::Deleted => 6,
+        }
+    }
+
+    fn of(code: u8) -> Option<WatchKindWire> {
+        Some(match code {
+            1 => WatchKindWire::Head,
+            2 => WatchKindWire::StreamOpened,
+            3 => WatchKindWire::StreamSealed,
+            4 => WatchKindWire::StreamAborted,
+            5 => WatchKindWire::Tags,
+            6 => WatchKindWire::Deleted,
+            _ => return None,
+        })
+    }
+}
+
+/// One event (WATCH_EVENT, 33 bytes): `u64 seq, u8 kind, u64 context_id, u64 turn_id,
+/// u64 stream_id` (0 where the kind has none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WatchEventWire {
+    pub seq: u64,
+    pub kind: WatchKindWire,
+    pub context_id: u64,
+    pub turn_id: u64,
+    pub stream_id: u64,
+}
+
 /// Bytes of a STREAM_INFO.
 pub const STREAM_INFO_BYTES: usize = 56;
 
@@ -116,6 +191,14 @@ pub enum StreamsRequest {
         bytes_max: u32,
         wait_ms: u32,
     },
+    /// The target's events after `after_seq` (`WATCH_FROM_NOW`: the current position, no
+    /// event), at most `max_events` (1..=1,024); waits up to `wait_ms` for one.
+    Watch {
+        target: WatchTargetWire,
+        after_seq: u64,
+        max_events: u32,
+        wait_ms: u32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,6 +213,13 @@ pub enum StreamsResponse {
     Aborted { stream_id: u64 },
     /// Answer to STREAM_LIST.
     Listed { streams: Vec<StreamInfoWire> },
+    /// Answer to WATCH: the events (oldest first) and the sequence number to resume after;
+    /// `lagged`: events after the asked one are gone, re-read the state first.
+    Watched {
+        lagged: bool,
+        resume_after: u64,
+        events: Vec<WatchEventWire>,
+    },
     /// Answer to STREAM_READ: `bytes` start at `offset`; `length` is the stream's (open) or
     /// the turn's (sealed) length, 0 when aborted.
     Read {
@@ -150,6 +240,7 @@ impl StreamsRequest {
             StreamsRequest::StreamAbort { .. } => MessageType::StreamAbort,
             StreamsRequest::StreamList { .. } => MessageType::StreamList,
             StreamsRequest::StreamRead { .. } => MessageType::StreamRead,
+            StreamsRequest::Watch { .. } => MessageType::Watch,
         }
     }
 
@@ -162,6 +253,9 @@ impl StreamsRequest {
             StreamsRequest::StreamRead { bytes_max, .. } => {
                 let bytes = u64::from(*bytes_max).min(limits.response_bytes_max);
                 16 + 41 + 4 + bytes + ERROR_ANSWER_BYTES_MAX
+            }
+            StreamsRequest::Watch { max_events, .. } => {
+                u64::from(*max_events) * WATCH_EVENT_BYTES as u64 + 13 + ERROR_ANSWER_BYTES_MAX
             }
             _ => FIXED_ANSWER_BYTES + STREAM_INFO_BYTES as u64,
         }
@@ -282,6 +376,43 @@ impl StreamsRequest {
                     wait_ms,
                 }
             }
+            Kind::Watch => {
+                let target = match cursor.u8()? {
+                    0 => WatchTargetWire::Context(cursor.context_ref()?),
+                    1 => WatchTargetWire::NamePrefix(cursor.short_string("name prefix")?),
+                    2 => {
+                        let key = cursor.short_string("tag key")?;
+                        WatchTargetWire::Tag(key, cursor.short_string("tag value")?)
+                    }
+                    _ => return Err(cursor.invalid("target", "unknown watch target")),
+                };
+                let after_seq = cursor.u64()?;
+                let max_events = cursor.u32()?;
+                if max_events == 0 {
+                    return Err(cursor.invalid("max_events", "at least 1"));
+                }
+                if max_events > WATCH_EVENTS_MAX {
+                    return Err(cursor.too_large(
+                        "max_events",
+                        u64::from(max_events),
+                        u64::from(WATCH_EVENTS_MAX),
+                    ));
+                }
+                let wait_ms = cursor.u32()?;
+                if wait_ms > STREAM_WAIT_MS_MAX {
+                    return Err(cursor.too_large(
+                        "wait_ms",
+                        u64::from(wait_ms),
+                        u64::from(STREAM_WAIT_MS_MAX),
+                    ));
+                }
+                StreamsRequest::Watch {
+                    target,
+                    after_seq,
+                    max_events,
+                    wait_ms,
+                }
+            }
         })
     }
 
@@ -331,6 +462,37 @@ impl StreamsRequest {
                     1,
                     u64::from(u32::MAX),
                     "bytes",
+                )?;
+                within(
+                    "wait_ms",
+                    *wait_ms as usize,
+                    0,
+                    u64::from(STREAM_WAIT_MS_MAX),
+                    "ms",
+                )
+            }
+            StreamsRequest::Watch {
+                target,
+                max_events,
+                wait_ms,
+                ..
+            } => {
+                match target {
+                    WatchTargetWire::Context(target) => context(target)?,
+                    WatchTargetWire::NamePrefix(prefix) => {
+                        within("name prefix", prefix.len(), 0, u64::from(u16::MAX), "bytes")?
+                    }
+                    WatchTargetWire::Tag(key, value) => {
+                        within("tag key", key.len(), 0, u64::from(u16::MAX), "bytes")?;
+                        within("tag value", value.len(), 0, u64::from(u16::MAX), "bytes")?
+                    }
+                }
+                within(
+                    "max_events",
+                    *max_events as usize,
+                    1,
+                    u64::from(WATCH_EVENTS_MAX),
+                    "events",
                 )?;
                 within(
                     "wait_ms",
@@ -414,6 +576,31 @@ impl StreamsRequest {
                 w.u32(*bytes_max);
                 w.u32(*wait_ms);
             }
+            StreamsRequest::Watch {
+                target,
+                after_seq,
+                max_events,
+                wait_ms,
+            } => {
+                match target {
+                    WatchTargetWire::Context(context) => {
+                        w.u8(0);
+                        w.context_ref(context);
+                    }
+                    WatchTargetWire::NamePrefix(prefix) => {
+                        w.u8(1);
+                        w.short(prefix.as_bytes());
+                    }
+                    WatchTargetWire::Tag(key, value) => {
+                        w.u8(2);
+                        w.short(key.as_bytes());
+                        w.short(value.as_bytes());
+                    }
+                }
+                w.u64(*after_seq);
+                w.u32(*max_events);
+                w.u32(*wait_ms);
+            }
         }
     }
 }
@@ -428,6 +615,7 @@ impl StreamsResponse {
             StreamsResponse::Aborted { .. } => MessageType::StreamAbort,
             StreamsResponse::Listed { .. } => MessageType::StreamList,
             StreamsResponse::Read { .. } => MessageType::StreamRead,
+            StreamsResponse::Watched { .. } => MessageType::Watch,
         }
     }
 
@@ -486,6 +674,40 @@ impl StreamsResponse {
                     bytes,
                 }
             }
+            Kind::Watch => {
+                let lagged = cursor.bool("lagged")?;
+                let resume_after = cursor.u64()?;
+                let count = cursor.list_count()?;
+                if count > WATCH_EVENTS_MAX {
+                    return Err(cursor.too_large(
+                        "count",
+                        u64::from(count),
+                        u64::from(WATCH_EVENTS_MAX),
+                    ));
+                }
+                let mut events =
+                    Vec::with_capacity(cursor.list_capacity(count as usize, WATCH_EVENT_BYTES));
+                for _ in 0..count {
+                    let seq = cursor.u64()?;
+                    let kind = WatchKindWire::of(cursor.u8()?)
+                        .ok_or_else(|| cursor.invalid("kind", "unknown watch event kind"))?;
+                    events.push(WatchEventWire {
+                        seq,
+                        kind,
+                        context_id: cursor.u64()?,
+                        turn_id: cursor.u64()?,
+                        stream_id: cursor.u64()?,
+                    });
+                }
+                if lagged && !events.is_empty() {
+                    return Err(cursor.invalid("lagged", "a lagged answer carries no events"));
+                }
+                StreamsResponse::Watched {
+                    lagged,
+                    resume_after,
+                    events,
+                }
+            }
         })
     }
 
@@ -526,6 +748,22 @@ impl StreamsResponse {
                 w.u64(*length);
                 w.u32(bytes.len() as u32);
                 w.data(bytes);
+            }
+            StreamsResponse::Watched {
+                lagged,
+                resume_after,
+                events,
+            } => {
+                w.u8(u8::from(*lagged));
+                w.u64(*resume_after);
+                w.u32(events.len() as u32);
+                for event in events {
+                    w.u64(event.seq);
+                    w.u8(event.kind.code());
+                    w.u64(event.context_id);
+                    w.u64(event.turn_id);
+                    w.u64(event.stream_id);
+                }
             }
         }
     }

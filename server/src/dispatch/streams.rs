@@ -2,14 +2,17 @@
 //! STREAM_ABORT, STREAM_LIST, STREAM_READ, one match. STREAM_READ with `wait_ms` is a long
 //! poll: the engine's `wait_stream` future races the deadline (the server's
 //! `stream_wait_ms_max` or the request's, the shorter), and an empty answer at the deadline
-//! tells the reader to ask again from the same offset.
+//! tells the reader to ask again from the same offset. WATCH long-polls a target's events
+//! the same way.
 
 use std::time::Duration;
 
 use ctxstore_engine::streams::{StreamEnd, StreamInfo, StreamOwner, StreamRead};
+use ctxstore_engine::watch::{WatchKind, WatchRead, WatchTarget};
 use ctxstore_engine::{AppendRequest, Parent, TurnId, TurnOptions};
 use ctxstore_protocol::{
     ParentWire, Response, StreamInfoWire, StreamStateWire, StreamsRequest, StreamsResponse,
+    WATCH_FROM_NOW, WatchEventWire, WatchKindWire, WatchTargetWire,
 };
 
 use super::{Dispatcher, engine_error, turn_wire};
@@ -130,7 +133,74 @@ impl Dispatcher {
                 };
                 Ok(read_wire(stream_id, offset, read.map_err(engine_error)?))
             }
+            StreamsRequest::Watch {
+                target,
+                after_seq,
+                max_events,
+                wait_ms,
+            } => {
+                let target = match target {
+                    WatchTargetWire::Context(context) => {
+                        WatchTarget::Context(self.context_id(context)?)
+                    }
+                    WatchTargetWire::NamePrefix(prefix) => WatchTarget::NamePrefix(prefix),
+                    WatchTargetWire::Tag(key, value) => WatchTarget::Tag(key, value),
+                };
+                if after_seq == WATCH_FROM_NOW {
+                    return Ok(StreamsResponse::Watched {
+                        lagged: false,
+                        resume_after: self.engine.watch_position(),
+                        events: Vec::new(),
+                    });
+                }
+                let max = max_events as usize;
+                let wait_ms = wait_ms.min(self.limits.stream_wait_ms_max);
+                let read = if wait_ms == 0 {
+                    self.engine.watch_events(&target, after_seq, max)
+                } else {
+                    let deadline = Duration::from_millis(u64::from(wait_ms));
+                    let wait = self.engine.wait_watch(&target, after_seq, max);
+                    match compio::time::timeout(deadline, wait).await {
+                        Ok(read) => read,
+                        Err(_) => self.engine.watch_events(&target, after_seq, max),
+                    }
+                };
+                Ok(watched(after_seq, read))
+            }
         }
+    }
+}
+
+/// A watch's answer: the events and where to resume (after the last one, or where it asked
+/// when there is none).
+fn watched(after_seq: u64, read: WatchRead) -> StreamsResponse {
+    match read {
+        WatchRead::Lagged { resume_after } => StreamsResponse::Watched {
+            lagged: true,
+            resume_after,
+            events: Vec::new(),
+        },
+        WatchRead::Events(events) => StreamsResponse::Watched {
+            lagged: false,
+            resume_after: events.last().map_or(after_seq, |event| event.seq),
+            events: events
+                .iter()
+                .map(|event| WatchEventWire {
+                    seq: event.seq,
+                    kind: match event.kind {
+                        WatchKind::Head => WatchKindWire::Head,
+                        WatchKind::StreamOpened => WatchKindWire::StreamOpened,
+                        WatchKind::StreamSealed => WatchKindWire::StreamSealed,
+                        WatchKind::StreamAborted => WatchKindWire::StreamAborted,
+                        WatchKind::Tags => WatchKindWire::Tags,
+                        WatchKind::Deleted => WatchKindWire::Deleted,
+                    },
+                    context_id: event.context_id.0,
+                    turn_id: event.turn_id.0,
+                    stream_id: event.stream_id,
+                })
+                .collect(),
+        },
     }
 }
 
