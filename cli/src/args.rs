@@ -405,6 +405,16 @@ pub(crate) enum Command {
         #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_tag)]
         labels: Vec<(String, String)>,
     },
+    /// A context's events as they happen, like `tail -f` (protocol version 3): head moves
+    /// (new turns), streams opened, sealed and aborted, tag changes, the deletion. With
+    /// --json one object per event: seq, event, context_id, turn_id, stream_id. Runs until
+    /// interrupted (or the context is deleted); a watcher that falls behind the server's
+    /// kept events says so on stderr and goes on from the newest.
+    Follow {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+    },
     /// A context's open streams, one per line: stream_id, length, type_tag, codec, times.
     Streams {
         /// Context: a ContextID, or @NAME.

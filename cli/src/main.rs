@@ -115,9 +115,10 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             overlays(&client, &out, &cli.command, local.payload, local.purge_hash)
         }
         Command::Stats => stats(&client, &out),
-        Command::Stream { .. } | Command::Streams { .. } | Command::StreamRead { .. } => {
-            streams(&client, &out, &cli.command)
-        }
+        Command::Stream { .. }
+        | Command::Streams { .. }
+        | Command::StreamRead { .. }
+        | Command::Follow { .. } => streams(&client, &out, &cli.command),
     }
 }
 

@@ -103,3 +103,43 @@ fn stdin_streams_into_one_turn_while_another_process_follows_it() {
     assert!(after.status.success());
     assert!(after.stdout.is_empty());
 }
+
+#[test]
+fn follow_prints_each_event_as_it_happens() {
+    let server = TestServer::start(None);
+    let context = server.one(&["ctx", "create"], b"");
+    let context_id = context["context_id"].as_u64().unwrap().to_string();
+    let mut follower = common::ctxstore()
+        .args(["--addr", &server.addr, "--json", "follow", &context_id])
+        .spawn()
+        .unwrap();
+    let mut events = BufReader::new(follower.stdout.take().unwrap());
+    // The follower starts from now: wait until it is watching, then act.
+    std::thread::sleep(Duration::from_millis(300));
+    let appended = server.one(&["append", &context_id], b"a turn");
+    let streamed = server.json(&["stream", &context_id], b"streamed bytes");
+    let mut line = String::new();
+    let mut seen: Vec<Value> = Vec::new();
+    while seen.len() < 4 {
+        line.clear();
+        events.read_line(&mut line).unwrap();
+        seen.push(serde_json::from_str(&line).unwrap());
+    }
+    let names: Vec<&str> = seen.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(names, ["head", "stream_opened", "head", "stream_sealed"]);
+    assert_eq!(seen[0]["turn_id"], appended["turn_id"]);
+    let sealed = streamed.last().unwrap();
+    assert_eq!(seen[3]["turn_id"], sealed["turn_id"]);
+    assert_eq!(seen[3]["stream_id"], sealed["stream_id"]);
+    assert!(
+        seen.windows(2)
+            .all(|p| p[0]["seq"].as_u64() < p[1]["seq"].as_u64())
+    );
+    // The context's deletion is its last event: follow ends.
+    server.one(&["ctx", "delete", &context_id], b"");
+    line.clear();
+    events.read_line(&mut line).unwrap();
+    let deleted: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(deleted["event"], "deleted");
+    assert!(follower.wait().unwrap().success());
+}

@@ -8,7 +8,10 @@ use std::time::Duration;
 use anyhow::Context;
 use bytes::Bytes;
 use ctxstore_client::blocking::Client;
-use ctxstore_client::{Appended, NewStream, StreamInfo, StreamState};
+use ctxstore_client::{
+    Appended, NewStream, StreamInfo, StreamState, WATCH_FROM_NOW, WatchEventWire, WatchKindWire,
+    WatchTargetWire,
+};
 use serde_json::json;
 
 use crate::args::Command;
@@ -94,6 +97,29 @@ pub(crate) fn streams(client: &Client, out: &Output, command: &Command) -> anyho
                 }
             }
         }
+        Command::Follow { context } => {
+            let target = WatchTargetWire::Context(context.clone());
+            let mut after = client
+                .watch(target.clone(), WATCH_FROM_NOW, 1, None)?
+                .resume_after;
+            loop {
+                let watched = client.watch(target.clone(), after, 1024, Some(FOLLOW_WAIT))?;
+                if watched.lagged {
+                    eprintln!(
+                        "ctxstore: follow fell behind the server's kept events; going on from \
+                         event {}",
+                        watched.resume_after
+                    );
+                }
+                for event in &watched.events {
+                    out.event(event)?;
+                    if event.kind == WatchKindWire::Deleted {
+                        return Ok(());
+                    }
+                }
+                after = watched.resume_after;
+            }
+        }
         _ => anyhow::bail!("not a stream command"),
     }
 }
@@ -123,6 +149,31 @@ impl Output {
             self.text(&format!(
                 "stream {stream_id} sealed: turn {} depth {} {} bytes {}",
                 turn.turn_id, turn.depth, turn.payload_len, turn.payload_hash
+            ))
+        }
+    }
+
+    fn event(&self, event: &WatchEventWire) -> anyhow::Result<()> {
+        let name = match event.kind {
+            WatchKindWire::Head => "head",
+            WatchKindWire::StreamOpened => "stream_opened",
+            WatchKindWire::StreamSealed => "stream_sealed",
+            WatchKindWire::StreamAborted => "stream_aborted",
+            WatchKindWire::Tags => "tags",
+            WatchKindWire::Deleted => "deleted",
+        };
+        if self.json {
+            self.line(&json!({
+                "seq": event.seq,
+                "event": name,
+                "context_id": event.context_id,
+                "turn_id": event.turn_id,
+                "stream_id": event.stream_id,
+            }))
+        } else {
+            self.text(&format!(
+                "{name} context {} turn {} stream {}",
+                event.context_id, event.turn_id, event.stream_id
             ))
         }
     }
