@@ -140,15 +140,7 @@ impl Client {
             max_events,
             wait_ms,
         };
-        let timeout = self
-            .shared
-            .config
-            .request_timeout
-            .map(|timeout| timeout + Duration::from_millis(u64::from(wait_ms)));
-        match self
-            .call_within(request, timeout, "ClientConfig::request_timeout")
-            .await?
-        {
+        match self.call_waiting(request, wait_ms).await? {
             StreamsResponse::Watched {
                 lagged,
                 resume_after,
@@ -273,16 +265,7 @@ impl Client {
             bytes_max,
             wait_ms,
         };
-        // The answer may take the wait itself: the request's timeout comes on top of it.
-        let timeout = self
-            .shared
-            .config
-            .request_timeout
-            .map(|timeout| timeout + Duration::from_millis(u64::from(wait_ms)));
-        let answer = self
-            .call_within(request, timeout, "ClientConfig::request_timeout")
-            .await?;
-        match answer {
+        match self.call_waiting(request, wait_ms).await? {
             StreamsResponse::Read {
                 state,
                 offset,
@@ -301,5 +284,23 @@ impl Client {
             }),
             other => Err(unexpected(other.message_type(), other)),
         }
+    }
+}
+
+impl Client {
+    /// A long poll (STREAM_READ, WATCH): the answer may take the wait itself, so the request's
+    /// timeout comes on top of it.
+    async fn call_waiting(
+        &self,
+        request: StreamsRequest,
+        wait_ms: u32,
+    ) -> Result<StreamsResponse, ClientError> {
+        let timeout = self
+            .shared
+            .config
+            .request_timeout
+            .map(|timeout| timeout + Duration::from_millis(u64::from(wait_ms)));
+        self.call_within(request, timeout, "ClientConfig::request_timeout")
+            .await
     }
 }

@@ -269,14 +269,12 @@ impl StreamsRequest {
                 if flags & !stream_open_flags::KNOWN != 0 {
                     return Err(cursor.invalid("open_flags", "unknown flag bits"));
                 }
-                let expected_head = cursor.u64()?;
-                let expected_head = if flags & stream_open_flags::EXPECT_HEAD != 0 {
-                    Some(expected_head)
-                } else if expected_head != 0 {
-                    return Err(cursor.invalid("expected_head", "not 0 without EXPECT_HEAD"));
-                } else {
-                    None
-                };
+                let expected_head = flagged_u64(
+                    cursor,
+                    flags & stream_open_flags::EXPECT_HEAD != 0,
+                    "expected_head",
+                    "not 0 without EXPECT_HEAD",
+                )?;
                 let parent = match (cursor.u8()?, cursor.u64()?) {
                     (0, 0) => ParentWire::Head,
                     (1, 0) => ParentWire::Root,
@@ -303,14 +301,12 @@ impl StreamsRequest {
                 if flags & !stream_append_flags::KNOWN != 0 {
                     return Err(cursor.invalid("append_flags", "unknown flag bits"));
                 }
-                let offset = cursor.u64()?;
-                let offset = if flags & stream_append_flags::AT_OFFSET != 0 {
-                    Some(offset)
-                } else if offset != 0 {
-                    return Err(cursor.invalid("offset", "not 0 without AT_OFFSET"));
-                } else {
-                    None
-                };
+                let offset = flagged_u64(
+                    cursor,
+                    flags & stream_append_flags::AT_OFFSET != 0,
+                    "offset",
+                    "not 0 without AT_OFFSET",
+                )?;
                 let len = cursor.u32()? as usize;
                 if len == 0 {
                     return Err(cursor.invalid("delta_len", "a delta has at least one byte"));
@@ -337,17 +333,7 @@ impl StreamsRequest {
             Kind::StreamList => {
                 let context = cursor.context_ref()?;
                 let after_stream_id = cursor.u64()?;
-                let limit = cursor.u32()?;
-                if limit == 0 {
-                    return Err(cursor.invalid("limit", "at least 1"));
-                }
-                if limit > STREAM_LIST_MAX {
-                    return Err(cursor.too_large(
-                        "limit",
-                        u64::from(limit),
-                        u64::from(STREAM_LIST_MAX),
-                    ));
-                }
+                let limit = count_u32(cursor, "limit", STREAM_LIST_MAX)?;
                 StreamsRequest::StreamList {
                     context,
                     after_stream_id,
@@ -387,17 +373,7 @@ impl StreamsRequest {
                     _ => return Err(cursor.invalid("target", "unknown watch target")),
                 };
                 let after_seq = cursor.u64()?;
-                let max_events = cursor.u32()?;
-                if max_events == 0 {
-                    return Err(cursor.invalid("max_events", "at least 1"));
-                }
-                if max_events > WATCH_EVENTS_MAX {
-                    return Err(cursor.too_large(
-                        "max_events",
-                        u64::from(max_events),
-                        u64::from(WATCH_EVENTS_MAX),
-                    ));
-                }
+                let max_events = count_u32(cursor, "max_events", WATCH_EVENTS_MAX)?;
                 let wait_ms = cursor.u32()?;
                 if wait_ms > STREAM_WAIT_MS_MAX {
                     return Err(cursor.too_large(
@@ -767,6 +743,33 @@ impl StreamsResponse {
             }
         }
     }
+}
+
+/// A `u64` that a flag bit says is there: `None` without the bit, where it must be 0.
+fn flagged_u64(
+    cursor: &mut Cursor,
+    present: bool,
+    field: &'static str,
+    reason: &'static str,
+) -> Result<Option<u64>, DecodeError> {
+    let value = cursor.u64()?;
+    match (present, value) {
+        (true, value) => Ok(Some(value)),
+        (false, 0) => Ok(None),
+        (false, _) => Err(cursor.invalid(field, reason)),
+    }
+}
+
+/// A `u32` count of 1..=`max`.
+fn count_u32(cursor: &mut Cursor, field: &'static str, max: u32) -> Result<u32, DecodeError> {
+    let count = cursor.u32()?;
+    if count == 0 {
+        return Err(cursor.invalid(field, "at least 1"));
+    }
+    if count > max {
+        return Err(cursor.too_large(field, u64::from(count), u64::from(max)));
+    }
+    Ok(count)
 }
 
 fn read_info(cursor: &mut Cursor) -> Result<StreamInfoWire, DecodeError> {
