@@ -56,6 +56,9 @@ pub use config::{
     Actor, ChunkingConfig, EngineConfig, Limits, OpenCheck, Placement, ThreadPlacement,
 };
 pub use engine::Engine;
+/// The simulated disk under the file layer (decision 0026), for tests only.
+#[cfg(feature = "simulated-disk")]
+pub use file::sim as simulated_disk;
 // The Engine's methods by concern, with their public types (`contexts::ListQuery`, …).
 pub use engine::{backup, contexts, cut, overlays, retention, turns};
 pub use error::{Corruption, EngineError, ErrorKind, OpenError};

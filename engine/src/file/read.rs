@@ -3,8 +3,9 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+
+use super::disk;
 
 use crate::error::EngineError;
 
@@ -29,8 +30,7 @@ impl ReadFile {
         {
             return Err(EngineError::io(&self.path, crate::faults::error(errno)));
         }
-        self.file
-            .read_exact_at(target, offset)
+        disk::read_exact_at(&self.path, &self.file, target, offset)
             .map_err(|source| EngineError::io(&self.path, source))
     }
 }
