@@ -23,6 +23,16 @@ fn cuts_wanted() -> u64 {
 fn every_acknowledged_write_survives_a_power_cut() {
     let wanted = cuts_wanted();
     let mut figures = Figures::default();
+    // CTXSTORE_POWER_LOSS_SEED=S replays one seed (a failure names it).
+    if let Some(seed) = std::env::var("CTXSTORE_POWER_LOSS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        if let Err(failure) = run_seed(seed, CUTS_PER_SEED, &mut figures) {
+            panic!("{failure}");
+        }
+        return;
+    }
     let mut seed = 0;
     while figures.cuts < wanted {
         if let Err(failure) = run_seed(seed, CUTS_PER_SEED, &mut figures) {

@@ -172,6 +172,42 @@ enum Op {
     },
 }
 
+/// `op` in a line: payloads by length and hash.
+fn describe(op: &Op) -> String {
+    let short = |bytes: &[u8]| {
+        format!(
+            "{} B {}",
+            bytes.len(),
+            &BlobHash::of(bytes).to_string()[..12]
+        )
+    };
+    match op {
+        Op::Append {
+            context,
+            payload,
+            key,
+            labels,
+        } => format!(
+            "Append {{ context: {context:?}, payload: {}, key: {:?}, labels: {labels:?} }}",
+            short(payload),
+            String::from_utf8_lossy(key)
+        ),
+        Op::KvPut {
+            context,
+            key,
+            value,
+        } => format!(
+            "KvPut {{ context: {context:?}, key: {:?}, value: {} }}",
+            String::from_utf8_lossy(key),
+            short(value)
+        ),
+        Op::Patch { turn, payload } => {
+            format!("Patch {{ turn: {turn:?}, payload: {} }}", short(payload))
+        }
+        other => format!("{other:?}"),
+    }
+}
+
 /// The campaign's figures.
 #[derive(Clone, Debug, Default)]
 pub struct Figures {
@@ -610,6 +646,14 @@ fn observe(engine: &Engine, model: &Model) -> Result<(), String> {
             Err(_) if context.expiring => continue,
             Err(error) => return Err(format!("context {id:?} ({}) lost: {error}", context.name)),
         };
+        if (view.ttl_ms != 0) != context.expiring {
+            return Err(format!(
+                "context {id:?} ({}): time to live {} ms, acknowledged {}",
+                context.name,
+                view.ttl_ms,
+                if context.expiring { "one" } else { "none" }
+            ));
+        }
         let head = context.chain.last().copied().unwrap_or(TurnId::NONE);
         if view.head.head_turn_id != head {
             return Err(format!(
@@ -754,8 +798,9 @@ fn check(engine: &Engine, model: &mut Model, in_flight: Option<&Op>) -> Result<b
     let mut with = model.clone();
     if let Err(problem) = adopt(engine, &mut with, op) {
         return Err(format!(
-            "{} (without the call in flight, {op:?}); with it: {problem}",
-            without.unwrap_err()
+            "{} (without the call in flight, {}); with it: {problem}",
+            without.unwrap_err(),
+            describe(op)
         ));
     }
     match observe(engine, &with) {
@@ -764,7 +809,8 @@ fn check(engine: &Engine, model: &mut Model, in_flight: Option<&Op>) -> Result<b
             Ok(true)
         }
         Err(problem) => Err(format!(
-            "without the call in flight ({op:?}): {}; with it: {problem}",
+            "without the call in flight ({}): {}; with it: {problem}",
+            describe(op),
             without.unwrap_err()
         )),
     }
@@ -813,6 +859,13 @@ fn adopt(engine: &Engine, model: &mut Model, op: &Op) -> Result<(), String> {
                 .head
                 .head_turn_id;
             let turn = block(engine.turn(head)).map_err(|error| error.to_string())?;
+            let previous = model.contexts[context].chain.last().copied();
+            if turn.parent_turn_id != previous.unwrap_or(TurnId::NONE) || Some(head) == previous {
+                return Err(format!(
+                    "head {head:?} (parent {:?}) is not an append after {previous:?}",
+                    turn.parent_turn_id
+                ));
+            }
             let hash = BlobHash::of(payload);
             model.payloads.insert(hash, payload.clone());
             model.turn_id_max = model.turn_id_max.max(head.0);
@@ -966,6 +1019,9 @@ pub fn run_seed(seed: u64, cuts: u64, figures: &mut Figures) -> Result<(), Failu
         crash: crash.clone().map(Box::new),
     };
     for cut in 0..cuts {
+        if std::env::var_os("CTXSTORE_SIM_TRACE").is_some() {
+            eprintln!("workload: cut {cut}");
+        }
         // Open: the recovery after the last cut, itself cut now and then (one cut in five).
         let engine = loop {
             let cut_in_recovery = cut > 0 && rng.below(5) == 0;
@@ -1000,26 +1056,43 @@ pub fn run_seed(seed: u64, cuts: u64, figures: &mut Figures) -> Result<(), Failu
                 check_store(&engine, &store, &mut model)
             })
             .and_then(|()| {
-                for backup in model.backups.clone() {
+                // A backup is checked after the first cut that follows its acknowledgement:
+                // it never changes again.
+                for backup in std::mem::take(&mut model.backups) {
                     verify_dir(&backup, &format!("the backup {}", backup.display()))?;
                 }
                 Ok(())
             });
-        engine.shutdown();
-        drop(engine);
-        checked
-            .and_then(|()| verify_dir(&store, "the store after its recovery"))
-            .map_err(|problem| fail(cut, problem, &crash))?;
         in_flight = None;
-        let engine = Engine::open(config(&store, seed))
-            .map_err(|error| fail(cut, format!("the store does not reopen: {error}"), &crash))?;
+        // Every fourth recovery is also verified offline (the engine closed, then opened
+        // again for the workload); the others go on with the recovered engine, since an open
+        // is most of a cut's cost.
+        let engine = if cut % 4 == 3 {
+            engine.shutdown();
+            drop(engine);
+            checked
+                .and_then(|()| verify_dir(&store, "the store after its recovery"))
+                .map_err(|problem| fail(cut, problem, &crash))?;
+            Engine::open(config(&store, seed))
+                .map_err(|error| fail(cut, format!("the store does not reopen: {error}"), &crash))?
+        } else {
+            if let Err(problem) = checked {
+                engine.shutdown();
+                return Err(fail(cut, problem, &crash));
+            }
+            engine
+        };
         // The workload, with the power cut before a random call to come.
         disk.cut_before(disk.ops() + 1 + rng.below(120));
         let steps = 1 + rng.below(30);
         for _ in 0..steps {
             let op = model.next_op(&mut rng, &root);
             let before = model.clone();
-            match run(&engine, &mut model, &op) {
+            let result = run(&engine, &mut model, &op);
+            if std::env::var_os("CTXSTORE_SIM_TRACE").is_some() {
+                eprintln!("workload: {} -> {:?}", describe(&op), result.as_ref().err());
+            }
+            match result {
                 Ok(()) => figures.ops_acknowledged += 1,
                 Err(_) if disk.is_cut() => {
                     model = before;
@@ -1041,7 +1114,7 @@ pub fn run_seed(seed: u64, cuts: u64, figures: &mut Figures) -> Result<(), Failu
                     engine.shutdown();
                     return Err(fail(
                         cut,
-                        format!("{op:?} refused with the power on: {error}"),
+                        format!("{} refused with the power on: {error}", describe(&op)),
                         &crash,
                     ));
                 }
