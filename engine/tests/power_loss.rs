@@ -59,3 +59,155 @@ fn finding_1_a_new_store_directory_survives_a_power_cut() {
         panic!("{failure}");
     }
 }
+
+/// A store with three synced, incompressible blobs of 5,000 bytes in its first pack (records
+/// at 0, 5,088 and 10,176: the first 4 KiB sector holds only the first record's bytes), the
+/// engine closed; answers the disk, the store's path and the three payloads.
+mod read_faults {
+    use std::path::{Path, PathBuf};
+
+    use bytes::Bytes;
+    use ctxstore_engine::simulated_disk::SimulatedDisk;
+    use ctxstore_engine::{
+        AppendPayload, AppendRequest, BlobHash, Engine, EngineConfig, ErrorKind, OpenCheck,
+    };
+
+    use super::power_loss_support::scratch_root;
+
+    pub struct Synced {
+        pub disk: SimulatedDisk,
+        pub store: PathBuf,
+        pub payloads: Vec<Vec<u8>>,
+        _scratch: tempfile::TempDir,
+    }
+
+    pub fn config(store: &Path, open_check: OpenCheck) -> EngineConfig {
+        let mut config = EngineConfig::new(store);
+        config.open_check = open_check;
+        config.disk_reserve_bytes = 0;
+        config.chunking.threshold_bytes = 0;
+        config
+    }
+
+    fn noise(len: usize, mut state: u64) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(len + 8);
+        while bytes.len() < len {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            bytes.extend_from_slice(&state.to_le_bytes());
+        }
+        bytes.truncate(len);
+        bytes
+    }
+
+    pub fn synced_store() -> Synced {
+        let scratch = tempfile::Builder::new()
+            .prefix("read-faults")
+            .tempdir_in(scratch_root())
+            .unwrap();
+        let disk = SimulatedDisk::attach(scratch.path(), 7).unwrap();
+        let store = disk.root().join("store");
+        let engine = Engine::open(config(&store, OpenCheck::Full)).unwrap();
+        let context = pollster::block_on(engine.create_context())
+            .unwrap()
+            .context_id;
+        let payloads: Vec<Vec<u8>> = (1..=3).map(|seed| noise(5000, seed)).collect();
+        for payload in &payloads {
+            pollster::block_on(engine.append(AppendRequest {
+                context_id: context,
+                expected_head: None,
+                type_tag: 0,
+                codec: 0,
+                payload: AppendPayload::Bytes(Bytes::from(payload.clone())),
+                options: Default::default(),
+            }))
+            .unwrap();
+        }
+        engine.shutdown();
+        drop(engine);
+        Synced {
+            disk,
+            store,
+            payloads,
+            _scratch: scratch,
+        }
+    }
+
+    pub fn pack(store: &Path) -> PathBuf {
+        store.join("blobs/shard-00/pack-000000.pack")
+    }
+
+    pub fn blob(engine: &Engine, payload: &[u8]) -> Result<Bytes, ctxstore_engine::EngineError> {
+        pollster::block_on(engine.blob(BlobHash::of(payload)))
+    }
+
+    pub fn assert_named(error: &dyn std::fmt::Display, kind: ErrorKind, actual: ErrorKind) {
+        let text = error.to_string();
+        assert_eq!(actual, kind, "{text}");
+        assert!(text.contains("pack-000000.pack"), "names no file: {text}");
+        assert!(text.contains("offset 0"), "names no offset: {text}");
+    }
+}
+
+/// Issue 36 item 5: a synced sector of a pack that reads back rotten is named (file and
+/// offset) and the store refuses to open with the full open check, the default
+/// (docs/reliability.md#corruption); `verify` names it too.
+#[test]
+fn a_rotten_synced_sector_is_named_and_the_store_refuses_to_open() {
+    use ctxstore_engine::{Engine, OpenCheck};
+    let synced = read_faults::synced_store();
+    let pack = read_faults::pack(&synced.store);
+    synced.disk.rot(&pack, 0, 4096).unwrap();
+    let refused = Engine::open(read_faults::config(&synced.store, OpenCheck::Full))
+        .expect_err("a store with a rotten pack sector opened");
+    let text = refused.to_string();
+    assert!(text.contains("pack-000000.pack"), "{text}");
+    assert!(text.contains("offset 0"), "{text}");
+    let report = ctxstore_engine::verify(&synced.store).unwrap();
+    assert!(!report.is_ok(), "verify passed a rotten sector");
+    assert!(report.to_string().contains("pack-000000.pack"), "{report}");
+}
+
+/// With the tail-only open check the store opens (the index vouches for the pack), and the
+/// rotten record is never served: its read is CORRUPT, naming file and offset; the records
+/// beside it read back exactly.
+#[test]
+fn a_rotten_synced_sector_is_never_served() {
+    use ctxstore_engine::{Engine, ErrorKind, OpenCheck};
+    let synced = read_faults::synced_store();
+    let pack = read_faults::pack(&synced.store);
+    synced.disk.rot(&pack, 0, 4096).unwrap();
+    let engine = Engine::open(read_faults::config(&synced.store, OpenCheck::Tail)).unwrap();
+    let error = read_faults::blob(&engine, &synced.payloads[0]).expect_err("rotten bytes served");
+    read_faults::assert_named(&error, ErrorKind::Corrupt, error.kind());
+    for payload in &synced.payloads[1..] {
+        assert_eq!(
+            &read_faults::blob(&engine, payload).unwrap()[..],
+            &payload[..]
+        );
+    }
+    engine.shutdown();
+}
+
+/// A synced sector that no longer reads (EIO) fails the read of the blob in it, naming file
+/// and offset, and nothing else; the store stays writable (a read error is not a failed
+/// fsync).
+#[test]
+fn a_synced_sector_that_reads_as_eio_is_named_and_not_served() {
+    use ctxstore_engine::{Engine, ErrorKind, OpenCheck};
+    let synced = read_faults::synced_store();
+    let pack = read_faults::pack(&synced.store);
+    let engine = Engine::open(read_faults::config(&synced.store, OpenCheck::Full)).unwrap();
+    synced.disk.fail_reads(&pack, 0, 4096).unwrap();
+    let error = read_faults::blob(&engine, &synced.payloads[0]).expect_err("EIO served as data");
+    read_faults::assert_named(&error, ErrorKind::Io, error.kind());
+    for payload in &synced.payloads[1..] {
+        assert_eq!(
+            &read_faults::blob(&engine, payload).unwrap()[..],
+            &payload[..]
+        );
+    }
+    assert!(!engine.stats().read_only);
+    engine.shutdown();
+}

@@ -22,7 +22,8 @@ impl ReadFile {
         Ok(ReadFile { path, file })
     }
 
-    /// Fills `target` from `offset`, with an engine error naming the file.
+    /// Fills `target` from `offset`, with an engine error naming the file and the offset (a
+    /// sector that no longer reads is found by both; the error's kind stays the system's).
     pub fn read_exact_at(&self, target: &mut [u8], offset: u64) -> Result<(), EngineError> {
         #[cfg(test)]
         if let Some(crate::faults::Fault::Fail(errno)) =
@@ -30,7 +31,13 @@ impl ReadFile {
         {
             return Err(EngineError::io(&self.path, crate::faults::error(errno)));
         }
-        disk::read_exact_at(&self.path, &self.file, target, offset)
-            .map_err(|source| EngineError::io(&self.path, source))
+        let len = target.len();
+        disk::read_exact_at(&self.path, &self.file, target, offset).map_err(|source| {
+            let located = io::Error::new(
+                source.kind(),
+                format!("reading {len} bytes at offset {offset}: {source}"),
+            );
+            EngineError::io(&self.path, located)
+        })
     }
 }
