@@ -56,6 +56,9 @@ pub use config::{
     Actor, ChunkingConfig, EngineConfig, Limits, OpenCheck, Placement, ThreadPlacement,
 };
 pub use engine::Engine;
+/// The file layer's calls for crates that write beside the engine (the replica), through the
+/// same disk seam as the engine's own writes (decision 0026).
+pub use file::api as files;
 /// The simulated disk under the file layer (decision 0026), for tests only.
 #[cfg(feature = "simulated-disk")]
 pub use file::sim as simulated_disk;

@@ -200,6 +200,17 @@ pub(crate) fn remove(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Removes the directory `dir` and everything under it, not yet durable.
+#[inline]
+pub(crate) fn remove_dir_all(dir: &Path) -> io::Result<()> {
+    #[cfg(feature = "simulated-disk")]
+    sim::before(dir)?;
+    std::fs::remove_dir_all(dir)?;
+    #[cfg(feature = "simulated-disk")]
+    sim::removed(dir)?;
+    Ok(())
+}
+
 /// Creates `dir` and its missing parents, not yet durable.
 pub(crate) fn create_dir_all(dir: &Path) -> io::Result<()> {
     #[cfg(feature = "simulated-disk")]
