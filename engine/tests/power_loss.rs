@@ -254,3 +254,67 @@ fn the_public_file_calls_keep_their_promises_across_power_cuts() {
         assert!(!dir.join("position.tmp").exists(), "{context}");
     }
 }
+
+/// Whether `code` names `call` as a whole word (`WriteFile::create` is not `File::create`).
+fn calls(code: &str, call: &str) -> bool {
+    code.match_indices(call).any(|(at, _)| {
+        let starts_word = call.starts_with(|c: char| c.is_alphanumeric());
+        !starts_word
+            || !code[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
+}
+
+/// Decision 0026: inside the file layer only the seam (`file/disk.rs`) and the simulated disk
+/// (`file/sim.rs`) call the operating system to change the disk, so that the simulated disk
+/// sees every change. (`code_map.rs` holds the modules outside `file/` to the file layer.)
+#[test]
+fn only_the_seam_calls_the_system() {
+    const SYSTEM_WRITES: &[&str] = &[
+        "OpenOptions",
+        "File::create",
+        "fs::write",
+        "fs::rename",
+        "fs::remove",
+        "fs::create_dir",
+        "fs::hard_link",
+        "fs::copy",
+        "io::copy",
+        "rustix::fs",
+        "fallocate(",
+        ".sync_all()",
+        ".sync_data()",
+        "file.set_len(",
+        "file.write_all_at(",
+        "file.write_all(",
+    ];
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/file");
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "disk.rs" || name == "sim.rs" {
+            continue;
+        }
+        checked += 1;
+        let source = std::fs::read_to_string(&path).unwrap();
+        for (number, line) in source.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for call in SYSTEM_WRITES.iter().filter(|call| calls(code, call)) {
+                problems.push(format!("file/{name}:{}: {call}", number + 1));
+            }
+        }
+    }
+    assert!(
+        checked >= 6,
+        "the scan found the file layer ({checked} files)"
+    );
+    assert!(
+        problems.is_empty(),
+        "calls around the disk seam (route them through file/disk.rs):\n{}",
+        problems.join("\n")
+    );
+}
