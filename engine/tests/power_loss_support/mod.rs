@@ -716,6 +716,30 @@ fn observe(engine: &Engine, model: &Model) -> Result<(), String> {
             .copied()
             .filter(|turn| model.turns[turn].depth >= context.floor_depth)
             .collect();
+        // Every acknowledged turn the context reaches, as it reads now (its overlays
+        // applied): an in-flight patch or redaction settles on the turn itself.
+        for turn_id in &visible {
+            let turn = &model.turns[turn_id];
+            let read = match block(engine.turn(*turn_id)) {
+                Ok(read) => read,
+                Err(_) if model.collectable.contains(turn_id) => continue,
+                Err(error) => return Err(format!("turn {turn_id:?} of {id:?} lost: {error}")),
+            };
+            let hash = if turn.redacted {
+                BlobHash::EMPTY
+            } else {
+                turn.hash
+            };
+            if read.parent_turn_id != turn.parent
+                || read.depth != turn.depth
+                || read.payload_hash != hash
+            {
+                return Err(format!(
+                    "turn {turn_id:?} of {id:?}: parent {:?} depth {} payload {}, acknowledged parent {:?} depth {} payload {hash}",
+                    read.parent_turn_id, read.depth, read.payload_hash, turn.parent, turn.depth
+                ));
+            }
+        }
         let newest = &visible[visible.len().saturating_sub(8)..];
         let page = block(engine.last(*id, newest.len().max(1) as u32, true))
             .map_err(|error| format!("last of {id:?}: {error}"))?;
