@@ -72,7 +72,7 @@ mod read_faults {
         AppendPayload, AppendRequest, BlobHash, Engine, EngineConfig, ErrorKind, OpenCheck,
     };
 
-    use super::power_loss_support::scratch_root;
+    use super::power_loss_support::{Rng, scratch_root};
 
     pub struct Synced {
         pub disk: SimulatedDisk,
@@ -89,18 +89,6 @@ mod read_faults {
         config
     }
 
-    fn noise(len: usize, mut state: u64) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(len + 8);
-        while bytes.len() < len {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            bytes.extend_from_slice(&state.to_le_bytes());
-        }
-        bytes.truncate(len);
-        bytes
-    }
-
     pub fn synced_store() -> Synced {
         let scratch = tempfile::Builder::new()
             .prefix("read-faults")
@@ -112,7 +100,7 @@ mod read_faults {
         let context = pollster::block_on(engine.create_context())
             .unwrap()
             .context_id;
-        let payloads: Vec<Vec<u8>> = (1..=3).map(|seed| noise(5000, seed)).collect();
+        let payloads: Vec<Vec<u8>> = (1..=3).map(|seed| Rng::new(seed).bytes(5000)).collect();
         for payload in &payloads {
             pollster::block_on(engine.append(AppendRequest {
                 context_id: context,

@@ -44,7 +44,7 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         if n == 0 { 0 } else { self.next() % n }
     }
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(len + 8);
         while bytes.len() < len {
             bytes.extend_from_slice(&self.next().to_le_bytes());
@@ -134,10 +134,6 @@ enum Op {
         context: ContextId,
         set: Vec<(String, String)>,
         remove: Vec<String>,
-    },
-    Rename {
-        context: ContextId,
-        name: String,
     },
     KvPut {
         context: ContextId,
@@ -452,6 +448,60 @@ impl Model {
         self.contexts.insert(id, context);
     }
 
+    /// The model after `op` (a Create, Fork or Clone) made the context `id`.
+    fn created(&mut self, op: &Op, id: ContextId) {
+        match op {
+            Op::Create { name, tags } => {
+                self.new_context(id, name.clone(), None, TurnId::NONE);
+                self.contexts.get_mut(&id).unwrap().tags = tags.iter().cloned().collect();
+            }
+            Op::Fork { base, from, name } => {
+                self.new_context(id, name.clone(), Some(*from), *base);
+                let context = self.contexts.get_mut(&id).unwrap();
+                context.tags.clear();
+                context.kv.clear();
+                context.floor_depth = 0;
+            }
+            Op::Clone { from, name } => {
+                let head = self.contexts[from].chain.last().copied();
+                self.new_context(id, name.clone(), Some(*from), head.unwrap_or(TurnId::NONE));
+            }
+            other => panic!("{} creates no context", describe(other)),
+        }
+    }
+
+    /// The model after the Append `op` made `turn`.
+    fn appended(&mut self, op: &Op, turn: &ctxstore_engine::Turn) {
+        let Op::Append {
+            context,
+            payload,
+            key,
+            labels,
+        } = op
+        else {
+            panic!("{} appends nothing", describe(op));
+        };
+        self.turn_id_max = self.turn_id_max.max(turn.turn_id.0);
+        let hash = BlobHash::of(payload);
+        self.payloads.insert(hash, payload.clone());
+        let mut labels = labels.clone();
+        labels.sort();
+        let model = TurnModel {
+            parent: turn.parent_turn_id,
+            depth: turn.depth,
+            hash,
+            redacted: false,
+            key: key.clone(),
+            labels,
+        };
+        self.turns.insert(turn.turn_id, model);
+        self.contexts
+            .get_mut(context)
+            .unwrap()
+            .chain
+            .push(turn.turn_id);
+    }
+
     fn delete(&mut self, context: ContextId) {
         if let Some(gone) = self.contexts.remove(&context) {
             self.collectable.extend(gone.chain.iter().copied());
@@ -496,31 +546,19 @@ fn run(engine: &Engine, model: &mut Model, op: &Op) -> Result<(), EngineError> {
                 tags: tags.clone(),
                 ..NewContext::default()
             }))?;
-            let id = created.context.head.context_id;
-            model.new_context(id, name.clone(), None, TurnId::NONE);
-            model.contexts.get_mut(&id).unwrap().tags = tags.iter().cloned().collect();
+            model.created(op, created.context.head.context_id);
         }
-        Op::Fork { base, from, name } => {
+        Op::Fork { base, name, .. } => {
             let created = block(engine.create(NewContext {
                 base: *base,
                 name: Some(name.clone()),
                 ..NewContext::default()
             }))?;
-            let id = created.context.head.context_id;
-            model.new_context(id, name.clone(), Some(*from), *base);
-            let context = model.contexts.get_mut(&id).unwrap();
-            context.tags.clear();
-            context.kv.clear();
-            context.floor_depth = 0;
+            model.created(op, created.context.head.context_id);
         }
         Op::Clone { from, name } => {
             let view = block(engine.clone_context(ctx_ref(*from), name.clone()))?;
-            let head = model.contexts[from]
-                .chain
-                .last()
-                .copied()
-                .unwrap_or(TurnId::NONE);
-            model.new_context(view.head.context_id, name.clone(), Some(*from), head);
+            model.created(op, view.head.context_id);
         }
         Op::Append {
             context,
@@ -540,29 +578,7 @@ fn run(engine: &Engine, model: &mut Model, op: &Op) -> Result<(), EngineError> {
                     ..TurnOptions::default()
                 },
             }))?;
-            let turn = appended.turn;
-            model.turn_id_max = model.turn_id_max.max(turn.turn_id.0);
-            let hash = BlobHash::of(payload);
-            model.payloads.insert(hash, payload.clone());
-            let mut labels = labels.clone();
-            labels.sort();
-            model.turns.insert(
-                turn.turn_id,
-                TurnModel {
-                    parent: turn.parent_turn_id,
-                    depth: turn.depth,
-                    hash,
-                    redacted: false,
-                    key: key.clone(),
-                    labels,
-                },
-            );
-            model
-                .contexts
-                .get_mut(context)
-                .unwrap()
-                .chain
-                .push(turn.turn_id);
+            model.appended(op, &appended.turn);
         }
         Op::Tags {
             context,
@@ -570,17 +586,6 @@ fn run(engine: &Engine, model: &mut Model, op: &Op) -> Result<(), EngineError> {
             remove,
         } => {
             block(engine.update_tags(&ctx_ref(*context), set.clone(), remove.clone(), None))?;
-            let tags = &mut model.contexts.get_mut(context).unwrap().tags;
-            for (key, value) in set {
-                tags.insert(key.clone(), value.clone());
-            }
-            for key in remove {
-                tags.remove(key);
-            }
-        }
-        Op::Rename { context, name } => {
-            block(engine.set_name(&ctx_ref(*context), name.clone()))?;
-            model.contexts.get_mut(context).unwrap().name = name.clone();
         }
         Op::KvPut {
             context,
@@ -592,22 +597,12 @@ fn run(engine: &Engine, model: &mut Model, op: &Op) -> Result<(), EngineError> {
                 vec![(key.clone(), Bytes::from(value.clone()))],
                 false,
             ))?;
-            let hash = BlobHash::of(value);
-            model.payloads.insert(hash, value.clone());
-            model
-                .contexts
-                .get_mut(context)
-                .unwrap()
-                .kv
-                .insert(key.clone(), hash);
         }
         Op::KvDelete { context, key } => {
             block(engine.kv_delete(&ctx_ref(*context), vec![key.clone()]))?;
-            model.contexts.get_mut(context).unwrap().kv.remove(key);
         }
         Op::Delete { context } => {
             block(engine.delete_context(&ctx_ref(*context)))?;
-            model.delete(*context);
         }
         Op::Prune { context, keep } => {
             let view = block(engine.prune_context(&ctx_ref(*context), *keep))?;
@@ -615,17 +610,12 @@ fn run(engine: &Engine, model: &mut Model, op: &Op) -> Result<(), EngineError> {
         }
         Op::Ttl { context, ttl_ms } => {
             block(engine.set_context_ttl(&ctx_ref(*context), Some(*ttl_ms)))?;
-            model.contexts.get_mut(context).unwrap().expiring = true;
         }
         Op::Patch { turn, payload } => {
             block(engine.patch_turn(*turn, Bytes::from(payload.clone())))?;
-            let hash = BlobHash::of(payload);
-            model.payloads.insert(hash, payload.clone());
-            model.turns.get_mut(turn).unwrap().hash = hash;
         }
         Op::Redact { turn } => {
             block(engine.redact_turn(*turn))?;
-            model.turns.get_mut(turn).unwrap().redacted = true;
         }
         Op::Gc => {
             engine.gc()?;
@@ -635,6 +625,8 @@ fn run(engine: &Engine, model: &mut Model, op: &Op) -> Result<(), EngineError> {
             model.backups.push(dir.clone());
         }
     }
+    // The calls whose effect needs nothing from the engine's answer.
+    apply_known(model, op);
     Ok(())
 }
 
@@ -848,35 +840,9 @@ fn adopt(engine: &Engine, model: &mut Model, op: &Op) -> Result<(), String> {
             let id = engine
                 .resolve(&ContextRef::Name(name.clone()))
                 .map_err(|error| format!("{name}: {error}"))?;
-            match op {
-                Op::Create { tags, .. } => {
-                    model.new_context(id, name.clone(), None, TurnId::NONE);
-                    model.contexts.get_mut(&id).unwrap().tags = tags.iter().cloned().collect();
-                }
-                Op::Fork { base, from, .. } => {
-                    model.new_context(id, name.clone(), Some(*from), *base);
-                    let context = model.contexts.get_mut(&id).unwrap();
-                    context.tags.clear();
-                    context.kv.clear();
-                    context.floor_depth = 0;
-                }
-                Op::Clone { from, .. } => {
-                    let head = model.contexts[from]
-                        .chain
-                        .last()
-                        .copied()
-                        .unwrap_or(TurnId::NONE);
-                    model.new_context(id, name.clone(), Some(*from), head);
-                }
-                _ => {}
-            }
+            model.created(op, id);
         }
-        Op::Append {
-            context,
-            payload,
-            key,
-            labels,
-        } => {
+        Op::Append { context, .. } => {
             let head = engine
                 .context(&ctx_ref(*context))
                 .map_err(|error| error.to_string())?
@@ -890,23 +856,7 @@ fn adopt(engine: &Engine, model: &mut Model, op: &Op) -> Result<(), String> {
                     turn.parent_turn_id
                 ));
             }
-            let hash = BlobHash::of(payload);
-            model.payloads.insert(hash, payload.clone());
-            model.turn_id_max = model.turn_id_max.max(head.0);
-            let mut labels = labels.clone();
-            labels.sort();
-            model.turns.insert(
-                head,
-                TurnModel {
-                    parent: turn.parent_turn_id,
-                    depth: turn.depth,
-                    hash,
-                    redacted: false,
-                    key: key.clone(),
-                    labels,
-                },
-            );
-            model.contexts.get_mut(context).unwrap().chain.push(head);
+            model.appended(op, &turn);
         }
         Op::Prune { context, .. } => {
             let view = engine
@@ -937,9 +887,6 @@ fn apply_known(model: &mut Model, op: &Op) {
             for key in remove {
                 tags.remove(key);
             }
-        }
-        Op::Rename { context, name } => {
-            model.contexts.get_mut(context).unwrap().name = name.clone();
         }
         Op::KvPut {
             context,
