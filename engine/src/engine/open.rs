@@ -264,9 +264,14 @@ fn start_actors(
         match started {
             Ok(handle) => threads.push(handle),
             Err(error) => {
-                // Dropping the senders stops the actors already started.
+                // Dropping the senders stops the actors already started — those in the seeds
+                // of threads not started yet too: a shard's seed holds a sender to the
+                // sequencer, which would otherwise wait for it forever (the power-loss
+                // campaign's second finding: a failed shard start hung the open).
                 drop(sequencer);
                 drop(shards);
+                drop(sequencer_seed);
+                drop(shard_seeds);
                 for handle in threads {
                     let _ = handle.join();
                 }
