@@ -12,7 +12,7 @@
 #[path = "../tests/power_loss_support/mod.rs"]
 mod power_loss_support;
 
-use power_loss_support::{Figures, run_seed};
+use power_loss_support::{Figures, run_seed_watched};
 
 fn main() {
     let mut cuts_wanted = 100_000u64;
@@ -40,7 +40,12 @@ fn main() {
     while figures.cuts < cuts_wanted {
         let cuts_before = figures.cuts;
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_seed(seed, cuts_per_seed, &mut figures)
+            run_seed_watched(
+                seed,
+                cuts_per_seed,
+                &mut figures,
+                std::time::Duration::from_secs(600),
+            )
         }));
         match run {
             Ok(Ok(())) => {}

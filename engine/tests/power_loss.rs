@@ -7,10 +7,13 @@
 
 mod power_loss_support;
 
-use power_loss_support::{Figures, run_seed};
+use power_loss_support::{Figures, run_seed, run_seed_watched};
 
 /// Cuts per seed: a seed's model grows with its workload, so long runs use more seeds.
 const CUTS_PER_SEED: u64 = 25;
+
+/// A seed that has not finished in this long hangs (a debug build runs one in seconds).
+const HUNG_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
 
 fn cuts_wanted() -> u64 {
     std::env::var("CTXSTORE_POWER_LOSS_CUTS")
@@ -35,8 +38,8 @@ fn every_acknowledged_write_survives_a_power_cut() {
     }
     let mut seed = 0;
     while figures.cuts < wanted {
-        if let Err(failure) = run_seed(seed, CUTS_PER_SEED, &mut figures) {
-            panic!("{failure}\nreplay: power_loss_support::run_seed({seed}, {CUTS_PER_SEED}, ..)");
+        if let Err(failure) = run_seed_watched(seed, CUTS_PER_SEED, &mut figures, HUNG_AFTER) {
+            panic!("{failure}\nreplay: CTXSTORE_POWER_LOSS_SEED={seed}");
         }
         seed += 1;
     }
