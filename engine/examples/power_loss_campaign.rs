@@ -62,7 +62,7 @@ fn main() {
         }
         if figures.cuts / 1000 > cuts_before / 1000 {
             println!(
-                "{} cuts, seeds {first_seed}..={seed}, {} failed, {:.0} s",
+                "{} cuts, seeds {first_seed}..={seed}, {} failed, {:.0} s: {figures:?}",
                 figures.cuts,
                 failures.len(),
                 started.elapsed().as_secs_f64()
