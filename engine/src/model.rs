@@ -463,3 +463,24 @@ pub struct GcReport {
     pub dead_bytes: u64,
     pub duration_ms: u64,
 }
+
+/// What a shard made of ingested pack bytes (a standby, issue 31).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IngestedPack {
+    /// Records indexed (new blobs readable).
+    pub blobs: u64,
+    /// Bytes written (bytes the shard held already, byte for byte, are skipped).
+    pub bytes_written: u64,
+    /// A whole new version of a sealed pack (a collection rewrote it on the primary) was not
+    /// installed: the standby keeps its own, a superset (decision 0019).
+    pub kept_own_version: bool,
+}
+
+/// What a sequencer made of ingested `turns.log` slots (a standby, issue 31).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IngestedLog {
+    pub records: u64,
+    pub turns: u64,
+    /// The durable watermark after them (the last record id).
+    pub log_records: u64,
+}

@@ -38,6 +38,8 @@ pub struct ServerConfig {
     pub metrics_allow_non_loopback: bool,
     /// Ship the store to an object store (`--replicate-to`); `None`: no replication.
     pub replication: Option<ctxstore_replica::ShipConfig>,
+    /// Run as a standby of a replica (`--follow`); `None`: a primary (or no replica).
+    pub follow: Option<ctxstore_replica::FollowConfig>,
 }
 
 /// A limit on everything a client controls, unit last.
@@ -129,6 +131,7 @@ impl ServerConfig {
             metrics_listen: None,
             metrics_allow_non_loopback: false,
             replication: None,
+            follow: None,
         }
     }
 

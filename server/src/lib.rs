@@ -48,6 +48,8 @@ pub struct Server {
     stop_cores: Vec<flume::Sender<()>>,
     /// Ships the store to its replica (`--replicate-to`).
     replicator: Option<ctxstore_replica::Replicator>,
+    /// Follows a replica as a standby (`--follow`), and ships once promoted.
+    follower: Option<ctxstore_replica::Follower>,
     stopped: bool,
 }
 
@@ -71,7 +73,26 @@ impl Server {
         // touches (or creates) a data directory or spends a recovery. Connections that arrive
         // while the store recovers wait in the backlog and are served once it is open.
         let listener = acceptor::bind(config.listen)?;
-        let engine = Engine::open(config.engine.clone()).with_context(|| {
+        let mut engine_config = config.engine.clone();
+        if let Some(follow) = &config.follow {
+            // A standby's store comes from its replica: restored into an empty directory, or
+            // the one it followed before (decision 0019).
+            engine_config.follower = true;
+            if engine_config.data_dir.is_relative() {
+                let here = std::env::current_dir().context("reading the current directory")?;
+                engine_config.data_dir = here.join(&engine_config.data_dir);
+            }
+            let prepared = ctxstore_replica::follow::prepare(&engine_config.data_dir, follow)
+                .with_context(|| {
+                    format!(
+                        "preparing the standby of {} in {}",
+                        follow.url,
+                        engine_config.data_dir.display()
+                    )
+                })?;
+            tracing::info!(?prepared, url = %follow.url, "standby ready to open");
+        }
+        let engine = Engine::open(engine_config.clone()).with_context(|| {
             format!("opening the store in {}", config.engine.data_dir.display())
         })?;
         let local_addr = listener
@@ -85,16 +106,40 @@ impl Server {
             cores: Vec::new(),
             stop_cores: Vec::new(),
             replicator: None,
+            follower: None,
             stopped: false,
         };
         // Replication attaches before anything is served: a foreign prefix or a store that
         // cannot be reached (without --replicate-start-anyway) stops the start.
+        // The address clients reach this server at, for the replica's epoch object (a
+        // standby's READ_ONLY names it): `--replica-advertise`, else the bound address.
+        let advertise = |ship: &ctxstore_replica::ShipConfig| {
+            let mut ship = ship.clone();
+            if ship.advertise.is_empty() {
+                ship.advertise = local_addr.to_string();
+            }
+            ship
+        };
         if let Some(replication) = &config.replication {
-            match ctxstore_replica::Replicator::start(server.engine.clone(), replication.clone()) {
+            match ctxstore_replica::Replicator::start(server.engine.clone(), advertise(replication))
+            {
                 Ok(replicator) => server.replicator = Some(replicator),
                 Err(error) => {
                     server.stop();
                     return Err(anyhow::Error::new(error).context("starting replication"));
+                }
+            }
+        }
+        if let Some(follow) = &config.follow {
+            let follow = ctxstore_replica::FollowConfig {
+                ship: advertise(&follow.ship),
+                ..follow.clone()
+            };
+            match ctxstore_replica::Follower::start(server.engine.clone(), follow) {
+                Ok(follower) => server.follower = Some(follower),
+                Err(error) => {
+                    server.stop();
+                    return Err(anyhow::Error::new(error).context("starting the standby"));
                 }
             }
         }
@@ -132,10 +177,7 @@ impl Server {
                 cores: cores.metrics,
                 data_dir: config.engine.data_dir.clone(),
                 payload_cache_bytes_per_core: config.payload_cache_bytes_per_core,
-                replication: self
-                    .replicator
-                    .as_ref()
-                    .map(|replicator| replicator.stats().clone()),
+                replication: self.replication().cloned(),
             };
             self.metrics = Some(metrics::MetricsEndpoint::start(listen, source)?);
         }
@@ -210,6 +252,7 @@ impl Server {
         self.replicator
             .as_ref()
             .map(|replicator| replicator.stats())
+            .or_else(|| self.follower.as_ref().map(|follower| follower.stats()))
     }
 
     /// A handle that cuts a graceful stop short from another thread (a second signal).
@@ -245,6 +288,11 @@ impl Server {
         if let Some(replicator) = self.replicator.take() {
             replicator.stop();
         }
+        if let Some(follower) = self.follower.take()
+            && let Err(error) = follower.stop()
+        {
+            tracing::warn!(%error, "the standby's last poll failed");
+        }
         self.engine.shutdown();
         tracing::info!("ctxstore server stopped");
     }
@@ -266,6 +314,7 @@ impl Drop for Server {
             cores: std::mem::take(&mut self.cores),
             stop_cores: std::mem::take(&mut self.stop_cores),
             replicator: self.replicator.take(),
+            follower: self.follower.take(),
             stopped: std::mem::replace(&mut self.stopped, true),
         };
         let _ = std::thread::spawn(move || server.stop()).join();

@@ -265,6 +265,26 @@ impl<'a> Replay<'a> {
         }
     }
 
+    /// Replay resumed from a live state (a standby's ingest, `sequencer/actor/ingest.rs`):
+    /// the records after `last_record_id` are checked against `state` with the rules of an
+    /// open. `state`'s counters count what this replay adds.
+    pub fn resume(
+        log: File,
+        base: Option<Arc<LogBase>>,
+        shards: &'a [ShardView],
+        mut state: RecoveredLog,
+        last_record_id: u64,
+    ) -> Self {
+        state.next_record_id = last_record_id;
+        Replay {
+            state,
+            pending: None,
+            seen_blobs: HashSet::default(),
+            shards,
+            reader: LogReader { log, base },
+        }
+    }
+
     pub fn record(&mut self, record: &LogRecord) -> Result<(), String> {
         let state = &mut self.state;
         let assembled = match (self.pending.take(), record) {
