@@ -555,15 +555,7 @@ impl Applier {
         let what = self.remote.path(key).to_string();
         let bytes = self.remote.get_required(key).await?;
         let (header, body_start) = decode_segment(&bytes, &what)?;
-        if header.generation != generation || header.seq != seq {
-            return Err(ReplicaError::Damaged {
-                key: what,
-                reason: format!(
-                    "it says it is segment {} of generation {}",
-                    header.seq, header.generation
-                ),
-            });
-        }
+        catalog::check_segment_key(&header, generation, seq, what.clone())?;
         let body = &bytes[body_start..body_start + header.body_bytes as usize];
         self.stats.add_shipped(1, bytes.len() as u64);
 

@@ -8,6 +8,8 @@
 //! and on SeaweedFS when `.ci/run` names it (`CTXSTORE_S3_TEST_ENDPOINT`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -336,22 +338,13 @@ fn a_standby_on_a_directory_follows_refuses_writes_resumes_and_is_promoted() {
 
 #[test]
 fn a_standby_on_seaweedfs_follows_refuses_writes_resumes_and_is_promoted() {
-    let Ok(endpoint) = std::env::var("CTXSTORE_S3_TEST_ENDPOINT") else {
-        eprintln!("skipped: CTXSTORE_S3_TEST_ENDPOINT is not set (.ci/run sets it)");
+    let Some((url, env)) = common::seaweedfs("standby") else {
         return;
     };
-    let bucket =
-        std::env::var("CTXSTORE_S3_TEST_BUCKET").unwrap_or_else(|_| "ctxstore-test".into());
-    let url = format!("s3://{bucket}/standby-{}", std::process::id());
-    let key = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_else(|_| "ctxstore".into());
-    let secret = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "ctxstore".into());
-    let env = [
-        ("AWS_ENDPOINT", endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ACCESS_KEY_ID", key.as_str()),
-        ("AWS_SECRET_ACCESS_KEY", secret.as_str()),
-    ];
+    let env: Vec<(&str, &str)> = env
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect();
     a_standby_follows_and_is_promoted(&url, &env);
 }
 

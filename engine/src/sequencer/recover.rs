@@ -256,13 +256,7 @@ impl<'a> Replay<'a> {
             state.turns = base.header.turns_dropped;
             state.logical_bytes = base.header.logical_bytes_dropped;
         }
-        Replay {
-            state,
-            pending: None,
-            seen_blobs: HashSet::default(),
-            shards,
-            reader: LogReader { log, base },
-        }
+        Replay::resume(log, base, shards, state, 0)
     }
 
     /// Replay resumed from a live state (a standby's ingest, `sequencer/actor/ingest.rs`):
