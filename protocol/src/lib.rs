@@ -27,6 +27,6 @@ pub use message::*;
 
 /// The newest protocol version this crate speaks. HELLO negotiates the highest version both
 /// sides speak.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 /// The oldest protocol version this crate still speaks (byte for byte).
 pub const PROTOCOL_VERSION_MIN: u16 = 1;
