@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use ctxstore_protocol::{
-    BackupWire, ContextHeadWire, ContextInfoWire, ExtrasWire, GcStatsWire, GcWire, KvItemWire,
-    ListCursorWire, LogCursorWire, OverlayWire, ParentWire, PayloadEncoding, PayloadSpec,
-    PayloadWire, StatsWire, TurnSpec, TurnWire,
+    BackupWire, ContextHeadWire, ContextInfoWire, ExtrasWire, GcStatsWire, GcWire, KvItemExWire,
+    KvItemWire, ListCursorWire, LogCursorWire, OverlayWire, ParentWire, PayloadEncoding,
+    PayloadSpec, PayloadWire, StatsWire, TurnSpec, TurnWire,
 };
 
 use crate::error::ClientError;
@@ -726,6 +726,11 @@ pub struct KvItem {
     pub key: Bytes,
     pub value_hash: BlobHash,
     pub value_len: u32,
+    /// Milliseconds the entry lives after its put or last refresh (0: for ever, or read with
+    /// a version-2 KV_LIST, which does not say).
+    pub ttl_ms: u64,
+    /// When it expires (unix ms; 0: never, or not said).
+    pub expires_at_unix_ms: u64,
 }
 
 impl KvItem {
@@ -734,8 +739,31 @@ impl KvItem {
             key: item.key,
             value_hash: item.value_hash,
             value_len: item.value_len,
+            ttl_ms: 0,
+            expires_at_unix_ms: 0,
         }
     }
+
+    pub(crate) fn from_wire_ex(item: KvItemExWire) -> KvItem {
+        KvItem {
+            key: item.key,
+            value_hash: item.value_hash,
+            value_len: item.value_len,
+            ttl_ms: item.ttl_ms,
+            expires_at_unix_ms: item.expires_at_unix_ms,
+        }
+    }
+}
+
+/// A key-value entry read with its value (`kv_get_ex`), verified against its hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvValue {
+    pub value_hash: BlobHash,
+    pub value: Bytes,
+    /// Milliseconds the entry lives after its put or last refresh (0: for ever).
+    pub ttl_ms: u64,
+    /// When it expires (unix ms; 0: never), after the refresh if one was asked.
+    pub expires_at_unix_ms: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
