@@ -2042,20 +2042,24 @@ class KvList(Request):
 
     def body_chunks(self) -> list[bytes]:
         """See :meth:`Message.body_chunks`."""
-        return [
-            _context_ref(self.context)
-            + _short(self.prefix, "prefix")
-            + _short(self.after, "after")
-            + _u32(self.limit)
-        ]
+        return [_kv_list_body(self.context, self.prefix, self.after, self.limit)]
 
     @classmethod
     def decode_body(cls, reader: Reader) -> KvList:
         """See :meth:`Message.decode_body`."""
-        context = reader.context_ref()
-        prefix = reader.short_bytes("prefix")
-        after = reader.short_bytes("after")
-        return cls(context, prefix, after, reader.u32("limit"))
+        return cls(*_read_kv_list(reader))
+
+
+def _kv_list_body(context: ContextRef, prefix: bytes, after: bytes, limit: int) -> bytes:
+    """KV_LIST's body, which KV_LIST_EX's starts with."""
+    return _context_ref(context) + _short(prefix, "prefix") + _short(after, "after") + _u32(limit)
+
+
+def _read_kv_list(reader: Reader) -> tuple[ContextRef, bytes, bytes, int]:
+    context = reader.context_ref()
+    prefix = reader.short_bytes("prefix")
+    after = reader.short_bytes("after")
+    return context, prefix, after, reader.u32("limit")
 
 
 def _kv_entries(head: bytes, entries: tuple[tuple[bytes, bytes], ...]) -> list[bytes]:
@@ -2176,22 +2180,14 @@ class KvListEx(Request):
 
     def body_chunks(self) -> list[bytes]:
         """See :meth:`Message.body_chunks`."""
-        return [
-            _context_ref(self.context)
-            + _short(self.prefix, "prefix")
-            + _short(self.after, "after")
-            + _u32(self.limit)
-            + _u8(self.kv_flags)
-        ]
+        body = _kv_list_body(self.context, self.prefix, self.after, self.limit)
+        return [body + _u8(self.kv_flags)]
 
     @classmethod
     def decode_body(cls, reader: Reader) -> KvListEx:
         """See :meth:`Message.decode_body`."""
-        context = reader.context_ref()
-        prefix = reader.short_bytes("prefix")
-        after = reader.short_bytes("after")
-        limit = reader.u32("limit")
-        return cls(context, prefix, after, limit, _kv_flags(reader, KV_READ_REFRESH, "kv_flags"))
+        listed = _read_kv_list(reader)
+        return cls(*listed, _kv_flags(reader, KV_READ_REFRESH, "kv_flags"))
 
 
 @register_request
