@@ -210,7 +210,8 @@ fn reap_kv(published: &Published, sequencer: &SequencerInbox, now_unix_ms: u64) 
             expires_at_unix_ms,
         });
     }
-    let mut removed = 0usize;
+    // Entries sent for removal: the sequencer drops from a record those refreshed meanwhile.
+    let mut sent = 0usize;
     for (context_id, entries) in by_context {
         for chunk in entries.chunks(KV_TOUCH_KEYS_MAX) {
             let (reply, answer) = oneshot::channel();
@@ -225,7 +226,7 @@ fn reap_kv(published: &Published, sequencer: &SequencerInbox, now_unix_ms: u64) 
                 return;
             }
             match answer.recv() {
-                Ok(Ok(_)) => removed += chunk.len(),
+                Ok(Ok(_)) => sent += chunk.len(),
                 // A read-only store, a context deleted meanwhile: the next tick looks again.
                 Ok(Err(error)) => {
                     tracing::debug!(context = %context_id, %error, "the reaper left expired entries")
@@ -234,8 +235,8 @@ fn reap_kv(published: &Published, sequencer: &SequencerInbox, now_unix_ms: u64) 
             }
         }
     }
-    if removed > 0 {
-        tracing::info!(removed, "removed key-value entries past their time to live");
+    if sent > 0 {
+        tracing::info!(sent, "removed key-value entries past their time to live");
     }
 }
 
