@@ -101,6 +101,16 @@ impl Client {
         self.runtime.block_on(self.client.ping(nonce))
     }
 
+    /// A context as a tree (`crate::tree::fetch`; `ctxstore tree`).
+    pub fn tree(
+        &self,
+        context: impl Into<ContextRef>,
+        options: &crate::tree::TreeOptions,
+    ) -> Result<crate::tree::Tree, ClientError> {
+        self.runtime
+            .block_on(crate::tree::fetch(&self.client, context, options))
+    }
+
     pub fn create_context(&self) -> Result<ContextHead, ClientError> {
         self.runtime.block_on(self.client.create_context())
     }

@@ -195,6 +195,34 @@ async fn a_tree_with_branches_heads_and_every_kind_of_payload() {
     assert_eq!(error.code(), Some(ctxstore_client::ErrorCode::NotFound));
 }
 
+/// The blocking client's shell draws what the async call draws.
+#[test]
+fn the_blocking_client_draws_the_same_tree() {
+    let server = TestServer::start_beside(CLI, None);
+    let client =
+        ctxstore_client::blocking::Client::connect(ClientConfig::new(server.addr.clone())).unwrap();
+    let context = client.create_context().unwrap().context_id;
+    let first = client
+        .append(context, None, 1, 1, Bytes::from_static(b"{\"a\":1}"))
+        .unwrap()
+        .turn
+        .turn_id;
+    let second = client
+        .append(context, None, 1, 5, Bytes::from_static(b"two"))
+        .unwrap()
+        .turn
+        .turn_id;
+    let drawn = client
+        .tree(ContextRef::Id(context), &TreeOptions::default())
+        .unwrap();
+    assert_eq!(
+        drawn.render_text(),
+        format!(
+            "context {context} · head {second} · 2 turns\n● {first}  {{\"a\":1}}\n● {second}  ◀ head  two\n"
+        )
+    );
+}
+
 /// 100,000 turns (a chain with a branch every 10,000): the whole turn log is read without
 /// payloads, and only the shown turns' payloads are read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
