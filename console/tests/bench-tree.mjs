@@ -1,7 +1,8 @@
 // The console's page-load figure (issue 37, docs/benchmarks.md): a context of TURNS turns
 // (a branch every BRANCH_EVERY), opened RUNS times in headless Chromium; each run's time
-// from navigation start to the tree drawn (the `ctxstore:tree-ready` mark) and to the tree's
-// JSON answered, then the median.
+// from navigation start to the tree drawn (the `ctxstore:tree-ready` mark), to the tree's
+// JSON received, and the tree request's own duration; the medians (the first run, which
+// warms caches, not counted).
 //
 //   CTXSTORE_SERVER_BIN=… node tests/bench-tree.mjs [TURNS] [BRANCH_EVERY] [RUNS]
 import { launchBrowser, seedTree, startServer } from "./harness.mjs";
@@ -17,6 +18,7 @@ try {
   const seeded = seedTree(server.addr, "bench", turns, branchEvery);
   const ready = [];
   const api = [];
+  const request = [];
   let drawn = 0;
   for (let run = 0; run < runs; run += 1) {
     const page = await chromium.newPage();
@@ -25,6 +27,7 @@ try {
     const timing = await page.evaluate(() => ({
       ready: performance.getEntriesByName("ctxstore:tree-ready")[0].startTime,
       api: performance.getEntriesByType("resource").find((entry) => entry.name.endsWith("/tree"))?.responseEnd ?? 0,
+      request: performance.getEntriesByType("resource").find((entry) => entry.name.endsWith("/tree"))?.duration ?? 0,
       drawn: Number(document.querySelector("[data-testid=graph]").getAttribute("data-nodes")),
     }));
     await page.close();
@@ -32,6 +35,7 @@ try {
     if (run === 0) continue;
     ready.push(timing.ready);
     api.push(timing.api);
+    request.push(timing.request);
     drawn = timing.drawn;
   }
   console.log(
@@ -40,6 +44,7 @@ try {
       branch_every: branchEvery,
       runs: ready.length,
       drawn_nodes: drawn,
+      tree_request_ms_median: Math.round(median(request)),
       tree_json_ms_median: Math.round(median(api)),
       tree_ready_ms_median: Math.round(median(ready)),
       tree_ready_ms_min: Math.round(Math.min(...ready)),
