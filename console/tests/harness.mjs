@@ -15,16 +15,19 @@ export const repository = resolve(here, "../..");
 export function binaries() {
   const server = process.env.CTXSTORE_SERVER_BIN ?? join(repository, "target/debug/ctxstore-server");
   const bin = dirname(server);
-  const cli = process.env.CTXSTORE_CLI_BIN ?? join(bin, "ctxstore");
-  const seedTree = process.env.CTXSTORE_SEED_TREE_BIN ?? join(bin, "examples/seed_tree");
-  for (const [what, path] of [
-    ["ctxstore-server (CTXSTORE_SERVER_BIN)", server],
-    ["ctxstore (CTXSTORE_CLI_BIN)", cli],
-    ["the seed_tree example (CTXSTORE_SEED_TREE_BIN)", seedTree],
-  ]) {
-    if (!existsSync(path)) throw new Error(`${what} not found at ${path}: run cargo test (or cargo build --bins --examples) first`);
+  return {
+    server,
+    cli: process.env.CTXSTORE_CLI_BIN ?? join(bin, "ctxstore"),
+    seedTree: process.env.CTXSTORE_SEED_TREE_BIN ?? join(bin, "examples/seed_tree"),
+  };
+}
+
+/** `path`, which must exist (built by cargo test, or cargo build --bins --examples). */
+function built(what, path) {
+  if (!existsSync(path)) {
+    throw new Error(`${what} not found at ${path}: run cargo test (or cargo build --bins --examples) first`);
   }
-  return { server, cli, seedTree };
+  return path;
 }
 
 /**
@@ -44,7 +47,7 @@ export async function startServer({ token, serverBin } = {}) {
     writeFileSync(join(dir, "token"), token, { mode: 0o600 });
     args.push("--token-file", join(dir, "token"));
   }
-  const child = spawn(serverBin ?? binaries().server, args, { stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn(built("ctxstore-server (CTXSTORE_SERVER_BIN)", serverBin ?? binaries().server), args, { stdio: ["ignore", "ignore", "pipe"] });
   const lines = createInterface({ input: child.stderr });
   let addr = null;
   let console = null;
@@ -84,7 +87,7 @@ export async function startServer({ token, serverBin } = {}) {
 export function cli(addr, args, { input, token } = {}) {
   const global = ["--addr", addr, "--json"];
   if (token) global.push("--token", token);
-  const result = spawnSync(binaries().cli, [...global, ...args], { input, encoding: "utf8" });
+  const result = spawnSync(built("ctxstore (CTXSTORE_CLI_BIN)", binaries().cli), [...global, ...args], { input, encoding: "utf8" });
   if (result.status !== 0) throw new Error(`ctxstore ${args.join(" ")} failed (${result.status}): ${result.stderr}`);
   return result.stdout
     .split("\n")
@@ -94,7 +97,7 @@ export function cli(addr, args, { input, token } = {}) {
 
 /** Seeds a context of `turns` turns with a branch every `branchEvery` (the seed_tree example). */
 export function seedTree(addr, name, turns, branchEvery) {
-  const result = spawnSync(binaries().seedTree, [addr, name, String(turns), String(branchEvery)], { encoding: "utf8" });
+  const result = spawnSync(built("the seed_tree example (CTXSTORE_SEED_TREE_BIN)", binaries().seedTree), [addr, name, String(turns), String(branchEvery)], { encoding: "utf8" });
   if (result.status !== 0) throw new Error(`seed_tree failed (${result.status}): ${result.stderr}`);
   return JSON.parse(result.stdout);
 }
