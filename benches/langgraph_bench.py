@@ -71,17 +71,44 @@ def chat_text(rng: random.Random, size: int) -> str:
     return " ".join(out)[:size]
 
 
-def build_graph(checkpointer: Any, supersteps: int, message_bytes: int, seed: int) -> Any:
-    rng = random.Random(seed)
+def delta_state(snapshot_frequency: int) -> Any:
+    """MessagesState with its messages in a DeltaChannel (LangGraph 1.2): a checkpoint stores
+    the message list only every ``snapshot_frequency`` updates, and a state load replays the
+    writes since the nearest one (``get_delta_channel_history``)."""
+    from functools import reduce
+    from typing import Annotated, TypedDict
 
-    def agent(state: MessagesState) -> dict[str, list[AIMessage]]:
+    from langchain_core.messages import AnyMessage
+    from langgraph.channels.delta import DeltaChannel
+    from langgraph.graph.message import add_messages
+
+    def append(state: list[Any], writes: Any) -> list[Any]:
+        return reduce(add_messages, writes, state)  # type: ignore[arg-type]
+
+    # The functional form: this module's annotations are strings, evaluated in its globals.
+    channel = DeltaChannel(append, snapshot_frequency=snapshot_frequency)
+    return TypedDict("DeltaMessagesState", {"messages": Annotated[list[AnyMessage], channel]})
+
+
+def build_graph(
+    checkpointer: Any,
+    supersteps: int,
+    message_bytes: int,
+    seed: int,
+    state: str = "messages",
+    snapshot_frequency: int = 100,
+) -> Any:
+    rng = random.Random(seed)
+    schema: Any = MessagesState if state == "messages" else delta_state(snapshot_frequency)
+
+    def agent(state: Any) -> dict[str, list[AIMessage]]:
         text = chat_text(rng, message_bytes)
         return {"messages": [AIMessage(content=text, id=str(uuid.UUID(int=rng.getrandbits(128))))]}
 
-    def route(state: MessagesState) -> str:
+    def route(state: Any) -> str:
         return END if len(state["messages"]) > supersteps else "agent"
 
-    builder = StateGraph(MessagesState)
+    builder = StateGraph(schema)
     builder.add_node("agent", agent)
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", route, ["agent", END])
@@ -93,19 +120,37 @@ def pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+RESERVE = "RESERVE"
+"""The file a data directory keeps as ballast (space given up so that a garbage collection can
+run on a full disk): reserved, not data; left out of the bytes on disk, and reported apart."""
+
+
 def dir_bytes(path: Path) -> tuple[int, int]:
-    """(apparent bytes, allocated bytes) of every file under ``path``."""
+    """(apparent bytes, allocated bytes) of every file under ``path`` but the ballast."""
     apparent = allocated = 0
     for root, _, files in os.walk(path):
         for name in files:
+            if name == RESERVE and Path(root) == path:
+                continue
             st = os.lstat(os.path.join(root, name))
             apparent += st.st_size
             allocated += st.st_blocks * 512
     return apparent, allocated
 
 
+def _graph_of(checkpointer: Any, args: argparse.Namespace, seed: int) -> Any:
+    return build_graph(
+        checkpointer,
+        args.supersteps,
+        args.message_bytes,
+        seed,
+        args.state,
+        args.snapshot_frequency,
+    )
+
+
 def run_graph(checkpointer: Any, args: argparse.Namespace, seed: int) -> dict[str, Any]:
-    graph = build_graph(checkpointer, args.supersteps, args.message_bytes, seed)
+    graph = _graph_of(checkpointer, args, seed)
     config = {"configurable": {"thread_id": f"bench-{seed}"}, "recursion_limit": 10_000}
     steps: list[float] = []
     start = last = time.perf_counter()
@@ -138,7 +183,7 @@ def run_graph(checkpointer: Any, args: argparse.Namespace, seed: int) -> dict[st
 
 async def arun_graph(checkpointer: Any, args: argparse.Namespace, seed: int) -> dict[str, Any]:
     """run_graph through the graph's async API (the savers' a* methods)."""
-    graph = build_graph(checkpointer, args.supersteps, args.message_bytes, seed)
+    graph = _graph_of(checkpointer, args, seed)
     config = {"configurable": {"thread_id": f"bench-{seed}"}, "recursion_limit": 10_000}
     steps: list[float] = []
     start = last = time.perf_counter()
@@ -196,7 +241,7 @@ def run_backend(backend: str, args: argparse.Namespace, work: Path, seed: int) -
             result = run_graph(saver, args, seed)
         elif backend == "memory":
             result = asyncio.run(arun_graph(saver, args, seed))
-        elif backend == "ctxstore":
+        elif backend.startswith("ctxstore"):
 
             async def go() -> dict[str, Any]:
                 try:
@@ -257,7 +302,9 @@ def ctxstore_backend(
 
         def size() -> dict[str, int]:
             apparent, allocated = dir_bytes(data)
-            return {"bytes": apparent, "allocated_bytes": allocated}
+            reserve = data / RESERVE
+            ballast = reserve.stat().st_size if reserve.exists() else 0
+            return {"bytes": apparent, "allocated_bytes": allocated, "reserve_bytes": ballast}
 
         try:
             yield saver, size, addr
@@ -267,6 +314,24 @@ def ctxstore_backend(
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
         log.close()
+
+
+@contextmanager
+def ctxstore_walk_backend(
+    args: argparse.Namespace, work: Path
+) -> Iterator[tuple[Any, Callable[[], dict[str, int]], Any]]:
+    """ctxstore with LangGraph's default get_delta_channel_history (one get_tuple per
+    ancestor): the saver before issue 34 item 1, for the state-load figure."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    with ctxstore_backend(args, work) as (saver, size, addr):
+        saver.get_delta_channel_history = (  # type: ignore[method-assign]
+            lambda **kw: BaseCheckpointSaver.get_delta_channel_history(saver, **kw)
+        )
+        saver.aget_delta_channel_history = (  # type: ignore[method-assign]
+            lambda **kw: BaseCheckpointSaver.aget_delta_channel_history(saver, **kw)
+        )
+        yield saver, size, addr
 
 
 @contextmanager
@@ -295,6 +360,17 @@ def sqlite_backend(
         conn.close()
 
 
+def pg_tables_bytes(conn: Any) -> int:
+    """Bytes of the public schema's tables (their indexes and TOAST included)."""
+    return int(
+        conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relkind = 'r' AND n.nspname = 'public'"
+        ).fetchone()[0]
+    )
+
+
 @contextmanager
 def postgres_backend(
     args: argparse.Namespace, work: Path
@@ -317,13 +393,8 @@ def postgres_backend(
                     total = probe.execute("SELECT pg_database_size(current_database())").fetchone()[
                         0
                     ]
-                    tables = probe.execute(
-                        "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-                        "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                        "WHERE c.relkind = 'r' AND n.nspname = 'public'"
-                    ).fetchone()[0]
                     return {
-                        "bytes": int(tables),
+                        "bytes": pg_tables_bytes(probe),
                         "database_bytes": int(total),
                         "database_growth_bytes": int(total - empty),
                     }
@@ -347,9 +418,138 @@ def memory_backend(
 BACKENDS = {
     "memory": memory_backend,
     "ctxstore": ctxstore_backend,
+    "ctxstore-walk": ctxstore_walk_backend,
     "sqlite": sqlite_backend,
     "postgres": postgres_backend,
 }
+
+
+# -- the long-term memory store: CtxstoreStore vs PostgresStore ------------------------------------
+
+
+def store_workload(store: Any, args: argparse.Namespace, seed: int) -> dict[str, list[float]]:
+    """The same operations on a store: ``--items`` puts of ~``--message-bytes`` memories
+    spread over ``--namespaces`` users (a fifth of them the same text, as shared memories
+    are), then as many gets of random items, then a search per user with a filter and a
+    limit of 10. Each operation timed alone (sync API, one client)."""
+    rng = random.Random(seed)
+    users = [("memories", f"user-{u}") for u in range(args.namespaces)]
+    shared = chat_text(rng, args.message_bytes)
+    keys: list[tuple[tuple[str, str], str]] = []
+    times: dict[str, list[float]] = {"put": [], "get": [], "search": []}
+    for i in range(args.items):
+        namespace = users[i % len(users)]
+        key = f"mem-{i}"
+        text = shared if i % 5 == 0 else chat_text(rng, args.message_bytes)
+        value = {
+            "text": text,
+            "kind": "episodic" if i % 3 else "semantic",
+            "score": i % 10,
+        }
+        t0 = time.perf_counter()
+        store.put(namespace, key, value)
+        times["put"].append(time.perf_counter() - t0)
+        keys.append((namespace, key))
+    for _ in range(args.items):
+        namespace, key = rng.choice(keys)
+        t0 = time.perf_counter()
+        found = store.get(namespace, key)
+        times["get"].append(time.perf_counter() - t0)
+        assert found is not None
+    for namespace in users:
+        t0 = time.perf_counter()
+        hits = store.search(namespace, filter={"kind": "semantic"}, limit=10)
+        times["search"].append(time.perf_counter() - t0)
+        assert all(h.value["kind"] == "semantic" for h in hits)
+    return times
+
+
+@contextmanager
+def ctxstore_store(args: argparse.Namespace, work: Path) -> Iterator[tuple[Any, Callable[[], int]]]:
+    from ctxstore.langgraph import CtxstoreStore
+
+    with ctxstore_backend(args, work) as (saver, _, addr):
+        with CtxstoreStore.from_addr(addr, name="bench") as store:
+            yield store, lambda: dir_bytes(work / "ctxstore-data")[0]
+
+
+@contextmanager
+def postgres_store(args: argparse.Namespace, work: Path) -> Iterator[tuple[Any, Callable[[], int]]]:
+    import psycopg
+    from langgraph.store.postgres import PostgresStore
+
+    db = f"lgstore_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(args.pg_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {db}")
+    dsn = args.pg_dsn.rsplit("/", 1)[0] + "/" + db
+    try:
+        with PostgresStore.from_conn_string(dsn) as store:
+            store.setup()
+            with psycopg.connect(dsn, autocommit=True) as probe:
+
+                def size() -> int:
+                    probe.execute("CHECKPOINT")
+                    return pg_tables_bytes(probe)
+
+                yield store, size
+    finally:
+        with psycopg.connect(args.pg_dsn, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+STORES = {"ctxstore": ctxstore_store, "postgres": postgres_store}
+
+
+def store_main(args: argparse.Namespace) -> int:
+    backends = [b for b in args.backends.split(",") if b in STORES]
+    if "postgres" in backends and not args.pg_dsn:
+        print("postgres: no --pg-dsn (or PG_DSN); skipped", file=sys.stderr)
+        backends.remove("postgres")
+    report: dict[str, Any] = {
+        "machine": machine(),
+        "versions": versions(args),
+        "scenario": "store",
+        "items": args.items,
+        "namespaces": args.namespaces,
+        "message_bytes": args.message_bytes,
+        "runs": args.runs,
+        "results": {},
+    }
+    for run in range(args.runs):
+        for backend in backends:
+            work = Path(tempfile.mkdtemp(prefix=f"lgstore-{backend}-", dir=args.dir))
+            try:
+                with STORES[backend](args, work) as (store, size):
+                    times = store_workload(store, args, seed=run)
+                    times_bytes = size()
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            report["results"].setdefault(backend, []).append({**times, "bytes": times_bytes})
+            print(
+                f"run {run + 1}/{args.runs} {backend}: put p50 "
+                f"{statistics.median(times['put']) * 1e3:.2f} ms, {times_bytes:,} bytes",
+                file=sys.stderr,
+            )
+    print(
+        f"\nstore: {args.items} puts (~{args.message_bytes} B, a fifth the same text), "
+        f"{args.items} gets, {args.namespaces} searches; median of {args.runs} runs "
+        "(p50/p99 within a run)\n"
+    )
+    print("| store | put p50 | put p99 | get p50 | get p99 | search p50 | search p99 | bytes |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for backend, runs in report["results"].items():
+        cells = []
+        for op in ("put", "get", "search"):
+            for q in (0.50, 0.99):
+                cells.append(f"{statistics.median(pct(r[op], q) for r in runs) * 1e3:.2f} ms")
+        size = int(statistics.median(r["bytes"] for r in runs))
+        print(f"| {backend} | " + " | ".join(cells) + f" | {size:,} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    print(
+        "\n" + json.dumps({"versions": report["versions"], "machine": report["machine"]}, indent=1)
+    )
+    return 0
 
 
 def versions(args: argparse.Namespace) -> dict[str, str]:
@@ -421,6 +621,21 @@ def main() -> int:
     )
     parser.add_argument("--backends", default="memory,ctxstore,sqlite,postgres")
     parser.add_argument("--supersteps", type=int, default=200)
+    parser.add_argument(
+        "--state",
+        choices=["messages", "delta"],
+        default="messages",
+        help="the message list as LangGraph's MessagesState, or in a DeltaChannel",
+    )
+    parser.add_argument("--snapshot-frequency", type=int, default=100, help="with --state delta")
+    parser.add_argument(
+        "--scenario",
+        choices=["graph", "store"],
+        default="graph",
+        help="graph: the agent loop on each checkpointer; store: CtxstoreStore vs PostgresStore",
+    )
+    parser.add_argument("--items", type=int, default=2000, help="store scenario: items put")
+    parser.add_argument("--namespaces", type=int, default=200, help="store scenario")
     parser.add_argument("--message-bytes", type=int, default=1024)
     parser.add_argument("--gets", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
@@ -435,6 +650,8 @@ def main() -> int:
     )
     args = parser.parse_args()
 
+    if args.scenario == "store":
+        return store_main(args)
     backends = [b for b in args.backends.split(",") if b]
     if "postgres" in backends and not args.pg_dsn:
         print("postgres: no --pg-dsn (or PG_DSN); skipped", file=sys.stderr)
@@ -443,6 +660,8 @@ def main() -> int:
         "machine": machine(),
         "versions": versions(args),
         "api": args.api,
+        "state": args.state,
+        "snapshot_frequency": args.snapshot_frequency if args.state == "delta" else None,
         "supersteps": args.supersteps,
         "message_bytes": args.message_bytes,
         "runs": args.runs,
@@ -483,9 +702,14 @@ def main() -> int:
             "bytes": size,
             **{k: v for k, v in runs[0].items() if k.endswith("bytes") and k != "bytes"},
         }
+    state = (
+        "MessagesState"
+        if args.state == "messages"
+        else (f"DeltaChannel messages, snapshot every {args.snapshot_frequency}")
+    )
     print(
         f"\n{args.api} API, {args.supersteps} supersteps, ~{args.message_bytes} B message each, "
-        f"median of {args.runs} runs (p50/p99 within a run)\n"
+        f"{state}, median of {args.runs} runs (p50/p99 within a run)\n"
     )
     print(
         "| checkpointer | superstep p50 | superstep p99 | get_state p50 | get_state p99 | whole run | bytes on disk |"

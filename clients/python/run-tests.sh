@@ -26,9 +26,10 @@ if [[ ! -x "$venv/bin/python" ]]; then
     echo "== creating venv $venv"
     "$python" -m venv "$venv"
 fi
-echo "== installing ctxstore[test] into $venv"
+echo "== installing ctxstore[test] into $venv (versions pinned by constraints.txt; lock.sh)"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$here[test]"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    -c "$here/constraints.txt" "$here[test]"
 # A reused venv may hold an older (or editable) ctxstore: install this tree's for certain.
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
     --force-reinstall "$here"

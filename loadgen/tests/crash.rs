@@ -1140,6 +1140,94 @@ fn the_replica_holds_every_append_acknowledged_two_seconds_before_the_host_was_l
     println!("rpo harness: {cycles} cycles, {checked_total} checks, 0 lost");
 }
 
+/// Issue 31, point in time: under open-loop load (appends and forks), the server ships every
+/// 200 ms; then restores at random records (`--at-seq N`) each hold exactly
+/// the acknowledged turns with ids up to N — every one of them, with its payload, and none
+/// after. `CTXSTORE_PIT_POINTS` (default 4; the benchmark runs 20, docs/benchmarks.md).
+#[test]
+fn restores_at_random_records_hold_exactly_what_was_acknowledged_up_to_them() {
+    let points: usize = env_or("CTXSTORE_PIT_POINTS", 4);
+    let seed: u64 = env_or("CTXSTORE_CRASH_SEED", 0x317);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let runtime = test_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let ready = dir.path().join("ready");
+    let url = format!("file://{}", dir.path().join("replica").display());
+    let flags = [
+        "--replicate-to",
+        url.as_str(),
+        "--replicate-interval",
+        "200ms",
+    ];
+    let (mut server, addr) = start_server_with(&data, &ready, &flags);
+    let log = dir.path().join("acks.jsonl");
+    let status = Command::new(LOADGEN)
+        .args(["--addr", &addr, "--duration", "5s", "--warmup", "0s"])
+        .args(["--rate", "400", "--connections", "4", "--contexts", "8"])
+        .args([
+            "--mix",
+            "append=90,fork=10",
+            "--payload-bytes",
+            "4096",
+            "--quiet",
+        ])
+        .args(["--seed", &seed.to_string(), "--ack-log"])
+        .arg(&log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Everything shipped: SIGTERM ships once more.
+    stop(&mut server);
+    let acked = read_acks(&log);
+    assert!(acked.len() > 100, "{} acknowledged", acked.len());
+    let mut ids: Vec<u64> = acked.iter().map(|ack| ack.turn).collect();
+    ids.sort_unstable();
+    let mut checked = 0;
+    for point in 0..points {
+        let record = ids[rng.usize(..ids.len())];
+        let target = dir.path().join(format!("at-{point}"));
+        let output = Command::new(server_binary())
+            .args(["restore", "--from", &url, "--to"])
+            .arg(&target)
+            .args(["--at-seq", &record.to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "restore --at-seq {record}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let (kept, after): (Vec<Acked>, Vec<Acked>) =
+            acked.iter().cloned().partition(|ack| ack.turn <= record);
+        let (mut restored, addr) = start_server(&target, &dir.path().join("ready-at"));
+        checked += runtime.block_on(check(&addr, &kept));
+        // Nothing after the point: every later acknowledged turn is NOT_FOUND.
+        runtime.block_on(async {
+            let client = Client::connect(ClientConfig::new(&addr)).await.unwrap();
+            for ack in &after {
+                let error = client.turn(ack.turn).await.unwrap_err();
+                assert_eq!(
+                    error.code(),
+                    Some(ctxstore_protocol::ErrorCode::NotFound),
+                    "turn {} after point {record}",
+                    ack.turn
+                );
+            }
+        });
+        stop(&mut restored);
+        verify(&target);
+        println!(
+            "point {point}: record {record}: {} acknowledged turns up to it, all there; {} after, none there",
+            kept.len(),
+            after.len()
+        );
+    }
+    println!("pit harness: {points} points, {checked} checks");
+}
+
 /// Makes contexts, appends to them, deletes them, until the server goes away. Every few
 /// rounds a pool payload also goes to a keeper context (acknowledged: it must survive).
 /// Returns the contexts deleted and the keeper's acknowledged turns (TurnID, hash).

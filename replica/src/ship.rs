@@ -470,6 +470,13 @@ impl Shipper {
     }
 
     async fn run(mut self, stopping: Arc<AtomicBool>, wake: Arc<tokio::sync::Notify>) {
+        // Shipping is background work: on a busy machine the network cores and the actors,
+        // whose latency clients wait for, go first (nice 10 for this thread only).
+        if let Err(error) =
+            rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10)
+        {
+            tracing::debug!(%error, "could not lower the replication thread's priority");
+        }
         let mut ticks = tokio::time::interval(self.config.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

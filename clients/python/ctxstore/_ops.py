@@ -25,18 +25,18 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
-import time
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, NoReturn, Protocol, TypeVar, cast
+from typing import Any, Generic, NoReturn, TypeVar, cast
 
 import blake3
 import zstandard
 
 from . import _protocol as p
 from .errors import (
-    ClientClosed,
     IntegrityError,
     NotFound,
     NotSupported,
@@ -84,6 +84,16 @@ P = TypeVar("P")
 I = TypeVar("I")  # noqa: E741 - the item type of a listing
 
 DEFAULT_ADDR = "127.0.0.1:7411"
+ADDR_ENV = "CTXSTORE_ADDR"
+"""The environment variable a client's address defaults to (as the CLI's ``--addr``)."""
+TOKEN_ENV = "CTXSTORE_TOKEN"
+"""The environment variable a client's token defaults to (as the CLI's ``--token``)."""
+_WHITE_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+"""Unicode's White_Space characters: what the server's ``str::trim`` takes off a token file
+(Python's own ``str.strip()`` also takes U+001C..U+001F, which are not white space there)."""
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_CLIENT_NAME = "ctxstore-python"
@@ -119,6 +129,39 @@ Plan = Generator[Step, Any, T]
 """A call of several steps (see the module's doc)."""
 
 
+class Driver(Generic[T]):
+    """One run of a plan: the bookkeeping both clients' ``_drive`` share. Each takes
+    :meth:`step` after step, runs it its own way (blocking, or awaiting) and hands back its
+    result (:meth:`answer`) or its error (:meth:`fail`), until :meth:`step` says None: then
+    :attr:`value` is the call's result."""
+
+    __slots__ = ("_plan", "_result", "_error", "value")
+
+    def __init__(self, plan: Plan[T]) -> None:
+        self._plan = plan
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self.value: T
+
+    def step(self) -> Step | None:
+        """The next step; None once the plan returned (an exception it raises propagates)."""
+        result, error = self._result, self._error
+        self._result = self._error = None
+        try:
+            return self._plan.throw(error) if error is not None else self._plan.send(result)
+        except StopIteration as stop:
+            self.value = cast(T, stop.value)
+            return None
+
+    def answer(self, result: Any) -> None:
+        """The last step's result."""
+        self._result = result
+
+    def fail(self, error: BaseException) -> None:
+        """The last step's error, thrown into the plan at the next :meth:`step`."""
+        self._error = error
+
+
 @dataclass(frozen=True, slots=True)
 class Paging(Generic[P, I]):
     """A listing that follows cursors: the first page's op, the op of the page after a given
@@ -129,8 +172,12 @@ class Paging(Generic[P, I]):
     items: Callable[[P], Iterable[I]]
 
 
-def parse_addr(addr: str | tuple[str, int]) -> tuple[str, int]:
-    """``"host:port"``, ``"[v6]:port"`` or ``(host, port)`` as ``(host, port)``."""
+def parse_addr(addr: str | tuple[str, int] | None) -> tuple[str, int]:
+    """``"host:port"``, ``"[v6]:port"`` or ``(host, port)`` as ``(host, port)``; None is
+    ``$CTXSTORE_ADDR`` when it is set and not empty, else ``127.0.0.1:7411`` (the CLI's
+    defaults)."""
+    if addr is None:
+        addr = os.environ.get(ADDR_ENV) or DEFAULT_ADDR
     if isinstance(addr, tuple):
         host, port = addr
         return str(host), int(port)
@@ -154,13 +201,31 @@ def parse_addr(addr: str | tuple[str, int]) -> tuple[str, int]:
 
 
 def token_bytes(token: str | bytes | None) -> bytes:
-    """The token as sent in HELLO (a str is UTF-8; surrounding whitespace is kept)."""
+    """The token as sent in HELLO: a str as UTF-8, without surrounding white space, as the
+    server trims its ``--token-file`` (so a token read from a file with its newline is the
+    server's token). None is ``$CTXSTORE_TOKEN`` when it is set and not empty, else no token;
+    an empty token is no token (whatever the environment says). A token of only white space
+    is a ValueError: no server has it."""
     if token is None:
-        return b""
-    raw = token.encode("utf-8") if isinstance(token, str) else bytes(token)
+        token = os.environ.get(TOKEN_ENV) or ""
+    if isinstance(token, str):
+        raw = _trimmed_token(token).encode("utf-8")
+    else:
+        data = bytes(token)
+        try:
+            raw = _trimmed_token(data.decode("utf-8")).encode("utf-8")
+        except UnicodeDecodeError:
+            raw = data  # not UTF-8, so no server's token (it reads its file as text): as is
     if len(raw) > p.TOKEN_BYTES_MAX:
         raise ValueError(f"a token is at most {p.TOKEN_BYTES_MAX} bytes")
     return raw
+
+
+def _trimmed_token(text: str) -> str:
+    trimmed = text.strip(_WHITE_SPACE)
+    if text and not trimmed:
+        raise ValueError("the token is only white space; no server has such a token")
+    return trimmed
 
 
 VERIFY_PAYLOADS: tuple[VerifyPayloads, ...] = ("when_remote", "always")
@@ -207,82 +272,6 @@ def check_timeout(timeout: float | None, default: float) -> float:
     if not value > 0 or value != value or value == float("inf"):
         raise ValueError(f"a timeout must be a positive finite number of seconds, not {timeout!r}")
     return value
-
-
-class LiveConnection(Protocol):
-    """What both clients' connections tell about themselves."""
-
-    hashes_raw: bool
-    """Whether RAW payloads read on it are hashed (decision 0015)."""
-
-    @property
-    def alive(self) -> bool: ...
-
-
-class ClientCore:
-    """The settings both clients take and check the same way, and what follows from them
-    alone (no I/O): the base of :class:`ctxstore.Client` and :class:`ctxstore.AsyncClient`."""
-
-    PROTOCOL_VERSIONS: ClassVar[tuple[int, int]] = p.SUPPORTED_VERSIONS
-    """The protocol versions offered in HELLO."""
-
-    _conn: LiveConnection | None
-    """The connection now (each client keeps its own kind), None before the first and after
-    a failure or :meth:`close`."""
-
-    def __init__(
-        self,
-        addr: str | tuple[str, int],
-        *,
-        token: str | bytes | None,
-        timeout: float,
-        connect_timeout: float,
-        client_name: str,
-        accept_zstd: bool,
-        max_in_flight: int,
-        max_response_bytes: int,
-        verify_payloads: VerifyPayloads,
-    ) -> None:
-        self._host, self._port = parse_addr(addr)
-        self._token = token_bytes(token)
-        self._timeout = check_timeout(timeout, DEFAULT_TIMEOUT)
-        self._connect_timeout = check_timeout(connect_timeout, DEFAULT_CONNECT_TIMEOUT)
-        if len(client_name.encode("utf-8")) > p.NAME_BYTES_MAX:
-            raise ValueError(f"client_name is at most {p.NAME_BYTES_MAX} bytes of UTF-8")
-        self._client_name = client_name
-        self._accept_zstd = accept_zstd
-        self._max_in_flight = max(1, max_in_flight)
-        self._max_response_bytes = min(max_response_bytes, p.FRAME_BYTES_LIMIT)
-        self._verify_payloads = check_verify_payloads(verify_payloads)
-        self._closed = False
-
-    @property
-    def addr(self) -> str:
-        """The server's address as ``HOST:PORT``."""
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"{host}:{self._port}"
-
-    @property
-    def connected(self) -> bool:
-        """True if the client holds a live connection now."""
-        conn = self._conn
-        return conn is not None and conn.alive
-
-    @property
-    def verifies_raw_payloads(self) -> bool:
-        """Whether RAW payloads read on this client's connection are hashed: the
-        ``verify_payloads`` option applied to the server's address when the connection was
-        made (False only for ``"when_remote"`` and a server on loopback; decision 0015). A
-        reconnect decides anew. Before the first connection and after :meth:`close`: True
-        (nothing decided yet; hashing is the safe side)."""
-        conn = self._conn
-        return True if conn is None else conn.hashes_raw
-
-    def _deadline(self, timeout: float | None) -> float:
-        """The deadline of a call starting now (ClientClosed once the client was closed)."""
-        if self._closed:
-            raise ClientClosed("the client was closed")
-        return time.monotonic() + check_timeout(timeout, self._timeout)
 
 
 def hello_request(versions: tuple[int, int], token: bytes, client_name: str) -> p.Hello:
@@ -980,35 +969,90 @@ def has_blobs(hashes: Sequence[HashLike]) -> Plan[list[bool]]:
 def replay(
     turn_id: int, payloads: bool, page_size: int | None, accept_zstd: bool
 ) -> Plan[list[Turn]]:
-    """The whole chain root → ``turn_id`` in GET_CHAIN pages (default size: the server's
-    ``read_turns_max``)."""
+    """The chain root → ``turn_id`` in GET_CHAIN pages (default size: the server's
+    ``read_turns_max``), oldest first, each turn the child of the one before it.
+
+    History a garbage collection took (the turns below a pruned context's floor, once
+    collected) is not there: the replay is then the kept turns, from the oldest the server
+    still has up to ``turn_id``, as the CLI prints them. The server answers a GET_CHAIN
+    window that overlaps collected history from its oldest kept turn, and one whose newest
+    turn is collected NOT_FOUND (docs/protocol.md, GET_CHAIN and CTX_PRUNE); the second
+    case is told apart from a missing ``turn_id`` by :func:`_oldest_kept_depth`. Should a
+    collection take more of the chain while the replay pages, it goes on from what is kept
+    and drops what it had read below that (the answer stays one unbroken chain)."""
     size = page_size
     if not size:
         info: ServerInfo = yield SERVER_INFO
         size = info.read_turns_max or 64
     turns: list[Turn] = []
-    from_depth: int | None = 0
-    while from_depth is not None:
-        page: Page = yield chain(turn_id, from_depth, size, payloads, accept_zstd)
+    from_depth = 0
+    while True:
+        try:
+            page: Page = yield chain(turn_id, from_depth, size, payloads, accept_zstd)
+        except NotFound:
+            # turn_id itself is gone (raised again below), or the window ends in history a
+            # collection took: go on from the oldest kept turn.
+            kept = yield from _oldest_kept_depth(turn_id, size)
+            if kept <= from_depth:
+                raise  # the window's turns exist, so the NOT_FOUND was not about them
+            turns, from_depth = [], kept
+            continue
+        if page.turns and turns and page.turns[0].depth > from_depth:
+            turns = []  # a collection took the turns read so far
+        _check_chain_page(page, turn_id, from_depth, turns[-1] if turns else None)
         turns.extend(page.turns)
-        from_depth = replay_next(page, turn_id, from_depth)
-    return turns
+        last_depth = page.turns[-1].depth
+        if last_depth >= page.tip_depth:
+            return turns
+        from_depth = last_depth + 1
 
 
-def replay_next(page: Page, turn_id: int, from_depth: int) -> int | None:
-    """The ``from_depth`` of the next GET_CHAIN page of a replay, or None when it is done.
-    A page that does not advance is a ProtocolError (no endless loop on a faulty server)."""
+def _check_chain_page(page: Page, turn_id: int, from_depth: int, previous: Turn | None) -> None:
+    """A GET_CHAIN page of a replay must advance (no endless loop on a faulty server): it
+    starts at ``from_depth``, or above it only where the history below was collected (then
+    it carries no turn before it), each turn is the child of the one before it (``previous``:
+    the last turn of the page before), and it ends at or below ``turn_id``'s depth."""
     if not page.turns:
         raise ProtocolError(f"GET_CHAIN of turn {turn_id} returned an empty page before its end")
-    last_depth = page.turns[-1].depth
-    if page.turns[0].depth != from_depth or last_depth < from_depth:
+    first, last = page.turns[0], page.turns[-1]
+    if first.depth < from_depth or last.depth < first.depth or last.depth > page.tip_depth:
         raise ProtocolError(
             f"GET_CHAIN of turn {turn_id} from depth {from_depth} returned depths "
-            f"{page.turns[0].depth}..{last_depth}"
+            f"{first.depth}..{last.depth} (tip depth {page.tip_depth})"
         )
-    if last_depth >= page.tip_depth:
-        return None
-    return last_depth + 1
+    chained = [previous, *page.turns] if previous is not None else page.turns
+    for older, newer in zip(chained, chained[1:], strict=False):
+        if newer.parent_turn_id != older.turn_id or newer.depth != older.depth + 1:
+            raise ProtocolError(
+                f"GET_CHAIN of turn {turn_id}: turn {newer.turn_id} (depth {newer.depth}) "
+                f"does not follow turn {older.turn_id} (depth {older.depth}) on one chain"
+            )
+    if last.depth == page.tip_depth and last.turn_id != turn_id:
+        raise ProtocolError(
+            f"GET_CHAIN of turn {turn_id} ended at turn {last.turn_id}, at the tip's depth"
+        )
+
+
+def _oldest_kept_depth(turn_id: int, size: int) -> Plan[int]:
+    """The depth of the oldest turn of ``turn_id``'s chain the server still has (0 when
+    nothing was collected); NotFound when ``turn_id`` itself is not there. Walks down from
+    ``turn_id`` in windows without payloads, each ending at a turn already seen (so its
+    newest turn exists), until one starts above where it was asked to: the history below
+    it was collected."""
+    tip: Turn = yield get_turn(turn_id)
+    span = max(2, size)  # a window of one would never get below the turn it ends at
+    newest = tip.depth
+    while True:
+        oldest = max(0, newest - span + 1)
+        page: Page = yield chain(turn_id, oldest, newest - oldest + 1, False, False)
+        if not page.turns or page.turns[-1].depth != newest:
+            raise ProtocolError(
+                f"GET_CHAIN of turn {turn_id} from depth {oldest} did not reach depth {newest}"
+            )
+        first = page.turns[0].depth
+        if first > oldest or oldest == 0:
+            return first
+        newest = oldest
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1769,3 +1813,128 @@ def page_kind(before: int | None, from_depth: int | None) -> tuple[p.PageKind, i
     if from_depth is not None:
         return p.PageKind.RANGE, 0, _u32(from_depth, "from_depth")
     return p.PageKind.LAST, 0, 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Building blocks of the framework adapters' plans (ctxstore.langgraph)
+
+KV_ENTRIES_MAX = 128
+"""Entries per KV_PUT or KV_DELETE (the protocol's limit)."""
+
+
+def _done(response: p.Response) -> None:
+    _expect(response, p.DoneResponse)
+
+
+def kv_put_ops(
+    context: ContextLike, entries: Mapping[str, bytes] | Mapping[bytes, bytes], if_absent: bool
+) -> list[Op[None]]:
+    """KV_PUT requests of ``entries`` (a str key as its UTF-8), at most 128 a request: to send
+    pipelined (each request one durable record; together not atomic)."""
+    target = _context(context)
+    pairs = [(_key(key), bytes(value)) for key, value in entries.items()]
+    return [
+        Op(p.KvPut(target, if_absent, tuple(pairs[i : i + KV_ENTRIES_MAX])), _done)
+        for i in range(0, len(pairs), KV_ENTRIES_MAX)
+    ]
+
+
+def kv_delete_ops(context: ContextLike, keys: Sequence[bytes]) -> list[Op[None]]:
+    """KV_DELETE requests of ``keys``, at most 128 a request (see :func:`kv_put_ops`)."""
+    target = _context(context)
+    return [
+        Op(p.KvDelete(target, tuple(keys[i : i + KV_ENTRIES_MAX])), _done)
+        for i in range(0, len(keys), KV_ENTRIES_MAX)
+    ]
+
+
+def collect_from(paging: Paging[Any, I], page: Any) -> Plan[list[I]]:
+    """Every item of a listing whose first page is ``page`` (following its cursors)."""
+    items: list[I] = list(paging.items(page))
+    op = paging.follow(page)
+    while op is not None:
+        page = yield op
+        items.extend(paging.items(page))
+        op = paging.follow(page)
+    return items
+
+
+def collect(paging: Paging[Any, I]) -> Plan[list[I]]:
+    """Every item of a listing."""
+    first = yield paging.first
+    return (yield from collect_from(paging, first))
+
+
+def tolerant(batch: Sequence[Op[Any]]) -> Plan[list[Any]]:
+    """The ops pipelined; if one is NOT_FOUND (a context deleted meanwhile), each again on its
+    own, None for those NOT_FOUND."""
+    if not batch:
+        return []
+    try:
+        answers: list[Any] = yield Many(batch)
+        return answers
+    except NotFound:
+        pass
+    results: list[Any] = []
+    for op in batch:
+        try:
+            results.append((yield op))
+        except NotFound:
+            results.append(None)
+    return results
+
+
+class BlobCache:
+    """Blobs by their BlobHash for a framework adapter's plans (the blob under a hash never
+    changes, so a copy is never stale), least recently used dropped past ``bytes_max``;
+    blobs over ``entry_bytes_max`` are not kept. Thread-safe: an adapter's sync methods may
+    run in several threads at once."""
+
+    def __init__(self, accept_zstd: bool, bytes_max: int, entry_bytes_max: int) -> None:
+        self.accept_zstd = accept_zstd
+        self._bytes_max = bytes_max
+        self._entry_bytes_max = entry_bytes_max
+        self._lock = threading.Lock()
+        self._blobs: OrderedDict[bytes, bytes] = OrderedDict()
+        self._bytes = 0
+
+    def split(self, digests: Iterable[bytes]) -> tuple[dict[bytes, bytes], list[bytes]]:
+        """The blobs of ``digests`` the cache holds, and the others (each once, in order)."""
+        found: dict[bytes, bytes] = {}
+        missing: list[bytes] = []
+        with self._lock:
+            for digest in dict.fromkeys(digests):
+                data = self._blobs.get(digest)
+                if data is None:
+                    missing.append(digest)
+                else:
+                    self._blobs.move_to_end(digest)
+                    found[digest] = data
+        return found, missing
+
+    def fetches(self, digests: Sequence[bytes]) -> list[Op[bytes]]:
+        """GET_BLOB of each of ``digests`` (to send pipelined, then :meth:`keep`)."""
+        return [get_blob(digest, self.accept_zstd) for digest in digests]
+
+    def keep(
+        self, found: dict[bytes, bytes], digests: Sequence[bytes], blobs: Sequence[bytes]
+    ) -> None:
+        """Adds fetched blobs to ``found`` and to the cache."""
+        with self._lock:
+            for digest, data in zip(digests, blobs, strict=False):
+                found[digest] = data
+                if len(data) > self._entry_bytes_max or digest in self._blobs:
+                    continue
+                self._blobs[digest] = data
+                self._bytes += len(data)
+                while self._bytes > self._bytes_max:
+                    _, old = self._blobs.popitem(last=False)
+                    self._bytes -= len(old)
+
+    def blobs(self, digests: Iterable[bytes]) -> Plan[dict[bytes, bytes]]:
+        """The blobs of ``digests``: from the cache, the others fetched pipelined."""
+        found, missing = self.split(digests)
+        if missing:
+            fetched = yield Many(self.fetches(missing))
+            self.keep(found, missing, fetched)
+        return found

@@ -62,7 +62,8 @@ class CtxstoreSession:
 
     ``CtxstoreSession(session_id, addr="HOST:PORT", token=None)`` makes its own
     :class:`~ctxstore.AsyncClient` (one connection, opened at the first call; :meth:`close`
-    closes it; ``timeout`` and ``verify_payloads`` are its options, see
+    closes it; ``addr`` and ``token`` default to ``$CTXSTORE_ADDR`` and ``$CTXSTORE_TOKEN``;
+    ``timeout`` and ``verify_payloads`` are its options, see
     :class:`~ctxstore.Client`); many sessions may share one client:
     ``CtxstoreSession(session_id, client=shared)``. ``session_settings`` (the SDK's
     ``SessionSettings``): its ``limit`` is the default of :meth:`get_items`.
@@ -73,7 +74,7 @@ class CtxstoreSession:
     def __init__(
         self,
         session_id: str,
-        addr: str = "127.0.0.1:7411",
+        addr: str | None = None,
         token: str | None = None,
         *,
         client: AsyncClient | None = None,

@@ -136,6 +136,14 @@ class ServerProcess:
         self.process = None
 
 
+@pytest.fixture(autouse=True)
+def _no_client_defaults_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clients default to $CTXSTORE_ADDR and $CTXSTORE_TOKEN (as the CLI): a developer's
+    shell must not change what a test connects to. Tests of the defaults set them."""
+    monkeypatch.delenv("CTXSTORE_ADDR", raising=False)
+    monkeypatch.delenv("CTXSTORE_TOKEN", raising=False)
+
+
 @pytest.fixture(scope="session")
 def tmp_root() -> Iterator[Path]:
     """A temporary directory for the session's servers."""

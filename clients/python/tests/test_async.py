@@ -121,6 +121,21 @@ async def test_token_and_version(token_server: ServerProcess, server: ServerProc
     assert info.value.server_version == 2
 
 
+async def test_the_async_client_defaults_to_the_environment_and_trims_its_token(
+    token_server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: as the blocking client (and the CLI)."""
+    monkeypatch.setenv("CTXSTORE_ADDR", token_server.addr)
+    monkeypatch.setenv("CTXSTORE_TOKEN", "s3cret-token")
+    async with ctxstore.AsyncClient() as client:
+        await client.ping()
+    client = await ctxstore.AsyncClient.connect(token=" s3cret-token\n")
+    await client.ping()
+    await client.close()
+    with pytest.raises(ctxstore.Unauthorized):
+        await ctxstore.AsyncClient.connect(token="")
+
+
 async def test_overloaded(tmp_root: Path) -> None:
     process = new_server(tmp_root, extra_args=["--connections-max", "1"])
     try:

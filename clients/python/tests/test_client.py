@@ -425,10 +425,41 @@ def test_token(token_server: ServerProcess) -> None:
         client.append(ctx.context_id, b"authorised")
     with ctxstore.Client(token_server.addr, token=b"s3cret-token") as client:
         client.ping()
-    for wrong in ("wrong", None, "s3cret-token "):
+    for wrong in ("wrong", None, "", "s3cret-token x"):
         with pytest.raises(ctxstore.Unauthorized) as info:
             ctxstore.Client(token_server.addr, token=wrong)
         assert info.value.code == 4
+
+
+@pytest.mark.parametrize("spaced", ["s3cret-token\n", " s3cret-token\r\n", b"s3cret-token\n"])
+def test_a_token_is_trimmed_as_the_server_trims_its_token_file(
+    token_server: ServerProcess, spaced: str | bytes
+) -> None:
+    """Issue 29: a token read from a file keeps its newline; the server trims its own token
+    file, so the client takes the white space off too (else the token is "wrong")."""
+    with ctxstore.Client(token_server.addr, token=spaced) as client:
+        client.ping()
+    with pytest.raises(ValueError, match="white space"):
+        ctxstore.Client(token_server.addr, token=" \n", lazy=True)
+
+
+def test_the_address_and_token_default_to_the_environment(
+    token_server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: CTXSTORE_ADDR and CTXSTORE_TOKEN are the clients' defaults, as the CLI's."""
+    assert ctxstore.Client(lazy=True).addr == "127.0.0.1:7411"
+    monkeypatch.setenv("CTXSTORE_ADDR", token_server.addr)
+    monkeypatch.setenv("CTXSTORE_TOKEN", "s3cret-token\n")  # as `export X=$(cat file)` would not
+    with ctxstore.Client() as client:
+        assert client.addr == token_server.addr
+        client.ping()
+    with pytest.raises(ctxstore.Unauthorized):
+        ctxstore.Client(token="")  # an explicit empty token: none, whatever the environment
+    monkeypatch.setenv("CTXSTORE_TOKEN", "wrong")
+    with ctxstore.Client(token="s3cret-token") as client:  # an explicit token wins
+        client.ping()
+    monkeypatch.setenv("CTXSTORE_ADDR", "")  # empty: unset
+    assert ctxstore.Client(lazy=True).addr == "127.0.0.1:7411"
 
 
 def test_unsupported_version(server: ServerProcess) -> None:

@@ -582,6 +582,24 @@ def test_replay_against_a_server_that_never_advances() -> None:
             client.replay(1, page_size=1)
 
 
+def test_replay_refuses_a_page_that_is_not_one_chain() -> None:
+    """Each turn of a replay is the child of the one before it, across pages too."""
+    empty = ctxstore.blob_hash(b"")
+
+    def turn(turn_id: int, parent: int, depth: int) -> p.TurnEntry:
+        record = p.TurnRecord(turn_id, parent, 1, depth, 0, 0, empty, 0, 0, 0)
+        return p.TurnEntry(record, p.PayloadRecord(p.PayloadEncoding.ABSENT, 0, b""))
+
+    def answer(header: p.FrameHeader, body: bytes) -> bytes:
+        entries = (turn(1, 0, 0), turn(3, 2, 1))  # turn 3 names parent 2, not turn 1
+        page = p.TurnsResponse(0, 1, entries, p.MessageType.GET_CHAIN.response_type)
+        return p.encode_response(header.req_id, page)
+
+    with FakeServer(hello_then_answer(answer)) as fake, ctxstore.Client(fake.addr) as client:
+        with pytest.raises(ProtocolError, match="does not follow turn 1"):
+            client.replay(3)
+
+
 # --- version-2 answers that break their promises ----------------------------------------------
 
 

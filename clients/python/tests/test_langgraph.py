@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import operator
+import re
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -17,7 +20,7 @@ from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
 from ctxstore.langgraph import CtxstoreSaver
 
-from conftest import ServerProcess, new_server
+from conftest import PYTHON_CLIENT_DIR, ServerProcess, new_server
 
 
 @pytest.fixture(scope="module")
@@ -249,9 +252,7 @@ def test_delete_for_runs_tombstones_checkpoints_and_drops_their_writes(
     client = saver.client
     names = {info.name: info for info in client.iter_contexts(name_prefix="lg:") if info.name}
     main = next(
-        n
-        for n, i in names.items()
-        if i.tags["lg.thread"] == "=" + thread and i.tags["lg.ns"] == "="
+        n for n, i in names.items() if i.tags["lg.thread"] == thread and "lg.ns" not in i.tags
     )
     dead = sorted(item.key for item in client.iter_kv(main, prefix=b"x/"))
     assert dead == sorted(f"x/{c['configurable']['checkpoint_id']}".encode() for c in (one, three))
@@ -295,7 +296,8 @@ def test_prune_keeps_the_newest_live_checkpoint(saver: CtxstoreSaver) -> None:
 def _context_of(saver: CtxstoreSaver, thread: str, ns: str = "") -> str:
     found = [
         info.name
-        for info in saver.client.iter_contexts({"lg.thread": "=" + thread, "lg.ns": "=" + ns})
+        for info in saver.client.iter_contexts({"lg.thread": thread})
+        if info.tags.get("lg.ns", "") == ns
     ]
     assert len(found) == 1 and found[0] is not None
     return found[0]
@@ -491,3 +493,223 @@ async def test_a_saver_makes_the_client_it_was_not_given(lg_server: ServerProces
         assert aclient.connected
     with pytest.raises(ValueError):
         CtxstoreSaver()
+
+
+# --- the context format: plain tags (format 2), format 1 still read (issue 29) ----------------
+
+
+def _cli(server: ServerProcess, *args: str) -> list[dict[str, Any]]:
+    """The CLI beside the server binary (`ctxstore`), with --json: one object per line."""
+    cli = server.binary.parent / "ctxstore"
+    assert cli.is_file(), f"no ctxstore CLI beside {server.binary}"
+    done = subprocess.run(
+        [str(cli), "--addr", server.addr, "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def _to_format_1(saver: CtxstoreSaver, thread: str) -> None:
+    """Rewrites the tags of a thread's contexts as the saver before format 2 wrote them
+    (``lg.thread`` and ``lg.ns`` prefixed with "=", ``lg.ns`` always, no ``lg.fmt``):
+    everything else of the mapping is the same in both formats."""
+    for info in list(saver.client.iter_contexts({"lg.thread": thread})):
+        ns = info.tags.get("lg.ns", "")
+        saver.client.tag_context(
+            info.context_id, {"lg.thread": "=" + thread, "lg.ns": "=" + ns}, ["lg.fmt"]
+        )
+
+
+def test_a_thread_is_tagged_with_plain_values_and_found_from_the_cli(
+    saver: CtxstoreSaver, lg_server: ServerProcess
+) -> None:
+    """Issue 29: `ctxstore ctx list --tag lg.thread=thread-1` found nothing (the stored value
+    was "=thread-1")."""
+    thread = f"thread-{uuid4()}"
+    saver.put(_config(thread), _checkpoint({"n": 1}, {"n": 1}), {"step": 0}, {"n": 1})
+    saver.put(_config(thread, "child:1"), _checkpoint({"n": 2}, {"n": 1}), {"step": 0}, {"n": 1})
+    tags = sorted(
+        (info.tags for info in saver.client.iter_contexts({"lg.thread": thread})),
+        key=lambda t: t.get("lg.ns", ""),
+    )
+    assert tags == [
+        {"lg.thread": thread, "lg.fmt": "2"},
+        {"lg.thread": thread, "lg.fmt": "2", "lg.ns": "child:1"},
+    ]
+    listed = _cli(lg_server, "ctx", "list", "--tag", f"lg.thread={thread}")
+    assert sorted(row["name"] for row in listed) == sorted(
+        [f"lg:{len(thread)}:{thread}:", f"lg:{len(thread)}:{thread}:child:1"]
+    )
+    only_child = _cli(
+        lg_server, "ctx", "list", "--tag", f"lg.thread={thread}", "--tag", "lg.ns=child:1"
+    )
+    assert [row["name"] for row in only_child] == [f"lg:{len(thread)}:{thread}:child:1"]
+
+
+def test_contexts_of_format_1_are_still_read_listed_copied_and_deleted(
+    saver: CtxstoreSaver,
+) -> None:
+    thread, copy = f"old-{uuid4()}", f"copy-{uuid4()}"
+    first = saver.put(_config(thread), _checkpoint({"n": 1}, {"n": 1}), {"step": 0}, {"n": 1})
+    second = saver.put(first, _checkpoint({"n": 2}, {"n": 2}), {"step": 1}, {"n": 2})
+    saver.put_writes(second, [("n", 3)], "task-1")
+    sub = saver.put(_config(thread, "child:1"), _checkpoint({"x": 1}, {"x": 1}), {}, {"x": 1})
+    _to_format_1(saver, thread)
+    assert list(saver.client.iter_contexts({"lg.thread": thread})) == []  # all format 1 now
+
+    latest = saver.get_tuple(_config(thread))
+    assert latest is not None and latest.config == second
+    assert latest.pending_writes == [("task-1", "n", 3)]
+    every = list(saver.list({"configurable": {"thread_id": thread}}))  # both namespaces
+    assert sorted(_ids(every)) == sorted(
+        _ids([latest, saver.get_tuple(first), saver.get_tuple(sub)])
+    )
+    assert {t.config["configurable"]["checkpoint_ns"] for t in every} == {"", "child:1"}
+    # The thread goes on in its format-1 contexts.
+    third = saver.put(second, _checkpoint({"n": 3}, {"n": 3}), {"step": 2}, {"n": 3})
+    found = saver.get_tuple(_config(thread))
+    assert found is not None and found.config == third
+
+    # A copy is written in format 2, even of a format-1 source (its "=" namespace dropped).
+    saver.copy_thread(thread, copy)
+    copies = {
+        i.tags.get("lg.ns", ""): i.tags for i in saver.client.iter_contexts({"lg.thread": copy})
+    }
+    assert set(copies) == {"", "child:1"}
+    assert copies[""]["lg.fmt"] == "2" and "lg.ns" not in copies[""]
+    copied = saver.get_tuple(_config(copy))
+    assert copied is not None and copied.checkpoint["channel_values"] == {"n": 3}
+
+    saver.prune([thread])
+    assert _ids(saver.list(_config(thread))) == _ids([found])
+    saver.delete_thread(thread)
+    assert list(saver.list({"configurable": {"thread_id": thread}})) == []
+    assert saver.get_tuple(_config(copy, "child:1")) is not None  # the copy is its own
+
+
+def test_threads_whose_values_meet_across_formats_stay_apart(saver: CtxstoreSaver) -> None:
+    """A format-2 thread "=x" and a format-1 thread "x" both carry lg.thread "=x"."""
+    plain = f"x-{uuid4()}"
+    saver.put(_config(plain), _checkpoint({"n": 1}, {"n": 1}), {}, {"n": 1})
+    _to_format_1(saver, plain)  # lg.thread "=x-..."
+    eq = "=" + plain
+    saver.put(_config(eq), _checkpoint({"n": 2}, {"n": 1}), {}, {"n": 1})  # lg.thread "=x-..."
+    assert [
+        t.checkpoint["channel_values"] for t in saver.list({"configurable": {"thread_id": plain}})
+    ] == [{"n": 1}]
+    assert [
+        t.checkpoint["channel_values"] for t in saver.list({"configurable": {"thread_id": eq}})
+    ] == [{"n": 2}]
+    saver.delete_thread(eq)
+    assert saver.get_tuple(_config(plain)) is not None
+    assert saver.get_tuple(_config(eq)) is None
+
+
+@pytest.mark.parametrize("thread", ["", "t" * 1025, "é" * 513])
+async def test_a_thread_id_that_cannot_be_a_tag_value_is_refused_before_writing(
+    saver: CtxstoreSaver, thread: str
+) -> None:
+    before = len(list(saver.client.iter_contexts(name_prefix="lg:")))
+    checkpoint = _checkpoint({"n": 1}, {"n": 1})
+    with pytest.raises(ValueError, match="thread id"):
+        saver.put(_config(thread), checkpoint, {}, {"n": 1})
+    with pytest.raises(ValueError, match="thread id"):
+        await saver.aput(_config(thread), checkpoint, {}, {"n": 1})
+    with pytest.raises(ValueError, match="thread id"):
+        saver.put_writes(_config(thread, "", "cp-1"), [("n", 1)], "task-1")
+    source = f"src-{uuid4()}"
+    saver.put(_config(source), checkpoint, {}, {"n": 1})
+    with pytest.raises(ValueError, match="thread id"):
+        saver.copy_thread(source, thread)
+    assert len(list(saver.client.iter_contexts(name_prefix="lg:"))) == before + 1
+    assert saver.get_tuple(_config(thread)) is None  # a read is no error: nothing is there
+    saver.delete_thread(source)
+
+
+def _readme_block(language: str, after: str) -> str:
+    """The first ``language`` block of the README after the line containing ``after``."""
+    text = (PYTHON_CLIENT_DIR / "README.md").read_text()
+    start = text.index(after)
+    match = re.search(rf"```{language}\n(.*?)```", text[start:], re.S)
+    assert match is not None, f"no {language} block after {after!r}"
+    return match.group(1)
+
+
+def test_the_readme_example_runs_and_its_thread_is_found_from_the_cli(
+    tmp_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's LangGraph example, as written (its address replaced), on a fresh server;
+    then the README's CLI lines that find the thread."""
+    process = new_server(tmp_root)
+    try:
+        example = _readme_block("python", "### LangGraph: `ctxstore.langgraph.CtxstoreSaver`")
+        assert '"127.0.0.1:7411"' in example
+        exec(compile(example.replace("127.0.0.1:7411", process.addr), "README.md", "exec"), {})
+        printed = capsys.readouterr().out.splitlines()
+        assert printed[0] == "3 messages so far"
+        assert len(printed) == 1 + 6  # the state, then each checkpoint of the history
+        lines = [
+            line.split("#")[0].split()
+            for line in _readme_block("sh", "Find a thread's contexts").splitlines()
+            if line.startswith("ctxstore ")
+        ]
+        results = [_cli(process, *[a.strip("'") for a in line[1:]]) for line in lines]
+        assert [row["name"] for row in results[0]] == ["lg:8:thread-1:"]
+        assert results[1] == []  # the example has no subgraph
+        assert len(results[2]) == 5 and all(row["key"].startswith("cp/") for row in results[2])
+        assert results[3] == []  # no format-1 thread here
+    finally:
+        process.stop()
+
+
+def test_list_with_a_limit_reads_about_limit_turns_not_the_thread(lg_server: ServerProcess) -> None:
+    """Issue 34 item 2: list(limit=N) (get_state_history(limit=N)) read every page of the
+    thread's turn log, with payloads, before applying the limit."""
+    import ctxstore
+    from ctxstore.types import LogPage
+
+    class Counting(ctxstore.Client):
+        turns_read = 0
+
+        def _count(self, result: Any) -> Any:
+            if isinstance(result, LogPage):
+                Counting.turns_read += len(result.turns)
+            return result
+
+        def _run(self, op: Any, timeout: Any) -> Any:
+            return self._count(super()._run(op, timeout))
+
+        def _run_many(self, batch: Any, timeout: Any) -> Any:
+            return [self._count(r) for r in super()._run_many(batch, timeout)]
+
+    thread = f"long-{uuid4()}"
+    with Counting(lg_server.addr) as client:
+        saver = CtxstoreSaver(client)
+        config = _config(thread)
+        stored = []
+        for step in range(120):
+            source = "input" if step % 10 == 0 else "loop"
+            config = saver.put(
+                config,
+                _checkpoint({"n": step}, {"n": step + 1}),
+                {"source": source, "step": step},
+                {"n": step + 1},
+            )
+            stored.append(config["configurable"]["checkpoint_id"])
+        Counting.turns_read = 0
+        assert _ids(saver.list(_config(thread), limit=5)) == stored[::-1][:5]
+        assert Counting.turns_read <= 5 + 1
+        Counting.turns_read = 0
+        before = {"configurable": {**_config(thread)["configurable"], "checkpoint_id": stored[60]}}
+        assert _ids(saver.list(_config(thread), before=before, limit=3)) == stored[59:56:-1]
+        assert Counting.turns_read <= 60 + 3  # the newer ones are read and passed over
+        Counting.turns_read = 0
+        inputs = saver.list(_config(thread), filter={"source": "input"}, limit=2)
+        assert _ids(inputs) == [stored[110], stored[100]]
+        assert Counting.turns_read <= 2 + 8 + 40  # pages of 2, 8, 32... until two match
+        Counting.turns_read = 0
+        assert len(list(saver.list(_config(thread)))) == 120
+        assert Counting.turns_read == 120

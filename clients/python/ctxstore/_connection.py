@@ -1,0 +1,281 @@
+"""What the connections of both clients share, without I/O: the client's settings
+(:class:`ClientCore`), how a connection is made (:class:`Dial`: the HELLO it sends and how
+its answer is checked), and the bookkeeping and decisions of a connection in use
+(:class:`ConnectionState`: requests in flight by req_id, what an arriving frame answers,
+when the connection is done for).
+
+:class:`ctxstore.client._Connection` (a reader thread, a socket under locks) and
+:class:`ctxstore.aio._AsyncConnection` (a reader task, a stream) differ only in their I/O:
+each reads frames its own way and hands them to :meth:`ConnectionState._dispatch`, and says
+how a waiting caller is woken (``_resolve``, ``_reject``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from . import _ops as ops
+from . import _protocol as p
+from .errors import (
+    CONNECTION_CLOSING_CODES,
+    ClientClosed,
+    ConnectionLost,
+    CtxstoreError,
+    ProtocolError,
+    error_for_code,
+)
+from .types import ServerInfo, VerifyPayloads
+
+SCRATCH_KEEP_BYTES = 1 << 20
+"""The largest buffer for a body that arrives in pieces a connection keeps between frames."""
+
+
+def lost_error(reason: BaseException) -> CtxstoreError:
+    """The exception for a call whose connection ended for ``reason``."""
+    if isinstance(reason, ClientClosed):
+        return ClientClosed(reason.message)
+    if isinstance(reason, ProtocolError):
+        # The server broke the protocol: every call on the connection reports that.
+        broken = ProtocolError(f"the connection was closed: {reason.message}")
+        broken.__cause__ = reason
+        return broken
+    error = ConnectionLost(f"the connection was lost while the request was in flight: {reason}")
+    error.__cause__ = reason
+    return error
+
+
+@dataclass(frozen=True, slots=True)
+class Dial:
+    """How a client makes each of its connections (the first and every reconnect)."""
+
+    host: str
+    port: int
+    token: bytes
+    versions: tuple[int, int]
+    client_name: str
+    frame_bytes_max: int
+    """The largest response frame accepted (the client's ``max_response_bytes``)."""
+    max_in_flight: int
+    verify_payloads: VerifyPayloads
+
+    @property
+    def where(self) -> str:
+        """``host:port``, for messages."""
+        return f"{self.host}:{self.port}"
+
+    def hello_frame(self) -> bytes:
+        """The HELLO frame (req_id 1) offering :attr:`versions`."""
+        hello = ops.hello_request(self.versions, self.token, self.client_name)
+        return b"".join(p.encode_request(1, hello))
+
+    def hello_answer(self, header: p.FrameHeader, body: bytes) -> ServerInfo:
+        """What the answer to HELLO says: the server's info, or the exception of its ERROR
+        (which may come with req_id 0: a server that refuses a connection answers before it
+        reads anything); any other frame is a ProtocolError."""
+        if header.req_id not in (1, 0) or (header.req_id == 0 and header.msg_type != p.ERROR_TYPE):
+            raise ProtocolError(f"HELLO was answered with req_id {header.req_id}")
+        return ops.hello_result(p.decode_response(header.msg_type, body), self.versions)
+
+    def hashes_raw(self, peer: object) -> bool:
+        """Whether a connection to ``peer`` (its ``getpeername()``; None if it could not
+        tell) hashes RAW payloads (decision 0015)."""
+        return ops.hashes_raw_from(self.verify_payloads, peer)
+
+
+class Waiter(Protocol):
+    """A request in flight, as its connection keeps it until the answer arrives."""
+
+    @property
+    def request(self) -> p.Request: ...
+
+
+W = TypeVar("W", bound=Waiter)
+
+
+def answer_of(
+    header: p.FrameHeader, body: bytes, request: p.Request | None, last_id: int
+) -> p.Response | None:
+    """The response a frame carries for ``request`` (None: no request waits for its
+    req_id). None when no request waits and the frame is the late answer to one whose caller
+    gave up; the exception of an ERROR sent with req_id 0 (the server says why it closes);
+    a ProtocolError for an answer to a req_id never sent, of another message type than the
+    request's, or that does not decode."""
+    if request is None:
+        if header.req_id == 0 and header.msg_type == p.ERROR_TYPE:
+            error = p.decode_response(header.msg_type, body)
+            assert isinstance(error, p.ErrorResponse)
+            raise error_for_code(error.code, error.message, error.detail)
+        if 0 < header.req_id <= last_id:
+            return None
+        raise ProtocolError(f"a response to req_id {header.req_id}, which was never sent")
+    if header.msg_type not in (request.response_type, p.ERROR_TYPE):
+        raise ProtocolError(
+            f"{request.NAME} (req_id {header.req_id}) was answered with message type "
+            f"{header.msg_type:#06x}"
+        )
+    return p.decode_response(
+        header.msg_type, body, header.flags, allow_unknown=isinstance(request, p.RawRequest)
+    )
+
+
+class ConnectionState(Generic[W]):
+    """One connection after HELLO, without its I/O: what HELLO told, whether RAW payloads
+    are hashed on it, the requests in flight by req_id (``W``: how the shell keeps one), the
+    next req_id, and why it ended (None while it lives). The blocking shell calls
+    :meth:`_register` and ``_take`` under its lock; the asyncio shell from its loop."""
+
+    def __init__(self, dial: Dial, info: ServerInfo, hashes_raw: bool) -> None:
+        self.info = info
+        self.hashes_raw = hashes_raw
+        """Whether RAW payloads read on this connection are hashed (decision 0015)."""
+        self.frame_bytes_max = dial.frame_bytes_max
+        self.slot_count = max(1, min(dial.max_in_flight, info.requests_in_flight_max or 1))
+        """How many requests this connection may have in flight at once."""
+        self._pending: dict[int, W] = {}
+        self._ids = itertools.count(2)  # 1 was HELLO
+        self._last_id = 1
+        self._dead: BaseException | None = None
+        self.peak_in_flight = 0
+        """The most requests this connection had in flight at once (a diagnostic)."""
+
+    @property
+    def alive(self) -> bool:
+        """False once the connection failed or was closed."""
+        return self._dead is None
+
+    def _register(self, waiter: W) -> int:
+        """A new req_id for ``waiter``, now in flight; the connection's exception if it
+        ended."""
+        if self._dead is not None:
+            raise lost_error(self._dead)
+        req_id = next(self._ids)
+        self._last_id = req_id
+        self._pending[req_id] = waiter
+        self.peak_in_flight = max(self.peak_in_flight, len(self._pending))
+        return req_id
+
+    def _take(self, req_id: int) -> W | None:
+        """The request waiting for ``req_id``, no longer in flight (None: none waits)."""
+        return self._pending.pop(req_id, None)
+
+    def _taken_all(self, reason: BaseException) -> list[W] | None:
+        """Ends the connection for ``reason``: every request in flight, now failed (None if
+        it had ended already)."""
+        if self._dead is not None:
+            return None
+        self._dead = reason
+        waiting = list(self._pending.values())
+        self._pending.clear()
+        return waiting
+
+    def _resolve(self, waiter: W, response: p.Response) -> None:
+        raise NotImplementedError  # each shell wakes its caller its own way
+
+    def _reject(self, waiter: W, error: BaseException) -> None:
+        raise NotImplementedError  # each shell wakes its caller its own way
+
+    def _fail(self, reason: BaseException) -> None:
+        raise NotImplementedError  # each shell closes its own transport
+
+    def _dispatch(self, header: p.FrameHeader, body: bytes) -> None:
+        """Hands a frame that arrived to the request it answers (see :func:`answer_of`). An
+        exception ends the reader, and so the connection: a frame the client cannot place
+        breaks the framing, or says that the server closes."""
+        waiter = self._take(header.req_id)
+        try:
+            response = answer_of(
+                header, body, None if waiter is None else waiter.request, self._last_id
+            )
+        except ProtocolError as error:
+            if waiter is not None:
+                self._reject(waiter, ProtocolError(error.message))
+            raise
+        if waiter is None or response is None:
+            return
+        self._resolve(waiter, response)
+        if isinstance(response, p.ErrorResponse) and response.code in CONNECTION_CLOSING_CODES:
+            # The server closes the connection after this answer: no new request may use it.
+            self._fail(error_for_code(response.code, response.message, response.detail))
+
+
+class ClientCore:
+    """The settings both clients take and check the same way, and what follows from them
+    alone (no I/O): the base of :class:`ctxstore.Client` and :class:`ctxstore.AsyncClient`
+    (whose arguments these are; see :class:`ctxstore.Client`)."""
+
+    PROTOCOL_VERSIONS: ClassVar[tuple[int, int]] = p.SUPPORTED_VERSIONS
+    """The protocol versions offered in HELLO."""
+
+    _conn: ConnectionState[Any] | None = None
+    """The connection now (each client keeps its own kind), None before the first and after
+    a failure or :meth:`close`."""
+
+    def __init__(
+        self,
+        addr: str | tuple[str, int] | None = None,
+        *,
+        token: str | bytes | None = None,
+        timeout: float = ops.DEFAULT_TIMEOUT,
+        connect_timeout: float = ops.DEFAULT_CONNECT_TIMEOUT,
+        client_name: str = ops.DEFAULT_CLIENT_NAME,
+        accept_zstd: bool = True,
+        max_in_flight: int = 1024,
+        max_response_bytes: int = p.FRAME_BYTES_LIMIT,
+        verify_payloads: VerifyPayloads = "when_remote",
+    ) -> None:
+        self._host, self._port = ops.parse_addr(addr)
+        self._token = ops.token_bytes(token)
+        self._timeout = ops.check_timeout(timeout, ops.DEFAULT_TIMEOUT)
+        self._connect_timeout = ops.check_timeout(connect_timeout, ops.DEFAULT_CONNECT_TIMEOUT)
+        if len(client_name.encode("utf-8")) > p.NAME_BYTES_MAX:
+            raise ValueError(f"client_name is at most {p.NAME_BYTES_MAX} bytes of UTF-8")
+        self._client_name = client_name
+        self._accept_zstd = accept_zstd
+        self._max_in_flight = max(1, max_in_flight)
+        self._max_response_bytes = min(max_response_bytes, p.FRAME_BYTES_LIMIT)
+        self._verify_payloads = ops.check_verify_payloads(verify_payloads)
+        self._closed = False
+
+    @property
+    def addr(self) -> str:
+        """The server's address as ``HOST:PORT``."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"{host}:{self._port}"
+
+    @property
+    def connected(self) -> bool:
+        """True if the client holds a live connection now."""
+        conn = self._conn
+        return conn is not None and conn.alive
+
+    @property
+    def verifies_raw_payloads(self) -> bool:
+        """Whether RAW payloads read on this client's connection are hashed: the
+        ``verify_payloads`` option applied to the server's address when the connection was
+        made (False only for ``"when_remote"`` and a server on loopback; decision 0015). A
+        reconnect decides anew. Before the first connection and after :meth:`close`: True
+        (nothing decided yet; hashing is the safe side)."""
+        conn = self._conn
+        return True if conn is None else conn.hashes_raw
+
+    def _deadline(self, timeout: float | None) -> float:
+        """The deadline of a call starting now (ClientClosed once the client was closed)."""
+        if self._closed:
+            raise ClientClosed("the client was closed")
+        return time.monotonic() + ops.check_timeout(timeout, self._timeout)
+
+    def _dial(self) -> Dial:
+        """How the next connection is made (the class's :attr:`PROTOCOL_VERSIONS`, read now)."""
+        return Dial(
+            self._host,
+            self._port,
+            self._token,
+            self.PROTOCOL_VERSIONS,
+            self._client_name,
+            self._max_response_bytes,
+            self._max_in_flight,
+            self._verify_payloads,
+        )

@@ -1,0 +1,558 @@
+"""LangGraph's long-term memory on ctxstore: :class:`CtxstoreStore`, a ``BaseStore``
+(decision 0022). Import it from :mod:`ctxstore.langgraph`; it needs the ``langgraph`` extra.
+
+The mapping: a store is one context (named ``lgs:`` and the store's name; tagged
+``lg.store``), and each item is three key-value entries of it, next to each other in key
+order:
+
+- ``i/`` + the namespace + the key + ``\\x00v``: the value, as canonical JSON (sorted keys, no
+  spaces), so equal values are one blob whatever item, namespace or store holds them;
+- ``...\\x00c``: when the item was created (ISO 8601, UTC), written only if absent, so an
+  update keeps it;
+- ``...\\x00u``: when it was last put.
+
+A namespace is its labels, each as UTF-8 followed by a NUL byte, then one more NUL (labels
+are never empty and never hold a NUL, LangGraph checks it); NUL and 0x01 in a key are escaped
+(0x01 0x01, 0x01 0x02), so that an item's three entries are adjacent and a namespace prefix is
+a byte prefix: a search is one KV_LIST range, in namespace then key order (the order
+``search`` and ``list_namespaces`` return). Every namespace that ever held an item has an
+entry ``n/`` + the namespace (written with its items) that ``list_namespaces`` scans,
+skipping the namespaces with no item left. Keys of entries are at most 256 bytes: a
+namespace and a key longer together than that are refused (``ValueError``).
+
+A put is two KV_PUT requests pipelined (one round trip): the creation time if absent, then
+value, update time and namespace in one durable record; a delete one KV_DELETE of the three
+entries; a get three KV_GETs pipelined; a search KV_LIST pages of the range, with the values
+fetched pipelined (and remembered by hash). Per-item TTL needs TTL per key-value entry in the
+server, which it does not have yet: a TTL is refused (``NotImplementedError``) rather than
+ignored. Vector search (``index``) is not provided either.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from threading import Lock
+from typing import Any, Literal
+
+from langgraph.store.base import (
+    NOT_PROVIDED,
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    NotProvided,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    validate_op_namespace,
+)
+
+from . import _ops as ops
+from ._clients import TwoClients
+from .aio import AsyncClient
+from .client import Client
+from .errors import NotFound
+from .types import KvItem, KvPage, VerifyPayloads
+
+__all__ = ["CtxstoreStore"]
+
+_NAME_PREFIX = "lgs:"
+_TAG_STORE = "lg.store"
+_TAG_FMT = "lg.fmt"
+_FMT = "1"
+_ITEMS = b"i/"
+_NAMESPACES = b"n/"
+_VALUE, _CREATED, _UPDATED = b"\x00v", b"\x00c", b"\x00u"
+_KEY_BYTES_MAX = 256  # a key-value key (the server's limit)
+_PAGE = 1000  # entries per KV_LIST page (the server's limit)
+_VALUE_CACHE_BYTES = 32 << 20
+_TTL_MISSING = (
+    "per-item TTL needs TTL per key-value entry in ctxstore-server (expiry per entry, refreshed "
+    "on read, expired entries skipped by reads and reclaimed by garbage collection), which this "
+    "server does not have yet; the store does not pretend: pass no TTL (decision 0022)"
+)
+_INDEX_MISSING = (
+    "CtxstoreStore has no vector search (index=...): put items without an index config and "
+    "search them with filters"
+)
+
+
+def _label_bytes(namespace: Sequence[str]) -> bytes:
+    """The labels of a namespace (or of a namespace prefix), each followed by a NUL."""
+    return b"".join(label.encode("utf-8") + b"\x00" for label in namespace)
+
+
+def _namespace_bytes(namespace: Sequence[str]) -> bytes:
+    """A whole namespace: its labels, then one more NUL (labels are never empty)."""
+    return _label_bytes(namespace) + b"\x00"
+
+
+def _key_bytes(key: str) -> bytes:
+    """An item's key, with no NUL left (escaped, order kept), so the suffixes that follow it
+    sort its three entries next to each other."""
+    return key.encode("utf-8").replace(b"\x01", b"\x01\x02").replace(b"\x00", b"\x01\x01")
+
+
+def _unkey(raw: bytes) -> str:
+    return raw.replace(b"\x01\x01", b"\x00").replace(b"\x01\x02", b"\x01").decode("utf-8")
+
+
+def _item_prefix(namespace: Sequence[str], key: str) -> bytes:
+    """What the three entries of an item start with; checked against the key limit."""
+    prefix = _ITEMS + _namespace_bytes(namespace) + _key_bytes(key)
+    if len(prefix) + len(_VALUE) > _KEY_BYTES_MAX:
+        raise ValueError(
+            f"namespace {tuple(namespace)!r} and key {key!r} are {len(prefix) + 2} bytes "
+            f"as a ctxstore key-value key; together they are at most {_KEY_BYTES_MAX}"
+        )
+    return prefix
+
+
+def _split(entry_key: bytes) -> tuple[tuple[str, ...], str, bytes]:
+    """(namespace, key, suffix) of an item's entry key."""
+    body, suffix = entry_key[len(_ITEMS) : -2], entry_key[-2:]
+    labels, sep, key = body.partition(b"\x00\x00")
+    if not sep:
+        raise ValueError(f"not an item entry of a CtxstoreStore: {entry_key!r}")
+    return tuple(label.decode("utf-8") for label in labels.split(b"\x00")), _unkey(key), suffix
+
+
+def _namespace_of(entry_key: bytes) -> tuple[str, ...]:
+    """The namespace of a registry entry ``n/`` + labels + NUL."""
+    labels = entry_key[len(_NAMESPACES) : -2]
+    return tuple(label.decode("utf-8") for label in labels.split(b"\x00"))
+
+
+def _now() -> bytes:
+    return datetime.now(timezone.utc).isoformat().encode("ascii")
+
+
+def _time(raw: bytes | None, default: datetime) -> datetime:
+    return default if raw is None else datetime.fromisoformat(raw.decode("ascii"))
+
+
+def _value_bytes(value: Any) -> bytes:
+    """A value as canonical JSON: equal values are equal bytes, one blob."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"a store value is a dict, not {type(value).__name__}")
+    return json.dumps(
+        dict(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode()
+
+
+def _matches(value: Any, condition: Any) -> bool:
+    """LangGraph's filter semantics (its InMemoryStore and PostgresStore): a dict of
+    operators (``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``) compares, a plain dict
+    matches a dict field by field, a list matches element by element, anything else is
+    equality."""
+    if isinstance(condition, dict):
+        if any(str(k).startswith("$") for k in condition):
+            return all(_compare(value, op, operand) for op, operand in condition.items())
+        return isinstance(value, dict) and all(
+            _matches(value.get(k), v) for k, v in condition.items()
+        )
+    if isinstance(condition, (list, tuple)):
+        return (
+            isinstance(value, (list, tuple))
+            and len(value) == len(condition)
+            and all(_matches(a, b) for a, b in zip(value, condition, strict=True))
+        )
+    return bool(value == condition)
+
+
+def _compare(value: Any, operator: str, operand: Any) -> bool:
+    if operator == "$eq":
+        return bool(value == operand)
+    if operator == "$ne":
+        return bool(value != operand)
+    if operator in ("$gt", "$gte", "$lt", "$lte"):
+        left, right = float(value), float(operand)
+        return {
+            "$gt": left > right,
+            "$gte": left >= right,
+            "$lt": left < right,
+            "$lte": left <= right,
+        }[operator]
+    raise ValueError(f"unsupported filter operator: {operator}")
+
+
+def _fits(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    """Whether a namespace meets a prefix or suffix condition ("*" matches any label)."""
+    path = condition.path
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        pairs = zip(namespace, path, strict=False)
+    elif condition.match_type == "suffix":
+        pairs = zip(reversed(namespace), reversed(path), strict=False)
+    else:
+        raise ValueError(f"unsupported match type: {condition.match_type}")
+    return all(want == "*" or label == want for label, want in pairs)
+
+
+class _Item:
+    """An item's entries as a listing found them."""
+
+    __slots__ = ("namespace", "key", "value", "created", "updated")
+
+    def __init__(self, namespace: tuple[str, ...], key: str) -> None:
+        self.namespace = namespace
+        self.key = key
+        self.value: bytes | None = None
+        self.created: bytes | None = None
+        self.updated: bytes | None = None
+
+
+class _StorePlans:
+    """The store's operations, once, as plans run by a Client or an AsyncClient; holds the
+    value cache (values are immutable under their hash) and whether the context exists."""
+
+    def __init__(self, name: str, store_name: str, accept_zstd: bool) -> None:
+        self.name = name
+        self.store_name = store_name
+        self.zstd = accept_zstd
+        self._lock = Lock()
+        self._opened = False
+        self.cache = ops.BlobCache(accept_zstd, _VALUE_CACHE_BYTES, _VALUE_CACHE_BYTES // 16)
+
+    def _open(self, force: bool = False) -> ops.Plan[None]:
+        """The store's context, created (get-or-create) unless this store knows it exists."""
+        if force or not self._opened:
+            tags = {_TAG_STORE: self.store_name, _TAG_FMT: _FMT}
+            yield ops.open_context(self.name, tags, 0, True)
+            self._opened = True
+        return None
+
+    # -- the operations ------------------------------------------------------------------------
+
+    def batch(self, batch: Sequence[Op]) -> ops.Plan[builtins.list[Result]]:
+        """LangGraph's batch: every read sees the store as it was before the batch's writes
+        (as InMemoryStore), the writes to one item the last of them."""
+        results: builtins.list[Result] = [None] * len(batch)
+        writes: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        gets: builtins.list[tuple[int, GetOp]] = []
+        for index, op in enumerate(batch):
+            validate_op_namespace(op)
+            if isinstance(op, GetOp):
+                gets.append((index, op))
+            elif isinstance(op, SearchOp):
+                results[index] = yield from self._search(op)
+            elif isinstance(op, ListNamespacesOp):
+                results[index] = yield from self._list_namespaces(op)
+            elif isinstance(op, PutOp):
+                if op.ttl is not None:
+                    raise NotImplementedError(_TTL_MISSING)
+                if op.value is not None:
+                    _value_bytes(op.value)  # refused before anything is written
+                writes[(tuple(op.namespace), str(op.key))] = op
+            else:
+                raise ValueError(f"unknown store operation: {op!r}")
+        if gets:
+            found = yield from self._get_all([op for _, op in gets])
+            for (index, _), item in zip(gets, found, strict=True):
+                results[index] = item
+        if writes:
+            yield from self._write(builtins.list(writes.values()))
+        return results
+
+    def _get_all(self, gets: Sequence[GetOp]) -> ops.Plan[builtins.list[Item | None]]:
+        """The items of ``gets``: three KV_GETs each, all pipelined; an item whose value is
+        missing is None (each looked up alone only then, to tell a missing item from one
+        whose times are missing)."""
+        requests = []
+        for op in gets:
+            prefix = _item_prefix(op.namespace, str(op.key))
+            requests += [
+                ops.kv_get_op(self.name, prefix + suffix, self.zstd)
+                for suffix in (_VALUE, _CREATED, _UPDATED)
+            ]
+        try:
+            answers: builtins.list[Any] = yield ops.Many(requests)
+        except NotFound:
+            answers = yield from ops.tolerant(requests)
+        items: builtins.list[Item | None] = []
+        for position, op in enumerate(gets):
+            value, created, updated = answers[3 * position : 3 * position + 3]
+            if value is None:
+                items.append(None)
+                continue
+            when = _time(updated, datetime.now(timezone.utc))
+            items.append(
+                Item(
+                    value=json.loads(value),
+                    key=str(op.key),
+                    namespace=tuple(op.namespace),
+                    created_at=_time(created, when),
+                    updated_at=when,
+                )
+            )
+        return items
+
+    def _write(self, puts: Sequence[PutOp]) -> ops.Plan[None]:
+        """The puts and deletes, pipelined: per put, its creation time if absent, then its
+        value, update time and namespace entry in one durable record; per delete, one
+        KV_DELETE of its entries."""
+        requests: builtins.list[ops.Op[None]] = []
+        for op in puts:
+            prefix = _item_prefix(op.namespace, str(op.key))
+            if op.value is None:
+                keys = [prefix + suffix for suffix in (_CREATED, _UPDATED, _VALUE)]
+                requests += ops.kv_delete_ops(self.name, keys)
+                continue
+            now = _now()
+            created = {prefix + _CREATED: now}
+            current = {
+                prefix + _VALUE: _value_bytes(op.value),
+                prefix + _UPDATED: now,
+                _NAMESPACES + _namespace_bytes(op.namespace): b"",
+            }
+            requests += ops.kv_put_ops(self.name, created, True)
+            requests += ops.kv_put_ops(self.name, current, False)
+        for again in (False, True):
+            yield from self._open(force=again)
+            try:
+                yield ops.Many(requests)
+                return None
+            except NotFound:
+                if again:
+                    raise  # the context was deleted between the open and the writes
+        return None
+
+    def _search(self, op: SearchOp) -> ops.Plan[builtins.list[SearchItem]]:
+        """Items under ``op.namespace_prefix`` whose value meets ``op.filter``, in namespace
+        then key order, ``op.offset`` of them skipped, at most ``op.limit``: KV_LIST pages of
+        the prefix's range (sized to what is asked), each page's values fetched pipelined."""
+        if op.limit <= 0:
+            return []
+        prefix = _ITEMS + _label_bytes(op.namespace_prefix)
+        wanted = op.offset + op.limit
+        size = min(_PAGE, max(3 * wanted, 3) + 3)
+        after = b""
+        matched: builtins.list[SearchItem] = []
+        skipped = 0
+        while True:
+            try:
+                page: KvPage = yield ops.kv_list(self.name, prefix, after, size)
+            except NotFound:
+                return []  # no item was ever put in this store
+            entries = page.items
+            if page.next_after is not None:
+                # An item cut by the page's end is read whole from the next page.
+                last = _split(entries[-1].key)[:2]
+                while entries and _split(entries[-1].key)[:2] == last:
+                    entries = entries[:-1]
+                if not entries:
+                    raise ValueError(f"a CtxstoreStore item has more than {size} entries")
+                after = entries[-1].key
+            items = self._items(entries)
+            values = yield from self.cache.blobs(
+                digest
+                for item in items
+                for digest in (item.value, item.created, item.updated)
+                if digest is not None
+            )
+            for item in items:
+                assert item.value is not None
+                value = json.loads(values[item.value])
+                if op.filter and not all(_matches(value.get(k), v) for k, v in op.filter.items()):
+                    continue
+                if skipped < op.offset:
+                    skipped += 1
+                    continue
+                when = _time(values.get(item.updated or b""), datetime.now(timezone.utc))
+                matched.append(
+                    SearchItem(
+                        namespace=item.namespace,
+                        key=item.key,
+                        value=value,
+                        created_at=_time(values.get(item.created or b""), when),
+                        updated_at=when,
+                    )
+                )
+                if len(matched) >= op.limit:
+                    return matched
+            if page.next_after is None:
+                return matched
+            size = _PAGE
+
+    @staticmethod
+    def _items(entries: Sequence[KvItem]) -> builtins.list[_Item]:
+        """The items of a listing's entries (``value`` etc. are the entries' hashes); an item
+        without its value entry (a put or delete half done) is left out."""
+        items: dict[tuple[tuple[str, ...], str], _Item] = {}
+        for entry in entries:
+            namespace, key, suffix = _split(entry.key)
+            item = items.setdefault((namespace, key), _Item(namespace, key))
+            if suffix == _VALUE:
+                item.value = entry.value_hash
+            elif suffix == _CREATED:
+                item.created = entry.value_hash
+            elif suffix == _UPDATED:
+                item.updated = entry.value_hash
+        return [item for item in items.values() if item.value is not None]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> ops.Plan[builtins.list[tuple[str, ...]]]:
+        """The namespaces holding items that meet every condition, truncated to
+        ``max_depth`` (each once), sorted, ``offset`` skipped, at most ``limit``: the
+        namespace entries scanned from the longest literal prefix of the conditions, each
+        page's namespaces checked for an item pipelined."""
+        if op.limit <= 0:
+            return []
+        conditions = op.match_conditions or ()
+        literal: builtins.list[str] = []
+        for condition in conditions:
+            if condition.match_type == "prefix":
+                for label in condition.path:
+                    if label == "*":
+                        break
+                    literal.append(label)
+                break
+        prefix = _NAMESPACES + _label_bytes(literal)
+        after = b""
+        found: builtins.list[tuple[str, ...]] = []
+        skipped = 0
+        previous: tuple[str, ...] | None = None  # the last namespace shown or skipped
+        while True:
+            try:
+                page: KvPage = yield ops.kv_list(self.name, prefix, after, _PAGE)
+            except NotFound:
+                return []
+            candidates = [
+                ns
+                for ns in (_namespace_of(entry.key) for entry in page.items)
+                if all(_fits(condition, ns) for condition in conditions)
+            ]
+            checks = [
+                ops.kv_list(self.name, _ITEMS + _namespace_bytes(ns), b"", 1) for ns in candidates
+            ]
+            held = (yield ops.Many(checks)) if checks else []
+            for ns, check in zip(candidates, held, strict=True):
+                if not check.items:
+                    continue  # every item of it was deleted
+                shown = ns if op.max_depth is None else ns[: op.max_depth]
+                if shown == previous:
+                    continue  # truncated to one already counted (the entries are sorted)
+                previous = shown
+                if skipped < op.offset:
+                    skipped += 1
+                    continue
+                found.append(shown)
+                if len(found) >= op.limit:
+                    return found
+            if page.next_after is None:
+                return found
+            after = page.next_after
+
+
+class CtxstoreStore(TwoClients, BaseStore):
+    """LangGraph's long-term memory (``BaseStore``) in a ctxstore server: namespaces of
+    items, ``get``, ``put``, ``delete``, ``search`` with LangGraph's filter semantics, limit
+    and offset, ``list_namespaces`` with prefix, suffix, ``max_depth``, limit and offset,
+    ``batch``, and their ``a*`` versions (decision 0022; the module's doc has the mapping).
+
+    Build it with :meth:`from_addr`, or pass a :class:`~ctxstore.Client` and/or an
+    :class:`~ctxstore.AsyncClient` (as :class:`~ctxstore.langgraph.CtxstoreSaver`: the sync
+    methods use the Client, the ``a*`` ones the AsyncClient). ``name`` picks the store: each
+    name is a context of its own (``lgs:<name>``).
+
+    Not provided, and refused rather than ignored: ``ttl`` (per-item time to live needs TTL
+    per key-value entry in the server; ``NotImplementedError`` naming it) and ``index``
+    (vector search). ``refresh_ttl`` is accepted and does nothing, as LangGraph documents
+    for stores without TTL.
+    """
+
+    supports_ttl: bool = False
+
+    def __init__(
+        self,
+        client: Client | None = None,
+        *,
+        aclient: AsyncClient | None = None,
+        name: str = "default",
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        owns_client: bool = False,
+    ) -> None:
+        if index is not None:
+            raise NotImplementedError(_INDEX_MISSING)
+        if ttl is not None:
+            raise NotImplementedError(_TTL_MISSING)
+        if not isinstance(name, str) or not name:
+            raise ValueError("a store name is a non-empty str")
+        context = f"{_NAME_PREFIX}{name}"
+        if len(context.encode("utf-8")) > 256 or len(name.encode("utf-8")) > 1024:
+            raise ValueError("a store name is at most 252 bytes of UTF-8")
+        some = self._use_clients(client, aclient, owns_client)
+        self.ttl_config = None
+        self.store_name = name
+        self._plans = _StorePlans(context, name, some._accept_zstd)
+
+    @classmethod
+    def from_addr(
+        cls,
+        addr: str | None = None,
+        token: str | None = None,
+        *,
+        name: str = "default",
+        timeout: float | None = None,
+        verify_payloads: VerifyPayloads = "when_remote",
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> CtxstoreStore:
+        """A store with its own clients for ``addr`` (``"HOST:PORT"``); each connects at its
+        first call (the Client for the sync methods, the AsyncClient for the ``a*`` ones).
+        ``addr`` and ``token`` default to ``$CTXSTORE_ADDR`` and ``$CTXSTORE_TOKEN``;
+        ``timeout`` and ``verify_payloads`` are the clients' (see :class:`~ctxstore.Client`)."""
+        if index is not None:
+            raise NotImplementedError(_INDEX_MISSING)
+        if ttl is not None:
+            raise NotImplementedError(_TTL_MISSING)
+        client = cls._client_for(addr, token, timeout, verify_payloads)
+        return cls(client, name=name, owns_client=True)
+
+    def batch(self, ops: Iterable[Op]) -> builtins.list[Result]:
+        """Runs the operations on the Client; results in their order (reads see the store as
+        it was before the batch's writes)."""
+        return self._run(self._plans.batch(builtins.list(ops)))
+
+    async def abatch(self, ops: Iterable[Op]) -> builtins.list[Result]:
+        """:meth:`batch` on the AsyncClient."""
+        return await self._arun(self._plans.batch(builtins.list(ops)))
+
+    def put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | builtins.list[str] | None = None,
+        *,
+        ttl: float | None | NotProvided = NOT_PROVIDED,
+    ) -> None:
+        """Stores ``value`` under ``namespace`` and ``key`` (its creation time kept on an
+        update). ``ttl``: refused (see the class's doc); ``index``: ignored, as LangGraph
+        documents for stores without vector search."""
+        if ttl not in (NOT_PROVIDED, None):
+            raise NotImplementedError(_TTL_MISSING)
+        super().put(namespace, key, value, index, ttl=None)
+
+    async def aput(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | builtins.list[str] | None = None,
+        *,
+        ttl: float | None | NotProvided = NOT_PROVIDED,
+    ) -> None:
+        """:meth:`put` on the AsyncClient."""
+        if ttl not in (NOT_PROVIDED, None):
+            raise NotImplementedError(_TTL_MISSING)
+        await super().aput(namespace, key, value, index, ttl=None)

@@ -1,0 +1,1274 @@
+/**
+ * The ctxstore client: one persistent, pipelined connection (reconnected on the next call
+ * after a failure), every message family of docs/protocol.md as a method. Concurrent calls
+ * share the connection; their requests are pipelined and matched by `req_id`.
+ *
+ * Every answer is checked against what was asked where the protocol makes a promise (pair
+ * checks, as the Rust and Python clients do): payload hashes and lengths (decision 0015), the
+ * context and parent of an appended turn, the labels of a filtered page, a chain page's links,
+ * cursors that advance. A broken promise is a ProtocolError (IntegrityError for bytes).
+ */
+
+import {
+  ClientClosed,
+  ConnectionLost,
+  CtxstoreError,
+  IntegrityError,
+  NotFound,
+  ProtocolError,
+  UnknownMessage,
+} from "./errors.js";
+import { Connection, DEFAULT_FRAME_BYTES_MAX } from "./connection.js";
+import { CHUNK_AVG_BYTES, CHUNK_MAX_BYTES, CHUNK_MIN_BYTES, CHUNK_THRESHOLD_BYTES, cut, type ChunkSizes } from "./fastcdc.js";
+import { blobHash, EMPTY_HASH, equalBytes, parseHash, payloadBytes, toHex } from "./payload.js";
+import * as p from "./protocol.js";
+import type {
+  Appended,
+  BackupReport,
+  ChunkedStored,
+  ContextHead,
+  ContextInfo,
+  ContextLike,
+  ContextPage,
+  FoundPage,
+  GcReport,
+  HashLike,
+  KeyLike,
+  KvItem,
+  KvPage,
+  LogCursor,
+  LogPage,
+  Opened,
+  Page,
+  ParentLike,
+  Patched,
+  Purged,
+  Redacted,
+  Retention,
+  ServerInfo,
+  Stats,
+  Turn,
+  TurnInfo,
+  TurnSpec,
+  VerifyPayloads,
+} from "./types.js";
+
+export const DEFAULT_ADDR = "127.0.0.1:7411";
+export const DEFAULT_TIMEOUT_MS = 30_000;
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+export const DEFAULT_CLIENT_NAME = "ctxstore-typescript";
+/** Chunk lists remembered to name as PUT_CHUNKED bases (one per growing thread written). */
+const RECENT_CHUNKED_MAX = 256;
+
+/** How appends by value of large payloads travel (PUT_CHUNKED, decision 0013). */
+export interface ChunkingOptions extends ChunkSizes {
+  /** Payloads larger than this are chunked (default 16 KiB). */
+  thresholdBytes: number;
+}
+
+export const DEFAULT_CHUNKING: ChunkingOptions = {
+  thresholdBytes: CHUNK_THRESHOLD_BYTES,
+  min: CHUNK_MIN_BYTES,
+  avg: CHUNK_AVG_BYTES,
+  max: CHUNK_MAX_BYTES,
+};
+
+export interface ClientOptions {
+  /** The server's token (default: CTXSTORE_TOKEN). Surrounding whitespace is trimmed, as the
+   * server trims its token file. */
+  token?: string | Uint8Array | undefined;
+  /** Each call's timeout (default 30 s); a call may give its own. */
+  timeoutMs?: number;
+  /** TCP connect and HELLO (default 10 s). */
+  connectTimeoutMs?: number;
+  clientName?: string;
+  /**
+   * Let the server send payloads as stored zstd bodies, inflated here (default false: the
+   * server inflates; decision 0021 has the measurement — fzstd in JavaScript costs more CPU
+   * than the bytes it saves on the connections this client is for).
+   */
+  acceptZstd?: boolean;
+  /** Requests in flight at once on the connection (default 1024; the server's limit too). */
+  maxInFlight?: number;
+  /** The largest answer frame accepted (default 1 GiB, the protocol's ceiling). */
+  maxResponseBytes?: number;
+  /** Decision 0015 (default "when_remote"). */
+  verifyPayloads?: VerifyPayloads;
+  /** PUT_CHUNKED for large appends by value (default the engine's sizes; false: off). */
+  chunking?: ChunkingOptions | false;
+}
+
+/** Per-call options. */
+export interface CallOptions {
+  timeoutMs?: number;
+}
+
+export interface ReadOptions extends CallOptions {
+  /** Return each turn's payload (checked against its hash). */
+  payloads?: boolean;
+  /** The overlay view (decision 0012): 0 the latest, else as of that overlay sequence. */
+  asOf?: number;
+}
+
+const utf8 = new TextEncoder();
+
+function envAddr(): string {
+  const value = process.env["CTXSTORE_ADDR"];
+  return value !== undefined && value.trim() !== "" ? value.trim() : DEFAULT_ADDR;
+}
+
+/** `"host:port"` or `"[v6]:port"` as host and port. */
+export function parseAddr(addr: string): { host: string; port: number } {
+  const text = addr.trim();
+  let host: string;
+  let portText: string;
+  if (text.startsWith("[")) {
+    const end = text.indexOf("]");
+    if (end < 0 || text[end + 1] !== ":") throw new RangeError(`address ${JSON.stringify(addr)} is not [HOST]:PORT`);
+    host = text.slice(1, end);
+    portText = text.slice(end + 2);
+  } else {
+    const colon = text.lastIndexOf(":");
+    if (colon <= 0) throw new RangeError(`address ${JSON.stringify(addr)} is not HOST:PORT`);
+    host = text.slice(0, colon);
+    portText = text.slice(colon + 1);
+  }
+  if (!/^[0-9]+$/.test(portText)) throw new RangeError(`address ${JSON.stringify(addr)} has no numeric port`);
+  const port = Number(portText);
+  if (port < 1 || port > 65535) throw new RangeError(`address ${JSON.stringify(addr)}: port out of range`);
+  return { host, port };
+}
+
+function tokenBytes(token: string | Uint8Array | undefined): Uint8Array {
+  const given = token ?? process.env["CTXSTORE_TOKEN"];
+  if (given === undefined) return new Uint8Array(0);
+  const bytes = typeof given === "string" ? utf8.encode(given.trim()) : given;
+  if (bytes.length > p.TOKEN_BYTES_MAX) throw new RangeError(`a token is at most ${p.TOKEN_BYTES_MAX} bytes`);
+  return bytes;
+}
+
+function checkTimeout(value: number | undefined, fallback: number, what: string): number {
+  const ms = value ?? fallback;
+  if (!Number.isFinite(ms) || ms <= 0) throw new RangeError(`${what} must be a positive finite number of milliseconds, not ${value}`);
+  return ms;
+}
+
+function u64(value: number, what: string): number {
+  if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`${what} must be a non-negative integer, not ${value}`);
+  return value;
+}
+
+function u32(value: number, what: string): number {
+  if (!Number.isInteger(value) || value < 0 || value > p.U32_MAX) throw new RangeError(`${what} must be an integer in 0..2^32, not ${value}`);
+  return value;
+}
+
+function typeTagOf(value: number | bigint | undefined): bigint {
+  const tag = value === undefined ? 0n : typeof value === "bigint" ? value : BigInt(u64(value, "typeTag"));
+  if (tag < 0n || tag > p.U64_MAX) throw new RangeError(`typeTag must be a u64, not ${value}`);
+  return tag;
+}
+
+function contextRef(context: ContextLike, what = "context"): p.ContextRef {
+  if (typeof context === "string") {
+    if (context.length === 0) throw new RangeError(`${what}: a context name must not be empty`);
+    return context;
+  }
+  if (typeof context !== "number") throw new TypeError(`${what} is a ContextID (number) or a name (string), not ${String(context)}`);
+  return u64(context, what);
+}
+
+function keyBytes(key: KeyLike): Uint8Array {
+  if (typeof key === "string") return utf8.encode(key);
+  if (key instanceof Uint8Array) return key;
+  throw new TypeError(`a key is a Uint8Array or a string, not ${String(key)}`);
+}
+
+function turnKey(key: KeyLike | undefined): Uint8Array {
+  if (key === undefined) return new Uint8Array(0);
+  const bytes = keyBytes(key);
+  if (bytes.length === 0) throw new RangeError("a turn key must not be empty (leave it out for none)");
+  if (bytes.length > p.TINY_BYTES_MAX) {
+    throw new RangeError(`a turn key of ${bytes.length} bytes: the protocol carries at most ${p.TINY_BYTES_MAX} (the server allows 64)`);
+  }
+  return bytes;
+}
+
+function pairs(record: Record<string, string> | undefined, what: string): Array<[string, string]> {
+  if (record === undefined) return [];
+  return Object.entries(record).map(([key, value]) => {
+    if (typeof value !== "string") throw new TypeError(`${what} ${key} must be a string, not ${String(value)}`);
+    return [key, value];
+  });
+}
+
+function readFlags(payloads: boolean, acceptZstd: boolean): number {
+  if (!payloads) return 0;
+  return p.READ_WITH_PAYLOADS | (acceptZstd ? p.READ_ACCEPT_ZSTD : 0);
+}
+
+function turnOf(record: p.TurnRecord, payload?: Uint8Array): Turn {
+  const turn: Turn = {
+    turnId: record.turnId,
+    parentTurnId: record.parentTurnId,
+    contextId: record.contextId,
+    depth: record.depth,
+    codec: record.codec,
+    typeTag: record.typeTag,
+    payloadHash: record.payloadHash,
+    payloadLen: record.payloadLen,
+    flags: record.flags,
+    createdAtUnixMs: record.createdAtUnixMs,
+  };
+  if (payload !== undefined) turn.payload = payload;
+  return turn;
+}
+
+function turnInfoOf(record: p.TurnRecord, extras: p.ExtrasRecord, payload?: Uint8Array): TurnInfo {
+  const info: TurnInfo = { ...turnOf(record, payload), labels: Object.fromEntries(extras.labels), links: extras.links };
+  if (extras.key.length > 0) info.key = extras.key;
+  return info;
+}
+
+function contextInfoOf(record: p.ContextInfoRecord): ContextInfo {
+  return {
+    contextId: record.head.contextId,
+    headTurnId: record.head.headTurnId,
+    headDepth: record.head.headDepth,
+    createdAtUnixMs: record.createdAtUnixMs,
+    updatedAtUnixMs: record.updatedAtUnixMs,
+    name: record.name,
+    tags: Object.fromEntries(record.tags),
+  };
+}
+
+function retentionOf(answer: p.RetentionAnswer): Retention {
+  return { info: contextInfoOf(answer.info), floorDepth: answer.floorDepth, ttlMs: answer.ttlMs === 0 ? undefined : answer.ttlMs };
+}
+
+function checkName(info: ContextInfo, name: string | undefined, what: string): ContextInfo {
+  if (name !== undefined && info.name !== name) {
+    throw new ProtocolError(`${what} for the name ${JSON.stringify(name)} answered context ${info.contextId} named ${JSON.stringify(info.name)}`);
+  }
+  return info;
+}
+
+function headOf(record: p.ContextHeadRecord): ContextHead {
+  return { contextId: record.contextId, headTurnId: record.headTurnId, headDepth: record.headDepth };
+}
+
+function withOverlay<T extends Turn>(turn: T, state: p.OverlayRecord): T {
+  if (state.redacted && (turn.payloadLen !== 0 || !equalBytes(turn.payloadHash, EMPTY_HASH))) {
+    throw new ProtocolError(`turn ${turn.turnId} is redacted but its TURN names ${turn.payloadLen} bytes`);
+  }
+  return { ...turn, redacted: state.redacted, overlaySeq: state.overlaySeq };
+}
+
+/** A turn spec as sent, with what its answer is checked against. */
+interface SentTurn {
+  record: p.TurnSpecRecord;
+  digest: Uint8Array;
+  /** undefined for a payload by hash (its length is the stored blob's). */
+  payloadLen: number | undefined;
+}
+
+export class Client {
+  private readonly host: string;
+  private readonly port: number;
+  private readonly token: Uint8Array;
+  private readonly timeoutMs: number;
+  private readonly connectTimeoutMs: number;
+  private readonly clientName: string;
+  readonly acceptZstd: boolean;
+  private readonly maxInFlight: number;
+  private readonly maxResponseBytes: number;
+  private readonly verifyPayloads: VerifyPayloads;
+  private readonly chunking: ChunkingOptions | false;
+  private conn: Connection | undefined;
+  private connecting: Promise<Connection> | undefined;
+  private closed = false;
+  /** Bytes written on connections this client has replaced. */
+  private bytesSentBefore = 0;
+  private bytesReceivedBefore = 0;
+  /** Set once a version-2 server answered PUT_CHUNKED with UNKNOWN_MESSAGE. */
+  private noPutChunked = false;
+  /** Chunk lists of payloads stored as chunks lately, by first chunk's hash (hex). */
+  private readonly recentChunked = new Map<string, { hash: Uint8Array; chunks: p.ChunkRecord[] }>();
+
+  /** A client for `addr` (default CTXSTORE_ADDR, else 127.0.0.1:7411); no I/O until the first
+   * call (or use {@link Client.connect}). */
+  constructor(addr?: string, options: ClientOptions = {}) {
+    const parsed = parseAddr(addr ?? envAddr());
+    this.host = parsed.host;
+    this.port = parsed.port;
+    this.token = tokenBytes(options.token);
+    this.timeoutMs = checkTimeout(options.timeoutMs, DEFAULT_TIMEOUT_MS, "timeoutMs");
+    this.connectTimeoutMs = checkTimeout(options.connectTimeoutMs, DEFAULT_CONNECT_TIMEOUT_MS, "connectTimeoutMs");
+    this.clientName = options.clientName ?? DEFAULT_CLIENT_NAME;
+    if (utf8.encode(this.clientName).length > p.NAME_BYTES_MAX) throw new RangeError(`clientName is at most ${p.NAME_BYTES_MAX} bytes of UTF-8`);
+    this.acceptZstd = options.acceptZstd ?? false;
+    this.maxInFlight = Math.max(1, options.maxInFlight ?? 1024);
+    this.maxResponseBytes = Math.min(options.maxResponseBytes ?? DEFAULT_FRAME_BYTES_MAX, p.FRAME_BYTES_LIMIT);
+    const verify = options.verifyPayloads ?? "when_remote";
+    if (verify !== "when_remote" && verify !== "always") throw new RangeError(`verifyPayloads is "when_remote" or "always", not ${String(verify)}`);
+    this.verifyPayloads = verify;
+    this.chunking = options.chunking ?? DEFAULT_CHUNKING;
+  }
+
+  /** A client, connected (HELLO done) before it is returned. */
+  static async connect(addr?: string, options: ClientOptions = {}): Promise<Client> {
+    const client = new Client(addr, options);
+    await client.serverInfo();
+    return client;
+  }
+
+  /** The server's address as HOST:PORT. */
+  get addr(): string {
+    return this.host.includes(":") ? `[${this.host}]:${this.port}` : `${this.host}:${this.port}`;
+  }
+
+  /** The settings a framework adapter passes on when it makes a client of its own. */
+  get options(): ClientOptions {
+    return {
+      token: this.token,
+      timeoutMs: this.timeoutMs,
+      connectTimeoutMs: this.connectTimeoutMs,
+      clientName: this.clientName,
+      acceptZstd: this.acceptZstd,
+      maxInFlight: this.maxInFlight,
+      maxResponseBytes: this.maxResponseBytes,
+      verifyPayloads: this.verifyPayloads,
+      chunking: this.chunking,
+    };
+  }
+
+  /** Bytes this client has written to its connections so far (frames and HELLOs): what the
+   * chunked append saves shows here. */
+  get bytesSent(): number {
+    return this.bytesSentBefore + (this.conn?.bytesSent ?? 0);
+  }
+
+  /** Bytes this client has read from its connections so far. */
+  get bytesReceived(): number {
+    return this.bytesReceivedBefore + (this.conn?.bytesReceived ?? 0);
+  }
+
+  /** True while the client holds a live connection. */
+  get connected(): boolean {
+    return this.conn?.alive ?? false;
+  }
+
+  /** Whether RAW payloads read on the current connection are hashed (decision 0015); true
+   * before the first connection. */
+  get verifiesRawPayloads(): boolean {
+    return this.conn?.hashesRaw ?? true;
+  }
+
+  /** Closes the connection; calls in flight and later calls fail with ClientClosed. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const conn = this.conn;
+    this.conn = undefined;
+    conn?.close(new ClientClosed());
+    const connecting = this.connecting;
+    if (connecting !== undefined) {
+      try {
+        (await connecting).close(new ClientClosed());
+      } catch {
+        // the connect attempt failed: nothing to close
+      }
+    }
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  private deadline(options: CallOptions | undefined): number {
+    if (this.closed) throw new ClientClosed();
+    return Date.now() + checkTimeout(options?.timeoutMs, this.timeoutMs, "timeoutMs");
+  }
+
+  private async connection(): Promise<Connection> {
+    if (this.closed) throw new ClientClosed();
+    const conn = this.conn;
+    if (conn !== undefined && conn.alive) return conn;
+    if (this.connecting === undefined) {
+      const attempt = Connection.open({
+        host: this.host,
+        port: this.port,
+        token: this.token,
+        versions: p.SUPPORTED_VERSIONS,
+        clientName: this.clientName,
+        connectTimeoutMs: this.connectTimeoutMs,
+        frameBytesMax: this.maxResponseBytes,
+        maxInFlight: this.maxInFlight,
+        verifyPayloads: this.verifyPayloads,
+      });
+      this.connecting = attempt;
+      attempt.then(
+        (opened) => {
+          if (this.connecting === attempt) this.connecting = undefined;
+          if (this.conn !== undefined) {
+            this.bytesSentBefore += this.conn.bytesSent;
+            this.bytesReceivedBefore += this.conn.bytesReceived;
+          }
+          if (this.closed) opened.close(new ClientClosed());
+          else this.conn = opened;
+        },
+        () => {
+          if (this.connecting === attempt) this.connecting = undefined;
+        },
+      );
+    }
+    const opened = await this.connecting;
+    if (this.closed) throw new ClientClosed();
+    return opened;
+  }
+
+  /** One request; its answer and whether the connection it came on hashes RAW payloads. */
+  private async send<R>(request: p.Request<R>, options?: CallOptions): Promise<{ answer: R; hashesRaw: boolean }> {
+    const deadline = this.deadline(options);
+    const conn = await this.connection();
+    const answer = await conn.call(request, deadline);
+    return { answer, hashesRaw: conn.hashesRaw };
+  }
+
+  private async run<R>(request: p.Request<R>, options?: CallOptions): Promise<R> {
+    return (await this.send(request, options)).answer;
+  }
+
+  /** What HELLO told (connects if needed). */
+  async serverInfo(): Promise<ServerInfo> {
+    return (await this.connection()).info;
+  }
+
+  /** Any request of the protocol module; its decoded answer (an ERROR throws its error). */
+  async request<R>(request: p.Request<R>, options?: CallOptions): Promise<R> {
+    return this.run(request, options);
+  }
+
+  // -- version 1 ------------------------------------------------------------------------
+
+  /** PING: a round trip; the PONG must echo the nonce. */
+  async ping(options?: CallOptions): Promise<void> {
+    const nonce = BigInt.asUintN(64, BigInt(Date.now()) * 2654435761n + BigInt(Math.floor(Math.random() * 2 ** 32)));
+    const echoed = await this.run(p.ping(nonce), options);
+    if (echoed !== nonce) throw new ProtocolError("PONG does not echo the PING's nonce");
+  }
+
+  /** A new context: empty, or with its head at `baseTurnId` (copies nothing). */
+  async createContext(baseTurnId = 0, options?: CallOptions): Promise<ContextHead> {
+    return headOf(await this.run(p.ctxCreate(u64(baseTurnId, "baseTurnId")), options));
+  }
+
+  /** A new context whose head is `turnId` (O(1)). */
+  async fork(turnId: number, options?: CallOptions): Promise<ContextHead> {
+    return headOf(await this.run(p.ctxFork(u64(turnId, "turnId")), options));
+  }
+
+  async head(context: ContextLike, options?: CallOptions): Promise<ContextHead> {
+    return headOf(await this.run(p.getHead(contextRef(context)), options));
+  }
+
+  /**
+   * Appends a turn; durable when it resolves. `expectedHead`: compare-and-set on the head (0:
+   * the context must be empty); a moved head is Conflict with `actualHead`.
+   *
+   * A payload larger than the chunking threshold (16 KiB), on a version-2 connection, is
+   * stored as chunks first, sending only those the server lacks (PUT_CHUNKED), then appended
+   * by hash: three round trips instead of one, and the bytes the payload grew by instead of
+   * all of it. `deduped` then says whether the payload was stored before this call.
+   */
+  async append(
+    context: ContextLike,
+    payload: Uint8Array,
+    options: CallOptions & { typeTag?: number | bigint; codec?: number; expectedHead?: number } = {},
+  ): Promise<Appended> {
+    const target = contextRef(context);
+    const typeTag = typeTagOf(options.typeTag);
+    const codec = u32(options.codec ?? 0, "codec");
+    const expected = options.expectedHead === undefined ? undefined : u64(options.expectedHead, "expectedHead");
+    if (!(payload instanceof Uint8Array)) throw new TypeError("a payload is a Uint8Array");
+    if (payload.length > p.U32_MAX) throw new RangeError("a payload is at most 4 GiB - 1 bytes");
+    const stored = await this.storeChunked(payload, options);
+    if (stored !== undefined) {
+      const appended = await this.appendByHash(target, stored.payloadHash, { ...options, typeTag, codec, expectedHead: expected });
+      // The server answers an append by hash deduped (the blob was there): say instead
+      // whether it was there before this call.
+      return { ...appended, deduped: stored.alreadyStored };
+    }
+    const digest = blobHash(payload);
+    const answer = await this.run(p.appendTurn(target, expected, typeTag, codec, payload), options);
+    const record = answer.turn;
+    if (!equalBytes(record.payloadHash, digest) || record.payloadLen !== payload.length) {
+      throw new IntegrityError(
+        `appended turn ${record.turnId} records payload ${toHex(record.payloadHash)} (${record.payloadLen} bytes), sent ${toHex(digest)} (${payload.length} bytes)`,
+      );
+    }
+    if (typeof target === "number" && record.contextId !== target) {
+      throw new ProtocolError(`appended turn ${record.turnId} is in context ${record.contextId}, not ${target}`);
+    }
+    return { turn: turnOf(record), deduped: answer.deduped, existing: false };
+  }
+
+  /** Appends a turn whose payload is a stored blob, by its hash (no upload; NotFound if the
+   * server lacks it). */
+  async appendByHash(
+    context: ContextLike,
+    payloadHash: HashLike,
+    options: CallOptions & { typeTag?: number | bigint; codec?: number; expectedHead?: number } = {},
+  ): Promise<Appended> {
+    const digest = parseHash(payloadHash);
+    const expected = options.expectedHead === undefined ? undefined : u64(options.expectedHead, "expectedHead");
+    const answer = await this.run(
+      p.appendTurnByHash(contextRef(context), expected, typeTagOf(options.typeTag), u32(options.codec ?? 0, "codec"), digest),
+      options,
+    );
+    if (!equalBytes(answer.turn.payloadHash, digest)) {
+      throw new IntegrityError(`appended turn ${answer.turn.turnId} records payload ${toHex(answer.turn.payloadHash)}, asked for ${toHex(digest)}`);
+    }
+    return { turn: turnOf(answer.turn), deduped: answer.deduped, existing: false };
+  }
+
+  async getTurn(turnId: number, options: CallOptions & { asOf?: number } = {}): Promise<Turn> {
+    const read = p.getTurn(u64(turnId, "turnId"));
+    if (options.asOf === undefined) return turnOf(await this.run(read, options));
+    const { answer, overlays } = await this.run(p.asOf(read, u64(options.asOf, "asOf"), () => 1), options);
+    return withOverlay(turnOf(answer), overlays[0]!);
+  }
+
+  private async pageOf(request: p.Request<p.TurnsAnswer>, options: ReadOptions): Promise<Page> {
+    const payloads = options.payloads ?? false;
+    if (options.asOf === undefined) {
+      const { answer, hashesRaw } = await this.send(request, options);
+      return this.finishPage(answer, payloads, hashesRaw);
+    }
+    const { answer, hashesRaw } = await this.send(p.asOf(request, u64(options.asOf, "asOf"), (a) => a.entries.length), options);
+    const page = this.finishPage(answer.answer, payloads, hashesRaw);
+    page.turns = page.turns.map((turn, i) => withOverlay(turn, answer.overlays[i]!));
+    return page;
+  }
+
+  private finishPage(answer: p.TurnsAnswer, payloads: boolean, hashesRaw: boolean): Page {
+    const turns = answer.entries.map((entry) => turnOf(entry.turn, this.entryPayload(entry, payloads, hashesRaw)));
+    return { turns, nextBefore: answer.nextBefore, tipDepth: answer.tipDepth };
+  }
+
+  private entryPayload(entry: { turn: p.TurnRecord; payload: p.PayloadRecord }, payloads: boolean, hashesRaw: boolean): Uint8Array | undefined {
+    const record = entry.turn;
+    if (payloads) {
+      return payloadBytes(entry.payload, record.payloadHash, record.payloadLen, this.acceptZstd, hashesRaw, `turn ${record.turnId}`);
+    }
+    if (entry.payload.encoding !== p.PayloadEncoding.ABSENT) {
+      throw new ProtocolError(`turn ${record.turnId}: a payload was sent though none was requested`);
+    }
+    return undefined;
+  }
+
+  /** GET_LAST: the `limit` newest turns of the context, oldest first. */
+  async last(context: ContextLike, limit: number, options: ReadOptions = {}): Promise<Page> {
+    return this.pageOf(p.getLast(contextRef(context), u32(limit, "limit"), readFlags(options.payloads ?? false, this.acceptZstd)), options);
+  }
+
+  /** GET_BEFORE: the `limit` turns older than `beforeTurnId` (a previous page's nextBefore). */
+  async before(context: ContextLike, beforeTurnId: number, limit: number, options: ReadOptions = {}): Promise<Page> {
+    return this.pageOf(
+      p.getBefore(contextRef(context), u64(beforeTurnId, "beforeTurnId"), u32(limit, "limit"), readFlags(options.payloads ?? false, this.acceptZstd)),
+      options,
+    );
+  }
+
+  /** GET_RANGE_BY_DEPTH: the turns with depth in fromDepth .. fromDepth + limit. */
+  async rangeByDepth(context: ContextLike, fromDepth: number, limit: number, options: ReadOptions = {}): Promise<Page> {
+    return this.pageOf(
+      p.getRangeByDepth(contextRef(context), u32(fromDepth, "fromDepth"), u32(limit, "limit"), readFlags(options.payloads ?? false, this.acceptZstd)),
+      options,
+    );
+  }
+
+  /** GET_CHAIN: a window of the chain root → `turnId`. */
+  async chain(turnId: number, fromDepth: number, limit: number, options: ReadOptions = {}): Promise<Page> {
+    return this.pageOf(
+      p.getChain(u64(turnId, "turnId"), u32(fromDepth, "fromDepth"), u32(limit, "limit"), readFlags(options.payloads ?? false, this.acceptZstd)),
+      options,
+    );
+  }
+
+  /** The whole chain root → `turnId` (from the floor up, for a pruned chain), in GET_CHAIN
+   * pages of the server's `readTurnsMax`. */
+  async replay(turnId: number, options: ReadOptions & { pageSize?: number } = {}): Promise<Turn[]> {
+    const size = options.pageSize ?? ((await this.serverInfo()).readTurnsMax || 64);
+    const turns: Turn[] = [];
+    let fromDepth = 0;
+    for (;;) {
+      const page = await this.chain(turnId, fromDepth, size, options);
+      if (page.turns.length === 0) {
+        if (turns.length === 0 && fromDepth === 0) return turns;
+        throw new ProtocolError(`GET_CHAIN of turn ${turnId} returned an empty page before its end`);
+      }
+      const first = page.turns[0]!.depth;
+      const lastDepth = page.turns[page.turns.length - 1]!.depth;
+      // A pruned chain starts at its floor: the first page may begin above depth 0.
+      if ((turns.length > 0 && first !== fromDepth) || first < fromDepth || lastDepth < first) {
+        throw new ProtocolError(`GET_CHAIN of turn ${turnId} from depth ${fromDepth} returned depths ${first}..${lastDepth}`);
+      }
+      turns.push(...page.turns);
+      if (lastDepth >= page.tipDepth) return turns;
+      fromDepth = lastDepth + 1;
+    }
+  }
+
+  /** GET_BLOB: a payload by hash, checked against it. */
+  async getBlob(payloadHash: HashLike, options?: CallOptions): Promise<Uint8Array> {
+    const digest = parseHash(payloadHash);
+    const { answer, hashesRaw } = await this.send(p.getBlob(digest, this.acceptZstd ? p.READ_ACCEPT_ZSTD : 0), options);
+    return payloadBytes(answer, digest, undefined, this.acceptZstd, hashesRaw, `blob ${toHex(digest)}`);
+  }
+
+  /** HAS_BLOBS, split at the server's `hasBlobsMax` into pipelined requests. */
+  async hasBlobs(hashes: readonly HashLike[], options?: CallOptions): Promise<boolean[]> {
+    const parsed = hashes.map(parseHash);
+    if (parsed.length === 0) return [];
+    const size = Math.max(1, (await this.serverInfo()).hasBlobsMax);
+    const groups: Uint8Array[][] = [];
+    for (let i = 0; i < parsed.length; i += size) groups.push(parsed.slice(i, i + size));
+    const answers = await Promise.all(
+      groups.map(async (group) => {
+        const present = await this.run(p.hasBlobs(group), options);
+        if (present.length !== group.length) throw new ProtocolError(`HAS_BLOBS of ${group.length} hashes was answered with ${present.length} flags`);
+        return present;
+      }),
+    );
+    return answers.flat();
+  }
+
+  /** STATS_EX on a version-2 connection (the garbage collector's fields too), else STATS. */
+  async stats(options?: CallOptions): Promise<Stats> {
+    if ((await this.serverInfo()).version >= 2) {
+      try {
+        const answer = await this.run(p.statsEx(), options);
+        return {
+          ...answer.stats,
+          liveBytes: answer.liveBytes,
+          deadBytes: answer.deadBytes,
+          gcRuns: answer.gcRuns,
+          bytesReclaimedTotal: answer.bytesReclaimedTotal,
+        };
+      } catch (error) {
+        if (!(error instanceof UnknownMessage)) throw error;
+      }
+    }
+    return { ...(await this.run(p.stats(), options)) };
+  }
+
+  // -- version 2: contexts, tags, key-value --------------------------------------------
+
+  /** CTX_OPEN: a new context, empty or forked at `baseTurnId`, optionally named and tagged;
+   * with `getOrCreate` a taken name answers its context. */
+  async openContext(
+    name?: string,
+    options: CallOptions & { tags?: Record<string, string>; baseTurnId?: number; getOrCreate?: boolean } = {},
+  ): Promise<Opened> {
+    if (name !== undefined && name.length === 0) throw new RangeError("a context name must not be empty (leave it out for no name)");
+    const answer = await this.run(
+      p.ctxOpen({
+        baseTurnId: u64(options.baseTurnId ?? 0, "baseTurnId"),
+        getOrCreate: options.getOrCreate ?? false,
+        name,
+        tags: pairs(options.tags, "tag"),
+      }),
+      options,
+    );
+    return { info: checkName(contextInfoOf(answer.info), name, "CTX_OPEN"), created: answer.created };
+  }
+
+  /** CTX_OPEN with CLONE: a copy of `source` (head, tags, key-value entries), O(its
+   * metadata), named `name`. */
+  async cloneContext(source: ContextLike, name: string, options: CallOptions & { tags?: Record<string, string> } = {}): Promise<ContextInfo> {
+    if (name.length === 0) throw new RangeError("a clone needs a name");
+    const answer = await this.run(
+      p.ctxOpen({ baseTurnId: 0, getOrCreate: false, cloneFrom: contextRef(source, "source"), name, tags: pairs(options.tags, "tag") }),
+      options,
+    );
+    if (!answer.created) throw new ProtocolError("CTX_OPEN (clone) without GET_OR_CREATE answered created = 0");
+    return checkName(contextInfoOf(answer.info), name, "CTX_OPEN (clone)");
+  }
+
+  async contextInfo(context: ContextLike, options?: CallOptions): Promise<ContextInfo> {
+    return contextInfoOf(await this.run(p.ctxShow(contextRef(context)), options));
+  }
+
+  /** CTX_DELETE: the context as it was just before. */
+  async deleteContext(context: ContextLike, options?: CallOptions): Promise<Retention> {
+    return retentionOf(await this.run(p.ctxDelete(contextRef(context)), options));
+  }
+
+  /** CTX_PRUNE: keep the newest `keep` (>= 1) depths reachable through the context. */
+  async pruneContext(context: ContextLike, keep: number, options?: CallOptions): Promise<Retention> {
+    return retentionOf(await this.run(p.ctxPrune(contextRef(context), u32(keep, "keep")), options));
+  }
+
+  /** CTX_TTL: sets the context's time to live (undefined clears it). 0 is refused: on the
+   * wire it would mean "none" (decision 0011). */
+  async setContextTtl(context: ContextLike, ttlMs: number | undefined, options?: CallOptions): Promise<Retention> {
+    if (ttlMs === 0) throw new RangeError("ttlMs 0 would mean no time to live: pass undefined to clear it");
+    return retentionOf(await this.run(p.ctxTtl(contextRef(context), true, ttlMs === undefined ? 0 : u64(ttlMs, "ttlMs")), options));
+  }
+
+  /** CTX_TTL without SET: the context's retention settings. */
+  async contextRetention(context: ContextLike, options?: CallOptions): Promise<Retention> {
+    return retentionOf(await this.run(p.ctxTtl(contextRef(context), false, 0), options));
+  }
+
+  /** BACKUP into `dir`, an absolute path on the server's host (default timeout 24 h). */
+  async backup(dir: string, options: CallOptions = {}): Promise<BackupReport> {
+    if (!dir.startsWith("/")) throw new RangeError(`a backup directory is an absolute path on the server's host, not ${JSON.stringify(dir)}`);
+    const answer = await this.run(p.backup(dir), { timeoutMs: options.timeoutMs ?? 86_400_000 });
+    return { ...answer };
+  }
+
+  /** GC: a garbage collection now (default timeout 1 h). */
+  async gc(options: CallOptions = {}): Promise<GcReport> {
+    return { ...(await this.run(p.gc(), { timeoutMs: options.timeoutMs ?? 3_600_000 })) };
+  }
+
+  /** PATCH_TURN: the turn reads `payload` from now on (an overlay). */
+  async patchTurn(turnId: number, payload: Uint8Array, options?: CallOptions): Promise<Patched> {
+    const digest = blobHash(payload);
+    const answer = await this.run(p.patchTurn(u64(turnId, "turnId"), payload), options);
+    if (answer.turnId !== turnId || !equalBytes(answer.payloadHash, digest) || answer.payloadLen !== payload.length) {
+      throw new ProtocolError(`PATCH_TURN of turn ${turnId} was answered for turn ${answer.turnId} (${answer.payloadLen} bytes, ${toHex(answer.payloadHash)})`);
+    }
+    return { ...answer };
+  }
+
+  /** REDACT_TURN: the turn's payload is taken away in every view. */
+  async redactTurn(turnId: number, options?: CallOptions): Promise<Redacted> {
+    const answer = await this.run(p.redactTurn(u64(turnId, "turnId")), options);
+    if (answer.turnId !== turnId) throw new ProtocolError(`REDACT_TURN of turn ${turnId} was answered for ${answer.turnId}`);
+    return { ...answer };
+  }
+
+  /** PURGE_BLOB: redacts every turn naming the blob; reads of it by hash fail from now on. */
+  async purgeBlob(payloadHash: HashLike, options?: CallOptions): Promise<Purged> {
+    const digest = parseHash(payloadHash);
+    const answer = await this.run(p.purgeBlob(digest), options);
+    if (!equalBytes(answer.payloadHash, digest)) throw new ProtocolError(`PURGE_BLOB of ${toHex(digest)} was answered for ${toHex(answer.payloadHash)}`);
+    return { ...answer };
+  }
+
+  /**
+   * PUT_CHUNKED: stores the payload `payloadHash` made of `chunks` (hash and length, in
+   * order), carrying the bytes of the chunks in `sent` (index → bytes); every other chunk must
+   * be stored already. With `base`, the payload starts with the base's first `kept` chunks.
+   * `append` does all this by itself for large payloads.
+   */
+  async putChunked(
+    payloadHash: HashLike,
+    chunks: ReadonlyArray<{ hash: HashLike; len: number }>,
+    sent: ReadonlyMap<number, Uint8Array> | ReadonlyArray<readonly [number, Uint8Array]> = [],
+    options: CallOptions & { base?: { hash: HashLike; kept: number } } = {},
+  ): Promise<ChunkedStored> {
+    const digest = parseHash(payloadHash);
+    const records = chunks.map((c, i) => ({ hash: parseHash(c.hash), len: u32(c.len, `chunk ${i}'s length`) }));
+    const given = new Map<number, Uint8Array>();
+    const pairs: Array<readonly [number, Uint8Array]> = sent instanceof Map ? [...(sent as ReadonlyMap<number, Uint8Array>).entries()] : [...(sent as ReadonlyArray<readonly [number, Uint8Array]>)];
+    for (const [index, data] of pairs) {
+      if (given.has(index)) throw new RangeError(`chunk ${index} is sent twice`);
+      if (index >= records.length) throw new RangeError(`sent index ${index} is past the ${records.length} chunks`);
+      given.set(index, data);
+    }
+    const sentRecords = [...given.entries()].sort((a, b) => a[0] - b[0]).map(([index, data]) => ({ index, data }));
+    const base = options.base === undefined ? undefined : { hash: parseHash(options.base.hash), kept: u32(options.base.kept, "base kept") };
+    const answer = await this.run(p.putChunked(digest, records, sentRecords, base), options);
+    const total = records.reduce((sum, c) => sum + c.len, 0);
+    if (!equalBytes(answer.payloadHash, digest) || (base === undefined && answer.payloadLen !== total)) {
+      throw new ProtocolError(`PUT_CHUNKED of ${toHex(digest)} (${total} bytes) was answered for ${toHex(answer.payloadHash)} (${answer.payloadLen} bytes)`);
+    }
+    return { ...answer };
+  }
+
+  /**
+   * The automatic path of an append by value (issue 16), as the Rust client takes it: cut the
+   * payload (FastCDC 2020, the engine's sizes), HAS_BLOBS of the payload's hash and of each
+   * distinct chunk after the prefix it shares with the payload this client stored last that
+   * starts alike (its base), then PUT_CHUNKED with the bytes of the chunks the server lacks
+   * (once more with every chunk and no base if a chunk or the base was collected between).
+   * undefined: the payload travels whole (version 1, chunking off, at or below the threshold,
+   * too many chunks, over the frame limit, or a server without PUT_CHUNKED).
+   */
+  private async storeChunked(payload: Uint8Array, options?: CallOptions): Promise<ChunkedStored | undefined> {
+    const chunking = this.chunking;
+    if (chunking === false || this.noPutChunked || payload.length <= chunking.thresholdBytes) return undefined;
+    const info = await this.serverInfo();
+    if (info.version < 2) return undefined;
+    const cuts = cut(payload, chunking);
+    if (cuts.length === 0 || cuts.length > p.CHUNKS_PER_PAYLOAD_MAX) return undefined;
+    const pieces = cuts.map((c) => {
+      const bytes = payload.subarray(c.offset, c.offset + c.length);
+      return { record: { hash: blobHash(bytes), len: c.length }, bytes };
+    });
+    const payloadHash = blobHash(payload);
+    const base = this.recentBase(pieces.map((piece) => piece.record));
+    const kept = base?.kept ?? 0;
+    const asked: Uint8Array[] = [payloadHash];
+    const distinct = new Set<string>();
+    for (const piece of pieces.slice(kept)) {
+      const hex = toHex(piece.record.hash);
+      if (!distinct.has(hex)) {
+        distinct.add(hex);
+        asked.push(piece.record.hash);
+      }
+    }
+    const present = await this.hasBlobs(asked, options);
+    if (present[0] === true) return { payloadHash, payloadLen: payload.length, alreadyStored: true };
+    const stored = new Set<string>();
+    asked.forEach((hash, i) => {
+      if (present[i] === true) stored.add(toHex(hash));
+    });
+    const put = (from: number, withBase: typeof base, have: Set<string>): Promise<ChunkedStored | undefined> => {
+      const rest = pieces.slice(from);
+      const sent = rest.flatMap((piece, index) => (have.has(toHex(piece.record.hash)) ? [] : [{ index, data: piece.bytes }]));
+      let bodyBytes = 32 + 36 + 4 + rest.length * p.CHUNK_ENTRY_BYTES + 4;
+      for (const s of sent) bodyBytes += 8 + s.data.length;
+      if (bodyBytes > info.frameBytesMax) return Promise.resolve(undefined);
+      return this.run(p.putChunked(payloadHash, rest.map((piece) => piece.record), sent, withBase), options).then((answer) => {
+        if (!equalBytes(answer.payloadHash, payloadHash) || answer.payloadLen !== payload.length) {
+          throw new ProtocolError(`PUT_CHUNKED of ${toHex(payloadHash)} (${payload.length} bytes) was answered for ${toHex(answer.payloadHash)} (${answer.payloadLen} bytes)`);
+        }
+        return { ...answer };
+      });
+    };
+    let outcome: ChunkedStored | undefined;
+    try {
+      try {
+        outcome = await put(kept, base, stored);
+      } catch (error) {
+        if (!(error instanceof NotFound)) throw error;
+        // A chunk or the base collected between HAS_BLOBS and the put: all of it again.
+        outcome = await put(0, undefined, new Set());
+      }
+    } catch (error) {
+      if (error instanceof UnknownMessage) {
+        this.noPutChunked = true;
+        return undefined;
+      }
+      throw error;
+    }
+    if (outcome !== undefined) this.rememberChunked(payloadHash, pieces.map((piece) => piece.record));
+    return outcome;
+  }
+
+  private recentBase(records: p.ChunkRecord[]): p.ChunkBase | undefined {
+    const first = records[0];
+    if (first === undefined) return undefined;
+    const recent = this.recentChunked.get(toHex(first.hash));
+    if (recent === undefined) return undefined;
+    let shared = 0;
+    while (shared < recent.chunks.length && shared < records.length && equalBytes(recent.chunks[shared]!.hash, records[shared]!.hash) && recent.chunks[shared]!.len === records[shared]!.len) {
+      shared++;
+    }
+    shared = Math.min(shared, records.length - 1); // a PUT_CHUNKED lists one chunk at least
+    return shared > 0 ? { hash: recent.hash, kept: shared } : undefined;
+  }
+
+  private rememberChunked(hash: Uint8Array, records: p.ChunkRecord[]): void {
+    const first = records[0];
+    if (first === undefined) return;
+    if (this.recentChunked.size >= RECENT_CHUNKED_MAX) this.recentChunked.clear();
+    this.recentChunked.set(toHex(first.hash), { hash, chunks: records });
+  }
+
+  /** CTX_TAG: sets and removes tags atomically (with `expectedHead`, only if the head is it). */
+  async tagContext(
+    context: ContextLike,
+    set: Record<string, string> = {},
+    remove: readonly string[] = [],
+    options: CallOptions & { expectedHead?: number } = {},
+  ): Promise<ContextInfo> {
+    const setPairs = pairs(set, "tag");
+    const expected = options.expectedHead === undefined ? undefined : u64(options.expectedHead, "expectedHead");
+    const info = contextInfoOf(await this.run(p.ctxTag(contextRef(context), expected, setPairs, remove), options));
+    const wrong = setPairs.filter(([k, v]) => !remove.includes(k) && info.tags[k] !== v).map(([k]) => k);
+    wrong.push(...remove.filter((k) => !setPairs.some(([s]) => s === k) && k in info.tags));
+    if (wrong.length > 0) {
+      throw new ProtocolError(`CTX_TAG of context ${info.contextId} answered tags ${JSON.stringify(info.tags)}, which do not reflect the change of ${wrong.join(", ")}`);
+    }
+    return info;
+  }
+
+  /** CTX_NAME: names a context that has no name yet. */
+  async nameContext(context: ContextLike, name: string, options?: CallOptions): Promise<ContextInfo> {
+    return checkName(contextInfoOf(await this.run(p.ctxName(contextRef(context), name), options)), name, "CTX_NAME");
+  }
+
+  /** CTX_LIST: one page of the contexts matching every condition. */
+  async listContexts(
+    filter: { tags?: Record<string, string>; namePrefix?: string; updatedAfterUnixMs?: number; updatedBeforeUnixMs?: number } = {},
+    options: CallOptions & { cursor?: number | string; limit?: number } = {},
+  ): Promise<ContextPage> {
+    if (filter.namePrefix !== undefined && filter.namePrefix.length === 0) throw new RangeError("namePrefix must not be empty (leave it out for any name)");
+    for (const bound of [filter.updatedAfterUnixMs, filter.updatedBeforeUnixMs]) {
+      if (bound !== undefined && u64(bound, "a time bound") === 0) throw new RangeError("a time bound of 0 would mean no bound: leave it out");
+    }
+    const limit = u32(options.limit ?? 1000, "limit");
+    if (limit === 0) throw new RangeError("limit must be at least 1");
+    if (typeof options.cursor === "string" && options.cursor.length === 0) throw new RangeError("a name cursor must not be empty");
+    const answer = await this.run(
+      p.ctxList({
+        tags: pairs(filter.tags, "tag"),
+        namePrefix: filter.namePrefix,
+        updatedAfterUnixMs: filter.updatedAfterUnixMs,
+        updatedBeforeUnixMs: filter.updatedBeforeUnixMs,
+        cursor: options.cursor,
+        limit,
+      }),
+      options,
+    );
+    if (answer.contexts.length > limit) throw new ProtocolError(`CTX_LIST with limit ${limit} answered ${answer.contexts.length} contexts`);
+    if (answer.nextCursor !== undefined && answer.nextCursor === options.cursor) {
+      throw new ProtocolError(`CTX_LIST after ${String(options.cursor)} answered the same cursor`);
+    }
+    return { contexts: answer.contexts.map(contextInfoOf), nextCursor: answer.nextCursor };
+  }
+
+  /** Every matching context, following the pages' cursors. */
+  async *iterContexts(
+    filter: { tags?: Record<string, string>; namePrefix?: string; updatedAfterUnixMs?: number; updatedBeforeUnixMs?: number } = {},
+    options: CallOptions & { pageSize?: number } = {},
+  ): AsyncGenerator<ContextInfo> {
+    let cursor: number | string | undefined;
+    do {
+      const page = await this.listContexts(filter, { ...options, cursor, limit: options.pageSize ?? 1000 });
+      yield* page.contexts;
+      cursor = page.nextCursor;
+    } while (cursor !== undefined);
+  }
+
+  /** KV_PUT of every entry in one durable record (`ifAbsent`: keys present keep their values). */
+  async kvPut(
+    context: ContextLike,
+    entries: ReadonlyMap<KeyLike, Uint8Array> | Record<string, Uint8Array>,
+    options: CallOptions & { ifAbsent?: boolean } = {},
+  ): Promise<void> {
+    const list: Array<[Uint8Array, Uint8Array]> = [];
+    const source: Array<[KeyLike, Uint8Array]> =
+      entries instanceof Map ? [...(entries as ReadonlyMap<KeyLike, Uint8Array>).entries()] : Object.entries(entries as Record<string, Uint8Array>);
+    for (const [key, value] of source) {
+      if (!(value instanceof Uint8Array)) throw new TypeError("a value is a Uint8Array");
+      list.push([keyBytes(key), value]);
+    }
+    if (list.length === 0) return;
+    await this.run(p.kvPut(contextRef(context), options.ifAbsent ?? false, list), options);
+  }
+
+  /** KV_GET: a key's value (checked against its hash), undefined for a missing key; NotFound
+   * for a missing context. */
+  async kvGet(context: ContextLike, key: KeyLike, options?: CallOptions): Promise<Uint8Array | undefined> {
+    const target = contextRef(context);
+    const raw = keyBytes(key);
+    try {
+      const { answer, hashesRaw } = await this.send(p.kvGet(target, raw, this.acceptZstd ? p.READ_ACCEPT_ZSTD : 0), options);
+      return payloadBytes(answer.payload, answer.valueHash, undefined, this.acceptZstd, hashesRaw, `value of key ${JSON.stringify(new TextDecoder().decode(raw))}`);
+    } catch (error) {
+      if (!(error instanceof NotFound)) throw error;
+      if (error.detail === 1) return undefined; // the context exists, the key does not
+      throw error;
+    }
+  }
+
+  /** KV_DELETE of every key in one request (absent keys are no error). */
+  async kvDelete(context: ContextLike, keys: readonly KeyLike[], options?: CallOptions): Promise<void> {
+    if (keys.length === 0) return;
+    await this.run(p.kvDelete(contextRef(context), keys.map(keyBytes)), options);
+  }
+
+  /** KV_LIST: one page of the entries under `prefix`, in key order, after `after`. */
+  async kvList(context: ContextLike, options: CallOptions & { prefix?: KeyLike; after?: KeyLike; limit?: number } = {}): Promise<KvPage> {
+    const prefix = keyBytes(options.prefix ?? "");
+    const after = keyBytes(options.after ?? "");
+    const limit = u32(options.limit ?? 1000, "limit");
+    if (limit === 0) throw new RangeError("limit must be at least 1");
+    const records = await this.run(p.kvList(contextRef(context), prefix, after, limit), options);
+    if (records.length > limit) throw new ProtocolError(`KV_LIST with limit ${limit} answered ${records.length} items`);
+    let previous = after;
+    for (const record of records) {
+      if (!startsWith(record.key, prefix) || (previous.length > 0 && compareBytes(record.key, previous) <= 0)) {
+        throw new ProtocolError(`KV_LIST answered a key out of order or outside the prefix`);
+      }
+      previous = record.key;
+    }
+    const items: KvItem[] = records.map((r) => ({ ...r }));
+    return { items, nextAfter: items.length === limit ? items[items.length - 1]!.key : undefined };
+  }
+
+  /** Every entry under `prefix`, page after page. */
+  async *iterKv(context: ContextLike, options: CallOptions & { prefix?: KeyLike; pageSize?: number } = {}): AsyncGenerator<KvItem> {
+    let after: Uint8Array | undefined = new Uint8Array(0);
+    while (after !== undefined) {
+      const page: KvPage = await this.kvList(context, { ...options, after, limit: options.pageSize ?? 1000 });
+      yield* page.items;
+      after = page.nextAfter;
+    }
+  }
+
+  // -- version 2: turns for agent frameworks -------------------------------------------
+
+  private async sentTurn(spec: TurnSpec, options?: CallOptions): Promise<SentTurn> {
+    if ((spec.payload === undefined) === (spec.payloadHash === undefined)) {
+      throw new RangeError("a TurnSpec has a payload or a payloadHash (exactly one)");
+    }
+    let parentKind: p.ParentKind = p.ParentKind.HEAD;
+    let parentTurnId = 0;
+    const parent: ParentLike = spec.parent;
+    if (parent === "root") parentKind = p.ParentKind.ROOT;
+    else if (parent !== undefined) {
+      if (u64(parent, "parent") === 0) throw new RangeError('parent 0 is no turn: pass "root" for a new root');
+      parentKind = p.ParentKind.TURN;
+      parentTurnId = parent;
+    }
+    const extras: p.ExtrasRecord = {
+      key: turnKey(spec.key),
+      labels: pairs(spec.labels, "label"),
+      links: (spec.links ?? []).map((link) => u64(link, "a link")),
+    };
+    const common = { parentKind, parentTurnId, typeTag: typeTagOf(spec.typeTag), codec: u32(spec.codec ?? 0, "codec"), summary: spec.summary ?? false, extras };
+    if (spec.payloadHash !== undefined) {
+      const digest = parseHash(spec.payloadHash);
+      return { record: { ...common, payload: digest, byHash: true }, digest, payloadLen: undefined };
+    }
+    const payload = spec.payload!;
+    if (!(payload instanceof Uint8Array)) throw new TypeError("a payload is a Uint8Array");
+    // A large payload by value travels as chunks first, then by hash (as `append`).
+    const stored = await this.storeChunked(payload, options);
+    if (stored !== undefined) {
+      return { record: { ...common, payload: stored.payloadHash, byHash: true }, digest: stored.payloadHash, payloadLen: payload.length };
+    }
+    return { record: { ...common, payload, byHash: false }, digest: blobHash(payload), payloadLen: payload.length };
+  }
+
+  /**
+   * APPEND_TURNS: one or more turns (at most 64 with the default server) to one context, in
+   * order, all or none, in one durable write; each turn's parent is the one before it unless
+   * its spec says otherwise. A turn whose key the context has already is answered as that
+   * turn with `existing` (nothing written: a retry is safe).
+   */
+  async appendTurns(context: ContextLike, specs: readonly TurnSpec[], options: CallOptions & { expectedHead?: number } = {}): Promise<Appended[]> {
+    const target = contextRef(context);
+    if (specs.length === 0) throw new RangeError("appendTurns needs at least one TurnSpec");
+    const sent = await Promise.all(specs.map((spec) => this.sentTurn(spec, options)));
+    const expected = options.expectedHead === undefined ? undefined : u64(options.expectedHead, "expectedHead");
+    const answers = await this.run(p.appendTurns(target, expected, sent.map((s) => s.record)), options);
+    if (answers.length !== sent.length) throw new ProtocolError(`APPEND_TURNS of ${sent.length} turns was answered with ${answers.length}`);
+    let head: number | undefined = expected;
+    answers.forEach((answer, i) => {
+      checkAppended(target, sent[i]!, answer, head);
+      head = answer.existing ? undefined : answer.turn.turnId;
+    });
+    return answers.map((a) => ({ turn: turnOf(a.turn), deduped: a.deduped, existing: a.existing }));
+  }
+
+  /** GET_TURN_BY_KEY: the turn of the context with `key` (its own or inherited), undefined
+   * if none; NotFound for a missing context. */
+  async turnByKey(context: ContextLike, key: KeyLike, options: CallOptions & { asOf?: number } = {}): Promise<TurnInfo | undefined> {
+    const target = contextRef(context);
+    const raw = turnKey(key);
+    if (raw.length === 0) throw new RangeError("a turn key must not be empty");
+    const read = p.getTurnByKey(target, raw);
+    try {
+      let info: TurnInfo;
+      if (options.asOf === undefined) {
+        const answer = await this.run(read, options);
+        if (!equalBytes(answer.extras.key, raw)) throw new ProtocolError(`GET_TURN_BY_KEY answered turn ${answer.turn.turnId} with another key`);
+        info = turnInfoOf(answer.turn, answer.extras);
+      } else {
+        const { answer, overlays } = await this.run(p.asOf(read, u64(options.asOf, "asOf"), () => 1), options);
+        if (!equalBytes(answer.extras.key, raw)) throw new ProtocolError(`GET_TURN_BY_KEY answered turn ${answer.turn.turnId} with another key`);
+        info = withOverlay(turnInfoOf(answer.turn, answer.extras), overlays[0]!);
+      }
+      return info;
+    } catch (error) {
+      if (!(error instanceof NotFound)) throw error;
+    }
+    // NOT_FOUND for a missing key and for a missing context alike: CTX_SHOW tells them apart.
+    await this.contextInfo(target, options);
+    return undefined;
+  }
+
+  private entries(entries: p.TurnExtrasEntry[], payloads: boolean, hashesRaw: boolean): TurnInfo[] {
+    return entries.map((entry) => turnInfoOf(entry.turn, entry.extras, this.entryPayload(entry, payloads, hashesRaw)));
+  }
+
+  /** TURN_LOG: one page of the context's turns carrying every label of `labels`, newest first
+   * across all its branches, then what it inherited. A page may be short (even empty) while
+   * more match: follow `nextCursor`. */
+  async turnLog(
+    context: ContextLike,
+    options: ReadOptions & { labels?: Record<string, string>; cursor?: LogCursor; limit?: number } = {},
+  ): Promise<LogPage> {
+    const wanted = pairs(options.labels, "label");
+    const limit = u32(options.limit ?? 1000, "limit");
+    if (limit === 0) throw new RangeError("limit must be at least 1");
+    const cursor = options.cursor === undefined ? undefined : { phase: options.cursor.phase, next: options.cursor.next };
+    const payloads = options.payloads ?? false;
+    const request = p.turnLog(contextRef(context), wanted, cursor, limit, readFlags(payloads, this.acceptZstd));
+    let answer: p.TurnLogAnswer;
+    let overlays: p.OverlayRecord[] | undefined;
+    let hashesRaw: boolean;
+    if (options.asOf === undefined) {
+      ({ answer, hashesRaw } = await this.send(request, options));
+    } else {
+      const sent = await this.send(p.asOf(request, u64(options.asOf, "asOf"), (a) => a.entries.length), options);
+      ({ answer, overlays } = sent.answer);
+      hashesRaw = sent.hashesRaw;
+    }
+    if (answer.entries.length > limit) throw new ProtocolError(`TURN_LOG with limit ${limit} answered ${answer.entries.length} turns`);
+    for (const entry of answer.entries) {
+      const have = new Map(entry.extras.labels);
+      for (const [k, v] of wanted) {
+        if (have.get(k) !== v) throw new ProtocolError(`TURN_LOG filtered by ${k}=${v} answered turn ${entry.turn.turnId} without it`);
+      }
+    }
+    const next = answer.nextCursor;
+    if (next !== undefined && cursor !== undefined && next.phase === cursor.phase && next.next === cursor.next) {
+      throw new ProtocolError("TURN_LOG answered the cursor it was given");
+    }
+    let turns = this.entries(answer.entries, payloads, hashesRaw);
+    if (overlays !== undefined) turns = turns.map((t, i) => withOverlay(t, overlays[i]!));
+    return { turns, nextCursor: next };
+  }
+
+  /** The whole turn log, page after page. */
+  async *iterTurnLog(context: ContextLike, options: ReadOptions & { labels?: Record<string, string>; pageSize?: number } = {}): AsyncGenerator<TurnInfo> {
+    let cursor: LogCursor | undefined;
+    do {
+      const page: LogPage = await this.turnLog(context, { ...options, cursor, limit: options.pageSize ?? 1000 });
+      yield* page.turns;
+      cursor = page.nextCursor;
+    } while (cursor !== undefined);
+  }
+
+  /** FIND_TURNS: one page of every context's turns labelled `key = value` (an indexed key:
+   * run_id, thread_id, idx.*), newest first, older than `before`. */
+  async findTurns(key: string, value: string, options: CallOptions & { before?: number; limit?: number } = {}): Promise<FoundPage> {
+    if (key !== "run_id" && key !== "thread_id" && !key.startsWith("idx.")) {
+      throw new RangeError(`findTurns needs an indexed label key (run_id, thread_id or idx.*), not ${JSON.stringify(key)}`);
+    }
+    const before = options.before === undefined ? 0 : u64(options.before, "before");
+    if (options.before !== undefined && before === 0) throw new RangeError("before=0 would mean from the newest: leave it out");
+    const limit = u32(options.limit ?? 1000, "limit");
+    if (limit === 0 || limit > 1000) throw new RangeError("limit must be in 1..=1000");
+    const answer = await this.run(p.findTurns(key, value, before, limit), options);
+    if (answer.turns.length > limit) throw new ProtocolError(`FIND_TURNS with limit ${limit} answered ${answer.turns.length} turns`);
+    let ceiling = before === 0 ? Number.POSITIVE_INFINITY : before;
+    for (const { turn, extras } of answer.turns) {
+      if (new Map(extras.labels).get(key) !== value) throw new ProtocolError(`FIND_TURNS ${key}=${value} answered turn ${turn.turnId} without the label`);
+      if (turn.turnId >= ceiling) throw new ProtocolError(`FIND_TURNS answered turn ${turn.turnId} out of order`);
+      ceiling = turn.turnId;
+    }
+    if (answer.nextBefore !== 0 && before !== 0 && answer.nextBefore >= before) throw new ProtocolError(`FIND_TURNS before ${before} did not advance`);
+    return { turns: answer.turns.map((t) => turnInfoOf(t.turn, t.extras)), nextBefore: answer.nextBefore === 0 ? undefined : answer.nextBefore };
+  }
+
+  async *iterFindTurns(key: string, value: string, options: CallOptions & { pageSize?: number } = {}): AsyncGenerator<TurnInfo> {
+    let before: number | undefined;
+    do {
+      const page: FoundPage = await this.findTurns(key, value, { ...options, before, limit: options.pageSize ?? 1000 });
+      yield* page.turns;
+      before = page.nextBefore;
+    } while (before !== undefined);
+  }
+
+  /**
+   * READ_PAGE: a page of the context's chain with each turn's extras, oldest first — the
+   * newest `limit` (default), those before `before`, those from depth `fromDepth`, or (with
+   * `window`) from the latest summary turn to the head.
+   */
+  async readPage(
+    context: ContextLike,
+    limit: number,
+    options: ReadOptions & { before?: number; fromDepth?: number; window?: boolean } = {},
+  ): Promise<Page<TurnInfo>> {
+    let kind: p.PageKind = p.PageKind.LAST;
+    let before = 0;
+    let fromDepth = 0;
+    const given = [options.before !== undefined, options.fromDepth !== undefined, options.window === true].filter(Boolean).length;
+    if (given > 1) throw new RangeError("readPage takes before, fromDepth or window, one at most");
+    if (options.before !== undefined) {
+      if (u64(options.before, "before") === 0) throw new RangeError("before=0: the previous page reached the root; nothing is older");
+      kind = p.PageKind.BEFORE;
+      before = options.before;
+    } else if (options.fromDepth !== undefined) {
+      kind = p.PageKind.RANGE;
+      fromDepth = u32(options.fromDepth, "fromDepth");
+    } else if (options.window === true) {
+      kind = p.PageKind.WINDOW;
+    }
+    const payloads = options.payloads ?? false;
+    const request = p.readPage(contextRef(context), kind, before, fromDepth, u32(limit, "limit"), readFlags(payloads, this.acceptZstd));
+    let answer: p.PageAnswer;
+    let overlays: p.OverlayRecord[] | undefined;
+    let hashesRaw: boolean;
+    if (options.asOf === undefined) {
+      ({ answer, hashesRaw } = await this.send(request, options));
+    } else {
+      const sent = await this.send(p.asOf(request, u64(options.asOf, "asOf"), (a) => a.entries.length), options);
+      ({ answer, overlays } = sent.answer);
+      hashesRaw = sent.hashesRaw;
+    }
+    if (answer.entries.length > limit) throw new ProtocolError(`READ_PAGE with limit ${limit} answered ${answer.entries.length} turns`);
+    for (let i = 1; i < answer.entries.length; i++) {
+      const older = answer.entries[i - 1]!.turn;
+      const newer = answer.entries[i]!.turn;
+      if (newer.parentTurnId !== older.turnId || newer.depth !== older.depth + 1) {
+        throw new ProtocolError(`READ_PAGE: turn ${newer.turnId} (depth ${newer.depth}) does not follow turn ${older.turnId} (depth ${older.depth}) on one chain`);
+      }
+      if (kind === p.PageKind.WINDOW && (newer.flags & p.TURN_SUMMARY) !== 0) throw new ProtocolError("READ_PAGE: a summary turn after the start of the window");
+    }
+    let turns = this.entries(answer.entries, payloads, hashesRaw);
+    if (overlays !== undefined) turns = turns.map((t, i) => withOverlay(t, overlays[i]!));
+    return { turns, nextBefore: answer.nextBefore, tipDepth: answer.tipDepth };
+  }
+
+  /** The context's window: from its latest summary turn to the head, at most `limit` turns. */
+  async window(context: ContextLike, limit: number, options: ReadOptions = {}): Promise<Page<TurnInfo>> {
+    return this.readPage(context, limit, { ...options, window: true });
+  }
+}
+
+function checkAppended(context: p.ContextRef, sent: SentTurn, answer: p.AppendedTurnRecord, headBefore: number | undefined): void {
+  const record = answer.turn;
+  const what = `APPEND_TURNS: turn ${record.turnId}`;
+  if (typeof context === "number" && record.contextId !== context && !answer.existing) {
+    throw new ProtocolError(`${what} is in context ${record.contextId}, not ${context}`);
+  }
+  if (answer.existing) {
+    if (sent.record.extras.key.length === 0) throw new ProtocolError(`${what} is answered as existing, but it was sent without a key`);
+    return; // the earlier turn of that key: its payload and parent are its own
+  }
+  if (!equalBytes(record.payloadHash, sent.digest) || (sent.payloadLen !== undefined && record.payloadLen !== sent.payloadLen)) {
+    throw new IntegrityError(`${what} records payload ${toHex(record.payloadHash)} (${record.payloadLen} bytes), sent ${toHex(sent.digest)}`);
+  }
+  if (((record.flags & p.TURN_SUMMARY) !== 0) !== sent.record.summary) throw new ProtocolError(`${what}: its SUMMARY flag is not what was asked`);
+  const spec = sent.record;
+  const expectedParent = spec.parentKind === p.ParentKind.ROOT ? 0 : spec.parentKind === p.ParentKind.TURN ? spec.parentTurnId : headBefore;
+  if (expectedParent !== undefined && record.parentTurnId !== expectedParent) {
+    throw new ProtocolError(`${what} hangs from turn ${record.parentTurnId}, asked ${expectedParent}`);
+  }
+  if (expectedParent === 0 && record.depth !== 0) throw new ProtocolError(`${what} is a root at depth ${record.depth}`);
+}
+
+function startsWith(data: Uint8Array, prefix: Uint8Array): boolean {
+  if (prefix.length > data.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (data[i] !== prefix[i]) return false;
+  return true;
+}
+
+function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return a.length - b.length;
+}
+
+export { ConnectionLost, CtxstoreError };

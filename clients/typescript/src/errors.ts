@@ -1,0 +1,187 @@
+/**
+ * Errors of the ctxstore client, the same family as the Python and Rust clients'.
+ *
+ * Every error derives from {@link CtxstoreError}, which carries `code` (the stable numeric
+ * code of docs/protocol.md, or 0 for an error the client raises itself), `codeName`
+ * (`"NOT_FOUND"`, or a short name of the client-side condition) and `detail` (the ERROR's
+ * detail field: CONFLICT's actual head, ALREADY_EXISTS' ContextID, ...).
+ *
+ * - {@link ServerError} and its subclasses are ERROR answers of the server, one subclass per
+ *   code; a code this client does not know yet is a plain ServerError carrying the number.
+ * - The others come from the client: {@link ProtocolError} (the server broke the protocol),
+ *   {@link IntegrityError} (a payload does not match its BLAKE3 hash or length),
+ *   {@link ConnectError}, {@link ConnectionLost}, {@link ConnectTimeout},
+ *   {@link RequestTimeout}, {@link ClientClosed}, {@link NotSupported}.
+ */
+
+export class CtxstoreError extends Error {
+  /** The server's ERROR code, or 0 for an error raised by the client. */
+  readonly code: number;
+  /** The code's name in docs/protocol.md, or the client-side condition's. */
+  readonly codeName: string;
+  /** The ERROR's `detail` (CONFLICT: the actual head; ALREADY_EXISTS: the ContextID...), else 0. */
+  readonly detail: number;
+
+  constructor(message: string, options: { code?: number; codeName?: string; detail?: number; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = options.code ?? 0;
+    this.codeName = options.codeName ?? "CLIENT_ERROR";
+    this.detail = options.detail ?? 0;
+    this.name = new.target.name;
+  }
+}
+
+/** An ERROR answer of the server (a subclass per known code). */
+export class ServerError extends CtxstoreError {
+  constructor(message: string, code: number, detail = 0, codeName = "SERVER_ERROR") {
+    super(`${codeName} (${code}): ${message}`, { code, codeName, detail });
+  }
+}
+
+function serverError(code: number, codeName: string) {
+  return class extends ServerError {
+    static readonly CODE = code;
+    constructor(message: string, detail = 0) {
+      super(message, code, detail, codeName);
+    }
+  };
+}
+
+/** BAD_FRAME (1): the server could not parse a frame or body; it closed the connection. */
+export class BadFrame extends serverError(1, "BAD_FRAME") {}
+/** UNKNOWN_MESSAGE (2): the server does not know this message type; the connection stays open. */
+export class UnknownMessage extends serverError(2, "UNKNOWN_MESSAGE") {}
+/** TOO_LARGE (3): a frame, payload, limit or list over the server's limit (also raised by the
+ * client, before sending, for a frame the server would refuse). */
+export class TooLarge extends serverError(3, "TOO_LARGE") {}
+/** UNAUTHORIZED (4): a missing or wrong token (or no HELLO first); the connection closed. */
+export class Unauthorized extends serverError(4, "UNAUTHORIZED") {}
+/** NOT_FOUND (5): no such context, turn, key or blob. */
+export class NotFound extends serverError(5, "NOT_FOUND") {}
+/** CONFLICT (6): the context's head is not the expected one; `actualHead` is. */
+export class Conflict extends serverError(6, "CONFLICT") {
+  /** The context's actual head turn (0: the context is empty). */
+  get actualHead(): number {
+    return this.detail;
+  }
+}
+/** READ_ONLY (7): the store refuses writes (a failed fsync); reads go on. */
+export class ReadOnly extends serverError(7, "READ_ONLY") {}
+/** NO_SPACE (8): the server's disk is full; reads go on. */
+export class NoSpace extends serverError(8, "NO_SPACE") {}
+/** OVERLOADED (9): too many connections; the server closed this one. */
+export class Overloaded extends serverError(9, "OVERLOADED") {}
+/** INTERNAL (10): an I/O error or a bug in the server. */
+export class Internal extends serverError(10, "INTERNAL") {}
+/** INVALID_ARGUMENT (11): a well-formed request the store cannot honour. */
+export class InvalidArgument extends serverError(11, "INVALID_ARGUMENT") {}
+/** UNSUPPORTED_VERSION (12): no common protocol version; `serverVersion` is the server's. */
+export class UnsupportedVersion extends serverError(12, "UNSUPPORTED_VERSION") {
+  get serverVersion(): number {
+    return this.detail;
+  }
+}
+/** SHUTTING_DOWN (13): the server is stopping and takes no new work. */
+export class ShuttingDown extends serverError(13, "SHUTTING_DOWN") {}
+/** CORRUPT (14): stored data failed its checksum; the message names file and offset. */
+export class Corrupt extends serverError(14, "CORRUPT") {}
+/** ALREADY_EXISTS (15, version 2): the name belongs to another context, `contextId`. */
+export class AlreadyExists extends serverError(15, "ALREADY_EXISTS") {
+  get contextId(): number {
+    return this.detail;
+  }
+}
+/** HASH_MISMATCH (16, version 2): bytes sent do not hash to the BlobHash they claim. */
+export class HashMismatch extends serverError(16, "HASH_MISMATCH") {}
+
+const ERROR_CLASSES = new Map<number, new (message: string, detail?: number) => ServerError>([
+  [1, BadFrame],
+  [2, UnknownMessage],
+  [3, TooLarge],
+  [4, Unauthorized],
+  [5, NotFound],
+  [6, Conflict],
+  [7, ReadOnly],
+  [8, NoSpace],
+  [9, Overloaded],
+  [10, Internal],
+  [11, InvalidArgument],
+  [12, UnsupportedVersion],
+  [13, ShuttingDown],
+  [14, Corrupt],
+  [15, AlreadyExists],
+  [16, HashMismatch],
+]);
+
+/** Codes after which the server always closes the connection. */
+export const CONNECTION_CLOSING_CODES: ReadonlySet<number> = new Set([1, 4, 9, 12]);
+
+/** The error of an ERROR answer: its class by code, ServerError for a code not known yet. */
+export function errorForCode(code: number, message: string, detail = 0): ServerError {
+  const cls = ERROR_CLASSES.get(code);
+  return cls === undefined ? new ServerError(message, code, detail) : new cls(message, detail);
+}
+
+/** The server sent bytes that break the protocol; the connection is closed (the next call
+ * reconnects). */
+export class ProtocolError extends CtxstoreError {
+  constructor(message: string, options: { codeName?: string; cause?: unknown } = {}) {
+    super(message, { codeName: options.codeName ?? "PROTOCOL_ERROR", cause: options.cause });
+  }
+}
+
+/** A payload does not match its BLAKE3 hash or length, or its zstd body does not inflate to
+ * it. Only the call that read it fails; the connection stays open. */
+export class IntegrityError extends ProtocolError {
+  constructor(message: string) {
+    super(message, { codeName: "INTEGRITY_ERROR" });
+  }
+}
+
+/** The client could not open a connection (refused, unreachable, closed during HELLO, or the
+ * peer is not a ctxstore server). */
+export class ConnectError extends CtxstoreError {
+  constructor(message: string, cause?: unknown) {
+    super(message, { codeName: "CONNECT_ERROR", cause });
+  }
+}
+
+/** The connection dropped while the call was in flight. The call may or may not have taken
+ * effect; the next call reconnects. */
+export class ConnectionLost extends CtxstoreError {
+  constructor(message: string, cause?: unknown) {
+    super(message, { codeName: "CONNECTION_LOST", cause });
+  }
+}
+
+/** A deadline passed (base of ConnectTimeout and RequestTimeout). */
+export class Timeout extends CtxstoreError {}
+
+/** Connecting (TCP and HELLO) took longer than `connectTimeoutMs`. */
+export class ConnectTimeout extends Timeout {
+  constructor(message: string) {
+    super(message, { codeName: "CONNECT_TIMEOUT" });
+  }
+}
+
+/** No answer within the call's timeout; the request may still run on the server and its late
+ * answer is discarded. */
+export class RequestTimeout extends Timeout {
+  constructor(message: string) {
+    super(message, { codeName: "REQUEST_TIMEOUT" });
+  }
+}
+
+/** The client was closed; create a new one. */
+export class ClientClosed extends CtxstoreError {
+  constructor(message = "the client was closed") {
+    super(message, { codeName: "CLIENT_CLOSED" });
+  }
+}
+
+/** The request needs a newer protocol version than the one negotiated; nothing was sent. */
+export class NotSupported extends CtxstoreError {
+  constructor(message: string) {
+    super(message, { codeName: "NOT_SUPPORTED" });
+  }
+}

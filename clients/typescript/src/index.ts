@@ -1,0 +1,31 @@
+/**
+ * `ctxstore`: the TypeScript client of ctxstore (protocol versions 1 and 2).
+ *
+ * ```ts
+ * import { Client } from "ctxstore";
+ * const client = await Client.connect("127.0.0.1:7411");
+ * ```
+ *
+ * The LangGraph.js checkpointer is `ctxstore/langgraph` (`CtxstoreSaver`), the OpenAI Agents
+ * JS session `ctxstore/agents` (`CtxstoreSession`).
+ */
+
+export {
+  Client,
+  DEFAULT_ADDR,
+  DEFAULT_CHUNKING,
+  DEFAULT_CLIENT_NAME,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_TIMEOUT_MS,
+  parseAddr,
+  type CallOptions,
+  type ChunkingOptions,
+  type ClientOptions,
+  type ReadOptions,
+} from "./client.js";
+export { isLoopback } from "./connection.js";
+export * from "./errors.js";
+export { CHUNK_AVG_BYTES, CHUNK_MAX_BYTES, CHUNK_MIN_BYTES, CHUNK_THRESHOLD_BYTES, cut, type ChunkCut, type ChunkSizes } from "./fastcdc.js";
+export { blobHash, EMPTY_HASH, inflate, parseHash, toHex } from "./payload.js";
+export * as protocol from "./protocol.js";
+export type * from "./types.js";

@@ -1,0 +1,1517 @@
+/**
+ * The ctxstore wire protocol, versions 1 and 2, byte for byte as docs/protocol.md defines it
+ * (the reference is the Rust crate `protocol/`; the Python client's `_protocol.py` is a second
+ * reading of the same contract). No I/O: request bodies to bytes, response bodies from bytes.
+ *
+ * Decoding is strict, as every ctxstore decoder is: every field must be present, a body must
+ * end exactly where its message ends, reserved fields and unknown flag bits must be zero, enums
+ * must hold a known value, strings must be UTF-8, counts must fit the body. Any violation
+ * throws {@link ProtocolError}; nothing else escapes a decoder. Encoders throw `RangeError` for
+ * what the layout cannot carry (a field over its length prefix); the semantic limits (a name of
+ * at most 256 bytes, 32 tags...) are the server's to enforce, answered TOO_LARGE.
+ *
+ * Integers: a u64 that names something (TurnID, ContextID, a count of bytes) is a JS `number`,
+ * checked to be at most 2^53 - 1 when decoded (a server allocates TurnIDs one by one; a value
+ * beyond that is a broken frame, not a silent rounding). A turn's `typeTag` is the caller's
+ * arbitrary u64 and is a `bigint`.
+ */
+
+import { ProtocolError } from "./errors.js";
+
+export const PROTOCOL_VERSION = 2;
+/** The range of versions offered in HELLO (min, max). */
+export const SUPPORTED_VERSIONS: readonly [number, number] = [1, 2];
+
+export const HEADER_BYTES = 16;
+/** Hard ceiling of any frame body (docs/protocol.md: no response exceeds 1 GiB). */
+export const FRAME_BYTES_LIMIT = 1 << 30;
+export const RESPONSE_BIT = 0x8000;
+export const ERROR_TYPE = 0xffff;
+export const TOKEN_BYTES_MAX = 1024;
+export const NAME_BYTES_MAX = 256;
+export const MESSAGE_BYTES_MAX = 4096;
+/** Hard ceiling of the items of any list in a response. */
+export const LIST_ITEMS_LIMIT = 1 << 20;
+export const HASH_BYTES = 32;
+export const TURN_BYTES = 88;
+export const CONTEXT_HEAD_BYTES = 24;
+export const PAYLOAD_HEADER_BYTES = 16;
+export const OVERLAY_BYTES = 16;
+/** The smallest CONTEXT_INFO: head (24), two times (16), no name (2), no tags (2). */
+export const CONTEXT_INFO_BYTES_MIN = 44;
+/** The smallest KV_LIST item: key_len (2), hash (32), value_len (4). */
+export const KV_ITEM_BYTES_MIN = 38;
+/** The smallest EXTRAS: three zero counts. */
+export const EXTRAS_BYTES_MIN = 3;
+/** The smallest entry of a version-2 page: TURN, EXTRAS, an absent PAYLOAD. */
+export const TURN_EXTRAS_ENTRY_BYTES_MIN = TURN_BYTES + EXTRAS_BYTES_MIN + PAYLOAD_HEADER_BYTES;
+/** One turn of APPEND_TURNS' answer: TURN, deduped, existing. */
+export const APPENDED_TURN_BYTES = 90;
+/** Most chunks one PUT_CHUNKED names. */
+export const CHUNKS_PER_PAYLOAD_MAX = 65_536;
+/** Largest chunk of a PUT_CHUNKED. */
+export const CHUNK_BYTES_MAX = 1 << 20;
+export const CHUNK_ENTRY_BYTES = 36;
+export const TINY_BYTES_MAX = 0xff;
+export const U16_MAX = 0xffff;
+export const U32_MAX = 0xffff_ffff;
+export const U64_MAX = (1n << 64n) - 1n;
+
+export const READ_WITH_PAYLOADS = 1 << 0;
+export const READ_ACCEPT_ZSTD = 1 << 1;
+export const READ_FLAGS_KNOWN = READ_WITH_PAYLOADS | READ_ACCEPT_ZSTD;
+export const APPEND_EXPECT_HEAD = 1 << 0;
+/** Frame flag bit 0 (version 2): a leading `context_id u64` is replaced by a name. */
+export const CTX_BY_NAME = 1 << 0;
+/** Frame flag bit 1 (version 2, decision 0012): the overlay view of a read. */
+export const OVERLAYS = 1 << 1;
+export const OVERLAY_REDACTED = 1 << 0;
+export const OPEN_GET_OR_CREATE = 1 << 0;
+export const OPEN_CLONE = 1 << 1;
+export const TAG_EXPECT_HEAD = 1 << 0;
+export const TURN_SUMMARY = 1 << 0;
+export const TURN_FLAGS_KNOWN = TURN_SUMMARY;
+export const TURN_SPEC_SUMMARY = 1 << 0;
+export const TURN_SPEC_BY_HASH = 1 << 1;
+export const TTL_SET = 1 << 0;
+
+/** Payloads at least this large travel as separate chunks of a request (not copied). */
+const COPY_BYTES_MAX = 4096;
+
+/** Request types; a response has `request | 0x8000`, ERROR is 0xFFFF. */
+export const MsgType = {
+  HELLO: 0x0001,
+  PING: 0x0002,
+  CTX_CREATE: 0x0003,
+  CTX_FORK: 0x0004,
+  GET_HEAD: 0x0005,
+  APPEND_TURN: 0x0006,
+  APPEND_TURN_BY_HASH: 0x0007,
+  GET_TURN: 0x0008,
+  GET_LAST: 0x0009,
+  GET_BEFORE: 0x000a,
+  GET_RANGE_BY_DEPTH: 0x000b,
+  GET_CHAIN: 0x000c,
+  GET_BLOB: 0x000d,
+  HAS_BLOBS: 0x000e,
+  STATS: 0x000f,
+  CTX_OPEN: 0x0010,
+  CTX_SHOW: 0x0011,
+  CTX_TAG: 0x0012,
+  CTX_LIST: 0x0013,
+  CTX_NAME: 0x0014,
+  KV_PUT: 0x0015,
+  KV_GET: 0x0016,
+  KV_DELETE: 0x0017,
+  KV_LIST: 0x0018,
+  APPEND_TURNS: 0x0019,
+  GET_TURN_BY_KEY: 0x001a,
+  TURN_LOG: 0x001b,
+  READ_PAGE: 0x001c,
+  FIND_TURNS: 0x001d,
+  CTX_DELETE: 0x001e,
+  CTX_PRUNE: 0x001f,
+  CTX_TTL: 0x0020,
+  BACKUP: 0x0021,
+  GC: 0x0022,
+  STATS_EX: 0x0023,
+  PATCH_TURN: 0x0024,
+  REDACT_TURN: 0x0025,
+  PURGE_BLOB: 0x0026,
+  PUT_CHUNKED: 0x0027,
+} as const;
+
+/** The reads that may be sent with the frame flag OVERLAYS (every read answering TURNs). */
+export const TAKES_OVERLAYS: ReadonlySet<number> = new Set([
+  MsgType.GET_TURN,
+  MsgType.GET_LAST,
+  MsgType.GET_BEFORE,
+  MsgType.GET_RANGE_BY_DEPTH,
+  MsgType.GET_CHAIN,
+  MsgType.GET_TURN_BY_KEY,
+  MsgType.TURN_LOG,
+  MsgType.READ_PAGE,
+  MsgType.FIND_TURNS,
+]);
+
+export const PayloadEncoding = { ABSENT: 0, RAW: 1, ZSTD: 2 } as const;
+export type PayloadEncoding = (typeof PayloadEncoding)[keyof typeof PayloadEncoding];
+export const ParentKind = { HEAD: 0, ROOT: 1, TURN: 2 } as const;
+export type ParentKind = (typeof ParentKind)[keyof typeof ParentKind];
+export const PageKind = { LAST: 0, BEFORE: 1, RANGE: 2, WINDOW: 3 } as const;
+export type PageKind = (typeof PageKind)[keyof typeof PageKind];
+
+/** A context in a request: its ContextID (`number`) or its name (`string`, version 2). */
+export type ContextRef = number | string;
+/** Where a CTX_LIST page ended: a ContextID, or a name (with a name prefix). */
+export type ListCursor = number | string;
+
+const utf8 = new TextEncoder();
+const utf8Strict = new TextDecoder("utf-8", { fatal: true });
+
+// -------------------------------------------------------------------------------------------
+// Frames
+
+/** The 16-byte frame header. */
+export interface FrameHeader {
+  len: number;
+  msgType: number;
+  flags: number;
+  reqId: bigint;
+}
+
+export function encodeHeader(header: FrameHeader): Uint8Array {
+  const out = new Uint8Array(HEADER_BYTES);
+  const view = new DataView(out.buffer);
+  view.setUint32(0, header.len, true);
+  view.setUint16(4, header.msgType, true);
+  view.setUint16(6, header.flags, true);
+  view.setBigUint64(8, header.reqId, true);
+  return out;
+}
+
+export function decodeHeader(data: Uint8Array): FrameHeader {
+  if (data.length !== HEADER_BYTES) {
+    throw new ProtocolError(`a frame header is ${HEADER_BYTES} bytes, got ${data.length}`);
+  }
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  return {
+    len: view.getUint32(0, true),
+    msgType: view.getUint16(4, true),
+    flags: view.getUint16(6, true),
+    reqId: view.getBigUint64(8, true),
+  };
+}
+
+// -------------------------------------------------------------------------------------------
+// Writing bodies
+
+/**
+ * Builds a body as a list of chunks: small fields are gathered in one growing buffer, large
+ * payloads are referenced as chunks of their own (a 10 KiB payload is not copied into the
+ * request before the socket copies it anyway).
+ */
+export class Writer {
+  private readonly parts: Uint8Array[] = [];
+  private buf = new Uint8Array(256);
+  private view = new DataView(this.buf.buffer);
+  private pos = 0;
+
+  private room(count: number): void {
+    if (this.pos + count <= this.buf.length) return;
+    let size = this.buf.length * 2;
+    while (size < this.pos + count) size *= 2;
+    const next = new Uint8Array(size);
+    next.set(this.buf.subarray(0, this.pos));
+    this.buf = next;
+    this.view = new DataView(next.buffer);
+  }
+
+  u8(value: number): this {
+    checkUint(value, 0xff, "u8");
+    this.room(1);
+    this.buf[this.pos++] = value;
+    return this;
+  }
+
+  u16(value: number): this {
+    checkUint(value, U16_MAX, "u16");
+    this.room(2);
+    this.view.setUint16(this.pos, value, true);
+    this.pos += 2;
+    return this;
+  }
+
+  u32(value: number): this {
+    checkUint(value, U32_MAX, "u32");
+    this.room(4);
+    this.view.setUint32(this.pos, value, true);
+    this.pos += 4;
+    return this;
+  }
+
+  u64(value: number | bigint): this {
+    const big = typeof value === "bigint" ? value : BigInt(checkSafe(value, "u64"));
+    if (big < 0n || big > U64_MAX) throw new RangeError(`u64 out of range: ${value}`);
+    this.room(8);
+    this.view.setBigUint64(this.pos, big, true);
+    this.pos += 8;
+    return this;
+  }
+
+  bytes(data: Uint8Array): this {
+    if (data.length >= COPY_BYTES_MAX) {
+      this.flush();
+      this.parts.push(data);
+      return this;
+    }
+    this.room(data.length);
+    this.buf.set(data, this.pos);
+    this.pos += data.length;
+    return this;
+  }
+
+  zeros(count: number): this {
+    this.room(count);
+    this.buf.fill(0, this.pos, this.pos + count);
+    this.pos += count;
+    return this;
+  }
+
+  hash(value: Uint8Array): this {
+    if (value.length !== HASH_BYTES) {
+      throw new RangeError(`a hash is ${HASH_BYTES} bytes, got ${value.length}`);
+    }
+    return this.bytes(value);
+  }
+
+  /** `u16 len`, then the bytes. */
+  short(data: Uint8Array, field: string): this {
+    if (data.length > U16_MAX) {
+      throw new RangeError(`${field} is ${data.length} bytes; the protocol carries at most ${U16_MAX}`);
+    }
+    return this.u16(data.length).bytes(data);
+  }
+
+  shortStr(text: string, field: string): this {
+    return this.short(utf8.encode(text), field);
+  }
+
+  /** `u8 len`, then the bytes. */
+  tiny(data: Uint8Array, field: string): this {
+    if (data.length > TINY_BYTES_MAX) {
+      throw new RangeError(`${field} is ${data.length} bytes; the protocol carries at most ${TINY_BYTES_MAX}`);
+    }
+    return this.u8(data.length).bytes(data);
+  }
+
+  /** A short string that must not be empty (an empty one means "none" or "by id"). */
+  name(name: string, field: string): this {
+    if (name.length === 0) throw new RangeError(`${field} must not be empty (an empty one means none)`);
+    return this.shortStr(name, field);
+  }
+
+  optionalName(name: string | undefined, field: string): this {
+    return name === undefined ? this.u16(0) : this.name(name, field);
+  }
+
+  /** A version-2 inline CONTEXT_REF. */
+  contextRef(context: ContextRef): this {
+    if (typeof context === "string") return this.name(context, "context name");
+    return this.u16(0).u64(context);
+  }
+
+  /** The leading context of a version-1 layout (a name goes with CTX_BY_NAME). */
+  leadingContext(context: ContextRef): this {
+    if (typeof context === "string") return this.name(context, "context name");
+    return this.u64(context);
+  }
+
+  tags(tags: ReadonlyArray<readonly [string, string]>, field = "tags"): this {
+    this.count16(tags.length, field);
+    for (const [key, value] of tags) this.shortStr(key, `${field} key`).shortStr(value, `${field} value`);
+    return this;
+  }
+
+  count16(count: number, field: string): this {
+    if (count > U16_MAX) throw new RangeError(`${field}: ${count} items; the protocol carries at most ${U16_MAX}`);
+    return this.u16(count);
+  }
+
+  count8(count: number, field: string): this {
+    if (count > TINY_BYTES_MAX) {
+      throw new RangeError(`${field}: ${count} items; the protocol carries at most ${TINY_BYTES_MAX}`);
+    }
+    return this.u8(count);
+  }
+
+  labels(labels: ReadonlyArray<readonly [string, string]>): this {
+    this.count8(labels.length, "labels");
+    for (const [key, value] of labels) this.tiny(utf8.encode(key), "label key").shortStr(value, "label value");
+    return this;
+  }
+
+  extras(extras: ExtrasRecord): this {
+    this.tiny(extras.key, "key").labels(extras.labels).count8(extras.links.length, "links");
+    for (const link of extras.links) this.u64(link);
+    return this;
+  }
+
+  listCursor(cursor: ListCursor | undefined): this {
+    if (cursor === undefined) return this.u8(0);
+    if (typeof cursor === "string") return this.u8(2).name(cursor, "cursor name");
+    return this.u8(1).u64(cursor);
+  }
+
+  logCursor(cursor: LogCursor | undefined): this {
+    if (cursor === undefined) return this.u8(0);
+    return this.u8(1).u32(cursor.phase).u64(cursor.next);
+  }
+
+  private flush(): void {
+    if (this.pos > 0) {
+      this.parts.push(this.buf.slice(0, this.pos));
+      this.pos = 0;
+    }
+  }
+
+  /** The body's chunks (at least one, maybe empty). */
+  finish(): Uint8Array[] {
+    this.flush();
+    if (this.parts.length === 0) this.parts.push(new Uint8Array(0));
+    return this.parts;
+  }
+}
+
+function checkUint(value: number, max: number, what: string): void {
+  if (!Number.isInteger(value) || value < 0 || value > max) {
+    throw new RangeError(`${what} out of range: ${value}`);
+  }
+}
+
+function checkSafe(value: number, what: string): number {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new RangeError(`${what} must be a non-negative safe integer, not ${value}`);
+  }
+  return value;
+}
+
+// -------------------------------------------------------------------------------------------
+// Reading bodies
+
+/** A bounds-checked reader over one message body; every failure is a ProtocolError naming the
+ * message and the field. */
+export class Reader {
+  private pos = 0;
+  private readonly view: DataView;
+
+  constructor(
+    private readonly body: Uint8Array,
+    private readonly message: string,
+  ) {
+    this.view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  }
+
+  get remaining(): number {
+    return this.body.length - this.pos;
+  }
+
+  error(field: string, reason: string): ProtocolError {
+    return new ProtocolError(`${this.message}: ${field} is invalid (${reason})`);
+  }
+
+  private need(count: number, field: string): number {
+    const start = this.pos;
+    if (count < 0 || start + count > this.body.length) {
+      throw new ProtocolError(
+        `${this.message}: body of ${this.body.length} bytes is too short for ${field} (needs ${start + Math.max(count, 0)})`,
+      );
+    }
+    this.pos = start + count;
+    return start;
+  }
+
+  /** The next `count` bytes (a view into the body, not a copy). */
+  take(count: number, field = "bytes"): Uint8Array {
+    const start = this.need(count, field);
+    return this.body.subarray(start, start + count);
+  }
+
+  u8(field: string): number {
+    return this.body[this.need(1, field)]!;
+  }
+
+  u16(field: string): number {
+    return this.view.getUint16(this.need(2, field), true);
+  }
+
+  u32(field: string): number {
+    return this.view.getUint32(this.need(4, field), true);
+  }
+
+  /** A u64 as a bigint. */
+  u64Big(field: string): bigint {
+    return this.view.getBigUint64(this.need(8, field), true);
+  }
+
+  /** A u64 that must be a safe integer (ids, counts, times). */
+  u64(field: string): number {
+    const value = this.u64Big(field);
+    if (value > BigInt(Number.MAX_SAFE_INTEGER)) {
+      throw this.error(field, `${value} is beyond 2^53 - 1, which this client does not represent`);
+    }
+    return Number(value);
+  }
+
+  boolean(field: string): boolean {
+    const value = this.u8(field);
+    if (value > 1) throw this.error(field, "not 0 or 1");
+    return value === 1;
+  }
+
+  hash(field = "hash"): Uint8Array {
+    return this.take(HASH_BYTES, field).slice();
+  }
+
+  zero(count: number, field = "reserved"): void {
+    const data = this.take(count, field);
+    for (const byte of data) if (byte !== 0) throw this.error(field, "reserved bytes must be zero");
+  }
+
+  flags(known: number, field: string): number {
+    const value = this.u32(field);
+    if ((value & ~known) !== 0) throw this.error(field, "unknown flag bits");
+    return value;
+  }
+
+  string(count: number, field: string): string {
+    const data = this.take(count, field);
+    try {
+      return utf8Strict.decode(data);
+    } catch {
+      throw this.error(field, "not UTF-8");
+    }
+  }
+
+  limit(value: number, maximum: number, field: string): number {
+    if (value > maximum) throw new ProtocolError(`${this.message}: ${field} is ${value}, above the limit of ${maximum}`);
+    return value;
+  }
+
+  /** `count` items of at least `itemBytesMin` bytes each, if the rest of the body can hold
+   * them (a huge count in a short body fails at once, not after allocating). */
+  count(count: number, itemBytesMin: number, field: string): number {
+    if (count * itemBytesMin > this.remaining) {
+      throw new ProtocolError(
+        `${this.message}: body too short for ${count} ${field} (at least ${itemBytesMin} bytes each)`,
+      );
+    }
+    return count;
+  }
+
+  shortBytes(field: string): Uint8Array {
+    return this.take(this.u16(`${field} length`), field).slice();
+  }
+
+  shortString(field: string): string {
+    return this.string(this.u16(`${field} length`), field);
+  }
+
+  optionalName(field: string): string | undefined {
+    const name = this.shortString(field);
+    return name.length > 0 ? name : undefined;
+  }
+
+  tinyBytes(field: string): Uint8Array {
+    return this.take(this.u8(`${field} length`), field).slice();
+  }
+
+  tinyString(field: string): string {
+    return this.string(this.u8(`${field} length`), field);
+  }
+
+  tags(field = "tags"): Array<[string, string]> {
+    const count = this.count(this.u16(`${field} count`), 4, field);
+    const tags: Array<[string, string]> = [];
+    for (let i = 0; i < count; i++) tags.push([this.shortString(`${field} key`), this.shortString(`${field} value`)]);
+    return tags;
+  }
+
+  listCursor(): ListCursor | undefined {
+    const kind = this.u8("cursor_kind");
+    if (kind === 0) return undefined;
+    if (kind === 1) return this.u64("cursor context_id");
+    if (kind === 2) {
+      const name = this.optionalName("cursor name");
+      if (name === undefined) throw this.error("cursor name", "empty");
+      return name;
+    }
+    throw this.error("cursor_kind", `unknown value ${kind}`);
+  }
+
+  contextHead(): ContextHeadRecord {
+    const contextId = this.u64("context_id");
+    const headTurnId = this.u64("head_turn_id");
+    const headDepth = this.u32("head_depth");
+    this.zero(4, "context head reserved");
+    return { contextId, headTurnId, headDepth };
+  }
+
+  contextInfo(): ContextInfoRecord {
+    const head = this.contextHead();
+    const createdAtUnixMs = this.u64("created_at_unix_ms");
+    const updatedAtUnixMs = this.u64("updated_at_unix_ms");
+    const name = this.optionalName("name");
+    return { head, createdAtUnixMs, updatedAtUnixMs, name, tags: this.tags() };
+  }
+
+  turn(): TurnRecord {
+    const turnId = this.u64("turn_id");
+    const parentTurnId = this.u64("parent_turn_id");
+    const contextId = this.u64("context_id");
+    const depth = this.u32("depth");
+    const codec = this.u32("codec");
+    const typeTag = this.u64Big("type_tag");
+    const payloadHash = this.hash("payload_hash");
+    const payloadLen = this.u32("payload_len");
+    const flags = this.u32("turn flags");
+    if ((flags & ~TURN_FLAGS_KNOWN) !== 0) throw this.error("turn flags", `unknown bits in 0x${flags.toString(16)}`);
+    const createdAtUnixMs = this.u64("created_at_unix_ms");
+    return { turnId, parentTurnId, contextId, depth, codec, typeTag, payloadHash, payloadLen, flags, createdAtUnixMs };
+  }
+
+  payload(): PayloadRecord {
+    const encoding = this.u16("payload encoding");
+    this.zero(2, "payload reserved");
+    const rawLen = this.u32("raw_len");
+    const dataLen = this.u32("data_len");
+    this.zero(4, "payload reserved");
+    if (encoding > PayloadEncoding.ZSTD) throw this.error("payload encoding", `unknown value ${encoding}`);
+    const data = this.take(dataLen, "payload data");
+    if (encoding === PayloadEncoding.ABSENT && (rawLen !== 0 || dataLen !== 0)) {
+      throw this.error("payload", "an absent payload has no bytes");
+    }
+    if (encoding === PayloadEncoding.RAW && rawLen !== dataLen) {
+      throw this.error("payload", "raw payload length differs from raw_len");
+    }
+    return { encoding: encoding as PayloadEncoding, rawLen, data };
+  }
+
+  labels(): Array<[string, string]> {
+    const count = this.count(this.u8("label count"), 3, "labels");
+    const labels: Array<[string, string]> = [];
+    for (let i = 0; i < count; i++) labels.push([this.tinyString("label key"), this.shortString("label value")]);
+    return labels;
+  }
+
+  extras(): ExtrasRecord {
+    const key = this.tinyBytes("key");
+    const labels = this.labels();
+    const count = this.count(this.u8("link count"), 8, "links");
+    const links: number[] = [];
+    for (let i = 0; i < count; i++) links.push(this.u64("link"));
+    return { key, labels, links };
+  }
+
+  logCursor(): LogCursor | undefined {
+    if (!this.boolean("cursor present")) return undefined;
+    return { phase: this.u32("cursor phase"), next: this.u64("cursor next") };
+  }
+
+  turnExtrasEntries(): TurnExtrasEntry[] {
+    const count = this.limit(this.u32("count"), LIST_ITEMS_LIMIT, "count");
+    this.count(count, TURN_EXTRAS_ENTRY_BYTES_MIN, "turns");
+    const entries: TurnExtrasEntry[] = [];
+    for (let i = 0; i < count; i++) entries.push({ turn: this.turn(), extras: this.extras(), payload: this.payload() });
+    return entries;
+  }
+
+  /** Checks that the whole body was read. */
+  finish(): void {
+    const extra = this.body.length - this.pos;
+    if (extra !== 0) throw new ProtocolError(`${this.message} body has ${extra} bytes after its end`);
+  }
+}
+
+// -------------------------------------------------------------------------------------------
+// Shared structures
+
+/** TURN on the wire (88 bytes). */
+export interface TurnRecord {
+  turnId: number;
+  parentTurnId: number;
+  contextId: number;
+  depth: number;
+  codec: number;
+  typeTag: bigint;
+  payloadHash: Uint8Array;
+  payloadLen: number;
+  flags: number;
+  createdAtUnixMs: number;
+}
+
+export interface ContextHeadRecord {
+  contextId: number;
+  headTurnId: number;
+  headDepth: number;
+}
+
+export interface PayloadRecord {
+  encoding: PayloadEncoding;
+  rawLen: number;
+  data: Uint8Array;
+}
+
+export interface ContextInfoRecord {
+  head: ContextHeadRecord;
+  createdAtUnixMs: number;
+  updatedAtUnixMs: number;
+  name: string | undefined;
+  tags: Array<[string, string]>;
+}
+
+export interface KvItemRecord {
+  key: Uint8Array;
+  valueHash: Uint8Array;
+  valueLen: number;
+}
+
+/** Where a TURN_LOG page ended: opaque, pass it back as it came. */
+export interface LogCursor {
+  phase: number;
+  next: number;
+}
+
+/** EXTRAS: a turn's key (empty: none), labels (as stored) and links. */
+export interface ExtrasRecord {
+  key: Uint8Array;
+  labels: Array<readonly [string, string]>;
+  links: number[];
+}
+
+export interface TurnEntry {
+  turn: TurnRecord;
+  payload: PayloadRecord;
+}
+
+export interface TurnExtrasEntry {
+  turn: TurnRecord;
+  extras: ExtrasRecord;
+  payload: PayloadRecord;
+}
+
+/** One TURN_SPEC of APPEND_TURNS. */
+export interface TurnSpecRecord {
+  parentKind: ParentKind;
+  parentTurnId: number;
+  typeTag: bigint;
+  codec: number;
+  summary: boolean;
+  extras: ExtrasRecord;
+  /** The payload's bytes, or (with `byHash`) its 32-byte hash. */
+  payload: Uint8Array;
+  byHash: boolean;
+}
+
+export interface AppendedTurnRecord {
+  turn: TurnRecord;
+  deduped: boolean;
+  existing: boolean;
+}
+
+export interface OverlayRecord {
+  overlaySeq: number;
+  redacted: boolean;
+}
+
+export interface ChunkRecord {
+  hash: Uint8Array;
+  len: number;
+}
+
+export interface SentChunkRecord {
+  index: number;
+  data: Uint8Array;
+}
+
+// -------------------------------------------------------------------------------------------
+// Requests
+
+/**
+ * One request: its frame type and flags, the protocol version it needs, its body (chunks),
+ * and the decoder of its answer. The connection checks the answer's type, decodes it with
+ * `decode`, and checks that the decoder read the whole body.
+ */
+export interface Request<R> {
+  readonly name: string;
+  readonly msgType: number;
+  readonly flags: number;
+  readonly minVersion: number;
+  readonly body: Uint8Array[];
+  readonly decode: (reader: Reader) => R;
+}
+
+function request<R>(
+  name: string,
+  msgType: number,
+  minVersion: number,
+  write: (w: Writer) => void,
+  decode: (reader: Reader) => R,
+  flags = 0,
+): Request<R> {
+  const writer = new Writer();
+  write(writer);
+  return { name, msgType, flags, minVersion, body: writer.finish(), decode };
+}
+
+/** A version-1 layout that leads with its context: a name needs CTX_BY_NAME and version 2. */
+function leading<R>(
+  name: string,
+  msgType: number,
+  context: ContextRef,
+  write: (w: Writer) => void,
+  decode: (reader: Reader) => R,
+): Request<R> {
+  const byName = typeof context === "string";
+  return request(
+    name,
+    msgType,
+    byName ? 2 : 1,
+    (w) => {
+      w.leadingContext(context);
+      write(w);
+    },
+    decode,
+    byName ? CTX_BY_NAME : 0,
+  );
+}
+
+// --- response decoders (exported: the golden tests and test servers use them) ------------
+
+export interface HelloAnswer {
+  version: number;
+  frameBytesMax: number;
+  requestsInFlightMax: number;
+  blobBytesMax: number;
+  readTurnsMax: number;
+  hasBlobsMax: number;
+  serverName: string;
+}
+
+export function decodeHello(r: Reader): HelloAnswer {
+  const version = r.u16("version");
+  const nameLen = r.limit(r.u16("server_name_len"), NAME_BYTES_MAX, "server_name_len");
+  const frameBytesMax = r.u32("frame_bytes_max");
+  const requestsInFlightMax = r.u32("requests_in_flight_max");
+  const blobBytesMax = r.u32("blob_bytes_max");
+  const readTurnsMax = r.u32("read_turns_max");
+  const hasBlobsMax = r.u32("has_blobs_max");
+  r.zero(4);
+  const serverName = r.string(nameLen, "server_name");
+  return { version, frameBytesMax, requestsInFlightMax, blobBytesMax, readTurnsMax, hasBlobsMax, serverName };
+}
+
+export interface TurnsAnswer {
+  nextBefore: number;
+  tipDepth: number;
+  entries: TurnEntry[];
+}
+
+export function decodeTurns(r: Reader): TurnsAnswer {
+  const nextBefore = r.u64("next_before");
+  const tipDepth = r.u32("tip_depth");
+  const count = r.limit(r.u32("count"), LIST_ITEMS_LIMIT, "count");
+  r.count(count, TURN_BYTES + PAYLOAD_HEADER_BYTES, "turns");
+  const entries: TurnEntry[] = [];
+  for (let i = 0; i < count; i++) entries.push({ turn: r.turn(), payload: r.payload() });
+  return { nextBefore, tipDepth, entries };
+}
+
+export interface AppendedAnswer {
+  turn: TurnRecord;
+  deduped: boolean;
+}
+
+export function decodeAppended(r: Reader): AppendedAnswer {
+  const turn = r.turn();
+  const deduped = r.boolean("deduped");
+  r.zero(7);
+  return { turn, deduped };
+}
+
+export function decodeHasBlobs(r: Reader): boolean[] {
+  const count = r.limit(r.u32("count"), LIST_ITEMS_LIMIT, "count");
+  r.zero(4);
+  const flags = r.take(count, "present");
+  const present: boolean[] = [];
+  for (const byte of flags) {
+    if (byte > 1) throw r.error("present", "not 0 or 1");
+    present.push(byte === 1);
+  }
+  return present;
+}
+
+export interface StatsAnswer {
+  turns: number;
+  contexts: number;
+  blobs: number;
+  logicalBytes: number;
+  uniqueBytes: number;
+  storedBytes: number;
+  dedupHits: number;
+  connections: number;
+  requestsTotal: number;
+  errorsTotal: number;
+  uptimeMs: number;
+  readOnly: boolean;
+}
+
+export function decodeStats(r: Reader): StatsAnswer {
+  const turns = r.u64("turns");
+  const contexts = r.u64("contexts");
+  const blobs = r.u64("blobs");
+  const logicalBytes = r.u64("logical_bytes");
+  const uniqueBytes = r.u64("unique_bytes");
+  const storedBytes = r.u64("stored_bytes");
+  const dedupHits = r.u64("dedup_hits");
+  const connections = r.u64("connections");
+  const requestsTotal = r.u64("requests_total");
+  const errorsTotal = r.u64("errors_total");
+  const uptimeMs = r.u64("uptime_ms");
+  const readOnly = r.boolean("read_only");
+  r.zero(7);
+  return {
+    turns, contexts, blobs, logicalBytes, uniqueBytes, storedBytes, dedupHits, connections, requestsTotal,
+    errorsTotal, uptimeMs, readOnly,
+  };
+}
+
+export interface StatsExAnswer {
+  stats: StatsAnswer;
+  liveBytes: number;
+  deadBytes: number;
+  gcRuns: number;
+  bytesReclaimedTotal: number;
+}
+
+export function decodeStatsEx(r: Reader): StatsExAnswer {
+  const stats = decodeStats(r);
+  return {
+    stats,
+    liveBytes: r.u64("live_bytes"),
+    deadBytes: r.u64("dead_bytes"),
+    gcRuns: r.u64("gc_runs"),
+    bytesReclaimedTotal: r.u64("bytes_reclaimed_total"),
+  };
+}
+
+export interface OpenedAnswer {
+  info: ContextInfoRecord;
+  created: boolean;
+}
+
+export function decodeOpened(r: Reader): OpenedAnswer {
+  return { info: r.contextInfo(), created: r.boolean("created") };
+}
+
+export interface ContextListAnswer {
+  nextCursor: ListCursor | undefined;
+  contexts: ContextInfoRecord[];
+}
+
+export function decodeContextList(r: Reader): ContextListAnswer {
+  const nextCursor = r.listCursor();
+  const count = r.limit(r.u32("count"), LIST_ITEMS_LIMIT, "count");
+  r.count(count, CONTEXT_INFO_BYTES_MIN, "contexts");
+  const contexts: ContextInfoRecord[] = [];
+  for (let i = 0; i < count; i++) contexts.push(r.contextInfo());
+  return { nextCursor, contexts };
+}
+
+export interface KvValueAnswer {
+  valueHash: Uint8Array;
+  payload: PayloadRecord;
+}
+
+export function decodeKvValue(r: Reader): KvValueAnswer {
+  return { valueHash: r.hash("value_hash"), payload: r.payload() };
+}
+
+export function decodeKvList(r: Reader): KvItemRecord[] {
+  const count = r.limit(r.u32("count"), LIST_ITEMS_LIMIT, "count");
+  r.count(count, KV_ITEM_BYTES_MIN, "items");
+  const items: KvItemRecord[] = [];
+  for (let i = 0; i < count; i++) {
+    items.push({ key: r.shortBytes("key"), valueHash: r.hash("value_hash"), valueLen: r.u32("value_len") });
+  }
+  return items;
+}
+
+export function decodeAppendedTurns(r: Reader): AppendedTurnRecord[] {
+  const count = r.limit(r.u32("count"), LIST_ITEMS_LIMIT, "count");
+  r.count(count, APPENDED_TURN_BYTES, "turns");
+  const turns: AppendedTurnRecord[] = [];
+  for (let i = 0; i < count; i++) {
+    turns.push({ turn: r.turn(), deduped: r.boolean("deduped"), existing: r.boolean("existing") });
+  }
+  return turns;
+}
+
+export interface TurnInfoAnswer {
+  turn: TurnRecord;
+  extras: ExtrasRecord;
+}
+
+export function decodeTurnInfo(r: Reader): TurnInfoAnswer {
+  return { turn: r.turn(), extras: r.extras() };
+}
+
+export interface TurnLogAnswer {
+  nextCursor: LogCursor | undefined;
+  entries: TurnExtrasEntry[];
+}
+
+export function decodeTurnLog(r: Reader): TurnLogAnswer {
+  return { nextCursor: r.logCursor(), entries: r.turnExtrasEntries() };
+}
+
+export interface PageAnswer {
+  nextBefore: number;
+  tipDepth: number;
+  entries: TurnExtrasEntry[];
+}
+
+export function decodePage(r: Reader): PageAnswer {
+  const nextBefore = r.u64("next_before");
+  const tipDepth = r.u32("tip_depth");
+  return { nextBefore, tipDepth, entries: r.turnExtrasEntries() };
+}
+
+export interface FoundTurnsAnswer {
+  nextBefore: number;
+  turns: TurnInfoAnswer[];
+}
+
+export function decodeFoundTurns(r: Reader): FoundTurnsAnswer {
+  const nextBefore = r.u64("next_before");
+  const count = r.limit(r.u32("count"), LIST_ITEMS_LIMIT, "count");
+  r.count(count, TURN_BYTES + EXTRAS_BYTES_MIN, "turns");
+  const turns: TurnInfoAnswer[] = [];
+  for (let i = 0; i < count; i++) turns.push({ turn: r.turn(), extras: r.extras() });
+  return { nextBefore, turns };
+}
+
+export interface RetentionAnswer {
+  info: ContextInfoRecord;
+  floorDepth: number;
+  ttlMs: number;
+}
+
+export function decodeRetention(r: Reader): RetentionAnswer {
+  return { info: r.contextInfo(), floorDepth: r.u32("floor_depth"), ttlMs: r.u64("ttl_ms") };
+}
+
+export interface BackedUpAnswer {
+  turns: number;
+  blobs: number;
+  bytes: number;
+  linkedBytes: number;
+  durationMs: number;
+  dir: string;
+}
+
+export function decodeBackedUp(r: Reader): BackedUpAnswer {
+  return {
+    turns: r.u64("turns"),
+    blobs: r.u64("blobs"),
+    bytes: r.u64("bytes"),
+    linkedBytes: r.u64("linked_bytes"),
+    durationMs: r.u64("duration_ms"),
+    dir: r.shortString("dir"),
+  };
+}
+
+export interface GcDoneAnswer {
+  turnsDead: number;
+  blobsDead: number;
+  bytesReclaimed: number;
+  packsCompacted: number;
+  liveBytes: number;
+  deadBytes: number;
+  durationMs: number;
+}
+
+export function decodeGcDone(r: Reader): GcDoneAnswer {
+  const turnsDead = r.u64("turns_dead");
+  const blobsDead = r.u64("blobs_dead");
+  const bytesReclaimed = r.u64("bytes_reclaimed");
+  const packsCompacted = r.u32("packs_compacted");
+  r.zero(4);
+  return {
+    turnsDead, blobsDead, bytesReclaimed, packsCompacted,
+    liveBytes: r.u64("live_bytes"), deadBytes: r.u64("dead_bytes"), durationMs: r.u64("duration_ms"),
+  };
+}
+
+export interface PatchedAnswer {
+  turnId: number;
+  overlaySeq: number;
+  payloadHash: Uint8Array;
+  payloadLen: number;
+}
+
+export function decodePatched(r: Reader): PatchedAnswer {
+  const turnId = r.u64("turn_id");
+  const overlaySeq = r.u64("overlay_seq");
+  const payloadHash = r.hash("payload_hash");
+  const payloadLen = r.u32("payload_len");
+  r.zero(4);
+  return { turnId, overlaySeq, payloadHash, payloadLen };
+}
+
+export interface RedactedAnswer {
+  turnId: number;
+  overlaySeq: number;
+}
+
+export function decodeRedacted(r: Reader): RedactedAnswer {
+  return { turnId: r.u64("turn_id"), overlaySeq: r.u64("overlay_seq") };
+}
+
+export interface PurgedAnswer {
+  payloadHash: Uint8Array;
+  turnsRedacted: number;
+  overlaySeq: number;
+}
+
+export function decodePurged(r: Reader): PurgedAnswer {
+  return { payloadHash: r.hash("payload_hash"), turnsRedacted: r.u64("turns_redacted"), overlaySeq: r.u64("overlay_seq") };
+}
+
+export interface ChunkedStoredAnswer {
+  payloadHash: Uint8Array;
+  payloadLen: number;
+  alreadyStored: boolean;
+}
+
+export function decodeChunkedStored(r: Reader): ChunkedStoredAnswer {
+  const payloadHash = r.hash("payload_hash");
+  const payloadLen = r.u64("payload_len");
+  const alreadyStored = r.boolean("already_stored");
+  r.zero(7);
+  return { payloadHash, payloadLen, alreadyStored };
+}
+
+export interface ErrorAnswer {
+  code: number;
+  detail: number;
+  message: string;
+}
+
+export function decodeError(r: Reader): ErrorAnswer {
+  const code = r.u16("code");
+  if (code === 0) throw r.error("code", "0 is not an error code");
+  r.zero(2);
+  const messageLen = r.limit(r.u32("message_len"), MESSAGE_BYTES_MAX, "message_len");
+  const detail = r.u64("detail");
+  return { code, detail, message: r.string(messageLen, "message") };
+}
+
+const done = (): undefined => undefined;
+
+/** Decodes a whole body with `decode`, checking that it ends where the message ends. */
+export function decodeBody<R>(name: string, body: Uint8Array, decode: (r: Reader) => R): R {
+  const reader = new Reader(body, name);
+  const value = decode(reader);
+  reader.finish();
+  return value;
+}
+
+// --- version 1 requests -------------------------------------------------------------------
+
+export function hello(minVersion: number, maxVersion: number, token: Uint8Array, clientName: string): Request<HelloAnswer> {
+  const name = utf8.encode(clientName);
+  if (token.length > TOKEN_BYTES_MAX) throw new RangeError(`a token is at most ${TOKEN_BYTES_MAX} bytes`);
+  if (name.length > NAME_BYTES_MAX) throw new RangeError(`a client name is at most ${NAME_BYTES_MAX} bytes of UTF-8`);
+  return request("HELLO", MsgType.HELLO, 1, (w) => {
+    w.u16(minVersion).u16(maxVersion).u16(token.length).u16(name.length).bytes(token).bytes(name);
+  }, decodeHello);
+}
+
+export function ping(nonce: bigint): Request<bigint> {
+  return request("PING", MsgType.PING, 1, (w) => w.u64(nonce), (r) => r.u64Big("nonce"));
+}
+
+export function ctxCreate(baseTurnId: number): Request<ContextHeadRecord> {
+  return request("CTX_CREATE", MsgType.CTX_CREATE, 1, (w) => w.u64(baseTurnId), (r) => r.contextHead());
+}
+
+export function ctxFork(turnId: number): Request<ContextHeadRecord> {
+  return request("CTX_FORK", MsgType.CTX_FORK, 1, (w) => w.u64(turnId), (r) => r.contextHead());
+}
+
+export function getHead(context: ContextRef): Request<ContextHeadRecord> {
+  return leading("GET_HEAD", MsgType.GET_HEAD, context, () => undefined, (r) => r.contextHead());
+}
+
+function appendFields(w: Writer, expectedHead: number | undefined, typeTag: bigint, codec: number): void {
+  w.u64(expectedHead ?? 0).u64(typeTag).u32(codec).u32(expectedHead === undefined ? 0 : APPEND_EXPECT_HEAD);
+}
+
+/** APPEND_TURN (`expectedHead` undefined: no compare-and-set; 0: the context must be empty). */
+export function appendTurn(
+  context: ContextRef,
+  expectedHead: number | undefined,
+  typeTag: bigint,
+  codec: number,
+  payload: Uint8Array,
+): Request<AppendedAnswer> {
+  return leading("APPEND_TURN", MsgType.APPEND_TURN, context, (w) => {
+    appendFields(w, expectedHead, typeTag, codec);
+    w.u32(payload.length).u32(0).bytes(payload);
+  }, decodeAppended);
+}
+
+export function appendTurnByHash(
+  context: ContextRef,
+  expectedHead: number | undefined,
+  typeTag: bigint,
+  codec: number,
+  payloadHash: Uint8Array,
+): Request<AppendedAnswer> {
+  return leading("APPEND_TURN_BY_HASH", MsgType.APPEND_TURN_BY_HASH, context, (w) => {
+    appendFields(w, expectedHead, typeTag, codec);
+    w.hash(payloadHash);
+  }, decodeAppended);
+}
+
+export function getTurn(turnId: number): Request<TurnRecord> {
+  return request("GET_TURN", MsgType.GET_TURN, 1, (w) => w.u64(turnId), (r) => r.turn());
+}
+
+export function getLast(context: ContextRef, limit: number, readFlags: number): Request<TurnsAnswer> {
+  return leading("GET_LAST", MsgType.GET_LAST, context, (w) => w.u32(limit).u32(readFlags), decodeTurns);
+}
+
+export function getBefore(context: ContextRef, beforeTurnId: number, limit: number, readFlags: number): Request<TurnsAnswer> {
+  return leading("GET_BEFORE", MsgType.GET_BEFORE, context, (w) => w.u64(beforeTurnId).u32(limit).u32(readFlags), decodeTurns);
+}
+
+export function getRangeByDepth(context: ContextRef, fromDepth: number, limit: number, readFlags: number): Request<TurnsAnswer> {
+  return leading("GET_RANGE_BY_DEPTH", MsgType.GET_RANGE_BY_DEPTH, context, (w) => {
+    w.u32(fromDepth).u32(limit).u32(readFlags).u32(0);
+  }, decodeTurns);
+}
+
+export function getChain(turnId: number, fromDepth: number, limit: number, readFlags: number): Request<TurnsAnswer> {
+  return request("GET_CHAIN", MsgType.GET_CHAIN, 1, (w) => {
+    w.u64(turnId).u32(fromDepth).u32(limit).u32(readFlags).u32(0);
+  }, decodeTurns);
+}
+
+export function getBlob(payloadHash: Uint8Array, readFlags: number): Request<PayloadRecord> {
+  return request("GET_BLOB", MsgType.GET_BLOB, 1, (w) => w.hash(payloadHash).u32(readFlags).u32(0), (r) => r.payload());
+}
+
+export function hasBlobs(hashes: readonly Uint8Array[]): Request<boolean[]> {
+  return request("HAS_BLOBS", MsgType.HAS_BLOBS, 1, (w) => {
+    w.u32(hashes.length).u32(0);
+    for (const h of hashes) w.hash(h);
+  }, decodeHasBlobs);
+}
+
+export function stats(): Request<StatsAnswer> {
+  return request("STATS", MsgType.STATS, 1, () => undefined, decodeStats);
+}
+
+// --- version 2 requests -------------------------------------------------------------------
+
+function expectedHeadFields(w: Writer, bit: number, expectedHead: number | undefined): void {
+  if (expectedHead === undefined) w.u32(0).u64(0);
+  else w.u32(bit).u64(expectedHead);
+}
+
+export interface CtxOpenFields {
+  baseTurnId: number;
+  getOrCreate: boolean;
+  cloneFrom?: ContextRef | undefined;
+  name?: string | undefined;
+  tags: ReadonlyArray<readonly [string, string]>;
+}
+
+export function ctxOpen(fields: CtxOpenFields): Request<OpenedAnswer> {
+  return request("CTX_OPEN", MsgType.CTX_OPEN, 2, (w) => {
+    const flags = (fields.getOrCreate ? OPEN_GET_OR_CREATE : 0) | (fields.cloneFrom === undefined ? 0 : OPEN_CLONE);
+    w.u64(fields.baseTurnId).u8(flags).u8(0);
+    if (fields.cloneFrom !== undefined) w.contextRef(fields.cloneFrom);
+    w.optionalName(fields.name, "name").tags(fields.tags);
+  }, decodeOpened);
+}
+
+export function ctxShow(context: ContextRef): Request<ContextInfoRecord> {
+  return request("CTX_SHOW", MsgType.CTX_SHOW, 2, (w) => w.contextRef(context), (r) => r.contextInfo());
+}
+
+export function ctxTag(
+  context: ContextRef,
+  expectedHead: number | undefined,
+  set: ReadonlyArray<readonly [string, string]>,
+  remove: readonly string[],
+): Request<ContextInfoRecord> {
+  return request("CTX_TAG", MsgType.CTX_TAG, 2, (w) => {
+    w.contextRef(context);
+    expectedHeadFields(w, TAG_EXPECT_HEAD, expectedHead);
+    w.tags(set).count16(remove.length, "removed tags");
+    for (const key of remove) w.shortStr(key, "tag key");
+  }, (r) => r.contextInfo());
+}
+
+export interface CtxListFields {
+  tags: ReadonlyArray<readonly [string, string]>;
+  namePrefix?: string | undefined;
+  updatedAfterUnixMs?: number | undefined;
+  updatedBeforeUnixMs?: number | undefined;
+  cursor?: ListCursor | undefined;
+  limit: number;
+}
+
+export function ctxList(fields: CtxListFields): Request<ContextListAnswer> {
+  return request("CTX_LIST", MsgType.CTX_LIST, 2, (w) => {
+    w.tags(fields.tags).optionalName(fields.namePrefix, "name_prefix");
+    w.u64(fields.updatedAfterUnixMs ?? 0).u64(fields.updatedBeforeUnixMs ?? 0);
+    w.listCursor(fields.cursor).u32(fields.limit);
+  }, decodeContextList);
+}
+
+export function ctxName(context: ContextRef, name: string): Request<ContextInfoRecord> {
+  return request("CTX_NAME", MsgType.CTX_NAME, 2, (w) => w.contextRef(context).shortStr(name, "name"), (r) => r.contextInfo());
+}
+
+export function kvPut(context: ContextRef, ifAbsent: boolean, entries: ReadonlyArray<readonly [Uint8Array, Uint8Array]>): Request<undefined> {
+  return request("KV_PUT", MsgType.KV_PUT, 2, (w) => {
+    w.contextRef(context).u8(ifAbsent ? 1 : 0).count16(entries.length, "entries");
+    for (const [key, value] of entries) w.short(key, "key").u32(value.length).bytes(value);
+  }, done);
+}
+
+export function kvGet(context: ContextRef, key: Uint8Array, readFlags: number): Request<KvValueAnswer> {
+  return request("KV_GET", MsgType.KV_GET, 2, (w) => w.contextRef(context).short(key, "key").u32(readFlags), decodeKvValue);
+}
+
+export function kvDelete(context: ContextRef, keys: readonly Uint8Array[]): Request<undefined> {
+  return request("KV_DELETE", MsgType.KV_DELETE, 2, (w) => {
+    w.contextRef(context).count16(keys.length, "keys");
+    for (const key of keys) w.short(key, "key");
+  }, done);
+}
+
+export function kvList(context: ContextRef, prefix: Uint8Array, after: Uint8Array, limit: number): Request<KvItemRecord[]> {
+  return request("KV_LIST", MsgType.KV_LIST, 2, (w) => {
+    w.contextRef(context).short(prefix, "prefix").short(after, "after").u32(limit);
+  }, decodeKvList);
+}
+
+export function appendTurns(context: ContextRef, expectedHead: number | undefined, turns: readonly TurnSpecRecord[]): Request<AppendedTurnRecord[]> {
+  if (turns.length === 0) throw new RangeError("APPEND_TURNS carries at least one turn");
+  return request("APPEND_TURNS", MsgType.APPEND_TURNS, 2, (w) => {
+    w.contextRef(context);
+    expectedHeadFields(w, APPEND_EXPECT_HEAD, expectedHead);
+    w.count16(turns.length, "turns");
+    for (const spec of turns) {
+      if ((spec.parentKind === ParentKind.TURN) !== (spec.parentTurnId !== 0)) {
+        throw new RangeError("parentTurnId is set with parent kind TURN only (and 0 is no turn)");
+      }
+      const flags = (spec.summary ? TURN_SPEC_SUMMARY : 0) | (spec.byHash ? TURN_SPEC_BY_HASH : 0);
+      w.u8(spec.parentKind).u64(spec.parentTurnId).u64(spec.typeTag).u32(spec.codec).u8(flags).extras(spec.extras);
+      if (spec.byHash) w.hash(spec.payload);
+      else w.u32(spec.payload.length).bytes(spec.payload);
+    }
+  }, decodeAppendedTurns);
+}
+
+export function getTurnByKey(context: ContextRef, key: Uint8Array): Request<TurnInfoAnswer> {
+  return request("GET_TURN_BY_KEY", MsgType.GET_TURN_BY_KEY, 2, (w) => w.contextRef(context).tiny(key, "key"), decodeTurnInfo);
+}
+
+export function turnLog(
+  context: ContextRef,
+  labels: ReadonlyArray<readonly [string, string]>,
+  cursor: LogCursor | undefined,
+  limit: number,
+  readFlags: number,
+): Request<TurnLogAnswer> {
+  return request("TURN_LOG", MsgType.TURN_LOG, 2, (w) => {
+    w.contextRef(context).labels(labels).logCursor(cursor).u32(limit).u32(readFlags);
+  }, decodeTurnLog);
+}
+
+export function readPage(
+  context: ContextRef,
+  kind: PageKind,
+  beforeTurnId: number,
+  fromDepth: number,
+  limit: number,
+  readFlags: number,
+): Request<PageAnswer> {
+  if (beforeTurnId !== 0 && kind !== PageKind.BEFORE) throw new RangeError("beforeTurnId is for a BEFORE page only");
+  if (fromDepth !== 0 && kind !== PageKind.RANGE) throw new RangeError("fromDepth is for a RANGE page only");
+  return request("READ_PAGE", MsgType.READ_PAGE, 2, (w) => {
+    w.contextRef(context).u8(kind).u64(beforeTurnId).u32(fromDepth).u32(limit).u32(readFlags);
+  }, decodePage);
+}
+
+export function findTurns(key: string, value: string, beforeTurnId: number, limit: number): Request<FoundTurnsAnswer> {
+  return request("FIND_TURNS", MsgType.FIND_TURNS, 2, (w) => {
+    w.tiny(utf8.encode(key), "label key").shortStr(value, "label value").u64(beforeTurnId).u32(limit);
+  }, decodeFoundTurns);
+}
+
+export function ctxDelete(context: ContextRef): Request<RetentionAnswer> {
+  return request("CTX_DELETE", MsgType.CTX_DELETE, 2, (w) => w.contextRef(context), decodeRetention);
+}
+
+export function ctxPrune(context: ContextRef, keep: number): Request<RetentionAnswer> {
+  return request("CTX_PRUNE", MsgType.CTX_PRUNE, 2, (w) => w.contextRef(context).u32(keep), decodeRetention);
+}
+
+export function ctxTtl(context: ContextRef, set: boolean, ttlMs: number): Request<RetentionAnswer> {
+  if (!set && ttlMs !== 0) throw new RangeError("ttlMs is 0 when CTX_TTL only reads");
+  return request("CTX_TTL", MsgType.CTX_TTL, 2, (w) => w.contextRef(context).u8(set ? TTL_SET : 0).u64(ttlMs), decodeRetention);
+}
+
+export function backup(dir: string): Request<BackedUpAnswer> {
+  if (dir.length === 0) throw new RangeError("a backup directory is needed");
+  return request("BACKUP", MsgType.BACKUP, 2, (w) => w.shortStr(dir, "dir"), decodeBackedUp);
+}
+
+export function gc(): Request<GcDoneAnswer> {
+  return request("GC", MsgType.GC, 2, (w) => w.u32(0), decodeGcDone);
+}
+
+export function statsEx(): Request<StatsExAnswer> {
+  return request("STATS_EX", MsgType.STATS_EX, 2, () => undefined, decodeStatsEx);
+}
+
+export function patchTurn(turnId: number, payload: Uint8Array): Request<PatchedAnswer> {
+  return request("PATCH_TURN", MsgType.PATCH_TURN, 2, (w) => w.u64(turnId).u32(payload.length).u32(0).bytes(payload), decodePatched);
+}
+
+export function redactTurn(turnId: number): Request<RedactedAnswer> {
+  return request("REDACT_TURN", MsgType.REDACT_TURN, 2, (w) => w.u64(turnId), decodeRedacted);
+}
+
+export function purgeBlob(payloadHash: Uint8Array): Request<PurgedAnswer> {
+  return request("PURGE_BLOB", MsgType.PURGE_BLOB, 2, (w) => w.hash(payloadHash), decodePurged);
+}
+
+/** PUT_CHUNKED's base: the payload starts with the first `kept` chunks of the stored chunked
+ * payload `hash`. */
+export interface ChunkBase {
+  hash: Uint8Array;
+  kept: number;
+}
+
+/**
+ * PUT_CHUNKED. The codec's limits (the server closes the connection for them) are refused
+ * here with RangeError, as the Rust and Python encoders do: 1..=65,536 chunks (with the
+ * base's), each 1..=1 MiB, SENT indexes strictly increasing and below the chunk count, a
+ * SENT's bytes exactly its chunk's length.
+ */
+export function putChunked(
+  payloadHash: Uint8Array,
+  chunks: readonly ChunkRecord[],
+  sent: readonly SentChunkRecord[],
+  base: ChunkBase | undefined,
+): Request<ChunkedStoredAnswer> {
+  const kept = base?.kept ?? 0;
+  if (base !== undefined && (kept < 1 || base.hash.every((b) => b === 0))) {
+    throw new RangeError("a PUT_CHUNKED base is a stored payload's hash keeping 1 or more chunks");
+  }
+  if (chunks.length < 1 || chunks.length > CHUNKS_PER_PAYLOAD_MAX - kept) {
+    throw new RangeError(`PUT_CHUNKED names 1 to ${CHUNKS_PER_PAYLOAD_MAX} chunks, not ${chunks.length}`);
+  }
+  if (sent.length > chunks.length) throw new RangeError(`${sent.length} chunks sent of ${chunks.length}: at most one per chunk`);
+  return request("PUT_CHUNKED", MsgType.PUT_CHUNKED, 2, (w) => {
+    w.hash(payloadHash);
+    if (base === undefined) w.zeros(36);
+    else w.hash(base.hash).u32(kept);
+    w.u32(chunks.length);
+    for (const chunk of chunks) {
+      if (chunk.len < 1 || chunk.len > CHUNK_BYTES_MAX) throw new RangeError(`a chunk is 1 to ${CHUNK_BYTES_MAX} bytes, not ${chunk.len}`);
+      w.hash(chunk.hash).u32(chunk.len);
+    }
+    w.u32(sent.length);
+    let indexMin = 0;
+    for (const s of sent) {
+      if (!Number.isInteger(s.index) || s.index < indexMin || s.index >= chunks.length) {
+        throw new RangeError(`sent index ${s.index}: indexes strictly increase and are below the chunk count ${chunks.length}`);
+      }
+      const length = chunks[s.index]!.len;
+      if (s.data.length !== length) throw new RangeError(`sent chunk ${s.index} has ${s.data.length} bytes; its entry says ${length}`);
+      w.u32(s.index).u32(length).bytes(s.data);
+      indexMin = s.index + 1;
+    }
+  }, decodeChunkedStored);
+}
+
+/** The number of TURNs an answer carries, in wire order (for the OVERLAY entries). */
+export type TurnCounter<R> = (answer: R) => number;
+
+/** An answer read in an overlay view: the read's answer and one overlay state per TURN. */
+export interface Overlaid<R> {
+  answer: R;
+  overlays: OverlayRecord[];
+}
+
+/** A read of TAKES_OVERLAYS in the overlay view `asOf` (0: the latest; decision 0012): the read
+ * with the frame flag OVERLAYS and `u64 as_of` after its body; its answer ends with the
+ * overlay states. */
+export function asOf<R>(read: Request<R>, view: number, turnCount: TurnCounter<R>): Request<Overlaid<R>> {
+  if (!TAKES_OVERLAYS.has(read.msgType) || (read.flags & OVERLAYS) !== 0) {
+    throw new RangeError(`${read.name} returns no turns: it has no overlay view`);
+  }
+  const tail = new Writer().u64(view).finish();
+  return {
+    name: read.name,
+    msgType: read.msgType,
+    flags: read.flags | OVERLAYS,
+    minVersion: 2,
+    body: [...read.body, ...tail],
+    decode: (r) => {
+      const answer = read.decode(r);
+      const count = r.u32("overlay count");
+      if (count !== turnCount(answer)) throw r.error("overlay count", "not one per TURN of the answer");
+      r.count(count, OVERLAY_BYTES, "overlays");
+      const overlays: OverlayRecord[] = [];
+      for (let i = 0; i < count; i++) {
+        const overlaySeq = r.u64("overlay_seq");
+        const flags = r.u8("overlay_flags");
+        if ((flags & ~OVERLAY_REDACTED) !== 0) throw r.error("overlay_flags", "unknown flag bits");
+        r.zero(7);
+        overlays.push({ overlaySeq, redacted: (flags & OVERLAY_REDACTED) !== 0 });
+      }
+      return { answer, overlays };
+    },
+  };
+}
+
+/** Any frame, as bytes: for messages this module does not define (and for tests). */
+export function raw(msgType: number, body: Uint8Array, minVersion = 1, flags = 0): Request<Uint8Array> {
+  return {
+    name: `RAW 0x${msgType.toString(16).padStart(4, "0")}`,
+    msgType,
+    flags,
+    minVersion,
+    body: [body],
+    decode: (r) => r.take(r.remaining).slice(),
+  };
+}
+
+/** A request frame as chunks: the header joined to the body's first chunk, then the rest. */
+export function encodeRequest(reqId: bigint, req: Request<unknown>): Uint8Array[] {
+  let length = 0;
+  for (const chunk of req.body) length += chunk.length;
+  const header = encodeHeader({ len: length, msgType: req.msgType, flags: req.flags, reqId });
+  const first = req.body[0]!;
+  const joined = new Uint8Array(HEADER_BYTES + first.length);
+  joined.set(header);
+  joined.set(first, HEADER_BYTES);
+  return [joined, ...req.body.slice(1)];
+}
+
+/** The whole frame of a request as one buffer (tests, golden vectors). */
+export function requestFrame(reqId: bigint, req: Request<unknown>): Uint8Array {
+  return concat(encodeRequest(reqId, req));
+}
+
+export function concat(parts: readonly Uint8Array[]): Uint8Array {
+  let total = 0;
+  for (const part of parts) total += part.length;
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}

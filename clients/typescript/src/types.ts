@@ -1,0 +1,216 @@
+/** The public values of the client: what its calls take and return. */
+
+/** A context: its ContextID or its name (version 2). */
+export type ContextLike = number | string;
+/** A BlobHash: 32 bytes or 64 hex characters. */
+export type HashLike = Uint8Array | string;
+/** A key-value key or turn key: bytes, or a string (its UTF-8). */
+export type KeyLike = Uint8Array | string;
+/** Where a turn of APPEND_TURNS hangs: the turn before it (undefined: the head for the first),
+ * a new root, or a TurnID the context owns. */
+export type ParentLike = undefined | "root" | number;
+/** Decision 0015: whether RAW payloads from a loopback server are hashed too. */
+export type VerifyPayloads = "when_remote" | "always";
+
+/** What HELLO told: the negotiated version, the server's name and limits. */
+export interface ServerInfo {
+  version: number;
+  serverName: string;
+  frameBytesMax: number;
+  requestsInFlightMax: number;
+  blobBytesMax: number;
+  readTurnsMax: number;
+  hasBlobsMax: number;
+}
+
+export interface ContextHead {
+  contextId: number;
+  /** 0: the context is empty. */
+  headTurnId: number;
+  headDepth: number;
+}
+
+/** A turn. `payload` is set when the read asked for payloads; `redacted` and `overlaySeq`
+ * when it was read in an overlay view (`asOf`). */
+export interface Turn {
+  turnId: number;
+  /** 0: a root turn. */
+  parentTurnId: number;
+  /** The context it was appended to. */
+  contextId: number;
+  depth: number;
+  codec: number;
+  /** The caller's u64 tag. */
+  typeTag: bigint;
+  payloadHash: Uint8Array;
+  payloadLen: number;
+  /** Bit 0: SUMMARY (version 2). */
+  flags: number;
+  createdAtUnixMs: number;
+  payload?: Uint8Array;
+  redacted?: boolean;
+  overlaySeq?: number;
+}
+
+/** A turn with its extras (version 2): key, labels, links. */
+export interface TurnInfo extends Turn {
+  key?: Uint8Array;
+  labels: Record<string, string>;
+  links: number[];
+}
+
+export interface Appended {
+  turn: Turn;
+  /** The payload was stored before this call (nothing new was written for it). */
+  deduped: boolean;
+  /** APPEND_TURNS: a turn with this key existed already; it is that turn, nothing was
+   * written. */
+  existing: boolean;
+}
+
+/** A page of a chain, oldest first. */
+export interface Page<T extends Turn = Turn> {
+  turns: T[];
+  /** Pass as `before` for the next older page; 0 when the root was reached. */
+  nextBefore: number;
+  tipDepth: number;
+}
+
+export interface LogCursor {
+  readonly phase: number;
+  readonly next: number;
+}
+
+/** A TURN_LOG page, newest first; `nextCursor` undefined: the log is exhausted. */
+export interface LogPage {
+  turns: TurnInfo[];
+  nextCursor: LogCursor | undefined;
+}
+
+/** A FIND_TURNS page, newest first; `nextBefore` undefined: no more. */
+export interface FoundPage {
+  turns: TurnInfo[];
+  nextBefore: number | undefined;
+}
+
+export interface ContextInfo {
+  contextId: number;
+  headTurnId: number;
+  headDepth: number;
+  createdAtUnixMs: number;
+  /** The newest head move, tag or key-value change. */
+  updatedAtUnixMs: number;
+  name: string | undefined;
+  tags: Record<string, string>;
+}
+
+export interface Opened {
+  info: ContextInfo;
+  /** This call created it (else GET_OR_CREATE found it). */
+  created: boolean;
+}
+
+export interface ContextPage {
+  contexts: ContextInfo[];
+  nextCursor: number | string | undefined;
+}
+
+export interface KvItem {
+  key: Uint8Array;
+  valueHash: Uint8Array;
+  valueLen: number;
+}
+
+export interface KvPage {
+  items: KvItem[];
+  /** Pass as `after` for the next page; undefined: the listing is complete. */
+  nextAfter: Uint8Array | undefined;
+}
+
+export interface Retention {
+  info: ContextInfo;
+  /** Turns below it are not read through the context (0: all). */
+  floorDepth: number;
+  /** The context's own time to live; undefined: none. */
+  ttlMs: number | undefined;
+}
+
+export interface Stats {
+  turns: number;
+  contexts: number;
+  blobs: number;
+  logicalBytes: number;
+  uniqueBytes: number;
+  storedBytes: number;
+  dedupHits: number;
+  connections: number;
+  requestsTotal: number;
+  errorsTotal: number;
+  uptimeMs: number;
+  readOnly: boolean;
+  /** The garbage collector's (STATS_EX); undefined from a server without it. */
+  liveBytes?: number;
+  deadBytes?: number;
+  gcRuns?: number;
+  bytesReclaimedTotal?: number;
+}
+
+export interface GcReport {
+  turnsDead: number;
+  blobsDead: number;
+  bytesReclaimed: number;
+  packsCompacted: number;
+  liveBytes: number;
+  deadBytes: number;
+  durationMs: number;
+}
+
+export interface BackupReport {
+  dir: string;
+  turns: number;
+  blobs: number;
+  bytes: number;
+  linkedBytes: number;
+  durationMs: number;
+}
+
+export interface Patched {
+  turnId: number;
+  overlaySeq: number;
+  payloadHash: Uint8Array;
+  payloadLen: number;
+}
+
+export interface Redacted {
+  turnId: number;
+  overlaySeq: number;
+}
+
+export interface Purged {
+  payloadHash: Uint8Array;
+  turnsRedacted: number;
+  overlaySeq: number;
+}
+
+export interface ChunkedStored {
+  payloadHash: Uint8Array;
+  payloadLen: number;
+  /** Stored before this request; nothing new was written. */
+  alreadyStored: boolean;
+}
+
+/** One turn of `appendTurns`: a payload (bytes) or the hash of a stored blob, and where and
+ * how it hangs. */
+export interface TurnSpec {
+  payload?: Uint8Array;
+  payloadHash?: HashLike;
+  parent?: ParentLike;
+  typeTag?: number | bigint;
+  codec?: number;
+  /** Unique within the context; a retry of a turn with a key answers the earlier turn. */
+  key?: KeyLike;
+  labels?: Record<string, string>;
+  links?: number[];
+  /** Everything before this turn is summarised in its payload (WINDOW reads start here). */
+  summary?: boolean;
+}

@@ -1,0 +1,203 @@
+/**
+ * The golden frames of protocol/tests/golden-v1.txt and golden-v2.txt, byte for byte: every
+ * request frame this client encodes equals its golden bytes (header included), and every
+ * answer frame decodes (strictly: every byte read, reserved bytes zero) to the documented
+ * values. Every golden frame is covered: a frame added to the files fails the first test until
+ * it is here.
+ */
+
+import { readFileSync } from "node:fs";
+import path from "node:path";
+
+import { describe, expect, test } from "vitest";
+
+import { blobHash } from "../src/payload.js";
+import * as p from "../src/protocol.js";
+import { REPO_ROOT } from "./server.js";
+
+function goldenFrames(): Map<string, Uint8Array> {
+  const frames = new Map<string, Uint8Array>();
+  for (const file of ["golden-v1.txt", "golden-v2.txt"]) {
+    const text = readFileSync(path.join(REPO_ROOT, "protocol", "tests", file), "utf8");
+    for (const line of text.split("\n")) {
+      if (line.trim() === "" || line.startsWith("#")) continue;
+      const [name, hex] = line.split("|").map((part) => part.trim());
+      expect(frames.has(name!), `golden frame ${name} defined twice`).toBe(false);
+      frames.set(name!, Uint8Array.from(Buffer.from(hex!, "hex")));
+    }
+  }
+  return frames;
+}
+
+const GOLDEN = goldenFrames();
+const HASH_A0 = Uint8Array.from({ length: 32 }, (_, i) => 0xa0 + i);
+const HASH_00 = Uint8Array.from({ length: 32 }, (_, i) => i);
+const range = (from: number, to: number): Uint8Array => Uint8Array.from({ length: to - from }, (_, i) => from + i);
+const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
+const TURN: p.TurnRecord = {
+  turnId: 42,
+  parentTurnId: 41,
+  contextId: 3,
+  depth: 7,
+  codec: 1,
+  typeTag: 0x1122_3344_5566_7788n,
+  payloadHash: HASH_A0,
+  payloadLen: 5,
+  flags: 0,
+  createdAtUnixMs: 1_767_225_600_000,
+};
+const INFO_T1: p.ContextInfoRecord = {
+  head: { contextId: 3, headTurnId: 42, headDepth: 7 },
+  createdAtUnixMs: 1_767_225_600_000,
+  updatedAtUnixMs: 1_767_225_601_000,
+  name: "t-1",
+  tags: [["status", "idle"]],
+};
+const NO_EXTRAS: p.ExtrasRecord = { key: new Uint8Array(0), labels: [], links: [] };
+const RAW_HELLO: p.PayloadRecord = { encoding: p.PayloadEncoding.RAW, rawLen: 5, data: utf8("hello") };
+
+/** Requests: name → (req_id, the request this client encodes). */
+const REQUESTS: Record<string, [number, p.Request<unknown>]> = {
+  hello_request: [1, p.hello(1, 1, utf8("secret"), "cli")],
+  ping_request: [2, p.ping(0xdeadbeefn)],
+  ctx_create_empty: [3, p.ctxCreate(0)],
+  ctx_fork: [4, p.ctxFork(42)],
+  get_head: [5, p.getHead(3)],
+  append_turn: [6, p.appendTurn(3, 41, 0x1122_3344_5566_7788n, 1, utf8("hello"))],
+  append_turn_by_hash: [7, p.appendTurnByHash(3, undefined, 9n, 2, HASH_A0)],
+  get_turn: [8, p.getTurn(42)],
+  get_last_with_payloads: [9, p.getLast(3, 64, p.READ_WITH_PAYLOADS | p.READ_ACCEPT_ZSTD)],
+  get_before: [10, p.getBefore(3, 42, 10, 0)],
+  get_range_by_depth: [11, p.getRangeByDepth(3, 2, 5, 0)],
+  get_chain: [12, p.getChain(42, 0, 100, p.READ_WITH_PAYLOADS)],
+  get_blob: [13, p.getBlob(HASH_A0, 0)],
+  has_blobs: [14, p.hasBlobs([HASH_A0, HASH_00])],
+  stats: [15, p.stats()],
+  hello_request_v2: [1, p.hello(1, 2, new Uint8Array(0), "py")],
+  get_head_by_name: [2, p.getHead("t-1")],
+  append_turn_by_name: [3, p.appendTurn("t-1", undefined, 1n, 0, utf8("hi"))],
+  ctx_open: [4, p.ctxOpen({ baseTurnId: 0, getOrCreate: true, name: "t-1", tags: [["status", "idle"]] })],
+  ctx_open_clone: [5, p.ctxOpen({ baseTurnId: 0, getOrCreate: false, cloneFrom: 3, name: "t-2", tags: [] })],
+  ctx_show: [6, p.ctxShow("t-1")],
+  ctx_tag: [7, p.ctxTag(3, 42, [["status", "done"]], ["owner"])],
+  ctx_list: [8, p.ctxList({ tags: [["status", "idle"]], namePrefix: "t-", updatedAfterUnixMs: 1_767_225_600_000, cursor: "t-1", limit: 100 })],
+  ctx_name: [9, p.ctxName(3, "t-3")],
+  kv_put: [10, p.kvPut("t-1", true, [[utf8("k"), utf8("v1")]])],
+  kv_get: [11, p.kvGet(3, utf8("k"), 0)],
+  kv_delete: [12, p.kvDelete(3, [utf8("k")])],
+  kv_list: [13, p.kvList(3, utf8("w:"), new Uint8Array(0), 1000)],
+  append_turns: [
+    14,
+    p.appendTurns("t-1", 42, [
+      { parentKind: p.ParentKind.HEAD, parentTurnId: 0, typeTag: 1n, codec: 0, summary: false, extras: { key: utf8("cp-1"), labels: [["step", "1"]], links: [] }, payload: utf8("hi"), byHash: false },
+      { parentKind: p.ParentKind.TURN, parentTurnId: 41, typeTag: 2n, codec: 0, summary: true, extras: { key: new Uint8Array(0), labels: [], links: [7] }, payload: HASH_A0, byHash: true },
+    ]),
+  ],
+  get_turn_by_key: [15, p.getTurnByKey(3, utf8("cp-1"))],
+  turn_log: [16, p.turnLog(3, [["run_id", "r1"]], { phase: 0, next: 41 }, 100, p.READ_WITH_PAYLOADS)],
+  read_page_window: [17, p.readPage("t-1", p.PageKind.WINDOW, 0, 0, 64, p.READ_WITH_PAYLOADS | p.READ_ACCEPT_ZSTD)],
+  find_turns: [18, p.findTurns("run_id", "r1", 0, 100)],
+  ctx_delete: [19, p.ctxDelete("thread-1")],
+  ctx_prune: [20, p.ctxPrune(3, 20)],
+  ctx_ttl: [21, p.ctxTtl(3, true, 7 * 24 * 3600 * 1000)],
+  backup: [22, p.backup("/var/backups/ctxstore-1")],
+  gc: [23, p.gc()],
+  stats_ex: [24, p.statsEx()],
+  patch_turn: [23, p.patchTurn(42, utf8("fixed"))],
+  redact_turn: [24, p.redactTurn(42)],
+  purge_blob: [25, p.purgeBlob(HASH_A0)],
+  get_turn_as_of: [26, p.asOf(p.getTurn(42), 57, () => 1)],
+  read_page_as_of_latest: [27, p.asOf(p.readPage("t-1", p.PageKind.LAST, 0, 0, 10, p.READ_WITH_PAYLOADS), 0, (a) => a.entries.length)],
+  get_last_by_name_as_of: [28, p.asOf(p.getLast("t-1", 1, 0), 57, (a) => a.entries.length)],
+  put_chunked: [
+    29,
+    p.putChunked(HASH_A0, [{ hash: range(0x10, 0x30), len: 4 }, { hash: range(0x40, 0x60), len: 3 }, { hash: range(0x70, 0x90), len: 5 }], [{ index: 1, data: utf8("new") }], undefined),
+  ],
+  put_chunked_with_base: [
+    29,
+    p.putChunked(range(0xc0, 0xe0), [{ hash: range(0x90, 0xb0), len: 6 }], [{ index: 0, data: utf8("grown!") }], { hash: HASH_A0, kept: 2 }),
+  ],
+};
+
+/** Answers: name → (req_id, msg_type, flags, decoder, the documented value). */
+type Answer = [number, number, number, (r: p.Reader) => unknown, unknown];
+const T = p.MsgType;
+const R = (type: number): number => type | p.RESPONSE_BIT;
+const ANSWERS: Record<string, Answer> = {
+  hello_response: [1, R(T.HELLO), 0, p.decodeHello, { version: 1, frameBytesMax: 16 << 20, requestsInFlightMax: 1024, blobBytesMax: 16 << 20, readTurnsMax: 10_000, hasBlobsMax: 4096, serverName: "ctxstore" }],
+  pong_response: [2, R(T.PING), 0, (r) => r.u64Big("nonce"), 0xdeadbeefn],
+  ctx_create_response: [3, R(T.CTX_CREATE), 0, (r) => r.contextHead(), { contextId: 3, headTurnId: 0, headDepth: 0 }],
+  get_head_response: [5, R(T.GET_HEAD), 0, (r) => r.contextHead(), { contextId: 3, headTurnId: 42, headDepth: 7 }],
+  appended_response: [6, R(T.APPEND_TURN), 0, p.decodeAppended, { turn: TURN, deduped: false }],
+  turn_response: [8, R(T.GET_TURN), 0, (r) => r.turn(), TURN],
+  turns_response: [9, R(T.GET_LAST), 0, p.decodeTurns, { nextBefore: 42, tipDepth: 7, entries: [{ turn: TURN, payload: RAW_HELLO }] }],
+  blob_response: [13, R(T.GET_BLOB), 0, (r) => r.payload(), RAW_HELLO],
+  has_blobs_response: [14, R(T.HAS_BLOBS), 0, p.decodeHasBlobs, [true, false]],
+  stats_response: [15, R(T.STATS), 0, p.decodeStats, { turns: 10, contexts: 2, blobs: 8, logicalBytes: 1000, uniqueBytes: 800, storedBytes: 500, dedupHits: 2, connections: 1, requestsTotal: 20, errorsTotal: 1, uptimeMs: 5000, readOnly: false }],
+  error_conflict: [6, p.ERROR_TYPE, 0, p.decodeError, { code: 6, detail: 42, message: "head moved" }],
+  error_bad_frame: [0, p.ERROR_TYPE, 0, p.decodeError, { code: 1, detail: 0, message: "bad" }],
+  opened_response: [4, R(T.CTX_OPEN), 0, p.decodeOpened, { info: INFO_T1, created: true }],
+  context_info_response: [6, R(T.CTX_SHOW), 0, (r) => r.contextInfo(), INFO_T1],
+  context_list_response: [8, R(T.CTX_LIST), 0, p.decodeContextList, { nextCursor: 3, contexts: [{ head: { contextId: 3, headTurnId: 42, headDepth: 7 }, createdAtUnixMs: 1_767_225_600_000, updatedAtUnixMs: 1_767_225_601_000, name: undefined, tags: [] }] }],
+  kv_put_response: [10, R(T.KV_PUT), 0, () => undefined, undefined],
+  kv_value_response: [11, R(T.KV_GET), 0, p.decodeKvValue, { valueHash: HASH_A0, payload: { encoding: p.PayloadEncoding.RAW, rawLen: 2, data: utf8("v1") } }],
+  kv_list_response: [13, R(T.KV_LIST), 0, p.decodeKvList, [{ key: utf8("w:1"), valueHash: HASH_A0, valueLen: 2 }]],
+  error_already_exists: [4, p.ERROR_TYPE, 0, p.decodeError, { code: 15, detail: 3, message: "name taken" }],
+  appended_turns_response: [14, R(T.APPEND_TURNS), 0, p.decodeAppendedTurns, [{ turn: TURN, deduped: false, existing: true }]],
+  turn_info_response: [15, R(T.GET_TURN_BY_KEY), 0, p.decodeTurnInfo, { turn: TURN, extras: { key: utf8("cp-1"), labels: [["step", "1"]], links: [] } }],
+  turn_log_response: [16, R(T.TURN_LOG), 0, p.decodeTurnLog, { nextCursor: undefined, entries: [{ turn: TURN, extras: NO_EXTRAS, payload: RAW_HELLO }] }],
+  page_response: [17, R(T.READ_PAGE), 0, p.decodePage, { nextBefore: 0, tipDepth: 7, entries: [{ turn: TURN, extras: NO_EXTRAS, payload: { encoding: p.PayloadEncoding.ABSENT, rawLen: 0, data: new Uint8Array(0) } }] }],
+  found_turns_response: [18, R(T.FIND_TURNS), 0, p.decodeFoundTurns, { nextBefore: 42, turns: [{ turn: TURN, extras: { key: new Uint8Array(0), labels: [["run_id", "r1"]], links: [] } }] }],
+  ctx_prune_response: [20, R(T.CTX_PRUNE), 0, p.decodeRetention, { info: { ...INFO_T1, name: "thread-1", tags: [] }, floorDepth: 7, ttlMs: 604_800_000 }],
+  backup_response: [22, R(T.BACKUP), 0, p.decodeBackedUp, { turns: 1000, blobs: 800, bytes: 2 ** 30, linkedBytes: 2 ** 29, durationMs: 1234, dir: "/var/backups/ctxstore-1" }],
+  gc_done_response: [23, R(T.GC), 0, p.decodeGcDone, { turnsDead: 1500, blobsDead: 1200, bytesReclaimed: 12 << 20, packsCompacted: 3, liveBytes: 2 ** 30, deadBytes: 2 << 20, durationMs: 4321 }],
+  stats_ex_response: [24, R(T.STATS_EX), 0, p.decodeStatsEx, {
+    stats: { turns: 1000, contexts: 10, blobs: 800, logicalBytes: 10 << 20, uniqueBytes: 8 << 20, storedBytes: 4 << 20, dedupHits: 200, connections: 2, requestsTotal: 5000, errorsTotal: 1, uptimeMs: 60_000, readOnly: false },
+    liveBytes: 3 << 20, deadBytes: 1 << 20, gcRuns: 2, bytesReclaimedTotal: 5 << 20,
+  }],
+  patch_turn_response: [23, R(T.PATCH_TURN), 0, p.decodePatched, { turnId: 42, overlaySeq: 57, payloadHash: HASH_A0, payloadLen: 5 }],
+  redact_turn_response: [24, R(T.REDACT_TURN), 0, p.decodeRedacted, { turnId: 42, overlaySeq: 58 }],
+  purge_blob_response: [25, R(T.PURGE_BLOB), 0, p.decodePurged, { payloadHash: HASH_A0, turnsRedacted: 3, overlaySeq: 62 }],
+  turn_overlaid_response: [26, R(T.GET_TURN), p.OVERLAYS, p.asOf(p.getTurn(42), 57, () => 1).decode, { answer: TURN, overlays: [{ overlaySeq: 57, redacted: false }] }],
+  page_overlaid_response: [27, R(T.READ_PAGE), p.OVERLAYS, p.asOf(p.readPage("t-1", p.PageKind.LAST, 0, 0, 10, 1), 0, (a) => a.entries.length).decode, {
+    answer: { nextBefore: 0, tipDepth: 7, entries: [{ turn: { ...TURN, payloadHash: blobHash(new Uint8Array(0)), payloadLen: 0 }, extras: NO_EXTRAS, payload: { encoding: p.PayloadEncoding.RAW, rawLen: 0, data: new Uint8Array(0) } }] },
+    overlays: [{ overlaySeq: 58, redacted: true }],
+  }],
+  chunked_stored_response: [29, R(T.PUT_CHUNKED), 0, p.decodeChunkedStored, { payloadHash: HASH_A0, payloadLen: 12, alreadyStored: false }],
+  error_hash_mismatch: [29, p.ERROR_TYPE, 0, p.decodeError, { code: 16, detail: 0, message: "chunk 1 does not hash to 404142\u2026" }],
+};
+
+test("every golden frame is covered", () => {
+  expect(new Set([...Object.keys(REQUESTS), ...Object.keys(ANSWERS)])).toEqual(new Set(GOLDEN.keys()));
+});
+
+describe("requests encode to their golden bytes", () => {
+  for (const [name, [reqId, request]] of Object.entries(REQUESTS)) {
+    test(name, () => {
+      expect(Buffer.from(p.requestFrame(BigInt(reqId), request)).toString("hex")).toBe(Buffer.from(GOLDEN.get(name)!).toString("hex"));
+    });
+  }
+});
+
+describe("answers decode to their documented values", () => {
+  for (const [name, [reqId, msgType, flags, decode, expected]] of Object.entries(ANSWERS)) {
+    test(name, () => {
+      const frame = GOLDEN.get(name)!;
+      const header = p.decodeHeader(frame.subarray(0, p.HEADER_BYTES));
+      expect(header).toEqual({ len: frame.length - p.HEADER_BYTES, msgType, flags, reqId: BigInt(reqId) });
+      expect(p.decodeBody(name, frame.subarray(p.HEADER_BYTES), decode)).toEqual(expected);
+    });
+  }
+});
+
+test("a decoder refuses a body one byte short or one byte long", () => {
+  const frame = GOLDEN.get("turns_response")!;
+  const body = frame.subarray(p.HEADER_BYTES);
+  expect(() => p.decodeBody("TURNS", body.subarray(0, body.length - 1), p.decodeTurns)).toThrow(/too short/);
+  const longer = new Uint8Array(body.length + 1);
+  longer.set(body);
+  expect(() => p.decodeBody("TURNS", longer, p.decodeTurns)).toThrow(/after its end/);
+  const reserved = body.slice();
+  reserved[16 + 88 + 2] = 1; // the PAYLOAD's reserved u16
+  expect(() => p.decodeBody("TURNS", reserved, p.decodeTurns)).toThrow(/reserved/);
+});
