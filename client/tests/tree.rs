@@ -180,6 +180,18 @@ async fn a_tree_with_branches_heads_and_every_kind_of_payload() {
     assert!(text.contains("(+3 below)"), "{text}");
     assert_eq!(drawn.cost.payloads_read, 3);
 
+    // A patch shows its overlay and the patched payload.
+    let patched = client.patch_turn(hello, &b"hello again"[..]).await.unwrap();
+    let drawn = tree::fetch(&client, ContextRef::Id(agent), &TreeOptions::default())
+        .await
+        .unwrap();
+    let text = drawn.render_text();
+    let line = format!(
+        "├─ ● {hello}  [patched @{}]  ◀ head of {fork}  hello again\n",
+        patched.overlay_seq
+    );
+    assert!(text.contains(&line), "{text}");
+
     // A turn that is not in the tree, and a context that does not exist.
     let elsewhere = TreeOptions {
         since: Some(999_999),
