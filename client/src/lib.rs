@@ -134,6 +134,7 @@ pub mod blocking;
 mod calls;
 mod chunking;
 mod client;
+mod compress;
 mod config;
 mod error;
 mod transport;
