@@ -283,6 +283,21 @@ pub(crate) enum Command {
         #[arg(long)]
         payloads: bool,
     },
+    /// Draw a context as the tree of its turns: branches where forks and clones share them,
+    /// every head that points into it, names, summaries, redactions and patches, and a
+    /// one-line preview of each payload (the turn log without payloads, then the previews of
+    /// the shown turns only).
+    Tree {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Show only N levels from the top.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        depth: Option<u32>,
+        /// Show only this turn and the turns after it (its subtree).
+        #[arg(long, value_name = "TURN")]
+        since: Option<u64>,
+    },
     /// Write a payload's raw bytes to stdout or to -o PATH.
     Blob {
         /// The payload's hash: 64 hex digits.

@@ -40,6 +40,9 @@
 //!   ([`ClientConfig::chunking`]; `None` turns it off). [`Client::bytes_sent`] counts what a
 //!   connection wrote; [`Client::put_chunked`] is the step by hand.
 //!
+//! - A context as a tree ([`tree::fetch`], `ctxstore tree`): every branch, the heads that
+//!   point into it, previews of the shown turns only; as box-drawing text or JSON.
+//!
 //! ```no_run
 //! # fn main() -> Result<(), ctxstore_client::ClientError> {
 //! use ctxstore_client::{ClientConfig, blocking::Client};
@@ -131,9 +134,11 @@ pub mod blocking;
 mod calls;
 mod chunking;
 mod client;
+mod compress;
 mod config;
 mod error;
 mod transport;
+pub mod tree;
 mod types;
 
 pub use chunking::{ChunkingConfig, split_into_chunks};

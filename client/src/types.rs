@@ -886,18 +886,8 @@ fn inflate(data: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
     })
 }
 
-/// Names of the caller codec tags, for humans (the store never interprets them).
-pub const CODEC_NAMES: [(&str, u32); 9] = [
-    ("raw", 0),
-    ("json", 1),
-    ("protobuf", 2),
-    ("cbor", 3),
-    ("msgpack", 4),
-    ("text", 5),
-    ("flatbuffers", 6),
-    ("capnp", 7),
-    ("gob", 8),
-];
+/// Names of the caller codec tags, for humans (defined in `ctxstore_vocab::payloads`).
+pub use ctxstore_vocab::payloads::{CODEC_NAMES, codec_name};
 
 /// A codec name or number → its tag.
 pub fn codec_tag(name: &str) -> Result<u32, ClientError> {
@@ -914,14 +904,6 @@ pub fn codec_tag(name: &str) -> Result<u32, ClientError> {
             known.join(", ")
         ))
     })
-}
-
-/// A codec tag → its name (or the number as text).
-pub fn codec_name(tag: u32) -> String {
-    CODEC_NAMES
-        .iter()
-        .find(|(_, known)| *known == tag)
-        .map_or_else(|| tag.to_string(), |(name, _)| name.to_string())
 }
 
 #[cfg(test)]

@@ -352,11 +352,19 @@ pub enum ParentWire {
     Turn(u64),
 }
 
-/// A turn's payload in APPEND_TURNS: its bytes, or the hash of a stored blob.
+/// A turn's payload in APPEND_TURNS: its bytes, the hash of a stored blob, or (version 3) its
+/// bytes as one zstd frame the client compressed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PayloadSpec {
     Bytes(Bytes),
     Hash(BlobHash),
+    /// A zstd frame that inflates to `raw_len` bytes hashing to `hash` (the server checks it
+    /// before storing; a blob it has under `hash` is not inflated at all).
+    Zstd {
+        hash: BlobHash,
+        raw_len: u32,
+        frame: Bytes,
+    },
 }
 
 /// One turn of APPEND_TURNS.
@@ -376,7 +384,10 @@ pub mod turn_spec_flags {
     pub const SUMMARY: u8 = 1 << 0;
     /// The payload is the hash of a stored blob (32 bytes), not bytes.
     pub const BY_HASH: u8 = 1 << 1;
-    pub const KNOWN: u8 = SUMMARY | BY_HASH;
+    /// The payload is `hash [32]u8`, `raw_len u32`, `frame_len u32` and a zstd frame of
+    /// `frame_len` bytes (version 3; not with BY_HASH).
+    pub const ZSTD: u8 = 1 << 2;
+    pub const KNOWN: u8 = SUMMARY | BY_HASH | ZSTD;
 }
 
 /// One turn of APPEND_TURNS' answer.

@@ -1122,6 +1122,40 @@ fn vectors_v3() -> Vec<Vector> {
     ]
 }
 
+/// Version 3's payloads compressed by the client (TURN_SPEC flag ZSTD, issue 38), in a file of
+/// their own: a client that sends them tests against it (the Python and TypeScript clients,
+/// which do not yet, cover every frame of golden-v1..3.txt).
+fn vectors_v3_zstd() -> Vec<Vector> {
+    use Frame::Request as Q;
+    vec![(
+        "append_turns_zstd",
+        16,
+        Q(Request::Appends(AppendsRequest::AppendTurns {
+            context: ContextRef::Id(3),
+            expected_head: None,
+            turns: vec![TurnSpec {
+                parent: ParentWire::Head,
+                type_tag: 1,
+                codec: 1,
+                summary: false,
+                extras: ExtrasWire::default(),
+                // `printf 'hello, hello, hello, hello' | zstd -1 --no-check`: 22 bytes.
+                payload: PayloadSpec::Zstd {
+                    hash: BlobHash::of(b"hello, hello, hello, hello"),
+                    raw_len: 26,
+                    frame: Bytes::from_static(&[
+                        0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x48, 0x6d, 0x00, 0x00, 0x38, 0x68, 0x65,
+                        0x6c, 0x6c, 0x6f, 0x2c, 0x20, 0x01, 0x00, 0x4a, 0x8a, 0x11,
+                    ]),
+                },
+            }],
+        })),
+        "APPEND_TURNS to context 3: one turn after the head whose payload the client compressed \
+         (TURN_SPEC flag ZSTD): a zstd frame of 22 bytes that inflates to the 26 bytes \
+         \"hello, hello, hello, hello\", with their BLAKE3",
+    )]
+}
+
 /// Checks (or with CTXSTORE_WRITE_GOLDEN rewrites) one golden file; requests decode as a
 /// connection of `version` would.
 fn check_golden(file: &str, version: u16, vectors: Vec<Vector>) {
@@ -1211,4 +1245,26 @@ fn golden_vectors_v2_decode_and_reencode_byte_exactly() {
         2,
         vectors_v2(),
     );
+}
+
+#[test]
+fn golden_vectors_v3_zstd_decode_and_reencode_byte_exactly() {
+    check_golden(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden-v3-zstd.txt"),
+        3,
+        vectors_v3_zstd(),
+    );
+}
+
+/// A ZSTD payload on a connection that negotiated version 2 is refused, as any newer layout.
+#[test]
+fn a_zstd_payload_needs_version_3() {
+    let (_, req_id, frame, _) = &vectors_v3_zstd()[0];
+    let bytes = encode(*req_id, frame);
+    let mut header = [0u8; HEADER_BYTES];
+    header.copy_from_slice(&bytes[..HEADER_BYTES]);
+    let header = FrameHeader::decode(&header);
+    let body = Bytes::copy_from_slice(&bytes[HEADER_BYTES..]);
+    assert!(decode_request_as(2, &header, body.clone()).is_err());
+    assert!(decode_request_as(3, &header, body).is_ok());
 }
