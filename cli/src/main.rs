@@ -27,7 +27,7 @@ use ctxstore_client::blocking::Client;
 use serde_json::json;
 
 use args::{Cli, Command};
-use commands::{append, backup, blob, ctx, gc, kv, overlays, ping, read_turns, stats};
+use commands::{append, backup, blob, ctx, gc, kv, overlays, ping, read_turns, stats, tree};
 use exits::{EXIT_USAGE, StdoutClosed, classify};
 use input::LocalInput;
 use output::Output;
@@ -115,6 +115,11 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             overlays(&client, &out, &cli.command, local.payload, local.purge_hash)
         }
         Command::Stats => stats(&client, &out),
+        Command::Tree {
+            context,
+            depth,
+            since,
+        } => tree(&client, &out, context, *depth, *since),
     }
 }
 

@@ -34,7 +34,10 @@ fn code(error: &ClientError) -> Option<ErrorCode> {
 fn open_show_tag_name_and_clone() {
     let server = TestServer::start(None);
     let client = connect(&server);
-    assert_eq!(client.protocol_version(), 2);
+    assert_eq!(
+        client.protocol_version(),
+        ctxstore_protocol::PROTOCOL_VERSION
+    );
 
     let opened = client
         .open_context(

@@ -138,11 +138,23 @@ pub struct TurnWithPayload {
     pub payload: Option<Bytes>,
 }
 
-/// The payload of an append: the bytes, or the hash of a blob that is already stored.
+/// The payload of an append: the bytes, the hash of a blob that is already stored, or the
+/// bytes as a client compressed them.
 #[derive(Clone, Debug)]
 pub enum AppendPayload {
     Bytes(Bytes),
     StoredBlob(BlobHash),
+    /// A zstd frame that inflates to `raw_len` bytes hashing to `hash` (issue 38, decision
+    /// 0029): the client compressed where the bytes were made, so the server inflates and
+    /// hashes (about a tenth of compressing's CPU) instead of compressing, and stores the
+    /// frame as it came. Not trusted: a frame that does not inflate to exactly those bytes is
+    /// refused (`HashMismatch`) before anything is stored. A blob already stored under
+    /// `hash` is not inflated at all, as an append by hash would not be.
+    Zstd {
+        hash: BlobHash,
+        raw_len: u32,
+        frame: Bytes,
+    },
 }
 
 /// Where a new turn hangs in the DAG.

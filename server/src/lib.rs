@@ -10,6 +10,8 @@
 //! - `local`: single-threaded notify/flag/race helpers; `counters`: STATS counters.
 //! - [`settings`]: the layers of the server's settings (flag > env > config file > default).
 //! - [`metrics`]: per-core request counters and the `GET /metrics` endpoint (Prometheus).
+//! - [`console`]: the read-only web console (`--console-listen`): its JSON API, auth and
+//!   the embedded front-end.
 //!
 //! [`Server::start`] binds the listener first (an address in use fails before any data
 //! directory is touched), opens the engine, starts the cores, then the acceptor;
@@ -19,6 +21,7 @@
 mod acceptor;
 pub mod config;
 pub mod connection;
+pub mod console;
 mod counters;
 pub mod dispatch;
 mod local;
@@ -44,6 +47,7 @@ pub struct Server {
     engine: Engine,
     acceptor: Option<acceptor::Acceptor>,
     metrics: Option<metrics::MetricsEndpoint>,
+    console: Option<console::ConsoleEndpoint>,
     cores: Vec<JoinHandle<()>>,
     stop_cores: Vec<flume::Sender<()>>,
     /// Ships the store to its replica (`--replicate-to`).
@@ -103,6 +107,7 @@ impl Server {
             engine,
             acceptor: None,
             metrics: None,
+            console: None,
             cores: Vec::new(),
             stop_cores: Vec::new(),
             replicator: None,
@@ -170,6 +175,10 @@ impl Server {
     ) -> anyhow::Result<()> {
         let counters = Arc::new(ServerCounters::default());
         let cores = self.start_cores(config, &counters)?;
+        // One socket for both when they are given the same address: the console serves
+        // /metrics too.
+        let shared =
+            config.console_listen.is_some() && config.console_listen == config.metrics_listen;
         if let Some(listen) = config.metrics_listen {
             let source = metrics::MetricsSource {
                 engine: self.engine.clone(),
@@ -179,10 +188,33 @@ impl Server {
                 payload_cache_bytes_per_core: config.payload_cache_bytes_per_core,
                 replication: self.replication().cloned(),
             };
-            self.metrics = Some(metrics::MetricsEndpoint::start(listen, source)?);
+            if shared {
+                self.start_console(config, Some(source))?;
+            } else {
+                self.metrics = Some(metrics::MetricsEndpoint::start(listen, source)?);
+            }
+        }
+        if !shared && config.console_listen.is_some() {
+            self.start_console(config, None)?;
         }
         // The listener queued connections since it was bound; from here on they reach the cores.
         self.acceptor = Some(acceptor::Acceptor::start(listener, cores.incoming)?);
+        Ok(())
+    }
+
+    fn start_console(
+        &mut self,
+        config: &ServerConfig,
+        metrics: Option<metrics::MetricsSource>,
+    ) -> anyhow::Result<()> {
+        let Some(listen) = config.console_listen else {
+            return Ok(());
+        };
+        let mut settings = console::ConsoleSettings::new(listen, self.engine.clone());
+        settings.token = config.token.clone();
+        settings.metrics = metrics;
+        settings.replication = self.replicator.as_ref().map(|r| r.stats().clone());
+        self.console = Some(console::ConsoleEndpoint::start(settings)?);
         Ok(())
     }
 
@@ -241,6 +273,17 @@ impl Server {
         self.metrics
             .as_ref()
             .map(metrics::MetricsEndpoint::local_addr)
+            .or_else(|| {
+                let console = self.console.as_ref()?;
+                console.serves_metrics().then(|| console.local_addr())
+            })
+    }
+
+    /// Where the web console is served, when `console_listen` was set.
+    pub fn console_addr(&self) -> Option<SocketAddr> {
+        self.console
+            .as_ref()
+            .map(console::ConsoleEndpoint::local_addr)
     }
 
     pub fn engine(&self) -> &Engine {
@@ -277,6 +320,9 @@ impl Server {
         if let Some(metrics) = self.metrics.take() {
             metrics.stop();
         }
+        if let Some(console) = self.console.take() {
+            console.stop();
+        }
         for stop in &self.stop_cores {
             let _ = stop.try_send(());
         }
@@ -311,6 +357,7 @@ impl Drop for Server {
             engine: self.engine.clone(),
             acceptor: self.acceptor.take(),
             metrics: self.metrics.take(),
+            console: self.console.take(),
             cores: std::mem::take(&mut self.cores),
             stop_cores: std::mem::take(&mut self.stop_cores),
             replicator: self.replicator.take(),

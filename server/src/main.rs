@@ -186,6 +186,11 @@ struct ServeArgs {
     /// Allow --metrics-listen on a non-loopback address (a trusted network, or a firewall).
     #[arg(long)]
     metrics_allow_non_loopback: bool,
+    /// Serve the read-only web console at http://ADDR/ (off by default). Loopback only
+    /// unless --token-file: the console then asks for the token. The same address as
+    /// --metrics-listen serves both on one socket.
+    #[arg(long, value_parser = resolve_addr)]
+    console_listen: Option<SocketAddr>,
     /// Log lines as text or as one JSON object per line (for log shippers).
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -885,6 +890,7 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.listen = args.listen;
     config.metrics_listen = args.metrics_listen;
     config.metrics_allow_non_loopback = args.metrics_allow_non_loopback;
+    config.console_listen = args.console_listen;
     if let Some(path) = &args.token_file {
         warn_if_readable_by_others(path);
         let token = std::fs::read_to_string(path)

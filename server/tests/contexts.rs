@@ -93,7 +93,9 @@ fn contexts_by_name_tags_listing_and_key_value_through_the_protocol() {
     let mut server = start(config(dir.path()));
     let mut raw = Raw::connect(server.local_addr());
     match raw.hello(b"") {
-        Response::Admin(AdminResponse::Hello { version, .. }) => assert_eq!(version, 2),
+        Response::Admin(AdminResponse::Hello { version, .. }) => {
+            assert_eq!(version, ctxstore_protocol::PROTOCOL_VERSION)
+        }
         other => panic!("{other:?}"),
     }
 

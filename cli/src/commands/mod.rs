@@ -8,6 +8,7 @@ mod contexts;
 mod kv;
 mod overlays;
 mod reads;
+mod tree;
 
 pub(crate) use admin::{backup, gc, ping, stats};
 pub(crate) use appends::append;
@@ -16,3 +17,4 @@ pub(crate) use contexts::ctx;
 pub(crate) use kv::kv;
 pub(crate) use overlays::overlays;
 pub(crate) use reads::read_turns;
+pub(crate) use tree::tree;
