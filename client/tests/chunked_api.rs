@@ -19,21 +19,13 @@ use ctxstore_client::{
     split_into_chunks,
 };
 use ctxstore_protocol::{
-    AppendedWire, FrameHeader, FrameReader, HEADER_BYTES, MessageType, PayloadSpec, Request,
-    Response, ServerLimits, TurnWire, decode_response, encode_request,
+    AdminRequest, AppendedWire, AppendsRequest, AppendsResponse, BlobsRequest, BlobsResponse,
+    FrameHeader, FrameReader, HEADER_BYTES, MessageType, PayloadSpec, Request, Response,
+    ServerLimits, TurnWire, decode_response, encode_request,
 };
 
-const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
-
-#[path = "../../testsupport/scripted_server.rs"]
-mod scripted_server;
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use scripted_server::{Seen, scripted_server};
-use test_server::TestServer;
+use ctxstore_testsupport::TestServer;
+use ctxstore_testsupport::{Seen, scripted_server};
 
 /// Text-like bytes that do not repeat (a fixed xorshift stream): chunk boundaries fall as in
 /// real JSON, and no two messages share chunks by accident.
@@ -163,9 +155,12 @@ fn reads_back(client: &Client, context: u64, steps: &[Step]) {
 /// turn reads back byte for byte.
 #[test]
 fn a_growing_state_costs_its_growth_on_the_wire() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server, Some(ChunkingConfig::default()));
-    assert_eq!(client.protocol_version(), 2);
+    assert_eq!(
+        client.protocol_version(),
+        ctxstore_protocol::PROTOCOL_VERSION
+    );
     let (context, steps, sent, payload_bytes) = grow(&client, "t-1", 300, 200);
     eprintln!("last 100 steps: {sent} bytes sent for {payload_bytes} payload bytes");
     assert!(
@@ -198,18 +193,37 @@ fn a_growing_state_costs_its_growth_on_the_wire() {
     );
 }
 
-/// With chunking off, every payload travels whole: the client writes at least the payload
-/// bytes, and the turns read back the same.
+/// With chunking off, every payload travels whole: without compression the client writes at
+/// least the payload bytes; compressed (the default on version 3), a whole zstd frame per
+/// step, more than the growth chunking sends but less than the payloads; the turns read back
+/// the same either way.
 #[test]
 fn with_chunking_off_whole_payloads_travel() {
-    let server = TestServer::start_beside(CLI, None);
-    let client = connect(&server, None);
+    let server = TestServer::start(None);
+    let raw = ClientConfig::new(server.addr.clone())
+        .with_chunking(None)
+        .with_compress_level(None);
+    let client = Client::connect(raw).unwrap();
     let (context, steps, sent, payload_bytes) = grow(&client, "t-1", 60, 30);
     assert!(
         sent >= payload_bytes,
         "sent {sent} bytes for {payload_bytes} payload bytes"
     );
     reads_back(&client, context, &steps);
+
+    let compressing = connect(&server, None);
+    let (context, steps, sent_compressed, payload_bytes) = grow(&compressing, "t-2", 60, 30);
+    assert!(
+        sent_compressed < payload_bytes,
+        "{sent_compressed} bytes sent"
+    );
+    let chunking = connect(&server, Some(ChunkingConfig::default()));
+    let (_, _, sent_chunked, _) = grow(&chunking, "t-3", 60, 30);
+    assert!(
+        sent_chunked < sent_compressed,
+        "chunked {sent_chunked}, whole frames {sent_compressed}"
+    );
+    reads_back(&compressing, context, &steps);
 }
 
 /// Chunk sizes are the server's settings (`--chunk-*`) and the client's `ChunkingConfig`;
@@ -218,8 +232,7 @@ fn with_chunking_off_whole_payloads_travel() {
 /// payloads the server cut itself (whole appends) read back beside them.
 #[test]
 fn chunk_sizes_that_differ_from_the_servers_are_still_correct() {
-    let server = TestServer::start_beside_with(
-        CLI,
+    let server = TestServer::start_with(
         None,
         &[
             "--chunk-threshold",
@@ -254,7 +267,7 @@ fn chunk_sizes_that_differ_from_the_servers_are_still_correct() {
 /// are, in one group commit; a second batch sends only what grew.
 #[test]
 fn append_turns_sends_large_payloads_by_hash() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server, Some(ChunkingConfig::default()));
     let context = ContextRef::Name("thread-1".into());
     client
@@ -318,7 +331,7 @@ fn code(result: Result<impl std::fmt::Debug, ClientError>) -> (ErrorCode, String
 /// payload nor any chunk it sent).
 #[test]
 fn bad_chunked_puts_are_refused_and_store_nothing() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server, Some(ChunkingConfig::default()));
     let payload = Bytes::from(words(60_000, 77));
     let hash = BlobHash::of(&payload);
@@ -398,12 +411,12 @@ fn bad_chunked_puts_are_refused_and_store_nothing() {
 /// chunks and holds none: the server's answer's code.
 fn raw_put_chunked_count(addr: &str, count: u32) -> ErrorCode {
     let mut stream = TcpStream::connect(addr).unwrap();
-    let hello = Request::Hello {
+    let hello = Request::Admin(AdminRequest::Hello {
         min_version: 2,
         max_version: 2,
         token: Bytes::new(),
         client_name: "raw".into(),
-    };
+    });
     let mut frame = BytesMut::new();
     encode_request(1, &hello, &mut frame).unwrap();
     let mut body = vec![1u8; 32];
@@ -476,21 +489,21 @@ fn turn_wire(hash: BlobHash, len: usize) -> TurnWire {
 /// The answer a fake gives an append (by value or by hash), or `None` for other requests.
 fn appended(request: &Request) -> Option<Response> {
     let (message_type, hash, len) = match request {
-        Request::AppendTurn { payload, .. } => (
+        Request::Appends(AppendsRequest::AppendTurn { payload, .. }) => (
             MessageType::AppendTurn,
             BlobHash(BlobHash::of(payload).0),
             payload.len(),
         ),
-        Request::AppendTurnByHash { payload_hash, .. } => {
+        Request::Appends(AppendsRequest::AppendTurnByHash { payload_hash, .. }) => {
             (MessageType::AppendTurnByHash, *payload_hash, 0)
         }
         _ => return None,
     };
-    Some(Response::Appended {
+    Some(Response::Appends(AppendsResponse::Appended {
         message_type,
         turn: turn_wire(hash, len),
         deduped: message_type == MessageType::AppendTurnByHash,
-    })
+    }))
 }
 
 fn big_payload() -> Bytes {
@@ -513,23 +526,25 @@ fn the_automatic_path_runs_its_steps_in_order() {
     let has = move |hash: &BlobHash| *hash != whole && hash.0[0].is_multiple_of(3);
     let mut puts = 0;
     let (addr, seen) = fake_server(2, limits(10), move |request| match request {
-        Request::HasBlobs { hashes } => Response::HasBlobs {
-            present: hashes.iter().map(has).collect(),
-        },
-        Request::PutChunked {
+        Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
+            Response::Blobs(BlobsResponse::HasBlobs {
+                present: hashes.iter().map(has).collect(),
+            })
+        }
+        Request::Blobs(BlobsRequest::PutChunked {
             payload_hash,
             chunks,
             ..
-        } => {
+        }) => {
             puts += 1;
             if puts == 1 {
                 Response::error(ErrorCode::NotFound, "chunk 3 is not stored")
             } else {
-                Response::ChunkedStored {
+                Response::Blobs(BlobsResponse::ChunkedStored {
                     payload_hash: *payload_hash,
                     payload_len: chunks.iter().map(|chunk| u64::from(chunk.len)).sum(),
                     already_stored: false,
-                }
+                })
             }
         }
         other => appended(other).unwrap(),
@@ -540,9 +555,9 @@ fn the_automatic_path_runs_its_steps_in_order() {
     let seen = seen.lock().unwrap();
     let asked: Vec<BlobHash> = seen
         .iter()
-        .take_while(|request| matches!(request, Request::HasBlobs { .. }))
+        .take_while(|request| matches!(request, Request::Blobs(BlobsRequest::HasBlobs { .. })))
         .flat_map(|request| match request {
-            Request::HasBlobs { hashes } => {
+            Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
                 assert!(hashes.len() <= 10, "over the server's has_blobs_max");
                 hashes.clone()
             }
@@ -554,7 +569,7 @@ fn the_automatic_path_runs_its_steps_in_order() {
     let has_blobs = seen.len() - 3;
     assert_eq!(has_blobs, (asked.len()).div_ceil(10));
     let sent_indexes = |request: &Request| match request {
-        Request::PutChunked { chunks, sent, .. } => {
+        Request::Blobs(BlobsRequest::PutChunked { chunks, sent, .. }) => {
             assert_eq!(chunks.len(), chunk_count);
             for chunk in sent {
                 let (entry, bytes) = &pieces[chunk.index as usize];
@@ -577,7 +592,7 @@ fn the_automatic_path_runs_its_steps_in_order() {
     let retry = sent_indexes(&seen[has_blobs + 1]);
     assert_eq!(retry.len(), chunk_count, "every chunk after NOT_FOUND");
     match &seen[has_blobs + 2] {
-        Request::AppendTurnByHash { payload_hash, .. } => {
+        Request::Appends(AppendsRequest::AppendTurnByHash { payload_hash, .. }) => {
             assert_eq!(*payload_hash, BlobHash(BlobHash::of(&payload).0));
         }
         other => panic!("expected APPEND_TURN_BY_HASH, got {other:?}"),
@@ -588,9 +603,11 @@ fn the_automatic_path_runs_its_steps_in_order() {
 #[test]
 fn a_stored_payload_is_appended_by_hash_after_one_has_blobs() {
     let (addr, seen) = fake_server(2, limits(4096), |request| match request {
-        Request::HasBlobs { hashes } => Response::HasBlobs {
-            present: vec![true; hashes.len()],
-        },
+        Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
+            Response::Blobs(BlobsResponse::HasBlobs {
+                present: vec![true; hashes.len()],
+            })
+        }
         other => appended(other).unwrap(),
     });
     let client = Client::connect(ClientConfig::new(addr)).unwrap();
@@ -616,18 +633,20 @@ fn a_payload_the_server_lacks_entirely_is_sent_as_every_chunk() {
     let payload = big_payload();
     let chunk_count = split_into_chunks(&ChunkingConfig::default(), &payload).len();
     let (addr, seen) = fake_server(2, limits(4096), |request| match request {
-        Request::HasBlobs { hashes } => Response::HasBlobs {
-            present: vec![false; hashes.len()],
-        },
-        Request::PutChunked {
+        Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
+            Response::Blobs(BlobsResponse::HasBlobs {
+                present: vec![false; hashes.len()],
+            })
+        }
+        Request::Blobs(BlobsRequest::PutChunked {
             payload_hash,
             chunks,
             ..
-        } => Response::ChunkedStored {
+        }) => Response::Blobs(BlobsResponse::ChunkedStored {
             payload_hash: *payload_hash,
             payload_len: chunks.iter().map(|chunk| u64::from(chunk.len)).sum(),
             already_stored: false,
-        },
+        }),
         other => appended(other).unwrap(),
     });
     let client = Client::connect(ClientConfig::new(addr)).unwrap();
@@ -644,7 +663,9 @@ fn a_payload_the_server_lacks_entirely_is_sent_as_every_chunk() {
         ]
     );
     match &seen[1] {
-        Request::PutChunked { sent, .. } => assert_eq!(sent.len(), chunk_count),
+        Request::Blobs(BlobsRequest::PutChunked { sent, .. }) => {
+            assert_eq!(sent.len(), chunk_count)
+        }
         _ => unreachable!(),
     }
 }
@@ -658,27 +679,34 @@ fn a_server_without_put_chunked_gets_whole_payloads() {
     let whole = BlobHash(BlobHash::of(&big).0);
     // Every chunk stored, not the payload: PUT_CHUNKED would send no chunk bytes.
     let (addr, seen) = fake_server(2, limits(4096), move |request| match request {
-        Request::HasBlobs { hashes } => Response::HasBlobs {
-            present: hashes.iter().map(|hash| *hash != whole).collect(),
-        },
-        Request::PutChunked { .. } => {
+        Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
+            Response::Blobs(BlobsResponse::HasBlobs {
+                present: hashes.iter().map(|hash| *hash != whole).collect(),
+            })
+        }
+        Request::Blobs(BlobsRequest::PutChunked { .. }) => {
             Response::error(ErrorCode::UnknownMessage, "unknown message type 0x0027")
         }
-        Request::AppendTurns { turns, .. } => Response::AppendedTurns {
-            turns: turns
-                .iter()
-                .map(|spec| AppendedWire {
-                    turn: match &spec.payload {
-                        PayloadSpec::Bytes(bytes) => {
-                            turn_wire(BlobHash(BlobHash::of(bytes).0), bytes.len())
-                        }
-                        PayloadSpec::Hash(hash) => turn_wire(*hash, 0),
-                    },
-                    deduped: false,
-                    existing: false,
-                })
-                .collect(),
-        },
+        Request::Appends(AppendsRequest::AppendTurns { turns, .. }) => {
+            Response::Appends(AppendsResponse::AppendedTurns {
+                turns: turns
+                    .iter()
+                    .map(|spec| AppendedWire {
+                        turn: match &spec.payload {
+                            PayloadSpec::Bytes(bytes) => {
+                                turn_wire(BlobHash(BlobHash::of(bytes).0), bytes.len())
+                            }
+                            PayloadSpec::Hash(hash) => turn_wire(*hash, 0),
+                            PayloadSpec::Zstd { hash, raw_len, .. } => {
+                                turn_wire(*hash, *raw_len as usize)
+                            }
+                        },
+                        deduped: false,
+                        existing: false,
+                    })
+                    .collect(),
+            })
+        }
         other => appended(other).unwrap(),
     });
     let client = Client::connect(ClientConfig::new(addr)).unwrap();
@@ -707,7 +735,7 @@ fn a_server_without_put_chunked_gets_whole_payloads() {
         ]
     );
     match &seen[5] {
-        Request::AppendTurns { turns, .. } => assert!(
+        Request::Appends(AppendsRequest::AppendTurns { turns, .. }) => assert!(
             turns
                 .iter()
                 .all(|spec| matches!(spec.payload, PayloadSpec::Bytes(_)))

@@ -5,8 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -16,18 +14,9 @@ use ctxstore_client::blocking::Client;
 use ctxstore_client::{
     BlobHash, ClientConfig, ClientError, ContextQuery, ContextRef, ErrorCode, NewContext,
 };
-use ctxstore_protocol::{
-    FrameReader, PayloadEncoding, Request, Response, ServerLimits, encode_response, read_flags,
-};
+use ctxstore_protocol::{KvRequest, KvResponse, PayloadEncoding, Request, Response, read_flags};
 
-const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
-
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use test_server::TestServer;
+use ctxstore_testsupport::{ScriptedServer, TestServer};
 
 fn connect(server: &TestServer) -> Client {
     Client::connect(ClientConfig::new(server.addr.clone())).unwrap()
@@ -43,9 +32,12 @@ fn code(error: &ClientError) -> Option<ErrorCode> {
 
 #[test]
 fn open_show_tag_name_and_clone() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
-    assert_eq!(client.protocol_version(), 2);
+    assert_eq!(
+        client.protocol_version(),
+        ctxstore_protocol::PROTOCOL_VERSION
+    );
 
     let opened = client
         .open_context(
@@ -179,7 +171,7 @@ fn open_show_tag_name_and_clone() {
 
 #[test]
 fn list_pages_follow_the_cursor() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
     let mut by_name = BTreeMap::new();
     for index in 0..23 {
@@ -272,7 +264,7 @@ fn list_pages_follow_the_cursor() {
 /// pages. Every context that matches throughout is listed exactly once; none twice.
 #[test]
 fn list_paging_under_concurrent_tag_changes_lists_each_context_at_most_once() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
     let mut stable = BTreeSet::new();
     let mut moving = Vec::new();
@@ -383,7 +375,7 @@ fn list_paging_under_concurrent_tag_changes_lists_each_context_at_most_once() {
 fn kv_values_round_trip_verified() {
     // Chunking off: a chunked blob (issue 16) is rebuilt and served raw; this test is about
     // a stored zstd body reaching the client as it is.
-    let server = TestServer::start_beside_with(CLI, None, &["--chunk-threshold", "off"]);
+    let server = TestServer::start_with(None, &["--chunk-threshold", "off"]);
     let client = connect(&server);
     let context = client
         .open_context(NewContext::new().name("kv"))
@@ -425,14 +417,14 @@ fn kv_values_round_trip_verified() {
     }
     // The large value really came compressed to the client that accepts zstd.
     let raw = client
-        .request(Request::KvGet {
+        .request(Request::Kv(KvRequest::KvGet {
             context: ContextRef::Id(context),
             key: Bytes::from_static(b"large"),
             read_flags: read_flags::ACCEPT_ZSTD,
-        })
+        }))
         .unwrap();
     match raw {
-        Response::KvValue { payload, .. } => {
+        Response::Kv(KvResponse::KvValue { payload, .. }) => {
             assert_eq!(payload.encoding, PayloadEncoding::Zstd);
             assert!(payload.data.len() < large.len() / 10);
         }
@@ -503,7 +495,7 @@ fn kv_values_round_trip_verified() {
 
 #[test]
 fn kv_lists_page_by_key() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
     let context = client
         .open_context(NewContext::new())
@@ -554,33 +546,7 @@ fn kv_lists_page_by_key() {
 /// be refused by the client before it is sent (else it would time out here).
 #[test]
 fn a_version_1_server_gets_no_version_2_requests() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for mut stream in listener.incoming().flatten() {
-            let mut frames = FrameReader::new(1 << 20);
-            let req_id = loop {
-                if let Ok(Some((header, _))) = frames.next_frame() {
-                    break header.req_id;
-                }
-                let mut chunk = [0u8; 4096];
-                match stream.read(&mut chunk) {
-                    Ok(0) | Err(_) => return,
-                    Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
-                }
-            };
-            let hello = Response::Hello {
-                version: 1,
-                limits: ServerLimits::default(),
-                server_name: "old".into(),
-            };
-            for chunk in encode_response(req_id, &hello) {
-                let _ = stream.write_all(&chunk);
-            }
-            held.push(stream);
-        }
-    });
+    let (addr, _) = ScriptedServer::new(1).serve(|_| None);
     let client = Client::connect(
         ClientConfig::new(addr).with_request_timeout(Some(Duration::from_millis(500))),
     )

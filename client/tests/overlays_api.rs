@@ -10,14 +10,7 @@ use ctxstore_client::{
     BlobHash, ClientConfig, ClientError, ContextRef, ErrorCode, NewContext, PageKind,
 };
 
-const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
-
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use test_server::TestServer;
+use ctxstore_testsupport::TestServer;
 
 fn connect(server: &TestServer) -> Client {
     Client::connect(ClientConfig::new(server.addr.clone())).unwrap()
@@ -33,7 +26,7 @@ fn code(error: ClientError) -> Option<ErrorCode> {
 
 #[test]
 fn patch_and_redact_show_in_every_read_of_an_overlay_view() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let mut client = connect(&server);
     client
         .open_context(NewContext::new().name("thread"))
@@ -163,7 +156,7 @@ fn patch_and_redact_show_in_every_read_of_an_overlay_view() {
 
 #[test]
 fn purge_redacts_every_turn_naming_the_blob_and_hides_it_by_hash() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
     for context in ["a", "b"] {
         client

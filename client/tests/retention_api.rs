@@ -5,26 +5,14 @@
 //! timeout; and a version-1 server getting none of these requests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{ClientConfig, ClientError, ContextRef, ErrorCode, NewContext};
-use ctxstore_protocol::{
-    BackupWire, FrameReader, Request, Response, ServerLimits, decode_request, encode_response,
-};
+use ctxstore_protocol::{AdminRequest, AdminResponse, BackupWire, Request, Response};
 
-const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
-
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use test_server::TestServer;
+use ctxstore_testsupport::{ScriptedServer, TestServer};
 
 fn connect(server: &TestServer) -> Client {
     Client::connect(ClientConfig::new(server.addr.clone())).unwrap()
@@ -54,7 +42,7 @@ fn depths(client: &Client, context: impl Into<ContextRef>) -> Vec<u32> {
 
 #[test]
 fn delete_answers_the_context_as_it_was_and_frees_its_name() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
     let id = thread(&client, "doomed", 3);
     let tagged = client
@@ -90,7 +78,7 @@ fn delete_answers_the_context_as_it_was_and_frees_its_name() {
 
 #[test]
 fn prune_raises_the_floor_and_never_lowers_it() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
     let id = thread(&client, "long", 6);
 
@@ -122,7 +110,7 @@ fn prune_raises_the_floor_and_never_lowers_it() {
 
 #[test]
 fn ttl_is_set_read_and_cleared_in_milliseconds() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
     let id = thread(&client, "kept", 1);
 
@@ -168,7 +156,7 @@ fn ttl_is_set_read_and_cleared_in_milliseconds() {
 /// with a generous deadline: the reaper looks once a second).
 #[test]
 fn a_context_past_its_ttl_is_deleted_by_the_server() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
     let id = thread(&client, "brief", 1);
     let kept = thread(&client, "durable", 1);
@@ -190,7 +178,7 @@ fn a_context_past_its_ttl_is_deleted_by_the_server() {
 
 #[test]
 fn backup_writes_a_copy_that_verifies() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
     thread(&client, "a", 4);
     thread(&client, "b", 3);
@@ -209,18 +197,7 @@ fn backup_writes_a_copy_that_verifies() {
     assert!(report.bytes > 0);
     assert!(report.linked_bytes <= report.bytes);
 
-    let verify = Command::new(server_binary::server_binary_beside(CLI))
-        .arg("verify")
-        .arg("--data")
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        verify.status.success(),
-        "verify of the copy: {}{}",
-        String::from_utf8_lossy(&verify.stdout),
-        String::from_utf8_lossy(&verify.stderr)
-    );
+    ctxstore_testsupport::verified(&ctxstore_testsupport::server_binary(), &dir);
 
     // Into a directory that is not empty: the server's INVALID_ARGUMENT.
     let error = client.backup(dir_text).unwrap_err();
@@ -238,42 +215,16 @@ fn backup_writes_a_copy_that_verifies() {
 /// A fake version-2 server that answers HELLO at once and BACKUP after `backup_delay`, and
 /// nothing else.
 fn slow_backup_server(backup_delay: Duration) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut frames = FrameReader::new(1 << 20);
-                loop {
-                    while let Ok(Some((header, body))) = frames.next_frame() {
-                        let response = match decode_request(&header, body) {
-                            Ok(Request::Hello { .. }) => Response::Hello {
-                                version: 2,
-                                limits: ServerLimits::default(),
-                                server_name: "slow".into(),
-                            },
-                            Ok(Request::Backup { dir }) => {
-                                std::thread::sleep(backup_delay);
-                                Response::BackedUp(BackupWire {
-                                    turns: 1,
-                                    dir,
-                                    ..BackupWire::default()
-                                })
-                            }
-                            _ => continue,
-                        };
-                        for chunk in encode_response(header.req_id, &response) {
-                            let _ = stream.write_all(&chunk);
-                        }
-                    }
-                    let mut chunk = [0u8; 4096];
-                    match stream.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
-                    }
-                }
-            });
+    let (addr, _) = ScriptedServer::new(2).serve(move |request| match request {
+        Request::Admin(AdminRequest::Backup { dir }) => {
+            std::thread::sleep(backup_delay);
+            Some(Response::Admin(AdminResponse::BackedUp(BackupWire {
+                turns: 1,
+                dir: dir.clone(),
+                ..BackupWire::default()
+            })))
         }
+        _ => None,
     });
     addr
 }
@@ -324,33 +275,7 @@ fn backup_waits_on_its_own_timeout() {
 /// call and BACKUP must be refused before it is sent (else it would time out here).
 #[test]
 fn a_version_1_server_gets_no_retention_or_backup_requests() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for mut stream in listener.incoming().flatten() {
-            let mut frames = FrameReader::new(1 << 20);
-            let req_id = loop {
-                if let Ok(Some((header, _))) = frames.next_frame() {
-                    break header.req_id;
-                }
-                let mut chunk = [0u8; 4096];
-                match stream.read(&mut chunk) {
-                    Ok(0) | Err(_) => return,
-                    Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
-                }
-            };
-            let hello = Response::Hello {
-                version: 1,
-                limits: ServerLimits::default(),
-                server_name: "old".into(),
-            };
-            for chunk in encode_response(req_id, &hello) {
-                let _ = stream.write_all(&chunk);
-            }
-            held.push(stream);
-        }
-    });
+    let (addr, _) = ScriptedServer::new(1).serve(|_| None);
     let client = Client::connect(
         ClientConfig::new(addr)
             .with_request_timeout(Some(Duration::from_secs(30)))

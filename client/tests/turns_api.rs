@@ -7,8 +7,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -19,18 +17,9 @@ use ctxstore_client::{
     AppendedTurn, ClientConfig, ClientError, ContextRef, ErrorCode, LogCursor, NewContext, NewTurn,
     PageKind, Parent, TurnInfo,
 };
-use ctxstore_protocol::{
-    FrameReader, Request, Response, ServerLimits, decode_request, encode_response,
-};
+use ctxstore_protocol::{AdminRequest, AdminResponse, Request, Response};
 
-const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
-
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use test_server::TestServer;
+use ctxstore_testsupport::{ScriptedServer, TestServer};
 
 fn connect(server: &TestServer) -> Client {
     Client::connect(ClientConfig::new(server.addr.clone())).unwrap()
@@ -78,7 +67,7 @@ fn code(error: &ClientError) -> Option<ErrorCode> {
 
 #[test]
 fn explicit_parents_roots_and_idempotent_keys() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
     let thread = open(&client, "thread");
 
@@ -227,7 +216,7 @@ fn explicit_parents_roots_and_idempotent_keys() {
 
 #[test]
 fn labels_links_and_summaries_read_back_everywhere() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
     let thread = open(&client, "thread");
     let callee = open(&client, "callee");
@@ -309,7 +298,7 @@ fn labels_links_and_summaries_read_back_everywhere() {
 #[test]
 fn turns_by_id_carry_their_extras_off_their_contexts_chain() {
     // Short pages: the look-ups of `turn_info` and `replay_info` take several.
-    let server = TestServer::start_beside_with(CLI, None, &["--read-turns-max", "4"]);
+    let server = TestServer::start_with(None, &["--read-turns-max", "4"]);
     let client = connect(&server);
     let thread = open(&client, "thread");
     let mut chain = Vec::new();
@@ -355,7 +344,7 @@ fn turns_by_id_carry_their_extras_off_their_contexts_chain() {
 
 #[test]
 fn the_turn_log_pages_newest_first_across_branches_with_label_filters() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
     let thread = open(&client, "thread");
     // A trunk of 8, a branch of 5 from its third turn, a new root with 3: 16 turns; every
@@ -470,7 +459,7 @@ fn the_turn_log_pages_newest_first_across_branches_with_label_filters() {
 
 #[test]
 fn windows_start_at_the_latest_summary() {
-    let server = TestServer::start_beside_with(CLI, None, &["--read-turns-max", "4"]);
+    let server = TestServer::start_with(None, &["--read-turns-max", "4"]);
     let client = connect(&server);
     let thread = open(&client, "thread");
     assert!(client.window_all(thread, None, false).unwrap().is_empty());
@@ -531,7 +520,7 @@ fn windows_start_at_the_latest_summary() {
 
 #[test]
 fn find_turns_by_label_across_contexts() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
     let mut expected = Vec::new();
     for (index, context) in ["a", "b", "c"].into_iter().enumerate() {
@@ -596,7 +585,7 @@ fn find_turns_by_label_across_contexts() {
 
 #[test]
 fn batch_appends_are_all_or_none() {
-    let server = TestServer::start_beside(CLI, None);
+    let server = TestServer::start(None);
     let client = connect(&server);
     let thread = open(&client, "thread");
     let first = append(&client, "thread", text("user message").key("m-1"));
@@ -717,43 +706,15 @@ fn batch_appends_are_all_or_none() {
 /// A fake server of protocol version 1: answers HELLO and PING, counts every request after
 /// HELLO.
 fn version_1_server() -> (String, Arc<AtomicU64>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
     let others = Arc::new(AtomicU64::new(0));
     let counted = others.clone();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let counted = counted.clone();
-            std::thread::spawn(move || {
-                let mut frames = FrameReader::new(1 << 20);
-                loop {
-                    while let Ok(Some((header, body))) = frames.next_frame() {
-                        let response = match decode_request(&header, body) {
-                            Ok(Request::Hello { .. }) => Response::Hello {
-                                version: 1,
-                                limits: ServerLimits::default(),
-                                server_name: "old".into(),
-                            },
-                            Ok(Request::Ping { nonce }) => {
-                                counted.fetch_add(1, Ordering::Relaxed);
-                                Response::Pong { nonce }
-                            }
-                            _ => {
-                                counted.fetch_add(1, Ordering::Relaxed);
-                                continue;
-                            }
-                        };
-                        for chunk in encode_response(header.req_id, &response) {
-                            let _ = stream.write_all(&chunk);
-                        }
-                    }
-                    let mut chunk = [0u8; 4096];
-                    match stream.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(read) => frames.buffer().extend_from_slice(&chunk[..read]),
-                    }
-                }
-            });
+    let (addr, _) = ScriptedServer::new(1).serve(move |request| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        match request {
+            Request::Admin(AdminRequest::Ping { nonce }) => {
+                Some(Response::Admin(AdminResponse::Pong { nonce: *nonce }))
+            }
+            _ => None,
         }
     });
     (addr, others)

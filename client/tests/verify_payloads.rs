@@ -11,17 +11,11 @@ use bytes::Bytes;
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{BlobHash, ClientConfig, ClientError, VerifyPayloads};
 use ctxstore_protocol::{
-    MessageType, PayloadEncoding, PayloadWire, Request, Response, ServerLimits, TurnEntry, TurnWire,
+    BlobsRequest, BlobsResponse, MessageType, PayloadEncoding, PayloadWire, ReadsResponse, Request,
+    Response, ServerLimits, TurnEntry, TurnWire,
 };
 
-#[path = "../../testsupport/scripted_server.rs"]
-mod scripted_server;
-#[path = "../../testsupport/server_binary.rs"]
-mod server_binary;
-#[path = "../../testsupport/test_server.rs"]
-mod test_server;
-
-use scripted_server::scripted_server;
+use ctxstore_testsupport::{TestServer, scripted_server};
 
 const PAYLOAD: &[u8] = b"the agent calls a tool and reads the result back";
 
@@ -33,8 +27,10 @@ fn fake_server(ip: IpAddr, payload: PayloadWire) -> String {
         1,
         ServerLimits::default(),
         move |request| match request {
-            Request::GetBlob { .. } => Response::Blob(payload.clone()),
-            _ => Response::Turns {
+            Request::Blobs(BlobsRequest::GetBlob { .. }) => {
+                Response::Blobs(BlobsResponse::Blob(payload.clone()))
+            }
+            _ => Response::Reads(ReadsResponse::Turns {
                 message_type: MessageType::GetLast,
                 next_before: 0,
                 tip_depth: 0,
@@ -42,7 +38,7 @@ fn fake_server(ip: IpAddr, payload: PayloadWire) -> String {
                     turn: turn_wire(),
                     payload: payload.clone(),
                 }],
-            },
+            }),
         },
     );
     addr
@@ -188,7 +184,7 @@ fn from_a_server_that_is_not_on_loopback_raw_payloads_are_hashed_by_default() {
 
 #[test]
 fn a_real_server_on_loopback_reads_back_exact_bytes_without_the_second_hash() {
-    let server = test_server::TestServer::start_beside(env!("CARGO_BIN_EXE_ctxstore"), None);
+    let server = TestServer::start(None);
     let client = connect(&server.addr, VerifyPayloads::default());
     assert!(!client.verifies_raw_payloads());
     let context = client.create_context().unwrap().context_id;

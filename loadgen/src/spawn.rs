@@ -2,19 +2,20 @@
 //! the length of the run.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
+use ctxstore_testsupport::{ServerLaunch, TestServer};
 
 use crate::report::DiskUsage;
 
+/// A server spawned for the length of the run (the workspace's one server launcher,
+/// `ctxstore-testsupport`, with the server's log kept beside its store).
 #[derive(Debug)]
 pub struct SpawnedServer {
-    child: Child,
+    server: TestServer,
     pub addr: String,
     pub data_dir: PathBuf,
-    dir: tempfile::TempDir,
 }
 
 /// `ctxstore-server` next to this executable, else on PATH.
@@ -28,80 +29,24 @@ pub fn default_server_binary() -> PathBuf {
 
 impl SpawnedServer {
     pub fn start(binary: &Path, extra_args: &[String]) -> anyhow::Result<SpawnedServer> {
-        let dir = tempfile::Builder::new()
-            .prefix("ctxstore-loadgen-")
-            .tempdir()?;
-        let data_dir = dir.path().join("data");
-        let ready = dir.path().join("ready");
-        let log = std::fs::File::create(dir.path().join("server.log"))?;
-        let mut child = Command::new(binary)
-            .arg("--data")
-            .arg(&data_dir)
-            .args(["--listen", "127.0.0.1:0", "--ready-file"])
-            .arg(&ready)
-            .args(extra_args)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
+        let server = ServerLaunch::new(binary)
+            .flags(extra_args)
+            .keep_log()
+            .ready_timeout(Duration::from_secs(60))
+            .temp_prefix("ctxstore-loadgen-")
+            .try_start()
             .with_context(|| format!("starting {}", binary.display()))?;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(addr) = std::fs::read_to_string(&ready)
-                && addr.ends_with('\n')
-            {
-                tracing::info!(addr = addr.trim(), data = %data_dir.display(), "spawned ctxstore-server");
-                return Ok(SpawnedServer {
-                    child,
-                    addr: addr.trim().to_string(),
-                    data_dir,
-                    dir,
-                });
-            }
-            if let Some(status) = child.try_wait()? {
-                let log =
-                    std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
-                anyhow::bail!("ctxstore-server exited ({status}) before it was ready:\n{log}");
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                anyhow::bail!("ctxstore-server did not become ready within 60 s");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        tracing::info!(addr = %server.addr, data = %server.data.display(), "spawned ctxstore-server");
+        Ok(SpawnedServer {
+            addr: server.addr.clone(),
+            data_dir: server.data.clone(),
+            server,
+        })
     }
 
     /// SIGTERM, then wait (up to 30 s) for the graceful stop.
     pub fn stop(mut self) -> anyhow::Result<()> {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait()? {
-                anyhow::ensure!(
-                    status.success(),
-                    "ctxstore-server stopped with {status}; log in {}",
-                    self.dir.path().display()
-                );
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                anyhow::bail!("ctxstore-server did not stop within 30 s of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for SpawnedServer {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        Ok(self.server.stop(Duration::from_secs(30))?)
     }
 }
 

@@ -18,18 +18,21 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ctxstore_client::{BlobHash, Client, ClientConfig, VerifyPayloads};
 use ctxstore_protocol::{
-    ContextRef, ExtrasWire, ParentWire, PayloadSpec, Request, Response, TurnSpec,
+    AdminRequest, AdminResponse, AppendsRequest, AppendsResponse, ContextRef, ContextsRequest,
+    ContextsResponse, ExtrasWire, KvRequest, KvResponse, ParentWire, PayloadSpec, ReadsRequest,
+    ReadsResponse, Request, Response, RetentionRequest, TurnSpec,
 };
 
 mod common;
 
 use common::{LOADGEN, server_binary};
+use ctxstore_testsupport::{ServerLaunch, TestServer};
 
 #[derive(Clone, Debug)]
 struct Acked {
@@ -71,61 +74,32 @@ fn test_runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-// The child is returned to the caller, which kills and waits for it.
-#[allow(clippy::zombie_processes)]
-fn start_server(data: &Path, ready: &Path) -> (Child, String) {
-    start_server_with(data, ready, &[])
+fn start_server(data: &Path) -> (TestServer, String) {
+    start_server_with(data, &[])
 }
 
-// The child is returned to the caller, which kills and waits for it.
-#[allow(clippy::zombie_processes)]
-fn start_server_with(data: &Path, ready: &Path, flags: &[&str]) -> (Child, String) {
-    start_server_env(data, ready, flags, &[])
+/// A server on `data` (after a crash, recovery must succeed: 60 s to come up).
+fn start_server_with(data: &Path, flags: &[&str]) -> (TestServer, String) {
+    start_server_env(data, flags, &[])
 }
 
 /// `start_server_with`, the server's environment extended by `env` (the AWS_* variables).
-#[allow(clippy::zombie_processes)]
-fn start_server_env(
-    data: &Path,
-    ready: &Path,
-    flags: &[&str],
-    env: &[(String, String)],
-) -> (Child, String) {
-    let _ = std::fs::remove_file(ready);
-    let mut command = Command::new(server_binary());
-    command
-        .arg("--data")
-        .arg(data)
-        .args(["--listen", "127.0.0.1:0", "--ready-file"])
-        .arg(ready)
-        .args(flags)
-        .stderr(Stdio::null());
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let mut child = command.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(addr) = std::fs::read_to_string(ready)
-            && addr.ends_with('\n')
-        {
-            return (child, addr.trim().to_string());
-        }
-        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the server did not come up (after a crash, recovery must succeed)");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+fn start_server_env(data: &Path, flags: &[&str], env: &[(String, String)]) -> (TestServer, String) {
+    let server = ServerLaunch::new(server_binary())
+        .data(data)
+        .flags(flags)
+        .envs(env)
+        .ready_timeout(Duration::from_secs(60))
+        .start();
+    let addr = server.addr.clone();
+    (server, addr)
 }
 
 /// SIGTERM, and the server must exit cleanly.
-fn stop(server: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status();
-    assert!(server.wait().unwrap().success());
+fn stop(server: &mut TestServer) {
+    if let Err(error) = server.stop(Duration::from_secs(300)) {
+        panic!("{error}");
+    }
 }
 
 /// `ctxstore-server verify` of a stopped store must pass; its report.
@@ -141,11 +115,8 @@ fn verify(data: &Path) -> String {
     report
 }
 
-fn kill_9(child: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-KILL", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+fn kill_9(server: &mut TestServer) {
+    server.kill();
 }
 
 fn read_acks(path: &Path) -> Vec<Acked> {
@@ -279,39 +250,39 @@ impl MetaOp {
     fn request(&self) -> Request {
         let by_name = |name: &String| ContextRef::Name(name.clone());
         match self {
-            MetaOp::Create { name, tag } => Request::CtxOpen {
+            MetaOp::Create { name, tag } => Request::Contexts(ContextsRequest::CtxOpen {
                 base_turn_id: 0,
                 get_or_create: false,
                 clone_from: None,
                 name: Some(name.clone()),
                 tags: vec![tag.clone()],
-            },
-            MetaOp::Tag { name, set, remove } => Request::CtxTag {
+            }),
+            MetaOp::Tag { name, set, remove } => Request::Contexts(ContextsRequest::CtxTag {
                 context: by_name(name),
                 expected_head: None,
                 set: vec![set.clone()],
                 remove: vec![remove.clone()],
-            },
-            MetaOp::KvPut { name, entries } => Request::KvPut {
+            }),
+            MetaOp::KvPut { name, entries } => Request::Kv(KvRequest::KvPut {
                 context: by_name(name),
                 if_absent: false,
                 entries: entries
                     .iter()
                     .map(|(key, value)| (Bytes::from(key.clone()), value.clone()))
                     .collect(),
-            },
-            MetaOp::KvDelete { name, key } => Request::KvDelete {
+            }),
+            MetaOp::KvDelete { name, key } => Request::Kv(KvRequest::KvDelete {
                 context: by_name(name),
                 keys: vec![Bytes::from(key.clone())],
-            },
-            MetaOp::Clone { source, name } => Request::CtxOpen {
+            }),
+            MetaOp::Clone { source, name } => Request::Contexts(ContextsRequest::CtxOpen {
                 base_turn_id: 0,
                 get_or_create: false,
                 clone_from: Some(by_name(source)),
                 name: Some(name.clone()),
                 tags: vec![],
-            },
-            MetaOp::KeyedAppend { name, key } => Request::AppendTurns {
+            }),
+            MetaOp::KeyedAppend { name, key } => Request::Appends(AppendsRequest::AppendTurns {
                 context: by_name(name),
                 expected_head: None,
                 turns: vec![TurnSpec {
@@ -326,10 +297,10 @@ impl MetaOp {
                     },
                     payload: PayloadSpec::Bytes(Bytes::from(format!("checkpoint {key}"))),
                 }],
-            },
-            MetaOp::Delete { name } => Request::CtxDelete {
+            }),
+            MetaOp::Delete { name } => Request::Retention(RetentionRequest::CtxDelete {
                 context: by_name(name),
-            },
+            }),
         }
     }
 
@@ -442,8 +413,10 @@ async fn write_metadata(
             },
         };
         match client.request(op.request()).await {
-            Ok(Response::Opened { info, .. }) => op.apply(&mut model, Some(info.head.context_id)),
-            Ok(Response::AppendedTurns { turns }) => {
+            Ok(Response::Contexts(ContextsResponse::Opened { info, .. })) => {
+                op.apply(&mut model, Some(info.head.context_id))
+            }
+            Ok(Response::Appends(AppendsResponse::AppendedTurns { turns })) => {
                 assert!(!turns[0].existing, "{op:?}: a new key was there already");
                 op.apply(&mut model, Some(turns[0].turn.turn_id));
             }
@@ -464,12 +437,12 @@ async fn observe(client: &Client, names: &[String]) -> BTreeMap<String, Option<M
     for name in names {
         let context = ContextRef::Name(name.clone());
         let info = match client
-            .request(Request::CtxShow {
+            .request(Request::Contexts(ContextsRequest::CtxShow {
                 context: context.clone(),
-            })
+            }))
             .await
         {
-            Ok(Response::ContextInfo { info, .. }) => info,
+            Ok(Response::Contexts(ContextsResponse::ContextInfo { info, .. })) => info,
             Err(ctxstore_client::ClientError::Server {
                 code: ctxstore_client::ErrorCode::NotFound,
                 ..
@@ -485,25 +458,25 @@ async fn observe(client: &Client, names: &[String]) -> BTreeMap<String, Option<M
             kv: BTreeMap::new(),
             turn_keys: BTreeMap::new(),
         };
-        let list = Request::KvList {
+        let list = Request::Kv(KvRequest::KvList {
             context: context.clone(),
             prefix: Bytes::new(),
             after: Bytes::new(),
             limit: 1000,
-        };
-        let Ok(Response::KvList { items }) = client.request(list).await else {
+        });
+        let Ok(Response::Kv(KvResponse::KvList { items })) = client.request(list).await else {
             panic!("KV_LIST {name}");
         };
         for item in items {
-            let get = Request::KvGet {
+            let get = Request::Kv(KvRequest::KvGet {
                 context: context.clone(),
                 key: item.key.clone(),
                 read_flags: 0,
-            };
-            let Ok(Response::KvValue {
+            });
+            let Ok(Response::Kv(KvResponse::KvValue {
                 value_hash,
                 payload,
-            }) = client.request(get).await
+            })) = client.request(get).await
             else {
                 panic!("KV_GET {name}");
             };
@@ -595,7 +568,9 @@ async fn check_metadata(
         && next.contains_key(name)
     {
         let found_before = turn_by_key(&client, name, key).await;
-        let Ok(Response::AppendedTurns { turns }) = client.request(op.request()).await else {
+        let Ok(Response::Appends(AppendsResponse::AppendedTurns { turns })) =
+            client.request(op.request()).await
+        else {
             panic!("retrying {op:?}");
         };
         let retried = turns[0];
@@ -617,12 +592,12 @@ async fn check_metadata(
 }
 
 async fn turn_by_key(client: &Client, name: &str, key: &str) -> Option<u64> {
-    let request = Request::GetTurnByKey {
+    let request = Request::Reads(ReadsRequest::GetTurnByKey {
         context: ContextRef::Name(name.into()),
         key: Bytes::from(key.to_string()),
-    };
+    });
     match client.request(request).await {
-        Ok(Response::TurnInfo { turn, .. }) => Some(turn.turn_id),
+        Ok(Response::Reads(ReadsResponse::TurnInfo { turn, .. })) => Some(turn.turn_id),
         Err(ctxstore_client::ClientError::Server {
             code: ctxstore_client::ErrorCode::NotFound,
             ..
@@ -638,14 +613,13 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
     let mut rng = fastrand::Rng::with_seed(seed);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let ready = dir.path().join("ready");
     let runtime = test_runtime();
     let mut acked: Vec<Acked> = Vec::new();
     let mut checked = 0;
     let mut meta_model = MetaModel::new();
     let mut meta_checked = 0;
     for cycle in 0..cycles {
-        let (mut server, addr) = start_server(&data, &ready);
+        let (mut server, addr) = start_server(&data);
         let log = dir.path().join(format!("acks-{cycle}.jsonl"));
         let run_ms = rng.u64(600..2000);
         let mut loadgen = Command::new(LOADGEN)
@@ -704,7 +678,7 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
         );
         acked.extend(fresh);
 
-        let (mut server, addr) = start_server(&data, &ready);
+        let (mut server, addr) = start_server(&data);
         checked += runtime.block_on(check(&addr, &acked));
         let (model, names) = runtime.block_on(check_metadata(&addr, model, in_flight));
         meta_model = model;
@@ -712,7 +686,7 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
         kill_9(&mut server);
     }
 
-    let (mut server, _) = start_server(&data, &ready);
+    let (mut server, _) = start_server(&data);
     stop(&mut server);
     let report = verify(&data);
     assert!(
@@ -733,10 +707,9 @@ fn kill_9_under_load_loses_no_acknowledged_append() {
 fn a_backup_under_load_holds_every_append_acknowledged_before_it() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let ready = dir.path().join("ready");
     let copy = dir.path().join("backup");
     let runtime = test_runtime();
-    let (mut server, addr) = start_server(&data, &ready);
+    let (mut server, addr) = start_server(&data);
     let log = dir.path().join("acks.jsonl");
     let mut loadgen = Command::new(LOADGEN)
         .args(["--addr", &addr, "--duration", "3s", "--warmup", "0s"])
@@ -760,11 +733,11 @@ fn a_backup_under_load_holds_every_append_acknowledged_before_it() {
         )
         .await
         .unwrap();
-        let request = Request::Backup {
+        let request = Request::Admin(AdminRequest::Backup {
             dir: copy.display().to_string(),
-        };
+        });
         match client.request(request).await {
-            Ok(Response::BackedUp(report)) => report,
+            Ok(Response::Admin(AdminResponse::BackedUp(report))) => report,
             other => panic!("BACKUP: {other:?}"),
         }
     });
@@ -773,7 +746,7 @@ fn a_backup_under_load_holds_every_append_acknowledged_before_it() {
     let _ = loadgen.wait();
     stop(&mut server);
     verify(&copy);
-    let (mut server, addr) = start_server(&copy, &dir.path().join("ready-copy"));
+    let (mut server, addr) = start_server(&copy);
     let checked = runtime.block_on(check(&addr, &before));
     kill_9(&mut server);
     println!(
@@ -801,14 +774,13 @@ fn collections_under_kill_9_keep_every_live_acknowledged_turn() {
     let mut rng = fastrand::Rng::with_seed(seed);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let ready = dir.path().join("ready");
     let runtime = test_runtime();
     let mut acked: Vec<Acked> = Vec::new();
     let mut kept: Vec<(u64, String)> = Vec::new();
     let mut checked = 0;
     let mut churned = 0;
     for cycle in 0..cycles {
-        let (mut server, addr) = start_server_with(&data, &ready, &gc_flags);
+        let (mut server, addr) = start_server_with(&data, &gc_flags);
         let log = dir.path().join(format!("gc-acks-{cycle}.jsonl"));
         let run_ms = rng.u64(800..2500);
         let mut loadgen = Command::new(LOADGEN)
@@ -836,7 +808,7 @@ fn collections_under_kill_9_keep_every_live_acknowledged_turn() {
         kept.extend(keeper_acks);
         acked.extend(read_acks(&log));
 
-        let (mut server, addr) = start_server_with(&data, &ready, &gc_flags);
+        let (mut server, addr) = start_server_with(&data, &gc_flags);
         checked += runtime.block_on(check(&addr, &acked));
         runtime.block_on(async {
             let client = Client::connect(
@@ -859,7 +831,7 @@ fn collections_under_kill_9_keep_every_live_acknowledged_turn() {
     }
     assert!(churned > 0, "the churn made no context to collect");
 
-    let (mut server, addr) = start_server_with(&data, &ready, &gc_flags);
+    let (mut server, addr) = start_server_with(&data, &gc_flags);
     let stats = runtime.block_on(async {
         let client =
             Client::connect(ClientConfig::new(&addr).with_verify_payloads(VerifyPayloads::Always))
@@ -918,14 +890,13 @@ fn backups_on_the_data_file_system_survive_collections_and_kill_9_on_either_side
     let mut rng = fastrand::Rng::with_seed(seed);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let ready = dir.path().join("ready");
     let runtime = test_runtime();
     let mut acked: Vec<Acked> = Vec::new();
     let mut backups: Vec<(std::path::PathBuf, Vec<Acked>)> = Vec::new();
     let mut linked_bytes = 0;
     let mut checked = 0;
     for cycle in 0..cycles {
-        let (mut server, addr) = start_server_with(&data, &ready, &flags);
+        let (mut server, addr) = start_server_with(&data, &flags);
         let log = dir.path().join(format!("backup-acks-{cycle}.jsonl"));
         let run_ms = rng.u64(1500..2500);
         let mut loadgen = Command::new(LOADGEN)
@@ -954,11 +925,11 @@ fn backups_on_the_data_file_system_survive_collections_and_kill_9_on_either_side
             let client = Client::connect(ClientConfig::new(addr.clone()))
                 .await
                 .unwrap();
-            let request = Request::Backup {
+            let request = Request::Admin(AdminRequest::Backup {
                 dir: copy.display().to_string(),
-            };
+            });
             match client.request(request).await {
-                Ok(Response::BackedUp(report)) => report,
+                Ok(Response::Admin(AdminResponse::BackedUp(report))) => report,
                 other => panic!("BACKUP: {other:?}"),
             }
         });
@@ -975,14 +946,13 @@ fn backups_on_the_data_file_system_survive_collections_and_kill_9_on_either_side
         if cycle % 2 == 1 {
             // The README's "serve the copy", with the same collections and churn, killed.
             let (newest, _) = backups.last().unwrap();
-            let (mut served, addr) =
-                start_server_with(newest, &dir.path().join("ready-copy"), &flags);
+            let (mut served, addr) = start_server_with(newest, &flags);
             let churning = runtime.spawn(churn(addr, seed ^ 0xbac));
             std::thread::sleep(Duration::from_millis(rng.u64(600..1200)));
             kill_9(&mut served);
             let _ = runtime.block_on(churning);
         }
-        let (mut server, addr) = start_server_with(&data, &ready, &flags);
+        let (mut server, addr) = start_server_with(&data, &flags);
         checked += runtime.block_on(check(&addr, &acked));
         kill_9(&mut server);
         for (copy, _) in &backups {
@@ -993,11 +963,11 @@ fn backups_on_the_data_file_system_survive_collections_and_kill_9_on_either_side
         linked_bytes > 0,
         "no backup hard-linked a sealed pack: the loop tested copies only"
     );
-    let (mut server, _) = start_server_with(&data, &ready, &flags);
+    let (mut server, _) = start_server_with(&data, &flags);
     stop(&mut server);
     let report = verify(&data);
     for (copy, before) in &backups {
-        let (mut server, addr) = start_server_with(copy, &dir.path().join("ready-copy"), &[]);
+        let (mut server, addr) = start_server_with(copy, &[]);
         checked += runtime.block_on(check(&addr, before));
         stop(&mut server);
     }
@@ -1027,7 +997,6 @@ fn the_replica_holds_every_append_acknowledged_two_seconds_before_the_host_was_l
     for cycle in 0..cycles {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
-        let ready = dir.path().join("ready");
         let (url, env) = match std::env::var("CTXSTORE_S3_TEST_ENDPOINT") {
             Ok(endpoint) => {
                 let bucket = std::env::var("CTXSTORE_S3_TEST_BUCKET")
@@ -1058,7 +1027,7 @@ fn the_replica_holds_every_append_acknowledged_two_seconds_before_the_host_was_l
             ),
         };
         let flags = ["--replicate-to", url.as_str(), "--replicate-interval", "1s"];
-        let (mut server, addr) = start_server_env(&data, &ready, &flags, &env);
+        let (mut server, addr) = start_server_env(&data, &flags, &env);
         let log = dir.path().join("acks.jsonl");
         let mut loadgen = Command::new(LOADGEN)
             .args([
@@ -1125,7 +1094,7 @@ fn the_replica_holds_every_append_acknowledged_two_seconds_before_the_host_was_l
             "restore: {}",
             String::from_utf8_lossy(&output.stderr)
         );
-        let (mut server, addr) = start_server(&restored, &ready);
+        let (mut server, addr) = start_server(&restored);
         checked_total += runtime.block_on(check(&addr, must));
         stop(&mut server);
         verify(&restored);
@@ -1152,7 +1121,6 @@ fn restores_at_random_records_hold_exactly_what_was_acknowledged_up_to_them() {
     let runtime = test_runtime();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let ready = dir.path().join("ready");
     let url = format!("file://{}", dir.path().join("replica").display());
     let flags = [
         "--replicate-to",
@@ -1160,7 +1128,7 @@ fn restores_at_random_records_hold_exactly_what_was_acknowledged_up_to_them() {
         "--replicate-interval",
         "200ms",
     ];
-    let (mut server, addr) = start_server_with(&data, &ready, &flags);
+    let (mut server, addr) = start_server_with(&data, &flags);
     let log = dir.path().join("acks.jsonl");
     let status = Command::new(LOADGEN)
         .args(["--addr", &addr, "--duration", "5s", "--warmup", "0s"])
@@ -1202,7 +1170,7 @@ fn restores_at_random_records_hold_exactly_what_was_acknowledged_up_to_them() {
         );
         let (kept, after): (Vec<Acked>, Vec<Acked>) =
             acked.iter().cloned().partition(|ack| ack.turn <= record);
-        let (mut restored, addr) = start_server(&target, &dir.path().join("ready-at"));
+        let (mut restored, addr) = start_server(&target);
         checked += runtime.block_on(check(&addr, &kept));
         // Nothing after the point: every later acknowledged turn is NOT_FOUND.
         runtime.block_on(async {
@@ -1307,12 +1275,11 @@ fn growing_chunked_states_under_kill_9_lose_nothing_acknowledged() {
     let mut rng = fastrand::Rng::with_seed(seed);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let ready = dir.path().join("ready");
     let runtime = test_runtime();
     let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Acked>::new()));
     let mut blobs = 0;
     for cycle in 0..cycles as u64 {
-        let (mut server, addr) = start_server_with(&data, &ready, &flags);
+        let (mut server, addr) = start_server_with(&data, &flags);
         let mut agents = Vec::new();
         for agent in 0..3u64 {
             let (addr, acked) = (addr.clone(), acked.clone());
@@ -1327,7 +1294,7 @@ fn growing_chunked_states_under_kill_9_lose_nothing_acknowledged() {
             runtime.block_on(agent).unwrap();
         }
 
-        let (mut server, addr) = start_server_with(&data, &ready, &flags);
+        let (mut server, addr) = start_server_with(&data, &flags);
         let acked_now = acked.lock().unwrap().clone();
         runtime.block_on(check(&addr, &acked_now));
         blobs = runtime.block_on(async {
@@ -1342,7 +1309,7 @@ fn growing_chunked_states_under_kill_9_lose_nothing_acknowledged() {
         kill_9(&mut server);
     }
     let acked = acked.lock().unwrap().clone();
-    let (mut server, addr) = start_server_with(&data, &ready, &flags);
+    let (mut server, addr) = start_server_with(&data, &flags);
     let checked = runtime.block_on(check(&addr, &acked));
     stop(&mut server);
     let report = verify(&data);

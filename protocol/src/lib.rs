@@ -2,8 +2,10 @@
 //! No I/O and no runtime: the server and the clients bring their own.
 //!
 //! - [`frame`]: the 16-byte frame header and an incremental frame reader with a size limit.
-//! - [`message`]: every request and response as Rust values, with their wire structs.
-//! - [`codec`]: encoding and strict decoding of message bodies (no panics on any input).
+//! - [`message`]: the message types, flags, limits and the wire structs messages share.
+//! - [`codec`]: a message family is a type (`Request::Reads(ReadsRequest::GetLast { .. })`),
+//!   owned end to end by one module: its values, encoding and strict decoding (no panics on
+//!   any input), and the largest answer each request may produce.
 //! - [`error`]: the stable error codes of the ERROR message, and decoding errors.
 
 pub mod codec;
@@ -12,8 +14,12 @@ pub mod frame;
 pub mod message;
 
 pub use codec::{
-    EncodeError, check_request, decode_request, decode_request_as, decode_response, encode_request,
-    encode_request_chunks, encode_response,
+    AdminRequest, AdminResponse, AnswerLimits, AppendsRequest, AppendsResponse, BlobsRequest,
+    BlobsResponse, ContextsRequest, ContextsResponse, ERROR_ANSWER_BYTES_MAX, EncodeError,
+    FamilyRequest, KvRequest, KvResponse, OverlaysRequest, OverlaysResponse, ReadsRequest,
+    ReadsResponse, Request, Response, RetentionRequest, RetentionResponse, check_request,
+    decode_request, decode_request_as, decode_response, encode_request, encode_request_chunks,
+    encode_response,
 };
 pub use error::{DecodeError, ErrorCode};
 pub use frame::{FrameError, FrameHeader, FrameReader, HEADER_BYTES};
@@ -21,6 +27,9 @@ pub use message::*;
 
 /// The newest protocol version this crate speaks. HELLO negotiates the highest version both
 /// sides speak.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
+/// The first version whose APPEND_TURNS may carry a payload the client compressed
+/// (`PayloadSpec::Zstd`, TURN_SPEC flag `ZSTD`, issue 38).
+pub const ZSTD_PAYLOADS_SINCE_VERSION: u16 = 3;
 /// The oldest protocol version this crate still speaks (byte for byte).
 pub const PROTOCOL_VERSION_MIN: u16 = 1;

@@ -1,5 +1,7 @@
-//! Every message of protocol versions 1 and 2 as a Rust value. Byte layouts: docs/protocol.md
-//! and `codec/`. A response's type is its request's type with the high bit set; ERROR is
+//! The message types of protocol versions 1 to 3, their flags and limits, and the wire
+//! structs several messages share. The messages themselves are values of their family's types
+//! (`codec/`: `Request`, `Response`, `ReadsRequest`, …). Byte layouts: docs/protocol.md and
+//! `codec/`. A response's type is its request's type with the high bit set; ERROR is
 //! 0xFFFF. Version 2 (decision 0007) adds contexts by name, tags, listing and key-value, turns
 //! for agent frameworks, retention, backup and garbage collection (GC, STATS_EX), overlays, and
 //! payloads stored as chunks the server may already have (PUT_CHUNKED, issue 16).
@@ -56,13 +58,18 @@ pub enum MessageType {
     PurgeBlob = 0x0026,
     // Version 2, sub-blob dedup (issue 16).
     PutChunked = 0x0027,
+    // Version 3, key-value entries with a time to live (issue 34, decision 0028).
+    KvPutEx = 0x0028,
+    KvGetEx = 0x0029,
+    KvListEx = 0x002A,
+    KvTouch = 0x002B,
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 39] = [
+    pub const ALL: [MessageType; 43] = [
         MessageType::Hello,
         MessageType::Ping,
         MessageType::CtxCreate,
@@ -102,6 +109,10 @@ impl MessageType {
         MessageType::RedactTurn,
         MessageType::PurgeBlob,
         MessageType::PutChunked,
+        MessageType::KvPutEx,
+        MessageType::KvGetEx,
+        MessageType::KvListEx,
+        MessageType::KvTouch,
     ];
 
     pub fn code(self) -> u16 {
@@ -159,13 +170,19 @@ impl MessageType {
             MessageType::RedactTurn => "REDACT_TURN",
             MessageType::PurgeBlob => "PURGE_BLOB",
             MessageType::PutChunked => "PUT_CHUNKED",
+            MessageType::KvPutEx => "KV_PUT_EX",
+            MessageType::KvGetEx => "KV_GET_EX",
+            MessageType::KvListEx => "KV_LIST_EX",
+            MessageType::KvTouch => "KV_TOUCH",
         }
     }
 
     /// The protocol version that introduced this message: a connection that negotiated an
     /// older one answers it UNKNOWN_MESSAGE.
     pub fn since_version(self) -> u16 {
-        if self.code() >= MessageType::CtxOpen.code() {
+        if (MessageType::KvPutEx.code()..=MessageType::KvTouch.code()).contains(&self.code()) {
+            3
+        } else if self.code() >= MessageType::CtxOpen.code() {
             2
         } else {
             1
@@ -187,19 +204,11 @@ impl MessageType {
     }
 
     /// Whether a read may ask for the overlay view (frame flag `OVERLAYS`, decision 0012):
-    /// every message whose answer carries TURNs.
+    /// every message whose answer carries TURNs, the reads family (`ReadsRequest`).
     pub fn takes_overlays(self) -> bool {
         matches!(
-            self,
-            MessageType::GetTurn
-                | MessageType::GetLast
-                | MessageType::GetBefore
-                | MessageType::GetRangeByDepth
-                | MessageType::GetChain
-                | MessageType::GetTurnByKey
-                | MessageType::TurnLog
-                | MessageType::ReadPage
-                | MessageType::FindTurns
+            crate::codec::Family::of(self),
+            crate::codec::Family::Reads(_)
         )
     }
 }
@@ -287,6 +296,33 @@ pub struct KvItemWire {
     pub value_len: u32,
 }
 
+/// A key-value entry as KV_LIST_EX, KV_TOUCH and (without its key) KV_GET_EX return it:
+/// KV_LIST's item and its time to live (version 3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvItemExWire {
+    pub key: Bytes,
+    pub value_hash: BlobHash,
+    pub value_len: u32,
+    /// Milliseconds the entry lives after its put or last refresh (0: for ever).
+    pub ttl_ms: u64,
+    /// When it expires (unix ms; 0: never).
+    pub expires_at_unix_ms: u64,
+}
+
+/// Bits of `put_flags` in KV_PUT_EX (version 3).
+pub mod kv_put_flags {
+    /// Keys the context has (live) keep their values.
+    pub const IF_ABSENT: u8 = 1 << 0;
+    pub const KNOWN: u8 = IF_ABSENT;
+}
+
+/// Bits of `kv_flags` in KV_GET_EX and KV_LIST_EX (version 3).
+pub mod kv_read_flags {
+    /// Restart the TTL of each entry returned (that has one) from now: a durable write.
+    pub const REFRESH: u8 = 1 << 0;
+    pub const KNOWN: u8 = REFRESH;
+}
+
 /// Bits of `open_flags` in CTX_OPEN.
 pub mod open_flags {
     /// A name that exists answers its context (`created = 0`) instead of ALREADY_EXISTS.
@@ -316,11 +352,19 @@ pub enum ParentWire {
     Turn(u64),
 }
 
-/// A turn's payload in APPEND_TURNS: its bytes, or the hash of a stored blob.
+/// A turn's payload in APPEND_TURNS: its bytes, the hash of a stored blob, or (version 3) its
+/// bytes as one zstd frame the client compressed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PayloadSpec {
     Bytes(Bytes),
     Hash(BlobHash),
+    /// A zstd frame that inflates to `raw_len` bytes hashing to `hash` (the server checks it
+    /// before storing; a blob it has under `hash` is not inflated at all).
+    Zstd {
+        hash: BlobHash,
+        raw_len: u32,
+        frame: Bytes,
+    },
 }
 
 /// One turn of APPEND_TURNS.
@@ -340,7 +384,10 @@ pub mod turn_spec_flags {
     pub const SUMMARY: u8 = 1 << 0;
     /// The payload is the hash of a stored blob (32 bytes), not bytes.
     pub const BY_HASH: u8 = 1 << 1;
-    pub const KNOWN: u8 = SUMMARY | BY_HASH;
+    /// The payload is `hash [32]u8`, `raw_len u32`, `frame_len u32` and a zstd frame of
+    /// `frame_len` bytes (version 3; not with BY_HASH).
+    pub const ZSTD: u8 = 1 << 2;
+    pub const KNOWN: u8 = SUMMARY | BY_HASH | ZSTD;
 }
 
 /// One turn of APPEND_TURNS' answer.
@@ -546,305 +593,6 @@ pub struct StatsWire {
     pub uptime_ms: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Request {
-    /// First message of every connection.
-    Hello {
-        min_version: u16,
-        max_version: u16,
-        token: Bytes,
-        client_name: String,
-    },
-    Ping {
-        nonce: u64,
-    },
-    /// A new context: empty (`base_turn_id == 0`) or with its head at an existing turn.
-    CtxCreate {
-        base_turn_id: u64,
-    },
-    /// A new context whose head is an existing turn.
-    CtxFork {
-        turn_id: u64,
-    },
-    GetHead {
-        context: ContextRef,
-    },
-    AppendTurn {
-        context: ContextRef,
-        expected_head: Option<u64>,
-        type_tag: u64,
-        codec: u32,
-        payload: Bytes,
-    },
-    /// Appends a turn whose payload is an already stored blob (no re-upload).
-    AppendTurnByHash {
-        context: ContextRef,
-        expected_head: Option<u64>,
-        type_tag: u64,
-        codec: u32,
-        payload_hash: BlobHash,
-    },
-    GetTurn {
-        turn_id: u64,
-    },
-    /// The `limit` newest turns of a context, oldest first.
-    GetLast {
-        context: ContextRef,
-        limit: u32,
-        read_flags: u32,
-    },
-    /// The `limit` turns older than `before_turn_id`, oldest first (cursor paging).
-    GetBefore {
-        context: ContextRef,
-        before_turn_id: u64,
-        limit: u32,
-        read_flags: u32,
-    },
-    /// The turns of a context's chain with depth in `from_depth..from_depth + limit`.
-    GetRangeByDepth {
-        context: ContextRef,
-        from_depth: u32,
-        limit: u32,
-        read_flags: u32,
-    },
-    /// The chain root → `turn_id`, a window of `limit` turns from `from_depth`.
-    GetChain {
-        turn_id: u64,
-        from_depth: u32,
-        limit: u32,
-        read_flags: u32,
-    },
-    GetBlob {
-        hash: BlobHash,
-        read_flags: u32,
-    },
-    HasBlobs {
-        hashes: Vec<BlobHash>,
-    },
-    Stats,
-    /// A new context, optionally named, tagged, forked at `base_turn_id` or cloned from
-    /// another context; with `get_or_create`, a taken name answers its context.
-    CtxOpen {
-        base_turn_id: u64,
-        get_or_create: bool,
-        clone_from: Option<ContextRef>,
-        name: Option<String>,
-        tags: Vec<(String, String)>,
-    },
-    CtxShow {
-        context: ContextRef,
-    },
-    /// Sets and removes tags atomically, optionally only if the head is `expected_head`.
-    CtxTag {
-        context: ContextRef,
-        expected_head: Option<u64>,
-        set: Vec<(String, String)>,
-        remove: Vec<String>,
-    },
-    /// Contexts matching every condition, a page after `cursor`.
-    CtxList {
-        tags: Vec<(String, String)>,
-        name_prefix: Option<String>,
-        updated_after_unix_ms: Option<u64>,
-        updated_before_unix_ms: Option<u64>,
-        cursor: Option<ListCursorWire>,
-        limit: u32,
-    },
-    /// Names a context that has no name yet.
-    CtxName {
-        context: ContextRef,
-        name: String,
-    },
-    /// Puts key-value entries in one group commit; with `if_absent`, existing keys keep theirs.
-    KvPut {
-        context: ContextRef,
-        if_absent: bool,
-        entries: Vec<(Bytes, Bytes)>,
-    },
-    KvGet {
-        context: ContextRef,
-        key: Bytes,
-        read_flags: u32,
-    },
-    KvDelete {
-        context: ContextRef,
-        keys: Vec<Bytes>,
-    },
-    /// Entries whose keys start with `prefix`, in key order, after `after` (empty: from the
-    /// first).
-    KvList {
-        context: ContextRef,
-        prefix: Bytes,
-        after: Bytes,
-        limit: u32,
-    },
-    /// One or more turns to one context, in order, all or none, in one group commit; each
-    /// turn's parent is the one before it unless it says otherwise.
-    AppendTurns {
-        context: ContextRef,
-        expected_head: Option<u64>,
-        turns: Vec<TurnSpec>,
-    },
-    GetTurnByKey {
-        context: ContextRef,
-        key: Bytes,
-    },
-    /// The context's turns, newest first across branches and what it inherited.
-    TurnLog {
-        context: ContextRef,
-        labels: Vec<(String, String)>,
-        cursor: Option<LogCursorWire>,
-        limit: u32,
-        read_flags: u32,
-    },
-    /// Turns of every context carrying an indexed label, newest first, older than
-    /// `before_turn_id` (0: from the newest).
-    FindTurns {
-        key: String,
-        value: String,
-        before_turn_id: u64,
-        limit: u32,
-    },
-    /// Deletes a context (issue 15): NOT_FOUND for it from then on; its name is free again.
-    CtxDelete {
-        context: ContextRef,
-    },
-    /// Keeps the newest `keep` (≥ 1) depths of the context's chain reachable through it.
-    CtxPrune {
-        context: ContextRef,
-        keep: u32,
-    },
-    /// With `set`, sets the context's time to live (`ttl_ms`; 0: none); without, reads it.
-    CtxTtl {
-        context: ContextRef,
-        set: bool,
-        ttl_ms: u64,
-    },
-    /// Writes a consistent copy of the store into `dir` (absolute, on the server's host;
-    /// absent or empty) while the server goes on serving.
-    Backup {
-        dir: String,
-    },
-    /// Runs a garbage collection now and answers when it is done (GC_DONE). The body is
-    /// `gc_flags u32`, no bit defined yet (0).
-    Gc,
-    /// STATS with the fields version 2 added (live and dead bytes, garbage collections).
-    StatsEx,
-    /// A page of the context's chain with each turn's extras.
-    ReadPage {
-        context: ContextRef,
-        kind: PageKind,
-        limit: u32,
-        read_flags: u32,
-    },
-    /// Gives a turn a new payload (decision 0012); reads `as_of` an older overlay still see
-    /// the payload it had then.
-    PatchTurn {
-        turn_id: u64,
-        payload: Bytes,
-    },
-    /// Takes a turn's payload away, in every view; its bytes leave at the next collection.
-    RedactTurn {
-        turn_id: u64,
-    },
-    /// Redacts every turn naming the blob and hides it by hash (the compliance path).
-    PurgeBlob {
-        hash: BlobHash,
-    },
-    /// A read (`MessageType::takes_overlays`) in the overlay view `as_of` (0: the latest),
-    /// with each TURN's overlay state in the answer (frame flag `OVERLAYS`, version 2).
-    AsOf {
-        as_of: u64,
-        read: Box<Request>,
-    },
-    /// Stores a payload given as its content-defined chunks, in order (issue 16): the first
-    /// `base.kept` chunks of a stored chunked blob (if `base`), then `chunks`; `sent` carries
-    /// the bytes of some of `chunks` (strictly increasing indexes into `chunks`), the server
-    /// has every other one already. The chunks rebuild the payload, which must hash to
-    /// `payload_hash`. Then APPEND_TURN_BY_HASH names it: a growing state costs the bytes it
-    /// grew by.
-    PutChunked {
-        payload_hash: BlobHash,
-        base: Option<ChunkBaseWire>,
-        chunks: Vec<ChunkWire>,
-        sent: Vec<SentChunkWire>,
-    },
-}
-
-impl Request {
-    pub fn message_type(&self) -> MessageType {
-        match self {
-            Request::Hello { .. } => MessageType::Hello,
-            Request::Ping { .. } => MessageType::Ping,
-            Request::CtxCreate { .. } => MessageType::CtxCreate,
-            Request::CtxFork { .. } => MessageType::CtxFork,
-            Request::GetHead { .. } => MessageType::GetHead,
-            Request::AppendTurn { .. } => MessageType::AppendTurn,
-            Request::AppendTurnByHash { .. } => MessageType::AppendTurnByHash,
-            Request::GetTurn { .. } => MessageType::GetTurn,
-            Request::GetLast { .. } => MessageType::GetLast,
-            Request::GetBefore { .. } => MessageType::GetBefore,
-            Request::GetRangeByDepth { .. } => MessageType::GetRangeByDepth,
-            Request::GetChain { .. } => MessageType::GetChain,
-            Request::GetBlob { .. } => MessageType::GetBlob,
-            Request::HasBlobs { .. } => MessageType::HasBlobs,
-            Request::Stats => MessageType::Stats,
-            Request::CtxOpen { .. } => MessageType::CtxOpen,
-            Request::CtxShow { .. } => MessageType::CtxShow,
-            Request::CtxTag { .. } => MessageType::CtxTag,
-            Request::CtxList { .. } => MessageType::CtxList,
-            Request::CtxName { .. } => MessageType::CtxName,
-            Request::KvPut { .. } => MessageType::KvPut,
-            Request::KvGet { .. } => MessageType::KvGet,
-            Request::KvDelete { .. } => MessageType::KvDelete,
-            Request::KvList { .. } => MessageType::KvList,
-            Request::AppendTurns { .. } => MessageType::AppendTurns,
-            Request::GetTurnByKey { .. } => MessageType::GetTurnByKey,
-            Request::TurnLog { .. } => MessageType::TurnLog,
-            Request::ReadPage { .. } => MessageType::ReadPage,
-            Request::FindTurns { .. } => MessageType::FindTurns,
-            Request::CtxDelete { .. } => MessageType::CtxDelete,
-            Request::CtxPrune { .. } => MessageType::CtxPrune,
-            Request::CtxTtl { .. } => MessageType::CtxTtl,
-            Request::Backup { .. } => MessageType::Backup,
-            Request::Gc => MessageType::Gc,
-            Request::StatsEx => MessageType::StatsEx,
-            Request::PatchTurn { .. } => MessageType::PatchTurn,
-            Request::RedactTurn { .. } => MessageType::RedactTurn,
-            Request::PurgeBlob { .. } => MessageType::PurgeBlob,
-            Request::PutChunked { .. } => MessageType::PutChunked,
-            Request::AsOf { read, .. } => read.message_type(),
-        }
-    }
-
-    /// The context a request of the version-1 layout names with its leading `context_id`
-    /// (`MessageType::takes_context`).
-    pub fn leading_context(&self) -> Option<&ContextRef> {
-        match self {
-            Request::GetHead { context }
-            | Request::AppendTurn { context, .. }
-            | Request::AppendTurnByHash { context, .. }
-            | Request::GetLast { context, .. }
-            | Request::GetBefore { context, .. }
-            | Request::GetRangeByDepth { context, .. } => Some(context),
-            Request::AsOf { read, .. } => read.leading_context(),
-            _ => None,
-        }
-    }
-
-    /// The frame header's `flags` this request is sent with.
-    pub fn frame_flags(&self) -> u16 {
-        let overlays = match self {
-            Request::AsOf { .. } => frame_flags::OVERLAYS,
-            _ => 0,
-        };
-        match self.leading_context() {
-            Some(ContextRef::Name(_)) => frame_flags::CTX_BY_NAME | overlays,
-            _ => overlays,
-        }
-    }
-}
-
 /// BACKED_UP: a finished backup.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct BackupWire {
@@ -902,218 +650,4 @@ pub struct ServerLimits {
     pub blob_bytes_max: u32,
     pub read_turns_max: u32,
     pub has_blobs_max: u32,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Response {
-    Hello {
-        version: u16,
-        limits: ServerLimits,
-        server_name: String,
-    },
-    Pong {
-        nonce: u64,
-    },
-    /// Answer to CTX_CREATE, CTX_FORK and GET_HEAD (the type says which).
-    Context {
-        message_type: MessageType,
-        head: ContextHeadWire,
-    },
-    /// Answer to APPEND_TURN and APPEND_TURN_BY_HASH.
-    Appended {
-        message_type: MessageType,
-        turn: TurnWire,
-        deduped: bool,
-    },
-    Turn(TurnWire),
-    /// Answer to GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH and GET_CHAIN, oldest first.
-    Turns {
-        message_type: MessageType,
-        /// Cursor for the next older page (GET_BEFORE), 0 when the root was reached.
-        next_before: u64,
-        /// Depth of the chain's tip (the context's head, or GET_CHAIN's turn).
-        tip_depth: u32,
-        entries: Vec<TurnEntry>,
-    },
-    Blob(PayloadWire),
-    HasBlobs {
-        present: Vec<bool>,
-    },
-    Stats(StatsWire),
-    /// Answer to CTX_SHOW, CTX_TAG and CTX_NAME (the type says which).
-    ContextInfo {
-        message_type: MessageType,
-        info: ContextInfoWire,
-    },
-    /// Answer to CTX_OPEN: the context, and whether this request created it.
-    Opened {
-        info: ContextInfoWire,
-        created: bool,
-    },
-    /// Answer to CTX_LIST: `next_cursor` is `None` when no more contexts match.
-    ContextList {
-        next_cursor: Option<ListCursorWire>,
-        contexts: Vec<ContextInfoWire>,
-    },
-    /// Answer without a body: KV_PUT and KV_DELETE (the type says which).
-    Done {
-        message_type: MessageType,
-    },
-    /// Answer to KV_GET: the value's BlobHash and bytes.
-    KvValue {
-        value_hash: BlobHash,
-        payload: PayloadWire,
-    },
-    /// Answer to KV_LIST.
-    KvList {
-        items: Vec<KvItemWire>,
-    },
-    /// Answer to APPEND_TURNS, one per turn, in order.
-    AppendedTurns {
-        turns: Vec<AppendedWire>,
-    },
-    /// Answer to GET_TURN_BY_KEY (boxed: it would double every response's size).
-    TurnInfo {
-        turn: Box<TurnWire>,
-        extras: ExtrasWire,
-    },
-    /// Answer to TURN_LOG, newest first.
-    TurnLog {
-        next_cursor: Option<LogCursorWire>,
-        entries: Vec<TurnEntryV2>,
-    },
-    /// Answer to FIND_TURNS, newest first; `next_before` 0 when there are no more.
-    FoundTurns {
-        next_before: u64,
-        turns: Vec<(TurnWire, ExtrasWire)>,
-    },
-    /// Answer to CTX_DELETE (the context just before), CTX_PRUNE and CTX_TTL (after): the
-    /// context with its retention settings (the type says which request).
-    Retention {
-        message_type: MessageType,
-        info: ContextInfoWire,
-        floor_depth: u32,
-        ttl_ms: u64,
-    },
-    /// Answer to BACKUP: what the copy holds and what it cost.
-    BackedUp(BackupWire),
-    /// Answer to GC: what the collection did.
-    GcDone(GcWire),
-    /// Answer to STATS_EX: STATS' fields, then the garbage collector's (boxed: it would grow
-    /// every response's size).
-    StatsEx {
-        stats: Box<StatsWire>,
-        gc: GcStatsWire,
-    },
-    /// Answer to READ_PAGE, oldest first (TURNS' fields, entries with extras).
-    Page {
-        next_before: u64,
-        tip_depth: u32,
-        entries: Vec<TurnEntryV2>,
-    },
-    /// Answer to PATCH_TURN: the turn's new payload and the patch's sequence number.
-    Patched {
-        turn_id: u64,
-        overlay_seq: u64,
-        payload_hash: BlobHash,
-        payload_len: u32,
-    },
-    /// Answer to REDACT_TURN.
-    Redacted {
-        turn_id: u64,
-        overlay_seq: u64,
-    },
-    /// Answer to PURGE_BLOB: how many turns it redacted (not counting those redacted before)
-    /// and the purge record's sequence number.
-    Purged {
-        payload_hash: BlobHash,
-        turns_redacted: u64,
-        overlay_seq: u64,
-    },
-    /// Answer to PUT_CHUNKED (CHUNKED_STORED, 48 bytes): the payload's hash and length, and
-    /// whether it was stored before this request.
-    ChunkedStored {
-        payload_hash: BlobHash,
-        payload_len: u64,
-        already_stored: bool,
-    },
-    /// Answer to a read sent with `Request::AsOf`: the read's answer, and one overlay state
-    /// per TURN in it, in order (frame flag `OVERLAYS`).
-    Overlaid {
-        response: Box<Response>,
-        overlays: Vec<OverlayWire>,
-    },
-    Error {
-        code: crate::error::ErrorCode,
-        detail: u64,
-        message: String,
-    },
-}
-
-impl Response {
-    /// The `msg_type` of the frame that carries this response.
-    pub fn msg_type(&self) -> u16 {
-        match self {
-            Response::Hello { .. } => MessageType::Hello.response_code(),
-            Response::Pong { .. } => MessageType::Ping.response_code(),
-            Response::Context { message_type, .. }
-            | Response::Appended { message_type, .. }
-            | Response::Turns { message_type, .. }
-            | Response::ContextInfo { message_type, .. }
-            | Response::Retention { message_type, .. }
-            | Response::Done { message_type } => message_type.response_code(),
-            Response::Opened { .. } => MessageType::CtxOpen.response_code(),
-            Response::ContextList { .. } => MessageType::CtxList.response_code(),
-            Response::KvValue { .. } => MessageType::KvGet.response_code(),
-            Response::KvList { .. } => MessageType::KvList.response_code(),
-            Response::AppendedTurns { .. } => MessageType::AppendTurns.response_code(),
-            Response::TurnInfo { .. } => MessageType::GetTurnByKey.response_code(),
-            Response::TurnLog { .. } => MessageType::TurnLog.response_code(),
-            Response::Page { .. } => MessageType::ReadPage.response_code(),
-            Response::FoundTurns { .. } => MessageType::FindTurns.response_code(),
-            Response::BackedUp(_) => MessageType::Backup.response_code(),
-            Response::GcDone(_) => MessageType::Gc.response_code(),
-            Response::StatsEx { .. } => MessageType::StatsEx.response_code(),
-            Response::Turn(_) => MessageType::GetTurn.response_code(),
-            Response::Blob(_) => MessageType::GetBlob.response_code(),
-            Response::HasBlobs { .. } => MessageType::HasBlobs.response_code(),
-            Response::Stats(_) => MessageType::Stats.response_code(),
-            Response::Patched { .. } => MessageType::PatchTurn.response_code(),
-            Response::Redacted { .. } => MessageType::RedactTurn.response_code(),
-            Response::Purged { .. } => MessageType::PurgeBlob.response_code(),
-            Response::ChunkedStored { .. } => MessageType::PutChunked.response_code(),
-            Response::Overlaid { response, .. } => response.msg_type(),
-            Response::Error { .. } => ERROR_TYPE,
-        }
-    }
-
-    /// The TURNs this answer carries, in wire order (an `Overlaid` answer has one overlay
-    /// state per TURN).
-    pub fn turn_count(&self) -> usize {
-        match self {
-            Response::Turn(_) | Response::TurnInfo { .. } => 1,
-            Response::Turns { entries, .. } => entries.len(),
-            Response::TurnLog { entries, .. } | Response::Page { entries, .. } => entries.len(),
-            Response::FoundTurns { turns, .. } => turns.len(),
-            Response::Appended { .. } => 1,
-            Response::AppendedTurns { turns } => turns.len(),
-            _ => 0,
-        }
-    }
-
-    /// The frame header's `flags` this response is sent with.
-    pub fn frame_flags(&self) -> u16 {
-        match self {
-            Response::Overlaid { .. } => frame_flags::OVERLAYS,
-            _ => 0,
-        }
-    }
-
-    pub fn error(code: crate::error::ErrorCode, message: impl Into<String>) -> Response {
-        Response::Error {
-            code,
-            detail: 0,
-            message: message.into(),
-        }
-    }
 }

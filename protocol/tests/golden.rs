@@ -1,4 +1,4 @@
-//! Golden vectors: `protocol/tests/golden-v1.txt` and `golden-v2.txt` hold frames as hex with their meaning, for
+//! Golden vectors: `protocol/tests/golden-v1.txt`, `golden-v2.txt` and `golden-v3.txt` hold frames as hex with their meaning, for
 //! clients in other languages to test against. Each must decode to the value below and
 //! re-encode to exactly its bytes. To regenerate after a deliberate protocol change (which
 //! needs a new protocol version): `CTXSTORE_WRITE_GOLDEN=1 cargo test -p ctxstore-protocol --test golden`.
@@ -42,18 +42,18 @@ fn vectors() -> Vec<Vector> {
         (
             "hello_request",
             1,
-            Q(Request::Hello {
+            Q(Request::Admin(AdminRequest::Hello {
                 min_version: 1,
                 max_version: 1,
                 token: Bytes::from_static(b"secret"),
                 client_name: "cli".into(),
-            }),
+            })),
             "HELLO, req_id 1: protocol versions 1..=1, token \"secret\", client name \"cli\"",
         ),
         (
             "hello_response",
             1,
-            R(Response::Hello {
+            R(Response::Admin(AdminResponse::Hello {
                 version: 1,
                 limits: ServerLimits {
                     frame_bytes_max: 16 << 20,
@@ -63,127 +63,129 @@ fn vectors() -> Vec<Vector> {
                     has_blobs_max: 4096,
                 },
                 server_name: "ctxstore".into(),
-            }),
+            })),
             "HELLO response: version 1, limits (frame 16 MiB, 1024 in flight, blob 16 MiB, 10000 turns per read, 4096 hashes per HAS_BLOBS), server \"ctxstore\"",
         ),
         (
             "ping_request",
             2,
-            Q(Request::Ping { nonce: 0xdead_beef }),
+            Q(Request::Admin(AdminRequest::Ping { nonce: 0xdead_beef })),
             "PING, req_id 2, nonce 0xdeadbeef",
         ),
         (
             "pong_response",
             2,
-            R(Response::Pong { nonce: 0xdead_beef }),
+            R(Response::Admin(AdminResponse::Pong { nonce: 0xdead_beef })),
             "PING response echoing the nonce",
         ),
         (
             "ctx_create_empty",
             3,
-            Q(Request::CtxCreate { base_turn_id: 0 }),
+            Q(Request::Contexts(ContextsRequest::CtxCreate {
+                base_turn_id: 0,
+            })),
             "CTX_CREATE of an empty context",
         ),
         (
             "ctx_create_response",
             3,
-            R(Response::Context {
+            R(Response::Contexts(ContextsResponse::Context {
                 message_type: MessageType::CtxCreate,
                 head: ContextHeadWire {
                     context_id: 3,
                     head_turn_id: 0,
                     head_depth: 0,
                 },
-            }),
+            })),
             "CTX_CREATE response: context 3, empty (head 0, depth 0)",
         ),
         (
             "ctx_fork",
             4,
-            Q(Request::CtxFork { turn_id: 42 }),
+            Q(Request::Contexts(ContextsRequest::CtxFork { turn_id: 42 })),
             "CTX_FORK at turn 42",
         ),
         (
             "get_head",
             5,
-            Q(Request::GetHead {
+            Q(Request::Contexts(ContextsRequest::GetHead {
                 context: ContextRef::Id(3),
-            }),
+            })),
             "GET_HEAD of context 3",
         ),
         (
             "get_head_response",
             5,
-            R(Response::Context {
+            R(Response::Contexts(ContextsResponse::Context {
                 message_type: MessageType::GetHead,
                 head: ContextHeadWire {
                     context_id: 3,
                     head_turn_id: 42,
                     head_depth: 7,
                 },
-            }),
+            })),
             "GET_HEAD response: context 3 at turn 42, depth 7",
         ),
         (
             "append_turn",
             6,
-            Q(Request::AppendTurn {
+            Q(Request::Appends(AppendsRequest::AppendTurn {
                 context: ContextRef::Id(3),
                 expected_head: Some(41),
                 type_tag: 0x1122_3344_5566_7788,
                 codec: 1,
                 payload: Bytes::from_static(b"hello"),
-            }),
+            })),
             "APPEND_TURN to context 3 if its head is turn 41; type tag 0x1122334455667788, codec 1, payload \"hello\"",
         ),
         (
             "appended_response",
             6,
-            R(Response::Appended {
+            R(Response::Appends(AppendsResponse::Appended {
                 message_type: MessageType::AppendTurn,
                 turn: turn(),
                 deduped: false,
-            }),
+            })),
             "APPEND_TURN response: turn 42 (parent 41, context 3, depth 7), not deduplicated",
         ),
         (
             "append_turn_by_hash",
             7,
-            Q(Request::AppendTurnByHash {
+            Q(Request::Appends(AppendsRequest::AppendTurnByHash {
                 context: ContextRef::Id(3),
                 expected_head: None,
                 type_tag: 9,
                 codec: 2,
                 payload_hash: hash(0xa0),
-            }),
+            })),
             "APPEND_TURN_BY_HASH to context 3 (no expected head), payload hash a0a1a2…bf",
         ),
         (
             "get_turn",
             8,
-            Q(Request::GetTurn { turn_id: 42 }),
+            Q(Request::Reads(ReadsRequest::GetTurn { turn_id: 42 })),
             "GET_TURN 42",
         ),
         (
             "turn_response",
             8,
-            R(Response::Turn(turn())),
+            R(Response::Reads(ReadsResponse::Turn(turn()))),
             "GET_TURN response: turn 42",
         ),
         (
             "get_last_with_payloads",
             9,
-            Q(Request::GetLast {
+            Q(Request::Reads(ReadsRequest::GetLast {
                 context: ContextRef::Id(3),
                 limit: 64,
                 read_flags: read_flags::WITH_PAYLOADS | read_flags::ACCEPT_ZSTD,
-            }),
+            })),
             "GET_LAST 64 of context 3, with payloads, zstd accepted",
         ),
         (
             "turns_response",
             9,
-            R(Response::Turns {
+            R(Response::Reads(ReadsResponse::Turns {
                 message_type: MessageType::GetLast,
                 next_before: 42,
                 tip_depth: 7,
@@ -195,82 +197,82 @@ fn vectors() -> Vec<Vector> {
                         data: Bytes::from_static(b"hello"),
                     },
                 }],
-            }),
+            })),
             "GET_LAST response: one turn (42) with its raw payload \"hello\"; next page before turn 42; tip depth 7",
         ),
         (
             "get_before",
             10,
-            Q(Request::GetBefore {
+            Q(Request::Reads(ReadsRequest::GetBefore {
                 context: ContextRef::Id(3),
                 before_turn_id: 42,
                 limit: 10,
                 read_flags: 0,
-            }),
+            })),
             "GET_BEFORE turn 42 in context 3, 10 turns, no payloads",
         ),
         (
             "get_range_by_depth",
             11,
-            Q(Request::GetRangeByDepth {
+            Q(Request::Reads(ReadsRequest::GetRangeByDepth {
                 context: ContextRef::Id(3),
                 from_depth: 2,
                 limit: 5,
                 read_flags: 0,
-            }),
+            })),
             "GET_RANGE_BY_DEPTH of context 3, depths 2..7",
         ),
         (
             "get_chain",
             12,
-            Q(Request::GetChain {
+            Q(Request::Reads(ReadsRequest::GetChain {
                 turn_id: 42,
                 from_depth: 0,
                 limit: 100,
                 read_flags: read_flags::WITH_PAYLOADS,
-            }),
+            })),
             "GET_CHAIN root → turn 42, first 100 turns, raw payloads",
         ),
         (
             "get_blob",
             13,
-            Q(Request::GetBlob {
+            Q(Request::Blobs(BlobsRequest::GetBlob {
                 hash: hash(0xa0),
                 read_flags: 0,
-            }),
+            })),
             "GET_BLOB a0a1…bf, raw",
         ),
         (
             "blob_response",
             13,
-            R(Response::Blob(PayloadWire {
+            R(Response::Blobs(BlobsResponse::Blob(PayloadWire {
                 encoding: PayloadEncoding::Raw,
                 raw_len: 5,
                 data: Bytes::from_static(b"hello"),
-            })),
+            }))),
             "GET_BLOB response: \"hello\"",
         ),
         (
             "has_blobs",
             14,
-            Q(Request::HasBlobs {
+            Q(Request::Blobs(BlobsRequest::HasBlobs {
                 hashes: vec![hash(0xa0), hash(0x00)],
-            }),
+            })),
             "HAS_BLOBS of two hashes",
         ),
         (
             "has_blobs_response",
             14,
-            R(Response::HasBlobs {
+            R(Response::Blobs(BlobsResponse::HasBlobs {
                 present: vec![true, false],
-            }),
+            })),
             "HAS_BLOBS response: first present, second not",
         ),
-        ("stats", 15, Q(Request::Stats), "STATS"),
+        ("stats", 15, Q(Request::Admin(AdminRequest::Stats)), "STATS"),
         (
             "stats_response",
             15,
-            R(Response::Stats(StatsWire {
+            R(Response::Admin(AdminResponse::Stats(StatsWire {
                 turns: 10,
                 contexts: 2,
                 blobs: 8,
@@ -283,7 +285,7 @@ fn vectors() -> Vec<Vector> {
                 requests_total: 20,
                 errors_total: 1,
                 uptime_ms: 5000,
-            })),
+            }))),
             "STATS response",
         ),
         (
@@ -365,199 +367,199 @@ fn vectors_v2() -> Vec<Vector> {
         (
             "hello_request_v2",
             1,
-            Q(Request::Hello {
+            Q(Request::Admin(AdminRequest::Hello {
                 min_version: 1,
                 max_version: 2,
                 token: Bytes::new(),
                 client_name: "py".into(),
-            }),
+            })),
             "HELLO offering versions 1..=2, no token, client \"py\"",
         ),
         (
             "get_head_by_name",
             2,
-            Q(Request::GetHead {
+            Q(Request::Contexts(ContextsRequest::GetHead {
                 context: named("t-1"),
-            }),
+            })),
             "GET_HEAD of the context named \"t-1\" (frame flag CTX_BY_NAME: name instead of context_id)",
         ),
         (
             "append_turn_by_name",
             3,
-            Q(Request::AppendTurn {
+            Q(Request::Appends(AppendsRequest::AppendTurn {
                 context: named("t-1"),
                 expected_head: None,
                 type_tag: 1,
                 codec: 0,
                 payload: Bytes::from_static(b"hi"),
-            }),
+            })),
             "APPEND_TURN to \"t-1\" (CTX_BY_NAME), type tag 1, payload \"hi\"",
         ),
         (
             "ctx_open",
             4,
-            Q(Request::CtxOpen {
+            Q(Request::Contexts(ContextsRequest::CtxOpen {
                 base_turn_id: 0,
                 get_or_create: true,
                 clone_from: None,
                 name: Some("t-1".into()),
                 tags: vec![("status".into(), "idle".into())],
-            }),
+            })),
             "CTX_OPEN get-or-create of an empty context named \"t-1\" tagged status=idle",
         ),
         (
             "ctx_open_clone",
             5,
-            Q(Request::CtxOpen {
+            Q(Request::Contexts(ContextsRequest::CtxOpen {
                 base_turn_id: 0,
                 get_or_create: false,
                 clone_from: Some(ContextRef::Id(3)),
                 name: Some("t-2".into()),
                 tags: vec![],
-            }),
+            })),
             "CTX_OPEN cloning context 3 as \"t-2\"",
         ),
         (
             "opened_response",
             4,
-            R(Response::Opened {
+            R(Response::Contexts(ContextsResponse::Opened {
                 info: info(3, Some("t-1"), &[("status", "idle")]),
                 created: true,
-            }),
+            })),
             "CTX_OPEN response: context 3 at turn 42 (depth 7), named \"t-1\", status=idle, created",
         ),
         (
             "ctx_show",
             6,
-            Q(Request::CtxShow {
+            Q(Request::Contexts(ContextsRequest::CtxShow {
                 context: named("t-1"),
-            }),
+            })),
             "CTX_SHOW of \"t-1\"",
         ),
         (
             "context_info_response",
             6,
-            R(Response::ContextInfo {
+            R(Response::Contexts(ContextsResponse::ContextInfo {
                 message_type: MessageType::CtxShow,
                 info: info(3, Some("t-1"), &[("status", "idle")]),
-            }),
+            })),
             "CTX_SHOW response: CONTEXT_INFO of context 3",
         ),
         (
             "ctx_tag",
             7,
-            Q(Request::CtxTag {
+            Q(Request::Contexts(ContextsRequest::CtxTag {
                 context: ContextRef::Id(3),
                 expected_head: Some(42),
                 set: vec![("status".into(), "done".into())],
                 remove: vec!["owner".into()],
-            }),
+            })),
             "CTX_TAG context 3 if its head is turn 42: set status=done, remove owner",
         ),
         (
             "ctx_list",
             8,
-            Q(Request::CtxList {
+            Q(Request::Contexts(ContextsRequest::CtxList {
                 tags: vec![("status".into(), "idle".into())],
                 name_prefix: Some("t-".into()),
                 updated_after_unix_ms: Some(1_767_225_600_000),
                 updated_before_unix_ms: None,
                 cursor: Some(ListCursorWire::Name("t-1".into())),
                 limit: 100,
-            }),
+            })),
             "CTX_LIST status=idle, names starting \"t-\", updated after 1767225600000, after \"t-1\", 100 per page",
         ),
         (
             "context_list_response",
             8,
-            R(Response::ContextList {
+            R(Response::Contexts(ContextsResponse::ContextList {
                 next_cursor: Some(ListCursorWire::Id(3)),
                 contexts: vec![info(3, None, &[])],
-            }),
+            })),
             "CTX_LIST response: one context (3, no name, no tags); next page after context 3",
         ),
         (
             "ctx_name",
             9,
-            Q(Request::CtxName {
+            Q(Request::Contexts(ContextsRequest::CtxName {
                 context: ContextRef::Id(3),
                 name: "t-3".into(),
-            }),
+            })),
             "CTX_NAME: name context 3 \"t-3\"",
         ),
         (
             "kv_put",
             10,
-            Q(Request::KvPut {
+            Q(Request::Kv(KvRequest::KvPut {
                 context: named("t-1"),
                 if_absent: true,
                 entries: vec![(Bytes::from_static(b"k"), Bytes::from_static(b"v1"))],
-            }),
+            })),
             "KV_PUT to \"t-1\" if absent: k = \"v1\"",
         ),
         (
             "kv_put_response",
             10,
-            R(Response::Done {
+            R(Response::Kv(KvResponse::Done {
                 message_type: MessageType::KvPut,
-            }),
+            })),
             "KV_PUT response (empty body)",
         ),
         (
             "kv_get",
             11,
-            Q(Request::KvGet {
+            Q(Request::Kv(KvRequest::KvGet {
                 context: ContextRef::Id(3),
                 key: Bytes::from_static(b"k"),
                 read_flags: 0,
-            }),
+            })),
             "KV_GET k of context 3, raw",
         ),
         (
             "kv_value_response",
             11,
-            R(Response::KvValue {
+            R(Response::Kv(KvResponse::KvValue {
                 value_hash: hash(0xa0),
                 payload: PayloadWire::raw(Bytes::from_static(b"v1")),
-            }),
+            })),
             "KV_GET response: value hash a0a1…bf, raw \"v1\"",
         ),
         (
             "kv_delete",
             12,
-            Q(Request::KvDelete {
+            Q(Request::Kv(KvRequest::KvDelete {
                 context: ContextRef::Id(3),
                 keys: vec![Bytes::from_static(b"k")],
-            }),
+            })),
             "KV_DELETE k of context 3",
         ),
         (
             "kv_list",
             13,
-            Q(Request::KvList {
+            Q(Request::Kv(KvRequest::KvList {
                 context: ContextRef::Id(3),
                 prefix: Bytes::from_static(b"w:"),
                 after: Bytes::new(),
                 limit: 1000,
-            }),
+            })),
             "KV_LIST of context 3, keys starting \"w:\", from the first, 1000 per page",
         ),
         (
             "kv_list_response",
             13,
-            R(Response::KvList {
+            R(Response::Kv(KvResponse::KvList {
                 items: vec![KvItemWire {
                     key: Bytes::from_static(b"w:1"),
                     value_hash: hash(0xa0),
                     value_len: 2,
                 }],
-            }),
+            })),
             "KV_LIST response: w:1 (value hash a0a1…bf, 2 bytes)",
         ),
         (
             "append_turns",
             14,
-            Q(Request::AppendTurns {
+            Q(Request::Appends(AppendsRequest::AppendTurns {
                 context: named("t-1"),
                 expected_head: Some(42),
                 turns: vec![
@@ -586,83 +588,83 @@ fn vectors_v2() -> Vec<Vector> {
                         payload: PayloadSpec::Hash(hash(0xa0)),
                     },
                 ],
-            }),
+            })),
             "APPEND_TURNS to \"t-1\" if its head is turn 42: \"hi\" keyed cp-1 with step=1 after the head, then a summary after turn 41 linking turn 7, payload by hash a0a1…bf",
         ),
         (
             "appended_turns_response",
             14,
-            R(Response::AppendedTurns {
+            R(Response::Appends(AppendsResponse::AppendedTurns {
                 turns: vec![AppendedWire {
                     turn: turn(),
                     deduped: false,
                     existing: true,
                 }],
-            }),
+            })),
             "APPEND_TURNS response: turn 42, not deduplicated, its key existed already",
         ),
         (
             "get_turn_by_key",
             15,
-            Q(Request::GetTurnByKey {
+            Q(Request::Reads(ReadsRequest::GetTurnByKey {
                 context: ContextRef::Id(3),
                 key: Bytes::from_static(b"cp-1"),
-            }),
+            })),
             "GET_TURN_BY_KEY cp-1 in context 3",
         ),
         (
             "turn_info_response",
             15,
-            R(Response::TurnInfo {
+            R(Response::Reads(ReadsResponse::TurnInfo {
                 turn: Box::new(turn()),
                 extras: ExtrasWire {
                     key: Bytes::from_static(b"cp-1"),
                     labels: vec![("step".into(), "1".into())],
                     links: vec![],
                 },
-            }),
+            })),
             "GET_TURN_BY_KEY response: turn 42 with key cp-1 and step=1",
         ),
         (
             "turn_log",
             16,
-            Q(Request::TurnLog {
+            Q(Request::Reads(ReadsRequest::TurnLog {
                 context: ContextRef::Id(3),
                 labels: vec![("run_id".into(), "r1".into())],
                 cursor: Some(LogCursorWire { phase: 0, next: 41 }),
                 limit: 100,
                 read_flags: read_flags::WITH_PAYLOADS,
-            }),
+            })),
             "TURN_LOG of context 3 with run_id=r1, from turn 41 of phase 0, 100 turns, raw payloads",
         ),
         (
             "turn_log_response",
             16,
-            R(Response::TurnLog {
+            R(Response::Reads(ReadsResponse::TurnLog {
                 next_cursor: None,
                 entries: vec![TurnEntryV2 {
                     turn: turn(),
                     extras: ExtrasWire::default(),
                     payload: PayloadWire::raw(Bytes::from_static(b"hello")),
                 }],
-            }),
+            })),
             "TURN_LOG response: turn 42 (no extras) with its payload \"hello\"; the log is complete",
         ),
         (
             "read_page_window",
             17,
-            Q(Request::ReadPage {
+            Q(Request::Reads(ReadsRequest::ReadPage {
                 context: named("t-1"),
                 kind: PageKind::Window,
                 limit: 64,
                 read_flags: read_flags::WITH_PAYLOADS | read_flags::ACCEPT_ZSTD,
-            }),
+            })),
             "READ_PAGE of \"t-1\": its window (latest summary to head), 64 turns, payloads, zstd accepted",
         ),
         (
             "page_response",
             17,
-            R(Response::Page {
+            R(Response::Reads(ReadsResponse::Page {
                 next_before: 0,
                 tip_depth: 7,
                 entries: vec![TurnEntryV2 {
@@ -670,24 +672,24 @@ fn vectors_v2() -> Vec<Vector> {
                     extras: ExtrasWire::default(),
                     payload: PayloadWire::absent(),
                 }],
-            }),
+            })),
             "READ_PAGE response: turn 42 without payload; tip depth 7",
         ),
         (
             "find_turns",
             18,
-            Q(Request::FindTurns {
+            Q(Request::Reads(ReadsRequest::FindTurns {
                 key: "run_id".into(),
                 value: "r1".into(),
                 before_turn_id: 0,
                 limit: 100,
-            }),
+            })),
             "FIND_TURNS of every context's turns labelled run_id=r1, newest first, 100 per page",
         ),
         (
             "found_turns_response",
             18,
-            R(Response::FoundTurns {
+            R(Response::Reads(ReadsResponse::FoundTurns {
                 next_before: 42,
                 turns: vec![(
                     turn(),
@@ -697,78 +699,78 @@ fn vectors_v2() -> Vec<Vector> {
                         links: vec![],
                     },
                 )],
-            }),
+            })),
             "FIND_TURNS response: turn 42 labelled run_id=r1; next page before turn 42",
         ),
         (
             "ctx_delete",
             19,
-            Q(Request::CtxDelete {
+            Q(Request::Retention(RetentionRequest::CtxDelete {
                 context: ContextRef::Name("thread-1".into()),
-            }),
+            })),
             "CTX_DELETE of the context named \"thread-1\"",
         ),
         (
             "ctx_prune",
             20,
-            Q(Request::CtxPrune {
+            Q(Request::Retention(RetentionRequest::CtxPrune {
                 context: ContextRef::Id(3),
                 keep: 20,
-            }),
+            })),
             "CTX_PRUNE of context 3: keep the newest 20 depths of its chain",
         ),
         (
             "ctx_ttl",
             21,
-            Q(Request::CtxTtl {
+            Q(Request::Retention(RetentionRequest::CtxTtl {
                 context: ContextRef::Id(3),
                 set: true,
                 ttl_ms: 7 * 24 * 3600 * 1000,
-            }),
+            })),
             "CTX_TTL of context 3: set its time to live to 7 days",
         ),
         (
             "ctx_prune_response",
             20,
-            R(Response::Retention {
+            R(Response::Retention(RetentionResponse::Retention {
                 message_type: MessageType::CtxPrune,
                 info: info(3, Some("thread-1"), &[]),
                 floor_depth: 7,
                 ttl_ms: 604_800_000,
-            }),
+            })),
             "CTX_PRUNE response: context 3 (head 42 at depth 7) now floored at depth 7, TTL 7 days",
         ),
         (
             "backup",
             22,
-            Q(Request::Backup {
+            Q(Request::Admin(AdminRequest::Backup {
                 dir: "/var/backups/ctxstore-1".into(),
-            }),
+            })),
             "BACKUP into /var/backups/ctxstore-1 on the server's host",
         ),
         (
             "backup_response",
             22,
-            R(Response::BackedUp(BackupWire {
+            R(Response::Admin(AdminResponse::BackedUp(BackupWire {
                 turns: 1000,
                 blobs: 800,
                 bytes: 1 << 30,
                 linked_bytes: 1 << 29,
                 duration_ms: 1234,
                 dir: "/var/backups/ctxstore-1".into(),
-            })),
+            }))),
             "BACKUP response: 1000 turns, 800 blobs, 1 GiB of which 512 MiB hard-linked, 1.234 s",
         ),
         (
             "gc",
             23,
-            Q(Request::Gc),
+            Q(Request::Admin(AdminRequest::Gc)),
             "GC: run a garbage collection now (gc_flags 0)",
         ),
         (
             "gc_done_response",
             23,
-            R(Response::GcDone(GcWire {
+            R(Response::Admin(AdminResponse::GcDone(GcWire {
                 turns_dead: 1500,
                 blobs_dead: 1200,
                 bytes_reclaimed: 12 << 20,
@@ -776,19 +778,19 @@ fn vectors_v2() -> Vec<Vector> {
                 live_bytes: 1 << 30,
                 dead_bytes: 2 << 20,
                 duration_ms: 4321,
-            })),
+            }))),
             "GC response: 1500 turns and 1200 blobs collected, 12 MiB reclaimed from 3 compacted packs, 1 GiB live, 2 MiB dead left, 4.321 s",
         ),
         (
             "stats_ex",
             24,
-            Q(Request::StatsEx),
+            Q(Request::Admin(AdminRequest::StatsEx)),
             "STATS_EX: STATS with the garbage collector's fields",
         ),
         (
             "stats_ex_response",
             24,
-            R(Response::StatsEx {
+            R(Response::Admin(AdminResponse::StatsEx {
                 stats: Box::new(StatsWire {
                     turns: 1000,
                     contexts: 10,
@@ -809,7 +811,7 @@ fn vectors_v2() -> Vec<Vector> {
                     gc_runs: 2,
                     bytes_reclaimed_total: 5 << 20,
                 },
-            }),
+            })),
             "STATS_EX response: STATS' 96 bytes (1000 turns, 10 contexts, 800 blobs, …, not read-only), then live 3 MiB, dead 1 MiB, 2 collections, 5 MiB reclaimed",
         ),
         (
@@ -825,52 +827,56 @@ fn vectors_v2() -> Vec<Vector> {
         (
             "patch_turn",
             23,
-            Q(Request::PatchTurn {
+            Q(Request::Overlays(OverlaysRequest::PatchTurn {
                 turn_id: 42,
                 payload: Bytes::from_static(b"fixed"),
-            }),
+            })),
             "PATCH_TURN: turn 42 reads \"fixed\" from now on",
         ),
         (
             "patch_turn_response",
             23,
-            R(Response::Patched {
+            R(Response::Overlays(OverlaysResponse::Patched {
                 turn_id: 42,
                 overlay_seq: 57,
                 payload_hash: hash(0xa0),
                 payload_len: 5,
-            }),
+            })),
             "PATCH_TURN response: turn 42, overlay 57, payload a0a1…bf of 5 bytes",
         ),
         (
             "redact_turn",
             24,
-            Q(Request::RedactTurn { turn_id: 42 }),
+            Q(Request::Overlays(OverlaysRequest::RedactTurn {
+                turn_id: 42,
+            })),
             "REDACT_TURN: turn 42 loses its payload",
         ),
         (
             "redact_turn_response",
             24,
-            R(Response::Redacted {
+            R(Response::Overlays(OverlaysResponse::Redacted {
                 turn_id: 42,
                 overlay_seq: 58,
-            }),
+            })),
             "REDACT_TURN response: turn 42 redacted by overlay 58",
         ),
         (
             "purge_blob",
             25,
-            Q(Request::PurgeBlob { hash: hash(0xa0) }),
+            Q(Request::Overlays(OverlaysRequest::PurgeBlob {
+                hash: hash(0xa0),
+            })),
             "PURGE_BLOB a0a1…bf: redact every turn naming it",
         ),
         (
             "purge_blob_response",
             25,
-            R(Response::Purged {
+            R(Response::Overlays(OverlaysResponse::Purged {
                 payload_hash: hash(0xa0),
                 turns_redacted: 3,
                 overlay_seq: 62,
-            }),
+            })),
             "PURGE_BLOB response: 3 turns redacted, the purge record is 62",
         ),
         (
@@ -878,7 +884,7 @@ fn vectors_v2() -> Vec<Vector> {
             26,
             Q(Request::AsOf {
                 as_of: 57,
-                read: Box::new(Request::GetTurn { turn_id: 42 }),
+                read: ReadsRequest::GetTurn { turn_id: 42 },
             }),
             "GET_TURN 42 as of overlay 57 (frame flag OVERLAYS: u64 as_of after the body)",
         ),
@@ -886,7 +892,7 @@ fn vectors_v2() -> Vec<Vector> {
             "turn_overlaid_response",
             26,
             R(Response::Overlaid {
-                response: Box::new(Response::Turn(turn())),
+                response: Box::new(ReadsResponse::Turn(turn())),
                 overlays: vec![OverlayWire {
                     overlay_seq: 57,
                     redacted: false,
@@ -899,12 +905,12 @@ fn vectors_v2() -> Vec<Vector> {
             27,
             Q(Request::AsOf {
                 as_of: 0,
-                read: Box::new(Request::ReadPage {
+                read: ReadsRequest::ReadPage {
                     context: named("t-1"),
                     kind: PageKind::Last,
                     limit: 10,
                     read_flags: read_flags::WITH_PAYLOADS,
-                }),
+                },
             }),
             "READ_PAGE LAST 10 of \"t-1\" with payloads, the latest overlay view (as_of 0)",
         ),
@@ -912,7 +918,7 @@ fn vectors_v2() -> Vec<Vector> {
             "page_overlaid_response",
             27,
             R(Response::Overlaid {
-                response: Box::new(Response::Page {
+                response: Box::new(ReadsResponse::Page {
                     next_before: 0,
                     tip_depth: 7,
                     entries: vec![TurnEntryV2 {
@@ -945,18 +951,18 @@ fn vectors_v2() -> Vec<Vector> {
             28,
             Q(Request::AsOf {
                 as_of: 57,
-                read: Box::new(Request::GetLast {
+                read: ReadsRequest::GetLast {
                     context: named("t-1"),
                     limit: 1,
                     read_flags: 0,
-                }),
+                },
             }),
             "GET_LAST 1 of \"t-1\" as of overlay 57 (flags CTX_BY_NAME | OVERLAYS)",
         ),
         (
             "put_chunked",
             29,
-            Q(Request::PutChunked {
+            Q(Request::Blobs(BlobsRequest::PutChunked {
                 payload_hash: hash(0xa0),
                 base: None,
                 chunks: vec![
@@ -977,13 +983,13 @@ fn vectors_v2() -> Vec<Vector> {
                     index: 1,
                     bytes: Bytes::from_static(b"new"),
                 }],
-            }),
+            })),
             "PUT_CHUNKED: payload a0a1…bf as 3 chunks (101112… 4 B, 404142… 3 B, 707172… 5 B); sends chunk 1 (\"new\"), the server has the others",
         ),
         (
             "put_chunked_with_base",
             29,
-            Q(Request::PutChunked {
+            Q(Request::Blobs(BlobsRequest::PutChunked {
                 payload_hash: hash(0xc0),
                 base: Some(ChunkBaseWire {
                     hash: hash(0xa0),
@@ -997,17 +1003,17 @@ fn vectors_v2() -> Vec<Vector> {
                     index: 0,
                     bytes: Bytes::from_static(b"grown!"),
                 }],
-            }),
+            })),
             "PUT_CHUNKED: payload c0c1…df = the first 2 chunks of a0a1…bf, then chunk 909192… (6 B, sent: \"grown!\")",
         ),
         (
             "chunked_stored_response",
             29,
-            R(Response::ChunkedStored {
+            R(Response::Blobs(BlobsResponse::ChunkedStored {
                 payload_hash: hash(0xa0),
                 payload_len: 12,
                 already_stored: false,
-            }),
+            })),
             "PUT_CHUNKED response (CHUNKED_STORED): payload a0a1…bf of 12 bytes, stored by this request",
         ),
         (
@@ -1021,6 +1027,133 @@ fn vectors_v2() -> Vec<Vector> {
             "ERROR HASH_MISMATCH: a sent chunk's bytes do not hash to its entry",
         ),
     ]
+}
+
+/// The messages version 3 gained (appended, never changed): key-value TTL (issue 34).
+fn vectors_v3() -> Vec<Vector> {
+    use Frame::{Request as Q, Response as R};
+    let item = |key: &'static [u8], ttl_ms: u64, expires_at_unix_ms: u64| KvItemExWire {
+        key: Bytes::from_static(key),
+        value_hash: hash(0xa0),
+        value_len: 2,
+        ttl_ms,
+        expires_at_unix_ms,
+    };
+    vec![
+        (
+            "kv_put_ex",
+            20,
+            Q(Request::Kv(KvRequest::KvPutEx {
+                context: named("lgs:default"),
+                put_flags: kv_put_flags::IF_ABSENT,
+                ttl_ms: 30_000,
+                entries: vec![(Bytes::from_static(b"k"), Bytes::from_static(b"v1"))],
+            })),
+            "KV_PUT_EX to \"lgs:default\" if absent, TTL 30 s: k = \"v1\"",
+        ),
+        (
+            "kv_put_ex_response",
+            20,
+            R(Response::Kv(KvResponse::Done {
+                message_type: MessageType::KvPutEx,
+            })),
+            "KV_PUT_EX response (empty body)",
+        ),
+        (
+            "kv_get_ex",
+            21,
+            Q(Request::Kv(KvRequest::KvGetEx {
+                context: ContextRef::Id(3),
+                key: Bytes::from_static(b"k"),
+                read_flags: 0,
+                kv_flags: kv_read_flags::REFRESH,
+            })),
+            "KV_GET_EX k of context 3, raw, refreshing its TTL",
+        ),
+        (
+            "kv_value_ex_response",
+            21,
+            R(Response::Kv(KvResponse::KvValueEx {
+                value_hash: hash(0xa0),
+                ttl_ms: 30_000,
+                expires_at_unix_ms: 1_800_000_030_000,
+                payload: PayloadWire::raw(Bytes::from_static(b"v1")),
+            })),
+            "KV_GET_EX response: value hash a0a1…bf, TTL 30 s, expires at 1800000030000, raw \"v1\"",
+        ),
+        (
+            "kv_list_ex",
+            22,
+            Q(Request::Kv(KvRequest::KvListEx {
+                context: ContextRef::Id(3),
+                prefix: Bytes::from_static(b"w:"),
+                after: Bytes::new(),
+                limit: 1000,
+                kv_flags: 0,
+            })),
+            "KV_LIST_EX of context 3, keys starting \"w:\", from the first, 1000 per page",
+        ),
+        (
+            "kv_list_ex_response",
+            22,
+            R(Response::Kv(KvResponse::KvListEx {
+                items: vec![item(b"w:1", 30_000, 1_800_000_030_000), item(b"w:2", 0, 0)],
+            })),
+            "KV_LIST_EX response: w:1 (TTL 30 s, expires at 1800000030000), w:2 (no TTL)",
+        ),
+        (
+            "kv_touch",
+            23,
+            Q(Request::Kv(KvRequest::KvTouch {
+                context: ContextRef::Id(3),
+                ttl_ms: 0,
+                keys: vec![Bytes::from_static(b"w:1"), Bytes::from_static(b"gone")],
+            })),
+            "KV_TOUCH w:1 and gone of context 3, each with its own TTL",
+        ),
+        (
+            "kv_touched_response",
+            23,
+            R(Response::Kv(KvResponse::KvTouched {
+                items: vec![item(b"w:1", 30_000, 1_800_000_045_000)],
+            })),
+            "KV_TOUCH response: w:1 (TTL 30 s, expires at 1800000045000); gone is absent",
+        ),
+    ]
+}
+
+/// Version 3's payloads compressed by the client (TURN_SPEC flag ZSTD, issue 38), in a file of
+/// their own: a client that sends them tests against it (the Python and TypeScript clients,
+/// which do not yet, cover every frame of golden-v1..3.txt).
+fn vectors_v3_zstd() -> Vec<Vector> {
+    use Frame::Request as Q;
+    vec![(
+        "append_turns_zstd",
+        16,
+        Q(Request::Appends(AppendsRequest::AppendTurns {
+            context: ContextRef::Id(3),
+            expected_head: None,
+            turns: vec![TurnSpec {
+                parent: ParentWire::Head,
+                type_tag: 1,
+                codec: 1,
+                summary: false,
+                extras: ExtrasWire::default(),
+                // `printf 'hello, hello, hello, hello' | zstd -1 --no-check`: 22 bytes.
+                payload: PayloadSpec::Zstd {
+                    hash: BlobHash::of(b"hello, hello, hello, hello"),
+                    raw_len: 26,
+                    frame: Bytes::from_static(&[
+                        0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x48, 0x6d, 0x00, 0x00, 0x38, 0x68, 0x65,
+                        0x6c, 0x6c, 0x6f, 0x2c, 0x20, 0x01, 0x00, 0x4a, 0x8a, 0x11,
+                    ]),
+                },
+            }],
+        })),
+        "APPEND_TURNS to context 3: one turn after the head whose payload the client compressed \
+         (TURN_SPEC flag ZSTD): a zstd frame of 22 bytes that inflates to the 26 bytes \
+         \"hello, hello, hello, hello\", with their BLAKE3",
+    )]
 }
 
 /// Checks (or with CTXSTORE_WRITE_GOLDEN rewrites) one golden file; requests decode as a
@@ -1078,10 +1211,60 @@ fn golden_vectors_v1_decode_and_reencode_byte_exactly() {
 }
 
 #[test]
+fn golden_vectors_v3_decode_and_reencode_byte_exactly() {
+    check_golden(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden-v3.txt"),
+        3,
+        vectors_v3(),
+    );
+}
+
+#[test]
+fn version_3_messages_are_unknown_to_older_connections() {
+    for (name, _, frame, _) in vectors_v3() {
+        let Frame::Request(request) = frame else {
+            continue;
+        };
+        let bytes = encode(1, &Frame::Request(request));
+        let mut header = [0u8; HEADER_BYTES];
+        header.copy_from_slice(&bytes[..HEADER_BYTES]);
+        let header = FrameHeader::decode(&header);
+        let body = Bytes::copy_from_slice(&bytes[HEADER_BYTES..]);
+        let error = decode_request_as(2, &header, body).unwrap_err();
+        assert!(
+            matches!(error, DecodeError::UnknownMessage(code) if code == header.msg_type),
+            "{name}: {error:?}"
+        );
+    }
+}
+
+#[test]
 fn golden_vectors_v2_decode_and_reencode_byte_exactly() {
     check_golden(
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden-v2.txt"),
         2,
         vectors_v2(),
     );
+}
+
+#[test]
+fn golden_vectors_v3_zstd_decode_and_reencode_byte_exactly() {
+    check_golden(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden-v3-zstd.txt"),
+        3,
+        vectors_v3_zstd(),
+    );
+}
+
+/// A ZSTD payload on a connection that negotiated version 2 is refused, as any newer layout.
+#[test]
+fn a_zstd_payload_needs_version_3() {
+    let (_, req_id, frame, _) = &vectors_v3_zstd()[0];
+    let bytes = encode(*req_id, frame);
+    let mut header = [0u8; HEADER_BYTES];
+    header.copy_from_slice(&bytes[..HEADER_BYTES]);
+    let header = FrameHeader::decode(&header);
+    let body = Bytes::copy_from_slice(&bytes[HEADER_BYTES..]);
+    assert!(decode_request_as(2, &header, body.clone()).is_err());
+    assert!(decode_request_as(3, &header, body).is_ok());
 }

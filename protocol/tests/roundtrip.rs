@@ -84,17 +84,19 @@ fn read_flags() -> impl Strategy<Value = u32> {
 fn request() -> impl Strategy<Value = Request> {
     prop_oneof![
         (1..4u16, 0..3u16, bytes(64), name()).prop_map(|(min, extra, token, client_name)| {
-            Request::Hello {
+            Request::Admin(AdminRequest::Hello {
                 min_version: min,
                 max_version: min + extra,
                 token,
                 client_name,
-            }
+            })
         }),
-        any::<u64>().prop_map(|nonce| Request::Ping { nonce }),
-        any::<u64>().prop_map(|base_turn_id| Request::CtxCreate { base_turn_id }),
-        any::<u64>().prop_map(|turn_id| Request::CtxFork { turn_id }),
-        context().prop_map(|context| Request::GetHead { context }),
+        any::<u64>().prop_map(|nonce| Request::Admin(AdminRequest::Ping { nonce })),
+        any::<u64>().prop_map(
+            |base_turn_id| Request::Contexts(ContextsRequest::CtxCreate { base_turn_id })
+        ),
+        any::<u64>().prop_map(|turn_id| Request::Contexts(ContextsRequest::CtxFork { turn_id })),
+        context().prop_map(|context| Request::Contexts(ContextsRequest::GetHead { context })),
         (
             context(),
             any::<Option<u64>>(),
@@ -103,13 +105,13 @@ fn request() -> impl Strategy<Value = Request> {
             bytes(5000)
         )
             .prop_map(|(context, expected_head, type_tag, codec, payload)| {
-                Request::AppendTurn {
+                Request::Appends(AppendsRequest::AppendTurn {
                     context,
                     expected_head,
                     type_tag,
                     codec,
                     payload,
-                }
+                })
             }),
         (
             context(),
@@ -119,50 +121,56 @@ fn request() -> impl Strategy<Value = Request> {
             hash()
         )
             .prop_map(|(context, expected_head, type_tag, codec, payload_hash)| {
-                Request::AppendTurnByHash {
+                Request::Appends(AppendsRequest::AppendTurnByHash {
                     context,
                     expected_head,
                     type_tag,
                     codec,
                     payload_hash,
-                }
+                })
             }),
-        any::<u64>().prop_map(|turn_id| Request::GetTurn { turn_id }),
+        any::<u64>().prop_map(|turn_id| Request::Reads(ReadsRequest::GetTurn { turn_id })),
         (context(), any::<u32>(), read_flags()).prop_map(|(context, limit, read_flags)| {
-            Request::GetLast {
+            Request::Reads(ReadsRequest::GetLast {
                 context,
                 limit,
                 read_flags,
-            }
+            })
         }),
         (context(), any::<u64>(), any::<u32>(), read_flags()).prop_map(
-            |(context, before_turn_id, limit, read_flags)| Request::GetBefore {
-                context,
-                before_turn_id,
-                limit,
-                read_flags
-            }
+            |(context, before_turn_id, limit, read_flags)| Request::Reads(
+                ReadsRequest::GetBefore {
+                    context,
+                    before_turn_id,
+                    limit,
+                    read_flags
+                }
+            )
         ),
         (context(), any::<u32>(), any::<u32>(), read_flags()).prop_map(
-            |(context, from_depth, limit, read_flags)| Request::GetRangeByDepth {
-                context,
-                from_depth,
-                limit,
-                read_flags
-            }
+            |(context, from_depth, limit, read_flags)| Request::Reads(
+                ReadsRequest::GetRangeByDepth {
+                    context,
+                    from_depth,
+                    limit,
+                    read_flags
+                }
+            )
         ),
         (any::<u64>(), any::<u32>(), any::<u32>(), read_flags()).prop_map(
-            |(turn_id, from_depth, limit, read_flags)| Request::GetChain {
+            |(turn_id, from_depth, limit, read_flags)| Request::Reads(ReadsRequest::GetChain {
                 turn_id,
                 from_depth,
                 limit,
                 read_flags
-            }
+            })
         ),
-        (hash(), prop_oneof![Just(0), Just(read_flags::ACCEPT_ZSTD)])
-            .prop_map(|(hash, read_flags)| Request::GetBlob { hash, read_flags }),
-        proptest::collection::vec(hash(), 0..20).prop_map(|hashes| Request::HasBlobs { hashes }),
-        Just(Request::Stats),
+        (hash(), prop_oneof![Just(0), Just(read_flags::ACCEPT_ZSTD)]).prop_map(
+            |(hash, read_flags)| Request::Blobs(BlobsRequest::GetBlob { hash, read_flags })
+        ),
+        proptest::collection::vec(hash(), 0..20)
+            .prop_map(|hashes| Request::Blobs(BlobsRequest::HasBlobs { hashes })),
+        Just(Request::Admin(AdminRequest::Stats)),
         (
             any::<u64>(),
             any::<bool>(),
@@ -171,27 +179,29 @@ fn request() -> impl Strategy<Value = Request> {
             tags(5)
         )
             .prop_map(|(base_turn_id, get_or_create, clone_from, name, tags)| {
-                Request::CtxOpen {
+                Request::Contexts(ContextsRequest::CtxOpen {
                     base_turn_id,
                     get_or_create,
                     clone_from,
                     name,
                     tags,
-                }
+                })
             }),
-        context().prop_map(|context| Request::CtxShow { context }),
+        context().prop_map(|context| Request::Contexts(ContextsRequest::CtxShow { context })),
         (
             context(),
             any::<Option<u64>>(),
             tags(4),
             proptest::collection::vec(name(), 0..4)
         )
-            .prop_map(|(context, expected_head, set, remove)| Request::CtxTag {
-                context,
-                expected_head,
-                set,
-                remove,
-            }),
+            .prop_map(|(context, expected_head, set, remove)| Request::Contexts(
+                ContextsRequest::CtxTag {
+                    context,
+                    expected_head,
+                    set,
+                    remove,
+                }
+            )),
         (
             tags(3),
             optional_name(),
@@ -213,58 +223,119 @@ fn request() -> impl Strategy<Value = Request> {
                     cursor,
                     limit,
                 )| {
-                    Request::CtxList {
+                    Request::Contexts(ContextsRequest::CtxList {
                         tags,
                         name_prefix,
                         updated_after_unix_ms,
                         updated_before_unix_ms,
                         cursor,
                         limit,
-                    }
+                    })
                 }
             ),
-        (context(), name()).prop_map(|(context, name)| Request::CtxName { context, name }),
+        (context(), name()).prop_map(|(context, name)| Request::Contexts(
+            ContextsRequest::CtxName { context, name }
+        )),
         (
             context(),
             any::<bool>(),
             proptest::collection::vec((bytes(40), bytes(3000)), 0..4)
         )
-            .prop_map(|(context, if_absent, entries)| Request::KvPut {
-                context,
-                if_absent,
-                entries,
-            }),
+            .prop_map(
+                |(context, if_absent, entries)| Request::Kv(KvRequest::KvPut {
+                    context,
+                    if_absent,
+                    entries,
+                })
+            ),
         (
             context(),
             bytes(40),
             prop_oneof![Just(0), Just(read_flags::ACCEPT_ZSTD)]
         )
-            .prop_map(|(context, key, read_flags)| Request::KvGet {
+            .prop_map(|(context, key, read_flags)| Request::Kv(KvRequest::KvGet {
                 context,
                 key,
                 read_flags,
-            }),
+            })),
         (context(), proptest::collection::vec(bytes(40), 0..5))
-            .prop_map(|(context, keys)| Request::KvDelete { context, keys }),
+            .prop_map(|(context, keys)| Request::Kv(KvRequest::KvDelete { context, keys })),
         (context(), bytes(20), bytes(20), any::<u32>()).prop_map(
-            |(context, prefix, after, limit)| Request::KvList {
+            |(context, prefix, after, limit)| Request::Kv(KvRequest::KvList {
                 context,
                 prefix,
                 after,
                 limit,
-            }
+            })
         ),
+        (
+            context(),
+            0..=kv_put_flags::KNOWN,
+            any::<u64>(),
+            proptest::collection::vec((bytes(40), bytes(3000)), 0..4)
+        )
+            .prop_map(|(context, put_flags, ttl_ms, entries)| Request::Kv(
+                KvRequest::KvPutEx {
+                    context,
+                    put_flags,
+                    ttl_ms,
+                    entries,
+                }
+            )),
+        (
+            context(),
+            bytes(40),
+            prop_oneof![Just(0), Just(read_flags::ACCEPT_ZSTD)],
+            0..=kv_read_flags::KNOWN
+        )
+            .prop_map(|(context, key, read_flags, kv_flags)| Request::Kv(
+                KvRequest::KvGetEx {
+                    context,
+                    key,
+                    read_flags,
+                    kv_flags,
+                }
+            )),
+        (
+            context(),
+            bytes(20),
+            bytes(20),
+            any::<u32>(),
+            0..=kv_read_flags::KNOWN
+        )
+            .prop_map(|(context, prefix, after, limit, kv_flags)| Request::Kv(
+                KvRequest::KvListEx {
+                    context,
+                    prefix,
+                    after,
+                    limit,
+                    kv_flags,
+                }
+            )),
+        (
+            context(),
+            any::<u64>(),
+            proptest::collection::vec(bytes(40), 0..5)
+        )
+            .prop_map(|(context, ttl_ms, keys)| Request::Kv(KvRequest::KvTouch {
+                context,
+                ttl_ms,
+                keys
+            })),
         (
             context(),
             any::<Option<u64>>(),
             proptest::collection::vec(turn_spec(), 1..4)
         )
-            .prop_map(|(context, expected_head, turns)| Request::AppendTurns {
-                context,
-                expected_head,
-                turns,
-            }),
-        (context(), bytes(64)).prop_map(|(context, key)| Request::GetTurnByKey { context, key }),
+            .prop_map(|(context, expected_head, turns)| Request::Appends(
+                AppendsRequest::AppendTurns {
+                    context,
+                    expected_head,
+                    turns,
+                }
+            )),
+        (context(), bytes(64))
+            .prop_map(|(context, key)| Request::Reads(ReadsRequest::GetTurnByKey { context, key })),
         (
             context(),
             proptest::collection::vec(("[a-z]{0,8}", name()), 0..3),
@@ -273,33 +344,35 @@ fn request() -> impl Strategy<Value = Request> {
             read_flags()
         )
             .prop_map(|(context, labels, cursor, limit, read_flags)| {
-                Request::TurnLog {
+                Request::Reads(ReadsRequest::TurnLog {
                     context,
                     labels,
                     cursor,
                     limit,
                     read_flags,
-                }
+                })
             }),
         ("[a-z_.]{0,12}", name(), any::<u64>(), any::<u32>()).prop_map(
-            |(key, value, before_turn_id, limit)| Request::FindTurns {
+            |(key, value, before_turn_id, limit)| Request::Reads(ReadsRequest::FindTurns {
                 key,
                 value,
                 before_turn_id,
                 limit,
-            }
+            })
         ),
-        context().prop_map(|context| Request::CtxDelete { context }),
-        "[a-z/]{1,40}".prop_map(|dir| Request::Backup { dir }),
-        Just(Request::Gc),
-        Just(Request::StatsEx),
-        (context(), any::<u32>()).prop_map(|(context, keep)| Request::CtxPrune { context, keep }),
+        context().prop_map(|context| Request::Retention(RetentionRequest::CtxDelete { context })),
+        "[a-z/]{1,40}".prop_map(|dir| Request::Admin(AdminRequest::Backup { dir })),
+        Just(Request::Admin(AdminRequest::Gc)),
+        Just(Request::Admin(AdminRequest::StatsEx)),
+        (context(), any::<u32>()).prop_map(|(context, keep)| Request::Retention(
+            RetentionRequest::CtxPrune { context, keep }
+        )),
         (context(), any::<bool>(), any::<u64>()).prop_map(|(context, set, ttl_ms)| {
-            Request::CtxTtl {
+            Request::Retention(RetentionRequest::CtxTtl {
                 context,
                 set,
                 ttl_ms: if set { ttl_ms } else { 0 },
-            }
+            })
         }),
         (
             context(),
@@ -312,20 +385,22 @@ fn request() -> impl Strategy<Value = Request> {
             any::<u32>(),
             read_flags()
         )
-            .prop_map(|(context, kind, limit, read_flags)| Request::ReadPage {
-                context,
-                kind,
-                limit,
-                read_flags,
-            }),
+            .prop_map(|(context, kind, limit, read_flags)| Request::Reads(
+                ReadsRequest::ReadPage {
+                    context,
+                    kind,
+                    limit,
+                    read_flags,
+                }
+            )),
         (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..64)).prop_map(
-            |(turn_id, payload)| Request::PatchTurn {
+            |(turn_id, payload)| Request::Overlays(OverlaysRequest::PatchTurn {
                 turn_id,
                 payload: Bytes::from(payload)
-            }
+            })
         ),
-        any::<u64>().prop_map(|turn_id| Request::RedactTurn { turn_id }),
-        hash().prop_map(|hash| Request::PurgeBlob { hash }),
+        any::<u64>().prop_map(|turn_id| Request::Overlays(OverlaysRequest::RedactTurn { turn_id })),
+        hash().prop_map(|hash| Request::Overlays(OverlaysRequest::PurgeBlob { hash })),
         put_chunked(),
     ]
 }
@@ -352,7 +427,7 @@ fn put_chunked() -> impl Strategy<Value = Request> {
                     });
                 }
             }
-            Request::PutChunked {
+            Request::Blobs(BlobsRequest::PutChunked {
                 payload_hash,
                 // A base names a stored blob: never the all-zero hash, which means none.
                 base: base.map(|(hash, kept)| ChunkBaseWire {
@@ -365,31 +440,28 @@ fn put_chunked() -> impl Strategy<Value = Request> {
                 }),
                 chunks,
                 sent,
-            }
+            })
         })
 }
 
 /// A read that returns turns, in an overlay view (frame flag OVERLAYS).
 fn overlay_request() -> impl Strategy<Value = Request> {
     (
-        request().prop_filter("a read returning turns", |request| {
-            request.message_type().takes_overlays()
+        request().prop_filter_map("a read returning turns", |request| match request {
+            Request::Reads(read) if read.message_type().takes_overlays() => Some(read),
+            _ => None,
         }),
         any::<u64>(),
     )
-        .prop_map(|(read, as_of)| Request::AsOf {
-            as_of,
-            read: Box::new(read),
-        })
+        .prop_map(|(read, as_of)| Request::AsOf { as_of, read })
 }
 
 /// An answer to such a read, with one overlay state per turn.
 fn overlay_response() -> impl Strategy<Value = Response> {
     response()
-        .prop_filter("an answer carrying turns", |response| {
-            MessageType::from_code(response.msg_type() & !RESPONSE_BIT)
-                .is_some_and(MessageType::takes_overlays)
-                && !matches!(response, Response::Error { .. })
+        .prop_filter_map("an answer carrying turns", |response| match response {
+            Response::Reads(response) if response.message_type().takes_overlays() => Some(response),
+            _ => None,
         })
         .prop_flat_map(|response| {
             let count = response.turn_count();
@@ -503,10 +575,14 @@ fn response() -> impl Strategy<Value = Response> {
         MessageType::CtxTag,
         MessageType::CtxName,
     ]);
-    let done_types = proptest::sample::select(vec![MessageType::KvPut, MessageType::KvDelete]);
+    let done_types = proptest::sample::select(vec![
+        MessageType::KvPut,
+        MessageType::KvDelete,
+        MessageType::KvPutEx,
+    ]);
     prop_oneof![
         (any::<u16>(), any::<[u32; 5]>(), name()).prop_map(|(version, l, server_name)| {
-            Response::Hello {
+            Response::Admin(AdminResponse::Hello {
                 version,
                 limits: ServerLimits {
                     frame_bytes_max: l[0],
@@ -516,29 +592,29 @@ fn response() -> impl Strategy<Value = Response> {
                     has_blobs_max: l[4],
                 },
                 server_name,
-            }
+            })
         }),
-        any::<u64>().prop_map(|nonce| Response::Pong { nonce }),
+        any::<u64>().prop_map(|nonce| Response::Admin(AdminResponse::Pong { nonce })),
         (context_types, any::<(u64, u64, u32)>()).prop_map(
             |(message_type, (context_id, head_turn_id, head_depth))| {
-                Response::Context {
+                Response::Contexts(ContextsResponse::Context {
                     message_type,
                     head: ContextHeadWire {
                         context_id,
                         head_turn_id,
                         head_depth,
                     },
-                }
+                })
             }
         ),
         (append_types, turn(), any::<bool>()).prop_map(|(message_type, turn, deduped)| {
-            Response::Appended {
+            Response::Appends(AppendsResponse::Appended {
                 message_type,
                 turn,
                 deduped,
-            }
+            })
         }),
-        turn().prop_map(Response::Turn),
+        turn().prop_map(|turn| Response::Reads(ReadsResponse::Turn(turn))),
         (
             page_types,
             any::<u64>(),
@@ -546,35 +622,23 @@ fn response() -> impl Strategy<Value = Response> {
             proptest::collection::vec((turn(), payload()), 0..6)
         )
             .prop_map(
-                |(message_type, next_before, tip_depth, entries)| Response::Turns {
-                    message_type,
-                    next_before,
-                    tip_depth,
-                    entries: entries
-                        .into_iter()
-                        .map(|(turn, payload)| TurnEntry { turn, payload })
-                        .collect()
-                }
+                |(message_type, next_before, tip_depth, entries)| Response::Reads(
+                    ReadsResponse::Turns {
+                        message_type,
+                        next_before,
+                        tip_depth,
+                        entries: entries
+                            .into_iter()
+                            .map(|(turn, payload)| TurnEntry { turn, payload })
+                            .collect()
+                    }
+                )
             ),
-        payload().prop_map(Response::Blob),
+        payload().prop_map(|payload| Response::Blobs(BlobsResponse::Blob(payload))),
         proptest::collection::vec(any::<bool>(), 0..50)
-            .prop_map(|present| Response::HasBlobs { present }),
-        (any::<[u64; 11]>(), any::<bool>()).prop_map(|(v, read_only)| Response::Stats(StatsWire {
-            turns: v[0],
-            contexts: v[1],
-            blobs: v[2],
-            logical_bytes: v[3],
-            unique_bytes: v[4],
-            stored_bytes: v[5],
-            dedup_hits: v[6],
-            connections: v[7],
-            requests_total: v[8],
-            errors_total: v[9],
-            uptime_ms: v[10],
-            read_only
-        })),
-        (any::<[u64; 15]>(), any::<bool>()).prop_map(|(v, read_only)| Response::StatsEx {
-            stats: Box::new(StatsWire {
+            .prop_map(|present| Response::Blobs(BlobsResponse::HasBlobs { present })),
+        (any::<[u64; 11]>(), any::<bool>()).prop_map(|(v, read_only)| Response::Admin(
+            AdminResponse::Stats(StatsWire {
                 turns: v[0],
                 contexts: v[1],
                 blobs: v[2],
@@ -586,17 +650,35 @@ fn response() -> impl Strategy<Value = Response> {
                 requests_total: v[8],
                 errors_total: v[9],
                 uptime_ms: v[10],
-                read_only,
-            }),
-            gc: GcStatsWire {
-                live_bytes: v[11],
-                dead_bytes: v[12],
-                gc_runs: v[13],
-                bytes_reclaimed_total: v[14],
-            },
-        }),
+                read_only
+            })
+        )),
+        (any::<[u64; 15]>(), any::<bool>()).prop_map(|(v, read_only)| Response::Admin(
+            AdminResponse::StatsEx {
+                stats: Box::new(StatsWire {
+                    turns: v[0],
+                    contexts: v[1],
+                    blobs: v[2],
+                    logical_bytes: v[3],
+                    unique_bytes: v[4],
+                    stored_bytes: v[5],
+                    dedup_hits: v[6],
+                    connections: v[7],
+                    requests_total: v[8],
+                    errors_total: v[9],
+                    uptime_ms: v[10],
+                    read_only,
+                }),
+                gc: GcStatsWire {
+                    live_bytes: v[11],
+                    dead_bytes: v[12],
+                    gc_runs: v[13],
+                    bytes_reclaimed_total: v[14],
+                },
+            }
+        )),
         (any::<[u64; 6]>(), any::<u32>()).prop_map(|(v, packs_compacted)| {
-            Response::GcDone(GcWire {
+            Response::Admin(AdminResponse::GcDone(GcWire {
                 turns_dead: v[0],
                 blobs_dead: v[1],
                 bytes_reclaimed: v[2],
@@ -604,17 +686,19 @@ fn response() -> impl Strategy<Value = Response> {
                 live_bytes: v[3],
                 dead_bytes: v[4],
                 duration_ms: v[5],
-            })
+            }))
         }),
         (error_code(), any::<u64>(), name()).prop_map(|(code, detail, message)| Response::Error {
             code,
             detail,
             message
         }),
-        (info_types, context_info())
-            .prop_map(|(message_type, info)| Response::ContextInfo { message_type, info }),
-        (context_info(), any::<bool>())
-            .prop_map(|(info, created)| Response::Opened { info, created }),
+        (info_types, context_info()).prop_map(|(message_type, info)| Response::Contexts(
+            ContextsResponse::ContextInfo { message_type, info }
+        )),
+        (context_info(), any::<bool>()).prop_map(|(info, created)| Response::Contexts(
+            ContextsResponse::Opened { info, created }
+        )),
         (
             prop_oneof![
                 Just(None),
@@ -623,17 +707,19 @@ fn response() -> impl Strategy<Value = Response> {
             ],
             proptest::collection::vec(context_info(), 0..4)
         )
-            .prop_map(|(next_cursor, contexts)| Response::ContextList {
-                next_cursor,
-                contexts
-            }),
-        done_types.prop_map(|message_type| Response::Done { message_type }),
-        (hash(), payload()).prop_map(|(value_hash, payload)| Response::KvValue {
+            .prop_map(|(next_cursor, contexts)| Response::Contexts(
+                ContextsResponse::ContextList {
+                    next_cursor,
+                    contexts
+                }
+            )),
+        done_types.prop_map(|message_type| Response::Kv(KvResponse::Done { message_type })),
+        (hash(), payload()).prop_map(|(value_hash, payload)| Response::Kv(KvResponse::KvValue {
             value_hash,
             payload
-        }),
+        })),
         proptest::collection::vec((turn(), any::<bool>(), any::<bool>()), 0..4).prop_map(|turns| {
-            Response::AppendedTurns {
+            Response::Appends(AppendsResponse::AppendedTurns {
                 turns: turns
                     .into_iter()
                     .map(|(turn, deduped, existing)| AppendedWire {
@@ -642,22 +728,27 @@ fn response() -> impl Strategy<Value = Response> {
                         existing,
                     })
                     .collect(),
-            }
+            })
         }),
         (
             any::<u64>(),
             proptest::collection::vec((turn(), extras()), 0..4)
         )
-            .prop_map(|(next_before, turns)| Response::FoundTurns { next_before, turns }),
+            .prop_map(
+                |(next_before, turns)| Response::Reads(ReadsResponse::FoundTurns {
+                    next_before,
+                    turns
+                })
+            ),
         (any::<[u64; 5]>(), "[a-z/]{0,40}").prop_map(|(v, dir)| {
-            Response::BackedUp(BackupWire {
+            Response::Admin(AdminResponse::BackedUp(BackupWire {
                 turns: v[0],
                 blobs: v[1],
                 bytes: v[2],
                 linked_bytes: v[3],
                 duration_ms: v[4],
                 dir,
-            })
+            }))
         }),
         (
             prop_oneof![
@@ -670,56 +761,99 @@ fn response() -> impl Strategy<Value = Response> {
             any::<u64>(),
         )
             .prop_map(|(message_type, info, floor_depth, ttl_ms)| {
-                Response::Retention {
+                Response::Retention(RetentionResponse::Retention {
                     message_type,
                     info,
                     floor_depth,
                     ttl_ms,
-                }
+                })
             }),
-        (turn(), extras()).prop_map(|(turn, extras)| Response::TurnInfo {
+        (turn(), extras()).prop_map(|(turn, extras)| Response::Reads(ReadsResponse::TurnInfo {
             turn: Box::new(turn),
             extras
-        }),
+        })),
         (any::<u64>(), any::<u64>(), hash(), any::<u32>()).prop_map(
-            |(turn_id, overlay_seq, payload_hash, payload_len)| Response::Patched {
-                turn_id,
-                overlay_seq,
-                payload_hash,
-                payload_len,
-            }
+            |(turn_id, overlay_seq, payload_hash, payload_len)| Response::Overlays(
+                OverlaysResponse::Patched {
+                    turn_id,
+                    overlay_seq,
+                    payload_hash,
+                    payload_len,
+                }
+            )
         ),
-        (any::<u64>(), any::<u64>()).prop_map(|(turn_id, overlay_seq)| Response::Redacted {
-            turn_id,
-            overlay_seq
-        }),
-        (hash(), any::<u64>(), any::<bool>()).prop_map(
-            |(payload_hash, payload_len, already_stored)| Response::ChunkedStored {
-                payload_hash,
-                payload_len,
-                already_stored,
+        (any::<u64>(), any::<u64>()).prop_map(|(turn_id, overlay_seq)| Response::Overlays(
+            OverlaysResponse::Redacted {
+                turn_id,
+                overlay_seq
             }
+        )),
+        (hash(), any::<u64>(), any::<bool>()).prop_map(
+            |(payload_hash, payload_len, already_stored)| Response::Blobs(
+                BlobsResponse::ChunkedStored {
+                    payload_hash,
+                    payload_len,
+                    already_stored,
+                }
+            )
         ),
         (hash(), any::<u64>(), any::<u64>()).prop_map(
-            |(payload_hash, turns_redacted, overlay_seq)| Response::Purged {
-                payload_hash,
-                turns_redacted,
-                overlay_seq,
-            }
+            |(payload_hash, turns_redacted, overlay_seq)| Response::Overlays(
+                OverlaysResponse::Purged {
+                    payload_hash,
+                    turns_redacted,
+                    overlay_seq,
+                }
+            )
         ),
-        (log_cursor(), entries_v2()).prop_map(|(next_cursor, entries)| Response::TurnLog {
-            next_cursor,
-            entries
-        }),
+        (log_cursor(), entries_v2()).prop_map(|(next_cursor, entries)| Response::Reads(
+            ReadsResponse::TurnLog {
+                next_cursor,
+                entries
+            }
+        )),
         (any::<u64>(), any::<u32>(), entries_v2()).prop_map(|(next_before, tip_depth, entries)| {
-            Response::Page {
+            Response::Reads(ReadsResponse::Page {
                 next_before,
                 tip_depth,
                 entries,
-            }
+            })
         }),
+        (hash(), any::<u64>(), any::<u64>(), payload()).prop_map(
+            |(value_hash, ttl_ms, expires_at_unix_ms, payload)| {
+                Response::Kv(KvResponse::KvValueEx {
+                    value_hash,
+                    ttl_ms,
+                    expires_at_unix_ms,
+                    payload,
+                })
+            }
+        ),
+        (
+            any::<bool>(),
+            proptest::collection::vec((bytes(40), hash(), any::<u32>(), any::<[u64; 2]>()), 0..5)
+        )
+            .prop_map(|(touched, items)| {
+                let items = items
+                    .into_iter()
+                    .map(
+                        |(key, value_hash, value_len, [ttl_ms, expires])| KvItemExWire {
+                            key,
+                            value_hash,
+                            value_len,
+                            ttl_ms,
+                            expires_at_unix_ms: expires,
+                        },
+                    )
+                    .collect();
+                Response::Kv(if touched {
+                    KvResponse::KvTouched { items }
+                } else {
+                    KvResponse::KvListEx { items }
+                })
+            }),
         proptest::collection::vec((bytes(40), hash(), any::<u32>()), 0..5).prop_map(|items| {
-            Response::KvList {
+            Response::Kv(KvResponse::KvList {
                 items: items
                     .into_iter()
                     .map(|(key, value_hash, value_len)| KvItemWire {
@@ -728,7 +862,7 @@ fn response() -> impl Strategy<Value = Response> {
                         value_len,
                     })
                     .collect(),
-            }
+            })
         }),
     ]
 }
@@ -855,7 +989,10 @@ fn fixed_sizes_match_the_document() {
         flags: 0,
         created_at_unix_ms: 0,
     };
-    let bytes = concat(encode_response(1, &Response::Turn(turn)));
+    let bytes = concat(encode_response(
+        1,
+        &Response::Reads(ReadsResponse::Turn(turn)),
+    ));
     assert_eq!(bytes.len(), HEADER_BYTES + TURN_WIRE_BYTES);
     let head = ContextHeadWire {
         context_id: 1,
@@ -864,33 +1001,42 @@ fn fixed_sizes_match_the_document() {
     };
     let bytes = concat(encode_response(
         1,
-        &Response::Context {
+        &Response::Contexts(ContextsResponse::Context {
             message_type: MessageType::GetHead,
             head,
-        },
+        }),
     ));
     assert_eq!(bytes.len(), HEADER_BYTES + CONTEXT_HEAD_BYTES);
     let stats = StatsWire::default();
-    let bytes = concat(encode_response(1, &Response::Stats(stats)));
+    let bytes = concat(encode_response(
+        1,
+        &Response::Admin(AdminResponse::Stats(stats)),
+    ));
     assert_eq!(bytes.len(), HEADER_BYTES + 96);
     let gc = GcStatsWire::default();
     let stats = Box::new(stats);
-    let bytes = concat(encode_response(1, &Response::StatsEx { stats, gc }));
+    let bytes = concat(encode_response(
+        1,
+        &Response::Admin(AdminResponse::StatsEx { stats, gc }),
+    ));
     assert_eq!(
         bytes.len(),
         HEADER_BYTES + 128,
         "STATS_EX: STATS' 96 bytes + 4 × u64"
     );
-    let bytes = concat(encode_response(1, &Response::GcDone(GcWire::default())));
+    let bytes = concat(encode_response(
+        1,
+        &Response::Admin(AdminResponse::GcDone(GcWire::default())),
+    ));
     assert_eq!(bytes.len(), HEADER_BYTES + 56);
     let mut request = BytesMut::new();
-    encode_request(1, &Request::Gc, &mut request).unwrap();
+    encode_request(1, &Request::Admin(AdminRequest::Gc), &mut request).unwrap();
     assert_eq!(request.len(), HEADER_BYTES + 4, "GC: gc_flags u32");
-    let stored = Response::ChunkedStored {
+    let stored = Response::Blobs(BlobsResponse::ChunkedStored {
         payload_hash: BlobHash([0; 32]),
         payload_len: 0,
         already_stored: true,
-    };
+    });
     let bytes = concat(encode_response(1, &stored));
     assert_eq!(bytes.len(), HEADER_BYTES + CHUNKED_STORED_BYTES);
     // PUT_CHUNKED: hash, base hash and kept, chunk count, 36 bytes per chunk, sent count,
@@ -906,7 +1052,7 @@ fn fixed_sizes_match_the_document() {
 /// A PUT_CHUNKED of `count` chunks of 5 bytes each (the last one `last_len`), sending
 /// `(index, len)` of bytes for each of `sent`.
 fn chunked_with(count: u32, last_len: u32, sent: &[(u32, usize)]) -> Request {
-    Request::PutChunked {
+    Request::Blobs(BlobsRequest::PutChunked {
         payload_hash: BlobHash([1; 32]),
         base: None,
         chunks: (0..count)
@@ -922,7 +1068,7 @@ fn chunked_with(count: u32, last_len: u32, sent: &[(u32, usize)]) -> Request {
                 bytes: Bytes::from(vec![7u8; len]),
             })
             .collect(),
-    }
+    })
 }
 
 fn chunked(count: u32, sent: &[(u32, usize)]) -> Request {
@@ -951,7 +1097,7 @@ fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
     let good = chunked(4, &[(0, 5), (2, 5), (3, 5)]);
     check_request(&good).unwrap();
     let bytes = Bytes::from(vec![3u8; 100_000]);
-    let large = Request::PutChunked {
+    let large = Request::Blobs(BlobsRequest::PutChunked {
         payload_hash: BlobHash([1; 32]),
         base: None,
         chunks: vec![ChunkWire {
@@ -962,7 +1108,7 @@ fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
             index: 0,
             bytes: bytes.clone(),
         }],
-    };
+    });
     let frame = encode_request_chunks(1, &large).unwrap();
     assert!(
         frame.iter().any(|chunk| chunk.as_ptr() == bytes.as_ptr()),
@@ -1068,12 +1214,12 @@ fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
         ("chunk_count", u64::from(CHUNKS_PER_PAYLOAD_MAX) + 1, 65_536)
     );
     let based = |kept: u32, count: u32| match chunked(count, &[]) {
-        Request::PutChunked {
+        Request::Blobs(BlobsRequest::PutChunked {
             payload_hash,
             chunks,
             sent,
             ..
-        } => Request::PutChunked {
+        }) => Request::Blobs(BlobsRequest::PutChunked {
             payload_hash,
             base: Some(ChunkBaseWire {
                 hash: BlobHash([5; 32]),
@@ -1081,7 +1227,7 @@ fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
             }),
             chunks,
             sent,
-        },
+        }),
         other => other,
     };
     assert!(check_request(&based(10, 3)).is_ok());
@@ -1150,11 +1296,11 @@ fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
 #[test]
 fn large_payloads_are_sent_by_reference() {
     let data = Bytes::from(vec![7u8; 100_000]);
-    let response = Response::Blob(PayloadWire {
+    let response = Response::Blobs(BlobsResponse::Blob(PayloadWire {
         encoding: PayloadEncoding::Raw,
         raw_len: 100_000,
         data: data.clone(),
-    });
+    }));
     let chunks = encode_response(9, &response);
     assert_eq!(chunks.len(), 2);
     assert_eq!(
@@ -1197,13 +1343,13 @@ fn strictness() {
     let mut append = BytesMut::new();
     encode_request(
         1,
-        &Request::AppendTurn {
+        &Request::Appends(AppendsRequest::AppendTurn {
             context: ContextRef::Id(1),
             expected_head: None,
             type_tag: 0,
             codec: 0,
             payload: Bytes::from_static(b"abc"),
-        },
+        }),
         &mut append,
     )
     .unwrap();
@@ -1231,35 +1377,39 @@ fn version_2_stays_out_of_version_1() {
         )
     };
     // A version-2 message on a version-1 connection: unknown, the stream intact.
-    let (header, body) = frame(&Request::CtxShow {
+    let (header, body) = frame(&Request::Contexts(ContextsRequest::CtxShow {
         context: ContextRef::Id(1),
-    });
+    }));
     let error = decode_request_as(1, &header, body.clone()).unwrap_err();
     assert_eq!(error.code(), ErrorCode::UnknownMessage);
     assert!(decode_request_as(2, &header, body).is_ok());
     // So are GC, STATS_EX and PUT_CHUNKED: a version-1 client keeps the 96-byte STATS and
     // appends whole payloads.
-    for request in [Request::Gc, Request::StatsEx, chunked(2, &[(1, 5)])] {
+    for request in [
+        Request::Admin(AdminRequest::Gc),
+        Request::Admin(AdminRequest::StatsEx),
+        chunked(2, &[(1, 5)]),
+    ] {
         let (header, body) = frame(&request);
         let error = decode_request_as(1, &header, body.clone()).unwrap_err();
         assert_eq!(error.code(), ErrorCode::UnknownMessage);
         assert_eq!(decode_request_as(2, &header, body).unwrap(), request);
     }
     // GC's gc_flags defines no bit yet.
-    let (header, _) = frame(&Request::Gc);
+    let (header, _) = frame(&Request::Admin(AdminRequest::Gc));
     let error = decode_request_as(2, &header, Bytes::from_static(&[1, 0, 0, 0])).unwrap_err();
     assert_eq!(error.code(), ErrorCode::BadFrame);
     // A context by name sets CTX_BY_NAME; version 1 knows no flags.
-    let by_name = Request::GetHead {
+    let by_name = Request::Contexts(ContextsRequest::GetHead {
         context: ContextRef::Name("thread-1".into()),
-    };
+    });
     let (header, body) = frame(&by_name);
     assert_eq!(header.flags, frame_flags::CTX_BY_NAME);
     let error = decode_request_as(1, &header, body.clone()).unwrap_err();
     assert_eq!(error.code(), ErrorCode::BadFrame);
     assert_eq!(decode_request_as(2, &header, body).unwrap(), by_name);
     // The flag on a message without a context, and an empty name, are bad frames.
-    let (ping, body) = frame(&Request::Ping { nonce: 1 });
+    let (ping, body) = frame(&Request::Admin(AdminRequest::Ping { nonce: 1 }));
     let flagged = FrameHeader {
         flags: frame_flags::CTX_BY_NAME,
         ..ping
@@ -1274,9 +1424,9 @@ fn version_2_stays_out_of_version_1() {
         ErrorCode::BadFrame
     );
     // The encoder refuses a name it cannot send (0 would mean "by id").
-    let error = check_request(&Request::CtxShow {
+    let error = check_request(&Request::Contexts(ContextsRequest::CtxShow {
         context: ContextRef::Name(String::new()),
-    })
+    }))
     .unwrap_err();
     assert_eq!((error.field, error.min), ("context name", 1));
 }

@@ -4,11 +4,12 @@
 //! Runs on the network core that owns the connection; the engine's futures only wait on
 //! channels, so a core serves many requests at once.
 //!
-//! `Dispatcher::answer` sends each request to its family's method, one file each:
-//! `contexts.rs` (heads, contexts as agent threads, retention), `kv.rs` (a context's keys and
-//! values), `appends.rs`, `reads.rs` (every read that answers TURNs, in an overlay view or
-//! not), `overlays.rs` (patch, redact, purge), `blobs.rs` (blobs and chunked writes) and
-//! `admin.rs` (STATS, BACKUP, GC). The wire forms every family shares are here.
+//! `Dispatcher::answer` is one match over the protocol's message families, each answered by
+//! its own file with one match over its own requests: `admin.rs` (PING, STATS, BACKUP, GC),
+//! `contexts.rs` (heads, contexts as agent threads), `retention.rs` (delete, prune, TTL),
+//! `kv.rs` (a context's keys and values), `appends.rs`, `reads.rs` (every read that answers
+//! TURNs, in an overlay view or not), `overlays.rs` (patch, redact, purge) and `blobs.rs`
+//! (blobs and chunked writes). The wire forms every family shares are here.
 
 mod admin;
 mod appends;
@@ -17,19 +18,20 @@ mod contexts;
 mod kv;
 mod overlays;
 mod reads;
+mod retention;
 
 use std::cell::RefCell;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ctxstore_engine::format::turn_extras::TurnExtras;
 use ctxstore_engine::{
     Compression, ContextHead, ContextId, ContextRef, Engine, EngineError, ErrorKind, Payload,
-    PayloadMode, Turn,
+    PayloadMode, Turn, TurnId,
 };
 use ctxstore_protocol::{
-    ContextHeadWire, ContextRef as ContextRefWire, ErrorCode, ExtrasWire, OverlayWire,
-    PayloadEncoding, PayloadWire, Request, Response, TurnWire, read_flags,
+    AppendsResponse, ContextHeadWire, ContextRef as ContextRefWire, ErrorCode, ExtrasWire,
+    OverlayWire, PayloadEncoding, PayloadWire, ReadsResponse, Request, Response, TurnWire,
+    read_flags,
 };
 
 use crate::config::ServerLimits;
@@ -64,52 +66,28 @@ impl Dispatcher {
         in_version(response, version)
     }
 
-    /// The answer to a request; `Err` holds an ERROR response. Each family of requests is
-    /// translated by its own method.
+    /// The answer to a request; `Err` holds an ERROR response. One arm per message family;
+    /// each family's file answers its own requests.
     async fn answer(&self, request: Request) -> Result<Response, Response> {
         match request {
-            Request::Hello { .. } => Err(error(
-                ErrorCode::BadFrame,
-                "HELLO may only be sent once, first",
-            )),
-            Request::Ping { nonce } => Ok(Response::Pong { nonce }),
-            Request::CtxCreate { .. }
-            | Request::CtxFork { .. }
-            | Request::GetHead { .. }
-            | Request::CtxOpen { .. }
-            | Request::CtxShow { .. }
-            | Request::CtxTag { .. }
-            | Request::CtxList { .. }
-            | Request::CtxName { .. } => self.answer_context(request).await,
-            Request::CtxDelete { .. } | Request::CtxPrune { .. } | Request::CtxTtl { .. } => {
-                self.answer_retention(request).await
+            Request::Admin(request) => self.answer_admin(request).await.map(Response::Admin),
+            Request::Contexts(request) => {
+                self.answer_contexts(request).await.map(Response::Contexts)
             }
-            Request::KvPut { .. }
-            | Request::KvGet { .. }
-            | Request::KvDelete { .. }
-            | Request::KvList { .. } => self.answer_kv(request).await,
-            Request::AppendTurn { .. }
-            | Request::AppendTurnByHash { .. }
-            | Request::AppendTurns { .. } => self.answer_append(request).await,
-            Request::GetTurn { .. }
-            | Request::GetLast { .. }
-            | Request::GetBefore { .. }
-            | Request::GetRangeByDepth { .. }
-            | Request::GetChain { .. }
-            | Request::GetTurnByKey { .. }
-            | Request::TurnLog { .. }
-            | Request::ReadPage { .. }
-            | Request::FindTurns { .. } => self.read(request, None).map(|(response, _)| response),
-            Request::AsOf { as_of, read } => self.read_as_of(as_of, *read),
-            Request::PatchTurn { .. } | Request::RedactTurn { .. } | Request::PurgeBlob { .. } => {
-                self.answer_overlay(request).await
+            Request::Retention(request) => self
+                .answer_retention(request)
+                .await
+                .map(Response::Retention),
+            Request::Kv(request) => self.answer_kv(request).await.map(Response::Kv),
+            Request::Appends(request) => self.answer_appends(request).await.map(Response::Appends),
+            Request::Reads(request) => self
+                .answer_read(request, None)
+                .map(|(read, _)| Response::Reads(read)),
+            Request::AsOf { as_of, read } => self.read_as_of(as_of, read),
+            Request::Overlays(request) => {
+                self.answer_overlays(request).await.map(Response::Overlays)
             }
-            Request::GetBlob { .. } | Request::HasBlobs { .. } | Request::PutChunked { .. } => {
-                self.answer_blob(request).await
-            }
-            Request::Stats | Request::StatsEx | Request::Gc | Request::Backup { .. } => {
-                self.answer_admin(request).await
-            }
+            Request::Blobs(request) => self.answer_blobs(request).await.map(Response::Blobs),
         }
     }
 
@@ -124,20 +102,6 @@ impl Dispatcher {
                 .map_err(engine_error),
         }
     }
-}
-
-/// What a family's method answers to a request `answer` sends to another family: never sent
-/// (it would be a server bug, logged like any INTERNAL error).
-fn misrouted(request: &Request) -> Response {
-    let name = request.message_type().name();
-    tracing::error!(
-        message_type = name,
-        "a request reached another family's handler"
-    );
-    error(
-        ErrorCode::Internal,
-        format!("{name} reached the wrong handler (a server bug)"),
-    )
 }
 
 /// The read flags as the engine's payload mode: ACCEPT_ZSTD lets the engine send payloads too
@@ -174,8 +138,9 @@ fn in_version(mut response: Response, version: u16) -> Response {
         return response;
     }
     match &mut response {
-        Response::Appended { turn, .. } | Response::Turn(turn) => turn.flags = 0,
-        Response::Turns { entries, .. } => {
+        Response::Appends(AppendsResponse::Appended { turn, .. })
+        | Response::Reads(ReadsResponse::Turn(turn)) => turn.flags = 0,
+        Response::Reads(ReadsResponse::Turns { entries, .. }) => {
             for entry in entries {
                 entry.turn.flags = 0;
             }
@@ -192,11 +157,14 @@ fn context_ref(context: ContextRefWire) -> ContextRef {
     }
 }
 
-fn extras_wire(extras: TurnExtras) -> ExtrasWire {
+/// A turn's key, labels and links on the wire, from the fields of the engine's extras (taken
+/// apart by the caller: the engine's extras type lives with its on-disk format, which the
+/// server does not import).
+fn extras_wire(key: Vec<u8>, labels: Vec<(String, String)>, links: Vec<TurnId>) -> ExtrasWire {
     ExtrasWire {
-        key: Bytes::from(extras.key),
-        labels: extras.labels,
-        links: extras.links.into_iter().map(|link| link.0).collect(),
+        key: Bytes::from(key),
+        labels,
+        links: links.into_iter().map(|link| link.0).collect(),
     }
 }
 

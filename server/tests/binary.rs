@@ -12,45 +12,25 @@ use ctxstore_client::{ClientConfig, blocking};
 
 mod common;
 use common::{
-    Raw, ServerProcess, connect_with_small_receive_buffer, get_blob_frames, incompressible,
+    Raw, connect_with_small_receive_buffer, get_blob_frames, incompressible, server_process,
     write_from_thread,
 };
+use ctxstore_protocol::AdminResponse;
 
 const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
 
-// The child is returned to the caller, which waits for it (clippy cannot see across that).
-#[allow(clippy::zombie_processes)]
-fn spawn_server(dir: &Path, flags: &[&str]) -> (Child, String) {
-    let ready = dir.join("ready");
-    let _ = std::fs::remove_file(&ready);
-    let mut child = Command::new(SERVER)
-        .args([
-            "--data",
-            dir.join("data").to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--ready-file",
-        ])
-        .arg(&ready)
-        .args(flags)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(addr) = std::fs::read_to_string(&ready)
-            && addr.ends_with('\n')
-        {
-            return (child, addr.trim().to_string());
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("server did not become ready");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+use ctxstore_testsupport::{ServerLaunch, TestServer, wait_ready};
+
+/// A server on the store in `dir/data`, its address once it is ready; its log kept
+/// (`TestServer::log`).
+fn spawn_server(dir: &Path, flags: &[&str]) -> (TestServer, String) {
+    let server = ServerLaunch::new(SERVER)
+        .data(&dir.join("data"))
+        .flags(flags)
+        .keep_log()
+        .start();
+    let addr = server.addr.clone();
+    (server, addr)
 }
 
 fn signal(child: &Child, name: &str) {
@@ -64,7 +44,7 @@ fn signal(child: &Child, name: &str) {
 #[test]
 fn sigterm_finishes_in_flight_work_and_exits_zero_then_verify_passes() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, addr) = spawn_server(dir.path(), &[]);
+    let (mut server, addr) = spawn_server(dir.path(), &[]);
     let client = blocking::Client::connect(ClientConfig::new(addr.clone())).unwrap();
     let context = client.create_context().unwrap().context_id;
     // Appends in flight from another thread while the signal arrives: each either completes
@@ -80,8 +60,8 @@ fn sigterm_finishes_in_flight_work_and_exits_zero_then_verify_passes() {
         acked
     });
     std::thread::sleep(Duration::from_millis(30));
-    signal(&child, "TERM");
-    let status = child.wait().unwrap();
+    signal(&server.child, "TERM");
+    let status = server.child.wait().unwrap();
     assert!(status.success(), "exit status {status:?}");
     let acked = pipelined.join().unwrap();
     assert!(!acked.is_empty());
@@ -99,20 +79,20 @@ fn sigterm_finishes_in_flight_work_and_exits_zero_then_verify_passes() {
     assert!(stdout.contains("verdict   OK"), "{stdout}");
 
     // Every acknowledged append is there after a restart.
-    let (mut child, addr) = spawn_server(dir.path(), &[]);
+    let (mut server, addr) = spawn_server(dir.path(), &[]);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
     let page = client.last(context, 1000, false).unwrap();
     let stored: Vec<u64> = page.turns.iter().map(|turn| turn.turn_id).collect();
     assert!(stored.len() >= acked.len());
     assert_eq!(&stored[..acked.len()], &acked[..]);
-    signal(&child, "INT");
-    assert!(child.wait().unwrap().success());
+    signal(&server.child, "INT");
+    assert!(server.child.wait().unwrap().success());
 }
 
 #[test]
 fn verify_names_damage_and_exits_non_zero() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, addr) = spawn_server(dir.path(), &[]);
+    let (mut server, addr) = spawn_server(dir.path(), &[]);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
     let context = client.create_context().unwrap().context_id;
     for index in 0..10 {
@@ -121,8 +101,8 @@ fn verify_names_damage_and_exits_non_zero() {
             .unwrap();
     }
     drop(client);
-    signal(&child, "TERM");
-    assert!(child.wait().unwrap().success());
+    signal(&server.child, "TERM");
+    assert!(server.child.wait().unwrap().success());
     let log = dir.path().join("data/turns.log");
     let mut bytes = std::fs::read(&log).unwrap();
     bytes[5 * 128 + 40] ^= 0x10;
@@ -188,18 +168,8 @@ fn refuses_a_public_listen_without_a_token_and_teaches_with_help() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&ready).is_ok_and(|addr| addr.ends_with('\n')) {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let port = std::fs::read_to_string(&ready)
-        .unwrap()
-        .trim()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .to_string();
+    let addr = wait_ready(&ready, &mut child, Duration::from_secs(30), None).unwrap();
+    let port = addr.rsplit(':').next().unwrap().to_string();
     let config = ClientConfig::new(format!("127.0.0.1:{port}")).with_token(Some("s3cret".into()));
     blocking::Client::connect(config).unwrap().ping(3).unwrap();
     signal(&child, "TERM");
@@ -225,32 +195,9 @@ fn an_existing_store_keeps_its_shard_count_without_the_flag() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let start = |extra: &[&str]| {
-        let ready = dir.path().join("ready");
-        let _ = std::fs::remove_file(&ready);
-        let mut child = Command::new(SERVER)
-            .args([
-                "--data",
-                data.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-                "--ready-file",
-            ])
-            .arg(&ready)
-            .args(extra)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !std::fs::read_to_string(&ready).is_ok_and(|addr| addr.ends_with('\n')) {
-            if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("server did not start with {extra:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        signal(&child, "TERM");
-        assert!(child.wait().unwrap().success());
+        let mut server = ServerLaunch::new(SERVER).data(&data).flags(extra).start();
+        signal(&server.child, "TERM");
+        assert!(server.child.wait().unwrap().success());
     };
     start(&["--shards", "3"]);
     assert!(data.join("blobs/shard-02").exists());
@@ -292,7 +239,7 @@ fn limits_and_group_commit_settings_are_flags() {
         "--shard-batch-bytes-max=4194304",
         "--batch-wait-us-max=50",
     ];
-    let (mut child, addr) = spawn_server(dir.path(), &limits);
+    let (mut server, addr) = spawn_server(dir.path(), &limits);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
     assert_eq!(client.server_limits().read_turns_max, 100);
     assert_eq!(client.server_limits().has_blobs_max, 10);
@@ -304,8 +251,8 @@ fn limits_and_group_commit_settings_are_flags() {
     // 20 payloads of 150 kB against 2 MiB per page: one page cannot hold them all.
     let page = client.last(context, 20, true).unwrap();
     assert!(page.turns.len() < 20 && !page.turns.is_empty());
-    signal(&child, "TERM");
-    assert!(child.wait().unwrap().success());
+    signal(&server.child, "TERM");
+    assert!(server.child.wait().unwrap().success());
 
     for (bad, named) in [
         ("--response-bytes-max=1", "--response-bytes-max"),
@@ -341,7 +288,7 @@ fn stuck_client(addr: std::net::SocketAddr) -> (std::net::TcpStream, std::thread
     let mut raw = Raw::from_stream(stream.try_clone().unwrap());
     assert!(matches!(
         raw.hello(b""),
-        ctxstore_protocol::Response::Hello { .. }
+        ctxstore_protocol::Response::Admin(AdminResponse::Hello { .. })
     ));
     let (_, writer) = write_from_thread(
         stream.try_clone().unwrap(),
@@ -381,8 +328,8 @@ fn verify_ok(data: &Path) {
 #[test]
 fn sigterm_with_a_client_that_never_reads_exits_after_the_drain_timeout() {
     let drain = Duration::from_secs(2);
-    let mut server = ServerProcess::start(&["--drain-timeout", "2s"]);
-    let (_stuck, _writer) = stuck_client(server.addr);
+    let mut server = server_process(&["--drain-timeout", "2s"]);
+    let (_stuck, _writer) = stuck_client(server.socket_addr());
     let started = Instant::now();
     server.signal("TERM");
     // Generous: the bound is the drain timeout; the margin is for a slow machine.
@@ -407,8 +354,8 @@ fn sigterm_with_a_client_that_never_reads_exits_after_the_drain_timeout() {
 /// (issue 18 item 1). Connects keep being tried through the drain until the process exits.
 #[test]
 fn connections_while_draining_are_refused_never_accepted_then_reset() {
-    let mut server = ServerProcess::start(&["--drain-timeout", "3s"]);
-    let addr = server.addr;
+    let mut server = server_process(&["--drain-timeout", "3s"]);
+    let addr = server.socket_addr();
     let (_stuck, _writer) = stuck_client(addr);
     // Served before the signal.
     blocking::Client::connect(ClientConfig::new(addr.to_string())).unwrap();
@@ -449,8 +396,8 @@ fn connections_while_draining_are_refused_never_accepted_then_reset() {
 /// and the exit code (130) says the drain was cut short.
 #[test]
 fn a_second_signal_stops_draining_at_once_and_still_syncs() {
-    let mut server = ServerProcess::start(&["--drain-timeout", "10m"]);
-    let client = blocking::Client::connect(ClientConfig::new(server.addr.to_string())).unwrap();
+    let mut server = server_process(&["--drain-timeout", "10m"]);
+    let client = blocking::Client::connect(ClientConfig::new(server.addr.clone())).unwrap();
     let context = client.create_context().unwrap().context_id;
     let mut acked = Vec::new();
     for index in 0..20u64 {
@@ -463,7 +410,7 @@ fn a_second_signal_stops_draining_at_once_and_still_syncs() {
                 .turn_id,
         );
     }
-    let (_stuck, _writer) = stuck_client(server.addr);
+    let (_stuck, _writer) = stuck_client(server.socket_addr());
     server.signal("TERM");
     // Draining: the stuck client holds it up (its drain timeout is 10 minutes).
     std::thread::sleep(Duration::from_millis(500));
@@ -478,7 +425,7 @@ fn a_second_signal_stops_draining_at_once_and_still_syncs() {
     assert_eq!(status.code(), Some(130), "{}", server.log());
     let data = server.dir.path().join("data");
     verify_ok(&data);
-    let (mut child, addr) = spawn_server(server.dir.path(), &[]);
+    let (mut server, addr) = spawn_server(server.dir.path(), &[]);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
     let stored: Vec<u64> = client
         .last(context, 100, false)
@@ -488,8 +435,8 @@ fn a_second_signal_stops_draining_at_once_and_still_syncs() {
         .map(|turn| turn.turn_id)
         .collect();
     assert_eq!(stored, acked);
-    signal(&child, "TERM");
-    assert!(child.wait().unwrap().success());
+    signal(&server.child, "TERM");
+    assert!(server.child.wait().unwrap().success());
 }
 
 /// A token the protocol cannot carry (HELLO holds at most 1,024 bytes) is refused at start,
@@ -518,14 +465,13 @@ fn a_token_longer_than_hello_carries_is_refused_at_start() {
     let longest = "t".repeat(1024);
     std::fs::write(&token, &longest).unwrap();
     let token_flag = token.to_str().unwrap();
-    let (child, addr) = spawn_server(dir.path(), &["--token-file", token_flag]);
+    let (mut server, addr) = spawn_server(dir.path(), &["--token-file", token_flag]);
     let config = ClientConfig::new(addr).with_token(Some(longest));
     blocking::Client::connect(config).unwrap().ping(1).unwrap();
-    signal(&child, "TERM");
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success());
+    signal(&server.child, "TERM");
+    assert!(server.child.wait().unwrap().success());
     assert!(
-        !String::from_utf8_lossy(&output.stderr).contains("chmod 600"),
+        !server.log().contains("chmod 600"),
         "a 0600 token file is not warned about"
     );
 }
@@ -540,7 +486,7 @@ fn the_store_is_private_and_a_readable_token_file_is_warned_about() {
     let token = dir.path().join("token");
     std::fs::write(&token, "s3cret").unwrap();
     std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let (child, addr) = spawn_server(dir.path(), &["--token-file", token.to_str().unwrap()]);
+    let (mut server, addr) = spawn_server(dir.path(), &["--token-file", token.to_str().unwrap()]);
     let client =
         blocking::Client::connect(ClientConfig::new(addr).with_token(Some("s3cret".into())))
             .unwrap();
@@ -548,10 +494,9 @@ fn the_store_is_private_and_a_readable_token_file_is_warned_about() {
     client
         .append(context, None, 0, 0, Bytes::from_static(b"private"))
         .unwrap();
-    signal(&child, "TERM");
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    signal(&server.child, "TERM");
+    assert!(server.child.wait().unwrap().success());
+    let stderr = server.log();
     assert!(
         !stderr.contains("more open than --umask"),
         "a store it made itself: {stderr}"
@@ -583,9 +528,9 @@ fn the_store_is_private_and_a_readable_token_file_is_warned_about() {
 
     // The mask is a flag: a group may read with 027.
     let other = tempfile::tempdir().unwrap();
-    let (mut child, _) = spawn_server(other.path(), &["--umask", "027"]);
-    signal(&child, "TERM");
-    assert!(child.wait().unwrap().success());
+    let (mut server, _) = spawn_server(other.path(), &["--umask", "027"]);
+    signal(&server.child, "TERM");
+    assert!(server.child.wait().unwrap().success());
     check(&other.path().join("data"), 0o750, 0o640);
 
     // A store made more open before (an older version made 0755) is warned about.
@@ -596,11 +541,10 @@ fn the_store_is_private_and_a_readable_token_file_is_warned_about() {
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
-    let (child, _) = spawn_server(older.path(), &[]);
-    signal(&child, "TERM");
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (mut server, _) = spawn_server(older.path(), &[]);
+    signal(&server.child, "TERM");
+    assert!(server.child.wait().unwrap().success());
+    let stderr = server.log();
     assert!(stderr.contains("more open than --umask"), "{stderr}");
 }
 
@@ -610,7 +554,7 @@ fn the_store_is_private_and_a_readable_token_file_is_warned_about() {
 fn verify_runs_on_a_read_only_copy_and_not_beside_a_server() {
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, addr) = spawn_server(dir.path(), &[]);
+    let (mut server, addr) = spawn_server(dir.path(), &[]);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
     let context = client.create_context().unwrap().context_id;
     for index in 0..10 {
@@ -630,8 +574,8 @@ fn verify_runs_on_a_read_only_copy_and_not_beside_a_server() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    signal(&child, "TERM");
-    assert!(child.wait().unwrap().success());
+    signal(&server.child, "TERM");
+    assert!(server.child.wait().unwrap().success());
 
     // A read-only copy: no write permission anywhere. Root ignores permissions, so then the
     // check runs as `nobody` (which may read the copy but write nothing).

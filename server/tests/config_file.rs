@@ -7,6 +7,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use ctxstore_testsupport::wait_ready;
+
 /// The server binary with no CTXSTORE_* variable of the test's own environment.
 fn server() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ctxstore-server"));
@@ -185,16 +187,8 @@ fn a_server_started_from_a_config_file_uses_it_and_logs_json() {
         .stderr(log)
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&ready).is_ok_and(|text| text.ends_with('\n')) {
-        assert!(std::time::Instant::now() < deadline, "no ready file");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let addr: std::net::SocketAddr = std::fs::read_to_string(&ready)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let addr = wait_ready(&ready, &mut child, Duration::from_secs(30), None);
+    let addr: std::net::SocketAddr = addr.unwrap().parse().unwrap();
     assert!(addr.ip().is_loopback(), "localhost resolved to {addr}");
     std::net::TcpStream::connect(addr).unwrap();
     child.kill().unwrap();

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use bytes::Bytes;
 use common::*;
 use ctxstore_client::{BlobHash, ClientConfig, ClientError, ErrorCode};
+use ctxstore_protocol::{AdminResponse, ReadsRequest, ReadsResponse};
 
 fn text(seed: u64, len: usize) -> Bytes {
     let mut text = format!("{{\"seed\":{seed},\"content\":\"");
@@ -363,16 +364,19 @@ fn raw_last_encodings(
 ) -> Vec<ctxstore_protocol::PayloadEncoding> {
     use ctxstore_protocol::{ContextRef, PayloadEncoding, Request, Response, read_flags};
     let mut raw = Raw::connect(addr);
-    assert!(matches!(raw.hello(b""), Response::Hello { .. }));
+    assert!(matches!(
+        raw.hello(b""),
+        Response::Admin(AdminResponse::Hello { .. })
+    ));
     raw.send(
         2,
-        &Request::GetLast {
+        &Request::Reads(ReadsRequest::GetLast {
             context: ContextRef::Id(context_id),
             limit,
             read_flags: read_flags::WITH_PAYLOADS | read_flags::ACCEPT_ZSTD,
-        },
+        }),
     );
-    let Some((2, Response::Turns { entries, .. })) = raw.receive() else {
+    let Some((2, Response::Reads(ReadsResponse::Turns { entries, .. }))) = raw.receive() else {
         panic!("GET_LAST did not return its turns");
     };
     assert_eq!(entries.len(), limit as usize);

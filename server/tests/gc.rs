@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::*;
 use ctxstore_protocol::{
-    BlobHash, ContextRef, ErrorCode, GcStatsWire, GcWire, Request, Response, StatsWire, TurnWire,
-    read_flags,
+    AdminRequest, AdminResponse, AppendsRequest, AppendsResponse, BlobHash, BlobsRequest,
+    BlobsResponse, ContextRef, ContextsRequest, ContextsResponse, ErrorCode, GcStatsWire, GcWire,
+    ReadsRequest, ReadsResponse, Request, Response, RetentionRequest, RetentionResponse, StatsWire,
+    TurnWire, read_flags,
 };
 
 /// Payload bytes of each turn: incompressible, so a collected blob frees about this much.
@@ -48,69 +50,80 @@ fn named(name: &str) -> ContextRef {
 fn open(raw: &mut Raw, req_id: u64, name: &str) {
     let response = raw.call(
         req_id,
-        &Request::CtxOpen {
+        &Request::Contexts(ContextsRequest::CtxOpen {
             base_turn_id: 0,
             get_or_create: false,
             clone_from: None,
             name: Some(name.into()),
             tags: vec![],
-        },
+        }),
     );
-    assert!(matches!(response, Response::Opened { .. }), "{response:?}");
+    assert!(
+        matches!(
+            response,
+            Response::Contexts(ContextsResponse::Opened { .. })
+        ),
+        "{response:?}"
+    );
 }
 
 fn append(raw: &mut Raw, req_id: u64, context: ContextRef, payload: Bytes) -> TurnWire {
     match raw.call(
         req_id,
-        &Request::AppendTurn {
+        &Request::Appends(AppendsRequest::AppendTurn {
             context,
             expected_head: None,
             type_tag: 1,
             codec: 0,
             payload,
-        },
+        }),
     ) {
-        Response::Appended { turn, .. } => turn,
+        Response::Appends(AppendsResponse::Appended { turn, .. }) => turn,
         other => panic!("append: {other:?}"),
     }
 }
 
 fn gc(raw: &mut Raw, req_id: u64) -> GcWire {
-    match raw.call(req_id, &Request::Gc) {
-        Response::GcDone(report) => report,
+    match raw.call(req_id, &Request::Admin(AdminRequest::Gc)) {
+        Response::Admin(AdminResponse::GcDone(report)) => report,
         other => panic!("GC: {other:?}"),
     }
 }
 
 fn stats_ex(raw: &mut Raw, req_id: u64) -> (StatsWire, GcStatsWire) {
-    match raw.call(req_id, &Request::StatsEx) {
-        Response::StatsEx { stats, gc } => (*stats, gc),
+    match raw.call(req_id, &Request::Admin(AdminRequest::StatsEx)) {
+        Response::Admin(AdminResponse::StatsEx { stats, gc }) => (*stats, gc),
         other => panic!("STATS_EX: {other:?}"),
     }
 }
 
 fn get_turn(raw: &mut Raw, req_id: u64, turn_id: u64) -> Response {
-    raw.call(req_id, &Request::GetTurn { turn_id })
+    raw.call(req_id, &Request::Reads(ReadsRequest::GetTurn { turn_id }))
 }
 
 /// The payloads of a context's newest turns, oldest first.
 fn payloads(raw: &mut Raw, req_id: u64, context: ContextRef) -> Vec<Bytes> {
     match raw.call(
         req_id,
-        &Request::GetLast {
+        &Request::Reads(ReadsRequest::GetLast {
             context,
             limit: 100,
             read_flags: read_flags::WITH_PAYLOADS,
-        },
+        }),
     ) {
-        Response::Turns { entries, .. } => entries.into_iter().map(|e| e.payload.data).collect(),
+        Response::Reads(ReadsResponse::Turns { entries, .. }) => {
+            entries.into_iter().map(|e| e.payload.data).collect()
+        }
         other => panic!("GET_LAST: {other:?}"),
     }
 }
 
 fn has_blob(raw: &mut Raw, req_id: u64, hash: BlobHash) -> bool {
-    match raw.call(req_id, &Request::HasBlobs { hashes: vec![hash] }) {
-        Response::HasBlobs { present } => present[0],
+    match raw.call(
+        req_id,
+        &Request::Blobs(BlobsRequest::HasBlobs { hashes: vec![hash] }),
+    ) {
+        Response::Blobs(BlobsResponse::HasBlobs { present }) => present[0],
         other => panic!("HAS_BLOBS: {other:?}"),
     }
 }
@@ -177,21 +190,27 @@ fn gc_collects_what_only_deleted_contexts_reached_and_keeps_the_rest() {
     let forked = gone_turns[0];
     let fork = match raw.call(
         next(),
-        &Request::CtxFork {
+        &Request::Contexts(ContextsRequest::CtxFork {
             turn_id: forked.turn_id,
-        },
+        }),
     ) {
-        Response::Context { head, .. } => head.context_id,
+        Response::Contexts(ContextsResponse::Context { head, .. }) => head.context_id,
         other => panic!("fork: {other:?}"),
     };
     for index in 0..3 {
         let deleted = raw.call(
             next(),
-            &Request::CtxDelete {
+            &Request::Retention(RetentionRequest::CtxDelete {
                 context: named(&format!("gone-{index}")),
-            },
+            }),
         );
-        assert!(matches!(deleted, Response::Retention { .. }), "{deleted:?}");
+        assert!(
+            matches!(
+                deleted,
+                Response::Retention(RetentionResponse::Retention { .. })
+            ),
+            "{deleted:?}"
+        );
     }
     let dead: Vec<TurnWire> = gone_turns[1..].to_vec();
 
@@ -230,7 +249,7 @@ fn gc_collects_what_only_deleted_contexts_reached_and_keeps_the_rest() {
     }
     assert!(matches!(
         get_turn(&mut raw, next(), forked.turn_id),
-        Response::Turn(turn) if turn == forked
+        Response::Reads(ReadsResponse::Turn(turn)) if turn == forked
     ));
     assert!(has_blob(&mut raw, next(), forked.payload_hash));
     assert_eq!(payloads(&mut raw, next(), named("kept")), kept_payloads);
@@ -281,7 +300,7 @@ fn gc_collects_what_only_deleted_contexts_reached_and_keeps_the_rest() {
     assert_eq!(payloads(&mut raw, 3, named("kept")), kept_payloads);
     assert!(matches!(
         get_turn(&mut raw, 4, kept_turns[1].turn_id),
-        Response::Turn(turn) if turn == kept_turns[1]
+        Response::Reads(ReadsResponse::Turn(turn)) if turn == kept_turns[1]
     ));
     server.stop();
 }
@@ -292,7 +311,10 @@ fn a_version_1_connection_knows_neither_gc_nor_stats_ex() {
     let mut server = start(config(dir.path()));
     let mut raw = Raw::connect(server.local_addr());
     raw.hello_versions(b"", 1, 1);
-    for (req_id, request) in [(2, Request::Gc), (3, Request::StatsEx)] {
+    for (req_id, request) in [
+        (2, Request::Admin(AdminRequest::Gc)),
+        (3, Request::Admin(AdminRequest::StatsEx)),
+    ] {
         let response = raw.call(req_id, &request);
         assert_eq!(
             error_code(&response),
@@ -301,14 +323,17 @@ fn a_version_1_connection_knows_neither_gc_nor_stats_ex() {
         );
     }
     // STATS stays version 1's 96 bytes, and the connection is still open.
-    assert!(matches!(raw.call(4, &Request::Stats), Response::Stats(_)));
+    assert!(matches!(
+        raw.call(4, &Request::Admin(AdminRequest::Stats)),
+        Response::Admin(AdminResponse::Stats(_))
+    ));
     server.stop();
 }
 
 #[test]
 fn the_binarys_gc_interval_runs_collections_on_its_own() {
-    let server = ServerProcess::start(&["--gc-interval", "100ms", "--gc-rate-max", "off"]);
-    let mut raw = Raw::connect(server.addr);
+    let server = server_process(&["--gc-interval", "100ms", "--gc-rate-max", "off"]);
+    let mut raw = Raw::connect(server.socket_addr());
     raw.hello(b"");
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut req_id = 2;

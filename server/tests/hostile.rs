@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::*;
-use ctxstore_protocol::{ErrorCode, FrameHeader, PROTOCOL_VERSION, Request, Response};
+use ctxstore_protocol::{
+    AdminRequest, AdminResponse, AppendsRequest, BlobsRequest, BlobsResponse, ErrorCode,
+    FrameHeader, PROTOCOL_VERSION, Request, Response,
+};
 
 /// A well-behaved client that must keep working while the others misbehave.
 struct Witness {
@@ -115,7 +118,10 @@ fn hostile_input_gets_errors_or_closes_and_others_keep_working() {
 
     // A truncated frame, then the client closes.
     let mut raw = Raw::connect(addr);
-    assert!(matches!(raw.hello(b""), Response::Hello { .. }));
+    assert!(matches!(
+        raw.hello(b""),
+        Response::Admin(AdminResponse::Hello { .. })
+    ));
     let header = FrameHeader {
         len: 1000,
         msg_type: 0x0006,
@@ -183,8 +189,11 @@ fn hostile_input_gets_errors_or_closes_and_others_keep_working() {
         (req_id, error_code(&response)),
         (12, Some(ErrorCode::UnknownMessage))
     );
-    raw.send(13, &Request::Ping { nonce: 5 });
-    assert_eq!(raw.receive().unwrap(), (13, Response::Pong { nonce: 5 }));
+    raw.send(13, &Request::Admin(AdminRequest::Ping { nonce: 5 }));
+    assert_eq!(
+        raw.receive().unwrap(),
+        (13, Response::Admin(AdminResponse::Pong { nonce: 5 }))
+    );
 
     // A malformed body (a PING one byte short): BAD_FRAME, then close.
     raw.send_bytes(
@@ -206,7 +215,7 @@ fn hostile_input_gets_errors_or_closes_and_others_keep_working() {
 
     // Requests before HELLO: UNAUTHORIZED, then close.
     let mut raw = Raw::connect(addr);
-    raw.send(3, &Request::Stats);
+    raw.send(3, &Request::Admin(AdminRequest::Stats));
     let (req_id, response) = raw.receive().unwrap();
     assert_eq!(
         (req_id, error_code(&response)),
@@ -218,12 +227,12 @@ fn hostile_input_gets_errors_or_closes_and_others_keep_working() {
     let mut raw = Raw::connect(addr);
     raw.send(
         1,
-        &Request::Hello {
+        &Request::Admin(AdminRequest::Hello {
             min_version: 7,
             max_version: 9,
             token: Bytes::new(),
             client_name: "future".into(),
-        },
+        }),
     );
     match raw.receive().unwrap().1 {
         Response::Error {
@@ -262,7 +271,7 @@ fn a_wrong_token_is_unauthorized() {
     let mut raw = Raw::connect(addr);
     assert!(matches!(
         raw.hello(b"correct horse"),
-        Response::Hello { .. }
+        Response::Admin(AdminResponse::Hello { .. })
     ));
     let runtime = runtime();
     let config = ctxstore_client::ClientConfig::new(addr.to_string());
@@ -335,7 +344,7 @@ fn connections_beyond_the_limit_are_overloaded() {
     for _ in 0..12 {
         let mut raw = Raw::connect(addr);
         match raw.hello(b"") {
-            Response::Hello { .. } => {
+            Response::Admin(AdminResponse::Hello { .. }) => {
                 accepted += 1;
                 held.push(raw);
             }
@@ -356,7 +365,10 @@ fn connections_beyond_the_limit_are_overloaded() {
     // Closed connections free their places.
     std::thread::sleep(Duration::from_millis(200));
     let mut raw = Raw::connect(addr);
-    assert!(matches!(raw.hello(b""), Response::Hello { .. }));
+    assert!(matches!(
+        raw.hello(b""),
+        Response::Admin(AdminResponse::Hello { .. })
+    ));
 }
 
 /// Everything at once: random bytes, slow partial frames, half-open connections and a flood of
@@ -429,12 +441,12 @@ fn a_storm_of_bad_clients_does_not_disturb_a_good_one() {
                         let mut bytes = bytes::BytesMut::new();
                         ctxstore_protocol::encode_request(
                             1,
-                            &Request::Hello {
+                            &Request::Admin(AdminRequest::Hello {
                                 min_version: 1,
                                 max_version: 1,
                                 token: Bytes::new(),
                                 client_name: "storm".into(),
-                            },
+                            }),
                             &mut bytes,
                         )
                         .unwrap();
@@ -497,8 +509,8 @@ fn a_storm_of_bad_clients_does_not_disturb_a_good_one() {
 fn a_client_that_never_reads_holds_bounded_memory() {
     const PAYLOAD_BYTES: usize = 3 << 20;
     const REQUESTS: u64 = 10_000;
-    let server = ServerProcess::start(&["--network-cores", "2"]);
-    let addr = server.addr;
+    let server = server_process(&["--network-cores", "2"]);
+    let addr = server.socket_addr();
     let mut witness = Witness::new(addr);
     witness.still_works();
     let payload = incompressible(PAYLOAD_BYTES, 7);
@@ -517,7 +529,10 @@ fn a_client_that_never_reads_holds_bounded_memory() {
 
     let stream = connect_with_small_receive_buffer(addr);
     let mut raw = Raw::from_stream(stream.try_clone().unwrap());
-    assert!(matches!(raw.hello(b""), Response::Hello { .. }));
+    assert!(matches!(
+        raw.hello(b""),
+        Response::Admin(AdminResponse::Hello { .. })
+    ));
     let frames = get_blob_frames(hash.0, 2, REQUESTS);
     let requests_before = witness
         .runtime
@@ -554,7 +569,7 @@ fn a_client_that_never_reads_holds_bounded_memory() {
         let (req_id, response) = raw.receive().expect("a queued response");
         assert!((2..2 + REQUESTS).contains(&req_id));
         match response {
-            Response::Blob(blob) => assert_eq!(blob.data, payload),
+            Response::Blobs(BlobsResponse::Blob(blob)) => assert_eq!(blob.data, payload),
             other => panic!("expected BLOB, got {other:?}"),
         }
     }
@@ -656,21 +671,21 @@ fn has_blobs_over_the_limit_is_too_large_and_the_connection_stays() {
     let mut raw = Raw::connect(server.local_addr());
     raw.hello(b"");
     let hashes = vec![ctxstore_protocol::BlobHash([1; 32]); 5];
-    raw.send(2, &Request::HasBlobs { hashes });
+    raw.send(2, &Request::Blobs(BlobsRequest::HasBlobs { hashes }));
     let (req_id, response) = raw.receive().unwrap();
     assert_eq!(
         (req_id, error_code(&response)),
         (2, Some(ErrorCode::TooLarge))
     );
     let hashes = vec![ctxstore_protocol::BlobHash([1; 32]); 4];
-    raw.send(3, &Request::HasBlobs { hashes });
+    raw.send(3, &Request::Blobs(BlobsRequest::HasBlobs { hashes }));
     assert_eq!(
         raw.receive().unwrap(),
         (
             3,
-            Response::HasBlobs {
+            Response::Blobs(BlobsResponse::HasBlobs {
                 present: vec![false; 4]
-            }
+            })
         )
     );
 }
@@ -696,7 +711,10 @@ fn unread_pipeline(
     witness.turns += 1;
     let stream = connect_with_small_receive_buffer(addr);
     let mut raw = Raw::from_stream(stream.try_clone().unwrap());
-    assert!(matches!(raw.hello(b""), Response::Hello { .. }));
+    assert!(matches!(
+        raw.hello(b""),
+        Response::Admin(AdminResponse::Hello { .. })
+    ));
     let (_, writer) = write_from_thread(
         stream.try_clone().unwrap(),
         get_blob_frames(hash.0, 2, requests),
@@ -796,13 +814,13 @@ fn waiting_appends_count_their_payloads() {
     raw.hello(b"");
     let mut frames = bytes::BytesMut::new();
     for req_id in 2..52u64 {
-        let request = Request::AppendTurn {
+        let request = Request::Appends(AppendsRequest::AppendTurn {
             context: context.into(),
             expected_head: None,
             type_tag: 0,
             codec: 0,
             payload: incompressible(PAYLOAD_BYTES, req_id),
-        };
+        });
         ctxstore_protocol::encode_request(req_id, &request, &mut frames).unwrap();
     }
     let (_, writer) = write_from_thread(raw.stream.try_clone().unwrap(), frames.to_vec());
@@ -848,7 +866,7 @@ fn the_server_budget_is_a_hard_bound_across_many_stuck_connections() {
     const BUDGET_MIB: u64 = 64;
     let budget = (BUDGET_MIB << 20).to_string();
     let blob_max = PAYLOAD_BYTES.to_string();
-    let server = ServerProcess::start(&[
+    let server = server_process(&[
         "--network-cores",
         "2",
         "--unwritten-bytes-total-max",
@@ -863,7 +881,7 @@ fn the_server_budget_is_a_hard_bound_across_many_stuck_connections() {
         "--payload-cache-bytes",
         "0",
     ]);
-    let addr = server.addr;
+    let addr = server.socket_addr();
     let mut witness = Witness::new(addr);
     witness.still_works();
     let payload = incompressible(PAYLOAD_BYTES, 11);

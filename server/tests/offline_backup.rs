@@ -4,52 +4,29 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use bytes::Bytes;
 use ctxstore_client::{ClientConfig, blocking};
 
 mod common;
-use common::{ServerProcess, incompressible};
+use common::{incompressible, server_process};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
 
+use ctxstore_testsupport::{ServerLaunch, TestServer};
+
 /// A server on `data`, its address once it is ready.
-// The child is returned to the caller, which waits for it (clippy cannot see across that).
-#[allow(clippy::zombie_processes)]
-fn spawn_on(data: &Path, ready: &Path) -> (Child, String) {
-    spawn_with(data, ready, &[])
+fn spawn_on(data: &Path) -> (TestServer, String) {
+    spawn_with(data, &[])
 }
 
 /// `spawn_on` with more flags.
-#[allow(clippy::zombie_processes)]
-fn spawn_with(data: &Path, ready: &Path, flags: &[&str]) -> (Child, String) {
-    let _ = std::fs::remove_file(ready);
-    let mut child = Command::new(SERVER)
-        .arg("--data")
-        .arg(data)
-        .args(["--listen", "127.0.0.1:0", "--ready-file"])
-        .arg(ready)
-        .args(flags)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(addr) = std::fs::read_to_string(ready)
-            && addr.ends_with('\n')
-        {
-            return (child, addr.trim().to_string());
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("server on {} did not become ready", data.display());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn spawn_with(data: &Path, flags: &[&str]) -> (TestServer, String) {
+    let server = ServerLaunch::new(SERVER).data(data).flags(flags).start();
+    let addr = server.addr.clone();
+    (server, addr)
 }
 
 fn offline_backup(data: &Path, to: &Path) -> Output {
@@ -73,8 +50,8 @@ fn field<'a>(stdout: &'a str, name: &str) -> &'a str {
 
 #[test]
 fn an_offline_backup_of_a_stopped_store_verifies_and_serves_every_turn() {
-    let mut server = ServerProcess::start(&[]);
-    let client = blocking::Client::connect(ClientConfig::new(server.addr.to_string())).unwrap();
+    let mut server = server_process(&[]);
+    let client = blocking::Client::connect(ClientConfig::new(server.addr.clone())).unwrap();
     let context = client.create_context().unwrap().context_id;
     // Small payloads, a repeat (deduplicated) and one over the chunk threshold (a manifest and
     // its chunks), so that the copy holds every kind of record.
@@ -130,7 +107,7 @@ fn an_offline_backup_of_a_stopped_store_verifies_and_serves_every_turn() {
     assert!(report.contains("verdict   OK"), "{report}");
 
     // ... and a server on it serves every acknowledged turn, byte for byte.
-    let (mut child, addr) = spawn_on(&copy, &target.path().join("ready"));
+    let (server, addr) = spawn_on(&copy);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
     let page = client.last(context, 100, true).unwrap();
     // Oldest first, as a page lists them.
@@ -145,18 +122,15 @@ fn an_offline_backup_of_a_stopped_store_verifies_and_serves_every_turn() {
         );
     }
     drop(client);
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    assert!(child.wait().unwrap().success());
+    stop(server);
 }
 
 /// A store a server is running on is refused (the data directory's lock), non-zero and naming
 /// the lock, and nothing is written to the destination.
 #[test]
 fn an_offline_backup_of_a_store_a_server_is_running_on_is_refused() {
-    let server = ServerProcess::start(&[]);
-    let client = blocking::Client::connect(ClientConfig::new(server.addr.to_string())).unwrap();
+    let server = server_process(&[]);
+    let client = blocking::Client::connect(ClientConfig::new(server.addr.clone())).unwrap();
     let context = client.create_context().unwrap().context_id;
     client
         .append(context, None, 0, 0, Bytes::from_static(b"a turn"))
@@ -173,11 +147,9 @@ fn an_offline_backup_of_a_store_a_server_is_running_on_is_refused() {
 }
 
 /// Stops a server with SIGTERM and checks it exited cleanly.
-fn stop(mut child: Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    assert!(child.wait().unwrap().success());
+fn stop(mut server: TestServer) {
+    server.signal("TERM");
+    assert!(server.child.wait().unwrap().success());
 }
 
 fn verify_ok(data: &Path) {
@@ -213,19 +185,19 @@ const SMALL_PACKS: &[&str] = &[
 ];
 
 /// Deletes `doomed` on a server on `data` and collects; the collection rewrites packs.
-fn delete_and_collect(data: &Path, ready: &Path, doomed: u64) {
-    let (child, addr) = spawn_with(data, ready, SMALL_PACKS);
+fn delete_and_collect(data: &Path, doomed: u64) {
+    let (server, addr) = spawn_with(data, SMALL_PACKS);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
     client.delete_context(doomed).unwrap();
     let report = client.gc().unwrap();
     assert!(report.packs_compacted >= 1, "{report:?}");
     drop(client);
-    stop(child);
+    stop(server);
 }
 
 /// Every turn of `context` reads back from a server on `data` as `payloads`.
-fn check_turns(data: &Path, ready: &Path, context: u64, payloads: &[Bytes]) {
-    let (child, addr) = spawn_with(data, ready, SMALL_PACKS);
+fn check_turns(data: &Path, context: u64, payloads: &[Bytes]) {
+    let (server, addr) = spawn_with(data, SMALL_PACKS);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
     let page = client.last(context, 1_000, true).unwrap();
     let read: Vec<&Bytes> = page
@@ -239,7 +211,7 @@ fn check_turns(data: &Path, ready: &Path, context: u64, payloads: &[Bytes]) {
         "payloads differ"
     );
     drop(client);
-    stop(child);
+    stop(server);
 }
 
 /// Issue 29 item 1 through the binary: the offline backup, on the store's own file system,
@@ -251,8 +223,7 @@ fn an_offline_backup_on_the_same_file_system_survives_collections_on_either_side
     let root = tempfile::tempdir().unwrap();
     let data = root.path().join("data");
     let copy = root.path().join("copy");
-    let ready = root.path().join("ready");
-    let (child, addr) = spawn_with(&data, &ready, SMALL_PACKS);
+    let (server, addr) = spawn_with(&data, SMALL_PACKS);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
     let kept = client.create_context().unwrap().context_id;
     let doomed = client.create_context().unwrap().context_id;
@@ -266,7 +237,7 @@ fn an_offline_backup_on_the_same_file_system_survives_collections_on_either_side
             .unwrap();
     }
     drop(client);
-    stop(child);
+    stop(server);
 
     let output = offline_backup(&data, &copy);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -297,11 +268,11 @@ fn an_offline_backup_on_the_same_file_system_survives_collections_on_either_side
     }
 
     // A server on the copy collects: the store's packs stay whole.
-    delete_and_collect(&copy, &ready, doomed);
+    delete_and_collect(&copy, doomed);
     verify_ok(&data);
-    check_turns(&data, &ready, kept, &payloads);
+    check_turns(&data, kept, &payloads);
     // And the other way round.
-    delete_and_collect(&data, &ready, doomed);
+    delete_and_collect(&data, doomed);
     verify_ok(&copy);
-    check_turns(&copy, &ready, kept, &payloads);
+    check_turns(&copy, kept, &payloads);
 }

@@ -5,51 +5,35 @@
 //! SeaweedFS when `.ci/run` names it (`CTXSTORE_S3_TEST_ENDPOINT`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use bytes::Bytes;
 use ctxstore_client::{ClientConfig, blocking};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
 
-#[allow(clippy::zombie_processes)]
-fn spawn(data: &Path, ready: &Path, flags: &[&str]) -> (Child, String) {
-    let _ = std::fs::remove_file(ready);
-    let log = std::fs::File::create(data.with_extension("log")).unwrap();
-    let mut child = Command::new(SERVER)
-        .arg("--data")
-        .arg(data)
-        .args(["--listen", "127.0.0.1:0", "--ready-file"])
-        .arg(ready)
-        .args(flags)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(addr) = std::fs::read_to_string(ready)
-            && addr.ends_with('\n')
-        {
-            return (child, addr.trim().to_string());
-        }
-        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
-            let _ = child.kill();
-            let _ = child.wait();
-            let log = std::fs::read_to_string(data.with_extension("log")).unwrap_or_default();
-            panic!("server on {} did not become ready\n{log}", data.display());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+use ctxstore_testsupport::{ServerLaunch, TestServer};
+
+/// A server on `data` with more `flags` (and `env`), its log kept; its address once it is
+/// ready.
+fn spawn(data: &Path, flags: &[&str], env: &[(String, String)]) -> (TestServer, String) {
+    let server = ServerLaunch::new(SERVER)
+        .data(data)
+        .flags(flags)
+        .envs(env)
+        .keep_log()
+        .start();
+    let addr = server.addr.clone();
+    (server, addr)
 }
 
-fn stop(mut child: Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    assert!(child.wait().unwrap().success());
+fn stop(mut server: TestServer) {
+    server.signal("TERM");
+    assert!(server.child.wait().unwrap().success(), "{}", server.log());
 }
 
 fn restore(url: &str, to: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
@@ -75,7 +59,6 @@ fn field<'a>(stdout: &'a str, name: &str) -> &'a str {
 fn ships_and_restores(url: &str, env: &[(&str, &str)]) {
     let root = tempfile::tempdir().unwrap();
     let data = root.path().join("data");
-    let ready = root.path().join("ready");
     let metrics_ready = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let metrics_addr = metrics_ready.local_addr().unwrap().to_string();
     drop(metrics_ready);
@@ -96,38 +79,7 @@ fn ships_and_restores(url: &str, env: &[(&str, &str)]) {
         .map(|(key, value)| (key.to_string(), value.to_string()))
         .collect();
     command_env.push(("RUST_LOG".into(), "info".into()));
-    let (child, addr) = {
-        let _ = std::fs::remove_file(&ready);
-        let log = std::fs::File::create(root.path().join("server.log")).unwrap();
-        let mut command = Command::new(SERVER);
-        command
-            .arg("--data")
-            .arg(&data)
-            .args(["--listen", "127.0.0.1:0", "--ready-file"])
-            .arg(&ready)
-            .args(&flags)
-            .stdout(Stdio::null())
-            .stderr(log);
-        for (key, value) in &command_env {
-            command.env(key, value);
-        }
-        let mut child = command.spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            if let Ok(addr) = std::fs::read_to_string(&ready)
-                && addr.ends_with('\n')
-            {
-                break addr.trim().to_string();
-            }
-            if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
-                let _ = child.kill();
-                let log = std::fs::read_to_string(root.path().join("server.log")).unwrap();
-                panic!("server did not start\n{log}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        (child, addr)
-    };
+    let (child, addr) = spawn(&data, &flags, &command_env);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
     let context = client.create_context().unwrap().context_id;
     let mut acked = Vec::new();
@@ -165,7 +117,7 @@ fn ships_and_restores(url: &str, env: &[(&str, &str)]) {
     assert!(stderr.contains("objects"), "progress on stderr: {stderr}");
     assert_eq!(field(&stdout, "turns"), "60", "{stdout}");
     field(&stdout, "generation").parse::<u32>().unwrap();
-    let (child, addr) = spawn(&target, &root.path().join("ready-restored"), &[]);
+    let (child, addr) = spawn(&target, &[], &[]);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
     let page = client.last(context, 100, true).unwrap();
     let read: Vec<(u64, Vec<u8>)> = page
@@ -187,24 +139,13 @@ fn a_server_ships_to_a_directory_and_restore_serves_every_acknowledged_turn() {
 
 #[test]
 fn a_server_ships_to_seaweedfs_and_restore_serves_every_acknowledged_turn() {
-    let Ok(endpoint) = std::env::var("CTXSTORE_S3_TEST_ENDPOINT") else {
-        eprintln!("skipped: CTXSTORE_S3_TEST_ENDPOINT is not set (.ci/run sets it)");
+    let Some((url, env)) = common::seaweedfs("server") else {
         return;
     };
-    let bucket =
-        std::env::var("CTXSTORE_S3_TEST_BUCKET").unwrap_or_else(|_| "ctxstore-test".into());
-    let url = format!("s3://{bucket}/server-{}", std::process::id());
-    // SeaweedFS takes any credentials (none configured); without them the S3 client would
-    // ask the instance metadata service.
-    let key = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_else(|_| "ctxstore".into());
-    let secret = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "ctxstore".into());
-    let env = [
-        ("AWS_ENDPOINT", endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ACCESS_KEY_ID", key.as_str()),
-        ("AWS_SECRET_ACCESS_KEY", secret.as_str()),
-    ];
+    let env: Vec<(&str, &str)> = env
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect();
     ships_and_restores(&url, &env);
 }
 

@@ -9,40 +9,44 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::*;
-use ctxstore_protocol::{ContextInfoWire, ContextRef, ErrorCode, MessageType, Request, Response};
+use ctxstore_protocol::{
+    AppendsRequest, AppendsResponse, ContextInfoWire, ContextRef, ContextsRequest,
+    ContextsResponse, ErrorCode, MessageType, ReadsRequest, ReadsResponse, Request, Response,
+    RetentionRequest, RetentionResponse,
+};
 
 fn named(name: &str) -> ContextRef {
     ContextRef::Name(name.into())
 }
 
 fn open(name: &str) -> Request {
-    Request::CtxOpen {
+    Request::Contexts(ContextsRequest::CtxOpen {
         base_turn_id: 0,
         get_or_create: false,
         clone_from: None,
         name: Some(name.into()),
         tags: vec![],
-    }
+    })
 }
 
 fn append(context: ContextRef, payload: &'static [u8]) -> Request {
-    Request::AppendTurn {
+    Request::Appends(AppendsRequest::AppendTurn {
         context,
         expected_head: None,
         type_tag: 1,
         codec: 0,
         payload: Bytes::from_static(payload),
-    }
+    })
 }
 
 fn retention(response: Response, expected: MessageType) -> (ContextInfoWire, u32, u64) {
     match response {
-        Response::Retention {
+        Response::Retention(RetentionResponse::Retention {
             message_type,
             info,
             floor_depth,
             ttl_ms,
-        } if message_type == expected => (info, floor_depth, ttl_ms),
+        }) if message_type == expected => (info, floor_depth, ttl_ms),
         other => panic!("expected {}'s answer, got {other:?}", expected.name()),
     }
 }
@@ -54,13 +58,15 @@ fn code(response: &Response) -> ErrorCode {
 fn last_depths(raw: &mut Raw, req_id: u64, context: ContextRef) -> Vec<u32> {
     match raw.call(
         req_id,
-        &Request::GetLast {
+        &Request::Reads(ReadsRequest::GetLast {
             context,
             limit: 100,
             read_flags: 0,
-        },
+        }),
     ) {
-        Response::Turns { entries, .. } => entries.iter().map(|e| e.turn.depth).collect(),
+        Response::Reads(ReadsResponse::Turns { entries, .. }) => {
+            entries.iter().map(|e| e.turn.depth).collect()
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -73,31 +79,31 @@ fn delete_prune_and_ttl_through_the_protocol_and_a_restart() {
     raw.hello(b"");
     assert!(matches!(
         raw.call(2, &open("gone")),
-        Response::Opened { .. }
+        Response::Contexts(ContextsResponse::Opened { .. })
     ));
     assert!(matches!(
         raw.call(3, &open("kept")),
-        Response::Opened { .. }
+        Response::Contexts(ContextsResponse::Opened { .. })
     ));
     for (req_id, payload) in [(4, &b"a"[..]), (5, b"b"), (6, b"c"), (7, b"d"), (8, b"e")] {
         let payload: &'static [u8] = payload;
         assert!(matches!(
             raw.call(req_id, &append(named("kept"), payload)),
-            Response::Appended { .. }
+            Response::Appends(AppendsResponse::Appended { .. })
         ));
     }
     assert!(matches!(
         raw.call(9, &append(named("gone"), b"x")),
-        Response::Appended { .. }
+        Response::Appends(AppendsResponse::Appended { .. })
     ));
 
     // CTX_DELETE answers the context as it was; then it is NOT_FOUND, by name and by id.
     let (before, _, _) = retention(
         raw.call(
             10,
-            &Request::CtxDelete {
+            &Request::Retention(RetentionRequest::CtxDelete {
                 context: named("gone"),
-            },
+            }),
         ),
         MessageType::CtxDelete,
     );
@@ -108,15 +114,18 @@ fn delete_prune_and_ttl_through_the_protocol_and_a_restart() {
         ErrorCode::NotFound
     );
     assert_eq!(
-        code(&raw.call(12, &Request::CtxShow { context: gone })),
+        code(&raw.call(
+            12,
+            &Request::Contexts(ContextsRequest::CtxShow { context: gone })
+        )),
         ErrorCode::NotFound
     );
     assert_eq!(
         code(&raw.call(
             13,
-            &Request::CtxDelete {
+            &Request::Retention(RetentionRequest::CtxDelete {
                 context: named("gone")
-            }
+            })
         )),
         ErrorCode::NotFound
     );
@@ -125,20 +134,20 @@ fn delete_prune_and_ttl_through_the_protocol_and_a_restart() {
     assert_eq!(
         code(&raw.call(
             14,
-            &Request::CtxPrune {
+            &Request::Retention(RetentionRequest::CtxPrune {
                 context: named("kept"),
                 keep: 0
-            }
+            })
         )),
         ErrorCode::InvalidArgument
     );
     let (_, floor, _) = retention(
         raw.call(
             15,
-            &Request::CtxPrune {
+            &Request::Retention(RetentionRequest::CtxPrune {
                 context: named("kept"),
                 keep: 2,
-            },
+            }),
         ),
         MessageType::CtxPrune,
     );
@@ -149,11 +158,11 @@ fn delete_prune_and_ttl_through_the_protocol_and_a_restart() {
     let ttl = |req_id, set, ttl_ms| {
         (
             req_id,
-            Request::CtxTtl {
+            Request::Retention(RetentionRequest::CtxTtl {
                 context: named("kept"),
                 set,
                 ttl_ms,
-            },
+            }),
         )
     };
     let (req_id, request) = ttl(17, true, 86_400_000);
@@ -179,9 +188,9 @@ fn delete_prune_and_ttl_through_the_protocol_and_a_restart() {
     assert_eq!(
         code(&raw.call(
             4,
-            &Request::GetHead {
+            &Request::Contexts(ContextsRequest::GetHead {
                 context: named("gone")
-            }
+            })
         )),
         ErrorCode::NotFound
     );
@@ -195,9 +204,9 @@ fn delete_prune_and_ttl_through_the_protocol_and_a_restart() {
     assert_eq!(
         code(&v1.call(
             2,
-            &Request::CtxDelete {
+            &Request::Retention(RetentionRequest::CtxDelete {
                 context: named("kept")
-            }
+            })
         )),
         ErrorCode::UnknownMessage
     );
@@ -206,21 +215,21 @@ fn delete_prune_and_ttl_through_the_protocol_and_a_restart() {
 
 #[test]
 fn the_servers_context_ttl_deletes_an_idle_context() {
-    let server = ServerProcess::start(&["--context-ttl", "200ms"]);
-    let mut raw = Raw::connect(server.addr);
+    let server = server_process(&["--context-ttl", "200ms"]);
+    let mut raw = Raw::connect(server.socket_addr());
     raw.hello(b"");
     assert!(matches!(
         raw.call(2, &open("idle")),
-        Response::Opened { .. }
+        Response::Contexts(ContextsResponse::Opened { .. })
     ));
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut req_id = 3;
     loop {
         let show = raw.call(
             req_id,
-            &Request::CtxShow {
+            &Request::Contexts(ContextsRequest::CtxShow {
                 context: named("idle"),
-            },
+            }),
         );
         if error_code(&show) == Some(ErrorCode::NotFound) {
             break;

@@ -8,8 +8,9 @@ mod common;
 use bytes::Bytes;
 use common::*;
 use ctxstore_protocol::{
-    ContextRef, ErrorCode, ExtrasWire, LogCursorWire, PageKind, ParentWire, PayloadSpec, Request,
-    Response, TurnSpec, TurnWire, read_flags,
+    AppendsRequest, AppendsResponse, ContextRef, ContextsRequest, ContextsResponse, ErrorCode,
+    ExtrasWire, LogCursorWire, PageKind, ParentWire, PayloadSpec, ReadsRequest, ReadsResponse,
+    Request, Response, TurnSpec, TurnWire, read_flags,
 };
 
 fn spec(payload: &'static str, key: &str, labels: &[(&str, &str)]) -> TurnSpec {
@@ -33,17 +34,17 @@ fn spec(payload: &'static str, key: &str, labels: &[(&str, &str)]) -> TurnSpec {
 fn append(raw: &mut Raw, req_id: u64, context: &str, turns: Vec<TurnSpec>) -> Response {
     raw.call(
         req_id,
-        &Request::AppendTurns {
+        &Request::Appends(AppendsRequest::AppendTurns {
             context: ContextRef::Name(context.into()),
             expected_head: None,
             turns,
-        },
+        }),
     )
 }
 
 fn appended(response: Response) -> Vec<(TurnWire, bool)> {
     match response {
-        Response::AppendedTurns { turns } => {
+        Response::Appends(AppendsResponse::AppendedTurns { turns }) => {
             turns.into_iter().map(|t| (t.turn, t.existing)).collect()
         }
         other => panic!("expected APPEND_TURNS' answer, got {other:?}"),
@@ -56,7 +57,7 @@ fn log_ids(raw: &mut Raw, req_id: u64, labels: &[(&str, &str)]) -> Vec<u64> {
     for page in 0.. {
         let response = raw.call(
             req_id + page,
-            &Request::TurnLog {
+            &Request::Reads(ReadsRequest::TurnLog {
                 context: ContextRef::Name("thread".into()),
                 labels: labels
                     .iter()
@@ -65,12 +66,12 @@ fn log_ids(raw: &mut Raw, req_id: u64, labels: &[(&str, &str)]) -> Vec<u64> {
                 cursor,
                 limit: 2,
                 read_flags: read_flags::WITH_PAYLOADS,
-            },
+            }),
         );
-        let Response::TurnLog {
+        let Response::Reads(ReadsResponse::TurnLog {
             next_cursor,
             entries,
-        } = response
+        }) = response
         else {
             panic!("expected TURN_LOG's answer, got {response:?}");
         };
@@ -92,14 +93,17 @@ fn turns_for_agent_frameworks_through_the_protocol() {
     let mut server = start(config(dir.path()));
     let mut raw = Raw::connect(server.local_addr());
     raw.hello(b"");
-    let open = Request::CtxOpen {
+    let open = Request::Contexts(ContextsRequest::CtxOpen {
         base_turn_id: 0,
         get_or_create: false,
         clone_from: None,
         name: Some("thread".into()),
         tags: vec![],
-    };
-    assert!(matches!(raw.call(2, &open), Response::Opened { .. }));
+    });
+    assert!(matches!(
+        raw.call(2, &open),
+        Response::Contexts(ContextsResponse::Opened { .. })
+    ));
 
     // A step of three turns in one request; then a retry of its first turn.
     let step = vec![
@@ -134,12 +138,12 @@ fn turns_for_agent_frameworks_through_the_protocol() {
     // Look-up by key with the extras.
     let by_key = raw.call(
         6,
-        &Request::GetTurnByKey {
+        &Request::Reads(ReadsRequest::GetTurnByKey {
             context: ContextRef::Name("thread".into()),
             key: Bytes::from_static(b"cp-3"),
-        },
+        }),
     );
-    let Response::TurnInfo { turn, extras } = by_key else {
+    let Response::Reads(ReadsResponse::TurnInfo { turn, extras }) = by_key else {
         panic!("{by_key:?}");
     };
     assert_eq!(turn.turn_id, branch.turn_id);
@@ -147,10 +151,10 @@ fn turns_for_agent_frameworks_through_the_protocol() {
     assert_eq!(extras.links, [turns[2].0.turn_id]);
     let missing = raw.call(
         7,
-        &Request::GetTurnByKey {
+        &Request::Reads(ReadsRequest::GetTurnByKey {
             context: ContextRef::Name("thread".into()),
             key: Bytes::from_static(b"nope"),
-        },
+        }),
     );
     assert_eq!(error_code(&missing), Some(ErrorCode::NotFound));
 
@@ -184,14 +188,14 @@ fn turns_for_agent_frameworks_through_the_protocol() {
     appended(append(&mut raw, 61, "thread", vec![spec("after", "", &[])]));
     let window = raw.call(
         62,
-        &Request::ReadPage {
+        &Request::Reads(ReadsRequest::ReadPage {
             context: ContextRef::Name("thread".into()),
             kind: PageKind::Window,
             limit: 100,
             read_flags: read_flags::WITH_PAYLOADS,
-        },
+        }),
     );
-    let Response::Page { entries, .. } = window else {
+    let Response::Reads(ReadsResponse::Page { entries, .. }) = window else {
         panic!("{window:?}");
     };
     let payloads: Vec<&[u8]> = entries.iter().map(|e| &e.payload.data[..]).collect();

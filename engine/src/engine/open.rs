@@ -69,6 +69,12 @@ impl Engine {
         let lock = store.lock()?;
         let mut recovered = recover(&store, &config)?;
         let published = publish(&mut recovered)?;
+        if config.follower {
+            // Before any actor runs: not one write slips in (`engine/follow.rs`).
+            published.status.set_following(
+                "this store is a standby following its replica; send writes to the primary".into(),
+            );
+        }
         tracing::info!(
             data = %store.root.display(),
             turns = recovered.log.turns,

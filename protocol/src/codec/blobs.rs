@@ -1,50 +1,173 @@
 //! Payloads by hash: GET_BLOB, HAS_BLOBS and PUT_CHUNKED (issue 16: a payload as its chunks,
-//! sending only those the server lacks).
-//! Layouts in docs/protocol.md; `Family::of` (codec/mod.rs) routes these messages here.
+//! sending only those the server lacks). Layouts in docs/protocol.md.
 
+use super::answer::{AnswerLimits, ERROR_ANSWER_BYTES_MAX, FIXED_ANSWER_BYTES};
 use super::check::{EncodeError, within};
 use super::cursor::Cursor;
 use super::writer::ChunkWriter;
 use crate::error::DecodeError;
 use crate::message::*;
 
-/// Reads the body of a blob request.
-pub(super) fn read_request(
-    message_type: MessageType,
-    cursor: &mut Cursor,
-) -> Result<Request, DecodeError> {
-    let request = match message_type {
-        MessageType::GetBlob => {
-            let hash = cursor.hash()?;
-            let read_flags = cursor.flags(read_flags::ACCEPT_ZSTD, "read_flags")?;
-            cursor.zero(4, "reserved")?;
-            Request::GetBlob { hash, read_flags }
+/// The blob messages (`Family::of` in codec/mod.rs maps message types to them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    GetBlob,
+    HasBlobs,
+    PutChunked,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BlobsRequest {
+    GetBlob {
+        hash: BlobHash,
+        read_flags: u32,
+    },
+    HasBlobs {
+        hashes: Vec<BlobHash>,
+    },
+    /// Stores a payload given as its content-defined chunks, in order (issue 16): the first
+    /// `base.kept` chunks of a stored chunked blob (if `base`), then `chunks`; `sent` carries
+    /// the bytes of some of `chunks` (strictly increasing indexes into `chunks`), the server
+    /// has every other one already. The chunks rebuild the payload, which must hash to
+    /// `payload_hash`. Then APPEND_TURN_BY_HASH names it: a growing state costs the bytes it
+    /// grew by.
+    PutChunked {
+        payload_hash: BlobHash,
+        base: Option<ChunkBaseWire>,
+        chunks: Vec<ChunkWire>,
+        sent: Vec<SentChunkWire>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BlobsResponse {
+    Blob(PayloadWire),
+    HasBlobs {
+        present: Vec<bool>,
+    },
+    /// Answer to PUT_CHUNKED (CHUNKED_STORED, 48 bytes): the payload's hash and length, and
+    /// whether it was stored before this request.
+    ChunkedStored {
+        payload_hash: BlobHash,
+        payload_len: u64,
+        already_stored: bool,
+    },
+}
+
+impl BlobsRequest {
+    pub fn message_type(&self) -> MessageType {
+        match self {
+            BlobsRequest::GetBlob { .. } => MessageType::GetBlob,
+            BlobsRequest::HasBlobs { .. } => MessageType::HasBlobs,
+            BlobsRequest::PutChunked { .. } => MessageType::PutChunked,
         }
-        MessageType::HasBlobs => {
-            let count = cursor.list_count()?;
-            cursor.zero(4, "reserved")?;
-            let mut hashes = Vec::with_capacity((count as usize).min(4096));
-            for _ in 0..count {
-                hashes.push(cursor.hash()?);
+    }
+
+    /// The largest answer (see `codec/answer.rs`).
+    pub fn answer_bytes_max(&self, limits: &AnswerLimits) -> u64 {
+        match self {
+            BlobsRequest::GetBlob { .. } => limits.blob(),
+            BlobsRequest::HasBlobs { hashes } => hashes.len() as u64 + ERROR_ANSWER_BYTES_MAX,
+            BlobsRequest::PutChunked { .. } => FIXED_ANSWER_BYTES,
+        }
+    }
+
+    pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<BlobsRequest, DecodeError> {
+        Ok(match kind {
+            Kind::GetBlob => {
+                let hash = cursor.hash()?;
+                let read_flags = cursor.flags(read_flags::ACCEPT_ZSTD, "read_flags")?;
+                cursor.zero(4, "reserved")?;
+                BlobsRequest::GetBlob { hash, read_flags }
             }
-            Request::HasBlobs { hashes }
+            Kind::HasBlobs => {
+                let count = cursor.list_count()?;
+                cursor.zero(4, "reserved")?;
+                let mut hashes = Vec::with_capacity((count as usize).min(4096));
+                for _ in 0..count {
+                    hashes.push(cursor.hash()?);
+                }
+                BlobsRequest::HasBlobs { hashes }
+            }
+            Kind::PutChunked => read_put_chunked(cursor)?,
+        })
+    }
+
+    /// What the wire cannot carry (`check_request`).
+    pub(super) fn check(&self) -> Result<(), EncodeError> {
+        match self {
+            BlobsRequest::GetBlob { .. } => Ok(()),
+            BlobsRequest::HasBlobs { hashes } => within(
+                "hashes",
+                hashes.len(),
+                0,
+                u64::from(LIST_ITEMS_LIMIT),
+                "hashes",
+            ),
+            BlobsRequest::PutChunked {
+                base, chunks, sent, ..
+            } => check_put_chunked(base.as_ref(), chunks, sent),
         }
-        MessageType::PutChunked => read_put_chunked(cursor)?,
-        _ => return Err(DecodeError::UnknownMessage(message_type.code())),
-    };
-    Ok(request)
+    }
+
+    /// The body (`check` passed).
+    pub(super) fn write(&self, w: &mut ChunkWriter) {
+        match self {
+            BlobsRequest::GetBlob { hash, read_flags } => {
+                w.slice(&hash.0);
+                w.u32(*read_flags);
+                w.zero(4);
+            }
+            BlobsRequest::HasBlobs { hashes } => {
+                w.u32(hashes.len() as u32);
+                w.zero(4);
+                for hash in hashes {
+                    w.slice(&hash.0);
+                }
+            }
+            BlobsRequest::PutChunked {
+                payload_hash,
+                base,
+                chunks,
+                sent,
+            } => {
+                w.slice(&payload_hash.0);
+                match base {
+                    Some(base) => {
+                        w.slice(&base.hash.0);
+                        w.u32(base.kept);
+                    }
+                    None => {
+                        w.zero(32);
+                        w.u32(0);
+                    }
+                }
+                w.u32(chunks.len() as u32);
+                for chunk in chunks {
+                    w.slice(&chunk.hash.0);
+                    w.u32(chunk.len);
+                }
+                w.u32(sent.len() as u32);
+                for chunk in sent {
+                    w.u32(chunk.index);
+                    w.u32(chunk.bytes.len() as u32);
+                    w.data(&chunk.bytes);
+                }
+            }
+        }
+    }
 }
 
 /// PUT_CHUNKED's body: `hash, base_hash, u32 base_kept, u32 chunk_count, chunk_count ×
 /// (hash, u32 len), u32 sent_count, sent_count × (u32 index, u32 len, len bytes)`;
 /// `base_kept` 0 with an all-zero `base_hash` means no base. Every rule `check_request`
 /// applies is checked here too, so whatever decodes encodes back.
-fn read_put_chunked(cursor: &mut Cursor) -> Result<Request, DecodeError> {
+fn read_put_chunked(cursor: &mut Cursor) -> Result<BlobsRequest, DecodeError> {
     let payload_hash = cursor.hash()?;
     let base = read_chunk_base(cursor)?;
     let chunks = read_chunks(cursor, base.map_or(0, |base| base.kept))?;
     let sent = read_sent_chunks(cursor, &chunks)?;
-    Ok(Request::PutChunked {
+    Ok(BlobsRequest::PutChunked {
         payload_hash,
         base,
         chunks,
@@ -134,157 +257,104 @@ fn read_sent_chunks(
     Ok(sent)
 }
 
-/// What of a blob request the wire cannot carry (`check_request`).
-pub(super) fn check_request(request: &Request) -> Result<(), EncodeError> {
-    match request {
-        Request::HasBlobs { hashes } => within(
-            "hashes",
-            hashes.len(),
-            0,
-            u64::from(LIST_ITEMS_LIMIT),
-            "hashes",
-        ),
-        Request::PutChunked {
-            base, chunks, sent, ..
-        } => {
-            let kept = base.map_or(0, |base| u64::from(base.kept));
-            if base.is_some_and(|base| base.kept == 0 || base.hash.0 == [0u8; 32]) {
-                return Err(EncodeError {
-                    field: "base (a stored blob's hash, keeping 1 or more chunks)",
-                    len: 0,
-                    min: 1,
-                    max: u64::from(CHUNKS_PER_PAYLOAD_MAX),
-                    unit: "chunks",
-                });
-            }
-            let chunk_count = u64::from(CHUNKS_PER_PAYLOAD_MAX).saturating_sub(kept);
-            // A base's kept chunks count against the limit too.
-            within("chunks", chunks.len(), 1, chunk_count, "chunks")?;
-            chunks.iter().try_for_each(|chunk| {
-                let len = chunk.len as usize;
-                within("chunk len", len, 1, u64::from(CHUNK_BYTES_MAX), "bytes")
-            })?;
-            within("sent chunks", sent.len(), 0, chunks.len() as u64, "chunks")?;
-            // Strictly increasing indexes into `chunks`, each with exactly its chunk's bytes.
-            let mut index_min = 0u64;
-            let index_max = chunks.len() as u64 - 1;
-            sent.iter().try_for_each(|chunk| {
-                let index = chunk.index as usize;
-                let field = "sent index (strictly increasing, into chunks)";
-                within(field, index, index_min, index_max, "index")?;
-                index_min = u64::from(chunk.index) + 1;
-                let len = chunks.get(index).map_or(0, |entry| u64::from(entry.len));
-                let field = "sent chunk bytes (its chunk's len)";
-                within(field, chunk.bytes.len(), len, len, "bytes")
-            })
-        }
-        _ => Ok(()),
+/// PUT_CHUNKED: a base keeps 1 or more chunks of a stored blob; 1 or more chunks follow, all
+/// of them together at most `CHUNKS_PER_PAYLOAD_MAX`; sent chunks at strictly increasing
+/// indexes, each exactly as long as its chunk.
+fn check_put_chunked(
+    base: Option<&ChunkBaseWire>,
+    chunks: &[ChunkWire],
+    sent: &[SentChunkWire],
+) -> Result<(), EncodeError> {
+    let kept = base.map_or(0, |base| u64::from(base.kept));
+    if base.is_some_and(|base| base.kept == 0 || base.hash.0 == [0u8; 32]) {
+        return Err(EncodeError {
+            field: "base (a stored blob's hash, keeping 1 or more chunks)",
+            len: 0,
+            min: 1,
+            max: u64::from(CHUNKS_PER_PAYLOAD_MAX),
+            unit: "chunks",
+        });
     }
+    let chunk_count = u64::from(CHUNKS_PER_PAYLOAD_MAX).saturating_sub(kept);
+    // A base's kept chunks count against the limit too.
+    within("chunks", chunks.len(), 1, chunk_count, "chunks")?;
+    chunks.iter().try_for_each(|chunk| {
+        let len = chunk.len as usize;
+        within("chunk len", len, 1, u64::from(CHUNK_BYTES_MAX), "bytes")
+    })?;
+    within("sent chunks", sent.len(), 0, chunks.len() as u64, "chunks")?;
+    // Strictly increasing indexes into `chunks`, each with exactly its chunk's bytes.
+    let mut index_min = 0u64;
+    let index_max = chunks.len() as u64 - 1;
+    sent.iter().try_for_each(|chunk| {
+        let index = chunk.index as usize;
+        let field = "sent index (strictly increasing, into chunks)";
+        within(field, index, index_min, index_max, "index")?;
+        index_min = u64::from(chunk.index) + 1;
+        let len = chunks.get(index).map_or(0, |entry| u64::from(entry.len));
+        let field = "sent chunk bytes (its chunk's len)";
+        within(field, chunk.bytes.len(), len, len, "bytes")
+    })
 }
 
-/// Writes the body of a blob request (`check_request` passed).
-pub(super) fn write_request(w: &mut ChunkWriter, request: &Request) {
-    match request {
-        Request::GetBlob { hash, read_flags } => {
-            w.slice(&hash.0);
-            w.u32(*read_flags);
-            w.zero(4);
+impl BlobsResponse {
+    /// The request type this answers.
+    pub fn message_type(&self) -> MessageType {
+        match self {
+            BlobsResponse::Blob(_) => MessageType::GetBlob,
+            BlobsResponse::HasBlobs { .. } => MessageType::HasBlobs,
+            BlobsResponse::ChunkedStored { .. } => MessageType::PutChunked,
         }
-        Request::HasBlobs { hashes } => {
-            w.u32(hashes.len() as u32);
-            w.zero(4);
-            for hash in hashes {
-                w.slice(&hash.0);
-            }
-        }
-        Request::PutChunked {
-            payload_hash,
-            base,
-            chunks,
-            sent,
-        } => {
-            w.slice(&payload_hash.0);
-            match base {
-                Some(base) => {
-                    w.slice(&base.hash.0);
-                    w.u32(base.kept);
-                }
-                None => {
-                    w.zero(32);
-                    w.u32(0);
-                }
-            }
-            w.u32(chunks.len() as u32);
-            for chunk in chunks {
-                w.slice(&chunk.hash.0);
-                w.u32(chunk.len);
-            }
-            w.u32(sent.len() as u32);
-            for chunk in sent {
-                w.u32(chunk.index);
-                w.u32(chunk.bytes.len() as u32);
-                w.data(&chunk.bytes);
-            }
-        }
-        _ => unreachable!("Family::of routes only blob requests here"),
     }
-}
 
-/// Reads the body of the answer to a blob request.
-pub(super) fn read_response(
-    message_type: MessageType,
-    cursor: &mut Cursor,
-) -> Result<Response, DecodeError> {
-    let response = match message_type {
-        MessageType::GetBlob => Response::Blob(cursor.payload()?),
-        MessageType::HasBlobs => {
-            let count = cursor.list_count()?;
-            cursor.zero(4, "reserved")?;
-            let mut present = Vec::with_capacity((count as usize).min(4096));
-            for _ in 0..count {
-                present.push(match cursor.u8()? {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(cursor.invalid("present", "not 0 or 1")),
-                });
+    pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<BlobsResponse, DecodeError> {
+        Ok(match kind {
+            Kind::GetBlob => BlobsResponse::Blob(cursor.payload()?),
+            Kind::HasBlobs => {
+                let count = cursor.list_count()?;
+                cursor.zero(4, "reserved")?;
+                let mut present = Vec::with_capacity((count as usize).min(4096));
+                for _ in 0..count {
+                    present.push(match cursor.u8()? {
+                        0 => false,
+                        1 => true,
+                        _ => return Err(cursor.invalid("present", "not 0 or 1")),
+                    });
+                }
+                BlobsResponse::HasBlobs { present }
             }
-            Response::HasBlobs { present }
-        }
-        MessageType::PutChunked => {
-            let response = Response::ChunkedStored {
-                payload_hash: cursor.hash()?,
-                payload_len: cursor.u64()?,
-                already_stored: cursor.bool("already_stored")?,
-            };
-            cursor.zero(7, "reserved")?;
-            response
-        }
-        _ => return Err(DecodeError::UnknownMessage(message_type.response_code())),
-    };
-    Ok(response)
-}
+            Kind::PutChunked => {
+                let response = BlobsResponse::ChunkedStored {
+                    payload_hash: cursor.hash()?,
+                    payload_len: cursor.u64()?,
+                    already_stored: cursor.bool("already_stored")?,
+                };
+                cursor.zero(7, "reserved")?;
+                response
+            }
+        })
+    }
 
-/// Writes the body of the answer to a blob request.
-pub(super) fn write_response(w: &mut ChunkWriter, response: &Response) {
-    match response {
-        Response::Blob(payload) => w.payload(payload),
-        Response::HasBlobs { present } => {
-            w.u32(present.len() as u32);
-            w.zero(4);
-            for flag in present {
-                w.u8(u8::from(*flag));
+    pub(super) fn write(&self, w: &mut ChunkWriter) {
+        match self {
+            BlobsResponse::Blob(payload) => w.payload(payload),
+            BlobsResponse::HasBlobs { present } => {
+                w.u32(present.len() as u32);
+                w.zero(4);
+                for flag in present {
+                    w.u8(u8::from(*flag));
+                }
+            }
+            BlobsResponse::ChunkedStored {
+                payload_hash,
+                payload_len,
+                already_stored,
+            } => {
+                w.slice(&payload_hash.0);
+                w.u64(*payload_len);
+                w.u8(u8::from(*already_stored));
+                w.zero(7);
             }
         }
-        Response::ChunkedStored {
-            payload_hash,
-            payload_len,
-            already_stored,
-        } => {
-            w.slice(&payload_hash.0);
-            w.u64(*payload_len);
-            w.u8(u8::from(*already_stored));
-            w.zero(7);
-        }
-        _ => unreachable!("response_body routes only blob answers here"),
     }
 }

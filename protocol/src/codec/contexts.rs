@@ -1,60 +1,322 @@
 //! CTX_CREATE, CTX_FORK, GET_HEAD (version 1) and CTX_OPEN, CTX_SHOW, CTX_TAG, CTX_LIST,
-//! CTX_NAME (version 2): making, finding, naming and tagging contexts.
-//! Layouts in docs/protocol.md; `Family::of` (codec/mod.rs) routes these messages here.
+//! CTX_NAME (version 2): making, finding, naming and tagging contexts. Layouts in
+//! docs/protocol.md.
 
+use super::answer::{AnswerLimits, CONTEXT_ANSWER_BYTES, FIXED_ANSWER_BYTES};
 use super::check::{EncodeError, SHORT, context, optional_name, tags, within};
 use super::cursor::Cursor;
 use super::writer::{ChunkWriter, short_len};
 use crate::error::DecodeError;
 use crate::message::*;
 
-/// Reads the body of a context request.
-pub(super) fn read_request(
-    message_type: MessageType,
-    cursor: &mut Cursor,
-    by_name: bool,
-) -> Result<Request, DecodeError> {
-    let request = match message_type {
-        MessageType::CtxCreate => Request::CtxCreate {
-            base_turn_id: cursor.u64()?,
-        },
-        MessageType::CtxFork => Request::CtxFork {
-            turn_id: cursor.u64()?,
-        },
-        MessageType::GetHead => Request::GetHead {
-            context: cursor.leading_context(by_name)?,
-        },
-        MessageType::CtxOpen => read_ctx_open(cursor)?,
-        MessageType::CtxShow => Request::CtxShow {
-            context: cursor.context_ref()?,
-        },
-        MessageType::CtxTag => read_ctx_tag(cursor)?,
-        MessageType::CtxList => {
-            let tags = cursor.tags()?;
-            let name_prefix = cursor.optional_name("name_prefix")?;
-            let updated_after_unix_ms = Some(cursor.u64()?).filter(|at| *at != 0);
-            let updated_before_unix_ms = Some(cursor.u64()?).filter(|at| *at != 0);
-            Request::CtxList {
+/// The context messages (`Family::of` in codec/mod.rs maps message types to them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    CtxCreate,
+    CtxFork,
+    GetHead,
+    CtxOpen,
+    CtxShow,
+    CtxTag,
+    CtxList,
+    CtxName,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ContextsRequest {
+    /// A new context: empty (`base_turn_id == 0`) or with its head at an existing turn.
+    CtxCreate {
+        base_turn_id: u64,
+    },
+    /// A new context whose head is an existing turn.
+    CtxFork {
+        turn_id: u64,
+    },
+    GetHead {
+        context: ContextRef,
+    },
+    /// A new context, optionally named, tagged, forked at `base_turn_id` or cloned from
+    /// another context; with `get_or_create`, a taken name answers its context.
+    CtxOpen {
+        base_turn_id: u64,
+        get_or_create: bool,
+        clone_from: Option<ContextRef>,
+        name: Option<String>,
+        tags: Vec<(String, String)>,
+    },
+    CtxShow {
+        context: ContextRef,
+    },
+    /// Sets and removes tags atomically, optionally only if the head is `expected_head`.
+    CtxTag {
+        context: ContextRef,
+        expected_head: Option<u64>,
+        set: Vec<(String, String)>,
+        remove: Vec<String>,
+    },
+    /// Contexts matching every condition, a page after `cursor`.
+    CtxList {
+        tags: Vec<(String, String)>,
+        name_prefix: Option<String>,
+        updated_after_unix_ms: Option<u64>,
+        updated_before_unix_ms: Option<u64>,
+        cursor: Option<ListCursorWire>,
+        limit: u32,
+    },
+    /// Names a context that has no name yet.
+    CtxName {
+        context: ContextRef,
+        name: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ContextsResponse {
+    /// Answer to CTX_CREATE, CTX_FORK and GET_HEAD (the type says which).
+    Context {
+        message_type: MessageType,
+        head: ContextHeadWire,
+    },
+    /// Answer to CTX_SHOW, CTX_TAG and CTX_NAME (the type says which).
+    ContextInfo {
+        message_type: MessageType,
+        info: ContextInfoWire,
+    },
+    /// Answer to CTX_OPEN: the context, and whether this request created it.
+    Opened {
+        info: ContextInfoWire,
+        created: bool,
+    },
+    /// Answer to CTX_LIST: `next_cursor` is `None` when no more contexts match.
+    ContextList {
+        next_cursor: Option<ListCursorWire>,
+        contexts: Vec<ContextInfoWire>,
+    },
+}
+
+impl ContextsRequest {
+    pub fn message_type(&self) -> MessageType {
+        match self {
+            ContextsRequest::CtxCreate { .. } => MessageType::CtxCreate,
+            ContextsRequest::CtxFork { .. } => MessageType::CtxFork,
+            ContextsRequest::GetHead { .. } => MessageType::GetHead,
+            ContextsRequest::CtxOpen { .. } => MessageType::CtxOpen,
+            ContextsRequest::CtxShow { .. } => MessageType::CtxShow,
+            ContextsRequest::CtxTag { .. } => MessageType::CtxTag,
+            ContextsRequest::CtxList { .. } => MessageType::CtxList,
+            ContextsRequest::CtxName { .. } => MessageType::CtxName,
+        }
+    }
+
+    /// The context named by the leading `context_id` of the version-1 layout
+    /// (`MessageType::takes_context`).
+    pub fn leading_context(&self) -> Option<&ContextRef> {
+        match self {
+            ContextsRequest::GetHead { context } => Some(context),
+            _ => None,
+        }
+    }
+
+    /// The largest answer (see `codec/answer.rs`).
+    pub fn answer_bytes_max(&self, limits: &AnswerLimits) -> u64 {
+        match self {
+            ContextsRequest::CtxCreate { .. }
+            | ContextsRequest::CtxFork { .. }
+            | ContextsRequest::GetHead { .. } => FIXED_ANSWER_BYTES,
+            ContextsRequest::CtxOpen { .. }
+            | ContextsRequest::CtxTag { .. }
+            | ContextsRequest::CtxName { .. } => CONTEXT_ANSWER_BYTES,
+            // CTX_SHOW as the server's table had it when the bounds moved here (its
+            // catch-all); a page of contexts is cut to the response budget.
+            ContextsRequest::CtxShow { .. } | ContextsRequest::CtxList { .. } => limits.largest(),
+        }
+    }
+
+    pub(super) fn read(
+        kind: Kind,
+        cursor: &mut Cursor,
+        by_name: bool,
+    ) -> Result<ContextsRequest, DecodeError> {
+        Ok(match kind {
+            Kind::CtxCreate => ContextsRequest::CtxCreate {
+                base_turn_id: cursor.u64()?,
+            },
+            Kind::CtxFork => ContextsRequest::CtxFork {
+                turn_id: cursor.u64()?,
+            },
+            Kind::GetHead => ContextsRequest::GetHead {
+                context: cursor.leading_context(by_name)?,
+            },
+            Kind::CtxOpen => read_ctx_open(cursor)?,
+            Kind::CtxShow => ContextsRequest::CtxShow {
+                context: cursor.context_ref()?,
+            },
+            Kind::CtxTag => read_ctx_tag(cursor)?,
+            Kind::CtxList => {
+                let tags = cursor.tags()?;
+                let name_prefix = cursor.optional_name("name_prefix")?;
+                let updated_after_unix_ms = Some(cursor.u64()?).filter(|at| *at != 0);
+                let updated_before_unix_ms = Some(cursor.u64()?).filter(|at| *at != 0);
+                ContextsRequest::CtxList {
+                    tags,
+                    name_prefix,
+                    updated_after_unix_ms,
+                    updated_before_unix_ms,
+                    cursor: cursor.list_cursor()?,
+                    limit: cursor.u32()?,
+                }
+            }
+            Kind::CtxName => ContextsRequest::CtxName {
+                context: cursor.context_ref()?,
+                name: cursor.short_string("name")?,
+            },
+        })
+    }
+
+    /// What the wire cannot carry (`check_request`).
+    pub(super) fn check(&self) -> Result<(), EncodeError> {
+        match self {
+            ContextsRequest::CtxOpen {
+                clone_from,
+                name,
+                tags: open_tags,
+                ..
+            } => {
+                if let Some(source) = clone_from {
+                    context(source)?;
+                }
+                optional_name("name", name)?;
+                tags(open_tags)
+            }
+            ContextsRequest::CtxShow { context: target } => context(target),
+            ContextsRequest::CtxTag {
+                context: target,
+                set,
+                remove,
+                ..
+            } => {
+                context(target)?;
+                tags(set)?;
+                within("removed tags", remove.len(), 0, SHORT, "tags")?;
+                remove
+                    .iter()
+                    .try_for_each(|key| within("tag key", key.len(), 0, SHORT, "bytes"))
+            }
+            ContextsRequest::CtxList {
+                tags: list_tags,
+                name_prefix,
+                updated_after_unix_ms,
+                updated_before_unix_ms,
+                cursor,
+                ..
+            } => {
+                tags(list_tags)?;
+                optional_name("name_prefix", name_prefix)?;
+                for (field, at) in [
+                    ("updated_after_unix_ms", updated_after_unix_ms),
+                    ("updated_before_unix_ms", updated_before_unix_ms),
+                ] {
+                    if let Some(at) = at {
+                        // 0 on the wire means "no bound".
+                        within(field, usize::from(*at != 0), 1, 1, "(0 is no bound)")?;
+                    }
+                }
+                match cursor {
+                    Some(ListCursorWire::Name(name)) => {
+                        within("cursor name", name.len(), 1, SHORT, "bytes")
+                    }
+                    _ => Ok(()),
+                }
+            }
+            ContextsRequest::CtxName {
+                context: target,
+                name,
+            } => {
+                context(target)?;
+                within("name", name.len(), 0, SHORT, "bytes")
+            }
+            // GET_HEAD's leading context is checked for every family (`check_request`).
+            ContextsRequest::CtxCreate { .. }
+            | ContextsRequest::CtxFork { .. }
+            | ContextsRequest::GetHead { .. } => Ok(()),
+        }
+    }
+
+    /// The body (`check` passed).
+    pub(super) fn write(&self, w: &mut ChunkWriter) {
+        match self {
+            ContextsRequest::CtxCreate { base_turn_id } => w.u64(*base_turn_id),
+            ContextsRequest::CtxFork { turn_id } => w.u64(*turn_id),
+            ContextsRequest::GetHead { context } => w.leading_context(context),
+            ContextsRequest::CtxOpen {
+                base_turn_id,
+                get_or_create,
+                clone_from,
+                name,
+                tags,
+            } => {
+                w.u64(*base_turn_id);
+                let mut flags = 0;
+                if *get_or_create {
+                    flags |= open_flags::GET_OR_CREATE;
+                }
+                if clone_from.is_some() {
+                    flags |= open_flags::CLONE;
+                }
+                w.u8(flags);
+                w.zero(1);
+                if let Some(source) = clone_from {
+                    w.context_ref(source);
+                }
+                w.short(name.as_deref().unwrap_or("").as_bytes());
+                w.tags(tags);
+            }
+            ContextsRequest::CtxShow { context } => w.context_ref(context),
+            ContextsRequest::CtxTag {
+                context,
+                expected_head,
+                set,
+                remove,
+            } => {
+                w.context_ref(context);
+                w.u32(if expected_head.is_some() {
+                    tag_flags::EXPECT_HEAD
+                } else {
+                    0
+                });
+                w.u64(expected_head.unwrap_or(0));
+                w.tags(set);
+                w.u16(short_len(remove.len()));
+                for key in remove {
+                    w.short(key.as_bytes());
+                }
+            }
+            ContextsRequest::CtxList {
                 tags,
                 name_prefix,
                 updated_after_unix_ms,
                 updated_before_unix_ms,
-                cursor: cursor.list_cursor()?,
-                limit: cursor.u32()?,
+                cursor,
+                limit,
+            } => {
+                w.tags(tags);
+                w.short(name_prefix.as_deref().unwrap_or("").as_bytes());
+                w.u64(updated_after_unix_ms.unwrap_or(0));
+                w.u64(updated_before_unix_ms.unwrap_or(0));
+                w.list_cursor(cursor);
+                w.u32(*limit);
+            }
+            ContextsRequest::CtxName { context, name } => {
+                w.context_ref(context);
+                w.short(name.as_bytes());
             }
         }
-        MessageType::CtxName => Request::CtxName {
-            context: cursor.context_ref()?,
-            name: cursor.short_string("name")?,
-        },
-        _ => return Err(DecodeError::UnknownMessage(message_type.code())),
-    };
-    Ok(request)
+    }
 }
 
 /// CTX_OPEN: `u64 base_turn_id, u8 open_flags, 1 reserved`, the CONTEXT_REF to clone (with
 /// CLONE), then the name (0: none) and TAGS.
-fn read_ctx_open(cursor: &mut Cursor) -> Result<Request, DecodeError> {
+fn read_ctx_open(cursor: &mut Cursor) -> Result<ContextsRequest, DecodeError> {
     let base_turn_id = cursor.u64()?;
     let flags = cursor.u8()?;
     if flags & !open_flags::KNOWN != 0 {
@@ -66,7 +328,7 @@ fn read_ctx_open(cursor: &mut Cursor) -> Result<Request, DecodeError> {
     } else {
         None
     };
-    Ok(Request::CtxOpen {
+    Ok(ContextsRequest::CtxOpen {
         base_turn_id,
         get_or_create: flags & open_flags::GET_OR_CREATE != 0,
         clone_from,
@@ -77,7 +339,7 @@ fn read_ctx_open(cursor: &mut Cursor) -> Result<Request, DecodeError> {
 
 /// CTX_TAG: CONTEXT_REF, `u32 tag_flags, u64 expected_head`, TAGS to set, then `u16 count` tag
 /// keys to remove.
-fn read_ctx_tag(cursor: &mut Cursor) -> Result<Request, DecodeError> {
+fn read_ctx_tag(cursor: &mut Cursor) -> Result<ContextsRequest, DecodeError> {
     let context = cursor.context_ref()?;
     let flags = cursor.flags(tag_flags::KNOWN, "tag_flags")?;
     let expected = cursor.u64()?;
@@ -91,7 +353,7 @@ fn read_ctx_tag(cursor: &mut Cursor) -> Result<Request, DecodeError> {
     for _ in 0..remove_count {
         remove.push(cursor.short_string("tag key")?);
     }
-    Ok(Request::CtxTag {
+    Ok(ContextsRequest::CtxTag {
         context,
         expected_head,
         set,
@@ -99,200 +361,68 @@ fn read_ctx_tag(cursor: &mut Cursor) -> Result<Request, DecodeError> {
     })
 }
 
-/// What of a context request the wire cannot carry (`check_request`).
-pub(super) fn check_request(request: &Request) -> Result<(), EncodeError> {
-    match request {
-        Request::CtxOpen {
-            clone_from,
-            name,
-            tags: open_tags,
-            ..
-        } => {
-            if let Some(source) = clone_from {
-                context(source)?;
-            }
-            optional_name("name", name)?;
-            tags(open_tags)
+impl ContextsResponse {
+    /// The request type this answers.
+    pub fn message_type(&self) -> MessageType {
+        match self {
+            ContextsResponse::Context { message_type, .. }
+            | ContextsResponse::ContextInfo { message_type, .. } => *message_type,
+            ContextsResponse::Opened { .. } => MessageType::CtxOpen,
+            ContextsResponse::ContextList { .. } => MessageType::CtxList,
         }
-        Request::CtxShow { context: target } => context(target),
-        Request::CtxTag {
-            context: target,
-            set,
-            remove,
-            ..
-        } => {
-            context(target)?;
-            tags(set)?;
-            within("removed tags", remove.len(), 0, SHORT, "tags")?;
-            remove
-                .iter()
-                .try_for_each(|key| within("tag key", key.len(), 0, SHORT, "bytes"))
-        }
-        Request::CtxList {
-            tags: list_tags,
-            name_prefix,
-            updated_after_unix_ms,
-            updated_before_unix_ms,
-            cursor,
-            ..
-        } => {
-            tags(list_tags)?;
-            optional_name("name_prefix", name_prefix)?;
-            for (field, at) in [
-                ("updated_after_unix_ms", updated_after_unix_ms),
-                ("updated_before_unix_ms", updated_before_unix_ms),
-            ] {
-                if let Some(at) = at {
-                    // 0 on the wire means "no bound".
-                    within(field, usize::from(*at != 0), 1, 1, "(0 is no bound)")?;
-                }
-            }
-            match cursor {
-                Some(ListCursorWire::Name(name)) => {
-                    within("cursor name", name.len(), 1, SHORT, "bytes")
-                }
-                _ => Ok(()),
-            }
-        }
-        Request::CtxName {
-            context: target,
-            name,
-        } => {
-            context(target)?;
-            within("name", name.len(), 0, SHORT, "bytes")
-        }
-        _ => Ok(()),
     }
-}
 
-/// Writes the body of a context request (`check_request` passed).
-pub(super) fn write_request(w: &mut ChunkWriter, request: &Request) {
-    match request {
-        Request::CtxCreate { base_turn_id } => w.u64(*base_turn_id),
-        Request::CtxFork { turn_id } => w.u64(*turn_id),
-        Request::GetHead { context } => w.leading_context(context),
-        Request::CtxOpen {
-            base_turn_id,
-            get_or_create,
-            clone_from,
-            name,
-            tags,
-        } => {
-            w.u64(*base_turn_id);
-            let mut flags = 0;
-            if *get_or_create {
-                flags |= open_flags::GET_OR_CREATE;
-            }
-            if clone_from.is_some() {
-                flags |= open_flags::CLONE;
-            }
-            w.u8(flags);
-            w.zero(1);
-            if let Some(source) = clone_from {
-                w.context_ref(source);
-            }
-            w.short(name.as_deref().unwrap_or("").as_bytes());
-            w.tags(tags);
-        }
-        Request::CtxShow { context } => w.context_ref(context),
-        Request::CtxTag {
-            context,
-            expected_head,
-            set,
-            remove,
-        } => {
-            w.context_ref(context);
-            w.u32(if expected_head.is_some() {
-                tag_flags::EXPECT_HEAD
-            } else {
-                0
-            });
-            w.u64(expected_head.unwrap_or(0));
-            w.tags(set);
-            w.u16(short_len(remove.len()));
-            for key in remove {
-                w.short(key.as_bytes());
-            }
-        }
-        Request::CtxList {
-            tags,
-            name_prefix,
-            updated_after_unix_ms,
-            updated_before_unix_ms,
-            cursor,
-            limit,
-        } => {
-            w.tags(tags);
-            w.short(name_prefix.as_deref().unwrap_or("").as_bytes());
-            w.u64(updated_after_unix_ms.unwrap_or(0));
-            w.u64(updated_before_unix_ms.unwrap_or(0));
-            w.list_cursor(cursor);
-            w.u32(*limit);
-        }
-        Request::CtxName { context, name } => {
-            w.context_ref(context);
-            w.short(name.as_bytes());
-        }
-        _ => unreachable!("Family::of routes only context requests here"),
-    }
-}
-
-/// Reads the body of the answer to a context request.
-pub(super) fn read_response(
-    message_type: MessageType,
-    cursor: &mut Cursor,
-) -> Result<Response, DecodeError> {
-    let response = match message_type {
-        MessageType::CtxCreate | MessageType::CtxFork | MessageType::GetHead => Response::Context {
-            message_type,
-            head: cursor.context_head()?,
-        },
-        MessageType::CtxShow | MessageType::CtxTag | MessageType::CtxName => {
-            Response::ContextInfo {
+    pub(super) fn read(
+        kind: Kind,
+        message_type: MessageType,
+        cursor: &mut Cursor,
+    ) -> Result<ContextsResponse, DecodeError> {
+        Ok(match kind {
+            Kind::CtxCreate | Kind::CtxFork | Kind::GetHead => ContextsResponse::Context {
+                message_type,
+                head: cursor.context_head()?,
+            },
+            Kind::CtxShow | Kind::CtxTag | Kind::CtxName => ContextsResponse::ContextInfo {
                 message_type,
                 info: cursor.context_info()?,
+            },
+            Kind::CtxOpen => ContextsResponse::Opened {
+                info: cursor.context_info()?,
+                created: cursor.bool("created")?,
+            },
+            Kind::CtxList => {
+                let next_cursor = cursor.list_cursor()?;
+                let count = cursor.list_count()?;
+                let mut contexts = Vec::with_capacity(cursor.list_capacity(count as usize, 44));
+                for _ in 0..count {
+                    contexts.push(cursor.context_info()?);
+                }
+                ContextsResponse::ContextList {
+                    next_cursor,
+                    contexts,
+                }
             }
-        }
-        MessageType::CtxOpen => Response::Opened {
-            info: cursor.context_info()?,
-            created: cursor.bool("created")?,
-        },
-        MessageType::CtxList => {
-            let next_cursor = cursor.list_cursor()?;
-            let count = cursor.list_count()?;
-            let mut contexts = Vec::with_capacity(cursor.list_capacity(count as usize, 44));
-            for _ in 0..count {
-                contexts.push(cursor.context_info()?);
+        })
+    }
+
+    pub(super) fn write(&self, w: &mut ChunkWriter) {
+        match self {
+            ContextsResponse::Context { head, .. } => w.context_head(head),
+            ContextsResponse::ContextInfo { info, .. } => w.context_info(info),
+            ContextsResponse::Opened { info, created } => {
+                w.context_info(info);
+                w.u8(u8::from(*created));
             }
-            Response::ContextList {
+            ContextsResponse::ContextList {
                 next_cursor,
                 contexts,
+            } => {
+                w.list_cursor(next_cursor);
+                w.u32(contexts.len() as u32);
+                for info in contexts {
+                    w.context_info(info);
+                }
             }
         }
-        _ => return Err(DecodeError::UnknownMessage(message_type.response_code())),
-    };
-    Ok(response)
-}
-
-/// Writes the body of the answer to a context request.
-pub(super) fn write_response(w: &mut ChunkWriter, response: &Response) {
-    match response {
-        Response::Context { head, .. } => w.context_head(head),
-        Response::ContextInfo { info, .. } => w.context_info(info),
-        Response::Opened { info, created } => {
-            w.context_info(info);
-            w.u8(u8::from(*created));
-        }
-        Response::ContextList {
-            next_cursor,
-            contexts,
-        } => {
-            w.list_cursor(next_cursor);
-            w.u32(contexts.len() as u32);
-            for info in contexts {
-                w.context_info(info);
-            }
-        }
-        _ => unreachable!("response_body routes only context answers here"),
     }
 }

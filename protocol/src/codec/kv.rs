@@ -1,204 +1,517 @@
-//! KV_PUT, KV_GET, KV_DELETE and KV_LIST (version 2): a context's key-value entries.
-//! Layouts in docs/protocol.md; `Family::of` (codec/mod.rs) routes these messages here.
+//! KV_PUT, KV_GET, KV_DELETE and KV_LIST (version 2): a context's key-value entries; and
+//! (version 3, issue 34) KV_PUT_EX, KV_GET_EX, KV_LIST_EX and KV_TOUCH: the same with a time
+//! to live per entry, refresh on read, and each entry's TTL and expiry in the answers.
+//! Layouts in docs/protocol.md.
 
+use bytes::Bytes;
+
+use super::answer::{AnswerLimits, FIXED_ANSWER_BYTES};
 use super::check::{EncodeError, SHORT, context, within};
 use super::cursor::Cursor;
 use super::writer::{ChunkWriter, short_len};
 use crate::error::DecodeError;
 use crate::message::*;
 
-/// Reads the body of a key-value request.
-pub(super) fn read_request(
-    message_type: MessageType,
-    cursor: &mut Cursor,
-) -> Result<Request, DecodeError> {
-    let request = match message_type {
-        MessageType::KvPut => {
-            let context = cursor.context_ref()?;
-            let if_absent = match cursor.u8()? {
-                0 => false,
-                1 => true,
-                _ => return Err(cursor.invalid("mode", "not 0 (replace) or 1 (if absent)")),
-            };
-            let count = usize::from(cursor.u16()?);
-            let mut entries = Vec::with_capacity(cursor.list_capacity(count, 6));
-            for _ in 0..count {
-                let key = cursor.short_bytes()?;
-                let value_len = cursor.u32()? as usize;
-                entries.push((key, cursor.bytes(value_len)?));
+/// The key-value messages (`Family::of` in codec/mod.rs maps message types to them).
+// Named as the message types they stand for (`MessageType`), prefix included.
+#[allow(clippy::enum_variant_names)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    KvPut,
+    KvGet,
+    KvDelete,
+    KvList,
+    KvPutEx,
+    KvGetEx,
+    KvListEx,
+    KvTouch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KvRequest {
+    /// Puts key-value entries in one group commit; with `if_absent`, existing keys keep theirs.
+    KvPut {
+        context: ContextRef,
+        if_absent: bool,
+        entries: Vec<(Bytes, Bytes)>,
+    },
+    KvGet {
+        context: ContextRef,
+        key: Bytes,
+        read_flags: u32,
+    },
+    KvDelete {
+        context: ContextRef,
+        keys: Vec<Bytes>,
+    },
+    /// Entries whose keys start with `prefix`, in key order, after `after` (empty: from the
+    /// first).
+    KvList {
+        context: ContextRef,
+        prefix: Bytes,
+        after: Bytes,
+        limit: u32,
+    },
+    /// KV_PUT with a TTL (0: none) for every entry it writes.
+    KvPutEx {
+        context: ContextRef,
+        /// `kv_put_flags`.
+        put_flags: u8,
+        ttl_ms: u64,
+        entries: Vec<(Bytes, Bytes)>,
+    },
+    /// KV_GET answering the entry's TTL and expiry; `kv_read_flags::REFRESH` restarts it.
+    KvGetEx {
+        context: ContextRef,
+        key: Bytes,
+        read_flags: u32,
+        /// `kv_read_flags`.
+        kv_flags: u8,
+    },
+    /// KV_LIST answering each entry's TTL and expiry; `kv_read_flags::REFRESH` restarts
+    /// those of the entries returned.
+    KvListEx {
+        context: ContextRef,
+        prefix: Bytes,
+        after: Bytes,
+        limit: u32,
+        kv_flags: u8,
+    },
+    /// Restarts the TTL of each key from now: `ttl_ms` from now on, or (0) each entry's own.
+    KvTouch {
+        context: ContextRef,
+        ttl_ms: u64,
+        keys: Vec<Bytes>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KvResponse {
+    /// Answer without a body: KV_PUT and KV_DELETE (the type says which).
+    Done { message_type: MessageType },
+    /// Answer to KV_GET: the value's BlobHash and bytes.
+    KvValue {
+        value_hash: BlobHash,
+        payload: PayloadWire,
+    },
+    /// Answer to KV_LIST.
+    KvList { items: Vec<KvItemWire> },
+    /// Answer to KV_GET_EX: the value's BlobHash, TTL, expiry and bytes.
+    KvValueEx {
+        value_hash: BlobHash,
+        ttl_ms: u64,
+        expires_at_unix_ms: u64,
+        payload: PayloadWire,
+    },
+    /// Answer to KV_LIST_EX.
+    KvListEx { items: Vec<KvItemExWire> },
+    /// Answer to KV_TOUCH: the live entries among its keys, as they are now.
+    KvTouched { items: Vec<KvItemExWire> },
+}
+
+impl KvRequest {
+    pub fn message_type(&self) -> MessageType {
+        match self {
+            KvRequest::KvPut { .. } => MessageType::KvPut,
+            KvRequest::KvGet { .. } => MessageType::KvGet,
+            KvRequest::KvDelete { .. } => MessageType::KvDelete,
+            KvRequest::KvList { .. } => MessageType::KvList,
+            KvRequest::KvPutEx { .. } => MessageType::KvPutEx,
+            KvRequest::KvGetEx { .. } => MessageType::KvGetEx,
+            KvRequest::KvListEx { .. } => MessageType::KvListEx,
+            KvRequest::KvTouch { .. } => MessageType::KvTouch,
+        }
+    }
+
+    /// The largest answer (see `codec/answer.rs`).
+    pub fn answer_bytes_max(&self, limits: &AnswerLimits) -> u64 {
+        match self {
+            KvRequest::KvPut { .. } | KvRequest::KvDelete { .. } | KvRequest::KvPutEx { .. } => {
+                FIXED_ANSWER_BYTES
             }
-            Request::KvPut {
+            // A value with its payload; a page of keys.
+            KvRequest::KvGet { .. }
+            | KvRequest::KvList { .. }
+            | KvRequest::KvGetEx { .. }
+            | KvRequest::KvListEx { .. } => limits.largest(),
+            // At most one item (≤ 310 bytes) per key sent.
+            KvRequest::KvTouch { keys, .. } => {
+                FIXED_ANSWER_BYTES + 4 + keys.len() as u64 * KV_ITEM_EX_BYTES_MAX
+            }
+        }
+    }
+
+    pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<KvRequest, DecodeError> {
+        Ok(match kind {
+            Kind::KvPut => {
+                let context = cursor.context_ref()?;
+                let if_absent = match cursor.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(cursor.invalid("mode", "not 0 (replace) or 1 (if absent)")),
+                };
+                KvRequest::KvPut {
+                    context,
+                    if_absent,
+                    entries: read_entries(cursor)?,
+                }
+            }
+            Kind::KvPutEx => {
+                let context = cursor.context_ref()?;
+                let put_flags = cursor.u8()?;
+                if put_flags & !kv_put_flags::KNOWN != 0 {
+                    return Err(cursor.invalid("put_flags", "unknown flag bits"));
+                }
+                KvRequest::KvPutEx {
+                    context,
+                    put_flags,
+                    ttl_ms: cursor.u64()?,
+                    entries: read_entries(cursor)?,
+                }
+            }
+            Kind::KvGetEx => KvRequest::KvGetEx {
+                context: cursor.context_ref()?,
+                key: cursor.short_bytes()?,
+                read_flags: cursor.flags(read_flags::ACCEPT_ZSTD, "read_flags")?,
+                kv_flags: read_kv_flags(cursor)?,
+            },
+            Kind::KvListEx => KvRequest::KvListEx {
+                context: cursor.context_ref()?,
+                prefix: cursor.short_bytes()?,
+                after: cursor.short_bytes()?,
+                limit: cursor.u32()?,
+                kv_flags: read_kv_flags(cursor)?,
+            },
+            Kind::KvTouch => KvRequest::KvTouch {
+                context: cursor.context_ref()?,
+                ttl_ms: cursor.u64()?,
+                keys: read_keys(cursor)?,
+            },
+            Kind::KvGet => KvRequest::KvGet {
+                context: cursor.context_ref()?,
+                key: cursor.short_bytes()?,
+                read_flags: cursor.flags(read_flags::ACCEPT_ZSTD, "read_flags")?,
+            },
+            Kind::KvDelete => KvRequest::KvDelete {
+                context: cursor.context_ref()?,
+                keys: read_keys(cursor)?,
+            },
+            Kind::KvList => KvRequest::KvList {
+                context: cursor.context_ref()?,
+                prefix: cursor.short_bytes()?,
+                after: cursor.short_bytes()?,
+                limit: cursor.u32()?,
+            },
+        })
+    }
+
+    /// What the wire cannot carry (`check_request`).
+    pub(super) fn check(&self) -> Result<(), EncodeError> {
+        match self {
+            KvRequest::KvPut {
+                context: target,
+                entries,
+                ..
+            }
+            | KvRequest::KvPutEx {
+                context: target,
+                entries,
+                ..
+            } => {
+                context(target)?;
+                within("entries", entries.len(), 0, SHORT, "entries")?;
+                entries.iter().try_for_each(|(key, value)| {
+                    within("key", key.len(), 0, SHORT, "bytes")?;
+                    within("value", value.len(), 0, u64::from(u32::MAX), "bytes")
+                })
+            }
+            KvRequest::KvGet {
+                context: target,
+                key,
+                ..
+            }
+            | KvRequest::KvGetEx {
+                context: target,
+                key,
+                ..
+            } => {
+                context(target)?;
+                within("key", key.len(), 0, SHORT, "bytes")
+            }
+            KvRequest::KvDelete {
+                context: target,
+                keys,
+            }
+            | KvRequest::KvTouch {
+                context: target,
+                keys,
+                ..
+            } => {
+                context(target)?;
+                within("keys", keys.len(), 0, SHORT, "keys")?;
+                keys.iter()
+                    .try_for_each(|key| within("key", key.len(), 0, SHORT, "bytes"))
+            }
+            KvRequest::KvList {
+                context: target,
+                prefix,
+                after,
+                ..
+            }
+            | KvRequest::KvListEx {
+                context: target,
+                prefix,
+                after,
+                ..
+            } => {
+                context(target)?;
+                within("prefix", prefix.len(), 0, SHORT, "bytes")?;
+                within("after", after.len(), 0, SHORT, "bytes")
+            }
+        }
+    }
+
+    /// The body (`check` passed).
+    pub(super) fn write(&self, w: &mut ChunkWriter) {
+        match self {
+            KvRequest::KvPut {
                 context,
                 if_absent,
                 entries,
+            } => {
+                w.context_ref(context);
+                w.u8(u8::from(*if_absent));
+                write_entries(w, entries);
+            }
+            KvRequest::KvPutEx {
+                context,
+                put_flags,
+                ttl_ms,
+                entries,
+            } => {
+                w.context_ref(context);
+                w.u8(*put_flags);
+                w.u64(*ttl_ms);
+                write_entries(w, entries);
+            }
+            KvRequest::KvGetEx {
+                context,
+                key,
+                read_flags,
+                kv_flags,
+            } => {
+                w.context_ref(context);
+                w.short(key);
+                w.u32(*read_flags);
+                w.u8(*kv_flags);
+            }
+            KvRequest::KvListEx {
+                context,
+                prefix,
+                after,
+                limit,
+                kv_flags,
+            } => {
+                w.context_ref(context);
+                w.short(prefix);
+                w.short(after);
+                w.u32(*limit);
+                w.u8(*kv_flags);
+            }
+            KvRequest::KvTouch {
+                context,
+                ttl_ms,
+                keys,
+            } => {
+                w.context_ref(context);
+                w.u64(*ttl_ms);
+                write_keys(w, keys);
+            }
+            KvRequest::KvGet {
+                context,
+                key,
+                read_flags,
+            } => {
+                w.context_ref(context);
+                w.short(key);
+                w.u32(*read_flags);
+            }
+            KvRequest::KvDelete { context, keys } => {
+                w.context_ref(context);
+                write_keys(w, keys);
+            }
+            KvRequest::KvList {
+                context,
+                prefix,
+                after,
+                limit,
+            } => {
+                w.context_ref(context);
+                w.short(prefix);
+                w.short(after);
+                w.u32(*limit);
             }
         }
-        MessageType::KvGet => Request::KvGet {
-            context: cursor.context_ref()?,
+    }
+}
+
+impl KvResponse {
+    /// The request type this answers.
+    pub fn message_type(&self) -> MessageType {
+        match self {
+            KvResponse::Done { message_type } => *message_type,
+            KvResponse::KvValue { .. } => MessageType::KvGet,
+            KvResponse::KvList { .. } => MessageType::KvList,
+            KvResponse::KvValueEx { .. } => MessageType::KvGetEx,
+            KvResponse::KvListEx { .. } => MessageType::KvListEx,
+            KvResponse::KvTouched { .. } => MessageType::KvTouch,
+        }
+    }
+
+    pub(super) fn read(
+        kind: Kind,
+        message_type: MessageType,
+        cursor: &mut Cursor,
+    ) -> Result<KvResponse, DecodeError> {
+        Ok(match kind {
+            Kind::KvPut | Kind::KvDelete | Kind::KvPutEx => KvResponse::Done { message_type },
+            Kind::KvGetEx => KvResponse::KvValueEx {
+                value_hash: cursor.hash()?,
+                ttl_ms: cursor.u64()?,
+                expires_at_unix_ms: cursor.u64()?,
+                payload: cursor.payload()?,
+            },
+            Kind::KvListEx => KvResponse::KvListEx {
+                items: read_items_ex(cursor)?,
+            },
+            Kind::KvTouch => KvResponse::KvTouched {
+                items: read_items_ex(cursor)?,
+            },
+            Kind::KvGet => KvResponse::KvValue {
+                value_hash: cursor.hash()?,
+                payload: cursor.payload()?,
+            },
+            Kind::KvList => {
+                let count = cursor.list_count()?;
+                let mut items = Vec::with_capacity(cursor.list_capacity(count as usize, 38));
+                for _ in 0..count {
+                    items.push(KvItemWire {
+                        key: cursor.short_bytes()?,
+                        value_hash: cursor.hash()?,
+                        value_len: cursor.u32()?,
+                    });
+                }
+                KvResponse::KvList { items }
+            }
+        })
+    }
+
+    pub(super) fn write(&self, w: &mut ChunkWriter) {
+        match self {
+            KvResponse::Done { .. } => {}
+            KvResponse::KvValue {
+                value_hash,
+                payload,
+            } => {
+                w.slice(&value_hash.0);
+                w.payload(payload);
+            }
+            KvResponse::KvList { items } => {
+                w.u32(items.len() as u32);
+                for item in items {
+                    w.short(&item.key);
+                    w.slice(&item.value_hash.0);
+                    w.u32(item.value_len);
+                }
+            }
+            KvResponse::KvValueEx {
+                value_hash,
+                ttl_ms,
+                expires_at_unix_ms,
+                payload,
+            } => {
+                w.slice(&value_hash.0);
+                w.u64(*ttl_ms);
+                w.u64(*expires_at_unix_ms);
+                w.payload(payload);
+            }
+            KvResponse::KvListEx { items } | KvResponse::KvTouched { items } => {
+                w.u32(items.len() as u32);
+                for item in items {
+                    w.short(&item.key);
+                    w.slice(&item.value_hash.0);
+                    w.u32(item.value_len);
+                    w.u64(item.ttl_ms);
+                    w.u64(item.expires_at_unix_ms);
+                }
+            }
+        }
+    }
+}
+
+/// The most bytes one KV_LIST_EX / KV_TOUCH item takes: a 256-byte key (the engine's limit)
+/// with its length, hash, length, TTL and expiry.
+const KV_ITEM_EX_BYTES_MAX: u64 = 2 + 256 + 32 + 4 + 8 + 8;
+
+/// `u16 count`, then per entry `u16 key_len, key, u32 value_len, value` (KV_PUT, KV_PUT_EX).
+fn read_entries(cursor: &mut Cursor) -> Result<Vec<(Bytes, Bytes)>, DecodeError> {
+    let count = usize::from(cursor.u16()?);
+    let mut entries = Vec::with_capacity(cursor.list_capacity(count, 6));
+    for _ in 0..count {
+        let key = cursor.short_bytes()?;
+        let value_len = cursor.u32()? as usize;
+        entries.push((key, cursor.bytes(value_len)?));
+    }
+    Ok(entries)
+}
+
+fn write_entries(w: &mut ChunkWriter, entries: &[(Bytes, Bytes)]) {
+    w.u16(short_len(entries.len()));
+    for (key, value) in entries {
+        w.short(key);
+        w.u32(value.len() as u32);
+        w.data(value);
+    }
+}
+
+/// `u16 count`, then per key `u16 key_len, key` (KV_DELETE, KV_TOUCH).
+fn read_keys(cursor: &mut Cursor) -> Result<Vec<Bytes>, DecodeError> {
+    let count = usize::from(cursor.u16()?);
+    let mut keys = Vec::with_capacity(cursor.list_capacity(count, 2));
+    for _ in 0..count {
+        keys.push(cursor.short_bytes()?);
+    }
+    Ok(keys)
+}
+
+fn write_keys(w: &mut ChunkWriter, keys: &[Bytes]) {
+    w.u16(short_len(keys.len()));
+    for key in keys {
+        w.short(key);
+    }
+}
+
+fn read_kv_flags(cursor: &mut Cursor) -> Result<u8, DecodeError> {
+    let kv_flags = cursor.u8()?;
+    if kv_flags & !kv_read_flags::KNOWN != 0 {
+        return Err(cursor.invalid("kv_flags", "unknown flag bits"));
+    }
+    Ok(kv_flags)
+}
+
+/// `u32 count`, then per item `u16 key_len, key, hash[32], u32 value_len, u64 ttl_ms,
+/// u64 expires_at_unix_ms` (KV_LIST_EX and KV_TOUCH answers).
+fn read_items_ex(cursor: &mut Cursor) -> Result<Vec<KvItemExWire>, DecodeError> {
+    let count = cursor.list_count()?;
+    let mut items = Vec::with_capacity(cursor.list_capacity(count as usize, 54));
+    for _ in 0..count {
+        items.push(KvItemExWire {
             key: cursor.short_bytes()?,
-            read_flags: cursor.flags(read_flags::ACCEPT_ZSTD, "read_flags")?,
-        },
-        MessageType::KvDelete => {
-            let context = cursor.context_ref()?;
-            let count = usize::from(cursor.u16()?);
-            let mut keys = Vec::with_capacity(cursor.list_capacity(count, 2));
-            for _ in 0..count {
-                keys.push(cursor.short_bytes()?);
-            }
-            Request::KvDelete { context, keys }
-        }
-        MessageType::KvList => Request::KvList {
-            context: cursor.context_ref()?,
-            prefix: cursor.short_bytes()?,
-            after: cursor.short_bytes()?,
-            limit: cursor.u32()?,
-        },
-        _ => return Err(DecodeError::UnknownMessage(message_type.code())),
-    };
-    Ok(request)
-}
-
-/// What of a key-value request the wire cannot carry (`check_request`).
-pub(super) fn check_request(request: &Request) -> Result<(), EncodeError> {
-    match request {
-        Request::KvPut {
-            context: target,
-            entries,
-            ..
-        } => {
-            context(target)?;
-            within("entries", entries.len(), 0, SHORT, "entries")?;
-            entries.iter().try_for_each(|(key, value)| {
-                within("key", key.len(), 0, SHORT, "bytes")?;
-                within("value", value.len(), 0, u64::from(u32::MAX), "bytes")
-            })
-        }
-        Request::KvGet {
-            context: target,
-            key,
-            ..
-        } => {
-            context(target)?;
-            within("key", key.len(), 0, SHORT, "bytes")
-        }
-        Request::KvDelete {
-            context: target,
-            keys,
-        } => {
-            context(target)?;
-            within("keys", keys.len(), 0, SHORT, "keys")?;
-            keys.iter()
-                .try_for_each(|key| within("key", key.len(), 0, SHORT, "bytes"))
-        }
-        Request::KvList {
-            context: target,
-            prefix,
-            after,
-            ..
-        } => {
-            context(target)?;
-            within("prefix", prefix.len(), 0, SHORT, "bytes")?;
-            within("after", after.len(), 0, SHORT, "bytes")
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Writes the body of a key-value request (`check_request` passed).
-pub(super) fn write_request(w: &mut ChunkWriter, request: &Request) {
-    match request {
-        Request::KvPut {
-            context,
-            if_absent,
-            entries,
-        } => {
-            w.context_ref(context);
-            w.u8(u8::from(*if_absent));
-            w.u16(short_len(entries.len()));
-            for (key, value) in entries {
-                w.short(key);
-                w.u32(value.len() as u32);
-                w.data(value);
-            }
-        }
-        Request::KvGet {
-            context,
-            key,
-            read_flags,
-        } => {
-            w.context_ref(context);
-            w.short(key);
-            w.u32(*read_flags);
-        }
-        Request::KvDelete { context, keys } => {
-            w.context_ref(context);
-            w.u16(short_len(keys.len()));
-            for key in keys {
-                w.short(key);
-            }
-        }
-        Request::KvList {
-            context,
-            prefix,
-            after,
-            limit,
-        } => {
-            w.context_ref(context);
-            w.short(prefix);
-            w.short(after);
-            w.u32(*limit);
-        }
-        _ => unreachable!("Family::of routes only key-value requests here"),
-    }
-}
-
-/// Reads the body of the answer to a key-value request.
-pub(super) fn read_response(
-    message_type: MessageType,
-    cursor: &mut Cursor,
-) -> Result<Response, DecodeError> {
-    let response = match message_type {
-        MessageType::KvPut | MessageType::KvDelete => Response::Done { message_type },
-        MessageType::KvGet => Response::KvValue {
             value_hash: cursor.hash()?,
-            payload: cursor.payload()?,
-        },
-        MessageType::KvList => {
-            let count = cursor.list_count()?;
-            let mut items = Vec::with_capacity(cursor.list_capacity(count as usize, 38));
-            for _ in 0..count {
-                items.push(KvItemWire {
-                    key: cursor.short_bytes()?,
-                    value_hash: cursor.hash()?,
-                    value_len: cursor.u32()?,
-                });
-            }
-            Response::KvList { items }
-        }
-        _ => return Err(DecodeError::UnknownMessage(message_type.response_code())),
-    };
-    Ok(response)
-}
-
-/// Writes the body of the answer to a key-value request.
-pub(super) fn write_response(w: &mut ChunkWriter, response: &Response) {
-    match response {
-        Response::Done { .. } => {}
-        Response::KvValue {
-            value_hash,
-            payload,
-        } => {
-            w.slice(&value_hash.0);
-            w.payload(payload);
-        }
-        Response::KvList { items } => {
-            w.u32(items.len() as u32);
-            for item in items {
-                w.short(&item.key);
-                w.slice(&item.value_hash.0);
-                w.u32(item.value_len);
-            }
-        }
-        _ => unreachable!("response_body routes only key-value answers here"),
+            value_len: cursor.u32()?,
+            ttl_ms: cursor.u64()?,
+            expires_at_unix_ms: cursor.u64()?,
+        });
     }
+    Ok(items)
 }

@@ -4,100 +4,171 @@
 //! enum and flag word validated, reserved fields must be zero, and a body must end exactly
 //! where its message ends. Payloads are zero-copy slices of the received frame.
 //!
-//! Layout, top down: `request.rs` and `response.rs` hold the entry points, each a short
-//! dispatch on the message's `Family`. One module per family owns its messages' bodies both
-//! ways (decode, check, encode; request and answer), so a message reads on one screen:
-//! `admin`, `contexts`, `retention`, `kv`, `turns`, `agent_turns`, `overlays`, `blobs`. Under
-//! them, `cursor.rs` reads fields, `writer.rs` writes them and `check.rs` checks what the wire
-//! can carry.
+//! Layout, top down: a message family is a type, owned end to end by one module here: its
+//! requests and answers as Rust values (`AdminRequest`, `AdminResponse`, …), read, checked
+//! and written side by side, and the largest answer each request may produce
+//! (`answer_bytes_max`): `admin`, `contexts`, `retention`, `kv`, `appends`, `reads`,
+//! `overlays`, `blobs`. `request.rs` and `response.rs` hold `Request` and `Response` (a
+//! variant per family) and the entry points, each one match over the families; `Family::of`
+//! below is the one table from a message type to its family. Under them, `cursor.rs` reads
+//! fields, `writer.rs` writes them, `check.rs` checks what the wire can carry and `answer.rs`
+//! holds the bounds answers are built from.
 
 mod admin;
-mod agent_turns;
+mod answer;
+mod appends;
 mod blobs;
 mod check;
 mod contexts;
 mod cursor;
 mod kv;
 mod overlays;
+mod reads;
 mod request;
 mod response;
 mod retention;
-mod turns;
 mod writer;
 
+pub use admin::{AdminRequest, AdminResponse};
+pub use answer::{AnswerLimits, ERROR_ANSWER_BYTES_MAX};
+pub use appends::{AppendsRequest, AppendsResponse};
+pub use blobs::{BlobsRequest, BlobsResponse};
 pub use check::{APPEND_PAYLOAD_BYTES_LIMIT, EncodeError};
+pub use contexts::{ContextsRequest, ContextsResponse};
+pub use kv::{KvRequest, KvResponse};
+pub use overlays::{OverlaysRequest, OverlaysResponse};
+pub use reads::{ReadsRequest, ReadsResponse};
 pub use request::{
-    check_request, decode_request, decode_request_as, encode_request, encode_request_chunks,
+    Request, check_request, decode_request, decode_request_as, encode_request,
+    encode_request_chunks,
 };
-pub use response::{decode_response, encode_response};
+pub use response::{Response, decode_response, encode_response};
+pub use retention::{RetentionRequest, RetentionResponse};
 
 use crate::message::MessageType;
 
-/// The families of messages, one module each. Defined once, here: every entry point routes
-/// with `Family::of` (`response_body` by variant), so a family's functions are given only its
-/// own messages and their catch-all arms are never taken: decoding answers `UnknownMessage`
-/// there rather than panic, checking has nothing to refuse, encoding is `unreachable!`.
+/// Which family owns a message type, and which of its messages it is. Defined once, here:
+/// every decoder routes with `Family::of`, and a family's decoders match exhaustively on its
+/// own kinds, so no module is ever handed another family's message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Family {
-    /// HELLO, PING, STATS, STATS_EX, GC, BACKUP (`admin.rs`).
-    Admin,
+pub(crate) enum Family {
+    /// HELLO, PING, STATS, STATS_EX, GC, BACKUP.
+    Admin(admin::Kind),
     /// CTX_CREATE, CTX_FORK, GET_HEAD, CTX_OPEN, CTX_SHOW, CTX_TAG, CTX_LIST, CTX_NAME.
-    Contexts,
+    Contexts(contexts::Kind),
     /// CTX_DELETE, CTX_PRUNE, CTX_TTL.
-    Retention,
-    /// KV_PUT, KV_GET, KV_DELETE, KV_LIST.
-    Kv,
-    /// APPEND_TURN, APPEND_TURN_BY_HASH, GET_TURN, GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH,
-    /// GET_CHAIN.
-    Turns,
-    /// APPEND_TURNS, GET_TURN_BY_KEY, TURN_LOG, READ_PAGE, FIND_TURNS.
-    AgentTurns,
+    Retention(retention::Kind),
+    /// KV_PUT, KV_GET, KV_DELETE, KV_LIST; KV_PUT_EX, KV_GET_EX, KV_LIST_EX, KV_TOUCH.
+    Kv(kv::Kind),
+    /// APPEND_TURN, APPEND_TURN_BY_HASH, APPEND_TURNS.
+    Appends(appends::Kind),
+    /// GET_TURN, GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH, GET_CHAIN, GET_TURN_BY_KEY,
+    /// TURN_LOG, READ_PAGE, FIND_TURNS: every message that answers TURNs, and so every
+    /// message an overlay view applies to (`MessageType::takes_overlays`).
+    Reads(reads::Kind),
     /// PATCH_TURN, REDACT_TURN, PURGE_BLOB.
-    Overlays,
+    Overlays(overlays::Kind),
     /// GET_BLOB, HAS_BLOBS, PUT_CHUNKED.
-    Blobs,
+    Blobs(blobs::Kind),
 }
 
 impl Family {
-    fn of(message_type: MessageType) -> Family {
+    pub(crate) fn of(message_type: MessageType) -> Family {
+        use MessageType as M;
         match message_type {
-            MessageType::Hello
-            | MessageType::Ping
-            | MessageType::Stats
-            | MessageType::StatsEx
-            | MessageType::Gc
-            | MessageType::Backup => Family::Admin,
-            MessageType::CtxCreate
-            | MessageType::CtxFork
-            | MessageType::GetHead
-            | MessageType::CtxOpen
-            | MessageType::CtxShow
-            | MessageType::CtxTag
-            | MessageType::CtxList
-            | MessageType::CtxName => Family::Contexts,
-            MessageType::CtxDelete | MessageType::CtxPrune | MessageType::CtxTtl => {
-                Family::Retention
-            }
-            MessageType::KvPut
-            | MessageType::KvGet
-            | MessageType::KvDelete
-            | MessageType::KvList => Family::Kv,
-            MessageType::AppendTurn
-            | MessageType::AppendTurnByHash
-            | MessageType::GetTurn
-            | MessageType::GetLast
-            | MessageType::GetBefore
-            | MessageType::GetRangeByDepth
-            | MessageType::GetChain => Family::Turns,
-            MessageType::AppendTurns
-            | MessageType::GetTurnByKey
-            | MessageType::TurnLog
-            | MessageType::ReadPage
-            | MessageType::FindTurns => Family::AgentTurns,
-            MessageType::PatchTurn | MessageType::RedactTurn | MessageType::PurgeBlob => {
-                Family::Overlays
-            }
-            MessageType::GetBlob | MessageType::HasBlobs | MessageType::PutChunked => Family::Blobs,
+            M::Hello => Family::Admin(admin::Kind::Hello),
+            M::Ping => Family::Admin(admin::Kind::Ping),
+            M::Stats => Family::Admin(admin::Kind::Stats),
+            M::StatsEx => Family::Admin(admin::Kind::StatsEx),
+            M::Gc => Family::Admin(admin::Kind::Gc),
+            M::Backup => Family::Admin(admin::Kind::Backup),
+            M::CtxCreate => Family::Contexts(contexts::Kind::CtxCreate),
+            M::CtxFork => Family::Contexts(contexts::Kind::CtxFork),
+            M::GetHead => Family::Contexts(contexts::Kind::GetHead),
+            M::CtxOpen => Family::Contexts(contexts::Kind::CtxOpen),
+            M::CtxShow => Family::Contexts(contexts::Kind::CtxShow),
+            M::CtxTag => Family::Contexts(contexts::Kind::CtxTag),
+            M::CtxList => Family::Contexts(contexts::Kind::CtxList),
+            M::CtxName => Family::Contexts(contexts::Kind::CtxName),
+            M::CtxDelete => Family::Retention(retention::Kind::CtxDelete),
+            M::CtxPrune => Family::Retention(retention::Kind::CtxPrune),
+            M::CtxTtl => Family::Retention(retention::Kind::CtxTtl),
+            M::KvPut => Family::Kv(kv::Kind::KvPut),
+            M::KvGet => Family::Kv(kv::Kind::KvGet),
+            M::KvDelete => Family::Kv(kv::Kind::KvDelete),
+            M::KvList => Family::Kv(kv::Kind::KvList),
+            M::KvPutEx => Family::Kv(kv::Kind::KvPutEx),
+            M::KvGetEx => Family::Kv(kv::Kind::KvGetEx),
+            M::KvListEx => Family::Kv(kv::Kind::KvListEx),
+            M::KvTouch => Family::Kv(kv::Kind::KvTouch),
+            M::AppendTurn => Family::Appends(appends::Kind::AppendTurn),
+            M::AppendTurnByHash => Family::Appends(appends::Kind::AppendTurnByHash),
+            M::AppendTurns => Family::Appends(appends::Kind::AppendTurns),
+            M::GetTurn => Family::Reads(reads::Kind::GetTurn),
+            M::GetLast => Family::Reads(reads::Kind::GetLast),
+            M::GetBefore => Family::Reads(reads::Kind::GetBefore),
+            M::GetRangeByDepth => Family::Reads(reads::Kind::GetRangeByDepth),
+            M::GetChain => Family::Reads(reads::Kind::GetChain),
+            M::GetTurnByKey => Family::Reads(reads::Kind::GetTurnByKey),
+            M::TurnLog => Family::Reads(reads::Kind::TurnLog),
+            M::ReadPage => Family::Reads(reads::Kind::ReadPage),
+            M::FindTurns => Family::Reads(reads::Kind::FindTurns),
+            M::PatchTurn => Family::Overlays(overlays::Kind::PatchTurn),
+            M::RedactTurn => Family::Overlays(overlays::Kind::RedactTurn),
+            M::PurgeBlob => Family::Overlays(overlays::Kind::PurgeBlob),
+            M::GetBlob => Family::Blobs(blobs::Kind::GetBlob),
+            M::HasBlobs => Family::Blobs(blobs::Kind::HasBlobs),
+            M::PutChunked => Family::Blobs(blobs::Kind::PutChunked),
         }
     }
+}
+
+/// A family's request type: it converts into a `Request`, and the answers its requests get are
+/// its family's answer type, taken out of a `Response` (`Err` gives back any other response,
+/// an ERROR included). Lets a client send a family's request and get its family's answer.
+pub trait FamilyRequest: Into<Request> {
+    type Answer: TryFrom<Response, Error = Response> + Into<Response>;
+}
+
+/// The conversions between each family's types and `Request`/`Response`, one line a family.
+macro_rules! family_conversions {
+    ($($family:ident: $request:ident => $answer:ident;)*) => {$(
+        impl From<$request> for Request {
+            fn from(request: $request) -> Request {
+                Request::$family(request)
+            }
+        }
+
+        impl From<$answer> for Response {
+            fn from(answer: $answer) -> Response {
+                Response::$family(answer)
+            }
+        }
+
+        impl TryFrom<Response> for $answer {
+            type Error = Response;
+
+            fn try_from(response: Response) -> Result<$answer, Response> {
+                match response {
+                    Response::$family(answer) => Ok(answer),
+                    other => Err(other),
+                }
+            }
+        }
+
+        impl FamilyRequest for $request {
+            type Answer = $answer;
+        }
+    )*};
+}
+
+family_conversions! {
+    Admin: AdminRequest => AdminResponse;
+    Contexts: ContextsRequest => ContextsResponse;
+    Retention: RetentionRequest => RetentionResponse;
+    Kv: KvRequest => KvResponse;
+    Appends: AppendsRequest => AppendsResponse;
+    Reads: ReadsRequest => ReadsResponse;
+    Overlays: OverlaysRequest => OverlaysResponse;
+    Blobs: BlobsRequest => BlobsResponse;
 }

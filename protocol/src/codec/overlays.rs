@@ -1,130 +1,183 @@
 //! Overlays and redaction (version 2, decision 0012): PATCH_TURN, REDACT_TURN and PURGE_BLOB,
 //! and the overlay states an answer in the overlay view (frame flag `OVERLAYS`) ends with.
-//! Layouts in docs/protocol.md; `Family::of` (codec/mod.rs) routes these messages here.
+//! Layouts in docs/protocol.md.
 
+use bytes::Bytes;
+
+use super::answer::{AnswerLimits, FIXED_ANSWER_BYTES};
 use super::check::{APPEND_PAYLOAD_BYTES_LIMIT, EncodeError, within};
 use super::cursor::Cursor;
 use super::writer::ChunkWriter;
 use crate::error::DecodeError;
 use crate::message::*;
 
-/// Reads the body of an overlay request.
-pub(super) fn read_request(
-    message_type: MessageType,
-    cursor: &mut Cursor,
-) -> Result<Request, DecodeError> {
-    let request = match message_type {
-        MessageType::PatchTurn => {
-            let turn_id = cursor.u64()?;
-            let payload_len = cursor.u32()? as usize;
-            cursor.zero(4, "reserved")?;
-            Request::PatchTurn {
-                turn_id,
-                payload: cursor.bytes(payload_len)?,
+/// The overlay messages (`Family::of` in codec/mod.rs maps message types to them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    PatchTurn,
+    RedactTurn,
+    PurgeBlob,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OverlaysRequest {
+    /// Gives a turn a new payload (decision 0012); reads `as_of` an older overlay still see
+    /// the payload it had then.
+    PatchTurn { turn_id: u64, payload: Bytes },
+    /// Takes a turn's payload away, in every view; its bytes leave at the next collection.
+    RedactTurn { turn_id: u64 },
+    /// Redacts every turn naming the blob and hides it by hash (the compliance path).
+    PurgeBlob { hash: BlobHash },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OverlaysResponse {
+    /// Answer to PATCH_TURN: the turn's new payload and the patch's sequence number.
+    Patched {
+        turn_id: u64,
+        overlay_seq: u64,
+        payload_hash: BlobHash,
+        payload_len: u32,
+    },
+    /// Answer to REDACT_TURN.
+    Redacted { turn_id: u64, overlay_seq: u64 },
+    /// Answer to PURGE_BLOB: how many turns it redacted (not counting those redacted before)
+    /// and the purge record's sequence number.
+    Purged {
+        payload_hash: BlobHash,
+        turns_redacted: u64,
+        overlay_seq: u64,
+    },
+}
+
+impl OverlaysRequest {
+    pub fn message_type(&self) -> MessageType {
+        match self {
+            OverlaysRequest::PatchTurn { .. } => MessageType::PatchTurn,
+            OverlaysRequest::RedactTurn { .. } => MessageType::RedactTurn,
+            OverlaysRequest::PurgeBlob { .. } => MessageType::PurgeBlob,
+        }
+    }
+
+    /// The largest answer (see `codec/answer.rs`): fixed fields.
+    pub fn answer_bytes_max(&self, _limits: &AnswerLimits) -> u64 {
+        FIXED_ANSWER_BYTES
+    }
+
+    pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<OverlaysRequest, DecodeError> {
+        Ok(match kind {
+            Kind::PatchTurn => {
+                let turn_id = cursor.u64()?;
+                let payload_len = cursor.u32()? as usize;
+                cursor.zero(4, "reserved")?;
+                OverlaysRequest::PatchTurn {
+                    turn_id,
+                    payload: cursor.bytes(payload_len)?,
+                }
             }
-        }
-        MessageType::RedactTurn => Request::RedactTurn {
-            turn_id: cursor.u64()?,
-        },
-        MessageType::PurgeBlob => Request::PurgeBlob {
-            hash: cursor.hash()?,
-        },
-        _ => return Err(DecodeError::UnknownMessage(message_type.code())),
-    };
-    Ok(request)
-}
+            Kind::RedactTurn => OverlaysRequest::RedactTurn {
+                turn_id: cursor.u64()?,
+            },
+            Kind::PurgeBlob => OverlaysRequest::PurgeBlob {
+                hash: cursor.hash()?,
+            },
+        })
+    }
 
-/// What of an overlay request the wire cannot carry (`check_request`).
-pub(super) fn check_request(request: &Request) -> Result<(), EncodeError> {
-    match request {
-        Request::PatchTurn { payload, .. } => within(
-            "payload",
-            payload.len(),
-            0,
-            APPEND_PAYLOAD_BYTES_LIMIT,
-            "bytes",
-        ),
-        _ => Ok(()),
+    /// What the wire cannot carry (`check_request`).
+    pub(super) fn check(&self) -> Result<(), EncodeError> {
+        match self {
+            OverlaysRequest::PatchTurn { payload, .. } => within(
+                "payload",
+                payload.len(),
+                0,
+                APPEND_PAYLOAD_BYTES_LIMIT,
+                "bytes",
+            ),
+            OverlaysRequest::RedactTurn { .. } | OverlaysRequest::PurgeBlob { .. } => Ok(()),
+        }
+    }
+
+    /// The body (`check` passed).
+    pub(super) fn write(&self, w: &mut ChunkWriter) {
+        match self {
+            OverlaysRequest::PatchTurn { turn_id, payload } => {
+                w.u64(*turn_id);
+                w.u32(payload.len() as u32);
+                w.zero(4);
+                w.data(payload);
+            }
+            OverlaysRequest::RedactTurn { turn_id } => w.u64(*turn_id),
+            OverlaysRequest::PurgeBlob { hash } => w.slice(&hash.0),
+        }
     }
 }
 
-/// Writes the body of an overlay request (`check_request` passed).
-pub(super) fn write_request(w: &mut ChunkWriter, request: &Request) {
-    match request {
-        Request::PatchTurn { turn_id, payload } => {
-            w.u64(*turn_id);
-            w.u32(payload.len() as u32);
-            w.zero(4);
-            w.data(payload);
+impl OverlaysResponse {
+    /// The request type this answers.
+    pub fn message_type(&self) -> MessageType {
+        match self {
+            OverlaysResponse::Patched { .. } => MessageType::PatchTurn,
+            OverlaysResponse::Redacted { .. } => MessageType::RedactTurn,
+            OverlaysResponse::Purged { .. } => MessageType::PurgeBlob,
         }
-        Request::RedactTurn { turn_id } => w.u64(*turn_id),
-        Request::PurgeBlob { hash } => w.slice(&hash.0),
-        _ => unreachable!("Family::of routes only overlay requests here"),
     }
-}
 
-/// Reads the body of the answer to an overlay request.
-pub(super) fn read_response(
-    message_type: MessageType,
-    cursor: &mut Cursor,
-) -> Result<Response, DecodeError> {
-    let response = match message_type {
-        MessageType::PatchTurn => {
-            let response = Response::Patched {
+    pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<OverlaysResponse, DecodeError> {
+        Ok(match kind {
+            Kind::PatchTurn => {
+                let response = OverlaysResponse::Patched {
+                    turn_id: cursor.u64()?,
+                    overlay_seq: cursor.u64()?,
+                    payload_hash: cursor.hash()?,
+                    payload_len: cursor.u32()?,
+                };
+                cursor.zero(4, "reserved")?;
+                response
+            }
+            Kind::RedactTurn => OverlaysResponse::Redacted {
                 turn_id: cursor.u64()?,
                 overlay_seq: cursor.u64()?,
+            },
+            Kind::PurgeBlob => OverlaysResponse::Purged {
                 payload_hash: cursor.hash()?,
-                payload_len: cursor.u32()?,
-            };
-            cursor.zero(4, "reserved")?;
-            response
-        }
-        MessageType::RedactTurn => Response::Redacted {
-            turn_id: cursor.u64()?,
-            overlay_seq: cursor.u64()?,
-        },
-        MessageType::PurgeBlob => Response::Purged {
-            payload_hash: cursor.hash()?,
-            turns_redacted: cursor.u64()?,
-            overlay_seq: cursor.u64()?,
-        },
-        _ => return Err(DecodeError::UnknownMessage(message_type.response_code())),
-    };
-    Ok(response)
-}
+                turns_redacted: cursor.u64()?,
+                overlay_seq: cursor.u64()?,
+            },
+        })
+    }
 
-/// Writes the body of the answer to an overlay request.
-pub(super) fn write_response(w: &mut ChunkWriter, response: &Response) {
-    match response {
-        Response::Patched {
-            turn_id,
-            overlay_seq,
-            payload_hash,
-            payload_len,
-        } => {
-            w.u64(*turn_id);
-            w.u64(*overlay_seq);
-            w.slice(&payload_hash.0);
-            w.u32(*payload_len);
-            w.zero(4);
+    pub(super) fn write(&self, w: &mut ChunkWriter) {
+        match self {
+            OverlaysResponse::Patched {
+                turn_id,
+                overlay_seq,
+                payload_hash,
+                payload_len,
+            } => {
+                w.u64(*turn_id);
+                w.u64(*overlay_seq);
+                w.slice(&payload_hash.0);
+                w.u32(*payload_len);
+                w.zero(4);
+            }
+            OverlaysResponse::Redacted {
+                turn_id,
+                overlay_seq,
+            } => {
+                w.u64(*turn_id);
+                w.u64(*overlay_seq);
+            }
+            OverlaysResponse::Purged {
+                payload_hash,
+                turns_redacted,
+                overlay_seq,
+            } => {
+                w.slice(&payload_hash.0);
+                w.u64(*turns_redacted);
+                w.u64(*overlay_seq);
+            }
         }
-        Response::Redacted {
-            turn_id,
-            overlay_seq,
-        } => {
-            w.u64(*turn_id);
-            w.u64(*overlay_seq);
-        }
-        Response::Purged {
-            payload_hash,
-            turns_redacted,
-            overlay_seq,
-        } => {
-            w.slice(&payload_hash.0);
-            w.u64(*turns_redacted);
-            w.u64(*overlay_seq);
-        }
-        _ => unreachable!("response_body routes only overlay answers here"),
     }
 }
 

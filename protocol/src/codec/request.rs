@@ -1,17 +1,114 @@
-//! Requests: decoding (`decode_request`, `decode_request_as`), checking (`check_request`) and
-//! encoding (`encode_request`, `encode_request_chunks`). Each is a dispatch on the message's
-//! family (`Family::of`); the family's module reads and writes its messages' bodies. What is
-//! frame-level stays here: the frame flags and the overlay view's `as_of` (`Request::AsOf`).
+//! `Request`, a variant per message family, and its entry points: decoding
+//! (`decode_request`, `decode_request_as`), checking (`check_request`) and encoding
+//! (`encode_request`, `encode_request_chunks`), each one match over the families; the
+//! family's module reads and writes its messages' bodies. What is frame-level stays here: the
+//! frame flags and the overlay view's `as_of` (`Request::AsOf`).
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::answer::AnswerLimits;
 use super::check::{self, EncodeError};
 use super::cursor::Cursor;
 use super::writer::ChunkWriter;
-use super::{Family, admin, agent_turns, blobs, contexts, kv, overlays, retention, turns};
+use super::{
+    AdminRequest, AppendsRequest, BlobsRequest, ContextsRequest, Family, KvRequest,
+    OverlaysRequest, ReadsRequest, RetentionRequest,
+};
 use crate::error::DecodeError;
 use crate::frame::FrameHeader;
 use crate::message::*;
+
+/// A request: the family that owns it, then the message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    Admin(AdminRequest),
+    Contexts(ContextsRequest),
+    Retention(RetentionRequest),
+    Kv(KvRequest),
+    Appends(AppendsRequest),
+    Reads(ReadsRequest),
+    Overlays(OverlaysRequest),
+    Blobs(BlobsRequest),
+    /// A read in the overlay view `as_of` (0: the latest), with each TURN's overlay state in
+    /// the answer (frame flag `OVERLAYS`, version 2, decision 0012). Only reads answer TURNs,
+    /// so only a read can be in a view.
+    AsOf {
+        as_of: u64,
+        read: ReadsRequest,
+    },
+}
+
+impl Request {
+    /// Whether an APPEND_TURNS carries a payload the client compressed (version 3).
+    pub fn carries_zstd_payload(&self) -> bool {
+        match self {
+            Request::Appends(AppendsRequest::AppendTurns { turns, .. }) => turns
+                .iter()
+                .any(|turn| matches!(turn.payload, PayloadSpec::Zstd { .. })),
+            _ => false,
+        }
+    }
+
+    pub fn message_type(&self) -> MessageType {
+        match self {
+            Request::Admin(request) => request.message_type(),
+            Request::Contexts(request) => request.message_type(),
+            Request::Retention(request) => request.message_type(),
+            Request::Kv(request) => request.message_type(),
+            Request::Appends(request) => request.message_type(),
+            Request::Reads(request) | Request::AsOf { read: request, .. } => request.message_type(),
+            Request::Overlays(request) => request.message_type(),
+            Request::Blobs(request) => request.message_type(),
+        }
+    }
+
+    /// The context a request of the version-1 layout names with its leading `context_id`
+    /// (`MessageType::takes_context`).
+    pub fn leading_context(&self) -> Option<&ContextRef> {
+        match self {
+            Request::Contexts(request) => request.leading_context(),
+            Request::Appends(request) => request.leading_context(),
+            Request::Reads(request) | Request::AsOf { read: request, .. } => {
+                request.leading_context()
+            }
+            Request::Admin(_)
+            | Request::Retention(_)
+            | Request::Kv(_)
+            | Request::Overlays(_)
+            | Request::Blobs(_) => None,
+        }
+    }
+
+    /// The frame header's `flags` this request is sent with.
+    pub fn frame_flags(&self) -> u16 {
+        let overlays = match self {
+            Request::AsOf { .. } => frame_flags::OVERLAYS,
+            _ => 0,
+        };
+        match self.leading_context() {
+            Some(ContextRef::Name(_)) => frame_flags::CTX_BY_NAME | overlays,
+            _ => overlays,
+        }
+    }
+
+    /// The largest answer this request may produce, in bytes on the wire (frame header
+    /// included): what a server reserves of its memory budget before it runs the request.
+    pub fn answer_bytes_max(&self, limits: &AnswerLimits) -> u64 {
+        match self {
+            Request::Admin(request) => request.answer_bytes_max(limits),
+            Request::Contexts(request) => request.answer_bytes_max(limits),
+            Request::Retention(request) => request.answer_bytes_max(limits),
+            Request::Kv(request) => request.answer_bytes_max(limits),
+            Request::Appends(request) => request.answer_bytes_max(limits),
+            Request::Reads(request) => request.answer_bytes_max(limits),
+            // As the server's table had it when the bounds moved here (its catch-all): the
+            // overlay states add 16 bytes per turn to the read's answer.
+            Request::AsOf { .. } => limits.largest(),
+            Request::Overlays(request) => request.answer_bytes_max(limits),
+            Request::Blobs(request) => request.answer_bytes_max(limits),
+        }
+    }
+}
 
 /// Decodes a request body of a connection that negotiated `version`: messages and frame
 /// flags of newer versions are refused (`UnknownMessage`, and a flag is a bad frame), so a
@@ -33,7 +130,15 @@ pub fn decode_request_as(
             reason: "not 0 in protocol version 1",
         });
     }
-    decode_request(header, body)
+    let request = decode_request(header, body)?;
+    if version < crate::ZSTD_PAYLOADS_SINCE_VERSION && request.carries_zstd_payload() {
+        return Err(DecodeError::Invalid {
+            message: "APPEND_TURNS",
+            field: "turn_flags",
+            reason: "ZSTD payloads need protocol version 3",
+        });
+    }
+    Ok(request)
 }
 
 /// Decodes a request body in the newest version. Unknown types are `UnknownMessage`;
@@ -54,22 +159,28 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
         return Err(cursor.invalid("flags", "OVERLAYS on a message that returns no turns"));
     }
     let request = match Family::of(message_type) {
-        Family::Admin => admin::read_request(message_type, &mut cursor)?,
-        Family::Contexts => contexts::read_request(message_type, &mut cursor, by_name)?,
-        Family::Retention => retention::read_request(message_type, &mut cursor)?,
-        Family::Kv => kv::read_request(message_type, &mut cursor)?,
-        Family::Turns => turns::read_request(message_type, &mut cursor, by_name)?,
-        Family::AgentTurns => agent_turns::read_request(message_type, &mut cursor)?,
-        Family::Overlays => overlays::read_request(message_type, &mut cursor)?,
-        Family::Blobs => blobs::read_request(message_type, &mut cursor)?,
-    };
-    let request = if overlay_view {
-        Request::AsOf {
-            as_of: cursor.u64()?,
-            read: Box::new(request),
+        Family::Admin(kind) => Request::Admin(AdminRequest::read(kind, &mut cursor)?),
+        Family::Contexts(kind) => {
+            Request::Contexts(ContextsRequest::read(kind, &mut cursor, by_name)?)
         }
-    } else {
-        request
+        Family::Retention(kind) => Request::Retention(RetentionRequest::read(kind, &mut cursor)?),
+        Family::Kv(kind) => Request::Kv(KvRequest::read(kind, &mut cursor)?),
+        Family::Appends(kind) => {
+            Request::Appends(AppendsRequest::read(kind, &mut cursor, by_name)?)
+        }
+        Family::Reads(kind) => {
+            let read = ReadsRequest::read(kind, &mut cursor, by_name)?;
+            if overlay_view {
+                Request::AsOf {
+                    as_of: cursor.u64()?,
+                    read,
+                }
+            } else {
+                Request::Reads(read)
+            }
+        }
+        Family::Overlays(kind) => Request::Overlays(OverlaysRequest::read(kind, &mut cursor)?),
+        Family::Blobs(kind) => Request::Blobs(BlobsRequest::read(kind, &mut cursor)?),
     };
     cursor.finish()?;
     Ok(request)
@@ -82,27 +193,15 @@ pub fn check_request(request: &Request) -> Result<(), EncodeError> {
     if let Some(leading) = request.leading_context() {
         check::context(leading)?;
     }
-    if let Request::AsOf { read, .. } = request {
-        if matches!(**read, Request::AsOf { .. }) || !read.message_type().takes_overlays() {
-            return Err(EncodeError {
-                field: "overlay view (a read returning turns, once)",
-                len: 1,
-                min: 0,
-                max: 0,
-                unit: "wrappers",
-            });
-        }
-        return check_request(read);
-    }
-    match Family::of(request.message_type()) {
-        Family::Admin => admin::check_request(request),
-        Family::Contexts => contexts::check_request(request),
-        Family::Retention => retention::check_request(request),
-        Family::Kv => kv::check_request(request),
-        Family::Turns => turns::check_request(request),
-        Family::AgentTurns => agent_turns::check_request(request),
-        Family::Overlays => overlays::check_request(request),
-        Family::Blobs => blobs::check_request(request),
+    match request {
+        Request::Admin(request) => request.check(),
+        Request::Contexts(request) => request.check(),
+        Request::Retention(request) => request.check(),
+        Request::Kv(request) => request.check(),
+        Request::Appends(request) => request.check(),
+        Request::Reads(request) | Request::AsOf { read: request, .. } => request.check(),
+        Request::Overlays(request) => request.check(),
+        Request::Blobs(request) => request.check(),
     }
 }
 
@@ -122,28 +221,22 @@ pub fn encode_request(
 pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes>, EncodeError> {
     check_request(request)?;
     let mut w = ChunkWriter::new();
-    request_body(&mut w, request);
+    match request {
+        Request::Admin(request) => request.write(&mut w),
+        Request::Contexts(request) => request.write(&mut w),
+        Request::Retention(request) => request.write(&mut w),
+        Request::Kv(request) => request.write(&mut w),
+        Request::Appends(request) => request.write(&mut w),
+        Request::Reads(request) => request.write(&mut w),
+        // An overlay view's read is the read's body, then `u64 as_of`.
+        Request::AsOf { as_of, read } => {
+            read.write(&mut w);
+            w.u64(*as_of);
+        }
+        Request::Overlays(request) => request.write(&mut w),
+        Request::Blobs(request) => request.write(&mut w),
+    }
     Ok(w.finish(request.message_type().code(), request.frame_flags(), req_id))
-}
-
-/// A request's body (`check_request` passed). An overlay view's read is the read's body, then
-/// `u64 as_of`.
-fn request_body(w: &mut ChunkWriter, request: &Request) {
-    if let Request::AsOf { as_of, read } = request {
-        request_body(w, read);
-        w.u64(*as_of);
-        return;
-    }
-    match Family::of(request.message_type()) {
-        Family::Admin => admin::write_request(w, request),
-        Family::Contexts => contexts::write_request(w, request),
-        Family::Retention => retention::write_request(w, request),
-        Family::Kv => kv::write_request(w, request),
-        Family::Turns => turns::write_request(w, request),
-        Family::AgentTurns => agent_turns::write_request(w, request),
-        Family::Overlays => overlays::write_request(w, request),
-        Family::Blobs => blobs::write_request(w, request),
-    }
 }
 
 #[cfg(test)]
@@ -151,12 +244,12 @@ mod tests {
     use super::*;
 
     fn hello(token_len: usize, name_len: usize) -> Request {
-        Request::Hello {
+        Request::Admin(AdminRequest::Hello {
             min_version: 1,
             max_version: 1,
             token: Bytes::from(vec![b't'; token_len]),
             client_name: "n".repeat(name_len),
-        }
+        })
     }
 
     #[test]
@@ -172,7 +265,7 @@ mod tests {
         let error = encode_request_chunks(3, &hello(0, NAME_BYTES_MAX + 1)).unwrap_err();
         assert_eq!(error.field, "client_name");
         let hashes = vec![BlobHash([0; 32]); LIST_ITEMS_LIMIT as usize + 1];
-        let error = check_request(&Request::HasBlobs { hashes }).unwrap_err();
+        let error = check_request(&Request::Blobs(BlobsRequest::HasBlobs { hashes })).unwrap_err();
         assert_eq!(error.field, "hashes");
         assert_eq!(out.len(), encoded, "a refused request writes nothing");
     }

@@ -1,16 +1,80 @@
-//! Responses: decoding (`decode_response`) and encoding (`encode_response`). Each is a
-//! dispatch on the answered request's family; the family's module reads and writes the body.
-//! What no family owns stays here: ERROR (0xFFFF, the answer to any request) and the frame
-//! flag `OVERLAYS` (`Response::Overlaid`, whose states `overlays.rs` reads and writes).
+//! `Response`, a variant per message family, and its entry points: decoding
+//! (`decode_response`) and encoding (`encode_response`), each one match over the families;
+//! the family's module reads and writes the body. What no family owns stays here: ERROR
+//! (0xFFFF, the answer to any request) and the frame flag `OVERLAYS` (`Response::Overlaid`,
+//! whose states `overlays.rs` reads and writes).
 
 use bytes::Bytes;
 
 use super::cursor::Cursor;
 use super::writer::{ChunkWriter, truncate_utf8};
-use super::{Family, admin, agent_turns, blobs, contexts, kv, overlays, retention, turns};
+use super::{
+    AdminResponse, AppendsResponse, BlobsResponse, ContextsResponse, Family, KvResponse,
+    OverlaysResponse, ReadsResponse, RetentionResponse, overlays,
+};
 use crate::error::{DecodeError, ErrorCode};
 use crate::frame::FrameHeader;
 use crate::message::*;
+
+/// An answer: the family of the request it answers, then the message; or ERROR.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    Admin(AdminResponse),
+    Contexts(ContextsResponse),
+    Retention(RetentionResponse),
+    Kv(KvResponse),
+    Appends(AppendsResponse),
+    Reads(ReadsResponse),
+    Overlays(OverlaysResponse),
+    Blobs(BlobsResponse),
+    /// Answer to a read sent with `Request::AsOf`: the read's answer (boxed: a TURN would grow
+    /// every response's size), and one overlay state per TURN in it, in order (frame flag
+    /// `OVERLAYS`).
+    Overlaid {
+        response: Box<ReadsResponse>,
+        overlays: Vec<OverlayWire>,
+    },
+    Error {
+        code: ErrorCode,
+        detail: u64,
+        message: String,
+    },
+}
+
+impl Response {
+    /// The `msg_type` of the frame that carries this response.
+    pub fn msg_type(&self) -> u16 {
+        let answered = match self {
+            Response::Admin(response) => response.message_type(),
+            Response::Contexts(response) => response.message_type(),
+            Response::Retention(response) => response.message_type(),
+            Response::Kv(response) => response.message_type(),
+            Response::Appends(response) => response.message_type(),
+            Response::Reads(response) => response.message_type(),
+            Response::Overlaid { response, .. } => response.message_type(),
+            Response::Overlays(response) => response.message_type(),
+            Response::Blobs(response) => response.message_type(),
+            Response::Error { .. } => return ERROR_TYPE,
+        };
+        answered.response_code()
+    }
+
+    /// The frame header's `flags` this response is sent with.
+    pub fn frame_flags(&self) -> u16 {
+        match self {
+            Response::Overlaid { .. } => frame_flags::OVERLAYS,
+            _ => 0,
+        }
+    }
+
+    pub fn error(code: ErrorCode, message: impl Into<String>) -> Response {
+        Response::Error {
+            code,
+            detail: 0,
+            message: message.into(),
+        }
+    }
+}
 
 /// Decodes a response body, given the frame's `msg_type`.
 pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, DecodeError> {
@@ -29,23 +93,31 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
         return Err(cursor.invalid("flags", "frame flags this answer cannot carry"));
     }
     let response = match Family::of(message_type) {
-        Family::Admin => admin::read_response(message_type, &mut cursor)?,
-        Family::Contexts => contexts::read_response(message_type, &mut cursor)?,
-        Family::Retention => retention::read_response(message_type, &mut cursor)?,
-        Family::Kv => kv::read_response(message_type, &mut cursor)?,
-        Family::Turns => turns::read_response(message_type, &mut cursor)?,
-        Family::AgentTurns => agent_turns::read_response(message_type, &mut cursor)?,
-        Family::Overlays => overlays::read_response(message_type, &mut cursor)?,
-        Family::Blobs => blobs::read_response(message_type, &mut cursor)?,
-    };
-    let response = if overlay_view {
-        let states = overlays::read_states(&mut cursor, response.turn_count())?;
-        Response::Overlaid {
-            response: Box::new(response),
-            overlays: states,
+        Family::Admin(kind) => Response::Admin(AdminResponse::read(kind, &mut cursor)?),
+        Family::Contexts(kind) => {
+            Response::Contexts(ContextsResponse::read(kind, message_type, &mut cursor)?)
         }
-    } else {
-        response
+        Family::Retention(kind) => {
+            Response::Retention(RetentionResponse::read(kind, message_type, &mut cursor)?)
+        }
+        Family::Kv(kind) => Response::Kv(KvResponse::read(kind, message_type, &mut cursor)?),
+        Family::Appends(kind) => {
+            Response::Appends(AppendsResponse::read(kind, message_type, &mut cursor)?)
+        }
+        Family::Reads(kind) => {
+            let response = ReadsResponse::read(kind, message_type, &mut cursor)?;
+            if overlay_view {
+                let overlays = overlays::read_states(&mut cursor, response.turn_count())?;
+                Response::Overlaid {
+                    response: Box::new(response),
+                    overlays,
+                }
+            } else {
+                Response::Reads(response)
+            }
+        }
+        Family::Overlays(kind) => Response::Overlays(OverlaysResponse::read(kind, &mut cursor)?),
+        Family::Blobs(kind) => Response::Blobs(BlobsResponse::read(kind, &mut cursor)?),
     };
     cursor.finish()?;
     Ok(response)
@@ -76,58 +148,31 @@ fn read_error(body: Bytes) -> Result<Response, DecodeError> {
 /// are separate chunks referencing the caller's bytes (no copy).
 pub fn encode_response(req_id: u64, response: &Response) -> Vec<Bytes> {
     let mut w = ChunkWriter::new();
-    response_body(&mut w, response);
-    w.finish(response.msg_type(), response.frame_flags(), req_id)
-}
-
-/// A response's body. Routed by variant, not by `Family::of`, since a variant (`Context`,
-/// `Turns`, …) may answer several message types; the match has no catch-all, so a new variant
-/// must be given its family here.
-fn response_body(w: &mut ChunkWriter, response: &Response) {
     match response {
-        Response::Error {
-            code,
-            detail,
-            message,
-        } => write_error(w, *code, *detail, message),
+        Response::Admin(response) => response.write(&mut w),
+        Response::Contexts(response) => response.write(&mut w),
+        Response::Retention(response) => response.write(&mut w),
+        Response::Kv(response) => response.write(&mut w),
+        Response::Appends(response) => response.write(&mut w),
+        Response::Reads(response) => response.write(&mut w),
         Response::Overlaid {
             response,
             overlays: states,
         } => {
             // One state per TURN: the server builds both from the same page.
             assert_eq!(states.len(), response.turn_count(), "an overlay per turn");
-            response_body(w, response);
-            overlays::write_states(w, states);
+            response.write(&mut w);
+            overlays::write_states(&mut w, states);
         }
-        Response::Hello { .. }
-        | Response::Pong { .. }
-        | Response::Stats(_)
-        | Response::StatsEx { .. }
-        | Response::GcDone(_)
-        | Response::BackedUp(_) => admin::write_response(w, response),
-        Response::Context { .. }
-        | Response::ContextInfo { .. }
-        | Response::Opened { .. }
-        | Response::ContextList { .. } => contexts::write_response(w, response),
-        Response::Retention { .. } => retention::write_response(w, response),
-        Response::Done { .. } | Response::KvValue { .. } | Response::KvList { .. } => {
-            kv::write_response(w, response)
-        }
-        Response::Appended { .. } | Response::Turn(_) | Response::Turns { .. } => {
-            turns::write_response(w, response)
-        }
-        Response::AppendedTurns { .. }
-        | Response::TurnInfo { .. }
-        | Response::TurnLog { .. }
-        | Response::Page { .. }
-        | Response::FoundTurns { .. } => agent_turns::write_response(w, response),
-        Response::Patched { .. } | Response::Redacted { .. } | Response::Purged { .. } => {
-            overlays::write_response(w, response)
-        }
-        Response::Blob(_) | Response::HasBlobs { .. } | Response::ChunkedStored { .. } => {
-            blobs::write_response(w, response)
-        }
+        Response::Overlays(response) => response.write(&mut w),
+        Response::Blobs(response) => response.write(&mut w),
+        Response::Error {
+            code,
+            detail,
+            message,
+        } => write_error(&mut w, *code, *detail, message),
     }
+    w.finish(response.msg_type(), response.frame_flags(), req_id)
 }
 
 /// ERROR's body; a message longer than the protocol's 4 KiB is cut on a character boundary.

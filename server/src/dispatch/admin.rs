@@ -1,24 +1,39 @@
-//! The store as a whole: STATS, STATS_EX, BACKUP, GC.
+//! The admin family: PING, STATS, STATS_EX, BACKUP, GC (HELLO is the connection's, answered
+//! before any request reaches a dispatcher). STATS and STATS_EX come from one
+//! `Engine::stats`; BACKUP and GC run the engine's blocking `backup` and `gc` on a thread of
+//! their own (`ctxstore-backup`, `ctxstore-gc-req`) and await the answer, so the core serves
+//! on meanwhile.
 
 use std::sync::atomic::Ordering;
 
 use ctxstore_engine::EngineError;
-use ctxstore_protocol::{BackupWire, ErrorCode, GcStatsWire, GcWire, Request, Response, StatsWire};
+use ctxstore_protocol::{
+    AdminRequest, AdminResponse, BackupWire, ErrorCode, GcStatsWire, GcWire, Response, StatsWire,
+};
 
-use super::{Dispatcher, engine_error, misrouted};
+use super::{Dispatcher, engine_error, error};
 
 impl Dispatcher {
-    pub(super) async fn answer_admin(&self, request: Request) -> Result<Response, Response> {
+    pub(super) async fn answer_admin(
+        &self,
+        request: AdminRequest,
+    ) -> Result<AdminResponse, Response> {
         match request {
-            Request::Stats => Ok(Response::Stats(self.stats().0)),
-            Request::StatsEx => {
+            // The connection answers HELLO itself, and a second one closes it: one here is a
+            // framing error all the same.
+            AdminRequest::Hello { .. } => Err(error(
+                ErrorCode::BadFrame,
+                "HELLO may only be sent once, first",
+            )),
+            AdminRequest::Ping { nonce } => Ok(AdminResponse::Pong { nonce }),
+            AdminRequest::Stats => Ok(AdminResponse::Stats(self.stats().0)),
+            AdminRequest::StatsEx => {
                 let (stats, gc) = self.stats();
                 let stats = Box::new(stats);
-                Ok(Response::StatsEx { stats, gc })
+                Ok(AdminResponse::StatsEx { stats, gc })
             }
-            Request::Backup { dir } => self.backup(dir).await,
-            Request::Gc => self.gc().await,
-            other => Err(misrouted(&other)),
+            AdminRequest::Backup { dir } => self.backup(dir).await,
+            AdminRequest::Gc => self.gc().await,
         }
     }
 
@@ -51,13 +66,13 @@ impl Dispatcher {
 
     /// BACKUP: the engine copies files for as long as the store is large, so it runs on a
     /// thread of its own; this core only awaits its answer.
-    async fn backup(&self, dir: String) -> Result<Response, Response> {
+    async fn backup(&self, dir: String) -> Result<AdminResponse, Response> {
         let engine = self.engine.clone();
         let report = on_own_thread("ctxstore-backup", "backup", move || {
             engine.backup(std::path::Path::new(&dir))
         })
         .await?;
-        Ok(Response::BackedUp(BackupWire {
+        Ok(AdminResponse::BackedUp(BackupWire {
             turns: report.turns,
             blobs: report.blobs,
             bytes: report.bytes,
@@ -69,11 +84,11 @@ impl Dispatcher {
 
     /// GC: a collection reads the log and the indexes and rewrites packs (blocking file I/O),
     /// so it runs on a thread of its own, like BACKUP; this core only awaits its answer.
-    async fn gc(&self) -> Result<Response, Response> {
+    async fn gc(&self) -> Result<AdminResponse, Response> {
         let engine = self.engine.clone();
         let report =
             on_own_thread("ctxstore-gc-req", "garbage collection", move || engine.gc()).await?;
-        Ok(Response::GcDone(GcWire {
+        Ok(AdminResponse::GcDone(GcWire {
             turns_dead: report.turns_dead,
             blobs_dead: report.blobs_dead,
             bytes_reclaimed: report.bytes_reclaimed,

@@ -1,19 +1,22 @@
-//! Appends: APPEND_TURN and APPEND_TURN_BY_HASH (version 1), APPEND_TURNS (version 2, turns
-//! with a parent, a key, labels, links, a summary flag).
+//! The appends family: APPEND_TURN and APPEND_TURN_BY_HASH (version 1), APPEND_TURNS (version 2,
+//! turns with a parent, a key, labels, links, a summary flag).
 
 use ctxstore_engine::{AppendPayload, AppendRequest, ContextId, Parent, TurnId, TurnOptions};
 use ctxstore_protocol::{
-    AppendedWire, ContextRef as ContextRefWire, MessageType, ParentWire, PayloadSpec, Request,
-    Response, TurnSpec,
+    AppendedWire, AppendsRequest, AppendsResponse, ContextRef as ContextRefWire, MessageType,
+    ParentWire, PayloadSpec, Response, TurnSpec,
 };
 
-use super::{Dispatcher, engine_error, misrouted, turn_wire};
+use super::{Dispatcher, engine_error, turn_wire};
 
 impl Dispatcher {
-    pub(super) async fn answer_append(&self, request: Request) -> Result<Response, Response> {
+    pub(super) async fn answer_appends(
+        &self,
+        request: AppendsRequest,
+    ) -> Result<AppendsResponse, Response> {
         let message_type = request.message_type();
         match request {
-            Request::AppendTurn {
+            AppendsRequest::AppendTurn {
                 context,
                 expected_head,
                 type_tag,
@@ -25,7 +28,7 @@ impl Dispatcher {
                 let append = append_request(context_id, expected_head, type_tag, codec, payload);
                 self.append(message_type, append).await
             }
-            Request::AppendTurnByHash {
+            AppendsRequest::AppendTurnByHash {
                 context,
                 expected_head,
                 type_tag,
@@ -37,12 +40,11 @@ impl Dispatcher {
                 let append = append_request(context_id, expected_head, type_tag, codec, payload);
                 self.append(message_type, append).await
             }
-            Request::AppendTurns {
+            AppendsRequest::AppendTurns {
                 context,
                 expected_head,
                 turns,
             } => self.append_turns(context, expected_head, turns).await,
-            other => Err(misrouted(&other)),
         }
     }
 
@@ -51,13 +53,13 @@ impl Dispatcher {
         &self,
         message_type: MessageType,
         request: AppendRequest,
-    ) -> Result<Response, Response> {
+    ) -> Result<AppendsResponse, Response> {
         // The agent reads its context again before its next model call: keep new bytes (this
         // core hashed them, so they are verified) for the payload cache, this core's and,
         // offered, the others' (the read may come through another connection).
         let bytes = match &request.payload {
             AppendPayload::Bytes(bytes) => Some(bytes.clone()),
-            AppendPayload::StoredBlob(_) => None,
+            AppendPayload::StoredBlob(_) | AppendPayload::Zstd { .. } => None,
         };
         let appended = self.engine.append(request).await.map_err(engine_error)?;
         if let Some(bytes) = bytes {
@@ -65,21 +67,20 @@ impl Dispatcher {
                 .borrow_mut()
                 .insert_appended(appended.turn.payload_hash, &bytes);
         }
-        Ok(Response::Appended {
+        Ok(AppendsResponse::Appended {
             message_type,
             turn: turn_wire(&appended.turn),
             deduped: appended.deduped,
         })
     }
 
-    /// APPEND_TURNS: one turn through the append pipeline, several as one batch append (one
-    /// group commit, all or none).
+    /// APPEND_TURNS: the turns as one batch append (one group commit, all or none).
     async fn append_turns(
         &self,
         context: ContextRefWire,
         expected_head: Option<u64>,
         specs: Vec<TurnSpec>,
-    ) -> Result<Response, Response> {
+    ) -> Result<AppendsResponse, Response> {
         let context_id = self.context_id(context)?;
         let requests: Vec<AppendRequest> = specs
             .into_iter()
@@ -89,20 +90,13 @@ impl Dispatcher {
                 turn_request(context_id, expected_head, spec)
             })
             .collect();
-        let appended = if requests.len() == 1 {
-            let request = requests
-                .into_iter()
-                .next()
-                .map(|request| self.engine.append(request));
-            match request {
-                Some(append) => vec![append.await.map_err(engine_error)?],
-                None => Vec::new(),
-            }
-        } else {
-            let batch = self.engine.append_batch(requests).await;
-            batch.map_err(engine_error)?
-        };
-        Ok(Response::AppendedTurns {
+        // One route for every length: a batch of one is what `Engine::append` sends too.
+        let appended = self
+            .engine
+            .append_batch(requests)
+            .await
+            .map_err(engine_error)?;
+        Ok(AppendsResponse::AppendedTurns {
             turns: appended
                 .iter()
                 .map(|appended| AppendedWire {
@@ -146,6 +140,15 @@ fn turn_request(
         payload: match spec.payload {
             PayloadSpec::Bytes(bytes) => AppendPayload::Bytes(bytes),
             PayloadSpec::Hash(hash) => AppendPayload::StoredBlob(hash),
+            PayloadSpec::Zstd {
+                hash,
+                raw_len,
+                frame,
+            } => AppendPayload::Zstd {
+                hash,
+                raw_len,
+                frame,
+            },
         },
         options: TurnOptions {
             parent: match spec.parent {

@@ -1,38 +1,41 @@
-//! Blobs: GET_BLOB, HAS_BLOBS (version 1) and PUT_CHUNKED (version 2, sub-blob dedup, issue
-//! 16).
+//! The blobs family: GET_BLOB, HAS_BLOBS (version 1) and PUT_CHUNKED (version 2, sub-blob
+//! dedup, issue 16).
 
 use ctxstore_engine::{BlobHash, ChunkRef};
 use ctxstore_protocol::{
-    ChunkBaseWire, ChunkWire, ErrorCode, Request, Response, SentChunkWire, read_flags,
+    BlobsRequest, BlobsResponse, ChunkBaseWire, ChunkWire, ErrorCode, Response, SentChunkWire,
+    read_flags,
 };
 
-use super::{Dispatcher, engine_error, error, misrouted, payload_mode, payload_wire};
+use super::{Dispatcher, engine_error, error, payload_mode, payload_wire};
 
 impl Dispatcher {
-    pub(super) async fn answer_blob(&self, request: Request) -> Result<Response, Response> {
+    pub(super) async fn answer_blobs(
+        &self,
+        request: BlobsRequest,
+    ) -> Result<BlobsResponse, Response> {
         match request {
-            Request::GetBlob { hash, read_flags } => self.blob(hash, read_flags),
-            Request::HasBlobs { hashes } => self.has_blobs(hashes).await,
-            Request::PutChunked {
+            BlobsRequest::GetBlob { hash, read_flags } => self.blob(hash, read_flags),
+            BlobsRequest::HasBlobs { hashes } => self.has_blobs(hashes).await,
+            BlobsRequest::PutChunked {
                 payload_hash,
                 base,
                 chunks,
                 sent,
             } => self.put_chunked(payload_hash, base, chunks, sent).await,
-            other => Err(misrouted(&other)),
         }
     }
 
-    fn blob(&self, hash: BlobHash, flags: u32) -> Result<Response, Response> {
+    fn blob(&self, hash: BlobHash, flags: u32) -> Result<BlobsResponse, Response> {
         let mode = payload_mode(flags | read_flags::WITH_PAYLOADS);
         let mut cache = self.cache_for_read();
         let payload = self.engine.read_payload(hash, mode, &mut *cache);
         payload
-            .map(|payload| Response::Blob(payload_wire(payload)))
+            .map(|payload| BlobsResponse::Blob(payload_wire(payload)))
             .map_err(engine_error)
     }
 
-    async fn has_blobs(&self, hashes: Vec<BlobHash>) -> Result<Response, Response> {
+    async fn has_blobs(&self, hashes: Vec<BlobHash>) -> Result<BlobsResponse, Response> {
         if hashes.len() > self.limits.has_blobs_max as usize {
             return Err(error(
                 ErrorCode::TooLarge,
@@ -47,7 +50,7 @@ impl Dispatcher {
         for hash in hashes {
             present.push(self.engine.has_blob(hash).await);
         }
-        Ok(Response::HasBlobs { present })
+        Ok(BlobsResponse::HasBlobs { present })
     }
 
     /// PUT_CHUNKED (issue 16): the engine checks every sent chunk against its hash and the
@@ -61,7 +64,7 @@ impl Dispatcher {
         base: Option<ChunkBaseWire>,
         chunks: Vec<ChunkWire>,
         sent: Vec<SentChunkWire>,
-    ) -> Result<Response, Response> {
+    ) -> Result<BlobsResponse, Response> {
         let base = base.map(|base| (base.hash, base.kept));
         let chunks = chunks
             .into_iter()
@@ -79,7 +82,7 @@ impl Dispatcher {
         let already_stored = stored.map_err(engine_error)?;
         // Stored now (a collection could only take it after a grace interval).
         let payload_len = self.engine.blob_len(hash).map_or(0, u64::from);
-        Ok(Response::ChunkedStored {
+        Ok(BlobsResponse::ChunkedStored {
             payload_hash,
             payload_len,
             already_stored,

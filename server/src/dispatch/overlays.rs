@@ -1,22 +1,25 @@
-//! Overlays (decision 0012): PATCH_TURN, REDACT_TURN, PURGE_BLOB. Reads in an overlay view are
-//! `reads.rs`'s.
+//! The overlays family (decision 0012): PATCH_TURN, REDACT_TURN, PURGE_BLOB. Reads in an overlay
+//! view are `reads.rs`'s.
 
 use ctxstore_engine::TurnId;
-use ctxstore_protocol::{Request, Response};
+use ctxstore_protocol::{OverlaysRequest, OverlaysResponse, Response};
 
-use super::{Dispatcher, engine_error, misrouted};
+use super::{Dispatcher, engine_error};
 
 impl Dispatcher {
-    pub(super) async fn answer_overlay(&self, request: Request) -> Result<Response, Response> {
+    pub(super) async fn answer_overlays(
+        &self,
+        request: OverlaysRequest,
+    ) -> Result<OverlaysResponse, Response> {
         match request {
-            Request::PatchTurn { turn_id, payload } => {
+            OverlaysRequest::PatchTurn { turn_id, payload } => {
                 let patched = self.engine.patch_turn(TurnId(turn_id), payload.clone());
                 let patched = patched.await.map_err(engine_error)?;
                 // Like an append's: new bytes this core hashed, likely read again soon.
                 self.payload_cache
                     .borrow_mut()
                     .insert(patched.turn.payload_hash, &payload);
-                Ok(Response::Patched {
+                Ok(OverlaysResponse::Patched {
                     turn_id,
                     overlay_seq: patched.overlay_seq,
                     payload_hash: patched.turn.payload_hash,
@@ -26,24 +29,23 @@ impl Dispatcher {
             // Nothing to take out of the payload caches: reads look at the overlays (a
             // redacted turn has no payload to look up) and at the purged blobs before any
             // cache (the engine's `read.rs`).
-            Request::RedactTurn { turn_id } => {
+            OverlaysRequest::RedactTurn { turn_id } => {
                 let redacted = self.engine.redact_turn(TurnId(turn_id)).await;
                 let redacted = redacted.map_err(engine_error)?;
-                Ok(Response::Redacted {
+                Ok(OverlaysResponse::Redacted {
                     turn_id,
                     overlay_seq: redacted.overlay_seq,
                 })
             }
-            Request::PurgeBlob { hash } => {
+            OverlaysRequest::PurgeBlob { hash } => {
                 let purged = self.engine.purge_blob(hash).await;
                 let purged = purged.map_err(engine_error)?;
-                Ok(Response::Purged {
+                Ok(OverlaysResponse::Purged {
                     payload_hash: purged.payload_hash,
                     turns_redacted: purged.turns_redacted,
                     overlay_seq: purged.overlay_seq,
                 })
             }
-            other => Err(misrouted(&other)),
         }
     }
 }

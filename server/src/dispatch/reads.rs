@@ -12,22 +12,22 @@ use ctxstore_engine::turns::{LogCursor, LogQuery, TurnWithExtras};
 use ctxstore_engine::{ContextRef, Page, PageOptions, PageQuery, PayloadMode, TurnId};
 use ctxstore_protocol::{
     ContextRef as ContextRefWire, ErrorCode, LogCursorWire, MessageType, OverlayWire, PageKind,
-    PayloadWire, Request, Response, TurnEntry, TurnEntryV2,
+    PayloadWire, ReadsRequest, ReadsResponse, Response, TurnEntry, TurnEntryV2,
 };
 
 use super::{
-    Dispatcher, context_ref, engine_error, error, extras_wire, misrouted, overlay_wire,
-    payload_mode, payload_wire, turn_wire,
+    Dispatcher, context_ref, engine_error, error, extras_wire, overlay_wire, payload_mode,
+    payload_wire, turn_wire,
 };
 
 /// A response that answers TURNs, with each TURN's overlay state in wire order.
-type Read = Result<(Response, Vec<OverlayWire>), Response>;
+type Read = Result<(ReadsResponse, Vec<OverlayWire>), Response>;
 
 impl Dispatcher {
     /// A read in an overlay view (decision 0012): the same answer, each TURN's overlay state
     /// after it.
-    pub(super) fn read_as_of(&self, as_of: u64, read: Request) -> Result<Response, Response> {
-        let (response, overlays) = self.read(read, (as_of > 0).then_some(as_of))?;
+    pub(super) fn read_as_of(&self, as_of: u64, read: ReadsRequest) -> Result<Response, Response> {
+        let (response, overlays) = self.answer_read(read, (as_of > 0).then_some(as_of))?;
         Ok(Response::Overlaid {
             response: Box::new(response),
             overlays,
@@ -37,24 +37,53 @@ impl Dispatcher {
     /// Every read that answers TURNs, in the overlay view `as_of` (`None`: the latest), with
     /// each TURN's overlay state in wire order (dropped unless the request asked for them).
     /// Synchronous: the payload cache is never borrowed across an await.
-    pub(super) fn read(&self, request: Request, as_of: Option<u64>) -> Read {
+    pub(super) fn answer_read(&self, request: ReadsRequest, as_of: Option<u64>) -> Read {
         match request {
-            Request::GetTurn { turn_id } => {
-                let turn = self.engine.turn_as_of(TurnId(turn_id), as_of);
-                let turn = turn.map_err(engine_error)?;
-                Ok((Response::Turn(turn_wire(&turn)), vec![overlay_wire(&turn)]))
+            ReadsRequest::GetTurn { turn_id } => self.turn(TurnId(turn_id), as_of),
+            ReadsRequest::GetLast {
+                context,
+                limit,
+                read_flags,
+            } => {
+                let context_id = self.context_id(context)?;
+                self.page(PageQuery::Last { context_id, limit }, read_flags, as_of)
             }
-            Request::GetLast { .. }
-            | Request::GetBefore { .. }
-            | Request::GetRangeByDepth { .. }
-            | Request::GetChain { .. } => {
-                let (query, flags) = self.page_query(request)?;
-                self.page(query, flags, as_of)
+            ReadsRequest::GetBefore {
+                context,
+                before_turn_id,
+                limit,
+                read_flags,
+            } => {
+                let before = TurnId(before_turn_id);
+                self.before(context, before, limit, read_flags, as_of)
             }
-            Request::GetTurnByKey { context, key } => {
+            ReadsRequest::GetRangeByDepth {
+                context,
+                from_depth,
+                limit,
+                read_flags,
+            } => self.range_by_depth(context, from_depth, limit, read_flags, as_of),
+            ReadsRequest::GetChain {
+                turn_id,
+                from_depth,
+                limit,
+                read_flags,
+            } => {
+                let turn_id = TurnId(turn_id);
+                self.page(
+                    PageQuery::Chain {
+                        turn_id,
+                        from_depth,
+                        limit,
+                    },
+                    read_flags,
+                    as_of,
+                )
+            }
+            ReadsRequest::GetTurnByKey { context, key } => {
                 self.turn_by_key(context_ref(context), &key, as_of)
             }
-            Request::TurnLog {
+            ReadsRequest::TurnLog {
                 context,
                 labels,
                 cursor,
@@ -65,78 +94,65 @@ impl Dispatcher {
                 let query = self.log_query(labels, cursor, limit, mode, as_of);
                 self.turn_log(context_ref(context), &query, mode)
             }
-            Request::ReadPage {
+            ReadsRequest::ReadPage {
                 context,
                 kind,
                 limit,
                 read_flags,
             } => self.read_page(context, kind, limit, read_flags, as_of),
-            Request::FindTurns {
+            ReadsRequest::FindTurns {
                 key,
                 value,
                 before_turn_id,
                 limit,
             } => self.find_turns(&key, &value, TurnId(before_turn_id), limit, as_of),
-            other => Err(error(
-                ErrorCode::BadFrame,
-                format!("{} returns no turns", other.message_type().name()),
-            )),
         }
     }
 
-    /// GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH, GET_CHAIN as the engine's query (a context
-    /// named by name resolved first), with the request's read flags.
-    fn page_query(&self, request: Request) -> Result<(PageQuery, u32), Response> {
-        Ok(match request {
-            Request::GetLast {
-                context,
-                limit,
-                read_flags,
-            } => {
-                let context_id = self.context_id(context)?;
-                (PageQuery::Last { context_id, limit }, read_flags)
-            }
-            Request::GetBefore {
-                context,
-                before_turn_id,
-                limit,
-                read_flags,
-            } => {
-                let query = PageQuery::Before {
-                    context_id: self.context_id(context)?,
-                    before: TurnId(before_turn_id),
-                    limit,
-                };
-                (query, read_flags)
-            }
-            Request::GetRangeByDepth {
-                context,
-                from_depth,
-                limit,
-                read_flags,
-            } => {
-                let query = PageQuery::RangeByDepth {
-                    context_id: self.context_id(context)?,
-                    from_depth,
-                    limit,
-                };
-                (query, read_flags)
-            }
-            Request::GetChain {
-                turn_id,
-                from_depth,
-                limit,
-                read_flags,
-            } => {
-                let query = PageQuery::Chain {
-                    turn_id: TurnId(turn_id),
-                    from_depth,
-                    limit,
-                };
-                (query, read_flags)
-            }
-            other => return Err(misrouted(&other)),
-        })
+    /// GET_BEFORE: the `limit` turns of the context's chain older than `before`.
+    fn before(
+        &self,
+        context: ContextRefWire,
+        before: TurnId,
+        limit: u32,
+        flags: u32,
+        as_of: Option<u64>,
+    ) -> Read {
+        let context_id = self.context_id(context)?;
+        let query = PageQuery::Before {
+            context_id,
+            before,
+            limit,
+        };
+        self.page(query, flags, as_of)
+    }
+
+    /// GET_RANGE_BY_DEPTH: the turns of the context's chain from `from_depth`.
+    fn range_by_depth(
+        &self,
+        context: ContextRefWire,
+        from_depth: u32,
+        limit: u32,
+        flags: u32,
+        as_of: Option<u64>,
+    ) -> Read {
+        let context_id = self.context_id(context)?;
+        let query = PageQuery::RangeByDepth {
+            context_id,
+            from_depth,
+            limit,
+        };
+        self.page(query, flags, as_of)
+    }
+
+    /// GET_TURN: the turn in the overlay view `as_of`.
+    fn turn(&self, turn_id: TurnId, as_of: Option<u64>) -> Read {
+        let turn = self.engine.turn_as_of(turn_id, as_of);
+        let turn = turn.map_err(engine_error)?;
+        Ok((
+            ReadsResponse::Turn(turn_wire(&turn)),
+            vec![overlay_wire(&turn)],
+        ))
     }
 
     /// GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH, GET_CHAIN: one engine read (synchronous, so
@@ -211,9 +227,9 @@ impl Dispatcher {
         let found = self.engine.turn_by_key_as_of(&context, key, as_of);
         match found.map_err(engine_error)? {
             Some(turn) => Ok((
-                Response::TurnInfo {
+                ReadsResponse::TurnInfo {
                     turn: Box::new(turn_wire(&turn.turn)),
-                    extras: extras_wire(turn.extras),
+                    extras: extras_wire(turn.extras.key, turn.extras.labels, turn.extras.links),
                 },
                 vec![overlay_wire(&turn.turn)],
             )),
@@ -256,7 +272,7 @@ impl Dispatcher {
             .turn_log(&context, query)
             .map_err(engine_error)?;
         let (entries, overlays) = self.log_entries(page.turns, mode)?;
-        let response = Response::TurnLog {
+        let response = ReadsResponse::TurnLog {
             next_cursor: page.next_cursor.map(|cursor| LogCursorWire {
                 phase: cursor.phase,
                 next: cursor.next.0,
@@ -291,7 +307,7 @@ impl Dispatcher {
             };
             entries.push(TurnEntryV2 {
                 turn: turn_wire(&turn.turn),
-                extras: extras_wire(turn.extras),
+                extras: extras_wire(turn.extras.key, turn.extras.labels, turn.extras.links),
                 payload,
             });
         }
@@ -316,12 +332,16 @@ impl Dispatcher {
             .iter()
             .map(|turn| overlay_wire(&turn.turn))
             .collect();
-        let response = Response::FoundTurns {
+        let response = ReadsResponse::FoundTurns {
             next_before: found.next_before.0,
             turns: found
                 .turns
                 .into_iter()
-                .map(|turn| (turn_wire(&turn.turn), extras_wire(turn.extras)))
+                .map(|turn| {
+                    let extras = turn.extras;
+                    let extras = extras_wire(extras.key, extras.labels, extras.links);
+                    (turn_wire(&turn.turn), extras)
+                })
                 .collect(),
         };
         Ok((response, overlays))
@@ -337,7 +357,7 @@ fn page_overlays(page: &Page) -> Vec<OverlayWire> {
 }
 
 /// A version-1 page read's TURNS response.
-fn turns_response(query: PageQuery, page: Page) -> Response {
+fn turns_response(query: PageQuery, page: Page) -> ReadsResponse {
     let message_type = match query {
         PageQuery::Last { .. } => MessageType::GetLast,
         PageQuery::Before { .. } => MessageType::GetBefore,
@@ -352,7 +372,7 @@ fn turns_response(query: PageQuery, page: Page) -> Response {
             payload: entry.payload.map_or_else(PayloadWire::absent, payload_wire),
         })
         .collect();
-    Response::Turns {
+    ReadsResponse::Turns {
         message_type,
         next_before: page.next_before.0,
         tip_depth: page.tip_depth,
@@ -361,8 +381,8 @@ fn turns_response(query: PageQuery, page: Page) -> Response {
 }
 
 /// READ_PAGE's PAGE response: the turns with their extras.
-fn page_response(page: Page) -> Response {
-    Response::Page {
+fn page_response(page: Page) -> ReadsResponse {
+    ReadsResponse::Page {
         next_before: page.next_before.0,
         tip_depth: page.tip_depth,
         entries: page
@@ -370,7 +390,7 @@ fn page_response(page: Page) -> Response {
             .into_iter()
             .map(|entry| TurnEntryV2 {
                 turn: turn_wire(&entry.turn),
-                extras: extras_wire(entry.extras),
+                extras: extras_wire(entry.extras.key, entry.extras.labels, entry.extras.links),
                 payload: entry.payload.map_or_else(PayloadWire::absent, payload_wire),
             })
             .collect(),

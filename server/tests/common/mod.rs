@@ -10,9 +10,12 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use ctxstore_client::{Client, ClientConfig};
 use ctxstore_protocol::{
-    FrameHeader, HEADER_BYTES, PROTOCOL_VERSION, Request, Response, decode_response, encode_request,
+    AdminRequest, BlobsRequest, FrameHeader, HEADER_BYTES, PROTOCOL_VERSION, Request, Response,
+    decode_response, encode_request,
 };
 use ctxstore_server::{Server, ServerConfig};
+use ctxstore_testsupport::ServerLaunch;
+pub use ctxstore_testsupport::TestServer;
 
 /// A server configuration for tests: ephemeral port, small engine files, 2 network cores.
 pub fn config(dir: &Path) -> ServerConfig {
@@ -82,12 +85,12 @@ impl Raw {
     }
 
     pub fn hello_versions(&mut self, token: &[u8], min_version: u16, max_version: u16) -> Response {
-        let request = Request::Hello {
+        let request = Request::Admin(AdminRequest::Hello {
             min_version,
             max_version,
             token: Bytes::copy_from_slice(token),
             client_name: "raw test".into(),
-        };
+        });
         self.send(1, &request);
         self.receive().expect("hello response").1
     }
@@ -178,10 +181,10 @@ pub fn connect_with_small_receive_buffer(addr: SocketAddr) -> TcpStream {
 pub fn get_blob_frames(hash: [u8; 32], first_req_id: u64, count: u64) -> Vec<u8> {
     let mut bytes = BytesMut::new();
     for req_id in first_req_id..first_req_id + count {
-        let request = Request::GetBlob {
+        let request = Request::Blobs(BlobsRequest::GetBlob {
             hash: ctxstore_protocol::BlobHash(hash),
             read_flags: 0,
-        };
+        });
         encode_request(req_id, &request, &mut bytes).unwrap();
     }
     bytes.to_vec()
@@ -243,80 +246,41 @@ pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
-/// The `ctxstore-server` binary on a temp directory, killed when dropped. Its log goes to
-/// `server.log` in the directory.
-pub struct ServerProcess {
-    pub child: std::process::Child,
-    pub addr: SocketAddr,
-    pub dir: tempfile::TempDir,
+/// The `ctxstore-server` binary on a temp directory with more `flags`, killed when dropped;
+/// its log in `server.log` there (`TestServer::log`).
+pub fn server_process(flags: &[&str]) -> TestServer {
+    ServerLaunch::new(env!("CARGO_BIN_EXE_ctxstore-server"))
+        .flags(flags)
+        .keep_log()
+        .start()
 }
 
-impl ServerProcess {
-    pub fn start(flags: &[&str]) -> ServerProcess {
-        let dir = tempfile::tempdir().unwrap();
-        let ready = dir.path().join("ready");
-        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ctxstore-server"))
-            .arg("--data")
-            .arg(dir.path().join("data"))
-            .args(["--listen", "127.0.0.1:0", "--ready-file"])
-            .arg(&ready)
-            .args(flags)
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            if let Ok(addr) = std::fs::read_to_string(&ready)
-                && addr.ends_with('\n')
-            {
-                break addr.trim().parse().unwrap();
-            }
-            if std::time::Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("server did not become ready");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        ServerProcess { child, addr, dir }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub fn signal(&self, name: &str) {
-        let status = std::process::Command::new("kill")
-            .args([&format!("-{name}"), &self.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// Waits for the process to exit, at most `limit`; `None` if it is still running.
-    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = std::time::Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            if std::time::Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The SeaweedFS replica `.ci/run` starts (`CTXSTORE_S3_TEST_ENDPOINT`): a fresh `s3://` URL
+/// under `name` and the `AWS_*` variables a server needs for it; `None` (the test skips) when
+/// it is not set.
+pub fn seaweedfs(name: &str) -> Option<(String, Vec<(String, String)>)> {
+    let Ok(endpoint) = std::env::var("CTXSTORE_S3_TEST_ENDPOINT") else {
+        eprintln!("skipped: CTXSTORE_S3_TEST_ENDPOINT is not set (.ci/run sets it)");
+        return None;
+    };
+    let bucket =
+        std::env::var("CTXSTORE_S3_TEST_BUCKET").unwrap_or_else(|_| "ctxstore-test".into());
+    let url = format!("s3://{bucket}/{name}-{}", std::process::id());
+    // SeaweedFS takes any credentials (none configured); without them the S3 client would
+    // ask the instance metadata service.
+    let key = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_else(|_| "ctxstore".into());
+    let secret = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "ctxstore".into());
+    let env = [
+        ("AWS_ENDPOINT", endpoint),
+        ("AWS_ALLOW_HTTP", "true".into()),
+        ("AWS_REGION", "us-east-1".into()),
+        ("AWS_ACCESS_KEY_ID", key),
+        ("AWS_SECRET_ACCESS_KEY", secret),
+    ];
+    Some((
+        url,
+        env.into_iter()
+            .map(|(key, value)| (key.to_string(), value))
+            .collect(),
+    ))
 }

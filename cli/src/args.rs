@@ -1,0 +1,836 @@
+//! The command line: `Cli` (the global flags) and the commands (`Command`, `CtxCommand`,
+//! `KvCommand`) as clap parses them, with the parsers of their values (contexts as ids or
+//! `@NAME`, tags, codecs, durations, TTLs, time bounds). Brief §6 is the contract scripts
+//! rely on.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use ctxstore_client::{ContextRef, VerifyPayloads, codec_tag};
+
+use crate::exits::EXIT_CODES;
+
+/// Talk to a ctxstore server: create and fork contexts, append turns, read them back; name,
+/// tag, list and clone contexts, keep key-value entries beside them; delete, prune and expire
+/// contexts, collect what nothing reaches any more; patch and redact turns, purge a blob; back
+/// the store up.
+///
+/// A tour (start a server first: `ctxstore-server`):
+///   ctxstore ctx create                                   # → context 1
+///   echo '{"role":"user","content":"hi"}' | ctxstore append 1 --codec json
+///   ctxstore append 1 --file answer.json --codec json
+///   ctxstore last 1 -n 10 --payloads
+///   ctxstore ctx fork 3                                   # a new context whose head is turn 3
+///   ctxstore --json turn 3                                # one JSON object per line
+///   ctxstore blob <64-hex-hash> -o payload.bin
+///   ctxstore ctx create --name thread-42 --tag status=idle   # CTX: a ContextID or @NAME
+///   ctxstore ctx list --tag status=idle
+///   echo '{"step":1}' | ctxstore kv put @thread-42 checkpoint/1
+///   echo '{"m":1}' | ctxstore append @thread-42 --key cp-1 --label run_id=r1  # retry-safe
+///   ctxstore append @thread-42 --parent 5 --file retry.json  # branch after turn 5
+///   ctxstore log @thread-42 --label run_id=r1             # every branch, newest first
+///   ctxstore find --label run_id=r1                       # turns of every context
+///   echo 'summary…' | ctxstore append @thread-42 --summary
+///   ctxstore window @thread-42                            # latest summary → head
+///   ctxstore ctx prune @thread-42 --keep 100              # only the newest 100 depths stay
+///   ctxstore ctx ttl @thread-42 7d                        # deleted after 7 days without updates
+///   ctxstore ctx delete @thread-42                        # gone; forks keep their history
+///   ctxstore gc                                           # give the disk back now
+///   echo 'fixed' | ctxstore patch 7                       # turn 7 reads "fixed" from now on
+///   ctxstore --as-of 12 last @thread-42                   # the turns as of overlay 12
+///   ctxstore redact 8                                     # turn 8's payload is gone, for good
+///   ctxstore purge <64-hex-hash> --gc                     # every turn naming it, bytes off disk
+///   ctxstore backup --to /var/backups/ctxstore-1          # a consistent copy, on the server's host
+///   ctxstore ping                                         # is the server there? round trip
+///
+/// Exit codes: 0 ok, 1 other error, 2 usage, 3 NOT_FOUND, 4 CONFLICT, 5 connection failure
+/// or timeout, 6 UNAUTHORIZED, 7 ALREADY_EXISTS (details under --help).
+#[derive(Parser, Debug)]
+#[command(
+    name = "ctxstore",
+    version,
+    verbatim_doc_comment,
+    after_long_help = EXIT_CODES
+)]
+pub(crate) struct Cli {
+    /// Server address: HOST:PORT (a host name or an IP address).
+    #[arg(
+        long,
+        global = true,
+        default_value = "127.0.0.1:7411",
+        env = "CTXSTORE_ADDR"
+    )]
+    pub(crate) addr: String,
+    /// Token for servers that require one.
+    #[arg(long, global = true, env = "CTXSTORE_TOKEN", hide_env_values = true)]
+    pub(crate) token: Option<String>,
+    /// One JSON object per result, on its own line; errors as one JSON object on stderr.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    /// Longest wait for the TCP connection, and again for the server's answer to HELLO
+    /// (like 500ms, 5s, 1m).
+    #[arg(
+        long,
+        global = true,
+        default_value = "5s",
+        value_parser = parse_duration,
+        env = "CTXSTORE_CONNECT_TIMEOUT"
+    )]
+    pub(crate) connect_timeout: Duration,
+    /// Longest wait for each response (like 30s, 2m; 0s: no limit).
+    #[arg(
+        long,
+        global = true,
+        default_value = "30s",
+        value_parser = parse_duration,
+        env = "CTXSTORE_TIMEOUT"
+    )]
+    pub(crate) timeout: Duration,
+    /// Reads of turns (turn, last, page, range, replay, log, find, window) show each turn as
+    /// of this overlay sequence number: its latest patch up to SEQ, else as appended (a
+    /// redaction holds in every view). Default: the latest view. Protocol version 2.
+    #[arg(long, global = true, value_name = "SEQ")]
+    pub(crate) as_of: Option<u64>,
+    /// Which payloads are checked against their BLAKE3 hash here: when-remote (default)
+    /// checks raw payloads only from a server that is not on loopback (the server checked
+    /// them when it read them; compressed ones are always checked), always checks every one.
+    #[arg(
+        long,
+        global = true,
+        default_value = "when-remote",
+        env = "CTXSTORE_VERIFY_PAYLOADS"
+    )]
+    pub(crate) verify_payloads: VerifyPayloads,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Create, fork, show, tag, name, list, clone, delete, prune and expire contexts.
+    #[command(subcommand)]
+    Ctx(CtxCommand),
+    /// A context's key-value entries: put, get, rm, list.
+    #[command(subcommand)]
+    Kv(KvCommand),
+    /// Show a context's head.
+    Head {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+    },
+    /// Append a turn to a context, from --file or from stdin; durable when it prints.
+    ///
+    /// Prints turn_id, parent_turn_id, depth, payload_hash, deduped and existing. By default
+    /// the turn follows the head; --parent hangs it on an older turn (time travel), --root
+    /// starts a new chain; either way the head moves to the new turn. --key makes a retry
+    /// safe: a key the context already has writes nothing and prints that turn with
+    /// existing: true. --key, --label, --link, --summary, --parent and --root need a server
+    /// of protocol version 2.
+    Append {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Type tag: what the payload is (yours to define).
+        #[arg(long = "type", default_value_t = 0)]
+        type_tag: u64,
+        /// How the payload is serialised: raw, json, protobuf, cbor, msgpack, text,
+        /// flatbuffers, capnp, gob, or a number.
+        #[arg(long, default_value = "raw", value_parser = parse_codec)]
+        codec: u32,
+        /// Append only if the context's head is still this turn (0: only if empty).
+        #[arg(long)]
+        expect_head: Option<u64>,
+        /// Read the payload from this file instead of stdin.
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Append even when the payload is empty (refused otherwise: an empty stdin is
+        /// usually a mistake in a pipeline).
+        #[arg(long)]
+        allow_empty: bool,
+        /// Hang the turn on this turn instead of the head: a turn the context owns (appended
+        /// to it, on its chain, or inherited from a fork or clone).
+        #[arg(long, value_name = "TURN", conflicts_with = "root",
+              value_parser = clap::value_parser!(u64).range(1..))]
+        parent: Option<u64>,
+        /// Start a new chain: the turn has no parent (depth 0).
+        #[arg(long)]
+        root: bool,
+        /// An idempotency key, unique in the context (1..=64 bytes, like a checkpoint id).
+        #[arg(long, value_name = "K", value_parser = parse_turn_key)]
+        key: Option<String>,
+        /// A label KEY=VALUE (repeat for more; at most 16, keys 1..=64 bytes, 1,024 bytes
+        /// of keys and values in all). Keys run_id, thread_id and idx.* can be found with
+        /// `find`; any label filters `log`.
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_tag)]
+        labels: Vec<(String, String)>,
+        /// A link to another turn, in any context (repeat for more; at most 8).
+        #[arg(long = "link", value_name = "TURN",
+              value_parser = clap::value_parser!(u64).range(1..))]
+        links: Vec<u64>,
+        /// Mark the turn as a summary of everything before it: `window` starts here.
+        #[arg(long)]
+        summary: bool,
+    },
+    /// Show one turn: by its id (turn TURN) or by its key (turn CTX --key K).
+    ///
+    /// With --key, the context's own turns and those it inherited (fork, clone) are looked
+    /// up; an unknown key exits 3 (NOT_FOUND).
+    Turn {
+        /// A turn id; with --key, the context: a ContextID, or @NAME.
+        #[arg(value_name = "TURN|CTX")]
+        target: String,
+        /// Look the turn up by this key in the context CTX.
+        #[arg(long, value_name = "K", value_parser = parse_turn_key)]
+        key: Option<String>,
+    },
+    /// The newest turns of a context, oldest first.
+    Last {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// How many turns.
+        #[arg(short = 'n', default_value_t = 20)]
+        n: u32,
+        /// Include each payload (base64 in JSON, text otherwise).
+        #[arg(long)]
+        payloads: bool,
+    },
+    /// The turns older than --before (a cursor from a previous page), oldest first.
+    Page {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Turn id: the page holds the turns older than it.
+        #[arg(long)]
+        before: u64,
+        /// How many turns.
+        #[arg(short = 'n', default_value_t = 20)]
+        n: u32,
+        /// Include each payload (base64 in JSON, text otherwise).
+        #[arg(long)]
+        payloads: bool,
+    },
+    /// The turns of a context with depth from --from-depth, oldest first.
+    Range {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Depth of the first turn (the root is depth 0).
+        #[arg(long)]
+        from_depth: u32,
+        /// How many turns.
+        #[arg(short = 'n', default_value_t = 20)]
+        n: u32,
+        /// Include each payload (base64 in JSON, text otherwise).
+        #[arg(long)]
+        payloads: bool,
+    },
+    /// The whole chain from the root to a turn.
+    Replay {
+        /// Turn id: the last turn of the chain.
+        turn: u64,
+        /// Include each payload (base64 in JSON, text otherwise).
+        #[arg(long)]
+        payloads: bool,
+    },
+    /// Every turn of a context, newest first, on all its branches.
+    ///
+    /// The context's own turns (those appended after --parent or --root too), then the turns
+    /// it inherited (a fork's base chain, a clone's source up to the clone); with --label,
+    /// only turns carrying all of them (filtered by the server). Follows the server's pages.
+    Log {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Only turns with this label KEY=VALUE (repeat: all of them).
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_tag)]
+        labels: Vec<(String, String)>,
+        /// Print at most N turns (default: all).
+        #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        n: Option<u32>,
+        /// Include each payload (base64 in JSON, text otherwise).
+        #[arg(long)]
+        payloads: bool,
+    },
+    /// Turns of every context carrying all the given labels, newest first.
+    ///
+    /// The first label whose key is indexed store-wide (run_id, thread_id, idx.*) is looked
+    /// up in the index; the others are checked on the turns it finds. A label without an
+    /// indexed key cannot be found store-wide: filter a context's `log` by it instead.
+    Find {
+        /// A label KEY=VALUE (repeat: all of them; at least one with an indexed key).
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_tag, required = true)]
+        labels: Vec<(String, String)>,
+        /// Print at most N turns (default: all).
+        #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        n: Option<u32>,
+    },
+    /// What to send a model: the chain from the latest summary turn to the head.
+    ///
+    /// Oldest first, starting at the latest turn appended with --summary on the context's
+    /// chain (inclusive); the whole chain when it has none.
+    Window {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Only its newest N turns (default: all of the window).
+        #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        n: Option<u32>,
+        /// Include each payload (base64 in JSON, text otherwise).
+        #[arg(long)]
+        payloads: bool,
+    },
+    /// Draw a context as the tree of its turns: branches where forks and clones share them,
+    /// every head that points into it, names, summaries, redactions and patches, and a
+    /// one-line preview of each payload (the turn log without payloads, then the previews of
+    /// the shown turns only).
+    Tree {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Show only N levels from the top.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        depth: Option<u32>,
+        /// Show only this turn and the turns after it (its subtree).
+        #[arg(long, value_name = "TURN")]
+        since: Option<u64>,
+    },
+    /// Write a payload's raw bytes to stdout or to -o PATH.
+    Blob {
+        /// The payload's hash: 64 hex digits.
+        hash: String,
+        /// Write the bytes to this file instead of stdout.
+        #[arg(short = 'o')]
+        output: Option<PathBuf>,
+    },
+    /// Have the server write a consistent copy of its store into DIR while it serves.
+    ///
+    /// DIR is a directory on the server's host, not on this machine (unless the server runs
+    /// here): absent or empty, outside the server's data directory. A relative DIR is made
+    /// absolute against this shell's working directory before it is sent, which names the
+    /// intended place only when the server runs on this host; give an absolute path for a
+    /// remote server. Everything acknowledged before the backup started is in the copy; it
+    /// opens with `ctxstore-server --data DIR` and passes `ctxstore-server verify --data DIR`.
+    /// Sealed packs are hard-linked when DIR is on the store's file system. Prints
+    /// backup_dir, turns, blobs, bytes, linked_bytes (of bytes, those hard-linked) and
+    /// duration_ms. For a stopped server: `ctxstore-server backup --data SRC --to DIR`.
+    Backup {
+        /// The copy's directory, on the server's host (absent or empty).
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+        /// Longest wait for the server to finish the copy (like 30m, 2h; 0s: no limit). The
+        /// global --timeout does not apply to a backup. A backup this command stops waiting
+        /// for goes on on the server.
+        #[arg(long, value_name = "D", default_value = "24h", value_parser = parse_duration)]
+        backup_timeout: Duration,
+    },
+    /// Run a garbage collection on the server now and wait for it.
+    ///
+    /// Collects the turns and blobs no live context reaches any more (deleted contexts,
+    /// history below a prune floor, unless a fork, a clone or a link still reaches it) and
+    /// rewrites the packs whose unreachable share passes the server's --gc-pack-dead-percent.
+    /// The server also collects on its own every --gc-interval (10m by default). Prints
+    /// turns_dead, blobs_dead, bytes_reclaimed, packs_compacted, live_bytes, dead_bytes and
+    /// duration_ms. One collection or backup at a time: while one runs, this fails (exit 1,
+    /// INVALID_ARGUMENT); try again later.
+    Gc {
+        /// Longest wait for the server to finish (like 30m, 2h; 0s: no limit). The global
+        /// --timeout does not apply. A collection this command stops waiting for goes on on
+        /// the server.
+        #[arg(long, value_name = "D", default_value = "1h", value_parser = parse_duration)]
+        gc_timeout: Duration,
+    },
+    /// Give a turn a new payload (an overlay), read from --file PATH or stdin.
+    ///
+    /// The turn keeps its id, parent, depth, key, labels and links; reads show the new
+    /// payload from now on, reads with --as-of an earlier sequence number the payload it had
+    /// then. Prints turn_id, overlay_seq and payload_hash (and payload_len). An unknown turn
+    /// exits 3 (NOT_FOUND); a redacted turn takes no patch (exit 1, INVALID_ARGUMENT).
+    Patch {
+        /// The turn to patch.
+        turn: u64,
+        /// Read the new payload from this file instead of stdin.
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Patch even when the payload is empty (refused otherwise: an empty stdin is usually
+        /// a mistake in a pipeline; to remove a payload, use `redact`).
+        #[arg(long)]
+        allow_empty: bool,
+    },
+    /// Take a turn's payload away, in every view, for good.
+    ///
+    /// Reads return the turn with redacted true, an empty payload and the hash of no bytes;
+    /// its parent, depth, key, labels and links stay, so chains and windows through it work.
+    /// Its bytes leave the disk at the next garbage collection (`ctxstore gc`). Prints
+    /// turn_id, overlay_seq and redacted. An unknown turn exits 3 (NOT_FOUND); a turn
+    /// redacted already exits 1 (INVALID_ARGUMENT).
+    Redact {
+        /// The turn to redact.
+        turn: u64,
+    },
+    /// Redact every turn naming a blob and refuse reads of it by hash (compliance deletion).
+    ///
+    /// Prints payload_hash and turns_redacted (turns redacted before are not counted) and
+    /// overlay_seq. The bytes leave the disk at the next garbage collection; --gc runs one
+    /// at once and prints its figures on a second line (like `ctxstore gc`). A hash the
+    /// store never had exits 3 (NOT_FOUND).
+    Purge {
+        /// The blob's hash: 64 hex digits.
+        hash: String,
+        /// Run a garbage collection right after, so the bytes leave the disk now.
+        #[arg(long)]
+        gc: bool,
+        /// With --gc: longest wait for the collection (see `ctxstore gc --gc-timeout`).
+        #[arg(long, value_name = "D", default_value = "1h", value_parser = parse_duration)]
+        gc_timeout: Duration,
+    },
+    /// Server counters: turns, contexts, blobs, bytes, dedup hits, and garbage collection
+    /// (live_bytes, dead_bytes, gc_runs, bytes_reclaimed_total; null from a server without
+    /// them).
+    Stats,
+    /// Check that a ctxstore server answers: one PING round trip, its time in microseconds.
+    Ping,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum CtxCommand {
+    /// A new context: empty, or with its head at --from TURN; optionally named and tagged.
+    /// Prints context_id, head_turn_id, head_depth, name, tags, created_at_unix_ms,
+    /// updated_at_unix_ms and created (false when --get-or-create found the name taken).
+    Create {
+        /// Turn id: the new context's head (omit for an empty context).
+        #[arg(long)]
+        from: Option<u64>,
+        /// A unique name (1..=256 bytes of UTF-8); the context is then also @NAME. A taken
+        /// name exits 7 (ALREADY_EXISTS) unless --get-or-create.
+        #[arg(long)]
+        name: Option<String>,
+        /// A tag KEY=VALUE (repeat for more; at most 32, keys 1..=64 bytes, values 1..=1024 bytes).
+        #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
+        tags: Vec<(String, String)>,
+        /// With a taken --name: print that context (created: false) instead of failing;
+        /// --from and --tag are then not applied.
+        #[arg(long, requires = "name")]
+        get_or_create: bool,
+    },
+    /// A new context whose head is TURN (copies nothing).
+    Fork {
+        /// Turn id: the new context's head.
+        turn: u64,
+    },
+    /// A context's head, name, tags and times, its floor_depth (turns below it were pruned;
+    /// 0: none) and ttl_ms (its own time to live; null: none).
+    Show {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+    },
+    /// Set and remove tags atomically; prints the context as `ctx show` does (without
+    /// floor_depth and ttl_ms).
+    Tag {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Tags to set, KEY=VALUE (keys 1..=64 bytes, values 1..=1024 bytes, ≤ 32 per context).
+        #[arg(value_name = "KEY=VALUE", value_parser = parse_tag)]
+        set: Vec<(String, String)>,
+        /// A tag key to remove (repeat for more; a key that is not there is no error).
+        #[arg(long = "remove", value_name = "KEY")]
+        remove: Vec<String>,
+        /// Change the tags only if the context's head is still this turn (0: only if empty);
+        /// exits 4 (CONFLICT) otherwise, with the actual head in `detail`.
+        #[arg(long)]
+        expect_head: Option<u64>,
+    },
+    /// Give a context that has none a name.
+    Name {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// The name (1..=256 bytes of UTF-8); a taken name exits 7 (ALREADY_EXISTS).
+        name: String,
+    },
+    /// Every context matching all the filters, one per line (the `ctx show` fields but
+    /// floor_depth and ttl_ms), in ContextID order (in name order with --name-prefix).
+    /// Follows the server's pages.
+    List {
+        /// Only contexts with this tag, KEY=VALUE (repeat: all of them).
+        #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
+        tags: Vec<(String, String)>,
+        /// Only contexts whose name starts with this.
+        #[arg(long)]
+        name_prefix: Option<String>,
+        /// Only contexts last updated before this time (exclusive): Unix milliseconds, a
+        /// time like 2026-11-27T10:00:00Z, or an age like 7d (that long ago).
+        #[arg(long, value_name = "TIME", value_parser = parse_time_bound)]
+        updated_before: Option<u64>,
+        /// Only contexts last updated after this time (exclusive): Unix milliseconds (0: any),
+        /// a time like 2026-11-27T10:00:00Z, or an age like 7d, 12h (that long ago).
+        #[arg(long, value_name = "TIME", value_parser = parse_time_bound)]
+        updated_after: Option<u64>,
+        /// Print at most this many (default: every match).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        limit: Option<u32>,
+    },
+    /// A copy of CTX named NEW: the same head, tags and key-value entries, sharing every turn
+    /// and payload (nothing is copied). Prints the new context as `ctx show` does (without
+    /// floor_depth and ttl_ms).
+    Clone {
+        /// The context to copy: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// The copy's name (1..=256 bytes of UTF-8); a taken name exits 7 (ALREADY_EXISTS).
+        #[arg(long)]
+        name: String,
+    },
+    /// Delete a context: every command naming it exits 3 (NOT_FOUND) from then on.
+    ///
+    /// Its name is free again; its ContextID is never reused. Its turns stay readable through
+    /// the contexts that share them (forks, clones). Prints context_id, name and deleted
+    /// (true).
+    Delete {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+    },
+    /// Keep only the newest N depths of a context's chain readable through it.
+    ///
+    /// The floor becomes head depth + 1 − N (it never moves down): `last`, `page`, `range`,
+    /// `log`, `window` and `turn CTX --key` stop at it, on every branch; an append after a
+    /// turn below it is refused. Turns below the floor stay readable through other contexts
+    /// that share them. Prints the context as `ctx show` does, with the new floor_depth.
+    Prune {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// How many depths to keep, counting the head (at least 1; 0 is refused by the
+        /// server: use `ctx delete`).
+        #[arg(long, value_name = "N", required = true)]
+        keep: u32,
+    },
+    /// Give a context a time to live, or clear it: the server deletes a context that has
+    /// not been updated (head move, tag or key-value change) for that long.
+    ///
+    /// Prints the context as `ctx show` does, with ttl_ms (null when cleared). A context
+    /// without its own time to live may still expire under the server's --context-ttl.
+    Ttl {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// A duration like 7d, 12h, 30m, 1h30m (at least 1ms, at most 100 years), or `none`
+        /// to clear it.
+        #[arg(value_name = "DURATION|none", value_parser = parse_ttl)]
+        ttl: Ttl,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum KvCommand {
+    /// Store a value under KEY (replacing what is there), from --file or from stdin. Durable
+    /// when it prints the entry: key, value_hash, value_len.
+    Put {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// The key (1..=256 bytes).
+        key: OsString,
+        /// Read the value from this file instead of stdin.
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Keep the value that is there, if the key exists (no error; the entry printed is
+        /// then the kept one).
+        #[arg(long)]
+        if_absent: bool,
+        /// Store an empty value (refused otherwise: an empty stdin is usually a mistake in a
+        /// pipeline).
+        #[arg(long)]
+        allow_empty: bool,
+        /// The entry expires this long after the put or its last refresh (`30s`, `7d`; whole
+        /// milliseconds, 1ms..100 years): then no read sees it and the server removes it.
+        #[arg(long, value_name = "DURATION", value_parser = parse_kv_ttl)]
+        ttl: Option<Duration>,
+    },
+    /// Write the value of KEY (raw bytes, checked against its hash) to stdout or to -o PATH;
+    /// a key that is not there (or expired) exits 3 (NOT_FOUND).
+    Get {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// The key.
+        key: OsString,
+        /// Write the value to this file instead of stdout.
+        #[arg(short = 'o')]
+        output: Option<PathBuf>,
+        /// Restart the entry's time to live from now (a durable write when it has one).
+        #[arg(long)]
+        refresh: bool,
+        /// Print the entry (key, value_hash, value_len, ttl_ms, expires_at_unix_ms) instead
+        /// of the value.
+        #[arg(long, conflicts_with = "output")]
+        entry: bool,
+    },
+    /// Delete KEY. Prints the entry removed (key, value_hash, value_len); a key that is not
+    /// there exits 3 (NOT_FOUND), as for `kv get`.
+    Rm {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// The key.
+        key: OsString,
+    },
+    /// The entries of a context in key order, one per line: key, value_hash, value_len,
+    /// ttl_ms, expires_at_unix_ms (`key_b64` too, for a key that is not UTF-8). Follows the
+    /// server's pages; expired entries are not listed.
+    List {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Only keys starting with this.
+        #[arg(long)]
+        prefix: Option<OsString>,
+        /// Restart the time to live of every entry listed from now.
+        #[arg(long)]
+        refresh: bool,
+    },
+    /// Restart the time to live of each KEY (1..=128) from now: --ttl's, else each entry's
+    /// own. Prints the live entries among them as they are now; absent keys are no error.
+    Touch {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// The keys.
+        #[arg(required = true, num_args = 1..=128)]
+        keys: Vec<OsString>,
+        /// This time to live from now on (also for entries that had none).
+        #[arg(long, value_name = "DURATION", value_parser = parse_kv_ttl)]
+        ttl: Option<Duration>,
+    },
+}
+
+/// A key-value entry's time to live: a duration of whole milliseconds, 1ms to 100 years.
+pub(crate) fn parse_kv_ttl(text: &str) -> Result<Duration, String> {
+    let ttl = humantime::parse_duration(text.trim())
+        .map_err(|error| format!("{text:?} is not a duration like 30s, 12h, 7d: {error}"))?;
+    let whole_ms = Duration::from_millis(ttl.as_millis().min(u128::from(u64::MAX)) as u64);
+    if ttl.is_zero() || whole_ms != ttl {
+        return Err(format!(
+            "a key-value time to live is a whole number of milliseconds, at least 1ms; got {text:?}"
+        ));
+    }
+    if ttl > Duration::from_millis(ctxstore_client::TTL_MS_MAX) {
+        return Err(format!(
+            "a time to live of {text:?} is too long (the server takes at most 100 years)"
+        ));
+    }
+    Ok(ttl)
+}
+
+/// A time bound of `ctx list` as Unix milliseconds: plain milliseconds, an RFC 3339 time, or
+/// an age (`7d`, `1h30m`) counted back from now.
+pub(crate) fn parse_time_bound(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()) {
+        return text
+            .parse()
+            .map_err(|_| format!("{text:?} is too large for Unix milliseconds"));
+    }
+    let now = std::time::SystemTime::now();
+    let time = if let Ok(age) = humantime::parse_duration(text) {
+        now.checked_sub(age)
+            .ok_or_else(|| format!("{text:?} reaches back before 1970"))?
+    } else if let Ok(time) = humantime::parse_rfc3339_weak(text) {
+        time
+    } else {
+        return Err(format!(
+            "{text:?} is neither Unix milliseconds, a time like 2026-11-27T10:00:00Z, nor an \
+             age like 7d or 12h"
+        ));
+    };
+    time.duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_millis() as u64)
+        .map_err(|_| format!("{text:?} is before 1970"))
+}
+
+/// `--codec`: a name or a number, checked before anything is sent (a usage error, exit 2).
+pub(crate) fn parse_codec(text: &str) -> Result<u32, String> {
+    codec_tag(text).map_err(|error| match error {
+        ctxstore_client::ClientError::InvalidArgument(message) => message,
+        other => other.to_string(),
+    })
+}
+
+/// CTX on the command line: a ContextID, or `@NAME` (sent by name; the server resolves it).
+pub(crate) fn parse_context(text: &str) -> Result<ContextRef, String> {
+    match text.strip_prefix('@') {
+        Some("") => Err("@ needs a name after it, like @thread-42".into()),
+        Some(name) => Ok(ContextRef::Name(name.to_string())),
+        None => text.parse::<u64>().map(ContextRef::Id).map_err(|_| {
+            format!("{text:?} is neither a ContextID (a number) nor @NAME (a context's name)")
+        }),
+    }
+}
+
+/// `KEY=VALUE` (split at the first `=`; the value may hold more).
+pub(crate) fn parse_tag(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!("{text:?} is not KEY=VALUE with a non-empty KEY")),
+    }
+}
+
+/// A turn key: not empty (on the wire an empty key means none; the server checks the
+/// 64-byte limit and names it).
+pub(crate) fn parse_turn_key(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("a turn key cannot be empty".into());
+    }
+    Ok(text.to_string())
+}
+
+/// `ctx ttl`'s argument: a time to live, or `none` to clear it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ttl {
+    Set(Duration),
+    Clear,
+}
+
+/// A time to live: `none`, or a duration of at least 1 ms (0 would read as "expire at once"
+/// but clears it on the wire: `none` says that).
+pub(crate) fn parse_ttl(text: &str) -> Result<Ttl, String> {
+    let text = text.trim();
+    if text == "none" {
+        return Ok(Ttl::Clear);
+    }
+    let ttl = humantime::parse_duration(text).map_err(|error| {
+        format!("{text:?} is not a duration like 7d, 12h, 30m, or none: {error}")
+    })?;
+    match u64::try_from(ttl.as_millis()) {
+        Ok(0) => Err(format!(
+            "a time to live of {text:?} is under 1ms; to clear it, write none"
+        )),
+        Ok(_) => Ok(Ttl::Set(ttl)),
+        Err(_) => Err(format!(
+            "a time to live of {text:?} is too long (the server takes at most 100 years)"
+        )),
+    }
+}
+
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|error| format!("{text:?} is not a duration like 500ms, 5s, 1m: {error}"))
+}
+
+impl Command {
+    /// The reads of turns: the commands `--as-of` applies to.
+    pub(crate) fn reads_turns(&self) -> bool {
+        matches!(
+            self,
+            Command::Turn { .. }
+                | Command::Last { .. }
+                | Command::Page { .. }
+                | Command::Range { .. }
+                | Command::Replay { .. }
+                | Command::Log { .. }
+                | Command::Find { .. }
+                | Command::Window { .. }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Every subcommand and every argument says what it is in `--help`.
+    #[test]
+    pub(crate) fn every_command_and_argument_has_help() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let name = arg.get_id().as_str();
+                if name != "help" && name != "version" && arg.get_help().is_none() {
+                    missing.push(format!("{path} {name}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                let sub_path = format!("{path} {}", sub.get_name());
+                if sub.get_about().is_none() {
+                    missing.push(sub_path.clone());
+                }
+                walk(sub, &sub_path, missing);
+            }
+        }
+        let command = Cli::command();
+        command.clone().debug_assert();
+        let mut missing = Vec::new();
+        walk(&command, "ctxstore", &mut missing);
+        assert_eq!(missing, Vec::<String>::new(), "without help text");
+        // The walk saw the commands (a renamed getter would make it vacuous).
+        assert!(
+            command
+                .get_subcommands()
+                .any(|sub| sub.get_name() == "ping")
+        );
+        assert!(command.get_subcommands().count() >= 11);
+    }
+
+    #[test]
+    pub(crate) fn contexts_are_ids_or_at_names() {
+        assert_eq!(parse_context("42"), Ok(ContextRef::Id(42)));
+        assert_eq!(
+            parse_context("@thread-42"),
+            Ok(ContextRef::Name("thread-42".into()))
+        );
+        // Only the first @ marks a name.
+        assert_eq!(parse_context("@@x"), Ok(ContextRef::Name("@x".into())));
+        assert!(parse_context("@").is_err());
+        assert!(parse_context("thread").is_err());
+        assert!(parse_context("-1").is_err());
+    }
+
+    #[test]
+    pub(crate) fn tags_split_at_the_first_equals() {
+        assert_eq!(parse_tag("status=a=b"), Ok(("status".into(), "a=b".into())));
+        assert_eq!(parse_tag("k="), Ok(("k".into(), String::new())));
+        assert!(parse_tag("=v").is_err());
+        assert!(parse_tag("novalue").is_err());
+    }
+
+    #[test]
+    pub(crate) fn ttls_are_durations_or_none() {
+        let day = Duration::from_secs(24 * 3600);
+        assert_eq!(parse_ttl("7d"), Ok(Ttl::Set(7 * day)));
+        assert_eq!(
+            parse_ttl("12h"),
+            Ok(Ttl::Set(Duration::from_secs(12 * 3600)))
+        );
+        assert_eq!(parse_ttl("30m"), Ok(Ttl::Set(Duration::from_secs(30 * 60))));
+        assert_eq!(parse_ttl("1h30m"), Ok(Ttl::Set(Duration::from_secs(5400))));
+        assert_eq!(parse_ttl("none"), Ok(Ttl::Clear));
+        for bad in [
+            "",
+            "7",
+            "7x",
+            "-1d",
+            "0s",
+            "0",
+            "500us",
+            "None",
+            "forever",
+            "18446744073709551615s",
+        ] {
+            assert!(parse_ttl(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    pub(crate) fn durations_name_their_unit() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("5").is_err());
+    }
+}

@@ -1,0 +1,95 @@
+//! The admin family's calls: PING, STATS (STATS_EX on version 2, STATS after an
+//! UNKNOWN_MESSAGE from a server that predates it, remembered per connection), GC and BACKUP
+//! (each on its own timeout, `ClientConfig::gc_timeout` and `backup_timeout`, instead of the
+//! per-request one; a relative backup directory is refused before sending).
+
+use std::sync::atomic::Ordering;
+
+use ctxstore_client_macros::blocking_twin;
+use ctxstore_protocol::{AdminRequest, AdminResponse, ErrorCode, MessageType};
+
+use crate::client::{Client, unexpected};
+use crate::error::ClientError;
+use crate::types::{BackupReport, GcReport, Stats};
+
+#[blocking_twin(crate::blocking::Client)]
+impl Client {
+    pub async fn ping(&self, nonce: u64) -> Result<(), ClientError> {
+        match self.call(AdminRequest::Ping { nonce }).await? {
+            AdminResponse::Pong { nonce: echoed } if echoed == nonce => Ok(()),
+            other => Err(unexpected(MessageType::Ping, other)),
+        }
+    }
+
+    /// The store's and the server's figures. On a version-2 server (STATS_EX) with the
+    /// garbage collector's: `live_bytes`, `dead_bytes`, `gc_runs`, `bytes_reclaimed_total`;
+    /// `None` on a server that does not have them (version 1, or older than garbage
+    /// collection: then one STATS_EX answered UNKNOWN_MESSAGE, and STATS is asked instead).
+    pub async fn stats(&self) -> Result<Stats, ClientError> {
+        if self.protocol_version() >= 2 && !self.shared.no_stats_ex.load(Ordering::Relaxed) {
+            match self.call(AdminRequest::StatsEx).await {
+                Ok(AdminResponse::StatsEx { stats, gc }) => {
+                    return Ok(Stats::from_wire(*stats, Some(gc)));
+                }
+                Ok(other) => return Err(unexpected(MessageType::StatsEx, other)),
+                Err(ClientError::Server {
+                    code: ErrorCode::UnknownMessage,
+                    ..
+                }) => self.shared.no_stats_ex.store(true, Ordering::Relaxed),
+                Err(error) => return Err(error),
+            }
+        }
+        match self.call(AdminRequest::Stats).await? {
+            AdminResponse::Stats(stats) => Ok(Stats::from_wire(stats, None)),
+            other => Err(unexpected(MessageType::Stats, other)),
+        }
+    }
+
+    /// Runs a garbage collection on the server now (GC, protocol version 2) and returns what
+    /// it did: the turns and blobs nothing live reaches any more are collected (a collected
+    /// turn is `ErrorCode::NotFound` from then on), and packs whose dead share passes the
+    /// server's `--gc-pack-dead-percent` are rewritten. One collection or backup at a time:
+    /// while one runs (the server's schedule included) this is `ErrorCode::InvalidArgument`.
+    ///
+    /// Waits up to `ClientConfig::gc_timeout` (default 1 h), not `request_timeout`. A
+    /// collection the client stops waiting for goes on on the server.
+    pub async fn gc(&self) -> Result<GcReport, ClientError> {
+        let timeout = self.shared.config.gc_timeout;
+        match self
+            .call_within(AdminRequest::Gc, timeout, "ClientConfig::gc_timeout")
+            .await?
+        {
+            AdminResponse::GcDone(report) => Ok(report.into()),
+            other => Err(unexpected(MessageType::Gc, other)),
+        }
+    }
+
+    /// Has the server write a consistent copy of its store into `dir` while it goes on
+    /// serving (BACKUP, protocol version 2): everything acknowledged before the backup
+    /// started is in it; the copy opens with `ctxstore-server --data DIR` and passes
+    /// `ctxstore-server verify`. `dir` is a path **on the server's host**: absolute (else
+    /// `ClientError::InvalidArgument`, before sending), and absent or an empty directory
+    /// outside the store (else the server's `ErrorCode::InvalidArgument`). Sealed packs are
+    /// hard-linked when the copy is on the store's file system.
+    ///
+    /// Waits up to `ClientConfig::backup_timeout` (default 24 h), not `request_timeout`: the
+    /// server answers when the copy is complete. A backup the client stops waiting for goes on
+    /// on the server.
+    pub async fn backup(&self, dir: impl Into<String>) -> Result<BackupReport, ClientError> {
+        let dir = dir.into();
+        if !std::path::Path::new(&dir).is_absolute() {
+            return Err(ClientError::InvalidArgument(format!(
+                "backup directory {dir:?} is not an absolute path (a path on the server's host)"
+            )));
+        }
+        let timeout = self.shared.config.backup_timeout;
+        let request = AdminRequest::Backup { dir };
+        match self
+            .call_within(request, timeout, "ClientConfig::backup_timeout")
+            .await?
+        {
+            AdminResponse::BackedUp(report) => Ok(report.into()),
+            other => Err(unexpected(MessageType::Backup, other)),
+        }
+    }
+}

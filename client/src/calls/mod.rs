@@ -1,0 +1,14 @@
+//! The client's typed calls, one file per message family as the protocol groups them
+//! (`admin`, `contexts`, `retention`, `kv`, `appends`, `reads`, `overlays`, `blobs`), each an
+//! `impl Client` block whose calls build their family's request, send it with `Client::call`
+//! and turn its family's answer into the types the client hands out (`types.rs`). The
+//! transport under them is `client.rs`.
+
+mod admin;
+mod appends;
+mod blobs;
+mod contexts;
+mod kv;
+mod overlays;
+mod reads;
+mod retention;

@@ -1,0 +1,187 @@
+//! HELLO and authentication: the connections of a core still waiting for HELLO (the oldest
+//! evicted when too many wait), a connection's deadline and progress towards it, and the
+//! negotiation itself (`hello`: the highest version both sides speak, kept per connection for
+//! decoding; the token as BLAKE3 digests compared in constant time).
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use ctxstore_protocol::{
+    AdminResponse, ErrorCode, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, Response,
+    ServerLimits as WireLimits,
+};
+
+use super::CoreContext;
+use super::reader::Ending;
+use crate::config::ServerLimits;
+use crate::dispatch::error;
+use crate::local::LocalFlag;
+
+/// The digest tokens are compared by.
+pub fn token_digest(token: &[u8]) -> [u8; 32] {
+    *blake3::hash(token).as_bytes()
+}
+
+/// The connections of a core still waiting for HELLO, oldest first, so that a newcomer can
+/// close the oldest when too many are waiting (a flood of silent connections then cycles
+/// through its own slots instead of locking real clients out).
+///
+/// Each entry counts once in the server's `connections_unauthenticated` while it is here.
+#[derive(Debug, Default)]
+pub struct PendingHellos {
+    pub(super) next_id: Cell<u64>,
+    pub(super) queue: RefCell<VecDeque<(u64, Rc<LocalFlag>)>>,
+}
+
+impl PendingHellos {
+    /// Enters a connection just accepted (already counted in `connections_unauthenticated`).
+    pub fn register(&self) -> HelloTicket {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        let evicted = LocalFlag::new();
+        self.queue.borrow_mut().push_back((id, evicted.clone()));
+        HelloTicket { id, evicted }
+    }
+
+    /// Removes the entry; `false` if it was gone already (evicted).
+    fn remove(&self, id: u64) -> bool {
+        let mut queue = self.queue.borrow_mut();
+        match queue.iter().position(|(entry, _)| *entry == id) {
+            Some(position) => {
+                queue.remove(position);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Tells the oldest connection still waiting for HELLO to close; `false` if there is none.
+    /// The caller takes over its count in `connections_unauthenticated`.
+    pub fn evict_oldest(&self) -> bool {
+        let oldest = self.queue.borrow_mut().pop_front();
+        match oldest {
+            Some((_, evicted)) => {
+                evicted.raise();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A connection's place among those waiting for HELLO.
+#[derive(Debug)]
+pub struct HelloTicket {
+    pub(super) id: u64,
+    /// Raised when a newer connection needed the place.
+    pub(super) evicted: Rc<LocalFlag>,
+}
+
+/// Takes one connection off the server's count of connections without HELLO.
+pub(super) fn uncount_unauthenticated(core: &CoreContext) {
+    core.dispatcher
+        .counters
+        .connections_unauthenticated
+        .fetch_sub(1, Ordering::AcqRel);
+}
+
+/// A connection's progress towards HELLO.
+pub(super) struct HelloState {
+    /// Its entry in the core's `pending_hellos`.
+    pub(super) id: u64,
+    /// `None` once HELLO succeeded.
+    pub(super) deadline: Option<Instant>,
+    /// Raised when a newer connection needed its place.
+    pub(super) evicted: Rc<LocalFlag>,
+    /// The protocol version HELLO negotiated (HELLO itself has the version-1 layout).
+    pub(super) version: u16,
+}
+
+impl HelloState {
+    pub(super) fn new(ticket: HelloTicket, limits: &ServerLimits) -> Self {
+        HelloState {
+            id: ticket.id,
+            deadline: Some(Instant::now() + limits.hello_timeout),
+            evicted: ticket.evicted,
+            version: PROTOCOL_VERSION_MIN,
+        }
+    }
+
+    /// Takes the connection off the core's list of those waiting for HELLO, and off the
+    /// server's count, unless a newer connection evicted it (and took over its count).
+    pub(super) fn leave_pending(&self, core: &CoreContext) {
+        if core.pending_hellos.remove(self.id) {
+            uncount_unauthenticated(core);
+        }
+    }
+}
+
+/// Version negotiation (the highest version both sides speak) and the token check (constant
+/// time). Answers the HELLO response and the negotiated version.
+pub(super) fn hello(
+    core: &CoreContext,
+    min_version: u16,
+    max_version: u16,
+    token: &[u8],
+    client_name: &str,
+) -> Result<(Response, u16), (Response, Ending)> {
+    let version = max_version.min(PROTOCOL_VERSION);
+    if version < min_version || version < PROTOCOL_VERSION_MIN {
+        let message = format!(
+            "this server speaks protocol versions {PROTOCOL_VERSION_MIN}..={PROTOCOL_VERSION}, \
+             not {min_version}..={max_version}"
+        );
+        let response = Response::Error {
+            code: ErrorCode::UnsupportedVersion,
+            detail: u64::from(PROTOCOL_VERSION),
+            message,
+        };
+        return Err((response, "unsupported version"));
+    }
+    if let Some(expected) = &core.token_digest {
+        // Whether a token was given at all is no secret (its bytes and length stay so).
+        if token.is_empty() {
+            let message = "this server requires a token and none was given (the clients' \
+                           --token or CTXSTORE_TOKEN)";
+            return Err((error(ErrorCode::Unauthorized, message), "no token"));
+        }
+        if !constant_time_eq::constant_time_eq_32(&token_digest(token), expected) {
+            return Err((error(ErrorCode::Unauthorized, "wrong token"), "wrong token"));
+        }
+    }
+    tracing::debug!(client = client_name, version, "client said hello");
+    let limits = &core.limits;
+    let engine_limits = core.dispatcher.engine.config().limits;
+    let response = Response::Admin(AdminResponse::Hello {
+        version,
+        limits: WireLimits {
+            frame_bytes_max: limits.frame_bytes_max,
+            requests_in_flight_max: limits.requests_in_flight_max,
+            blob_bytes_max: engine_limits.blob_bytes_max,
+            read_turns_max: engine_limits.read_turns_max,
+            has_blobs_max: limits.has_blobs_max,
+        },
+        server_name: core.server_name.clone(),
+    });
+    Ok((response, version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_hellos_evict_the_oldest_once() {
+        let pending = PendingHellos::default();
+        let first = pending.register();
+        let second = pending.register();
+        assert!(pending.evict_oldest());
+        assert!(first.evicted.is_raised() && !second.evicted.is_raised());
+        assert!(!pending.remove(first.id), "evicted entries are gone");
+        assert!(pending.remove(second.id));
+        assert!(!pending.evict_oldest());
+    }
+}

@@ -1,0 +1,17 @@
+//! ctxstore-testsupport: what the workspace's end-to-end tests share, defined once (a
+//! dev-dependency of the client, the CLI, the server and the load generator, and the load
+//! generator's `--spawn-server`).
+//!
+//! - [`ServerLaunch`] / [`TestServer`] (`launcher.rs`): the one server launcher, a real
+//!   `ctxstore-server` on a temporary directory and a free port, found by [`wait_ready`].
+//! - [`server_binary`] (`binary.rs`): `ctxstore-server` for packages that cannot name it as
+//!   their own binary.
+//! - [`scripted_server`] (`scripted.rs`): the one scripted fake server for client tests.
+
+mod binary;
+mod launcher;
+mod scripted;
+
+pub use binary::server_binary;
+pub use launcher::{LaunchError, ServerLaunch, TestServer, verified, wait_ready};
+pub use scripted::{ScriptedServer, Seen, scripted_server};
