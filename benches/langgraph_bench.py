@@ -464,17 +464,43 @@ def store_workload(store: Any, args: argparse.Namespace, seed: int) -> dict[str,
     return times
 
 
+# The TTL variants (issue 34): every item put with a TTL of an hour (it outlives the run, so
+# the operations are the same), every get and search refreshing it (LangGraph's default,
+# refresh_on_read). What is measured is the cost of keeping and refreshing expiries.
+STORE_TTL: dict[str, Any] = {"default_ttl": 60.0, "refresh_on_read": True}
+
+
 @contextmanager
-def ctxstore_store(args: argparse.Namespace, work: Path) -> Iterator[tuple[Any, Callable[[], int]]]:
+def ctxstore_store(
+    args: argparse.Namespace, work: Path, ttl: dict[str, Any] | None = None
+) -> Iterator[tuple[Any, Callable[[], int]]]:
     from ctxstore.langgraph import CtxstoreStore
 
     with ctxstore_backend(args, work) as (saver, _, addr):
-        with CtxstoreStore.from_addr(addr, name="bench") as store:
+        with CtxstoreStore.from_addr(addr, name="bench", ttl=ttl) as store:  # type: ignore[arg-type]
             yield store, lambda: dir_bytes(work / "ctxstore-data")[0]
 
 
 @contextmanager
-def postgres_store(args: argparse.Namespace, work: Path) -> Iterator[tuple[Any, Callable[[], int]]]:
+def ctxstore_ttl_store(
+    args: argparse.Namespace, work: Path
+) -> Iterator[tuple[Any, Callable[[], int]]]:
+    with ctxstore_store(args, work, STORE_TTL) as found:
+        yield found
+
+
+@contextmanager
+def postgres_ttl_store(
+    args: argparse.Namespace, work: Path
+) -> Iterator[tuple[Any, Callable[[], int]]]:
+    with postgres_store(args, work, STORE_TTL) as found:
+        yield found
+
+
+@contextmanager
+def postgres_store(
+    args: argparse.Namespace, work: Path, ttl: dict[str, Any] | None = None
+) -> Iterator[tuple[Any, Callable[[], int]]]:
     import psycopg
     from langgraph.store.postgres import PostgresStore
 
@@ -483,7 +509,7 @@ def postgres_store(args: argparse.Namespace, work: Path) -> Iterator[tuple[Any, 
         admin.execute(f"CREATE DATABASE {db}")
     dsn = args.pg_dsn.rsplit("/", 1)[0] + "/" + db
     try:
-        with PostgresStore.from_conn_string(dsn) as store:
+        with PostgresStore.from_conn_string(dsn, ttl=ttl) as store:  # type: ignore[arg-type]
             store.setup()
             with psycopg.connect(dsn, autocommit=True) as probe:
 
@@ -497,18 +523,25 @@ def postgres_store(args: argparse.Namespace, work: Path) -> Iterator[tuple[Any, 
             admin.execute(f"DROP DATABASE IF EXISTS {db}")
 
 
-STORES = {"ctxstore": ctxstore_store, "postgres": postgres_store}
+STORES = {
+    "ctxstore": ctxstore_store,
+    "postgres": postgres_store,
+    "ctxstore-ttl": ctxstore_ttl_store,
+    "postgres-ttl": postgres_ttl_store,
+}
 
 
 def store_main(args: argparse.Namespace) -> int:
     backends = [b for b in args.backends.split(",") if b in STORES]
-    if "postgres" in backends and not args.pg_dsn:
-        print("postgres: no --pg-dsn (or PG_DSN); skipped", file=sys.stderr)
-        backends.remove("postgres")
+    for backend in [b for b in backends if b.startswith("postgres")]:
+        if not args.pg_dsn:
+            print(f"{backend}: no --pg-dsn (or PG_DSN); skipped", file=sys.stderr)
+            backends.remove(backend)
     report: dict[str, Any] = {
         "machine": machine(),
         "versions": versions(args),
         "scenario": "store",
+        "ttl": STORE_TTL,
         "items": args.items,
         "namespaces": args.namespaces,
         "message_bytes": args.message_bytes,

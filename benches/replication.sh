@@ -11,6 +11,11 @@
 #                                     # RPO_RATE (2000) appends/s, kill -9 and the data lost
 #   benches/replication.sh pit        # PIT_POINTS (20) restores at random records, each checked
 #                                     # against the load generator's ack log
+#   benches/replication.sh standby    # standby lag: acknowledged on the primary -> readable on a
+#                                     # --follow standby, p50/p99, at STANDBY_RATE (2000)
+#                                     # appends/s for STANDBY_SECONDS (60) per interval in
+#                                     # STANDBY_INTERVALS ("1s 250ms"); the probe is
+#                                     # benches/standby_lag.py ($PYTHON with blake3, zstandard)
 #
 # Release binaries are built first. Output: stdout and benches/results/replication-<time>/.
 set -euo pipefail
@@ -22,6 +27,8 @@ mkdir -p "$OUT"
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]:-}"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; done
+  # SeaweedFS holds its tmpfs until it has exited.
+  wait 2>/dev/null || true
   sleep 1
   umount "$WORK/weed" 2>/dev/null || true
   rm -rf "$WORK"
@@ -40,11 +47,19 @@ start_weed() {
   # share the store's disk and fdatasyncs here (it still shares the CPU: say so with figures).
   mkdir -p "$WORK/weed"
   mount -t tmpfs -o size=${WEED_TMPFS:-8g} tmpfs "$WORK/weed" 2>/dev/null || true
+  # WEED_PORT (8333) and WEED_FLAGS (its other ports) when another SeaweedFS runs here.
+  local port=${WEED_PORT:-8333}
+  # shellcheck disable=SC2086
   "$WORK/weed-venv/bin/weed" mini -dir="$WORK/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
-    -bucket=bench >"$WORK/weed.log" 2>&1 &
+    -s3.port="$port" ${WEED_FLAGS:-} -bucket=bench >"$WORK/weed.log" 2>&1 &
   PIDS+=($!)
-  for _ in $(seq 1 120); do (exec 3<>/dev/tcp/127.0.0.1/8333) 2>/dev/null && break; sleep 0.5; done
-  export AWS_ENDPOINT=http://127.0.0.1:8333 AWS_ALLOW_HTTP=true AWS_REGION=us-east-1
+  for _ in $(seq 1 120); do (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break; sleep 0.5; done
+  # The S3 port opens before `-bucket` is created: wait for the bucket too.
+  for _ in $(seq 1 120); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/bench")" != 404 ] && break
+    sleep 0.5
+  done
+  export AWS_ENDPOINT=http://127.0.0.1:$port AWS_ALLOW_HTTP=true AWS_REGION=us-east-1
   export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench
   export CTXSTORE_S3_TEST_ENDPOINT=$AWS_ENDPOINT CTXSTORE_S3_TEST_BUCKET=bench
 }
@@ -149,9 +164,43 @@ restore_time() {
   : "$appends"
 }
 
+standby_lag() {
+  start_weed
+  local seconds=${STANDBY_SECONDS:-60} rate=${STANDBY_RATE:-2000}
+  for interval in ${STANDBY_INTERVALS:-1s 250ms}; do
+    local url="s3://bench/standby-$interval"
+    start_server "$WORK/standby-primary-$interval" 7611 --replicate-to "$url" \
+      --replicate-interval "$interval"
+    local primary=$SERVER_PID
+    # A first point for the standby to restore.
+    "$ROOT/target/release/ctxstore" --addr 127.0.0.1:7611 ctx create >/dev/null
+    sleep 2
+    start_server "$WORK/standby-$interval" 7621 --follow "$url" --replicate-interval "$interval"
+    local standby=$SERVER_PID
+    # 2 KiB payloads: the disk here holds the primary, the standby and the bucket at once.
+    "$LOADGEN" --addr 127.0.0.1:7611 --rate "$rate" --connections 32 --contexts 32 \
+      --duration "$((seconds + 10))s" --warmup 2s --mix append=100 --payload-bytes 2048 \
+      --json "$OUT/standby-$interval-load.json" --quiet >/dev/null &
+    local loadgen=$!
+    sleep 5
+    echo "interval $interval, $rate appends/s:" | tee -a "$OUT/standby.txt"
+    PYTHONPATH="$ROOT/clients/python" "${PYTHON:-python3}" "$ROOT/benches/standby_lag.py" \
+      127.0.0.1:7611 127.0.0.1:7621 "$seconds" "$OUT/standby-$interval.csv" | tee -a "$OUT/standby.txt"
+    wait "$loadgen" || true
+    python3 - "$OUT/standby-$interval-load.json" <<'PY' | tee -a "$OUT/standby.txt"
+import json, sys
+append = json.load(open(sys.argv[1]))["operations"]["append"]
+print(f"  load: {append['throughput_per_s']:.0f} appends/s, append p99 {append['latency_us']['p99']} us")
+PY
+    kill "$standby" "$primary"; wait "$standby" "$primary" 2>/dev/null || true
+    rm -rf "$WORK/standby-primary-$interval" "$WORK/standby-$interval"
+  done
+}
+
 case "${1:-}" in
   overhead) overhead ;;
   restore) restore_time ;;
+  standby) standby_lag ;;
   rpo)
     start_weed
     CTXSTORE_RPO_CYCLES=${RPO_CYCLES:-10} CTXSTORE_RPO_SECONDS=${RPO_SECONDS:-300} \
@@ -164,5 +213,5 @@ case "${1:-}" in
       cargo test --release -q -p ctxstore-loadgen --test crash restores_at_random -- --nocapture \
       | tee "$OUT/pit.txt"
     ;;
-  *) sed -n '2,16p' "$0"; exit 2 ;;
+  *) sed -n '2,21p' "$0"; exit 2 ;;
 esac

@@ -283,6 +283,21 @@ pub(crate) enum Command {
         #[arg(long)]
         payloads: bool,
     },
+    /// Draw a context as the tree of its turns: branches where forks and clones share them,
+    /// every head that points into it, names, summaries, redactions and patches, and a
+    /// one-line preview of each payload (the turn log without payloads, then the previews of
+    /// the shown turns only).
+    Tree {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// Show only N levels from the top.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        depth: Option<u32>,
+        /// Show only this turn and the turns after it (its subtree).
+        #[arg(long, value_name = "TURN")]
+        since: Option<u64>,
+    },
     /// Write a payload's raw bytes to stdout or to -o PATH.
     Blob {
         /// The payload's hash: 64 hex digits.
@@ -588,9 +603,13 @@ pub(crate) enum KvCommand {
         /// pipeline).
         #[arg(long)]
         allow_empty: bool,
+        /// The entry expires this long after the put or its last refresh (`30s`, `7d`; whole
+        /// milliseconds, 1ms..100 years): then no read sees it and the server removes it.
+        #[arg(long, value_name = "DURATION", value_parser = parse_kv_ttl)]
+        ttl: Option<Duration>,
     },
     /// Write the value of KEY (raw bytes, checked against its hash) to stdout or to -o PATH;
-    /// a key that is not there exits 3 (NOT_FOUND).
+    /// a key that is not there (or expired) exits 3 (NOT_FOUND).
     Get {
         /// Context: a ContextID, or @NAME.
         #[arg(value_parser = parse_context)]
@@ -600,6 +619,13 @@ pub(crate) enum KvCommand {
         /// Write the value to this file instead of stdout.
         #[arg(short = 'o')]
         output: Option<PathBuf>,
+        /// Restart the entry's time to live from now (a durable write when it has one).
+        #[arg(long)]
+        refresh: bool,
+        /// Print the entry (key, value_hash, value_len, ttl_ms, expires_at_unix_ms) instead
+        /// of the value.
+        #[arg(long, conflicts_with = "output")]
+        entry: bool,
     },
     /// Delete KEY. Prints the entry removed (key, value_hash, value_len); a key that is not
     /// there exits 3 (NOT_FOUND), as for `kv get`.
@@ -610,8 +636,9 @@ pub(crate) enum KvCommand {
         /// The key.
         key: OsString,
     },
-    /// The entries of a context in key order, one per line: key, value_hash, value_len
-    /// (`key_b64` too, for a key that is not UTF-8). Follows the server's pages.
+    /// The entries of a context in key order, one per line: key, value_hash, value_len,
+    /// ttl_ms, expires_at_unix_ms (`key_b64` too, for a key that is not UTF-8). Follows the
+    /// server's pages; expired entries are not listed.
     List {
         /// Context: a ContextID, or @NAME.
         #[arg(value_parser = parse_context)]
@@ -619,7 +646,41 @@ pub(crate) enum KvCommand {
         /// Only keys starting with this.
         #[arg(long)]
         prefix: Option<OsString>,
+        /// Restart the time to live of every entry listed from now.
+        #[arg(long)]
+        refresh: bool,
     },
+    /// Restart the time to live of each KEY (1..=128) from now: --ttl's, else each entry's
+    /// own. Prints the live entries among them as they are now; absent keys are no error.
+    Touch {
+        /// Context: a ContextID, or @NAME.
+        #[arg(value_parser = parse_context)]
+        context: ContextRef,
+        /// The keys.
+        #[arg(required = true, num_args = 1..=128)]
+        keys: Vec<OsString>,
+        /// This time to live from now on (also for entries that had none).
+        #[arg(long, value_name = "DURATION", value_parser = parse_kv_ttl)]
+        ttl: Option<Duration>,
+    },
+}
+
+/// A key-value entry's time to live: a duration of whole milliseconds, 1ms to 100 years.
+pub(crate) fn parse_kv_ttl(text: &str) -> Result<Duration, String> {
+    let ttl = humantime::parse_duration(text.trim())
+        .map_err(|error| format!("{text:?} is not a duration like 30s, 12h, 7d: {error}"))?;
+    let whole_ms = Duration::from_millis(ttl.as_millis().min(u128::from(u64::MAX)) as u64);
+    if ttl.is_zero() || whole_ms != ttl {
+        return Err(format!(
+            "a key-value time to live is a whole number of milliseconds, at least 1ms; got {text:?}"
+        ));
+    }
+    if ttl > Duration::from_millis(ctxstore_client::TTL_MS_MAX) {
+        return Err(format!(
+            "a time to live of {text:?} is too long (the server takes at most 100 years)"
+        ));
+    }
+    Ok(ttl)
 }
 
 /// A time bound of `ctx list` as Unix milliseconds: plain milliseconds, an RFC 3339 time, or

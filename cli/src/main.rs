@@ -27,7 +27,9 @@ use ctxstore_client::blocking::Client;
 use serde_json::json;
 
 use args::{Cli, Command};
-use commands::{append, backup, blob, ctx, gc, kv, overlays, ping, read_turns, stats, streams};
+use commands::{
+    append, backup, blob, ctx, gc, kv, overlays, ping, read_turns, stats, streams, tree,
+};
 use exits::{EXIT_USAGE, StdoutClosed, classify};
 use input::LocalInput;
 use output::Output;
@@ -119,6 +121,11 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         | Command::Streams { .. }
         | Command::StreamRead { .. }
         | Command::Follow { .. } => streams(&client, &out, &cli.command),
+        Command::Tree {
+            context,
+            depth,
+            since,
+        } => tree(&client, &out, context, *depth, *since),
     }
 }
 

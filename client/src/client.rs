@@ -31,7 +31,9 @@ type RecentChunked = (BlobHash, Arc<[ChunkRef]>);
 /// `append_turns` call, per `turn_log` page and per `find_turns` page; which labels are
 /// indexed store-wide.
 pub use ctxstore_vocab::labels::is_indexed_label;
-pub use ctxstore_vocab::limits::{APPEND_BATCH_TURNS_MAX, FIND_PAGE_MAX, LOG_PAGE_MAX};
+pub use ctxstore_vocab::limits::{
+    APPEND_BATCH_TURNS_MAX, FIND_PAGE_MAX, KV_TOUCH_KEYS_MAX, LOG_PAGE_MAX, TTL_MS_MAX,
+};
 
 /// A connection to a ctxstore server. Cheap to clone; clones share the connection.
 #[derive(Clone)]

@@ -1,6 +1,6 @@
 //! `ClientConfig`: where the server is, the token, what the client accepts (response size,
 //! zstd payloads, which payloads it hashes, decision 0015), chunking of appends by value
-//! (issue 16) and the timeouts that keep every call from waiting forever on a peer that is
+//! (issue 16), compression where payloads are made (issue 38) and the timeouts that keep every call from waiting forever on a peer that is
 //! not ctxstore: connect (5 s), HELLO (5 s), each request (30 s), BACKUP (24 h) and GC (1 h)
 //! instead of the per-request one.
 
@@ -52,6 +52,14 @@ pub struct ClientConfig {
     /// server that is not on loopback, where no network can corrupt them on the way.
     /// `VerifyPayloads::Always` hashes every payload.
     pub verify_payloads: VerifyPayloads,
+    /// Compress payloads here, where they are made (issue 38, decision 0029; default
+    /// `Some(1)`, zstd's level): on a version-3 connection an append by value of at least
+    /// `COMPRESS_BYTES_MIN` bytes that zstd shrinks travels as its zstd frame with its BLAKE3
+    /// (APPEND_TURNS, TURN_SPEC flag ZSTD). The server checks the frame (it inflates to those
+    /// bytes) and stores it as it came, instead of compressing: the most CPU an append costs
+    /// the server moves to the many clients. `None`: payloads travel as they are and the
+    /// server compresses them, as on older versions.
+    pub compress_level: Option<i32>,
 }
 
 impl ClientConfig {
@@ -75,7 +83,14 @@ impl ClientConfig {
             accept_zstd: true,
             chunking: Some(ChunkingConfig::DEFAULT),
             verify_payloads: VerifyPayloads::WhenRemote,
+            compress_level: Some(1),
         }
+    }
+
+    /// Sets `compress_level` (`None`: the server compresses).
+    pub fn with_compress_level(mut self, level: Option<i32>) -> Self {
+        self.compress_level = level;
+        self
     }
 
     /// Sets `chunking` (`None`: payloads always travel whole).

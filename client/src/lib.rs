@@ -40,6 +40,9 @@
 //!   ([`ClientConfig::chunking`]; `None` turns it off). [`Client::bytes_sent`] counts what a
 //!   connection wrote; [`Client::put_chunked`] is the step by hand.
 //!
+//! - A context as a tree ([`tree::fetch`], `ctxstore tree`): every branch, the heads that
+//!   point into it, previews of the shown turns only; as box-drawing text or JSON.
+//!
 //! ```no_run
 //! # fn main() -> Result<(), ctxstore_client::ClientError> {
 //! use ctxstore_client::{ClientConfig, blocking::Client};
@@ -131,14 +134,19 @@ pub mod blocking;
 mod calls;
 mod chunking;
 mod client;
+mod compress;
 mod config;
 mod error;
 mod transport;
+pub mod tree;
 mod types;
 
 pub use calls::{NewStream, StreamChunk, StreamInfo, StreamState, Watched};
 pub use chunking::{ChunkingConfig, split_into_chunks};
-pub use client::{APPEND_BATCH_TURNS_MAX, Client, FIND_PAGE_MAX, LOG_PAGE_MAX, is_indexed_label};
+pub use client::{
+    APPEND_BATCH_TURNS_MAX, Client, FIND_PAGE_MAX, KV_TOUCH_KEYS_MAX, LOG_PAGE_MAX, TTL_MS_MAX,
+    is_indexed_label,
+};
 pub use config::ClientConfig;
 pub use ctxstore_protocol::{ContextRef, ErrorCode, PageKind, ServerLimits, StatsWire};
 pub use ctxstore_protocol::{WATCH_FROM_NOW, WatchEventWire, WatchKindWire, WatchTargetWire};
@@ -146,7 +154,7 @@ pub use error::ClientError;
 pub use types::{
     Appended, AppendedTurn, BackupReport, BlobHash, CODEC_NAMES, ChunkRef, ChunkedStored,
     ContextHead, ContextInfo, ContextListPage, ContextQuery, ContextRetention, FoundPage, GcReport,
-    KvItem, ListCursor, LogCursor, LogPage, NewContext, NewPayload, NewTurn, Opened, Page, Parent,
-    Patched, Purged, Redacted, Stats, TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage, VerifyPayloads,
-    blob_hash_from_hex, codec_name, codec_tag,
+    KvItem, KvValue, ListCursor, LogCursor, LogPage, NewContext, NewPayload, NewTurn, Opened, Page,
+    Parent, Patched, Purged, Redacted, Stats, TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage,
+    VerifyPayloads, blob_hash_from_hex, codec_name, codec_tag,
 };

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use ctxstore_protocol::{
-    BackupWire, ContextHeadWire, ContextInfoWire, ExtrasWire, GcStatsWire, GcWire, KvItemWire,
-    ListCursorWire, LogCursorWire, OverlayWire, ParentWire, PayloadEncoding, PayloadSpec,
-    PayloadWire, StatsWire, TurnSpec, TurnWire,
+    BackupWire, ContextHeadWire, ContextInfoWire, ExtrasWire, GcStatsWire, GcWire, KvItemExWire,
+    KvItemWire, ListCursorWire, LogCursorWire, OverlayWire, ParentWire, PayloadEncoding,
+    PayloadSpec, PayloadWire, StatsWire, TurnSpec, TurnWire,
 };
 
 use crate::error::ClientError;
@@ -726,6 +726,11 @@ pub struct KvItem {
     pub key: Bytes,
     pub value_hash: BlobHash,
     pub value_len: u32,
+    /// Milliseconds the entry lives after its put or last refresh (0: for ever, or read with
+    /// a version-2 KV_LIST, which does not say).
+    pub ttl_ms: u64,
+    /// When it expires (unix ms; 0: never, or not said).
+    pub expires_at_unix_ms: u64,
 }
 
 impl KvItem {
@@ -734,8 +739,31 @@ impl KvItem {
             key: item.key,
             value_hash: item.value_hash,
             value_len: item.value_len,
+            ttl_ms: 0,
+            expires_at_unix_ms: 0,
         }
     }
+
+    pub(crate) fn from_wire_ex(item: KvItemExWire) -> KvItem {
+        KvItem {
+            key: item.key,
+            value_hash: item.value_hash,
+            value_len: item.value_len,
+            ttl_ms: item.ttl_ms,
+            expires_at_unix_ms: item.expires_at_unix_ms,
+        }
+    }
+}
+
+/// A key-value entry read with its value (`kv_get_ex`), verified against its hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvValue {
+    pub value_hash: BlobHash,
+    pub value: Bytes,
+    /// Milliseconds the entry lives after its put or last refresh (0: for ever).
+    pub ttl_ms: u64,
+    /// When it expires (unix ms; 0: never), after the refresh if one was asked.
+    pub expires_at_unix_ms: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -858,18 +886,8 @@ fn inflate(data: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
     })
 }
 
-/// Names of the caller codec tags, for humans (the store never interprets them).
-pub const CODEC_NAMES: [(&str, u32); 9] = [
-    ("raw", 0),
-    ("json", 1),
-    ("protobuf", 2),
-    ("cbor", 3),
-    ("msgpack", 4),
-    ("text", 5),
-    ("flatbuffers", 6),
-    ("capnp", 7),
-    ("gob", 8),
-];
+/// Names of the caller codec tags, for humans (defined in `ctxstore_vocab::payloads`).
+pub use ctxstore_vocab::payloads::{CODEC_NAMES, codec_name};
 
 /// A codec name or number → its tag.
 pub fn codec_tag(name: &str) -> Result<u32, ClientError> {
@@ -886,14 +904,6 @@ pub fn codec_tag(name: &str) -> Result<u32, ClientError> {
             known.join(", ")
         ))
     })
-}
-
-/// A codec tag → its name (or the number as text).
-pub fn codec_name(tag: u32) -> String {
-    CODEC_NAMES
-        .iter()
-        .find(|(_, known)| *known == tag)
-        .map_or_else(|| tag.to_string(), |(name, _)| name.to_string())
 }
 
 #[cfg(test)]

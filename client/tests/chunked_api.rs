@@ -193,18 +193,37 @@ fn a_growing_state_costs_its_growth_on_the_wire() {
     );
 }
 
-/// With chunking off, every payload travels whole: the client writes at least the payload
-/// bytes, and the turns read back the same.
+/// With chunking off, every payload travels whole: without compression the client writes at
+/// least the payload bytes; compressed (the default on version 3), a whole zstd frame per
+/// step, more than the growth chunking sends but less than the payloads; the turns read back
+/// the same either way.
 #[test]
 fn with_chunking_off_whole_payloads_travel() {
     let server = TestServer::start(None);
-    let client = connect(&server, None);
+    let raw = ClientConfig::new(server.addr.clone())
+        .with_chunking(None)
+        .with_compress_level(None);
+    let client = Client::connect(raw).unwrap();
     let (context, steps, sent, payload_bytes) = grow(&client, "t-1", 60, 30);
     assert!(
         sent >= payload_bytes,
         "sent {sent} bytes for {payload_bytes} payload bytes"
     );
     reads_back(&client, context, &steps);
+
+    let compressing = connect(&server, None);
+    let (context, steps, sent_compressed, payload_bytes) = grow(&compressing, "t-2", 60, 30);
+    assert!(
+        sent_compressed < payload_bytes,
+        "{sent_compressed} bytes sent"
+    );
+    let chunking = connect(&server, Some(ChunkingConfig::default()));
+    let (_, _, sent_chunked, _) = grow(&chunking, "t-3", 60, 30);
+    assert!(
+        sent_chunked < sent_compressed,
+        "chunked {sent_chunked}, whole frames {sent_compressed}"
+    );
+    reads_back(&compressing, context, &steps);
 }
 
 /// Chunk sizes are the server's settings (`--chunk-*`) and the client's `ChunkingConfig`;
@@ -678,6 +697,9 @@ fn a_server_without_put_chunked_gets_whole_payloads() {
                                 turn_wire(BlobHash(BlobHash::of(bytes).0), bytes.len())
                             }
                             PayloadSpec::Hash(hash) => turn_wire(*hash, 0),
+                            PayloadSpec::Zstd { hash, raw_len, .. } => {
+                                turn_wire(*hash, *raw_len as usize)
+                            }
                         },
                         deduped: false,
                         existing: false,

@@ -85,6 +85,10 @@ pub struct EngineConfig {
     /// (`reserve.rs`): on a full disk a collection gives them up to compact, so that deleting
     /// contexts can always give space back. 0: none. At most `DISK_RESERVE_BYTES_MAX`.
     pub disk_reserve_bytes: u64,
+    /// A standby (issue 31): the store takes its turns from a replica (`Engine::ingest_*`,
+    /// driven by `ctxstore-replica`'s follower) and refuses every write with READ_ONLY until
+    /// `Engine::promote`; nothing in the background writes meanwhile. Off by default.
+    pub follower: bool,
 }
 
 /// The largest disk reserve: 64 GiB.
@@ -116,6 +120,7 @@ impl EngineConfig {
             gc_log_dead_bytes_min: 1 << 20,
             chunking: ChunkingConfig::DEFAULT,
             disk_reserve_bytes: 64 << 20,
+            follower: false,
         }
     }
 

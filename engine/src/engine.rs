@@ -10,6 +10,7 @@ pub mod backup;
 pub(crate) mod chunked;
 pub mod contexts;
 pub mod cut;
+pub mod follow;
 mod open;
 pub mod overlays;
 pub mod retention;

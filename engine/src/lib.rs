@@ -56,8 +56,14 @@ pub use config::{
     Actor, ChunkingConfig, EngineConfig, Limits, OpenCheck, Placement, ThreadPlacement,
 };
 pub use engine::Engine;
+/// The file layer's calls for crates that write beside the engine (the replica), through the
+/// same disk seam as the engine's own writes (decision 0026).
+pub use file::api as files;
+/// The simulated disk under the file layer (decision 0026), for tests only.
+#[cfg(feature = "simulated-disk")]
+pub use file::sim as simulated_disk;
 // The Engine's methods by concern, with their public types (`contexts::ListQuery`, …).
-pub use engine::{backup, contexts, cut, overlays, retention, streams, turns, watch};
+pub use engine::{backup, contexts, cut, follow, overlays, retention, streams, turns, watch};
 pub use error::{Corruption, EngineError, ErrorKind, OpenError};
 pub use format::manifest::ChunkRef;
 pub use format::pack::Compression;
@@ -65,9 +71,9 @@ pub use ids::CONTEXTS_MAX;
 pub use ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
 pub use model::{
     AppendPayload, AppendRequest, Appended, ContextHead, ContextRef, ContextView, Created,
-    GcReport, NewContext, NoPayloadCache, Overlaid, Page, PageEntry, PageOptions, PageQuery,
-    Parent, Payload, PayloadCache, PayloadMode, Purged, StoreStats, StoredBlob, Turn, TurnOptions,
-    TurnPage, TurnWithPayload,
+    GcReport, IngestedLog, IngestedPack, NewContext, NoPayloadCache, Overlaid, Page, PageEntry,
+    PageOptions, PageQuery, Parent, Payload, PayloadCache, PayloadMode, Purged, StoreStats,
+    StoredBlob, Turn, TurnOptions, TurnPage, TurnWithPayload,
 };
 pub use sequencer::overlays::OVERLAYS_PER_TURN_MAX;
 pub use verify::{VerifyReport, verify};

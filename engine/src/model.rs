@@ -138,11 +138,23 @@ pub struct TurnWithPayload {
     pub payload: Option<Bytes>,
 }
 
-/// The payload of an append: the bytes, or the hash of a blob that is already stored.
+/// The payload of an append: the bytes, the hash of a blob that is already stored, or the
+/// bytes as a client compressed them.
 #[derive(Clone, Debug)]
 pub enum AppendPayload {
     Bytes(Bytes),
     StoredBlob(BlobHash),
+    /// A zstd frame that inflates to `raw_len` bytes hashing to `hash` (issue 38, decision
+    /// 0029): the client compressed where the bytes were made, so the server inflates and
+    /// hashes (about a tenth of compressing's CPU) instead of compressing, and stores the
+    /// frame as it came. Not trusted: a frame that does not inflate to exactly those bytes is
+    /// refused (`HashMismatch`) before anything is stored. A blob already stored under
+    /// `hash` is not inflated at all, as an append by hash would not be.
+    Zstd {
+        hash: BlobHash,
+        raw_len: u32,
+        frame: Bytes,
+    },
 }
 
 /// Where a new turn hangs in the DAG.
@@ -462,4 +474,25 @@ pub struct GcReport {
     /// Pack bytes of unreachable blobs left on disk (packs under the compaction threshold).
     pub dead_bytes: u64,
     pub duration_ms: u64,
+}
+
+/// What a shard made of ingested pack bytes (a standby, issue 31).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IngestedPack {
+    /// Records indexed (new blobs readable).
+    pub blobs: u64,
+    /// Bytes written (bytes the shard held already, byte for byte, are skipped).
+    pub bytes_written: u64,
+    /// A whole new version of a sealed pack (a collection rewrote it on the primary) was not
+    /// installed: the standby keeps its own, a superset (decision 0019).
+    pub kept_own_version: bool,
+}
+
+/// What a sequencer made of ingested `turns.log` slots (a standby, issue 31).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IngestedLog {
+    pub records: u64,
+    pub turns: u64,
+    /// The durable watermark after them (the last record id).
+    pub log_records: u64,
 }

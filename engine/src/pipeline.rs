@@ -55,7 +55,10 @@ use crate::format::context_meta::OverlayKind;
 use crate::format::pack::EncodedBlob;
 use crate::format::stream_meta::StreamOpen;
 use crate::ids::{BlobHash, ContextId, TurnId};
-use crate::model::{AppendRequest, Appended, ContextView, Created, NewContext, Overlaid, Purged};
+use crate::model::{
+    AppendRequest, Appended, ContextView, Created, IngestedLog, IngestedPack, NewContext, Overlaid,
+    Purged,
+};
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
 use crate::sequencer::streams::{StreamId, StreamInfo, StreamOwner};
@@ -194,8 +197,26 @@ pub(crate) enum ShardRequest {
         install: CompactedPack,
         reply: oneshot::Sender<Result<(), EngineError>>,
     },
+    /// A standby (issue 31, `engine/follow.rs`): the primary's pack bytes at `offset` of
+    /// `pack_id` (the open pack, or the next one: a rotation), or a whole new version of a
+    /// sealed pack a collection rewrote (`whole`). Written, synced, indexed and published
+    /// before the answer, so that the log slots naming them may follow.
+    Ingest {
+        pack: IngestPack,
+        reply: oneshot::Sender<Result<IngestedPack, EngineError>>,
+    },
     /// Finish the queue, sync, and stop.
     Stop { done: StopReply },
+}
+
+/// Pack bytes a standby takes from its replica (`ShardRequest::Ingest`).
+#[derive(Debug)]
+pub(crate) struct IngestPack {
+    pub pack_id: u32,
+    pub offset: u64,
+    pub bytes: Vec<u8>,
+    /// The bytes are the whole new content of `pack_id` (offset 0).
+    pub whole: bool,
 }
 
 /// What a sweep took out of a pack's index.
@@ -314,6 +335,14 @@ pub(crate) enum SequencerRequest {
     },
     /// The round ends without a fence: stop noting.
     GcAbort,
+    /// A standby (issue 31, `engine/follow.rs`): the primary's `turns.log` slots from record
+    /// `first_record_id` on, whole records only; written and synced, replayed against the
+    /// live state with recovery's rules, published as one batch.
+    Ingest {
+        first_record_id: u64,
+        slots: Vec<u8>,
+        reply: oneshot::Sender<Result<IngestedLog, EngineError>>,
+    },
     /// Finish the queue and stop.
     Stop { done: StopReply },
 }

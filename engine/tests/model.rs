@@ -12,7 +12,7 @@ use bytes::Bytes;
 use common::*;
 use std::collections::BTreeMap;
 
-use ctxstore_engine::format::context_meta::{ContextMeta, KvEntry};
+use ctxstore_engine::format::context_meta::{ContextMeta, KvEntry, KvExpiry};
 use ctxstore_engine::format::turn_log::meta_slot_count;
 use ctxstore_engine::{
     AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig,
@@ -81,6 +81,14 @@ enum Op {
         key: usize,
         payload: usize,
         if_absent: bool,
+        /// Index into `KV_TTLS_MS`; the 1 ms one has expired when the op ends.
+        ttl: usize,
+    },
+    /// Issue 34: restart a key's TTL (the given one, else its own).
+    KvTouch {
+        context: usize,
+        key: usize,
+        ttl: Option<usize>,
     },
     KvDelete {
         context: usize,
@@ -110,6 +118,9 @@ const TAG_VALUES: [&str; 3] = [
     "a-much-longer-value-that-needs-more-than-one-slot-of-the-turns-log-to-be-stored-whole",
 ];
 const KV_KEYS: [&[u8]; 4] = [b"a", b"ab", b"b", b"writes/0001/task"];
+/// Key-value TTLs: none, two that outlive any run, and one expired when its op ends.
+const KV_TTLS_MS: [u64; 4] = [0, 3_600_000, 7_200_000, KV_TTL_EXPIRING_MS];
+const KV_TTL_EXPIRING_MS: u64 = 1;
 
 fn expect() -> impl Strategy<Value = Expect> {
     prop_oneof![
@@ -136,8 +147,10 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(name, tag, get_or_create)| Op::CreateNamed { name, tag, get_or_create }),
         2 => (pick.clone(), 0..TAG_KEYS.len(), proptest::option::of(0..TAG_VALUES.len()), expect())
             .prop_map(|(context, key, value, expect)| Op::SetTag { context, key, value, expect }),
-        2 => (pick.clone(), 0..KV_KEYS.len(), 0..PAYLOADS, any::<bool>())
-            .prop_map(|(context, key, payload, if_absent)| Op::KvPut { context, key, payload, if_absent }),
+        2 => (pick.clone(), 0..KV_KEYS.len(), 0..PAYLOADS, any::<bool>(), 0..KV_TTLS_MS.len())
+            .prop_map(|(context, key, payload, if_absent, ttl)| Op::KvPut { context, key, payload, if_absent, ttl }),
+        1 => (pick.clone(), 0..KV_KEYS.len(), proptest::option::of(1..KV_TTLS_MS.len() - 1))
+            .prop_map(|(context, key, ttl)| Op::KvTouch { context, key, ttl }),
         1 => (pick.clone(), 0..KV_KEYS.len()).prop_map(|(context, key)| Op::KvDelete { context, key }),
         1 => (pick.clone(), 0..NAMES.len()).prop_map(|(context, name)| Op::Clone { context, name }),
         1 => pick.clone().prop_map(|context| Op::Delete { context }),
@@ -189,7 +202,8 @@ struct ModelTurn {
 struct ModelMeta {
     name: Option<String>,
     tags: BTreeMap<String, String>,
-    kv: BTreeMap<Vec<u8>, usize>,
+    /// Key → (payload index, TTL in ms): the live entries (an expired one is gone).
+    kv: BTreeMap<Vec<u8>, (usize, u64)>,
     deleted: bool,
     floor: u32,
 }
@@ -290,16 +304,29 @@ fn check_metadata(engine: &Engine, model: &Model) {
             );
         }
         let items = engine.kv_scan(&context, b"", None, 100).unwrap();
-        let got: Vec<(Vec<u8>, BlobHash, u32)> = items
+        let got: Vec<(Vec<u8>, BlobHash, u32, u64)> = items
             .into_iter()
-            .map(|item| (item.key.to_vec(), item.value_hash, item.value_len))
+            .map(|item| {
+                assert_eq!(item.ttl_ms > 0, item.expires_at_unix_ms > 0, "{item:?}");
+                (
+                    item.key.to_vec(),
+                    item.value_hash,
+                    item.value_len,
+                    item.ttl_ms,
+                )
+            })
             .collect();
-        let want: Vec<(Vec<u8>, BlobHash, u32)> = meta
+        let want: Vec<(Vec<u8>, BlobHash, u32, u64)> = meta
             .kv
             .iter()
-            .map(|(key, &index)| {
+            .map(|(key, &(index, ttl_ms))| {
                 let value = payload(index);
-                (key.clone(), BlobHash::of(&value), value.len() as u32)
+                (
+                    key.clone(),
+                    BlobHash::of(&value),
+                    value.len() as u32,
+                    ttl_ms,
+                )
             })
             .collect();
         assert_eq!(got, want);
@@ -331,6 +358,9 @@ fn engine_config(dir: &std::path::Path) -> EngineConfig {
     config.shard_count = 3;
     // Exercise a multi-thread placement too.
     config.placement = "seq,s0|s1,s2".parse::<Placement>().unwrap();
+    // The model counts record ids: the reaper's removals of expired entries would write
+    // records it does not know of (reads hide expired entries without it).
+    config.reaper_interval_ms = 3_600_000;
     config
 }
 
@@ -368,6 +398,7 @@ fn target(op: &Op) -> Option<usize> {
         | Op::SetTag { context, .. }
         | Op::KvPut { context, .. }
         | Op::KvDelete { context, .. }
+        | Op::KvTouch { context, .. }
         | Op::Clone { context, .. }
         | Op::Delete { context }
         | Op::Prune { context, .. } => Some(*context),
@@ -610,6 +641,7 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
             key,
             payload: index,
             if_absent,
+            ttl,
         } => {
             if model.heads.is_empty() {
                 return;
@@ -617,10 +649,12 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
             let slot = context % model.heads.len();
             let key = KV_KEYS[key].to_vec();
             let value = Bytes::from(payload(index));
-            block_on(engine.kv_put(
+            let ttl_ms = KV_TTLS_MS[ttl];
+            block_on(engine.kv_put_ttl(
                 &ContextId(slot as u64 + 1).into(),
                 vec![(key.clone(), value.clone())],
                 if_absent,
+                ttl_ms,
             ))
             .unwrap();
             model.stored[index] = true;
@@ -631,8 +665,58 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
                 key: key.clone(),
                 value_hash: BlobHash::of(&value),
                 value_len: value.len() as u32,
+                ttl_ms,
+                expires_at_unix_ms: ttl_ms,
             }]));
-            model.metas[slot].kv.insert(key, index);
+            if ttl_ms == KV_TTL_EXPIRING_MS {
+                // Past its expiry before the next op reads: gone from every read.
+                std::thread::sleep(std::time::Duration::from_millis(3));
+                model.metas[slot].kv.remove(&key);
+            } else {
+                model.metas[slot].kv.insert(key, (index, ttl_ms));
+            }
+        }
+        Op::KvTouch { context, key, ttl } => {
+            if model.heads.is_empty() {
+                return;
+            }
+            let slot = context % model.heads.len();
+            let key = KV_KEYS[key].to_vec();
+            let given = ttl.map(|ttl| KV_TTLS_MS[ttl]);
+            let touched = block_on(engine.kv_touch(
+                &ContextId(slot as u64 + 1).into(),
+                vec![key.clone()],
+                given,
+            ))
+            .unwrap();
+            // The entry's TTL from now on; 0 leaves it untouched (no TTL given or had).
+            let new_ttl_ms = match model.metas[slot].kv.get_mut(&key) {
+                Some(entry) => {
+                    let new_ttl_ms = given.unwrap_or(entry.1);
+                    entry.1 = new_ttl_ms;
+                    new_ttl_ms
+                }
+                None => 0,
+            };
+            // Every live key comes back as it is now; absent ones do not.
+            let want: Vec<(Vec<u8>, u64)> = model.metas[slot]
+                .kv
+                .get(&key)
+                .map(|(_, ttl_ms)| (key.clone(), *ttl_ms))
+                .into_iter()
+                .collect();
+            let got: Vec<(Vec<u8>, u64)> = touched
+                .iter()
+                .map(|item| (item.key.to_vec(), item.ttl_ms))
+                .collect();
+            assert_eq!(got, want);
+            if new_ttl_ms > 0 {
+                model.take_meta(&ContextMeta::KvTouch(vec![KvExpiry {
+                    key,
+                    ttl_ms: new_ttl_ms,
+                    expires_at_unix_ms: new_ttl_ms,
+                }]));
+            }
         }
         Op::KvDelete { context, key } => {
             if model.heads.is_empty() {

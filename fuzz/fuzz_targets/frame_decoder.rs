@@ -1,9 +1,9 @@
 //! The bytes a client can send, as the server reads them: frames cut from a stream with a size
 //! limit, each decoded as a request. Nothing may panic; whatever decodes must re-encode to the
-//! very bytes it came from (frame flags included). Requests decode as a version-1 and a
-//! version-2 connection would: what version 1 accepts, version 2 reads the same; version 2
-//! refuses version 3's streams (issue 32), which the newest version decodes and re-encodes. Responses are
-//! decoded too (a client reads them).
+//! very bytes it came from (frame flags included). Requests decode as a version-1, a version-2
+//! and a version-3 connection would: what an older version accepts, the newest reads the same,
+//! and no version accepts a message newer than itself (version 3's streams, issue 32, and
+//! key-value TTL, issue 34). Responses are decoded too (a client reads them).
 #![no_main]
 
 use bytes::BytesMut;
@@ -33,6 +33,7 @@ fuzz_target!(|data: &[u8]| {
                     }
                     if let Ok(request) = decode_request_as(2, &header, body.clone()) {
                         assert!(request.message_type().since_version() <= 2, "version 2 accepted a newer message");
+                        assert_eq!(decode_request(&header, body.clone()).ok(), Some(request), "versions disagree");
                     }
                     let as_response = ctxstore_protocol::FrameHeader { msg_type: header.msg_type | RESPONSE_BIT, ..header };
                     if let Ok(response) = decode_response(&as_response, body.clone()) {

@@ -64,9 +64,9 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         4 => {
-            // The second byte picks the metadata op: every op (1..=11) and unknown ones.
+            // The second byte picks the metadata op: every op (1..=23) and unknown ones.
             let Some((&op, body)) = data.split_first() else { return };
-            if let Ok(meta) = ContextMeta::decode(u16::from(op % 16), body) {
+            if let Ok(meta) = ContextMeta::decode(u16::from(op % 32), body) {
                 assert_eq!(meta.encode(), body, "context metadata encoding is not canonical");
             }
             // Stream records (ops 12..=14, issue 32): never both kinds.

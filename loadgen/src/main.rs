@@ -131,6 +131,11 @@ struct Args {
     /// payload over 16 KiB goes as the chunks the server lacks) off.
     #[arg(long)]
     no_client_chunking: bool,
+    /// Send payloads as they are: the client's compression (on by default on a version-3
+    /// server: payloads go as zstd frames and the server checks and stores them as they
+    /// came, issue 38) off, so the server compresses them.
+    #[arg(long)]
+    no_client_compression: bool,
     /// Which payloads the client hashes (decision 0015): `when-remote` hashes raw payloads
     /// only from a server that is not on loopback (the server hashed them when it read them;
     /// zstd ones are always hashed), `always` every payload.
@@ -266,6 +271,7 @@ fn load_config(
             addr,
             token: args.token.clone(),
             client_chunking: !args.no_client_chunking,
+            client_compression: !args.no_client_compression,
             verify_payloads: args.verify_payloads,
         },
         Backend::Postgres => BackendKind::Postgres { url: peer()? },

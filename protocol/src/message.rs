@@ -1,4 +1,4 @@
-//! The message types of protocol versions 1 and 2, their flags and limits, and the wire
+//! The message types of protocol versions 1 to 3, their flags and limits, and the wire
 //! structs several messages share. The messages themselves are values of their family's types
 //! (`codec/`: `Request`, `Response`, `ReadsRequest`, …). Byte layouts: docs/protocol.md and
 //! `codec/`. A response's type is its request's type with the high bit set; ERROR is
@@ -58,6 +58,11 @@ pub enum MessageType {
     PurgeBlob = 0x0026,
     // Version 2, sub-blob dedup (issue 16).
     PutChunked = 0x0027,
+    // Version 3, key-value entries with a time to live (issue 34, decision 0028).
+    KvPutEx = 0x0028,
+    KvGetEx = 0x0029,
+    KvListEx = 0x002A,
+    KvTouch = 0x002B,
     // Version 3, streams (issue 32, decision 0027).
     StreamOpen = 0x0030,
     StreamAppend = 0x0031,
@@ -72,7 +77,7 @@ pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 46] = [
+    pub const ALL: [MessageType; 50] = [
         MessageType::Hello,
         MessageType::Ping,
         MessageType::CtxCreate,
@@ -112,6 +117,10 @@ impl MessageType {
         MessageType::RedactTurn,
         MessageType::PurgeBlob,
         MessageType::PutChunked,
+        MessageType::KvPutEx,
+        MessageType::KvGetEx,
+        MessageType::KvListEx,
+        MessageType::KvTouch,
         MessageType::StreamOpen,
         MessageType::StreamAppend,
         MessageType::StreamSeal,
@@ -176,6 +185,10 @@ impl MessageType {
             MessageType::RedactTurn => "REDACT_TURN",
             MessageType::PurgeBlob => "PURGE_BLOB",
             MessageType::PutChunked => "PUT_CHUNKED",
+            MessageType::KvPutEx => "KV_PUT_EX",
+            MessageType::KvGetEx => "KV_GET_EX",
+            MessageType::KvListEx => "KV_LIST_EX",
+            MessageType::KvTouch => "KV_TOUCH",
             MessageType::StreamOpen => "STREAM_OPEN",
             MessageType::StreamAppend => "STREAM_APPEND",
             MessageType::StreamSeal => "STREAM_SEAL",
@@ -189,7 +202,9 @@ impl MessageType {
     /// The protocol version that introduced this message: a connection that negotiated an
     /// older one answers it UNKNOWN_MESSAGE.
     pub fn since_version(self) -> u16 {
-        if self.code() >= MessageType::StreamOpen.code() {
+        if self.code() >= MessageType::StreamOpen.code()
+            || (MessageType::KvPutEx.code()..=MessageType::KvTouch.code()).contains(&self.code())
+        {
             3
         } else if self.code() >= MessageType::CtxOpen.code() {
             2
@@ -305,6 +320,33 @@ pub struct KvItemWire {
     pub value_len: u32,
 }
 
+/// A key-value entry as KV_LIST_EX, KV_TOUCH and (without its key) KV_GET_EX return it:
+/// KV_LIST's item and its time to live (version 3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvItemExWire {
+    pub key: Bytes,
+    pub value_hash: BlobHash,
+    pub value_len: u32,
+    /// Milliseconds the entry lives after its put or last refresh (0: for ever).
+    pub ttl_ms: u64,
+    /// When it expires (unix ms; 0: never).
+    pub expires_at_unix_ms: u64,
+}
+
+/// Bits of `put_flags` in KV_PUT_EX (version 3).
+pub mod kv_put_flags {
+    /// Keys the context has (live) keep their values.
+    pub const IF_ABSENT: u8 = 1 << 0;
+    pub const KNOWN: u8 = IF_ABSENT;
+}
+
+/// Bits of `kv_flags` in KV_GET_EX and KV_LIST_EX (version 3).
+pub mod kv_read_flags {
+    /// Restart the TTL of each entry returned (that has one) from now: a durable write.
+    pub const REFRESH: u8 = 1 << 0;
+    pub const KNOWN: u8 = REFRESH;
+}
+
 /// Bits of `open_flags` in CTX_OPEN.
 pub mod open_flags {
     /// A name that exists answers its context (`created = 0`) instead of ALREADY_EXISTS.
@@ -334,11 +376,19 @@ pub enum ParentWire {
     Turn(u64),
 }
 
-/// A turn's payload in APPEND_TURNS: its bytes, or the hash of a stored blob.
+/// A turn's payload in APPEND_TURNS: its bytes, the hash of a stored blob, or (version 3) its
+/// bytes as one zstd frame the client compressed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PayloadSpec {
     Bytes(Bytes),
     Hash(BlobHash),
+    /// A zstd frame that inflates to `raw_len` bytes hashing to `hash` (the server checks it
+    /// before storing; a blob it has under `hash` is not inflated at all).
+    Zstd {
+        hash: BlobHash,
+        raw_len: u32,
+        frame: Bytes,
+    },
 }
 
 /// One turn of APPEND_TURNS.
@@ -358,7 +408,10 @@ pub mod turn_spec_flags {
     pub const SUMMARY: u8 = 1 << 0;
     /// The payload is the hash of a stored blob (32 bytes), not bytes.
     pub const BY_HASH: u8 = 1 << 1;
-    pub const KNOWN: u8 = SUMMARY | BY_HASH;
+    /// The payload is `hash [32]u8`, `raw_len u32`, `frame_len u32` and a zstd frame of
+    /// `frame_len` bytes (version 3; not with BY_HASH).
+    pub const ZSTD: u8 = 1 << 2;
+    pub const KNOWN: u8 = SUMMARY | BY_HASH | ZSTD;
 }
 
 /// One turn of APPEND_TURNS' answer.

@@ -270,6 +270,60 @@ fn request() -> impl Strategy<Value = Request> {
         ),
         (
             context(),
+            0..=kv_put_flags::KNOWN,
+            any::<u64>(),
+            proptest::collection::vec((bytes(40), bytes(3000)), 0..4)
+        )
+            .prop_map(|(context, put_flags, ttl_ms, entries)| Request::Kv(
+                KvRequest::KvPutEx {
+                    context,
+                    put_flags,
+                    ttl_ms,
+                    entries,
+                }
+            )),
+        (
+            context(),
+            bytes(40),
+            prop_oneof![Just(0), Just(read_flags::ACCEPT_ZSTD)],
+            0..=kv_read_flags::KNOWN
+        )
+            .prop_map(|(context, key, read_flags, kv_flags)| Request::Kv(
+                KvRequest::KvGetEx {
+                    context,
+                    key,
+                    read_flags,
+                    kv_flags,
+                }
+            )),
+        (
+            context(),
+            bytes(20),
+            bytes(20),
+            any::<u32>(),
+            0..=kv_read_flags::KNOWN
+        )
+            .prop_map(|(context, prefix, after, limit, kv_flags)| Request::Kv(
+                KvRequest::KvListEx {
+                    context,
+                    prefix,
+                    after,
+                    limit,
+                    kv_flags,
+                }
+            )),
+        (
+            context(),
+            any::<u64>(),
+            proptest::collection::vec(bytes(40), 0..5)
+        )
+            .prop_map(|(context, ttl_ms, keys)| Request::Kv(KvRequest::KvTouch {
+                context,
+                ttl_ms,
+                keys
+            })),
+        (
+            context(),
             any::<Option<u64>>(),
             proptest::collection::vec(turn_spec(), 1..4)
         )
@@ -521,7 +575,11 @@ fn response() -> impl Strategy<Value = Response> {
         MessageType::CtxTag,
         MessageType::CtxName,
     ]);
-    let done_types = proptest::sample::select(vec![MessageType::KvPut, MessageType::KvDelete]);
+    let done_types = proptest::sample::select(vec![
+        MessageType::KvPut,
+        MessageType::KvDelete,
+        MessageType::KvPutEx,
+    ]);
     prop_oneof![
         (any::<u16>(), any::<[u32; 5]>(), name()).prop_map(|(version, l, server_name)| {
             Response::Admin(AdminResponse::Hello {
@@ -761,6 +819,39 @@ fn response() -> impl Strategy<Value = Response> {
                 entries,
             })
         }),
+        (hash(), any::<u64>(), any::<u64>(), payload()).prop_map(
+            |(value_hash, ttl_ms, expires_at_unix_ms, payload)| {
+                Response::Kv(KvResponse::KvValueEx {
+                    value_hash,
+                    ttl_ms,
+                    expires_at_unix_ms,
+                    payload,
+                })
+            }
+        ),
+        (
+            any::<bool>(),
+            proptest::collection::vec((bytes(40), hash(), any::<u32>(), any::<[u64; 2]>()), 0..5)
+        )
+            .prop_map(|(touched, items)| {
+                let items = items
+                    .into_iter()
+                    .map(
+                        |(key, value_hash, value_len, [ttl_ms, expires])| KvItemExWire {
+                            key,
+                            value_hash,
+                            value_len,
+                            ttl_ms,
+                            expires_at_unix_ms: expires,
+                        },
+                    )
+                    .collect();
+                Response::Kv(if touched {
+                    KvResponse::KvTouched { items }
+                } else {
+                    KvResponse::KvListEx { items }
+                })
+            }),
         proptest::collection::vec((bytes(40), hash(), any::<u32>()), 0..5).prop_map(|items| {
             Response::Kv(KvResponse::KvList {
                 items: items

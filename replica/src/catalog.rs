@@ -177,6 +177,17 @@ pub async fn segment_header(
     let len = SegmentHeader::header_len(&preamble, &what)?;
     let bytes: Bytes = range(0, len as u64).await?;
     let header = SegmentHeader::decode(&bytes, &what)?;
+    check_segment_key(&header, generation, seq, what)?;
+    Ok((header, len as u64))
+}
+
+/// A segment is the one its key names (an object copied under another key is damage).
+pub fn check_segment_key(
+    header: &SegmentHeader,
+    generation: u32,
+    seq: u64,
+    what: String,
+) -> Result<(), ReplicaError> {
     if header.generation != generation || header.seq != seq {
         return Err(ReplicaError::Damaged {
             key: what,
@@ -186,7 +197,7 @@ pub async fn segment_header(
             ),
         });
     }
-    Ok((header, len as u64))
+    Ok(())
 }
 
 /// The store's state after segment `upto` of `generation`: the newest checkpoint at or before

@@ -874,6 +874,10 @@ pub struct EpochRecord {
     pub taken_unix_ms: u64,
     /// Host and process, for the log of whoever is fenced.
     pub holder: String,
+    /// Where clients reach this primary (`--replica-advertise`, else its `--listen`): a
+    /// standby's READ_ONLY answers name it. Empty: not said. Encoded after `holder` only when
+    /// not empty, so records without it keep their bytes.
+    pub advertise: String,
 }
 
 impl EpochRecord {
@@ -887,19 +891,26 @@ impl EpochRecord {
         writer.raw(&self.nonce.to_le_bytes());
         writer.u64(self.taken_unix_ms);
         writer.blob(self.holder.as_bytes());
+        if !self.advertise.is_empty() {
+            writer.blob(self.advertise.as_bytes());
+        }
         seal(writer)
     }
 
     pub fn decode(bytes: &[u8], what: &str) -> Result<EpochRecord, FormatError> {
         let mut reader = open(bytes, EPOCH_MAGIC, what)?;
-        let record = EpochRecord {
+        let mut record = EpochRecord {
             epoch: reader.u64()?,
             replica_id: reader.array()?,
             generation: reader.u32()?,
             nonce: u128::from_le_bytes(reader.array()?),
             taken_unix_ms: reader.u64()?,
             holder: String::from_utf8_lossy(reader.blob(HOLDER_BYTES_MAX)?).into_owned(),
+            advertise: String::new(),
         };
+        if reader.remaining() > HASH_BYTES {
+            record.advertise = String::from_utf8_lossy(reader.blob(HOLDER_BYTES_MAX)?).into_owned();
+        }
         reader.take(HASH_BYTES)?;
         reader.finish()?;
         Ok(record)
@@ -1085,8 +1096,20 @@ mod tests {
             nonce: 99,
             taken_unix_ms: 3,
             holder: "host:123".into(),
+            advertise: String::new(),
         };
         assert_eq!(EpochRecord::decode(&epoch.encode(), "e").unwrap(), epoch);
+        let advertised = EpochRecord {
+            advertise: "10.0.0.7:7411".into(),
+            ..epoch.clone()
+        };
+        let bytes = advertised.encode();
+        assert_eq!(EpochRecord::decode(&bytes, "e").unwrap(), advertised);
+        assert_eq!(
+            bytes.len(),
+            epoch.encode().len() + 4 + "10.0.0.7:7411".len(),
+            "the address is one more blob after the holder"
+        );
         let generation = GenerationRecord {
             generation: 2,
             replica_id: [1; 16],

@@ -11,6 +11,7 @@
 //! - `catalog`: reading what a replica holds (epochs, generations, the state at a segment);
 //! - `local`: what the store keeps of its replica on its own disk (`DIR/replica/`);
 //! - `ship`: the primary's replicator thread (cut, upload, commit, checkpoint);
+//! - `follow`: the standby's poller (restore or resume, segments applied through the actors);
 //! - `restore`: a store rebuilt from its replica at a shipped point;
 //! - `retention`: deleting what no kept restore point reads;
 //! - `stats`: the figures for metrics and `ctxstore stats`;
@@ -23,6 +24,7 @@ pub mod catalog;
 mod codec;
 pub mod error;
 pub mod faulty;
+pub mod follow;
 pub mod format;
 pub mod layout;
 pub mod local;
@@ -34,6 +36,7 @@ pub mod stats;
 pub mod target;
 
 pub use error::{FormatError, ReplicaError};
+pub use follow::{FollowConfig, Follower};
 pub use remote::Remote;
 pub use ship::{Replicator, ShipConfig};
 pub use stats::{ReplicationSnapshot, ReplicationState, ReplicationStats};

@@ -62,6 +62,9 @@ pub struct ShipConfig {
     pub segment_bytes_max: u64,
     /// Start serving even if the target cannot be reached at start; replication catches up.
     pub start_anyway: bool,
+    /// Where clients reach this primary, written into its epoch object: a standby's READ_ONLY
+    /// answers name it (empty: not said).
+    pub advertise: String,
 }
 
 impl ShipConfig {
@@ -75,6 +78,7 @@ impl ShipConfig {
             retention: None,
             segment_bytes_max: 64 << 20,
             start_anyway: false,
+            advertise: String::new(),
         }
     }
 }
@@ -103,11 +107,22 @@ impl Replicator {
         config: ShipConfig,
         remote: Remote,
     ) -> Result<Replicator, ReplicaError> {
+        let stats = Arc::new(ReplicationStats::default());
+        Replicator::start_shared(engine, config, remote, stats)
+    }
+
+    /// `start_with`, reporting into `stats` (a promoted standby's: the same figures go on,
+    /// from `following` to `shipping`).
+    pub fn start_shared(
+        engine: Engine,
+        config: ShipConfig,
+        remote: Remote,
+        stats: Arc<ReplicationStats>,
+    ) -> Result<Replicator, ReplicaError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|source| ReplicaError::io("tokio runtime", source))?;
-        let stats = Arc::new(ReplicationStats::default());
         let mut shipper = Shipper::new(engine, remote, config, stats.clone());
         match runtime.block_on(shipper.attach()) {
             Ok(()) => {}
@@ -367,6 +382,7 @@ impl Shipper {
             nonce: random_nonce(),
             taken_unix_ms: now_unix_ms(),
             holder: self.holder.clone(),
+            advertise: self.config.advertise.clone(),
         };
         match self
             .remote

@@ -16,6 +16,9 @@ pub enum ReplicationState {
     Stopped = 4,
     /// A standby applying what the primary shipped.
     Following = 5,
+    /// A standby that met a segment it cannot apply: it serves what it has and applies
+    /// nothing more (the log says why; restore a new standby).
+    Stalled = 6,
 }
 
 impl ReplicationState {
@@ -26,6 +29,7 @@ impl ReplicationState {
             ReplicationState::Fenced => "fenced",
             ReplicationState::Stopped => "stopped",
             ReplicationState::Following => "following",
+            ReplicationState::Stalled => "stalled",
         }
     }
 
@@ -35,6 +39,7 @@ impl ReplicationState {
             3 => ReplicationState::Fenced,
             4 => ReplicationState::Stopped,
             5 => ReplicationState::Following,
+            6 => ReplicationState::Stalled,
             _ => ReplicationState::Shipping,
         }
     }

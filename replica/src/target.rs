@@ -33,6 +33,18 @@ const CLIENT_RETRY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Opens the replica location `url` (nothing is read or written yet).
 pub fn open(url: &str, s3: &S3Settings) -> Result<Remote, ReplicaError> {
+    open_with_timeout(url, s3, REQUEST_TIMEOUT)
+}
+
+/// `open` for a poller whose requests are small (a standby: listings, HEADs, segments): one
+/// that hangs is given up after `request_timeout` and the next poll tries again, instead of
+/// holding every later poll back for the shipper's 30 s (SeaweedFS was seen to hold a
+/// request that long).
+pub fn open_with_timeout(
+    url: &str,
+    s3: &S3Settings,
+    request_timeout: Duration,
+) -> Result<Remote, ReplicaError> {
     let invalid = |reason: String| ReplicaError::Target {
         url: url.to_string(),
         reason,
@@ -51,7 +63,7 @@ pub fn open(url: &str, s3: &S3Settings) -> Result<Remote, ReplicaError> {
             .with_bucket_name(bucket)
             .with_config(
                 AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
-                seconds(REQUEST_TIMEOUT),
+                seconds(request_timeout.max(Duration::from_secs(1))),
             )
             .with_config(
                 AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),

@@ -38,6 +38,11 @@ pub struct ServerConfig {
     pub metrics_allow_non_loopback: bool,
     /// Ship the store to an object store (`--replicate-to`); `None`: no replication.
     pub replication: Option<ctxstore_replica::ShipConfig>,
+    /// Run as a standby of a replica (`--follow`); `None`: a primary (or no replica).
+    pub follow: Option<ctxstore_replica::FollowConfig>,
+    /// Serve the read-only web console here (`--console-listen`; issue 37); `None`: none.
+    /// Loopback only unless the server has a token, which the console then requires.
+    pub console_listen: Option<SocketAddr>,
 }
 
 /// A limit on everything a client controls, unit last.
@@ -135,6 +140,8 @@ impl ServerConfig {
             metrics_listen: None,
             metrics_allow_non_loopback: false,
             replication: None,
+            follow: None,
+            console_listen: None,
         }
     }
 
@@ -167,6 +174,16 @@ impl ServerConfig {
                 "refusing to serve metrics on {metrics}: the endpoint has no authentication. \
                  Pass --metrics-allow-non-loopback if the network is trusted (or a firewall \
                  guards the port), or use a loopback address"
+            ));
+        }
+        if let Some(console) = self.console_listen
+            && !console.ip().is_loopback()
+            && self.token.as_deref().is_none_or(str::is_empty)
+        {
+            return Err(format!(
+                "refusing to serve the console on {console} without a token: anyone who can \
+                 reach it could read every context. Pass --token-file (the console then asks \
+                 for the token), or use a loopback address"
             ));
         }
         if let Some(token) = &self.token
@@ -364,6 +381,21 @@ mod tests {
         let error = config.validate().unwrap_err();
         assert!(error.contains("--metrics-allow-non-loopback"), "{error}");
         config.metrics_allow_non_loopback = true;
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn a_console_off_loopback_needs_a_token() {
+        let mut config = ServerConfig::new("/tmp/x");
+        config.console_listen = Some("127.0.0.1:9412".parse().unwrap());
+        config.validate().unwrap();
+        config.console_listen = Some("0.0.0.0:9412".parse().unwrap());
+        let error = config.validate().unwrap_err();
+        assert!(
+            error.contains("console") && error.contains("--token-file"),
+            "{error}"
+        );
+        config.token = Some("s3cret".into());
         config.validate().unwrap();
     }
 

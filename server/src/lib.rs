@@ -10,6 +10,8 @@
 //! - `local`: single-threaded notify/flag/race helpers; `counters`: STATS counters.
 //! - [`settings`]: the layers of the server's settings (flag > env > config file > default).
 //! - [`metrics`]: per-core request counters and the `GET /metrics` endpoint (Prometheus).
+//! - [`console`]: the read-only web console (`--console-listen`): its JSON API, auth and
+//!   the embedded front-end.
 //!
 //! [`Server::start`] binds the listener first (an address in use fails before any data
 //! directory is touched), opens the engine, starts the cores, then the acceptor;
@@ -19,6 +21,7 @@
 mod acceptor;
 pub mod config;
 pub mod connection;
+pub mod console;
 mod counters;
 pub mod dispatch;
 mod local;
@@ -44,10 +47,13 @@ pub struct Server {
     engine: Engine,
     acceptor: Option<acceptor::Acceptor>,
     metrics: Option<metrics::MetricsEndpoint>,
+    console: Option<console::ConsoleEndpoint>,
     cores: Vec<JoinHandle<()>>,
     stop_cores: Vec<flume::Sender<()>>,
     /// Ships the store to its replica (`--replicate-to`).
     replicator: Option<ctxstore_replica::Replicator>,
+    /// Follows a replica as a standby (`--follow`), and ships once promoted.
+    follower: Option<ctxstore_replica::Follower>,
     stopped: bool,
 }
 
@@ -71,7 +77,26 @@ impl Server {
         // touches (or creates) a data directory or spends a recovery. Connections that arrive
         // while the store recovers wait in the backlog and are served once it is open.
         let listener = acceptor::bind(config.listen)?;
-        let engine = Engine::open(config.engine.clone()).with_context(|| {
+        let mut engine_config = config.engine.clone();
+        if let Some(follow) = &config.follow {
+            // A standby's store comes from its replica: restored into an empty directory, or
+            // the one it followed before (decision 0019).
+            engine_config.follower = true;
+            if engine_config.data_dir.is_relative() {
+                let here = std::env::current_dir().context("reading the current directory")?;
+                engine_config.data_dir = here.join(&engine_config.data_dir);
+            }
+            let prepared = ctxstore_replica::follow::prepare(&engine_config.data_dir, follow)
+                .with_context(|| {
+                    format!(
+                        "preparing the standby of {} in {}",
+                        follow.url,
+                        engine_config.data_dir.display()
+                    )
+                })?;
+            tracing::info!(?prepared, url = %follow.url, "standby ready to open");
+        }
+        let engine = Engine::open(engine_config.clone()).with_context(|| {
             format!("opening the store in {}", config.engine.data_dir.display())
         })?;
         let local_addr = listener
@@ -82,19 +107,44 @@ impl Server {
             engine,
             acceptor: None,
             metrics: None,
+            console: None,
             cores: Vec::new(),
             stop_cores: Vec::new(),
             replicator: None,
+            follower: None,
             stopped: false,
         };
         // Replication attaches before anything is served: a foreign prefix or a store that
         // cannot be reached (without --replicate-start-anyway) stops the start.
+        // The address clients reach this server at, for the replica's epoch object (a
+        // standby's READ_ONLY names it): `--replica-advertise`, else the bound address.
+        let advertise = |ship: &ctxstore_replica::ShipConfig| {
+            let mut ship = ship.clone();
+            if ship.advertise.is_empty() {
+                ship.advertise = local_addr.to_string();
+            }
+            ship
+        };
         if let Some(replication) = &config.replication {
-            match ctxstore_replica::Replicator::start(server.engine.clone(), replication.clone()) {
+            match ctxstore_replica::Replicator::start(server.engine.clone(), advertise(replication))
+            {
                 Ok(replicator) => server.replicator = Some(replicator),
                 Err(error) => {
                     server.stop();
                     return Err(anyhow::Error::new(error).context("starting replication"));
+                }
+            }
+        }
+        if let Some(follow) = &config.follow {
+            let follow = ctxstore_replica::FollowConfig {
+                ship: advertise(&follow.ship),
+                ..follow.clone()
+            };
+            match ctxstore_replica::Follower::start(server.engine.clone(), follow) {
+                Ok(follower) => server.follower = Some(follower),
+                Err(error) => {
+                    server.stop();
+                    return Err(anyhow::Error::new(error).context("starting the standby"));
                 }
             }
         }
@@ -125,6 +175,10 @@ impl Server {
     ) -> anyhow::Result<()> {
         let counters = Arc::new(ServerCounters::default());
         let cores = self.start_cores(config, &counters)?;
+        // One socket for both when they are given the same address: the console serves
+        // /metrics too.
+        let shared =
+            config.console_listen.is_some() && config.console_listen == config.metrics_listen;
         if let Some(listen) = config.metrics_listen {
             let source = metrics::MetricsSource {
                 engine: self.engine.clone(),
@@ -132,15 +186,35 @@ impl Server {
                 cores: cores.metrics,
                 data_dir: config.engine.data_dir.clone(),
                 payload_cache_bytes_per_core: config.payload_cache_bytes_per_core,
-                replication: self
-                    .replicator
-                    .as_ref()
-                    .map(|replicator| replicator.stats().clone()),
+                replication: self.replication().cloned(),
             };
-            self.metrics = Some(metrics::MetricsEndpoint::start(listen, source)?);
+            if shared {
+                self.start_console(config, Some(source))?;
+            } else {
+                self.metrics = Some(metrics::MetricsEndpoint::start(listen, source)?);
+            }
+        }
+        if !shared && config.console_listen.is_some() {
+            self.start_console(config, None)?;
         }
         // The listener queued connections since it was bound; from here on they reach the cores.
         self.acceptor = Some(acceptor::Acceptor::start(listener, cores.incoming)?);
+        Ok(())
+    }
+
+    fn start_console(
+        &mut self,
+        config: &ServerConfig,
+        metrics: Option<metrics::MetricsSource>,
+    ) -> anyhow::Result<()> {
+        let Some(listen) = config.console_listen else {
+            return Ok(());
+        };
+        let mut settings = console::ConsoleSettings::new(listen, self.engine.clone());
+        settings.token = config.token.clone();
+        settings.metrics = metrics;
+        settings.replication = self.replicator.as_ref().map(|r| r.stats().clone());
+        self.console = Some(console::ConsoleEndpoint::start(settings)?);
         Ok(())
     }
 
@@ -199,6 +273,17 @@ impl Server {
         self.metrics
             .as_ref()
             .map(metrics::MetricsEndpoint::local_addr)
+            .or_else(|| {
+                let console = self.console.as_ref()?;
+                console.serves_metrics().then(|| console.local_addr())
+            })
+    }
+
+    /// Where the web console is served, when `console_listen` was set.
+    pub fn console_addr(&self) -> Option<SocketAddr> {
+        self.console
+            .as_ref()
+            .map(console::ConsoleEndpoint::local_addr)
     }
 
     pub fn engine(&self) -> &Engine {
@@ -210,6 +295,7 @@ impl Server {
         self.replicator
             .as_ref()
             .map(|replicator| replicator.stats())
+            .or_else(|| self.follower.as_ref().map(|follower| follower.stats()))
     }
 
     /// A handle that cuts a graceful stop short from another thread (a second signal).
@@ -234,6 +320,9 @@ impl Server {
         if let Some(metrics) = self.metrics.take() {
             metrics.stop();
         }
+        if let Some(console) = self.console.take() {
+            console.stop();
+        }
         for stop in &self.stop_cores {
             let _ = stop.try_send(());
         }
@@ -244,6 +333,11 @@ impl Server {
         // No write is in flight any more: ship what is durable once more, then close.
         if let Some(replicator) = self.replicator.take() {
             replicator.stop();
+        }
+        if let Some(follower) = self.follower.take()
+            && let Err(error) = follower.stop()
+        {
+            tracing::warn!(%error, "the standby's last poll failed");
         }
         self.engine.shutdown();
         tracing::info!("ctxstore server stopped");
@@ -263,9 +357,11 @@ impl Drop for Server {
             engine: self.engine.clone(),
             acceptor: self.acceptor.take(),
             metrics: self.metrics.take(),
+            console: self.console.take(),
             cores: std::mem::take(&mut self.cores),
             stop_cores: std::mem::take(&mut self.stop_cores),
             replicator: self.replicator.take(),
+            follower: self.follower.take(),
             stopped: std::mem::replace(&mut self.stopped, true),
         };
         let _ = std::thread::spawn(move || server.stop()).join();

@@ -110,6 +110,31 @@ enum Command {
         #[arg(long, default_value = "077", value_parser = parse_umask)]
         umask: u32,
     },
+    /// Make the standby running on DIR (--follow) the primary: at its next poll it applies
+    /// what the replica holds, takes the next epoch (the old primary stops shipping within
+    /// one interval), starts a new generation and ships it, then takes writes. Returns once
+    /// the request is on disk; the standby's log and `ctxstore stats` (state `shipping`) say
+    /// when it is done.
+    Promote {
+        /// The standby's directory.
+        #[arg(long, default_value = DEFAULT_DATA_DIR, env = "CTXSTORE_DATA")]
+        data: PathBuf,
+    },
+}
+
+/// `ctxstore-server promote`: the request file the running standby looks for.
+fn promote(data: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let path = ctxstore_replica::follow::request_promotion(data).with_context(|| {
+        format!(
+            "requesting the promotion of the standby in {}",
+            data.display()
+        )
+    })?;
+    println!(
+        "promotion requested ({}); the standby promotes itself at its next poll",
+        path.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Where an S3-compatible replica is (each also from the usual AWS_* variables).
@@ -161,6 +186,11 @@ struct ServeArgs {
     /// Allow --metrics-listen on a non-loopback address (a trusted network, or a firewall).
     #[arg(long)]
     metrics_allow_non_loopback: bool,
+    /// Serve the read-only web console at http://ADDR/ (off by default). Loopback only
+    /// unless --token-file: the console then asks for the token. The same address as
+    /// --metrics-listen serves both on one socket.
+    #[arg(long, value_parser = resolve_addr)]
+    console_listen: Option<SocketAddr>,
     /// Log lines as text or as one JSON object per line (for log shippers).
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -299,6 +329,17 @@ struct ServeArgs {
     /// Serve even if the replica cannot be reached at start; replication catches up.
     #[arg(long)]
     replicate_start_anyway: bool,
+    /// Run as a standby of the replica at URL (s3://BUCKET/PREFIX or file:///DIR): an empty
+    /// --data is restored from its newest point first; then every read is served from what
+    /// the primary shipped (polled every --replicate-interval), and every write is refused
+    /// with READ_ONLY naming the primary. `ctxstore-server promote --data DIR` makes it the
+    /// primary (docs/operations.md#a-standby).
+    #[arg(long, value_name = "URL", conflicts_with = "replicate_to")]
+    follow: Option<String>,
+    /// Where clients reach this server, written into the replica's epoch object when it takes
+    /// the replica: standbys name it in their READ_ONLY answers (default: --listen).
+    #[arg(long, value_name = "HOST:PORT")]
+    replica_advertise: Option<String>,
     /// The most bytes one segment carries (`64MiB`); a larger backlog ships as several.
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     replica_segment_bytes_max: u64,
@@ -405,6 +446,7 @@ fn main() -> ExitCode {
             s3,
             umask,
         }) => restore(&from, &to, at, at_seq, generation, &s3, umask),
+        Some(Command::Promote { data }) => promote(&data),
         None if cli.serve.print_config => print_config(cli.serve, &effective),
         None => serve(cli.serve),
     };
@@ -863,6 +905,7 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.listen = args.listen;
     config.metrics_listen = args.metrics_listen;
     config.metrics_allow_non_loopback = args.metrics_allow_non_loopback;
+    config.console_listen = args.console_listen;
     if let Some(path) = &args.token_file {
         warn_if_readable_by_others(path);
         let token = std::fs::read_to_string(path)
@@ -904,6 +947,8 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine.gc_deleted_bytes_trigger = args.gc_deleted_bytes_trigger;
     config.engine.gc_log_dead_bytes_min = args.gc_log_dead_bytes_min;
     config.engine.disk_reserve_bytes = args.disk_reserve;
+    // Empty: the server writes the address it bound (`Server::start`).
+    let advertise = args.replica_advertise.clone().unwrap_or_default();
     if let Some(url) = &args.replicate_to {
         let mut replication = ctxstore_replica::ShipConfig::new(url);
         replication.s3 = args.replica_s3.settings();
@@ -922,7 +967,24 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
             (!args.replica_retention.is_zero()).then_some(args.replica_retention);
         replication.segment_bytes_max = args.replica_segment_bytes_max;
         replication.start_anyway = args.replicate_start_anyway;
+        replication.advertise = advertise.clone();
         config.replication = Some(replication);
+    }
+    if let Some(url) = &args.follow {
+        // A standby ships, once promoted, with the --replicate-* settings given.
+        let mut ship = ctxstore_replica::ShipConfig::new(url);
+        ship.s3 = args.replica_s3.settings();
+        ship.interval = args.replicate_interval;
+        ship.retention = (!args.replica_retention.is_zero()).then_some(args.replica_retention);
+        ship.segment_bytes_max = args.replica_segment_bytes_max;
+        ship.advertise = advertise;
+        config.engine.follower = true;
+        config.follow = Some(ctxstore_replica::FollowConfig {
+            url: url.clone(),
+            s3: args.replica_s3.settings(),
+            interval: args.replicate_interval,
+            ship,
+        });
     }
     config.engine.gc_pack_dead_percent = args.gc_pack_dead_percent;
     config.engine.gc_bytes_per_s_max = args.gc_rate_max;

@@ -159,11 +159,13 @@ impl MetricsSource {
             ctxstore_replica::ReplicationState::Fenced,
             ctxstore_replica::ReplicationState::Stopped,
             ctxstore_replica::ReplicationState::Following,
+            ctxstore_replica::ReplicationState::Stalled,
         ];
         families.push(family(
             "ctxstore_replication_state",
             "1 for what replication is doing now (shipping, failing: retrying, fenced: another \
-             primary took the prefix, stopped, following: a standby), 0 for the others.",
+             primary took the prefix, stopped, following: a standby, stalled: a standby that \
+             stopped applying), 0 for the others.",
             MetricType::GAUGE,
             states
                 .iter()

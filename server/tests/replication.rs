@@ -5,6 +5,8 @@
 //! SeaweedFS when `.ci/run` names it (`CTXSTORE_S3_TEST_ENDPOINT`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -137,24 +139,13 @@ fn a_server_ships_to_a_directory_and_restore_serves_every_acknowledged_turn() {
 
 #[test]
 fn a_server_ships_to_seaweedfs_and_restore_serves_every_acknowledged_turn() {
-    let Ok(endpoint) = std::env::var("CTXSTORE_S3_TEST_ENDPOINT") else {
-        eprintln!("skipped: CTXSTORE_S3_TEST_ENDPOINT is not set (.ci/run sets it)");
+    let Some((url, env)) = common::seaweedfs("server") else {
         return;
     };
-    let bucket =
-        std::env::var("CTXSTORE_S3_TEST_BUCKET").unwrap_or_else(|_| "ctxstore-test".into());
-    let url = format!("s3://{bucket}/server-{}", std::process::id());
-    // SeaweedFS takes any credentials (none configured); without them the S3 client would
-    // ask the instance metadata service.
-    let key = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_else(|_| "ctxstore".into());
-    let secret = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "ctxstore".into());
-    let env = [
-        ("AWS_ENDPOINT", endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ACCESS_KEY_ID", key.as_str()),
-        ("AWS_SECRET_ACCESS_KEY", secret.as_str()),
-    ];
+    let env: Vec<(&str, &str)> = env
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect();
     ships_and_restores(&url, &env);
 }
 

@@ -5,6 +5,8 @@
 //! - `limits`: every limit a client must respect and the store enforces (names, tags,
 //!   key-value entries, turn extras, pages and batches, chunks, tokens);
 //! - `labels`: which labels are indexed store-wide;
+//! - `payloads`: how a payload is shown to people (codec names, JSON / text / image /
+//!   binary, a one-line preview), for the CLI's `tree` and the web console alike;
 //! - `chunking`: how payloads are cut into chunks (FastCDC 2020) and the default sizes, so
 //!   that chunks a client cuts dedup against the ones the server cuts.
 //!
@@ -15,6 +17,7 @@ pub mod chunking;
 pub mod ids;
 pub mod labels;
 pub mod limits;
+pub mod payloads;
 
 pub use chunking::ChunkingConfig;
 pub use ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};

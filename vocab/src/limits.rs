@@ -16,6 +16,8 @@ pub const TAG_VALUE_BYTES_MAX: usize = 1024;
 pub const KV_KEY_BYTES_MAX: usize = 256;
 /// Key-value entries one put or delete may carry (one record, one group commit).
 pub const KV_ENTRIES_PER_REQUEST_MAX: usize = 128;
+/// Key-value entries one KV_TOUCH may refresh (one record, one group commit; like a put).
+pub const KV_TOUCH_KEYS_MAX: usize = 128;
 /// Key-value entries one listing page may return.
 pub const KV_PAGE_MAX: u32 = 1000;
 /// Contexts one listing page may return.

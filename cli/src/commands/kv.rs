@@ -1,10 +1,11 @@
-//! `kv put/get/rm/list`: a context's key-value entries.
+//! `kv put/get/rm/list/touch`: a context's key-value entries, with their time to live
+//! (protocol version 3) where the server has it.
 
 use anyhow::Context;
 use base64::prelude::{BASE64_STANDARD, Engine as _};
 use bytes::Bytes;
 use ctxstore_client::blocking::Client;
-use ctxstore_client::{BlobHash, KvItem};
+use ctxstore_client::{BlobHash, ContextRef, KvItem};
 use serde_json::json;
 
 use crate::args::KvCommand;
@@ -25,6 +26,7 @@ pub(crate) fn kv(
             context,
             key,
             if_absent,
+            ttl,
             ..
         } => {
             let key = Bytes::from(key.clone().into_encoded_bytes());
@@ -33,10 +35,17 @@ pub(crate) fn kv(
                 key: key.clone(),
                 value_hash: BlobHash::of(&value),
                 value_len: value.len() as u32,
+                ttl_ms: 0,
+                expires_at_unix_ms: 0,
             };
-            client.kv_put(context.clone(), vec![(key.clone(), value)], *if_absent)?;
+            let entries = vec![(key.clone(), value)];
+            match ttl {
+                // KV_PUT_EX needs version 3: without a TTL, KV_PUT serves older servers.
+                Some(_) => client.kv_put_ex(context.clone(), entries, *if_absent, *ttl)?,
+                None => client.kv_put(context.clone(), entries, *if_absent)?,
+            }
             // What the context holds now: with --if-absent, perhaps the value that was there.
-            let stored = client.kv_list(context.clone(), &key, &[], 1)?;
+            let stored = list_page(client, context, &key, &[], 1, false)?;
             let stored = stored.into_iter().find(|item| item.key == key);
             out.kv_item(stored.as_ref().unwrap_or(&entry))
         }
@@ -44,28 +53,55 @@ pub(crate) fn kv(
             context,
             key,
             output,
+            refresh,
+            entry,
         } => {
             let key = key.clone().into_encoded_bytes();
-            let Some((_, value)) = client.kv_get(context.clone(), key.clone())? else {
-                return Err(NoSuchKey {
-                    context: context.clone(),
-                    what: "key",
-                    key: String::from_utf8_lossy(&key).into_owned(),
-                }
-                .into());
+            let missing = || NoSuchKey {
+                context: context.clone(),
+                what: "key",
+                key: String::from_utf8_lossy(&key).into_owned(),
             };
-            match output {
-                Some(path) => std::fs::write(path, &value)
+            let (value, item) = if *refresh || *entry {
+                let Some(found) = client.kv_get_ex(context.clone(), key.clone(), *refresh)? else {
+                    return Err(missing().into());
+                };
+                let item = KvItem {
+                    key: Bytes::from(key.clone()),
+                    value_hash: found.value_hash,
+                    value_len: found.value.len() as u32,
+                    ttl_ms: found.ttl_ms,
+                    expires_at_unix_ms: found.expires_at_unix_ms,
+                };
+                (found.value, Some(item))
+            } else {
+                let Some((_, value)) = client.kv_get(context.clone(), key.clone())? else {
+                    return Err(missing().into());
+                };
+                (value, None)
+            };
+            match (output, item) {
+                (_, Some(item)) if *entry => out.kv_item(&item),
+                (Some(path), _) => std::fs::write(path, &value)
                     .with_context(|| format!("writing {}", path.display())),
-                None => write_stdout(&value),
+                (None, _) => write_stdout(&value),
             }
+        }
+        KvCommand::Touch { context, keys, ttl } => {
+            let keys = keys
+                .iter()
+                .map(|key| Bytes::from(key.clone().into_encoded_bytes()))
+                .collect();
+            for item in client.kv_touch(context.clone(), keys, *ttl)? {
+                out.kv_item(&item)?;
+            }
+            Ok(())
         }
         KvCommand::Rm { context, key } => {
             // KV_DELETE answers DONE whether or not the key was there: look first, so that a
             // missing key is NOT_FOUND (as for `kv get`) and a removed one is printed as it was.
             let key = Bytes::from(key.clone().into_encoded_bytes());
-            let found = client
-                .kv_list(context.clone(), &key, &Bytes::new(), 1)?
+            let found = list_page(client, context, &key, &[], 1, false)?
                 .into_iter()
                 .find(|item| item.key == key);
             let Some(item) = found else {
@@ -79,13 +115,17 @@ pub(crate) fn kv(
             client.kv_delete(context.clone(), vec![key])?;
             out.kv_item(&item)
         }
-        KvCommand::List { context, prefix } => {
+        KvCommand::List {
+            context,
+            prefix,
+            refresh,
+        } => {
             let prefix = prefix.clone().unwrap_or_default().into_encoded_bytes();
             // Page by page, printing as it goes (see `ctx list`).
             const PAGE: u32 = 1000;
             let mut after = Bytes::new();
             loop {
-                let page = client.kv_list(context.clone(), &prefix, &after, PAGE)?;
+                let page = list_page(client, context, &prefix, &after, PAGE, *refresh)?;
                 for item in &page {
                     out.kv_item(item)?;
                 }
@@ -98,8 +138,27 @@ pub(crate) fn kv(
     }
 }
 
+/// One page of entries: with their TTLs (KV_LIST_EX) where the server speaks version 3, else
+/// as version 2 has them (no TTL to show); a refresh needs version 3.
+fn list_page(
+    client: &Client,
+    context: &ContextRef,
+    prefix: &[u8],
+    after: &[u8],
+    limit: u32,
+    refresh: bool,
+) -> anyhow::Result<Vec<KvItem>> {
+    Ok(if refresh || client.protocol_version() >= 3 {
+        client.kv_list_ex(context.clone(), prefix, after, limit, refresh)?
+    } else {
+        client.kv_list(context.clone(), prefix, after, limit)?
+    })
+}
+
 impl Output {
-    /// A key-value entry as `kv list` prints it.
+    /// A key-value entry as `kv list` prints it: its TTL and expiry too when it has one (in
+    /// JSON `ttl_ms` and `expires_at_unix_ms`, only then: an entry without a TTL prints as
+    /// before TTLs existed).
     pub(crate) fn kv_item(&self, item: &KvItem) -> anyhow::Result<()> {
         let key = String::from_utf8_lossy(&item.key);
         if self.json {
@@ -112,7 +171,22 @@ impl Output {
             {
                 object.insert("key_b64".into(), json!(BASE64_STANDARD.encode(&item.key)));
             }
+            if let (true, Some(object)) = (item.ttl_ms > 0, value.as_object_mut()) {
+                object.insert("ttl_ms".into(), json!(item.ttl_ms));
+                object.insert("expires_at_unix_ms".into(), json!(item.expires_at_unix_ms));
+            }
             self.line(&value)
+        } else if item.ttl_ms > 0 {
+            let expires =
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(item.expires_at_unix_ms);
+            self.text(&format!(
+                "{} {} bytes {} ttl {} expires {}",
+                readable(&key),
+                item.value_len,
+                item.value_hash,
+                humantime::format_duration(std::time::Duration::from_millis(item.ttl_ms)),
+                humantime::format_rfc3339_millis(expires)
+            ))
         } else {
             self.text(&format!(
                 "{} {} bytes {}",

@@ -9,6 +9,7 @@ mod kv;
 mod overlays;
 mod reads;
 mod streams;
+mod tree;
 
 pub(crate) use admin::{backup, gc, ping, stats};
 pub(crate) use appends::append;
@@ -18,3 +19,4 @@ pub(crate) use kv::kv;
 pub(crate) use overlays::overlays;
 pub(crate) use reads::read_turns;
 pub(crate) use streams::streams;
+pub(crate) use tree::tree;

@@ -2,13 +2,14 @@
 //! `append_turn` (version 2, decision 0009: parents, keys with `existing`, labels, links,
 //! summaries). An append by value of a payload over `ChunkingConfig::threshold_bytes` on a
 //! version-2 connection is stored as chunks first (`blobs.rs`, `store_chunked`) and appended
-//! by hash.
+//! by hash; on a version-3 connection the others travel as zstd frames made here
+//! (`compress.rs`, issue 38).
 
 use bytes::Bytes;
 use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::check_request;
 use ctxstore_protocol::{
-    AppendedWire, AppendsRequest, AppendsResponse, ContextRef, ExtrasWire, MessageType,
+    AppendedWire, AppendsRequest, AppendsResponse, ContextRef, ExtrasWire, MessageType, ParentWire,
     PayloadSpec, Request, TurnSpec,
 };
 
@@ -44,7 +45,20 @@ impl Client {
             payload: payload.clone(),
         };
         if self.chunking_for(payload.len()).is_none() {
-            return self.appended(request).await;
+            return match self.payload_spec(payload) {
+                PayloadSpec::Bytes(_) => self.appended(request).await,
+                compressed => {
+                    let turn = TurnSpec {
+                        parent: ParentWire::Head,
+                        type_tag,
+                        codec,
+                        summary: false,
+                        extras: ExtrasWire::default(),
+                        payload: compressed,
+                    };
+                    self.appended_compressed(context, expected_head, turn).await
+                }
+            };
         }
         // What the wire cannot carry is refused before any chunk is sent.
         check_request(&Request::Appends(request.clone()))?;
@@ -83,6 +97,29 @@ impl Client {
             payload_hash,
         };
         self.appended(request).await
+    }
+
+    /// `append` of a payload compressed here (`compress.rs`): the one turn goes in
+    /// APPEND_TURNS, the message that carries frames (version 3), and is answered as
+    /// APPEND_TURN would be.
+    async fn appended_compressed(
+        &self,
+        context: ContextRef,
+        expected_head: Option<u64>,
+        turn: TurnSpec,
+    ) -> Result<Appended, ClientError> {
+        let request = AppendsRequest::AppendTurns {
+            context,
+            expected_head,
+            turns: vec![turn],
+        };
+        match self.call(request).await? {
+            AppendsResponse::AppendedTurns { turns } if turns.len() == 1 => Ok(Appended {
+                turn: Turn::from_wire(&turns[0].turn, None),
+                deduped: turns[0].deduped,
+            }),
+            other => Err(unexpected(MessageType::AppendTurns, other)),
+        }
     }
 
     async fn appended(&self, request: AppendsRequest) -> Result<Appended, ClientError> {
@@ -124,6 +161,17 @@ impl Client {
         let stored_before = self
             .store_chunked_specs(&context, expected_head, &mut specs)
             .await?;
+        // What still goes by value goes as its zstd frame where this connection compresses.
+        if self.compress_level().is_some() {
+            for spec in &mut specs {
+                let payload =
+                    std::mem::replace(&mut spec.payload, PayloadSpec::Bytes(Bytes::new()));
+                spec.payload = match payload {
+                    PayloadSpec::Bytes(bytes) => self.payload_spec(bytes),
+                    other => other,
+                };
+            }
+        }
         let request = AppendsRequest::AppendTurns {
             context: context.clone(),
             expected_head,
@@ -167,7 +215,7 @@ impl Client {
         let mut stored_before = vec![None; specs.len()];
         let chunked = |spec: &TurnSpec| match &spec.payload {
             PayloadSpec::Bytes(payload) => self.chunking_for(payload.len()).is_some(),
-            PayloadSpec::Hash(_) => false,
+            PayloadSpec::Hash(_) | PayloadSpec::Zstd { .. } => false,
         };
         if !specs.iter().any(chunked) {
             return Ok(stored_before);

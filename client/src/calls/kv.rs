@@ -1,13 +1,19 @@
 //! The key-value family's calls (protocol version 2, issue 13): a context's key-value entries,
-//! put and deleted in one group commit, read and listed in key order.
+//! put and deleted in one group commit, read and listed in key order; and (version 3, issue
+//! 34) the same with a time to live per entry, refresh on read, and touches.
+
+use std::time::Duration;
 
 use bytes::Bytes;
 use ctxstore_client_macros::blocking_twin;
-use ctxstore_protocol::{ContextRef, ErrorCode, KvRequest, KvResponse, MessageType, read_flags};
+use ctxstore_protocol::{
+    ContextRef, ErrorCode, KvRequest, KvResponse, MessageType, kv_put_flags, kv_read_flags,
+    read_flags,
+};
 
 use crate::client::{Client, unexpected};
 use crate::error::ClientError;
-use crate::types::{BlobHash, KvItem, verify_payload};
+use crate::types::{BlobHash, KvItem, KvValue, verify_payload};
 
 #[blocking_twin(crate::blocking::Client)]
 impl Client {
@@ -29,6 +35,131 @@ impl Client {
         self.done(request).await
     }
 
+    /// `kv_put` with a time to live (KV_PUT_EX, protocol version 3): every entry written
+    /// expires `ttl` after this put or its last refresh (`None`: never). From then on no read
+    /// sees it and the server removes it. A TTL is 1 ms to 100 years, whole milliseconds
+    /// (INVALID_ARGUMENT past that; a sub-millisecond TTL is refused here).
+    pub async fn kv_put_ex(
+        &self,
+        context: impl Into<ContextRef>,
+        entries: Vec<(Bytes, Bytes)>,
+        if_absent: bool,
+        ttl: Option<Duration>,
+    ) -> Result<(), ClientError> {
+        let request = KvRequest::KvPutEx {
+            context: context.into(),
+            put_flags: if if_absent {
+                kv_put_flags::IF_ABSENT
+            } else {
+                0
+            },
+            ttl_ms: ttl_ms(ttl)?,
+            entries,
+        };
+        self.done(request).await
+    }
+
+    /// A key's value with its TTL and expiry (KV_GET_EX, protocol version 3); with `refresh`,
+    /// the entry's TTL restarts from now first (a durable write when it has one). `None` when
+    /// the context exists but has no such key, or it expired; an unknown context stays
+    /// `ErrorCode::NotFound` (asked like `kv_get` does).
+    pub async fn kv_get_ex(
+        &self,
+        context: impl Into<ContextRef>,
+        key: impl Into<Bytes>,
+        refresh: bool,
+    ) -> Result<Option<KvValue>, ClientError> {
+        let context = context.into();
+        let request = KvRequest::KvGetEx {
+            context: context.clone(),
+            key: key.into(),
+            read_flags: self.kv_read_flags(),
+            kv_flags: if refresh { kv_read_flags::REFRESH } else { 0 },
+        };
+        match self.call(request).await {
+            Ok(KvResponse::KvValueEx {
+                value_hash,
+                ttl_ms,
+                expires_at_unix_ms,
+                payload,
+            }) => {
+                let value = verify_payload(&value_hash, None, payload, self.shared.hash_raw)?
+                    .ok_or_else(|| {
+                        ClientError::Protocol("KV_GET_EX answered without the value's bytes".into())
+                    })?;
+                Ok(Some(KvValue {
+                    value_hash,
+                    value,
+                    ttl_ms,
+                    expires_at_unix_ms,
+                }))
+            }
+            Ok(other) => Err(unexpected(MessageType::KvGetEx, other)),
+            Err(missing) if missing.code() == Some(ErrorCode::NotFound) => {
+                self.context_info(context).await?;
+                Ok(None)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// `kv_list` with each entry's TTL and expiry (KV_LIST_EX, protocol version 3); with
+    /// `refresh`, the TTL of every entry returned restarts from now first.
+    pub async fn kv_list_ex(
+        &self,
+        context: impl Into<ContextRef>,
+        prefix: &[u8],
+        after: &[u8],
+        limit: u32,
+        refresh: bool,
+    ) -> Result<Vec<KvItem>, ClientError> {
+        let request = KvRequest::KvListEx {
+            context: context.into(),
+            prefix: Bytes::copy_from_slice(prefix),
+            after: Bytes::copy_from_slice(after),
+            limit,
+            kv_flags: if refresh { kv_read_flags::REFRESH } else { 0 },
+        };
+        match self.call(request).await? {
+            KvResponse::KvListEx { items } => {
+                let items = items.into_iter().map(KvItem::from_wire_ex).collect();
+                check_page("KV_LIST_EX", items, prefix, after, limit)
+            }
+            other => Err(unexpected(MessageType::KvListEx, other)),
+        }
+    }
+
+    /// Restarts the TTL of each key from now (KV_TOUCH, protocol version 3), in one durable
+    /// record: with `ttl`, that TTL from now on (also for entries without one), else each
+    /// entry's own (entries without one are left as they are). Absent and expired keys are no
+    /// error. Returns the live entries among `keys`, as they are now. Limits: 1..=128 keys.
+    pub async fn kv_touch(
+        &self,
+        context: impl Into<ContextRef>,
+        keys: Vec<Bytes>,
+        ttl: Option<Duration>,
+    ) -> Result<Vec<KvItem>, ClientError> {
+        let request = KvRequest::KvTouch {
+            context: context.into(),
+            ttl_ms: ttl_ms(ttl)?,
+            keys,
+        };
+        match self.call(request).await? {
+            KvResponse::KvTouched { items } => {
+                Ok(items.into_iter().map(KvItem::from_wire_ex).collect())
+            }
+            other => Err(unexpected(MessageType::KvTouch, other)),
+        }
+    }
+
+    fn kv_read_flags(&self) -> u32 {
+        if self.shared.config.accept_zstd {
+            read_flags::ACCEPT_ZSTD
+        } else {
+            0
+        }
+    }
+
     /// A key's value and its hash (KV_GET), verified against the hash like every payload
     /// (inflated first when the server sent it compressed). `None` when the context exists
     /// but has no such key; an unknown context stays `ErrorCode::NotFound`. (The server
@@ -40,15 +171,10 @@ impl Client {
         key: impl Into<Bytes>,
     ) -> Result<Option<(BlobHash, Bytes)>, ClientError> {
         let context = context.into();
-        let read_flags = if self.shared.config.accept_zstd {
-            read_flags::ACCEPT_ZSTD
-        } else {
-            0
-        };
         let request = KvRequest::KvGet {
             context: context.clone(),
             key: key.into(),
-            read_flags,
+            read_flags: self.kv_read_flags(),
         };
         match self.call(request).await {
             Ok(KvResponse::KvValue {
@@ -112,20 +238,8 @@ impl Client {
         };
         match self.call(request).await? {
             KvResponse::KvList { items } => {
-                let items: Vec<KvItem> = items.into_iter().map(KvItem::from_wire).collect();
-                // Pages are cut by key: keys out of order or outside the prefix would make
-                // the next page skip or repeat entries.
-                let in_order = items.windows(2).all(|pair| pair[0].key < pair[1].key);
-                let after_cursor = items.first().is_none_or(|first| &first.key[..] > after);
-                let prefixed = items.iter().all(|item| item.key.starts_with(prefix));
-                if items.len() > limit as usize || !in_order || !after_cursor || !prefixed {
-                    return Err(ClientError::Protocol(format!(
-                        "KV_LIST answered {} entries not in key order after the cursor, within \
-                         the prefix and the limit of {limit}",
-                        items.len()
-                    )));
-                }
-                Ok(items)
+                let items = items.into_iter().map(KvItem::from_wire).collect();
+                check_page("KV_LIST", items, prefix, after, limit)
             }
             other => Err(unexpected(MessageType::KvList, other)),
         }
@@ -155,4 +269,41 @@ impl Client {
             }
         }
     }
+}
+
+/// A listing page as the protocol promises it. Pages are cut by key: keys out of order or
+/// outside the prefix would make the next page skip or repeat entries.
+fn check_page(
+    message: &str,
+    items: Vec<KvItem>,
+    prefix: &[u8],
+    after: &[u8],
+    limit: u32,
+) -> Result<Vec<KvItem>, ClientError> {
+    let in_order = items.windows(2).all(|pair| pair[0].key < pair[1].key);
+    let after_cursor = items.first().is_none_or(|first| &first.key[..] > after);
+    let prefixed = items.iter().all(|item| item.key.starts_with(prefix));
+    if items.len() > limit as usize || !in_order || !after_cursor || !prefixed {
+        return Err(ClientError::Protocol(format!(
+            "{message} answered {} entries not in key order after the cursor, within the \
+             prefix and the limit of {limit}",
+            items.len()
+        )));
+    }
+    Ok(items)
+}
+
+/// A TTL as the wire carries it: whole milliseconds, 0 for none. A TTL that is not a whole
+/// positive number of milliseconds would be silently changed: refused instead.
+fn ttl_ms(ttl: Option<Duration>) -> Result<u64, ClientError> {
+    let Some(ttl) = ttl else {
+        return Ok(0);
+    };
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    if ttl_ms == 0 || Duration::from_millis(ttl_ms) != ttl {
+        return Err(ClientError::InvalidArgument(format!(
+            "a key-value TTL is a whole number of milliseconds, at least 1 ms; got {ttl:?}"
+        )));
+    }
+    Ok(ttl_ms)
 }

@@ -136,20 +136,74 @@ impl Client {
         .await
     }
 
-    /// The whole chain root → `turn`, fetched in pages.
+    /// The whole chain root → `turn`, fetched in pages, oldest first. History a garbage
+    /// collection took ends the chain as a root would (decision 0011): the replay is then the
+    /// turns above it.
     pub async fn replay(&self, turn: u64, payloads: bool) -> Result<Vec<Turn>, ClientError> {
         let limit = self.server_limits().read_turns_max.clamp(1, 10_000);
         let mut turns: Vec<Turn> = Vec::new();
+        let mut from_depth = 0;
         loop {
-            let from_depth = turns.last().map_or(0, |last| last.depth + 1);
-            let page = self.chain(turn, from_depth, limit, payloads).await?;
+            let page = match self.chain(turn, from_depth, limit, payloads).await {
+                Ok(page) => page,
+                // The window's newest depth was collected: the chain's live part starts
+                // above it (a collected prefix longer than `read_turns_max`). Found from the
+                // tip down, then read up from there like any replay.
+                Err(collected) if collected.code() == Some(ErrorCode::NotFound) => {
+                    let live_from = self.live_from_depth(turn, limit).await?;
+                    if live_from <= from_depth {
+                        return Err(collected);
+                    }
+                    from_depth = live_from;
+                    continue;
+                }
+                Err(other) => return Err(other),
+            };
             let done = page
                 .turns
                 .last()
                 .is_none_or(|last| last.depth >= page.tip_depth);
+            if let Some(last) = page.turns.last() {
+                from_depth = last.depth + 1;
+            }
             turns.extend(page.turns);
             if done {
                 return Ok(turns);
+            }
+        }
+    }
+
+    /// The lowest depth of `turn`'s chain that a walk down from `turn` reaches before history
+    /// a collection took: windows of `limit` turns (without payloads) from the tip down, until
+    /// one ends above its lowest depth or its newest depth is collected (NOT_FOUND). A
+    /// NOT_FOUND for the tip itself is the caller's error.
+    async fn live_from_depth(&self, turn: u64, limit: u32) -> Result<u32, ClientError> {
+        // An empty window above the tip: only the tip's depth.
+        let tip_depth = self.chain(turn, u32::MAX, 1, false).await?.tip_depth;
+        let mut top = tip_depth;
+        loop {
+            let from_depth = top.saturating_sub(limit - 1);
+            let page = match self
+                .chain(turn, from_depth, top - from_depth + 1, false)
+                .await
+            {
+                Ok(page) => page,
+                // `top` collected: the window above (or the tip) was the lowest live one.
+                Err(collected)
+                    if top < tip_depth && collected.code() == Some(ErrorCode::NotFound) =>
+                {
+                    return Ok(top + 1);
+                }
+                Err(other) => return Err(other),
+            };
+            match page.turns.first() {
+                Some(first) if first.depth == from_depth && from_depth > 0 => top = from_depth - 1,
+                Some(first) => return Ok(first.depth),
+                None => {
+                    return Err(ClientError::Protocol(format!(
+                        "GET_CHAIN of turn {turn} answered no turn for depths {from_depth}..={top}"
+                    )));
+                }
             }
         }
     }

@@ -56,6 +56,7 @@ from .types import (
     KeyT,
     KvItem,
     KvPage,
+    KvValue,
     LogCursor,
     LogPage,
     Opened,
@@ -672,22 +673,59 @@ class Calls(ClientCore):
         entries: Mapping[KeyT, bytes | bytearray | memoryview],
         if_absent: bool = False,
         *,
+        ttl_ms: int | None = None,
         timeout: float | None = None,
     ) -> Call[None]:
         """Puts every ``key: value`` of ``entries`` in the context's key-value map, in one
         durable record (all or none). Keys are bytes (1-256) or str (as UTF-8); values are
         bytes, stored as blobs (equal values once). ``if_absent``: keys the context has keep
-        their values. At most 128 entries per call (TooLarge); none sends nothing."""
-        return Call(ops.kv_put(context, entries, if_absent), timeout)
+        their values. At most 128 entries per call (TooLarge); none sends nothing.
+        ``ttl_ms`` (protocol version 3): each entry expires that long after this put or its
+        last refresh; from then on no read sees it and the server removes it."""
+        return Call(ops.kv_put(context, entries, if_absent, ttl_ms), timeout)
 
     @call
     def kv_get(
-        self, context: ContextLike, key: KeyLike, *, timeout: float | None = None
+        self,
+        context: ContextLike,
+        key: KeyLike,
+        *,
+        refresh: bool = False,
+        timeout: float | None = None,
     ) -> Call[bytes | None]:
         """The value of ``key``, checked against its BLAKE3 hash as ``verify_payloads`` says
-        (zstd inflated and hashed always), or None if the context has no such key (NotFound if
-        there is no such context)."""
-        return Call(ops.kv_get(context, key, self._accept_zstd), timeout)
+        (zstd inflated and hashed always), or None if the context has no such key or it
+        expired (NotFound if there is no such context). ``refresh`` (version 3): restart the
+        entry's TTL from now (a durable write when it has one)."""
+        return Call(ops.kv_get_refreshed(context, key, self._accept_zstd, refresh), timeout)
+
+    @call
+    def kv_get_entry(
+        self,
+        context: ContextLike,
+        key: KeyLike,
+        *,
+        refresh: bool = False,
+        timeout: float | None = None,
+    ) -> Call[KvValue | None]:
+        """:meth:`kv_get` with the entry's TTL and expiry (protocol version 3): a
+        :class:`~ctxstore.types.KvValue`, or None for a missing or expired key."""
+        return Call(ops.kv_get_entry(context, key, self._accept_zstd, refresh), timeout)
+
+    @call
+    def kv_touch(
+        self,
+        context: ContextLike,
+        keys: Iterable[KeyLike] | KeyLike,
+        *,
+        ttl_ms: int | None = None,
+        timeout: float | None = None,
+    ) -> Call[list[KvItem]]:
+        """Restarts the TTL of each key from now, in one durable record (protocol version 3):
+        ``ttl_ms`` from now on (also for entries without one), else each entry's own (entries
+        without one are left as they are). Absent and expired keys are no error. Returns the
+        live entries among ``keys`` as they are now. 1 to 128 keys (ValueError)."""
+        return Call(ops.kv_touch(context, keys, ttl_ms), timeout)
 
     @call
     def kv_delete(
@@ -709,12 +747,17 @@ class Calls(ClientCore):
         after: KeyLike = b"",
         *,
         limit: int = 100,
+        refresh: bool = False,
+        with_ttl: bool = False,
         timeout: float | None = None,
     ) -> Call[KvPage]:
         """One page of the entries whose keys start with ``prefix``, in key order, after the
         key ``after`` (empty: from the first). ``limit`` up to 1,000. Pass the page's
-        ``next_after`` as ``after`` for the next one, or use :meth:`iter_kv`."""
-        return Call(ops.kv_list(context, prefix, after, limit), timeout)
+        ``next_after`` as ``after`` for the next one, or use :meth:`iter_kv`. Expired entries
+        are not listed. ``with_ttl`` (version 3): each item's ``ttl_ms`` and
+        ``expires_at_unix_ms``; ``refresh`` (version 3, implies ``with_ttl``): the TTL of
+        every entry returned restarts from now."""
+        return Call(ops.kv_list(context, prefix, after, limit, refresh, with_ttl), timeout)
 
     @listing
     def iter_kv(
@@ -724,10 +767,12 @@ class Calls(ClientCore):
         after: KeyLike = b"",
         *,
         page_size: int = 1000,
+        with_ttl: bool = False,
         timeout: float | None = None,
     ) -> Listing[KvItem]:
-        """Every entry whose key starts with ``prefix``, in key order, page after page."""
-        return Listing(ops.kv_paging(context, prefix, after, page_size), timeout)
+        """Every entry whose key starts with ``prefix``, in key order, page after page
+        (``with_ttl``: as :meth:`kv_list`)."""
+        return Listing(ops.kv_paging(context, prefix, after, page_size, with_ttl), timeout)
 
     # -- version 2: turns for agent frameworks -------------------------------------------------
     @call

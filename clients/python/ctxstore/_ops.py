@@ -60,6 +60,7 @@ from .types import (
     KeyT,
     KvItem,
     KvPage,
+    KvValue,
     LogCursor,
     LogPage,
     Opened,
@@ -1285,13 +1286,31 @@ def contexts_paging(
     return Paging(page_after(None), follow, lambda page: page.contexts)
 
 
+def _ttl_ms(ttl_ms: int | None, field: str = "ttl_ms") -> int:
+    """A key-value TTL as the wire carries it: None is 0 (none); else 1 ms to 100 years."""
+    if ttl_ms is None:
+        return 0
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int):
+        raise TypeError(f"{field} is an int of milliseconds, not {type(ttl_ms).__name__}")
+    if not 0 < ttl_ms <= TTL_MS_MAX:
+        raise ValueError(f"{field} is 1 ms to 100 years ({TTL_MS_MAX} ms); got {ttl_ms}")
+    return ttl_ms
+
+
+TTL_MS_MAX = 100 * 365 * 24 * 3600 * 1000
+"""The longest time to live the server takes (ctxstore-vocab's ``TTL_MS_MAX``)."""
+
+
 def kv_put(
     context: ContextLike,
     entries: Mapping[KeyT, bytes | bytearray | memoryview],
     if_absent: bool,
+    ttl_ms: int | None = None,
 ) -> Plan[None]:
-    """KV_PUT of every entry in one request (one durable record); nothing for no entries."""
+    """KV_PUT of every entry in one request (one durable record); nothing for no entries. With
+    ``ttl_ms``, KV_PUT_EX (version 3): each entry expires that long after the put."""
     target = _context(context)
+    ttl = _ttl_ms(ttl_ms)
     pairs = []
     for key, value in entries.items():
         if not isinstance(value, (bytes, bytearray, memoryview)):
@@ -1301,7 +1320,12 @@ def kv_put(
         pairs.append((_key(key), bytes(value)))
     if not pairs:
         return None
-    request = p.KvPut(target, bool(if_absent), tuple(pairs))
+    request: p.Request
+    if ttl:
+        flags = p.KV_PUT_IF_ABSENT if if_absent else 0
+        request = p.KvPutEx(target, flags, ttl, tuple(pairs))
+    else:
+        request = p.KvPut(target, bool(if_absent), tuple(pairs))
     yield Op(request, lambda response: _expect(response, p.DoneResponse))
     return None
 
@@ -1334,6 +1358,84 @@ def kv_get(context: ContextLike, key: KeyLike, accept_zstd: bool) -> Plan[bytes 
     return None
 
 
+def kv_get_entry_op(
+    context: ContextLike, key: KeyLike, accept_zstd: bool, refresh: bool
+) -> Op[KvValue]:
+    """KV_GET_EX (version 3): the value with its TTL and expiry; with ``refresh`` the TTL
+    restarts first. The value is checked against its hash (see :func:`payload_bytes`)."""
+    raw_key = _key(key)
+    flags = p.KV_READ_REFRESH if refresh else 0
+    read_flags = p.READ_ACCEPT_ZSTD if accept_zstd else 0
+    request = p.KvGetEx(_context(context), raw_key, read_flags, flags)
+
+    def finish(response: p.Response) -> KvValue:
+        answer = _expect(response, p.KvValueExResponse)
+        what = f"value of key {raw_key!r}"
+        value = payload_bytes(answer.payload, answer.value_hash, None, accept_zstd, what)
+        return KvValue(value, answer.value_hash, answer.ttl_ms, answer.expires_at_unix_ms)
+
+    return Op(request, finish)
+
+
+def kv_get_entry(
+    context: ContextLike, key: KeyLike, accept_zstd: bool, refresh: bool
+) -> Plan[KvValue | None]:
+    """KV_GET_EX; a missing or expired key is None, an unknown context NotFound (as
+    :func:`kv_get`)."""
+    op = kv_get_entry_op(context, key, accept_zstd, refresh)
+    try:
+        value: KvValue = yield op
+        return value
+    except NotFound:
+        pass
+    yield context_info(context)
+    return None
+
+
+def kv_get_refreshed(
+    context: ContextLike, key: KeyLike, accept_zstd: bool, refresh: bool
+) -> Plan[bytes | None]:
+    """:func:`kv_get`, or with ``refresh`` KV_GET_EX that restarts the entry's TTL."""
+    if not refresh:
+        return (yield from kv_get(context, key, accept_zstd))
+    entry = yield from kv_get_entry(context, key, accept_zstd, True)
+    return None if entry is None else entry.value
+
+
+def kv_touch(
+    context: ContextLike, keys: Iterable[KeyLike] | KeyLike, ttl_ms: int | None
+) -> Op[list[KvItem]]:
+    """KV_TOUCH (version 3): restarts each key's TTL from now (``ttl_ms``, else each entry's
+    own); the live entries among ``keys`` as they are now. 1 to 128 keys."""
+    target = _context(context)
+    if isinstance(keys, (bytes, bytearray, memoryview, str)):
+        keys = [keys]
+    raw_keys = tuple(_key(key) for key in keys)
+    if not 0 < len(raw_keys) <= p.KV_TOUCH_KEYS_MAX:
+        raise ValueError(f"a touch takes 1 to {p.KV_TOUCH_KEYS_MAX} keys; got {len(raw_keys)}")
+    request = p.KvTouch(target, _ttl_ms(ttl_ms), raw_keys)
+
+    def finish(response: p.Response) -> list[KvItem]:
+        records = _expect(response, p.KvItemsExResponse).items
+        if len(records) > len(raw_keys) or any(r.key not in raw_keys for r in records):
+            raise ProtocolError(f"KV_TOUCH of {len(raw_keys)} keys answered other entries")
+        return [_kv_item(record) for record in records]
+
+    return Op(request, finish)
+
+
+def _kv_item(record: p.KvItemRecord | p.KvItemExRecord) -> KvItem:
+    if isinstance(record, p.KvItemExRecord):
+        return KvItem(
+            record.key,
+            record.value_hash,
+            record.value_len,
+            record.ttl_ms,
+            record.expires_at_unix_ms,
+        )
+    return KvItem(record.key, record.value_hash, record.value_len)
+
+
 def kv_delete(context: ContextLike, keys: Iterable[KeyLike] | KeyLike) -> Plan[None]:
     """KV_DELETE of every key in one request; nothing for no keys."""
     target = _context(context)
@@ -1347,16 +1449,34 @@ def kv_delete(context: ContextLike, keys: Iterable[KeyLike] | KeyLike) -> Plan[N
     return None
 
 
-def kv_list(context: ContextLike, prefix: KeyLike, after: KeyLike, limit: int) -> Op[KvPage]:
-    """KV_LIST: one page; checks key order, prefix and cursor (a pair check of the server)."""
+def kv_list(
+    context: ContextLike,
+    prefix: KeyLike,
+    after: KeyLike,
+    limit: int,
+    refresh: bool = False,
+    with_ttl: bool = False,
+) -> Op[KvPage]:
+    """KV_LIST: one page; checks key order, prefix and cursor (a pair check of the server).
+    With ``refresh`` or ``with_ttl``, KV_LIST_EX (version 3): each entry's TTL and expiry,
+    and with ``refresh`` each returned entry's TTL restarted."""
     raw_prefix = _key(prefix)
     raw_after = _key(after)
     if not 0 < _u32(limit, "limit"):
         raise ValueError("limit must be at least 1")
-    request = p.KvList(_context(context), raw_prefix, raw_after, limit)
+    request: p.Request
+    if refresh or with_ttl:
+        flags = p.KV_READ_REFRESH if refresh else 0
+        request = p.KvListEx(_context(context), raw_prefix, raw_after, limit, flags)
+    else:
+        request = p.KvList(_context(context), raw_prefix, raw_after, limit)
 
     def finish(response: p.Response) -> KvPage:
-        records = _expect(response, p.KvListResponse).items
+        records: tuple[p.KvItemRecord | p.KvItemExRecord, ...]
+        if refresh or with_ttl:
+            records = _expect(response, p.KvItemsExResponse).items
+        else:
+            records = _expect(response, p.KvListResponse).items
         if len(records) > limit:
             raise ProtocolError(f"KV_LIST with limit {limit} answered {len(records)} items")
         previous = raw_after
@@ -1367,7 +1487,7 @@ def kv_list(context: ContextLike, prefix: KeyLike, after: KeyLike, limit: int) -
                     f"{record.key!r} out of order or outside the prefix"
                 )
             previous = record.key
-        items = [KvItem(r.key, r.value_hash, r.value_len) for r in records]
+        items = [_kv_item(r) for r in records]
         next_after = items[-1].key if len(items) == limit else None
         return KvPage(items, next_after)
 
@@ -1375,16 +1495,18 @@ def kv_list(context: ContextLike, prefix: KeyLike, after: KeyLike, limit: int) -
 
 
 def kv_paging(
-    context: ContextLike, prefix: KeyLike, after: KeyLike, page_size: int
+    context: ContextLike, prefix: KeyLike, after: KeyLike, page_size: int, with_ttl: bool = False
 ) -> Paging[KvPage, KvItem]:
-    """Every entry under ``prefix``: KV_LIST pages, each after the previous page's last key."""
+    """Every entry under ``prefix``: KV_LIST pages (KV_LIST_EX ``with_ttl``), each after the
+    previous page's last key."""
 
-    def follow(page: KvPage) -> Op[KvPage] | None:
-        if page.next_after is None:
-            return None
-        return kv_list(context, prefix, page.next_after, page_size)
+    def page(start: KeyLike) -> Op[KvPage]:
+        return kv_list(context, prefix, start, page_size, with_ttl=with_ttl)
 
-    return Paging(kv_list(context, prefix, after, page_size), follow, lambda page: page.items)
+    def follow(page_before: KvPage) -> Op[KvPage] | None:
+        return None if page_before.next_after is None else page(page_before.next_after)
+
+    return Paging(page(after), follow, lambda listed: listed.items)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1827,16 +1949,22 @@ def _done(response: p.Response) -> None:
 
 
 def kv_put_ops(
-    context: ContextLike, entries: Mapping[str, bytes] | Mapping[bytes, bytes], if_absent: bool
+    context: ContextLike,
+    entries: Mapping[str, bytes] | Mapping[bytes, bytes],
+    if_absent: bool,
+    ttl_ms: int | None = None,
 ) -> list[Op[None]]:
     """KV_PUT requests of ``entries`` (a str key as its UTF-8), at most 128 a request: to send
-    pipelined (each request one durable record; together not atomic)."""
+    pipelined (each request one durable record; together not atomic). With ``ttl_ms``,
+    KV_PUT_EX (version 3): each entry expires that long after its put."""
     target = _context(context)
+    ttl = _ttl_ms(ttl_ms)
     pairs = [(_key(key), bytes(value)) for key, value in entries.items()]
-    return [
-        Op(p.KvPut(target, if_absent, tuple(pairs[i : i + KV_ENTRIES_MAX])), _done)
-        for i in range(0, len(pairs), KV_ENTRIES_MAX)
-    ]
+    chunks = [tuple(pairs[i : i + KV_ENTRIES_MAX]) for i in range(0, len(pairs), KV_ENTRIES_MAX)]
+    if ttl:
+        flags = p.KV_PUT_IF_ABSENT if if_absent else 0
+        return [Op(p.KvPutEx(target, flags, ttl, chunk), _done) for chunk in chunks]
+    return [Op(p.KvPut(target, if_absent, chunk), _done) for chunk in chunks]
 
 
 def kv_delete_ops(context: ContextLike, keys: Sequence[bytes]) -> list[Op[None]]:

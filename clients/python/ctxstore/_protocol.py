@@ -70,6 +70,10 @@ __all__ = [
     "TAG_FLAGS_KNOWN",
     "CONTEXT_INFO_BYTES_MIN",
     "KV_ITEM_BYTES_MIN",
+    "KV_ITEM_EX_BYTES_MIN",
+    "KV_PUT_IF_ABSENT",
+    "KV_READ_REFRESH",
+    "KV_TOUCH_KEYS_MAX",
     "TURN_SUMMARY",
     "TURN_FLAGS_KNOWN",
     "TURN_SPEC_SUMMARY",
@@ -101,6 +105,7 @@ __all__ = [
     "TurnEntry",
     "ContextInfoRecord",
     "KvItemRecord",
+    "KvItemExRecord",
     "ParentKind",
     "PageKind",
     "LogCursor",
@@ -132,6 +137,10 @@ __all__ = [
     "KvGet",
     "KvDelete",
     "KvList",
+    "KvPutEx",
+    "KvGetEx",
+    "KvListEx",
+    "KvTouch",
     "AppendTurns",
     "GetTurnByKey",
     "TurnLog",
@@ -168,6 +177,8 @@ __all__ = [
     "DoneResponse",
     "KvValueResponse",
     "KvListResponse",
+    "KvValueExResponse",
+    "KvItemsExResponse",
     "AppendedTurnsResponse",
     "TurnInfoResponse",
     "TurnLogResponse",
@@ -197,9 +208,9 @@ __all__ = [
     "decode_response",
 ]
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 """The newest protocol version this module speaks."""
-SUPPORTED_VERSIONS: tuple[int, int] = (1, 2)
+SUPPORTED_VERSIONS: tuple[int, int] = (1, 3)
 """The range of versions offered in HELLO (min, max)."""
 
 HEADER_BYTES = 16
@@ -249,6 +260,14 @@ CONTEXT_INFO_BYTES_MIN = 44
 """The smallest CONTEXT_INFO: head (24), two times (16), no name (2), no tags (2)."""
 KV_ITEM_BYTES_MIN = 38
 """The smallest KV_LIST item: key_len (2), no key, hash (32), value_len (4)."""
+KV_ITEM_EX_BYTES_MIN = 54
+"""The smallest KV_ITEM_EX (version 3): a KV_LIST item, then ttl_ms (8), expires_at (8)."""
+KV_PUT_IF_ABSENT = 1 << 0
+"""KV_PUT_EX put_flags bit 0: keys the context has (live) keep their values and TTLs."""
+KV_READ_REFRESH = 1 << 0
+"""KV_GET_EX / KV_LIST_EX kv_flags bit 0: restart the TTL of each entry returned."""
+KV_TOUCH_KEYS_MAX = 128
+"""Keys one KV_TOUCH may refresh (ctxstore-vocab's ``KV_TOUCH_KEYS_MAX``)."""
 TURN_SUMMARY = 1 << 0
 """TURN flags bit 0 (version 2): everything before this turn is summarised in its payload."""
 TURN_FLAGS_KNOWN = TURN_SUMMARY
@@ -342,6 +361,11 @@ class MessageType(IntEnum):
     PURGE_BLOB = 0x0026
     # Version 2: payloads given as chunks the server may have already (issue 16).
     PUT_CHUNKED = 0x0027
+    # Version 3: key-value entries with a time to live (issue 34, decision 0028).
+    KV_PUT_EX = 0x0028
+    KV_GET_EX = 0x0029
+    KV_LIST_EX = 0x002A
+    KV_TOUCH = 0x002B
 
     @property
     def response_type(self) -> int:
@@ -996,6 +1020,28 @@ class KvItemRecord:
     def encode(self) -> bytes:
         """The item's bytes."""
         return _short(self.key, "key") + _hash(self.value_hash) + _u32(self.value_len)
+
+
+@dataclass(frozen=True, slots=True)
+class KvItemExRecord:
+    """One KV_ITEM_EX (version 3): a KV_LIST item with its TTL (0: none) and expiry (unix ms;
+    0: never)."""
+
+    key: bytes
+    value_hash: bytes
+    value_len: int
+    ttl_ms: int
+    expires_at_unix_ms: int
+
+    def encode(self) -> bytes:
+        """The item's bytes."""
+        return (
+            _short(self.key, "key")
+            + _hash(self.value_hash)
+            + _u32(self.value_len)
+            + _u64(self.ttl_ms)
+            + _u64(self.expires_at_unix_ms)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -1911,19 +1957,7 @@ class KvPut(Request):
 
     def body_chunks(self) -> list[bytes]:
         """See :meth:`Message.body_chunks`."""
-        chunks: list[bytes] = []
-        small = bytearray(_context_ref(self.context) + _u8(int(self.if_absent)))
-        small += _count(self.entries, "entries")
-        for key, value in self.entries:
-            small += _short(key, "key") + _u32(len(value))
-            if len(value) < _COPY_BYTES_MAX:
-                small += value
-            else:
-                chunks += [bytes(small), value]
-                small = bytearray()
-        if small or not chunks:
-            chunks.append(bytes(small))
-        return chunks
+        return _kv_entries(_context_ref(self.context) + _u8(int(self.if_absent)), self.entries)
 
     @classmethod
     def decode_body(cls, reader: Reader) -> KvPut:
@@ -1932,12 +1966,7 @@ class KvPut(Request):
         mode = reader.u8("mode")
         if mode > 1:
             raise reader.error("mode", "not 0 (replace) or 1 (if absent)")
-        count = reader.count(reader.u16("count"), 6, "entries")
-        entries = []
-        for _ in range(count):
-            key = reader.short_bytes("key")
-            entries.append((key, reader.take(reader.u32("value_len"), "value")))
-        return cls(context, mode == 1, tuple(entries))
+        return cls(context, mode == 1, _read_kv_entries(reader))
 
 
 @register_request
@@ -2013,20 +2042,185 @@ class KvList(Request):
 
     def body_chunks(self) -> list[bytes]:
         """See :meth:`Message.body_chunks`."""
-        return [
-            _context_ref(self.context)
-            + _short(self.prefix, "prefix")
-            + _short(self.after, "after")
-            + _u32(self.limit)
-        ]
+        return [_kv_list_body(self.context, self.prefix, self.after, self.limit)]
 
     @classmethod
     def decode_body(cls, reader: Reader) -> KvList:
         """See :meth:`Message.decode_body`."""
+        return cls(*_read_kv_list(reader))
+
+
+def _kv_list_body(context: ContextRef, prefix: bytes, after: bytes, limit: int) -> bytes:
+    """KV_LIST's body, which KV_LIST_EX's starts with."""
+    return _context_ref(context) + _short(prefix, "prefix") + _short(after, "after") + _u32(limit)
+
+
+def _read_kv_list(reader: Reader) -> tuple[ContextRef, bytes, bytes, int]:
+    context = reader.context_ref()
+    prefix = reader.short_bytes("prefix")
+    after = reader.short_bytes("after")
+    return context, prefix, after, reader.u32("limit")
+
+
+def _kv_entries(head: bytes, entries: tuple[tuple[bytes, bytes], ...]) -> list[bytes]:
+    """``head``, then ``u16 count x (u16 key_len, key, u32 value_len, value)``, large values
+    as chunks of their own (not copied): KV_PUT and KV_PUT_EX."""
+    chunks: list[bytes] = []
+    small = bytearray(head)
+    small += _count(entries, "entries")
+    for key, value in entries:
+        small += _short(key, "key") + _u32(len(value))
+        if len(value) < _COPY_BYTES_MAX:
+            small += value
+        else:
+            chunks += [bytes(small), value]
+            small = bytearray()
+    if small or not chunks:
+        chunks.append(bytes(small))
+    return chunks
+
+
+def _read_kv_entries(reader: Reader) -> tuple[tuple[bytes, bytes], ...]:
+    count = reader.count(reader.u16("count"), 6, "entries")
+    entries = []
+    for _ in range(count):
+        key = reader.short_bytes("key")
+        entries.append((key, reader.take(reader.u32("value_len"), "value")))
+    return tuple(entries)
+
+
+def _kv_flags(reader: Reader, known: int, field: str) -> int:
+    value = reader.u8(field)
+    if value & ~known:
+        raise reader.error(field, "unknown flag bits")
+    return value
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class KvPutEx(Request):
+    """KV_PUT_EX (0x0028, v3): KV_PUT with a time to live: every entry written expires
+    ``ttl_ms`` after this put or its last refresh (0: never).
+
+    Body: ``context ref, u8 put_flags (IF_ABSENT), u64 ttl_ms, u16 count x (u16 key_len, key,
+    u32 value_len, value)``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.KV_PUT_EX
+    NAME: ClassVar[str] = "KV_PUT_EX"
+    MIN_VERSION: ClassVar[int] = 3
+
+    context: ContextRef
+    put_flags: int
+    ttl_ms: int
+    entries: tuple[tuple[bytes, bytes], ...]
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        head = _context_ref(self.context) + _u8(self.put_flags) + _u64(self.ttl_ms)
+        return _kv_entries(head, self.entries)
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvPutEx:
+        """See :meth:`Message.decode_body`."""
         context = reader.context_ref()
-        prefix = reader.short_bytes("prefix")
-        after = reader.short_bytes("after")
-        return cls(context, prefix, after, reader.u32("limit"))
+        put_flags = _kv_flags(reader, KV_PUT_IF_ABSENT, "put_flags")
+        ttl_ms = reader.u64("ttl_ms")
+        return cls(context, put_flags, ttl_ms, _read_kv_entries(reader))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class KvGetEx(Request):
+    """KV_GET_EX (0x0029, v3): a key's value with its TTL and expiry; ``kv_flags`` REFRESH
+    restarts the TTL first. Body: ``context ref, u16 key_len, key, u32 read_flags (only
+    ACCEPT_ZSTD), u8 kv_flags``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.KV_GET_EX
+    NAME: ClassVar[str] = "KV_GET_EX"
+    MIN_VERSION: ClassVar[int] = 3
+
+    context: ContextRef
+    key: bytes
+    read_flags: int
+    kv_flags: int
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [
+            _context_ref(self.context)
+            + _short(self.key, "key")
+            + _u32(self.read_flags)
+            + _u8(self.kv_flags)
+        ]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvGetEx:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        key = reader.short_bytes("key")
+        read_flags = reader.flags(READ_ACCEPT_ZSTD, "read_flags")
+        return cls(context, key, read_flags, _kv_flags(reader, KV_READ_REFRESH, "kv_flags"))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class KvListEx(Request):
+    """KV_LIST_EX (0x002A, v3): KV_LIST answering each entry's TTL and expiry; ``kv_flags``
+    REFRESH restarts those of the entries returned. Body: KV_LIST's, then ``u8 kv_flags``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.KV_LIST_EX
+    NAME: ClassVar[str] = "KV_LIST_EX"
+    MIN_VERSION: ClassVar[int] = 3
+
+    context: ContextRef
+    prefix: bytes
+    after: bytes
+    limit: int
+    kv_flags: int
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        body = _kv_list_body(self.context, self.prefix, self.after, self.limit)
+        return [body + _u8(self.kv_flags)]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvListEx:
+        """See :meth:`Message.decode_body`."""
+        listed = _read_kv_list(reader)
+        return cls(*listed, _kv_flags(reader, KV_READ_REFRESH, "kv_flags"))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class KvTouch(Request):
+    """KV_TOUCH (0x002B, v3): restarts the TTL of each key from now: ``ttl_ms`` from now on,
+    or (0) each entry's own. Body: ``context ref, u64 ttl_ms, u16 count x (u16 key_len,
+    key)``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.KV_TOUCH
+    NAME: ClassVar[str] = "KV_TOUCH"
+    MIN_VERSION: ClassVar[int] = 3
+
+    context: ContextRef
+    ttl_ms: int
+    keys: tuple[bytes, ...]
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [
+            _context_ref(self.context)
+            + _u64(self.ttl_ms)
+            + _count(self.keys, "keys")
+            + b"".join(_short(key, "key") for key in self.keys)
+        ]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvTouch:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        ttl_ms = reader.u64("ttl_ms")
+        count = reader.count(reader.u16("count"), 2, "keys")
+        return cls(context, ttl_ms, tuple(reader.short_bytes("key") for _ in range(count)))
 
 
 @register_request
@@ -3051,11 +3245,13 @@ class ContextListResponse(Response):
 @register_response
 @dataclass(frozen=True, slots=True)
 class DoneResponse(Response):
-    """An empty answer (0x8015 KV_PUT, 0x8017 KV_DELETE; v2): the change is durable."""
+    """An empty answer (0x8015 KV_PUT, 0x8017 KV_DELETE; v2; 0x8028 KV_PUT_EX, v3): the change
+    is durable."""
 
     MSG_TYPES: ClassVar[tuple[int, ...]] = (
         MessageType.KV_PUT.response_type,
         MessageType.KV_DELETE.response_type,
+        MessageType.KV_PUT_EX.response_type,
     )
     NAME: ClassVar[str] = "DONE"
 
@@ -3121,6 +3317,80 @@ class KvListResponse(Response):
             tuple(
                 KvItemRecord(
                     reader.short_bytes("key"), reader.hash("value_hash"), reader.u32("value_len")
+                )
+                for _ in range(count)
+            )
+        )
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class KvValueExResponse(Response):
+    """KV_VALUE_EX (0x8029, v3): the value's hash, ``u64 ttl_ms``, ``u64 expires_at_unix_ms``,
+    then its PAYLOAD (RAW or ZSTD)."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.KV_GET_EX.response_type,)
+    NAME: ClassVar[str] = "KV_VALUE_EX"
+
+    value_hash: bytes
+    ttl_ms: int
+    expires_at_unix_ms: int
+    payload: PayloadRecord
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return (
+            _hash(self.value_hash)
+            + _u64(self.ttl_ms)
+            + _u64(self.expires_at_unix_ms)
+            + self.payload.encode()
+        )
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvValueExResponse:
+        """See :meth:`Message.decode_body`."""
+        value_hash = reader.hash("value_hash")
+        ttl_ms = reader.u64("ttl_ms")
+        expires_at_unix_ms = reader.u64("expires_at_unix_ms")
+        return cls(value_hash, ttl_ms, expires_at_unix_ms, reader.payload())
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class KvItemsExResponse(Response):
+    """KV_ITEMS_EX (0x802A KV_LIST_EX, 0x802B KV_TOUCH; v3): ``u32 count`` x KV_ITEM_EX."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (
+        MessageType.KV_LIST_EX.response_type,
+        MessageType.KV_TOUCH.response_type,
+    )
+    NAME: ClassVar[str] = "KV_ITEMS_EX"
+
+    items: tuple[KvItemExRecord, ...]
+    response_msg_type: int = field(default=MessageType.KV_LIST_EX.response_type)
+
+    @property
+    def msg_type(self) -> int:
+        """The frame's ``msg_type``."""
+        return self.response_msg_type
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return _u32(len(self.items)) + b"".join(item.encode() for item in self.items)
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvItemsExResponse:
+        """See :meth:`Message.decode_body`."""
+        count = reader.limit(reader.u32("count"), LIST_ITEMS_LIMIT, "count")
+        reader.count(count, KV_ITEM_EX_BYTES_MIN, "items")
+        return cls(
+            tuple(
+                KvItemExRecord(
+                    reader.short_bytes("key"),
+                    reader.hash("value_hash"),
+                    reader.u32("value_len"),
+                    reader.u64("ttl_ms"),
+                    reader.u64("expires_at_unix_ms"),
                 )
                 for _ in range(count)
             )

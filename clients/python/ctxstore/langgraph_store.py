@@ -23,9 +23,17 @@ namespace and a key longer together than that are refused (``ValueError``).
 A put is two KV_PUT requests pipelined (one round trip): the creation time if absent, then
 value, update time and namespace in one durable record; a delete one KV_DELETE of the three
 entries; a get three KV_GETs pipelined; a search KV_LIST pages of the range, with the values
-fetched pipelined (and remembered by hash). Per-item TTL needs TTL per key-value entry in the
-server, which it does not have yet: a TTL is refused (``NotImplementedError``) rather than
-ignored. Vector search (``index``) is not provided either.
+fetched pipelined (and remembered by hash).
+
+Per-item TTL (``TTLConfig``, ``put(ttl=)``, minutes as LangGraph counts them) is the server's
+TTL per key-value entry (protocol version 3, decision 0028): a put with a TTL writes its three
+entries with it (KV_PUT_EX; the creation time's TTL restarted with a KV_TOUCH when it was
+already there), so they expire together; the ``n/`` entry never expires (``list_namespaces``
+checks each namespace for a live item). From its expiry on an item is gone from every read —
+the server hides expired entries at once — and the server removes it within a second or so.
+A get with ``refresh_ttl`` reads with KV_GET_EX and its REFRESH flag (the server restarts
+only entries that have a TTL, so items without one cost no write); a search with it touches
+the entries of the items it returns. Vector search (``index``) is not provided.
 """
 
 from __future__ import annotations
@@ -35,17 +43,15 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from threading import Lock
-from typing import Any, Literal
+from typing import Any
 
 from langgraph.store.base import (
-    NOT_PROVIDED,
     BaseStore,
     GetOp,
     IndexConfig,
     Item,
     ListNamespacesOp,
     MatchCondition,
-    NotProvided,
     Op,
     PutOp,
     Result,
@@ -60,7 +66,7 @@ from ._clients import TwoClients
 from .aio import AsyncClient
 from .client import Client
 from .errors import NotFound
-from .types import KvItem, KvPage, VerifyPayloads
+from .types import KvItem, KvPage, KvValue, VerifyPayloads
 
 __all__ = ["CtxstoreStore"]
 
@@ -74,11 +80,8 @@ _VALUE, _CREATED, _UPDATED = b"\x00v", b"\x00c", b"\x00u"
 _KEY_BYTES_MAX = 256  # a key-value key (the server's limit)
 _PAGE = 1000  # entries per KV_LIST page (the server's limit)
 _VALUE_CACHE_BYTES = 32 << 20
-_TTL_MISSING = (
-    "per-item TTL needs TTL per key-value entry in ctxstore-server (expiry per entry, refreshed "
-    "on read, expired entries skipped by reads and reclaimed by garbage collection), which this "
-    "server does not have yet; the store does not pretend: pass no TTL (decision 0022)"
-)
+_TOUCH_KEYS_MAX = 128  # keys per KV_TOUCH (the server's limit)
+_TTL_FOREVER_MS = 100 * 365 * 24 * 3600 * 1000  # the longest TTL the server takes
 _INDEX_MISSING = (
     "CtxstoreStore has no vector search (index=...): put items without an index config and "
     "search them with filters"
@@ -129,6 +132,17 @@ def _namespace_of(entry_key: bytes) -> tuple[str, ...]:
     """The namespace of a registry entry ``n/`` + labels + NUL."""
     labels = entry_key[len(_NAMESPACES) : -2]
     return tuple(label.decode("utf-8") for label in labels.split(b"\x00"))
+
+
+def _ttl_ms(ttl_minutes: float | None) -> int | None:
+    """LangGraph's TTL (minutes, a float) as the server's (whole milliseconds, at least 1)."""
+    if ttl_minutes is None:
+        return None
+    if isinstance(ttl_minutes, bool) or not isinstance(ttl_minutes, (int, float)):
+        raise TypeError(f"a TTL is a number of minutes, not {type(ttl_minutes).__name__}")
+    if not ttl_minutes > 0:
+        raise ValueError(f"a TTL is a positive number of minutes; got {ttl_minutes}")
+    return min(max(1, round(ttl_minutes * 60_000)), _TTL_FOREVER_MS)
 
 
 def _now() -> bytes:
@@ -215,10 +229,13 @@ class _StorePlans:
     """The store's operations, once, as plans run by a Client or an AsyncClient; holds the
     value cache (values are immutable under their hash) and whether the context exists."""
 
-    def __init__(self, name: str, store_name: str, accept_zstd: bool) -> None:
+    def __init__(
+        self, name: str, store_name: str, accept_zstd: bool, ttl_config: TTLConfig | None
+    ) -> None:
         self.name = name
         self.store_name = store_name
         self.zstd = accept_zstd
+        self.ttl_config = ttl_config
         self._lock = Lock()
         self._opened = False
         self.cache = ops.BlobCache(accept_zstd, _VALUE_CACHE_BYTES, _VALUE_CACHE_BYTES // 16)
@@ -248,10 +265,9 @@ class _StorePlans:
             elif isinstance(op, ListNamespacesOp):
                 results[index] = yield from self._list_namespaces(op)
             elif isinstance(op, PutOp):
-                if op.ttl is not None:
-                    raise NotImplementedError(_TTL_MISSING)
                 if op.value is not None:
                     _value_bytes(op.value)  # refused before anything is written
+                    _ttl_ms(op.ttl)
                 writes[(tuple(op.namespace), str(op.key))] = op
             else:
                 raise ValueError(f"unknown store operation: {op!r}")
@@ -265,19 +281,23 @@ class _StorePlans:
 
     def _get_all(self, gets: Sequence[GetOp]) -> ops.Plan[builtins.list[Item | None]]:
         """The items of ``gets``: three KV_GETs each, all pipelined; an item whose value is
-        missing is None (each looked up alone only then, to tell a missing item from one
-        whose times are missing)."""
-        requests = []
+        missing (or expired) is None (each looked up alone only then, to tell a missing item
+        from one whose times are missing). A get with ``refresh_ttl`` reads with KV_GET_EX
+        and REFRESH: the server restarts the TTL of each entry that has one."""
+        requests: builtins.list[ops.Op[Any]] = []
         for op in gets:
             prefix = _item_prefix(op.namespace, str(op.key))
-            requests += [
-                ops.kv_get_op(self.name, prefix + suffix, self.zstd)
-                for suffix in (_VALUE, _CREATED, _UPDATED)
-            ]
+            for suffix in (_VALUE, _CREATED, _UPDATED):
+                key = prefix + suffix
+                if op.refresh_ttl:
+                    requests.append(ops.kv_get_entry_op(self.name, key, self.zstd, True))
+                else:
+                    requests.append(ops.kv_get_op(self.name, key, self.zstd))
         try:
             answers: builtins.list[Any] = yield ops.Many(requests)
         except NotFound:
             answers = yield from ops.tolerant(requests)
+        answers = [a.value if isinstance(a, KvValue) else a for a in answers]
         items: builtins.list[Item | None] = []
         for position, op in enumerate(gets):
             value, created, updated = answers[3 * position : 3 * position + 3]
@@ -298,9 +318,13 @@ class _StorePlans:
 
     def _write(self, puts: Sequence[PutOp]) -> ops.Plan[None]:
         """The puts and deletes, pipelined: per put, its creation time if absent, then its
-        value, update time and namespace entry in one durable record; per delete, one
-        KV_DELETE of its entries."""
-        requests: builtins.list[ops.Op[None]] = []
+        value, update time and namespace entry in one durable record (value and times with
+        the put's TTL, the namespace entry without; a creation time already there gets the
+        TTL by a KV_TOUCH, so the three expire together); per delete, one KV_DELETE of its
+        entries. (A put without TTL after one with a TTL leaves the creation time its old
+        TTL: a TTL cannot be taken off an entry without rewriting it, and rewriting it would
+        lose it. At that expiry the item reads with its update time as creation time.)"""
+        requests: builtins.list[ops.Op[Any]] = []
         for op in puts:
             prefix = _item_prefix(op.namespace, str(op.key))
             if op.value is None:
@@ -308,14 +332,19 @@ class _StorePlans:
                 requests += ops.kv_delete_ops(self.name, keys)
                 continue
             now = _now()
+            ttl_ms = _ttl_ms(op.ttl)
             created = {prefix + _CREATED: now}
-            current = {
-                prefix + _VALUE: _value_bytes(op.value),
-                prefix + _UPDATED: now,
-                _NAMESPACES + _namespace_bytes(op.namespace): b"",
-            }
-            requests += ops.kv_put_ops(self.name, created, True)
-            requests += ops.kv_put_ops(self.name, current, False)
+            current = {prefix + _VALUE: _value_bytes(op.value), prefix + _UPDATED: now}
+            requests += ops.kv_put_ops(self.name, created, True, ttl_ms)
+            if ttl_ms is not None:
+                requests.append(ops.kv_touch(self.name, prefix + _CREATED, ttl_ms))
+            namespace = {_NAMESPACES + _namespace_bytes(op.namespace): b""}
+            if ttl_ms is None:
+                requests += ops.kv_put_ops(self.name, {**current, **namespace}, False)
+            else:
+                # The namespace entry never expires: a second record.
+                requests += ops.kv_put_ops(self.name, current, False, ttl_ms)
+                requests += ops.kv_put_ops(self.name, namespace, False)
         for again in (False, True):
             yield from self._open(force=again)
             try:
@@ -338,9 +367,13 @@ class _StorePlans:
         after = b""
         matched: builtins.list[SearchItem] = []
         skipped = 0
+        # With refresh_ttl, the entries of the items returned that have a TTL: touched last.
+        expiring: dict[tuple[tuple[str, ...], str], builtins.list[bytes]] = {}
         while True:
             try:
-                page: KvPage = yield ops.kv_list(self.name, prefix, after, size)
+                page: KvPage = yield ops.kv_list(
+                    self.name, prefix, after, size, with_ttl=op.refresh_ttl
+                )
             except NotFound:
                 return []  # no item was ever put in this store
             entries = page.items
@@ -353,6 +386,10 @@ class _StorePlans:
                     raise ValueError(f"a CtxstoreStore item has more than {size} entries")
                 after = entries[-1].key
             items = self._items(entries)
+            if op.refresh_ttl:
+                for entry in entries:
+                    if entry.ttl_ms:
+                        expiring.setdefault(_split(entry.key)[:2], []).append(entry.key)
             values = yield from self.cache.blobs(
                 digest
                 for item in items
@@ -378,10 +415,26 @@ class _StorePlans:
                     )
                 )
                 if len(matched) >= op.limit:
-                    return matched
-            if page.next_after is None:
-                return matched
+                    break
+            if len(matched) >= op.limit or page.next_after is None:
+                break
             size = _PAGE
+        yield from self._touch(
+            key for item in matched for key in expiring.get((tuple(item.namespace), item.key), ())
+        )
+        return matched
+
+    def _touch(self, keys: Iterable[bytes]) -> ops.Plan[None]:
+        """Restarts the TTL of ``keys`` (each its own), in KV_TOUCHes of at most 128 keys,
+        pipelined; an entry that expired or went meanwhile is no error."""
+        keys = builtins.list(keys)
+        touches = [
+            ops.kv_touch(self.name, keys[i : i + _TOUCH_KEYS_MAX], None)
+            for i in range(0, len(keys), _TOUCH_KEYS_MAX)
+        ]
+        if touches:
+            yield ops.Many(touches)
+        return None
 
     @staticmethod
     def _items(entries: Sequence[KvItem]) -> builtins.list[_Item]:
@@ -463,13 +516,15 @@ class CtxstoreStore(TwoClients, BaseStore):
     methods use the Client, the ``a*`` ones the AsyncClient). ``name`` picks the store: each
     name is a context of its own (``lgs:<name>``).
 
-    Not provided, and refused rather than ignored: ``ttl`` (per-item time to live needs TTL
-    per key-value entry in the server; ``NotImplementedError`` naming it) and ``index``
-    (vector search). ``refresh_ttl`` is accepted and does nothing, as LangGraph documents
-    for stores without TTL.
+    Per-item TTL as LangGraph's ``TTLConfig`` defines it: ``ttl`` (``default_ttl`` in
+    minutes for puts that give none, ``refresh_on_read`` the default of ``refresh_ttl``;
+    ``sweep_interval_minutes`` is accepted and has nothing to do: the server removes expired
+    entries every second, and reads never see them meanwhile) and ``put(..., ttl=minutes)``.
+    It needs a server of protocol version 3. Not provided, and refused rather than ignored:
+    ``index`` (vector search).
     """
 
-    supports_ttl: bool = False
+    supports_ttl: bool = True
 
     def __init__(
         self,
@@ -484,16 +539,16 @@ class CtxstoreStore(TwoClients, BaseStore):
         if index is not None:
             raise NotImplementedError(_INDEX_MISSING)
         if ttl is not None:
-            raise NotImplementedError(_TTL_MISSING)
+            _ttl_ms(ttl.get("default_ttl"))  # refused here rather than at the first put
         if not isinstance(name, str) or not name:
             raise ValueError("a store name is a non-empty str")
         context = f"{_NAME_PREFIX}{name}"
         if len(context.encode("utf-8")) > 256 or len(name.encode("utf-8")) > 1024:
             raise ValueError("a store name is at most 252 bytes of UTF-8")
         some = self._use_clients(client, aclient, owns_client)
-        self.ttl_config = None
+        self.ttl_config = ttl
         self.store_name = name
-        self._plans = _StorePlans(context, name, some._accept_zstd)
+        self._plans = _StorePlans(context, name, some._accept_zstd, ttl)
 
     @classmethod
     def from_addr(
@@ -510,13 +565,14 @@ class CtxstoreStore(TwoClients, BaseStore):
         """A store with its own clients for ``addr`` (``"HOST:PORT"``); each connects at its
         first call (the Client for the sync methods, the AsyncClient for the ``a*`` ones).
         ``addr`` and ``token`` default to ``$CTXSTORE_ADDR`` and ``$CTXSTORE_TOKEN``;
-        ``timeout`` and ``verify_payloads`` are the clients' (see :class:`~ctxstore.Client`)."""
+        ``timeout`` and ``verify_payloads`` are the clients' (see :class:`~ctxstore.Client`);
+        ``ttl`` the store's ``TTLConfig``."""
         if index is not None:
             raise NotImplementedError(_INDEX_MISSING)
         if ttl is not None:
-            raise NotImplementedError(_TTL_MISSING)
+            _ttl_ms(ttl.get("default_ttl"))
         client = cls._client_for(addr, token, timeout, verify_payloads)
-        return cls(client, name=name, owns_client=True)
+        return cls(client, name=name, ttl=ttl, owns_client=True)
 
     def batch(self, ops: Iterable[Op]) -> builtins.list[Result]:
         """Runs the operations on the Client; results in their order (reads see the store as
@@ -526,33 +582,3 @@ class CtxstoreStore(TwoClients, BaseStore):
     async def abatch(self, ops: Iterable[Op]) -> builtins.list[Result]:
         """:meth:`batch` on the AsyncClient."""
         return await self._arun(self._plans.batch(builtins.list(ops)))
-
-    def put(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        value: Mapping[str, Any],
-        index: Literal[False] | builtins.list[str] | None = None,
-        *,
-        ttl: float | None | NotProvided = NOT_PROVIDED,
-    ) -> None:
-        """Stores ``value`` under ``namespace`` and ``key`` (its creation time kept on an
-        update). ``ttl``: refused (see the class's doc); ``index``: ignored, as LangGraph
-        documents for stores without vector search."""
-        if ttl not in (NOT_PROVIDED, None):
-            raise NotImplementedError(_TTL_MISSING)
-        super().put(namespace, key, value, index, ttl=None)
-
-    async def aput(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        value: Mapping[str, Any],
-        index: Literal[False] | builtins.list[str] | None = None,
-        *,
-        ttl: float | None | NotProvided = NOT_PROVIDED,
-    ) -> None:
-        """:meth:`put` on the AsyncClient."""
-        if ttl not in (NOT_PROVIDED, None):
-            raise NotImplementedError(_TTL_MISSING)
-        await super().aput(namespace, key, value, index, ttl=None)

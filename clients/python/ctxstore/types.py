@@ -43,6 +43,7 @@ __all__ = [
     "ContextPage",
     "KvItem",
     "KvPage",
+    "KvValue",
     "ParentLike",
     "VerifyPayloads",
     "TurnSpec",
@@ -443,6 +444,25 @@ class KvItem:
     value_hash: bytes
     """BLAKE3-256 of the value: equal values are stored once."""
     value_len: int
+    ttl_ms: int = 0
+    """Milliseconds the entry lives after its put or last refresh (0: for ever, or listed
+    without ``with_ttl``: KV_LIST does not say)."""
+    expires_at_unix_ms: int = 0
+    """When it expires (unix ms; 0: never, or not said)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KvValue:
+    """A key-value entry with its value, as ``kv_get_entry`` returns it (protocol version 3):
+    the value checked against ``value_hash``, its TTL and expiry (after the refresh if one was
+    asked)."""
+
+    value: bytes
+    value_hash: bytes
+    ttl_ms: int
+    """Milliseconds the entry lives after its put or last refresh (0: for ever)."""
+    expires_at_unix_ms: int
+    """When it expires (unix ms; 0: never)."""
 
 
 @dataclass(frozen=True, slots=True)

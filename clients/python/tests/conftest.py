@@ -22,6 +22,7 @@ PYTHON_CLIENT_DIR = Path(__file__).resolve().parent.parent
 REPO_ROOT = PYTHON_CLIENT_DIR.parent.parent
 GOLDEN_V1 = REPO_ROOT / "protocol" / "tests" / "golden-v1.txt"
 GOLDEN_V2 = REPO_ROOT / "protocol" / "tests" / "golden-v2.txt"
+GOLDEN_V3 = REPO_ROOT / "protocol" / "tests" / "golden-v3.txt"
 
 
 def server_binary() -> Path:

@@ -48,7 +48,7 @@ def text_payload(i: int, size: int = 3000) -> bytes:
 
 def test_hello_reports_version_and_limits(client: ctxstore.Client) -> None:
     info = client.server_info()
-    assert info.version == 2 == ctxstore.PROTOCOL_VERSION
+    assert info.version == 3 == ctxstore.PROTOCOL_VERSION
     assert info.server_name.startswith("ctxstore")
     assert info.frame_bytes_max == 16 << 20
     assert info.requests_in_flight_max == 1024
@@ -464,22 +464,22 @@ def test_the_address_and_token_default_to_the_environment(
 
 def test_unsupported_version(server: ServerProcess) -> None:
     class FutureClient(ctxstore.Client):
-        PROTOCOL_VERSIONS = (3, 4)
+        PROTOCOL_VERSIONS = (4, 5)
 
     with pytest.raises(ctxstore.UnsupportedVersion) as info:
         FutureClient(server.addr)
-    assert info.value.code == 12 and info.value.server_version == 2
+    assert info.value.code == 12 and info.value.server_version == 3
 
     class WideClient(ctxstore.Client):
         PROTOCOL_VERSIONS = (1, 5)
 
     with WideClient(server.addr) as client:
-        assert client.server_info().version == 2
+        assert client.server_info().version == 3
 
 
 def test_request_of_a_newer_version_is_refused_locally(client: ctxstore.Client) -> None:
     with pytest.raises(ctxstore.NotSupported):
-        client.request(p.RawRequest(0x0019, b"", min_version=3))
+        client.request(p.RawRequest(0x0019, b"", min_version=4))
     client.ping()
 
 

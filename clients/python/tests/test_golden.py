@@ -1,5 +1,5 @@
-"""The golden frames of protocol/tests/golden-v1.txt and golden-v2.txt decode to the documented
-values and re-encode to exactly their bytes (header flags included)."""
+"""The golden frames of protocol/tests/golden-v1.txt, golden-v2.txt and golden-v3.txt decode to
+the documented values and re-encode to exactly their bytes (header flags included)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 
 from ctxstore import _protocol as p
 
-from conftest import GOLDEN_V1, GOLDEN_V2
+from conftest import GOLDEN_V1, GOLDEN_V2, GOLDEN_V3
 
 
 def golden_frames() -> dict[str, bytes]:
-    """name → frame bytes, from both golden files (names are unique across them)."""
+    """name → frame bytes, from every golden file (names are unique across them)."""
     frames: dict[str, bytes] = {}
-    for path in (GOLDEN_V1, GOLDEN_V2):
+    for path in (GOLDEN_V1, GOLDEN_V2, GOLDEN_V3):
         if not path.is_file():
             pytest.fail(f"golden vectors not found at {path}")
         for line in path.read_text().splitlines():
@@ -129,6 +129,35 @@ EXPECTED: dict[str, tuple[int, p.Message]] = {
     "kv_delete": (12, p.KvDelete(3, (b"k",))),
     "kv_list": (13, p.KvList(3, b"w:", b"", 1000)),
     "kv_list_response": (13, p.KvListResponse((p.KvItemRecord(b"w:1", HASH_A0, 2),))),
+    # Version 3: key-value entries with a time to live (issue 34).
+    "kv_put_ex": (20, p.KvPutEx("lgs:default", p.KV_PUT_IF_ABSENT, 30_000, ((b"k", b"v1"),))),
+    "kv_put_ex_response": (20, p.DoneResponse(T.KV_PUT_EX.response_type)),
+    "kv_get_ex": (21, p.KvGetEx(3, b"k", 0, p.KV_READ_REFRESH)),
+    "kv_value_ex_response": (
+        21,
+        p.KvValueExResponse(
+            HASH_A0, 30_000, 1_800_000_030_000, p.PayloadRecord(p.PayloadEncoding.RAW, 2, b"v1")
+        ),
+    ),
+    "kv_list_ex": (22, p.KvListEx(3, b"w:", b"", 1000, 0)),
+    "kv_list_ex_response": (
+        22,
+        p.KvItemsExResponse(
+            (
+                p.KvItemExRecord(b"w:1", HASH_A0, 2, 30_000, 1_800_000_030_000),
+                p.KvItemExRecord(b"w:2", HASH_A0, 2, 0, 0),
+            ),
+            T.KV_LIST_EX.response_type,
+        ),
+    ),
+    "kv_touch": (23, p.KvTouch(3, 0, (b"w:1", b"gone"))),
+    "kv_touched_response": (
+        23,
+        p.KvItemsExResponse(
+            (p.KvItemExRecord(b"w:1", HASH_A0, 2, 30_000, 1_800_000_045_000),),
+            T.KV_TOUCH.response_type,
+        ),
+    ),
     "error_already_exists": (4, p.ErrorResponse(15, 3, "name taken")),
     # Version 2, turns for agent frameworks (decision 0009).
     "append_turns": (

@@ -1,14 +1,17 @@
 """ctxstore.langgraph.CtxstoreStore, LangGraph's BaseStore, against a real server (issue 34
 item 3): random operation sequences give InMemoryStore's results (in the store's documented
-order), through the sync methods and through abatch; equal values are stored once; created_at
-survives an update; TTL and vector search are refused before anything is written; a
-namespace and key past the key limit are refused."""
+order), through the sync methods and through abatch, puts with a TTL among them; equal values
+are stored once; created_at survives an update; an item past its TTL is gone from every read
+within a few seconds and reads that refresh keep it (issue 34, decision 0028); vector search
+and bad TTLs are refused before anything is written; a namespace and key past the key limit
+are refused."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ from uuid import uuid4
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langgraph.store.base import GetOp, InvalidNamespaceError, Item, PutOp, SearchOp
+from langgraph.store.base import GetOp, InvalidNamespaceError, Item, PutOp, SearchOp, TTLConfig
 from langgraph.store.memory import InMemoryStore
 
 import ctxstore
@@ -41,6 +44,7 @@ def store(store_server: ServerProcess) -> Iterator[CtxstoreStore]:
 
 # --- random operation sequences against InMemoryStore -----------------------------------------
 
+_EXPIRED_MINUTES = 1 / 60_000  # 1 ms
 labels = st.sampled_from(["a", "b", "ab", "é"])
 namespaces = st.lists(labels, min_size=1, max_size=3).map(tuple)
 keys = st.sampled_from(["k1", "k2", "k\x00", "x y", "ñ"])
@@ -62,8 +66,12 @@ filters = st.one_of(
     st.fixed_dictionaries({"meta": st.fixed_dictionaries({"x": st.integers(0, 2)})}),
     st.fixed_dictionaries({"list": st.lists(st.integers(0, 2), max_size=2)}),
 )
+# A TTL of an hour outlives any run; one of a millisecond is over before the next operation
+# (the test sleeps past it): the item is gone from every read, as if deleted.
+ttls = st.sampled_from([60.0, _EXPIRED_MINUTES])
 operations = st.one_of(
     st.tuples(st.just("put"), namespaces, keys, values),
+    st.tuples(st.just("put_ttl"), namespaces, keys, values, ttls),
     st.tuples(st.just("put"), namespaces, keys, values),
     st.tuples(st.just("put"), namespaces, keys, values),
     st.tuples(st.just("delete"), namespaces, keys),
@@ -118,6 +126,17 @@ def _apply(store: Any, operation: tuple[Any, ...]) -> Any:
     kind = operation[0]
     if kind == "put":
         return store.put(operation[1], operation[2], operation[3])
+    if kind == "put_ttl":
+        _, namespace, key, value, ttl = operation
+        if isinstance(store, InMemoryStore):
+            # The model: an item that lives for the run is a put; one that expires a delete.
+            if ttl == _EXPIRED_MINUTES:
+                return store.delete(namespace, key)
+            return store.put(namespace, key, value)
+        store.put(namespace, key, value, ttl=ttl)
+        if ttl == _EXPIRED_MINUTES:
+            time.sleep(0.005)
+        return None
     if kind == "delete":
         return store.delete(operation[1], operation[2])
     if kind == "get":
@@ -141,7 +160,8 @@ def test_random_operations_answer_as_the_in_memory_store(
     memory = InMemoryStore()
     with CtxstoreStore.from_addr(store_server.addr, name=f"p-{uuid4()}") as store:
         for operation in sequence:
-            expected = None if operation[0] in ("put", "delete") else _expected(memory, operation)
+            writes = ("put", "put_ttl", "delete")
+            expected = None if operation[0] in writes else _expected(memory, operation)
             _apply(memory, operation)
             assert _apply(store, operation) == expected, operation
 
@@ -159,10 +179,16 @@ def test_random_operations_through_abatch_answer_as_the_in_memory_store(
         async with CtxstoreStore.from_addr(store_server.addr, name=f"a-{uuid4()}") as store:
             for operation in sequence:
                 kind = operation[0]
-                expected = None if kind in ("put", "delete") else _expected(memory, operation)
+                writes = ("put", "put_ttl", "delete")
+                expected = None if kind in writes else _expected(memory, operation)
                 _apply(memory, operation)
                 if kind == "put":
                     answer: Any = await store.aput(operation[1], operation[2], operation[3])
+                elif kind == "put_ttl":
+                    _, namespace, key, value, ttl = operation
+                    answer = await store.aput(namespace, key, value, ttl=ttl)
+                    if ttl == _EXPIRED_MINUTES:
+                        await asyncio.sleep(0.005)
                 elif kind == "delete":
                     answer = await store.adelete(operation[1], operation[2])
                 elif kind == "get":
@@ -236,22 +262,105 @@ def test_equal_values_are_stored_once(store: CtxstoreStore, store_server: Server
     assert len(store.search(("memories",), filter={"n": 7}, limit=100)) == 30
 
 
-def test_ttl_and_vector_search_are_refused_before_anything_is_written(
+def test_vector_search_and_bad_ttls_are_refused_before_anything_is_written(
     store: CtxstoreStore, store_server: ServerProcess
 ) -> None:
-    with pytest.raises(NotImplementedError, match="TTL per key-value entry"):
-        store.put(("x",), "k", {"n": 1}, ttl=5)
-    with pytest.raises(NotImplementedError, match="TTL per key-value entry"):
-        store.batch([PutOp(("x",), "k", {"n": 1}), PutOp(("x",), "j", {"n": 1}, ttl=1.0)])
-    with pytest.raises(NotImplementedError, match="TTL per key-value entry"):
-        asyncio.run(store.aput(("x",), "k", {"n": 1}, ttl=5))
+    assert store.supports_ttl
+    for bad in (0, -1.0, "5"):
+        with pytest.raises((ValueError, TypeError)):
+            store.put(("x",), "k", {"n": 1}, ttl=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        store.batch([PutOp(("x",), "k", {"n": 1}), PutOp(("x",), "j", {"n": 1}, ttl=-1.0)])
+    with pytest.raises(ValueError):
+        asyncio.run(store.aput(("x",), "k", {"n": 1}, ttl=0))
     assert store.search(("x",)) == []
-    with pytest.raises(NotImplementedError, match="TTL per key-value entry"):
-        CtxstoreStore.from_addr(store_server.addr, ttl={"default_ttl": 10})
+    with pytest.raises(ValueError):
+        CtxstoreStore.from_addr(store_server.addr, ttl={"default_ttl": -10})
     with pytest.raises(NotImplementedError, match="vector search"):
         CtxstoreStore.from_addr(store_server.addr, index={"dims": 3, "embed": "fake"})
     store.put(("x",), "k", {"n": 1}, index=["n"])  # ignored, as LangGraph documents
-    assert store.get(("x",), "k", refresh_ttl=False) is not None  # accepted, nothing to do
+    assert store.get(("x",), "k", refresh_ttl=False) is not None
+
+
+def _gone_within(
+    store: CtxstoreStore, namespace: tuple[str, ...], key: str, seconds: float, *, alone: bool
+) -> float:
+    """Seconds until the item is gone from get and search (reads that do not refresh it),
+    and, when it was its namespace's only item (``alone``), from list_namespaces; fails
+    after ``seconds``."""
+    start = time.monotonic()
+    while True:
+        gone = (
+            store.get(namespace, key, refresh_ttl=False) is None
+            and all(i.key != key for i in store.search(namespace, refresh_ttl=False))
+            and (not alone or namespace not in store.list_namespaces(prefix=namespace))
+        )
+        if gone:
+            return time.monotonic() - start
+        assert time.monotonic() - start < seconds, f"{namespace}/{key} outlived its TTL"
+        time.sleep(0.02)
+
+
+def test_an_item_expires_from_every_read_and_refresh_on_read_keeps_it(
+    store_server: ServerProcess,
+) -> None:
+    second = 1 / 60
+    config: TTLConfig = {"default_ttl": 0.6 * second, "refresh_on_read": True}
+    with CtxstoreStore.from_addr(store_server.addr, name=f"ttl-{uuid4()}", ttl=config) as store:
+        assert store.ttl_config == config
+        store.put(("users", "u-1"), "short", {"n": 1})  # the default TTL: 0.6 s
+        store.put(("users", "u-1"), "long", {"n": 2}, ttl=60)
+        store.put(("users", "u-2"), "kept", {"n": 3}, ttl=None)  # no TTL at all
+        found = store.get(("users", "u-1"), "short")
+        assert found is not None and found.value == {"n": 1}
+        # Reads that refresh keep it for longer than its TTL: a get, then a search.
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            assert store.get(("users", "u-1"), "short") is not None
+            time.sleep(0.15)
+        deadline = time.monotonic() + 1.2
+        while time.monotonic() < deadline:
+            hits = store.search(("users",), filter={"n": 1})
+            assert [i.key for i in hits] == ["short"]
+            time.sleep(0.15)
+        # Left alone, it goes from every read within its TTL and a little.
+        assert _gone_within(store, ("users", "u-1"), "short", 3.0, alone=False) < 2.0
+        assert store.get(("users", "u-1"), "long") is not None
+        assert [i.key for i in store.search(("users",))] == ["long", "kept"]
+        # A namespace whose items all expired is no longer listed.
+        store.put(("tmp",), "k", {"n": 4}, ttl=0.3 * second)
+        _gone_within(store, ("tmp",), "k", 3.0, alone=True)
+        assert store.list_namespaces() == [("users", "u-1"), ("users", "u-2")]
+        # An expired item put again is a new item.
+        store.put(("tmp",), "k", {"n": 5})
+        again = store.get(("tmp",), "k")
+        assert again is not None and again.value == {"n": 5}
+
+
+def test_without_refresh_on_read_reads_do_not_keep_an_item(store_server: ServerProcess) -> None:
+    config: TTLConfig = {"default_ttl": 0.5 / 60, "refresh_on_read": False}
+    with CtxstoreStore.from_addr(store_server.addr, name=f"nr-{uuid4()}", ttl=config) as store:
+        store.put(("a",), "k", {"n": 1})
+        start = time.monotonic()
+        while store.get(("a",), "k") is not None:
+            assert time.monotonic() - start < 3.0, "reads kept an item they should not refresh"
+            time.sleep(0.05)
+        # ...unless a read asks for it.
+        store.put(("a",), "j", {"n": 2})
+        for _ in range(8):
+            assert store.get(("a",), "j", refresh_ttl=True) is not None
+            time.sleep(0.15)
+
+
+async def test_the_async_methods_keep_ttls_too(store_server: ServerProcess) -> None:
+    async with CtxstoreStore.from_addr(store_server.addr, name=f"at-{uuid4()}") as store:
+        await store.aput(("a",), "k", {"n": 1}, ttl=0.4 / 60)
+        await store.aput(("a",), "j", {"n": 2}, ttl=60)
+        start = time.monotonic()
+        while await store.aget(("a",), "k", refresh_ttl=False) is not None:
+            assert time.monotonic() - start < 3.0
+            await asyncio.sleep(0.05)
+        assert [i.key for i in await store.asearch(("a",))] == ["j"]
 
 
 def test_namespaces_and_keys_past_the_limits_are_refused(store: CtxstoreStore) -> None:

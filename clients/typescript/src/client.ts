@@ -36,6 +36,7 @@ import type {
   KeyLike,
   KvItem,
   KvPage,
+  KvValue,
   LogCursor,
   LogPage,
   Opened,
@@ -176,6 +177,16 @@ function contextRef(context: ContextLike, what = "context"): p.ContextRef {
   }
   if (typeof context !== "number") throw new TypeError(`${what} is a ContextID (number) or a name (string), not ${String(context)}`);
   return u64(context, what);
+}
+
+/** A key-value TTL as the wire carries it: undefined is none; else whole milliseconds, 1 ms to
+ * 100 years. */
+function ttlOf(ttlMs: number | undefined): number | undefined {
+  if (ttlMs === undefined) return undefined;
+  if (!Number.isInteger(ttlMs) || ttlMs < 1 || ttlMs > p.TTL_MS_MAX) {
+    throw new RangeError(`ttlMs is a whole number of milliseconds, 1 to ${p.TTL_MS_MAX} (100 years); got ${ttlMs}`);
+  }
+  return ttlMs;
 }
 
 function keyBytes(key: KeyLike): Uint8Array {
@@ -946,12 +957,15 @@ export class Client {
     } while (cursor !== undefined);
   }
 
-  /** KV_PUT of every entry in one durable record (`ifAbsent`: keys present keep their values). */
+  /** KV_PUT of every entry in one durable record (`ifAbsent`: keys present keep their values).
+   * `ttlMs` (KV_PUT_EX, version 3): each entry expires that long after this put or its last
+   * refresh; from then on no read sees it and the server removes it. */
   async kvPut(
     context: ContextLike,
     entries: ReadonlyMap<KeyLike, Uint8Array> | Record<string, Uint8Array>,
-    options: CallOptions & { ifAbsent?: boolean } = {},
+    options: CallOptions & { ifAbsent?: boolean; ttlMs?: number } = {},
   ): Promise<void> {
+    const ttlMs = ttlOf(options.ttlMs);
     const list: Array<[Uint8Array, Uint8Array]> = [];
     const source: Array<[KeyLike, Uint8Array]> =
       entries instanceof Map ? [...(entries as ReadonlyMap<KeyLike, Uint8Array>).entries()] : Object.entries(entries as Record<string, Uint8Array>);
@@ -960,12 +974,19 @@ export class Client {
       list.push([keyBytes(key), value]);
     }
     if (list.length === 0) return;
+    if (ttlMs !== undefined) {
+      const flags = options.ifAbsent === true ? p.KV_PUT_IF_ABSENT : 0;
+      await this.run(p.kvPutEx(contextRef(context), flags, ttlMs, list), options);
+      return;
+    }
     await this.run(p.kvPut(contextRef(context), options.ifAbsent ?? false, list), options);
   }
 
-  /** KV_GET: a key's value (checked against its hash), undefined for a missing key; NotFound
-   * for a missing context. */
-  async kvGet(context: ContextLike, key: KeyLike, options?: CallOptions): Promise<Uint8Array | undefined> {
+  /** KV_GET: a key's value (checked against its hash), undefined for a missing or expired key;
+   * NotFound for a missing context. `refresh` (KV_GET_EX, version 3): restart the entry's TTL
+   * from now (a durable write when it has one). */
+  async kvGet(context: ContextLike, key: KeyLike, options?: CallOptions & { refresh?: boolean }): Promise<Uint8Array | undefined> {
+    if (options?.refresh === true) return (await this.kvGetEntry(context, key, options))?.value;
     const target = contextRef(context);
     const raw = keyBytes(key);
     try {
@@ -978,19 +999,60 @@ export class Client {
     }
   }
 
+  /** KV_GET_EX (version 3): the value with its TTL and expiry (`refresh`: restarted first),
+   * undefined for a missing or expired key; NotFound for a missing context. */
+  async kvGetEntry(context: ContextLike, key: KeyLike, options?: CallOptions & { refresh?: boolean }): Promise<KvValue | undefined> {
+    const target = contextRef(context);
+    const raw = keyBytes(key);
+    const kvFlags = options?.refresh === true ? p.KV_READ_REFRESH : 0;
+    try {
+      const { answer, hashesRaw } = await this.send(p.kvGetEx(target, raw, this.acceptZstd ? p.READ_ACCEPT_ZSTD : 0, kvFlags), options);
+      const what = `value of key ${JSON.stringify(new TextDecoder().decode(raw))}`;
+      const value = payloadBytes(answer.payload, answer.valueHash, undefined, this.acceptZstd, hashesRaw, what);
+      return { value, valueHash: answer.valueHash, ttlMs: answer.ttlMs, expiresAtUnixMs: answer.expiresAtUnixMs };
+    } catch (error) {
+      if (!(error instanceof NotFound)) throw error;
+      if (error.detail === 1) return undefined; // the context exists, the key does not (or expired)
+      throw error;
+    }
+  }
+
+  /** KV_TOUCH (version 3): restarts the TTL of each key from now, in one durable record:
+   * `ttlMs` from now on (also for entries without one), else each entry's own. Absent and
+   * expired keys are no error. The live entries among `keys`, as they are now. 1 to 128 keys. */
+  async kvTouch(context: ContextLike, keys: readonly KeyLike[], options: CallOptions & { ttlMs?: number } = {}): Promise<KvItem[]> {
+    if (keys.length === 0 || keys.length > p.KV_TOUCH_KEYS_MAX) throw new RangeError(`a touch takes 1 to ${p.KV_TOUCH_KEYS_MAX} keys; got ${keys.length}`);
+    const raw = keys.map(keyBytes);
+    const records = await this.run(p.kvTouch(contextRef(context), ttlOf(options.ttlMs) ?? 0, raw), options);
+    const sent = new Set(raw.map((key) => toHex(key)));
+    if (records.length > raw.length || records.some((record) => !sent.has(toHex(record.key)))) {
+      throw new ProtocolError(`KV_TOUCH of ${raw.length} keys answered other entries`);
+    }
+    return records.map((r) => ({ ...r }));
+  }
+
   /** KV_DELETE of every key in one request (absent keys are no error). */
   async kvDelete(context: ContextLike, keys: readonly KeyLike[], options?: CallOptions): Promise<void> {
     if (keys.length === 0) return;
     await this.run(p.kvDelete(contextRef(context), keys.map(keyBytes)), options);
   }
 
-  /** KV_LIST: one page of the entries under `prefix`, in key order, after `after`. */
-  async kvList(context: ContextLike, options: CallOptions & { prefix?: KeyLike; after?: KeyLike; limit?: number } = {}): Promise<KvPage> {
+  /** KV_LIST: one page of the entries under `prefix`, in key order, after `after` (expired
+   * entries are not listed). `withTtl` (KV_LIST_EX, version 3): each item's `ttlMs` and
+   * `expiresAtUnixMs`; `refresh` (implies `withTtl`): every returned entry's TTL restarted. */
+  async kvList(
+    context: ContextLike,
+    options: CallOptions & { prefix?: KeyLike; after?: KeyLike; limit?: number; withTtl?: boolean; refresh?: boolean } = {},
+  ): Promise<KvPage> {
     const prefix = keyBytes(options.prefix ?? "");
     const after = keyBytes(options.after ?? "");
     const limit = u32(options.limit ?? 1000, "limit");
     if (limit === 0) throw new RangeError("limit must be at least 1");
-    const records = await this.run(p.kvList(contextRef(context), prefix, after, limit), options);
+    const target = contextRef(context);
+    const records: p.KvItemRecord[] =
+      options.refresh === true || options.withTtl === true
+        ? await this.run(p.kvListEx(target, prefix, after, limit, options.refresh === true ? p.KV_READ_REFRESH : 0), options)
+        : await this.run(p.kvList(target, prefix, after, limit), options);
     if (records.length > limit) throw new ProtocolError(`KV_LIST with limit ${limit} answered ${records.length} items`);
     let previous = after;
     for (const record of records) {
@@ -1003,8 +1065,8 @@ export class Client {
     return { items, nextAfter: items.length === limit ? items[items.length - 1]!.key : undefined };
   }
 
-  /** Every entry under `prefix`, page after page. */
-  async *iterKv(context: ContextLike, options: CallOptions & { prefix?: KeyLike; pageSize?: number } = {}): AsyncGenerator<KvItem> {
+  /** Every entry under `prefix`, page after page (`withTtl`: as `kvList`). */
+  async *iterKv(context: ContextLike, options: CallOptions & { prefix?: KeyLike; pageSize?: number; withTtl?: boolean } = {}): AsyncGenerator<KvItem> {
     let after: Uint8Array | undefined = new Uint8Array(0);
     while (after !== undefined) {
       const page: KvPage = await this.kvList(context, { ...options, after, limit: options.pageSize ?? 1000 });

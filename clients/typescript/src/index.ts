@@ -1,5 +1,5 @@
 /**
- * `ctxstore`: the TypeScript client of ctxstore (protocol versions 1 and 2).
+ * `ctxstore`: the TypeScript client of ctxstore (protocol versions 1 to 3).
  *
  * ```ts
  * import { Client } from "ctxstore";

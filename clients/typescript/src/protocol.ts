@@ -18,9 +18,9 @@
 
 import { ProtocolError } from "./errors.js";
 
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 /** The range of versions offered in HELLO (min, max). */
-export const SUPPORTED_VERSIONS: readonly [number, number] = [1, 2];
+export const SUPPORTED_VERSIONS: readonly [number, number] = [1, 3];
 
 export const HEADER_BYTES = 16;
 /** Hard ceiling of any frame body (docs/protocol.md: no response exceeds 1 GiB). */
@@ -41,6 +41,16 @@ export const OVERLAY_BYTES = 16;
 export const CONTEXT_INFO_BYTES_MIN = 44;
 /** The smallest KV_LIST item: key_len (2), hash (32), value_len (4). */
 export const KV_ITEM_BYTES_MIN = 38;
+/** The smallest KV_ITEM_EX (version 3): a KV_LIST item, then ttl_ms (8), expires_at (8). */
+export const KV_ITEM_EX_BYTES_MIN = 54;
+/** KV_PUT_EX put_flags bit 0: keys the context has (live) keep their values and TTLs. */
+export const KV_PUT_IF_ABSENT = 1 << 0;
+/** KV_GET_EX / KV_LIST_EX kv_flags bit 0: restart the TTL of each entry returned. */
+export const KV_READ_REFRESH = 1 << 0;
+/** Keys one KV_TOUCH may refresh (ctxstore-vocab's KV_TOUCH_KEYS_MAX). */
+export const KV_TOUCH_KEYS_MAX = 128;
+/** The longest time to live the server takes: 100 years in milliseconds. */
+export const TTL_MS_MAX = 100 * 365 * 24 * 3600 * 1000;
 /** The smallest EXTRAS: three zero counts. */
 export const EXTRAS_BYTES_MIN = 3;
 /** The smallest entry of a version-2 page: TURN, EXTRAS, an absent PAYLOAD. */
@@ -119,6 +129,11 @@ export const MsgType = {
   REDACT_TURN: 0x0025,
   PURGE_BLOB: 0x0026,
   PUT_CHUNKED: 0x0027,
+  // Version 3: key-value entries with a time to live (issue 34, decision 0028).
+  KV_PUT_EX: 0x0028,
+  KV_GET_EX: 0x0029,
+  KV_LIST_EX: 0x002a,
+  KV_TOUCH: 0x002b,
 } as const;
 
 /** The reads that may be sent with the frame flag OVERLAYS (every read answering TURNs). */
@@ -656,6 +671,12 @@ export interface KvItemRecord {
   valueLen: number;
 }
 
+/** KV_ITEM_EX (version 3): a KV_LIST item with its TTL (0: none) and expiry (0: never). */
+export interface KvItemExRecord extends KvItemRecord {
+  ttlMs: number;
+  expiresAtUnixMs: number;
+}
+
 /** Where a TURN_LOG page ended: opaque, pass it back as it came. */
 export interface LogCursor {
   phase: number;
@@ -915,6 +936,34 @@ export interface KvValueAnswer {
 
 export function decodeKvValue(r: Reader): KvValueAnswer {
   return { valueHash: r.hash("value_hash"), payload: r.payload() };
+}
+
+export interface KvValueExAnswer extends KvValueAnswer {
+  ttlMs: number;
+  expiresAtUnixMs: number;
+}
+
+export function decodeKvValueEx(r: Reader): KvValueExAnswer {
+  const valueHash = r.hash("value_hash");
+  const ttlMs = r.u64("ttl_ms");
+  const expiresAtUnixMs = r.u64("expires_at_unix_ms");
+  return { valueHash, ttlMs, expiresAtUnixMs, payload: r.payload() };
+}
+
+export function decodeKvListEx(r: Reader): KvItemExRecord[] {
+  const count = r.limit(r.u32("count"), LIST_ITEMS_LIMIT, "count");
+  r.count(count, KV_ITEM_EX_BYTES_MIN, "items");
+  const items: KvItemExRecord[] = [];
+  for (let i = 0; i < count; i++) {
+    items.push({
+      key: r.shortBytes("key"),
+      valueHash: r.hash("value_hash"),
+      valueLen: r.u32("value_len"),
+      ttlMs: r.u64("ttl_ms"),
+      expiresAtUnixMs: r.u64("expires_at_unix_ms"),
+    });
+  }
+  return items;
 }
 
 export function decodeKvList(r: Reader): KvItemRecord[] {
@@ -1289,6 +1338,34 @@ export function kvList(context: ContextRef, prefix: Uint8Array, after: Uint8Arra
   return request("KV_LIST", MsgType.KV_LIST, 2, (w) => {
     w.contextRef(context).short(prefix, "prefix").short(after, "after").u32(limit);
   }, decodeKvList);
+}
+
+/** KV_PUT_EX (version 3): KV_PUT whose entries expire `ttlMs` after it (0: never). */
+export function kvPutEx(context: ContextRef, putFlags: number, ttlMs: number, entries: ReadonlyArray<readonly [Uint8Array, Uint8Array]>): Request<undefined> {
+  return request("KV_PUT_EX", MsgType.KV_PUT_EX, 3, (w) => {
+    w.contextRef(context).u8(putFlags).u64(ttlMs).count16(entries.length, "entries");
+    for (const [key, value] of entries) w.short(key, "key").u32(value.length).bytes(value);
+  }, done);
+}
+
+/** KV_GET_EX (version 3): the value with its TTL and expiry; REFRESH restarts the TTL. */
+export function kvGetEx(context: ContextRef, key: Uint8Array, readFlags: number, kvFlags: number): Request<KvValueExAnswer> {
+  return request("KV_GET_EX", MsgType.KV_GET_EX, 3, (w) => w.contextRef(context).short(key, "key").u32(readFlags).u8(kvFlags), decodeKvValueEx);
+}
+
+/** KV_LIST_EX (version 3): KV_LIST with each entry's TTL and expiry; REFRESH restarts them. */
+export function kvListEx(context: ContextRef, prefix: Uint8Array, after: Uint8Array, limit: number, kvFlags: number): Request<KvItemExRecord[]> {
+  return request("KV_LIST_EX", MsgType.KV_LIST_EX, 3, (w) => {
+    w.contextRef(context).short(prefix, "prefix").short(after, "after").u32(limit).u8(kvFlags);
+  }, decodeKvListEx);
+}
+
+/** KV_TOUCH (version 3): each key's TTL restarted (`ttlMs`, or 0: each entry's own). */
+export function kvTouch(context: ContextRef, ttlMs: number, keys: readonly Uint8Array[]): Request<KvItemExRecord[]> {
+  return request("KV_TOUCH", MsgType.KV_TOUCH, 3, (w) => {
+    w.contextRef(context).u64(ttlMs).count16(keys.length, "keys");
+    for (const key of keys) w.short(key, "key");
+  }, decodeKvListEx);
 }
 
 export function appendTurns(context: ContextRef, expectedHead: number | undefined, turns: readonly TurnSpecRecord[]): Request<AppendedTurnRecord[]> {

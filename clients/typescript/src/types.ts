@@ -119,6 +119,21 @@ export interface KvItem {
   key: Uint8Array;
   valueHash: Uint8Array;
   valueLen: number;
+  /** Milliseconds the entry lives after its put or last refresh (version 3, with `withTtl`
+   * or `refresh`; 0: for ever; absent: not asked). */
+  ttlMs?: number;
+  /** When it expires (unix ms; 0: never; absent: not asked). */
+  expiresAtUnixMs?: number;
+}
+
+/** A key-value entry with its value (`kvGetEntry`, version 3). */
+export interface KvValue {
+  value: Uint8Array;
+  valueHash: Uint8Array;
+  /** Milliseconds the entry lives after its put or last refresh (0: for ever). */
+  ttlMs: number;
+  /** When it expires (unix ms; 0: never), after the refresh if one was asked. */
+  expiresAtUnixMs: number;
 }
 
 export interface KvPage {

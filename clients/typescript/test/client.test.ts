@@ -49,9 +49,9 @@ afterAll(async () => {
 });
 
 describe("version 1", () => {
-  test("HELLO negotiates version 2 and tells the server's limits", async () => {
+  test("HELLO negotiates version 3 and tells the server's limits", async () => {
     const info = await client.serverInfo();
-    expect(info.version).toBe(2);
+    expect(info.version).toBe(3);
     expect(info.blobBytesMax).toBeGreaterThan(0);
     expect(info.readTurnsMax).toBeGreaterThan(0);
     await client.ping();
@@ -148,6 +148,47 @@ describe("version 2", () => {
     expect(await client.kvGet("kv-ctx", "big")).toEqual(chatText(20_000, 5));
     await client.kvDelete("kv-ctx", ["w:1", "w:9"]);
     expect((await client.kvList("kv-ctx", { prefix: "w:" })).items.length).toBe(4);
+  });
+
+  test("key-value TTL (version 3): put with a TTL, refresh on get and list, touch, expiry", async () => {
+    await client.openContext("kv-ttl");
+    const before = Date.now();
+    await client.kvPut("kv-ttl", { fact: utf8("blue") }, { ttlMs: 3_600_000 });
+    await client.kvPut("kv-ttl", { short: utf8("s") }, { ttlMs: 300 });
+    await client.kvPut("kv-ttl", { plain: utf8("p") });
+    await client.kvPut("kv-ttl", { fact: utf8("red") }, { ifAbsent: true, ttlMs: 5 });
+    const fact = await client.kvGetEntry("kv-ttl", "fact");
+    expect(text(fact?.value)).toBe("blue");
+    expect(fact?.ttlMs).toBe(3_600_000);
+    expect(fact!.expiresAtUnixMs).toBeGreaterThanOrEqual(before + 3_600_000);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(text(await client.kvGet("kv-ttl", "fact", { refresh: true }))).toBe("blue");
+    const refreshed = await client.kvGetEntry("kv-ttl", "fact");
+    expect(refreshed!.expiresAtUnixMs).toBeGreaterThanOrEqual(fact!.expiresAtUnixMs + 20);
+    const listed = (await client.kvList("kv-ttl", { withTtl: true })).items;
+    expect(listed.map((i) => [text(i.key), i.ttlMs])).toEqual([["fact", 3_600_000], ["plain", 0], ["short", 300]]);
+    expect(listed[0]!.expiresAtUnixMs).toBe(refreshed!.expiresAtUnixMs);
+    expect((await client.kvList("kv-ttl")).items[0]!.ttlMs).toBeUndefined();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const again = (await client.kvList("kv-ttl", { prefix: "fact", refresh: true })).items;
+    expect(again[0]!.expiresAtUnixMs).toBeGreaterThanOrEqual(refreshed!.expiresAtUnixMs + 20);
+    const touched = await client.kvTouch("kv-ttl", ["plain", "absent"], { ttlMs: 7_200_000 });
+    expect(touched.map((i) => [text(i.key), i.ttlMs])).toEqual([["plain", 7_200_000]]);
+    expect((await client.kvTouch("kv-ttl", ["fact"])).map((i) => i.ttlMs)).toEqual([3_600_000]);
+    const deadline = Date.now() + 10_000;
+    while ((await client.kvGet("kv-ttl", "short")) !== undefined) {
+      expect(Date.now()).toBeLessThan(deadline);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(await client.kvGetEntry("kv-ttl", "short")).toBeUndefined();
+    expect((await client.kvList("kv-ttl")).items.map((i) => text(i.key))).toEqual(["fact", "plain"]);
+    await expect(client.kvGetEntry("no-such-ctx", "k")).rejects.toBeInstanceOf(NotFound);
+    // Refused before sending.
+    for (const bad of [0, -1, 1.5, 100 * 365 * 24 * 3600 * 1000 + 1]) {
+      await expect(client.kvPut("kv-ttl", { k: utf8("v") }, { ttlMs: bad })).rejects.toBeInstanceOf(RangeError);
+    }
+    await expect(client.kvTouch("kv-ttl", [])).rejects.toBeInstanceOf(RangeError);
+    await expect(client.kvTouch("kv-ttl", Array.from({ length: 129 }, (_, i) => `k${i}`))).rejects.toBeInstanceOf(RangeError);
   });
 
   test("APPEND_TURNS with keys, labels, links and a summary; by key, turn log, find, window", async () => {

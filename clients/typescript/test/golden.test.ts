@@ -1,5 +1,5 @@
 /**
- * The golden frames of protocol/tests/golden-v1.txt and golden-v2.txt, byte for byte: every
+ * The golden frames of protocol/tests/golden-v1.txt, -v2 and -v3, byte for byte: every
  * request frame this client encodes equals its golden bytes (header included), and every
  * answer frame decodes (strictly: every byte read, reserved bytes zero) to the documented
  * values. Every golden frame is covered: a frame added to the files fails the first test until
@@ -17,7 +17,7 @@ import { REPO_ROOT } from "./server.js";
 
 function goldenFrames(): Map<string, Uint8Array> {
   const frames = new Map<string, Uint8Array>();
-  for (const file of ["golden-v1.txt", "golden-v2.txt"]) {
+  for (const file of ["golden-v1.txt", "golden-v2.txt", "golden-v3.txt"]) {
     const text = readFileSync(path.join(REPO_ROOT, "protocol", "tests", file), "utf8");
     for (const line of text.split("\n")) {
       if (line.trim() === "" || line.startsWith("#")) continue;
@@ -86,6 +86,10 @@ const REQUESTS: Record<string, [number, p.Request<unknown>]> = {
   kv_get: [11, p.kvGet(3, utf8("k"), 0)],
   kv_delete: [12, p.kvDelete(3, [utf8("k")])],
   kv_list: [13, p.kvList(3, utf8("w:"), new Uint8Array(0), 1000)],
+  kv_put_ex: [20, p.kvPutEx("lgs:default", p.KV_PUT_IF_ABSENT, 30_000, [[utf8("k"), utf8("v1")]])],
+  kv_get_ex: [21, p.kvGetEx(3, utf8("k"), 0, p.KV_READ_REFRESH)],
+  kv_list_ex: [22, p.kvListEx(3, utf8("w:"), new Uint8Array(0), 1000, 0)],
+  kv_touch: [23, p.kvTouch(3, 0, [utf8("w:1"), utf8("gone")])],
   append_turns: [
     14,
     p.appendTurns("t-1", 42, [
@@ -142,6 +146,13 @@ const ANSWERS: Record<string, Answer> = {
   kv_put_response: [10, R(T.KV_PUT), 0, () => undefined, undefined],
   kv_value_response: [11, R(T.KV_GET), 0, p.decodeKvValue, { valueHash: HASH_A0, payload: { encoding: p.PayloadEncoding.RAW, rawLen: 2, data: utf8("v1") } }],
   kv_list_response: [13, R(T.KV_LIST), 0, p.decodeKvList, [{ key: utf8("w:1"), valueHash: HASH_A0, valueLen: 2 }]],
+  kv_put_ex_response: [20, R(T.KV_PUT_EX), 0, () => undefined, undefined],
+  kv_value_ex_response: [21, R(T.KV_GET_EX), 0, p.decodeKvValueEx, { valueHash: HASH_A0, ttlMs: 30_000, expiresAtUnixMs: 1_800_000_030_000, payload: { encoding: p.PayloadEncoding.RAW, rawLen: 2, data: utf8("v1") } }],
+  kv_list_ex_response: [22, R(T.KV_LIST_EX), 0, p.decodeKvListEx, [
+    { key: utf8("w:1"), valueHash: HASH_A0, valueLen: 2, ttlMs: 30_000, expiresAtUnixMs: 1_800_000_030_000 },
+    { key: utf8("w:2"), valueHash: HASH_A0, valueLen: 2, ttlMs: 0, expiresAtUnixMs: 0 },
+  ]],
+  kv_touched_response: [23, R(T.KV_TOUCH), 0, p.decodeKvListEx, [{ key: utf8("w:1"), valueHash: HASH_A0, valueLen: 2, ttlMs: 30_000, expiresAtUnixMs: 1_800_000_045_000 }]],
   error_already_exists: [4, p.ERROR_TYPE, 0, p.decodeError, { code: 15, detail: 3, message: "name taken" }],
   appended_turns_response: [14, R(T.APPEND_TURNS), 0, p.decodeAppendedTurns, [{ turn: TURN, deduped: false, existing: true }]],
   turn_info_response: [15, R(T.GET_TURN_BY_KEY), 0, p.decodeTurnInfo, { turn: TURN, extras: { key: utf8("cp-1"), labels: [["step", "1"]], links: [] } }],

@@ -124,6 +124,24 @@ test("a thread written by TypeScript reads in Python; both find it by its plain 
   }
 });
 
+test("a thread id outside the BMP names the same context in both clients (its length in code points)", async () => {
+  // "é" is one UTF-16 unit and one code point, each emoji two units and one code point: a
+  // length in UTF-16 units would name another context than Python's len() does.
+  const thread = "t-\u{1F600}\u00e9\u{1F680}";
+  expect(contextName(thread, "")).toBe(`lg:5:${thread}:`);
+  await driver("lg-run", server.addr, thread, "from python");
+  const client = await Client.connect(server.addr);
+  try {
+    const found = [];
+    for await (const info of client.iterContexts({ tags: { "lg.thread": thread } })) found.push(info.name);
+    expect(found).toEqual([contextName(thread, "")]);
+  } finally {
+    await client.close();
+  }
+  const read = (await saver.getTuple({ configurable: { thread_id: thread } }))!;
+  expect((read.checkpoint.channel_values["messages"] as BaseMessage[]).map((m) => m.text)).toEqual(["from python", "py: from python"]);
+});
+
 test("a context of format 1 (tags with '=', no lg.fmt) is read and listed by its thread", async () => {
   const thread = "old-format";
   const client = await Client.connect(server.addr);

@@ -78,6 +78,23 @@ pub fn encode(hash: BlobHash, payload: &[u8], zstd_level: i32) -> EncodedBlob {
     }
 }
 
+/// Encodes a payload a client compressed (issue 38): `frame` must inflate to `raw_len` bytes
+/// that hash to `hash` (checked here, `decode`'s checks, so what is stored reads back as it
+/// did). Stored as it came when it saves bytes, raw otherwise. `raw_len` was validated by
+/// the caller (`blob_bytes_max`), which bounds the inflation.
+pub fn encode_compressed(
+    hash: BlobHash,
+    raw_len: u32,
+    frame: Bytes,
+) -> Result<EncodedBlob, DecodeError> {
+    let payload = decode(&hash, Compression::Zstd, raw_len, frame.clone())?;
+    if frame.len() < payload.len() {
+        Ok(EncodedBlob::new(hash, raw_len, Compression::Zstd, &frame))
+    } else {
+        Ok(EncodedBlob::new(hash, raw_len, Compression::Raw, &payload))
+    }
+}
+
 fn compress(payload: &[u8], zstd_level: i32) -> Option<Vec<u8>> {
     // Below this, a zstd frame's own overhead eats any saving.
     const COMPRESS_BYTES_MIN: usize = 64;
@@ -236,5 +253,54 @@ mod tests {
             ),
             Err(DecodeError::Hash { .. })
         ));
+    }
+
+    #[test]
+    fn a_client_frame_is_stored_as_it_came_and_a_lying_one_is_refused() {
+        let payload = "{\"role\":\"tool\",\"content\":\"42 files changed\"}\n".repeat(100);
+        let hash = BlobHash::of(payload.as_bytes());
+        let frame = Bytes::from(zstd::bulk::compress(payload.as_bytes(), 3).unwrap());
+        let raw_len = payload.len() as u32;
+        let blob = encode_compressed(hash, raw_len, frame.clone()).unwrap();
+        assert_eq!(blob.header.compression, Compression::Zstd);
+        assert_eq!(body(&blob), frame, "the frame as the client sent it");
+        let back = decode(&hash, Compression::Zstd, raw_len, body(&blob)).unwrap();
+        assert_eq!(&back[..], payload.as_bytes());
+
+        // Another payload's frame under this hash; a length that lies; not zstd at all.
+        let other = Bytes::from(zstd::bulk::compress(b"something else entirely", 1).unwrap());
+        assert!(matches!(
+            encode_compressed(hash, 23, other),
+            Err(DecodeError::Hash { .. })
+        ));
+        assert!(encode_compressed(hash, raw_len - 1, frame.clone()).is_err());
+        assert!(matches!(
+            encode_compressed(hash, raw_len + 1, frame),
+            Err(DecodeError::Length { .. })
+        ));
+        assert!(matches!(
+            encode_compressed(hash, raw_len, Bytes::from_static(b"not a zstd frame")),
+            Err(DecodeError::Decompress(_))
+        ));
+    }
+
+    #[test]
+    fn a_client_frame_that_saves_nothing_is_stored_raw() {
+        // xorshift64: bytes zstd cannot shrink.
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let payload: Vec<u8> = (0..4096)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        let hash = BlobHash::of(&payload);
+        let frame = Bytes::from(zstd::bulk::compress(&payload, 1).unwrap());
+        assert!(frame.len() >= payload.len());
+        let blob = encode_compressed(hash, payload.len() as u32, frame).unwrap();
+        assert_eq!(blob.header.compression, Compression::Raw);
+        assert_eq!(&body(&blob)[..], &payload[..]);
     }
 }

@@ -28,13 +28,14 @@ use crate::error::EngineError;
 use crate::file::ops::{self, create_durable, sync_dir};
 use crate::file::{ActorFile, ActorIo, ReadFile, open_actor_file};
 use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
-use crate::format::pack::EncodedBlob;
+use crate::format::pack::{EncodedBlob, PACK_HEADER_BYTES, PackHeader};
 use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::BlobHash;
+use crate::model::IngestedPack;
 use crate::pipeline::{
     AfterPut, BatchReply, BlobNotices, BlobPut, BlobsDurable, CompactedPack, HandedAppend,
-    HandedBlob, PutOutcome, PutReply, PutWritten, SequencerInbox, ShardBatch, ShardRequest,
-    ShardSnapshot, SweptBlobs, TurnAppend, TurnBlob, WrittenReply,
+    HandedBlob, IngestPack, PutOutcome, PutReply, PutWritten, SequencerInbox, ShardBatch,
+    ShardRequest, ShardSnapshot, SweptBlobs, TurnAppend, TurnBlob, WrittenReply,
 };
 use crate::published::Published;
 use crate::store_dir::{REINDEX_MARKER_FILE, pack_path};
@@ -546,6 +547,117 @@ impl ShardActor {
         Ok(())
     }
 
+    /// A standby's pack bytes (`ShardRequest::Ingest`, issue 31): the open pack continued, or
+    /// the next one begun (the primary rotated). Bytes the shard holds already must be the same
+    /// bytes; the new ones are checked record by record (headers, checksums, padding) before a
+    /// byte is written, then written with ONE fdatasync, then indexed and published, so that
+    /// the log slots naming them (ingested after) find them.
+    ///
+    /// A whole new version of a sealed pack that differs from this shard's (a collection
+    /// rewrote it on the primary) is not installed: the shard keeps its version, which holds
+    /// every record the new one holds (a compaction only drops records), and says so
+    /// (`kept_own_version`). The gap is documented in decision 0019.
+    async fn ingest(&mut self, pack: IngestPack) -> Result<IngestedPack, EngineError> {
+        let IngestPack {
+            pack_id,
+            offset,
+            bytes,
+            whole,
+        } = pack;
+        let shard = self.shard;
+        let refused = move |reason: String| {
+            EngineError::InvalidArgument(format!(
+                "shard {shard} refuses pack {pack_id} bytes at {offset}: {reason}"
+            ))
+        };
+        if !self.published.status.is_following() {
+            return Err(refused(
+                "only a standby takes pack bytes from its replica".into(),
+            ));
+        }
+        if !self.batch.records.is_empty() {
+            return Err(refused("the shard has a batch of its own".into()));
+        }
+        if whole && offset != 0 {
+            return Err(refused("a whole pack starts at 0".into()));
+        }
+        if pack_id < self.pack_id {
+            if !whole {
+                return Err(refused(format!("pack {} is the open one", self.pack_id)));
+            }
+            let path = pack_path(&self.shard_dir, pack_id);
+            let same = std::fs::read(&path)
+                .map(|held| held == bytes)
+                .map_err(|source| EngineError::io(&path, source))?;
+            if !same {
+                tracing::warn!(
+                    shard = self.shard,
+                    pack = pack_id,
+                    "the primary rewrote a sealed pack (a collection); this standby keeps its own \
+                     version, which holds every record the new one holds"
+                );
+            }
+            return Ok(IngestedPack {
+                kept_own_version: !same,
+                ..IngestedPack::default()
+            });
+        }
+        if pack_id > self.pack_id {
+            if pack_id != self.pack_id + 1 || offset != 0 {
+                return Err(refused(format!(
+                    "the open pack is {}; only its successor may begin, at 0",
+                    self.pack_id
+                )));
+            }
+            self.rotate_pack().await?;
+        }
+        if offset > self.pack_end {
+            return Err(refused(format!(
+                "the pack ends at {}: the bytes would leave a gap",
+                self.pack_end
+            )));
+        }
+        let held = (self.pack_end - offset).min(bytes.len() as u64) as usize;
+        if held > 0 {
+            let mut ours = vec![0u8; held];
+            std::fs::File::open(&self.pack_path)
+                .and_then(|file| file.read_exact_at(&mut ours, offset))
+                .map_err(|source| EngineError::io(&self.pack_path, source))?;
+            if ours != bytes[..held] {
+                return Err(refused(
+                    "they differ from the bytes this shard holds there (the standby's store is \
+                     not a copy of the primary's; restore it again)"
+                        .into(),
+                ));
+            }
+        }
+        let start = self.pack_end;
+        let new = &bytes[held..];
+        if new.is_empty() {
+            return Ok(IngestedPack::default());
+        }
+        let entries = pack_records(self.pack_id, start, new).map_err(refused)?;
+        self.pack.append_unsynced(
+            new,
+            start,
+            entries.len() as u32,
+            &self.published.status,
+            &self.published.shard_metrics[usize::from(self.shard)],
+        )?;
+        let end = start + new.len() as u64;
+        self.pack_file_len = self.pack_file_len.max(end);
+        self.sync_batch(end).await?;
+        for entry in &entries {
+            self.view().publish(entry.hash, entry.location);
+        }
+        self.append_index(&entries).await;
+        Ok(IngestedPack {
+            blobs: entries.len() as u64,
+            bytes_written: new.len() as u64,
+            kept_own_version: false,
+        })
+    }
+
     async fn sync_index(&mut self) {
         if let Err(error) = self.index.fdatasync().await {
             tracing::warn!(index = %self.index_path.display(), %error, "blob index fsync failed");
@@ -590,6 +702,7 @@ impl GroupCommit for ShardActor {
             ShardRequest::GcInstall { install, reply } => {
                 drop(reply.send(self.install_compacted(install).await));
             }
+            ShardRequest::Ingest { pack, reply } => drop(reply.send(self.ingest(pack).await)),
             ShardRequest::Stop { done } => return Admitted::Stop(done),
         }
         Admitted::Continue
@@ -725,6 +838,47 @@ impl GroupCommit for ShardActor {
         self.sync_index().await;
         tracing::debug!(shard = self.shard, "blob shard stopped");
     }
+}
+
+/// The index entries of whole pack records laid end to end in `bytes` (which start at
+/// `start` of pack `pack_id`), each header, checksum and padding checked; the first bad one
+/// is an error naming its offset.
+fn pack_records(pack_id: u32, start: u64, bytes: &[u8]) -> Result<Vec<IndexEntry>, String> {
+    let mut entries = Vec::new();
+    let mut at = 0usize;
+    while at < bytes.len() {
+        let offset = start + at as u64;
+        let header_bytes: &[u8; PACK_HEADER_BYTES] = bytes
+            .get(at..at + PACK_HEADER_BYTES)
+            .and_then(|slice| slice.try_into().ok())
+            .ok_or_else(|| format!("a partial record header at {offset}"))?;
+        let header = PackHeader::decode(header_bytes)
+            .map_err(|error| format!("record header at {offset}: {error}"))?;
+        let record_bytes = header.record_bytes() as usize;
+        let record = bytes
+            .get(at..at + record_bytes)
+            .ok_or_else(|| format!("the record at {offset} runs past the bytes"))?;
+        let body = &record[PACK_HEADER_BYTES..];
+        let stored_len = header.stored_len as usize;
+        header
+            .check_body(&body[..stored_len])
+            .map_err(|error| format!("record body at {offset}: {error}"))?;
+        if body[stored_len..].iter().any(|byte| *byte != 0) {
+            return Err(format!("non-zero padding in the record at {offset}"));
+        }
+        entries.push(IndexEntry {
+            hash: header.hash,
+            location: BlobLocation {
+                pack_id,
+                pack_offset: offset,
+                raw_len: header.raw_len,
+                stored_len: header.stored_len,
+                compression: header.compression,
+            },
+        });
+        at += record_bytes;
+    }
+    Ok(entries)
 }
 
 /// The turns a shard hands on for a put whose blobs have these outcomes: each turn's blob

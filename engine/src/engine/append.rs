@@ -37,7 +37,7 @@ use crate::blob::codec;
 use crate::config::Limits;
 use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::format::pack::EncodedBlob;
+use crate::format::pack::{Compression, EncodedBlob};
 use crate::gc::ChunkPin;
 use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId};
 use crate::model::{AppendPayload, AppendRequest, Appended, TurnOptions};
@@ -165,7 +165,27 @@ enum PlannedBlob {
 
 /// Whether a by-value payload is the blob `hash` (only asked on the rare refusal path).
 fn carries(payload: &AppendPayload, hash: &BlobHash) -> bool {
-    matches!(payload, AppendPayload::Bytes(bytes) if BlobHash::of(bytes) == *hash)
+    match payload {
+        AppendPayload::Bytes(bytes) => BlobHash::of(bytes) == *hash,
+        AppendPayload::Zstd { hash: claimed, .. } => claimed == hash,
+        AppendPayload::StoredBlob(_) => false,
+    }
+}
+
+/// A payload an append brings (not one it names by hash): as sent, or compressed by the
+/// client (`AppendPayload::Zstd`, checked only if it must be stored).
+enum Brought {
+    Raw(Bytes),
+    Zstd { raw_len: u32, frame: Bytes },
+}
+
+impl Brought {
+    fn raw_len(&self) -> u32 {
+        match self {
+            Brought::Raw(bytes) => bytes.len() as u32,
+            Brought::Zstd { raw_len, .. } => *raw_len,
+        }
+    }
 }
 
 impl Engine {
@@ -213,7 +233,15 @@ impl Engine {
             let (hash, bytes) = match payload {
                 AppendPayload::Bytes(bytes) => {
                     self.check_blob_len(bytes.len())?;
-                    (BlobHash::of(&bytes), Some(bytes))
+                    (BlobHash::of(&bytes), Some(Brought::Raw(bytes)))
+                }
+                AppendPayload::Zstd {
+                    hash,
+                    raw_len,
+                    frame,
+                } => {
+                    self.check_blob_len(raw_len as usize)?;
+                    (hash, Some(Brought::Zstd { raw_len, frame }))
                 }
                 AppendPayload::StoredBlob(hash) => (hash, None),
             };
@@ -237,8 +265,8 @@ impl Engine {
                     pending: None,
                 }),
                 (None, Some(bytes)) => PlannedBlob::Planned {
-                    raw_len: bytes.len() as u32,
-                    planned: self.plan_payload(&mut plan, hash, &bytes)?,
+                    raw_len: bytes.raw_len(),
+                    planned: self.plan_payload(&mut plan, hash, bytes)?,
                     hash,
                 },
                 (None, None) => return Err(EngineError::ReferencedBlobNotFound(hash)),
@@ -389,17 +417,39 @@ impl Engine {
         (self.inner.shards[shard].send_async(request).await).map_err(|_| EngineError::ShutDown)
     }
 
-    /// A new payload into `plan`: one record, or its new chunks and its manifest record.
+    /// A new payload into `plan`: one record, or its new chunks and its manifest record. A
+    /// client's frame is checked first (it inflates to the bytes its hash names) and kept as
+    /// it came; over the chunk threshold its inflated bytes are chunked like any payload.
     fn plan_payload<'e>(
         &'e self,
         plan: &mut BlobPlan<'e>,
         hash: BlobHash,
-        bytes: &Bytes,
+        brought: Brought,
     ) -> Result<Planned, EngineError> {
-        if self.is_chunked_len(bytes.len()) {
-            return self.plan_chunked(plan, hash, bytes);
-        }
-        let blob = codec::encode(hash, bytes, self.inner.config.zstd_level);
+        let refused = |error| match error {
+            codec::DecodeError::Hash { actual } => EngineError::HashMismatch {
+                what: "the payload inflated from the client's zstd frame".into(),
+                claimed: hash,
+                actual,
+            },
+            other => EngineError::InvalidArgument(format!(
+                "the client's zstd frame for blob {hash}: {other}; send the payload \
+                 uncompressed or as one zstd frame of exactly its bytes"
+            )),
+        };
+        let blob = match brought {
+            Brought::Raw(bytes) if self.is_chunked_len(bytes.len()) => {
+                return self.plan_chunked(plan, hash, &bytes);
+            }
+            Brought::Raw(bytes) => codec::encode(hash, &bytes, self.inner.config.zstd_level),
+            Brought::Zstd { raw_len, frame } if self.is_chunked_len(raw_len as usize) => {
+                let bytes = codec::decode(&hash, Compression::Zstd, raw_len, frame);
+                return self.plan_chunked(plan, hash, &bytes.map_err(refused)?);
+            }
+            Brought::Zstd { raw_len, frame } => {
+                codec::encode_compressed(hash, raw_len, frame).map_err(refused)?
+            }
+        };
         Ok(plan.add(blob, false))
     }
 
@@ -453,7 +503,11 @@ impl Engine {
                 places.push(None);
                 continue;
             }
-            places.push(Some(self.plan_payload(&mut plan, hash, &payload)?));
+            places.push(Some(self.plan_payload(
+                &mut plan,
+                hash,
+                Brought::Raw(payload),
+            )?));
         }
         let outcomes = self.store_plan(&mut plan).await?;
         drop(plan);
@@ -484,7 +538,7 @@ impl Engine {
     fn published_turns_by_key(
         &self,
         context_id: ContextId,
-        hashed: &[(AppendRequest<()>, BlobHash, Option<Bytes>)],
+        hashed: &[(AppendRequest<()>, BlobHash, Option<Brought>)],
     ) -> Result<Option<Vec<Appended>>, EngineError> {
         let mut existing = Vec::with_capacity(hashed.len());
         for (append, hash, _) in hashed {

@@ -10,12 +10,14 @@ use bytes::Bytes;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::format::context_meta::{
-    CONTEXT_NAME_BYTES_MAX, ContextMeta, KV_ENTRIES_PER_REQUEST_MAX, KV_KEY_BYTES_MAX, KvEntry,
+    CONTEXT_NAME_BYTES_MAX, ContextMeta, KV_ENTRIES_PER_REQUEST_MAX, KV_KEY_BYTES_MAX,
+    KV_TOUCH_KEYS_MAX, KvEntry, KvExpiry, TTL_MS_MAX,
 };
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{ContextRef, ContextView, Created, NewContext};
 use crate::pipeline::SequencerRequest;
-use crate::sequencer::contexts::{ContextInfo, Contexts};
+use crate::sequencer::contexts::{ContextInfo, Contexts, KvValue};
+use crate::store_dir::now_unix_ms;
 
 /// Contexts one listing page may return.
 pub const LIST_PAGE_MAX: u32 = 1000;
@@ -71,6 +73,22 @@ pub struct KvItem {
     pub key: Bytes,
     pub value_hash: BlobHash,
     pub value_len: u32,
+    /// Milliseconds it lives after its put or last refresh (0: for ever).
+    pub ttl_ms: u64,
+    /// When it expires (unix ms; 0: never).
+    pub expires_at_unix_ms: u64,
+}
+
+impl KvItem {
+    fn of(key: Bytes, value: &KvValue) -> KvItem {
+        KvItem {
+            key,
+            value_hash: value.hash,
+            value_len: value.len,
+            ttl_ms: value.ttl_ms,
+            expires_at_unix_ms: value.expires_at_unix_ms,
+        }
+    }
 }
 
 impl Engine {
@@ -163,8 +181,21 @@ impl Engine {
         entries: Vec<(Vec<u8>, Bytes)>,
         if_absent: bool,
     ) -> Result<(), EngineError> {
+        self.kv_put_ttl(context, entries, if_absent, 0).await
+    }
+
+    /// `kv_put` of entries that each expire `ttl_ms` after this put or their last refresh
+    /// (0: never): from that instant no read sees them, and the reaper removes them.
+    pub async fn kv_put_ttl(
+        &self,
+        context: &ContextRef,
+        entries: Vec<(Vec<u8>, Bytes)>,
+        if_absent: bool,
+        ttl_ms: u64,
+    ) -> Result<(), EngineError> {
         let context_id = self.resolve(context)?;
         check_kv_count(entries.len())?;
+        check_kv_ttl(ttl_ms)?;
         let mut stored = Vec::with_capacity(entries.len());
         let mut values = Vec::with_capacity(entries.len());
         for (key, value) in entries {
@@ -174,6 +205,9 @@ impl Engine {
                 key,
                 value_hash: hash,
                 value_len: value.len() as u32,
+                ttl_ms,
+                // The sequencer sets the instant from its clock when it writes the record.
+                expires_at_unix_ms: 0,
             });
             values.push((hash, value));
         }
@@ -212,16 +246,85 @@ impl Engine {
             .map(drop)
     }
 
-    /// A key-value entry, without its value (read that with `blob`).
+    /// A key-value entry, without its value (read that with `blob`). An expired entry is
+    /// absent from its expiry on, whether or not the reaper removed it yet.
     pub fn kv_get(&self, context: &ContextRef, key: &[u8]) -> Result<Option<KvItem>, EngineError> {
         check_kv_key(key)?;
         let snapshot = self.inner.published.contexts.load();
         let info = self.info(&snapshot, context)?;
-        Ok(info.kv.get(key).map(|value| KvItem {
-            key: Bytes::copy_from_slice(key),
-            value_hash: value.hash,
-            value_len: value.len,
-        }))
+        let now = now_unix_ms();
+        Ok(info
+            .kv
+            .get(key)
+            .filter(|value| value.live_at(now))
+            .map(|value| KvItem::of(Bytes::copy_from_slice(key), value)))
+    }
+
+    /// `kv_get` that also restarts the entry's TTL from now (a refresh on read): one durable
+    /// record when the entry has a TTL, none when it has not.
+    pub async fn kv_get_refresh(
+        &self,
+        context: &ContextRef,
+        key: &[u8],
+    ) -> Result<Option<KvItem>, EngineError> {
+        match self.kv_get(context, key)? {
+            Some(item) if item.ttl_ms > 0 => {
+                let touched = self.kv_touch(context, vec![key.to_vec()], None).await?;
+                Ok(touched.into_iter().next())
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// Restarts the TTL of each live entry of `keys` from now: with `ttl_ms`, that TTL from
+    /// now on, else the entry's own (entries without one are left as they are). One durable
+    /// record. Returns the touched entries as they are now (absent and expired keys left out).
+    pub async fn kv_touch(
+        &self,
+        context: &ContextRef,
+        keys: Vec<Vec<u8>>,
+        ttl_ms: Option<u64>,
+    ) -> Result<Vec<KvItem>, EngineError> {
+        let context_id = self.resolve(context)?;
+        if keys.is_empty() || keys.len() > KV_TOUCH_KEYS_MAX {
+            return Err(EngineError::Limit {
+                what: "keys one key-value touch refreshes (1..=128)",
+                limit: KV_TOUCH_KEYS_MAX,
+            });
+        }
+        for key in &keys {
+            check_kv_key(key)?;
+        }
+        if ttl_ms == Some(0) {
+            return Err(EngineError::InvalidArgument(
+                "a touch's TTL is 1 ms to 100 years; to keep the entries' own, give none".into(),
+            ));
+        }
+        check_kv_ttl(ttl_ms.unwrap_or(0))?;
+        let touch: Vec<KvExpiry> = keys
+            .iter()
+            .map(|key| KvExpiry {
+                key: key.clone(),
+                // 0: the entry's own; the sequencer sets the instant (`resolve_expiries`).
+                ttl_ms: ttl_ms.unwrap_or(0),
+                expires_at_unix_ms: 0,
+            })
+            .collect();
+        self.change_meta(context_id, vec![ContextMeta::KvTouch(touch)], None, false)
+            .await?;
+        // The sequencer answers after publishing: this snapshot holds the touch.
+        let snapshot = self.inner.published.contexts.load();
+        let info = snapshot.get(context_id).cloned().unwrap_or_default();
+        let now = now_unix_ms();
+        Ok(keys
+            .into_iter()
+            .filter_map(|key| {
+                let value = info.kv.get(key.as_slice())?;
+                value
+                    .live_at(now)
+                    .then(|| KvItem::of(Bytes::from(key), value))
+            })
+            .collect())
     }
 
     /// Key-value entries whose keys start with `prefix`, in key order, after `after`.
@@ -250,17 +353,16 @@ impl Engine {
         let info = self.info(&snapshot, context)?;
         // From the prefix, or from the cursor when it lies past the prefix's start.
         let start = Bytes::copy_from_slice(after.filter(|after| *after > prefix).unwrap_or(prefix));
+        let now = now_unix_ms();
         Ok(info
             .kv
             .range(start..)
             .filter(|(key, _)| Some(key.as_ref()) != after)
             .take_while(|(key, _)| key.starts_with(prefix))
+            // Expired entries are neither returned nor counted.
+            .filter(|(_, value)| value.live_at(now))
             .take(limit as usize)
-            .map(|(key, value)| KvItem {
-                key: key.clone(),
-                value_hash: value.hash,
-                value_len: value.len,
-            })
+            .map(|(key, value)| KvItem::of(key.clone(), value))
             .collect())
     }
 
@@ -408,6 +510,15 @@ fn check_kv_count(count: usize) -> Result<(), EngineError> {
             what: "key-value entries per request (1..=128)",
             limit: KV_ENTRIES_PER_REQUEST_MAX,
         });
+    }
+    Ok(())
+}
+
+fn check_kv_ttl(ttl_ms: u64) -> Result<(), EngineError> {
+    if ttl_ms > TTL_MS_MAX {
+        return Err(EngineError::InvalidArgument(format!(
+            "a key-value TTL is at most 100 years ({TTL_MS_MAX} ms); asked {ttl_ms} ms"
+        )));
     }
     Ok(())
 }

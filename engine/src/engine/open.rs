@@ -71,6 +71,12 @@ impl Engine {
         let lock = store.lock()?;
         let mut recovered = recover(&store, &config)?;
         let published = publish(&mut recovered)?;
+        if config.follower {
+            // Before any actor runs: not one write slips in (`engine/follow.rs`).
+            published.status.set_following(
+                "this store is a standby following its replica; send writes to the primary".into(),
+            );
+        }
         tracing::info!(
             data = %store.root.display(),
             turns = recovered.log.turns,
@@ -268,9 +274,14 @@ fn start_actors(
         match started {
             Ok(handle) => threads.push(handle),
             Err(error) => {
-                // Dropping the senders stops the actors already started.
+                // Dropping the senders stops the actors already started — those in the seeds
+                // of threads not started yet too: a shard's seed holds a sender to the
+                // sequencer, which would otherwise wait for it forever (the power-loss
+                // campaign's second finding: a failed shard start hung the open).
                 drop(sequencer);
                 drop(shards);
+                drop(sequencer_seed);
+                drop(shard_seeds);
                 for handle in threads {
                     let _ = handle.join();
                 }

@@ -16,7 +16,7 @@ use crate::config::TTL_MS_MAX;
 use crate::engine::Engine;
 use crate::engine::streams::abort_idle_streams;
 use crate::error::EngineError;
-use crate::format::context_meta::ContextMeta;
+use crate::format::context_meta::{ContextMeta, KV_TOUCH_KEYS_MAX, KvExpiry};
 use crate::ids::ContextId;
 use crate::model::{ContextRef, ContextView};
 use crate::pipeline::{Retention, SequencerInbox, SequencerRequest};
@@ -25,6 +25,10 @@ use crate::published::Published;
 /// Contexts the reaper looks at per tick: bounds the CPU of one tick (a snapshot look-up
 /// each, ~100 ns) whatever the store's size; a million contexts take 16 ticks to go round.
 pub const REAPER_SCAN_CONTEXTS_MAX: u64 = 65_536;
+/// Expired key-value entries the reaper removes per tick (in records of at most
+/// `KV_TOUCH_KEYS_MAX`): bounds one tick's writes; more wait for the next tick (reads pass
+/// them by meanwhile).
+pub const REAPER_KV_ENTRIES_MAX: usize = 16_384;
 
 impl Engine {
     /// Deletes a context: every later request naming it answers NOT_FOUND, its name is free
@@ -119,6 +123,7 @@ impl Reaper {
                 // Disconnected (the engine stops) ends the loop; a timeout is a tick.
                 while let Err(flume::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
                     cursor = reap_some(&published, &sequencer, default_ttl_ms, cursor, now_ms());
+                    reap_kv(&published, &sequencer, now_ms());
                     abort_idle_streams(&published, &sequencer, stream_idle_timeout_ms, now_ms());
                 }
             })?;
@@ -188,6 +193,54 @@ fn reap_some(
         tracing::info!(deleted, "deleted contexts idle past their time to live");
     }
     next
+}
+
+/// Removes expired key-value entries (decision 0028), oldest expiry first: one `KvExpire`
+/// record per context and 128 entries, each a compare-and-delete in the sequencer (an entry
+/// refreshed since the reaper looked stays). Once removed, nothing names their blobs, and the
+/// next collection takes them.
+fn reap_kv(published: &Published, sequencer: &SequencerInbox, now_unix_ms: u64) {
+    let expired = published
+        .contexts
+        .load()
+        .kv_expired(now_unix_ms, REAPER_KV_ENTRIES_MAX);
+    let mut by_context: std::collections::BTreeMap<ContextId, Vec<KvExpiry>> =
+        std::collections::BTreeMap::new();
+    for (expires_at_unix_ms, context_id, key) in expired {
+        by_context.entry(context_id).or_default().push(KvExpiry {
+            key: key.to_vec(),
+            ttl_ms: 0,
+            expires_at_unix_ms,
+        });
+    }
+    // Entries sent for removal: the sequencer drops from a record those refreshed meanwhile.
+    let mut sent = 0usize;
+    for (context_id, entries) in by_context {
+        for chunk in entries.chunks(KV_TOUCH_KEYS_MAX) {
+            let (reply, answer) = oneshot::channel();
+            let request = SequencerRequest::Meta {
+                context_id,
+                changes: vec![ContextMeta::KvExpire(chunk.to_vec())],
+                expected_head: None,
+                kv_if_absent: false,
+                reply,
+            };
+            if sequencer.0.send(request).is_err() {
+                return;
+            }
+            match answer.recv() {
+                Ok(Ok(_)) => sent += chunk.len(),
+                // A read-only store, a context deleted meanwhile: the next tick looks again.
+                Ok(Err(error)) => {
+                    tracing::debug!(context = %context_id, %error, "the reaper left expired entries")
+                }
+                Err(_) => return,
+            }
+        }
+    }
+    if sent > 0 {
+        tracing::info!(sent, "removed key-value entries past their time to live");
+    }
 }
 
 fn now_ms() -> u64 {

@@ -14,12 +14,12 @@
 //! actors keep running. Measured on the 2-core VM (docs/benchmarks.md): the direct call saves
 //! two context switches per batch, ~15% of the throughput at 32 appenders.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::disk;
 use crate::error::EngineError;
 use crate::metrics::{ActorMetrics, add_single_writer};
 use crate::status::StoreStatus;
@@ -44,7 +44,9 @@ pub(crate) enum SyncMode {
 #[derive(Debug)]
 pub(crate) struct ActorFile {
     path: PathBuf,
-    file: File,
+    /// Shared with the background syncs' tasks (`sync_data_in_background`), which pass it to
+    /// the disk seam beside the ring's handle.
+    file: std::sync::Arc<File>,
     ring: compio::fs::File,
     sync_mode: SyncMode,
 }
@@ -52,14 +54,11 @@ pub(crate) struct ActorFile {
 impl ActorFile {
     /// Opens an existing file for writing.
     pub async fn open(path: &Path, sync_mode: SyncMode) -> io::Result<ActorFile> {
-        let file = OpenOptions::new().write(true).open(path)?;
-        let ring = compio::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .await?;
+        let file = disk::open(path, disk::Open::Existing)?;
+        let ring = disk::open_ring(path).await?;
         Ok(ActorFile {
             path: path.to_path_buf(),
-            file,
+            file: std::sync::Arc::new(file),
             ring,
             sync_mode,
         })
@@ -71,7 +70,7 @@ impl ActorFile {
         if let Some(result) = self.injected(crate::faults::FaultOp::Write, bytes, offset) {
             return result;
         }
-        self.file.write_all_at(bytes, offset)
+        disk::write_at(&self.path, &self.file, bytes, offset)
     }
 
     /// `write_all_at` for prepared zeros, with its own test-only fault hook.
@@ -95,9 +94,13 @@ impl ActorFile {
         match crate::faults::check(&self.path, op) {
             Some(crate::faults::Fault::Fail(errno)) => Some(Err(crate::faults::error(errno))),
             Some(crate::faults::Fault::Short { keep }) => Some(
-                self.file
-                    .write_all_at(&bytes[..keep.min(bytes.len())], offset)
-                    .and(Err(crate::faults::error(5))),
+                disk::write_at(
+                    &self.path,
+                    &self.file,
+                    &bytes[..keep.min(bytes.len())],
+                    offset,
+                )
+                .and(Err(crate::faults::error(5))),
             ),
             other => {
                 crate::faults::delay(other);
@@ -114,8 +117,8 @@ impl ActorFile {
             other => crate::faults::delay(other),
         }
         match self.sync_mode {
-            SyncMode::Blocking => self.file.sync_data(),
-            SyncMode::Ring => self.ring.sync_data().await,
+            SyncMode::Blocking => disk::sync_data(&self.path, &self.file),
+            SyncMode::Ring => disk::sync_ring(&self.path, &self.file, &self.ring, false).await,
         }
     }
 
@@ -228,25 +231,26 @@ impl ActorFile {
         {
             return Err(crate::faults::error(errno));
         }
-        self.file.set_len(len)?;
+        disk::set_len(&self.path, &self.file, len)?;
         match self.sync_mode {
-            SyncMode::Blocking => self.file.sync_all(),
-            SyncMode::Ring => self.ring.sync_all().await,
+            SyncMode::Blocking => disk::sync_all(&self.path, &self.file),
+            SyncMode::Ring => disk::sync_ring(&self.path, &self.file, &self.ring, true).await,
         }
     }
 
     /// Sets the length, without syncing (the next sync covers it).
     pub fn set_len(&self, len: u64) -> io::Result<()> {
-        self.file.set_len(len)
+        disk::set_len(&self.path, &self.file, len)
     }
 
     /// Starts an fdatasync that nothing waits for (for files whose durability is optional,
     /// like the blob index). A failure is logged.
     pub fn sync_data_in_background(&self) {
         let ring = self.ring.clone();
+        let file = self.file.clone();
         let path = self.path.clone();
         compio::runtime::spawn(async move {
-            if let Err(error) = ring.sync_data().await {
+            if let Err(error) = disk::sync_ring(&path, &file, &ring, false).await {
                 tracing::warn!(file = %path.display(), %error, "background fdatasync failed");
             }
         })

@@ -14,14 +14,15 @@
 //!   file over its target and syncs the directory, so a crash leaves the old file or the new
 //!   one, never half of either.
 //!
-//! One struct owns the operating system's calls so that a simulated disk can later stand in
-//! for them (issue 36).
+//! One struct owns the file's calls, each through the disk seam (`disk.rs`), so that the
+//! simulated disk sees them (issue 36).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use super::disk;
 
 /// Holds a background copy to `bytes_per_s_max` on average (0: no limit): one per copy job,
 /// shared by the files it writes and the reads it makes.
@@ -76,11 +77,7 @@ impl<'t> BackgroundWriter<'t> {
         sync_step_bytes: u64,
         throttle: &'t mut Throttle,
     ) -> io::Result<BackgroundWriter<'t>> {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .open(path)?;
+        let file = disk::open(path, disk::Open::CreateOrEmpty)?;
         Ok(Self::over(path, file, sync_step_bytes, throttle))
     }
 
@@ -90,7 +87,7 @@ impl<'t> BackgroundWriter<'t> {
         sync_step_bytes: u64,
         throttle: &'t mut Throttle,
     ) -> io::Result<BackgroundWriter<'t>> {
-        let file = OpenOptions::new().write(true).create_new(true).open(path)?;
+        let file = disk::open(path, disk::Open::CreateNew)?;
         Ok(Self::over(path, file, sync_step_bytes, throttle))
     }
 
@@ -139,7 +136,7 @@ impl<'t> BackgroundWriter<'t> {
         }
         if self.unsynced_bytes >= self.sync_step_bytes {
             self.flush()?;
-            self.file.sync_data()?;
+            disk::sync_data(&self.path, &self.file)?;
             self.unsynced_bytes = 0;
         }
         Ok(())
@@ -158,14 +155,14 @@ impl<'t> BackgroundWriter<'t> {
             offset + bytes.len() as u64 <= self.position,
             "a rewrite stays within what was written"
         );
-        self.file.write_all_at(bytes, offset)
+        disk::write_at(&self.path, &self.file, bytes, offset)
     }
 
     fn flush(&mut self) -> io::Result<()> {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        self.file.write_all_at(&self.buffer, self.position)?;
+        disk::write_at(&self.path, &self.file, &self.buffer, self.position)?;
         self.position += self.buffer.len() as u64;
         self.buffer.clear();
         Ok(())
@@ -176,9 +173,9 @@ impl<'t> BackgroundWriter<'t> {
     pub fn finish(mut self) -> io::Result<u64> {
         self.flush()?;
         if self.file.metadata()?.len() < self.position {
-            self.file.set_len(self.position)?;
+            disk::set_len(&self.path, &self.file, self.position)?;
         }
-        self.file.sync_all()?;
+        disk::sync_all(&self.path, &self.file)?;
         Ok(self.position)
     }
 

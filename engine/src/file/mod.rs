@@ -12,13 +12,22 @@
 //! - `ops.rs`: durable creation, renaming and removal, the cuts recovery makes at open, the
 //!   disk reserve's allocation, the directory lock;
 //! - `shared.rs`: files shared with another name (decision 0017);
-//! - `read.rs`: `ReadFile`, readers' positional reads.
+//! - `read.rs`: `ReadFile`, readers' positional reads;
+//! - `api.rs`: the calls other crates use to write beside the engine (`ctxstore_engine::files`:
+//!   the replica's state, staging and restore), through the same seam;
+//! - `disk.rs`: the disk seam, one function per system call the parts above make (decision
+//!   0026); `sim.rs`: the simulated disk that observes it, with the `simulated-disk` feature
+//!   only (tests).
 
 mod actor;
+pub mod api;
 pub(crate) mod background;
+mod disk;
 pub(crate) mod ops;
 mod read;
 mod shared;
+#[cfg(feature = "simulated-disk")]
+pub mod sim;
 
 pub(crate) use actor::{ActorFile, ActorIo, SyncMode, open_actor_file};
 pub(crate) use background::{BackgroundWriter, Throttle};

@@ -3,8 +3,9 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+
+use super::disk;
 
 use crate::error::EngineError;
 
@@ -21,7 +22,8 @@ impl ReadFile {
         Ok(ReadFile { path, file })
     }
 
-    /// Fills `target` from `offset`, with an engine error naming the file.
+    /// Fills `target` from `offset`, with an engine error naming the file and the offset (a
+    /// sector that no longer reads is found by both; the error's kind stays the system's).
     pub fn read_exact_at(&self, target: &mut [u8], offset: u64) -> Result<(), EngineError> {
         #[cfg(test)]
         if let Some(crate::faults::Fault::Fail(errno)) =
@@ -29,8 +31,13 @@ impl ReadFile {
         {
             return Err(EngineError::io(&self.path, crate::faults::error(errno)));
         }
-        self.file
-            .read_exact_at(target, offset)
-            .map_err(|source| EngineError::io(&self.path, source))
+        let len = target.len();
+        disk::read_exact_at(&self.path, &self.file, target, offset).map_err(|source| {
+            let located = io::Error::new(
+                source.kind(),
+                format!("reading {len} bytes at offset {offset}: {source}"),
+            );
+            EngineError::io(&self.path, located)
+        })
     }
 }

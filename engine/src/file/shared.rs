@@ -4,34 +4,32 @@
 //! `release_replaced` frees a replaced pack's blocks only when no name holds it,
 //! `punch_prefix` punches only a file with one name.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use super::disk::{self, Open};
 
 /// Gives the disk blocks of the bytes `0..len` of the file at `path` back to the file system
 /// (a hole reads as zeros; the file's length stays). `Ok(false)` when the file system cannot
 /// punch holes, or another name shares the file (the bytes then stay allocated: a loss of
 /// space, not of data).
 pub(crate) fn punch_prefix(path: &Path, len: u64) -> io::Result<bool> {
-    use rustix::fs::{FallocateFlags, fallocate};
     if len == 0 {
         return Ok(true);
     }
-    let file = &OpenOptions::new().write(true).open(path)?;
+    let file = &disk::open(path, Open::Existing)?;
     // A shared inode's bytes are another name's data too (decision 0017). The store made its
     // files private at open; a link made since (by hand, while it runs) keeps its bytes.
     if link_count(file)? > 1 {
         return Ok(false);
     }
-    match fallocate(
-        file,
-        FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
-        0,
-        len,
-    ) {
+    match disk::punch_hole(path, file, 0, len) {
         Ok(()) => Ok(true),
-        Err(rustix::io::Errno::OPNOTSUPP) => Ok(false),
-        Err(errno) => Err(errno.into()),
+        Err(error) if error.raw_os_error() == Some(rustix::io::Errno::OPNOTSUPP.raw_os_error()) => {
+            Ok(false)
+        }
+        Err(error) => Err(error),
     }
 }
 
@@ -46,6 +44,9 @@ fn link_count(file: &File) -> io::Result<u64> {
 /// Suffix of `make_private`'s copy before its rename.
 const PRIVATE_SUFFIX: &str = ".private";
 
+/// Bytes `make_private` copies per read and write.
+const COPY_STEP_BYTES: u64 = 1 << 20;
+
 /// Gives `path` an inode of its own when another name shares it: its bytes are copied under a
 /// temporary name (same permissions, fsynced), renamed over `path`, and the directory synced.
 /// Answers whether a copy was made. Every file a store writes, cuts or punches in place goes
@@ -53,8 +54,9 @@ const PRIVATE_SUFFIX: &str = ".private";
 /// that no store ever changes a byte another store or backup reads (decision 0017). A crash
 /// mid-copy leaves only the temporary file, which the next call replaces.
 pub(crate) fn make_private(path: &Path) -> io::Result<bool> {
+    use std::os::unix::fs::FileExt;
     use std::os::unix::fs::PermissionsExt;
-    let mut source = File::open(path)?;
+    let source = File::open(path)?;
     if link_count(&source)? <= 1 {
         return Ok(false);
     }
@@ -62,25 +64,23 @@ pub(crate) fn make_private(path: &Path) -> io::Result<bool> {
     name.push(PRIVATE_SUFFIX);
     let temporary = path.with_file_name(name);
     let mode = source.metadata()?.permissions().mode();
-    let mut copy = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(&temporary)?;
+    let copy = disk::open(&temporary, Open::CreateOrEmpty)?;
+    // Setting a new file's permissions changes no data: not a call the disk seam models.
     copy.set_permissions(std::fs::Permissions::from_mode(mode))?;
-    let copied = io::copy(&mut source, &mut copy)?;
     let expected = source.metadata()?.len();
-    if copied != expected {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("copied {copied} of {expected} bytes of {}", path.display()),
-        ));
+    let mut buffer = vec![0u8; COPY_STEP_BYTES.min(expected) as usize];
+    let mut copied = 0u64;
+    while copied < expected {
+        let step = (expected - copied).min(buffer.len() as u64) as usize;
+        source.read_exact_at(&mut buffer[..step], copied)?;
+        disk::write_at(&temporary, &copy, &buffer[..step], copied)?;
+        copied += step as u64;
     }
-    copy.sync_all()?;
+    disk::sync_all(&temporary, &copy)?;
     drop(copy);
-    std::fs::rename(&temporary, path)?;
+    disk::rename(&temporary, path)?;
     if let Some(dir) = path.parent() {
-        File::open(dir)?.sync_all()?;
+        disk::sync_dir(dir)?;
     }
     tracing::info!(
         file = %path.display(),
@@ -91,10 +91,21 @@ pub(crate) fn make_private(path: &Path) -> io::Result<bool> {
     Ok(true)
 }
 
-/// A handle on a file about to be replaced (a pack a compaction rewrites), held past the
-/// rename so that `release_replaced` frees its blocks gradually.
-pub(crate) fn open_replaced(path: &Path) -> io::Result<File> {
-    OpenOptions::new().write(true).open(path)
+/// A file about to be replaced (a pack a compaction rewrites): a handle held past the rename
+/// so that `release_replaced` frees its blocks gradually, and the name it had.
+#[derive(Debug)]
+pub(crate) struct Replaced {
+    path: PathBuf,
+    file: File,
+}
+
+/// Opens the file at `path`, about to be replaced (see `Replaced`).
+pub(crate) fn open_replaced(path: &Path) -> io::Result<Replaced> {
+    let file = disk::open(path, Open::Existing)?;
+    Ok(Replaced {
+        path: path.to_path_buf(),
+        file,
+    })
 }
 
 /// What `release_replaced` did with a replaced file's blocks.
@@ -115,8 +126,13 @@ pub(crate) enum Released {
 /// with it (docs/benchmarks.md), so the shrinking is gradual; a reader still holding the
 /// file reads short and retries at the record's new location. Only a file no name holds any
 /// more is shrunk: with another name, the bytes belong to it (decision 0017).
-pub(crate) fn release_replaced(file: File, step_bytes: u64, mut pace: impl FnMut(u64)) -> Released {
+pub(crate) fn release_replaced(
+    replaced: Replaced,
+    step_bytes: u64,
+    mut pace: impl FnMut(u64),
+) -> Released {
     assert!(step_bytes > 0);
+    let Replaced { path, file } = replaced;
     match link_count(&file) {
         Ok(0) => {}
         Ok(_) => return Released::Shared,
@@ -127,7 +143,7 @@ pub(crate) fn release_replaced(file: File, step_bytes: u64, mut pace: impl FnMut
     };
     while len > 0 {
         len = len.saturating_sub(step_bytes);
-        if file.set_len(len).is_err() {
+        if disk::set_len(&path, &file, len).is_err() {
             return Released::Failed;
         }
         pace(step_bytes);

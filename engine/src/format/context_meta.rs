@@ -18,14 +18,21 @@
 //!                 blob), 2 redact (nothing more); context_id: the turn's own context
 //! op 11 purge     hash[32]: the blob a purge removed (context_id 0: store-wide); the redact
 //!                 overlays of its turns precede it
+//! op 16 kv put ttl u16 count, then count × (u16 key_len, key, hash[32], u32 value_len,
+//!                 u64 ttl_ms, u64 expires_at_unix_ms): a put of which some entry expires
+//!                 (entries without a TTL carry 0, 0); op 3 when none does
+//! op 17 kv touch  u16 count, then count × (u16 key_len, key, u64 ttl_ms,
+//!                 u64 expires_at_unix_ms): each entry's TTL restarted (it must exist)
+//! op 18 kv expire u16 count, then count × (u16 key_len, key, u64 expires_at_unix_ms): the
+//!                 reaper removed each entry that still had exactly that expiry
 //! ```
 
 use crate::format::RecordError;
 use crate::ids::{BlobHash, ContextId, TurnId};
 
 pub use ctxstore_vocab::limits::{
-    CONTEXT_NAME_BYTES_MAX, KV_ENTRIES_PER_REQUEST_MAX, KV_KEY_BYTES_MAX, TAG_KEY_BYTES_MAX,
-    TAG_VALUE_BYTES_MAX, TAGS_PER_CONTEXT_MAX,
+    CONTEXT_NAME_BYTES_MAX, KV_ENTRIES_PER_REQUEST_MAX, KV_KEY_BYTES_MAX, KV_TOUCH_KEYS_MAX,
+    TAG_KEY_BYTES_MAX, TAG_VALUE_BYTES_MAX, TAGS_PER_CONTEXT_MAX, TTL_MS_MAX,
 };
 
 const OP_NAME: u16 = 1;
@@ -47,6 +54,12 @@ pub const GC_DEAD_WORDS_MAX: usize = 8191;
 pub const OP_OVERLAY: u16 = 10;
 /// A blob purged: the redactions of every turn that named it come just before (store-wide).
 pub const OP_PURGE: u16 = 11;
+/// A key-value put of which some entry carries a time to live (issue 34, decision 0028).
+const OP_KV_PUT_TTL: u16 = 16;
+/// Key-value entries' TTLs restarted (a refresh on read, a KV_TOUCH).
+const OP_KV_TOUCH: u16 = 17;
+/// Key-value entries the reaper removed at their expiry.
+const OP_KV_EXPIRE: u16 = 18;
 const OVERLAY_PATCH: u8 = 1;
 const OVERLAY_REDACT: u8 = 2;
 
@@ -65,12 +78,26 @@ pub enum OverlayKind {
     Redact,
 }
 
-/// A key-value entry: the key and the blob that holds the value.
+/// A key-value entry: the key and the blob that holds the value, and its time to live.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct KvEntry {
     pub key: Vec<u8>,
     pub value_hash: BlobHash,
     pub value_len: u32,
+    /// Milliseconds the entry lives after its put or last refresh (0: for ever).
+    pub ttl_ms: u64,
+    /// When it expires (unix ms; 0 with `ttl_ms` 0). The sequencer sets it from its clock:
+    /// the record carries the instant, so replay needs no clock.
+    pub expires_at_unix_ms: u64,
+}
+
+/// A key-value entry's TTL as a touch sets it, or its expiry as the reaper found it.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct KvExpiry {
+    pub key: Vec<u8>,
+    /// The TTL from now on (a touch; 0 in an expire record).
+    pub ttl_ms: u64,
+    pub expires_at_unix_ms: u64,
 }
 
 /// What a metadata record does to its context.
@@ -81,6 +108,11 @@ pub enum ContextMeta {
     Tags(Vec<(String, Option<String>)>),
     KvPut(Vec<KvEntry>),
     KvDelete(Vec<Vec<u8>>),
+    /// Each entry's TTL and expiry set anew (entries absent when applied stay absent).
+    KvTouch(Vec<KvExpiry>),
+    /// Each entry removed if its expiry is still exactly the one given (the reaper's
+    /// compare-and-delete: an entry refreshed meanwhile stays).
+    KvExpire(Vec<KvExpiry>),
     /// The context (created by the context record just before) takes the source's tags and
     /// key-value entries as they are at this point of the log.
     CloneFrom(ContextId),
@@ -112,8 +144,14 @@ impl ContextMeta {
         match self {
             ContextMeta::Name(_) => OP_NAME,
             ContextMeta::Tags(_) => OP_TAGS,
+            // Stores written before TTLs keep their op: a put without one is op 3 still.
+            ContextMeta::KvPut(entries) if entries.iter().any(|entry| entry.ttl_ms > 0) => {
+                OP_KV_PUT_TTL
+            }
             ContextMeta::KvPut(_) => OP_KV_PUT,
             ContextMeta::KvDelete(_) => OP_KV_DELETE,
+            ContextMeta::KvTouch(_) => OP_KV_TOUCH,
+            ContextMeta::KvExpire(_) => OP_KV_EXPIRE,
             ContextMeta::CloneFrom(_) => OP_CLONE_FROM,
             ContextMeta::Delete => OP_DELETE,
             ContextMeta::Floor(_) => OP_FLOOR,
@@ -154,12 +192,36 @@ impl ContextMeta {
             }
             ContextMeta::KvPut(entries) => {
                 assert!(entries.len() <= KV_ENTRIES_PER_REQUEST_MAX);
+                let with_ttl = self.op() == OP_KV_PUT_TTL;
                 out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
                 for entry in entries {
                     assert!(entry.key.len() <= KV_KEY_BYTES_MAX && !entry.key.is_empty());
+                    assert!(
+                        check_expiry(entry.ttl_ms, entry.expires_at_unix_ms).is_ok(),
+                        "a put's TTL is checked on admission and its expiry set by the sequencer"
+                    );
                     put_bytes(&mut out, &entry.key);
                     out.extend_from_slice(&entry.value_hash.0);
                     out.extend_from_slice(&entry.value_len.to_le_bytes());
+                    if with_ttl {
+                        out.extend_from_slice(&entry.ttl_ms.to_le_bytes());
+                        out.extend_from_slice(&entry.expires_at_unix_ms.to_le_bytes());
+                    }
+                }
+            }
+            ContextMeta::KvTouch(entries) | ContextMeta::KvExpire(entries) => {
+                assert!(!entries.is_empty() && entries.len() <= KV_TOUCH_KEYS_MAX);
+                let touch = matches!(self, ContextMeta::KvTouch(_));
+                out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
+                for entry in entries {
+                    assert!(entry.key.len() <= KV_KEY_BYTES_MAX && !entry.key.is_empty());
+                    assert!(entry.expires_at_unix_ms > 0, "an expiry is an instant");
+                    put_bytes(&mut out, &entry.key);
+                    if touch {
+                        assert!(entry.ttl_ms > 0 && entry.ttl_ms <= TTL_MS_MAX);
+                        out.extend_from_slice(&entry.ttl_ms.to_le_bytes());
+                    }
+                    out.extend_from_slice(&entry.expires_at_unix_ms.to_le_bytes());
                 }
             }
             ContextMeta::KvDelete(keys) => {
@@ -231,20 +293,61 @@ impl ContextMeta {
                 }
                 ContextMeta::Tags(changes)
             }
-            OP_KV_PUT => {
+            OP_KV_PUT | OP_KV_PUT_TTL => {
                 let count = reader.count()?;
                 let mut entries = Vec::with_capacity(count);
                 for _ in 0..count {
                     let key = reader.key()?;
                     let value_hash = BlobHash(reader.array()?);
                     let value_len = u32::from_le_bytes(reader.array()?);
+                    let (ttl_ms, expires_at_unix_ms) = if op == OP_KV_PUT_TTL {
+                        let ttl_ms = reader.u64()?;
+                        let expires_at_unix_ms = reader.u64()?;
+                        check_expiry(ttl_ms, expires_at_unix_ms)?;
+                        (ttl_ms, expires_at_unix_ms)
+                    } else {
+                        (0, 0)
+                    };
                     entries.push(KvEntry {
                         key,
                         value_hash,
                         value_len,
+                        ttl_ms,
+                        expires_at_unix_ms,
                     });
                 }
+                if op == OP_KV_PUT_TTL && entries.iter().all(|entry| entry.ttl_ms == 0) {
+                    return Err(RecordError::Field("kv put ttl record without a TTL"));
+                }
                 ContextMeta::KvPut(entries)
+            }
+            OP_KV_TOUCH | OP_KV_EXPIRE => {
+                let count = reader.count()?;
+                if count == 0 {
+                    return Err(RecordError::Field("kv touch or expire record of no entry"));
+                }
+                let mut entries = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let key = reader.key()?;
+                    let ttl_ms = if op == OP_KV_TOUCH { reader.u64()? } else { 0 };
+                    let expires_at_unix_ms = reader.u64()?;
+                    if op == OP_KV_TOUCH {
+                        check_expiry(ttl_ms, expires_at_unix_ms)?;
+                    }
+                    if ttl_ms == 0 && op == OP_KV_TOUCH || expires_at_unix_ms == 0 {
+                        return Err(RecordError::Field("kv touch or expire of no instant"));
+                    }
+                    entries.push(KvExpiry {
+                        key,
+                        ttl_ms,
+                        expires_at_unix_ms,
+                    });
+                }
+                if op == OP_KV_TOUCH {
+                    ContextMeta::KvTouch(entries)
+                } else {
+                    ContextMeta::KvExpire(entries)
+                }
             }
             OP_KV_DELETE => {
                 let count = reader.count()?;
@@ -330,6 +433,18 @@ pub fn check_gc_dead(first_turn_id: u64, words: &[u64]) -> Result<(), RecordErro
     Ok(())
 }
 
+/// A key-value entry's TTL and expiry: both 0 (none), or a TTL of 1..=`TTL_MS_MAX` and an
+/// expiry at least that far from the epoch.
+pub fn check_expiry(ttl_ms: u64, expires_at_unix_ms: u64) -> Result<(), RecordError> {
+    match (ttl_ms, expires_at_unix_ms) {
+        (0, 0) => Ok(()),
+        (1..=TTL_MS_MAX, expires) if expires >= ttl_ms => Ok(()),
+        _ => Err(RecordError::Field(
+            "key-value TTL out of 1..=100 years, or an expiry before its TTL",
+        )),
+    }
+}
+
 /// A context name: 1..=256 bytes of UTF-8.
 pub fn check_name(name: &[u8]) -> Result<(), RecordError> {
     if name.is_empty() || name.len() > CONTEXT_NAME_BYTES_MAX {
@@ -370,6 +485,10 @@ impl<'a> Reader<'a> {
 
     fn u16(&mut self) -> Result<u16, RecordError> {
         Ok(u16::from_le_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, RecordError> {
+        Ok(u64::from_le_bytes(self.array()?))
     }
 
     fn count(&mut self) -> Result<usize, RecordError> {
@@ -419,6 +538,34 @@ mod tests {
                 key: b"pending/0001".to_vec(),
                 value_hash: BlobHash::of(b"value"),
                 value_len: 5,
+                ttl_ms: 0,
+                expires_at_unix_ms: 0,
+            }]),
+            ContextMeta::KvPut(vec![
+                KvEntry {
+                    key: b"mem/a".to_vec(),
+                    value_hash: BlobHash::of(b"a"),
+                    value_len: 1,
+                    ttl_ms: 30_000,
+                    expires_at_unix_ms: 1_800_000_030_000,
+                },
+                KvEntry {
+                    key: b"mem/b".to_vec(),
+                    value_hash: BlobHash::of(b"b"),
+                    value_len: 1,
+                    ttl_ms: 0,
+                    expires_at_unix_ms: 0,
+                },
+            ]),
+            ContextMeta::KvTouch(vec![KvExpiry {
+                key: b"mem/a".to_vec(),
+                ttl_ms: 60_000,
+                expires_at_unix_ms: 1_800_000_090_000,
+            }]),
+            ContextMeta::KvExpire(vec![KvExpiry {
+                key: b"mem/a".to_vec(),
+                ttl_ms: 0,
+                expires_at_unix_ms: 1_800_000_090_000,
             }]),
             ContextMeta::KvDelete(vec![b"pending/0001".to_vec(), b"x".to_vec()]),
             ContextMeta::CloneFrom(ContextId(7)),
@@ -469,5 +616,37 @@ mod tests {
         assert!(ContextMeta::decode(OP_OVERLAY, &[0, 0, 0, 0, 0, 0, 0, 0, 2]).is_err());
         assert!(ContextMeta::decode(OP_OVERLAY, &[1, 0, 0, 0, 0, 0, 0, 0, 3]).is_err());
         assert!(ContextMeta::decode(1, &[b'x'; CONTEXT_NAME_BYTES_MAX + 1]).is_err());
+    }
+
+    #[test]
+    fn ttl_records_keep_old_puts_and_refuse_bad_expiries() {
+        // A put without TTL is the op 3 of stores written before TTLs, byte for byte.
+        let plain = ContextMeta::KvPut(vec![KvEntry {
+            key: b"k".to_vec(),
+            value_hash: BlobHash::of(b"v"),
+            value_len: 1,
+            ttl_ms: 0,
+            expires_at_unix_ms: 0,
+        }]);
+        assert_eq!(plain.op(), OP_KV_PUT);
+        assert_eq!(plain.encode().len(), 2 + 2 + 1 + 32 + 4);
+        // An op 16 body whose only entry has no TTL, a TTL past 100 years, an expiry before
+        // its TTL: damage, not a put.
+        let mut body = plain.encode();
+        body.extend_from_slice(&0u64.to_le_bytes());
+        body.extend_from_slice(&0u64.to_le_bytes());
+        assert!(ContextMeta::decode(OP_KV_PUT_TTL, &body).is_err());
+        for (ttl_ms, expires) in [(TTL_MS_MAX + 1, u64::MAX), (1000, 999), (0, 5)] {
+            let mut body = plain.encode();
+            body.extend_from_slice(&u64::to_le_bytes(ttl_ms));
+            body.extend_from_slice(&u64::to_le_bytes(expires));
+            assert!(
+                ContextMeta::decode(OP_KV_PUT_TTL, &body).is_err(),
+                "{ttl_ms} {expires}"
+            );
+        }
+        // A touch or expire of nothing.
+        assert!(ContextMeta::decode(OP_KV_TOUCH, &[0, 0]).is_err());
+        assert!(ContextMeta::decode(OP_KV_EXPIRE, &[0, 0]).is_err());
     }
 }

@@ -8,7 +8,8 @@
 //! for pending blobs, the publish order (caches filled → watermark → turn keys → heads →
 //! contexts → dead turns), the rollback of a failed batch, the records as the batch leaves the
 //! log. Each request kind's rules are apart, as `impl SequencerActor` blocks: `actor/append.rs`,
-//! `actor/contexts.rs`, `actor/overlays.rs`, `actor/gc.rs`.
+//! `actor/contexts.rs`, `actor/overlays.rs`, `actor/gc.rs`, `actor/ingest.rs` (a standby's
+//! slots from its replica).
 //!
 //! Every answer of a batch, errors included, waits for the batch: a `Conflict` may name a
 //! head that this very batch wrote, and no one may learn a TurnID before it is durable.
@@ -49,6 +50,7 @@ use crate::sequencer::watch::{WatchEvent, WatchKind, WatchLog};
 mod append;
 mod contexts;
 mod gc;
+mod ingest;
 mod overlays;
 mod streams;
 
@@ -566,6 +568,11 @@ impl GroupCommit for SequencerActor {
                 self.batch.answers.push(Answer::Gc(reply, result));
             }
             SequencerRequest::GcAbort => self.gc.noted = None,
+            SequencerRequest::Ingest {
+                first_record_id,
+                slots,
+                reply,
+            } => drop(reply.send(self.ingest(first_record_id, slots).await)),
             SequencerRequest::Stop { done } => return Admitted::Stop(done),
         }
         Admitted::Continue

@@ -16,7 +16,7 @@ use bytes::Bytes;
 
 use crate::error::EngineError;
 use crate::format::context_meta::{
-    CONTEXT_NAME_BYTES_MAX, ContextMeta, KvEntry, TAG_KEY_BYTES_MAX, TAG_VALUE_BYTES_MAX,
+    CONTEXT_NAME_BYTES_MAX, ContextMeta, KvEntry, KvExpiry, TAG_KEY_BYTES_MAX, TAG_VALUE_BYTES_MAX,
     TAGS_PER_CONTEXT_MAX,
 };
 use crate::format::turn_extras::TurnExtras;
@@ -24,12 +24,27 @@ use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};
 use crate::model::{ContextHead, ContextView};
 use crate::sequencer::overlays::Overlays;
 
-/// A key-value entry's value: a blob.
+/// A key-value entry's value: a blob, and its time to live (decision 0028).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct KvValue {
     pub hash: BlobHash,
     pub len: u32,
+    /// Milliseconds it lives after its put or last refresh (0: for ever).
+    pub ttl_ms: u64,
+    /// When it expires (unix ms; 0: never). From that instant every read passes it by,
+    /// whether or not the reaper has removed it yet.
+    pub expires_at_unix_ms: u64,
 }
+
+impl KvValue {
+    /// Whether a read at `now_unix_ms` sees the entry.
+    pub fn live_at(&self, now_unix_ms: u64) -> bool {
+        self.expires_at_unix_ms == 0 || now_unix_ms < self.expires_at_unix_ms
+    }
+}
+
+/// An entry of the expiry index: (expiry, context, key), in expiry order.
+pub(crate) type KvExpiryKey = (u64, ContextId, Bytes);
 
 /// A context's tags: at most 32, sorted by key, shared until changed. A sorted slice, not a
 /// persistent map: `imbl`'s maps allocate a whole node (64 slots) even for a few entries, and a
@@ -163,6 +178,9 @@ pub(crate) struct Contexts {
     /// Indexed label (`is_indexed_label`) → the turns carrying it, in TurnID order, across
     /// all contexts: the store-wide find.
     label_index: imbl::HashMap<TagPair, imbl::Vector<TurnId>>,
+    /// Every key-value entry that expires, in expiry order: what the reaper removes next is at
+    /// the front (decision 0028). O(log n) per put or refresh with a TTL.
+    kv_expiries: imbl::OrdSet<KvExpiryKey>,
     /// Patches and redactions of turns, purged blobs (decision 0012): published with the rest.
     pub overlays: Overlays,
     /// Sum of `own_payload_bytes` over every context deleted so far (since open: replay
@@ -202,6 +220,16 @@ impl Contexts {
             .filter(move |(name, _)| Some(name.as_ref()) != after)
             .take_while(move |(name, _)| name.starts_with(prefix))
             .map(|(name, id)| (name, *id))
+    }
+
+    /// Key-value entries expired at `now_unix_ms`, oldest expiry first, at most `max`.
+    pub fn kv_expired(&self, now_unix_ms: u64, max: usize) -> Vec<KvExpiryKey> {
+        self.kv_expiries
+            .iter()
+            .take_while(|(expires, _, _)| *expires <= now_unix_ms)
+            .take(max)
+            .cloned()
+            .collect()
     }
 
     /// Contexts whose tag `key` is `value`, in ContextID order.
@@ -306,7 +334,10 @@ impl Contexts {
         match meta {
             ContextMeta::Name(name) => check_name(self, context_id, info, name),
             ContextMeta::Tags(changes) => check_tags(info, changes),
-            ContextMeta::KvPut(_) | ContextMeta::KvDelete(_) => Ok(()),
+            ContextMeta::KvPut(_)
+            | ContextMeta::KvDelete(_)
+            | ContextMeta::KvTouch(_)
+            | ContextMeta::KvExpire(_) => Ok(()),
             ContextMeta::CloneFrom(source) => {
                 self.get(*source)
                     .filter(|source| !source.deleted)
@@ -374,19 +405,60 @@ impl Contexts {
                     key,
                     value_hash,
                     value_len,
+                    ttl_ms,
+                    expires_at_unix_ms,
                 } in entries
                 {
                     let value = KvValue {
                         hash: *value_hash,
                         len: *value_len,
+                        ttl_ms: *ttl_ms,
+                        expires_at_unix_ms: *expires_at_unix_ms,
                     };
                     self.overlays.named(value_hash);
-                    info.kv.insert(Bytes::copy_from_slice(key), value);
+                    let key = Bytes::copy_from_slice(key);
+                    let old = info.kv.insert(key.clone(), value);
+                    self.reindex_kv(context_id, &key, old.as_ref(), Some(&value));
                 }
             }
             ContextMeta::KvDelete(keys) => {
                 for key in keys {
-                    info.kv.remove(key.as_slice());
+                    let key = Bytes::copy_from_slice(key);
+                    let old = info.kv.remove(&key);
+                    self.reindex_kv(context_id, &key, old.as_ref(), None);
+                }
+            }
+            ContextMeta::KvTouch(entries) => {
+                for KvExpiry {
+                    key,
+                    ttl_ms,
+                    expires_at_unix_ms,
+                } in entries
+                {
+                    let key = Bytes::copy_from_slice(key);
+                    let Some(old) = info.kv.get(&key).copied() else {
+                        continue;
+                    };
+                    let new = KvValue {
+                        ttl_ms: *ttl_ms,
+                        expires_at_unix_ms: *expires_at_unix_ms,
+                        ..old
+                    };
+                    info.kv.insert(key.clone(), new);
+                    self.reindex_kv(context_id, &key, Some(&old), Some(&new));
+                }
+            }
+            ContextMeta::KvExpire(entries) => {
+                for entry in entries {
+                    let key = Bytes::copy_from_slice(&entry.key);
+                    let expired = info
+                        .kv
+                        .get(&key)
+                        .is_some_and(|value| value.expires_at_unix_ms == entry.expires_at_unix_ms);
+                    if expired {
+                        let old = info.kv.remove(&key);
+                        self.reindex_kv(context_id, &key, old.as_ref(), None);
+                    }
                 }
             }
             ContextMeta::CloneFrom(source_id) => {
@@ -395,6 +467,10 @@ impl Contexts {
                         self.index(key, value, context_id);
                     }
                     info.tags = source.tags;
+                    // A clone's entries expire when the source's do, each on its own after.
+                    for (key, value) in source.kv.iter() {
+                        self.reindex_kv(context_id, key, None, Some(value));
+                    }
                     info.kv = source.kv;
                     info.inherits = Some(Inherit::Clone {
                         source: *source_id,
@@ -412,6 +488,9 @@ impl Contexts {
                     self.unindex(key, value, context_id);
                 }
                 info.tags = Tags::default();
+                for (key, value) in info.kv.iter() {
+                    self.reindex_kv(context_id, key, Some(value), None);
+                }
                 info.kv = imbl::OrdMap::new();
                 info.deleted = true;
                 self.deleted_payload_bytes += info.own_payload_bytes;
@@ -428,6 +507,29 @@ impl Contexts {
         info.updated_at_unix_ms = info.updated_at_unix_ms.max(at_unix_ms);
         self.infos[index] = info;
         Ok(())
+    }
+
+    /// Keeps the expiry index true as an entry goes from `old` to `new`.
+    fn reindex_kv(
+        &mut self,
+        context_id: ContextId,
+        key: &Bytes,
+        old: Option<&KvValue>,
+        new: Option<&KvValue>,
+    ) {
+        if let Some(old) = old.filter(|old| old.expires_at_unix_ms > 0) {
+            let removed =
+                self.kv_expiries
+                    .remove(&(old.expires_at_unix_ms, context_id, key.clone()));
+            assert!(
+                removed.is_some(),
+                "an expiring entry is in the expiry index"
+            );
+        }
+        if let Some(new) = new.filter(|new| new.expires_at_unix_ms > 0) {
+            self.kv_expiries
+                .insert((new.expires_at_unix_ms, context_id, key.clone()));
+        }
     }
 
     /// The shared allocation of a tag string.

@@ -260,6 +260,20 @@ impl<'a> Replay<'a> {
             state.turns = base.header.turns_dropped;
             state.logical_bytes = base.header.logical_bytes_dropped;
         }
+        Replay::resume(log, base, shards, state, 0)
+    }
+
+    /// Replay resumed from a live state (a standby's ingest, `sequencer/actor/ingest.rs`):
+    /// the records after `last_record_id` are checked against `state` with the rules of an
+    /// open. `state`'s counters count what this replay adds.
+    pub fn resume(
+        log: File,
+        base: Option<Arc<LogBase>>,
+        shards: &'a [ShardView],
+        mut state: RecoveredLog,
+        last_record_id: u64,
+    ) -> Self {
+        state.next_record_id = last_record_id;
         Replay {
             state,
             pending: None,

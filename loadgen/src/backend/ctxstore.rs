@@ -10,6 +10,7 @@ pub async fn connect(
     addr: &str,
     token: Option<String>,
     client_chunking: bool,
+    client_compression: bool,
     verify_payloads: VerifyPayloads,
 ) -> anyhow::Result<Client> {
     let mut config = ClientConfig::new(addr.to_string()).with_token(token);
@@ -18,6 +19,11 @@ pub async fn connect(
     // with the server's); off, every payload travels whole.
     if !client_chunking {
         config.chunking = None;
+    }
+    // On, the client's default: payloads go as zstd frames made here (issue 38); off, the
+    // server compresses them.
+    if !client_compression {
+        config.compress_level = None;
     }
     config.verify_payloads = verify_payloads;
     Ok(Client::connect(config).await?)

@@ -21,6 +21,8 @@ pub enum BackendKind {
         /// Let the client cut large payloads into chunks and send only the ones the server
         /// lacks (sub-blob dedup, issue 16); off: every payload whole.
         client_chunking: bool,
+        /// Let the client compress payloads (zstd frames, issue 38); off: the server does.
+        client_compression: bool,
         /// Which payloads the client hashes (decision 0015).
         verify_payloads: VerifyPayloads,
     },
@@ -66,9 +68,17 @@ impl BackendKind {
                 addr,
                 token,
                 client_chunking,
+                client_compression,
                 verify_payloads,
             } => Connection::Ctxstore(
-                ctxstore::connect(addr, token.clone(), *client_chunking, *verify_payloads).await?,
+                ctxstore::connect(
+                    addr,
+                    token.clone(),
+                    *client_chunking,
+                    *client_compression,
+                    *verify_payloads,
+                )
+                .await?,
             ),
             BackendKind::Postgres { url } => Connection::Postgres(postgres::connect(url).await?),
             BackendKind::Redis { url } => Connection::Redis(redis::connect(url).await?),

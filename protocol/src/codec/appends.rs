@@ -251,6 +251,13 @@ fn check_spec(spec: &TurnSpec) -> Result<(), EncodeError> {
             "bytes",
         ),
         PayloadSpec::Hash(_) => Ok(()),
+        PayloadSpec::Zstd { frame, .. } => within(
+            "zstd payload frame",
+            frame.len(),
+            0,
+            APPEND_PAYLOAD_BYTES_LIMIT,
+            "bytes",
+        ),
     }
 }
 

@@ -308,11 +308,25 @@ impl Cursor {
             return Err(self.invalid("turn_flags", "unknown flag bits"));
         }
         let extras = self.extras()?;
-        let payload = if flags & turn_spec_flags::BY_HASH != 0 {
-            PayloadSpec::Hash(self.hash()?)
-        } else {
-            let len = self.u32()? as usize;
-            PayloadSpec::Bytes(self.bytes(len)?)
+        let by_hash = flags & turn_spec_flags::BY_HASH != 0;
+        let zstd = flags & turn_spec_flags::ZSTD != 0;
+        let payload = match (by_hash, zstd) {
+            (true, true) => return Err(self.invalid("turn_flags", "BY_HASH and ZSTD together")),
+            (true, false) => PayloadSpec::Hash(self.hash()?),
+            (false, true) => {
+                let hash = self.hash()?;
+                let raw_len = self.u32()?;
+                let frame_len = self.u32()? as usize;
+                PayloadSpec::Zstd {
+                    hash,
+                    raw_len,
+                    frame: self.bytes(frame_len)?,
+                }
+            }
+            (false, false) => {
+                let len = self.u32()? as usize;
+                PayloadSpec::Bytes(self.bytes(len)?)
+            }
         };
         Ok(TurnSpec {
             parent,

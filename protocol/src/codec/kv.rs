@@ -1,5 +1,7 @@
-//! KV_PUT, KV_GET, KV_DELETE and KV_LIST (version 2): a context's key-value entries. Layouts
-//! in docs/protocol.md.
+//! KV_PUT, KV_GET, KV_DELETE and KV_LIST (version 2): a context's key-value entries; and
+//! (version 3, issue 34) KV_PUT_EX, KV_GET_EX, KV_LIST_EX and KV_TOUCH: the same with a time
+//! to live per entry, refresh on read, and each entry's TTL and expiry in the answers.
+//! Layouts in docs/protocol.md.
 
 use bytes::Bytes;
 
@@ -19,6 +21,10 @@ pub(crate) enum Kind {
     KvGet,
     KvDelete,
     KvList,
+    KvPutEx,
+    KvGetEx,
+    KvListEx,
+    KvTouch,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +52,37 @@ pub enum KvRequest {
         after: Bytes,
         limit: u32,
     },
+    /// KV_PUT with a TTL (0: none) for every entry it writes.
+    KvPutEx {
+        context: ContextRef,
+        /// `kv_put_flags`.
+        put_flags: u8,
+        ttl_ms: u64,
+        entries: Vec<(Bytes, Bytes)>,
+    },
+    /// KV_GET answering the entry's TTL and expiry; `kv_read_flags::REFRESH` restarts it.
+    KvGetEx {
+        context: ContextRef,
+        key: Bytes,
+        read_flags: u32,
+        /// `kv_read_flags`.
+        kv_flags: u8,
+    },
+    /// KV_LIST answering each entry's TTL and expiry; `kv_read_flags::REFRESH` restarts
+    /// those of the entries returned.
+    KvListEx {
+        context: ContextRef,
+        prefix: Bytes,
+        after: Bytes,
+        limit: u32,
+        kv_flags: u8,
+    },
+    /// Restarts the TTL of each key from now: `ttl_ms` from now on, or (0) each entry's own.
+    KvTouch {
+        context: ContextRef,
+        ttl_ms: u64,
+        keys: Vec<Bytes>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +96,17 @@ pub enum KvResponse {
     },
     /// Answer to KV_LIST.
     KvList { items: Vec<KvItemWire> },
+    /// Answer to KV_GET_EX: the value's BlobHash, TTL, expiry and bytes.
+    KvValueEx {
+        value_hash: BlobHash,
+        ttl_ms: u64,
+        expires_at_unix_ms: u64,
+        payload: PayloadWire,
+    },
+    /// Answer to KV_LIST_EX.
+    KvListEx { items: Vec<KvItemExWire> },
+    /// Answer to KV_TOUCH: the live entries among its keys, as they are now.
+    KvTouched { items: Vec<KvItemExWire> },
 }
 
 impl KvRequest {
@@ -68,15 +116,28 @@ impl KvRequest {
             KvRequest::KvGet { .. } => MessageType::KvGet,
             KvRequest::KvDelete { .. } => MessageType::KvDelete,
             KvRequest::KvList { .. } => MessageType::KvList,
+            KvRequest::KvPutEx { .. } => MessageType::KvPutEx,
+            KvRequest::KvGetEx { .. } => MessageType::KvGetEx,
+            KvRequest::KvListEx { .. } => MessageType::KvListEx,
+            KvRequest::KvTouch { .. } => MessageType::KvTouch,
         }
     }
 
     /// The largest answer (see `codec/answer.rs`).
     pub fn answer_bytes_max(&self, limits: &AnswerLimits) -> u64 {
         match self {
-            KvRequest::KvPut { .. } | KvRequest::KvDelete { .. } => FIXED_ANSWER_BYTES,
+            KvRequest::KvPut { .. } | KvRequest::KvDelete { .. } | KvRequest::KvPutEx { .. } => {
+                FIXED_ANSWER_BYTES
+            }
             // A value with its payload; a page of keys.
-            KvRequest::KvGet { .. } | KvRequest::KvList { .. } => limits.largest(),
+            KvRequest::KvGet { .. }
+            | KvRequest::KvList { .. }
+            | KvRequest::KvGetEx { .. }
+            | KvRequest::KvListEx { .. } => limits.largest(),
+            // At most one item (≤ 310 bytes) per key sent.
+            KvRequest::KvTouch { keys, .. } => {
+                FIXED_ANSWER_BYTES + 4 + keys.len() as u64 * KV_ITEM_EX_BYTES_MAX
+            }
         }
     }
 
@@ -89,33 +150,52 @@ impl KvRequest {
                     1 => true,
                     _ => return Err(cursor.invalid("mode", "not 0 (replace) or 1 (if absent)")),
                 };
-                let count = usize::from(cursor.u16()?);
-                let mut entries = Vec::with_capacity(cursor.list_capacity(count, 6));
-                for _ in 0..count {
-                    let key = cursor.short_bytes()?;
-                    let value_len = cursor.u32()? as usize;
-                    entries.push((key, cursor.bytes(value_len)?));
-                }
                 KvRequest::KvPut {
                     context,
                     if_absent,
-                    entries,
+                    entries: read_entries(cursor)?,
                 }
             }
+            Kind::KvPutEx => {
+                let context = cursor.context_ref()?;
+                let put_flags = cursor.u8()?;
+                if put_flags & !kv_put_flags::KNOWN != 0 {
+                    return Err(cursor.invalid("put_flags", "unknown flag bits"));
+                }
+                KvRequest::KvPutEx {
+                    context,
+                    put_flags,
+                    ttl_ms: cursor.u64()?,
+                    entries: read_entries(cursor)?,
+                }
+            }
+            Kind::KvGetEx => KvRequest::KvGetEx {
+                context: cursor.context_ref()?,
+                key: cursor.short_bytes()?,
+                read_flags: cursor.flags(read_flags::ACCEPT_ZSTD, "read_flags")?,
+                kv_flags: read_kv_flags(cursor)?,
+            },
+            Kind::KvListEx => KvRequest::KvListEx {
+                context: cursor.context_ref()?,
+                prefix: cursor.short_bytes()?,
+                after: cursor.short_bytes()?,
+                limit: cursor.u32()?,
+                kv_flags: read_kv_flags(cursor)?,
+            },
+            Kind::KvTouch => KvRequest::KvTouch {
+                context: cursor.context_ref()?,
+                ttl_ms: cursor.u64()?,
+                keys: read_keys(cursor)?,
+            },
             Kind::KvGet => KvRequest::KvGet {
                 context: cursor.context_ref()?,
                 key: cursor.short_bytes()?,
                 read_flags: cursor.flags(read_flags::ACCEPT_ZSTD, "read_flags")?,
             },
-            Kind::KvDelete => {
-                let context = cursor.context_ref()?;
-                let count = usize::from(cursor.u16()?);
-                let mut keys = Vec::with_capacity(cursor.list_capacity(count, 2));
-                for _ in 0..count {
-                    keys.push(cursor.short_bytes()?);
-                }
-                KvRequest::KvDelete { context, keys }
-            }
+            Kind::KvDelete => KvRequest::KvDelete {
+                context: cursor.context_ref()?,
+                keys: read_keys(cursor)?,
+            },
             Kind::KvList => KvRequest::KvList {
                 context: cursor.context_ref()?,
                 prefix: cursor.short_bytes()?,
@@ -132,6 +212,11 @@ impl KvRequest {
                 context: target,
                 entries,
                 ..
+            }
+            | KvRequest::KvPutEx {
+                context: target,
+                entries,
+                ..
             } => {
                 context(target)?;
                 within("entries", entries.len(), 0, SHORT, "entries")?;
@@ -144,6 +229,11 @@ impl KvRequest {
                 context: target,
                 key,
                 ..
+            }
+            | KvRequest::KvGetEx {
+                context: target,
+                key,
+                ..
             } => {
                 context(target)?;
                 within("key", key.len(), 0, SHORT, "bytes")
@@ -151,6 +241,11 @@ impl KvRequest {
             KvRequest::KvDelete {
                 context: target,
                 keys,
+            }
+            | KvRequest::KvTouch {
+                context: target,
+                keys,
+                ..
             } => {
                 context(target)?;
                 within("keys", keys.len(), 0, SHORT, "keys")?;
@@ -158,6 +253,12 @@ impl KvRequest {
                     .try_for_each(|key| within("key", key.len(), 0, SHORT, "bytes"))
             }
             KvRequest::KvList {
+                context: target,
+                prefix,
+                after,
+                ..
+            }
+            | KvRequest::KvListEx {
                 context: target,
                 prefix,
                 after,
@@ -180,12 +281,51 @@ impl KvRequest {
             } => {
                 w.context_ref(context);
                 w.u8(u8::from(*if_absent));
-                w.u16(short_len(entries.len()));
-                for (key, value) in entries {
-                    w.short(key);
-                    w.u32(value.len() as u32);
-                    w.data(value);
-                }
+                write_entries(w, entries);
+            }
+            KvRequest::KvPutEx {
+                context,
+                put_flags,
+                ttl_ms,
+                entries,
+            } => {
+                w.context_ref(context);
+                w.u8(*put_flags);
+                w.u64(*ttl_ms);
+                write_entries(w, entries);
+            }
+            KvRequest::KvGetEx {
+                context,
+                key,
+                read_flags,
+                kv_flags,
+            } => {
+                w.context_ref(context);
+                w.short(key);
+                w.u32(*read_flags);
+                w.u8(*kv_flags);
+            }
+            KvRequest::KvListEx {
+                context,
+                prefix,
+                after,
+                limit,
+                kv_flags,
+            } => {
+                w.context_ref(context);
+                w.short(prefix);
+                w.short(after);
+                w.u32(*limit);
+                w.u8(*kv_flags);
+            }
+            KvRequest::KvTouch {
+                context,
+                ttl_ms,
+                keys,
+            } => {
+                w.context_ref(context);
+                w.u64(*ttl_ms);
+                write_keys(w, keys);
             }
             KvRequest::KvGet {
                 context,
@@ -198,10 +338,7 @@ impl KvRequest {
             }
             KvRequest::KvDelete { context, keys } => {
                 w.context_ref(context);
-                w.u16(short_len(keys.len()));
-                for key in keys {
-                    w.short(key);
-                }
+                write_keys(w, keys);
             }
             KvRequest::KvList {
                 context,
@@ -225,6 +362,9 @@ impl KvResponse {
             KvResponse::Done { message_type } => *message_type,
             KvResponse::KvValue { .. } => MessageType::KvGet,
             KvResponse::KvList { .. } => MessageType::KvList,
+            KvResponse::KvValueEx { .. } => MessageType::KvGetEx,
+            KvResponse::KvListEx { .. } => MessageType::KvListEx,
+            KvResponse::KvTouched { .. } => MessageType::KvTouch,
         }
     }
 
@@ -234,7 +374,19 @@ impl KvResponse {
         cursor: &mut Cursor,
     ) -> Result<KvResponse, DecodeError> {
         Ok(match kind {
-            Kind::KvPut | Kind::KvDelete => KvResponse::Done { message_type },
+            Kind::KvPut | Kind::KvDelete | Kind::KvPutEx => KvResponse::Done { message_type },
+            Kind::KvGetEx => KvResponse::KvValueEx {
+                value_hash: cursor.hash()?,
+                ttl_ms: cursor.u64()?,
+                expires_at_unix_ms: cursor.u64()?,
+                payload: cursor.payload()?,
+            },
+            Kind::KvListEx => KvResponse::KvListEx {
+                items: read_items_ex(cursor)?,
+            },
+            Kind::KvTouch => KvResponse::KvTouched {
+                items: read_items_ex(cursor)?,
+            },
             Kind::KvGet => KvResponse::KvValue {
                 value_hash: cursor.hash()?,
                 payload: cursor.payload()?,
@@ -272,6 +424,94 @@ impl KvResponse {
                     w.u32(item.value_len);
                 }
             }
+            KvResponse::KvValueEx {
+                value_hash,
+                ttl_ms,
+                expires_at_unix_ms,
+                payload,
+            } => {
+                w.slice(&value_hash.0);
+                w.u64(*ttl_ms);
+                w.u64(*expires_at_unix_ms);
+                w.payload(payload);
+            }
+            KvResponse::KvListEx { items } | KvResponse::KvTouched { items } => {
+                w.u32(items.len() as u32);
+                for item in items {
+                    w.short(&item.key);
+                    w.slice(&item.value_hash.0);
+                    w.u32(item.value_len);
+                    w.u64(item.ttl_ms);
+                    w.u64(item.expires_at_unix_ms);
+                }
+            }
         }
     }
+}
+
+/// The most bytes one KV_LIST_EX / KV_TOUCH item takes: a 256-byte key (the engine's limit)
+/// with its length, hash, length, TTL and expiry.
+const KV_ITEM_EX_BYTES_MAX: u64 = 2 + 256 + 32 + 4 + 8 + 8;
+
+/// `u16 count`, then per entry `u16 key_len, key, u32 value_len, value` (KV_PUT, KV_PUT_EX).
+fn read_entries(cursor: &mut Cursor) -> Result<Vec<(Bytes, Bytes)>, DecodeError> {
+    let count = usize::from(cursor.u16()?);
+    let mut entries = Vec::with_capacity(cursor.list_capacity(count, 6));
+    for _ in 0..count {
+        let key = cursor.short_bytes()?;
+        let value_len = cursor.u32()? as usize;
+        entries.push((key, cursor.bytes(value_len)?));
+    }
+    Ok(entries)
+}
+
+fn write_entries(w: &mut ChunkWriter, entries: &[(Bytes, Bytes)]) {
+    w.u16(short_len(entries.len()));
+    for (key, value) in entries {
+        w.short(key);
+        w.u32(value.len() as u32);
+        w.data(value);
+    }
+}
+
+/// `u16 count`, then per key `u16 key_len, key` (KV_DELETE, KV_TOUCH).
+fn read_keys(cursor: &mut Cursor) -> Result<Vec<Bytes>, DecodeError> {
+    let count = usize::from(cursor.u16()?);
+    let mut keys = Vec::with_capacity(cursor.list_capacity(count, 2));
+    for _ in 0..count {
+        keys.push(cursor.short_bytes()?);
+    }
+    Ok(keys)
+}
+
+fn write_keys(w: &mut ChunkWriter, keys: &[Bytes]) {
+    w.u16(short_len(keys.len()));
+    for key in keys {
+        w.short(key);
+    }
+}
+
+fn read_kv_flags(cursor: &mut Cursor) -> Result<u8, DecodeError> {
+    let kv_flags = cursor.u8()?;
+    if kv_flags & !kv_read_flags::KNOWN != 0 {
+        return Err(cursor.invalid("kv_flags", "unknown flag bits"));
+    }
+    Ok(kv_flags)
+}
+
+/// `u32 count`, then per item `u16 key_len, key, hash[32], u32 value_len, u64 ttl_ms,
+/// u64 expires_at_unix_ms` (KV_LIST_EX and KV_TOUCH answers).
+fn read_items_ex(cursor: &mut Cursor) -> Result<Vec<KvItemExWire>, DecodeError> {
+    let count = cursor.list_count()?;
+    let mut items = Vec::with_capacity(cursor.list_capacity(count as usize, 54));
+    for _ in 0..count {
+        items.push(KvItemExWire {
+            key: cursor.short_bytes()?,
+            value_hash: cursor.hash()?,
+            value_len: cursor.u32()?,
+            ttl_ms: cursor.u64()?,
+            expires_at_unix_ms: cursor.u64()?,
+        });
+    }
+    Ok(items)
 }

@@ -65,7 +65,7 @@ pub(crate) enum Family {
     Contexts(contexts::Kind),
     /// CTX_DELETE, CTX_PRUNE, CTX_TTL.
     Retention(retention::Kind),
-    /// KV_PUT, KV_GET, KV_DELETE, KV_LIST.
+    /// KV_PUT, KV_GET, KV_DELETE, KV_LIST; KV_PUT_EX, KV_GET_EX, KV_LIST_EX, KV_TOUCH.
     Kv(kv::Kind),
     /// APPEND_TURN, APPEND_TURN_BY_HASH, APPEND_TURNS.
     Appends(appends::Kind),
@@ -107,6 +107,10 @@ impl Family {
             M::KvGet => Family::Kv(kv::Kind::KvGet),
             M::KvDelete => Family::Kv(kv::Kind::KvDelete),
             M::KvList => Family::Kv(kv::Kind::KvList),
+            M::KvPutEx => Family::Kv(kv::Kind::KvPutEx),
+            M::KvGetEx => Family::Kv(kv::Kind::KvGetEx),
+            M::KvListEx => Family::Kv(kv::Kind::KvListEx),
+            M::KvTouch => Family::Kv(kv::Kind::KvTouch),
             M::AppendTurn => Family::Appends(appends::Kind::AppendTurn),
             M::AppendTurnByHash => Family::Appends(appends::Kind::AppendTurnByHash),
             M::AppendTurns => Family::Appends(appends::Kind::AppendTurns),

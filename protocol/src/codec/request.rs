@@ -40,6 +40,16 @@ pub enum Request {
 }
 
 impl Request {
+    /// Whether an APPEND_TURNS carries a payload the client compressed (version 3).
+    pub fn carries_zstd_payload(&self) -> bool {
+        match self {
+            Request::Appends(AppendsRequest::AppendTurns { turns, .. }) => turns
+                .iter()
+                .any(|turn| matches!(turn.payload, PayloadSpec::Zstd { .. })),
+            _ => false,
+        }
+    }
+
     pub fn message_type(&self) -> MessageType {
         match self {
             Request::Admin(request) => request.message_type(),
@@ -124,7 +134,15 @@ pub fn decode_request_as(
             reason: "not 0 in protocol version 1",
         });
     }
-    decode_request(header, body)
+    let request = decode_request(header, body)?;
+    if version < crate::ZSTD_PAYLOADS_SINCE_VERSION && request.carries_zstd_payload() {
+        return Err(DecodeError::Invalid {
+            message: "APPEND_TURNS",
+            field: "turn_flags",
+            reason: "ZSTD payloads need protocol version 3",
+        });
+    }
+    Ok(request)
 }
 
 /// Decodes a request body in the newest version. Unknown types are `UnknownMessage`;

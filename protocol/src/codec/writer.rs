@@ -200,8 +200,10 @@ impl ChunkWriter {
         if spec.summary {
             flags |= turn_spec_flags::SUMMARY;
         }
-        if matches!(spec.payload, PayloadSpec::Hash(_)) {
-            flags |= turn_spec_flags::BY_HASH;
+        match spec.payload {
+            PayloadSpec::Hash(_) => flags |= turn_spec_flags::BY_HASH,
+            PayloadSpec::Zstd { .. } => flags |= turn_spec_flags::ZSTD,
+            PayloadSpec::Bytes(_) => {}
         }
         self.u8(flags);
         self.extras(&spec.extras);
@@ -210,6 +212,16 @@ impl ChunkWriter {
             PayloadSpec::Bytes(bytes) => {
                 self.u32(bytes.len() as u32);
                 self.data(bytes);
+            }
+            PayloadSpec::Zstd {
+                hash,
+                raw_len,
+                frame,
+            } => {
+                self.slice(&hash.0);
+                self.u32(*raw_len);
+                self.u32(frame.len() as u32);
+                self.data(frame);
             }
         }
     }

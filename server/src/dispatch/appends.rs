@@ -59,7 +59,7 @@ impl Dispatcher {
         // offered, the others' (the read may come through another connection).
         let bytes = match &request.payload {
             AppendPayload::Bytes(bytes) => Some(bytes.clone()),
-            AppendPayload::StoredBlob(_) => None,
+            AppendPayload::StoredBlob(_) | AppendPayload::Zstd { .. } => None,
         };
         let appended = self.engine.append(request).await.map_err(engine_error)?;
         if let Some(bytes) = bytes {
@@ -140,6 +140,15 @@ fn turn_request(
         payload: match spec.payload {
             PayloadSpec::Bytes(bytes) => AppendPayload::Bytes(bytes),
             PayloadSpec::Hash(hash) => AppendPayload::StoredBlob(hash),
+            PayloadSpec::Zstd {
+                hash,
+                raw_len,
+                frame,
+            } => AppendPayload::Zstd {
+                hash,
+                raw_len,
+                frame,
+            },
         },
         options: TurnOptions {
             parent: match spec.parent {

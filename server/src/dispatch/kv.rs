@@ -1,10 +1,15 @@
 //! The key-value family (issue 13): a context's keys and values, KV_PUT, KV_GET, KV_DELETE,
-//! KV_LIST.
+//! KV_LIST; and (version 3, issue 34) KV_PUT_EX, KV_GET_EX, KV_LIST_EX and KV_TOUCH: a time to
+//! live per entry, refresh on read, each entry's TTL and expiry in the answers.
 
 use bytes::Bytes;
 use ctxstore_engine::ContextRef;
 use ctxstore_engine::contexts::KvItem;
-use ctxstore_protocol::{ErrorCode, KvItemWire, KvRequest, KvResponse, Response, read_flags};
+use ctxstore_engine::format::context_meta::KV_TOUCH_KEYS_MAX;
+use ctxstore_protocol::{
+    ErrorCode, KvItemExWire, KvItemWire, KvRequest, KvResponse, Response, kv_put_flags,
+    kv_read_flags, read_flags,
+};
 
 use super::{Dispatcher, context_ref, engine_error, payload_mode, payload_wire};
 
@@ -20,20 +25,89 @@ impl Dispatcher {
                 if_absent,
                 entries,
             } => {
-                let entries = entries
-                    .into_iter()
-                    .map(|(key, value)| (key.to_vec(), value))
-                    .collect();
-                let context = context_ref(context);
-                let put = self.engine.kv_put(&context, entries, if_absent);
-                put.await.map_err(engine_error)?;
+                self.kv_put(context_ref(context), entries, if_absent, 0)
+                    .await?;
+                Ok(KvResponse::Done { message_type })
+            }
+            KvRequest::KvPutEx {
+                context,
+                put_flags,
+                ttl_ms,
+                entries,
+            } => {
+                let if_absent = put_flags & kv_put_flags::IF_ABSENT != 0;
+                self.kv_put(context_ref(context), entries, if_absent, ttl_ms)
+                    .await?;
                 Ok(KvResponse::Done { message_type })
             }
             KvRequest::KvGet {
                 context,
                 key,
                 read_flags,
-            } => self.kv_get(context_ref(context), &key, read_flags),
+            } => {
+                let context = context_ref(context);
+                let item = self.engine.kv_get(&context, &key).map_err(engine_error)?;
+                let (item, payload) = self.kv_value(&context, &key, item, read_flags)?;
+                Ok(KvResponse::KvValue {
+                    value_hash: item.value_hash,
+                    payload,
+                })
+            }
+            KvRequest::KvGetEx {
+                context,
+                key,
+                read_flags,
+                kv_flags,
+            } => {
+                let context = context_ref(context);
+                let item = if kv_flags & kv_read_flags::REFRESH != 0 {
+                    self.engine.kv_get_refresh(&context, &key).await
+                } else {
+                    self.engine.kv_get(&context, &key)
+                };
+                let item = item.map_err(engine_error)?;
+                let (item, payload) = self.kv_value(&context, &key, item, read_flags)?;
+                Ok(KvResponse::KvValueEx {
+                    value_hash: item.value_hash,
+                    ttl_ms: item.ttl_ms,
+                    expires_at_unix_ms: item.expires_at_unix_ms,
+                    payload,
+                })
+            }
+            KvRequest::KvListEx {
+                context,
+                prefix,
+                after,
+                limit,
+                kv_flags,
+            } => {
+                let context = context_ref(context);
+                let after = (!after.is_empty()).then_some(&after[..]);
+                let mut items = self
+                    .engine
+                    .kv_scan(&context, &prefix, after, limit)
+                    .map_err(engine_error)?;
+                if kv_flags & kv_read_flags::REFRESH != 0 {
+                    items = self.kv_refresh(&context, items).await?;
+                }
+                Ok(KvResponse::KvListEx {
+                    items: items.into_iter().map(kv_item_ex_wire).collect(),
+                })
+            }
+            KvRequest::KvTouch {
+                context,
+                ttl_ms,
+                keys,
+            } => {
+                let keys = keys.into_iter().map(|key| key.to_vec()).collect();
+                let ttl_ms = (ttl_ms > 0).then_some(ttl_ms);
+                let context = context_ref(context);
+                let touch = self.engine.kv_touch(&context, keys, ttl_ms);
+                let items = touch.await.map_err(engine_error)?;
+                Ok(KvResponse::KvTouched {
+                    items: items.into_iter().map(kv_item_ex_wire).collect(),
+                })
+            }
             KvRequest::KvDelete { context, keys } => {
                 let keys = keys.into_iter().map(|key| key.to_vec()).collect();
                 let context = context_ref(context);
@@ -59,13 +133,62 @@ impl Dispatcher {
         }
     }
 
-    /// KV_GET: the entry from the published snapshot, its value through the payload cache
-    /// like any payload.
-    fn kv_get(&self, context: ContextRef, key: &Bytes, flags: u32) -> Result<KvResponse, Response> {
-        let item = self.engine.kv_get(&context, key).map_err(engine_error)?;
+    async fn kv_put(
+        &self,
+        context: ContextRef,
+        entries: Vec<(Bytes, Bytes)>,
+        if_absent: bool,
+        ttl_ms: u64,
+    ) -> Result<(), Response> {
+        let entries = entries
+            .into_iter()
+            .map(|(key, value)| (key.to_vec(), value))
+            .collect();
+        let put = self.engine.kv_put_ttl(&context, entries, if_absent, ttl_ms);
+        put.await.map_err(engine_error)
+    }
+
+    /// KV_LIST_EX's refresh: the TTL of each returned entry that has one restarted, in
+    /// touches of at most `KV_TOUCH_KEYS_MAX` keys; the page as it is after them (an entry
+    /// that expired or went meanwhile drops out).
+    async fn kv_refresh(
+        &self,
+        context: &ContextRef,
+        items: Vec<KvItem>,
+    ) -> Result<Vec<KvItem>, Response> {
+        let expiring: Vec<Vec<u8>> = items
+            .iter()
+            .filter(|item| item.ttl_ms > 0)
+            .map(|item| item.key.to_vec())
+            .collect();
+        let mut touched = std::collections::HashMap::new();
+        for keys in expiring.chunks(KV_TOUCH_KEYS_MAX) {
+            let touch = self.engine.kv_touch(context, keys.to_vec(), None);
+            for item in touch.await.map_err(engine_error)? {
+                touched.insert(item.key.clone(), item);
+            }
+        }
+        Ok(items
+            .into_iter()
+            .filter_map(|item| match item.ttl_ms {
+                0 => Some(item),
+                _ => touched.remove(&item.key),
+            })
+            .collect())
+    }
+
+    /// KV_GET and KV_GET_EX: the entry (from the published snapshot) or NOT_FOUND, its value
+    /// through the payload cache like any payload.
+    fn kv_value(
+        &self,
+        context: &ContextRef,
+        key: &Bytes,
+        item: Option<KvItem>,
+        flags: u32,
+    ) -> Result<(KvItem, ctxstore_protocol::PayloadWire), Response> {
         let Some(item) = item else {
             let key = String::from_utf8_lossy(key);
-            let context = match &context {
+            let context = match context {
                 ContextRef::Id(context_id) => context_id.to_string(),
                 ContextRef::Name(name) => format!("@{name}"),
             };
@@ -80,10 +203,17 @@ impl Dispatcher {
         let mut cache = self.cache_for_read();
         let payload = self.engine.read_payload(item.value_hash, mode, &mut *cache);
         let payload = payload.map_err(engine_error)?;
-        Ok(KvResponse::KvValue {
-            value_hash: item.value_hash,
-            payload: payload_wire(payload),
-        })
+        Ok((item, payload_wire(payload)))
+    }
+}
+
+fn kv_item_ex_wire(item: KvItem) -> KvItemExWire {
+    KvItemExWire {
+        key: item.key,
+        value_hash: item.value_hash,
+        value_len: item.value_len,
+        ttl_ms: item.ttl_ms,
+        expires_at_unix_ms: item.expires_at_unix_ms,
     }
 }
 

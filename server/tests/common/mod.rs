@@ -254,3 +254,33 @@ pub fn server_process(flags: &[&str]) -> TestServer {
         .keep_log()
         .start()
 }
+
+/// The SeaweedFS replica `.ci/run` starts (`CTXSTORE_S3_TEST_ENDPOINT`): a fresh `s3://` URL
+/// under `name` and the `AWS_*` variables a server needs for it; `None` (the test skips) when
+/// it is not set.
+pub fn seaweedfs(name: &str) -> Option<(String, Vec<(String, String)>)> {
+    let Ok(endpoint) = std::env::var("CTXSTORE_S3_TEST_ENDPOINT") else {
+        eprintln!("skipped: CTXSTORE_S3_TEST_ENDPOINT is not set (.ci/run sets it)");
+        return None;
+    };
+    let bucket =
+        std::env::var("CTXSTORE_S3_TEST_BUCKET").unwrap_or_else(|_| "ctxstore-test".into());
+    let url = format!("s3://{bucket}/{name}-{}", std::process::id());
+    // SeaweedFS takes any credentials (none configured); without them the S3 client would
+    // ask the instance metadata service.
+    let key = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_else(|_| "ctxstore".into());
+    let secret = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "ctxstore".into());
+    let env = [
+        ("AWS_ENDPOINT", endpoint),
+        ("AWS_ALLOW_HTTP", "true".into()),
+        ("AWS_REGION", "us-east-1".into()),
+        ("AWS_ACCESS_KEY_ID", key),
+        ("AWS_SECRET_ACCESS_KEY", secret),
+    ];
+    Some((
+        url,
+        env.into_iter()
+            .map(|(key, value)| (key.to_string(), value))
+            .collect(),
+    ))
+}

@@ -3,7 +3,7 @@
 //! and retention (a delete, or a floor decided against the sequencer's own heads).
 
 use crate::error::EngineError;
-use crate::format::context_meta::{ContextMeta, KvEntry};
+use crate::format::context_meta::{ContextMeta, KvEntry, KvExpiry};
 use crate::format::turn_log::{ContextRecord, LogRecord};
 use crate::ids::{ContextId, TurnId};
 use crate::model::{ContextHead, ContextView, Created, NewContext};
@@ -132,8 +132,9 @@ impl SequencerActor {
                 }
             }
         }
-        // Try them on a copy (O(1) with persistent maps), so that a refusal changes nothing.
         let now = now_unix_ms();
+        let changes = self.resolve_expiries(context_id, changes, now);
+        // Try them on a copy (O(1) with persistent maps), so that a refusal changes nothing.
         let mut scratch = self.contexts.clone();
         for change in &changes {
             scratch.apply(context_id, change, now)?;
@@ -194,7 +195,72 @@ impl SequencerActor {
             .ok_or(EngineError::ContextNotFound(context_id))
     }
 
-    /// Key-value puts that keep existing keys: only the absent ones are written.
+    /// Key-value TTLs made instants by the sequencer's clock (decision 0028), so that the
+    /// record carries them and replay needs no clock: a put's entries expire `ttl_ms` from
+    /// now; a touch restarts the TTL given (0: the entry's own) of each live entry that has
+    /// one, and drops the rest; an expire keeps the entries that still have the expiry the
+    /// reaper saw, now past. A change left with no entry is dropped (no record).
+    fn resolve_expiries(
+        &self,
+        context_id: ContextId,
+        changes: Vec<ContextMeta>,
+        now_unix_ms: u64,
+    ) -> Vec<ContextMeta> {
+        let kv = self.contexts.get(context_id).map(|info| &info.kv);
+        let live = |key: &[u8]| {
+            kv.and_then(|kv| kv.get(key))
+                .filter(|value| value.live_at(now_unix_ms))
+        };
+        changes
+            .into_iter()
+            .filter_map(|change| match change {
+                ContextMeta::KvPut(mut entries) => {
+                    for entry in &mut entries {
+                        entry.expires_at_unix_ms = match entry.ttl_ms {
+                            0 => 0,
+                            ttl_ms => now_unix_ms.saturating_add(ttl_ms),
+                        };
+                    }
+                    Some(ContextMeta::KvPut(entries))
+                }
+                ContextMeta::KvTouch(entries) => {
+                    let touched: Vec<KvExpiry> = entries
+                        .into_iter()
+                        .filter_map(|entry| {
+                            let value = live(&entry.key)?;
+                            let ttl_ms = match entry.ttl_ms {
+                                0 => value.ttl_ms,
+                                given => given,
+                            };
+                            (ttl_ms > 0).then(|| KvExpiry {
+                                key: entry.key,
+                                ttl_ms,
+                                expires_at_unix_ms: now_unix_ms.saturating_add(ttl_ms),
+                            })
+                        })
+                        .collect();
+                    (!touched.is_empty()).then_some(ContextMeta::KvTouch(touched))
+                }
+                ContextMeta::KvExpire(entries) => {
+                    let expired: Vec<KvExpiry> = entries
+                        .into_iter()
+                        .filter(|entry| {
+                            kv.and_then(|kv| kv.get(entry.key.as_slice()))
+                                .is_some_and(|value| {
+                                    value.expires_at_unix_ms == entry.expires_at_unix_ms
+                                        && !value.live_at(now_unix_ms)
+                                })
+                        })
+                        .collect();
+                    (!expired.is_empty()).then_some(ContextMeta::KvExpire(expired))
+                }
+                other => Some(other),
+            })
+            .collect()
+    }
+
+    /// Key-value puts that keep existing keys: only the absent ones (or expired: no read
+    /// sees them any more) are written.
     pub(super) fn absent_only(
         &self,
         context_id: ContextId,
@@ -203,13 +269,18 @@ impl SequencerActor {
         let Some(info) = self.contexts.get(context_id) else {
             return changes;
         };
+        let now = now_unix_ms();
         changes
             .into_iter()
             .filter_map(|change| match change {
                 ContextMeta::KvPut(entries) => {
                     let absent: Vec<KvEntry> = entries
                         .into_iter()
-                        .filter(|entry| !info.kv.contains_key(entry.key.as_slice()))
+                        .filter(|entry| {
+                            info.kv
+                                .get(entry.key.as_slice())
+                                .is_none_or(|value| !value.live_at(now))
+                        })
                         .collect();
                     (!absent.is_empty()).then_some(ContextMeta::KvPut(absent))
                 }

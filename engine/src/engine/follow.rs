@@ -1,0 +1,106 @@
+//! A standby's side of the engine (issue 31): the store opened with `EngineConfig::follower`
+//! takes its history from a replica, through the actors that own it (single writer), and
+//! refuses every write until it is promoted. `ctxstore-replica`'s follower drives it: per
+//! segment, first the pack bytes (`ingest_pack`: written, synced, indexed and published by the
+//! shard), then the `turns.log` slots naming them (`ingest_log`: written, synced, replayed and
+//! published by the sequencer as one batch), so a reader never sees a turn whose blob it
+//! cannot read.
+
+use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::model::{IngestedLog, IngestedPack};
+use crate::pipeline::{IngestPack, SequencerRequest, ShardRequest};
+
+/// Where a standby's store ends: the next record and each shard's open pack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FollowPosition {
+    /// Records `1..=log_records` are durable (and published).
+    pub log_records: u64,
+    /// Per shard: the open pack and where its records end.
+    pub shards: Vec<(u32, u64)>,
+}
+
+impl Engine {
+    /// Whether the store is a standby that has not been promoted.
+    pub fn is_following(&self) -> bool {
+        self.inner.published.status.is_following()
+    }
+
+    /// The message every refused write carries from now on (where the primary is).
+    pub fn set_follow_reason(&self, reason: String) {
+        if self.is_following() {
+            self.inner.published.status.set_following(reason);
+        }
+    }
+
+    /// Promotion: the store accepts writes from now on. The caller (the server) first applied
+    /// what it could of the replica and took the epoch that fences the old primary.
+    pub fn promote(&self) {
+        self.inner.published.status.leave_follower();
+        tracing::info!(data = %self.inner.config.data_dir.display(), "promoted: the store takes writes");
+    }
+
+    /// Where the store ends (between two batches of every actor).
+    pub fn follow_position(&self) -> Result<FollowPosition, EngineError> {
+        let cut = self.cut_now()?;
+        Ok(FollowPosition {
+            log_records: cut.log_records,
+            shards: cut
+                .shards
+                .iter()
+                .map(|shard| (shard.pack_id, shard.pack_end))
+                .collect(),
+        })
+    }
+
+    /// The primary's bytes of pack `pack_id` of `shard` at `offset` (see `ShardRequest::Ingest`).
+    pub async fn ingest_pack(
+        &self,
+        shard: u16,
+        pack_id: u32,
+        offset: u64,
+        bytes: Vec<u8>,
+        whole: bool,
+    ) -> Result<IngestedPack, EngineError> {
+        let sender = self.inner.shards.get(usize::from(shard)).ok_or_else(|| {
+            EngineError::InvalidArgument(format!(
+                "shard {shard} does not exist (the store has {})",
+                self.inner.shards.len()
+            ))
+        })?;
+        let (reply, answer) = oneshot::channel();
+        let pack = IngestPack {
+            pack_id,
+            offset,
+            bytes,
+            whole,
+        };
+        sender
+            .send_async(ShardRequest::Ingest { pack, reply })
+            .await
+            .map_err(|_| EngineError::ShutDown)?;
+        answer.await.map_err(|_| EngineError::ShutDown)?
+    }
+
+    /// The primary's `turns.log` slots from record `first_record_id` on, whole records (see
+    /// `SequencerRequest::Ingest`).
+    pub async fn ingest_log(
+        &self,
+        first_record_id: u64,
+        slots: Vec<u8>,
+    ) -> Result<IngestedLog, EngineError> {
+        let (reply, answer) = oneshot::channel();
+        let request = SequencerRequest::Ingest {
+            first_record_id,
+            slots,
+            reply,
+        };
+        self.inner
+            .sequencer
+            .0
+            .send_async(request)
+            .await
+            .map_err(|_| EngineError::ShutDown)?;
+        answer.await.map_err(|_| EngineError::ShutDown)?
+    }
+}

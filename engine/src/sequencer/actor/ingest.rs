@@ -1,0 +1,201 @@
+//! A standby's turns (issue 31, `engine/follow.rs`): the primary's `turns.log` slots, taken from
+//! the replica, become this store's records through the one writer of the log. The slots are
+//! checked (each decodes, in its place), written and synced where the log ends, then replayed
+//! with recovery's rules (`Replay::resume`) against the live heads, contexts and dead turns, and
+//! published as one batch exactly as a group commit publishes an append's: caches, watermark,
+//! turn keys, heads, contexts, dead turns, counters. Readers cannot tell the two apart.
+//!
+//! Slots that do not decode or do not replay (a context that does not exist, a blob not in its
+//! shard, a broken DAG) are refused whole: the state is put back, the slots are cut off the log
+//! again (a restart must not meet records the standby refused), and the error names the record.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::sync::Arc;
+
+use super::{Batch, HeadMove, SequencerActor};
+use crate::error::{Corruption, EngineError};
+use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord, record_offset};
+use crate::model::IngestedLog;
+use crate::sequencer::recover::{RecoveredLog, Replay};
+
+impl SequencerActor {
+    pub(super) async fn ingest(
+        &mut self,
+        first_record_id: u64,
+        slots: Vec<u8>,
+    ) -> Result<IngestedLog, EngineError> {
+        let path = self.path.clone();
+        let damaged = |record_id: u64, reason: String| {
+            EngineError::Corrupt(Corruption::new(&path, record_offset(record_id), reason))
+        };
+        if !self.published.status.is_following() {
+            return Err(EngineError::InvalidArgument(
+                "only a standby takes turns.log slots from its replica; this store takes writes"
+                    .into(),
+            ));
+        }
+        if first_record_id != self.next_record_id || self.batch.records > 0 {
+            return Err(damaged(
+                first_record_id,
+                format!(
+                    "slots from record {first_record_id} do not follow the log, which ends \
+                     before record {}",
+                    self.next_record_id
+                ),
+            ));
+        }
+        if slots.is_empty() || !slots.len().is_multiple_of(LOG_RECORD_BYTES) {
+            return Err(damaged(
+                first_record_id,
+                format!("{} bytes are not whole slots", slots.len()),
+            ));
+        }
+        let records =
+            decode_slots(first_record_id, &slots).map_err(|(id, why)| damaged(id, why))?;
+        let count = records.len() as u32;
+        let offset = record_offset(first_record_id);
+        self.file
+            .append_durably(
+                &slots,
+                offset,
+                count,
+                &self.published.status,
+                &self.published.sequencer_metrics,
+            )
+            .await?;
+
+        let contexts_before = self.heads.count();
+        let saved = (
+            self.heads.clone(),
+            self.contexts.clone(),
+            self.gc.dead.clone(),
+        );
+        let state = RecoveredLog {
+            heads: std::mem::take(&mut self.heads),
+            contexts: std::mem::take(&mut self.contexts),
+            dead: std::mem::take(&mut self.gc.dead),
+            ..RecoveredLog::default()
+        };
+        let replayed = File::open(&self.path)
+            .map_err(|source| EngineError::io(&self.path, source))
+            .and_then(|log| {
+                let published = Arc::clone(&self.published);
+                let mut replay = Replay::resume(
+                    log,
+                    published.turns.base(),
+                    &published.shards,
+                    state,
+                    first_record_id - 1,
+                );
+                for record in &records {
+                    replay
+                        .record(record)
+                        .map_err(|reason| damaged(record.record_id(), reason))?;
+                }
+                if let Some(pending) = &replay.pending {
+                    let head = pending.head_record_id();
+                    return Err(damaged(
+                        head,
+                        format!("record {head} is missing slots at the end of the ingested ones"),
+                    ));
+                }
+                replay
+                    .state
+                    .check_blobs_missing()
+                    .map_err(|reason| damaged(first_record_id, reason))?;
+                Ok(replay.state)
+            });
+        let state = match replayed {
+            Ok(state) => state,
+            Err(error) => {
+                (self.heads, self.contexts, self.gc.dead) = saved;
+                if let Err(source) = self.file.truncate(offset).await {
+                    self.published.status.set_read_only(format!(
+                        "cutting refused slots off {}: {source}",
+                        self.path.display()
+                    ));
+                }
+                return Err(error);
+            }
+        };
+
+        let mut batch = Batch {
+            contexts_before,
+            records: count,
+            logical_bytes: state.logical_bytes,
+            dedup_hits: state.dedup_hits,
+            ..Batch::default()
+        };
+        let mut touched = BTreeSet::new();
+        for record in &records {
+            match record {
+                LogRecord::Turn(turn) => {
+                    batch.new_turns.push(*turn);
+                    touched.insert(turn.context_id);
+                }
+                LogRecord::Meta(meta) => {
+                    touched.insert(meta.context_id);
+                    batch.dead_changed = true;
+                }
+                _ => {}
+            }
+        }
+        let RecoveredLog {
+            heads,
+            contexts,
+            dead,
+            ..
+        } = state;
+        self.heads = heads;
+        self.contexts = contexts;
+        self.gc.dead = dead;
+        for context_id in touched {
+            if let Some(previous) = saved.0.raw(context_id) {
+                batch.moves.push(HeadMove {
+                    context_id,
+                    previous,
+                });
+            }
+        }
+        self.next_record_id = first_record_id + u64::from(count);
+        self.prepared_end = self.prepared_end.max(record_offset(self.next_record_id));
+        // Pair of the replay's DAG checks: every head a reader will load exists.
+        for head_move in &batch.moves {
+            assert!(
+                self.heads.raw(head_move.context_id).is_some(),
+                "an ingested record moved context {} out of the head table",
+                head_move.context_id
+            );
+        }
+        self.publish(&batch);
+        self.batch.contexts_before = self.heads.count();
+        Ok(IngestedLog {
+            records: u64::from(count),
+            turns: batch.new_turns.len() as u64,
+            log_records: self.next_record_id - 1,
+        })
+    }
+}
+
+/// Every slot decoded, each in its place; a zero or damaged slot is `(record id, why)`.
+fn decode_slots(first_record_id: u64, slots: &[u8]) -> Result<Vec<LogRecord>, (u64, String)> {
+    let mut records = Vec::with_capacity(slots.len() / LOG_RECORD_BYTES);
+    for (index, chunk) in slots.chunks_exact(LOG_RECORD_BYTES).enumerate() {
+        let record_id = first_record_id + index as u64;
+        let mut slot = [0u8; LOG_RECORD_BYTES];
+        slot.copy_from_slice(chunk);
+        match LogRecord::decode(&slot) {
+            Ok(Some(record)) if record.record_id() == record_id => records.push(record),
+            Ok(Some(record)) => {
+                return Err((
+                    record_id,
+                    format!("slot {record_id} holds record {}", record.record_id()),
+                ));
+            }
+            Ok(None) => return Err((record_id, "a zero slot among the ingested ones".into())),
+            Err(error) => return Err((record_id, error.to_string())),
+        }
+    }
+    Ok(records)
+}

@@ -1,0 +1,717 @@
+//! The standby (`ctxstore-server --follow URL --data DIR`): a store that serves every read from
+//! what its primary shipped, polling the replica at most every interval, and refuses writes
+//! (READ_ONLY naming the primary) until it is promoted.
+//!
+//! 1. **Prepare** (before the engine opens): a `DIR` without a store is restored from the
+//!    newest point (`restore.rs`); a `DIR` that followed before resumes from the segment its
+//!    `DIR/replica/state` records (no restore again).
+//! 2. **Poll** (one thread, `ctxstore-follow`): the segments after the last applied one are
+//!    listed from an offset (`start-after` the sibling key, never a whole listing); each is
+//!    fetched, checked, and applied THROUGH THE ACTORS (`Engine::ingest_pack`, then
+//!    `Engine::ingest_log`): pack bytes first (written, synced, indexed, published by their
+//!    shard), then the log slots naming them (written, synced, replayed with recovery's rules,
+//!    published by the sequencer as one batch). A cut shipped as several segments (`continues`)
+//!    is applied whole: its slots are handed over at its last segment, since a record's slots
+//!    may straddle two of them.
+//! 3. **Record**: after each restore point applied, `DIR/replica/state` (generation, segment,
+//!    `fork`, the identity of every pack file) and `DIR/replica/inherited` (the replica's state
+//!    there): a restart resumes from it, and a promotion starts a new generation that refers to
+//!    the objects already shipped. What the engine applied beyond that record is applied again
+//!    idempotently (pack bytes it holds are compared, log slots it holds skipped).
+//! 4. **Follow the lineage**: when the generation ends (its primary was promoted elsewhere or
+//!    restarted on a replica ahead of it), the next generation is followed if it forked exactly
+//!    where this standby stands.
+//!
+//! A segment that does not apply (damaged, a slot that does not replay, a lineage that forked
+//! before this standby's point) stops the applying: the standby keeps serving what it has,
+//! logs the error, and `stats` says `stalled`. An object store that is down is retried every
+//! interval (`failing`).
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ctxstore_engine::Engine;
+use ctxstore_engine::store_dir::StoreDir;
+
+use crate::catalog;
+use crate::error::ReplicaError;
+use crate::format::{Checkpoint, LOG_SLOT_BYTES, ObjectRef, StoreState, decode_segment};
+use crate::layout::Key;
+use crate::local::{self, FileIdentity, LocalState};
+use crate::remote::Remote;
+use crate::restore::{self, RestorePoint};
+use crate::stats::{ReplicationState, ReplicationStats, now_unix_ms};
+use crate::target::{self, S3Settings};
+
+/// How the standby follows (the server's `--follow` and `--replicate-*` flags).
+#[derive(Clone, Debug)]
+pub struct FollowConfig {
+    pub url: String,
+    pub s3: S3Settings,
+    /// At most one listing per interval.
+    pub interval: Duration,
+    /// How the store ships once promoted (its URL is the followed one).
+    pub ship: crate::ship::ShipConfig,
+}
+
+/// How long one request of a standby's poll may take: ten intervals, at least 2 s (a whole
+/// segment of `--replica-segment-bytes-max` must fit), at most the shipper's 30 s.
+const POLL_REQUEST_TIMEOUT_MIN: Duration = Duration::from_secs(2);
+const POLL_REQUEST_TIMEOUT_MAX: Duration = Duration::from_secs(30);
+
+impl FollowConfig {
+    pub fn request_timeout(&self) -> Duration {
+        (self.interval * 10).clamp(POLL_REQUEST_TIMEOUT_MIN, POLL_REQUEST_TIMEOUT_MAX)
+    }
+}
+
+/// `DIR/replica/promote`: written by `ctxstore-server promote --data DIR`; the running standby
+/// looks for it at every poll (decision 0019 says why a file and not a message).
+pub fn promote_request_path(data_dir: &Path) -> PathBuf {
+    local::dir(data_dir).join("promote")
+}
+
+/// Asks the standby running on `data_dir` to promote itself (durably: the file and its
+/// directory are synced, so a standby restarted meanwhile still finds it).
+pub fn request_promotion(data_dir: &Path) -> Result<PathBuf, ReplicaError> {
+    let path = promote_request_path(data_dir);
+    if !local::dir(data_dir).join("state").exists() {
+        return Err(ReplicaError::Invalid(format!(
+            "{} holds no standby (no replica/state); start one with --follow URL --data DIR",
+            data_dir.display()
+        )));
+    }
+    std::fs::write(&path, b"promote\n")
+        .and_then(|()| File::open(&path)?.sync_all())
+        .and_then(|()| File::open(local::dir(data_dir))?.sync_all())
+        .map_err(|source| ReplicaError::io(&path, source))?;
+    Ok(path)
+}
+
+/// Where the standby stands: restored or resumed (`prepare`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prepared {
+    pub restored: bool,
+    pub generation: u32,
+    pub seq: u64,
+}
+
+/// Makes `data_dir` a store the standby can open: restored from the newest point when it holds
+/// none, else checked to be this replica's follower (see the module doc). Blocking.
+pub fn prepare(data_dir: &Path, config: &FollowConfig) -> Result<Prepared, ReplicaError> {
+    let remote = target::open(&config.url, &config.s3)?;
+    let runtime = runtime()?;
+    runtime.block_on(async {
+        let marker = catalog::marker(&remote)
+            .await?
+            .ok_or_else(|| ReplicaError::Invalid(format!("{} holds no replica", config.url)))?;
+        let meta = data_dir.join(ctxstore_engine::store_dir::META_FILE);
+        if meta.exists() {
+            let local = LocalState::load(data_dir)?.ok_or_else(|| {
+                ReplicaError::Invalid(format!(
+                    "{} holds a store that was never restored from a replica; a standby \
+                     starts from an empty directory (or one it followed before)",
+                    data_dir.display()
+                ))
+            })?;
+            if local.replica_id != marker.replica_id {
+                return Err(ReplicaError::OtherStore {
+                    location: remote.location.clone(),
+                    remote: crate::ship::hex(&marker.replica_id),
+                    local: crate::ship::hex(&local.replica_id),
+                });
+            }
+            if !local.fork || local::load_inherited(data_dir)?.is_none() {
+                return Err(ReplicaError::Invalid(format!(
+                    "{} holds a store that shipped to this replica itself (a primary's, or a \
+                     promoted standby's); follow from an empty directory instead",
+                    data_dir.display()
+                )));
+            }
+            return Ok(Prepared {
+                restored: false,
+                generation: local.generation,
+                seq: local.seq,
+            });
+        }
+        let report = restore::restore(
+            &remote,
+            data_dir,
+            RestorePoint::Latest,
+            None,
+            &mut |progress| {
+                tracing::debug!(?progress, "standby restoring");
+            },
+        )
+        .await?;
+        tracing::info!(
+            generation = report.generation,
+            seq = report.seq,
+            records = report.log_records,
+            "standby restored its starting point"
+        );
+        Ok(Prepared {
+            restored: true,
+            generation: report.generation,
+            seq: report.seq,
+        })
+    })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ReplicaError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| ReplicaError::io("tokio runtime", source))
+}
+
+/// The running standby's poller; `stop` ends it, `promote` applies what is left first.
+#[derive(Debug)]
+pub struct Follower {
+    stats: Arc<ReplicationStats>,
+    stopping: Arc<AtomicBool>,
+    wake: Arc<tokio::sync::Notify>,
+    thread: Option<std::thread::JoinHandle<Result<(), ReplicaError>>>,
+}
+
+/// How a poll loop ended.
+enum Ended {
+    Stopped(Result<(), ReplicaError>),
+    /// The promote file was found and the replica applied up to its end.
+    Promote,
+}
+
+impl Follower {
+    /// Starts polling for the engine `prepare` made ready (opened with
+    /// `EngineConfig::follower`).
+    pub fn start(engine: Engine, config: FollowConfig) -> Result<Follower, ReplicaError> {
+        let remote = target::open_with_timeout(&config.url, &config.s3, config.request_timeout())?;
+        Follower::start_with(engine, config, remote)
+    }
+
+    /// `start` on a location opened by the caller (a test's fault-injecting store).
+    pub fn start_with(
+        engine: Engine,
+        config: FollowConfig,
+        remote: Remote,
+    ) -> Result<Follower, ReplicaError> {
+        let data_dir = engine.config().data_dir.clone();
+        let mut local = LocalState::load(&data_dir)?.ok_or_else(|| {
+            ReplicaError::Invalid(format!("{} holds no replica record", data_dir.display()))
+        })?;
+        let inherited = local::load_inherited(&data_dir)?.ok_or_else(|| {
+            ReplicaError::Invalid(format!(
+                "{} holds no inherited replica state",
+                data_dir.display()
+            ))
+        })?;
+        // The inherited state is written first at each point (`commit`): a crash between the
+        // two files leaves it one point ahead of the record, and it is the one that matches
+        // the state it describes.
+        local.generation = inherited.generation;
+        local.seq = inherited.seq;
+        let stats = Arc::new(ReplicationStats::default());
+        stats.set_state(ReplicationState::Following);
+        stats
+            .generation
+            .store(u64::from(local.generation), Ordering::Relaxed);
+        stats.seq.store(local.seq, Ordering::Relaxed);
+        stats
+            .shipped_cut_unix_ms
+            .store(inherited.created_unix_ms, Ordering::Relaxed);
+        let applier = Applier {
+            engine,
+            remote,
+            config,
+            stats: stats.clone(),
+            data_dir,
+            local,
+            state: inherited.state,
+            applied_cut_unix_ms: inherited.created_unix_ms,
+            epoch: 0,
+            kept_own: BTreeSet::new(),
+        };
+        let stopping = Arc::new(AtomicBool::new(false));
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let runtime = runtime()?;
+        let thread = {
+            let stopping = stopping.clone();
+            let wake = wake.clone();
+            std::thread::Builder::new()
+                .name("ctxstore-follow".into())
+                .spawn(move || follow_then_ship(runtime, applier, stopping, wake))
+                .map_err(|source| ReplicaError::io("ctxstore-follow thread", source))?
+        };
+        Ok(Follower {
+            stats,
+            stopping,
+            wake,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn stats(&self) -> &Arc<ReplicationStats> {
+        &self.stats
+    }
+
+    /// Applies what the replica holds one last time, then ends the thread; answers the last
+    /// poll's error (a promotion refuses to go on when the standby could not catch up).
+    pub fn stop(mut self) -> Result<(), ReplicaError> {
+        self.stopping.store(true, Ordering::Release);
+        self.wake.notify_one();
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(ReplicaError::Invalid(
+                "the ctxstore-follow thread panicked".into(),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::Release);
+        self.wake.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The standby's thread: polls until stopped, or until promoted; then ships as a primary
+/// (the same figures, now `shipping`) until stopped.
+fn follow_then_ship(
+    runtime: tokio::runtime::Runtime,
+    mut applier: Applier,
+    stopping: Arc<AtomicBool>,
+    wake: Arc<tokio::sync::Notify>,
+) -> Result<(), ReplicaError> {
+    loop {
+        let ended = runtime.block_on(applier.run(stopping.clone(), wake.clone()));
+        match ended {
+            Ended::Stopped(result) => return result,
+            Ended::Promote => {}
+        }
+        // Outside the runtime: the replicator runs its own.
+        match applier.promote() {
+            Ok(replicator) => {
+                while !stopping.load(Ordering::Acquire) {
+                    std::thread::park_timeout(Duration::from_millis(100));
+                }
+                replicator.stop();
+                return Ok(());
+            }
+            Err(error) => {
+                // Still a standby: it goes on following (and looks for the file again).
+                tracing::error!(%error, "promotion failed; the store stays a standby");
+                applier.stats.count_failure(error.kind());
+                let _ = std::fs::remove_file(promote_request_path(&applier.data_dir));
+            }
+        }
+    }
+}
+
+struct Applier {
+    engine: Engine,
+    remote: Remote,
+    config: FollowConfig,
+    stats: Arc<ReplicationStats>,
+    data_dir: PathBuf,
+    /// The last restore point applied (`seq`), the generation followed.
+    local: LocalState,
+    /// The replica's state after `local.seq`.
+    state: StoreState,
+    /// When the cut of the last applied point was taken on the primary.
+    applied_cut_unix_ms: u64,
+    /// The newest epoch seen (its primary is the one READ_ONLY names).
+    epoch: u64,
+    /// Packs whose rewritten version this standby did not install (its own is a superset):
+    /// a promoted store uploads them whole (their identity is not recorded).
+    kept_own: BTreeSet<(u16, u32)>,
+}
+
+/// One restore point's worth of segments, fetched and checked, ready to apply.
+struct Pending {
+    slots: Vec<u8>,
+    /// Record id of the first slot in `slots`.
+    first_record_id: u64,
+}
+
+impl Applier {
+    async fn run(&mut self, stopping: Arc<AtomicBool>, wake: Arc<tokio::sync::Notify>) -> Ended {
+        let mut ticks = tokio::time::interval(self.config.interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut stalled: Option<String> = None;
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                _ = wake.notified() => {}
+            }
+            let last = stopping.load(Ordering::Acquire);
+            let polled = match &stalled {
+                Some(reason) => Err(ReplicaError::Invalid(reason.clone())),
+                None => self.poll().await,
+            };
+            match &polled {
+                Ok(()) => {
+                    self.stats.set_state(ReplicationState::Following);
+                    self.stats
+                        .last_success_unix_ms
+                        .store(now_unix_ms(), Ordering::Relaxed);
+                }
+                // Stalled already: said once, when it happened.
+                Err(_) if stalled.is_some() => {}
+                Err(error) if error.is_transient() => {
+                    tracing::warn!(%error, "standby poll failed; the next one retries");
+                    self.stats.count_failure(error.kind());
+                    self.stats.set_state(ReplicationState::Failing);
+                    // A poll may have folded segments into the state that it did not record:
+                    // the next starts again from the last recorded point (applying is
+                    // idempotent).
+                    if let Err(error) = self.reload() {
+                        tracing::warn!(%error, "rereading the standby's record failed");
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(%error, "the standby stops applying what its primary ships; it keeps serving what it has");
+                    self.stats.count_failure(error.kind());
+                    self.stats.set_state(ReplicationState::Stalled);
+                    stalled = Some(error.to_string());
+                }
+            }
+            if last {
+                return Ended::Stopped(polled);
+            }
+            if polled.is_ok() && promote_request_path(&self.data_dir).exists() {
+                return Ended::Promote;
+            }
+        }
+    }
+
+    /// Promotion (the replica applied to its end just now): the epoch taken and a new
+    /// generation started by the replicator (`ship.rs` `attach`: this store's record says
+    /// `fork`), then writes accepted. The old primary finds the newer epoch at its next cycle
+    /// and stops shipping.
+    fn promote(&mut self) -> Result<crate::Replicator, ReplicaError> {
+        let mut ship = self.config.ship.clone();
+        ship.url = self.config.url.clone();
+        // The shipper's own client: whole packs take longer than a poll's requests.
+        let remote = target::open(&ship.url, &ship.s3)?;
+        let replicator =
+            crate::Replicator::start_shared(self.engine.clone(), ship, remote, self.stats.clone())?;
+        self.engine.promote();
+        let _ = std::fs::remove_file(promote_request_path(&self.data_dir));
+        tracing::info!(location = %self.remote.location, "promoted: this store is the primary");
+        Ok(replicator)
+    }
+
+    /// One poll: the primary's address, then every segment after the last applied, restore
+    /// point by restore point, following the lineage into the next generation.
+    async fn poll(&mut self) -> Result<(), ReplicaError> {
+        tracing::trace!(
+            generation = self.local.generation,
+            seq = self.local.seq,
+            "standby polls"
+        );
+        self.watch_epoch().await?;
+        loop {
+            let generation = self.local.generation;
+            tracing::trace!(generation, after = self.local.seq, "standby lists segments");
+            let listed = catalog::segments_after(&self.remote, generation, self.local.seq).await?;
+            if listed.is_empty() {
+                if self.next_generation().await? {
+                    continue;
+                }
+                self.stats.lag_bytes.store(0, Ordering::Relaxed);
+                self.stats
+                    .shipped_cut_unix_ms
+                    .store(self.applied_cut_unix_ms, Ordering::Relaxed);
+                return Ok(());
+            }
+            let mut seqs: Vec<u64> = listed
+                .iter()
+                .filter_map(|listed| match listed.key {
+                    Key::Segment { seq, .. } => Some(seq),
+                    _ => None,
+                })
+                .collect();
+            seqs.sort_unstable();
+            let backlog: u64 = listed.iter().map(|listed| listed.size).sum();
+            self.stats.lag_bytes.store(backlog, Ordering::Relaxed);
+            // Every segment up to the newest listed, in order, each read directly: a listing
+            // may lag behind a PUT (SeaweedFS's filer does), so a segment it left out is
+            // fetched all the same, and one that is not there yet ends this poll (the next one
+            // looks again; the lag figures show a gap that lasts).
+            let mut pending = None;
+            let newest = seqs.last().copied().unwrap_or(self.local.seq);
+            for seq in self.local.seq + 1..=newest {
+                let point = match self.apply_segment(generation, seq, &mut pending).await {
+                    Err(ReplicaError::MissingObject { key })
+                        if seqs.binary_search(&seq).is_err() =>
+                    {
+                        tracing::debug!(%key, "a segment not listed yet is not there yet");
+                        // A cut half applied (`continues`) is folded in again next time.
+                        self.reload()?;
+                        return Ok(());
+                    }
+                    point => point?,
+                };
+                if let Some(created_unix_ms) = point {
+                    self.commit(seq, created_unix_ms)?;
+                }
+            }
+            return Ok(());
+        }
+    }
+
+    /// Reads the newest epoch's record when a newer one exists: its primary is where writes go.
+    async fn watch_epoch(&mut self) -> Result<(), ReplicaError> {
+        if self.epoch == 0 {
+            self.epoch = catalog::epochs(&self.remote)
+                .await?
+                .last()
+                .copied()
+                .unwrap_or(0);
+            self.name_primary().await?;
+        }
+        tracing::trace!(epoch = self.epoch + 1, "standby looks for a newer epoch");
+        while self.remote.exists(Key::Epoch(self.epoch + 1)).await? {
+            self.epoch += 1;
+            self.name_primary().await?;
+        }
+        self.stats.epoch.store(self.epoch, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn name_primary(&self) -> Result<(), ReplicaError> {
+        let record = match self.epoch {
+            0 => None,
+            epoch => catalog::epoch_record(&self.remote, epoch).await?,
+        };
+        let primary = match &record {
+            Some(record) if !record.advertise.is_empty() => {
+                format!(
+                    "the primary at {} (host {})",
+                    record.advertise, record.holder
+                )
+            }
+            Some(record) => format!(
+                "the primary on host {} (it advertises no address)",
+                record.holder
+            ),
+            None => "the primary (none has taken the replica yet)".into(),
+        };
+        self.engine.set_follow_reason(format!(
+            "this store is a standby following {}; send writes to {primary}",
+            self.remote.location
+        ));
+        Ok(())
+    }
+
+    /// The generation after the followed one, when it forked exactly where this standby
+    /// stands; `true` when the standby moved on to it.
+    async fn next_generation(&mut self) -> Result<bool, ReplicaError> {
+        let next = self.local.generation + 1;
+        tracing::trace!(generation = next, "standby looks for the next generation");
+        // A HEAD first: SeaweedFS was seen to hold a GET of a missing key for the client's
+        // whole timeout, where a HEAD answers 404 at once.
+        if !self.remote.exists(Key::Generation(next)).await? {
+            return Ok(false);
+        }
+        let bytes = self.remote.get_required(Key::Generation(next)).await?;
+        let what = self.remote.path(Key::Generation(next)).to_string();
+        let record = crate::format::GenerationRecord::decode(&bytes, &what)?;
+        if record.parent != Some((self.local.generation, self.local.seq)) {
+            return Err(ReplicaError::Invalid(format!(
+                "generation {next} forked from {:?}, but this standby applied generation {} up \
+                 to segment {}: it cannot follow that lineage; restore a new standby",
+                record.parent, self.local.generation, self.local.seq
+            )));
+        }
+        tracing::info!(generation = next, "the standby follows the next generation");
+        self.local.generation = next;
+        self.local.seq = 0;
+        self.stats
+            .generation
+            .store(u64::from(next), Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// Fetches one segment and applies its pack bytes; its log slots join `pending`, handed
+    /// to the sequencer at the cut's last segment. Answers the cut time when the segment ends
+    /// a restore point.
+    async fn apply_segment(
+        &mut self,
+        generation: u32,
+        seq: u64,
+        pending: &mut Option<Pending>,
+    ) -> Result<Option<u64>, ReplicaError> {
+        let key = Key::Segment { generation, seq };
+        let what = self.remote.path(key).to_string();
+        let bytes = self.remote.get_required(key).await?;
+        let (header, body_start) = decode_segment(&bytes, &what)?;
+        catalog::check_segment_key(&header, generation, seq, what.clone())?;
+        let body = &bytes[body_start..body_start + header.body_bytes as usize];
+        self.stats.add_shipped(1, bytes.len() as u64);
+
+        // Pack bytes first, per shard in pack order: whole packs (a sealed pack never shipped
+        // in pieces, or one a collection rewrote) before the pieces that may continue them.
+        let mut work: Vec<(u16, u32, u8, usize)> = Vec::new();
+        for (index, replaced) in header.replaced.iter().enumerate() {
+            if replaced.len > 0 {
+                work.push((replaced.shard, replaced.pack_id, 0, index));
+            }
+        }
+        for (index, piece) in header.pieces.iter().enumerate() {
+            work.push((piece.shard, piece.pack_id, 1, index));
+        }
+        work.sort_unstable();
+        for (shard, pack_id, kind, index) in work {
+            let ingested = if kind == 0 {
+                let replaced = header.replaced[index];
+                let object = replaced.object.key();
+                let whole = self.remote.get_required(object).await?;
+                if blake3::hash(&whole).as_bytes() != &replaced.hash {
+                    return Err(ReplicaError::Damaged {
+                        key: self.remote.path(object).to_string(),
+                        reason: "its BLAKE3 differs from the one its segment recorded".into(),
+                    });
+                }
+                self.stats.add_shipped(1, whole.len() as u64);
+                self.engine
+                    .ingest_pack(shard, pack_id, 0, whole.to_vec(), true)
+                    .await?
+            } else {
+                let piece = header.pieces[index];
+                let start = piece.body_offset as usize;
+                let slice = body[start..start + piece.len as usize].to_vec();
+                self.engine
+                    .ingest_pack(shard, pack_id, piece.file_offset, slice, false)
+                    .await?
+            };
+            if ingested.kept_own_version {
+                self.kept_own.insert((shard, pack_id));
+            }
+        }
+
+        // Then the log slots naming those blobs (only those the engine does not hold yet: a
+        // restart may have applied more than the record says).
+        if let Some(log) = &header.log_piece {
+            let start = log.body_offset as usize;
+            let slots = &body[start..start + log.len as usize];
+            let first_record_id = log.file_offset / LOG_SLOT_BYTES + 1;
+            match pending {
+                Some(held) => {
+                    let expected =
+                        held.first_record_id + (held.slots.len() as u64) / LOG_SLOT_BYTES;
+                    if expected != first_record_id {
+                        return Err(ReplicaError::Damaged {
+                            key: what,
+                            reason: format!(
+                                "its log slots start at record {first_record_id}, the cut's \
+                                 earlier segments end before record {expected}"
+                            ),
+                        });
+                    }
+                    held.slots.extend_from_slice(slots);
+                }
+                None => {
+                    *pending = Some(Pending {
+                        slots: slots.to_vec(),
+                        first_record_id,
+                    })
+                }
+            }
+        }
+        self.state.apply(
+            &header,
+            ObjectRef::Segment { generation, seq },
+            body_start as u64,
+            &what,
+        )?;
+        if header.continues {
+            return Ok(None);
+        }
+        if let Some(Pending {
+            slots,
+            first_record_id,
+        }) = pending.take()
+        {
+            let held = self.engine.follow_position()?.log_records;
+            let skip = held.saturating_sub(first_record_id - 1);
+            let skip_bytes = (skip * LOG_SLOT_BYTES).min(slots.len() as u64) as usize;
+            if skip_bytes < slots.len() {
+                self.engine
+                    .ingest_log(first_record_id + skip, slots[skip_bytes..].to_vec())
+                    .await?;
+            }
+        }
+        Ok(Some(header.created_unix_ms))
+    }
+
+    /// Back to the last recorded point (see `Follower::start_with`).
+    fn reload(&mut self) -> Result<(), ReplicaError> {
+        let inherited = local::load_inherited(&self.data_dir)?.ok_or_else(|| {
+            ReplicaError::Invalid(format!(
+                "{} holds no inherited replica state",
+                self.data_dir.display()
+            ))
+        })?;
+        self.local.generation = inherited.generation;
+        self.local.seq = inherited.seq;
+        self.state = inherited.state;
+        self.applied_cut_unix_ms = inherited.created_unix_ms;
+        Ok(())
+    }
+
+    /// A restore point applied: recorded on disk (see the module doc), figures updated.
+    fn commit(&mut self, seq: u64, created_unix_ms: u64) -> Result<(), ReplicaError> {
+        self.local.seq = seq;
+        self.local.fork = true;
+        let store = StoreDir::new(&self.data_dir);
+        let mut packs = Vec::with_capacity(self.state.shards.len());
+        for (shard, files) in self.state.shards.iter().enumerate() {
+            let mut identities = Vec::with_capacity(files.packs.len());
+            for pack_id in 0..files.packs.len() {
+                let key = (shard as u16, pack_id as u32);
+                if self.kept_own.contains(&key) {
+                    identities.push(None);
+                    continue;
+                }
+                let path = store.pack_path(key.0, key.1);
+                let identity = File::open(&path)
+                    .and_then(|file| FileIdentity::of(&file))
+                    .map_err(|source| ReplicaError::io(&path, source))?;
+                identities.push(Some(identity));
+            }
+            packs.push(identities);
+        }
+        self.local.packs = packs;
+        let mut state = self.state.clone();
+        state.meta = std::fs::read(store.meta_path())
+            .map_err(|source| ReplicaError::io(store.meta_path(), source))?;
+        local::save_inherited(
+            &self.data_dir,
+            &Checkpoint {
+                generation: self.local.generation,
+                seq,
+                epoch: 0,
+                replica_id: self.local.replica_id,
+                created_unix_ms,
+                state,
+            },
+        )?;
+        self.local.save(&self.data_dir)?;
+        self.applied_cut_unix_ms = created_unix_ms;
+        self.stats.seq.store(seq, Ordering::Relaxed);
+        self.stats
+            .shipped_cut_unix_ms
+            .store(created_unix_ms, Ordering::Relaxed);
+        Ok(())
+    }
+}

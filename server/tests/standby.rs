@@ -1,0 +1,383 @@
+//! The standby through the binary (issue 31 item 6): `ctxstore-server --follow URL` restores
+//! an empty directory, serves every read from what the primary shipped (appends, forks, names,
+//! tags, key-value entries, deletes, chunked payloads, a collection's rounds), refuses writes
+//! with READ_ONLY naming the primary, survives kill -9 and resumes without restoring again;
+//! `ctxstore-server promote` fences the old primary (it reports `fenced`; only the promoted
+//! store ships), the promoted store takes writes and ships them as a new generation, and a
+//! restore from the prefix afterwards holds them and verifies clean. On a `file://` replica,
+//! and on SeaweedFS when `.ci/run` names it (`CTXSTORE_S3_TEST_ENDPOINT`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ctxstore_client::{ClientConfig, ClientError, ErrorCode, blocking};
+use ctxstore_testsupport::{ServerLaunch, TestServer, verified};
+
+const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
+/// How long a standby may take to show what the primary acknowledged (many intervals).
+const CATCH_UP: Duration = Duration::from_secs(30);
+
+fn spawn(data: &Path, flags: &[&str], env: &[(String, String)]) -> TestServer {
+    ServerLaunch::new(SERVER)
+        .data(data)
+        .flags(flags)
+        .envs(env)
+        .keep_log()
+        .start()
+}
+
+fn client(server: &TestServer) -> blocking::Client {
+    blocking::Client::connect(ClientConfig::new(server.addr.clone())).unwrap()
+}
+
+fn metrics(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(stream, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text
+}
+
+fn free_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+/// What a reader sees of some contexts: info (name, tags, head), every turn with its payload's
+/// BLAKE3 (of the bytes read), key-value entries' values the same; an error's code where the
+/// read is refused.
+type Seen = BTreeMap<u64, Result<(String, Vec<(u64, u64, u32, String)>, Vec<String>), String>>;
+
+fn seen(client: &blocking::Client, contexts: &[u64], keys: &[&[u8]]) -> Seen {
+    let code = |error: ClientError| format!("{:?}", error.code());
+    contexts
+        .iter()
+        .map(|&context| {
+            let read = || -> Result<_, ClientError> {
+                let info = client.context_info(context)?;
+                let page = client.last(context, 1000, true)?;
+                let turns = page
+                    .turns
+                    .iter()
+                    .map(|turn| {
+                        (
+                            turn.turn_id,
+                            turn.parent_turn_id,
+                            turn.depth,
+                            blake3::hash(turn.payload.as_ref().unwrap())
+                                .to_hex()
+                                .to_string(),
+                        )
+                    })
+                    .collect();
+                let mut values = Vec::new();
+                for key in keys {
+                    if let Some((_, value)) = client.kv_get(context, Bytes::copy_from_slice(key))? {
+                        values.push(blake3::hash(&value).to_hex().to_string());
+                    }
+                }
+                let info = format!(
+                    "{:?} {:?} {} {}",
+                    info.name, info.tags, info.head_turn_id, info.head_depth
+                );
+                Ok((info, turns, values))
+            };
+            (context, read().map_err(code))
+        })
+        .collect()
+}
+
+/// Waits until the standby sees what the primary sees.
+fn caught_up(
+    primary: &blocking::Client,
+    standby: &blocking::Client,
+    contexts: &[u64],
+    keys: &[&[u8]],
+    log: impl Fn() -> String,
+) {
+    let want = seen(primary, contexts, keys);
+    let started = Instant::now();
+    loop {
+        let got = seen(standby, contexts, keys);
+        if got == want {
+            return;
+        }
+        assert!(
+            started.elapsed() < CATCH_UP,
+            "the standby did not catch up in {CATCH_UP:?}\nwant {want:?}\ngot {got:?}\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn payload(seed: u32, len: usize) -> Bytes {
+    // Incompressible enough, and different per seed.
+    let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    Bytes::from(
+        (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                state as u8
+            })
+            .collect::<Vec<u8>>(),
+    )
+}
+
+fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
+    let root = tempfile::tempdir().unwrap();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .chain([("RUST_LOG".to_string(), "info".to_string())])
+        .collect();
+    let primary_metrics = free_addr();
+    let primary_data = root.path().join("primary");
+    let primary_flags = [
+        "--replicate-to",
+        url,
+        "--replicate-interval",
+        "100ms",
+        "--gc-interval",
+        "off",
+        "--metrics-listen",
+        primary_metrics.as_str(),
+    ];
+    let mut primary = spawn(&primary_data, &primary_flags, &env);
+    let writer = client(&primary);
+
+    // Before the standby starts: a base to restore.
+    let first = writer.create_context().unwrap().context_id;
+    let mut last_turn = 0;
+    for i in 0..20u32 {
+        last_turn = writer
+            .append(first, None, 0, 0, payload(i, 9000))
+            .unwrap()
+            .turn
+            .turn_id;
+    }
+    std::thread::sleep(Duration::from_millis(400));
+
+    let standby_data = root.path().join("standby");
+    let standby_flags = ["--follow", url, "--replicate-interval", "100ms"];
+    let mut standby = spawn(&standby_data, &standby_flags, &env);
+    let reader = client(&standby);
+    let keys: [&[u8]; 2] = [b"plan", b"step"];
+    let mut contexts = vec![first];
+    caught_up(&writer, &reader, &contexts, &keys, || standby.log());
+
+    // While it follows: forks, names, tags, key-value, a chunked payload, a delete.
+    let fork = writer.fork(last_turn - 5).unwrap().context_id;
+    writer
+        .append(fork, None, 0, 0, payload(100, 200_000))
+        .unwrap();
+    writer.name_context(fork, "the-fork").unwrap();
+    writer
+        .tag_context(fork, [("team", "blue")], Vec::<String>::new(), None)
+        .unwrap();
+    writer
+        .kv_put(
+            fork,
+            vec![(Bytes::from_static(b"plan"), payload(7, 3000))],
+            false,
+        )
+        .unwrap();
+    let doomed = writer.create_context().unwrap().context_id;
+    writer
+        .append(doomed, None, 0, 0, payload(200, 5000))
+        .unwrap();
+    contexts.extend([fork, doomed]);
+    caught_up(&writer, &reader, &contexts, &keys, || standby.log());
+    writer.delete_context(doomed).unwrap();
+    caught_up(&writer, &reader, &contexts, &keys, || standby.log());
+    assert_eq!(
+        seen(&reader, &[doomed], &keys)[&doomed],
+        Err(format!("{:?}", Some(ErrorCode::NotFound)))
+    );
+
+    // A collection's round (the deleted context's turns and blobs go) and appends after it.
+    writer.gc().unwrap();
+    for i in 0..10u32 {
+        writer
+            .append(first, None, 0, 0, payload(300 + i, 9000))
+            .unwrap();
+    }
+    caught_up(&writer, &reader, &contexts, &keys, || standby.log());
+
+    // Writes are refused, naming the primary.
+    let refused = reader
+        .append(first, None, 0, 0, payload(9, 100))
+        .unwrap_err();
+    assert_eq!(refused.code(), Some(ErrorCode::ReadOnly), "{refused}");
+    let message = refused.to_string();
+    assert!(message.contains(&primary.addr), "{message}");
+    assert!(message.contains("standby"), "{message}");
+    assert_eq!(
+        reader.create_context().unwrap_err().code(),
+        Some(ErrorCode::ReadOnly)
+    );
+
+    // kill -9, more appends meanwhile, and a restart that resumes (no restore again).
+    drop(reader);
+    let first_log = standby.log();
+    standby.kill();
+    for i in 0..10u32 {
+        writer
+            .append(fork, None, 0, 0, payload(400 + i, 9000))
+            .unwrap();
+    }
+    let mut standby = spawn(&standby_data, &standby_flags, &env);
+    let reader = client(&standby);
+    caught_up(&writer, &reader, &contexts, &keys, || {
+        format!("{first_log}\n--- after kill -9 ---\n{}", standby.log())
+    });
+    assert!(
+        !standby
+            .log()
+            .contains("standby restored its starting point"),
+        "a restarted standby resumes: {}",
+        standby.log()
+    );
+
+    // Promotion: the old primary is fenced, the standby takes writes.
+    let output = Command::new(SERVER)
+        .args(["promote", "--data"])
+        .arg(&standby_data)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let started = Instant::now();
+    let promoted_turn = loop {
+        match reader.append(first, None, 0, 0, payload(500, 4000)) {
+            Ok(appended) => break appended.turn.turn_id,
+            Err(error) => {
+                assert_eq!(error.code(), Some(ErrorCode::ReadOnly), "{error}");
+                assert!(
+                    started.elapsed() < CATCH_UP,
+                    "not promoted: {}",
+                    standby.log()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    };
+    // The old primary stops shipping within an interval or so, and says so.
+    let started = Instant::now();
+    while !metrics(&primary_metrics).contains("ctxstore_replication_state{state=\"fenced\"} 1") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{}",
+            primary.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The old primary's later writes never reach the replica.
+    let stray = writer
+        .append(first, None, 0, 0, payload(600, 4000))
+        .unwrap()
+        .turn
+        .turn_id;
+    drop(writer);
+    primary.signal("TERM");
+    assert!(primary.child.wait().unwrap().success(), "{}", primary.log());
+    drop(reader);
+    standby.signal("TERM");
+    assert!(standby.child.wait().unwrap().success(), "{}", standby.log());
+
+    // A restore of the prefix holds the promoted store's writes, not the fenced one's.
+    let restored = root.path().join("restored");
+    let mut command = Command::new(SERVER);
+    command
+        .args(["restore", "--from", url, "--to"])
+        .arg(&restored);
+    for (key, value) in &env {
+        command.env(key, value);
+    }
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // `verified` fails the test unless verify exits 0.
+    verified(Path::new(SERVER), &restored);
+    let server = spawn(&restored, &[] as &[&str], &[]);
+    let check = client(&server);
+    let turn = check.turn(promoted_turn).unwrap();
+    assert_eq!(turn.payload_hash, blake3_of(&payload(500, 4000)));
+    // The stray turn id was taken by the promoted store's own write or does not exist; it
+    // never holds the fenced primary's payload.
+    if let Ok(turn) = check.turn(stray) {
+        assert_ne!(turn.payload_hash, blake3_of(&payload(600, 4000)));
+    }
+}
+
+fn blake3_of(bytes: &[u8]) -> ctxstore_client::BlobHash {
+    ctxstore_client::BlobHash::of(bytes)
+}
+
+#[test]
+fn a_standby_on_a_directory_follows_refuses_writes_resumes_and_is_promoted() {
+    let replica = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", replica.path().display());
+    a_standby_follows_and_is_promoted(&url, &[]);
+}
+
+#[test]
+fn a_standby_on_seaweedfs_follows_refuses_writes_resumes_and_is_promoted() {
+    let Some((url, env)) = common::seaweedfs("standby") else {
+        return;
+    };
+    let env: Vec<(&str, &str)> = env
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect();
+    a_standby_follows_and_is_promoted(&url, &env);
+}
+
+#[test]
+fn a_standby_refuses_a_directory_holding_another_store() {
+    let root = tempfile::tempdir().unwrap();
+    let replica = root.path().join("replica");
+    let url = format!("file://{}", replica.display());
+    let primary = spawn(
+        &root.path().join("primary"),
+        &[
+            "--replicate-to",
+            url.as_str(),
+            "--replicate-interval",
+            "50ms",
+        ],
+        &[],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let mut primary = primary;
+    primary.signal("TERM");
+    assert!(primary.child.wait().unwrap().success());
+    // A store of its own (never restored from the replica) is not a standby's.
+    let other = root.path().join("other");
+    let server = spawn(&other, &[] as &[&str], &[]);
+    drop(server);
+    let output = Command::new(SERVER)
+        .arg("--data")
+        .arg(&other)
+        .args(["--listen", "127.0.0.1:0", "--follow", &url])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("never restored from a replica"), "{stderr}");
+}
