@@ -219,17 +219,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn incompressible_and_tiny_payloads_stay_raw() {
-        let mut state = 0x1234_5678_9abc_def0u64;
-        let random: Vec<u8> = (0..100_000)
+    /// xorshift64 bytes from `seed`: what zstd cannot shrink.
+    fn noise(mut state: u64, len: usize) -> Vec<u8> {
+        (0..len)
             .map(|_| {
                 state ^= state << 13;
                 state ^= state >> 7;
                 state ^= state << 17;
                 state as u8
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn incompressible_and_tiny_payloads_stay_raw() {
+        let random = noise(0x1234_5678_9abc_def0, 100_000);
         for payload in [&random[..], b"tiny"] {
             let hash = BlobHash::of(payload);
             let blob = encode(hash, payload, 3);
@@ -286,16 +290,7 @@ mod tests {
 
     #[test]
     fn a_client_frame_that_saves_nothing_is_stored_raw() {
-        // xorshift64: bytes zstd cannot shrink.
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let payload: Vec<u8> = (0..4096)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect();
+        let payload = noise(0x9E37_79B9_7F4A_7C15, 4096);
         let hash = BlobHash::of(&payload);
         let frame = Bytes::from(zstd::bulk::compress(&payload, 1).unwrap());
         assert!(frame.len() >= payload.len());
