@@ -35,6 +35,8 @@ __all__ = [
     "Corrupt",
     "AlreadyExists",
     "HashMismatch",
+    "StreamEnded",
+    "StreamNotOwned",
     "ProtocolError",
     "IntegrityError",
     "ConnectError",
@@ -233,6 +235,22 @@ class HashMismatch(ServerError):
     name = "HASH_MISMATCH"
 
 
+class StreamEnded(ServerError):
+    """STREAM_ENDED (17, protocol version 3): the stream was sealed or aborted and takes no
+    more deltas; a sealed stream's turn is in ``detail``."""
+
+    code = 17
+    name = "STREAM_ENDED"
+
+
+class StreamNotOwned(ServerError):
+    """STREAM_NOT_OWNED (18, protocol version 3): another connection holds the stream; only
+    the connection that holds it writes it (it is released when that connection closes)."""
+
+    code = 18
+    name = "STREAM_NOT_OWNED"
+
+
 ERROR_CLASSES: dict[int, type[ServerError]] = {
     cls.code: cls
     for cls in (
@@ -252,6 +270,8 @@ ERROR_CLASSES: dict[int, type[ServerError]] = {
         Corrupt,
         AlreadyExists,
         HashMismatch,
+        StreamEnded,
+        StreamNotOwned,
     )
 }
 """The exception class of each known ERROR code."""

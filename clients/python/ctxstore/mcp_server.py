@@ -82,6 +82,8 @@ _ERROR_NAMES = {
     14: "CORRUPT",
     15: "ALREADY_EXISTS",
     16: "HASH_MISMATCH",
+    17: "STREAM_ENDED",
+    18: "STREAM_NOT_OWNED",
 }
 
 

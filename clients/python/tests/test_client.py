@@ -518,6 +518,7 @@ def test_error_names_match_the_protocol_table() -> None:
         5: "NOT_FOUND", 6: "CONFLICT", 7: "READ_ONLY", 8: "NO_SPACE", 9: "OVERLOADED",
         10: "INTERNAL", 11: "INVALID_ARGUMENT", 12: "UNSUPPORTED_VERSION",
         13: "SHUTTING_DOWN", 14: "CORRUPT", 15: "ALREADY_EXISTS", 16: "HASH_MISMATCH",
+        17: "STREAM_ENDED", 18: "STREAM_NOT_OWNED",
     }  # fmt: skip
     assert {code: cls.name for code, cls in ERROR_CLASSES.items()} == names
     # The same table as the reference implementation (protocol/src/error.rs).

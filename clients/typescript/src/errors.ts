@@ -93,6 +93,10 @@ export class AlreadyExists extends serverError(15, "ALREADY_EXISTS") {
 }
 /** HASH_MISMATCH (16, version 2): bytes sent do not hash to the BlobHash they claim. */
 export class HashMismatch extends serverError(16, "HASH_MISMATCH") {}
+/** STREAM_ENDED (17, version 3): the stream was sealed or aborted; takes no more deltas. */
+export class StreamEnded extends serverError(17, "STREAM_ENDED") {}
+/** STREAM_NOT_OWNED (18, version 3): another connection holds the stream. */
+export class StreamNotOwned extends serverError(18, "STREAM_NOT_OWNED") {}
 
 const ERROR_CLASSES = new Map<number, new (message: string, detail?: number) => ServerError>([
   [1, BadFrame],
@@ -111,6 +115,8 @@ const ERROR_CLASSES = new Map<number, new (message: string, detail?: number) => 
   [14, Corrupt],
   [15, AlreadyExists],
   [16, HashMismatch],
+  [17, StreamEnded],
+  [18, StreamNotOwned],
 ]);
 
 /** Codes after which the server always closes the connection. */
