@@ -162,14 +162,9 @@ impl Client {
             .store_chunked_specs(&context, expected_head, &mut specs)
             .await?;
         // What still goes by value goes as its zstd frame where this connection compresses.
-        if self.compress_level().is_some() {
-            for spec in &mut specs {
-                let payload =
-                    std::mem::replace(&mut spec.payload, PayloadSpec::Bytes(Bytes::new()));
-                spec.payload = match payload {
-                    PayloadSpec::Bytes(bytes) => self.payload_spec(bytes),
-                    other => other,
-                };
+        for spec in &mut specs {
+            if let PayloadSpec::Bytes(bytes) = &spec.payload {
+                spec.payload = self.payload_spec(bytes.clone());
             }
         }
         let request = AppendsRequest::AppendTurns {
