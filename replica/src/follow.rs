@@ -44,7 +44,7 @@ use crate::layout::Key;
 use crate::local::{self, FileIdentity, LocalState};
 use crate::remote::Remote;
 use crate::restore::{self, RestorePoint};
-use crate::stats::{ReplicationState, ReplicationStats, now_unix_ms};
+use crate::stats::{ReplicationRole, ReplicationState, ReplicationStats, now_unix_ms};
 use crate::target::{self, S3Settings};
 
 /// How the standby follows (the server's `--follow` and `--replicate-*` flags).
@@ -216,6 +216,11 @@ impl Follower {
         local.seq = inherited.seq;
         let stats = Arc::new(ReplicationStats::default());
         stats.set_state(ReplicationState::Following);
+        stats.set_role(ReplicationRole::Standby);
+        stats.set_target(&config.url);
+        stats
+            .records
+            .store(inherited.state.log_records, Ordering::Relaxed);
         stats
             .generation
             .store(u64::from(local.generation), Ordering::Relaxed);
@@ -298,7 +303,9 @@ fn follow_then_ship(
             Ended::Promote => {}
         }
         // Outside the runtime: the replicator runs its own.
-        match applier.promote() {
+        let promoted = applier.promote();
+        applier.stats.promoting.store(false, Ordering::Relaxed);
+        match promoted {
             Ok(replicator) => {
                 while !stopping.load(Ordering::Acquire) {
                     std::thread::park_timeout(Duration::from_millis(100));
@@ -360,6 +367,7 @@ impl Applier {
             match &polled {
                 Ok(()) => {
                     self.stats.set_state(ReplicationState::Following);
+                    self.stats.set_reason("");
                     self.stats
                         .last_success_unix_ms
                         .store(now_unix_ms(), Ordering::Relaxed);
@@ -369,6 +377,7 @@ impl Applier {
                 Err(error) if error.is_transient() => {
                     tracing::warn!(%error, "standby poll failed; the next one retries");
                     self.stats.count_failure(error.kind());
+                    self.stats.set_reason(&error.to_string());
                     self.stats.set_state(ReplicationState::Failing);
                     // A poll may have folded segments into the state that it did not record:
                     // the next starts again from the last recorded point (applying is
@@ -380,6 +389,7 @@ impl Applier {
                 Err(error) => {
                     tracing::error!(%error, "the standby stops applying what its primary ships; it keeps serving what it has");
                     self.stats.count_failure(error.kind());
+                    self.stats.set_reason(&error.to_string());
                     self.stats.set_state(ReplicationState::Stalled);
                     stalled = Some(error.to_string());
                 }
@@ -388,6 +398,7 @@ impl Applier {
                 return Ended::Stopped(polled);
             }
             if polled.is_ok() && promote_request_path(&self.data_dir).exists() {
+                self.stats.promoting.store(true, Ordering::Relaxed);
                 return Ended::Promote;
             }
         }
@@ -428,6 +439,7 @@ impl Applier {
                     continue;
                 }
                 self.stats.lag_bytes.store(0, Ordering::Relaxed);
+                self.stats.backlog_objects.store(0, Ordering::Relaxed);
                 self.stats
                     .shipped_cut_unix_ms
                     .store(self.applied_cut_unix_ms, Ordering::Relaxed);
@@ -443,6 +455,9 @@ impl Applier {
             seqs.sort_unstable();
             let backlog: u64 = listed.iter().map(|listed| listed.size).sum();
             self.stats.lag_bytes.store(backlog, Ordering::Relaxed);
+            self.stats
+                .backlog_objects
+                .store(seqs.len() as u64, Ordering::Relaxed);
             // Every segment up to the newest listed, in order, each read directly: a listing
             // may lag behind a PUT (SeaweedFS's filer does), so a segment it left out is
             // fetched all the same, and one that is not there yet ends this poll (the next one
@@ -506,6 +521,7 @@ impl Applier {
             ),
             None => "the primary (none has taken the replica yet)".into(),
         };
+        self.stats.set_primary(&primary);
         self.engine.set_follow_reason(format!(
             "this store is a standby following {}; send writes to {primary}",
             self.remote.location
@@ -709,6 +725,9 @@ impl Applier {
         self.local.save(&self.data_dir)?;
         self.applied_cut_unix_ms = created_unix_ms;
         self.stats.seq.store(seq, Ordering::Relaxed);
+        self.stats
+            .records
+            .store(self.state.log_records, Ordering::Relaxed);
         self.stats
             .shipped_cut_unix_ms
             .store(created_unix_ms, Ordering::Relaxed);

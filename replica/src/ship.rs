@@ -42,7 +42,7 @@ use crate::format::{
 use crate::layout::Key;
 use crate::local::{self, FileIdentity, LocalState};
 use crate::remote::{Created, Remote};
-use crate::stats::{ReplicationState, ReplicationStats, now_unix_ms};
+use crate::stats::{ReplicationRole, ReplicationState, ReplicationStats, now_unix_ms};
 use crate::target::{self, S3Settings};
 
 /// How the primary ships (the server's `--replicate-*` flags).
@@ -123,12 +123,18 @@ impl Replicator {
             .enable_all()
             .build()
             .map_err(|source| ReplicaError::io("tokio runtime", source))?;
+        stats.set_role(ReplicationRole::Primary);
+        stats.set_target(&config.url);
+        stats
+            .segment_bytes_max
+            .store(config.segment_bytes_max, Ordering::Relaxed);
         let mut shipper = Shipper::new(engine, remote, config, stats.clone());
         match runtime.block_on(shipper.attach()) {
             Ok(()) => {}
             Err(error) if shipper.config.start_anyway && error.is_transient() => {
                 tracing::warn!(%error, "replication target unreachable at start; serving anyway, replication retries every interval");
                 shipper.stats.set_state(ReplicationState::Failing);
+                shipper.stats.set_reason(&error.to_string());
                 shipper.stats.count_failure(error.kind());
             }
             Err(error) => return Err(error),
@@ -483,6 +489,10 @@ impl Shipper {
             .store(u64::from(self.local.generation), Ordering::Relaxed);
         stats.epoch.store(self.local.epoch, Ordering::Relaxed);
         stats.seq.store(self.local.seq, Ordering::Relaxed);
+        stats
+            .records
+            .store(self.state.log_records, Ordering::Relaxed);
+        stats.set_reason("");
     }
 
     async fn run(mut self, stopping: Arc<AtomicBool>, wake: Arc<tokio::sync::Notify>) {
@@ -534,7 +544,9 @@ impl Shipper {
 
     fn failed(&mut self, error: &ReplicaError) {
         self.stats.count_failure(error.kind());
-        if let ReplicaError::Fenced { .. } = error {
+        self.stats.set_reason(&error.to_string());
+        if let ReplicaError::Fenced { holder, .. } = error {
+            self.stats.set_primary(holder);
             tracing::error!(%error, "replication fenced: this primary ships nothing more");
             self.stats.set_state(ReplicationState::Fenced);
         } else {
@@ -566,6 +578,8 @@ impl Shipper {
         let Some(mut cycle) = cycle else {
             // Nothing new: everything acknowledged before the cut is shipped.
             self.stats.lag_bytes.store(0, Ordering::Relaxed);
+            self.stats.backlog_objects.store(0, Ordering::Relaxed);
+            self.stats.set_reason("");
             self.stats
                 .shipped_cut_unix_ms
                 .store(cut_at, Ordering::Relaxed);
@@ -575,6 +589,22 @@ impl Shipper {
             self.stats.set_state(ReplicationState::Shipping);
             return Ok(false);
         };
+        // The backlog as of this cut: until it ships, the figures say what is waiting.
+        let segment_bytes_max = self.config.segment_bytes_max.max(LOG_SLOT_BYTES);
+        let staged_bytes: u64 = cycle
+            .uploads
+            .iter()
+            .filter_map(|upload| std::fs::metadata(&upload.staged).ok())
+            .map(|metadata| metadata.len())
+            .sum();
+        self.stats.lag_bytes.store(
+            staged_bytes + cycle.body.len() as u64 + cycle.left_bytes,
+            Ordering::Relaxed,
+        );
+        self.stats.backlog_objects.store(
+            cycle.uploads.len() as u64 + 1 + cycle.left_bytes.div_ceil(segment_bytes_max),
+            Ordering::Relaxed,
+        );
         let mut objects = 0u64;
         let mut bytes_shipped = 0u64;
         for upload in &cycle.uploads {
@@ -650,7 +680,15 @@ impl Shipper {
         let stats = &self.stats;
         stats.add_shipped(objects, bytes_shipped);
         stats.seq.store(seq, Ordering::Relaxed);
+        stats
+            .records
+            .store(self.state.log_records, Ordering::Relaxed);
         stats.lag_bytes.store(cycle.left_bytes, Ordering::Relaxed);
+        stats.backlog_objects.store(
+            cycle.left_bytes.div_ceil(segment_bytes_max),
+            Ordering::Relaxed,
+        );
+        stats.set_reason("");
         if !cycle.header.continues {
             stats
                 .shipped_cut_unix_ms

@@ -4,7 +4,9 @@
 //! with READ_ONLY naming the primary, survives kill -9 and resumes without restoring again;
 //! `ctxstore-server promote` fences the old primary (it reports `fenced`; only the promoted
 //! store ships), the promoted store takes writes and ships them as a new generation, and a
-//! restore from the prefix afterwards holds them and verifies clean. On a `file://` replica,
+//! restore from the prefix afterwards holds them and verifies clean. REPLICATION_STATS says
+//! each side's role: the standby what it applied and the primary it names, the fenced
+//! primary why, the promoted one shipping. On a `file://` replica,
 //! and on SeaweedFS when `.ci/run` names it (`CTXSTORE_S3_TEST_ENDPOINT`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,7 +18,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ctxstore_client::{ClientConfig, ClientError, ErrorCode, blocking};
+use ctxstore_client::{
+    ClientConfig, ClientError, ErrorCode, ReplicationRole, ReplicationState, blocking,
+};
 use ctxstore_testsupport::{ServerLaunch, TestServer, verified};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
@@ -213,6 +217,45 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
     }
     caught_up(&writer, &reader, &contexts, &keys, || standby.log());
 
+    // The standby's figures: what it applied (the primary's shipped records, once both
+    // settle), the primary it names.
+    let started = Instant::now();
+    let (shipped, applied) = loop {
+        let shipped = writer.replication_stats().unwrap();
+        let applied = reader.replication_stats().unwrap();
+        if shipped.lag_bytes == 0 && applied.records == shipped.records && applied.lag_bytes == 0 {
+            break (shipped, applied);
+        }
+        assert!(
+            started.elapsed() < CATCH_UP,
+            "{shipped:?}\n{applied:?}\n{}",
+            standby.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        (shipped.role, shipped.state),
+        (ReplicationRole::Primary, ReplicationState::Shipping),
+        "{shipped:?}"
+    );
+    assert_eq!(
+        (applied.role, applied.state),
+        (ReplicationRole::Standby, ReplicationState::Following),
+        "{applied:?}"
+    );
+    assert!(applied.records > 0, "{applied:?}");
+    assert_eq!(applied.target, url);
+    assert_eq!(
+        (applied.generation, applied.epoch),
+        (shipped.generation, shipped.epoch),
+        "{applied:?}"
+    );
+    assert!(
+        applied.primary.contains(&primary.addr),
+        "the standby names its primary: {applied:?}"
+    );
+    assert!(applied.records_unix_ms > 0 && applied.last_success_unix_ms > 0);
+
     // Writes are refused, naming the primary.
     let refused = reader
         .append(first, None, 0, 0, payload(9, 100))
@@ -284,6 +327,39 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Both say so: the old primary fenced (and why), the promoted one shipping a new
+    // generation under the newer epoch.
+    let fenced = writer.replication_stats().unwrap();
+    assert_eq!(
+        (fenced.role, fenced.state),
+        (ReplicationRole::Primary, ReplicationState::Fenced),
+        "{fenced:?}"
+    );
+    assert!(fenced.reason.contains("epoch"), "{fenced:?}");
+    assert!(!fenced.primary.is_empty(), "who fenced it: {fenced:?}");
+    assert!(
+        fenced
+            .failures
+            .iter()
+            .any(|(kind, count)| kind == "fenced" && *count > 0),
+        "{fenced:?}"
+    );
+    let started = Instant::now();
+    let promoted = loop {
+        let promoted = reader.replication_stats().unwrap();
+        if promoted.state == ReplicationState::Shipping {
+            break promoted;
+        }
+        assert!(started.elapsed() < CATCH_UP, "{promoted:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(promoted.role, ReplicationRole::Primary, "{promoted:?}");
+    assert!(!promoted.promoting, "{promoted:?}");
+    assert!(
+        promoted.epoch > fenced.epoch && promoted.generation > fenced.generation,
+        "{promoted:?}\n{fenced:?}"
+    );
+
     // The old primary's later writes never reach the replica.
     let stray = writer
         .append(first, None, 0, 0, payload(600, 4000))
