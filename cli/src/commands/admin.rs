@@ -96,14 +96,20 @@ pub(crate) fn stats(client: &Client, out: &Output) -> anyhow::Result<()> {
     if out.json {
         out.line(&value)
     } else {
-        // One aligned `name value` line per figure, nested ones by their dotted path
-        // (`replication.backlog.objects`); failure kinds that never happened are left out.
+        // One aligned `name value` line per figure: the store's, then replication's by their
+        // dotted path (`replication.backlog.objects`), aligned apart so that the store's lines
+        // read as they always did; failure kinds that never happened are left out.
         let mut lines = Vec::new();
         flatten("", &value, &mut lines);
-        let width = lines.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+        let (replication, store): (Vec<_>, Vec<_>) = lines
+            .into_iter()
+            .partition(|(name, _)| name.starts_with("replication"));
         let mut text = String::new();
-        for (name, value) in lines {
-            text.push_str(&format!("{name:<width$} {value}\n"));
+        for group in [store, replication] {
+            let width = group.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+            for (name, value) in group {
+                text.push_str(&format!("{name:<width$} {value}\n"));
+            }
         }
         out.text(text.trim_end())
     }
