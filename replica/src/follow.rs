@@ -34,8 +34,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ctxstore_engine::Engine;
 use ctxstore_engine::store_dir::StoreDir;
+use ctxstore_engine::{Engine, files};
 
 use crate::catalog;
 use crate::error::ReplicaError;
@@ -85,9 +85,7 @@ pub fn request_promotion(data_dir: &Path) -> Result<PathBuf, ReplicaError> {
             data_dir.display()
         )));
     }
-    std::fs::write(&path, b"promote\n")
-        .and_then(|()| File::open(&path)?.sync_all())
-        .and_then(|()| File::open(local::dir(data_dir))?.sync_all())
+    files::write_file_durably(&path, b"promote\n")
         .map_err(|source| ReplicaError::io(&path, source))?;
     Ok(path)
 }
@@ -317,7 +315,7 @@ fn follow_then_ship(
                 // Still a standby: it goes on following (and looks for the file again).
                 tracing::error!(%error, "promotion failed; the store stays a standby");
                 applier.stats.count_failure(error.kind());
-                let _ = std::fs::remove_file(promote_request_path(&applier.data_dir));
+                let _ = files::remove_durably(&promote_request_path(&applier.data_dir));
             }
         }
     }
@@ -416,7 +414,7 @@ impl Applier {
         let replicator =
             crate::Replicator::start_shared(self.engine.clone(), ship, remote, self.stats.clone())?;
         self.engine.promote();
-        let _ = std::fs::remove_file(promote_request_path(&self.data_dir));
+        let _ = files::remove_durably(&promote_request_path(&self.data_dir));
         tracing::info!(location = %self.remote.location, "promoted: this store is the primary");
         Ok(replicator)
     }

@@ -29,9 +29,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ctxstore_engine::Engine;
 use ctxstore_engine::cut::StoreCut;
 use ctxstore_engine::store_dir::StoreDir;
+use ctxstore_engine::{Engine, files};
 
 use crate::catalog;
 use crate::error::ReplicaError;
@@ -675,7 +675,7 @@ impl Shipper {
         }
         self.local.save(&self.data_dir)?;
         for upload in &cycle.uploads {
-            let _ = std::fs::remove_file(&upload.staged);
+            let _ = files::remove(&upload.staged);
         }
         let stats = &self.stats;
         stats.add_shipped(objects, bytes_shipped);
@@ -903,7 +903,7 @@ impl Shipper {
                     // The open pack replaced (a restored file): its bytes start again at 0 in
                     // this segment, after an empty replacement.
                     let staged = staging.join(format!("p{shard:02}-{pack_id:06}-{seq:012}"));
-                    std::fs::write(&staged, b"")
+                    files::WriteFile::create(&staged)
                         .map_err(|source| ReplicaError::io(&staged, source))?;
                     uploads.push(Upload {
                         staged,
@@ -995,12 +995,11 @@ fn read_at(file: &File, target: &mut [u8], offset: u64, path: &Path) -> Result<(
 /// changes a file another name holds). Copied where a hard link cannot be made.
 fn stage(path: &Path, staged: &Path) -> Result<(), ReplicaError> {
     if let Some(dir) = staged.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| ReplicaError::io(dir, source))?;
+        files::create_dir_all(dir).map_err(|source| ReplicaError::io(dir, source))?;
     }
-    let _ = std::fs::remove_file(staged);
-    if std::fs::hard_link(path, staged).is_err() {
-        std::fs::copy(path, staged).map_err(|source| ReplicaError::io(staged, source))?;
-    }
+    // A leftover of a failed cycle; the link below needs the name free.
+    let _ = files::remove(staged);
+    files::hard_link_or_copy(path, staged).map_err(|source| ReplicaError::io(staged, source))?;
     Ok(())
 }
 
