@@ -335,16 +335,21 @@ struct Applier {
     applied_cut_unix_ms: u64,
     /// The newest epoch seen (its primary is the one READ_ONLY names).
     epoch: u64,
-    /// Packs whose rewritten version this standby did not install (its own is a superset):
-    /// a promoted store uploads them whole (their identity is not recorded).
+    /// Packs whose rewritten version this standby has not installed yet (its own is a
+    /// superset until the cut's end installs it): a promoted store would upload them whole
+    /// (their identity is not recorded).
     kept_own: BTreeSet<(u16, u32)>,
 }
 
 /// One restore point's worth of segments, fetched and checked, ready to apply.
+#[derive(Default)]
 struct Pending {
     slots: Vec<u8>,
-    /// Record id of the first slot in `slots`.
+    /// Record id of the first slot in `slots` (0: no slot yet).
     first_record_id: u64,
+    /// Sealed packs a collection rewrote on the primary, whole, that differ from this
+    /// standby's: installed after the cut's slots (its gc-dead records and redactions first).
+    rewritten: Vec<(u16, u32, Vec<u8>)>,
 }
 
 impl Applier {
@@ -597,9 +602,17 @@ impl Applier {
                     });
                 }
                 self.stats.add_shipped(1, whole.len() as u64);
-                self.engine
+                let ingested = self
+                    .engine
                     .ingest_pack(shard, pack_id, 0, whole.to_vec(), true)
-                    .await?
+                    .await?;
+                if ingested.kept_own_version {
+                    pending
+                        .get_or_insert_with(Pending::default)
+                        .rewritten
+                        .push((shard, pack_id, whole.to_vec()));
+                }
+                ingested
             } else {
                 let piece = header.pieces[index];
                 let start = piece.body_offset as usize;
@@ -619,8 +632,8 @@ impl Applier {
             let start = log.body_offset as usize;
             let slots = &body[start..start + log.len as usize];
             let first_record_id = log.file_offset / LOG_SLOT_BYTES + 1;
-            match pending {
-                Some(held) => {
+            match pending.as_mut() {
+                Some(held) if held.first_record_id != 0 => {
                     let expected =
                         held.first_record_id + (held.slots.len() as u64) / LOG_SLOT_BYTES;
                     if expected != first_record_id {
@@ -634,11 +647,10 @@ impl Applier {
                     }
                     held.slots.extend_from_slice(slots);
                 }
-                None => {
-                    *pending = Some(Pending {
-                        slots: slots.to_vec(),
-                        first_record_id,
-                    })
+                _ => {
+                    let held = pending.get_or_insert_with(Pending::default);
+                    held.slots = slots.to_vec();
+                    held.first_record_id = first_record_id;
                 }
             }
         }
@@ -654,15 +666,25 @@ impl Applier {
         if let Some(Pending {
             slots,
             first_record_id,
+            rewritten,
         }) = pending.take()
         {
-            let held = self.engine.follow_position()?.log_records;
-            let skip = held.saturating_sub(first_record_id - 1);
-            let skip_bytes = (skip * LOG_SLOT_BYTES).min(slots.len() as u64) as usize;
-            if skip_bytes < slots.len() {
-                self.engine
-                    .ingest_log(first_record_id + skip, slots[skip_bytes..].to_vec())
-                    .await?;
+            if first_record_id != 0 {
+                let held = self.engine.follow_position()?.log_records;
+                let skip = held.saturating_sub(first_record_id - 1);
+                let skip_bytes = (skip * LOG_SLOT_BYTES).min(slots.len() as u64) as usize;
+                if skip_bytes < slots.len() {
+                    self.engine
+                        .ingest_log(first_record_id + skip, slots[skip_bytes..].to_vec())
+                        .await?;
+                }
+            }
+            // Now that the turns naming what the new versions dropped are dead (or redacted)
+            // here too: the primary's rewritten packs replace this standby's, and the bytes a
+            // collection or a purge removed there leave this disk as well.
+            for (shard, pack_id, whole) in rewritten {
+                self.engine.install_pack(shard, pack_id, whole).await?;
+                self.kept_own.remove(&(shard, pack_id));
             }
         }
         Ok(Some(header.created_unix_ms))
