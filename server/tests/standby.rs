@@ -478,12 +478,12 @@ fn files_holding(dir: &Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
 }
 
 /// A delete and a collection on the primary rewrite the pack that held a payload only the
-/// deleted context named; the standby installs the rewritten pack (after the cut's gc-dead
-/// records), so the collected bytes leave its disk too, and it serves and verifies as before
-/// (decision 0019). (A purge is the same install; its replay on a standby is held back by a
-/// sequencer assertion, see the report of branch repl31.)
+/// deleted context named, then a purge does the same to a live context's payload; the standby
+/// installs each rewritten pack (after the cut's gc-dead and purge records), so the collected
+/// and the purged bytes leave its disk too, and it serves and verifies as before (decision
+/// 0019).
 #[test]
-fn a_collection_on_the_primary_leaves_no_collected_bytes_on_the_standby() {
+fn a_collection_or_a_purge_on_the_primary_leaves_no_such_bytes_on_the_standby() {
     let root = tempfile::tempdir().unwrap();
     let replica = root.path().join("replica");
     let url = format!("file://{}", replica.display());
@@ -509,10 +509,14 @@ fn a_collection_on_the_primary_leaves_no_collected_bytes_on_the_standby() {
     // Incompressible, so its bytes lie in the pack as they are.
     let secret = payload(4242, 6000);
     writer.append(doomed, None, 0, 0, secret.clone()).unwrap();
+    let mut live = Vec::new();
     for i in 0..8u32 {
-        writer
-            .append(context, None, 0, 0, payload(5000 + i, 3000))
-            .unwrap();
+        live.push(
+            writer
+                .append(context, None, 0, 0, payload(5000 + i, 3000))
+                .unwrap()
+                .turn,
+        );
     }
     std::thread::sleep(Duration::from_millis(400));
     let standby_data = root.path().join("standby");
@@ -558,6 +562,37 @@ fn a_collection_on_the_primary_leaves_no_collected_bytes_on_the_standby() {
     );
     // Reads are the primary's: the deleted context gone, the other whole.
     caught_up(&writer, &reader, &[context, doomed], &[], || standby.log());
+
+    // A purge of a live turn's payload (its turn redacted), then a collection.
+    let purged = &live[3];
+    let purged_bytes = payload(5003, 3000);
+    let needle = &purged_bytes[100..164];
+    assert!(!files_holding(&standby_data, needle).is_empty());
+    writer.purge_blob(purged.payload_hash).unwrap();
+    writer.gc().unwrap();
+    assert!(files_holding(&primary_data, needle).is_empty());
+    let started = Instant::now();
+    loop {
+        let holding = files_holding(&standby_data, needle);
+        if holding.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < CATCH_UP,
+            "the standby still holds the purged bytes in {holding:?}\n{}",
+            standby.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let started = Instant::now();
+    while reader.turn(purged.turn_id).unwrap().payload_len != 0 {
+        assert!(started.elapsed() < CATCH_UP, "{}", standby.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        reader.turn(live[4].turn_id).unwrap().payload_hash,
+        live[4].payload_hash
+    );
 
     // The standby's store opens again and verifies clean.
     drop(reader);
