@@ -477,6 +477,23 @@ fn files_holding(dir: &Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
     found
 }
 
+/// Waits until no file under `dir` holds `needle` (the standby applied the primary's rewrite).
+fn gone_from(dir: &Path, needle: &[u8], log: impl Fn() -> String) {
+    let started = Instant::now();
+    loop {
+        let holding = files_holding(dir, needle);
+        if holding.is_empty() {
+            return;
+        }
+        assert!(
+            started.elapsed() < CATCH_UP,
+            "the standby still holds the bytes in {holding:?}\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// A delete and a collection on the primary rewrite the pack that held a payload only the
 /// deleted context named, then a purge does the same to a live context's payload; the standby
 /// installs each rewritten pack (after the cut's gc-dead and purge records), so the collected
@@ -540,19 +557,7 @@ fn a_collection_or_a_purge_on_the_primary_leaves_no_such_bytes_on_the_standby() 
         files_holding(&primary_data, needle).is_empty(),
         "the primary's collection removed the bytes"
     );
-    let started = Instant::now();
-    loop {
-        let holding = files_holding(&standby_data, needle);
-        if holding.is_empty() {
-            break;
-        }
-        assert!(
-            started.elapsed() < CATCH_UP,
-            "the standby still holds the collected bytes in {holding:?}\n{}",
-            standby.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    gone_from(&standby_data, needle, || standby.log());
     assert!(
         standby
             .log()
@@ -571,19 +576,7 @@ fn a_collection_or_a_purge_on_the_primary_leaves_no_such_bytes_on_the_standby() 
     writer.purge_blob(purged.payload_hash).unwrap();
     writer.gc().unwrap();
     assert!(files_holding(&primary_data, needle).is_empty());
-    let started = Instant::now();
-    loop {
-        let holding = files_holding(&standby_data, needle);
-        if holding.is_empty() {
-            break;
-        }
-        assert!(
-            started.elapsed() < CATCH_UP,
-            "the standby still holds the purged bytes in {holding:?}\n{}",
-            standby.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    gone_from(&standby_data, needle, || standby.log());
     let started = Instant::now();
     while reader.turn(purged.turn_id).unwrap().payload_len != 0 {
         assert!(started.elapsed() < CATCH_UP, "{}", standby.log());
