@@ -149,6 +149,12 @@ pub use client::{
 };
 pub use config::ClientConfig;
 pub use ctxstore_protocol::{ContextRef, ErrorCode, PageKind, ServerLimits, StatsWire};
+/// `replication_stats`' answer: the wire's struct as it is (one definition, every field
+/// documented there).
+pub use ctxstore_protocol::{
+    ReplicationRoleWire as ReplicationRole, ReplicationStateWire as ReplicationState,
+    ReplicationStatsWire as ReplicationStats,
+};
 pub use ctxstore_protocol::{WATCH_FROM_NOW, WatchEventWire, WatchKindWire, WatchTargetWire};
 pub use error::ClientError;
 pub use types::{

@@ -483,8 +483,9 @@ pub struct IngestedPack {
     pub blobs: u64,
     /// Bytes written (bytes the shard held already, byte for byte, are skipped).
     pub bytes_written: u64,
-    /// A whole new version of a sealed pack (a collection rewrote it on the primary) was not
-    /// installed: the standby keeps its own, a superset (decision 0019).
+    /// A whole new version of a sealed pack (a collection rewrote it on the primary) differs
+    /// from the shard's and was not installed (not asked to: `Engine::install_pack` does,
+    /// once the cut's log slots are applied); the shard's version is a superset meanwhile.
     pub kept_own_version: bool,
 }
 

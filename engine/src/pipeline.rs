@@ -217,6 +217,11 @@ pub(crate) struct IngestPack {
     pub bytes: Vec<u8>,
     /// The bytes are the whole new content of `pack_id` (offset 0).
     pub whole: bool,
+    /// A whole sealed pack that differs from this shard's version (a collection rewrote it on
+    /// the primary) is installed over it; without it, the shard keeps its version and says so
+    /// (`IngestedPack::kept_own_version`). The standby asks after the log slots of the same
+    /// cut were applied, so the turns naming the blobs the new version drops are dead by then.
+    pub install: bool,
 }
 
 /// What a sweep took out of a pack's index.

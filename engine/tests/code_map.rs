@@ -267,6 +267,47 @@ fn only_the_file_layer_writes() {
     );
 }
 
+/// The replica (`replica/src`) writes into a store's directory and next to it — its record,
+/// its upload staging, a restore, a standby's state — so it goes through the file layer too
+/// (`ctxstore_engine::files`, issue 36): none of the standard library's write operations, and
+/// no sync of a `std::fs::File` (a statement that opens one and syncs it). `WriteFile`'s own
+/// `create` and syncs are the file layer's, and allowed.
+#[test]
+fn the_replica_writes_through_the_file_layer() {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../replica/src");
+    let mut files = Vec::new();
+    source_files(&src, &src, &mut files);
+    assert!(files.iter().any(|file| file == "ship.rs"), "{files:?}");
+    let mut problems = Vec::new();
+    for file in &files {
+        let code = code_of(&std::fs::read_to_string(src.join(file)).expect("a source file"));
+        for (number, line) in code.lines().enumerate() {
+            let line = line.replace("WriteFile::", "files::");
+            let calls = WRITE_CALLS
+                .iter()
+                .filter(|call| !call.starts_with(".sync_"));
+            for call in calls.filter(|call| line.contains(**call)) {
+                problems.push(format!("replica/src/{file}:{}: {call}", number + 1));
+            }
+        }
+        for statement in code.split(';') {
+            let opens_std = statement.replace("WriteFile::", "").contains("File::open");
+            if opens_std && (statement.contains(".sync_all(") || statement.contains(".sync_data("))
+            {
+                problems.push(format!(
+                    "replica/src/{file}: a std::fs::File synced: {}",
+                    statement.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the replica writes outside the file layer (use ctxstore_engine::files):\n{}",
+        problems.join("\n")
+    );
+}
+
 /// Every function, type and field the path sections of docs/architecture.md name in the
 /// engine exists (`common::doc_paths`: the server's steps are its crate's to check).
 #[test]

@@ -71,13 +71,15 @@ pub enum MessageType {
     StreamList = 0x0034,
     StreamRead = 0x0035,
     Watch = 0x0036,
+    // Version 3, replication's figures (issue 31, decision 0019).
+    ReplicationStats = 0x0037,
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 50] = [
+    pub const ALL: [MessageType; 51] = [
         MessageType::Hello,
         MessageType::Ping,
         MessageType::CtxCreate,
@@ -128,6 +130,7 @@ impl MessageType {
         MessageType::StreamList,
         MessageType::StreamRead,
         MessageType::Watch,
+        MessageType::ReplicationStats,
     ];
 
     pub fn code(self) -> u16 {
@@ -196,6 +199,7 @@ impl MessageType {
             MessageType::StreamList => "STREAM_LIST",
             MessageType::StreamRead => "STREAM_READ",
             MessageType::Watch => "WATCH",
+            MessageType::ReplicationStats => "REPLICATION_STATS",
         }
     }
 
@@ -664,6 +668,135 @@ pub struct GcStatsWire {
     pub gc_runs: u64,
     /// Bytes garbage collection gave back to the file system since the server started.
     pub bytes_reclaimed_total: u64,
+}
+
+/// Which side of a replica a server is (REPLICATION_STATS `role`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ReplicationRoleWire {
+    /// The server does not replicate.
+    #[default]
+    Off = 0,
+    /// It ships its store (`--replicate-to`, or a promoted standby).
+    Primary = 1,
+    /// It follows a replica (`--follow`).
+    Standby = 2,
+}
+
+/// What replication is doing (REPLICATION_STATS `state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ReplicationStateWire {
+    #[default]
+    Off = 0,
+    /// The last cycle shipped (or found nothing new).
+    Shipping = 1,
+    /// The last cycle (or poll) failed; the next one retries (`reason` says why).
+    Failing = 2,
+    /// Another primary took the prefix: this one ships nothing more (`primary` names it).
+    Fenced = 3,
+    /// Replication stopped (the server is shutting down).
+    Stopped = 4,
+    /// A standby applying what its primary ships.
+    Following = 5,
+    /// A standby that met a segment it cannot apply: it serves what it has (`reason`).
+    Stalled = 6,
+}
+
+impl ReplicationRoleWire {
+    pub const ALL: [ReplicationRoleWire; 3] = [
+        ReplicationRoleWire::Off,
+        ReplicationRoleWire::Primary,
+        ReplicationRoleWire::Standby,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplicationRoleWire::Off => "off",
+            ReplicationRoleWire::Primary => "primary",
+            ReplicationRoleWire::Standby => "standby",
+        }
+    }
+}
+
+impl ReplicationStateWire {
+    pub const ALL: [ReplicationStateWire; 7] = [
+        ReplicationStateWire::Off,
+        ReplicationStateWire::Shipping,
+        ReplicationStateWire::Failing,
+        ReplicationStateWire::Fenced,
+        ReplicationStateWire::Stopped,
+        ReplicationStateWire::Following,
+        ReplicationStateWire::Stalled,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplicationStateWire::Off => "off",
+            ReplicationStateWire::Shipping => "shipping",
+            ReplicationStateWire::Failing => "failing",
+            ReplicationStateWire::Fenced => "fenced",
+            ReplicationStateWire::Stopped => "stopped",
+            ReplicationStateWire::Following => "following",
+            ReplicationStateWire::Stalled => "stalled",
+        }
+    }
+}
+
+/// The longest text of REPLICATION_STATS (target, primary, reason), in bytes.
+pub const REPLICATION_TEXT_BYTES_MAX: usize = 1024;
+/// The most failure kinds REPLICATION_STATS carries, and the longest kind's name in bytes.
+pub const REPLICATION_FAILURE_KINDS_MAX: usize = 32;
+pub const REPLICATION_FAILURE_KIND_BYTES_MAX: usize = 32;
+/// REPLICATION_STATS' fixed part: 8 bytes of role, state, promoting and reserved, 12 × u64.
+pub const REPLICATION_STATS_FIXED_BYTES: usize = 8 + 12 * 8;
+/// The largest REPLICATION_STATS answer body.
+pub const REPLICATION_STATS_BYTES_MAX: usize = REPLICATION_STATS_FIXED_BYTES
+    + 3 * (2 + REPLICATION_TEXT_BYTES_MAX)
+    + 2
+    + REPLICATION_FAILURE_KINDS_MAX * (1 + REPLICATION_FAILURE_KIND_BYTES_MAX + 8);
+
+/// The answer to REPLICATION_STATS (version 3): this server's side of its replica (issue 31).
+/// Layout in docs/protocol.md#replication_stats. Every figure is 0 (and every text empty)
+/// on a server that does not replicate.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ReplicationStatsWire {
+    pub role: ReplicationRoleWire,
+    pub state: ReplicationStateWire,
+    /// A standby found the promote request and is becoming the primary.
+    pub promoting: bool,
+    /// The replica generation shipped (or followed).
+    pub generation: u64,
+    /// The epoch this primary took (or, on a standby, the newest one seen).
+    pub epoch: u64,
+    /// The last segment shipped (or applied).
+    pub seq: u64,
+    /// The record id of the last turn record shipped (or applied): every record up to it is
+    /// in the replica (on a standby: in its store).
+    pub records: u64,
+    /// When the cut holding `records` was taken on the primary (unix ms; 0: none yet).
+    pub records_unix_ms: u64,
+    /// How old the newest durable but unshipped (on a standby: unapplied) data may be.
+    pub lag_ms: u64,
+    /// Bytes durable but not shipped (on a standby: listed segments not applied yet): the
+    /// backlog's bytes.
+    pub lag_bytes: u64,
+    /// Objects uploaded (on a standby: fetched) since the server started.
+    pub objects_total: u64,
+    pub bytes_total: u64,
+    /// When the last cycle (or poll) ended well (unix ms; 0: never).
+    pub last_success_unix_ms: u64,
+    /// Objects the backlog needs (files whole and segments; on a standby: segments listed).
+    pub backlog_objects: u64,
+    /// The most bytes one segment carries: the backlog's only bound (decision 0019: it is the
+    /// store's own files), the size of each PUT it ships in.
+    pub segment_bytes_max: u64,
+    /// The replica's URL, without credentials (≤ `REPLICATION_TEXT_BYTES_MAX` bytes).
+    pub target: String,
+    /// A standby: the primary it names (where writes go). A fenced primary: who fenced it.
+    pub primary: String,
+    /// Why the state is not healthy (failing, fenced, stalled): the last error; else empty.
+    pub reason: String,
+    /// Failed cycles (or polls) by kind, each kind once (≤ `REPLICATION_FAILURE_KINDS_MAX`).
+    pub failures: Vec<(String, u64)>,
 }
 
 /// What the server limits, told to the client in the HELLO response.

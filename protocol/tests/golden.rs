@@ -1119,6 +1119,44 @@ fn vectors_v3() -> Vec<Vector> {
             })),
             "KV_TOUCH response: w:1 (TTL 30 s, expires at 1800000045000); gone is absent",
         ),
+        (
+            "replication_stats",
+            24,
+            Q(Request::Admin(AdminRequest::ReplicationStats)),
+            "REPLICATION_STATS (empty body)",
+        ),
+        (
+            "replication_stats_response",
+            24,
+            R(Response::Admin(AdminResponse::ReplicationStats(Box::new(
+                ReplicationStatsWire {
+                    role: ReplicationRoleWire::Standby,
+                    state: ReplicationStateWire::Following,
+                    promoting: false,
+                    generation: 2,
+                    epoch: 3,
+                    seq: 41,
+                    records: 1200,
+                    records_unix_ms: 1_800_000_000_000,
+                    lag_ms: 1500,
+                    lag_bytes: 4096,
+                    objects_total: 42,
+                    bytes_total: 1 << 20,
+                    last_success_unix_ms: 1_800_000_001_000,
+                    backlog_objects: 1,
+                    segment_bytes_max: 64 << 20,
+                    target: "s3://agents/ctx".into(),
+                    primary: "the primary at 10.0.0.5:7411 (host a1)".into(),
+                    reason: String::new(),
+                    failures: vec![("store".into(), 2)],
+                },
+            )))),
+            "REPLICATION_STATS response: a standby following s3://agents/ctx, generation 2, \
+             epoch 3, segment 41 applied (records up to 1200, cut at 1800000000000), 1.5 s and \
+             4096 bytes behind, 42 objects (1 MiB) fetched, last poll at 1800000001000, one \
+             segment listed and not applied, segments of at most 64 MiB, naming the primary at \
+             10.0.0.5:7411, no reason, 2 store failures",
+        ),
     ]
 }
 

@@ -364,6 +364,7 @@ fn request() -> impl Strategy<Value = Request> {
         "[a-z/]{1,40}".prop_map(|dir| Request::Admin(AdminRequest::Backup { dir })),
         Just(Request::Admin(AdminRequest::Gc)),
         Just(Request::Admin(AdminRequest::StatsEx)),
+        Just(Request::Admin(AdminRequest::ReplicationStats)),
         (context(), any::<u32>()).prop_map(|(context, keep)| Request::Retention(
             RetentionRequest::CtxPrune { context, keep }
         )),
@@ -750,6 +751,39 @@ fn response() -> impl Strategy<Value = Response> {
                 dir,
             }))
         }),
+        (
+            any::<[u64; 12]>(),
+            (0usize..3, 0usize..7, any::<bool>()),
+            ("[a-z0-9:/._-]{0,60}", "[a-z0-9:. ]{0,60}", "\\PC{0,80}"),
+            proptest::collection::btree_map("[a-z_]{1,32}", any::<u64>(), 0..13),
+        )
+            .prop_map(
+                |(v, (role, state, promoting), (target, primary, reason), failures)| {
+                    Response::Admin(AdminResponse::ReplicationStats(Box::new(
+                        ReplicationStatsWire {
+                            role: ReplicationRoleWire::ALL[role],
+                            state: ReplicationStateWire::ALL[state],
+                            promoting,
+                            generation: v[0],
+                            epoch: v[1],
+                            seq: v[2],
+                            records: v[3],
+                            records_unix_ms: v[4],
+                            lag_ms: v[5],
+                            lag_bytes: v[6],
+                            objects_total: v[7],
+                            bytes_total: v[8],
+                            last_success_unix_ms: v[9],
+                            backlog_objects: v[10],
+                            segment_bytes_max: v[11],
+                            target,
+                            primary,
+                            reason,
+                            failures: failures.into_iter().collect(),
+                        },
+                    )))
+                }
+            ),
         (
             prop_oneof![
                 Just(MessageType::CtxDelete),

@@ -34,8 +34,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ctxstore_engine::Engine;
 use ctxstore_engine::store_dir::StoreDir;
+use ctxstore_engine::{Engine, files};
 
 use crate::catalog;
 use crate::error::ReplicaError;
@@ -44,7 +44,7 @@ use crate::layout::Key;
 use crate::local::{self, FileIdentity, LocalState};
 use crate::remote::Remote;
 use crate::restore::{self, RestorePoint};
-use crate::stats::{ReplicationState, ReplicationStats, now_unix_ms};
+use crate::stats::{ReplicationRole, ReplicationState, ReplicationStats, now_unix_ms};
 use crate::target::{self, S3Settings};
 
 /// How the standby follows (the server's `--follow` and `--replicate-*` flags).
@@ -85,9 +85,7 @@ pub fn request_promotion(data_dir: &Path) -> Result<PathBuf, ReplicaError> {
             data_dir.display()
         )));
     }
-    std::fs::write(&path, b"promote\n")
-        .and_then(|()| File::open(&path)?.sync_all())
-        .and_then(|()| File::open(local::dir(data_dir))?.sync_all())
+    files::write_file_durably(&path, b"promote\n")
         .map_err(|source| ReplicaError::io(&path, source))?;
     Ok(path)
 }
@@ -216,6 +214,11 @@ impl Follower {
         local.seq = inherited.seq;
         let stats = Arc::new(ReplicationStats::default());
         stats.set_state(ReplicationState::Following);
+        stats.set_role(ReplicationRole::Standby);
+        stats.set_target(&config.url);
+        stats
+            .records
+            .store(inherited.state.log_records, Ordering::Relaxed);
         stats
             .generation
             .store(u64::from(local.generation), Ordering::Relaxed);
@@ -298,7 +301,9 @@ fn follow_then_ship(
             Ended::Promote => {}
         }
         // Outside the runtime: the replicator runs its own.
-        match applier.promote() {
+        let promoted = applier.promote();
+        applier.stats.promoting.store(false, Ordering::Relaxed);
+        match promoted {
             Ok(replicator) => {
                 while !stopping.load(Ordering::Acquire) {
                     std::thread::park_timeout(Duration::from_millis(100));
@@ -310,7 +315,7 @@ fn follow_then_ship(
                 // Still a standby: it goes on following (and looks for the file again).
                 tracing::error!(%error, "promotion failed; the store stays a standby");
                 applier.stats.count_failure(error.kind());
-                let _ = std::fs::remove_file(promote_request_path(&applier.data_dir));
+                let _ = files::remove_durably(&promote_request_path(&applier.data_dir));
             }
         }
     }
@@ -330,16 +335,21 @@ struct Applier {
     applied_cut_unix_ms: u64,
     /// The newest epoch seen (its primary is the one READ_ONLY names).
     epoch: u64,
-    /// Packs whose rewritten version this standby did not install (its own is a superset):
-    /// a promoted store uploads them whole (their identity is not recorded).
+    /// Packs whose rewritten version this standby has not installed yet (its own is a
+    /// superset until the cut's end installs it): a promoted store would upload them whole
+    /// (their identity is not recorded).
     kept_own: BTreeSet<(u16, u32)>,
 }
 
 /// One restore point's worth of segments, fetched and checked, ready to apply.
+#[derive(Default)]
 struct Pending {
     slots: Vec<u8>,
-    /// Record id of the first slot in `slots`.
+    /// Record id of the first slot in `slots` (0: no slot yet).
     first_record_id: u64,
+    /// Sealed packs a collection rewrote on the primary, whole, that differ from this
+    /// standby's: installed after the cut's slots (its gc-dead records and redactions first).
+    rewritten: Vec<(u16, u32, Vec<u8>)>,
 }
 
 impl Applier {
@@ -360,6 +370,7 @@ impl Applier {
             match &polled {
                 Ok(()) => {
                     self.stats.set_state(ReplicationState::Following);
+                    self.stats.set_reason("");
                     self.stats
                         .last_success_unix_ms
                         .store(now_unix_ms(), Ordering::Relaxed);
@@ -369,6 +380,7 @@ impl Applier {
                 Err(error) if error.is_transient() => {
                     tracing::warn!(%error, "standby poll failed; the next one retries");
                     self.stats.count_failure(error.kind());
+                    self.stats.set_reason(&error.to_string());
                     self.stats.set_state(ReplicationState::Failing);
                     // A poll may have folded segments into the state that it did not record:
                     // the next starts again from the last recorded point (applying is
@@ -380,6 +392,7 @@ impl Applier {
                 Err(error) => {
                     tracing::error!(%error, "the standby stops applying what its primary ships; it keeps serving what it has");
                     self.stats.count_failure(error.kind());
+                    self.stats.set_reason(&error.to_string());
                     self.stats.set_state(ReplicationState::Stalled);
                     stalled = Some(error.to_string());
                 }
@@ -388,6 +401,7 @@ impl Applier {
                 return Ended::Stopped(polled);
             }
             if polled.is_ok() && promote_request_path(&self.data_dir).exists() {
+                self.stats.promoting.store(true, Ordering::Relaxed);
                 return Ended::Promote;
             }
         }
@@ -405,7 +419,7 @@ impl Applier {
         let replicator =
             crate::Replicator::start_shared(self.engine.clone(), ship, remote, self.stats.clone())?;
         self.engine.promote();
-        let _ = std::fs::remove_file(promote_request_path(&self.data_dir));
+        let _ = files::remove_durably(&promote_request_path(&self.data_dir));
         tracing::info!(location = %self.remote.location, "promoted: this store is the primary");
         Ok(replicator)
     }
@@ -428,6 +442,7 @@ impl Applier {
                     continue;
                 }
                 self.stats.lag_bytes.store(0, Ordering::Relaxed);
+                self.stats.backlog_objects.store(0, Ordering::Relaxed);
                 self.stats
                     .shipped_cut_unix_ms
                     .store(self.applied_cut_unix_ms, Ordering::Relaxed);
@@ -443,6 +458,9 @@ impl Applier {
             seqs.sort_unstable();
             let backlog: u64 = listed.iter().map(|listed| listed.size).sum();
             self.stats.lag_bytes.store(backlog, Ordering::Relaxed);
+            self.stats
+                .backlog_objects
+                .store(seqs.len() as u64, Ordering::Relaxed);
             // Every segment up to the newest listed, in order, each read directly: a listing
             // may lag behind a PUT (SeaweedFS's filer does), so a segment it left out is
             // fetched all the same, and one that is not there yet ends this poll (the next one
@@ -506,6 +524,7 @@ impl Applier {
             ),
             None => "the primary (none has taken the replica yet)".into(),
         };
+        self.stats.set_primary(&primary);
         self.engine.set_follow_reason(format!(
             "this store is a standby following {}; send writes to {primary}",
             self.remote.location
@@ -583,9 +602,17 @@ impl Applier {
                     });
                 }
                 self.stats.add_shipped(1, whole.len() as u64);
-                self.engine
+                let ingested = self
+                    .engine
                     .ingest_pack(shard, pack_id, 0, whole.to_vec(), true)
-                    .await?
+                    .await?;
+                if ingested.kept_own_version {
+                    pending
+                        .get_or_insert_with(Pending::default)
+                        .rewritten
+                        .push((shard, pack_id, whole.to_vec()));
+                }
+                ingested
             } else {
                 let piece = header.pieces[index];
                 let start = piece.body_offset as usize;
@@ -605,8 +632,8 @@ impl Applier {
             let start = log.body_offset as usize;
             let slots = &body[start..start + log.len as usize];
             let first_record_id = log.file_offset / LOG_SLOT_BYTES + 1;
-            match pending {
-                Some(held) => {
+            match pending.as_mut() {
+                Some(held) if held.first_record_id != 0 => {
                     let expected =
                         held.first_record_id + (held.slots.len() as u64) / LOG_SLOT_BYTES;
                     if expected != first_record_id {
@@ -620,11 +647,10 @@ impl Applier {
                     }
                     held.slots.extend_from_slice(slots);
                 }
-                None => {
-                    *pending = Some(Pending {
-                        slots: slots.to_vec(),
-                        first_record_id,
-                    })
+                _ => {
+                    let held = pending.get_or_insert_with(Pending::default);
+                    held.slots = slots.to_vec();
+                    held.first_record_id = first_record_id;
                 }
             }
         }
@@ -640,15 +666,25 @@ impl Applier {
         if let Some(Pending {
             slots,
             first_record_id,
+            rewritten,
         }) = pending.take()
         {
-            let held = self.engine.follow_position()?.log_records;
-            let skip = held.saturating_sub(first_record_id - 1);
-            let skip_bytes = (skip * LOG_SLOT_BYTES).min(slots.len() as u64) as usize;
-            if skip_bytes < slots.len() {
-                self.engine
-                    .ingest_log(first_record_id + skip, slots[skip_bytes..].to_vec())
-                    .await?;
+            if first_record_id != 0 {
+                let held = self.engine.follow_position()?.log_records;
+                let skip = held.saturating_sub(first_record_id - 1);
+                let skip_bytes = (skip * LOG_SLOT_BYTES).min(slots.len() as u64) as usize;
+                if skip_bytes < slots.len() {
+                    self.engine
+                        .ingest_log(first_record_id + skip, slots[skip_bytes..].to_vec())
+                        .await?;
+                }
+            }
+            // Now that the turns naming what the new versions dropped are dead (or redacted)
+            // here too: the primary's rewritten packs replace this standby's, and the bytes a
+            // collection or a purge removed there leave this disk as well.
+            for (shard, pack_id, whole) in rewritten {
+                self.engine.install_pack(shard, pack_id, whole).await?;
+                self.kept_own.remove(&(shard, pack_id));
             }
         }
         Ok(Some(header.created_unix_ms))
@@ -709,6 +745,9 @@ impl Applier {
         self.local.save(&self.data_dir)?;
         self.applied_cut_unix_ms = created_unix_ms;
         self.stats.seq.store(seq, Ordering::Relaxed);
+        self.stats
+            .records
+            .store(self.state.log_records, Ordering::Relaxed);
         self.stats
             .shipped_cut_unix_ms
             .store(created_unix_ms, Ordering::Relaxed);

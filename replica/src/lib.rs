@@ -39,5 +39,5 @@ pub use error::{FormatError, ReplicaError};
 pub use follow::{FollowConfig, Follower};
 pub use remote::Remote;
 pub use ship::{Replicator, ShipConfig};
-pub use stats::{ReplicationSnapshot, ReplicationState, ReplicationStats};
+pub use stats::{ReplicationRole, ReplicationSnapshot, ReplicationState, ReplicationStats};
 pub use target::S3Settings;

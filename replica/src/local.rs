@@ -8,9 +8,10 @@
 //! version's shipped length. A restore or a promotion writes `fork` (the next primary starts a
 //! new generation) and `DIR/replica/inherited` (the state it starts from, as a checkpoint).
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::fs::File;
 use std::path::{Path, PathBuf};
+
+use ctxstore_engine::files;
 
 use crate::codec::{Reader, Writer};
 use crate::error::{FormatError, ReplicaError};
@@ -217,31 +218,19 @@ pub fn save_inherited(data_dir: &Path, checkpoint: &Checkpoint) -> Result<(), Re
 
 pub fn remove_inherited(data_dir: &Path) -> Result<(), ReplicaError> {
     let path = inherited_path(data_dir);
-    match std::fs::remove_file(&path) {
+    match files::remove_durably(&path) {
         Ok(()) => Ok(()),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(ReplicaError::io(path, source)),
     }
 }
 
-/// Temporary file, fsync, rename, directory fsync.
+/// Temporary file, fsync, rename, directory fsync: through the file layer, so its faults
+/// (and the simulated disk) reach the replica's record too.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReplicaError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|source| ReplicaError::io(dir, source))?;
-    let temporary = path.with_extension("tmp");
-    let mut file = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(&temporary)
-        .map_err(|source| ReplicaError::io(&temporary, source))?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|source| ReplicaError::io(&temporary, source))?;
-    std::fs::rename(&temporary, path).map_err(|source| ReplicaError::io(path, source))?;
-    File::open(dir)
-        .and_then(|dir| dir.sync_all())
-        .map_err(|source| ReplicaError::io(dir, source))
+    files::create_dir_all(dir).map_err(|source| ReplicaError::io(dir, source))?;
+    files::write_file_durably(path, bytes).map_err(|source| ReplicaError::io(path, source))
 }
 
 #[cfg(test)]

@@ -159,7 +159,6 @@ impl Remote {
 
     /// Streams the object into `file` (created), returning its length.
     pub async fn download(&self, key: Key, file: &std::path::Path) -> Result<u64, ReplicaError> {
-        use std::io::Write;
         let path = self.path(key);
         let result = match self.store.get(&path).await {
             Ok(result) => result,
@@ -170,17 +169,17 @@ impl Remote {
             }
             Err(source) => return Err(Self::store_error("GET", &path, source)),
         };
-        let mut out =
-            std::fs::File::create(file).map_err(|source| ReplicaError::io(file, source))?;
+        let out = ctxstore_engine::files::WriteFile::create(file)
+            .map_err(|source| ReplicaError::io(file, source))?;
         let mut stream = result.into_stream();
         let mut len = 0u64;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|source| Self::store_error("GET", &path, source))?;
-            out.write_all(&chunk)
+            out.write_at(&chunk, len)
                 .map_err(|source| ReplicaError::io(file, source))?;
             len += chunk.len() as u64;
         }
-        out.sync_all()
+        out.sync_data()
             .map_err(|source| ReplicaError::io(file, source))?;
         Ok(len)
     }

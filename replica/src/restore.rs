@@ -18,13 +18,13 @@
 //!    generation, referring to the objects it was restored from.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bytes::Bytes;
+use ctxstore_engine::files;
 use ctxstore_engine::format::turn_log::{LOG_RECORD_BYTES, LogRecord};
 use ctxstore_engine::store_dir::StoreDir;
 use futures_util::StreamExt;
@@ -152,7 +152,7 @@ fn check_target(to: &Path) -> Result<(), ReplicaError> {
             Ok(())
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(to).map_err(|source| ReplicaError::io(to, source))
+            files::create_dir_all(to).map_err(|source| ReplicaError::io(to, source))
         }
         Err(source) => Err(ReplicaError::io(to, source)),
     }
@@ -308,8 +308,7 @@ async fn restore_at(
     }
     let store = StoreDir::new(to);
     let journal_dir = to.join(".restore");
-    std::fs::create_dir_all(&journal_dir)
-        .map_err(|source| ReplicaError::io(&journal_dir, source))?;
+    files::create_dir_all(&journal_dir).map_err(|source| ReplicaError::io(&journal_dir, source))?;
     let done_path = journal_dir.join("done");
     let done: HashSet<String> = std::fs::read_to_string(&done_path)
         .unwrap_or_default()
@@ -344,7 +343,7 @@ async fn restore_at(
     }
     for (shard, files) in state.shards.iter().enumerate() {
         let dir = store.shard_dir(shard as u16);
-        std::fs::create_dir_all(&dir).map_err(|source| ReplicaError::io(&dir, source))?;
+        files::create_dir_all(&dir).map_err(|source| ReplicaError::io(&dir, source))?;
         for (pack_id, pack) in files.packs.iter().enumerate() {
             let path = store.pack_path(shard as u16, pack_id as u32);
             create_sized(&path, pack.len)?;
@@ -374,11 +373,14 @@ async fn restore_at(
         total.bytes_total += pieces.iter().map(|(_, piece)| piece.len).sum::<u64>();
     }
     progress(total);
-    let mut journal = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&done_path)
-        .map_err(|source| ReplicaError::io(&done_path, source))?;
+    // The journal of an interrupted restore goes on where it stopped.
+    let journal = match files::WriteFile::open(&done_path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            files::WriteFile::create(&done_path)
+        }
+        opened => opened,
+    }
+    .map_err(|source| ReplicaError::io(&done_path, source))?;
     let work: Vec<_> = by_object
         .into_iter()
         .filter(|(key, _)| !done.contains(&remote.path(*key).to_string()))
@@ -400,8 +402,9 @@ async fn restore_at(
         .buffer_unordered(FETCHES_IN_FLIGHT);
     while let Some(result) = fetches.next().await {
         let (key, bytes) = result?;
-        writeln!(journal, "{}", remote.path(key))
-            .and_then(|()| journal.sync_data())
+        journal
+            .append(format!("{}\n", remote.path(key)).as_bytes())
+            .and_then(|_| journal.sync_data())
             .map_err(|source| ReplicaError::io(&done_path, source))?;
         total.objects_done += 1;
         total.bytes_done += bytes;
@@ -437,8 +440,7 @@ async fn restore_at(
         packs: identities.1,
     }
     .save(to)?;
-    std::fs::remove_dir_all(&journal_dir)
-        .map_err(|source| ReplicaError::io(&journal_dir, source))?;
+    files::remove_dir_all(&journal_dir).map_err(|source| ReplicaError::io(&journal_dir, source))?;
     tracing::info!(replica = %hex(&replica_id), dir = %to.display(), "restored");
     Ok((state, total.objects_total, total.bytes_total))
 }
@@ -460,11 +462,7 @@ fn check_log_cut(state: &StoreState, record_id: u64) -> Result<(), ReplicaError>
 /// Cuts `turns.log` right after the record holding slot `record_id` (all its slots kept), and
 /// the state with it. Answers the records kept.
 fn cut_log(log_path: &Path, state: &mut StoreState, record_id: u64) -> Result<u64, ReplicaError> {
-    let log = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(log_path)
-        .map_err(|source| ReplicaError::io(log_path, source))?;
+    let log = File::open(log_path).map_err(|source| ReplicaError::io(log_path, source))?;
     let read_slot = |id: u64| -> Result<Option<LogRecord>, ReplicaError> {
         let mut slot = [0u8; LOG_RECORD_BYTES];
         log.read_exact_at(&mut slot, (id - 1) * LOG_SLOT_BYTES)
@@ -484,8 +482,10 @@ fn cut_log(log_path: &Path, state: &mut StoreState, record_id: u64) -> Result<u6
         _ => 1,
     };
     let end = (head + slots - 1).max(record_id).min(state.log_records);
-    log.set_len(end * LOG_SLOT_BYTES)
-        .and_then(|()| log.sync_all())
+    let cut =
+        files::WriteFile::open(log_path).map_err(|source| ReplicaError::io(log_path, source))?;
+    cut.set_len(end * LOG_SLOT_BYTES)
+        .and_then(|()| cut.sync_all())
         .map_err(|source| ReplicaError::io(log_path, source))?;
     let bytes = end * LOG_SLOT_BYTES;
     state.log_records = end;
@@ -536,27 +536,26 @@ async fn fetch_object(
                 bytes.len()
             ))
         })?;
-        let file = OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(|source| ReplicaError::io(path, source))?;
-        file.write_all_at(slice, piece.file_offset)
+        let file = files::WriteFile::open(path).map_err(|source| ReplicaError::io(path, source))?;
+        file.write_at(slice, piece.file_offset)
             .map_err(|source| ReplicaError::io(path, source))?;
         file.sync_data()
             .map_err(|source| ReplicaError::io(path, source))?;
         written += piece.len;
     }
-    let _ = std::fs::remove_file(scratch);
+    let _ = files::remove(scratch);
     Ok(written)
 }
 
 fn create_sized(path: &Path, len: u64) -> Result<(), ReplicaError> {
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .map_err(|source| ReplicaError::io(path, source))?;
+    // Kept as it is when it exists: an interrupted restore already wrote some of it.
+    let file = match files::WriteFile::open(path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            files::WriteFile::create_new(path)
+        }
+        opened => opened,
+    }
+    .map_err(|source| ReplicaError::io(path, source))?;
     file.set_len(len)
         .map_err(|source| ReplicaError::io(path, source))
 }
@@ -564,29 +563,20 @@ fn create_sized(path: &Path, len: u64) -> Result<(), ReplicaError> {
 /// The meta file, empty indexes, the log's last record whole; everything synced.
 fn finish(to: &Path, store: &StoreDir, state: &StoreState) -> Result<(), ReplicaError> {
     let log_path = store.turns_log_path();
-    File::open(&log_path)
-        .and_then(|log| log.sync_all())
-        .map_err(|source| ReplicaError::io(&log_path, source))?;
+    files::sync_file(&log_path).map_err(|source| ReplicaError::io(&log_path, source))?;
     for shard in 0..state.shards.len() {
         let index = store.blob_index_path(shard as u16);
-        File::create(&index)
+        files::WriteFile::create(&index)
             .and_then(|file| file.sync_all())
             .map_err(|source| ReplicaError::io(&index, source))?;
         let dir = store.shard_dir(shard as u16);
-        File::open(&dir)
-            .and_then(|dir| dir.sync_all())
-            .map_err(|source| ReplicaError::io(&dir, source))?;
+        files::sync_dir(&dir).map_err(|source| ReplicaError::io(&dir, source))?;
     }
-    // The meta file last: its presence makes the directory a store.
+    files::sync_dir(to).map_err(|source| ReplicaError::io(to, source))?;
+    // The meta file last: its presence makes the directory a store (written under a
+    // temporary name, synced, renamed in, the directory synced).
     let meta = store.meta_path();
-    let temporary = meta.with_extension("meta.tmp");
-    std::fs::write(&temporary, &state.meta)
-        .and_then(|()| File::open(&temporary)?.sync_all())
-        .map_err(|source| ReplicaError::io(&temporary, source))?;
-    std::fs::rename(&temporary, &meta).map_err(|source| ReplicaError::io(&meta, source))?;
-    File::open(to)
-        .and_then(|dir| dir.sync_all())
-        .map_err(|source| ReplicaError::io(to, source))
+    files::write_file_durably(&meta, &state.meta).map_err(|source| ReplicaError::io(&meta, source))
 }
 
 /// The identities of the restored files, so that a primary started on them ships only what

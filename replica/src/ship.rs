@@ -29,9 +29,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ctxstore_engine::Engine;
 use ctxstore_engine::cut::StoreCut;
 use ctxstore_engine::store_dir::StoreDir;
+use ctxstore_engine::{Engine, files};
 
 use crate::catalog;
 use crate::error::ReplicaError;
@@ -42,7 +42,7 @@ use crate::format::{
 use crate::layout::Key;
 use crate::local::{self, FileIdentity, LocalState};
 use crate::remote::{Created, Remote};
-use crate::stats::{ReplicationState, ReplicationStats, now_unix_ms};
+use crate::stats::{ReplicationRole, ReplicationState, ReplicationStats, now_unix_ms};
 use crate::target::{self, S3Settings};
 
 /// How the primary ships (the server's `--replicate-*` flags).
@@ -123,12 +123,18 @@ impl Replicator {
             .enable_all()
             .build()
             .map_err(|source| ReplicaError::io("tokio runtime", source))?;
+        stats.set_role(ReplicationRole::Primary);
+        stats.set_target(&config.url);
+        stats
+            .segment_bytes_max
+            .store(config.segment_bytes_max, Ordering::Relaxed);
         let mut shipper = Shipper::new(engine, remote, config, stats.clone());
         match runtime.block_on(shipper.attach()) {
             Ok(()) => {}
             Err(error) if shipper.config.start_anyway && error.is_transient() => {
                 tracing::warn!(%error, "replication target unreachable at start; serving anyway, replication retries every interval");
                 shipper.stats.set_state(ReplicationState::Failing);
+                shipper.stats.set_reason(&error.to_string());
                 shipper.stats.count_failure(error.kind());
             }
             Err(error) => return Err(error),
@@ -483,6 +489,10 @@ impl Shipper {
             .store(u64::from(self.local.generation), Ordering::Relaxed);
         stats.epoch.store(self.local.epoch, Ordering::Relaxed);
         stats.seq.store(self.local.seq, Ordering::Relaxed);
+        stats
+            .records
+            .store(self.state.log_records, Ordering::Relaxed);
+        stats.set_reason("");
     }
 
     async fn run(mut self, stopping: Arc<AtomicBool>, wake: Arc<tokio::sync::Notify>) {
@@ -534,7 +544,9 @@ impl Shipper {
 
     fn failed(&mut self, error: &ReplicaError) {
         self.stats.count_failure(error.kind());
-        if let ReplicaError::Fenced { .. } = error {
+        self.stats.set_reason(&error.to_string());
+        if let ReplicaError::Fenced { holder, .. } = error {
+            self.stats.set_primary(holder);
             tracing::error!(%error, "replication fenced: this primary ships nothing more");
             self.stats.set_state(ReplicationState::Fenced);
         } else {
@@ -566,6 +578,8 @@ impl Shipper {
         let Some(mut cycle) = cycle else {
             // Nothing new: everything acknowledged before the cut is shipped.
             self.stats.lag_bytes.store(0, Ordering::Relaxed);
+            self.stats.backlog_objects.store(0, Ordering::Relaxed);
+            self.stats.set_reason("");
             self.stats
                 .shipped_cut_unix_ms
                 .store(cut_at, Ordering::Relaxed);
@@ -575,6 +589,22 @@ impl Shipper {
             self.stats.set_state(ReplicationState::Shipping);
             return Ok(false);
         };
+        // The backlog as of this cut: until it ships, the figures say what is waiting.
+        let segment_bytes_max = self.config.segment_bytes_max.max(LOG_SLOT_BYTES);
+        let staged_bytes: u64 = cycle
+            .uploads
+            .iter()
+            .filter_map(|upload| std::fs::metadata(&upload.staged).ok())
+            .map(|metadata| metadata.len())
+            .sum();
+        self.stats.lag_bytes.store(
+            staged_bytes + cycle.body.len() as u64 + cycle.left_bytes,
+            Ordering::Relaxed,
+        );
+        self.stats.backlog_objects.store(
+            cycle.uploads.len() as u64 + 1 + cycle.left_bytes.div_ceil(segment_bytes_max),
+            Ordering::Relaxed,
+        );
         let mut objects = 0u64;
         let mut bytes_shipped = 0u64;
         for upload in &cycle.uploads {
@@ -645,12 +675,20 @@ impl Shipper {
         }
         self.local.save(&self.data_dir)?;
         for upload in &cycle.uploads {
-            let _ = std::fs::remove_file(&upload.staged);
+            let _ = files::remove(&upload.staged);
         }
         let stats = &self.stats;
         stats.add_shipped(objects, bytes_shipped);
         stats.seq.store(seq, Ordering::Relaxed);
+        stats
+            .records
+            .store(self.state.log_records, Ordering::Relaxed);
         stats.lag_bytes.store(cycle.left_bytes, Ordering::Relaxed);
+        stats.backlog_objects.store(
+            cycle.left_bytes.div_ceil(segment_bytes_max),
+            Ordering::Relaxed,
+        );
+        stats.set_reason("");
         if !cycle.header.continues {
             stats
                 .shipped_cut_unix_ms
@@ -865,7 +903,7 @@ impl Shipper {
                     // The open pack replaced (a restored file): its bytes start again at 0 in
                     // this segment, after an empty replacement.
                     let staged = staging.join(format!("p{shard:02}-{pack_id:06}-{seq:012}"));
-                    std::fs::write(&staged, b"")
+                    files::WriteFile::create(&staged)
                         .map_err(|source| ReplicaError::io(&staged, source))?;
                     uploads.push(Upload {
                         staged,
@@ -957,12 +995,11 @@ fn read_at(file: &File, target: &mut [u8], offset: u64, path: &Path) -> Result<(
 /// changes a file another name holds). Copied where a hard link cannot be made.
 fn stage(path: &Path, staged: &Path) -> Result<(), ReplicaError> {
     if let Some(dir) = staged.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| ReplicaError::io(dir, source))?;
+        files::create_dir_all(dir).map_err(|source| ReplicaError::io(dir, source))?;
     }
-    let _ = std::fs::remove_file(staged);
-    if std::fs::hard_link(path, staged).is_err() {
-        std::fs::copy(path, staged).map_err(|source| ReplicaError::io(staged, source))?;
-    }
+    // A leftover of a failed cycle; the link below needs the name free.
+    let _ = files::remove(staged);
+    files::hard_link_or_copy(path, staged).map_err(|source| ReplicaError::io(staged, source))?;
     Ok(())
 }
 

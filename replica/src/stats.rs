@@ -1,7 +1,11 @@
-//! Replication's figures (metrics, `ctxstore stats`): written by the replicator's one thread,
-//! read by anyone (relaxed atomics: each figure on its own; no reader needs two to agree).
+//! Replication's figures, the one source of the metrics (`/metrics`), the console and the
+//! REPLICATION_STATS message (`ctxstore stats`): written by the replicator's (or the standby's)
+//! one thread, read by anyone (relaxed atomics: each figure on its own; no reader needs two to
+//! agree). The three texts (target, primary, reason) change only when the state does, so a
+//! mutex around each costs nothing on any request path.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// What the replicator is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +37,12 @@ impl ReplicationState {
         }
     }
 
+    /// Its code on the wire (REPLICATION_STATS `state`; 0 is "off", a server that does not
+    /// replicate).
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
     fn from_code(code: u64) -> ReplicationState {
         match code {
             2 => ReplicationState::Failing,
@@ -44,6 +54,33 @@ impl ReplicationState {
         }
     }
 }
+
+/// Which side of a replica this server is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicationRole {
+    /// Ships its store (`--replicate-to`, or a promoted standby).
+    Primary = 1,
+    /// Follows a replica (`--follow`).
+    Standby = 2,
+}
+
+impl ReplicationRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplicationRole::Primary => "primary",
+            ReplicationRole::Standby => "standby",
+        }
+    }
+
+    /// Its code on the wire (REPLICATION_STATS `role`; 0 is "off").
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+/// The longest text a figure keeps (target, primary, reason), in bytes: an error message of
+/// the object store can be long, and the figures travel in one small answer.
+pub const REPLICATION_TEXT_BYTES_MAX: usize = 1024;
 
 /// Kinds of failure counted apart (`ReplicaError::kind`).
 pub const FAILURE_KINDS: [&str; 12] = [
@@ -64,6 +101,8 @@ pub const FAILURE_KINDS: [&str; 12] = [
 #[derive(Debug, Default)]
 pub struct ReplicationStats {
     state: AtomicU64,
+    /// `ReplicationRole` as its code (0 until a replicator or a follower starts).
+    role: AtomicU64,
     pub generation: AtomicU64,
     pub epoch: AtomicU64,
     /// The last segment shipped (or applied, on a standby).
@@ -77,6 +116,26 @@ pub struct ReplicationStats {
     pub objects_total: AtomicU64,
     pub bytes_total: AtomicU64,
     pub failures: [AtomicU64; FAILURE_KINDS.len()],
+    /// The record id of the last `turns.log` slot shipped (or applied, on a standby): every
+    /// turn record up to it is in the replica (0: none yet).
+    pub records: AtomicU64,
+    /// Objects the backlog needs (files uploaded whole and segments), as of the last cut (on a
+    /// standby: segments listed but not applied yet).
+    pub backlog_objects: AtomicU64,
+    /// The most bytes one segment carries (`--replica-segment-bytes-max`): the backlog has no
+    /// bound of its own (it is the store's own files, decision 0019) and ships in segments of
+    /// at most this many bytes.
+    pub segment_bytes_max: AtomicU64,
+    /// A standby found the promote request and is becoming the primary.
+    pub promoting: AtomicBool,
+    /// The replica's URL, without credentials.
+    target: Mutex<String>,
+    /// The primary a standby names (its READ_ONLY answers send writes there), or the one that
+    /// fenced this primary.
+    primary: Mutex<String>,
+    /// Why the state is what it is when it is not healthy (failing, fenced, stalled): the
+    /// last error; empty while shipping or following.
+    reason: Mutex<String>,
 }
 
 /// The figures at one moment.
@@ -94,6 +153,17 @@ pub struct ReplicationSnapshot {
     pub objects_total: u64,
     pub bytes_total: u64,
     pub failures: Vec<(&'static str, u64)>,
+    pub role: Option<ReplicationRole>,
+    /// See `ReplicationStats::records`.
+    pub records: u64,
+    /// When the cut holding `records` was taken on the primary (unix ms; 0: none yet).
+    pub records_unix_ms: u64,
+    pub backlog_objects: u64,
+    pub segment_bytes_max: u64,
+    pub promoting: bool,
+    pub target: String,
+    pub primary: String,
+    pub reason: String,
 }
 
 impl ReplicationStats {
@@ -103,6 +173,32 @@ impl ReplicationStats {
 
     pub fn state(&self) -> ReplicationState {
         ReplicationState::from_code(self.state.load(Ordering::Relaxed))
+    }
+
+    pub fn set_role(&self, role: ReplicationRole) {
+        self.role.store(role as u64, Ordering::Relaxed);
+    }
+
+    pub fn role(&self) -> Option<ReplicationRole> {
+        match self.role.load(Ordering::Relaxed) {
+            1 => Some(ReplicationRole::Primary),
+            2 => Some(ReplicationRole::Standby),
+            _ => None,
+        }
+    }
+
+    /// The replica's URL, with any credentials (`user:password@`) and query left out.
+    pub fn set_target(&self, url: &str) {
+        set_text(&self.target, &without_credentials(url));
+    }
+
+    pub fn set_primary(&self, primary: &str) {
+        set_text(&self.primary, primary);
+    }
+
+    /// Why the state is not healthy (the last error); `""` when it is again.
+    pub fn set_reason(&self, reason: &str) {
+        set_text(&self.reason, reason);
     }
 
     pub fn count_failure(&self, kind: &str) {
@@ -141,12 +237,85 @@ impl ReplicationStats {
                 .zip(&self.failures)
                 .map(|(kind, count)| (*kind, load(count)))
                 .collect(),
+            role: self.role(),
+            records: load(&self.records),
+            records_unix_ms: shipped_cut,
+            backlog_objects: load(&self.backlog_objects),
+            segment_bytes_max: load(&self.segment_bytes_max),
+            promoting: self.promoting.load(Ordering::Relaxed),
+            target: get_text(&self.target),
+            primary: get_text(&self.primary),
+            reason: get_text(&self.reason),
         }
     }
+}
+
+fn set_text(cell: &Mutex<String>, text: &str) {
+    let mut end = text.len().min(REPLICATION_TEXT_BYTES_MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    // A writer that panicked left a whole String behind: the text is still usable.
+    let mut guard = cell
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    guard.clear();
+    guard.push_str(&text[..end]);
+}
+
+fn get_text(cell: &Mutex<String>) -> String {
+    cell.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
+/// `url` without `user:password@` after its scheme and without a query (`?…`): what may be
+/// shown to anyone who can read the figures.
+pub fn without_credentials(url: &str) -> String {
+    let url = url.split_once('?').map_or(url, |(before, _)| before);
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    format!("{scheme}://{host}{path}")
 }
 
 pub fn now_unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_and_queries_never_reach_the_figures() {
+        assert_eq!(
+            without_credentials("s3://key:secret@bucket/prefix?region=x"),
+            "s3://bucket/prefix"
+        );
+        assert_eq!(without_credentials("s3://bucket/a@b"), "s3://bucket/a@b");
+        assert_eq!(
+            without_credentials("file:///srv/replica"),
+            "file:///srv/replica"
+        );
+        let stats = ReplicationStats::default();
+        stats.set_target("s3://AKIA:wJalr@bucket/p");
+        assert_eq!(stats.snapshot(0).target, "s3://bucket/p");
+    }
+
+    #[test]
+    fn a_long_reason_is_cut_at_a_character_boundary() {
+        let stats = ReplicationStats::default();
+        stats.set_reason(&"é".repeat(REPLICATION_TEXT_BYTES_MAX));
+        let reason = stats.snapshot(0).reason;
+        assert_eq!(reason.len(), REPLICATION_TEXT_BYTES_MAX);
+        assert!(reason.chars().all(|c| c == 'é'));
+    }
 }

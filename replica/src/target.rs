@@ -96,7 +96,8 @@ pub fn open_with_timeout(
                 "a file:// URL needs an absolute path: file:///DIR".into(),
             ));
         }
-        std::fs::create_dir_all(dir).map_err(|source| ReplicaError::io(dir, source))?;
+        ctxstore_engine::files::create_dir_all(std::path::Path::new(dir))
+            .map_err(|source| ReplicaError::io(dir, source))?;
         let store = LocalFileSystem::new_with_prefix(dir)
             .map_err(|error| invalid(format!("cannot use the directory: {error}")))?;
         let store: Arc<dyn ObjectStore> = Arc::new(store);

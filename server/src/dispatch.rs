@@ -45,6 +45,9 @@ pub struct Dispatcher {
     pub engine: Engine,
     pub limits: ServerLimits,
     pub counters: Arc<ServerCounters>,
+    /// Replication's figures (REPLICATION_STATS): the replicator's or the standby's, the
+    /// same ones `/metrics` reads (`None`: the server does not replicate).
+    pub replication: Option<Arc<ctxstore_replica::ReplicationStats>>,
     /// This core's raw payloads (never borrowed across an await).
     pub payload_cache: RefCell<PayloadCache>,
 }

@@ -252,6 +252,7 @@ impl Server {
                 cache_feed,
                 token_digest,
                 limits: config.limits,
+                replication: self.replication().cloned(),
                 drain_timeout: config.drain_timeout,
                 shutdown,
             };

@@ -41,6 +41,8 @@ pub struct CoreSettings {
     /// BLAKE3 of the token clients must present.
     pub token_digest: Option<[u8; 32]>,
     pub limits: ServerLimits,
+    /// Replication's figures (REPLICATION_STATS), when the server replicates or follows.
+    pub replication: Option<Arc<ctxstore_replica::ReplicationStats>>,
     /// How long connections get to answer and write what is in flight once shutdown began.
     pub drain_timeout: Duration,
     /// The first message (or all senders dropped): stop accepting, drain, exit. A second
@@ -96,6 +98,7 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
             engine: settings.engine,
             limits: settings.limits,
             counters: settings.counters,
+            replication: settings.replication,
             payload_cache: RefCell::new(
                 PayloadCache::with_counters(
                     settings.payload_cache_bytes,

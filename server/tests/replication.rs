@@ -1,7 +1,8 @@
 //! Replication through the binary (issue 31): `ctxstore-server --replicate-to` ships while it
 //! serves and once more at SIGTERM; `ctxstore-server restore` builds a store that verifies and
 //! serves every acknowledged turn; a prefix that is not a replica is refused at start, naming
-//! what it found; the metrics endpoint reports replication. On a `file://` replica here, and on
+//! what it found; the metrics endpoint and REPLICATION_STATS report replication (the same
+//! figures), a server that does not replicate says `off`. On a `file://` replica here, and on
 //! SeaweedFS when `.ci/run` names it (`CTXSTORE_S3_TEST_ENDPOINT`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,7 +13,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ctxstore_client::{ClientConfig, blocking};
+use ctxstore_client::{ClientConfig, ReplicationRole, ReplicationState, blocking};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
 
@@ -105,6 +106,39 @@ fn ships_and_restores(url: &str, env: &[(&str, &str)]) {
         metrics.contains("ctxstore_replication_objects_total"),
         "{metrics}"
     );
+    // REPLICATION_STATS: the same figures, once everything acknowledged has shipped.
+    let started = std::time::Instant::now();
+    let stats = loop {
+        let stats = client.replication_stats().unwrap();
+        if stats.lag_bytes == 0 && stats.records >= 61 {
+            break stats;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never shipped everything: {stats:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(stats.role, ReplicationRole::Primary, "{stats:?}");
+    assert_eq!(stats.state, ReplicationState::Shipping, "{stats:?}");
+    assert_eq!(stats.target, url, "{stats:?}");
+    assert!(stats.epoch >= 1 && stats.generation >= 1, "{stats:?}");
+    assert!(
+        stats.seq >= 1 && stats.objects_total >= stats.seq,
+        "{stats:?}"
+    );
+    // At least every turn record's 128-byte slot went up (the payloads compress well).
+    assert!(stats.bytes_total > 61 * 128, "{stats:?}");
+    assert!(stats.records_unix_ms > 0 && stats.last_success_unix_ms > 0);
+    assert_eq!((stats.lag_ms, stats.backlog_objects), (0, 0), "{stats:?}");
+    assert_eq!(stats.segment_bytes_max, 64 << 20, "the default, {stats:?}");
+    assert!(stats.reason.is_empty() && !stats.promoting, "{stats:?}");
+    assert!(
+        stats.failures.iter().any(|(kind, _)| kind == "store"),
+        "every kind is reported: {stats:?}"
+    );
+    // One creation and 60 appends: one record each.
+    assert_eq!(stats.records, 61, "{stats:?}");
     drop(client);
     // SIGTERM ships what is durable once more before the server exits.
     stop(child);
@@ -119,6 +153,13 @@ fn ships_and_restores(url: &str, env: &[(&str, &str)]) {
     field(&stdout, "generation").parse::<u32>().unwrap();
     let (child, addr) = spawn(&target, &[], &[]);
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
+    // A server that does not replicate says so.
+    let off = client.replication_stats().unwrap();
+    assert_eq!(
+        (off.role, off.state, off.records, off.target.as_str()),
+        (ReplicationRole::Off, ReplicationState::Off, 0, ""),
+        "{off:?}"
+    );
     let page = client.last(context, 100, true).unwrap();
     let read: Vec<(u64, Vec<u8>)> = page
         .turns

@@ -4,7 +4,9 @@
 //! with READ_ONLY naming the primary, survives kill -9 and resumes without restoring again;
 //! `ctxstore-server promote` fences the old primary (it reports `fenced`; only the promoted
 //! store ships), the promoted store takes writes and ships them as a new generation, and a
-//! restore from the prefix afterwards holds them and verifies clean. On a `file://` replica,
+//! restore from the prefix afterwards holds them and verifies clean. REPLICATION_STATS says
+//! each side's role: the standby what it applied and the primary it names, the fenced
+//! primary why, the promoted one shipping. On a `file://` replica,
 //! and on SeaweedFS when `.ci/run` names it (`CTXSTORE_S3_TEST_ENDPOINT`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,7 +18,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ctxstore_client::{ClientConfig, ClientError, ErrorCode, blocking};
+use ctxstore_client::{
+    ClientConfig, ClientError, ErrorCode, ReplicationRole, ReplicationState, blocking,
+};
 use ctxstore_testsupport::{ServerLaunch, TestServer, verified};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
@@ -213,6 +217,45 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
     }
     caught_up(&writer, &reader, &contexts, &keys, || standby.log());
 
+    // The standby's figures: what it applied (the primary's shipped records, once both
+    // settle), the primary it names.
+    let started = Instant::now();
+    let (shipped, applied) = loop {
+        let shipped = writer.replication_stats().unwrap();
+        let applied = reader.replication_stats().unwrap();
+        if shipped.lag_bytes == 0 && applied.records == shipped.records && applied.lag_bytes == 0 {
+            break (shipped, applied);
+        }
+        assert!(
+            started.elapsed() < CATCH_UP,
+            "{shipped:?}\n{applied:?}\n{}",
+            standby.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        (shipped.role, shipped.state),
+        (ReplicationRole::Primary, ReplicationState::Shipping),
+        "{shipped:?}"
+    );
+    assert_eq!(
+        (applied.role, applied.state),
+        (ReplicationRole::Standby, ReplicationState::Following),
+        "{applied:?}"
+    );
+    assert!(applied.records > 0, "{applied:?}");
+    assert_eq!(applied.target, url);
+    assert_eq!(
+        (applied.generation, applied.epoch),
+        (shipped.generation, shipped.epoch),
+        "{applied:?}"
+    );
+    assert!(
+        applied.primary.contains(&primary.addr),
+        "the standby names its primary: {applied:?}"
+    );
+    assert!(applied.records_unix_ms > 0 && applied.last_success_unix_ms > 0);
+
     // Writes are refused, naming the primary.
     let refused = reader
         .append(first, None, 0, 0, payload(9, 100))
@@ -284,6 +327,39 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Both say so: the old primary fenced (and why), the promoted one shipping a new
+    // generation under the newer epoch.
+    let fenced = writer.replication_stats().unwrap();
+    assert_eq!(
+        (fenced.role, fenced.state),
+        (ReplicationRole::Primary, ReplicationState::Fenced),
+        "{fenced:?}"
+    );
+    assert!(fenced.reason.contains("epoch"), "{fenced:?}");
+    assert!(!fenced.primary.is_empty(), "who fenced it: {fenced:?}");
+    assert!(
+        fenced
+            .failures
+            .iter()
+            .any(|(kind, count)| kind == "fenced" && *count > 0),
+        "{fenced:?}"
+    );
+    let started = Instant::now();
+    let promoted = loop {
+        let promoted = reader.replication_stats().unwrap();
+        if promoted.state == ReplicationState::Shipping {
+            break promoted;
+        }
+        assert!(started.elapsed() < CATCH_UP, "{promoted:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(promoted.role, ReplicationRole::Primary, "{promoted:?}");
+    assert!(!promoted.promoting, "{promoted:?}");
+    assert!(
+        promoted.epoch > fenced.epoch && promoted.generation > fenced.generation,
+        "{promoted:?}\n{fenced:?}"
+    );
+
     // The old primary's later writes never reach the replica.
     let stray = writer
         .append(first, None, 0, 0, payload(600, 4000))
@@ -380,4 +456,144 @@ fn a_standby_refuses_a_directory_holding_another_store() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{stderr}");
     assert!(stderr.contains("never restored from a replica"), "{stderr}");
+}
+
+/// Every file under `dir` that holds `needle` (a purged payload's bytes).
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path)
+                && bytes.windows(needle.len()).any(|window| window == needle)
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// Waits until no file under `dir` holds `needle` (the standby applied the primary's rewrite).
+fn gone_from(dir: &Path, needle: &[u8], log: impl Fn() -> String) {
+    let started = Instant::now();
+    loop {
+        let holding = files_holding(dir, needle);
+        if holding.is_empty() {
+            return;
+        }
+        assert!(
+            started.elapsed() < CATCH_UP,
+            "the standby still holds the bytes in {holding:?}\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A delete and a collection on the primary rewrite the pack that held a payload only the
+/// deleted context named, then a purge does the same to a live context's payload; the standby
+/// installs each rewritten pack (after the cut's gc-dead and purge records), so the collected
+/// and the purged bytes leave its disk too, and it serves and verifies as before (decision
+/// 0019).
+#[test]
+fn a_collection_or_a_purge_on_the_primary_leaves_no_such_bytes_on_the_standby() {
+    let root = tempfile::tempdir().unwrap();
+    let replica = root.path().join("replica");
+    let url = format!("file://{}", replica.display());
+    let env = [("RUST_LOG".to_string(), "info".to_string())];
+    let primary_data = root.path().join("primary");
+    let primary = spawn(
+        &primary_data,
+        &[
+            "--replicate-to",
+            url.as_str(),
+            "--replicate-interval",
+            "100ms",
+            "--gc-interval",
+            "off",
+            "--gc-pack-dead-percent",
+            "1",
+        ],
+        &env,
+    );
+    let writer = client(&primary);
+    let context = writer.create_context().unwrap().context_id;
+    let doomed = writer.create_context().unwrap().context_id;
+    // Incompressible, so its bytes lie in the pack as they are.
+    let secret = payload(4242, 6000);
+    writer.append(doomed, None, 0, 0, secret.clone()).unwrap();
+    let mut live = Vec::new();
+    for i in 0..8u32 {
+        live.push(
+            writer
+                .append(context, None, 0, 0, payload(5000 + i, 3000))
+                .unwrap()
+                .turn,
+        );
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    let standby_data = root.path().join("standby");
+    let mut standby = spawn(
+        &standby_data,
+        &["--follow", url.as_str(), "--replicate-interval", "100ms"],
+        &env,
+    );
+    let reader = client(&standby);
+    caught_up(&writer, &reader, &[context, doomed], &[], || standby.log());
+    let needle = &secret[1000..1064];
+    assert!(
+        !files_holding(&standby_data, needle).is_empty(),
+        "the standby holds the payload before the collection (else this test proves nothing)"
+    );
+
+    writer.delete_context(doomed).unwrap();
+    let report = writer.gc().unwrap();
+    assert!(report.packs_compacted >= 1, "{report:?}");
+    assert!(
+        files_holding(&primary_data, needle).is_empty(),
+        "the primary's collection removed the bytes"
+    );
+    gone_from(&standby_data, needle, || standby.log());
+    assert!(
+        standby
+            .log()
+            .contains("installed the primary's rewritten pack"),
+        "{}",
+        standby.log()
+    );
+    // Reads are the primary's: the deleted context gone, the other whole.
+    caught_up(&writer, &reader, &[context, doomed], &[], || standby.log());
+
+    // A purge of a live turn's payload (its turn redacted), then a collection.
+    let purged = &live[3];
+    let purged_bytes = payload(5003, 3000);
+    let needle = &purged_bytes[100..164];
+    assert!(!files_holding(&standby_data, needle).is_empty());
+    writer.purge_blob(purged.payload_hash).unwrap();
+    writer.gc().unwrap();
+    assert!(files_holding(&primary_data, needle).is_empty());
+    gone_from(&standby_data, needle, || standby.log());
+    let started = Instant::now();
+    while reader.turn(purged.turn_id).unwrap().payload_len != 0 {
+        assert!(started.elapsed() < CATCH_UP, "{}", standby.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        reader.turn(live[4].turn_id).unwrap().payload_hash,
+        live[4].payload_hash
+    );
+
+    // The standby's store opens again and verifies clean.
+    drop(reader);
+    standby.signal("TERM");
+    assert!(standby.child.wait().unwrap().success(), "{}", standby.log());
+    verified(Path::new(SERVER), &standby_data);
+    drop(writer);
+    let mut primary = primary;
+    primary.signal("TERM");
+    assert!(primary.child.wait().unwrap().success(), "{}", primary.log());
 }

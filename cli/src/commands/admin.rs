@@ -1,11 +1,12 @@
-//! `ping`, `stats` (with garbage collection's fields, `null` from a server without them),
-//! `gc` (`--gc-timeout`) and `backup --to DIR` (`--backup-timeout`).
+//! `ping`, `stats` (with garbage collection's fields, `null` from a server without them, and
+//! replication's, `replication`: `null` from a server older than protocol version 3), `gc`
+//! (`--gc-timeout`) and `backup --to DIR` (`--backup-timeout`).
 
 use std::time::{Duration, Instant};
 
 use ctxstore_client::blocking::Client;
-use ctxstore_client::{BackupReport, ClientError, GcReport};
-use serde_json::json;
+use ctxstore_client::{BackupReport, ClientError, GcReport, ReplicationStats};
+use serde_json::{Value, json};
 
 use crate::output::Output;
 
@@ -67,6 +68,12 @@ pub(crate) fn ping(client: &Client, out: &Output, addr: &str) -> anyhow::Result<
 /// (garbage collection's `null` from a server without them).
 pub(crate) fn stats(client: &Client, out: &Output) -> anyhow::Result<()> {
     let stats = client.stats()?;
+    let replication = match client.replication_stats() {
+        Ok(replication) => replication_json(&replication),
+        // A server older than version 3 has no such figures: said as null, like gc's.
+        Err(ClientError::Unsupported { .. }) => Value::Null,
+        Err(error) => return Err(anyhow::Error::new(error).context("asking replication's figures")),
+    };
     let value = json!({
         "turns": stats.turns,
         "contexts": stats.contexts,
@@ -84,18 +91,81 @@ pub(crate) fn stats(client: &Client, out: &Output) -> anyhow::Result<()> {
         "dead_bytes": stats.dead_bytes,
         "gc_runs": stats.gc_runs,
         "bytes_reclaimed_total": stats.bytes_reclaimed_total,
+        "replication": replication,
     });
     if out.json {
         out.line(&value)
     } else {
+        // One aligned `name value` line per figure: the store's, then replication's by their
+        // dotted path (`replication.backlog.objects`), aligned apart so that the store's lines
+        // read as they always did; failure kinds that never happened are left out.
+        let mut lines = Vec::new();
+        flatten("", &value, &mut lines);
+        let (replication, store): (Vec<_>, Vec<_>) = lines
+            .into_iter()
+            .partition(|(name, _)| name.starts_with("replication"));
         let mut text = String::new();
-        if let Some(fields) = value.as_object() {
-            let width = fields.keys().map(String::len).max().unwrap_or(0);
-            for (name, value) in fields {
+        for group in [store, replication] {
+            let width = group.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+            for (name, value) in group {
                 text.push_str(&format!("{name:<width$} {value}\n"));
             }
         }
         out.text(text.trim_end())
+    }
+}
+
+/// `stats --json`'s `replication` object, field by field in docs/operations.md#replication.
+fn replication_json(stats: &ReplicationStats) -> Value {
+    let failures: serde_json::Map<String, Value> = stats
+        .failures
+        .iter()
+        .map(|(kind, count)| (kind.clone(), json!(count)))
+        .collect();
+    json!({
+        "role": stats.role.name(),
+        "state": stats.state.name(),
+        "reason": stats.reason,
+        "promoting": stats.promoting,
+        "target": stats.target,
+        "primary": stats.primary,
+        "epoch": stats.epoch,
+        "generation": stats.generation,
+        "seq": stats.seq,
+        "records": stats.records,
+        "records_unix_ms": stats.records_unix_ms,
+        "lag_ms": stats.lag_ms,
+        "lag_bytes": stats.lag_bytes,
+        "objects_total": stats.objects_total,
+        "bytes_total": stats.bytes_total,
+        "last_success_unix_ms": stats.last_success_unix_ms,
+        "failures": failures,
+        "backlog": {
+            "objects": stats.backlog_objects,
+            "bytes": stats.lag_bytes,
+            "segment_bytes_max": stats.segment_bytes_max,
+        },
+    })
+}
+
+/// `value`'s leaves as (dotted name, text), objects walked in their order.
+fn flatten(prefix: &str, value: &Value, lines: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(fields) => {
+            for (name, field) in fields {
+                let path = if prefix.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{prefix}.{name}")
+                };
+                if path.starts_with("replication.failures.") && field.as_u64() == Some(0) {
+                    continue;
+                }
+                flatten(&path, field, lines);
+            }
+        }
+        Value::String(text) => lines.push((prefix.to_string(), text.clone())),
+        other => lines.push((prefix.to_string(), other.to_string())),
     }
 }
 

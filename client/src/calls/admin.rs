@@ -1,12 +1,15 @@
 //! The admin family's calls: PING, STATS (STATS_EX on version 2, STATS after an
 //! UNKNOWN_MESSAGE from a server that predates it, remembered per connection), GC and BACKUP
 //! (each on its own timeout, `ClientConfig::gc_timeout` and `backup_timeout`, instead of the
-//! per-request one; a relative backup directory is refused before sending).
+//! per-request one; a relative backup directory is refused before sending), and
+//! REPLICATION_STATS (version 3).
 
 use std::sync::atomic::Ordering;
 
 use ctxstore_client_macros::blocking_twin;
-use ctxstore_protocol::{AdminRequest, AdminResponse, ErrorCode, MessageType};
+use ctxstore_protocol::{
+    AdminRequest, AdminResponse, ErrorCode, MessageType, ReplicationStatsWire,
+};
 
 use crate::client::{Client, unexpected};
 use crate::error::ClientError;
@@ -90,6 +93,26 @@ impl Client {
         {
             AdminResponse::BackedUp(report) => Ok(report.into()),
             other => Err(unexpected(MessageType::Backup, other)),
+        }
+    }
+
+    /// This server's side of its replica (REPLICATION_STATS, protocol version 3, issue 31):
+    /// role (primary, standby or off), state (shipping, failing, fenced, stopped, following,
+    /// stalled) and why, target, epoch, generation, what shipped (or was applied) and when,
+    /// the lag, the backlog, failures by kind. A server that does not replicate answers role
+    /// and state `Off` and zeros. `ClientError::Unsupported` before version 3.
+    pub async fn replication_stats(&self) -> Result<ReplicationStatsWire, ClientError> {
+        let version = self.protocol_version();
+        if version < 3 {
+            return Err(ClientError::Unsupported {
+                request: "REPLICATION_STATS",
+                needed: 3,
+                version,
+            });
+        }
+        match self.call(AdminRequest::ReplicationStats).await? {
+            AdminResponse::ReplicationStats(stats) => Ok(*stats),
+            other => Err(unexpected(MessageType::ReplicationStats, other)),
         }
     }
 }

@@ -65,6 +65,7 @@ from .types import (
     Patched,
     Purged,
     Redacted,
+    ReplicationStats,
     Retention,
     Stats,
     Turn,
@@ -436,6 +437,13 @@ class Calls(ClientCore):
         (``live_bytes``, ``dead_bytes``, ``gc_runs``, ``bytes_reclaimed_total``; None from a
         server without them)."""
         return Call(ops.stats(), timeout)
+
+    @call
+    def replication_stats(self, *, timeout: float | None = None) -> Call[ReplicationStats]:
+        """This server's side of its replica (protocol version 3; issue 31): role, state and
+        why, target, epoch, generation, what shipped (or was applied) and when, the lag, the
+        backlog, failures by kind. A server that does not replicate says ``"off"``."""
+        return Call(ops.replication_stats(), timeout)
 
     # -- version 2: contexts by name, tags, listing, key-value ---------------------------------
     @call

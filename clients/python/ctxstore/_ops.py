@@ -69,6 +69,7 @@ from .types import (
     Patched,
     Purged,
     Redacted,
+    ReplicationStats,
     Retention,
     ServerInfo,
     Stats,
@@ -772,6 +773,36 @@ def stats() -> Plan[Stats]:
             pass
     plain: Stats = yield stats_op()
     return plain
+
+
+def replication_stats() -> Op[ReplicationStats]:
+    """REPLICATION_STATS (version 3): this server's side of its replica."""
+
+    def finish(response: p.Response) -> ReplicationStats:
+        r = _expect(response, p.ReplicationStatsResponse)
+        return ReplicationStats(
+            role=p.REPLICATION_ROLES[r.role],
+            state=p.REPLICATION_STATES[r.state],
+            reason=r.reason,
+            promoting=r.promoting,
+            target=r.target,
+            primary=r.primary,
+            epoch=r.epoch,
+            generation=r.generation,
+            seq=r.seq,
+            records=r.records,
+            records_unix_ms=r.records_unix_ms,
+            lag_ms=r.lag_ms,
+            lag_bytes=r.lag_bytes,
+            objects_total=r.objects_total,
+            bytes_total=r.bytes_total,
+            last_success_unix_ms=r.last_success_unix_ms,
+            backlog_objects=r.backlog_objects,
+            segment_bytes_max=r.segment_bytes_max,
+            failures=dict(r.failures),
+        )
+
+    return Op(p.ReplicationStats(), finish)
 
 
 def gc() -> Op[GcReport]:

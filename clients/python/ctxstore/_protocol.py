@@ -152,6 +152,7 @@ __all__ = [
     "Backup",
     "Gc",
     "StatsEx",
+    "ReplicationStats",
     "PatchTurn",
     "RedactTurn",
     "PurgeBlob",
@@ -188,6 +189,7 @@ __all__ = [
     "BackedUpResponse",
     "GcDoneResponse",
     "StatsExResponse",
+    "ReplicationStatsResponse",
     "PatchedResponse",
     "RedactedResponse",
     "PurgedResponse",
@@ -355,6 +357,8 @@ class MessageType(IntEnum):
     # Version 2: garbage collection (issue 15).
     GC = 0x0022
     STATS_EX = 0x0023
+    # Version 3: replication's figures (issue 31), after the streams family's 0x0030–0x0036.
+    REPLICATION_STATS = 0x0037
     # Version 2: overlays and redaction (issue 15, decision 0012).
     PATCH_TURN = 0x0024
     REDACT_TURN = 0x0025
@@ -2577,6 +2581,26 @@ class StatsEx(Request):
 
 @register_request
 @dataclass(frozen=True, slots=True)
+class ReplicationStats(Request):
+    """REPLICATION_STATS (0x0037, v3): this server's side of its replica (issue 31). Empty
+    body."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.REPLICATION_STATS
+    NAME: ClassVar[str] = "REPLICATION_STATS"
+    MIN_VERSION: ClassVar[int] = 3
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [b""]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> ReplicationStats:
+        """See :meth:`Message.decode_body`."""
+        return cls()
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
 class PatchTurn(Request):
     """PATCH_TURN (0x0024, v2): the turn reads ``payload`` from now on (an overlay; reads
     ``as_of`` an older overlay see what it had then). Body: ``u64 turn_id, u32 payload_len, u32
@@ -3701,6 +3725,149 @@ class StatsExResponse(Response):
             reader.u64("dead_bytes"),
             reader.u64("gc_runs"),
             reader.u64("bytes_reclaimed_total"),
+        )
+
+
+REPLICATION_ROLES = ("off", "primary", "standby")
+"""REPLICATION_STATS ``role`` codes, by index."""
+REPLICATION_STATES = ("off", "shipping", "failing", "fenced", "stopped", "following", "stalled")
+"""REPLICATION_STATS ``state`` codes, by index."""
+REPLICATION_TEXT_BYTES_MAX = 1024
+REPLICATION_FAILURE_KINDS_MAX = 32
+REPLICATION_FAILURE_KIND_BYTES_MAX = 32
+_REPLICATION_FIGURES = (
+    "generation",
+    "epoch",
+    "seq",
+    "records",
+    "records_unix_ms",
+    "lag_ms",
+    "lag_bytes",
+    "objects_total",
+    "bytes_total",
+    "last_success_unix_ms",
+    "backlog_objects",
+    "segment_bytes_max",
+)
+_REPLICATION_FIXED = struct.Struct("<BBB5s12Q")
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class ReplicationStatsResponse(Response):
+    """REPLICATION_STATS response (0x8037, v3): ``u8 role, u8 state, u8 promoting, 5
+    reserved``, twelve u64 (generation, epoch, seq, records, records_unix_ms, lag_ms,
+    lag_bytes, objects_total, bytes_total, last_success_unix_ms, backlog_objects,
+    segment_bytes_max), three ``u16 len, UTF-8`` texts of at most 1024 bytes (target,
+    primary, reason), ``u16 failure_count`` (≤ 32) and per failure ``u8 kind_len (1..=32),
+    kind, u64 count``. Roles and states by code: :data:`REPLICATION_ROLES`,
+    :data:`REPLICATION_STATES`."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.REPLICATION_STATS.response_type,)
+    NAME: ClassVar[str] = "REPLICATION_STATS response"
+
+    role: int
+    state: int
+    promoting: bool
+    generation: int
+    epoch: int
+    seq: int
+    records: int
+    records_unix_ms: int
+    lag_ms: int
+    lag_bytes: int
+    objects_total: int
+    bytes_total: int
+    last_success_unix_ms: int
+    backlog_objects: int
+    segment_bytes_max: int
+    target: str
+    primary: str
+    reason: str
+    failures: tuple[tuple[str, int], ...]
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        if len(self.failures) > REPLICATION_FAILURE_KINDS_MAX:
+            raise ValueError(f"{len(self.failures)} failure kinds (at most 32)")
+        body = _pack(
+            _REPLICATION_FIXED,
+            self.role,
+            self.state,
+            int(self.promoting),
+            b"\0" * 5,
+            *(getattr(self, name) for name in _REPLICATION_FIGURES),
+        )
+        for name in ("target", "primary", "reason"):
+            text = getattr(self, name).encode()
+            if len(text) > REPLICATION_TEXT_BYTES_MAX:
+                raise ValueError(f"{name} of {len(text)} bytes (at most 1024)")
+            body += _short(text, name)
+        body += _u16(len(self.failures))
+        for kind, count in self.failures:
+            if not 0 < len(kind.encode()) <= REPLICATION_FAILURE_KIND_BYTES_MAX:
+                raise ValueError(f"failure kind {kind!r}: 1 to 32 bytes")
+            body += _tiny(kind.encode(), "failure kind") + _u64(count)
+        return body
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> ReplicationStatsResponse:
+        """See :meth:`Message.decode_body`."""
+        role = reader.u8("role")
+        if role >= len(REPLICATION_ROLES):
+            raise reader.error("role", "not 0 (off), 1 (primary) or 2 (standby)")
+        state = reader.u8("state")
+        if state >= len(REPLICATION_STATES):
+            raise reader.error("state", "not a replication state (0..=6)")
+        promoting = reader.boolean("promoting")
+        reader.zero(5)
+        generation = reader.u64("generation")
+        epoch = reader.u64("epoch")
+        seq = reader.u64("seq")
+        records = reader.u64("records")
+        records_unix_ms = reader.u64("records_unix_ms")
+        lag_ms = reader.u64("lag_ms")
+        lag_bytes = reader.u64("lag_bytes")
+        objects_total = reader.u64("objects_total")
+        bytes_total = reader.u64("bytes_total")
+        last_success_unix_ms = reader.u64("last_success_unix_ms")
+        backlog_objects = reader.u64("backlog_objects")
+        segment_bytes_max = reader.u64("segment_bytes_max")
+        texts = []
+        for name in ("target", "primary", "reason"):
+            length = reader.limit(reader.u16(name), REPLICATION_TEXT_BYTES_MAX, name)
+            texts.append(reader.string(length, name))
+        count = reader.limit(
+            reader.u16("failure_count"), REPLICATION_FAILURE_KINDS_MAX, "failure_count"
+        )
+        failures: list[tuple[str, int]] = []
+        for _ in range(count):
+            kind = reader.tiny_string("failure kind")
+            if not 0 < len(kind.encode()) <= REPLICATION_FAILURE_KIND_BYTES_MAX:
+                raise reader.error("failure kind", "empty or longer than 32 bytes")
+            if any(known == kind for known, _ in failures):
+                raise reader.error("failure kind", "named twice")
+            failures.append((kind, reader.u64("failure count")))
+        return cls(
+            role,
+            state,
+            promoting,
+            generation,
+            epoch,
+            seq,
+            records,
+            records_unix_ms,
+            lag_ms,
+            lag_bytes,
+            objects_total,
+            bytes_total,
+            last_success_unix_ms,
+            backlog_objects,
+            segment_bytes_max,
+            texts[0],
+            texts[1],
+            texts[2],
+            tuple(failures),
         )
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "Appended",
     "Page",
     "Stats",
+    "ReplicationStats",
     "GcReport",
     "Patched",
     "Redacted",
@@ -269,6 +270,46 @@ class Stats:
     """Garbage collections completed since the server started."""
     bytes_reclaimed_total: int | None = None
     """Bytes garbage collection gave back to the file system since the server started."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationStats:
+    """This server's side of its replica (REPLICATION_STATS, protocol version 3, issue 31).
+    The fields as docs/operations.md#replication-in-ctxstore-stats describes them; a server
+    that does not replicate has role and state ``"off"`` and zeros."""
+
+    role: str
+    """``"primary"``, ``"standby"`` or ``"off"``."""
+    state: str
+    """``"shipping"``, ``"failing"``, ``"fenced"``, ``"stopped"``, ``"following"``,
+    ``"stalled"`` or ``"off"``."""
+    reason: str
+    """Why the state is failing, fenced or stalled (the last error); else empty."""
+    promoting: bool
+    """A standby that found its promote request is becoming the primary."""
+    target: str
+    """The replica's URL, without credentials."""
+    primary: str
+    """A standby: the primary it names; a fenced primary: who took the prefix."""
+    epoch: int
+    generation: int
+    seq: int
+    """The last segment shipped (or applied)."""
+    records: int
+    """The record id of the last turn record shipped (or applied)."""
+    records_unix_ms: int
+    """When the cut holding them was taken on the primary (0: none yet)."""
+    lag_ms: int
+    lag_bytes: int
+    """Bytes durable but not shipped (a standby: listed, not applied): the backlog's bytes."""
+    objects_total: int
+    bytes_total: int
+    last_success_unix_ms: int
+    backlog_objects: int
+    segment_bytes_max: int
+    """The backlog's only bound: it ships in segments of at most this many bytes."""
+    failures: dict[str, int]
+    """Failed cycles (or polls) by kind since the server started, every kind listed."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,7 @@ import type {
   Patched,
   Purged,
   Redacted,
+  ReplicationStats,
   Retention,
   ServerInfo,
   Stats,
@@ -671,6 +672,13 @@ export class Client {
       }
     }
     return { ...(await this.run(p.stats(), options)) };
+  }
+
+  /** REPLICATION_STATS (protocol version 3, issue 31): this server's side of its replica —
+   * role, state and why, target, epoch, generation, what shipped (or was applied) and when, the
+   * lag, the backlog, failures by kind. A server that does not replicate says "off". */
+  async replicationStats(options?: CallOptions): Promise<ReplicationStats> {
+    return this.run(p.replicationStats(), options);
   }
 
   // -- version 2: contexts, tags, key-value --------------------------------------------

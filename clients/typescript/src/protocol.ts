@@ -17,6 +17,7 @@
  */
 
 import { ProtocolError } from "./errors.js";
+import type { ReplicationStats } from "./types.js";
 
 export const PROTOCOL_VERSION = 3;
 /** The range of versions offered in HELLO (min, max). */
@@ -125,6 +126,8 @@ export const MsgType = {
   BACKUP: 0x0021,
   GC: 0x0022,
   STATS_EX: 0x0023,
+  // Version 3: replication's figures (issue 31), after the streams family's 0x0030–0x0036.
+  REPLICATION_STATS: 0x0037,
   PATCH_TURN: 0x0024,
   REDACT_TURN: 0x0025,
   PURGE_BLOB: 0x0026,
@@ -906,6 +909,54 @@ export function decodeStatsEx(r: Reader): StatsExAnswer {
   };
 }
 
+/** REPLICATION_STATS' role and state codes, by index. */
+export const REPLICATION_ROLES = ["off", "primary", "standby"] as const;
+export const REPLICATION_STATES = ["off", "shipping", "failing", "fenced", "stopped", "following", "stalled"] as const;
+export const REPLICATION_TEXT_BYTES_MAX = 1024;
+export const REPLICATION_FAILURE_KINDS_MAX = 32;
+export const REPLICATION_FAILURE_KIND_BYTES_MAX = 32;
+
+/** REPLICATION_STATS' answer: `u8 role, u8 state, u8 promoting, 5 reserved`, twelve u64, three
+ * `u16 len, UTF-8` texts (≤ 1024 bytes: target, primary, reason), `u16 failure_count` (≤ 32),
+ * each `u8 kind_len (1..=32), kind, u64 count` (docs/protocol.md). */
+export function decodeReplicationStats(r: Reader): ReplicationStats {
+  const role = REPLICATION_ROLES[r.u8("role")];
+  if (role === undefined) throw r.error("role", "not 0 (off), 1 (primary) or 2 (standby)");
+  const state = REPLICATION_STATES[r.u8("state")];
+  if (state === undefined) throw r.error("state", "not a replication state (0..=6)");
+  const promoting = r.boolean("promoting");
+  r.zero(5);
+  const generation = r.u64("generation");
+  const epoch = r.u64("epoch");
+  const seq = r.u64("seq");
+  const records = r.u64("records");
+  const recordsUnixMs = r.u64("records_unix_ms");
+  const lagMs = r.u64("lag_ms");
+  const lagBytes = r.u64("lag_bytes");
+  const objectsTotal = r.u64("objects_total");
+  const bytesTotal = r.u64("bytes_total");
+  const lastSuccessUnixMs = r.u64("last_success_unix_ms");
+  const backlogObjects = r.u64("backlog_objects");
+  const segmentBytesMax = r.u64("segment_bytes_max");
+  const text = (field: string): string => r.string(r.limit(r.u16(field), REPLICATION_TEXT_BYTES_MAX, field), field);
+  const target = text("target");
+  const primary = text("primary");
+  const reason = text("reason");
+  const count = r.limit(r.u16("failure_count"), REPLICATION_FAILURE_KINDS_MAX, "failure_count");
+  const failures: Record<string, number> = {};
+  for (let i = 0; i < count; i++) {
+    const kindLen = r.u8("failure kind");
+    if (kindLen === 0 || kindLen > REPLICATION_FAILURE_KIND_BYTES_MAX) throw r.error("failure kind", "empty or longer than 32 bytes");
+    const kind = r.string(kindLen, "failure kind");
+    if (Object.hasOwn(failures, kind)) throw r.error("failure kind", "named twice");
+    failures[kind] = r.u64("failure count");
+  }
+  return {
+    role, state, reason, promoting, target, primary, epoch, generation, seq, records, recordsUnixMs, lagMs, lagBytes,
+    objectsTotal, bytesTotal, lastSuccessUnixMs, backlogObjects, segmentBytesMax, failures,
+  };
+}
+
 export interface OpenedAnswer {
   info: ContextInfoRecord;
   created: boolean;
@@ -1447,6 +1498,10 @@ export function gc(): Request<GcDoneAnswer> {
 
 export function statsEx(): Request<StatsExAnswer> {
   return request("STATS_EX", MsgType.STATS_EX, 2, () => undefined, decodeStatsEx);
+}
+
+export function replicationStats(): Request<ReplicationStats> {
+  return request("REPLICATION_STATS", MsgType.REPLICATION_STATS, 3, () => undefined, decodeReplicationStats);
 }
 
 export function patchTurn(turnId: number, payload: Uint8Array): Request<PatchedAnswer> {

@@ -170,6 +170,41 @@ export interface Stats {
   bytesReclaimedTotal?: number;
 }
 
+/** This server's side of its replica (REPLICATION_STATS, protocol version 3, issue 31): the
+ * fields as docs/operations.md ("Replication in `ctxstore stats`") describes them. A server
+ * that does not replicate has role and state "off" and zeros. */
+export interface ReplicationStats {
+  role: "off" | "primary" | "standby";
+  state: "off" | "shipping" | "failing" | "fenced" | "stopped" | "following" | "stalled";
+  /** Why the state is failing, fenced or stalled (the last error); else empty. */
+  reason: string;
+  /** A standby that found its promote request is becoming the primary. */
+  promoting: boolean;
+  /** The replica's URL, without credentials. */
+  target: string;
+  /** A standby: the primary it names; a fenced primary: who took the prefix. */
+  primary: string;
+  epoch: number;
+  generation: number;
+  /** The last segment shipped (or applied). */
+  seq: number;
+  /** The record id of the last turn record shipped (or applied). */
+  records: number;
+  /** When the cut holding them was taken on the primary (0: none yet). */
+  recordsUnixMs: number;
+  lagMs: number;
+  /** Bytes durable but not shipped (a standby: listed, not applied): the backlog's bytes. */
+  lagBytes: number;
+  objectsTotal: number;
+  bytesTotal: number;
+  lastSuccessUnixMs: number;
+  backlogObjects: number;
+  /** The backlog's only bound: it ships in segments of at most this many bytes. */
+  segmentBytesMax: number;
+  /** Failed cycles (or polls) by kind since the server started, every kind listed. */
+  failures: Record<string, number>;
+}
+
 export interface GcReport {
   turnsDead: number;
   blobsDead: number;

@@ -107,6 +107,7 @@ const REQUESTS: Record<string, [number, p.Request<unknown>]> = {
   backup: [22, p.backup("/var/backups/ctxstore-1")],
   gc: [23, p.gc()],
   stats_ex: [24, p.statsEx()],
+  replication_stats: [24, p.replicationStats()],
   patch_turn: [23, p.patchTurn(42, utf8("fixed"))],
   redact_turn: [24, p.redactTurn(42)],
   purge_blob: [25, p.purgeBlob(HASH_A0)],
@@ -165,6 +166,12 @@ const ANSWERS: Record<string, Answer> = {
   stats_ex_response: [24, R(T.STATS_EX), 0, p.decodeStatsEx, {
     stats: { turns: 1000, contexts: 10, blobs: 800, logicalBytes: 10 << 20, uniqueBytes: 8 << 20, storedBytes: 4 << 20, dedupHits: 200, connections: 2, requestsTotal: 5000, errorsTotal: 1, uptimeMs: 60_000, readOnly: false },
     liveBytes: 3 << 20, deadBytes: 1 << 20, gcRuns: 2, bytesReclaimedTotal: 5 << 20,
+  }],
+  replication_stats_response: [24, R(T.REPLICATION_STATS), 0, p.decodeReplicationStats, {
+    role: "standby", state: "following", reason: "", promoting: false, target: "s3://agents/ctx",
+    primary: "the primary at 10.0.0.5:7411 (host a1)", epoch: 3, generation: 2, seq: 41, records: 1200,
+    recordsUnixMs: 1_800_000_000_000, lagMs: 1500, lagBytes: 4096, objectsTotal: 42, bytesTotal: 1 << 20,
+    lastSuccessUnixMs: 1_800_000_001_000, backlogObjects: 1, segmentBytesMax: 64 << 20, failures: { store: 2 },
   }],
   patch_turn_response: [23, R(T.PATCH_TURN), 0, p.decodePatched, { turnId: 42, overlaySeq: 57, payloadHash: HASH_A0, payloadLen: 5 }],
   redact_turn_response: [24, R(T.REDACT_TURN), 0, p.decodeRedacted, { turnId: 42, overlaySeq: 58 }],

@@ -554,15 +554,16 @@ impl ShardActor {
     /// the log slots naming them (ingested after) find them.
     ///
     /// A whole new version of a sealed pack that differs from this shard's (a collection
-    /// rewrote it on the primary) is not installed: the shard keeps its version, which holds
-    /// every record the new one holds (a compaction only drops records), and says so
-    /// (`kept_own_version`). The gap is documented in decision 0019.
+    /// rewrote it on the primary) is installed when asked (`install`, after the cut's log
+    /// slots: `install_rewritten`); otherwise the shard keeps its version, a superset, and
+    /// says so (`kept_own_version`).
     async fn ingest(&mut self, pack: IngestPack) -> Result<IngestedPack, EngineError> {
         let IngestPack {
             pack_id,
             offset,
             bytes,
             whole,
+            install,
         } = pack;
         let shard = self.shard;
         let refused = move |reason: String| {
@@ -581,6 +582,19 @@ impl ShardActor {
         if whole && offset != 0 {
             return Err(refused("a whole pack starts at 0".into()));
         }
+        if whole && pack_id == self.pack_id && self.pack_end > 0 {
+            // A whole version of the open pack that does not continue it: the primary sealed
+            // this pack and a collection rewrote it (its successor may still be empty, so no
+            // piece of it came first). Sealed here too, as there; then taken as a rewritten
+            // sealed pack below.
+            let mut ours = vec![0u8; self.pack_end as usize];
+            std::fs::File::open(&self.pack_path)
+                .and_then(|file| file.read_exact_at(&mut ours, 0))
+                .map_err(|source| EngineError::io(&self.pack_path, source))?;
+            if !bytes.starts_with(&ours) {
+                self.rotate_pack().await?;
+            }
+        }
         if pack_id < self.pack_id {
             if !whole {
                 return Err(refused(format!("pack {} is the open one", self.pack_id)));
@@ -589,13 +603,8 @@ impl ShardActor {
             let same = std::fs::read(&path)
                 .map(|held| held == bytes)
                 .map_err(|source| EngineError::io(&path, source))?;
-            if !same {
-                tracing::warn!(
-                    shard = self.shard,
-                    pack = pack_id,
-                    "the primary rewrote a sealed pack (a collection); this standby keeps its own \
-                     version, which holds every record the new one holds"
-                );
+            if !same && install {
+                return self.install_rewritten(pack_id, bytes).await;
             }
             return Ok(IngestedPack {
                 kept_own_version: !same,
@@ -654,6 +663,124 @@ impl ShardActor {
         Ok(IngestedPack {
             blobs: entries.len() as u64,
             bytes_written: new.len() as u64,
+            kept_own_version: false,
+        })
+    }
+
+    /// A standby's copy of a sealed pack the primary's collection rewrote (issue 31, decision
+    /// 0019), installed as a compaction is (`install_compacted`): every record of the new
+    /// version must be one this shard holds in pack `pack_id` (a compaction only drops
+    /// records); the new pack and the new index (this pack's entries replaced) are written and
+    /// synced under temporary names, then, under the REINDEX marker (an open that finds it
+    /// rebuilds the index from the packs, whichever file each rename left), renamed in; the
+    /// blobs the new version dropped leave the view, the rest move, and the marker goes. So
+    /// the bytes a purge or a collection removed on the primary leave the standby's disk too.
+    async fn install_rewritten(
+        &mut self,
+        pack_id: u32,
+        bytes: Vec<u8>,
+    ) -> Result<IngestedPack, EngineError> {
+        let shard = self.shard;
+        let refused = move |reason: String| {
+            EngineError::InvalidArgument(format!(
+                "shard {shard} refuses the new version of pack {pack_id}: {reason}"
+            ))
+        };
+        let entries = pack_records(pack_id, 0, &bytes).map_err(refused)?;
+        for entry in &entries {
+            let held = self.view().location(&entry.hash);
+            let same_record = held.is_some_and(|held| {
+                held.pack_id == pack_id
+                    && held.raw_len == entry.location.raw_len
+                    && held.stored_len == entry.location.stored_len
+            });
+            if !same_record {
+                return Err(refused(format!(
+                    "it holds blob {} which this shard's version does not (a collection only \
+                     drops records; restore the standby again)",
+                    entry.hash
+                )));
+            }
+        }
+        if self.index_frozen {
+            let refusal = std::io::Error::other(
+                "the blob index stopped growing after a write error; the install waits for a \
+                 restart",
+            );
+            return Err(EngineError::io(&self.index_path, refusal));
+        }
+        let write = |path: &PathBuf| {
+            let path = path.clone();
+            move |source| EngineError::from_write(&path, source)
+        };
+        // The index with this pack's entries replaced by the new version's.
+        let mut old_index = vec![0u8; self.index_end as usize];
+        std::fs::File::open(&self.index_path)
+            .and_then(|file| file.read_exact_at(&mut old_index, 0))
+            .map_err(|source| EngineError::io(&self.index_path, source))?;
+        let mut new_index = Vec::with_capacity(old_index.len());
+        let mut dropped = Vec::new();
+        let kept: std::collections::HashSet<BlobHash> =
+            entries.iter().map(|entry| entry.hash).collect();
+        for (position, chunk) in old_index.chunks_exact(INDEX_ENTRY_BYTES).enumerate() {
+            let mut encoded = [0u8; INDEX_ENTRY_BYTES];
+            encoded.copy_from_slice(chunk);
+            let Ok(Some(entry)) = IndexEntry::decode(&encoded) else {
+                return Err(EngineError::Corrupt(crate::error::Corruption::new(
+                    &self.index_path,
+                    (position * INDEX_ENTRY_BYTES) as u64,
+                    "blob index entry does not decode".to_string(),
+                )));
+            };
+            if entry.location.pack_id != pack_id {
+                new_index.extend_from_slice(&encoded);
+            } else if !kept.contains(&entry.hash) {
+                dropped.push(entry.hash);
+            }
+        }
+        for entry in &entries {
+            let mut encoded = [0u8; INDEX_ENTRY_BYTES];
+            entry.encode(&mut encoded);
+            new_index.extend_from_slice(&encoded);
+        }
+        let pack = pack_path(&self.shard_dir, pack_id);
+        let new_pack = crate::store_dir::compact_path(&pack);
+        let new_index_path = crate::store_dir::compact_path(&self.index_path);
+        ops::write_durable(&new_pack, &bytes).map_err(write(&new_pack))?;
+        ops::write_durable(&new_index_path, &new_index).map_err(write(&new_index_path))?;
+        let marker = self.shard_dir.join(REINDEX_MARKER_FILE);
+        create_durable(&marker).map_err(write(&marker))?;
+        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
+        ops::rename(&new_pack, &pack).map_err(write(&pack))?;
+        let index_path = self.index_path.clone();
+        ops::rename(&new_index_path, &index_path).map_err(write(&index_path))?;
+        self.index = open_actor_file(&self.index_path, self.io.sync_mode).await?;
+        self.index_end = new_index.len() as u64;
+        self.index_unsynced_entries = 0;
+        // Readers: the dropped blobs leave the view before the file that lacks them is read.
+        for hash in &dropped {
+            let here = self
+                .view()
+                .location(hash)
+                .is_some_and(|location| location.pack_id == pack_id);
+            if here {
+                self.view().remove(hash);
+            }
+        }
+        let file = ReadFile::open(pack.clone()).map_err(|source| EngineError::io(&pack, source))?;
+        self.view().install_compacted(pack_id, file, &entries);
+        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
+        ops::remove(&marker).map_err(write(&marker))?;
+        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
+        tracing::info!(
+            shard = self.shard,
+            pack = pack_id,
+            dropped = dropped.len(),
+            "installed the primary's rewritten pack"
+        );
+        Ok(IngestedPack {
+            blobs: entries.len() as u64,
+            bytes_written: bytes.len() as u64,
             kept_own_version: false,
         })
     }

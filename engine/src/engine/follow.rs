@@ -62,6 +62,44 @@ impl Engine {
         bytes: Vec<u8>,
         whole: bool,
     ) -> Result<IngestedPack, EngineError> {
+        self.send_ingest(
+            shard,
+            IngestPack {
+                pack_id,
+                offset,
+                bytes,
+                whole,
+                install: false,
+            },
+        )
+        .await
+    }
+
+    /// A sealed pack's new version that a collection on the primary produced (`bytes`, whole),
+    /// installed over this standby's version by its shard, the way a compaction is: the new
+    /// file renamed in under the REINDEX marker, the index rewritten, the blobs it dropped out
+    /// of the view (decision 0019). Call it after the log slots of the cut that shipped it were
+    /// ingested, so that every turn naming a dropped blob is dead (or redacted) by then.
+    pub async fn install_pack(
+        &self,
+        shard: u16,
+        pack_id: u32,
+        bytes: Vec<u8>,
+    ) -> Result<IngestedPack, EngineError> {
+        self.send_ingest(
+            shard,
+            IngestPack {
+                pack_id,
+                offset: 0,
+                bytes,
+                whole: true,
+                install: true,
+            },
+        )
+        .await
+    }
+
+    async fn send_ingest(&self, shard: u16, pack: IngestPack) -> Result<IngestedPack, EngineError> {
         let sender = self.inner.shards.get(usize::from(shard)).ok_or_else(|| {
             EngineError::InvalidArgument(format!(
                 "shard {shard} does not exist (the store has {})",
@@ -69,12 +107,6 @@ impl Engine {
             ))
         })?;
         let (reply, answer) = oneshot::channel();
-        let pack = IngestPack {
-            pack_id,
-            offset,
-            bytes,
-            whole,
-        };
         sender
             .send_async(ShardRequest::Ingest { pack, reply })
             .await

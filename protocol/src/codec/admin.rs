@@ -1,9 +1,10 @@
-//! HELLO, PING, STATS, STATS_EX, GC and BACKUP: the connection's handshake and the messages
-//! about the server as a whole rather than one context. Layouts in docs/protocol.md.
+//! HELLO, PING, STATS, STATS_EX, GC, BACKUP and REPLICATION_STATS: the connection's handshake
+//! and the messages about the server as a whole rather than one context. Layouts in
+//! docs/protocol.md.
 
 use bytes::Bytes;
 
-use super::answer::{AnswerLimits, FIXED_ANSWER_BYTES};
+use super::answer::{AnswerLimits, ERROR_ANSWER_BYTES_MAX, FIXED_ANSWER_BYTES};
 use super::check::{EncodeError, SHORT, within};
 use super::cursor::Cursor;
 use super::writer::{ChunkWriter, truncate_utf8};
@@ -19,6 +20,7 @@ pub(crate) enum Kind {
     StatsEx,
     Gc,
     Backup,
+    ReplicationStats,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,6 +46,8 @@ pub enum AdminRequest {
     Backup {
         dir: String,
     },
+    /// This server's side of its replica (version 3, issue 31): an empty body.
+    ReplicationStats,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,6 +71,8 @@ pub enum AdminResponse {
     GcDone(GcWire),
     /// Answer to BACKUP: what the copy holds and what it cost.
     BackedUp(BackupWire),
+    /// Answer to REPLICATION_STATS (boxed: it would grow every response's size).
+    ReplicationStats(Box<ReplicationStatsWire>),
 }
 
 impl AdminRequest {
@@ -78,6 +84,7 @@ impl AdminRequest {
             AdminRequest::StatsEx => MessageType::StatsEx,
             AdminRequest::Gc => MessageType::Gc,
             AdminRequest::Backup { .. } => MessageType::Backup,
+            AdminRequest::ReplicationStats => MessageType::ReplicationStats,
         }
     }
 
@@ -87,6 +94,9 @@ impl AdminRequest {
             // As the server's table had it when the bounds moved here (its catch-all), though the
             // answer is 144 bytes: tightening it is a change of its own.
             AdminRequest::StatsEx => limits.largest(),
+            AdminRequest::ReplicationStats => {
+                REPLICATION_STATS_BYTES_MAX as u64 + ERROR_ANSWER_BYTES_MAX
+            }
             AdminRequest::Hello { .. }
             | AdminRequest::Ping { .. }
             | AdminRequest::Stats
@@ -115,6 +125,7 @@ impl AdminRequest {
                 }
                 AdminRequest::Backup { dir }
             }
+            Kind::ReplicationStats => AdminRequest::ReplicationStats,
         })
     }
 
@@ -137,7 +148,8 @@ impl AdminRequest {
             AdminRequest::Ping { .. }
             | AdminRequest::Stats
             | AdminRequest::StatsEx
-            | AdminRequest::Gc => Ok(()),
+            | AdminRequest::Gc
+            | AdminRequest::ReplicationStats => Ok(()),
         }
     }
 
@@ -158,7 +170,7 @@ impl AdminRequest {
                 w.slice(client_name.as_bytes());
             }
             AdminRequest::Ping { nonce } => w.u64(*nonce),
-            AdminRequest::Stats | AdminRequest::StatsEx => {}
+            AdminRequest::Stats | AdminRequest::StatsEx | AdminRequest::ReplicationStats => {}
             AdminRequest::Gc => w.u32(0),
             AdminRequest::Backup { dir } => w.short(dir.as_bytes()),
         }
@@ -201,6 +213,7 @@ impl AdminResponse {
             AdminResponse::StatsEx { .. } => MessageType::StatsEx,
             AdminResponse::GcDone(_) => MessageType::Gc,
             AdminResponse::BackedUp(_) => MessageType::Backup,
+            AdminResponse::ReplicationStats(_) => MessageType::ReplicationStats,
         }
     }
 
@@ -244,6 +257,9 @@ impl AdminResponse {
                 duration_ms: cursor.u64()?,
                 dir: cursor.short_string("dir")?,
             }),
+            Kind::ReplicationStats => {
+                AdminResponse::ReplicationStats(Box::new(read_replication_stats(cursor)?))
+            }
         })
     }
 
@@ -292,7 +308,118 @@ impl AdminResponse {
                 w.u64(backup.duration_ms);
                 w.short(backup.dir.as_bytes());
             }
+            AdminResponse::ReplicationStats(stats) => write_replication_stats(w, stats),
         }
+    }
+}
+
+/// REPLICATION_STATS' answer: `u8 role, u8 state, u8 promoting, 5 reserved`, twelve u64
+/// (generation, epoch, seq, records, records_unix_ms, lag_ms, lag_bytes, objects_total,
+/// bytes_total, last_success_unix_ms, backlog_objects, segment_bytes_max), three short
+/// strings (target, primary, reason; each ≤ 1024 bytes), `u16 failure_count`, each failure
+/// `u8 kind_len, kind, u64 count`. Layout in docs/protocol.md#replication_stats.
+fn read_replication_stats(cursor: &mut Cursor) -> Result<ReplicationStatsWire, DecodeError> {
+    let role_code = cursor.u8()?;
+    let role = *ReplicationRoleWire::ALL
+        .get(usize::from(role_code))
+        .ok_or_else(|| cursor.invalid("role", "not 0 (off), 1 (primary) or 2 (standby)"))?;
+    let state_code = cursor.u8()?;
+    let state = *ReplicationStateWire::ALL
+        .get(usize::from(state_code))
+        .ok_or_else(|| cursor.invalid("state", "not a replication state (0..=6)"))?;
+    let promoting = cursor.bool("promoting")?;
+    cursor.zero(5, "reserved")?;
+    let mut stats = ReplicationStatsWire {
+        role,
+        state,
+        promoting,
+        generation: cursor.u64()?,
+        epoch: cursor.u64()?,
+        seq: cursor.u64()?,
+        records: cursor.u64()?,
+        records_unix_ms: cursor.u64()?,
+        lag_ms: cursor.u64()?,
+        lag_bytes: cursor.u64()?,
+        objects_total: cursor.u64()?,
+        bytes_total: cursor.u64()?,
+        last_success_unix_ms: cursor.u64()?,
+        backlog_objects: cursor.u64()?,
+        segment_bytes_max: cursor.u64()?,
+        ..ReplicationStatsWire::default()
+    };
+    for (field, text) in [
+        ("target", &mut stats.target),
+        ("primary", &mut stats.primary),
+        ("reason", &mut stats.reason),
+    ] {
+        let len = usize::from(cursor.u16()?);
+        if len > REPLICATION_TEXT_BYTES_MAX {
+            return Err(cursor.too_large(field, len as u64, REPLICATION_TEXT_BYTES_MAX as u64));
+        }
+        *text = cursor.string(len, field)?;
+    }
+    let count = usize::from(cursor.u16()?);
+    if count > REPLICATION_FAILURE_KINDS_MAX {
+        return Err(cursor.too_large(
+            "failure_count",
+            count as u64,
+            REPLICATION_FAILURE_KINDS_MAX as u64,
+        ));
+    }
+    stats.failures.reserve(cursor.list_capacity(count, 9));
+    for _ in 0..count {
+        let len = usize::from(cursor.u8()?);
+        if len == 0 || len > REPLICATION_FAILURE_KIND_BYTES_MAX {
+            return Err(cursor.invalid("failure kind", "empty or longer than 32 bytes"));
+        }
+        let kind = cursor.string(len, "failure kind")?;
+        if stats.failures.iter().any(|(known, _)| *known == kind) {
+            return Err(cursor.invalid("failure kind", "named twice"));
+        }
+        stats.failures.push((kind, cursor.u64()?));
+    }
+    Ok(stats)
+}
+
+/// See `read_replication_stats`. The server builds the answer within the limits (texts cut
+/// at a character boundary, at most 32 kinds); the assertions keep a builder honest.
+fn write_replication_stats(w: &mut ChunkWriter, stats: &ReplicationStatsWire) {
+    w.u8(stats.role as u8);
+    w.u8(stats.state as u8);
+    w.u8(u8::from(stats.promoting));
+    w.zero(5);
+    for value in [
+        stats.generation,
+        stats.epoch,
+        stats.seq,
+        stats.records,
+        stats.records_unix_ms,
+        stats.lag_ms,
+        stats.lag_bytes,
+        stats.objects_total,
+        stats.bytes_total,
+        stats.last_success_unix_ms,
+        stats.backlog_objects,
+        stats.segment_bytes_max,
+    ] {
+        w.u64(value);
+    }
+    for text in [&stats.target, &stats.primary, &stats.reason] {
+        w.short(truncate_utf8(text, REPLICATION_TEXT_BYTES_MAX).as_bytes());
+    }
+    assert!(
+        stats.failures.len() <= REPLICATION_FAILURE_KINDS_MAX,
+        "{} failure kinds",
+        stats.failures.len()
+    );
+    w.u16(stats.failures.len() as u16);
+    for (kind, count) in &stats.failures {
+        assert!(
+            !kind.is_empty() && kind.len() <= REPLICATION_FAILURE_KIND_BYTES_MAX,
+            "failure kind {kind:?}"
+        );
+        w.tiny(kind.as_bytes());
+        w.u64(*count);
     }
 }
 

@@ -59,7 +59,7 @@ use crate::message::MessageType;
 /// own kinds, so no module is ever handed another family's message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Family {
-    /// HELLO, PING, STATS, STATS_EX, GC, BACKUP.
+    /// HELLO, PING, STATS, STATS_EX, GC, BACKUP; REPLICATION_STATS (version 3).
     Admin(admin::Kind),
     /// CTX_CREATE, CTX_FORK, GET_HEAD, CTX_OPEN, CTX_SHOW, CTX_TAG, CTX_LIST, CTX_NAME.
     Contexts(contexts::Kind),
@@ -136,6 +136,7 @@ impl Family {
             M::StreamList => Family::Streams(streams::Kind::StreamList),
             M::StreamRead => Family::Streams(streams::Kind::StreamRead),
             M::Watch => Family::Streams(streams::Kind::Watch),
+            M::ReplicationStats => Family::Admin(admin::Kind::ReplicationStats),
         }
     }
 }

@@ -1,6 +1,7 @@
-//! The admin family: PING, STATS, STATS_EX, BACKUP, GC (HELLO is the connection's, answered
-//! before any request reaches a dispatcher). STATS and STATS_EX come from one
-//! `Engine::stats`; BACKUP and GC run the engine's blocking `backup` and `gc` on a thread of
+//! The admin family: PING, STATS, STATS_EX, BACKUP, GC, REPLICATION_STATS (HELLO is the
+//! connection's, answered before any request reaches a dispatcher). STATS and STATS_EX come
+//! from one `Engine::stats`; REPLICATION_STATS from the replicator's (or the standby's)
+//! `ReplicationStats`, the figures `/metrics` reads; BACKUP and GC run the engine's blocking `backup` and `gc` on a thread of
 //! their own (`ctxstore-backup`, `ctxstore-gc-req`) and await the answer, so the core serves
 //! on meanwhile.
 
@@ -8,10 +9,21 @@ use std::sync::atomic::Ordering;
 
 use ctxstore_engine::EngineError;
 use ctxstore_protocol::{
-    AdminRequest, AdminResponse, BackupWire, ErrorCode, GcStatsWire, GcWire, Response, StatsWire,
+    AdminRequest, AdminResponse, BackupWire, ErrorCode, GcStatsWire, GcWire,
+    REPLICATION_FAILURE_KINDS_MAX, ReplicationRoleWire, ReplicationStateWire, ReplicationStatsWire,
+    Response, StatsWire,
 };
+use ctxstore_replica::{ReplicationRole, ReplicationState};
 
 use super::{Dispatcher, engine_error, error};
+
+// The replica's figures fit the wire as they are: every failure kind, each text's bound.
+const _: () =
+    assert!(ctxstore_replica::stats::FAILURE_KINDS.len() <= REPLICATION_FAILURE_KINDS_MAX);
+const _: () = assert!(
+    ctxstore_replica::stats::REPLICATION_TEXT_BYTES_MAX
+        == ctxstore_protocol::REPLICATION_TEXT_BYTES_MAX
+);
 
 impl Dispatcher {
     pub(super) async fn answer_admin(
@@ -34,6 +46,57 @@ impl Dispatcher {
             }
             AdminRequest::Backup { dir } => self.backup(dir).await,
             AdminRequest::Gc => self.gc().await,
+            AdminRequest::ReplicationStats => Ok(AdminResponse::ReplicationStats(Box::new(
+                self.replication_stats(),
+            ))),
+        }
+    }
+
+    /// REPLICATION_STATS: one snapshot of the figures (all zero on a server that does not
+    /// replicate).
+    fn replication_stats(&self) -> ReplicationStatsWire {
+        let Some(stats) = &self.replication else {
+            return ReplicationStatsWire::default();
+        };
+        let snapshot = stats.snapshot(ctxstore_replica::stats::now_unix_ms());
+        let role = match snapshot.role {
+            None => ReplicationRoleWire::Off,
+            Some(ReplicationRole::Primary) => ReplicationRoleWire::Primary,
+            Some(ReplicationRole::Standby) => ReplicationRoleWire::Standby,
+        };
+        let state = match snapshot.state {
+            ReplicationState::Shipping => ReplicationStateWire::Shipping,
+            ReplicationState::Failing => ReplicationStateWire::Failing,
+            ReplicationState::Fenced => ReplicationStateWire::Fenced,
+            ReplicationState::Stopped => ReplicationStateWire::Stopped,
+            ReplicationState::Following => ReplicationStateWire::Following,
+            ReplicationState::Stalled => ReplicationStateWire::Stalled,
+        };
+        ReplicationStatsWire {
+            role,
+            state,
+            promoting: snapshot.promoting,
+            generation: snapshot.generation,
+            epoch: snapshot.epoch,
+            seq: snapshot.seq,
+            records: snapshot.records,
+            records_unix_ms: snapshot.records_unix_ms,
+            lag_ms: snapshot.lag_ms,
+            lag_bytes: snapshot.lag_bytes,
+            objects_total: snapshot.objects_total,
+            bytes_total: snapshot.bytes_total,
+            last_success_unix_ms: snapshot.last_success_unix_ms,
+            backlog_objects: snapshot.backlog_objects,
+            segment_bytes_max: snapshot.segment_bytes_max,
+            target: snapshot.target,
+            primary: snapshot.primary,
+            reason: snapshot.reason,
+            // Every kind, zeros included: a reader sees which kinds exist.
+            failures: snapshot
+                .failures
+                .iter()
+                .map(|(kind, count)| ((*kind).to_string(), *count))
+                .collect(),
         }
     }
 

@@ -151,7 +151,12 @@ impl SequencerActor {
         self.contexts = contexts;
         self.gc.dead = dead;
         for context_id in touched {
-            if let Some(previous) = saved.0.raw(context_id) {
+            // Only heads that moved: a record that left its context's head where it was (a
+            // purge, a redaction, a tag) is no head move, and its watch event would name an
+            // older turn than the events before it (found replaying a purge on a standby).
+            if let Some(previous) = saved.0.raw(context_id)
+                && self.heads.raw(context_id) != Some(previous)
+            {
                 batch.moves.push(HeadMove {
                     context_id,
                     previous,
