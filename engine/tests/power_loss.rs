@@ -421,3 +421,148 @@ fn finding_2_an_open_cut_anywhere_returns() {
     }
     assert!(cuts >= 5, "the open was cut {cuts} times");
 }
+
+/// Finding 4 (docs/reliability.md#power-loss-findings) as the campaign found it: seed 400051
+/// (two shards, a thread per actor) left, after a collection cut between the rewrites of its
+/// packs, a delta manifest whose base the open had taken out of the index; `verify` of the
+/// store and of a backup taken after the recovery reported it at cut 19.
+#[test]
+fn finding_4_seed_400051_keeps_no_delta_without_its_base() {
+    if let Err(failure) = run_seed(400051, CUTS_PER_SEED, &mut Figures::default()) {
+        panic!("{failure}");
+    }
+}
+
+/// Finding 4 (docs/reliability.md#power-loss-findings), the mechanism of seed 400051: a
+/// collection takes a dead growing state — a delta manifest, its base, their chunks — sweeping
+/// the manifests first in memory, but rewriting pack after pack on disk (fewest live bytes
+/// first). A cut after the rewrite of the pack that held a chunk of the base and before that
+/// of the pack holding the manifests brings the manifests back at the next open without the
+/// chunk. The open (and `verify`) took the base that lacked its chunk out of the index, but
+/// kept the delta built on it, whose own chunks were all there: a manifest whose base is
+/// gone, a `verify` problem, and a dedup target (an append of the same payload would have
+/// been acknowledged unreadable). Here the payloads are chosen so that a chunk of the base
+/// that the delta does not keep lies in shard 0, whose pack holds nothing live, and both
+/// manifests in shard 1, beside a live blob (so shard 0's pack is rewritten first); every call
+/// of the collection is cut in turn; after each cut the store verifies clean, and the delta's
+/// payload appended again reads back whole.
+#[test]
+fn finding_4_a_collection_cut_between_its_packs_leaves_no_delta_without_its_base() {
+    use ctxstore_engine::simulated_disk::SimulatedDisk;
+    use ctxstore_engine::{
+        AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig,
+        Placement,
+    };
+    use power_loss_support::Rng;
+    let config = |store: &std::path::Path| {
+        let mut config = EngineConfig::new(store).with_shards(2);
+        config.placement = Placement::single_thread(2);
+        config.disk_reserve_bytes = 0;
+        config.chunking.threshold_bytes = 8 * 1024;
+        config.gc_interval_ms = 0;
+        config.gc_pack_dead_percent = 1;
+        config
+    };
+    let append = |engine: &Engine, context: ContextId, payload: &[u8]| {
+        pollster::block_on(engine.append(AppendRequest {
+            context_id: context,
+            expected_head: None,
+            type_tag: 0,
+            codec: 0,
+            payload: AppendPayload::Bytes(bytes::Bytes::from(payload.to_vec())),
+            options: Default::default(),
+        }))
+    };
+    let chunking = config(std::path::Path::new("unused")).chunking;
+    // The first payloads in that shape: a base of 10 KiB, a delta of it (the base and 2 KiB
+    // more), the delta's chunks in shard 0 (kept live as blobs of their own, so that the delta
+    // stays whole), a live blob in shard 1 larger than those (so that shard 0's pack, with
+    // fewer live bytes, is rewritten first).
+    let mut shapes = Vec::new();
+    let mut rng = Rng::new(4);
+    while shapes.len() < 2 {
+        let base = rng.bytes(10 * 1024);
+        let mut delta = base.clone();
+        delta.extend_from_slice(&rng.bytes(2 * 1024));
+        let live = rng.bytes(8000);
+        let (base_ranges, delta_ranges) = (chunking.cut(&base), chunking.cut(&delta));
+        let kept = base_ranges
+            .iter()
+            .zip(&delta_ranges)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let in_shard_0: Vec<Vec<u8>> = delta_ranges
+            .iter()
+            .map(|range| delta[range.clone()].to_vec())
+            .filter(|chunk| BlobHash::of(chunk).shard(2) == 0)
+            .collect();
+        let shape = BlobHash::of(&base).shard(2) == 1
+            && BlobHash::of(&delta).shard(2) == 1
+            && BlobHash::of(&live).shard(2) == 1
+            && kept >= 1
+            && delta_ranges.len() - kept <= 8
+            && in_shard_0.iter().map(Vec::len).sum::<usize>() < 6000
+            && base_ranges[kept..]
+                .iter()
+                .any(|range| BlobHash::of(&base[range.clone()]).shard(2) == 0);
+        if shape {
+            shapes.push((base, delta, live, in_shard_0));
+        }
+    }
+    let (mut cuts, mut manifests_without_parts) = (0, 0);
+    for (shape, (base, delta, live, in_shard_0)) in shapes.iter().enumerate() {
+        for cut_before in 1..=200u64 {
+            let scratch = tempfile::Builder::new()
+                .prefix("gc-cut")
+                .tempdir_in(power_loss_support::scratch_root())
+                .unwrap();
+            let disk = SimulatedDisk::attach(scratch.path(), cut_before).unwrap();
+            let store = disk.root().join("store");
+            let engine = Engine::open(config(&store)).unwrap();
+            let keeper = pollster::block_on(engine.create_context())
+                .unwrap()
+                .context_id;
+            for payload in std::iter::once(live).chain(in_shard_0) {
+                append(&engine, keeper, payload).unwrap();
+            }
+            let doomed = pollster::block_on(engine.create_context())
+                .unwrap()
+                .context_id;
+            append(&engine, doomed, base).unwrap();
+            append(&engine, doomed, delta).unwrap();
+            pollster::block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();
+            disk.cut_before(disk.ops() + cut_before);
+            let collected = engine.gc();
+            engine.shutdown();
+            drop(engine);
+            if !disk.is_cut() {
+                collected.unwrap();
+                break; // the collection needs fewer calls: every one was cut once
+            }
+            cuts += 1;
+            let crash = disk.restore().unwrap();
+            let context = format!("shape {shape}, cut before call {cut_before}: {crash:?}");
+            let report = ctxstore_engine::verify(&store).unwrap();
+            assert!(report.is_ok(), "{context}\n{report}");
+            manifests_without_parts += report
+                .notes
+                .iter()
+                .filter(|note| note.contains("is incomplete"))
+                .count();
+            let engine = Engine::open(config(&store)).unwrap();
+            let again = pollster::block_on(engine.create_context())
+                .unwrap()
+                .context_id;
+            append(&engine, again, delta).unwrap();
+            let read = pollster::block_on(engine.blob(BlobHash::of(delta)))
+                .unwrap_or_else(|error| panic!("{context}: {error}"));
+            assert_eq!(&read[..], &delta[..], "{context}");
+            engine.shutdown();
+        }
+    }
+    assert!(cuts >= 20, "{cuts} cuts");
+    assert!(
+        manifests_without_parts > 0,
+        "no cut left a manifest without a part: the mechanism was not reached"
+    );
+}
