@@ -88,7 +88,7 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
     let _lock = lock_for_reading(&store)?;
     let meta_path = store.meta_path();
     let meta_bytes =
-        std::fs::read(&meta_path).map_err(|source| OpenError::io(&meta_path, source))?;
+        crate::file::read_whole(&meta_path).map_err(|source| OpenError::io(&meta_path, source))?;
     let meta = Meta::decode(&meta_bytes).map_err(|error| {
         OpenError::Corrupt(crate::error::Corruption::record(&meta_path, 0, &error))
     })?;
@@ -131,7 +131,11 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
             base.header.turns_dropped
         ));
     }
-    let mut replay = Replay::new(File::open(&log_path).map_err(io)?, base.clone(), &views);
+    let mut replay = Replay::new(
+        crate::file::ScanFile::open(&log_path).map_err(io)?,
+        base.clone(),
+        &views,
+    );
     let mut ancestry = Ancestry::default();
     let skips_expected = meta.format_version >= 2;
     let scan = scan_log(&log_path, base.as_deref(), |record| {

@@ -203,6 +203,137 @@ fn a_synced_sector_that_reads_as_eio_is_named_and_not_served() {
     engine.shutdown();
 }
 
+/// Item 5, beyond `ReadFile`: every other read of the engine goes through the seam too, so a
+/// synced sector that reads as EIO fails recovery's scans, `verify`, a backup's copy and a
+/// collection's copy, each naming the file and the offset of the read, and nothing of it is
+/// taken as data (the open refuses the store; the rest leave it as it was). Each case is a
+/// store of three synced blobs (`read_faults::synced_store`).
+mod read_faults_beyond_readers {
+    use ctxstore_engine::{Engine, OpenCheck};
+
+    use super::read_faults;
+
+    fn assert_names(text: &str, file: &str) {
+        assert!(text.contains(file), "names no {file}: {text}");
+        assert!(text.contains("at offset"), "names no offset: {text}");
+        assert!(text.contains("Input/output error"), "not the EIO: {text}");
+    }
+
+    /// Recovery's scan of a pack (the full open check reads every record) and `verify`.
+    #[test]
+    fn a_pack_sector_that_reads_as_eio_fails_the_open_and_verify_naming_it() {
+        let synced = read_faults::synced_store();
+        let pack = read_faults::pack(&synced.store);
+        synced.disk.fail_reads(&pack, 5000, 4096).unwrap();
+        let refused = Engine::open(read_faults::config(&synced.store, OpenCheck::Full))
+            .expect_err("a store whose pack does not read opened");
+        assert_names(&refused.to_string(), "pack-000000.pack");
+        let verified = match ctxstore_engine::verify(&synced.store) {
+            Ok(report) => {
+                assert!(!report.is_ok(), "verify passed an unreadable sector");
+                report.to_string()
+            }
+            Err(error) => error.to_string(),
+        };
+        assert_names(&verified, "pack-000000.pack");
+    }
+
+    /// Recovery's scan and replay of `turns.log`, and `verify`.
+    #[test]
+    fn a_turns_log_sector_that_reads_as_eio_fails_the_open_and_verify_naming_it() {
+        let synced = read_faults::synced_store();
+        let log = synced.store.join("turns.log");
+        synced.disk.fail_reads(&log, 0, 4096).unwrap();
+        let refused = Engine::open(read_faults::config(&synced.store, OpenCheck::Full))
+            .expect_err("a store whose log does not read opened");
+        assert_names(&refused.to_string(), "turns.log");
+        let error = ctxstore_engine::verify(&synced.store)
+            .map(|report| report.to_string())
+            .unwrap_or_else(|error| error.to_string());
+        assert_names(&error, "turns.log");
+    }
+
+    /// The meta file, read first by the open.
+    #[test]
+    fn a_meta_sector_that_reads_as_eio_fails_the_open_naming_it() {
+        let synced = read_faults::synced_store();
+        let meta = synced.store.join("ctxstore.meta");
+        synced.disk.fail_reads(&meta, 0, 512).unwrap();
+        let refused = Engine::open(read_faults::config(&synced.store, OpenCheck::Full))
+            .expect_err("a store whose meta file does not read opened");
+        assert_names(&refused.to_string(), "ctxstore.meta");
+    }
+
+    /// A backup's copy of `turns.log` fails naming it; the store goes on serving every blob.
+    #[test]
+    fn a_backup_that_cannot_read_the_log_fails_naming_it_and_the_store_goes_on() {
+        let synced = read_faults::synced_store();
+        let engine = Engine::open(read_faults::config(&synced.store, OpenCheck::Full)).unwrap();
+        synced
+            .disk
+            .fail_reads(&synced.store.join("turns.log"), 0, 4096)
+            .unwrap();
+        let target = synced.disk.root().join("backup");
+        let error = engine.backup(&target).expect_err("a backup copied EIO");
+        assert_names(&error.to_string(), "turns.log");
+        for payload in &synced.payloads {
+            assert_eq!(
+                &read_faults::blob(&engine, payload).unwrap()[..],
+                &payload[..]
+            );
+        }
+        engine.shutdown();
+    }
+
+    /// A collection's copy: the compaction reads the shard's blob index whole; an EIO there
+    /// fails the round naming the index, before anything is switched, and the store reopens
+    /// (the read fault gone) with every live blob.
+    #[test]
+    fn a_collection_that_cannot_read_the_blob_index_fails_naming_it_and_changes_nothing() {
+        use bytes::Bytes;
+        use ctxstore_engine::{AppendPayload, AppendRequest, ContextRef};
+        let synced = read_faults::synced_store();
+        let config = || {
+            let mut config = read_faults::config(&synced.store, OpenCheck::Full);
+            config.gc_pack_dead_percent = 1;
+            config
+        };
+        let engine = Engine::open(config()).unwrap();
+        let doomed = pollster::block_on(engine.create_context())
+            .unwrap()
+            .context_id;
+        let dead = super::power_loss_support::Rng::new(99).bytes(5000);
+        pollster::block_on(engine.append(AppendRequest {
+            context_id: doomed,
+            expected_head: None,
+            type_tag: 0,
+            codec: 0,
+            payload: AppendPayload::Bytes(Bytes::from(dead.clone())),
+            options: Default::default(),
+        }))
+        .unwrap();
+        pollster::block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();
+        let index = synced.store.join("blobs/shard-00/blobs.idx");
+        synced.disk.fail_reads(&index, 0, 4096).unwrap();
+        let error = engine.gc().expect_err("a collection copied EIO");
+        assert_names(&error.to_string(), "blobs.idx");
+        engine.shutdown();
+        drop(engine);
+        synced.disk.restore().unwrap();
+        let engine = Engine::open(config()).unwrap();
+        for payload in &synced.payloads {
+            assert_eq!(
+                &read_faults::blob(&engine, payload).unwrap()[..],
+                &payload[..]
+            );
+        }
+        engine.shutdown();
+        drop(engine);
+        let report = ctxstore_engine::verify(&synced.store).unwrap();
+        assert!(report.is_ok(), "{report}");
+    }
+}
+
 /// The public file calls (`ctxstore_engine::files`, for the replica) keep what they promise
 /// across power cuts on the simulated disk, whatever each cut keeps of the rest: a durable
 /// write holds all of its bytes, synced appends hold theirs, a durable removal stays.

@@ -333,8 +333,8 @@ fn check_tiling(
 
 /// Cheap evidence that the index and the pack agree where the index ends.
 fn check_last_entry(pack_path: &Path, entry: &IndexEntry) -> Result<(), OpenError> {
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::File::open(pack_path).map_err(|source| OpenError::io(pack_path, source))?;
+    let file = crate::file::ScanFile::open(pack_path)
+        .map_err(|source| OpenError::io(pack_path, source))?;
     let mut header_bytes = [0u8; crate::format::pack::PACK_HEADER_BYTES];
     file.read_exact_at(&mut header_bytes, entry.location.pack_offset)
         .map_err(|source| OpenError::io(pack_path, source))?;
