@@ -105,15 +105,7 @@ mod read_faults {
             .context_id;
         let payloads: Vec<Vec<u8>> = (1..=3).map(|seed| Rng::new(seed).bytes(5000)).collect();
         for payload in &payloads {
-            pollster::block_on(engine.append(AppendRequest {
-                context_id: context,
-                expected_head: None,
-                type_tag: 0,
-                codec: 0,
-                payload: AppendPayload::Bytes(Bytes::from(payload.clone())),
-                options: Default::default(),
-            }))
-            .unwrap();
+            append(&engine, context, payload).unwrap();
         }
         engine.shutdown();
         drop(engine);
@@ -131,6 +123,29 @@ mod read_faults {
 
     pub fn blob(engine: &Engine, payload: &[u8]) -> Result<Bytes, ctxstore_engine::EngineError> {
         pollster::block_on(engine.blob(BlobHash::of(payload)))
+    }
+
+    /// Every payload of `payloads` reads back exactly.
+    pub fn assert_served(engine: &Engine, payloads: &[Vec<u8>]) {
+        for payload in payloads {
+            assert_eq!(&blob(engine, payload).unwrap()[..], &payload[..]);
+        }
+    }
+
+    /// Appends `payload` to `context` (no expected head, no options).
+    pub fn append(
+        engine: &Engine,
+        context: ctxstore_engine::ContextId,
+        payload: &[u8],
+    ) -> Result<ctxstore_engine::Appended, ctxstore_engine::EngineError> {
+        pollster::block_on(engine.append(AppendRequest {
+            context_id: context,
+            expected_head: None,
+            type_tag: 0,
+            codec: 0,
+            payload: AppendPayload::Bytes(Bytes::from(payload.to_vec())),
+            options: Default::default(),
+        }))
     }
 
     pub fn assert_named(error: &dyn std::fmt::Display, kind: ErrorKind, actual: ErrorKind) {
@@ -172,12 +187,7 @@ fn a_rotten_synced_sector_is_never_served() {
     let engine = Engine::open(read_faults::config(&synced.store, OpenCheck::Tail)).unwrap();
     let error = read_faults::blob(&engine, &synced.payloads[0]).expect_err("rotten bytes served");
     read_faults::assert_named(&error, ErrorKind::Corrupt, error.kind());
-    for payload in &synced.payloads[1..] {
-        assert_eq!(
-            &read_faults::blob(&engine, payload).unwrap()[..],
-            &payload[..]
-        );
-    }
+    read_faults::assert_served(&engine, &synced.payloads[1..]);
     engine.shutdown();
 }
 
@@ -193,12 +203,7 @@ fn a_synced_sector_that_reads_as_eio_is_named_and_not_served() {
     synced.disk.fail_reads(&pack, 0, 4096).unwrap();
     let error = read_faults::blob(&engine, &synced.payloads[0]).expect_err("EIO served as data");
     read_faults::assert_named(&error, ErrorKind::Io, error.kind());
-    for payload in &synced.payloads[1..] {
-        assert_eq!(
-            &read_faults::blob(&engine, payload).unwrap()[..],
-            &payload[..]
-        );
-    }
+    read_faults::assert_served(&engine, &synced.payloads[1..]);
     assert!(!engine.stats().read_only);
     engine.shutdown();
 }
@@ -276,12 +281,7 @@ mod read_faults_beyond_readers {
         let target = synced.disk.root().join("backup");
         let error = engine.backup(&target).expect_err("a backup copied EIO");
         assert_names(&error.to_string(), "turns.log");
-        for payload in &synced.payloads {
-            assert_eq!(
-                &read_faults::blob(&engine, payload).unwrap()[..],
-                &payload[..]
-            );
-        }
+        read_faults::assert_served(&engine, &synced.payloads);
         engine.shutdown();
     }
 
@@ -290,8 +290,7 @@ mod read_faults_beyond_readers {
     /// (the read fault gone) with every live blob.
     #[test]
     fn a_collection_that_cannot_read_the_blob_index_fails_naming_it_and_changes_nothing() {
-        use bytes::Bytes;
-        use ctxstore_engine::{AppendPayload, AppendRequest, ContextRef};
+        use ctxstore_engine::ContextRef;
         let synced = read_faults::synced_store();
         let config = || {
             let mut config = read_faults::config(&synced.store, OpenCheck::Full);
@@ -303,15 +302,7 @@ mod read_faults_beyond_readers {
             .unwrap()
             .context_id;
         let dead = super::power_loss_support::Rng::new(99).bytes(5000);
-        pollster::block_on(engine.append(AppendRequest {
-            context_id: doomed,
-            expected_head: None,
-            type_tag: 0,
-            codec: 0,
-            payload: AppendPayload::Bytes(Bytes::from(dead.clone())),
-            options: Default::default(),
-        }))
-        .unwrap();
+        read_faults::append(&engine, doomed, &dead).unwrap();
         pollster::block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();
         let index = synced.store.join("blobs/shard-00/blobs.idx");
         synced.disk.fail_reads(&index, 0, 4096).unwrap();
@@ -321,12 +312,7 @@ mod read_faults_beyond_readers {
         drop(engine);
         synced.disk.restore().unwrap();
         let engine = Engine::open(config()).unwrap();
-        for payload in &synced.payloads {
-            assert_eq!(
-                &read_faults::blob(&engine, payload).unwrap()[..],
-                &payload[..]
-            );
-        }
+        read_faults::assert_served(&engine, &synced.payloads);
         engine.shutdown();
         drop(engine);
         let report = ctxstore_engine::verify(&synced.store).unwrap();
@@ -580,10 +566,7 @@ fn finding_4_seed_400051_keeps_no_delta_without_its_base() {
 #[test]
 fn finding_4_a_collection_cut_between_its_packs_leaves_no_delta_without_its_base() {
     use ctxstore_engine::simulated_disk::SimulatedDisk;
-    use ctxstore_engine::{
-        AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig,
-        Placement,
-    };
+    use ctxstore_engine::{BlobHash, ContextRef, Engine, EngineConfig, Placement};
     use power_loss_support::Rng;
     let config = |store: &std::path::Path| {
         let mut config = EngineConfig::new(store).with_shards(2);
@@ -594,16 +577,7 @@ fn finding_4_a_collection_cut_between_its_packs_leaves_no_delta_without_its_base
         config.gc_pack_dead_percent = 1;
         config
     };
-    let append = |engine: &Engine, context: ContextId, payload: &[u8]| {
-        pollster::block_on(engine.append(AppendRequest {
-            context_id: context,
-            expected_head: None,
-            type_tag: 0,
-            codec: 0,
-            payload: AppendPayload::Bytes(bytes::Bytes::from(payload.to_vec())),
-            options: Default::default(),
-        }))
-    };
+    use read_faults::append;
     let chunking = config(std::path::Path::new("unused")).chunking;
     // The first payloads in that shape: a base of 10 KiB, a delta of it (the base and 2 KiB
     // more), the delta's chunks in shard 0 (kept live as blobs of their own, so that the delta
