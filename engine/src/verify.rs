@@ -332,10 +332,8 @@ fn verify_shard(
     let index = BlobIndex::with_capacity_and_hasher(found.len().max(16), BlobHashBuildHasher);
     let view = ShardView::new(shard, dir.clone(), index);
     // Read handles, so that chunked blobs can be rebuilt across shards (`verify_manifests`).
-    for (pack_id, path) in &packs {
-        view.add_pack(*pack_id, path.clone())
-            .map_err(|source| OpenError::io(path, source))?;
-    }
+    view.add_packs(packs.iter().cloned())
+        .map_err(|(path, source)| OpenError::io(path, source))?;
     let mut first_seen: HashMap<BlobHash, BlobLocation, BlobHashBuildHasher> = HashMap::default();
     for entry in found {
         if entry.hash.shard(report.shards) != shard {

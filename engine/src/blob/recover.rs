@@ -230,9 +230,8 @@ pub(crate) fn recover_shard(
     entries.extend(new_entries);
     let index = BlobIndex::with_capacity_and_hasher(entries.len().max(1024), BlobHashBuildHasher);
     let view = ShardView::new(shard, dir.clone(), index);
-    for (pack_id, path) in &packs {
-        view.add_pack(*pack_id, path.clone()).map_err(io(path))?;
-    }
+    view.add_packs(packs.iter().cloned())
+        .map_err(|(path, source)| OpenError::io(path, source))?;
     for entry in &entries {
         if view.contains(&entry.hash) {
             // A garbage collection swept the blob, a put stored it again, and its old copy

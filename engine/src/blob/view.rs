@@ -82,34 +82,48 @@ impl ShardView {
         }
     }
 
-    /// Shard only: makes a pack readable before any index entry points into it. Copies the
-    /// table of handles (one pointer per pack: packs are added once per `pack_bytes_max`
-    /// written) and publishes the copy.
+    /// Shard only: makes a pack readable before any index entry points into it.
     pub fn add_pack(&self, pack_id: u32, path: PathBuf) -> std::io::Result<()> {
-        if pack_id >= PACKS_PER_SHARD_MAX {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!(
-                    "pack {pack_id} of {} is past the limit of {PACKS_PER_SHARD_MAX} packs per \
-                     shard",
-                    path.display()
-                ),
-            ));
+        self.add_packs([(pack_id, path)])
+            .map_err(|(_, error)| error)
+    }
+
+    /// Shard only (or the open, before the view is shared): makes `packs` readable before any
+    /// index entry points into them. Copies the table of handles once (one pointer per pack:
+    /// packs are added once per `pack_bytes_max` written, and all at once at open) and
+    /// publishes the copy. An error names the pack it is about.
+    pub fn add_packs(
+        &self,
+        packs: impl IntoIterator<Item = (u32, PathBuf)>,
+    ) -> Result<(), (PathBuf, std::io::Error)> {
+        let mut grown: PackSlots = self.packs.load().iter().cloned().collect();
+        for (pack_id, path) in packs {
+            if pack_id >= PACKS_PER_SHARD_MAX {
+                let error = std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "pack {pack_id} is past the limit of {PACKS_PER_SHARD_MAX} packs per shard"
+                    ),
+                );
+                return Err((path, error));
+            }
+            let index = pack_id as usize;
+            assert!(
+                grown.get(index).is_none_or(Option::is_none),
+                "pack {pack_id} registered twice"
+            );
+            let file = match ReadFile::open(path.clone()) {
+                Ok(file) => file,
+                Err(error) => return Err((path, error)),
+            };
+            if grown.len() <= index {
+                grown.resize(index + 1, None);
+            }
+            grown[index] = Some(Arc::new(PackSlot {
+                current: arc_swap::ArcSwapOption::from_pointee(file),
+                previous: arc_swap::ArcSwapOption::empty(),
+            }));
         }
-        let slot = Arc::new(PackSlot {
-            current: arc_swap::ArcSwapOption::from_pointee(ReadFile::open(path)?),
-            previous: arc_swap::ArcSwapOption::empty(),
-        });
-        let index = pack_id as usize;
-        let packs = self.packs.load();
-        assert!(
-            packs.get(index).is_none_or(Option::is_none),
-            "pack {pack_id} registered twice"
-        );
-        let mut grown: PackSlots = Vec::with_capacity(packs.len().max(index + 1));
-        grown.extend(packs.iter().cloned());
-        grown.resize(grown.len().max(index + 1), None);
-        grown[index] = Some(slot);
         self.packs.store(Arc::new(grown));
         Ok(())
     }
