@@ -172,39 +172,58 @@ pub(crate) struct Incomplete {
 }
 
 /// At open (and in `verify`): takes out of the index every manifest that names a chunk or
-/// base not stored, and returns them. Not damage by itself: an online backup takes each
-/// shard's cut in turn, so it may copy a manifest whose chunk another shard wrote after its
-/// own cut (a manifest is written only after its chunks, so never in the store itself). Out
-/// of the index, such a manifest is not used for dedup, and a turn naming it is a missing
-/// blob for replay — damage exactly when a live turn needs it. Reads each manifest (one
-/// record), not the chunks' bodies: `verify` rebuilds every payload.
+/// base not stored, and every manifest built on one (to a fixpoint: a delta whose base goes is
+/// incomplete too), and returns them. Not damage by itself, and no live turn can name one:
+///
+/// - an online backup takes each shard's cut in turn, so it may copy a manifest whose chunk
+///   another shard wrote after its own cut;
+/// - a collection interrupted by a crash: it sweeps a dead chain's manifests before their
+///   chunks in memory, but compacts pack by pack (fewest live bytes first), so a pack that
+///   held a dead chunk may be rewritten without it while the pack holding the dead manifests
+///   naming it was not yet; the next open indexes those manifests again from their pack
+///   (finding 4 of the power-loss campaign, docs/reliability.md#power-loss-findings). They
+///   were condemned after the fence, so no live record names them.
+///
+/// Out of the index, such a manifest is not used for dedup (an append of the same payload
+/// stores it again, whole) nor as a base, and a turn naming it is a missing blob for replay —
+/// damage exactly when a live turn needs it. Reads each manifest (one record), not the
+/// chunks' bodies: `verify` rebuilds every payload.
 pub(crate) fn drop_incomplete_manifests(shards: &[ShardView]) -> Vec<Incomplete> {
     let mut incomplete = Vec::new();
-    for shard in shards {
-        for (hash, location) in indexed_manifests(shard) {
-            let missing = match chunk_list(shards, &hash, location) {
-                Err(error) => Some(error.to_string()),
-                Ok((chunks, _)) => chunks
-                    .iter()
-                    .find(|chunk| {
-                        shard_of(shards, &chunk.hash)
-                            .location(&chunk.hash)
-                            .is_none_or(|found| {
-                                found.raw_len != chunk.len
-                                    || found.compression == Compression::Manifest
-                            })
-                    })
-                    .map(|chunk| {
-                        format!("chunk {} ({} bytes) is not stored", chunk.hash, chunk.len)
-                    }),
-            };
-            if let Some(reason) = missing {
-                shard.remove(&hash);
-                incomplete.push(Incomplete { hash, reason });
+    // A pass drops what lacks a part now; dropping a base makes its deltas lack one, so pass
+    // again until a pass drops nothing (chains are at most MANIFEST_DEPTH_MAX deep, so at most
+    // that many passes more).
+    loop {
+        let dropped_before = incomplete.len();
+        for shard in shards {
+            for (hash, location) in indexed_manifests(shard) {
+                if let Some(reason) = missing_part(shards, &hash, location) {
+                    shard.remove(&hash);
+                    incomplete.push(Incomplete { hash, reason });
+                }
             }
         }
+        if incomplete.len() == dropped_before {
+            return incomplete;
+        }
     }
-    incomplete
+}
+
+/// What a chunked blob lacks to be read whole (a base or a chunk not indexed), if anything.
+fn missing_part(shards: &[ShardView], hash: &BlobHash, location: BlobLocation) -> Option<String> {
+    match chunk_list(shards, hash, location) {
+        Err(error) => Some(error.to_string()),
+        Ok((chunks, _)) => chunks
+            .iter()
+            .find(|chunk| {
+                shard_of(shards, &chunk.hash)
+                    .location(&chunk.hash)
+                    .is_none_or(|found| {
+                        found.raw_len != chunk.len || found.compression == Compression::Manifest
+                    })
+            })
+            .map(|chunk| format!("chunk {} ({} bytes) is not stored", chunk.hash, chunk.len)),
+    }
 }
 
 /// Every indexed manifest and the blobs it names (its base and its own chunks), for garbage

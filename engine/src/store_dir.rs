@@ -110,7 +110,7 @@ impl StoreDir {
     /// The shard count of the store in this directory, if there is one.
     pub fn existing_shard_count(&self) -> Result<Option<u16>, OpenError> {
         let meta_path = self.meta_path();
-        match fs::read(&meta_path) {
+        match crate::file::read_whole(&meta_path) {
             Ok(bytes) => Meta::decode(&bytes)
                 .map(|meta| Some(meta.shard_count))
                 .map_err(|error| {
@@ -147,7 +147,7 @@ impl StoreDir {
     /// directory holds no store yet.
     pub fn open_or_create(&self, shard_count: u16, now_unix_ms: u64) -> Result<Meta, OpenError> {
         let meta_path = self.meta_path();
-        match fs::read(&meta_path) {
+        match crate::file::read_whole(&meta_path) {
             Ok(bytes) => {
                 let meta = Meta::decode(&bytes).map_err(|error| {
                     OpenError::Corrupt(crate::error::Corruption::record(&meta_path, 0, &error))
@@ -208,7 +208,7 @@ impl StoreDir {
         let temporary = self.root.join(format!("{META_FILE}.tmp"));
         write_durable(&temporary, &meta.encode()).map_err(io(&temporary))?;
         rename_durably(&temporary, &self.meta_path()).map_err(io(&temporary))?;
-        let check = fs::read(self.meta_path()).map_err(io(&self.meta_path()))?;
+        let check = crate::file::read_whole(&self.meta_path()).map_err(io(&self.meta_path()))?;
         assert_eq!(Meta::decode(&check).ok().as_ref(), Some(meta));
         Ok(())
     }

@@ -88,7 +88,7 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
     let _lock = lock_for_reading(&store)?;
     let meta_path = store.meta_path();
     let meta_bytes =
-        std::fs::read(&meta_path).map_err(|source| OpenError::io(&meta_path, source))?;
+        crate::file::read_whole(&meta_path).map_err(|source| OpenError::io(&meta_path, source))?;
     let meta = Meta::decode(&meta_bytes).map_err(|error| {
         OpenError::Corrupt(crate::error::Corruption::record(&meta_path, 0, &error))
     })?;
@@ -131,7 +131,11 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
             base.header.turns_dropped
         ));
     }
-    let mut replay = Replay::new(File::open(&log_path).map_err(io)?, base.clone(), &views);
+    let mut replay = Replay::new(
+        crate::file::ScanFile::open(&log_path).map_err(io)?,
+        base.clone(),
+        &views,
+    );
     let mut ancestry = Ancestry::default();
     let skips_expected = meta.format_version >= 2;
     let scan = scan_log(&log_path, base.as_deref(), |record| {
@@ -328,10 +332,8 @@ fn verify_shard(
     let index = BlobIndex::with_capacity_and_hasher(found.len().max(16), BlobHashBuildHasher);
     let view = ShardView::new(shard, dir.clone(), index);
     // Read handles, so that chunked blobs can be rebuilt across shards (`verify_manifests`).
-    for (pack_id, path) in &packs {
-        view.add_pack(*pack_id, path.clone())
-            .map_err(|source| OpenError::io(path, source))?;
-    }
+    view.add_packs(packs.iter().cloned())
+        .map_err(|(path, source)| OpenError::io(path, source))?;
     let mut first_seen: HashMap<BlobHash, BlobLocation, BlobHashBuildHasher> = HashMap::default();
     for entry in found {
         if entry.hash.shard(report.shards) != shard {

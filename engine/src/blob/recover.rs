@@ -230,9 +230,8 @@ pub(crate) fn recover_shard(
     entries.extend(new_entries);
     let index = BlobIndex::with_capacity_and_hasher(entries.len().max(1024), BlobHashBuildHasher);
     let view = ShardView::new(shard, dir.clone(), index);
-    for (pack_id, path) in &packs {
-        view.add_pack(*pack_id, path.clone()).map_err(io(path))?;
-    }
+    view.add_packs(packs.iter().cloned())
+        .map_err(|(path, source)| OpenError::io(path, source))?;
     for entry in &entries {
         if view.contains(&entry.hash) {
             // A garbage collection swept the blob, a put stored it again, and its old copy
@@ -333,8 +332,8 @@ fn check_tiling(
 
 /// Cheap evidence that the index and the pack agree where the index ends.
 fn check_last_entry(pack_path: &Path, entry: &IndexEntry) -> Result<(), OpenError> {
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::File::open(pack_path).map_err(|source| OpenError::io(pack_path, source))?;
+    let file = crate::file::ScanFile::open(pack_path)
+        .map_err(|source| OpenError::io(pack_path, source))?;
     let mut header_bytes = [0u8; crate::format::pack::PACK_HEADER_BYTES];
     file.read_exact_at(&mut header_bytes, entry.location.pack_offset)
         .map_err(|source| OpenError::io(pack_path, source))?;

@@ -1,12 +1,12 @@
 //! Reading a shard's files record by record, for recovery and for `verify`. Pure with respect
 //! to the files: scanning never writes; the caller decides whether to truncate or report.
 
-use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use crate::config::SHARD_BATCH_BYTES_LIMIT;
 use crate::error::Corruption;
+use crate::file::{ScanFile, read_whole};
 use crate::format::blob_index::{INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::is_all_zero;
 use crate::format::pack::{PACK_HEADER_BYTES, PackHeader};
@@ -22,7 +22,7 @@ pub(crate) struct IndexScan {
 /// lazily, so its tail may be short or zero-filled after a crash; entries are sector-aligned,
 /// so a non-zero entry with a bad checksum is damage, not a torn write.
 pub(crate) fn scan_index(path: &Path) -> io::Result<IndexScan> {
-    let bytes = std::fs::read(path)?;
+    let bytes = read_whole(path)?;
     let file_len = bytes.len() as u64;
     let mut entries = Vec::with_capacity(bytes.len() / INDEX_ENTRY_BYTES);
     let mut tail = Tail::Clean;
@@ -85,13 +85,13 @@ pub(crate) fn scan_pack(
     durable_end: u64,
     mut visit: impl FnMut(ScannedRecord<'_>),
 ) -> io::Result<PackScan> {
-    let file = File::open(path)?;
-    let file_len = file.metadata()?.len();
+    let file = ScanFile::open(path)?;
+    let file_len = file.len()?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
     reader.seek(SeekFrom::Start(start))?;
     let mut offset = start;
     let mut body = Vec::new();
-    let bad = |offset: u64, reason: String, reader: &mut BufReader<File>| -> io::Result<Tail> {
+    let bad = |offset: u64, reason: String, reader: &mut BufReader<ScanFile>| -> io::Result<Tail> {
         classify_bad_record(path, offset, is_newest, durable_end, reason, reader)
     };
     while offset < file_len {
@@ -154,7 +154,7 @@ fn classify_bad_record(
     is_newest: bool,
     durable_end: u64,
     reason: String,
-    reader: &mut BufReader<File>,
+    reader: &mut BufReader<ScanFile>,
 ) -> io::Result<Tail> {
     let corrupt = |reason: String| Tail::Corrupt(Corruption::new(path, offset, reason));
     if !is_newest {

@@ -4,9 +4,13 @@
 //!
 //! Pack read handles are swappable: a compaction's switch-over installs the new file and
 //! keeps the replaced one until its readers are done; a read that finds its record moved
-//! looks the hash up once more at the new location.
+//! looks the hash up once more at the new location. The table of handles is sized to the packs
+//! that exist: an immutable snapshot the shard replaces when it adds a pack, which readers
+//! load without a lock (an open or a `verify` allocates nothing for the packs a shard may
+//! have one day: a table of `PACKS_PER_SHARD_MAX` slots was most of what an open cost).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
@@ -27,7 +31,7 @@ pub(crate) struct ShardView {
     pub shard: u16,
     pub dir: PathBuf,
     pub index: BlobIndex,
-    packs: Box<[PackSlot]>,
+    packs: arc_swap::ArcSwap<PackSlots>,
     pub counters: ShardCounters,
 }
 
@@ -73,20 +77,60 @@ impl ShardView {
             shard,
             dir,
             index,
-            packs: (0..PACKS_PER_SHARD_MAX)
-                .map(|_| PackSlot::default())
-                .collect(),
+            packs: arc_swap::ArcSwap::default(),
             counters: ShardCounters::default(),
         }
     }
 
     /// Shard only: makes a pack readable before any index entry points into it.
     pub fn add_pack(&self, pack_id: u32, path: PathBuf) -> std::io::Result<()> {
-        let file = ReadFile::open(path)?;
-        let slot = &self.packs[pack_id as usize];
-        let before = slot.current.swap(Some(std::sync::Arc::new(file)));
-        assert!(before.is_none(), "pack {pack_id} registered twice");
+        self.add_packs([(pack_id, path)])
+            .map_err(|(_, error)| error)
+    }
+
+    /// Shard only (or the open, before the view is shared): makes `packs` readable before any
+    /// index entry points into them. Copies the table of handles once (one pointer per pack:
+    /// packs are added once per `pack_bytes_max` written, and all at once at open) and
+    /// publishes the copy. An error names the pack it is about.
+    pub fn add_packs(
+        &self,
+        packs: impl IntoIterator<Item = (u32, PathBuf)>,
+    ) -> Result<(), (PathBuf, std::io::Error)> {
+        let mut grown: PackSlots = self.packs.load().iter().cloned().collect();
+        for (pack_id, path) in packs {
+            if pack_id >= PACKS_PER_SHARD_MAX {
+                let error = std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "pack {pack_id} is past the limit of {PACKS_PER_SHARD_MAX} packs per shard"
+                    ),
+                );
+                return Err((path, error));
+            }
+            let index = pack_id as usize;
+            assert!(
+                grown.get(index).is_none_or(Option::is_none),
+                "pack {pack_id} registered twice"
+            );
+            let file = match ReadFile::open(path.clone()) {
+                Ok(file) => file,
+                Err(error) => return Err((path, error)),
+            };
+            if grown.len() <= index {
+                grown.resize(index + 1, None);
+            }
+            grown[index] = Some(Arc::new(PackSlot {
+                current: arc_swap::ArcSwapOption::from_pointee(file),
+                previous: arc_swap::ArcSwapOption::empty(),
+            }));
+        }
+        self.packs.store(Arc::new(grown));
         Ok(())
+    }
+
+    /// The read handles of pack `pack_id`, if it is open.
+    fn pack(&self, pack_id: u32) -> Option<Arc<PackSlot>> {
+        self.packs.load().get(pack_id as usize).cloned().flatten()
     }
 
     pub fn location(&self, hash: &BlobHash) -> Option<BlobLocation> {
@@ -143,8 +187,8 @@ impl ShardView {
         hash: &BlobHash,
         location: BlobLocation,
     ) -> Result<(StoredBlob, Corrupt), EngineError> {
-        let slot = self.packs.get(location.pack_id as usize);
-        let Some(current) = slot.and_then(|slot| slot.current.load_full()) else {
+        let slot = self.pack(location.pack_id);
+        let Some(current) = slot.as_ref().and_then(|slot| slot.current.load_full()) else {
             return Err(EngineError::Corrupt(Corruption::new(
                 &self.dir,
                 location.pack_offset,
@@ -168,8 +212,7 @@ impl ShardView {
         match self.location(hash) {
             Some(moved) if moved != location => {
                 let pack = self
-                    .packs
-                    .get(moved.pack_id as usize)
+                    .pack(moved.pack_id)
                     .and_then(|slot| slot.current.load_full());
                 match pack {
                     Some(pack) => read_record(&pack, hash, moved),
@@ -198,8 +241,10 @@ impl ShardView {
         file: ReadFile,
         relocated: &[crate::format::blob_index::IndexEntry],
     ) {
-        let slot = &self.packs[pack_id as usize];
-        let old = slot.current.swap(Some(std::sync::Arc::new(file)));
+        let Some(slot) = self.pack(pack_id) else {
+            panic!("compacted pack {pack_id} was never registered");
+        };
+        let old = slot.current.swap(Some(Arc::new(file)));
         assert!(old.is_some(), "compacted pack {pack_id} was not open");
         slot.previous.store(old);
         let index = self.index.pin();
@@ -230,9 +275,13 @@ impl Corrupt {
     }
 }
 
+/// The read handles of a shard's packs by pack id (`None` where no pack of that id is open),
+/// as long as the highest open id plus one.
+type PackSlots = Vec<Option<Arc<PackSlot>>>;
+
 /// One pack's read handles: the file, and during a compaction's switch-over the file it
 /// replaced.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct PackSlot {
     current: arc_swap::ArcSwapOption<ReadFile>,
     previous: arc_swap::ArcSwapOption<ReadFile>,

@@ -16,7 +16,6 @@
 //! Opening the copy runs the ordinary recovery (packs past the index are scanned and
 //! indexed); `verify` passes on it.
 
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -24,7 +23,7 @@ use std::time::Instant;
 use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::file::ops::{self, sync_dir};
-use crate::file::{BackgroundWriter, Throttle};
+use crate::file::{BackgroundWriter, ScanFile, Throttle};
 use crate::format::log_base::BASE_HEADER_BYTES;
 use crate::format::turn_log::LOG_RECORD_BYTES;
 use crate::pipeline::{ShardRequest, ShardSnapshot};
@@ -305,7 +304,7 @@ fn copy<'t>(
     len: u64,
     count_turns_from: Option<u64>,
 ) -> Result<Copied<'t>, EngineError> {
-    let mut reader = File::open(from).map_err(|error| EngineError::io(from, error))?;
+    let mut reader = ScanFile::open(from).map_err(|error| EngineError::io(from, error))?;
     let mut writer = BackgroundWriter::create_new(to, SYNC_STEP_BYTES, throttle)
         .map_err(|error| EngineError::from_write(to, error))?;
     reader
@@ -357,7 +356,7 @@ fn copy<'t>(
 }
 
 /// Reads until `buffer` is full or the file ends (a plain `read` may return less).
-fn read_full(reader: &mut File, buffer: &mut [u8]) -> std::io::Result<usize> {
+fn read_full(reader: &mut ScanFile, buffer: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
     while filled < buffer.len() {
         match reader.read(&mut buffer[filled..]) {

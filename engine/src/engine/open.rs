@@ -153,8 +153,8 @@ fn recover(store: &StoreDir, config: &EngineConfig) -> Result<Recovered, OpenErr
         tracing::warn!(
             blob = %incomplete.hash,
             reason = %incomplete.reason,
-            "a chunked blob lacks part of itself (a backup's cut?); it is not used, and a \
-             live turn naming it fails the open below"
+            "a chunked blob lacks part of itself (a backup's cut, or a collection cut between \
+             two packs' rewrites); it is not used, and a live turn naming it fails the open below"
         );
     }
     let log_path = store.turns_log_path();

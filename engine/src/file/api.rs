@@ -80,7 +80,6 @@ pub fn hard_link_or_copy(from: &Path, to: &Path) -> io::Result<bool> {
     if ops::hard_link(from, to).is_ok() {
         return Ok(true);
     }
-    use std::os::unix::fs::FileExt;
     const STEP_BYTES: usize = 1 << 20;
     let source = File::open(from)?;
     let len = source.metadata()?.len();
@@ -89,7 +88,7 @@ pub fn hard_link_or_copy(from: &Path, to: &Path) -> io::Result<bool> {
     let mut offset = 0u64;
     while offset < len {
         let step = (len - offset).min(buffer.len() as u64) as usize;
-        source.read_exact_at(&mut buffer[..step], offset)?;
+        disk::read_exact_at(from, &source, &mut buffer[..step], offset)?;
         copy.write_at(&buffer[..step], offset)?;
         offset += step as u64;
     }

@@ -1,7 +1,7 @@
 //! The disk seam (decision 0026): every call by which the engine changes the disk — a
 //! writable open or creation, a positional write, a length change, an allocation or hole
 //! punch, an fdatasync/fsync (direct or through io_uring), a rename, hard link or removal, a
-//! directory's creation or sync — and the readers' positional reads, each one function here.
+//! directory's creation or sync — and every read of the engine's files, each one function here.
 //! The rest of the file layer (`actor.rs`, `background.rs`, `ops.rs`, `shared.rs`,
 //! `read.rs`) calls these and never the operating system (`engine/tests/power_loss.rs`
 //! checks it).
@@ -245,6 +245,20 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     #[cfg(feature = "simulated-disk")]
     sim::dir_synced(dir)?;
     Ok(())
+}
+
+/// Reads into `target` from `offset` (a scan's read: as many bytes as the system gives, 0 at
+/// the end of the file).
+#[inline]
+pub(crate) fn read_at(
+    path: &Path,
+    file: &File,
+    target: &mut [u8],
+    offset: u64,
+) -> io::Result<usize> {
+    #[cfg(feature = "simulated-disk")]
+    sim::read(path, file, offset, target.len() as u64)?;
+    file.read_at(target, offset)
 }
 
 /// Fills `target` from `offset` of a published file (a reader's read).

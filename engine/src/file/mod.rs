@@ -12,7 +12,8 @@
 //! - `ops.rs`: durable creation, renaming and removal, the cuts recovery makes at open, the
 //!   disk reserve's allocation, the directory lock;
 //! - `shared.rs`: files shared with another name (decision 0017);
-//! - `read.rs`: `ReadFile`, readers' positional reads;
+//! - `read.rs`: `ReadFile`, readers' positional reads; `ScanFile` and `read_whole`, every
+//!   other read (recovery's scans, `verify`, the meta file, copies);
 //! - `api.rs`: the calls other crates use to write beside the engine (`ctxstore_engine::files`:
 //!   the replica's state, staging and restore), through the same seam;
 //! - `disk.rs`: the disk seam, one function per system call the parts above make (decision
@@ -31,5 +32,5 @@ pub mod sim;
 
 pub(crate) use actor::{ActorFile, ActorIo, SyncMode, open_actor_file};
 pub(crate) use background::{BackgroundWriter, Throttle};
-pub(crate) use read::ReadFile;
+pub(crate) use read::{ReadFile, ScanFile, read_whole};
 pub(crate) use shared::{Released, make_private, open_replaced, punch_prefix, release_replaced};

@@ -54,7 +54,6 @@ const COPY_STEP_BYTES: u64 = 1 << 20;
 /// that no store ever changes a byte another store or backup reads (decision 0017). A crash
 /// mid-copy leaves only the temporary file, which the next call replaces.
 pub(crate) fn make_private(path: &Path) -> io::Result<bool> {
-    use std::os::unix::fs::FileExt;
     use std::os::unix::fs::PermissionsExt;
     let source = File::open(path)?;
     if link_count(&source)? <= 1 {
@@ -72,7 +71,7 @@ pub(crate) fn make_private(path: &Path) -> io::Result<bool> {
     let mut copied = 0u64;
     while copied < expected {
         let step = (expected - copied).min(buffer.len() as u64) as usize;
-        source.read_exact_at(&mut buffer[..step], copied)?;
+        disk::read_exact_at(path, &source, &mut buffer[..step], copied)?;
         disk::write_at(&temporary, &copy, &buffer[..step], copied)?;
         copied += step as u64;
     }

@@ -25,7 +25,8 @@
 //! `SimulatedDisk::restore` writes the image over the root (the engine closed first) and
 //! starts a fresh simulation from it, all durable: the next open is the recovery after the
 //! crash, and may itself be cut. Read faults: `fail_reads` makes reads of one sector of a
-//! file fail with EIO (through `ReadFile`), `rot` changes synced bytes on the disk.
+//! file fail with EIO (every read through the seam: `ReadFile`, `ScanFile`, `read_whole`),
+//! `rot` changes synced bytes on the disk.
 //!
 //! Calls on paths under no root pass through unobserved.
 
@@ -611,7 +612,8 @@ impl SimulatedDisk {
     }
 
     /// Reads of the sector (`sector_bytes`) holding `offset` in the file at `path` fail with
-    /// EIO from now on (a reader's `ReadFile`): a synced sector the disk can no longer read.
+    /// EIO from now on (every read through the seam): a synced sector the disk can no longer
+    /// read.
     pub fn fail_reads(&self, path: &Path, offset: u64, sector_bytes: u64) -> io::Result<()> {
         let ino = ino(path)?;
         with_root(&self.root, |sim| {
@@ -844,7 +846,7 @@ pub(crate) fn dir_synced(dir: &Path) -> io::Result<()> {
     .map(|_| ())
 }
 
-/// A reader's read: EIO where a read fault covers it (`SimulatedDisk::fail_reads`).
+/// A read through the seam: EIO where a read fault covers it (`SimulatedDisk::fail_reads`).
 pub(crate) fn read(path: &Path, file: &File, offset: u64, len: u64) -> io::Result<()> {
     with_sim(path, |sim| {
         if sim.failing_reads.is_empty() {

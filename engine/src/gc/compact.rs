@@ -5,8 +5,6 @@
 //! blocks are freed 8 MiB at a time. The packs with the fewest live bytes go first: a wholly
 //! dead pack costs no copy, and on a nearly full disk each frees room for the next.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -206,7 +204,7 @@ impl Collector {
         let index_path = self.store.blob_index_path(plan.shard);
         let new_index = compact_path(&index_path);
         let mut old_index = vec![0u8; cut.index_end as usize];
-        File::open(&index_path)
+        crate::file::ScanFile::open(&index_path)
             .and_then(|file| file.read_exact_at(&mut old_index, 0))
             .map_err(|source| EngineError::io(&index_path, source))?;
         let mut out = BackgroundWriter::create(&new_index, SYNC_STEP_BYTES, throttle)

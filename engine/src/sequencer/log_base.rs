@@ -9,7 +9,6 @@
 //! never changed afterwards: a newer base replaces it, and readers holding this one keep their
 //! file descriptor, so a read in flight completes.
 
-use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 
@@ -36,12 +35,12 @@ impl LogBase {
     /// was renamed into place.
     pub fn load(path: &Path) -> Result<Option<LogBase>, OpenError> {
         let io = |source| OpenError::io(path, source);
-        let file = match File::open(path) {
+        let file = match crate::file::ScanFile::open(path) {
             Ok(file) => file,
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(io(source)),
         };
-        let file_len = file.metadata().map_err(io)?.len();
+        let file_len = file.len().map_err(io)?;
         let mut reader = BufReader::with_capacity(1 << 20, file);
         let corrupt =
             |offset: u64, reason: String| OpenError::Corrupt(Corruption::new(path, offset, reason));

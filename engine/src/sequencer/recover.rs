@@ -15,14 +15,13 @@
 //! Anywhere else a missing blob means a pack lost acknowledged data: the open is refused.
 
 use std::collections::HashSet;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::blob::view::ShardView;
 use crate::config::HELD_RECORDS_MAX;
 use crate::error::OpenError;
+use crate::file::ScanFile;
 use crate::format::context_meta::{ContextMeta, OverlayKind};
 use crate::format::stream_meta::{StreamMeta, is_stream_op};
 use crate::format::turn_extras::TurnExtras;
@@ -147,7 +146,7 @@ fn recover_log_once(
     tail_cut: bool,
 ) -> Result<RecoveredLog, OpenError> {
     let io = |source| OpenError::io(path, source);
-    let mut replay = Replay::new(File::open(path).map_err(io)?, base.cloned(), shards);
+    let mut replay = Replay::new(ScanFile::open(path).map_err(io)?, base.cloned(), shards);
     let scan = scan_log(path, base.map(|base| &**base), |record| {
         replay.record(record)
     })
@@ -234,7 +233,7 @@ pub(crate) struct Replay<'a> {
 /// Reads back a record replay already passed: from the base when it covers it, else from
 /// `turns.log`.
 pub(crate) struct LogReader {
-    log: File,
+    log: ScanFile,
     base: Option<Arc<LogBase>>,
 }
 
@@ -253,7 +252,7 @@ impl LogReader {
 }
 
 impl<'a> Replay<'a> {
-    pub fn new(log: File, base: Option<Arc<LogBase>>, shards: &'a [ShardView]) -> Self {
+    pub fn new(log: ScanFile, base: Option<Arc<LogBase>>, shards: &'a [ShardView]) -> Self {
         let mut state = RecoveredLog::default();
         if let Some(base) = &base {
             // What the compactions dropped still counts (these are totals since creation).
@@ -267,7 +266,7 @@ impl<'a> Replay<'a> {
     /// the records after `last_record_id` are checked against `state` with the rules of an
     /// open. `state`'s counters count what this replay adds.
     pub fn resume(
-        log: File,
+        log: ScanFile,
         base: Option<Arc<LogBase>>,
         shards: &'a [ShardView],
         mut state: RecoveredLog,

@@ -9,12 +9,12 @@
 //!   reached the disk out of order. They were never acknowledged and are cut with it;
 //! - a non-zero record that fails its checksum, or that sits in the wrong slot, is damage.
 
-use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use crate::config::SEQUENCER_BATCH_RECORDS_LIMIT;
 use crate::error::Corruption;
+use crate::file::ScanFile;
 use crate::format::is_all_zero;
 use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord};
 use crate::sequencer::log_base::{LogBase, slot_offset};
@@ -74,8 +74,8 @@ pub(crate) fn scan_log(
         }
         first_slot = base.through();
     }
-    let file = File::open(path)?;
-    let file_len = file.metadata()?.len();
+    let file = ScanFile::open(path)?;
+    let file_len = file.len()?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
     reader.seek(SeekFrom::Start(first_slot * LOG_RECORD_BYTES as u64))?;
     let whole_records = file_len / LOG_RECORD_BYTES as u64;
@@ -145,7 +145,7 @@ fn classify_zero_record(
     path: &Path,
     zero_slot: u64,
     whole_records: u64,
-    reader: &mut BufReader<File>,
+    reader: &mut BufReader<ScanFile>,
 ) -> io::Result<Tail> {
     let offset = zero_slot * LOG_RECORD_BYTES as u64;
     let window_end = zero_slot + u64::from(SEQUENCER_BATCH_RECORDS_LIMIT);

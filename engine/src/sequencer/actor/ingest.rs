@@ -10,7 +10,6 @@
 //! again (a restart must not meet records the standby refused), and the error names the record.
 
 use std::collections::BTreeSet;
-use std::fs::File;
 use std::sync::Arc;
 
 use super::{Batch, HeadMove, SequencerActor};
@@ -77,7 +76,7 @@ impl SequencerActor {
             dead: std::mem::take(&mut self.gc.dead),
             ..RecoveredLog::default()
         };
-        let replayed = File::open(&self.path)
+        let replayed = crate::file::ScanFile::open(&self.path)
             .map_err(|source| EngineError::io(&self.path, source))
             .and_then(|log| {
                 let published = Arc::clone(&self.published);
