@@ -4004,3 +4004,8 @@ def encode_request(req_id: int, request: Request) -> list[bytes]:
 def encode_response(req_id: int, response: Response) -> bytes:
     """A response frame (header and body)."""
     return encode_frame(response.msg_type, req_id, response.encode_body(), response.frame_flags)
+
+
+# The streams family (version 3, issue 32) is owned by its own module; importing it here
+# registers its messages with REQUEST_TYPES and RESPONSE_TYPES whoever imports this one.
+from . import _stream_protocol as _stream_protocol  # noqa: E402
