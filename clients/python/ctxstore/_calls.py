@@ -384,7 +384,10 @@ class Calls(ClientCore):
             type_tag=type_tag,
             codec=codec,
         )
-        return Call(ops.append_spec(context, spec, expected_head), timeout)
+        return Call(
+            ops.append_spec_compressed(context, spec, expected_head, self._compress_level),
+            timeout,
+        )
 
     @call
     def append_by_hash(
@@ -886,7 +889,10 @@ class Calls(ClientCore):
         is not written again. Limits (TooLarge, nothing written): 64 turns; per turn a key of
         64 bytes, 16 labels in 1 KiB, 8 links (each must exist: NotFound); a parent the
         context does not own is InvalidArgument. Returns one :class:`Appended` per turn."""
-        return Call(ops.append_turns(context, turns, expected_head), timeout)
+        return Call(
+            ops.append_turns_compressed(context, turns, expected_head, self._compress_level),
+            timeout,
+        )
 
     @call
     def turn_by_key(
