@@ -222,9 +222,10 @@ class following(Generic[P, I]):  # noqa: N801 - a decorator, named as one
 
 @dataclass(frozen=True, slots=True)
 class Opening:
-    """What ``open_turn`` sends: STREAM_OPEN, and the timeout of the stream's calls."""
+    """What ``open_turn`` and ``resume_turn`` send (STREAM_OPEN; STREAM_LIST pages), and the
+    timeout of the stream's calls."""
 
-    op: ops.Op[_streams.StreamInfo]
+    step: ops.Op[_streams.StreamInfo] | ops.Plan[_streams.StreamInfo]
     timeout: float | None
 
 
@@ -255,12 +256,13 @@ class opening(Generic[P]):  # noqa: N801 - a decorator, named as one
 
         def blocking(client: Any, /, *args: Any, **kwargs: Any) -> Any:
             made = define(client, *args, **kwargs)
-            info = client._run(made.op, made.timeout)
-            return _streams.TurnStream(client, info, made.timeout)
+            run = client._run if isinstance(made.step, ops.Op) else client._drive
+            return _streams.TurnStream(client, run(made.step, made.timeout), made.timeout)
 
         async def awaiting(client: Any, /, *args: Any, **kwargs: Any) -> Any:
             made = define(client, *args, **kwargs)
-            info = await client._run(made.op, made.timeout)
+            run = client._run if isinstance(made.step, ops.Op) else client._drive
+            info = await run(made.step, made.timeout)
             return _streams.AsyncTurnStream(client, info, made.timeout)
 
         method = blocking if shell == "blocking" else awaiting
@@ -1064,6 +1066,17 @@ class Calls(ClientCore):
             summary=summary,
         )
         return Opening(op, timeout)
+
+    @opening
+    def resume_turn(
+        self, context: ContextLike, stream_id: int, *, timeout: float | None = None
+    ) -> Opening:
+        """An open stream of the context, by StreamID, as the object :meth:`open_turn`
+        returns, at its acknowledged length now (from :meth:`streams`): a writer continues a
+        stream another process or a crashed run opened; its connection takes the stream over
+        at the first delta (once the opener's connection closed: StreamNotOwned before).
+        NotFound when the context has no such open stream."""
+        return Opening(_streams.find_stream(context, stream_id), timeout)
 
     @call
     def append_delta(

@@ -31,6 +31,7 @@ from .errors import (
     ConnectTimeout,
     CtxstoreError,
     IntegrityError,
+    NotFound,
     ProtocolError,
     ShuttingDown,
     StreamEnded,
@@ -273,6 +274,18 @@ def open_streams(
         found.extend(page)
         if len(page) < page_size:
             return found
+
+
+def find_stream(context: ContextLike, stream_id: int) -> ops.Plan[StreamInfo]:
+    """The context's open stream ``stream_id`` (NotFound if it is not open there)."""
+    ops._u64(stream_id, "stream_id")
+    for info in (yield from open_streams(context)):
+        if info.stream_id == stream_id:
+            return info
+    raise NotFound(
+        f"stream {stream_id} is not open in context {context!r} (sealed, aborted, or never "
+        "opened there); read it with read_stream"
+    )
 
 
 # -- feeds ---------------------------------------------------------------------------------------

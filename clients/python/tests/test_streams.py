@@ -31,7 +31,8 @@ def _name(what: str) -> str:
 
 
 def test_both_shells_have_the_stream_calls() -> None:
-    for name in ("open_turn", "append_delta", "seal_stream", "abort_stream", "streams"):
+    names = ("open_turn", "resume_turn", "append_delta", "seal_stream", "abort_stream", "streams")
+    for name in names + ("watch_position",):
         assert inspect.iscoroutinefunction(getattr(ctxstore.AsyncClient, name)), name
         assert not inspect.iscoroutinefunction(getattr(ctxstore.Client, name)), name
         assert getattr(ctxstore.Client, name).__doc__ == getattr(ctxstore.AsyncClient, name).__doc__
@@ -165,6 +166,23 @@ def test_only_the_owner_writes_until_its_connection_closes(server: ServerProcess
         assert other.append_delta(stream.stream_id, b", now theirs", offset=4) == 16
         sealed = other.seal_stream(stream.stream_id)
         assert other.get_blob(sealed.payload_hash) == b"mine, now theirs"
+
+
+def test_a_new_client_resumes_a_stream_another_one_opened(server: ServerProcess) -> None:
+    name = _name("resumed")
+    with ctxstore.Client(server.addr, timeout=20) as first:
+        first.open_context(name)
+        stream = first.open_turn(name, key="r-1")
+        stream.append(b"begun by one process, ")
+    with ctxstore.Client(server.addr, timeout=20) as second:
+        resumed = second.resume_turn(name, stream.stream_id)
+        assert (resumed.stream_id, resumed.length) == (stream.stream_id, 22)
+        assert resumed.info.context_id == second.context_info(name).context_id
+        resumed.append(b"ended by another")
+        sealed = resumed.seal()
+        assert second.get_blob(sealed.payload_hash) == b"begun by one process, ended by another"
+        with pytest.raises(ctxstore.NotFound, match="not open"):
+            second.resume_turn(name, stream.stream_id)
 
 
 def test_a_stream_past_the_blob_limit_is_too_large_and_nothing_is_written(
