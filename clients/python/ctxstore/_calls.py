@@ -36,7 +36,17 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    Literal,
+    ParamSpec,
+    TypeVar,
+    cast,
+    overload,
+)
 
 from . import _ops as ops
 from . import _protocol as p
@@ -188,29 +198,19 @@ class Following(Generic[I]):
     reconnect_s: float
 
 
-class following(Generic[P, I]):  # noqa: N801 - a decorator, named as one
+class following(listing[P, I]):  # noqa: N801 - a decorator, named as one
     """Marks a method of :class:`Calls` as a feed: an iterator of the blocking shell, an async
-    iterator of the asyncio one (:func:`ctxstore._streams.follow_blocking` /
-    ``follow_async``), which sends each request again on a new connection when its
-    connection is lost; the arguments are checked when the method is called."""
+    iterator of the asyncio one, as a listing (whose typing it shares), run by
+    :func:`ctxstore._streams.follow_blocking` / ``follow_async``, which send a request again
+    on a new connection when its connection is lost; the arguments are checked when the
+    method is called."""
 
     def __init__(self, define: Callable[Concatenate[Calls, P], Following[I]]) -> None:
-        self.define = define
-
-    @overload
-    def __get__(self, obj: None, owner: type[Any]) -> following[P, I]: ...
-    @overload
-    def __get__(self, obj: Client, owner: type[Any]) -> Callable[P, Iterator[I]]: ...
-    @overload
-    def __get__(self, obj: AsyncClient, owner: type[Any]) -> Callable[P, AsyncIterator[I]]: ...
-    def __get__(self, obj: object, owner: type[Any]) -> Any:
-        if obj is None:
-            return self
-        raise TypeError(f"{type(obj).__name__} is no client shell (see ctxstore._calls)")
+        self.define = define  # type: ignore[assignment]
 
     def method(self, name: str, owner: type[Any], shell: Shell) -> Callable[..., Any]:
         """The shell's method: the shell's loop over the definition's feed."""
-        define = self.define
+        define = cast(Callable[..., Following[I]], self.define)
         follow = _streams.follow_blocking if shell == "blocking" else _streams.follow_async
 
         def method(client: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -316,7 +316,7 @@ class Calls(ClientCore):
         if shell not in ("blocking", "asyncio"):
             raise TypeError(f"shell is 'blocking' or 'asyncio', not {shell!r}")
         for name, definition in vars(Calls).items():
-            if isinstance(definition, (call, listing, following, opening)):
+            if isinstance(definition, (call, listing, opening)):  # following is a listing
                 setattr(cls, name, definition.method(name, cls, shell))
 
     @call

@@ -419,8 +419,51 @@ def _watch(target: s.WatchTarget, position: int, max_events: int, wait_ms: int) 
 # -- the shells' loops ---------------------------------------------------------------------------
 
 
-def _pause(attempt: int) -> float:
-    return min(_RETRY_PAUSE_S_MAX, _RETRY_PAUSE_S_MIN * (1 << min(attempt, 8)))
+class Follower:
+    """One run of a feed: the bookkeeping both shells' loops share (as :class:`ops.Driver`
+    for plans). Each takes :meth:`step` after step — an :class:`Emit` to hand out, or an op
+    to run and :meth:`answer` — until it says None; when an op's connection failed it asks
+    :meth:`lost` how long to pause, and :meth:`step` then gives the same op again."""
+
+    __slots__ = ("_feed", "_reconnect_s", "_result", "_again", "_lost_at", "_attempt")
+
+    def __init__(self, feed: Feed, reconnect_s: float) -> None:
+        self._feed = feed
+        self._reconnect_s = reconnect_s
+        self._result: Any = None
+        self._again: ops.Op[Any] | None = None
+        self._lost_at: float | None = None
+        self._attempt = 0
+
+    def step(self) -> ops.Op[Any] | Emit | None:
+        """The next step; None once the feed ended (an exception it raises propagates)."""
+        if self._again is not None:
+            return self._again
+        result, self._result = self._result, None
+        try:
+            step = self._feed.send(result)
+        except StopIteration:
+            return None
+        return step
+
+    def answer(self, result: Any) -> None:
+        """The last op's result: the feed goes on."""
+        self._result = result
+        self._again = None
+        self._lost_at = None
+        self._attempt = 0
+
+    def lost(self, error: BaseException, op: ops.Op[Any]) -> float:
+        """``op``'s connection failed with ``error``: the pause before it is sent again on a
+        new connection; ``error`` itself once ``reconnect_s`` passed since the loss."""
+        now = time.monotonic()
+        self._lost_at = now if self._lost_at is None else self._lost_at
+        if now - self._lost_at >= self._reconnect_s:
+            raise error
+        self._again = op
+        pause = min(_RETRY_PAUSE_S_MAX, _RETRY_PAUSE_S_MIN * (1 << min(self._attempt, 8)))
+        self._attempt += 1
+        return pause
 
 
 def follow_blocking(
@@ -429,56 +472,30 @@ def follow_blocking(
     """Runs ``feed`` on the blocking client: each op on its connection (an op whose
     connection failed is sent again on a new one for up to ``reconnect_s``), each item
     yielded."""
-    result: Any = None
-    while True:
-        try:
-            step = feed.send(result)
-        except StopIteration:
-            return
+    follower = Follower(feed, reconnect_s)
+    while (step := follower.step()) is not None:
         if isinstance(step, Emit):
-            result = None
             yield step.item
             continue
-        lost_at: float | None = None
-        attempt = 0
-        while True:
-            try:
-                result = client._run(step, timeout)
-                break
-            except _RETRIED:
-                lost_at = time.monotonic() if lost_at is None else lost_at
-                if time.monotonic() - lost_at >= reconnect_s:
-                    raise
-                time.sleep(_pause(attempt))
-                attempt += 1
+        try:
+            follower.answer(client._run(step, timeout))
+        except _RETRIED as error:
+            time.sleep(follower.lost(error, step))
 
 
 async def follow_async(
     client: AsyncClient, feed: Feed, timeout: float | None, reconnect_s: float
 ) -> AsyncIterator[Any]:
     """:func:`follow_blocking` for the asyncio client."""
-    result: Any = None
-    while True:
-        try:
-            step = feed.send(result)
-        except StopIteration:
-            return
+    follower = Follower(feed, reconnect_s)
+    while (step := follower.step()) is not None:
         if isinstance(step, Emit):
-            result = None
             yield step.item
             continue
-        lost_at: float | None = None
-        attempt = 0
-        while True:
-            try:
-                result = await client._run(step, timeout)
-                break
-            except _RETRIED:
-                lost_at = time.monotonic() if lost_at is None else lost_at
-                if time.monotonic() - lost_at >= reconnect_s:
-                    raise
-                await asyncio.sleep(_pause(attempt))
-                attempt += 1
+        try:
+            follower.answer(await client._run(step, timeout))
+        except _RETRIED as error:
+            await asyncio.sleep(follower.lost(error, step))
 
 
 # -- the stream objects --------------------------------------------------------------------------
@@ -487,7 +504,8 @@ StreamStatus = Literal["open", "sealed", "aborted"]
 
 
 class _StreamCore:
-    """What both stream objects keep: the stream, its acknowledged length, how it stands."""
+    """What both stream objects keep — the stream, its acknowledged length, how it stands —
+    and the ops of their methods, so each shell's method is a line that runs one."""
 
     def __init__(self, info: StreamInfo, timeout: float | None) -> None:
         self.info = info
@@ -506,6 +524,44 @@ class _StreamCore:
                 code=StreamEnded.code,
                 detail=self.sealed.turn_id if self.sealed is not None else 0,
             )
+
+    def _append_op(self, data: bytes | bytearray | memoryview) -> ops.Op[int]:
+        self._check_open("append")
+
+        def finish(response: p.Response) -> int:
+            self.length = op.finish(response)
+            return self.length
+
+        op = append_delta(self.stream_id, data, self.length)
+        return ops.Op(op.request, finish)
+
+    def _seal_op(self) -> ops.Op[Appended]:
+        self._check_open("seal")
+        op = seal_stream(self.stream_id, self.length)
+
+        def finish(response: p.Response) -> Appended:
+            self.sealed = op.finish(response)
+            self.status = "sealed"
+            return self.sealed
+
+        return ops.Op(op.request, finish)
+
+    def _abort_op(self) -> ops.Op[None]:
+        self._check_open("abort")
+        op = abort_stream(self.stream_id)
+
+        def finish(response: p.Response) -> None:
+            op.finish(response)
+            self.status = "aborted"
+
+        return ops.Op(op.request, finish)
+
+    def _exit_op(self, exc: BaseException | None) -> ops.Op[Any] | None:
+        """What leaving a ``with`` block does: nothing once ended, else seal after a clean
+        block, abort after an exception."""
+        if self.status != "open":
+            return None
+        return self._seal_op() if exc is None else self._abort_op()
 
     def __repr__(self) -> str:
         return (
@@ -533,26 +589,17 @@ class TurnStream(_StreamCore):
     def append(self, data: bytes | bytearray | memoryview) -> int:
         """Appends a delta (1 byte to 1 MiB); returns the stream's length once it is durable
         (fdatasync'ed in a group commit)."""
-        self._check_open("append")
-        self.length = self._client._run(
-            append_delta(self.stream_id, data, self.length), self._timeout
-        )
-        return self.length
+        return self._client._run(self._append_op(data), self._timeout)
 
     def seal(self) -> Appended:
         """Seals the stream into one turn (its bytes one blob) and moves the head as an
         append would; :class:`~ctxstore.errors.Conflict` on a stale expected head (the stream
         stays open)."""
-        self._check_open("seal")
-        self.sealed = self._client._run(seal_stream(self.stream_id, self.length), self._timeout)
-        self.status = "sealed"
-        return self.sealed
+        return self._client._run(self._seal_op(), self._timeout)
 
     def abort(self) -> None:
         """Aborts the stream: it never becomes a turn."""
-        self._check_open("abort")
-        self._client._run(abort_stream(self.stream_id), self._timeout)
-        self.status = "aborted"
+        self._client._run(self._abort_op(), self._timeout)
 
     def __enter__(self) -> TurnStream:
         return self
@@ -563,15 +610,16 @@ class TurnStream(_StreamCore):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.status != "open":
-            return
-        if exc is None:
-            self.seal()
+        op = self._exit_op(exc)
+        if op is None:
             return
         try:
-            self.abort()
+            self._client._run(op, self._timeout)
         except CtxstoreError:
-            pass  # the block's exception is the one to see; idle streams are aborted anyway
+            if exc is None:
+                raise  # a seal that failed is the block's outcome
+            # An abort that failed: the block's exception is the one to see (the server
+            # aborts an idle stream anyway).
 
 
 class AsyncTurnStream(_StreamCore):
@@ -584,26 +632,15 @@ class AsyncTurnStream(_StreamCore):
 
     async def append(self, data: bytes | bytearray | memoryview) -> int:
         """See :meth:`TurnStream.append`."""
-        self._check_open("append")
-        self.length = await self._client._run(
-            append_delta(self.stream_id, data, self.length), self._timeout
-        )
-        return self.length
+        return await self._client._run(self._append_op(data), self._timeout)
 
     async def seal(self) -> Appended:
         """See :meth:`TurnStream.seal`."""
-        self._check_open("seal")
-        self.sealed = await self._client._run(
-            seal_stream(self.stream_id, self.length), self._timeout
-        )
-        self.status = "sealed"
-        return self.sealed
+        return await self._client._run(self._seal_op(), self._timeout)
 
     async def abort(self) -> None:
         """See :meth:`TurnStream.abort`."""
-        self._check_open("abort")
-        await self._client._run(abort_stream(self.stream_id), self._timeout)
-        self.status = "aborted"
+        await self._client._run(self._abort_op(), self._timeout)
 
     async def __aenter__(self) -> AsyncTurnStream:
         return self
@@ -614,12 +651,11 @@ class AsyncTurnStream(_StreamCore):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.status != "open":
-            return
-        if exc is None:
-            await self.seal()
+        op = self._exit_op(exc)
+        if op is None:
             return
         try:
-            await self.abort()
+            await self._client._run(op, self._timeout)
         except CtxstoreError:
-            pass  # as TurnStream.__exit__
+            if exc is None:
+                raise  # as TurnStream.__exit__

@@ -9,24 +9,16 @@ import pytest
 from ctxstore import _protocol as p
 from ctxstore import _stream_protocol as s
 
+import test_golden as golden
 from conftest import REPO_ROOT
-from test_golden import HASH_A0, TURN, decode_frame, encode_frame
+from test_golden import HASH_A0, TURN, decode_frame
 
 GOLDEN_V3_STREAMS = REPO_ROOT / "protocol" / "tests" / "golden-v3-streams.txt"
 
 
 def golden_frames() -> dict[str, bytes]:
     """name → frame bytes of golden-v3-streams.txt."""
-    if not GOLDEN_V3_STREAMS.is_file():
-        pytest.fail(f"golden vectors not found at {GOLDEN_V3_STREAMS}")
-    frames: dict[str, bytes] = {}
-    for line in GOLDEN_V3_STREAMS.read_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        name, hex_frame, _meaning = (part.strip() for part in line.split("|", 2))
-        assert name not in frames, f"golden frame {name} defined twice"
-        frames[name] = bytes.fromhex(hex_frame)
-    return frames
+    return golden.golden_frames((GOLDEN_V3_STREAMS,))
 
 
 INFO_57 = s.StreamInfoRecord(57, 3, 11, 2, 1, 1_767_225_600_000, 1_767_225_601_000)
@@ -88,13 +80,9 @@ def test_every_golden_frame_is_covered() -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_golden_frame_decodes_and_reencodes(name: str) -> None:
-    frame = golden_frames()[name]
     req_id, expected = EXPECTED[name]
-    header, message = decode_frame(frame)
-    assert header.req_id == req_id
-    assert header.flags == expected.frame_flags == 0
-    assert message == expected
-    assert encode_frame(req_id, expected) == frame
+    assert expected.frame_flags == 0
+    golden.check_golden_frame(golden_frames()[name], req_id, expected)
 
 
 def test_stream_requests_need_version_3() -> None:
