@@ -12,6 +12,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import blake3
 import pytest
@@ -120,11 +121,11 @@ def test_a_compressible_payload_travels_as_its_frame(proxy: CountingProxy) -> No
         assert same.deduped and same.payload_hash == appended.payload_hash
 
 
-def test_the_stored_blob_is_the_same_whether_sent_compressed_or_not(tmp_root: object) -> None:
+def test_the_stored_blob_is_the_same_whether_sent_compressed_or_not(tmp_root: Path) -> None:
     payload = _messages(3000)
     stored = []
     for level in (3, None):
-        process = new_server(tmp_root)  # type: ignore[arg-type]
+        process = new_server(tmp_root)
         try:
             with ctxstore.Client(process.addr, timeout=20, compress_level=level) as client:
                 ctx = client.create_context()
