@@ -1161,8 +1161,9 @@ fn vectors_v3() -> Vec<Vector> {
 }
 
 /// Version 3's payloads compressed by the client (TURN_SPEC flag ZSTD, issue 38), in a file of
-/// their own: a client that sends them tests against it (the Python and TypeScript clients,
-/// which do not yet, cover every frame of golden-v1..3.txt).
+/// their own: a client that sends them tests against it (the Python client's
+/// `tests/test_compression.py`; the TypeScript client, which does not send them yet, covers
+/// every frame of golden-v1..3.txt).
 fn vectors_v3_zstd() -> Vec<Vector> {
     use Frame::Request as Q;
     vec![(
@@ -1286,8 +1287,8 @@ fn golden_vectors_v2_decode_and_reencode_byte_exactly() {
 }
 
 /// Version 3's streams family (issue 32, decision 0027), in a file of its own: a client that
-/// implements streams tests against it (the Python and TypeScript clients, which do not yet,
-/// cover every frame of golden-v1..3.txt).
+/// implements streams tests against it (the Python client's `tests/test_stream_golden.py`, the
+/// TypeScript client's `test/streams.test.ts`).
 fn vectors_v3_streams() -> Vec<Vector> {
     use Frame::{Request as Q, Response as R};
     let info = StreamInfoWire {

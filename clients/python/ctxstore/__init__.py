@@ -30,6 +30,14 @@ Example::
 """
 
 from ._protocol import PROTOCOL_VERSION
+from ._streams import (
+    AsyncTurnStream,
+    StreamInfo,
+    TurnStream,
+    WatchEvent,
+    WatchKind,
+    WatchLagged,
+)
 from .aio import AsyncClient
 from .client import Client
 from .errors import (
@@ -170,4 +178,11 @@ __all__ = [
     "RequestTimeout",
     "ClientClosed",
     "NotSupported",
+    # Streams (protocol version 3, issue 32).
+    "StreamInfo",
+    "TurnStream",
+    "AsyncTurnStream",
+    "WatchEvent",
+    "WatchKind",
+    "WatchLagged",
 ]

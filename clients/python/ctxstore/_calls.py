@@ -36,10 +36,22 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    Literal,
+    ParamSpec,
+    TypeVar,
+    cast,
+    overload,
+)
 
 from . import _ops as ops
 from . import _protocol as p
+from . import _stream_protocol as s
+from . import _streams
 from ._connection import ClientCore
 from .types import (
     Appended,
@@ -176,6 +188,88 @@ class listing(Generic[P, I]):  # noqa: N801 - a decorator, named as one
         return _described(method, define, name, owner, shell)
 
 
+@dataclass(frozen=True, slots=True)
+class Following(Generic[I]):
+    """What a feed call (``read_stream``, ``watch``) follows: a feed
+    (:mod:`ctxstore._streams`), the ``timeout`` of each request (its long poll's wait
+    included) and how long a lost connection is retried."""
+
+    feed: _streams.Feed
+    timeout: float | None
+    reconnect_s: float
+
+
+class following(listing[P, I]):  # noqa: N801 - a decorator, named as one
+    """Marks a method of :class:`Calls` as a feed: an iterator of the blocking shell, an async
+    iterator of the asyncio one, as a listing (whose typing it shares), run by
+    :func:`ctxstore._streams.follow_blocking` / ``follow_async``, which send a request again
+    on a new connection when its connection is lost; the arguments are checked when the
+    method is called."""
+
+    def __init__(self, define: Callable[Concatenate[Calls, P], Following[I]]) -> None:
+        self.define = define  # type: ignore[assignment]
+
+    def method(self, name: str, owner: type[Any], shell: Shell) -> Callable[..., Any]:
+        """The shell's method: the shell's loop over the definition's feed."""
+        define = cast(Callable[..., Following[I]], self.define)
+        follow = _streams.follow_blocking if shell == "blocking" else _streams.follow_async
+
+        def method(client: Any, /, *args: Any, **kwargs: Any) -> Any:
+            made = define(client, *args, **kwargs)
+            return follow(client, made.feed, made.timeout, made.reconnect_s)
+
+        return _described(method, define, name, owner, shell)
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """What ``open_turn`` and ``resume_turn`` send (STREAM_OPEN; STREAM_LIST pages), and the
+    timeout of the stream's calls."""
+
+    step: ops.Op[_streams.StreamInfo] | ops.Plan[_streams.StreamInfo]
+    timeout: float | None
+
+
+class opening(Generic[P]):  # noqa: N801 - a decorator, named as one
+    """Marks a method of :class:`Calls` that opens a stream: the blocking shell's returns a
+    :class:`~ctxstore._streams.TurnStream`, the asyncio shell's a coroutine of an
+    :class:`~ctxstore._streams.AsyncTurnStream`."""
+
+    def __init__(self, define: Callable[Concatenate[Calls, P], Opening]) -> None:
+        self.define = define
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> opening[P]: ...
+    @overload
+    def __get__(self, obj: Client, owner: type[Any]) -> Callable[P, _streams.TurnStream]: ...
+    @overload
+    def __get__(
+        self, obj: AsyncClient, owner: type[Any]
+    ) -> Callable[P, Coroutine[Any, Any, _streams.AsyncTurnStream]]: ...
+    def __get__(self, obj: object, owner: type[Any]) -> Any:
+        if obj is None:
+            return self
+        raise TypeError(f"{type(obj).__name__} is no client shell (see ctxstore._calls)")
+
+    def method(self, name: str, owner: type[Any], shell: Shell) -> Callable[..., Any]:
+        """The shell's method: runs STREAM_OPEN, wraps the stream in the shell's object."""
+        define = self.define
+
+        def blocking(client: Any, /, *args: Any, **kwargs: Any) -> Any:
+            made = define(client, *args, **kwargs)
+            run = client._run if isinstance(made.step, ops.Op) else client._drive
+            return _streams.TurnStream(client, run(made.step, made.timeout), made.timeout)
+
+        async def awaiting(client: Any, /, *args: Any, **kwargs: Any) -> Any:
+            made = define(client, *args, **kwargs)
+            run = client._run if isinstance(made.step, ops.Op) else client._drive
+            info = await run(made.step, made.timeout)
+            return _streams.AsyncTurnStream(client, info, made.timeout)
+
+        method = blocking if shell == "blocking" else awaiting
+        return _described(method, define, name, owner, shell)
+
+
 def _described(
     method: Callable[..., Any],
     define: Callable[..., Any],
@@ -204,7 +298,9 @@ def _returned(annotation: str, shell: Shell) -> str:
     inner = rest[:-1]
     if kind == "Call":
         return inner
-    assert kind == "Listing", annotation
+    if kind == "Opening":
+        return "TurnStream" if shell == "blocking" else "AsyncTurnStream"
+    assert kind in ("Listing", "Following"), annotation
     return f"Iterator[{inner}]" if shell == "blocking" else f"AsyncIterator[{inner}]"
 
 
@@ -221,7 +317,7 @@ class Calls(ClientCore):
         if shell not in ("blocking", "asyncio"):
             raise TypeError(f"shell is 'blocking' or 'asyncio', not {shell!r}")
         for name, definition in vars(Calls).items():
-            if isinstance(definition, (call, listing)):
+            if isinstance(definition, (call, listing, opening)):  # following is a listing
                 setattr(cls, name, definition.method(name, cls, shell))
 
     @call
@@ -291,7 +387,10 @@ class Calls(ClientCore):
             type_tag=type_tag,
             codec=codec,
         )
-        return Call(ops.append_spec(context, spec, expected_head), timeout)
+        return Call(
+            ops.append_spec_compressed(context, spec, expected_head, self._compress_level),
+            timeout,
+        )
 
     @call
     def append_by_hash(
@@ -800,7 +899,10 @@ class Calls(ClientCore):
         is not written again. Limits (TooLarge, nothing written): 64 turns; per turn a key of
         64 bytes, 16 labels in 1 KiB, 8 links (each must exist: NotFound); a parent the
         context does not own is InvalidArgument. Returns one :class:`Appended` per turn."""
-        return Call(ops.append_turns(context, turns, expected_head), timeout)
+        return Call(
+            ops.append_turns_compressed(context, turns, expected_head, self._compress_level),
+            timeout,
+        )
 
     @call
     def turn_by_key(
@@ -932,3 +1034,165 @@ class Calls(ClientCore):
             ),
             timeout,
         )
+
+    # -- version 3: streams, turns in the making (issue 32, decision 0027) ---------------------
+    @opening
+    def open_turn(
+        self,
+        context: ContextLike,
+        *,
+        type_tag: int = 0,
+        codec: int = 0,
+        expected_head: int | None = None,
+        parent: ParentLike = None,
+        key: KeyLike | None = None,
+        labels: Mapping[str, str] | None = None,
+        links: Sequence[int] = (),
+        summary: bool = False,
+        timeout: float | None = None,
+    ) -> Opening:
+        """Opens a stream on the context (protocol version 3): a turn in the making, with
+        everything :meth:`append` takes but its payload (``expected_head`` is checked at the
+        seal, as an append's; without a ``key`` the sealed turn gets ``stream:<StreamID>``).
+
+        Returns a stream object: ``append(data)`` each delta (answered once it is durable,
+        with the stream's new length; readers see it from then on), then ``seal()`` (one
+        ordinary turn: an :class:`~ctxstore.types.Appended`) or ``abort()``. Used as a
+        context manager (``with`` / ``async with``) it seals at a clean exit and aborts on
+        an exception. Only this client's connection writes the stream (StreamNotOwned for
+        others) until it closes; a stream with no delta for the server's
+        ``--stream-idle-timeout`` (10 min) is aborted. ``timeout``: of each of its calls."""
+        op = _streams.open_stream(
+            context,
+            type_tag=type_tag,
+            codec=codec,
+            expected_head=expected_head,
+            parent=parent,
+            key=key,
+            labels=labels,
+            links=links,
+            summary=summary,
+        )
+        return Opening(op, timeout)
+
+    @opening
+    def resume_turn(
+        self, context: ContextLike, stream_id: int, *, timeout: float | None = None
+    ) -> Opening:
+        """An open stream of the context, by StreamID, as the object :meth:`open_turn`
+        returns, at its acknowledged length now (from :meth:`streams`): a writer continues a
+        stream another process or a crashed run opened; its connection takes the stream over
+        at the first delta (once the opener's connection closed: StreamNotOwned before).
+        NotFound when the context has no such open stream."""
+        return Opening(_streams.find_stream(context, stream_id), timeout)
+
+    @call
+    def append_delta(
+        self,
+        stream_id: int,
+        data: bytes | bytearray | memoryview,
+        *,
+        offset: int | None = None,
+        timeout: float | None = None,
+    ) -> Call[int]:
+        """Appends a delta (1 byte to 1 MiB) to an open stream, by StreamID (the stream
+        objects of :meth:`open_turn` call this); returns the stream's length once the delta
+        is durable. With ``offset`` only there: a retry of a delta already written is
+        answered again and writes nothing; another offset is
+        :class:`~ctxstore.errors.Conflict` with the stream's length in ``detail``. A stream
+        past the server's blob limit: TooLarge, nothing written; a sealed or aborted one:
+        StreamEnded; one another connection holds: StreamNotOwned."""
+        return Call(_streams.append_delta(stream_id, data, offset), timeout)
+
+    @call
+    def seal_stream(self, stream_id: int, *, timeout: float | None = None) -> Call[Appended]:
+        """Seals an open stream, by StreamID, into one turn (see :meth:`open_turn`)."""
+        return Call(_streams.seal_stream(stream_id), timeout)
+
+    @call
+    def abort_stream(self, stream_id: int, *, timeout: float | None = None) -> Call[None]:
+        """Aborts an open stream, by StreamID: it never becomes a turn."""
+        return Call(_streams.abort_stream(stream_id), timeout)
+
+    @call
+    def streams(
+        self, context: ContextLike, *, timeout: float | None = None
+    ) -> Call[list[_streams.StreamInfo]]:
+        """The context's open streams, by StreamID, each with its acknowledged ``length``
+        (protocol version 3; every page of STREAM_LIST, ``timeout`` per page)."""
+        return Call(_streams.open_streams(context), timeout)
+
+    @following
+    def read_stream(
+        self,
+        stream_id: int,
+        offset: int = 0,
+        follow: bool = False,
+        *,
+        bytes_max: int = _streams.READ_BYTES_MAX,
+        wait_s: float = _streams.WAIT_S_DEFAULT,
+        reconnect_s: float = _streams.RECONNECT_S_DEFAULT,
+        timeout: float | None = None,
+    ) -> Following[bytes]:
+        """The stream's bytes from ``offset``, as chunks (an iterator; an async iterator in
+        :class:`~ctxstore.AsyncClient`), only ever acknowledged (durable) bytes, in order.
+
+        Without ``follow`` it ends after what the stream holds now; with ``follow`` it waits
+        for each new delta (long polls of up to ``wait_s`` on the client's connection) and
+        ends when the stream is sealed. A sealed stream's bytes past ``offset`` are read from
+        its turn, so a reader that was away during the seal still gets them. An aborted
+        stream raises :class:`~ctxstore.errors.StreamEnded` (``detail`` 0) after its bytes.
+        When the connection is lost (a server restart included) the read is sent again on a
+        new one, from the offset after the last chunk yielded: every byte exactly once, in
+        order; after ``reconnect_s`` without a connection, ConnectionLost (or
+        ConnectError) is raised. ``timeout``: of each request, on top of its wait."""
+        feed = _streams.read_feed(stream_id, offset, follow, wait_s, bytes_max, self._accept_zstd)
+        return Following(feed, self._long_poll_timeout(timeout, wait_s), reconnect_s)
+
+    @following
+    def watch(
+        self,
+        context: ContextLike | None = None,
+        *,
+        name_prefix: str | None = None,
+        tag: tuple[str, str] | None = None,
+        after_seq: int | None = None,
+        max_events: int = s.WATCH_EVENTS_MAX,
+        wait_s: float = _streams.WAIT_S_DEFAULT,
+        reconnect_s: float = _streams.RECONNECT_S_DEFAULT,
+        timeout: float | None = None,
+    ) -> Following[_streams.WatchEvent | _streams.WatchLagged]:
+        """The events of one context (by ContextID or name), of the contexts whose name
+        starts with ``name_prefix``, or of those tagged ``tag=(key, value)`` (exactly one):
+        an endless iterator (an async iterator in :class:`~ctxstore.AsyncClient`; stop with
+        ``break``) of :class:`~ctxstore.WatchEvent` — head moves, streams opened, sealed and
+        aborted, tag changes, deletions — each with its sequence number ``seq``.
+
+        ``after_seq``: the last ``seq`` seen (resume after it), None: from now. When the
+        server no longer keeps the events after it (it keeps the newest 65,536, none from
+        before a restart) the iterator yields a :class:`~ctxstore.WatchLagged` instead:
+        re-read the state you follow; the watch goes on after its ``resume_after``. A lost
+        connection is retried as :meth:`read_stream`'s, from the last ``seq`` yielded."""
+        target = _streams.watch_target(context, name_prefix, tag)
+        feed = _streams.watch_feed(target, after_seq, max_events, wait_s)
+        return Following(feed, self._long_poll_timeout(timeout, wait_s), reconnect_s)
+
+    @call
+    def watch_position(
+        self,
+        context: ContextLike | None = None,
+        *,
+        name_prefix: str | None = None,
+        tag: tuple[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Call[int]:
+        """The sequence number a :meth:`watch` of the same target (exactly one of a context, a
+        ``name_prefix`` or a ``tag``) would start after now (answered at once). To follow a
+        state without missing a change: take the position, read the state, then watch with
+        ``after_seq`` the position."""
+        target = _streams.watch_target(context, name_prefix, tag)
+        return Call(_streams.watch_position(target), timeout)
+
+    def _long_poll_timeout(self, timeout: float | None, wait_s: float) -> float:
+        """The timeout of one long poll: the call's (or the client's) on top of its wait."""
+        return ops.check_timeout(timeout, self._timeout) + wait_s

@@ -22,7 +22,8 @@ A = TypeVar("A", bound="TwoClients")
 class TwoClients:
     """The clients of an adapter (see the module's doc). ``client`` runs the sync methods'
     plans, ``aclient`` the ``a*`` ones'; one that is not given is made when first needed with
-    the other's address, token and settings (timeouts, ``accept_zstd``, ``verify_payloads``)
+    the other's address, token and settings (timeouts, ``accept_zstd``, ``verify_payloads``,
+    ``compress_level``)
     and owned by the adapter, as are both with ``owns_client``."""
 
     def _use_clients(
@@ -57,6 +58,7 @@ class TwoClients:
             "connect_timeout": core._connect_timeout,
             "accept_zstd": core._accept_zstd,
             "verify_payloads": core._verify_payloads,
+            "compress_level": core._compress_level,
         }
 
     @property

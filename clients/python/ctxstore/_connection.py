@@ -225,6 +225,7 @@ class ClientCore:
         max_in_flight: int = 1024,
         max_response_bytes: int = p.FRAME_BYTES_LIMIT,
         verify_payloads: VerifyPayloads = "when_remote",
+        compress_level: int | None = ops.DEFAULT_COMPRESS_LEVEL,
     ) -> None:
         self._host, self._port = ops.parse_addr(addr)
         self._token = ops.token_bytes(token)
@@ -237,6 +238,7 @@ class ClientCore:
         self._max_in_flight = max(1, max_in_flight)
         self._max_response_bytes = min(max_response_bytes, p.FRAME_BYTES_LIMIT)
         self._verify_payloads = ops.check_verify_payloads(verify_payloads)
+        self._compress_level = ops.check_compress_level(compress_level)
         self._closed = False
 
     @property

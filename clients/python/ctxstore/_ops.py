@@ -1597,7 +1597,56 @@ class _SentTurn:
     """None for a payload by hash (its length is the stored blob's)."""
 
 
-def _turn_spec(spec: TurnSpec) -> _SentTurn:
+COMPRESS_BYTES_MIN = 64
+"""Payloads shorter than this travel as they are: a frame's own overhead eats any saving (the
+Rust client's ``COMPRESS_BYTES_MIN``, the engine's ``blob/codec.rs`` line)."""
+ZSTD_PAYLOADS_SINCE_VERSION = 3
+"""The protocol version that has TURN_SPEC flag ZSTD (decision 0029)."""
+DEFAULT_COMPRESS_LEVEL = 1
+"""The zstd level a client compresses payloads at by default (the Rust client's)."""
+_COMPRESSORS = threading.local()
+
+
+@dataclass(frozen=True, slots=True)
+class Compression:
+    """How payloads are compressed on a connection: the zstd ``level``, and the largest
+    payload worth it (the server's ``blob_bytes_max``: a larger one is refused whatever way
+    it travels, and goes raw so that the refusal is the one it always was)."""
+
+    level: int
+    payload_bytes_max: int
+
+
+def compressed(payload: bytes, compression: Compression) -> bytes | None:
+    """``payload`` as a zstd frame (its content size in the header, no checksum: the BLAKE3
+    sent with it is the check) at the compression's level, when that is smaller; None
+    otherwise, and for payloads under :data:`COMPRESS_BYTES_MIN` or over its limit."""
+    if not COMPRESS_BYTES_MIN <= len(payload) <= compression.payload_bytes_max:
+        return None
+    level = compression.level
+    # A compressor per thread and level: zstd's context is reused, and a ZstdCompressor is not
+    # safe to share between threads.
+    kept: tuple[int, zstandard.ZstdCompressor] | None = getattr(_COMPRESSORS, "kept", None)
+    if kept is None or kept[0] != level:
+        kept = (level, zstandard.ZstdCompressor(level=level, write_content_size=True))
+        _COMPRESSORS.kept = kept
+    frame = kept[1].compress(payload)
+    return frame if len(frame) < len(payload) else None
+
+
+def check_compress_level(level: int | None) -> int | None:
+    """``level`` if it is None (no compression) or a zstd level, else ValueError."""
+    if level is None:
+        return None
+    if isinstance(level, bool) or not isinstance(level, int):
+        raise ValueError(f"compress_level is None or a zstd level (int), not {level!r}")
+    low, high = -(1 << 17), zstandard.MAX_COMPRESSION_LEVEL
+    if not low <= level <= high:
+        raise ValueError(f"compress_level is {low}..={high} or None, not {level}")
+    return level
+
+
+def _turn_spec(spec: TurnSpec, compression: Compression | None = None) -> _SentTurn:
     if not isinstance(spec, TurnSpec):
         raise TypeError(f"append_turns takes TurnSpec values, not {type(spec).__name__}")
     if (spec.payload is None) == (spec.payload_hash is None):
@@ -1615,6 +1664,7 @@ def _turn_spec(spec: TurnSpec) -> _SentTurn:
         if len(data) > p.U32_MAX:
             raise ValueError("a payload is at most 4 GiB - 1 bytes")
         digest, by_hash, length = blake3.blake3(data).digest(), False, len(data)
+    frame = None if by_hash or compression is None else compressed(data, compression)
     record = p.TurnSpecRecord(
         kind,
         parent,
@@ -1622,8 +1672,10 @@ def _turn_spec(spec: TurnSpec) -> _SentTurn:
         _u32(spec.codec, "codec"),
         bool(spec.summary),
         extras,
-        data,
+        data if frame is None else frame,
         by_hash,
+        None if frame is None else digest,
+        0 if frame is None else len(data),
     )
     return _SentTurn(record, digest, length)
 
@@ -1670,12 +1722,17 @@ def _check_appended(
 
 
 def append_turns(
-    context: ContextLike, specs: Iterable[TurnSpec], expected_head: int | None
+    context: ContextLike,
+    specs: Iterable[TurnSpec],
+    expected_head: int | None,
+    compression: Compression | None = None,
 ) -> Op[list[Appended]]:
     """APPEND_TURNS: one or more turns, all or none; each answer is checked against its spec
-    (payload hash and length, SUMMARY, the parent asked for, the context)."""
+    (payload hash and length, SUMMARY, the parent asked for, the context). ``compression``
+    (a version-3 connection's, see :func:`compression_for`): payloads zstd shrinks go as
+    their frames (TURN_SPEC flag ZSTD), checked by the server and stored as they came."""
     target = _context(context)
-    sent = [_turn_spec(spec) for spec in specs]
+    sent = [_turn_spec(spec, compression) for spec in specs]
     if not sent:
         raise ValueError("append_turns needs at least one TurnSpec")
     if len(sent) > p.U16_MAX:
@@ -1700,6 +1757,47 @@ def append_turns(
         return [Appended(turn_of(a.turn), a.deduped, a.existing) for a in answers]
 
     return Op(request, finish)
+
+
+def compression_for(compress_level: int | None) -> Plan[Compression | None]:
+    """How payloads are compressed on the connection now: at ``compress_level`` on a
+    version-3 connection, else not (no round trip: what HELLO told)."""
+    if compress_level is None:
+        return None
+    info: ServerInfo = yield SERVER_INFO
+    if info.version < ZSTD_PAYLOADS_SINCE_VERSION:
+        return None
+    return Compression(compress_level, info.blob_bytes_max)
+
+
+def append_turns_compressed(
+    context: ContextLike,
+    specs: Iterable[TurnSpec],
+    expected_head: int | None,
+    compress_level: int | None,
+) -> Plan[list[Appended]]:
+    """:func:`append_turns`, compressing payloads when the connection has the ZSTD flag."""
+    specs = list(specs)  # read once, before the connection is asked for its version
+    compression = yield from compression_for(compress_level)
+    appended: list[Appended] = yield append_turns(context, specs, expected_head, compression)
+    return appended
+
+
+def append_spec_compressed(
+    context: ContextLike, spec: TurnSpec, expected_head: int | None, compress_level: int | None
+) -> Plan[Appended]:
+    """:func:`append_spec`; on a version-3 connection a payload zstd shrinks goes as its frame
+    in a one-turn APPEND_TURNS (APPEND_TURN has no room for one; the answer is the same)."""
+    compression = yield from compression_for(compress_level)
+    if compression is not None and spec.payload is not None and spec.payload_hash is None:
+        many = append_turns(context, [spec], expected_head, compression)
+        request = many.request
+        assert isinstance(request, p.AppendTurns)
+        if request.turns[0].zstd_hash is not None:
+            one: Appended = yield Op(request, lambda response: many.finish(response)[0])
+            return one
+    appended: Appended = yield append_spec(context, spec, expected_head)
+    return appended
 
 
 def append_spec(context: ContextLike, spec: TurnSpec, expected_head: int | None) -> Op[Appended]:

@@ -78,6 +78,7 @@ __all__ = [
     "TURN_FLAGS_KNOWN",
     "TURN_SPEC_SUMMARY",
     "TURN_SPEC_BY_HASH",
+    "TURN_SPEC_ZSTD",
     "TURN_SPEC_FLAGS_KNOWN",
     "EXTRAS_BYTES_MIN",
     "TURN_SPEC_BYTES_MIN",
@@ -278,7 +279,10 @@ TURN_SPEC_SUMMARY = 1 << 0
 TURN_SPEC_BY_HASH = 1 << 1
 """TURN_SPEC turn_flags bit 1: the payload is the hash of a stored blob (32 bytes), not
 ``u32 len`` and bytes."""
-TURN_SPEC_FLAGS_KNOWN = TURN_SPEC_SUMMARY | TURN_SPEC_BY_HASH
+TURN_SPEC_ZSTD = 1 << 2
+"""TURN_SPEC turn_flags bit 2 (version 3, decision 0029): the payload is a zstd frame the
+client made: ``hash [32], u32 raw_len, u32 frame_len``, then the frame (never with BY_HASH)."""
+TURN_SPEC_FLAGS_KNOWN = TURN_SPEC_SUMMARY | TURN_SPEC_BY_HASH | TURN_SPEC_ZSTD
 TINY_BYTES_MAX = 0xFF
 """The longest field with a ``u8`` length: a turn key, a label key (the engine allows less:
 64 bytes each)."""
@@ -728,7 +732,18 @@ class Reader:
             raise self.error("turn_flags", "unknown flag bits")
         extras = self.extras()
         by_hash = bool(flags & TURN_SPEC_BY_HASH)
-        payload = self.hash("payload_hash") if by_hash else self.take(self.u32("len"), "payload")
+        zstd_hash: bytes | None = None
+        raw_len = 0
+        if flags & TURN_SPEC_ZSTD:
+            if by_hash:
+                raise self.error("turn_flags", "BY_HASH and ZSTD together")
+            zstd_hash = self.hash("payload_hash")
+            raw_len = self.u32("raw_len")
+            payload = self.take(self.u32("frame_len"), "zstd frame")
+        elif by_hash:
+            payload = self.hash("payload_hash")
+        else:
+            payload = self.take(self.u32("len"), "payload")
         return TurnSpecRecord(
             ParentKind(kind),
             parent_turn_id,
@@ -738,6 +753,8 @@ class Reader:
             extras,
             payload,
             by_hash,
+            zstd_hash,
+            raw_len,
         )
 
     def log_cursor(self) -> LogCursor | None:
@@ -1084,9 +1101,10 @@ _PARENT_KINDS = frozenset(int(kind) for kind in ParentKind)
 @dataclass(frozen=True, slots=True)
 class TurnSpecRecord:
     """One TURN_SPEC of APPEND_TURNS: ``u8 parent_kind, u64 parent_turn_id (0 unless kind
-    TURN), u64 type_tag, u32 codec, u8 turn_flags (SUMMARY, BY_HASH), EXTRAS``, then the
-    payload: ``hash[32]`` with BY_HASH (``by_hash``: ``payload`` is that hash), else ``u32
-    len`` and the bytes."""
+    TURN), u64 type_tag, u32 codec, u8 turn_flags (SUMMARY, BY_HASH, ZSTD), EXTRAS``, then the
+    payload: ``hash[32]`` with BY_HASH (``by_hash``: ``payload`` is that hash); with ZSTD
+    (version 3: ``zstd_hash`` set, ``payload`` the frame) ``hash[32], u32 raw_len, u32
+    frame_len`` and the frame; else ``u32 len`` and the bytes."""
 
     parent_kind: ParentKind
     parent_turn_id: int
@@ -1096,6 +1114,9 @@ class TurnSpecRecord:
     extras: ExtrasRecord
     payload: bytes
     by_hash: bool = False
+    zstd_hash: bytes | None = None
+    """With ZSTD: the BLAKE3 of the ``raw_len`` bytes the frame ``payload`` inflates to."""
+    raw_len: int = 0
 
     def head_bytes(self) -> bytes:
         """Everything before the payload's bytes (for a payload by hash: everything)."""
@@ -1103,8 +1124,12 @@ class TurnSpecRecord:
             raise ValueError(f"unknown parent kind {self.parent_kind!r}")
         if (self.parent_kind == ParentKind.TURN) != (self.parent_turn_id != 0):
             raise ValueError("parent_turn_id is set with parent kind TURN only (and 0 is no turn)")
-        flags = (TURN_SPEC_SUMMARY if self.summary else 0) | (
-            TURN_SPEC_BY_HASH if self.by_hash else 0
+        if self.by_hash and self.zstd_hash is not None:
+            raise ValueError("a payload is by hash or a zstd frame, not both")
+        flags = (
+            (TURN_SPEC_SUMMARY if self.summary else 0)
+            | (TURN_SPEC_BY_HASH if self.by_hash else 0)
+            | (0 if self.zstd_hash is None else TURN_SPEC_ZSTD)
         )
         head = (
             _u8(int(self.parent_kind))
@@ -1116,6 +1141,8 @@ class TurnSpecRecord:
         )
         if self.by_hash:
             return head + _hash(self.payload)
+        if self.zstd_hash is not None:
+            return head + _hash(self.zstd_hash) + _u32(self.raw_len) + _u32(len(self.payload))
         return head + _u32(len(self.payload))
 
     def encode(self) -> bytes:
@@ -2244,6 +2271,11 @@ class AppendTurns(Request):
     context: ContextRef
     expected_head: int | None
     turns: tuple[TurnSpecRecord, ...]
+
+    @property
+    def required_version(self) -> int:
+        """2; 3 when a payload is a zstd frame (TURN_SPEC flag ZSTD)."""
+        return 3 if any(spec.zstd_hash is not None for spec in self.turns) else 2
 
     def body_chunks(self) -> list[bytes]:
         """See :meth:`Message.body_chunks`."""
@@ -4171,3 +4203,8 @@ def encode_request(req_id: int, request: Request) -> list[bytes]:
 def encode_response(req_id: int, response: Response) -> bytes:
     """A response frame (header and body)."""
     return encode_frame(response.msg_type, req_id, response.encode_body(), response.frame_flags)
+
+
+# The streams family (version 3, issue 32) is owned by its own module; importing it here
+# registers its messages with REQUEST_TYPES and RESPONSE_TYPES whoever imports this one.
+from . import _stream_protocol as _stream_protocol  # noqa: E402

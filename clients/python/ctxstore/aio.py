@@ -305,6 +305,7 @@ class AsyncClient(Calls, shell="asyncio"):
         max_in_flight: int = 1024,
         max_response_bytes: int = p.FRAME_BYTES_LIMIT,
         verify_payloads: VerifyPayloads = "when_remote",
+        compress_level: int | None = ops.DEFAULT_COMPRESS_LEVEL,
     ) -> AsyncClient:
         """A client, connected (HELLO done) before it is returned."""
         client = cls(
@@ -317,6 +318,7 @@ class AsyncClient(Calls, shell="asyncio"):
             max_in_flight=max_in_flight,
             max_response_bytes=max_response_bytes,
             verify_payloads=verify_payloads,
+            compress_level=compress_level,
         )
         await client._connection(time.monotonic() + client._connect_timeout)
         return client

@@ -17,7 +17,7 @@ from conftest import ServerProcess
 DEFINITIONS = {
     name: definition
     for name, definition in vars(_calls.Calls).items()
-    if isinstance(definition, (_calls.call, _calls.listing))
+    if isinstance(definition, (_calls.call, _calls.listing, _calls.following, _calls.opening))
 }
 
 
@@ -37,7 +37,8 @@ def test_both_clients_have_every_call_and_the_same_public_methods() -> None:
 def test_each_call_is_a_method_of_its_kind_on_each_client(name: str) -> None:
     definition = DEFINITIONS[name].define
     parameters = list(inspect.signature(definition).parameters.values())[1:]
-    listing = isinstance(DEFINITIONS[name], _calls.listing)
+    # Listings and feeds (read_stream, watch) are iterators on both shells.
+    listing = isinstance(DEFINITIONS[name], (_calls.listing, _calls.following))
     for cls, asynchronous in ((ctxstore.Client, False), (ctxstore.AsyncClient, True)):
         method = vars(cls)[name]
         assert inspect.isfunction(method), (cls.__name__, name)
@@ -47,7 +48,7 @@ def test_each_call_is_a_method_of_its_kind_on_each_client(name: str) -> None:
         signature = inspect.signature(method)
         assert list(signature.parameters.values())[1:] == parameters
         returned = str(signature.return_annotation)
-        assert not returned.startswith(("Call[", "Listing[")), returned
+        assert not returned.startswith(("Call[", "Listing[", "Following[", "Opening")), returned
         if listing:
             assert returned.startswith("AsyncIterator[" if asynchronous else "Iterator[")
 

@@ -4,6 +4,7 @@ the documented values and re-encode to exactly their bytes (header flags include
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import blake3
 import pytest
@@ -13,10 +14,11 @@ from ctxstore import _protocol as p
 from conftest import GOLDEN_V1, GOLDEN_V2, GOLDEN_V3
 
 
-def golden_frames() -> dict[str, bytes]:
-    """name → frame bytes, from every golden file (names are unique across them)."""
+def golden_frames(paths: tuple[Path, ...] = (GOLDEN_V1, GOLDEN_V2, GOLDEN_V3)) -> dict[str, bytes]:
+    """name → frame bytes, from every golden file of ``paths`` (names are unique across
+    them)."""
     frames: dict[str, bytes] = {}
-    for path in (GOLDEN_V1, GOLDEN_V2, GOLDEN_V3):
+    for path in paths:
         if not path.is_file():
             pytest.fail(f"golden vectors not found at {path}")
         for line in path.read_text().splitlines():
@@ -384,8 +386,12 @@ def test_every_golden_frame_is_covered() -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_golden_frame_decodes_and_reencodes(name: str) -> None:
-    frame = golden_frames()[name]
     req_id, expected = EXPECTED[name]
+    check_golden_frame(golden_frames()[name], req_id, expected)
+
+
+def check_golden_frame(frame: bytes, req_id: int, expected: p.Message) -> None:
+    """``frame`` decodes to ``expected`` sent with ``req_id`` and re-encodes to its bytes."""
     header, message = decode_frame(frame)
     assert header.req_id == req_id
     assert header.flags == expected.frame_flags

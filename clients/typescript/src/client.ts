@@ -11,17 +11,23 @@
 
 import {
   ClientClosed,
+  ConnectError,
   ConnectionLost,
+  ConnectTimeout,
   CtxstoreError,
   IntegrityError,
   NotFound,
   ProtocolError,
+  ShuttingDown,
+  StreamEnded,
   UnknownMessage,
 } from "./errors.js";
 import { Connection, DEFAULT_FRAME_BYTES_MAX } from "./connection.js";
 import { CHUNK_AVG_BYTES, CHUNK_MAX_BYTES, CHUNK_MIN_BYTES, CHUNK_THRESHOLD_BYTES, cut, type ChunkSizes } from "./fastcdc.js";
 import { blobHash, EMPTY_HASH, equalBytes, parseHash, payloadBytes, toHex } from "./payload.js";
 import * as p from "./protocol.js";
+import * as s from "./streams.js";
+import { TurnStream } from "./streams.js";
 import type {
   Appended,
   BackupReport,
@@ -1305,6 +1311,187 @@ export class Client {
   async window(context: ContextLike, limit: number, options: ReadOptions = {}): Promise<Page<TurnInfo>> {
     return this.readPage(context, limit, { ...options, window: true });
   }
+
+  // -- version 3: streams, turns in the making (issue 32, decision 0027; src/streams.ts) ------
+
+  /**
+   * Opens a stream on the context: a turn in the making, with what `appendTurns` takes but
+   * the payload (`expectedHead` is checked at the seal). Returns a {@link TurnStream}:
+   * `append` deltas (each answered once durable, with the stream's length), then `seal` (one
+   * ordinary turn) or `abort`. Only this client's connection writes it (StreamNotOwned for
+   * others) until that connection closes.
+   */
+  async openTurn(context: ContextLike, options: CallOptions & Omit<TurnSpec, "payload" | "payloadHash"> & { expectedHead?: number } = {}): Promise<TurnStream> {
+    const target = contextRef(context);
+    const { parentKind, parentTurnId } = parentOf(options.parent);
+    const info = await this.run(
+      s.streamOpen({
+        context: target,
+        ...(options.expectedHead === undefined ? {} : { expectedHead: u64(options.expectedHead, "expectedHead") }),
+        parentKind,
+        parentTurnId,
+        typeTag: typeTagOf(options.typeTag),
+        codec: u32(options.codec ?? 0, "codec"),
+        summary: options.summary ?? false,
+        extras: { key: turnKey(options.key), labels: pairs(options.labels, "label"), links: (options.links ?? []).map((link) => u64(link, "a link")) },
+      }),
+      options,
+    );
+    if (info.length !== 0 || (typeof target === "number" && info.contextId !== target)) {
+      throw new ProtocolError(`STREAM_OPEN on ${String(target)} answered stream ${info.streamId} of context ${info.contextId} holding ${info.length} bytes`);
+    }
+    return this.streamObject(info, options);
+  }
+
+  /** An open stream of the context (by StreamID) as `openTurn`'s object at its acknowledged
+   * length: a writer continues a stream another process opened. NotFound if it is not open. */
+  async resumeTurn(context: ContextLike, streamId: number, options: CallOptions = {}): Promise<TurnStream> {
+    const info = (await this.streams(context, options)).find((open) => open.streamId === streamId);
+    if (info === undefined) throw new NotFound(`stream ${streamId} is not open in context ${String(context)} (sealed, aborted, or never opened there)`);
+    return this.streamObject(info, options);
+  }
+
+  private streamObject(info: s.StreamInfo, options: CallOptions): TurnStream {
+    return new TurnStream(info, (request) => this.run(request, options), (answer) => ({ turn: turnOf(answer.turn), deduped: answer.deduped, existing: false }));
+  }
+
+  /** The context's open streams by StreamID, each with its acknowledged `length`. */
+  async streams(context: ContextLike, options: CallOptions = {}): Promise<s.StreamInfo[]> {
+    const target = contextRef(context);
+    const found: s.StreamInfo[] = [];
+    let after = 0;
+    for (;;) {
+      const page = await this.run(s.streamList(target, after, s.STREAM_LIST_MAX), options);
+      for (const info of page) {
+        if (info.streamId <= after) throw new ProtocolError(`STREAM_LIST after stream ${after} answered stream ${info.streamId}`);
+        after = info.streamId;
+      }
+      found.push(...page);
+      if (page.length < s.STREAM_LIST_MAX) return found;
+    }
+  }
+
+  /**
+   * The stream's bytes from `offset` as chunks, acknowledged bytes only, in order. Without
+   * `follow` it ends after what is there; with it, it long-polls (up to `waitMs` each) and
+   * ends at the seal; the bytes of a stream sealed while the reader was away come from its
+   * turn. An aborted stream throws StreamEnded (detail 0). A lost connection (a server restart
+   * too) is retried for `reconnectMs` from the offset after the last chunk yielded: every byte
+   * exactly once.
+   */
+  async *readStream(
+    streamId: number,
+    options: CallOptions & { offset?: number; follow?: boolean; bytesMax?: number; waitMs?: number; reconnectMs?: number } = {},
+  ): AsyncGenerator<Uint8Array> {
+    let offset = u64(options.offset ?? 0, "offset");
+    const follow = options.follow ?? false;
+    const waitMs = follow ? (options.waitMs ?? 30_000) : 0;
+    const bytesMax = u32(options.bytesMax ?? 1 << 20, "bytesMax");
+    const call = this.longPoll(options, waitMs);
+    for (;;) {
+      const answer = await this.retried(() => this.run(s.streamRead(u64(streamId, "streamId"), offset, bytesMax, waitMs), call), options.reconnectMs);
+      if (answer.streamId !== streamId || answer.offset !== offset) {
+        throw new ProtocolError(`STREAM_READ of stream ${streamId} at ${offset} answered stream ${answer.streamId} at ${answer.offset}`);
+      }
+      if (answer.state === s.StreamState.OPEN) {
+        if (offset + answer.data.length > answer.length) throw new ProtocolError(`STREAM_READ answered bytes past the stream's length ${answer.length}`);
+        if (answer.data.length > 0) {
+          offset += answer.data.length;
+          yield answer.data;
+        }
+        if (!follow && offset >= answer.length) return;
+        continue;
+      }
+      if (answer.state === s.StreamState.ABORTED) {
+        throw new StreamEnded(`stream ${streamId} was aborted (read up to byte ${offset}); it never became a turn`, 0);
+      }
+      // Sealed: the rest from `offset` is the sealed turn's payload.
+      const turn = await this.retried(() => this.getTurn(answer.turnId, options), options.reconnectMs);
+      if (offset > turn.payloadLen) throw new ProtocolError(`stream ${streamId} was read to byte ${offset}, past its turn of ${turn.payloadLen} bytes`);
+      if (offset < turn.payloadLen) {
+        const payload = await this.retried(() => this.getBlob(turn.payloadHash, options), options.reconnectMs);
+        yield payload.subarray(offset);
+      }
+      return;
+    }
+  }
+
+  /**
+   * The events of one context, of the contexts whose name starts with `namePrefix`, or of
+   * those tagged `tag` (exactly one), as an endless async iterator of {@link s.WatchEvent}s
+   * (head moves, streams opened/sealed/aborted, tag changes, deletions) with their sequence
+   * numbers; `afterSeq` resumes after one (undefined: from now). Where the server no longer
+   * keeps the events after it, a {@link s.WatchLagged} comes instead: re-read the state, the
+   * watch goes on. A lost connection is retried as `readStream`'s, from the last `seq` seen.
+   */
+  async *watch(
+    target: s.WatchTarget,
+    options: CallOptions & { afterSeq?: number; maxEvents?: number; waitMs?: number; reconnectMs?: number } = {},
+  ): AsyncGenerator<s.WatchEvent | s.WatchLagged> {
+    const checked = watchTargetOf(target);
+    const waitMs = options.waitMs ?? 30_000;
+    const maxEvents = options.maxEvents ?? s.WATCH_EVENTS_MAX;
+    let position = options.afterSeq === undefined ? await this.watchPosition(target, options) : u64(options.afterSeq, "afterSeq");
+    const call = this.longPoll(options, waitMs);
+    for (;;) {
+      const answer = await this.retried(() => this.run(s.watch(checked, position, maxEvents, waitMs), call), options.reconnectMs);
+      if (answer.lagged) {
+        yield { type: "lagged", afterSeq: position, resumeAfter: answer.resumeAfter };
+        position = answer.resumeAfter;
+        continue;
+      }
+      for (const event of answer.events) {
+        if (event.seq <= position || event.seq > answer.resumeAfter) throw new ProtocolError(`WATCH after ${position} answered event ${event.seq}`);
+        position = event.seq;
+        yield event;
+      }
+      if (answer.resumeAfter < position) throw new ProtocolError(`WATCH after ${position} answered resume_after ${answer.resumeAfter}`);
+      position = answer.resumeAfter;
+    }
+  }
+
+  /** The sequence number a `watch` of `target` would start after now. To follow a state
+   * without a gap: take the position, read the state, then watch `afterSeq` it. */
+  async watchPosition(target: s.WatchTarget, options: CallOptions = {}): Promise<number> {
+    const answer = await this.run(s.watch(watchTargetOf(target), s.WATCH_FROM_NOW, 1, 0), options);
+    if (answer.lagged || answer.events.length > 0) throw new ProtocolError("WATCH from now was answered with events, or lagged");
+    return answer.resumeAfter;
+  }
+
+  /** A long poll's call options: its timeout on top of its wait. */
+  private longPoll(options: CallOptions, waitMs: number): CallOptions {
+    return { ...options, timeoutMs: checkTimeout(options.timeoutMs, this.timeoutMs, "timeoutMs") + waitMs };
+  }
+
+  /** `attempt`, again on a new connection while the connection (not the request) fails, for
+   * up to `reconnectMs` (30 s). */
+  private async retried<R>(attempt: () => Promise<R>, reconnectMs = 30_000): Promise<R> {
+    let lostAt: number | undefined;
+    for (let round = 0; ; round++) {
+      try {
+        return await attempt();
+      } catch (error) {
+        if (!(error instanceof ConnectionLost || error instanceof ConnectError || error instanceof ConnectTimeout || error instanceof ShuttingDown)) throw error;
+        lostAt ??= Date.now();
+        if (Date.now() - lostAt >= reconnectMs) throw error;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 50 * 2 ** Math.min(round, 8))));
+      }
+    }
+  }
+}
+
+function parentOf(parent: ParentLike): { parentKind: p.ParentKind; parentTurnId: number } {
+  if (parent === undefined) return { parentKind: p.ParentKind.HEAD, parentTurnId: 0 };
+  if (parent === "root") return { parentKind: p.ParentKind.ROOT, parentTurnId: 0 };
+  if (u64(parent, "parent") === 0) throw new RangeError('parent 0 is no turn: pass "root" for a new root');
+  return { parentKind: p.ParentKind.TURN, parentTurnId: parent };
+}
+
+function watchTargetOf(target: s.WatchTarget): s.WatchTarget {
+  const given = ["context", "namePrefix", "tag"].filter((key) => key in target).length;
+  if (given !== 1) throw new RangeError("watch one context, one namePrefix or one tag (exactly one)");
+  if ("context" in target) return { context: contextRef(target.context) };
+  return target;
 }
 
 function checkAppended(context: p.ContextRef, sent: SentTurn, answer: p.AppendedTurnRecord, headBefore: number | undefined): void {

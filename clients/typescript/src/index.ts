@@ -28,4 +28,14 @@ export * from "./errors.js";
 export { CHUNK_AVG_BYTES, CHUNK_MAX_BYTES, CHUNK_MIN_BYTES, CHUNK_THRESHOLD_BYTES, cut, type ChunkCut, type ChunkSizes } from "./fastcdc.js";
 export { blobHash, EMPTY_HASH, inflate, parseHash, toHex } from "./payload.js";
 export * as protocol from "./protocol.js";
+export {
+  StreamState,
+  TurnStream,
+  WatchKind,
+  type StreamInfo,
+  type WatchEvent,
+  type WatchLagged,
+  type WatchTarget,
+} from "./streams.js";
+export * as streamsProtocol from "./streams.js";
 export type * from "./types.js";

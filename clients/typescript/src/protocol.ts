@@ -755,7 +755,7 @@ export interface Request<R> {
   readonly decode: (reader: Reader) => R;
 }
 
-function request<R>(
+export function request<R>(
   name: string,
   msgType: number,
   minVersion: number,
