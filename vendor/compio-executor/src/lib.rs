@@ -25,16 +25,16 @@ mod waker;
 use compio_log::{instrument, trace};
 use compio_send_wrapper::SendWrapper;
 pub use console::SpawnMeta;
-use crossbeam_queue::ArrayQueue;
+use crossbeam_queue::SegQueue;
 pub use join_handle::{JoinError, JoinHandle, ResumeUnwind};
 use util::panic_guard;
 
 cfg_select! {
     loom => {
-        use loom::{cell::UnsafeCell, hint, sync::atomic::*, thread::yield_now};
+        use loom::{cell::UnsafeCell, hint, sync::atomic::*};
     }
     _ => {
-        use std::{hint, sync::atomic::*, thread::yield_now};
+        use std::{hint, sync::atomic::*};
 
         #[repr(transparent)]
         struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
@@ -89,10 +89,9 @@ pub struct Executor {
 /// Configuration for [`Executor`].
 #[derive(Debug, Clone)]
 pub struct ExecutorConfig {
-    /// The size of the sync queue, which holds task id's for cross-thread
-    /// wakes.
-    ///
-    /// This is fixed and will create backpressure when full.
+    /// Unused in ctxstore's copy (PATCHED.md): the sync queue, which holds task ids for
+    /// cross-thread wakes, is unbounded, so that a wake never waits. Kept so that
+    /// compio-runtime's builder compiles unchanged.
     pub sync_queue_size: usize,
 
     /// The size of the local queues, which hold tasks for same-thread
@@ -124,7 +123,8 @@ impl Default for ExecutorConfig {
 
 pub(crate) struct Shared {
     waker: Option<Waker>,
-    sync: ArrayQueue<TaskId>,
+    /// Unbounded (ctxstore's change, PATCHED.md): a remote wake never waits for room.
+    sync: SegQueue<TaskId>,
     pending: AtomicUsize,
     queue: SendWrapper<TaskQueue>,
 }
@@ -163,7 +163,7 @@ impl Executor {
     pub fn with_config(mut config: ExecutorConfig) -> Self {
         let ptr = Box::into_raw(Box::new(Shared {
             waker: config.waker.take(),
-            sync: ArrayQueue::new(config.sync_queue_size),
+            sync: SegQueue::new(),
             pending: AtomicUsize::new(0),
             queue: SendWrapper::new(TaskQueue::new(config.local_queue_size)),
         }));

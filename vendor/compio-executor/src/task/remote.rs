@@ -59,25 +59,13 @@ impl<'a> Remote<'a> {
         // `fetch_sub` can never underflow.
         shared.pending.fetch_add(1, Ordering::Release);
 
-        let mut notified = false;
-        while shared.sync.push(self.header().id).is_err() {
-            if !notified && let Some(ref waker) = shared.waker {
-                waker.wake_by_ref();
-                notified = true;
-            } else if self.header().state.load::<Strong>().is_cancelled() {
-                // Bailing out without pushing: release the reservation.
-                shared.pending.fetch_sub(1, Ordering::Release);
-                self.header().state.finish_scheduling();
-                return;
-            } else {
-                crate::yield_now()
-            }
-        }
-        // ctxstore's fix (PATCHED.md): wake after the push landed, always. When the queue was
-        // full, the wake above went out before this push; the executor may have drained the
-        // queue in answer to it before this id was in it, and then sleeps with the id queued:
-        // the task is never run again (nor is any later remote wake of it pushed: it stays
-        // SCHEDULED). One more driver wake in that rare case costs nothing.
+        // ctxstore's change (PATCHED.md): the sync queue is unbounded, so a wake never waits.
+        // 0.1.4's queue held 64 ids and a waker found it full spun until the executor drained
+        // it: a thread that woke more than 64 of one runtime's tasks while holding a lock that
+        // runtime's thread was waiting for (event-listener's list, notified in one call) never
+        // came back (a deadlock), and the spin's early wake could be drained before the late
+        // push landed, leaving the task queued with no wake (a lost wake). Push, then wake.
+        shared.sync.push(self.header().id);
         if let Some(ref waker) = shared.waker {
             waker.wake_by_ref();
         }
