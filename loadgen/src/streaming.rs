@@ -17,6 +17,9 @@
 //! - **Figures**: delta, delivery, seal and stream-open latencies (`Op::Delta` …), the server's
 //!   CPU time per delta (`/proc/PID/stat` of the server process), bytes on disk after the
 //!   last seal and after a collection (`Connection::stream_collect`).
+//! - **A store that stops answering** fails the run (exit 1, with what was counted until
+//!   then) once writers or readers are not done 60 s after the schedule's end (plus one read's
+//!   wait), instead of waiting forever.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -262,14 +265,13 @@ pub async fn run_streaming(
         .name("stream-schedule".into())
         .spawn(move || send_ticks(schedule, end, tick_senders))?;
 
+    // A store that stops answering must not hold the run forever: what is not done this
+    // long after the schedule ended fails the run, with what was counted until then.
+    let deadline = end + DRAIN_TIME_MAX + streaming.read_wait;
     let mut totals = SlotTotals::default();
-    for task in writer_tasks {
-        totals.add(&task.await?);
-    }
+    join_before(writer_tasks, deadline, &mut totals, "writers", &progress).await?;
     let cpu_after = server_pid.and_then(CpuTicks::of);
-    for task in reader_tasks {
-        totals.add(&task.await?);
-    }
+    join_before(reader_tasks, deadline, &mut totals, "readers", &progress).await?;
     let elapsed_after_measure = measure_from.elapsed();
     if scheduler.join().is_err() {
         anyhow::bail!("the schedule thread panicked");
@@ -328,6 +330,40 @@ pub async fn run_streaming(
         redis_appendfsync: redis_fsync,
     });
     Ok(report)
+}
+
+/// How long after the schedule's end the writers may take to seal and the readers to read
+/// the rest (beyond one read's wait).
+const DRAIN_TIME_MAX: Duration = Duration::from_secs(60);
+
+/// Waits for `tasks` until `deadline`; past it, stops them and fails the run.
+async fn join_before(
+    tasks: Vec<tokio::task::JoinHandle<SlotTotals>>,
+    deadline: Instant,
+    totals: &mut SlotTotals,
+    what: &str,
+    progress: &Progress,
+) -> anyhow::Result<()> {
+    let count = tasks.len();
+    for (done, mut task) in tasks.into_iter().enumerate() {
+        match tokio::time::timeout_at(deadline.into(), &mut task).await {
+            Ok(slot) => totals.add(&slot?),
+            Err(_) => {
+                task.abort();
+                anyhow::bail!(
+                    "the store stopped answering: {} of {count} {what} were not done {} s after \
+                     the schedule ended ({} deltas acknowledged, {} delivered, {} errors until \
+                     then); see the server's log",
+                    count - done,
+                    DRAIN_TIME_MAX.as_secs(),
+                    progress.acknowledged.load(Ordering::Relaxed),
+                    progress.delivered.load(Ordering::Relaxed),
+                    progress.errors.load(Ordering::Relaxed),
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn connect(backend: &BackendKind, count: usize) -> anyhow::Result<Vec<Arc<Connection>>> {
@@ -402,7 +438,13 @@ async fn write_slot(
                     Err(error) => {
                         tracing::warn!(%error, context, "opening a stream failed");
                         totals.recorder.error(Op::StreamOpen);
+                        // This delta and those that fell due meanwhile go unsent: errors, not
+                        // a backlog that each waits for the next open.
                         totals.recorder.error(Op::Delta);
+                        while ticks.try_recv().is_ok() {
+                            totals.recorder.error(Op::Delta);
+                            index += 1;
+                        }
                         progress.errors.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
