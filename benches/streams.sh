@@ -76,11 +76,15 @@ run_store() { # store round
     *) log "unknown store $store (ctxstore, redis-always, redis-everysec)"; exit 1 ;;
   esac
   log "round $round: $store (load average $(cut -d' ' -f1 /proc/loadavg))"
-  /usr/bin/time -f '%U %S' -o "$OUT/$store-$round.loadgen-cpu" \
+  # A run that fails (a store that stops answering) is recorded and the others go on.
+  if ! /usr/bin/time -f '%U %S' -o "$OUT/$store-$round.loadgen-cpu" \
     "$TARGET/release/ctxstore-loadgen" "${target[@]}" --workload streaming \
     --streams "$STREAMS" --stream-rate "$RATE" --stream-deltas "$DELTAS" \
     --connections "$CONNECTIONS" --duration "$DURATION" --warmup "$WARMUP" --quiet \
-    --json "$OUT/$store-$round.json" > "$OUT/$store-$round.txt"
+    --json "$OUT/$store-$round.json" > "$OUT/$store-$round.txt" 2> "$OUT/$store-$round.err"; then
+    log "round $round: $store FAILED: $(grep -v WARN "$OUT/$store-$round.err" | tail -1)"
+    grep -v WARN "$OUT/$store-$round.err" | tail -1 > "$OUT/$store-$round.failed"
+  fi
   stop_redis
 }
 

@@ -66,6 +66,8 @@ def main():
         runs.setdefault(store, []).append(figures(json.loads(path.read_text())))
     stores = [store for store in STORES if store in runs]
     if not stores:
+        for path in sorted(out.glob("*.failed")):
+            print(f"FAILED {path.stem}: {path.read_text().strip()}")
         sys.exit(f"no reports in {out}")
     names = list(runs[stores[0]][0].keys())
     medians = {store: {name: median([run[name] for run in runs[store]]) for name in names} for store in stores}
@@ -84,6 +86,8 @@ def main():
             ratio = f"{value / base:.2f}×" if base and value is not None else "-"
             row.append(ratio)
         print("| " + " | ".join(row) + " |")
+    for path in sorted(out.glob("*.failed")):
+        print(f"\nFAILED {path.stem}: {path.read_text().strip()}")
     print("\nEach run (delivery p99 µs): " + "; ".join(
         f"{store} " + ", ".join(show(run["delivery p99 µs"]) for run in runs[store]) for store in stores))
 

@@ -7,7 +7,9 @@
 //!   stream's bytes are ordered); a delta whose predecessor is slow goes late, and its ack
 //!   latency counts from its intended time all the same (coordinated omission corrected).
 //!   After `deltas_per_stream` acknowledged deltas the writer seals the stream (one turn) and
-//!   opens the next on the same context. At the end every open stream is sealed.
+//!   opens the next on the same context; a slot's first stream is shorter, `N − s·N/S`
+//!   deltas, so that the slots' seals spread evenly over time instead of all falling in the
+//!   same few milliseconds. At the end every open stream is sealed.
 //! - **Readers**: one per slot, told each new StreamID by its writer, reads it from its last
 //!   offset with a wait (ctxstore STREAM_READ long polls; Redis XREAD BLOCK from the last
 //!   entry id). It regenerates what the writer sent, so it checks every byte it is delivered
@@ -411,6 +413,9 @@ async fn write_slot(
     let mut totals = SlotTotals::default();
     let mut writing: Option<Writing> = None;
     let mut index = 0u64;
+    let per_stream = u64::from(plan.streaming.deltas_per_stream);
+    // The first stream's length staggers the slots' seals (module doc).
+    let mut seal_after = per_stream - plan.slot * per_stream / plan.schedule.streams;
     while let Some(intended) = ticks.recv().await {
         let measured = intended >= plan.measure_from;
         let this_index = index;
@@ -481,10 +486,11 @@ async fn write_slot(
                 continue;
             }
         }
-        if stream.deltas >= plan.streaming.deltas_per_stream
+        if u64::from(stream.deltas) >= seal_after
             && let Some(stream) = writing.take()
         {
             seal(&connection, stream, measured, &mut totals, &progress).await;
+            seal_after = per_stream;
         }
     }
     if let Some(stream) = writing.take() {
