@@ -30,6 +30,7 @@ use crate::backend::{BackendKind, BlobRef, Connection};
 use crate::ops::{Mix, Op};
 use crate::report::{GrowingReport, Recorder, Report, SentCounted};
 use crate::spawn::directory_usage;
+use crate::streaming::StreamingConfig;
 use crate::workload::growing::{GrowingConfig, GrowingThread};
 use crate::workload::payloads::{PayloadConfig, PayloadSource};
 use crate::workload::text::Rng;
@@ -41,6 +42,8 @@ pub enum Workload {
     Mix,
     /// Each context appends growing states, then is done; the run ends when all are.
     Growing(GrowingConfig),
+    /// Streams of token deltas, each followed by a reader (`streaming.rs`).
+    Streaming(StreamingConfig),
 }
 
 #[derive(Clone, Debug)]
@@ -95,6 +98,7 @@ impl LoadConfig {
             "workload": match self.workload {
                 Workload::Mix => "mix",
                 Workload::Growing(_) => "growing",
+                Workload::Streaming(_) => "streaming",
             },
         });
         if let (Workload::Growing(growing), Some(object)) = (self.workload, value.as_object_mut()) {
@@ -255,6 +259,8 @@ fn plan(
             },
             None => Plan::Skip,
         },
+        // Mix::from_str refuses them: the streaming workload runs them (streaming.rs).
+        Op::StreamOpen | Op::Delta | Op::Delivery | Op::Seal => Plan::Skip,
     }
 }
 

@@ -8,6 +8,7 @@
 //! - [`slo`]: objectives and their verdicts.
 //! - [`backend`]: the stores behind the logical operations.
 //! - [`spawn`]: starting a server for the run (`--spawn-server`).
+//! - [`streaming`]: the streaming workload (deltas, their readers, their figures).
 
 pub mod backend;
 pub mod driver;
@@ -15,4 +16,5 @@ pub mod ops;
 pub mod report;
 pub mod slo;
 pub mod spawn;
+pub mod streaming;
 pub mod workload;

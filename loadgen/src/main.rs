@@ -14,6 +14,8 @@ use ctxstore_loadgen::ops::{Mix, Op};
 use ctxstore_loadgen::report::{Report, format_us};
 use ctxstore_loadgen::slo::{Metric, Slo};
 use ctxstore_loadgen::spawn::{SpawnedServer, default_server_binary, directory_bytes};
+use ctxstore_loadgen::streaming::{self, StreamingConfig};
+use ctxstore_loadgen::workload::deltas::DeltaBytes;
 use ctxstore_loadgen::workload::growing::GrowingConfig;
 use ctxstore_loadgen::workload::payloads::PayloadConfig;
 
@@ -29,6 +31,8 @@ use ctxstore_loadgen::workload::payloads::PayloadConfig;
 ///   ctxstore-loadgen --addr 127.0.0.1:7411 --rate 5000 --duration 1m --mix append=70,get_last=25,fork=5
 ///   ctxstore-loadgen --spawn-server --json report.json --slo 'append.p99<=10ms,get_last.p50<=1ms'
 ///   ctxstore-loadgen --spawn-server --workload growing --contexts 4 --connections 4  # issue 16
+///   ctxstore-loadgen --spawn-server --workload streaming --streams 500 --stream-rate 40 --connections 8  # issue 32
+///   ctxstore-loadgen --backend redis --peer redis://127.0.0.1:6379 --workload streaming --streams 500
 #[derive(Parser, Debug)]
 #[command(name = "ctxstore-loadgen", version, verbatim_doc_comment)]
 struct Args {
@@ -119,8 +123,36 @@ struct Args {
     /// one chat message, as agent frameworks checkpoint their whole state (issue 16); the run
     /// ends when every context is done, every append is measured (--duration, --warmup and
     /// --mix do not apply), and the report adds the states' bytes on disk and sent.
+    /// streaming: --streams streams of token deltas at --stream-rate each, sealed after
+    /// --stream-deltas and reopened, each followed by a reader (issue 32); the report adds
+    /// delta, delivery, seal and stream_open latencies, the server's CPU per delta and the
+    /// bytes on disk after the seals and after a collection. ctxstore or --backend redis
+    /// (Redis Streams: XADD, XREAD BLOCK).
     #[arg(long, value_enum, default_value_t = WorkloadArg::Mix)]
     workload: WorkloadArg,
+    /// Streaming workload: streams written at once, each on its own context with one reader.
+    #[arg(long, default_value_t = 500)]
+    streams: usize,
+    /// Streaming workload: deltas per second of each stream (open loop).
+    #[arg(long, default_value_t = 40)]
+    stream_rate: u32,
+    /// Streaming workload: acknowledged deltas after which a stream is sealed and the next
+    /// opened.
+    #[arg(long, default_value_t = 500)]
+    stream_deltas: u32,
+    /// Streaming workload: shortest delta, bytes.
+    #[arg(long, default_value_t = 4)]
+    delta_bytes_min: usize,
+    /// Streaming workload: longest delta, bytes.
+    #[arg(long, default_value_t = 40)]
+    delta_bytes_max: usize,
+    /// Streaming workload: longest wait of one read (long poll, XREAD BLOCK), e.g. 5s.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    stream_read_wait: Duration,
+    /// Streaming workload: the ctxstore server's process id at --addr, for its CPU time per
+    /// delta (--spawn-server knows its own; Redis tells its own).
+    #[arg(long, conflicts_with = "spawn_server")]
+    server_pid: Option<u32>,
     /// Growing workload: mean length of a message; each is drawn in [½, 1½] × this.
     #[arg(long, default_value_t = 1024)]
     growing_message_bytes: usize,
@@ -152,6 +184,7 @@ struct Args {
 enum WorkloadArg {
     Mix,
     Growing,
+    Streaming,
 }
 
 /// The stores `--backend` names.
@@ -192,9 +225,14 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let config = load_config(&args, workload, spawned.as_ref())?;
+    let mut config = load_config(&args, workload, spawned.as_ref())?;
+    // The spawned server's CPU time is the streaming workload's figure per delta.
+    if let (Workload::Streaming(streaming), Some(server)) = (&mut config.workload, &spawned) {
+        streaming.server_pid = Some(server.pid());
+    }
     let mut report = run_load(&config, args.threads)?;
     if args.backend == Backend::Ctxstore
+        && report.streaming.is_none()
         && let Some(dir) = &config.data_dir
     {
         report.server.disk_bytes = Some(directory_bytes(dir));
@@ -249,6 +287,29 @@ fn check_flags(args: &Args) -> anyhow::Result<Workload> {
                 "--workload growing only appends: --mix does not apply"
             );
             Workload::Growing(growing)
+        }
+        WorkloadArg::Streaming => {
+            let streaming = StreamingConfig {
+                streams: args.streams,
+                deltas_per_s: args.stream_rate,
+                deltas_per_stream: args.stream_deltas,
+                delta_bytes: DeltaBytes {
+                    min: args.delta_bytes_min,
+                    max: args.delta_bytes_max,
+                },
+                read_wait: args.stream_read_wait,
+                server_pid: args.server_pid,
+            };
+            streaming.validate().map_err(anyhow::Error::msg)?;
+            anyhow::ensure!(
+                args.rate.is_none() && !args.closed_loop,
+                "--workload streaming runs its own open loop: --stream-rate per stream, not --rate"
+            );
+            anyhow::ensure!(
+                matches!(args.backend, Backend::Ctxstore | Backend::Redis),
+                "--workload streaming runs against ctxstore or --backend redis (Redis Streams)"
+            );
+            Workload::Streaming(streaming)
         }
     })
 }
@@ -322,6 +383,7 @@ fn run_load(config: &LoadConfig, threads: usize) -> anyhow::Result<Report> {
                 anyhow::Ok(driver::report(config, &recorder, measured).await)
             }
             Workload::Growing(growing) => driver::run_growing(config, growing).await,
+            Workload::Streaming(streams) => streaming::run_streaming(config, streams).await,
         }
     })
 }

@@ -19,16 +19,30 @@ pub enum Op {
     Fork,
     /// One payload by hash.
     GetBlob,
+    /// Streaming workload (`--workload streaming`): open a stream on a context.
+    StreamOpen,
+    /// Streaming workload: one delta appended, from its intended send time to its
+    /// acknowledgement (durable).
+    Delta,
+    /// Streaming workload: one delta from its intended send time until its follower holds
+    /// its bytes.
+    Delivery,
+    /// Streaming workload: seal a stream into one turn.
+    Seal,
 }
 
 impl Op {
-    pub const ALL: [Op; 6] = [
+    pub const ALL: [Op; 10] = [
         Op::Append,
         Op::GetLast,
         Op::Page,
         Op::Range,
         Op::Fork,
         Op::GetBlob,
+        Op::StreamOpen,
+        Op::Delta,
+        Op::Delivery,
+        Op::Seal,
     ];
 
     pub fn name(self) -> &'static str {
@@ -39,7 +53,16 @@ impl Op {
             Op::Range => "range",
             Op::Fork => "fork",
             Op::GetBlob => "get_blob",
+            Op::StreamOpen => "stream_open",
+            Op::Delta => "delta",
+            Op::Delivery => "delivery",
+            Op::Seal => "seal",
         }
+    }
+
+    /// Measured by the streaming workload alone: never in a `--mix`.
+    pub fn is_streaming(self) -> bool {
+        matches!(self, Op::StreamOpen | Op::Delta | Op::Delivery | Op::Seal)
     }
 
     pub fn index(self) -> usize {
@@ -131,6 +154,11 @@ impl FromStr for Mix {
                 .trim()
                 .parse()
                 .map_err(|_| format!("weight of {name} is not a whole number"))?;
+            if op.is_streaming() {
+                return Err(format!(
+                    "{op} is measured by --workload streaming, not run from a --mix"
+                ));
+            }
             if weights.iter().any(|(known, _)| *known == op) {
                 return Err(format!("{op} appears twice in the mix"));
             }
@@ -158,13 +186,14 @@ mod tests {
         assert!("teleport=3".parse::<Mix>().is_err());
         assert!("append=0".parse::<Mix>().is_err());
         assert!("append=1,append=2".parse::<Mix>().is_err());
+        assert!("append=1,delta=2".parse::<Mix>().is_err());
     }
 
     #[test]
     fn picks_in_proportion() {
         let mix: Mix = "append=70,get_last=25,fork=5".parse().unwrap();
         let mut rng = Rng::new(42);
-        let mut counts = [0u32; 6];
+        let mut counts = [0u32; Op::ALL.len()];
         let draws = 100_000;
         for _ in 0..draws {
             counts[mix.pick(&mut rng).index()] += 1;

@@ -220,6 +220,111 @@ impl GrowingReport {
     }
 }
 
+/// The streaming workload's figures (issue 32), beside its latencies (`delta`, `delivery`,
+/// `seal`, `stream_open` in the operations).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamingReport {
+    pub streams: u64,
+    pub deltas_acknowledged: u64,
+    /// Deltas whose bytes their reader got, checked byte for byte against what was sent.
+    pub deltas_delivered: u64,
+    /// Reads that answered bytes other than the writer's (or cut a delta at the end).
+    pub delivery_mismatches: u64,
+    pub streams_sealed: u64,
+    pub streams_aborted: u64,
+    /// The server process's CPU time (user + system) from the start of the measured part
+    /// until every writer was done (last seals included).
+    pub server_cpu_s: Option<f64>,
+    pub server_cpu_us_per_delta: Option<f64>,
+    /// Seconds from the start of the measured part until the readers were done.
+    pub server_cpu_measured_s: f64,
+    /// Acknowledged deltas with an intended time in the measured part.
+    pub deltas_measured: u64,
+    /// The store's files once every stream is sealed, and after its collection.
+    pub disk_after_seal: Option<DiskUsage>,
+    pub disk_after_gc: Option<DiskUsage>,
+    /// ctxstore's log (`turns.log` + `turns.base`, where its deltas live), at the same times.
+    pub log_after_seal: Option<DiskUsage>,
+    pub log_after_gc: Option<DiskUsage>,
+    /// Why the collection failed, if it did.
+    pub gc_error: Option<String>,
+    /// Redis's `appendfsync` (always, everysec); none for ctxstore, which acknowledges only
+    /// what is fdatasync'ed.
+    pub redis_appendfsync: Option<String>,
+}
+
+impl StreamingReport {
+    pub fn to_json(&self) -> Value {
+        let disk = |usage: &Option<DiskUsage>| {
+            usage.as_ref().map(|usage| {
+                json!({
+                    "bytes": usage.bytes(),
+                    "allocated_bytes": usage.allocated_bytes,
+                    "file_bytes": usage.file_bytes,
+                    "measured": usage.measured,
+                })
+            })
+        };
+        json!({
+            "streams": self.streams,
+            "deltas_acknowledged": self.deltas_acknowledged,
+            "deltas_delivered": self.deltas_delivered,
+            "delivery_mismatches": self.delivery_mismatches,
+            "streams_sealed": self.streams_sealed,
+            "streams_aborted": self.streams_aborted,
+            "server_cpu_s": self.server_cpu_s,
+            "server_cpu_us_per_delta": self.server_cpu_us_per_delta,
+            "server_cpu_measured_s": self.server_cpu_measured_s,
+            "deltas_measured": self.deltas_measured,
+            "disk_after_seal": disk(&self.disk_after_seal),
+            "disk_after_gc": disk(&self.disk_after_gc),
+            "log_after_seal": disk(&self.log_after_seal),
+            "log_after_gc": disk(&self.log_after_gc),
+            "gc_error": self.gc_error,
+            "redis_appendfsync": self.redis_appendfsync,
+        })
+    }
+
+    pub fn table(&self) -> String {
+        let bytes = |usage: &Option<DiskUsage>| {
+            usage
+                .as_ref()
+                .and_then(DiskUsage::bytes)
+                .map_or_else(|| "-".into(), |bytes| format!("{bytes} B"))
+        };
+        format!(
+            "streaming: {} streams, {} deltas acknowledged, {} delivered ({} mismatches), \
+             {} sealed, {} aborted{}\n\
+             server CPU: {} per delta ({} over {} measured deltas)\n\
+             disk: {} after the seals, {} after the collection{}\n\
+             log: {} after the seals, {} after the collection",
+            self.streams,
+            self.deltas_acknowledged,
+            self.deltas_delivered,
+            self.delivery_mismatches,
+            self.streams_sealed,
+            self.streams_aborted,
+            self.redis_appendfsync
+                .as_ref()
+                .map_or_else(String::new, |fsync| format!(" (Redis appendfsync {fsync})")),
+            self.server_cpu_us_per_delta
+                .map_or_else(|| "-".into(), |us| format!("{us:.1}µs")),
+            self.server_cpu_s
+                .map_or_else(|| "-".into(), |s| format!("{s:.2}s")),
+            self.deltas_measured,
+            bytes(&self.disk_after_seal),
+            bytes(&self.disk_after_gc),
+            self.gc_error
+                .as_ref()
+                .map_or_else(String::new, |error| format!(
+                    " (collection failed: {error})"
+                )),
+            bytes(&self.log_after_seal),
+            bytes(&self.log_after_gc),
+        )
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Report {
     pub operations: BTreeMap<&'static str, OpReport>,
@@ -228,6 +333,8 @@ pub struct Report {
     pub measured_s: f64,
     /// The growing-state workload's figures (only that workload has them).
     pub growing: Option<GrowingReport>,
+    /// The streaming workload's figures (only that workload has them).
+    pub streaming: Option<StreamingReport>,
 }
 
 impl Report {
@@ -268,6 +375,7 @@ impl Report {
             config,
             measured_s: seconds,
             growing: None,
+            streaming: None,
         }
     }
 
@@ -316,18 +424,21 @@ impl Report {
         if let (Some(growing), Some(object)) = (&self.growing, value.as_object_mut()) {
             object.insert("growing".into(), growing.to_json());
         }
+        if let (Some(streaming), Some(object)) = (&self.streaming, value.as_object_mut()) {
+            object.insert("streaming".into(), streaming.to_json());
+        }
         value
     }
 
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{:<9} {:>9} {:>7} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+            "{:<11} {:>9} {:>7} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
             "op", "count", "errors", "per second", "p50", "p90", "p99", "p999", "max"
         );
         for (name, op) in &self.operations {
             let latency = op.latency_us;
             out.push_str(&format!(
-                "{:<9} {:>9} {:>7} {:>11.1} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                "{:<11} {:>9} {:>7} {:>11.1} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
                 name,
                 op.count,
                 op.errors,
@@ -354,6 +465,10 @@ impl Report {
         if let Some(growing) = &self.growing {
             out.push('\n');
             out.push_str(&growing.table());
+        }
+        if let Some(streaming) = &self.streaming {
+            out.push('\n');
+            out.push_str(&streaming.table());
         }
         out
     }

@@ -44,6 +44,11 @@ impl SpawnedServer {
         })
     }
 
+    /// The server's process id (its CPU time, for the streaming workload).
+    pub fn pid(&self) -> u32 {
+        self.server.pid()
+    }
+
     /// SIGTERM, then wait (up to 30 s) for the graceful stop.
     pub fn stop(mut self) -> anyhow::Result<()> {
         Ok(self.server.stop(Duration::from_secs(30))?)
@@ -74,6 +79,24 @@ pub fn directory_usage(path: &Path) -> DiskUsage {
         allocated_bytes: Some(allocated_bytes),
         file_bytes: Some(file_bytes),
         measured: format!("the files under {}", path.display()),
+    }
+}
+
+/// What the named files of `dir` occupy (a missing file counts as nothing), like
+/// `directory_usage`: e.g. a ctxstore store's log, `turns.log` and `turns.base`.
+pub fn files_usage(dir: &Path, names: &[&str]) -> DiskUsage {
+    use std::os::unix::fs::MetadataExt;
+    let (mut allocated_bytes, mut file_bytes) = (0, 0);
+    for name in names {
+        if let Ok(metadata) = std::fs::metadata(dir.join(name)) {
+            allocated_bytes += metadata.blocks() * 512;
+            file_bytes += metadata.len();
+        }
+    }
+    DiskUsage {
+        allocated_bytes: Some(allocated_bytes),
+        file_bytes: Some(file_bytes),
+        measured: format!("{} in {}", names.join(" + "), dir.display()),
     }
 }
 

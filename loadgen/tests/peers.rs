@@ -1,5 +1,5 @@
 //! The peer backends of the side-by-side benchmark run the same mixed workload without an
-//! error. SQLite runs in-process, always. PostgreSQL and Redis need their servers: with
+//! error (and Redis Streams the streaming workload). SQLite runs in-process, always. PostgreSQL and Redis need their servers: with
 //! `CTXSTORE_PEER_TESTS=1` (set by .ci/run, which installs them) they must be there and the
 //! tests run; without it they are skipped with a notice.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -8,6 +8,10 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+
+use common::report_of;
 
 const LOADGEN: &str = env!("CARGO_BIN_EXE_ctxstore-loadgen");
 const MIX: &str = "append=60,get_last=20,page=5,range=5,fork=5,get_blob=5";
@@ -96,6 +100,21 @@ fn wait_for_port(port: u16) {
     }
 }
 
+/// A redis-server on `port` keeping its AOF in `dir` (`appendonly yes`, this `appendfsync`),
+/// listening when this returns.
+fn start_redis(dir: &Path, port: u16, appendfsync: &str) -> std::process::Child {
+    let server = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--appendonly", "yes", "--appendfsync", appendfsync])
+        .args(["--save", "", "--dir"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("redis-server (apt-get install redis-server)");
+    wait_for_port(port);
+    server
+}
+
 #[test]
 fn sqlite_runs_the_mixed_workload() {
     let dir = tempfile::tempdir().unwrap();
@@ -114,29 +133,73 @@ fn redis_runs_the_mixed_workload() {
     }
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let mut server = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-        ])
-        .args(["--save", "", "--dir"])
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server (apt-get install redis-server)");
-    wait_for_port(port);
+    let mut server = start_redis(dir.path(), port, "always");
     let report = run_workload("redis", &format!("redis://127.0.0.1:{port}"), dir.path());
     let _ = server.kill();
     let _ = server.wait();
     assert!(
         report["server"]["disk_bytes"].as_u64().unwrap() > 0,
         "appendonly file grew"
+    );
+}
+
+/// Redis Streams, the streaming workload's peer (issue 32): every delta XADDed is delivered
+/// to its XREAD BLOCK reader once, byte for byte; each stream is sealed into its answer; the
+/// collection (stream keys deleted, AOF rewritten) shrinks the AOF directory.
+#[test]
+fn redis_streams_run_the_streaming_workload() {
+    if !peers_enabled("redis-server") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut server = start_redis(dir.path(), port, "everysec");
+    let report_path = dir.path().join("streaming.json");
+    let output = Command::new(LOADGEN)
+        .args([
+            "--backend",
+            "redis",
+            "--peer",
+            &format!("redis://127.0.0.1:{port}"),
+        ])
+        .args([
+            "--workload",
+            "streaming",
+            "--streams",
+            "8",
+            "--stream-rate",
+            "50",
+        ])
+        .args([
+            "--stream-deltas",
+            "30",
+            "--connections",
+            "2",
+            "--duration",
+            "2s",
+        ])
+        .args(["--warmup", "0s", "--quiet", "--json"])
+        .arg(&report_path)
+        .args(["--slo", "delta.errors<=0,delivery.errors<=0,seal.errors<=0"])
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let (report, stdout) = report_of(&output, &report_path);
+    let streaming = &report["streaming"];
+    let count = |key: &str| streaming[key].as_u64().unwrap();
+    let acknowledged = count("deltas_acknowledged");
+    assert!((300..=800).contains(&acknowledged), "{stdout}");
+    assert_eq!(count("deltas_delivered"), acknowledged, "{stdout}");
+    assert_eq!(count("delivery_mismatches"), 0, "{stdout}");
+    assert!(count("streams_sealed") >= acknowledged / 30, "{stdout}");
+    assert_eq!(streaming["redis_appendfsync"], "everysec");
+    let disk = |key: &str| streaming[key]["bytes"].as_u64().unwrap();
+    assert!(
+        disk("disk_after_gc") < disk("disk_after_seal"),
+        "the AOF rewrite left {} B of {} B\n{stdout}",
+        disk("disk_after_gc"),
+        disk("disk_after_seal")
     );
 }
 

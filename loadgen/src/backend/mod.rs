@@ -1,11 +1,14 @@
 //! The stores the load generator can drive, behind the same logical operations:
 //! append (a turn with a parent pointer + move the context head, durably, at once), get_last
-//! N with payloads, page before a turn, range by depth, fork, get one payload.
+//! N with payloads, page before a turn, range by depth, fork, get one payload; and, where the
+//! store has streams (ctxstore, Redis), the streaming workload's (`streams.rs`).
 
 pub mod ctxstore;
 pub mod postgres;
 pub mod redis;
+pub mod redis_streams;
 pub mod sqlite;
+pub mod streams;
 
 use bytes::Bytes;
 use ctxstore_client::VerifyPayloads;

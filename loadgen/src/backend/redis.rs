@@ -64,7 +64,7 @@ return id
 /// A multiplexed connection and the scripts (their SHA1 computed once).
 #[derive(Clone)]
 pub struct RedisConnection {
-    connection: MultiplexedConnection,
+    pub(crate) connection: MultiplexedConnection,
     append: Script,
     chain: Script,
     range: Script,
