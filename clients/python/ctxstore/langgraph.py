@@ -246,9 +246,14 @@ class _Plans:
     """The saver's mapping, once: every method a plan of requests, run by a Client or an
     AsyncClient. Holds the blob cache and the names of contexts known to exist."""
 
-    def __init__(self, serde: SerializerProtocol, accept_zstd: bool) -> None:
+    def __init__(
+        self, serde: SerializerProtocol, accept_zstd: bool, compress_level: int | None
+    ) -> None:
         self.serde = serde
         self.zstd = accept_zstd
+        # The clients' level: a checkpoint's payloads go zstd-compressed where the connection
+        # speaks version 3, as the clients' own appends do (issue 38 item 1).
+        self.compress_level = compress_level
         self._lock = Lock()
         self.cache = ops.BlobCache(accept_zstd, _BLOB_CACHE_BYTES, _BLOB_CACHE_BYTES // 8)
         self._opened: OrderedDict[str, None] = OrderedDict()
@@ -879,7 +884,7 @@ class _Plans:
                 labels=labels,
             )
         )
-        appended = yield ops.append_turns(name, specs, None)
+        appended = yield from ops.append_turns_compressed(name, specs, None, self.compress_level)
         cp_turn = appended[-1].turn
         self._remember_parent(name, checkpoint["id"], cp_turn.turn_id, cp_turn.depth, channels)
         return {
@@ -1164,7 +1169,7 @@ class CtxstoreSaver(TwoClients, BaseCheckpointSaver[str]):
     ) -> None:
         super().__init__(serde=serde)
         some = self._use_clients(client, aclient, owns_client)
-        self._plans = _Plans(self.serde, some._accept_zstd)
+        self._plans = _Plans(self.serde, some._accept_zstd, some._compress_level)
 
     @classmethod
     def from_addr(

@@ -243,3 +243,33 @@ def test_golden_zstd_frame_decodes_and_reencodes() -> None:
     body[flags_at + 21] |= p.TURN_SPEC_BY_HASH
     with pytest.raises(p.ProtocolError, match="BY_HASH and ZSTD"):
         p.decode_request(p.MessageType.APPEND_TURNS, bytes(body))
+
+
+@pytest.mark.parametrize("compress_level", [1, None])
+def test_a_langgraph_checkpoint_travels_compressed(
+    proxy: CountingProxy, compress_level: int | None
+) -> None:
+    """The LangGraph saver appends through the client's plans, so its checkpoints and channel
+    values travel as zstd frames at the client's level too, and raw when it is None."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from ctxstore.langgraph import CtxstoreSaver
+
+    messages = [f"message {i}: tell me about turn {i}" for i in range(3000)]
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": messages}
+    checkpoint["channel_versions"] = {"messages": 1}
+    client = ctxstore.Client(proxy.addr, timeout=20, compress_level=compress_level)
+    with CtxstoreSaver(client, owns_client=True) as saver:
+        value_bytes = len(saver.serde.dumps_typed(messages)[1])  # what the value's turn holds
+        config = {"configurable": {"thread_id": f"t-{compress_level}", "checkpoint_ns": ""}}
+        saver.get_tuple(config)  # connects, so the count below is the put's alone
+        proxy.take()
+        stored = saver.put(config, checkpoint, {"source": "input", "step": -1}, {"messages": 1})
+        sent = proxy.take()
+        if compress_level is None:
+            assert sent > value_bytes, (sent, value_bytes)
+        else:
+            assert sent < value_bytes // 4, (sent, value_bytes)
+        got = saver.get_tuple(stored)
+        assert got is not None and got.checkpoint["channel_values"]["messages"] == messages
