@@ -13,7 +13,7 @@
 #   benches/replication.sh gc         # bytes shipped per acknowledged byte with GC rounds:
 #                                     # GC_ROUNDS (6) × GC_WINDOW (10s) of 32 agents appending,
 #                                     # then half the live contexts deleted and a collection run
-#                                     # (packs of GC_PACK_BYTES, 16MiB, so that they seal and
+#                                     # (packs of GC_PACK_BYTES, 64MiB, so that they seal and
 #                                     # are rewritten); REMOTE as above
 #   benches/replication.sh restore    # a store of STORE_GIB (1) GiB stored, then restored (verify
 #                                     # included), timed
@@ -41,6 +41,7 @@ cleanup() {
   wait 2>/dev/null || true
   sleep 1
   umount "$WORK/weed" 2>/dev/null || true
+  umount "$WORK/remote" 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -252,7 +253,7 @@ gc_bytes() {
   overhead_start_remote
   local rounds=${GC_ROUNDS:-6} window=${GC_WINDOW:-10s} cli=$ROOT/target/release/ctxstore
   start_server "$WORK/gc" 7611 --replicate-to "$(overhead_target gc)" \
-    --pack-bytes-max "${GC_PACK_BYTES:-16MiB}" --gc-interval off
+    --pack-bytes-max "${GC_PACK_BYTES:-64MiB}" --gc-interval off
   local acknowledged=0
   echo "window,acknowledged_bytes,deleted_contexts,shipped_bytes,objects,gc_runs,reclaimed_bytes" \
     >"$OUT/gc.csv"
