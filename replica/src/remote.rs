@@ -21,6 +21,22 @@ use crate::layout::{Key, Layout};
 const PUT_TRIES: u32 = 3;
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
+/// Whether `found` holds exactly `payload`'s parts, concatenated.
+fn holds(found: &[u8], payload: &PutPayload) -> bool {
+    if found.len() != payload.content_length() {
+        return false;
+    }
+    let mut rest = found;
+    for part in payload {
+        let (head, tail) = rest.split_at(part.len());
+        if head != &part[..] {
+            return false;
+        }
+        rest = tail;
+    }
+    true
+}
+
 /// One listed object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Listed {
@@ -74,6 +90,15 @@ impl Remote {
 
     /// Creates `key` with `bytes`, never overwriting: see the module doc.
     pub async fn create(&self, key: Key, bytes: Bytes) -> Result<Created, ReplicaError> {
+        self.create_parts(key, PutPayload::from_bytes(bytes)).await
+    }
+
+    /// `create` of an object sent as the concatenation of `payload`'s parts (none copied).
+    pub async fn create_parts(
+        &self,
+        key: Key,
+        payload: PutPayload,
+    ) -> Result<Created, ReplicaError> {
         let path = self.path(key);
         let mut last_error = None;
         for attempt in 0..PUT_TRIES {
@@ -84,10 +109,7 @@ impl Remote {
                 mode: PutMode::Create,
                 ..PutOptions::default()
             };
-            let put = self
-                .store
-                .put_opts(&path, PutPayload::from_bytes(bytes.clone()), options)
-                .await;
+            let put = self.store.put_opts(&path, payload.clone(), options).await;
             match put {
                 Ok(_) => return Ok(Created::Ours),
                 Err(
@@ -96,7 +118,7 @@ impl Remote {
                 ) => {
                     // Ours from an earlier try whose answer was lost, or another writer's.
                     return match self.get(key).await? {
-                        Some(found) if found == bytes => Ok(Created::Ours),
+                        Some(found) if holds(&found, &payload) => Ok(Created::Ours),
                         Some(found) => Ok(Created::Theirs(found)),
                         // Created, then deleted before we looked: not ours.
                         None => Err(ReplicaError::Damaged {
@@ -109,7 +131,7 @@ impl Remote {
                     // The outcome is unknown: it may have landed.
                     tracing::debug!(key = %path, %error, attempt, "PUT failed; reading it back");
                     match self.get(key).await {
-                        Ok(Some(found)) if found == bytes => return Ok(Created::Ours),
+                        Ok(Some(found)) if holds(&found, &payload) => return Ok(Created::Ours),
                         Ok(Some(found)) => return Ok(Created::Theirs(found)),
                         Ok(None) | Err(_) => {}
                     }

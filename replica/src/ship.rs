@@ -32,12 +32,13 @@ use bytes::Bytes;
 use ctxstore_engine::cut::StoreCut;
 use ctxstore_engine::store_dir::StoreDir;
 use ctxstore_engine::{Engine, files};
+use object_store::PutPayload;
 
 use crate::catalog;
 use crate::error::ReplicaError;
 use crate::format::{
     BaseRef, Checkpoint, EpochRecord, GenerationRecord, LOG_SLOT_BYTES, Marker, ObjectRef,
-    Replaced, ReplicaId, SegmentHeader, SegmentPiece, ShardPoint, StoreState, encode_segment,
+    Replaced, ReplicaId, SegmentHeader, SegmentPiece, ShardPoint, StoreState, encode_segment_parts,
 };
 use crate::layout::Key;
 use crate::local::{self, FileIdentity, LocalState};
@@ -65,7 +66,23 @@ pub struct ShipConfig {
     /// Where clients reach this primary, written into its epoch object: a standby's READ_ONLY
     /// answers name it (empty: not said).
     pub advertise: String,
+    /// How many nice steps below the server's own the shipper's threads run (0..=19; the
+    /// result is capped at nice 19): shipping is background work, and on a busy machine the
+    /// network cores and the actors, whose latency clients wait for, go first.
+    pub nice: u8,
 }
+
+/// `ShipConfig::nice`'s default. Nice 10 gets about a tenth of the CPU time of a nice-0
+/// thread it competes with, yet is never starved: at 32 agents saturating two cores the
+/// shipper kept up at 10 (docs/benchmarks.md, "Replication overhead: where the cost is").
+pub const SHIP_NICE_DEFAULT: u8 = 10;
+/// Nice values end at 19 (Linux).
+pub const NICE_MAX: u8 = 19;
+
+/// The runtime the shipper's async work runs on: one thread (the shipper's), plus at most
+/// `BLOCKING_THREADS_MAX` for the blocking calls of `object_store` (a file:// target's
+/// reads and writes; S3 needs none), all at the shipper's priority.
+const BLOCKING_THREADS_MAX: usize = 2;
 
 impl ShipConfig {
     pub fn new(url: &str) -> ShipConfig {
@@ -79,6 +96,7 @@ impl ShipConfig {
             segment_bytes_max: 64 << 20,
             start_anyway: false,
             advertise: String::new(),
+            nice: SHIP_NICE_DEFAULT,
         }
     }
 }
@@ -119,8 +137,13 @@ impl Replicator {
         remote: Remote,
         stats: Arc<ReplicationStats>,
     ) -> Result<Replicator, ReplicaError> {
+        let nice = lowered_nice(config.nice);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            // 15 bytes, all Linux keeps of a thread name: told apart from `ctxstore-replica`.
+            .thread_name("ctxstore-rep-io")
+            .max_blocking_threads(BLOCKING_THREADS_MAX)
+            .on_thread_start(move || set_thread_nice(nice))
             .build()
             .map_err(|source| ReplicaError::io("tokio runtime", source))?;
         stats.set_role(ReplicationRole::Primary);
@@ -146,7 +169,10 @@ impl Replicator {
             let wake = wake.clone();
             std::thread::Builder::new()
                 .name("ctxstore-replica".into())
-                .spawn(move || runtime.block_on(shipper.run(stopping, wake)))
+                .spawn(move || {
+                    set_thread_nice(nice);
+                    runtime.block_on(shipper.run(stopping, wake))
+                })
                 .map_err(|source| ReplicaError::io("ctxstore-replica thread", source))?
         };
         Ok(Replicator {
@@ -209,6 +235,20 @@ struct Upload {
 enum UploadKind {
     Pack { shard: u16, pack_id: u32 },
     Base { through: u64 },
+}
+
+/// The nice value `steps` below the calling thread's (the server's), capped at `NICE_MAX`.
+fn lowered_nice(steps: u8) -> i32 {
+    let own = rustix::process::getpriority_process(None).unwrap_or(0);
+    (own + i32::from(steps.min(NICE_MAX))).min(i32::from(NICE_MAX))
+}
+
+/// Linux keeps a nice value per thread: this sets the calling thread's only. A failure (a
+/// sandbox that forbids it) costs priority, never shipping, so it is logged and ignored.
+fn set_thread_nice(nice: i32) {
+    if let Err(error) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice) {
+        tracing::debug!(%error, nice, "could not lower a replication thread's priority");
+    }
 }
 
 fn holder() -> String {
@@ -496,12 +536,6 @@ impl Shipper {
     }
 
     async fn run(mut self, stopping: Arc<AtomicBool>, wake: Arc<tokio::sync::Notify>) {
-        // Shipping is background work: on a busy machine the network cores and the actors,
-        // whose latency clients wait for, go first (nice 10 for this thread only).
-        if let Err(error) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10)
-        {
-            tracing::debug!(%error, "could not lower the replication thread's priority");
-        }
         let mut ticks = tokio::time::interval(self.config.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -634,14 +668,17 @@ impl Shipper {
                 }
             }
         }
-        let header_len = cycle.header.encode().len() as u64;
-        let segment = encode_segment(&cycle.header, &cycle.body);
-        let segment_len = segment.len() as u64;
+        // The body goes out as read, never copied into the object.
+        let body = Bytes::from(std::mem::take(&mut cycle.body));
+        let parts = encode_segment_parts(&cycle.header, body);
+        let header_len = parts[0].len() as u64;
+        let segment = PutPayload::from_iter(parts);
+        let segment_len = segment.content_length() as u64;
         let key = Key::Segment {
             generation: self.local.generation,
             seq,
         };
-        self.create_or_fenced(key, Bytes::from(segment)).await?;
+        self.create_or_fenced(key, segment).await?;
         objects += 1;
         bytes_shipped += segment_len;
 
@@ -706,8 +743,12 @@ impl Shipper {
         Ok(cycle.header.continues)
     }
 
-    async fn create_or_fenced(&self, key: Key, bytes: Bytes) -> Result<(), ReplicaError> {
-        match self.remote.create(key, bytes).await? {
+    async fn create_or_fenced(
+        &self,
+        key: Key,
+        payload: impl Into<PutPayload>,
+    ) -> Result<(), ReplicaError> {
+        match self.remote.create_parts(key, payload.into()).await? {
             Created::Ours => Ok(()),
             // Only a primary of this generation writes its keys: another one did.
             Created::Theirs(_) => Err(ReplicaError::Fenced {

@@ -22,6 +22,12 @@ pub struct S3Settings {
     pub endpoint: Option<String>,
     pub region: Option<String>,
     pub allow_http: Option<bool>,
+    /// SigV4-sign each PUT's body (`x-amz-content-sha256` holds its SHA-256) instead of
+    /// sending `UNSIGNED-PAYLOAD`. Off by default: the SHA-256 was most of the shipper's CPU
+    /// (docs/benchmarks.md, issue 31), and it guards nothing ours does not: every object
+    /// carries a BLAKE3 checksum that restore and the standby check, and TLS (https://
+    /// endpoints) guards the transfer.
+    pub sign_payload: bool,
 }
 
 /// How long one request to the object store may take, and how often the client itself retries
@@ -74,7 +80,8 @@ pub fn open_with_timeout(
                 retry_timeout: CLIENT_RETRY_TIMEOUT,
                 ..object_store::RetryConfig::default()
             })
-            .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch);
+            .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch)
+            .with_unsigned_payload(!s3.sign_payload);
         if let Some(endpoint) = &s3.endpoint {
             builder = builder.with_endpoint(endpoint);
         }
@@ -126,6 +133,7 @@ mod tests {
             endpoint: Some("http://127.0.0.1:8333".into()),
             region: Some("us-east-1".into()),
             allow_http: Some(true),
+            sign_payload: false,
         };
         let remote = open("s3://bucket/a/b/", &settings).unwrap();
         assert_eq!(remote.layout.prefix(), "a/b");

@@ -77,6 +77,12 @@ fn append(engine: &Engine, context: ContextId, payload: &[u8]) -> TurnId {
 
 /// Waits until a cut taken after this call shipped whole: everything acknowledged before the
 /// call is in the replica.
+/// Failed cycles so far, all kinds.
+fn failures(replicator: &Replicator) -> u64 {
+    let stats = replicator.stats().snapshot(0);
+    stats.failures.iter().map(|(_, count)| count).sum()
+}
+
 fn wait_shipped(replicator: &Replicator) {
     std::thread::sleep(Duration::from_millis(2));
     let since = ctxstore_replica::stats::now_unix_ms();
@@ -350,19 +356,39 @@ fn a_failing_object_store_never_stops_appends_and_everything_ships_once_it_recov
     .into_iter()
     .enumerate()
     {
+        let failures_before = failures(&replicator);
+        let injected_before = faults.injected.load(std::sync::atomic::Ordering::Relaxed);
         faults.set(fault);
         // Appends are acknowledged while the store fails.
         for i in 0..15u64 {
             let payload = noise(round as u64 * 100 + i, 8 * 1024);
             expected.insert(append(&engine, context, &payload), payload);
         }
+        // Until the shipper met the fault (it runs at a lower priority: on a loaded machine a
+        // fixed pause may pass before its next cycle), at least 120 ms.
         std::thread::sleep(Duration::from_millis(120));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let met = match fault {
+                // Refused and unreachable: a failed cycle. Landed-then-failed: the read back
+                // finds our bytes, so the cycle succeeds. Slow: only late.
+                Fault::RefusePuts | Fault::Unreachable => failures(&replicator) > failures_before,
+                _ => faults.injected.load(std::sync::atomic::Ordering::Relaxed) > injected_before,
+            };
+            if met {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the shipper never met {fault:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
     faults.set(Fault::None);
     wait_shipped(&replicator);
     let stats = replicator.stats().snapshot(0);
-    let failures: u64 = stats.failures.iter().map(|(_, count)| count).sum();
-    assert!(failures > 0, "the faults were seen: {stats:?}");
+    assert!(
+        failures(&replicator) >= 2,
+        "the faults were seen: {stats:?}"
+    );
     assert!(faults.injected.load(std::sync::atomic::Ordering::Relaxed) > 0);
     replicator.stop();
     engine.shutdown();
@@ -505,4 +531,45 @@ fn retention_deletes_what_no_kept_point_reads_and_the_latest_point_still_restore
     let error = restore_at(&s.url, &gone, RestorePoint::AtSeq { record_id: first.0 });
     assert!(error.is_err(), "{error:?}");
     assert!(!gone.join("ctxstore.meta").exists());
+}
+
+/// The nice value of each thread of this process named `name` (Linux keeps 15 bytes of it).
+fn thread_nices(name: &str) -> Vec<i32> {
+    let mut nices = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let stat = std::fs::read_to_string(task.unwrap().path().join("stat")).unwrap();
+        let open = stat.find('(').unwrap();
+        let close = stat.rfind(')').unwrap();
+        // Field 19 of proc(5) is the nice value; fields after the name start at field 3.
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        if &stat[open + 1..close] == name {
+            nices.push(fields[16].parse().unwrap());
+        }
+    }
+    nices
+}
+
+#[test]
+fn the_shippers_threads_run_the_configured_steps_below_the_server() {
+    let s = setup();
+    let engine = Engine::open(engine_config(&s.data)).unwrap();
+    let me = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+    let own = thread_nices(me.trim_end()).into_iter().min().unwrap();
+    let mut config = ship_config(&s.url);
+    config.nice = 7;
+    let replicator = Replicator::start(engine.clone(), config).unwrap();
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    append(&engine, context, &noise(1, 4096));
+    // A file:// target does its I/O on the runtime's blocking threads: they ship too.
+    wait_shipped(&replicator);
+    let expected = (own + 7).min(19);
+    assert_eq!(thread_nices("ctxstore-replic"), vec![expected]);
+    let io = thread_nices("ctxstore-rep-io");
+    assert!(!io.is_empty(), "a file:// target uses the blocking threads");
+    assert!(
+        io.iter().all(|nice| *nice == expected),
+        "{io:?} != {expected}"
+    );
+    replicator.stop();
+    engine.shutdown();
 }

@@ -150,6 +150,11 @@ struct S3Args {
     /// Allow http:// endpoints (default: AWS_ALLOW_HTTP).
     #[arg(long)]
     replica_s3_allow_http: bool,
+    /// SigV4-sign each upload's body (a SHA-256 of every byte shipped) instead of sending
+    /// UNSIGNED-PAYLOAD: off by default, since every object carries a BLAKE3 checksum that
+    /// restore and the standby check (decision 0019).
+    #[arg(long)]
+    replica_s3_sign_payload: bool,
 }
 
 impl S3Args {
@@ -158,6 +163,7 @@ impl S3Args {
             endpoint: self.replica_s3_endpoint.clone(),
             region: self.replica_s3_region.clone(),
             allow_http: self.replica_s3_allow_http.then_some(true),
+            sign_payload: self.replica_s3_sign_payload,
         }
     }
 }
@@ -343,6 +349,11 @@ struct ServeArgs {
     /// The most bytes one segment carries (`64MiB`); a larger backlog ships as several.
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     replica_segment_bytes_max: u64,
+    /// How many nice steps below the server's own the shipper's threads run (`10`; 0..=19,
+    /// capped at nice 19): shipping never competes with acknowledgements for the CPU.
+    #[arg(long, default_value_t = ctxstore_replica::ship::SHIP_NICE_DEFAULT,
+          value_parser = clap::value_parser!(u8).range(0..=19))]
+    replica_nice: u8,
     #[command(flatten)]
     replica_s3: S3Args,
     /// Payloads longer than this are stored as content-defined chunks plus a manifest, so a
@@ -967,6 +978,7 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
             (!args.replica_retention.is_zero()).then_some(args.replica_retention);
         replication.segment_bytes_max = args.replica_segment_bytes_max;
         replication.start_anyway = args.replicate_start_anyway;
+        replication.nice = args.replica_nice;
         replication.advertise = advertise.clone();
         config.replication = Some(replication);
     }
@@ -977,6 +989,7 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
         ship.interval = args.replicate_interval;
         ship.retention = (!args.replica_retention.is_zero()).then_some(args.replica_retention);
         ship.segment_bytes_max = args.replica_segment_bytes_max;
+        ship.nice = args.replica_nice;
         ship.advertise = advertise;
         config.engine.follower = true;
         config.follow = Some(ctxstore_replica::FollowConfig {
