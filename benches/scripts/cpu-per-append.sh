@@ -14,11 +14,15 @@ SERVER=$!
 while ! grep -q . "$DIR/ready" 2>/dev/null; do sleep 0.05; done
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # name, CPU ticks and context switches of each server thread (names may hold no spaces).
+# A thread that ends while it is read (io_uring's workers come and go) is left out.
 threads() {
   for task in /proc/"$SERVER"/task/*; do
-    printf '%s %s %s\n' "$(cat "$task/comm")" "$(awk '{print $14 + $15}' "$task/stat")" \
-      "$(awk '/ctxt_switches/ {n += $2} END {print n}' "$task/status")"
+    comm=$(cat "$task/comm" 2>/dev/null) || continue
+    ticks=$(awk '{print $14 + $15}' "$task/stat" 2>/dev/null) || continue
+    switches=$(awk '/ctxt_switches/ {n += $2} END {print n}' "$task/status" 2>/dev/null) || continue
+    [ -n "$comm" ] && [ -n "$ticks" ] && [ -n "$switches" ] && echo "$comm $ticks $switches"
   done
+  return 0
 }
 HZ=$(getconf CLK_TCK)
 before=$(ticks $SERVER)
