@@ -59,6 +59,51 @@ thread_local! {
     static COMPRESSOR: RefCell<Option<Compressors>> = const { RefCell::new(None) };
     static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
         const { RefCell::new(None) };
+    /// Where `encode_compressed` inflates a client's frame to check it, reused: the check of
+    /// every client-compressed append allocated (and freed) a buffer of the payload's size,
+    /// ~5% of a network core's CPU in malloc and free at 6,000 appends/s (issue 38 item 4,
+    /// docs/benchmarks.md). Zero-filled once, as it grows; freed past
+    /// `INFLATE_SCRATCH_BYTES_MAX`.
+    static INFLATE_SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The most a thread keeps of `INFLATE_SCRATCH` between checks: a larger payload (up to the
+/// chunking threshold) is checked in a buffer freed right after, so a thread holds at most
+/// this much for it.
+pub const INFLATE_SCRATCH_BYTES_MAX: usize = 256 * 1024;
+
+/// Runs `with` on a decompressor of this thread.
+fn with_decompressor<T>(
+    with: impl FnOnce(&mut zstd::bulk::Decompressor<'static>) -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
+    DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(
+                zstd::bulk::Decompressor::new()
+                    .map_err(|error| DecodeError::Decompress(error.to_string()))?,
+            );
+        }
+        match slot.as_mut() {
+            Some(decompressor) => with(decompressor),
+            None => Err(DecodeError::Decompress("no decompressor".into())),
+        }
+    })
+}
+
+/// Whether `payload` is the blob `hash` of `raw_len` bytes (`decode`'s checks).
+fn check(hash: &BlobHash, raw_len: u32, payload: &[u8]) -> Result<(), DecodeError> {
+    if payload.len() != raw_len as usize {
+        return Err(DecodeError::Length {
+            expected: raw_len,
+            actual: payload.len(),
+        });
+    }
+    let actual = BlobHash::of(payload);
+    if actual != *hash {
+        return Err(DecodeError::Hash { actual });
+    }
+    Ok(())
 }
 
 /// Encodes a payload into a complete pack record. The payload length was validated by the
@@ -87,11 +132,40 @@ pub fn encode_compressed(
     raw_len: u32,
     frame: Bytes,
 ) -> Result<EncodedBlob, DecodeError> {
-    let payload = decode(&hash, Compression::Zstd, raw_len, frame.clone())?;
+    INFLATE_SCRATCH.with(|cell| {
+        let mut scratch = cell.borrow_mut();
+        let result = encode_checked(hash, raw_len, &frame, &mut scratch);
+        if scratch.len() > INFLATE_SCRATCH_BYTES_MAX {
+            *scratch = Vec::new();
+        }
+        result
+    })
+}
+
+/// `encode_compressed` with `scratch` to inflate into: the inflation is bounded by `raw_len`
+/// (a frame that inflates to more is refused by zstd, no larger buffer is made for it).
+fn encode_checked(
+    hash: BlobHash,
+    raw_len: u32,
+    frame: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Result<EncodedBlob, DecodeError> {
+    let wanted = raw_len as usize;
+    if scratch.len() < wanted {
+        scratch.resize(wanted, 0);
+    }
+    let target = &mut scratch[..wanted];
+    let inflated_len = with_decompressor(|decompressor| {
+        decompressor
+            .decompress_to_buffer(frame, target)
+            .map_err(|error| DecodeError::Decompress(error.to_string()))
+    })?;
+    let payload = &scratch[..inflated_len];
+    check(&hash, raw_len, payload)?;
     if frame.len() < payload.len() {
-        Ok(EncodedBlob::new(hash, raw_len, Compression::Zstd, &frame))
+        Ok(EncodedBlob::new(hash, raw_len, Compression::Zstd, frame))
     } else {
-        Ok(EncodedBlob::new(hash, raw_len, Compression::Raw, &payload))
+        Ok(EncodedBlob::new(hash, raw_len, Compression::Raw, payload))
     }
 }
 
@@ -148,34 +222,15 @@ pub fn decode(
         }
         Compression::Raw => stored,
         Compression::Zstd => {
-            let inflated = DECOMPRESSOR.with(|cell| {
-                let mut slot = cell.borrow_mut();
-                if slot.is_none() {
-                    *slot = Some(
-                        zstd::bulk::Decompressor::new()
-                            .map_err(|error| DecodeError::Decompress(error.to_string()))?,
-                    );
-                }
-                match slot.as_mut() {
-                    Some(decompressor) => decompressor
-                        .decompress(&stored, raw_len as usize)
-                        .map_err(|error| DecodeError::Decompress(error.to_string())),
-                    None => Err(DecodeError::Decompress("no decompressor".into())),
-                }
+            let inflated = with_decompressor(|decompressor| {
+                decompressor
+                    .decompress(&stored, raw_len as usize)
+                    .map_err(|error| DecodeError::Decompress(error.to_string()))
             })?;
             Bytes::from(inflated)
         }
     };
-    if payload.len() != raw_len as usize {
-        return Err(DecodeError::Length {
-            expected: raw_len,
-            actual: payload.len(),
-        });
-    }
-    let actual = BlobHash::of(&payload);
-    if actual != *hash {
-        return Err(DecodeError::Hash { actual });
-    }
+    check(hash, raw_len, &payload)?;
     Ok(payload)
 }
 
@@ -286,6 +341,44 @@ mod tests {
             encode_compressed(hash, raw_len, Bytes::from_static(b"not a zstd frame")),
             Err(DecodeError::Decompress(_))
         ));
+    }
+
+    /// The reused scratch buffer (issue 38 item 4): checks of frames of other sizes in a row
+    /// on one thread each see only their own bytes; a frame inflating past its claimed length
+    /// is refused even when the scratch is larger; a buffer grown past the cap is freed.
+    #[test]
+    fn client_frames_checked_in_the_reused_scratch_stay_apart() {
+        let line = "{\"role\":\"user\",\"content\":\"scratch\"}\n";
+        let texts: Vec<Vec<u8>> = [40_000, 300, 12_000, 1]
+            .iter()
+            .map(|&len| line.bytes().cycle().skip(len % 7).take(len).collect())
+            .collect();
+        for text in &texts {
+            let hash = BlobHash::of(text);
+            let frame = Bytes::from(zstd::bulk::compress(text, 1).unwrap());
+            let blob = encode_compressed(hash, text.len() as u32, frame).unwrap();
+            let stored = decode(
+                &hash,
+                blob.header.compression,
+                blob.header.raw_len,
+                body(&blob),
+            );
+            assert_eq!(&stored.unwrap()[..], &text[..], "len {}", text.len());
+        }
+        // 300 bytes claimed, 40,000 in the frame: the scratch holds 40,000 now, the check
+        // still inflates no more than the claim.
+        let frame = Bytes::from(zstd::bulk::compress(&texts[0], 1).unwrap());
+        let refused = encode_compressed(BlobHash::of(&texts[0][..300]), 300, frame);
+        assert!(
+            matches!(refused, Err(DecodeError::Decompress(_))),
+            "{refused:?}"
+        );
+
+        let large = noise(7, INFLATE_SCRATCH_BYTES_MAX + 1);
+        let frame = Bytes::from(zstd::bulk::compress(&large, 1).unwrap());
+        let blob = encode_compressed(BlobHash::of(&large), large.len() as u32, frame).unwrap();
+        assert_eq!(&body(&blob)[..], &large[..], "incompressible: stored raw");
+        assert_eq!(INFLATE_SCRATCH.with(|cell| cell.borrow().capacity()), 0);
     }
 
     #[test]
