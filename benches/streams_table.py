@@ -10,10 +10,20 @@ import statistics
 import sys
 from pathlib import Path
 
-STORES = ["ctxstore", "redis-always", "redis-everysec"]
+STORES = ["ctxstore", "ctxstore-before", "redis-always", "redis-everysec"]
 
 
-def figures(report):
+def loadgen_cpu_s(path):
+    """The load generator's user + system seconds over its whole run (`/usr/bin/time -f '%U %S'`
+    beside the report), None without that file."""
+    try:
+        user, system = path.read_text().split()[-2:]
+        return float(user) + float(system)
+    except (OSError, ValueError):
+        return None
+
+
+def figures(report, cpu_s=None):
     """The figures of one run's report, by name (None where the run has none)."""
     ops = report["operations"]
     streaming = report["streaming"]
@@ -37,6 +47,10 @@ def figures(report):
         "seal p50 µs": latency("seal", "p50"),
         "seal p99 µs": latency("seal", "p99"),
         "server CPU µs/delta": streaming.get("server_cpu_us_per_delta"),
+        # Over the whole run (warm-up and drain too), per delta acknowledged in it.
+        "load generator CPU µs/delta": cpu_s * 1e6 / streaming["deltas_acknowledged"]
+        if cpu_s is not None and streaming["deltas_acknowledged"]
+        else None,
         "disk after seals B": disk("disk_after_seal"),
         "disk after GC B": disk("disk_after_gc"),
         "errors": errors,
@@ -63,7 +77,8 @@ def main():
     runs = {}
     for path in sorted(out.glob("*.json")):
         store, _, _round = path.stem.rpartition("-")
-        runs.setdefault(store, []).append(figures(json.loads(path.read_text())))
+        cpu_s = loadgen_cpu_s(path.with_suffix(".loadgen-cpu"))
+        runs.setdefault(store, []).append(figures(json.loads(path.read_text()), cpu_s))
     stores = [store for store in STORES if store in runs]
     if not stores:
         for path in sorted(out.glob("*.failed")):
