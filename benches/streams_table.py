@@ -13,17 +13,7 @@ from pathlib import Path
 STORES = ["ctxstore", "ctxstore-before", "redis-always", "redis-everysec"]
 
 
-def loadgen_cpu_s(path):
-    """The load generator's user + system seconds over its whole run (`/usr/bin/time -f '%U %S'`
-    beside the report), None without that file."""
-    try:
-        user, system = path.read_text().split()[-2:]
-        return float(user) + float(system)
-    except (OSError, ValueError):
-        return None
-
-
-def figures(report, cpu_s=None):
+def figures(report):
     """The figures of one run's report, by name (None where the run has none)."""
     ops = report["operations"]
     streaming = report["streaming"]
@@ -47,10 +37,9 @@ def figures(report, cpu_s=None):
         "seal p50 µs": latency("seal", "p50"),
         "seal p99 µs": latency("seal", "p99"),
         "server CPU µs/delta": streaming.get("server_cpu_us_per_delta"),
-        # Over the whole run (warm-up and drain too), per delta acknowledged in it.
-        "load generator CPU µs/delta": cpu_s * 1e6 / streaming["deltas_acknowledged"]
-        if cpu_s is not None and streaming["deltas_acknowledged"]
-        else None,
+        # Its own process only, over the same part as the server's (/usr/bin/time's figure
+        # beside the report counts a spawned server too).
+        "load generator CPU µs/delta": streaming.get("loadgen_cpu_us_per_delta"),
         "disk after seals B": disk("disk_after_seal"),
         "disk after GC B": disk("disk_after_gc"),
         "errors": errors,
@@ -77,8 +66,7 @@ def main():
     runs = {}
     for path in sorted(out.glob("*.json")):
         store, _, _round = path.stem.rpartition("-")
-        cpu_s = loadgen_cpu_s(path.with_suffix(".loadgen-cpu"))
-        runs.setdefault(store, []).append(figures(json.loads(path.read_text()), cpu_s))
+        runs.setdefault(store, []).append(figures(json.loads(path.read_text())))
     stores = [store for store in STORES if store in runs]
     if not stores:
         for path in sorted(out.glob("*.failed")):
