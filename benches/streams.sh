@@ -6,6 +6,7 @@
 #   benches/streams.sh                           # 3 rounds × 3 stores, 500 streams × 40/s, 20 s each
 #   ROUNDS=1 DURATION=5s benches/streams.sh      # shorter
 #   STREAMS=100 RATE=40 STORES="ctxstore redis-always" benches/streams.sh
+#   BEFORE=/path/to/old/ctxstore-server benches/streams.sh   # + that server as "ctxstore-before"
 #
 # Each round runs every store once, in turn (ctxstore, redis-always, redis-everysec; the next
 # round the same order), each alone on the machine, on a fresh store in a temporary directory:
@@ -25,7 +26,11 @@ DELTAS=${DELTAS:-500}
 CONNECTIONS=${CONNECTIONS:-16}
 DURATION=${DURATION:-20s}
 WARMUP=${WARMUP:-3s}
-STORES=${STORES:-"ctxstore redis-always redis-everysec"}
+# A ctxstore-server binary built from another commit (a copy: the build below replaces this
+# tree's), run as the store "ctxstore-before" with the same load generator: a same-run
+# before/after.
+BEFORE=${BEFORE:-}
+STORES=${STORES:-"${BEFORE:+ctxstore-before }ctxstore redis-always redis-everysec"}
 mkdir -p "$OUT"
 WORK=$(mktemp -d /var/tmp/ctxstore-streams.XXXXXX)
 REDIS_PORT=""
@@ -71,9 +76,12 @@ run_store() { # store round
   local store=$1 round=$2 target=()
   case "$store" in
     ctxstore) target=(--spawn-server --server-bin "$TARGET/release/ctxstore-server") ;;
+    ctxstore-before)
+      [ -x "$BEFORE" ] || { log "ctxstore-before: set BEFORE to a ctxstore-server binary"; exit 1; }
+      target=(--spawn-server --server-bin "$BEFORE") ;;
     redis-always) start_redis always; target=(--backend redis --peer "redis://127.0.0.1:$REDIS_PORT") ;;
     redis-everysec) start_redis everysec; target=(--backend redis --peer "redis://127.0.0.1:$REDIS_PORT") ;;
-    *) log "unknown store $store (ctxstore, redis-always, redis-everysec)"; exit 1 ;;
+    *) log "unknown store $store (ctxstore, ctxstore-before, redis-always, redis-everysec)"; exit 1 ;;
   esac
   log "round $round: $store (load average $(cut -d' ' -f1 /proc/loadavg))"
   # A run that fails (a store that stops answering) is recorded and the others go on.

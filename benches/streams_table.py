@@ -10,7 +10,7 @@ import statistics
 import sys
 from pathlib import Path
 
-STORES = ["ctxstore", "redis-always", "redis-everysec"]
+STORES = ["ctxstore", "ctxstore-before", "redis-always", "redis-everysec"]
 
 
 def figures(report):
@@ -37,6 +37,9 @@ def figures(report):
         "seal p50 µs": latency("seal", "p50"),
         "seal p99 µs": latency("seal", "p99"),
         "server CPU µs/delta": streaming.get("server_cpu_us_per_delta"),
+        # Its own process only, over the same part as the server's (/usr/bin/time's figure
+        # beside the report counts a spawned server too).
+        "load generator CPU µs/delta": streaming.get("loadgen_cpu_us_per_delta"),
         "disk after seals B": disk("disk_after_seal"),
         "disk after GC B": disk("disk_after_gc"),
         "errors": errors,

@@ -236,6 +236,9 @@ pub struct StreamingReport {
     /// until every writer was done (last seals included).
     pub server_cpu_s: Option<f64>,
     pub server_cpu_us_per_delta: Option<f64>,
+    /// The load generator's own CPU time over the same part (it shares the machine's cores
+    /// with the server; a spawned server's time is not in it), per measured delta.
+    pub loadgen_cpu_us_per_delta: Option<f64>,
     /// Seconds from the start of the measured part until the readers were done.
     pub server_cpu_measured_s: f64,
     /// Acknowledged deltas with an intended time in the measured part.
@@ -275,6 +278,7 @@ impl StreamingReport {
             "server_cpu_s": self.server_cpu_s,
             "server_cpu_us_per_delta": self.server_cpu_us_per_delta,
             "server_cpu_measured_s": self.server_cpu_measured_s,
+            "loadgen_cpu_us_per_delta": self.loadgen_cpu_us_per_delta,
             "deltas_measured": self.deltas_measured,
             "disk_after_seal": disk(&self.disk_after_seal),
             "disk_after_gc": disk(&self.disk_after_gc),
@@ -295,7 +299,8 @@ impl StreamingReport {
         format!(
             "streaming: {} streams, {} deltas acknowledged, {} delivered ({} mismatches), \
              {} sealed, {} aborted{}\n\
-             server CPU: {} per delta ({} over {} measured deltas)\n\
+             server CPU: {} per delta ({} over {} measured deltas); load generator CPU: {} \
+             per delta\n\
              disk: {} after the seals, {} after the collection{}\n\
              log: {} after the seals, {} after the collection",
             self.streams,
@@ -312,6 +317,8 @@ impl StreamingReport {
             self.server_cpu_s
                 .map_or_else(|| "-".into(), |s| format!("{s:.2}s")),
             self.deltas_measured,
+            self.loadgen_cpu_us_per_delta
+                .map_or_else(|| "-".into(), |us| format!("{us:.1}µs")),
             bytes(&self.disk_after_seal),
             bytes(&self.disk_after_gc),
             self.gc_error

@@ -17,7 +17,8 @@
 //!   send → bytes in the reader's hands. A ctxstore stream sealed before its reader caught up
 //!   answers the rest from the sealed turn.
 //! - **Figures**: delta, delivery, seal and stream-open latencies (`Op::Delta` …), the server's
-//!   CPU time per delta (`/proc/PID/stat` of the server process), bytes on disk after the
+//!   CPU time per delta (`/proc/PID/stat` of the server process; the load generator's own
+//!   too, over the same part: it shares the cores), bytes on disk after the
 //!   last seal and after a collection (`Connection::stream_collect`).
 //! - **A store that stops answering** fails the run (exit 1, with what was counted until
 //!   then) once writers or readers are not done 60 s after the schedule's end (plus one read's
@@ -261,7 +262,10 @@ pub async fn run_streaming(
     // The CPU sample at the start of the measured part.
     let cpu_at_measure = tokio::spawn(async move {
         tokio::time::sleep_until(measure_from.into()).await;
-        server_pid.and_then(CpuTicks::of)
+        (
+            server_pid.and_then(CpuTicks::of),
+            CpuTicks::of(std::process::id()),
+        )
     });
     let scheduler = std::thread::Builder::new()
         .name("stream-schedule".into())
@@ -273,6 +277,7 @@ pub async fn run_streaming(
     let mut totals = SlotTotals::default();
     join_before(writer_tasks, deadline, &mut totals, "writers", &progress).await?;
     let cpu_after = server_pid.and_then(CpuTicks::of);
+    let own_cpu_after = CpuTicks::of(std::process::id());
     join_before(reader_tasks, deadline, &mut totals, "readers", &progress).await?;
     let elapsed_after_measure = measure_from.elapsed();
     if scheduler.join().is_err() {
@@ -281,12 +286,20 @@ pub async fn run_streaming(
     if let Some(ticker) = ticker {
         ticker.abort();
     }
-    let cpu_before = cpu_at_measure.await?;
-    let server_cpu_s = match (cpu_before, cpu_after, ticks_per_s) {
-        (Some(before), Some(after), Some(per_s)) => {
-            Some(after.0.saturating_sub(before.0) as f64 / per_s as f64)
-        }
-        _ => None,
+    let (cpu_before, own_cpu_before) = cpu_at_measure.await?;
+    let cpu_s =
+        |before: Option<CpuTicks>, after: Option<CpuTicks>| match (before, after, ticks_per_s) {
+            (Some(before), Some(after), Some(per_s)) => {
+                Some(after.0.saturating_sub(before.0) as f64 / per_s as f64)
+            }
+            _ => None,
+        };
+    let server_cpu_s = cpu_s(cpu_before, cpu_after);
+    let own_cpu_s = cpu_s(own_cpu_before, own_cpu_after);
+    let per_measured_delta = |cpu_s: Option<f64>| {
+        cpu_s
+            .filter(|_| totals.acknowledged_measured > 0)
+            .map(|cpu_s| cpu_s * 1e6 / totals.acknowledged_measured as f64)
     };
 
     // Every stream is sealed: what the store holds now, then after its collection.
@@ -319,9 +332,8 @@ pub async fn run_streaming(
         streams_sealed: totals.sealed,
         streams_aborted: totals.aborted,
         server_cpu_s,
-        server_cpu_us_per_delta: server_cpu_s
-            .filter(|_| totals.acknowledged_measured > 0)
-            .map(|cpu_s| cpu_s * 1e6 / totals.acknowledged_measured as f64),
+        server_cpu_us_per_delta: per_measured_delta(server_cpu_s),
+        loadgen_cpu_us_per_delta: per_measured_delta(own_cpu_s),
         server_cpu_measured_s: elapsed_after_measure.as_secs_f64(),
         deltas_measured: totals.acknowledged_measured,
         disk_after_seal,

@@ -15,7 +15,6 @@ use crate::ids::{BlobHash, ContextId};
 use crate::model::{AppendRequest, Appended, Parent};
 use crate::pipeline::{SequencerInbox, SequencerRequest, StreamAnswer, StreamChange, TurnBlob};
 use crate::published::Published;
-use crate::sequencer::streams::StreamState;
 
 pub use crate::format::stream_meta::StreamEnd;
 pub use crate::sequencer::streams::{
@@ -212,12 +211,17 @@ impl Engine {
         offset: u64,
         bytes_max: usize,
     ) -> Result<StreamRead, EngineError> {
-        match self.inner.published.streams.load().get(stream_id) {
-            Some(StreamState::Open(open)) => Ok(StreamRead::Open {
+        let published = &self.inner.published;
+        let streams = published.streams.load();
+        if let Some(open) = streams.open_stream(stream_id) {
+            return Ok(StreamRead::Open {
                 info: open.info(stream_id),
                 bytes: open.read(offset, bytes_max),
-            }),
-            Some(StreamState::Ended(end)) => Ok(StreamRead::Ended(end)),
+            });
+        }
+        let compacted_through = published.turns.base().map_or(0, |base| base.through());
+        match streams.ended(stream_id, compacted_through) {
+            Some(end) => Ok(StreamRead::Ended(end)),
             None => Err(EngineError::StreamNotFound(stream_id)),
         }
     }
@@ -233,7 +237,7 @@ impl Engine {
     ) -> Result<StreamRead, EngineError> {
         loop {
             // Listen first, then look: a publish in between wakes the listener.
-            let listener = self.inner.published.streams.listen();
+            let listener = self.inner.published.streams.listen(stream_id);
             match self.read_stream(stream_id, offset, bytes_max)? {
                 StreamRead::Open { bytes, .. } if bytes.is_empty() && bytes_max > 0 => {}
                 read => return Ok(read),

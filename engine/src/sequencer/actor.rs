@@ -44,7 +44,7 @@ use crate::sequencer::contexts::Contexts;
 use crate::sequencer::heads::DELETED_HEAD;
 use crate::sequencer::heads::{HeadState, Heads};
 use crate::sequencer::recover::RecoveredLog;
-use crate::sequencer::streams::Streams;
+use crate::sequencer::streams::{StreamId, Streams};
 use crate::sequencer::watch::{WatchEvent, WatchKind, WatchLog};
 
 mod append;
@@ -107,8 +107,9 @@ struct Batch {
     dedup_hits: u64,
     /// The batch carries gc-dead records: readers get the new set once it is durable.
     dead_changed: bool,
-    /// The batch carries stream records: readers get the new streams once it is durable.
-    streams_changed: bool,
+    /// The streams the batch carries records of (repeats allowed): readers get the new
+    /// streams once it is durable, and only these streams' readers are woken.
+    streams_changed: Vec<StreamId>,
     /// Watch events of the batch's stream and metadata records (head moves are added at
     /// publish, from `moves`).
     events: Vec<WatchEvent>,
@@ -442,8 +443,10 @@ impl SequencerActor {
         if batch.dead_changed {
             published.turns.publish_dead(self.gc.dead.clone());
         }
-        if batch.streams_changed {
-            published.streams.publish(self.streams.clone());
+        if !batch.streams_changed.is_empty() {
+            published
+                .streams
+                .publish(self.streams.clone(), &batch.streams_changed);
         }
         let counters = &published.counters;
         counters

@@ -3,10 +3,11 @@
 //! ended lately (sealed into a turn, or aborted). One set of rules for the live path
 //! (`sequencer/actor/streams.rs`) and for replay (`sequencer/recover.rs`); readers use the
 //! published snapshot (`StreamsView`), swapped in after each batch that changed it, and wait
-//! on its event for bytes that are not there yet.
+//! on their stream's wake slot for bytes that are not there yet (a batch wakes the readers of
+//! the streams it wrote, not every reader).
 //!
 //! Memory: an open stream holds its bytes (at most `blob_bytes_max`, at most
-//! `streams_open_max` streams); an ended one 16 bytes in an ordered map of at most
+//! `streams_open_max` streams); an ended one 24 bytes in an ordered map of at most
 //! `ENDED_STREAMS_KEPT_MAX` entries (the oldest forgotten first: asked about, it is unknown).
 
 use std::sync::Arc;
@@ -101,7 +102,13 @@ impl OpenStream {
         let want = ((self.length_bytes - offset) as usize).min(bytes_max);
         let mut out = Vec::with_capacity(want);
         let mut at = offset;
-        for (start, piece) in self.starts.iter().zip(self.pieces.iter()).skip(first) {
+        // Focuses from `first` on: iterating with `skip(first)` would walk every piece
+        // before it, O(stream) for a reader at the end of a long stream.
+        let (mut starts, mut pieces) = (self.starts.focus(), self.pieces.focus());
+        for index in first..self.pieces.len() {
+            let (Some(&start), Some(piece)) = (starts.get(index), pieces.get(index)) else {
+                break;
+            };
             let skip = (at - start) as usize;
             let take = (piece.len() - skip).min(want - out.len());
             out.extend_from_slice(&piece[skip..skip + take]);
@@ -115,18 +122,19 @@ impl OpenStream {
     }
 }
 
-/// How a stream stands, as a reader asks.
-#[derive(Clone, Debug)]
-pub(crate) enum StreamState {
-    Open(OpenStream),
-    Ended(StreamEnd),
+/// An ended stream remembered: how it ended, and where (its end record, the last of its
+/// records).
+#[derive(Clone, Copy, Debug)]
+struct EndedStream {
+    end: StreamEnd,
+    end_record_id: u64,
 }
 
 /// Every open stream and the ended ones kept.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Streams {
     open: imbl::OrdMap<StreamId, OpenStream>,
-    ended: imbl::OrdMap<StreamId, StreamEnd>,
+    ended: imbl::OrdMap<StreamId, EndedStream>,
 }
 
 impl Streams {
@@ -134,13 +142,16 @@ impl Streams {
         self.open.len()
     }
 
-    pub fn get(&self, stream_id: StreamId) -> Option<StreamState> {
-        if let Some(open) = self.open.get(&stream_id) {
-            return Some(StreamState::Open(open.clone()));
-        }
+    /// How an ended stream ended; `None` for one not kept (too old, or never known) and for
+    /// one whose records a log compaction dropped — every record of a stream ended at or
+    /// below `compacted_through` (the log base's `through`, 0 without one) is gone from the
+    /// log, so a restart would not know the stream either: it is unknown now, as it will be
+    /// then (docs/storage.md#stream-records).
+    pub fn ended(&self, stream_id: StreamId, compacted_through: u64) -> Option<StreamEnd> {
         self.ended
             .get(&stream_id)
-            .map(|end| StreamState::Ended(*end))
+            .filter(|ended| ended.end_record_id > compacted_through)
+            .map(|ended| ended.end)
     }
 
     pub fn open_stream(&self, stream_id: StreamId) -> Option<&OpenStream> {
@@ -264,7 +275,18 @@ impl Streams {
                         stream.context_id
                     ));
                 }
-                self.ended.insert(*stream_id, *end);
+                // Pair of `ended`'s rule: the end is the stream's last record.
+                assert!(
+                    record_id > *stream_id,
+                    "a stream ends after its open record"
+                );
+                self.ended.insert(
+                    *stream_id,
+                    EndedStream {
+                        end: *end,
+                        end_record_id: record_id,
+                    },
+                );
                 while self.ended.len() > ENDED_STREAMS_KEPT_MAX {
                     let oldest = self.ended.get_min().map(|(id, _)| *id);
                     if let Some(oldest) = oldest {
@@ -277,19 +299,34 @@ impl Streams {
     }
 }
 
-/// The streams as of the last durable batch, for readers; `changed` wakes those waiting for
-/// more bytes or an end.
-#[derive(Debug, Default)]
+/// Wake-up slots of `StreamsView`: a reader waits on its stream's slot (`stream_id` modulo
+/// this), so a publish wakes the readers of the streams its batch changed (and the few that
+/// share their slots), not every reader of every stream. One event each (a pointer until a
+/// reader listens): 8 KiB. Slots ≥ the usual open streams keep shared slots rare: with 500
+/// streams and 20 changed per batch, a batch wakes ~20 readers where one event woke 500.
+pub const STREAM_WAKE_SLOTS: usize = 1024;
+
+/// The streams as of the last durable batch, for readers; `changed[slot]` wakes those
+/// waiting for more bytes or an end of a stream in that slot.
+#[derive(Debug)]
 pub(crate) struct StreamsView {
     snapshot: arc_swap::ArcSwap<Streams>,
-    changed: event_listener::Event,
+    changed: Box<[event_listener::Event]>,
+}
+
+impl Default for StreamsView {
+    fn default() -> Self {
+        StreamsView::new(Streams::default())
+    }
 }
 
 impl StreamsView {
     pub fn new(streams: Streams) -> Self {
         StreamsView {
             snapshot: arc_swap::ArcSwap::from_pointee(streams),
-            changed: event_listener::Event::new(),
+            changed: (0..STREAM_WAKE_SLOTS)
+                .map(|_| event_listener::Event::new())
+                .collect(),
         }
     }
 
@@ -297,16 +334,28 @@ impl StreamsView {
         self.snapshot.load_full()
     }
 
-    /// A listener registered *before* the caller looks at the snapshot again: a publish in
-    /// between wakes it, so no change is missed.
-    pub fn listen(&self) -> event_listener::EventListener {
-        self.changed.listen()
+    fn slot(stream_id: StreamId) -> usize {
+        (stream_id % STREAM_WAKE_SLOTS as u64) as usize
     }
 
-    /// Sequencer only, after the batch that made `streams` is durable.
-    pub fn publish(&self, streams: Streams) {
+    /// A listener for `stream_id`'s changes, registered *before* the caller looks at the
+    /// snapshot again: a publish in between that changes the stream wakes it, so no change
+    /// is missed.
+    pub fn listen(&self, stream_id: StreamId) -> event_listener::EventListener {
+        self.changed[Self::slot(stream_id)].listen()
+    }
+
+    /// Sequencer only, after the batch that made `streams` is durable: swaps the snapshot in,
+    /// then wakes the readers of `changed` (the streams the batch wrote a record of; in any
+    /// order, repeats allowed).
+    pub fn publish(&self, streams: Streams, changed: &[StreamId]) {
         self.snapshot.store(Arc::new(streams));
-        self.changed.notify(usize::MAX);
+        let mut slots: Vec<usize> = changed.iter().map(|&id| Self::slot(id)).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        for slot in slots {
+            self.changed[slot].notify(usize::MAX);
+        }
     }
 }
 
@@ -332,6 +381,31 @@ mod tests {
     }
 
     #[test]
+    fn a_publish_wakes_the_readers_of_the_streams_it_changed_only() {
+        use std::future::Future;
+        use std::task::{Context, Poll, Waker};
+        let view = StreamsView::new(Streams::default());
+        let mut context = Context::from_waker(Waker::noop());
+        let mut woken = |listener: &mut event_listener::EventListener| {
+            std::pin::Pin::new(listener).poll(&mut context) == Poll::Ready(())
+        };
+        let mut five = view.listen(5);
+        let mut six = view.listen(6);
+        // Another stream of five's slot: woken with it (it looks, finds nothing, waits again).
+        let mut five_slot = view.listen(5 + STREAM_WAKE_SLOTS as u64);
+        assert!(!woken(&mut five) && !woken(&mut six) && !woken(&mut five_slot));
+        view.publish(Streams::default(), &[5, 5, 9]);
+        assert!(woken(&mut five));
+        assert!(woken(&mut five_slot));
+        assert!(
+            !woken(&mut six),
+            "a batch without stream 6 leaves its reader asleep"
+        );
+        view.publish(Streams::default(), &[6]);
+        assert!(woken(&mut six));
+    }
+
+    #[test]
     fn reads_from_every_offset_and_the_rules_hold() {
         let context = ContextId(1);
         let mut streams = Streams::default();
@@ -342,7 +416,7 @@ mod tests {
             streams.apply(6, context, &delta(5, at, piece), 11).unwrap();
             at += piece.len() as u64;
         }
-        let Some(StreamState::Open(stream)) = streams.get(5) else {
+        let Some(stream) = streams.open_stream(5).cloned() else {
             panic!("stream 5 is open");
         };
         assert_eq!(stream.read(0, usize::MAX).as_ref(), text);
@@ -370,10 +444,11 @@ mod tests {
             end: StreamEnd::Sealed(TurnId(20)),
         };
         streams.apply(21, context, &end, 13).unwrap();
-        assert!(matches!(
-            streams.get(5),
-            Some(StreamState::Ended(StreamEnd::Sealed(TurnId(20))))
-        ));
+        assert_eq!(streams.ended(5, 0), Some(StreamEnd::Sealed(TurnId(20))));
+        assert!(streams.open_stream(5).is_none());
+        // A compaction through its end record dropped its records: unknown from then on.
+        assert_eq!(streams.ended(5, 20), Some(StreamEnd::Sealed(TurnId(20))));
+        assert_eq!(streams.ended(5, 21), None);
         assert!(streams.apply(22, context, &end, 13).is_err());
         assert!(streams.apply(23, context, &delta(5, at, b"x"), 14).is_err());
         assert_eq!(streams.open_count(), 0);

@@ -14,7 +14,7 @@ use crate::format::turn_log::MetaRecord;
 use crate::ids::{ContextId, TurnId};
 use crate::model::{AppendRequest, Parent, TurnOptions};
 use crate::pipeline::{StreamAnswer, StreamChange, TurnBlob};
-use crate::sequencer::streams::{NO_OWNER, OpenStream, StreamId, StreamState};
+use crate::sequencer::streams::{NO_OWNER, OpenStream, StreamId};
 use crate::sequencer::watch::{WatchEvent, WatchKind};
 use crate::store_dir::now_unix_ms;
 
@@ -200,15 +200,16 @@ impl SequencerActor {
         Ok(StreamAnswer::Sealed(appended))
     }
 
-    /// The open stream, or the typed error of a stream that is not (unknown, sealed,
-    /// aborted).
+    /// The open stream, or the typed error of a stream that is not (unknown — never known,
+    /// forgotten, or compacted away —, sealed, aborted).
     fn open_stream(&self, stream_id: StreamId) -> Result<&OpenStream, EngineError> {
         if let Some(open) = self.streams.open_stream(stream_id) {
             return Ok(open);
         }
-        match self.streams.get(stream_id) {
-            Some(StreamState::Ended(end)) => Err(EngineError::StreamEnded { stream_id, end }),
-            _ => Err(EngineError::StreamNotFound(stream_id)),
+        let compacted_through = self.published.turns.base().map_or(0, |base| base.through());
+        match self.streams.ended(stream_id, compacted_through) {
+            Some(end) => Err(EngineError::StreamEnded { stream_id, end }),
+            None => Err(EngineError::StreamNotFound(stream_id)),
         }
     }
 
@@ -269,6 +270,9 @@ impl SequencerActor {
         for slot in record.slots() {
             self.push_record(&slot);
         }
-        self.batch.streams_changed = true;
+        self.batch.streams_changed.push(match &meta {
+            StreamMeta::Open(_) => record.record_id,
+            StreamMeta::Delta { stream_id, .. } | StreamMeta::End { stream_id, .. } => *stream_id,
+        });
     }
 }
