@@ -5,6 +5,7 @@
 #   DURATION=3s benches/peers.sh     # shorter
 #   BACKENDS="ctxstore redis" benches/peers.sh
 #   ONLY="append_1 mixed_at" benches/peers.sh   # scenarios whose name starts with one of these
+#   CTXSTORE_ARGS=--no-client-compression benches/peers.sh   # extra loadgen flags, ctxstore only
 #
 # Installs the peers from Debian's packages when missing (needs root), starts each on loopback
 # in a temporary directory with durable settings (PostgreSQL synchronous_commit=on; Redis
@@ -148,7 +149,8 @@ run_scenario() { # backend scenario args...
   local backend=$1 scenario=$2; shift 2
   local target=()
   if [ "$backend" = ctxstore ]; then
-    target=(--spawn-server --server-bin "$ROOT/target/release/ctxstore-server")
+    # shellcheck disable=SC2206
+    target=(--spawn-server --server-bin "$ROOT/target/release/ctxstore-server" ${CTXSTORE_ARGS:-})
   else
     target=(--backend "$backend" --peer "$(peer_for "$backend" "$scenario")")
   fi
