@@ -212,6 +212,11 @@ struct Shipper {
     state: StoreState,
     checkpoint_at: Instant,
     bytes_since_checkpoint: u64,
+    /// The last segment's body buffer, back from its upload, for the next cycle to read into:
+    /// a fresh buffer of up to `segment_bytes_max` each interval cost a page fault per 4 KiB
+    /// on the shipper's thread, in a burst each interval (issue 31's overhead figure,
+    /// docs/benchmarks.md). At most one segment's body, which the cycle holds anyway.
+    spare_body: Vec<u8>,
 }
 
 /// What the cut gave a cycle to upload.
@@ -305,6 +310,7 @@ impl Shipper {
             state: StoreState::default(),
             checkpoint_at: Instant::now(),
             bytes_since_checkpoint: 0,
+            spare_body: Vec::new(),
         }
     }
 
@@ -607,7 +613,8 @@ impl Shipper {
         let cut_at = now_unix_ms();
         let cycle = {
             let held = self.engine.hold_cut()?;
-            self.read_cut(&held.cut, seq, cut_at)?
+            let body = std::mem::take(&mut self.spare_body);
+            self.read_cut(&held.cut, seq, cut_at, body)?
         };
         let Some(mut cycle) = cycle else {
             // Nothing new: everything acknowledged before the cut is shipped.
@@ -670,6 +677,7 @@ impl Shipper {
         }
         // The body goes out as read, never copied into the object.
         let body = Bytes::from(std::mem::take(&mut cycle.body));
+        let body_back = body.clone();
         let parts = encode_segment_parts(&cycle.header, body);
         let header_len = parts[0].len() as u64;
         let segment = PutPayload::from_iter(parts);
@@ -679,6 +687,10 @@ impl Shipper {
             seq,
         };
         self.create_or_fenced(key, segment).await?;
+        // The upload let go of its parts: the buffer is ours again (else a fresh one next).
+        if let Ok(body) = body_back.try_into_mut() {
+            self.spare_body = Vec::from(body);
+        }
         objects += 1;
         bytes_shipped += segment_len;
 
@@ -808,17 +820,19 @@ impl Shipper {
         Ok(())
     }
 
-    /// Reads the cut into a cycle (see the module doc); `None` when nothing is new.
+    /// Reads the cut into a cycle (see the module doc), its segment's body into `body`
+    /// (emptied first; a buffer to reuse); `None` when nothing is new.
     fn read_cut(
         &self,
         cut: &StoreCut,
         seq: u64,
         cut_at: u64,
+        mut body: Vec<u8>,
     ) -> Result<Option<Cycle>, ReplicaError> {
         let store = cut.store_dir();
         let generation = self.local.generation;
         let budget = self.config.segment_bytes_max.max(LOG_SLOT_BYTES);
-        let mut body: Vec<u8> = Vec::new();
+        body.clear();
         let mut uploads = Vec::new();
         let mut identities = Vec::new();
         let mut left_bytes = 0u64;
