@@ -2,14 +2,18 @@
 # Replication's figures (issue 31), each measured in one run on this machine against SeaweedFS
 # (a real S3-compatible server from PyPI, started here on loopback):
 #
-#   benches/replication.sh overhead   # 32 agents closed loop: append p50/p99 with shipping on vs
+#   benches/replication.sh overhead   # 32 agents closed loop (OVERHEAD_RATE=N: an open loop at N
+#                                     # appends/s): append p50/p99 with shipping on vs
 #                                     # off (alternating, ROUNDS pairs), bytes shipped per
 #                                     # acknowledged byte, PUTs per hour at load and at idle
 #                                     # and where the CPU went (cores per process and per server
 #                                     # thread, benches/thread_cpu.py). REMOTE=file ships to a
 #                                     # directory instead (no object store process at all);
 #                                     # WEED_PLACE=nice|pin puts SeaweedFS under nice 19 or on one
-#                                     # core (see start_weed); SKIP_IDLE=1 skips the idle minute
+#                                     # core (see start_weed); SKIP_IDLE=1 skips the idle minute;
+#                                     # SERVER_FLAGS="--replica-nice idle" puts the shipper
+#                                     # under SCHED_IDLE; the replication lag is sampled each
+#                                     # second of the load
 #   benches/replication.sh gc         # bytes shipped per acknowledged byte with GC rounds:
 #                                     # GC_ROUNDS (6) × GC_WINDOW (10s) of 32 agents appending,
 #                                     # then half the live contexts deleted and a collection run
@@ -142,10 +146,30 @@ overhead_run() { # overhead_run ROUND MODE [loadgen args…]
   local roles=("server=$SERVER_PID")
   [ -n "${WEED_PID:-}" ] && roles+=("weed=$WEED_PID")
   python3 "$ROOT/benches/thread_cpu.py" snap "${roles[@]}" >"$WORK/cpu-before.json"
+  # OVERHEAD_RATE=N: an open loop at N appends/s (all 32 agents together) instead of the
+  # closed loop that saturates the machine.
+  local loop=(--closed-loop)
+  [ -n "${OVERHEAD_RATE:-}" ] && loop=(--rate "$OVERHEAD_RATE")
+  # Every 0.3 s while the load runs (not a divisor of the interval, so the samples do not
+  # lock onto the cycles; both modes sample alike): the replication lag and the age of the
+  # last successful ship (their largest go in the row): a shipper that yields the CPU must
+  # still keep up.
+  ( while :; do
+      curl -s "http://127.0.0.1:7612/metrics" | awk -v now="$(date +%s.%N)" '
+        $1 == "ctxstore_replication_lag_seconds" { lag = $2 }
+        $1 == "ctxstore_replication_last_success_timestamp_seconds" { at = $2 }
+        END { if (at > 0) printf "%s %.3f\n", lag, now - at }'
+      sleep 0.3
+    done ) >"$WORK/lag-$round-$mode" 2>/dev/null &
+  local sampler=$!
   /usr/bin/time -f "%U %S" -o "$WORK/loadgen-time" \
-    "$LOADGEN" --addr 127.0.0.1:7611 --closed-loop --connections 32 --contexts 32 \
+    "$LOADGEN" --addr 127.0.0.1:7611 "${loop[@]}" --connections 32 --contexts 32 \
     --duration "$duration" --warmup 2s --payload-bytes 10240 \
     --json "$OUT/overhead-$round-$mode.json" --quiet "$@" >/dev/null
+  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
+  local lag_max age_max
+  lag_max=$(awk '$1 > m { m = $1 } END { print m + 0 }' "$WORK/lag-$round-$mode")
+  age_max=$(awk '$2 > m { m = $2 } END { print m + 0 }' "$WORK/lag-$round-$mode")
   python3 "$ROOT/benches/thread_cpu.py" snap "${roles[@]}" >"$WORK/cpu-after.json"
   python3 "$ROOT/benches/thread_cpu.py" diff "$WORK/cpu-before.json" "$WORK/cpu-after.json" \
     "$round,$mode" >>"$OUT/cpu.csv"
@@ -158,12 +182,13 @@ overhead_run() { # overhead_run ROUND MODE [loadgen args…]
   objects=$(metric 7611 ctxstore_replication_objects_total); objects=${objects:-0}
   kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
   python3 - "$OUT/overhead-$round-$mode.json" "$round" "$mode" "$logical" "$shipped" "$objects" \
-    "$load" >>"$OUT/overhead.csv" <<'PY'
+    "$load" "$lag_max" "$age_max" >>"$OUT/overhead.csv" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))["operations"]["append"]
 print(",".join([sys.argv[2], sys.argv[3], str(report["latency_us"]["p50"]),
                 str(report["latency_us"]["p99"]), str(report["throughput_per_s"]),
-                sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]]))
+                sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7], sys.argv[8],
+                sys.argv[9]]))
 PY
   rm -rf "$data"
 }
@@ -184,9 +209,14 @@ for key in ["append_p50_us", "append_p99_us", "appends_per_s"]:
 on = [r for r in rows if r["replication"] == "on"]
 ratios = [float(r["shipped_bytes"]) / float(r["logical_bytes"]) for r in on]
 print(f"bytes shipped per acknowledged (logical) byte: median {statistics.median(ratios):.3f}")
+for key, what in [("lag_seconds_max", "replication lag"),
+                  ("last_ship_age_seconds_max", "time since the last successful ship")]:
+    values = [float(r[key]) for r in on]
+    print(f"{what} during the load, largest of each round's samples: median "
+          f"{statistics.median(values):.2f} s, largest {max(values):.2f} s")
 seconds = float(sys.argv[3].rstrip("s")) + 4
 puts = [float(r["objects"]) / seconds * 3600 for r in on]
-print(f"PUTs per hour at 32-agent load: median {statistics.median(puts):.0f}")
+print(f"PUTs per hour at the load: median {statistics.median(puts):.0f}")
 # CPU: cores used during the load (warm-up included), median over rounds, per mode.
 window = float(sys.argv[3].rstrip("s")) + 2
 cpu = {}
@@ -219,7 +249,7 @@ PY
 overhead() {
   overhead_start_remote
   local rounds=${ROUNDS:-3}
-  echo "round,replication,append_p50_us,append_p99_us,appends_per_s,logical_bytes,shipped_bytes,objects,load_average" \
+  echo "round,replication,append_p50_us,append_p99_us,appends_per_s,logical_bytes,shipped_bytes,objects,load_average,lag_seconds_max,last_ship_age_seconds_max" \
     >"$OUT/overhead.csv"
   : >"$OUT/cpu.csv"
   for round in $(seq 1 "$rounds"); do

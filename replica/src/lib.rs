@@ -38,6 +38,6 @@ pub mod target;
 pub use error::{FormatError, ReplicaError};
 pub use follow::{FollowConfig, Follower};
 pub use remote::Remote;
-pub use ship::{Replicator, ShipConfig};
+pub use ship::{Replicator, ShipConfig, ShipPriority};
 pub use stats::{ReplicationRole, ReplicationSnapshot, ReplicationState, ReplicationStats};
 pub use target::S3Settings;

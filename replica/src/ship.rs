@@ -66,16 +66,30 @@ pub struct ShipConfig {
     /// Where clients reach this primary, written into its epoch object: a standby's READ_ONLY
     /// answers name it (empty: not said).
     pub advertise: String,
-    /// How many nice steps below the server's own the shipper's threads run (0..=19; the
-    /// result is capped at nice 19): shipping is background work, and on a busy machine the
-    /// network cores and the actors, whose latency clients wait for, go first.
-    pub nice: u8,
+    /// Where the shipper's threads stand for the CPU: shipping is background work, and on a
+    /// busy machine the network cores and the actors, whose latency clients wait for, go
+    /// first.
+    pub priority: ShipPriority,
 }
 
-/// `ShipConfig::nice`'s default. Nice 10 gets about a tenth of the CPU time of a nice-0
+/// How the shipper's threads yield the CPU to the server's (`--replica-nice`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShipPriority {
+    /// This many nice steps below the server's own (0..=19; the result is capped at nice 19).
+    /// A niced thread may still run out its time slice when a server thread wakes on its core.
+    Nice(u8),
+    /// Linux's SCHED_IDLE: the threads run only on a core no other thread wants, and a server
+    /// thread that wakes takes the core from them at once, so shipping adds no wait to an
+    /// acknowledgement; on a machine with no idle time at all they fall behind (the lag says
+    /// so) instead of taking their share.
+    Idle,
+}
+
+/// `ShipConfig::priority`'s default. Nice 10 gets about a tenth of the CPU time of a nice-0
 /// thread it competes with, yet is never starved: at 32 agents saturating two cores the
 /// shipper kept up at 10 (docs/benchmarks.md, "Replication overhead: where the cost is").
-pub const SHIP_NICE_DEFAULT: u8 = 10;
+pub const SHIP_PRIORITY_DEFAULT: ShipPriority = ShipPriority::Nice(SHIP_NICE_STEPS_DEFAULT);
+const SHIP_NICE_STEPS_DEFAULT: u8 = 10;
 /// Nice values end at 19 (Linux).
 pub const NICE_MAX: u8 = 19;
 
@@ -96,7 +110,7 @@ impl ShipConfig {
             segment_bytes_max: 64 << 20,
             start_anyway: false,
             advertise: String::new(),
-            nice: SHIP_NICE_DEFAULT,
+            priority: SHIP_PRIORITY_DEFAULT,
         }
     }
 }
@@ -137,13 +151,13 @@ impl Replicator {
         remote: Remote,
         stats: Arc<ReplicationStats>,
     ) -> Result<Replicator, ReplicaError> {
-        let nice = lowered_nice(config.nice);
+        let priority = ThreadPriority::of(config.priority);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             // 15 bytes, all Linux keeps of a thread name: told apart from `ctxstore-replica`.
             .thread_name("ctxstore-rep-io")
             .max_blocking_threads(BLOCKING_THREADS_MAX)
-            .on_thread_start(move || set_thread_nice(nice))
+            .on_thread_start(move || priority.set_for_this_thread())
             .build()
             .map_err(|source| ReplicaError::io("tokio runtime", source))?;
         stats.set_role(ReplicationRole::Primary);
@@ -170,7 +184,7 @@ impl Replicator {
             std::thread::Builder::new()
                 .name("ctxstore-replica".into())
                 .spawn(move || {
-                    set_thread_nice(nice);
+                    priority.set_for_this_thread();
                     runtime.block_on(shipper.run(stopping, wake))
                 })
                 .map_err(|source| ReplicaError::io("ctxstore-replica thread", source))?
@@ -242,17 +256,59 @@ enum UploadKind {
     Base { through: u64 },
 }
 
-/// The nice value `steps` below the calling thread's (the server's), capped at `NICE_MAX`.
-fn lowered_nice(steps: u8) -> i32 {
-    let own = rustix::process::getpriority_process(None).unwrap_or(0);
-    (own + i32::from(steps.min(NICE_MAX))).min(i32::from(NICE_MAX))
+/// `ShipPriority` resolved against the server's own nice value, on the thread that starts the
+/// replicator, for the threads it starts.
+#[derive(Clone, Copy, Debug)]
+enum ThreadPriority {
+    Nice(i32),
+    /// SCHED_IDLE, keeping a nice value below the server's too (the policy ignores it; tools
+    /// that show only nice values show the threads below the server).
+    Idle(i32),
 }
 
-/// Linux keeps a nice value per thread: this sets the calling thread's only. A failure (a
-/// sandbox that forbids it) costs priority, never shipping, so it is logged and ignored.
-fn set_thread_nice(nice: i32) {
-    if let Err(error) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice) {
-        tracing::debug!(%error, nice, "could not lower a replication thread's priority");
+impl ThreadPriority {
+    fn of(priority: ShipPriority) -> ThreadPriority {
+        let below = |steps: u8| {
+            let own = rustix::process::getpriority_process(None).unwrap_or(0);
+            (own + i32::from(steps.min(NICE_MAX))).min(i32::from(NICE_MAX))
+        };
+        match priority {
+            ShipPriority::Nice(steps) => ThreadPriority::Nice(below(steps)),
+            ShipPriority::Idle => ThreadPriority::Idle(below(SHIP_NICE_STEPS_DEFAULT)),
+        }
+    }
+
+    /// Linux keeps a nice value and a scheduling policy per thread: this sets the calling
+    /// thread's only. A failure (a sandbox that forbids it) costs priority, never shipping,
+    /// so it is logged and ignored.
+    fn set_for_this_thread(self) {
+        let nice = match self {
+            ThreadPriority::Nice(nice) => nice,
+            ThreadPriority::Idle(nice) => {
+                use thread_priority::{
+                    NormalThreadSchedulePolicy, ThreadSchedulePolicy,
+                    set_thread_priority_and_policy, thread_native_id,
+                };
+                // SCHED_IDLE takes static priority 0, which `Min` maps to (the crate then
+                // sets a nice value of its own: set ours after it).
+                if let Err(error) = set_thread_priority_and_policy(
+                    thread_native_id(),
+                    thread_priority::ThreadPriority::Min,
+                    ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
+                ) {
+                    tracing::debug!(
+                        ?error,
+                        "could not put a replication thread under SCHED_IDLE"
+                    );
+                }
+                nice
+            }
+        };
+        if let Err(error) =
+            rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice)
+        {
+            tracing::debug!(%error, nice, "could not lower a replication thread's priority");
+        }
     }
 }
 

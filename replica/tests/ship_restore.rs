@@ -19,7 +19,7 @@ use ctxstore_engine::{
 use ctxstore_replica::faulty::{Fault, FaultyStore};
 use ctxstore_replica::restore::{RestorePoint, restore};
 use ctxstore_replica::stats::ReplicationState;
-use ctxstore_replica::{Remote, ReplicaError, Replicator, S3Settings, ShipConfig};
+use ctxstore_replica::{Remote, ReplicaError, Replicator, S3Settings, ShipConfig, ShipPriority};
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     pollster::block_on(future)
@@ -533,21 +533,34 @@ fn retention_deletes_what_no_kept_point_reads_and_the_latest_point_still_restore
     assert!(!gone.join("ctxstore.meta").exists());
 }
 
-/// The nice value of each thread of this process named `name` (Linux keeps 15 bytes of it).
-fn thread_nices(name: &str) -> Vec<i32> {
-    let mut nices = Vec::new();
+/// Field `field` (numbered as in proc(5)'s /proc/pid/stat) of each thread of this process
+/// named `name` (Linux keeps 15 bytes of it).
+fn thread_stat_fields(name: &str, field: usize) -> Vec<i32> {
+    let mut values = Vec::new();
     for task in std::fs::read_dir("/proc/self/task").unwrap() {
         let stat = std::fs::read_to_string(task.unwrap().path().join("stat")).unwrap();
         let open = stat.find('(').unwrap();
         let close = stat.rfind(')').unwrap();
-        // Field 19 of proc(5) is the nice value; fields after the name start at field 3.
+        // The fields after the name start at field 3.
         let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
         if &stat[open + 1..close] == name {
-            nices.push(fields[16].parse().unwrap());
+            values.push(fields[field - 3].parse().unwrap());
         }
     }
-    nices
+    values
 }
+
+/// The nice value (field 19) of each thread named `name`.
+fn thread_nices(name: &str) -> Vec<i32> {
+    thread_stat_fields(name, 19)
+}
+
+/// Linux's scheduling policy (field 41; 5 is SCHED_IDLE) of each thread named `name`.
+fn thread_policies(name: &str) -> Vec<i32> {
+    thread_stat_fields(name, 41)
+}
+
+const SCHED_IDLE: i32 = 5;
 
 #[test]
 fn the_shippers_threads_run_the_configured_steps_below_the_server() {
@@ -556,7 +569,7 @@ fn the_shippers_threads_run_the_configured_steps_below_the_server() {
     let me = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
     let own = thread_nices(me.trim_end()).into_iter().min().unwrap();
     let mut config = ship_config(&s.url);
-    config.nice = 7;
+    config.priority = ShipPriority::Nice(7);
     let replicator = Replicator::start(engine.clone(), config).unwrap();
     let context = block_on(engine.create_context()).unwrap().context_id;
     append(&engine, context, &noise(1, 4096));
@@ -581,6 +594,32 @@ fn the_shippers_threads_run_the_configured_steps_below_the_server() {
             "a replication thread at nice {nice}, not below {own}"
         );
     }
+    replicator.stop();
+    engine.shutdown();
+}
+
+#[test]
+fn idle_puts_the_shippers_threads_under_sched_idle() {
+    let s = setup();
+    let engine = Engine::open(engine_config(&s.data)).unwrap();
+    let mut config = ship_config(&s.url);
+    config.priority = ShipPriority::Idle;
+    let replicator = Replicator::start(engine.clone(), config).unwrap();
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    append(&engine, context, &noise(1, 4096));
+    // Shipping goes on under SCHED_IDLE (this test's machine has idle time between tests).
+    wait_shipped(&replicator);
+    // Other tests of this binary run replicators at the same time (at nice steps, policy 0):
+    // this one's are the SCHED_IDLE ones, its blocking threads (a file:// target's I/O) too.
+    let shippers = thread_policies("ctxstore-replic");
+    assert!(shippers.contains(&SCHED_IDLE), "{shippers:?}");
+    let io = thread_policies("ctxstore-rep-io");
+    assert!(io.contains(&SCHED_IDLE), "{io:?}");
+    let me = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+    assert!(
+        !thread_policies(me.trim_end()).contains(&SCHED_IDLE),
+        "only the replicator's threads change policy"
+    );
     replicator.stop();
     engine.shutdown();
 }

@@ -349,11 +349,12 @@ struct ServeArgs {
     /// The most bytes one segment carries (`64MiB`); a larger backlog ships as several.
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     replica_segment_bytes_max: u64,
-    /// How many nice steps below the server's own the shipper's threads run (`10`; 0..=19,
-    /// capped at nice 19): shipping never competes with acknowledgements for the CPU.
-    #[arg(long, default_value_t = ctxstore_replica::ship::SHIP_NICE_DEFAULT,
-          value_parser = clap::value_parser!(u8).range(0..=19))]
-    replica_nice: u8,
+    /// How the shipper's threads yield the CPU to the server's: N nice steps below the
+    /// server's own (`10`; 0..=19, capped at nice 19), or `idle` (Linux's SCHED_IDLE: they run
+    /// only on an otherwise idle core and give it up at once when a server thread wakes; on a
+    /// machine without idle time they fall behind, which the lag shows).
+    #[arg(long, default_value = "10", value_name = "N|idle", value_parser = parse_ship_priority)]
+    replica_nice: ctxstore_replica::ShipPriority,
     #[command(flatten)]
     replica_s3: S3Args,
     /// Payloads longer than this are stored as content-defined chunks plus a manifest, so a
@@ -804,6 +805,20 @@ fn parse_size_u32(text: &str) -> Result<u32, String> {
 
 /// A byte count with the units of `parse_rate` (`32MiB`, `200MB`, plain bytes), or
 /// `off` / `0`.
+fn parse_ship_priority(text: &str) -> Result<ctxstore_replica::ShipPriority, String> {
+    if text == "idle" {
+        return Ok(ctxstore_replica::ShipPriority::Idle);
+    }
+    match text.parse::<u8>() {
+        Ok(steps) if steps <= ctxstore_replica::ship::NICE_MAX => {
+            Ok(ctxstore_replica::ShipPriority::Nice(steps))
+        }
+        _ => Err(format!(
+            "{text:?} is neither a number of nice steps (0..=19) nor `idle`"
+        )),
+    }
+}
+
 fn parse_size(text: &str) -> Result<u64, String> {
     parse_rate(text).map_err(|_| format!("{text:?} is not a byte count (e.g. 512MiB, 2GiB, off)"))
 }
@@ -978,7 +993,7 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
             (!args.replica_retention.is_zero()).then_some(args.replica_retention);
         replication.segment_bytes_max = args.replica_segment_bytes_max;
         replication.start_anyway = args.replicate_start_anyway;
-        replication.nice = args.replica_nice;
+        replication.priority = args.replica_nice;
         replication.advertise = advertise.clone();
         config.replication = Some(replication);
     }
@@ -989,7 +1004,7 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
         ship.interval = args.replicate_interval;
         ship.retention = (!args.replica_retention.is_zero()).then_some(args.replica_retention);
         ship.segment_bytes_max = args.replica_segment_bytes_max;
-        ship.nice = args.replica_nice;
+        ship.priority = args.replica_nice;
         ship.advertise = advertise;
         config.engine.follower = true;
         config.follow = Some(ctxstore_replica::FollowConfig {
@@ -1101,6 +1116,23 @@ mod tests {
         assert_eq!(parse_size("off"), Ok(0));
         let error = parse_size("lots").unwrap_err();
         assert!(error.contains("not a byte count"), "{error}");
+    }
+
+    #[test]
+    fn replica_nice_takes_steps_or_idle() {
+        use ctxstore_replica::ShipPriority;
+        assert_eq!(parse_ship_priority("0"), Ok(ShipPriority::Nice(0)));
+        assert_eq!(parse_ship_priority("19"), Ok(ShipPriority::Nice(19)));
+        assert_eq!(parse_ship_priority("idle"), Ok(ShipPriority::Idle));
+        for bad in ["20", "-1", "", "IDLE", "nice"] {
+            let error = parse_ship_priority(bad).unwrap_err();
+            assert!(error.contains("0..=19"), "{bad:?}: {error}");
+        }
+        let default = Cli::try_parse_from(["ctxstore-server"]).unwrap();
+        assert_eq!(
+            default.serve.replica_nice,
+            ctxstore_replica::ship::SHIP_PRIORITY_DEFAULT
+        );
     }
 
     #[test]
