@@ -274,16 +274,7 @@ impl Client {
                 length,
                 bytes,
                 ..
-            } => Ok(StreamChunk {
-                state: match state {
-                    StreamStateWire::Open => StreamState::Open,
-                    StreamStateWire::Sealed(turn) => StreamState::Sealed(turn),
-                    StreamStateWire::Aborted => StreamState::Aborted,
-                },
-                offset,
-                length,
-                bytes,
-            }),
+            } => Ok(chunk(state, offset, length, bytes)),
             other => Err(unexpected(other.message_type(), other)),
         }
     }

@@ -114,23 +114,25 @@ impl Dispatcher {
                     .collect();
                 Ok(StreamsResponse::Listed { streams })
             }
-            StreamsRequest::StreamRead {
+            // A follow's frame is the long poll's answer with MORE where it goes on.
+            request @ (StreamsRequest::StreamRead {
                 stream_id,
                 offset,
                 bytes_max,
                 wait_ms,
-            } => {
-                let read = self.read_waiting(stream_id, offset, bytes_max, wait_ms);
-                Ok(read_wire(stream_id, offset, read.await?))
             }
-            StreamsRequest::StreamFollow {
+            | StreamsRequest::StreamFollow {
                 stream_id,
                 offset,
                 bytes_max,
                 wait_ms,
-            } => {
+            }) => {
                 let read = self.read_waiting(stream_id, offset, bytes_max, wait_ms);
-                Ok(pushed(stream_id, offset, read.await?))
+                let read = read.await?;
+                Ok(match request {
+                    StreamsRequest::StreamFollow { .. } => pushed(stream_id, offset, read),
+                    _ => read_wire(stream_id, offset, read),
+                })
             }
             StreamsRequest::Watch {
                 target,
