@@ -87,8 +87,8 @@ run_store() { # store round
     ctxstore-poll) target=(--spawn-server --server-bin "$TARGET/release/ctxstore-server" --stream-read poll) ;;
     ctxstore-before)
       [ -x "$BEFORE" ] || { log "ctxstore-before: set BEFORE to a ctxstore-server binary"; exit 1; }
-      # An older server may not know STREAM_FOLLOW: its readers long-poll.
-      target=(--spawn-server --server-bin "$BEFORE" --stream-read poll) ;;
+      # A server older than STREAM_FOLLOW (issue 32) needs READ=poll.
+      target=(--spawn-server --server-bin "$BEFORE" --stream-read "$READ") ;;
     redis-always) start_redis always; target=(--backend redis --peer "redis://127.0.0.1:$REDIS_PORT") ;;
     redis-everysec) start_redis everysec; target=(--backend redis --peer "redis://127.0.0.1:$REDIS_PORT") ;;
     *) log "unknown store $store (ctxstore, ctxstore-poll, ctxstore-before, redis-always, redis-everysec)"; exit 1 ;;
