@@ -7,6 +7,13 @@
 #   ROUNDS=1 DURATION=5s benches/streams.sh      # shorter
 #   STREAMS=100 RATE=40 STORES="ctxstore redis-always" benches/streams.sh
 #   BEFORE=/path/to/old/ctxstore-server benches/streams.sh   # + that server as "ctxstore-before"
+#   READ=poll benches/streams.sh                 # ctxstore's readers long-poll (default push)
+#   STORES="ctxstore ctxstore-poll" benches/streams.sh       # push and poll readers, alternated
+#
+# READ is how ctxstore's readers read (`ctxstore-loadgen --stream-read`, issue 32): push, one
+# STREAM_FOLLOW per stream, the server pushing each acknowledged delta; or poll, one STREAM_READ
+# long poll per delivery. The store "ctxstore-poll" is ctxstore with poll readers whatever READ
+# says, so that one run compares them. Redis readers XREAD BLOCK either way.
 #
 # Each round runs every store once, in turn (ctxstore, redis-always, redis-everysec; the next
 # round the same order), each alone on the machine, on a fresh store in a temporary directory:
@@ -26,6 +33,7 @@ DELTAS=${DELTAS:-500}
 CONNECTIONS=${CONNECTIONS:-16}
 DURATION=${DURATION:-20s}
 WARMUP=${WARMUP:-3s}
+READ=${READ:-push}
 # A ctxstore-server binary built from another commit (a copy: the build below replaces this
 # tree's), run as the store "ctxstore-before" with the same load generator: a same-run
 # before/after.
@@ -56,7 +64,7 @@ describe_machine() {
     echo "disk: $(df -T "$WORK" | awk 'NR==2 {print $1, $2}')"
     echo "redis: $(redis-server --version | awk '{print $3}')"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (shared with other engineers' builds)"
-    echo "workload: $STREAMS streams × $RATE deltas/s, sealed after $DELTAS, $CONNECTIONS connections, $DURATION after $WARMUP warm-up"
+    echo "workload: $STREAMS streams × $RATE deltas/s, sealed after $DELTAS, $CONNECTIONS connections, $DURATION after $WARMUP warm-up, ctxstore readers: $READ"
   } > "$OUT/machine.txt"
 }
 
@@ -75,13 +83,15 @@ start_redis() { # appendfsync
 run_store() { # store round
   local store=$1 round=$2 target=()
   case "$store" in
-    ctxstore) target=(--spawn-server --server-bin "$TARGET/release/ctxstore-server") ;;
+    ctxstore) target=(--spawn-server --server-bin "$TARGET/release/ctxstore-server" --stream-read "$READ") ;;
+    ctxstore-poll) target=(--spawn-server --server-bin "$TARGET/release/ctxstore-server" --stream-read poll) ;;
     ctxstore-before)
       [ -x "$BEFORE" ] || { log "ctxstore-before: set BEFORE to a ctxstore-server binary"; exit 1; }
-      target=(--spawn-server --server-bin "$BEFORE") ;;
+      # A server older than STREAM_FOLLOW (issue 32) needs READ=poll.
+      target=(--spawn-server --server-bin "$BEFORE" --stream-read "$READ") ;;
     redis-always) start_redis always; target=(--backend redis --peer "redis://127.0.0.1:$REDIS_PORT") ;;
     redis-everysec) start_redis everysec; target=(--backend redis --peer "redis://127.0.0.1:$REDIS_PORT") ;;
-    *) log "unknown store $store (ctxstore, ctxstore-before, redis-always, redis-everysec)"; exit 1 ;;
+    *) log "unknown store $store (ctxstore, ctxstore-poll, ctxstore-before, redis-always, redis-everysec)"; exit 1 ;;
   esac
   log "round $round: $store (load average $(cut -d' ' -f1 /proc/loadavg))"
   # A run that fails (a store that stops answering) is recorded and the others go on.

@@ -10,7 +10,7 @@ import statistics
 import sys
 from pathlib import Path
 
-STORES = ["ctxstore", "ctxstore-before", "redis-always", "redis-everysec"]
+STORES = ["ctxstore", "ctxstore-poll", "ctxstore-before", "redis-always", "redis-everysec"]
 
 
 def figures(report):

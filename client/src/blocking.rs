@@ -8,7 +8,8 @@
 //! name, arguments, documentation and result, run to completion on this client's runtime —
 //! so the two shells cannot drift (decision 0004). What only the blocking client has is here:
 //! `connect` (which builds its runtime), the async client behind it, its overlay view and the
-//! connection's figures.
+//! connection's figures; and `StreamReader`, a stream read to its end (an async value with a
+//! `next`, which the twin macro does not make).
 
 use ctxstore_protocol::ServerLimits;
 
@@ -80,5 +81,45 @@ impl Client {
     /// The overlay view this client's reads ask for (see `set_view`).
     pub fn view(&self) -> Option<u64> {
         self.client.view()
+    }
+}
+
+/// A stream read to its end (the async `StreamReader`: STREAM_FOLLOW, or long polls from an
+/// older server), each `next` run on the client's runtime.
+#[derive(Debug)]
+pub struct StreamReader<'a> {
+    client: &'a Client,
+    reader: crate::calls::StreamReader,
+}
+
+impl Client {
+    /// Reads a stream from `offset` to its end: see the async client's `stream_reader`.
+    pub fn stream_reader(&self, stream_id: u64, offset: u64) -> StreamReader<'_> {
+        StreamReader {
+            client: self,
+            reader: self.client.stream_reader(stream_id, offset),
+        }
+    }
+}
+
+/// The next bytes, or the stream's end, then `None`: see the async `StreamReader`. After an
+/// error the next call follows again from the offset reached.
+impl Iterator for StreamReader<'_> {
+    type Item = Result<crate::StreamChunk, ClientError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.client.runtime.block_on(self.reader.next()).transpose()
+    }
+}
+
+impl StreamReader<'_> {
+    /// Where the next bytes start.
+    pub fn offset(&self) -> u64 {
+        self.reader.offset()
+    }
+
+    /// Whether it reads by STREAM_FOLLOW (else by long polls: the server is older).
+    pub fn pushed(&self) -> bool {
+        self.reader.pushed()
     }
 }

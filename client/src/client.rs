@@ -213,12 +213,42 @@ impl Client {
         timeout: Option<Duration>,
         setting: &'static str,
     ) -> Result<Response, ClientError> {
-        self.check_version(&request)?;
+        let (req_id, frame) = self.frame(&request)?;
         let request_name = request.message_type().name();
-        let connection = &self.shared.connection;
-        let req_id = connection.next_req_id();
+        self.shared
+            .connection
+            .exchange(req_id, frame, request_name, timeout, setting)
+            .await
+    }
+
+    /// Sends a STREAM_FOLLOW: its req_id, and the receiver of its frames (`transport.rs`).
+    pub(crate) fn send_follow(
+        &self,
+        request: Request,
+    ) -> Result<
+        (
+            u64,
+            tokio::sync::mpsc::Receiver<Result<Response, ClientError>>,
+        ),
+        ClientError,
+    > {
+        let (req_id, frame) = self.frame(&request)?;
+        Ok((req_id, self.shared.connection.follow(req_id, frame)?))
+    }
+
+    /// A follow's frames will not be taken any more: later ones find no route.
+    pub(crate) fn forget(&self, req_id: u64) {
+        self.shared.connection.forget(req_id);
+    }
+
+    /// The request's req_id and frame, or why it is not sent: a version this connection does
+    /// not speak, a field the wire cannot carry, a frame over the server's limit.
+    fn frame(&self, request: &Request) -> Result<(u64, Vec<Bytes>), ClientError> {
+        self.check_version(request)?;
+        let request_name = request.message_type().name();
+        let req_id = self.shared.connection.next_req_id();
         // Before a waiter is registered: a request refused here leaves nothing behind.
-        let frame = encode_request_chunks(req_id, &request)?;
+        let frame = encode_request_chunks(req_id, request)?;
         // A frame over the server's limit would be answered with TOO_LARGE and a closed
         // connection, racing our write of the rest of it (a broken pipe): refuse it here.
         let frame_bytes_max = self.server_limits().frame_bytes_max;
@@ -229,9 +259,7 @@ impl Client {
                  {frame_bytes_max} bytes (its --frame-bytes-max)"
             )));
         }
-        connection
-            .exchange(req_id, frame, request_name, timeout, setting)
-            .await
+        Ok((req_id, frame))
     }
 
     /// A request the negotiated version does not have (a newer message, or a frame flag of

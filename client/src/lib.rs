@@ -141,7 +141,10 @@ mod transport;
 pub mod tree;
 mod types;
 
-pub use calls::{NewStream, StreamChunk, StreamInfo, StreamState, Watched};
+pub use calls::{
+    NewStream, STREAM_READER_BYTES_MAX, STREAM_READER_WAIT, StreamChunk, StreamFollow, StreamInfo,
+    StreamReader, StreamState, Watched,
+};
 pub use chunking::{ChunkingConfig, split_into_chunks};
 pub use client::{
     APPEND_BATCH_TURNS_MAX, Client, FIND_PAGE_MAX, KV_TOUCH_KEYS_MAX, LOG_PAGE_MAX, TTL_MS_MAX,

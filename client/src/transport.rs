@@ -4,8 +4,10 @@
 //! answers to their requests by req_id, in whatever order they come, and acknowledges a
 //! half-received answer at once (`ack_now`, `TCP_QUICKACK`, decision 0016). A request waits
 //! for its answer at most its timeout, then forgets it (a late answer is dropped); when the
-//! connection goes, every waiting request fails with the reason. What a request may carry and
-//! which version it needs is the client's (`client.rs`), not the transport's.
+//! connection goes, every waiting request fails with the reason. A STREAM_FOLLOW is answered
+//! by several frames with its req_id (`follow`): its route takes each frame into a bounded
+//! queue and ends at the frame without the flag MORE. What a request may carry and which
+//! version it needs is the client's (`client.rs`), not the transport's.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ctxstore_protocol::{ErrorCode, FrameReader, Response, decode_response};
+use ctxstore_protocol::{ErrorCode, FrameReader, Response, decode_response, frame_flags};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
@@ -22,9 +24,23 @@ use crate::error::ClientError;
 
 type Pending = Mutex<PendingState>;
 
+/// Frames of one follow the reader may hold that its caller has not taken: past them the
+/// reader stops reading the connection (TCP then pushes back on the server, which stops
+/// pushing, decision 0027) rather than hold an unbounded queue.
+pub(crate) const FOLLOW_FRAMES_QUEUED_MAX: usize = 64;
+
+/// Where the answers to a req_id go.
+enum Route {
+    /// One answer.
+    Once(oneshot::Sender<Result<Response, ClientError>>),
+    /// A follow's frames, until the one without MORE (or an ERROR). Dropped when the
+    /// connection goes: the receiver then sees its end.
+    Frames(mpsc::Sender<Result<Response, ClientError>>),
+}
+
 #[derive(Default)]
 struct PendingState {
-    waiting: HashMap<u64, oneshot::Sender<Result<Response, ClientError>>>,
+    waiting: HashMap<u64, Route>,
     /// Set when the connection is gone: new requests fail at once with it.
     closed: Option<String>,
 }
@@ -149,6 +165,25 @@ impl Connection {
         frame: Vec<Bytes>,
     ) -> Result<oneshot::Receiver<Result<Response, ClientError>>, ClientError> {
         let (reply, answer) = oneshot::channel();
+        self.route(req_id, Route::Once(reply), frame)?;
+        Ok(answer)
+    }
+
+    /// Sends the frame of a STREAM_FOLLOW `req_id`: its frames come out of the receiver, the
+    /// last one without MORE (or an ERROR); the receiver ends after it, or with the
+    /// connection. Dropping the receiver forgets the route at the next frame.
+    pub(crate) fn follow(
+        &self,
+        req_id: u64,
+        frame: Vec<Bytes>,
+    ) -> Result<mpsc::Receiver<Result<Response, ClientError>>, ClientError> {
+        let (frames, receiver) = mpsc::channel(FOLLOW_FRAMES_QUEUED_MAX);
+        self.route(req_id, Route::Frames(frames), frame)?;
+        Ok(receiver)
+    }
+
+    /// Registers the route of `req_id`'s answers, then queues its frame for the writer task.
+    fn route(&self, req_id: u64, route: Route, frame: Vec<Bytes>) -> Result<(), ClientError> {
         {
             let mut state = self
                 .pending
@@ -157,16 +192,16 @@ impl Connection {
             if let Some(reason) = &state.closed {
                 return Err(ClientError::Closed(reason.clone()));
             }
-            state.waiting.insert(req_id, reply);
+            state.waiting.insert(req_id, route);
         }
         if self.outgoing.send(frame).is_err() {
             self.forget(req_id);
             return Err(ClientError::Closed("writer stopped".into()));
         }
-        Ok(answer)
+        Ok(())
     }
 
-    fn forget(&self, req_id: u64) {
+    pub(crate) fn forget(&self, req_id: u64) {
         if let Ok(mut state) = self.pending.lock() {
             state.waiting.remove(&req_id);
         }
@@ -182,8 +217,16 @@ fn fail_all(pending: &Pending, reason: String) {
         }
         Err(poisoned) => std::mem::take(&mut poisoned.into_inner().waiting),
     };
-    for (_, waiter) in waiting {
-        let _ = waiter.send(Err(ClientError::Closed(reason.clone())));
+    for (_, route) in waiting {
+        match route {
+            Route::Once(waiter) => {
+                let _ = waiter.send(Err(ClientError::Closed(reason.clone())));
+            }
+            // A follow's queue may be full: its receiver learns the end from the drop.
+            Route::Frames(frames) => {
+                let _ = frames.try_send(Err(ClientError::Closed(reason.clone())));
+            }
+        }
     }
 }
 
@@ -256,7 +299,7 @@ async fn read_frames(
     pending: Arc<Pending>,
     response_bytes_max: u32,
 ) {
-    let mut frames = FrameReader::new(response_bytes_max);
+    let mut frames = FrameReader::for_answers(response_bytes_max);
     let reason = loop {
         loop {
             let (header, body) = match frames.next_frame() {
@@ -269,13 +312,30 @@ async fn read_frames(
             };
             let response = decode_response(&header, body)
                 .map_err(|error| ClientError::Protocol(error.to_string()));
-            let waiter = pending
-                .lock()
-                .ok()
-                .and_then(|mut state| state.waiting.remove(&header.req_id));
-            match (waiter, response) {
-                (Some(waiter), response) => {
+            // MORE (checked by the decoder: only on a follow's frames) keeps the route.
+            let more = response.is_ok() && header.flags & frame_flags::MORE != 0;
+            let route = pending.lock().ok().and_then(|mut state| {
+                match state.waiting.remove(&header.req_id) {
+                    Some(Route::Frames(frames)) if more => {
+                        let kept = frames.clone();
+                        state.waiting.insert(header.req_id, Route::Frames(frames));
+                        Some(Route::Frames(kept))
+                    }
+                    route => route,
+                }
+            });
+            match (route, response) {
+                (Some(Route::Once(waiter)), response) => {
                     let _ = waiter.send(response);
+                }
+                (Some(Route::Frames(frames)), response) => {
+                    // Waits while the caller has FOLLOW_FRAMES_QUEUED_MAX frames untaken.
+                    if frames.send(response).await.is_err() && more {
+                        // The caller dropped the follow: later frames find no route.
+                        if let Ok(mut state) = pending.lock() {
+                            state.waiting.remove(&header.req_id);
+                        }
+                    }
                 }
                 // An ERROR for no request (req_id 0): the server closes; tell everyone why.
                 (None, Ok(Response::Error { code, message, .. })) => {

@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Parser;
 use ctxstore_client::VerifyPayloads;
 use ctxstore_loadgen::backend::BackendKind;
+use ctxstore_loadgen::backend::streams::StreamReadMode;
 use ctxstore_loadgen::driver::{self, LoadConfig, Workload};
 use ctxstore_loadgen::ops::{Mix, Op};
 use ctxstore_loadgen::report::{Report, format_us};
@@ -146,9 +147,15 @@ struct Args {
     /// Streaming workload: longest delta, bytes.
     #[arg(long, default_value_t = 40)]
     delta_bytes_max: usize,
-    /// Streaming workload: longest wait of one read (long poll, XREAD BLOCK), e.g. 5s.
+    /// Streaming workload: longest wait of one read (long poll, XREAD BLOCK), e.g. 5s; with
+    /// --stream-read push, how long a follow waits for a delta before it is sent again.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     stream_read_wait: Duration,
+    /// Streaming workload: how ctxstore's readers read. push: one STREAM_FOLLOW per stream,
+    /// the server pushes each acknowledged delta; poll: one STREAM_READ long poll per
+    /// delivery (issue 32). Redis readers XREAD BLOCK either way.
+    #[arg(long, value_enum, default_value_t = StreamReadArg::Push)]
+    stream_read: StreamReadArg,
     /// Streaming workload: the ctxstore server's process id at --addr, for its CPU time per
     /// delta (--spawn-server knows its own; Redis tells its own).
     #[arg(long, conflicts_with = "spawn_server")]
@@ -185,6 +192,13 @@ enum WorkloadArg {
     Mix,
     Growing,
     Streaming,
+}
+
+/// How `--stream-read` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum StreamReadArg {
+    Push,
+    Poll,
 }
 
 /// The stores `--backend` names.
@@ -298,6 +312,10 @@ fn check_flags(args: &Args) -> anyhow::Result<Workload> {
                     max: args.delta_bytes_max,
                 },
                 read_wait: args.stream_read_wait,
+                read_mode: match args.stream_read {
+                    StreamReadArg::Push => StreamReadMode::Push,
+                    StreamReadArg::Poll => StreamReadMode::Poll,
+                },
                 server_pid: args.server_pid,
             };
             streaming.validate().map_err(anyhow::Error::msg)?;

@@ -11,7 +11,8 @@
 //!   deltas, so that the slots' seals spread evenly over time instead of all falling in the
 //!   same few milliseconds. At the end every open stream is sealed.
 //! - **Readers**: one per slot, told each new StreamID by its writer, reads it from its last
-//!   offset with a wait (ctxstore STREAM_READ long polls; Redis XREAD BLOCK from the last
+//!   offset with a wait (ctxstore: STREAM_FOLLOW, the server pushing each acknowledged delta,
+//!   or with `--stream-read poll` STREAM_READ long polls; Redis XREAD BLOCK from the last
 //!   entry id). It regenerates what the writer sent, so it checks every byte it is delivered
 //!   (each once, in order) and knows each delta's intended time: delivery latency is intended
 //!   send → bytes in the reader's hands. A ctxstore stream sealed before its reader caught up
@@ -31,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::backend::streams::{ReadPosition, StreamEnd};
+use crate::backend::streams::{ReadPosition, StreamEnd, StreamReadMode, StreamReading};
 use crate::backend::{BackendKind, Connection, redis_streams};
 use crate::driver::LoadConfig;
 use crate::ops::Op;
@@ -49,8 +50,10 @@ pub struct StreamingConfig {
     /// A stream is sealed after this many acknowledged deltas, and the next one opened.
     pub deltas_per_stream: u32,
     pub delta_bytes: DeltaBytes,
-    /// Longest wait of one read (a long poll / XREAD BLOCK).
+    /// Longest wait of one read (a long poll / XREAD BLOCK), or of a follow for a delta.
     pub read_wait: Duration,
+    /// How ctxstore's readers read: STREAM_FOLLOW (pushed) or STREAM_READ long polls.
+    pub read_mode: StreamReadMode,
     /// The server process, for its CPU time (a spawned server's, else `--server-pid`; Redis
     /// tells its own).
     pub server_pid: Option<u32>,
@@ -64,6 +67,7 @@ impl Default for StreamingConfig {
             deltas_per_stream: 500,
             delta_bytes: DeltaBytes::default(),
             read_wait: Duration::from_secs(5),
+            read_mode: StreamReadMode::Push,
             server_pid: None,
         }
     }
@@ -93,6 +97,7 @@ impl StreamingConfig {
             "delta_bytes_min": self.delta_bytes.min,
             "delta_bytes_max": self.delta_bytes.max,
             "read_wait_ms": self.read_wait.as_millis() as u64,
+            "stream_read": self.read_mode.name(),
         })
     }
 }
@@ -596,12 +601,14 @@ async fn follow_stream(
     progress: &Progress,
 ) {
     let mut position = ReadPosition::default();
+    let mut reading = StreamReading::new(plan.streaming.read_mode);
     let mut expected = Expected::new(started.first_index);
     // A stream whose reads keep failing is given up after this many, each counted.
     let mut failures_left = 3;
     loop {
+        let wait = plan.streaming.read_wait;
         let read = match connection
-            .stream_read(started.stream_id, &position, plan.streaming.read_wait)
+            .stream_read(&mut reading, started.stream_id, &position, wait)
             .await
         {
             Ok(read) => read,

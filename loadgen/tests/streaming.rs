@@ -11,6 +11,17 @@ use common::{LOADGEN, report_of, server_binary};
 
 #[test]
 fn every_delta_reaches_its_reader_once_and_the_collection_drops_the_deltas() {
+    every_delta_reaches_its_reader_once("push");
+}
+
+/// The same with readers that long-poll (STREAM_READ) instead of following (STREAM_FOLLOW).
+#[test]
+fn every_delta_reaches_its_polling_reader_once() {
+    every_delta_reaches_its_reader_once("poll");
+}
+
+/// The run with readers that read as `--stream-read` says.
+fn every_delta_reaches_its_reader_once(read: &str) {
     let dir = tempfile::tempdir().unwrap();
     let report_path = dir.path().join("report.json");
     let (streams, deltas_per_stream) = (12u64, 40u64);
@@ -20,6 +31,7 @@ fn every_delta_reaches_its_reader_once_and_the_collection_drops_the_deltas() {
         // Compact the log whatever the dead records weigh: this run's are a few hundred KB.
         .arg("--server-arg=--gc-log-dead-bytes-min=0")
         .args(["--workload", "streaming", "--streams", &streams.to_string()])
+        .args(["--stream-read", read])
         .args([
             "--stream-rate",
             "50",
@@ -46,6 +58,7 @@ fn every_delta_reaches_its_reader_once_and_the_collection_drops_the_deltas() {
     let (report, stdout) = report_of(&output, &report_path);
     let streaming = &report["streaming"];
     let count = |key: &str| streaming[key].as_u64().unwrap();
+    assert_eq!(report["config"]["streaming"]["stream_read"], read);
 
     // 12 streams × 50/s × 4 s (warm-up included) = 2,400 deltas scheduled; a loaded machine
     // may fall behind, never ahead.

@@ -5,7 +5,7 @@
 //!      0    4 len       body bytes that follow the header
 //!      4    2 msg_type  see `message::MessageType`
 //!      6    2 flags     0 in protocol version 1; version 2 defines bit 0, CTX_BY_NAME, and
-//!                       bit 1, OVERLAYS
+//!                       bit 1, OVERLAYS; version 3 bit 2, MORE (answers only)
 //!                       (`message::frame_flags`); unknown bits are BAD_FRAME
 //!      8    8 req_id    chosen by the client; the response carries the same value
 //! ```
@@ -70,13 +70,27 @@ impl FrameError {
 pub struct FrameReader {
     buffer: BytesMut,
     frame_bytes_max: u32,
+    /// The flag bits a frame may carry: a request's (`frame_flags::KNOWN`) or an answer's
+    /// (`frame_flags::ANSWER_KNOWN`); any other bit is `FrameError::BadFlags`.
+    flags_known: u16,
 }
 
 impl FrameReader {
+    /// A reader of requests (a server's).
     pub fn new(frame_bytes_max: u32) -> Self {
         FrameReader {
             buffer: BytesMut::with_capacity(64 * 1024),
             frame_bytes_max: frame_bytes_max.min(FRAME_BYTES_LIMIT),
+            flags_known: frame_flags::KNOWN,
+        }
+    }
+
+    /// A reader of answers (a client's): their frames may also carry MORE (STREAM_FOLLOW's
+    /// frames, version 3).
+    pub fn for_answers(frame_bytes_max: u32) -> Self {
+        FrameReader {
+            flags_known: frame_flags::ANSWER_KNOWN,
+            ..FrameReader::new(frame_bytes_max)
         }
     }
 
@@ -133,7 +147,7 @@ impl FrameReader {
         }
         // Which messages may carry which flag is the decoder's business (it knows the type);
         // bits no version defines are refused here, from the header alone.
-        if header.flags & !frame_flags::KNOWN != 0 {
+        if header.flags & !self.flags_known != 0 {
             return Err(FrameError::BadFlags {
                 flags: header.flags,
                 req_id: header.req_id,
@@ -218,6 +232,46 @@ mod tests {
             Err(FrameError::BadFlags {
                 flags: 4,
                 req_id: 3
+            })
+        );
+    }
+
+    #[test]
+    fn answers_may_say_more_and_requests_may_not() {
+        let more = FrameHeader {
+            len: 0,
+            msg_type: 0x8038,
+            flags: frame_flags::MORE,
+            req_id: 5,
+        }
+        .encode();
+        let mut answers = FrameReader::for_answers(100);
+        answers.buffer().extend_from_slice(&more);
+        let (header, body) = answers.next_frame().unwrap().unwrap();
+        assert_eq!(
+            (header.flags, header.req_id, body.len()),
+            (frame_flags::MORE, 5, 0)
+        );
+        let mut requests = FrameReader::new(100);
+        requests.buffer().extend_from_slice(&more);
+        assert_eq!(
+            requests.next_frame(),
+            Err(FrameError::BadFlags {
+                flags: frame_flags::MORE,
+                req_id: 5
+            })
+        );
+        let unknown = FrameHeader {
+            flags: 1 << 3,
+            ..FrameHeader::decode(&more)
+        };
+        let mut answers = FrameReader::for_answers(100);
+        answers.buffer().extend_from_slice(&unknown.encode());
+        assert_eq!(
+            answers.next_frame(),
+            Err(FrameError::BadFlags {
+                flags: 1 << 3,
+                req_id: 5
             })
         );
     }

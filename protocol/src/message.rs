@@ -73,13 +73,15 @@ pub enum MessageType {
     Watch = 0x0036,
     // Version 3, replication's figures (issue 31, decision 0019).
     ReplicationStats = 0x0037,
+    // Version 3, push reads of streams (issue 32, decision 0027).
+    StreamFollow = 0x0038,
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 51] = [
+    pub const ALL: [MessageType; 52] = [
         MessageType::Hello,
         MessageType::Ping,
         MessageType::CtxCreate,
@@ -131,6 +133,7 @@ impl MessageType {
         MessageType::StreamRead,
         MessageType::Watch,
         MessageType::ReplicationStats,
+        MessageType::StreamFollow,
     ];
 
     pub fn code(self) -> u16 {
@@ -200,6 +203,7 @@ impl MessageType {
             MessageType::StreamRead => "STREAM_READ",
             MessageType::Watch => "WATCH",
             MessageType::ReplicationStats => "REPLICATION_STATS",
+            MessageType::StreamFollow => "STREAM_FOLLOW",
         }
     }
 
@@ -251,7 +255,14 @@ pub mod frame_flags {
     /// with `u64 as_of` (0: the latest view). On its answer: the body ends with `u32 count`
     /// and one OVERLAY (16 bytes) per TURN of the answer, in order.
     pub const OVERLAYS: u16 = 1 << 1;
+    /// More frames answer this req_id (version 3, answers only): every STREAM_FOLLOW answer
+    /// frame but the last (docs/protocol.md#stream_follow). A request carrying it is refused.
+    pub const MORE: u16 = 1 << 2;
+    /// The bits a request may carry (a `FrameReader` of requests refuses any other).
     pub const KNOWN: u16 = CTX_BY_NAME | OVERLAYS;
+    /// The bits an answer frame may carry (`FrameReader::for_answers`; which answer may
+    /// carry which is `decode_response`'s to check).
+    pub const ANSWER_KNOWN: u16 = KNOWN | MORE;
 }
 
 /// Bits of an OVERLAY's `overlay_flags`.

@@ -1562,3 +1562,132 @@ fn a_zstd_payload_needs_version_3() {
     assert!(decode_request_as(2, &header, body.clone()).is_err());
     assert!(decode_request_as(3, &header, body).is_ok());
 }
+
+/// STREAM_FOLLOW (version 3, issue 32): a push read of a stream, in a file of its own (no
+/// other language's client reads it yet; they pick their golden files by name).
+fn vectors_v3_follow() -> Vec<Vector> {
+    use Frame::{Request as Q, Response as R};
+    vec![
+        (
+            "stream_follow",
+            50,
+            Q(Request::Streams(StreamsRequest::StreamFollow {
+                stream_id: 57,
+                offset: 5,
+                bytes_max: 64 * 1024,
+                wait_ms: 30_000,
+            })),
+            "STREAM_FOLLOW of stream 57 from offset 5, 64 KiB a frame at most, ending after 30 s without a delta",
+        ),
+        (
+            "stream_pushed_more",
+            50,
+            R(Response::Streams(StreamsResponse::Pushed {
+                more: true,
+                stream_id: 57,
+                state: StreamStateWire::Open,
+                offset: 5,
+                length: 12,
+                bytes: Bytes::from_static(b", world"),
+            })),
+            "STREAM_FOLLOW frame with MORE (flags 0x0004): open, bytes 5..12 of 12; more frames follow from 12",
+        ),
+        (
+            "stream_pushed_sealed",
+            50,
+            R(Response::Streams(StreamsResponse::Pushed {
+                more: false,
+                stream_id: 57,
+                state: StreamStateWire::Sealed(42),
+                offset: 12,
+                length: 0,
+                bytes: Bytes::new(),
+            })),
+            "STREAM_FOLLOW last frame (no MORE): sealed into turn 42 (read the turn)",
+        ),
+        (
+            "stream_pushed_idle",
+            51,
+            R(Response::Streams(StreamsResponse::Pushed {
+                more: false,
+                stream_id: 58,
+                state: StreamStateWire::Open,
+                offset: 12,
+                length: 12,
+                bytes: Bytes::new(),
+            })),
+            "STREAM_FOLLOW last frame (no MORE): open, no delta for wait_ms; follow again from offset 12",
+        ),
+        (
+            "error_follow_not_found",
+            52,
+            R(Response::Error {
+                code: ErrorCode::NotFound,
+                detail: 0,
+                message: "stream 59 not found".into(),
+            }),
+            "ERROR NOT_FOUND: the last (and only) answer to a STREAM_FOLLOW of an unknown stream",
+        ),
+    ]
+}
+
+#[test]
+fn golden_vectors_v3_follow_decode_and_reencode_byte_exactly() {
+    check_golden(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden-v3-follow.txt"),
+        3,
+        vectors_v3_follow(),
+    );
+}
+
+#[test]
+fn stream_follow_is_unknown_to_a_version_2_connection() {
+    let (_, req_id, frame, _) = &vectors_v3_follow()[0];
+    let bytes = encode(*req_id, frame);
+    let mut header = [0u8; HEADER_BYTES];
+    header.copy_from_slice(&bytes[..HEADER_BYTES]);
+    let header = FrameHeader::decode(&header);
+    let body = Bytes::copy_from_slice(&bytes[HEADER_BYTES..]);
+    assert_eq!(
+        decode_request_as(2, &header, body.clone()),
+        Err(DecodeError::UnknownMessage(0x0038))
+    );
+    assert!(decode_request_as(3, &header, body).is_ok());
+}
+
+/// MORE belongs to STREAM_FOLLOW's frames, and only to those that end nothing: on any other
+/// answer, on an ended stream's frame or on an empty one it is refused, never taken.
+#[test]
+fn more_is_refused_where_it_cannot_be() {
+    fn flagged(frame: &Frame, req_id: u64, flags: u16) -> Result<Response, DecodeError> {
+        let bytes = encode(req_id, frame);
+        let mut header = [0u8; HEADER_BYTES];
+        header.copy_from_slice(&bytes[..HEADER_BYTES]);
+        let mut header = FrameHeader::decode(&header);
+        header.flags = flags;
+        decode_response(&header, Bytes::copy_from_slice(&bytes[HEADER_BYTES..]))
+    }
+    let vectors = vectors_v3_follow();
+    let (_, _, more, _) = &vectors[1];
+    let Frame::Response(Response::Streams(StreamsResponse::Pushed { bytes, .. })) = more else {
+        panic!("the second vector is a frame with MORE");
+    };
+    assert_eq!(bytes.as_ref(), b", world");
+    // The same body as a STREAM_READ answer: MORE is not its flag.
+    let read = Frame::Response(Response::Streams(StreamsResponse::Read {
+        stream_id: 57,
+        state: StreamStateWire::Open,
+        offset: 5,
+        length: 12,
+        bytes: bytes.clone(),
+    }));
+    assert!(flagged(&read, 1, 0).is_ok());
+    assert!(flagged(&read, 1, frame_flags::MORE).is_err());
+    for (name, req_id, frame, _) in &vectors[2..4] {
+        assert!(flagged(frame, *req_id, 0).is_ok(), "{name}");
+        assert!(
+            flagged(frame, *req_id, frame_flags::MORE).is_err(),
+            "{name}: a frame that ends the follow cannot say MORE"
+        );
+    }
+}

@@ -1,6 +1,6 @@
 //! `stream`, `streams`, `stream-read` (protocol version 3, issue 32): stdin into a turn as it
-//! arrives, a context's open streams, a stream's bytes from an offset (followed with long
-//! polls until it ends).
+//! arrives, a context's open streams, a stream's bytes from an offset (followed until it ends:
+//! pushed by STREAM_FOLLOW, or long polls from an older server).
 
 use std::io::Read;
 use std::time::Duration;
@@ -82,17 +82,23 @@ pub(crate) fn streams(client: &Client, out: &Output, command: &Command) -> anyho
             from,
             follow,
         } => {
+            if *follow {
+                // Pushed (STREAM_FOLLOW), or long polls from a server older than it.
+                for chunk in client.stream_reader(*stream, *from) {
+                    write_stdout(&chunk?.bytes)?;
+                }
+                return Ok(());
+            }
             let mut offset = *from;
             loop {
-                let wait = follow.then_some(FOLLOW_WAIT);
-                let chunk = client.read_stream(*stream, offset, READ_BYTES_MAX, wait)?;
+                let chunk = client.read_stream(*stream, offset, READ_BYTES_MAX, None)?;
                 if !chunk.bytes.is_empty() {
                     write_stdout(&chunk.bytes)?;
                     offset += chunk.bytes.len() as u64;
                 }
                 let caught_up = chunk.bytes.is_empty() || offset >= chunk.length;
                 match chunk.state {
-                    StreamState::Open if *follow || !caught_up => {}
+                    StreamState::Open if !caught_up => {}
                     _ => return Ok(()),
                 }
             }

@@ -15,4 +15,7 @@ mod reads;
 mod retention;
 mod streams;
 
-pub use streams::{NewStream, StreamChunk, StreamInfo, StreamState, Watched};
+pub use streams::{
+    NewStream, STREAM_READER_BYTES_MAX, STREAM_READER_WAIT, StreamChunk, StreamFollow, StreamInfo,
+    StreamReader, StreamState, Watched,
+};

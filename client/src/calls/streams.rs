@@ -3,15 +3,17 @@
 //! stream's new length); `seal_stream` (one ordinary turn; CONFLICT on a stale expected head
 //! keeps the stream open) or `abort_stream`; `open_streams` lists a context's open streams;
 //! `read_stream` reads from an offset, with a wait a long poll: a reader that resumes with
-//! its last offset gets every byte exactly once, in order.
+//! its last offset gets every byte exactly once, in order. `follow_stream` (STREAM_FOLLOW)
+//! has the server push the bytes as they become durable, frame by frame (`StreamFollow`);
+//! `stream_reader` reads to the end by follows, or by long polls from an older server.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::{
-    ContextRef, ExtrasWire, ParentWire, StreamInfoWire, StreamStateWire, StreamsRequest,
-    StreamsResponse, WatchEventWire, WatchTargetWire,
+    ContextRef, ErrorCode, ExtrasWire, MessageType, ParentWire, Response, StreamInfoWire,
+    StreamStateWire, StreamsRequest, StreamsResponse, WatchEventWire, WatchTargetWire,
 };
 
 use crate::client::{Client, unexpected};
@@ -272,16 +274,7 @@ impl Client {
                 length,
                 bytes,
                 ..
-            } => Ok(StreamChunk {
-                state: match state {
-                    StreamStateWire::Open => StreamState::Open,
-                    StreamStateWire::Sealed(turn) => StreamState::Sealed(turn),
-                    StreamStateWire::Aborted => StreamState::Aborted,
-                },
-                offset,
-                length,
-                bytes,
-            }),
+            } => Ok(chunk(state, offset, length, bytes)),
             other => Err(unexpected(other.message_type(), other)),
         }
     }
@@ -302,5 +295,257 @@ impl Client {
             .map(|timeout| timeout + Duration::from_millis(u64::from(wait_ms)));
         self.call_within(request, timeout, "ClientConfig::request_timeout")
             .await
+    }
+}
+
+/// Bytes one frame of a `StreamReader`'s follow (or one of its long polls) asks for at most.
+pub const STREAM_READER_BYTES_MAX: u32 = 1024 * 1024;
+
+/// The chunk of a STREAM_READ answer or a STREAM_FOLLOW frame.
+fn chunk(state: StreamStateWire, offset: u64, length: u64, bytes: Bytes) -> StreamChunk {
+    StreamChunk {
+        state: match state {
+            StreamStateWire::Open => StreamState::Open,
+            StreamStateWire::Sealed(turn) => StreamState::Sealed(turn),
+            StreamStateWire::Aborted => StreamState::Aborted,
+        },
+        offset,
+        length,
+        bytes,
+    }
+}
+
+/// One STREAM_FOLLOW (protocol version 3, docs/protocol.md#stream_follow-0x0038): its frames
+/// as the server pushes them (`next`), each starting where the previous ended. The last one
+/// is the stream's end (sealed, aborted), or an open chunk (nothing new for the wait, or the
+/// server closed the connection): follow again from its end. `StreamReader` does that.
+/// Dropping it forgets the follow (the server ends it at its wait at the latest).
+#[derive(Debug)]
+pub struct StreamFollow {
+    client: Client,
+    req_id: u64,
+    frames: tokio::sync::mpsc::Receiver<Result<Response, ClientError>>,
+    /// How long one frame may take: the wait, plus the request timeout.
+    frame_timeout: Option<Duration>,
+    /// Where the next frame starts.
+    offset: u64,
+    done: bool,
+}
+
+impl Drop for StreamFollow {
+    fn drop(&mut self) {
+        if !self.done {
+            self.client.forget(self.req_id);
+        }
+    }
+}
+
+impl StreamFollow {
+    /// The next frame, `Ok(None)` after the last one. An ERROR is the last frame too
+    /// (`ClientError::Server`: NOT_FOUND for an unknown stream, UNKNOWN_MESSAGE from a server
+    /// older than STREAM_FOLLOW).
+    pub async fn next(&mut self) -> Result<Option<StreamChunk>, ClientError> {
+        if self.done {
+            return Ok(None);
+        }
+        let frame = match self.frame_timeout {
+            None => self.frames.recv().await,
+            Some(timeout) => match tokio::time::timeout(timeout, self.frames.recv()).await {
+                Ok(frame) => frame,
+                Err(_) => {
+                    self.done = true;
+                    self.client.forget(self.req_id);
+                    return Err(ClientError::Timeout {
+                        request: MessageType::StreamFollow.name(),
+                        timeout,
+                        setting: "ClientConfig::request_timeout",
+                    });
+                }
+            },
+        };
+        let frame = frame.unwrap_or_else(|| Err(ClientError::Closed("connection lost".into())));
+        let (more, chunk) = match frame {
+            Ok(Response::Streams(StreamsResponse::Pushed {
+                more,
+                state,
+                offset,
+                length,
+                bytes,
+                ..
+            })) => (more, chunk(state, offset, length, bytes)),
+            Ok(Response::Error {
+                code,
+                detail,
+                message,
+            }) => {
+                self.done = true;
+                return Err(ClientError::Server {
+                    code,
+                    detail,
+                    message,
+                });
+            }
+            Ok(other) => {
+                self.done = true;
+                return Err(unexpected(MessageType::StreamFollow, other));
+            }
+            Err(error) => {
+                self.done = true;
+                return Err(error);
+            }
+        };
+        if chunk.offset != self.offset {
+            self.done = true;
+            return Err(ClientError::Protocol(format!(
+                "STREAM_FOLLOW frame at offset {} where {} was due",
+                chunk.offset, self.offset
+            )));
+        }
+        self.offset += chunk.bytes.len() as u64;
+        self.done = !more;
+        Ok(Some(chunk))
+    }
+}
+
+impl Client {
+    /// Follows a stream from `offset` (STREAM_FOLLOW, protocol version 3): the server pushes
+    /// its bytes as they become durable, up to `bytes_max` a frame, until the stream ends or
+    /// nothing new came for `wait` (at most 60 s; the server may cut it shorter). One request
+    /// per stream where a long-polling reader (`read_stream`) sends one per delta.
+    pub fn follow_stream(
+        &self,
+        stream_id: u64,
+        offset: u64,
+        bytes_max: u32,
+        wait: Duration,
+    ) -> Result<StreamFollow, ClientError> {
+        let wait_ms = wait.as_millis().min(60_000) as u32;
+        let request = StreamsRequest::StreamFollow {
+            stream_id,
+            offset,
+            bytes_max,
+            wait_ms,
+        };
+        let (req_id, frames) = self.send_follow(request.into())?;
+        Ok(StreamFollow {
+            client: self.clone(),
+            req_id,
+            frames,
+            frame_timeout: self
+                .shared
+                .config
+                .request_timeout
+                .map(|timeout| timeout + Duration::from_millis(u64::from(wait_ms))),
+            offset,
+            done: false,
+        })
+    }
+
+    /// Reads a stream from `offset` to its end (`StreamReader`): pushed (STREAM_FOLLOW), or
+    /// with long polls (STREAM_READ) from a server that does not know STREAM_FOLLOW.
+    pub fn stream_reader(&self, stream_id: u64, offset: u64) -> StreamReader {
+        StreamReader {
+            client: self.clone(),
+            stream_id,
+            offset,
+            wait: STREAM_READER_WAIT,
+            push: true,
+            follow: None,
+            ended: false,
+        }
+    }
+}
+
+/// How long one follow (or long poll) of a `StreamReader` waits for a delta before asking
+/// again.
+pub const STREAM_READER_WAIT: Duration = Duration::from_secs(30);
+
+/// A stream read from an offset until it ends: STREAM_FOLLOW followed again after each
+/// frame that ends it open; a server that answers UNKNOWN_MESSAGE (older than STREAM_FOLLOW)
+/// is long-polled with STREAM_READ instead. Every byte exactly once, in order: the offset
+/// moves only with a chunk.
+#[derive(Debug)]
+pub struct StreamReader {
+    client: Client,
+    stream_id: u64,
+    offset: u64,
+    wait: Duration,
+    /// STREAM_FOLLOW until the server says it does not know it.
+    push: bool,
+    follow: Option<StreamFollow>,
+    ended: bool,
+}
+
+impl StreamReader {
+    /// Where the next bytes start.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Whether it reads by STREAM_FOLLOW (else by long polls: the server is older).
+    pub fn pushed(&self) -> bool {
+        self.push
+    }
+
+    /// The next bytes (a chunk that holds some), or the stream's end (a chunk sealed or
+    /// aborted, no bytes; the rest of a sealed stream is its turn's payload), then `Ok(None)`.
+    pub async fn next(&mut self) -> Result<Option<StreamChunk>, ClientError> {
+        while !self.ended {
+            let chunk = if self.push {
+                let follow = match &mut self.follow {
+                    Some(follow) => follow,
+                    None => self.follow.insert(self.client.follow_stream(
+                        self.stream_id,
+                        self.offset,
+                        STREAM_READER_BYTES_MAX,
+                        self.wait,
+                    )?),
+                };
+                match follow.next().await {
+                    Ok(Some(chunk)) => chunk,
+                    // The follow ended open: follow again from here.
+                    Ok(None) => {
+                        self.follow = None;
+                        continue;
+                    }
+                    Err(ClientError::Server {
+                        code: ErrorCode::UnknownMessage,
+                        ..
+                    }) => {
+                        self.push = false;
+                        self.follow = None;
+                        continue;
+                    }
+                    Err(error) => {
+                        self.follow = None;
+                        return Err(error);
+                    }
+                }
+            } else {
+                let (stream_id, offset) = (self.stream_id, self.offset);
+                let wait = Some(self.wait);
+                let chunk = self
+                    .client
+                    .read_stream(stream_id, offset, STREAM_READER_BYTES_MAX, wait)
+                    .await?;
+                if chunk.offset != offset {
+                    return Err(ClientError::Protocol(format!(
+                        "STREAM_READ answered offset {} for {offset}",
+                        chunk.offset
+                    )));
+                }
+                chunk
+            };
+            self.offset += chunk.bytes.len() as u64;
+            if chunk.state != StreamState::Open {
+                self.ended = true;
+                self.follow = None;
+                return Ok(Some(chunk));
+            }
+            if !chunk.bytes.is_empty() {
+                return Ok(Some(chunk));
+            }
+        }
+        Ok(None)
     }
 }

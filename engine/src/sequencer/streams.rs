@@ -44,9 +44,8 @@ pub struct StreamInfo {
 pub(crate) struct OpenStream {
     pub context_id: ContextId,
     pub open: Arc<StreamOpen>,
-    /// The stream's bytes so far: `pieces[i]` starts at `starts[i]`.
-    pub pieces: imbl::Vector<Bytes>,
-    pub starts: imbl::Vector<u64>,
+    /// The stream's bytes so far (`length_bytes` of them).
+    pub bytes: StreamBytes,
     pub length_bytes: u64,
     pub opened_at_unix_ms: u64,
     pub updated_at_unix_ms: u64,
@@ -88,36 +87,104 @@ impl OpenStream {
         }
     }
 
-    /// Up to `bytes_max` bytes from `offset` (an offset past the end reads nothing). A copy
-    /// of at most `bytes_max` bytes: readers page through long streams.
+    /// Up to `bytes_max` bytes from `offset` (an offset past the end reads nothing): a slice
+    /// of the stream's bytes where they lie in one piece, else a copy of at most `bytes_max`
+    /// bytes (readers page through long streams).
     pub fn read(&self, offset: u64, bytes_max: usize) -> Bytes {
         if offset >= self.length_bytes || bytes_max == 0 {
             return Bytes::new();
         }
-        // The piece that holds `offset`: the last one starting at or before it.
-        let first = match self.starts.binary_search(&offset) {
-            Ok(index) => index,
-            Err(index) => index - 1, // index ≥ 1: starts[0] is 0 and offset > 0 here
-        };
         let want = ((self.length_bytes - offset) as usize).min(bytes_max);
+        // Pair of `StreamBytes::push`'s: the bytes are the stream's length.
+        assert_eq!(
+            self.bytes.len(),
+            self.length_bytes,
+            "a stream holds its length"
+        );
+        self.bytes.read(offset, want)
+    }
+}
+
+/// Deltas that a stream's tail holds at most, in bytes, before they become a block.
+const TAIL_BYTES_MAX: usize = 1024;
+
+/// An open stream's bytes as snapshots share them: blocks of deltas (immutable, each at least
+/// the tail's size but the last delta's own) and a tail holding the latest deltas (under
+/// `TAIL_BYTES_MAX` but for one larger delta), replaced whole at each delta. Why a tail: a
+/// delta pushed onto a persistent vector shared with the last published snapshot copies the
+/// vector's last chunk (64 pieces, a refcount each) and the snapshot's drop frees it again —
+/// per delta, and every batch publishes a snapshot; copying a tail of at most 1 KiB costs less,
+/// and a reader near the end gets a slice of it, with no copy.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StreamBytes {
+    blocks: imbl::Vector<Bytes>,
+    /// `block_starts[i]`: where `blocks[i]` starts in the stream.
+    block_starts: imbl::Vector<u64>,
+    tail: Bytes,
+    /// Where the tail starts: the blocks' length.
+    tail_start: u64,
+}
+
+impl StreamBytes {
+    pub fn len(&self) -> u64 {
+        self.tail_start + self.tail.len() as u64
+    }
+
+    /// Appends a delta.
+    fn push(&mut self, delta: &[u8]) {
+        if !self.tail.is_empty() && self.tail.len() + delta.len() > TAIL_BYTES_MAX {
+            let block = std::mem::take(&mut self.tail);
+            self.block_starts.push_back(self.tail_start);
+            self.tail_start += block.len() as u64;
+            self.blocks.push_back(block);
+        }
+        let mut tail = Vec::with_capacity(self.tail.len() + delta.len());
+        tail.extend_from_slice(&self.tail);
+        tail.extend_from_slice(delta);
+        self.tail = Bytes::from(tail);
+    }
+
+    /// `want` (≥ 1) bytes from `offset`, all within the stream: a slice where they lie in one
+    /// block or in the tail (a reader near the end), else a copy.
+    fn read(&self, offset: u64, want: usize) -> Bytes {
+        assert!(
+            want > 0 && offset + want as u64 <= self.len(),
+            "a read of {want} bytes at {offset} within the stream's {}",
+            self.len()
+        );
+        if offset >= self.tail_start {
+            let skip = (offset - self.tail_start) as usize;
+            return self.tail.slice(skip..skip + want);
+        }
+        // The block that holds `offset`: the last one starting at or before it.
+        let first = match self.block_starts.binary_search(&offset) {
+            Ok(index) => index,
+            Err(index) => index - 1, // index ≥ 1: block_starts[0] is 0 and offset > 0 here
+        };
         let mut out = Vec::with_capacity(want);
         let mut at = offset;
-        // Focuses from `first` on: iterating with `skip(first)` would walk every piece
-        // before it, O(stream) for a reader at the end of a long stream.
-        let (mut starts, mut pieces) = (self.starts.focus(), self.pieces.focus());
-        for index in first..self.pieces.len() {
-            let (Some(&start), Some(piece)) = (starts.get(index), pieces.get(index)) else {
+        // Focuses from `first` on: iterating with `skip(first)` would walk every block before
+        // it, O(stream) for a reader at the end of a long stream.
+        let (mut starts, mut blocks) = (self.block_starts.focus(), self.blocks.focus());
+        for index in first..self.blocks.len() {
+            let (Some(&start), Some(block)) = (starts.get(index), blocks.get(index)) else {
                 break;
             };
             let skip = (at - start) as usize;
-            let take = (piece.len() - skip).min(want - out.len());
-            out.extend_from_slice(&piece[skip..skip + take]);
+            let take = (block.len() - skip).min(want - out.len());
+            if take == want {
+                return block.slice(skip..skip + take);
+            }
+            out.extend_from_slice(&block[skip..skip + take]);
             at += take as u64;
             if out.len() == want {
-                break;
+                return Bytes::from(out);
             }
         }
-        assert_eq!(out.len(), want, "pieces cover the stream's length");
+        // The rest is in the tail, from its start.
+        assert_eq!(at, self.tail_start, "the blocks end where the tail starts");
+        let take = want - out.len();
+        out.extend_from_slice(&self.tail[..take]);
         Bytes::from(out)
     }
 }
@@ -229,8 +296,7 @@ impl Streams {
                     OpenStream {
                         context_id,
                         open: Arc::new(open.clone()),
-                        pieces: imbl::Vector::new(),
-                        starts: imbl::Vector::new(),
+                        bytes: StreamBytes::default(),
                         length_bytes: 0,
                         opened_at_unix_ms: at_unix_ms,
                         updated_at_unix_ms: at_unix_ms,
@@ -259,8 +325,7 @@ impl Streams {
                         stream.length_bytes
                     ));
                 }
-                stream.starts.push_back(*offset);
-                stream.pieces.push_back(Bytes::copy_from_slice(bytes));
+                stream.bytes.push(bytes);
                 stream.length_bytes += bytes.len() as u64;
                 stream.updated_at_unix_ms = at_unix_ms;
             }
@@ -452,5 +517,57 @@ mod tests {
         assert!(streams.apply(22, context, &end, 13).is_err());
         assert!(streams.apply(23, context, &delta(5, at, b"x"), 14).is_err());
         assert_eq!(streams.open_count(), 0);
+    }
+
+    /// Deltas of 1 byte to 3 KiB (past the tail's size), blocks and tail: every read, from
+    /// every offset and of every size around the pieces' edges, is the stream's bytes; a
+    /// snapshot taken midway still reads its own length.
+    #[test]
+    fn blocks_and_tail_read_as_one_stream() {
+        let context = ContextId(1);
+        let mut streams = Streams::default();
+        streams.apply(5, context, &open(), 10).unwrap();
+        let mut model = Vec::new();
+        let mut midway = None;
+        for index in 0..120u64 {
+            let len = match index % 11 {
+                0 => 3 * 1024,
+                1 => TAIL_BYTES_MAX,
+                n => (n * 7 + index) as usize % 90 + 1,
+            };
+            let piece: Vec<u8> = (0..len).map(|at| (index * 31 + at as u64) as u8).collect();
+            let meta = delta(5, model.len() as u64, &piece);
+            streams.apply(6 + index, context, &meta, 11).unwrap();
+            model.extend_from_slice(&piece);
+            if index == 60 {
+                midway = streams
+                    .open_stream(5)
+                    .cloned()
+                    .map(|stream| (stream, model.len()));
+            }
+        }
+        let Some(stream) = streams.open_stream(5).cloned() else {
+            panic!("stream 5 is open");
+        };
+        assert_eq!(stream.bytes.len(), model.len() as u64);
+        assert!(!stream.bytes.blocks.is_empty(), "the deltas made blocks");
+        for offset in (0..model.len())
+            .step_by(37)
+            .chain(model.len() - 5..model.len())
+        {
+            for bytes_max in [1, 40, 1023, 1024, 1025, 5000, usize::MAX] {
+                let end = offset.saturating_add(bytes_max).min(model.len());
+                assert_eq!(
+                    stream.read(offset as u64, bytes_max).as_ref(),
+                    &model[offset..end],
+                    "{bytes_max} bytes at {offset}"
+                );
+            }
+        }
+        let Some((midway, length)) = midway else {
+            panic!("a snapshot midway");
+        };
+        assert_eq!(midway.read(0, usize::MAX).as_ref(), &model[..length]);
+        assert!(midway.read(length as u64, 10).is_empty());
     }
 }

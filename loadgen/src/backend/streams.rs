@@ -1,12 +1,13 @@
 //! The streaming workload's operations (issue 32) on the stores that have streams: ctxstore
-//! (STREAM_OPEN, STREAM_APPEND, STREAM_SEAL, STREAM_READ with a wait) and Redis Streams
+//! (STREAM_OPEN, STREAM_APPEND, STREAM_SEAL, STREAM_FOLLOW or STREAM_READ with a wait) and
+//! Redis Streams
 //! (`redis_streams.rs`). Each write is checked against what the writer knows (the stream's
 //! length, the sealed turn's length and hash): a store that answers otherwise is an error.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use ctxstore_client::{NewStream, StreamState};
+use ctxstore_client::{NewStream, StreamChunk, StreamFollow, StreamState};
 
 use crate::backend::{Connection, redis_streams};
 
@@ -43,7 +44,41 @@ impl Default for ReadPosition {
     }
 }
 
-/// Bytes one STREAM_READ asks for (a stream of 500 deltas of ≤ 40 bytes is 20 KB; the answer
+/// How a ctxstore reader reads (`--stream-read`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StreamReadMode {
+    /// STREAM_FOLLOW: one request per stream (per wait without a delta); the server pushes
+    /// each acknowledged delta.
+    #[default]
+    Push,
+    /// STREAM_READ long polls: one request per delivery.
+    Poll,
+}
+
+impl StreamReadMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamReadMode::Push => "push",
+            StreamReadMode::Poll => "poll",
+        }
+    }
+}
+
+/// One reader's reading of one stream: in push mode, the follow whose frames it takes (kept
+/// between reads, sent again from the reader's offset after a frame that ends it open).
+#[derive(Debug)]
+pub struct StreamReading {
+    mode: StreamReadMode,
+    follow: Option<StreamFollow>,
+}
+
+impl StreamReading {
+    pub fn new(mode: StreamReadMode) -> StreamReading {
+        StreamReading { mode, follow: None }
+    }
+}
+
+/// Bytes one STREAM_READ (or one STREAM_FOLLOW frame) asks for (a stream of 500 deltas of ≤ 40 bytes is 20 KB; the answer
 /// budget reserves this much per waiting reader).
 const READ_BYTES_MAX: u32 = 64 * 1024;
 
@@ -143,50 +178,47 @@ impl Connection {
         }
     }
 
-    /// The stream's bytes after `position`, waiting up to `wait` for some. A ctxstore stream
-    /// sealed before its reader caught up answers the rest from the sealed turn's blob.
+    /// The stream's bytes after `position`, waiting up to `wait` for some: the next frame of
+    /// the reading's follow, or a long poll. A ctxstore stream sealed before its reader caught
+    /// up answers the rest from the sealed turn's blob.
     pub async fn stream_read(
         &self,
+        reading: &mut StreamReading,
         stream_id: u64,
         position: &ReadPosition,
         wait: Duration,
     ) -> anyhow::Result<StreamRead> {
         match self {
             Connection::Ctxstore(client) => {
-                let chunk = client
-                    .read_stream(stream_id, position.offset, READ_BYTES_MAX, Some(wait))
-                    .await?;
-                anyhow::ensure!(
-                    chunk.offset == position.offset,
-                    "stream {stream_id}: asked from offset {}, answered from {}",
-                    position.offset,
-                    chunk.offset
-                );
-                let (bytes, end) = match chunk.state {
-                    StreamState::Open => (chunk.bytes, None),
-                    StreamState::Aborted => (Bytes::new(), Some(StreamEnd::Aborted)),
-                    StreamState::Sealed(turn_id) => {
-                        let turn = client.turn(turn_id).await?;
-                        let payload = client.blob(turn.payload_hash).await?;
-                        let from = usize::try_from(position.offset)
-                            .ok()
-                            .filter(|from| *from <= payload.len())
-                            .ok_or_else(|| {
-                                anyhow::anyhow!(
-                                    "stream {stream_id}: read up to {} B, but its sealed turn \
-                                     {turn_id} holds {} B",
-                                    position.offset,
-                                    payload.len()
-                                )
-                            })?;
-                        (payload.slice(from..), Some(StreamEnd::Sealed))
+                let chunk = match reading.mode {
+                    StreamReadMode::Poll => {
+                        let offset = position.offset;
+                        client
+                            .read_stream(stream_id, offset, READ_BYTES_MAX, Some(wait))
+                            .await?
                     }
+                    StreamReadMode::Push => loop {
+                        let follow = match &mut reading.follow {
+                            Some(follow) => follow,
+                            None => reading.follow.insert(client.follow_stream(
+                                stream_id,
+                                position.offset,
+                                READ_BYTES_MAX,
+                                wait,
+                            )?),
+                        };
+                        match follow.next().await {
+                            Ok(Some(chunk)) => break chunk,
+                            // The follow ended open (no delta for `wait`): again from here.
+                            Ok(None) => reading.follow = None,
+                            Err(error) => {
+                                reading.follow = None;
+                                return Err(error.into());
+                            }
+                        }
+                    },
                 };
-                Ok(StreamRead {
-                    bytes,
-                    end,
-                    entry_id: None,
-                })
+                ctxstore_read(client, stream_id, position, chunk).await
             }
             Connection::Redis(redis) => {
                 redis_streams::read(redis, stream_id, &position.entry_id, wait).await
@@ -204,4 +236,45 @@ impl Connection {
             other => Err(unsupported(other)),
         }
     }
+}
+
+/// A ctxstore chunk as a read of the workload: checked to start at the reader's offset; a
+/// sealed stream's rest read from its turn's blob.
+async fn ctxstore_read(
+    client: &ctxstore_client::Client,
+    stream_id: u64,
+    position: &ReadPosition,
+    chunk: StreamChunk,
+) -> anyhow::Result<StreamRead> {
+    anyhow::ensure!(
+        chunk.offset == position.offset,
+        "stream {stream_id}: asked from offset {}, answered from {}",
+        position.offset,
+        chunk.offset
+    );
+    let (bytes, end) = match chunk.state {
+        StreamState::Open => (chunk.bytes, None),
+        StreamState::Aborted => (Bytes::new(), Some(StreamEnd::Aborted)),
+        StreamState::Sealed(turn_id) => {
+            let turn = client.turn(turn_id).await?;
+            let payload = client.blob(turn.payload_hash).await?;
+            let from = usize::try_from(position.offset)
+                .ok()
+                .filter(|from| *from <= payload.len())
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "stream {stream_id}: read up to {} B, but its sealed turn \
+                         {turn_id} holds {} B",
+                        position.offset,
+                        payload.len()
+                    )
+                })?;
+            (payload.slice(from..), Some(StreamEnd::Sealed))
+        }
+    };
+    Ok(StreamRead {
+        bytes,
+        end,
+        entry_id: None,
+    })
 }

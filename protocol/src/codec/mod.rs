@@ -78,7 +78,7 @@ pub(crate) enum Family {
     /// GET_BLOB, HAS_BLOBS, PUT_CHUNKED.
     Blobs(blobs::Kind),
     /// STREAM_OPEN, STREAM_APPEND, STREAM_SEAL, STREAM_ABORT, STREAM_LIST, STREAM_READ,
-    /// WATCH (version 3).
+    /// WATCH, STREAM_FOLLOW (version 3).
     Streams(streams::Kind),
 }
 
@@ -137,6 +137,7 @@ impl Family {
             M::StreamRead => Family::Streams(streams::Kind::StreamRead),
             M::Watch => Family::Streams(streams::Kind::Watch),
             M::ReplicationStats => Family::Admin(admin::Kind::ReplicationStats),
+            M::StreamFollow => Family::Streams(streams::Kind::StreamFollow),
         }
     }
 }

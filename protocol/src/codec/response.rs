@@ -2,7 +2,8 @@
 //! (`decode_response`) and encoding (`encode_response`), each one match over the families;
 //! the family's module reads and writes the body. What no family owns stays here: ERROR
 //! (0xFFFF, the answer to any request) and the frame flag `OVERLAYS` (`Response::Overlaid`,
-//! whose states `overlays.rs` reads and writes).
+//! whose states `overlays.rs` reads and writes). The frame flag MORE is STREAM_FOLLOW's
+//! (`StreamsResponse::Pushed`).
 
 use bytes::Bytes;
 
@@ -65,6 +66,7 @@ impl Response {
     pub fn frame_flags(&self) -> u16 {
         match self {
             Response::Overlaid { .. } => frame_flags::OVERLAYS,
+            Response::Streams(StreamsResponse::Pushed { more: true, .. }) => frame_flags::MORE,
             _ => 0,
         }
     }
@@ -89,8 +91,10 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
         .ok_or(DecodeError::UnknownMessage(header.msg_type))?;
     let mut cursor = Cursor::new(body, message_type.name());
     let overlay_view = header.flags & frame_flags::OVERLAYS != 0;
-    if header.flags & !frame_flags::OVERLAYS != 0
+    let more = header.flags & frame_flags::MORE != 0;
+    if header.flags & !(frame_flags::OVERLAYS | frame_flags::MORE) != 0
         || (overlay_view && !message_type.takes_overlays())
+        || (more && message_type != MessageType::StreamFollow)
     {
         return Err(cursor.invalid("flags", "frame flags this answer cannot carry"));
     }
@@ -120,7 +124,7 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
         }
         Family::Overlays(kind) => Response::Overlays(OverlaysResponse::read(kind, &mut cursor)?),
         Family::Blobs(kind) => Response::Blobs(BlobsResponse::read(kind, &mut cursor)?),
-        Family::Streams(kind) => Response::Streams(StreamsResponse::read(kind, &mut cursor)?),
+        Family::Streams(kind) => Response::Streams(StreamsResponse::read(kind, &mut cursor, more)?),
     };
     cursor.finish()?;
     Ok(response)

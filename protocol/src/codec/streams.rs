@@ -6,6 +6,9 @@
 //! delta past it is durable, when the stream ends, or at the deadline (an empty answer).
 //! WATCH (0x0036) long-polls a context's events the same way (head moves, streams, tags,
 //! deletes; sequence numbers to resume from): it lives here, beside the streams it reports.
+//! STREAM_FOLLOW (0x0038) is STREAM_READ pushed: one request answered by a series of
+//! STREAM_READ bodies (`StreamsResponse::Pushed`), each frame but the last with the frame flag
+//! MORE, each starting where the previous ended.
 //! Layouts in docs/protocol.md#streams-version-3.
 
 use bytes::Bytes;
@@ -29,6 +32,7 @@ pub(crate) enum Kind {
     StreamList,
     StreamRead,
     Watch,
+    StreamFollow,
 }
 
 /// Bytes of one STREAM_APPEND's delta at most (the engine's per-call ceiling).
@@ -199,6 +203,15 @@ pub enum StreamsRequest {
         max_events: u32,
         wait_ms: u32,
     },
+    /// STREAM_READ's fields, answered by a series of frames (`StreamsResponse::Pushed`): the
+    /// bytes from `offset` as they become durable, up to `bytes_max` (≥ 1) a frame, until the
+    /// stream ends or no delta came for `wait_ms`.
+    StreamFollow {
+        stream_id: u64,
+        offset: u64,
+        bytes_max: u32,
+        wait_ms: u32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -229,6 +242,19 @@ pub enum StreamsResponse {
         length: u64,
         bytes: Bytes,
     },
+    /// One frame answering STREAM_FOLLOW: STREAM_READ's answer body, and `more` (the frame
+    /// flag MORE): more frames follow, the next from `offset + bytes.len()`. A frame with
+    /// `more` is of an open stream and carries at least one byte; the last frame (no MORE) is
+    /// the end (sealed, aborted) or an open answer (the follower follows again from its
+    /// offset).
+    Pushed {
+        more: bool,
+        stream_id: u64,
+        state: StreamStateWire,
+        offset: u64,
+        length: u64,
+        bytes: Bytes,
+    },
 }
 
 impl StreamsRequest {
@@ -241,6 +267,7 @@ impl StreamsRequest {
             StreamsRequest::StreamList { .. } => MessageType::StreamList,
             StreamsRequest::StreamRead { .. } => MessageType::StreamRead,
             StreamsRequest::Watch { .. } => MessageType::Watch,
+            StreamsRequest::StreamFollow { .. } => MessageType::StreamFollow,
         }
     }
 
@@ -250,7 +277,9 @@ impl StreamsRequest {
             StreamsRequest::StreamList { limit, .. } => {
                 u64::from(*limit) * STREAM_INFO_BYTES as u64 + 4 + ERROR_ANSWER_BYTES_MAX
             }
-            StreamsRequest::StreamRead { bytes_max, .. } => {
+            // A follow's frames are answers of the same size, reserved one at a time.
+            StreamsRequest::StreamRead { bytes_max, .. }
+            | StreamsRequest::StreamFollow { bytes_max, .. } => {
                 let bytes = u64::from(*bytes_max).min(limits.response_bytes_max);
                 16 + 41 + 4 + bytes + ERROR_ANSWER_BYTES_MAX
             }
@@ -340,7 +369,7 @@ impl StreamsRequest {
                     limit,
                 }
             }
-            Kind::StreamRead => {
+            Kind::StreamRead | Kind::StreamFollow => {
                 let stream_id = cursor.u64()?;
                 let offset = cursor.u64()?;
                 let bytes_max = cursor.u32()?;
@@ -355,11 +384,20 @@ impl StreamsRequest {
                         u64::from(STREAM_WAIT_MS_MAX),
                     ));
                 }
-                StreamsRequest::StreamRead {
-                    stream_id,
-                    offset,
-                    bytes_max,
-                    wait_ms,
+                if kind == Kind::StreamFollow {
+                    StreamsRequest::StreamFollow {
+                        stream_id,
+                        offset,
+                        bytes_max,
+                        wait_ms,
+                    }
+                } else {
+                    StreamsRequest::StreamRead {
+                        stream_id,
+                        offset,
+                        bytes_max,
+                        wait_ms,
+                    }
                 }
             }
             Kind::Watch => {
@@ -430,6 +468,9 @@ impl StreamsRequest {
                 )
             }
             StreamsRequest::StreamRead {
+                bytes_max, wait_ms, ..
+            }
+            | StreamsRequest::StreamFollow {
                 bytes_max, wait_ms, ..
             } => {
                 within(
@@ -546,6 +587,12 @@ impl StreamsRequest {
                 offset,
                 bytes_max,
                 wait_ms,
+            }
+            | StreamsRequest::StreamFollow {
+                stream_id,
+                offset,
+                bytes_max,
+                wait_ms,
             } => {
                 w.u64(*stream_id);
                 w.u64(*offset);
@@ -592,10 +639,16 @@ impl StreamsResponse {
             StreamsResponse::Listed { .. } => MessageType::StreamList,
             StreamsResponse::Read { .. } => MessageType::StreamRead,
             StreamsResponse::Watched { .. } => MessageType::Watch,
+            StreamsResponse::Pushed { .. } => MessageType::StreamFollow,
         }
     }
 
-    pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<StreamsResponse, DecodeError> {
+    /// `more`: the frame flag MORE (only STREAM_FOLLOW's frames carry it: `decode_response`).
+    pub(super) fn read(
+        kind: Kind,
+        cursor: &mut Cursor,
+        more: bool,
+    ) -> Result<StreamsResponse, DecodeError> {
         Ok(match kind {
             Kind::StreamOpen => StreamsResponse::Opened {
                 info: read_info(cursor)?,
@@ -628,21 +681,25 @@ impl StreamsResponse {
                 StreamsResponse::Listed { streams }
             }
             Kind::StreamRead => {
-                let stream_id = cursor.u64()?;
-                let state = match (cursor.u8()?, cursor.u64()?) {
-                    (0, 0) => StreamStateWire::Open,
-                    (1, turn_id) if turn_id != 0 => StreamStateWire::Sealed(turn_id),
-                    (2, 0) => StreamStateWire::Aborted,
-                    _ => return Err(cursor.invalid("state", "unknown, or a turn where none goes")),
-                };
-                let offset = cursor.u64()?;
-                let length = cursor.u64()?;
-                let len = cursor.u32()? as usize;
-                let bytes = cursor.bytes(len)?;
-                if state != StreamStateWire::Open && !bytes.is_empty() {
-                    return Err(cursor.invalid("bytes", "an ended stream's answer carries none"));
-                }
+                let (stream_id, state, offset, length, bytes) = read_stream_answer(cursor)?;
                 StreamsResponse::Read {
+                    stream_id,
+                    state,
+                    offset,
+                    length,
+                    bytes,
+                }
+            }
+            Kind::StreamFollow => {
+                let (stream_id, state, offset, length, bytes) = read_stream_answer(cursor)?;
+                if more && (state != StreamStateWire::Open || bytes.is_empty()) {
+                    return Err(cursor.invalid(
+                        "flags",
+                        "MORE on a frame that ends the follow (an ended stream, or no bytes)",
+                    ));
+                }
+                StreamsResponse::Pushed {
+                    more,
                     stream_id,
                     state,
                     offset,
@@ -711,19 +768,21 @@ impl StreamsResponse {
                 offset,
                 length,
                 bytes,
+            } => write_stream_answer(w, *stream_id, *state, *offset, *length, bytes),
+            StreamsResponse::Pushed {
+                more,
+                stream_id,
+                state,
+                offset,
+                length,
+                bytes,
             } => {
-                w.u64(*stream_id);
-                let (code, turn_id) = match state {
-                    StreamStateWire::Open => (0, 0),
-                    StreamStateWire::Sealed(turn_id) => (1, *turn_id),
-                    StreamStateWire::Aborted => (2, 0),
-                };
-                w.u8(code);
-                w.u64(turn_id);
-                w.u64(*offset);
-                w.u64(*length);
-                w.u32(bytes.len() as u32);
-                w.data(bytes);
+                // The server builds MORE frames only from an open stream's new bytes.
+                assert!(
+                    !*more || (*state == StreamStateWire::Open && !bytes.is_empty()),
+                    "a MORE frame of stream {stream_id} ends nothing and carries bytes"
+                );
+                write_stream_answer(w, *stream_id, *state, *offset, *length, bytes)
             }
             StreamsResponse::Watched {
                 lagged,
@@ -743,6 +802,50 @@ impl StreamsResponse {
             }
         }
     }
+}
+
+/// STREAM_READ's answer body, which STREAM_FOLLOW's frames carry too: `u64 stream_id,
+/// u8 state, u64 turn_id, u64 offset, u64 length, u32 len, bytes`.
+fn read_stream_answer(
+    cursor: &mut Cursor,
+) -> Result<(u64, StreamStateWire, u64, u64, Bytes), DecodeError> {
+    let stream_id = cursor.u64()?;
+    let state = match (cursor.u8()?, cursor.u64()?) {
+        (0, 0) => StreamStateWire::Open,
+        (1, turn_id) if turn_id != 0 => StreamStateWire::Sealed(turn_id),
+        (2, 0) => StreamStateWire::Aborted,
+        _ => return Err(cursor.invalid("state", "unknown, or a turn where none goes")),
+    };
+    let offset = cursor.u64()?;
+    let length = cursor.u64()?;
+    let len = cursor.u32()? as usize;
+    let bytes = cursor.bytes(len)?;
+    if state != StreamStateWire::Open && !bytes.is_empty() {
+        return Err(cursor.invalid("bytes", "an ended stream's answer carries none"));
+    }
+    Ok((stream_id, state, offset, length, bytes))
+}
+
+fn write_stream_answer(
+    w: &mut ChunkWriter,
+    stream_id: u64,
+    state: StreamStateWire,
+    offset: u64,
+    length: u64,
+    bytes: &Bytes,
+) {
+    w.u64(stream_id);
+    let (code, turn_id) = match state {
+        StreamStateWire::Open => (0, 0),
+        StreamStateWire::Sealed(turn_id) => (1, turn_id),
+        StreamStateWire::Aborted => (2, 0),
+    };
+    w.u8(code);
+    w.u64(turn_id);
+    w.u64(offset);
+    w.u64(length);
+    w.u32(bytes.len() as u32);
+    w.data(bytes);
 }
 
 /// A `u64` that a flag bit says is there: `None` without the bit, where it must be 0.

@@ -1,12 +1,14 @@
 //! One client connection on its network core: read frames, authenticate with HELLO, run up to
 //! `requests_in_flight_max` requests at once, write their responses in completion order
 //! (tagged with their req_id). `serve` is the connection's life: the read loop (`reader.rs`,
-//! frames → `requests.rs`, decoded, gated by `hello.rs`, reserved against `budget.rs`, run),
+//! frames → `requests.rs`, decoded, gated by `hello.rs`, reserved against `budget.rs`, run;
+//! a STREAM_FOLLOW runs in `follows.rs`, answered by a series of frames),
 //! the writer task (`writer.rs`), then the drain. At shutdown the connection stops reading,
 //! answers and writes what is in flight, and is closed hard when the core's drain deadline
 //! passes.
 
 mod budget;
+mod follows;
 mod hello;
 mod reader;
 mod requests;
@@ -73,9 +75,11 @@ pub async fn serve(
         outgoing,
         accounting: accounting.clone(),
         connection_id,
+        reading_ended: LocalFlag::new(),
     });
     let mut hello = HelloState::new(ticket, &core.limits);
     let ending = read_requests(&mut reader, &core, &state, &mut hello).await;
+    state.reading_ended.raise();
     if hello.deadline.is_some() {
         hello.leave_pending(&core);
     }

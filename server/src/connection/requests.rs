@@ -2,7 +2,8 @@
 //! not decode is answered with an ERROR and closes the connection; an unknown message type is
 //! answered UNKNOWN_MESSAGE and the connection stays open), keep everything but HELLO out until
 //! HELLO is done, reserve the request's largest answer of the server's budget (`budget.rs`),
-//! then run it: inline when it completes without waiting (most reads), else as a task.
+//! then run it: inline when it completes without waiting (most reads), else as a task; a
+//! STREAM_FOLLOW as a task of `follows.rs`, which answers it frame by frame.
 
 use std::pin::Pin;
 use std::rc::Rc;
@@ -17,6 +18,7 @@ use ctxstore_protocol::{
 
 use super::CoreContext;
 use super::budget::answer_limits;
+use super::follows::{self, Follow};
 use super::hello::{HelloState, hello};
 use super::reader::Ending;
 use super::writer::ConnectionState;
@@ -203,6 +205,12 @@ pub(super) fn start(
         .fetch_add(1, Ordering::Relaxed);
     accounting.in_flight.set(accounting.in_flight.get() + 1);
     let started = core.metrics.clock();
+    if let Some(follow) = Follow::of(&request) {
+        let (core, state) = (core.clone(), state.clone());
+        let follow = follows::follow(header, follow, reserved, version, core, state, started);
+        compio::runtime::spawn(follow).detach();
+        return None;
+    }
     let mut task: Pin<Box<dyn Future<Output = Response>>> = {
         let core = core.clone();
         let connection_id = state.connection_id;

@@ -14,6 +14,7 @@ use ctxstore_protocol::{ErrorCode, Response, encode_response};
 
 use super::budget::Accounting;
 use crate::dispatch::error;
+use crate::local::LocalFlag;
 
 /// A response frame on its way to the writer.
 pub(super) enum Outgoing {
@@ -32,6 +33,9 @@ pub(super) struct ConnectionState {
     /// Unique in the server's life (from 1): the owner of the streams this connection opens
     /// (issue 32), released when it closes.
     pub(super) connection_id: u64,
+    /// Raised when the read loop ends (the peer left, shutdown, a stall): follows
+    /// (`follows.rs`) send their last frame now, so that the connection drains.
+    pub(super) reading_ended: Rc<LocalFlag>,
 }
 
 impl ConnectionState {

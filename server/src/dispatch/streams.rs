@@ -3,7 +3,9 @@
 //! poll: the engine's `wait_stream` future races the deadline (the server's
 //! `stream_wait_ms_max` or the request's, the shorter), and an empty answer at the deadline
 //! tells the reader to ask again from the same offset. WATCH long-polls a target's events
-//! the same way.
+//! the same way. STREAM_FOLLOW is answered here one frame at a time: the long poll's answer
+//! from the follow's offset, with MORE when it holds bytes of an open stream; the connection
+//! (`connection/follows.rs`) sends the frames and asks for the next one from where each ended.
 
 use std::time::Duration;
 
@@ -112,26 +114,25 @@ impl Dispatcher {
                     .collect();
                 Ok(StreamsResponse::Listed { streams })
             }
-            StreamsRequest::StreamRead {
+            // A follow's frame is the long poll's answer with MORE where it goes on.
+            request @ (StreamsRequest::StreamRead {
                 stream_id,
                 offset,
                 bytes_max,
                 wait_ms,
-            } => {
-                let bytes_max = (bytes_max as usize).min(self.limits.response_bytes_max as usize);
-                let wait_ms = wait_ms.min(self.limits.stream_wait_ms_max);
-                let read = if wait_ms == 0 {
-                    self.engine.read_stream(stream_id, offset, bytes_max)
-                } else {
-                    let deadline = Duration::from_millis(u64::from(wait_ms));
-                    let wait = self.engine.wait_stream(stream_id, offset, bytes_max);
-                    match compio::time::timeout(deadline, wait).await {
-                        Ok(read) => read,
-                        // The deadline: the stream as it is now (nothing new, or ended).
-                        Err(_) => self.engine.read_stream(stream_id, offset, bytes_max),
-                    }
-                };
-                Ok(read_wire(stream_id, offset, read.map_err(engine_error)?))
+            }
+            | StreamsRequest::StreamFollow {
+                stream_id,
+                offset,
+                bytes_max,
+                wait_ms,
+            }) => {
+                let read = self.read_waiting(stream_id, offset, bytes_max, wait_ms);
+                let read = read.await?;
+                Ok(match request {
+                    StreamsRequest::StreamFollow { .. } => pushed(stream_id, offset, read),
+                    _ => read_wire(stream_id, offset, read),
+                })
             }
             StreamsRequest::Watch {
                 target,
@@ -168,6 +169,34 @@ impl Dispatcher {
                 Ok(watched(after_seq, read))
             }
         }
+    }
+}
+
+impl Dispatcher {
+    /// The stream from `offset`, waiting up to `wait_ms` (cut to `stream_wait_ms_max`; 0: no
+    /// wait) while it is open and holds nothing past `offset`: STREAM_READ's answer, and each
+    /// STREAM_FOLLOW frame's.
+    async fn read_waiting(
+        &self,
+        stream_id: u64,
+        offset: u64,
+        bytes_max: u32,
+        wait_ms: u32,
+    ) -> Result<StreamRead, Response> {
+        let bytes_max = (bytes_max as usize).min(self.limits.response_bytes_max as usize);
+        let wait_ms = wait_ms.min(self.limits.stream_wait_ms_max);
+        let read = if wait_ms == 0 {
+            self.engine.read_stream(stream_id, offset, bytes_max)
+        } else {
+            let deadline = Duration::from_millis(u64::from(wait_ms));
+            let wait = self.engine.wait_stream(stream_id, offset, bytes_max);
+            match compio::time::timeout(deadline, wait).await {
+                Ok(read) => read,
+                // The deadline: the stream as it is now (nothing new, or ended).
+                Err(_) => self.engine.read_stream(stream_id, offset, bytes_max),
+            }
+        };
+        read.map_err(engine_error)
     }
 }
 
@@ -216,24 +245,43 @@ fn info_wire(info: &StreamInfo) -> StreamInfoWire {
     }
 }
 
+/// A STREAM_READ answer.
 fn read_wire(stream_id: u64, offset: u64, read: StreamRead) -> StreamsResponse {
+    let (state, length, bytes) = read_fields(read);
+    StreamsResponse::Read {
+        stream_id,
+        state,
+        offset,
+        length,
+        bytes,
+    }
+}
+
+/// A STREAM_FOLLOW frame: STREAM_READ's answer, with MORE when it holds bytes of an open
+/// stream (the follow goes on from where they end); else it is the follow's last frame (the
+/// end, or nothing new for `wait_ms`).
+fn pushed(stream_id: u64, offset: u64, read: StreamRead) -> StreamsResponse {
+    let (state, length, bytes) = read_fields(read);
+    StreamsResponse::Pushed {
+        more: state == StreamStateWire::Open && !bytes.is_empty(),
+        stream_id,
+        state,
+        offset,
+        length,
+        bytes,
+    }
+}
+
+/// A read's state, length and bytes as STREAM_READ's answer carries them.
+fn read_fields(read: StreamRead) -> (StreamStateWire, u64, bytes::Bytes) {
     match read {
-        StreamRead::Open { info, bytes } => StreamsResponse::Read {
-            stream_id,
-            state: StreamStateWire::Open,
-            offset,
-            length: info.length_bytes,
-            bytes,
-        },
-        StreamRead::Ended(end) => StreamsResponse::Read {
-            stream_id,
-            state: match end {
+        StreamRead::Open { info, bytes } => (StreamStateWire::Open, info.length_bytes, bytes),
+        StreamRead::Ended(end) => {
+            let state = match end {
                 StreamEnd::Sealed(turn_id) => StreamStateWire::Sealed(turn_id.0),
                 StreamEnd::Aborted => StreamStateWire::Aborted,
-            },
-            offset,
-            length: 0,
-            bytes: bytes::Bytes::new(),
-        },
+            };
+            (state, 0, bytes::Bytes::new())
+        }
     }
 }
