@@ -14,6 +14,8 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 
 import { Client, ConnectionLost, NotFound, ProtocolError, StreamEnded, UnknownMessage } from "../src/index.js";
+import { parseAddr } from "../src/client.js";
+import { Connection, FOLLOW_FRAMES_QUEUED_MAX } from "../src/connection.js";
 import { errorForCode } from "../src/errors.js";
 import * as p from "../src/protocol.js";
 import * as s from "../src/streams.js";
@@ -288,6 +290,44 @@ test("a follower that does not take its frames holds a bounded queue and loses n
   }
   expect(got).toBe(`x${deltas.join("")}`);
   await reader.close();
+});
+
+test("the connection queues at most FOLLOW_FRAMES_QUEUED_MAX frames of a follow, then stops reading its socket until they are taken", async () => {
+  const stream = await openStream(writer);
+  const conn = await Connection.open({
+    ...parseAddr(server.addr),
+    token: new Uint8Array(0),
+    versions: p.SUPPORTED_VERSIONS,
+    clientName: "follow-test",
+    connectTimeoutMs: 10_000,
+    frameBytesMax: p.FRAME_BYTES_LIMIT,
+    maxInFlight: 16,
+    verifyPayloads: "when_remote",
+  });
+  try {
+    const follow = await conn.follow(s.streamFollow(stream.streamId, 0, 4, 10_000), s.decodeStreamPushed, Date.now() + 10_000, 20_000);
+    // 100 deltas of 4 bytes, one frame each at most 4 bytes: 100 frames, none taken.
+    const deltas = Array.from({ length: 100 }, (_, i) => String(i).padStart(4, "0"));
+    for (const delta of deltas) await stream.append(utf8(delta));
+    for (let waited = 0; follow.queued < FOLLOW_FRAMES_QUEUED_MAX && waited < 5_000; waited += 20) await sleep(20);
+    await sleep(200);
+    expect(follow.queued).toBe(FOLLOW_FRAMES_QUEUED_MAX);
+    expect(conn.readingPaused).toBe(true);
+    await stream.seal();
+    let got = "";
+    for (;;) {
+      const frame = await follow.next();
+      if (frame === undefined) break;
+      expect(follow.queued).toBeLessThanOrEqual(FOLLOW_FRAMES_QUEUED_MAX);
+      got += text(frame.data);
+      if (!frame.more) expect(frame.state).toBe(s.StreamState.SEALED);
+    }
+    expect(got).toBe(deltas.join(""));
+    expect(conn.readingPaused).toBe(false);
+    expect(conn.alive).toBe(true);
+  } finally {
+    conn.close();
+  }
 });
 
 /** A client whose follows send a message type the server does not know, so that the server
