@@ -470,16 +470,7 @@ export class Connection {
     this.release(entry);
     const { request } = entry;
     if (msgType === ERROR_TYPE) {
-      let answer;
-      try {
-        answer = decodeBody("ERROR", body, decodeError);
-      } catch (error) {
-        entry.reject(error as Error);
-        throw error;
-      }
-      const error = errorForCode(answer.code, answer.message, answer.detail);
-      entry.reject(error);
-      if (CONNECTION_CLOSING_CODES.has(answer.code)) this.fail(error);
+      this.answerError(body, entry.reject);
       return;
     }
     if (msgType !== (request.msgType | RESPONSE_BIT) || (flags & ~request.flags) !== 0) {
@@ -504,6 +495,22 @@ export class Connection {
     entry.resolve(answer);
   }
 
+  /** An ERROR answering a request: its typed error to `end` (a broken body is a
+   * ProtocolError, thrown too: it fails the connection); a code that closes the connection
+   * fails it. */
+  private answerError(body: Uint8Array, end: (error: Error) => void): void {
+    let answer;
+    try {
+      answer = decodeBody("ERROR", body, decodeError);
+    } catch (error) {
+      end(error as Error);
+      throw error;
+    }
+    const error = errorForCode(answer.code, answer.message, answer.detail);
+    end(error);
+    if (CONNECTION_CLOSING_CODES.has(answer.code)) this.fail(error);
+  }
+
   /** A frame of a follow: queued (dropped once its caller stopped); the route and the
    * in-flight slot end with the frame without MORE, or an ERROR. */
   private dispatchFollow(entry: FollowRoute, msgType: number, flags: number, reqId: bigint, body: Uint8Array): void {
@@ -514,16 +521,7 @@ export class Connection {
       this.release(entry);
     }
     if (msgType === ERROR_TYPE) {
-      let answer;
-      try {
-        answer = decodeBody("ERROR", body, decodeError);
-      } catch (error) {
-        follow.finish(error as Error);
-        throw error;
-      }
-      const error = errorForCode(answer.code, answer.message, answer.detail);
-      follow.finish(error);
-      if (CONNECTION_CLOSING_CODES.has(answer.code)) this.fail(error);
+      this.answerError(body, (error) => follow.finish(error));
       return;
     }
     let frame;
