@@ -22,7 +22,7 @@ import {
   StreamEnded,
   UnknownMessage,
 } from "./errors.js";
-import { Connection, DEFAULT_FRAME_BYTES_MAX, type Follow } from "./connection.js";
+import { Connection, DEFAULT_FOLLOW_FRAMES_QUEUED_MAX, DEFAULT_FRAME_BYTES_MAX, type Follow } from "./connection.js";
 import { CHUNK_AVG_BYTES, CHUNK_MAX_BYTES, CHUNK_MIN_BYTES, CHUNK_THRESHOLD_BYTES, cut, type ChunkSizes } from "./fastcdc.js";
 import { blobHash, EMPTY_HASH, equalBytes, parseHash, payloadBytes, toHex } from "./payload.js";
 import * as p from "./protocol.js";
@@ -98,6 +98,9 @@ export interface ClientOptions {
   acceptZstd?: boolean;
   /** Requests in flight at once on the connection (default 1024; the server's limit too). */
   maxInFlight?: number;
+  /** Frames of one `readStream` follow held untaken before the connection stops reading its
+   * socket, so that TCP pushes back on the server (default 64; each at most `bytesMax`). */
+  followFramesQueuedMax?: number;
   /** The largest answer frame accepted (default 1 GiB, the protocol's ceiling). */
   maxResponseBytes?: number;
   /** Decision 0015 (default "when_remote"). */
@@ -299,6 +302,7 @@ export class Client {
   private readonly clientName: string;
   readonly acceptZstd: boolean;
   private readonly maxInFlight: number;
+  private readonly followFramesQueuedMax: number;
   private readonly maxResponseBytes: number;
   private readonly verifyPayloads: VerifyPayloads;
   private readonly chunking: ChunkingOptions | false;
@@ -326,6 +330,9 @@ export class Client {
     if (utf8.encode(this.clientName).length > p.NAME_BYTES_MAX) throw new RangeError(`clientName is at most ${p.NAME_BYTES_MAX} bytes of UTF-8`);
     this.acceptZstd = options.acceptZstd ?? false;
     this.maxInFlight = Math.max(1, options.maxInFlight ?? 1024);
+    const queued = options.followFramesQueuedMax ?? DEFAULT_FOLLOW_FRAMES_QUEUED_MAX;
+    if (!Number.isInteger(queued) || queued < 1) throw new RangeError(`followFramesQueuedMax is a whole number of frames, at least 1, not ${queued}`);
+    this.followFramesQueuedMax = queued;
     this.maxResponseBytes = Math.min(options.maxResponseBytes ?? DEFAULT_FRAME_BYTES_MAX, p.FRAME_BYTES_LIMIT);
     const verify = options.verifyPayloads ?? "when_remote";
     if (verify !== "when_remote" && verify !== "always") throw new RangeError(`verifyPayloads is "when_remote" or "always", not ${String(verify)}`);
@@ -354,6 +361,7 @@ export class Client {
       clientName: this.clientName,
       acceptZstd: this.acceptZstd,
       maxInFlight: this.maxInFlight,
+      followFramesQueuedMax: this.followFramesQueuedMax,
       maxResponseBytes: this.maxResponseBytes,
       verifyPayloads: this.verifyPayloads,
       chunking: this.chunking,
@@ -422,6 +430,7 @@ export class Client {
         frameBytesMax: this.maxResponseBytes,
         maxInFlight: this.maxInFlight,
         verifyPayloads: this.verifyPayloads,
+        followFramesQueuedMax: this.followFramesQueuedMax,
       });
       this.connecting = attempt;
       attempt.then(

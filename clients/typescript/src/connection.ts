@@ -8,7 +8,7 @@
  * promise unobserved.
  *
  * A STREAM_FOLLOW is answered by several frames with its req_id (`follow`): its route queues
- * each frame (at most FOLLOW_FRAMES_QUEUED_MAX untaken; past them the connection stops
+ * each frame (at most `followFramesQueuedMax` untaken; past them the connection stops
  * reading its socket) and ends at the frame without the flag MORE, or an ERROR.
  */
 
@@ -64,13 +64,14 @@ interface FollowRoute {
 type Route = Pending | FollowRoute;
 
 /**
- * Frames of one follow the connection holds that its caller has not taken. Past them the
+ * Frames of one follow the connection holds that its caller has not taken, by default
+ * (`followFramesQueuedMax`). Past them the
  * connection stops reading its socket (every answer waits, as in the Rust transport): TCP
  * then pushes back on the server, which stops pushing and drops nothing (the bytes wait in the
  * stream, docs/protocol.md#stream_follow-0x0038), rather than the client buffering without
  * bound. 64 frames of up to `bytesMax` each, the Rust client's FOLLOW_FRAMES_QUEUED_MAX.
  */
-export const FOLLOW_FRAMES_QUEUED_MAX = 64;
+export const DEFAULT_FOLLOW_FRAMES_QUEUED_MAX = 64;
 
 /** What the connection sees of a follow's queue. */
 interface FollowQueue {
@@ -203,6 +204,8 @@ export interface ConnectOptions {
   frameBytesMax: number;
   maxInFlight: number;
   verifyPayloads: VerifyPayloads;
+  /** Frames of one follow held untaken before the connection stops reading its socket. */
+  followFramesQueuedMax: number;
 }
 
 /** Whether `address` (as `socket.remoteAddress` reports it) is a loopback address:
@@ -291,6 +294,7 @@ export class Connection {
     private readonly frameBytesMax: number,
     maxInFlight: number,
     verifyPayloads: VerifyPayloads,
+    private readonly followFramesQueuedMax: number,
   ) {
     this.hashesRaw = verifyPayloads === "always" || !isLoopback(socket.remoteAddress);
     this.slots = Math.max(1, Math.min(maxInFlight, info.requestsInFlightMax || 1));
@@ -331,7 +335,7 @@ export class Connection {
           socket.destroy();
           reject(error);
         } else {
-          resolve(new Connection(socket, info!, options.frameBytesMax, options.maxInFlight, options.verifyPayloads));
+          resolve(new Connection(socket, info!, options.frameBytesMax, options.maxInFlight, options.verifyPayloads, options.followFramesQueuedMax));
         }
       };
       const timer = setTimeout(() => {
@@ -437,7 +441,7 @@ export class Connection {
 
   /** A follow's caller took a frame or stopped: read again once no queue is full. */
   taken(follow: FollowQueue): void {
-    if (follow.queued >= FOLLOW_FRAMES_QUEUED_MAX && !follow.draining) return;
+    if (follow.queued >= this.followFramesQueuedMax && !follow.draining) return;
     if (!this.fullFollows.delete(follow) || this.readingPaused || this.dead !== undefined) return;
     this.socket.resume();
     this.pump();
@@ -535,7 +539,7 @@ export class Connection {
       throw error;
     }
     follow.push(frame);
-    if (follow.queued >= FOLLOW_FRAMES_QUEUED_MAX) {
+    if (follow.queued >= this.followFramesQueuedMax) {
       this.fullFollows.add(follow);
       this.socket.pause();
     }

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 
 import { Client, ConnectionLost, NotFound, ProtocolError, StreamEnded, UnknownMessage } from "../src/index.js";
 import { parseAddr } from "../src/client.js";
-import { Connection, FOLLOW_FRAMES_QUEUED_MAX } from "../src/connection.js";
+import { Connection } from "../src/connection.js";
 import { errorForCode } from "../src/errors.js";
 import * as p from "../src/protocol.js";
 import * as s from "../src/streams.js";
@@ -274,12 +274,12 @@ test("a reader that leaves early stops its follow: its frames are dropped and it
 });
 
 test("a follower that does not take its frames holds a bounded queue and loses nothing", async () => {
-  const reader = await Client.connect(server.addr, { timeoutMs: 20_000 });
+  const reader = await Client.connect(server.addr, { timeoutMs: 20_000, followFramesQueuedMax: 8 });
   const stream = await openStream(writer);
   await stream.append(utf8("x"));
   const chunks = reader.readStream(stream.streamId, { follow: true, waitMs: 10_000, bytesMax: 8 });
   let got = text((await chunks.next()).value as Uint8Array);
-  // 4,000 bytes in frames of 8 bytes at most: 500 frames or more, past the 64 the connection queues.
+  // 4,000 bytes in frames of 8 bytes at most: 500 frames or more, past the 8 the connection queues.
   const deltas = Array.from({ length: 400 }, (_, i) => `d${String(i).padStart(8, "0")}`);
   for (const delta of deltas) await stream.append(utf8(delta));
   await sleep(200);
@@ -292,7 +292,8 @@ test("a follower that does not take its frames holds a bounded queue and loses n
   await reader.close();
 });
 
-test("the connection queues at most FOLLOW_FRAMES_QUEUED_MAX frames of a follow, then stops reading its socket until they are taken", async () => {
+test("the connection queues at most followFramesQueuedMax frames of a follow, then stops reading its socket until they are taken", async () => {
+  const QUEUED_MAX = 16;
   const stream = await openStream(writer);
   const conn = await Connection.open({
     ...parseAddr(server.addr),
@@ -303,22 +304,23 @@ test("the connection queues at most FOLLOW_FRAMES_QUEUED_MAX frames of a follow,
     frameBytesMax: p.FRAME_BYTES_LIMIT,
     maxInFlight: 16,
     verifyPayloads: "when_remote",
+    followFramesQueuedMax: QUEUED_MAX,
   });
   try {
     const follow = await conn.follow(s.streamFollow(stream.streamId, 0, 4, 10_000), s.decodeStreamPushed, Date.now() + 10_000, 20_000);
-    // 100 deltas of 4 bytes, one frame each at most 4 bytes: 100 frames, none taken.
+    // 100 deltas of 4 bytes, one frame each at most 4 bytes: up to 100 frames, none taken.
     const deltas = Array.from({ length: 100 }, (_, i) => String(i).padStart(4, "0"));
     for (const delta of deltas) await stream.append(utf8(delta));
-    for (let waited = 0; follow.queued < FOLLOW_FRAMES_QUEUED_MAX && waited < 5_000; waited += 20) await sleep(20);
+    for (let waited = 0; follow.queued < QUEUED_MAX && waited < 5_000; waited += 20) await sleep(20);
     await sleep(200);
-    expect(follow.queued).toBe(FOLLOW_FRAMES_QUEUED_MAX);
+    expect(follow.queued).toBe(QUEUED_MAX);
     expect(conn.readingPaused).toBe(true);
     await stream.seal();
     let got = "";
     for (;;) {
       const frame = await follow.next();
       if (frame === undefined) break;
-      expect(follow.queued).toBeLessThanOrEqual(FOLLOW_FRAMES_QUEUED_MAX);
+      expect(follow.queued).toBeLessThanOrEqual(QUEUED_MAX);
       got += text(frame.data);
       if (!frame.more) expect(frame.state).toBe(s.StreamState.SEALED);
     }
