@@ -64,12 +64,12 @@ interface FollowRoute {
 type Route = Pending | FollowRoute;
 
 /**
- * Frames of one follow the connection holds that its caller has not taken, by default
- * (`followFramesQueuedMax`). Past them the
- * connection stops reading its socket (every answer waits, as in the Rust transport): TCP
- * then pushes back on the server, which stops pushing and drops nothing (the bytes wait in the
- * stream, docs/protocol.md#stream_follow-0x0038), rather than the client buffering without
- * bound. 64 frames of up to `bytesMax` each, the Rust client's FOLLOW_FRAMES_QUEUED_MAX.
+ * Frames of one follow the connection holds that its caller has not taken (the default of
+ * `followFramesQueuedMax`). Past them the connection stops reading its socket (every answer
+ * waits, as in the Rust transport): TCP then pushes back on the server, which stops pushing
+ * and drops nothing (the bytes wait in the stream, docs/protocol.md#stream_follow-0x0038),
+ * rather than the client buffering without bound. 64 frames of up to `bytesMax` each, the
+ * Rust client's FOLLOW_FRAMES_QUEUED_MAX.
  */
 export const DEFAULT_FOLLOW_FRAMES_QUEUED_MAX = 64;
 
