@@ -8,9 +8,6 @@
  * early, and the long-poll fallback when the server answers UNKNOWN_MESSAGE.
  */
 
-import { readFileSync } from "node:fs";
-import path from "node:path";
-
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 
 import { Client, ConnectionLost, NotFound, ProtocolError, StreamEnded, UnknownMessage } from "../src/index.js";
@@ -19,7 +16,8 @@ import { Connection } from "../src/connection.js";
 import { errorForCode } from "../src/errors.js";
 import * as p from "../src/protocol.js";
 import * as s from "../src/streams.js";
-import { REPO_ROOT, Server } from "./server.js";
+import { goldenFrames } from "./golden-frames.js";
+import { Server } from "./server.js";
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
 const text = (data: Uint8Array): string => new TextDecoder().decode(data);
@@ -31,19 +29,7 @@ const READ_FRAME_BYTES = p.HEADER_BYTES + 24;
 const GET_TURN_FRAME_BYTES = p.HEADER_BYTES + 8;
 const hex = (data: Uint8Array): string => Buffer.from(data).toString("hex");
 
-function goldenFrames(): Map<string, Uint8Array> {
-  const frames = new Map<string, Uint8Array>();
-  const file = readFileSync(path.join(REPO_ROOT, "protocol", "tests", "golden-v3-follow.txt"), "utf8");
-  for (const line of file.split("\n")) {
-    if (line.trim() === "" || line.startsWith("#")) continue;
-    const [name, bytes] = line.split("|").map((part) => part.trim());
-    expect(frames.has(name!), `golden frame ${name} defined twice`).toBe(false);
-    frames.set(name!, Uint8Array.from(Buffer.from(bytes!, "hex")));
-  }
-  return frames;
-}
-
-const GOLDEN = goldenFrames();
+const GOLDEN = goldenFrames("golden-v3-follow.txt");
 const PUSHED = s.streamsResponse(s.StreamsMsgType.STREAM_FOLLOW);
 
 /** A STREAM_PUSHED frame as a server writes it: the test's side of "both ways". */
