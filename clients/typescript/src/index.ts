@@ -23,7 +23,7 @@ export {
   type ClientOptions,
   type ReadOptions,
 } from "./client.js";
-export { isLoopback } from "./connection.js";
+export { DEFAULT_FOLLOW_FRAMES_QUEUED_MAX, isLoopback } from "./connection.js";
 export * from "./errors.js";
 export { CHUNK_AVG_BYTES, CHUNK_MAX_BYTES, CHUNK_MIN_BYTES, CHUNK_THRESHOLD_BYTES, cut, type ChunkCut, type ChunkSizes } from "./fastcdc.js";
 export { blobHash, EMPTY_HASH, inflate, parseHash, toHex } from "./payload.js";

@@ -76,6 +76,10 @@ export const APPEND_EXPECT_HEAD = 1 << 0;
 export const CTX_BY_NAME = 1 << 0;
 /** Frame flag bit 1 (version 2, decision 0012): the overlay view of a read. */
 export const OVERLAYS = 1 << 1;
+/** Frame flag bit 2 (version 3, answers only; issue 32): more frames answer this req_id. Only a
+ * STREAM_FOLLOW's answer frames carry it, every one but the last; on any other frame it is a
+ * protocol error. */
+export const MORE = 1 << 2;
 export const OVERLAY_REDACTED = 1 << 0;
 export const OPEN_GET_OR_CREATE = 1 << 0;
 export const OPEN_CLONE = 1 << 1;

@@ -1,13 +1,14 @@
 /**
  * Streams (protocol version 3, issue 32, decision 0027): STREAM_OPEN … WATCH (0x0030-0x0036)
+ * and STREAM_FOLLOW (0x0038, answered by STREAM_PUSHED frames, `MORE` on all but the last)
  * on the wire — every request built and every answer strictly decoded here, and nowhere else
  * (`protocol.ts` holds the frame and the shared records) — and the stream object `openTurn`
  * returns. Layouts in docs/protocol.md ("Streams"); golden frames in
- * protocol/tests/golden-v3-streams.txt.
+ * protocol/tests/golden-v3-streams.txt and golden-v3-follow.txt.
  */
 
 import { ProtocolError, StreamEnded } from "./errors.js";
-import { ParentKind, request, RESPONSE_BIT, type ContextRef, type ExtrasRecord, type Reader, type Request, type TurnRecord, type Writer } from "./protocol.js";
+import { decodeBody, MORE, ParentKind, request, RESPONSE_BIT, type ContextRef, type ExtrasRecord, type Reader, type Request, type TurnRecord, type Writer } from "./protocol.js";
 import type { Appended } from "./types.js";
 
 export const StreamsMsgType = {
@@ -18,6 +19,7 @@ export const StreamsMsgType = {
   STREAM_LIST: 0x0034,
   STREAM_READ: 0x0035,
   WATCH: 0x0036,
+  STREAM_FOLLOW: 0x0038,
 } as const;
 
 /** The response type of a streams request. */
@@ -141,6 +143,27 @@ export function decodeStreamBytes(r: Reader): StreamBytesAnswer {
   return { streamId, state: state as StreamState, turnId, offset, length, data };
 }
 
+/** One STREAM_PUSHED frame of a STREAM_FOLLOW: STREAM_READ's answer, and whether more frames
+ * follow (the frame flag MORE). */
+export interface StreamPushed extends StreamBytesAnswer {
+  more: boolean;
+}
+
+/**
+ * A STREAM_PUSHED frame from its frame flags and body. Every frame but the last carries MORE,
+ * is of an open stream and holds at least one byte (docs/protocol.md#stream_follow-0x0038);
+ * a frame that breaks that is a ProtocolError, as a broken body is.
+ */
+export function decodeStreamPushed(flags: number, body: Uint8Array): StreamPushed {
+  if ((flags & ~MORE) !== 0) throw new ProtocolError(`STREAM_PUSHED has frame flags 0x${flags.toString(16)}; only MORE (0x${MORE.toString(16)}) goes there`);
+  const answer = decodeBody("STREAM_PUSHED", body, decodeStreamBytes);
+  const more = (flags & MORE) !== 0;
+  if (more && (answer.state !== StreamState.OPEN || answer.data.length === 0)) {
+    throw new ProtocolError(`STREAM_PUSHED of stream ${answer.streamId} at ${answer.offset} carries MORE with ${answer.data.length} bytes in state ${answer.state}: a frame with MORE is an open stream's and holds bytes`);
+  }
+  return { ...answer, more };
+}
+
 export function decodeWatched(r: Reader): WatchedAnswer {
   const lagged = r.boolean("lagged");
   const resumeAfter = r.u64("resume_after");
@@ -205,6 +228,15 @@ export function streamRead(streamId: number, offset: number, bytesMax: number, w
   if (bytesMax < 1) throw new RangeError(`bytesMax is at least 1, not ${bytesMax}`);
   checkWait(waitMs);
   return request("STREAM_READ", StreamsMsgType.STREAM_READ, 3, (w) => w.u64(streamId).u64(offset).u32(bytesMax).u32(waitMs), decodeStreamBytes);
+}
+
+/** STREAM_FOLLOW: STREAM_READ's request, answered by STREAM_PUSHED frames (each decoded with
+ * {@link decodeStreamPushed}: the connection hands each frame's flags and body to the caller).
+ * `bytesMax` is per frame; `waitMs` (0 to 60,000) is how long the follow lasts without a delta. */
+export function streamFollow(streamId: number, offset: number, bytesMax: number, waitMs: number): Request<StreamBytesAnswer> {
+  if (bytesMax < 1) throw new RangeError(`bytesMax is at least 1, not ${bytesMax}`);
+  checkWait(waitMs);
+  return request("STREAM_FOLLOW", StreamsMsgType.STREAM_FOLLOW, 3, (w) => w.u64(streamId).u64(offset).u32(bytesMax).u32(waitMs), decodeStreamBytes);
 }
 
 function watchTarget(w: Writer, target: WatchTarget): void {

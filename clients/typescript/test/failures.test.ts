@@ -225,6 +225,27 @@ describe("servers that are not ctxstore, or break the protocol", () => {
     await fake.close();
   });
 
+  test("the frame flag MORE on an answer that is not a follow's, or on an ERROR: ProtocolError", async () => {
+    // A PONG with MORE (only STREAM_FOLLOW's frames may carry it).
+    const pong = await scripted((socket, msgType, reqId) => {
+      socket.write(frame(msgType | p.RESPONSE_BIT, reqId, Buffer.alloc(8), p.MORE));
+    });
+    const client = new Client(pong.addr);
+    await expect(client.ping()).rejects.toThrow(/flags 0x4/);
+    await client.close();
+    await pong.close();
+    // An ERROR with MORE to a follow (an ERROR is always the last answer).
+    const error = await scripted((socket, _msgType, reqId) => {
+      const body = Buffer.alloc(16);
+      body.writeUInt16LE(5, 0);
+      socket.write(frame(p.ERROR_TYPE, reqId, body, p.MORE));
+    }, 3);
+    const reader = new Client(error.addr);
+    await expect(reader.readStream(57, { follow: true, waitMs: 100 }).next()).rejects.toThrow(/ERROR .*MORE/);
+    await reader.close();
+    await error.close();
+  });
+
   test("a version-1 server: a version-2 call is NotSupported, nothing is sent", async () => {
     let requests = 0;
     const fake = await scripted(() => {

@@ -6,30 +6,13 @@
  * it is here.
  */
 
-import { readFileSync } from "node:fs";
-import path from "node:path";
-
 import { describe, expect, test } from "vitest";
 
 import { blobHash } from "../src/payload.js";
 import * as p from "../src/protocol.js";
-import { REPO_ROOT } from "./server.js";
+import { goldenFrames } from "./golden-frames.js";
 
-function goldenFrames(): Map<string, Uint8Array> {
-  const frames = new Map<string, Uint8Array>();
-  for (const file of ["golden-v1.txt", "golden-v2.txt", "golden-v3.txt"]) {
-    const text = readFileSync(path.join(REPO_ROOT, "protocol", "tests", file), "utf8");
-    for (const line of text.split("\n")) {
-      if (line.trim() === "" || line.startsWith("#")) continue;
-      const [name, hex] = line.split("|").map((part) => part.trim());
-      expect(frames.has(name!), `golden frame ${name} defined twice`).toBe(false);
-      frames.set(name!, Uint8Array.from(Buffer.from(hex!, "hex")));
-    }
-  }
-  return frames;
-}
-
-const GOLDEN = goldenFrames();
+const GOLDEN = goldenFrames("golden-v1.txt", "golden-v2.txt", "golden-v3.txt");
 const HASH_A0 = Uint8Array.from({ length: 32 }, (_, i) => 0xa0 + i);
 const HASH_00 = Uint8Array.from({ length: 32 }, (_, i) => i);
 const range = (from: number, to: number): Uint8Array => Uint8Array.from({ length: to - from }, (_, i) => from + i);

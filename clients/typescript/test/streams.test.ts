@@ -7,15 +7,13 @@
  * STREAM_ENDED, STREAM_NOT_OWNED, TOO_LARGE and CONFLICT.
  */
 
-import { readFileSync } from "node:fs";
-import path from "node:path";
-
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 
 import { Client, Conflict, ConnectionLost, NotFound, StreamEnded, StreamNotOwned, TooLarge, WatchKind, type WatchEvent, type WatchLagged } from "../src/index.js";
 import * as p from "../src/protocol.js";
 import * as s from "../src/streams.js";
-import { REPO_ROOT, Server } from "./server.js";
+import { goldenFrames } from "./golden-frames.js";
+import { Server } from "./server.js";
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
 const text = (data: Uint8Array): string => new TextDecoder().decode(data);
@@ -30,18 +28,7 @@ async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
 
 // -- golden frames ----------------------------------------------------------------------------
 
-function goldenFrames(): Map<string, Uint8Array> {
-  const frames = new Map<string, Uint8Array>();
-  const file = readFileSync(path.join(REPO_ROOT, "protocol", "tests", "golden-v3-streams.txt"), "utf8");
-  for (const line of file.split("\n")) {
-    if (line.trim() === "" || line.startsWith("#")) continue;
-    const [name, hex] = line.split("|").map((part) => part.trim());
-    frames.set(name!, Uint8Array.from(Buffer.from(hex!, "hex")));
-  }
-  return frames;
-}
-
-const GOLDEN = goldenFrames();
+const GOLDEN = goldenFrames("golden-v3-streams.txt");
 const HASH_A0 = Uint8Array.from({ length: 32 }, (_, i) => 0xa0 + i);
 const TURN: p.TurnRecord = {
   turnId: 42,
