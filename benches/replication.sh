@@ -9,8 +9,8 @@
 #                                     # and where the CPU went (cores per process and per server
 #                                     # thread, benches/thread_cpu.py). REMOTE=file ships to a
 #                                     # directory instead (no object store process at all);
-#                                     # WEED_PLACE=nice|pin puts SeaweedFS under nice 19 or on one
-#                                     # core (see start_weed); SKIP_IDLE=1 skips the idle minute;
+#                                     # WEED_PLACE=nice|pin|idle puts SeaweedFS under nice 19, on
+#                                     # one core or under SCHED_IDLE (see start_weed); SKIP_IDLE=1 skips the idle minute;
 #                                     # SERVER_FLAGS="--replica-nice idle" puts the shipper
 #                                     # under SCHED_IDLE; the replication lag is sampled each
 #                                     # second of the load
@@ -71,13 +71,16 @@ start_weed() {
   # WEED_PLACE: where SeaweedFS's CPU goes. `shared` (default): it competes with the server
   # as an equal. `nice`: under nice 19, a stand-in for "another host" (the scheduler gives it
   # what the server leaves; it still costs wake-ups and cache). `pin`: on CPU WEED_CPU (1)
-  # only, so at most one of the two cores (the server still shares that one with it).
+  # only, so at most one of the two cores (the server still shares that one with it). `idle`:
+  # under SCHED_IDLE (chrt -i), the nearest this machine comes to "on another host": it runs
+  # only when no thread of the server or the load generator wants the core.
   local place=()
   case "${WEED_PLACE:-shared}" in
     shared) ;;
     nice) place=(nice -n 19) ;;
     pin) place=(taskset -c "${WEED_CPU:-1}") ;;
-    *) echo "WEED_PLACE must be shared, nice or pin" >&2; exit 2 ;;
+    idle) place=(chrt -i 0) ;;
+    *) echo "WEED_PLACE must be shared, nice, pin or idle" >&2; exit 2 ;;
   esac
   # WEED_PORT (8333) and WEED_FLAGS (its other ports) when another SeaweedFS runs here.
   local port=${WEED_PORT:-8333}
