@@ -319,7 +319,9 @@ fn chunk(state: StreamStateWire, offset: u64, length: u64, bytes: Bytes) -> Stre
 /// as the server pushes them (`next`), each starting where the previous ended. The last one
 /// is the stream's end (sealed, aborted), or an open chunk (nothing new for the wait, or the
 /// server closed the connection): follow again from its end. `StreamReader` does that.
-/// Dropping it forgets the follow (the server ends it at its wait at the latest).
+/// Dropping it forgets the follow here; the protocol has no cancel, so the server goes on
+/// pushing (frames this client then drops) until the stream ends or `wait` passes without a
+/// delta, or the connection closes.
 #[derive(Debug)]
 pub struct StreamFollow {
     client: Client,
