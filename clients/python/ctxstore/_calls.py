@@ -311,7 +311,7 @@ class Calls(ClientCore):
     ``_run`` (an op), ``_drive`` (a plan) and ``_iterate`` (follow a paging), blocking or
     coroutines as its kind says."""
 
-    STREAM_FOLLOW_REQUEST: ClassVar[type[s.StreamFollow]] = s.StreamFollow
+    _STREAM_FOLLOW_REQUEST: ClassVar[type[s.StreamFollow]] = s.StreamFollow
     """The request ``read_stream(..., follow=True)`` pushes with (STREAM_FOLLOW). A hook for
     tests: a subclass that sends a message type the server does not know sees the fallback to
     STREAM_READ long polls that an older server causes (UNKNOWN_MESSAGE)."""
@@ -1166,7 +1166,7 @@ class Calls(ClientCore):
             wait_s,
             bytes_max,
             self._accept_zstd,
-            self.STREAM_FOLLOW_REQUEST,
+            self._STREAM_FOLLOW_REQUEST,
         )
         return Following(feed, self._long_poll_timeout(timeout, wait_s), reconnect_s)
 
