@@ -356,21 +356,12 @@ def _follow(
             return
         while frame is not RESUME:
             answer = _expect(frame, s.StreamPushedResponse)
-            if answer.stream_id != stream_id or answer.offset != offset:
-                raise ProtocolError(
-                    f"STREAM_FOLLOW of stream {stream_id} at {offset} pushed stream "
-                    f"{answer.stream_id} at {answer.offset}"
-                )
+            _check_answer("STREAM_FOLLOW", stream_id, offset, answer)
             if answer.state == s.StreamState.ABORTED:
                 raise _aborted(stream_id, offset)
             if answer.state == s.StreamState.SEALED:
                 yield from _sealed_rest(stream_id, answer.turn_id, offset, accept_zstd)
                 return
-            if offset + len(answer.data) > answer.length:
-                raise ProtocolError(
-                    f"STREAM_FOLLOW of stream {stream_id} pushed bytes {offset}.."
-                    f"{offset + len(answer.data)} of a stream of {answer.length}"
-                )
             if answer.data:
                 offset += len(answer.data)
                 yield Emit(answer.data)
@@ -385,17 +376,8 @@ def _read(
     while True:
         request = s.StreamRead(stream_id, offset, bytes_max, wait_ms)
         answer = yield ops.Op(request, lambda response: _expect(response, s.StreamBytesResponse))
-        if answer.stream_id != stream_id or answer.offset != offset:
-            raise ProtocolError(
-                f"STREAM_READ of stream {stream_id} at {offset} answered stream "
-                f"{answer.stream_id} at {answer.offset}"
-            )
+        _check_answer("STREAM_READ", stream_id, offset, answer)
         if answer.state == s.StreamState.OPEN:
-            if offset + len(answer.data) > answer.length:
-                raise ProtocolError(
-                    f"STREAM_READ of stream {stream_id} answered bytes {offset}.."
-                    f"{offset + len(answer.data)} of a stream of {answer.length}"
-                )
             if answer.data:
                 offset += len(answer.data)
                 yield Emit(answer.data)
@@ -406,6 +388,22 @@ def _read(
             raise _aborted(stream_id, offset)
         yield from _sealed_rest(stream_id, answer.turn_id, offset, accept_zstd)
         return
+
+
+def _check_answer(name: str, stream_id: int, offset: int, answer: s.StreamBytesResponse) -> None:
+    """A STREAM_READ answer or a STREAM_FOLLOW frame is of the stream asked for, at the offset
+    asked (a follow's next frame: where the previous ended), its bytes within the stream's
+    acknowledged length: else a ProtocolError."""
+    if answer.stream_id != stream_id or answer.offset != offset:
+        raise ProtocolError(
+            f"{name} of stream {stream_id} at {offset} answered stream {answer.stream_id} at "
+            f"{answer.offset}"
+        )
+    if answer.state == s.StreamState.OPEN and offset + len(answer.data) > answer.length:
+        raise ProtocolError(
+            f"{name} of stream {stream_id} answered bytes {offset}..{offset + len(answer.data)} "
+            f"of a stream of {answer.length}"
+        )
 
 
 def _aborted(stream_id: int, offset: int) -> StreamEnded:

@@ -14,8 +14,10 @@ import asyncio
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
@@ -53,23 +55,37 @@ def _reads(sent: list[p.Request], msg_type: int) -> list[int]:
     return [r.offset for r in sent if isinstance(r, s.StreamRead) and r.msg_type == msg_type]
 
 
+@asynccontextmanager
+async def _opened(
+    addr: str,
+    what: str,
+    reader_class: type[ctxstore.AsyncClient] = ctxstore.AsyncClient,
+    **reader_options: Any,
+) -> AsyncIterator[tuple[ctxstore.AsyncClient, ctxstore.AsyncTurnStream]]:
+    """A reader client and a stream just opened on a new context by a writer client."""
+    name = _name(what)
+    async with (
+        ctxstore.AsyncClient(addr, timeout=20) as writer,
+        reader_class(addr, timeout=20, **reader_options) as reader,
+    ):
+        await writer.open_context(name)
+        yield reader, await writer.open_turn(name)
+
+
+async def _follow_into(
+    chunks: list[bytes], reader: ctxstore.AsyncClient, stream_id: int, **options: Any
+) -> None:
+    """Follows the stream to its end, each chunk into ``chunks`` as it comes."""
+    async for chunk in reader.read_stream(stream_id, follow=True, **options):
+        chunks.append(chunk)
+
+
 async def test_one_follow_delivers_every_byte_once_in_order_while_a_writer_appends(
     server: ServerProcess, sent: list[p.Request]
 ) -> None:
-    name = _name("follow-one")
-    async with (
-        ctxstore.AsyncClient(server.addr, timeout=20) as writer,
-        ctxstore.AsyncClient(server.addr, timeout=20) as reader,
-    ):
-        await writer.open_context(name)
-        stream = await writer.open_turn(name)
-        chunks: list[bytes] = []
-
-        async def read() -> None:
-            async for chunk in reader.read_stream(stream.stream_id, follow=True, wait_s=30):
-                chunks.append(chunk)
-
-        task = asyncio.create_task(read())
+    chunks: list[bytes] = []
+    async with _opened(server.addr, "follow-one") as (reader, stream):
+        task = asyncio.create_task(_follow_into(chunks, reader, stream.stream_id, wait_s=30))
         deltas = [f"token {i:03};".encode() for i in range(200)]
         for delta in deltas:
             await stream.append(delta)
@@ -99,13 +115,7 @@ def test_the_sealed_end_gives_the_rest_from_the_turn(server: ServerProcess) -> N
 
 
 async def test_the_aborted_end_raises_after_the_bytes(server: ServerProcess) -> None:
-    name = _name("follow-aborted")
-    async with (
-        ctxstore.AsyncClient(server.addr, timeout=20) as writer,
-        ctxstore.AsyncClient(server.addr, timeout=20) as reader,
-    ):
-        await writer.open_context(name)
-        stream = await writer.open_turn(name)
+    async with _opened(server.addr, "follow-aborted") as (reader, stream):
         await stream.append(b"partial answer")
         chunks: list[bytes] = []
         ended: list[ctxstore.StreamEnded] = []
@@ -127,13 +137,7 @@ async def test_the_aborted_end_raises_after_the_bytes(server: ServerProcess) -> 
 async def test_an_idle_end_follows_again_from_the_offset(
     server: ServerProcess, sent: list[p.Request]
 ) -> None:
-    name = _name("follow-idle")
-    async with (
-        ctxstore.AsyncClient(server.addr, timeout=20) as writer,
-        ctxstore.AsyncClient(server.addr, timeout=20) as reader,
-    ):
-        await writer.open_context(name)
-        stream = await writer.open_turn(name)
+    async with _opened(server.addr, "follow-idle") as (reader, stream):
         chunks: list[bytes] = []
         first = asyncio.Event()
 
@@ -160,13 +164,7 @@ async def test_an_idle_end_follows_again_from_the_offset(
 async def test_a_server_restart_mid_follow_resumes_from_the_offset(
     own_server: ServerProcess, sent: list[p.Request]
 ) -> None:
-    name = _name("follow-restart")
-    async with (
-        ctxstore.AsyncClient(own_server.addr, timeout=20) as writer,
-        ctxstore.AsyncClient(own_server.addr, timeout=20) as reader,
-    ):
-        await writer.open_context(name)
-        stream = await writer.open_turn(name)
+    async with _opened(own_server.addr, "follow-restart") as (reader, stream):
         before = [b"acknowledged %d;" % i for i in range(20)]
         for delta in before:
             await stream.append(delta)
@@ -224,13 +222,8 @@ def test_a_follow_holding_its_most_frames_stops_reading_until_taken(
 
 
 async def test_a_reader_that_leaves_early_releases_its_follow(server: ServerProcess) -> None:
-    name = _name("follow-leave")
-    async with (
-        ctxstore.AsyncClient(server.addr, timeout=20) as writer,
-        ctxstore.AsyncClient(server.addr, timeout=20, max_in_flight=1) as reader,
-    ):
-        await writer.open_context(name)
-        stream = await writer.open_turn(name)
+    # One in-flight slot: the follow's, while it lasts.
+    async with _opened(server.addr, "follow-leave", max_in_flight=1) as (reader, stream):
         await stream.append(b"one;")
         chunks = reader.read_stream(stream.stream_id, follow=True, wait_s=30)
         assert await anext(chunks) == b"one;"
@@ -266,21 +259,11 @@ class _OlderServerBlockingClient(ctxstore.Client):
 async def test_unknown_message_falls_back_to_long_polls(
     server: ServerProcess, sent: list[p.Request]
 ) -> None:
-    name = _name("follow-fallback")
-    async with (
-        ctxstore.AsyncClient(server.addr, timeout=20) as writer,
-        _OlderServerClient(server.addr, timeout=20) as reader,
-    ):
-        await writer.open_context(name)
-        stream = await writer.open_turn(name)
+    chunks: list[bytes] = []
+    async with _opened(server.addr, "follow-fallback", _OlderServerClient) as (reader, stream):
         await stream.append(b"before;")
-        chunks: list[bytes] = []
-
-        async def read() -> None:
-            async for chunk in reader.read_stream(stream.stream_id, 2, follow=True, wait_s=5):
-                chunks.append(chunk)
-
-        task = asyncio.create_task(read())
+        following = _follow_into(chunks, reader, stream.stream_id, offset=2, wait_s=5)
+        task = asyncio.create_task(following)
         for i in range(10):
             await stream.append(b"delta %d;" % i)
             await asyncio.sleep(0.005)
