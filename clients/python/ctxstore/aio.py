@@ -181,9 +181,10 @@ class _AsyncConnection(ConnectionState["_Waiting | _AsyncFollow"]):
                 self._dispatch(header, body)
                 while (stalled := self._stalled) is not None:
                     # A follow holds its most frames: read nothing more until its caller
-                    # takes one (or abandons it), so that TCP pushes back on the server.
+                    # takes one (or abandons it; one whose last frame came gets no more), so
+                    # that TCP pushes back on the server.
                     self._stalled = None
-                    while stalled.full and not stalled.abandoned:
+                    while stalled.full and not stalled.ended:
                         stalled.room.clear()
                         await stalled.room.wait()
         except asyncio.CancelledError:

@@ -236,9 +236,10 @@ class _Connection(ConnectionState["_Pending | _Follow"]):
                 stalled, self._stalled = self._stalled, None
                 if stalled is not None:
                     # A follow holds its most frames: read nothing more until its caller
-                    # takes one (or abandons it), so that TCP pushes back on the server.
+                    # takes one (or abandons it; one whose last frame came gets no more), so
+                    # that TCP pushes back on the server.
                     with stalled.changed:
-                        while stalled.full and not stalled.abandoned and self._dead is None:
+                        while stalled.full and not stalled.ended and self._dead is None:
                             stalled.changed.wait()
         except BaseException as error:  # noqa: BLE001 - the thread's end, whatever it was
             reason = error
