@@ -9,8 +9,12 @@ offset, a watch's sequence number) after an answer arrived and before the item i
 so a shell that loses the connection sends the same op again on the next one: a reader gets
 every byte exactly once, in order, across reconnects and server restarts (the server only
 serves durable bytes at exactly the offset asked), and a watcher misses no event still kept
-(or is told it lagged). :func:`follow_blocking` and :func:`follow_async` are the two shells'
-loops; they differ only in sleeping and awaiting.
+(or is told it lagged). A following reader yields a :class:`Follow` (STREAM_FOLLOW) instead,
+receives its frames one by one (:data:`NEXT_FRAME` after each with ``MORE``), and after a
+lost connection receives :data:`RESUME` and follows again from its offset; a follow's ERROR
+is raised into it (UNKNOWN_MESSAGE from an older server: it long-polls instead).
+:func:`follow_blocking` and :func:`follow_async` are the two shells' loops; they differ only
+in sleeping and awaiting (and abandon a follow their caller left).
 """
 
 from __future__ import annotations
