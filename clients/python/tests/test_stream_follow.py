@@ -3,7 +3,9 @@ ctxstore-server, in both shells: every byte exactly once and in order from one f
 writer appends; the sealed, aborted and idle ends (and the follow again after an idle one); a
 server restart mid-follow resumed from the offset reached; a follow that holds its most frames
 stops the connection's reading; a reader that leaves early keeps its follow in flight only
-until its last frame; and the fallback to STREAM_READ long polls on UNKNOWN_MESSAGE.
+until its last frame; and the fallback to STREAM_READ long polls on UNKNOWN_MESSAGE. One thing
+no real server does on demand, ``MORE`` on an answer that is not a follow's, is sent by the
+plain-socket stand-in of ``fakes.py``: the client closes that connection.
 
 What went on the wire is observed by recording each request the client encodes (its type and
 offset), so a test can tell a follow from a long poll; the answers are the server's."""
@@ -27,6 +29,7 @@ from ctxstore import _protocol as p
 from ctxstore import _stream_protocol as s
 
 from conftest import ServerProcess
+from fakes import FakeServer, hello_then_answer
 
 FOLLOW = s.StreamsMessageType.STREAM_FOLLOW
 READ = s.StreamsMessageType.STREAM_READ
@@ -301,3 +304,27 @@ def test_the_blocking_shell_falls_back_too(server: ServerProcess) -> None:
         assert done.wait(20)
         thread.join()
     assert b"".join(got) == b"d0;d1;d2;d3;d4;"
+
+
+def _pong_with_more(header: p.FrameHeader, body: bytes) -> bytes:
+    """A PONG sent with the frame flag MORE, which only a follow's frames may carry."""
+    nonce = p.Ping.decode_body(p.Reader(body, "PING")).nonce
+    frame = bytearray(p.encode_response(header.req_id, p.Pong(nonce)))
+    frame[6:8] = p.MORE.to_bytes(2, "little")
+    return bytes(frame)
+
+
+def test_more_on_an_answer_that_is_not_a_follow_closes_the_connection() -> None:
+    with FakeServer(hello_then_answer(_pong_with_more, version=3)) as fake:
+        with ctxstore.Client(fake.addr, timeout=5) as client:
+            with pytest.raises(ctxstore.ProtocolError, match="flags"):
+                client.ping()
+            assert not client.connected
+
+
+async def test_more_on_an_answer_that_is_not_a_follow_closes_the_async_connection() -> None:
+    with FakeServer(hello_then_answer(_pong_with_more, version=3)) as fake:
+        async with ctxstore.AsyncClient(fake.addr, timeout=5) as client:
+            with pytest.raises(ctxstore.ProtocolError, match="flags"):
+                await client.ping()
+            assert not client.connected
