@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
     Any,
+    ClassVar,
     Concatenate,
     Generic,
     Literal,
@@ -309,6 +310,11 @@ class Calls(ClientCore):
     passes ``shell=`` is a shell: it gets every call as a method of that kind, and must have
     ``_run`` (an op), ``_drive`` (a plan) and ``_iterate`` (follow a paging), blocking or
     coroutines as its kind says."""
+
+    _STREAM_FOLLOW_REQUEST: ClassVar[type[s.StreamFollow]] = s.StreamFollow
+    """The request ``read_stream(..., follow=True)`` pushes with (STREAM_FOLLOW). A hook for
+    tests: a subclass that sends a message type the server does not know sees the fallback to
+    STREAM_READ long polls that an older server causes (UNKNOWN_MESSAGE)."""
 
     def __init_subclass__(cls, shell: Shell | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -1137,16 +1143,31 @@ class Calls(ClientCore):
         """The stream's bytes from ``offset``, as chunks (an iterator; an async iterator in
         :class:`~ctxstore.AsyncClient`), only ever acknowledged (durable) bytes, in order.
 
-        Without ``follow`` it ends after what the stream holds now; with ``follow`` it waits
-        for each new delta (long polls of up to ``wait_s`` on the client's connection) and
-        ends when the stream is sealed. A sealed stream's bytes past ``offset`` are read from
-        its turn, so a reader that was away during the seal still gets them. An aborted
-        stream raises :class:`~ctxstore.errors.StreamEnded` (``detail`` 0) after its bytes.
-        When the connection is lost (a server restart included) the read is sent again on a
-        new one, from the offset after the last chunk yielded: every byte exactly once, in
-        order; after ``reconnect_s`` without a connection, ConnectionLost (or
-        ConnectError) is raised. ``timeout``: of each request, on top of its wait."""
-        feed = _streams.read_feed(stream_id, offset, follow, wait_s, bytes_max, self._accept_zstd)
+        Without ``follow`` it ends after what the stream holds now (STREAM_READ); with
+        ``follow`` the server pushes each new delta as it is acknowledged (one STREAM_FOLLOW
+        on the client's connection, its frames up to ``bytes_max`` each, followed again from
+        the offset reached after ``wait_s`` without a delta) and it ends when the stream is
+        sealed. A server older than STREAM_FOLLOW (UNKNOWN_MESSAGE) is long-polled instead
+        (STREAM_READ with a wait of ``wait_s``). A sealed stream's bytes past ``offset`` are
+        read from its turn, so a reader that was away during the seal still gets them. An
+        aborted stream raises :class:`~ctxstore.errors.StreamEnded` (``detail`` 0) after its
+        bytes. When the connection is lost (a server restart included) the read or follow is
+        sent again on a new one, from the offset after the last chunk yielded: every byte
+        exactly once, in order; after ``reconnect_s`` without a connection, ConnectionLost (or
+        ConnectError) is raised. A follow holds at most 64 frames its reader has not taken
+        (then the connection reads nothing more until it does: TCP pushes back on the
+        server); a reader that leaves early (``break``) lets its follow's frames be dropped
+        until the server ends it. ``timeout``: of each request (each frame), on top of its
+        wait."""
+        feed = _streams.read_feed(
+            stream_id,
+            offset,
+            follow,
+            wait_s,
+            bytes_max,
+            self._accept_zstd,
+            self._STREAM_FOLLOW_REQUEST,
+        )
         return Following(feed, self._long_poll_timeout(timeout, wait_s), reconnect_s)
 
     @following

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from . import _ops as ops
 from . import _protocol as p
+from . import _stream_protocol as s
 from .errors import (
     CONNECTION_CLOSING_CODES,
     ClientClosed,
@@ -83,6 +85,68 @@ class Dial:
         """Whether a connection to ``peer`` (its ``getpeername()``; None if it could not
         tell) hashes RAW payloads (decision 0015)."""
         return ops.hashes_raw_from(self.verify_payloads, peer)
+
+
+FOLLOW_FRAMES_MAX = 64
+"""Frames one follow (STREAM_FOLLOW) holds that its caller has not taken yet. When a follow
+holds this many, its connection stops reading the socket until the caller takes one, so that
+TCP pushes back on the server (which then waits: it pushes nothing, drops nothing and skips
+nothing), as the Rust and TypeScript clients do; the client's memory per follow is bounded."""
+
+
+class FollowFrames:
+    """The frames of one follow (STREAM_FOLLOW) in arrival order, without I/O: each shell
+    keeps one per follow in flight and wakes its caller its own way. The route ends at the
+    frame without ``MORE`` (or an ERROR), or when the connection ends (:meth:`lost`: the
+    connection's error comes after the frames already held). A follow its caller abandoned
+    (:meth:`abandon`) drops the frames that still come, until its last, which ends it: the
+    server counts the follow in flight until then, so the client keeps its in-flight slot."""
+
+    __slots__ = ("request", "ended", "abandoned", "_frames", "_error")
+
+    def __init__(self, request: p.Request) -> None:
+        self.request = request
+        self.ended = False
+        """True once the last frame arrived or the connection ended."""
+        self.abandoned = False
+        self._frames: deque[p.Response] = deque()
+        self._error: BaseException | None = None
+
+    @property
+    def full(self) -> bool:
+        """Whether the connection should stop reading until the caller takes a frame."""
+        return len(self._frames) >= FOLLOW_FRAMES_MAX
+
+    def arrived(self, response: p.Response) -> None:
+        """A frame of this follow arrived (its req_id; decoded and checked by
+        :func:`answer_of`, so ``MORE`` is only on an open frame with bytes)."""
+        assert not self.ended, "a frame after a follow's last: answer_of routes none"
+        if not (isinstance(response, s.StreamPushedResponse) and response.more):
+            self.ended = True
+        if not self.abandoned:
+            self._frames.append(response)
+
+    def lost(self, error: BaseException) -> None:
+        """The connection ended for ``error`` before the last frame."""
+        if not self.ended:
+            self.ended = True
+            self._error = error
+
+    def abandon(self) -> None:
+        """The caller takes no more frames: drop those held and those still to come."""
+        self.abandoned = True
+        self._frames.clear()
+
+    def take(self) -> p.Response | None:
+        """The next frame (None: none has arrived yet); once the frames are taken, the
+        connection's error if it ended first. Taking past the last frame is a caller's bug."""
+        if self._frames:
+            return self._frames.popleft()
+        if self._error is not None:
+            raise self._error
+        if self.ended:
+            raise RuntimeError(f"{self.request.NAME}: its frames were taken to the last")
+        return None
 
 
 class Waiter(Protocol):
@@ -161,6 +225,11 @@ class ConnectionState(Generic[W]):
         """The request waiting for ``req_id``, no longer in flight (None: none waits)."""
         return self._pending.pop(req_id, None)
 
+    def _keep(self, req_id: int, waiter: W) -> None:
+        """``waiter`` stays in flight for ``req_id`` (a follow after a frame with MORE)."""
+        if self._dead is None:
+            self._pending[req_id] = waiter
+
     def _taken_all(self, reason: BaseException) -> list[W] | None:
         """Ends the connection for ``reason``: every request in flight, now failed (None if
         it had ended already)."""
@@ -195,6 +264,10 @@ class ConnectionState(Generic[W]):
             raise
         if waiter is None or response is None:
             return
+        if isinstance(response, s.StreamPushedResponse) and response.more:
+            # A follow's frame with MORE: more frames answer this req_id (the decoder let
+            # MORE through only on STREAM_PUSHED, which answers only STREAM_FOLLOW).
+            self._keep(header.req_id, waiter)
         self._resolve(waiter, response)
         if isinstance(response, p.ErrorResponse) and response.code in CONNECTION_CLOSING_CODES:
             # The server closes the connection after this answer: no new request may use it.

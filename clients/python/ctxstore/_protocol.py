@@ -63,6 +63,8 @@ __all__ = [
     "OVERLAY_REDACTED",
     "OVERLAY_BYTES",
     "FRAME_FLAGS_KNOWN",
+    "MORE",
+    "RESPONSE_FLAGS_KNOWN",
     "OPEN_GET_OR_CREATE",
     "OPEN_CLONE",
     "OPEN_FLAGS_KNOWN",
@@ -248,6 +250,13 @@ OVERLAYS = 1 << 1
 :class:`AsOf`) the body ends with ``u64 as_of`` (0: the latest view); on its answer the body
 ends with ``u32 count`` and one OVERLAY (16 bytes) per TURN (see :class:`OverlaidResponse`)."""
 FRAME_FLAGS_KNOWN = CTX_BY_NAME | OVERLAYS
+MORE = 1 << 2
+"""Frame flag bit 2 (version 3, answers only; issue 32): more frames answer this req_id. Only
+an answer whose class sets ``CARRIES_MORE`` (STREAM_FOLLOW's STREAM_PUSHED) may carry it; on
+any other answer it is a ProtocolError that closes the connection."""
+RESPONSE_FLAGS_KNOWN = OVERLAYS | MORE
+"""The frame flags an answer may carry (which answer may carry which is decided when it is
+decoded, by :func:`decode_response`)."""
 OVERLAY_REDACTED = 1 << 0
 """OVERLAY ``overlay_flags`` bit 0: the turn is redacted (empty payload, hash of no bytes)."""
 OVERLAY_BYTES = 16
@@ -1290,6 +1299,9 @@ class Response(Message):
     one response layout, e.g. CONTEXT); ``msg_type`` is the one of this instance."""
 
     MSG_TYPES: ClassVar[tuple[int, ...]] = ()
+    CARRIES_MORE: ClassVar[bool] = False
+    """Whether this answer may come with the frame flag :data:`MORE` (then the class has
+    ``with_more``, which checks the body allows it)."""
 
     @property
     def msg_type(self) -> int:
@@ -4161,7 +4173,12 @@ def decode_response(
     ``allow_unknown`` (then a :class:`RawResponse`)."""
     cls = RESPONSE_TYPES.get(msg_type)
     overlays = bool(flags & OVERLAYS)
-    if flags & ~OVERLAYS or (overlays and (msg_type & ~RESPONSE_BIT) not in TAKES_OVERLAYS):
+    more = bool(flags & MORE)
+    if (
+        flags & ~RESPONSE_FLAGS_KNOWN
+        or (overlays and (msg_type & ~RESPONSE_BIT) not in TAKES_OVERLAYS)
+        or (more and (cls is None or not cls.CARRIES_MORE))
+    ):
         raise ProtocolError(f"frame flags {flags:#06x} this answer cannot carry")
     if cls is None:
         if allow_unknown and msg_type & RESPONSE_BIT:
@@ -4189,6 +4206,9 @@ def decode_response(
             states.append(OverlayRecord(overlay_seq, bool(overlay_flags & OVERLAY_REDACTED)))
         response = OverlaidResponse(response, tuple(states))
     reader.finish()
+    if more:
+        # Only a frame that can be followed by more (its class checks the body) carries it.
+        response = cast(Any, response).with_more()
     return response
 
 

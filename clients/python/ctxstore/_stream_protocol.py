@@ -1,11 +1,12 @@
 """The streams family on the wire (protocol version 3, issue 32, decision 0027): STREAM_OPEN,
 STREAM_APPEND, STREAM_SEAL, STREAM_ABORT, STREAM_LIST, STREAM_READ and WATCH (0x0030-0x0036),
+and STREAM_FOLLOW (0x0038, answered by STREAM_PUSHED frames, ``MORE`` on all but the last),
 each request and its answer encoded and strictly decoded here, and nowhere else (style.md §8:
 a message family is owned by one module per layer; :mod:`ctxstore._protocol` holds the frame
 and the shared records, and imports this module so that its registry knows these types).
 
 Layouts in docs/protocol.md#streams-version-3-issue-32-decision-0027; golden frames in
-protocol/tests/golden-v3-streams.txt.
+protocol/tests/golden-v3-streams.txt and golden-v3-follow.txt.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from enum import IntEnum
 from typing import ClassVar
 
 from ._protocol import (
+    MORE,
     RESPONSE_BIT,
     ContextRef,
     ExtrasRecord,
@@ -31,6 +33,7 @@ from ._protocol import (
     register_request,
     register_response,
 )
+from .errors import ProtocolError
 
 __all__ = [
     "StreamsMessageType",
@@ -44,6 +47,7 @@ __all__ = [
     "StreamAbort",
     "StreamList",
     "StreamRead",
+    "StreamFollow",
     "Watch",
     "StreamInfoResponse",
     "StreamAppendedResponse",
@@ -51,6 +55,7 @@ __all__ = [
     "StreamAbortedResponse",
     "StreamListResponse",
     "StreamBytesResponse",
+    "StreamPushedResponse",
     "WatchedResponse",
     "STREAM_INFO_BYTES",
     "WATCH_EVENT_BYTES",
@@ -97,6 +102,7 @@ class StreamsMessageType(IntEnum):
     STREAM_LIST = 0x0034
     STREAM_READ = 0x0035
     WATCH = 0x0036
+    STREAM_FOLLOW = 0x0038
 
     @property
     def response_type(self) -> int:
@@ -411,6 +417,17 @@ class StreamRead(Request):
         return cls(stream_id, offset, bytes_max, wait_ms)
 
 
+@register_request
+@dataclass(frozen=True, slots=True)
+class StreamFollow(StreamRead):
+    """STREAM_FOLLOW (0x0038, v3): STREAM_READ pushed. STREAM_READ's body; answered by a
+    series of STREAM_PUSHED frames (``bytes_max`` per frame), ``MORE`` on all but the last,
+    which is the stream's end, an open frame after ``wait_ms`` without a delta, or an ERROR."""
+
+    MSG_TYPE: ClassVar[int] = StreamsMessageType.STREAM_FOLLOW
+    NAME: ClassVar[str] = "STREAM_FOLLOW"
+
+
 @dataclass(frozen=True, slots=True)
 class WatchTarget:
     """What a WATCH follows: exactly one of a context (``context``), the contexts whose name
@@ -629,6 +646,38 @@ class StreamBytesResponse(Response):
         if state != StreamState.OPEN and data:
             raise reader.error("bytes", "an ended stream's answer carries none")
         return cls(stream_id, StreamState(state), turn_id, offset, length, data)
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class StreamPushedResponse(StreamBytesResponse):
+    """STREAM_PUSHED (0x8038): one frame of a STREAM_FOLLOW's answer, STREAM_BYTES's body byte
+    for byte; ``more`` (the frame flag ``MORE``): frames follow for the same req_id. Only a
+    frame of an open stream holding bytes may carry it (docs/protocol.md#stream_follow-0x0038)."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (StreamsMessageType.STREAM_FOLLOW.response_type,)
+    NAME: ClassVar[str] = "STREAM_PUSHED"
+    CARRIES_MORE: ClassVar[bool] = True
+
+    more: bool = False
+
+    @property
+    def frame_flags(self) -> int:
+        """``MORE`` on every frame but a follow's last."""
+        return MORE if self.more else 0
+
+    def with_more(self) -> StreamPushedResponse:
+        """This frame as sent with ``MORE``; a ProtocolError unless it is an open stream's
+        with bytes (the server sends ``MORE`` on no other: the connection is broken)."""
+        if self.state != StreamState.OPEN or not self.data:
+            raise ProtocolError(
+                f"STREAM_PUSHED of stream {self.stream_id} at {self.offset} carries MORE on a "
+                f"{self.state.name.lower()} stream's frame of {len(self.data)} bytes (only an "
+                "open stream's frame with bytes may)"
+            )
+        return StreamPushedResponse(
+            self.stream_id, self.state, self.turn_id, self.offset, self.length, self.data, True
+        )
 
 
 @register_response

@@ -9,8 +9,12 @@ offset, a watch's sequence number) after an answer arrived and before the item i
 so a shell that loses the connection sends the same op again on the next one: a reader gets
 every byte exactly once, in order, across reconnects and server restarts (the server only
 serves durable bytes at exactly the offset asked), and a watcher misses no event still kept
-(or is told it lagged). :func:`follow_blocking` and :func:`follow_async` are the two shells'
-loops; they differ only in sleeping and awaiting.
+(or is told it lagged). A following reader yields a :class:`Follow` (STREAM_FOLLOW) instead,
+receives its frames one by one (:data:`NEXT_FRAME` after each with ``MORE``), and after a
+lost connection receives :data:`RESUME` and follows again from its offset; a follow's ERROR
+is raised into it (UNKNOWN_MESSAGE from an older server: it long-polls instead).
+:func:`follow_blocking` and :func:`follow_async` are the two shells' loops; they differ only
+in sleeping and awaiting (and abandon a follow their caller left).
 """
 
 from __future__ import annotations
@@ -35,12 +39,13 @@ from .errors import (
     ProtocolError,
     ShuttingDown,
     StreamEnded,
+    UnknownMessage,
 )
 from .types import Appended, ContextLike, KeyLike, ParentLike
 
 if TYPE_CHECKING:
-    from .aio import AsyncClient
-    from .client import Client
+    from .aio import AsyncClient, _AsyncConnection, _AsyncFollow
+    from .client import Client, _Connection, _Follow
 
 __all__ = [
     "StreamInfo",
@@ -110,7 +115,29 @@ class Emit:
     item: Any
 
 
-Feed = Generator["ops.Op[Any] | Emit", Any, None]
+@dataclass(frozen=True, slots=True)
+class Follow:
+    """A feed step: send ``request`` (STREAM_FOLLOW) and give the feed its first frame (a
+    STREAM_PUSHED); then :data:`NEXT_FRAME` gives the next, until the frame without ``MORE``.
+    Instead of a frame the feed receives :data:`RESUME` when the connection was lost (follow
+    again from its offset, on a new one), and the follow's ERROR (UnknownMessage, NotFound,
+    …) is raised into it at the ``yield``."""
+
+    request: s.StreamFollow
+
+
+class _NextFrame:
+    """The type of :data:`NEXT_FRAME`."""
+
+    __slots__ = ()
+
+
+NEXT_FRAME = _NextFrame()
+"""A feed step: the follow's next frame (after one with ``MORE``)."""
+RESUME: Any = object()
+"""What a feed receives instead of a follow's frame when the connection was lost."""
+
+Feed = Generator["ops.Op[Any] | Emit | Follow | _NextFrame", Any, None]
 """A read or a watch (see the module's doc)."""
 
 
@@ -292,16 +319,59 @@ def find_stream(context: ContextLike, stream_id: int) -> ops.Plan[StreamInfo]:
 
 
 def read_feed(
-    stream_id: int, offset: int, follow: bool, wait_s: float, bytes_max: int, accept_zstd: bool
+    stream_id: int,
+    offset: int,
+    follow: bool,
+    wait_s: float,
+    bytes_max: int,
+    accept_zstd: bool,
+    follow_request: type[s.StreamFollow] = s.StreamFollow,
 ) -> Feed:
-    """The bytes of a stream from ``offset``, chunk by chunk (see :meth:`Calls.read_stream`);
-    the arguments are checked now, not at the first step."""
+    """The bytes of a stream from ``offset``, chunk by chunk (see :meth:`Calls.read_stream`):
+    with ``follow`` pushed (``follow_request``, STREAM_FOLLOW), long-polled where the server
+    answers UNKNOWN_MESSAGE; the arguments are checked now, not at the first step."""
     ops._u64(stream_id, "stream_id")
     ops._u64(offset, "offset")
     if not 1 <= bytes_max <= p.U32_MAX:
         raise ValueError(f"bytes_max is 1 to {p.U32_MAX}, not {bytes_max}")
-    wait_ms = _wait_ms(wait_s) if follow else 0
-    return _read(stream_id, offset, follow, wait_ms, bytes_max, accept_zstd)
+    if not follow:
+        return _read(stream_id, offset, False, 0, bytes_max, accept_zstd)
+    wait_ms = _wait_ms(wait_s)
+    return _follow(stream_id, offset, wait_ms, bytes_max, accept_zstd, follow_request)
+
+
+def _follow(
+    stream_id: int,
+    offset: int,
+    wait_ms: int,
+    bytes_max: int,
+    accept_zstd: bool,
+    follow_request: type[s.StreamFollow],
+) -> Feed:
+    """STREAM_FOLLOW from ``offset``, again from the new offset after a follow that ended
+    open (no delta for ``wait_ms``, the server closing) or a lost connection; the offset
+    advances only with a frame, by its bytes: exactly once, in order."""
+    while True:
+        try:
+            frame = yield Follow(follow_request(stream_id, offset, bytes_max, wait_ms))
+        except UnknownMessage:
+            # A server older than STREAM_FOLLOW: long polls, from the same offset.
+            yield from _read(stream_id, offset, True, wait_ms, bytes_max, accept_zstd)
+            return
+        while frame is not RESUME:
+            answer = _expect(frame, s.StreamPushedResponse)
+            _check_answer("STREAM_FOLLOW", stream_id, offset, answer)
+            if answer.state == s.StreamState.ABORTED:
+                raise _aborted(stream_id, offset)
+            if answer.state == s.StreamState.SEALED:
+                yield from _sealed_rest(stream_id, answer.turn_id, offset, accept_zstd)
+                return
+            if answer.data:
+                offset += len(answer.data)
+                yield Emit(answer.data)
+            if not answer.more:
+                break  # open at the follow's end (idle, or the server closing): again
+            frame = yield NEXT_FRAME
 
 
 def _read(
@@ -310,17 +380,8 @@ def _read(
     while True:
         request = s.StreamRead(stream_id, offset, bytes_max, wait_ms)
         answer = yield ops.Op(request, lambda response: _expect(response, s.StreamBytesResponse))
-        if answer.stream_id != stream_id or answer.offset != offset:
-            raise ProtocolError(
-                f"STREAM_READ of stream {stream_id} at {offset} answered stream "
-                f"{answer.stream_id} at {answer.offset}"
-            )
+        _check_answer("STREAM_READ", stream_id, offset, answer)
         if answer.state == s.StreamState.OPEN:
-            if offset + len(answer.data) > answer.length:
-                raise ProtocolError(
-                    f"STREAM_READ of stream {stream_id} answered bytes {offset}.."
-                    f"{offset + len(answer.data)} of a stream of {answer.length}"
-                )
             if answer.data:
                 offset += len(answer.data)
                 yield Emit(answer.data)
@@ -328,24 +389,47 @@ def _read(
                 return
             continue
         if answer.state == s.StreamState.ABORTED:
-            raise StreamEnded(
-                f"stream {stream_id} was aborted (read up to byte {offset}); it never became a "
-                "turn",
-                code=StreamEnded.code,
-                detail=0,
-            )
-        # Sealed: the bytes past `offset` are the sealed turn's payload (a reader that was
-        # away during the seal resumes there, exactly once).
-        turn = yield ops.get_turn(answer.turn_id)
-        if offset > turn.payload_len:
-            raise ProtocolError(
-                f"stream {stream_id} was read to byte {offset}, past its sealed turn "
-                f"{turn.turn_id} of {turn.payload_len} bytes"
-            )
-        if offset < turn.payload_len:
-            payload: bytes = yield ops.get_blob(turn.payload_hash, accept_zstd)
-            yield Emit(payload[offset:])
+            raise _aborted(stream_id, offset)
+        yield from _sealed_rest(stream_id, answer.turn_id, offset, accept_zstd)
         return
+
+
+def _check_answer(name: str, stream_id: int, offset: int, answer: s.StreamBytesResponse) -> None:
+    """A STREAM_READ answer or a STREAM_FOLLOW frame is of the stream asked for, at the offset
+    asked (a follow's next frame: where the previous ended), its bytes within the stream's
+    acknowledged length: else a ProtocolError."""
+    if answer.stream_id != stream_id or answer.offset != offset:
+        raise ProtocolError(
+            f"{name} of stream {stream_id} at {offset} answered stream {answer.stream_id} at "
+            f"{answer.offset}"
+        )
+    if answer.state == s.StreamState.OPEN and offset + len(answer.data) > answer.length:
+        raise ProtocolError(
+            f"{name} of stream {stream_id} answered bytes {offset}..{offset + len(answer.data)} "
+            f"of a stream of {answer.length}"
+        )
+
+
+def _aborted(stream_id: int, offset: int) -> StreamEnded:
+    return StreamEnded(
+        f"stream {stream_id} was aborted (read up to byte {offset}); it never became a turn",
+        code=StreamEnded.code,
+        detail=0,
+    )
+
+
+def _sealed_rest(stream_id: int, turn_id: int, offset: int, accept_zstd: bool) -> Feed:
+    """A sealed stream's bytes past ``offset``: its turn's payload (a reader that was away
+    during the seal resumes there, exactly once)."""
+    turn = yield ops.get_turn(turn_id)
+    if offset > turn.payload_len:
+        raise ProtocolError(
+            f"stream {stream_id} was read to byte {offset}, past its sealed turn "
+            f"{turn.turn_id} of {turn.payload_len} bytes"
+        )
+    if offset < turn.payload_len:
+        payload: bytes = yield ops.get_blob(turn.payload_hash, accept_zstd)
+        yield Emit(payload[offset:])
 
 
 def watch_target(
@@ -425,26 +509,33 @@ class Follower:
     to run and :meth:`answer` — until it says None; when an op's connection failed it asks
     :meth:`lost` how long to pause, and :meth:`step` then gives the same op again."""
 
-    __slots__ = ("_feed", "_reconnect_s", "_result", "_again", "_lost_at", "_attempt")
+    __slots__ = ("_feed", "_reconnect_s", "_result", "_error", "_again", "_lost_at", "_attempt")
 
     def __init__(self, feed: Feed, reconnect_s: float) -> None:
         self._feed = feed
         self._reconnect_s = reconnect_s
         self._result: Any = None
+        self._error: BaseException | None = None
         self._again: ops.Op[Any] | None = None
         self._lost_at: float | None = None
         self._attempt = 0
 
-    def step(self) -> ops.Op[Any] | Emit | None:
+    def step(self) -> ops.Op[Any] | Emit | Follow | _NextFrame | None:
         """The next step; None once the feed ended (an exception it raises propagates)."""
         if self._again is not None:
             return self._again
         result, self._result = self._result, None
+        error, self._error = self._error, None
         try:
-            step = self._feed.send(result)
+            step = self._feed.send(result) if error is None else self._feed.throw(error)
         except StopIteration:
             return None
         return step
+
+    def refused(self, error: BaseException) -> None:
+        """A follow's ERROR (or a failure that is not the connection's): raised into the
+        feed at its step, which decides (UNKNOWN_MESSAGE: it long-polls instead)."""
+        self._error = error
 
     def answer(self, result: Any) -> None:
         """The last op's result: the feed goes on."""
@@ -453,14 +544,18 @@ class Follower:
         self._lost_at = None
         self._attempt = 0
 
-    def lost(self, error: BaseException, op: ops.Op[Any]) -> float:
-        """``op``'s connection failed with ``error``: the pause before it is sent again on a
-        new connection; ``error`` itself once ``reconnect_s`` passed since the loss."""
+    def lost(self, error: BaseException, step: ops.Op[Any] | Follow | _NextFrame) -> float:
+        """``step``'s connection failed with ``error``: the pause before an op is sent again
+        on a new connection (a follow's feed receives :data:`RESUME` and follows again from
+        its offset); ``error`` itself once ``reconnect_s`` passed since the loss."""
         now = time.monotonic()
         self._lost_at = now if self._lost_at is None else self._lost_at
         if now - self._lost_at >= self._reconnect_s:
             raise error
-        self._again = op
+        if isinstance(step, ops.Op):
+            self._again = step
+        else:
+            self._result = RESUME
         pause = min(_RETRY_PAUSE_S_MAX, _RETRY_PAUSE_S_MIN * (1 << min(self._attempt, 8)))
         self._attempt += 1
         return pause
@@ -473,14 +568,32 @@ def follow_blocking(
     connection failed is sent again on a new one for up to ``reconnect_s``), each item
     yielded."""
     follower = Follower(feed, reconnect_s)
-    while (step := follower.step()) is not None:
-        if isinstance(step, Emit):
-            yield step.item
-            continue
-        try:
-            follower.answer(client._run(step, timeout))
-        except _RETRIED as error:
-            time.sleep(follower.lost(error, step))
+    route: tuple[_Connection, _Follow] | None = None
+    try:
+        while (step := follower.step()) is not None:
+            if isinstance(step, Emit):
+                yield step.item
+                continue
+            try:
+                if isinstance(step, ops.Op):
+                    follower.answer(client._run(step, timeout))
+                    continue
+                deadline = client._deadline(timeout)
+                if isinstance(step, Follow):
+                    conn = client._connection(deadline)
+                    route = (conn, conn.follow(step.request, deadline))
+                assert route is not None, "NEXT_FRAME follows a Follow"
+                follower.answer(route[0].next_frame(route[1], deadline))
+            except _RETRIED as error:
+                route = None  # its connection ended, and its follow with it
+                time.sleep(follower.lost(error, step))
+            except CtxstoreError as error:
+                if isinstance(step, ops.Op):
+                    raise
+                follower.refused(error)
+    finally:
+        if route is not None:
+            route[0].abandon(route[1])  # its frames are dropped until its last
 
 
 async def follow_async(
@@ -488,14 +601,32 @@ async def follow_async(
 ) -> AsyncIterator[Any]:
     """:func:`follow_blocking` for the asyncio client."""
     follower = Follower(feed, reconnect_s)
-    while (step := follower.step()) is not None:
-        if isinstance(step, Emit):
-            yield step.item
-            continue
-        try:
-            follower.answer(await client._run(step, timeout))
-        except _RETRIED as error:
-            await asyncio.sleep(follower.lost(error, step))
+    route: tuple[_AsyncConnection, _AsyncFollow] | None = None
+    try:
+        while (step := follower.step()) is not None:
+            if isinstance(step, Emit):
+                yield step.item
+                continue
+            try:
+                if isinstance(step, ops.Op):
+                    follower.answer(await client._run(step, timeout))
+                    continue
+                deadline = client._deadline(timeout)
+                if isinstance(step, Follow):
+                    conn = await client._connection(deadline)
+                    route = (conn, await conn.follow(step.request, deadline))
+                assert route is not None, "NEXT_FRAME follows a Follow"
+                follower.answer(await route[0].next_frame(route[1], deadline))
+            except _RETRIED as error:
+                route = None  # its connection ended, and its follow with it
+                await asyncio.sleep(follower.lost(error, step))
+            except CtxstoreError as error:
+                if isinstance(step, ops.Op):
+                    raise
+                follower.refused(error)
+    finally:
+        if route is not None:
+            route[0].abandon(route[1])  # its frames are dropped until its last
 
 
 # -- the stream objects --------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from . import _net
 from . import _ops as ops
 from . import _protocol as p
 from ._calls import Calls
-from ._connection import SCRATCH_KEEP_BYTES, ConnectionState, Dial, lost_error
+from ._connection import SCRATCH_KEEP_BYTES, ConnectionState, Dial, FollowFrames, lost_error
 from .errors import (
     ClientClosed,
     ConnectError,
@@ -62,7 +62,22 @@ class _Waiting:
         self.future = future
 
 
-class _AsyncConnection(ConnectionState[_Waiting]):
+class _AsyncFollow(FollowFrames):
+    """A follow in flight (STREAM_FOLLOW): its frames, the event its caller awaits for the
+    next one, and the event the connection's reader awaits for room (see
+    :data:`~ctxstore._connection.FOLLOW_FRAMES_MAX`)."""
+
+    __slots__ = ("arrival", "room", "released")
+
+    def __init__(self, request: p.Request) -> None:
+        super().__init__(request)
+        self.arrival = asyncio.Event()
+        self.room = asyncio.Event()
+        self.released = False
+        """Whether its in-flight slot was given back (once, when the route ended)."""
+
+
+class _AsyncConnection(ConnectionState["_Waiting | _AsyncFollow"]):
     """One TCP connection after HELLO: a reader task matches responses to requests by req_id."""
 
     def __init__(
@@ -81,6 +96,8 @@ class _AsyncConnection(ConnectionState[_Waiting]):
         self._scratch = bytearray()  # for frames that arrive in pieces (see _read_rest)
         self._slots = asyncio.Semaphore(self.slot_count)
         self._drain_lock = asyncio.Lock()
+        self._stalled: _AsyncFollow | None = None
+        """A follow that holds its most frames: the reader waits for room before it reads on."""
         self._task = self.loop.create_task(self._read_loop(), name="ctxstore-reader")
 
     @classmethod
@@ -154,13 +171,22 @@ class _AsyncConnection(ConnectionState[_Waiting]):
                         else "the connection closed inside a frame header"
                     )
                 header = p.FrameHeader.decode(header_bytes)
-                header.check(self.frame_bytes_max, p.OVERLAYS)  # overlaid answers (AsOf)
+                # OVERLAYS: overlaid answers (AsOf); MORE: a follow's frames (checked on decoding).
+                header.check(self.frame_bytes_max, p.RESPONSE_FLAGS_KNOWN)
                 body = await reader.read(header.len) if header.len else b""
                 if 0 < len(body) < header.len:
                     body = await self._read_rest(body, header.len)
                 if len(body) < header.len:
                     raise ConnectionLost("the connection closed inside a frame")
                 self._dispatch(header, body)
+                while (stalled := self._stalled) is not None:
+                    # A follow holds its most frames: read nothing more until its caller
+                    # takes one (or abandons it; one whose last frame came gets no more), so
+                    # that TCP pushes back on the server.
+                    self._stalled = None
+                    while stalled.full and not stalled.ended:
+                        stalled.room.clear()
+                        await stalled.room.wait()
         except asyncio.CancelledError:
             self._fail(ConnectionLost("the connection's reader was cancelled"))
             raise
@@ -196,13 +222,30 @@ class _AsyncConnection(ConnectionState[_Waiting]):
             self._scratch = scratch
         return data
 
-    def _resolve(self, waiter: _Waiting, response: p.Response) -> None:
-        if not waiter.future.done():
+    def _resolve(self, waiter: _Waiting | _AsyncFollow, response: p.Response) -> None:
+        if isinstance(waiter, _AsyncFollow):
+            waiter.arrived(response)
+            waiter.arrival.set()
+            if waiter.full:
+                self._stalled = waiter
+            self._release_ended(waiter)
+        elif not waiter.future.done():
             waiter.future.set_result(response)
 
-    def _reject(self, waiter: _Waiting, error: BaseException) -> None:
-        if not waiter.future.done():
+    def _reject(self, waiter: _Waiting | _AsyncFollow, error: BaseException) -> None:
+        if isinstance(waiter, _AsyncFollow):
+            waiter.lost(error)
+            waiter.arrival.set()
+            waiter.room.set()  # a reader waiting for room goes on to its end
+            self._release_ended(waiter)
+        elif not waiter.future.done():
             waiter.future.set_exception(error)
+
+    def _release_ended(self, follow: _AsyncFollow) -> None:
+        """Gives an ended follow's in-flight slot back (once)."""
+        if follow.ended and not follow.released:
+            follow.released = True
+            self._slots.release()
 
     def _fail(self, reason: BaseException) -> None:
         """Ends the connection: every request in flight fails."""
@@ -227,8 +270,8 @@ class _AsyncConnection(ConnectionState[_Waiting]):
 
     # -- requests --------------------------------------------------------------------------
 
-    async def call(self, request: p.Request, deadline: float) -> p.Response:
-        """Sends ``request`` and waits for its response until ``deadline``."""
+    async def _acquire_slot(self, request: p.Request, deadline: float) -> None:
+        """Takes an in-flight slot for ``request`` before ``deadline``."""
         try:
             if self._slots.locked():
                 await _within(self._slots.acquire(), deadline)
@@ -239,10 +282,13 @@ class _AsyncConnection(ConnectionState[_Waiting]):
                 f"{request.NAME}: no free in-flight slot before the deadline "
                 f"({self.info.requests_in_flight_max} requests in flight)"
             ) from None
-        req_id = 0
+
+    async def _send(
+        self, request: p.Request, waiter: _Waiting | _AsyncFollow, deadline: float
+    ) -> int:
+        """Registers ``waiter`` and sends its request; its req_id."""
+        req_id = self._register(waiter)
         try:
-            future: asyncio.Future[p.Response] = self.loop.create_future()
-            req_id = self._register(_Waiting(request, future))
             chunks = p.encode_request(req_id, request)
             ops.check_sendable(request, chunks, self.info)
             self._writer.writelines(chunks)
@@ -254,6 +300,51 @@ class _AsyncConnection(ConnectionState[_Waiting]):
             except (OSError, RuntimeError) as error:
                 self._fail(error)
                 raise lost_error(error) from None
+        except BaseException:
+            self._pending.pop(req_id, None)
+            raise
+        return req_id
+
+    async def follow(self, request: p.Request, deadline: float) -> _AsyncFollow:
+        """Sends ``request`` (STREAM_FOLLOW), answered by a series of frames: take them with
+        :meth:`next_frame`; :meth:`abandon` a follow not taken to its last frame. Its
+        in-flight slot is held until its last frame arrives (or the connection ends)."""
+        await self._acquire_slot(request, deadline)
+        follow = _AsyncFollow(request)
+        try:
+            await self._send(request, follow, deadline)
+        except BaseException as error:
+            follow.lost(error)  # not sent (or the connection ended): the slot goes back
+            self._release_ended(follow)
+            raise
+        return follow
+
+    async def next_frame(self, follow: _AsyncFollow, deadline: float) -> p.Response:
+        """The follow's next frame (its ERROR raised) before ``deadline``; the connection's
+        error once the frames it held before it ended are taken."""
+        while (frame := follow.take()) is None:
+            follow.arrival.clear()
+            try:
+                await _within(follow.arrival.wait(), deadline)
+            except asyncio.TimeoutError:
+                raise RequestTimeout(f"{follow.request.NAME}: no frame in time") from None
+        follow.room.set()
+        return ops.result_of(follow.request, frame)
+
+    def abandon(self, follow: _AsyncFollow) -> None:
+        """The caller leaves ``follow``: its frames are dropped until its last, which gives
+        its slot back (the protocol has no cancel; the server ends it at the stream's end or
+        after its wait)."""
+        follow.abandon()
+        follow.room.set()
+
+    async def call(self, request: p.Request, deadline: float) -> p.Response:
+        """Sends ``request`` and waits for its response until ``deadline``."""
+        await self._acquire_slot(request, deadline)
+        req_id = 0
+        try:
+            future: asyncio.Future[p.Response] = self.loop.create_future()
+            req_id = await self._send(request, _Waiting(request, future), deadline)
             try:
                 return await _within(future, deadline)
             except asyncio.TimeoutError:

@@ -14,7 +14,7 @@ from . import _net
 from . import _ops as ops
 from . import _protocol as p
 from ._calls import Calls
-from ._connection import SCRATCH_KEEP_BYTES, ConnectionState, Dial, lost_error
+from ._connection import SCRATCH_KEEP_BYTES, ConnectionState, Dial, FollowFrames, lost_error
 from .errors import (
     ClientClosed,
     ConnectError,
@@ -51,6 +51,20 @@ class _Pending:
         self.event = threading.Event()
         self.response: p.Response | None = None
         self.error: BaseException | None = None
+
+
+class _Follow(FollowFrames):
+    """A follow in flight (STREAM_FOLLOW): its frames under a condition that its caller
+    waits on for the next frame and the connection's reader for room (see
+    :data:`~ctxstore._connection.FOLLOW_FRAMES_MAX`)."""
+
+    __slots__ = ("changed", "released")
+
+    def __init__(self, request: p.Request) -> None:
+        super().__init__(request)
+        self.changed = threading.Condition(threading.Lock())
+        self.released = False
+        """Whether its in-flight slot was given back (once, when the route ended)."""
 
 
 def _recv_exactly(sock: socket.socket, count: int, deadline: float) -> bytes:
@@ -147,7 +161,7 @@ class _Receiver:
         return body
 
 
-class _Connection(ConnectionState[_Pending]):
+class _Connection(ConnectionState["_Pending | _Follow"]):
     """One TCP connection after HELLO: a reader thread matches responses to requests by req_id;
     senders write whole frames under a lock."""
 
@@ -163,6 +177,9 @@ class _Connection(ConnectionState[_Pending]):
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(self.slot_count)
+        self._stalled: _Follow | None = None
+        """A follow that holds its most frames: the reader waits for room before it reads on
+        (set and taken by the reader thread only)."""
         self._reader = threading.Thread(target=self._read_loop, name="ctxstore-reader", daemon=True)
         self._reader.start()
 
@@ -213,8 +230,17 @@ class _Connection(ConnectionState[_Pending]):
             receiver = self._receiver
             while True:
                 header = p.FrameHeader.decode(receiver.header())
-                header.check(self.frame_bytes_max, p.OVERLAYS)  # overlaid answers (AsOf)
+                # OVERLAYS: overlaid answers (AsOf); MORE: a follow's frames (checked on decoding).
+                header.check(self.frame_bytes_max, p.RESPONSE_FLAGS_KNOWN)
                 self._dispatch(header, receiver.body(header.len))
+                stalled, self._stalled = self._stalled, None
+                if stalled is not None:
+                    # A follow holds its most frames: read nothing more until its caller
+                    # takes one (or abandons it; one whose last frame came gets no more), so
+                    # that TCP pushes back on the server.
+                    with stalled.changed:
+                        while stalled.full and not stalled.ended and self._dead is None:
+                            stalled.changed.wait()
         except BaseException as error:  # noqa: BLE001 - the thread's end, whatever it was
             reason = error
         self._fail(reason)
@@ -223,17 +249,43 @@ class _Connection(ConnectionState[_Pending]):
         except OSError:
             pass
 
-    def _take(self, req_id: int) -> _Pending | None:
+    def _take(self, req_id: int) -> _Pending | _Follow | None:
         with self._lock:
             return super()._take(req_id)
 
-    def _resolve(self, waiter: _Pending, response: p.Response) -> None:
+    def _keep(self, req_id: int, waiter: _Pending | _Follow) -> None:
+        with self._lock:
+            super()._keep(req_id, waiter)
+
+    def _resolve(self, waiter: _Pending | _Follow, response: p.Response) -> None:
+        if isinstance(waiter, _Follow):
+            with waiter.changed:
+                waiter.arrived(response)
+                waiter.changed.notify_all()
+                if waiter.full:
+                    self._stalled = waiter
+            self._release_ended(waiter)
+            return
         waiter.response = response
         waiter.event.set()
 
-    def _reject(self, waiter: _Pending, error: BaseException) -> None:
+    def _reject(self, waiter: _Pending | _Follow, error: BaseException) -> None:
+        if isinstance(waiter, _Follow):
+            with waiter.changed:
+                waiter.lost(error)
+                waiter.changed.notify_all()
+            self._release_ended(waiter)
+            return
         waiter.error = error
         waiter.event.set()
+
+    def _release_ended(self, follow: _Follow) -> None:
+        """Gives an ended follow's in-flight slot back (once)."""
+        with follow.changed:
+            if not follow.ended or follow.released:
+                return
+            follow.released = True
+        self._slots.release()
 
     def _fail(self, reason: BaseException) -> None:
         """Ends the connection: every request in flight fails."""
@@ -258,15 +310,28 @@ class _Connection(ConnectionState[_Pending]):
 
     def submit(self, request: p.Request, deadline: float) -> tuple[int, _Pending]:
         """Sends ``request``; returns its req_id and the slot its response arrives in."""
+        pending = _Pending(request)
+        return self._submit(pending, deadline), pending
+
+    def follow(self, request: p.Request, deadline: float) -> _Follow:
+        """Sends ``request`` (STREAM_FOLLOW), answered by a series of frames: take them with
+        :meth:`next_frame`; :meth:`abandon` a follow not taken to its last frame. Its
+        in-flight slot is held until its last frame arrives (or the connection ends)."""
+        follow = _Follow(request)
+        self._submit(follow, deadline)
+        return follow
+
+    def _submit(self, waiter: _Pending | _Follow, deadline: float) -> int:
+        """Takes an in-flight slot, registers ``waiter`` and sends its request; its req_id."""
+        request = waiter.request
         if not self._slots.acquire(timeout=max(_remaining(deadline), 0)):
             raise RequestTimeout(
                 f"{request.NAME}: no free in-flight slot before the deadline "
                 f"({self.info.requests_in_flight_max} requests in flight)"
             )
         try:
-            pending = _Pending(request)
             with self._lock:
-                req_id = self._register(pending)
+                req_id = self._register(waiter)
             try:
                 chunks = p.encode_request(req_id, request)
                 ops.check_sendable(request, chunks, self.info)
@@ -275,10 +340,36 @@ class _Connection(ConnectionState[_Pending]):
                 with self._lock:
                     self._pending.pop(req_id, None)
                 raise
-        except BaseException:
-            self._slots.release()
+        except BaseException as error:
+            if isinstance(waiter, _Follow):
+                # Not sent (or the connection ended): its slot goes back, once.
+                with waiter.changed:
+                    waiter.lost(error)
+                self._release_ended(waiter)
+            else:
+                self._slots.release()
             raise
-        return req_id, pending
+        return req_id
+
+    def next_frame(self, follow: _Follow, deadline: float) -> p.Response:
+        """The follow's next frame (its ERROR raised) before ``deadline``; the connection's
+        error once the frames it held before it ended are taken."""
+        with follow.changed:
+            while (frame := follow.take()) is None:
+                remaining = _remaining(deadline)
+                if remaining <= 0:
+                    raise RequestTimeout(f"{follow.request.NAME}: no frame in time")
+                follow.changed.wait(remaining)
+            follow.changed.notify_all()  # room for the reader
+        return ops.result_of(follow.request, frame)
+
+    def abandon(self, follow: _Follow) -> None:
+        """The caller leaves ``follow``: its frames are dropped until its last, which gives
+        its slot back (the protocol has no cancel; the server ends it at the stream's end or
+        after its wait)."""
+        with follow.changed:
+            follow.abandon()
+            follow.changed.notify_all()
 
     def _send(self, request: p.Request, chunks: list[bytes], deadline: float) -> None:
         if not self._send_lock.acquire(timeout=max(_remaining(deadline), 0)):

@@ -169,3 +169,85 @@ def test_stream_encoders_refuse_what_the_layouts_cannot_carry() -> None:
     _, message = decode_frame(b"".join(chunks))
     assert message == s.StreamAppend(1, 0, big)
     assert HASH_A0 == TURN.payload_hash
+
+
+# -- STREAM_FOLLOW (golden-v3-follow.txt): one request, a series of STREAM_PUSHED frames ---------
+
+GOLDEN_V3_FOLLOW = REPO_ROOT / "protocol" / "tests" / "golden-v3-follow.txt"
+
+FOLLOW_EXPECTED: dict[str, tuple[int, p.Message]] = {
+    "stream_follow": (50, s.StreamFollow(57, 5, 64 * 1024, 30_000)),
+    "stream_pushed_more": (
+        50,
+        s.StreamPushedResponse(57, s.StreamState.OPEN, 0, 5, 12, b", world", more=True),
+    ),
+    "stream_pushed_sealed": (
+        50,
+        s.StreamPushedResponse(57, s.StreamState.SEALED, 42, 12, 0, b""),
+    ),
+    "stream_pushed_idle": (
+        51,
+        s.StreamPushedResponse(58, s.StreamState.OPEN, 0, 12, 12, b""),
+    ),
+    "error_follow_not_found": (52, p.ErrorResponse(5, 0, "stream 59 not found")),
+}
+
+
+def follow_frames() -> dict[str, bytes]:
+    """name → frame bytes of golden-v3-follow.txt."""
+    return golden.golden_frames((GOLDEN_V3_FOLLOW,))
+
+
+def test_every_follow_golden_frame_is_covered() -> None:
+    assert set(follow_frames()) == set(FOLLOW_EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(FOLLOW_EXPECTED))
+def test_follow_golden_frame_decodes_and_reencodes(name: str) -> None:
+    req_id, expected = FOLLOW_EXPECTED[name]
+    frame = follow_frames()[name]
+    header = p.FrameHeader.decode(frame[: p.HEADER_BYTES])
+    header.check(p.FRAME_BYTES_LIMIT, p.RESPONSE_FLAGS_KNOWN)
+    body = frame[p.HEADER_BYTES :]
+    assert header.len == len(body) and header.req_id == req_id
+    assert header.flags == expected.frame_flags
+    if isinstance(expected, p.Request):
+        assert p.decode_request(header.msg_type, body, header.flags) == expected
+        assert b"".join(p.encode_request(req_id, expected)) == frame
+    else:
+        assert isinstance(expected, p.Response)
+        assert p.decode_response(header.msg_type, body, header.flags) == expected
+        assert p.encode_response(req_id, expected) == frame
+
+
+def test_follow_is_version_3_and_answered_by_stream_pushed() -> None:
+    follow = s.StreamFollow(57, 5, 1, 0)
+    assert follow.required_version == 3 and follow.msg_type == 0x0038
+    assert follow.response_type == 0x8038 == s.StreamPushedResponse.MSG_TYPES[0]
+    assert p.MORE == 0x0004 and p.MORE & p.FRAME_FLAGS_KNOWN == 0  # never on a request
+
+
+def test_more_is_refused_where_the_protocol_forbids_it() -> None:
+    frames = follow_frames()
+    pushed = frames["stream_pushed_more"][p.HEADER_BYTES :]
+    sealed = frames["stream_pushed_sealed"][p.HEADER_BYTES :]
+    idle = frames["stream_pushed_idle"][p.HEADER_BYTES :]
+    pushed_type = s.StreamsMessageType.STREAM_FOLLOW.response_type
+    # MORE on a follow's frame of an ended stream, or of an open one without bytes.
+    for body in (sealed, idle):
+        with pytest.raises(p.ProtocolError, match="MORE"):
+            p.decode_response(pushed_type, body, p.MORE)
+    # MORE on any other answer: STREAM_READ's, with the same body.
+    read_type = s.StreamsMessageType.STREAM_READ.response_type
+    with pytest.raises(p.ProtocolError, match="flags"):
+        p.decode_response(read_type, pushed, p.MORE)
+    error = frames["error_follow_not_found"][p.HEADER_BYTES :]
+    with pytest.raises(p.ProtocolError, match="flags"):
+        p.decode_response(p.ERROR_TYPE, error, p.MORE)
+    # A frame bit beyond MORE, on a follow's frame.
+    with pytest.raises(p.ProtocolError, match="flags"):
+        p.decode_response(pushed_type, pushed, p.MORE | (1 << 3))
+    # The same bytes without MORE: a last frame.
+    last = p.decode_response(pushed_type, pushed)
+    assert isinstance(last, s.StreamPushedResponse) and not last.more
+    assert last.data == b", world"
