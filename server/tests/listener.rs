@@ -18,6 +18,20 @@ use common::Raw;
 const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
 const RESTART_CYCLES: usize = 20;
 
+/// The tests of this file one at a time. They pick a port, release it and expect it to stay
+/// theirs (a restart on the same port, a connect that must be refused after a stop), and they
+/// fork servers while another test holds a store's LOCK: run side by side, one test's server
+/// took another's released port (the second server of a data directory then found no first
+/// server holding it, and served), and a forked child held an in-process store's LOCK open.
+/// Those are races between tests of one process, not behaviour of the server under test.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that failed (panicked holding the guard) must not fail the others too.
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A port nobody listens on right now (the kernel's pick, released).
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -111,6 +125,7 @@ fn hello_and_ping(stream: TcpStream) -> Result<(), String> {
 /// process exited after SIGTERM the port refuses connections (no socket outlives it).
 #[test]
 fn restart_loop_serves_the_first_connection_and_leaves_no_listener_behind() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -157,6 +172,7 @@ fn restart_loop_serves_the_first_connection_and_leaves_no_listener_behind() {
 /// exits non-zero naming the address, and the first goes on serving every new connection.
 #[test]
 fn a_second_server_on_a_served_address_fails_and_the_first_keeps_serving() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let mut first = spawn_on(&dir.path().join("first"), addr);
@@ -202,6 +218,7 @@ fn a_second_server_on_a_served_address_fails_and_the_first_keeps_serving() {
 /// The data directory has one owner too: a second server on it refuses to start.
 #[test]
 fn a_second_server_on_a_served_data_directory_fails() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -228,6 +245,7 @@ fn a_second_server_on_a_served_data_directory_fails() {
 /// refused at once), and the next `Server::start` on the same port serves its first client.
 #[test]
 fn in_process_stop_leaves_no_listener_and_the_next_start_serves() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let mut failures = Vec::new();
