@@ -60,7 +60,7 @@ pub(crate) struct Inner {
     /// Touched only by `shutdown`.
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// The directory lock, released by `shutdown`.
-    lock: Mutex<Option<std::fs::File>>,
+    lock: Mutex<Option<crate::store_dir::DirLock>>,
     /// The TTL reaper thread, stopped first by `shutdown`.
     reaper: Mutex<Option<Reaper>>,
     /// Where a chunked write finds its base manifest (`chunks.rs`).

@@ -121,8 +121,8 @@ impl StoreDir {
         }
     }
 
-    /// Takes the exclusive lock of the directory; held until the returned file is dropped.
-    pub fn lock(&self) -> Result<File, OpenError> {
+    /// Takes the exclusive lock of the directory; held until the returned guard is dropped.
+    pub fn lock(&self) -> Result<DirLock, OpenError> {
         let path = self.root.join(LOCK_FILE);
         // A copy of a store made with hard links (`cp -al`) shares its LOCK's inode, and a
         // lock is taken on the inode: the copy would find itself locked by the original's
@@ -135,7 +135,7 @@ impl StoreDir {
         }
         let file = open_lock(&path).map_err(|source| OpenError::io(&path, source))?;
         match file.try_lock() {
-            Ok(()) => Ok(file),
+            Ok(()) => Ok(DirLock { file, path }),
             Err(fs::TryLockError::WouldBlock) => Err(OpenError::Locked {
                 path: self.root.clone(),
             }),
@@ -214,6 +214,32 @@ impl StoreDir {
     }
 }
 
+/// The exclusive lock on a data directory, taken by [`StoreDir::lock`]: released when dropped.
+#[derive(Debug)]
+pub struct DirLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        // Unlock, not just close: the lock belongs to the open file description, and a child
+        // process forked meanwhile by any thread of this process (a `Command::spawn` anywhere
+        // in a program that embeds the engine) holds a copy of it until its exec closes it.
+        // A close alone would leave the store locked for that while, and an open right after
+        // `Engine::shutdown` returned would be refused as "locked by another process". The
+        // unlock releases it for every copy at once.
+        if let Err(error) = self.file.unlock() {
+            tracing::warn!(
+                path = %self.path.display(),
+                %error,
+                "unlocking the data directory failed; the lock goes when its file closes, \
+                 which a child process forked meanwhile can delay until it runs its program"
+            );
+        }
+    }
+}
+
 pub fn pack_path(shard_dir: &Path, pack_id: u32) -> PathBuf {
     shard_dir.join(format!("pack-{pack_id:06}.pack"))
 }
@@ -239,4 +265,30 @@ pub fn now_unix_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|elapsed| elapsed.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    /// A child process forked while the store is open (any `Command::spawn` in the program)
+    /// holds a copy of the LOCK file's description until its exec: `try_clone` (a `dup`)
+    /// makes the same copy here, without a fork. Dropping the lock must still release it, or a
+    /// restart in this process is refused (the flaky `in_process_stop_…` server test).
+    #[test]
+    fn a_dropped_lock_is_released_while_a_copy_of_its_file_lives_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StoreDir::new(dir.path());
+        let lock = store.lock().unwrap();
+        let copy = lock.file.try_clone().unwrap();
+        assert!(matches!(store.lock(), Err(OpenError::Locked { .. })));
+        drop(lock);
+        let relocked = store.lock();
+        assert!(relocked.is_ok(), "{:?}", relocked.err());
+        drop(copy);
+        drop(relocked);
+        assert!(store.lock().is_ok());
+    }
 }
