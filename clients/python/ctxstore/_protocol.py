@@ -1,4 +1,4 @@
-"""The ctxstore wire protocol, versions 1 and 2, byte for byte as in docs/protocol.md (the
+"""The ctxstore wire protocol, versions 1 to 3, byte for byte as in docs/protocol.md (the
 reference is the Rust crate ``protocol/``: ``message.rs`` and ``codec/``; the codec is the
 truth where the two disagree).
 
@@ -328,7 +328,7 @@ U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
 
 
 class MessageType(IntEnum):
-    """Request types of versions 1 and 2. A response has ``request | 0x8000``; ERROR is
+    """Request types of versions 1 to 3. A response has ``request | 0x8000``; ERROR is
     0xFFFF."""
 
     HELLO = 0x0001
