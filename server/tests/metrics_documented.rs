@@ -12,12 +12,13 @@ use ctxstore_testsupport::ServerLaunch;
 const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
 const OPERATIONS_MD: &str = include_str!("../../docs/operations.md");
 
-fn scrape(addr: &str) -> String {
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+/// One scrape; `None` while the endpoint is not up yet.
+fn scrape(addr: &str) -> Option<String> {
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
     let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response
+    stream.read_to_string(&mut response).ok()?;
+    Some(response)
 }
 
 #[test]
@@ -45,7 +46,7 @@ fn every_served_series_is_in_the_operations_table() {
     // The endpoint may come up a moment after the protocol listener.
     let started = Instant::now();
     let text = loop {
-        let text = std::panic::catch_unwind(|| scrape(&metrics_addr)).unwrap_or_default();
+        let text = scrape(&metrics_addr).unwrap_or_default();
         if text.contains("ctxstore_replication_state") {
             break text;
         }
