@@ -1,7 +1,8 @@
 //! The CLI's streams (issue 32) against a real server: `stream CTX` sends stdin as deltas as
 //! it arrives (one `--json` line per acknowledged delta with stream_id and length, then the
 //! sealed turn's line), `streams CTX` lists it while open, `stream-read --follow` on another
-//! process prints every byte once and ends at the seal, `stream-read --from` resumes.
+//! process prints every byte once and ends at the seal, `stream-read --from` resumes, also
+//! after the seal (the rest from the sealed turn, issue 44); an aborted stream is an error.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -30,6 +31,8 @@ fn stdin_streams_into_one_turn_while_another_process_follows_it() {
             &context_id,
             "--type",
             "3",
+            "--codec",
+            "json",
         ])
         .spawn()
         .unwrap();
@@ -51,6 +54,8 @@ fn stdin_streams_into_one_turn_while_another_process_follows_it() {
         stream_id
     );
     assert_eq!(listed[0]["length"], 5);
+    // The codec by name, as turns print it.
+    assert_eq!(listed[0]["codec"], "json");
 
     let follower = common::ctxstore()
         .args([
@@ -98,10 +103,138 @@ fn stdin_streams_into_one_turn_while_another_process_follows_it() {
         .unwrap();
     assert_eq!(payload, expected);
     assert!(server.json(&["streams", &context_id], b"").is_empty());
-    // A sealed stream reads nothing more and exits 0.
-    let after = server.run(&["stream-read", &stream_id, "--follow"], b"");
-    assert!(after.status.success());
-    assert!(after.stdout.is_empty());
+    assert_eq!(last[0]["codec"], "json");
+}
+
+/// `ctxstore stream-read ID --from N [--follow]`, each way, exits 0 with exactly `expected`.
+fn read_prints(server: &TestServer, stream_id: &str, from: usize, follow: bool, expected: &[u8]) {
+    let from_text = from.to_string();
+    let mut args = vec!["stream-read", stream_id, "--from", &from_text];
+    if follow {
+        args.push("--follow");
+    }
+    let output = server.run(&args, b"");
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.stdout == expected,
+        "{args:?} printed {:?}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
+
+#[test]
+fn a_sealed_stream_reads_from_its_turn_with_and_without_follow() {
+    const WHOLE: &[u8] = b"Hello, sealed world!\n";
+    let server = TestServer::start(None);
+    let context = server.one(&["ctx", "create"], b"");
+    let context_id = context["context_id"].as_u64().unwrap().to_string();
+    let streamed = server.json(&["stream", &context_id], WHOLE);
+    let sealed = streamed.last().unwrap();
+    let stream_id = sealed["stream_id"].as_u64().unwrap().to_string();
+    let turn_id = sealed["turn_id"].as_u64().unwrap().to_string();
+    assert_eq!(sealed["payload_len"], WHOLE.len() as u64);
+
+    for follow in [false, true] {
+        for from in [0, 3, WHOLE.len()] {
+            read_prints(&server, &stream_id, from, follow, &WHOLE[from..]);
+        }
+        // Past the end: an error naming the turn, nothing printed.
+        let past = (WHOLE.len() + 1).to_string();
+        let mut args = vec!["stream-read", stream_id.as_str(), "--from", &past];
+        if follow {
+            args.push("--follow");
+        }
+        let error = server.fails(&args, b"", 1);
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("turn {turn_id}")) && message.contains("past its end"),
+            "{message}"
+        );
+    }
+
+    // A patch changes what the turn reads, not the stream's bytes: they are the turn's as
+    // sealed, never a splice of two payloads.
+    server.one(&["patch", &turn_id], b"a patched, different payload");
+    for follow in [false, true] {
+        read_prints(&server, &stream_id, 3, follow, &WHOLE[3..]);
+    }
+    // Redacted: the bytes are gone; the error says where they were.
+    server.one(&["redact", &turn_id], b"");
+    let error = server.fails(&["stream-read", &stream_id, "--from", "3"], b"", 1);
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("sealed into turn {turn_id}")) && message.contains("redacted"),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_aborted_stream_is_an_error() {
+    use ctxstore_client::blocking::Client;
+    use ctxstore_client::{ClientConfig, NewStream};
+
+    let server = TestServer::start(None);
+    let client = Client::connect(ClientConfig::new(server.addr.clone())).unwrap();
+    let context = client.create_context().unwrap().context_id;
+    let stream = client
+        .open_stream(context, NewStream::new(1, 0))
+        .unwrap()
+        .stream_id;
+    client
+        .append_delta(stream, None, bytes::Bytes::from_static(b"half an answer"))
+        .unwrap();
+    client.abort_stream(stream).unwrap();
+    let stream_id = stream.to_string();
+    for follow in [false, true] {
+        let mut args = vec!["stream-read", stream_id.as_str()];
+        if follow {
+            args.push("--follow");
+        }
+        let output = server.run(&args, b"");
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        // An aborted stream's bytes are gone: nothing to print, and the end is an error.
+        assert!(output.stdout.is_empty(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!("stream {stream_id} was aborted")),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn streams_name_an_unknown_codec_as_turns_do() {
+    let server = TestServer::start(None);
+    let context = server.one(&["ctx", "create"], b"");
+    let context_id = context["context_id"].as_u64().unwrap().to_string();
+    let mut writer = common::ctxstore()
+        .args([
+            "--addr",
+            &server.addr,
+            "--json",
+            "stream",
+            &context_id,
+            "--codec",
+            "77",
+        ])
+        .spawn()
+        .unwrap();
+    let mut stdin = writer.stdin.take().unwrap();
+    let mut acks = BufReader::new(writer.stdout.take().unwrap());
+    stdin.write_all(b"x").unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    acks.read_line(&mut line).unwrap();
+    let listed = server.json(&["streams", &context_id], b"");
+    drop(stdin);
+    assert!(writer.wait().unwrap().success());
+    let last = server.json(&["last", &context_id], b"");
+    assert_eq!(listed[0]["codec"], "77");
+    assert_eq!(listed[0]["codec"], last[0]["codec"]);
 }
 
 #[test]

@@ -10,7 +10,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{ClientConfig, ClientError, ErrorCode, NewStream, StreamState};
-use ctxstore_protocol::{Request, Response, StreamStateWire, StreamsRequest, StreamsResponse};
+use ctxstore_protocol::{
+    BlobHash, BlobsRequest, BlobsResponse, OverlayWire, PayloadEncoding, PayloadWire, ReadsRequest,
+    ReadsResponse, Request, Response, StreamStateWire, StreamsRequest, StreamsResponse, TurnWire,
+};
 use ctxstore_testsupport::{ScriptedServer, TestServer};
 
 fn connect(addr: &str) -> Client {
@@ -132,6 +135,9 @@ fn stream_reader_reads_every_byte_once_across_a_reconnect() {
 #[test]
 fn stream_reader_long_polls_a_server_that_does_not_know_stream_follow() {
     const WHOLE: &[u8] = b"an answer streamed token by token";
+    // The stream was sealed while the reader was away: STREAM_READ answers its first 15 bytes
+    // open, then `sealed` with no bytes; the rest is turn 42's payload.
+    const READABLE: usize = 15;
     let (addr, seen) = ScriptedServer::new(3).serve(|request| {
         Some(match request {
             Request::Streams(StreamsRequest::StreamFollow { .. }) => Response::error(
@@ -142,24 +148,37 @@ fn stream_reader_long_polls_a_server_that_does_not_know_stream_follow() {
             Request::Streams(StreamsRequest::StreamRead {
                 stream_id, offset, ..
             }) => {
-                let start = (*offset as usize).min(WHOLE.len());
-                let end = (start + 5).min(WHOLE.len());
-                let state = if start == WHOLE.len() {
-                    StreamStateWire::Sealed(42)
-                } else {
-                    StreamStateWire::Open
-                };
+                let start = (*offset as usize).min(READABLE);
+                let end = (start + 5).min(READABLE);
+                let sealed = start == READABLE;
                 Response::Streams(StreamsResponse::Read {
                     stream_id: *stream_id,
-                    state,
-                    offset: *offset,
-                    length: if start == WHOLE.len() {
-                        0
+                    state: if sealed {
+                        StreamStateWire::Sealed(42)
                     } else {
-                        WHOLE.len() as u64
+                        StreamStateWire::Open
                     },
+                    offset: *offset,
+                    length: if sealed { 0 } else { READABLE as u64 },
                     bytes: Bytes::from_static(&WHOLE[start..end]),
                 })
+            }
+            Request::AsOf {
+                as_of: 42,
+                read: ReadsRequest::GetTurn { turn_id: 42 },
+            } => Response::Overlaid {
+                response: Box::new(ReadsResponse::Turn(sealed_turn(WHOLE))),
+                overlays: vec![OverlayWire {
+                    overlay_seq: 0,
+                    redacted: false,
+                }],
+            },
+            Request::Blobs(BlobsRequest::GetBlob { hash, .. }) if *hash == BlobHash::of(WHOLE) => {
+                Response::Blobs(BlobsResponse::Blob(PayloadWire {
+                    encoding: PayloadEncoding::Raw,
+                    raw_len: WHOLE.len() as u32,
+                    data: Bytes::from_static(WHOLE),
+                }))
             }
             _ => Response::error(ErrorCode::Internal, "not scripted"),
         })
@@ -174,11 +193,13 @@ fn stream_reader_long_polls_a_server_that_does_not_know_stream_follow() {
             !reader.pushed(),
             "UNKNOWN_MESSAGE turns the reader to long polls"
         );
+        assert_eq!(chunk.offset, got.len() as u64);
         got.extend_from_slice(&chunk.bytes);
         end = Some(chunk.state);
     }
-    assert_eq!(got, WHOLE);
+    assert!(got == WHOLE, "every byte once, in order: {got:?}");
     assert_eq!(end, Some(StreamState::Sealed(42)));
+    assert_eq!(reader.offset(), WHOLE.len() as u64);
     let seen = seen.lock().unwrap();
     let follows = seen
         .iter()
@@ -190,4 +211,83 @@ fn stream_reader_long_polls_a_server_that_does_not_know_stream_follow() {
         })
         .count();
     assert_eq!(follows, 1, "one STREAM_FOLLOW, then long polls");
+    let blobs = seen
+        .iter()
+        .filter(|request| matches!(request, Request::Blobs(_)))
+        .count();
+    assert_eq!(blobs, 1, "the sealed turn's payload, once");
+}
+
+/// Turn 42, the seal of a stream whose bytes are `payload`.
+fn sealed_turn(payload: &[u8]) -> TurnWire {
+    TurnWire {
+        turn_id: 42,
+        parent_turn_id: 0,
+        context_id: 1,
+        depth: 0,
+        codec: 0,
+        type_tag: 2,
+        payload_hash: BlobHash::of(payload),
+        payload_len: payload.len() as u32,
+        flags: 0,
+        created_at_unix_ms: 1,
+    }
+}
+
+#[test]
+fn stream_reader_after_the_seal_reads_the_rest_from_the_turn() {
+    const WHOLE: &[u8] = b"sealed before anyone read it";
+    let server = TestServer::start(None);
+    let client = connect(&server.addr);
+    let stream_id = open(&client);
+    client
+        .append_delta(stream_id, None, Bytes::from_static(&WHOLE[..10]))
+        .unwrap();
+    client
+        .append_delta(stream_id, None, Bytes::from_static(&WHOLE[10..]))
+        .unwrap();
+    let turn_id = client.seal_stream(stream_id).unwrap().turn.turn_id;
+    let read_from = |offset: usize| {
+        let mut reader = client.stream_reader(stream_id, offset as u64);
+        let chunks: Vec<_> = reader.by_ref().map(Result::unwrap).collect();
+        assert_eq!(reader.offset(), WHOLE.len() as u64);
+        chunks
+    };
+    for offset in [0, 3, WHOLE.len()] {
+        let chunks = read_from(offset);
+        assert_eq!(
+            chunks.len(),
+            1,
+            "one chunk: the stream's end, with the rest"
+        );
+        assert_eq!(chunks[0].state, StreamState::Sealed(turn_id));
+        assert_eq!(chunks[0].offset, offset as u64);
+        assert_eq!(chunks[0].bytes.as_ref(), &WHOLE[offset..]);
+    }
+    // Past the payload: an error naming the turn, not an empty end.
+    let mut past = client.stream_reader(stream_id, WHOLE.len() as u64 + 1);
+    match past.next() {
+        Some(Err(ClientError::InvalidArgument(message))) => {
+            assert!(message.contains(&format!("turn {turn_id}")), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // A patch of the turn later: the rest is still the bytes as sealed.
+    client
+        .patch_turn(turn_id, Bytes::from_static(b"something else entirely"))
+        .unwrap();
+    assert_eq!(
+        client.sealed_stream_rest(stream_id, turn_id, 3).unwrap(),
+        &WHOLE[3..]
+    );
+    assert_eq!(read_from(3)[0].bytes.as_ref(), &WHOLE[3..]);
+    // Redacted: gone, and said so.
+    client.redact_turn(turn_id).unwrap();
+    match client.sealed_stream_rest(stream_id, turn_id, 3) {
+        Err(ClientError::InvalidArgument(message)) => {
+            assert!(message.contains("redacted"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
 }

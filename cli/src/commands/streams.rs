@@ -1,6 +1,7 @@
 //! `stream`, `streams`, `stream-read` (protocol version 3, issue 32): stdin into a turn as it
 //! arrives, a context's open streams, a stream's bytes from an offset (followed until it ends:
-//! pushed by STREAM_FOLLOW, or long polls from an older server).
+//! pushed by STREAM_FOLLOW, or long polls from an older server; a sealed stream's rest read
+//! from its turn, an aborted one an error).
 
 use std::io::Read;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use bytes::Bytes;
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{
     Appended, NewStream, StreamInfo, StreamState, WATCH_FROM_NOW, WatchEventWire, WatchKindWire,
-    WatchTargetWire,
+    WatchTargetWire, codec_name,
 };
 use serde_json::json;
 
@@ -83,15 +84,23 @@ pub(crate) fn streams(client: &Client, out: &Output, command: &Command) -> anyho
             follow,
         } => {
             if *follow {
-                // Pushed (STREAM_FOLLOW), or long polls from a server older than it.
-                for chunk in client.stream_reader(*stream, *from) {
-                    write_stdout(&chunk?.bytes)?;
+                // Pushed (STREAM_FOLLOW), or long polls from a server older than it; at the
+                // seal the reader reads the rest from the sealed turn.
+                let mut reader = client.stream_reader(*stream, *from);
+                while let Some(chunk) = reader.next() {
+                    let chunk = chunk.with_context(|| reading_at(*stream, reader.offset()))?;
+                    write_stdout(&chunk.bytes)?;
+                    if chunk.state == StreamState::Aborted {
+                        return Err(aborted(*stream, reader.offset()));
+                    }
                 }
                 return Ok(());
             }
             let mut offset = *from;
             loop {
-                let chunk = client.read_stream(*stream, offset, READ_BYTES_MAX, None)?;
+                let chunk = client
+                    .read_stream(*stream, offset, READ_BYTES_MAX, None)
+                    .with_context(|| reading_at(*stream, offset))?;
                 if !chunk.bytes.is_empty() {
                     write_stdout(&chunk.bytes)?;
                     offset += chunk.bytes.len() as u64;
@@ -99,7 +108,15 @@ pub(crate) fn streams(client: &Client, out: &Output, command: &Command) -> anyho
                 let caught_up = chunk.bytes.is_empty() || offset >= chunk.length;
                 match chunk.state {
                     StreamState::Open if !caught_up => {}
-                    _ => return Ok(()),
+                    StreamState::Open => return Ok(()),
+                    // Sealed while nobody read (or before this read): the rest is the turn's.
+                    StreamState::Sealed(turn_id) => {
+                        let rest = client
+                            .sealed_stream_rest(*stream, turn_id, offset)
+                            .with_context(|| reading_at(*stream, offset))?;
+                        return write_stdout(&rest);
+                    }
+                    StreamState::Aborted => return Err(aborted(*stream, offset)),
                 }
             }
         }
@@ -128,6 +145,19 @@ pub(crate) fn streams(client: &Client, out: &Output, command: &Command) -> anyho
         }
         _ => anyhow::bail!("not a stream command"),
     }
+}
+
+/// What a failed read of a stream was doing: which stream, from which byte (where to resume).
+fn reading_at(stream_id: u64, offset: u64) -> String {
+    format!("reading stream {stream_id} from byte {offset}")
+}
+
+/// An aborted stream's end: the bytes printed (those read before the abort) never became a
+/// turn.
+fn aborted(stream_id: u64, offset: u64) -> anyhow::Error {
+    anyhow::anyhow!(
+        "stream {stream_id} was aborted (read to byte {offset}): it never became a turn"
+    )
 }
 
 impl Output {
@@ -191,7 +221,7 @@ impl Output {
                 "context_id": info.context_id,
                 "length": info.length,
                 "type_tag": info.type_tag,
-                "codec": info.codec,
+                "codec": codec_name(info.codec),
                 "opened_at_unix_ms": info.opened_at_unix_ms,
                 "updated_at_unix_ms": info.updated_at_unix_ms,
             }))

@@ -3,9 +3,11 @@
 //! stream's new length); `seal_stream` (one ordinary turn; CONFLICT on a stale expected head
 //! keeps the stream open) or `abort_stream`; `open_streams` lists a context's open streams;
 //! `read_stream` reads from an offset, with a wait a long poll: a reader that resumes with
-//! its last offset gets every byte exactly once, in order. `follow_stream` (STREAM_FOLLOW)
-//! has the server push the bytes as they become durable, frame by frame (`StreamFollow`);
-//! `stream_reader` reads to the end by follows, or by long polls from an older server.
+//! its last offset gets every byte exactly once, in order; `sealed_stream_rest` reads what a
+//! stream sealed meanwhile holds past an offset (its turn's payload). `follow_stream`
+//! (STREAM_FOLLOW) has the server push the bytes as they become durable, frame by frame
+//! (`StreamFollow`); `stream_reader` reads to the end by follows, or by long polls from an
+//! older server, and the rest of a sealed stream from its turn.
 
 use std::time::Duration;
 
@@ -278,6 +280,55 @@ impl Client {
             other => Err(unexpected(other.message_type(), other)),
         }
     }
+
+    /// The bytes of a stream sealed into `turn_id`, from `offset` to its end: what STREAM_READ
+    /// and STREAM_FOLLOW leave to a reader once the stream is sealed (they answer `sealed`
+    /// with no bytes). They are the sealed turn's payload as appended, from `offset`: GET_TURN
+    /// as of the turn itself (a view no patch of it precedes, so a later patch does not splice
+    /// other bytes onto those read), then GET_BLOB when any are left. `StreamReader` does this
+    /// at the seal. A turn redacted since has no bytes left, and an offset past the payload
+    /// names none: `ClientError::InvalidArgument`, saying which.
+    pub async fn sealed_stream_rest(
+        &self,
+        stream_id: u64,
+        turn_id: u64,
+        offset: u64,
+    ) -> Result<Bytes, ClientError> {
+        let turn = self.as_of(turn_id).turn(turn_id).await?;
+        if turn.redacted {
+            return Err(ClientError::InvalidArgument(format!(
+                "stream {stream_id} was sealed into turn {turn_id}, whose payload was redacted \
+                 since: its bytes from offset {offset} are gone"
+            )));
+        }
+        // Overlay sequence numbers are record ids: every patch of a turn comes after it.
+        if turn.overlay_seq != 0 {
+            return Err(ClientError::Protocol(format!(
+                "turn {turn_id} read as of {turn_id} shows overlay {}, which came after it",
+                turn.overlay_seq
+            )));
+        }
+        let payload_len = u64::from(turn.payload_len);
+        if offset > payload_len {
+            return Err(ClientError::InvalidArgument(format!(
+                "stream {stream_id} was sealed into turn {turn_id} of {payload_len} bytes: \
+                 offset {offset} is past its end"
+            )));
+        }
+        if offset == payload_len {
+            return Ok(Bytes::new());
+        }
+        let payload = self.blob(turn.payload_hash).await?;
+        if payload.len() as u64 != payload_len {
+            return Err(ClientError::Protocol(format!(
+                "GET_BLOB of turn {turn_id}'s payload answered {} bytes, the turn says \
+                 {payload_len}",
+                payload.len()
+            )));
+        }
+        // offset < payload_len ≤ u32::MAX: fits.
+        Ok(payload.slice(offset as usize..))
+    }
 }
 
 impl Client {
@@ -464,8 +515,8 @@ pub const STREAM_READER_WAIT: Duration = Duration::from_secs(30);
 
 /// A stream read from an offset until it ends: STREAM_FOLLOW followed again after each
 /// frame that ends it open; a server that answers UNKNOWN_MESSAGE (older than STREAM_FOLLOW)
-/// is long-polled with STREAM_READ instead. Every byte exactly once, in order: the offset
-/// moves only with a chunk.
+/// is long-polled with STREAM_READ instead; at the seal, the rest comes from the sealed turn's
+/// payload. Every byte exactly once, in order: the offset moves only with a chunk.
 #[derive(Debug)]
 pub struct StreamReader {
     client: Client,
@@ -489,8 +540,11 @@ impl StreamReader {
         self.push
     }
 
-    /// The next bytes (a chunk that holds some), or the stream's end (a chunk sealed or
-    /// aborted, no bytes; the rest of a sealed stream is its turn's payload), then `Ok(None)`.
+    /// The next bytes (a chunk that holds some), or the stream's end, then `Ok(None)`. The end
+    /// is a sealed chunk holding the rest of the stream's bytes from the offset reached, read
+    /// from the sealed turn's payload (`Client::sealed_stream_rest`: a reader that was away at
+    /// the seal, or that starts after it, still gets every byte once, in order), or an aborted
+    /// chunk with no bytes (the stream never became a turn).
     pub async fn next(&mut self) -> Result<Option<StreamChunk>, ClientError> {
         while !self.ended {
             let chunk = if self.push {
@@ -538,6 +592,24 @@ impl StreamReader {
                 }
                 chunk
             };
+            if let StreamState::Sealed(turn_id) = chunk.state {
+                // The rest is the sealed turn's payload. The offset moves only once it is
+                // read: after an error the next call reads the stream's end again.
+                let end = self.offset + chunk.bytes.len() as u64;
+                let rest = self
+                    .client
+                    .sealed_stream_rest(self.stream_id, turn_id, end)
+                    .await?;
+                self.follow = None;
+                self.ended = true;
+                let bytes = if chunk.bytes.is_empty() {
+                    rest
+                } else {
+                    Bytes::from([chunk.bytes.as_ref(), rest.as_ref()].concat())
+                };
+                self.offset += bytes.len() as u64;
+                return Ok(Some(StreamChunk { bytes, ..chunk }));
+            }
             self.offset += chunk.bytes.len() as u64;
             if chunk.state != StreamState::Open {
                 self.ended = true;
