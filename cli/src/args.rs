@@ -7,7 +7,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use ctxstore_client::{ContextRef, VerifyPayloads, codec_tag};
 
 use crate::exits::EXIT_CODES;
@@ -66,6 +68,11 @@ pub(crate) struct Cli {
     /// Token for servers that require one.
     #[arg(long, global = true, env = "CTXSTORE_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
+    /// A file holding the token (the server's --token-file; surrounding white space, as its
+    /// trailing newline, is trimmed as the server trims it). Not with --token; either on the
+    /// command line wins over the other from the environment.
+    #[arg(long, global = true, value_name = "PATH", env = "CTXSTORE_TOKEN_FILE")]
+    pub(crate) token_file: Option<PathBuf>,
     /// One JSON object per result, on its own line; errors as one JSON object on stderr.
     #[arg(long, global = true)]
     pub(crate) json: bool,
@@ -105,6 +112,39 @@ pub(crate) struct Cli {
     pub(crate) verify_payloads: VerifyPayloads,
     #[command(subcommand)]
     pub(crate) command: Command,
+}
+
+impl Cli {
+    /// Parses the command line (as `Cli::try_parse`), then settles where the token comes
+    /// from: `--token` and `--token-file` both on the command line, or `CTXSTORE_TOKEN` and
+    /// `CTXSTORE_TOKEN_FILE` both in the environment, is a usage error; one on the command line
+    /// wins over the other from the environment (as a flag wins over its own variable).
+    pub(crate) fn parse_settled() -> Result<Cli, clap::Error> {
+        let matches = Cli::command().try_get_matches()?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        if cli.token.is_some() && cli.token_file.is_some() {
+            let on_command_line =
+                |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+            match (on_command_line("token"), on_command_line("token_file")) {
+                (true, false) => cli.token_file = None,
+                (false, true) => cli.token = None,
+                (true, true) => {
+                    return Err(Cli::command().error(
+                        ErrorKind::ArgumentConflict,
+                        "--token and --token-file both give the token: pass one",
+                    ));
+                }
+                (false, false) => {
+                    return Err(Cli::command().error(
+                        ErrorKind::ArgumentConflict,
+                        "CTXSTORE_TOKEN and CTXSTORE_TOKEN_FILE are both set: unset one, or \
+                         pass --token or --token-file (the command line wins)",
+                    ));
+                }
+            }
+        }
+        Ok(cli)
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -436,8 +476,11 @@ pub(crate) enum Command {
         #[arg(value_parser = parse_context)]
         context: ContextRef,
     },
-    /// A stream's bytes, raw on stdout, from --from; with --follow until it is sealed or
-    /// aborted (exit 0 either way; the sealed turn is `turn`'s to read).
+    /// A stream's bytes, raw on stdout, from --from: those acknowledged so far, or with
+    /// --follow as they are acknowledged, until the stream ends. A sealed stream's bytes (also
+    /// those sealed before this read) come from its turn: every byte once, in order, exit 0.
+    /// An aborted stream is an error (exit 1), after any bytes read before the abort: it never
+    /// became a turn.
     StreamRead {
         /// The StreamID (`stream`, `streams`).
         stream: u64,

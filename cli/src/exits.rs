@@ -80,6 +80,53 @@ pub(crate) fn classify(error: &anyhow::Error) -> (&'static str, u8, Option<u64>)
     ("ERROR", EXIT_OTHER, None)
 }
 
+/// The error as the CLI says it: its chain as `{:#}` prints it, except that a client timeout
+/// names the flag that sets it here (`--connect-timeout`, `--timeout`, …), where the library's
+/// message names its `ClientConfig` field.
+pub(crate) fn message(error: &anyhow::Error) -> String {
+    error
+        .chain()
+        .map(|cause| match cause.downcast_ref::<ClientError>() {
+            Some(client) => client_message(client),
+            None => cause.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+/// A client error in the CLI's words (see `message`).
+fn client_message(error: &ClientError) -> String {
+    match error {
+        ClientError::ConnectTimeout { addr, timeout } => format!(
+            "timed out after {} connecting to {addr} (--connect-timeout)",
+            humantime::format_duration(*timeout)
+        ),
+        ClientError::HandshakeTimeout { addr, timeout } => format!(
+            "{addr} accepted the connection but did not answer HELLO within {}; is it a \
+             ctxstore server? (--connect-timeout)",
+            humantime::format_duration(*timeout)
+        ),
+        ClientError::Timeout {
+            request,
+            timeout,
+            setting,
+        } => {
+            let flag = match *setting {
+                "ClientConfig::request_timeout" => "--timeout",
+                "ClientConfig::backup_timeout" => "--backup-timeout",
+                "ClientConfig::gc_timeout" => "--gc-timeout",
+                // A setting the CLI has no flag for: the library's words.
+                _ => return error.to_string(),
+            };
+            format!(
+                "{request} got no response within {} ({flag})",
+                humantime::format_duration(*timeout)
+            )
+        }
+        other => other.to_string(),
+    }
+}
+
 /// Stdout was closed by its reader: stop quietly.
 #[derive(Debug, thiserror::Error)]
 #[error("stdout closed")]

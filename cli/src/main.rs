@@ -17,11 +17,10 @@ mod exits;
 mod input;
 mod output;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
 use ctxstore_client::ClientConfig;
 use ctxstore_client::blocking::Client;
 use serde_json::json;
@@ -35,7 +34,7 @@ use input::LocalInput;
 use output::Output;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::parse_settled() {
         Ok(cli) => cli,
         Err(error) => return usage_error(&error),
     };
@@ -45,7 +44,7 @@ fn main() -> ExitCode {
         Err(error) if error.downcast_ref::<StdoutClosed>().is_some() => ExitCode::SUCCESS,
         Err(error) => {
             let (code, exit_code, detail) = classify(&error);
-            let message = format!("{error:#}");
+            let message = exits::message(&error);
             let mut stderr = std::io::stderr().lock();
             // Nothing is left to do when stderr is closed too.
             let _ = if cli.json {
@@ -129,6 +128,39 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     }
 }
 
+/// Bytes of a token file read at most: far above any token (HELLO carries 1,024), far below
+/// what a wrong path (a log, a device) would make this read.
+const TOKEN_FILE_BYTES_MAX: u64 = 64 * 1024;
+
+/// The token HELLO presents: `--token`, or the contents of `--token-file` trimmed of
+/// surrounding white space (its trailing newline), as the server trims its own.
+fn token(cli: &Cli) -> anyhow::Result<Option<String>> {
+    let Some(path) = &cli.token_file else {
+        return Ok(cli.token.clone());
+    };
+    let reading = || format!("reading the token file {} (--token-file)", path.display());
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|file| {
+            file.take(TOKEN_FILE_BYTES_MAX + 1)
+                .read_to_string(&mut text)
+        })
+        .with_context(reading)?;
+    anyhow::ensure!(
+        text.len() as u64 <= TOKEN_FILE_BYTES_MAX,
+        "the token file {} (--token-file) holds more than {TOKEN_FILE_BYTES_MAX} bytes: not a \
+         token",
+        path.display()
+    );
+    let token = text.trim();
+    anyhow::ensure!(
+        !token.is_empty(),
+        "the token file {} (--token-file) is empty: it should hold the server's token",
+        path.display()
+    );
+    Ok(Some(token.to_string()))
+}
+
 /// Connects with the command line's timeouts: `--timeout` for each request (0s: none), the
 /// command's own for a backup or a collection, `--connect-timeout` for the TCP connection and
 /// again for HELLO.
@@ -149,7 +181,7 @@ fn connect(cli: &Cli) -> anyhow::Result<Client> {
     let config = ClientConfig::new(cli.addr.clone())
         .with_backup_timeout(backup_timeout)
         .with_gc_timeout(gc_timeout)
-        .with_token(cli.token.clone())
+        .with_token(token(cli)?)
         .with_connect_timeout(cli.connect_timeout)
         .with_hello_timeout(cli.connect_timeout)
         .with_request_timeout(request_timeout)

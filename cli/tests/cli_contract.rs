@@ -133,6 +133,12 @@ fn a_silent_port_is_a_connection_failure_within_the_timeout() {
     assert_eq!(output.status.code(), Some(5));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("is it a ctxstore server?"), "{stderr}");
+    // The CLI's flag, not the library's field, with the wait it set.
+    assert!(
+        stderr.contains("HELLO within 1s") && stderr.contains("(--connect-timeout)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("ClientConfig"), "{stderr}");
 }
 
 #[test]
@@ -173,7 +179,12 @@ fn a_request_without_a_response_times_out() {
     assert_eq!(output.status.code(), Some(5));
     let error = json_error(&output);
     assert_eq!(error["code"], "TIMEOUT");
-    assert!(error["message"].as_str().unwrap().contains("STATS"));
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("STATS"), "{message}");
+    assert!(
+        message.contains("within 1s (--timeout)") && !message.contains("ClientConfig"),
+        "{message}"
+    );
     assert!(elapsed >= Duration::from_secs(1));
 }
 
@@ -203,6 +214,11 @@ fn the_library_has_the_same_timeouts() {
         "{error}"
     );
     assert!(error.is_connection_failure());
+    // The library names its own setting (the CLI words it as its flag).
+    assert!(
+        error.to_string().contains("ClientConfig::hello_timeout"),
+        "{error}"
+    );
     assert!(started.elapsed() < HANG_DEADLINE);
 
     let fake = hello_then_silent_listener();
@@ -304,6 +320,96 @@ fn a_wrong_token_is_unauthorized() {
     assert_eq!(output.status.code(), Some(6));
     let message = json_error(&output)["message"].as_str().unwrap().to_string();
     assert!(message.contains("none was given"), "{message}");
+}
+
+#[test]
+fn a_token_file_gives_the_token() {
+    let server = TestServer::start(Some("s3cret"));
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, contents: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, contents).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    // As the server's own token file: written with its trailing newline.
+    let good = write("token", "s3cret\n");
+    let wrong = write("wrong", "wrong\n");
+    let blank = write("blank", " \n");
+    let missing = dir.path().join("absent").to_str().unwrap().to_string();
+    let with_env = |env: &[(&str, &str)], args: &[&str]| {
+        let mut command = common::ctxstore();
+        command
+            .envs(env.iter().copied())
+            .args(["--addr", &server.addr]);
+        common::run(command.args(args), b"")
+    };
+
+    let output = with_env(&[], &["--token-file", &good, "stats"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    // A global flag: after the command too.
+    let output = with_env(&[], &["stats", "--token-file", &good]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let output = with_env(&[("CTXSTORE_TOKEN_FILE", &good)], &["stats"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let output = with_env(&[], &["--json", "--token-file", &wrong, "stats"]);
+    assert_eq!(json_error(&output)["code"], "UNAUTHORIZED");
+
+    // A file that cannot be read, or holds no token: an error naming it, before connecting.
+    let output = with_env(&[], &["--json", "--token-file", &missing, "stats"]);
+    let error = json_error(&output);
+    assert_eq!(error["exit_code"], 1);
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("reading the token file {missing} (--token-file)")),
+        "{message}"
+    );
+    let output = with_env(&[], &["--json", "--token-file", &blank, "stats"]);
+    let message = json_error(&output)["message"].as_str().unwrap().to_string();
+    assert!(message.contains("is empty"), "{message}");
+
+    // Not both on the command line, nor both in the environment: usage errors. A flag wins
+    // over the other's variable.
+    let output = with_env(
+        &[],
+        &[
+            "--json",
+            "--token",
+            "s3cret",
+            "--token-file",
+            &good,
+            "stats",
+        ],
+    );
+    let error = json_error(&output);
+    assert_eq!(
+        (error["code"].as_str(), error["exit_code"].as_i64()),
+        (Some("USAGE"), Some(2))
+    );
+    assert!(error["message"].as_str().unwrap().contains("--token-file"));
+    let both = [
+        ("CTXSTORE_TOKEN", "s3cret"),
+        ("CTXSTORE_TOKEN_FILE", good.as_str()),
+    ];
+    let output = with_env(&both, &["--json", "stats"]);
+    let error = json_error(&output);
+    assert_eq!(error["exit_code"], 2);
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("CTXSTORE_TOKEN_FILE"),
+        "{error}"
+    );
+    let output = with_env(
+        &[("CTXSTORE_TOKEN", "wrong")],
+        &["--token-file", &good, "stats"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let output = with_env(
+        &[("CTXSTORE_TOKEN_FILE", &wrong)],
+        &["--token", "s3cret", "stats"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
 }
 
 #[test]

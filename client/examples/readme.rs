@@ -1,8 +1,9 @@
 //! The Rust client snippets of README.md, compiled with the crate's tests (issue 29 item 5).
 //! Each `// README:begin` … `// README:end` span is one ```rust block of the README, verbatim
-//! (`client/tests/readme_tour.rs` fails when they differ); what the README leaves to the reader
-//! (a payload, a turn to patch) is set up around it. Against a fresh server on 127.0.0.1:7411
-//! it runs too: `cargo run --example readme`.
+//! (`cli/tests/readme_tour.rs` fails when they differ); what the README leaves to the reader
+//! (a payload, a turn to patch) is set up around it. Against a fresh server it runs too:
+//! `cargo run --example readme`, at `CTXSTORE_ADDR` (default 127.0.0.1:7411) as the CLI
+//! (`client/tests/readme_example.rs` runs it so).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bytes::Bytes;
@@ -11,7 +12,8 @@ use ctxstore_client::{BlobHash, Client, ClientError};
 async fn basics() -> Result<Client, ClientError> {
     // README:begin
     use ctxstore_client::{Client, ClientConfig};
-    let client = Client::connect(ClientConfig::new("127.0.0.1:7411")).await?;
+    let addr = std::env::var("CTXSTORE_ADDR").unwrap_or_else(|_| "127.0.0.1:7411".into());
+    let client = Client::connect(ClientConfig::new(addr)).await?;
     let context = client.create_context().await?.context_id;
     let appended = client
         .append(context, None, 1, 1, bytes::Bytes::from_static(b"hi"))

@@ -12,12 +12,13 @@ use serde_json::{Value, json};
 pub const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
 
 /// `ctxstore` with piped stdio and none of the settings a developer's shell may hold
-/// (`CTXSTORE_TOKEN`, `CTXSTORE_TIMEOUT`, `CTXSTORE_CONNECT_TIMEOUT`): a test says what it
-/// sets.
+/// (`CTXSTORE_TOKEN`, `CTXSTORE_TOKEN_FILE`, `CTXSTORE_TIMEOUT`, `CTXSTORE_CONNECT_TIMEOUT`): a
+/// test says what it sets.
 pub fn ctxstore() -> Command {
     let mut command = Command::new(CLI);
     command
         .env_remove("CTXSTORE_TOKEN")
+        .env_remove("CTXSTORE_TOKEN_FILE")
         .env_remove("CTXSTORE_TIMEOUT")
         .env_remove("CTXSTORE_CONNECT_TIMEOUT")
         .stdin(Stdio::piped())
