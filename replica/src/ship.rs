@@ -665,12 +665,13 @@ impl Shipper {
             });
         }
         let seq = self.local.seq + 1;
-        // Taken before the cut: everything acknowledged before it is in the cut.
-        let cut_at = now_unix_ms();
-        let cycle = {
+        // The cut's own time, read by the engine once the cut's wait is over (`StoreCut`):
+        // everything acknowledged before it is in the cut, nothing much later.
+        let (cut_at, cycle) = {
             let held = self.engine.hold_cut()?;
+            let cut_at = held.cut.taken_unix_ms;
             let body = std::mem::take(&mut self.spare_body);
-            self.read_cut(&held.cut, seq, cut_at, body)?
+            (cut_at, self.read_cut(&held.cut, seq, cut_at, body)?)
         };
         let Some(mut cycle) = cycle else {
             // Nothing new: everything acknowledged before the cut is shipped.

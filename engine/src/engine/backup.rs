@@ -61,8 +61,10 @@ impl Engine {
     pub fn backup(&self, to: &Path) -> Result<BackupReport, EngineError> {
         self.check_open()?;
         // One at a time, and never during a garbage collection (it replaces packs a backup
-        // hard-links): waits for a running one to finish.
-        let _guard = self.inner.collector.maintenance()?;
+        // hard-links): waits for a running one to finish. The maintenance lock is shared with
+        // the replica's cuts: shipping goes on while a backup copies (issue 46).
+        let _one_backup = self.inner.collector.one_backup()?;
+        let _no_collection = self.inner.collector.maintenance_shared()?;
         self.backup_now(to)
     }
 

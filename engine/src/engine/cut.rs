@@ -7,10 +7,17 @@
 //! shard's extent (answered between two of its batches): every blob a turn ≤ W names was
 //! durable before W was published, so it lies inside those extents. While the cut is held no
 //! garbage collection or backup runs (the maintenance lock), so no pack or log base is replaced
-//! or shrunk under a reader: the files hold at least the cut's bytes until it is dropped.
+//! or shrunk under a reader: the files hold at least the cut's bytes until it is dropped. Backups
+//! and other cuts share the lock (they only read), so a long backup does not hold a cut up.
+//!
+//! A cut's time (`taken_unix_ms`) is read once the lock is held, just before the watermark:
+//! every append acknowledged before that time was published before it and is in the cut, and
+//! the cut holds nothing acknowledged later than the watermark's read. A time read before
+//! waiting for the lock would be earlier than the cut's content (issue 46: by seconds, behind
+//! a collection).
 
 use std::path::PathBuf;
-use std::sync::MutexGuard;
+use std::sync::RwLockReadGuard;
 
 use crate::engine::Engine;
 use crate::error::EngineError;
@@ -28,6 +35,8 @@ pub struct StoreCut {
     pub log_base: Option<LogBaseCut>,
     /// Per shard, in shard order.
     pub shards: Vec<ShardCut>,
+    /// When the cut was taken (Unix ms), read just before the watermark (module doc).
+    pub taken_unix_ms: u64,
 }
 
 /// `turns.base` at the cut.
@@ -46,11 +55,11 @@ pub struct ShardCut {
     pub pack_end: u64,
 }
 
-/// A cut held: no collection or backup starts until it is dropped.
+/// A cut held: no collection starts until it is dropped.
 #[derive(Debug)]
 pub struct HeldCut<'a> {
     pub cut: StoreCut,
-    _maintenance: MutexGuard<'a, ()>,
+    _maintenance: RwLockReadGuard<'a, ()>,
 }
 
 impl StoreCut {
@@ -61,12 +70,13 @@ impl StoreCut {
 }
 
 impl Engine {
-    /// Takes the store's consistent cut and holds it (no collection or backup runs) until the
-    /// returned guard is dropped: read the files it names, then drop it. Waits for a running
-    /// collection or backup. Keep the hold short: scheduled collections skip while it lasts.
+    /// Takes the store's consistent cut and holds it (no collection runs) until the returned
+    /// guard is dropped: read the files it names, then drop it. Waits for a running
+    /// collection, not for a backup. Keep the hold short: scheduled collections skip while it
+    /// lasts.
     pub fn hold_cut(&self) -> Result<HeldCut<'_>, EngineError> {
         self.check_open()?;
-        let guard = self.inner.collector.maintenance()?;
+        let guard = self.inner.collector.maintenance_shared()?;
         let cut = self.cut_now()?;
         Ok(HeldCut {
             cut,
@@ -77,7 +87,10 @@ impl Engine {
     /// The cut, for a caller holding the maintenance lock.
     pub(crate) fn cut_now(&self) -> Result<StoreCut, EngineError> {
         let published = &self.inner.published;
-        // First the watermark, then the extents (the module doc says why).
+        // The time, then the watermark, then the extents (the module doc says why).
+        let taken_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as u64);
         let log_records = published.turns.durable_record_id();
         let mut shards = Vec::with_capacity(self.inner.shards.len());
         for sender in self.inner.shards.iter() {
@@ -101,6 +114,7 @@ impl Engine {
             log_records,
             log_base,
             shards,
+            taken_unix_ms,
         })
     }
 }

@@ -31,11 +31,13 @@
 //! (start → mark), `condemn.rs` (condemn, sealing a due open pack), the fence here,
 //! `sweep.rs`, `compact.rs` (the pack copies and their switch-over), `plan_log.rs` (log
 //! planning and the log compaction); `pins.rs` (chunked writes in flight) and `scheduler.rs`
-//! (the `ctxstore-gc` thread) around them. The maintenance lock keeps rounds and backups one
-//! at a time (a requested one waits, ≤ `MAINTENANCE_WAITING_MAX`; a scheduled one skips).
+//! (the `ctxstore-gc` thread) around them. The maintenance lock keeps rounds apart from the
+//! readers of the store's files (a requested round waits, ≤ `MAINTENANCE_WAITING_MAX`; a
+//! scheduled one skips): backups and the replica's cuts hold it shared, so a long backup never
+//! pauses shipping (issue 46), and a round holds it alone.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 use std::time::Instant;
 
 use crate::blob::condemned::Condemned;
@@ -89,9 +91,12 @@ pub(crate) struct Collector {
     /// The log is compacted once its droppable slots hold at least this many bytes (and
     /// `pack_dead_percent` of the slots present).
     pub(super) log_dead_bytes_min: u64,
-    /// One maintenance job at a time: a collection or a backup (a backup hard-links packs a
-    /// compaction would replace).
-    pub maintenance: Arc<Mutex<()>>,
+    /// A collection holds it alone; the readers of the store's files (backups, which hard-link
+    /// packs a compaction would replace, and the replica's cuts) share it.
+    pub maintenance: Arc<RwLock<()>>,
+    /// Backups one at a time (each copies the whole store: two would share its bandwidth and
+    /// finish no sooner).
+    backups: Mutex<()>,
     /// Callers waiting for `maintenance` (requested rounds and backups), ≤
     /// `MAINTENANCE_WAITING_MAX`.
     maintenance_waiting: AtomicUsize,
@@ -128,7 +133,8 @@ impl Collector {
             pack_dead_percent: config.gc_pack_dead_percent,
             bytes_per_s_max: config.gc_bytes_per_s_max,
             log_dead_bytes_min: config.gc_log_dead_bytes_min,
-            maintenance: Arc::new(Mutex::new(())),
+            maintenance: Arc::new(RwLock::new(())),
+            backups: Mutex::new(()),
             maintenance_waiting: AtomicUsize::new(0),
             counters: GcCounters::default(),
             stopping: AtomicBool::new(false),
@@ -138,22 +144,43 @@ impl Collector {
         }
     }
 
-    /// Takes the maintenance lock, waiting for a running collection or backup to finish
-    /// (a collection round is bounded; a caller asking for one wants it run, not refused
-    /// because the scheduler's round happened to be running). At most
+    /// Takes the maintenance lock alone (a collection), waiting for a running collection,
+    /// backup or cut to finish (a collection round is bounded; a caller asking for one wants
+    /// it run, not refused because the scheduler's round happened to be running). At most
     /// `MAINTENANCE_WAITING_MAX` callers wait (each holds a thread), else `Limit`.
-    pub fn maintenance(&self) -> Result<MutexGuard<'_, ()>, EngineError> {
+    pub fn maintenance(&self) -> Result<RwLockWriteGuard<'_, ()>, EngineError> {
+        self.waiting_for(|| match self.maintenance.write() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        })
+    }
+
+    /// Takes the maintenance lock shared (a backup or a cut: they only read the files),
+    /// waiting for a running collection to finish; same bound on waiters.
+    pub fn maintenance_shared(&self) -> Result<RwLockReadGuard<'_, ()>, EngineError> {
+        self.waiting_for(|| match self.maintenance.read() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        })
+    }
+
+    /// Backups one at a time: waits for a running backup; same bound on waiters.
+    pub fn one_backup(&self) -> Result<std::sync::MutexGuard<'_, ()>, EngineError> {
+        self.waiting_for(|| match self.backups.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        })
+    }
+
+    fn waiting_for<G>(&self, take: impl FnOnce() -> G) -> Result<G, EngineError> {
         let waiting = self.maintenance_waiting.fetch_add(1, Ordering::AcqRel);
         let guard = if waiting >= MAINTENANCE_WAITING_MAX {
             Err(EngineError::Limit {
-                what: "garbage collections and backups waiting for the running one",
+                what: "garbage collections, backups and cuts waiting for the running collection",
                 limit: MAINTENANCE_WAITING_MAX,
             })
         } else {
-            Ok(match self.maintenance.lock() {
-                Ok(guard) => guard,
-                Err(poisoned) => poisoned.into_inner(),
-            })
+            Ok(take())
         };
         self.maintenance_waiting.fetch_sub(1, Ordering::AcqRel);
         guard
@@ -172,7 +199,7 @@ impl Collector {
     /// One round if no collection or backup is running, else `None` (the scheduler's next
     /// tick tries again).
     pub(super) fn run_if_free(&self) -> Option<Result<GcReport, EngineError>> {
-        match self.maintenance.try_lock() {
+        match self.maintenance.try_write() {
             Ok(guard) => Some(self.round(guard)),
             Err(TryLockError::Poisoned(poisoned)) => Some(self.round(poisoned.into_inner())),
             Err(TryLockError::WouldBlock) => None,
@@ -180,7 +207,7 @@ impl Collector {
     }
 
     /// One round under the maintenance lock `_guard`.
-    fn round(&self, _guard: MutexGuard<'_, ()>) -> Result<GcReport, EngineError> {
+    fn round(&self, _guard: RwLockWriteGuard<'_, ()>) -> Result<GcReport, EngineError> {
         self.published.status.check_writable()?;
         let started = Instant::now();
         let snapshot = self.start()?;

@@ -1,0 +1,155 @@
+//! Restore points are what they say while maintenance runs (issue 46, items 4 and 5), on a
+//! `file://` replica: a throttled online backup no longer pauses shipping (the shipper's cut
+//! waited for the backup's whole run: a kill meanwhile lost seconds of acknowledged turns), and
+//! a point's time is the cut's own, so a restore at a time before an acknowledgement never
+//! holds that turn (the time was read before the cut's wait: a point could hold turns
+//! acknowledged seconds after its label).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ctxstore_engine::{
+    AppendPayload, AppendRequest, ContextId, Engine, EngineConfig, ErrorKind, TurnId,
+};
+use ctxstore_replica::restore::{RestorePoint, restore};
+use ctxstore_replica::stats::now_unix_ms;
+use ctxstore_replica::{Replicator, S3Settings, ShipConfig};
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    pollster::block_on(future)
+}
+
+fn engine_config(dir: &Path) -> EngineConfig {
+    let mut config = EngineConfig::new(dir);
+    config.limits.log_preallocate_bytes = 64 * 1024;
+    config.gc_interval_ms = 0;
+    config.disk_reserve_bytes = 0;
+    // A backup copies the open pack (sealed ones it hard-links): the ~2 MiB below, all in the
+    // one open pack of the default size, take it about 8 s, long enough that shipping has
+    // either gone on beside it or visibly waited for it.
+    config.backup_bytes_per_s_max = 256 * 1024;
+    config
+}
+
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+fn append(engine: &Engine, context: ContextId, payload: &[u8]) -> TurnId {
+    block_on(engine.append(AppendRequest {
+        context_id: context,
+        expected_head: None,
+        type_tag: 1,
+        codec: 0,
+        payload: AppendPayload::Bytes(Bytes::copy_from_slice(payload)),
+        options: Default::default(),
+    }))
+    .unwrap()
+    .turn
+    .turn_id
+}
+
+/// Until a cut taken after this call has shipped whole, or `limit` passes: whether it shipped.
+fn shipped_within(replicator: &Replicator, limit: Duration) -> bool {
+    std::thread::sleep(Duration::from_millis(2));
+    let since = now_unix_ms();
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        let stats = replicator.stats();
+        let shipped_cut = stats.shipped_cut_unix_ms.load(Ordering::Relaxed);
+        if shipped_cut > since && stats.snapshot(now_unix_ms()).lag_bytes == 0 {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Whether the store restored at `point` holds `turn`.
+fn restored_holds(url: &str, to: &Path, point: RestorePoint, turn: TurnId) -> bool {
+    let remote = ctxstore_replica::target::open(url, &S3Settings::default()).unwrap();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(restore(&remote, to, point, None, &mut |_| {}))
+        .unwrap();
+    let engine = Engine::open(engine_config(to)).unwrap();
+    let found = match block_on(engine.turn(turn)) {
+        Ok(_) => true,
+        Err(error) if error.kind() == ErrorKind::NotFound => false,
+        Err(error) => panic!("reading turn {turn} of {}: {error}", to.display()),
+    };
+    engine.shutdown();
+    found
+}
+
+#[test]
+fn a_backup_does_not_pause_shipping_and_a_points_time_is_its_cuts() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let url = format!("file://{}", root.path().join("replica").display());
+    let engine = Engine::open(engine_config(&data)).unwrap();
+    let mut ship = ShipConfig::new(&url);
+    ship.interval = Duration::from_millis(25);
+    ship.checkpoint_interval = Duration::from_secs(3600);
+    let replicator = Replicator::start(engine.clone(), ship).unwrap();
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    for i in 0..256u64 {
+        append(&engine, context, &noise(i, 8 * 1024));
+    }
+    assert!(shipped_within(&replicator, Duration::from_secs(60)));
+
+    let backup_engine = engine.clone();
+    let backup_dir = root.path().join("backup");
+    let backup = std::thread::spawn(move || backup_engine.backup(&backup_dir).unwrap());
+    // The backup holds the store's files; a shipper that waits for it is waiting by now.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!backup.is_finished(), "the backup ended too soon to test");
+    let turn = append(&engine, context, b"acknowledged during a backup");
+    let acknowledged_ms = now_unix_ms();
+    let shipped_beside_the_backup =
+        shipped_within(&replicator, Duration::from_secs(30)) && !backup.is_finished();
+    let report = backup.join().unwrap();
+    assert_eq!(
+        report.turns, 256,
+        "the backup holds its cut, taken before the turn: {report:?}"
+    );
+    assert!(
+        shipped_beside_the_backup,
+        "turn {turn} was not shipped while the backup ran: shipping waited for the backup"
+    );
+    assert!(shipped_within(&replicator, Duration::from_secs(60)));
+    replicator.stop();
+    engine.shutdown();
+
+    // A point labelled before the acknowledgement does not hold the turn; the latest does.
+    assert!(
+        !restored_holds(
+            &url,
+            &root.path().join("before"),
+            RestorePoint::AtTime {
+                unix_ms: acknowledged_ms - 5,
+            },
+            turn
+        ),
+        "a point labelled before turn {turn} was acknowledged holds it"
+    );
+    assert!(restored_holds(
+        &url,
+        &root.path().join("latest"),
+        RestorePoint::Latest,
+        turn
+    ));
+}
