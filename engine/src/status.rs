@@ -7,6 +7,10 @@
 //! with a message naming the primary, until it is promoted (`leave_follower`). The background
 //! work that writes (the collector's scheduler, preallocation) skips a read-only store, so the
 //! one flag stops all of it.
+//!
+//! A fenced primary (issue 46) is read-only for good: another server took the replica's prefix
+//! with a later epoch, so nothing this one acknowledges from now on would reach any restore
+//! point. Its writes are refused with a message naming the new holder.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -22,6 +26,8 @@ pub(crate) struct StoreStatus {
     /// lock is never on a path that succeeds).
     following: AtomicBool,
     follow_reason: Mutex<String>,
+    /// Set once when the replica's prefix was taken by another primary; never cleared.
+    fenced: OnceLock<String>,
 }
 
 impl StoreStatus {
@@ -32,12 +38,25 @@ impl StoreStatus {
         self.read_only.store(true, Ordering::Release);
     }
 
-    /// A failed fdatasync, or a standby that is not promoted yet.
+    /// A failed fdatasync, a standby that is not promoted yet, or a fenced primary.
     pub fn is_read_only(&self) -> bool {
-        self.read_only.load(Ordering::Acquire) || self.following.load(Ordering::Acquire)
+        self.read_only.load(Ordering::Acquire)
+            || self.following.load(Ordering::Acquire)
+            || self.fenced.get().is_some()
+    }
+
+    /// A primary whose replica prefix another took: every write is refused with `reason` from
+    /// now on (the first reason stays).
+    pub fn set_fenced(&self, reason: String) {
+        if self.fenced.set(reason.clone()).is_ok() {
+            tracing::error!(%reason, "fenced: this server refuses writes from now on");
+        }
     }
 
     pub fn check_writable(&self) -> Result<(), EngineError> {
+        if let Some(reason) = self.fenced.get() {
+            return Err(EngineError::ReadOnly(reason.clone()));
+        }
         if self.read_only.load(Ordering::Acquire) {
             let reason = self.reason.get().cloned().unwrap_or_default();
             return Err(EngineError::ReadOnly(reason));

@@ -641,7 +641,17 @@ impl Shipper {
     fn failed(&mut self, error: &ReplicaError) {
         self.stats.count_failure(error.kind());
         self.stats.set_reason(&error.to_string());
-        if let ReplicaError::Fenced { holder, .. } = error {
+        if let ReplicaError::Fenced {
+            location,
+            epoch,
+            holder,
+        } = error
+        {
+            // Nothing acknowledged from now on would reach a restore point: refuse writes at
+            // once (issue 46), naming who holds the prefix now.
+            self.engine.fence(format!(
+                "this server is fenced: {holder} took the replica {location} with epoch                  {epoch}; it refuses writes; write to {holder} instead"
+            ));
             self.stats.set_primary(holder);
             tracing::error!(%error, "replication fenced: this primary ships nothing more");
             self.stats.set_state(ReplicationState::Fenced);

@@ -360,12 +360,23 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
         "{promoted:?}\n{fenced:?}"
     );
 
-    // The old primary's later writes never reach the replica.
-    let stray = writer
+    // The fenced primary refuses writes from the moment it knows (issue 46: it went on
+    // acknowledging writes that no restore point would ever hold), naming who holds the
+    // prefix now; reads go on.
+    let refused = writer
         .append(first, None, 0, 0, payload(600, 4000))
-        .unwrap()
-        .turn
-        .turn_id;
+        .unwrap_err();
+    assert_eq!(refused.code(), Some(ErrorCode::ReadOnly), "{refused}");
+    assert!(
+        refused.to_string().contains("fenced") && refused.to_string().contains(&fenced.primary),
+        "{refused}"
+    );
+    let refused = writer.create_context().unwrap_err();
+    assert_eq!(refused.code(), Some(ErrorCode::ReadOnly), "{refused}");
+    assert!(
+        writer.head(first).is_ok(),
+        "reads go on on a fenced primary"
+    );
     drop(writer);
     primary.signal("TERM");
     assert!(primary.child.wait().unwrap().success(), "{}", primary.log());
@@ -394,11 +405,14 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
     let check = client(&server);
     let turn = check.turn(promoted_turn).unwrap();
     assert_eq!(turn.payload_hash, blake3_of(&payload(500, 4000)));
-    // The stray turn id was taken by the promoted store's own write or does not exist; it
-    // never holds the fenced primary's payload.
-    if let Ok(turn) = check.turn(stray) {
-        assert_ne!(turn.payload_hash, blake3_of(&payload(600, 4000)));
-    }
+    // No turn holds the payload the fenced primary refused.
+    let last = check.last(first, 64, false).unwrap();
+    assert!(
+        last.turns
+            .iter()
+            .all(|turn| turn.payload_hash != blake3_of(&payload(600, 4000))),
+        "{last:?}"
+    );
 }
 
 fn blake3_of(bytes: &[u8]) -> ctxstore_client::BlobHash {

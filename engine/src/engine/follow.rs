@@ -40,6 +40,14 @@ impl Engine {
         tracing::info!(data = %self.inner.config.data_dir.display(), "promoted: the store takes writes");
     }
 
+    /// Fencing (issue 46): another primary took the replica's prefix with a later epoch, so
+    /// this store refuses every write from now on with `reason` (which names the new holder);
+    /// reads go on. Nothing lifts it but a restart, which the operator must not do with
+    /// `--replicate-to` on the same prefix unless this server should take it back.
+    pub fn fence(&self, reason: String) {
+        self.inner.published.status.set_fenced(reason);
+    }
+
     /// Where the store ends (between two batches of every actor).
     pub fn follow_position(&self) -> Result<FollowPosition, EngineError> {
         let cut = self.cut_now()?;
