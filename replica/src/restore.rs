@@ -104,7 +104,14 @@ pub async fn restore(
         .last()
         .map(|record| record.generation)
         .ok_or_else(|| ReplicaError::Invalid(format!("{} holds no generation", remote.location)))?;
-    let resolved = resolve(remote, &generations, generation.unwrap_or(newest), point).await?;
+    let resolved = resolve(
+        remote,
+        &generations,
+        generation.unwrap_or(newest),
+        point,
+        u64::MAX,
+    )
+    .await?;
     tracing::info!(?resolved, "restoring");
 
     let lease = Key::Restore(u128::from(now_unix_ms()) << 32 | u128::from(std::process::id()));
@@ -158,12 +165,18 @@ fn check_target(to: &Path) -> Result<(), ReplicaError> {
     }
 }
 
-/// Finds the point (see the module doc).
+/// Finds the point (see the module doc) among the segments of `generation` numbered at most
+/// `seq_max`. A point earlier than a generation's first restore point lies in its parent, at
+/// or before the segment it forked from (issue 46: with no bound, a point resolved in the
+/// parent could be one the parent shipped after the fork, outside this lineage, and a
+/// generation with no segment yet compared its parent's segment number with its
+/// grandparent's).
 async fn resolve(
     remote: &Remote,
     generations: &[crate::format::GenerationRecord],
     generation: u32,
     point: RestorePoint,
+    seq_max: u64,
 ) -> Result<Resolved, ReplicaError> {
     let record = generations
         .iter()
@@ -180,7 +193,7 @@ async fn resolve(
     let seqs: Vec<u64> = segments
         .iter()
         .filter_map(|listed| match listed.key {
-            Key::Segment { seq, .. } if seq >= oldest_checkpoint => Some(seq),
+            Key::Segment { seq, .. } if seq >= oldest_checkpoint && seq <= seq_max => Some(seq),
             _ => None,
         })
         .collect();
@@ -193,24 +206,20 @@ async fn resolve(
     let fork = record.parent;
     let parent = |point| async move {
         match fork {
-            Some((parent, _)) => Box::pin(resolve(remote, generations, parent, point)).await,
+            Some((parent, parent_seq)) => {
+                Box::pin(resolve(remote, generations, parent, point, parent_seq)).await
+            }
             None => Err(ReplicaError::Invalid(
                 "no shipped point is that early in this replica".into(),
             )),
         }
     };
     if seqs.is_empty() {
-        return match (fork, point) {
-            (Some((parent_generation, parent_seq)), _) => {
-                let bounded = point;
-                let resolved =
-                    Box::pin(resolve(remote, generations, parent_generation, bounded)).await?;
-                Ok(Resolved {
-                    seq: resolved.seq.min(parent_seq),
-                    ..resolved
-                })
-            }
-            (None, _) => Err(ReplicaError::Invalid(format!(
+        return match fork {
+            // Every point of a generation that has shipped nothing yet is its fork point or
+            // earlier: the parent's, up to the segment it forked from.
+            Some(_) => parent(point).await,
+            None => Err(ReplicaError::Invalid(format!(
                 "generation {generation} has shipped nothing yet"
             ))),
         };

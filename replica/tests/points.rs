@@ -3,7 +3,9 @@
 //! waited for the backup's whole run: a kill meanwhile lost seconds of acknowledged turns), and
 //! a point's time is the cut's own, so a restore at a time before an acknowledgement never
 //! holds that turn (the time was read before the cut's wait: a point could hold turns
-//! acknowledged seconds after its label).
+//! acknowledged seconds after its label). And `restore --at T` through generations (item 2): a
+//! point that lies in an older generation is found there, never past the segment a later
+//! generation forked from, also when the newest generation has shipped nothing yet.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -152,4 +154,116 @@ fn a_backup_does_not_pause_shipping_and_a_points_time_is_its_cuts() {
         RestorePoint::Latest,
         turn
     ));
+}
+
+/// Ships `batches` batches of 8 turns to `replicator`, each shipped before the next; answers
+/// each batch's turns and the time after it shipped.
+fn ship_batches(
+    engine: &Engine,
+    replicator: &Replicator,
+    context: ContextId,
+    seed: u64,
+    batches: u64,
+) -> Vec<(Vec<TurnId>, u64)> {
+    (0..batches)
+        .map(|batch| {
+            let turns = (0..8u64)
+                .map(|i| append(engine, context, &noise(seed + batch * 100 + i, 2048)))
+                .collect();
+            assert!(shipped_within(replicator, Duration::from_secs(60)));
+            let shipped_ms = now_unix_ms();
+            std::thread::sleep(Duration::from_millis(20));
+            (turns, shipped_ms)
+        })
+        .collect()
+}
+
+/// Restores the latest point of `url` into `to` and starts shipping from it (a new generation
+/// forked from that point, as a restored or promoted store does).
+fn restore_and_ship(url: &str, to: &Path) -> (Engine, Replicator) {
+    let remote = ctxstore_replica::target::open(url, &S3Settings::default()).unwrap();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(restore(
+            &remote,
+            to,
+            RestorePoint::Latest,
+            None,
+            &mut |_| {},
+        ))
+        .unwrap();
+    let engine = Engine::open(engine_config(to)).unwrap();
+    let mut ship = ShipConfig::new(url);
+    ship.interval = Duration::from_millis(25);
+    ship.checkpoint_interval = Duration::from_secs(3600);
+    let replicator = Replicator::start(engine.clone(), ship).unwrap();
+    (engine, replicator)
+}
+
+#[test]
+fn a_point_in_an_older_generation_is_found_through_a_newest_one_that_shipped_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", root.path().join("replica").display());
+    // Generation 1: six batches, each its own segment.
+    let engine = Engine::open(engine_config(&root.path().join("g1"))).unwrap();
+    let mut ship = ShipConfig::new(&url);
+    ship.interval = Duration::from_millis(25);
+    ship.checkpoint_interval = Duration::from_secs(3600);
+    let replicator = Replicator::start(engine.clone(), ship).unwrap();
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    let first = ship_batches(&engine, &replicator, context, 0, 6);
+    replicator.stop();
+    engine.shutdown();
+    // Generation 2, restored from it, ships two batches; generation 3, restored from that,
+    // ships nothing.
+    let (engine, replicator) = restore_and_ship(&url, &root.path().join("g2"));
+    ship_batches(&engine, &replicator, context, 10_000, 2);
+    replicator.stop();
+    engine.shutdown();
+    let (engine, replicator) = restore_and_ship(&url, &root.path().join("g3"));
+    std::thread::sleep(Duration::from_millis(300));
+    replicator.stop();
+    engine.shutdown();
+
+    // A point after generation 1's fourth batch shipped holds its first four batches and not
+    // the fifth.
+    let (_, fourth_shipped_ms) = first[3];
+    let to = root.path().join("at");
+    let remote = ctxstore_replica::target::open(&url, &S3Settings::default()).unwrap();
+    let report = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(restore(
+            &remote,
+            &to,
+            RestorePoint::AtTime {
+                unix_ms: fourth_shipped_ms,
+            },
+            None,
+            &mut |_| {},
+        ))
+        .unwrap();
+    assert!(
+        report.created_unix_ms <= fourth_shipped_ms,
+        "the point is labelled after the time asked: {report:?}"
+    );
+    let engine = Engine::open(engine_config(&to)).unwrap();
+    for (batch, (turns, _)) in first.iter().enumerate() {
+        for turn in turns {
+            let found = match block_on(engine.turn(*turn)) {
+                Ok(_) => true,
+                Err(error) if error.kind() == ErrorKind::NotFound => false,
+                Err(error) => panic!("turn {turn}: {error}"),
+            };
+            assert_eq!(
+                found,
+                batch < 4,
+                "turn {turn} of batch {batch} at the point after batch 3: {report:?}"
+            );
+        }
+    }
+    engine.shutdown();
 }
