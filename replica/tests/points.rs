@@ -5,7 +5,8 @@
 //! holds that turn (the time was read before the cut's wait: a point could hold turns
 //! acknowledged seconds after its label). And `restore --at T` through generations (item 2): a
 //! point that lies in an older generation is found there, never past the segment a later
-//! generation forked from, also when the newest generation has shipped nothing yet.
+//! generation forked from, also when the newest generation has shipped nothing yet. Each on
+//! `file://` and on SeaweedFS when `.ci/run` names it (`CTXSTORE_S3_TEST_ENDPOINT`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -16,9 +17,67 @@ use bytes::Bytes;
 use ctxstore_engine::{
     AppendPayload, AppendRequest, ContextId, Engine, EngineConfig, ErrorKind, TurnId,
 };
-use ctxstore_replica::restore::{RestorePoint, restore};
+use ctxstore_replica::restore::{RestorePoint, RestoreReport, restore};
 use ctxstore_replica::stats::now_unix_ms;
 use ctxstore_replica::{Replicator, S3Settings, ShipConfig};
+
+/// Where a test's replica lives: a directory, or a fresh prefix on the S3 server.
+#[derive(Clone)]
+struct Replica {
+    url: String,
+    s3: S3Settings,
+}
+
+impl Replica {
+    fn file(root: &Path) -> Replica {
+        Replica {
+            url: format!("file://{}", root.join("replica").display()),
+            s3: S3Settings::default(),
+        }
+    }
+
+    /// `None` (the test says it skipped) without `CTXSTORE_S3_TEST_ENDPOINT`.
+    fn seaweedfs(name: &str) -> Option<Replica> {
+        let Ok(endpoint) = std::env::var("CTXSTORE_S3_TEST_ENDPOINT") else {
+            eprintln!("skipped: CTXSTORE_S3_TEST_ENDPOINT is not set (.ci/run sets it)");
+            return None;
+        };
+        let bucket =
+            std::env::var("CTXSTORE_S3_TEST_BUCKET").unwrap_or_else(|_| "ctxstore-test".into());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        Some(Replica {
+            url: format!("s3://{bucket}/{name}-{}-{nanos}", std::process::id()),
+            s3: S3Settings {
+                endpoint: Some(endpoint),
+                region: Some("us-east-1".into()),
+                allow_http: Some(true),
+                sign_payload: false,
+            },
+        })
+    }
+
+    fn ship_config(&self) -> ShipConfig {
+        let mut ship = ShipConfig::new(&self.url);
+        ship.s3 = self.s3.clone();
+        ship.interval = Duration::from_millis(25);
+        ship.checkpoint_interval = Duration::from_secs(3600);
+        ship
+    }
+
+    fn restore(&self, to: &Path, point: RestorePoint) -> RestoreReport {
+        let remote = ctxstore_replica::target::open(&self.url, &self.s3).unwrap();
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(restore(&remote, to, point, None, &mut |_| {}))
+            .unwrap()
+    }
+}
 
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     pollster::block_on(future)
@@ -79,34 +138,40 @@ fn shipped_within(replicator: &Replicator, limit: Duration) -> bool {
 }
 
 /// Whether the store restored at `point` holds `turn`.
-fn restored_holds(url: &str, to: &Path, point: RestorePoint, turn: TurnId) -> bool {
-    let remote = ctxstore_replica::target::open(url, &S3Settings::default()).unwrap();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(restore(&remote, to, point, None, &mut |_| {}))
-        .unwrap();
+fn restored_holds(replica: &Replica, to: &Path, point: RestorePoint, turn: TurnId) -> bool {
+    replica.restore(to, point);
     let engine = Engine::open(engine_config(to)).unwrap();
-    let found = match block_on(engine.turn(turn)) {
-        Ok(_) => true,
-        Err(error) if error.kind() == ErrorKind::NotFound => false,
-        Err(error) => panic!("reading turn {turn} of {}: {error}", to.display()),
-    };
+    let found = holds(&engine, turn);
     engine.shutdown();
     found
 }
 
+fn holds(engine: &Engine, turn: TurnId) -> bool {
+    match block_on(engine.turn(turn)) {
+        Ok(_) => true,
+        Err(error) if error.kind() == ErrorKind::NotFound => false,
+        Err(error) => panic!("reading turn {turn}: {error}"),
+    }
+}
+
 #[test]
-fn a_backup_does_not_pause_shipping_and_a_points_time_is_its_cuts() {
+fn a_backup_does_not_pause_shipping_and_a_points_time_is_its_cuts_on_a_directory() {
     let root = tempfile::tempdir().unwrap();
-    let data = root.path().join("data");
-    let url = format!("file://{}", root.path().join("replica").display());
+    backup_beside_shipping(root.path(), &Replica::file(root.path()));
+}
+
+#[test]
+fn a_backup_does_not_pause_shipping_and_a_points_time_is_its_cuts_on_seaweedfs() {
+    let Some(replica) = Replica::seaweedfs("points-backup") else {
+        return;
+    };
+    backup_beside_shipping(tempfile::tempdir().unwrap().path(), &replica);
+}
+
+fn backup_beside_shipping(root: &Path, replica: &Replica) {
+    let data = root.join("data");
     let engine = Engine::open(engine_config(&data)).unwrap();
-    let mut ship = ShipConfig::new(&url);
-    ship.interval = Duration::from_millis(25);
-    ship.checkpoint_interval = Duration::from_secs(3600);
-    let replicator = Replicator::start(engine.clone(), ship).unwrap();
+    let replicator = Replicator::start(engine.clone(), replica.ship_config()).unwrap();
     let context = block_on(engine.create_context()).unwrap().context_id;
     for i in 0..256u64 {
         append(&engine, context, &noise(i, 8 * 1024));
@@ -114,7 +179,7 @@ fn a_backup_does_not_pause_shipping_and_a_points_time_is_its_cuts() {
     assert!(shipped_within(&replicator, Duration::from_secs(60)));
 
     let backup_engine = engine.clone();
-    let backup_dir = root.path().join("backup");
+    let backup_dir = root.join("backup");
     let backup = std::thread::spawn(move || backup_engine.backup(&backup_dir).unwrap());
     // The backup holds the store's files; a shipper that waits for it is waiting by now.
     std::thread::sleep(Duration::from_millis(500));
@@ -139,8 +204,8 @@ fn a_backup_does_not_pause_shipping_and_a_points_time_is_its_cuts() {
     // A point labelled before the acknowledgement does not hold the turn; the latest does.
     assert!(
         !restored_holds(
-            &url,
-            &root.path().join("before"),
+            replica,
+            &root.join("before"),
             RestorePoint::AtTime {
                 unix_ms: acknowledged_ms - 5,
             },
@@ -149,8 +214,8 @@ fn a_backup_does_not_pause_shipping_and_a_points_time_is_its_cuts() {
         "a point labelled before turn {turn} was acknowledged holds it"
     );
     assert!(restored_holds(
-        &url,
-        &root.path().join("latest"),
+        replica,
+        &root.join("latest"),
         RestorePoint::Latest,
         turn
     ));
@@ -178,51 +243,44 @@ fn ship_batches(
         .collect()
 }
 
-/// Restores the latest point of `url` into `to` and starts shipping from it (a new generation
-/// forked from that point, as a restored or promoted store does).
-fn restore_and_ship(url: &str, to: &Path) -> (Engine, Replicator) {
-    let remote = ctxstore_replica::target::open(url, &S3Settings::default()).unwrap();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(restore(
-            &remote,
-            to,
-            RestorePoint::Latest,
-            None,
-            &mut |_| {},
-        ))
-        .unwrap();
+/// Restores the latest point of the replica into `to` and starts shipping from it (a new
+/// generation forked from that point, as a restored or promoted store does).
+fn restore_and_ship(replica: &Replica, to: &Path) -> (Engine, Replicator) {
+    replica.restore(to, RestorePoint::Latest);
     let engine = Engine::open(engine_config(to)).unwrap();
-    let mut ship = ShipConfig::new(url);
-    ship.interval = Duration::from_millis(25);
-    ship.checkpoint_interval = Duration::from_secs(3600);
-    let replicator = Replicator::start(engine.clone(), ship).unwrap();
+    let replicator = Replicator::start(engine.clone(), replica.ship_config()).unwrap();
     (engine, replicator)
 }
 
 #[test]
 fn a_point_in_an_older_generation_is_found_through_a_newest_one_that_shipped_nothing() {
     let root = tempfile::tempdir().unwrap();
-    let url = format!("file://{}", root.path().join("replica").display());
+    point_through_generations(root.path(), &Replica::file(root.path()));
+}
+
+#[test]
+fn a_point_in_an_older_generation_is_found_on_seaweedfs() {
+    let Some(replica) = Replica::seaweedfs("points-generations") else {
+        return;
+    };
+    point_through_generations(tempfile::tempdir().unwrap().path(), &replica);
+}
+
+fn point_through_generations(root: &Path, replica: &Replica) {
     // Generation 1: six batches, each its own segment.
-    let engine = Engine::open(engine_config(&root.path().join("g1"))).unwrap();
-    let mut ship = ShipConfig::new(&url);
-    ship.interval = Duration::from_millis(25);
-    ship.checkpoint_interval = Duration::from_secs(3600);
-    let replicator = Replicator::start(engine.clone(), ship).unwrap();
+    let engine = Engine::open(engine_config(&root.join("g1"))).unwrap();
+    let replicator = Replicator::start(engine.clone(), replica.ship_config()).unwrap();
     let context = block_on(engine.create_context()).unwrap().context_id;
     let first = ship_batches(&engine, &replicator, context, 0, 6);
     replicator.stop();
     engine.shutdown();
     // Generation 2, restored from it, ships two batches; generation 3, restored from that,
     // ships nothing.
-    let (engine, replicator) = restore_and_ship(&url, &root.path().join("g2"));
+    let (engine, replicator) = restore_and_ship(replica, &root.join("g2"));
     ship_batches(&engine, &replicator, context, 10_000, 2);
     replicator.stop();
     engine.shutdown();
-    let (engine, replicator) = restore_and_ship(&url, &root.path().join("g3"));
+    let (engine, replicator) = restore_and_ship(replica, &root.join("g3"));
     std::thread::sleep(Duration::from_millis(300));
     replicator.stop();
     engine.shutdown();
@@ -230,22 +288,13 @@ fn a_point_in_an_older_generation_is_found_through_a_newest_one_that_shipped_not
     // A point after generation 1's fourth batch shipped holds its first four batches and not
     // the fifth.
     let (_, fourth_shipped_ms) = first[3];
-    let to = root.path().join("at");
-    let remote = ctxstore_replica::target::open(&url, &S3Settings::default()).unwrap();
-    let report = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(restore(
-            &remote,
-            &to,
-            RestorePoint::AtTime {
-                unix_ms: fourth_shipped_ms,
-            },
-            None,
-            &mut |_| {},
-        ))
-        .unwrap();
+    let to = root.join("at");
+    let report = replica.restore(
+        &to,
+        RestorePoint::AtTime {
+            unix_ms: fourth_shipped_ms,
+        },
+    );
     assert!(
         report.created_unix_ms <= fourth_shipped_ms,
         "the point is labelled after the time asked: {report:?}"
@@ -253,13 +302,8 @@ fn a_point_in_an_older_generation_is_found_through_a_newest_one_that_shipped_not
     let engine = Engine::open(engine_config(&to)).unwrap();
     for (batch, (turns, _)) in first.iter().enumerate() {
         for turn in turns {
-            let found = match block_on(engine.turn(*turn)) {
-                Ok(_) => true,
-                Err(error) if error.kind() == ErrorKind::NotFound => false,
-                Err(error) => panic!("turn {turn}: {error}"),
-            };
             assert_eq!(
-                found,
+                holds(&engine, *turn),
                 batch < 4,
                 "turn {turn} of batch {batch} at the point after batch 3: {report:?}"
             );
