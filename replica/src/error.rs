@@ -30,8 +30,10 @@ pub enum ReplicaError {
         local: String,
     },
     #[error(
-        "another primary took epoch {epoch} on {location} ({holder}): this one stopped \
-         shipping; promote or restart it to take over again"
+        "another primary took epoch {epoch} on {location} ({holder}): this server ships \
+         nothing more and refuses writes. Stop it; do not restart it with --replicate-to on \
+         this prefix (that would fence {holder}); to make it a standby, start it on an empty \
+         directory with --follow (docs/operations.md, A standby)"
     )]
     Fenced {
         location: String,

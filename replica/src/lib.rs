@@ -15,7 +15,9 @@
 //! - `restore`: a store rebuilt from its replica at a shipped point;
 //! - `retention`: deleting what no kept restore point reads;
 //! - `stats`: the figures for metrics and `ctxstore stats`;
-//! - `codec`, `error`: bounds-checked binary fields; what fails, where.
+//! - `codec`, `error`: bounds-checked binary fields; what fails, where;
+//! - `faulty`: an object store that fails on command, for tests only (feature
+//!   `fault-injection`, which this crate's own tests turn on; never in a release build).
 //!
 //! The object store is the distributed system (decision 0019): ctxstore writes no consensus of
 //! its own; a primary proves it is the one writer with create-only epoch objects.
@@ -23,6 +25,7 @@
 pub mod catalog;
 mod codec;
 pub mod error;
+#[cfg(feature = "fault-injection")]
 pub mod faulty;
 pub mod follow;
 pub mod format;

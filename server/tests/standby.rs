@@ -336,6 +336,21 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
         "{fenced:?}"
     );
     assert!(fenced.reason.contains("epoch"), "{fenced:?}");
+    // The safe advice (issue 44): never "restart it", which would fence the promoted one.
+    assert!(
+        fenced
+            .reason
+            .contains("do not restart it with --replicate-to")
+            && fenced.reason.contains("--follow"),
+        "{fenced:?}"
+    );
+    assert!(
+        primary
+            .log()
+            .contains("do not restart it with --replicate-to"),
+        "the fenced primary's log gives the safe advice: {}",
+        primary.log()
+    );
     assert!(!fenced.primary.is_empty(), "who fenced it: {fenced:?}");
     assert!(
         fenced
