@@ -29,8 +29,8 @@ import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph
 import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import Database from "better-sqlite3";
-import { Client } from "ctxstore";
-import { CtxstoreSaver } from "ctxstore/langgraph";
+import { Client } from "@ctxstore/client";
+import { CtxstoreSaver } from "@ctxstore/client/langgraph";
 import pg from "pg";
 
 const args = Object.fromEntries(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tests of the TypeScript client: installs the locked dependencies (npm ci), type-checks
-# (tsc, strict), lints (eslint), builds dist/ (npm run build), then runs the tests (vitest)
+# (tsc, strict), lints (eslint), builds dist/ (npm run build), installs the package the way the
+# README shows into a scratch project and imports it, then runs the tests (vitest)
 # against a real ctxstore-server: the codec against the golden vectors, the client, the
 # LangGraph.js checkpointer (LangGraph's own validation suite and a real graph), the Agents
 # session, the AI SDK example, and the Python <-> TypeScript interop.
@@ -39,6 +40,27 @@ npx --no-install eslint --max-warnings 0 .
 
 echo "== npm run build"
 npm run --silent build
+
+echo "== the README's path install, into a scratch project, then imported"
+# A copy of the sources as a fresh clone has them (no node_modules, no dist): npm runs the
+# package's prepare script, which installs its build tools and builds dist/ (issue 44: without
+# it the path install gave a client that could not be imported).
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/ctxstore-ts-install.XXXXXX")"
+mkdir -p "$scratch/ctxstore" "$scratch/app"
+tar --exclude=./node_modules --exclude=./dist -C "$here" -cf - . | tar -C "$scratch/ctxstore" -xf -
+(cd "$scratch/app" \
+  && npm init -y >/dev/null \
+  && npm install --no-audit --no-fund --loglevel=error "$scratch/ctxstore" \
+  && node --input-type=module -e '
+    import { Client, Conflict } from "@ctxstore/client";
+    import { CtxstoreSaver } from "@ctxstore/client/langgraph";
+    import { CtxstoreSession } from "@ctxstore/client/agents";
+    for (const [name, value] of Object.entries({ Client, Conflict, CtxstoreSaver, CtxstoreSession })) {
+      if (typeof value !== "function") throw new Error(`@ctxstore/client: ${name} is ${typeof value}`);
+    }
+    console.log("imported @ctxstore/client and its langgraph and agents entry points");
+  ')
+rm -rf "$scratch"
 
 echo "== Python for the interop tests: clients/python[test] in $venv"
 python="${PYTHON:-python3}"

@@ -1,13 +1,13 @@
 /**
- * `ctxstore`: the TypeScript client of ctxstore (protocol versions 1 to 3).
+ * `@ctxstore/client`: the TypeScript client of ctxstore (protocol versions 1 to 3).
  *
  * ```ts
- * import { Client } from "ctxstore";
+ * import { Client } from "@ctxstore/client";
  * const client = await Client.connect("127.0.0.1:7411");
  * ```
  *
- * The LangGraph.js checkpointer is `ctxstore/langgraph` (`CtxstoreSaver`), the OpenAI Agents
- * JS session `ctxstore/agents` (`CtxstoreSession`).
+ * The LangGraph.js checkpointer is `@ctxstore/client/langgraph` (`CtxstoreSaver`), the OpenAI Agents
+ * JS session `@ctxstore/client/agents` (`CtxstoreSession`).
  */
 
 export {

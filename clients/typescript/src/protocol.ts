@@ -1,5 +1,5 @@
 /**
- * The ctxstore wire protocol, versions 1 and 2, byte for byte as docs/protocol.md defines it
+ * The ctxstore wire protocol, versions 1 to 3, byte for byte as docs/protocol.md defines it
  * (the reference is the Rust crate `protocol/`; the Python client's `_protocol.py` is a second
  * reading of the same contract). No I/O: request bodies to bytes, response bodies from bytes.
  *
