@@ -165,6 +165,9 @@ impl Replicator {
         stats
             .segment_bytes_max
             .store(config.segment_bytes_max, Ordering::Relaxed);
+        // No log compaction drops a record the replica lacks as a slot: none until the first
+        // cut shipped whole says how far it holds the log (`Engine::hold_log_after`).
+        engine.hold_log_after(0);
         let mut shipper = Shipper::new(engine, remote, config, stats.clone());
         match runtime.block_on(shipper.attach()) {
             Ok(()) => {}
@@ -685,6 +688,7 @@ impl Shipper {
         };
         let Some(mut cycle) = cycle else {
             // Nothing new: everything acknowledged before the cut is shipped.
+            self.engine.hold_log_after(self.state.log_records);
             self.stats.lag_bytes.store(0, Ordering::Relaxed);
             self.stats.backlog_objects.store(0, Ordering::Relaxed);
             self.stats.set_reason("");
@@ -809,6 +813,8 @@ impl Shipper {
             stats
                 .shipped_cut_unix_ms
                 .store(cycle.header.created_unix_ms, Ordering::Relaxed);
+            // The cut shipped whole: the replica holds the log up to its end as slots.
+            self.engine.hold_log_after(self.state.log_records);
         }
         stats
             .last_success_unix_ms

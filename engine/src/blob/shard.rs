@@ -556,7 +556,11 @@ impl ShardActor {
     /// A whole new version of a sealed pack that differs from this shard's (a collection
     /// rewrote it on the primary) is installed when asked (`install`, after the cut's log
     /// slots: `install_rewritten`); otherwise the shard keeps its version, a superset, and
-    /// says so (`kept_own_version`).
+    /// says so (`kept_own_version`). A new version of this shard's OPEN pack (the primary
+    /// sealed it, then rewrote it, before the rest of its records shipped) holds records this
+    /// shard never had, which the cut's slots name: those are appended to the open pack
+    /// first, then it is sealed, so that its version is a superset of the new one here too
+    /// (issue 46: the standby stalled on "turn N references blob … which is not in shard").
     async fn ingest(&mut self, pack: IngestPack) -> Result<IngestedPack, EngineError> {
         let IngestPack {
             pack_id,
@@ -592,6 +596,24 @@ impl ShardActor {
                 .and_then(|file| file.read_exact_at(&mut ours, 0))
                 .map_err(|source| EngineError::io(&self.pack_path, source))?;
             if !bytes.starts_with(&ours) {
+                let entries = pack_records(pack_id, 0, &bytes).map_err(&refused)?;
+                let mut lacking = Vec::new();
+                for entry in &entries {
+                    let held = self.view().location(&entry.hash);
+                    if held.is_none_or(|held| held.pack_id != pack_id) {
+                        let start = entry.location.pack_offset as usize;
+                        let end = start + entry.location.record_bytes() as usize;
+                        lacking.extend_from_slice(&bytes[start..end]);
+                    }
+                }
+                if !lacking.is_empty() {
+                    self.write_ingested(&lacking)
+                        .await
+                        .map_err(|error| match error {
+                            Refusal::Invalid(reason) => refused(reason),
+                            Refusal::Engine(error) => error,
+                        })?;
+                }
                 self.rotate_pack().await?;
             }
         }
@@ -640,12 +662,49 @@ impl ShardActor {
                 ));
             }
         }
-        let start = self.pack_end;
         let new = &bytes[held..];
         if new.is_empty() {
             return Ok(IngestedPack::default());
         }
-        let entries = pack_records(self.pack_id, start, new).map_err(refused)?;
+        let blobs = self
+            .write_ingested(new)
+            .await
+            .map_err(|error| match error {
+                Refusal::Invalid(reason) => refused(reason),
+                Refusal::Engine(error) => error,
+            })?;
+        Ok(IngestedPack {
+            blobs,
+            bytes_written: new.len() as u64,
+            kept_own_version: false,
+        })
+    }
+
+    /// Whole pack records appended where the open pack ends: checked record by record before
+    /// a byte is written, then written with ONE fdatasync, then indexed and published.
+    /// Answers how many.
+    async fn write_ingested(&mut self, new: &[u8]) -> Result<u64, Refusal> {
+        let start = self.pack_end;
+        let entries = pack_records(self.pack_id, start, new).map_err(Refusal::Invalid)?;
+        // A blob the primary's collection swept (out of its index; the record waits for its
+        // pack's compaction) and a put then stored again: this shard never swept it, so it
+        // still holds the old copy. The later copy is the one the index keeps, as an open
+        // finds it (`blob/recover.rs`); the old one leaves with its pack's new version.
+        for entry in &entries {
+            if let Some(old) = self.view().location(&entry.hash)
+                && (old.pack_id, old.pack_offset)
+                    >= (entry.location.pack_id, entry.location.pack_offset)
+            {
+                return Err(Refusal::Invalid(format!(
+                    "blob {} comes at pack {} offset {}, but this shard holds it at pack {}                      offset {}, later (the standby's store is not a copy of the primary's;                      restore it again)",
+                    entry.hash,
+                    entry.location.pack_id,
+                    entry.location.pack_offset,
+                    old.pack_id,
+                    old.pack_offset
+                )));
+            }
+        }
         self.pack.append_unsynced(
             new,
             start,
@@ -657,14 +716,13 @@ impl ShardActor {
         self.pack_file_len = self.pack_file_len.max(end);
         self.sync_batch(end).await?;
         for entry in &entries {
+            if self.view().contains(&entry.hash) {
+                self.view().remove(&entry.hash);
+            }
             self.view().publish(entry.hash, entry.location);
         }
         self.append_index(&entries).await;
-        Ok(IngestedPack {
-            blobs: entries.len() as u64,
-            bytes_written: new.len() as u64,
-            kept_own_version: false,
-        })
+        Ok(entries.len() as u64)
     }
 
     /// A standby's copy of a sealed pack the primary's collection rewrote (issue 31, decision
@@ -713,7 +771,11 @@ impl ShardActor {
             let path = path.clone();
             move |source| EngineError::from_write(&path, source)
         };
-        // The index with this pack's entries replaced by the new version's.
+        // The index with this pack's entries replaced by the new version's, in their place:
+        // entries tile the packs in order (an open checks it), so the new version's go before
+        // the first entry of a later pack, as a compaction's do (`gc/compact.rs`). Appended
+        // at the end they made every later pack's entries out of order, and the standby's
+        // store no longer verified or opened.
         let mut old_index = vec![0u8; self.index_end as usize];
         std::fs::File::open(&self.index_path)
             .and_then(|file| file.read_exact_at(&mut old_index, 0))
@@ -722,6 +784,14 @@ impl ShardActor {
         let mut dropped = Vec::new();
         let kept: std::collections::HashSet<BlobHash> =
             entries.iter().map(|entry| entry.hash).collect();
+        let place = |new_index: &mut Vec<u8>| {
+            for entry in &entries {
+                let mut encoded = [0u8; INDEX_ENTRY_BYTES];
+                entry.encode(&mut encoded);
+                new_index.extend_from_slice(&encoded);
+            }
+        };
+        let mut placed = false;
         for (position, chunk) in old_index.chunks_exact(INDEX_ENTRY_BYTES).enumerate() {
             let mut encoded = [0u8; INDEX_ENTRY_BYTES];
             encoded.copy_from_slice(chunk);
@@ -732,16 +802,18 @@ impl ShardActor {
                     "blob index entry does not decode".to_string(),
                 )));
             };
+            if !placed && entry.location.pack_id >= pack_id {
+                place(&mut new_index);
+                placed = true;
+            }
             if entry.location.pack_id != pack_id {
                 new_index.extend_from_slice(&encoded);
             } else if !kept.contains(&entry.hash) {
                 dropped.push(entry.hash);
             }
         }
-        for entry in &entries {
-            let mut encoded = [0u8; INDEX_ENTRY_BYTES];
-            entry.encode(&mut encoded);
-            new_index.extend_from_slice(&encoded);
+        if !placed {
+            place(&mut new_index);
         }
         let pack = pack_path(&self.shard_dir, pack_id);
         let new_pack = crate::store_dir::compact_path(&pack);
@@ -970,6 +1042,19 @@ impl GroupCommit for ShardActor {
 /// The index entries of whole pack records laid end to end in `bytes` (which start at
 /// `start` of pack `pack_id`), each header, checksum and padding checked; the first bad one
 /// is an error naming its offset.
+/// Why ingested pack bytes were not taken: they are not what the shard can take (refused,
+/// naming the pack), or the disk failed.
+enum Refusal {
+    Invalid(String),
+    Engine(EngineError),
+}
+
+impl From<EngineError> for Refusal {
+    fn from(error: EngineError) -> Self {
+        Refusal::Engine(error)
+    }
+}
+
 fn pack_records(pack_id: u32, start: u64, bytes: &[u8]) -> Result<Vec<IndexEntry>, String> {
     let mut entries = Vec::new();
     let mut at = 0usize;

@@ -84,6 +84,18 @@ impl Engine {
         })
     }
 
+    /// A log compaction leaves every record after `log_records` in `turns.log` from now on
+    /// (`u64::MAX`: no limit, the default): the replicator says how far its replica holds
+    /// the log as slots, at the end of each cut it shipped whole (a batch boundary; 0 until
+    /// its first). A standby takes the log slot by slot and cannot apply records that
+    /// reached the replica only inside a compacted base (issue 46).
+    pub fn hold_log_after(&self, log_records: u64) {
+        self.inner
+            .collector
+            .log_compaction_limit
+            .store(log_records, std::sync::atomic::Ordering::Release);
+    }
+
     /// The cut, for a caller holding the maintenance lock.
     pub(crate) fn cut_now(&self) -> Result<StoreCut, EngineError> {
         let published = &self.inner.published;

@@ -91,6 +91,9 @@ pub(crate) struct Collector {
     /// The log is compacted once its droppable slots hold at least this many bytes (and
     /// `pack_dead_percent` of the slots present).
     pub(super) log_dead_bytes_min: u64,
+    /// A log compaction leaves every record after this one in `turns.log` (`u64::MAX`: no
+    /// limit): the replicator's, what its replica holds as slots (`Engine::hold_log_after`).
+    pub log_compaction_limit: AtomicU64,
     /// A collection holds it alone; the readers of the store's files (backups, which hard-link
     /// packs a compaction would replace, and the replica's cuts) share it.
     pub maintenance: Arc<RwLock<()>>,
@@ -133,6 +136,7 @@ impl Collector {
             pack_dead_percent: config.gc_pack_dead_percent,
             bytes_per_s_max: config.gc_bytes_per_s_max,
             log_dead_bytes_min: config.gc_log_dead_bytes_min,
+            log_compaction_limit: AtomicU64::new(u64::MAX),
             maintenance: Arc::new(RwLock::new(())),
             backups: Mutex::new(()),
             maintenance_waiting: AtomicUsize::new(0),

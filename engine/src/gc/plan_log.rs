@@ -3,6 +3,7 @@
 //! (`log_compaction.rs`), once the dropped slots pass the thresholds.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 
 use crate::error::EngineError;
 use crate::file::Throttle;
@@ -53,8 +54,16 @@ impl Collector {
     /// ancestor of a record that stays, and newer than every record of its context that
     /// stays (a fork made later of a turn walks its context's turns before it: the turn
     /// log, key look-ups). `None` below the thresholds.
+    ///
+    /// Only records up to the replicator's limit go (`log_compaction_limit`, a batch
+    /// boundary: the end of a cut it shipped whole). A base covering records the replica
+    /// does not hold as slots yet shipped them only inside the base, and a standby, which
+    /// takes the log slot by slot, met slots that did not follow its log and stalled
+    /// (issue 46). What the records above the limit need stays, as every record that stays
+    /// does.
     fn plan_log(&self, log: &LogTable, marked: &Marked, watermark: u64) -> Option<LogPlan> {
         let through = self.published.turns.base().map_or(0, |base| base.through());
+        let watermark = watermark.min(self.log_compaction_limit.load(Ordering::Acquire));
         if watermark <= through {
             return None;
         }
@@ -109,6 +118,9 @@ impl Collector {
         };
         let mut slots_dropped = 0u64;
         for (id, needed) in needed.iter().enumerate().skip(1) {
+            if id as u64 > watermark {
+                break;
+            }
             if log.is_turn(id as u64) && !needed {
                 plan.drop[id] = true;
                 plan.turns_dropped += 1;
@@ -117,9 +129,19 @@ impl Collector {
             }
         }
         // An ended stream's records (issue 32): its bytes live on in its sealed turn's blob, or
-        // nowhere (aborted).
+        // nowhere (aborted). All of them or none: a stream whose last slot is above the
+        // watermark keeps every record.
+        let mut stream_ends: HashMap<u64, u64> = HashMap::new();
         for &(record_id, stream_id, slots) in &log.stream_records {
-            if log.streams_ended.contains(&stream_id) {
+            let end = stream_ends.entry(stream_id).or_default();
+            *end = (*end).max(record_id + u64::from(slots) - 1);
+        }
+        for &(record_id, stream_id, slots) in &log.stream_records {
+            if log.streams_ended.contains(&stream_id)
+                && stream_ends
+                    .get(&stream_id)
+                    .is_some_and(|&end| end <= watermark)
+            {
                 plan.drop[record_id as usize] = true;
                 slots_dropped += u64::from(slots);
             }

@@ -5,6 +5,13 @@
 //! published as one batch exactly as a group commit publishes an append's: caches, watermark,
 //! turn keys, heads, contexts, dead turns, counters. Readers cannot tell the two apart.
 //!
+//! Replay resumes from the state the live sequencer owns — heads, contexts (overlays and key
+//! values among them), gc-dead turns and streams — so a record may continue what an earlier
+//! batch began: a delta to a stream opened in an earlier segment (issue 46: without the open
+//! streams every such delta was refused and the standby stalled). The batch's stream records
+//! publish the new streams and wake their readers, and its stream and metadata records give
+//! watchers the events the primary's gave.
+//!
 //! Slots that do not decode or do not replay (a context that does not exist, a blob not in its
 //! shard, a broken DAG) are refused whole: the state is put back, the slots are cut off the log
 //! again (a restart must not meet records the standby refused), and the error names the record.
@@ -14,9 +21,16 @@ use std::sync::Arc;
 
 use super::{Batch, HeadMove, SequencerActor};
 use crate::error::{Corruption, EngineError};
-use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord, record_offset};
+use crate::format::context_meta::ContextMeta;
+use crate::format::stream_meta::{StreamEnd, StreamMeta, is_stream_op};
+use crate::format::turn_log::{
+    Assembled, LOG_RECORD_BYTES, LogRecord, SlotAssembly, SlotHead, Whole, record_offset,
+};
+use crate::ids::TurnId;
 use crate::model::IngestedLog;
 use crate::sequencer::recover::{RecoveredLog, Replay};
+use crate::sequencer::streams::StreamId;
+use crate::sequencer::watch::{WatchEvent, WatchKind};
 
 impl SequencerActor {
     pub(super) async fn ingest(
@@ -65,15 +79,19 @@ impl SequencerActor {
             .await?;
 
         let contexts_before = self.heads.count();
+        // Every piece of replay state the live sequencer owns (cheap clones: persistent maps),
+        // put back whole if the batch is refused.
         let saved = (
             self.heads.clone(),
             self.contexts.clone(),
             self.gc.dead.clone(),
+            self.streams.clone(),
         );
         let state = RecoveredLog {
             heads: std::mem::take(&mut self.heads),
             contexts: std::mem::take(&mut self.contexts),
             dead: std::mem::take(&mut self.gc.dead),
+            streams: std::mem::take(&mut self.streams),
             ..RecoveredLog::default()
         };
         let replayed = crate::file::ScanFile::open(&self.path)
@@ -108,7 +126,7 @@ impl SequencerActor {
         let state = match replayed {
             Ok(state) => state,
             Err(error) => {
-                (self.heads, self.contexts, self.gc.dead) = saved;
+                (self.heads, self.contexts, self.gc.dead, self.streams) = saved;
                 if let Err(source) = self.file.truncate(offset).await {
                     self.published.status.set_read_only(format!(
                         "cutting refused slots off {}: {source}",
@@ -119,11 +137,14 @@ impl SequencerActor {
             }
         };
 
+        let (events, streams_changed) = record_events(&records);
         let mut batch = Batch {
             contexts_before,
             records: count,
             logical_bytes: state.logical_bytes,
             dedup_hits: state.dedup_hits,
+            events,
+            streams_changed,
             ..Batch::default()
         };
         let mut touched = BTreeSet::new();
@@ -144,11 +165,13 @@ impl SequencerActor {
             heads,
             contexts,
             dead,
+            streams,
             ..
         } = state;
         self.heads = heads;
         self.contexts = contexts;
         self.gc.dead = dead;
+        self.streams = streams;
         for context_id in touched {
             // Only heads that moved: a record that left its context's head where it was (a
             // purge, a redaction, a tag) is no head move, and its watch event would name an
@@ -180,6 +203,75 @@ impl SequencerActor {
             log_records: self.next_record_id - 1,
         })
     }
+}
+
+/// The watch events of the batch's stream and metadata records, as the primary's live path
+/// made them (`push_stream`, `push_meta`), and the streams the batch wrote records of. The
+/// records replayed already: a record that does not reassemble or decode here cannot occur.
+fn record_events(records: &[LogRecord]) -> (Vec<WatchEvent>, Vec<StreamId>) {
+    let mut events = Vec::new();
+    let mut streams = Vec::new();
+    let mut pending: Option<SlotAssembly> = None;
+    for record in records {
+        let assembled = match (pending.take(), record) {
+            (None, LogRecord::Turn(turn)) => SlotAssembly::start(SlotHead::Turn(*turn)),
+            (None, LogRecord::Meta(head)) => SlotAssembly::start(SlotHead::Meta(*head)),
+            (Some(assembly), LogRecord::Continuation(slot)) => match assembly.push(slot) {
+                Ok(assembled) => assembled,
+                Err(_) => continue,
+            },
+            _ => continue,
+        };
+        let meta = match assembled {
+            Assembled::Partial(assembly) => {
+                pending = Some(assembly);
+                continue;
+            }
+            Assembled::Complete(Whole::Meta(meta)) => meta,
+            Assembled::Complete(Whole::Turn(..)) => continue,
+        };
+        let event = |kind, turn_id, stream_id| WatchEvent {
+            seq: meta.record_id,
+            kind,
+            context_id: meta.context_id,
+            turn_id,
+            stream_id,
+        };
+        if is_stream_op(meta.op) {
+            let Ok(change) = StreamMeta::decode(meta.op, &meta.body) else {
+                continue;
+            };
+            match change {
+                StreamMeta::Open(_) => {
+                    events.push(event(WatchKind::StreamOpened, TurnId::NONE, meta.record_id));
+                    streams.push(meta.record_id);
+                }
+                StreamMeta::Delta { stream_id, .. } => streams.push(stream_id),
+                StreamMeta::End { stream_id, end } => {
+                    events.push(match end {
+                        StreamEnd::Sealed(turn_id) => {
+                            event(WatchKind::StreamSealed, turn_id, stream_id)
+                        }
+                        StreamEnd::Aborted => {
+                            event(WatchKind::StreamAborted, TurnId::NONE, stream_id)
+                        }
+                    });
+                    streams.push(stream_id);
+                }
+            }
+        } else {
+            match ContextMeta::decode(meta.op, &meta.body) {
+                Ok(ContextMeta::Tags(_)) => {
+                    events.push(event(WatchKind::Tags, TurnId::NONE, 0));
+                }
+                Ok(ContextMeta::Delete) => {
+                    events.push(event(WatchKind::Deleted, TurnId::NONE, 0));
+                }
+                _ => {}
+            }
+        }
+    }
+    (events, streams)
 }
 
 /// Every slot decoded, each in its place; a zero or damaged slot is `(record id, why)`.
