@@ -6,6 +6,13 @@ Needs the ``mcp`` extra (``pip install 'ctxstore[mcp]'``, the ``mcp`` SDK 2.x). 
 ``ctxstore-mcp --http 127.0.0.1:8765`` (streamable HTTP at ``/mcp``). The token may also
 come from ``$CTXSTORE_TOKEN``.
 
+Over HTTP (issue 44: it served a token-protected store to anyone who could reach it): every
+request must carry ``Authorization: Bearer <token>`` when ``--http-token-file`` (or
+``$CTXSTORE_MCP_HTTP_TOKEN``) gives one, compared in constant time; a listen address beyond
+loopback is refused without one; the ``Host`` header must name the listen address (or an
+``--allow-host``), against DNS rebinding. ``read_turns`` returns at most
+``READ_TURNS_PAYLOAD_BYTES_MAX`` payload bytes a call, with where to continue.
+
 Tools (each validates its arguments and answers ctxstore's typed errors as MCP tool errors,
 ``is_error`` with the error's name, e.g. ``NOT_FOUND: no context named 'x'``):
 
@@ -29,9 +36,11 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import hmac
+import ipaddress
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, TypeVar
 from urllib.parse import unquote
 
@@ -55,6 +64,10 @@ KV_KEY_BYTES_MAX = 256
 TAGS_MAX = 32
 TAG_VALUE_BYTES_MAX = 1024
 PAGE_MAX = 1000
+READ_TURNS_PAYLOAD_BYTES_MAX = 1 << 20
+"""Payload bytes one ``read_turns`` answer carries at most (before base64): a page of 1,000
+turns of 64 KiB would otherwise be 85 MB of JSON for a model's context. The turns past it are
+left out (``truncated``), with ``next_before`` or ``next_from_depth`` to read on."""
 TREE_TURNS_MAX = 2000
 PREVIEW_CHARS_MAX = 4000
 
@@ -209,6 +222,21 @@ def _turn_out(turn: Turn) -> dict[str, Any]:
             out["links"] = list(turn.links)
     out.update(_bytes_out(turn.payload))
     return out
+
+
+def _within_budget(turns: Sequence[Turn], forward: bool) -> list[Turn]:
+    """The oldest (``forward``) or newest turns whose payloads fit in
+    ``READ_TURNS_PAYLOAD_BYTES_MAX``, in their order."""
+    total = 0
+    ordered = list(turns) if forward else list(reversed(turns))
+    kept: list[Turn] = []
+    for turn in ordered:
+        size = len(turn.payload) if turn.payload is not None else 0
+        if total + size > READ_TURNS_PAYLOAD_BYTES_MAX:
+            break
+        total += size
+        kept.append(turn)
+    return kept if forward else list(reversed(kept))
 
 
 def _context_out(info: ContextInfo) -> dict[str, Any]:
@@ -380,11 +408,34 @@ def build_server(
                     target, limit, before=before, from_depth=from_depth, payloads=payloads
                 )
             )
-        return {
-            "turns": [_turn_out(t) for t in page.turns],
-            "next_before": page.next_before or None,
-            "tip_depth": page.tip_depth,
-        }
+        turns: list[Turn] = list(page.turns)
+        out: dict[str, Any] = {"next_before": page.next_before or None}
+        # Within the byte budget: a range from a depth keeps its oldest turns, every other
+        # read its newest (the ones next to the head), and says where to read on. A turn
+        # alone over the budget comes without its payload (`payload_omitted`).
+        forward = from_depth is not None
+        kept = _within_budget(turns, forward)
+        shown = [_turn_out(t) for t in kept]
+        if not kept and turns:
+            big = turns[0] if forward else turns[-1]
+            kept = [big]
+            alone = _turn_out(big)
+            alone.pop("text", None)
+            alone.pop("data_base64", None)
+            alone["payload_omitted"] = (
+                f"{big.payload_len} bytes, over the {READ_TURNS_PAYLOAD_BYTES_MAX} "
+                "bytes one read_turns returns"
+            )
+            shown = [alone]
+        if len(kept) < len(turns):
+            out["truncated"] = True
+            if forward:
+                out["next_from_depth"] = turns[len(kept)].depth
+            else:
+                out["next_before"] = kept[0].turn_id
+        out["turns"] = shown
+        out["tip_depth"] = page.tip_depth
+        return out
 
     @server.tool(
         description="Append a turn to a context (created when missing, unless create=false): "
@@ -578,6 +629,78 @@ def _host_port(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+class BearerAuth:
+    """ASGI middleware: every HTTP request carries ``Authorization: Bearer <token>`` or is
+    answered 401 before it reaches MCP (compared in constant time). Lifespan events pass."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            given = b""
+            for name, value in scope.get("headers", []):
+                if name.lower() == b"authorization":
+                    given = value
+            if not hmac.compare_digest(given, self.expected):
+                body = b'{"error":"unauthorized: send Authorization: Bearer <token>"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                            (b"www-authenticate", b'Bearer realm="ctxstore-mcp"'),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _read_token(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            token = handle.read().strip()
+    except OSError as error:
+        raise SystemExit(f"ctxstore-mcp: reading {what} {path}: {error}") from None
+    if not token:
+        raise SystemExit(f"ctxstore-mcp: {what} {path} is empty")
+    return token
+
+
+def http_app(
+    server: MCPServer, host: str, port: int, token: str | None, allow_hosts: list[str]
+) -> Any:
+    """The streamable HTTP app of ``server`` as ``--http HOST:PORT`` serves it: the Host
+    header checked against the listen address and ``allow_hosts`` (DNS rebinding), and every
+    request authenticated with ``token`` when one is given."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    shown = f"[{host}]" if ":" in host else host
+    allowed = [f"{shown}:{port}", *allow_hosts]
+    if _is_loopback(host):
+        allowed += [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+    origins = [f"{scheme}://{name}" for name in allowed for scheme in ("http", "https")]
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=allowed, allowed_origins=origins
+    )
+    app = server.streamable_http_app(transport_security=security, host=host)
+    return BearerAuth(app, token) if token is not None else app
+
+
 def main(argv: list[str] | None = None) -> int:
     """The ``ctxstore-mcp`` console script."""
     parser = argparse.ArgumentParser(
@@ -592,18 +715,47 @@ def main(argv: list[str] | None = None) -> int:
         metavar="HOST:PORT",
         help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio",
     )
+    parser.add_argument(
+        "--http-token-file",
+        metavar="FILE",
+        help="HTTP clients must send 'Authorization: Bearer <the token in FILE>' (also "
+        "$CTXSTORE_MCP_HTTP_TOKEN); required for a listen address beyond loopback",
+    )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="another Host header HTTP clients may send (a name the bridge is reached by); "
+        "repeatable. Others are refused (DNS-rebinding protection)",
+    )
     args = parser.parse_args(argv)
     token = os.environ.get("CTXSTORE_TOKEN")
     if args.token_file:
-        with open(args.token_file, encoding="utf-8") as handle:
-            token = handle.read().strip()
+        token = _read_token(args.token_file, "--token-file")
     server = build_server(args.addr, token)
     if args.http is None:
         server.run("stdio")
-    else:
-        host, port = args.http
-        print(f"ctxstore-mcp: streamable HTTP at http://{host}:{port}/mcp", file=sys.stderr)
-        server.run("streamable-http", host=host, port=port)
+        return 0
+    host, port = args.http
+    http_token = os.environ.get("CTXSTORE_MCP_HTTP_TOKEN") or None
+    if args.http_token_file:
+        http_token = _read_token(args.http_token_file, "--http-token-file")
+    if http_token is None and not _is_loopback(host):
+        print(
+            f"ctxstore-mcp: refusing to serve HTTP on {host}, beyond loopback, without "
+            "--http-token-file: anyone who reaches it would read and write the store",
+            file=sys.stderr,
+        )
+        return 2
+    import anyio
+    import uvicorn
+
+    app = http_app(server, host, port, http_token, args.allow_host)
+    auth = "bearer token required" if http_token else "no token (loopback only)"
+    print(f"ctxstore-mcp: streamable HTTP at http://{host}:{port}/mcp ({auth})", file=sys.stderr)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    anyio.run(uvicorn.Server(config).serve)
     return 0
 
 

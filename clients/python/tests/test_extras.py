@@ -191,3 +191,45 @@ def test_each_module_needs_only_its_extra(path: Path) -> None:
     gaps = missing(list(imports(path.read_text())), extra)
     install = f"ctxstore[{extra}]" if extra else "ctxstore"
     assert not gaps, f"{path.name}: `pip install '{install}'` does not install {gaps}"
+
+
+# A model a README example names as "provider:model" (Pydantic AI's `Agent("openai:gpt-4o")`)
+# is loaded at run time, not imported, so the import checks above cannot see it (issue 44:
+# `pip install 'ctxstore[pydantic-ai]'` lacked the OpenAI provider its example runs). The
+# distribution each provider prefix needs:
+MODEL_PROVIDERS = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "google-gla": "google-genai",
+    "google-vertex": "google-genai",
+    "groq": "groq",
+    "mistral": "mistralai",
+    "cohere": "cohere",
+}
+
+
+def model_providers(source: str) -> set[str]:
+    """The distributions the "provider:model" strings called with in ``source`` need."""
+    needed: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            prefix, sep, _ = first.value.partition(":")
+            if sep and prefix in MODEL_PROVIDERS:
+                needed.add(MODEL_PROVIDERS[prefix])
+    return needed
+
+
+def test_a_model_string_is_seen() -> None:
+    assert model_providers('Agent("openai:gpt-4o", instructions="x")') == {"openai"}
+    assert model_providers('Client("127.0.0.1:7411")') == set()
+
+
+@pytest.mark.parametrize("line, code", _example_params())
+def test_each_model_a_readme_example_names_comes_with_its_extra(line: int, code: str) -> None:
+    extra = extra_of(list(imports(code)))
+    lacking = sorted(model_providers(code) - closure(extra))
+    install = f"ctxstore[{extra}]" if extra else "ctxstore"
+    assert not lacking, f"README.md:{line}: `pip install '{install}'` does not install {lacking}"

@@ -217,3 +217,124 @@ async def test_console_script_over_stdio_and_http(server: ServerProcess) -> None
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def _start_http(
+    server: ServerProcess, extra: list[str], env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
+    port = _free_port()
+    process = subprocess.Popen(
+        [_console_script(), "--addr", server.addr, "--http", f"127.0.0.1:{port}", *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return process, port
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                err = process.stderr.read().decode() if process.stderr else ""
+                process.kill()
+                pytest.fail(f"ctxstore-mcp --http did not start: {err[-2000:]}")
+            time.sleep(0.1)
+
+
+def _initialize(port: int, headers: dict[str, str]) -> int:
+    """POSTs MCP's initialize to /mcp with `headers`; the HTTP status."""
+    import http.client
+    import json
+
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        }
+    )
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request(
+            "POST",
+            "/mcp",
+            body=body,
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+                **headers,
+            },
+        )
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+def test_http_clients_must_present_the_token_and_a_host_we_serve(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "http-token"
+    token_file.write_text("s3cret-http-token\n")
+    process, port = _start_http(server, ["--http-token-file", str(token_file)])
+    try:
+        host = {"Host": f"127.0.0.1:{port}"}
+        assert _initialize(port, host) == 401
+        assert _initialize(port, {**host, "Authorization": "Bearer wrong"}) == 401
+        assert _initialize(port, {**host, "Authorization": "s3cret-http-token"}) == 401
+        right = {**host, "Authorization": "Bearer s3cret-http-token"}
+        assert _initialize(port, right) == 200
+        # DNS rebinding: a page on evil.example resolving to us sends its own Host.
+        assert _initialize(port, {**right, "Host": f"evil.example:{port}"}) != 200
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_http_beyond_loopback_without_a_token_is_refused_at_start(server: ServerProcess) -> None:
+    done = subprocess.run(
+        [_console_script(), "--addr", server.addr, "--http", f"0.0.0.0:{_free_port()}"],
+        capture_output=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "CTXSTORE_MCP_HTTP_TOKEN"},
+    )
+    assert done.returncode == 2, done.stderr
+    assert b"without --http-token-file" in done.stderr
+
+
+async def test_read_turns_returns_a_bounded_answer_and_where_to_read_on(
+    server: ServerProcess,
+) -> None:
+    from ctxstore.mcp_server import READ_TURNS_PAYLOAD_BYTES_MAX
+
+    name = f"mcp-big-{uuid.uuid4().hex[:8]}"
+    chunk = READ_TURNS_PAYLOAD_BYTES_MAX // 3 + 1  # three turns never fit in one answer
+    async with Client(build_server(server.addr)) as mcp:
+        ids = []
+        for i in range(5):
+            written = await _call(mcp, "append_turn", context=name, text=str(i) * chunk)
+            ids.append(written["turn_id"])
+        last = await _call(mcp, "read_turns", context=name, limit=5)
+        assert last["truncated"] is True
+        assert [t["turn_id"] for t in last["turns"]] == ids[3:]  # the newest, in order
+        assert last["next_before"] == ids[3]
+        older = await _call(mcp, "read_turns", context=name, limit=5, before=last["next_before"])
+        assert [t["turn_id"] for t in older["turns"]] == ids[1:3]
+        forward = await _call(mcp, "read_turns", context=name, limit=5, from_depth=0)
+        assert [t["turn_id"] for t in forward["turns"]] == ids[:2]
+        assert forward["truncated"] is True and forward["next_from_depth"] == 2
+        # One turn alone over the budget: its metadata, not its payload.
+        huge = await _call(
+            mcp, "append_turn", context=name, text="x" * (READ_TURNS_PAYLOAD_BYTES_MAX + 1)
+        )
+        alone = await _call(mcp, "read_turns", context=name, limit=3)
+        assert [t["turn_id"] for t in alone["turns"]] == [huge["turn_id"]]
+        assert "text" not in alone["turns"][0] and "payload_omitted" in alone["turns"][0]
+        assert alone["next_before"] == huge["turn_id"]
