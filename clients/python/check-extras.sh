@@ -46,6 +46,7 @@ import ast, importlib, pathlib, re, sys
 here, extra = pathlib.Path(sys.argv[1]), sys.argv[2].replace("-", "_")
 text = (here / "README.md").read_text()
 extras = {p.stem for p in (here / "ctxstore").glob("*.py")}
+extras |= {p.name for p in (here / "ctxstore").iterdir() if (p / "__init__.py").exists()}
 sources = []
 for block in re.findall(r"```python\n(.*?)```", text, re.S):
     modules = {n.module for n in ast.walk(ast.parse(block)) if isinstance(n, ast.ImportFrom)}
@@ -54,6 +55,8 @@ for block in re.findall(r"```python\n(.*?)```", text, re.S):
         sources.append(block)
 if extra:  # the extra's modules: ctxstore/<extra>.py, ctxstore/<extra>_*.py
     for module in sorted((here / "ctxstore").glob(f"{extra}*.py")):
+        sources.append(module.read_text())
+    for module in sorted((here / "ctxstore").glob(f"{extra}/*.py")):  # a package
         sources.append(module.read_text())
 failed = 0
 for source in sources:
