@@ -9,79 +9,16 @@
 //! `file://` and on SeaweedFS when `.ci/run` names it (`CTXSTORE_S3_TEST_ENDPOINT`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+mod common;
 
-use bytes::Bytes;
-use ctxstore_engine::{
-    AppendPayload, AppendRequest, ContextId, Engine, EngineConfig, ErrorKind, TurnId,
-};
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Target, append, block_on, noise, shipped_within};
+use ctxstore_engine::{ContextId, Engine, EngineConfig, ErrorKind, TurnId};
+use ctxstore_replica::Replicator;
 use ctxstore_replica::restore::{RestorePoint, RestoreReport, restore};
 use ctxstore_replica::stats::now_unix_ms;
-use ctxstore_replica::{Replicator, S3Settings, ShipConfig};
-
-/// Where a test's replica lives: a directory, or a fresh prefix on the S3 server.
-#[derive(Clone)]
-struct Replica {
-    url: String,
-    s3: S3Settings,
-}
-
-impl Replica {
-    fn file(root: &Path) -> Replica {
-        Replica {
-            url: format!("file://{}", root.join("replica").display()),
-            s3: S3Settings::default(),
-        }
-    }
-
-    /// `None` (the test says it skipped) without `CTXSTORE_S3_TEST_ENDPOINT`.
-    fn seaweedfs(name: &str) -> Option<Replica> {
-        let Ok(endpoint) = std::env::var("CTXSTORE_S3_TEST_ENDPOINT") else {
-            eprintln!("skipped: CTXSTORE_S3_TEST_ENDPOINT is not set (.ci/run sets it)");
-            return None;
-        };
-        let bucket =
-            std::env::var("CTXSTORE_S3_TEST_BUCKET").unwrap_or_else(|_| "ctxstore-test".into());
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        Some(Replica {
-            url: format!("s3://{bucket}/{name}-{}-{nanos}", std::process::id()),
-            s3: S3Settings {
-                endpoint: Some(endpoint),
-                region: Some("us-east-1".into()),
-                allow_http: Some(true),
-                sign_payload: false,
-            },
-        })
-    }
-
-    fn ship_config(&self) -> ShipConfig {
-        let mut ship = ShipConfig::new(&self.url);
-        ship.s3 = self.s3.clone();
-        ship.interval = Duration::from_millis(25);
-        ship.checkpoint_interval = Duration::from_secs(3600);
-        ship
-    }
-
-    fn restore(&self, to: &Path, point: RestorePoint) -> RestoreReport {
-        let remote = ctxstore_replica::target::open(&self.url, &self.s3).unwrap();
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(restore(&remote, to, point, None, &mut |_| {}))
-            .unwrap()
-    }
-}
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    pollster::block_on(future)
-}
 
 fn engine_config(dir: &Path) -> EngineConfig {
     let mut config = EngineConfig::new(dir);
@@ -95,51 +32,20 @@ fn engine_config(dir: &Path) -> EngineConfig {
     config
 }
 
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
-}
-
-fn append(engine: &Engine, context: ContextId, payload: &[u8]) -> TurnId {
-    block_on(engine.append(AppendRequest {
-        context_id: context,
-        expected_head: None,
-        type_tag: 1,
-        codec: 0,
-        payload: AppendPayload::Bytes(Bytes::copy_from_slice(payload)),
-        options: Default::default(),
-    }))
-    .unwrap()
-    .turn
-    .turn_id
-}
-
-/// Until a cut taken after this call has shipped whole, or `limit` passes: whether it shipped.
-fn shipped_within(replicator: &Replicator, limit: Duration) -> bool {
-    std::thread::sleep(Duration::from_millis(2));
-    let since = now_unix_ms();
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        let stats = replicator.stats();
-        let shipped_cut = stats.shipped_cut_unix_ms.load(Ordering::Relaxed);
-        if shipped_cut > since && stats.snapshot(now_unix_ms()).lag_bytes == 0 {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    false
+fn restore_to(replica: &Target, to: &Path, point: RestorePoint) -> RestoreReport {
+    let remote = ctxstore_replica::target::open(&replica.url, &replica.s3).unwrap();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(restore(&remote, to, point, None, &mut |_| {}))
+        .unwrap()
 }
 
 /// Whether the store restored at `point` holds `turn`.
-fn restored_holds(replica: &Replica, to: &Path, point: RestorePoint, turn: TurnId) -> bool {
-    replica.restore(to, point);
+fn restored_holds(replica: &Target, to: &Path, point: RestorePoint, turn: TurnId) -> bool {
+    restore_to(replica, to, point);
     let engine = Engine::open(engine_config(to)).unwrap();
     let found = holds(&engine, turn);
     engine.shutdown();
@@ -157,18 +63,18 @@ fn holds(engine: &Engine, turn: TurnId) -> bool {
 #[test]
 fn a_backup_does_not_pause_shipping_and_a_points_time_is_its_cuts_on_a_directory() {
     let root = tempfile::tempdir().unwrap();
-    backup_beside_shipping(root.path(), &Replica::file(root.path()));
+    backup_beside_shipping(root.path(), &Target::file(root.path()));
 }
 
 #[test]
 fn a_backup_does_not_pause_shipping_and_a_points_time_is_its_cuts_on_seaweedfs() {
-    let Some(replica) = Replica::seaweedfs("points-backup") else {
+    let Some(replica) = Target::seaweedfs("points-backup") else {
         return;
     };
     backup_beside_shipping(tempfile::tempdir().unwrap().path(), &replica);
 }
 
-fn backup_beside_shipping(root: &Path, replica: &Replica) {
+fn backup_beside_shipping(root: &Path, replica: &Target) {
     let data = root.join("data");
     let engine = Engine::open(engine_config(&data)).unwrap();
     let replicator = Replicator::start(engine.clone(), replica.ship_config()).unwrap();
@@ -245,8 +151,8 @@ fn ship_batches(
 
 /// Restores the latest point of the replica into `to` and starts shipping from it (a new
 /// generation forked from that point, as a restored or promoted store does).
-fn restore_and_ship(replica: &Replica, to: &Path) -> (Engine, Replicator) {
-    replica.restore(to, RestorePoint::Latest);
+fn restore_and_ship(replica: &Target, to: &Path) -> (Engine, Replicator) {
+    restore_to(replica, to, RestorePoint::Latest);
     let engine = Engine::open(engine_config(to)).unwrap();
     let replicator = Replicator::start(engine.clone(), replica.ship_config()).unwrap();
     (engine, replicator)
@@ -255,18 +161,18 @@ fn restore_and_ship(replica: &Replica, to: &Path) -> (Engine, Replicator) {
 #[test]
 fn a_point_in_an_older_generation_is_found_through_a_newest_one_that_shipped_nothing() {
     let root = tempfile::tempdir().unwrap();
-    point_through_generations(root.path(), &Replica::file(root.path()));
+    point_through_generations(root.path(), &Target::file(root.path()));
 }
 
 #[test]
 fn a_point_in_an_older_generation_is_found_on_seaweedfs() {
-    let Some(replica) = Replica::seaweedfs("points-generations") else {
+    let Some(replica) = Target::seaweedfs("points-generations") else {
         return;
     };
     point_through_generations(tempfile::tempdir().unwrap().path(), &replica);
 }
 
-fn point_through_generations(root: &Path, replica: &Replica) {
+fn point_through_generations(root: &Path, replica: &Target) {
     // Generation 1: six batches, each its own segment.
     let engine = Engine::open(engine_config(&root.join("g1"))).unwrap();
     let replicator = Replicator::start(engine.clone(), replica.ship_config()).unwrap();
@@ -289,7 +195,8 @@ fn point_through_generations(root: &Path, replica: &Replica) {
     // the fifth.
     let (_, fourth_shipped_ms) = first[3];
     let to = root.join("at");
-    let report = replica.restore(
+    let report = restore_to(
+        replica,
         &to,
         RestorePoint::AtTime {
             unix_ms: fourth_shipped_ms,

@@ -6,12 +6,15 @@
 //! objects are refused by name.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::{append, block_on, noise, wait_shipped};
 use ctxstore_engine::{
     AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig, ErrorKind,
     TurnId, verify,
@@ -20,10 +23,6 @@ use ctxstore_replica::faulty::{Fault, FaultyStore};
 use ctxstore_replica::restore::{RestorePoint, restore};
 use ctxstore_replica::stats::ReplicationState;
 use ctxstore_replica::{Remote, ReplicaError, Replicator, S3Settings, ShipConfig, ShipPriority};
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    pollster::block_on(future)
-}
 
 /// Small packs (sealed every 256 KiB), collections only on request, every dead byte compacted.
 fn engine_config(dir: &Path) -> EngineConfig {
@@ -49,56 +48,10 @@ fn ship_config(url: &str) -> ShipConfig {
     config
 }
 
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
-}
-
-fn append(engine: &Engine, context: ContextId, payload: &[u8]) -> TurnId {
-    block_on(engine.append(AppendRequest {
-        context_id: context,
-        expected_head: None,
-        type_tag: 1,
-        codec: 0,
-        payload: AppendPayload::Bytes(Bytes::copy_from_slice(payload)),
-        options: Default::default(),
-    }))
-    .unwrap()
-    .turn
-    .turn_id
-}
-
-/// Waits until a cut taken after this call shipped whole: everything acknowledged before the
-/// call is in the replica.
 /// Failed cycles so far, all kinds.
 fn failures(replicator: &Replicator) -> u64 {
     let stats = replicator.stats().snapshot(0);
     stats.failures.iter().map(|(_, count)| count).sum()
-}
-
-fn wait_shipped(replicator: &Replicator) {
-    std::thread::sleep(Duration::from_millis(2));
-    let since = ctxstore_replica::stats::now_unix_ms();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let stats = replicator.stats();
-        let shipped_cut = stats
-            .shipped_cut_unix_ms
-            .load(std::sync::atomic::Ordering::Relaxed);
-        let stats = stats.snapshot(ctxstore_replica::stats::now_unix_ms());
-        if shipped_cut > since && stats.lag_bytes == 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "never caught up: {stats:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -6,22 +6,17 @@
 //! streams.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::{Target, append, block_on, noise, wait_shipped};
 use ctxstore_engine::streams::{StreamEnd, StreamId, StreamOwner, StreamRead};
-use ctxstore_engine::{
-    AppendPayload, AppendRequest, ContextId, ContextRef, Engine, EngineConfig, TurnId, verify,
-};
+use ctxstore_engine::{AppendRequest, ContextId, ContextRef, Engine, EngineConfig, TurnId, verify};
 use ctxstore_replica::stats::now_unix_ms;
-use ctxstore_replica::{
-    FollowConfig, Follower, ReplicationState, Replicator, S3Settings, ShipConfig, follow,
-};
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    pollster::block_on(future)
-}
+use ctxstore_replica::{FollowConfig, Follower, ReplicationState, Replicator, ShipConfig, follow};
 
 /// Small packs (sealed every 256 KiB), collections only on request, every dead byte compacted.
 fn engine_config(dir: &Path) -> EngineConfig {
@@ -39,106 +34,14 @@ fn engine_config(dir: &Path) -> EngineConfig {
     config
 }
 
-/// Where a test's replicas live: under a directory, or under a fresh prefix on the S3 server.
-struct Target {
-    url: String,
-    s3: S3Settings,
-}
-
-impl Target {
-    /// The replica of one run.
-    fn at(&self, run: usize) -> Target {
-        Target {
-            url: format!("{}/run{run}", self.url),
-            s3: self.s3.clone(),
-        }
-    }
-}
-
-fn targets(root: &Path, name: &str) -> Vec<Target> {
-    let mut targets = vec![Target {
-        url: format!("file://{}", root.join("replica").display()),
-        s3: S3Settings::default(),
-    }];
-    match std::env::var("CTXSTORE_S3_TEST_ENDPOINT") {
-        Ok(endpoint) => {
-            let bucket =
-                std::env::var("CTXSTORE_S3_TEST_BUCKET").unwrap_or_else(|_| "ctxstore-test".into());
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos();
-            targets.push(Target {
-                url: format!("s3://{bucket}/{name}-{}-{nanos}", std::process::id()),
-                s3: S3Settings {
-                    endpoint: Some(endpoint),
-                    region: Some("us-east-1".into()),
-                    allow_http: Some(true),
-                    sign_payload: false,
-                },
-            });
-        }
-        Err(_) => eprintln!("{name} on S3 skipped: CTXSTORE_S3_TEST_ENDPOINT is not set"),
-    }
-    targets
-}
-
 fn ship_config(target: &Target) -> ShipConfig {
-    let mut config = ShipConfig::new(&target.url);
-    config.s3 = target.s3.clone();
-    config.interval = Duration::from_millis(25);
-    config.checkpoint_interval = Duration::from_secs(3600);
+    let mut config = target.ship_config();
     config.checkpoint_bytes = 1 << 30;
     config
 }
 
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
-}
-
-fn append(engine: &Engine, context: ContextId, payload: &[u8]) -> TurnId {
-    block_on(engine.append(AppendRequest {
-        context_id: context,
-        expected_head: None,
-        type_tag: 1,
-        codec: 0,
-        payload: AppendPayload::Bytes(Bytes::copy_from_slice(payload)),
-        options: Default::default(),
-    }))
-    .unwrap()
-    .turn
-    .turn_id
-}
-
 fn create(engine: &Engine) -> ContextId {
     block_on(engine.create_context()).unwrap().context_id
-}
-
-/// Waits until a cut taken after this call shipped whole.
-fn wait_shipped(replicator: &Replicator) {
-    std::thread::sleep(Duration::from_millis(2));
-    let since = now_unix_ms();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let stats = replicator.stats();
-        let shipped_cut = stats
-            .shipped_cut_unix_ms
-            .load(std::sync::atomic::Ordering::Relaxed);
-        let stats = stats.snapshot(now_unix_ms());
-        if shipped_cut > since && stats.lag_bytes == 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "never shipped: {stats:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// A standby of `target` in `dir`: restored from the newest point, then following.
@@ -249,7 +152,10 @@ fn run(root: &tempfile::TempDir, index: usize) -> Run {
 #[test]
 fn a_stream_whose_records_span_shipped_segments_applies_on_the_standby() {
     let root = tempfile::tempdir().unwrap();
-    for (index, target) in targets(root.path(), "standby-stream").iter().enumerate() {
+    for (index, target) in Target::all(root.path(), "standby-stream")
+        .iter()
+        .enumerate()
+    {
         let run = run(&root, index);
         stream_across_segments(&target.at(index), &run);
     }
@@ -343,7 +249,10 @@ fn hash(payload: &[u8]) -> ctxstore_engine::BlobHash {
 #[test]
 fn a_collection_rewriting_the_pack_the_standby_was_restored_with_applies_on_the_standby() {
     let root = tempfile::tempdir().unwrap();
-    for (index, target) in targets(root.path(), "standby-rewrite").iter().enumerate() {
+    for (index, target) in Target::all(root.path(), "standby-rewrite")
+        .iter()
+        .enumerate()
+    {
         let run = run(&root, index);
         rewritten_under_the_standby(&target.at(index), &run);
     }
@@ -443,7 +352,7 @@ fn a_standby_follows_mixed_writes_with_collections_and_ends_equal_to_its_primary
         .ok()
         .and_then(|seeds| seeds.parse().ok())
         .unwrap_or(3);
-    for (index, target) in targets(root.path(), "standby-mixed").iter().enumerate() {
+    for (index, target) in Target::all(root.path(), "standby-mixed").iter().enumerate() {
         // Every seed on the directory, one on the S3 server.
         let seeds = if index == 0 { seeds } else { 1 };
         for seed in 1..=seeds {

@@ -1,0 +1,137 @@
+//! What the replica's integration tests share: payloads, appends, the replicas a test ships to
+//! (a directory, and SeaweedFS when `.ci/run` names it in `CTXSTORE_S3_TEST_ENDPOINT`) and
+//! the wait for a cut to ship whole. Each test file uses part of it.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ctxstore_engine::{AppendPayload, AppendRequest, ContextId, Engine, TurnId};
+use ctxstore_replica::stats::now_unix_ms;
+use ctxstore_replica::{Replicator, S3Settings, ShipConfig};
+
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    pollster::block_on(future)
+}
+
+/// `len` incompressible bytes, the same for the same seed.
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+/// Appends `payload` after the context's head; its TurnID.
+pub fn append(engine: &Engine, context: ContextId, payload: &[u8]) -> TurnId {
+    block_on(engine.append(AppendRequest {
+        context_id: context,
+        expected_head: None,
+        type_tag: 1,
+        codec: 0,
+        payload: AppendPayload::Bytes(Bytes::copy_from_slice(payload)),
+        options: Default::default(),
+    }))
+    .unwrap()
+    .turn
+    .turn_id
+}
+
+/// Where a test's replica lives: under a directory, or under a fresh prefix on the S3 server.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub url: String,
+    pub s3: S3Settings,
+}
+
+impl Target {
+    pub fn file(root: &Path) -> Target {
+        Target {
+            url: format!("file://{}", root.join("replica").display()),
+            s3: S3Settings::default(),
+        }
+    }
+
+    /// A fresh prefix on the S3 server `.ci/run` starts; `None` (the test says it skipped)
+    /// without `CTXSTORE_S3_TEST_ENDPOINT`.
+    pub fn seaweedfs(name: &str) -> Option<Target> {
+        let Ok(endpoint) = std::env::var("CTXSTORE_S3_TEST_ENDPOINT") else {
+            eprintln!(
+                "{name} on S3 skipped: CTXSTORE_S3_TEST_ENDPOINT is not set (.ci/run sets it)"
+            );
+            return None;
+        };
+        let bucket =
+            std::env::var("CTXSTORE_S3_TEST_BUCKET").unwrap_or_else(|_| "ctxstore-test".into());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        Some(Target {
+            url: format!("s3://{bucket}/{name}-{}-{nanos}", std::process::id()),
+            s3: S3Settings {
+                endpoint: Some(endpoint),
+                region: Some("us-east-1".into()),
+                allow_http: Some(true),
+                sign_payload: false,
+            },
+        })
+    }
+
+    /// The directory replica under `root`, and the S3 one when there is a server.
+    pub fn all(root: &Path, name: &str) -> Vec<Target> {
+        let mut targets = vec![Target::file(root)];
+        targets.extend(Target::seaweedfs(name));
+        targets
+    }
+
+    /// The replica of one run.
+    pub fn at(&self, run: usize) -> Target {
+        Target {
+            url: format!("{}/run{run}", self.url),
+            s3: self.s3.clone(),
+        }
+    }
+
+    /// Ships every 25 ms; checkpoints only on the first cut.
+    pub fn ship_config(&self) -> ShipConfig {
+        let mut config = ShipConfig::new(&self.url);
+        config.s3 = self.s3.clone();
+        config.interval = Duration::from_millis(25);
+        config.checkpoint_interval = Duration::from_secs(3600);
+        config
+    }
+}
+
+/// Until a cut taken after this call has shipped whole, or `limit` passes: whether it shipped.
+pub fn shipped_within(replicator: &Replicator, limit: Duration) -> bool {
+    std::thread::sleep(Duration::from_millis(2));
+    let since = now_unix_ms();
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        let stats = replicator.stats();
+        let shipped_cut = stats
+            .shipped_cut_unix_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if shipped_cut > since && stats.snapshot(now_unix_ms()).lag_bytes == 0 {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Waits (30 s at most) until a cut taken after this call shipped whole.
+pub fn wait_shipped(replicator: &Replicator) {
+    assert!(
+        shipped_within(replicator, Duration::from_secs(30)),
+        "never shipped: {:?}",
+        replicator.stats().snapshot(now_unix_ms())
+    );
+}
