@@ -20,6 +20,7 @@ use crate::format::meta::Meta;
 use crate::format::pack::Compression;
 use crate::format::turn_log::{LogRecord, SlotAssembly, TurnRecord};
 use crate::ids::{BlobHash, BlobHashBuildHasher};
+use crate::sequencer::heads::DELETED_HEAD;
 use crate::sequencer::log_base::LogBase;
 use crate::sequencer::recover::{Replay, pending_metadata_tail};
 use crate::sequencer::scan::scan_log;
@@ -33,7 +34,10 @@ pub struct VerifyReport {
     pub data_dir: PathBuf,
     pub shards: u16,
     pub turns: u64,
+    /// Live contexts, as the server's STATS counts them.
     pub contexts: u64,
+    /// Deleted contexts (their ContextIDs are never reused), not in `contexts`.
+    pub contexts_deleted: u64,
     pub blobs: u64,
     pub logical_bytes: u64,
     pub stored_bytes: u64,
@@ -54,7 +58,11 @@ impl fmt::Display for VerifyReport {
         writeln!(f, "store     {}", self.data_dir.display())?;
         writeln!(f, "shards    {}", self.shards)?;
         writeln!(f, "turns     {}", self.turns)?;
-        writeln!(f, "contexts  {}", self.contexts)?;
+        writeln!(
+            f,
+            "contexts  {} ({} deleted)",
+            self.contexts, self.contexts_deleted
+        )?;
         writeln!(
             f,
             "blobs     {} ({} bytes in packs)",
@@ -185,7 +193,12 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
         pending_metadata_tail(pending, scan.tail),
     );
     report.turns = replay.state.turns;
-    report.contexts = replay.state.heads.count();
+    let heads = &replay.state.heads;
+    report.contexts_deleted = heads
+        .iter()
+        .filter(|(_, head)| head.head_turn_id == DELETED_HEAD)
+        .count() as u64;
+    report.contexts = heads.count() - report.contexts_deleted;
     report.logical_bytes = replay.state.logical_bytes;
     Ok(report)
 }

@@ -376,7 +376,9 @@ fn run(ops: Vec<Op>) {
     let report = verify(dir.path()).unwrap();
     assert!(report.is_ok(), "{report}");
     assert_eq!(report.turns, model.turns.len() as u64);
-    assert_eq!(report.contexts, model.heads.len() as u64);
+    let deleted = model.metas.iter().filter(|meta| meta.deleted).count() as u64;
+    assert_eq!(report.contexts, model.heads.len() as u64 - deleted);
+    assert_eq!(report.contexts_deleted, deleted);
 }
 
 fn pick<T>(items: &[T], index: usize) -> Option<&T> {

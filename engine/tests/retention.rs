@@ -356,3 +356,32 @@ fn stats_count_live_contexts_only() {
     assert_eq!(engine.stats().contexts, 2, "after a reopen");
     engine.shutdown();
 }
+
+/// Issue 44 item 10: `verify` counts live contexts as STATS does, and names deleted ones
+/// apart (it counted every ContextID ever allocated, a deleted context too).
+#[test]
+fn verify_counts_live_contexts_and_deleted_ones_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let kept = named(&engine, "kept");
+    let doomed = named(&engine, "doomed");
+    chain(&engine, kept, 2);
+    chain(&engine, doomed, 3);
+    block_on(engine.delete_context(&id(doomed))).unwrap();
+    engine.shutdown();
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(
+        (report.contexts, report.contexts_deleted),
+        (1, 1),
+        "{report}"
+    );
+    assert_eq!(
+        report.turns, 5,
+        "a deleted context's turns stay until collected"
+    );
+    assert!(
+        report.to_string().contains("contexts  1 (1 deleted)\n"),
+        "{report}"
+    );
+}

@@ -715,3 +715,119 @@ fn one_socket_for_the_console_and_the_metrics() {
     assert_eq!(get(console, "/api/store").status, 200);
     assert_eq!(get(console, "/").status, 200);
 }
+
+/// Issue 44 item 14: wrong tokens are limited per address. Of 50 wrong tokens in a row, the
+/// first five are answered 401 and nearly all the rest 429 with `Retry-After`, at once and
+/// unchecked; the right token waits its turn too, then logs in. Wrong bearers count the same.
+/// The session cookie is `Secure` when a proxy says the browser came over HTTPS.
+#[test]
+fn wrong_tokens_are_rate_limited_and_the_cookie_is_secure_over_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = console_config(dir.path());
+    config.token = Some("s3cret token".into());
+    let server = start(config);
+    let console = server.console_addr().unwrap();
+    let free = ConsoleLimits::default().login_failures_free_max as usize;
+
+    let login = |token: &str, headers: &str| {
+        let body = format!("token={}", token.replace(' ', "+"));
+        send(
+            console,
+            &format!(
+                "POST /login HTTP/1.1\r\nHost: {console}\r\nConnection: close\r\nContent-Type: \
+                 application/x-www-form-urlencoded\r\nContent-Length: {}\r\n{headers}\r\n",
+                body.len()
+            ),
+            body.as_bytes(),
+        )
+    };
+    let statuses: Vec<u16> = (0..50)
+        .map(|guess| {
+            let answer = login(&format!("guess {guess}"), "");
+            assert!(answer.header("set-cookie").is_none());
+            if answer.status == 429 {
+                let seconds: u64 = answer.header("retry-after").unwrap().parse().unwrap();
+                assert!((1..=300).contains(&seconds), "Retry-After: {seconds}");
+                assert!(answer.text().contains("Too many wrong tokens"));
+            }
+            answer.status
+        })
+        .collect();
+    assert_eq!(statuses[..free], vec![401; free], "{statuses:?}");
+    assert_eq!(statuses[free], 429, "{statuses:?}");
+    // Each 401 past the free ones doubles the wait (1 s, 2 s, 4 s): a few at most, however
+    // slow the machine.
+    let answered = statuses.iter().filter(|status| **status == 401).count();
+    assert!(
+        answered <= free + 3,
+        "{answered} wrong tokens checked: {statuses:?}"
+    );
+    assert!(statuses.iter().all(|status| [401, 429].contains(status)));
+
+    // The right token while the address waits: not checked either.
+    let early = login("s3cret token", "");
+    assert_eq!(early.status, 429);
+    assert!(early.header("set-cookie").is_none());
+    let wait: u64 = early.header("retry-after").unwrap().parse().unwrap();
+    std::thread::sleep(Duration::from_secs(wait));
+    let right = login("s3cret token", "");
+    assert_eq!(right.status, 303, "{}", right.text());
+    let cookie = right.header("set-cookie").unwrap().to_string();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    assert!(!cookie.contains("Secure"), "plain HTTP: {cookie}");
+    let session = cookie.split(';').next().unwrap();
+    let store = get_with(console, "/api/store", &format!("Cookie: {session}\r\n"));
+    assert_eq!(store.status, 200);
+
+    // The right token cleared the count; wrong bearers count like wrong logins.
+    let bearer = |token: &str| {
+        get_with(
+            console,
+            "/api/store",
+            &format!("Authorization: Bearer {token}\r\n"),
+        )
+    };
+    for _ in 0..free {
+        assert_eq!(bearer("guess").status, 401);
+    }
+    let limited = bearer("s3cret token");
+    assert_eq!(limited.status, 429);
+    assert_eq!(limited.code(), "RATE_LIMITED");
+    assert!(limited.header("retry-after").is_some());
+    // A session opens the console meanwhile: it is not a guess.
+    let store = get_with(console, "/api/store", &format!("Cookie: {session}\r\n"));
+    assert_eq!(store.status, 200);
+    let wait: u64 = limited.header("retry-after").unwrap().parse().unwrap();
+    std::thread::sleep(Duration::from_secs(wait));
+
+    // Through a proxy that says the browser came over HTTPS: a Secure cookie, cleared the
+    // same way.
+    for proxy in [
+        "X-Forwarded-Proto: https\r\n",
+        "Forwarded: for=192.0.2.7;proto=https\r\n",
+    ] {
+        let right = login("s3cret token", proxy);
+        assert_eq!(right.status, 303, "{}", right.text());
+        let cookie = right.header("set-cookie").unwrap();
+        assert!(
+            cookie.contains("; Secure") && cookie.contains("HttpOnly"),
+            "{cookie}"
+        );
+    }
+    let logout = send(
+        console,
+        &format!(
+            "POST /logout HTTP/1.1\r\nHost: {console}\r\nConnection: close\r\nX-Forwarded-Proto: \
+             https\r\nContent-Length: 0\r\n\r\n"
+        ),
+        b"",
+    );
+    let cleared = logout.header("set-cookie").unwrap();
+    assert!(
+        cleared.contains("Max-Age=0") && cleared.contains("; Secure"),
+        "{cleared}"
+    );
+}

@@ -5,7 +5,9 @@
 //! a STREAM_FOLLOW runs in `follows.rs`, answered by a series of frames),
 //! the writer task (`writer.rs`), then the drain. At shutdown the connection stops reading,
 //! answers and writes what is in flight, and is closed hard when the core's drain deadline
-//! passes.
+//! passes. Whenever reading ends (shutdown, or the peer closed its side: a closed peer is not
+//! a slow one), follows and long polls are answered with what is there now instead of
+//! waiting for news, so that they hold neither the connection nor the drain.
 
 mod budget;
 mod follows;

@@ -3,7 +3,9 @@
 //! answered UNKNOWN_MESSAGE and the connection stays open), keep everything but HELLO out until
 //! HELLO is done, reserve the request's largest answer of the server's budget (`budget.rs`),
 //! then run it: inline when it completes without waiting (most reads), else as a task; a
-//! STREAM_FOLLOW as a task of `follows.rs`, which answers it frame by frame.
+//! STREAM_FOLLOW as a task of `follows.rs`, which answers it frame by frame. A long poll
+//! (STREAM_READ or WATCH with a wait) is answered with what is there now as soon as its
+//! connection stops reading (the peer closed its side, shutdown), never at its deadline.
 
 use std::pin::Pin;
 use std::rc::Rc;
@@ -13,7 +15,7 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use ctxstore_protocol::{
     AdminRequest, DecodeError, ERROR_ANSWER_BYTES_MAX, ErrorCode, FrameHeader, MessageType,
-    Request, Response, decode_request_as,
+    Request, Response, StreamsRequest, decode_request_as,
 };
 
 use super::CoreContext;
@@ -23,6 +25,7 @@ use super::hello::{HelloState, hello};
 use super::reader::Ending;
 use super::writer::ConnectionState;
 use crate::dispatch::error;
+use crate::local::{Either, race};
 
 /// What became of a frame.
 pub(super) enum Handled {
@@ -211,6 +214,9 @@ pub(super) fn start(
         compio::runtime::spawn(follow).detach();
         return None;
     }
+    // A long poll is cut short when the connection stops reading (the peer closed, shutdown):
+    // it is answered with what is there now, as a follow's last frame is.
+    let now = answered_now(&request);
     let mut task: Pin<Box<dyn Future<Output = Response>>> = {
         let core = core.clone();
         let connection_id = state.connection_id;
@@ -234,14 +240,58 @@ pub(super) fn start(
             state.send(header.req_id, &response, true, reserved);
         }
         Poll::Pending => {
-            let (state, metrics) = (state.clone(), core.metrics.clone());
+            let (core, state) = (core.clone(), state.clone());
             compio::runtime::spawn(async move {
-                let response = task.await;
-                metrics.answered(header.msg_type, &response, started);
+                let response = match now {
+                    None => task.await,
+                    Some(now) => match race(&mut task, state.reading_ended.wait()).await {
+                        Either::Left(response) => response,
+                        Either::Right(()) => {
+                            drop(task);
+                            let connection_id = state.connection_id;
+                            core.dispatcher.handle(now, version, connection_id).await
+                        }
+                    },
+                };
+                core.metrics.answered(header.msg_type, &response, started);
                 state.send(header.req_id, &response, true, reserved);
             })
             .detach();
         }
     }
     None
+}
+
+/// A long poll's request without its wait (STREAM_READ or WATCH with `wait_ms`): what answers
+/// it at once with what is there now, when its connection stops reading before the wait ends.
+/// A closed peer is not a slow one: its long polls must not hold the connection, nor the
+/// server's drain, until their deadline. `None`: the request does not wait for news (it runs
+/// to its end: an append is answered once durable).
+fn answered_now(request: &Request) -> Option<Request> {
+    let now = match request {
+        Request::Streams(StreamsRequest::StreamRead {
+            stream_id,
+            offset,
+            bytes_max,
+            wait_ms,
+        }) if *wait_ms > 0 => StreamsRequest::StreamRead {
+            stream_id: *stream_id,
+            offset: *offset,
+            bytes_max: *bytes_max,
+            wait_ms: 0,
+        },
+        Request::Streams(StreamsRequest::Watch {
+            target,
+            after_seq,
+            max_events,
+            wait_ms,
+        }) if *wait_ms > 0 => StreamsRequest::Watch {
+            target: target.clone(),
+            after_seq: *after_seq,
+            max_events: *max_events,
+            wait_ms: 0,
+        },
+        _ => return None,
+    };
+    Some(Request::Streams(now))
 }

@@ -4,21 +4,25 @@
 //!   `Authorization: Bearer TOKEN` (scripts) or as the session cookie `/login` sets after a
 //!   form asked for it (browsers). The cookie holds a keyed BLAKE3 hash of the token under a
 //!   key drawn at start, never the token: it opens only this console, only until the server
-//!   restarts. Comparisons run in constant time; a wrong token waits 250 ms.
+//!   restarts; it is `Secure` when the browser reached the console over HTTPS (a proxy in
+//!   front says so). Comparisons run in constant time; a wrong token at `/login` waits
+//!   250 ms, and an address that sends too many wrong tokens waits longer (`limiter.rs`).
 //! - Without a token the console listens on loopback only (`ServerConfig::validate`) and
 //!   answers only requests whose `Host` names a loopback address: a web page elsewhere that
 //!   points its own host name at 127.0.0.1 (DNS rebinding) gets 403, not the store.
 
 use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::{self, HeaderMap};
+use hyper::header::{self, HeaderMap, HeaderName};
 use hyper::{Response, StatusCode};
 
+use super::ConsoleLimits;
 use super::assets;
 use super::http;
+use super::limiter::LoginLimiter;
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "ctxstore_console";
@@ -32,11 +36,23 @@ pub struct Auth {
     token: Option<String>,
     /// The session cookie's value (64 hex digits) when there is a token.
     session: Option<String>,
+    /// Wrong tokens, by address.
+    limiter: LoginLimiter,
+}
+
+/// Whether a request may read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Allowed,
+    /// No token or session, or a wrong token.
+    Denied,
+    /// Its address sent too many wrong tokens: the token it sent was not checked.
+    Wait(Duration),
 }
 
 impl Auth {
     /// Draws the session key from the operating system (`/dev/urandom`) when there is a token.
-    pub fn new(token: Option<String>) -> std::io::Result<Auth> {
+    pub fn new(token: Option<String>, limits: ConsoleLimits) -> std::io::Result<Auth> {
         let session = match &token {
             None => None,
             Some(token) => {
@@ -49,7 +65,11 @@ impl Auth {
                 )
             }
         };
-        Ok(Auth { token, session })
+        Ok(Auth {
+            token,
+            session,
+            limiter: LoginLimiter::new(limits),
+        })
     }
 
     /// Without a token: the request must name a loopback host (403 otherwise).
@@ -77,17 +97,13 @@ impl Auth {
         )))
     }
 
-    /// Whether the request carries the token (or the session cookie); always without one.
-    pub fn allows(&self, headers: &HeaderMap) -> bool {
+    /// Whether the request may read: always without a token; with one, when it carries the
+    /// session cookie, or the token as a bearer (a wrong bearer counts against its address
+    /// like a wrong token at `/login`).
+    pub fn allows(&self, headers: &HeaderMap, peer: SocketAddr) -> Access {
         let (Some(token), Some(session)) = (&self.token, &self.session) else {
-            return true;
+            return Access::Allowed;
         };
-        let bearer = headers
-            .get_all(header::AUTHORIZATION)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .filter_map(|value| value.strip_prefix("Bearer "))
-            .any(|given| same(given.trim(), token));
         let cookie = headers
             .get_all(header::COOKIE)
             .iter()
@@ -95,29 +111,44 @@ impl Auth {
             .flat_map(|value| value.split(';'))
             .filter_map(|pair| pair.trim().split_once('='))
             .any(|(name, value)| name == SESSION_COOKIE && same(value, session));
-        bearer || cookie
+        if cookie {
+            return Access::Allowed;
+        }
+        let mut bearers = headers
+            .get_all(header::AUTHORIZATION)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .filter_map(|value| value.strip_prefix("Bearer "))
+            .peekable();
+        if bearers.peek().is_none() {
+            return Access::Denied;
+        }
+        let right = || bearers.any(|given| same(given.trim(), token));
+        match self.limiter.check(peer.ip(), Instant::now(), right) {
+            Ok(true) => Access::Allowed,
+            Ok(false) => Access::Denied,
+            Err(wait) => Access::Wait(wait),
+        }
     }
 
-    /// The login form (a page without script), with a message after a wrong token.
-    pub fn login_page(&self, wrong_token: bool) -> Response<Full<Bytes>> {
+    /// The login form (a page without script).
+    pub fn login_page(&self) -> Response<Full<Bytes>> {
+        self.form(StatusCode::OK, "")
+    }
+
+    /// The login form with `message` (HTML of our own) where the page shows one.
+    fn form(&self, status: StatusCode, message: &str) -> Response<Full<Bytes>> {
         if self.token.is_none() {
             return http::redirect("/");
         }
         let page = String::from_utf8_lossy(assets::LOGIN_HTML);
-        let (status, message) = if wrong_token {
-            (
-                StatusCode::UNAUTHORIZED,
-                "<p class=\"error\" role=\"alert\">That is not the server's token.</p>",
-            )
-        } else {
-            (StatusCode::OK, "")
-        };
         http::html(status, page.replace(MESSAGE_MARK, message))
     }
 
-    /// `POST /login` with the form's `token`: the session cookie and the console, or the
-    /// form again.
-    pub async fn login(&self, form: &[u8]) -> Response<Full<Bytes>> {
+    /// `POST /login` from `peer` with the form's `token`: the session cookie (`Secure` when
+    /// `https`) and the console, or the form again: after a wrong token (`401`), or while the
+    /// address must wait (`429` with `Retry-After`; the token is not checked).
+    pub async fn login(&self, form: &[u8], peer: SocketAddr, https: bool) -> Response<Full<Bytes>> {
         let (Some(token), Some(session)) = (&self.token, &self.session) else {
             return http::redirect("/");
         };
@@ -125,23 +156,103 @@ impl Auth {
             .find(|(name, _)| name == "token")
             .map(|(_, value)| value.trim().to_string())
             .unwrap_or_default();
-        if !same(&given, token) {
-            tokio::time::sleep(WRONG_TOKEN_DELAY).await;
-            return self.login_page(true);
+        match self
+            .limiter
+            .check(peer.ip(), Instant::now(), || same(&given, token))
+        {
+            Ok(true) => http::with_cookie(
+                http::redirect("/"),
+                &format!(
+                    "{SESSION_COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict{}",
+                    secure_attribute(https)
+                ),
+            ),
+            Ok(false) => {
+                tokio::time::sleep(WRONG_TOKEN_DELAY).await;
+                self.form(
+                    StatusCode::UNAUTHORIZED,
+                    "<p class=\"error\" role=\"alert\">That is not the server's token.</p>",
+                )
+            }
+            Err(wait) => {
+                let seconds = retry_after_seconds(wait);
+                let message = format!(
+                    "<p class=\"error\" role=\"alert\">Too many wrong tokens from your \
+                     address: try again in {seconds} s.</p>"
+                );
+                let form = self.form(StatusCode::TOO_MANY_REQUESTS, &message);
+                http::with_retry_after(form, seconds)
+            }
         }
-        http::with_cookie(
-            http::redirect("/"),
-            &format!("{SESSION_COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict"),
-        )
     }
 
-    /// `POST /logout`: the cookie cleared, back to the form.
-    pub fn logout(&self) -> Response<Full<Bytes>> {
+    /// `POST /logout`: the cookie cleared (with the attributes it was set with), back to the
+    /// form.
+    pub fn logout(&self, https: bool) -> Response<Full<Bytes>> {
         http::with_cookie(
             http::redirect("/login"),
-            &format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
+            &format!(
+                "{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{}",
+                secure_attribute(https)
+            ),
         )
     }
+}
+
+/// `429 RATE_LIMITED` with `Retry-After`, for a bearer token sent while its address waits.
+pub fn wait_error(wait: Duration) -> Response<Full<Bytes>> {
+    let seconds = retry_after_seconds(wait);
+    let refusal = http::error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "RATE_LIMITED",
+        &format!(
+            "too many wrong tokens from this address: its token is not checked for {seconds} s \
+             (Retry-After)"
+        ),
+    );
+    http::with_retry_after(refusal, seconds)
+}
+
+/// Whole seconds, rounded up: a client that waits `Retry-After` is never early.
+fn retry_after_seconds(wait: Duration) -> u64 {
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    seconds.max(1)
+}
+
+/// Whether the browser reached the console over HTTPS, as a reverse proxy in front of it says
+/// (`X-Forwarded-Proto: https`, or `Forwarded: proto=https`): the console itself speaks plain
+/// HTTP. Taken from any sender: it only adds `Secure` to the session cookie, which makes the
+/// cookie stricter (a browser then sends it over HTTPS only), never opens anything; a client
+/// that claims HTTPS over plain HTTP only keeps its own browser from sending the cookie back.
+pub fn reached_over_https(headers: &HeaderMap) -> bool {
+    let values = |name| {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .map(str::trim)
+            .collect::<Vec<_>>()
+    };
+    // The proxy nearest the client writes the first value.
+    let forwarded_proto = values(HeaderName::from_static("x-forwarded-proto"))
+        .first()
+        .is_some_and(|proto| proto.eq_ignore_ascii_case("https"));
+    let forwarded = values(header::FORWARDED).first().is_some_and(|element| {
+        element
+            .split(';')
+            .filter_map(|pair| pair.trim().split_once('='))
+            .any(|(name, value)| {
+                name.eq_ignore_ascii_case("proto")
+                    && value.trim_matches('"').eq_ignore_ascii_case("https")
+            })
+    });
+    forwarded_proto || forwarded
+}
+
+/// The session cookie's `Secure` attribute, when the console was reached over HTTPS.
+fn secure_attribute(https: bool) -> &'static str {
+    if https { "; Secure" } else { "" }
 }
 
 /// Equal, in time that does not depend on where they differ (both hashed first, so their
@@ -196,28 +307,94 @@ mod tests {
 
     #[test]
     fn tokens_and_cookies() {
-        let auth = Auth::new(Some("s3cret".into())).unwrap();
+        let auth = Auth::new(Some("s3cret".into()), ConsoleLimits::default()).unwrap();
+        let peer: SocketAddr = "192.0.2.1:5000".parse().unwrap();
         let session = auth.session.clone().unwrap();
         assert_eq!(session.len(), 64);
         assert!(!session.contains("s3cret"));
         let mut headers = HeaderMap::new();
-        assert!(!auth.allows(&headers));
+        assert_eq!(auth.allows(&headers, peer), Access::Denied);
         headers.insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
-        assert!(auth.allows(&headers));
+        assert_eq!(auth.allows(&headers, peer), Access::Allowed);
         headers.insert(header::AUTHORIZATION, "Bearer s3cre".parse().unwrap());
-        assert!(!auth.allows(&headers));
+        assert_eq!(auth.allows(&headers, peer), Access::Denied);
         headers.insert(
             header::COOKIE,
             format!("a=b; {SESSION_COOKIE}={session}").parse().unwrap(),
         );
-        assert!(auth.allows(&headers));
+        assert_eq!(auth.allows(&headers, peer), Access::Allowed);
         headers.insert(
             header::COOKIE,
             format!("{SESSION_COOKIE}=s3cret").parse().unwrap(),
         );
-        assert!(!auth.allows(&headers), "the token is not a session");
+        assert_eq!(
+            auth.allows(&headers, peer),
+            Access::Denied,
+            "the token is not a session"
+        );
         // Another start, another key: an old cookie opens nothing.
-        let again = Auth::new(Some("s3cret".into())).unwrap();
+        let again = Auth::new(Some("s3cret".into()), ConsoleLimits::default()).unwrap();
         assert_ne!(again.session, auth.session);
+    }
+
+    /// Wrong bearers count against their address: after the free ones, its bearers are not
+    /// checked (the right one neither) while a session cookie still opens the console.
+    #[test]
+    fn wrong_bearers_make_their_address_wait() {
+        let auth = Auth::new(Some("s3cret".into()), ConsoleLimits::default()).unwrap();
+        let peer: SocketAddr = "192.0.2.1:5000".parse().unwrap();
+        let mut wrong = HeaderMap::new();
+        wrong.insert(header::AUTHORIZATION, "Bearer guess".parse().unwrap());
+        for _ in 0..ConsoleLimits::default().login_failures_free_max {
+            assert_eq!(auth.allows(&wrong, peer), Access::Denied);
+        }
+        let mut right = HeaderMap::new();
+        right.insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
+        assert!(matches!(auth.allows(&right, peer), Access::Wait(_)));
+        let other: SocketAddr = "192.0.2.2:5000".parse().unwrap();
+        assert_eq!(auth.allows(&right, other), Access::Allowed);
+        let mut cookie = HeaderMap::new();
+        let session = auth.session.clone().unwrap();
+        cookie.insert(
+            header::COOKIE,
+            format!("{SESSION_COOKIE}={session}").parse().unwrap(),
+        );
+        assert_eq!(auth.allows(&cookie, peer), Access::Allowed);
+    }
+
+    #[test]
+    fn https_as_a_proxy_says_it() {
+        let said = |name: &str, value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+            reached_over_https(&headers)
+        };
+        assert!(!reached_over_https(&HeaderMap::new()));
+        assert!(said("x-forwarded-proto", "https"));
+        assert!(said("X-Forwarded-Proto", "HTTPS"));
+        assert!(said("x-forwarded-proto", "https, http"));
+        assert!(!said("x-forwarded-proto", "http"));
+        assert!(
+            !said("x-forwarded-proto", "http, https"),
+            "the client's side is first"
+        );
+        assert!(said(
+            "forwarded",
+            "for=192.0.2.60;proto=https;by=203.0.113.43"
+        ));
+        assert!(said("forwarded", "proto=\"https\""));
+        assert!(!said("forwarded", "for=192.0.2.60;proto=http"));
+        assert!(!said("forwarded", "proto=http, proto=https"));
+    }
+
+    #[test]
+    fn retry_after_rounds_up() {
+        assert_eq!(retry_after_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(retry_after_seconds(Duration::ZERO), 1);
+        assert_eq!(retry_after_seconds(Duration::from_secs(2)), 2);
+        assert_eq!(retry_after_seconds(Duration::from_millis(2001)), 3);
     }
 }

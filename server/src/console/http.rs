@@ -135,3 +135,9 @@ pub fn with_cookie(mut response: Response<Body>, cookie: &str) -> Response<Body>
     set(&mut response, header::SET_COOKIE, cookie);
     response
 }
+
+/// `Retry-After: SECONDS` (a `429`).
+pub fn with_retry_after(mut response: Response<Body>, seconds: u64) -> Response<Body> {
+    set(&mut response, header::RETRY_AFTER, &seconds.to_string());
+    response
+}

@@ -8,6 +8,7 @@
 //! - `api`: the JSON API over the engine's public reads (docs/console-api.md);
 //! - `auth`: who may look (a token as a bearer or a session cookie after `/login`; without
 //!   a token, loopback only, and only requests naming a loopback host);
+//! - `limiter`: how many wrong tokens an address may send (then it waits, `429`);
 //! - `assets`: the built front-end (`console/dist`, committed) embedded in the binary;
 //! - `history`: the store's counters sampled every few seconds, for the charts of rates;
 //! - `http`: responses and the headers every one carries (a strict Content-Security-Policy).
@@ -21,6 +22,7 @@ mod assets;
 mod auth;
 mod history;
 mod http;
+mod limiter;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -68,6 +70,17 @@ pub struct ConsoleLimits {
     pub payload_shown_bytes_max: usize,
     /// Turns one find page may return (1,000, the engine's own limit).
     pub find_page_max: u32,
+    /// Wrong tokens (`/login` or a bearer) an address may send before it must wait (5).
+    pub login_failures_free_max: u32,
+    /// The first wait after those (1 s); each further wrong token doubles it.
+    pub login_wait_min: Duration,
+    /// The longest wait (5 min).
+    pub login_wait_max: Duration,
+    /// An address's wrong tokens are forgotten this long after its last one (15 min).
+    pub login_failures_forget_after: Duration,
+    /// Addresses whose wrong tokens are counted apart (4,096); past it, new ones share one
+    /// count.
+    pub login_addresses_max: usize,
 }
 
 impl Default for ConsoleLimits {
@@ -84,6 +97,11 @@ impl Default for ConsoleLimits {
             tree_turns_max: 100_000,
             payload_shown_bytes_max: 256 * 1024,
             find_page_max: ctxstore_engine::turns::FIND_PAGE_MAX,
+            login_failures_free_max: 5,
+            login_wait_min: Duration::from_secs(1),
+            login_wait_max: Duration::from_secs(300),
+            login_failures_forget_after: Duration::from_secs(15 * 60),
+            login_addresses_max: 4096,
         }
     }
 }
@@ -171,7 +189,7 @@ impl ConsoleEndpoint {
             .build()
             .context("starting the console's runtime")?;
         let console = Arc::new(Console {
-            auth: auth::Auth::new(settings.token.clone())
+            auth: auth::Auth::new(settings.token.clone(), settings.limits)
                 .context("making the console's session key")?,
             engine: settings.engine,
             limits: settings.limits,
@@ -360,32 +378,41 @@ async fn route(
         return http::asset(asset);
     }
     match (path.as_str(), &method) {
-        ("/login", &Method::GET) => return console.auth.login_page(false),
+        ("/login", &Method::GET) => return console.auth.login_page(),
         ("/login", &Method::POST) => {
+            let https = auth::reached_over_https(request.headers());
             let body = read_body(console, request).await;
             return match body {
-                Ok(body) => console.auth.login(&body).await,
+                Ok(body) => console.auth.login(&body, peer, https).await,
                 Err(refusal) => *refusal,
             };
         }
-        ("/logout", &Method::POST) => return console.auth.logout(),
+        ("/logout", &Method::POST) => {
+            return console
+                .auth
+                .logout(auth::reached_over_https(request.headers()));
+        }
         ("/login" | "/logout", _) => {
             return http::error(StatusCode::METHOD_NOT_ALLOWED, "METHOD", "use GET or POST");
         }
         _ => {}
     }
     let api = path == "/api" || path.starts_with("/api/");
-    if !console.auth.allows(request.headers()) {
-        return if api {
-            http::error(
-                StatusCode::UNAUTHORIZED,
-                "UNAUTHORIZED",
-                "this console needs the server's token: send Authorization: Bearer TOKEN, or \
-                 log in at /login",
-            )
-        } else {
-            http::redirect("/login")
-        };
+    match console.auth.allows(request.headers(), peer) {
+        auth::Access::Allowed => {}
+        auth::Access::Wait(wait) => return auth::wait_error(wait),
+        auth::Access::Denied => {
+            return if api {
+                http::error(
+                    StatusCode::UNAUTHORIZED,
+                    "UNAUTHORIZED",
+                    "this console needs the server's token: send Authorization: Bearer \
+                     TOKEN, or log in at /login",
+                )
+            } else {
+                http::redirect("/login")
+            };
+        }
     }
     if !readable {
         return http::error(
