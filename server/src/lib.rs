@@ -131,7 +131,7 @@ impl Server {
                 Ok(replicator) => server.replicator = Some(replicator),
                 Err(error) => {
                     server.stop();
-                    return Err(anyhow::Error::new(error).context("starting replication"));
+                    return Err(replication_start_error(error, replication));
                 }
             }
         }
@@ -383,5 +383,59 @@ impl HurryHandle {
             let _ = core.try_send(());
             let _ = core.try_send(());
         }
+    }
+}
+
+/// Why replication could not start, in one line (issue 44: an unreachable object store printed
+/// the same error four or five times, S3's XML body each time, and named no flag to check).
+/// An object store that did not answer names where it was asked and what to do; any other
+/// failure (a foreign prefix, a damaged object) keeps its own message, which says what it found.
+fn replication_start_error(
+    error: ctxstore_replica::ReplicaError,
+    replication: &ctxstore_replica::ShipConfig,
+) -> anyhow::Error {
+    let ctxstore_replica::ReplicaError::Store { operation, key, .. } = &error else {
+        return anyhow::Error::new(error).context("starting replication");
+    };
+    let endpoint = replication
+        .s3
+        .endpoint
+        .clone()
+        .or_else(|| std::env::var("AWS_ENDPOINT").ok())
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+        .unwrap_or_else(|| "AWS's default endpoint (no --replica-s3-endpoint)".into());
+    anyhow::anyhow!(
+        "starting replication: the object store at {endpoint} failed {operation} {key} of \
+         {url}: {cause}. Check --replica-s3-endpoint (and --replica-s3-allow-http for \
+         http://), the AWS_* credentials and that the bucket exists; or start with \
+         --replicate-start-anyway to serve now and ship once it answers",
+        url = replication.url,
+        cause = innermost_cause(&error),
+    )
+}
+
+/// The deepest source of `error`, on one line and without a response body (S3 answers with
+/// XML): what the operator needs of it, short.
+fn innermost_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut deepest = error;
+    while let Some(source) = deepest.source() {
+        deepest = source;
+    }
+    let text = deepest.to_string();
+    let line = text
+        .split(['<', '\n'])
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .trim_end_matches(':')
+        .to_string();
+    let mut short: String = line.chars().take(240).collect();
+    if short.len() < line.len() {
+        short.push('…');
+    }
+    if short.is_empty() {
+        "no reason given".into()
+    } else {
+        short
     }
 }

@@ -510,7 +510,10 @@ fn parse_layered() -> (Cli, Vec<settings::Effective>) {
 
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // object_store logs each retry at info: its own transient errors, which the
+        // replication state and failure counters already report; RUST_LOG=object_store=info
+        // shows them.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,object_store=warn"));
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
