@@ -40,6 +40,10 @@ pub enum ReplicaError {
         epoch: u64,
         holder: String,
     },
+    /// The replica has no restore point yet (no replica at all, or a first generation that
+    /// shipped nothing): a standby waits for one (`follow::prepare_waiting`).
+    #[error("{location} {what}: there is no restore point yet")]
+    NotYet { location: String, what: String },
     #[error("object {key} of the replica is missing; the replica cannot provide this point")]
     MissingObject { key: String },
     #[error("object {key} of the replica is damaged: {reason}")]
@@ -97,6 +101,7 @@ impl ReplicaError {
             ReplicaError::Target { .. } => "target",
             ReplicaError::NotAReplica { .. } | ReplicaError::OtherStore { .. } => "foreign",
             ReplicaError::Fenced { .. } => "fenced",
+            ReplicaError::NotYet { .. } => "not_yet",
             ReplicaError::MissingObject { .. } => "missing",
             ReplicaError::Damaged { .. } | ReplicaError::Format(_) => "damaged",
             ReplicaError::Store { source, .. } => match source {

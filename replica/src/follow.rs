@@ -98,15 +98,63 @@ pub struct Prepared {
     pub seq: u64,
 }
 
+/// How often a standby whose replica has no restore point yet looks again, at most.
+const WAITING_POLL_MAX: Duration = Duration::from_secs(5);
+
+/// `prepare`, waiting while the replica has no restore point yet (issue 44: a standby started
+/// with its primary, before the primary's first write shipped, exited): it logs what it waits
+/// for, looks again every interval (at most every `WAITING_POLL_MAX`), and gives up with
+/// `ReplicaError::Stopped` once `stopping` is set (a signal while waiting). Blocking.
+pub fn prepare_waiting(
+    data_dir: &Path,
+    config: &FollowConfig,
+    stopping: &AtomicBool,
+) -> Result<Prepared, ReplicaError> {
+    let pause = config.interval.min(WAITING_POLL_MAX);
+    let mut told: Option<String> = None;
+    loop {
+        match prepare(data_dir, config) {
+            Err(ReplicaError::NotYet { location, what }) => {
+                let now = format!("{location} {what}");
+                if told.as_ref() != Some(&now) {
+                    tracing::info!(
+                        replica = %location,
+                        waiting_for = %what,
+                        "standby waiting: its primary has shipped no restore point yet; it \
+                         restores and follows as soon as one is there"
+                    );
+                    told = Some(now);
+                }
+            }
+            done => return done,
+        }
+        // Sleeps in short steps so that a stop is seen at once.
+        let deadline = std::time::Instant::now() + pause;
+        while std::time::Instant::now() < deadline {
+            if stopping.load(Ordering::Acquire) {
+                return Err(ReplicaError::Stopped);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if stopping.load(Ordering::Acquire) {
+            return Err(ReplicaError::Stopped);
+        }
+    }
+}
+
 /// Makes `data_dir` a store the standby can open: restored from the newest point when it holds
-/// none, else checked to be this replica's follower (see the module doc). Blocking.
+/// none, else checked to be this replica's follower (see the module doc). Blocking. A replica
+/// with no restore point yet is `ReplicaError::NotYet` (`prepare_waiting` waits for one).
 pub fn prepare(data_dir: &Path, config: &FollowConfig) -> Result<Prepared, ReplicaError> {
     let remote = target::open(&config.url, &config.s3)?;
     let runtime = runtime()?;
     runtime.block_on(async {
         let marker = catalog::marker(&remote)
             .await?
-            .ok_or_else(|| ReplicaError::Invalid(format!("{} holds no replica", config.url)))?;
+            .ok_or_else(|| ReplicaError::NotYet {
+                location: remote.location.clone(),
+                what: "holds no replica".into(),
+            })?;
         let meta = data_dir.join(ctxstore_engine::store_dir::META_FILE);
         if meta.exists() {
             let local = LocalState::load(data_dir)?.ok_or_else(|| {

@@ -97,13 +97,19 @@ pub async fn restore(
     let started = Instant::now();
     let marker = catalog::marker(remote)
         .await?
-        .ok_or_else(|| ReplicaError::Invalid(format!("{} holds no replica", remote.location)))?;
+        .ok_or_else(|| ReplicaError::NotYet {
+            location: remote.location.clone(),
+            what: "holds no replica".into(),
+        })?;
     check_target(to)?;
     let generations = catalog::generations(remote).await?;
     let newest = generations
         .last()
         .map(|record| record.generation)
-        .ok_or_else(|| ReplicaError::Invalid(format!("{} holds no generation", remote.location)))?;
+        .ok_or_else(|| ReplicaError::NotYet {
+            location: remote.location.clone(),
+            what: "holds no generation".into(),
+        })?;
     let resolved = resolve(
         remote,
         &generations,
@@ -219,9 +225,10 @@ async fn resolve(
             // Every point of a generation that has shipped nothing yet is its fork point or
             // earlier: the parent's, up to the segment it forked from.
             Some(_) => parent(point).await,
-            None => Err(ReplicaError::Invalid(format!(
-                "generation {generation} has shipped nothing yet"
-            ))),
+            None => Err(ReplicaError::NotYet {
+                location: remote.location.clone(),
+                what: format!("generation {generation} has shipped nothing yet"),
+            }),
         };
     }
     match point {

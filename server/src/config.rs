@@ -43,6 +43,9 @@ pub struct ServerConfig {
     /// Serve the read-only web console here (`--console-listen`; issue 37); `None`: none.
     /// Loopback only unless the server has a token, which the console then requires.
     pub console_listen: Option<SocketAddr>,
+    /// Set by a signal while the start waits (a standby whose replica has no restore point
+    /// yet waits for one): the start then gives up with `ReplicaError::Stopped`.
+    pub stop_waiting: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A limit on everything a client controls, unit last.
@@ -142,6 +145,7 @@ impl ServerConfig {
             replication: None,
             follow: None,
             console_listen: None,
+            stop_waiting: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }
     }
 

@@ -86,14 +86,20 @@ impl Server {
                 let here = std::env::current_dir().context("reading the current directory")?;
                 engine_config.data_dir = here.join(&engine_config.data_dir);
             }
-            let prepared = ctxstore_replica::follow::prepare(&engine_config.data_dir, follow)
-                .with_context(|| {
-                    format!(
-                        "preparing the standby of {} in {}",
-                        follow.url,
-                        engine_config.data_dir.display()
-                    )
-                })?;
+            // A replica with no restore point yet is waited for (the standby may start before
+            // its primary's first write ships); a signal meanwhile ends the start.
+            let prepared = ctxstore_replica::follow::prepare_waiting(
+                &engine_config.data_dir,
+                follow,
+                &config.stop_waiting,
+            )
+            .with_context(|| {
+                format!(
+                    "preparing the standby of {} in {}",
+                    follow.url,
+                    engine_config.data_dir.display()
+                )
+            })?;
             tracing::info!(?prepared, url = %follow.url, "standby ready to open");
         }
         let engine = Engine::open(engine_config.clone()).with_context(|| {

@@ -753,7 +753,27 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     ])
     .context("installing signal handlers")?;
     let drain_timeout = config.drain_timeout;
-    let mut server = Server::start(config)?;
+    // A signal while the start waits (a standby waiting for its replica's first restore
+    // point) ends the wait; the iterator above still sees it.
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, config.stop_waiting.clone())
+            .context("installing signal handlers")?;
+    }
+    let mut server = match Server::start(config) {
+        Ok(server) => server,
+        Err(error)
+            if error.chain().any(|cause| {
+                matches!(
+                    cause.downcast_ref::<ctxstore_replica::ReplicaError>(),
+                    Some(ctxstore_replica::ReplicaError::Stopped)
+                )
+            }) =>
+        {
+            tracing::info!("stopped by a signal while waiting for the replica; nothing to drain");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(error) => return Err(error),
+    };
     let hurry = server.hurry_handle();
     let second_signal = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut signals = signals;
