@@ -12,27 +12,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{Target, append, block_on, noise, wait_shipped};
+use common::{Target, append, block_on, engine_config, noise, wait_shipped};
 use ctxstore_engine::streams::{StreamEnd, StreamId, StreamOwner, StreamRead};
-use ctxstore_engine::{AppendRequest, ContextId, ContextRef, Engine, EngineConfig, TurnId, verify};
+use ctxstore_engine::{AppendRequest, ContextId, ContextRef, Engine, TurnId, verify};
 use ctxstore_replica::stats::now_unix_ms;
 use ctxstore_replica::{FollowConfig, Follower, ReplicationState, Replicator, ShipConfig, follow};
-
-/// Small packs (sealed every 256 KiB), collections only on request, every dead byte compacted.
-fn engine_config(dir: &Path) -> EngineConfig {
-    let mut config = EngineConfig::new(dir);
-    config.limits.pack_bytes_max = 256 * 1024;
-    config.limits.blob_bytes_max = 128 * 1024;
-    config.limits.shard_batch_bytes_max = 256 * 1024;
-    config.limits.log_preallocate_bytes = 64 * 1024;
-    config.gc_interval_ms = 0;
-    config.gc_deleted_bytes_trigger = 0;
-    config.gc_pack_dead_percent = 1;
-    config.gc_bytes_per_s_max = 0;
-    config.gc_log_dead_bytes_min = 0;
-    config.disk_reserve_bytes = 0;
-    config
-}
 
 fn ship_config(target: &Target) -> ShipConfig {
     let mut config = target.ship_config();

@@ -7,12 +7,28 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ctxstore_engine::{AppendPayload, AppendRequest, ContextId, Engine, TurnId};
+use ctxstore_engine::{AppendPayload, AppendRequest, ContextId, Engine, EngineConfig, TurnId};
 use ctxstore_replica::stats::now_unix_ms;
 use ctxstore_replica::{Replicator, S3Settings, ShipConfig};
 
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     pollster::block_on(future)
+}
+
+/// Small packs (sealed every 256 KiB), collections only on request, every dead byte compacted.
+pub fn engine_config(dir: &Path) -> EngineConfig {
+    let mut config = EngineConfig::new(dir);
+    config.limits.pack_bytes_max = 256 * 1024;
+    config.limits.blob_bytes_max = 128 * 1024;
+    config.limits.shard_batch_bytes_max = 256 * 1024;
+    config.limits.log_preallocate_bytes = 64 * 1024;
+    config.gc_interval_ms = 0;
+    config.gc_deleted_bytes_trigger = 0;
+    config.gc_pack_dead_percent = 1;
+    config.gc_bytes_per_s_max = 0;
+    config.gc_log_dead_bytes_min = 0;
+    config.disk_reserve_bytes = 0;
+    config
 }
 
 /// `len` incompressible bytes, the same for the same seed.
