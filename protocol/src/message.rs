@@ -710,6 +710,9 @@ pub enum ReplicationStateWire {
     Following = 5,
     /// A standby that met a segment it cannot apply: it serves what it has (`reason`).
     Stalled = 6,
+    /// A standby whose replica has no restore point yet: it answers as an empty store and
+    /// restores the first point its primary ships (`reason` says what it waits for).
+    Waiting = 7,
 }
 
 impl ReplicationRoleWire {
@@ -729,7 +732,7 @@ impl ReplicationRoleWire {
 }
 
 impl ReplicationStateWire {
-    pub const ALL: [ReplicationStateWire; 7] = [
+    pub const ALL: [ReplicationStateWire; 8] = [
         ReplicationStateWire::Off,
         ReplicationStateWire::Shipping,
         ReplicationStateWire::Failing,
@@ -737,6 +740,7 @@ impl ReplicationStateWire {
         ReplicationStateWire::Stopped,
         ReplicationStateWire::Following,
         ReplicationStateWire::Stalled,
+        ReplicationStateWire::Waiting,
     ];
 
     pub fn name(self) -> &'static str {
@@ -748,6 +752,7 @@ impl ReplicationStateWire {
             ReplicationStateWire::Stopped => "stopped",
             ReplicationStateWire::Following => "following",
             ReplicationStateWire::Stalled => "stalled",
+            ReplicationStateWire::Waiting => "waiting",
         }
     }
 }

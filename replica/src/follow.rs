@@ -102,13 +102,19 @@ pub struct Prepared {
 const WAITING_POLL_MAX: Duration = Duration::from_secs(5);
 
 /// `prepare`, waiting while the replica has no restore point yet (issue 44: a standby started
-/// with its primary, before the primary's first write shipped, exited): it logs what it waits
-/// for, looks again every interval (at most every `WAITING_POLL_MAX`), and gives up with
-/// `ReplicaError::Stopped` once `stopping` is set (a signal while waiting). Blocking.
+/// with its primary, before the primary's first write shipped, exited). While it waits,
+/// `stats` says `waiting` (role standby, the replica's URL, and in `reason` what it waits for:
+/// no replica at all, or a generation that shipped nothing yet), the log says so once per
+/// change, and the replica is looked at again every interval (at most every
+/// `WAITING_POLL_MAX`). `on_first_wait` runs once, when the first look finds nothing (the
+/// server starts answering then). A stop (`stopping`, set by a signal) while waiting is
+/// `ReplicaError::Stopped`. Blocking.
 pub fn prepare_waiting(
     data_dir: &Path,
     config: &FollowConfig,
     stopping: &AtomicBool,
+    stats: &ReplicationStats,
+    mut on_first_wait: impl FnMut(),
 ) -> Result<Prepared, ReplicaError> {
     let pause = config.interval.min(WAITING_POLL_MAX);
     let mut told: Option<String> = None;
@@ -116,13 +122,26 @@ pub fn prepare_waiting(
         match prepare(data_dir, config) {
             Err(ReplicaError::NotYet { location, what }) => {
                 let now = format!("{location} {what}");
+                if told.is_none() {
+                    stats.set_role(ReplicationRole::Standby);
+                    stats.set_target(&config.url);
+                    stats.set_state(ReplicationState::Waiting);
+                }
                 if told.as_ref() != Some(&now) {
                     tracing::info!(
-                        replica = %location,
+                        replica = %crate::stats::without_credentials(&location),
                         waiting_for = %what,
+                        poll_interval = ?pause,
                         "standby waiting: its primary has shipped no restore point yet; it \
                          restores and follows as soon as one is there"
                     );
+                    stats.set_reason(&format!(
+                        "{} {what}: waiting for the primary's first restore point",
+                        crate::stats::without_credentials(&location)
+                    ));
+                    if told.is_none() {
+                        on_first_wait();
+                    }
                     told = Some(now);
                 }
             }

@@ -23,6 +23,10 @@ pub enum ReplicationState {
     /// A standby that met a segment it cannot apply: it serves what it has and applies
     /// nothing more (the log says why; restore a new standby).
     Stalled = 6,
+    /// A standby whose replica has no restore point yet (no replica at all, or a generation
+    /// that shipped nothing): it looks again every interval and restores the first one that
+    /// appears (`follow::prepare_waiting`; `reason` says which).
+    Waiting = 7,
 }
 
 impl ReplicationState {
@@ -34,6 +38,7 @@ impl ReplicationState {
             ReplicationState::Stopped => "stopped",
             ReplicationState::Following => "following",
             ReplicationState::Stalled => "stalled",
+            ReplicationState::Waiting => "waiting",
         }
     }
 
@@ -50,6 +55,7 @@ impl ReplicationState {
             4 => ReplicationState::Stopped,
             5 => ReplicationState::Following,
             6 => ReplicationState::Stalled,
+            7 => ReplicationState::Waiting,
             _ => ReplicationState::Shipping,
         }
     }
@@ -134,7 +140,7 @@ pub struct ReplicationStats {
     /// fenced this primary.
     primary: Mutex<String>,
     /// Why the state is what it is when it is not healthy (failing, fenced, stalled): the
-    /// last error; empty while shipping or following.
+    /// last error; what a waiting standby waits for; empty while shipping or following.
     reason: Mutex<String>,
 }
 

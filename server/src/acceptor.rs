@@ -6,14 +6,17 @@
 //! - **Connections live on one core.** The acceptor thread accepts with a blocking `accept`
 //!   and hands each `std::net::TcpStream` to a network core over that core's channel, round
 //!   robin; the core registers it on its own runtime (`compio::net::TcpStream::from_std`).
+//! - **Handed over once** (a standby that waited for its replica, issue 44): `route_to`
+//!   sends the connections accepted from then on to another set of cores; the socket stays
+//!   open throughout, so a connect is never refused in between.
 //! - **Lifetime.** The socket is not in any io_uring: this thread and `Acceptor` hold its only
 //!   descriptors. `Acceptor::stop` shuts it down (the kernel takes it out of the listening
 //!   table: a connect is refused from then on, and the blocked `accept` returns), joins the
 //!   thread and closes the descriptor. When `stop` returns the socket no longer exists.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -46,25 +49,28 @@ pub fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     }
 }
 
+/// The channels of the network cores that take the connections accepted.
+type Cores = Vec<flume::Sender<(TcpStream, SocketAddr)>>;
+
 /// The running acceptor thread.
 #[derive(Debug)]
 pub struct Acceptor {
     listener: Arc<TcpListener>,
     stopping: Arc<AtomicBool>,
+    /// Locked once per accepted connection (by the acceptor thread alone, but for `route_to`).
+    cores: Arc<Mutex<Cores>>,
     thread: JoinHandle<()>,
 }
 
 impl Acceptor {
     /// Starts accepting on `listener`, handing connections to `cores` round robin.
-    pub fn start(
-        listener: TcpListener,
-        cores: Vec<flume::Sender<(TcpStream, SocketAddr)>>,
-    ) -> anyhow::Result<Acceptor> {
+    pub fn start(listener: TcpListener, cores: Cores) -> anyhow::Result<Acceptor> {
         assert!(!cores.is_empty(), "at least one network core");
         let listener = Arc::new(listener);
         let stopping = Arc::new(AtomicBool::new(false));
+        let cores = Arc::new(Mutex::new(cores));
         let thread = {
-            let (listener, stopping) = (listener.clone(), stopping.clone());
+            let (listener, stopping, cores) = (listener.clone(), stopping.clone(), cores.clone());
             std::thread::Builder::new()
                 .name("ctxstore-accept".to_string())
                 .spawn(move || accept_loop(&listener, &stopping, &cores))
@@ -73,8 +79,17 @@ impl Acceptor {
         Ok(Acceptor {
             listener,
             stopping,
+            cores,
             thread,
         })
+    }
+
+    /// Hands every connection accepted from now on to `cores` instead (round robin); the
+    /// previous cores keep the ones they have. The socket stays open.
+    pub fn route_to(&self, cores: Cores) {
+        assert!(!cores.is_empty(), "at least one network core");
+        // The lock holds only channel sends: a panic under it leaves the list whole.
+        *self.cores.lock().unwrap_or_else(PoisonError::into_inner) = cores;
     }
 
     /// Closes the listening socket: connects are refused from the moment this is called;
@@ -95,14 +110,15 @@ impl Acceptor {
     }
 }
 
-fn accept_loop(
-    listener: &TcpListener,
-    stopping: &AtomicBool,
-    cores: &[flume::Sender<(TcpStream, SocketAddr)>],
-) {
+fn accept_loop(listener: &TcpListener, stopping: &AtomicBool, cores: &Mutex<Cores>) {
     let mut next = 0usize;
     loop {
         let accepted = listener.accept();
+        let cores = cores.lock().unwrap_or_else(PoisonError::into_inner);
+        // The cores may have changed (`route_to`): a count from the previous ones starts over.
+        if next >= cores.len() {
+            next = 0;
+        }
         if stopping.load(Ordering::Acquire) {
             // Accepted while the stop began: the connection still goes to a core, which
             // serves it through the drain (never a reset).
@@ -125,6 +141,7 @@ fn accept_loop(
                 }
             }
             Err(error) => {
+                drop(cores);
                 // Out of file descriptors and the like: back off instead of spinning.
                 tracing::warn!(%error, "accept failed");
                 std::thread::sleep(Duration::from_millis(10));

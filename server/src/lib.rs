@@ -17,6 +17,13 @@
 //! directory is touched), opens the engine, starts the cores, then the acceptor;
 //! [`Server::stop`] closes the listener first, then drains the cores (`HurryHandle` cuts the
 //! drain short), then shuts the engine down.
+//!
+//! A standby whose replica has no restore point yet (issue 44: started with its primary, before
+//! the primary's first write shipped) waits for one, and answers meanwhile: an empty,
+//! read-only store in a scratch directory, one network core, `/metrics`, replication state
+//! `waiting` (`Server::start_waiting`). Once the point is there it is restored into the data
+//! directory and served as usual; the listening socket is handed over (`Acceptor::route_to`),
+//! never closed, and the connections made while it waited are closed (clients reconnect).
 
 mod acceptor;
 pub mod config;
@@ -30,7 +37,8 @@ pub mod network_core;
 mod payload_cache;
 pub mod settings;
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -54,7 +62,18 @@ pub struct Server {
     replicator: Option<ctxstore_replica::Replicator>,
     /// Follows a replica as a standby (`--follow`), and ships once promoted.
     follower: Option<ctxstore_replica::Follower>,
+    /// A standby waiting for its replica's first restore point: what it says (`waiting`).
+    waiting: Option<Arc<ctxstore_replica::ReplicationStats>>,
+    /// A waiting standby's empty store lives here; removed once it is shut down.
+    scratch: Option<PathBuf>,
     stopped: bool,
+}
+
+/// Where the server's connections come from: a socket just bound, or the acceptor of the
+/// server that answered while the standby waited (handed over, never closed).
+enum Listening {
+    Bound(TcpListener),
+    Waited(Box<Server>),
 }
 
 /// What the acceptor and the metrics endpoint need of the network cores.
@@ -77,6 +96,10 @@ impl Server {
         // touches (or creates) a data directory or spends a recovery. Connections that arrive
         // while the store recovers wait in the backlog and are served once it is open.
         let listener = acceptor::bind(config.listen)?;
+        let local_addr = listener
+            .local_addr()
+            .with_context(|| format!("listening on {}", config.listen))?;
+        let mut listening = Listening::Bound(listener);
         let mut engine_config = config.engine.clone();
         if let Some(follow) = &config.follow {
             // A standby's store comes from its replica: restored into an empty directory, or
@@ -87,11 +110,31 @@ impl Server {
                 engine_config.data_dir = here.join(&engine_config.data_dir);
             }
             // A replica with no restore point yet is waited for (the standby may start before
-            // its primary's first write ships); a signal meanwhile ends the start.
+            // its primary's first write ships), answering meanwhile; a signal ends the start.
+            let waiting = Arc::new(ctxstore_replica::ReplicationStats::default());
             let prepared = ctxstore_replica::follow::prepare_waiting(
                 &engine_config.data_dir,
                 follow,
                 &config.stop_waiting,
+                &waiting,
+                || {
+                    let Listening::Bound(bound) = &listening else {
+                        return;
+                    };
+                    let started = bound
+                        .try_clone()
+                        .context("a second descriptor of the listening socket")
+                        .and_then(|copy| Server::start_waiting(&config, copy, waiting.clone()));
+                    match started {
+                        // The waiting server's acceptor holds the socket from here on.
+                        Ok(server) => listening = Listening::Waited(Box::new(server)),
+                        Err(error) => tracing::warn!(
+                            error = %format!("{error:#}"),
+                            "the waiting standby cannot answer (connections wait in the \
+                             backlog until it has restored)"
+                        ),
+                    }
+                },
             )
             .with_context(|| {
                 format!(
@@ -105,9 +148,6 @@ impl Server {
         let engine = Engine::open(engine_config.clone()).with_context(|| {
             format!("opening the store in {}", config.engine.data_dir.display())
         })?;
-        let local_addr = listener
-            .local_addr()
-            .with_context(|| format!("listening on {}", config.listen))?;
         let mut server = Server {
             local_addr,
             engine,
@@ -118,6 +158,8 @@ impl Server {
             stop_cores: Vec::new(),
             replicator: None,
             follower: None,
+            waiting: None,
+            scratch: None,
             stopped: false,
         };
         // Replication attaches before anything is served: a foreign prefix or a store that
@@ -154,7 +196,7 @@ impl Server {
                 }
             }
         }
-        if let Err(error) = server.start_serving(&config, listener) {
+        if let Err(error) = server.start_serving(&config, listening) {
             server.stop();
             return Err(error);
         }
@@ -172,20 +214,97 @@ impl Server {
         Ok(server)
     }
 
-    /// Starts the network cores, the metrics endpoint (when one is configured), then the
-    /// acceptor. On an error the caller stops what started.
-    fn start_serving(
-        &mut self,
+    /// The server that answers while a standby waits for its replica's first restore point
+    /// (issue 44): an empty read-only store in a scratch directory (reads find nothing, writes
+    /// are refused with READ_ONLY), one network core, `/metrics`; STATS and
+    /// REPLICATION_STATS say `waiting` and what it waits for. No console (it would show an
+    /// empty store as the standby's). `Server::start` takes its acceptor over once restored.
+    fn start_waiting(
         config: &ServerConfig,
-        listener: std::net::TcpListener,
-    ) -> anyhow::Result<()> {
+        listener: TcpListener,
+        waiting: Arc<ctxstore_replica::ReplicationStats>,
+    ) -> anyhow::Result<Server> {
+        let local_addr = listener
+            .local_addr()
+            .context("the listening socket has no address")?;
+        let scratch = std::env::temp_dir().join(format!(
+            "ctxstore-standby-waiting-{}-{}",
+            std::process::id(),
+            ctxstore_replica::stats::now_unix_ms()
+        ));
+        // A new directory (never one left over): the empty store is created in it.
+        std::fs::create_dir(&scratch)
+            .with_context(|| format!("creating the scratch directory {}", scratch.display()))?;
+        let mut engine_config = ctxstore_engine::EngineConfig::new(&scratch);
+        engine_config.follower = true;
+        engine_config.preallocate = false;
+        engine_config.disk_reserve_bytes = 0;
+        let engine = match Engine::open(engine_config) {
+            Ok(engine) => engine,
+            Err(error) => {
+                let _ = std::fs::remove_dir_all(&scratch);
+                return Err(anyhow::Error::new(error)
+                    .context(format!("opening an empty store in {}", scratch.display())));
+            }
+        };
+        let mut server = Server {
+            local_addr,
+            engine,
+            acceptor: None,
+            metrics: None,
+            console: None,
+            cores: Vec::new(),
+            stop_cores: Vec::new(),
+            replicator: None,
+            follower: None,
+            waiting: Some(waiting),
+            scratch: Some(scratch.clone()),
+            stopped: false,
+        };
+        let mut answering = config.clone();
+        answering.network_cores = 1;
+        answering.network_core_cpus = None;
+        answering.console_listen = None;
+        answering.engine.data_dir = scratch;
+        // On an error, dropping `server` stops what started and removes the scratch directory.
+        server.start_serving(&answering, Listening::Bound(listener))?;
+        tracing::info!(
+            listen = %local_addr,
+            metrics = ?server.metrics_addr(),
+            "standby answering while it waits: an empty read-only store, replication state \
+             waiting; once it has restored, it serves the replica and closes these connections"
+        );
+        Ok(server)
+    }
+
+    /// Starts the network cores, the metrics endpoint (when one is configured), then the
+    /// acceptor (or takes over the waiting standby's). On an error the caller stops what
+    /// started.
+    fn start_serving(&mut self, config: &ServerConfig, listening: Listening) -> anyhow::Result<()> {
         let counters = Arc::new(ServerCounters::default());
         let cores = self.start_cores(config, &counters)?;
         // One socket for both when they are given the same address: the console serves
         // /metrics too.
         let shared =
             config.console_listen.is_some() && config.console_listen == config.metrics_listen;
-        if let Some(listen) = config.metrics_listen {
+        let (mut metrics_listen, mut console_listen) =
+            (config.metrics_listen, config.console_listen);
+        let (listener, waited) = match listening {
+            Listening::Bound(listener) => (Some(listener), None),
+            Listening::Waited(waited) => (None, Some(waited)),
+        };
+        let mut waited = waited;
+        // The waiting standby's /metrics: stopped, then served again on the very address it
+        // had (an ephemeral port stays the same).
+        if let Some(endpoint) = waited.as_mut().and_then(|waited| waited.metrics.take()) {
+            let addr = endpoint.local_addr();
+            endpoint.stop();
+            metrics_listen = Some(addr);
+            if shared {
+                console_listen = Some(addr);
+            }
+        }
+        if let Some(listen) = metrics_listen {
             let source = metrics::MetricsSource {
                 engine: self.engine.clone(),
                 counters: counters.clone(),
@@ -195,25 +314,42 @@ impl Server {
                 replication: self.replication().cloned(),
             };
             if shared {
-                self.start_console(config, Some(source))?;
+                self.start_console(config, console_listen, Some(source))?;
             } else {
                 self.metrics = Some(metrics::MetricsEndpoint::start(listen, source)?);
             }
         }
-        if !shared && config.console_listen.is_some() {
-            self.start_console(config, None)?;
+        if !shared {
+            self.start_console(config, console_listen, None)?;
         }
         // The listener queued connections since it was bound; from here on they reach the cores.
-        self.acceptor = Some(acceptor::Acceptor::start(listener, cores.incoming)?);
+        match (listener, waited) {
+            (Some(listener), _) => {
+                self.acceptor = Some(acceptor::Acceptor::start(listener, cores.incoming)?);
+            }
+            (None, Some(mut waited)) => {
+                let acceptor = waited
+                    .acceptor
+                    .take()
+                    .context("the waiting standby has no listening socket to hand over")?;
+                acceptor.route_to(cores.incoming);
+                self.acceptor = Some(acceptor);
+                // Its connections are closed (after what is in flight is answered), its empty
+                // store shut down and removed.
+                waited.stop();
+            }
+            (None, None) => anyhow::bail!("no listening socket"),
+        }
         Ok(())
     }
 
     fn start_console(
         &mut self,
         config: &ServerConfig,
+        listen: Option<SocketAddr>,
         metrics: Option<metrics::MetricsSource>,
     ) -> anyhow::Result<()> {
-        let Some(listen) = config.console_listen else {
+        let Some(listen) = listen else {
             return Ok(());
         };
         let mut settings = console::ConsoleSettings::new(listen, self.engine.clone());
@@ -303,6 +439,7 @@ impl Server {
             .as_ref()
             .map(|replicator| replicator.stats())
             .or_else(|| self.follower.as_ref().map(|follower| follower.stats()))
+            .or(self.waiting.as_ref())
     }
 
     /// A handle that cuts a graceful stop short from another thread (a second signal).
@@ -347,6 +484,13 @@ impl Server {
             tracing::warn!(%error, "the standby's last poll failed");
         }
         self.engine.shutdown();
+        if let Some(scratch) = self.scratch.take() {
+            if let Err(error) = std::fs::remove_dir_all(&scratch) {
+                tracing::warn!(%error, dir = %scratch.display(), "removing the waiting standby's empty store");
+            }
+            tracing::info!("the waiting standby's empty store is closed");
+            return;
+        }
         tracing::info!("ctxstore server stopped");
     }
 }
@@ -369,6 +513,8 @@ impl Drop for Server {
             stop_cores: std::mem::take(&mut self.stop_cores),
             replicator: self.replicator.take(),
             follower: self.follower.take(),
+            waiting: self.waiting.take(),
+            scratch: self.scratch.take(),
             stopped: std::mem::replace(&mut self.stopped, true),
         };
         let _ = std::thread::spawn(move || server.stop()).join();

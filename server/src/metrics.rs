@@ -160,12 +160,14 @@ impl MetricsSource {
             ctxstore_replica::ReplicationState::Stopped,
             ctxstore_replica::ReplicationState::Following,
             ctxstore_replica::ReplicationState::Stalled,
+            ctxstore_replica::ReplicationState::Waiting,
         ];
         families.push(family(
             "ctxstore_replication_state",
             "1 for what replication is doing now (shipping, failing: retrying, fenced: another \
              primary took the prefix, stopped, following: a standby, stalled: a standby that \
-             stopped applying), 0 for the others.",
+             stopped applying, waiting: a standby whose replica has no restore point yet), 0 \
+             for the others.",
             MetricType::GAUGE,
             states
                 .iter()

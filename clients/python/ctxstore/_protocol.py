@@ -3774,7 +3774,16 @@ class StatsExResponse(Response):
 
 REPLICATION_ROLES = ("off", "primary", "standby")
 """REPLICATION_STATS ``role`` codes, by index."""
-REPLICATION_STATES = ("off", "shipping", "failing", "fenced", "stopped", "following", "stalled")
+REPLICATION_STATES = (
+    "off",
+    "shipping",
+    "failing",
+    "fenced",
+    "stopped",
+    "following",
+    "stalled",
+    "waiting",
+)
 """REPLICATION_STATS ``state`` codes, by index."""
 REPLICATION_TEXT_BYTES_MAX = 1024
 REPLICATION_FAILURE_KINDS_MAX = 32
@@ -3862,7 +3871,7 @@ class ReplicationStatsResponse(Response):
             raise reader.error("role", "not 0 (off), 1 (primary) or 2 (standby)")
         state = reader.u8("state")
         if state >= len(REPLICATION_STATES):
-            raise reader.error("state", "not a replication state (0..=6)")
+            raise reader.error("state", "not a replication state (0..=7)")
         promoting = reader.boolean("promoting")
         reader.zero(5)
         generation = reader.u64("generation")

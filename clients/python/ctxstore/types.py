@@ -282,9 +282,11 @@ class ReplicationStats:
     """``"primary"``, ``"standby"`` or ``"off"``."""
     state: str
     """``"shipping"``, ``"failing"``, ``"fenced"``, ``"stopped"``, ``"following"``,
-    ``"stalled"`` or ``"off"``."""
+    ``"stalled"``, ``"waiting"`` (a standby whose replica has no restore point yet) or
+    ``"off"``."""
     reason: str
-    """Why the state is failing, fenced or stalled (the last error); else empty."""
+    """Why the state is failing, fenced or stalled (the last error), or what a waiting standby
+    waits for; else empty."""
     promoting: bool
     """A standby that found its promote request is becoming the primary."""
     target: str

@@ -1,6 +1,7 @@
 """replication_stats() against a real server (issue 31): a server shipping to a ``file://``
 replica says what shipped (role, state, target, epoch, generation, records, lag, backlog,
-failures by kind), in both clients; a server that does not replicate says ``off``."""
+failures by kind), in both clients; a server that does not replicate says ``off``; a waiting
+standby's state (issue 44) reads as ``waiting``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import ctxstore
+from ctxstore import _protocol as p
 from ctxstore.aio import AsyncClient
 
 from conftest import ServerProcess, new_server
@@ -80,3 +82,38 @@ def test_a_server_that_does_not_replicate_says_off(server: ServerProcess) -> Non
         stats = client.replication_stats()
     assert (stats.role, stats.state, stats.target, stats.records) == ("off", "off", "", 0)
     assert stats.failures == {}
+
+
+def test_a_waiting_standby_reads_as_waiting() -> None:
+    """State 7 is a standby whose replica has no restore point yet (the server's test of it is
+    server/tests/standby_waits.rs); 8 is no state."""
+    waiting = p.ReplicationStatsResponse(
+        role=2,
+        state=7,
+        promoting=False,
+        generation=0,
+        epoch=0,
+        seq=0,
+        records=0,
+        records_unix_ms=0,
+        lag_ms=0,
+        lag_bytes=0,
+        objects_total=0,
+        bytes_total=0,
+        last_success_unix_ms=0,
+        backlog_objects=0,
+        segment_bytes_max=0,
+        target="s3://agents/ctx",
+        primary="",
+        reason="s3://agents/ctx holds no replica: waiting for the primary's first restore point",
+        failures=(),
+    )
+    msg_type = p.MessageType.REPLICATION_STATS.response_type
+    frame = p.encode_response(1, waiting)
+    decoded = p.decode_response(msg_type, frame[16:])
+    assert decoded == waiting
+    assert p.REPLICATION_STATES[decoded.state] == "waiting"
+    body = bytearray(frame[16:])
+    body[1] = 8
+    with pytest.raises(ctxstore.ProtocolError, match="0..=7"):
+        p.decode_response(msg_type, bytes(body))

@@ -915,7 +915,7 @@ export function decodeStatsEx(r: Reader): StatsExAnswer {
 
 /** REPLICATION_STATS' role and state codes, by index. */
 export const REPLICATION_ROLES = ["off", "primary", "standby"] as const;
-export const REPLICATION_STATES = ["off", "shipping", "failing", "fenced", "stopped", "following", "stalled"] as const;
+export const REPLICATION_STATES = ["off", "shipping", "failing", "fenced", "stopped", "following", "stalled", "waiting"] as const;
 export const REPLICATION_TEXT_BYTES_MAX = 1024;
 export const REPLICATION_FAILURE_KINDS_MAX = 32;
 export const REPLICATION_FAILURE_KIND_BYTES_MAX = 32;
@@ -927,7 +927,7 @@ export function decodeReplicationStats(r: Reader): ReplicationStats {
   const role = REPLICATION_ROLES[r.u8("role")];
   if (role === undefined) throw r.error("role", "not 0 (off), 1 (primary) or 2 (standby)");
   const state = REPLICATION_STATES[r.u8("state")];
-  if (state === undefined) throw r.error("state", "not a replication state (0..=6)");
+  if (state === undefined) throw r.error("state", "not a replication state (0..=7)");
   const promoting = r.boolean("promoting");
   r.zero(5);
   const generation = r.u64("generation");

@@ -175,8 +175,8 @@ export interface Stats {
  * that does not replicate has role and state "off" and zeros. */
 export interface ReplicationStats {
   role: "off" | "primary" | "standby";
-  state: "off" | "shipping" | "failing" | "fenced" | "stopped" | "following" | "stalled";
-  /** Why the state is failing, fenced or stalled (the last error); else empty. */
+  state: "off" | "shipping" | "failing" | "fenced" | "stopped" | "following" | "stalled" | "waiting";
+  /** Why the state is failing, fenced or stalled (the last error), or what a waiting standby waits for; else empty. */
   reason: string;
   /** A standby that found its promote request is becoming the primary. */
   promoting: boolean;

@@ -1,6 +1,7 @@
 /** replicationStats() against a real ctxstore-server (issue 31): a server shipping to a
  * `file://` replica says what shipped (role, state, target, epoch, generation, records, lag,
- * backlog, failures by kind); a server that does not replicate says "off". */
+ * backlog, failures by kind); a server that does not replicate says "off"; a waiting standby's
+ * state (issue 44) reads as "waiting". */
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,6 +10,7 @@ import path from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 
 import { Client } from "../src/index.js";
+import { decodeReplicationStats, Reader } from "../src/protocol.js";
 import { Server } from "./server.js";
 
 let replica: string;
@@ -65,4 +67,16 @@ test("a server that does not replicate says off", async () => {
   } finally {
     await client.close();
   }
+});
+
+test("a waiting standby's state reads as waiting, and 8 is no state", () => {
+  // role 2 (standby), state 7, not promoting, 5 reserved, twelve u64 zeros, target "t",
+  // primary and reason empty, no failure kinds (the server's test is standby_waits.rs).
+  const body = new Uint8Array(8 + 12 * 8 + 3 + 2 + 2 + 2);
+  body.set([2, 7]);
+  body.set([1, 0, "t".charCodeAt(0)], 8 + 12 * 8);
+  const stats = decodeReplicationStats(new Reader(body, "REPLICATION_STATS response"));
+  expect([stats.role, stats.state, stats.target]).toEqual(["standby", "waiting", "t"]);
+  body[1] = 8;
+  expect(() => decodeReplicationStats(new Reader(body, "REPLICATION_STATS response"))).toThrow("0..=7");
 });

@@ -326,7 +326,7 @@ fn read_replication_stats(cursor: &mut Cursor) -> Result<ReplicationStatsWire, D
     let state_code = cursor.u8()?;
     let state = *ReplicationStateWire::ALL
         .get(usize::from(state_code))
-        .ok_or_else(|| cursor.invalid("state", "not a replication state (0..=6)"))?;
+        .ok_or_else(|| cursor.invalid("state", "not a replication state (0..=7)"))?;
     let promoting = cursor.bool("promoting")?;
     cursor.zero(5, "reserved")?;
     let mut stats = ReplicationStatsWire {

@@ -71,6 +71,7 @@ impl Dispatcher {
             ReplicationState::Stopped => ReplicationStateWire::Stopped,
             ReplicationState::Following => ReplicationStateWire::Following,
             ReplicationState::Stalled => ReplicationStateWire::Stalled,
+            ReplicationState::Waiting => ReplicationStateWire::Waiting,
         };
         ReplicationStatsWire {
             role,
