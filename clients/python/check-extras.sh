@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Installs the package with each of its extras into a fresh venv of its own (from PyPI) and
-# imports, there, everything the README's examples for that extra and the extra's module
-# import: what a user gets right after `pip install 'ctxstore[EXTRA]'` (issue 29), and builds
-# each Pydantic AI agent an example names by model string up to where it needs an API key
-# (issue 44). Versions pinned by constraints.txt. Needs the network; .ci/run runs it, and
+# Installs the package with each of its extras into a fresh venv of its own (from PyPI), the
+# way the README shows (`pip install 'ctxstore[EXTRA]'`), and there:
+#  - imports everything the README's examples for that extra and the extra's modules import
+#    (issue 29), and builds each Pydantic AI agent an example names by model string;
+#  - runs the extra's README examples against a real ctxstore-server, with no model API key
+#    in the environment: each must run to its end or stop exactly where it needs a key
+#    (check_readme_examples.py; `mcp`: each `ctxstore-mcp` command answers a tool call)
+#    (issue 44).
+# Versions pinned by constraints.txt. Needs the network; .ci/run runs it, and
 # tests/test_extras.py checks the same from installed metadata, offline.
 #
 #   clients/python/check-extras.sh [EXTRA ...]      (default: the base install and every extra)
 #
-# Exits non-zero when an install fails or an import is missing. PYTHON picks the interpreter.
+# Exits non-zero when an install fails, an import is missing or an example fails. PYTHON picks
+# the interpreter; the server binary: $CTXSTORE_SERVER_BIN, else target/debug, else
+# target/release.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,6 +37,29 @@ EOF
 )
     extras=("" "${declared[@]}")
 fi
+
+server_bin="${CTXSTORE_SERVER_BIN:-}"
+if [[ -z "$server_bin" ]]; then
+    for candidate in "$here/../../target/debug/ctxstore-server" "$here/../../target/release/ctxstore-server"; do
+        if [[ -x "$candidate" ]]; then server_bin="$candidate"; break; fi
+    done
+fi
+if [[ -z "$server_bin" || ! -x "$server_bin" ]]; then
+    echo "check-extras.sh: no ctxstore-server binary (set CTXSTORE_SERVER_BIN or cargo build -p ctxstore-server)" >&2
+    exit 2
+fi
+mkdir -p "$work/data"
+"$server_bin" --data "$work/data" --listen 127.0.0.1:0 --ready-file "$work/ready" \
+    --network-cores 1 --no-preallocate >"$work/server.log" 2>&1 &
+server_pid=$!
+trap 'kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 200); do
+    [[ -s "$work/ready" ]] && break
+    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; exit 2; }
+    sleep 0.1
+done
+addr="$(cat "$work/ready")"
+echo "== the examples' server: $server_bin at $addr"
 
 status=0
 for extra in "${extras[@]}"; do
@@ -92,6 +121,18 @@ sys.exit(1 if failed else 0)
 EOF
     then
         status=1
+    fi
+    # The extra's README examples, run as written (the address replaced), from a scratch
+    # directory, with no model API key. (The base install's blocks are a reference of calls,
+    # fragments on one client, not programs; the Python tests cover those calls.)
+    if [[ -n "$extra" ]]; then
+        echo "   the README's examples of 'ctxstore[$extra]':"
+        mkdir -p "$work/run-$extra"
+        if ! (cd "$work/run-$extra" &&
+              "$venv/bin/python" "$here/check_readme_examples.py" "$extra" "$addr"); then
+            echo "   FAILED: the README's examples of 'ctxstore[$extra]'"
+            status=1
+        fi
     fi
 done
 exit "$status"

@@ -41,8 +41,8 @@ trap '[[ -n "$cleanup" ]] && rm -rf "$cleanup"; rm -rf "$workdir"' EXIT
 export PYTHONDONTWRITEBYTECODE=1
 
 echo "== ruff check, ruff format --check"
-(cd "$here" && "$venv/bin/python" -m ruff check --no-cache ctxstore tests \
-    && "$venv/bin/python" -m ruff format --check --no-cache ctxstore tests)
+(cd "$here" && "$venv/bin/python" -m ruff check --no-cache ctxstore tests check_readme_examples.py \
+    && "$venv/bin/python" -m ruff format --check --no-cache ctxstore tests check_readme_examples.py)
 
 echo "== mypy --strict ctxstore"
 (cd "$here" && "$venv/bin/python" -m mypy --strict --python-version 3.10 \
