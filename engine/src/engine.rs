@@ -52,7 +52,7 @@ pub(crate) struct Inner {
     pub(crate) sequencer: SequencerInbox,
     pub(crate) shards: Box<[flume::Sender<ShardRequest>]>,
     pub(crate) config: EngineConfig,
-    /// The garbage collector (`gc/`); its maintenance lock also keeps backups one at a time.
+    /// The garbage collector (`gc/`); it also keeps backups one at a time.
     pub(crate) collector: Arc<Collector>,
     /// The `ctxstore-gc` thread, stopped first by `shutdown`.
     gc_scheduler: Mutex<Option<Scheduler>>,

@@ -91,13 +91,16 @@ fn punch_below(log: &Path, through: u64) -> std::io::Result<bool> {
 }
 
 /// Writes the new base without the plan's records, installs it and punches the log. Blocking
-/// file I/O on the collector's thread, throttled to `throttle`.
-pub(crate) fn compact_log(
+/// file I/O on the collector's thread, throttled to `throttle`. `exclusive` is held from the
+/// install through the punch: the readers of the store's files (backups, the replica's cuts)
+/// read the base and the log's slots and must not see either change under them.
+pub(crate) fn compact_log<G>(
     store: &StoreDir,
     turns: &TurnsView,
     plan: &LogPlan,
     throttle: &mut Throttle,
     stopping: &AtomicBool,
+    exclusive: impl FnOnce() -> Result<G, EngineError>,
 ) -> Result<LogCompacted, EngineError> {
     let old_base = turns.base();
     let old_through = old_base.as_ref().map_or(0, |base| base.through());
@@ -188,8 +191,11 @@ pub(crate) fn compact_log(
         .map_err(|error| failure.take().map_or(error, write))?;
     assert_eq!(dropping.1, 0, "the watermark splits a dropped turn's slots");
     out.write_at(0, &header.encode()).map_err(write)?;
+    out.finish().map_err(write)?;
+    // Synced before the lock is taken: the readers wait only for the rename and the punch.
+    let _exclusive = exclusive()?;
     let base_path = store.turns_base_path();
-    out.finish_renamed(&base_path)
+    crate::file::ops::rename_durably(&path, &base_path)
         .map_err(|source| EngineError::from_write(&base_path, source))?;
 
     // Read back and checked before readers use it (and before the log's copy goes).

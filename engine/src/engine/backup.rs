@@ -60,9 +60,10 @@ impl Engine {
     /// network-core thread. One backup at a time: waits for a running backup or collection.
     pub fn backup(&self, to: &Path) -> Result<BackupReport, EngineError> {
         self.check_open()?;
-        // One at a time, and never during a garbage collection (it replaces packs a backup
-        // hard-links): waits for a running one to finish. The maintenance lock is shared with
-        // the replica's cuts: shipping goes on while a backup copies (issue 46).
+        // One at a time, and never during a collection's switch-over (it replaces packs a
+        // backup hard-links, and the log's base): a round waits for the backup before it
+        // replaces a file. The maintenance lock is shared with the replica's cuts: shipping
+        // goes on while a backup copies (issue 46).
         let _one_backup = self.inner.collector.one_backup()?;
         let _no_collection = self.inner.collector.maintenance_shared()?;
         self.backup_now(to)
@@ -106,8 +107,8 @@ impl Engine {
             )?;
             report.blobs += snapshot.blobs;
         }
-        // The log: its compacted base whole (no compaction runs while a backup holds the
-        // maintenance lock), then `turns.log` after the base at the same offsets (the target
+        // The log: its compacted base whole (no compaction installs one while a backup holds
+        // the maintenance lock), then `turns.log` after the base at the same offsets (the target
         // has a hole where the base stands).
         let log_bytes = log_records * LOG_RECORD_BYTES as u64;
         let base = published.turns.base();

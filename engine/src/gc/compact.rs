@@ -257,6 +257,8 @@ impl Collector {
         create_durable(&marker).map_err(write_error(&marker))?;
         sync_dir(&dir).map_err(write_error(&dir))?;
         let (new_pack, new_index) = (copied.path.clone(), index_path.clone());
+        // The pack's file is replaced: no backup or cut may be reading it (module doc of gc).
+        let _exclusive = self.exclusive()?;
         let (reply, answer) = oneshot::channel();
         self.shards[usize::from(plan.shard)]
             .send(ShardRequest::GcInstall {

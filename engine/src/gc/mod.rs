@@ -31,13 +31,17 @@
 //! (start → mark), `condemn.rs` (condemn, sealing a due open pack), the fence here,
 //! `sweep.rs`, `compact.rs` (the pack copies and their switch-over), `plan_log.rs` (log
 //! planning and the log compaction); `pins.rs` (chunked writes in flight) and `scheduler.rs`
-//! (the `ctxstore-gc` thread) around them. The maintenance lock keeps rounds apart from the
-//! readers of the store's files (a requested round waits, ≤ `MAINTENANCE_WAITING_MAX`; a
-//! scheduled one skips): backups and the replica's cuts hold it shared, so a long backup never
-//! pauses shipping (issue 46), and a round holds it alone.
+//! (the `ctxstore-gc` thread) around them. Rounds run one at a time (`rounds`: a requested
+//! round waits, ≤ `MAINTENANCE_WAITING_MAX`; a scheduled one skips). The maintenance lock
+//! keeps the readers of the store's files (backups and the replica's cuts, which hold it
+//! shared) apart from the only steps that change a file under them: a pack's switch-over and
+//! the log's (`exclusive`). A round holds it alone for those moments only, never for its mark,
+//! sweep or copies, so shipping goes on through a collection (issue 46: a round of seconds
+//! paused it, and what was acknowledged meanwhile was at risk); and it takes it only when no
+//! reader holds it, never queueing (a queued writer would stop the next cut behind a backup).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 use std::time::Instant;
 
 use crate::blob::condemned::Condemned;
@@ -79,6 +83,9 @@ pub(crate) struct GcCounters {
 /// thread of its own, so a client pipelining GC requests cannot pile up threads.
 pub const MAINTENANCE_WAITING_MAX: usize = 4;
 
+/// How often a round looks again for the maintenance lock while a backup or a cut holds it.
+const EXCLUSIVE_RETRY_MS: u64 = 2;
+
 /// Everything a round needs; shared by `Engine::gc` and the scheduler thread.
 #[derive(Debug)]
 pub(crate) struct Collector {
@@ -94,9 +101,12 @@ pub(crate) struct Collector {
     /// A log compaction leaves every record after this one in `turns.log` (`u64::MAX`: no
     /// limit): the replicator's, what its replica holds as slots (`Engine::hold_log_after`).
     pub log_compaction_limit: AtomicU64,
-    /// A collection holds it alone; the readers of the store's files (backups, which hard-link
-    /// packs a compaction would replace, and the replica's cuts) share it.
+    /// A round holds it alone while it replaces a file (`exclusive`); the readers of the
+    /// store's files (backups, which hard-link packs a compaction would replace, and the
+    /// replica's cuts) share it.
     pub maintenance: Arc<RwLock<()>>,
+    /// Rounds one at a time.
+    rounds: Mutex<()>,
     /// Backups one at a time (each copies the whole store: two would share its bandwidth and
     /// finish no sooner).
     backups: Mutex<()>,
@@ -138,6 +148,7 @@ impl Collector {
             log_dead_bytes_min: config.gc_log_dead_bytes_min,
             log_compaction_limit: AtomicU64::new(u64::MAX),
             maintenance: Arc::new(RwLock::new(())),
+            rounds: Mutex::new(()),
             backups: Mutex::new(()),
             maintenance_waiting: AtomicUsize::new(0),
             counters: GcCounters::default(),
@@ -148,19 +159,37 @@ impl Collector {
         }
     }
 
-    /// Takes the maintenance lock alone (a collection), waiting for a running collection,
-    /// backup or cut to finish (a collection round is bounded; a caller asking for one wants
-    /// it run, not refused because the scheduler's round happened to be running). At most
-    /// `MAINTENANCE_WAITING_MAX` callers wait (each holds a thread), else `Limit`.
-    pub fn maintenance(&self) -> Result<RwLockWriteGuard<'_, ()>, EngineError> {
-        self.waiting_for(|| match self.maintenance.write() {
+    /// Waits for a running round to finish (a round is bounded; a caller asking for one
+    /// wants it run, not refused because the scheduler's round happened to be running). At
+    /// most `MAINTENANCE_WAITING_MAX` callers wait (each holds a thread), else `Limit`.
+    fn one_round(&self) -> Result<MutexGuard<'_, ()>, EngineError> {
+        self.waiting_for(|| match self.rounds.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         })
     }
 
+    /// The maintenance lock alone, for a round about to replace a file its readers may be
+    /// reading (a pack's or the log's switch-over): taken once no backup or cut holds it,
+    /// looking again every `EXCLUSIVE_RETRY_MS` rather than queueing (std's lock would make
+    /// every new cut wait behind a queued writer, and so behind the backup it waits for).
+    /// A round waits as long as a backup lasts; `ShutDown` when the engine stops meanwhile.
+    pub(super) fn exclusive(&self) -> Result<RwLockWriteGuard<'_, ()>, EngineError> {
+        loop {
+            match self.maintenance.try_write() {
+                Ok(guard) => return Ok(guard),
+                Err(TryLockError::Poisoned(poisoned)) => return Ok(poisoned.into_inner()),
+                Err(TryLockError::WouldBlock) => {}
+            }
+            if self.stopping.load(Ordering::Acquire) {
+                return Err(EngineError::ShutDown);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(EXCLUSIVE_RETRY_MS));
+        }
+    }
+
     /// Takes the maintenance lock shared (a backup or a cut: they only read the files),
-    /// waiting for a running collection to finish; same bound on waiters.
+    /// waiting for a round's switch-over to finish (milliseconds); same bound on waiters.
     pub fn maintenance_shared(&self) -> Result<RwLockReadGuard<'_, ()>, EngineError> {
         self.waiting_for(|| match self.maintenance.read() {
             Ok(guard) => guard,
@@ -190,28 +219,26 @@ impl Collector {
         guard
     }
 
-    /// One round, after any running collection or backup. Blocking file I/O on the caller's
-    /// thread.
+    /// One round, after any running one. Blocking file I/O on the caller's thread.
     pub fn run(&self) -> Result<GcReport, EngineError> {
-        let guard = self.maintenance()?;
+        let guard = self.one_round()?;
         if self.stopping.load(Ordering::Acquire) {
             return Err(EngineError::ShutDown);
         }
         self.round(guard)
     }
 
-    /// One round if no collection or backup is running, else `None` (the scheduler's next
-    /// tick tries again).
+    /// One round if none is running, else `None` (the scheduler's next tick tries again).
     pub(super) fn run_if_free(&self) -> Option<Result<GcReport, EngineError>> {
-        match self.maintenance.try_write() {
+        match self.rounds.try_lock() {
             Ok(guard) => Some(self.round(guard)),
             Err(TryLockError::Poisoned(poisoned)) => Some(self.round(poisoned.into_inner())),
             Err(TryLockError::WouldBlock) => None,
         }
     }
 
-    /// One round under the maintenance lock `_guard`.
-    fn round(&self, _guard: RwLockWriteGuard<'_, ()>) -> Result<GcReport, EngineError> {
+    /// One round, the only one while `_round` is held.
+    fn round(&self, _round: MutexGuard<'_, ()>) -> Result<GcReport, EngineError> {
         self.published.status.check_writable()?;
         let started = Instant::now();
         let snapshot = self.start()?;

@@ -36,6 +36,7 @@ impl Collector {
             &plan,
             &mut throttle,
             &self.stopping,
+            || self.exclusive(),
         )?;
         tracing::info!(
             watermark,
