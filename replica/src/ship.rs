@@ -165,6 +165,16 @@ impl Replicator {
         stats
             .segment_bytes_max
             .store(config.segment_bytes_max, Ordering::Relaxed);
+        // The lag figures read the durable watermark live (issue 46 item 6); until the first
+        // cut ships, they count from now (a promoted standby's go on from its last cut).
+        let durable = engine.clone();
+        stats.watch_durable_records(Box::new(move || durable.durable_records()));
+        let _ = stats.shipped_cut_unix_ms.compare_exchange(
+            0,
+            now_unix_ms(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
         // No log compaction drops a record the replica lacks as a slot: none until the first
         // cut shipped whole says how far it holds the log (`Engine::hold_log_after`).
         engine.hold_log_after(0);

@@ -4,8 +4,10 @@
 //! agree). The three texts (target, primary, reason) change only when the state does, so a
 //! mutex around each costs nothing on any request path.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use ctxstore_engine::format::turn_log::LOG_RECORD_BYTES;
 
 /// What the replicator is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,7 +106,11 @@ pub const FAILURE_KINDS: [&str; 12] = [
     "invalid",
 ];
 
-#[derive(Debug, Default)]
+/// Where the primary's durable log ends now (`Engine::durable_records`): the lag figures
+/// compare it with what shipped at every read, not only at a cut (issue 46 item 6).
+pub type DurableRecords = Box<dyn Fn() -> u64 + Send + Sync>;
+
+#[derive(Default)]
 pub struct ReplicationStats {
     state: AtomicU64,
     /// `ReplicationRole` as its code (0 until a replicator or a follower starts).
@@ -142,6 +148,16 @@ pub struct ReplicationStats {
     /// Why the state is what it is when it is not healthy (failing, fenced, stalled): the
     /// last error; what a waiting standby waits for; empty while shipping or following.
     reason: Mutex<String>,
+    /// A primary's durable watermark, read live (set once by the replicator).
+    durable_records: OnceLock<DurableRecords>,
+}
+
+impl std::fmt::Debug for ReplicationStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicationStats")
+            .field("snapshot", &self.snapshot(now_unix_ms()))
+            .finish()
+    }
 }
 
 /// The figures at one moment.
@@ -153,8 +169,11 @@ pub struct ReplicationSnapshot {
     pub seq: u64,
     pub last_success_unix_ms: u64,
     pub lag_bytes: u64,
-    /// How old the newest acknowledged-but-unshipped data may be: 0 when everything durable
-    /// has shipped, else the time since the newest shipped cut.
+    /// How old the oldest acknowledged-but-unshipped data may be: 0 when everything durable
+    /// has shipped, else the time since the newest cut shipped whole (or since the
+    /// replicator started, before its first). On a primary it counts from the first write
+    /// after that cut, seen live, not at the next cut: a stalled shipper (a collection, a
+    /// paused or unreachable object store) shows as a growing lag.
     pub lag_ms: u64,
     pub objects_total: u64,
     pub bytes_total: u64,
@@ -215,6 +234,12 @@ impl ReplicationStats {
         self.failures[index].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The primary's live durable watermark (`Engine::durable_records`); set once, by the
+    /// replicator at start (a later call keeps the first).
+    pub fn watch_durable_records(&self, durable_records: DurableRecords) {
+        let _ = self.durable_records.set(durable_records);
+    }
+
     pub fn add_shipped(&self, objects: u64, bytes: u64) {
         self.objects_total.fetch_add(objects, Ordering::Relaxed);
         self.bytes_total.fetch_add(bytes, Ordering::Relaxed);
@@ -222,8 +247,16 @@ impl ReplicationStats {
 
     pub fn snapshot(&self, now_unix_ms: u64) -> ReplicationSnapshot {
         let load = |value: &AtomicU64| value.load(Ordering::Relaxed);
-        let lag_bytes = load(&self.lag_bytes);
         let shipped_cut = load(&self.shipped_cut_unix_ms);
+        let records = load(&self.records);
+        // As of the last cut, and at least the log records made durable since what shipped
+        // (their payloads' bytes are counted at the next cut). A standby has no probe: its
+        // backlog is what is listed and not applied.
+        let unshipped_records = self
+            .durable_records
+            .get()
+            .map_or(0, |durable| durable().saturating_sub(records));
+        let lag_bytes = load(&self.lag_bytes).max(unshipped_records * LOG_RECORD_BYTES as u64);
         ReplicationSnapshot {
             state: self.state(),
             generation: load(&self.generation),
@@ -244,7 +277,7 @@ impl ReplicationStats {
                 .map(|(kind, count)| (*kind, load(count)))
                 .collect(),
             role: self.role(),
-            records: load(&self.records),
+            records,
             records_unix_ms: shipped_cut,
             backlog_objects: load(&self.backlog_objects),
             segment_bytes_max: load(&self.segment_bytes_max),

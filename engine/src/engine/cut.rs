@@ -6,9 +6,12 @@
 //! prefixes taken in the right order: first the durable watermark W of `turns.log`, then each
 //! shard's extent (answered between two of its batches): every blob a turn ≤ W names was
 //! durable before W was published, so it lies inside those extents. While the cut is held no
-//! garbage collection or backup runs (the maintenance lock), so no pack or log base is replaced
-//! or shrunk under a reader: the files hold at least the cut's bytes until it is dropped. Backups
-//! and other cuts share the lock (they only read), so a long backup does not hold a cut up.
+//! collection replaces a file (its switch-overs take the maintenance lock alone), so no pack
+//! or log base is replaced or shrunk under a reader: the files hold at least the cut's bytes
+//! until it is dropped. Backups and other cuts share the lock (they only read), so a long
+//! backup does not hold a cut up, and a collection holds it only for a switch-over, so a cut
+//! waits milliseconds, not a round (issue 46). A cut taken inside a round holds what a crash
+//! there would leave, which recovery (and a standby's ingest) takes as it takes that.
 //!
 //! A cut's time (`taken_unix_ms`) is read once the lock is held, just before the watermark:
 //! every append acknowledged before that time was published before it and is in the cut, and
@@ -55,7 +58,7 @@ pub struct ShardCut {
     pub pack_end: u64,
 }
 
-/// A cut held: no collection starts until it is dropped.
+/// A cut held: no collection replaces a file until it is dropped.
 #[derive(Debug)]
 pub struct HeldCut<'a> {
     pub cut: StoreCut,
@@ -70,10 +73,10 @@ impl StoreCut {
 }
 
 impl Engine {
-    /// Takes the store's consistent cut and holds it (no collection runs) until the returned
-    /// guard is dropped: read the files it names, then drop it. Waits for a running
-    /// collection, not for a backup. Keep the hold short: scheduled collections skip while it
-    /// lasts.
+    /// Takes the store's consistent cut and holds it (no collection replaces a file) until
+    /// the returned guard is dropped: read the files it names, then drop it. Waits for a
+    /// collection's switch-over, not for a round or a backup. Keep the hold short: a
+    /// collection's switch-over waits while it lasts.
     pub fn hold_cut(&self) -> Result<HeldCut<'_>, EngineError> {
         self.check_open()?;
         let guard = self.inner.collector.maintenance_shared()?;
@@ -82,6 +85,13 @@ impl Engine {
             cut,
             _maintenance: guard,
         })
+    }
+
+    /// The durable watermark now: records of `turns.log` with ids `1..=` it are durable (and
+    /// acknowledged). The replicator compares it with what it shipped, between cuts, so that
+    /// its lag figures see writes it has not cut yet (issue 46). One atomic load.
+    pub fn durable_records(&self) -> u64 {
+        self.inner.published.turns.durable_record_id()
     }
 
     /// A log compaction leaves every record after `log_records` in `turns.log` from now on
