@@ -634,6 +634,44 @@ impl StoreState {
         Ok(())
     }
 
+    /// A restore inside a cut (`restore --at-seq` below the cut's end) took the log up to
+    /// its point but the packs as at the cut's end, where a collection in the cut may have
+    /// dropped blobs that records up to the point still name: the restored store then lost
+    /// those turns (issue 46 item 3). Each pack sealed at `before` (the whole point before
+    /// the cut) that the cut rewrote is taken as it was there instead: a compaction only drops
+    /// records, so the older file holds every blob the newer one does (the dead ones too, as
+    /// a crash before the compaction would have left them). The same for the log: a base the
+    /// cut wrote may have dropped turns that died only after the point, so the log below
+    /// `before`'s end is taken as it was there. Answers how many files it took from `before`.
+    pub fn as_sealed_at(&mut self, before: &StoreState) -> usize {
+        let mut taken = 0;
+        if self.log_base != before.log_base {
+            let before_end = before.log_end();
+            let shipped_since = self
+                .log_pieces
+                .iter()
+                .filter(|piece| piece.file_offset >= before_end);
+            self.log_pieces = before
+                .log_pieces
+                .iter()
+                .chain(shipped_since)
+                .copied()
+                .collect();
+            self.log_base = before.log_base;
+            taken += 1;
+        }
+        for (shard, earlier) in self.shards.iter_mut().zip(&before.shards) {
+            let sealed = earlier.point.pack_id as usize;
+            for (pack, old) in shard.packs.iter_mut().zip(&earlier.packs).take(sealed) {
+                if pack != old {
+                    *pack = old.clone();
+                    taken += 1;
+                }
+            }
+        }
+        taken
+    }
+
     fn log_end(&self) -> u64 {
         self.log_pieces
             .last()

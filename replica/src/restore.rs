@@ -31,7 +31,9 @@ use futures_util::StreamExt;
 
 use crate::catalog;
 use crate::error::ReplicaError;
-use crate::format::{Checkpoint, LOG_SLOT_BYTES, ObjectRef, Piece, StoreState, decode_segment};
+use crate::format::{
+    Checkpoint, LOG_SLOT_BYTES, ObjectRef, PackFile, Piece, StoreState, decode_segment,
+};
 use crate::layout::Key;
 use crate::local::{self, FileIdentity, LocalState};
 use crate::remote::Remote;
@@ -85,6 +87,9 @@ struct Resolved {
     seq: u64,
     log_records: Option<u64>,
     created_unix_ms: u64,
+    /// With `log_records`: the whole point before the cut (a segment not `continues`, or the
+    /// oldest checkpoint), whose sealed packs the cut's collections had not rewritten yet.
+    before: Option<u64>,
 }
 
 pub async fn restore(
@@ -241,6 +246,7 @@ async fn resolve(
                         seq,
                         log_records: None,
                         created_unix_ms: h.created_unix_ms,
+                        before: None,
                     });
                 }
             }
@@ -265,6 +271,7 @@ async fn resolve(
                         seq,
                         log_records: None,
                         created_unix_ms: h.created_unix_ms,
+                        before: None,
                     });
                 }
             }
@@ -286,15 +293,27 @@ async fn resolve(
                 // Shipped before this generation began, perhaps.
                 return parent(point).await;
             }
-            for &seq in &seqs[low.min(seqs.len() - 1)..] {
+            let start = low.min(seqs.len() - 1);
+            for &seq in &seqs[start..] {
                 let h = header(seq).await?;
                 if !h.continues {
                     let cut = (h.log_records > record_id).then_some(record_id);
+                    let mut before = None;
+                    if cut.is_some() {
+                        for &earlier in seqs[..start].iter().rev() {
+                            if !header(earlier).await?.continues {
+                                before = Some(earlier);
+                                break;
+                            }
+                        }
+                        before = before.or(Some(oldest_checkpoint.min(seq)));
+                    }
                     return Ok(Resolved {
                         generation,
                         seq,
                         log_records: cut,
                         created_unix_ms: h.created_unix_ms,
+                        before,
                     });
                 }
             }
@@ -320,6 +339,21 @@ async fn restore_at(
 ) -> Result<Written, ReplicaError> {
     let (mut state, _) = catalog::state_at(remote, resolved.generation, resolved.seq).await?;
     if let Some(record_id) = resolved.log_records {
+        if let Some(before) = resolved.before {
+            let (earlier, _) = catalog::state_at(remote, resolved.generation, before).await?;
+            check_open_packs_kept(remote, &state, &earlier, record_id).await?;
+            let taken = state.as_sealed_at(&earlier);
+            if taken > 0 {
+                tracing::info!(
+                    record_id,
+                    files = taken,
+                    segment = before,
+                    "the point lies inside a cut that rewrote packs or the log's base: those \
+                     are restored as they were before the cut, holding every record and blob \
+                     up to the point"
+                );
+            }
+        }
         check_log_cut(&state, record_id)?;
     }
     let store = StoreDir::new(to);
@@ -462,6 +496,60 @@ async fn restore_at(
 }
 
 /// Refuses a cut below the compacted base (those records' slots are gone from the log).
+/// A restore inside a cut takes each pack that was open before the cut as at the cut's end:
+/// right when the cut only appended to it or sealed it (its bytes before the cut stay its
+/// prefix), wrong when a collection inside the cut rewrote it, since blobs appended after
+/// `earlier` and dropped by that collection may be named by records up to the point and are in
+/// no object of the replica. Then the point cannot be restored exactly: refused, naming the
+/// nearest points that can be (issue 46 item 3).
+async fn check_open_packs_kept(
+    remote: &Remote,
+    state: &StoreState,
+    earlier: &StoreState,
+    record_id: u64,
+) -> Result<(), ReplicaError> {
+    for (shard, (files, before)) in state.shards.iter().zip(&earlier.shards).enumerate() {
+        let open = before.point.pack_id as usize;
+        let (Some(old), Some(new)) = (before.packs.get(open), files.packs.get(open)) else {
+            continue;
+        };
+        if new.pieces.starts_with(&old.pieces) {
+            continue; // appended to only
+        }
+        let kept = new.len >= old.len
+            && read_pack(remote, old, old.len).await? == read_pack(remote, new, old.len).await?;
+        if !kept {
+            return Err(ReplicaError::Invalid(format!(
+                "record {record_id} lies inside a shipped cut in which a garbage collection \
+                 rewrote pack {open} of shard {shard}, open before the cut: blobs the records \
+                 up to it name may be in no object of the replica, so that point cannot be \
+                 restored exactly; the nearest points that can are --at-seq {} (before the \
+                 cut) and --at-seq {} (its end)",
+                earlier.log_records, state.log_records
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The first `len` bytes of `pack` as the replica holds them.
+async fn read_pack(remote: &Remote, pack: &PackFile, len: u64) -> Result<Vec<u8>, ReplicaError> {
+    let mut bytes = Vec::with_capacity(len as usize);
+    for piece in &pack.pieces {
+        if piece.file_offset >= len {
+            break;
+        }
+        let take = piece.len.min(len - piece.file_offset);
+        let start = piece.object_offset;
+        bytes.extend_from_slice(
+            &remote
+                .get_range(piece.object.key(), start..start + take)
+                .await?,
+        );
+    }
+    Ok(bytes)
+}
+
 fn check_log_cut(state: &StoreState, record_id: u64) -> Result<(), ReplicaError> {
     if let Some(base) = &state.log_base
         && record_id < base.through

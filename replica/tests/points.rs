@@ -218,3 +218,114 @@ fn point_through_generations(root: &Path, replica: &Target) {
     }
     engine.shutdown();
 }
+
+/// `restore --at-seq N` inside a cut that also holds a collection (issue 46 item 3): the
+/// cut's packs lack what a delete and a collection after N removed, and the restore lost the
+/// turns up to N that named it (recovery cuts the log at the first turn whose blob is
+/// missing: live contexts' turns after it too), exit 0. Now the packs sealed before the cut
+/// are taken as they were then, and a point the replica cannot hold exactly (a pack open
+/// before the cut, rewritten inside it) is refused, naming the nearest points that it holds.
+/// The cut is made to hold it all by refusing the object store's PUTs meanwhile.
+#[test]
+fn a_point_inside_a_cut_holding_a_collection_keeps_every_turn_up_to_it() {
+    use ctxstore_engine::ContextRef;
+
+    // The doomed context's blobs all in packs sealed before the cut: restored exactly.
+    let root = tempfile::tempdir().unwrap();
+    let (replica, expected, point, doomed) = cut_with_a_collection(root.path(), 512 * 1024);
+    let to = root.path().join("at-seq");
+    let restored = restore_to(&replica, &to, RestorePoint::AtSeq { record_id: point });
+    assert_eq!(restored.log_records, point, "{restored:?}");
+    let engine = Engine::open(engine_config(&to)).unwrap();
+    assert!(
+        engine.context(&ContextRef::Id(doomed)).is_ok(),
+        "the context deleted after the point is gone"
+    );
+    for (turn_id, payload) in &expected {
+        let turn = block_on(engine.turn(*turn_id)).unwrap_or_else(|error| {
+            panic!("turn {turn_id}, acknowledged before the point: {error}")
+        });
+        let bytes = block_on(engine.blob(turn.payload_hash)).unwrap();
+        assert!(
+            bytes[..] == payload[..],
+            "turn {turn_id}: its payload differs"
+        );
+    }
+    engine.shutdown();
+    let report = ctxstore_engine::verify(&to).unwrap();
+    assert!(report.is_ok(), "{report}");
+
+    // Some in the pack open before the cut, which the collection rewrote: refused.
+    let root = tempfile::tempdir().unwrap();
+    let (replica, _, point, _) = cut_with_a_collection(root.path(), 0);
+    let remote = ctxstore_replica::target::open(&replica.url, &replica.s3).unwrap();
+    let refused = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(restore(
+            &remote,
+            &root.path().join("refused"),
+            RestorePoint::AtSeq { record_id: point },
+            None,
+            &mut |_| {},
+        ))
+        .expect_err("a point the replica cannot hold exactly was restored");
+    let message = refused.to_string();
+    assert!(
+        message.contains("cannot be restored exactly") && message.contains("--at-seq"),
+        "{message}"
+    );
+}
+
+/// A store with a kept and a doomed context (interleaved 8 KiB turns, then `kept_after`
+/// bytes of the kept one's), shipped; then, in one cut: eight more turns, the point, the
+/// doomed context deleted, a collection, one more turn. Answers the replica, the turns up
+/// to the point, the point and the doomed context.
+fn cut_with_a_collection(
+    root: &Path,
+    kept_after: usize,
+) -> (Target, Vec<(TurnId, Vec<u8>)>, u64, ContextId) {
+    use ctxstore_engine::ContextRef;
+    use ctxstore_replica::faulty::{Fault, FaultyStore};
+
+    let replica = Target::file(root);
+    std::fs::create_dir_all(root.join("replica")).unwrap();
+    let engine = Engine::open(common::engine_config(&root.join("data"))).unwrap();
+    let inner = ctxstore_replica::target::open(&replica.url, &replica.s3).unwrap();
+    let faulty = FaultyStore::new(inner.store.clone());
+    let faults = faulty.faults.clone();
+    let remote = ctxstore_replica::Remote::new(std::sync::Arc::new(faulty), "", &replica.url);
+    let replicator = Replicator::start_with(engine.clone(), replica.ship_config(), remote).unwrap();
+    let kept = block_on(engine.create_context()).unwrap().context_id;
+    let doomed = block_on(engine.create_context()).unwrap().context_id;
+    // Interleaved in the same packs (sealed every 256 KiB): a collection rewrites them.
+    let mut expected: Vec<(TurnId, Vec<u8>)> = Vec::new();
+    for i in 0..96u64 {
+        for (context, seed) in [(kept, i), (doomed, 10_000 + i)] {
+            let payload = noise(seed, 8 * 1024);
+            expected.push((append(&engine, context, &payload), payload));
+        }
+    }
+    for i in 0..(kept_after / (8 * 1024)) as u64 {
+        let payload = noise(30_000 + i, 8 * 1024);
+        expected.push((append(&engine, kept, &payload), payload));
+    }
+    assert!(shipped_within(&replicator, Duration::from_secs(60)));
+
+    faults.set(Fault::RefusePuts);
+    for i in 0..8u64 {
+        let payload = noise(20_000 + i, 8 * 1024);
+        expected.push((append(&engine, kept, &payload), payload));
+    }
+    let point = engine.durable_records();
+    block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();
+    let report = engine.gc().unwrap();
+    assert!(report.packs_compacted > 0, "nothing compacted: {report:?}");
+    append(&engine, kept, b"after the point");
+    faults.set(Fault::None);
+    assert!(shipped_within(&replicator, Duration::from_secs(60)));
+    replicator.stop();
+    engine.shutdown();
+    (replica, expected, point, doomed)
+}
