@@ -75,8 +75,25 @@ pub fn promote_request_path(data_dir: &Path) -> PathBuf {
     local::dir(data_dir).join("promote")
 }
 
+/// `DIR/replica/promote.answer`: the standby's answer to the request, `promoted` or
+/// `refused: WHY`, written when it acts on the request (`ctxstore-server promote` waits for
+/// it).
+pub fn promote_answer_path(data_dir: &Path) -> PathBuf {
+    local::dir(data_dir).join("promote.answer")
+}
+
+/// What the standby answered a promotion request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PromotionAnswer {
+    Promoted,
+    /// Why it stays a standby (it has not applied everything its primary shipped, or the
+    /// promotion itself failed); the request is gone.
+    Refused(String),
+}
+
 /// Asks the standby running on `data_dir` to promote itself (durably: the file and its
-/// directory are synced, so a standby restarted meanwhile still finds it).
+/// directory are synced, so a standby restarted meanwhile still finds it). An earlier answer
+/// is removed first.
 pub fn request_promotion(data_dir: &Path) -> Result<PathBuf, ReplicaError> {
     let path = promote_request_path(data_dir);
     if !local::dir(data_dir).join("state").exists() {
@@ -85,9 +102,43 @@ pub fn request_promotion(data_dir: &Path) -> Result<PathBuf, ReplicaError> {
             data_dir.display()
         )));
     }
+    let answer = promote_answer_path(data_dir);
+    match files::remove_durably(&answer) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            return Err(ReplicaError::io(&answer, error));
+        }
+        _ => {}
+    }
     files::write_file_durably(&path, b"promote\n")
         .map_err(|source| ReplicaError::io(&path, source))?;
     Ok(path)
+}
+
+/// The standby's answer to the request `request_promotion` made, once there is one (`None`:
+/// not yet).
+pub fn promotion_answer(data_dir: &Path) -> Result<Option<PromotionAnswer>, ReplicaError> {
+    let path = promote_answer_path(data_dir);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(match text.trim_end().strip_prefix("refused: ") {
+            Some(why) => PromotionAnswer::Refused(why.to_string()),
+            None => PromotionAnswer::Promoted,
+        })),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(ReplicaError::io(&path, error)),
+    }
+}
+
+/// The standby acts on the request: the answer first (durably), then the request goes.
+fn answer_promotion(data_dir: &Path, answer: &PromotionAnswer) {
+    let text = match answer {
+        PromotionAnswer::Promoted => "promoted\n".to_string(),
+        PromotionAnswer::Refused(why) => format!("refused: {why}\n"),
+    };
+    let path = promote_answer_path(data_dir);
+    if let Err(error) = files::write_file_durably(&path, text.as_bytes()) {
+        tracing::warn!(%error, path = %path.display(), "writing the promotion's answer failed");
+    }
+    let _ = files::remove_durably(&promote_request_path(data_dir));
 }
 
 /// Where the standby stands: restored or resumed (`prepare`).
@@ -100,6 +151,10 @@ pub struct Prepared {
 
 /// How often a standby whose replica has no restore point yet looks again, at most.
 const WAITING_POLL_MAX: Duration = Duration::from_secs(5);
+
+/// How long a stalled standby waits before it tries a failed fresh restore again (the
+/// replica may be unreachable, or its newest point damaged until the next checkpoint).
+pub const FRESH_RESTORE_RETRY: Duration = Duration::from_secs(30);
 
 /// `prepare`, waiting while the replica has no restore point yet (issue 44: a standby started
 /// with its primary, before the primary's first write shipped, exited). While it waits,
@@ -328,6 +383,12 @@ impl Follower {
         &self.stats
     }
 
+    /// A stalled standby restored its replica afresh: stop it, `fresh::swap_in`, and start
+    /// again (the server does).
+    pub fn fresh_restore_ready(&self) -> bool {
+        self.stats.fresh_restore_ready.load(Ordering::Acquire)
+    }
+
     /// Applies what the replica holds one last time, then ends the thread; answers the last
     /// poll's error (a promotion refuses to go on when the standby could not catch up).
     pub fn stop(mut self) -> Result<(), ReplicaError> {
@@ -372,6 +433,7 @@ fn follow_then_ship(
         applier.stats.promoting.store(false, Ordering::Relaxed);
         match promoted {
             Ok(replicator) => {
+                answer_promotion(&applier.data_dir, &PromotionAnswer::Promoted);
                 while !stopping.load(Ordering::Acquire) {
                     std::thread::park_timeout(Duration::from_millis(100));
                 }
@@ -382,7 +444,8 @@ fn follow_then_ship(
                 // Still a standby: it goes on following (and looks for the file again).
                 tracing::error!(%error, "promotion failed; the store stays a standby");
                 applier.stats.count_failure(error.kind());
-                let _ = files::remove_durably(&promote_request_path(&applier.data_dir));
+                let why = format!("the promotion failed: {error}");
+                answer_promotion(&applier.data_dir, &PromotionAnswer::Refused(why));
             }
         }
     }
@@ -424,6 +487,9 @@ impl Applier {
         let mut ticks = tokio::time::interval(self.config.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut stalled: Option<String> = None;
+        // A stalled standby restores afresh at once, then again every
+        // `FRESH_RESTORE_RETRY` until one succeeds (`fresh.rs`).
+        let mut fresh_due: Option<std::time::Instant> = None;
         loop {
             tokio::select! {
                 _ = ticks.tick() => {}
@@ -457,21 +523,87 @@ impl Applier {
                     }
                 }
                 Err(error) => {
-                    tracing::error!(%error, "the standby stops applying what its primary ships; it keeps serving what it has");
+                    tracing::error!(%error, "the standby cannot apply what its primary shipped; it keeps serving what it has and restores the replica afresh to start again from there");
                     self.stats.count_failure(error.kind());
                     self.stats.set_reason(&error.to_string());
                     self.stats.set_state(ReplicationState::Stalled);
                     stalled = Some(error.to_string());
+                    fresh_due = Some(std::time::Instant::now());
+                }
+            }
+            if let Some(due) = fresh_due
+                && std::time::Instant::now() >= due
+                && !last
+            {
+                match self.restore_afresh().await {
+                    Ok(()) => {
+                        fresh_due = None;
+                        self.stats.set_reason(&format!(
+                            "{}; restored afresh, restarting onto it",
+                            stalled.as_deref().unwrap_or_default()
+                        ));
+                        self.stats
+                            .fresh_restore_ready
+                            .store(true, Ordering::Release);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, retry_in = ?FRESH_RESTORE_RETRY, "the stalled standby's fresh restore failed; it tries again");
+                        self.stats.count_failure(error.kind());
+                        fresh_due = Some(std::time::Instant::now() + FRESH_RESTORE_RETRY);
+                    }
                 }
             }
             if last {
                 return Ended::Stopped(polled);
             }
-            if polled.is_ok() && promote_request_path(&self.data_dir).exists() {
-                self.stats.promoting.store(true, Ordering::Relaxed);
-                return Ended::Promote;
+            if promote_request_path(&self.data_dir).exists() {
+                if let Err(error) = &polled {
+                    // Promoting a standby that has not applied everything its primary shipped
+                    // would drop acknowledged writes, or fork from a point it cannot apply
+                    // past (issue 46): refused, saying why; the request goes.
+                    let state = self.stats.state().name();
+                    let why = format!(
+                        "this standby has not applied everything its primary shipped \
+                         (state {state}: {error}); {}",
+                        if stalled.is_some() {
+                            "restore a new standby from the replica and promote that one"
+                        } else {
+                            "promote it once it follows again (ctxstore stats: following)"
+                        }
+                    );
+                    tracing::error!(reason = %why, "promotion refused");
+                    answer_promotion(&self.data_dir, &PromotionAnswer::Refused(why));
+                } else {
+                    self.stats.promoting.store(true, Ordering::Relaxed);
+                    return Ended::Promote;
+                }
             }
         }
+    }
+
+    /// The replica's latest point, restored into `DIR/.fresh` (an unfinished one there is
+    /// dropped first) and marked complete: the server puts it in place of this store.
+    async fn restore_afresh(&self) -> Result<(), ReplicaError> {
+        let fresh = crate::fresh::fresh_dir(&self.data_dir);
+        if fresh.exists() {
+            std::fs::remove_dir_all(&fresh).map_err(|source| ReplicaError::io(&fresh, source))?;
+        }
+        let report = restore::restore(
+            &self.remote,
+            &fresh,
+            RestorePoint::Latest,
+            None,
+            &mut |progress| tracing::debug!(?progress, "stalled standby restoring afresh"),
+        )
+        .await?;
+        crate::fresh::mark_complete(&self.data_dir)?;
+        tracing::info!(
+            generation = report.generation,
+            seq = report.seq,
+            records = report.log_records,
+            "the stalled standby restored its replica afresh; it restarts onto it"
+        );
+        Ok(())
     }
 
     /// Promotion (the replica applied to its end just now): the epoch taken and a new
@@ -486,7 +618,6 @@ impl Applier {
         let replicator =
             crate::Replicator::start_shared(self.engine.clone(), ship, remote, self.stats.clone())?;
         self.engine.promote();
-        let _ = files::remove_durably(&promote_request_path(&self.data_dir));
         tracing::info!(location = %self.remote.location, "promoted: this store is the primary");
         Ok(replicator)
     }

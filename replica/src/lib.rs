@@ -29,6 +29,7 @@ pub mod error;
 pub mod faulty;
 pub mod follow;
 pub mod format;
+pub mod fresh;
 pub mod layout;
 pub mod local;
 pub mod remote;

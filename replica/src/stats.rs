@@ -140,6 +140,9 @@ pub struct ReplicationStats {
     pub segment_bytes_max: AtomicU64,
     /// A standby found the promote request and is becoming the primary.
     pub promoting: AtomicBool,
+    /// A stalled standby restored its replica afresh (`fresh.rs`): the server restarts onto
+    /// it.
+    pub fresh_restore_ready: AtomicBool,
     /// The replica's URL, without credentials.
     target: Mutex<String>,
     /// The primary a standby names (its READ_ONLY answers send writes there), or the one that

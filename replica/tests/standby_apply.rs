@@ -462,3 +462,78 @@ fn mixed_writes(target: &Target, run: &Run, seed: u64) {
     primary.shutdown();
     stop_standby(standby, follower, &run.standby_dir);
 }
+
+/// A standby that cannot apply what its primary shipped (here a damaged segment) refuses a
+/// promotion and says why, rather than staying silent and read-only (issue 46: `promote` on a
+/// stalled standby printed "promotion requested" and nothing happened).
+#[test]
+fn a_standby_that_cannot_apply_refuses_promotion_saying_why() {
+    let root = tempfile::tempdir().unwrap();
+    let target = Target::file(root.path());
+    let run = run(&root, 0);
+    let primary = Engine::open(engine_config(&run.primary_dir)).unwrap();
+    let replicator = Replicator::start(primary.clone(), ship_config(&target)).unwrap();
+    let context = create(&primary);
+    append(&primary, context, b"applied");
+    wait_shipped(&replicator);
+    let (standby, follower) = start_standby(&target, &run.standby_dir);
+    wait_applied(&primary, &replicator, &standby, &follower);
+    stop_standby(standby, follower, &run.standby_dir);
+
+    // The next segment reaches the replica damaged (one byte flipped).
+    append(&primary, context, b"never applied");
+    wait_shipped(&replicator);
+    replicator.stop();
+    primary.shutdown();
+    let segments = root.path().join("replica/g000001/s");
+    let newest = std::fs::read_dir(&segments)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .max()
+        .unwrap();
+    let mut bytes = std::fs::read(&newest).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x5a;
+    std::fs::write(&newest, bytes).unwrap();
+
+    let (standby, follower) = start_standby(&target, &run.standby_dir);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while follower.stats().state() != ReplicationState::Stalled {
+        assert!(Instant::now() < deadline, "the damaged segment was applied");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    follow::request_promotion(&run.standby_dir).unwrap();
+    let answer = loop {
+        if let Some(answer) = follow::promotion_answer(&run.standby_dir).unwrap() {
+            break answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the promotion was never answered"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let follow::PromotionAnswer::Refused(why) = answer else {
+        panic!("a stalled standby was promoted");
+    };
+    assert!(
+        why.contains("has not applied everything its primary shipped") && why.contains("stalled"),
+        "{why}"
+    );
+    assert!(!follow::promote_request_path(&run.standby_dir).exists());
+    let refused = block_on(standby.append(AppendRequest {
+        context_id: context,
+        expected_head: None,
+        type_tag: 1,
+        codec: 0,
+        payload: ctxstore_engine::AppendPayload::Bytes(Bytes::from_static(b"write")),
+        options: Default::default(),
+    }))
+    .expect_err("the refused standby took a write");
+    assert_eq!(refused.kind(), ctxstore_engine::ErrorKind::ReadOnly);
+    assert!(
+        follower.stop().is_err(),
+        "its last poll failed, as it stalled"
+    );
+    standby.shutdown();
+}

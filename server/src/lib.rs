@@ -109,6 +109,18 @@ impl Server {
                 let here = std::env::current_dir().context("reading the current directory")?;
                 engine_config.data_dir = here.join(&engine_config.data_dir);
             }
+            // A stalled standby's fresh restore, put in place of its store (or a swap a crash
+            // cut short, finished) before the store opens (issue 46).
+            if engine_config.data_dir.exists()
+                && ctxstore_replica::fresh::swap_in(&engine_config.data_dir).with_context(|| {
+                    format!(
+                        "putting the standby's fresh restore in place in {}",
+                        engine_config.data_dir.display()
+                    )
+                })?
+            {
+                tracing::info!("standby starts again from its fresh restore");
+            }
             // A replica with no restore point yet is waited for (the standby may start before
             // its primary's first write ships), answering meanwhile; a signal ends the start.
             let waiting = Arc::new(ctxstore_replica::ReplicationStats::default());
@@ -431,6 +443,14 @@ impl Server {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// A stalled standby restored its replica afresh: stop this server and start it again
+    /// (on the same addresses), which puts the fresh restore in place (issue 46).
+    pub fn fresh_restore_ready(&self) -> bool {
+        self.follower
+            .as_ref()
+            .is_some_and(ctxstore_replica::Follower::fresh_restore_ready)
     }
 
     /// Replication's figures, when the server replicates.

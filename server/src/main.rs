@@ -112,29 +112,62 @@ enum Command {
     },
     /// Make the standby running on DIR (--follow) the primary: at its next poll it applies
     /// what the replica holds, takes the next epoch (the old primary stops shipping within
-    /// one interval), starts a new generation and ships it, then takes writes. Returns once
-    /// the request is on disk; the standby's log and `ctxstore stats` (state `shipping`) say
-    /// when it is done.
+    /// one interval), starts a new generation and ships it, then takes writes. A standby that
+    /// has not applied everything its primary shipped (stalled, or unable to reach the
+    /// replica) refuses, saying why. Waits for the standby's answer: exit 0 once promoted,
+    /// 1 when refused or not answered in time.
     Promote {
         /// The standby's directory.
         #[arg(long, default_value = DEFAULT_DATA_DIR, env = "CTXSTORE_DATA")]
         data: PathBuf,
+        /// How long to wait for the standby's answer, in seconds (0: return once the
+        /// request is on disk; the standby's log and `ctxstore stats` tell the outcome).
+        #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+        wait: u64,
     },
 }
 
-/// `ctxstore-server promote`: the request file the running standby looks for.
-fn promote(data: &std::path::Path) -> anyhow::Result<ExitCode> {
-    let path = ctxstore_replica::follow::request_promotion(data).with_context(|| {
+/// `ctxstore-server promote`: the request file the running standby looks for, then its
+/// answer.
+fn promote(data: &std::path::Path, wait_s: u64) -> anyhow::Result<ExitCode> {
+    use ctxstore_replica::follow::{PromotionAnswer, promotion_answer, request_promotion};
+    let path = request_promotion(data).with_context(|| {
         format!(
             "requesting the promotion of the standby in {}",
             data.display()
         )
     })?;
-    println!(
-        "promotion requested ({}); the standby promotes itself at its next poll",
-        path.display()
-    );
-    Ok(ExitCode::SUCCESS)
+    if wait_s == 0 {
+        println!(
+            "promotion requested ({}); the standby promotes itself at its next poll",
+            path.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait_s);
+    loop {
+        match promotion_answer(data).context("reading the standby's answer")? {
+            Some(PromotionAnswer::Promoted) => {
+                println!("promoted: the standby in {} is the primary", data.display());
+                return Ok(ExitCode::SUCCESS);
+            }
+            Some(PromotionAnswer::Refused(why)) => {
+                eprintln!("promotion refused: {why}");
+                return Ok(ExitCode::FAILURE);
+            }
+            None if std::time::Instant::now() >= deadline => {
+                eprintln!(
+                    "promotion requested ({}), but no answer within {wait_s} s: is a standby \
+                     (--follow) running on {}? The request stays: it promotes at its next \
+                     poll that applies everything shipped (its log says when).",
+                    path.display(),
+                    data.display()
+                );
+                return Ok(ExitCode::FAILURE);
+            }
+            None => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    }
 }
 
 /// Where an S3-compatible replica is (each also from the usual AWS_* variables).
@@ -458,7 +491,7 @@ fn main() -> ExitCode {
             s3,
             umask,
         }) => restore(&from, &to, at, at_seq, generation, &s3, umask),
-        Some(Command::Promote { data }) => promote(&data),
+        Some(Command::Promote { data, wait }) => promote(&data, wait),
         None if cli.serve.print_config => print_config(cli.serve, &effective),
         None => serve(cli.serve),
     };
@@ -759,6 +792,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         signal_hook::flag::register(signal, config.stop_waiting.clone())
             .context("installing signal handlers")?;
     }
+    // Kept for a standby's restart onto a fresh restore (the same addresses once bound).
+    let mut restart_config = config.clone();
     let mut server = match Server::start(config) {
         Ok(server) => server,
         Err(error)
@@ -774,16 +809,35 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         Err(error) => return Err(error),
     };
-    let hurry = server.hurry_handle();
     let second_signal = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut signals = signals;
-    if let Some(signal) = signals.forever().next() {
-        tracing::info!(
-            signal,
-            ?drain_timeout,
-            "shutting down: no new connections, answering and writing what is in flight"
-        );
-    }
+    // Until a signal; a stalled standby that restored its replica afresh restarts onto it
+    // meanwhile (its connections closed; clients reconnect to the same address).
+    let signal = loop {
+        if let Some(signal) = signals.pending().next() {
+            break signal;
+        }
+        if server.fresh_restore_ready() {
+            tracing::warn!(
+                "the stalled standby restarts onto its fresh restore: its connections close, \
+                 it answers again on the same address once the fresh store is open"
+            );
+            restart_config.listen = server.local_addr();
+            restart_config.metrics_listen = server.metrics_addr().or(restart_config.metrics_listen);
+            restart_config.console_listen = server.console_addr().or(restart_config.console_listen);
+            server.stop();
+            server = Server::start(restart_config.clone())
+                .context("restarting the standby onto its fresh restore")?;
+            continue;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    tracing::info!(
+        signal,
+        ?drain_timeout,
+        "shutting down: no new connections, answering and writing what is in flight"
+    );
+    let hurry = server.hurry_handle();
     // A second signal while draining closes every connection at once; the engine still
     // finishes its queues and syncs. A third exits without waiting for anything (recovery
     // at the next start handles whatever was not synced; nothing acknowledged is lost).

@@ -302,6 +302,12 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    // It waits for the standby's answer (issue 46): once it exits the standby is the primary.
+    assert!(
+        String::from_utf8_lossy(&output.stdout).starts_with("promoted: "),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
     let started = Instant::now();
     let promoted_turn = loop {
         match reader.append(first, None, 0, 0, payload(500, 4000)) {
@@ -625,4 +631,96 @@ fn a_collection_or_a_purge_on_the_primary_leaves_no_such_bytes_on_the_standby() 
     let mut primary = primary;
     primary.signal("TERM");
     assert!(primary.child.wait().unwrap().success(), "{}", primary.log());
+}
+
+/// A standby that cannot apply what its primary shipped restores the replica afresh,
+/// restarts onto it on the same address and follows again (issue 46: it stalled for good,
+/// serving stale data). Made to stall by setting its own record of what it applied back to
+/// the start while it is down: the segments it then meets do not follow its store.
+#[test]
+fn a_stalled_standby_restores_afresh_and_follows_again() {
+    let root = tempfile::tempdir().unwrap();
+    let replica = root.path().join("replica");
+    let url = format!("file://{}", replica.display());
+    let env = [("RUST_LOG".to_string(), "info".to_string())];
+    let primary_flags = [
+        "--replicate-to",
+        url.as_str(),
+        "--replicate-interval",
+        "100ms",
+        "--gc-interval",
+        "off",
+    ];
+    let primary = spawn(&root.path().join("primary"), &primary_flags, &env);
+    let writer = client(&primary);
+    let context = writer.create_context().unwrap().context_id;
+    for i in 0..5 {
+        writer
+            .append(context, None, 0, 0, payload(i, 4000))
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    let standby_data = root.path().join("standby");
+    let standby_flags = ["--follow", url.as_str(), "--replicate-interval", "100ms"];
+    let mut standby = spawn(&standby_data, &standby_flags, &env);
+    let reader = client(&standby);
+    caught_up(&writer, &reader, &[context], &[], || standby.log());
+    let records = reader.replication_stats().unwrap().records;
+    drop(reader);
+    standby.kill();
+    {
+        use std::os::unix::fs::FileExt;
+        let log = std::fs::OpenOptions::new()
+            .write(true)
+            .open(standby_data.join("turns.log"))
+            .unwrap();
+        log.write_all_at(&[0u8; 128], (records - 1) * 128).unwrap();
+        log.sync_all().unwrap();
+    }
+    for i in 5..10 {
+        writer
+            .append(context, None, 0, 0, payload(i, 4000))
+            .unwrap();
+    }
+
+    // It stalls, restores afresh and follows again on the same address.
+    let mut standby = spawn(&standby_data, &standby_flags, &env);
+    let address = standby.addr.clone();
+    let started = Instant::now();
+    while !standby.log().contains("fresh restore is in place") {
+        assert!(
+            started.elapsed() < CATCH_UP,
+            "no fresh restore: {}",
+            standby.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let reader = loop {
+        if let Ok(reader) = blocking::Client::connect(ClientConfig::new(address.clone()))
+            && reader
+                .replication_stats()
+                .is_ok_and(|stats| stats.state == ReplicationState::Following)
+        {
+            break reader;
+        }
+        assert!(
+            started.elapsed() < CATCH_UP,
+            "not following again ({:?}): {}",
+            blocking::Client::connect(ClientConfig::new(address.clone()))
+                .map(|reader| reader.replication_stats()),
+            standby.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    caught_up(&writer, &reader, &[context], &[], || standby.log());
+    let log = standby.log();
+    assert!(
+        log.contains("cannot apply what its primary shipped"),
+        "{log}"
+    );
+    drop(reader);
+    standby.stop(Duration::from_secs(30)).unwrap();
+    for leftover in [".fresh", ".fresh.complete", ".stalled", ".stalled.done"] {
+        assert!(!standby_data.join(leftover).exists(), "{leftover} is left");
+    }
 }
