@@ -446,3 +446,39 @@ fn a_base_covering_the_whole_log_backs_up_and_takes_appends() {
         assert!(report.is_ok(), "{report}");
     }
 }
+
+/// A log compaction held below the replicator's limit (`Engine::hold_log_after`: what the
+/// replica holds as slots) keeps every turn above the limit in `turns.log`, dead ones too, so
+/// what those name must stay as well (issue 46, found by the replica's randomized campaign):
+/// a dead turn above the limit kept its record while its dead parent left for nothing, and the
+/// store no longer opened ("turn N was compacted away, yet a later record names it").
+#[test]
+fn a_compaction_held_below_a_limit_keeps_what_the_turns_above_it_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(gc_config(dir.path())).unwrap();
+    let kept = new_context(&engine);
+    let doomed = new_context(&engine);
+    for i in 0..4u64 {
+        append(&engine, kept, &random_payload(i, 300), None).unwrap();
+    }
+    let parent = append(&engine, doomed, &random_payload(10, 300), None)
+        .unwrap()
+        .turn
+        .turn_id;
+    engine.hold_log_after(engine.durable_records());
+    let child = append(&engine, doomed, &random_payload(11, 300), None)
+        .unwrap()
+        .turn
+        .turn_id;
+    block_on(engine.delete_context(&ContextRef::Id(doomed))).unwrap();
+    let report = engine.gc().unwrap();
+    assert!(report.turns_dead >= 2, "{report:?}");
+    assert!(child.0 > parent.0);
+    engine.shutdown();
+
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+    let engine = Engine::open(gc_config(dir.path())).unwrap();
+    assert_eq!(turn_log(&engine, kept).len(), 4);
+    engine.shutdown();
+}

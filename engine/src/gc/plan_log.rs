@@ -70,10 +70,14 @@ impl Collector {
         }
         let dead = self.published.turns.dead();
         let slots = log.context.len();
+        // Every turn above the (limited) watermark stays in turns.log, dead or not: what it
+        // names must stay too (issue 46: a dead turn above the replicator's limit kept its
+        // record while its dropped parent left the base, and no store opened from there).
         let mut needed: Vec<bool> = (0..slots)
             .map(|id| {
                 log.is_turn(id as u64)
-                    && (marked.owned[id]
+                    && (id as u64 > watermark
+                        || marked.owned[id]
                         || marked.is_live(id as u64)
                         || !dead.contains(TurnId(id as u64)))
             })
