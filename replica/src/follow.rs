@@ -778,9 +778,17 @@ impl Applier {
 
         // Pack bytes first, per shard in pack order: whole packs (a sealed pack never shipped
         // in pieces, or one a collection rewrote) before the pieces that may continue them.
+        // An empty one too (a collection found nothing live in it): the packs after it begin
+        // only once it exists here (issue 46: skipped, the standby stalled on "only its
+        // successor may begin") — but not an empty one followed by pieces of the same pack,
+        // which says the open pack starts again at 0 (a restored file), its bytes following.
         let mut work: Vec<(u16, u32, u8, usize)> = Vec::new();
         for (index, replaced) in header.replaced.iter().enumerate() {
-            if replaced.len > 0 {
+            let restarts = replaced.len == 0
+                && header.pieces.iter().any(|piece| {
+                    (piece.shard, piece.pack_id) == (replaced.shard, replaced.pack_id)
+                });
+            if !restarts {
                 work.push((replaced.shard, replaced.pack_id, 0, index));
             }
         }
@@ -792,8 +800,12 @@ impl Applier {
             let ingested = if kind == 0 {
                 let replaced = header.replaced[index];
                 let object = replaced.object.key();
-                let whole = self.remote.get_required(object).await?;
-                if blake3::hash(&whole).as_bytes() != &replaced.hash {
+                let whole = if replaced.len == 0 {
+                    bytes::Bytes::new()
+                } else {
+                    self.remote.get_required(object).await?
+                };
+                if replaced.len > 0 && blake3::hash(&whole).as_bytes() != &replaced.hash {
                     return Err(ReplicaError::Damaged {
                         key: self.remote.path(object).to_string(),
                         reason: "its BLAKE3 differs from the one its segment recorded".into(),
