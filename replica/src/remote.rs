@@ -160,22 +160,6 @@ impl Remote {
         }
     }
 
-    /// Bytes `range` of the object; a missing object is an error naming it.
-    pub async fn get_range(
-        &self,
-        key: Key,
-        range: std::ops::Range<u64>,
-    ) -> Result<Bytes, ReplicaError> {
-        let path = self.path(key);
-        match self.store.get_range(&path, range).await {
-            Ok(bytes) => Ok(bytes),
-            Err(object_store::Error::NotFound { .. }) => Err(ReplicaError::MissingObject {
-                key: path.to_string(),
-            }),
-            Err(source) => Err(Self::store_error("GET", &path, source)),
-        }
-    }
-
     /// The object's bytes; a missing object is an error naming it.
     pub async fn get_required(&self, key: Key) -> Result<Bytes, ReplicaError> {
         self.get(key)

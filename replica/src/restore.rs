@@ -31,9 +31,7 @@ use futures_util::StreamExt;
 
 use crate::catalog;
 use crate::error::ReplicaError;
-use crate::format::{
-    Checkpoint, LOG_SLOT_BYTES, ObjectRef, PackFile, Piece, StoreState, decode_segment,
-};
+use crate::format::{Checkpoint, LOG_SLOT_BYTES, ObjectRef, Piece, StoreState, decode_segment};
 use crate::layout::Key;
 use crate::local::{self, FileIdentity, LocalState};
 use crate::remote::Remote;
@@ -341,7 +339,7 @@ async fn restore_at(
     if let Some(record_id) = resolved.log_records {
         if let Some(before) = resolved.before {
             let (earlier, _) = catalog::state_at(remote, resolved.generation, before).await?;
-            check_open_packs_kept(remote, &state, &earlier, record_id).await?;
+            check_open_packs_kept(&state, &earlier, record_id)?;
             let taken = state.as_sealed_at(&earlier);
             if taken > 0 {
                 tracing::info!(
@@ -496,58 +494,64 @@ async fn restore_at(
 }
 
 /// Refuses a cut below the compacted base (those records' slots are gone from the log).
-/// A restore inside a cut takes each pack that was open before the cut as at the cut's end:
-/// right when the cut only appended to it or sealed it (its bytes before the cut stay its
-/// prefix), wrong when a collection inside the cut rewrote it, since blobs appended after
-/// `earlier` and dropped by that collection may be named by records up to the point and are in
-/// no object of the replica. Then the point cannot be restored exactly: refused, naming the
-/// nearest points that can be (issue 46 item 3).
-async fn check_open_packs_kept(
-    remote: &Remote,
+/// A restore inside a cut takes each pack that was open before the cut (or new in it) as at
+/// the cut's end: right when the cut only appended to it, not when it was sealed and uploaded
+/// whole there, since a collection inside the cut may have dropped blobs appended after
+/// `earlier` that records up to the point name, and those are in no object of the replica
+/// (the new version may even keep the old bytes as its prefix). Then the point cannot be
+/// restored exactly: refused, naming the nearest points that can be (issue 46 item 3).
+fn check_open_packs_kept(
     state: &StoreState,
     earlier: &StoreState,
     record_id: u64,
 ) -> Result<(), ReplicaError> {
     for (shard, (files, before)) in state.shards.iter().zip(&earlier.shards).enumerate() {
         let open = before.point.pack_id as usize;
-        let (Some(old), Some(new)) = (before.packs.get(open), files.packs.get(open)) else {
-            continue;
-        };
-        if new.pieces.starts_with(&old.pieces) {
-            continue; // appended to only
-        }
-        let kept = new.len >= old.len
-            && read_pack(remote, old, old.len).await? == read_pack(remote, new, old.len).await?;
-        if !kept {
-            return Err(ReplicaError::Invalid(format!(
-                "record {record_id} lies inside a shipped cut in which a garbage collection \
-                 rewrote pack {open} of shard {shard}, open before the cut: blobs the records \
-                 up to it name may be in no object of the replica, so that point cannot be \
-                 restored exactly; the nearest points that can are --at-seq {} (before the \
-                 cut) and --at-seq {} (its end)",
-                earlier.log_records, state.log_records
-            )));
+        for (pack_id, new) in files.packs.iter().enumerate().skip(open) {
+            match before.packs.get(pack_id).filter(|old| old.len > 0) {
+                // New inside the cut (or empty before it): uploaded whole by its end, or
+                // sealed there and empty, it was sealed and maybe rewritten there, and there
+                // is nothing earlier to compare it with: taken as rewritten.
+                None => {
+                    let sealed = pack_id < files.point.pack_id as usize;
+                    let whole = new
+                        .pieces
+                        .first()
+                        .is_some_and(|piece| !matches!(piece.object, ObjectRef::Segment { .. }));
+                    if whole || (sealed && new.len == 0) {
+                        return Err(inexact(record_id, pack_id, shard, earlier, state));
+                    }
+                }
+                // Replaced inside the cut rather than appended to: a collection may have
+                // dropped records appended after `earlier` (its prefix may still be the same
+                // bytes), so the point is not held exactly.
+                Some(old) => {
+                    if !new.pieces.starts_with(&old.pieces) {
+                        return Err(inexact(record_id, pack_id, shard, earlier, state));
+                    }
+                }
+            }
         }
     }
     Ok(())
 }
 
-/// The first `len` bytes of `pack` as the replica holds them.
-async fn read_pack(remote: &Remote, pack: &PackFile, len: u64) -> Result<Vec<u8>, ReplicaError> {
-    let mut bytes = Vec::with_capacity(len as usize);
-    for piece in &pack.pieces {
-        if piece.file_offset >= len {
-            break;
-        }
-        let take = piece.len.min(len - piece.file_offset);
-        let start = piece.object_offset;
-        bytes.extend_from_slice(
-            &remote
-                .get_range(piece.object.key(), start..start + take)
-                .await?,
-        );
-    }
-    Ok(bytes)
+/// The refusal of a point inside a cut that rewrote a pack the point's records may need.
+fn inexact(
+    record_id: u64,
+    pack_id: usize,
+    shard: usize,
+    earlier: &StoreState,
+    state: &StoreState,
+) -> ReplicaError {
+    ReplicaError::Invalid(format!(
+        "record {record_id} lies inside a shipped cut in which a garbage collection may have \
+         rewritten pack {pack_id} of shard {shard}, which was open or new there: blobs the \
+         records up to it name may be in no object of the replica, so that point cannot be \
+         restored exactly; the nearest points that can are --at-seq {} (before the cut) and \
+         --at-seq {} (its end)",
+        earlier.log_records, state.log_records
+    ))
 }
 
 fn check_log_cut(state: &StoreState, record_id: u64) -> Result<(), ReplicaError> {

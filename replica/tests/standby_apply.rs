@@ -3,7 +3,9 @@
 //! was skipped): a stream whose records span two shipped segments, and a collection on the
 //! primary that rewrites the pack the standby was restored with while appends go on. Each run
 //! ends with the standby equal to the primary on every view: contexts, turns, payloads,
-//! streams.
+//! streams. Then the randomized differential campaign (`mixed_writes`): seeded and
+//! reproducible, 3 seeds of 150 operations by default; `STANDBY_APPLY_SEEDS`,
+//! `STANDBY_APPLY_OPS` for a long one, `STANDBY_APPLY_SEED=N` to run one seed again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -15,6 +17,8 @@ use bytes::Bytes;
 use common::{Target, append, block_on, engine_config, noise, wait_shipped};
 use ctxstore_engine::streams::{StreamEnd, StreamId, StreamOwner, StreamRead};
 use ctxstore_engine::{AppendRequest, ContextId, ContextRef, Engine, TurnId, verify};
+use ctxstore_replica::faulty::Fault;
+use ctxstore_replica::restore::RestorePoint;
 use ctxstore_replica::stats::now_unix_ms;
 use ctxstore_replica::{FollowConfig, Follower, ReplicationState, Replicator, ShipConfig, follow};
 
@@ -336,24 +340,174 @@ fn a_standby_follows_mixed_writes_with_collections_and_ends_equal_to_its_primary
         .ok()
         .and_then(|seeds| seeds.parse().ok())
         .unwrap_or(3);
+    let ops: u64 = std::env::var("STANDBY_APPLY_OPS")
+        .ok()
+        .and_then(|ops| ops.parse().ok())
+        .unwrap_or(150);
+    // One seed again (STANDBY_APPLY_SEED=N): what a failing campaign names.
+    let only: Option<u64> = std::env::var("STANDBY_APPLY_SEED")
+        .ok()
+        .and_then(|seed| seed.parse().ok());
+    let mut totals = Campaign::default();
     for (index, target) in Target::all(root.path(), "standby-mixed").iter().enumerate() {
         // Every seed on the directory, one on the S3 server.
         let seeds = if index == 0 { seeds } else { 1 };
-        for seed in 1..=seeds {
+        for seed in only.map_or(1..=seeds, |seed| seed..=seed) {
             let at = index * 1000 + seed as usize;
-            mixed_writes(&target.at(at), &run(&root, at), seed);
+            let done = mixed_writes(&target.at(at), &run(&root, at), seed, ops);
+            totals.add(&done);
+            // Each seed's directories go once checked: a long campaign would fill the disk.
+            let _ = std::fs::remove_dir_all(root.path().join(format!("run{at}")));
         }
+    }
+    eprintln!(
+        "campaign: {} operations over {} seed runs: {totals:?}",
+        totals.operations,
+        totals.operations / ops.max(1)
+    );
+}
+
+/// What a campaign checked, summed over its seeds (printed: the figures of a long run).
+#[derive(Debug, Default)]
+struct Campaign {
+    operations: u64,
+    /// Object-store faults set (refused, landed-then-failed or slow PUTs until the next wait).
+    faults: u64,
+    lag_samples_behind: u64,
+    restores_at_seq: u64,
+    restores_refused_inexact: u64,
+    restores_at_time: u64,
+    at_time_compared_whole: u64,
+}
+
+impl Campaign {
+    fn add(&mut self, other: &Campaign) {
+        self.operations += other.operations;
+        self.faults += other.faults;
+        self.lag_samples_behind += other.lag_samples_behind;
+        self.restores_at_seq += other.restores_at_seq;
+        self.restores_refused_inexact += other.restores_refused_inexact;
+        self.restores_at_time += other.restores_at_time;
+        self.at_time_compared_whole += other.at_time_compared_whole;
     }
 }
 
-/// Appends (new bytes, and bytes appended before: deduplicated, or stored again after a
-/// collection removed them), contexts created and deleted, tags and key-value entries,
-/// redactions and purges, streams opened, written across segments, sealed and aborted, and
-/// collections (pack and log compaction) — while the primary ships and the standby follows.
-fn mixed_writes(target: &Target, run: &Run, seed: u64) {
+/// A turn as a reader gets it, with its payload (or why it cannot be read).
+type TurnSeen = Result<
+    (
+        ctxstore_engine::model::Turn,
+        Result<Bytes, ctxstore_engine::ErrorKind>,
+    ),
+    ctxstore_engine::ErrorKind,
+>;
+
+/// Everything a reader sees of a store at a point: each context (ids `1..=contexts`), each
+/// turn (ids `1..=records`) with its payload (or why it cannot be read).
+#[derive(Debug, PartialEq)]
+struct Views {
+    contexts: Vec<Result<ctxstore_engine::model::ContextView, ctxstore_engine::ErrorKind>>,
+    turns: Vec<TurnSeen>,
+}
+
+fn views(engine: &Engine, contexts: u64, records: u64) -> Views {
+    Views {
+        contexts: (1..=contexts)
+            .map(|id| {
+                engine
+                    .context(&ContextRef::Id(ContextId(id)))
+                    .map_err(|error| error.kind())
+            })
+            .collect(),
+        turns: (1..=records)
+            .map(|id| {
+                block_on(engine.turn(TurnId(id)))
+                    .map(|turn| {
+                        // As a reader of the turn gets it (a restore inside a cut also holds
+                        // blobs stored after its point, which no turn up to it names).
+                        let payload = if turn.payload_len > 0 {
+                            block_on(engine.blob(turn.payload_hash)).map_err(|error| error.kind())
+                        } else {
+                            Ok(Bytes::new())
+                        };
+                        (turn, payload)
+                    })
+                    .map_err(|error| error.kind())
+            })
+            .collect(),
+    }
+}
+
+/// A point an operation ended at, with what the primary showed there (sampled ops only).
+struct Point {
+    records: u64,
+    contexts: u64,
+    views: Views,
+}
+
+fn restore_point(
+    target: &Target,
+    to: &Path,
+    point: ctxstore_replica::restore::RestorePoint,
+) -> Result<ctxstore_replica::restore::RestoreReport, ctxstore_replica::ReplicaError> {
+    let remote = ctxstore_replica::target::open(&target.url, &target.s3).unwrap();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(ctxstore_replica::restore::restore(
+            &remote,
+            to,
+            point,
+            None,
+            &mut |_| {},
+        ))
+}
+
+/// The randomized differential campaign (issue 46): appends (new bytes, and bytes appended
+/// before: deduplicated, or stored again after a collection removed them), contexts created
+/// and deleted, tags and key-value entries, redactions and purges, streams opened, written
+/// across segments, sealed and aborted, and collections (pack and log compaction) — while the
+/// primary ships and the standby follows. Checked: after every operation the lag figures
+/// against the truth (an unshipped record shows as lag); at the end the standby against the
+/// primary on every view, then restores at sampled operations' points (`--at-seq`) against
+/// what the primary showed there (or refused as inexact, naming the nearest points), and at
+/// operations' times (`--at`) against what was acknowledged before the point's time and
+/// nothing started after it.
+fn mixed_writes(target: &Target, run: &Run, seed: u64, ops: u64) -> Campaign {
+    let mut done = Campaign {
+        operations: ops,
+        ..Campaign::default()
+    };
+    let mut points: Vec<Point> = Vec::new();
+    // Per operation that wrote: (records after it, when it started, when it was answered).
+    let mut acknowledged: Vec<(u64, u64, u64)> = Vec::new();
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let primary = Engine::open(engine_config(&run.primary_dir)).unwrap();
-    let replicator = Replicator::start(primary.clone(), ship_config(target)).unwrap();
+    // On a directory the primary ships through the fault-injecting store: the campaign
+    // pauses and breaks the object store between operations.
+    let faults = target.url.starts_with("file://").then(|| {
+        let inner = ctxstore_replica::target::open(&target.url, &target.s3).unwrap();
+        ctxstore_replica::faulty::FaultyStore::new(inner.store.clone())
+    });
+    let (replicator, faults) = match faults {
+        Some(faulty) => {
+            let faults = faulty.faults.clone();
+            let remote =
+                ctxstore_replica::Remote::new(std::sync::Arc::new(faulty), "", &target.url);
+            let replicator =
+                Replicator::start_with(primary.clone(), ship_config(target), remote).unwrap();
+            (replicator, Some(faults))
+        }
+        None => (
+            Replicator::start(primary.clone(), ship_config(target)).unwrap(),
+            None,
+        ),
+    };
+    let set_fault = |fault: Fault| {
+        if let Some(faults) = &faults {
+            faults.set(fault);
+        }
+    };
     let mut contexts = vec![create(&primary)];
     let mut created = 1u64;
     let mut payloads: Vec<Vec<u8>> = Vec::new();
@@ -366,7 +520,9 @@ fn mixed_writes(target: &Target, run: &Run, seed: u64) {
     wait_shipped(&replicator);
     let (standby, follower) = start_standby(target, &run.standby_dir);
     let mut streams: Vec<(StreamId, u64)> = Vec::new();
-    for op in 0..150u64 {
+    let mut durable = primary.durable_records();
+    for op in 0..ops {
+        let started_ms = now_unix_ms();
         let pick = |rng: &mut Rng, len: usize| rng.below(len as u64) as usize;
         let context = contexts[pick(&mut rng, contexts.len())];
         match rng.below(20) {
@@ -453,14 +609,147 @@ fn mixed_writes(target: &Target, run: &Run, seed: u64) {
             16 | 17 => {
                 primary.gc().unwrap();
             }
-            _ => wait_shipped(&replicator),
+            18 => {
+                done.faults += 1;
+                set_fault(match rng.below(3) {
+                    0 => Fault::RefusePuts,
+                    1 => Fault::LandThenFail,
+                    _ => Fault::Slow(Duration::from_millis(30)),
+                });
+            }
+            _ => {
+                set_fault(Fault::None);
+                wait_shipped(&replicator);
+            }
+        }
+        let answered_ms = now_unix_ms();
+        let now = primary.durable_records();
+        if now > durable {
+            acknowledged.push((now, started_ms, answered_ms));
+        }
+        durable = now;
+        // The lag figures against the truth: a record durable here and not shipped is lag.
+        let figures = replicator.stats().snapshot(now_unix_ms());
+        if durable > figures.records {
+            done.lag_samples_behind += 1;
+            assert!(
+                figures.lag_bytes > 0,
+                "seed {seed} op {op}: record {durable} is not shipped ({} are) and the \
+                 figures say no lag: {figures:?}",
+                figures.records
+            );
+        }
+        if rng.below(8) == 0 {
+            points.push(Point {
+                records: durable,
+                contexts: created,
+                views: views(&primary, created, durable),
+            });
         }
     }
+    set_fault(Fault::None);
     wait_applied(&primary, &replicator, &standby, &follower);
     assert_same_views(&primary, &standby, created);
     replicator.stop();
     primary.shutdown();
     stop_standby(standby, follower, &run.standby_dir);
+
+    // Restores at the sampled points: each what the primary showed there, exactly.
+    for (index, point) in points.iter().enumerate() {
+        let to = run.primary_dir.with_file_name(format!("at-seq-{index}"));
+        let record_id = point.records;
+        match restore_point(target, &to, RestorePoint::AtSeq { record_id }) {
+            Ok(report) => {
+                assert_eq!(report.log_records, record_id, "seed {seed}: {report:?}");
+                let engine = match Engine::open(engine_config(&to)) {
+                    Ok(engine) => engine,
+                    Err(error) => {
+                        panic!("seed {seed}: the restore at {record_id} does not open: {error}")
+                    }
+                };
+                let got = views(&engine, point.contexts, point.records);
+                engine.shutdown();
+                if got != point.views {
+                    let first = (0..got.turns.len())
+                        .find(|&i| got.turns.get(i) != point.views.turns.get(i))
+                        .map(|i| (i + 1, &got.turns[i], point.views.turns.get(i)));
+                    panic!(
+                        "seed {seed}: the restore at record {record_id} differs from the \
+                         primary there; first differing turn: {first:?}; contexts equal: {}",
+                        got.contexts == point.views.contexts
+                    );
+                }
+                let report = verify(&to).unwrap();
+                assert!(report.is_ok(), "seed {seed} at {record_id}: {report}");
+                done.restores_at_seq += 1;
+            }
+            Err(error) => {
+                let message = error.to_string();
+                assert!(
+                    message.contains("cannot be restored exactly"),
+                    "seed {seed}: the restore at record {record_id} failed: {message}"
+                );
+                done.restores_refused_inexact += 1;
+            }
+        }
+        let _ = std::fs::remove_dir_all(&to);
+    }
+    // Restores at operations' times: a point's time is its cut's (item 4): every operation
+    // answered before it is in it, none that started after it.
+    for index in 0..3 {
+        if acknowledged.is_empty() {
+            break;
+        }
+        let (_, _, answered_ms) = acknowledged[rng.below(acknowledged.len() as u64) as usize];
+        let to = run.primary_dir.with_file_name(format!("at-time-{index}"));
+        let Ok(report) = restore_point(
+            target,
+            &to,
+            RestorePoint::AtTime {
+                unix_ms: answered_ms,
+            },
+        ) else {
+            continue; // before the first point
+        };
+        done.restores_at_time += 1;
+        assert!(
+            report.created_unix_ms <= answered_ms,
+            "seed {seed}: {report:?}"
+        );
+        for &(records, started_ms, answered) in &acknowledged {
+            if answered < report.created_unix_ms {
+                assert!(
+                    records <= report.log_records,
+                    "seed {seed}: records to {records}, answered at {answered}, are not in the \
+                     point of {}: {report:?}",
+                    report.created_unix_ms
+                );
+            }
+            if records <= report.log_records {
+                assert!(
+                    started_ms <= report.created_unix_ms,
+                    "seed {seed}: records to {records}, sent at {started_ms}, are in the point \
+                     labelled {}: {report:?}",
+                    report.created_unix_ms
+                );
+            }
+        }
+        if let Some(point) = points
+            .iter()
+            .find(|point| point.records == report.log_records)
+        {
+            let engine = Engine::open(engine_config(&to)).unwrap();
+            assert!(
+                views(&engine, point.contexts, point.records) == point.views,
+                "seed {seed}: the restore at {} differs from the primary there",
+                report.created_unix_ms
+            );
+            engine.shutdown();
+            done.at_time_compared_whole += 1;
+        }
+        let _ = std::fs::remove_dir_all(&to);
+    }
+    done
 }
 
 /// A standby that cannot apply what its primary shipped (here a damaged segment) refuses a

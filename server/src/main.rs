@@ -667,7 +667,20 @@ fn restore(
     let engine =
         ctxstore_engine::Engine::open(ctxstore_engine::EngineConfig::new(&to).with_shards(shards))
             .with_context(|| format!("opening the restored store {}", to.display()))?;
+    // Recovery keeps a turn only with its blob: a store that opens with fewer records than
+    // the point holds lost some (issue 46: this exited 0 and verified). Never a silent loss.
+    let held = engine.durable_records();
     engine.shutdown();
+    if held < report.log_records {
+        anyhow::bail!(
+            "the store restored in {} opens with records up to {held}, not the point's {}: a \
+             blob record {} names is in no object the point reads; restore an earlier point \
+             (--at-seq {held} or before), and report this",
+            to.display(),
+            report.log_records,
+            held + 1
+        );
+    }
     let verified = ctxstore_engine::verify(&to)?;
     if !verified.is_ok() {
         eprintln!("{verified}");
