@@ -238,6 +238,9 @@ struct Shipper {
     /// The replica's state after `local.seq`.
     state: StoreState,
     checkpoint_at: Instant,
+    /// When the replica last stopped naming old segments for what the store still holds
+    /// (`refresh_if_due`).
+    refreshed_at: Instant,
     bytes_since_checkpoint: u64,
     /// The last segment's body buffer, back from its upload, for the next cycle to read into:
     /// a fresh buffer of up to `segment_bytes_max` each interval cost a page fault per 4 KiB
@@ -378,6 +381,7 @@ impl Shipper {
             local: LocalState::default(),
             state: StoreState::default(),
             checkpoint_at: Instant::now(),
+            refreshed_at: Instant::now(),
             bytes_since_checkpoint: 0,
             spare_body: Vec::new(),
         }
@@ -834,6 +838,7 @@ impl Shipper {
         if !cycle.header.continues {
             self.checkpoint_if_due(seq, cycle.header.created_unix_ms)
                 .await?;
+            self.refresh_if_due()?;
         }
         Ok(cycle.header.continues)
     }
@@ -852,6 +857,62 @@ impl Shipper {
                 holder: format!("another writer of {}", self.remote.path(key)),
             }),
         }
+    }
+
+    /// Every half retention window, what the store still holds stops being named by old
+    /// segments: each sealed pack still shipped in pieces is forgotten (the next cut uploads
+    /// it whole, in its own object), the open pack too (shipped again from 0), and the log's
+    /// prefix shipped as slots moves into a new
+    /// `turns.base` (uploaded whole at the next cut). From the next checkpoint on, no restore
+    /// point needs the old segments, and retention deletes them once the points that do leave
+    /// the window, with the bytes a purge or a collection removed since (issue 46 item 9:
+    /// segments a later checkpoint still named were kept forever, purged bytes inside them).
+    /// Costs one upload of those packs and of the log's prefix per half window.
+    fn refresh_if_due(&mut self) -> Result<(), ReplicaError> {
+        let Some(window) = self.config.retention else {
+            return Ok(());
+        };
+        if self.refreshed_at.elapsed() < window / 2 {
+            return Ok(());
+        }
+        self.refreshed_at = Instant::now();
+        let mut packs = 0usize;
+        for (shard, files) in self.state.shards.iter().enumerate() {
+            // The open pack too: its bytes start again at 0 in the next segment (after an
+            // empty replacement), so the old segments its first pieces lay in go as well.
+            let open = files.point.pack_id as usize;
+            for (pack_id, pack) in files.packs.iter().enumerate().take(open + 1) {
+                let in_segments = pack
+                    .pieces
+                    .iter()
+                    .any(|piece| matches!(piece.object, ObjectRef::Segment { .. }));
+                if let Some(known) = self
+                    .local
+                    .packs
+                    .get_mut(shard)
+                    .and_then(|packs| packs.get_mut(pack_id))
+                    && in_segments
+                {
+                    *known = None;
+                    packs += 1;
+                }
+            }
+        }
+        let log_in_segments = self
+            .state
+            .log_pieces
+            .iter()
+            .any(|piece| matches!(piece.object, ObjectRef::Segment { .. }));
+        let rebased = log_in_segments && self.engine.rebase_log(self.state.log_records)?;
+        if packs > 0 || rebased {
+            tracing::info!(
+                packs,
+                log_rebased = rebased,
+                "replica refresh: these go whole into new objects at the next cut, so that \
+                 retention can delete the old segments"
+            );
+        }
+        Ok(())
     }
 
     async fn checkpoint_if_due(

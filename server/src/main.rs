@@ -362,7 +362,8 @@ struct ServeArgs {
     #[arg(long, default_value = "1h", value_parser = parse_base_interval)]
     replica_base_interval: BaseInterval,
     /// Delete remote objects that no restore point of this window needs (`7d`; `off`: keep
-    /// everything).
+    /// everything). Every half window the store's packs and log prefix still shipped in old
+    /// segments are uploaded anew, so purged bytes leave within about 1.5 windows.
     #[arg(long, default_value = "7d", value_parser = parse_retention)]
     replica_retention: Duration,
     /// Serve even if the replica cannot be reached at start; replication catches up.

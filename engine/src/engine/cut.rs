@@ -87,6 +87,14 @@ impl Engine {
         })
     }
 
+    /// Moves `turns.log`'s slots up to `through` into a new `turns.base`, dropping nothing
+    /// (`Collector::rebase_log`): the replicator's way to stop naming old segments for the
+    /// log's prefix. Blocking file I/O on the caller's thread; waits for a running round.
+    pub fn rebase_log(&self, through: u64) -> Result<bool, EngineError> {
+        self.check_open()?;
+        self.inner.collector.rebase_log(through)
+    }
+
     /// The durable watermark now: records of `turns.log` with ids `1..=` it are durable (and
     /// acknowledged). The replicator compares it with what it shipped, between cuts, so that
     /// its lag figures see writes it has not cut yet (issue 46). One atomic load.

@@ -162,7 +162,7 @@ impl Collector {
     /// Waits for a running round to finish (a round is bounded; a caller asking for one
     /// wants it run, not refused because the scheduler's round happened to be running). At
     /// most `MAINTENANCE_WAITING_MAX` callers wait (each holds a thread), else `Limit`.
-    fn one_round(&self) -> Result<MutexGuard<'_, ()>, EngineError> {
+    pub(super) fn one_round(&self) -> Result<MutexGuard<'_, ()>, EngineError> {
         self.waiting_for(|| match self.rounds.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),

@@ -157,3 +157,40 @@ impl Collector {
         due.then_some(plan)
     }
 }
+
+impl Collector {
+    /// Moves every slot of `turns.log` up to `through` (at most the replicator's limit and the
+    /// durable watermark, a batch boundary) into a new `turns.base`, dropping nothing: the
+    /// replicator asks for it so that its next checkpoint names one new object for the log's
+    /// prefix instead of the old segments that shipped it, which retention may then delete
+    /// with whatever else they hold (purged bytes among them; issue 46 item 9). Waits for a
+    /// running round. Answers whether it wrote a base (`false`: the base reaches that far).
+    pub fn rebase_log(&self, through: u64) -> Result<bool, EngineError> {
+        let _round = self.one_round()?;
+        self.published.status.check_writable()?;
+        let base_through = self.published.turns.base().map_or(0, |base| base.through());
+        let watermark = through
+            .min(self.published.turns.durable_record_id())
+            .min(self.log_compaction_limit.load(Ordering::Acquire));
+        if watermark <= base_through {
+            return Ok(false);
+        }
+        let plan = LogPlan {
+            watermark,
+            drop: vec![false; watermark as usize + 1],
+            turns_dropped: 0,
+            logical_bytes_dropped: 0,
+        };
+        let mut throttle = Throttle::new(self.bytes_per_s_max);
+        compact_log(
+            &self.store,
+            &self.published.turns,
+            &plan,
+            &mut throttle,
+            &self.stopping,
+            || self.exclusive(),
+        )?;
+        tracing::info!(watermark, "turns.log rebased for the replica");
+        Ok(true)
+    }
+}
