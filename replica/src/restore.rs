@@ -336,10 +336,12 @@ async fn restore_at(
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> Result<Written, ReplicaError> {
     let (mut state, _) = catalog::state_at(remote, resolved.generation, resolved.seq).await?;
+    // For a point inside a cut: the whole points on either side, named if it is refused.
+    let mut around = (0, state.log_records);
     if let Some(record_id) = resolved.log_records {
         if let Some(before) = resolved.before {
             let (earlier, _) = catalog::state_at(remote, resolved.generation, before).await?;
-            check_open_packs_kept(&state, &earlier, record_id)?;
+            around.0 = earlier.log_records;
             let taken = state.as_sealed_at(&earlier);
             if taken > 0 {
                 tracing::info!(
@@ -464,6 +466,17 @@ async fn restore_at(
         cut_log(&log_path, &mut state, record_id)?;
     }
     finish(to, &store, &state)?;
+    if let Some(record_id) = resolved.log_records {
+        // A collection inside the cut may have rewritten a pack that was open or new there,
+        // dropping blobs appended after the cut began that records up to the point name:
+        // those are in no object of the replica. Recovery would then hold fewer records than
+        // the point: refused, never a silent loss (issue 46 item 3).
+        let held = records_held(to);
+        if !held.as_ref().is_ok_and(|held| *held >= record_id) {
+            let _ = std::fs::remove_dir_all(to);
+            return Err(inexact(record_id, held, around.0, around.1));
+        }
+    }
     let mut inherited_state = state.clone();
     inherited_state.meta = std::fs::read(store.meta_path())
         .map_err(|source| ReplicaError::io(store.meta_path(), source))?;
@@ -494,64 +507,41 @@ async fn restore_at(
 }
 
 /// Refuses a cut below the compacted base (those records' slots are gone from the log).
-/// A restore inside a cut takes each pack that was open before the cut (or new in it) as at
-/// the cut's end: right when the cut only appended to it, not when it was sealed and uploaded
-/// whole there, since a collection inside the cut may have dropped blobs appended after
-/// `earlier` that records up to the point name, and those are in no object of the replica
-/// (the new version may even keep the old bytes as its prefix). Then the point cannot be
-/// restored exactly: refused, naming the nearest points that can be (issue 46 item 3).
-fn check_open_packs_kept(
-    state: &StoreState,
-    earlier: &StoreState,
-    record_id: u64,
-) -> Result<(), ReplicaError> {
-    for (shard, (files, before)) in state.shards.iter().zip(&earlier.shards).enumerate() {
-        let open = before.point.pack_id as usize;
-        for (pack_id, new) in files.packs.iter().enumerate().skip(open) {
-            match before.packs.get(pack_id).filter(|old| old.len > 0) {
-                // New inside the cut (or empty before it): uploaded whole by its end, or
-                // sealed there and empty, it was sealed and maybe rewritten there, and there
-                // is nothing earlier to compare it with: taken as rewritten.
-                None => {
-                    let sealed = pack_id < files.point.pack_id as usize;
-                    let whole = new
-                        .pieces
-                        .first()
-                        .is_some_and(|piece| !matches!(piece.object, ObjectRef::Segment { .. }));
-                    if whole || (sealed && new.len == 0) {
-                        return Err(inexact(record_id, pack_id, shard, earlier, state));
-                    }
-                }
-                // Replaced inside the cut rather than appended to: a collection may have
-                // dropped records appended after `earlier` (its prefix may still be the same
-                // bytes), so the point is not held exactly.
-                Some(old) => {
-                    if !new.pieces.starts_with(&old.pieces) {
-                        return Err(inexact(record_id, pack_id, shard, earlier, state));
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
+/// The refusal of a point inside a cut that the replica does not hold exactly: the restored
+/// store opened with fewer records (`held`), or not at all (a turn's blob missing where
+/// recovery calls it lost data).
+fn inexact(record_id: u64, held: Result<u64, ReplicaError>, before: u64, end: u64) -> ReplicaError {
+    let found = match held {
+        Ok(held) => format!("it opens with records up to {held} only"),
+        Err(error) => error.to_string(),
+    };
+    ReplicaError::Invalid(format!(
+        "record {record_id} lies inside a shipped cut in which a garbage collection rewrote a \
+         pack that was open or new there: a blob named by a record up to it is in no object of \
+         the replica ({found}), so that point cannot be restored exactly; the nearest points \
+         that can are --at-seq {before} (before the cut) and --at-seq {end} (its end)"
+    ))
 }
 
-/// The refusal of a point inside a cut that rewrote a pack the point's records may need.
-fn inexact(
-    record_id: u64,
-    pack_id: usize,
-    shard: usize,
-    earlier: &StoreState,
-    state: &StoreState,
-) -> ReplicaError {
-    ReplicaError::Invalid(format!(
-        "record {record_id} lies inside a shipped cut in which a garbage collection may have \
-         rewritten pack {pack_id} of shard {shard}, which was open or new there: blobs the \
-         records up to it name may be in no object of the replica, so that point cannot be \
-         restored exactly; the nearest points that can are --at-seq {} (before the cut) and \
-         --at-seq {} (its end)",
-        earlier.log_records, state.log_records
-    ))
+/// How many records the store restored in `to` holds once opened: recovery keeps a turn only
+/// with its blob, so fewer than the point means one is missing.
+fn records_held(to: &Path) -> Result<u64, ReplicaError> {
+    let opened = |error: ctxstore_engine::OpenError| {
+        ReplicaError::Invalid(format!(
+            "the store restored in {} does not open: {error}",
+            to.display()
+        ))
+    };
+    let shards = StoreDir::new(to)
+        .existing_shard_count()
+        .map_err(opened)?
+        .unwrap_or(1);
+    let mut config = ctxstore_engine::EngineConfig::new(to).with_shards(shards);
+    config.preallocate = false;
+    let engine = ctxstore_engine::Engine::open(config).map_err(opened)?;
+    let held = engine.durable_records();
+    engine.shutdown();
+    Ok(held)
 }
 
 fn check_log_cut(state: &StoreState, record_id: u64) -> Result<(), ReplicaError> {
