@@ -11,9 +11,9 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Target, append, block_on, engine_config, noise, wait_shipped};
+use common::{Target, append, block_on, engine_config, noise, restore_point, wait_shipped};
 use ctxstore_engine::{BlobHash, Engine};
-use ctxstore_replica::restore::{RestorePoint, restore};
+use ctxstore_replica::restore::RestorePoint;
 use ctxstore_replica::{FollowConfig, Follower, ReplicationState, Replicator, follow};
 
 /// Whether any file under `dir` holds `needle`.
@@ -130,19 +130,7 @@ fn purged_bytes_leave_the_replica_with_the_retention_window() {
 
     // The latest point is whole without them.
     let restored = root.path().join("restored");
-    let remote = ctxstore_replica::target::open(&target.url, &target.s3).unwrap();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(restore(
-            &remote,
-            &restored,
-            RestorePoint::Latest,
-            None,
-            &mut |_| {},
-        ))
-        .unwrap();
+    restore_point(&target, &restored, RestorePoint::Latest).unwrap();
     let engine = Engine::open(engine_config(&restored)).unwrap();
     for (turn_id, payload) in kept.iter().filter(|(_, payload)| *payload != secret) {
         let turn = block_on(engine.turn(*turn_id)).unwrap();

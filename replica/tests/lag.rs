@@ -13,12 +13,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Target, append, block_on, engine_config, noise, shipped_within, wait_shipped};
+use common::{
+    Target, append, block_on, engine_config, noise, restore_point, shipped_within, wait_shipped,
+};
 use ctxstore_engine::{ContextRef, Engine, ErrorKind, TurnId};
 use ctxstore_replica::Replicator;
 use ctxstore_replica::faulty::{Fault, FaultyStore};
 use ctxstore_replica::remote::Remote;
-use ctxstore_replica::restore::{RestorePoint, restore};
+use ctxstore_replica::restore::RestorePoint;
 use ctxstore_replica::stats::{ReplicationSnapshot, ReplicationState, now_unix_ms};
 
 fn figures(replicator: &Replicator) -> ReplicationSnapshot {
@@ -83,20 +85,7 @@ fn shipping_beside_a_collection(root: &Path, replica: &Target) {
     replicator.stop();
     engine.shutdown();
     let restored = root.join("restored");
-    let remote = ctxstore_replica::target::open(&replica.url, &replica.s3).unwrap();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(restore(
-            &remote,
-            &restored,
-            RestorePoint::Latest,
-            None,
-            &mut |_| {},
-        ))
-        .unwrap();
+    restore_point(replica, &restored, RestorePoint::Latest).unwrap();
     let engine = Engine::open(engine_config(&restored)).unwrap();
     for (i, turn_id) in turns.iter().enumerate() {
         let turn = block_on(engine.turn(*turn_id)).unwrap();

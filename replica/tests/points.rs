@@ -17,7 +17,7 @@ use std::time::Duration;
 use common::{Target, append, block_on, noise, shipped_within};
 use ctxstore_engine::{ContextId, Engine, EngineConfig, ErrorKind, TurnId};
 use ctxstore_replica::Replicator;
-use ctxstore_replica::restore::{RestorePoint, RestoreReport, restore};
+use ctxstore_replica::restore::{RestorePoint, RestoreReport};
 use ctxstore_replica::stats::now_unix_ms;
 
 fn engine_config(dir: &Path) -> EngineConfig {
@@ -33,14 +33,7 @@ fn engine_config(dir: &Path) -> EngineConfig {
 }
 
 fn restore_to(replica: &Target, to: &Path, point: RestorePoint) -> RestoreReport {
-    let remote = ctxstore_replica::target::open(&replica.url, &replica.s3).unwrap();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(restore(&remote, to, point, None, &mut |_| {}))
-        .unwrap()
+    common::restore_point(replica, to, point).unwrap()
 }
 
 /// Whether the store restored at `point` holds `turn`.
@@ -258,19 +251,12 @@ fn a_point_inside_a_cut_holding_a_collection_keeps_every_turn_up_to_it() {
     // Some in the pack open before the cut, which the collection rewrote: refused.
     let root = tempfile::tempdir().unwrap();
     let (replica, _, point, _) = cut_with_a_collection(root.path(), 0);
-    let remote = ctxstore_replica::target::open(&replica.url, &replica.s3).unwrap();
-    let refused = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(restore(
-            &remote,
-            &root.path().join("refused"),
-            RestorePoint::AtSeq { record_id: point },
-            None,
-            &mut |_| {},
-        ))
-        .expect_err("a point the replica cannot hold exactly was restored");
+    let refused = common::restore_point(
+        &replica,
+        &root.path().join("refused"),
+        RestorePoint::AtSeq { record_id: point },
+    )
+    .expect_err("a point the replica cannot hold exactly was restored");
     let message = refused.to_string();
     assert!(
         message.contains("cannot be restored exactly") && message.contains("--at-seq"),

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{Target, append, block_on, engine_config, noise, wait_shipped};
+use common::{Target, append, block_on, engine_config, noise, restore_point, wait_shipped};
 use ctxstore_engine::streams::{StreamEnd, StreamId, StreamOwner, StreamRead};
 use ctxstore_engine::{AppendRequest, ContextId, ContextRef, Engine, TurnId, verify};
 use ctxstore_replica::faulty::Fault;
@@ -442,25 +442,6 @@ struct Point {
     records: u64,
     contexts: u64,
     views: Views,
-}
-
-fn restore_point(
-    target: &Target,
-    to: &Path,
-    point: ctxstore_replica::restore::RestorePoint,
-) -> Result<ctxstore_replica::restore::RestoreReport, ctxstore_replica::ReplicaError> {
-    let remote = ctxstore_replica::target::open(&target.url, &target.s3).unwrap();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(ctxstore_replica::restore::restore(
-            &remote,
-            to,
-            point,
-            None,
-            &mut |_| {},
-        ))
 }
 
 /// The randomized differential campaign (issue 46): appends (new bytes, and bytes appended

@@ -635,8 +635,8 @@ fn a_collection_or_a_purge_on_the_primary_leaves_no_such_bytes_on_the_standby() 
 
 /// A standby that cannot apply what its primary shipped restores the replica afresh,
 /// restarts onto it on the same address and follows again (issue 46: it stalled for good,
-/// serving stale data). Made to stall by setting its own record of what it applied back to
-/// the start while it is down: the segments it then meets do not follow its store.
+/// serving stale data). Made to stall by zeroing the last record of its `turns.log` while it
+/// is down (recovery takes it for a torn tail): the next segment then does not follow its log.
 #[test]
 fn a_stalled_standby_restores_afresh_and_follows_again() {
     let root = tempfile::tempdir().unwrap();

@@ -12,7 +12,7 @@ use crate::gc::Collector;
 use crate::gc::log_table::LogTable;
 use crate::gc::mark::Marked;
 use crate::ids::TurnId;
-use crate::log_compaction::{LogPlan, compact_log};
+use crate::log_compaction::{LogCompacted, LogPlan, compact_log};
 use crate::model::GcReport;
 
 impl Collector {
@@ -29,15 +29,7 @@ impl Collector {
         let Some(plan) = self.plan_log(log, marked, watermark) else {
             return Ok(());
         };
-        let mut throttle = Throttle::new(self.bytes_per_s_max);
-        let compacted = compact_log(
-            &self.store,
-            &self.published.turns,
-            &plan,
-            &mut throttle,
-            &self.stopping,
-            || self.exclusive(),
-        )?;
+        let compacted = self.compact_log_by(&plan)?;
         tracing::info!(
             watermark,
             turns_dropped = plan.turns_dropped,
@@ -181,16 +173,22 @@ impl Collector {
             turns_dropped: 0,
             logical_bytes_dropped: 0,
         };
+        self.compact_log_by(&plan)?;
+        tracing::info!(watermark, "turns.log rebased for the replica");
+        Ok(true)
+    }
+
+    /// `plan` carried out (`log_compaction.rs`), throttled as a round's copies are; its
+    /// switch-over under the maintenance lock alone.
+    fn compact_log_by(&self, plan: &LogPlan) -> Result<LogCompacted, EngineError> {
         let mut throttle = Throttle::new(self.bytes_per_s_max);
         compact_log(
             &self.store,
             &self.published.turns,
-            &plan,
+            plan,
             &mut throttle,
             &self.stopping,
             || self.exclusive(),
-        )?;
-        tracing::info!(watermark, "turns.log rebased for the replica");
-        Ok(true)
+        )
     }
 }

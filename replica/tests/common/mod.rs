@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ctxstore_engine::{AppendPayload, AppendRequest, ContextId, Engine, EngineConfig, TurnId};
+use ctxstore_replica::restore::{RestorePoint, RestoreReport, restore};
 use ctxstore_replica::stats::now_unix_ms;
-use ctxstore_replica::{Replicator, S3Settings, ShipConfig};
+use ctxstore_replica::{ReplicaError, Replicator, S3Settings, ShipConfig};
 
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     pollster::block_on(future)
@@ -123,6 +124,20 @@ impl Target {
         config.checkpoint_interval = Duration::from_secs(3600);
         config
     }
+}
+
+/// Restores `point` of the replica at `target` into `to` (a runtime of its own).
+pub fn restore_point(
+    target: &Target,
+    to: &Path,
+    point: RestorePoint,
+) -> Result<RestoreReport, ReplicaError> {
+    let remote = ctxstore_replica::target::open(&target.url, &target.s3).unwrap();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(restore(&remote, to, point, None, &mut |_| {}))
 }
 
 /// Until a cut taken after this call has shipped whole, or `limit` passes: whether it shipped.
