@@ -586,7 +586,7 @@ impl Applier {
     async fn restore_afresh(&self) -> Result<(), ReplicaError> {
         let fresh = crate::fresh::fresh_dir(&self.data_dir);
         if fresh.exists() {
-            std::fs::remove_dir_all(&fresh).map_err(|source| ReplicaError::io(&fresh, source))?;
+            files::remove_dir_all(&fresh).map_err(|source| ReplicaError::io(&fresh, source))?;
         }
         let report = restore::restore(
             &self.remote,

@@ -66,7 +66,7 @@ pub fn swap_in(data_dir: &Path) -> Result<bool, ReplicaError> {
         let mut removed = false;
         for dir in [&fresh, &stalled] {
             if dir.exists() {
-                std::fs::remove_dir_all(dir).map_err(io(dir))?;
+                files::remove_dir_all(dir).map_err(io(dir))?;
                 removed = true;
             }
         }
@@ -84,7 +84,7 @@ pub fn swap_in(data_dir: &Path) -> Result<bool, ReplicaError> {
         for name in entries(data_dir)? {
             if !SWAP_NAMES.contains(&name.as_str()) {
                 let from = data_dir.join(&name);
-                std::fs::rename(&from, stalled.join(&name)).map_err(io(&from))?;
+                files::rename_durably(&from, &stalled.join(&name)).map_err(io(&from))?;
             }
         }
         files::sync_dir(&stalled).map_err(io(&stalled))?;
@@ -94,15 +94,15 @@ pub fn swap_in(data_dir: &Path) -> Result<bool, ReplicaError> {
     if fresh.exists() {
         for name in entries(&fresh)? {
             let from = fresh.join(&name);
-            std::fs::rename(&from, data_dir.join(&name)).map_err(io(&from))?;
+            files::rename_durably(&from, &data_dir.join(&name)).map_err(io(&from))?;
         }
         files::sync_dir(data_dir).map_err(io(data_dir))?;
-        std::fs::remove_dir(&fresh).map_err(io(&fresh))?;
+        files::remove_dir_all(&fresh).map_err(io(&fresh))?;
     }
     files::remove(&complete).map_err(io(&complete))?;
     files::sync_dir(data_dir).map_err(io(data_dir))?;
     if stalled.exists() {
-        std::fs::remove_dir_all(&stalled).map_err(io(&stalled))?;
+        files::remove_dir_all(&stalled).map_err(io(&stalled))?;
     }
     files::remove(&stalled_done).map_err(io(&stalled_done))?;
     files::sync_dir(data_dir).map_err(io(data_dir))?;

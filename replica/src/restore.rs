@@ -473,7 +473,7 @@ async fn restore_at(
         // the point: refused, never a silent loss (issue 46 item 3).
         let held = records_held(to);
         if !held.as_ref().is_ok_and(|held| *held >= record_id) {
-            let _ = std::fs::remove_dir_all(to);
+            let _ = files::remove_dir_all(to);
             return Err(inexact(record_id, held, around.0, around.1));
         }
     }
