@@ -11,6 +11,7 @@ pub(crate) mod chunked;
 pub mod contexts;
 pub mod cut;
 pub mod follow;
+pub mod id_floors;
 mod open;
 pub mod overlays;
 pub mod retention;

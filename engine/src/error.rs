@@ -52,6 +52,9 @@ pub enum ErrorKind {
     StreamEnded,
     /// Another connection owns the stream (issue 32).
     StreamNotOwned,
+    /// The store cannot take this now and may later (a primary too far ahead of its replica,
+    /// issue 46 item 8): retry after a while.
+    Overloaded,
 }
 
 /// Why an engine operation failed.
@@ -130,6 +133,10 @@ pub enum EngineError {
         offset: u64,
         length: u64,
     },
+    /// A primary has handed out as many ids past its last shipped point as a new replica
+    /// generation skips (issue 46 item 8): it takes new ids again once more has shipped.
+    #[error("{0}")]
+    Unshipped(String),
     #[error("{what} hashes to {actual}, not to the claimed {claimed}")]
     HashMismatch {
         what: String,
@@ -164,6 +171,7 @@ impl EngineError {
             EngineError::Corrupt(_) => ErrorKind::Corrupt,
             EngineError::Io { .. } => ErrorKind::Io,
             EngineError::ShutDown => ErrorKind::ShutDown,
+            EngineError::Unshipped(_) => ErrorKind::Overloaded,
         }
     }
 
@@ -227,6 +235,7 @@ impl EngineError {
                 source: io::Error::new(source.kind(), source.to_string()),
             },
             EngineError::ShutDown => EngineError::ShutDown,
+            EngineError::Unshipped(text) => EngineError::Unshipped(text.clone()),
             EngineError::StreamNotFound(id) => EngineError::StreamNotFound(*id),
             EngineError::StreamNotOwned(id) => EngineError::StreamNotOwned(*id),
             EngineError::StreamEnded { stream_id, end } => EngineError::StreamEnded {

@@ -63,7 +63,9 @@ pub use file::api as files;
 #[cfg(feature = "simulated-disk")]
 pub use file::sim as simulated_disk;
 // The Engine's methods by concern, with their public types (`contexts::ListQuery`, …).
-pub use engine::{backup, contexts, cut, follow, overlays, retention, streams, turns, watch};
+pub use engine::{
+    backup, contexts, cut, follow, id_floors, overlays, retention, streams, turns, watch,
+};
 pub use error::{Corruption, EngineError, ErrorKind, OpenError};
 pub use format::manifest::ChunkRef;
 pub use format::pack::Compression;

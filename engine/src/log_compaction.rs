@@ -47,6 +47,10 @@ const SYNC_STEP_BYTES: u64 = 512 << 10;
 pub(crate) struct LogPlan {
     /// The round's watermark: the slots `1..=watermark` are compacted.
     pub watermark: u64,
+    /// The new base stands for slots `1..=through` (at least `watermark`): past it only when
+    /// a replica generation starts with its TurnIDs raised (`Collector::raise_record_floor`,
+    /// issue 46 item 8), where slots `watermark + 1..=through` never held a record.
+    pub through: u64,
     /// Indexed by record id: the turn record (or stream record) there goes.
     pub drop: Vec<bool>,
     pub turns_dropped: u64,
@@ -105,8 +109,12 @@ pub(crate) fn compact_log<G>(
     let old_base = turns.base();
     let old_through = old_base.as_ref().map_or(0, |base| base.through());
     assert!(
-        plan.watermark > old_through,
+        plan.through > old_through && plan.through >= plan.watermark,
         "a compaction moves the base forward"
+    );
+    assert!(
+        plan.watermark >= old_through,
+        "the watermark is past the old base"
     );
     let old_bytes = old_base.as_ref().map_or(0, |base| base.header.file_bytes())
         + (plan.watermark - old_through) * LOG_RECORD_BYTES as u64;
@@ -117,7 +125,7 @@ pub(crate) fn compact_log<G>(
     // The header goes in last, when the counts are known.
     out.write(&[0u8; BASE_HEADER_BYTES]).map_err(write)?;
     let mut header = BaseHeader {
-        through_record_id: plan.watermark,
+        through_record_id: plan.through,
         record_count: 0,
         turns_dropped: old_base
             .as_ref()
@@ -209,10 +217,10 @@ pub(crate) fn compact_log<G>(
         })?
         .ok_or_else(|| EngineError::io(&base_path, std::io::ErrorKind::NotFound.into()))?;
     assert_eq!(base.header, header, "the base read back is the one written");
-    turns.publish_base(Arc::new(base));
+    turns.publish_base(Arc::new(base), plan.watermark);
 
     let log_path = store.turns_log_path();
-    let punched = punch_below(&log_path, plan.watermark)
+    let punched = punch_below(&log_path, plan.through)
         .map_err(|source| EngineError::io(&log_path, source))?;
     if !punched {
         tracing::warn!(

@@ -348,6 +348,14 @@ pub(crate) enum SequencerRequest {
         slots: Vec<u8>,
         reply: oneshot::Sender<Result<IngestedLog, EngineError>>,
     },
+    /// A replica generation starts (issue 46 item 8, `sequencer/actor/floors.rs`): the next
+    /// record id becomes at least `records_floor` (the base stands for the slots below it) and
+    /// ContextIDs below `contexts_floor` are taken. Only while nothing is written.
+    RaiseFloors {
+        records_floor: u64,
+        contexts_floor: u64,
+        reply: oneshot::Sender<Result<(), EngineError>>,
+    },
     /// Finish the queue and stop.
     Stop { done: StopReply },
 }

@@ -12,7 +12,7 @@
 //! with a later epoch, so nothing this one acknowledges from now on would reach any restore
 //! point. Its writes are refused with a message naming the new holder.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use crate::error::EngineError;
@@ -28,6 +28,36 @@ pub(crate) struct StoreStatus {
     follow_reason: Mutex<String>,
     /// Set once when the replica's prefix was taken by another primary; never cleared.
     fenced: OnceLock<String>,
+    /// What the replica holds of this primary's ids (issue 46 item 8, `engine/id_floors.rs`).
+    pub shipped: ShippedIds,
+}
+
+/// Record ids (TurnIDs, stream ids) a primary hands out past the replica's newest point.
+pub const IDS_UNSHIPPED_RECORDS_MAX: u64 = 1 << 18;
+/// ContextIDs a primary hands out past the replica's newest point.
+pub const IDS_UNSHIPPED_CONTEXTS_MAX: u64 = 1 << 15;
+/// How far past the newest point a new generation's record ids start.
+pub const IDS_GENERATION_SKIP_RECORDS: u64 = 2 * IDS_UNSHIPPED_RECORDS_MAX;
+/// How far past the newest point a new generation's ContextIDs start.
+pub const IDS_GENERATION_SKIP_CONTEXTS: u64 = 2 * IDS_UNSHIPPED_CONTEXTS_MAX;
+
+/// The ids of the last point the replica holds: records (TurnIDs) `1..=records` and contexts
+/// `1..=contexts`. The sequencer hands out no id more than `IDS_UNSHIPPED_MAX` past them, so
+/// that a new generation that starts `IDS_GENERATION_SKIP` past the newest point never hands
+/// one out again. `u64::MAX` (the default): no replica, no bound.
+#[derive(Debug)]
+pub(crate) struct ShippedIds {
+    pub records: AtomicU64,
+    pub contexts: AtomicU64,
+}
+
+impl Default for ShippedIds {
+    fn default() -> Self {
+        ShippedIds {
+            records: AtomicU64::new(u64::MAX),
+            contexts: AtomicU64::new(u64::MAX),
+        }
+    }
 }
 
 impl StoreStatus {

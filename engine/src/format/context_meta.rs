@@ -60,6 +60,8 @@ const OP_KV_PUT_TTL: u16 = 16;
 const OP_KV_TOUCH: u16 = 17;
 /// Key-value entries the reaper removed at their expiry.
 const OP_KV_EXPIRE: u16 = 18;
+/// ContextIDs skipped at the start of a replica generation (issue 46 item 8).
+const OP_SKIP_CONTEXTS: u16 = 19;
 const OVERLAY_PATCH: u8 = 1;
 const OVERLAY_REDACT: u8 = 2;
 
@@ -137,6 +139,11 @@ pub enum ContextMeta {
     },
     /// Every turn naming this blob was redacted just before (store-wide, `context_id` 0).
     Purge(BlobHash),
+    /// A new replica generation starts here (a restore or a promotion, issue 46 item 8): the
+    /// ContextIDs after the last one created, through the record's `context_id`, are taken
+    /// and read as deleted contexts, so that none the old primary may have acknowledged
+    /// without shipping it is handed out again. No body.
+    SkipContexts,
 }
 
 impl ContextMeta {
@@ -159,6 +166,7 @@ impl ContextMeta {
             ContextMeta::GcDead { .. } => OP_GC_DEAD,
             ContextMeta::Overlay { .. } => OP_OVERLAY,
             ContextMeta::Purge(_) => OP_PURGE,
+            ContextMeta::SkipContexts => OP_SKIP_CONTEXTS,
         }
     }
 
@@ -233,7 +241,7 @@ impl ContextMeta {
                 }
             }
             ContextMeta::CloneFrom(source) => out.extend_from_slice(&source.0.to_le_bytes()),
-            ContextMeta::Delete => {}
+            ContextMeta::Delete | ContextMeta::SkipContexts => {}
             ContextMeta::Floor(depth) => out.extend_from_slice(&depth.to_le_bytes()),
             ContextMeta::Ttl(ttl_ms) => out.extend_from_slice(&ttl_ms.to_le_bytes()),
             ContextMeta::GcDead {
@@ -400,6 +408,7 @@ impl ContextMeta {
                 ContextMeta::Overlay { turn_id, kind }
             }
             OP_PURGE => ContextMeta::Purge(BlobHash(reader.array()?)),
+            OP_SKIP_CONTEXTS => ContextMeta::SkipContexts,
             _ => return Err(RecordError::Field("unknown context metadata op")),
         };
         if !reader.rest.is_empty() {

@@ -109,6 +109,7 @@ impl Collector {
         }
         let mut plan = LogPlan {
             watermark,
+            through: watermark,
             drop: vec![false; slots],
             turns_dropped: 0,
             logical_bytes_dropped: 0,
@@ -169,12 +170,43 @@ impl Collector {
         }
         let plan = LogPlan {
             watermark,
+            through: watermark,
             drop: vec![false; watermark as usize + 1],
             turns_dropped: 0,
             logical_bytes_dropped: 0,
         };
         self.compact_log_by(&plan)?;
         tracing::info!(watermark, "turns.log rebased for the replica");
+        Ok(true)
+    }
+
+    /// A replica generation starts (issue 46 item 8): every slot of `turns.log` moves into a
+    /// new `turns.base` that stands for slots `1..=through`, so that the next record's id is
+    /// `through + 1` (the sequencer jumps there next, `SequencerActor::raise_floors`) and no
+    /// TurnID the old primary may have acknowledged without shipping it is handed out again.
+    /// Dropping nothing. Called while the store takes no writes (a standby being promoted, a
+    /// restored store before its first primary); a standby's copy of its primary's jump too.
+    /// Answers whether it wrote a base (`false`: the base reaches that far already).
+    pub fn raise_record_floor(&self, through: u64) -> Result<bool, EngineError> {
+        let _round = self.one_round()?;
+        let base_through = self.published.turns.base().map_or(0, |base| base.through());
+        let watermark = self.published.turns.durable_record_id();
+        if through <= base_through.max(watermark) {
+            return Ok(false);
+        }
+        let plan = LogPlan {
+            watermark: watermark.max(base_through),
+            through,
+            drop: Vec::new(),
+            turns_dropped: 0,
+            logical_bytes_dropped: 0,
+        };
+        self.compact_log_by(&plan)?;
+        tracing::info!(
+            watermark,
+            through,
+            "turns.log rebased past its end: TurnIDs of this generation start after it"
+        );
         Ok(true)
     }
 

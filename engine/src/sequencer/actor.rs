@@ -49,6 +49,7 @@ use crate::sequencer::watch::{WatchEvent, WatchKind, WatchLog};
 
 mod append;
 mod contexts;
+mod floors;
 mod gc;
 mod ingest;
 mod overlays;
@@ -69,6 +70,10 @@ enum Answer {
     Stream(
         oneshot::Sender<Result<StreamAnswer, EngineError>>,
         Result<StreamAnswer, EngineError>,
+    ),
+    Floors(
+        oneshot::Sender<Result<(), EngineError>>,
+        Result<(), EngineError>,
     ),
 }
 
@@ -571,6 +576,14 @@ impl GroupCommit for SequencerActor {
                 self.batch.answers.push(Answer::Gc(reply, result));
             }
             SequencerRequest::GcAbort => self.gc.noted = None,
+            SequencerRequest::RaiseFloors {
+                records_floor,
+                contexts_floor,
+                reply,
+            } => {
+                let result = self.raise_floors(records_floor, contexts_floor);
+                self.batch.answers.push(Answer::Floors(reply, result));
+            }
             SequencerRequest::Ingest {
                 first_record_id,
                 slots,
@@ -621,6 +634,7 @@ impl GroupCommit for SequencerActor {
                 Answer::Overlay(reply, result) => drop(reply.send(result)),
                 Answer::Purge(reply, result) => drop(reply.send(result)),
                 Answer::Stream(reply, result) => drop(reply.send(result)),
+                Answer::Floors(reply, result) => drop(reply.send(result)),
             }
         }
     }
@@ -667,6 +681,7 @@ fn fail_all(answers: &mut [Answer], error: &EngineError) {
             Answer::Overlay(_, result) => *result = Err(error.duplicate()),
             Answer::Purge(_, result) => *result = Err(error.duplicate()),
             Answer::Stream(_, result) => *result = Err(error.duplicate()),
+            Answer::Floors(_, result) => *result = Err(error.duplicate()),
         }
     }
 }

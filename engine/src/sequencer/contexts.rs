@@ -239,6 +239,21 @@ impl Contexts {
 
     /// A new context (its context record), empty or forked at `base`. A clone's metadata
     /// follows in its own record (and replaces the fork inheritance with the clone's).
+    /// ContextIDs after the last one through `last`, taken as deleted contexts (a replica
+    /// generation's start, `ContextMeta::SkipContexts`): each has an entry, as every id
+    /// below the count does, and answers as a deleted context does.
+    pub fn skip_through(&mut self, last: ContextId, at_unix_ms: u64) {
+        assert!(last.0 > self.count(), "a skip takes new ContextIDs");
+        while self.count() < last.0 {
+            self.infos.push_back(ContextInfo {
+                created_at_unix_ms: at_unix_ms,
+                updated_at_unix_ms: at_unix_ms,
+                deleted: true,
+                ..ContextInfo::default()
+            });
+        }
+    }
+
     pub fn create(&mut self, context_id: ContextId, base: TurnId, at_unix_ms: u64) {
         assert_eq!(context_id.0, self.count() + 1, "contexts are dense");
         self.infos.push_back(ContextInfo {
@@ -355,11 +370,12 @@ impl Contexts {
             }
             ContextMeta::Floor(_) => Ok(()),
             // Store-wide, or about a turn: the sequencer applies them, not a context.
-            ContextMeta::GcDead { .. } | ContextMeta::Purge(_) | ContextMeta::Overlay { .. } => {
-                Err(EngineError::InvalidArgument(
-                    "gc-dead, overlay and purge records are not context changes".into(),
-                ))
-            }
+            ContextMeta::GcDead { .. }
+            | ContextMeta::Purge(_)
+            | ContextMeta::Overlay { .. }
+            | ContextMeta::SkipContexts => Err(EngineError::InvalidArgument(
+                "gc-dead, overlay, purge and skip records are not context changes".into(),
+            )),
         }
     }
 
@@ -500,7 +516,10 @@ impl Contexts {
             }
             ContextMeta::Floor(depth) => info.floor_depth = *depth,
             ContextMeta::Ttl(ttl_ms) => info.ttl_ms = *ttl_ms,
-            ContextMeta::GcDead { .. } | ContextMeta::Purge(_) | ContextMeta::Overlay { .. } => {
+            ContextMeta::GcDead { .. }
+            | ContextMeta::Purge(_)
+            | ContextMeta::Overlay { .. }
+            | ContextMeta::SkipContexts => {
                 unreachable!("`check` refuses records that are not context changes")
             }
         }

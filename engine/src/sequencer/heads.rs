@@ -126,6 +126,23 @@ impl Heads {
         ContextId(self.count())
     }
 
+    /// Takes every ContextID after the last one through `last` as a deleted context (a
+    /// replica generation's start, `ContextMeta::SkipContexts`). The caller checked that
+    /// `last` is past the last context and within `CONTEXTS_MAX`.
+    pub fn skip_through(&mut self, last: ContextId) {
+        assert!(
+            last.0 > self.count() && last.0 < CONTEXTS_MAX,
+            "a skip takes new ContextIDs within the head table"
+        );
+        self.heads.resize(
+            last.0 as usize,
+            HeadState {
+                head_turn_id: DELETED_HEAD,
+                head_depth: 0,
+            },
+        );
+    }
+
     /// Moves an existing context's head; returns the previous one.
     pub fn set(&mut self, context_id: ContextId, head: HeadState) -> HeadState {
         assert!(

@@ -486,6 +486,20 @@ fn apply_meta(
             state.contexts.overlays.purge(*hash);
             return Ok(());
         }
+        ContextMeta::SkipContexts => {
+            // The live path's rule (`actor/floors.rs`): only ids past the last context.
+            let last = record.context_id;
+            if last.0 <= state.heads.count() || last.0 >= crate::ids::CONTEXTS_MAX {
+                return Err(format!(
+                    "skip record {} takes ContextIDs through {last}, but {} exist",
+                    record.record_id,
+                    state.heads.count()
+                ));
+            }
+            state.heads.skip_through(last);
+            state.contexts.skip_through(last, record.created_at_unix_ms);
+            return Ok(());
+        }
         _ => {}
     }
     if let ContextMeta::GcDead {

@@ -191,12 +191,17 @@ impl TurnsView {
 
     /// Collector only, once the new base is renamed into place and synced, before the old
     /// base's slots leave `turns.log`. The record cache is emptied: a record the base dropped
-    /// must read as gone from now on, as it will after a restart.
-    pub fn publish_base(&self, base: Arc<LogBase>) {
+    /// must read as gone from now on, as it will after a restart. The base holds records up
+    /// to `watermark`; it may stand for slots past the durable ones, which no record ever
+    /// had (a generation's raised floor, `Collector::raise_record_floor`).
+    pub fn publish_base(&self, base: Arc<LogBase>, watermark: u64) {
         let previous = self.base.swap(Some(base.clone()));
         let previous_through = previous.map_or(0, |previous| previous.through());
+        let durable = self.durable_record_id();
         assert!(
-            previous_through <= base.through() && base.through() <= self.durable_record_id(),
+            previous_through <= base.through()
+                && watermark <= durable
+                && (base.through() <= durable || watermark == durable),
             "a new base covers the old one and only durable records"
         );
         for slot in self.cache.iter() {
@@ -479,6 +484,11 @@ impl HeadTable {
         let chunk = self.chunks[index / HEAD_CHUNK_SLOTS]
             .get_or_init(|| (0..HEAD_CHUNK_SLOTS).map(|_| AtomicU64::new(0)).collect());
         chunk[index % HEAD_CHUNK_SLOTS].store(head.0, Ordering::Release);
+    }
+
+    /// Contexts `1..=this` exist (live, deleted or skipped).
+    pub fn contexts_published(&self) -> u64 {
+        self.durable_contexts.load(Ordering::Acquire)
     }
 
     /// Sequencer only, after the heads of the new contexts were set.

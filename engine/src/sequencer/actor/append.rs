@@ -71,7 +71,7 @@ impl SequencerActor {
     }
 
     pub(super) fn append(&mut self, mut append: TurnAppend) -> Result<Appended, EngineError> {
-        self.published.status.check_writable()?;
+        self.check_takes_ids(false)?;
         let context_id = append.context_id;
         let head = self
             .heads

@@ -15,7 +15,7 @@ use crate::store_dir::now_unix_ms;
 
 impl SequencerActor {
     pub(super) fn create_context(&mut self, new: NewContext) -> Result<Created, EngineError> {
-        self.published.status.check_writable()?;
+        self.check_takes_ids(true)?;
         if let Some(owner) = new
             .name
             .as_deref()
@@ -111,7 +111,7 @@ impl SequencerActor {
         changes: Vec<ContextMeta>,
         expected_head: Option<TurnId>,
     ) -> Result<ContextView, EngineError> {
-        self.published.status.check_writable()?;
+        self.check_takes_ids(false)?;
         let head = self
             .heads
             .get(context_id)
@@ -153,7 +153,7 @@ impl SequencerActor {
         context_id: ContextId,
         change: Retention,
     ) -> Result<ContextView, EngineError> {
-        self.published.status.check_writable()?;
+        self.check_takes_ids(false)?;
         let before = self
             .view(context_id)
             .ok_or(EngineError::ContextNotFound(context_id))?;

@@ -19,7 +19,7 @@ impl SequencerActor {
         turn_id: TurnId,
         kind: OverlayKind,
     ) -> Result<Overlaid, EngineError> {
-        self.published.status.check_writable()?;
+        self.check_takes_ids(false)?;
         if turn_id.0 > self.published.turns.durable_record_id() {
             // Only a durable turn can be named: no one can know of any other.
             return Err(EngineError::TurnNotFound(turn_id));
@@ -64,7 +64,7 @@ impl SequencerActor {
         mut turns: Vec<TurnId>,
         scanned_upto: Option<u64>,
     ) -> Result<Purged, EngineError> {
-        self.published.status.check_writable()?;
+        self.check_takes_ids(false)?;
         if let Some(scanned_upto) = scanned_upto {
             // Records the caller did not scan: few (it scans until the gap is small), read
             // from the durable log (page-cache hits) and this batch.

@@ -27,7 +27,7 @@ pub(crate) fn seal_key(stream_id: StreamId) -> Bytes {
 
 impl SequencerActor {
     pub(super) fn stream(&mut self, change: StreamChange) -> Result<StreamAnswer, EngineError> {
-        self.published.status.check_writable()?;
+        self.check_takes_ids(false)?;
         match change {
             StreamChange::Open {
                 context_id,
