@@ -28,6 +28,9 @@ pub enum Fault {
     RefusePuts,
     /// PUTs land, then the answer is an error (a connection reset after the write).
     LandThenFail,
+    /// The next PUT lands, its answer is an error, and the endpoint is gone from then on
+    /// (`Unreachable`): the read-back that would find the bytes fails too.
+    LandThenGone,
     /// Every request waits this long first.
     Slow(Duration),
     /// Every request fails (the endpoint is gone).
@@ -117,6 +120,11 @@ impl ObjectStore for FaultyStore {
             Fault::LandThenFail => {
                 self.inner.put_opts(location, payload, opts).await?;
                 Err(self.injected("connection reset after the PUT landed"))
+            }
+            Fault::LandThenGone => {
+                self.inner.put_opts(location, payload, opts).await?;
+                self.faults.set(Fault::Unreachable);
+                Err(self.injected("connection reset after the PUT landed, then the endpoint went"))
             }
             _ => self.inner.put_opts(location, payload, opts).await,
         }

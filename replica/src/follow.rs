@@ -428,8 +428,21 @@ fn follow_then_ship(
             Ended::Stopped(result) => return result,
             Ended::Promote => {}
         }
-        // Outside the runtime: the replicator runs its own.
-        let promoted = applier.promote();
+        // Ids past everything the old primary may have handed out (issue 46 item 8), while
+        // the store still takes no writes; then, outside the runtime, the replicator (it runs
+        // its own).
+        let raised = runtime.block_on(crate::ids::start_past_replica(
+            &applier.remote,
+            &applier.engine,
+        ));
+        let promoted = raised.and_then(|floors| {
+            tracing::info!(
+                next_record_id = floors.records,
+                next_context_id = floors.contexts,
+                "the promoted store's ids start past the replica's"
+            );
+            applier.promote()
+        });
         applier.stats.promoting.store(false, Ordering::Relaxed);
         match promoted {
             Ok(replicator) => {
@@ -880,7 +893,19 @@ impl Applier {
         }) = pending.take()
         {
             if first_record_id != 0 {
-                let held = self.engine.follow_position()?.log_records;
+                let mut held = self.engine.follow_position()?.log_records;
+                let base_through = self.state.log_base.map_or(0, |base| base.through);
+                if held + 1 < first_record_id && base_through + 1 >= first_record_id {
+                    // The primary's ids jumped past its base's end (a new generation's floor,
+                    // issue 46 item 8): this store's base stands for those slots too.
+                    self.engine
+                        .raise_id_floors(ctxstore_engine::id_floors::IdFloors {
+                            records: first_record_id,
+                            contexts: 0,
+                        })
+                        .await?;
+                    held = first_record_id - 1;
+                }
                 let skip = held.saturating_sub(first_record_id - 1);
                 let skip_bytes = (skip * LOG_SLOT_BYTES).min(slots.len() as u64) as usize;
                 if skip_bytes < slots.len() {

@@ -268,6 +268,10 @@ pub struct SegmentHeader {
     pub pieces: Vec<SegmentPiece>,
     pub replaced: Vec<Replaced>,
     pub body_bytes: u64,
+    /// ContextIDs `1..=contexts` exist at the cut, or fewer (read just after it): what a new
+    /// generation skips past (issue 46 item 8). Encoded after `body_bytes` only when not 0;
+    /// segments written before it read 0 (unknown).
+    pub contexts: u64,
 }
 
 /// Fixed part of a segment before its header's variable fields: magic, header length.
@@ -316,6 +320,9 @@ impl SegmentHeader {
             writer.raw(&replaced.hash);
         }
         writer.u64(self.body_bytes);
+        if self.contexts > 0 {
+            writer.u64(self.contexts);
+        }
         let len = (writer.bytes.len() + HASH_BYTES) as u32;
         writer.bytes[8..12].copy_from_slice(&len.to_le_bytes());
         let hash = blake3::hash(&writer.bytes);
@@ -393,6 +400,11 @@ impl SegmentHeader {
             });
         }
         let body_bytes = reader.u64()?;
+        let contexts = if reader.remaining() > HASH_BYTES {
+            reader.u64()?
+        } else {
+            0
+        };
         reader.take(HASH_BYTES)?;
         reader.finish()?;
         let header = SegmentHeader {
@@ -410,6 +422,7 @@ impl SegmentHeader {
             pieces,
             replaced,
             body_bytes,
+            contexts,
         };
         header.check_body_ranges(what)?;
         Ok(header)
@@ -969,6 +982,10 @@ pub struct GenerationRecord {
     pub parent: Option<(u32, u64)>,
     pub created_unix_ms: u64,
     pub holder: String,
+    /// The first record id and ContextID this generation's primary handed out (issue 46 item
+    /// 8): a later generation starts past them even if this one shipped nothing. Encoded after
+    /// `holder` only when not 0; records written before them read 0 (unknown).
+    pub floors: ctxstore_engine::id_floors::IdFloors,
 }
 
 impl GenerationRecord {
@@ -988,6 +1005,10 @@ impl GenerationRecord {
         }
         writer.u64(self.created_unix_ms);
         writer.blob(self.holder.as_bytes());
+        if self.floors != ctxstore_engine::id_floors::IdFloors::default() {
+            writer.u64(self.floors.records);
+            writer.u64(self.floors.contexts);
+        }
         seal(writer)
     }
 
@@ -999,13 +1020,18 @@ impl GenerationRecord {
             0 => None,
             _ => Some((reader.u32()?, reader.u64()?)),
         };
-        let record = GenerationRecord {
+        let mut record = GenerationRecord {
             generation,
             replica_id,
             parent,
             created_unix_ms: reader.u64()?,
             holder: String::from_utf8_lossy(reader.blob(HOLDER_BYTES_MAX)?).into_owned(),
+            floors: ctxstore_engine::id_floors::IdFloors::default(),
         };
+        if reader.remaining() > HASH_BYTES {
+            record.floors.records = reader.u64()?;
+            record.floors.contexts = reader.u64()?;
+        }
         reader.take(HASH_BYTES)?;
         reader.finish()?;
         Ok(record)
@@ -1056,7 +1082,20 @@ mod tests {
             ],
             replaced: vec![],
             body_bytes: 1680,
+            contexts: 0,
         }
+    }
+
+    #[test]
+    fn a_segment_says_its_contexts_after_the_body_length_and_older_ones_read_zero() {
+        let mut header = header();
+        let body = vec![7u8; 1680];
+        let without = encode_segment(&header, &body);
+        header.contexts = 70_000;
+        let with = encode_segment(&header, &body);
+        assert_eq!(with.len(), without.len() + 8);
+        assert_eq!(decode_segment(&with, "s7").unwrap().0, header);
+        assert_eq!(decode_segment(&without, "s7").unwrap().0.contexts, 0);
     }
 
     #[test]
@@ -1159,7 +1198,20 @@ mod tests {
             parent: Some((1, 40)),
             created_unix_ms: 3,
             holder: "h".into(),
+            floors: Default::default(),
         };
+        let floored = GenerationRecord {
+            floors: ctxstore_engine::id_floors::IdFloors {
+                records: 524_300,
+                contexts: 65_540,
+            },
+            ..generation.clone()
+        };
+        assert_eq!(
+            GenerationRecord::decode(&floored.encode(), "g").unwrap(),
+            floored,
+            "floors round-trip after the holder"
+        );
         assert_eq!(
             GenerationRecord::decode(&generation.encode(), "g").unwrap(),
             generation

@@ -30,6 +30,7 @@ pub mod faulty;
 pub mod follow;
 pub mod format;
 pub mod fresh;
+pub mod ids;
 pub mod layout;
 pub mod local;
 pub mod remote;

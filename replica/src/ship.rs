@@ -178,6 +178,12 @@ impl Replicator {
         // No log compaction drops a record the replica lacks as a slot: none until the first
         // cut shipped whole says how far it holds the log (`Engine::hold_log_after`).
         engine.hold_log_after(0);
+        // Until it attaches, a store that shipped before hands out ids up to the bound past
+        // what it holds now (issue 46 item 8; attach sets what the replica holds).
+        if LocalState::load(&engine.config().data_dir)?.is_some() {
+            let now = engine.id_floors();
+            engine.set_shipped_ids(now.records - 1, now.contexts - 1);
+        }
         let mut shipper = Shipper::new(engine, remote, config, stats.clone());
         match runtime.block_on(shipper.attach()) {
             Ok(()) => {}
@@ -247,6 +253,10 @@ struct Shipper {
     /// on the shipper's thread, in a burst each interval (issue 31's overhead figure,
     /// docs/benchmarks.md). At most one segment's body, which the cycle holds anyway.
     spare_body: Vec<u8>,
+    /// A cycle that failed after its first PUT (its cut's time, then the cycle): its objects
+    /// may have landed without an answer, so the next cycle ships it again byte for byte
+    /// rather than a new cut under the same keys.
+    retry: Option<(u64, Cycle)>,
 }
 
 /// What the cut gave a cycle to upload.
@@ -384,6 +394,7 @@ impl Shipper {
             refreshed_at: Instant::now(),
             bytes_since_checkpoint: 0,
             spare_body: Vec::new(),
+            retry: None,
         }
     }
 
@@ -450,6 +461,19 @@ impl Shipper {
                 self.local = LocalState { epoch, ..local };
                 self.state = state;
                 self.local.save(&self.data_dir)?;
+                let shipped = crate::ids::shipped_ids(
+                    &self.remote,
+                    &generations,
+                    latest,
+                    self.local.seq,
+                    self.state.log_records,
+                )
+                .await?;
+                let shipped_contexts = shipped
+                    .contexts
+                    .unwrap_or_else(|| self.engine.id_floors().contexts - 1);
+                self.engine
+                    .set_shipped_ids(shipped.records, shipped_contexts);
                 tracing::info!(
                     location = %self.remote.location,
                     generation = latest,
@@ -537,12 +561,17 @@ impl Shipper {
         state: StoreState,
         identities: Option<LocalState>,
     ) -> Result<(), ReplicaError> {
+        // Where this generation's ids start (a restore or a promotion raised them past the
+        // replica's points, issue 46 item 8): a later generation starts past them even if this
+        // one ships nothing.
+        let floors = self.engine.id_floors();
         let record = GenerationRecord {
             generation,
             replica_id,
             parent,
             created_unix_ms: now_unix_ms(),
             holder: self.holder.clone(),
+            floors,
         };
         let key = Key::Generation(generation);
         if let Created::Theirs(_) = self
@@ -587,6 +616,9 @@ impl Shipper {
         self.state = state;
         self.local.save(&self.data_dir)?;
         local::remove_inherited(&self.data_dir)?;
+        // What the replica holds of this generation's ids: where they start.
+        self.engine
+            .set_shipped_ids(floors.records - 1, floors.contexts - 1);
         tracing::info!(
             location = %self.remote.location,
             generation,
@@ -694,11 +726,30 @@ impl Shipper {
         let seq = self.local.seq + 1;
         // The cut's own time, read by the engine once the cut's wait is over (`StoreCut`):
         // everything acknowledged before it is in the cut, nothing much later.
-        let (cut_at, cycle) = {
+        let retry = self
+            .retry
+            .take()
+            .filter(|(_, cycle)| cycle.header.seq == seq && cycle.header.epoch == self.local.epoch);
+        let (cut_at, cycle) = if let Some((cut_at, cycle)) = retry {
+            tracing::debug!(
+                seq,
+                "the segment whose answer was lost is shipped again as it was"
+            );
+            (cut_at, Some(cycle))
+        } else {
             let held = self.engine.hold_cut()?;
             let cut_at = held.cut.taken_unix_ms;
+            // Contexts read after the cut: as many as it holds, or more (issue 46 item 8).
+            let contexts = self.engine.id_floors().contexts - 1;
             let body = std::mem::take(&mut self.spare_body);
-            (cut_at, self.read_cut(&held.cut, seq, cut_at, body)?)
+            let cycle = self.read_cut(&held.cut, seq, cut_at, body)?;
+            (
+                cut_at,
+                cycle.map(|mut cycle| {
+                    cycle.header.contexts = contexts;
+                    cycle
+                }),
+            )
         };
         let Some(mut cycle) = cycle else {
             // Nothing new: everything acknowledged before the cut is shipped.
@@ -731,53 +782,23 @@ impl Shipper {
             cycle.uploads.len() as u64 + 1 + cycle.left_bytes.div_ceil(segment_bytes_max),
             Ordering::Relaxed,
         );
-        let mut objects = 0u64;
-        let mut bytes_shipped = 0u64;
-        for upload in &cycle.uploads {
-            let bytes = std::fs::read(&upload.staged)
-                .map_err(|source| ReplicaError::io(&upload.staged, source))?;
-            let hash = *blake3::hash(&bytes).as_bytes();
-            let len = bytes.len() as u64;
-            self.create_or_fenced(upload.object.key(), Bytes::from(bytes))
-                .await?;
-            objects += 1;
-            bytes_shipped += len;
-            match upload.what {
-                UploadKind::Pack { shard, pack_id } => cycle.header.replaced.push(Replaced {
-                    shard,
-                    pack_id,
-                    len,
-                    object: upload.object,
-                    hash,
-                }),
-                UploadKind::Base { through } => {
-                    cycle.header.log_base = Some(BaseRef {
-                        object: upload.object,
-                        through,
-                        file_bytes: len,
-                        hash,
-                    })
+        let (objects, bytes_shipped, header_len) = match self.ship_cycle(seq, &mut cycle).await {
+            Ok(shipped) => shipped,
+            Err(error) => {
+                // Its objects may have landed without an answer (a reset after the write, then
+                // the endpoint gone before the read-back): the next cycle ships these same
+                // bytes again, never another segment under the same key (it would read as
+                // another writer's, and this primary would fence itself).
+                if !matches!(error, ReplicaError::Fenced { .. }) {
+                    self.retry = Some((cut_at, cycle));
                 }
+                return Err(error);
             }
-        }
-        // The body goes out as read, never copied into the object.
-        let body = Bytes::from(std::mem::take(&mut cycle.body));
-        let body_back = body.clone();
-        let parts = encode_segment_parts(&cycle.header, body);
-        let header_len = parts[0].len() as u64;
-        let segment = PutPayload::from_iter(parts);
-        let segment_len = segment.content_length() as u64;
+        };
         let key = Key::Segment {
             generation: self.local.generation,
             seq,
         };
-        self.create_or_fenced(key, segment).await?;
-        // The upload let go of its parts: the buffer is ours again (else a fresh one next).
-        if let Ok(body) = body_back.try_into_mut() {
-            self.spare_body = Vec::from(body);
-        }
-        objects += 1;
-        bytes_shipped += segment_len;
 
         // Committed remotely: fold it in and remember it.
         let what = self.remote.path(key).to_string();
@@ -824,6 +845,9 @@ impl Shipper {
         );
         stats.set_reason("");
         if !cycle.header.continues {
+            // A restore point stored: the bound on unshipped ids counts from it.
+            self.engine
+                .set_shipped_ids(self.state.log_records, cycle.header.contexts);
             stats
                 .shipped_cut_unix_ms
                 .store(cycle.header.created_unix_ms, Ordering::Relaxed);
@@ -841,6 +865,73 @@ impl Shipper {
             self.refresh_if_due()?;
         }
         Ok(cycle.header.continues)
+    }
+
+    /// The cycle's whole uploads, then its segment (create-only PUTs): answers the objects,
+    /// the bytes and the segment header's length. On failure the body stays in `cycle`, to be
+    /// shipped again as it was; on success its buffer becomes the next cycle's.
+    async fn ship_cycle(
+        &mut self,
+        seq: u64,
+        cycle: &mut Cycle,
+    ) -> Result<(u64, u64, u64), ReplicaError> {
+        // Set by the uploads (again when the cycle is shipped again).
+        cycle.header.replaced.clear();
+        cycle.header.log_base = None;
+        let mut objects = 0u64;
+        let mut bytes_shipped = 0u64;
+        for upload in &cycle.uploads {
+            let bytes = std::fs::read(&upload.staged)
+                .map_err(|source| ReplicaError::io(&upload.staged, source))?;
+            let hash = *blake3::hash(&bytes).as_bytes();
+            let len = bytes.len() as u64;
+            self.create_or_fenced(upload.object.key(), Bytes::from(bytes))
+                .await?;
+            objects += 1;
+            bytes_shipped += len;
+            match upload.what {
+                UploadKind::Pack { shard, pack_id } => cycle.header.replaced.push(Replaced {
+                    shard,
+                    pack_id,
+                    len,
+                    object: upload.object,
+                    hash,
+                }),
+                UploadKind::Base { through } => {
+                    cycle.header.log_base = Some(BaseRef {
+                        object: upload.object,
+                        through,
+                        file_bytes: len,
+                        hash,
+                    })
+                }
+            }
+        }
+        // The body goes out as read, never copied into the object.
+        let body = Bytes::from(std::mem::take(&mut cycle.body));
+        let body_back = body.clone();
+        let parts = encode_segment_parts(&cycle.header, body);
+        let header_len = parts[0].len() as u64;
+        let segment = PutPayload::from_iter(parts);
+        let segment_len = segment.content_length() as u64;
+        let key = Key::Segment {
+            generation: self.local.generation,
+            seq,
+        };
+        let created = self.create_or_fenced(key, segment).await;
+        // The upload let go of its parts: the buffer is ours again (else a copy, or a fresh
+        // one next): the next cycle's, or this one's again after a failure.
+        match (body_back.try_into_mut(), created.is_ok()) {
+            (Ok(body), true) => self.spare_body = Vec::from(body),
+            (Ok(body), false) => cycle.body = Vec::from(body),
+            (Err(body), false) => cycle.body = body.to_vec(),
+            (Err(_), true) => {}
+        }
+        created?;
+        objects += 1;
+        bytes_shipped += segment_len;
+
+        Ok((objects, bytes_shipped, header_len))
     }
 
     async fn create_or_fenced(
@@ -1169,6 +1260,8 @@ impl Shipper {
             pieces,
             replaced: Vec::new(),
             body_bytes: body.len() as u64,
+            // Set by the cycle, read after the cut (`Shipper::cycle`).
+            contexts: 0,
         };
         Ok(Some(Cycle {
             header,

@@ -570,3 +570,46 @@ fn idle_puts_the_shippers_threads_under_sched_idle() {
     replicator.stop();
     engine.shutdown();
 }
+
+/// A segment PUT that lands while its answer is lost, and the endpoint gone before the read-back
+/// could find it: once the store is back the shipper ships that same segment again (found as
+/// its own), never a new cut under the same key, which read as another writer's and fenced the
+/// primary for good (found by a flaky run of the test above: a reset, then an outage).
+#[test]
+fn a_segment_that_landed_unanswered_before_an_outage_is_shipped_again_not_fenced() {
+    let s = setup();
+    let engine = Engine::open(engine_config(&s.data)).unwrap();
+    let inner = file_remote(&s.url);
+    let faulty = FaultyStore::new(inner.store.clone());
+    let faults = faulty.faults.clone();
+    let remote = Remote::new(Arc::new(faulty), "", &s.url);
+    let replicator = Replicator::start_with(engine.clone(), ship_config(&s.url), remote).unwrap();
+    let context = block_on(engine.create_context()).unwrap().context_id;
+    let mut expected = BTreeMap::new();
+    let payload = noise(1, 4096);
+    expected.insert(append(&engine, context, &payload), payload);
+    wait_shipped(&replicator);
+    faults.set(Fault::LandThenGone);
+    let payload = noise(2, 4096);
+    expected.insert(append(&engine, context, &payload), payload);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while failures(&replicator) == 0 {
+        assert!(Instant::now() < deadline, "the shipper never met the fault");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // More acknowledged during the outage: a new cut would differ from the segment that landed.
+    for i in 3..10 {
+        let payload = noise(i, 4096);
+        expected.insert(append(&engine, context, &payload), payload);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    faults.set(Fault::None);
+    wait_shipped(&replicator);
+    let stats = replicator.stats().snapshot(0);
+    assert_eq!(stats.state, ReplicationState::Shipping, "{stats:?}");
+    replicator.stop();
+    engine.shutdown();
+    let to = s.root.join("restored");
+    restore_at(&s.url, &to, RestorePoint::Latest).unwrap();
+    check_store(&to, &expected, &[]);
+}

@@ -378,6 +378,8 @@ struct Campaign {
     restores_refused_inexact: u64,
     restores_at_time: u64,
     at_time_compared_whole: u64,
+    /// Restores started as primaries whose new ids were checked against the primary's.
+    id_restores: u64,
 }
 
 impl Campaign {
@@ -389,6 +391,7 @@ impl Campaign {
         self.restores_refused_inexact += other.restores_refused_inexact;
         self.restores_at_time += other.restores_at_time;
         self.at_time_compared_whole += other.at_time_compared_whole;
+        self.id_restores += other.id_restores;
     }
 }
 
@@ -632,6 +635,8 @@ fn mixed_writes(target: &Target, run: &Run, seed: u64, ops: u64) -> Campaign {
     wait_applied(&primary, &replicator, &standby, &follower);
     assert_same_views(&primary, &standby, created);
     replicator.stop();
+    // Every id the primary handed out, shipped or not (item 8).
+    let handed_out = primary.id_floors();
     primary.shutdown();
     stop_standby(standby, follower, &run.standby_dir);
 
@@ -728,6 +733,39 @@ fn mixed_writes(target: &Target, run: &Run, seed: u64, ops: u64) -> Campaign {
             engine.shutdown();
             done.at_time_compared_whole += 1;
         }
+        let _ = std::fs::remove_dir_all(&to);
+    }
+    // Ids across restores (item 8): a store restored to take writes, at the newest point or
+    // an older one, hands out no TurnID or ContextID the primary handed out.
+    let mut as_primary = vec![RestorePoint::Latest];
+    if !points.is_empty() {
+        let record_id = points[rng.below(points.len() as u64) as usize].records;
+        as_primary.push(RestorePoint::AtSeq { record_id });
+    }
+    for (index, point) in as_primary.into_iter().enumerate() {
+        let to = run
+            .primary_dir
+            .with_file_name(format!("as-primary-{index}"));
+        if restore_point(target, &to, point).is_err() {
+            continue; // an older point that cannot be restored exactly (counted above)
+        }
+        let engine = Engine::open(engine_config(&to)).unwrap();
+        let remote = ctxstore_replica::target::open(&target.url, &target.s3).unwrap();
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(ctxstore_replica::ids::start_past_replica(&remote, &engine))
+            .unwrap();
+        let context = create(&engine);
+        let turn = common::append(&engine, context, b"after a restore");
+        assert!(
+            context.0 >= handed_out.contexts && turn.0 >= handed_out.records,
+            "seed {seed}: the store restored at {point:?} handed out context {context} and \
+             turn {turn}; the primary had handed out up to {handed_out:?} (exclusive)"
+        );
+        engine.shutdown();
+        done.id_restores += 1;
         let _ = std::fs::remove_dir_all(&to);
     }
     done

@@ -671,6 +671,17 @@ fn restore(
     // Recovery keeps a turn only with its blob: a store that opens with fewer records than
     // the point holds lost some (issue 46: this exited 0 and verified). Never a silent loss.
     let held = engine.durable_records();
+    // A restored store is started to take writes: its ids start past every one the
+    // replica's primaries may have handed out without shipping it (issue 46 item 8).
+    let floors = if held < report.log_records {
+        None
+    } else {
+        Some(
+            runtime
+                .block_on(ctxstore_replica::ids::start_past_replica(&remote, &engine))
+                .with_context(|| format!("raising the ids of {}", to.display()))?,
+        )
+    };
     engine.shutdown();
     if held < report.log_records {
         anyhow::bail!(
@@ -688,12 +699,14 @@ fn restore(
         anyhow::bail!("the restored store in {} does not verify", to.display());
     }
     println!(
-        "restored_dir {}\ngeneration {}\nseq {}\npoint_unix_ms {}\nlog_records {}\nturns {}\nblobs {}\nobjects {}\nbytes {}\nduration_ms {}",
+        "restored_dir {}\ngeneration {}\nseq {}\npoint_unix_ms {}\nlog_records {}\nnext_turn_id {}\nnext_context_id {}\nturns {}\nblobs {}\nobjects {}\nbytes {}\nduration_ms {}",
         report.dir.display(),
         report.generation,
         report.seq,
         report.created_unix_ms,
         report.log_records,
+        floors.map_or(0, |floors| floors.records),
+        floors.map_or(0, |floors| floors.contexts),
         verified.turns,
         verified.blobs,
         report.objects,
