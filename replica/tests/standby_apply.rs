@@ -371,7 +371,8 @@ fn a_standby_follows_mixed_writes_with_collections_and_ends_equal_to_its_primary
 #[derive(Debug, Default)]
 struct Campaign {
     operations: u64,
-    /// Object-store faults set (refused, landed-then-failed or slow PUTs until the next wait).
+    /// Object-store faults set until the next wait: refused PUTs, answers lost (then the
+    /// endpoint gone), pauses (unreachable), slow requests.
     faults: u64,
     lag_samples_behind: u64,
     restores_at_seq: u64,
@@ -595,9 +596,13 @@ fn mixed_writes(target: &Target, run: &Run, seed: u64, ops: u64) -> Campaign {
             }
             18 => {
                 done.faults += 1;
-                set_fault(match rng.below(3) {
+                // Until the next wait: refused PUTs, an answer lost (then the endpoint gone
+                // before the read-back), the object store paused (unreachable), or slow.
+                set_fault(match rng.below(5) {
                     0 => Fault::RefusePuts,
                     1 => Fault::LandThenFail,
+                    2 => Fault::LandThenGone,
+                    3 => Fault::Unreachable,
                     _ => Fault::Slow(Duration::from_millis(30)),
                 });
             }

@@ -213,3 +213,97 @@ fn a_prefix_that_is_not_a_replica_is_refused_at_start_naming_it() {
     assert!(!output.status.success());
     assert!(!target.join("ctxstore.meta").exists());
 }
+
+/// kill -9 of a primary whose last acknowledged writes had not shipped (issue 46 item 8): the
+/// store `ctxstore-server restore` builds from its replica says where its ids start, and hands
+/// out no TurnID or ContextID the dead primary acknowledged.
+fn killed_primary_ids(url: &str, env: &[(&str, &str)]) {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let spawn_env: Vec<(String, String)> = env
+        .iter()
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .collect();
+    let (mut child, addr) = spawn(&data, &["--replicate-to", url], &spawn_env);
+    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
+    let mut contexts = Vec::new();
+    let mut turns = Vec::new();
+    let mut write = |client: &blocking::Client, count: u32| {
+        for i in 0..count {
+            let context = client.create_context().unwrap().context_id;
+            contexts.push(context);
+            for j in 0..3u32 {
+                let payload = Bytes::from(format!("context {i} turn {j}").into_bytes());
+                turns.push(
+                    client
+                        .append(context, None, 0, 0, payload)
+                        .unwrap()
+                        .turn
+                        .turn_id,
+                );
+            }
+        }
+    };
+    write(&client, 3);
+    // Shipped (the default interval is a second), then more that will not be.
+    let started = std::time::Instant::now();
+    while client.replication_stats().unwrap().records < 12 {
+        assert!(started.elapsed() < Duration::from_secs(30), "never shipped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    write(&client, 4);
+    drop(client);
+    child.signal("KILL");
+    let _ = child.child.wait();
+
+    let target = root.path().join("restored");
+    let output = restore(url, &target, &[], env);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let next_turn: u64 = field(&stdout, "next_turn_id").parse().unwrap();
+    let next_context: u64 = field(&stdout, "next_context_id").parse().unwrap();
+    assert!(
+        turns.iter().all(|turn| *turn < next_turn),
+        "{stdout}\nacknowledged {turns:?}"
+    );
+    assert!(
+        contexts.iter().all(|context| *context < next_context),
+        "{stdout}"
+    );
+    let (child, addr) = spawn(&target, &[], &[]);
+    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
+    let context = client.create_context().unwrap().context_id;
+    let turn = client
+        .append(
+            context,
+            None,
+            0,
+            0,
+            Bytes::from_static(b"after the restore"),
+        )
+        .unwrap()
+        .turn
+        .turn_id;
+    assert!(!contexts.contains(&context) && context >= next_context);
+    assert!(!turns.contains(&turn) && turn >= next_turn);
+    drop(client);
+    stop(child);
+}
+
+#[test]
+fn a_killed_primary_restores_to_a_store_that_hands_out_none_of_its_ids() {
+    let replica = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", replica.path().display());
+    killed_primary_ids(&url, &[]);
+    if let Some((url, env)) = common::seaweedfs("server-ids") {
+        let env: Vec<(&str, &str)> = env
+            .iter()
+            .map(|(key, value)| (key.as_str(), value.as_str()))
+            .collect();
+        killed_primary_ids(&url, &env);
+    }
+}
