@@ -38,6 +38,8 @@ pub struct VerifyReport {
     pub contexts: u64,
     /// Deleted contexts (their ContextIDs are never reused), not in `contexts`.
     pub contexts_deleted: u64,
+    /// ContextIDs taken at replica generations' starts (never contexts), in neither.
+    pub contexts_skipped: u64,
     pub blobs: u64,
     pub logical_bytes: u64,
     pub stored_bytes: u64,
@@ -58,11 +60,19 @@ impl fmt::Display for VerifyReport {
         writeln!(f, "store     {}", self.data_dir.display())?;
         writeln!(f, "shards    {}", self.shards)?;
         writeln!(f, "turns     {}", self.turns)?;
-        writeln!(
+        write!(
             f,
-            "contexts  {} ({} deleted)",
+            "contexts  {} ({} deleted",
             self.contexts, self.contexts_deleted
         )?;
+        if self.contexts_skipped > 0 {
+            write!(
+                f,
+                "; {} ids skipped at replica generation starts",
+                self.contexts_skipped
+            )?;
+        }
+        writeln!(f, ")")?;
         writeln!(
             f,
             "blobs     {} ({} bytes in packs)",
@@ -194,11 +204,13 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
     );
     report.turns = replay.state.turns;
     let heads = &replay.state.heads;
+    report.contexts_skipped = replay.state.contexts.skipped_contexts;
     report.contexts_deleted = heads
         .iter()
         .filter(|(_, head)| head.head_turn_id == DELETED_HEAD)
-        .count() as u64;
-    report.contexts = heads.count() - report.contexts_deleted;
+        .count() as u64
+        - report.contexts_skipped;
+    report.contexts = heads.count() - report.contexts_deleted - report.contexts_skipped;
     report.logical_bytes = replay.state.logical_bytes;
     Ok(report)
 }

@@ -74,10 +74,22 @@ fn a_raised_floor_is_where_the_next_ids_start_and_it_survives_a_reopen() {
         .turn;
     assert!(later.turn_id > turn.turn_id);
     assert!(context_exists(&engine, first) && !context_exists(&engine, ContextId(699)));
+    // Skipped ids are neither live nor deleted contexts.
+    assert_eq!(engine.stats().contexts, 3);
     engine.shutdown();
     drop(engine);
     let report = verify(dir.path()).unwrap();
     assert!(report.is_ok(), "{report:?}");
+    assert_eq!(
+        (
+            report.contexts,
+            report.contexts_deleted,
+            report.contexts_skipped
+        ),
+        (3, 0, 698),
+        "{report}"
+    );
+    assert!(report.to_string().contains("698 ids skipped"), "{report}");
 }
 
 #[test]

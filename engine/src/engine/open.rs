@@ -198,7 +198,7 @@ fn publish(recovered: &mut Recovered) -> Result<Arc<Published>, OpenError> {
     let counters = SequencerCounters::default();
     counters.turns.store(log.turns, Ordering::Relaxed);
     counters.contexts.store(
-        log.heads.count() - log.contexts.deleted_contexts,
+        log.heads.count() - log.contexts.deleted_contexts - log.contexts.skipped_contexts,
         Ordering::Relaxed,
     );
     counters

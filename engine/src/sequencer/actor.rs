@@ -459,7 +459,7 @@ impl SequencerActor {
             .fetch_add(batch.new_turns.len() as u64, Ordering::Relaxed);
         // Live contexts: a deleted one keeps its slot among the heads.
         counters.contexts.store(
-            self.heads.count() - self.contexts.deleted_contexts,
+            self.heads.count() - self.contexts.deleted_contexts - self.contexts.skipped_contexts,
             Ordering::Relaxed,
         );
         counters

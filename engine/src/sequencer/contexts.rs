@@ -188,8 +188,12 @@ pub(crate) struct Contexts {
     /// `gc_deleted_bytes_trigger` since its last round.
     pub deleted_payload_bytes: u64,
     /// Contexts deleted so far (since open: replay counts the deletes it meets). A deleted
-    /// context keeps its ContextID slot, so the live count is the heads' count less this.
+    /// context keeps its ContextID slot, so the live count is the heads' count less this (and
+    /// less `skipped_contexts`).
     pub deleted_contexts: u64,
+    /// ContextIDs taken at replica generations' starts (`skip_through`): slots among the
+    /// heads that never were contexts, not counted as live or deleted.
+    pub skipped_contexts: u64,
 }
 
 pub use ctxstore_vocab::labels::is_indexed_label;
@@ -244,6 +248,7 @@ impl Contexts {
     /// below the count does, and answers as a deleted context does.
     pub fn skip_through(&mut self, last: ContextId, at_unix_ms: u64) {
         assert!(last.0 > self.count(), "a skip takes new ContextIDs");
+        self.skipped_contexts += last.0 - self.count();
         while self.count() < last.0 {
             self.infos.push_back(ContextInfo {
                 created_at_unix_ms: at_unix_ms,
