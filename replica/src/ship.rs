@@ -253,9 +253,10 @@ struct Shipper {
     /// on the shipper's thread, in a burst each interval (issue 31's overhead figure,
     /// docs/benchmarks.md). At most one segment's body, which the cycle holds anyway.
     spare_body: Vec<u8>,
-    /// A cycle that failed after its first PUT (its cut's time, then the cycle): its objects
-    /// may have landed without an answer, so the next cycle ships it again byte for byte
-    /// rather than a new cut under the same keys.
+    /// A cycle whose shipping failed (its cut's time, then the cycle): an object of it may
+    /// have landed without an answer, so the next cycle ships it again byte for byte rather
+    /// than a new cut under the same keys. In memory only: after a restart, `attach` finds a
+    /// segment it has no record of and forks.
     retry: Option<(u64, Cycle)>,
 }
 

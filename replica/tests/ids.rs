@@ -6,14 +6,12 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::{Target, append, block_on, engine_config, restore_point, wait_shipped};
 use ctxstore_engine::id_floors::IdFloors;
 use ctxstore_engine::{ContextId, Engine, TurnId};
-use ctxstore_replica::faulty::{Fault, FaultyStore};
+use ctxstore_replica::Replicator;
+use ctxstore_replica::faulty::Fault;
 use ctxstore_replica::restore::RestorePoint;
-use ctxstore_replica::{Remote, Replicator};
 
 /// Every id a primary acknowledged.
 #[derive(Default)]
@@ -55,11 +53,8 @@ impl Acknowledged {
 /// unreachable, and dies (its disk is lost with it).
 fn primary_that_dies(target: &Target, dir: &std::path::Path, seed: u64) -> Acknowledged {
     let engine = Engine::open(engine_config(dir)).unwrap();
-    let inner = ctxstore_replica::target::open(&target.url, &target.s3).unwrap();
-    let faulty = FaultyStore::new(inner.store.clone());
-    let faults = faulty.faults.clone();
-    let remote = Remote::new(Arc::new(faulty), inner.layout.prefix(), &target.url);
-    let replicator = Replicator::start_with(engine.clone(), target.ship_config(), remote).unwrap();
+    let (replicator, faults) =
+        common::faulty_replicator(&engine, &target.url, &target.s3, target.ship_config());
     let mut acknowledged = Acknowledged::default();
     acknowledged.write(&engine, 3, 4, seed);
     wait_shipped(&replicator);
@@ -143,34 +138,19 @@ fn ids_acknowledged_but_not_shipped_are_never_handed_out_again() {
 /// its ids' jump (it does not stall).
 #[test]
 fn a_promoted_standby_hands_out_none_of_the_ids_its_primary_did_not_ship() {
-    use ctxstore_replica::follow::{self, FollowConfig, Follower, PromotionAnswer};
+    use ctxstore_replica::follow::{self, PromotionAnswer};
     use ctxstore_replica::stats::ReplicationState;
     use std::time::{Duration, Instant};
 
     let root = tempfile::tempdir().unwrap();
     let target = Target::file(root.path());
-    let standby_of = |dir: &std::path::Path| {
-        let config = FollowConfig {
-            url: target.url.clone(),
-            s3: target.s3.clone(),
-            interval: Duration::from_millis(25),
-            ship: target.ship_config(),
-        };
-        follow::prepare(dir, &config).unwrap();
-        let mut engine_config = engine_config(dir);
-        engine_config.follower = true;
-        let engine = Engine::open(engine_config).unwrap();
-        let follower = Follower::start(engine.clone(), config).unwrap();
-        (engine, follower)
-    };
+    let standby_of =
+        |dir: &std::path::Path| common::start_standby(&target, dir, target.ship_config());
     // The primary ships a first part, the standbys start from it.
     let primary_dir = root.path().join("primary");
     let engine = Engine::open(engine_config(&primary_dir)).unwrap();
-    let inner = ctxstore_replica::target::open(&target.url, &target.s3).unwrap();
-    let faulty = FaultyStore::new(inner.store.clone());
-    let faults = faulty.faults.clone();
-    let remote = Remote::new(Arc::new(faulty), inner.layout.prefix(), &target.url);
-    let replicator = Replicator::start_with(engine.clone(), target.ship_config(), remote).unwrap();
+    let (replicator, faults) =
+        common::faulty_replicator(&engine, &target.url, &target.s3, target.ship_config());
     let mut acknowledged = Acknowledged::default();
     acknowledged.write(&engine, 3, 3, 21);
     wait_shipped(&replicator);

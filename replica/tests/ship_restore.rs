@@ -10,7 +10,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -19,7 +19,7 @@ use ctxstore_engine::{
     AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, ErrorKind, TurnId,
     verify,
 };
-use ctxstore_replica::faulty::{Fault, FaultyStore};
+use ctxstore_replica::faulty::Fault;
 use ctxstore_replica::restore::{RestorePoint, restore};
 use ctxstore_replica::stats::ReplicationState;
 use ctxstore_replica::{Remote, ReplicaError, Replicator, S3Settings, ShipConfig, ShipPriority};
@@ -287,11 +287,8 @@ fn a_second_primary_on_the_prefix_fences_the_first_within_an_interval() {
 fn a_failing_object_store_never_stops_appends_and_everything_ships_once_it_recovers() {
     let s = setup();
     let engine = Engine::open(engine_config(&s.data)).unwrap();
-    let inner = file_remote(&s.url);
-    let faulty = FaultyStore::new(inner.store.clone());
-    let faults = faulty.faults.clone();
-    let remote = Remote::new(Arc::new(faulty), "", &s.url);
-    let replicator = Replicator::start_with(engine.clone(), ship_config(&s.url), remote).unwrap();
+    let (replicator, faults) =
+        common::faulty_replicator(&engine, &s.url, &S3Settings::default(), ship_config(&s.url));
     let context = block_on(engine.create_context()).unwrap().context_id;
     let mut expected = BTreeMap::new();
     for (round, fault) in [
@@ -582,11 +579,8 @@ fn idle_puts_the_shippers_threads_under_sched_idle() {
 fn a_segment_that_landed_unanswered_before_an_outage_is_shipped_again_not_fenced() {
     let s = setup();
     let engine = Engine::open(engine_config(&s.data)).unwrap();
-    let inner = file_remote(&s.url);
-    let faulty = FaultyStore::new(inner.store.clone());
-    let faults = faulty.faults.clone();
-    let remote = Remote::new(Arc::new(faulty), "", &s.url);
-    let replicator = Replicator::start_with(engine.clone(), ship_config(&s.url), remote).unwrap();
+    let (replicator, faults) =
+        common::faulty_replicator(&engine, &s.url, &S3Settings::default(), ship_config(&s.url));
     let context = block_on(engine.create_context()).unwrap().context_id;
     let mut expected = BTreeMap::new();
     let payload = noise(1, 4096);

@@ -20,7 +20,8 @@ use ctxstore_engine::{AppendRequest, ContextId, ContextRef, Engine, TurnId, veri
 use ctxstore_replica::faulty::Fault;
 use ctxstore_replica::restore::RestorePoint;
 use ctxstore_replica::stats::now_unix_ms;
-use ctxstore_replica::{FollowConfig, Follower, ReplicationState, Replicator, ShipConfig, follow};
+use ctxstore_replica::{Follower, ReplicationState, Replicator, ShipConfig, follow};
+use ctxstore_testsupport::SeededRng;
 
 fn ship_config(target: &Target) -> ShipConfig {
     let mut config = target.ship_config();
@@ -34,18 +35,7 @@ fn create(engine: &Engine) -> ContextId {
 
 /// A standby of `target` in `dir`: restored from the newest point, then following.
 fn start_standby(target: &Target, dir: &Path) -> (Engine, Follower) {
-    let config = FollowConfig {
-        url: target.url.clone(),
-        s3: target.s3.clone(),
-        interval: Duration::from_millis(25),
-        ship: ship_config(target),
-    };
-    follow::prepare(dir, &config).unwrap();
-    let mut engine_config = engine_config(dir);
-    engine_config.follower = true;
-    let engine = Engine::open(engine_config).unwrap();
-    let follower = Follower::start(engine.clone(), config).unwrap();
-    (engine, follower)
+    common::start_standby(target, dir, ship_config(target))
 }
 
 /// Waits until the standby applied everything the primary shipped up to now: the primary's
@@ -321,18 +311,6 @@ fn rewritten_under_the_standby(target: &Target, run: &Run) {
     stop_standby(standby, follower, &run.standby_dir);
 }
 
-/// A small seeded generator (xorshift): the same seed, the same operations.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
-
 #[test]
 fn a_standby_follows_mixed_writes_with_collections_and_ends_equal_to_its_primary() {
     let root = tempfile::tempdir().unwrap();
@@ -466,27 +444,19 @@ fn mixed_writes(target: &Target, run: &Run, seed: u64, ops: u64) -> Campaign {
     let mut points: Vec<Point> = Vec::new();
     // Per operation that wrote: (records after it, when it started, when it was answered).
     let mut acknowledged: Vec<(u64, u64, u64)> = Vec::new();
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = SeededRng::new(seed);
     let primary = Engine::open(engine_config(&run.primary_dir)).unwrap();
     // On a directory the primary ships through the fault-injecting store: the campaign
     // pauses and breaks the object store between operations.
-    let faults = target.url.starts_with("file://").then(|| {
-        let inner = ctxstore_replica::target::open(&target.url, &target.s3).unwrap();
-        ctxstore_replica::faulty::FaultyStore::new(inner.store.clone())
-    });
-    let (replicator, faults) = match faults {
-        Some(faulty) => {
-            let faults = faulty.faults.clone();
-            let remote =
-                ctxstore_replica::Remote::new(std::sync::Arc::new(faulty), "", &target.url);
-            let replicator =
-                Replicator::start_with(primary.clone(), ship_config(target), remote).unwrap();
-            (replicator, Some(faults))
-        }
-        None => (
+    let (replicator, faults) = if target.url.starts_with("file://") {
+        let (replicator, faults) =
+            common::faulty_replicator(&primary, &target.url, &target.s3, ship_config(target));
+        (replicator, Some(faults))
+    } else {
+        (
             Replicator::start(primary.clone(), ship_config(target)).unwrap(),
             None,
-        ),
+        )
     };
     let set_fault = |fault: Fault| {
         if let Some(faults) = &faults {
@@ -508,7 +478,7 @@ fn mixed_writes(target: &Target, run: &Run, seed: u64, ops: u64) -> Campaign {
     let mut durable = primary.durable_records();
     for op in 0..ops {
         let started_ms = now_unix_ms();
-        let pick = |rng: &mut Rng, len: usize| rng.below(len as u64) as usize;
+        let pick = |rng: &mut SeededRng, len: usize| rng.below(len as u64) as usize;
         let context = contexts[pick(&mut rng, contexts.len())];
         match rng.below(20) {
             0..=6 => {

@@ -13,25 +13,13 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ctxstore_client::{ClientConfig, blocking};
-use ctxstore_testsupport::{ServerLaunch, TestServer};
+use ctxstore_testsupport::{SeededRng, ServerLaunch, TestServer};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
 
 /// Every acknowledged turn, in the order it was acknowledged (one client, one at a time: the
 /// order of the log), with its context and payload; and every id ever handed out.
@@ -41,13 +29,6 @@ struct Truth {
     contexts: Vec<u64>,
     turn_ids_ever: BTreeSet<u64>,
     context_ids_ever: BTreeSet<u64>,
-}
-
-fn field<'a>(stdout: &'a str, name: &str) -> &'a str {
-    stdout
-        .lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no {name} line in\n{stdout}"))
 }
 
 fn spawn(data: &Path, url: &str, env: &[(String, String)]) -> TestServer {
@@ -62,7 +43,7 @@ fn spawn(data: &Path, url: &str, env: &[(String, String)]) -> TestServer {
 /// One round: writes until the kill, then the restore checked against the truth. Answers the
 /// restored store's directory.
 fn round(
-    rng: &mut Rng,
+    rng: &mut SeededRng,
     truth: &mut Truth,
     data: &Path,
     url: &str,
@@ -114,22 +95,19 @@ fn round(
     server.signal("KILL");
     let _ = server.child.wait();
 
-    let mut command = Command::new(SERVER);
-    command
-        .args(["restore", "--from", url, "--to"])
-        .arg(&next_dir);
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let output = command.output().unwrap();
+    let output = common::restore_cli(SERVER, url, &next_dir, &[], env);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let next_turn: u64 = field(&stdout, "next_turn_id").parse().unwrap();
-    let next_context: u64 = field(&stdout, "next_context_id").parse().unwrap();
+    let next_turn: u64 = common::output_field(&stdout, "next_turn_id")
+        .parse()
+        .unwrap();
+    let next_context: u64 = common::output_field(&stdout, "next_context_id")
+        .parse()
+        .unwrap();
     assert!(
         truth.turn_ids_ever.iter().all(|id| *id < next_turn),
         "{stdout}"
@@ -182,7 +160,7 @@ fn round(
 }
 
 fn chain(root: &Path, url: &str, env: &[(String, String)], seed: u64, rounds: u64) {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = SeededRng::new(seed);
     let mut truth = Truth::default();
     let mut data = root.join("round0");
     let started = Instant::now();

@@ -38,23 +38,10 @@ fn stop(mut server: TestServer) {
 }
 
 fn restore(url: &str, to: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(SERVER);
-    command
-        .args(["restore", "--from", url, "--to"])
-        .arg(to)
-        .args(extra);
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    command.output().unwrap()
+    common::restore_cli(SERVER, url, to, extra, env)
 }
 
-fn field<'a>(stdout: &'a str, name: &str) -> &'a str {
-    stdout
-        .lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no {name} line in\n{stdout}"))
-}
+use common::output_field as field;
 
 /// Ships a store to `url` through the binary, restores it, and checks every turn.
 fn ships_and_restores(url: &str, env: &[(&str, &str)]) {

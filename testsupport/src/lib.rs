@@ -7,11 +7,14 @@
 //! - [`server_binary`] (`binary.rs`): `ctxstore-server` for packages that cannot name it as
 //!   their own binary.
 //! - [`scripted_server`] (`scripted.rs`): the one scripted fake server for client tests.
+//! - [`SeededRng`] (`rng.rs`): the seeded generator of the randomized campaigns.
 
 mod binary;
 mod launcher;
+mod rng;
 mod scripted;
 
 pub use binary::server_binary;
 pub use launcher::{LaunchError, ServerLaunch, TestServer, verified, wait_ready};
+pub use rng::SeededRng;
 pub use scripted::{ScriptedServer, Seen, scripted_server};

@@ -166,3 +166,41 @@ pub fn wait_shipped(replicator: &Replicator) {
         replicator.stats().snapshot(now_unix_ms())
     );
 }
+
+/// A replicator of `engine` shipping to `url` through the fault-injecting store, and the
+/// switch that sets its faults.
+pub fn faulty_replicator(
+    engine: &Engine,
+    url: &str,
+    s3: &S3Settings,
+    config: ShipConfig,
+) -> (Replicator, std::sync::Arc<ctxstore_replica::faulty::Faults>) {
+    let inner = ctxstore_replica::target::open(url, s3).unwrap();
+    let faulty = ctxstore_replica::faulty::FaultyStore::new(inner.store.clone());
+    let faults = faulty.faults.clone();
+    let remote =
+        ctxstore_replica::Remote::new(std::sync::Arc::new(faulty), inner.layout.prefix(), url);
+    let replicator = Replicator::start_with(engine.clone(), config, remote).unwrap();
+    (replicator, faults)
+}
+
+/// A standby of `target` in `dir` (restored from the newest point, then following every
+/// 25 ms), shipping with `ship` once promoted.
+pub fn start_standby(
+    target: &Target,
+    dir: &Path,
+    ship: ShipConfig,
+) -> (Engine, ctxstore_replica::Follower) {
+    let config = ctxstore_replica::FollowConfig {
+        url: target.url.clone(),
+        s3: target.s3.clone(),
+        interval: Duration::from_millis(25),
+        ship,
+    };
+    ctxstore_replica::follow::prepare(dir, &config).unwrap();
+    let mut engine_config = engine_config(dir);
+    engine_config.follower = true;
+    let engine = Engine::open(engine_config).unwrap();
+    let follower = ctxstore_replica::Follower::start(engine.clone(), config).unwrap();
+    (engine, follower)
+}

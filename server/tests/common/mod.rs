@@ -284,3 +284,30 @@ pub fn seaweedfs(name: &str) -> Option<(String, Vec<(String, String)>)> {
             .collect(),
     ))
 }
+
+/// `ctxstore-server restore --from URL --to DIR` with `extra` flags and `env`: its output.
+pub fn restore_cli<K: AsRef<std::ffi::OsStr>, V: AsRef<std::ffi::OsStr>>(
+    server: &str,
+    url: &str,
+    to: &Path,
+    extra: &[&str],
+    env: &[(K, V)],
+) -> std::process::Output {
+    let mut command = std::process::Command::new(server);
+    command
+        .args(["restore", "--from", url, "--to"])
+        .arg(to)
+        .args(extra);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().unwrap()
+}
+
+/// The value of the `name value` line of a command's output.
+pub fn output_field<'a>(stdout: &'a str, name: &str) -> &'a str {
+    stdout
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} line in\n{stdout}"))
+}
