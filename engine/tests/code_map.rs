@@ -324,3 +324,37 @@ fn the_paths_name_what_exists() {
         missing.join("\n")
     );
 }
+
+/// A message broken over lines without its `\` keeps the next line's indentation inside the
+/// string: an operator reads "epoch                  3" (three messages did, one of them the
+/// fenced primary's refusal). No string literal in the workspace's sources holds a run of ten
+/// spaces between words.
+#[test]
+fn no_message_keeps_a_lost_line_continuation() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut problems = Vec::new();
+    for krate in [
+        "engine", "replica", "server", "cli", "client", "protocol", "vocab", "loadgen",
+    ] {
+        let src = root.join(krate).join("src");
+        let mut files = Vec::new();
+        source_files(&src, &src, &mut files);
+        for file in &files {
+            let source = std::fs::read_to_string(src.join(file)).expect("a source file");
+            for (number, line) in source.lines().enumerate() {
+                let line = line.split("//").next().unwrap_or("");
+                let quoted: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
+                if quoted
+                    .iter()
+                    .any(|text| text.trim().contains("          ") && !text.trim().is_empty())
+                {
+                    problems.push(format!("{krate}/src/{file}:{}", number + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "string literals holding a lost line continuation (end the line with `\\`): {problems:?}"
+    );
+}

@@ -700,7 +700,8 @@ impl Shipper {
             // Nothing acknowledged from now on would reach a restore point: refuse writes at
             // once (issue 46), naming who holds the prefix now.
             self.engine.fence(format!(
-                "this server is fenced: {holder} took the replica {location} with epoch                  {epoch}; it refuses writes; write to {holder} instead"
+                "this server is fenced: {holder} took the replica {location} with epoch \
+                 {epoch}; it refuses writes; write to {holder} instead"
             ));
             self.stats.set_primary(holder);
             tracing::error!(%error, "replication fenced: this primary ships nothing more");

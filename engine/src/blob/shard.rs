@@ -696,7 +696,9 @@ impl ShardActor {
                     >= (entry.location.pack_id, entry.location.pack_offset)
             {
                 return Err(Refusal::Invalid(format!(
-                    "blob {} comes at pack {} offset {}, but this shard holds it at pack {}                      offset {}, later (the standby's store is not a copy of the primary's;                      restore it again)",
+                    "blob {} comes at pack {} offset {}, but this shard holds it at pack {} \
+                     offset {}, later (the standby's store is not a copy of the primary's; \
+                     restore it again)",
                     entry.hash,
                     entry.location.pack_id,
                     entry.location.pack_offset,

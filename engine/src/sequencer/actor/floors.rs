@@ -45,7 +45,10 @@ impl SequencerActor {
                 )
             };
             return Err(EngineError::Unshipped(format!(
-                "the replica holds {what} up to {shipped} and this primary hands out at most                  {max} past its newest point (the next is {next}), so that a new generation                  never hands one out again; retry once more has shipped (ctxstore stats:                  replication)"
+                "the replica holds {what} up to {shipped} and this primary hands out at most \
+                 {max} past its newest point (the next is {next}), so that a new generation \
+                 never hands one out again; retry once more has shipped (ctxstore stats: \
+                 replication)"
             )));
         }
         Ok(())
