@@ -358,3 +358,30 @@ fn no_message_keeps_a_lost_line_continuation() {
         "string literals holding a lost line continuation (end the line with `\\`): {problems:?}"
     );
 }
+
+/// The server and the replica use the engine's API, never its on-disk formats: what they need
+/// of them (the slot size, a turn's extras, a record's end in a log) the engine exports
+/// (`turns.rs`), so that a format change stays inside the engine (docs/architecture.md).
+#[test]
+fn the_server_and_the_replica_do_not_import_the_engines_formats() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut problems = Vec::new();
+    for krate in ["server", "replica"] {
+        let src = root.join(krate).join("src");
+        let mut files = Vec::new();
+        source_files(&src, &src, &mut files);
+        assert!(!files.is_empty(), "{krate}/src holds sources");
+        for file in &files {
+            let code = code_of(&std::fs::read_to_string(src.join(file)).expect("a source file"));
+            let flat: String = code.split_whitespace().collect();
+            if flat.contains("ctxstore_engine::format") || flat.contains("ctxstore_engine::{format")
+            {
+                problems.push(format!("{krate}/src/{file}"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "these import the engine's format/ (use what the engine exports): {problems:?}"
+    );
+}

@@ -19,14 +19,12 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bytes::Bytes;
-use ctxstore_engine::files;
-use ctxstore_engine::format::turn_log::{LOG_RECORD_BYTES, LogRecord};
 use ctxstore_engine::store_dir::StoreDir;
+use ctxstore_engine::{EngineError, files};
 use futures_util::StreamExt;
 
 use crate::catalog;
@@ -561,25 +559,15 @@ fn check_log_cut(state: &StoreState, record_id: u64) -> Result<(), ReplicaError>
 /// the state with it. Answers the records kept.
 fn cut_log(log_path: &Path, state: &mut StoreState, record_id: u64) -> Result<u64, ReplicaError> {
     let log = File::open(log_path).map_err(|source| ReplicaError::io(log_path, source))?;
-    let read_slot = |id: u64| -> Result<Option<LogRecord>, ReplicaError> {
-        let mut slot = [0u8; LOG_RECORD_BYTES];
-        log.read_exact_at(&mut slot, (id - 1) * LOG_SLOT_BYTES)
-            .map_err(|source| ReplicaError::io(log_path, source))?;
-        LogRecord::decode(&slot).map_err(|error| ReplicaError::Damaged {
-            key: log_path.display().to_string(),
-            reason: format!("slot {id}: {error}"),
-        })
-    };
-    let head = match read_slot(record_id)? {
-        Some(LogRecord::Continuation(continuation)) => continuation.head_record_id,
-        _ => record_id,
-    };
-    let slots = match read_slot(head)? {
-        Some(LogRecord::Turn(turn)) => turn.slot_count(),
-        Some(LogRecord::Meta(meta)) => u64::from(meta.slot_count),
-        _ => 1,
-    };
-    let end = (head + slots - 1).max(record_id).min(state.log_records);
+    let record_end =
+        ctxstore_engine::turns::log_record_end(&log, record_id).map_err(|error| match error {
+            EngineError::Io { source, .. } => ReplicaError::io(log_path, source),
+            other => ReplicaError::Damaged {
+                key: log_path.display().to_string(),
+                reason: other.to_string(),
+            },
+        })?;
+    let end = record_end.min(state.log_records);
     let cut =
         files::WriteFile::open(log_path).map_err(|source| ReplicaError::io(log_path, source))?;
     cut.set_len(end * LOG_SLOT_BYTES)

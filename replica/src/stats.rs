@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use ctxstore_engine::format::turn_log::LOG_RECORD_BYTES;
+use ctxstore_engine::turns::LOG_RECORD_BYTES;
 
 /// What the replicator is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,17 +5,49 @@
 
 use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::format::turn_extras::TurnExtras;
-use crate::format::turn_log::TurnRecord;
+use crate::format::turn_log::{LogRecord, TurnRecord};
 use crate::ids::{ContextId, TurnId};
 use crate::model::{ContextRef, Page, PageOptions, PayloadCache, Turn};
 use crate::sequencer::contexts::{Contexts, is_indexed_label};
 use crate::sequencer::owners::{self, Owner};
 use crate::sequencer::view::TurnsView;
 
+pub use crate::format::turn_extras::TurnExtras;
+pub use crate::format::turn_log::LOG_RECORD_BYTES;
 pub use ctxstore_vocab::limits::{
     APPEND_BATCH_TURNS_MAX, FIND_PAGE_MAX, LOG_PAGE_MAX, LOG_SCAN_MAX,
 };
+
+/// The last slot of the `turns.log` record that holds slot `record_id`, read from `log` (a
+/// restored copy's): a restore cut there keeps that record whole (a turn with its extras
+/// slots, a multi-slot metadata record). Damage is `Corrupt`, naming the slot.
+pub fn log_record_end(log: &std::fs::File, record_id: u64) -> Result<u64, EngineError> {
+    use std::os::unix::fs::FileExt;
+    assert!(record_id > 0, "record ids start at 1");
+    let read_slot = |id: u64| -> Result<Option<LogRecord>, EngineError> {
+        let mut slot = [0u8; LOG_RECORD_BYTES];
+        let offset = crate::format::turn_log::record_offset(id);
+        log.read_exact_at(&mut slot, offset)
+            .map_err(|source| EngineError::io("turns.log", source))?;
+        LogRecord::decode(&slot).map_err(|error| {
+            EngineError::Corrupt(crate::error::Corruption::new(
+                "turns.log",
+                offset,
+                format!("slot {id}: {error}"),
+            ))
+        })
+    };
+    let head = match read_slot(record_id)? {
+        Some(LogRecord::Continuation(continuation)) => continuation.head_record_id,
+        _ => record_id,
+    };
+    let slots = match read_slot(head)? {
+        Some(LogRecord::Turn(turn)) => turn.slot_count(),
+        Some(LogRecord::Meta(meta)) => u64::from(meta.slot_count),
+        _ => 1,
+    };
+    Ok((head + slots - 1).max(record_id))
+}
 
 /// Which turns of a context's log a page returns, newest first.
 #[derive(Clone, PartialEq, Eq, Debug, Default)]

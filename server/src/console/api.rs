@@ -7,7 +7,7 @@ use std::collections::{BinaryHeap, HashSet};
 
 use bytes::Bytes;
 use ctxstore_engine::contexts::{LIST_PAGE_MAX, ListQuery};
-use ctxstore_engine::format::turn_extras::TurnExtras;
+use ctxstore_engine::turns::TurnExtras;
 use ctxstore_engine::turns::{LOG_PAGE_MAX, LogQuery};
 use ctxstore_engine::{
     ContextId, ContextRef, ContextView, EngineError, ErrorKind, NoPayloadCache, Payload,

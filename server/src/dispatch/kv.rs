@@ -5,11 +5,11 @@
 use bytes::Bytes;
 use ctxstore_engine::ContextRef;
 use ctxstore_engine::contexts::KvItem;
-use ctxstore_engine::format::context_meta::KV_TOUCH_KEYS_MAX;
 use ctxstore_protocol::{
     ErrorCode, KvItemExWire, KvItemWire, KvRequest, KvResponse, Response, kv_put_flags,
     kv_read_flags, read_flags,
 };
+use ctxstore_vocab::limits::KV_TOUCH_KEYS_MAX;
 
 use super::{Dispatcher, context_ref, engine_error, payload_mode, payload_wire};
 
