@@ -52,9 +52,6 @@ pub enum ErrorKind {
     StreamEnded,
     /// Another connection owns the stream (issue 32).
     StreamNotOwned,
-    /// The store cannot take this now and may later (a primary too far ahead of its replica,
-    /// issue 46 item 8): retry after a while.
-    Overloaded,
 }
 
 /// Why an engine operation failed.
@@ -171,7 +168,8 @@ impl EngineError {
             EngineError::Corrupt(_) => ErrorKind::Corrupt,
             EngineError::Io { .. } => ErrorKind::Io,
             EngineError::ShutDown => ErrorKind::ShutDown,
-            EngineError::Unshipped(_) => ErrorKind::Overloaded,
+            // Writes refused for now, reads go on: READ_ONLY, the message says until when.
+            EngineError::Unshipped(_) => ErrorKind::ReadOnly,
         }
     }
 

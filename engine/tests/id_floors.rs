@@ -143,7 +143,7 @@ fn a_primary_hands_out_no_id_past_the_bound_until_more_has_shipped() {
         }
         assert!(taken < 10, "the bound never refused");
     };
-    assert_eq!(refusal.kind(), ErrorKind::Overloaded, "{refusal}");
+    assert_eq!(refusal.kind(), ErrorKind::ReadOnly, "{refusal}");
     assert!(
         refusal.to_string().contains("retry once more has shipped"),
         "{refusal}"
@@ -159,7 +159,7 @@ fn a_primary_hands_out_no_id_past_the_bound_until_more_has_shipped() {
     let count = engine.id_floors().contexts - 1;
     engine.set_shipped_ids(u64::MAX, count - IDS_UNSHIPPED_CONTEXTS_MAX);
     let refused = block_on(engine.create(ctxstore_engine::NewContext::default())).unwrap_err();
-    assert_eq!(refused.kind(), ErrorKind::Overloaded, "{refused}");
+    assert_eq!(refused.kind(), ErrorKind::ReadOnly, "{refused}");
     append(&engine, context, b"appends still go", None).unwrap();
     engine.set_shipped_ids(u64::MAX, count);
     new_context(&engine);

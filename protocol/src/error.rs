@@ -16,7 +16,8 @@ pub enum ErrorCode {
     NotFound = 5,
     /// The context's head is not the expected one; `detail` holds the actual head.
     Conflict = 6,
-    /// The store refuses writes (a failed fsync); reads go on.
+    /// The store refuses writes (a failed fsync, a standby, a fenced primary, or for now a
+    /// primary too far ahead of its replica); reads go on.
     ReadOnly = 7,
     /// The disk is full; reads go on.
     NoSpace = 8,

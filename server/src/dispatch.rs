@@ -204,7 +204,6 @@ pub fn engine_error(error: EngineError) -> Response {
         // Only stream requests (version 3) name streams.
         ErrorKind::StreamEnded => ErrorCode::StreamEnded,
         ErrorKind::StreamNotOwned => ErrorCode::StreamNotOwned,
-        ErrorKind::Overloaded => ErrorCode::Overloaded,
     };
     let detail = match &error {
         EngineError::Conflict { actual, .. } => actual.0,

@@ -152,7 +152,8 @@ class Conflict(ServerError):
 
 
 class ReadOnly(ServerError):
-    """READ_ONLY (7): the store refuses writes (a failed fsync); reads go on."""
+    """READ_ONLY (7): the store refuses writes (a failed fsync, a standby, a fenced primary, or
+    for now a primary too far ahead of its replica: the message says which); reads go on."""
 
     code = 7
     name = "READ_ONLY"

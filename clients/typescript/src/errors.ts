@@ -65,7 +65,8 @@ export class Conflict extends serverError(6, "CONFLICT") {
     return this.detail;
   }
 }
-/** READ_ONLY (7): the store refuses writes (a failed fsync); reads go on. */
+/** READ_ONLY (7): the store refuses writes (a failed fsync, a standby, a fenced primary, or for
+ * now a primary too far ahead of its replica: the message says which); reads go on. */
 export class ReadOnly extends serverError(7, "READ_ONLY") {}
 /** NO_SPACE (8): the server's disk is full; reads go on. */
 export class NoSpace extends serverError(8, "NO_SPACE") {}

@@ -7,8 +7,8 @@
 //! - **A bound.** A primary with a replica hands out no TurnID (record id) more than
 //!   `IDS_UNSHIPPED_RECORDS_MAX` past the last point the replica holds, and no ContextID more
 //!   than `IDS_UNSHIPPED_CONTEXTS_MAX` past it (`set_shipped_ids`, told by the replicator after
-//!   each stored segment); past either, writes that take new ids answer OVERLOADED until more
-//!   has shipped.
+//!   each stored segment); past either, writes that take new ids answer READ_ONLY (reads go
+//!   on) until more has shipped.
 //! - **A skip.** A new generation raises its floors (`raise_id_floors`) to twice the bound
 //!   past the newest point of every generation of the replica (the second half covers the
 //!   requests admitted while the bound was reached): TurnIDs through a `turns.base` that
