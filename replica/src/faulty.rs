@@ -53,6 +53,17 @@ impl Faults {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = fault;
     }
 
+    /// Sets `to` only if the fault is still `from`, in one step under the lock.
+    fn replace(&self, from: Fault, to: Fault) {
+        let mut fault = self
+            .fault
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if *fault == from {
+            *fault = to;
+        }
+    }
+
     fn get(&self) -> Fault {
         *self
             .fault
@@ -123,7 +134,8 @@ impl ObjectStore for FaultyStore {
             }
             Fault::LandThenGone => {
                 self.inner.put_opts(location, payload, opts).await?;
-                self.faults.set(Fault::Unreachable);
+                // Unless the test switched the fault meanwhile (its switch wins).
+                self.faults.replace(Fault::LandThenGone, Fault::Unreachable);
                 Err(self.injected("connection reset after the PUT landed, then the endpoint went"))
             }
             _ => self.inner.put_opts(location, payload, opts).await,
