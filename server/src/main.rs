@@ -671,19 +671,8 @@ fn restore(
     // Recovery keeps a turn only with its blob: a store that opens with fewer records than
     // the point holds lost some (issue 46: this exited 0 and verified). Never a silent loss.
     let held = engine.durable_records();
-    // A restored store is started to take writes: its ids start past every one the
-    // replica's primaries may have handed out without shipping it (issue 46 item 8).
-    let floors = if held < report.log_records {
-        None
-    } else {
-        Some(
-            runtime
-                .block_on(ctxstore_replica::ids::start_past_replica(&remote, &engine))
-                .with_context(|| format!("raising the ids of {}", to.display()))?,
-        )
-    };
-    engine.shutdown();
     if held < report.log_records {
+        engine.shutdown();
         anyhow::bail!(
             "the store restored in {} opens with records up to {held}, not the point's {}: a \
              blob record {} names is in no object the point reads; restore an earlier point \
@@ -693,6 +682,13 @@ fn restore(
             held + 1
         );
     }
+    // A restored store is started to take writes: its ids start past every one the
+    // replica's primaries may have handed out without shipping it (issue 46 item 8).
+    let floors = runtime
+        .block_on(ctxstore_replica::ids::start_past_replica(&remote, &engine))
+        .with_context(|| format!("raising the ids of {}", to.display()));
+    engine.shutdown();
+    let floors = floors?;
     let verified = ctxstore_engine::verify(&to)?;
     if !verified.is_ok() {
         eprintln!("{verified}");
@@ -705,8 +701,8 @@ fn restore(
         report.seq,
         report.created_unix_ms,
         report.log_records,
-        floors.map_or(0, |floors| floors.records),
-        floors.map_or(0, |floors| floors.contexts),
+        floors.records,
+        floors.contexts,
         verified.turns,
         verified.blobs,
         report.objects,
