@@ -8,134 +8,127 @@
 
 use bytes::Bytes;
 
-/// Message types. Requests are 0x0001..=0x00FF; a response is `request | RESPONSE_BIT`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u16)]
-pub enum MessageType {
-    Hello = 0x0001,
-    Ping = 0x0002,
-    CtxCreate = 0x0003,
-    CtxFork = 0x0004,
-    GetHead = 0x0005,
-    AppendTurn = 0x0006,
-    AppendTurnByHash = 0x0007,
-    GetTurn = 0x0008,
-    GetLast = 0x0009,
-    GetBefore = 0x000A,
-    GetRangeByDepth = 0x000B,
-    GetChain = 0x000C,
-    GetBlob = 0x000D,
-    HasBlobs = 0x000E,
-    Stats = 0x000F,
-    // Version 2: contexts as agent threads.
-    CtxOpen = 0x0010,
-    CtxShow = 0x0011,
-    CtxTag = 0x0012,
-    CtxList = 0x0013,
-    CtxName = 0x0014,
-    KvPut = 0x0015,
-    KvGet = 0x0016,
-    KvDelete = 0x0017,
-    KvList = 0x0018,
+/// The message table: one row per message, its code, its name on the wire, its family (the
+/// codec module that owns its body, `codec::Family`) and the protocol version it arrived in.
+/// Everything a message type is elsewhere comes from this row: `MessageType` and its `ALL`,
+/// `name`, `family`, `since_version`, the codec's routing (`Family::of`), and the clients'
+/// generated constants (`clients/python/ctxstore/_wire.py`, `clients/typescript/src/wire.ts`,
+/// written from this table by `protocol/tests/generated_clients.rs`, which fails when they
+/// are stale). Adding a message: docs/architecture.md, *Adding a message*.
+macro_rules! message_table {
+    ($($variant:ident = $code:literal, $name:literal, $family:ident($module:ident), $since:literal;)*) => {
+        /// Message types. Requests are 0x0001..=0x00FF; a response is `request | RESPONSE_BIT`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u16)]
+        pub enum MessageType {
+            $($variant = $code,)*
+        }
+
+        impl MessageType {
+            /// Every message type, in the table's order.
+            pub const ALL: [MessageType; <[u16]>::len(&[$($code),*])] = [$(MessageType::$variant,)*];
+
+            /// The name used in docs/protocol.md.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(MessageType::$variant => $name,)*
+                }
+            }
+
+            /// The family that owns the message's body (a module of `codec/`).
+            pub fn family(self) -> &'static str {
+                match self {
+                    $(MessageType::$variant => stringify!($family),)*
+                }
+            }
+
+            /// The protocol version that introduced this message: a connection that negotiated
+            /// an older one answers it UNKNOWN_MESSAGE.
+            pub fn since_version(self) -> u16 {
+                match self {
+                    $(MessageType::$variant => $since,)*
+                }
+            }
+        }
+
+        impl crate::codec::Family {
+            /// Which family owns a message type, and which of its messages it is.
+            pub(crate) fn of(message_type: MessageType) -> crate::codec::Family {
+                match message_type {
+                    $(MessageType::$variant => {
+                        crate::codec::Family::$family(crate::codec::$module::Kind::$variant)
+                    })*
+                }
+            }
+        }
+    };
+}
+
+message_table! {
+    Hello = 0x0001, "HELLO", Admin(admin), 1;
+    Ping = 0x0002, "PING", Admin(admin), 1;
+    CtxCreate = 0x0003, "CTX_CREATE", Contexts(contexts), 1;
+    CtxFork = 0x0004, "CTX_FORK", Contexts(contexts), 1;
+    GetHead = 0x0005, "GET_HEAD", Contexts(contexts), 1;
+    AppendTurn = 0x0006, "APPEND_TURN", Appends(appends), 1;
+    AppendTurnByHash = 0x0007, "APPEND_TURN_BY_HASH", Appends(appends), 1;
+    GetTurn = 0x0008, "GET_TURN", Reads(reads), 1;
+    GetLast = 0x0009, "GET_LAST", Reads(reads), 1;
+    GetBefore = 0x000A, "GET_BEFORE", Reads(reads), 1;
+    GetRangeByDepth = 0x000B, "GET_RANGE_BY_DEPTH", Reads(reads), 1;
+    GetChain = 0x000C, "GET_CHAIN", Reads(reads), 1;
+    GetBlob = 0x000D, "GET_BLOB", Blobs(blobs), 1;
+    HasBlobs = 0x000E, "HAS_BLOBS", Blobs(blobs), 1;
+    Stats = 0x000F, "STATS", Admin(admin), 1;
+    // Version 2: contexts as agent threads (decision 0007).
+    CtxOpen = 0x0010, "CTX_OPEN", Contexts(contexts), 2;
+    CtxShow = 0x0011, "CTX_SHOW", Contexts(contexts), 2;
+    CtxTag = 0x0012, "CTX_TAG", Contexts(contexts), 2;
+    CtxList = 0x0013, "CTX_LIST", Contexts(contexts), 2;
+    CtxName = 0x0014, "CTX_NAME", Contexts(contexts), 2;
+    KvPut = 0x0015, "KV_PUT", Kv(kv), 2;
+    KvGet = 0x0016, "KV_GET", Kv(kv), 2;
+    KvDelete = 0x0017, "KV_DELETE", Kv(kv), 2;
+    KvList = 0x0018, "KV_LIST", Kv(kv), 2;
     // Version 2: turns for agent frameworks (decision 0009).
-    AppendTurns = 0x0019,
-    GetTurnByKey = 0x001A,
-    TurnLog = 0x001B,
-    ReadPage = 0x001C,
-    FindTurns = 0x001D,
-    // Version 2, retention (issue 15).
-    CtxDelete = 0x001E,
-    CtxPrune = 0x001F,
-    CtxTtl = 0x0020,
-    // Version 2, operations (issue 18).
-    Backup = 0x0021,
-    // Version 2, garbage collection (issue 15).
-    Gc = 0x0022,
-    StatsEx = 0x0023,
-    // Version 2, overlays and redaction (issue 15, decision 0012).
-    PatchTurn = 0x0024,
-    RedactTurn = 0x0025,
-    PurgeBlob = 0x0026,
-    // Version 2, sub-blob dedup (issue 16).
-    PutChunked = 0x0027,
-    // Version 3, key-value entries with a time to live (issue 34, decision 0028).
-    KvPutEx = 0x0028,
-    KvGetEx = 0x0029,
-    KvListEx = 0x002A,
-    KvTouch = 0x002B,
-    // Version 3, streams (issue 32, decision 0027).
-    StreamOpen = 0x0030,
-    StreamAppend = 0x0031,
-    StreamSeal = 0x0032,
-    StreamAbort = 0x0033,
-    StreamList = 0x0034,
-    StreamRead = 0x0035,
-    Watch = 0x0036,
-    // Version 3, replication's figures (issue 31, decision 0019).
-    ReplicationStats = 0x0037,
-    // Version 3, push reads of streams (issue 32, decision 0027).
-    StreamFollow = 0x0038,
+    AppendTurns = 0x0019, "APPEND_TURNS", Appends(appends), 2;
+    GetTurnByKey = 0x001A, "GET_TURN_BY_KEY", Reads(reads), 2;
+    TurnLog = 0x001B, "TURN_LOG", Reads(reads), 2;
+    ReadPage = 0x001C, "READ_PAGE", Reads(reads), 2;
+    FindTurns = 0x001D, "FIND_TURNS", Reads(reads), 2;
+    // Version 2: retention (issue 15), backup (issue 18), garbage collection (issue 15).
+    CtxDelete = 0x001E, "CTX_DELETE", Retention(retention), 2;
+    CtxPrune = 0x001F, "CTX_PRUNE", Retention(retention), 2;
+    CtxTtl = 0x0020, "CTX_TTL", Retention(retention), 2;
+    Backup = 0x0021, "BACKUP", Admin(admin), 2;
+    Gc = 0x0022, "GC", Admin(admin), 2;
+    StatsEx = 0x0023, "STATS_EX", Admin(admin), 2;
+    // Version 2: overlays and redaction (issue 15, decision 0012); sub-blob dedup (issue 16).
+    PatchTurn = 0x0024, "PATCH_TURN", Overlays(overlays), 2;
+    RedactTurn = 0x0025, "REDACT_TURN", Overlays(overlays), 2;
+    PurgeBlob = 0x0026, "PURGE_BLOB", Overlays(overlays), 2;
+    PutChunked = 0x0027, "PUT_CHUNKED", Blobs(blobs), 2;
+    // Version 3: key-value entries with a time to live (issue 34, decision 0028).
+    KvPutEx = 0x0028, "KV_PUT_EX", Kv(kv), 3;
+    KvGetEx = 0x0029, "KV_GET_EX", Kv(kv), 3;
+    KvListEx = 0x002A, "KV_LIST_EX", Kv(kv), 3;
+    KvTouch = 0x002B, "KV_TOUCH", Kv(kv), 3;
+    // Version 3: streams (issue 32, decision 0027), replication's figures (issue 31).
+    StreamOpen = 0x0030, "STREAM_OPEN", Streams(streams), 3;
+    StreamAppend = 0x0031, "STREAM_APPEND", Streams(streams), 3;
+    StreamSeal = 0x0032, "STREAM_SEAL", Streams(streams), 3;
+    StreamAbort = 0x0033, "STREAM_ABORT", Streams(streams), 3;
+    StreamList = 0x0034, "STREAM_LIST", Streams(streams), 3;
+    StreamRead = 0x0035, "STREAM_READ", Streams(streams), 3;
+    Watch = 0x0036, "WATCH", Streams(streams), 3;
+    ReplicationStats = 0x0037, "REPLICATION_STATS", Admin(admin), 3;
+    StreamFollow = 0x0038, "STREAM_FOLLOW", Streams(streams), 3;
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
 pub const ERROR_TYPE: u16 = 0xFFFF;
 
 impl MessageType {
-    pub const ALL: [MessageType; 52] = [
-        MessageType::Hello,
-        MessageType::Ping,
-        MessageType::CtxCreate,
-        MessageType::CtxFork,
-        MessageType::GetHead,
-        MessageType::AppendTurn,
-        MessageType::AppendTurnByHash,
-        MessageType::GetTurn,
-        MessageType::GetLast,
-        MessageType::GetBefore,
-        MessageType::GetRangeByDepth,
-        MessageType::GetChain,
-        MessageType::GetBlob,
-        MessageType::HasBlobs,
-        MessageType::Stats,
-        MessageType::CtxOpen,
-        MessageType::CtxShow,
-        MessageType::CtxTag,
-        MessageType::CtxList,
-        MessageType::CtxName,
-        MessageType::KvPut,
-        MessageType::KvGet,
-        MessageType::KvDelete,
-        MessageType::KvList,
-        MessageType::AppendTurns,
-        MessageType::GetTurnByKey,
-        MessageType::TurnLog,
-        MessageType::ReadPage,
-        MessageType::FindTurns,
-        MessageType::CtxDelete,
-        MessageType::CtxPrune,
-        MessageType::CtxTtl,
-        MessageType::Backup,
-        MessageType::Gc,
-        MessageType::StatsEx,
-        MessageType::PatchTurn,
-        MessageType::RedactTurn,
-        MessageType::PurgeBlob,
-        MessageType::PutChunked,
-        MessageType::KvPutEx,
-        MessageType::KvGetEx,
-        MessageType::KvListEx,
-        MessageType::KvTouch,
-        MessageType::StreamOpen,
-        MessageType::StreamAppend,
-        MessageType::StreamSeal,
-        MessageType::StreamAbort,
-        MessageType::StreamList,
-        MessageType::StreamRead,
-        MessageType::Watch,
-        MessageType::ReplicationStats,
-        MessageType::StreamFollow,
-    ];
-
     pub fn code(self) -> u16 {
         self as u16
     }
@@ -148,77 +141,6 @@ impl MessageType {
         MessageType::ALL
             .into_iter()
             .find(|candidate| candidate.code() == code)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            MessageType::Hello => "HELLO",
-            MessageType::Ping => "PING",
-            MessageType::CtxCreate => "CTX_CREATE",
-            MessageType::CtxFork => "CTX_FORK",
-            MessageType::GetHead => "GET_HEAD",
-            MessageType::AppendTurn => "APPEND_TURN",
-            MessageType::AppendTurnByHash => "APPEND_TURN_BY_HASH",
-            MessageType::GetTurn => "GET_TURN",
-            MessageType::GetLast => "GET_LAST",
-            MessageType::GetBefore => "GET_BEFORE",
-            MessageType::GetRangeByDepth => "GET_RANGE_BY_DEPTH",
-            MessageType::GetChain => "GET_CHAIN",
-            MessageType::GetBlob => "GET_BLOB",
-            MessageType::HasBlobs => "HAS_BLOBS",
-            MessageType::Stats => "STATS",
-            MessageType::CtxOpen => "CTX_OPEN",
-            MessageType::CtxShow => "CTX_SHOW",
-            MessageType::CtxTag => "CTX_TAG",
-            MessageType::CtxList => "CTX_LIST",
-            MessageType::CtxName => "CTX_NAME",
-            MessageType::KvPut => "KV_PUT",
-            MessageType::KvGet => "KV_GET",
-            MessageType::KvDelete => "KV_DELETE",
-            MessageType::KvList => "KV_LIST",
-            MessageType::AppendTurns => "APPEND_TURNS",
-            MessageType::GetTurnByKey => "GET_TURN_BY_KEY",
-            MessageType::TurnLog => "TURN_LOG",
-            MessageType::ReadPage => "READ_PAGE",
-            MessageType::FindTurns => "FIND_TURNS",
-            MessageType::CtxDelete => "CTX_DELETE",
-            MessageType::CtxPrune => "CTX_PRUNE",
-            MessageType::CtxTtl => "CTX_TTL",
-            MessageType::Backup => "BACKUP",
-            MessageType::Gc => "GC",
-            MessageType::StatsEx => "STATS_EX",
-            MessageType::PatchTurn => "PATCH_TURN",
-            MessageType::RedactTurn => "REDACT_TURN",
-            MessageType::PurgeBlob => "PURGE_BLOB",
-            MessageType::PutChunked => "PUT_CHUNKED",
-            MessageType::KvPutEx => "KV_PUT_EX",
-            MessageType::KvGetEx => "KV_GET_EX",
-            MessageType::KvListEx => "KV_LIST_EX",
-            MessageType::KvTouch => "KV_TOUCH",
-            MessageType::StreamOpen => "STREAM_OPEN",
-            MessageType::StreamAppend => "STREAM_APPEND",
-            MessageType::StreamSeal => "STREAM_SEAL",
-            MessageType::StreamAbort => "STREAM_ABORT",
-            MessageType::StreamList => "STREAM_LIST",
-            MessageType::StreamRead => "STREAM_READ",
-            MessageType::Watch => "WATCH",
-            MessageType::ReplicationStats => "REPLICATION_STATS",
-            MessageType::StreamFollow => "STREAM_FOLLOW",
-        }
-    }
-
-    /// The protocol version that introduced this message: a connection that negotiated an
-    /// older one answers it UNKNOWN_MESSAGE.
-    pub fn since_version(self) -> u16 {
-        if self.code() >= MessageType::StreamOpen.code()
-            || (MessageType::KvPutEx.code()..=MessageType::KvTouch.code()).contains(&self.code())
-        {
-            3
-        } else if self.code() >= MessageType::CtxOpen.code() {
-            2
-        } else {
-            1
-        }
     }
 
     /// Whether the request's body starts with a `context_id u64` that the frame flag

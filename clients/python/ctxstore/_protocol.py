@@ -36,6 +36,22 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, ClassVar, TypeVar, cast
 
+from ._wire import (
+    CHUNK_BYTES_MAX,
+    CHUNKS_PER_PAYLOAD_MAX,
+    ERROR_TYPE,
+    FRAME_BYTES_LIMIT,
+    HEADER_BYTES,
+    KV_TOUCH_KEYS_MAX,
+    LIST_ITEMS_LIMIT,
+    MESSAGE_BYTES_MAX,
+    NAME_BYTES_MAX,
+    PROTOCOL_VERSION,
+    PROTOCOL_VERSION_MIN,
+    RESPONSE_BIT,
+    TOKEN_BYTES_MAX,
+    MessageType,
+)
 from .errors import ProtocolError
 
 __all__ = [
@@ -213,21 +229,8 @@ __all__ = [
     "decode_response",
 ]
 
-PROTOCOL_VERSION = 3
-"""The newest protocol version this module speaks."""
-SUPPORTED_VERSIONS: tuple[int, int] = (1, 3)
+SUPPORTED_VERSIONS: tuple[int, int] = (PROTOCOL_VERSION_MIN, PROTOCOL_VERSION)
 """The range of versions offered in HELLO (min, max)."""
-
-HEADER_BYTES = 16
-FRAME_BYTES_LIMIT = 1 << 30
-"""Hard ceiling of any frame body, whatever a server is configured to send or accept."""
-RESPONSE_BIT = 0x8000
-ERROR_TYPE = 0xFFFF
-TOKEN_BYTES_MAX = 1024
-NAME_BYTES_MAX = 256
-MESSAGE_BYTES_MAX = 4096
-LIST_ITEMS_LIMIT = 1 << 20
-"""Hard ceiling of HAS_BLOBS hashes and of turns in one TURNS response."""
 HASH_BYTES = 32
 TURN_BYTES = 88
 CONTEXT_HEAD_BYTES = 24
@@ -278,8 +281,6 @@ KV_PUT_IF_ABSENT = 1 << 0
 """KV_PUT_EX put_flags bit 0: keys the context has (live) keep their values and TTLs."""
 KV_READ_REFRESH = 1 << 0
 """KV_GET_EX / KV_LIST_EX kv_flags bit 0: restart the TTL of each entry returned."""
-KV_TOUCH_KEYS_MAX = 128
-"""Keys one KV_TOUCH may refresh (ctxstore-vocab's ``KV_TOUCH_KEYS_MAX``)."""
 TURN_SUMMARY = 1 << 0
 """TURN flags bit 0 (version 2): everything before this turn is summarised in its payload."""
 TURN_FLAGS_KNOWN = TURN_SUMMARY
@@ -304,10 +305,6 @@ TURN_EXTRAS_ENTRY_BYTES_MIN = 88 + EXTRAS_BYTES_MIN + 16
 """The smallest entry of a version-2 page: TURN, EXTRAS, an absent PAYLOAD."""
 APPENDED_TURN_BYTES = 90
 """One turn of APPEND_TURNS' answer: TURN (88), deduped (1), existing (1)."""
-CHUNKS_PER_PAYLOAD_MAX = 65_536
-"""Most chunks one PUT_CHUNKED names (``chunk_count`` is 1..=this; over it: TOO_LARGE)."""
-CHUNK_BYTES_MAX = 1 << 20
-"""Largest chunk of a PUT_CHUNKED (a chunk ``len`` is 1..=this; over it: TOO_LARGE)."""
 CHUNK_ENTRY_BYTES = 36
 """A CHUNK entry of PUT_CHUNKED: ``hash[32], u32 len``."""
 SENT_CHUNK_BYTES_MIN = 9
@@ -325,69 +322,6 @@ _COPY_BYTES_MAX = 4096
 """Payloads and values at least this large are separate chunks of a request (not copied)."""
 U32_MAX = 0xFFFF_FFFF
 U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
-
-
-class MessageType(IntEnum):
-    """Request types of versions 1 to 3. A response has ``request | 0x8000``; ERROR is
-    0xFFFF."""
-
-    HELLO = 0x0001
-    PING = 0x0002
-    CTX_CREATE = 0x0003
-    CTX_FORK = 0x0004
-    GET_HEAD = 0x0005
-    APPEND_TURN = 0x0006
-    APPEND_TURN_BY_HASH = 0x0007
-    GET_TURN = 0x0008
-    GET_LAST = 0x0009
-    GET_BEFORE = 0x000A
-    GET_RANGE_BY_DEPTH = 0x000B
-    GET_CHAIN = 0x000C
-    GET_BLOB = 0x000D
-    HAS_BLOBS = 0x000E
-    STATS = 0x000F
-    # Version 2: contexts as agent threads.
-    CTX_OPEN = 0x0010
-    CTX_SHOW = 0x0011
-    CTX_TAG = 0x0012
-    CTX_LIST = 0x0013
-    CTX_NAME = 0x0014
-    KV_PUT = 0x0015
-    KV_GET = 0x0016
-    KV_DELETE = 0x0017
-    KV_LIST = 0x0018
-    # Version 2: turns for agent frameworks (decision 0009).
-    APPEND_TURNS = 0x0019
-    GET_TURN_BY_KEY = 0x001A
-    TURN_LOG = 0x001B
-    READ_PAGE = 0x001C
-    FIND_TURNS = 0x001D
-    # Version 2: retention (issue 15) and operations (issue 18).
-    CTX_DELETE = 0x001E
-    CTX_PRUNE = 0x001F
-    CTX_TTL = 0x0020
-    BACKUP = 0x0021
-    # Version 2: garbage collection (issue 15).
-    GC = 0x0022
-    STATS_EX = 0x0023
-    # Version 3: replication's figures (issue 31), after the streams family's 0x0030–0x0036.
-    REPLICATION_STATS = 0x0037
-    # Version 2: overlays and redaction (issue 15, decision 0012).
-    PATCH_TURN = 0x0024
-    REDACT_TURN = 0x0025
-    PURGE_BLOB = 0x0026
-    # Version 2: payloads given as chunks the server may have already (issue 16).
-    PUT_CHUNKED = 0x0027
-    # Version 3: key-value entries with a time to live (issue 34, decision 0028).
-    KV_PUT_EX = 0x0028
-    KV_GET_EX = 0x0029
-    KV_LIST_EX = 0x002A
-    KV_TOUCH = 0x002B
-
-    @property
-    def response_type(self) -> int:
-        """The ``msg_type`` of this request's response frame."""
-        return int(self) | RESPONSE_BIT
 
 
 class PayloadEncoding(IntEnum):

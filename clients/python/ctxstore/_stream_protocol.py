@@ -33,6 +33,7 @@ from ._protocol import (
     register_request,
     register_response,
 )
+from ._wire import MessageType
 from .errors import ProtocolError
 
 __all__ = [
@@ -95,14 +96,14 @@ APPEND_AT_OFFSET = 1 << 0
 class StreamsMessageType(IntEnum):
     """The streams family's request types (version 3); a response has ``request | 0x8000``."""
 
-    STREAM_OPEN = 0x0030
-    STREAM_APPEND = 0x0031
-    STREAM_SEAL = 0x0032
-    STREAM_ABORT = 0x0033
-    STREAM_LIST = 0x0034
-    STREAM_READ = 0x0035
-    WATCH = 0x0036
-    STREAM_FOLLOW = 0x0038
+    STREAM_OPEN = MessageType.STREAM_OPEN.value
+    STREAM_APPEND = MessageType.STREAM_APPEND.value
+    STREAM_SEAL = MessageType.STREAM_SEAL.value
+    STREAM_ABORT = MessageType.STREAM_ABORT.value
+    STREAM_LIST = MessageType.STREAM_LIST.value
+    STREAM_READ = MessageType.STREAM_READ.value
+    WATCH = MessageType.WATCH.value
+    STREAM_FOLLOW = MessageType.STREAM_FOLLOW.value
 
     @property
     def response_type(self) -> int:

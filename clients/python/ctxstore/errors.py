@@ -16,6 +16,8 @@ Every exception derives from :class:`CtxstoreError`, which carries ``.code``,
 
 from __future__ import annotations
 
+from ._wire import ErrorCode
+
 __all__ = [
     "CtxstoreError",
     "ServerError",
@@ -103,14 +105,14 @@ class ServerError(CtxstoreError):
 class BadFrame(ServerError):
     """BAD_FRAME (1): the server could not parse a frame or body; it closed the connection."""
 
-    code = 1
+    code = ErrorCode.BAD_FRAME.value
     name = "BAD_FRAME"
 
 
 class UnknownMessage(ServerError):
     """UNKNOWN_MESSAGE (2): the server does not know this message type; connection stays open."""
 
-    code = 2
+    code = ErrorCode.UNKNOWN_MESSAGE.value
     name = "UNKNOWN_MESSAGE"
 
 
@@ -121,28 +123,28 @@ class TooLarge(ServerError):
     server would close the connection for it); then the message says so.
     """
 
-    code = 3
+    code = ErrorCode.TOO_LARGE.value
     name = "TOO_LARGE"
 
 
 class Unauthorized(ServerError):
     """UNAUTHORIZED (4): a missing or wrong token (or no HELLO first); connection closed."""
 
-    code = 4
+    code = ErrorCode.UNAUTHORIZED.value
     name = "UNAUTHORIZED"
 
 
 class NotFound(ServerError):
     """NOT_FOUND (5): no such context, turn or blob."""
 
-    code = 5
+    code = ErrorCode.NOT_FOUND.value
     name = "NOT_FOUND"
 
 
 class Conflict(ServerError):
     """CONFLICT (6): the context's head is not the expected one. See :attr:`actual_head`."""
 
-    code = 6
+    code = ErrorCode.CONFLICT.value
     name = "CONFLICT"
 
     @property
@@ -155,42 +157,42 @@ class ReadOnly(ServerError):
     """READ_ONLY (7): the store refuses writes (a failed fsync, a standby, a fenced primary, or
     for now a primary too far ahead of its replica: the message says which); reads go on."""
 
-    code = 7
+    code = ErrorCode.READ_ONLY.value
     name = "READ_ONLY"
 
 
 class NoSpace(ServerError):
     """NO_SPACE (8): the server's disk is full; reads go on."""
 
-    code = 8
+    code = ErrorCode.NO_SPACE.value
     name = "NO_SPACE"
 
 
 class Overloaded(ServerError):
     """OVERLOADED (9): too many connections; the server closed this one. Retry later."""
 
-    code = 9
+    code = ErrorCode.OVERLOADED.value
     name = "OVERLOADED"
 
 
 class Internal(ServerError):
     """INTERNAL (10): an I/O error or a bug in the server; the message says which."""
 
-    code = 10
+    code = ErrorCode.INTERNAL.value
     name = "INTERNAL"
 
 
 class InvalidArgument(ServerError):
     """INVALID_ARGUMENT (11): a well-formed request the store cannot honour (fork of turn 0)."""
 
-    code = 11
+    code = ErrorCode.INVALID_ARGUMENT.value
     name = "INVALID_ARGUMENT"
 
 
 class UnsupportedVersion(ServerError):
     """UNSUPPORTED_VERSION (12): no common protocol version. See :attr:`server_version`."""
 
-    code = 12
+    code = ErrorCode.UNSUPPORTED_VERSION.value
     name = "UNSUPPORTED_VERSION"
 
     @property
@@ -202,14 +204,14 @@ class UnsupportedVersion(ServerError):
 class ShuttingDown(ServerError):
     """SHUTTING_DOWN (13): the server is stopping and takes no new work."""
 
-    code = 13
+    code = ErrorCode.SHUTTING_DOWN.value
     name = "SHUTTING_DOWN"
 
 
 class Corrupt(ServerError):
     """CORRUPT (14): stored data failed its checksum; the message names file and offset."""
 
-    code = 14
+    code = ErrorCode.CORRUPT.value
     name = "CORRUPT"
 
 
@@ -218,7 +220,7 @@ class AlreadyExists(ServerError):
     a context with a taken name without ``get_or_create``, or naming one). See
     :attr:`context_id`. The connection stays open."""
 
-    code = 15
+    code = ErrorCode.ALREADY_EXISTS.value
     name = "ALREADY_EXISTS"
 
     @property
@@ -232,7 +234,7 @@ class HashMismatch(ServerError):
     claim — a chunk of ``put_chunked``, or the payload its chunks rebuild. Nothing was
     written; the connection stays open."""
 
-    code = 16
+    code = ErrorCode.HASH_MISMATCH.value
     name = "HASH_MISMATCH"
 
 
@@ -240,7 +242,7 @@ class StreamEnded(ServerError):
     """STREAM_ENDED (17, protocol version 3): the stream was sealed or aborted and takes no
     more deltas; a sealed stream's turn is in ``detail``."""
 
-    code = 17
+    code = ErrorCode.STREAM_ENDED.value
     name = "STREAM_ENDED"
 
 
@@ -248,7 +250,7 @@ class StreamNotOwned(ServerError):
     """STREAM_NOT_OWNED (18, protocol version 3): another connection holds the stream; only
     the connection that holds it writes it (it is released when that connection closes)."""
 
-    code = 18
+    code = ErrorCode.STREAM_NOT_OWNED.value
     name = "STREAM_NOT_OWNED"
 
 

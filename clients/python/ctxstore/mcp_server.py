@@ -49,15 +49,15 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from pydantic import Field
 
 from . import PROTOCOL_VERSION
+from ._wire import CONTEXT_NAME_BYTES_MAX as NAME_BYTES_MAX
+from ._wire import LABELS_PER_TURN_MAX as LABELS_MAX
+from ._wire import TURN_KEY_BYTES_MAX
 from .aio import AsyncClient
 from .errors import CtxstoreError, NotFound, ServerError
 from .types import ContextInfo, ParentLike, Turn, TurnInfo
 
 __all__ = ["build_server", "main"]
 
-NAME_BYTES_MAX = 256
-TURN_KEY_BYTES_MAX = 64
-LABELS_MAX = 16
 LABEL_KEY_BYTES_MAX = 64
 LABEL_BYTES_MAX = 1024  # keys and values together
 KV_KEY_BYTES_MAX = 256

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from ._shells import Call, Plan, call, run_async, run_sync
+from ._wire import APPEND_BATCH_TURNS_MAX, CONTEXT_NAME_BYTES_MAX
 from .aio import AsyncClient
 from .client import Client
 from .errors import Conflict, NotFound
@@ -38,8 +39,8 @@ MESSAGE_TYPE = 1
 
 _PREFIX = "pai/"
 _TAG_KIND = "pai.kind"
-_BATCH = 64  # turns per APPEND_TURNS (the server's limit)
-_NAME_BYTES_MAX = 256
+_BATCH = APPEND_BATCH_TURNS_MAX  # turns per APPEND_TURNS (the server's limit)
+_NAME_BYTES_MAX = CONTEXT_NAME_BYTES_MAX
 
 
 class HistoryConflict(Conflict):

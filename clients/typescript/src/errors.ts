@@ -14,6 +14,8 @@
  *   {@link RequestTimeout}, {@link ClientClosed}, {@link NotSupported}.
  */
 
+import { ErrorCode } from "./wire.js";
+
 export class CtxstoreError extends Error {
   /** The server's ERROR code, or 0 for an error raised by the client. */
   readonly code: number;
@@ -48,18 +50,18 @@ function serverError(code: number, codeName: string) {
 }
 
 /** BAD_FRAME (1): the server could not parse a frame or body; it closed the connection. */
-export class BadFrame extends serverError(1, "BAD_FRAME") {}
+export class BadFrame extends serverError(ErrorCode.BAD_FRAME, "BAD_FRAME") {}
 /** UNKNOWN_MESSAGE (2): the server does not know this message type; the connection stays open. */
-export class UnknownMessage extends serverError(2, "UNKNOWN_MESSAGE") {}
+export class UnknownMessage extends serverError(ErrorCode.UNKNOWN_MESSAGE, "UNKNOWN_MESSAGE") {}
 /** TOO_LARGE (3): a frame, payload, limit or list over the server's limit (also raised by the
  * client, before sending, for a frame the server would refuse). */
-export class TooLarge extends serverError(3, "TOO_LARGE") {}
+export class TooLarge extends serverError(ErrorCode.TOO_LARGE, "TOO_LARGE") {}
 /** UNAUTHORIZED (4): a missing or wrong token (or no HELLO first); the connection closed. */
-export class Unauthorized extends serverError(4, "UNAUTHORIZED") {}
+export class Unauthorized extends serverError(ErrorCode.UNAUTHORIZED, "UNAUTHORIZED") {}
 /** NOT_FOUND (5): no such context, turn, key or blob. */
-export class NotFound extends serverError(5, "NOT_FOUND") {}
+export class NotFound extends serverError(ErrorCode.NOT_FOUND, "NOT_FOUND") {}
 /** CONFLICT (6): the context's head is not the expected one; `actualHead` is. */
-export class Conflict extends serverError(6, "CONFLICT") {
+export class Conflict extends serverError(ErrorCode.CONFLICT, "CONFLICT") {
   /** The context's actual head turn (0: the context is empty). */
   get actualHead(): number {
     return this.detail;
@@ -67,37 +69,37 @@ export class Conflict extends serverError(6, "CONFLICT") {
 }
 /** READ_ONLY (7): the store refuses writes (a failed fsync, a standby, a fenced primary, or for
  * now a primary too far ahead of its replica: the message says which); reads go on. */
-export class ReadOnly extends serverError(7, "READ_ONLY") {}
+export class ReadOnly extends serverError(ErrorCode.READ_ONLY, "READ_ONLY") {}
 /** NO_SPACE (8): the server's disk is full; reads go on. */
-export class NoSpace extends serverError(8, "NO_SPACE") {}
+export class NoSpace extends serverError(ErrorCode.NO_SPACE, "NO_SPACE") {}
 /** OVERLOADED (9): too many connections; the server closed this one. */
-export class Overloaded extends serverError(9, "OVERLOADED") {}
+export class Overloaded extends serverError(ErrorCode.OVERLOADED, "OVERLOADED") {}
 /** INTERNAL (10): an I/O error or a bug in the server. */
-export class Internal extends serverError(10, "INTERNAL") {}
+export class Internal extends serverError(ErrorCode.INTERNAL, "INTERNAL") {}
 /** INVALID_ARGUMENT (11): a well-formed request the store cannot honour. */
-export class InvalidArgument extends serverError(11, "INVALID_ARGUMENT") {}
+export class InvalidArgument extends serverError(ErrorCode.INVALID_ARGUMENT, "INVALID_ARGUMENT") {}
 /** UNSUPPORTED_VERSION (12): no common protocol version; `serverVersion` is the server's. */
-export class UnsupportedVersion extends serverError(12, "UNSUPPORTED_VERSION") {
+export class UnsupportedVersion extends serverError(ErrorCode.UNSUPPORTED_VERSION, "UNSUPPORTED_VERSION") {
   get serverVersion(): number {
     return this.detail;
   }
 }
 /** SHUTTING_DOWN (13): the server is stopping and takes no new work. */
-export class ShuttingDown extends serverError(13, "SHUTTING_DOWN") {}
+export class ShuttingDown extends serverError(ErrorCode.SHUTTING_DOWN, "SHUTTING_DOWN") {}
 /** CORRUPT (14): stored data failed its checksum; the message names file and offset. */
-export class Corrupt extends serverError(14, "CORRUPT") {}
+export class Corrupt extends serverError(ErrorCode.CORRUPT, "CORRUPT") {}
 /** ALREADY_EXISTS (15, version 2): the name belongs to another context, `contextId`. */
-export class AlreadyExists extends serverError(15, "ALREADY_EXISTS") {
+export class AlreadyExists extends serverError(ErrorCode.ALREADY_EXISTS, "ALREADY_EXISTS") {
   get contextId(): number {
     return this.detail;
   }
 }
 /** HASH_MISMATCH (16, version 2): bytes sent do not hash to the BlobHash they claim. */
-export class HashMismatch extends serverError(16, "HASH_MISMATCH") {}
+export class HashMismatch extends serverError(ErrorCode.HASH_MISMATCH, "HASH_MISMATCH") {}
 /** STREAM_ENDED (17, version 3): the stream was sealed or aborted; takes no more deltas. */
-export class StreamEnded extends serverError(17, "STREAM_ENDED") {}
+export class StreamEnded extends serverError(ErrorCode.STREAM_ENDED, "STREAM_ENDED") {}
 /** STREAM_NOT_OWNED (18, version 3): another connection holds the stream. */
-export class StreamNotOwned extends serverError(18, "STREAM_NOT_OWNED") {}
+export class StreamNotOwned extends serverError(ErrorCode.STREAM_NOT_OWNED, "STREAM_NOT_OWNED") {}
 
 const ERROR_CLASSES = new Map<number, new (message: string, detail?: number) => ServerError>([
   [1, BadFrame],

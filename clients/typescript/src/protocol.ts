@@ -18,21 +18,11 @@
 
 import { ProtocolError } from "./errors.js";
 import type { ReplicationStats } from "./types.js";
+import { HEADER_BYTES, LIST_ITEMS_LIMIT, MESSAGE_BYTES_MAX, MessageType, NAME_BYTES_MAX, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, TOKEN_BYTES_MAX } from "./wire.js";
 
-export const PROTOCOL_VERSION = 3;
+export { ERROR_TYPE, FRAME_BYTES_LIMIT, HEADER_BYTES, LIST_ITEMS_LIMIT, MESSAGE_BYTES_MAX, NAME_BYTES_MAX, PROTOCOL_VERSION, RESPONSE_BIT, TOKEN_BYTES_MAX } from "./wire.js";
 /** The range of versions offered in HELLO (min, max). */
-export const SUPPORTED_VERSIONS: readonly [number, number] = [1, 3];
-
-export const HEADER_BYTES = 16;
-/** Hard ceiling of any frame body (docs/protocol.md: no response exceeds 1 GiB). */
-export const FRAME_BYTES_LIMIT = 1 << 30;
-export const RESPONSE_BIT = 0x8000;
-export const ERROR_TYPE = 0xffff;
-export const TOKEN_BYTES_MAX = 1024;
-export const NAME_BYTES_MAX = 256;
-export const MESSAGE_BYTES_MAX = 4096;
-/** Hard ceiling of the items of any list in a response. */
-export const LIST_ITEMS_LIMIT = 1 << 20;
+export const SUPPORTED_VERSIONS: readonly [number, number] = [PROTOCOL_VERSION_MIN, PROTOCOL_VERSION];
 export const HASH_BYTES = 32;
 export const TURN_BYTES = 88;
 export const CONTEXT_HEAD_BYTES = 24;
@@ -93,55 +83,9 @@ export const TTL_SET = 1 << 0;
 /** Payloads at least this large travel as separate chunks of a request (not copied). */
 const COPY_BYTES_MAX = 4096;
 
-/** Request types; a response has `request | 0x8000`, ERROR is 0xFFFF. */
-export const MsgType = {
-  HELLO: 0x0001,
-  PING: 0x0002,
-  CTX_CREATE: 0x0003,
-  CTX_FORK: 0x0004,
-  GET_HEAD: 0x0005,
-  APPEND_TURN: 0x0006,
-  APPEND_TURN_BY_HASH: 0x0007,
-  GET_TURN: 0x0008,
-  GET_LAST: 0x0009,
-  GET_BEFORE: 0x000a,
-  GET_RANGE_BY_DEPTH: 0x000b,
-  GET_CHAIN: 0x000c,
-  GET_BLOB: 0x000d,
-  HAS_BLOBS: 0x000e,
-  STATS: 0x000f,
-  CTX_OPEN: 0x0010,
-  CTX_SHOW: 0x0011,
-  CTX_TAG: 0x0012,
-  CTX_LIST: 0x0013,
-  CTX_NAME: 0x0014,
-  KV_PUT: 0x0015,
-  KV_GET: 0x0016,
-  KV_DELETE: 0x0017,
-  KV_LIST: 0x0018,
-  APPEND_TURNS: 0x0019,
-  GET_TURN_BY_KEY: 0x001a,
-  TURN_LOG: 0x001b,
-  READ_PAGE: 0x001c,
-  FIND_TURNS: 0x001d,
-  CTX_DELETE: 0x001e,
-  CTX_PRUNE: 0x001f,
-  CTX_TTL: 0x0020,
-  BACKUP: 0x0021,
-  GC: 0x0022,
-  STATS_EX: 0x0023,
-  // Version 3: replication's figures (issue 31), after the streams family's 0x0030–0x0036.
-  REPLICATION_STATS: 0x0037,
-  PATCH_TURN: 0x0024,
-  REDACT_TURN: 0x0025,
-  PURGE_BLOB: 0x0026,
-  PUT_CHUNKED: 0x0027,
-  // Version 3: key-value entries with a time to live (issue 34, decision 0028).
-  KV_PUT_EX: 0x0028,
-  KV_GET_EX: 0x0029,
-  KV_LIST_EX: 0x002a,
-  KV_TOUCH: 0x002b,
-} as const;
+/** Request types (generated from the Rust message table, `wire.ts`); a response has
+ * `request | 0x8000`, ERROR is 0xFFFF. */
+export const MsgType = MessageType;
 
 /** The reads that may be sent with the frame flag OVERLAYS (every read answering TURNs). */
 export const TAKES_OVERLAYS: ReadonlySet<number> = new Set([

@@ -10,16 +10,17 @@
 import { ProtocolError, StreamEnded } from "./errors.js";
 import { decodeBody, MORE, ParentKind, request, RESPONSE_BIT, type ContextRef, type ExtrasRecord, type Reader, type Request, type TurnRecord, type Writer } from "./protocol.js";
 import type { Appended } from "./types.js";
+import { MessageType } from "./wire.js";
 
 export const StreamsMsgType = {
-  STREAM_OPEN: 0x0030,
-  STREAM_APPEND: 0x0031,
-  STREAM_SEAL: 0x0032,
-  STREAM_ABORT: 0x0033,
-  STREAM_LIST: 0x0034,
-  STREAM_READ: 0x0035,
-  WATCH: 0x0036,
-  STREAM_FOLLOW: 0x0038,
+  STREAM_OPEN: MessageType.STREAM_OPEN,
+  STREAM_APPEND: MessageType.STREAM_APPEND,
+  STREAM_SEAL: MessageType.STREAM_SEAL,
+  STREAM_ABORT: MessageType.STREAM_ABORT,
+  STREAM_LIST: MessageType.STREAM_LIST,
+  STREAM_READ: MessageType.STREAM_READ,
+  WATCH: MessageType.WATCH,
+  STREAM_FOLLOW: MessageType.STREAM_FOLLOW,
 } as const;
 
 /** The response type of a streams request. */

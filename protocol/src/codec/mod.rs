@@ -14,20 +14,20 @@
 //! fields, `writer.rs` writes them, `check.rs` checks what the wire can carry and `answer.rs`
 //! holds the bounds answers are built from.
 
-mod admin;
+pub(crate) mod admin;
 mod answer;
-mod appends;
-mod blobs;
+pub(crate) mod appends;
+pub(crate) mod blobs;
 mod check;
-mod contexts;
+pub(crate) mod contexts;
 mod cursor;
-mod kv;
-mod overlays;
-mod reads;
+pub(crate) mod kv;
+pub(crate) mod overlays;
+pub(crate) mod reads;
 mod request;
 mod response;
-mod retention;
-mod streams;
+pub(crate) mod retention;
+pub(crate) mod streams;
 mod writer;
 
 pub use admin::{AdminRequest, AdminResponse};
@@ -52,11 +52,9 @@ pub use streams::{
     stream_open_flags,
 };
 
-use crate::message::MessageType;
-
-/// Which family owns a message type, and which of its messages it is. Defined once, here:
-/// every decoder routes with `Family::of`, and a family's decoders match exhaustively on its
-/// own kinds, so no module is ever handed another family's message.
+/// Which family owns a message type, and which of its messages it is. `Family::of` comes from
+/// the message table (message.rs): every decoder routes with it, and a family's decoders match
+/// exhaustively on its own kinds, so no module is ever handed another family's message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Family {
     /// HELLO, PING, STATS, STATS_EX, GC, BACKUP; REPLICATION_STATS (version 3).
@@ -80,66 +78,6 @@ pub(crate) enum Family {
     /// STREAM_OPEN, STREAM_APPEND, STREAM_SEAL, STREAM_ABORT, STREAM_LIST, STREAM_READ,
     /// WATCH, STREAM_FOLLOW (version 3).
     Streams(streams::Kind),
-}
-
-impl Family {
-    pub(crate) fn of(message_type: MessageType) -> Family {
-        use MessageType as M;
-        match message_type {
-            M::Hello => Family::Admin(admin::Kind::Hello),
-            M::Ping => Family::Admin(admin::Kind::Ping),
-            M::Stats => Family::Admin(admin::Kind::Stats),
-            M::StatsEx => Family::Admin(admin::Kind::StatsEx),
-            M::Gc => Family::Admin(admin::Kind::Gc),
-            M::Backup => Family::Admin(admin::Kind::Backup),
-            M::CtxCreate => Family::Contexts(contexts::Kind::CtxCreate),
-            M::CtxFork => Family::Contexts(contexts::Kind::CtxFork),
-            M::GetHead => Family::Contexts(contexts::Kind::GetHead),
-            M::CtxOpen => Family::Contexts(contexts::Kind::CtxOpen),
-            M::CtxShow => Family::Contexts(contexts::Kind::CtxShow),
-            M::CtxTag => Family::Contexts(contexts::Kind::CtxTag),
-            M::CtxList => Family::Contexts(contexts::Kind::CtxList),
-            M::CtxName => Family::Contexts(contexts::Kind::CtxName),
-            M::CtxDelete => Family::Retention(retention::Kind::CtxDelete),
-            M::CtxPrune => Family::Retention(retention::Kind::CtxPrune),
-            M::CtxTtl => Family::Retention(retention::Kind::CtxTtl),
-            M::KvPut => Family::Kv(kv::Kind::KvPut),
-            M::KvGet => Family::Kv(kv::Kind::KvGet),
-            M::KvDelete => Family::Kv(kv::Kind::KvDelete),
-            M::KvList => Family::Kv(kv::Kind::KvList),
-            M::KvPutEx => Family::Kv(kv::Kind::KvPutEx),
-            M::KvGetEx => Family::Kv(kv::Kind::KvGetEx),
-            M::KvListEx => Family::Kv(kv::Kind::KvListEx),
-            M::KvTouch => Family::Kv(kv::Kind::KvTouch),
-            M::AppendTurn => Family::Appends(appends::Kind::AppendTurn),
-            M::AppendTurnByHash => Family::Appends(appends::Kind::AppendTurnByHash),
-            M::AppendTurns => Family::Appends(appends::Kind::AppendTurns),
-            M::GetTurn => Family::Reads(reads::Kind::GetTurn),
-            M::GetLast => Family::Reads(reads::Kind::GetLast),
-            M::GetBefore => Family::Reads(reads::Kind::GetBefore),
-            M::GetRangeByDepth => Family::Reads(reads::Kind::GetRangeByDepth),
-            M::GetChain => Family::Reads(reads::Kind::GetChain),
-            M::GetTurnByKey => Family::Reads(reads::Kind::GetTurnByKey),
-            M::TurnLog => Family::Reads(reads::Kind::TurnLog),
-            M::ReadPage => Family::Reads(reads::Kind::ReadPage),
-            M::FindTurns => Family::Reads(reads::Kind::FindTurns),
-            M::PatchTurn => Family::Overlays(overlays::Kind::PatchTurn),
-            M::RedactTurn => Family::Overlays(overlays::Kind::RedactTurn),
-            M::PurgeBlob => Family::Overlays(overlays::Kind::PurgeBlob),
-            M::GetBlob => Family::Blobs(blobs::Kind::GetBlob),
-            M::HasBlobs => Family::Blobs(blobs::Kind::HasBlobs),
-            M::PutChunked => Family::Blobs(blobs::Kind::PutChunked),
-            M::StreamOpen => Family::Streams(streams::Kind::StreamOpen),
-            M::StreamAppend => Family::Streams(streams::Kind::StreamAppend),
-            M::StreamSeal => Family::Streams(streams::Kind::StreamSeal),
-            M::StreamAbort => Family::Streams(streams::Kind::StreamAbort),
-            M::StreamList => Family::Streams(streams::Kind::StreamList),
-            M::StreamRead => Family::Streams(streams::Kind::StreamRead),
-            M::Watch => Family::Streams(streams::Kind::Watch),
-            M::ReplicationStats => Family::Admin(admin::Kind::ReplicationStats),
-            M::StreamFollow => Family::Streams(streams::Kind::StreamFollow),
-        }
-    }
 }
 
 /// A family's request type: it converts into a `Request`, and the answers its requests get are

@@ -26,11 +26,12 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from google.adk.errors.input_validation_error import InputValidationError
 from pydantic_core import to_jsonable_python
 
+from .._wire import CONTEXT_NAME_BYTES_MAX
 from ..aio import AsyncClient
 from ..client import Client
 from ..types import VerifyPayloads, blob_hash
 
-NAME_BYTES_MAX = 256
+NAME_BYTES_MAX = CONTEXT_NAME_BYTES_MAX
 """A context name's limit (docs/protocol.md, version 2)."""
 TAG_VALUE_BYTES_MAX = 1024
 """A tag value's limit."""
