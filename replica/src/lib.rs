@@ -37,6 +37,7 @@ pub mod remote;
 pub mod restore;
 pub mod retention;
 pub mod ship;
+pub mod state;
 pub mod stats;
 pub mod target;
 
