@@ -164,38 +164,46 @@ impl EngineConfig {
         if !(1..=19).contains(&self.zstd_level) {
             return Err(format!("zstd_level {} is outside 1..=19", self.zstd_level));
         }
-        if limits.blob_bytes_max == 0 || limits.blob_bytes_max > BLOB_BYTES_LIMIT {
+        limits.validate()?;
+        self.placement.validate(self.shard_count)
+    }
+}
+
+impl Limits {
+    /// Each limit within its range, and the ones that bound each other in order.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.blob_bytes_max == 0 || self.blob_bytes_max > BLOB_BYTES_LIMIT {
             return Err(format!("blob_bytes_max must be in 1..={BLOB_BYTES_LIMIT}"));
         }
-        if limits.sequencer_batch_records_max == 0
-            || limits.sequencer_batch_records_max > SEQUENCER_BATCH_RECORDS_LIMIT
+        if self.sequencer_batch_records_max == 0
+            || self.sequencer_batch_records_max > SEQUENCER_BATCH_RECORDS_LIMIT
         {
             return Err(format!(
                 "sequencer_batch_records_max must be in 1..={SEQUENCER_BATCH_RECORDS_LIMIT}"
             ));
         }
-        if limits.shard_batch_records_max == 0
-            || limits.shard_batch_records_max > SHARD_BATCH_RECORDS_LIMIT
+        if self.shard_batch_records_max == 0
+            || self.shard_batch_records_max > SHARD_BATCH_RECORDS_LIMIT
         {
             return Err(format!(
                 "shard_batch_records_max must be in 1..={SHARD_BATCH_RECORDS_LIMIT}"
             ));
         }
         // One record of the largest blob must fit in a batch.
-        let record_bytes_max = crate::format::pack::record_bytes(limits.blob_bytes_max);
-        if limits.shard_batch_bytes_max < record_bytes_max
-            || limits.shard_batch_bytes_max > SHARD_BATCH_BYTES_LIMIT
+        let record_bytes_max = crate::format::pack::record_bytes(self.blob_bytes_max);
+        if self.shard_batch_bytes_max < record_bytes_max
+            || self.shard_batch_bytes_max > SHARD_BATCH_BYTES_LIMIT
         {
             return Err(format!(
                 "shard_batch_bytes_max must be in {record_bytes_max}..={SHARD_BATCH_BYTES_LIMIT} \
                  (at least one record of blob_bytes_max)"
             ));
         }
-        if limits.pack_bytes_max < limits.shard_batch_bytes_max {
+        if self.pack_bytes_max < self.shard_batch_bytes_max {
             return Err("pack_bytes_max must be at least shard_batch_bytes_max".into());
         }
-        if limits.log_preallocate_bytes == 0
-            || !limits
+        if self.log_preallocate_bytes == 0
+            || !self
                 .log_preallocate_bytes
                 .is_multiple_of(LOG_RECORD_BYTES as u32)
         {
@@ -203,16 +211,16 @@ impl EngineConfig {
                 "log_preallocate_bytes must be a positive multiple of {LOG_RECORD_BYTES}"
             ));
         }
-        if limits.queue_depth_max == 0 {
+        if self.queue_depth_max == 0 {
             return Err("queue_depth_max must be at least 1".into());
         }
-        if limits.read_turns_max == 0 {
+        if self.read_turns_max == 0 {
             return Err("read_turns_max must be at least 1".into());
         }
-        if limits.streams_open_max == 0 {
+        if self.streams_open_max == 0 {
             return Err("streams_open_max must be at least 1".into());
         }
-        self.placement.validate(self.shard_count)
+        Ok(())
     }
 }
 

@@ -142,33 +142,11 @@ impl Manifest {
             return Err(RecordError::Field("manifest names too many chunks"));
         }
         let payload_len = fields.u64(at::PAYLOAD_LEN);
+        let base = decode_base(bytes, flags, count)?;
         let mut offset = MANIFEST_HEADER_BYTES;
-        let base = if flags & FLAG_BASE != 0 {
-            if bytes.len() < MANIFEST_HEADER_BYTES + MANIFEST_BASE_BYTES {
-                return Err(RecordError::Field("manifest shorter than its base"));
-            }
-            let depth = fields.u32(at::BASE_DEPTH);
-            if !(1..=MANIFEST_DEPTH_MAX).contains(&depth) {
-                return Err(RecordError::Field("manifest depth out of range"));
-            }
-            let kept = fields.u32(at::BASE_KEPT);
-            if kept == 0 || kept > CHUNKS_PER_MANIFEST_MAX - count {
-                return Err(RecordError::Field(
-                    "manifest keeps no or too many base chunks",
-                ));
-            }
+        if base.is_some() {
             offset += MANIFEST_BASE_BYTES;
-            Some(ManifestBase {
-                hash: BlobHash(fields.hash(at::BASE_HASH)),
-                kept,
-                depth,
-            })
-        } else {
-            if count == 0 {
-                return Err(RecordError::Field("manifest names no chunk"));
-            }
-            None
-        };
+        }
         if bytes.len() != offset + count as usize * MANIFEST_ENTRY_BYTES {
             return Err(RecordError::Field(
                 "manifest length differs from its chunk count",
@@ -206,6 +184,36 @@ impl Manifest {
             .into_iter()
             .chain(self.chunks.iter().map(|chunk| chunk.hash))
     }
+}
+
+/// A manifest's base (`FLAG_BASE`): the earlier manifest it extends, how many of its chunks it
+/// keeps and how deep the chain is; without one, the manifest must name a chunk of its own.
+fn decode_base(bytes: &[u8], flags: u16, count: u32) -> Result<Option<ManifestBase>, RecordError> {
+    if flags & FLAG_BASE == 0 {
+        if count == 0 {
+            return Err(RecordError::Field("manifest names no chunk"));
+        }
+        return Ok(None);
+    }
+    if bytes.len() < MANIFEST_HEADER_BYTES + MANIFEST_BASE_BYTES {
+        return Err(RecordError::Field("manifest shorter than its base"));
+    }
+    let fields = Fields(bytes);
+    let depth = fields.u32(at::BASE_DEPTH);
+    if !(1..=MANIFEST_DEPTH_MAX).contains(&depth) {
+        return Err(RecordError::Field("manifest depth out of range"));
+    }
+    let kept = fields.u32(at::BASE_KEPT);
+    if kept == 0 || kept > CHUNKS_PER_MANIFEST_MAX - count {
+        return Err(RecordError::Field(
+            "manifest keeps no or too many base chunks",
+        ));
+    }
+    Ok(Some(ManifestBase {
+        hash: BlobHash(fields.hash(at::BASE_HASH)),
+        kept,
+        depth,
+    }))
 }
 
 #[cfg(test)]

@@ -166,54 +166,7 @@ impl StreamMeta {
     /// Decodes a body of a stream op; never panics.
     pub fn decode(op: u16, body: &[u8]) -> Result<StreamMeta, RecordError> {
         match op {
-            OP_STREAM_OPEN => {
-                let fixed = body
-                    .get(..OPEN_FIXED_BYTES)
-                    .ok_or(RecordError::Field("stream open body ends early"))?;
-                let flags = fixed[0];
-                if flags & !FLAGS_KNOWN != 0 {
-                    return Err(RecordError::Field("stream open has unknown flags"));
-                }
-                if u16_at(fixed, 2) != 0 {
-                    return Err(RecordError::Field("stream open reserved bytes are not 0"));
-                }
-                let codec = u32::from_le_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]);
-                let type_tag = u64_at(fixed, 8);
-                let expected_head = u64_at(fixed, 16);
-                let parent_turn_id = u64_at(fixed, 24);
-                let parent = match (fixed[1], parent_turn_id) {
-                    (PARENT_HEAD, 0) => OpenParent::Head,
-                    (PARENT_ROOT, 0) => OpenParent::Root,
-                    (PARENT_TURN, id) if id != 0 => OpenParent::Turn(TurnId(id)),
-                    _ => return Err(RecordError::Field("stream open has a bad parent")),
-                };
-                let expected_head = if flags & FLAG_EXPECTED_HEAD != 0 {
-                    Some(TurnId(expected_head))
-                } else if expected_head != 0 {
-                    return Err(RecordError::Field("stream open has a stray expected head"));
-                } else {
-                    None
-                };
-                let rest = &body[OPEN_FIXED_BYTES..];
-                let extras = if rest.is_empty() {
-                    TurnExtras::default()
-                } else {
-                    let extras = TurnExtras::decode(rest)?;
-                    // No extras are written as no bytes: one encoding for each value.
-                    if extras.is_empty() {
-                        return Err(RecordError::Field("stream open has an empty extras body"));
-                    }
-                    extras
-                };
-                Ok(StreamMeta::Open(StreamOpen {
-                    expected_head,
-                    type_tag,
-                    codec,
-                    parent,
-                    summary: flags & FLAG_SUMMARY != 0,
-                    extras,
-                }))
-            }
+            OP_STREAM_OPEN => decode_open(body),
             OP_STREAM_DELTA => {
                 if body.len() <= DELTA_FIXED_BYTES || body.len() > META_BODY_BYTES_MAX {
                     return Err(RecordError::Field("stream delta has no bytes or too many"));
@@ -244,6 +197,56 @@ impl StreamMeta {
             _ => Err(RecordError::Field("not a stream record op")),
         }
     }
+}
+
+/// The body of a stream's open: its fixed fields, checked, then its extras (none: no bytes).
+fn decode_open(body: &[u8]) -> Result<StreamMeta, RecordError> {
+    let fixed = body
+        .get(..OPEN_FIXED_BYTES)
+        .ok_or(RecordError::Field("stream open body ends early"))?;
+    let flags = fixed[0];
+    if flags & !FLAGS_KNOWN != 0 {
+        return Err(RecordError::Field("stream open has unknown flags"));
+    }
+    if u16_at(fixed, 2) != 0 {
+        return Err(RecordError::Field("stream open reserved bytes are not 0"));
+    }
+    let codec = u32::from_le_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]);
+    let type_tag = u64_at(fixed, 8);
+    let expected_head = u64_at(fixed, 16);
+    let parent_turn_id = u64_at(fixed, 24);
+    let parent = match (fixed[1], parent_turn_id) {
+        (PARENT_HEAD, 0) => OpenParent::Head,
+        (PARENT_ROOT, 0) => OpenParent::Root,
+        (PARENT_TURN, id) if id != 0 => OpenParent::Turn(TurnId(id)),
+        _ => return Err(RecordError::Field("stream open has a bad parent")),
+    };
+    let expected_head = if flags & FLAG_EXPECTED_HEAD != 0 {
+        Some(TurnId(expected_head))
+    } else if expected_head != 0 {
+        return Err(RecordError::Field("stream open has a stray expected head"));
+    } else {
+        None
+    };
+    let rest = &body[OPEN_FIXED_BYTES..];
+    let extras = if rest.is_empty() {
+        TurnExtras::default()
+    } else {
+        let extras = TurnExtras::decode(rest)?;
+        // No extras are written as no bytes: one encoding for each value.
+        if extras.is_empty() {
+            return Err(RecordError::Field("stream open has an empty extras body"));
+        }
+        extras
+    };
+    Ok(StreamMeta::Open(StreamOpen {
+        expected_head,
+        type_tag,
+        codec,
+        parent,
+        summary: flags & FLAG_SUMMARY != 0,
+        extras,
+    }))
 }
 
 fn u16_at(bytes: &[u8], at: usize) -> u16 {

@@ -252,39 +252,7 @@ impl LogRecord {
         let mut fields = FieldsMut(target);
         fields.u64(at::RECORD_ID, self.record_id());
         match self {
-            LogRecord::Turn(turn) => {
-                assert!(turn.turn_id.0 > 0, "turn records carry a TurnID");
-                assert!(
-                    turn.parent_turn_id < turn.turn_id,
-                    "parent older than child"
-                );
-                assert_eq!(turn.flags & !TURN_FLAGS_KNOWN, 0, "unknown turn flags");
-                assert_eq!(
-                    turn.depth == 0,
-                    turn.skip_turn_id.is_none(),
-                    "a skip pointer exactly when the turn has a parent"
-                );
-                assert!(turn.skip_turn_id <= turn.parent_turn_id);
-                assert!(turn.context_prev_turn_id < turn.turn_id);
-                assert!(turn.summary_turn_id <= turn.turn_id);
-                assert_eq!(turn.is_summary(), turn.summary_turn_id == turn.turn_id);
-                assert!(turn.extras_len as usize <= TURN_EXTRAS_BYTES_MAX);
-                fields.0[at::KIND] = KIND_TURN;
-                fields.u16(at::EXTRA_SLOTS, turn_extra_slots(turn.extras_len as usize));
-                fields.u32(at::EXTRAS_LEN, turn.extras_len);
-                fields.u64(at::SUMMARY_TURN_ID, turn.summary_turn_id.0);
-                fields.u32(at::FLAGS, turn.flags);
-                fields.u64(at::CONTEXT_ID, turn.context_id.0);
-                fields.u64(at::PARENT_TURN_ID, turn.parent_turn_id.0);
-                fields.u32(at::DEPTH, turn.depth);
-                fields.u32(at::CODEC, turn.codec);
-                fields.u64(at::TYPE_TAG, turn.type_tag);
-                fields.bytes(at::PAYLOAD_HASH, &turn.payload_hash.0);
-                fields.u32(at::PAYLOAD_LEN, turn.payload_len);
-                fields.u64(at::CREATED_AT_UNIX_MS, turn.created_at_unix_ms);
-                fields.u64(at::SKIP_TURN_ID, turn.skip_turn_id.0);
-                fields.u64(at::CONTEXT_PREV_TURN_ID, turn.context_prev_turn_id.0);
-            }
+            LogRecord::Turn(turn) => encode_turn(&mut fields, turn),
             LogRecord::Context(context) => {
                 assert!(context.record_id > 0);
                 assert!(
@@ -701,6 +669,41 @@ pub fn turn_extras_body(
 pub fn record_offset(record_id: u64) -> u64 {
     assert!(record_id > 0);
     (record_id - 1) * LOG_RECORD_BYTES as u64
+}
+
+/// A turn record's fields, its invariants asserted before they are written.
+fn encode_turn(fields: &mut FieldsMut<'_>, turn: &TurnRecord) {
+    assert!(turn.turn_id.0 > 0, "turn records carry a TurnID");
+    assert!(
+        turn.parent_turn_id < turn.turn_id,
+        "parent older than child"
+    );
+    assert_eq!(turn.flags & !TURN_FLAGS_KNOWN, 0, "unknown turn flags");
+    assert_eq!(
+        turn.depth == 0,
+        turn.skip_turn_id.is_none(),
+        "a skip pointer exactly when the turn has a parent"
+    );
+    assert!(turn.skip_turn_id <= turn.parent_turn_id);
+    assert!(turn.context_prev_turn_id < turn.turn_id);
+    assert!(turn.summary_turn_id <= turn.turn_id);
+    assert_eq!(turn.is_summary(), turn.summary_turn_id == turn.turn_id);
+    assert!(turn.extras_len as usize <= TURN_EXTRAS_BYTES_MAX);
+    fields.0[at::KIND] = KIND_TURN;
+    fields.u16(at::EXTRA_SLOTS, turn_extra_slots(turn.extras_len as usize));
+    fields.u32(at::EXTRAS_LEN, turn.extras_len);
+    fields.u64(at::SUMMARY_TURN_ID, turn.summary_turn_id.0);
+    fields.u32(at::FLAGS, turn.flags);
+    fields.u64(at::CONTEXT_ID, turn.context_id.0);
+    fields.u64(at::PARENT_TURN_ID, turn.parent_turn_id.0);
+    fields.u32(at::DEPTH, turn.depth);
+    fields.u32(at::CODEC, turn.codec);
+    fields.u64(at::TYPE_TAG, turn.type_tag);
+    fields.bytes(at::PAYLOAD_HASH, &turn.payload_hash.0);
+    fields.u32(at::PAYLOAD_LEN, turn.payload_len);
+    fields.u64(at::CREATED_AT_UNIX_MS, turn.created_at_unix_ms);
+    fields.u64(at::SKIP_TURN_ID, turn.skip_turn_id.0);
+    fields.u64(at::CONTEXT_PREV_TURN_ID, turn.context_prev_turn_id.0);
 }
 
 #[cfg(test)]
