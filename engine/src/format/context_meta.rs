@@ -182,56 +182,12 @@ impl ContextMeta {
                 );
                 out.extend_from_slice(name.as_bytes());
             }
-            ContextMeta::Tags(changes) => {
-                assert!(changes.len() <= TAGS_PER_CONTEXT_MAX * 2);
-                out.extend_from_slice(&(changes.len() as u16).to_le_bytes());
-                for (key, value) in changes {
-                    assert!(key.len() <= TAG_KEY_BYTES_MAX && !key.is_empty());
-                    put_bytes(&mut out, key.as_bytes());
-                    match value {
-                        Some(value) => {
-                            assert!(value.len() <= TAG_VALUE_BYTES_MAX);
-                            out.push(1);
-                            put_bytes(&mut out, value.as_bytes());
-                        }
-                        None => out.push(0),
-                    }
-                }
-            }
+            ContextMeta::Tags(changes) => encode_tags(&mut out, changes),
             ContextMeta::KvPut(entries) => {
-                assert!(entries.len() <= KV_ENTRIES_PER_REQUEST_MAX);
-                let with_ttl = self.op() == OP_KV_PUT_TTL;
-                out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
-                for entry in entries {
-                    assert!(entry.key.len() <= KV_KEY_BYTES_MAX && !entry.key.is_empty());
-                    assert!(
-                        check_expiry(entry.ttl_ms, entry.expires_at_unix_ms).is_ok(),
-                        "a put's TTL is checked on admission and its expiry set by the sequencer"
-                    );
-                    put_bytes(&mut out, &entry.key);
-                    out.extend_from_slice(&entry.value_hash.0);
-                    out.extend_from_slice(&entry.value_len.to_le_bytes());
-                    if with_ttl {
-                        out.extend_from_slice(&entry.ttl_ms.to_le_bytes());
-                        out.extend_from_slice(&entry.expires_at_unix_ms.to_le_bytes());
-                    }
-                }
+                encode_kv_put(&mut out, entries, self.op() == OP_KV_PUT_TTL);
             }
-            ContextMeta::KvTouch(entries) | ContextMeta::KvExpire(entries) => {
-                assert!(!entries.is_empty() && entries.len() <= KV_TOUCH_KEYS_MAX);
-                let touch = matches!(self, ContextMeta::KvTouch(_));
-                out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
-                for entry in entries {
-                    assert!(entry.key.len() <= KV_KEY_BYTES_MAX && !entry.key.is_empty());
-                    assert!(entry.expires_at_unix_ms > 0, "an expiry is an instant");
-                    put_bytes(&mut out, &entry.key);
-                    if touch {
-                        assert!(entry.ttl_ms > 0 && entry.ttl_ms <= TTL_MS_MAX);
-                        out.extend_from_slice(&entry.ttl_ms.to_le_bytes());
-                    }
-                    out.extend_from_slice(&entry.expires_at_unix_ms.to_le_bytes());
-                }
-            }
+            ContextMeta::KvTouch(entries) => encode_kv_expiries(&mut out, entries, true),
+            ContextMeta::KvExpire(entries) => encode_kv_expiries(&mut out, entries, false),
             ContextMeta::KvDelete(keys) => {
                 assert!(keys.len() <= KV_ENTRIES_PER_REQUEST_MAX);
                 out.extend_from_slice(&(keys.len() as u16).to_le_bytes());
@@ -285,78 +241,9 @@ impl ContextMeta {
                     .map_err(|_| RecordError::Field("context name is not UTF-8"))?;
                 ContextMeta::Name(name.to_owned())
             }
-            OP_TAGS => {
-                let count = reader.u16()? as usize;
-                let mut changes = Vec::with_capacity(count.min(TAGS_PER_CONTEXT_MAX * 2));
-                for _ in 0..count {
-                    let key = reader.text(TAG_KEY_BYTES_MAX)?;
-                    let value = match reader.u8()? {
-                        0 => None,
-                        1 => Some(reader.text(TAG_VALUE_BYTES_MAX)?),
-                        _ => {
-                            return Err(RecordError::Field("tag change is neither set nor remove"));
-                        }
-                    };
-                    changes.push((key, value));
-                }
-                ContextMeta::Tags(changes)
-            }
-            OP_KV_PUT | OP_KV_PUT_TTL => {
-                let count = reader.count()?;
-                let mut entries = Vec::with_capacity(count);
-                for _ in 0..count {
-                    let key = reader.key()?;
-                    let value_hash = BlobHash(reader.array()?);
-                    let value_len = u32::from_le_bytes(reader.array()?);
-                    let (ttl_ms, expires_at_unix_ms) = if op == OP_KV_PUT_TTL {
-                        let ttl_ms = reader.u64()?;
-                        let expires_at_unix_ms = reader.u64()?;
-                        check_expiry(ttl_ms, expires_at_unix_ms)?;
-                        (ttl_ms, expires_at_unix_ms)
-                    } else {
-                        (0, 0)
-                    };
-                    entries.push(KvEntry {
-                        key,
-                        value_hash,
-                        value_len,
-                        ttl_ms,
-                        expires_at_unix_ms,
-                    });
-                }
-                if op == OP_KV_PUT_TTL && entries.iter().all(|entry| entry.ttl_ms == 0) {
-                    return Err(RecordError::Field("kv put ttl record without a TTL"));
-                }
-                ContextMeta::KvPut(entries)
-            }
-            OP_KV_TOUCH | OP_KV_EXPIRE => {
-                let count = reader.count()?;
-                if count == 0 {
-                    return Err(RecordError::Field("kv touch or expire record of no entry"));
-                }
-                let mut entries = Vec::with_capacity(count);
-                for _ in 0..count {
-                    let key = reader.key()?;
-                    let ttl_ms = if op == OP_KV_TOUCH { reader.u64()? } else { 0 };
-                    let expires_at_unix_ms = reader.u64()?;
-                    if op == OP_KV_TOUCH {
-                        check_expiry(ttl_ms, expires_at_unix_ms)?;
-                    }
-                    if ttl_ms == 0 && op == OP_KV_TOUCH || expires_at_unix_ms == 0 {
-                        return Err(RecordError::Field("kv touch or expire of no instant"));
-                    }
-                    entries.push(KvExpiry {
-                        key,
-                        ttl_ms,
-                        expires_at_unix_ms,
-                    });
-                }
-                if op == OP_KV_TOUCH {
-                    ContextMeta::KvTouch(entries)
-                } else {
-                    ContextMeta::KvExpire(entries)
-                }
-            }
+            OP_TAGS => decode_tags(&mut reader)?,
+            OP_KV_PUT | OP_KV_PUT_TTL => decode_kv_put(&mut reader, op)?,
+            OP_KV_TOUCH | OP_KV_EXPIRE => decode_kv_expiries(&mut reader, op)?,
             OP_KV_DELETE => {
                 let count = reader.count()?;
                 let mut keys = Vec::with_capacity(count);
@@ -460,6 +347,140 @@ pub fn check_name(name: &[u8]) -> Result<(), RecordError> {
         return Err(RecordError::Field("context name is not 1..=256 bytes"));
     }
     Ok(())
+}
+
+/// The pair of `encode_tags`: each change checked as admission checks it.
+fn decode_tags(reader: &mut Reader<'_>) -> Result<ContextMeta, RecordError> {
+    let count = reader.u16()? as usize;
+    let mut changes = Vec::with_capacity(count.min(TAGS_PER_CONTEXT_MAX * 2));
+    for _ in 0..count {
+        let key = reader.text(TAG_KEY_BYTES_MAX)?;
+        let value = match reader.u8()? {
+            0 => None,
+            1 => Some(reader.text(TAG_VALUE_BYTES_MAX)?),
+            _ => {
+                return Err(RecordError::Field("tag change is neither set nor remove"));
+            }
+        };
+        changes.push((key, value));
+    }
+    Ok(ContextMeta::Tags(changes))
+}
+
+/// The pair of `encode_kv_put`; a TTL put must carry a TTL.
+fn decode_kv_put(reader: &mut Reader<'_>, op: u16) -> Result<ContextMeta, RecordError> {
+    let count = reader.count()?;
+    let mut entries = Vec::with_capacity(count);
+    for _ in 0..count {
+        let key = reader.key()?;
+        let value_hash = BlobHash(reader.array()?);
+        let value_len = u32::from_le_bytes(reader.array()?);
+        let (ttl_ms, expires_at_unix_ms) = if op == OP_KV_PUT_TTL {
+            let ttl_ms = reader.u64()?;
+            let expires_at_unix_ms = reader.u64()?;
+            check_expiry(ttl_ms, expires_at_unix_ms)?;
+            (ttl_ms, expires_at_unix_ms)
+        } else {
+            (0, 0)
+        };
+        entries.push(KvEntry {
+            key,
+            value_hash,
+            value_len,
+            ttl_ms,
+            expires_at_unix_ms,
+        });
+    }
+    if op == OP_KV_PUT_TTL && entries.iter().all(|entry| entry.ttl_ms == 0) {
+        return Err(RecordError::Field("kv put ttl record without a TTL"));
+    }
+    Ok(ContextMeta::KvPut(entries))
+}
+
+/// The pair of `encode_kv_expiries`: a touch (`OP_KV_TOUCH`) or an expiry.
+fn decode_kv_expiries(reader: &mut Reader<'_>, op: u16) -> Result<ContextMeta, RecordError> {
+    let count = reader.count()?;
+    if count == 0 {
+        return Err(RecordError::Field("kv touch or expire record of no entry"));
+    }
+    let mut entries = Vec::with_capacity(count);
+    for _ in 0..count {
+        let key = reader.key()?;
+        let ttl_ms = if op == OP_KV_TOUCH { reader.u64()? } else { 0 };
+        let expires_at_unix_ms = reader.u64()?;
+        if op == OP_KV_TOUCH {
+            check_expiry(ttl_ms, expires_at_unix_ms)?;
+        }
+        if ttl_ms == 0 && op == OP_KV_TOUCH || expires_at_unix_ms == 0 {
+            return Err(RecordError::Field("kv touch or expire of no instant"));
+        }
+        entries.push(KvExpiry {
+            key,
+            ttl_ms,
+            expires_at_unix_ms,
+        });
+    }
+    Ok(if op == OP_KV_TOUCH {
+        ContextMeta::KvTouch(entries)
+    } else {
+        ContextMeta::KvExpire(entries)
+    })
+}
+
+/// TAGS: `u16 count`, then each change: its key, and `1` with the value or `0` (removed).
+fn encode_tags(out: &mut Vec<u8>, changes: &[(String, Option<String>)]) {
+    assert!(changes.len() <= TAGS_PER_CONTEXT_MAX * 2);
+    out.extend_from_slice(&(changes.len() as u16).to_le_bytes());
+    for (key, value) in changes {
+        assert!(key.len() <= TAG_KEY_BYTES_MAX && !key.is_empty());
+        put_bytes(out, key.as_bytes());
+        match value {
+            Some(value) => {
+                assert!(value.len() <= TAG_VALUE_BYTES_MAX);
+                out.push(1);
+                put_bytes(out, value.as_bytes());
+            }
+            None => out.push(0),
+        }
+    }
+}
+
+/// A key-value put: `u16 count`, then each entry's key, value hash and length, and (with a
+/// TTL, op `OP_KV_PUT_TTL`) its TTL and expiry.
+fn encode_kv_put(out: &mut Vec<u8>, entries: &[KvEntry], with_ttl: bool) {
+    assert!(entries.len() <= KV_ENTRIES_PER_REQUEST_MAX);
+    out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
+    for entry in entries {
+        assert!(entry.key.len() <= KV_KEY_BYTES_MAX && !entry.key.is_empty());
+        assert!(
+            check_expiry(entry.ttl_ms, entry.expires_at_unix_ms).is_ok(),
+            "a put's TTL is checked on admission and its expiry set by the sequencer"
+        );
+        put_bytes(out, &entry.key);
+        out.extend_from_slice(&entry.value_hash.0);
+        out.extend_from_slice(&entry.value_len.to_le_bytes());
+        if with_ttl {
+            out.extend_from_slice(&entry.ttl_ms.to_le_bytes());
+            out.extend_from_slice(&entry.expires_at_unix_ms.to_le_bytes());
+        }
+    }
+}
+
+/// A touch (`touch`: each key's new TTL too) or an expiry: `u16 count`, then each key and
+/// its expiry.
+fn encode_kv_expiries(out: &mut Vec<u8>, entries: &[KvExpiry], touch: bool) {
+    assert!(!entries.is_empty() && entries.len() <= KV_TOUCH_KEYS_MAX);
+    out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
+    for entry in entries {
+        assert!(entry.key.len() <= KV_KEY_BYTES_MAX && !entry.key.is_empty());
+        assert!(entry.expires_at_unix_ms > 0, "an expiry is an instant");
+        put_bytes(out, &entry.key);
+        if touch {
+            assert!(entry.ttl_ms > 0 && entry.ttl_ms <= TTL_MS_MAX);
+            out.extend_from_slice(&entry.ttl_ms.to_le_bytes());
+        }
+        out.extend_from_slice(&entry.expires_at_unix_ms.to_le_bytes());
+    }
 }
 
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
