@@ -378,30 +378,9 @@ impl SegmentHeader {
             }
         };
         let log_base = decode_optional_base(&mut reader)?;
-        let shard_count = reader.count(SHARDS_MAX, 12)?;
-        let mut shards = Vec::with_capacity(shard_count);
-        for _ in 0..shard_count {
-            shards.push(ShardPoint {
-                pack_id: reader.u32()?,
-                pack_end: reader.u64()?,
-            });
-        }
-        let piece_count = reader.count(PIECES_MAX, SEGMENT_PIECE_BYTES)?;
-        let mut pieces = Vec::with_capacity(piece_count);
-        for _ in 0..piece_count {
-            pieces.push(decode_segment_piece(&mut reader)?);
-        }
-        let replaced_count = reader.count(PIECES_MAX, 14 + OBJECT_REF_BYTES + HASH_BYTES)?;
-        let mut replaced = Vec::with_capacity(replaced_count);
-        for _ in 0..replaced_count {
-            replaced.push(Replaced {
-                shard: reader.u16()?,
-                pack_id: reader.u32()?,
-                len: reader.u64()?,
-                object: ObjectRef::decode(&mut reader)?,
-                hash: reader.array()?,
-            });
-        }
+        let shards = decode_shard_points(&mut reader)?;
+        let pieces = decode_segment_pieces(&mut reader)?;
+        let replaced = decode_replaced(&mut reader)?;
         let body_bytes = reader.u64()?;
         let contexts = if reader.remaining() > HASH_BYTES {
             reader.u64()?
@@ -448,6 +427,45 @@ impl SegmentHeader {
         }
         Ok(())
     }
+}
+
+/// Where each shard's open pack ended after the cycle.
+fn decode_shard_points(reader: &mut Reader<'_>) -> Result<Vec<ShardPoint>, FormatError> {
+    let shard_count = reader.count(SHARDS_MAX, 12)?;
+    let mut shards = Vec::with_capacity(shard_count);
+    for _ in 0..shard_count {
+        shards.push(ShardPoint {
+            pack_id: reader.u32()?,
+            pack_end: reader.u64()?,
+        });
+    }
+    Ok(shards)
+}
+
+/// The bytes appended to packs, as pieces of the body.
+fn decode_segment_pieces(reader: &mut Reader<'_>) -> Result<Vec<SegmentPiece>, FormatError> {
+    let piece_count = reader.count(PIECES_MAX, SEGMENT_PIECE_BYTES)?;
+    let mut pieces = Vec::with_capacity(piece_count);
+    for _ in 0..piece_count {
+        pieces.push(decode_segment_piece(reader)?);
+    }
+    Ok(pieces)
+}
+
+/// The packs a collection rewrote, each an object of its own.
+fn decode_replaced(reader: &mut Reader<'_>) -> Result<Vec<Replaced>, FormatError> {
+    let replaced_count = reader.count(PIECES_MAX, 14 + OBJECT_REF_BYTES + HASH_BYTES)?;
+    let mut replaced = Vec::with_capacity(replaced_count);
+    for _ in 0..replaced_count {
+        replaced.push(Replaced {
+            shard: reader.u16()?,
+            pack_id: reader.u32()?,
+            len: reader.u64()?,
+            object: ObjectRef::decode(reader)?,
+            hash: reader.array()?,
+        });
+    }
+    Ok(replaced)
 }
 
 fn encode_segment_piece(writer: &mut Writer, piece: &SegmentPiece) {

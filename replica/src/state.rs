@@ -52,8 +52,21 @@ impl StoreState {
         body_start: u64,
         what: &str,
     ) -> Result<(), FormatError> {
-        let reader = Reader::new(&[], what);
         self.meta = segment.meta.clone();
+        self.apply_log(segment, object, body_start, what)?;
+        self.apply_packs(segment, object, body_start, what)
+    }
+
+    /// The segment's log: its base (the bytes below it become holes), its piece (extending
+    /// the log exactly where it ends) and its record count (which the pieces must reach).
+    fn apply_log(
+        &mut self,
+        segment: &SegmentHeader,
+        object: ObjectRef,
+        body_start: u64,
+        what: &str,
+    ) -> Result<(), FormatError> {
+        let reader = Reader::new(&[], what);
         if let Some(base) = segment.log_base {
             reader.check(base.through <= segment.log_records, || {
                 format!(
@@ -93,6 +106,19 @@ impl StoreState {
             },
         )?;
         self.log_records = segment.log_records;
+        Ok(())
+    }
+
+    /// The segment's packs: rewritten ones replaced whole, appended bytes extending their
+    /// pack exactly where it ends, and each shard's point.
+    fn apply_packs(
+        &mut self,
+        segment: &SegmentHeader,
+        object: ObjectRef,
+        body_start: u64,
+        what: &str,
+    ) -> Result<(), FormatError> {
+        let reader = Reader::new(&[], what);
         if self.shards.len() < segment.shards.len() {
             self.shards
                 .resize(segment.shards.len(), ShardFiles::default());
