@@ -53,31 +53,8 @@ pub async fn run(
     let mut candidates: Vec<Listed> = Vec::new();
     for record in &generations {
         let generation = record.generation;
-        let mut objects: Vec<Listed> = Vec::new();
-        for kind in ['s', 'c', 'p', 'b'] {
-            objects.extend(
-                remote
-                    .list(&remote.layout.dir(Some(generation), kind))
-                    .await?
-                    .into_iter()
-                    .flatten(),
-            );
-        }
-        let segments: Vec<(u64, u64)> = objects
-            .iter()
-            .filter_map(|listed| match listed.key {
-                Key::Segment { seq, .. } => Some((seq, listed.modified_unix_ms)),
-                _ => None,
-            })
-            .collect();
-        let latest = segments.iter().map(|(seq, _)| *seq).max().unwrap_or(0);
-        let oldest_kept = segments
-            .iter()
-            .filter(|(_, modified)| *modified >= window_start)
-            .map(|(seq, _)| *seq)
-            .min()
-            .or((Some(generation) == newest).then_some(latest));
-        if let Some(oldest_kept) = oldest_kept {
+        let objects = generation_objects(remote, generation).await?;
+        if let Some(oldest_kept) = oldest_kept(&objects, window_start, Some(generation) == newest) {
             let checkpoints = catalog::checkpoints(remote, generation).await?;
             if let Some(&anchor) = checkpoints.iter().rev().find(|seq| **seq <= oldest_kept) {
                 let state = catalog::checkpoint(remote, generation, anchor).await?.state;
@@ -112,4 +89,38 @@ pub async fn run(
         report.bytes += listed.size;
     }
     Ok(report)
+}
+
+/// A generation's segments, checkpoints, packs and bases, as listed.
+async fn generation_objects(remote: &Remote, generation: u32) -> Result<Vec<Listed>, ReplicaError> {
+    let mut objects: Vec<Listed> = Vec::new();
+    for kind in ['s', 'c', 'p', 'b'] {
+        objects.extend(
+            remote
+                .list(&remote.layout.dir(Some(generation), kind))
+                .await?
+                .into_iter()
+                .flatten(),
+        );
+    }
+    Ok(objects)
+}
+
+/// The oldest segment of a generation inside the window; in the newest generation, its latest
+/// segment when none is (a store always keeps a point to restore).
+fn oldest_kept(objects: &[Listed], window_start: u64, newest: bool) -> Option<u64> {
+    let segments: Vec<(u64, u64)> = objects
+        .iter()
+        .filter_map(|listed| match listed.key {
+            Key::Segment { seq, .. } => Some((seq, listed.modified_unix_ms)),
+            _ => None,
+        })
+        .collect();
+    let latest = segments.iter().map(|(seq, _)| *seq).max().unwrap_or(0);
+    segments
+        .iter()
+        .filter(|(_, modified)| *modified >= window_start)
+        .map(|(seq, _)| *seq)
+        .min()
+        .or(newest.then_some(latest))
 }
