@@ -275,6 +275,37 @@ impl Streams {
             .collect()
     }
 
+    /// A delta continues its open stream, of its context, exactly at the stream's length.
+    fn apply_delta(
+        &mut self,
+        context_id: ContextId,
+        stream_id: u64,
+        offset: u64,
+        bytes: &[u8],
+        at_unix_ms: u64,
+    ) -> Result<(), String> {
+        let stream = self
+            .open
+            .get_mut(&stream_id)
+            .ok_or_else(|| format!("delta to stream {stream_id}, which is not open"))?;
+        if stream.context_id != context_id {
+            return Err(format!(
+                "delta to stream {stream_id} names context {context_id}, not its {}",
+                stream.context_id
+            ));
+        }
+        if offset != stream.length_bytes {
+            return Err(format!(
+                "delta to stream {stream_id} at offset {offset}, not at its length {}",
+                stream.length_bytes
+            ));
+        }
+        stream.bytes.push(bytes);
+        stream.length_bytes += bytes.len() as u64;
+        stream.updated_at_unix_ms = at_unix_ms;
+        Ok(())
+    }
+
     /// Applies a durable (or about to be written) stream record. The rules every record
     /// obeys, on the live path (which checked them first, with typed errors) and in replay
     /// (where a break is damage): an open names a new StreamID; a delta continues an open
@@ -308,27 +339,7 @@ impl Streams {
                 stream_id,
                 offset,
                 bytes,
-            } => {
-                let stream = self
-                    .open
-                    .get_mut(stream_id)
-                    .ok_or_else(|| format!("delta to stream {stream_id}, which is not open"))?;
-                if stream.context_id != context_id {
-                    return Err(format!(
-                        "delta to stream {stream_id} names context {context_id}, not its {}",
-                        stream.context_id
-                    ));
-                }
-                if *offset != stream.length_bytes {
-                    return Err(format!(
-                        "delta to stream {stream_id} at offset {offset}, not at its length {}",
-                        stream.length_bytes
-                    ));
-                }
-                stream.bytes.push(bytes);
-                stream.length_bytes += bytes.len() as u64;
-                stream.updated_at_unix_ms = at_unix_ms;
-            }
+            } => self.apply_delta(context_id, *stream_id, *offset, bytes, at_unix_ms)?,
             StreamMeta::End { stream_id, end } => {
                 let stream = self
                     .open
