@@ -18,6 +18,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::engine::Engine;
@@ -27,6 +28,7 @@ use crate::file::{BackgroundWriter, ScanFile, Throttle};
 use crate::format::log_base::BASE_HEADER_BYTES;
 use crate::format::turn_log::LOG_RECORD_BYTES;
 use crate::pipeline::{ShardRequest, ShardSnapshot};
+use crate::sequencer::log_base::LogBase;
 use crate::store_dir::StoreDir;
 
 /// Bytes copied per read/write step of a prefix copy (also the unit the turn count is taken
@@ -69,6 +71,19 @@ impl Engine {
         self.backup_now(to)
     }
 
+    /// Each shard's extent, asked of its actor: the packs a backup copies up to.
+    fn shard_snapshots(&self) -> Result<Vec<ShardSnapshot>, EngineError> {
+        let mut shards = Vec::with_capacity(self.inner.shards.len());
+        for sender in self.inner.shards.iter() {
+            let (reply, answer) = oneshot::channel();
+            sender
+                .send(ShardRequest::Snapshot { reply })
+                .map_err(|_| EngineError::ShutDown)?;
+            shards.push(answer.recv().map_err(|_| EngineError::ShutDown)?);
+        }
+        Ok(shards)
+    }
+
     fn backup_now(&self, to: &Path) -> Result<BackupReport, EngineError> {
         let started = Instant::now();
         let source = StoreDir::new(&self.inner.config.data_dir);
@@ -78,14 +93,7 @@ impl Engine {
         // The cut: the log's watermark first, then each shard's extent (see the module doc).
         let published = &self.inner.published;
         let log_records = published.turns.durable_record_id();
-        let mut shards = Vec::with_capacity(self.inner.shards.len());
-        for sender in self.inner.shards.iter() {
-            let (reply, answer) = oneshot::channel();
-            sender
-                .send(ShardRequest::Snapshot { reply })
-                .map_err(|_| EngineError::ShutDown)?;
-            shards.push(answer.recv().map_err(|_| EngineError::ShutDown)?);
-        }
+        let shards = self.shard_snapshots()?;
 
         let mut throttle = Throttle::new(self.inner.config.backup_bytes_per_s_max);
         let mut report = BackupReport {
@@ -107,37 +115,14 @@ impl Engine {
             )?;
             report.blobs += snapshot.blobs;
         }
-        // The log: its compacted base whole (no compaction installs one while a backup holds
-        // the maintenance lock), then `turns.log` after the base at the same offsets (the target
-        // has a hole where the base stands).
-        let log_bytes = log_records * LOG_RECORD_BYTES as u64;
-        let base = published.turns.base();
-        let skip_bytes = base
-            .as_ref()
-            .map_or(0, |base| base.through() * LOG_RECORD_BYTES as u64);
-        if let Some(base) = &base {
-            // Its slots follow a header of one slot: turn records are counted after it.
-            let (written, turns) = copy_range(
-                &mut throttle,
-                base.path(),
-                &target.turns_base_path(),
-                0,
-                base.header.file_bytes(),
-                Some(BASE_HEADER_BYTES as u64),
-            )?;
-            report.bytes += written;
-            report.turns += turns;
-        }
-        let (written, turns) = copy_range(
+        copy_log(
             &mut throttle,
-            &source.turns_log_path(),
-            &target.turns_log_path(),
-            skip_bytes.min(log_bytes),
-            log_bytes,
-            Some(0),
+            &source,
+            &target,
+            published.turns.base(),
+            log_records,
+            &mut report,
         )?;
-        report.bytes += written;
-        report.turns += turns;
         sync(&target.root)?;
 
         // Last: the meta file makes the directory a store (renamed in, the directory synced).
@@ -171,6 +156,47 @@ impl Engine {
 }
 
 /// The target is absolute, outside the data directory, and absent or an empty directory.
+/// The log: its compacted base whole (no compaction installs one while a backup holds the
+/// maintenance lock), then `turns.log` after the base at the same offsets (the target has a
+/// hole where the base stands).
+fn copy_log(
+    throttle: &mut Throttle,
+    source: &StoreDir,
+    target: &StoreDir,
+    base: Option<Arc<LogBase>>,
+    log_records: u64,
+    report: &mut BackupReport,
+) -> Result<(), EngineError> {
+    let log_bytes = log_records * LOG_RECORD_BYTES as u64;
+    let skip_bytes = base
+        .as_ref()
+        .map_or(0, |base| base.through() * LOG_RECORD_BYTES as u64);
+    if let Some(base) = &base {
+        // Its slots follow a header of one slot: turn records are counted after it.
+        let (written, turns) = copy_range(
+            throttle,
+            base.path(),
+            &target.turns_base_path(),
+            0,
+            base.header.file_bytes(),
+            Some(BASE_HEADER_BYTES as u64),
+        )?;
+        report.bytes += written;
+        report.turns += turns;
+    }
+    let (written, turns) = copy_range(
+        throttle,
+        &source.turns_log_path(),
+        &target.turns_log_path(),
+        skip_bytes.min(log_bytes),
+        log_bytes,
+        Some(0),
+    )?;
+    report.bytes += written;
+    report.turns += turns;
+    Ok(())
+}
+
 fn check_target(data_dir: &Path, to: &Path) -> Result<(), EngineError> {
     if !to.is_absolute() {
         return Err(EngineError::InvalidArgument(format!(
