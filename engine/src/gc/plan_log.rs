@@ -74,39 +74,7 @@ impl Collector {
                         || !dead.contains(TurnId(id as u64)))
             })
             .collect();
-        // To a fixpoint: ancestors, then each context's turns before its newest that stays
-        // (which may name further ancestors). Each pass only adds.
-        let mut newest_needed: HashMap<u64, u64> = HashMap::new();
-        loop {
-            // Children before parents (a parent's id is lower).
-            for id in (1..slots).rev() {
-                if needed[id] {
-                    let parent = log.parent[id] as usize;
-                    assert!(parent < id, "a parent precedes its child");
-                    needed[parent] = log.is_turn(parent as u64) || needed[parent];
-                }
-            }
-            let mut grown = false;
-            for (context, turns) in &log.by_context {
-                let newest = turns
-                    .iter()
-                    .rev()
-                    .find(|&&turn| needed[turn as usize])
-                    .copied()
-                    .unwrap_or(0);
-                if newest_needed.get(context).copied().unwrap_or(0) >= newest {
-                    continue;
-                }
-                newest_needed.insert(*context, newest);
-                for &turn in turns.iter().take_while(|&&turn| turn <= newest) {
-                    grown |= !needed[turn as usize];
-                    needed[turn as usize] = true;
-                }
-            }
-            if !grown {
-                break;
-            }
-        }
+        close_needed(log, &mut needed);
         let mut plan = LogPlan {
             watermark,
             through: watermark,
@@ -222,5 +190,42 @@ impl Collector {
             &self.stopping,
             || self.exclusive(),
         )
+    }
+}
+
+/// Grows `needed` to a fixpoint: ancestors, then each context's turns before its newest that
+/// stays (which may name further ancestors). Each pass only adds.
+fn close_needed(log: &LogTable, needed: &mut [bool]) {
+    let slots = needed.len();
+    let mut newest_needed: HashMap<u64, u64> = HashMap::new();
+    loop {
+        // Children before parents (a parent's id is lower).
+        for id in (1..slots).rev() {
+            if needed[id] {
+                let parent = log.parent[id] as usize;
+                assert!(parent < id, "a parent precedes its child");
+                needed[parent] = log.is_turn(parent as u64) || needed[parent];
+            }
+        }
+        let mut grown = false;
+        for (context, turns) in &log.by_context {
+            let newest = turns
+                .iter()
+                .rev()
+                .find(|&&turn| needed[turn as usize])
+                .copied()
+                .unwrap_or(0);
+            if newest_needed.get(context).copied().unwrap_or(0) >= newest {
+                continue;
+            }
+            newest_needed.insert(*context, newest);
+            for &turn in turns.iter().take_while(|&&turn| turn <= newest) {
+                grown |= !needed[turn as usize];
+                needed[turn as usize] = true;
+            }
+        }
+        if !grown {
+            break;
+        }
     }
 }
