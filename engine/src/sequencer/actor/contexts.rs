@@ -32,39 +32,8 @@ impl SequencerActor {
                 .ok_or(EngineError::ContextNotFound(owner));
         }
         check_new(&self.contexts, new.name.as_deref(), &new.tags)?;
-        let clone_from = match new.clone_from {
-            Some(crate::model::ContextRef::Id(source)) => Some(source),
-            Some(crate::model::ContextRef::Name(name)) => Some(
-                self.contexts
-                    .by_name(&name)
-                    .ok_or(EngineError::NameNotFound(name))?,
-            ),
-            None => None,
-        };
-        let head = match clone_from {
-            Some(_) if !new.base.is_none() => {
-                return Err(EngineError::InvalidArgument(
-                    "a clone takes its source's head; give no base turn".into(),
-                ));
-            }
-            // A clone shares its source's head; its own turns start with its first append.
-            Some(source) => self
-                .heads
-                .get(source)
-                .ok_or(EngineError::ContextNotFound(source))?,
-            // Only a durable turn can be a base: no one can know of any other.
-            None if !new.base.is_none() => {
-                self.gc.note_turn(new.base);
-                if self.gc.dead.contains(new.base) {
-                    return Err(EngineError::TurnNotFound(new.base));
-                }
-                HeadState {
-                    head_turn_id: new.base,
-                    head_depth: self.published.turns.turn(new.base)?.depth,
-                }
-            }
-            None => HeadState::default(),
-        };
+        let clone_from = self.clone_source(new.clone_from)?;
+        let head = self.new_head(clone_from, new.base)?;
         let Some(context_id) = self.heads.next_context_id() else {
             return Err(EngineError::InvalidArgument(format!(
                 "the store holds the maximum of {} contexts",
@@ -101,6 +70,54 @@ impl SequencerActor {
         Ok(Created {
             context,
             created: true,
+        })
+    }
+
+    /// The context a new context clones, by id or by name.
+    fn clone_source(
+        &self,
+        clone_from: Option<crate::model::ContextRef>,
+    ) -> Result<Option<ContextId>, EngineError> {
+        Ok(match clone_from {
+            Some(crate::model::ContextRef::Id(source)) => Some(source),
+            Some(crate::model::ContextRef::Name(name)) => Some(
+                self.contexts
+                    .by_name(&name)
+                    .ok_or(EngineError::NameNotFound(name))?,
+            ),
+            None => None,
+        })
+    }
+
+    /// A new context's head: its clone source's, a durable base turn, or none.
+    fn new_head(
+        &mut self,
+        clone_from: Option<ContextId>,
+        base: TurnId,
+    ) -> Result<HeadState, EngineError> {
+        Ok(match clone_from {
+            Some(_) if !base.is_none() => {
+                return Err(EngineError::InvalidArgument(
+                    "a clone takes its source's head; give no base turn".into(),
+                ));
+            }
+            // A clone shares its source's head; its own turns start with its first append.
+            Some(source) => self
+                .heads
+                .get(source)
+                .ok_or(EngineError::ContextNotFound(source))?,
+            // Only a durable turn can be a base: no one can know of any other.
+            None if !base.is_none() => {
+                self.gc.note_turn(base);
+                if self.gc.dead.contains(base) {
+                    return Err(EngineError::TurnNotFound(base));
+                }
+                HeadState {
+                    head_turn_id: base,
+                    head_depth: self.published.turns.turn(base)?.depth,
+                }
+            }
+            None => HeadState::default(),
         })
     }
 
