@@ -22,7 +22,7 @@ use crate::format::turn_log::{LogRecord, SlotAssembly, TurnRecord};
 use crate::ids::{BlobHash, BlobHashBuildHasher};
 use crate::sequencer::heads::DELETED_HEAD;
 use crate::sequencer::log_base::LogBase;
-use crate::sequencer::recover::{Replay, pending_metadata_tail};
+use crate::sequencer::recover::{RecoveredLog, Replay, pending_metadata_tail};
 use crate::sequencer::scan::scan_log;
 use crate::skip::Ancestry;
 use crate::store_dir::StoreDir;
@@ -104,12 +104,7 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
         )));
     }
     let _lock = lock_for_reading(&store)?;
-    let meta_path = store.meta_path();
-    let meta_bytes =
-        crate::file::read_whole(&meta_path).map_err(|source| OpenError::io(&meta_path, source))?;
-    let meta = Meta::decode(&meta_bytes).map_err(|error| {
-        OpenError::Corrupt(crate::error::Corruption::record(&meta_path, 0, &error))
-    })?;
+    let meta = read_meta(&store)?;
     let mut report = VerifyReport {
         data_dir: data_dir.to_path_buf(),
         shards: meta.shard_count,
@@ -132,23 +127,7 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
         }
         Err(error) => return Err(error),
     };
-    let compact = store.turns_base_compact_path();
-    if compact.exists() {
-        report.notes.push(format!(
-            "{}: an unfinished log compaction; the next open deletes it",
-            compact.display()
-        ));
-    }
-    if let Some(base) = &base {
-        report.notes.push(format!(
-            "{}: turns.log compacted through record {} ({} records kept, {} collected turns \
-             dropped)",
-            base.path().display(),
-            base.through(),
-            base.header.record_count,
-            base.header.turns_dropped
-        ));
-    }
+    note_compaction(&mut report, &store, base.as_deref());
     let mut replay = Replay::new(
         crate::file::ScanFile::open(&log_path).map_err(io)?,
         base.clone(),
@@ -202,16 +181,7 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
         &log_path,
         pending_metadata_tail(pending, scan.tail),
     );
-    report.turns = replay.state.turns;
-    let heads = &replay.state.heads;
-    report.contexts_skipped = replay.state.contexts.skipped_contexts;
-    report.contexts_deleted = heads
-        .iter()
-        .filter(|(_, head)| head.head_turn_id == DELETED_HEAD)
-        .count() as u64
-        - report.contexts_skipped;
-    report.contexts = heads.count() - report.contexts_deleted - report.contexts_skipped;
-    report.logical_bytes = replay.state.logical_bytes;
+    count_state(&mut report, &replay.state);
     Ok(report)
 }
 
@@ -415,4 +385,49 @@ fn report_tail(report: &mut VerifyReport, path: &Path, tail: Tail) {
             corruption.reason
         )),
     }
+}
+
+/// The store's meta file, decoded (damage there is corruption: nothing else can be read).
+fn read_meta(store: &StoreDir) -> Result<Meta, OpenError> {
+    let meta_path = store.meta_path();
+    let meta_bytes =
+        crate::file::read_whole(&meta_path).map_err(|source| OpenError::io(&meta_path, source))?;
+    Meta::decode(&meta_bytes).map_err(|error| {
+        OpenError::Corrupt(crate::error::Corruption::record(&meta_path, 0, &error))
+    })
+}
+
+/// Notes on the log's compaction: one left unfinished, and the base the log stands on.
+fn note_compaction(report: &mut VerifyReport, store: &StoreDir, base: Option<&LogBase>) {
+    let compact = store.turns_base_compact_path();
+    if compact.exists() {
+        report.notes.push(format!(
+            "{}: an unfinished log compaction; the next open deletes it",
+            compact.display()
+        ));
+    }
+    if let Some(base) = base {
+        report.notes.push(format!(
+            "{}: turns.log compacted through record {} ({} records kept, {} collected turns \
+             dropped)",
+            base.path().display(),
+            base.through(),
+            base.header.record_count,
+            base.header.turns_dropped
+        ));
+    }
+}
+
+/// The figures of the replayed state: turns, contexts live, deleted and skipped, bytes.
+fn count_state(report: &mut VerifyReport, state: &RecoveredLog) {
+    report.turns = state.turns;
+    let heads = &state.heads;
+    report.contexts_skipped = state.contexts.skipped_contexts;
+    report.contexts_deleted = heads
+        .iter()
+        .filter(|(_, head)| head.head_turn_id == DELETED_HEAD)
+        .count() as u64
+        - report.contexts_skipped;
+    report.contexts = heads.count() - report.contexts_deleted - report.contexts_skipped;
+    report.logical_bytes = state.logical_bytes;
 }
