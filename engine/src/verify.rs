@@ -299,30 +299,7 @@ fn verify_shard(
         report_tail(report, path, pack_scan.tail);
     }
 
-    // A compaction switching files when the store stopped: the next open rebuilds the index
-    // (and drops `.compact` files), so the index is not held to the packs here.
-    let switching = dir.join(crate::store_dir::REINDEX_MARKER_FILE).exists();
-    if switching {
-        report.notes.push(format!(
-            "{}: a compaction was switching files; the next open rebuilds the blob index",
-            dir.display()
-        ));
-    }
-    // The index must describe the packs record for record; it may be shorter (lazy sync).
-    for (position, entry) in index_scan.entries.iter().enumerate() {
-        if switching {
-            break;
-        }
-        if found.get(position) != Some(entry) {
-            report.problems.push(format!(
-                "{} at offset {}: entry for blob {} does not match the pack record it points to",
-                index_path.display(),
-                position * crate::format::blob_index::INDEX_ENTRY_BYTES,
-                entry.hash
-            ));
-            break;
-        }
-    }
+    check_index(report, &dir, &index_path, &index_scan.entries, &found);
 
     let index = BlobIndex::with_capacity_and_hasher(found.len().max(16), BlobHashBuildHasher);
     let view = ShardView::new(shard, dir.clone(), index);
@@ -384,6 +361,39 @@ fn report_tail(report: &mut VerifyReport, path: &Path, tail: Tail) {
             corruption.offset,
             corruption.reason
         )),
+    }
+}
+
+/// The index must describe the packs record for record; it may be shorter (lazy sync). Not
+/// while a compaction was switching files when the store stopped: the next open rebuilds the
+/// index then (and drops `.compact` files).
+fn check_index(
+    report: &mut VerifyReport,
+    dir: &Path,
+    index_path: &Path,
+    entries: &[IndexEntry],
+    found: &[IndexEntry],
+) {
+    let switching = dir.join(crate::store_dir::REINDEX_MARKER_FILE).exists();
+    if switching {
+        report.notes.push(format!(
+            "{}: a compaction was switching files; the next open rebuilds the blob index",
+            dir.display()
+        ));
+    }
+    for (position, entry) in entries.iter().enumerate() {
+        if switching {
+            break;
+        }
+        if found.get(position) != Some(entry) {
+            report.problems.push(format!(
+                "{} at offset {}: entry for blob {} does not match the pack record it points to",
+                index_path.display(),
+                position * crate::format::blob_index::INDEX_ENTRY_BYTES,
+                entry.hash
+            ));
+            break;
+        }
     }
 }
 
