@@ -47,26 +47,8 @@ pub(super) fn mark(
             *slot = true;
         }
     };
-    let chain = |start: u64, floor: u32, floors: &mut Vec<u32>| -> bool {
-        let mut turn = start;
-        let mut marked = false;
-        while turn != 0 && (turn as usize) < floors.len() {
-            let id = turn as usize;
-            // A collected turn ends the history (a fork or link made after a collection
-            // reaches only what is left of it).
-            if log.context[id] == 0
-                || log.depth[id] < floor
-                || floors[id] <= floor
-                || dead.contains(TurnId(turn))
-            {
-                break;
-            }
-            floors[id] = floor;
-            marked = true;
-            turn = log.parent[id];
-        }
-        marked
-    };
+    let chain =
+        |start: u64, floor: u32, floors: &mut Vec<u32>| mark_chain(log, dead, start, floor, floors);
     let mut live_blobs: HashSet<BlobHash, BlobHashBuildHasher> = HashSet::default();
     // Fork bases are read as records: a base below its fork's floor may be collected, and
     // the walk only needs where it sits.
@@ -118,21 +100,7 @@ pub(super) fn mark(
             Ok(false)
         })?;
     }
-    // Links reach another history whole; a newly live turn may link further.
-    loop {
-        let mut more = false;
-        for (turn, targets) in &log.links {
-            if floors[*turn as usize] == u32::MAX {
-                continue;
-            }
-            for target in targets {
-                more |= chain(target.0, 0, &mut floors);
-            }
-        }
-        if !more {
-            break;
-        }
-    }
+    mark_links(log, dead, &mut floors);
     // A live turn's payload and every patch (a read `as_of` an older overlay reads them);
     // nothing of a redacted one (decision 0012: its bytes go unless another turn names them).
     for (id, floor) in floors.iter().enumerate() {
@@ -149,4 +117,51 @@ pub(super) fn mark(
         owned,
         live_blobs,
     })
+}
+
+/// Marks `start` and its ancestors down to `floor` (a turn's mark is the lowest floor it was
+/// reached with); whether it marked any turn.
+fn mark_chain(
+    log: &LogTable,
+    dead: &DeadTurns,
+    start: u64,
+    floor: u32,
+    floors: &mut [u32],
+) -> bool {
+    let mut turn = start;
+    let mut marked = false;
+    while turn != 0 && (turn as usize) < floors.len() {
+        let id = turn as usize;
+        // A collected turn ends the history (a fork or link made after a collection
+        // reaches only what is left of it).
+        if log.context[id] == 0
+            || log.depth[id] < floor
+            || floors[id] <= floor
+            || dead.contains(TurnId(turn))
+        {
+            break;
+        }
+        floors[id] = floor;
+        marked = true;
+        turn = log.parent[id];
+    }
+    marked
+}
+
+/// Links reach another history whole; a newly live turn may link further: to a fixpoint.
+fn mark_links(log: &LogTable, dead: &DeadTurns, floors: &mut [u32]) {
+    loop {
+        let mut more = false;
+        for (turn, targets) in &log.links {
+            if floors[*turn as usize] == u32::MAX {
+                continue;
+            }
+            for target in targets {
+                more |= mark_chain(log, dead, target.0, 0, floors);
+            }
+        }
+        if !more {
+            break;
+        }
+    }
 }
