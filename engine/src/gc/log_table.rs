@@ -7,7 +7,8 @@ use crate::error::EngineError;
 use crate::format::stream_meta::{StreamMeta, is_stream_op};
 use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::{
-    Assembled, LOG_RECORD_BYTES, LogRecord, SlotAssembly, SlotHead, Whole, turn_extra_slots,
+    Assembled, LOG_RECORD_BYTES, LogRecord, MetaRecord, SlotAssembly, SlotHead, TurnRecord, Whole,
+    turn_extra_slots,
 };
 use crate::ids::{BlobHash, TurnId};
 use crate::published::Published;
@@ -41,12 +42,9 @@ impl LogTable {
         self.context[record_id as usize] != 0
     }
 
-    /// One sequential read of records `1..=watermark` (all durable): the base's (a log
-    /// compaction's), then `turns.log`'s after it.
-    pub fn read(published: &Published, watermark: u64) -> Result<LogTable, EngineError> {
-        let path = published.turns.path().clone();
-        let slots = watermark as usize + 1;
-        let mut table = LogTable {
+    /// A table of `slots` records, none read yet.
+    fn empty(slots: usize) -> LogTable {
+        LogTable {
             context: vec![0; slots],
             parent: vec![0; slots],
             depth: vec![0; slots],
@@ -59,7 +57,53 @@ impl LogTable {
             links: Vec::new(),
             stream_records: Vec::new(),
             streams_ended: HashSet::new(),
+        }
+    }
+
+    /// A stream record: which stream it belongs to (an open is its own), and whether it ends it.
+    fn add_stream_record(&mut self, meta: &MetaRecord) -> Result<(), String> {
+        let stream = StreamMeta::decode(meta.op, &meta.body).map_err(|error| error.to_string())?;
+        let stream_id = match stream {
+            StreamMeta::Open(_) => meta.record_id,
+            StreamMeta::Delta { stream_id, .. } => stream_id,
+            StreamMeta::End { stream_id, .. } => {
+                self.streams_ended.insert(stream_id);
+                stream_id
+            }
         };
+        self.stream_records
+            .push((meta.record_id, stream_id, meta.slot_count()));
+        Ok(())
+    }
+
+    /// A turn: its place in the arrays, its context's head and turns, and its links.
+    fn add_turn(&mut self, turn: &TurnRecord, extras: &[u8]) -> Result<(), String> {
+        let id = turn.turn_id.0 as usize;
+        self.context[id] = turn.context_id.0;
+        self.parent[id] = turn.parent_turn_id.0;
+        self.depth[id] = turn.depth;
+        self.hash[id] = turn.payload_hash;
+        self.payload_len[id] = turn.payload_len;
+        self.extra_slots[id] = turn_extra_slots(turn.extras_len as usize);
+        self.heads.insert(turn.context_id.0, turn.turn_id.0);
+        self.by_context
+            .entry(turn.context_id.0)
+            .or_default()
+            .push(turn.turn_id.0);
+        if !extras.is_empty() {
+            let extras = TurnExtras::decode(extras).map_err(|error| error.to_string())?;
+            if !extras.links.is_empty() {
+                self.links.push((turn.turn_id.0, extras.links));
+            }
+        }
+        Ok(())
+    }
+
+    /// One sequential read of records `1..=watermark` (all durable): the base's (a log
+    /// compaction's), then `turns.log`'s after it.
+    pub fn read(published: &Published, watermark: u64) -> Result<LogTable, EngineError> {
+        let path = published.turns.path().clone();
+        let mut table = LogTable::empty(watermark as usize + 1);
         let corrupt = |record_id: u64, reason: String| {
             EngineError::Corrupt(crate::error::Corruption::new(
                 &path,
@@ -105,46 +149,14 @@ impl LogTable {
                 };
                 match assembled {
                     None => {}
-                    Some(Assembled::Complete(Whole::Meta(meta))) if is_stream_op(meta.op) => {
-                        let stream = StreamMeta::decode(meta.op, &meta.body)
-                            .map_err(|error| corrupt(meta.record_id, error.to_string()))?;
-                        let stream_id = match stream {
-                            StreamMeta::Open(_) => meta.record_id,
-                            StreamMeta::Delta { stream_id, .. } => stream_id,
-                            StreamMeta::End { stream_id, .. } => {
-                                table.streams_ended.insert(stream_id);
-                                stream_id
-                            }
-                        };
-                        let slots = meta.slot_count();
-                        table
-                            .stream_records
-                            .push((meta.record_id, stream_id, slots));
-                    }
+                    Some(Assembled::Complete(Whole::Meta(meta))) if is_stream_op(meta.op) => table
+                        .add_stream_record(&meta)
+                        .map_err(|reason| corrupt(meta.record_id, reason))?,
                     Some(Assembled::Complete(Whole::Meta(_))) => {}
                     Some(Assembled::Partial(assembly)) => pending = Some(assembly),
-                    Some(Assembled::Complete(Whole::Turn(turn, extras))) => {
-                        let id = turn.turn_id.0 as usize;
-                        table.context[id] = turn.context_id.0;
-                        table.parent[id] = turn.parent_turn_id.0;
-                        table.depth[id] = turn.depth;
-                        table.hash[id] = turn.payload_hash;
-                        table.payload_len[id] = turn.payload_len;
-                        table.extra_slots[id] = turn_extra_slots(turn.extras_len as usize);
-                        table.heads.insert(turn.context_id.0, turn.turn_id.0);
-                        table
-                            .by_context
-                            .entry(turn.context_id.0)
-                            .or_default()
-                            .push(turn.turn_id.0);
-                        if !extras.is_empty() {
-                            let extras = TurnExtras::decode(&extras)
-                                .map_err(|error| corrupt(turn.turn_id.0, error.to_string()))?;
-                            if !extras.links.is_empty() {
-                                table.links.push((turn.turn_id.0, extras.links));
-                            }
-                        }
-                    }
+                    Some(Assembled::Complete(Whole::Turn(turn, extras))) => table
+                        .add_turn(&turn, &extras)
+                        .map_err(|reason| corrupt(turn.turn_id.0, reason))?,
                 }
             }
             Ok(())
