@@ -37,40 +37,8 @@ pub(crate) fn scan_log(
 ) -> io::Result<LogScan> {
     let mut first_slot = 0;
     if let Some(base) = base {
-        let mut index = 0u64;
-        let mut rejected: Option<Tail> = None;
-        let mut last = 0u64;
-        let visited = base.for_each_slot(
-            |slot| {
-                let offset = slot_offset(index);
-                index += 1;
-                let corrupt = |reason: String| {
-                    Some(Tail::Corrupt(Corruption::new(base.path(), offset, reason)))
-                };
-                match LogRecord::decode(slot) {
-                    Ok(Some(record)) => match visit(&record) {
-                        Ok(()) => last = record.record_id(),
-                        Err(reason) => rejected = corrupt(reason),
-                    },
-                    Ok(None) => rejected = corrupt("a zero slot".into()),
-                    Err(error) => rejected = corrupt(error.to_string()),
-                }
-                if rejected.is_some() {
-                    Err(None)
-                } else {
-                    Ok(())
-                }
-            },
-            |error| Some(error.to_string()),
-        );
-        if let Some(tail) = rejected {
-            return Ok(LogScan {
-                records: last,
-                tail,
-            });
-        }
-        if let Err(Some(error)) = visited {
-            return Err(io::Error::other(error));
+        if let Some(rejected) = scan_base(base, &mut visit)? {
+            return Ok(rejected);
         }
         first_slot = base.through();
     }
@@ -141,6 +109,49 @@ pub(crate) fn scan_log(
 
 /// The log ends at zero record `zero_slot`. What follows may be the rest of a torn batch, or
 /// zeros; anything else is damage.
+/// Visits the base's records (`turns.base`, the compacted prefix); a scan ending there (a
+/// record rejected or damaged, in the base's file) when the visit stops early.
+fn scan_base(
+    base: &LogBase,
+    visit: &mut impl FnMut(&LogRecord) -> Result<(), String>,
+) -> io::Result<Option<LogScan>> {
+    let mut index = 0u64;
+    let mut rejected: Option<Tail> = None;
+    let mut last = 0u64;
+    let visited = base.for_each_slot(
+        |slot| {
+            let offset = slot_offset(index);
+            index += 1;
+            let corrupt =
+                |reason: String| Some(Tail::Corrupt(Corruption::new(base.path(), offset, reason)));
+            match LogRecord::decode(slot) {
+                Ok(Some(record)) => match visit(&record) {
+                    Ok(()) => last = record.record_id(),
+                    Err(reason) => rejected = corrupt(reason),
+                },
+                Ok(None) => rejected = corrupt("a zero slot".into()),
+                Err(error) => rejected = corrupt(error.to_string()),
+            }
+            if rejected.is_some() {
+                Err(None)
+            } else {
+                Ok(())
+            }
+        },
+        |error| Some(error.to_string()),
+    );
+    if let Some(tail) = rejected {
+        return Ok(Some(LogScan {
+            records: last,
+            tail,
+        }));
+    }
+    if let Err(Some(error)) = visited {
+        return Err(io::Error::other(error));
+    }
+    Ok(None)
+}
+
 fn classify_zero_record(
     path: &Path,
     zero_slot: u64,
