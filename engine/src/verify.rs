@@ -23,7 +23,7 @@ use crate::ids::{BlobHash, BlobHashBuildHasher};
 use crate::sequencer::heads::DELETED_HEAD;
 use crate::sequencer::log_base::LogBase;
 use crate::sequencer::recover::{RecoveredLog, Replay, pending_metadata_tail};
-use crate::sequencer::scan::scan_log;
+use crate::sequencer::scan::{LogScan, scan_log};
 use crate::skip::Ancestry;
 use crate::store_dir::StoreDir;
 use crate::tail::Tail;
@@ -150,31 +150,8 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
             meta.format_version
         ));
     }
-    // What the next open cuts as the unacknowledged tail of a crash (decision 0014) is a note;
-    // a missing blob before it is a problem.
-    // (Never inside the compacted base: what it holds was durable and answered.)
     let through = base.as_ref().map_or(0, |base| base.through());
-    let tail = (!matches!(scan.tail, Tail::Corrupt(_)))
-        .then(|| replay.state.unacknowledged_tail(scan.records))
-        .flatten()
-        .filter(|first| first.0 > through);
-    let missing = match tail {
-        Some(first) => {
-            report.notes.push(format!(
-                "{}: turns {first}..={} name blobs missing from their shards: the \
-                 unacknowledged tail of a crash; the next open cuts it",
-                log_path.display(),
-                scan.records
-            ));
-            replay.state.check_blobs_missing_before(first.0)
-        }
-        None => replay.state.check_blobs_missing(),
-    };
-    if let Err(problem) = missing {
-        report
-            .problems
-            .push(format!("{}: {problem}", log_path.display()));
-    }
+    check_blobs(&mut report, &log_path, &replay.state, &scan, through);
     let pending = replay.pending.as_ref().map(SlotAssembly::head_record_id);
     report_tail(
         &mut report,
@@ -301,29 +278,7 @@ fn verify_shard(
 
     check_index(report, &dir, &index_path, &index_scan.entries, &found);
 
-    let index = BlobIndex::with_capacity_and_hasher(found.len().max(16), BlobHashBuildHasher);
-    let view = ShardView::new(shard, dir.clone(), index);
-    // Read handles, so that chunked blobs can be rebuilt across shards (`verify_manifests`).
-    view.add_packs(packs.iter().cloned())
-        .map_err(|(path, source)| OpenError::io(path, source))?;
-    let mut first_seen: HashMap<BlobHash, BlobLocation, BlobHashBuildHasher> = HashMap::default();
-    for entry in found {
-        if entry.hash.shard(report.shards) != shard {
-            report.problems.push(format!(
-                "blob {} is stored in shard {shard}, not its own",
-                entry.hash
-            ));
-        }
-        // Twice: a garbage collection swept the blob, a put stored it again, and the old
-        // copy waits for its pack's compaction. The later copy counts, like at open.
-        if first_seen.insert(entry.hash, entry.location).is_some() {
-            view.remove(&entry.hash);
-            report.blobs -= 1;
-        }
-        view.publish(entry.hash, entry.location);
-        report.blobs += 1;
-    }
-    Ok(view)
+    shard_view(report, shard, &dir, &packs, found)
 }
 
 /// Every chunked blob rebuilt from its chunks and checked against its BlobHash. One that lacks
@@ -364,6 +319,39 @@ fn report_tail(report: &mut VerifyReport, path: &Path, tail: Tail) {
     }
 }
 
+/// The shard's view of what its packs hold (a later copy of a blob counts, as at open), with
+/// read handles so that chunked blobs can be rebuilt across shards (`verify_manifests`).
+fn shard_view(
+    report: &mut VerifyReport,
+    shard: u16,
+    dir: &Path,
+    packs: &[(u32, PathBuf)],
+    found: Vec<IndexEntry>,
+) -> Result<ShardView, OpenError> {
+    let index = BlobIndex::with_capacity_and_hasher(found.len().max(16), BlobHashBuildHasher);
+    let view = ShardView::new(shard, dir.to_path_buf(), index);
+    view.add_packs(packs.iter().cloned())
+        .map_err(|(path, source)| OpenError::io(path, source))?;
+    let mut first_seen: HashMap<BlobHash, BlobLocation, BlobHashBuildHasher> = HashMap::default();
+    for entry in found {
+        if entry.hash.shard(report.shards) != shard {
+            report.problems.push(format!(
+                "blob {} is stored in shard {shard}, not its own",
+                entry.hash
+            ));
+        }
+        // Twice: a garbage collection swept the blob, a put stored it again, and the old
+        // copy waits for its pack's compaction. The later copy counts, like at open.
+        if first_seen.insert(entry.hash, entry.location).is_some() {
+            view.remove(&entry.hash);
+            report.blobs -= 1;
+        }
+        view.publish(entry.hash, entry.location);
+        report.blobs += 1;
+    }
+    Ok(view)
+}
+
 /// The index must describe the packs record for record; it may be shorter (lazy sync). Not
 /// while a compaction was switching files when the store stopped: the next open rebuilds the
 /// index then (and drops `.compact` files).
@@ -394,6 +382,39 @@ fn check_index(
             ));
             break;
         }
+    }
+}
+
+/// Every turn's blob is in its shard. What the next open cuts as the unacknowledged tail of a
+/// crash (decision 0014) is a note; a missing blob before it is a problem. (Never inside the
+/// compacted base, through `through`: what it holds was durable and answered.)
+fn check_blobs(
+    report: &mut VerifyReport,
+    log_path: &Path,
+    state: &RecoveredLog,
+    scan: &LogScan,
+    through: u64,
+) {
+    let tail = (!matches!(scan.tail, Tail::Corrupt(_)))
+        .then(|| state.unacknowledged_tail(scan.records))
+        .flatten()
+        .filter(|first| first.0 > through);
+    let missing = match tail {
+        Some(first) => {
+            report.notes.push(format!(
+                "{}: turns {first}..={} name blobs missing from their shards: the \
+                 unacknowledged tail of a crash; the next open cuts it",
+                log_path.display(),
+                scan.records
+            ));
+            state.check_blobs_missing_before(first.0)
+        }
+        None => state.check_blobs_missing(),
+    };
+    if let Err(problem) = missing {
+        report
+            .problems
+            .push(format!("{}: {problem}", log_path.display()));
     }
 }
 

@@ -519,15 +519,7 @@ impl GroupCommit for SequencerActor {
                 expected_head,
                 kv_if_absent,
                 reply,
-            } => {
-                let changes = if kv_if_absent {
-                    self.absent_only(context_id, changes)
-                } else {
-                    changes
-                };
-                let result = self.change_meta(context_id, changes, expected_head);
-                self.batch.answers.push(Answer::Meta(reply, result));
-            }
+            } => self.admit_meta(context_id, changes, expected_head, kv_if_absent, reply),
             SequencerRequest::Retain {
                 context_id,
                 change,
@@ -538,12 +530,7 @@ impl GroupCommit for SequencerActor {
             }
             SequencerRequest::Append { appends, reply } => self.admit_append(appends, reply),
             SequencerRequest::AppendPending { batch, appends } => {
-                // The carrier shard's batch is waited for even when no turn names a blob of
-                // it (a put's chunks only): the answer follows everything the put wrote.
-                self.batch.waits.push(batch);
-                for (appends, reply) in appends {
-                    self.admit_append(appends, reply);
-                }
+                self.admit_pending(batch, appends);
             }
             SequencerRequest::Overlay {
                 turn_id,

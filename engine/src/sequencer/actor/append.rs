@@ -9,7 +9,7 @@ use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::{LogRecord, TURN_FLAG_SUMMARY, TurnRecord};
 use crate::ids::{ContextId, TurnId};
 use crate::model::{Appended, Parent, TurnOptions};
-use crate::pipeline::{BatchReply, TurnAppend, TurnBlob};
+use crate::pipeline::{BatchReply, ShardBatch, TurnAppend, TurnBlob};
 use crate::sequencer::actor::{Answer, HeadMove, Savepoint, SequencerActor};
 use crate::sequencer::heads::HeadState;
 use crate::sequencer::owners;
@@ -17,6 +17,20 @@ use crate::skip;
 use crate::store_dir::now_unix_ms;
 
 impl SequencerActor {
+    /// Appends handed on by a shard with its batch (a put's chunks): the carrier shard's batch
+    /// is waited for even when no turn names a blob of it, so the answer follows everything
+    /// the put wrote.
+    pub(super) fn admit_pending(
+        &mut self,
+        batch: ShardBatch,
+        appends: Vec<(Vec<TurnAppend>, BatchReply)>,
+    ) {
+        self.batch.waits.push(batch);
+        for (appends, reply) in appends {
+            self.admit_append(appends, reply);
+        }
+    }
+
     /// One append request: every shard batch its blobs are pending in is waited for before
     /// the batch is published or answered — a refusal too: a caller that learns of a CONFLICT
     /// finds its blobs stored, as it did when blobs came first (decision 0014).

@@ -7,8 +7,8 @@ use crate::format::context_meta::{ContextMeta, KvEntry, KvExpiry};
 use crate::format::turn_log::{ContextRecord, LogRecord};
 use crate::ids::{ContextId, TurnId};
 use crate::model::{ContextHead, ContextView, Created, NewContext};
-use crate::pipeline::Retention;
-use crate::sequencer::actor::{HeadMove, SequencerActor};
+use crate::pipeline::{MetaReply, Retention};
+use crate::sequencer::actor::{Answer, HeadMove, SequencerActor};
 use crate::sequencer::contexts::check_new;
 use crate::sequencer::heads::HeadState;
 use crate::store_dir::now_unix_ms;
@@ -119,6 +119,25 @@ impl SequencerActor {
             }
             None => HeadState::default(),
         })
+    }
+
+    /// A metadata request: with `kv_if_absent`, puts of keys the context has are left out
+    /// first; then the changes apply all or none, and the answer waits for the batch.
+    pub(super) fn admit_meta(
+        &mut self,
+        context_id: ContextId,
+        changes: Vec<ContextMeta>,
+        expected_head: Option<TurnId>,
+        kv_if_absent: bool,
+        reply: MetaReply,
+    ) {
+        let changes = if kv_if_absent {
+            self.absent_only(context_id, changes)
+        } else {
+            changes
+        };
+        let result = self.change_meta(context_id, changes, expected_head);
+        self.batch.answers.push(Answer::Meta(reply, result));
     }
 
     /// Applies metadata changes to one context, all or none.
