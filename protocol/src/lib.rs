@@ -8,6 +8,9 @@
 //!   any input), and the largest answer each request may produce.
 //! - [`error`]: the stable error codes of the ERROR message, and decoding errors.
 
+// Functions fit on a screen: the threshold is in clippy.toml.
+#![warn(clippy::too_many_lines)]
+
 pub mod codec;
 pub mod error;
 pub mod frame;

@@ -288,12 +288,7 @@ impl KvRequest {
                 put_flags,
                 ttl_ms,
                 entries,
-            } => {
-                w.context_ref(context);
-                w.u8(*put_flags);
-                w.u64(*ttl_ms);
-                write_entries(w, entries);
-            }
+            } => write_kv_put_ex(w, context, *put_flags, *ttl_ms, entries),
             KvRequest::KvGetEx {
                 context,
                 key,
@@ -311,13 +306,7 @@ impl KvRequest {
                 after,
                 limit,
                 kv_flags,
-            } => {
-                w.context_ref(context);
-                w.short(prefix);
-                w.short(after);
-                w.u32(*limit);
-                w.u8(*kv_flags);
-            }
+            } => write_kv_list_ex(w, context, prefix, after, *limit, *kv_flags),
             KvRequest::KvTouch {
                 context,
                 ttl_ms,
@@ -463,6 +452,36 @@ fn read_entries(cursor: &mut Cursor) -> Result<Vec<(Bytes, Bytes)>, DecodeError>
         entries.push((key, cursor.bytes(value_len)?));
     }
     Ok(entries)
+}
+
+/// KV_PUT_EX: `CONTEXT_REF, u8 put_flags, u64 ttl_ms`, then the entries.
+fn write_kv_put_ex(
+    w: &mut ChunkWriter,
+    context: &ContextRef,
+    put_flags: u8,
+    ttl_ms: u64,
+    entries: &[(Bytes, Bytes)],
+) {
+    w.context_ref(context);
+    w.u8(put_flags);
+    w.u64(ttl_ms);
+    write_entries(w, entries);
+}
+
+/// KV_LIST_EX: `CONTEXT_REF, u16 len prefix, u16 len after, u32 limit, u8 kv_flags`.
+fn write_kv_list_ex(
+    w: &mut ChunkWriter,
+    context: &ContextRef,
+    prefix: &[u8],
+    after: &[u8],
+    limit: u32,
+    kv_flags: u8,
+) {
+    w.context_ref(context);
+    w.short(prefix);
+    w.short(after);
+    w.u32(limit);
+    w.u8(kv_flags);
 }
 
 fn write_entries(w: &mut ChunkWriter, entries: &[(Bytes, Bytes)]) {

@@ -279,12 +279,7 @@ impl ReadsRequest {
                 before_turn_id,
                 limit,
                 read_flags,
-            } => {
-                w.leading_context(context);
-                w.u64(*before_turn_id);
-                w.u32(*limit);
-                w.u32(*read_flags);
-            }
+            } => write_get_before(w, context, *before_turn_id, *limit, *read_flags),
             ReadsRequest::GetRangeByDepth {
                 context,
                 from_depth,
@@ -330,14 +325,31 @@ impl ReadsRequest {
                 value,
                 before_turn_id,
                 limit,
-            } => {
-                w.tiny(key.as_bytes());
-                w.short(value.as_bytes());
-                w.u64(*before_turn_id);
-                w.u32(*limit);
-            }
+            } => write_find_turns(w, key, value, *before_turn_id, *limit),
         }
     }
+}
+
+/// `read_get_before`'s layout.
+fn write_get_before(
+    w: &mut ChunkWriter,
+    context: &ContextRef,
+    before_turn_id: u64,
+    limit: u32,
+    read_flags: u32,
+) {
+    w.leading_context(context);
+    w.u64(before_turn_id);
+    w.u32(limit);
+    w.u32(read_flags);
+}
+
+/// FIND_TURNS: `u8 len, key, u16 len, value, u64 before_turn_id, u32 limit`.
+fn write_find_turns(w: &mut ChunkWriter, key: &str, value: &str, before_turn_id: u64, limit: u32) {
+    w.tiny(key.as_bytes());
+    w.short(value.as_bytes());
+    w.u64(before_turn_id);
+    w.u32(limit);
 }
 
 /// GET_BEFORE: the leading context, `u64 before_turn_id, u32 limit, u32 read_flags`.

@@ -292,67 +292,8 @@ impl StreamsRequest {
 
     pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<StreamsRequest, DecodeError> {
         Ok(match kind {
-            Kind::StreamOpen => {
-                let context = cursor.context_ref()?;
-                let flags = cursor.u8()?;
-                if flags & !stream_open_flags::KNOWN != 0 {
-                    return Err(cursor.invalid("open_flags", "unknown flag bits"));
-                }
-                let expected_head = flagged_u64(
-                    cursor,
-                    flags & stream_open_flags::EXPECT_HEAD != 0,
-                    "expected_head",
-                    "not 0 without EXPECT_HEAD",
-                )?;
-                let parent = match (cursor.u8()?, cursor.u64()?) {
-                    (0, 0) => ParentWire::Head,
-                    (1, 0) => ParentWire::Root,
-                    (2, turn_id) if turn_id != 0 => ParentWire::Turn(turn_id),
-                    _ => {
-                        return Err(
-                            cursor.invalid("parent", "unknown kind, or a turn id where none goes")
-                        );
-                    }
-                };
-                StreamsRequest::StreamOpen {
-                    context,
-                    expected_head,
-                    parent,
-                    type_tag: cursor.u64()?,
-                    codec: cursor.u32()?,
-                    summary: flags & stream_open_flags::SUMMARY != 0,
-                    extras: cursor.extras()?,
-                }
-            }
-            Kind::StreamAppend => {
-                let stream_id = cursor.u64()?;
-                let flags = cursor.u8()?;
-                if flags & !stream_append_flags::KNOWN != 0 {
-                    return Err(cursor.invalid("append_flags", "unknown flag bits"));
-                }
-                let offset = flagged_u64(
-                    cursor,
-                    flags & stream_append_flags::AT_OFFSET != 0,
-                    "offset",
-                    "not 0 without AT_OFFSET",
-                )?;
-                let len = cursor.u32()? as usize;
-                if len == 0 {
-                    return Err(cursor.invalid("delta_len", "a delta has at least one byte"));
-                }
-                if len > STREAM_DELTA_BYTES_MAX {
-                    return Err(cursor.too_large(
-                        "delta_len",
-                        len as u64,
-                        STREAM_DELTA_BYTES_MAX as u64,
-                    ));
-                }
-                StreamsRequest::StreamAppend {
-                    stream_id,
-                    offset,
-                    bytes: cursor.bytes(len)?,
-                }
-            }
+            Kind::StreamOpen => read_stream_open(cursor)?,
+            Kind::StreamAppend => read_stream_append(cursor)?,
             Kind::StreamSeal => StreamsRequest::StreamSeal {
                 stream_id: cursor.u64()?,
             },
@@ -369,64 +310,8 @@ impl StreamsRequest {
                     limit,
                 }
             }
-            Kind::StreamRead | Kind::StreamFollow => {
-                let stream_id = cursor.u64()?;
-                let offset = cursor.u64()?;
-                let bytes_max = cursor.u32()?;
-                if bytes_max == 0 {
-                    return Err(cursor.invalid("bytes_max", "at least 1"));
-                }
-                let wait_ms = cursor.u32()?;
-                if wait_ms > STREAM_WAIT_MS_MAX {
-                    return Err(cursor.too_large(
-                        "wait_ms",
-                        u64::from(wait_ms),
-                        u64::from(STREAM_WAIT_MS_MAX),
-                    ));
-                }
-                if kind == Kind::StreamFollow {
-                    StreamsRequest::StreamFollow {
-                        stream_id,
-                        offset,
-                        bytes_max,
-                        wait_ms,
-                    }
-                } else {
-                    StreamsRequest::StreamRead {
-                        stream_id,
-                        offset,
-                        bytes_max,
-                        wait_ms,
-                    }
-                }
-            }
-            Kind::Watch => {
-                let target = match cursor.u8()? {
-                    0 => WatchTargetWire::Context(cursor.context_ref()?),
-                    1 => WatchTargetWire::NamePrefix(cursor.short_string("name prefix")?),
-                    2 => {
-                        let key = cursor.short_string("tag key")?;
-                        WatchTargetWire::Tag(key, cursor.short_string("tag value")?)
-                    }
-                    _ => return Err(cursor.invalid("target", "unknown watch target")),
-                };
-                let after_seq = cursor.u64()?;
-                let max_events = count_u32(cursor, "max_events", WATCH_EVENTS_MAX)?;
-                let wait_ms = cursor.u32()?;
-                if wait_ms > STREAM_WAIT_MS_MAX {
-                    return Err(cursor.too_large(
-                        "wait_ms",
-                        u64::from(wait_ms),
-                        u64::from(STREAM_WAIT_MS_MAX),
-                    ));
-                }
-                StreamsRequest::Watch {
-                    target,
-                    after_seq,
-                    max_events,
-                    wait_ms,
-                }
-            }
+            Kind::StreamRead | Kind::StreamFollow => read_stream_read(kind, cursor)?,
+            Kind::Watch => read_watch(cursor)?,
         })
     }
 
@@ -472,53 +357,13 @@ impl StreamsRequest {
             }
             | StreamsRequest::StreamFollow {
                 bytes_max, wait_ms, ..
-            } => {
-                within(
-                    "bytes_max",
-                    *bytes_max as usize,
-                    1,
-                    u64::from(u32::MAX),
-                    "bytes",
-                )?;
-                within(
-                    "wait_ms",
-                    *wait_ms as usize,
-                    0,
-                    u64::from(STREAM_WAIT_MS_MAX),
-                    "ms",
-                )
-            }
+            } => check_stream_read(*bytes_max, *wait_ms),
             StreamsRequest::Watch {
                 target,
                 max_events,
                 wait_ms,
                 ..
-            } => {
-                match target {
-                    WatchTargetWire::Context(target) => context(target)?,
-                    WatchTargetWire::NamePrefix(prefix) => {
-                        within("name prefix", prefix.len(), 0, u64::from(u16::MAX), "bytes")?
-                    }
-                    WatchTargetWire::Tag(key, value) => {
-                        within("tag key", key.len(), 0, u64::from(u16::MAX), "bytes")?;
-                        within("tag value", value.len(), 0, u64::from(u16::MAX), "bytes")?
-                    }
-                }
-                within(
-                    "max_events",
-                    *max_events as usize,
-                    1,
-                    u64::from(WATCH_EVENTS_MAX),
-                    "events",
-                )?;
-                within(
-                    "wait_ms",
-                    *wait_ms as usize,
-                    0,
-                    u64::from(STREAM_WAIT_MS_MAX),
-                    "ms",
-                )
-            }
+            } => check_watch(target, *max_events, *wait_ms),
             StreamsRequest::StreamSeal { .. } | StreamsRequest::StreamAbort { .. } => Ok(()),
         }
     }
@@ -536,22 +381,9 @@ impl StreamsRequest {
                 extras,
             } => {
                 w.context_ref(context);
-                let mut flags = 0;
-                if *summary {
-                    flags |= stream_open_flags::SUMMARY;
-                }
-                if expected_head.is_some() {
-                    flags |= stream_open_flags::EXPECT_HEAD;
-                }
-                w.u8(flags);
+                w.u8(open_flags(*summary, *expected_head));
                 w.u64(expected_head.unwrap_or(0));
-                let (kind, turn_id) = match parent {
-                    ParentWire::Head => (0, 0),
-                    ParentWire::Root => (1, 0),
-                    ParentWire::Turn(turn_id) => (2, *turn_id),
-                };
-                w.u8(kind);
-                w.u64(turn_id);
+                write_parent(w, parent);
                 w.u64(*type_tag);
                 w.u32(*codec);
                 w.extras(extras);
@@ -562,11 +394,7 @@ impl StreamsRequest {
                 bytes,
             } => {
                 w.u64(*stream_id);
-                w.u8(if offset.is_some() {
-                    stream_append_flags::AT_OFFSET
-                } else {
-                    0
-                });
+                w.u8(append_flags(*offset));
                 w.u64(offset.unwrap_or(0));
                 w.u32(bytes.len() as u32);
                 w.data(bytes);
@@ -605,21 +433,7 @@ impl StreamsRequest {
                 max_events,
                 wait_ms,
             } => {
-                match target {
-                    WatchTargetWire::Context(context) => {
-                        w.u8(0);
-                        w.context_ref(context);
-                    }
-                    WatchTargetWire::NamePrefix(prefix) => {
-                        w.u8(1);
-                        w.short(prefix.as_bytes());
-                    }
-                    WatchTargetWire::Tag(key, value) => {
-                        w.u8(2);
-                        w.short(key.as_bytes());
-                        w.short(value.as_bytes());
-                    }
-                }
+                write_watch_target(w, target);
                 w.u64(*after_seq);
                 w.u32(*max_events);
                 w.u32(*wait_ms);
@@ -664,22 +478,7 @@ impl StreamsResponse {
             Kind::StreamAbort => StreamsResponse::Aborted {
                 stream_id: cursor.u64()?,
             },
-            Kind::StreamList => {
-                let count = cursor.list_count()?;
-                if count > STREAM_LIST_MAX {
-                    return Err(cursor.too_large(
-                        "count",
-                        u64::from(count),
-                        u64::from(STREAM_LIST_MAX),
-                    ));
-                }
-                let mut streams =
-                    Vec::with_capacity(cursor.list_capacity(count as usize, STREAM_INFO_BYTES));
-                for _ in 0..count {
-                    streams.push(read_info(cursor)?);
-                }
-                StreamsResponse::Listed { streams }
-            }
+            Kind::StreamList => read_listed(cursor)?,
             Kind::StreamRead => {
                 let (stream_id, state, offset, length, bytes) = read_stream_answer(cursor)?;
                 StreamsResponse::Read {
@@ -707,40 +506,7 @@ impl StreamsResponse {
                     bytes,
                 }
             }
-            Kind::Watch => {
-                let lagged = cursor.bool("lagged")?;
-                let resume_after = cursor.u64()?;
-                let count = cursor.list_count()?;
-                if count > WATCH_EVENTS_MAX {
-                    return Err(cursor.too_large(
-                        "count",
-                        u64::from(count),
-                        u64::from(WATCH_EVENTS_MAX),
-                    ));
-                }
-                let mut events =
-                    Vec::with_capacity(cursor.list_capacity(count as usize, WATCH_EVENT_BYTES));
-                for _ in 0..count {
-                    let seq = cursor.u64()?;
-                    let kind = WatchKindWire::of(cursor.u8()?)
-                        .ok_or_else(|| cursor.invalid("kind", "unknown watch event kind"))?;
-                    events.push(WatchEventWire {
-                        seq,
-                        kind,
-                        context_id: cursor.u64()?,
-                        turn_id: cursor.u64()?,
-                        stream_id: cursor.u64()?,
-                    });
-                }
-                if lagged && !events.is_empty() {
-                    return Err(cursor.invalid("lagged", "a lagged answer carries no events"));
-                }
-                StreamsResponse::Watched {
-                    lagged,
-                    resume_after,
-                    events,
-                }
-            }
+            Kind::Watch => read_watched(cursor)?,
         })
     }
 
@@ -802,6 +568,261 @@ impl StreamsResponse {
             }
         }
     }
+}
+
+/// STREAM_OPEN: `CONTEXT_REF, u8 open_flags, u64 expected_head, u8 parent_kind, u64 parent_turn_id,
+/// u64 type_tag, u32 codec`, EXTRAS.
+fn read_stream_open(cursor: &mut Cursor) -> Result<StreamsRequest, DecodeError> {
+    let context = cursor.context_ref()?;
+    let flags = cursor.u8()?;
+    if flags & !stream_open_flags::KNOWN != 0 {
+        return Err(cursor.invalid("open_flags", "unknown flag bits"));
+    }
+    let expected_head = flagged_u64(
+        cursor,
+        flags & stream_open_flags::EXPECT_HEAD != 0,
+        "expected_head",
+        "not 0 without EXPECT_HEAD",
+    )?;
+    let parent = match (cursor.u8()?, cursor.u64()?) {
+        (0, 0) => ParentWire::Head,
+        (1, 0) => ParentWire::Root,
+        (2, turn_id) if turn_id != 0 => ParentWire::Turn(turn_id),
+        _ => {
+            return Err(cursor.invalid("parent", "unknown kind, or a turn id where none goes"));
+        }
+    };
+    Ok(StreamsRequest::StreamOpen {
+        context,
+        expected_head,
+        parent,
+        type_tag: cursor.u64()?,
+        codec: cursor.u32()?,
+        summary: flags & stream_open_flags::SUMMARY != 0,
+        extras: cursor.extras()?,
+    })
+}
+
+/// STREAM_APPEND: `u64 stream_id, u8 append_flags, u64 offset, u32 delta_len`, the delta.
+fn read_stream_append(cursor: &mut Cursor) -> Result<StreamsRequest, DecodeError> {
+    let stream_id = cursor.u64()?;
+    let flags = cursor.u8()?;
+    if flags & !stream_append_flags::KNOWN != 0 {
+        return Err(cursor.invalid("append_flags", "unknown flag bits"));
+    }
+    let offset = flagged_u64(
+        cursor,
+        flags & stream_append_flags::AT_OFFSET != 0,
+        "offset",
+        "not 0 without AT_OFFSET",
+    )?;
+    let len = cursor.u32()? as usize;
+    if len == 0 {
+        return Err(cursor.invalid("delta_len", "a delta has at least one byte"));
+    }
+    if len > STREAM_DELTA_BYTES_MAX {
+        return Err(cursor.too_large("delta_len", len as u64, STREAM_DELTA_BYTES_MAX as u64));
+    }
+    Ok(StreamsRequest::StreamAppend {
+        stream_id,
+        offset,
+        bytes: cursor.bytes(len)?,
+    })
+}
+
+/// STREAM_READ and STREAM_FOLLOW: `u64 stream_id, u64 offset, u32 bytes_max, u32 wait_ms`.
+fn read_stream_read(kind: Kind, cursor: &mut Cursor) -> Result<StreamsRequest, DecodeError> {
+    let stream_id = cursor.u64()?;
+    let offset = cursor.u64()?;
+    let bytes_max = cursor.u32()?;
+    if bytes_max == 0 {
+        return Err(cursor.invalid("bytes_max", "at least 1"));
+    }
+    let wait_ms = cursor.u32()?;
+    if wait_ms > STREAM_WAIT_MS_MAX {
+        return Err(cursor.too_large("wait_ms", u64::from(wait_ms), u64::from(STREAM_WAIT_MS_MAX)));
+    }
+    Ok(if kind == Kind::StreamFollow {
+        StreamsRequest::StreamFollow {
+            stream_id,
+            offset,
+            bytes_max,
+            wait_ms,
+        }
+    } else {
+        StreamsRequest::StreamRead {
+            stream_id,
+            offset,
+            bytes_max,
+            wait_ms,
+        }
+    })
+}
+
+/// WATCH: `u8 target_kind`, the target, `u64 after_seq, u32 max_events, u32 wait_ms`.
+fn read_watch(cursor: &mut Cursor) -> Result<StreamsRequest, DecodeError> {
+    let target = match cursor.u8()? {
+        0 => WatchTargetWire::Context(cursor.context_ref()?),
+        1 => WatchTargetWire::NamePrefix(cursor.short_string("name prefix")?),
+        2 => {
+            let key = cursor.short_string("tag key")?;
+            WatchTargetWire::Tag(key, cursor.short_string("tag value")?)
+        }
+        _ => return Err(cursor.invalid("target", "unknown watch target")),
+    };
+    let after_seq = cursor.u64()?;
+    let max_events = count_u32(cursor, "max_events", WATCH_EVENTS_MAX)?;
+    let wait_ms = cursor.u32()?;
+    if wait_ms > STREAM_WAIT_MS_MAX {
+        return Err(cursor.too_large("wait_ms", u64::from(wait_ms), u64::from(STREAM_WAIT_MS_MAX)));
+    }
+    Ok(StreamsRequest::Watch {
+        target,
+        after_seq,
+        max_events,
+        wait_ms,
+    })
+}
+
+/// STREAM_READ and STREAM_FOLLOW's `check`.
+fn check_stream_read(bytes_max: u32, wait_ms: u32) -> Result<(), EncodeError> {
+    within(
+        "bytes_max",
+        bytes_max as usize,
+        1,
+        u64::from(u32::MAX),
+        "bytes",
+    )?;
+    within(
+        "wait_ms",
+        wait_ms as usize,
+        0,
+        u64::from(STREAM_WAIT_MS_MAX),
+        "ms",
+    )
+}
+
+/// WATCH's `check`.
+fn check_watch(target: &WatchTargetWire, max_events: u32, wait_ms: u32) -> Result<(), EncodeError> {
+    match target {
+        WatchTargetWire::Context(target) => context(target)?,
+        WatchTargetWire::NamePrefix(prefix) => {
+            within("name prefix", prefix.len(), 0, u64::from(u16::MAX), "bytes")?
+        }
+        WatchTargetWire::Tag(key, value) => {
+            within("tag key", key.len(), 0, u64::from(u16::MAX), "bytes")?;
+            within("tag value", value.len(), 0, u64::from(u16::MAX), "bytes")?
+        }
+    }
+    within(
+        "max_events",
+        max_events as usize,
+        1,
+        u64::from(WATCH_EVENTS_MAX),
+        "events",
+    )?;
+    within(
+        "wait_ms",
+        wait_ms as usize,
+        0,
+        u64::from(STREAM_WAIT_MS_MAX),
+        "ms",
+    )
+}
+
+/// STREAM_OPEN's `open_flags`.
+fn open_flags(summary: bool, expected_head: Option<u64>) -> u8 {
+    let mut flags = 0;
+    if summary {
+        flags |= stream_open_flags::SUMMARY;
+    }
+    if expected_head.is_some() {
+        flags |= stream_open_flags::EXPECT_HEAD;
+    }
+    flags
+}
+
+/// STREAM_OPEN's parent: `u8 kind` (0 head, 1 root, 2 a turn), `u64 turn_id` (0 but for a turn).
+fn write_parent(w: &mut ChunkWriter, parent: &ParentWire) {
+    let (kind, turn_id) = match parent {
+        ParentWire::Head => (0, 0),
+        ParentWire::Root => (1, 0),
+        ParentWire::Turn(turn_id) => (2, *turn_id),
+    };
+    w.u8(kind);
+    w.u64(turn_id);
+}
+
+/// WATCH's target: `u8 kind`, then a CONTEXT_REF (0), a name prefix (1) or a tag (2).
+fn write_watch_target(w: &mut ChunkWriter, target: &WatchTargetWire) {
+    match target {
+        WatchTargetWire::Context(context) => {
+            w.u8(0);
+            w.context_ref(context);
+        }
+        WatchTargetWire::NamePrefix(prefix) => {
+            w.u8(1);
+            w.short(prefix.as_bytes());
+        }
+        WatchTargetWire::Tag(key, value) => {
+            w.u8(2);
+            w.short(key.as_bytes());
+            w.short(value.as_bytes());
+        }
+    }
+}
+
+/// STREAM_APPEND's `append_flags`.
+fn append_flags(offset: Option<u64>) -> u8 {
+    if offset.is_some() {
+        stream_append_flags::AT_OFFSET
+    } else {
+        0
+    }
+}
+
+/// STREAM_LIST's answer: `u32 count`, STREAM_INFO × count.
+fn read_listed(cursor: &mut Cursor) -> Result<StreamsResponse, DecodeError> {
+    let count = cursor.list_count()?;
+    if count > STREAM_LIST_MAX {
+        return Err(cursor.too_large("count", u64::from(count), u64::from(STREAM_LIST_MAX)));
+    }
+    let mut streams = Vec::with_capacity(cursor.list_capacity(count as usize, STREAM_INFO_BYTES));
+    for _ in 0..count {
+        streams.push(read_info(cursor)?);
+    }
+    Ok(StreamsResponse::Listed { streams })
+}
+
+/// WATCH's answer: `u8 lagged, u64 resume_after, u32 count`, WATCH_EVENT × count.
+fn read_watched(cursor: &mut Cursor) -> Result<StreamsResponse, DecodeError> {
+    let lagged = cursor.bool("lagged")?;
+    let resume_after = cursor.u64()?;
+    let count = cursor.list_count()?;
+    if count > WATCH_EVENTS_MAX {
+        return Err(cursor.too_large("count", u64::from(count), u64::from(WATCH_EVENTS_MAX)));
+    }
+    let mut events = Vec::with_capacity(cursor.list_capacity(count as usize, WATCH_EVENT_BYTES));
+    for _ in 0..count {
+        let seq = cursor.u64()?;
+        let kind = WatchKindWire::of(cursor.u8()?)
+            .ok_or_else(|| cursor.invalid("kind", "unknown watch event kind"))?;
+        events.push(WatchEventWire {
+            seq,
+            kind,
+            context_id: cursor.u64()?,
+            turn_id: cursor.u64()?,
+            stream_id: cursor.u64()?,
+        });
+    }
+    if lagged && !events.is_empty() {
+        return Err(cursor.invalid("lagged", "a lagged answer carries no events"));
+    }
+    Ok(StreamsResponse::Watched {
+        lagged,
+        resume_after,
+        events,
+    })
 }
 
 /// STREAM_READ's answer body, which STREAM_FOLLOW's frames carry too: `u64 stream_id,
