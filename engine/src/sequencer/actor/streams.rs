@@ -8,13 +8,13 @@ use bytes::Bytes;
 
 use super::SequencerActor;
 use crate::error::EngineError;
-use crate::format::stream_meta::OpenParent;
+use crate::format::stream_meta::{OpenParent, StreamOpen};
 use crate::format::stream_meta::{STREAM_DELTA_BYTES_MAX, StreamEnd, StreamMeta};
 use crate::format::turn_log::MetaRecord;
 use crate::ids::{ContextId, TurnId};
 use crate::model::{AppendRequest, Parent, TurnOptions};
 use crate::pipeline::{StreamAnswer, StreamChange, TurnBlob};
-use crate::sequencer::streams::{NO_OWNER, OpenStream, StreamId};
+use crate::sequencer::streams::{NO_OWNER, OpenStream, StreamId, StreamOwner};
 use crate::sequencer::watch::{WatchEvent, WatchKind};
 use crate::store_dir::now_unix_ms;
 
@@ -33,92 +33,13 @@ impl SequencerActor {
                 context_id,
                 open,
                 owner,
-            } => {
-                if self.heads.get(context_id).is_none() {
-                    return Err(EngineError::ContextNotFound(context_id));
-                }
-                let limit = self.limits.streams_open_max as usize;
-                if self.streams.open_count() >= limit {
-                    return Err(EngineError::Limit {
-                        what: "open streams in the store (streams_open_max); seal or abort one",
-                        limit,
-                    });
-                }
-                if owner.owner != NO_OWNER
-                    && self.streams.owned_by(owner.owner) >= owner.streams_max as usize
-                {
-                    return Err(EngineError::Limit {
-                        what: "open streams of one connection (--streams-per-connection-max); \
-                               seal or abort one",
-                        limit: owner.streams_max as usize,
-                    });
-                }
-                let stream_id = self.next_record_id;
-                self.push_stream(context_id, StreamMeta::Open(open));
-                self.streams.set_owner(stream_id, owner.owner);
-                let info = self
-                    .streams
-                    .open_stream(stream_id)
-                    .map(|open| open.info(stream_id));
-                assert!(info.is_some(), "an applied open record is an open stream");
-                info.map(StreamAnswer::Opened)
-                    .ok_or(EngineError::StreamNotFound(stream_id))
-            }
+            } => self.open_new_stream(context_id, open, owner),
             StreamChange::Delta {
                 stream_id,
                 offset,
                 bytes,
                 owner,
-            } => {
-                let stream = self.owned_stream(stream_id, owner)?;
-                if self.heads.get(stream.context_id).is_none() {
-                    // Deleted since the open: only an abort ends the stream now.
-                    return Err(EngineError::ContextNotFound(stream.context_id));
-                }
-                let length = stream.length_bytes;
-                if let Some(offset) = offset
-                    && offset != length
-                {
-                    // A retry of a delta already written answers as the first time did.
-                    let end = offset.saturating_add(bytes.len() as u64);
-                    if !bytes.is_empty()
-                        && end <= length
-                        && stream.read(offset, bytes.len()) == bytes
-                    {
-                        return Ok(StreamAnswer::Length(end));
-                    }
-                    return Err(EngineError::StreamOffset {
-                        stream_id,
-                        offset,
-                        length,
-                    });
-                }
-                if bytes.is_empty() {
-                    return Err(EngineError::InvalidArgument(format!(
-                        "empty delta to stream {stream_id}; send at least one byte"
-                    )));
-                }
-                let max = u64::from(self.limits.blob_bytes_max);
-                let new_length = length + bytes.len() as u64;
-                if new_length > max {
-                    return Err(EngineError::TooLarge {
-                        len: new_length,
-                        max,
-                    });
-                }
-                let context_id = stream.context_id;
-                let mut at = length;
-                for piece in bytes.chunks(STREAM_DELTA_BYTES_MAX) {
-                    let meta = StreamMeta::Delta {
-                        stream_id,
-                        offset: at,
-                        bytes: piece.to_vec(),
-                    };
-                    at += piece.len() as u64;
-                    self.push_stream(context_id, meta);
-                }
-                Ok(StreamAnswer::Length(new_length))
-            }
+            } => self.append_delta(stream_id, offset, &bytes, owner),
             StreamChange::Seal {
                 stream_id,
                 length_bytes,
@@ -141,6 +62,100 @@ impl SequencerActor {
                 Ok(StreamAnswer::Aborted)
             }
         }
+    }
+
+    /// Opens a stream on a live context, within the store's and the connection's limits.
+    fn open_new_stream(
+        &mut self,
+        context_id: ContextId,
+        open: StreamOpen,
+        owner: StreamOwner,
+    ) -> Result<StreamAnswer, EngineError> {
+        if self.heads.get(context_id).is_none() {
+            return Err(EngineError::ContextNotFound(context_id));
+        }
+        let limit = self.limits.streams_open_max as usize;
+        if self.streams.open_count() >= limit {
+            return Err(EngineError::Limit {
+                what: "open streams in the store (streams_open_max); seal or abort one",
+                limit,
+            });
+        }
+        if owner.owner != NO_OWNER
+            && self.streams.owned_by(owner.owner) >= owner.streams_max as usize
+        {
+            return Err(EngineError::Limit {
+                what: "open streams of one connection (--streams-per-connection-max); \
+                       seal or abort one",
+                limit: owner.streams_max as usize,
+            });
+        }
+        let stream_id = self.next_record_id;
+        self.push_stream(context_id, StreamMeta::Open(open));
+        self.streams.set_owner(stream_id, owner.owner);
+        let info = self
+            .streams
+            .open_stream(stream_id)
+            .map(|open| open.info(stream_id));
+        assert!(info.is_some(), "an applied open record is an open stream");
+        info.map(StreamAnswer::Opened)
+            .ok_or(EngineError::StreamNotFound(stream_id))
+    }
+
+    /// Bytes at the owned stream's end (with `offset`, only there: a retry of a delta already
+    /// written answers as the first time did), in records of at most `STREAM_DELTA_BYTES_MAX`.
+    fn append_delta(
+        &mut self,
+        stream_id: StreamId,
+        offset: Option<u64>,
+        bytes: &Bytes,
+        owner: u64,
+    ) -> Result<StreamAnswer, EngineError> {
+        let stream = self.owned_stream(stream_id, owner)?;
+        if self.heads.get(stream.context_id).is_none() {
+            // Deleted since the open: only an abort ends the stream now.
+            return Err(EngineError::ContextNotFound(stream.context_id));
+        }
+        let length = stream.length_bytes;
+        if let Some(offset) = offset
+            && offset != length
+        {
+            // A retry of a delta already written answers as the first time did.
+            let end = offset.saturating_add(bytes.len() as u64);
+            if !bytes.is_empty() && end <= length && stream.read(offset, bytes.len()) == bytes {
+                return Ok(StreamAnswer::Length(end));
+            }
+            return Err(EngineError::StreamOffset {
+                stream_id,
+                offset,
+                length,
+            });
+        }
+        if bytes.is_empty() {
+            return Err(EngineError::InvalidArgument(format!(
+                "empty delta to stream {stream_id}; send at least one byte"
+            )));
+        }
+        let max = u64::from(self.limits.blob_bytes_max);
+        let new_length = length + bytes.len() as u64;
+        if new_length > max {
+            return Err(EngineError::TooLarge {
+                len: new_length,
+                max,
+            });
+        }
+        let context_id = stream.context_id;
+        let mut at = length;
+        for piece in bytes.chunks(STREAM_DELTA_BYTES_MAX) {
+            let meta = StreamMeta::Delta {
+                stream_id,
+                offset: at,
+                bytes: piece.to_vec(),
+            };
+            at += piece.len() as u64;
+            self.push_stream(context_id, meta);
+        }
+        Ok(StreamAnswer::Length(new_length))
     }
 
     fn seal(
