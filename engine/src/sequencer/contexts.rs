@@ -384,6 +384,100 @@ impl Contexts {
         }
     }
 
+    /// Tag changes: each key's old pair leaves the index, a set value enters it; tags stay sorted.
+    fn apply_tags(
+        &mut self,
+        context_id: ContextId,
+        info: &mut ContextInfo,
+        changes: &[(String, Option<String>)],
+    ) {
+        let mut tags: Vec<TagPair> = info.tags.iter().cloned().collect();
+        for (key, value) in changes {
+            if let Ok(found) = tags.binary_search_by(|(k, _)| k.as_ref().cmp(key)) {
+                let (old_key, old_value) = tags.remove(found);
+                self.unindex(&old_key, &old_value, context_id);
+            }
+            if let Some(value) = value {
+                let key = self.intern(key);
+                let value = self.intern(value);
+                self.index(&key, &value, context_id);
+                let at = tags.partition_point(|(k, _)| k < &key);
+                tags.insert(at, (key, value));
+            }
+        }
+        info.tags = Tags::from_sorted(tags);
+    }
+
+    /// Key-value puts: each entry replaces its key's value, and the key-value index follows.
+    fn apply_kv_put(&mut self, context_id: ContextId, info: &mut ContextInfo, entries: &[KvEntry]) {
+        for KvEntry {
+            key,
+            value_hash,
+            value_len,
+            ttl_ms,
+            expires_at_unix_ms,
+        } in entries
+        {
+            let value = KvValue {
+                hash: *value_hash,
+                len: *value_len,
+                ttl_ms: *ttl_ms,
+                expires_at_unix_ms: *expires_at_unix_ms,
+            };
+            self.overlays.named(value_hash);
+            let key = Bytes::copy_from_slice(key);
+            let old = info.kv.insert(key.clone(), value);
+            self.reindex_kv(context_id, &key, old.as_ref(), Some(&value));
+        }
+    }
+
+    /// Touches: each live key's TTL and expiry restart (a key gone meanwhile is skipped).
+    fn apply_kv_touch(
+        &mut self,
+        context_id: ContextId,
+        info: &mut ContextInfo,
+        entries: &[KvExpiry],
+    ) {
+        for KvExpiry {
+            key,
+            ttl_ms,
+            expires_at_unix_ms,
+        } in entries
+        {
+            let key = Bytes::copy_from_slice(key);
+            let Some(old) = info.kv.get(&key).copied() else {
+                continue;
+            };
+            let new = KvValue {
+                ttl_ms: *ttl_ms,
+                expires_at_unix_ms: *expires_at_unix_ms,
+                ..old
+            };
+            info.kv.insert(key.clone(), new);
+            self.reindex_kv(context_id, &key, Some(&old), Some(&new));
+        }
+    }
+
+    /// A delete: the name, tags and entries leave their indexes; the context counts as deleted.
+    fn apply_delete(&mut self, context_id: ContextId, info: &mut ContextInfo) {
+        if let Some(name) = info.name.take() {
+            self.names.remove(&name);
+        }
+        for (key, value) in info.tags.iter() {
+            self.unindex(key, value, context_id);
+        }
+        info.tags = Tags::default();
+        for (key, value) in info.kv.iter() {
+            self.reindex_kv(context_id, key, Some(value), None);
+        }
+        info.kv = imbl::OrdMap::new();
+        info.deleted = true;
+        self.deleted_payload_bytes += info.own_payload_bytes;
+        self.deleted_contexts += 1;
+        // Its turn keys and label-index entries stay until the garbage collector
+        // drops its turns: every look-up through them checks the context first.
+    }
+
     /// Applies a metadata record (checked by `check`, or replayed from the log).
     pub fn apply(
         &mut self,
@@ -404,44 +498,8 @@ impl Contexts {
                 self.names.insert(name.clone(), context_id);
                 info.name = Some(name);
             }
-            ContextMeta::Tags(changes) => {
-                let mut tags: Vec<TagPair> = info.tags.iter().cloned().collect();
-                for (key, value) in changes {
-                    if let Ok(found) = tags.binary_search_by(|(k, _)| k.as_ref().cmp(key)) {
-                        let (old_key, old_value) = tags.remove(found);
-                        self.unindex(&old_key, &old_value, context_id);
-                    }
-                    if let Some(value) = value {
-                        let key = self.intern(key);
-                        let value = self.intern(value);
-                        self.index(&key, &value, context_id);
-                        let at = tags.partition_point(|(k, _)| k < &key);
-                        tags.insert(at, (key, value));
-                    }
-                }
-                info.tags = Tags::from_sorted(tags);
-            }
-            ContextMeta::KvPut(entries) => {
-                for KvEntry {
-                    key,
-                    value_hash,
-                    value_len,
-                    ttl_ms,
-                    expires_at_unix_ms,
-                } in entries
-                {
-                    let value = KvValue {
-                        hash: *value_hash,
-                        len: *value_len,
-                        ttl_ms: *ttl_ms,
-                        expires_at_unix_ms: *expires_at_unix_ms,
-                    };
-                    self.overlays.named(value_hash);
-                    let key = Bytes::copy_from_slice(key);
-                    let old = info.kv.insert(key.clone(), value);
-                    self.reindex_kv(context_id, &key, old.as_ref(), Some(&value));
-                }
-            }
+            ContextMeta::Tags(changes) => self.apply_tags(context_id, &mut info, changes),
+            ContextMeta::KvPut(entries) => self.apply_kv_put(context_id, &mut info, entries),
             ContextMeta::KvDelete(keys) => {
                 for key in keys {
                     let key = Bytes::copy_from_slice(key);
@@ -449,26 +507,7 @@ impl Contexts {
                     self.reindex_kv(context_id, &key, old.as_ref(), None);
                 }
             }
-            ContextMeta::KvTouch(entries) => {
-                for KvExpiry {
-                    key,
-                    ttl_ms,
-                    expires_at_unix_ms,
-                } in entries
-                {
-                    let key = Bytes::copy_from_slice(key);
-                    let Some(old) = info.kv.get(&key).copied() else {
-                        continue;
-                    };
-                    let new = KvValue {
-                        ttl_ms: *ttl_ms,
-                        expires_at_unix_ms: *expires_at_unix_ms,
-                        ..old
-                    };
-                    info.kv.insert(key.clone(), new);
-                    self.reindex_kv(context_id, &key, Some(&old), Some(&new));
-                }
-            }
+            ContextMeta::KvTouch(entries) => self.apply_kv_touch(context_id, &mut info, entries),
             ContextMeta::KvExpire(entries) => {
                 for entry in entries {
                     let key = Bytes::copy_from_slice(&entry.key);
@@ -501,24 +540,7 @@ impl Contexts {
                     info.floor_depth = source.floor_depth;
                 }
             }
-            ContextMeta::Delete => {
-                if let Some(name) = info.name.take() {
-                    self.names.remove(&name);
-                }
-                for (key, value) in info.tags.iter() {
-                    self.unindex(key, value, context_id);
-                }
-                info.tags = Tags::default();
-                for (key, value) in info.kv.iter() {
-                    self.reindex_kv(context_id, key, Some(value), None);
-                }
-                info.kv = imbl::OrdMap::new();
-                info.deleted = true;
-                self.deleted_payload_bytes += info.own_payload_bytes;
-                self.deleted_contexts += 1;
-                // Its turn keys and label-index entries stay until the garbage collector
-                // drops its turns: every look-up through them checks the context first.
-            }
+            ContextMeta::Delete => self.apply_delete(context_id, &mut info),
             ContextMeta::Floor(depth) => info.floor_depth = *depth,
             ContextMeta::Ttl(ttl_ms) => info.ttl_ms = *ttl_ms,
             ContextMeta::GcDead { .. }
