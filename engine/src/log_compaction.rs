@@ -124,18 +124,7 @@ pub(crate) fn compact_log<G>(
     let mut out = BackgroundWriter::create(&path, SYNC_STEP_BYTES, throttle).map_err(write)?;
     // The header goes in last, when the counts are known.
     out.write(&[0u8; BASE_HEADER_BYTES]).map_err(write)?;
-    let mut header = BaseHeader {
-        through_record_id: plan.through,
-        record_count: 0,
-        turns_dropped: old_base
-            .as_ref()
-            .map_or(0, |base| base.header.turns_dropped)
-            + plan.turns_dropped,
-        logical_bytes_dropped: old_base
-            .as_ref()
-            .map_or(0, |base| base.header.logical_bytes_dropped)
-            + plan.logical_bytes_dropped,
-    };
+    let mut header = next_header(old_base.as_deref(), plan);
     let mut slots_dropped = 0u64;
     // The turn (or stream record) whose continuation slots are being dropped with it, and how
     // many are left.
@@ -154,32 +143,7 @@ pub(crate) fn compact_log<G>(
                     )));
                 }
             };
-            let dropped = match record {
-                LogRecord::Turn(turn) if plan.drop.get(turn.turn_id.0 as usize) == Some(&true) => {
-                    dropping = (
-                        turn.turn_id.0,
-                        u32::from(turn_extra_slots(turn.extras_len as usize)),
-                    );
-                    true
-                }
-                LogRecord::Meta(head) if plan.drop.get(head.record_id as usize) == Some(&true) => {
-                    // Pair of the plan: only stream records are planned among metadata.
-                    assert!(
-                        is_stream_op(head.op),
-                        "record {} is no stream record",
-                        head.record_id
-                    );
-                    dropping = (head.record_id, head.slot_count - 1);
-                    true
-                }
-                LogRecord::Continuation(continuation)
-                    if dropping.1 > 0 && continuation.head_record_id == dropping.0 =>
-                {
-                    dropping.1 -= 1;
-                    true
-                }
-                _ => false,
-            };
+            let dropped = drops_slot(plan, &record, &mut dropping);
             if dropped {
                 slots_dropped += 1;
                 return Ok(());
@@ -207,27 +171,11 @@ pub(crate) fn compact_log<G>(
         .map_err(|source| EngineError::from_write(&base_path, source))?;
 
     // Read back and checked before readers use it (and before the log's copy goes).
-    let base = LogBase::load(&base_path)
-        .map_err(|error| {
-            EngineError::Corrupt(crate::error::Corruption::new(
-                &base_path,
-                0,
-                format!("the new base does not read back: {error}"),
-            ))
-        })?
-        .ok_or_else(|| EngineError::io(&base_path, std::io::ErrorKind::NotFound.into()))?;
+    let base = load_new_base(&base_path)?;
     assert_eq!(base.header, header, "the base read back is the one written");
     turns.publish_base(Arc::new(base), plan.watermark);
 
-    let log_path = store.turns_log_path();
-    let punched = punch_below(&log_path, plan.through)
-        .map_err(|source| EngineError::io(&log_path, source))?;
-    if !punched {
-        tracing::warn!(
-            log = %log_path.display(),
-            "the file system cannot punch holes: turns.log keeps its compacted prefix's blocks"
-        );
-    }
+    let punched = punch_log(store, plan.through)?;
     let new_bytes = header.file_bytes();
     Ok(LogCompacted {
         slots_dropped,
@@ -238,4 +186,76 @@ pub(crate) fn compact_log<G>(
         },
         punched,
     })
+}
+
+/// Whether the plan drops this slot: a planned turn or stream record, and the continuation
+/// slots after it (`dropping`: the record whose slots are being dropped, and how many are
+/// left).
+fn drops_slot(plan: &LogPlan, record: &LogRecord, dropping: &mut (u64, u32)) -> bool {
+    match record {
+        LogRecord::Turn(turn) if plan.drop.get(turn.turn_id.0 as usize) == Some(&true) => {
+            *dropping = (
+                turn.turn_id.0,
+                u32::from(turn_extra_slots(turn.extras_len as usize)),
+            );
+            true
+        }
+        LogRecord::Meta(head) if plan.drop.get(head.record_id as usize) == Some(&true) => {
+            // Pair of the plan: only stream records are planned among metadata.
+            assert!(
+                is_stream_op(head.op),
+                "record {} is no stream record",
+                head.record_id
+            );
+            *dropping = (head.record_id, head.slot_count - 1);
+            true
+        }
+        LogRecord::Continuation(continuation)
+            if dropping.1 > 0 && continuation.head_record_id == dropping.0 =>
+        {
+            dropping.1 -= 1;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The new base's header before its records are counted: the plan's drops added to the old
+/// base's.
+fn next_header(old_base: Option<&LogBase>, plan: &LogPlan) -> BaseHeader {
+    BaseHeader {
+        through_record_id: plan.through,
+        record_count: 0,
+        turns_dropped: old_base.map_or(0, |base| base.header.turns_dropped) + plan.turns_dropped,
+        logical_bytes_dropped: old_base.map_or(0, |base| base.header.logical_bytes_dropped)
+            + plan.logical_bytes_dropped,
+    }
+}
+
+/// Frees `turns.log`'s blocks below `through` (the base holds them now); whether the file
+/// system could.
+fn punch_log(store: &StoreDir, through: u64) -> Result<bool, EngineError> {
+    let log_path = store.turns_log_path();
+    let punched =
+        punch_below(&log_path, through).map_err(|source| EngineError::io(&log_path, source))?;
+    if !punched {
+        tracing::warn!(
+            log = %log_path.display(),
+            "the file system cannot punch holes: turns.log keeps its compacted prefix's blocks"
+        );
+    }
+    Ok(punched)
+}
+
+/// The base just installed, read back (damage there is corruption: it was just written).
+fn load_new_base(base_path: &Path) -> Result<LogBase, EngineError> {
+    LogBase::load(base_path)
+        .map_err(|error| {
+            EngineError::Corrupt(crate::error::Corruption::new(
+                base_path,
+                0,
+                format!("the new base does not read back: {error}"),
+            ))
+        })?
+        .ok_or_else(|| EngineError::io(base_path, std::io::ErrorKind::NotFound.into()))
 }
