@@ -130,6 +130,9 @@
 //! # Ok(()) }
 //! ```
 
+// Functions fit on a screen: the threshold is in clippy.toml.
+#![warn(clippy::too_many_lines)]
+
 pub mod blocking;
 mod calls;
 mod chunking;

@@ -540,6 +540,56 @@ impl StreamReader {
         self.push
     }
 
+    /// The next chunk of a follow (opened from the offset reached when there is none); `None`
+    /// when there is none to give yet: the follow ended open (follow again from here) or the
+    /// server does not know STREAM_FOLLOW (long-poll with STREAM_READ from now on).
+    async fn next_pushed(&mut self) -> Result<Option<StreamChunk>, ClientError> {
+        let follow = match &mut self.follow {
+            Some(follow) => follow,
+            None => self.follow.insert(self.client.follow_stream(
+                self.stream_id,
+                self.offset,
+                STREAM_READER_BYTES_MAX,
+                self.wait,
+            )?),
+        };
+        match follow.next().await {
+            Ok(Some(chunk)) => Ok(Some(chunk)),
+            Ok(None) => {
+                self.follow = None;
+                Ok(None)
+            }
+            Err(ClientError::Server {
+                code: ErrorCode::UnknownMessage,
+                ..
+            }) => {
+                self.push = false;
+                self.follow = None;
+                Ok(None)
+            }
+            Err(error) => {
+                self.follow = None;
+                Err(error)
+            }
+        }
+    }
+
+    /// The next chunk by a long-poll (STREAM_READ), which must answer the offset asked.
+    async fn next_polled(&mut self) -> Result<StreamChunk, ClientError> {
+        let (stream_id, offset) = (self.stream_id, self.offset);
+        let chunk = self
+            .client
+            .read_stream(stream_id, offset, STREAM_READER_BYTES_MAX, Some(self.wait))
+            .await?;
+        if chunk.offset != offset {
+            return Err(ClientError::Protocol(format!(
+                "STREAM_READ answered offset {} for {offset}",
+                chunk.offset
+            )));
+        }
+        Ok(chunk)
+    }
+
     /// The next bytes (a chunk that holds some), or the stream's end, then `Ok(None)`. The end
     /// is a sealed chunk holding the rest of the stream's bytes from the offset reached, read
     /// from the sealed turn's payload (`Client::sealed_stream_rest`: a reader that was away at
@@ -548,49 +598,13 @@ impl StreamReader {
     pub async fn next(&mut self) -> Result<Option<StreamChunk>, ClientError> {
         while !self.ended {
             let chunk = if self.push {
-                let follow = match &mut self.follow {
-                    Some(follow) => follow,
-                    None => self.follow.insert(self.client.follow_stream(
-                        self.stream_id,
-                        self.offset,
-                        STREAM_READER_BYTES_MAX,
-                        self.wait,
-                    )?),
-                };
-                match follow.next().await {
-                    Ok(Some(chunk)) => chunk,
-                    // The follow ended open: follow again from here.
-                    Ok(None) => {
-                        self.follow = None;
-                        continue;
-                    }
-                    Err(ClientError::Server {
-                        code: ErrorCode::UnknownMessage,
-                        ..
-                    }) => {
-                        self.push = false;
-                        self.follow = None;
-                        continue;
-                    }
-                    Err(error) => {
-                        self.follow = None;
-                        return Err(error);
-                    }
+                match self.next_pushed().await? {
+                    Some(chunk) => chunk,
+                    // The follow ended, or the server has no push reads: ask again.
+                    None => continue,
                 }
             } else {
-                let (stream_id, offset) = (self.stream_id, self.offset);
-                let wait = Some(self.wait);
-                let chunk = self
-                    .client
-                    .read_stream(stream_id, offset, STREAM_READER_BYTES_MAX, wait)
-                    .await?;
-                if chunk.offset != offset {
-                    return Err(ClientError::Protocol(format!(
-                        "STREAM_READ answered offset {} for {offset}",
-                        chunk.offset
-                    )));
-                }
-                chunk
+                self.next_polled().await?
             };
             if let StreamState::Sealed(turn_id) = chunk.state {
                 // The rest is the sealed turn's payload. The offset moves only once it is
