@@ -4,7 +4,7 @@
 //! `EXIT_CODES`, in `--help` and in the README). Every call has a connect, a handshake and a
 //! request timeout, so a port that is not ctxstore is an error, never a hang.
 //!
-//! Code map: `args.rs` (the command line), `input.rs` (what is checked and read before
+//! Code map: `args/` (the command line), `input.rs` (what is checked and read before
 //! connecting), `exits.rs` (exit codes and errors), `output.rs` (JSON or readable lines), and
 //! one file per command family in `commands/` (its command and its printing): `contexts`
 //! (`head`, `ctx …`), `kv`, `appends`, `reads`, `overlays`, `blobs`, `admin` (`ping`, `stats`,

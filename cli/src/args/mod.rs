@@ -1,9 +1,9 @@
 //! The command line: `Cli` (the global flags) and the commands (`Command`, `CtxCommand`,
 //! `KvCommand`) as clap parses them, with the parsers of their values (contexts as ids or
 //! `@NAME`, tags, codecs, durations, TTLs, time bounds). Brief §6 is the contract scripts
-//! rely on.
+//! rely on. `ctx …` (`contexts.rs`) and `kv …` (`kv.rs`) have files of their own, as their
+//! families do in `commands/`.
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,6 +13,14 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use ctxstore_client::{ContextRef, VerifyPayloads, codec_tag};
 
 use crate::exits::EXIT_CODES;
+
+mod contexts;
+mod kv;
+
+#[cfg(test)]
+use contexts::parse_ttl;
+pub(crate) use contexts::{CtxCommand, Ttl};
+pub(crate) use kv::KvCommand;
 
 /// Talk to a ctxstore server: create and fork contexts, append turns, read them back; name,
 /// tag, list and clone contexts, keep key-value entries beside them; delete, prune and expire
@@ -493,265 +501,6 @@ pub(crate) enum Command {
     },
 }
 
-#[derive(Subcommand, Debug)]
-pub(crate) enum CtxCommand {
-    /// A new context: empty, or with its head at --from TURN; optionally named and tagged.
-    /// Prints context_id, head_turn_id, head_depth, name, tags, created_at_unix_ms,
-    /// updated_at_unix_ms and created (false when --get-or-create found the name taken).
-    Create {
-        /// Turn id: the new context's head (omit for an empty context).
-        #[arg(long)]
-        from: Option<u64>,
-        /// A unique name (1..=256 bytes of UTF-8); the context is then also @NAME. A taken
-        /// name exits 7 (ALREADY_EXISTS) unless --get-or-create.
-        #[arg(long)]
-        name: Option<String>,
-        /// A tag KEY=VALUE (repeat for more; at most 32, keys 1..=64 bytes, values 1..=1024 bytes).
-        #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
-        tags: Vec<(String, String)>,
-        /// With a taken --name: print that context (created: false) instead of failing;
-        /// --from and --tag are then not applied.
-        #[arg(long, requires = "name")]
-        get_or_create: bool,
-    },
-    /// A new context whose head is TURN (copies nothing).
-    Fork {
-        /// Turn id: the new context's head.
-        turn: u64,
-    },
-    /// A context's head, name, tags and times, its floor_depth (turns below it were pruned;
-    /// 0: none) and ttl_ms (its own time to live; null: none).
-    Show {
-        /// Context: a ContextID, or @NAME.
-        #[arg(value_parser = parse_context)]
-        context: ContextRef,
-    },
-    /// Set and remove tags atomically; prints the context as `ctx show` does (without
-    /// floor_depth and ttl_ms).
-    Tag {
-        /// Context: a ContextID, or @NAME.
-        #[arg(value_parser = parse_context)]
-        context: ContextRef,
-        /// Tags to set, KEY=VALUE (keys 1..=64 bytes, values 1..=1024 bytes, ≤ 32 per context).
-        #[arg(value_name = "KEY=VALUE", value_parser = parse_tag)]
-        set: Vec<(String, String)>,
-        /// A tag key to remove (repeat for more; a key that is not there is no error).
-        #[arg(long = "remove", value_name = "KEY")]
-        remove: Vec<String>,
-        /// Change the tags only if the context's head is still this turn (0: only if empty);
-        /// exits 4 (CONFLICT) otherwise, with the actual head in `detail`.
-        #[arg(long)]
-        expect_head: Option<u64>,
-    },
-    /// Give a context that has none a name.
-    Name {
-        /// Context: a ContextID, or @NAME.
-        #[arg(value_parser = parse_context)]
-        context: ContextRef,
-        /// The name (1..=256 bytes of UTF-8); a taken name exits 7 (ALREADY_EXISTS).
-        name: String,
-    },
-    /// Every context matching all the filters, one per line (the `ctx show` fields but
-    /// floor_depth and ttl_ms), in ContextID order (in name order with --name-prefix).
-    /// Follows the server's pages.
-    List {
-        /// Only contexts with this tag, KEY=VALUE (repeat: all of them).
-        #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
-        tags: Vec<(String, String)>,
-        /// Only contexts whose name starts with this.
-        #[arg(long)]
-        name_prefix: Option<String>,
-        /// Only contexts last updated before this time (exclusive): Unix milliseconds, a
-        /// time like 2026-11-27T10:00:00Z, or an age like 7d (that long ago).
-        #[arg(long, value_name = "TIME", value_parser = parse_time_bound)]
-        updated_before: Option<u64>,
-        /// Only contexts last updated after this time (exclusive): Unix milliseconds (0: any),
-        /// a time like 2026-11-27T10:00:00Z, or an age like 7d, 12h (that long ago).
-        #[arg(long, value_name = "TIME", value_parser = parse_time_bound)]
-        updated_after: Option<u64>,
-        /// Print at most this many (default: every match).
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-        limit: Option<u32>,
-    },
-    /// A copy of CTX named NEW: the same head, tags and key-value entries, sharing every turn
-    /// and payload (nothing is copied). Prints the new context as `ctx show` does (without
-    /// floor_depth and ttl_ms).
-    Clone {
-        /// The context to copy: a ContextID, or @NAME.
-        #[arg(value_parser = parse_context)]
-        context: ContextRef,
-        /// The copy's name (1..=256 bytes of UTF-8); a taken name exits 7 (ALREADY_EXISTS).
-        #[arg(long)]
-        name: String,
-    },
-    /// Delete a context: every command naming it exits 3 (NOT_FOUND) from then on.
-    ///
-    /// Its name is free again; its ContextID is never reused. Its turns stay readable through
-    /// the contexts that share them (forks, clones). Prints context_id, name and deleted
-    /// (true).
-    Delete {
-        /// Context: a ContextID, or @NAME.
-        #[arg(value_parser = parse_context)]
-        context: ContextRef,
-    },
-    /// Keep only the newest N depths of a context's chain readable through it.
-    ///
-    /// The floor becomes head depth + 1 − N (it never moves down): `last`, `page`, `range`,
-    /// `log`, `window` and `turn CTX --key` stop at it, on every branch; an append after a
-    /// turn below it is refused. Turns below the floor stay readable through other contexts
-    /// that share them. Prints the context as `ctx show` does, with the new floor_depth.
-    Prune {
-        /// Context: a ContextID, or @NAME.
-        #[arg(value_parser = parse_context)]
-        context: ContextRef,
-        /// How many depths to keep, counting the head (at least 1; 0 is refused by the
-        /// server: use `ctx delete`).
-        #[arg(long, value_name = "N", required = true)]
-        keep: u32,
-    },
-    /// Give a context a time to live, or clear it: the server deletes a context that has
-    /// not been updated (head move, tag or key-value change) for that long.
-    ///
-    /// Prints the context as `ctx show` does, with ttl_ms (null when cleared). A context
-    /// without its own time to live may still expire under the server's --context-ttl.
-    Ttl {
-        /// Context: a ContextID, or @NAME.
-        #[arg(value_parser = parse_context)]
-        context: ContextRef,
-        /// A duration like 7d, 12h, 30m, 1h30m (at least 1ms, at most 100 years), or `none`
-        /// to clear it.
-        #[arg(value_name = "DURATION|none", value_parser = parse_ttl)]
-        ttl: Ttl,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-pub(crate) enum KvCommand {
-    /// Store a value under KEY (replacing what is there), from --file or from stdin. Durable
-    /// when it prints the entry: key, value_hash, value_len.
-    Put {
-        /// Context: a ContextID, or @NAME.
-        #[arg(value_parser = parse_context)]
-        context: ContextRef,
-        /// The key (1..=256 bytes).
-        key: OsString,
-        /// Read the value from this file instead of stdin.
-        #[arg(long)]
-        file: Option<PathBuf>,
-        /// Keep the value that is there, if the key exists (no error; the entry printed is
-        /// then the kept one).
-        #[arg(long)]
-        if_absent: bool,
-        /// Store an empty value (refused otherwise: an empty stdin is usually a mistake in a
-        /// pipeline).
-        #[arg(long)]
-        allow_empty: bool,
-        /// The entry expires this long after the put or its last refresh (`30s`, `7d`; whole
-        /// milliseconds, 1ms..100 years): then no read sees it and the server removes it.
-        #[arg(long, value_name = "DURATION", value_parser = parse_kv_ttl)]
-        ttl: Option<Duration>,
-    },
-    /// Write the value of KEY (raw bytes, checked against its hash) to stdout or to -o PATH;
-    /// a key that is not there (or expired) exits 3 (NOT_FOUND).
-    Get {
-        /// Context: a ContextID, or @NAME.
-        #[arg(value_parser = parse_context)]
-        context: ContextRef,
-        /// The key.
-        key: OsString,
-        /// Write the value to this file instead of stdout.
-        #[arg(short = 'o')]
-        output: Option<PathBuf>,
-        /// Restart the entry's time to live from now (a durable write when it has one).
-        #[arg(long)]
-        refresh: bool,
-        /// Print the entry (key, value_hash, value_len, ttl_ms, expires_at_unix_ms) instead
-        /// of the value.
-        #[arg(long, conflicts_with = "output")]
-        entry: bool,
-    },
-    /// Delete KEY. Prints the entry removed (key, value_hash, value_len); a key that is not
-    /// there exits 3 (NOT_FOUND), as for `kv get`.
-    Rm {
-        /// Context: a ContextID, or @NAME.
-        #[arg(value_parser = parse_context)]
-        context: ContextRef,
-        /// The key.
-        key: OsString,
-    },
-    /// The entries of a context in key order, one per line: key, value_hash, value_len,
-    /// ttl_ms, expires_at_unix_ms (`key_b64` too, for a key that is not UTF-8). Follows the
-    /// server's pages; expired entries are not listed.
-    List {
-        /// Context: a ContextID, or @NAME.
-        #[arg(value_parser = parse_context)]
-        context: ContextRef,
-        /// Only keys starting with this.
-        #[arg(long)]
-        prefix: Option<OsString>,
-        /// Restart the time to live of every entry listed from now.
-        #[arg(long)]
-        refresh: bool,
-    },
-    /// Restart the time to live of each KEY (1..=128) from now: --ttl's, else each entry's
-    /// own. Prints the live entries among them as they are now; absent keys are no error.
-    Touch {
-        /// Context: a ContextID, or @NAME.
-        #[arg(value_parser = parse_context)]
-        context: ContextRef,
-        /// The keys.
-        #[arg(required = true, num_args = 1..=128)]
-        keys: Vec<OsString>,
-        /// This time to live from now on (also for entries that had none).
-        #[arg(long, value_name = "DURATION", value_parser = parse_kv_ttl)]
-        ttl: Option<Duration>,
-    },
-}
-
-/// A key-value entry's time to live: a duration of whole milliseconds, 1ms to 100 years.
-pub(crate) fn parse_kv_ttl(text: &str) -> Result<Duration, String> {
-    let ttl = humantime::parse_duration(text.trim())
-        .map_err(|error| format!("{text:?} is not a duration like 30s, 12h, 7d: {error}"))?;
-    let whole_ms = Duration::from_millis(ttl.as_millis().min(u128::from(u64::MAX)) as u64);
-    if ttl.is_zero() || whole_ms != ttl {
-        return Err(format!(
-            "a key-value time to live is a whole number of milliseconds, at least 1ms; got {text:?}"
-        ));
-    }
-    if ttl > Duration::from_millis(ctxstore_client::TTL_MS_MAX) {
-        return Err(format!(
-            "a time to live of {text:?} is too long (the server takes at most 100 years)"
-        ));
-    }
-    Ok(ttl)
-}
-
-/// A time bound of `ctx list` as Unix milliseconds: plain milliseconds, an RFC 3339 time, or
-/// an age (`7d`, `1h30m`) counted back from now.
-pub(crate) fn parse_time_bound(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    if !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()) {
-        return text
-            .parse()
-            .map_err(|_| format!("{text:?} is too large for Unix milliseconds"));
-    }
-    let now = std::time::SystemTime::now();
-    let time = if let Ok(age) = humantime::parse_duration(text) {
-        now.checked_sub(age)
-            .ok_or_else(|| format!("{text:?} reaches back before 1970"))?
-    } else if let Ok(time) = humantime::parse_rfc3339_weak(text) {
-        time
-    } else {
-        return Err(format!(
-            "{text:?} is neither Unix milliseconds, a time like 2026-11-27T10:00:00Z, nor an \
-             age like 7d or 12h"
-        ));
-    };
-    time.duration_since(std::time::UNIX_EPOCH)
-        .map(|since| since.as_millis() as u64)
-        .map_err(|_| format!("{text:?} is before 1970"))
-}
-
 /// `--codec`: a name or a number, checked before anything is sent (a usage error, exit 2).
 pub(crate) fn parse_codec(text: &str) -> Result<u32, String> {
     codec_tag(text).map_err(|error| match error {
@@ -786,34 +535,6 @@ pub(crate) fn parse_turn_key(text: &str) -> Result<String, String> {
         return Err("a turn key cannot be empty".into());
     }
     Ok(text.to_string())
-}
-
-/// `ctx ttl`'s argument: a time to live, or `none` to clear it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ttl {
-    Set(Duration),
-    Clear,
-}
-
-/// A time to live: `none`, or a duration of at least 1 ms (0 would read as "expire at once"
-/// but clears it on the wire: `none` says that).
-pub(crate) fn parse_ttl(text: &str) -> Result<Ttl, String> {
-    let text = text.trim();
-    if text == "none" {
-        return Ok(Ttl::Clear);
-    }
-    let ttl = humantime::parse_duration(text).map_err(|error| {
-        format!("{text:?} is not a duration like 7d, 12h, 30m, or none: {error}")
-    })?;
-    match u64::try_from(ttl.as_millis()) {
-        Ok(0) => Err(format!(
-            "a time to live of {text:?} is under 1ms; to clear it, write none"
-        )),
-        Ok(_) => Ok(Ttl::Set(ttl)),
-        Err(_) => Err(format!(
-            "a time to live of {text:?} is too long (the server takes at most 100 years)"
-        )),
-    }
 }
 
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
