@@ -1,6 +1,10 @@
 //! `kv put/get/rm/list/touch`: a context's key-value entries, with their time to live
 //! (protocol version 3) where the server has it.
 
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
 use anyhow::Context;
 use base64::prelude::{BASE64_STANDARD, Engine as _};
 use bytes::Bytes;
@@ -28,65 +32,14 @@ pub(crate) fn kv(
             if_absent,
             ttl,
             ..
-        } => {
-            let key = Bytes::from(key.clone().into_encoded_bytes());
-            let value = Bytes::from(value.unwrap_or_default());
-            let entry = KvItem {
-                key: key.clone(),
-                value_hash: BlobHash::of(&value),
-                value_len: value.len() as u32,
-                ttl_ms: 0,
-                expires_at_unix_ms: 0,
-            };
-            let entries = vec![(key.clone(), value)];
-            match ttl {
-                // KV_PUT_EX needs version 3: without a TTL, KV_PUT serves older servers.
-                Some(_) => client.kv_put_ex(context.clone(), entries, *if_absent, *ttl)?,
-                None => client.kv_put(context.clone(), entries, *if_absent)?,
-            }
-            // What the context holds now: with --if-absent, perhaps the value that was there.
-            let stored = list_page(client, context, &key, &[], 1, false)?;
-            let stored = stored.into_iter().find(|item| item.key == key);
-            out.kv_item(stored.as_ref().unwrap_or(&entry))
-        }
+        } => put(client, out, context, key, *if_absent, *ttl, value),
         KvCommand::Get {
             context,
             key,
             output,
             refresh,
             entry,
-        } => {
-            let key = key.clone().into_encoded_bytes();
-            let missing = || NoSuchKey {
-                context: context.clone(),
-                what: "key",
-                key: String::from_utf8_lossy(&key).into_owned(),
-            };
-            let (value, item) = if *refresh || *entry {
-                let Some(found) = client.kv_get_ex(context.clone(), key.clone(), *refresh)? else {
-                    return Err(missing().into());
-                };
-                let item = KvItem {
-                    key: Bytes::from(key.clone()),
-                    value_hash: found.value_hash,
-                    value_len: found.value.len() as u32,
-                    ttl_ms: found.ttl_ms,
-                    expires_at_unix_ms: found.expires_at_unix_ms,
-                };
-                (found.value, Some(item))
-            } else {
-                let Some((_, value)) = client.kv_get(context.clone(), key.clone())? else {
-                    return Err(missing().into());
-                };
-                (value, None)
-            };
-            match (output, item) {
-                (_, Some(item)) if *entry => out.kv_item(&item),
-                (Some(path), _) => std::fs::write(path, &value)
-                    .with_context(|| format!("writing {}", path.display())),
-                (None, _) => write_stdout(&value),
-            }
-        }
+        } => get(client, out, context, key, output.as_ref(), *refresh, *entry),
         KvCommand::Touch { context, keys, ttl } => {
             let keys = keys
                 .iter()
@@ -135,6 +88,81 @@ pub(crate) fn kv(
                 }
             }
         }
+    }
+}
+
+/// `kv put`: stores `value` under `key`, then prints the entry the context holds now.
+fn put(
+    client: &Client,
+    out: &Output,
+    context: &ContextRef,
+    key: &OsString,
+    if_absent: bool,
+    ttl: Option<Duration>,
+    value: Option<Vec<u8>>,
+) -> anyhow::Result<()> {
+    let key = Bytes::from(key.clone().into_encoded_bytes());
+    let value = Bytes::from(value.unwrap_or_default());
+    let entry = KvItem {
+        key: key.clone(),
+        value_hash: BlobHash::of(&value),
+        value_len: value.len() as u32,
+        ttl_ms: 0,
+        expires_at_unix_ms: 0,
+    };
+    let entries = vec![(key.clone(), value)];
+    match ttl {
+        // KV_PUT_EX needs version 3: without a TTL, KV_PUT serves older servers.
+        Some(_) => client.kv_put_ex(context.clone(), entries, if_absent, ttl)?,
+        None => client.kv_put(context.clone(), entries, if_absent)?,
+    }
+    // What the context holds now: with --if-absent, perhaps the value that was there.
+    let stored = list_page(client, context, &key, &[], 1, false)?;
+    let stored = stored.into_iter().find(|item| item.key == key);
+    out.kv_item(stored.as_ref().unwrap_or(&entry))
+}
+
+/// `kv get`: the value (to `output` or stdout), or with `entry` the entry; `refresh` restarts
+/// its time to live.
+fn get(
+    client: &Client,
+    out: &Output,
+    context: &ContextRef,
+    key: &OsString,
+    output: Option<&PathBuf>,
+    refresh: bool,
+    entry: bool,
+) -> anyhow::Result<()> {
+    let key = key.clone().into_encoded_bytes();
+    let missing = || NoSuchKey {
+        context: context.clone(),
+        what: "key",
+        key: String::from_utf8_lossy(&key).into_owned(),
+    };
+    let (value, item) = if refresh || entry {
+        let Some(found) = client.kv_get_ex(context.clone(), key.clone(), refresh)? else {
+            return Err(missing().into());
+        };
+        let item = KvItem {
+            key: Bytes::from(key.clone()),
+            value_hash: found.value_hash,
+            value_len: found.value.len() as u32,
+            ttl_ms: found.ttl_ms,
+            expires_at_unix_ms: found.expires_at_unix_ms,
+        };
+        (found.value, Some(item))
+    } else {
+        let Some((_, value)) = client.kv_get(context.clone(), key.clone())? else {
+            return Err(missing().into());
+        };
+        (value, None)
+    };
+    match (output, item) {
+        (_, Some(item)) if entry => out.kv_item(&item),
+        (Some(path), _) => {
+            std::fs::write(path, &value).with_context(|| format!("writing {}", path.display()))
+        }
+        (None, _) => write_stdout(&value),
     }
 }
 
