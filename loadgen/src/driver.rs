@@ -545,21 +545,7 @@ async fn open_loop(
                 // Latency from the intended send time: a stall delays the schedule's sends,
                 // and that delay is part of what the clients experience.
                 let measured = intended >= measure_from;
-                match result {
-                    Ok(()) => {
-                        shared.completed[op.index()].fetch_add(1, Ordering::Relaxed);
-                        if measured && let Ok(mut recorder) = recorder.lock() {
-                            recorder.record(op, intended.elapsed());
-                        }
-                    }
-                    Err(error) => {
-                        shared.failed[op.index()].fetch_add(1, Ordering::Relaxed);
-                        if measured && let Ok(mut recorder) = recorder.lock() {
-                            recorder.error(op);
-                        }
-                        tracing::debug!(%op, %error, "operation failed");
-                    }
-                }
+                record_outcome(&shared, &recorder, op, intended, measured, result);
                 drop(permit);
             });
         }
@@ -576,6 +562,33 @@ async fn open_loop(
         .lock()
         .map(|recorder| recorder.clone())
         .unwrap_or_default()
+}
+
+/// Counts an open-loop request's outcome, and records it (latency from `intended`) when it
+/// falls in the measured part of the run.
+fn record_outcome<E: std::fmt::Display>(
+    shared: &Shared,
+    recorder: &Mutex<Recorder>,
+    op: Op,
+    intended: Instant,
+    measured: bool,
+    result: Result<(), E>,
+) {
+    match result {
+        Ok(()) => {
+            shared.completed[op.index()].fetch_add(1, Ordering::Relaxed);
+            if measured && let Ok(mut recorder) = recorder.lock() {
+                recorder.record(op, intended.elapsed());
+            }
+        }
+        Err(error) => {
+            shared.failed[op.index()].fetch_add(1, Ordering::Relaxed);
+            if measured && let Ok(mut recorder) = recorder.lock() {
+                recorder.error(op);
+            }
+            tracing::debug!(%op, %error, "operation failed");
+        }
+    }
 }
 
 /// A line per second; `end`: when the run stops sending (none for a fixed amount of work).
