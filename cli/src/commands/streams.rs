@@ -10,8 +10,8 @@ use anyhow::Context;
 use bytes::Bytes;
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{
-    Appended, NewStream, StreamInfo, StreamState, WATCH_FROM_NOW, WatchEventWire, WatchKindWire,
-    WatchTargetWire, codec_name,
+    Appended, ContextRef, NewStream, StreamInfo, StreamState, WATCH_FROM_NOW, WatchEventWire,
+    WatchKindWire, WatchTargetWire, codec_name,
 };
 use serde_json::json;
 
@@ -39,31 +39,7 @@ pub(crate) fn streams(client: &Client, out: &Output, command: &Command) -> anyho
             new.expected_head = *expect_head;
             new.key = key.clone().map(Bytes::from);
             new.labels = labels.clone();
-            let stream = client.open_stream(context.clone(), new)?;
-            let mut stdin = std::io::stdin().lock();
-            let mut buffer = vec![0u8; DELTA_BYTES_MAX];
-            loop {
-                let read = match stdin.read(&mut buffer) {
-                    Ok(0) => break,
-                    Ok(read) => read,
-                    Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(error) => {
-                        return Err(error).with_context(|| {
-                            format!("reading stdin for stream {}", stream.stream_id)
-                        });
-                    }
-                };
-                let delta = Bytes::copy_from_slice(&buffer[..read]);
-                let length = client.append_delta(stream.stream_id, None, delta)?;
-                out.delta(stream.stream_id, length)?;
-            }
-            let sealed = client.seal_stream(stream.stream_id).with_context(|| {
-                format!(
-                    "sealing stream {} (still open: read it with `ctxstore stream-read {}`)",
-                    stream.stream_id, stream.stream_id
-                )
-            })?;
-            out.sealed(stream.stream_id, &sealed)
+            write_stream(client, out, context, new)
         }
         Command::Streams { context } => {
             let mut after = 0;
@@ -82,44 +58,7 @@ pub(crate) fn streams(client: &Client, out: &Output, command: &Command) -> anyho
             stream,
             from,
             follow,
-        } => {
-            if *follow {
-                // Pushed (STREAM_FOLLOW), or long polls from a server older than it; at the
-                // seal the reader reads the rest from the sealed turn.
-                let mut reader = client.stream_reader(*stream, *from);
-                while let Some(chunk) = reader.next() {
-                    let chunk = chunk.with_context(|| reading_at(*stream, reader.offset()))?;
-                    write_stdout(&chunk.bytes)?;
-                    if chunk.state == StreamState::Aborted {
-                        return Err(aborted(*stream, reader.offset()));
-                    }
-                }
-                return Ok(());
-            }
-            let mut offset = *from;
-            loop {
-                let chunk = client
-                    .read_stream(*stream, offset, READ_BYTES_MAX, None)
-                    .with_context(|| reading_at(*stream, offset))?;
-                if !chunk.bytes.is_empty() {
-                    write_stdout(&chunk.bytes)?;
-                    offset += chunk.bytes.len() as u64;
-                }
-                let caught_up = chunk.bytes.is_empty() || offset >= chunk.length;
-                match chunk.state {
-                    StreamState::Open if !caught_up => {}
-                    StreamState::Open => return Ok(()),
-                    // Sealed while nobody read (or before this read): the rest is the turn's.
-                    StreamState::Sealed(turn_id) => {
-                        let rest = client
-                            .sealed_stream_rest(*stream, turn_id, offset)
-                            .with_context(|| reading_at(*stream, offset))?;
-                        return write_stdout(&rest);
-                    }
-                    StreamState::Aborted => return Err(aborted(*stream, offset)),
-                }
-            }
-        }
+        } => read_stream(client, *stream, *from, *follow),
         Command::Follow { context } => {
             let target = WatchTargetWire::Context(context.clone());
             let mut after = client
@@ -144,6 +83,79 @@ pub(crate) fn streams(client: &Client, out: &Output, command: &Command) -> anyho
             }
         }
         _ => anyhow::bail!("not a stream command"),
+    }
+}
+
+/// `stream`: stdin into a new stream of `context`, a delta per read, sealed at its end.
+fn write_stream(
+    client: &Client,
+    out: &Output,
+    context: &ContextRef,
+    new: NewStream,
+) -> anyhow::Result<()> {
+    let stream = client.open_stream(context.clone(), new)?;
+    let mut stdin = std::io::stdin().lock();
+    let mut buffer = vec![0u8; DELTA_BYTES_MAX];
+    loop {
+        let read = match stdin.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => {
+                return Err(error)
+                    .with_context(|| format!("reading stdin for stream {}", stream.stream_id));
+            }
+        };
+        let delta = Bytes::copy_from_slice(&buffer[..read]);
+        let length = client.append_delta(stream.stream_id, None, delta)?;
+        out.delta(stream.stream_id, length)?;
+    }
+    let sealed = client.seal_stream(stream.stream_id).with_context(|| {
+        format!(
+            "sealing stream {} (still open: read it with `ctxstore stream-read {}`)",
+            stream.stream_id, stream.stream_id
+        )
+    })?;
+    out.sealed(stream.stream_id, &sealed)
+}
+
+/// `stream-read`: a stream's bytes from `from` to stdout; with `follow`, until it ends.
+fn read_stream(client: &Client, stream: u64, from: u64, follow: bool) -> anyhow::Result<()> {
+    if follow {
+        // Pushed (STREAM_FOLLOW), or long polls from a server older than it; at the
+        // seal the reader reads the rest from the sealed turn.
+        let mut reader = client.stream_reader(stream, from);
+        while let Some(chunk) = reader.next() {
+            let chunk = chunk.with_context(|| reading_at(stream, reader.offset()))?;
+            write_stdout(&chunk.bytes)?;
+            if chunk.state == StreamState::Aborted {
+                return Err(aborted(stream, reader.offset()));
+            }
+        }
+        return Ok(());
+    }
+    let mut offset = from;
+    loop {
+        let chunk = client
+            .read_stream(stream, offset, READ_BYTES_MAX, None)
+            .with_context(|| reading_at(stream, offset))?;
+        if !chunk.bytes.is_empty() {
+            write_stdout(&chunk.bytes)?;
+            offset += chunk.bytes.len() as u64;
+        }
+        let caught_up = chunk.bytes.is_empty() || offset >= chunk.length;
+        match chunk.state {
+            StreamState::Open if !caught_up => {}
+            StreamState::Open => return Ok(()),
+            // Sealed while nobody read (or before this read): the rest is the turn's.
+            StreamState::Sealed(turn_id) => {
+                let rest = client
+                    .sealed_stream_rest(stream, turn_id, offset)
+                    .with_context(|| reading_at(stream, offset))?;
+                return write_stdout(&rest);
+            }
+            StreamState::Aborted => return Err(aborted(stream, offset)),
+        }
     }
 }
 
