@@ -25,24 +25,7 @@ pub(crate) fn ctx(client: &Client, out: &Output, command: &CtxCommand) -> anyhow
             name,
             tags,
             get_or_create,
-        } => {
-            // A plain create works with a version-1 server too (no name, no tags, no times).
-            if client.protocol_version() < 2 && name.is_none() && tags.is_empty() {
-                let head = match from {
-                    None => client.create_context()?,
-                    Some(turn) => client.create_context_from(*turn)?,
-                };
-                return out.created_v1(&head);
-            }
-            let new = NewContext {
-                base_turn_id: from.unwrap_or(0),
-                name: name.clone(),
-                tags: tags.iter().cloned().collect(),
-                get_or_create: *get_or_create,
-            };
-            let opened = client.open_context(new)?;
-            out.context(&opened.context, Some(opened.created))
-        }
+        } => create(client, out, *from, name.as_ref(), tags, *get_or_create),
         CtxCommand::Fork { turn } => out.head(&client.fork(*turn)?),
         CtxCommand::Show { context } => show(client, out, context),
         CtxCommand::Tag {
@@ -64,21 +47,15 @@ pub(crate) fn ctx(client: &Client, out: &Output, command: &CtxCommand) -> anyhow
             updated_before,
             updated_after,
             limit,
-        } => {
-            if *updated_before == Some(0) {
-                return Err(Usage("--updated-before 0 (1970) matches no context".into()).into());
-            }
-            let query = ContextQuery {
-                tags: tags.iter().cloned().collect::<BTreeMap<_, _>>(),
-                name_prefix: name_prefix.clone(),
-                // After 0 bounds nothing (every context was updated after 1970); on the wire
-                // 0 means "no bound", so it is sent as none.
-                updated_after_unix_ms: updated_after.filter(|at| *at != 0),
-                updated_before_unix_ms: *updated_before,
-                ..ContextQuery::default()
-            };
-            list_contexts(client, out, &query, *limit)
-        }
+        } => list(
+            client,
+            out,
+            tags,
+            name_prefix.as_ref(),
+            *updated_before,
+            *updated_after,
+            *limit,
+        ),
         CtxCommand::Clone { context, name } => {
             out.context(&client.clone_context(context.clone(), name.clone())?, None)
         }
@@ -94,6 +71,58 @@ pub(crate) fn ctx(client: &Client, out: &Output, command: &CtxCommand) -> anyhow
             out.retention(&client.set_context_ttl(context.clone(), ttl)?)
         }
     }
+}
+
+/// `ctx create`: a new context, named and tagged (protocol version 2), or a plain one.
+fn create(
+    client: &Client,
+    out: &Output,
+    from: Option<u64>,
+    name: Option<&String>,
+    tags: &[(String, String)],
+    get_or_create: bool,
+) -> anyhow::Result<()> {
+    // A plain create works with a version-1 server too (no name, no tags, no times).
+    if client.protocol_version() < 2 && name.is_none() && tags.is_empty() {
+        let head = match from {
+            None => client.create_context()?,
+            Some(turn) => client.create_context_from(turn)?,
+        };
+        return out.created_v1(&head);
+    }
+    let new = NewContext {
+        base_turn_id: from.unwrap_or(0),
+        name: name.cloned(),
+        tags: tags.iter().cloned().collect(),
+        get_or_create,
+    };
+    let opened = client.open_context(new)?;
+    out.context(&opened.context, Some(opened.created))
+}
+
+/// `ctx list`: the query the flags make, then the listing.
+fn list(
+    client: &Client,
+    out: &Output,
+    tags: &[(String, String)],
+    name_prefix: Option<&String>,
+    updated_before: Option<u64>,
+    updated_after: Option<u64>,
+    limit: Option<u32>,
+) -> anyhow::Result<()> {
+    if updated_before == Some(0) {
+        return Err(Usage("--updated-before 0 (1970) matches no context".into()).into());
+    }
+    let query = ContextQuery {
+        tags: tags.iter().cloned().collect::<BTreeMap<_, _>>(),
+        name_prefix: name_prefix.cloned(),
+        // After 0 bounds nothing (every context was updated after 1970); on the wire
+        // 0 means "no bound", so it is sent as none.
+        updated_after_unix_ms: updated_after.filter(|at| *at != 0),
+        updated_before_unix_ms: updated_before,
+        ..ContextQuery::default()
+    };
+    list_contexts(client, out, &query, limit)
 }
 
 /// `ctx list`: page by page, printing as it goes: a long listing starts at once and stops
