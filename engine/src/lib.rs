@@ -3,26 +3,73 @@
 //! Immutable turns in a parent-pointer DAG, contexts as head pointers, forks that copy
 //! nothing, payloads in a content-addressed blob store (BLAKE3) that stores each distinct
 //! payload once. Durable: an acknowledged write was fdatasync'ed, with one fsync per batch.
+//! The engine's place among the crates: docs/architecture.md.
 //!
-//! Code map (details in docs/architecture.md, whose engine table `tests/code_map.rs` checks
-//! against the imports), in the order imports flow (no module imports one below it):
-//! - `ids`, [`format`] (every on-disk record, encoded and decoded in one place), then the
-//!   vocabulary `model`, `error`, `config`; `file`: the only place bytes reach or leave the disk.
-//! - the actors' state types (`sequencer::{heads, dead, overlays, contexts, owners, log_base}`,
-//!   `blob::condemned`), then `sequencer::view`, `blob::view`, `status`, aggregated by
-//!   `published`: what the actors publish for lock-free readers.
-//! - `pipeline`: the messages of the append route; `group_commit`: the loop every actor runs.
-//! - `sequencer`: the one actor owning `turns.log`, TurnIDs and heads (`heads`: the DAG rule).
-//! - `blob`: blob shards (codec on the caller, actor writing packs, recovery, read view).
-//! - `chunks`: chunked blobs (cut, manifests, reads rebuilding a payload); `read`: page reads
-//!   over published state; `gc` and `log_compaction`: garbage collection.
-//! - [`engine`]: the `Engine` handle (open, the caller's step of an append, reads, shutdown)
-//!   and its methods by concern in `engine/`: `backup`, `chunked` (the chunked write),
-//!   `contexts`, `overlays` (patch, redact, purge), `retention` (delete, prune, TTL, the
-//!   reaper), `turns`.
-//! - [`verify`]: the offline invariant checker.
-//! - [`metrics`]: single-writer histograms and counters for monitoring; the actors' group
-//!   commit figures are recorded in `file` (`append_durably`).
+//! # Code map
+//!
+//! Imports flow one way, top to bottom of this table: a module uses only modules in its own
+//! row or listed above it (formats → vocabulary → file layer → the sequencer's and shards'
+//! state types → views → pipeline and actors → reads and garbage collection → `Engine`). The
+//! identifiers (`crate::ids`) are `ctxstore-vocab`'s, under the engine's own path. The files
+//! under `engine/` are `impl Engine` blocks, the Engine's own methods split by concern, so
+//! they may name `engine.rs`, their parent; likewise `sequencer/actor/` for the sequencer
+//! actor. A row names what a module owns in a line or two; the detail is in each module's
+//! `//!` header. `tests/code_map.rs` reads this table and fails when a module is missing
+//! from it or imports one listed below it (reorder the table only when the code's layering
+//! really changes).
+//!
+//! | module | owns | must not | invariants |
+//! |---|---|---|---|
+//! | `format/` | every on-disk record, one module per file type: encode, decode, size, checksum (`stream_meta.rs`: stream records, ops 12–14) | do I/O | decoding never panics |
+//! | `model.rs`, `error.rs`, `config.rs` | the API's types, `EngineError` and its stable `ErrorKind`, `EngineConfig`/`Limits`/`Placement` | do I/O | `validate()` holds before open |
+//! | `tail.rs` | the verdict on a file's end: clean, prepared space, torn, damaged | — | — |
+//! | `status.rs` | `StoreStatus`: read-only once any fdatasync failed; what the replica holds of the ids (`ShippedIds`, the base of the bound on unshipped ids) | — | never reset until restart |
+//! | `metrics.rs` | single-writer histograms and counters, `ActorMetrics`, the snapshots `Engine::actor_metrics` returns | be written by two threads | a snapshot's count is the sum of its buckets |
+//! | `faults.rs` | test-only fault injection read by `file/`; the tests of READ_ONLY, NO_SPACE and the overlapped fsync | exist in release builds | — |
+//! | `file/` | the file layer: every byte the engine writes reaches the disk here — `ActorFile`, `BackgroundWriter` and `Throttle`, durable namespace operations, shared files (decision 0017), `ReadFile`; `disk.rs`, the seam: one function per system call, observed by the simulated disk (`sim.rs`, `simulated-disk` feature, tests only; decision 0026); `api.rs`, the same calls for other crates (`ctxstore_engine::files`: the replica) | decide what to write | no other module calls a write operation (`code_map.rs`); inside `file/` only `disk.rs` calls the system to change the disk (`power_loss.rs`); no store changes a byte another name reads |
+//! | `store_dir.rs` | `StoreDir`: file names and paths, the LOCK (`DirLock`: unlocked before it closes, so a child process forked meanwhile cannot keep it), the meta file | decide what a file holds | — |
+//! | `reserve.rs` | `DiskReserve`: disk kept for garbage collection alone (issue 29) | hold data | never read; never copied by a backup |
+//! | `skip.rs` | skip pointers: `skip_depth`, `ancestor`, `skip_of_child`, `Ancestry` | do I/O | a skip target sits at exactly `skip_depth(depth)` on the turn's chain |
+//! | `sequencer/heads.rs` | `Heads` and the DAG rule, for the live path and replay | — | parent = head at append, depth = parent + 1 (root 0) |
+//! | `sequencer/dead.rs` | `DeadTurns`: what garbage collection collected, a bitmap by TurnID | — | a dead turn stays dead |
+//! | `sequencer/overlays.rs` | `Overlays` (decision 0012): patches, redactions, purged blobs; a turn's view | do I/O | a redaction is last and holds in every view |
+//! | `sequencer/contexts.rs` | `Contexts`: names, tags, key-value entries (with their TTLs and the expiry index), inheritance, the indexes, turn keys | do I/O | names unique; ≤ 32 tags; turn keys unique per context; every entry with an expiry is in the expiry index, and only those |
+//! | `sequencer/streams.rs` | `Streams` (issue 32): open streams (a turn in the making: its open's options, its bytes) and the ended ones kept; `StreamsView`, the snapshot readers read and wait on (a wake slot per stream id modulo 1,024: a batch wakes the readers of the streams it wrote) | do I/O | a delta continues its stream exactly at its length; an ended stream never reopens; one whose records a compaction dropped is unknown, before a restart as after |
+//! | `sequencer/watch.rs` | `WatchLog` (issue 32): the bounded log of events watchers read, sequence numbers = record ids; `WatchView` | do I/O | events in record order; a watcher older than the log is told it lagged |
+//! | `sequencer/owners.rs` | which turns a context owns: `walk_owners`, `owns`, `turn_by_key`, `on_chain` | do I/O itself | one set of ownership rules |
+//! | `sequencer/log_base.rs` | `LogBase`: `turns.base`, the compacted prefix of the log, at run time | write it (`log_compaction.rs` does) | immutable once renamed in |
+//! | `blob/condemned.rs` | `Condemned`: one round's condemned blobs, each move a compare-and-set | — | a named blob is never swept; a swept one is never named |
+//! | `sequencer/view.rs` | what readers see of the sequencer: `TurnsView` and its caches, `HeadTable`, `ContextsView` | be written by anyone but the sequencer | published after fdatasync (release/acquire) |
+//! | `blob/codec.rs` | compression policy, a client's zstd frame checked and kept (`encode_compressed`, decision 0029), decode and BLAKE3 check | — | runs on the caller's thread |
+//! | `blob/view.rs` | what readers see of a shard: `ShardView`, its index and pack read handles | write packs | an index entry exists only for a durable record |
+//! | `published.rs` | `Published`: the aggregate of the views and the status | own anything itself | — |
+//! | `pipeline.rs` | the append route, drawn in its doc; every message and reply between caller, shards and sequencer | hold state | a turn naming a pending blob is answered only after its `BlobsDurable` notice |
+//! | `group_commit.rs` | the one loop every actor runs, and the `GroupCommit` trait | know any record format | one fdatasync per batch; answers after commit |
+//! | `sequencer/scan.rs`, `sequencer/recover.rs` | reading the base and `turns.log` at open and for verify; the unacknowledged tail cut | — | damage is never cut silently |
+//! | `sequencer/migrate.rs` | store format 1 → 2 at open | run on a log recovery has not made whole | idempotent |
+//! | `sequencer/actor.rs`, `sequencer/actor/` | the sequencer: the batch's mechanics; each request kind's rules in `actor/` | touch blobs | linearizable TurnIDs; a failed batch is rolled back and answered with the error |
+//! | `blob/scan.rs`, `blob/recover.rs` | reading a shard's files at open and for verify; cutting torn tails | — | damage is never cut silently (only with `repair`) |
+//! | `blob/shard.rs`, `blob/shard/ingest.rs` | the shard actor: dedup, pack batches, handing appends on, rotation, GC's steps; a standby's pack bytes checked and written (`ingest.rs`) | import `sequencer/` | a put's blobs share one batch; an index entry only for a synced record |
+//! | `threads.rs` | engine threads: a compio runtime per `ThreadPlacement`, its actors | — | an actor that panics aborts the process |
+//! | `chunks.rs` | chunked blobs (decision 0013): manifests read and resolved, `read_payload`, what GC keeps | write files | a manifest is trusted only once checked against its chunks |
+//! | `read.rs` | every read: the tip, the walk, depth windows, page assembly, payloads | ask actors | every walked link checked |
+//! | `log_compaction.rs` | the round's last step: `turns.base` written, renamed in, published, the log punched | decide what goes (`gc/plan_log.rs`) | the base is durable and checked before any slot leaves the log |
+//! | `gc/` | the garbage collector (decision 0011), one file per phase of a round; pins, the scheduler | remove anything itself | nothing is swept before the round's gc-dead records are durable |
+//! | `engine/append.rs` | the caller's side of every write that stores blobs: one route (`BlobPlan`) | write files | an append waits for one overlapped fsync |
+//! | `engine/cut.rs` | `Engine::hold_cut`: the store's consistent cut, held while a tool reads the files it names (the replicator, issue 31) | write files | no collection replaces a file while a cut is held (backups and cuts share the maintenance lock; a round holds it alone only for a switch-over) |
+//! | `engine/id_floors.rs` | ids unique across replica generations (issue 46 item 8): `raise_id_floors` (a new generation's TurnIDs start past a `turns.base` that stands for the slots below the floor, `Collector::raise_record_floor`; ContextIDs past one `SkipContexts` record, `sequencer/actor/floors.rs`), `set_shipped_ids` (the bound a primary keeps past its replica's newest point, checked by the sequencer's `check_takes_ids`) | write files itself | floors only rise; raised only while the store takes no writes |
+//! | `engine/follow.rs` | a standby's side (issue 31): `ingest_pack` (a shard's `Ingest`) then `ingest_log` (the sequencer's `Ingest`, `sequencer/actor/ingest.rs`: slots written, replayed with `Replay::resume`, published as one batch), then `install_pack` (a pack the primary's collection rewrote, installed by its shard as a compaction is), `promote`, the READ_ONLY reason naming the primary | write files itself | pack bytes are published before the slots naming them; a rewritten pack is installed after them |
+//! | `engine/backup.rs` | online backup: the consistent cut, prefix copies, the meta file last | write the store's own files | every turn of the copy names a blob inside the copy |
+//! | `engine/chunked.rs` | the caller's side of a chunked write: base choice, `plan_manifest`, `put_chunked` | write files | a manifest is written only after each chunk it names is durable |
+//! | `engine/streams.rs` | streams, the caller's side (decision 0027): open, deltas, the seal (bytes stored as one blob, then turn and end record in one batch), abort, reads and waits, the reaper's idle aborts | write records itself | a seal's turn holds exactly the stream's acknowledged bytes |
+//! | `engine/watch.rs` | watches, the caller's side: a context, a name prefix or a tag, after a sequence number, at once or waited for | ask the sequencer | — |
+//! | `engine/contexts.rs` | contexts as agent threads, the caller's side | ask the sequencer for a read | — |
+//! | `engine/overlays.rs` | patch, redact, purge (decision 0012), the caller's side | write records itself | a patch's blob is durable before its record |
+//! | `engine/retention.rs` | delete, prune, TTL, and the `Reaper` thread (idle contexts; expired key-value entries, decision 0028) | decide a floor, a delete or an expiry itself | an expiry is a delete record like any other; a key-value expiry is a compare-and-delete the sequencer checks |
+//! | `engine/turns.rs` | turns for agent frameworks, reads only: extras, keys, the turn log, the window | ask the sequencer | — |
+//! | `engine/open.rs` | `Engine::open`: recover → publish → start actors → start background work | — | a failed step stops what the steps before it started |
+//! | `engine.rs` | `Engine`: the handle, reads, stats, shutdown | write files (actors do) | an append is answered only after its blobs and turn records are durable |
+//! | `verify.rs` | the offline checker: checksums, every blob's hash, the DAG, skip pointers | write | — |
 
 mod blob;
 pub mod chunks;

@@ -1,11 +1,14 @@
-//! The code map in `docs/architecture.md` is the import order of `engine/src`, checked.
+//! The engine's code map, the table in `engine/src/lib.rs`'s header, is the import order of
+//! `engine/src`, checked.
 //!
-//! The engine table lists every module top to bottom in the order imports flow (formats →
+//! The table lists every module top to bottom in the order imports flow (formats →
 //! file layer → state → views → pipeline and actors → reads → `Engine`): a module uses only
 //! modules in its own row or a row above it. The one allowance is a module's own parent: the
 //! files under `engine/` are `impl Engine` blocks, the Engine's own methods split by concern.
 //! A module missing from the table, or an import that points down the table, fails here, so
-//! the map a newcomer reads cannot drift from the code.
+//! the map a newcomer reads cannot drift from the code. The crate-wide rules (who writes to
+//! the disk, who may read the engine's formats) are checked here too; docs/architecture.md
+//! names each of them with this file.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -14,18 +17,11 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-const TABLE_START: &str = "## engine/src — code map";
-
-/// Rows of the engine table: each row's module entries (`sequencer/view.rs`, or `format/` for
-/// every file of a directory), in table order.
-fn table_rows(architecture: &str) -> Vec<Vec<String>> {
-    let start = architecture
-        .find(TABLE_START)
-        .expect("docs/architecture.md has the engine code map");
-    let section = &architecture[start + TABLE_START.len()..];
-    let end = section.find("\n## ").unwrap_or(section.len());
+/// Rows of the engine table in `lib.rs`'s header: each row's module entries
+/// (`sequencer/view.rs`, or `format/` for every file of a directory), in table order.
+fn table_rows(lib_rs: &str) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
-    for line in section[..end].lines() {
+    for line in lib_rs.lines().filter_map(|line| line.strip_prefix("//! ")) {
         let Some(first_cell) = line.strip_prefix("| ").and_then(|l| l.split(" |").next()) else {
             continue;
         };
@@ -157,9 +153,9 @@ fn parent_of(file: &str) -> Option<[String; 2]> {
 #[test]
 fn every_import_points_up_the_code_map() {
     let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let architecture = std::fs::read_to_string(manifest_dir.join("../docs/architecture.md"))
-        .expect("docs/architecture.md is readable");
-    let rows = table_rows(&architecture);
+    let lib_rs = std::fs::read_to_string(manifest_dir.join("src/lib.rs"))
+        .expect("engine/src/lib.rs is readable");
+    let rows = table_rows(&lib_rs);
     assert!(rows.len() > 20, "the engine table has its rows: {rows:?}");
 
     let src = manifest_dir.join("src");
@@ -178,7 +174,7 @@ fn every_import_points_up_the_code_map() {
         }
         let Some(row) = row_of(file, &rows) else {
             problems.push(format!(
-                "{file} is not in the engine table of docs/architecture.md"
+                "{file} is not in the code map of engine/src/lib.rs"
             ));
             continue;
         };
