@@ -12,8 +12,6 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -301,23 +299,6 @@ fn the_replica_writes_through_the_file_layer() {
         problems.is_empty(),
         "the replica writes outside the file layer (use ctxstore_engine::files):\n{}",
         problems.join("\n")
-    );
-}
-
-/// Every function, type and field the path sections of docs/architecture.md name in the
-/// engine exists (`common::doc_paths`: the server's steps are its crate's to check).
-#[test]
-fn the_paths_name_what_exists() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let architecture = std::fs::read_to_string(root.join("docs/architecture.md"))
-        .expect("docs/architecture.md is readable");
-    let titles = ["The path of an append", "The path of a read"];
-    let sections = common::doc_paths::sections(&architecture, &titles);
-    let missing = common::doc_paths::missing(&root, &sections, &["engine/src"], &["vocab/src"]);
-    assert!(
-        missing.is_empty(),
-        "docs/architecture.md's path sections name what the engine does not have:\n{}",
-        missing.join("\n")
     );
 }
 
