@@ -1,4 +1,4 @@
-//! In-process load benchmark of the engine: the figures of docs/benchmarks.md#engine.
+//! In-process load benchmark of the engine: the figures of benches/results/HISTORY.md#engine-in-process.
 //!
 //! `cargo bench -p ctxstore-benches --bench engine_load` runs everything; set
 //! `CTXSTORE_BENCH_DIR` to put the stores elsewhere than the system temp dir, and

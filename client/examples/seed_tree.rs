@@ -1,5 +1,5 @@
 //! Seeds a context shaped like an agent's history, for the web console's browser tests and
-//! its page-load figure (issue 37, docs/benchmarks.md): TURNS turns of JSON messages, a new
+//! its page-load figure (issue 37, benches/results/HISTORY.md): TURNS turns of JSON messages, a new
 //! branch off an older turn every BRANCH_EVERY turns (a retry or a time travel), appended in
 //! batches of 64. Prints `{"context_id":N,"head_turn_id":T,"turns":TURNS}`.
 //!

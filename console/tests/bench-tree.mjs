@@ -1,4 +1,4 @@
-// The console's page-load figure (issue 37, docs/benchmarks.md): a context of TURNS turns
+// The console's page-load figure (issue 37, benches/results/HISTORY.md): a context of TURNS turns
 // (a branch every BRANCH_EVERY), opened RUNS times in headless Chromium; each run's time
 // from navigation start to the tree drawn (the `ctxstore:tree-ready` mark), to the tree's
 // JSON received, and the tree request's own duration; the medians (the first run, which

@@ -1,6 +1,6 @@
 //! What counting one request costs a network core: `CoreMetrics::clock` + `answered` (two
 //! clock reads, a type lookup, a counter, a histogram bucket), on and off, in a tight loop.
-//! The per-request figure to set against a request's CPU time (docs/benchmarks.md#metrics-overhead).
+//! The per-request figure to set against a request's CPU time (benches/results/HISTORY.md#metrics-overhead).
 //!
 //!   cargo run --release -p ctxstore-server --example metrics_cost
 

@@ -9,7 +9,7 @@
 //! - **synced every `sync_step_bytes`**: without intermediate syncs the kernel gathers the
 //!   whole copy as dirty pages and writes it back at once, and every append's fdatasync waits
 //!   behind that flood (measured: append p99 149 ms during a 2.9 GB backup without them, 6 ms
-//!   with a sync every 8 MiB; docs/benchmarks.md#online-backup);
+//!   with a sync every 8 MiB; benches/results/HISTORY.md#online-backup);
 //! - **finished durably**: `finish` syncs data and length; `finish_renamed` then renames the
 //!   file over its target and syncs the directory, so a crash leaves the old file or the new
 //!   one, never half of either.
