@@ -2,6 +2,8 @@
 //! every read bounds-checked (an object from the bucket is input: it is checked, never trusted,
 //! and never panics the reader).
 
+use ctxstore_vocab::le::{LeReader, ShortRead};
+
 use crate::error::FormatError;
 
 /// Appends fields to a buffer.
@@ -44,63 +46,63 @@ impl Writer {
     }
 }
 
-/// Reads fields of one object, naming the object in every error.
+/// Reads fields of one object, naming the object in every error (`ctxstore_vocab::le`
+/// underneath).
 #[derive(Debug)]
 pub(crate) struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
+    le: LeReader<'a>,
     what: &'a str,
 }
 
 impl<'a> Reader<'a> {
     pub fn new(bytes: &'a [u8], what: &'a str) -> Reader<'a> {
-        Reader { bytes, at: 0, what }
+        Reader {
+            le: LeReader::new(bytes),
+            what,
+        }
     }
 
     pub fn remaining(&self) -> usize {
-        self.bytes.len() - self.at
+        self.le.remaining()
     }
 
     fn error(&self, reason: impl Into<String>) -> FormatError {
         FormatError {
             object: self.what.to_string(),
-            offset: self.at as u64,
+            offset: self.le.position() as u64,
             reason: reason.into(),
         }
     }
 
+    fn short(&self, short: ShortRead) -> FormatError {
+        self.error(format!(
+            "needs {} more bytes, {} are left",
+            short.needed, short.left
+        ))
+    }
+
     pub fn take(&mut self, len: usize) -> Result<&'a [u8], FormatError> {
-        if self.remaining() < len {
-            return Err(self.error(format!(
-                "needs {len} more bytes, {} are left",
-                self.remaining()
-            )));
-        }
-        let slice = &self.bytes[self.at..self.at + len];
-        self.at += len;
-        Ok(slice)
+        self.le.take(len).map_err(|short| self.short(short))
     }
 
     pub fn array<const N: usize>(&mut self) -> Result<[u8; N], FormatError> {
-        let mut array = [0u8; N];
-        array.copy_from_slice(self.take(N)?);
-        Ok(array)
+        self.le.array().map_err(|short| self.short(short))
     }
 
     pub fn u8(&mut self) -> Result<u8, FormatError> {
-        Ok(self.take(1)?[0])
+        self.le.u8().map_err(|short| self.short(short))
     }
 
     pub fn u16(&mut self) -> Result<u16, FormatError> {
-        Ok(u16::from_le_bytes(self.array()?))
+        self.le.u16().map_err(|short| self.short(short))
     }
 
     pub fn u32(&mut self) -> Result<u32, FormatError> {
-        Ok(u32::from_le_bytes(self.array()?))
+        self.le.u32().map_err(|short| self.short(short))
     }
 
     pub fn u64(&mut self) -> Result<u64, FormatError> {
-        Ok(u64::from_le_bytes(self.array()?))
+        self.le.u64().map_err(|short| self.short(short))
     }
 
     /// A count of items of at least `item_bytes` each, at most `max`: refused before anything

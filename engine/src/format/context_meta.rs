@@ -27,6 +27,8 @@
 //!                 reaper removed each entry that still had exactly that expiry
 //! ```
 
+use ctxstore_vocab::le::{self, LeReader, ShortRead};
+
 use crate::format::RecordError;
 use crate::ids::{BlobHash, ContextId, TurnId};
 
@@ -232,11 +234,13 @@ impl ContextMeta {
 
     /// Decodes a body; never panics. Checks the same limits as admission.
     pub fn decode(op: u16, body: &[u8]) -> Result<ContextMeta, RecordError> {
-        let mut reader = Reader { rest: body };
+        let mut reader = Reader {
+            le: LeReader::new(body),
+        };
         let meta = match op {
             OP_NAME => {
                 check_name(body)?;
-                reader.rest = &[];
+                reader.take_rest();
                 let name = std::str::from_utf8(body)
                     .map_err(|_| RecordError::Field("context name is not UTF-8"))?;
                 ContextMeta::Name(name.to_owned())
@@ -253,26 +257,25 @@ impl ContextMeta {
                 ContextMeta::KvDelete(keys)
             }
             OP_CLONE_FROM => {
-                let source = u64::from_le_bytes(reader.array()?);
+                let source = reader.u64()?;
                 if source == 0 {
                     return Err(RecordError::Field("clone from context 0"));
                 }
                 ContextMeta::CloneFrom(ContextId(source))
             }
             OP_DELETE => ContextMeta::Delete,
-            OP_FLOOR => ContextMeta::Floor(u32::from_le_bytes(reader.array()?)),
-            OP_TTL => ContextMeta::Ttl(u64::from_le_bytes(reader.array()?)),
+            OP_FLOOR => ContextMeta::Floor(reader.u32()?),
+            OP_TTL => ContextMeta::Ttl(reader.u64()?),
             OP_GC_DEAD => {
-                let first_turn_id = u64::from_le_bytes(reader.array()?);
-                if !reader.rest.len().is_multiple_of(8) {
+                let first_turn_id = reader.u64()?;
+                if !reader.le.remaining().is_multiple_of(8) {
                     return Err(RecordError::Field("gc-dead bitmap is not whole words"));
                 }
                 let words: Vec<u64> = reader
-                    .rest
+                    .take_rest()
                     .chunks_exact(8)
-                    .map(|word| u64::from_le_bytes(word.try_into().unwrap_or([0; 8])))
+                    .map(|word| le::u64_at(word, 0))
                     .collect();
-                reader.rest = &[];
                 check_gc_dead(first_turn_id, &words)?;
                 ContextMeta::GcDead {
                     first_turn_id,
@@ -280,14 +283,14 @@ impl ContextMeta {
                 }
             }
             OP_OVERLAY => {
-                let turn_id = TurnId(u64::from_le_bytes(reader.array()?));
+                let turn_id = TurnId(reader.u64()?);
                 if turn_id.is_none() {
                     return Err(RecordError::Field("overlay of TurnID 0"));
                 }
                 let kind = match reader.u8()? {
                     OVERLAY_PATCH => OverlayKind::Patch {
                         hash: BlobHash(reader.array()?),
-                        len: u32::from_le_bytes(reader.array()?),
+                        len: reader.u32()?,
                     },
                     OVERLAY_REDACT => OverlayKind::Redact,
                     _ => return Err(RecordError::Field("overlay is neither patch nor redact")),
@@ -298,7 +301,7 @@ impl ContextMeta {
             OP_SKIP_CONTEXTS => ContextMeta::SkipContexts,
             _ => return Err(RecordError::Field("unknown context metadata op")),
         };
-        if !reader.rest.is_empty() {
+        if reader.le.remaining() != 0 {
             return Err(RecordError::Field("bytes after the metadata body"));
         }
         Ok(meta)
@@ -374,7 +377,7 @@ fn decode_kv_put(reader: &mut Reader<'_>, op: u16) -> Result<ContextMeta, Record
     for _ in 0..count {
         let key = reader.key()?;
         let value_hash = BlobHash(reader.array()?);
-        let value_len = u32::from_le_bytes(reader.array()?);
+        let value_len = reader.u32()?;
         let (ttl_ms, expires_at_unix_ms) = if op == OP_KV_PUT_TTL {
             let ttl_ms = reader.u64()?;
             let expires_at_unix_ms = reader.u64()?;
@@ -488,37 +491,45 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// Bounds-checked reading of a body.
+fn ends_early(_: ShortRead) -> RecordError {
+    RecordError::Field("metadata body ends early")
+}
+
+/// Bounds-checked reading of a body (`ctxstore_vocab::le`).
 struct Reader<'a> {
-    rest: &'a [u8],
+    le: LeReader<'a>,
 }
 
 impl<'a> Reader<'a> {
     fn take(&mut self, len: usize) -> Result<&'a [u8], RecordError> {
-        if self.rest.len() < len {
-            return Err(RecordError::Field("metadata body ends early"));
-        }
-        let (head, rest) = self.rest.split_at(len);
-        self.rest = rest;
-        Ok(head)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], RecordError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
+        self.le.take(len).map_err(ends_early)
     }
 
     fn u8(&mut self) -> Result<u8, RecordError> {
-        Ok(self.array::<1>()?[0])
+        self.le.u8().map_err(ends_early)
     }
 
     fn u16(&mut self) -> Result<u16, RecordError> {
-        Ok(u16::from_le_bytes(self.array()?))
+        self.le.u16().map_err(ends_early)
+    }
+
+    fn u32(&mut self) -> Result<u32, RecordError> {
+        self.le.u32().map_err(ends_early)
     }
 
     fn u64(&mut self) -> Result<u64, RecordError> {
-        Ok(u64::from_le_bytes(self.array()?))
+        self.le.u64().map_err(ends_early)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], RecordError> {
+        self.le.array().map_err(ends_early)
+    }
+
+    /// The rest of the body, all of it read.
+    fn take_rest(&mut self) -> &'a [u8] {
+        let rest = self.le.rest();
+        self.le = LeReader::new(&[]);
+        rest
     }
 
     fn count(&mut self) -> Result<usize, RecordError> {

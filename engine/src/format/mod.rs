@@ -28,33 +28,27 @@ pub mod stream_meta;
 pub mod turn_extras;
 pub mod turn_log;
 
-/// Little-endian field access on a fixed record buffer. Offsets are constants of the layout, so
+use ctxstore_vocab::le;
+
+/// Little-endian field access on a fixed record buffer (`ctxstore_vocab::le`'s `*_at`). Offsets are constants of the layout, so
 /// an out-of-range slice is a programming error and panics (in tests, on the first run).
 pub(crate) struct Fields<'a>(pub &'a [u8]);
 
 impl Fields<'_> {
     pub fn u16(&self, at: usize) -> u16 {
-        let mut word = [0u8; 2];
-        word.copy_from_slice(&self.0[at..at + 2]);
-        u16::from_le_bytes(word)
+        le::u16_at(self.0, at)
     }
 
     pub fn u32(&self, at: usize) -> u32 {
-        let mut word = [0u8; 4];
-        word.copy_from_slice(&self.0[at..at + 4]);
-        u32::from_le_bytes(word)
+        le::u32_at(self.0, at)
     }
 
     pub fn u64(&self, at: usize) -> u64 {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(&self.0[at..at + 8]);
-        u64::from_le_bytes(word)
+        le::u64_at(self.0, at)
     }
 
     pub fn hash(&self, at: usize) -> [u8; 32] {
-        let mut out = [0u8; 32];
-        out.copy_from_slice(&self.0[at..at + 32]);
-        out
+        le::array_at(self.0, at)
     }
 }
 

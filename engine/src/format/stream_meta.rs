@@ -18,6 +18,8 @@
 //! Op 15 is reserved for streams. `context_meta::ContextMeta::decode` refuses these ops
 //! (tested below), so a body is never read as the wrong kind.
 
+use ctxstore_vocab::le::{u16_at, u32_at, u64_at};
+
 use crate::format::RecordError;
 use crate::format::turn_extras::{TURN_EXTRAS_BYTES_MAX, TurnExtras};
 use crate::format::turn_log::META_BODY_BYTES_MAX;
@@ -211,7 +213,7 @@ fn decode_open(body: &[u8]) -> Result<StreamMeta, RecordError> {
     if u16_at(fixed, 2) != 0 {
         return Err(RecordError::Field("stream open reserved bytes are not 0"));
     }
-    let codec = u32::from_le_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]);
+    let codec = u32_at(fixed, 4);
     let type_tag = u64_at(fixed, 8);
     let expected_head = u64_at(fixed, 16);
     let parent_turn_id = u64_at(fixed, 24);
@@ -247,16 +249,6 @@ fn decode_open(body: &[u8]) -> Result<StreamMeta, RecordError> {
         summary: flags & FLAG_SUMMARY != 0,
         extras,
     }))
-}
-
-fn u16_at(bytes: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([bytes[at], bytes[at + 1]])
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_le_bytes(word)
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@
 //! u8 link_count (≤ 8), link_count × u64 turn_id (non-zero)
 //! ```
 
+use ctxstore_vocab::le::{LeReader, ShortRead};
+
 use crate::format::RecordError;
 use crate::ids::TurnId;
 
@@ -111,7 +113,9 @@ impl TurnExtras {
         if body.is_empty() {
             return Ok(TurnExtras::default());
         }
-        let mut reader = Reader { body, at: 0 };
+        let mut reader = Reader {
+            le: LeReader::new(body),
+        };
         let key_len = usize::from(reader.u8()?);
         if key_len > TURN_KEY_BYTES_MAX {
             return Err(RecordError::Field("turn key over 64 bytes"));
@@ -137,7 +141,7 @@ impl TurnExtras {
         for _ in 0..link_count {
             links.push(TurnId(reader.u64()?));
         }
-        if reader.at != body.len() {
+        if reader.le.remaining() != 0 {
             return Err(RecordError::Field("bytes after the turn extras"));
         }
         let extras = TurnExtras { key, labels, links };
@@ -156,36 +160,30 @@ impl TurnExtras {
     }
 }
 
+/// Bounds-checked reading of a body (`ctxstore_vocab::le`).
 struct Reader<'a> {
-    body: &'a [u8],
-    at: usize,
+    le: LeReader<'a>,
 }
 
-impl Reader<'_> {
-    fn take(&mut self, count: usize) -> Result<&[u8], RecordError> {
-        let end = self
-            .at
-            .checked_add(count)
-            .filter(|end| *end <= self.body.len());
-        let end = end.ok_or(RecordError::Field("turn extras cut short"))?;
-        let bytes = &self.body[self.at..end];
-        self.at = end;
-        Ok(bytes)
+fn cut_short(_: ShortRead) -> RecordError {
+    RecordError::Field("turn extras cut short")
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, count: usize) -> Result<&'a [u8], RecordError> {
+        self.le.take(count).map_err(cut_short)
     }
 
     fn u8(&mut self) -> Result<u8, RecordError> {
-        Ok(self.take(1)?[0])
+        self.le.u8().map_err(cut_short)
     }
 
     fn u16(&mut self) -> Result<u16, RecordError> {
-        let bytes = self.take(2)?;
-        Ok(u16::from_le_bytes([bytes[0], bytes[1]]))
+        self.le.u16().map_err(cut_short)
     }
 
     fn u64(&mut self) -> Result<u64, RecordError> {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(word))
+        self.le.u64().map_err(cut_short)
     }
 
     fn utf8(&mut self, count: usize) -> Result<String, RecordError> {

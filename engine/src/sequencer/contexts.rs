@@ -146,9 +146,7 @@ impl TurnKeyDigest {
 /// Already uniformly distributed: one word of it is the table hash (`BlobHashBuildHasher`).
 impl std::hash::Hash for TurnKeyDigest {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(&self.0[..8]);
-        state.write_u64(u64::from_le_bytes(word));
+        state.write_u64(ctxstore_vocab::le::u64_at(&self.0, 0));
     }
 }
 

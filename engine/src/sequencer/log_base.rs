@@ -204,7 +204,5 @@ pub(crate) fn slot_offset(index: u64) -> u64 {
 
 /// The record id a slot carries (its first 8 bytes), without decoding the rest.
 pub(crate) fn slot_record_id(slot: &[u8]) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&slot[..8]);
-    u64::from_le_bytes(word)
+    ctxstore_vocab::le::u64_at(slot, 0)
 }

@@ -6,6 +6,7 @@
 //! field, so no input can make a decoder panic or read past its body.
 
 use bytes::Bytes;
+use ctxstore_vocab::le::{LeReader, ShortRead};
 
 use crate::error::DecodeError;
 use crate::message::*;
@@ -26,21 +27,28 @@ impl Cursor {
         }
     }
 
-    pub(super) fn take(&mut self, count: usize) -> Result<&[u8], DecodeError> {
-        let end = self
-            .position
-            .checked_add(count)
-            .filter(|end| *end <= self.body.len());
-        let Some(end) = end else {
-            return Err(DecodeError::Truncated {
+    /// One read of the shared little-endian reader (`ctxstore_vocab::le`) at this cursor's
+    /// position; a short body is TRUNCATED naming the message.
+    fn read<'c, T>(
+        &'c mut self,
+        read: impl FnOnce(&mut LeReader<'c>) -> Result<T, ShortRead>,
+    ) -> Result<T, DecodeError> {
+        let mut reader = LeReader::at(&self.body, self.position);
+        match read(&mut reader) {
+            Ok(value) => {
+                self.position = reader.position();
+                Ok(value)
+            }
+            Err(short) => Err(DecodeError::Truncated {
                 message: self.message,
-                needed: self.position.saturating_add(count),
+                needed: short.needed_len(),
                 actual: self.body.len(),
-            });
-        };
-        let slice = &self.body[self.position..end];
-        self.position = end;
-        Ok(slice)
+            }),
+        }
+    }
+
+    pub(super) fn take(&mut self, count: usize) -> Result<&[u8], DecodeError> {
+        self.read(|reader| reader.take(count))
     }
 
     pub(super) fn bytes(&mut self, count: usize) -> Result<Bytes, DecodeError> {
@@ -50,31 +58,23 @@ impl Cursor {
     }
 
     pub(super) fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
+        self.read(LeReader::u8)
     }
 
     pub(super) fn u16(&mut self) -> Result<u16, DecodeError> {
-        let mut word = [0u8; 2];
-        word.copy_from_slice(self.take(2)?);
-        Ok(u16::from_le_bytes(word))
+        self.read(LeReader::u16)
     }
 
     pub(super) fn u32(&mut self) -> Result<u32, DecodeError> {
-        let mut word = [0u8; 4];
-        word.copy_from_slice(self.take(4)?);
-        Ok(u32::from_le_bytes(word))
+        self.read(LeReader::u32)
     }
 
     pub(super) fn u64(&mut self) -> Result<u64, DecodeError> {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(word))
+        self.read(LeReader::u64)
     }
 
     pub(super) fn hash(&mut self) -> Result<BlobHash, DecodeError> {
-        let mut hash = [0u8; 32];
-        hash.copy_from_slice(self.take(32)?);
-        Ok(BlobHash(hash))
+        self.read(LeReader::array).map(BlobHash)
     }
 
     pub(super) fn zero(&mut self, count: usize, field: &'static str) -> Result<(), DecodeError> {
