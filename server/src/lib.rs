@@ -25,6 +25,9 @@
 //! directory and served as usual; the listening socket is handed over (`Acceptor::route_to`),
 //! never closed, and the connections made while it waited are closed (clients reconnect).
 
+// Functions fit on a screen: the threshold is in clippy.toml.
+#![warn(clippy::too_many_lines)]
+
 mod acceptor;
 pub mod config;
 pub mod connection;
@@ -102,60 +105,7 @@ impl Server {
         let mut listening = Listening::Bound(listener);
         let mut engine_config = config.engine.clone();
         if let Some(follow) = &config.follow {
-            // A standby's store comes from its replica: restored into an empty directory, or
-            // the one it followed before (decision 0019).
-            engine_config.follower = true;
-            if engine_config.data_dir.is_relative() {
-                let here = std::env::current_dir().context("reading the current directory")?;
-                engine_config.data_dir = here.join(&engine_config.data_dir);
-            }
-            // A stalled standby's fresh restore, put in place of its store (or a swap a crash
-            // cut short, finished) before the store opens (issue 46).
-            if engine_config.data_dir.exists()
-                && ctxstore_replica::fresh::swap_in(&engine_config.data_dir).with_context(|| {
-                    format!(
-                        "putting the standby's fresh restore in place in {}",
-                        engine_config.data_dir.display()
-                    )
-                })?
-            {
-                tracing::info!("standby starts again from its fresh restore");
-            }
-            // A replica with no restore point yet is waited for (the standby may start before
-            // its primary's first write ships), answering meanwhile; a signal ends the start.
-            let waiting = Arc::new(ctxstore_replica::ReplicationStats::default());
-            let prepared = ctxstore_replica::follow::prepare_waiting(
-                &engine_config.data_dir,
-                follow,
-                &config.stop_waiting,
-                &waiting,
-                || {
-                    let Listening::Bound(bound) = &listening else {
-                        return;
-                    };
-                    let started = bound
-                        .try_clone()
-                        .context("a second descriptor of the listening socket")
-                        .and_then(|copy| Server::start_waiting(&config, copy, waiting.clone()));
-                    match started {
-                        // The waiting server's acceptor holds the socket from here on.
-                        Ok(server) => listening = Listening::Waited(Box::new(server)),
-                        Err(error) => tracing::warn!(
-                            error = %format!("{error:#}"),
-                            "the waiting standby cannot answer (connections wait in the \
-                             backlog until it has restored)"
-                        ),
-                    }
-                },
-            )
-            .with_context(|| {
-                format!(
-                    "preparing the standby of {} in {}",
-                    follow.url,
-                    engine_config.data_dir.display()
-                )
-            })?;
-            tracing::info!(?prepared, url = %follow.url, "standby ready to open");
+            Server::prepare_standby(&config, follow, &mut engine_config, &mut listening)?;
         }
         let engine = Engine::open(engine_config.clone()).with_context(|| {
             format!("opening the store in {}", config.engine.data_dir.display())
@@ -174,39 +124,9 @@ impl Server {
             scratch: None,
             stopped: false,
         };
-        // Replication attaches before anything is served: a foreign prefix or a store that
-        // cannot be reached (without --replicate-start-anyway) stops the start.
-        // The address clients reach this server at, for the replica's epoch object (a
-        // standby's READ_ONLY names it): `--replica-advertise`, else the bound address.
-        let advertise = |ship: &ctxstore_replica::ShipConfig| {
-            let mut ship = ship.clone();
-            if ship.advertise.is_empty() {
-                ship.advertise = local_addr.to_string();
-            }
-            ship
-        };
-        if let Some(replication) = &config.replication {
-            match ctxstore_replica::Replicator::start(server.engine.clone(), advertise(replication))
-            {
-                Ok(replicator) => server.replicator = Some(replicator),
-                Err(error) => {
-                    server.stop();
-                    return Err(replication_start_error(error, replication));
-                }
-            }
-        }
-        if let Some(follow) = &config.follow {
-            let follow = ctxstore_replica::FollowConfig {
-                ship: advertise(&follow.ship),
-                ..follow.clone()
-            };
-            match ctxstore_replica::Follower::start(server.engine.clone(), follow) {
-                Ok(follower) => server.follower = Some(follower),
-                Err(error) => {
-                    server.stop();
-                    return Err(anyhow::Error::new(error).context("starting the standby"));
-                }
-            }
+        if let Err(error) = server.attach_replication(&config, local_addr) {
+            server.stop();
+            return Err(error);
         }
         if let Err(error) = server.start_serving(&config, listening) {
             server.stop();
@@ -224,6 +144,109 @@ impl Server {
                 .with_context(|| format!("writing the ready file {}", path.display()))?;
         }
         Ok(server)
+    }
+
+    /// A standby's store before it opens: an absolute data directory, a fresh restore put in
+    /// place, and the replica's first restore point waited for (answering meanwhile through
+    /// `listening`, which then holds the waiting server).
+    fn prepare_standby(
+        config: &ServerConfig,
+        follow: &ctxstore_replica::FollowConfig,
+        engine_config: &mut ctxstore_engine::EngineConfig,
+        listening: &mut Listening,
+    ) -> anyhow::Result<()> {
+        // A standby's store comes from its replica: restored into an empty directory, or
+        // the one it followed before (decision 0019).
+        engine_config.follower = true;
+        if engine_config.data_dir.is_relative() {
+            let here = std::env::current_dir().context("reading the current directory")?;
+            engine_config.data_dir = here.join(&engine_config.data_dir);
+        }
+        // A stalled standby's fresh restore, put in place of its store (or a swap a crash
+        // cut short, finished) before the store opens (issue 46).
+        if engine_config.data_dir.exists()
+            && ctxstore_replica::fresh::swap_in(&engine_config.data_dir).with_context(|| {
+                format!(
+                    "putting the standby's fresh restore in place in {}",
+                    engine_config.data_dir.display()
+                )
+            })?
+        {
+            tracing::info!("standby starts again from its fresh restore");
+        }
+        // A replica with no restore point yet is waited for (the standby may start before
+        // its primary's first write ships), answering meanwhile; a signal ends the start.
+        let waiting = Arc::new(ctxstore_replica::ReplicationStats::default());
+        let prepared = ctxstore_replica::follow::prepare_waiting(
+            &engine_config.data_dir,
+            follow,
+            &config.stop_waiting,
+            &waiting,
+            || {
+                let Listening::Bound(bound) = &*listening else {
+                    return;
+                };
+                let started = bound
+                    .try_clone()
+                    .context("a second descriptor of the listening socket")
+                    .and_then(|copy| Server::start_waiting(config, copy, waiting.clone()));
+                match started {
+                    // The waiting server's acceptor holds the socket from here on.
+                    Ok(server) => *listening = Listening::Waited(Box::new(server)),
+                    Err(error) => tracing::warn!(
+                        error = %format!("{error:#}"),
+                        "the waiting standby cannot answer (connections wait in the \
+                         backlog until it has restored)"
+                    ),
+                }
+            },
+        )
+        .with_context(|| {
+            format!(
+                "preparing the standby of {} in {}",
+                follow.url,
+                engine_config.data_dir.display()
+            )
+        })?;
+        tracing::info!(?prepared, url = %follow.url, "standby ready to open");
+        Ok(())
+    }
+
+    /// Replication (`--replicate-to`) or the standby (`--follow`) attached to the open engine.
+    /// On an error the caller stops the server.
+    fn attach_replication(
+        &mut self,
+        config: &ServerConfig,
+        local_addr: SocketAddr,
+    ) -> anyhow::Result<()> {
+        // Replication attaches before anything is served: a foreign prefix or a store that
+        // cannot be reached (without --replicate-start-anyway) stops the start.
+        // The address clients reach this server at, for the replica's epoch object (a
+        // standby's READ_ONLY names it): `--replica-advertise`, else the bound address.
+        let advertise = |ship: &ctxstore_replica::ShipConfig| {
+            let mut ship = ship.clone();
+            if ship.advertise.is_empty() {
+                ship.advertise = local_addr.to_string();
+            }
+            ship
+        };
+        if let Some(replication) = &config.replication {
+            match ctxstore_replica::Replicator::start(self.engine.clone(), advertise(replication)) {
+                Ok(replicator) => self.replicator = Some(replicator),
+                Err(error) => return Err(replication_start_error(error, replication)),
+            }
+        }
+        if let Some(follow) = &config.follow {
+            let follow = ctxstore_replica::FollowConfig {
+                ship: advertise(&follow.ship),
+                ..follow.clone()
+            };
+            match ctxstore_replica::Follower::start(self.engine.clone(), follow) {
+                Ok(follower) => self.follower = Some(follower),
+                Err(error) => return Err(anyhow::Error::new(error).context("starting the standby")),
+            }
+        }
+        Ok(())
     }
 
     /// The server that answers while a standby waits for its replica's first restore point

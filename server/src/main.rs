@@ -10,6 +10,9 @@
 //! - Offline subcommands: `verify --data DIR` (every checksum, hash and DAG invariant; non-zero
 //!   on any problem) and `backup --data SRC --to DIR` (a copy of a stopped store).
 
+// Functions fit on a screen: the threshold is in clippy.toml.
+#![warn(clippy::too_many_lines)]
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -621,7 +624,7 @@ fn restore(
     s3: &S3Args,
     umask: u32,
 ) -> anyhow::Result<ExitCode> {
-    use ctxstore_replica::restore::{Progress, RestorePoint};
+    use ctxstore_replica::restore::RestorePoint;
     rustix::process::umask(rustix::fs::Mode::from_bits_truncate(umask));
     let to = std::path::absolute(to).with_context(|| format!("resolving {}", to.display()))?;
     let point = match (at, at_seq) {
@@ -636,8 +639,41 @@ fn restore(
         .build()
         .context("starting the restore's runtime")?;
     let started = std::time::Instant::now();
+    let mut progress = restore_progress(started);
+    let report = runtime
+        .block_on(ctxstore_replica::restore::restore(
+            &remote,
+            &to,
+            point,
+            generation,
+            &mut progress,
+        ))
+        .with_context(|| format!("restoring {from} into {}", to.display()))?;
+    let (floors, verified) = check_restored(&to, &report, &remote, &runtime)?;
+    println!(
+        "restored_dir {}\ngeneration {}\nseq {}\npoint_unix_ms {}\nlog_records {}\nnext_turn_id {}\nnext_context_id {}\nturns {}\nblobs {}\nobjects {}\nbytes {}\nduration_ms {}",
+        report.dir.display(),
+        report.generation,
+        report.seq,
+        report.created_unix_ms,
+        report.log_records,
+        floors.records,
+        floors.contexts,
+        verified.turns,
+        verified.blobs,
+        report.objects,
+        report.bytes,
+        started.elapsed().as_millis()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A restore's progress on stderr: a line a second at most, and the last one.
+fn restore_progress(
+    started: std::time::Instant,
+) -> impl FnMut(ctxstore_replica::restore::Progress) {
     let mut last_line = std::time::Instant::now() - std::time::Duration::from_secs(1);
-    let mut progress = move |done: Progress| {
+    move |done: ctxstore_replica::restore::Progress| {
         let finished = done.objects_done == done.objects_total;
         if finished || last_line.elapsed() >= std::time::Duration::from_secs(1) {
             last_line = std::time::Instant::now();
@@ -651,22 +687,26 @@ fn restore(
                 done.bytes_done as f64 / 1048576.0 / seconds
             );
         }
-    };
-    let report = runtime
-        .block_on(ctxstore_replica::restore::restore(
-            &remote,
-            &to,
-            point,
-            generation,
-            &mut progress,
-        ))
-        .with_context(|| format!("restoring {from} into {}", to.display()))?;
+    }
+}
+
+/// The restored store opened (recovery checks it), every record of the point found in it,
+/// its ids raised past the replica's, then verified.
+fn check_restored(
+    to: &std::path::Path,
+    report: &ctxstore_replica::restore::RestoreReport,
+    remote: &ctxstore_replica::Remote,
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<(
+    ctxstore_engine::id_floors::IdFloors,
+    ctxstore_engine::VerifyReport,
+)> {
     // The restored store is a store like any other: recovery checks it, then verify.
-    let shards = ctxstore_engine::store_dir::StoreDir::new(&to)
+    let shards = ctxstore_engine::store_dir::StoreDir::new(to)
         .existing_shard_count()?
         .unwrap_or(1);
     let engine =
-        ctxstore_engine::Engine::open(ctxstore_engine::EngineConfig::new(&to).with_shards(shards))
+        ctxstore_engine::Engine::open(ctxstore_engine::EngineConfig::new(to).with_shards(shards))
             .with_context(|| format!("opening the restored store {}", to.display()))?;
     // Recovery keeps a turn only with its blob: a store that opens with fewer records than
     // the point holds lost some (issue 46: this exited 0 and verified). Never a silent loss.
@@ -685,31 +725,16 @@ fn restore(
     // A restored store is started to take writes: its ids start past every one the
     // replica's primaries may have handed out without shipping it (issue 46 item 8).
     let floors = runtime
-        .block_on(ctxstore_replica::ids::start_past_replica(&remote, &engine))
+        .block_on(ctxstore_replica::ids::start_past_replica(remote, &engine))
         .with_context(|| format!("raising the ids of {}", to.display()));
     engine.shutdown();
     let floors = floors?;
-    let verified = ctxstore_engine::verify(&to)?;
+    let verified = ctxstore_engine::verify(to)?;
     if !verified.is_ok() {
         eprintln!("{verified}");
         anyhow::bail!("the restored store in {} does not verify", to.display());
     }
-    println!(
-        "restored_dir {}\ngeneration {}\nseq {}\npoint_unix_ms {}\nlog_records {}\nnext_turn_id {}\nnext_context_id {}\nturns {}\nblobs {}\nobjects {}\nbytes {}\nduration_ms {}",
-        report.dir.display(),
-        report.generation,
-        report.seq,
-        report.created_unix_ms,
-        report.log_records,
-        floors.records,
-        floors.contexts,
-        verified.turns,
-        verified.blobs,
-        report.objects,
-        report.bytes,
-        started.elapsed().as_millis()
-    );
-    Ok(ExitCode::SUCCESS)
+    Ok((floors, verified))
 }
 
 /// A checkpoint schedule: by time or by bytes shipped.
@@ -834,11 +859,34 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let second_signal = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut signals = signals;
-    // Until a signal; a stalled standby that restored its replica afresh restarts onto it
-    // meanwhile (its connections closed; clients reconnect to the same address).
-    let signal = loop {
+    let signal = serve_until_signal(&mut server, &mut signals, &mut restart_config)?;
+    tracing::info!(
+        signal,
+        ?drain_timeout,
+        "shutting down: no new connections, answering and writing what is in flight"
+    );
+    let handle = signals.handle();
+    watch_later_signals(signals, server.hurry_handle(), second_signal.clone());
+    server.stop();
+    handle.close();
+    Ok(if second_signal.load(std::sync::atomic::Ordering::SeqCst) {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Serves until a signal, and returns it; a stalled standby that restored its replica afresh
+/// restarts onto it meanwhile (its connections closed; clients reconnect to the same
+/// address).
+fn serve_until_signal(
+    server: &mut Server,
+    signals: &mut signal_hook::iterator::Signals,
+    restart_config: &mut ServerConfig,
+) -> anyhow::Result<i32> {
+    loop {
         if let Some(signal) = signals.pending().next() {
-            break signal;
+            return Ok(signal);
         }
         if server.fresh_restore_ready() {
             tracing::warn!(
@@ -849,27 +897,28 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             restart_config.metrics_listen = server.metrics_addr().or(restart_config.metrics_listen);
             restart_config.console_listen = server.console_addr().or(restart_config.console_listen);
             server.stop();
-            server = Server::start(restart_config.clone())
+            *server = Server::start(restart_config.clone())
                 .context("restarting the standby onto its fresh restore")?;
             continue;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
-    };
-    tracing::info!(
-        signal,
-        ?drain_timeout,
-        "shutting down: no new connections, answering and writing what is in flight"
-    );
-    let hurry = server.hurry_handle();
-    // A second signal while draining closes every connection at once; the engine still
-    // finishes its queues and syncs. A third exits without waiting for anything (recovery
-    // at the next start handles whatever was not synced; nothing acknowledged is lost).
-    let handle = signals.handle();
-    let flag = second_signal.clone();
+    }
+}
+
+/// A second signal while draining closes every connection at once (and raises
+/// `second_signal`); the engine still finishes its queues and syncs. A third exits without
+/// waiting for anything (recovery at the next start handles whatever was not synced; nothing
+/// acknowledged is lost).
+fn watch_later_signals(
+    signals: signal_hook::iterator::Signals,
+    hurry: ctxstore_server::HurryHandle,
+    second_signal: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut signals = signals;
     std::thread::spawn(move || {
         let mut more = signals.forever();
         if more.next().is_some() {
-            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            second_signal.store(true, std::sync::atomic::Ordering::SeqCst);
             eprintln!("ctxstore-server: second signal, closing every connection now");
             hurry.hurry();
         }
@@ -878,13 +927,6 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             std::process::exit(130);
         }
     });
-    server.stop();
-    handle.close();
-    Ok(if second_signal.load(std::sync::atomic::Ordering::SeqCst) {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    })
 }
 
 /// A chunk size or threshold: a byte count (units as `parse_size`) that fits in 32 bits.
@@ -1047,32 +1089,62 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     if let Some(cores) = args.network_cores {
         config.network_cores = cores;
     }
-    if let Some(cpus) = args.network_core_cpus {
+    if let Some(cpus) = &args.network_core_cpus {
         if args.network_cores.is_none() {
             config.network_cores = cpus.len();
         }
-        config.network_core_cpus = Some(cpus);
+        config.network_core_cpus = Some(cpus.clone());
     }
     let existing = ctxstore_engine::store_dir::StoreDir::new(&args.data).existing_shard_count()?;
     let shards = args.shards.or(existing).unwrap_or(1);
     config.engine = config.engine.with_shards(shards);
-    if let Some(placement) = args.placement {
-        config.engine.placement = placement;
+    engine_settings(&args, &mut config.engine);
+    replication_settings(&args, &mut config);
+    limit_settings(&args, &mut config);
+    config.ready_file = args.ready_file;
+    config.payload_cache_bytes_per_core = args.payload_cache_bytes;
+    Ok(config)
+}
+
+/// The engine's settings: placement, checks at open, expiry, streams, garbage collection,
+/// chunking and its own limits.
+fn engine_settings(args: &ServeArgs, engine: &mut ctxstore_engine::EngineConfig) {
+    if let Some(placement) = &args.placement {
+        engine.placement = placement.clone();
     }
-    config.engine.zstd_level = args.zstd_level;
-    config.engine.open_check = args.open_check;
-    config.engine.repair = args.repair;
-    config.engine.preallocate = !args.no_preallocate;
-    config.engine.context_ttl_default_ms = args.context_ttl.as_millis() as u64;
-    config.engine.stream_idle_timeout_ms = args.stream_idle_timeout.as_millis() as u64;
-    config.engine.limits.streams_open_max = args.streams_open_max;
-    config.limits.stream_wait_ms_max = args.stream_wait_ms_max;
-    config.limits.streams_per_connection_max = args.streams_per_connection_max;
-    config.engine.backup_bytes_per_s_max = args.backup_rate_max;
-    config.engine.gc_interval_ms = args.gc_interval.as_millis() as u64;
-    config.engine.gc_deleted_bytes_trigger = args.gc_deleted_bytes_trigger;
-    config.engine.gc_log_dead_bytes_min = args.gc_log_dead_bytes_min;
-    config.engine.disk_reserve_bytes = args.disk_reserve;
+    engine.zstd_level = args.zstd_level;
+    engine.open_check = args.open_check;
+    engine.repair = args.repair;
+    engine.preallocate = !args.no_preallocate;
+    engine.context_ttl_default_ms = args.context_ttl.as_millis() as u64;
+    engine.stream_idle_timeout_ms = args.stream_idle_timeout.as_millis() as u64;
+    engine.limits.streams_open_max = args.streams_open_max;
+    engine.backup_bytes_per_s_max = args.backup_rate_max;
+    engine.gc_interval_ms = args.gc_interval.as_millis() as u64;
+    engine.gc_deleted_bytes_trigger = args.gc_deleted_bytes_trigger;
+    engine.gc_log_dead_bytes_min = args.gc_log_dead_bytes_min;
+    engine.disk_reserve_bytes = args.disk_reserve;
+    engine.gc_pack_dead_percent = args.gc_pack_dead_percent;
+    engine.gc_bytes_per_s_max = args.gc_rate_max;
+    // parse_chunk_bytes bounds each to u32; the engine's validation checks the rest.
+    engine.chunking = ctxstore_engine::ChunkingConfig {
+        threshold_bytes: args.chunk_threshold as u32,
+        chunk_bytes_min: args.chunk_min as u32,
+        chunk_bytes_avg: args.chunk_avg as u32,
+        chunk_bytes_max: args.chunk_max as u32,
+    };
+    engine.limits.blob_bytes_max = args.blob_bytes_max;
+    engine.limits.read_turns_max = args.read_turns_max;
+    engine.limits.pack_bytes_max = args.pack_bytes_max;
+    engine.limits.queue_depth_max = args.queue_depth_max;
+    engine.limits.sequencer_batch_records_max = args.sequencer_batch_records_max;
+    engine.limits.shard_batch_records_max = args.shard_batch_records_max;
+    engine.limits.shard_batch_bytes_max = args.shard_batch_bytes_max;
+    engine.limits.batch_wait_us_max = args.batch_wait_us_max;
+}
+
+/// Shipping to a replica (`--replicate-to`) or following one as a standby (`--follow`).
+fn replication_settings(args: &ServeArgs, config: &mut ServerConfig) {
     // Empty: the server writes the address it bound (`Server::start`).
     let advertise = args.replica_advertise.clone().unwrap_or_default();
     if let Some(url) = &args.replicate_to {
@@ -1114,23 +1186,13 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
             ship,
         });
     }
-    config.engine.gc_pack_dead_percent = args.gc_pack_dead_percent;
-    config.engine.gc_bytes_per_s_max = args.gc_rate_max;
-    // parse_chunk_bytes bounds each to u32; the engine's validation checks the rest.
-    config.engine.chunking = ctxstore_engine::ChunkingConfig {
-        threshold_bytes: args.chunk_threshold as u32,
-        chunk_bytes_min: args.chunk_min as u32,
-        chunk_bytes_avg: args.chunk_avg as u32,
-        chunk_bytes_max: args.chunk_max as u32,
-    };
-    config.engine.limits.blob_bytes_max = args.blob_bytes_max;
-    config.engine.limits.read_turns_max = args.read_turns_max;
-    config.engine.limits.pack_bytes_max = args.pack_bytes_max;
-    config.engine.limits.queue_depth_max = args.queue_depth_max;
-    config.engine.limits.sequencer_batch_records_max = args.sequencer_batch_records_max;
-    config.engine.limits.shard_batch_records_max = args.shard_batch_records_max;
-    config.engine.limits.shard_batch_bytes_max = args.shard_batch_bytes_max;
-    config.engine.limits.batch_wait_us_max = args.batch_wait_us_max;
+}
+
+/// The network cores' limits: frames, requests, connections, unwritten bytes, timeouts,
+/// streams, the drain.
+fn limit_settings(args: &ServeArgs, config: &mut ServerConfig) {
+    config.limits.stream_wait_ms_max = args.stream_wait_ms_max;
+    config.limits.streams_per_connection_max = args.streams_per_connection_max;
     config.limits.response_bytes_max = args.response_bytes_max;
     config.limits.frame_bytes_max = args.frame_bytes_max;
     config.limits.requests_in_flight_max = args.requests_in_flight_max;
@@ -1145,9 +1207,6 @@ fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.limits.has_blobs_max = args.has_blobs_max;
     config.limits.idle_timeout = args.idle_timeout;
     config.limits.frame_timeout = args.frame_timeout;
-    config.ready_file = args.ready_file;
-    config.payload_cache_bytes_per_core = args.payload_cache_bytes;
-    Ok(config)
 }
 
 /// The token is a password: say so when others than the server's user may read its file.

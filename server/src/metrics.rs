@@ -153,88 +153,9 @@ impl MetricsSource {
         };
         let now = ctxstore_replica::stats::now_unix_ms();
         let snapshot = stats.snapshot(now);
-        let states = [
-            ctxstore_replica::ReplicationState::Shipping,
-            ctxstore_replica::ReplicationState::Failing,
-            ctxstore_replica::ReplicationState::Fenced,
-            ctxstore_replica::ReplicationState::Stopped,
-            ctxstore_replica::ReplicationState::Following,
-            ctxstore_replica::ReplicationState::Stalled,
-            ctxstore_replica::ReplicationState::Waiting,
-        ];
-        families.push(family(
-            "ctxstore_replication_state",
-            "1 for what replication is doing now (shipping, failing: retrying, fenced: another \
-             primary took the prefix, stopped, following: a standby, stalled: a standby that \
-             stopped applying, waiting: a standby whose replica has no restore point yet), 0 \
-             for the others.",
-            MetricType::GAUGE,
-            states
-                .iter()
-                .map(|state| {
-                    gauge(
-                        &[("state", state.name())],
-                        f64::from(u8::from(*state == snapshot.state)),
-                    )
-                })
-                .collect(),
-        ));
-        families.push(family(
-            "ctxstore_replication_lag_seconds",
-            "Age of the newest data durable here but not shipped (0 when everything is shipped).",
-            MetricType::GAUGE,
-            vec![gauge::<&str>(&[], snapshot.lag_ms as f64 / 1000.0)],
-        ));
-        families.push(gauge_family(
-            "ctxstore_replication_lag_bytes",
-            "Bytes durable here but not shipped yet, as of the last cut (the backlog; it stays in \
-             the store's own files and costs no disk of its own).",
-            snapshot.lag_bytes,
-        ));
-        families.push(counter_family(
-            "ctxstore_replication_objects_total",
-            "Objects uploaded to the replica (segments, packs and bases uploaded whole, \
-             checkpoints).",
-            snapshot.objects_total,
-        ));
-        families.push(counter_family(
-            "ctxstore_replication_bytes_total",
-            "Bytes uploaded to the replica.",
-            snapshot.bytes_total,
-        ));
-        families.push(family(
-            "ctxstore_replication_failures_total",
-            "Failed replication cycles, by kind (store: the object store answered an error or \
-             timed out; fenced: another primary took the prefix; no_space: the local disk).",
-            MetricType::COUNTER,
-            snapshot
-                .failures
-                .iter()
-                .filter(|(_, count)| *count > 0)
-                .map(|(kind, count)| counter(&[("kind", *kind)], *count))
-                .collect(),
-        ));
-        families.push(family(
-            "ctxstore_replication_last_success_timestamp_seconds",
-            "When the last replication cycle ended well (Unix time; 0: never).",
-            MetricType::GAUGE,
-            vec![gauge::<&str>(
-                &[],
-                snapshot.last_success_unix_ms as f64 / 1000.0,
-            )],
-        ));
-        families.push(gauge_family(
-            "ctxstore_replication_generation",
-            "The replica generation this server ships (a restore or a promotion starts a new one).",
-            snapshot.generation,
-        ));
-        families.push(gauge_family(
-            "ctxstore_replication_epoch",
-            "The epoch this primary took on the replica's prefix.",
-            snapshot.epoch,
-        ));
+        replication_state(&snapshot, families);
+        replication_shipped(&snapshot, families);
     }
-
     fn gather_requests(&self, families: &mut Vec<MetricFamily>) {
         let sum = |cells: fn(&CoreMetrics) -> &[AtomicU64], index: usize| -> u64 {
             self.cores
@@ -482,6 +403,100 @@ impl MetricsSource {
             ),
         ]
     }
+}
+
+/// What replication is doing now and how far behind it is.
+fn replication_state(
+    snapshot: &ctxstore_replica::ReplicationSnapshot,
+    families: &mut Vec<MetricFamily>,
+) {
+    let states = [
+        ctxstore_replica::ReplicationState::Shipping,
+        ctxstore_replica::ReplicationState::Failing,
+        ctxstore_replica::ReplicationState::Fenced,
+        ctxstore_replica::ReplicationState::Stopped,
+        ctxstore_replica::ReplicationState::Following,
+        ctxstore_replica::ReplicationState::Stalled,
+        ctxstore_replica::ReplicationState::Waiting,
+    ];
+    families.push(family(
+        "ctxstore_replication_state",
+        "1 for what replication is doing now (shipping, failing: retrying, fenced: another \
+         primary took the prefix, stopped, following: a standby, stalled: a standby that \
+         stopped applying, waiting: a standby whose replica has no restore point yet), 0 \
+         for the others.",
+        MetricType::GAUGE,
+        states
+            .iter()
+            .map(|state| {
+                gauge(
+                    &[("state", state.name())],
+                    f64::from(u8::from(*state == snapshot.state)),
+                )
+            })
+            .collect(),
+    ));
+    families.push(family(
+        "ctxstore_replication_lag_seconds",
+        "Age of the newest data durable here but not shipped (0 when everything is shipped).",
+        MetricType::GAUGE,
+        vec![gauge::<&str>(&[], snapshot.lag_ms as f64 / 1000.0)],
+    ));
+    families.push(gauge_family(
+        "ctxstore_replication_lag_bytes",
+        "Bytes durable here but not shipped yet, as of the last cut (the backlog; it stays in \
+         the store's own files and costs no disk of its own).",
+        snapshot.lag_bytes,
+    ));
+}
+
+/// What replication shipped, how often it failed, and the generation and epoch it ships.
+fn replication_shipped(
+    snapshot: &ctxstore_replica::ReplicationSnapshot,
+    families: &mut Vec<MetricFamily>,
+) {
+    families.push(counter_family(
+        "ctxstore_replication_objects_total",
+        "Objects uploaded to the replica (segments, packs and bases uploaded whole, \
+         checkpoints).",
+        snapshot.objects_total,
+    ));
+    families.push(counter_family(
+        "ctxstore_replication_bytes_total",
+        "Bytes uploaded to the replica.",
+        snapshot.bytes_total,
+    ));
+    families.push(family(
+        "ctxstore_replication_failures_total",
+        "Failed replication cycles, by kind (store: the object store answered an error or \
+         timed out; fenced: another primary took the prefix; no_space: the local disk).",
+        MetricType::COUNTER,
+        snapshot
+            .failures
+            .iter()
+            .filter(|(_, count)| *count > 0)
+            .map(|(kind, count)| counter(&[("kind", *kind)], *count))
+            .collect(),
+    ));
+    families.push(family(
+        "ctxstore_replication_last_success_timestamp_seconds",
+        "When the last replication cycle ended well (Unix time; 0: never).",
+        MetricType::GAUGE,
+        vec![gauge::<&str>(
+            &[],
+            snapshot.last_success_unix_ms as f64 / 1000.0,
+        )],
+    ));
+    families.push(gauge_family(
+        "ctxstore_replication_generation",
+        "The replica generation this server ships (a restore or a promotion starts a new one).",
+        snapshot.generation,
+    ));
+    families.push(gauge_family(
+        "ctxstore_replication_epoch",
+        "The epoch this primary took on the replica's prefix.",
+        snapshot.epoch,
+    ));
 }
 
 /// The store's running totals: name, help, value.

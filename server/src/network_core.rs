@@ -76,12 +76,15 @@ pub fn start(settings: CoreSettings) -> anyhow::Result<JoinHandle<()>> {
     }
 }
 
-async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), String>>) {
-    let shutdown = LocalFlag::new();
-    let hard_stop = LocalFlag::new();
-    let (flag, hard_flag) = (shutdown.clone(), hard_stop.clone());
-    let signal = settings.shutdown;
-    let drain_timeout = settings.drain_timeout;
+/// The task that turns the server's stop messages into the core's flags: the first raises
+/// `shutdown` (drain), the second, the drain timeout or the server handle gone raises
+/// `hard_stop`.
+fn watch_shutdown(
+    signal: flume::Receiver<()>,
+    drain_timeout: Duration,
+    flag: Rc<LocalFlag>,
+    hard_flag: Rc<LocalFlag>,
+) {
     compio::runtime::spawn(async move {
         let first = signal.recv_async().await;
         flag.raise();
@@ -93,6 +96,17 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
         hard_flag.raise();
     })
     .detach();
+}
+
+async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), String>>) {
+    let shutdown = LocalFlag::new();
+    let hard_stop = LocalFlag::new();
+    watch_shutdown(
+        settings.shutdown,
+        settings.drain_timeout,
+        shutdown.clone(),
+        hard_stop.clone(),
+    );
     let core = Rc::new(CoreContext {
         dispatcher: Dispatcher {
             engine: settings.engine,

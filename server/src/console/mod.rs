@@ -377,25 +377,8 @@ async fn route(
         }
         return http::asset(asset);
     }
-    match (path.as_str(), &method) {
-        ("/login", &Method::GET) => return console.auth.login_page(),
-        ("/login", &Method::POST) => {
-            let https = auth::reached_over_https(request.headers());
-            let body = read_body(console, request).await;
-            return match body {
-                Ok(body) => console.auth.login(&body, peer, https).await,
-                Err(refusal) => *refusal,
-            };
-        }
-        ("/logout", &Method::POST) => {
-            return console
-                .auth
-                .logout(auth::reached_over_https(request.headers()));
-        }
-        ("/login" | "/logout", _) => {
-            return http::error(StatusCode::METHOD_NOT_ALLOWED, "METHOD", "use GET or POST");
-        }
-        _ => {}
+    if path == "/login" || path == "/logout" {
+        return session(console, request, peer).await;
     }
     let api = path == "/api" || path.starts_with("/api/");
     match console.auth.allows(request.headers(), peer) {
@@ -425,7 +408,35 @@ async fn route(
         let query = request.uri().query().unwrap_or("").to_string();
         return api::answer(console, &path, &query).await;
     }
-    let found = match page_of(&path) {
+    page(console, &path)
+}
+
+/// `/login` and `/logout`: the pages that open and close a session, before any access check.
+async fn session(
+    console: &Console,
+    request: Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<Full<Bytes>> {
+    match (request.uri().path(), request.method()) {
+        ("/login", &Method::GET) => console.auth.login_page(),
+        ("/login", &Method::POST) => {
+            let https = auth::reached_over_https(request.headers());
+            let body = read_body(console, request).await;
+            match body {
+                Ok(body) => console.auth.login(&body, peer, https).await,
+                Err(refusal) => *refusal,
+            }
+        }
+        ("/logout", &Method::POST) => console
+            .auth
+            .logout(auth::reached_over_https(request.headers())),
+        _ => http::error(StatusCode::METHOD_NOT_ALLOWED, "METHOD", "use GET or POST"),
+    }
+}
+
+/// A front-end page: the index page, 404 when the path or the object it shows is unknown.
+fn page(console: &Console, path: &str) -> Response<Full<Bytes>> {
+    let found = match page_of(path) {
         Page::Plain => true,
         Page::Unknown => false,
         Page::Context(reference) => api::context_exists(console, &reference),

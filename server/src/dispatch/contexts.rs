@@ -42,11 +42,7 @@ impl Dispatcher {
                     tags,
                     get_or_create,
                 };
-                let created = self.engine.create(new).await.map_err(engine_error)?;
-                Ok(ContextsResponse::Opened {
-                    info: context_info(created.context),
-                    created: created.created,
-                })
+                self.open(new).await
             }
             ContextsRequest::CtxShow { context } => {
                 let view = self.engine.context(&context_ref(context));
@@ -86,6 +82,16 @@ impl Dispatcher {
                 info_response(message_type, view)
             }
         }
+    }
+
+    /// CTX_OPEN: a new context (or, with get-or-create, the one of that name), and whether it
+    /// was created.
+    async fn open(&self, new: NewContext) -> Result<ContextsResponse, Response> {
+        let created = self.engine.create(new).await.map_err(engine_error)?;
+        Ok(ContextsResponse::Opened {
+            info: context_info(created.context),
+            created: created.created,
+        })
     }
 
     /// CTX_LIST: one engine page, cut shorter when its CONTEXT_INFOs would pass the response

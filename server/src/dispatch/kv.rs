@@ -44,35 +44,15 @@ impl Dispatcher {
                 context,
                 key,
                 read_flags,
-            } => {
-                let context = context_ref(context);
-                let item = self.engine.kv_get(&context, &key).map_err(engine_error)?;
-                let (item, payload) = self.kv_value(&context, &key, item, read_flags)?;
-                Ok(KvResponse::KvValue {
-                    value_hash: item.value_hash,
-                    payload,
-                })
-            }
+            } => self.kv_get(&context_ref(context), &key, read_flags),
             KvRequest::KvGetEx {
                 context,
                 key,
                 read_flags,
                 kv_flags,
             } => {
-                let context = context_ref(context);
-                let item = if kv_flags & kv_read_flags::REFRESH != 0 {
-                    self.engine.kv_get_refresh(&context, &key).await
-                } else {
-                    self.engine.kv_get(&context, &key)
-                };
-                let item = item.map_err(engine_error)?;
-                let (item, payload) = self.kv_value(&context, &key, item, read_flags)?;
-                Ok(KvResponse::KvValueEx {
-                    value_hash: item.value_hash,
-                    ttl_ms: item.ttl_ms,
-                    expires_at_unix_ms: item.expires_at_unix_ms,
-                    payload,
-                })
+                self.kv_get_ex(&context_ref(context), &key, read_flags, kv_flags)
+                    .await
             }
             KvRequest::KvListEx {
                 context,
@@ -81,33 +61,14 @@ impl Dispatcher {
                 limit,
                 kv_flags,
             } => {
-                let context = context_ref(context);
-                let after = (!after.is_empty()).then_some(&after[..]);
-                let mut items = self
-                    .engine
-                    .kv_scan(&context, &prefix, after, limit)
-                    .map_err(engine_error)?;
-                if kv_flags & kv_read_flags::REFRESH != 0 {
-                    items = self.kv_refresh(&context, items).await?;
-                }
-                Ok(KvResponse::KvListEx {
-                    items: items.into_iter().map(kv_item_ex_wire).collect(),
-                })
+                self.kv_list_ex(&context_ref(context), &prefix, &after, limit, kv_flags)
+                    .await
             }
             KvRequest::KvTouch {
                 context,
                 ttl_ms,
                 keys,
-            } => {
-                let keys = keys.into_iter().map(|key| key.to_vec()).collect();
-                let ttl_ms = (ttl_ms > 0).then_some(ttl_ms);
-                let context = context_ref(context);
-                let touch = self.engine.kv_touch(&context, keys, ttl_ms);
-                let items = touch.await.map_err(engine_error)?;
-                Ok(KvResponse::KvTouched {
-                    items: items.into_iter().map(kv_item_ex_wire).collect(),
-                })
-            }
+            } => self.kv_touch(context_ref(context), ttl_ms, keys).await,
             KvRequest::KvDelete { context, keys } => {
                 let keys = keys.into_iter().map(|key| key.to_vec()).collect();
                 let context = context_ref(context);
@@ -120,17 +81,102 @@ impl Dispatcher {
                 prefix,
                 after,
                 limit,
-            } => {
-                let after = (!after.is_empty()).then_some(&after[..]);
-                let items = self
-                    .engine
-                    .kv_scan(&context_ref(context), &prefix, after, limit)
-                    .map_err(engine_error)?;
-                Ok(KvResponse::KvList {
-                    items: items.into_iter().map(kv_item_wire).collect(),
-                })
-            }
+            } => self.kv_list(&context_ref(context), &prefix, &after, limit),
         }
+    }
+
+    /// KV_GET: a value and its hash.
+    fn kv_get(
+        &self,
+        context: &ContextRef,
+        key: &Bytes,
+        read_flags: u32,
+    ) -> Result<KvResponse, Response> {
+        let item = self.engine.kv_get(context, key).map_err(engine_error)?;
+        let (item, payload) = self.kv_value(context, key, item, read_flags)?;
+        Ok(KvResponse::KvValue {
+            value_hash: item.value_hash,
+            payload,
+        })
+    }
+
+    /// KV_GET_EX: a value with its TTL and expiry, its TTL restarted when asked to refresh.
+    async fn kv_get_ex(
+        &self,
+        context: &ContextRef,
+        key: &Bytes,
+        read_flags: u32,
+        kv_flags: u8,
+    ) -> Result<KvResponse, Response> {
+        let item = if kv_flags & kv_read_flags::REFRESH != 0 {
+            self.engine.kv_get_refresh(context, key).await
+        } else {
+            self.engine.kv_get(context, key)
+        };
+        let item = item.map_err(engine_error)?;
+        let (item, payload) = self.kv_value(context, key, item, read_flags)?;
+        Ok(KvResponse::KvValueEx {
+            value_hash: item.value_hash,
+            ttl_ms: item.ttl_ms,
+            expires_at_unix_ms: item.expires_at_unix_ms,
+            payload,
+        })
+    }
+
+    /// KV_LIST: a page of keys and their value hashes, after `after` (empty: from the start).
+    fn kv_list(
+        &self,
+        context: &ContextRef,
+        prefix: &[u8],
+        after: &[u8],
+        limit: u32,
+    ) -> Result<KvResponse, Response> {
+        let after = (!after.is_empty()).then_some(after);
+        let items = self
+            .engine
+            .kv_scan(context, prefix, after, limit)
+            .map_err(engine_error)?;
+        Ok(KvResponse::KvList {
+            items: items.into_iter().map(kv_item_wire).collect(),
+        })
+    }
+
+    /// KV_LIST_EX: a page of entries with their TTLs, refreshed when asked to.
+    async fn kv_list_ex(
+        &self,
+        context: &ContextRef,
+        prefix: &[u8],
+        after: &[u8],
+        limit: u32,
+        kv_flags: u8,
+    ) -> Result<KvResponse, Response> {
+        let after = (!after.is_empty()).then_some(after);
+        let mut items = self
+            .engine
+            .kv_scan(context, prefix, after, limit)
+            .map_err(engine_error)?;
+        if kv_flags & kv_read_flags::REFRESH != 0 {
+            items = self.kv_refresh(context, items).await?;
+        }
+        Ok(KvResponse::KvListEx {
+            items: items.into_iter().map(kv_item_ex_wire).collect(),
+        })
+    }
+
+    /// KV_TOUCH: restarts (or sets) the TTL of each key; the entries as they are now.
+    async fn kv_touch(
+        &self,
+        context: ContextRef,
+        ttl_ms: u64,
+        keys: Vec<Bytes>,
+    ) -> Result<KvResponse, Response> {
+        let keys = keys.into_iter().map(|key| key.to_vec()).collect();
+        let ttl_ms = (ttl_ms > 0).then_some(ttl_ms);
+        let touch = self.engine.kv_touch(&context, keys, ttl_ms);
+        let items = touch.await.map_err(engine_error)?;
+        Ok(KvResponse::KvTouched {
+            items: items.into_iter().map(kv_item_ex_wire).collect(),
+        })
     }
 
     async fn kv_put(

@@ -9,12 +9,14 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use ctxstore_engine::streams::{StreamEnd, StreamInfo, StreamOwner, StreamRead};
 use ctxstore_engine::watch::{WatchKind, WatchRead, WatchTarget};
 use ctxstore_engine::{AppendRequest, Parent, TurnId, TurnOptions};
 use ctxstore_protocol::{
-    ParentWire, Response, StreamInfoWire, StreamStateWire, StreamsRequest, StreamsResponse,
-    WATCH_FROM_NOW, WatchEventWire, WatchKindWire, WatchTargetWire,
+    ContextRef as ContextRefWire, ExtrasWire, ParentWire, Response, StreamInfoWire,
+    StreamStateWire, StreamsRequest, StreamsResponse, WATCH_FROM_NOW, WatchEventWire,
+    WatchKindWire, WatchTargetWire,
 };
 
 use super::{Dispatcher, engine_error, turn_wire};
@@ -40,80 +42,31 @@ impl Dispatcher {
                 summary,
                 extras,
             } => {
-                let context_id = self.context_id(context)?;
                 let request = AppendRequest {
-                    context_id,
+                    context_id: self.context_id(context)?,
                     expected_head: expected_head.map(TurnId),
                     type_tag,
                     codec,
                     payload: (),
-                    options: TurnOptions {
-                        parent: match parent {
-                            ParentWire::Head => Parent::Head,
-                            ParentWire::Root => Parent::Root,
-                            ParentWire::Turn(turn_id) => Parent::Turn(TurnId(turn_id)),
-                        },
-                        key: (!extras.key.is_empty()).then_some(extras.key),
-                        labels: extras.labels,
-                        links: extras.links.into_iter().map(TurnId).collect(),
-                        summary,
-                    },
+                    options: turn_options(parent, summary, extras),
                 };
-                let info = self
-                    .engine
-                    .open_stream(request, owner)
-                    .await
-                    .map_err(engine_error)?;
-                Ok(StreamsResponse::Opened {
-                    info: info_wire(&info),
-                })
+                self.open_stream(request, owner).await
             }
             StreamsRequest::StreamAppend {
                 stream_id,
                 offset,
                 bytes,
             } => {
-                let length = self
-                    .engine
-                    .append_delta(stream_id, offset, bytes, connection_id)
+                self.append_delta(stream_id, offset, bytes, connection_id)
                     .await
-                    .map_err(engine_error)?;
-                Ok(StreamsResponse::Appended { stream_id, length })
             }
-            StreamsRequest::StreamSeal { stream_id } => {
-                let appended = self
-                    .engine
-                    .seal_stream(stream_id, connection_id)
-                    .await
-                    .map_err(engine_error)?;
-                Ok(StreamsResponse::Sealed {
-                    turn: turn_wire(&appended.turn),
-                    deduped: appended.deduped,
-                })
-            }
-            StreamsRequest::StreamAbort { stream_id } => {
-                self.engine
-                    .abort_stream(stream_id, connection_id)
-                    .await
-                    .map_err(engine_error)?;
-                Ok(StreamsResponse::Aborted { stream_id })
-            }
+            StreamsRequest::StreamSeal { stream_id } => self.seal(stream_id, connection_id).await,
+            StreamsRequest::StreamAbort { stream_id } => self.abort(stream_id, connection_id).await,
             StreamsRequest::StreamList {
                 context,
                 after_stream_id,
                 limit,
-            } => {
-                let context_id = self.context_id(context)?;
-                // An unknown context is NOT_FOUND, not an empty list.
-                self.engine.head(context_id).await.map_err(engine_error)?;
-                let streams = self
-                    .engine
-                    .open_streams(Some(context_id), after_stream_id, limit as usize)
-                    .iter()
-                    .map(info_wire)
-                    .collect();
-                Ok(StreamsResponse::Listed { streams })
-            }
+            } => self.list_streams(context, after_stream_id, limit).await,
             // A follow's frame is the long poll's answer with MORE where it goes on.
             request @ (StreamsRequest::StreamRead {
                 stream_id,
@@ -139,36 +92,116 @@ impl Dispatcher {
                 after_seq,
                 max_events,
                 wait_ms,
-            } => {
-                let target = match target {
-                    WatchTargetWire::Context(context) => {
-                        WatchTarget::Context(self.context_id(context)?)
-                    }
-                    WatchTargetWire::NamePrefix(prefix) => WatchTarget::NamePrefix(prefix),
-                    WatchTargetWire::Tag(key, value) => WatchTarget::Tag(key, value),
-                };
-                if after_seq == WATCH_FROM_NOW {
-                    return Ok(StreamsResponse::Watched {
-                        lagged: false,
-                        resume_after: self.engine.watch_position(),
-                        events: Vec::new(),
-                    });
-                }
-                let max = max_events as usize;
-                let wait_ms = wait_ms.min(self.limits.stream_wait_ms_max);
-                let read = if wait_ms == 0 {
-                    self.engine.watch_events(&target, after_seq, max)
-                } else {
-                    let deadline = Duration::from_millis(u64::from(wait_ms));
-                    let wait = self.engine.wait_watch(&target, after_seq, max);
-                    match compio::time::timeout(deadline, wait).await {
-                        Ok(read) => read,
-                        Err(_) => self.engine.watch_events(&target, after_seq, max),
-                    }
-                };
-                Ok(watched(after_seq, read))
-            }
+            } => self.watch(target, after_seq, max_events, wait_ms).await,
         }
+    }
+
+    /// STREAM_OPEN: a stream that `owner` writes, sealed into a turn of `request`'s context.
+    async fn open_stream(
+        &self,
+        request: AppendRequest<()>,
+        owner: StreamOwner,
+    ) -> Result<StreamsResponse, Response> {
+        let info = self
+            .engine
+            .open_stream(request, owner)
+            .await
+            .map_err(engine_error)?;
+        Ok(StreamsResponse::Opened {
+            info: info_wire(&info),
+        })
+    }
+
+    /// STREAM_APPEND: a delta at the stream's end (or exactly at `offset`).
+    async fn append_delta(
+        &self,
+        stream_id: u64,
+        offset: Option<u64>,
+        bytes: Bytes,
+        connection_id: u64,
+    ) -> Result<StreamsResponse, Response> {
+        let length = self
+            .engine
+            .append_delta(stream_id, offset, bytes, connection_id)
+            .await
+            .map_err(engine_error)?;
+        Ok(StreamsResponse::Appended { stream_id, length })
+    }
+
+    /// STREAM_SEAL: the stream's bytes become a turn.
+    async fn seal(&self, stream_id: u64, connection_id: u64) -> Result<StreamsResponse, Response> {
+        let appended = self
+            .engine
+            .seal_stream(stream_id, connection_id)
+            .await
+            .map_err(engine_error)?;
+        Ok(StreamsResponse::Sealed {
+            turn: turn_wire(&appended.turn),
+            deduped: appended.deduped,
+        })
+    }
+
+    /// STREAM_ABORT: the stream is dropped; the head does not move.
+    async fn abort(&self, stream_id: u64, connection_id: u64) -> Result<StreamsResponse, Response> {
+        self.engine
+            .abort_stream(stream_id, connection_id)
+            .await
+            .map_err(engine_error)?;
+        Ok(StreamsResponse::Aborted { stream_id })
+    }
+
+    /// STREAM_LIST: a context's open streams, after `after_stream_id`.
+    async fn list_streams(
+        &self,
+        context: ContextRefWire,
+        after_stream_id: u64,
+        limit: u32,
+    ) -> Result<StreamsResponse, Response> {
+        let context_id = self.context_id(context)?;
+        // An unknown context is NOT_FOUND, not an empty list.
+        self.engine.head(context_id).await.map_err(engine_error)?;
+        let streams = self
+            .engine
+            .open_streams(Some(context_id), after_stream_id, limit as usize)
+            .iter()
+            .map(info_wire)
+            .collect();
+        Ok(StreamsResponse::Listed { streams })
+    }
+
+    /// WATCH: a target's events after `after_seq`, long-polled like STREAM_READ.
+    async fn watch(
+        &self,
+        target: WatchTargetWire,
+        after_seq: u64,
+        max_events: u32,
+        wait_ms: u32,
+    ) -> Result<StreamsResponse, Response> {
+        let target = match target {
+            WatchTargetWire::Context(context) => WatchTarget::Context(self.context_id(context)?),
+            WatchTargetWire::NamePrefix(prefix) => WatchTarget::NamePrefix(prefix),
+            WatchTargetWire::Tag(key, value) => WatchTarget::Tag(key, value),
+        };
+        if after_seq == WATCH_FROM_NOW {
+            return Ok(StreamsResponse::Watched {
+                lagged: false,
+                resume_after: self.engine.watch_position(),
+                events: Vec::new(),
+            });
+        }
+        let max = max_events as usize;
+        let wait_ms = wait_ms.min(self.limits.stream_wait_ms_max);
+        let read = if wait_ms == 0 {
+            self.engine.watch_events(&target, after_seq, max)
+        } else {
+            let deadline = Duration::from_millis(u64::from(wait_ms));
+            let wait = self.engine.wait_watch(&target, after_seq, max);
+            match compio::time::timeout(deadline, wait).await {
+                Ok(read) => read,
+                Err(_) => self.engine.watch_events(&target, after_seq, max),
+            }
+        };
+        Ok(watched(after_seq, read))
     }
 }
 
@@ -283,5 +316,20 @@ fn read_fields(read: StreamRead) -> (StreamStateWire, u64, bytes::Bytes) {
             };
             (state, 0, bytes::Bytes::new())
         }
+    }
+}
+
+/// STREAM_OPEN's parent, key, labels, links and summary flag as the engine's turn options.
+fn turn_options(parent: ParentWire, summary: bool, extras: ExtrasWire) -> TurnOptions {
+    TurnOptions {
+        parent: match parent {
+            ParentWire::Head => Parent::Head,
+            ParentWire::Root => Parent::Root,
+            ParentWire::Turn(turn_id) => Parent::Turn(TurnId(turn_id)),
+        },
+        key: (!extras.key.is_empty()).then_some(extras.key),
+        labels: extras.labels,
+        links: extras.links.into_iter().map(TurnId).collect(),
+        summary,
     }
 }
