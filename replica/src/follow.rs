@@ -39,7 +39,9 @@ use ctxstore_engine::{Engine, files};
 
 use crate::catalog;
 use crate::error::ReplicaError;
-use crate::format::{Checkpoint, LOG_SLOT_BYTES, ObjectRef, StoreState, decode_segment};
+use crate::format::{
+    Checkpoint, LOG_SLOT_BYTES, ObjectRef, Replaced, SegmentHeader, StoreState, decode_segment,
+};
 use crate::layout::Key;
 use crate::local::{self, FileIdentity, LocalState};
 use crate::remote::Remote;
@@ -495,6 +497,37 @@ struct Pending {
     rewritten: Vec<(u16, u32, Vec<u8>)>,
 }
 
+/// A segment's log slots (of records from `first_record_id`) held until the cut's last
+/// segment: they must continue the slots its earlier segments held.
+fn hold_slots(
+    pending: &mut Option<Pending>,
+    slots: &[u8],
+    first_record_id: u64,
+    what: &str,
+) -> Result<(), ReplicaError> {
+    match pending.as_mut() {
+        Some(held) if held.first_record_id != 0 => {
+            let expected = held.first_record_id + (held.slots.len() as u64) / LOG_SLOT_BYTES;
+            if expected != first_record_id {
+                return Err(ReplicaError::Damaged {
+                    key: what.to_string(),
+                    reason: format!(
+                        "its log slots start at record {first_record_id}, the cut's \
+                         earlier segments end before record {expected}"
+                    ),
+                });
+            }
+            held.slots.extend_from_slice(slots);
+        }
+        _ => {
+            let held = pending.get_or_insert_with(Pending::default);
+            held.slots = slots.to_vec();
+            held.first_record_id = first_record_id;
+        }
+    }
+    Ok(())
+}
+
 impl Applier {
     async fn run(&mut self, stopping: Arc<AtomicBool>, wake: Arc<tokio::sync::Notify>) -> Ended {
         let mut ticks = tokio::time::interval(self.config.interval);
@@ -513,85 +546,106 @@ impl Applier {
                 Some(reason) => Err(ReplicaError::Invalid(reason.clone())),
                 None => self.poll().await,
             };
-            match &polled {
-                Ok(()) => {
-                    self.stats.set_state(ReplicationState::Following);
-                    self.stats.set_reason("");
-                    self.stats
-                        .last_success_unix_ms
-                        .store(now_unix_ms(), Ordering::Relaxed);
-                }
-                // Stalled already: said once, when it happened.
-                Err(_) if stalled.is_some() => {}
-                Err(error) if error.is_transient() => {
-                    tracing::warn!(%error, "standby poll failed; the next one retries");
-                    self.stats.count_failure(error.kind());
-                    self.stats.set_reason(&error.to_string());
-                    self.stats.set_state(ReplicationState::Failing);
-                    // A poll may have folded segments into the state that it did not record:
-                    // the next starts again from the last recorded point (applying is
-                    // idempotent).
-                    if let Err(error) = self.reload() {
-                        tracing::warn!(%error, "rereading the standby's record failed");
-                    }
-                }
-                Err(error) => {
-                    tracing::error!(%error, "the standby cannot apply what its primary shipped; it keeps serving what it has and restores the replica afresh to start again from there");
-                    self.stats.count_failure(error.kind());
-                    self.stats.set_reason(&error.to_string());
-                    self.stats.set_state(ReplicationState::Stalled);
-                    stalled = Some(error.to_string());
-                    fresh_due = Some(std::time::Instant::now());
-                }
-            }
+            self.polled(&polled, &mut stalled, &mut fresh_due);
             if let Some(due) = fresh_due
                 && std::time::Instant::now() >= due
                 && !last
             {
-                match self.restore_afresh().await {
-                    Ok(()) => {
-                        fresh_due = None;
-                        self.stats.set_reason(&format!(
-                            "{}; restored afresh, restarting onto it",
-                            stalled.as_deref().unwrap_or_default()
-                        ));
-                        self.stats
-                            .fresh_restore_ready
-                            .store(true, Ordering::Release);
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, retry_in = ?FRESH_RESTORE_RETRY, "the stalled standby's fresh restore failed; it tries again");
-                        self.stats.count_failure(error.kind());
-                        fresh_due = Some(std::time::Instant::now() + FRESH_RESTORE_RETRY);
-                    }
-                }
+                fresh_due = self.fresh_restore(stalled.as_deref()).await;
             }
             if last {
                 return Ended::Stopped(polled);
             }
             if promote_request_path(&self.data_dir).exists() {
                 if let Err(error) = &polled {
-                    // Promoting a standby that has not applied everything its primary shipped
-                    // would drop acknowledged writes, or fork from a point it cannot apply
-                    // past (issue 46): refused, saying why; the request goes.
-                    let state = self.stats.state().name();
-                    let why = format!(
-                        "this standby has not applied everything its primary shipped \
-                         (state {state}: {error}); {}",
-                        if stalled.is_some() {
-                            "restore a new standby from the replica and promote that one"
-                        } else {
-                            "promote it once it follows again (ctxstore stats: following)"
-                        }
-                    );
-                    tracing::error!(reason = %why, "promotion refused");
-                    answer_promotion(&self.data_dir, &PromotionAnswer::Refused(why));
+                    self.refuse_promotion(error, stalled.is_some());
                 } else {
                     self.stats.promoting.store(true, Ordering::Relaxed);
                     return Ended::Promote;
                 }
             }
         }
+    }
+
+    /// Says how a poll went in the figures and the log; an error that is not transient
+    /// stalls the standby (`stalled`, the reason) and makes a fresh restore due at once.
+    fn polled(
+        &mut self,
+        polled: &Result<(), ReplicaError>,
+        stalled: &mut Option<String>,
+        fresh_due: &mut Option<std::time::Instant>,
+    ) {
+        match polled {
+            Ok(()) => {
+                self.stats.set_state(ReplicationState::Following);
+                self.stats.set_reason("");
+                self.stats
+                    .last_success_unix_ms
+                    .store(now_unix_ms(), Ordering::Relaxed);
+            }
+            // Stalled already: said once, when it happened.
+            Err(_) if stalled.is_some() => {}
+            Err(error) if error.is_transient() => {
+                tracing::warn!(%error, "standby poll failed; the next one retries");
+                self.stats.count_failure(error.kind());
+                self.stats.set_reason(&error.to_string());
+                self.stats.set_state(ReplicationState::Failing);
+                // A poll may have folded segments into the state that it did not record:
+                // the next starts again from the last recorded point (applying is
+                // idempotent).
+                if let Err(error) = self.reload() {
+                    tracing::warn!(%error, "rereading the standby's record failed");
+                }
+            }
+            Err(error) => {
+                tracing::error!(%error, "the standby cannot apply what its primary shipped; it keeps serving what it has and restores the replica afresh to start again from there");
+                self.stats.count_failure(error.kind());
+                self.stats.set_reason(&error.to_string());
+                self.stats.set_state(ReplicationState::Stalled);
+                *stalled = Some(error.to_string());
+                *fresh_due = Some(std::time::Instant::now());
+            }
+        }
+    }
+
+    /// A stalled standby's fresh restore (`stalled`: why it stalled). Answers when the next
+    /// is due: never once one succeeded, `FRESH_RESTORE_RETRY` from now if it failed.
+    async fn fresh_restore(&self, stalled: Option<&str>) -> Option<std::time::Instant> {
+        match self.restore_afresh().await {
+            Ok(()) => {
+                self.stats.set_reason(&format!(
+                    "{}; restored afresh, restarting onto it",
+                    stalled.unwrap_or_default()
+                ));
+                self.stats
+                    .fresh_restore_ready
+                    .store(true, Ordering::Release);
+                None
+            }
+            Err(error) => {
+                tracing::warn!(%error, retry_in = ?FRESH_RESTORE_RETRY, "the stalled standby's fresh restore failed; it tries again");
+                self.stats.count_failure(error.kind());
+                Some(std::time::Instant::now() + FRESH_RESTORE_RETRY)
+            }
+        }
+    }
+
+    /// Promoting a standby that has not applied everything its primary shipped would drop
+    /// acknowledged writes, or fork from a point it cannot apply past (issue 46): refused,
+    /// saying why; the request goes.
+    fn refuse_promotion(&self, error: &ReplicaError, stalled: bool) {
+        let state = self.stats.state().name();
+        let why = format!(
+            "this standby has not applied everything its primary shipped \
+             (state {state}: {error}); {}",
+            if stalled {
+                "restore a new standby from the replica and promote that one"
+            } else {
+                "promote it once it follows again (ctxstore stats: following)"
+            }
+        );
+        tracing::error!(reason = %why, "promotion refused");
+        answer_promotion(&self.data_dir, &PromotionAnswer::Refused(why));
     }
 
     /// The replica's latest point, restored into `DIR/.fresh` (an unfinished one there is
@@ -789,8 +843,39 @@ impl Applier {
         let body = &bytes[body_start..body_start + header.body_bytes as usize];
         self.stats.add_shipped(1, bytes.len() as u64);
 
-        // Pack bytes first, per shard in pack order: whole packs (a sealed pack never shipped
-        // in pieces, or one a collection rewrote) before the pieces that may continue them.
+        self.apply_packs(&header, body, pending).await?;
+        // Then the log slots naming those blobs (only those the engine does not hold yet: a
+        // restart may have applied more than the record says).
+        if let Some(log) = &header.log_piece {
+            let start = log.body_offset as usize;
+            let slots = &body[start..start + log.len as usize];
+            let first_record_id = log.file_offset / LOG_SLOT_BYTES + 1;
+            hold_slots(pending, slots, first_record_id, &what)?;
+        }
+        self.state.apply(
+            &header,
+            ObjectRef::Segment { generation, seq },
+            body_start as u64,
+            &what,
+        )?;
+        if header.continues {
+            return Ok(None);
+        }
+        if let Some(pending) = pending.take() {
+            self.hand_over(pending).await?;
+        }
+        Ok(Some(header.created_unix_ms))
+    }
+
+    /// A segment's pack bytes, per shard in pack order: whole packs (a sealed pack never
+    /// shipped in pieces, or one a collection rewrote) before the pieces that may continue
+    /// them.
+    async fn apply_packs(
+        &mut self,
+        header: &SegmentHeader,
+        body: &[u8],
+        pending: &mut Option<Pending>,
+    ) -> Result<(), ReplicaError> {
         // An empty one too (a collection found nothing live in it): the packs after it begin
         // only once it exists here (issue 46: skipped, the standby stalled on "only its
         // successor may begin") — but not an empty one followed by pieces of the same pack,
@@ -810,32 +895,9 @@ impl Applier {
         }
         work.sort_unstable();
         for (shard, pack_id, kind, index) in work {
-            let ingested = if kind == 0 {
-                let replaced = header.replaced[index];
-                let object = replaced.object.key();
-                let whole = if replaced.len == 0 {
-                    bytes::Bytes::new()
-                } else {
-                    self.remote.get_required(object).await?
-                };
-                if replaced.len > 0 && blake3::hash(&whole).as_bytes() != &replaced.hash {
-                    return Err(ReplicaError::Damaged {
-                        key: self.remote.path(object).to_string(),
-                        reason: "its BLAKE3 differs from the one its segment recorded".into(),
-                    });
-                }
-                self.stats.add_shipped(1, whole.len() as u64);
-                let ingested = self
-                    .engine
-                    .ingest_pack(shard, pack_id, 0, whole.to_vec(), true)
-                    .await?;
-                if ingested.kept_own_version {
-                    pending
-                        .get_or_insert_with(Pending::default)
-                        .rewritten
-                        .push((shard, pack_id, whole.to_vec()));
-                }
-                ingested
+            let kept_own_version = if kind == 0 {
+                self.apply_whole(shard, pack_id, header.replaced[index], pending)
+                    .await?
             } else {
                 let piece = header.pieces[index];
                 let start = piece.body_offset as usize;
@@ -843,86 +905,89 @@ impl Applier {
                 self.engine
                     .ingest_pack(shard, pack_id, piece.file_offset, slice, false)
                     .await?
+                    .kept_own_version
             };
-            if ingested.kept_own_version {
+            if kept_own_version {
                 self.kept_own.insert((shard, pack_id));
             }
         }
+        Ok(())
+    }
 
-        // Then the log slots naming those blobs (only those the engine does not hold yet: a
-        // restart may have applied more than the record says).
-        if let Some(log) = &header.log_piece {
-            let start = log.body_offset as usize;
-            let slots = &body[start..start + log.len as usize];
-            let first_record_id = log.file_offset / LOG_SLOT_BYTES + 1;
-            match pending.as_mut() {
-                Some(held) if held.first_record_id != 0 => {
-                    let expected =
-                        held.first_record_id + (held.slots.len() as u64) / LOG_SLOT_BYTES;
-                    if expected != first_record_id {
-                        return Err(ReplicaError::Damaged {
-                            key: what,
-                            reason: format!(
-                                "its log slots start at record {first_record_id}, the cut's \
-                                 earlier segments end before record {expected}"
-                            ),
-                        });
-                    }
-                    held.slots.extend_from_slice(slots);
-                }
-                _ => {
-                    let held = pending.get_or_insert_with(Pending::default);
-                    held.slots = slots.to_vec();
-                    held.first_record_id = first_record_id;
-                }
-            }
+    /// A whole pack (its object checked against the BLAKE3 its segment recorded). A sealed
+    /// pack this standby holds in another version is kept for now and joins `pending`'s
+    /// rewritten packs. Answers whether the standby kept its own version.
+    async fn apply_whole(
+        &mut self,
+        shard: u16,
+        pack_id: u32,
+        replaced: Replaced,
+        pending: &mut Option<Pending>,
+    ) -> Result<bool, ReplicaError> {
+        let object = replaced.object.key();
+        let whole = if replaced.len == 0 {
+            bytes::Bytes::new()
+        } else {
+            self.remote.get_required(object).await?
+        };
+        if replaced.len > 0 && blake3::hash(&whole).as_bytes() != &replaced.hash {
+            return Err(ReplicaError::Damaged {
+                key: self.remote.path(object).to_string(),
+                reason: "its BLAKE3 differs from the one its segment recorded".into(),
+            });
         }
-        self.state.apply(
-            &header,
-            ObjectRef::Segment { generation, seq },
-            body_start as u64,
-            &what,
-        )?;
-        if header.continues {
-            return Ok(None);
+        self.stats.add_shipped(1, whole.len() as u64);
+        let ingested = self
+            .engine
+            .ingest_pack(shard, pack_id, 0, whole.to_vec(), true)
+            .await?;
+        if ingested.kept_own_version {
+            pending
+                .get_or_insert_with(Pending::default)
+                .rewritten
+                .push((shard, pack_id, whole.to_vec()));
         }
-        if let Some(Pending {
+        Ok(ingested.kept_own_version)
+    }
+
+    /// A cut's last segment applied: its held log slots go to the sequencer, then the
+    /// primary's rewritten packs replace this standby's.
+    async fn hand_over(&mut self, pending: Pending) -> Result<(), ReplicaError> {
+        let Pending {
             slots,
             first_record_id,
             rewritten,
-        }) = pending.take()
-        {
-            if first_record_id != 0 {
-                let mut held = self.engine.follow_position()?.log_records;
-                let base_through = self.state.log_base.map_or(0, |base| base.through);
-                if held + 1 < first_record_id && base_through + 1 >= first_record_id {
-                    // The primary's ids jumped past its base's end (a new generation's floor,
-                    // issue 46 item 8): this store's base stands for those slots too.
-                    self.engine
-                        .raise_id_floors(ctxstore_engine::id_floors::IdFloors {
-                            records: first_record_id,
-                            contexts: 0,
-                        })
-                        .await?;
-                    held = first_record_id - 1;
-                }
-                let skip = held.saturating_sub(first_record_id - 1);
-                let skip_bytes = (skip * LOG_SLOT_BYTES).min(slots.len() as u64) as usize;
-                if skip_bytes < slots.len() {
-                    self.engine
-                        .ingest_log(first_record_id + skip, slots[skip_bytes..].to_vec())
-                        .await?;
-                }
+        } = pending;
+        if first_record_id != 0 {
+            let mut held = self.engine.follow_position()?.log_records;
+            let base_through = self.state.log_base.map_or(0, |base| base.through);
+            if held + 1 < first_record_id && base_through + 1 >= first_record_id {
+                // The primary's ids jumped past its base's end (a new generation's floor,
+                // issue 46 item 8): this store's base stands for those slots too.
+                self.engine
+                    .raise_id_floors(ctxstore_engine::id_floors::IdFloors {
+                        records: first_record_id,
+                        contexts: 0,
+                    })
+                    .await?;
+                held = first_record_id - 1;
             }
-            // Now that the turns naming what the new versions dropped are dead (or redacted)
-            // here too: the primary's rewritten packs replace this standby's, and the bytes a
-            // collection or a purge removed there leave this disk as well.
-            for (shard, pack_id, whole) in rewritten {
-                self.engine.install_pack(shard, pack_id, whole).await?;
-                self.kept_own.remove(&(shard, pack_id));
+            let skip = held.saturating_sub(first_record_id - 1);
+            let skip_bytes = (skip * LOG_SLOT_BYTES).min(slots.len() as u64) as usize;
+            if skip_bytes < slots.len() {
+                self.engine
+                    .ingest_log(first_record_id + skip, slots[skip_bytes..].to_vec())
+                    .await?;
             }
         }
-        Ok(Some(header.created_unix_ms))
+        // Now that the turns naming what the new versions dropped are dead (or redacted)
+        // here too: the primary's rewritten packs replace this standby's, and the bytes a
+        // collection or a purge removed there leave this disk as well.
+        for (shard, pack_id, whole) in rewritten {
+            self.engine.install_pack(shard, pack_id, whole).await?;
+            self.kept_own.remove(&(shard, pack_id));
+        }
+        Ok(())
     }
 
     /// Back to the last recorded point (see `Follower::start_with`).

@@ -22,6 +22,9 @@
 //! The object store is the distributed system (decision 0019): ctxstore writes no consensus of
 //! its own; a primary proves it is the one writer with create-only epoch objects.
 
+// Functions fit on a screen: the threshold is in clippy.toml.
+#![warn(clippy::too_many_lines)]
+
 pub mod catalog;
 mod codec;
 pub mod error;

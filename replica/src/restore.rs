@@ -204,28 +204,19 @@ async fn resolve(
             _ => None,
         })
         .collect();
-    // A segment's header (binary searches read O(log n) of them).
-    let header = |seq: u64| async move {
-        catalog::segment_header(remote, generation, seq)
-            .await
-            .map(|(header, _)| header)
+    let lineage = Lineage {
+        remote,
+        generations,
+        generation,
+        fork: record.parent,
+        seqs,
+        oldest_checkpoint,
     };
-    let fork = record.parent;
-    let parent = |point| async move {
-        match fork {
-            Some((parent, parent_seq)) => {
-                Box::pin(resolve(remote, generations, parent, point, parent_seq)).await
-            }
-            None => Err(ReplicaError::Invalid(
-                "no shipped point is that early in this replica".into(),
-            )),
-        }
-    };
-    if seqs.is_empty() {
-        return match fork {
+    if lineage.seqs.is_empty() {
+        return match lineage.fork {
             // Every point of a generation that has shipped nothing yet is its fork point or
             // earlier: the parent's, up to the segment it forked from.
-            Some(_) => parent(point).await,
+            Some(_) => lineage.parent(point).await,
             None => Err(ReplicaError::NotYet {
                 location: remote.location.clone(),
                 what: format!("generation {generation} has shipped nothing yet"),
@@ -233,90 +224,130 @@ async fn resolve(
         };
     }
     match point {
-        RestorePoint::Latest => {
-            for &seq in seqs.iter().rev() {
-                let h = header(seq).await?;
-                if !h.continues {
-                    return Ok(Resolved {
-                        generation,
-                        seq,
-                        log_records: None,
-                        created_unix_ms: h.created_unix_ms,
-                        before: None,
-                    });
-                }
-            }
-            parent(point).await
-        }
+        RestorePoint::Latest => lineage.last_whole(lineage.seqs.len(), point).await,
         RestorePoint::AtTime { unix_ms } => {
             // The last segment cut at or before the time (cut times ascend with seq).
-            let (mut low, mut high) = (0usize, seqs.len());
+            let (mut low, mut high) = (0usize, lineage.seqs.len());
             while low < high {
                 let middle = (low + high) / 2;
-                if header(seqs[middle]).await?.created_unix_ms <= unix_ms {
+                if lineage.header(lineage.seqs[middle]).await?.created_unix_ms <= unix_ms {
                     low = middle + 1;
                 } else {
                     high = middle;
                 }
             }
-            for &seq in seqs[..low].iter().rev() {
-                let h = header(seq).await?;
-                if !h.continues {
-                    return Ok(Resolved {
-                        generation,
-                        seq,
-                        log_records: None,
-                        created_unix_ms: h.created_unix_ms,
-                        before: None,
-                    });
-                }
-            }
-            parent(point).await
+            lineage.last_whole(low, point).await
         }
-        RestorePoint::AtSeq { record_id } => {
-            // The first complete segment holding the record.
-            let (mut low, mut high) = (0usize, seqs.len());
-            while low < high {
-                let middle = (low + high) / 2;
-                if header(seqs[middle]).await?.log_records < record_id {
-                    low = middle + 1;
-                } else {
-                    high = middle;
-                }
+        RestorePoint::AtSeq { record_id } => lineage.at_record(record_id, point).await,
+    }
+}
+
+/// One generation's segments, as `resolve` searches them for a point.
+struct Lineage<'a> {
+    remote: &'a Remote,
+    generations: &'a [crate::format::GenerationRecord],
+    generation: u32,
+    /// The parent generation and the segment this one forked from (`None`: no parent).
+    fork: Option<(u32, u64)>,
+    /// Its segments from the oldest checkpoint up to the bound, ascending.
+    seqs: Vec<u64>,
+    oldest_checkpoint: u64,
+}
+
+impl Lineage<'_> {
+    /// A segment's header (binary searches read O(log n) of them).
+    async fn header(&self, seq: u64) -> Result<crate::format::SegmentHeader, ReplicaError> {
+        catalog::segment_header(self.remote, self.generation, seq)
+            .await
+            .map(|(header, _)| header)
+    }
+
+    /// The point in the parent generation, up to the segment this one forked from.
+    async fn parent(&self, point: RestorePoint) -> Result<Resolved, ReplicaError> {
+        match self.fork {
+            Some((parent, parent_seq)) => {
+                Box::pin(resolve(
+                    self.remote,
+                    self.generations,
+                    parent,
+                    point,
+                    parent_seq,
+                ))
+                .await
             }
-            let first = header(seqs[0]).await?;
-            if low == 0 && first.log_records > record_id && fork.is_some() {
-                // Shipped before this generation began, perhaps.
-                return parent(point).await;
+            None => Err(ReplicaError::Invalid(
+                "no shipped point is that early in this replica".into(),
+            )),
+        }
+    }
+
+    /// The last restore point (a segment that ends its cut) among the first `end` segments,
+    /// else the parent's.
+    async fn last_whole(&self, end: usize, point: RestorePoint) -> Result<Resolved, ReplicaError> {
+        for &seq in self.seqs[..end].iter().rev() {
+            let h = self.header(seq).await?;
+            if !h.continues {
+                return Ok(Resolved {
+                    generation: self.generation,
+                    seq,
+                    log_records: None,
+                    created_unix_ms: h.created_unix_ms,
+                    before: None,
+                });
             }
-            let start = low.min(seqs.len() - 1);
-            for &seq in &seqs[start..] {
-                let h = header(seq).await?;
-                if !h.continues {
-                    let cut = (h.log_records > record_id).then_some(record_id);
-                    let mut before = None;
-                    if cut.is_some() {
-                        for &earlier in seqs[..start].iter().rev() {
-                            if !header(earlier).await?.continues {
-                                before = Some(earlier);
-                                break;
-                            }
+        }
+        self.parent(point).await
+    }
+
+    /// The first complete segment holding record `record_id`; a point inside its cut names
+    /// the whole point before it.
+    async fn at_record(
+        &self,
+        record_id: u64,
+        point: RestorePoint,
+    ) -> Result<Resolved, ReplicaError> {
+        let seqs = &self.seqs;
+        let (mut low, mut high) = (0usize, seqs.len());
+        while low < high {
+            let middle = (low + high) / 2;
+            if self.header(seqs[middle]).await?.log_records < record_id {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        let first = self.header(seqs[0]).await?;
+        if low == 0 && first.log_records > record_id && self.fork.is_some() {
+            // Shipped before this generation began, perhaps.
+            return self.parent(point).await;
+        }
+        let start = low.min(seqs.len() - 1);
+        for &seq in &seqs[start..] {
+            let h = self.header(seq).await?;
+            if !h.continues {
+                let cut = (h.log_records > record_id).then_some(record_id);
+                let mut before = None;
+                if cut.is_some() {
+                    for &earlier in seqs[..start].iter().rev() {
+                        if !self.header(earlier).await?.continues {
+                            before = Some(earlier);
+                            break;
                         }
-                        before = before.or(Some(oldest_checkpoint.min(seq)));
                     }
-                    return Ok(Resolved {
-                        generation,
-                        seq,
-                        log_records: cut,
-                        created_unix_ms: h.created_unix_ms,
-                        before,
-                    });
+                    before = before.or(Some(self.oldest_checkpoint.min(seq)));
                 }
+                return Ok(Resolved {
+                    generation: self.generation,
+                    seq,
+                    log_records: cut,
+                    created_unix_ms: h.created_unix_ms,
+                    before,
+                });
             }
-            Err(ReplicaError::Invalid(format!(
-                "record {record_id} has not been shipped whole yet"
-            )))
         }
+        Err(ReplicaError::Invalid(format!(
+            "record {record_id} has not been shipped whole yet"
+        )))
     }
 }
 
@@ -333,6 +364,47 @@ async fn restore_at(
     replica_id: [u8; 16],
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> Result<Written, ReplicaError> {
+    let (mut state, around) = state_for_point(remote, &resolved).await?;
+    let store = StoreDir::new(to);
+    let journal_dir = to.join(".restore");
+    files::create_dir_all(&journal_dir).map_err(|source| ReplicaError::io(&journal_dir, source))?;
+    let done_path = journal_dir.join("done");
+    let done: HashSet<String> = std::fs::read_to_string(&done_path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let by_object = lay_out_files(&store, &state)?;
+    let total = fetch_objects(remote, by_object, &journal_dir, &done, progress).await?;
+
+    let log_path = store.turns_log_path();
+    if let Some(record_id) = resolved.log_records {
+        cut_log(&log_path, &mut state, record_id)?;
+    }
+    finish(to, &store, &state)?;
+    if let Some(record_id) = resolved.log_records {
+        // A collection inside the cut may have rewritten a pack that was open or new there,
+        // dropping blobs appended after the cut began that records up to the point name:
+        // those are in no object of the replica. Recovery would then hold fewer records than
+        // the point: refused, never a silent loss (issue 46 item 3).
+        let held = records_held(to);
+        if !held.as_ref().is_ok_and(|held| *held >= record_id) {
+            let _ = files::remove_dir_all(to);
+            return Err(inexact(record_id, held, around.0, around.1));
+        }
+    }
+    record_restored(remote, to, &store, &state, &resolved, replica_id)?;
+    files::remove_dir_all(&journal_dir).map_err(|source| ReplicaError::io(&journal_dir, source))?;
+    tracing::info!(replica = %hex(&replica_id), dir = %to.display(), "restored");
+    Ok((state, total.objects_total, total.bytes_total))
+}
+
+/// The state at the resolved point, and the whole points around it (the log's records at the
+/// point before and at the cut's end), named if a point inside a cut is refused.
+async fn state_for_point(
+    remote: &Remote,
+    resolved: &Resolved,
+) -> Result<(StoreState, (u64, u64)), ReplicaError> {
     let (mut state, _) = catalog::state_at(remote, resolved.generation, resolved.seq).await?;
     // For a point inside a cut: the whole points on either side, named if it is refused.
     let mut around = (0, state.log_records);
@@ -354,17 +426,15 @@ async fn restore_at(
         }
         check_log_cut(&state, record_id)?;
     }
-    let store = StoreDir::new(to);
-    let journal_dir = to.join(".restore");
-    files::create_dir_all(&journal_dir).map_err(|source| ReplicaError::io(&journal_dir, source))?;
-    let done_path = journal_dir.join("done");
-    let done: HashSet<String> = std::fs::read_to_string(&done_path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    Ok((state, around))
+}
 
-    // Every piece, grouped by the object it reads, with the file it lands in.
+/// Creates the store's files at their sizes and answers every piece, grouped by the object
+/// it reads, with the file it lands in.
+fn lay_out_files(
+    store: &StoreDir,
+    state: &StoreState,
+) -> Result<BTreeMap<Key, ObjectWork>, ReplicaError> {
     let mut by_object: BTreeMap<Key, ObjectWork> = BTreeMap::new();
     let log_path = store.turns_log_path();
     for piece in &state.log_pieces {
@@ -412,7 +482,19 @@ async fn restore_at(
     if let Some(base) = &state.log_base {
         create_sized(&store.turns_base_path(), base.file_bytes)?;
     }
+    Ok(by_object)
+}
 
+/// Fetches every object not in the journal's `done` list into its files, a few at a time,
+/// appending each to the journal (synced) once its pieces are written. Answers the totals.
+async fn fetch_objects(
+    remote: &Remote,
+    by_object: BTreeMap<Key, ObjectWork>,
+    journal_dir: &Path,
+    done: &HashSet<String>,
+    progress: &mut (dyn FnMut(Progress) + Send),
+) -> Result<Progress, ReplicaError> {
+    let done_path = journal_dir.join("done");
     let mut total = Progress {
         objects_total: by_object.len() as u64,
         ..Progress::default()
@@ -459,22 +541,19 @@ async fn restore_at(
         progress(total);
     }
     drop(fetches);
+    Ok(total)
+}
 
-    if let Some(record_id) = resolved.log_records {
-        cut_log(&log_path, &mut state, record_id)?;
-    }
-    finish(to, &store, &state)?;
-    if let Some(record_id) = resolved.log_records {
-        // A collection inside the cut may have rewritten a pack that was open or new there,
-        // dropping blobs appended after the cut began that records up to the point name:
-        // those are in no object of the replica. Recovery would then hold fewer records than
-        // the point: refused, never a silent loss (issue 46 item 3).
-        let held = records_held(to);
-        if !held.as_ref().is_ok_and(|held| *held >= record_id) {
-            let _ = files::remove_dir_all(to);
-            return Err(inexact(record_id, held, around.0, around.1));
-        }
-    }
+/// Records in the restored store where it came from: the inherited checkpoint (the state it
+/// was restored at, which its next generation forks from) and its own replica record.
+fn record_restored(
+    remote: &Remote,
+    to: &Path,
+    store: &StoreDir,
+    state: &StoreState,
+    resolved: &Resolved,
+    replica_id: [u8; 16],
+) -> Result<(), ReplicaError> {
     let mut inherited_state = state.clone();
     inherited_state.meta = std::fs::read(store.meta_path())
         .map_err(|source| ReplicaError::io(store.meta_path(), source))?;
@@ -487,7 +566,7 @@ async fn restore_at(
         state: inherited_state,
     };
     local::save_inherited(to, &inherited)?;
-    let identities = identities_of(&store, &state)?;
+    let identities = identities_of(store, state)?;
     LocalState {
         replica_id,
         url: remote.location.clone(),
@@ -498,13 +577,9 @@ async fn restore_at(
         base: identities.0,
         packs: identities.1,
     }
-    .save(to)?;
-    files::remove_dir_all(&journal_dir).map_err(|source| ReplicaError::io(&journal_dir, source))?;
-    tracing::info!(replica = %hex(&replica_id), dir = %to.display(), "restored");
-    Ok((state, total.objects_total, total.bytes_total))
+    .save(to)
 }
 
-/// Refuses a cut below the compacted base (those records' slots are gone from the log).
 /// The refusal of a point inside a cut that the replica does not hold exactly: the restored
 /// store opened with fewer records (`held`), or not at all (a turn's blob missing where
 /// recovery calls it lost data).
@@ -542,6 +617,7 @@ fn records_held(to: &Path) -> Result<u64, ReplicaError> {
     Ok(held)
 }
 
+/// Refuses a cut below the compacted base (those records' slots are gone from the log).
 fn check_log_cut(state: &StoreState, record_id: u64) -> Result<(), ReplicaError> {
     if let Some(base) = &state.log_base
         && record_id < base.through

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ctxstore_engine::cut::StoreCut;
+use ctxstore_engine::cut::{ShardCut, StoreCut};
 use ctxstore_engine::store_dir::StoreDir;
 use ctxstore_engine::{Engine, files};
 use object_store::PutPayload;
@@ -403,7 +403,45 @@ impl Shipper {
     async fn attach(&mut self) -> Result<(), ReplicaError> {
         let marker = catalog::marker(&self.remote).await?;
         let local = LocalState::load(&self.data_dir)?;
-        let replica_id = match (&marker, &local) {
+        let replica_id = self
+            .agree_replica_id(marker.as_ref(), local.as_ref())
+            .await?;
+        let generations = catalog::generations(&self.remote).await?;
+        let latest = generations.last().map_or(0, |record| record.generation);
+        let epoch = self.take_epoch(replica_id, latest).await?;
+
+        // Continue the generation this store shipped last, if the replica ends where it does.
+        if let Some(local) = local.clone().filter(|local| {
+            !local.fork
+                && local.replica_id == replica_id
+                && local.generation == latest
+                && latest > 0
+        }) {
+            return self
+                .continue_or_fork(replica_id, epoch, &generations, local)
+                .await;
+        }
+        let (state, parent, identities) = match local::load_inherited(&self.data_dir)? {
+            Some(inherited) if local.as_ref().is_some_and(|local| local.fork) => (
+                inherited.state,
+                Some((inherited.generation, inherited.seq)),
+                local.clone(),
+            ),
+            _ => (StoreState::default(), None, None),
+        };
+        self.fork(replica_id, epoch, latest + 1, parent, state, identities)
+            .await
+    }
+
+    /// The replica id this store ships under: the marker's when it is this store's own, this
+    /// store's (or a new one) written into a new marker when the replica has none. A marker
+    /// naming another store refuses the attach, so two stores never share one prefix.
+    async fn agree_replica_id(
+        &self,
+        marker: Option<&Marker>,
+        local: Option<&LocalState>,
+    ) -> Result<ReplicaId, ReplicaError> {
+        Ok(match (marker, local) {
             (Some(marker), Some(local)) if marker.replica_id != local.replica_id => {
                 return Err(ReplicaError::OtherStore {
                     location: self.remote.location.clone(),
@@ -420,9 +458,7 @@ impl Shipper {
             }
             (Some(marker), Some(_)) => marker.replica_id,
             (None, local) => {
-                let replica_id = local
-                    .as_ref()
-                    .map_or_else(random_id, |local| local.replica_id);
+                let replica_id = local.map_or_else(random_id, |local| local.replica_id);
                 let marker = Marker {
                     replica_id,
                     created_unix_ms: now_unix_ms(),
@@ -444,72 +480,61 @@ impl Shipper {
                 }
                 replica_id
             }
-        };
-        let generations = catalog::generations(&self.remote).await?;
-        let latest = generations.last().map_or(0, |record| record.generation);
-        let epoch = self.take_epoch(replica_id, latest).await?;
+        })
+    }
 
-        // Continue the generation this store shipped last, if the replica ends where it does.
-        if let Some(local) = local.clone().filter(|local| {
-            !local.fork
-                && local.replica_id == replica_id
-                && local.generation == latest
-                && latest > 0
-        }) {
-            let newer = catalog::segments_after(&self.remote, latest, local.seq).await?;
-            let (state, _) = catalog::state_at(&self.remote, latest, local.seq).await?;
-            if newer.is_empty() {
-                self.local = LocalState { epoch, ..local };
-                self.state = state;
-                self.local.save(&self.data_dir)?;
-                let shipped = crate::ids::shipped_ids(
-                    &self.remote,
-                    &generations,
-                    latest,
-                    self.local.seq,
-                    self.state.log_records,
-                )
-                .await?;
-                let shipped_contexts = shipped
-                    .contexts
-                    .unwrap_or_else(|| self.engine.id_floors().contexts - 1);
-                self.engine
-                    .set_shipped_ids(shipped.records, shipped_contexts);
-                tracing::info!(
-                    location = %self.remote.location,
-                    generation = latest,
-                    epoch,
-                    seq = self.local.seq,
-                    "replication continues"
-                );
-                self.finish_attach();
-                return Ok(());
-            }
-            // The replica holds segments this store has no record of (a last PUT whose
-            // answer was lost before the crash): fork from what the record says.
-            let parent = Some((latest, local.seq));
-            let identities = local.clone();
-            return self
-                .fork(
-                    replica_id,
-                    epoch,
-                    latest + 1,
-                    parent,
-                    state,
-                    Some(identities),
-                )
-                .await;
+    /// Continues generation `local.generation` where this store's record says it ended, or,
+    /// when the replica holds segments past that record, forks a new generation from it.
+    async fn continue_or_fork(
+        &mut self,
+        replica_id: ReplicaId,
+        epoch: u64,
+        generations: &[GenerationRecord],
+        local: LocalState,
+    ) -> Result<(), ReplicaError> {
+        let latest = local.generation;
+        let newer = catalog::segments_after(&self.remote, latest, local.seq).await?;
+        let (state, _) = catalog::state_at(&self.remote, latest, local.seq).await?;
+        if newer.is_empty() {
+            self.local = LocalState { epoch, ..local };
+            self.state = state;
+            self.local.save(&self.data_dir)?;
+            let shipped = crate::ids::shipped_ids(
+                &self.remote,
+                generations,
+                latest,
+                self.local.seq,
+                self.state.log_records,
+            )
+            .await?;
+            let shipped_contexts = shipped
+                .contexts
+                .unwrap_or_else(|| self.engine.id_floors().contexts - 1);
+            self.engine
+                .set_shipped_ids(shipped.records, shipped_contexts);
+            tracing::info!(
+                location = %self.remote.location,
+                generation = latest,
+                epoch,
+                seq = self.local.seq,
+                "replication continues"
+            );
+            self.finish_attach();
+            return Ok(());
         }
-        let (state, parent, identities) = match local::load_inherited(&self.data_dir)? {
-            Some(inherited) if local.as_ref().is_some_and(|local| local.fork) => (
-                inherited.state,
-                Some((inherited.generation, inherited.seq)),
-                local.clone(),
-            ),
-            _ => (StoreState::default(), None, None),
-        };
-        self.fork(replica_id, epoch, latest + 1, parent, state, identities)
-            .await
+        // The replica holds segments this store has no record of (a last PUT whose
+        // answer was lost before the crash): fork from what the record says.
+        let parent = Some((latest, local.seq));
+        let identities = local;
+        self.fork(
+            replica_id,
+            epoch,
+            latest + 1,
+            parent,
+            state,
+            Some(identities),
+        )
+        .await
     }
 
     /// Takes the next epoch with a create-only PUT: another primary's epoch object at the same
@@ -714,58 +739,11 @@ impl Shipper {
 
     /// One segment. Answers whether the cut needs another right away (`continues`).
     async fn cycle(&mut self) -> Result<bool, ReplicaError> {
-        let next_epoch = Key::Epoch(self.local.epoch + 1);
-        if self.remote.exists(next_epoch).await? {
-            let holder = catalog::epoch_record(&self.remote, self.local.epoch + 1)
-                .await?
-                .map_or_else(|| "unknown".into(), |record| record.holder);
-            return Err(ReplicaError::Fenced {
-                location: self.remote.location.clone(),
-                epoch: self.local.epoch + 1,
-                holder,
-            });
-        }
+        self.check_not_fenced().await?;
         let seq = self.local.seq + 1;
-        // The cut's own time, read by the engine once the cut's wait is over (`StoreCut`):
-        // everything acknowledged before it is in the cut, nothing much later.
-        let retry = self
-            .retry
-            .take()
-            .filter(|(_, cycle)| cycle.header.seq == seq && cycle.header.epoch == self.local.epoch);
-        let (cut_at, cycle) = if let Some((cut_at, cycle)) = retry {
-            tracing::debug!(
-                seq,
-                "the segment whose answer was lost is shipped again as it was"
-            );
-            (cut_at, Some(cycle))
-        } else {
-            let held = self.engine.hold_cut()?;
-            let cut_at = held.cut.taken_unix_ms;
-            // Contexts read after the cut: as many as it holds, or more (issue 46 item 8).
-            let contexts = self.engine.id_floors().contexts - 1;
-            let body = std::mem::take(&mut self.spare_body);
-            let cycle = self.read_cut(&held.cut, seq, cut_at, body)?;
-            (
-                cut_at,
-                cycle.map(|mut cycle| {
-                    cycle.header.contexts = contexts;
-                    cycle
-                }),
-            )
-        };
+        let (cut_at, cycle) = self.next_cycle(seq)?;
         let Some(mut cycle) = cycle else {
-            // Nothing new: everything acknowledged before the cut is shipped.
-            self.engine.hold_log_after(self.state.log_records);
-            self.stats.lag_bytes.store(0, Ordering::Relaxed);
-            self.stats.backlog_objects.store(0, Ordering::Relaxed);
-            self.stats.set_reason("");
-            self.stats
-                .shipped_cut_unix_ms
-                .store(cut_at, Ordering::Relaxed);
-            self.stats
-                .last_success_unix_ms
-                .store(now_unix_ms(), Ordering::Relaxed);
-            self.stats.set_state(ReplicationState::Shipping);
+            self.all_shipped(cut_at);
             return Ok(false);
         };
         // The backlog as of this cut: until it ships, the figures say what is waiting.
@@ -797,6 +775,89 @@ impl Shipper {
                 return Err(error);
             }
         };
+        self.remember_shipped(seq, &cycle, header_len)?;
+        self.count_shipped(seq, &cycle, objects, bytes_shipped, segment_bytes_max);
+        self.bytes_since_checkpoint += bytes_shipped;
+        if !cycle.header.continues {
+            self.checkpoint_if_due(seq, cycle.header.created_unix_ms)
+                .await?;
+            self.refresh_if_due()?;
+        }
+        Ok(cycle.header.continues)
+    }
+
+    /// Fails with `Fenced` when another primary took the next epoch: this one ships nothing
+    /// more.
+    async fn check_not_fenced(&self) -> Result<(), ReplicaError> {
+        let next_epoch = Key::Epoch(self.local.epoch + 1);
+        if self.remote.exists(next_epoch).await? {
+            let holder = catalog::epoch_record(&self.remote, self.local.epoch + 1)
+                .await?
+                .map_or_else(|| "unknown".into(), |record| record.holder);
+            return Err(ReplicaError::Fenced {
+                location: self.remote.location.clone(),
+                epoch: self.local.epoch + 1,
+                holder,
+            });
+        }
+        Ok(())
+    }
+
+    /// The cut's time and segment `seq`'s cycle: the one whose answer was lost, shipped again
+    /// as it was, or one read from a new cut (`None`: nothing new since the last).
+    fn next_cycle(&mut self, seq: u64) -> Result<(u64, Option<Cycle>), ReplicaError> {
+        // The cut's own time, read by the engine once the cut's wait is over (`StoreCut`):
+        // everything acknowledged before it is in the cut, nothing much later.
+        let retry = self
+            .retry
+            .take()
+            .filter(|(_, cycle)| cycle.header.seq == seq && cycle.header.epoch == self.local.epoch);
+        if let Some((cut_at, cycle)) = retry {
+            tracing::debug!(
+                seq,
+                "the segment whose answer was lost is shipped again as it was"
+            );
+            return Ok((cut_at, Some(cycle)));
+        }
+        let held = self.engine.hold_cut()?;
+        let cut_at = held.cut.taken_unix_ms;
+        // Contexts read after the cut: as many as it holds, or more (issue 46 item 8).
+        let contexts = self.engine.id_floors().contexts - 1;
+        let body = std::mem::take(&mut self.spare_body);
+        let cycle = self.read_cut(&held.cut, seq, cut_at, body)?;
+        Ok((
+            cut_at,
+            cycle.map(|mut cycle| {
+                cycle.header.contexts = contexts;
+                cycle
+            }),
+        ))
+    }
+
+    /// Nothing new: everything acknowledged before the cut taken at `cut_at` is shipped.
+    fn all_shipped(&self, cut_at: u64) {
+        self.engine.hold_log_after(self.state.log_records);
+        self.stats.lag_bytes.store(0, Ordering::Relaxed);
+        self.stats.backlog_objects.store(0, Ordering::Relaxed);
+        self.stats.set_reason("");
+        self.stats
+            .shipped_cut_unix_ms
+            .store(cut_at, Ordering::Relaxed);
+        self.stats
+            .last_success_unix_ms
+            .store(now_unix_ms(), Ordering::Relaxed);
+        self.stats.set_state(ReplicationState::Shipping);
+    }
+
+    /// Segment `seq` is committed remotely: folds it into the state and records it, with the
+    /// identities of the files it shipped, in this store's own record; then drops the staged
+    /// links its uploads read.
+    fn remember_shipped(
+        &mut self,
+        seq: u64,
+        cycle: &Cycle,
+        header_len: u64,
+    ) -> Result<(), ReplicaError> {
         let key = Key::Segment {
             generation: self.local.generation,
             seq,
@@ -834,6 +895,19 @@ impl Shipper {
         for upload in &cycle.uploads {
             let _ = files::remove(&upload.staged);
         }
+        Ok(())
+    }
+
+    /// The figures once segment `seq` is shipped; a segment that ends its cut is a restore
+    /// point, from which the bound on unshipped ids and the log the engine keeps count.
+    fn count_shipped(
+        &self,
+        seq: u64,
+        cycle: &Cycle,
+        objects: u64,
+        bytes_shipped: u64,
+        segment_bytes_max: u64,
+    ) {
         let stats = &self.stats;
         stats.add_shipped(objects, bytes_shipped);
         stats.seq.store(seq, Ordering::Relaxed);
@@ -860,13 +934,6 @@ impl Shipper {
             .last_success_unix_ms
             .store(now_unix_ms(), Ordering::Relaxed);
         stats.set_state(ReplicationState::Shipping);
-        self.bytes_since_checkpoint += bytes_shipped;
-        if !cycle.header.continues {
-            self.checkpoint_if_due(seq, cycle.header.created_unix_ms)
-                .await?;
-            self.refresh_if_due()?;
-        }
-        Ok(cycle.header.continues)
     }
 
     /// The cycle's whole uploads, then its segment (create-only PUTs): answers the objects,
@@ -1068,179 +1135,32 @@ impl Shipper {
     ) -> Result<Option<Cycle>, ReplicaError> {
         let store = cut.store_dir();
         let generation = self.local.generation;
-        let budget = self.config.segment_bytes_max.max(LOG_SLOT_BYTES);
         body.clear();
-        let mut uploads = Vec::new();
-        let mut identities = Vec::new();
-        let mut left_bytes = 0u64;
-        let mut continues = false;
-        let staging = local::staging_dir(&self.data_dir);
-
-        // A new turns.base.
-        let mut base_through = self.state.log_base.map_or(0, |base| base.through);
-        if let Some(base) = &cut.log_base {
-            let file = open(&base.path)?;
-            let identity =
-                FileIdentity::of(&file).map_err(|source| ReplicaError::io(&base.path, source))?;
-            if self.local.base != Some(identity) {
-                let staged = staging.join(format!("b{seq:012}"));
-                stage(&base.path, &staged)?;
-                uploads.push(Upload {
-                    staged,
-                    object: ObjectRef::Base { generation, seq },
-                    what: UploadKind::Base {
-                        through: base.through,
-                    },
-                });
-                identities.push((None, identity));
-                base_through = base.through;
-            }
-        }
-
-        // turns.log after what was shipped (and after a new base).
-        let log_from = self.state.log_records.max(base_through);
-        let mut log_to = cut.log_records.max(log_from);
-        let log_records_wanted = log_to - log_from;
-        let fit = budget / LOG_SLOT_BYTES;
-        if log_records_wanted > fit {
-            log_to = log_from + fit;
-            continues = true;
-            left_bytes += (log_records_wanted - fit) * LOG_SLOT_BYTES;
-        }
-        let log_piece = if log_to > log_from {
-            let path = store.turns_log_path();
-            let len = ((log_to - log_from) * LOG_SLOT_BYTES) as usize;
-            let offset = log_from * LOG_SLOT_BYTES;
-            let start = body.len();
-            body.resize(start + len, 0);
-            read_at(&open(&path)?, &mut body[start..], offset, &path)?;
-            Some(SegmentPiece {
-                shard: 0,
-                pack_id: 0,
-                file_offset: offset,
-                len: len as u64,
-                body_offset: start as u64,
-            })
-        } else {
-            None
+        let mut read = CutRead {
+            generation,
+            seq,
+            budget: self.config.segment_bytes_max.max(LOG_SLOT_BYTES),
+            staging: local::staging_dir(&self.data_dir),
+            body,
+            uploads: Vec::new(),
+            identities: Vec::new(),
+            pieces: Vec::new(),
+            left_bytes: 0,
+            continues: false,
         };
+        let base_through = self.read_base(cut, &mut read)?;
+        let (log_to, log_piece) = self.read_log(cut, &store, base_through, &mut read)?;
 
-        // Packs.
-        let mut pieces = Vec::new();
-        let mut points = Vec::with_capacity(cut.shards.len());
-        for (shard, shard_cut) in cut.shards.iter().enumerate() {
-            let shard = shard as u16;
-            points.push(ShardPoint {
-                pack_id: shard_cut.pack_id,
-                pack_end: shard_cut.pack_end,
-            });
-            for pack_id in 0..=shard_cut.pack_id {
-                let sealed = pack_id < shard_cut.pack_id;
-                let path = store.pack_path(shard, pack_id);
-                let shipped = self
-                    .state
-                    .shards
-                    .get(usize::from(shard))
-                    .and_then(|files| files.packs.get(pack_id as usize))
-                    .map_or(0, |pack| pack.len);
-                let known = self
-                    .local
-                    .packs
-                    .get(usize::from(shard))
-                    .and_then(|packs| packs.get(pack_id as usize))
-                    .copied()
-                    .flatten();
-                if !sealed && shard_cut.pack_end == shipped && known.is_some() {
-                    continue;
-                }
-                let file = match File::open(&path) {
-                    Ok(file) => file,
-                    // An empty store's first pack, never written.
-                    Err(error) if error.kind() == std::io::ErrorKind::NotFound && !sealed => {
-                        continue;
-                    }
-                    Err(source) => return Err(ReplicaError::io(&path, source)),
-                };
-                let identity =
-                    FileIdentity::of(&file).map_err(|source| ReplicaError::io(&path, source))?;
-                let file_len = if sealed {
-                    file.metadata()
-                        .map_err(|source| ReplicaError::io(&path, source))?
-                        .len()
-                } else {
-                    shard_cut.pack_end
-                };
-                let same_version = known == Some(identity);
-                if same_version && file_len == shipped {
-                    continue;
-                }
-                if !same_version && (sealed || shipped > 0) {
-                    // Never shipped and sealed, or replaced since: whole, in its own object.
-                    if sealed {
-                        let staged = staging.join(format!("p{shard:02}-{pack_id:06}-{seq:012}"));
-                        stage(&path, &staged)?;
-                        uploads.push(Upload {
-                            staged,
-                            object: ObjectRef::Pack {
-                                generation,
-                                seq,
-                                shard,
-                                pack_id,
-                            },
-                            what: UploadKind::Pack { shard, pack_id },
-                        });
-                        identities.push((Some((shard, pack_id)), identity));
-                        continue;
-                    }
-                    // The open pack replaced (a restored file): its bytes start again at 0 in
-                    // this segment, after an empty replacement.
-                    let staged = staging.join(format!("p{shard:02}-{pack_id:06}-{seq:012}"));
-                    files::WriteFile::create(&staged)
-                        .map_err(|source| ReplicaError::io(&staged, source))?;
-                    uploads.push(Upload {
-                        staged,
-                        object: ObjectRef::Pack {
-                            generation,
-                            seq,
-                            shard,
-                            pack_id,
-                        },
-                        what: UploadKind::Pack { shard, pack_id },
-                    });
-                }
-                let from = if same_version { shipped } else { 0 };
-                if file_len < from {
-                    return Err(ReplicaError::Invalid(format!(
-                        "{} is {file_len} bytes, shorter than the {from} shipped of the same \
-                         file: it changed in place, which a store never does",
-                        path.display()
-                    )));
-                }
-                let room = budget.saturating_sub(body.len() as u64);
-                let mut to = file_len;
-                if to - from > room {
-                    left_bytes += to - from - room;
-                    to = from + room;
-                    continues = true;
-                }
-                if to > from {
-                    let start = body.len();
-                    body.resize(start + (to - from) as usize, 0);
-                    read_at(&file, &mut body[start..], from, &path)?;
-                    pieces.push(SegmentPiece {
-                        shard,
-                        pack_id,
-                        file_offset: from,
-                        len: to - from,
-                        body_offset: start as u64,
-                    });
-                }
-                identities.push((Some((shard, pack_id)), identity));
-                if continues {
-                    break;
-                }
-            }
-        }
+        let points = self.read_packs(cut, &store, &mut read)?;
+        let CutRead {
+            body,
+            uploads,
+            identities,
+            pieces,
+            left_bytes,
+            continues,
+            ..
+        } = read;
         if log_piece.is_none() && pieces.is_empty() && uploads.is_empty() {
             return Ok(None);
         }
@@ -1272,6 +1192,247 @@ impl Shipper {
             identities,
             left_bytes,
         }))
+    }
+
+    /// A new turns.base, staged for a whole upload. Answers the last record the log's piece
+    /// need not carry: the new base's end, or the shipped one's.
+    fn read_base(&self, cut: &StoreCut, read: &mut CutRead) -> Result<u64, ReplicaError> {
+        let mut base_through = self.state.log_base.map_or(0, |base| base.through);
+        if let Some(base) = &cut.log_base {
+            let file = open(&base.path)?;
+            let identity =
+                FileIdentity::of(&file).map_err(|source| ReplicaError::io(&base.path, source))?;
+            if self.local.base != Some(identity) {
+                let seq = read.seq;
+                let staged = read.staging.join(format!("b{seq:012}"));
+                stage(&base.path, &staged)?;
+                read.uploads.push(Upload {
+                    staged,
+                    object: ObjectRef::Base {
+                        generation: read.generation,
+                        seq,
+                    },
+                    what: UploadKind::Base {
+                        through: base.through,
+                    },
+                });
+                read.identities.push((None, identity));
+                base_through = base.through;
+            }
+        }
+        Ok(base_through)
+    }
+
+    /// turns.log after what was shipped (and after a new base), as much as the budget holds.
+    /// Answers the segment's log end and its log piece (`None`: no new slots).
+    fn read_log(
+        &self,
+        cut: &StoreCut,
+        store: &StoreDir,
+        base_through: u64,
+        read: &mut CutRead,
+    ) -> Result<(u64, Option<SegmentPiece>), ReplicaError> {
+        let log_from = self.state.log_records.max(base_through);
+        let mut log_to = cut.log_records.max(log_from);
+        let log_records_wanted = log_to - log_from;
+        let fit = read.budget / LOG_SLOT_BYTES;
+        if log_records_wanted > fit {
+            log_to = log_from + fit;
+            read.continues = true;
+            read.left_bytes += (log_records_wanted - fit) * LOG_SLOT_BYTES;
+        }
+        let log_piece = if log_to > log_from {
+            let path = store.turns_log_path();
+            let len = ((log_to - log_from) * LOG_SLOT_BYTES) as usize;
+            let offset = log_from * LOG_SLOT_BYTES;
+            let start = read.body.len();
+            read.body.resize(start + len, 0);
+            read_at(&open(&path)?, &mut read.body[start..], offset, &path)?;
+            Some(SegmentPiece {
+                shard: 0,
+                pack_id: 0,
+                file_offset: offset,
+                len: len as u64,
+                body_offset: start as u64,
+            })
+        } else {
+            None
+        };
+        Ok((log_to, log_piece))
+    }
+
+    /// Packs, shard by shard. Answers each shard's point at the cut.
+    fn read_packs(
+        &self,
+        cut: &StoreCut,
+        store: &StoreDir,
+        read: &mut CutRead,
+    ) -> Result<Vec<ShardPoint>, ReplicaError> {
+        let mut points = Vec::with_capacity(cut.shards.len());
+        for (shard, shard_cut) in cut.shards.iter().enumerate() {
+            let shard = shard as u16;
+            points.push(ShardPoint {
+                pack_id: shard_cut.pack_id,
+                pack_end: shard_cut.pack_end,
+            });
+            for pack_id in 0..=shard_cut.pack_id {
+                if self.read_pack(store, shard, shard_cut, pack_id, read)? {
+                    break;
+                }
+            }
+        }
+        Ok(points)
+    }
+
+    /// One pack of a shard at the cut: skipped when shipped already, staged whole when sealed
+    /// and new (or replaced), else its unshipped bytes as a piece of the body, within the
+    /// budget. Answers whether the budget ran out here, which ends this shard's packs.
+    fn read_pack(
+        &self,
+        store: &StoreDir,
+        shard: u16,
+        shard_cut: &ShardCut,
+        pack_id: u32,
+        read: &mut CutRead,
+    ) -> Result<bool, ReplicaError> {
+        let sealed = pack_id < shard_cut.pack_id;
+        let path = store.pack_path(shard, pack_id);
+        let (shipped, known) = self.shipped_of(shard, pack_id);
+        if !sealed && shard_cut.pack_end == shipped && known.is_some() {
+            return Ok(false);
+        }
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            // An empty store's first pack, never written.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound && !sealed => {
+                return Ok(false);
+            }
+            Err(source) => return Err(ReplicaError::io(&path, source)),
+        };
+        let identity = FileIdentity::of(&file).map_err(|source| ReplicaError::io(&path, source))?;
+        let file_len = if sealed {
+            file.metadata()
+                .map_err(|source| ReplicaError::io(&path, source))?
+                .len()
+        } else {
+            shard_cut.pack_end
+        };
+        let same_version = known == Some(identity);
+        if same_version && file_len == shipped {
+            return Ok(false);
+        }
+        if !same_version && (sealed || shipped > 0) {
+            let seq = read.seq;
+            let staged = read
+                .staging
+                .join(format!("p{shard:02}-{pack_id:06}-{seq:012}"));
+            // Never shipped and sealed, or replaced since: whole, in its own object.
+            if sealed {
+                stage(&path, &staged)?;
+                read.upload_pack(staged, shard, pack_id);
+                read.identities.push((Some((shard, pack_id)), identity));
+                return Ok(false);
+            }
+            // The open pack replaced (a restored file): its bytes start again at 0 in
+            // this segment, after an empty replacement.
+            files::WriteFile::create(&staged)
+                .map_err(|source| ReplicaError::io(&staged, source))?;
+            read.upload_pack(staged, shard, pack_id);
+        }
+        let from = if same_version { shipped } else { 0 };
+        if file_len < from {
+            return Err(ReplicaError::Invalid(format!(
+                "{} is {file_len} bytes, shorter than the {from} shipped of the same \
+                 file: it changed in place, which a store never does",
+                path.display()
+            )));
+        }
+        read.read_piece(&file, &path, (shard, pack_id), from, file_len)?;
+        read.identities.push((Some((shard, pack_id)), identity));
+        Ok(read.continues)
+    }
+
+    /// How many bytes of pack `pack_id` of `shard` the replica holds, and the identity of the
+    /// file they were shipped from (`None`: never shipped from this store).
+    fn shipped_of(&self, shard: u16, pack_id: u32) -> (u64, Option<FileIdentity>) {
+        let shipped = self
+            .state
+            .shards
+            .get(usize::from(shard))
+            .and_then(|files| files.packs.get(pack_id as usize))
+            .map_or(0, |pack| pack.len);
+        let known = self
+            .local
+            .packs
+            .get(usize::from(shard))
+            .and_then(|packs| packs.get(pack_id as usize))
+            .copied()
+            .flatten();
+        (shipped, known)
+    }
+}
+
+/// A cycle being read from a cut (`Shipper::read_cut`): the segment's body so far, the files
+/// to upload whole, and whether the budget left bytes for the next segment.
+struct CutRead {
+    generation: u32,
+    seq: u64,
+    /// The most bytes the segment's body carries.
+    budget: u64,
+    staging: PathBuf,
+    body: Vec<u8>,
+    uploads: Vec<Upload>,
+    identities: Vec<(Option<(u16, u32)>, FileIdentity)>,
+    pieces: Vec<SegmentPiece>,
+    left_bytes: u64,
+    continues: bool,
+}
+
+impl CutRead {
+    /// Bytes `from..file_len` of a pack into the body, as many as the budget leaves room for
+    /// (the rest is left for the next segment).
+    fn read_piece(
+        &mut self,
+        file: &File,
+        path: &Path,
+        (shard, pack_id): (u16, u32),
+        from: u64,
+        file_len: u64,
+    ) -> Result<(), ReplicaError> {
+        let room = self.budget.saturating_sub(self.body.len() as u64);
+        let mut to = file_len;
+        if to - from > room {
+            self.left_bytes += to - from - room;
+            to = from + room;
+            self.continues = true;
+        }
+        if to > from {
+            let start = self.body.len();
+            self.body.resize(start + (to - from) as usize, 0);
+            read_at(file, &mut self.body[start..], from, path)?;
+            self.pieces.push(SegmentPiece {
+                shard,
+                pack_id,
+                file_offset: from,
+                len: to - from,
+                body_offset: start as u64,
+            });
+        }
+        Ok(())
+    }
+
+    /// Pack `pack_id` of `shard`, staged at `staged`, to upload whole before the segment.
+    fn upload_pack(&mut self, staged: PathBuf, shard: u16, pack_id: u32) {
+        self.uploads.push(Upload {
+            staged,
+            object: ObjectRef::Pack {
+                generation: self.generation,
+                seq: self.seq,
+                shard,
+                pack_id,
+            },
+            what: UploadKind::Pack { shard, pack_id },
+        });
     }
 }
 
