@@ -333,3 +333,45 @@ fn every_test_file_says_what_it_proves() {
         "test files without a header saying what they prove: {silent:?}"
     );
 }
+
+/// The decoders of the wire, the disk and the object store read integers through the one
+/// little-endian reader (`ctxstore_vocab::le`), never by hand: no `u16`/`u32`/`u64`
+/// `from_le_bytes` in the engine's, the protocol's or the replica's sources (unit tests
+/// aside).
+#[test]
+fn every_decoder_reads_through_le() {
+    let root = root();
+    let mut problems = Vec::new();
+    let mut read = 0usize;
+    for krate in ["engine/src", "protocol/src", "replica/src"] {
+        let mut pending = vec![root.join(krate)];
+        while let Some(dir) = pending.pop() {
+            for entry in std::fs::read_dir(&dir).expect("a source directory") {
+                let path = entry.expect("a directory entry").path();
+                if path.is_dir() {
+                    pending.push(path);
+                    continue;
+                }
+                if path.extension().is_none_or(|e| e != "rs") {
+                    continue;
+                }
+                read += 1;
+                let source = std::fs::read_to_string(&path).expect("a source file");
+                let code = source.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+                for (number, line) in code.lines().enumerate() {
+                    let by_hand = ["u16", "u32", "u64"]
+                        .iter()
+                        .any(|int| line.contains(&format!("{int}::from_le_bytes")));
+                    if by_hand && !line.trim_start().starts_with("//") {
+                        problems.push(format!("{}:{}", path.display(), number + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(read > 100, "the sources are read ({read})");
+    assert!(
+        problems.is_empty(),
+        "integers read by hand (use ctxstore_vocab::le): {problems:?}"
+    );
+}

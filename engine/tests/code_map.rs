@@ -362,3 +362,85 @@ fn the_server_and_the_replica_do_not_import_the_engines_formats() {
         "these import the engine's format/ (use what the engine exports): {problems:?}"
     );
 }
+
+/// The module tables of docs/architecture.md (engine, replica, server) name what each module
+/// never imports: `crate::file` (a module of its own crate) or a crate (`object_store`,
+/// `ctxstore_engine`, `ctxstore_engine::format`). Each is checked here against the code, so
+/// that every "never" of the map is true.
+#[test]
+fn every_never_import_holds() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let architecture = std::fs::read_to_string(root.join("docs/architecture.md"))
+        .expect("docs/architecture.md is readable");
+    let mut problems = Vec::new();
+    let mut rules = 0usize;
+    for section in architecture.split("\n## ").skip(1) {
+        let (heading, body) = section.split_once('\n').unwrap_or((section, ""));
+        let base = root.join(heading.trim());
+        let lines: Vec<&str> = body.lines().filter(|l| l.starts_with("| ")).collect();
+        let Some(header) = lines.first() else {
+            continue;
+        };
+        let cells = |line: &str| -> Vec<String> {
+            line.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_owned())
+                .collect()
+        };
+        let Some(column) = cells(header).iter().position(|c| c == "never imports") else {
+            continue;
+        };
+        for line in lines.iter().skip(2) {
+            let row = cells(line);
+            let ticked = |cell: &str| -> Vec<String> {
+                cell.split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_owned)
+                    .collect()
+            };
+            let never = ticked(&row[column]);
+            if never.is_empty() {
+                assert_eq!(row[column], "—", "a never-imports cell names paths: {line}");
+                continue;
+            }
+            let mut files = Vec::new();
+            for module in ticked(&row[0]) {
+                let path = base.join(&module);
+                if path.is_dir() {
+                    let mut inside = Vec::new();
+                    source_files(&path, &path, &mut inside);
+                    files.extend(inside.into_iter().map(|file| path.join(file)));
+                } else {
+                    files.push(path);
+                }
+            }
+            assert!(!files.is_empty(), "the row names its modules: {line}");
+            for file in &files {
+                let code = code_of(&std::fs::read_to_string(file).expect("a source file"));
+                let imported: Vec<Vec<String>> = crate_paths(&code);
+                let flat: String = code.split_whitespace().collect();
+                for forbidden in &never {
+                    rules += 1;
+                    let breaks = match forbidden.strip_prefix("crate::") {
+                        Some(module) => imported.iter().any(|path| path[0] == module),
+                        None => {
+                            flat.contains(&format!("{forbidden}::"))
+                                || flat.contains(&format!("use{forbidden}"))
+                                || flat.contains(&format!("{forbidden}::{{"))
+                        }
+                    };
+                    if breaks {
+                        problems.push(format!("{} imports {forbidden}", file.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(rules > 20, "the never-imports rules are read ({rules})");
+    assert!(
+        problems.is_empty(),
+        "docs/architecture.md says these never import what they do:\n{}",
+        problems.join("\n")
+    );
+}
