@@ -1,0 +1,16 @@
+//! `ctxstore-server verify`: a store checked offline.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+pub(crate) fn verify(data: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let report =
+        ctxstore_engine::verify(data).with_context(|| format!("verifying {}", data.display()))?;
+    println!("{report}");
+    Ok(if report.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
