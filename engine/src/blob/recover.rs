@@ -79,10 +79,6 @@ pub(crate) fn recover_shard(
 ) -> Result<RecoveredShard, OpenError> {
     let dir = store.shard_dir(shard);
     let index_path = store.blob_index_path(shard);
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| OpenError::io(path, source)
-    };
 
     // 0. A compaction interrupted by a crash (`blob/shard.rs`, `gc/compact.rs`): its `.compact` files
     //    go (renamed into place already, or never to be); with the REINDEX marker the pack
@@ -90,11 +86,84 @@ pub(crate) fn recover_shard(
     finish_compaction(&dir, &index_path).map_err(io(&dir))?;
 
     // 1. Packs present, contiguous from 0.
-    let mut packs = scan::list_packs(&dir).map_err(io(&dir))?;
+    let packs = present_packs(store, shard, &dir)?;
+    let newest_pack = (packs.len() - 1) as u32;
+    // 2. The index: entries must tile the packs from the start, in order.
+    let (mut entries, mut index_end, index_file_len) =
+        load_index(shard, &dir, &index_path, &packs, repair)?;
+
+    // 3. Scan the packs: all of them (full check), or from where the index coverage ends.
+    let (scan_from_pack, scan_from_offset) = match (open_check, entries.last()) {
+        (OpenCheck::Full, _) | (_, None) => (0u32, 0u64),
+        (OpenCheck::Tail, Some(last)) => {
+            let end = last.location.pack_offset + last.location.record_bytes();
+            check_last_entry(&packs[last.location.pack_id as usize].1, last)?;
+            (last.location.pack_id, end)
+        }
+    };
+    let (found, pack_end) = scan_packs(
+        shard,
+        &packs,
+        &entries,
+        (scan_from_pack, scan_from_offset),
+        repair,
+    )?;
+
+    // 4. Reconcile: in a full check the scan re-found the indexed records, which must agree.
+    let mut new_entries = found;
+    if open_check == OpenCheck::Full {
+        reconcile(
+            &index_path,
+            &mut entries,
+            &mut index_end,
+            &mut new_entries,
+            repair,
+        )?;
+    }
+    assert!(
+        new_entries
+            .iter()
+            .all(|entry| entry.location.pack_id >= scan_from_pack)
+    );
+
+    // 5. Index what the scan found beyond the index, durably, then build the in-memory index.
+    if index_end < index_file_len || !new_entries.is_empty() {
+        rewrite_index_tail(&index_path, index_end, &new_entries)?;
+        index_end += (new_entries.len() * INDEX_ENTRY_BYTES) as u64;
+    }
+    entries.extend(new_entries);
+    let view = publish(shard, &dir, &packs, &entries)?;
+    let pack_path = packs[newest_pack as usize].1.clone();
+    let pack_file_len = std::fs::metadata(&pack_path).map_err(io(&pack_path))?.len();
+    let cursor = ShardCursor {
+        shard,
+        pack_id: newest_pack,
+        pack_path,
+        pack_end,
+        pack_file_len,
+        index_path,
+        index_end,
+    };
+    Ok(RecoveredShard { view, cursor })
+}
+
+/// An I/O error at `path`, as opening reports it.
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OpenError + use<> {
+    let path = path.to_path_buf();
+    move |source| OpenError::io(path, source)
+}
+
+/// Step 1: packs present, contiguous from 0 (an empty shard gets its first, durably).
+fn present_packs(
+    store: &StoreDir,
+    shard: u16,
+    dir: &Path,
+) -> Result<Vec<(u32, PathBuf)>, OpenError> {
+    let mut packs = scan::list_packs(dir).map_err(io(dir))?;
     if packs.is_empty() {
         let path = store.pack_path(shard, 0);
         create_durable(&path).map_err(io(&path))?;
-        sync_dir(&dir).map_err(io(&dir))?;
+        sync_dir(dir).map_err(io(dir))?;
         packs.push((0, path));
     }
     for (position, (pack_id, path)) in packs.iter().enumerate() {
@@ -112,19 +181,28 @@ pub(crate) fn recover_shard(
             dir.display()
         )));
     }
+    Ok(packs)
+}
+
+/// Step 2, the index: entries must tile the packs from the start, in order. Answers its
+/// entries (those to keep), where they end, and the index file's length.
+fn load_index(
+    shard: u16,
+    dir: &Path,
+    index_path: &Path,
+    packs: &[(u32, PathBuf)],
+    repair: bool,
+) -> Result<(Vec<IndexEntry>, u64, u64), OpenError> {
     let mut pack_lens = Vec::with_capacity(packs.len());
-    for (_, path) in &packs {
+    for (_, path) in packs {
         pack_lens.push(std::fs::metadata(path).map_err(io(path))?.len());
     }
-    let newest_pack = (packs.len() - 1) as u32;
-
-    // 2. The index: entries must tile the packs from the start, in order.
     let index_scan = if index_path.exists() {
-        scan::scan_index(&index_path).map_err(io(&index_path))?
+        scan::scan_index(index_path).map_err(io(index_path))?
     } else {
-        create_durable(&index_path).map_err(io(&index_path))?;
-        sync_dir(&dir).map_err(io(&dir))?;
-        scan::scan_index(&index_path).map_err(io(&index_path))?
+        create_durable(index_path).map_err(io(index_path))?;
+        sync_dir(dir).map_err(io(dir))?;
+        scan::scan_index(index_path).map_err(io(index_path))?
     };
     let mut entries = index_scan.entries;
     let mut index_end = (entries.len() * INDEX_ENTRY_BYTES) as u64;
@@ -139,7 +217,7 @@ pub(crate) fn recover_shard(
         Tail::Corrupt(corruption) => return Err(OpenError::Corrupt(corruption)),
     }
     let pack_paths: Vec<PathBuf> = packs.iter().map(|(_, path)| path.clone()).collect();
-    if let Err((keep, corruption)) = check_tiling(&index_path, &pack_paths, &entries, &pack_lens) {
+    if let Err((keep, corruption)) = check_tiling(index_path, &pack_paths, &entries, &pack_lens) {
         if !repair {
             return Err(OpenError::Corrupt(corruption));
         }
@@ -147,16 +225,20 @@ pub(crate) fn recover_shard(
         entries.truncate(keep);
         index_end = (keep * INDEX_ENTRY_BYTES) as u64;
     }
+    Ok((entries, index_end, index_scan.file_len))
+}
 
-    // 3. Scan the packs: all of them (full check), or from where the index coverage ends.
-    let (scan_from_pack, scan_from_offset) = match (open_check, entries.last()) {
-        (OpenCheck::Full, _) | (_, None) => (0u32, 0u64),
-        (OpenCheck::Tail, Some(last)) => {
-            let end = last.location.pack_offset + last.location.record_bytes();
-            check_last_entry(&packs[last.location.pack_id as usize].1, last)?;
-            (last.location.pack_id, end)
-        }
-    };
+/// Step 3: scans the packs from `(pack, offset)` to the newest, cutting a torn tail (or,
+/// with `repair`, the newest pack's damaged one). Answers the records found and where the
+/// newest pack's records end.
+fn scan_packs(
+    shard: u16,
+    packs: &[(u32, PathBuf)],
+    entries: &[IndexEntry],
+    (scan_from_pack, scan_from_offset): (u32, u64),
+    repair: bool,
+) -> Result<(Vec<IndexEntry>, u64), OpenError> {
+    let newest_pack = (packs.len() - 1) as u32;
     let mut found: Vec<IndexEntry> = Vec::new();
     let mut pack_end = 0;
     for pack_id in scan_from_pack..=newest_pack {
@@ -167,7 +249,7 @@ pub(crate) fn recover_shard(
             0
         };
         let is_newest = pack_id == newest_pack;
-        let durable_end = scan::indexed_end(&entries, pack_id);
+        let durable_end = scan::indexed_end(entries, pack_id);
         let visit = |record: ScannedRecord<'_>| {
             found.push(entry_of(pack_id, record.offset, &record.header));
         };
@@ -190,49 +272,56 @@ pub(crate) fn recover_shard(
             pack_end = valid_end;
         }
     }
+    Ok((found, pack_end))
+}
 
-    // 4. Reconcile: in a full check the scan re-found the indexed records, which must agree.
-    let mut new_entries = found;
-    if open_check == OpenCheck::Full {
-        let agreeing = entries
-            .iter()
-            .zip(&new_entries)
-            .take_while(|(a, b)| a == b)
-            .count();
-        if agreeing < entries.len() {
-            let offset = (agreeing * INDEX_ENTRY_BYTES) as u64;
-            let reason = if agreeing < new_entries.len() {
-                "entry does not match the pack record it points to"
-            } else {
-                "entry points past the valid end of the packs"
-            };
-            let corruption = Corruption::new(&index_path, offset, reason);
-            if !repair {
-                return Err(OpenError::Corrupt(corruption));
-            }
-            tracing::warn!(%corruption, "repair: dropping blob index entries from the damaged one on");
-            entries.truncate(agreeing);
-            index_end = offset;
+/// Step 4, a full check's reconciliation: the scan re-found the indexed records
+/// (`new_entries` starts with them), which must agree with `entries`; with `repair`, the
+/// index is cut at the first that does not. Leaves in `new_entries` only what lies beyond
+/// the index.
+fn reconcile(
+    index_path: &Path,
+    entries: &mut Vec<IndexEntry>,
+    index_end: &mut u64,
+    new_entries: &mut Vec<IndexEntry>,
+    repair: bool,
+) -> Result<(), OpenError> {
+    let agreeing = entries
+        .iter()
+        .zip(new_entries.iter())
+        .take_while(|(a, b)| a == b)
+        .count();
+    if agreeing < entries.len() {
+        let offset = (agreeing * INDEX_ENTRY_BYTES) as u64;
+        let reason = if agreeing < new_entries.len() {
+            "entry does not match the pack record it points to"
+        } else {
+            "entry points past the valid end of the packs"
+        };
+        let corruption = Corruption::new(index_path, offset, reason);
+        if !repair {
+            return Err(OpenError::Corrupt(corruption));
         }
-        new_entries.drain(..entries.len());
+        tracing::warn!(%corruption, "repair: dropping blob index entries from the damaged one on");
+        entries.truncate(agreeing);
+        *index_end = offset;
     }
-    assert!(
-        new_entries
-            .iter()
-            .all(|entry| entry.location.pack_id >= scan_from_pack)
-    );
+    new_entries.drain(..entries.len());
+    Ok(())
+}
 
-    // 5. Index what the scan found beyond the index, durably, then build the in-memory index.
-    if index_end < index_scan.file_len || !new_entries.is_empty() {
-        rewrite_index_tail(&index_path, index_end, &new_entries)?;
-        index_end += (new_entries.len() * INDEX_ENTRY_BYTES) as u64;
-    }
-    entries.extend(new_entries);
+/// Step 5: the shard's in-memory index, built from `entries`, and its view, published.
+fn publish(
+    shard: u16,
+    dir: &Path,
+    packs: &[(u32, PathBuf)],
+    entries: &[IndexEntry],
+) -> Result<ShardView, OpenError> {
     let index = BlobIndex::with_capacity_and_hasher(entries.len().max(1024), BlobHashBuildHasher);
-    let view = ShardView::new(shard, dir.clone(), index);
+    let view = ShardView::new(shard, dir.to_path_buf(), index);
     view.add_packs(packs.iter().cloned())
         .map_err(|(path, source)| OpenError::io(path, source))?;
-    for entry in &entries {
+    for entry in entries {
         if view.contains(&entry.hash) {
             // A garbage collection swept the blob, a put stored it again, and its old copy
             // waits for its pack's compaction: the later copy is the one the index keeps.
@@ -240,18 +329,7 @@ pub(crate) fn recover_shard(
         }
         view.publish(entry.hash, entry.location);
     }
-    let pack_path = packs[newest_pack as usize].1.clone();
-    let pack_file_len = std::fs::metadata(&pack_path).map_err(io(&pack_path))?.len();
-    let cursor = ShardCursor {
-        shard,
-        pack_id: newest_pack,
-        pack_path,
-        pack_end,
-        pack_file_len,
-        index_path,
-        index_end,
-    };
-    Ok(RecoveredShard { view, cursor })
+    Ok(view)
 }
 
 fn entry_of(pack_id: u32, pack_offset: u64, header: &PackHeader) -> IndexEntry {

@@ -266,37 +266,8 @@ impl ContextMeta {
             OP_DELETE => ContextMeta::Delete,
             OP_FLOOR => ContextMeta::Floor(reader.u32()?),
             OP_TTL => ContextMeta::Ttl(reader.u64()?),
-            OP_GC_DEAD => {
-                let first_turn_id = reader.u64()?;
-                if !reader.le.remaining().is_multiple_of(8) {
-                    return Err(RecordError::Field("gc-dead bitmap is not whole words"));
-                }
-                let words: Vec<u64> = reader
-                    .take_rest()
-                    .chunks_exact(8)
-                    .map(|word| le::u64_at(word, 0))
-                    .collect();
-                check_gc_dead(first_turn_id, &words)?;
-                ContextMeta::GcDead {
-                    first_turn_id,
-                    words,
-                }
-            }
-            OP_OVERLAY => {
-                let turn_id = TurnId(reader.u64()?);
-                if turn_id.is_none() {
-                    return Err(RecordError::Field("overlay of TurnID 0"));
-                }
-                let kind = match reader.u8()? {
-                    OVERLAY_PATCH => OverlayKind::Patch {
-                        hash: BlobHash(reader.array()?),
-                        len: reader.u32()?,
-                    },
-                    OVERLAY_REDACT => OverlayKind::Redact,
-                    _ => return Err(RecordError::Field("overlay is neither patch nor redact")),
-                };
-                ContextMeta::Overlay { turn_id, kind }
-            }
+            OP_GC_DEAD => decode_gc_dead(&mut reader)?,
+            OP_OVERLAY => decode_overlay(&mut reader)?,
             OP_PURGE => ContextMeta::Purge(BlobHash(reader.array()?)),
             OP_SKIP_CONTEXTS => ContextMeta::SkipContexts,
             _ => return Err(RecordError::Field("unknown context metadata op")),
@@ -350,6 +321,41 @@ pub fn check_name(name: &[u8]) -> Result<(), RecordError> {
         return Err(RecordError::Field("context name is not 1..=256 bytes"));
     }
     Ok(())
+}
+
+/// A gc-dead record's body: its first turn, then its bitmap in whole words, checked.
+fn decode_gc_dead(reader: &mut Reader<'_>) -> Result<ContextMeta, RecordError> {
+    let first_turn_id = reader.u64()?;
+    if !reader.le.remaining().is_multiple_of(8) {
+        return Err(RecordError::Field("gc-dead bitmap is not whole words"));
+    }
+    let words: Vec<u64> = reader
+        .take_rest()
+        .chunks_exact(8)
+        .map(|word| le::u64_at(word, 0))
+        .collect();
+    check_gc_dead(first_turn_id, &words)?;
+    Ok(ContextMeta::GcDead {
+        first_turn_id,
+        words,
+    })
+}
+
+/// An overlay's body: the turn it covers, then a patch (blob and length) or a redaction.
+fn decode_overlay(reader: &mut Reader<'_>) -> Result<ContextMeta, RecordError> {
+    let turn_id = TurnId(reader.u64()?);
+    if turn_id.is_none() {
+        return Err(RecordError::Field("overlay of TurnID 0"));
+    }
+    let kind = match reader.u8()? {
+        OVERLAY_PATCH => OverlayKind::Patch {
+            hash: BlobHash(reader.array()?),
+            len: reader.u32()?,
+        },
+        OVERLAY_REDACT => OverlayKind::Redact,
+        _ => return Err(RecordError::Field("overlay is neither patch nor redact")),
+    };
+    Ok(ContextMeta::Overlay { turn_id, kind })
 }
 
 /// The pair of `encode_tags`: each change checked as admission checks it.

@@ -41,69 +41,15 @@ impl ShardActor {
             whole,
             install,
         } = pack;
-        let shard = self.shard;
-        let refused = move |reason: String| {
-            EngineError::InvalidArgument(format!(
-                "shard {shard} refuses pack {pack_id} bytes at {offset}: {reason}"
-            ))
-        };
-        if !self.published.status.is_following() {
-            return Err(refused(
-                "only a standby takes pack bytes from its replica".into(),
-            ));
-        }
-        if !self.batch.records.is_empty() {
-            return Err(refused("the shard has a batch of its own".into()));
-        }
-        if whole && offset != 0 {
-            return Err(refused("a whole pack starts at 0".into()));
-        }
+        let refused = refuser(self.shard, pack_id, offset);
+        self.check_ingest(offset, whole, refused)?;
         if whole && pack_id == self.pack_id && self.pack_end > 0 {
-            // A whole version of the open pack that does not continue it: the primary sealed
-            // this pack and a collection rewrote it (its successor may still be empty, so no
-            // piece of it came first). Sealed here too, as there; then taken as a rewritten
-            // sealed pack below.
-            let mut ours = vec![0u8; self.pack_end as usize];
-            std::fs::File::open(&self.pack_path)
-                .and_then(|file| file.read_exact_at(&mut ours, 0))
-                .map_err(|source| EngineError::io(&self.pack_path, source))?;
-            if !bytes.starts_with(&ours) {
-                let entries = pack_records(pack_id, 0, &bytes).map_err(&refused)?;
-                let mut lacking = Vec::new();
-                for entry in &entries {
-                    let held = self.view().location(&entry.hash);
-                    if held.is_none_or(|held| held.pack_id != pack_id) {
-                        let start = entry.location.pack_offset as usize;
-                        let end = start + entry.location.record_bytes() as usize;
-                        lacking.extend_from_slice(&bytes[start..end]);
-                    }
-                }
-                if !lacking.is_empty() {
-                    self.write_ingested(&lacking)
-                        .await
-                        .map_err(|error| match error {
-                            Refusal::Invalid(reason) => refused(reason),
-                            Refusal::Engine(error) => error,
-                        })?;
-                }
-                self.rotate_pack().await?;
-            }
+            self.seal_rewritten_open(pack_id, &bytes, refused).await?;
         }
         if pack_id < self.pack_id {
-            if !whole {
-                return Err(refused(format!("pack {} is the open one", self.pack_id)));
-            }
-            let path = pack_path(&self.shard_dir, pack_id);
-            let same = std::fs::read(&path)
-                .map(|held| held == bytes)
-                .map_err(|source| EngineError::io(&path, source))?;
-            if !same && install {
-                return self.install_rewritten(pack_id, bytes).await;
-            }
-            return Ok(IngestedPack {
-                kept_own_version: !same,
-                ..IngestedPack::default()
-            });
+            return self
+                .ingest_sealed(pack_id, whole, install, bytes, refused)
+                .await;
         }
         if pack_id > self.pack_id {
             if pack_id != self.pack_id + 1 || offset != 0 {
@@ -120,6 +66,113 @@ impl ShardActor {
                 self.pack_end
             )));
         }
+        let held = self.check_held(offset, &bytes, refused)?;
+        let new = &bytes[held..];
+        if new.is_empty() {
+            return Ok(IngestedPack::default());
+        }
+        let blobs = self
+            .write_ingested(new)
+            .await
+            .map_err(|error| error.refused_by(refused))?;
+        Ok(IngestedPack {
+            blobs,
+            bytes_written: new.len() as u64,
+            kept_own_version: false,
+        })
+    }
+
+    /// Only a standby takes pack bytes, with no batch of its own in flight; a whole pack
+    /// starts at 0.
+    fn check_ingest(
+        &self,
+        offset: u64,
+        whole: bool,
+        refused: impl Fn(String) -> EngineError,
+    ) -> Result<(), EngineError> {
+        if !self.published.status.is_following() {
+            return Err(refused(
+                "only a standby takes pack bytes from its replica".into(),
+            ));
+        }
+        if !self.batch.records.is_empty() {
+            return Err(refused("the shard has a batch of its own".into()));
+        }
+        if whole && offset != 0 {
+            return Err(refused("a whole pack starts at 0".into()));
+        }
+        Ok(())
+    }
+
+    /// A whole version of the open pack that does not continue it: the primary sealed this
+    /// pack and a collection rewrote it (its successor may still be empty, so no piece of it
+    /// came first). Sealed here too, as there, after the records it lacks; then taken as a
+    /// rewritten sealed pack.
+    async fn seal_rewritten_open(
+        &mut self,
+        pack_id: u32,
+        bytes: &[u8],
+        refused: impl Fn(String) -> EngineError + Copy,
+    ) -> Result<(), EngineError> {
+        let mut ours = vec![0u8; self.pack_end as usize];
+        std::fs::File::open(&self.pack_path)
+            .and_then(|file| file.read_exact_at(&mut ours, 0))
+            .map_err(|source| EngineError::io(&self.pack_path, source))?;
+        if !bytes.starts_with(&ours) {
+            let entries = pack_records(pack_id, 0, bytes).map_err(refused)?;
+            let mut lacking = Vec::new();
+            for entry in &entries {
+                let held = self.view().location(&entry.hash);
+                if held.is_none_or(|held| held.pack_id != pack_id) {
+                    let start = entry.location.pack_offset as usize;
+                    let end = start + entry.location.record_bytes() as usize;
+                    lacking.extend_from_slice(&bytes[start..end]);
+                }
+            }
+            if !lacking.is_empty() {
+                self.write_ingested(&lacking)
+                    .await
+                    .map_err(|error| error.refused_by(refused))?;
+            }
+            self.rotate_pack().await?;
+        }
+        Ok(())
+    }
+
+    /// A whole version of sealed pack `pack_id`: the same bytes are nothing new; others are
+    /// installed when asked, else the shard keeps its own version and says so.
+    async fn ingest_sealed(
+        &mut self,
+        pack_id: u32,
+        whole: bool,
+        install: bool,
+        bytes: Vec<u8>,
+        refused: impl Fn(String) -> EngineError,
+    ) -> Result<IngestedPack, EngineError> {
+        if !whole {
+            return Err(refused(format!("pack {} is the open one", self.pack_id)));
+        }
+        let path = pack_path(&self.shard_dir, pack_id);
+        let same = std::fs::read(&path)
+            .map(|held| held == bytes)
+            .map_err(|source| EngineError::io(&path, source))?;
+        if !same && install {
+            return self.install_rewritten(pack_id, bytes).await;
+        }
+        Ok(IngestedPack {
+            kept_own_version: !same,
+            ..IngestedPack::default()
+        })
+    }
+
+    /// Bytes from `offset` that the open pack holds already must be the same bytes. Answers
+    /// how many of `bytes` it holds.
+    fn check_held(
+        &self,
+        offset: u64,
+        bytes: &[u8],
+        refused: impl Fn(String) -> EngineError,
+    ) -> Result<usize, EngineError> {
         let held = (self.pack_end - offset).min(bytes.len() as u64) as usize;
         if held > 0 {
             let mut ours = vec![0u8; held];
@@ -134,22 +187,7 @@ impl ShardActor {
                 ));
             }
         }
-        let new = &bytes[held..];
-        if new.is_empty() {
-            return Ok(IngestedPack::default());
-        }
-        let blobs = self
-            .write_ingested(new)
-            .await
-            .map_err(|error| match error {
-                Refusal::Invalid(reason) => refused(reason),
-                Refusal::Engine(error) => error,
-            })?;
-        Ok(IngestedPack {
-            blobs,
-            bytes_written: new.len() as u64,
-            kept_own_version: false,
-        })
+        Ok(held)
     }
 
     /// Whole pack records appended where the open pack ends: checked record by record before
@@ -219,7 +257,56 @@ impl ShardActor {
             ))
         };
         let entries = pack_records(pack_id, 0, &bytes).map_err(refused)?;
-        for entry in &entries {
+        self.check_rewritten(pack_id, &entries, refused)?;
+        let write = |path: &PathBuf| {
+            let path = path.clone();
+            move |source| EngineError::from_write(&path, source)
+        };
+        let (new_index, dropped) = self.rewritten_index(pack_id, &entries)?;
+        let pack = pack_path(&self.shard_dir, pack_id);
+        let new_pack = crate::store_dir::compact_path(&pack);
+        let new_index_path = crate::store_dir::compact_path(&self.index_path);
+        ops::write_durable(&new_pack, &bytes).map_err(write(&new_pack))?;
+        ops::write_durable(&new_index_path, &new_index).map_err(write(&new_index_path))?;
+        let marker = self.shard_dir.join(REINDEX_MARKER_FILE);
+        create_durable(&marker).map_err(write(&marker))?;
+        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
+        ops::rename(&new_pack, &pack).map_err(write(&pack))?;
+        let index_path = self.index_path.clone();
+        ops::rename(&new_index_path, &index_path).map_err(write(&index_path))?;
+        self.index = open_actor_file(&self.index_path, self.io.sync_mode).await?;
+        self.index_end = new_index.len() as u64;
+        self.index_unsynced_entries = 0;
+        // Readers: the dropped blobs leave the view before the file that lacks them is read.
+        self.forget_dropped(pack_id, &dropped);
+        let file = ReadFile::open(pack.clone()).map_err(|source| EngineError::io(&pack, source))?;
+        self.view().install_compacted(pack_id, file, &entries);
+        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
+        ops::remove(&marker).map_err(write(&marker))?;
+        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
+        tracing::info!(
+            shard = self.shard,
+            pack = pack_id,
+            dropped = dropped.len(),
+            "installed the primary's rewritten pack"
+        );
+        Ok(IngestedPack {
+            blobs: entries.len() as u64,
+            bytes_written: bytes.len() as u64,
+            kept_own_version: false,
+        })
+    }
+
+    /// Every record of a rewritten pack's new version must be one this shard holds in pack
+    /// `pack_id` (a compaction only drops records); and the install rewrites the blob index,
+    /// which must still take writes.
+    fn check_rewritten(
+        &self,
+        pack_id: u32,
+        entries: &[IndexEntry],
+        refused: impl Fn(String) -> EngineError,
+    ) -> Result<(), EngineError> {
+        for entry in entries {
             let held = self.view().location(&entry.hash);
             let same_record = held.is_some_and(|held| {
                 held.pack_id == pack_id
@@ -241,10 +328,16 @@ impl ShardActor {
             );
             return Err(EngineError::io(&self.index_path, refusal));
         }
-        let write = |path: &PathBuf| {
-            let path = path.clone();
-            move |source| EngineError::from_write(&path, source)
-        };
+        Ok(())
+    }
+
+    /// The blob index's bytes with pack `pack_id`'s entries replaced by `entries` (its new
+    /// version's), and the blobs the new version dropped.
+    fn rewritten_index(
+        &self,
+        pack_id: u32,
+        entries: &[IndexEntry],
+    ) -> Result<(Vec<u8>, Vec<BlobHash>), EngineError> {
         // The index with this pack's entries replaced by the new version's, in their place:
         // entries tile the packs in order (an open checks it), so the new version's go before
         // the first entry of a later pack, as a compaction's do (`gc/compact.rs`). Appended
@@ -259,7 +352,7 @@ impl ShardActor {
         let kept: std::collections::HashSet<BlobHash> =
             entries.iter().map(|entry| entry.hash).collect();
         let place = |new_index: &mut Vec<u8>| {
-            for entry in &entries {
+            for entry in entries {
                 let mut encoded = [0u8; INDEX_ENTRY_BYTES];
                 entry.encode(&mut encoded);
                 new_index.extend_from_slice(&encoded);
@@ -289,22 +382,13 @@ impl ShardActor {
         if !placed {
             place(&mut new_index);
         }
-        let pack = pack_path(&self.shard_dir, pack_id);
-        let new_pack = crate::store_dir::compact_path(&pack);
-        let new_index_path = crate::store_dir::compact_path(&self.index_path);
-        ops::write_durable(&new_pack, &bytes).map_err(write(&new_pack))?;
-        ops::write_durable(&new_index_path, &new_index).map_err(write(&new_index_path))?;
-        let marker = self.shard_dir.join(REINDEX_MARKER_FILE);
-        create_durable(&marker).map_err(write(&marker))?;
-        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
-        ops::rename(&new_pack, &pack).map_err(write(&pack))?;
-        let index_path = self.index_path.clone();
-        ops::rename(&new_index_path, &index_path).map_err(write(&index_path))?;
-        self.index = open_actor_file(&self.index_path, self.io.sync_mode).await?;
-        self.index_end = new_index.len() as u64;
-        self.index_unsynced_entries = 0;
-        // Readers: the dropped blobs leave the view before the file that lacks them is read.
-        for hash in &dropped {
+        Ok((new_index, dropped))
+    }
+
+    /// The blobs a rewritten pack `pack_id` dropped leave the view (those it still places
+    /// there).
+    fn forget_dropped(&self, pack_id: u32, dropped: &[BlobHash]) {
+        for hash in dropped {
             let here = self
                 .view()
                 .location(hash)
@@ -313,22 +397,6 @@ impl ShardActor {
                 self.view().remove(hash);
             }
         }
-        let file = ReadFile::open(pack.clone()).map_err(|source| EngineError::io(&pack, source))?;
-        self.view().install_compacted(pack_id, file, &entries);
-        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
-        ops::remove(&marker).map_err(write(&marker))?;
-        sync_dir(&self.shard_dir).map_err(write(&self.shard_dir))?;
-        tracing::info!(
-            shard = self.shard,
-            pack = pack_id,
-            dropped = dropped.len(),
-            "installed the primary's rewritten pack"
-        );
-        Ok(IngestedPack {
-            blobs: entries.len() as u64,
-            bytes_written: bytes.len() as u64,
-            kept_own_version: false,
-        })
     }
 }
 
@@ -337,6 +405,25 @@ impl ShardActor {
 enum Refusal {
     Invalid(String),
     Engine(EngineError),
+}
+
+impl Refusal {
+    /// The error an ingest answers: an invalid one refused by `refused`, naming the pack.
+    fn refused_by(self, refused: impl Fn(String) -> EngineError) -> EngineError {
+        match self {
+            Refusal::Invalid(reason) => refused(reason),
+            Refusal::Engine(error) => error,
+        }
+    }
+}
+
+/// How an ingest of shard `shard`'s pack `pack_id` bytes at `offset` refuses them.
+fn refuser(shard: u16, pack_id: u32, offset: u64) -> impl Fn(String) -> EngineError + Copy {
+    move |reason: String| {
+        EngineError::InvalidArgument(format!(
+            "shard {shard} refuses pack {pack_id} bytes at {offset}: {reason}"
+        ))
+    }
 }
 
 impl From<EngineError> for Refusal {

@@ -28,6 +28,7 @@ use crate::format::turn_log::{
 };
 use crate::ids::TurnId;
 use crate::model::IngestedLog;
+use crate::sequencer::heads::Heads;
 use crate::sequencer::recover::{RecoveredLog, Replay};
 use crate::sequencer::streams::StreamId;
 use crate::sequencer::watch::{WatchEvent, WatchKind};
@@ -38,34 +39,9 @@ impl SequencerActor {
         first_record_id: u64,
         slots: Vec<u8>,
     ) -> Result<IngestedLog, EngineError> {
-        let path = self.path.clone();
-        let damaged = |record_id: u64, reason: String| {
-            EngineError::Corrupt(Corruption::new(&path, record_offset(record_id), reason))
-        };
-        if !self.published.status.is_following() {
-            return Err(EngineError::InvalidArgument(
-                "only a standby takes turns.log slots from its replica; this store takes writes"
-                    .into(),
-            ));
-        }
-        if first_record_id != self.next_record_id || self.batch.records > 0 {
-            return Err(damaged(
-                first_record_id,
-                format!(
-                    "slots from record {first_record_id} do not follow the log, which ends \
-                     before record {}",
-                    self.next_record_id
-                ),
-            ));
-        }
-        if slots.is_empty() || !slots.len().is_multiple_of(LOG_RECORD_BYTES) {
-            return Err(damaged(
-                first_record_id,
-                format!("{} bytes are not whole slots", slots.len()),
-            ));
-        }
+        self.check_ingest(first_record_id, &slots)?;
         let records =
-            decode_slots(first_record_id, &slots).map_err(|(id, why)| damaged(id, why))?;
+            decode_slots(first_record_id, &slots).map_err(|(id, why)| self.damaged(id, why))?;
         let count = records.len() as u32;
         let offset = record_offset(first_record_id);
         self.file
@@ -87,43 +63,7 @@ impl SequencerActor {
             self.gc.dead.clone(),
             self.streams.clone(),
         );
-        let state = RecoveredLog {
-            heads: std::mem::take(&mut self.heads),
-            contexts: std::mem::take(&mut self.contexts),
-            dead: std::mem::take(&mut self.gc.dead),
-            streams: std::mem::take(&mut self.streams),
-            ..RecoveredLog::default()
-        };
-        let replayed = crate::file::ScanFile::open(&self.path)
-            .map_err(|source| EngineError::io(&self.path, source))
-            .and_then(|log| {
-                let published = Arc::clone(&self.published);
-                let mut replay = Replay::resume(
-                    log,
-                    published.turns.base(),
-                    &published.shards,
-                    state,
-                    first_record_id - 1,
-                );
-                for record in &records {
-                    replay
-                        .record(record)
-                        .map_err(|reason| damaged(record.record_id(), reason))?;
-                }
-                if let Some(pending) = &replay.pending {
-                    let head = pending.head_record_id();
-                    return Err(damaged(
-                        head,
-                        format!("record {head} is missing slots at the end of the ingested ones"),
-                    ));
-                }
-                replay
-                    .state
-                    .check_blobs_missing()
-                    .map_err(|reason| damaged(first_record_id, reason))?;
-                Ok(replay.state)
-            });
-        let state = match replayed {
+        let state = match self.replay_ingested(first_record_id, &records) {
             Ok(state) => state,
             Err(error) => {
                 (self.heads, self.contexts, self.gc.dead, self.streams) = saved;
@@ -137,18 +77,127 @@ impl SequencerActor {
             }
         };
 
-        let (events, streams_changed) = record_events(&records);
         let mut batch = Batch {
             contexts_before,
             records: count,
-            logical_bytes: state.logical_bytes,
-            dedup_hits: state.dedup_hits,
-            events,
-            streams_changed,
             ..Batch::default()
         };
+        self.take_replayed(&records, state, &saved.0, &mut batch);
+        self.next_record_id = first_record_id + u64::from(count);
+        self.prepared_end = self.prepared_end.max(record_offset(self.next_record_id));
+        // Pair of the replay's DAG checks: every head a reader will load exists.
+        for head_move in &batch.moves {
+            assert!(
+                self.heads.raw(head_move.context_id).is_some(),
+                "an ingested record moved context {} out of the head table",
+                head_move.context_id
+            );
+        }
+        self.publish(&batch);
+        self.batch.contexts_before = self.heads.count();
+        Ok(IngestedLog {
+            records: u64::from(count),
+            turns: batch.new_turns.len() as u64,
+            log_records: self.next_record_id - 1,
+        })
+    }
+
+    /// Damage at record `record_id` of the log, as an ingest refuses it.
+    fn damaged(&self, record_id: u64, reason: String) -> EngineError {
+        EngineError::Corrupt(Corruption::new(
+            &self.path,
+            record_offset(record_id),
+            reason,
+        ))
+    }
+
+    /// Only a standby ingests, and only whole slots that continue its log where it ends, with
+    /// no batch of its own in flight.
+    fn check_ingest(&self, first_record_id: u64, slots: &[u8]) -> Result<(), EngineError> {
+        if !self.published.status.is_following() {
+            return Err(EngineError::InvalidArgument(
+                "only a standby takes turns.log slots from its replica; this store takes writes"
+                    .into(),
+            ));
+        }
+        if first_record_id != self.next_record_id || self.batch.records > 0 {
+            return Err(self.damaged(
+                first_record_id,
+                format!(
+                    "slots from record {first_record_id} do not follow the log, which ends \
+                     before record {}",
+                    self.next_record_id
+                ),
+            ));
+        }
+        if slots.is_empty() || !slots.len().is_multiple_of(LOG_RECORD_BYTES) {
+            return Err(self.damaged(
+                first_record_id,
+                format!("{} bytes are not whole slots", slots.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Replays the ingested records with recovery's rules against the live state, which it
+    /// takes (the caller puts its copy back when this fails). Answers the state after them.
+    fn replay_ingested(
+        &mut self,
+        first_record_id: u64,
+        records: &[LogRecord],
+    ) -> Result<RecoveredLog, EngineError> {
+        let state = RecoveredLog {
+            heads: std::mem::take(&mut self.heads),
+            contexts: std::mem::take(&mut self.contexts),
+            dead: std::mem::take(&mut self.gc.dead),
+            streams: std::mem::take(&mut self.streams),
+            ..RecoveredLog::default()
+        };
+        let log = crate::file::ScanFile::open(&self.path)
+            .map_err(|source| EngineError::io(&self.path, source))?;
+        let published = Arc::clone(&self.published);
+        let mut replay = Replay::resume(
+            log,
+            published.turns.base(),
+            &published.shards,
+            state,
+            first_record_id - 1,
+        );
+        for record in records {
+            replay
+                .record(record)
+                .map_err(|reason| self.damaged(record.record_id(), reason))?;
+        }
+        if let Some(pending) = &replay.pending {
+            let head = pending.head_record_id();
+            return Err(self.damaged(
+                head,
+                format!("record {head} is missing slots at the end of the ingested ones"),
+            ));
+        }
+        replay
+            .state
+            .check_blobs_missing()
+            .map_err(|reason| self.damaged(first_record_id, reason))?;
+        Ok(replay.state)
+    }
+
+    /// The replayed state becomes the live one, and `batch` says what changed as a group
+    /// commit's would: new turns, head moves (against `heads_before`), watch events, counters.
+    fn take_replayed(
+        &mut self,
+        records: &[LogRecord],
+        state: RecoveredLog,
+        heads_before: &Heads,
+        batch: &mut Batch,
+    ) {
+        let (events, streams_changed) = record_events(records);
+        batch.logical_bytes = state.logical_bytes;
+        batch.dedup_hits = state.dedup_hits;
+        batch.events = events;
+        batch.streams_changed = streams_changed;
         let mut touched = BTreeSet::new();
-        for record in &records {
+        for record in records {
             match record {
                 LogRecord::Turn(turn) => {
                     batch.new_turns.push(*turn);
@@ -176,7 +225,7 @@ impl SequencerActor {
             // Only heads that moved: a record that left its context's head where it was (a
             // purge, a redaction, a tag) is no head move, and its watch event would name an
             // older turn than the events before it (found replaying a purge on a standby).
-            if let Some(previous) = saved.0.raw(context_id)
+            if let Some(previous) = heads_before.raw(context_id)
                 && self.heads.raw(context_id) != Some(previous)
             {
                 batch.moves.push(HeadMove {
@@ -185,23 +234,6 @@ impl SequencerActor {
                 });
             }
         }
-        self.next_record_id = first_record_id + u64::from(count);
-        self.prepared_end = self.prepared_end.max(record_offset(self.next_record_id));
-        // Pair of the replay's DAG checks: every head a reader will load exists.
-        for head_move in &batch.moves {
-            assert!(
-                self.heads.raw(head_move.context_id).is_some(),
-                "an ingested record moved context {} out of the head table",
-                head_move.context_id
-            );
-        }
-        self.publish(&batch);
-        self.batch.contexts_before = self.heads.count();
-        Ok(IngestedLog {
-            records: u64::from(count),
-            turns: batch.new_turns.len() as u64,
-            log_records: self.next_record_id - 1,
-        })
     }
 }
 
