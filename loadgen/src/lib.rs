@@ -10,6 +10,9 @@
 //! - [`spawn`]: starting a server for the run (`--spawn-server`).
 //! - [`streaming`]: the streaming workload (deltas, their readers, their figures).
 
+// Functions fit on a screen: the threshold is in clippy.toml.
+#![warn(clippy::too_many_lines)]
+
 pub mod backend;
 pub mod driver;
 pub mod ops;

@@ -25,7 +25,7 @@
 //!   then) once writers or readers are not done 60 s after the schedule's end (plus one read's
 //!   wait), instead of waiting forever.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -180,21 +180,7 @@ pub async fn run_streaming(
     config: &LoadConfig,
     streaming: StreamingConfig,
 ) -> anyhow::Result<Report> {
-    streaming.validate().map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(config.connections > 0, "--connections must be at least 1");
-    let is_ctxstore = matches!(config.backend, BackendKind::Ctxstore { .. });
-    anyhow::ensure!(
-        is_ctxstore || matches!(config.backend, BackendKind::Redis { .. }),
-        "--workload streaming runs against ctxstore or redis (Redis Streams)"
-    );
-    anyhow::ensure!(
-        !is_ctxstore || streaming.streams <= config.connections * STREAMS_PER_CONNECTION_MAX,
-        "{} streams need at least {} writer connections (the server holds at most {} open \
-         streams per connection, --streams-per-connection-max): raise --connections",
-        streaming.streams,
-        streaming.streams.div_ceil(STREAMS_PER_CONNECTION_MAX),
-        STREAMS_PER_CONNECTION_MAX
-    );
+    let is_ctxstore = check_streaming(config, streaming)?;
     let writers = connect(&config.backend, config.connections).await?;
     // ctxstore's long polls share connections (pipelined); an XREAD BLOCK holds its
     // connection for the wait, so each Redis reader has its own.
@@ -208,17 +194,8 @@ pub async fn run_streaming(
         contexts.push(writers[slot % writers.len()].create_context().await?);
     }
     let admin = &writers[0];
-    let (server_pid, redis_dir, redis_fsync) = match &**admin {
-        Connection::Redis(redis) => {
-            let (dir, fsync) = redis_streams::data_dir_and_fsync(redis).await?;
-            (
-                Some(redis_streams::server_pid(redis).await?),
-                Some(dir),
-                Some(fsync),
-            )
-        }
-        _ => (streaming.server_pid, None, None),
-    };
+    let store = StoreUnderTest::of(admin, streaming).await?;
+    let server_pid = store.server_pid;
     let ticks_per_s = CpuTicks::per_second();
 
     let start = Instant::now() + Duration::from_millis(100);
@@ -233,36 +210,15 @@ pub async fn run_streaming(
     let ticker = config
         .progress
         .then(|| tokio::spawn(show_progress(progress.clone(), start, end)));
-
-    let mut tick_senders = Vec::with_capacity(streaming.streams);
-    let mut writer_tasks = Vec::with_capacity(streaming.streams);
-    let mut reader_tasks = Vec::with_capacity(streaming.streams);
-    for (slot, &context) in contexts.iter().enumerate() {
-        let (tick_sender, ticks) = mpsc::unbounded_channel();
-        let (start_sender, starts) = mpsc::unbounded_channel();
-        tick_senders.push(tick_sender);
-        let plan = SlotPlan {
-            slot: slot as u64,
-            seed: config.seed,
-            streaming,
-            schedule,
-            measure_from,
-        };
-        writer_tasks.push(tokio::spawn(write_slot(
-            writers[slot % writers.len()].clone(),
-            context,
-            plan,
-            ticks,
-            start_sender,
-            progress.clone(),
-        )));
-        reader_tasks.push(tokio::spawn(follow_slot(
-            readers[slot % readers.len()].clone(),
-            plan,
-            starts,
-            progress.clone(),
-        )));
-    }
+    let plan = |slot: usize| SlotPlan {
+        slot: slot as u64,
+        seed: config.seed,
+        streaming,
+        schedule,
+        measure_from,
+    };
+    let (tick_senders, writer_tasks, reader_tasks) =
+        spawn_slots(&contexts, &writers, &readers, plan, &progress);
 
     // The CPU sample at the start of the measured part.
     let cpu_at_measure = tokio::spawn(async move {
@@ -292,15 +248,140 @@ pub async fn run_streaming(
         ticker.abort();
     }
     let (cpu_before, own_cpu_before) = cpu_at_measure.await?;
-    let cpu_s =
-        |before: Option<CpuTicks>, after: Option<CpuTicks>| match (before, after, ticks_per_s) {
-            (Some(before), Some(after), Some(per_s)) => {
-                Some(after.0.saturating_sub(before.0) as f64 / per_s as f64)
+    let measured = Measured {
+        totals,
+        server_cpu_s: cpu_seconds(cpu_before, cpu_after, ticks_per_s),
+        own_cpu_s: cpu_seconds(own_cpu_before, own_cpu_after, ticks_per_s),
+        elapsed_after_measure,
+    };
+    Ok(streaming_report(config, streaming, admin, &store, is_ctxstore, measured).await)
+}
+
+/// Checks the streaming settings against the run's; answers whether the store is ctxstore
+/// (else Redis).
+fn check_streaming(config: &LoadConfig, streaming: StreamingConfig) -> anyhow::Result<bool> {
+    streaming.validate().map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(config.connections > 0, "--connections must be at least 1");
+    let is_ctxstore = matches!(config.backend, BackendKind::Ctxstore { .. });
+    anyhow::ensure!(
+        is_ctxstore || matches!(config.backend, BackendKind::Redis { .. }),
+        "--workload streaming runs against ctxstore or redis (Redis Streams)"
+    );
+    anyhow::ensure!(
+        !is_ctxstore || streaming.streams <= config.connections * STREAMS_PER_CONNECTION_MAX,
+        "{} streams need at least {} writer connections (the server holds at most {} open \
+         streams per connection, --streams-per-connection-max): raise --connections",
+        streaming.streams,
+        streaming.streams.div_ceil(STREAMS_PER_CONNECTION_MAX),
+        STREAMS_PER_CONNECTION_MAX
+    );
+    Ok(is_ctxstore)
+}
+
+/// The server process and, for Redis, its data directory and `appendfsync`.
+struct StoreUnderTest {
+    server_pid: Option<u32>,
+    redis_dir: Option<PathBuf>,
+    redis_fsync: Option<String>,
+}
+
+impl StoreUnderTest {
+    /// Redis says its own; ctxstore's pid is the one the run was given (if any).
+    async fn of(admin: &Connection, streaming: StreamingConfig) -> anyhow::Result<Self> {
+        Ok(match admin {
+            Connection::Redis(redis) => {
+                let (dir, fsync) = redis_streams::data_dir_and_fsync(redis).await?;
+                StoreUnderTest {
+                    server_pid: Some(redis_streams::server_pid(redis).await?),
+                    redis_dir: Some(dir),
+                    redis_fsync: Some(fsync),
+                }
             }
-            _ => None,
-        };
-    let server_cpu_s = cpu_s(cpu_before, cpu_after);
-    let own_cpu_s = cpu_s(own_cpu_before, own_cpu_after);
+            _ => StoreUnderTest {
+                server_pid: streaming.server_pid,
+                redis_dir: None,
+                redis_fsync: None,
+            },
+        })
+    }
+}
+
+/// The tasks of one side (writers or readers), one per slot, each answering its totals.
+type SlotTasks = Vec<tokio::task::JoinHandle<SlotTotals>>;
+
+/// The tasks of a slot (writer and reader) per context, spread over the connections;
+/// answers the writers' tick senders and both sets of tasks.
+fn spawn_slots(
+    contexts: &[u64],
+    writers: &[Arc<Connection>],
+    readers: &[Arc<Connection>],
+    plan: impl Fn(usize) -> SlotPlan,
+    progress: &Arc<Progress>,
+) -> (Vec<mpsc::UnboundedSender<Instant>>, SlotTasks, SlotTasks) {
+    let mut tick_senders = Vec::with_capacity(contexts.len());
+    let mut writer_tasks = Vec::with_capacity(contexts.len());
+    let mut reader_tasks = Vec::with_capacity(contexts.len());
+    for (slot, &context) in contexts.iter().enumerate() {
+        let (tick_sender, ticks) = mpsc::unbounded_channel();
+        let (start_sender, starts) = mpsc::unbounded_channel();
+        tick_senders.push(tick_sender);
+        let plan = plan(slot);
+        writer_tasks.push(tokio::spawn(write_slot(
+            writers[slot % writers.len()].clone(),
+            context,
+            plan,
+            ticks,
+            start_sender,
+            progress.clone(),
+        )));
+        reader_tasks.push(tokio::spawn(follow_slot(
+            readers[slot % readers.len()].clone(),
+            plan,
+            starts,
+            progress.clone(),
+        )));
+    }
+    (tick_senders, writer_tasks, reader_tasks)
+}
+
+/// CPU seconds between two samples (`None` when either, or the tick rate, is unknown).
+fn cpu_seconds(
+    before: Option<CpuTicks>,
+    after: Option<CpuTicks>,
+    ticks_per_s: Option<u64>,
+) -> Option<f64> {
+    match (before, after, ticks_per_s) {
+        (Some(before), Some(after), Some(per_s)) => {
+            Some(after.0.saturating_sub(before.0) as f64 / per_s as f64)
+        }
+        _ => None,
+    }
+}
+
+/// What the run counted and the CPU it took, for its report.
+struct Measured {
+    totals: SlotTotals,
+    server_cpu_s: Option<f64>,
+    own_cpu_s: Option<f64>,
+    elapsed_after_measure: Duration,
+}
+
+/// The report, once every stream is sealed: with what the store holds now, then after its
+/// collection.
+async fn streaming_report(
+    config: &LoadConfig,
+    streaming: StreamingConfig,
+    admin: &Connection,
+    store: &StoreUnderTest,
+    is_ctxstore: bool,
+    measured: Measured,
+) -> Report {
+    let Measured {
+        totals,
+        server_cpu_s,
+        own_cpu_s,
+        elapsed_after_measure,
+    } = measured;
     let per_measured_delta = |cpu_s: Option<f64>| {
         cpu_s
             .filter(|_| totals.acknowledged_measured > 0)
@@ -314,7 +395,7 @@ pub async fn run_streaming(
         dir.filter(|_| is_ctxstore)
             .map(|dir| files_usage(dir, &["turns.log", "turns.base"]))
     };
-    let data_dir = config.data_dir.as_deref().or(redis_dir.as_deref());
+    let data_dir = config.data_dir.as_deref().or(store.redis_dir.as_deref());
     let (disk_after_seal, log_after_seal) = (disk(data_dir), log(data_dir));
     let collected = admin.stream_collect().await;
     let (disk_after_gc, log_after_gc) = (disk(data_dir), log(data_dir));
@@ -346,9 +427,9 @@ pub async fn run_streaming(
         log_after_seal,
         log_after_gc,
         gc_error: collected.err().map(|error| format!("{error:#}")),
-        redis_appendfsync: redis_fsync,
+        redis_appendfsync: store.redis_fsync.clone(),
     });
-    Ok(report)
+    report
 }
 
 /// How long after the schedule's end the writers may take to seal and the readers to read
@@ -357,7 +438,7 @@ const DRAIN_TIME_MAX: Duration = Duration::from_secs(60);
 
 /// Waits for `tasks` until `deadline`; past it, stops them and fails the run.
 async fn join_before(
-    tasks: Vec<tokio::task::JoinHandle<SlotTotals>>,
+    tasks: SlotTasks,
     deadline: Instant,
     totals: &mut SlotTotals,
     what: &str,
@@ -418,6 +499,15 @@ struct Writing {
     hash: blake3::Hasher,
 }
 
+impl Writing {
+    /// A delta acknowledged: the stream is that much longer.
+    fn append(&mut self, bytes: &[u8]) {
+        self.length += bytes.len() as u64;
+        self.deltas += 1;
+        self.hash.update(bytes);
+    }
+}
+
 /// One slot's writer: a delta per tick; seal after `deltas_per_stream`, then a new stream.
 async fn write_slot(
     connection: Arc<Connection>,
@@ -440,12 +530,9 @@ async fn write_slot(
         let stream = match writing.as_mut() {
             Some(stream) => stream,
             None => {
-                let sent = Instant::now();
-                match connection.stream_open(context).await {
-                    Ok(stream_id) => {
-                        if measured {
-                            totals.recorder.record(Op::StreamOpen, sent.elapsed());
-                        }
+                let opened = open_stream(&connection, context, measured, &mut totals).await;
+                match opened {
+                    Some(stream_id) => {
                         let _ = starts.send(Started {
                             stream_id,
                             first_index: this_index,
@@ -457,9 +544,7 @@ async fn write_slot(
                             hash: blake3::Hasher::new(),
                         })
                     }
-                    Err(error) => {
-                        tracing::warn!(%error, context, "opening a stream failed");
-                        totals.recorder.error(Op::StreamOpen);
+                    None => {
                         // This delta and those that fell due meanwhile go unsent: errors, not
                         // a backlog that each waits for the next open.
                         totals.recorder.error(Op::Delta);
@@ -477,31 +562,18 @@ async fn write_slot(
         let result = connection
             .stream_append(stream.stream_id, stream.length, bytes.clone())
             .await;
-        match result {
-            Ok(()) => {
-                stream.length += bytes.len() as u64;
-                stream.deltas += 1;
-                stream.hash.update(&bytes);
-                totals.acknowledged += 1;
-                progress.acknowledged.fetch_add(1, Ordering::Relaxed);
-                if measured {
-                    totals.acknowledged_measured += 1;
-                    totals.recorder.record(Op::Delta, intended.elapsed());
-                }
-            }
-            Err(error) => {
-                // The stream's bytes are unknown now: abort it (its reader stops there) and
-                // go on with a new one.
-                tracing::warn!(%error, stream_id = stream.stream_id, "a delta failed");
-                totals.recorder.error(Op::Delta);
-                progress.errors.fetch_add(1, Ordering::Relaxed);
-                let stream_id = stream.stream_id;
-                writing = None;
-                if connection.stream_abort(stream_id).await.is_ok() {
-                    totals.aborted += 1;
-                }
-                continue;
-            }
+        if let Err(error) = result {
+            let stream_id = stream.stream_id;
+            writing = None;
+            abort_stream(&connection, stream_id, &error, &mut totals, &progress).await;
+            continue;
+        }
+        stream.append(&bytes);
+        totals.acknowledged += 1;
+        progress.acknowledged.fetch_add(1, Ordering::Relaxed);
+        if measured {
+            totals.acknowledged_measured += 1;
+            totals.recorder.record(Op::Delta, intended.elapsed());
         }
         if u64::from(stream.deltas) >= seal_after
             && let Some(stream) = writing.take()
@@ -514,6 +586,47 @@ async fn write_slot(
         seal(&connection, stream, false, &mut totals, &progress).await;
     }
     totals
+}
+
+/// A delta failed: the stream's bytes are unknown now, so it is aborted (its reader stops
+/// there) and the writer goes on with a new one.
+async fn abort_stream(
+    connection: &Connection,
+    stream_id: u64,
+    error: &anyhow::Error,
+    totals: &mut SlotTotals,
+    progress: &Progress,
+) {
+    tracing::warn!(%error, stream_id, "a delta failed");
+    totals.recorder.error(Op::Delta);
+    progress.errors.fetch_add(1, Ordering::Relaxed);
+    if connection.stream_abort(stream_id).await.is_ok() {
+        totals.aborted += 1;
+    }
+}
+
+/// Opens a slot's next stream in `context`, timing it when `measured`; a failure counts as
+/// an open error (`None`).
+async fn open_stream(
+    connection: &Connection,
+    context: u64,
+    measured: bool,
+    totals: &mut SlotTotals,
+) -> Option<u64> {
+    let sent = Instant::now();
+    match connection.stream_open(context).await {
+        Ok(stream_id) => {
+            if measured {
+                totals.recorder.record(Op::StreamOpen, sent.elapsed());
+            }
+            Some(stream_id)
+        }
+        Err(error) => {
+            tracing::warn!(%error, context, "opening a stream failed");
+            totals.recorder.error(Op::StreamOpen);
+            None
+        }
+    }
 }
 
 async fn seal(
