@@ -563,32 +563,21 @@ fn after_the_seal_and_a_collection_the_log_holds_no_delta_and_the_pack_the_turn(
     let sealed = block_on(open_any(&engine, open_request(context, None))).unwrap();
     let aborted = block_on(open_any(&engine, open_request(context, None))).unwrap();
     let open = block_on(open_any(&engine, open_request(context, None))).unwrap();
-    for piece in &pieces[..200] {
-        block_on(delta_any(
-            &engine,
-            sealed.stream_id,
-            None,
-            Bytes::from(piece.clone()),
-        ))
-        .unwrap();
-    }
-    for piece in &pieces[200..250] {
-        block_on(delta_any(
-            &engine,
-            aborted.stream_id,
-            None,
-            Bytes::from(piece.clone()),
-        ))
-        .unwrap();
-    }
-    for piece in &pieces[250..] {
-        block_on(delta_any(
-            &engine,
-            open.stream_id,
-            None,
-            Bytes::from(piece.clone()),
-        ))
-        .unwrap();
+    let parts = [
+        (sealed.stream_id, &pieces[..200]),
+        (aborted.stream_id, &pieces[200..250]),
+        (open.stream_id, &pieces[250..]),
+    ];
+    for (stream_id, part) in parts {
+        for piece in part {
+            block_on(delta_any(
+                &engine,
+                stream_id,
+                None,
+                Bytes::from(piece.clone()),
+            ))
+            .unwrap();
+        }
     }
     let log = |name: &str| name.starts_with("turns.");
     let packs = |name: &str| !name.starts_with("turns.");

@@ -639,37 +639,11 @@ fn response() -> impl Strategy<Value = Response> {
         proptest::collection::vec(any::<bool>(), 0..50)
             .prop_map(|present| Response::Blobs(BlobsResponse::HasBlobs { present })),
         (any::<[u64; 11]>(), any::<bool>()).prop_map(|(v, read_only)| Response::Admin(
-            AdminResponse::Stats(StatsWire {
-                turns: v[0],
-                contexts: v[1],
-                blobs: v[2],
-                logical_bytes: v[3],
-                unique_bytes: v[4],
-                stored_bytes: v[5],
-                dedup_hits: v[6],
-                connections: v[7],
-                requests_total: v[8],
-                errors_total: v[9],
-                uptime_ms: v[10],
-                read_only
-            })
+            AdminResponse::Stats(stats_of(&v, read_only))
         )),
         (any::<[u64; 15]>(), any::<bool>()).prop_map(|(v, read_only)| Response::Admin(
             AdminResponse::StatsEx {
-                stats: Box::new(StatsWire {
-                    turns: v[0],
-                    contexts: v[1],
-                    blobs: v[2],
-                    logical_bytes: v[3],
-                    unique_bytes: v[4],
-                    stored_bytes: v[5],
-                    dedup_hits: v[6],
-                    connections: v[7],
-                    requests_total: v[8],
-                    errors_total: v[9],
-                    uptime_ms: v[10],
-                    read_only,
-                }),
+                stats: Box::new(stats_of(&v, read_only)),
                 gc: GcStatsWire {
                     live_bytes: v[11],
                     dead_bytes: v[12],
@@ -1480,4 +1454,22 @@ fn a_backup_without_a_directory_does_not_decode() {
     assert!(decode_request(&header(MessageType::Backup, body.len()), body).is_err());
     let body = Bytes::from_static(&[1, 0, b'/']);
     assert!(decode_request(&header(MessageType::Backup, body.len()), body).is_ok());
+}
+
+/// STATS' eleven counters from the first of `v`.
+fn stats_of(v: &[u64], read_only: bool) -> StatsWire {
+    StatsWire {
+        turns: v[0],
+        contexts: v[1],
+        blobs: v[2],
+        logical_bytes: v[3],
+        unique_bytes: v[4],
+        stored_bytes: v[5],
+        dedup_hits: v[6],
+        connections: v[7],
+        requests_total: v[8],
+        errors_total: v[9],
+        uptime_ms: v[10],
+        read_only,
+    }
 }

@@ -74,6 +74,14 @@ fn check_store(dir: &Path, expected: &BTreeMap<TurnId, Vec<u8>>, absent: &[TurnI
     engine.shutdown();
 }
 
+/// The latest point of the replica restored into `root/name`: it verifies and holds
+/// `expected`.
+fn restore_latest_and_check(s: &Setup, name: &str, expected: &BTreeMap<TurnId, Vec<u8>>) {
+    let to = s.root.join(name);
+    restore_at(&s.url, &to, RestorePoint::Latest).unwrap();
+    check_store(&to, expected, &[]);
+}
+
 struct Setup {
     _root: tempfile::TempDir,
     data: PathBuf,
@@ -230,9 +238,7 @@ fn a_primary_restored_from_its_replica_ships_a_new_generation_that_restores_whol
     wait_shipped(&replicator);
     replicator.stop();
     engine.shutdown();
-    let again = s.root.join("again");
-    restore_at(&s.url, &again, RestorePoint::Latest).unwrap();
-    check_store(&again, &expected, &[]);
+    restore_latest_and_check(&s, "again", &expected);
 }
 
 #[test]
@@ -336,9 +342,7 @@ fn a_failing_object_store_never_stops_appends_and_everything_ships_once_it_recov
     assert!(faults.injected.load(std::sync::atomic::Ordering::Relaxed) > 0);
     replicator.stop();
     engine.shutdown();
-    let restored = s.root.join("restored");
-    restore_at(&s.url, &restored, RestorePoint::Latest).unwrap();
-    check_store(&restored, &expected, &[]);
+    restore_latest_and_check(&s, "restored", &expected);
 }
 
 #[test]
@@ -465,9 +469,7 @@ fn retention_deletes_what_no_kept_point_reads_and_the_latest_point_still_restore
         .unwrap();
     assert!(report.deleted > 0, "{report:?}");
     assert!(walk(&replica_dir).len() < before);
-    let restored = s.root.join("restored");
-    restore_at(&s.url, &restored, RestorePoint::Latest).unwrap();
-    check_store(&restored, &expected, &[]);
+    restore_latest_and_check(&s, "restored", &expected);
     // A point retention let go (here: records compacted away before the oldest kept
     // checkpoint) is refused, never half restored.
     let gone = s.root.join("gone");
@@ -606,7 +608,5 @@ fn a_segment_that_landed_unanswered_before_an_outage_is_shipped_again_not_fenced
     assert_eq!(stats.state, ReplicationState::Shipping, "{stats:?}");
     replicator.stop();
     engine.shutdown();
-    let to = s.root.join("restored");
-    restore_at(&s.url, &to, RestorePoint::Latest).unwrap();
-    check_store(&to, &expected, &[]);
+    restore_latest_and_check(&s, "restored", &expected);
 }
