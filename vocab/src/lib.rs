@@ -15,6 +15,9 @@
 //! It does no I/O and knows nothing of files or frames: the on-disk formats stay in the
 //! engine, the wire formats in the protocol (both read through `le`).
 
+// Functions fit on a screen: the threshold is in clippy.toml.
+#![warn(clippy::too_many_lines)]
+
 pub mod chunking;
 pub mod ids;
 pub mod labels;
