@@ -9,6 +9,9 @@
 //! - [`scripted_server`] (`scripted.rs`): the one scripted fake server for client tests.
 //! - [`SeededRng`] (`rng.rs`): the seeded generator of the randomized campaigns.
 
+// Functions fit on a screen: the threshold is in clippy.toml.
+#![warn(clippy::too_many_lines)]
+
 mod binary;
 mod launcher;
 mod rng;
