@@ -1,6 +1,9 @@
 //! Shared pieces of the benchmarks: latency summaries, the fdatasync floor. Workload text
 //! comes from the load generator (`ctxstore_loadgen::workload::text`).
 
+// Functions fit on a screen: the threshold is in clippy.toml.
+#![warn(clippy::too_many_lines)]
+
 pub mod floor;
 pub use ctxstore_loadgen::workload::text;
 
