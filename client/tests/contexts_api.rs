@@ -4,6 +4,8 @@
 //! against their hashes (raw and zstd), and a version-1 server refusing v2 calls up front.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -573,19 +575,7 @@ fn a_version_1_server_gets_no_version_2_requests() {
             .unwrap_err(),
     ];
     for error in &refusals {
-        assert!(
-            matches!(
-                error,
-                ClientError::Unsupported {
-                    needed: 2,
-                    version: 1,
-                    ..
-                }
-            ),
-            "{error}"
-        );
-        assert_eq!(error.name(), "UNSUPPORTED_BY_SERVER");
-        assert!(!error.is_connection_failure());
+        common::assert_refused_for_version_1(error);
         assert!(error.to_string().contains("version 2"), "{error}");
     }
     assert!(

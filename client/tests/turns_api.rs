@@ -6,6 +6,8 @@
 //! extras on and off their context's chain; and a version-1 server refusing all of it unsent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -763,18 +765,7 @@ fn a_version_1_server_gets_no_turn_requests() {
             .unwrap_err(),
     ];
     for error in &refusals {
-        assert!(
-            matches!(
-                error,
-                ClientError::Unsupported {
-                    needed: 2,
-                    version: 1,
-                    ..
-                }
-            ),
-            "{error}"
-        );
-        assert_eq!(error.name(), "UNSUPPORTED_BY_SERVER");
+        common::assert_refused_for_version_1(error);
     }
     // Nothing reached the server: the ping after them is the first request it counted (it
     // answers in order, so every earlier frame was read before the pong).
