@@ -12,6 +12,8 @@
 //! depth access on one deep chain (`depth`: a range at depth 0 against one next to the head,
 //! skip pointers; `CTXSTORE_BENCH_DEPTH` sizes it, 200k by default).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Functions fit on a screen: the threshold is in clippy.toml.
+#![warn(clippy::too_many_lines)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,6 +28,7 @@ use ctxstore_engine::{
     AppendPayload, AppendRequest, BlobHash, ContextRef, Engine, EngineConfig, NewContext,
     OpenCheck, TurnOptions,
 };
+use hdrhistogram::Histogram;
 
 const PAYLOAD_BYTES: usize = 10 * 1024;
 
@@ -147,8 +150,13 @@ fn append_load_with(
     static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let runtimes = appenders.min(2);
-    let warmup = Duration::from_millis(500);
-    let start = Instant::now() + Duration::from_millis(50);
+    let window = AppendWindow {
+        run,
+        start: Instant::now() + Duration::from_millis(50),
+        warmup: Duration::from_millis(500),
+        duration,
+        options,
+    };
     let threads: Vec<_> = (0..runtimes)
         .map(|runtime_index| {
             let engine = engine.clone();
@@ -159,49 +167,7 @@ fn append_load_with(
                         .step_by(runtimes)
                         .map(|task| {
                             let engine = engine.clone();
-                            compio::runtime::spawn(async move {
-                                let context = engine.create_context().await.unwrap().context_id;
-                                let mut text = ChatText::new(task as u64);
-                                // Payloads are made before timing: the generator is not the engine.
-                                let payloads: Vec<Bytes> = (0..64)
-                                    .map(|_| Bytes::from(text.payload(PAYLOAD_BYTES)))
-                                    .collect();
-                                let mut histogram = latency_histogram();
-                                let mut count = 0u64;
-                                while Instant::now() < start {
-                                    compio::time::sleep(Duration::from_millis(1)).await;
-                                }
-                                let mut index = 0;
-                                loop {
-                                    let now = Instant::now();
-                                    if now >= start + warmup + duration {
-                                        break;
-                                    }
-                                    let payload = payloads[index % payloads.len()].clone();
-                                    // Every payload distinct: vary its first bytes by counter.
-                                    let mut unique = payload.to_vec();
-                                    unique[..8].copy_from_slice(&(index as u64).to_le_bytes());
-                                    unique[8..16].copy_from_slice(&run.to_le_bytes());
-                                    index += 1;
-                                    let sent = Instant::now();
-                                    engine
-                                        .append(AppendRequest {
-                                            context_id: context,
-                                            expected_head: None,
-                                            type_tag: 1,
-                                            codec: 1,
-                                            payload: AppendPayload::Bytes(Bytes::from(unique)),
-                                            options: options((task as u64) << 32 | index as u64),
-                                        })
-                                        .await
-                                        .unwrap();
-                                    if sent >= start + warmup {
-                                        let _ = histogram.record(sent.elapsed().as_nanos() as u64);
-                                        count += 1;
-                                    }
-                                }
-                                (histogram, count)
-                            })
+                            compio::runtime::spawn(append_task(engine, task, window))
                         })
                         .collect();
                     let mut merged = latency_histogram();
@@ -227,6 +193,64 @@ fn append_load_with(
         total as f64 / duration.as_secs_f64(),
         LatencyUs::of(&merged),
     )
+}
+
+/// When the appenders of one `append_load_with` call append and what: the call's number
+/// (its payloads differ from every other call's), the start, the warm-up not measured, the
+/// measured time and each append's options.
+#[derive(Clone, Copy)]
+struct AppendWindow {
+    run: u64,
+    start: Instant,
+    warmup: Duration,
+    duration: Duration,
+    options: fn(u64) -> TurnOptions,
+}
+
+/// One appender of `append_load_with`, on its own context: answers the latencies it measured
+/// and how many appends they are.
+async fn append_task(engine: Engine, task: usize, window: AppendWindow) -> (Histogram<u64>, u64) {
+    let context = engine.create_context().await.unwrap().context_id;
+    let mut text = ChatText::new(task as u64);
+    // Payloads are made before timing: the generator is not the engine.
+    let payloads: Vec<Bytes> = (0..64)
+        .map(|_| Bytes::from(text.payload(PAYLOAD_BYTES)))
+        .collect();
+    let mut histogram = latency_histogram();
+    let mut count = 0u64;
+    while Instant::now() < window.start {
+        compio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let mut index = 0;
+    loop {
+        let now = Instant::now();
+        if now >= window.start + window.warmup + window.duration {
+            break;
+        }
+        let payload = payloads[index % payloads.len()].clone();
+        // Every payload distinct: vary its first bytes by counter.
+        let mut unique = payload.to_vec();
+        unique[..8].copy_from_slice(&(index as u64).to_le_bytes());
+        unique[8..16].copy_from_slice(&window.run.to_le_bytes());
+        index += 1;
+        let sent = Instant::now();
+        engine
+            .append(AppendRequest {
+                context_id: context,
+                expected_head: None,
+                type_tag: 1,
+                codec: 1,
+                payload: AppendPayload::Bytes(Bytes::from(unique)),
+                options: (window.options)((task as u64) << 32 | index as u64),
+            })
+            .await
+            .unwrap();
+        if sent >= window.start + window.warmup {
+            let _ = histogram.record(sent.elapsed().as_nanos() as u64);
+            count += 1;
+        }
+    }
+    (histogram, count)
 }
 
 /// One context of 256 turns of 10 KiB; read the last 64 with payloads, one reader.
@@ -314,9 +338,15 @@ fn recovery(base: &Path, turns: u64, blobs: u64) {
         walk_bytes(dir.path()) as f64 / (1 << 20) as f64,
         built.elapsed().as_secs_f64()
     );
+    time_opens(dir.path(), turns);
+}
+
+/// Times `Engine::open` of the store in `dir` (`turns` turns): full check and tail check,
+/// with the page cache warm and dropped.
+fn time_opens(dir: &Path, turns: u64) {
     for (check, label) in [(OpenCheck::Full, "full"), (OpenCheck::Tail, "tail")] {
         let config = || {
-            let mut config = bench_config(dir.path());
+            let mut config = bench_config(dir);
             config.open_check = check;
             config
         };
@@ -458,10 +488,19 @@ fn checkpoint_options(index: u64) -> TurnOptions {
 fn turns(base: &Path) {
     let dir = tempfile::tempdir_in(base).unwrap();
     let engine = Engine::open(bench_config(dir.path())).unwrap();
+    turns_append_rates(&engine);
+    let runtime = compio::runtime::Runtime::new().unwrap();
+    turns_batch(&engine, &runtime);
+    turns_log(&engine, &runtime);
+    engine.shutdown();
+}
+
+/// Appends with a key and labels against plain ones, alternating in the same run.
+fn turns_append_rates(engine: &Engine) {
     // Alternating rounds after a warm-up (the first seconds of a store run slower: its files
     // grow), medians of three; the order flips each round (ABBA…), so that neither side
     // always runs on the slightly larger store.
-    append_load(&engine, 32, Duration::from_secs(3));
+    append_load(engine, 32, Duration::from_secs(3));
     let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     type Side = (&'static str, fn(u64) -> TurnOptions);
     let sides: [Side; 2] = [
@@ -472,7 +511,7 @@ fn turns(base: &Path) {
         let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
         for which in order {
             let (label, options) = sides[which];
-            let (rate, latency) = append_load_with(&engine, 32, Duration::from_secs(4), options);
+            let (rate, latency) = append_load_with(engine, 32, Duration::from_secs(4), options);
             rates[which].push(rate);
             println!(
                 "turns   round {round} append 10 KiB, 32 appenders, {label:<15} {rate:>7.0}/s, {latency}"
@@ -488,8 +527,10 @@ fn turns(base: &Path) {
         "turns   median appends/s: plain {plain:.0}, key + 3 labels {keyed:.0} ({:+.1}%)",
         (keyed / plain - 1.0) * 100.0
     );
+}
 
-    let runtime = compio::runtime::Runtime::new().unwrap();
+/// A batch of 3 turns against 3 appends, on a context of its own.
+fn turns_batch(engine: &Engine, runtime: &compio::runtime::Runtime) {
     let context = runtime
         .block_on(engine.create_context())
         .unwrap()
@@ -521,7 +562,10 @@ fn turns(base: &Path) {
     }
     println!("turns   3 turns as 3 appends:  {}", LatencyUs::of(&single));
     println!("turns   3 turns as one batch:  {}", LatencyUs::of(&batched));
+}
 
+/// A turn-log listing, all turns and with a label filter, over a 10k-turn context.
+fn turns_log(engine: &Engine, runtime: &compio::runtime::Runtime) {
     // A 10k-turn context whose turns carry checkpoint labels; list one run (10%) 100 a page.
     let thread = runtime
         .block_on(engine.create_context())
@@ -578,7 +622,6 @@ fn turns(base: &Path) {
             LatencyUs::of(&pages)
         );
     }
-    engine.shutdown();
 }
 
 /// Issue 14's depth figure: one chain `turns` deep (small payloads, 64 appenders on the one
@@ -641,6 +684,23 @@ fn depth(base: &Path, turns: u64) {
 fn contexts(base: &Path, count: u64) {
     let dir = tempfile::tempdir_in(base).unwrap();
     let engine = Engine::open(bench_config(dir.path())).unwrap();
+    create_contexts(&engine, count);
+    list_team(&engine);
+    // Key-value puts (a batch of 4 entries of 1 KiB) and appends (10 KiB), closed loop, one
+    // task each, in the same run on contexts of this store.
+    let duration = Duration::from_secs(5);
+    let kv = kv_put_load(&engine, duration);
+    println!("contexts kv put, 4 × 1 KiB per request, 1 task: {kv}");
+    let (rate, latency) = append_load(&engine, 1, duration);
+    println!("contexts append 10 KiB, 1 appender, same store: {rate:.0} appends/s, {latency}");
+
+    against_a_fresh_store(base, &engine, count);
+    engine.shutdown();
+}
+
+/// `count` named contexts with 4 tags each, created by 64 tasks; says how fast and the
+/// memory they take.
+fn create_contexts(engine: &Engine, count: u64) {
     let rss_before = rss_bytes();
     let started = Instant::now();
     let creators = 64usize;
@@ -676,8 +736,10 @@ fn contexts(base: &Path, count: u64) {
         count as f64 / created_in.as_secs_f64(),
         rss_per_context
     );
+}
 
-    // List one team (1% of the contexts), 100 per page, ten times over.
+/// Lists one team (1% of the contexts), 100 per page, ten times over.
+fn list_team(engine: &Engine) {
     let mut pages = latency_histogram();
     let mut listed = 0usize;
     for _ in 0..10 {
@@ -702,15 +764,11 @@ fn contexts(base: &Path, count: u64) {
         listed / 10,
         LatencyUs::of(&pages)
     );
+}
 
-    // Key-value puts (a batch of 4 entries of 1 KiB) and appends (10 KiB), closed loop, one
-    // task each, in the same run on contexts of this store.
-    let duration = Duration::from_secs(5);
-    let kv = kv_put_load(&engine, duration);
-    println!("contexts kv put, 4 × 1 KiB per request, 1 task: {kv}");
-    let (rate, latency) = append_load(&engine, 1, duration);
-    println!("contexts append 10 KiB, 1 appender, same store: {rate:.0} appends/s, {latency}");
-
+/// Appends with `count` named contexts present (in `engine`) against a fresh store under
+/// `base`.
+fn against_a_fresh_store(base: &Path, engine: &Engine, count: u64) {
     // Appends with a million named, tagged contexts present, against a fresh store: both
     // open, in alternating order (with → fresh, fresh → with, …) so that neither always runs
     // second on a disk the other has just filled; the median ratio of the rounds.
@@ -720,11 +778,11 @@ fn contexts(base: &Path, count: u64) {
     for round in 0..4 {
         let run = |store: &Engine| append_load(store, 32, Duration::from_secs(6)).0;
         let (with_contexts, without) = if round % 2 == 0 {
-            let with_contexts = run(&engine);
+            let with_contexts = run(engine);
             (with_contexts, run(&fresh))
         } else {
             let without = run(&fresh);
-            (run(&engine), without)
+            (run(engine), without)
         };
         println!(
             "contexts append 10 KiB, 32 appenders, round {round}: {with_contexts:.0}/s with {count} named contexts, {without:.0}/s in a fresh store ({:+.1}%)",
@@ -738,7 +796,6 @@ fn contexts(base: &Path, count: u64) {
         "contexts append 10 KiB, 32 appenders: with {count} named contexts / fresh store, median of 4 alternating rounds {:+.1}%",
         (median - 1.0) * 100.0
     );
-    engine.shutdown();
     fresh.shutdown();
 }
 

@@ -6,6 +6,8 @@
 //! - `read/get_last_64_payloads`: the 64 newest turns of a context with their payloads;
 //! - `index/has_blob_hit`, `index/has_blob_miss`: a blob-index look-up (dedup check).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Functions fit on a screen: the threshold is in clippy.toml.
+#![warn(clippy::too_many_lines)]
 
 use std::fs::OpenOptions;
 use std::io::Write;
