@@ -13,6 +13,8 @@
 //!
 //! `CTXSTORE_BENCH_DIR` puts the stores elsewhere than the system temp dir.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Functions fit on a screen: the threshold is in clippy.toml.
+#![warn(clippy::too_many_lines)]
 
 use std::path::Path;
 use std::time::Instant;

@@ -9,6 +9,8 @@
 //! Bytes on disk = pack records (headers, bodies, padding) + blob index entries (64 B each) +
 //! turn records (128 B each); the files' preallocated tails are not data and not counted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Functions fit on a screen: the threshold is in clippy.toml.
+#![warn(clippy::too_many_lines)]
 
 use std::time::Instant;
 
@@ -90,11 +92,22 @@ fn main() {
         "| min / avg / max | threshold | disk | ÷ final state | chunks written | append mean |"
     );
     println!("|---|---|---|---|---|---|");
+    let default_only = std::env::args().any(|arg| arg == "--default-only");
+    for chunking in chunking_sets(default_only) {
+        let row = run(chunking, &states);
+        print_row(chunking, &row, final_bytes);
+    }
+    println!();
+    chunker_cpu();
+}
+
+/// The settings swept: whole payloads, then each size set at each threshold (only the
+/// defaults with `default_only`).
+fn chunking_sets(default_only: bool) -> Vec<ChunkingConfig> {
     let whole = ChunkingConfig {
         threshold_bytes: 0,
         ..ChunkingConfig::default()
     };
-    let default_only = std::env::args().any(|arg| arg == "--default-only");
     let mut sets = vec![whole];
     if default_only {
         sets = vec![ChunkingConfig::default()];
@@ -118,28 +131,32 @@ fn main() {
             });
         }
     }
-    for chunking in sets {
-        let row = run(chunking, &states);
-        let sizes = if chunking.threshold_bytes == 0 {
-            "not chunked".to_string()
-        } else {
-            format!(
-                "{} / {} / {}",
-                chunking.chunk_bytes_min, chunking.chunk_bytes_avg, chunking.chunk_bytes_max
-            )
-        };
-        println!(
-            "| {sizes} | {} KiB | {:.0} KB | {:.2}× | {} | {:.0} µs |",
-            chunking.threshold_bytes / 1024,
-            row.disk_bytes as f64 / 1000.0,
-            row.disk_bytes as f64 / final_bytes,
-            row.chunks_written,
-            row.append_us_mean
-        );
-    }
+    sets
+}
 
-    // CPU: the cut and the chunks' BLAKE3 over a 4 MB chat-like payload, against BLAKE3 and
-    // zstd-1 of the whole payload (what every append pays anyway).
+/// One row of the sweep's table.
+fn print_row(chunking: ChunkingConfig, row: &Row, final_bytes: f64) {
+    let sizes = if chunking.threshold_bytes == 0 {
+        "not chunked".to_string()
+    } else {
+        format!(
+            "{} / {} / {}",
+            chunking.chunk_bytes_min, chunking.chunk_bytes_avg, chunking.chunk_bytes_max
+        )
+    };
+    println!(
+        "| {sizes} | {} KiB | {:.0} KB | {:.2}× | {} | {:.0} µs |",
+        chunking.threshold_bytes / 1024,
+        row.disk_bytes as f64 / 1000.0,
+        row.disk_bytes as f64 / final_bytes,
+        row.chunks_written,
+        row.append_us_mean
+    );
+}
+
+/// CPU: the cut and the chunks' BLAKE3 over a 4 MB chat-like payload, against BLAKE3 and
+/// zstd-1 of the whole payload (what every append pays anyway).
+fn chunker_cpu() {
     let mut text = ChatText::new(3);
     let payload: Vec<u8> = (0..4096).flat_map(|_| text.payload(1024)).collect();
     let mb = payload.len() as f64 / 1e6;
@@ -166,7 +183,7 @@ fn main() {
     let zstd_ms = time(&|| {
         std::hint::black_box(zstd::bulk::compress(&payload, 1).ok());
     });
-    println!("\nCPU per MB (one core, {mb:.1} MB chat-like payload, mean of {rounds}):");
+    println!("CPU per MB (one core, {mb:.1} MB chat-like payload, mean of {rounds}):");
     println!("| step | ms per MB |\n|---|---|");
     println!("| FastCDC cut (default sizes) | {cut_ms:.2} |");
     println!("| cut + BLAKE3 of each chunk | {cut_hash_ms:.2} |");

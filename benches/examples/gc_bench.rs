@@ -15,6 +15,8 @@
 //! Disk use is what the file system allocated (`du`: blocks, holes not counted), so a
 //! `turns.log` whose compacted prefix was punched out counts only what it holds.
 //! The directory is created fresh (it must not exist). Figures in docs/benchmarks.md.
+// Functions fit on a screen: the threshold is in clippy.toml.
+#![warn(clippy::too_many_lines)]
 // A benchmark: a failed step ends the run with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -349,39 +351,9 @@ fn compaction(dir: &Path, fill_mib: u64, rate: u64, gc_rate_mib: u64, dead_perce
     // Half of the fill dies; the baseline's appends (live) dilute that a little.
     config.gc_pack_dead_percent = dead_percent;
     let engine = Engine::open(config).expect("open");
-    const PAYLOAD: usize = 64 << 10;
-    let payloads = (fill_mib << 20) / PAYLOAD as u64;
-    let contexts: Vec<ContextId> = (0..64).map(|_| new_context(&engine)).collect();
-    println!("filling {fill_mib} MiB ({payloads} incompressible 64 KiB payloads, 64 contexts)");
-    for i in 0..payloads {
-        append(&engine, contexts[(i % 64) as usize], noise(i, PAYLOAD));
-    }
-    // Every second context goes: each pack is about half dead.
-    for context in contexts.iter().step_by(2) {
-        block_on(engine.delete_context(&ContextRef::Id(*context))).expect("delete");
-    }
-    let writer_context = contexts[1];
+    let writer_context = fill_half_dead(&engine, fill_mib);
     let measure = move |engine: &Engine, running: &AtomicBool, seed: u64| {
-        let mut histogram = hdrhistogram::Histogram::<u64>::new(3).expect("histogram");
-        let interval = Duration::from_secs_f64(1.0 / rate as f64);
-        let mut next = Instant::now();
-        let mut seed = seed;
-        while running.load(Ordering::Acquire) {
-            next += interval;
-            if let Some(wait) = next.checked_duration_since(Instant::now()) {
-                std::thread::sleep(wait);
-            }
-            seed += 1;
-            // Latency from the intended send time (open loop: a stall counts for everyone
-            // who should have been sent during it).
-            let intended = next;
-            append(engine, writer_context, chat(seed, 4096));
-            let latency = Instant::now().saturating_duration_since(intended);
-            histogram
-                .record(latency.as_micros().max(1) as u64)
-                .expect("record");
-        }
-        histogram
+        measure_appends(engine, running, seed, writer_context, rate)
     };
     // Baseline: 15 s without a collection.
     let running = Arc::new(AtomicBool::new(true));
@@ -426,7 +398,66 @@ fn compaction(dir: &Path, fill_mib: u64, rate: u64, gc_rate_mib: u64, dead_perce
         cpu.as_secs_f64(),
         100.0 * cpu.as_secs_f64() / elapsed.as_secs_f64()
     );
-    for (name, histogram) in [("without", &baseline), ("during", &during)] {
+    print_latencies(rate, &baseline, &during);
+    engine.shutdown();
+}
+
+/// Fills the store with `fill_mib` MiB of incompressible payloads over 64 contexts, then
+/// deletes every second context: each pack is about half dead. Answers a live context for
+/// the measured appends.
+fn fill_half_dead(engine: &Engine, fill_mib: u64) -> ContextId {
+    const PAYLOAD: usize = 64 << 10;
+    let payloads = (fill_mib << 20) / PAYLOAD as u64;
+    let contexts: Vec<ContextId> = (0..64).map(|_| new_context(engine)).collect();
+    println!("filling {fill_mib} MiB ({payloads} incompressible 64 KiB payloads, 64 contexts)");
+    for i in 0..payloads {
+        append(engine, contexts[(i % 64) as usize], noise(i, PAYLOAD));
+    }
+    // Every second context goes: each pack is about half dead.
+    for context in contexts.iter().step_by(2) {
+        block_on(engine.delete_context(&ContextRef::Id(*context))).expect("delete");
+    }
+    contexts[1]
+}
+
+/// Appends 4 KiB chat text to `context` at `rate` per second (open loop) while `running`;
+/// answers their latencies in µs.
+fn measure_appends(
+    engine: &Engine,
+    running: &AtomicBool,
+    seed: u64,
+    context: ContextId,
+    rate: u64,
+) -> hdrhistogram::Histogram<u64> {
+    let mut histogram = hdrhistogram::Histogram::<u64>::new(3).expect("histogram");
+    let interval = Duration::from_secs_f64(1.0 / rate as f64);
+    let mut next = Instant::now();
+    let mut seed = seed;
+    while running.load(Ordering::Acquire) {
+        next += interval;
+        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        seed += 1;
+        // Latency from the intended send time (open loop: a stall counts for everyone
+        // who should have been sent during it).
+        let intended = next;
+        append(engine, context, chat(seed, 4096));
+        let latency = Instant::now().saturating_duration_since(intended);
+        histogram
+            .record(latency.as_micros().max(1) as u64)
+            .expect("record");
+    }
+    histogram
+}
+
+/// The appends' latencies without and during a collection, and the ratio of their p99s.
+fn print_latencies(
+    rate: u64,
+    baseline: &hdrhistogram::Histogram<u64>,
+    during: &hdrhistogram::Histogram<u64>,
+) {
+    for (name, histogram) in [("without", baseline), ("during", during)] {
         println!(
             "append at {rate}/s {name:>8} a collection: n {:>6}  p50 {:>6} µs  p99 {:>6} µs  p99.9 {:>6} µs  max {:>7} µs",
             histogram.len(),
@@ -440,7 +471,6 @@ fn compaction(dir: &Path, fill_mib: u64, rate: u64, gc_rate_mib: u64, dead_perce
         "p99 during / without: {:.2}",
         during.value_at_quantile(0.99) as f64 / baseline.value_at_quantile(0.99).max(1) as f64
     );
-    engine.shutdown();
 }
 
 /// CPU time of the calling thread (the collection runs on it), from
