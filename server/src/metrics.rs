@@ -9,7 +9,7 @@
 //! core's counters, the server's connection counters, the engine's stats and actor figures
 //! and the data directory's size, sums over cores, and the `prometheus` crate encodes the
 //! families in the Prometheus text format (0.0.4). [`MetricsEndpoint`]
-//! (`metrics/endpoint.rs`) serves it from one thread with `tiny_http`. The series are listed
+//! (`metrics/endpoint.rs`) serves it from one thread with hyper. The series are listed
 //! in docs/operations.md#metrics.
 
 mod endpoint;

@@ -1,25 +1,31 @@
-//! `GET /metrics` served on its own thread, from a [`MetricsSource`].
+//! `GET /metrics` served on its own thread, from a [`MetricsSource`]: hyper's HTTP/1 server
+//! on a current-thread tokio runtime, as the console's (`console/mod.rs`).
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use anyhow::Context;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
 
 use super::MetricsSource;
 
-/// `GET /metrics` on its own thread (tiny_http). Any other path is 404, any other method 405.
-/// Scrapes are answered one at a time; each costs a walk over the counters and a `stat` of
-/// the data directory's files.
+/// The media type of every answer but a scrape's.
+const TEXT_PLAIN: &str = "text/plain; charset=UTF-8";
+
+/// `GET /metrics` on its own thread. Any other path is 404, any other method 405. Scrapes
+/// are answered one at a time (the thread renders each in turn); each costs a walk over the
+/// counters and a `stat` of the data directory's files.
 pub struct MetricsEndpoint {
-    http: Arc<tiny_http::Server>,
-    /// The listening socket tiny_http accepts on (a second descriptor of it): `stop` shuts it
-    /// down, since tiny_http's own accept thread, which holds the socket, is not joinable and
-    /// closes it only moments after the server is dropped.
-    listener: std::net::TcpListener,
     addr: SocketAddr,
-    stopping: Arc<AtomicBool>,
+    /// Sent (or dropped) to stop: the accept loop ends and closes the socket.
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -42,27 +48,28 @@ impl MetricsEndpoint {
         let addr = listener
             .local_addr()
             .with_context(|| format!("the metrics listener on {listen} has no address"))?;
-        let control = listener
-            .try_clone()
+        listener
+            .set_nonblocking(true)
             .with_context(|| format!("the metrics listener on {addr}"))?;
-        let http = tiny_http::Server::from_listener(listener, None)
-            .map_err(|error| anyhow::anyhow!("{error}"))
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
             .with_context(|| format!("serving metrics on {addr}"))?;
-        let http = Arc::new(http);
-        let stopping = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let (http, stopping) = (http.clone(), stopping.clone());
-            std::thread::Builder::new()
-                .name("ctxstore-metrics".into())
-                .spawn(move || serve(&http, &stopping, &source))
-                .context("starting the metrics thread")?
+        let listener = {
+            // The socket joins the runtime here, so that a failure is the start's.
+            let _runtime = runtime.enter();
+            tokio::net::TcpListener::from_std(listener)
+                .with_context(|| format!("serving metrics on {addr}"))?
         };
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name("ctxstore-metrics".into())
+            .spawn(move || runtime.block_on(serve(listener, source, stopped)))
+            .context("starting the metrics thread")?;
         tracing::info!(metrics = %addr, "serving Prometheus metrics at /metrics");
         Ok(MetricsEndpoint {
-            http,
-            listener: control,
             addr,
-            stopping,
+            stop: Some(stop),
             thread: Some(thread),
         })
     }
@@ -71,62 +78,95 @@ impl MetricsEndpoint {
         self.addr
     }
 
-    /// Stops answering and joins the thread. The listening socket is shut down first, so
-    /// from the moment `stop` is called connections are refused (the kernel takes the socket
-    /// out of the listening state at once; tiny_http's accept thread then fails its `accept`
-    /// and exits, closing the last descriptor).
+    /// Stops answering and joins the thread. The thread closes the listening socket before
+    /// it ends, so from the moment `stop` returns connections are refused.
     pub fn stop(mut self) {
-        self.stopping.store(true, Ordering::Release);
-        if let Err(error) =
-            socket2::SockRef::from(&self.listener).shutdown(std::net::Shutdown::Both)
-        {
-            tracing::warn!(%error, addr = %self.addr, "metrics endpoint: shutting the listener down failed");
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
         }
-        self.http.unblock();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
 }
 
-fn serve(http: &tiny_http::Server, stopping: &AtomicBool, source: &MetricsSource) {
+/// The accept loop: a task per connection, until the endpoint stops (or is dropped); then
+/// the socket is closed and the connections are cut.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    source: MetricsSource,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let source = Arc::new(source);
+    let mut tasks = tokio::task::JoinSet::new();
     loop {
-        let request = match http.recv() {
-            Ok(request) => request,
-            Err(_) if stopping.load(Ordering::Acquire) => return,
-            Err(error) => {
-                tracing::warn!(%error, "metrics endpoint: accepting a request failed");
-                std::thread::sleep(std::time::Duration::from_millis(100));
-                continue;
-            }
-        };
-        let response = if request.url() != "/metrics" && !request.url().starts_with("/metrics?") {
-            tiny_http::Response::from_string("not found: scrape /metrics\n").with_status_code(404)
-        } else if *request.method() != tiny_http::Method::Get {
-            tiny_http::Response::from_string("use GET\n").with_status_code(405)
-        } else {
-            match source.render() {
-                Ok(text) => {
-                    let response = tiny_http::Response::from_string(text);
-                    match tiny_http::Header::from_bytes(
-                        &b"Content-Type"[..],
-                        prometheus::TEXT_FORMAT.as_bytes(),
-                    ) {
-                        Ok(header) => response.with_header(header),
-                        Err(()) => response,
-                    }
-                }
+        let (stream, peer) = tokio::select! {
+            _ = &mut stopped => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
                 Err(error) => {
-                    tracing::error!(%error, "metrics endpoint: encoding failed");
-                    tiny_http::Response::from_string(format!("encoding metrics failed: {error}\n"))
-                        .with_status_code(500)
+                    // EMFILE and the like: wait rather than spin.
+                    tracing::warn!(%error, "metrics endpoint: accepting a request failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
                 }
-            }
+            },
         };
-        if let Err(error) = request.respond(response) {
-            tracing::debug!(%error, "metrics endpoint: writing a response failed");
+        let source = source.clone();
+        tasks.spawn(async move {
+            // Rendered on the runtime's one thread: scrapes are answered one at a time.
+            let service = hyper::service::service_fn(move |request| {
+                let response = answer(&source, &request);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, %peer, "metrics endpoint: writing a response failed");
+            }
+        });
+        // Reap finished connections so the set does not grow.
+        while tasks.try_join_next().is_some() {}
+    }
+    // The socket closes here, before the thread ends and `stop` returns.
+    drop(listener);
+    tasks.shutdown().await;
+}
+
+/// One request, one answer: the request target must be `/metrics` (a query allowed), then
+/// the method GET.
+fn answer(source: &MetricsSource, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let target = request.uri().to_string();
+    if target != "/metrics" && !target.starts_with("/metrics?") {
+        return text(StatusCode::NOT_FOUND, "not found: scrape /metrics\n".into());
+    }
+    if request.method() != Method::GET {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "use GET\n".into());
+    }
+    match source.render() {
+        Ok(rendered) => {
+            let mut response = text(StatusCode::OK, rendered);
+            response.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static(prometheus::TEXT_FORMAT),
+            );
+            response
+        }
+        Err(error) => {
+            tracing::error!(%error, "metrics endpoint: encoding failed");
+            let body = format!("encoding metrics failed: {error}\n");
+            text(StatusCode::INTERNAL_SERVER_ERROR, body)
         }
     }
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(TEXT_PLAIN));
+    response
 }
 
 #[cfg(test)]
@@ -138,8 +178,7 @@ mod tests {
     use std::net::TcpStream;
 
     /// `stop` takes the listening socket away before it returns: the very next connect is
-    /// refused (tiny_http alone closes it from its accept thread a moment after it is dropped,
-    /// so a connect right after would be accepted by the kernel and then reset).
+    /// refused (not accepted by the kernel and then reset).
     #[test]
     fn stop_refuses_connections_before_it_returns() {
         let dir = tempfile::tempdir().unwrap();
