@@ -229,16 +229,10 @@ fn purge_redacts_every_turn_and_gc_takes_the_bytes() {
 fn purge_gc_leaves_no_file_holding_the_bytes() {
     let server = TestServer::start(None);
     one(&server, &["ctx", "create", "--name", "doc"], b"");
-    let mut state = 0x5eed_u64;
+    let mut seed = 0x5eed_u64;
     let mut noise = |len: usize| -> Vec<u8> {
-        (0..len)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 24) as u8
-            })
-            .collect()
+        seed += 1;
+        ctxstore_testsupport::noise(seed, len)
     };
     for _ in 0..20 {
         one(&server, &["append", "@doc"], &noise(8 << 10));

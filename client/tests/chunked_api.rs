@@ -34,12 +34,10 @@ fn words(len: usize, seed: u64) -> String {
         "the", "agent", "calls", "a", "tool", "with", "result", "and", "then", "asks", "model",
         "for", "next", "step", "given", "context",
     ];
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut rng = ctxstore_testsupport::SeededRng::new(seed);
     let mut text = String::with_capacity(len + 16);
     while text.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
+        let state = rng.next_u64();
         text.push_str(WORDS[(state % 16) as usize]);
         text.push(if state.is_multiple_of(7) { '.' } else { ' ' });
         if state.is_multiple_of(5) {

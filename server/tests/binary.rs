@@ -41,6 +41,18 @@ fn signal(child: &Child, name: &str) {
     assert!(status.success());
 }
 
+/// A client of the server at `addr`, after it appended ten turns to a new context.
+fn ten_turns(addr: String) -> blocking::Client {
+    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
+    let context = client.create_context().unwrap().context_id;
+    for index in 0..10 {
+        client
+            .append(context, None, 0, 0, Bytes::from(format!("turn {index}")))
+            .unwrap();
+    }
+    client
+}
+
 #[test]
 fn sigterm_finishes_in_flight_work_and_exits_zero_then_verify_passes() {
     let dir = tempfile::tempdir().unwrap();
@@ -93,14 +105,7 @@ fn sigterm_finishes_in_flight_work_and_exits_zero_then_verify_passes() {
 fn verify_names_damage_and_exits_non_zero() {
     let dir = tempfile::tempdir().unwrap();
     let (mut server, addr) = spawn_server(dir.path(), &[]);
-    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
-    let context = client.create_context().unwrap().context_id;
-    for index in 0..10 {
-        client
-            .append(context, None, 0, 0, Bytes::from(format!("turn {index}")))
-            .unwrap();
-    }
-    drop(client);
+    drop(ten_turns(addr));
     signal(&server.child, "TERM");
     assert!(server.child.wait().unwrap().success());
     let log = dir.path().join("data/turns.log");
@@ -555,13 +560,7 @@ fn verify_runs_on_a_read_only_copy_and_not_beside_a_server() {
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
     let (mut server, addr) = spawn_server(dir.path(), &[]);
-    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
-    let context = client.create_context().unwrap().context_id;
-    for index in 0..10 {
-        client
-            .append(context, None, 0, 0, Bytes::from(format!("turn {index}")))
-            .unwrap();
-    }
+    let _client = ten_turns(addr);
     let output = Command::new(SERVER)
         .arg("verify")
         .arg("--data")

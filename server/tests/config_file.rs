@@ -35,6 +35,21 @@ fn line<'a>(printed: &'a str, key: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {key} in\n{printed}"))
 }
 
+/// What `--print-config` prints when given its own printout as the config file (which must
+/// start).
+fn reprinted(dir: &Path, printed: &str) -> String {
+    let file = write(dir, "printed.toml", printed);
+    let output = server()
+        .arg("--config")
+        .arg(&file)
+        .arg("--print-config")
+        .output()
+        .unwrap();
+    let (again, stderr) = text(&output);
+    assert!(output.status.success(), "{again}{stderr}");
+    again
+}
+
 fn write(dir: &Path, name: &str, contents: &str) -> std::path::PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, contents).unwrap();
@@ -108,15 +123,7 @@ fn flag_beats_environment_beats_file_beats_default() {
     );
 
     // The printed configuration is itself a config file that gives the same result.
-    let reprinted = write(dir.path(), "printed.toml", &stdout);
-    let output = server()
-        .arg("--config")
-        .arg(&reprinted)
-        .arg("--print-config")
-        .output()
-        .unwrap();
-    let (again, stderr) = text(&output);
-    assert!(output.status.success(), "{again}{stderr}");
+    let again = reprinted(dir.path(), &stdout);
     assert!(line(&again, "zstd-level").starts_with("zstd-level = 5 "));
     assert!(line(&again, "has-blobs-max").starts_with("has-blobs-max = 100 "));
 }
@@ -243,15 +250,7 @@ fn byte_sizes_take_units_in_every_layer() {
         line(&stdout, "shard-batch-bytes-max").starts_with("shard-batch-bytes-max = \"64MiB\" "),
         "{stdout}"
     );
-    let reprinted = write(dir.path(), "printed.toml", &stdout);
-    let output = server()
-        .arg("--config")
-        .arg(&reprinted)
-        .arg("--print-config")
-        .output()
-        .unwrap();
-    let (again, stderr) = text(&output);
-    assert!(output.status.success(), "{again}{stderr}");
+    let again = reprinted(dir.path(), &stdout);
     assert!(line(&again, "payload-cache-bytes").starts_with("payload-cache-bytes = \"32MiB\" "));
 
     let big = write(dir.path(), "big.toml", "\nblob-bytes-max = \"5GiB\"\n");

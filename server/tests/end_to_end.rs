@@ -17,12 +17,9 @@ fn text(seed: u64, len: usize) -> Bytes {
     let words = [
         "tool", "call", "result", "the", "agent", "context", "file", "read", "answer",
     ];
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut rng = ctxstore_testsupport::SeededRng::new(seed);
     while text.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        text.push_str(words[(state % words.len() as u64) as usize]);
+        text.push_str(words[rng.below(words.len() as u64) as usize]);
         text.push(' ');
     }
     text.truncate(len);

@@ -37,6 +37,19 @@ impl Witness {
         }
     }
 
+    /// Appends `payload` to the witness's context; its hash.
+    fn append(&mut self, payload: &Bytes) -> ctxstore_client::BlobHash {
+        let appended = self
+            .runtime
+            .block_on(
+                self.client
+                    .append(self.context, None, 0, 0, payload.clone()),
+            )
+            .unwrap();
+        self.turns += 1;
+        appended.turn.payload_hash
+    }
+
     fn still_works(&mut self) {
         let payload = Bytes::from(format!("witness turn {}", self.turns));
         let appended = self
@@ -97,17 +110,9 @@ fn hostile_input_gets_errors_or_closes_and_others_keep_working() {
 
     // Random bytes: whatever they decode as, the connection ends (no HELLO first, or a bad
     // frame), and the server lives on.
-    let mut state = 0x1234_5678_9abc_def1u64;
     for round in 0..20 {
         let mut raw = Raw::connect(addr);
-        let bytes: Vec<u8> = (0..(100 + round * 50))
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect();
+        let bytes = ctxstore_testsupport::noise(0x1234_5678 + round, 100 + round as usize * 50);
         raw.send_bytes(&bytes);
         assert!(
             raw.closed(),
@@ -392,13 +397,8 @@ fn a_storm_of_bad_clients_does_not_disturb_a_good_one() {
         let stop = stop.clone();
         let attacks = attacks.clone();
         attackers.push(std::thread::spawn(move || {
-            let mut state = 0x9E37_79B9_7F4A_7C15 ^ kind;
-            let mut random = |bound: u64| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state % bound
-            };
+            let mut rng = ctxstore_testsupport::SeededRng::new(kind);
+            let mut random = |bound: u64| rng.below(bound);
             let mut held = Vec::new();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let Ok(stream) = std::net::TcpStream::connect(addr) else {
@@ -514,17 +514,7 @@ fn a_client_that_never_reads_holds_bounded_memory() {
     let mut witness = Witness::new(addr);
     witness.still_works();
     let payload = incompressible(PAYLOAD_BYTES, 7);
-    let hash = witness
-        .runtime
-        .block_on(
-            witness
-                .client
-                .append(witness.context, None, 0, 0, payload.clone()),
-        )
-        .unwrap()
-        .turn
-        .payload_hash;
-    witness.turns += 1;
+    let hash = witness.append(&payload);
     let baseline_kib = proc_status_kib(server.pid(), "VmHWM");
 
     let stream = connect_with_small_receive_buffer(addr);
@@ -698,17 +688,7 @@ fn unread_pipeline(
     payload: &Bytes,
     requests: u64,
 ) -> (std::net::TcpStream, std::thread::JoinHandle<()>) {
-    let hash = witness
-        .runtime
-        .block_on(
-            witness
-                .client
-                .append(witness.context, None, 0, 0, payload.clone()),
-        )
-        .unwrap()
-        .turn
-        .payload_hash;
-    witness.turns += 1;
+    let hash = witness.append(payload);
     let stream = connect_with_small_receive_buffer(addr);
     let mut raw = Raw::from_stream(stream.try_clone().unwrap());
     assert!(matches!(

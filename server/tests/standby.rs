@@ -123,18 +123,8 @@ fn caught_up(
 }
 
 fn payload(seed: u32, len: usize) -> Bytes {
-    // Incompressible enough, and different per seed.
-    let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-    Bytes::from(
-        (0..len)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 17;
-                state ^= state << 5;
-                state as u8
-            })
-            .collect::<Vec<u8>>(),
-    )
+    // Incompressible, and different per seed.
+    ctxstore_testsupport::noise(u64::from(seed), len).into()
 }
 
 fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {

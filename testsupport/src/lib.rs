@@ -19,5 +19,5 @@ mod scripted;
 
 pub use binary::server_binary;
 pub use launcher::{LaunchError, ServerLaunch, TestServer, verified, wait_ready};
-pub use rng::SeededRng;
+pub use rng::{SeededRng, noise};
 pub use scripted::{ScriptedServer, Seen, scripted_server};

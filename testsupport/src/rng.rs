@@ -10,11 +10,23 @@ impl SeededRng {
         SeededRng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
 
-    /// A value in `0..n` (0 when `n` is 0).
-    pub fn below(&mut self, n: u64) -> u64 {
+    /// The next value (xorshift64).
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
+        self.0
     }
+
+    /// A value in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+/// `len` incompressible bytes, the same for the same seed: payloads whose stored size is
+/// their size, and that no other seed repeats (dedup stays out of a test's way).
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut rng = SeededRng::new(seed);
+    (0..len).map(|_| (rng.next_u64() >> 24) as u8).collect()
 }

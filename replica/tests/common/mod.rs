@@ -33,17 +33,7 @@ pub fn engine_config(dir: &Path) -> EngineConfig {
 }
 
 /// `len` incompressible bytes, the same for the same seed.
-pub fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
-}
+pub use ctxstore_testsupport::noise;
 
 /// Appends `payload` after the context's head; its TurnID.
 pub fn append(engine: &Engine, context: ContextId, payload: &[u8]) -> TurnId {

@@ -147,16 +147,7 @@ pub fn error_code(response: &Response) -> Option<ctxstore_protocol::ErrorCode> {
 
 /// Incompressible bytes (xorshift), so that a blob's stored size is its payload size.
 pub fn incompressible(len: usize, seed: u64) -> Bytes {
-    let mut state = seed | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect::<Vec<u8>>()
-        .into()
+    ctxstore_testsupport::noise(seed, len).into()
 }
 
 /// A connection whose kernel receive buffer is as small as the kernel allows (about 4 KiB):
