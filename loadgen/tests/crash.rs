@@ -32,7 +32,7 @@ use ctxstore_protocol::{
 mod common;
 
 use common::{LOADGEN, server_binary};
-use ctxstore_testsupport::{ServerLaunch, TestServer};
+use ctxstore_testsupport::{ServerLaunch, TestServer, noise};
 
 #[derive(Clone, Debug)]
 struct Acked {
@@ -113,6 +113,24 @@ fn verify(data: &Path) -> String {
     let report = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(output.status.success(), "{report}");
     report
+}
+
+/// The load of the collection and backup cycles: 4 connections over 8 contexts appending
+/// 4 KiB payloads (a fifth of them duplicates) among forks and reads, for `run_ms`, every
+/// acknowledgement in `log`.
+fn spawn_mixed_load(addr: &str, run_ms: u64, seed: u64, log: &Path) -> std::process::Child {
+    Command::new(LOADGEN)
+        .args(["--addr", addr, "--duration", &format!("{run_ms}ms")])
+        .args(["--warmup", "0s", "--connections", "4", "--contexts", "8"])
+        .args(["--mix", "append=90,fork=5,get_last=5"])
+        .args(["--payload-bytes", "4096", "--dup-ratio", "0.2"])
+        .args(["--read-turns", "8", "--quiet", "--seed", &seed.to_string()])
+        .arg("--ack-log")
+        .arg(log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 fn kill_9(server: &mut TestServer) {
@@ -783,22 +801,7 @@ fn collections_under_kill_9_keep_every_live_acknowledged_turn() {
         let (mut server, addr) = start_server_with(&data, &gc_flags);
         let log = dir.path().join(format!("gc-acks-{cycle}.jsonl"));
         let run_ms = rng.u64(800..2500);
-        let mut loadgen = Command::new(LOADGEN)
-            .args(["--addr", &addr, "--duration", &format!("{run_ms}ms")])
-            .args(["--warmup", "0s", "--connections", "4", "--contexts", "8"])
-            .args([
-                "--mix",
-                "append=90,fork=5,get_last=5",
-                "--payload-bytes",
-                "4096",
-            ])
-            .args(["--dup-ratio", "0.2", "--read-turns", "8", "--quiet"])
-            .args(["--seed", &(seed + cycle as u64).to_string(), "--ack-log"])
-            .arg(&log)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut loadgen = spawn_mixed_load(&addr, run_ms, seed + cycle as u64, &log);
         let churn = runtime.spawn(churn(addr.clone(), seed ^ (cycle as u64) << 8));
         std::thread::sleep(Duration::from_millis(rng.u64(300..run_ms + 50)));
         kill_9(&mut server);
@@ -899,22 +902,7 @@ fn backups_on_the_data_file_system_survive_collections_and_kill_9_on_either_side
         let (mut server, addr) = start_server_with(&data, &flags);
         let log = dir.path().join(format!("backup-acks-{cycle}.jsonl"));
         let run_ms = rng.u64(1500..2500);
-        let mut loadgen = Command::new(LOADGEN)
-            .args(["--addr", &addr, "--duration", &format!("{run_ms}ms")])
-            .args(["--warmup", "0s", "--connections", "4", "--contexts", "8"])
-            .args([
-                "--mix",
-                "append=90,fork=5,get_last=5",
-                "--payload-bytes",
-                "4096",
-            ])
-            .args(["--dup-ratio", "0.2", "--read-turns", "8", "--quiet"])
-            .args(["--seed", &(seed + cycle as u64).to_string(), "--ack-log"])
-            .arg(&log)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut loadgen = spawn_mixed_load(&addr, run_ms, seed + cycle as u64, &log);
         let churning = runtime.spawn(churn(addr.clone(), seed ^ (cycle as u64) << 8));
         std::thread::sleep(Duration::from_millis(rng.u64(400..900)));
         // Acknowledged before the backup is asked for: in the copy.
@@ -1247,18 +1235,6 @@ async fn churn(addr: String, seed: u64) -> (usize, Vec<(u64, String)>) {
         }
     }
     (deleted, kept)
-}
-
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
 }
 
 /// Issue 16: agents append growing JSON states (each the previous one plus a message, up to

@@ -53,18 +53,11 @@ fn run_growing(target: &[&str], dir: &Path) -> serde_json::Value {
         .arg(&ack_log)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let (report, stdout) = common::report_of(&output, &report_path);
     assert!(
         stdout.contains("growing: 2 contexts × 40 steps") && stdout.contains("slo met"),
         "{stdout}"
     );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
     check_report(&report, &std::fs::read_to_string(&ack_log).unwrap());
     report
 }

@@ -27,19 +27,12 @@ fn a_mixed_workload_against_a_spawned_server() {
         .arg(&ack_log)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let (report, stdout) = common::report_of(&output, &report_path);
     assert!(
         stdout.contains("append") && stdout.contains("slo met"),
         "{stdout}"
     );
 
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
     for op in ["append", "get_last", "page", "range", "fork", "get_blob"] {
         let entry = &report["operations"][op];
         assert!(entry["count"].as_u64().unwrap() > 0, "{op} did not run");

@@ -41,6 +41,16 @@ fn signal(child: &Child, name: &str) {
     assert!(status.success());
 }
 
+/// `ctxstore-server verify --data DIR/data`, run to its end.
+fn verify_data(dir: &Path) -> std::process::Output {
+    Command::new(SERVER)
+        .arg("verify")
+        .arg("--data")
+        .arg(dir.join("data"))
+        .output()
+        .unwrap()
+}
+
 /// A client of the server at `addr`, after it appended ten turns to a new context.
 fn ten_turns(addr: String) -> blocking::Client {
     let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
@@ -78,14 +88,7 @@ fn sigterm_finishes_in_flight_work_and_exits_zero_then_verify_passes() {
     let acked = pipelined.join().unwrap();
     assert!(!acked.is_empty());
 
-    let output = Command::new(SERVER)
-        .args([
-            "verify",
-            "--data",
-            dir.path().join("data").to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let output = verify_data(dir.path());
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}");
     assert!(stdout.contains("verdict   OK"), "{stdout}");
@@ -112,14 +115,7 @@ fn verify_names_damage_and_exits_non_zero() {
     let mut bytes = std::fs::read(&log).unwrap();
     bytes[5 * 128 + 40] ^= 0x10;
     std::fs::write(&log, bytes).unwrap();
-    let output = Command::new(SERVER)
-        .args([
-            "verify",
-            "--data",
-            dir.path().join("data").to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let output = verify_data(dir.path());
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(!output.status.success());
     assert!(
