@@ -13,6 +13,11 @@ use std::task::{Context, Poll, Waker};
 /// A waiter holds one slot while it waits and gives it back when it is dropped: futures that
 /// lose a race (every read of a connection races the shutdown flag) must not leave their
 /// wakers behind, or the list grows with every request until shutdown.
+///
+/// Not `event_listener::Event`: its listener, dropped with a notification it never took,
+/// passes it on to the next listener, which may be one made after the notify (an early wake
+/// that `notified`'s contract rules out); and each of its listens allocates and takes a lock
+/// (about 50 ns against 6 here, measured with event-listener 5.4), on every request's path.
 #[derive(Default, Debug)]
 pub struct LocalNotify {
     generation: Cell<u64>,
