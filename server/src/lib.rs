@@ -34,6 +34,7 @@ pub mod connection;
 pub mod console;
 mod counters;
 pub mod dispatch;
+mod http_server;
 mod local;
 pub mod metrics;
 pub mod network_core;

@@ -24,7 +24,6 @@ mod history;
 mod http;
 mod limiter;
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -81,6 +80,18 @@ pub struct ConsoleLimits {
     /// Addresses whose wrong tokens are counted apart (4,096); past it, new ones share one
     /// count.
     pub login_addresses_max: usize,
+}
+
+impl ConsoleLimits {
+    /// What the HTTP server itself enforces of these.
+    fn http(&self) -> crate::http_server::HttpLimits {
+        crate::http_server::HttpLimits {
+            connections_max: self.connections_max,
+            request_head_bytes_max: self.request_head_bytes_max,
+            request_head_timeout: self.request_head_timeout,
+            connection_lifetime_max: self.connection_lifetime_max,
+        }
+    }
 }
 
 impl Default for ConsoleLimits {
@@ -250,13 +261,12 @@ impl Drop for ConsoleEndpoint {
     }
 }
 
-/// The accept loop: one task per connection, at most `connections_max`, each closed after
-/// `connection_lifetime_max`; the sampler beside it.
+/// The console's HTTP server (`http_server.rs`) under its limits, the sampler beside it.
 async fn serve(
     console: Arc<Console>,
     listener: std::net::TcpListener,
     sample_interval: Duration,
-    mut stopped: tokio::sync::oneshot::Receiver<()>,
+    stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(listener) => listener,
@@ -265,53 +275,20 @@ async fn serve(
             return;
         }
     };
-    let connections = Arc::new(Semaphore::new(console.limits.connections_max.max(1)));
     let sampler = tokio::spawn(history::sample(console.clone(), sample_interval));
-    let mut tasks = tokio::task::JoinSet::new();
-    loop {
-        let (stream, peer) = tokio::select! {
-            _ = &mut stopped => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // EMFILE and the like: wait rather than spin.
-                    tracing::warn!(%error, "console: accepting a connection failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        let Ok(slot) = connections.clone().try_acquire_owned() else {
-            tracing::debug!(%peer, "console: connection limit reached; closed");
-            continue;
-        };
-        let console = console.clone();
-        tasks.spawn(async move {
-            let limits = console.limits;
-            let service = hyper::service::service_fn(move |request| {
-                let console = console.clone();
-                async move { Ok::<_, Infallible>(answer(&console, request, peer).await) }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(limits.request_head_timeout)
-                .max_buf_size(limits.request_head_bytes_max.max(8192))
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            // Cut at the lifetime limit (Err) or ended by either side.
-            if let Ok(Err(error)) =
-                tokio::time::timeout(limits.connection_lifetime_max, connection).await
-            {
-                tracing::debug!(%error, %peer, "console: connection ended");
-            }
-            drop(slot);
-        });
-        // Reap finished connections so the set does not grow.
-        while tasks.try_join_next().is_some() {}
-    }
-    // Dropping the listener closes the socket; the connections are cut.
-    drop(listener);
+    let limits = console.limits.http();
+    crate::http_server::serve(
+        "console",
+        listener,
+        limits,
+        stopped,
+        move |request, peer| {
+            let console = console.clone();
+            async move { answer(&console, request, peer).await }
+        },
+    )
+    .await;
     sampler.abort();
-    tasks.shutdown().await;
 }
 
 /// Whether `path` is one of the front-end's pages, and which object it shows.

@@ -1,7 +1,7 @@
-//! `GET /metrics` served on its own thread, from a [`MetricsSource`]: hyper's HTTP/1 server
-//! on a current-thread tokio runtime, as the console's (`console/mod.rs`).
+//! `GET /metrics` served on its own thread, from a [`MetricsSource`]: the crate's one HTTP
+//! server (`http_server.rs`, the console's too) on a current-thread tokio runtime, under
+//! `LIMITS`.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -15,6 +15,16 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::MetricsSource;
+use crate::http_server::{self, HttpLimits};
+
+/// What a scraper (or anyone who reaches the port) may hold: a few connections, small
+/// request heads sent at once, a connection's life of a minute (scrapers reconnect).
+const LIMITS: HttpLimits = HttpLimits {
+    connections_max: 16,
+    request_head_bytes_max: 8 * 1024,
+    request_head_timeout: Duration::from_secs(10),
+    connection_lifetime_max: Duration::from_secs(60),
+};
 
 /// The media type of every answer but a scrape's.
 const TEXT_PLAIN: &str = "text/plain; charset=UTF-8";
@@ -64,7 +74,20 @@ impl MetricsEndpoint {
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let thread = std::thread::Builder::new()
             .name("ctxstore-metrics".into())
-            .spawn(move || runtime.block_on(serve(listener, source, stopped)))
+            .spawn(move || {
+                let source = Arc::new(source);
+                let route = move |request: Request<Incoming>, _peer: SocketAddr| {
+                    // Rendered on the runtime's one thread: scrapes are answered one at a time.
+                    std::future::ready(answer(&source, &request))
+                };
+                runtime.block_on(http_server::serve(
+                    "metrics endpoint",
+                    listener,
+                    LIMITS,
+                    stopped,
+                    route,
+                ));
+            })
             .context("starting the metrics thread")?;
         tracing::info!(metrics = %addr, "serving Prometheus metrics at /metrics");
         Ok(MetricsEndpoint {
@@ -88,49 +111,6 @@ impl MetricsEndpoint {
             let _ = thread.join();
         }
     }
-}
-
-/// The accept loop: a task per connection, until the endpoint stops (or is dropped); then
-/// the socket is closed and the connections are cut.
-async fn serve(
-    listener: tokio::net::TcpListener,
-    source: MetricsSource,
-    mut stopped: tokio::sync::oneshot::Receiver<()>,
-) {
-    let source = Arc::new(source);
-    let mut tasks = tokio::task::JoinSet::new();
-    loop {
-        let (stream, peer) = tokio::select! {
-            _ = &mut stopped => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // EMFILE and the like: wait rather than spin.
-                    tracing::warn!(%error, "metrics endpoint: accepting a request failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        let source = source.clone();
-        tasks.spawn(async move {
-            // Rendered on the runtime's one thread: scrapes are answered one at a time.
-            let service = hyper::service::service_fn(move |request| {
-                let response = answer(&source, &request);
-                async move { Ok::<_, Infallible>(response) }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, %peer, "metrics endpoint: writing a response failed");
-            }
-        });
-        // Reap finished connections so the set does not grow.
-        while tasks.try_join_next().is_some() {}
-    }
-    // The socket closes here, before the thread ends and `stop` returns.
-    drop(listener);
-    tasks.shutdown().await;
 }
 
 /// One request, one answer: the request target must be `/metrics` (a query allowed), then
@@ -177,29 +157,46 @@ mod tests {
     use std::io::{Read, Write};
     use std::net::TcpStream;
 
+    fn engine(dir: &std::path::Path) -> Engine {
+        let mut config = ctxstore_engine::EngineConfig::new(dir.join("data"));
+        config.limits.log_preallocate_bytes = 64 * 1024;
+        Engine::open(config).unwrap()
+    }
+
+    fn endpoint(engine: &Engine, dir: &std::path::Path) -> MetricsEndpoint {
+        let source = MetricsSource {
+            engine: engine.clone(),
+            counters: Arc::new(ServerCounters::default()),
+            cores: Vec::new(),
+            data_dir: dir.join("data"),
+            payload_cache_bytes_per_core: 0,
+            replication: None,
+        };
+        MetricsEndpoint::start("127.0.0.1:0".parse().unwrap(), source).unwrap()
+    }
+
+    /// A scrape's answer over a new connection (HTTP/1.0: the server closes after it); empty
+    /// when the server closed it unanswered.
+    fn scrape(addr: SocketAddr) -> String {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        let mut response = String::new();
+        // A connection the server closed unanswered may refuse the write or the read.
+        if write!(stream, "GET /metrics HTTP/1.0\r\n\r\n").is_ok() {
+            let _ = stream.read_to_string(&mut response);
+        }
+        response
+    }
+
     /// `stop` takes the listening socket away before it returns: the very next connect is
     /// refused (not accepted by the kernel and then reset).
     #[test]
     fn stop_refuses_connections_before_it_returns() {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = ctxstore_engine::EngineConfig::new(dir.path().join("data"));
-        config.limits.log_preallocate_bytes = 64 * 1024;
-        let engine = Engine::open(config).unwrap();
+        let engine = engine(dir.path());
         for _ in 0..5 {
-            let source = MetricsSource {
-                engine: engine.clone(),
-                counters: Arc::new(ServerCounters::default()),
-                cores: Vec::new(),
-                data_dir: dir.path().join("data"),
-                payload_cache_bytes_per_core: 0,
-                replication: None,
-            };
-            let endpoint = MetricsEndpoint::start("127.0.0.1:0".parse().unwrap(), source).unwrap();
+            let endpoint = endpoint(&engine, dir.path());
             let addr = endpoint.local_addr();
-            let mut stream = TcpStream::connect(addr).unwrap();
-            write!(stream, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-            let mut response = String::new();
-            stream.read_to_string(&mut response).unwrap();
+            let response = scrape(addr);
             assert!(response.starts_with("HTTP/1.0 200"), "{response}");
             endpoint.stop();
             let error = TcpStream::connect(addr)
@@ -211,6 +208,42 @@ mod tests {
                 "{error}"
             );
         }
+        engine.shutdown();
+    }
+
+    /// Idle connections hold at most `LIMITS.connections_max` slots: one more is closed
+    /// unanswered, and a slot given back serves the next scrape.
+    #[test]
+    fn idle_connections_cannot_take_more_than_their_slots() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine(dir.path());
+        let endpoint = endpoint(&engine, dir.path());
+        let addr = endpoint.local_addr();
+        let mut idle: Vec<TcpStream> = (0..LIMITS.connections_max)
+            .map(|_| TcpStream::connect(addr).unwrap())
+            .collect();
+        // Each idle connection is accepted and holds its slot once the server has read it.
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            scrape(addr),
+            "",
+            "a connection past the limit is closed unanswered"
+        );
+        drop(idle.pop());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let response = scrape(addr);
+            if response.starts_with("HTTP/1.0 200") {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no slot came back: {response:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(idle);
+        endpoint.stop();
         engine.shutdown();
     }
 }
