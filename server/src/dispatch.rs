@@ -9,12 +9,15 @@
 //! `contexts.rs` (heads, contexts as agent threads), `retention.rs` (delete, prune, TTL),
 //! `kv.rs` (a context's keys and values), `appends.rs`, `reads.rs` (every read that answers
 //! TURNs, in an overlay view or not), `overlays.rs` (patch, redact, purge), `blobs.rs`
-//! (blobs and chunked writes) and `streams.rs` (streams: open, deltas, seal, long-poll reads). The wire forms every family shares are here.
+//! (blobs and chunked writes) and `streams.rs` (streams: open, deltas, seal, long-poll reads);
+//! `follow.rs` makes a STREAM_FOLLOW's frames, which the connection pumps. The wire forms
+//! every family shares are here.
 
 mod admin;
 mod appends;
 mod blobs;
 mod contexts;
+mod follow;
 mod kv;
 mod overlays;
 mod reads;
@@ -38,6 +41,7 @@ use ctxstore_protocol::{
 use crate::config::ServerLimits;
 use crate::counters::ServerCounters;
 use crate::payload_cache::PayloadCache;
+pub use follow::{FollowFrame, FollowFrames};
 
 /// What every request handler needs; one per network core, shared by its connections.
 #[derive(Debug)]

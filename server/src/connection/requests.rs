@@ -20,10 +20,11 @@ use ctxstore_protocol::{
 
 use super::CoreContext;
 use super::budget::answer_limits;
-use super::follows::{self, Follow};
+use super::follows;
 use super::hello::{HelloState, hello};
 use super::reader::Ending;
 use super::writer::ConnectionState;
+use crate::dispatch::FollowFrames;
 use crate::dispatch::error;
 use crate::local::{Either, race};
 
@@ -208,9 +209,9 @@ pub(super) fn start(
         .fetch_add(1, Ordering::Relaxed);
     accounting.in_flight.set(accounting.in_flight.get() + 1);
     let started = core.metrics.clock();
-    if let Some(follow) = Follow::of(&request) {
+    if let Some(frames) = FollowFrames::of(&request, version) {
         let (core, state) = (core.clone(), state.clone());
-        let follow = follows::follow(header, follow, reserved, version, core, state, started);
+        let follow = follows::follow(header, frames, reserved, core, state, started);
         compio::runtime::spawn(follow).detach();
         return None;
     }

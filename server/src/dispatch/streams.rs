@@ -3,9 +3,8 @@
 //! poll: the engine's `wait_stream` future races the deadline (the server's
 //! `stream_wait_ms_max` or the request's, the shorter), and an empty answer at the deadline
 //! tells the reader to ask again from the same offset. WATCH long-polls a target's events
-//! the same way. STREAM_FOLLOW is answered here one frame at a time: the long poll's answer
-//! from the follow's offset, with MORE when it holds bytes of an open stream; the connection
-//! (`connection/follows.rs`) sends the frames and asks for the next one from where each ended.
+//! the same way. A STREAM_FOLLOW's frames are the long poll's answers with MORE while they go
+//! on (`follow.rs` makes them one after the other; the connection pumps them).
 
 use std::time::Duration;
 
@@ -209,7 +208,7 @@ impl Dispatcher {
     /// The stream from `offset`, waiting up to `wait_ms` (cut to `stream_wait_ms_max`; 0: no
     /// wait) while it is open and holds nothing past `offset`: STREAM_READ's answer, and each
     /// STREAM_FOLLOW frame's.
-    async fn read_waiting(
+    pub(super) async fn read_waiting(
         &self,
         stream_id: u64,
         offset: u64,
@@ -293,10 +292,10 @@ fn read_wire(stream_id: u64, offset: u64, read: StreamRead) -> StreamsResponse {
 /// A STREAM_FOLLOW frame: STREAM_READ's answer, with MORE when it holds bytes of an open
 /// stream (the follow goes on from where they end); else it is the follow's last frame (the
 /// end, or nothing new for `wait_ms`).
-fn pushed(stream_id: u64, offset: u64, read: StreamRead) -> StreamsResponse {
+pub(super) fn pushed(stream_id: u64, offset: u64, read: StreamRead) -> StreamsResponse {
     let (state, length, bytes) = read_fields(read);
     StreamsResponse::Pushed {
-        more: state == StreamStateWire::Open && !bytes.is_empty(),
+        more: super::follow::goes_on(&state, &bytes),
         stream_id,
         state,
         offset,
