@@ -33,7 +33,7 @@ use crate::format::turn_log::LOG_RECORD_BYTES;
 pub struct EngineConfig {
     pub data_dir: PathBuf,
     /// Blob shards of a *new* store (default 1: on a small machine one pack stream syncs
-    /// fastest, see docs/benchmarks.md). An existing store keeps the count it was created with;
+    /// fastest, see benches/results/HISTORY.md). An existing store keeps the count it was created with;
     /// a different value here is an error, since the hash → shard mapping depends on it.
     pub shard_count: u16,
     /// zstd level for new blobs (1..=19; 1–3 is the useful range for 10 KiB payloads).

@@ -87,7 +87,7 @@ pub enum ShipPriority {
 
 /// `ShipConfig::priority`'s default. Nice 10 gets about a tenth of the CPU time of a nice-0
 /// thread it competes with, yet is never starved: at 32 agents saturating two cores the
-/// shipper kept up at 10 (docs/benchmarks.md, "Replication overhead: where the cost is").
+/// shipper kept up at 10 (benches/results/HISTORY.md, "Replication overhead: where the cost is").
 pub const SHIP_PRIORITY_DEFAULT: ShipPriority = ShipPriority::Nice(SHIP_NICE_STEPS_DEFAULT);
 const SHIP_NICE_STEPS_DEFAULT: u8 = 10;
 /// Nice values end at 19 (Linux).
@@ -251,7 +251,7 @@ struct Shipper {
     /// The last segment's body buffer, back from its upload, for the next cycle to read into:
     /// a fresh buffer of up to `segment_bytes_max` each interval cost a page fault per 4 KiB
     /// on the shipper's thread, in a burst each interval (issue 31's overhead figure,
-    /// docs/benchmarks.md). At most one segment's body, which the cycle holds anyway.
+    /// benches/results/HISTORY.md). At most one segment's body, which the cycle holds anyway.
     spare_body: Vec<u8>,
     /// A cycle whose shipping failed (its cut's time, then the cycle): an object of it may
     /// have landed without an answer, so the next cycle ships it again byte for byte rather

@@ -24,7 +24,7 @@ pub struct S3Settings {
     pub allow_http: Option<bool>,
     /// SigV4-sign each PUT's body (`x-amz-content-sha256` holds its SHA-256) instead of
     /// sending `UNSIGNED-PAYLOAD`. Off by default: the SHA-256 was most of the shipper's CPU
-    /// (docs/benchmarks.md, issue 31), and it guards nothing ours does not: every object
+    /// (benches/results/HISTORY.md, issue 31), and it guards nothing ours does not: every object
     /// carries a BLAKE3 checksum that restore and the standby check, and TLS (https://
     /// endpoints) guards the transfer.
     pub sign_payload: bool,

@@ -61,7 +61,7 @@ pub struct CoreMetrics {
     cache: Arc<CacheCounters>,
     /// Count requests at all: false when no metrics endpoint is configured, so that a server
     /// without one pays neither the counting nor the clock reads (and the overhead A/B in
-    /// docs/benchmarks.md compares exactly this switch).
+    /// benches/results/HISTORY.md compares exactly this switch).
     enabled: bool,
 }
 

@@ -13,7 +13,7 @@ use crate::ids::BlobHash;
 /// Payloads up to this size are "small" (chat turns, tool calls): at level 1 they are
 /// compressed with a smaller hash table and a longer minimum match than zstd picks for them.
 /// On 10 KiB chat-like JSON that costs 10–14% less CPU (35 → 30–32 µs on the 2-core VM of
-/// docs/benchmarks.md) for a ~1% lower ratio (2.66 → 2.63), measured with
+/// benches/results/HISTORY.md) for a ~1% lower ratio (2.66 → 2.63), measured with
 /// `cargo run --release -p ctxstore-benches --example zstd_params`. Compression is the
 /// largest CPU cost of an append, so this is throughput on CPU-bound machines.
 pub const SMALL_PAYLOAD_BYTES_MAX: usize = 16 * 1024;
@@ -62,7 +62,7 @@ thread_local! {
     /// Where `encode_compressed` inflates a client's frame to check it, reused: the check of
     /// every client-compressed append allocated (and freed) a buffer of the payload's size,
     /// ~5% of a network core's CPU in malloc and free at 6,000 appends/s (issue 38 item 4,
-    /// docs/benchmarks.md). Zero-filled once, as it grows; freed past
+    /// benches/results/HISTORY.md). Zero-filled once, as it grows; freed past
     /// `INFLATE_SCRATCH_BYTES_MAX`.
     static INFLATE_SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }

@@ -11,7 +11,7 @@
 //! A sync is `fdatasync`. An actor alone on its thread calls it directly: the thread has
 //! nothing else to do while the disk works, and requests queue in its inbox to form the next
 //! group commit. An actor sharing its thread submits it through io_uring, so that the other
-//! actors keep running. Measured on the 2-core VM (docs/benchmarks.md): the direct call saves
+//! actors keep running. Measured on the 2-core VM (benches/results/HISTORY.md): the direct call saves
 //! two context switches per batch, ~15% of the throughput at 32 appenders.
 
 use std::fs::File;

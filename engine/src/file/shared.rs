@@ -122,7 +122,7 @@ pub(crate) enum Released {
 /// Gives back the blocks of a file whose name was replaced (a compaction renamed the new
 /// version over it), `step_bytes` at a time with `pace(step_bytes)` after each step. Freeing
 /// a large file in one go stalls the file system's journal, and every append's fdatasync
-/// with it (docs/benchmarks.md), so the shrinking is gradual; a reader still holding the
+/// with it (benches/results/HISTORY.md), so the shrinking is gradual; a reader still holding the
 /// file reads short and retries at the record's new location. Only a file no name holds any
 /// more is shrunk: with another name, the bytes belong to it (decision 0017).
 pub(crate) fn release_replaced(

@@ -23,7 +23,7 @@ use crate::store_dir::{REINDEX_MARKER_FILE, compact_path, pack_path};
 
 /// A compaction syncs what it wrote every this many bytes: a multi-megabyte write-back at the
 /// final fsync would stall every append's fdatasync behind it (the backup's lesson,
-/// docs/benchmarks.md); smaller steps keep each stall short.
+/// benches/results/HISTORY.md); smaller steps keep each stall short.
 const SYNC_STEP_BYTES: u64 = 512 << 10;
 /// Bytes a replaced pack gives back per step (`file::release_replaced`).
 const RELEASE_STEP_BYTES: u64 = 8 << 20;
@@ -97,7 +97,7 @@ impl Collector {
         // Held past the rename, so that the old file's blocks are freed here, a step at a
         // time, rather than all at once by whichever thread closes it last: freeing a large
         // file in one go stalls the file system's journal, and every append's fdatasync with
-        // it (docs/benchmarks.md).
+        // it (benches/results/HISTORY.md).
         let old_file = open_replaced(&old_path).map_err(write_error(&old_path))?;
         let len = copied.len;
         self.switch_over(plan, copied, index_path, index_prefix_end)?;
