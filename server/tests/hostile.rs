@@ -37,21 +37,9 @@ impl Witness {
         }
     }
 
-    /// Appends `payload` to the witness's context; its hash.
+    /// Appends `payload` to the witness's context, at the depth its count of turns says; its
+    /// hash.
     fn append(&mut self, payload: &Bytes) -> ctxstore_client::BlobHash {
-        let appended = self
-            .runtime
-            .block_on(
-                self.client
-                    .append(self.context, None, 0, 0, payload.clone()),
-            )
-            .unwrap();
-        self.turns += 1;
-        appended.turn.payload_hash
-    }
-
-    fn still_works(&mut self) {
-        let payload = Bytes::from(format!("witness turn {}", self.turns));
         let appended = self
             .runtime
             .block_on(
@@ -61,6 +49,12 @@ impl Witness {
             .unwrap();
         assert_eq!(appended.turn.depth, self.turns);
         self.turns += 1;
+        appended.turn.payload_hash
+    }
+
+    fn still_works(&mut self) {
+        let payload = Bytes::from(format!("witness turn {}", self.turns));
+        self.append(&payload);
         let page = self
             .runtime
             .block_on(self.client.last(self.context, 1, true))

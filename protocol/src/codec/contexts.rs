@@ -318,10 +318,7 @@ impl ContextsRequest {
 /// CLONE), then the name (0: none) and TAGS.
 fn read_ctx_open(cursor: &mut Cursor) -> Result<ContextsRequest, DecodeError> {
     let base_turn_id = cursor.u64()?;
-    let flags = cursor.u8()?;
-    if flags & !open_flags::KNOWN != 0 {
-        return Err(cursor.invalid("open_flags", "unknown flag bits"));
-    }
+    let flags = cursor.flags_u8(open_flags::KNOWN, "open_flags")?;
     cursor.zero(1, "reserved")?;
     let clone_from = if flags & open_flags::CLONE != 0 {
         Some(cursor.context_ref()?)

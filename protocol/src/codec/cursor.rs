@@ -121,8 +121,18 @@ impl Cursor {
         Ok(())
     }
 
+    /// A `u32` of flag bits, refused with a bit outside `known`.
     pub(super) fn flags(&mut self, known: u32, field: &'static str) -> Result<u32, DecodeError> {
         let flags = self.u32()?;
+        if flags & !known != 0 {
+            return Err(self.invalid(field, "unknown flag bits"));
+        }
+        Ok(flags)
+    }
+
+    /// A `u8` of flag bits, refused with a bit outside `known`.
+    pub(super) fn flags_u8(&mut self, known: u8, field: &'static str) -> Result<u8, DecodeError> {
+        let flags = self.u8()?;
         if flags & !known != 0 {
             return Err(self.invalid(field, "unknown flag bits"));
         }
@@ -303,10 +313,7 @@ impl Cursor {
         };
         let type_tag = self.u64()?;
         let codec = self.u32()?;
-        let flags = self.u8()?;
-        if flags & !turn_spec_flags::KNOWN != 0 {
-            return Err(self.invalid("turn_flags", "unknown flag bits"));
-        }
+        let flags = self.flags_u8(turn_spec_flags::KNOWN, "turn_flags")?;
         let extras = self.extras()?;
         let by_hash = flags & turn_spec_flags::BY_HASH != 0;
         let zstd = flags & turn_spec_flags::ZSTD != 0;

@@ -158,10 +158,7 @@ impl KvRequest {
             }
             Kind::KvPutEx => {
                 let context = cursor.context_ref()?;
-                let put_flags = cursor.u8()?;
-                if put_flags & !kv_put_flags::KNOWN != 0 {
-                    return Err(cursor.invalid("put_flags", "unknown flag bits"));
-                }
+                let put_flags = cursor.flags_u8(kv_put_flags::KNOWN, "put_flags")?;
                 KvRequest::KvPutEx {
                     context,
                     put_flags,
@@ -511,10 +508,7 @@ fn write_keys(w: &mut ChunkWriter, keys: &[Bytes]) {
 }
 
 fn read_kv_flags(cursor: &mut Cursor) -> Result<u8, DecodeError> {
-    let kv_flags = cursor.u8()?;
-    if kv_flags & !kv_read_flags::KNOWN != 0 {
-        return Err(cursor.invalid("kv_flags", "unknown flag bits"));
-    }
+    let kv_flags = cursor.flags_u8(kv_read_flags::KNOWN, "kv_flags")?;
     Ok(kv_flags)
 }
 

@@ -195,10 +195,7 @@ pub(super) fn read_states(
     let mut states = Vec::with_capacity(cursor.list_capacity(count, OVERLAY_WIRE_BYTES));
     for _ in 0..count {
         let overlay_seq = cursor.u64()?;
-        let flags = cursor.u8()?;
-        if flags & !overlay_flags::KNOWN != 0 {
-            return Err(cursor.invalid("overlay_flags", "unknown flag bits"));
-        }
+        let flags = cursor.flags_u8(overlay_flags::KNOWN, "overlay_flags")?;
         cursor.zero(7, "reserved")?;
         states.push(OverlayWire {
             overlay_seq,

@@ -574,10 +574,7 @@ impl StreamsResponse {
 /// u64 type_tag, u32 codec`, EXTRAS.
 fn read_stream_open(cursor: &mut Cursor) -> Result<StreamsRequest, DecodeError> {
     let context = cursor.context_ref()?;
-    let flags = cursor.u8()?;
-    if flags & !stream_open_flags::KNOWN != 0 {
-        return Err(cursor.invalid("open_flags", "unknown flag bits"));
-    }
+    let flags = cursor.flags_u8(stream_open_flags::KNOWN, "open_flags")?;
     let expected_head = flagged_u64(
         cursor,
         flags & stream_open_flags::EXPECT_HEAD != 0,
@@ -606,10 +603,7 @@ fn read_stream_open(cursor: &mut Cursor) -> Result<StreamsRequest, DecodeError> 
 /// STREAM_APPEND: `u64 stream_id, u8 append_flags, u64 offset, u32 delta_len`, the delta.
 fn read_stream_append(cursor: &mut Cursor) -> Result<StreamsRequest, DecodeError> {
     let stream_id = cursor.u64()?;
-    let flags = cursor.u8()?;
-    if flags & !stream_append_flags::KNOWN != 0 {
-        return Err(cursor.invalid("append_flags", "unknown flag bits"));
-    }
+    let flags = cursor.flags_u8(stream_append_flags::KNOWN, "append_flags")?;
     let offset = flagged_u64(
         cursor,
         flags & stream_append_flags::AT_OFFSET != 0,
