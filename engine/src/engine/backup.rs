@@ -27,7 +27,7 @@ use crate::file::ops::{self, sync_dir};
 use crate::file::{BackgroundWriter, ScanFile, Throttle};
 use crate::format::log_base::BASE_HEADER_BYTES;
 use crate::format::turn_log::LOG_RECORD_BYTES;
-use crate::pipeline::{ShardRequest, ShardSnapshot};
+use crate::pipeline::ShardSnapshot;
 use crate::sequencer::log_base::LogBase;
 use crate::store_dir::StoreDir;
 
@@ -69,19 +69,6 @@ impl Engine {
         let _one_backup = self.inner.collector.one_backup()?;
         let _no_collection = self.inner.collector.maintenance_shared()?;
         self.backup_now(to)
-    }
-
-    /// Each shard's extent, asked of its actor: the packs a backup copies up to.
-    fn shard_snapshots(&self) -> Result<Vec<ShardSnapshot>, EngineError> {
-        let mut shards = Vec::with_capacity(self.inner.shards.len());
-        for sender in self.inner.shards.iter() {
-            let (reply, answer) = oneshot::channel();
-            sender
-                .send(ShardRequest::Snapshot { reply })
-                .map_err(|_| EngineError::ShutDown)?;
-            shards.push(answer.recv().map_err(|_| EngineError::ShutDown)?);
-        }
-        Ok(shards)
     }
 
     fn backup_now(&self, to: &Path) -> Result<BackupReport, EngineError> {

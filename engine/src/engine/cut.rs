@@ -24,7 +24,7 @@ use std::sync::RwLockReadGuard;
 
 use crate::engine::Engine;
 use crate::error::EngineError;
-use crate::pipeline::ShardRequest;
+use crate::pipeline::{ShardRequest, ShardSnapshot};
 use crate::store_dir::StoreDir;
 
 /// A consistent state of the store's files (see the module doc).
@@ -114,6 +114,19 @@ impl Engine {
             .store(log_records, std::sync::atomic::Ordering::Release);
     }
 
+    /// Each shard's extent, asked of its actor: the packs a cut (and a backup) reaches to.
+    pub(super) fn shard_snapshots(&self) -> Result<Vec<ShardSnapshot>, EngineError> {
+        let mut shards = Vec::with_capacity(self.inner.shards.len());
+        for sender in self.inner.shards.iter() {
+            let (reply, answer) = oneshot::channel();
+            sender
+                .send(ShardRequest::Snapshot { reply })
+                .map_err(|_| EngineError::ShutDown)?;
+            shards.push(answer.recv().map_err(|_| EngineError::ShutDown)?);
+        }
+        Ok(shards)
+    }
+
     /// The cut, for a caller holding the maintenance lock.
     pub(crate) fn cut_now(&self) -> Result<StoreCut, EngineError> {
         let published = &self.inner.published;
@@ -122,18 +135,14 @@ impl Engine {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| since.as_millis() as u64);
         let log_records = published.turns.durable_record_id();
-        let mut shards = Vec::with_capacity(self.inner.shards.len());
-        for sender in self.inner.shards.iter() {
-            let (reply, answer) = oneshot::channel();
-            sender
-                .send(ShardRequest::Snapshot { reply })
-                .map_err(|_| EngineError::ShutDown)?;
-            let snapshot = answer.recv().map_err(|_| EngineError::ShutDown)?;
-            shards.push(ShardCut {
+        let shards = self
+            .shard_snapshots()?
+            .into_iter()
+            .map(|snapshot| ShardCut {
                 pack_id: snapshot.pack_id,
                 pack_end: snapshot.pack_end,
-            });
-        }
+            })
+            .collect();
         let log_base = published.turns.base().map(|base| LogBaseCut {
             path: base.path().to_path_buf(),
             through: base.through(),
