@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use ctxstore_protocol::contexts;
 use ctxstore_protocol::{
     ContextHeadWire, ContextsRequest, ContextsResponse, MessageType, Request, Response,
 };
@@ -713,15 +714,17 @@ fn version_1_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) 
     let others = std::sync::Arc::new(AtomicU64::new(0));
     let counted = others.clone();
     let (addr, _) = ScriptedServer::new(1).serve(move |request| match request {
-        Request::Contexts(ContextsRequest::CtxCreate { base_turn_id: 0 }) => {
-            Some(Response::Contexts(ContextsResponse::Context {
-                message_type: MessageType::CtxCreate,
-                head: ContextHeadWire {
-                    context_id: 7,
-                    head_turn_id: 0,
-                    head_depth: 0,
+        Request::Contexts(ContextsRequest::CtxCreate(contexts::CtxCreate { base_turn_id: 0 })) => {
+            Some(Response::Contexts(ContextsResponse::Context(
+                contexts::Context {
+                    message_type: MessageType::CtxCreate,
+                    head: ContextHeadWire {
+                        context_id: 7,
+                        head_turn_id: 0,
+                        head_depth: 0,
+                    },
                 },
-            }))
+            )))
         }
         _ => {
             counted.fetch_add(1, Ordering::Relaxed);

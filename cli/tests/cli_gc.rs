@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use ctxstore_protocol::admin;
 use ctxstore_protocol::{
     AdminRequest, AdminResponse, ErrorCode, GcWire, Request, Response, StatsWire,
 };
@@ -167,20 +168,20 @@ fn fake_server(version: u16, delay: Duration) -> (String, Arc<AtomicU64>) {
     let others = Arc::new(AtomicU64::new(0));
     let counted = others.clone();
     let (addr, _) = ScriptedServer::new(version).serve(move |request| match request {
-        Request::Admin(AdminRequest::Stats) => {
+        Request::Admin(AdminRequest::Stats(admin::Stats)) => {
             Some(Response::Admin(AdminResponse::Stats(StatsWire {
                 turns: 7,
                 ..StatsWire::default()
             })))
         }
-        Request::Admin(AdminRequest::StatsEx) => {
+        Request::Admin(AdminRequest::StatsEx(admin::StatsEx)) => {
             counted.fetch_add(1, Ordering::Relaxed);
             Some(Response::error(
                 ErrorCode::UnknownMessage,
                 "unknown message",
             ))
         }
-        Request::Admin(AdminRequest::Gc) => {
+        Request::Admin(AdminRequest::Gc(admin::Gc)) => {
             counted.fetch_add(1, Ordering::Relaxed);
             std::thread::sleep(delay);
             Some(Response::Admin(AdminResponse::GcDone(GcWire {

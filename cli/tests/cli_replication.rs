@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use ctxstore_protocol::admin;
 use ctxstore_protocol::{AdminRequest, AdminResponse, Request, Response, StatsWire};
 use ctxstore_testsupport::{ScriptedServer, TestServer};
 use serde_json::{Value, json};
@@ -131,13 +132,15 @@ fn stats_of_a_server_that_does_not_replicate_say_off() {
 #[test]
 fn a_server_older_than_version_3_is_not_asked_and_its_replication_is_null() {
     let (addr, _) = ScriptedServer::new(2).serve(|request| match request {
-        Request::Admin(AdminRequest::StatsEx) => Some(Response::Admin(AdminResponse::StatsEx {
-            stats: Box::new(StatsWire {
-                turns: 7,
-                ..StatsWire::default()
+        Request::Admin(AdminRequest::StatsEx(admin::StatsEx)) => Some(Response::Admin(
+            AdminResponse::ExtendedStats(admin::ExtendedStats {
+                stats: Box::new(StatsWire {
+                    turns: 7,
+                    ..StatsWire::default()
+                }),
+                gc: Default::default(),
             }),
-            gc: Default::default(),
-        })),
+        )),
         // Anything else (REPLICATION_STATS included) would go unanswered: the test would
         // time out instead of passing.
         _ => None,

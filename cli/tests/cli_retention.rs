@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use ctxstore_protocol::admin;
 use ctxstore_protocol::{AdminRequest, AdminResponse, BackupWire, Request, Response};
 use serde_json::{Value, json};
 
@@ -344,7 +345,7 @@ fn slow_backup_server(delay: Duration) -> (String, Arc<AtomicU64>) {
     let backups = Arc::new(AtomicU64::new(0));
     let counted = backups.clone();
     let (addr, _) = ScriptedServer::new(2).serve(move |request| match request {
-        Request::Admin(AdminRequest::Backup { dir }) => {
+        Request::Admin(AdminRequest::Backup(admin::Backup { dir })) => {
             counted.fetch_add(1, Ordering::Relaxed);
             std::thread::sleep(delay);
             Some(Response::Admin(AdminResponse::BackedUp(BackupWire {

@@ -445,11 +445,14 @@ fn version_1_server() -> (String, Arc<AtomicU64>) {
     let (addr, _) = ScriptedServer::new(1).serve(move |request| {
         counted.fetch_add(1, Ordering::Relaxed);
         match request {
-            Request::Reads(ReadsRequest::GetTurn { turn_id: 3 }) => {
-                Some(Response::Reads(ReadsResponse::Turn(OLD_TURN)))
-            }
-            Request::Reads(ReadsRequest::GetChain { turn_id: 3, .. }) => {
-                Some(Response::Reads(ReadsResponse::Turns {
+            Request::Reads(ReadsRequest::GetTurn(ctxstore_protocol::reads::GetTurn {
+                turn_id: 3,
+            })) => Some(Response::Reads(ReadsResponse::Turn(OLD_TURN))),
+            Request::Reads(ReadsRequest::GetChain(ctxstore_protocol::reads::GetChain {
+                turn_id: 3,
+                ..
+            })) => Some(Response::Reads(ReadsResponse::Turns(
+                ctxstore_protocol::reads::Turns {
                     message_type: MessageType::GetChain,
                     next_before: 0,
                     tip_depth: 0,
@@ -457,8 +460,8 @@ fn version_1_server() -> (String, Arc<AtomicU64>) {
                         turn: OLD_TURN,
                         payload: PayloadWire::absent(),
                     }],
-                }))
-            }
+                },
+            ))),
             _ => None,
         }
     });

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ctxstore_client_macros::blocking_twin;
+use ctxstore_protocol::admin;
 use ctxstore_protocol::{
-    AdminRequest, AdminResponse, FamilyRequest, HEADER_BYTES, MessageType, PROTOCOL_VERSION,
-    PROTOCOL_VERSION_MIN, Request, Response, ServerLimits, check_request, encode_request_chunks,
-    frame_flags,
+    Ask, HEADER_BYTES, MessageType, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, Request, Response,
+    ServerLimits, check_request, encode_request_chunks, frame_flags,
 };
 use tokio::net::TcpStream;
 
@@ -74,8 +74,8 @@ impl std::fmt::Debug for Client {
 }
 
 /// HELLO offering every version this client speaks, with the config's token and name.
-fn hello_request(config: &ClientConfig) -> Request {
-    Request::Admin(AdminRequest::Hello {
+fn hello_request(config: &ClientConfig) -> admin::Hello {
+    admin::Hello {
         min_version: PROTOCOL_VERSION_MIN,
         max_version: PROTOCOL_VERSION,
         token: Bytes::from(
@@ -87,7 +87,7 @@ fn hello_request(config: &ClientConfig) -> Request {
                 .to_string(),
         ),
         client_name: config.client_name.clone(),
-    })
+    }
 }
 
 #[blocking_twin(crate::blocking::Client)]
@@ -96,7 +96,7 @@ impl Client {
     /// than the protocol carries is `ClientError::InvalidArgument`, before anything is sent.
     pub async fn connect(config: ClientConfig) -> Result<Client, ClientError> {
         let hello = hello_request(&config);
-        check_request(&hello)?;
+        check_request(&hello.clone().into())?;
         let stream = Connection::connect(&config.addr, config.connect_timeout).await?;
         let client = Client::start(config, stream);
         // On an error the client is dropped here, which stops its tasks and closes the socket.
@@ -131,18 +131,18 @@ impl Client {
     /// protocol version (one this client offered, else a handshake error) and its limits. A
     /// peer that closes, answers garbage or something else is a handshake error; the
     /// server's ERROR (UNAUTHORIZED, UNSUPPORTED_VERSION, OVERLOADED, …) is returned as it is.
-    async fn hello(&self, hello: Request) -> Result<(), ClientError> {
+    async fn hello(&self, hello: admin::Hello) -> Result<(), ClientError> {
         let addr = &self.shared.config.addr;
         let hello_timeout = self.shared.config.hello_timeout;
         let handshake = |reason: String| ClientError::Handshake {
             addr: addr.clone(),
             reason,
         };
-        let hello = self.request_within(hello, Some(hello_timeout), "ClientConfig::hello_timeout");
+        let hello = self.ask_within(hello, Some(hello_timeout), "ClientConfig::hello_timeout");
         match hello.await {
-            Ok(Response::Admin(AdminResponse::Hello {
+            Ok(admin::Negotiated {
                 limits, version, ..
-            })) => {
+            }) => {
                 if !(PROTOCOL_VERSION_MIN..=PROTOCOL_VERSION).contains(&version) {
                     return Err(handshake(format!(
                         "the server chose protocol version {version}, outside the \
@@ -155,7 +155,6 @@ impl Client {
                 }
                 Ok(())
             }
-            Ok(other) => Err(handshake(unexpected(MessageType::Hello, other).to_string())),
             Err(ClientError::Timeout { .. }) => Err(ClientError::HandshakeTimeout {
                 addr: addr.clone(),
                 timeout: hello_timeout,
@@ -285,28 +284,26 @@ impl Client {
         Ok(())
     }
 
-    /// Sends a family's request and takes its family's answer out of the response: an answer
-    /// of another family (or another frame type) is a protocol error.
-    pub(crate) async fn call<Q: FamilyRequest>(
-        &self,
-        request: Q,
-    ) -> Result<Q::Answer, ClientError> {
+    /// Sends a request and takes its answer out of the response (`Ask`, from the message
+    /// table's answer column): a response holding another message's answer is a protocol
+    /// error, here and nowhere else.
+    pub(crate) async fn ask<Q: Ask>(&self, request: Q) -> Result<Q::Answer, ClientError> {
         let timeout = self.shared.config.request_timeout;
-        self.call_within(request, timeout, "ClientConfig::request_timeout")
+        self.ask_within(request, timeout, "ClientConfig::request_timeout")
             .await
     }
 
-    /// `call` with its own timeout; `setting` names where it came from (for the error).
-    pub(crate) async fn call_within<Q: FamilyRequest>(
+    /// `ask` with its own timeout; `setting` names where it came from (for the error).
+    pub(crate) async fn ask_within<Q: Ask>(
         &self,
         request: Q,
         timeout: Option<Duration>,
         setting: &'static str,
     ) -> Result<Q::Answer, ClientError> {
-        let request = request.into();
-        let asked = request.message_type();
-        let response = self.request_within(request, timeout, setting).await?;
-        Q::Answer::try_from(response).map_err(|other| unexpected(asked, other))
+        let response = self
+            .request_within(request.into(), timeout, setting)
+            .await?;
+        answer_of::<Q>(response)
     }
 
     /// A handle on the same connection whose reads of turns show the overlay view `as_of`
@@ -337,10 +334,45 @@ impl Client {
 }
 
 /// A request answered with another message than its own (a response or a family's answer).
+/// The answer to `Q` in a response: the server's error for an ERROR, a protocol error when
+/// the response holds another message's answer (answers several messages share,
+/// `reads::Turns`, carry their type).
+pub(crate) fn answer_of<Q: Ask>(response: Response) -> Result<Q::Answer, ClientError> {
+    if let Response::Error {
+        code,
+        detail,
+        message,
+    } = response
+    {
+        return Err(ClientError::Server {
+            code,
+            detail,
+            message,
+        });
+    }
+    if response.msg_type() != Q::MESSAGE_TYPE.response_code() {
+        return Err(unexpected(Q::MESSAGE_TYPE, response));
+    }
+    Q::answer(response).map_err(|other| unexpected(Q::MESSAGE_TYPE, other))
+}
+
 pub(crate) fn unexpected(asked: MessageType, answer: impl Into<Response>) -> ClientError {
     ClientError::Protocol(format!(
         "{} answered with message type {:#06x}",
         asked.name(),
         answer.into().msg_type()
     ))
+}
+
+/// A call's check that its answer is the answer to what it asked (the same turn, hash, key,
+/// nonce or page): `holds` false is a protocol error naming the message.
+pub(crate) fn check_pair(asked: MessageType, holds: bool) -> Result<(), ClientError> {
+    if holds {
+        return Ok(());
+    }
+    Err(ClientError::Protocol(format!(
+        "{} was answered for another request than the one asked (the turn, hash, key or page \
+         differs)",
+        asked.name()
+    )))
 }

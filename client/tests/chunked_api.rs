@@ -23,6 +23,7 @@ use ctxstore_protocol::{
     FrameHeader, FrameReader, HEADER_BYTES, MessageType, PayloadSpec, Request, Response,
     ServerLimits, TurnWire, decode_response, encode_request,
 };
+use ctxstore_protocol::{admin, appends, blobs};
 
 use ctxstore_testsupport::TestServer;
 use ctxstore_testsupport::{Seen, scripted_server};
@@ -409,12 +410,12 @@ fn bad_chunked_puts_are_refused_and_store_nothing() {
 /// chunks and holds none: the server's answer's code.
 fn raw_put_chunked_count(addr: &str, count: u32) -> ErrorCode {
     let mut stream = TcpStream::connect(addr).unwrap();
-    let hello = Request::Admin(AdminRequest::Hello {
+    let hello = Request::Admin(AdminRequest::Hello(admin::Hello {
         min_version: 2,
         max_version: 2,
         token: Bytes::new(),
         client_name: "raw".into(),
-    });
+    }));
     let mut frame = BytesMut::new();
     encode_request(1, &hello, &mut frame).unwrap();
     let mut body = vec![1u8; 32];
@@ -487,21 +488,24 @@ fn turn_wire(hash: BlobHash, len: usize) -> TurnWire {
 /// The answer a fake gives an append (by value or by hash), or `None` for other requests.
 fn appended(request: &Request) -> Option<Response> {
     let (message_type, hash, len) = match request {
-        Request::Appends(AppendsRequest::AppendTurn { payload, .. }) => (
+        Request::Appends(AppendsRequest::AppendTurn(appends::AppendTurn { payload, .. })) => (
             MessageType::AppendTurn,
             BlobHash(BlobHash::of(payload).0),
             payload.len(),
         ),
-        Request::Appends(AppendsRequest::AppendTurnByHash { payload_hash, .. }) => {
-            (MessageType::AppendTurnByHash, *payload_hash, 0)
-        }
+        Request::Appends(AppendsRequest::AppendTurnByHash(appends::AppendTurnByHash {
+            payload_hash,
+            ..
+        })) => (MessageType::AppendTurnByHash, *payload_hash, 0),
         _ => return None,
     };
-    Some(Response::Appends(AppendsResponse::Appended {
-        message_type,
-        turn: turn_wire(hash, len),
-        deduped: message_type == MessageType::AppendTurnByHash,
-    }))
+    Some(Response::Appends(AppendsResponse::Appended(
+        appends::Appended {
+            message_type,
+            turn: turn_wire(hash, len),
+            deduped: message_type == MessageType::AppendTurnByHash,
+        },
+    )))
 }
 
 fn big_payload() -> Bytes {
@@ -524,25 +528,25 @@ fn the_automatic_path_runs_its_steps_in_order() {
     let has = move |hash: &BlobHash| *hash != whole && hash.0[0].is_multiple_of(3);
     let mut puts = 0;
     let (addr, seen) = fake_server(2, limits(10), move |request| match request {
-        Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
-            Response::Blobs(BlobsResponse::HasBlobs {
+        Request::Blobs(BlobsRequest::HasBlobs(blobs::HasBlobs { hashes })) => {
+            Response::Blobs(BlobsResponse::BlobsHeld(blobs::BlobsHeld {
                 present: hashes.iter().map(has).collect(),
-            })
+            }))
         }
-        Request::Blobs(BlobsRequest::PutChunked {
+        Request::Blobs(BlobsRequest::PutChunked(blobs::PutChunked {
             payload_hash,
             chunks,
             ..
-        }) => {
+        })) => {
             puts += 1;
             if puts == 1 {
                 Response::error(ErrorCode::NotFound, "chunk 3 is not stored")
             } else {
-                Response::Blobs(BlobsResponse::ChunkedStored {
+                Response::Blobs(BlobsResponse::ChunkedStored(blobs::ChunkedStored {
                     payload_hash: *payload_hash,
                     payload_len: chunks.iter().map(|chunk| u64::from(chunk.len)).sum(),
                     already_stored: false,
-                })
+                }))
             }
         }
         other => appended(other).unwrap(),
@@ -553,9 +557,14 @@ fn the_automatic_path_runs_its_steps_in_order() {
     let seen = seen.lock().unwrap();
     let asked: Vec<BlobHash> = seen
         .iter()
-        .take_while(|request| matches!(request, Request::Blobs(BlobsRequest::HasBlobs { .. })))
+        .take_while(|request| {
+            matches!(
+                request,
+                Request::Blobs(BlobsRequest::HasBlobs(blobs::HasBlobs { .. }))
+            )
+        })
         .flat_map(|request| match request {
-            Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
+            Request::Blobs(BlobsRequest::HasBlobs(blobs::HasBlobs { hashes })) => {
                 assert!(hashes.len() <= 10, "over the server's has_blobs_max");
                 hashes.clone()
             }
@@ -567,7 +576,7 @@ fn the_automatic_path_runs_its_steps_in_order() {
     let has_blobs = seen.len() - 3;
     assert_eq!(has_blobs, (asked.len()).div_ceil(10));
     let sent_indexes = |request: &Request| match request {
-        Request::Blobs(BlobsRequest::PutChunked { chunks, sent, .. }) => {
+        Request::Blobs(BlobsRequest::PutChunked(blobs::PutChunked { chunks, sent, .. })) => {
             assert_eq!(chunks.len(), chunk_count);
             for chunk in sent {
                 let (entry, bytes) = &pieces[chunk.index as usize];
@@ -590,7 +599,10 @@ fn the_automatic_path_runs_its_steps_in_order() {
     let retry = sent_indexes(&seen[has_blobs + 1]);
     assert_eq!(retry.len(), chunk_count, "every chunk after NOT_FOUND");
     match &seen[has_blobs + 2] {
-        Request::Appends(AppendsRequest::AppendTurnByHash { payload_hash, .. }) => {
+        Request::Appends(AppendsRequest::AppendTurnByHash(appends::AppendTurnByHash {
+            payload_hash,
+            ..
+        })) => {
             assert_eq!(*payload_hash, BlobHash(BlobHash::of(&payload).0));
         }
         other => panic!("expected APPEND_TURN_BY_HASH, got {other:?}"),
@@ -601,10 +613,10 @@ fn the_automatic_path_runs_its_steps_in_order() {
 #[test]
 fn a_stored_payload_is_appended_by_hash_after_one_has_blobs() {
     let (addr, seen) = fake_server(2, limits(4096), |request| match request {
-        Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
-            Response::Blobs(BlobsResponse::HasBlobs {
+        Request::Blobs(BlobsRequest::HasBlobs(blobs::HasBlobs { hashes })) => {
+            Response::Blobs(BlobsResponse::BlobsHeld(blobs::BlobsHeld {
                 present: vec![true; hashes.len()],
-            })
+            }))
         }
         other => appended(other).unwrap(),
     });
@@ -631,20 +643,20 @@ fn a_payload_the_server_lacks_entirely_is_sent_as_every_chunk() {
     let payload = big_payload();
     let chunk_count = split_into_chunks(&ChunkingConfig::default(), &payload).len();
     let (addr, seen) = fake_server(2, limits(4096), |request| match request {
-        Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
-            Response::Blobs(BlobsResponse::HasBlobs {
+        Request::Blobs(BlobsRequest::HasBlobs(blobs::HasBlobs { hashes })) => {
+            Response::Blobs(BlobsResponse::BlobsHeld(blobs::BlobsHeld {
                 present: vec![false; hashes.len()],
-            })
+            }))
         }
-        Request::Blobs(BlobsRequest::PutChunked {
+        Request::Blobs(BlobsRequest::PutChunked(blobs::PutChunked {
             payload_hash,
             chunks,
             ..
-        }) => Response::Blobs(BlobsResponse::ChunkedStored {
+        })) => Response::Blobs(BlobsResponse::ChunkedStored(blobs::ChunkedStored {
             payload_hash: *payload_hash,
             payload_len: chunks.iter().map(|chunk| u64::from(chunk.len)).sum(),
             already_stored: false,
-        }),
+        })),
         other => appended(other).unwrap(),
     });
     let client = Client::connect(ClientConfig::new(addr)).unwrap();
@@ -661,7 +673,7 @@ fn a_payload_the_server_lacks_entirely_is_sent_as_every_chunk() {
         ]
     );
     match &seen[1] {
-        Request::Blobs(BlobsRequest::PutChunked { sent, .. }) => {
+        Request::Blobs(BlobsRequest::PutChunked(blobs::PutChunked { sent, .. })) => {
             assert_eq!(sent.len(), chunk_count)
         }
         _ => unreachable!(),
@@ -677,16 +689,16 @@ fn a_server_without_put_chunked_gets_whole_payloads() {
     let whole = BlobHash(BlobHash::of(&big).0);
     // Every chunk stored, not the payload: PUT_CHUNKED would send no chunk bytes.
     let (addr, seen) = fake_server(2, limits(4096), move |request| match request {
-        Request::Blobs(BlobsRequest::HasBlobs { hashes }) => {
-            Response::Blobs(BlobsResponse::HasBlobs {
+        Request::Blobs(BlobsRequest::HasBlobs(blobs::HasBlobs { hashes })) => {
+            Response::Blobs(BlobsResponse::BlobsHeld(blobs::BlobsHeld {
                 present: hashes.iter().map(|hash| *hash != whole).collect(),
-            })
+            }))
         }
-        Request::Blobs(BlobsRequest::PutChunked { .. }) => {
+        Request::Blobs(BlobsRequest::PutChunked(blobs::PutChunked { .. })) => {
             Response::error(ErrorCode::UnknownMessage, "unknown message type 0x0027")
         }
-        Request::Appends(AppendsRequest::AppendTurns { turns, .. }) => {
-            Response::Appends(AppendsResponse::AppendedTurns {
+        Request::Appends(AppendsRequest::AppendTurns(appends::AppendTurns { turns, .. })) => {
+            Response::Appends(AppendsResponse::AppendedTurns(appends::AppendedTurns {
                 turns: turns
                     .iter()
                     .map(|spec| AppendedWire {
@@ -703,7 +715,7 @@ fn a_server_without_put_chunked_gets_whole_payloads() {
                         existing: false,
                     })
                     .collect(),
-            })
+            }))
         }
         other => appended(other).unwrap(),
     });
@@ -733,11 +745,13 @@ fn a_server_without_put_chunked_gets_whole_payloads() {
         ]
     );
     match &seen[5] {
-        Request::Appends(AppendsRequest::AppendTurns { turns, .. }) => assert!(
-            turns
-                .iter()
-                .all(|spec| matches!(spec.payload, PayloadSpec::Bytes(_)))
-        ),
+        Request::Appends(AppendsRequest::AppendTurns(appends::AppendTurns { turns, .. })) => {
+            assert!(
+                turns
+                    .iter()
+                    .all(|spec| matches!(spec.payload, PayloadSpec::Bytes(_)))
+            )
+        }
         _ => unreachable!(),
     }
 }

@@ -16,6 +16,7 @@ use ctxstore_client::blocking::Client;
 use ctxstore_client::{
     BlobHash, ClientConfig, ClientError, ContextQuery, ContextRef, ErrorCode, NewContext,
 };
+use ctxstore_protocol::kv;
 use ctxstore_protocol::{KvRequest, KvResponse, PayloadEncoding, Request, Response, read_flags};
 
 use ctxstore_testsupport::{ScriptedServer, TestServer};
@@ -419,14 +420,14 @@ fn kv_values_round_trip_verified() {
     }
     // The large value really came compressed to the client that accepts zstd.
     let raw = client
-        .request(Request::Kv(KvRequest::KvGet {
+        .request(Request::Kv(KvRequest::KvGet(kv::KvGet {
             context: ContextRef::Id(context),
             key: Bytes::from_static(b"large"),
             read_flags: read_flags::ACCEPT_ZSTD,
-        }))
+        })))
         .unwrap();
     match raw {
-        Response::Kv(KvResponse::KvValue { payload, .. }) => {
+        Response::Kv(KvResponse::KvValue(kv::KvValue { payload, .. })) => {
             assert_eq!(payload.encoding, PayloadEncoding::Zstd);
             assert!(payload.data.len() < large.len() / 10);
         }

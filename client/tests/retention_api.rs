@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{ClientConfig, ClientError, ContextRef, ErrorCode, NewContext};
+use ctxstore_protocol::admin;
 use ctxstore_protocol::{AdminRequest, AdminResponse, BackupWire, Request, Response};
 
 use ctxstore_testsupport::{ScriptedServer, TestServer};
@@ -218,7 +219,7 @@ fn backup_writes_a_copy_that_verifies() {
 /// nothing else.
 fn slow_backup_server(backup_delay: Duration) -> String {
     let (addr, _) = ScriptedServer::new(2).serve(move |request| match request {
-        Request::Admin(AdminRequest::Backup { dir }) => {
+        Request::Admin(AdminRequest::Backup(admin::Backup { dir })) => {
             std::thread::sleep(backup_delay);
             Some(Response::Admin(AdminResponse::BackedUp(BackupWire {
                 turns: 1,

@@ -14,6 +14,7 @@ use ctxstore_protocol::{
     BlobHash, BlobsRequest, BlobsResponse, OverlayWire, PayloadEncoding, PayloadWire, ReadsRequest,
     ReadsResponse, Request, Response, StreamStateWire, StreamsRequest, StreamsResponse, TurnWire,
 };
+use ctxstore_protocol::{reads, streams};
 use ctxstore_testsupport::{ScriptedServer, TestServer};
 
 fn connect(addr: &str) -> Client {
@@ -140,18 +141,22 @@ fn stream_reader_long_polls_a_server_that_does_not_know_stream_follow() {
     const READABLE: usize = 15;
     let (addr, seen) = ScriptedServer::new(3).serve(|request| {
         Some(match request {
-            Request::Streams(StreamsRequest::StreamFollow { .. }) => Response::error(
-                ErrorCode::UnknownMessage,
-                "unknown message type 0x0038 (an older server)",
-            ),
+            Request::Streams(StreamsRequest::StreamFollow(streams::StreamFollow { .. })) => {
+                Response::error(
+                    ErrorCode::UnknownMessage,
+                    "unknown message type 0x0038 (an older server)",
+                )
+            }
             // Five bytes an answer, then the seal.
-            Request::Streams(StreamsRequest::StreamRead {
-                stream_id, offset, ..
-            }) => {
+            Request::Streams(StreamsRequest::StreamRead(streams::StreamRead {
+                stream_id,
+                offset,
+                ..
+            })) => {
                 let start = (*offset as usize).min(READABLE);
                 let end = (start + 5).min(READABLE);
                 let sealed = start == READABLE;
-                Response::Streams(StreamsResponse::Read {
+                Response::Streams(StreamsResponse::Read(streams::Read {
                     stream_id: *stream_id,
                     state: if sealed {
                         StreamStateWire::Sealed(42)
@@ -161,11 +166,11 @@ fn stream_reader_long_polls_a_server_that_does_not_know_stream_follow() {
                     offset: *offset,
                     length: if sealed { 0 } else { READABLE as u64 },
                     bytes: Bytes::from_static(&WHOLE[start..end]),
-                })
+                }))
             }
             Request::AsOf {
                 as_of: 42,
-                read: ReadsRequest::GetTurn { turn_id: 42 },
+                read: ReadsRequest::GetTurn(reads::GetTurn { turn_id: 42 }),
             } => Response::Overlaid {
                 response: Box::new(ReadsResponse::Turn(sealed_turn(WHOLE))),
                 overlays: vec![OverlayWire {
@@ -173,7 +178,10 @@ fn stream_reader_long_polls_a_server_that_does_not_know_stream_follow() {
                     redacted: false,
                 }],
             },
-            Request::Blobs(BlobsRequest::GetBlob { hash, .. }) if *hash == BlobHash::of(WHOLE) => {
+            Request::Blobs(BlobsRequest::GetBlob(ctxstore_protocol::blobs::GetBlob {
+                hash,
+                ..
+            })) if *hash == BlobHash::of(WHOLE) => {
                 Response::Blobs(BlobsResponse::Blob(PayloadWire {
                     encoding: PayloadEncoding::Raw,
                     raw_len: WHOLE.len() as u32,
@@ -206,7 +214,7 @@ fn stream_reader_long_polls_a_server_that_does_not_know_stream_follow() {
         .filter(|request| {
             matches!(
                 request,
-                Request::Streams(StreamsRequest::StreamFollow { .. })
+                Request::Streams(StreamsRequest::StreamFollow(streams::StreamFollow { .. }))
             )
         })
         .count();

@@ -19,6 +19,7 @@ use ctxstore_client::{
     AppendedTurn, ClientConfig, ClientError, ContextRef, ErrorCode, LogCursor, NewContext, NewTurn,
     PageKind, Parent, TurnInfo,
 };
+use ctxstore_protocol::admin;
 use ctxstore_protocol::{AdminRequest, AdminResponse, Request, Response};
 
 use ctxstore_testsupport::{ScriptedServer, TestServer};
@@ -713,8 +714,10 @@ fn version_1_server() -> (String, Arc<AtomicU64>) {
     let (addr, _) = ScriptedServer::new(1).serve(move |request| {
         counted.fetch_add(1, Ordering::Relaxed);
         match request {
-            Request::Admin(AdminRequest::Ping { nonce }) => {
-                Some(Response::Admin(AdminResponse::Pong { nonce: *nonce }))
+            Request::Admin(AdminRequest::Ping(admin::Ping { nonce })) => {
+                Some(Response::Admin(AdminResponse::Pong(admin::Pong {
+                    nonce: *nonce,
+                })))
             }
             _ => None,
         }

@@ -14,6 +14,7 @@ use ctxstore_protocol::{
     BlobsRequest, BlobsResponse, MessageType, PayloadEncoding, PayloadWire, ReadsResponse, Request,
     Response, ServerLimits, TurnEntry, TurnWire,
 };
+use ctxstore_protocol::{blobs, reads};
 
 use ctxstore_testsupport::{TestServer, scripted_server};
 
@@ -27,10 +28,10 @@ fn fake_server(ip: IpAddr, payload: PayloadWire) -> String {
         1,
         ServerLimits::default(),
         move |request| match request {
-            Request::Blobs(BlobsRequest::GetBlob { .. }) => {
+            Request::Blobs(BlobsRequest::GetBlob(blobs::GetBlob { .. })) => {
                 Response::Blobs(BlobsResponse::Blob(payload.clone()))
             }
-            _ => Response::Reads(ReadsResponse::Turns {
+            _ => Response::Reads(ReadsResponse::Turns(reads::Turns {
                 message_type: MessageType::GetLast,
                 next_before: 0,
                 tip_depth: 0,
@@ -38,7 +39,7 @@ fn fake_server(ip: IpAddr, payload: PayloadWire) -> String {
                     turn: turn_wire(),
                     payload: payload.clone(),
                 }],
-            }),
+            })),
         },
     );
     addr

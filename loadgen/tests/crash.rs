@@ -28,6 +28,7 @@ use ctxstore_protocol::{
     ContextsResponse, ExtrasWire, KvRequest, KvResponse, ParentWire, PayloadSpec, ReadsRequest,
     ReadsResponse, Request, Response, RetentionRequest, TurnSpec,
 };
+use ctxstore_protocol::{admin, appends, contexts, reads, retention};
 
 mod common;
 
@@ -268,57 +269,71 @@ impl MetaOp {
     fn request(&self) -> Request {
         let by_name = |name: &String| ContextRef::Name(name.clone());
         match self {
-            MetaOp::Create { name, tag } => Request::Contexts(ContextsRequest::CtxOpen {
-                base_turn_id: 0,
-                get_or_create: false,
-                clone_from: None,
-                name: Some(name.clone()),
-                tags: vec![tag.clone()],
-            }),
-            MetaOp::Tag { name, set, remove } => Request::Contexts(ContextsRequest::CtxTag {
-                context: by_name(name),
-                expected_head: None,
-                set: vec![set.clone()],
-                remove: vec![remove.clone()],
-            }),
-            MetaOp::KvPut { name, entries } => Request::Kv(KvRequest::KvPut {
-                context: by_name(name),
-                if_absent: false,
-                entries: entries
-                    .iter()
-                    .map(|(key, value)| (Bytes::from(key.clone()), value.clone()))
-                    .collect(),
-            }),
-            MetaOp::KvDelete { name, key } => Request::Kv(KvRequest::KvDelete {
-                context: by_name(name),
-                keys: vec![Bytes::from(key.clone())],
-            }),
-            MetaOp::Clone { source, name } => Request::Contexts(ContextsRequest::CtxOpen {
-                base_turn_id: 0,
-                get_or_create: false,
-                clone_from: Some(by_name(source)),
-                name: Some(name.clone()),
-                tags: vec![],
-            }),
-            MetaOp::KeyedAppend { name, key } => Request::Appends(AppendsRequest::AppendTurns {
-                context: by_name(name),
-                expected_head: None,
-                turns: vec![TurnSpec {
-                    parent: ParentWire::Head,
-                    type_tag: 3,
-                    codec: 0,
-                    summary: false,
-                    extras: ExtrasWire {
-                        key: Bytes::from(key.clone()),
-                        labels: vec![("kind".into(), "checkpoint".into())],
-                        links: vec![],
-                    },
-                    payload: PayloadSpec::Bytes(Bytes::from(format!("checkpoint {key}"))),
-                }],
-            }),
-            MetaOp::Delete { name } => Request::Retention(RetentionRequest::CtxDelete {
-                context: by_name(name),
-            }),
+            MetaOp::Create { name, tag } => {
+                Request::Contexts(ContextsRequest::CtxOpen(contexts::CtxOpen {
+                    base_turn_id: 0,
+                    get_or_create: false,
+                    clone_from: None,
+                    name: Some(name.clone()),
+                    tags: vec![tag.clone()],
+                }))
+            }
+            MetaOp::Tag { name, set, remove } => {
+                Request::Contexts(ContextsRequest::CtxTag(contexts::CtxTag {
+                    context: by_name(name),
+                    expected_head: None,
+                    set: vec![set.clone()],
+                    remove: vec![remove.clone()],
+                }))
+            }
+            MetaOp::KvPut { name, entries } => {
+                Request::Kv(KvRequest::KvPut(ctxstore_protocol::kv::KvPut {
+                    context: by_name(name),
+                    if_absent: false,
+                    entries: entries
+                        .iter()
+                        .map(|(key, value)| (Bytes::from(key.clone()), value.clone()))
+                        .collect(),
+                }))
+            }
+            MetaOp::KvDelete { name, key } => {
+                Request::Kv(KvRequest::KvDelete(ctxstore_protocol::kv::KvDelete {
+                    context: by_name(name),
+                    keys: vec![Bytes::from(key.clone())],
+                }))
+            }
+            MetaOp::Clone { source, name } => {
+                Request::Contexts(ContextsRequest::CtxOpen(contexts::CtxOpen {
+                    base_turn_id: 0,
+                    get_or_create: false,
+                    clone_from: Some(by_name(source)),
+                    name: Some(name.clone()),
+                    tags: vec![],
+                }))
+            }
+            MetaOp::KeyedAppend { name, key } => {
+                Request::Appends(AppendsRequest::AppendTurns(appends::AppendTurns {
+                    context: by_name(name),
+                    expected_head: None,
+                    turns: vec![TurnSpec {
+                        parent: ParentWire::Head,
+                        type_tag: 3,
+                        codec: 0,
+                        summary: false,
+                        extras: ExtrasWire {
+                            key: Bytes::from(key.clone()),
+                            labels: vec![("kind".into(), "checkpoint".into())],
+                            links: vec![],
+                        },
+                        payload: PayloadSpec::Bytes(Bytes::from(format!("checkpoint {key}"))),
+                    }],
+                }))
+            }
+            MetaOp::Delete { name } => {
+                Request::Retention(RetentionRequest::CtxDelete(retention::CtxDelete {
+                    context: by_name(name),
+                }))
+            }
         }
     }
 
@@ -431,10 +446,12 @@ async fn write_metadata(
             },
         };
         match client.request(op.request()).await {
-            Ok(Response::Contexts(ContextsResponse::Opened { info, .. })) => {
+            Ok(Response::Contexts(ContextsResponse::Opened(contexts::Opened { info, .. }))) => {
                 op.apply(&mut model, Some(info.head.context_id))
             }
-            Ok(Response::Appends(AppendsResponse::AppendedTurns { turns })) => {
+            Ok(Response::Appends(AppendsResponse::AppendedTurns(appends::AppendedTurns {
+                turns,
+            }))) => {
                 assert!(!turns[0].existing, "{op:?}: a new key was there already");
                 op.apply(&mut model, Some(turns[0].turn.turn_id));
             }
@@ -455,12 +472,17 @@ async fn observe(client: &Client, names: &[String]) -> BTreeMap<String, Option<M
     for name in names {
         let context = ContextRef::Name(name.clone());
         let info = match client
-            .request(Request::Contexts(ContextsRequest::CtxShow {
-                context: context.clone(),
-            }))
+            .request(Request::Contexts(ContextsRequest::CtxShow(
+                contexts::CtxShow {
+                    context: context.clone(),
+                },
+            )))
             .await
         {
-            Ok(Response::Contexts(ContextsResponse::ContextInfo { info, .. })) => info,
+            Ok(Response::Contexts(ContextsResponse::ContextInfo(contexts::ContextInfo {
+                info,
+                ..
+            }))) => info,
             Err(ctxstore_client::ClientError::Server {
                 code: ctxstore_client::ErrorCode::NotFound,
                 ..
@@ -476,25 +498,27 @@ async fn observe(client: &Client, names: &[String]) -> BTreeMap<String, Option<M
             kv: BTreeMap::new(),
             turn_keys: BTreeMap::new(),
         };
-        let list = Request::Kv(KvRequest::KvList {
+        let list = Request::Kv(KvRequest::KvList(ctxstore_protocol::kv::KvList {
             context: context.clone(),
             prefix: Bytes::new(),
             after: Bytes::new(),
             limit: 1000,
-        });
-        let Ok(Response::Kv(KvResponse::KvList { items })) = client.request(list).await else {
+        }));
+        let Ok(Response::Kv(KvResponse::KvListed(ctxstore_protocol::kv::KvListed { items }))) =
+            client.request(list).await
+        else {
             panic!("KV_LIST {name}");
         };
         for item in items {
-            let get = Request::Kv(KvRequest::KvGet {
+            let get = Request::Kv(KvRequest::KvGet(ctxstore_protocol::kv::KvGet {
                 context: context.clone(),
                 key: item.key.clone(),
                 read_flags: 0,
-            });
-            let Ok(Response::Kv(KvResponse::KvValue {
+            }));
+            let Ok(Response::Kv(KvResponse::KvValue(ctxstore_protocol::kv::KvValue {
                 value_hash,
                 payload,
-            })) = client.request(get).await
+            }))) = client.request(get).await
             else {
                 panic!("KV_GET {name}");
             };
@@ -586,7 +610,7 @@ async fn check_metadata(
         && next.contains_key(name)
     {
         let found_before = turn_by_key(&client, name, key).await;
-        let Ok(Response::Appends(AppendsResponse::AppendedTurns { turns })) =
+        let Ok(Response::Appends(AppendsResponse::AppendedTurns(appends::AppendedTurns { turns }))) =
             client.request(op.request()).await
         else {
             panic!("retrying {op:?}");
@@ -610,12 +634,14 @@ async fn check_metadata(
 }
 
 async fn turn_by_key(client: &Client, name: &str, key: &str) -> Option<u64> {
-    let request = Request::Reads(ReadsRequest::GetTurnByKey {
+    let request = Request::Reads(ReadsRequest::GetTurnByKey(reads::GetTurnByKey {
         context: ContextRef::Name(name.into()),
         key: Bytes::from(key.to_string()),
-    });
+    }));
     match client.request(request).await {
-        Ok(Response::Reads(ReadsResponse::TurnInfo { turn, .. })) => Some(turn.turn_id),
+        Ok(Response::Reads(ReadsResponse::TurnInfo(reads::TurnInfo { turn, .. }))) => {
+            Some(turn.turn_id)
+        }
         Err(ctxstore_client::ClientError::Server {
             code: ctxstore_client::ErrorCode::NotFound,
             ..
@@ -751,9 +777,9 @@ fn a_backup_under_load_holds_every_append_acknowledged_before_it() {
         )
         .await
         .unwrap();
-        let request = Request::Admin(AdminRequest::Backup {
+        let request = Request::Admin(AdminRequest::Backup(admin::Backup {
             dir: copy.display().to_string(),
-        });
+        }));
         match client.request(request).await {
             Ok(Response::Admin(AdminResponse::BackedUp(report))) => report,
             other => panic!("BACKUP: {other:?}"),
@@ -913,9 +939,9 @@ fn backups_on_the_data_file_system_survive_collections_and_kill_9_on_either_side
             let client = Client::connect(ClientConfig::new(addr.clone()))
                 .await
                 .unwrap();
-            let request = Request::Admin(AdminRequest::Backup {
+            let request = Request::Admin(AdminRequest::Backup(admin::Backup {
                 dir: copy.display().to_string(),
-            });
+            }));
             match client.request(request).await {
                 Ok(Response::Admin(AdminResponse::BackedUp(report))) => report,
                 other => panic!("BACKUP: {other:?}"),

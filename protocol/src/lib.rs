@@ -3,9 +3,10 @@
 //!
 //! - [`frame`]: the 16-byte frame header and an incremental frame reader with a size limit.
 //! - [`message`]: the message types, flags, limits and the wire structs messages share.
-//! - [`codec`]: a message family is a type (`Request::Reads(ReadsRequest::GetLast { .. })`),
-//!   owned end to end by one module: its values, encoding and strict decoding (no panics on
-//!   any input), and the largest answer each request may produce.
+//! - [`codec`]: a message family is a type (`Request::Reads(ReadsRequest::GetLast(..))`),
+//!   owned end to end by one module: a struct per request and per answer (`reads::GetLast`,
+//!   `reads::Turns`), their encoding and strict decoding (no panics on any input), and the
+//!   largest answer each request may produce. `Ask` ties each request to its answer.
 //! - [`error`]: the stable error codes of the ERROR message, and decoding errors.
 
 // Functions fit on a screen: the threshold is in clippy.toml.
@@ -17,13 +18,14 @@ pub mod frame;
 pub mod message;
 
 pub use codec::{
-    AdminRequest, AdminResponse, AnswerLimits, AppendsRequest, AppendsResponse, BlobsRequest,
+    AdminRequest, AdminResponse, AnswerLimits, AppendsRequest, AppendsResponse, Ask, BlobsRequest,
     BlobsResponse, ContextsRequest, ContextsResponse, ERROR_ANSWER_BYTES_MAX, EncodeError,
-    FamilyRequest, KvRequest, KvResponse, OverlaysRequest, OverlaysResponse, ReadsRequest,
-    ReadsResponse, Request, Response, RetentionRequest, RetentionResponse, StreamInfoWire,
-    StreamStateWire, StreamsRequest, StreamsResponse, WATCH_FROM_NOW, WatchEventWire,
-    WatchKindWire, WatchTargetWire, check_request, decode_request, decode_request_as,
-    decode_response, encode_request, encode_request_chunks, encode_response,
+    KvRequest, KvResponse, OverlaysRequest, OverlaysResponse, ReadsRequest, ReadsResponse, Request,
+    Response, RetentionRequest, RetentionResponse, StreamInfoWire, StreamStateWire, StreamsRequest,
+    StreamsResponse, WATCH_FROM_NOW, WatchEventWire, WatchKindWire, WatchTargetWire, admin,
+    appends, blobs, check_request, contexts, decode_request, decode_request_as, decode_response,
+    encode_request, encode_request_chunks, encode_response, kv, overlays, reads, retention,
+    streams,
 };
 pub use error::{DecodeError, ErrorCode};
 pub use frame::{FrameError, FrameHeader, FrameReader, HEADER_BYTES};

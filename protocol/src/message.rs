@@ -9,14 +9,19 @@
 use bytes::Bytes;
 
 /// The message table: one row per message, its code, its name on the wire, its family (the
-/// codec module that owns its body, `codec::Family`) and the protocol version it arrived in.
-/// Everything a message type is elsewhere comes from this row: `MessageType` and its `ALL`,
-/// `name`, `family`, `since_version`, the codec's routing (`Family::of`), and the clients'
+/// codec module that owns its body, `codec::Family`), the protocol version it arrived in and
+/// its answer (the family's answer variant, and the type it carries when that is not the
+/// struct of the same name). The request is the struct named after the message in the
+/// family's module (`overlays::PatchTurn`). Everything a message type is elsewhere comes from
+/// this row: `MessageType` and its `ALL`, `name`, `family`, `since_version`, the codec's
+/// routing (`Family::of`), the pairing of request and answer (`codec::Ask`, so a call cannot
+/// take another message's answer, and `From<request> for Request`), and the clients'
 /// generated constants (`clients/python/ctxstore/_wire.py`, `clients/typescript/src/wire.ts`,
 /// written from this table by `protocol/tests/generated_clients.rs`, which fails when they
 /// are stale). Adding a message: docs/architecture.md, *Adding a message*.
 macro_rules! message_table {
-    ($($variant:ident = $code:literal, $name:literal, $family:ident($module:ident), $since:literal;)*) => {
+    ($($variant:ident = $code:literal, $name:literal, $family:ident($module:ident), $since:literal
+        => $answer:ident $(($answer_type:ty))?;)*) => {
         /// Message types. Requests are 0x0001..=0x00FF; a response is `request | RESPONSE_BIT`.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[repr(u16)]
@@ -61,68 +66,113 @@ macro_rules! message_table {
                 }
             }
         }
+
+        $(
+            impl crate::codec::Ask for crate::codec::$module::$variant {
+                const MESSAGE_TYPE: MessageType = MessageType::$variant;
+                type Answer = answer_type!($module, $answer $(, $answer_type)?);
+
+                fn answer(
+                    response: crate::codec::Response,
+                ) -> Result<Self::Answer, crate::codec::Response> {
+                    match response {
+                        crate::codec::Response::$family(
+                            crate::codec::$module::Answers::$answer(answer),
+                        ) => Ok(answer),
+                        other => Err(other),
+                    }
+                }
+
+                fn respond(answer: Self::Answer) -> crate::codec::Response {
+                    crate::codec::Response::$family(crate::codec::$module::Answers::$answer(answer))
+                }
+            }
+
+            impl From<crate::codec::$module::$variant> for crate::codec::$module::Requests {
+                fn from(request: crate::codec::$module::$variant) -> crate::codec::$module::Requests {
+                    crate::codec::$module::Requests::$variant(request)
+                }
+            }
+
+            impl From<crate::codec::$module::$variant> for crate::codec::Request {
+                fn from(request: crate::codec::$module::$variant) -> crate::codec::Request {
+                    crate::codec::Request::$family(request.into())
+                }
+            }
+        )*
+    };
+}
+
+/// The answer column's type: the struct of the same name in the family's module, or the type
+/// a tuple answer carries (`Turn(TurnWire)`).
+macro_rules! answer_type {
+    ($module:ident, $answer:ident) => {
+        crate::codec::$module::$answer
+    };
+    ($module:ident, $answer:ident, $answer_type:ty) => {
+        $answer_type
     };
 }
 
 message_table! {
-    Hello = 0x0001, "HELLO", Admin(admin), 1;
-    Ping = 0x0002, "PING", Admin(admin), 1;
-    CtxCreate = 0x0003, "CTX_CREATE", Contexts(contexts), 1;
-    CtxFork = 0x0004, "CTX_FORK", Contexts(contexts), 1;
-    GetHead = 0x0005, "GET_HEAD", Contexts(contexts), 1;
-    AppendTurn = 0x0006, "APPEND_TURN", Appends(appends), 1;
-    AppendTurnByHash = 0x0007, "APPEND_TURN_BY_HASH", Appends(appends), 1;
-    GetTurn = 0x0008, "GET_TURN", Reads(reads), 1;
-    GetLast = 0x0009, "GET_LAST", Reads(reads), 1;
-    GetBefore = 0x000A, "GET_BEFORE", Reads(reads), 1;
-    GetRangeByDepth = 0x000B, "GET_RANGE_BY_DEPTH", Reads(reads), 1;
-    GetChain = 0x000C, "GET_CHAIN", Reads(reads), 1;
-    GetBlob = 0x000D, "GET_BLOB", Blobs(blobs), 1;
-    HasBlobs = 0x000E, "HAS_BLOBS", Blobs(blobs), 1;
-    Stats = 0x000F, "STATS", Admin(admin), 1;
+    Hello = 0x0001, "HELLO", Admin(admin), 1 => Negotiated;
+    Ping = 0x0002, "PING", Admin(admin), 1 => Pong;
+    CtxCreate = 0x0003, "CTX_CREATE", Contexts(contexts), 1 => Context;
+    CtxFork = 0x0004, "CTX_FORK", Contexts(contexts), 1 => Context;
+    GetHead = 0x0005, "GET_HEAD", Contexts(contexts), 1 => Context;
+    AppendTurn = 0x0006, "APPEND_TURN", Appends(appends), 1 => Appended;
+    AppendTurnByHash = 0x0007, "APPEND_TURN_BY_HASH", Appends(appends), 1 => Appended;
+    GetTurn = 0x0008, "GET_TURN", Reads(reads), 1 => Turn(TurnWire);
+    GetLast = 0x0009, "GET_LAST", Reads(reads), 1 => Turns;
+    GetBefore = 0x000A, "GET_BEFORE", Reads(reads), 1 => Turns;
+    GetRangeByDepth = 0x000B, "GET_RANGE_BY_DEPTH", Reads(reads), 1 => Turns;
+    GetChain = 0x000C, "GET_CHAIN", Reads(reads), 1 => Turns;
+    GetBlob = 0x000D, "GET_BLOB", Blobs(blobs), 1 => Blob(PayloadWire);
+    HasBlobs = 0x000E, "HAS_BLOBS", Blobs(blobs), 1 => BlobsHeld;
+    Stats = 0x000F, "STATS", Admin(admin), 1 => Stats(StatsWire);
     // Version 2: contexts as agent threads (decision 0007).
-    CtxOpen = 0x0010, "CTX_OPEN", Contexts(contexts), 2;
-    CtxShow = 0x0011, "CTX_SHOW", Contexts(contexts), 2;
-    CtxTag = 0x0012, "CTX_TAG", Contexts(contexts), 2;
-    CtxList = 0x0013, "CTX_LIST", Contexts(contexts), 2;
-    CtxName = 0x0014, "CTX_NAME", Contexts(contexts), 2;
-    KvPut = 0x0015, "KV_PUT", Kv(kv), 2;
-    KvGet = 0x0016, "KV_GET", Kv(kv), 2;
-    KvDelete = 0x0017, "KV_DELETE", Kv(kv), 2;
-    KvList = 0x0018, "KV_LIST", Kv(kv), 2;
+    CtxOpen = 0x0010, "CTX_OPEN", Contexts(contexts), 2 => Opened;
+    CtxShow = 0x0011, "CTX_SHOW", Contexts(contexts), 2 => ContextInfo;
+    CtxTag = 0x0012, "CTX_TAG", Contexts(contexts), 2 => ContextInfo;
+    CtxList = 0x0013, "CTX_LIST", Contexts(contexts), 2 => ContextList;
+    CtxName = 0x0014, "CTX_NAME", Contexts(contexts), 2 => ContextInfo;
+    KvPut = 0x0015, "KV_PUT", Kv(kv), 2 => Done;
+    KvGet = 0x0016, "KV_GET", Kv(kv), 2 => KvValue;
+    KvDelete = 0x0017, "KV_DELETE", Kv(kv), 2 => Done;
+    KvList = 0x0018, "KV_LIST", Kv(kv), 2 => KvListed;
     // Version 2: turns for agent frameworks (decision 0009).
-    AppendTurns = 0x0019, "APPEND_TURNS", Appends(appends), 2;
-    GetTurnByKey = 0x001A, "GET_TURN_BY_KEY", Reads(reads), 2;
-    TurnLog = 0x001B, "TURN_LOG", Reads(reads), 2;
-    ReadPage = 0x001C, "READ_PAGE", Reads(reads), 2;
-    FindTurns = 0x001D, "FIND_TURNS", Reads(reads), 2;
+    AppendTurns = 0x0019, "APPEND_TURNS", Appends(appends), 2 => AppendedTurns;
+    GetTurnByKey = 0x001A, "GET_TURN_BY_KEY", Reads(reads), 2 => TurnInfo;
+    TurnLog = 0x001B, "TURN_LOG", Reads(reads), 2 => TurnLogPage;
+    ReadPage = 0x001C, "READ_PAGE", Reads(reads), 2 => Page;
+    FindTurns = 0x001D, "FIND_TURNS", Reads(reads), 2 => FoundTurns;
     // Version 2: retention (issue 15), backup (issue 18), garbage collection (issue 15).
-    CtxDelete = 0x001E, "CTX_DELETE", Retention(retention), 2;
-    CtxPrune = 0x001F, "CTX_PRUNE", Retention(retention), 2;
-    CtxTtl = 0x0020, "CTX_TTL", Retention(retention), 2;
-    Backup = 0x0021, "BACKUP", Admin(admin), 2;
-    Gc = 0x0022, "GC", Admin(admin), 2;
-    StatsEx = 0x0023, "STATS_EX", Admin(admin), 2;
+    CtxDelete = 0x001E, "CTX_DELETE", Retention(retention), 2 => Retention;
+    CtxPrune = 0x001F, "CTX_PRUNE", Retention(retention), 2 => Retention;
+    CtxTtl = 0x0020, "CTX_TTL", Retention(retention), 2 => Retention;
+    Backup = 0x0021, "BACKUP", Admin(admin), 2 => BackedUp(BackupWire);
+    Gc = 0x0022, "GC", Admin(admin), 2 => GcDone(GcWire);
+    StatsEx = 0x0023, "STATS_EX", Admin(admin), 2 => ExtendedStats;
     // Version 2: overlays and redaction (issue 15, decision 0012); sub-blob dedup (issue 16).
-    PatchTurn = 0x0024, "PATCH_TURN", Overlays(overlays), 2;
-    RedactTurn = 0x0025, "REDACT_TURN", Overlays(overlays), 2;
-    PurgeBlob = 0x0026, "PURGE_BLOB", Overlays(overlays), 2;
-    PutChunked = 0x0027, "PUT_CHUNKED", Blobs(blobs), 2;
+    PatchTurn = 0x0024, "PATCH_TURN", Overlays(overlays), 2 => Patched;
+    RedactTurn = 0x0025, "REDACT_TURN", Overlays(overlays), 2 => Redacted;
+    PurgeBlob = 0x0026, "PURGE_BLOB", Overlays(overlays), 2 => Purged;
+    PutChunked = 0x0027, "PUT_CHUNKED", Blobs(blobs), 2 => ChunkedStored;
     // Version 3: key-value entries with a time to live (issue 34, decision 0028).
-    KvPutEx = 0x0028, "KV_PUT_EX", Kv(kv), 3;
-    KvGetEx = 0x0029, "KV_GET_EX", Kv(kv), 3;
-    KvListEx = 0x002A, "KV_LIST_EX", Kv(kv), 3;
-    KvTouch = 0x002B, "KV_TOUCH", Kv(kv), 3;
+    KvPutEx = 0x0028, "KV_PUT_EX", Kv(kv), 3 => Done;
+    KvGetEx = 0x0029, "KV_GET_EX", Kv(kv), 3 => KvValueEx;
+    KvListEx = 0x002A, "KV_LIST_EX", Kv(kv), 3 => KvListedEx;
+    KvTouch = 0x002B, "KV_TOUCH", Kv(kv), 3 => KvTouched;
     // Version 3: streams (issue 32, decision 0027), replication's figures (issue 31).
-    StreamOpen = 0x0030, "STREAM_OPEN", Streams(streams), 3;
-    StreamAppend = 0x0031, "STREAM_APPEND", Streams(streams), 3;
-    StreamSeal = 0x0032, "STREAM_SEAL", Streams(streams), 3;
-    StreamAbort = 0x0033, "STREAM_ABORT", Streams(streams), 3;
-    StreamList = 0x0034, "STREAM_LIST", Streams(streams), 3;
-    StreamRead = 0x0035, "STREAM_READ", Streams(streams), 3;
-    Watch = 0x0036, "WATCH", Streams(streams), 3;
-    ReplicationStats = 0x0037, "REPLICATION_STATS", Admin(admin), 3;
-    StreamFollow = 0x0038, "STREAM_FOLLOW", Streams(streams), 3;
+    StreamOpen = 0x0030, "STREAM_OPEN", Streams(streams), 3 => Opened;
+    StreamAppend = 0x0031, "STREAM_APPEND", Streams(streams), 3 => Appended;
+    StreamSeal = 0x0032, "STREAM_SEAL", Streams(streams), 3 => Sealed;
+    StreamAbort = 0x0033, "STREAM_ABORT", Streams(streams), 3 => Aborted;
+    StreamList = 0x0034, "STREAM_LIST", Streams(streams), 3 => Listed;
+    StreamRead = 0x0035, "STREAM_READ", Streams(streams), 3 => Read;
+    Watch = 0x0036, "WATCH", Streams(streams), 3 => Watched;
+    ReplicationStats = 0x0037, "REPLICATION_STATS", Admin(admin), 3 => ReplicationStats(Box<ReplicationStatsWire>);
+    StreamFollow = 0x0038, "STREAM_FOLLOW", Streams(streams), 3 => Pushed;
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;

@@ -6,6 +6,7 @@
 
 use bytes::{Bytes, BytesMut};
 use ctxstore_protocol::*;
+use ctxstore_protocol::{admin, appends, blobs, contexts, kv, overlays, reads, retention, streams};
 
 enum Frame {
     Request(Request),
@@ -42,128 +43,150 @@ fn vectors() -> Vec<Vector> {
         (
             "hello_request",
             1,
-            Q(Request::Admin(AdminRequest::Hello {
+            Q(Request::Admin(AdminRequest::Hello(admin::Hello {
                 min_version: 1,
                 max_version: 1,
                 token: Bytes::from_static(b"secret"),
                 client_name: "cli".into(),
-            })),
+            }))),
             "HELLO, req_id 1: protocol versions 1..=1, token \"secret\", client name \"cli\"",
         ),
         (
             "hello_response",
             1,
-            R(Response::Admin(AdminResponse::Hello {
-                version: 1,
-                limits: ServerLimits {
-                    frame_bytes_max: 16 << 20,
-                    requests_in_flight_max: 1024,
-                    blob_bytes_max: 16 << 20,
-                    read_turns_max: 10_000,
-                    has_blobs_max: 4096,
+            R(Response::Admin(AdminResponse::Negotiated(
+                admin::Negotiated {
+                    version: 1,
+                    limits: ServerLimits {
+                        frame_bytes_max: 16 << 20,
+                        requests_in_flight_max: 1024,
+                        blob_bytes_max: 16 << 20,
+                        read_turns_max: 10_000,
+                        has_blobs_max: 4096,
+                    },
+                    server_name: "ctxstore".into(),
                 },
-                server_name: "ctxstore".into(),
-            })),
+            ))),
             "HELLO response: version 1, limits (frame 16 MiB, 1024 in flight, blob 16 MiB, 10000 turns per read, 4096 hashes per HAS_BLOBS), server \"ctxstore\"",
         ),
         (
             "ping_request",
             2,
-            Q(Request::Admin(AdminRequest::Ping { nonce: 0xdead_beef })),
+            Q(Request::Admin(AdminRequest::Ping(admin::Ping {
+                nonce: 0xdead_beef,
+            }))),
             "PING, req_id 2, nonce 0xdeadbeef",
         ),
         (
             "pong_response",
             2,
-            R(Response::Admin(AdminResponse::Pong { nonce: 0xdead_beef })),
+            R(Response::Admin(AdminResponse::Pong(admin::Pong {
+                nonce: 0xdead_beef,
+            }))),
             "PING response echoing the nonce",
         ),
         (
             "ctx_create_empty",
             3,
-            Q(Request::Contexts(ContextsRequest::CtxCreate {
-                base_turn_id: 0,
-            })),
+            Q(Request::Contexts(ContextsRequest::CtxCreate(
+                contexts::CtxCreate { base_turn_id: 0 },
+            ))),
             "CTX_CREATE of an empty context",
         ),
         (
             "ctx_create_response",
             3,
-            R(Response::Contexts(ContextsResponse::Context {
-                message_type: MessageType::CtxCreate,
-                head: ContextHeadWire {
-                    context_id: 3,
-                    head_turn_id: 0,
-                    head_depth: 0,
+            R(Response::Contexts(ContextsResponse::Context(
+                contexts::Context {
+                    message_type: MessageType::CtxCreate,
+                    head: ContextHeadWire {
+                        context_id: 3,
+                        head_turn_id: 0,
+                        head_depth: 0,
+                    },
                 },
-            })),
+            ))),
             "CTX_CREATE response: context 3, empty (head 0, depth 0)",
         ),
         (
             "ctx_fork",
             4,
-            Q(Request::Contexts(ContextsRequest::CtxFork { turn_id: 42 })),
+            Q(Request::Contexts(ContextsRequest::CtxFork(
+                contexts::CtxFork { turn_id: 42 },
+            ))),
             "CTX_FORK at turn 42",
         ),
         (
             "get_head",
             5,
-            Q(Request::Contexts(ContextsRequest::GetHead {
-                context: ContextRef::Id(3),
-            })),
+            Q(Request::Contexts(ContextsRequest::GetHead(
+                contexts::GetHead {
+                    context: ContextRef::Id(3),
+                },
+            ))),
             "GET_HEAD of context 3",
         ),
         (
             "get_head_response",
             5,
-            R(Response::Contexts(ContextsResponse::Context {
-                message_type: MessageType::GetHead,
-                head: ContextHeadWire {
-                    context_id: 3,
-                    head_turn_id: 42,
-                    head_depth: 7,
+            R(Response::Contexts(ContextsResponse::Context(
+                contexts::Context {
+                    message_type: MessageType::GetHead,
+                    head: ContextHeadWire {
+                        context_id: 3,
+                        head_turn_id: 42,
+                        head_depth: 7,
+                    },
                 },
-            })),
+            ))),
             "GET_HEAD response: context 3 at turn 42, depth 7",
         ),
         (
             "append_turn",
             6,
-            Q(Request::Appends(AppendsRequest::AppendTurn {
-                context: ContextRef::Id(3),
-                expected_head: Some(41),
-                type_tag: 0x1122_3344_5566_7788,
-                codec: 1,
-                payload: Bytes::from_static(b"hello"),
-            })),
+            Q(Request::Appends(AppendsRequest::AppendTurn(
+                appends::AppendTurn {
+                    context: ContextRef::Id(3),
+                    expected_head: Some(41),
+                    type_tag: 0x1122_3344_5566_7788,
+                    codec: 1,
+                    payload: Bytes::from_static(b"hello"),
+                },
+            ))),
             "APPEND_TURN to context 3 if its head is turn 41; type tag 0x1122334455667788, codec 1, payload \"hello\"",
         ),
         (
             "appended_response",
             6,
-            R(Response::Appends(AppendsResponse::Appended {
-                message_type: MessageType::AppendTurn,
-                turn: turn(),
-                deduped: false,
-            })),
+            R(Response::Appends(AppendsResponse::Appended(
+                appends::Appended {
+                    message_type: MessageType::AppendTurn,
+                    turn: turn(),
+                    deduped: false,
+                },
+            ))),
             "APPEND_TURN response: turn 42 (parent 41, context 3, depth 7), not deduplicated",
         ),
         (
             "append_turn_by_hash",
             7,
-            Q(Request::Appends(AppendsRequest::AppendTurnByHash {
-                context: ContextRef::Id(3),
-                expected_head: None,
-                type_tag: 9,
-                codec: 2,
-                payload_hash: hash(0xa0),
-            })),
+            Q(Request::Appends(AppendsRequest::AppendTurnByHash(
+                appends::AppendTurnByHash {
+                    context: ContextRef::Id(3),
+                    expected_head: None,
+                    type_tag: 9,
+                    codec: 2,
+                    payload_hash: hash(0xa0),
+                },
+            ))),
             "APPEND_TURN_BY_HASH to context 3 (no expected head), payload hash a0a1a2…bf",
         ),
         (
             "get_turn",
             8,
-            Q(Request::Reads(ReadsRequest::GetTurn { turn_id: 42 })),
+            Q(Request::Reads(ReadsRequest::GetTurn(reads::GetTurn {
+                turn_id: 42,
+            }))),
             "GET_TURN 42",
         ),
         (
@@ -175,17 +198,17 @@ fn vectors() -> Vec<Vector> {
         (
             "get_last_with_payloads",
             9,
-            Q(Request::Reads(ReadsRequest::GetLast {
+            Q(Request::Reads(ReadsRequest::GetLast(reads::GetLast {
                 context: ContextRef::Id(3),
                 limit: 64,
                 read_flags: read_flags::WITH_PAYLOADS | read_flags::ACCEPT_ZSTD,
-            })),
+            }))),
             "GET_LAST 64 of context 3, with payloads, zstd accepted",
         ),
         (
             "turns_response",
             9,
-            R(Response::Reads(ReadsResponse::Turns {
+            R(Response::Reads(ReadsResponse::Turns(reads::Turns {
                 message_type: MessageType::GetLast,
                 next_before: 42,
                 tip_depth: 7,
@@ -197,49 +220,51 @@ fn vectors() -> Vec<Vector> {
                         data: Bytes::from_static(b"hello"),
                     },
                 }],
-            })),
+            }))),
             "GET_LAST response: one turn (42) with its raw payload \"hello\"; next page before turn 42; tip depth 7",
         ),
         (
             "get_before",
             10,
-            Q(Request::Reads(ReadsRequest::GetBefore {
+            Q(Request::Reads(ReadsRequest::GetBefore(reads::GetBefore {
                 context: ContextRef::Id(3),
                 before_turn_id: 42,
                 limit: 10,
                 read_flags: 0,
-            })),
+            }))),
             "GET_BEFORE turn 42 in context 3, 10 turns, no payloads",
         ),
         (
             "get_range_by_depth",
             11,
-            Q(Request::Reads(ReadsRequest::GetRangeByDepth {
-                context: ContextRef::Id(3),
-                from_depth: 2,
-                limit: 5,
-                read_flags: 0,
-            })),
+            Q(Request::Reads(ReadsRequest::GetRangeByDepth(
+                reads::GetRangeByDepth {
+                    context: ContextRef::Id(3),
+                    from_depth: 2,
+                    limit: 5,
+                    read_flags: 0,
+                },
+            ))),
             "GET_RANGE_BY_DEPTH of context 3, depths 2..7",
         ),
         (
             "get_chain",
             12,
-            Q(Request::Reads(ReadsRequest::GetChain {
+            Q(Request::Reads(ReadsRequest::GetChain(reads::GetChain {
                 turn_id: 42,
                 from_depth: 0,
                 limit: 100,
                 read_flags: read_flags::WITH_PAYLOADS,
-            })),
+            }))),
             "GET_CHAIN root → turn 42, first 100 turns, raw payloads",
         ),
         (
             "get_blob",
             13,
-            Q(Request::Blobs(BlobsRequest::GetBlob {
+            Q(Request::Blobs(BlobsRequest::GetBlob(blobs::GetBlob {
                 hash: hash(0xa0),
                 read_flags: 0,
-            })),
+            }))),
             "GET_BLOB a0a1…bf, raw",
         ),
         (
@@ -255,20 +280,27 @@ fn vectors() -> Vec<Vector> {
         (
             "has_blobs",
             14,
-            Q(Request::Blobs(BlobsRequest::HasBlobs {
+            Q(Request::Blobs(BlobsRequest::HasBlobs(blobs::HasBlobs {
                 hashes: vec![hash(0xa0), hash(0x00)],
-            })),
+            }))),
             "HAS_BLOBS of two hashes",
         ),
         (
             "has_blobs_response",
             14,
-            R(Response::Blobs(BlobsResponse::HasBlobs {
-                present: vec![true, false],
-            })),
+            R(Response::Blobs(BlobsResponse::BlobsHeld(
+                blobs::BlobsHeld {
+                    present: vec![true, false],
+                },
+            ))),
             "HAS_BLOBS response: first present, second not",
         ),
-        ("stats", 15, Q(Request::Admin(AdminRequest::Stats)), "STATS"),
+        (
+            "stats",
+            15,
+            Q(Request::Admin(AdminRequest::Stats(admin::Stats))),
+            "STATS",
+        ),
         (
             "stats_response",
             15,
@@ -367,304 +399,334 @@ fn vectors_v2() -> Vec<Vector> {
         (
             "hello_request_v2",
             1,
-            Q(Request::Admin(AdminRequest::Hello {
+            Q(Request::Admin(AdminRequest::Hello(admin::Hello {
                 min_version: 1,
                 max_version: 2,
                 token: Bytes::new(),
                 client_name: "py".into(),
-            })),
+            }))),
             "HELLO offering versions 1..=2, no token, client \"py\"",
         ),
         (
             "get_head_by_name",
             2,
-            Q(Request::Contexts(ContextsRequest::GetHead {
-                context: named("t-1"),
-            })),
+            Q(Request::Contexts(ContextsRequest::GetHead(
+                contexts::GetHead {
+                    context: named("t-1"),
+                },
+            ))),
             "GET_HEAD of the context named \"t-1\" (frame flag CTX_BY_NAME: name instead of context_id)",
         ),
         (
             "append_turn_by_name",
             3,
-            Q(Request::Appends(AppendsRequest::AppendTurn {
-                context: named("t-1"),
-                expected_head: None,
-                type_tag: 1,
-                codec: 0,
-                payload: Bytes::from_static(b"hi"),
-            })),
+            Q(Request::Appends(AppendsRequest::AppendTurn(
+                appends::AppendTurn {
+                    context: named("t-1"),
+                    expected_head: None,
+                    type_tag: 1,
+                    codec: 0,
+                    payload: Bytes::from_static(b"hi"),
+                },
+            ))),
             "APPEND_TURN to \"t-1\" (CTX_BY_NAME), type tag 1, payload \"hi\"",
         ),
         (
             "ctx_open",
             4,
-            Q(Request::Contexts(ContextsRequest::CtxOpen {
-                base_turn_id: 0,
-                get_or_create: true,
-                clone_from: None,
-                name: Some("t-1".into()),
-                tags: vec![("status".into(), "idle".into())],
-            })),
+            Q(Request::Contexts(ContextsRequest::CtxOpen(
+                contexts::CtxOpen {
+                    base_turn_id: 0,
+                    get_or_create: true,
+                    clone_from: None,
+                    name: Some("t-1".into()),
+                    tags: vec![("status".into(), "idle".into())],
+                },
+            ))),
             "CTX_OPEN get-or-create of an empty context named \"t-1\" tagged status=idle",
         ),
         (
             "ctx_open_clone",
             5,
-            Q(Request::Contexts(ContextsRequest::CtxOpen {
-                base_turn_id: 0,
-                get_or_create: false,
-                clone_from: Some(ContextRef::Id(3)),
-                name: Some("t-2".into()),
-                tags: vec![],
-            })),
+            Q(Request::Contexts(ContextsRequest::CtxOpen(
+                contexts::CtxOpen {
+                    base_turn_id: 0,
+                    get_or_create: false,
+                    clone_from: Some(ContextRef::Id(3)),
+                    name: Some("t-2".into()),
+                    tags: vec![],
+                },
+            ))),
             "CTX_OPEN cloning context 3 as \"t-2\"",
         ),
         (
             "opened_response",
             4,
-            R(Response::Contexts(ContextsResponse::Opened {
-                info: info(3, Some("t-1"), &[("status", "idle")]),
-                created: true,
-            })),
+            R(Response::Contexts(ContextsResponse::Opened(
+                contexts::Opened {
+                    info: info(3, Some("t-1"), &[("status", "idle")]),
+                    created: true,
+                },
+            ))),
             "CTX_OPEN response: context 3 at turn 42 (depth 7), named \"t-1\", status=idle, created",
         ),
         (
             "ctx_show",
             6,
-            Q(Request::Contexts(ContextsRequest::CtxShow {
-                context: named("t-1"),
-            })),
+            Q(Request::Contexts(ContextsRequest::CtxShow(
+                contexts::CtxShow {
+                    context: named("t-1"),
+                },
+            ))),
             "CTX_SHOW of \"t-1\"",
         ),
         (
             "context_info_response",
             6,
-            R(Response::Contexts(ContextsResponse::ContextInfo {
-                message_type: MessageType::CtxShow,
-                info: info(3, Some("t-1"), &[("status", "idle")]),
-            })),
+            R(Response::Contexts(ContextsResponse::ContextInfo(
+                contexts::ContextInfo {
+                    message_type: MessageType::CtxShow,
+                    info: info(3, Some("t-1"), &[("status", "idle")]),
+                },
+            ))),
             "CTX_SHOW response: CONTEXT_INFO of context 3",
         ),
         (
             "ctx_tag",
             7,
-            Q(Request::Contexts(ContextsRequest::CtxTag {
-                context: ContextRef::Id(3),
-                expected_head: Some(42),
-                set: vec![("status".into(), "done".into())],
-                remove: vec!["owner".into()],
-            })),
+            Q(Request::Contexts(ContextsRequest::CtxTag(
+                contexts::CtxTag {
+                    context: ContextRef::Id(3),
+                    expected_head: Some(42),
+                    set: vec![("status".into(), "done".into())],
+                    remove: vec!["owner".into()],
+                },
+            ))),
             "CTX_TAG context 3 if its head is turn 42: set status=done, remove owner",
         ),
         (
             "ctx_list",
             8,
-            Q(Request::Contexts(ContextsRequest::CtxList {
-                tags: vec![("status".into(), "idle".into())],
-                name_prefix: Some("t-".into()),
-                updated_after_unix_ms: Some(1_767_225_600_000),
-                updated_before_unix_ms: None,
-                cursor: Some(ListCursorWire::Name("t-1".into())),
-                limit: 100,
-            })),
+            Q(Request::Contexts(ContextsRequest::CtxList(
+                contexts::CtxList {
+                    tags: vec![("status".into(), "idle".into())],
+                    name_prefix: Some("t-".into()),
+                    updated_after_unix_ms: Some(1_767_225_600_000),
+                    updated_before_unix_ms: None,
+                    cursor: Some(ListCursorWire::Name("t-1".into())),
+                    limit: 100,
+                },
+            ))),
             "CTX_LIST status=idle, names starting \"t-\", updated after 1767225600000, after \"t-1\", 100 per page",
         ),
         (
             "context_list_response",
             8,
-            R(Response::Contexts(ContextsResponse::ContextList {
-                next_cursor: Some(ListCursorWire::Id(3)),
-                contexts: vec![info(3, None, &[])],
-            })),
+            R(Response::Contexts(ContextsResponse::ContextList(
+                contexts::ContextList {
+                    next_cursor: Some(ListCursorWire::Id(3)),
+                    contexts: vec![info(3, None, &[])],
+                },
+            ))),
             "CTX_LIST response: one context (3, no name, no tags); next page after context 3",
         ),
         (
             "ctx_name",
             9,
-            Q(Request::Contexts(ContextsRequest::CtxName {
-                context: ContextRef::Id(3),
-                name: "t-3".into(),
-            })),
+            Q(Request::Contexts(ContextsRequest::CtxName(
+                contexts::CtxName {
+                    context: ContextRef::Id(3),
+                    name: "t-3".into(),
+                },
+            ))),
             "CTX_NAME: name context 3 \"t-3\"",
         ),
         (
             "kv_put",
             10,
-            Q(Request::Kv(KvRequest::KvPut {
+            Q(Request::Kv(KvRequest::KvPut(kv::KvPut {
                 context: named("t-1"),
                 if_absent: true,
                 entries: vec![(Bytes::from_static(b"k"), Bytes::from_static(b"v1"))],
-            })),
+            }))),
             "KV_PUT to \"t-1\" if absent: k = \"v1\"",
         ),
         (
             "kv_put_response",
             10,
-            R(Response::Kv(KvResponse::Done {
+            R(Response::Kv(KvResponse::Done(kv::Done {
                 message_type: MessageType::KvPut,
-            })),
+            }))),
             "KV_PUT response (empty body)",
         ),
         (
             "kv_get",
             11,
-            Q(Request::Kv(KvRequest::KvGet {
+            Q(Request::Kv(KvRequest::KvGet(kv::KvGet {
                 context: ContextRef::Id(3),
                 key: Bytes::from_static(b"k"),
                 read_flags: 0,
-            })),
+            }))),
             "KV_GET k of context 3, raw",
         ),
         (
             "kv_value_response",
             11,
-            R(Response::Kv(KvResponse::KvValue {
+            R(Response::Kv(KvResponse::KvValue(kv::KvValue {
                 value_hash: hash(0xa0),
                 payload: PayloadWire::raw(Bytes::from_static(b"v1")),
-            })),
+            }))),
             "KV_GET response: value hash a0a1…bf, raw \"v1\"",
         ),
         (
             "kv_delete",
             12,
-            Q(Request::Kv(KvRequest::KvDelete {
+            Q(Request::Kv(KvRequest::KvDelete(kv::KvDelete {
                 context: ContextRef::Id(3),
                 keys: vec![Bytes::from_static(b"k")],
-            })),
+            }))),
             "KV_DELETE k of context 3",
         ),
         (
             "kv_list",
             13,
-            Q(Request::Kv(KvRequest::KvList {
+            Q(Request::Kv(KvRequest::KvList(kv::KvList {
                 context: ContextRef::Id(3),
                 prefix: Bytes::from_static(b"w:"),
                 after: Bytes::new(),
                 limit: 1000,
-            })),
+            }))),
             "KV_LIST of context 3, keys starting \"w:\", from the first, 1000 per page",
         ),
         (
             "kv_list_response",
             13,
-            R(Response::Kv(KvResponse::KvList {
+            R(Response::Kv(KvResponse::KvListed(kv::KvListed {
                 items: vec![KvItemWire {
                     key: Bytes::from_static(b"w:1"),
                     value_hash: hash(0xa0),
                     value_len: 2,
                 }],
-            })),
+            }))),
             "KV_LIST response: w:1 (value hash a0a1…bf, 2 bytes)",
         ),
         (
             "append_turns",
             14,
-            Q(Request::Appends(AppendsRequest::AppendTurns {
-                context: named("t-1"),
-                expected_head: Some(42),
-                turns: vec![
-                    TurnSpec {
-                        parent: ParentWire::Head,
-                        type_tag: 1,
-                        codec: 0,
-                        summary: false,
-                        extras: ExtrasWire {
-                            key: Bytes::from_static(b"cp-1"),
-                            labels: vec![("step".into(), "1".into())],
-                            links: vec![],
+            Q(Request::Appends(AppendsRequest::AppendTurns(
+                appends::AppendTurns {
+                    context: named("t-1"),
+                    expected_head: Some(42),
+                    turns: vec![
+                        TurnSpec {
+                            parent: ParentWire::Head,
+                            type_tag: 1,
+                            codec: 0,
+                            summary: false,
+                            extras: ExtrasWire {
+                                key: Bytes::from_static(b"cp-1"),
+                                labels: vec![("step".into(), "1".into())],
+                                links: vec![],
+                            },
+                            payload: PayloadSpec::Bytes(Bytes::from_static(b"hi")),
                         },
-                        payload: PayloadSpec::Bytes(Bytes::from_static(b"hi")),
-                    },
-                    TurnSpec {
-                        parent: ParentWire::Turn(41),
-                        type_tag: 2,
-                        codec: 0,
-                        summary: true,
-                        extras: ExtrasWire {
-                            key: Bytes::new(),
-                            labels: vec![],
-                            links: vec![7],
+                        TurnSpec {
+                            parent: ParentWire::Turn(41),
+                            type_tag: 2,
+                            codec: 0,
+                            summary: true,
+                            extras: ExtrasWire {
+                                key: Bytes::new(),
+                                labels: vec![],
+                                links: vec![7],
+                            },
+                            payload: PayloadSpec::Hash(hash(0xa0)),
                         },
-                        payload: PayloadSpec::Hash(hash(0xa0)),
-                    },
-                ],
-            })),
+                    ],
+                },
+            ))),
             "APPEND_TURNS to \"t-1\" if its head is turn 42: \"hi\" keyed cp-1 with step=1 after the head, then a summary after turn 41 linking turn 7, payload by hash a0a1…bf",
         ),
         (
             "appended_turns_response",
             14,
-            R(Response::Appends(AppendsResponse::AppendedTurns {
-                turns: vec![AppendedWire {
-                    turn: turn(),
-                    deduped: false,
-                    existing: true,
-                }],
-            })),
+            R(Response::Appends(AppendsResponse::AppendedTurns(
+                appends::AppendedTurns {
+                    turns: vec![AppendedWire {
+                        turn: turn(),
+                        deduped: false,
+                        existing: true,
+                    }],
+                },
+            ))),
             "APPEND_TURNS response: turn 42, not deduplicated, its key existed already",
         ),
         (
             "get_turn_by_key",
             15,
-            Q(Request::Reads(ReadsRequest::GetTurnByKey {
-                context: ContextRef::Id(3),
-                key: Bytes::from_static(b"cp-1"),
-            })),
+            Q(Request::Reads(ReadsRequest::GetTurnByKey(
+                reads::GetTurnByKey {
+                    context: ContextRef::Id(3),
+                    key: Bytes::from_static(b"cp-1"),
+                },
+            ))),
             "GET_TURN_BY_KEY cp-1 in context 3",
         ),
         (
             "turn_info_response",
             15,
-            R(Response::Reads(ReadsResponse::TurnInfo {
+            R(Response::Reads(ReadsResponse::TurnInfo(reads::TurnInfo {
                 turn: Box::new(turn()),
                 extras: ExtrasWire {
                     key: Bytes::from_static(b"cp-1"),
                     labels: vec![("step".into(), "1".into())],
                     links: vec![],
                 },
-            })),
+            }))),
             "GET_TURN_BY_KEY response: turn 42 with key cp-1 and step=1",
         ),
         (
             "turn_log",
             16,
-            Q(Request::Reads(ReadsRequest::TurnLog {
+            Q(Request::Reads(ReadsRequest::TurnLog(reads::TurnLog {
                 context: ContextRef::Id(3),
                 labels: vec![("run_id".into(), "r1".into())],
                 cursor: Some(LogCursorWire { phase: 0, next: 41 }),
                 limit: 100,
                 read_flags: read_flags::WITH_PAYLOADS,
-            })),
+            }))),
             "TURN_LOG of context 3 with run_id=r1, from turn 41 of phase 0, 100 turns, raw payloads",
         ),
         (
             "turn_log_response",
             16,
-            R(Response::Reads(ReadsResponse::TurnLog {
-                next_cursor: None,
-                entries: vec![TurnEntryV2 {
-                    turn: turn(),
-                    extras: ExtrasWire::default(),
-                    payload: PayloadWire::raw(Bytes::from_static(b"hello")),
-                }],
-            })),
+            R(Response::Reads(ReadsResponse::TurnLogPage(
+                reads::TurnLogPage {
+                    next_cursor: None,
+                    entries: vec![TurnEntryV2 {
+                        turn: turn(),
+                        extras: ExtrasWire::default(),
+                        payload: PayloadWire::raw(Bytes::from_static(b"hello")),
+                    }],
+                },
+            ))),
             "TURN_LOG response: turn 42 (no extras) with its payload \"hello\"; the log is complete",
         ),
         (
             "read_page_window",
             17,
-            Q(Request::Reads(ReadsRequest::ReadPage {
+            Q(Request::Reads(ReadsRequest::ReadPage(reads::ReadPage {
                 context: named("t-1"),
                 kind: PageKind::Window,
                 limit: 64,
                 read_flags: read_flags::WITH_PAYLOADS | read_flags::ACCEPT_ZSTD,
-            })),
+            }))),
             "READ_PAGE of \"t-1\": its window (latest summary to head), 64 turns, payloads, zstd accepted",
         ),
         (
             "page_response",
             17,
-            R(Response::Reads(ReadsResponse::Page {
+            R(Response::Reads(ReadsResponse::Page(reads::Page {
                 next_before: 0,
                 tip_depth: 7,
                 entries: vec![TurnEntryV2 {
@@ -672,80 +734,90 @@ fn vectors_v2() -> Vec<Vector> {
                     extras: ExtrasWire::default(),
                     payload: PayloadWire::absent(),
                 }],
-            })),
+            }))),
             "READ_PAGE response: turn 42 without payload; tip depth 7",
         ),
         (
             "find_turns",
             18,
-            Q(Request::Reads(ReadsRequest::FindTurns {
+            Q(Request::Reads(ReadsRequest::FindTurns(reads::FindTurns {
                 key: "run_id".into(),
                 value: "r1".into(),
                 before_turn_id: 0,
                 limit: 100,
-            })),
+            }))),
             "FIND_TURNS of every context's turns labelled run_id=r1, newest first, 100 per page",
         ),
         (
             "found_turns_response",
             18,
-            R(Response::Reads(ReadsResponse::FoundTurns {
-                next_before: 42,
-                turns: vec![(
-                    turn(),
-                    ExtrasWire {
-                        key: Bytes::new(),
-                        labels: vec![("run_id".into(), "r1".into())],
-                        links: vec![],
-                    },
-                )],
-            })),
+            R(Response::Reads(ReadsResponse::FoundTurns(
+                reads::FoundTurns {
+                    next_before: 42,
+                    turns: vec![(
+                        turn(),
+                        ExtrasWire {
+                            key: Bytes::new(),
+                            labels: vec![("run_id".into(), "r1".into())],
+                            links: vec![],
+                        },
+                    )],
+                },
+            ))),
             "FIND_TURNS response: turn 42 labelled run_id=r1; next page before turn 42",
         ),
         (
             "ctx_delete",
             19,
-            Q(Request::Retention(RetentionRequest::CtxDelete {
-                context: ContextRef::Name("thread-1".into()),
-            })),
+            Q(Request::Retention(RetentionRequest::CtxDelete(
+                retention::CtxDelete {
+                    context: ContextRef::Name("thread-1".into()),
+                },
+            ))),
             "CTX_DELETE of the context named \"thread-1\"",
         ),
         (
             "ctx_prune",
             20,
-            Q(Request::Retention(RetentionRequest::CtxPrune {
-                context: ContextRef::Id(3),
-                keep: 20,
-            })),
+            Q(Request::Retention(RetentionRequest::CtxPrune(
+                retention::CtxPrune {
+                    context: ContextRef::Id(3),
+                    keep: 20,
+                },
+            ))),
             "CTX_PRUNE of context 3: keep the newest 20 depths of its chain",
         ),
         (
             "ctx_ttl",
             21,
-            Q(Request::Retention(RetentionRequest::CtxTtl {
-                context: ContextRef::Id(3),
-                set: true,
-                ttl_ms: 7 * 24 * 3600 * 1000,
-            })),
+            Q(Request::Retention(RetentionRequest::CtxTtl(
+                retention::CtxTtl {
+                    context: ContextRef::Id(3),
+                    set: true,
+                    ttl_ms: 7 * 24 * 3600 * 1000,
+                },
+            ))),
             "CTX_TTL of context 3: set its time to live to 7 days",
         ),
         (
             "ctx_prune_response",
             20,
-            R(Response::Retention(RetentionResponse::Retention {
-                message_type: MessageType::CtxPrune,
-                info: info(3, Some("thread-1"), &[]),
-                floor_depth: 7,
-                ttl_ms: 604_800_000,
-            })),
+            R(Response::Retention(RetentionResponse::Retention(
+                retention::Retention {
+                    message_type: MessageType::CtxPrune,
+                    info: info(3, Some("thread-1"), &[]),
+                    floor_depth: 7,
+                    ttl_ms: 604_800_000,
+                },
+            ))),
             "CTX_PRUNE response: context 3 (head 42 at depth 7) now floored at depth 7, TTL 7 days",
         ),
         (
             "backup",
             22,
-            Q(Request::Admin(AdminRequest::Backup {
+            Q(Request::Admin(AdminRequest::Backup(admin::Backup {
                 dir: "/var/backups/ctxstore-1".into(),
-            })),
+            }))),
             "BACKUP into /var/backups/ctxstore-1 on the server's host",
         ),
         (
@@ -764,7 +836,7 @@ fn vectors_v2() -> Vec<Vector> {
         (
             "gc",
             23,
-            Q(Request::Admin(AdminRequest::Gc)),
+            Q(Request::Admin(AdminRequest::Gc(admin::Gc))),
             "GC: run a garbage collection now (gc_flags 0)",
         ),
         (
@@ -784,34 +856,36 @@ fn vectors_v2() -> Vec<Vector> {
         (
             "stats_ex",
             24,
-            Q(Request::Admin(AdminRequest::StatsEx)),
+            Q(Request::Admin(AdminRequest::StatsEx(admin::StatsEx))),
             "STATS_EX: STATS with the garbage collector's fields",
         ),
         (
             "stats_ex_response",
             24,
-            R(Response::Admin(AdminResponse::StatsEx {
-                stats: Box::new(StatsWire {
-                    turns: 1000,
-                    contexts: 10,
-                    blobs: 800,
-                    logical_bytes: 10 << 20,
-                    unique_bytes: 8 << 20,
-                    stored_bytes: 4 << 20,
-                    dedup_hits: 200,
-                    connections: 2,
-                    requests_total: 5000,
-                    errors_total: 1,
-                    uptime_ms: 60_000,
-                    read_only: false,
-                }),
-                gc: GcStatsWire {
-                    live_bytes: 3 << 20,
-                    dead_bytes: 1 << 20,
-                    gc_runs: 2,
-                    bytes_reclaimed_total: 5 << 20,
+            R(Response::Admin(AdminResponse::ExtendedStats(
+                admin::ExtendedStats {
+                    stats: Box::new(StatsWire {
+                        turns: 1000,
+                        contexts: 10,
+                        blobs: 800,
+                        logical_bytes: 10 << 20,
+                        unique_bytes: 8 << 20,
+                        stored_bytes: 4 << 20,
+                        dedup_hits: 200,
+                        connections: 2,
+                        requests_total: 5000,
+                        errors_total: 1,
+                        uptime_ms: 60_000,
+                        read_only: false,
+                    }),
+                    gc: GcStatsWire {
+                        live_bytes: 3 << 20,
+                        dead_bytes: 1 << 20,
+                        gc_runs: 2,
+                        bytes_reclaimed_total: 5 << 20,
+                    },
                 },
-            })),
+            ))),
             "STATS_EX response: STATS' 96 bytes (1000 turns, 10 contexts, 800 blobs, …, not read-only), then live 3 MiB, dead 1 MiB, 2 collections, 5 MiB reclaimed",
         ),
         (
@@ -827,56 +901,64 @@ fn vectors_v2() -> Vec<Vector> {
         (
             "patch_turn",
             23,
-            Q(Request::Overlays(OverlaysRequest::PatchTurn {
-                turn_id: 42,
-                payload: Bytes::from_static(b"fixed"),
-            })),
+            Q(Request::Overlays(OverlaysRequest::PatchTurn(
+                overlays::PatchTurn {
+                    turn_id: 42,
+                    payload: Bytes::from_static(b"fixed"),
+                },
+            ))),
             "PATCH_TURN: turn 42 reads \"fixed\" from now on",
         ),
         (
             "patch_turn_response",
             23,
-            R(Response::Overlays(OverlaysResponse::Patched {
-                turn_id: 42,
-                overlay_seq: 57,
-                payload_hash: hash(0xa0),
-                payload_len: 5,
-            })),
+            R(Response::Overlays(OverlaysResponse::Patched(
+                overlays::Patched {
+                    turn_id: 42,
+                    overlay_seq: 57,
+                    payload_hash: hash(0xa0),
+                    payload_len: 5,
+                },
+            ))),
             "PATCH_TURN response: turn 42, overlay 57, payload a0a1…bf of 5 bytes",
         ),
         (
             "redact_turn",
             24,
-            Q(Request::Overlays(OverlaysRequest::RedactTurn {
-                turn_id: 42,
-            })),
+            Q(Request::Overlays(OverlaysRequest::RedactTurn(
+                overlays::RedactTurn { turn_id: 42 },
+            ))),
             "REDACT_TURN: turn 42 loses its payload",
         ),
         (
             "redact_turn_response",
             24,
-            R(Response::Overlays(OverlaysResponse::Redacted {
-                turn_id: 42,
-                overlay_seq: 58,
-            })),
+            R(Response::Overlays(OverlaysResponse::Redacted(
+                overlays::Redacted {
+                    turn_id: 42,
+                    overlay_seq: 58,
+                },
+            ))),
             "REDACT_TURN response: turn 42 redacted by overlay 58",
         ),
         (
             "purge_blob",
             25,
-            Q(Request::Overlays(OverlaysRequest::PurgeBlob {
-                hash: hash(0xa0),
-            })),
+            Q(Request::Overlays(OverlaysRequest::PurgeBlob(
+                overlays::PurgeBlob { hash: hash(0xa0) },
+            ))),
             "PURGE_BLOB a0a1…bf: redact every turn naming it",
         ),
         (
             "purge_blob_response",
             25,
-            R(Response::Overlays(OverlaysResponse::Purged {
-                payload_hash: hash(0xa0),
-                turns_redacted: 3,
-                overlay_seq: 62,
-            })),
+            R(Response::Overlays(OverlaysResponse::Purged(
+                overlays::Purged {
+                    payload_hash: hash(0xa0),
+                    turns_redacted: 3,
+                    overlay_seq: 62,
+                },
+            ))),
             "PURGE_BLOB response: 3 turns redacted, the purge record is 62",
         ),
         (
@@ -884,7 +966,7 @@ fn vectors_v2() -> Vec<Vector> {
             26,
             Q(Request::AsOf {
                 as_of: 57,
-                read: ReadsRequest::GetTurn { turn_id: 42 },
+                read: ReadsRequest::GetTurn(reads::GetTurn { turn_id: 42 }),
             }),
             "GET_TURN 42 as of overlay 57 (frame flag OVERLAYS: u64 as_of after the body)",
         ),
@@ -905,12 +987,12 @@ fn vectors_v2() -> Vec<Vector> {
             27,
             Q(Request::AsOf {
                 as_of: 0,
-                read: ReadsRequest::ReadPage {
+                read: ReadsRequest::ReadPage(reads::ReadPage {
                     context: named("t-1"),
                     kind: PageKind::Last,
                     limit: 10,
                     read_flags: read_flags::WITH_PAYLOADS,
-                },
+                }),
             }),
             "READ_PAGE LAST 10 of \"t-1\" with payloads, the latest overlay view (as_of 0)",
         ),
@@ -918,7 +1000,7 @@ fn vectors_v2() -> Vec<Vector> {
             "page_overlaid_response",
             27,
             R(Response::Overlaid {
-                response: Box::new(ReadsResponse::Page {
+                response: Box::new(ReadsResponse::Page(reads::Page {
                     next_before: 0,
                     tip_depth: 7,
                     entries: vec![TurnEntryV2 {
@@ -938,7 +1020,7 @@ fn vectors_v2() -> Vec<Vector> {
                         extras: ExtrasWire::default(),
                         payload: PayloadWire::raw(Bytes::new()),
                     }],
-                }),
+                })),
                 overlays: vec![OverlayWire {
                     overlay_seq: 58,
                     redacted: true,
@@ -951,69 +1033,75 @@ fn vectors_v2() -> Vec<Vector> {
             28,
             Q(Request::AsOf {
                 as_of: 57,
-                read: ReadsRequest::GetLast {
+                read: ReadsRequest::GetLast(reads::GetLast {
                     context: named("t-1"),
                     limit: 1,
                     read_flags: 0,
-                },
+                }),
             }),
             "GET_LAST 1 of \"t-1\" as of overlay 57 (flags CTX_BY_NAME | OVERLAYS)",
         ),
         (
             "put_chunked",
             29,
-            Q(Request::Blobs(BlobsRequest::PutChunked {
-                payload_hash: hash(0xa0),
-                base: None,
-                chunks: vec![
-                    ChunkWire {
-                        hash: hash(0x10),
-                        len: 4,
-                    },
-                    ChunkWire {
-                        hash: hash(0x40),
-                        len: 3,
-                    },
-                    ChunkWire {
-                        hash: hash(0x70),
-                        len: 5,
-                    },
-                ],
-                sent: vec![SentChunkWire {
-                    index: 1,
-                    bytes: Bytes::from_static(b"new"),
-                }],
-            })),
+            Q(Request::Blobs(BlobsRequest::PutChunked(
+                blobs::PutChunked {
+                    payload_hash: hash(0xa0),
+                    base: None,
+                    chunks: vec![
+                        ChunkWire {
+                            hash: hash(0x10),
+                            len: 4,
+                        },
+                        ChunkWire {
+                            hash: hash(0x40),
+                            len: 3,
+                        },
+                        ChunkWire {
+                            hash: hash(0x70),
+                            len: 5,
+                        },
+                    ],
+                    sent: vec![SentChunkWire {
+                        index: 1,
+                        bytes: Bytes::from_static(b"new"),
+                    }],
+                },
+            ))),
             "PUT_CHUNKED: payload a0a1…bf as 3 chunks (101112… 4 B, 404142… 3 B, 707172… 5 B); sends chunk 1 (\"new\"), the server has the others",
         ),
         (
             "put_chunked_with_base",
             29,
-            Q(Request::Blobs(BlobsRequest::PutChunked {
-                payload_hash: hash(0xc0),
-                base: Some(ChunkBaseWire {
-                    hash: hash(0xa0),
-                    kept: 2,
-                }),
-                chunks: vec![ChunkWire {
-                    hash: hash(0x90),
-                    len: 6,
-                }],
-                sent: vec![SentChunkWire {
-                    index: 0,
-                    bytes: Bytes::from_static(b"grown!"),
-                }],
-            })),
+            Q(Request::Blobs(BlobsRequest::PutChunked(
+                blobs::PutChunked {
+                    payload_hash: hash(0xc0),
+                    base: Some(ChunkBaseWire {
+                        hash: hash(0xa0),
+                        kept: 2,
+                    }),
+                    chunks: vec![ChunkWire {
+                        hash: hash(0x90),
+                        len: 6,
+                    }],
+                    sent: vec![SentChunkWire {
+                        index: 0,
+                        bytes: Bytes::from_static(b"grown!"),
+                    }],
+                },
+            ))),
             "PUT_CHUNKED: payload c0c1…df = the first 2 chunks of a0a1…bf, then chunk 909192… (6 B, sent: \"grown!\")",
         ),
         (
             "chunked_stored_response",
             29,
-            R(Response::Blobs(BlobsResponse::ChunkedStored {
-                payload_hash: hash(0xa0),
-                payload_len: 12,
-                already_stored: false,
-            })),
+            R(Response::Blobs(BlobsResponse::ChunkedStored(
+                blobs::ChunkedStored {
+                    payload_hash: hash(0xa0),
+                    payload_len: 12,
+                    already_stored: false,
+                },
+            ))),
             "PUT_CHUNKED response (CHUNKED_STORED): payload a0a1…bf of 12 bytes, stored by this request",
         ),
         (
@@ -1043,86 +1131,88 @@ fn vectors_v3() -> Vec<Vector> {
         (
             "kv_put_ex",
             20,
-            Q(Request::Kv(KvRequest::KvPutEx {
+            Q(Request::Kv(KvRequest::KvPutEx(kv::KvPutEx {
                 context: named("lgs:default"),
                 put_flags: kv_put_flags::IF_ABSENT,
                 ttl_ms: 30_000,
                 entries: vec![(Bytes::from_static(b"k"), Bytes::from_static(b"v1"))],
-            })),
+            }))),
             "KV_PUT_EX to \"lgs:default\" if absent, TTL 30 s: k = \"v1\"",
         ),
         (
             "kv_put_ex_response",
             20,
-            R(Response::Kv(KvResponse::Done {
+            R(Response::Kv(KvResponse::Done(kv::Done {
                 message_type: MessageType::KvPutEx,
-            })),
+            }))),
             "KV_PUT_EX response (empty body)",
         ),
         (
             "kv_get_ex",
             21,
-            Q(Request::Kv(KvRequest::KvGetEx {
+            Q(Request::Kv(KvRequest::KvGetEx(kv::KvGetEx {
                 context: ContextRef::Id(3),
                 key: Bytes::from_static(b"k"),
                 read_flags: 0,
                 kv_flags: kv_read_flags::REFRESH,
-            })),
+            }))),
             "KV_GET_EX k of context 3, raw, refreshing its TTL",
         ),
         (
             "kv_value_ex_response",
             21,
-            R(Response::Kv(KvResponse::KvValueEx {
+            R(Response::Kv(KvResponse::KvValueEx(kv::KvValueEx {
                 value_hash: hash(0xa0),
                 ttl_ms: 30_000,
                 expires_at_unix_ms: 1_800_000_030_000,
                 payload: PayloadWire::raw(Bytes::from_static(b"v1")),
-            })),
+            }))),
             "KV_GET_EX response: value hash a0a1…bf, TTL 30 s, expires at 1800000030000, raw \"v1\"",
         ),
         (
             "kv_list_ex",
             22,
-            Q(Request::Kv(KvRequest::KvListEx {
+            Q(Request::Kv(KvRequest::KvListEx(kv::KvListEx {
                 context: ContextRef::Id(3),
                 prefix: Bytes::from_static(b"w:"),
                 after: Bytes::new(),
                 limit: 1000,
                 kv_flags: 0,
-            })),
+            }))),
             "KV_LIST_EX of context 3, keys starting \"w:\", from the first, 1000 per page",
         ),
         (
             "kv_list_ex_response",
             22,
-            R(Response::Kv(KvResponse::KvListEx {
+            R(Response::Kv(KvResponse::KvListedEx(kv::KvListedEx {
                 items: vec![item(b"w:1", 30_000, 1_800_000_030_000), item(b"w:2", 0, 0)],
-            })),
+            }))),
             "KV_LIST_EX response: w:1 (TTL 30 s, expires at 1800000030000), w:2 (no TTL)",
         ),
         (
             "kv_touch",
             23,
-            Q(Request::Kv(KvRequest::KvTouch {
+            Q(Request::Kv(KvRequest::KvTouch(kv::KvTouch {
                 context: ContextRef::Id(3),
                 ttl_ms: 0,
                 keys: vec![Bytes::from_static(b"w:1"), Bytes::from_static(b"gone")],
-            })),
+            }))),
             "KV_TOUCH w:1 and gone of context 3, each with its own TTL",
         ),
         (
             "kv_touched_response",
             23,
-            R(Response::Kv(KvResponse::KvTouched {
+            R(Response::Kv(KvResponse::KvTouched(kv::KvTouched {
                 items: vec![item(b"w:1", 30_000, 1_800_000_045_000)],
-            })),
+            }))),
             "KV_TOUCH response: w:1 (TTL 30 s, expires at 1800000045000); gone is absent",
         ),
         (
             "replication_stats",
             24,
-            Q(Request::Admin(AdminRequest::ReplicationStats)),
+            Q(Request::Admin(AdminRequest::ReplicationStats(
+                admin::ReplicationStats,
+            ))),
             "REPLICATION_STATS (empty body)",
         ),
         (
@@ -1169,26 +1259,28 @@ fn vectors_v3_zstd() -> Vec<Vector> {
     vec![(
         "append_turns_zstd",
         16,
-        Q(Request::Appends(AppendsRequest::AppendTurns {
-            context: ContextRef::Id(3),
-            expected_head: None,
-            turns: vec![TurnSpec {
-                parent: ParentWire::Head,
-                type_tag: 1,
-                codec: 1,
-                summary: false,
-                extras: ExtrasWire::default(),
-                // `printf 'hello, hello, hello, hello' | zstd -1 --no-check`: 22 bytes.
-                payload: PayloadSpec::Zstd {
-                    hash: BlobHash::of(b"hello, hello, hello, hello"),
-                    raw_len: 26,
-                    frame: Bytes::from_static(&[
-                        0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x48, 0x6d, 0x00, 0x00, 0x38, 0x68, 0x65,
-                        0x6c, 0x6c, 0x6f, 0x2c, 0x20, 0x01, 0x00, 0x4a, 0x8a, 0x11,
-                    ]),
-                },
-            }],
-        })),
+        Q(Request::Appends(AppendsRequest::AppendTurns(
+            appends::AppendTurns {
+                context: ContextRef::Id(3),
+                expected_head: None,
+                turns: vec![TurnSpec {
+                    parent: ParentWire::Head,
+                    type_tag: 1,
+                    codec: 1,
+                    summary: false,
+                    extras: ExtrasWire::default(),
+                    // `printf 'hello, hello, hello, hello' | zstd -1 --no-check`: 22 bytes.
+                    payload: PayloadSpec::Zstd {
+                        hash: BlobHash::of(b"hello, hello, hello, hello"),
+                        raw_len: 26,
+                        frame: Bytes::from_static(&[
+                            0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x48, 0x6d, 0x00, 0x00, 0x38, 0x68, 0x65,
+                            0x6c, 0x6c, 0x6f, 0x2c, 0x20, 0x01, 0x00, 0x4a, 0x8a, 0x11,
+                        ]),
+                    },
+                }],
+            },
+        ))),
         "APPEND_TURNS to context 3: one turn after the head whose payload the client compressed \
          (TURN_SPEC flag ZSTD): a zstd frame of 22 bytes that inflates to the 26 bytes \
          \"hello, hello, hello, hello\", with their BLAKE3",
@@ -1304,197 +1396,219 @@ fn vectors_v3_streams() -> Vec<Vector> {
         (
             "hello_request_v3",
             1,
-            Q(Request::Admin(AdminRequest::Hello {
+            Q(Request::Admin(AdminRequest::Hello(admin::Hello {
                 min_version: 1,
                 max_version: 3,
                 token: Bytes::new(),
                 client_name: "py".into(),
-            })),
+            }))),
             "HELLO offering versions 1..=3, no token, client \"py\"",
         ),
         (
             "stream_open",
             40,
-            Q(Request::Streams(StreamsRequest::StreamOpen {
-                context: named("t-1"),
-                expected_head: Some(42),
-                parent: ParentWire::Head,
-                type_tag: 2,
-                codec: 1,
-                summary: false,
-                extras: ExtrasWire {
-                    key: Bytes::from_static(b"a-1"),
-                    labels: vec![("role".into(), "assistant".into())],
-                    links: vec![],
+            Q(Request::Streams(StreamsRequest::StreamOpen(
+                streams::StreamOpen {
+                    context: named("t-1"),
+                    expected_head: Some(42),
+                    parent: ParentWire::Head,
+                    type_tag: 2,
+                    codec: 1,
+                    summary: false,
+                    extras: ExtrasWire {
+                        key: Bytes::from_static(b"a-1"),
+                        labels: vec![("role".into(), "assistant".into())],
+                        links: vec![],
+                    },
                 },
-            })),
+            ))),
             "STREAM_OPEN on \"t-1\", sealed only if the head is still turn 42, type 2, codec 1, key a-1, role=assistant",
         ),
         (
             "stream_opened_response",
             40,
-            R(Response::Streams(StreamsResponse::Opened { info })),
+            R(Response::Streams(StreamsResponse::Opened(
+                streams::Opened { info },
+            ))),
             "STREAM_OPEN response: stream 57 of context 3, 11 bytes so far",
         ),
         (
             "stream_append",
             41,
-            Q(Request::Streams(StreamsRequest::StreamAppend {
-                stream_id: 57,
-                offset: None,
-                bytes: Bytes::from_static(b"Hello"),
-            })),
+            Q(Request::Streams(StreamsRequest::StreamAppend(
+                streams::StreamAppend {
+                    stream_id: 57,
+                    offset: None,
+                    bytes: Bytes::from_static(b"Hello"),
+                },
+            ))),
             "STREAM_APPEND \"Hello\" at the end of stream 57",
         ),
         (
             "stream_append_at_offset",
             42,
-            Q(Request::Streams(StreamsRequest::StreamAppend {
-                stream_id: 57,
-                offset: Some(5),
-                bytes: Bytes::from_static(b", world"),
-            })),
+            Q(Request::Streams(StreamsRequest::StreamAppend(
+                streams::StreamAppend {
+                    stream_id: 57,
+                    offset: Some(5),
+                    bytes: Bytes::from_static(b", world"),
+                },
+            ))),
             "STREAM_APPEND \", world\" to stream 57 only at offset 5 (AT_OFFSET)",
         ),
         (
             "stream_appended_response",
             42,
-            R(Response::Streams(StreamsResponse::Appended {
-                stream_id: 57,
-                length: 12,
-            })),
+            R(Response::Streams(StreamsResponse::Appended(
+                streams::Appended {
+                    stream_id: 57,
+                    length: 12,
+                },
+            ))),
             "STREAM_APPEND response: stream 57 holds 12 durable bytes",
         ),
         (
             "stream_seal",
             43,
-            Q(Request::Streams(StreamsRequest::StreamSeal {
-                stream_id: 57,
-            })),
+            Q(Request::Streams(StreamsRequest::StreamSeal(
+                streams::StreamSeal { stream_id: 57 },
+            ))),
             "STREAM_SEAL of stream 57",
         ),
         (
             "stream_sealed_response",
             43,
-            R(Response::Streams(StreamsResponse::Sealed {
-                turn: turn(),
-                deduped: false,
-            })),
+            R(Response::Streams(StreamsResponse::Sealed(
+                streams::Sealed {
+                    turn: turn(),
+                    deduped: false,
+                },
+            ))),
             "STREAM_SEAL response: turn 42, a new blob",
         ),
         (
             "stream_abort",
             44,
-            Q(Request::Streams(StreamsRequest::StreamAbort {
-                stream_id: 58,
-            })),
+            Q(Request::Streams(StreamsRequest::StreamAbort(
+                streams::StreamAbort { stream_id: 58 },
+            ))),
             "STREAM_ABORT of stream 58",
         ),
         (
             "stream_aborted_response",
             44,
-            R(Response::Streams(StreamsResponse::Aborted {
-                stream_id: 58,
-            })),
+            R(Response::Streams(StreamsResponse::Aborted(
+                streams::Aborted { stream_id: 58 },
+            ))),
             "STREAM_ABORT response: stream 58",
         ),
         (
             "stream_list",
             45,
-            Q(Request::Streams(StreamsRequest::StreamList {
-                context: ContextRef::Id(3),
-                after_stream_id: 0,
-                limit: 100,
-            })),
+            Q(Request::Streams(StreamsRequest::StreamList(
+                streams::StreamList {
+                    context: ContextRef::Id(3),
+                    after_stream_id: 0,
+                    limit: 100,
+                },
+            ))),
             "STREAM_LIST of context 3, from the first, 100 at most",
         ),
         (
             "stream_listed_response",
             45,
-            R(Response::Streams(StreamsResponse::Listed {
-                streams: vec![info],
-            })),
+            R(Response::Streams(StreamsResponse::Listed(
+                streams::Listed {
+                    streams: vec![info],
+                },
+            ))),
             "STREAM_LIST response: stream 57",
         ),
         (
             "stream_read_wait",
             46,
-            Q(Request::Streams(StreamsRequest::StreamRead {
-                stream_id: 57,
-                offset: 5,
-                bytes_max: 65_536,
-                wait_ms: 30_000,
-            })),
+            Q(Request::Streams(StreamsRequest::StreamRead(
+                streams::StreamRead {
+                    stream_id: 57,
+                    offset: 5,
+                    bytes_max: 65_536,
+                    wait_ms: 30_000,
+                },
+            ))),
             "STREAM_READ of stream 57 from offset 5, 64 KiB at most, waiting up to 30 s",
         ),
         (
             "stream_read_response",
             46,
-            R(Response::Streams(StreamsResponse::Read {
+            R(Response::Streams(StreamsResponse::Read(streams::Read {
                 stream_id: 57,
                 state: StreamStateWire::Open,
                 offset: 5,
                 length: 12,
                 bytes: Bytes::from_static(b", world"),
-            })),
+            }))),
             "STREAM_READ response: open, bytes 5..12 of 12",
         ),
         (
             "stream_read_sealed_response",
             47,
-            R(Response::Streams(StreamsResponse::Read {
+            R(Response::Streams(StreamsResponse::Read(streams::Read {
                 stream_id: 57,
                 state: StreamStateWire::Sealed(42),
                 offset: 12,
                 length: 0,
                 bytes: Bytes::new(),
-            })),
+            }))),
             "STREAM_READ response: sealed into turn 42 (read the turn)",
         ),
         (
             "watch_tag",
             48,
-            Q(Request::Streams(StreamsRequest::Watch {
+            Q(Request::Streams(StreamsRequest::Watch(streams::Watch {
                 target: WatchTargetWire::Tag("team".into(), "a".into()),
                 after_seq: 41,
                 max_events: 100,
                 wait_ms: 30_000,
-            })),
+            }))),
             "WATCH the contexts tagged team=a after event 41, 100 at most, waiting up to 30 s",
         ),
         (
             "watched_response",
             48,
-            R(Response::Streams(StreamsResponse::Watched {
-                lagged: false,
-                resume_after: 58,
-                events: vec![
-                    WatchEventWire {
-                        seq: 42,
-                        kind: WatchKindWire::Head,
-                        context_id: 3,
-                        turn_id: 42,
-                        stream_id: 0,
-                    },
-                    WatchEventWire {
-                        seq: 58,
-                        kind: WatchKindWire::StreamSealed,
-                        context_id: 3,
-                        turn_id: 42,
-                        stream_id: 57,
-                    },
-                ],
-            })),
+            R(Response::Streams(StreamsResponse::Watched(
+                streams::Watched {
+                    lagged: false,
+                    resume_after: 58,
+                    events: vec![
+                        WatchEventWire {
+                            seq: 42,
+                            kind: WatchKindWire::Head,
+                            context_id: 3,
+                            turn_id: 42,
+                            stream_id: 0,
+                        },
+                        WatchEventWire {
+                            seq: 58,
+                            kind: WatchKindWire::StreamSealed,
+                            context_id: 3,
+                            turn_id: 42,
+                            stream_id: 57,
+                        },
+                    ],
+                },
+            ))),
             "WATCH response: context 3's head moved to turn 42, stream 57 sealed into it; resume after 58",
         ),
         (
             "watch_lagged_response",
             49,
-            R(Response::Streams(StreamsResponse::Watched {
-                lagged: true,
-                resume_after: 90_000,
-                events: vec![],
-            })),
+            R(Response::Streams(StreamsResponse::Watched(
+                streams::Watched {
+                    lagged: true,
+                    resume_after: 90_000,
+                    events: vec![],
+                },
+            ))),
             "WATCH response: lagged (events after the one asked are gone); re-read, then resume after 90000",
         ),
         (
@@ -1571,51 +1685,59 @@ fn vectors_v3_follow() -> Vec<Vector> {
         (
             "stream_follow",
             50,
-            Q(Request::Streams(StreamsRequest::StreamFollow {
-                stream_id: 57,
-                offset: 5,
-                bytes_max: 64 * 1024,
-                wait_ms: 30_000,
-            })),
+            Q(Request::Streams(StreamsRequest::StreamFollow(
+                streams::StreamFollow {
+                    stream_id: 57,
+                    offset: 5,
+                    bytes_max: 64 * 1024,
+                    wait_ms: 30_000,
+                },
+            ))),
             "STREAM_FOLLOW of stream 57 from offset 5, 64 KiB a frame at most, ending after 30 s without a delta",
         ),
         (
             "stream_pushed_more",
             50,
-            R(Response::Streams(StreamsResponse::Pushed {
-                more: true,
-                stream_id: 57,
-                state: StreamStateWire::Open,
-                offset: 5,
-                length: 12,
-                bytes: Bytes::from_static(b", world"),
-            })),
+            R(Response::Streams(StreamsResponse::Pushed(
+                streams::Pushed {
+                    more: true,
+                    stream_id: 57,
+                    state: StreamStateWire::Open,
+                    offset: 5,
+                    length: 12,
+                    bytes: Bytes::from_static(b", world"),
+                },
+            ))),
             "STREAM_FOLLOW frame with MORE (flags 0x0004): open, bytes 5..12 of 12; more frames follow from 12",
         ),
         (
             "stream_pushed_sealed",
             50,
-            R(Response::Streams(StreamsResponse::Pushed {
-                more: false,
-                stream_id: 57,
-                state: StreamStateWire::Sealed(42),
-                offset: 12,
-                length: 0,
-                bytes: Bytes::new(),
-            })),
+            R(Response::Streams(StreamsResponse::Pushed(
+                streams::Pushed {
+                    more: false,
+                    stream_id: 57,
+                    state: StreamStateWire::Sealed(42),
+                    offset: 12,
+                    length: 0,
+                    bytes: Bytes::new(),
+                },
+            ))),
             "STREAM_FOLLOW last frame (no MORE): sealed into turn 42 (read the turn)",
         ),
         (
             "stream_pushed_idle",
             51,
-            R(Response::Streams(StreamsResponse::Pushed {
-                more: false,
-                stream_id: 58,
-                state: StreamStateWire::Open,
-                offset: 12,
-                length: 12,
-                bytes: Bytes::new(),
-            })),
+            R(Response::Streams(StreamsResponse::Pushed(
+                streams::Pushed {
+                    more: false,
+                    stream_id: 58,
+                    state: StreamStateWire::Open,
+                    offset: 12,
+                    length: 12,
+                    bytes: Bytes::new(),
+                },
+            ))),
             "STREAM_FOLLOW last frame (no MORE): open, no delta for wait_ms; follow again from offset 12",
         ),
         (
@@ -1669,18 +1791,21 @@ fn more_is_refused_where_it_cannot_be() {
     }
     let vectors = vectors_v3_follow();
     let (_, _, more, _) = &vectors[1];
-    let Frame::Response(Response::Streams(StreamsResponse::Pushed { bytes, .. })) = more else {
+    let Frame::Response(Response::Streams(StreamsResponse::Pushed(streams::Pushed {
+        bytes, ..
+    }))) = more
+    else {
         panic!("the second vector is a frame with MORE");
     };
     assert_eq!(bytes.as_ref(), b", world");
     // The same body as a STREAM_READ answer: MORE is not its flag.
-    let read = Frame::Response(Response::Streams(StreamsResponse::Read {
+    let read = Frame::Response(Response::Streams(StreamsResponse::Read(streams::Read {
         stream_id: 57,
         state: StreamStateWire::Open,
         offset: 5,
         length: 12,
         bytes: bytes.clone(),
-    }));
+    })));
     assert!(flagged(&read, 1, 0).is_ok());
     assert!(flagged(&read, 1, frame_flags::MORE).is_err());
     for (name, req_id, frame, _) in &vectors[2..4] {

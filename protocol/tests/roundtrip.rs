@@ -5,6 +5,7 @@
 use bytes::{Bytes, BytesMut};
 use ctxstore_protocol::codec::encode_request_chunks;
 use ctxstore_protocol::*;
+use ctxstore_protocol::{admin, appends, blobs, contexts, kv, overlays, reads, retention};
 use proptest::prelude::*;
 
 fn hash() -> impl Strategy<Value = BlobHash> {
@@ -84,19 +85,23 @@ fn read_flags() -> impl Strategy<Value = u32> {
 fn request() -> impl Strategy<Value = Request> {
     prop_oneof![
         (1..4u16, 0..3u16, bytes(64), name()).prop_map(|(min, extra, token, client_name)| {
-            Request::Admin(AdminRequest::Hello {
+            Request::Admin(AdminRequest::Hello(admin::Hello {
                 min_version: min,
                 max_version: min + extra,
                 token,
                 client_name,
-            })
+            }))
         }),
-        any::<u64>().prop_map(|nonce| Request::Admin(AdminRequest::Ping { nonce })),
-        any::<u64>().prop_map(
-            |base_turn_id| Request::Contexts(ContextsRequest::CtxCreate { base_turn_id })
-        ),
-        any::<u64>().prop_map(|turn_id| Request::Contexts(ContextsRequest::CtxFork { turn_id })),
-        context().prop_map(|context| Request::Contexts(ContextsRequest::GetHead { context })),
+        any::<u64>().prop_map(|nonce| Request::Admin(AdminRequest::Ping(admin::Ping { nonce }))),
+        any::<u64>().prop_map(|base_turn_id| Request::Contexts(ContextsRequest::CtxCreate(
+            contexts::CtxCreate { base_turn_id }
+        ))),
+        any::<u64>().prop_map(|turn_id| Request::Contexts(ContextsRequest::CtxFork(
+            contexts::CtxFork { turn_id }
+        ))),
+        context().prop_map(|context| Request::Contexts(ContextsRequest::GetHead(
+            contexts::GetHead { context }
+        ))),
         (
             context(),
             any::<Option<u64>>(),
@@ -105,13 +110,13 @@ fn request() -> impl Strategy<Value = Request> {
             bytes(5000)
         )
             .prop_map(|(context, expected_head, type_tag, codec, payload)| {
-                Request::Appends(AppendsRequest::AppendTurn {
+                Request::Appends(AppendsRequest::AppendTurn(appends::AppendTurn {
                     context,
                     expected_head,
                     type_tag,
                     codec,
                     payload,
-                })
+                }))
             }),
         (
             context(),
@@ -121,56 +126,64 @@ fn request() -> impl Strategy<Value = Request> {
             hash()
         )
             .prop_map(|(context, expected_head, type_tag, codec, payload_hash)| {
-                Request::Appends(AppendsRequest::AppendTurnByHash {
-                    context,
-                    expected_head,
-                    type_tag,
-                    codec,
-                    payload_hash,
-                })
+                Request::Appends(AppendsRequest::AppendTurnByHash(
+                    appends::AppendTurnByHash {
+                        context,
+                        expected_head,
+                        type_tag,
+                        codec,
+                        payload_hash,
+                    },
+                ))
             }),
-        any::<u64>().prop_map(|turn_id| Request::Reads(ReadsRequest::GetTurn { turn_id })),
+        any::<u64>()
+            .prop_map(|turn_id| Request::Reads(ReadsRequest::GetTurn(reads::GetTurn { turn_id }))),
         (context(), any::<u32>(), read_flags()).prop_map(|(context, limit, read_flags)| {
-            Request::Reads(ReadsRequest::GetLast {
+            Request::Reads(ReadsRequest::GetLast(reads::GetLast {
                 context,
                 limit,
                 read_flags,
-            })
+            }))
         }),
         (context(), any::<u64>(), any::<u32>(), read_flags()).prop_map(
-            |(context, before_turn_id, limit, read_flags)| Request::Reads(
-                ReadsRequest::GetBefore {
+            |(context, before_turn_id, limit, read_flags)| Request::Reads(ReadsRequest::GetBefore(
+                reads::GetBefore {
                     context,
                     before_turn_id,
                     limit,
                     read_flags
                 }
-            )
+            ))
         ),
         (context(), any::<u32>(), any::<u32>(), read_flags()).prop_map(
             |(context, from_depth, limit, read_flags)| Request::Reads(
-                ReadsRequest::GetRangeByDepth {
+                ReadsRequest::GetRangeByDepth(reads::GetRangeByDepth {
                     context,
                     from_depth,
                     limit,
                     read_flags
-                }
+                })
             )
         ),
         (any::<u64>(), any::<u32>(), any::<u32>(), read_flags()).prop_map(
-            |(turn_id, from_depth, limit, read_flags)| Request::Reads(ReadsRequest::GetChain {
-                turn_id,
-                from_depth,
-                limit,
-                read_flags
-            })
+            |(turn_id, from_depth, limit, read_flags)| Request::Reads(ReadsRequest::GetChain(
+                reads::GetChain {
+                    turn_id,
+                    from_depth,
+                    limit,
+                    read_flags
+                }
+            ))
         ),
         (hash(), prop_oneof![Just(0), Just(read_flags::ACCEPT_ZSTD)]).prop_map(
-            |(hash, read_flags)| Request::Blobs(BlobsRequest::GetBlob { hash, read_flags })
+            |(hash, read_flags)| Request::Blobs(BlobsRequest::GetBlob(blobs::GetBlob {
+                hash,
+                read_flags
+            }))
         ),
         proptest::collection::vec(hash(), 0..20)
-            .prop_map(|hashes| Request::Blobs(BlobsRequest::HasBlobs { hashes })),
-        Just(Request::Admin(AdminRequest::Stats)),
+            .prop_map(|hashes| Request::Blobs(BlobsRequest::HasBlobs(blobs::HasBlobs { hashes }))),
+        Just(Request::Admin(AdminRequest::Stats(admin::Stats))),
         (
             any::<u64>(),
             any::<bool>(),
@@ -179,15 +192,17 @@ fn request() -> impl Strategy<Value = Request> {
             tags(5)
         )
             .prop_map(|(base_turn_id, get_or_create, clone_from, name, tags)| {
-                Request::Contexts(ContextsRequest::CtxOpen {
+                Request::Contexts(ContextsRequest::CtxOpen(contexts::CtxOpen {
                     base_turn_id,
                     get_or_create,
                     clone_from,
                     name,
                     tags,
-                })
+                }))
             }),
-        context().prop_map(|context| Request::Contexts(ContextsRequest::CtxShow { context })),
+        context().prop_map(|context| Request::Contexts(ContextsRequest::CtxShow(
+            contexts::CtxShow { context }
+        ))),
         (
             context(),
             any::<Option<u64>>(),
@@ -195,12 +210,12 @@ fn request() -> impl Strategy<Value = Request> {
             proptest::collection::vec(name(), 0..4)
         )
             .prop_map(|(context, expected_head, set, remove)| Request::Contexts(
-                ContextsRequest::CtxTag {
+                ContextsRequest::CtxTag(contexts::CtxTag {
                     context,
                     expected_head,
                     set,
                     remove,
-                }
+                })
             )),
         (
             tags(3),
@@ -223,18 +238,18 @@ fn request() -> impl Strategy<Value = Request> {
                     cursor,
                     limit,
                 )| {
-                    Request::Contexts(ContextsRequest::CtxList {
+                    Request::Contexts(ContextsRequest::CtxList(contexts::CtxList {
                         tags,
                         name_prefix,
                         updated_after_unix_ms,
                         updated_before_unix_ms,
                         cursor,
                         limit,
-                    })
+                    }))
                 }
             ),
         (context(), name()).prop_map(|(context, name)| Request::Contexts(
-            ContextsRequest::CtxName { context, name }
+            ContextsRequest::CtxName(contexts::CtxName { context, name })
         )),
         (
             context(),
@@ -242,31 +257,34 @@ fn request() -> impl Strategy<Value = Request> {
             proptest::collection::vec((bytes(40), bytes(3000)), 0..4)
         )
             .prop_map(
-                |(context, if_absent, entries)| Request::Kv(KvRequest::KvPut {
+                |(context, if_absent, entries)| Request::Kv(KvRequest::KvPut(kv::KvPut {
                     context,
                     if_absent,
                     entries,
-                })
+                }))
             ),
         (
             context(),
             bytes(40),
             prop_oneof![Just(0), Just(read_flags::ACCEPT_ZSTD)]
         )
-            .prop_map(|(context, key, read_flags)| Request::Kv(KvRequest::KvGet {
-                context,
-                key,
-                read_flags,
-            })),
-        (context(), proptest::collection::vec(bytes(40), 0..5))
-            .prop_map(|(context, keys)| Request::Kv(KvRequest::KvDelete { context, keys })),
+            .prop_map(|(context, key, read_flags)| Request::Kv(KvRequest::KvGet(
+                kv::KvGet {
+                    context,
+                    key,
+                    read_flags,
+                }
+            ))),
+        (context(), proptest::collection::vec(bytes(40), 0..5)).prop_map(|(context, keys)| {
+            Request::Kv(KvRequest::KvDelete(kv::KvDelete { context, keys }))
+        }),
         (context(), bytes(20), bytes(20), any::<u32>()).prop_map(
-            |(context, prefix, after, limit)| Request::Kv(KvRequest::KvList {
+            |(context, prefix, after, limit)| Request::Kv(KvRequest::KvList(kv::KvList {
                 context,
                 prefix,
                 after,
                 limit,
-            })
+            }))
         ),
         (
             context(),
@@ -275,12 +293,12 @@ fn request() -> impl Strategy<Value = Request> {
             proptest::collection::vec((bytes(40), bytes(3000)), 0..4)
         )
             .prop_map(|(context, put_flags, ttl_ms, entries)| Request::Kv(
-                KvRequest::KvPutEx {
+                KvRequest::KvPutEx(kv::KvPutEx {
                     context,
                     put_flags,
                     ttl_ms,
                     entries,
-                }
+                })
             )),
         (
             context(),
@@ -289,12 +307,12 @@ fn request() -> impl Strategy<Value = Request> {
             0..=kv_read_flags::KNOWN
         )
             .prop_map(|(context, key, read_flags, kv_flags)| Request::Kv(
-                KvRequest::KvGetEx {
+                KvRequest::KvGetEx(kv::KvGetEx {
                     context,
                     key,
                     read_flags,
                     kv_flags,
-                }
+                })
             )),
         (
             context(),
@@ -304,38 +322,41 @@ fn request() -> impl Strategy<Value = Request> {
             0..=kv_read_flags::KNOWN
         )
             .prop_map(|(context, prefix, after, limit, kv_flags)| Request::Kv(
-                KvRequest::KvListEx {
+                KvRequest::KvListEx(kv::KvListEx {
                     context,
                     prefix,
                     after,
                     limit,
                     kv_flags,
-                }
+                })
             )),
         (
             context(),
             any::<u64>(),
             proptest::collection::vec(bytes(40), 0..5)
         )
-            .prop_map(|(context, ttl_ms, keys)| Request::Kv(KvRequest::KvTouch {
-                context,
-                ttl_ms,
-                keys
-            })),
+            .prop_map(|(context, ttl_ms, keys)| Request::Kv(KvRequest::KvTouch(
+                kv::KvTouch {
+                    context,
+                    ttl_ms,
+                    keys
+                }
+            ))),
         (
             context(),
             any::<Option<u64>>(),
             proptest::collection::vec(turn_spec(), 1..4)
         )
             .prop_map(|(context, expected_head, turns)| Request::Appends(
-                AppendsRequest::AppendTurns {
+                AppendsRequest::AppendTurns(appends::AppendTurns {
                     context,
                     expected_head,
                     turns,
-                }
+                })
             )),
-        (context(), bytes(64))
-            .prop_map(|(context, key)| Request::Reads(ReadsRequest::GetTurnByKey { context, key })),
+        (context(), bytes(64)).prop_map(|(context, key)| Request::Reads(
+            ReadsRequest::GetTurnByKey(reads::GetTurnByKey { context, key })
+        )),
         (
             context(),
             proptest::collection::vec(("[a-z]{0,8}", name()), 0..3),
@@ -344,36 +365,42 @@ fn request() -> impl Strategy<Value = Request> {
             read_flags()
         )
             .prop_map(|(context, labels, cursor, limit, read_flags)| {
-                Request::Reads(ReadsRequest::TurnLog {
+                Request::Reads(ReadsRequest::TurnLog(reads::TurnLog {
                     context,
                     labels,
                     cursor,
                     limit,
                     read_flags,
-                })
+                }))
             }),
         ("[a-z_.]{0,12}", name(), any::<u64>(), any::<u32>()).prop_map(
-            |(key, value, before_turn_id, limit)| Request::Reads(ReadsRequest::FindTurns {
-                key,
-                value,
-                before_turn_id,
-                limit,
-            })
+            |(key, value, before_turn_id, limit)| Request::Reads(ReadsRequest::FindTurns(
+                reads::FindTurns {
+                    key,
+                    value,
+                    before_turn_id,
+                    limit,
+                }
+            ))
         ),
-        context().prop_map(|context| Request::Retention(RetentionRequest::CtxDelete { context })),
-        "[a-z/]{1,40}".prop_map(|dir| Request::Admin(AdminRequest::Backup { dir })),
-        Just(Request::Admin(AdminRequest::Gc)),
-        Just(Request::Admin(AdminRequest::StatsEx)),
-        Just(Request::Admin(AdminRequest::ReplicationStats)),
+        context().prop_map(|context| Request::Retention(RetentionRequest::CtxDelete(
+            retention::CtxDelete { context }
+        ))),
+        "[a-z/]{1,40}".prop_map(|dir| Request::Admin(AdminRequest::Backup(admin::Backup { dir }))),
+        Just(Request::Admin(AdminRequest::Gc(admin::Gc))),
+        Just(Request::Admin(AdminRequest::StatsEx(admin::StatsEx))),
+        Just(Request::Admin(AdminRequest::ReplicationStats(
+            admin::ReplicationStats
+        ))),
         (context(), any::<u32>()).prop_map(|(context, keep)| Request::Retention(
-            RetentionRequest::CtxPrune { context, keep }
+            RetentionRequest::CtxPrune(retention::CtxPrune { context, keep })
         )),
         (context(), any::<bool>(), any::<u64>()).prop_map(|(context, set, ttl_ms)| {
-            Request::Retention(RetentionRequest::CtxTtl {
+            Request::Retention(RetentionRequest::CtxTtl(retention::CtxTtl {
                 context,
                 set,
                 ttl_ms: if set { ttl_ms } else { 0 },
-            })
+            }))
         }),
         (
             context(),
@@ -387,21 +414,27 @@ fn request() -> impl Strategy<Value = Request> {
             read_flags()
         )
             .prop_map(|(context, kind, limit, read_flags)| Request::Reads(
-                ReadsRequest::ReadPage {
+                ReadsRequest::ReadPage(reads::ReadPage {
                     context,
                     kind,
                     limit,
                     read_flags,
-                }
+                })
             )),
         (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..64)).prop_map(
-            |(turn_id, payload)| Request::Overlays(OverlaysRequest::PatchTurn {
-                turn_id,
-                payload: Bytes::from(payload)
-            })
+            |(turn_id, payload)| Request::Overlays(OverlaysRequest::PatchTurn(
+                overlays::PatchTurn {
+                    turn_id,
+                    payload: Bytes::from(payload)
+                }
+            ))
         ),
-        any::<u64>().prop_map(|turn_id| Request::Overlays(OverlaysRequest::RedactTurn { turn_id })),
-        hash().prop_map(|hash| Request::Overlays(OverlaysRequest::PurgeBlob { hash })),
+        any::<u64>().prop_map(|turn_id| Request::Overlays(OverlaysRequest::RedactTurn(
+            overlays::RedactTurn { turn_id }
+        ))),
+        hash().prop_map(|hash| Request::Overlays(OverlaysRequest::PurgeBlob(
+            overlays::PurgeBlob { hash }
+        ))),
         put_chunked(),
     ]
 }
@@ -428,7 +461,7 @@ fn put_chunked() -> impl Strategy<Value = Request> {
                     });
                 }
             }
-            Request::Blobs(BlobsRequest::PutChunked {
+            Request::Blobs(BlobsRequest::PutChunked(blobs::PutChunked {
                 payload_hash,
                 // A base names a stored blob: never the all-zero hash, which means none.
                 base: base.map(|(hash, kept)| ChunkBaseWire {
@@ -441,7 +474,7 @@ fn put_chunked() -> impl Strategy<Value = Request> {
                 }),
                 chunks,
                 sent,
-            })
+            }))
         })
 }
 
@@ -583,7 +616,7 @@ fn response() -> impl Strategy<Value = Response> {
     ]);
     prop_oneof![
         (any::<u16>(), any::<[u32; 5]>(), name()).prop_map(|(version, l, server_name)| {
-            Response::Admin(AdminResponse::Hello {
+            Response::Admin(AdminResponse::Negotiated(admin::Negotiated {
                 version,
                 limits: ServerLimits {
                     frame_bytes_max: l[0],
@@ -593,27 +626,27 @@ fn response() -> impl Strategy<Value = Response> {
                     has_blobs_max: l[4],
                 },
                 server_name,
-            })
+            }))
         }),
-        any::<u64>().prop_map(|nonce| Response::Admin(AdminResponse::Pong { nonce })),
+        any::<u64>().prop_map(|nonce| Response::Admin(AdminResponse::Pong(admin::Pong { nonce }))),
         (context_types, any::<(u64, u64, u32)>()).prop_map(
             |(message_type, (context_id, head_turn_id, head_depth))| {
-                Response::Contexts(ContextsResponse::Context {
+                Response::Contexts(ContextsResponse::Context(contexts::Context {
                     message_type,
                     head: ContextHeadWire {
                         context_id,
                         head_turn_id,
                         head_depth,
                     },
-                })
+                }))
             }
         ),
         (append_types, turn(), any::<bool>()).prop_map(|(message_type, turn, deduped)| {
-            Response::Appends(AppendsResponse::Appended {
+            Response::Appends(AppendsResponse::Appended(appends::Appended {
                 message_type,
                 turn,
                 deduped,
-            })
+            }))
         }),
         turn().prop_map(|turn| Response::Reads(ReadsResponse::Turn(turn))),
         (
@@ -624,7 +657,7 @@ fn response() -> impl Strategy<Value = Response> {
         )
             .prop_map(
                 |(message_type, next_before, tip_depth, entries)| Response::Reads(
-                    ReadsResponse::Turns {
+                    ReadsResponse::Turns(reads::Turns {
                         message_type,
                         next_before,
                         tip_depth,
@@ -632,17 +665,18 @@ fn response() -> impl Strategy<Value = Response> {
                             .into_iter()
                             .map(|(turn, payload)| TurnEntry { turn, payload })
                             .collect()
-                    }
+                    })
                 )
             ),
         payload().prop_map(|payload| Response::Blobs(BlobsResponse::Blob(payload))),
-        proptest::collection::vec(any::<bool>(), 0..50)
-            .prop_map(|present| Response::Blobs(BlobsResponse::HasBlobs { present })),
+        proptest::collection::vec(any::<bool>(), 0..50).prop_map(|present| Response::Blobs(
+            BlobsResponse::BlobsHeld(blobs::BlobsHeld { present })
+        )),
         (any::<[u64; 11]>(), any::<bool>()).prop_map(|(v, read_only)| Response::Admin(
             AdminResponse::Stats(stats_of(&v, read_only))
         )),
         (any::<[u64; 15]>(), any::<bool>()).prop_map(|(v, read_only)| Response::Admin(
-            AdminResponse::StatsEx {
+            AdminResponse::ExtendedStats(admin::ExtendedStats {
                 stats: Box::new(stats_of(&v, read_only)),
                 gc: GcStatsWire {
                     live_bytes: v[11],
@@ -650,7 +684,7 @@ fn response() -> impl Strategy<Value = Response> {
                     gc_runs: v[13],
                     bytes_reclaimed_total: v[14],
                 },
-            }
+            })
         )),
         (any::<[u64; 6]>(), any::<u32>()).prop_map(|(v, packs_compacted)| {
             Response::Admin(AdminResponse::GcDone(GcWire {
@@ -669,10 +703,10 @@ fn response() -> impl Strategy<Value = Response> {
             message
         }),
         (info_types, context_info()).prop_map(|(message_type, info)| Response::Contexts(
-            ContextsResponse::ContextInfo { message_type, info }
+            ContextsResponse::ContextInfo(contexts::ContextInfo { message_type, info })
         )),
         (context_info(), any::<bool>()).prop_map(|(info, created)| Response::Contexts(
-            ContextsResponse::Opened { info, created }
+            ContextsResponse::Opened(contexts::Opened { info, created })
         )),
         (
             prop_oneof![
@@ -683,18 +717,21 @@ fn response() -> impl Strategy<Value = Response> {
             proptest::collection::vec(context_info(), 0..4)
         )
             .prop_map(|(next_cursor, contexts)| Response::Contexts(
-                ContextsResponse::ContextList {
+                ContextsResponse::ContextList(contexts::ContextList {
                     next_cursor,
                     contexts
-                }
+                })
             )),
-        done_types.prop_map(|message_type| Response::Kv(KvResponse::Done { message_type })),
-        (hash(), payload()).prop_map(|(value_hash, payload)| Response::Kv(KvResponse::KvValue {
-            value_hash,
-            payload
-        })),
+        done_types
+            .prop_map(|message_type| Response::Kv(KvResponse::Done(kv::Done { message_type }))),
+        (hash(), payload()).prop_map(|(value_hash, payload)| Response::Kv(KvResponse::KvValue(
+            kv::KvValue {
+                value_hash,
+                payload
+            }
+        ))),
         proptest::collection::vec((turn(), any::<bool>(), any::<bool>()), 0..4).prop_map(|turns| {
-            Response::Appends(AppendsResponse::AppendedTurns {
+            Response::Appends(AppendsResponse::AppendedTurns(appends::AppendedTurns {
                 turns: turns
                     .into_iter()
                     .map(|(turn, deduped, existing)| AppendedWire {
@@ -703,17 +740,16 @@ fn response() -> impl Strategy<Value = Response> {
                         existing,
                     })
                     .collect(),
-            })
+            }))
         }),
         (
             any::<u64>(),
             proptest::collection::vec((turn(), extras()), 0..4)
         )
             .prop_map(
-                |(next_before, turns)| Response::Reads(ReadsResponse::FoundTurns {
-                    next_before,
-                    turns
-                })
+                |(next_before, turns)| Response::Reads(ReadsResponse::FoundTurns(
+                    reads::FoundTurns { next_before, turns }
+                ))
             ),
         (any::<[u64; 5]>(), "[a-z/]{0,40}").prop_map(|(v, dir)| {
             Response::Admin(AdminResponse::BackedUp(BackupWire {
@@ -769,72 +805,74 @@ fn response() -> impl Strategy<Value = Response> {
             any::<u64>(),
         )
             .prop_map(|(message_type, info, floor_depth, ttl_ms)| {
-                Response::Retention(RetentionResponse::Retention {
+                Response::Retention(RetentionResponse::Retention(retention::Retention {
                     message_type,
                     info,
                     floor_depth,
                     ttl_ms,
-                })
+                }))
             }),
-        (turn(), extras()).prop_map(|(turn, extras)| Response::Reads(ReadsResponse::TurnInfo {
-            turn: Box::new(turn),
-            extras
-        })),
+        (turn(), extras()).prop_map(|(turn, extras)| Response::Reads(ReadsResponse::TurnInfo(
+            reads::TurnInfo {
+                turn: Box::new(turn),
+                extras
+            }
+        ))),
         (any::<u64>(), any::<u64>(), hash(), any::<u32>()).prop_map(
             |(turn_id, overlay_seq, payload_hash, payload_len)| Response::Overlays(
-                OverlaysResponse::Patched {
+                OverlaysResponse::Patched(overlays::Patched {
                     turn_id,
                     overlay_seq,
                     payload_hash,
                     payload_len,
-                }
+                })
             )
         ),
         (any::<u64>(), any::<u64>()).prop_map(|(turn_id, overlay_seq)| Response::Overlays(
-            OverlaysResponse::Redacted {
+            OverlaysResponse::Redacted(overlays::Redacted {
                 turn_id,
                 overlay_seq
-            }
+            })
         )),
         (hash(), any::<u64>(), any::<bool>()).prop_map(
             |(payload_hash, payload_len, already_stored)| Response::Blobs(
-                BlobsResponse::ChunkedStored {
+                BlobsResponse::ChunkedStored(blobs::ChunkedStored {
                     payload_hash,
                     payload_len,
                     already_stored,
-                }
+                })
             )
         ),
         (hash(), any::<u64>(), any::<u64>()).prop_map(
             |(payload_hash, turns_redacted, overlay_seq)| Response::Overlays(
-                OverlaysResponse::Purged {
+                OverlaysResponse::Purged(overlays::Purged {
                     payload_hash,
                     turns_redacted,
                     overlay_seq,
-                }
+                })
             )
         ),
         (log_cursor(), entries_v2()).prop_map(|(next_cursor, entries)| Response::Reads(
-            ReadsResponse::TurnLog {
+            ReadsResponse::TurnLogPage(reads::TurnLogPage {
                 next_cursor,
                 entries
-            }
+            })
         )),
         (any::<u64>(), any::<u32>(), entries_v2()).prop_map(|(next_before, tip_depth, entries)| {
-            Response::Reads(ReadsResponse::Page {
+            Response::Reads(ReadsResponse::Page(reads::Page {
                 next_before,
                 tip_depth,
                 entries,
-            })
+            }))
         }),
         (hash(), any::<u64>(), any::<u64>(), payload()).prop_map(
             |(value_hash, ttl_ms, expires_at_unix_ms, payload)| {
-                Response::Kv(KvResponse::KvValueEx {
+                Response::Kv(KvResponse::KvValueEx(kv::KvValueEx {
                     value_hash,
                     ttl_ms,
                     expires_at_unix_ms,
                     payload,
-                })
+                }))
             }
         ),
         (
@@ -855,13 +893,13 @@ fn response() -> impl Strategy<Value = Response> {
                     )
                     .collect();
                 Response::Kv(if touched {
-                    KvResponse::KvTouched { items }
+                    KvResponse::KvTouched(kv::KvTouched { items })
                 } else {
-                    KvResponse::KvListEx { items }
+                    KvResponse::KvListedEx(kv::KvListedEx { items })
                 })
             }),
         proptest::collection::vec((bytes(40), hash(), any::<u32>()), 0..5).prop_map(|items| {
-            Response::Kv(KvResponse::KvList {
+            Response::Kv(KvResponse::KvListed(kv::KvListed {
                 items: items
                     .into_iter()
                     .map(|(key, value_hash, value_len)| KvItemWire {
@@ -870,7 +908,7 @@ fn response() -> impl Strategy<Value = Response> {
                         value_len,
                     })
                     .collect(),
-            })
+            }))
         }),
     ]
 }
@@ -1009,10 +1047,10 @@ fn fixed_sizes_match_the_document() {
     };
     let bytes = concat(encode_response(
         1,
-        &Response::Contexts(ContextsResponse::Context {
+        &Response::Contexts(ContextsResponse::Context(contexts::Context {
             message_type: MessageType::GetHead,
             head,
-        }),
+        })),
     ));
     assert_eq!(bytes.len(), HEADER_BYTES + CONTEXT_HEAD_BYTES);
     let stats = StatsWire::default();
@@ -1025,7 +1063,10 @@ fn fixed_sizes_match_the_document() {
     let stats = Box::new(stats);
     let bytes = concat(encode_response(
         1,
-        &Response::Admin(AdminResponse::StatsEx { stats, gc }),
+        &Response::Admin(AdminResponse::ExtendedStats(admin::ExtendedStats {
+            stats,
+            gc,
+        })),
     ));
     assert_eq!(
         bytes.len(),
@@ -1038,13 +1079,18 @@ fn fixed_sizes_match_the_document() {
     ));
     assert_eq!(bytes.len(), HEADER_BYTES + 56);
     let mut request = BytesMut::new();
-    encode_request(1, &Request::Admin(AdminRequest::Gc), &mut request).unwrap();
+    encode_request(
+        1,
+        &Request::Admin(AdminRequest::Gc(admin::Gc)),
+        &mut request,
+    )
+    .unwrap();
     assert_eq!(request.len(), HEADER_BYTES + 4, "GC: gc_flags u32");
-    let stored = Response::Blobs(BlobsResponse::ChunkedStored {
+    let stored = Response::Blobs(BlobsResponse::ChunkedStored(blobs::ChunkedStored {
         payload_hash: BlobHash([0; 32]),
         payload_len: 0,
         already_stored: true,
-    });
+    }));
     let bytes = concat(encode_response(1, &stored));
     assert_eq!(bytes.len(), HEADER_BYTES + CHUNKED_STORED_BYTES);
     // PUT_CHUNKED: hash, base hash and kept, chunk count, 36 bytes per chunk, sent count,
@@ -1060,7 +1106,7 @@ fn fixed_sizes_match_the_document() {
 /// A PUT_CHUNKED of `count` chunks of 5 bytes each (the last one `last_len`), sending
 /// `(index, len)` of bytes for each of `sent`.
 fn chunked_with(count: u32, last_len: u32, sent: &[(u32, usize)]) -> Request {
-    Request::Blobs(BlobsRequest::PutChunked {
+    Request::Blobs(BlobsRequest::PutChunked(blobs::PutChunked {
         payload_hash: BlobHash([1; 32]),
         base: None,
         chunks: (0..count)
@@ -1076,7 +1122,7 @@ fn chunked_with(count: u32, last_len: u32, sent: &[(u32, usize)]) -> Request {
                 bytes: Bytes::from(vec![7u8; len]),
             })
             .collect(),
-    })
+    }))
 }
 
 fn chunked(count: u32, sent: &[(u32, usize)]) -> Request {
@@ -1105,7 +1151,7 @@ fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
     let good = chunked(4, &[(0, 5), (2, 5), (3, 5)]);
     check_request(&good).unwrap();
     let bytes = Bytes::from(vec![3u8; 100_000]);
-    let large = Request::Blobs(BlobsRequest::PutChunked {
+    let large = Request::Blobs(BlobsRequest::PutChunked(blobs::PutChunked {
         payload_hash: BlobHash([1; 32]),
         base: None,
         chunks: vec![ChunkWire {
@@ -1116,7 +1162,7 @@ fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
             index: 0,
             bytes: bytes.clone(),
         }],
-    });
+    }));
     let frame = encode_request_chunks(1, &large).unwrap();
     assert!(
         frame.iter().any(|chunk| chunk.as_ptr() == bytes.as_ptr()),
@@ -1222,12 +1268,12 @@ fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
         ("chunk_count", u64::from(CHUNKS_PER_PAYLOAD_MAX) + 1, 65_536)
     );
     let based = |kept: u32, count: u32| match chunked(count, &[]) {
-        Request::Blobs(BlobsRequest::PutChunked {
+        Request::Blobs(BlobsRequest::PutChunked(blobs::PutChunked {
             payload_hash,
             chunks,
             sent,
             ..
-        }) => Request::Blobs(BlobsRequest::PutChunked {
+        })) => Request::Blobs(BlobsRequest::PutChunked(blobs::PutChunked {
             payload_hash,
             base: Some(ChunkBaseWire {
                 hash: BlobHash([5; 32]),
@@ -1235,7 +1281,7 @@ fn put_chunked_limits_hold_in_the_encoder_and_the_decoder() {
             }),
             chunks,
             sent,
-        }),
+        })),
         other => other,
     };
     assert!(check_request(&based(10, 3)).is_ok());
@@ -1351,13 +1397,13 @@ fn strictness() {
     let mut append = BytesMut::new();
     encode_request(
         1,
-        &Request::Appends(AppendsRequest::AppendTurn {
+        &Request::Appends(AppendsRequest::AppendTurn(appends::AppendTurn {
             context: ContextRef::Id(1),
             expected_head: None,
             type_tag: 0,
             codec: 0,
             payload: Bytes::from_static(b"abc"),
-        }),
+        })),
         &mut append,
     )
     .unwrap();
@@ -1385,17 +1431,19 @@ fn version_2_stays_out_of_version_1() {
         )
     };
     // A version-2 message on a version-1 connection: unknown, the stream intact.
-    let (header, body) = frame(&Request::Contexts(ContextsRequest::CtxShow {
-        context: ContextRef::Id(1),
-    }));
+    let (header, body) = frame(&Request::Contexts(ContextsRequest::CtxShow(
+        contexts::CtxShow {
+            context: ContextRef::Id(1),
+        },
+    )));
     let error = decode_request_as(1, &header, body.clone()).unwrap_err();
     assert_eq!(error.code(), ErrorCode::UnknownMessage);
     assert!(decode_request_as(2, &header, body).is_ok());
     // So are GC, STATS_EX and PUT_CHUNKED: a version-1 client keeps the 96-byte STATS and
     // appends whole payloads.
     for request in [
-        Request::Admin(AdminRequest::Gc),
-        Request::Admin(AdminRequest::StatsEx),
+        Request::Admin(AdminRequest::Gc(admin::Gc)),
+        Request::Admin(AdminRequest::StatsEx(admin::StatsEx)),
         chunked(2, &[(1, 5)]),
     ] {
         let (header, body) = frame(&request);
@@ -1404,20 +1452,22 @@ fn version_2_stays_out_of_version_1() {
         assert_eq!(decode_request_as(2, &header, body).unwrap(), request);
     }
     // GC's gc_flags defines no bit yet.
-    let (header, _) = frame(&Request::Admin(AdminRequest::Gc));
+    let (header, _) = frame(&Request::Admin(AdminRequest::Gc(admin::Gc)));
     let error = decode_request_as(2, &header, Bytes::from_static(&[1, 0, 0, 0])).unwrap_err();
     assert_eq!(error.code(), ErrorCode::BadFrame);
     // A context by name sets CTX_BY_NAME; version 1 knows no flags.
-    let by_name = Request::Contexts(ContextsRequest::GetHead {
+    let by_name = Request::Contexts(ContextsRequest::GetHead(contexts::GetHead {
         context: ContextRef::Name("thread-1".into()),
-    });
+    }));
     let (header, body) = frame(&by_name);
     assert_eq!(header.flags, frame_flags::CTX_BY_NAME);
     let error = decode_request_as(1, &header, body.clone()).unwrap_err();
     assert_eq!(error.code(), ErrorCode::BadFrame);
     assert_eq!(decode_request_as(2, &header, body).unwrap(), by_name);
     // The flag on a message without a context, and an empty name, are bad frames.
-    let (ping, body) = frame(&Request::Admin(AdminRequest::Ping { nonce: 1 }));
+    let (ping, body) = frame(&Request::Admin(AdminRequest::Ping(admin::Ping {
+        nonce: 1,
+    })));
     let flagged = FrameHeader {
         flags: frame_flags::CTX_BY_NAME,
         ..ping
@@ -1432,9 +1482,11 @@ fn version_2_stays_out_of_version_1() {
         ErrorCode::BadFrame
     );
     // The encoder refuses a name it cannot send (0 would mean "by id").
-    let error = check_request(&Request::Contexts(ContextsRequest::CtxShow {
-        context: ContextRef::Name(String::new()),
-    }))
+    let error = check_request(&Request::Contexts(ContextsRequest::CtxShow(
+        contexts::CtxShow {
+            context: ContextRef::Name(String::new()),
+        },
+    )))
     .unwrap_err();
     assert_eq!((error.field, error.min), ("context name", 1));
 }

@@ -7,12 +7,13 @@
 use std::hint::black_box;
 use std::time::Instant;
 
+use ctxstore_protocol::admin;
 use ctxstore_protocol::{AdminResponse, ErrorCode, MessageType, Response};
 use ctxstore_server::metrics::CoreMetrics;
 
 fn main() {
     const REQUESTS: u32 = 20_000_000;
-    let ok = Response::Admin(AdminResponse::Pong { nonce: 7 });
+    let ok = Response::Admin(AdminResponse::Pong(admin::Pong { nonce: 7 }));
     let failed = Response::error(ErrorCode::NotFound, "no such context");
     for enabled in [false, true, false, true] {
         let metrics = CoreMetrics::new(Default::default(), enabled);

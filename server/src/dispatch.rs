@@ -151,9 +151,14 @@ fn in_version(mut response: Response, version: u16) -> Response {
         return response;
     }
     match &mut response {
-        Response::Appends(AppendsResponse::Appended { turn, .. })
+        Response::Appends(AppendsResponse::Appended(ctxstore_protocol::appends::Appended {
+            turn,
+            ..
+        }))
         | Response::Reads(ReadsResponse::Turn(turn)) => turn.flags = 0,
-        Response::Reads(ReadsResponse::Turns { entries, .. }) => {
+        Response::Reads(ReadsResponse::Turns(ctxstore_protocol::reads::Turns {
+            entries, ..
+        })) => {
             for entry in entries {
                 entry.turn.flags = 0;
             }

@@ -16,6 +16,7 @@ use common::{
     write_from_thread,
 };
 use ctxstore_protocol::AdminResponse;
+use ctxstore_protocol::admin;
 
 const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
 
@@ -289,7 +290,7 @@ fn stuck_client(addr: std::net::SocketAddr) -> (std::net::TcpStream, std::thread
     let mut raw = Raw::from_stream(stream.try_clone().unwrap());
     assert!(matches!(
         raw.hello(b""),
-        ctxstore_protocol::Response::Admin(AdminResponse::Hello { .. })
+        ctxstore_protocol::Response::Admin(AdminResponse::Negotiated(admin::Negotiated { .. }))
     ));
     let (_, writer) = write_from_thread(
         stream.try_clone().unwrap(),

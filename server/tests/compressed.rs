@@ -10,6 +10,7 @@ mod common;
 use bytes::Bytes;
 use common::{Raw, config, error_code, runtime, start};
 use ctxstore_client::{Client, ClientConfig, ContextRef};
+use ctxstore_protocol::appends;
 use ctxstore_protocol::{
     AppendsRequest, AppendsResponse, BlobHash, ContextRef as ContextRefWire, ErrorCode, ExtrasWire,
     ParentWire, PayloadSpec, Request, Response, TurnSpec,
@@ -24,7 +25,7 @@ fn chat(len: usize) -> Vec<u8> {
 }
 
 fn zstd_turns(context_id: u64, hash: BlobHash, raw_len: u32, frame: Vec<u8>) -> Request {
-    Request::Appends(AppendsRequest::AppendTurns {
+    Request::Appends(AppendsRequest::AppendTurns(appends::AppendTurns {
         context: ContextRefWire::Id(context_id),
         expected_head: None,
         turns: vec![TurnSpec {
@@ -39,7 +40,7 @@ fn zstd_turns(context_id: u64, hash: BlobHash, raw_len: u32, frame: Vec<u8>) -> 
                 frame: Bytes::from(frame),
             },
         }],
-    })
+    }))
 }
 
 #[test]
@@ -68,7 +69,9 @@ fn zstd_payloads_on_the_wire() {
 
     // The frame as it should be: stored, and read back as the payload.
     let answer = raw.call(3, &zstd_turns(context, hash, 10_240, frame.clone()));
-    let Response::Appends(AppendsResponse::AppendedTurns { turns }) = answer else {
+    let Response::Appends(AppendsResponse::AppendedTurns(appends::AppendedTurns { turns })) =
+        answer
+    else {
         panic!("{answer:?}");
     };
     assert_eq!(turns[0].turn.payload_hash, hash);

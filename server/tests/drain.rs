@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::*;
 use ctxstore_client::{ClientConfig, NewStream, blocking};
+use ctxstore_protocol::streams;
 use ctxstore_protocol::{
     ContextRef, ErrorCode, Request, Response, StreamStateWire, StreamsRequest, StreamsResponse,
     WATCH_FROM_NOW, WatchTargetWire,
@@ -52,17 +53,17 @@ fn connected(addr: SocketAddr) -> Raw {
 }
 
 fn watch(context: u64, after_seq: u64, wait_ms: u32) -> Request {
-    Request::Streams(StreamsRequest::Watch {
+    Request::Streams(StreamsRequest::Watch(streams::Watch {
         target: WatchTargetWire::Context(ContextRef::Id(context)),
         after_seq,
         max_events: 16,
         wait_ms,
-    })
+    }))
 }
 
 /// A long poll of the context's events from now on, sent (not answered: nothing happens).
 fn start_watch(raw: &mut Raw, context: u64) -> u64 {
-    let Response::Streams(StreamsResponse::Watched { resume_after, .. }) =
+    let Response::Streams(StreamsResponse::Watched(streams::Watched { resume_after, .. })) =
         raw.call(2, &watch(context, WATCH_FROM_NOW, 0))
     else {
         panic!("WATCH from now")
@@ -72,21 +73,21 @@ fn start_watch(raw: &mut Raw, context: u64) -> u64 {
 }
 
 fn stream_read(stream_id: u64, offset: u64) -> Request {
-    Request::Streams(StreamsRequest::StreamRead {
+    Request::Streams(StreamsRequest::StreamRead(streams::StreamRead {
         stream_id,
         offset,
         bytes_max: 1024,
         wait_ms: LONG_MS,
-    })
+    }))
 }
 
 fn follow(stream_id: u64, offset: u64, bytes_max: u32) -> Request {
-    Request::Streams(StreamsRequest::StreamFollow {
+    Request::Streams(StreamsRequest::StreamFollow(streams::StreamFollow {
         stream_id,
         offset,
         bytes_max,
         wait_ms: LONG_MS,
-    })
+    }))
 }
 
 /// Waits until the server has started `count` requests since `before` (from STATS, which is
@@ -108,11 +109,11 @@ fn assert_empty_watch(answer: Option<(u64, Response)>, after_seq: u64) {
     match answer {
         Some((
             3,
-            Response::Streams(StreamsResponse::Watched {
+            Response::Streams(StreamsResponse::Watched(streams::Watched {
                 lagged: false,
                 resume_after,
                 events,
-            }),
+            })),
         )) => {
             assert!(events.is_empty());
             assert_eq!(resume_after, after_seq);
@@ -156,13 +157,13 @@ fn a_closed_peer_is_not_waited_for() {
     match follower.receive() {
         Some((
             2,
-            Response::Streams(StreamsResponse::Pushed {
+            Response::Streams(StreamsResponse::Pushed(streams::Pushed {
                 more: false,
                 state: StreamStateWire::Open,
                 offset: 5,
                 bytes,
                 ..
-            }),
+            })),
         )) => assert!(bytes.is_empty()),
         other => panic!("the follow did not end at once: {other:?}"),
     }
@@ -235,12 +236,12 @@ fn a_stop_answers_long_polls_at_once_and_gives_slow_followers_their_drain() {
         let (req_id, response) = slow.receive().expect("a frame of the follow");
         assert_eq!(req_id, 2);
         match response {
-            Response::Streams(StreamsResponse::Pushed {
+            Response::Streams(StreamsResponse::Pushed(streams::Pushed {
                 more,
                 offset,
                 bytes: pushed,
                 ..
-            }) => {
+            })) => {
                 assert_eq!(offset, bytes.len() as u64, "frames chain offset to offset");
                 bytes.extend_from_slice(&pushed);
                 if !more {

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use common::*;
 use ctxstore_client::{BlobHash, ClientConfig, ClientError, ErrorCode};
 use ctxstore_protocol::{AdminResponse, ReadsRequest, ReadsResponse};
+use ctxstore_protocol::{admin, reads};
 
 fn text(seed: u64, len: usize) -> Bytes {
     let mut text = format!("{{\"seed\":{seed},\"content\":\"");
@@ -363,17 +364,19 @@ fn raw_last_encodings(
     let mut raw = Raw::connect(addr);
     assert!(matches!(
         raw.hello(b""),
-        Response::Admin(AdminResponse::Hello { .. })
+        Response::Admin(AdminResponse::Negotiated(admin::Negotiated { .. }))
     ));
     raw.send(
         2,
-        &Request::Reads(ReadsRequest::GetLast {
+        &Request::Reads(ReadsRequest::GetLast(reads::GetLast {
             context: ContextRef::Id(context_id),
             limit,
             read_flags: read_flags::WITH_PAYLOADS | read_flags::ACCEPT_ZSTD,
-        }),
+        })),
     );
-    let Some((2, Response::Reads(ReadsResponse::Turns { entries, .. }))) = raw.receive() else {
+    let Some((2, Response::Reads(ReadsResponse::Turns(reads::Turns { entries, .. })))) =
+        raw.receive()
+    else {
         panic!("GET_LAST did not return its turns");
     };
     assert_eq!(entries.len(), limit as usize);

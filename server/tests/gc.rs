@@ -19,6 +19,7 @@ use ctxstore_protocol::{
     ReadsRequest, ReadsResponse, Request, Response, RetentionRequest, RetentionResponse, StatsWire,
     TurnWire, read_flags,
 };
+use ctxstore_protocol::{admin, appends, blobs, contexts, reads, retention};
 
 /// Payload bytes of each turn: incompressible, so a collected blob frees about this much.
 const PAYLOAD_BYTES: usize = 64 * 1024;
@@ -50,18 +51,18 @@ fn named(name: &str) -> ContextRef {
 fn open(raw: &mut Raw, req_id: u64, name: &str) {
     let response = raw.call(
         req_id,
-        &Request::Contexts(ContextsRequest::CtxOpen {
+        &Request::Contexts(ContextsRequest::CtxOpen(contexts::CtxOpen {
             base_turn_id: 0,
             get_or_create: false,
             clone_from: None,
             name: Some(name.into()),
             tags: vec![],
-        }),
+        })),
     );
     assert!(
         matches!(
             response,
-            Response::Contexts(ContextsResponse::Opened { .. })
+            Response::Contexts(ContextsResponse::Opened(contexts::Opened { .. }))
         ),
         "{response:?}"
     );
@@ -70,48 +71,56 @@ fn open(raw: &mut Raw, req_id: u64, name: &str) {
 fn append(raw: &mut Raw, req_id: u64, context: ContextRef, payload: Bytes) -> TurnWire {
     match raw.call(
         req_id,
-        &Request::Appends(AppendsRequest::AppendTurn {
+        &Request::Appends(AppendsRequest::AppendTurn(appends::AppendTurn {
             context,
             expected_head: None,
             type_tag: 1,
             codec: 0,
             payload,
-        }),
+        })),
     ) {
-        Response::Appends(AppendsResponse::Appended { turn, .. }) => turn,
+        Response::Appends(AppendsResponse::Appended(appends::Appended { turn, .. })) => turn,
         other => panic!("append: {other:?}"),
     }
 }
 
 fn gc(raw: &mut Raw, req_id: u64) -> GcWire {
-    match raw.call(req_id, &Request::Admin(AdminRequest::Gc)) {
+    match raw.call(req_id, &Request::Admin(AdminRequest::Gc(admin::Gc))) {
         Response::Admin(AdminResponse::GcDone(report)) => report,
         other => panic!("GC: {other:?}"),
     }
 }
 
 fn stats_ex(raw: &mut Raw, req_id: u64) -> (StatsWire, GcStatsWire) {
-    match raw.call(req_id, &Request::Admin(AdminRequest::StatsEx)) {
-        Response::Admin(AdminResponse::StatsEx { stats, gc }) => (*stats, gc),
+    match raw.call(
+        req_id,
+        &Request::Admin(AdminRequest::StatsEx(admin::StatsEx)),
+    ) {
+        Response::Admin(AdminResponse::ExtendedStats(admin::ExtendedStats { stats, gc })) => {
+            (*stats, gc)
+        }
         other => panic!("STATS_EX: {other:?}"),
     }
 }
 
 fn get_turn(raw: &mut Raw, req_id: u64, turn_id: u64) -> Response {
-    raw.call(req_id, &Request::Reads(ReadsRequest::GetTurn { turn_id }))
+    raw.call(
+        req_id,
+        &Request::Reads(ReadsRequest::GetTurn(reads::GetTurn { turn_id })),
+    )
 }
 
 /// The payloads of a context's newest turns, oldest first.
 fn payloads(raw: &mut Raw, req_id: u64, context: ContextRef) -> Vec<Bytes> {
     match raw.call(
         req_id,
-        &Request::Reads(ReadsRequest::GetLast {
+        &Request::Reads(ReadsRequest::GetLast(reads::GetLast {
             context,
             limit: 100,
             read_flags: read_flags::WITH_PAYLOADS,
-        }),
+        })),
     ) {
-        Response::Reads(ReadsResponse::Turns { entries, .. }) => {
+        Response::Reads(ReadsResponse::Turns(reads::Turns { entries, .. })) => {
             entries.into_iter().map(|e| e.payload.data).collect()
         }
         other => panic!("GET_LAST: {other:?}"),
@@ -121,9 +130,11 @@ fn payloads(raw: &mut Raw, req_id: u64, context: ContextRef) -> Vec<Bytes> {
 fn has_blob(raw: &mut Raw, req_id: u64, hash: BlobHash) -> bool {
     match raw.call(
         req_id,
-        &Request::Blobs(BlobsRequest::HasBlobs { hashes: vec![hash] }),
+        &Request::Blobs(BlobsRequest::HasBlobs(blobs::HasBlobs {
+            hashes: vec![hash],
+        })),
     ) {
-        Response::Blobs(BlobsResponse::HasBlobs { present }) => present[0],
+        Response::Blobs(BlobsResponse::BlobsHeld(blobs::BlobsHeld { present })) => present[0],
         other => panic!("HAS_BLOBS: {other:?}"),
     }
 }
@@ -190,24 +201,26 @@ fn gc_collects_what_only_deleted_contexts_reached_and_keeps_the_rest() {
     let forked = gone_turns[0];
     let fork = match raw.call(
         next(),
-        &Request::Contexts(ContextsRequest::CtxFork {
+        &Request::Contexts(ContextsRequest::CtxFork(contexts::CtxFork {
             turn_id: forked.turn_id,
-        }),
+        })),
     ) {
-        Response::Contexts(ContextsResponse::Context { head, .. }) => head.context_id,
+        Response::Contexts(ContextsResponse::Context(contexts::Context { head, .. })) => {
+            head.context_id
+        }
         other => panic!("fork: {other:?}"),
     };
     for index in 0..3 {
         let deleted = raw.call(
             next(),
-            &Request::Retention(RetentionRequest::CtxDelete {
+            &Request::Retention(RetentionRequest::CtxDelete(retention::CtxDelete {
                 context: named(&format!("gone-{index}")),
-            }),
+            })),
         );
         assert!(
             matches!(
                 deleted,
-                Response::Retention(RetentionResponse::Retention { .. })
+                Response::Retention(RetentionResponse::Retention(retention::Retention { .. }))
             ),
             "{deleted:?}"
         );
@@ -312,8 +325,8 @@ fn a_version_1_connection_knows_neither_gc_nor_stats_ex() {
     let mut raw = Raw::connect(server.local_addr());
     raw.hello_versions(b"", 1, 1);
     for (req_id, request) in [
-        (2, Request::Admin(AdminRequest::Gc)),
-        (3, Request::Admin(AdminRequest::StatsEx)),
+        (2, Request::Admin(AdminRequest::Gc(admin::Gc))),
+        (3, Request::Admin(AdminRequest::StatsEx(admin::StatsEx))),
     ] {
         let response = raw.call(req_id, &request);
         assert_eq!(
@@ -324,7 +337,7 @@ fn a_version_1_connection_knows_neither_gc_nor_stats_ex() {
     }
     // STATS stays version 1's 96 bytes, and the connection is still open.
     assert!(matches!(
-        raw.call(4, &Request::Admin(AdminRequest::Stats)),
+        raw.call(4, &Request::Admin(AdminRequest::Stats(admin::Stats))),
         Response::Admin(AdminResponse::Stats(_))
     ));
     server.stop();

@@ -12,6 +12,7 @@ use ctxstore_protocol::{
     AdminRequest, AdminResponse, AppendsRequest, BlobsRequest, BlobsResponse, ErrorCode,
     FrameHeader, PROTOCOL_VERSION, Request, Response,
 };
+use ctxstore_protocol::{admin, appends, blobs};
 
 /// A well-behaved client that must keep working while the others misbehave.
 struct Witness {
@@ -119,7 +120,7 @@ fn hostile_input_gets_errors_or_closes_and_others_keep_working() {
     let mut raw = Raw::connect(addr);
     assert!(matches!(
         raw.hello(b""),
-        Response::Admin(AdminResponse::Hello { .. })
+        Response::Admin(AdminResponse::Negotiated(admin::Negotiated { .. }))
     ));
     let header = FrameHeader {
         len: 1000,
@@ -188,10 +189,16 @@ fn hostile_input_gets_errors_or_closes_and_others_keep_working() {
         (req_id, error_code(&response)),
         (12, Some(ErrorCode::UnknownMessage))
     );
-    raw.send(13, &Request::Admin(AdminRequest::Ping { nonce: 5 }));
+    raw.send(
+        13,
+        &Request::Admin(AdminRequest::Ping(admin::Ping { nonce: 5 })),
+    );
     assert_eq!(
         raw.receive().unwrap(),
-        (13, Response::Admin(AdminResponse::Pong { nonce: 5 }))
+        (
+            13,
+            Response::Admin(AdminResponse::Pong(admin::Pong { nonce: 5 }))
+        )
     );
 
     // A malformed body (a PING one byte short): BAD_FRAME, then close.
@@ -214,7 +221,7 @@ fn hostile_input_gets_errors_or_closes_and_others_keep_working() {
 
     // Requests before HELLO: UNAUTHORIZED, then close.
     let mut raw = Raw::connect(addr);
-    raw.send(3, &Request::Admin(AdminRequest::Stats));
+    raw.send(3, &Request::Admin(AdminRequest::Stats(admin::Stats)));
     let (req_id, response) = raw.receive().unwrap();
     assert_eq!(
         (req_id, error_code(&response)),
@@ -226,12 +233,12 @@ fn hostile_input_gets_errors_or_closes_and_others_keep_working() {
     let mut raw = Raw::connect(addr);
     raw.send(
         1,
-        &Request::Admin(AdminRequest::Hello {
+        &Request::Admin(AdminRequest::Hello(admin::Hello {
             min_version: 7,
             max_version: 9,
             token: Bytes::new(),
             client_name: "future".into(),
-        }),
+        })),
     );
     match raw.receive().unwrap().1 {
         Response::Error {
@@ -270,7 +277,7 @@ fn a_wrong_token_is_unauthorized() {
     let mut raw = Raw::connect(addr);
     assert!(matches!(
         raw.hello(b"correct horse"),
-        Response::Admin(AdminResponse::Hello { .. })
+        Response::Admin(AdminResponse::Negotiated(admin::Negotiated { .. }))
     ));
     let runtime = runtime();
     let config = ctxstore_client::ClientConfig::new(addr.to_string());
@@ -343,7 +350,7 @@ fn connections_beyond_the_limit_are_overloaded() {
     for _ in 0..12 {
         let mut raw = Raw::connect(addr);
         match raw.hello(b"") {
-            Response::Admin(AdminResponse::Hello { .. }) => {
+            Response::Admin(AdminResponse::Negotiated(admin::Negotiated { .. })) => {
                 accepted += 1;
                 held.push(raw);
             }
@@ -366,7 +373,7 @@ fn connections_beyond_the_limit_are_overloaded() {
     let mut raw = Raw::connect(addr);
     assert!(matches!(
         raw.hello(b""),
-        Response::Admin(AdminResponse::Hello { .. })
+        Response::Admin(AdminResponse::Negotiated(admin::Negotiated { .. }))
     ));
 }
 
@@ -435,12 +442,12 @@ fn a_storm_of_bad_clients_does_not_disturb_a_good_one() {
                         let mut bytes = bytes::BytesMut::new();
                         ctxstore_protocol::encode_request(
                             1,
-                            &Request::Admin(AdminRequest::Hello {
+                            &Request::Admin(AdminRequest::Hello(admin::Hello {
                                 min_version: 1,
                                 max_version: 1,
                                 token: Bytes::new(),
                                 client_name: "storm".into(),
-                            }),
+                            })),
                             &mut bytes,
                         )
                         .unwrap();
@@ -515,7 +522,7 @@ fn a_client_that_never_reads_holds_bounded_memory() {
     let mut raw = Raw::from_stream(stream.try_clone().unwrap());
     assert!(matches!(
         raw.hello(b""),
-        Response::Admin(AdminResponse::Hello { .. })
+        Response::Admin(AdminResponse::Negotiated(admin::Negotiated { .. }))
     ));
     let frames = get_blob_frames(hash.0, 2, REQUESTS);
     let requests_before = witness
@@ -655,21 +662,27 @@ fn has_blobs_over_the_limit_is_too_large_and_the_connection_stays() {
     let mut raw = Raw::connect(server.local_addr());
     raw.hello(b"");
     let hashes = vec![ctxstore_protocol::BlobHash([1; 32]); 5];
-    raw.send(2, &Request::Blobs(BlobsRequest::HasBlobs { hashes }));
+    raw.send(
+        2,
+        &Request::Blobs(BlobsRequest::HasBlobs(blobs::HasBlobs { hashes })),
+    );
     let (req_id, response) = raw.receive().unwrap();
     assert_eq!(
         (req_id, error_code(&response)),
         (2, Some(ErrorCode::TooLarge))
     );
     let hashes = vec![ctxstore_protocol::BlobHash([1; 32]); 4];
-    raw.send(3, &Request::Blobs(BlobsRequest::HasBlobs { hashes }));
+    raw.send(
+        3,
+        &Request::Blobs(BlobsRequest::HasBlobs(blobs::HasBlobs { hashes })),
+    );
     assert_eq!(
         raw.receive().unwrap(),
         (
             3,
-            Response::Blobs(BlobsResponse::HasBlobs {
+            Response::Blobs(BlobsResponse::BlobsHeld(blobs::BlobsHeld {
                 present: vec![false; 4]
-            })
+            }))
         )
     );
 }
@@ -687,7 +700,7 @@ fn unread_pipeline(
     let mut raw = Raw::from_stream(stream.try_clone().unwrap());
     assert!(matches!(
         raw.hello(b""),
-        Response::Admin(AdminResponse::Hello { .. })
+        Response::Admin(AdminResponse::Negotiated(admin::Negotiated { .. }))
     ));
     let (_, writer) = write_from_thread(
         stream.try_clone().unwrap(),
@@ -788,13 +801,13 @@ fn waiting_appends_count_their_payloads() {
     raw.hello(b"");
     let mut frames = bytes::BytesMut::new();
     for req_id in 2..52u64 {
-        let request = Request::Appends(AppendsRequest::AppendTurn {
+        let request = Request::Appends(AppendsRequest::AppendTurn(appends::AppendTurn {
             context: context.into(),
             expected_head: None,
             type_tag: 0,
             codec: 0,
             payload: incompressible(PAYLOAD_BYTES, req_id),
-        });
+        }));
         ctxstore_protocol::encode_request(req_id, &request, &mut frames).unwrap();
     }
     let (_, writer) = write_from_thread(raw.stream.try_clone().unwrap(), frames.to_vec());

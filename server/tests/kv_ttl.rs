@@ -14,38 +14,42 @@ use ctxstore_protocol::{
     AdminResponse, ContextRef, ContextsRequest, ErrorCode, KvItemExWire, KvRequest, KvResponse,
     MessageType, Request, Response, kv_put_flags, kv_read_flags,
 };
+use ctxstore_protocol::{admin, contexts, kv};
 
 fn put(ttl_ms: u64, put_flags: u8, key: &'static [u8], value: &'static [u8]) -> Request {
-    Request::Kv(KvRequest::KvPutEx {
+    Request::Kv(KvRequest::KvPutEx(kv::KvPutEx {
         context: ContextRef::Name("mem".into()),
         put_flags,
         ttl_ms,
         entries: vec![(Bytes::from_static(key), Bytes::from_static(value))],
-    })
+    }))
 }
 
 fn get(key: &'static [u8], kv_flags: u8) -> Request {
-    Request::Kv(KvRequest::KvGetEx {
+    Request::Kv(KvRequest::KvGetEx(kv::KvGetEx {
         context: ContextRef::Name("mem".into()),
         key: Bytes::from_static(key),
         read_flags: 0,
         kv_flags,
-    })
+    }))
 }
 
 fn list(kv_flags: u8) -> Request {
-    Request::Kv(KvRequest::KvListEx {
+    Request::Kv(KvRequest::KvListEx(kv::KvListEx {
         context: ContextRef::Name("mem".into()),
         prefix: Bytes::new(),
         after: Bytes::new(),
         limit: 100,
         kv_flags,
-    })
+    }))
 }
 
 fn items(response: Response) -> Vec<KvItemExWire> {
     match response {
-        Response::Kv(KvResponse::KvListEx { items } | KvResponse::KvTouched { items }) => items,
+        Response::Kv(
+            KvResponse::KvListedEx(kv::KvListedEx { items })
+            | KvResponse::KvTouched(kv::KvTouched { items }),
+        ) => items,
         other => panic!("{other:?}"),
     }
 }
@@ -70,37 +74,39 @@ fn entries_with_a_ttl_through_the_protocol() {
     let server = start(config(dir.path()));
     let mut raw = Raw::connect(server.local_addr());
     match raw.hello(b"") {
-        Response::Admin(AdminResponse::Hello { version, .. }) => assert_eq!(version, 3),
+        Response::Admin(AdminResponse::Negotiated(admin::Negotiated { version, .. })) => {
+            assert_eq!(version, 3)
+        }
         other => panic!("{other:?}"),
     }
     raw.call(
         2,
-        &Request::Contexts(ContextsRequest::CtxOpen {
+        &Request::Contexts(ContextsRequest::CtxOpen(contexts::CtxOpen {
             base_turn_id: 0,
             get_or_create: true,
             clone_from: None,
             name: Some("mem".into()),
             tags: Vec::new(),
-        }),
+        })),
     );
     let before_ms = now_ms();
     assert_eq!(
         raw.call(3, &put(400, 0, b"short", b"s")),
-        Response::Kv(KvResponse::Done {
+        Response::Kv(KvResponse::Done(kv::Done {
             message_type: MessageType::KvPutEx
-        })
+        }))
     );
     raw.call(4, &put(3_600_000, 0, b"long", b"l"));
     raw.call(5, &put(0, 0, b"none", b"n"));
     // If absent: the live entry keeps its value and its TTL.
     raw.call(6, &put(0, kv_put_flags::IF_ABSENT, b"long", b"other"));
     match raw.call(7, &get(b"long", 0)) {
-        Response::Kv(KvResponse::KvValueEx {
+        Response::Kv(KvResponse::KvValueEx(kv::KvValueEx {
             ttl_ms,
             expires_at_unix_ms,
             payload,
             ..
-        }) => {
+        })) => {
             assert_eq!(ttl_ms, 3_600_000);
             assert!(expires_at_unix_ms >= before_ms + 3_600_000);
             assert_eq!(payload.data.as_ref(), b"l");
@@ -120,18 +126,18 @@ fn entries_with_a_ttl_through_the_protocol() {
     assert!(refreshed[0].expires_at_unix_ms >= listed[0].expires_at_unix_ms + 20);
     assert_eq!(refreshed[1], listed[1], "no TTL, nothing to refresh");
     match raw.call(10, &get(b"short", kv_read_flags::REFRESH)) {
-        Response::Kv(KvResponse::KvValueEx {
+        Response::Kv(KvResponse::KvValueEx(kv::KvValueEx {
             expires_at_unix_ms, ..
-        }) => assert!(expires_at_unix_ms >= refreshed[2].expires_at_unix_ms),
+        })) => assert!(expires_at_unix_ms >= refreshed[2].expires_at_unix_ms),
         other => panic!("{other:?}"),
     }
 
     // KV_TOUCH: a given TTL, absent keys left out.
-    let touch = Request::Kv(KvRequest::KvTouch {
+    let touch = Request::Kv(KvRequest::KvTouch(kv::KvTouch {
         context: ContextRef::Name("mem".into()),
         ttl_ms: 300,
         keys: vec![Bytes::from_static(b"none"), Bytes::from_static(b"absent")],
-    });
+    }));
     let touched = items(raw.call(11, &touch));
     assert_eq!(keys_and_ttls(&touched), [(&b"none"[..], 300)]);
 
@@ -154,13 +160,13 @@ fn entries_with_a_ttl_through_the_protocol() {
     );
 
     // Limits as typed errors: 129 keys, a TTL past 100 years.
-    let many = Request::Kv(KvRequest::KvTouch {
+    let many = Request::Kv(KvRequest::KvTouch(kv::KvTouch {
         context: ContextRef::Name("mem".into()),
         ttl_ms: 0,
         keys: (0..129)
             .map(|i| Bytes::from(format!("k{i}").into_bytes()))
             .collect(),
-    });
+    }));
     assert_eq!(error_code(&raw.call(14, &many)), Some(ErrorCode::TooLarge));
     let error = raw.call(15, &put(u64::MAX, 0, b"x", b"x"));
     assert_eq!(error_code(&error), Some(ErrorCode::InvalidArgument));
@@ -168,7 +174,9 @@ fn entries_with_a_ttl_through_the_protocol() {
     // A version-2 connection does not know the version-3 messages.
     let mut old = Raw::connect(server.local_addr());
     match old.hello_versions(b"", 1, 2) {
-        Response::Admin(AdminResponse::Hello { version, .. }) => assert_eq!(version, 2),
+        Response::Admin(AdminResponse::Negotiated(admin::Negotiated { version, .. })) => {
+            assert_eq!(version, 2)
+        }
         other => panic!("{other:?}"),
     }
     let error = old.call(2, &get(b"long", 0));

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ctxstore_client::{ClientConfig, blocking};
+use ctxstore_protocol::admin;
 use ctxstore_protocol::{AdminRequest, AdminResponse, Request, Response};
 
 mod common;
@@ -102,20 +103,23 @@ fn hello_and_ping(stream: TcpStream) -> Result<(), String> {
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     let mut raw = Raw::from_stream(stream);
-    let request = Request::Admin(AdminRequest::Hello {
+    let request = Request::Admin(AdminRequest::Hello(admin::Hello {
         min_version: ctxstore_protocol::PROTOCOL_VERSION,
         max_version: ctxstore_protocol::PROTOCOL_VERSION,
         token: bytes::Bytes::new(),
         client_name: "restart loop".into(),
-    });
+    }));
     raw.send(1, &request);
     match raw.receive() {
-        Some((1, Response::Admin(AdminResponse::Hello { .. }))) => {}
+        Some((1, Response::Admin(AdminResponse::Negotiated(admin::Negotiated { .. })))) => {}
         other => return Err(format!("HELLO answered with {other:?}")),
     }
-    raw.send(2, &Request::Admin(AdminRequest::Ping { nonce: 7 }));
+    raw.send(
+        2,
+        &Request::Admin(AdminRequest::Ping(admin::Ping { nonce: 7 })),
+    );
     match raw.receive() {
-        Some((2, Response::Admin(AdminResponse::Pong { nonce: 7 }))) => Ok(()),
+        Some((2, Response::Admin(AdminResponse::Pong(admin::Pong { nonce: 7 })))) => Ok(()),
         other => Err(format!("PING answered with {other:?}")),
     }
 }

@@ -14,39 +14,42 @@ use ctxstore_protocol::{
     ContextsResponse, ErrorCode, MessageType, ReadsRequest, ReadsResponse, Request, Response,
     RetentionRequest, RetentionResponse,
 };
+use ctxstore_protocol::{appends, contexts, reads};
 
 fn named(name: &str) -> ContextRef {
     ContextRef::Name(name.into())
 }
 
 fn open(name: &str) -> Request {
-    Request::Contexts(ContextsRequest::CtxOpen {
+    Request::Contexts(ContextsRequest::CtxOpen(contexts::CtxOpen {
         base_turn_id: 0,
         get_or_create: false,
         clone_from: None,
         name: Some(name.into()),
         tags: vec![],
-    })
+    }))
 }
 
 fn append(context: ContextRef, payload: &'static [u8]) -> Request {
-    Request::Appends(AppendsRequest::AppendTurn {
+    Request::Appends(AppendsRequest::AppendTurn(appends::AppendTurn {
         context,
         expected_head: None,
         type_tag: 1,
         codec: 0,
         payload: Bytes::from_static(payload),
-    })
+    }))
 }
 
 fn retention(response: Response, expected: MessageType) -> (ContextInfoWire, u32, u64) {
     match response {
-        Response::Retention(RetentionResponse::Retention {
-            message_type,
-            info,
-            floor_depth,
-            ttl_ms,
-        }) if message_type == expected => (info, floor_depth, ttl_ms),
+        Response::Retention(RetentionResponse::Retention(
+            ctxstore_protocol::retention::Retention {
+                message_type,
+                info,
+                floor_depth,
+                ttl_ms,
+            },
+        )) if message_type == expected => (info, floor_depth, ttl_ms),
         other => panic!("expected {}'s answer, got {other:?}", expected.name()),
     }
 }
@@ -58,13 +61,13 @@ fn code(response: &Response) -> ErrorCode {
 fn last_depths(raw: &mut Raw, req_id: u64, context: ContextRef) -> Vec<u32> {
     match raw.call(
         req_id,
-        &Request::Reads(ReadsRequest::GetLast {
+        &Request::Reads(ReadsRequest::GetLast(reads::GetLast {
             context,
             limit: 100,
             read_flags: 0,
-        }),
+        })),
     ) {
-        Response::Reads(ReadsResponse::Turns { entries, .. }) => {
+        Response::Reads(ReadsResponse::Turns(reads::Turns { entries, .. })) => {
             entries.iter().map(|e| e.turn.depth).collect()
         }
         other => panic!("{other:?}"),
@@ -79,31 +82,33 @@ fn delete_prune_and_ttl_through_the_protocol_and_a_restart() {
     raw.hello(b"");
     assert!(matches!(
         raw.call(2, &open("gone")),
-        Response::Contexts(ContextsResponse::Opened { .. })
+        Response::Contexts(ContextsResponse::Opened(contexts::Opened { .. }))
     ));
     assert!(matches!(
         raw.call(3, &open("kept")),
-        Response::Contexts(ContextsResponse::Opened { .. })
+        Response::Contexts(ContextsResponse::Opened(contexts::Opened { .. }))
     ));
     for (req_id, payload) in [(4, &b"a"[..]), (5, b"b"), (6, b"c"), (7, b"d"), (8, b"e")] {
         let payload: &'static [u8] = payload;
         assert!(matches!(
             raw.call(req_id, &append(named("kept"), payload)),
-            Response::Appends(AppendsResponse::Appended { .. })
+            Response::Appends(AppendsResponse::Appended(appends::Appended { .. }))
         ));
     }
     assert!(matches!(
         raw.call(9, &append(named("gone"), b"x")),
-        Response::Appends(AppendsResponse::Appended { .. })
+        Response::Appends(AppendsResponse::Appended(appends::Appended { .. }))
     ));
 
     // CTX_DELETE answers the context as it was; then it is NOT_FOUND, by name and by id.
     let (before, _, _) = retention(
         raw.call(
             10,
-            &Request::Retention(RetentionRequest::CtxDelete {
-                context: named("gone"),
-            }),
+            &Request::Retention(RetentionRequest::CtxDelete(
+                ctxstore_protocol::retention::CtxDelete {
+                    context: named("gone"),
+                },
+            )),
         ),
         MessageType::CtxDelete,
     );
@@ -116,16 +121,20 @@ fn delete_prune_and_ttl_through_the_protocol_and_a_restart() {
     assert_eq!(
         code(&raw.call(
             12,
-            &Request::Contexts(ContextsRequest::CtxShow { context: gone })
+            &Request::Contexts(ContextsRequest::CtxShow(contexts::CtxShow {
+                context: gone
+            }))
         )),
         ErrorCode::NotFound
     );
     assert_eq!(
         code(&raw.call(
             13,
-            &Request::Retention(RetentionRequest::CtxDelete {
-                context: named("gone")
-            })
+            &Request::Retention(RetentionRequest::CtxDelete(
+                ctxstore_protocol::retention::CtxDelete {
+                    context: named("gone")
+                }
+            ))
         )),
         ErrorCode::NotFound
     );
@@ -134,20 +143,24 @@ fn delete_prune_and_ttl_through_the_protocol_and_a_restart() {
     assert_eq!(
         code(&raw.call(
             14,
-            &Request::Retention(RetentionRequest::CtxPrune {
-                context: named("kept"),
-                keep: 0
-            })
+            &Request::Retention(RetentionRequest::CtxPrune(
+                ctxstore_protocol::retention::CtxPrune {
+                    context: named("kept"),
+                    keep: 0
+                }
+            ))
         )),
         ErrorCode::InvalidArgument
     );
     let (_, floor, _) = retention(
         raw.call(
             15,
-            &Request::Retention(RetentionRequest::CtxPrune {
-                context: named("kept"),
-                keep: 2,
-            }),
+            &Request::Retention(RetentionRequest::CtxPrune(
+                ctxstore_protocol::retention::CtxPrune {
+                    context: named("kept"),
+                    keep: 2,
+                },
+            )),
         ),
         MessageType::CtxPrune,
     );
@@ -158,11 +171,13 @@ fn delete_prune_and_ttl_through_the_protocol_and_a_restart() {
     let ttl = |req_id, set, ttl_ms| {
         (
             req_id,
-            Request::Retention(RetentionRequest::CtxTtl {
-                context: named("kept"),
-                set,
-                ttl_ms,
-            }),
+            Request::Retention(RetentionRequest::CtxTtl(
+                ctxstore_protocol::retention::CtxTtl {
+                    context: named("kept"),
+                    set,
+                    ttl_ms,
+                },
+            )),
         )
     };
     let (req_id, request) = ttl(17, true, 86_400_000);
@@ -188,9 +203,9 @@ fn delete_prune_and_ttl_through_the_protocol_and_a_restart() {
     assert_eq!(
         code(&raw.call(
             4,
-            &Request::Contexts(ContextsRequest::GetHead {
+            &Request::Contexts(ContextsRequest::GetHead(contexts::GetHead {
                 context: named("gone")
-            })
+            }))
         )),
         ErrorCode::NotFound
     );
@@ -204,9 +219,11 @@ fn delete_prune_and_ttl_through_the_protocol_and_a_restart() {
     assert_eq!(
         code(&v1.call(
             2,
-            &Request::Retention(RetentionRequest::CtxDelete {
-                context: named("kept")
-            })
+            &Request::Retention(RetentionRequest::CtxDelete(
+                ctxstore_protocol::retention::CtxDelete {
+                    context: named("kept")
+                }
+            ))
         )),
         ErrorCode::UnknownMessage
     );
@@ -220,16 +237,16 @@ fn the_servers_context_ttl_deletes_an_idle_context() {
     raw.hello(b"");
     assert!(matches!(
         raw.call(2, &open("idle")),
-        Response::Contexts(ContextsResponse::Opened { .. })
+        Response::Contexts(ContextsResponse::Opened(contexts::Opened { .. }))
     ));
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut req_id = 3;
     loop {
         let show = raw.call(
             req_id,
-            &Request::Contexts(ContextsRequest::CtxShow {
+            &Request::Contexts(ContextsRequest::CtxShow(contexts::CtxShow {
                 context: named("idle"),
-            }),
+            })),
         );
         if error_code(&show) == Some(ErrorCode::NotFound) {
             break;

@@ -20,6 +20,7 @@ use ctxstore_client::{NewStream, blocking};
 use ctxstore_protocol::{
     ErrorCode, Request, Response, StreamStateWire, StreamsRequest, StreamsResponse,
 };
+use ctxstore_protocol::{admin, streams};
 
 fn writer(addr: SocketAddr) -> blocking::Client {
     blocking::Client::connect(ctxstore_client::ClientConfig::new(addr.to_string())).unwrap()
@@ -42,12 +43,12 @@ fn delta(index: usize) -> Bytes {
 }
 
 fn follow(stream_id: u64, offset: u64, bytes_max: u32, wait_ms: u32) -> Request {
-    Request::Streams(StreamsRequest::StreamFollow {
+    Request::Streams(StreamsRequest::StreamFollow(streams::StreamFollow {
         stream_id,
         offset,
         bytes_max,
         wait_ms,
-    })
+    }))
 }
 
 /// What a follow answered: the bytes of its frames in order, how many frames, and its last
@@ -67,12 +68,12 @@ fn take_frames(raw: &mut Raw, req_id: u64, offset: u64) -> Followed {
         let (answered, response) = raw.receive().expect("a frame of the follow");
         assert_eq!(answered, req_id);
         frames += 1;
-        let Response::Streams(StreamsResponse::Pushed {
+        let Response::Streams(StreamsResponse::Pushed(streams::Pushed {
             more,
             offset: at,
             bytes: pushed,
             ..
-        }) = &response
+        })) = &response
         else {
             return Followed {
                 bytes,
@@ -96,9 +97,9 @@ fn take_frames(raw: &mut Raw, req_id: u64, offset: u64) -> Followed {
 /// The state of a follow's last frame.
 fn end_state(last: &Response) -> StreamStateWire {
     match last {
-        Response::Streams(StreamsResponse::Pushed {
+        Response::Streams(StreamsResponse::Pushed(streams::Pushed {
             more: false, state, ..
-        }) => *state,
+        })) => *state,
         other => panic!("the follow ended with {other:?}"),
     }
 }
@@ -165,7 +166,8 @@ fn the_last_frames_abort_idle_deadline_and_not_found() {
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert_eq!(idle.bytes, delta(0).to_vec());
     assert_eq!(end_state(&idle.last), StreamStateWire::Open);
-    let Response::Streams(StreamsResponse::Pushed { bytes, .. }) = &idle.last else {
+    let Response::Streams(StreamsResponse::Pushed(streams::Pushed { bytes, .. })) = &idle.last
+    else {
         unreachable!("end_state checked it")
     };
     assert!(bytes.is_empty(), "the idle deadline's frame is empty");
@@ -189,11 +191,15 @@ fn the_last_frames_abort_idle_deadline_and_not_found() {
     // The connection still answers requests after all of that.
     let pong = raw.call(
         5,
-        &Request::Admin(ctxstore_protocol::AdminRequest::Ping { nonce: 9 }),
+        &Request::Admin(ctxstore_protocol::AdminRequest::Ping(admin::Ping {
+            nonce: 9,
+        })),
     );
     assert!(matches!(
         pong,
-        Response::Admin(ctxstore_protocol::AdminResponse::Pong { nonce: 9 })
+        Response::Admin(ctxstore_protocol::AdminResponse::Pong(admin::Pong {
+            nonce: 9
+        }))
     ));
 }
 
@@ -289,7 +295,8 @@ fn a_follow_resumes_from_its_offset_after_a_restart() {
     let mut seen = Vec::new();
     // The first frame holds what is there; then the server goes away mid-follow.
     let (_, first) = raw.receive().unwrap();
-    let Response::Streams(StreamsResponse::Pushed { more, bytes, .. }) = first else {
+    let Response::Streams(StreamsResponse::Pushed(streams::Pushed { more, bytes, .. })) = first
+    else {
         panic!("{first:?}")
     };
     assert!(more);
@@ -298,7 +305,8 @@ fn a_follow_resumes_from_its_offset_after_a_restart() {
     server.stop();
     // Whatever else came before the close is a frame like any (and then the connection ends).
     while let Some((_, response)) = raw.receive() {
-        if let Response::Streams(StreamsResponse::Pushed { bytes, .. }) = response {
+        if let Response::Streams(StreamsResponse::Pushed(streams::Pushed { bytes, .. })) = response
+        {
             seen.extend_from_slice(&bytes);
         }
     }
@@ -338,10 +346,14 @@ fn a_version_2_connection_does_not_know_stream_follow() {
     // The connection stays open.
     let pong = raw.call(
         3,
-        &Request::Admin(ctxstore_protocol::AdminRequest::Ping { nonce: 4 }),
+        &Request::Admin(ctxstore_protocol::AdminRequest::Ping(admin::Ping {
+            nonce: 4,
+        })),
     );
     assert!(matches!(
         pong,
-        Response::Admin(ctxstore_protocol::AdminResponse::Pong { nonce: 4 })
+        Response::Admin(ctxstore_protocol::AdminResponse::Pong(admin::Pong {
+            nonce: 4
+        }))
     ));
 }

@@ -12,6 +12,7 @@ use ctxstore_protocol::{
     ExtrasWire, LogCursorWire, PageKind, ParentWire, PayloadSpec, ReadsRequest, ReadsResponse,
     Request, Response, TurnSpec, TurnWire, read_flags,
 };
+use ctxstore_protocol::{appends, contexts, reads};
 
 fn spec(payload: &'static str, key: &str, labels: &[(&str, &str)]) -> TurnSpec {
     TurnSpec {
@@ -34,17 +35,17 @@ fn spec(payload: &'static str, key: &str, labels: &[(&str, &str)]) -> TurnSpec {
 fn append(raw: &mut Raw, req_id: u64, context: &str, turns: Vec<TurnSpec>) -> Response {
     raw.call(
         req_id,
-        &Request::Appends(AppendsRequest::AppendTurns {
+        &Request::Appends(AppendsRequest::AppendTurns(appends::AppendTurns {
             context: ContextRef::Name(context.into()),
             expected_head: None,
             turns,
-        }),
+        })),
     )
 }
 
 fn appended(response: Response) -> Vec<(TurnWire, bool)> {
     match response {
-        Response::Appends(AppendsResponse::AppendedTurns { turns }) => {
+        Response::Appends(AppendsResponse::AppendedTurns(appends::AppendedTurns { turns })) => {
             turns.into_iter().map(|t| (t.turn, t.existing)).collect()
         }
         other => panic!("expected APPEND_TURNS' answer, got {other:?}"),
@@ -57,7 +58,7 @@ fn log_ids(raw: &mut Raw, req_id: u64, labels: &[(&str, &str)]) -> Vec<u64> {
     for page in 0.. {
         let response = raw.call(
             req_id + page,
-            &Request::Reads(ReadsRequest::TurnLog {
+            &Request::Reads(ReadsRequest::TurnLog(reads::TurnLog {
                 context: ContextRef::Name("thread".into()),
                 labels: labels
                     .iter()
@@ -66,12 +67,12 @@ fn log_ids(raw: &mut Raw, req_id: u64, labels: &[(&str, &str)]) -> Vec<u64> {
                 cursor,
                 limit: 2,
                 read_flags: read_flags::WITH_PAYLOADS,
-            }),
+            })),
         );
-        let Response::Reads(ReadsResponse::TurnLog {
+        let Response::Reads(ReadsResponse::TurnLogPage(reads::TurnLogPage {
             next_cursor,
             entries,
-        }) = response
+        })) = response
         else {
             panic!("expected TURN_LOG's answer, got {response:?}");
         };
@@ -93,16 +94,16 @@ fn turns_for_agent_frameworks_through_the_protocol() {
     let mut server = start(config(dir.path()));
     let mut raw = Raw::connect(server.local_addr());
     raw.hello(b"");
-    let open = Request::Contexts(ContextsRequest::CtxOpen {
+    let open = Request::Contexts(ContextsRequest::CtxOpen(contexts::CtxOpen {
         base_turn_id: 0,
         get_or_create: false,
         clone_from: None,
         name: Some("thread".into()),
         tags: vec![],
-    });
+    }));
     assert!(matches!(
         raw.call(2, &open),
-        Response::Contexts(ContextsResponse::Opened { .. })
+        Response::Contexts(ContextsResponse::Opened(contexts::Opened { .. }))
     ));
 
     // A step of three turns in one request; then a retry of its first turn.
@@ -138,12 +139,12 @@ fn turns_for_agent_frameworks_through_the_protocol() {
     // Look-up by key with the extras.
     let by_key = raw.call(
         6,
-        &Request::Reads(ReadsRequest::GetTurnByKey {
+        &Request::Reads(ReadsRequest::GetTurnByKey(reads::GetTurnByKey {
             context: ContextRef::Name("thread".into()),
             key: Bytes::from_static(b"cp-3"),
-        }),
+        })),
     );
-    let Response::Reads(ReadsResponse::TurnInfo { turn, extras }) = by_key else {
+    let Response::Reads(ReadsResponse::TurnInfo(reads::TurnInfo { turn, extras })) = by_key else {
         panic!("{by_key:?}");
     };
     assert_eq!(turn.turn_id, branch.turn_id);
@@ -151,10 +152,10 @@ fn turns_for_agent_frameworks_through_the_protocol() {
     assert_eq!(extras.links, [turns[2].0.turn_id]);
     let missing = raw.call(
         7,
-        &Request::Reads(ReadsRequest::GetTurnByKey {
+        &Request::Reads(ReadsRequest::GetTurnByKey(reads::GetTurnByKey {
             context: ContextRef::Name("thread".into()),
             key: Bytes::from_static(b"nope"),
-        }),
+        })),
     );
     assert_eq!(error_code(&missing), Some(ErrorCode::NotFound));
 
@@ -188,14 +189,14 @@ fn turns_for_agent_frameworks_through_the_protocol() {
     appended(append(&mut raw, 61, "thread", vec![spec("after", "", &[])]));
     let window = raw.call(
         62,
-        &Request::Reads(ReadsRequest::ReadPage {
+        &Request::Reads(ReadsRequest::ReadPage(reads::ReadPage {
             context: ContextRef::Name("thread".into()),
             kind: PageKind::Window,
             limit: 100,
             read_flags: read_flags::WITH_PAYLOADS,
-        }),
+        })),
     );
-    let Response::Reads(ReadsResponse::Page { entries, .. }) = window else {
+    let Response::Reads(ReadsResponse::Page(reads::Page { entries, .. })) = window else {
         panic!("{window:?}");
     };
     let payloads: Vec<&[u8]> = entries.iter().map(|e| &e.payload.data[..]).collect();

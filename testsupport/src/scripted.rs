@@ -8,6 +8,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
+use ctxstore_protocol::admin;
 use ctxstore_protocol::{
     AdminRequest, AdminResponse, FrameReader, Request, Response, ServerLimits, decode_request,
     encode_response,
@@ -89,22 +90,25 @@ impl ScriptedServer {
                 let Ok(request) = decode_request(&header, body) else {
                     return;
                 };
-                let response = if let Request::Admin(AdminRequest::Hello { .. }) = request {
-                    Some(Response::Admin(AdminResponse::Hello {
-                        version: self.version,
-                        limits: self.limits,
-                        server_name: "fake".into(),
-                    }))
-                } else {
-                    let mut answer = answer
-                        .lock()
-                        .unwrap_or_else(|poisoned| poisoned.into_inner());
-                    let response = answer(&request);
-                    seen.lock()
-                        .unwrap_or_else(|poisoned| poisoned.into_inner())
-                        .push(request);
-                    response
-                };
+                let response =
+                    if let Request::Admin(AdminRequest::Hello(admin::Hello { .. })) = request {
+                        Some(Response::Admin(AdminResponse::Negotiated(
+                            admin::Negotiated {
+                                version: self.version,
+                                limits: self.limits,
+                                server_name: "fake".into(),
+                            },
+                        )))
+                    } else {
+                        let mut answer = answer
+                            .lock()
+                            .unwrap_or_else(|poisoned| poisoned.into_inner());
+                        let response = answer(&request);
+                        seen.lock()
+                            .unwrap_or_else(|poisoned| poisoned.into_inner())
+                            .push(request);
+                        response
+                    };
                 for chunk in response
                     .iter()
                     .flat_map(|response| encode_response(header.req_id, response))

@@ -7,21 +7,20 @@
 use std::sync::atomic::Ordering;
 
 use ctxstore_client_macros::blocking_twin;
-use ctxstore_protocol::{
-    AdminRequest, AdminResponse, ErrorCode, MessageType, ReplicationStatsWire,
+use ctxstore_protocol::admin::{
+    Backup, Gc, Ping, ReplicationStats, Stats as StatsRequest, StatsEx,
 };
+use ctxstore_protocol::{ErrorCode, MessageType, ReplicationStatsWire};
 
-use crate::client::{Client, unexpected};
+use crate::client::{Client, check_pair};
 use crate::error::ClientError;
 use crate::types::{BackupReport, GcReport, Stats};
 
 #[blocking_twin(crate::blocking::Client)]
 impl Client {
     pub async fn ping(&self, nonce: u64) -> Result<(), ClientError> {
-        match self.call(AdminRequest::Ping { nonce }).await? {
-            AdminResponse::Pong { nonce: echoed } if echoed == nonce => Ok(()),
-            other => Err(unexpected(MessageType::Ping, other)),
-        }
+        let pong = self.ask(Ping { nonce }).await?;
+        check_pair(MessageType::Ping, pong.nonce == nonce)
     }
 
     /// The store's and the server's figures. On a version-2 server (STATS_EX) with the
@@ -30,11 +29,8 @@ impl Client {
     /// collection: then one STATS_EX answered UNKNOWN_MESSAGE, and STATS is asked instead).
     pub async fn stats(&self) -> Result<Stats, ClientError> {
         if self.protocol_version() >= 2 && !self.shared.no_stats_ex.load(Ordering::Relaxed) {
-            match self.call(AdminRequest::StatsEx).await {
-                Ok(AdminResponse::StatsEx { stats, gc }) => {
-                    return Ok(Stats::from_wire(*stats, Some(gc)));
-                }
-                Ok(other) => return Err(unexpected(MessageType::StatsEx, other)),
+            match self.ask(StatsEx).await {
+                Ok(answer) => return Ok(Stats::from_wire(*answer.stats, Some(answer.gc))),
                 Err(ClientError::Server {
                     code: ErrorCode::UnknownMessage,
                     ..
@@ -42,10 +38,8 @@ impl Client {
                 Err(error) => return Err(error),
             }
         }
-        match self.call(AdminRequest::Stats).await? {
-            AdminResponse::Stats(stats) => Ok(Stats::from_wire(stats, None)),
-            other => Err(unexpected(MessageType::Stats, other)),
-        }
+        let stats = self.ask(StatsRequest).await?;
+        Ok(Stats::from_wire(stats, None))
     }
 
     /// Runs a garbage collection on the server now (GC, protocol version 2) and returns what
@@ -58,13 +52,10 @@ impl Client {
     /// collection the client stops waiting for goes on on the server.
     pub async fn gc(&self) -> Result<GcReport, ClientError> {
         let timeout = self.shared.config.gc_timeout;
-        match self
-            .call_within(AdminRequest::Gc, timeout, "ClientConfig::gc_timeout")
-            .await?
-        {
-            AdminResponse::GcDone(report) => Ok(report.into()),
-            other => Err(unexpected(MessageType::Gc, other)),
-        }
+        let report = self
+            .ask_within(Gc, timeout, "ClientConfig::gc_timeout")
+            .await?;
+        Ok(report.into())
     }
 
     /// Has the server write a consistent copy of its store into `dir` while it goes on
@@ -86,14 +77,10 @@ impl Client {
             )));
         }
         let timeout = self.shared.config.backup_timeout;
-        let request = AdminRequest::Backup { dir };
-        match self
-            .call_within(request, timeout, "ClientConfig::backup_timeout")
-            .await?
-        {
-            AdminResponse::BackedUp(report) => Ok(report.into()),
-            other => Err(unexpected(MessageType::Backup, other)),
-        }
+        let report = self
+            .ask_within(Backup { dir }, timeout, "ClientConfig::backup_timeout")
+            .await?;
+        Ok(report.into())
     }
 
     /// This server's side of its replica (REPLICATION_STATS, protocol version 3, issue 31):
@@ -110,9 +97,6 @@ impl Client {
                 version,
             });
         }
-        match self.call(AdminRequest::ReplicationStats).await? {
-            AdminResponse::ReplicationStats(stats) => Ok(*stats),
-            other => Err(unexpected(MessageType::ReplicationStats, other)),
-        }
+        Ok(*self.ask(ReplicationStats).await?)
     }
 }

@@ -7,13 +7,13 @@
 
 use bytes::Bytes;
 use ctxstore_client_macros::blocking_twin;
+use ctxstore_protocol::appends;
 use ctxstore_protocol::check_request;
 use ctxstore_protocol::{
-    AppendedWire, AppendsRequest, AppendsResponse, ContextRef, ExtrasWire, MessageType, ParentWire,
-    PayloadSpec, Request, TurnSpec,
+    AppendedWire, Ask, ContextRef, ExtrasWire, MessageType, ParentWire, PayloadSpec, TurnSpec,
 };
 
-use crate::client::{Client, unexpected};
+use crate::client::{Client, check_pair};
 use crate::error::ClientError;
 use crate::types::{Appended, AppendedTurn, BlobHash, NewTurn, Turn, TurnInfo};
 
@@ -37,7 +37,7 @@ impl Client {
         payload: Bytes,
     ) -> Result<Appended, ClientError> {
         let context = context.into();
-        let request = AppendsRequest::AppendTurn {
+        let request = appends::AppendTurn {
             context: context.clone(),
             expected_head,
             type_tag,
@@ -61,9 +61,9 @@ impl Client {
             };
         }
         // What the wire cannot carry is refused before any chunk is sent.
-        check_request(&Request::Appends(request.clone()))?;
+        check_request(&request.clone().into())?;
         if let Some(stored) = self.store_chunked(&payload).await? {
-            let by_hash = AppendsRequest::AppendTurnByHash {
+            let by_hash = appends::AppendTurnByHash {
                 context,
                 expected_head,
                 type_tag,
@@ -89,7 +89,7 @@ impl Client {
         hash: BlobHash,
     ) -> Result<Appended, ClientError> {
         let payload_hash = hash;
-        let request = AppendsRequest::AppendTurnByHash {
+        let request = appends::AppendTurnByHash {
             context: context.into(),
             expected_head,
             type_tag,
@@ -108,29 +108,28 @@ impl Client {
         expected_head: Option<u64>,
         turn: TurnSpec,
     ) -> Result<Appended, ClientError> {
-        let request = AppendsRequest::AppendTurns {
+        let request = appends::AppendTurns {
             context,
             expected_head,
             turns: vec![turn],
         };
-        match self.call(request).await? {
-            AppendsResponse::AppendedTurns { turns } if turns.len() == 1 => Ok(Appended {
-                turn: Turn::from_wire(&turns[0].turn, None),
-                deduped: turns[0].deduped,
-            }),
-            other => Err(unexpected(MessageType::AppendTurns, other)),
-        }
+        let appends::AppendedTurns { turns } = self.ask(request).await?;
+        check_pair(MessageType::AppendTurns, turns.len() == 1)?;
+        Ok(Appended {
+            turn: Turn::from_wire(&turns[0].turn, None),
+            deduped: turns[0].deduped,
+        })
     }
 
-    async fn appended(&self, request: AppendsRequest) -> Result<Appended, ClientError> {
-        let message_type = request.message_type();
-        match self.call(request).await? {
-            AppendsResponse::Appended { turn, deduped, .. } => Ok(Appended {
-                turn: Turn::from_wire(&turn, None),
-                deduped,
-            }),
-            other => Err(unexpected(message_type, other)),
-        }
+    async fn appended<Q: Ask<Answer = appends::Appended>>(
+        &self,
+        request: Q,
+    ) -> Result<Appended, ClientError> {
+        let appends::Appended { turn, deduped, .. } = self.ask(request).await?;
+        Ok(Appended {
+            turn: Turn::from_wire(&turn, None),
+            deduped,
+        })
     }
 
     /// Appends turns to one context, in order, all or none, in one request and one group
@@ -167,15 +166,12 @@ impl Client {
                 spec.payload = self.payload_spec(bytes.clone());
             }
         }
-        let request = AppendsRequest::AppendTurns {
+        let request = appends::AppendTurns {
             context: context.clone(),
             expected_head,
             turns: specs,
         };
-        let answered = match self.call(request).await? {
-            AppendsResponse::AppendedTurns { turns } => turns,
-            other => return Err(unexpected(MessageType::AppendTurns, other)),
-        };
+        let answered = self.ask(request).await?.turns;
         if answered.len() != asked.len() {
             return Err(ClientError::Protocol(format!(
                 "APPEND_TURNS of {} turns answered {}",
@@ -215,11 +211,12 @@ impl Client {
         if !specs.iter().any(chunked) {
             return Ok(stored_before);
         }
-        check_request(&Request::Appends(AppendsRequest::AppendTurns {
+        let request = appends::AppendTurns {
             context: context.clone(),
             expected_head,
             turns: specs.to_vec(),
-        }))?;
+        };
+        check_request(&request.into())?;
         for (spec, before) in specs.iter_mut().zip(&mut stored_before) {
             let PayloadSpec::Bytes(payload) = &spec.payload else {
                 continue;

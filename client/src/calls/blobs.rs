@@ -14,13 +14,14 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use ctxstore_client_macros::blocking_twin;
+use ctxstore_protocol::blobs;
 use ctxstore_protocol::{
-    BlobsRequest, BlobsResponse, CHUNK_ENTRY_BYTES, CHUNKS_PER_PAYLOAD_MAX, ChunkBaseWire,
-    ChunkWire, ErrorCode, LIST_ITEMS_LIMIT, MessageType, SentChunkWire, read_flags,
+    CHUNK_ENTRY_BYTES, CHUNKS_PER_PAYLOAD_MAX, ChunkBaseWire, ChunkWire, ErrorCode,
+    LIST_ITEMS_LIMIT, MessageType, SentChunkWire, read_flags,
 };
 
 use crate::chunking::ChunkingConfig;
-use crate::client::{Client, unexpected};
+use crate::client::{Client, check_pair};
 use crate::error::ClientError;
 use crate::types::{BlobHash, ChunkRef, ChunkedStored, verify_payload};
 
@@ -73,7 +74,7 @@ impl Client {
         chunks: Vec<ChunkRef>,
         sent: Vec<(u32, Bytes)>,
     ) -> Result<ChunkedStored, ClientError> {
-        let request = BlobsRequest::PutChunked {
+        let request = blobs::PutChunked {
             payload_hash: hash,
             base: base.map(|(hash, kept)| ChunkBaseWire { hash, kept }),
             chunks: chunks
@@ -88,18 +89,17 @@ impl Client {
                 .map(|(index, bytes)| SentChunkWire { index, bytes })
                 .collect(),
         };
-        match self.call(request).await? {
-            BlobsResponse::ChunkedStored {
-                payload_hash,
-                payload_len,
-                already_stored,
-            } if payload_hash.0 == hash.0 => Ok(ChunkedStored {
-                payload_hash: hash,
-                payload_len,
-                already_stored,
-            }),
-            other => Err(unexpected(MessageType::PutChunked, other)),
-        }
+        let blobs::ChunkedStored {
+            payload_hash,
+            payload_len,
+            already_stored,
+        } = self.ask(request).await?;
+        check_pair(MessageType::PutChunked, payload_hash.0 == hash.0)?;
+        Ok(ChunkedStored {
+            payload_hash: hash,
+            payload_len,
+            already_stored,
+        })
     }
 
     /// The automatic path of an append by value (issue 16): cuts `payload` into chunks as
@@ -292,26 +292,18 @@ impl Client {
         } else {
             0
         };
-        match self
-            .call(BlobsRequest::GetBlob { hash, read_flags })
-            .await?
-        {
-            BlobsResponse::Blob(payload) => {
-                verify_payload(&hash, None, payload, self.shared.hash_raw)?
-                    .ok_or_else(|| ClientError::Protocol("GET_BLOB answered without bytes".into()))
-            }
-            other => Err(unexpected(MessageType::GetBlob, other)),
-        }
+        let payload = self.ask(blobs::GetBlob { hash, read_flags }).await?;
+        verify_payload(&hash, None, payload, self.shared.hash_raw)?
+            .ok_or_else(|| ClientError::Protocol("GET_BLOB answered without bytes".into()))
     }
 
     /// Which of `hashes` are stored.
     pub async fn has_blobs(&self, hashes: &[BlobHash]) -> Result<Vec<bool>, ClientError> {
-        let request = BlobsRequest::HasBlobs {
+        let request = blobs::HasBlobs {
             hashes: hashes.to_vec(),
         };
-        match self.call(request).await? {
-            BlobsResponse::HasBlobs { present } if present.len() == hashes.len() => Ok(present),
-            other => Err(unexpected(MessageType::HasBlobs, other)),
-        }
+        let blobs::BlobsHeld { present } = self.ask(request).await?;
+        check_pair(MessageType::HasBlobs, present.len() == hashes.len())?;
+        Ok(present)
     }
 }

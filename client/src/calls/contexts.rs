@@ -5,9 +5,10 @@
 //! before sending.
 
 use ctxstore_client_macros::blocking_twin;
-use ctxstore_protocol::{ContextRef, ContextsRequest, ContextsResponse, MessageType};
+use ctxstore_protocol::contexts;
+use ctxstore_protocol::{Ask, ContextRef};
 
-use crate::client::{Client, unexpected};
+use crate::client::Client;
 use crate::error::ClientError;
 use crate::types::{
     ContextHead, ContextInfo, ContextListPage, ContextQuery, ListCursor, NewContext, Opened,
@@ -17,35 +18,33 @@ use crate::types::{
 impl Client {
     /// A new, empty context.
     pub async fn create_context(&self) -> Result<ContextHead, ClientError> {
-        self.context(ContextsRequest::CtxCreate { base_turn_id: 0 })
-            .await
+        self.context(contexts::CtxCreate { base_turn_id: 0 }).await
     }
 
     /// A new context whose head is the turn `base` (CTX_CREATE from a base turn).
     pub async fn create_context_from(&self, base: u64) -> Result<ContextHead, ClientError> {
-        self.context(ContextsRequest::CtxCreate { base_turn_id: base })
+        self.context(contexts::CtxCreate { base_turn_id: base })
             .await
     }
 
     /// A new context whose head is the turn `turn` (CTX_FORK): copies nothing.
     pub async fn fork(&self, turn: u64) -> Result<ContextHead, ClientError> {
-        self.context(ContextsRequest::CtxFork { turn_id: turn })
-            .await
+        self.context(contexts::CtxFork { turn_id: turn }).await
     }
 
     pub async fn head(&self, context: impl Into<ContextRef>) -> Result<ContextHead, ClientError> {
-        self.context(ContextsRequest::GetHead {
+        self.context(contexts::GetHead {
             context: context.into(),
         })
         .await
     }
 
-    async fn context(&self, request: ContextsRequest) -> Result<ContextHead, ClientError> {
-        let message_type = request.message_type();
-        match self.call(request).await? {
-            ContextsResponse::Context { head, .. } => Ok(head.into()),
-            other => Err(unexpected(message_type, other)),
-        }
+    async fn context<Q: Ask<Answer = contexts::Context>>(
+        &self,
+        request: Q,
+    ) -> Result<ContextHead, ClientError> {
+        let contexts::Context { head, .. } = self.ask(request).await?;
+        Ok(head.into())
     }
 
     /// A new context (CTX_OPEN): empty or with its head at `new.base_turn_id`, optionally
@@ -53,7 +52,7 @@ impl Client {
     /// ContextID in `detail`, unless `new.get_or_create`: then the owner is answered with
     /// `created == false`.
     pub async fn open_context(&self, new: NewContext) -> Result<Opened, ClientError> {
-        self.opened(ContextsRequest::CtxOpen {
+        self.opened(contexts::CtxOpen {
             base_turn_id: new.base_turn_id,
             get_or_create: new.get_or_create,
             clone_from: None,
@@ -72,7 +71,7 @@ impl Client {
         source: impl Into<ContextRef>,
         name: impl Into<String>,
     ) -> Result<ContextInfo, ClientError> {
-        self.opened(ContextsRequest::CtxOpen {
+        self.opened(contexts::CtxOpen {
             base_turn_id: 0,
             get_or_create: false,
             clone_from: Some(source.into()),
@@ -83,13 +82,9 @@ impl Client {
         .map(|(context, _)| context)
     }
 
-    async fn opened(&self, request: ContextsRequest) -> Result<(ContextInfo, bool), ClientError> {
-        match self.call(request).await? {
-            ContextsResponse::Opened { info, created } => {
-                Ok((ContextInfo::from_wire(info), created))
-            }
-            other => Err(unexpected(MessageType::CtxOpen, other)),
-        }
+    async fn opened(&self, request: contexts::CtxOpen) -> Result<(ContextInfo, bool), ClientError> {
+        let contexts::Opened { info, created } = self.ask(request).await?;
+        Ok((ContextInfo::from_wire(info), created))
     }
 
     /// A context's head, name, tags and times (CTX_SHOW).
@@ -97,7 +92,7 @@ impl Client {
         &self,
         context: impl Into<ContextRef>,
     ) -> Result<ContextInfo, ClientError> {
-        let request = ContextsRequest::CtxShow {
+        let request = contexts::CtxShow {
             context: context.into(),
         };
         self.info(request).await
@@ -120,7 +115,7 @@ impl Client {
         V: Into<String>,
         R: Into<String>,
     {
-        let request = ContextsRequest::CtxTag {
+        let request = contexts::CtxTag {
             context: context.into(),
             expected_head,
             set: set
@@ -139,19 +134,18 @@ impl Client {
         context: impl Into<ContextRef>,
         name: impl Into<String>,
     ) -> Result<ContextInfo, ClientError> {
-        let request = ContextsRequest::CtxName {
+        let request = contexts::CtxName {
             context: context.into(),
             name: name.into(),
         };
         self.info(request).await
     }
 
-    async fn info(&self, request: ContextsRequest) -> Result<ContextInfo, ClientError> {
-        let message_type = request.message_type();
-        match self.call(request).await? {
-            ContextsResponse::ContextInfo { info, .. } => Ok(ContextInfo::from_wire(info)),
-            other => Err(unexpected(message_type, other)),
-        }
+    async fn info<Q: Ask<Answer = contexts::ContextInfo>>(
+        &self,
+        request: Q,
+    ) -> Result<ContextInfo, ClientError> {
+        Ok(ContextInfo::from_wire(self.ask(request).await?.info))
     }
 
     /// One page of the contexts matching `query` (CTX_LIST), from the start (`cursor`
@@ -163,7 +157,7 @@ impl Client {
         query: &ContextQuery,
         cursor: Option<&ListCursor>,
     ) -> Result<ContextListPage, ClientError> {
-        let request = ContextsRequest::CtxList {
+        let request = contexts::CtxList {
             tags: query
                 .tags
                 .iter()
@@ -175,16 +169,14 @@ impl Client {
             cursor: cursor.map(|cursor| cursor.0.clone()),
             limit: query.page_limit,
         };
-        match self.call(request).await? {
-            ContextsResponse::ContextList {
-                next_cursor,
-                contexts,
-            } => Ok(ContextListPage {
-                contexts: contexts.into_iter().map(ContextInfo::from_wire).collect(),
-                next_cursor: next_cursor.map(ListCursor),
-            }),
-            other => Err(unexpected(MessageType::CtxList, other)),
-        }
+        let contexts::ContextList {
+            next_cursor,
+            contexts,
+        } = self.ask(request).await?;
+        Ok(ContextListPage {
+            contexts: contexts.into_iter().map(ContextInfo::from_wire).collect(),
+            next_cursor: next_cursor.map(ListCursor),
+        })
     }
 
     /// Every context matching `query` (or the first `count_max`), following the cursor page

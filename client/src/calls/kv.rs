@@ -6,12 +6,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ctxstore_client_macros::blocking_twin;
-use ctxstore_protocol::{
-    ContextRef, ErrorCode, KvRequest, KvResponse, MessageType, kv_put_flags, kv_read_flags,
-    read_flags,
-};
+use ctxstore_protocol::kv;
+use ctxstore_protocol::{Ask, ContextRef, ErrorCode, kv_put_flags, kv_read_flags, read_flags};
 
-use crate::client::{Client, unexpected};
+use crate::client::Client;
 use crate::error::ClientError;
 use crate::types::{BlobHash, KvItem, KvValue, verify_payload};
 
@@ -27,7 +25,7 @@ impl Client {
         entries: Vec<(Bytes, Bytes)>,
         if_absent: bool,
     ) -> Result<(), ClientError> {
-        let request = KvRequest::KvPut {
+        let request = kv::KvPut {
             context: context.into(),
             if_absent,
             entries,
@@ -46,7 +44,7 @@ impl Client {
         if_absent: bool,
         ttl: Option<Duration>,
     ) -> Result<(), ClientError> {
-        let request = KvRequest::KvPutEx {
+        let request = kv::KvPutEx {
             context: context.into(),
             put_flags: if if_absent {
                 kv_put_flags::IF_ABSENT
@@ -70,14 +68,14 @@ impl Client {
         refresh: bool,
     ) -> Result<Option<KvValue>, ClientError> {
         let context = context.into();
-        let request = KvRequest::KvGetEx {
+        let request = kv::KvGetEx {
             context: context.clone(),
             key: key.into(),
             read_flags: self.kv_read_flags(),
             kv_flags: if refresh { kv_read_flags::REFRESH } else { 0 },
         };
-        match self.call(request).await {
-            Ok(KvResponse::KvValueEx {
+        match self.ask(request).await {
+            Ok(kv::KvValueEx {
                 value_hash,
                 ttl_ms,
                 expires_at_unix_ms,
@@ -94,7 +92,6 @@ impl Client {
                     expires_at_unix_ms,
                 }))
             }
-            Ok(other) => Err(unexpected(MessageType::KvGetEx, other)),
             Err(missing) if missing.code() == Some(ErrorCode::NotFound) => {
                 self.context_info(context).await?;
                 Ok(None)
@@ -113,20 +110,16 @@ impl Client {
         limit: u32,
         refresh: bool,
     ) -> Result<Vec<KvItem>, ClientError> {
-        let request = KvRequest::KvListEx {
+        let request = kv::KvListEx {
             context: context.into(),
             prefix: Bytes::copy_from_slice(prefix),
             after: Bytes::copy_from_slice(after),
             limit,
             kv_flags: if refresh { kv_read_flags::REFRESH } else { 0 },
         };
-        match self.call(request).await? {
-            KvResponse::KvListEx { items } => {
-                let items = items.into_iter().map(KvItem::from_wire_ex).collect();
-                check_page("KV_LIST_EX", items, prefix, after, limit)
-            }
-            other => Err(unexpected(MessageType::KvListEx, other)),
-        }
+        let kv::KvListedEx { items } = self.ask(request).await?;
+        let items = items.into_iter().map(KvItem::from_wire_ex).collect();
+        check_page("KV_LIST_EX", items, prefix, after, limit)
     }
 
     /// Restarts the TTL of each key from now (KV_TOUCH, protocol version 3), in one durable
@@ -139,17 +132,13 @@ impl Client {
         keys: Vec<Bytes>,
         ttl: Option<Duration>,
     ) -> Result<Vec<KvItem>, ClientError> {
-        let request = KvRequest::KvTouch {
+        let request = kv::KvTouch {
             context: context.into(),
             ttl_ms: ttl_ms(ttl)?,
             keys,
         };
-        match self.call(request).await? {
-            KvResponse::KvTouched { items } => {
-                Ok(items.into_iter().map(KvItem::from_wire_ex).collect())
-            }
-            other => Err(unexpected(MessageType::KvTouch, other)),
-        }
+        let kv::KvTouched { items } = self.ask(request).await?;
+        Ok(items.into_iter().map(KvItem::from_wire_ex).collect())
     }
 
     fn kv_read_flags(&self) -> u32 {
@@ -171,13 +160,13 @@ impl Client {
         key: impl Into<Bytes>,
     ) -> Result<Option<(BlobHash, Bytes)>, ClientError> {
         let context = context.into();
-        let request = KvRequest::KvGet {
+        let request = kv::KvGet {
             context: context.clone(),
             key: key.into(),
             read_flags: self.kv_read_flags(),
         };
-        match self.call(request).await {
-            Ok(KvResponse::KvValue {
+        match self.ask(request).await {
+            Ok(kv::KvValue {
                 value_hash,
                 payload,
             }) => {
@@ -187,7 +176,6 @@ impl Client {
                     })?;
                 Ok(Some((value_hash, value)))
             }
-            Ok(other) => Err(unexpected(MessageType::KvGet, other)),
             Err(missing) if missing.code() == Some(ErrorCode::NotFound) => {
                 // The context's own NOT_FOUND if it is the context that is missing.
                 self.context_info(context).await?;
@@ -204,19 +192,17 @@ impl Client {
         context: impl Into<ContextRef>,
         keys: Vec<Bytes>,
     ) -> Result<(), ClientError> {
-        let request = KvRequest::KvDelete {
+        let request = kv::KvDelete {
             context: context.into(),
             keys,
         };
         self.done(request).await
     }
 
-    async fn done(&self, request: KvRequest) -> Result<(), ClientError> {
-        let message_type = request.message_type();
-        match self.call(request).await? {
-            KvResponse::Done { message_type: done } if done == message_type => Ok(()),
-            other => Err(unexpected(message_type, other)),
-        }
+    /// KV_PUT's, KV_PUT_EX's and KV_DELETE's answer: `ask` checked it is this message's.
+    async fn done<Q: Ask<Answer = kv::Done>>(&self, request: Q) -> Result<(), ClientError> {
+        self.ask(request).await?;
+        Ok(())
     }
 
     /// One page of a context's key-value entries whose keys start with `prefix`, in key
@@ -230,19 +216,15 @@ impl Client {
         after: &[u8],
         limit: u32,
     ) -> Result<Vec<KvItem>, ClientError> {
-        let request = KvRequest::KvList {
+        let request = kv::KvList {
             context: context.into(),
             prefix: Bytes::copy_from_slice(prefix),
             after: Bytes::copy_from_slice(after),
             limit,
         };
-        match self.call(request).await? {
-            KvResponse::KvList { items } => {
-                let items = items.into_iter().map(KvItem::from_wire).collect();
-                check_page("KV_LIST", items, prefix, after, limit)
-            }
-            other => Err(unexpected(MessageType::KvList, other)),
-        }
+        let kv::KvListed { items } = self.ask(request).await?;
+        let items = items.into_iter().map(KvItem::from_wire).collect();
+        check_page("KV_LIST", items, prefix, after, limit)
     }
 
     /// Every key-value entry of a context whose key starts with `prefix`, in key order,

@@ -3,9 +3,10 @@
 
 use bytes::Bytes;
 use ctxstore_client_macros::blocking_twin;
-use ctxstore_protocol::{MessageType, OverlaysRequest, OverlaysResponse};
+use ctxstore_protocol::MessageType;
+use ctxstore_protocol::overlays::{PatchTurn, PurgeBlob, RedactTurn};
 
-use crate::client::{Client, unexpected};
+use crate::client::{Client, check_pair};
 use crate::error::ClientError;
 use crate::types::{BlobHash, Patched, Purged, Redacted};
 
@@ -23,26 +24,24 @@ impl Client {
         let payload = payload.into();
         let hash = BlobHash::of(&payload);
         let len = payload.len();
-        let request = OverlaysRequest::PatchTurn {
-            turn_id: turn,
-            payload,
-        };
-        match self.call(request).await? {
-            OverlaysResponse::Patched {
-                turn_id,
-                overlay_seq,
-                payload_hash,
-                payload_len,
-            } if turn_id == turn && payload_hash.0 == hash.0 && payload_len as usize == len => {
-                Ok(Patched {
-                    turn_id,
-                    overlay_seq,
-                    payload_hash: hash,
-                    payload_len,
-                })
-            }
-            other => Err(unexpected(MessageType::PatchTurn, other)),
-        }
+        let answer = self
+            .ask(PatchTurn {
+                turn_id: turn,
+                payload,
+            })
+            .await?;
+        check_pair(
+            MessageType::PatchTurn,
+            answer.turn_id == turn
+                && answer.payload_hash.0 == hash.0
+                && answer.payload_len as usize == len,
+        )?;
+        Ok(Patched {
+            turn_id: answer.turn_id,
+            overlay_seq: answer.overlay_seq,
+            payload_hash: hash,
+            payload_len: answer.payload_len,
+        })
     }
 
     /// Takes a turn's payload away in every view (REDACT_TURN, protocol version 2): reads
@@ -50,37 +49,24 @@ impl Client {
     /// garbage collection. Final: a second redaction (or a patch) is
     /// `ErrorCode::InvalidArgument`; no such turn is `ErrorCode::NotFound`.
     pub async fn redact_turn(&self, turn: u64) -> Result<Redacted, ClientError> {
-        match self
-            .call(OverlaysRequest::RedactTurn { turn_id: turn })
-            .await?
-        {
-            OverlaysResponse::Redacted {
-                turn_id,
-                overlay_seq,
-            } if turn_id == turn => Ok(Redacted {
-                turn_id,
-                overlay_seq,
-            }),
-            other => Err(unexpected(MessageType::RedactTurn, other)),
-        }
+        let answer = self.ask(RedactTurn { turn_id: turn }).await?;
+        check_pair(MessageType::RedactTurn, answer.turn_id == turn)?;
+        Ok(Redacted {
+            turn_id: answer.turn_id,
+            overlay_seq: answer.overlay_seq,
+        })
     }
 
     /// Redacts every turn naming the blob and makes reads of it by hash `NotFound`
     /// (PURGE_BLOB, protocol version 2; the compliance path): its bytes leave the disk at the
     /// next garbage collection (`gc`). A hash the store never had is `ErrorCode::NotFound`.
     pub async fn purge_blob(&self, hash: BlobHash) -> Result<Purged, ClientError> {
-        let request = OverlaysRequest::PurgeBlob { hash };
-        match self.call(request).await? {
-            OverlaysResponse::Purged {
-                payload_hash,
-                turns_redacted,
-                overlay_seq,
-            } if payload_hash.0 == hash.0 => Ok(Purged {
-                payload_hash: hash,
-                turns_redacted,
-                overlay_seq,
-            }),
-            other => Err(unexpected(MessageType::PurgeBlob, other)),
-        }
+        let answer = self.ask(PurgeBlob { hash }).await?;
+        check_pair(MessageType::PurgeBlob, answer.payload_hash.0 == hash.0)?;
+        Ok(Purged {
+            payload_hash: hash,
+            turns_redacted: answer.turns_redacted,
+            overlay_seq: answer.overlay_seq,
+        })
     }
 }

@@ -12,12 +12,13 @@ use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
 use ctxstore_client_macros::blocking_twin;
+use ctxstore_protocol::reads;
 use ctxstore_protocol::{
-    ContextRef, ErrorCode, MessageType, OverlayWire, PageKind, PayloadEncoding, ReadsRequest,
-    ReadsResponse, Request, Response, TurnEntry, TurnEntryV2, read_flags,
+    Ask, ContextRef, ErrorCode, OverlayWire, PageKind, PayloadEncoding, ReadsRequest, Request,
+    Response, TurnEntry, TurnEntryV2, read_flags,
 };
 
-use crate::client::{Client, FIND_PAGE_MAX, LOG_PAGE_MAX, is_indexed_label, unexpected};
+use crate::client::{Client, FIND_PAGE_MAX, LOG_PAGE_MAX, answer_of, is_indexed_label};
 use crate::error::ClientError;
 use crate::types::{FoundPage, LogCursor, LogPage, Page, Turn, TurnInfo, TurnPage, verify_payload};
 
@@ -25,37 +26,34 @@ use crate::types::{FoundPage, LogCursor, LogPage, Page, Turn, TurnInfo, TurnPage
 impl Client {
     /// A read of turns, in this handle's overlay view when it has one: the answer, and one
     /// overlay state per turn of it (`None` without a view).
-    async fn read(
+    async fn read<Q: Ask + Into<ReadsRequest>>(
         &self,
-        request: ReadsRequest,
-    ) -> Result<(ReadsResponse, Option<Vec<OverlayWire>>), ClientError> {
+        request: Q,
+    ) -> Result<(Q::Answer, Option<Vec<OverlayWire>>), ClientError> {
         let Some(as_of) = self.view else {
-            return Ok((self.call(request).await?, None));
+            return Ok((self.ask(request).await?, None));
         };
-        let message_type = request.message_type();
         let request = Request::AsOf {
             as_of,
-            read: request,
+            read: request.into(),
         };
         match self.request(request).await? {
-            Response::Overlaid { response, overlays } => Ok((*response, Some(overlays))),
+            Response::Overlaid { response, overlays } => {
+                Ok((answer_of::<Q>(Response::Reads(*response))?, Some(overlays)))
+            }
             other => Err(ClientError::Protocol(format!(
                 "{} in an overlay view was answered without overlay states ({:#06x})",
-                message_type.name(),
+                Q::MESSAGE_TYPE.name(),
                 other.msg_type()
             ))),
         }
     }
 
     pub async fn turn(&self, turn: u64) -> Result<Turn, ClientError> {
-        match self.read(ReadsRequest::GetTurn { turn_id: turn }).await? {
-            (ReadsResponse::Turn(turn), overlays) => {
-                let mut turns = vec![Turn::from_wire(&turn, None)];
-                set_overlays(turns.iter_mut(), overlays)?;
-                Ok(turns.remove(0))
-            }
-            (other, _) => Err(unexpected(MessageType::GetTurn, other)),
-        }
+        let (turn, overlays) = self.read(reads::GetTurn { turn_id: turn }).await?;
+        let mut turns = vec![Turn::from_wire(&turn, None)];
+        set_overlays(turns.iter_mut(), overlays)?;
+        Ok(turns.remove(0))
     }
 
     fn read_flags(&self, payloads: bool) -> u32 {
@@ -74,7 +72,7 @@ impl Client {
         payloads: bool,
     ) -> Result<Page, ClientError> {
         let read_flags = self.read_flags(payloads);
-        self.page(ReadsRequest::GetLast {
+        self.page(reads::GetLast {
             context: context.into(),
             limit,
             read_flags,
@@ -91,7 +89,7 @@ impl Client {
         payloads: bool,
     ) -> Result<Page, ClientError> {
         let read_flags = self.read_flags(payloads);
-        self.page(ReadsRequest::GetBefore {
+        self.page(reads::GetBefore {
             context: context.into(),
             before_turn_id: before,
             limit,
@@ -109,7 +107,7 @@ impl Client {
         payloads: bool,
     ) -> Result<Page, ClientError> {
         let read_flags = self.read_flags(payloads);
-        self.page(ReadsRequest::GetRangeByDepth {
+        self.page(reads::GetRangeByDepth {
             context: context.into(),
             from_depth,
             limit,
@@ -127,7 +125,7 @@ impl Client {
         payloads: bool,
     ) -> Result<Page, ClientError> {
         let read_flags = self.read_flags(payloads);
-        self.page(ReadsRequest::GetChain {
+        self.page(reads::GetChain {
             turn_id: turn,
             from_depth,
             limit,
@@ -208,28 +206,26 @@ impl Client {
         }
     }
 
-    async fn page(&self, request: ReadsRequest) -> Result<Page, ClientError> {
-        let message_type = request.message_type();
-        match self.read(request).await? {
-            (
-                ReadsResponse::Turns {
-                    next_before,
-                    tip_depth,
-                    entries,
-                    ..
-                },
-                overlays,
-            ) => {
-                let mut turns = verify_entries(entries, self.shared.hash_raw).await?;
-                set_overlays(turns.iter_mut(), overlays)?;
-                Ok(Page {
-                    turns,
-                    next_before,
-                    tip_depth,
-                })
-            }
-            (other, _) => Err(unexpected(message_type, other)),
-        }
+    async fn page<Q: Ask<Answer = reads::Turns> + Into<ReadsRequest>>(
+        &self,
+        request: Q,
+    ) -> Result<Page, ClientError> {
+        let (
+            reads::Turns {
+                next_before,
+                tip_depth,
+                entries,
+                ..
+            },
+            overlays,
+        ) = self.read(request).await?;
+        let mut turns = verify_entries(entries, self.shared.hash_raw).await?;
+        set_overlays(turns.iter_mut(), overlays)?;
+        Ok(Page {
+            turns,
+            next_before,
+            tip_depth,
+        })
     }
 
     fn require_version_2(&self, request: &'static str) -> Result<(), ClientError> {
@@ -254,17 +250,16 @@ impl Client {
         key: impl Into<Bytes>,
     ) -> Result<Option<TurnInfo>, ClientError> {
         let context = context.into();
-        let request = ReadsRequest::GetTurnByKey {
+        let request = reads::GetTurnByKey {
             context: context.clone(),
             key: key.into(),
         };
         match self.read(request).await {
-            Ok((ReadsResponse::TurnInfo { turn, extras }, overlays)) => {
+            Ok((reads::TurnInfo { turn, extras }, overlays)) => {
                 let mut info = TurnInfo::from_wire(&turn, extras, None);
                 set_overlays(std::iter::once(&mut info.turn), overlays)?;
                 Ok(Some(info))
             }
-            Ok((other, _)) => Err(unexpected(MessageType::GetTurnByKey, other)),
             Err(missing) if missing.code() == Some(ErrorCode::NotFound) => {
                 // The context's own NOT_FOUND if it is the context that is missing.
                 self.context_info(context).await?;
@@ -435,30 +430,26 @@ impl Client {
         payloads: bool,
     ) -> Result<LogPage, ClientError> {
         let read_flags = self.read_flags(payloads);
-        let request = ReadsRequest::TurnLog {
+        let request = reads::TurnLog {
             context: context.into(),
             labels: labels.to_vec(),
             cursor: cursor.map(|cursor| cursor.0),
             limit,
             read_flags,
         };
-        match self.read(request).await? {
-            (
-                ReadsResponse::TurnLog {
-                    next_cursor,
-                    entries,
-                },
-                overlays,
-            ) => {
-                let mut turns = verify_entries_v2(entries, self.shared.hash_raw).await?;
-                set_overlays(turns.iter_mut().map(|info| &mut info.turn), overlays)?;
-                Ok(LogPage {
-                    turns,
-                    next_cursor: next_cursor.map(LogCursor),
-                })
-            }
-            (other, _) => Err(unexpected(MessageType::TurnLog, other)),
-        }
+        let (
+            reads::TurnLogPage {
+                next_cursor,
+                entries,
+            },
+            overlays,
+        ) = self.read(request).await?;
+        let mut turns = verify_entries_v2(entries, self.shared.hash_raw).await?;
+        set_overlays(turns.iter_mut().map(|info| &mut info.turn), overlays)?;
+        Ok(LogPage {
+            turns,
+            next_cursor: next_cursor.map(LogCursor),
+        })
     }
 
     /// The context's turn log (`turn_log`, followed page after page), newest first; the first
@@ -512,31 +503,27 @@ impl Client {
         payloads: bool,
     ) -> Result<TurnPage, ClientError> {
         let read_flags = self.read_flags(payloads);
-        let request = ReadsRequest::ReadPage {
+        let request = reads::ReadPage {
             context: context.into(),
             kind,
             limit,
             read_flags,
         };
-        match self.read(request).await? {
-            (
-                ReadsResponse::Page {
-                    next_before,
-                    tip_depth,
-                    entries,
-                },
-                overlays,
-            ) => {
-                let mut turns = verify_entries_v2(entries, self.shared.hash_raw).await?;
-                set_overlays(turns.iter_mut().map(|info| &mut info.turn), overlays)?;
-                Ok(TurnPage {
-                    turns,
-                    next_before,
-                    tip_depth,
-                })
-            }
-            (other, _) => Err(unexpected(MessageType::ReadPage, other)),
-        }
+        let (
+            reads::Page {
+                next_before,
+                tip_depth,
+                entries,
+            },
+            overlays,
+        ) = self.read(request).await?;
+        let mut turns = verify_entries_v2(entries, self.shared.hash_raw).await?;
+        set_overlays(turns.iter_mut().map(|info| &mut info.turn), overlays)?;
+        Ok(TurnPage {
+            turns,
+            next_before,
+            tip_depth,
+        })
     }
 
     /// What an agent sends its model: the context's chain from its latest summary turn
@@ -616,23 +603,19 @@ impl Client {
         before: u64,
         limit: u32,
     ) -> Result<FoundPage, ClientError> {
-        let request = ReadsRequest::FindTurns {
+        let request = reads::FindTurns {
             key: key.into(),
             value: value.into(),
             before_turn_id: before,
             limit,
         };
-        match self.read(request).await? {
-            (ReadsResponse::FoundTurns { next_before, turns }, overlays) => {
-                let mut turns: Vec<TurnInfo> = turns
-                    .into_iter()
-                    .map(|(turn, extras)| TurnInfo::from_wire(&turn, extras, None))
-                    .collect();
-                set_overlays(turns.iter_mut().map(|info| &mut info.turn), overlays)?;
-                Ok(FoundPage { turns, next_before })
-            }
-            (other, _) => Err(unexpected(MessageType::FindTurns, other)),
-        }
+        let (reads::FoundTurns { next_before, turns }, overlays) = self.read(request).await?;
+        let mut turns: Vec<TurnInfo> = turns
+            .into_iter()
+            .map(|(turn, extras)| TurnInfo::from_wire(&turn, extras, None))
+            .collect();
+        set_overlays(turns.iter_mut().map(|info| &mut info.turn), overlays)?;
+        Ok(FoundPage { turns, next_before })
     }
 
     /// Every turn, in any context, carrying all of `labels` (at least one), newest first; the

@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use ctxstore_client_macros::blocking_twin;
-use ctxstore_protocol::{ContextRef, RetentionRequest, RetentionResponse};
+use ctxstore_protocol::retention::{CtxDelete, CtxPrune, CtxTtl, Retention};
+use ctxstore_protocol::{Ask, ContextRef};
 
-use crate::client::{Client, unexpected};
+use crate::client::Client;
 use crate::error::ClientError;
 use crate::types::ContextRetention;
 
@@ -21,7 +22,7 @@ impl Client {
         &self,
         context: impl Into<ContextRef>,
     ) -> Result<ContextRetention, ClientError> {
-        let request = RetentionRequest::CtxDelete {
+        let request = CtxDelete {
             context: context.into(),
         };
         self.retention(request).await
@@ -37,7 +38,7 @@ impl Client {
         context: impl Into<ContextRef>,
         keep: u32,
     ) -> Result<ContextRetention, ClientError> {
-        let request = RetentionRequest::CtxPrune {
+        let request = CtxPrune {
             context: context.into(),
             keep,
         };
@@ -58,7 +59,7 @@ impl Client {
             None => 0,
             Some(ttl) => ttl_millis(ttl)?,
         };
-        let request = RetentionRequest::CtxTtl {
+        let request = CtxTtl {
             context: context.into(),
             set: true,
             ttl_ms,
@@ -72,7 +73,7 @@ impl Client {
         &self,
         context: impl Into<ContextRef>,
     ) -> Result<ContextRetention, ClientError> {
-        let request = RetentionRequest::CtxTtl {
+        let request = CtxTtl {
             context: context.into(),
             set: false,
             ttl_ms: 0,
@@ -80,19 +81,16 @@ impl Client {
         self.retention(request).await
     }
 
-    async fn retention(&self, request: RetentionRequest) -> Result<ContextRetention, ClientError> {
-        let message_type = request.message_type();
-        match self.call(request).await? {
-            RetentionResponse::Retention {
-                message_type: answered,
-                info,
-                floor_depth,
-                ttl_ms,
-            } if answered == message_type => {
-                Ok(ContextRetention::from_wire(info, floor_depth, ttl_ms))
-            }
-            other => Err(unexpected(message_type, other)),
-        }
+    async fn retention<Q: Ask<Answer = Retention>>(
+        &self,
+        request: Q,
+    ) -> Result<ContextRetention, ClientError> {
+        let answer = self.ask(request).await?;
+        Ok(ContextRetention::from_wire(
+            answer.info,
+            answer.floor_depth,
+            answer.ttl_ms,
+        ))
     }
 }
 

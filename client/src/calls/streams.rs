@@ -13,12 +13,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ctxstore_client_macros::blocking_twin;
+use ctxstore_protocol::streams;
 use ctxstore_protocol::{
-    ContextRef, ErrorCode, ExtrasWire, MessageType, ParentWire, Response, StreamInfoWire,
-    StreamStateWire, StreamsRequest, StreamsResponse, WatchEventWire, WatchTargetWire,
+    Ask, ContextRef, ErrorCode, ExtrasWire, MessageType, ParentWire, Response, StreamInfoWire,
+    StreamStateWire, WatchEventWire, WatchTargetWire,
 };
 
-use crate::client::{Client, unexpected};
+use crate::client::{Client, answer_of};
 use crate::error::ClientError;
 use crate::types::{Appended, Parent, Turn};
 
@@ -138,24 +139,22 @@ impl Client {
         wait: Option<Duration>,
     ) -> Result<Watched, ClientError> {
         let wait_ms = wait.map_or(0, |wait| wait.as_millis().min(60_000) as u32);
-        let request = StreamsRequest::Watch {
+        let request = streams::Watch {
             target,
             after_seq,
             max_events,
             wait_ms,
         };
-        match self.call_waiting(request, wait_ms).await? {
-            StreamsResponse::Watched {
-                lagged,
-                resume_after,
-                events,
-            } => Ok(Watched {
-                lagged,
-                resume_after,
-                events,
-            }),
-            other => Err(unexpected(other.message_type(), other)),
-        }
+        let streams::Watched {
+            lagged,
+            resume_after,
+            events,
+        } = self.ask_waiting(request, wait_ms).await?;
+        Ok(Watched {
+            lagged,
+            resume_after,
+            events,
+        })
     }
 
     /// Opens a stream on a context (STREAM_OPEN): answered once its record is durable.
@@ -166,7 +165,7 @@ impl Client {
     ) -> Result<StreamInfo, ClientError> {
         let mut labels = stream.labels;
         labels.sort();
-        let request = StreamsRequest::StreamOpen {
+        let request = streams::StreamOpen {
             context: context.into(),
             expected_head: stream.expected_head,
             parent: match stream.parent {
@@ -183,10 +182,8 @@ impl Client {
                 links: stream.links,
             },
         };
-        match self.call(request).await? {
-            StreamsResponse::Opened { info } => Ok(StreamInfo::from_wire(info)),
-            other => Err(unexpected(other.message_type(), other)),
-        }
+        let streams::Opened { info } = self.ask(request).await?;
+        Ok(StreamInfo::from_wire(info))
     }
 
     /// Appends a delta (STREAM_APPEND; 1 byte to 1 MiB): the stream's length once it is
@@ -199,35 +196,29 @@ impl Client {
         offset: Option<u64>,
         bytes: Bytes,
     ) -> Result<u64, ClientError> {
-        let request = StreamsRequest::StreamAppend {
+        let request = streams::StreamAppend {
             stream_id,
             offset,
             bytes,
         };
-        match self.call(request).await? {
-            StreamsResponse::Appended { length, .. } => Ok(length),
-            other => Err(unexpected(other.message_type(), other)),
-        }
+        let streams::Appended { length, .. } = self.ask(request).await?;
+        Ok(length)
     }
 
     /// Seals the stream into one turn (STREAM_SEAL); `ErrorCode::Conflict` on a stale expected
     /// head (the stream stays open), `ErrorCode::StreamEnded` once sealed or aborted.
     pub async fn seal_stream(&self, stream_id: u64) -> Result<Appended, ClientError> {
-        match self.call(StreamsRequest::StreamSeal { stream_id }).await? {
-            StreamsResponse::Sealed { turn, deduped } => Ok(Appended {
-                turn: Turn::from_wire(&turn, None),
-                deduped,
-            }),
-            other => Err(unexpected(other.message_type(), other)),
-        }
+        let streams::Sealed { turn, deduped } = self.ask(streams::StreamSeal { stream_id }).await?;
+        Ok(Appended {
+            turn: Turn::from_wire(&turn, None),
+            deduped,
+        })
     }
 
     /// Aborts the stream (STREAM_ABORT): it never becomes a turn.
     pub async fn abort_stream(&self, stream_id: u64) -> Result<(), ClientError> {
-        match self.call(StreamsRequest::StreamAbort { stream_id }).await? {
-            StreamsResponse::Aborted { .. } => Ok(()),
-            other => Err(unexpected(other.message_type(), other)),
-        }
+        let streams::Aborted { .. } = self.ask(streams::StreamAbort { stream_id }).await?;
+        Ok(())
     }
 
     /// The context's open streams by StreamID after `after` (0: from the first), at most
@@ -238,17 +229,13 @@ impl Client {
         after: u64,
         limit: u32,
     ) -> Result<Vec<StreamInfo>, ClientError> {
-        let request = StreamsRequest::StreamList {
+        let request = streams::StreamList {
             context: context.into(),
             after_stream_id: after,
             limit,
         };
-        match self.call(request).await? {
-            StreamsResponse::Listed { streams } => {
-                Ok(streams.into_iter().map(StreamInfo::from_wire).collect())
-            }
-            other => Err(unexpected(other.message_type(), other)),
-        }
+        let streams::Listed { streams } = self.ask(request).await?;
+        Ok(streams.into_iter().map(StreamInfo::from_wire).collect())
     }
 
     /// Up to `bytes_max` bytes of the stream from `offset` (STREAM_READ). With `wait`, a long
@@ -263,22 +250,20 @@ impl Client {
         wait: Option<Duration>,
     ) -> Result<StreamChunk, ClientError> {
         let wait_ms = wait.map_or(0, |wait| wait.as_millis().min(60_000) as u32);
-        let request = StreamsRequest::StreamRead {
+        let request = streams::StreamRead {
             stream_id,
             offset,
             bytes_max,
             wait_ms,
         };
-        match self.call_waiting(request, wait_ms).await? {
-            StreamsResponse::Read {
-                state,
-                offset,
-                length,
-                bytes,
-                ..
-            } => Ok(chunk(state, offset, length, bytes)),
-            other => Err(unexpected(other.message_type(), other)),
-        }
+        let streams::Read {
+            state,
+            offset,
+            length,
+            bytes,
+            ..
+        } = self.ask_waiting(request, wait_ms).await?;
+        Ok(chunk(state, offset, length, bytes))
     }
 
     /// The bytes of a stream sealed into `turn_id`, from `offset` to its end: what STREAM_READ
@@ -334,17 +319,17 @@ impl Client {
 impl Client {
     /// A long poll (STREAM_READ, WATCH): the answer may take the wait itself, so the request's
     /// timeout comes on top of it.
-    async fn call_waiting(
+    async fn ask_waiting<Q: Ask>(
         &self,
-        request: StreamsRequest,
+        request: Q,
         wait_ms: u32,
-    ) -> Result<StreamsResponse, ClientError> {
+    ) -> Result<Q::Answer, ClientError> {
         let timeout = self
             .shared
             .config
             .request_timeout
             .map(|timeout| timeout + Duration::from_millis(u64::from(wait_ms)));
-        self.call_within(request, timeout, "ClientConfig::request_timeout")
+        self.ask_within(request, timeout, "ClientConfig::request_timeout")
             .await
     }
 }
@@ -417,31 +402,18 @@ impl StreamFollow {
             },
         };
         let frame = frame.unwrap_or_else(|| Err(ClientError::Closed("connection lost".into())));
-        let (more, chunk) = match frame {
-            Ok(Response::Streams(StreamsResponse::Pushed {
+        // An ERROR frame ends the follow with the server's error; any frame but a PUSHED one
+        // is a protocol error (`answer_of`).
+        let pushed = frame.and_then(answer_of::<streams::StreamFollow>);
+        let (more, chunk) = match pushed {
+            Ok(streams::Pushed {
                 more,
                 state,
                 offset,
                 length,
                 bytes,
                 ..
-            })) => (more, chunk(state, offset, length, bytes)),
-            Ok(Response::Error {
-                code,
-                detail,
-                message,
-            }) => {
-                self.done = true;
-                return Err(ClientError::Server {
-                    code,
-                    detail,
-                    message,
-                });
-            }
-            Ok(other) => {
-                self.done = true;
-                return Err(unexpected(MessageType::StreamFollow, other));
-            }
+            }) => (more, chunk(state, offset, length, bytes)),
             Err(error) => {
                 self.done = true;
                 return Err(error);
@@ -473,7 +445,7 @@ impl Client {
         wait: Duration,
     ) -> Result<StreamFollow, ClientError> {
         let wait_ms = wait.as_millis().min(60_000) as u32;
-        let request = StreamsRequest::StreamFollow {
+        let request = streams::StreamFollow {
             stream_id,
             offset,
             bytes_max,

@@ -25,48 +25,58 @@ pub(crate) enum Kind {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AdminRequest {
-    /// First message of every connection.
-    Hello {
-        min_version: u16,
-        max_version: u16,
-        token: Bytes,
-        client_name: String,
-    },
-    Ping {
-        nonce: u64,
-    },
-    Stats,
-    /// STATS with the fields version 2 added (live and dead bytes, garbage collections).
-    StatsEx,
-    /// Runs a garbage collection now and answers when it is done (GC_DONE). The body is
-    /// `gc_flags u32`, no bit defined yet (0).
-    Gc,
-    /// Writes a consistent copy of the store into `dir` (absolute, on the server's host;
-    /// absent or empty) while the server goes on serving.
-    Backup {
-        dir: String,
-    },
-    /// This server's side of its replica (version 3, issue 31): an empty body.
-    ReplicationStats,
+    Hello(Hello),
+    Ping(Ping),
+    Stats(Stats),
+    StatsEx(StatsEx),
+    Gc(Gc),
+    Backup(Backup),
+    ReplicationStats(ReplicationStats),
+}
+
+/// First message of every connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub min_version: u16,
+    pub max_version: u16,
+    pub token: Bytes,
+    pub client_name: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ping {
+    pub nonce: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stats;
+
+/// STATS with the fields version 2 added (live and dead bytes, garbage collections).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatsEx;
+
+/// Runs a garbage collection now and answers when it is done (GC_DONE). The body is
+/// `gc_flags u32`, no bit defined yet (0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gc;
+
+/// Writes a consistent copy of the store into `dir` (absolute, on the server's host;
+/// absent or empty) while the server goes on serving.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Backup {
+    pub dir: String,
+}
+
+/// This server's side of its replica (version 3, issue 31): an empty body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicationStats;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AdminResponse {
-    Hello {
-        version: u16,
-        limits: ServerLimits,
-        server_name: String,
-    },
-    Pong {
-        nonce: u64,
-    },
+    Negotiated(Negotiated),
+    Pong(Pong),
     Stats(StatsWire),
-    /// Answer to STATS_EX: STATS' fields, then the garbage collector's (boxed: it would grow
-    /// every response's size).
-    StatsEx {
-        stats: Box<StatsWire>,
-        gc: GcStatsWire,
-    },
+    ExtendedStats(ExtendedStats),
     /// Answer to GC: what the collection did.
     GcDone(GcWire),
     /// Answer to BACKUP: what the copy holds and what it cost.
@@ -75,16 +85,40 @@ pub enum AdminResponse {
     ReplicationStats(Box<ReplicationStatsWire>),
 }
 
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Negotiated {
+    pub version: u16,
+    pub limits: ServerLimits,
+    pub server_name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pong {
+    pub nonce: u64,
+}
+
+/// Answer to STATS_EX: STATS' fields, then the garbage collector's (boxed: it would grow
+/// every response's size).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtendedStats {
+    pub stats: Box<StatsWire>,
+    pub gc: GcStatsWire,
+}
+
+/// The family's enums under the names the message table uses (`message_table!`).
+pub type Requests = AdminRequest;
+pub type Answers = AdminResponse;
+
 impl AdminRequest {
     pub fn message_type(&self) -> MessageType {
         match self {
-            AdminRequest::Hello { .. } => MessageType::Hello,
-            AdminRequest::Ping { .. } => MessageType::Ping,
-            AdminRequest::Stats => MessageType::Stats,
-            AdminRequest::StatsEx => MessageType::StatsEx,
-            AdminRequest::Gc => MessageType::Gc,
-            AdminRequest::Backup { .. } => MessageType::Backup,
-            AdminRequest::ReplicationStats => MessageType::ReplicationStats,
+            AdminRequest::Hello(Hello { .. }) => MessageType::Hello,
+            AdminRequest::Ping(Ping { .. }) => MessageType::Ping,
+            AdminRequest::Stats(Stats) => MessageType::Stats,
+            AdminRequest::StatsEx(StatsEx) => MessageType::StatsEx,
+            AdminRequest::Gc(Gc) => MessageType::Gc,
+            AdminRequest::Backup(Backup { .. }) => MessageType::Backup,
+            AdminRequest::ReplicationStats(ReplicationStats) => MessageType::ReplicationStats,
         }
     }
 
@@ -93,29 +127,29 @@ impl AdminRequest {
         match self {
             // As the server's table had it when the bounds moved here (its catch-all), though the
             // answer is 144 bytes: tightening it is a change of its own.
-            AdminRequest::StatsEx => limits.largest(),
-            AdminRequest::ReplicationStats => {
+            AdminRequest::StatsEx(StatsEx) => limits.largest(),
+            AdminRequest::ReplicationStats(ReplicationStats) => {
                 REPLICATION_STATS_BYTES_MAX as u64 + ERROR_ANSWER_BYTES_MAX
             }
-            AdminRequest::Hello { .. }
-            | AdminRequest::Ping { .. }
-            | AdminRequest::Stats
-            | AdminRequest::Gc
-            | AdminRequest::Backup { .. } => FIXED_ANSWER_BYTES,
+            AdminRequest::Hello(Hello { .. })
+            | AdminRequest::Ping(Ping { .. })
+            | AdminRequest::Stats(Stats)
+            | AdminRequest::Gc(Gc)
+            | AdminRequest::Backup(Backup { .. }) => FIXED_ANSWER_BYTES,
         }
     }
 
     pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<AdminRequest, DecodeError> {
         Ok(match kind {
             Kind::Hello => read_hello(cursor)?,
-            Kind::Ping => AdminRequest::Ping {
+            Kind::Ping => AdminRequest::Ping(Ping {
                 nonce: cursor.u64()?,
-            },
-            Kind::Stats => AdminRequest::Stats,
-            Kind::StatsEx => AdminRequest::StatsEx,
+            }),
+            Kind::Stats => AdminRequest::Stats(Stats),
+            Kind::StatsEx => AdminRequest::StatsEx(StatsEx),
             Kind::Gc => {
                 cursor.flags(0, "gc_flags")?;
-                AdminRequest::Gc
+                AdminRequest::Gc(Gc)
             }
             Kind::Backup => {
                 let dir = cursor.short_string("dir")?;
@@ -123,18 +157,18 @@ impl AdminRequest {
                 if dir.is_empty() {
                     return Err(cursor.invalid("dir", "an empty backup directory"));
                 }
-                AdminRequest::Backup { dir }
+                AdminRequest::Backup(Backup { dir })
             }
-            Kind::ReplicationStats => AdminRequest::ReplicationStats,
+            Kind::ReplicationStats => AdminRequest::ReplicationStats(ReplicationStats),
         })
     }
 
     /// What the wire cannot carry (`check_request`).
     pub(super) fn check(&self) -> Result<(), EncodeError> {
         match self {
-            AdminRequest::Hello {
+            AdminRequest::Hello(Hello {
                 token, client_name, ..
-            } => {
+            }) => {
                 within("token", token.len(), 0, TOKEN_BYTES_MAX as u64, "bytes")?;
                 within(
                     "client_name",
@@ -144,24 +178,24 @@ impl AdminRequest {
                     "bytes",
                 )
             }
-            AdminRequest::Backup { dir } => within("dir", dir.len(), 1, SHORT, "bytes"),
-            AdminRequest::Ping { .. }
-            | AdminRequest::Stats
-            | AdminRequest::StatsEx
-            | AdminRequest::Gc
-            | AdminRequest::ReplicationStats => Ok(()),
+            AdminRequest::Backup(Backup { dir }) => within("dir", dir.len(), 1, SHORT, "bytes"),
+            AdminRequest::Ping(Ping { .. })
+            | AdminRequest::Stats(Stats)
+            | AdminRequest::StatsEx(StatsEx)
+            | AdminRequest::Gc(Gc)
+            | AdminRequest::ReplicationStats(ReplicationStats) => Ok(()),
         }
     }
 
     /// The body (`check` passed).
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            AdminRequest::Hello {
+            AdminRequest::Hello(Hello {
                 min_version,
                 max_version,
                 token,
                 client_name,
-            } => {
+            }) => {
                 w.u16(*min_version);
                 w.u16(*max_version);
                 w.u16(token.len() as u16);
@@ -169,10 +203,12 @@ impl AdminRequest {
                 w.slice(token);
                 w.slice(client_name.as_bytes());
             }
-            AdminRequest::Ping { nonce } => w.u64(*nonce),
-            AdminRequest::Stats | AdminRequest::StatsEx | AdminRequest::ReplicationStats => {}
-            AdminRequest::Gc => w.u32(0),
-            AdminRequest::Backup { dir } => w.short(dir.as_bytes()),
+            AdminRequest::Ping(Ping { nonce }) => w.u64(*nonce),
+            AdminRequest::Stats(Stats)
+            | AdminRequest::StatsEx(StatsEx)
+            | AdminRequest::ReplicationStats(ReplicationStats) => {}
+            AdminRequest::Gc(Gc) => w.u32(0),
+            AdminRequest::Backup(Backup { dir }) => w.short(dir.as_bytes()),
         }
     }
 }
@@ -195,22 +231,22 @@ fn read_hello(cursor: &mut Cursor) -> Result<AdminRequest, DecodeError> {
     }
     let token = cursor.bytes(token_len)?;
     let client_name = cursor.string(name_len, "client_name")?;
-    Ok(AdminRequest::Hello {
+    Ok(AdminRequest::Hello(Hello {
         min_version,
         max_version,
         token,
         client_name,
-    })
+    }))
 }
 
 impl AdminResponse {
     /// The request type this answers.
     pub fn message_type(&self) -> MessageType {
         match self {
-            AdminResponse::Hello { .. } => MessageType::Hello,
-            AdminResponse::Pong { .. } => MessageType::Ping,
+            AdminResponse::Negotiated(Negotiated { .. }) => MessageType::Hello,
+            AdminResponse::Pong(Pong { .. }) => MessageType::Ping,
             AdminResponse::Stats(_) => MessageType::Stats,
-            AdminResponse::StatsEx { .. } => MessageType::StatsEx,
+            AdminResponse::ExtendedStats(ExtendedStats { .. }) => MessageType::StatsEx,
             AdminResponse::GcDone(_) => MessageType::Gc,
             AdminResponse::BackedUp(_) => MessageType::Backup,
             AdminResponse::ReplicationStats(_) => MessageType::ReplicationStats,
@@ -220,11 +256,11 @@ impl AdminResponse {
     pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<AdminResponse, DecodeError> {
         Ok(match kind {
             Kind::Hello => read_hello_answer(cursor)?,
-            Kind::Ping => AdminResponse::Pong {
+            Kind::Ping => AdminResponse::Pong(Pong {
                 nonce: cursor.u64()?,
-            },
+            }),
             Kind::Stats => AdminResponse::Stats(cursor.stats()?),
-            Kind::StatsEx => AdminResponse::StatsEx {
+            Kind::StatsEx => AdminResponse::ExtendedStats(ExtendedStats {
                 stats: Box::new(cursor.stats()?),
                 gc: GcStatsWire {
                     live_bytes: cursor.u64()?,
@@ -232,7 +268,7 @@ impl AdminResponse {
                     gc_runs: cursor.u64()?,
                     bytes_reclaimed_total: cursor.u64()?,
                 },
-            },
+            }),
             Kind::Gc => {
                 let turns_dead = cursor.u64()?;
                 let blobs_dead = cursor.u64()?;
@@ -265,11 +301,11 @@ impl AdminResponse {
 
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            AdminResponse::Hello {
+            AdminResponse::Negotiated(Negotiated {
                 version,
                 limits,
                 server_name,
-            } => {
+            }) => {
                 let name = truncate_utf8(server_name, NAME_BYTES_MAX);
                 w.u16(*version);
                 w.u16(name.len() as u16);
@@ -281,9 +317,9 @@ impl AdminResponse {
                 w.zero(4);
                 w.slice(name.as_bytes());
             }
-            AdminResponse::Pong { nonce } => w.u64(*nonce),
+            AdminResponse::Pong(Pong { nonce }) => w.u64(*nonce),
             AdminResponse::Stats(stats) => w.stats(stats),
-            AdminResponse::StatsEx { stats, gc } => {
+            AdminResponse::ExtendedStats(ExtendedStats { stats, gc }) => {
                 w.stats(stats);
                 w.u64(gc.live_bytes);
                 w.u64(gc.dead_bytes);
@@ -439,9 +475,9 @@ fn read_hello_answer(cursor: &mut Cursor) -> Result<AdminResponse, DecodeError> 
     };
     cursor.zero(4, "reserved")?;
     let server_name = cursor.string(name_len, "server_name")?;
-    Ok(AdminResponse::Hello {
+    Ok(AdminResponse::Negotiated(Negotiated {
         version,
         limits,
         server_name,
-    })
+    }))
 }

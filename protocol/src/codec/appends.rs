@@ -23,48 +23,71 @@ pub(crate) enum Kind {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AppendsRequest {
-    AppendTurn {
-        context: ContextRef,
-        expected_head: Option<u64>,
-        type_tag: u64,
-        codec: u32,
-        payload: Bytes,
-    },
-    /// Appends a turn whose payload is an already stored blob (no re-upload).
-    AppendTurnByHash {
-        context: ContextRef,
-        expected_head: Option<u64>,
-        type_tag: u64,
-        codec: u32,
-        payload_hash: BlobHash,
-    },
-    /// One or more turns to one context, in order, all or none, in one group commit; each
-    /// turn's parent is the one before it unless it says otherwise.
-    AppendTurns {
-        context: ContextRef,
-        expected_head: Option<u64>,
-        turns: Vec<TurnSpec>,
-    },
+    AppendTurn(AppendTurn),
+    AppendTurnByHash(AppendTurnByHash),
+    AppendTurns(AppendTurns),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendTurn {
+    pub context: ContextRef,
+    pub expected_head: Option<u64>,
+    pub type_tag: u64,
+    pub codec: u32,
+    pub payload: Bytes,
+}
+
+/// Appends a turn whose payload is an already stored blob (no re-upload).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendTurnByHash {
+    pub context: ContextRef,
+    pub expected_head: Option<u64>,
+    pub type_tag: u64,
+    pub codec: u32,
+    pub payload_hash: BlobHash,
+}
+
+/// One or more turns to one context, in order, all or none, in one group commit; each
+/// turn's parent is the one before it unless it says otherwise.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendTurns {
+    pub context: ContextRef,
+    pub expected_head: Option<u64>,
+    pub turns: Vec<TurnSpec>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AppendsResponse {
-    /// Answer to APPEND_TURN and APPEND_TURN_BY_HASH.
-    Appended {
-        message_type: MessageType,
-        turn: TurnWire,
-        deduped: bool,
-    },
-    /// Answer to APPEND_TURNS, one per turn, in order.
-    AppendedTurns { turns: Vec<AppendedWire> },
+    Appended(Appended),
+    AppendedTurns(AppendedTurns),
 }
+
+/// Answer to APPEND_TURN and APPEND_TURN_BY_HASH.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Appended {
+    pub message_type: MessageType,
+    pub turn: TurnWire,
+    pub deduped: bool,
+}
+
+/// Answer to APPEND_TURNS, one per turn, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendedTurns {
+    pub turns: Vec<AppendedWire>,
+}
+
+/// The family's enums under the names the message table uses (`message_table!`).
+pub type Requests = AppendsRequest;
+pub type Answers = AppendsResponse;
 
 impl AppendsRequest {
     pub fn message_type(&self) -> MessageType {
         match self {
-            AppendsRequest::AppendTurn { .. } => MessageType::AppendTurn,
-            AppendsRequest::AppendTurnByHash { .. } => MessageType::AppendTurnByHash,
-            AppendsRequest::AppendTurns { .. } => MessageType::AppendTurns,
+            AppendsRequest::AppendTurn(AppendTurn { .. }) => MessageType::AppendTurn,
+            AppendsRequest::AppendTurnByHash(AppendTurnByHash { .. }) => {
+                MessageType::AppendTurnByHash
+            }
+            AppendsRequest::AppendTurns(AppendTurns { .. }) => MessageType::AppendTurns,
         }
     }
 
@@ -72,19 +95,18 @@ impl AppendsRequest {
     /// (`MessageType::takes_context`).
     pub fn leading_context(&self) -> Option<&ContextRef> {
         match self {
-            AppendsRequest::AppendTurn { context, .. }
-            | AppendsRequest::AppendTurnByHash { context, .. } => Some(context),
-            AppendsRequest::AppendTurns { .. } => None,
+            AppendsRequest::AppendTurn(AppendTurn { context, .. })
+            | AppendsRequest::AppendTurnByHash(AppendTurnByHash { context, .. }) => Some(context),
+            AppendsRequest::AppendTurns(AppendTurns { .. }) => None,
         }
     }
 
     /// The largest answer (see `codec/answer.rs`): a turn without its payload per turn.
     pub fn answer_bytes_max(&self, _limits: &AnswerLimits) -> u64 {
         match self {
-            AppendsRequest::AppendTurn { .. } | AppendsRequest::AppendTurnByHash { .. } => {
-                FIXED_ANSWER_BYTES
-            }
-            AppendsRequest::AppendTurns { turns, .. } => {
+            AppendsRequest::AppendTurn(AppendTurn { .. })
+            | AppendsRequest::AppendTurnByHash(AppendTurnByHash { .. }) => FIXED_ANSWER_BYTES,
+            AppendsRequest::AppendTurns(AppendTurns { turns, .. }) => {
                 turns.len() as u64 * (TURN_ENTRY_BYTES + 16) + ERROR_ANSWER_BYTES_MAX
             }
         }
@@ -104,7 +126,7 @@ impl AppendsRequest {
     /// What the wire cannot carry (`check_request`).
     pub(super) fn check(&self) -> Result<(), EncodeError> {
         match self {
-            AppendsRequest::AppendTurn { payload, .. } => within(
+            AppendsRequest::AppendTurn(AppendTurn { payload, .. }) => within(
                 "payload",
                 payload.len(),
                 0,
@@ -112,12 +134,12 @@ impl AppendsRequest {
                 "bytes",
             ),
             // The leading context is checked for every family (`check_request`).
-            AppendsRequest::AppendTurnByHash { .. } => Ok(()),
-            AppendsRequest::AppendTurns {
+            AppendsRequest::AppendTurnByHash(AppendTurnByHash { .. }) => Ok(()),
+            AppendsRequest::AppendTurns(AppendTurns {
                 context: target,
                 turns,
                 ..
-            } => {
+            }) => {
                 context(target)?;
                 within("turns", turns.len(), 1, SHORT, "turns")?;
                 turns.iter().try_for_each(check_spec)
@@ -128,33 +150,33 @@ impl AppendsRequest {
     /// The body (`check` passed).
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            AppendsRequest::AppendTurn {
+            AppendsRequest::AppendTurn(AppendTurn {
                 context,
                 expected_head,
                 type_tag,
                 codec,
                 payload,
-            } => {
+            }) => {
                 append_fields(w, context, *expected_head, *type_tag, *codec);
                 w.u32(payload.len() as u32);
                 w.zero(4);
                 w.data(payload);
             }
-            AppendsRequest::AppendTurnByHash {
+            AppendsRequest::AppendTurnByHash(AppendTurnByHash {
                 context,
                 expected_head,
                 type_tag,
                 codec,
                 payload_hash,
-            } => {
+            }) => {
                 append_fields(w, context, *expected_head, *type_tag, *codec);
                 w.slice(&payload_hash.0);
             }
-            AppendsRequest::AppendTurns {
+            AppendsRequest::AppendTurns(AppendTurns {
                 context,
                 expected_head,
                 turns,
-            } => {
+            }) => {
                 w.context_ref(context);
                 w.u32(if expected_head.is_some() {
                     append_flags::EXPECT_HEAD
@@ -191,22 +213,22 @@ fn read_append(
         let payload_len = cursor.u32()? as usize;
         cursor.zero(4, "reserved")?;
         let payload = cursor.bytes(payload_len)?;
-        AppendsRequest::AppendTurn {
+        AppendsRequest::AppendTurn(AppendTurn {
             context,
             expected_head,
             type_tag,
             codec,
             payload,
-        }
+        })
     } else {
         let payload_hash = cursor.hash()?;
-        AppendsRequest::AppendTurnByHash {
+        AppendsRequest::AppendTurnByHash(AppendTurnByHash {
             context,
             expected_head,
             type_tag,
             codec,
             payload_hash,
-        }
+        })
     };
     Ok(request)
 }
@@ -229,11 +251,11 @@ fn read_append_turns(cursor: &mut Cursor) -> Result<AppendsRequest, DecodeError>
     for _ in 0..count {
         turns.push(cursor.turn_spec()?);
     }
-    Ok(AppendsRequest::AppendTurns {
+    Ok(AppendsRequest::AppendTurns(AppendTurns {
         context,
         expected_head,
         turns,
-    })
+    }))
 }
 
 /// One TURN_SPEC: a parent turn is not 0, the extras fit, a payload by value fits a frame.
@@ -284,8 +306,8 @@ impl AppendsResponse {
     /// The request type this answers.
     pub fn message_type(&self) -> MessageType {
         match self {
-            AppendsResponse::Appended { message_type, .. } => *message_type,
-            AppendsResponse::AppendedTurns { .. } => MessageType::AppendTurns,
+            AppendsResponse::Appended(Appended { message_type, .. }) => *message_type,
+            AppendsResponse::AppendedTurns(AppendedTurns { .. }) => MessageType::AppendTurns,
         }
     }
 
@@ -303,11 +325,11 @@ impl AppendsResponse {
                     _ => return Err(cursor.invalid("deduped", "not 0 or 1")),
                 };
                 cursor.zero(7, "reserved")?;
-                AppendsResponse::Appended {
+                AppendsResponse::Appended(Appended {
                     message_type,
                     turn,
                     deduped,
-                }
+                })
             }
             Kind::AppendTurns => {
                 let count = cursor.list_count()?;
@@ -319,19 +341,19 @@ impl AppendsResponse {
                         existing: cursor.bool("existing")?,
                     });
                 }
-                AppendsResponse::AppendedTurns { turns }
+                AppendsResponse::AppendedTurns(AppendedTurns { turns })
             }
         })
     }
 
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            AppendsResponse::Appended { turn, deduped, .. } => {
+            AppendsResponse::Appended(Appended { turn, deduped, .. }) => {
                 w.turn(turn);
                 w.u8(u8::from(*deduped));
                 w.zero(7);
             }
-            AppendsResponse::AppendedTurns { turns } => {
+            AppendsResponse::AppendedTurns(AppendedTurns { turns }) => {
                 w.u32(turns.len() as u32);
                 for appended in turns {
                     w.turn(&appended.turn);

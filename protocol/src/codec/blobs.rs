@@ -18,57 +18,78 @@ pub(crate) enum Kind {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BlobsRequest {
-    GetBlob {
-        hash: BlobHash,
-        read_flags: u32,
-    },
-    HasBlobs {
-        hashes: Vec<BlobHash>,
-    },
-    /// Stores a payload given as its content-defined chunks, in order (issue 16): the first
-    /// `base.kept` chunks of a stored chunked blob (if `base`), then `chunks`; `sent` carries
-    /// the bytes of some of `chunks` (strictly increasing indexes into `chunks`), the server
-    /// has every other one already. The chunks rebuild the payload, which must hash to
-    /// `payload_hash`. Then APPEND_TURN_BY_HASH names it: a growing state costs the bytes it
-    /// grew by.
-    PutChunked {
-        payload_hash: BlobHash,
-        base: Option<ChunkBaseWire>,
-        chunks: Vec<ChunkWire>,
-        sent: Vec<SentChunkWire>,
-    },
+    GetBlob(GetBlob),
+    HasBlobs(HasBlobs),
+    PutChunked(PutChunked),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GetBlob {
+    pub hash: BlobHash,
+    pub read_flags: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HasBlobs {
+    pub hashes: Vec<BlobHash>,
+}
+
+/// Stores a payload given as its content-defined chunks, in order (issue 16): the first
+/// `base.kept` chunks of a stored chunked blob (if `base`), then `chunks`; `sent` carries
+/// the bytes of some of `chunks` (strictly increasing indexes into `chunks`), the server
+/// has every other one already. The chunks rebuild the payload, which must hash to
+/// `payload_hash`. Then APPEND_TURN_BY_HASH names it: a growing state costs the bytes it
+/// grew by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PutChunked {
+    pub payload_hash: BlobHash,
+    pub base: Option<ChunkBaseWire>,
+    pub chunks: Vec<ChunkWire>,
+    pub sent: Vec<SentChunkWire>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BlobsResponse {
     Blob(PayloadWire),
-    HasBlobs {
-        present: Vec<bool>,
-    },
-    /// Answer to PUT_CHUNKED (CHUNKED_STORED, 48 bytes): the payload's hash and length, and
-    /// whether it was stored before this request.
-    ChunkedStored {
-        payload_hash: BlobHash,
-        payload_len: u64,
-        already_stored: bool,
-    },
+    BlobsHeld(BlobsHeld),
+    ChunkedStored(ChunkedStored),
 }
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlobsHeld {
+    pub present: Vec<bool>,
+}
+
+/// Answer to PUT_CHUNKED (CHUNKED_STORED, 48 bytes): the payload's hash and length, and
+/// whether it was stored before this request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkedStored {
+    pub payload_hash: BlobHash,
+    pub payload_len: u64,
+    pub already_stored: bool,
+}
+
+/// The family's enums under the names the message table uses (`message_table!`).
+pub type Requests = BlobsRequest;
+pub type Answers = BlobsResponse;
 
 impl BlobsRequest {
     pub fn message_type(&self) -> MessageType {
         match self {
-            BlobsRequest::GetBlob { .. } => MessageType::GetBlob,
-            BlobsRequest::HasBlobs { .. } => MessageType::HasBlobs,
-            BlobsRequest::PutChunked { .. } => MessageType::PutChunked,
+            BlobsRequest::GetBlob(GetBlob { .. }) => MessageType::GetBlob,
+            BlobsRequest::HasBlobs(HasBlobs { .. }) => MessageType::HasBlobs,
+            BlobsRequest::PutChunked(PutChunked { .. }) => MessageType::PutChunked,
         }
     }
 
     /// The largest answer (see `codec/answer.rs`).
     pub fn answer_bytes_max(&self, limits: &AnswerLimits) -> u64 {
         match self {
-            BlobsRequest::GetBlob { .. } => limits.blob(),
-            BlobsRequest::HasBlobs { hashes } => hashes.len() as u64 + ERROR_ANSWER_BYTES_MAX,
-            BlobsRequest::PutChunked { .. } => FIXED_ANSWER_BYTES,
+            BlobsRequest::GetBlob(GetBlob { .. }) => limits.blob(),
+            BlobsRequest::HasBlobs(HasBlobs { hashes }) => {
+                hashes.len() as u64 + ERROR_ANSWER_BYTES_MAX
+            }
+            BlobsRequest::PutChunked(PutChunked { .. }) => FIXED_ANSWER_BYTES,
         }
     }
 
@@ -78,7 +99,7 @@ impl BlobsRequest {
                 let hash = cursor.hash()?;
                 let read_flags = cursor.flags(read_flags::ACCEPT_ZSTD, "read_flags")?;
                 cursor.zero(4, "reserved")?;
-                BlobsRequest::GetBlob { hash, read_flags }
+                BlobsRequest::GetBlob(GetBlob { hash, read_flags })
             }
             Kind::HasBlobs => {
                 let count = cursor.list_count()?;
@@ -87,7 +108,7 @@ impl BlobsRequest {
                 for _ in 0..count {
                     hashes.push(cursor.hash()?);
                 }
-                BlobsRequest::HasBlobs { hashes }
+                BlobsRequest::HasBlobs(HasBlobs { hashes })
             }
             Kind::PutChunked => read_put_chunked(cursor)?,
         })
@@ -96,41 +117,41 @@ impl BlobsRequest {
     /// What the wire cannot carry (`check_request`).
     pub(super) fn check(&self) -> Result<(), EncodeError> {
         match self {
-            BlobsRequest::GetBlob { .. } => Ok(()),
-            BlobsRequest::HasBlobs { hashes } => within(
+            BlobsRequest::GetBlob(GetBlob { .. }) => Ok(()),
+            BlobsRequest::HasBlobs(HasBlobs { hashes }) => within(
                 "hashes",
                 hashes.len(),
                 0,
                 u64::from(LIST_ITEMS_LIMIT),
                 "hashes",
             ),
-            BlobsRequest::PutChunked {
+            BlobsRequest::PutChunked(PutChunked {
                 base, chunks, sent, ..
-            } => check_put_chunked(base.as_ref(), chunks, sent),
+            }) => check_put_chunked(base.as_ref(), chunks, sent),
         }
     }
 
     /// The body (`check` passed).
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            BlobsRequest::GetBlob { hash, read_flags } => {
+            BlobsRequest::GetBlob(GetBlob { hash, read_flags }) => {
                 w.slice(&hash.0);
                 w.u32(*read_flags);
                 w.zero(4);
             }
-            BlobsRequest::HasBlobs { hashes } => {
+            BlobsRequest::HasBlobs(HasBlobs { hashes }) => {
                 w.u32(hashes.len() as u32);
                 w.zero(4);
                 for hash in hashes {
                     w.slice(&hash.0);
                 }
             }
-            BlobsRequest::PutChunked {
+            BlobsRequest::PutChunked(PutChunked {
                 payload_hash,
                 base,
                 chunks,
                 sent,
-            } => {
+            }) => {
                 w.slice(&payload_hash.0);
                 match base {
                     Some(base) => {
@@ -167,12 +188,12 @@ fn read_put_chunked(cursor: &mut Cursor) -> Result<BlobsRequest, DecodeError> {
     let base = read_chunk_base(cursor)?;
     let chunks = read_chunks(cursor, base.map_or(0, |base| base.kept))?;
     let sent = read_sent_chunks(cursor, &chunks)?;
-    Ok(BlobsRequest::PutChunked {
+    Ok(BlobsRequest::PutChunked(PutChunked {
         payload_hash,
         base,
         chunks,
         sent,
-    })
+    }))
 }
 
 /// `base_hash, u32 base_kept`: both zero for no base, both set for one.
@@ -302,8 +323,8 @@ impl BlobsResponse {
     pub fn message_type(&self) -> MessageType {
         match self {
             BlobsResponse::Blob(_) => MessageType::GetBlob,
-            BlobsResponse::HasBlobs { .. } => MessageType::HasBlobs,
-            BlobsResponse::ChunkedStored { .. } => MessageType::PutChunked,
+            BlobsResponse::BlobsHeld(BlobsHeld { .. }) => MessageType::HasBlobs,
+            BlobsResponse::ChunkedStored(ChunkedStored { .. }) => MessageType::PutChunked,
         }
     }
 
@@ -321,14 +342,14 @@ impl BlobsResponse {
                         _ => return Err(cursor.invalid("present", "not 0 or 1")),
                     });
                 }
-                BlobsResponse::HasBlobs { present }
+                BlobsResponse::BlobsHeld(BlobsHeld { present })
             }
             Kind::PutChunked => {
-                let response = BlobsResponse::ChunkedStored {
+                let response = BlobsResponse::ChunkedStored(ChunkedStored {
                     payload_hash: cursor.hash()?,
                     payload_len: cursor.u64()?,
                     already_stored: cursor.bool("already_stored")?,
-                };
+                });
                 cursor.zero(7, "reserved")?;
                 response
             }
@@ -338,18 +359,18 @@ impl BlobsResponse {
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
             BlobsResponse::Blob(payload) => w.payload(payload),
-            BlobsResponse::HasBlobs { present } => {
+            BlobsResponse::BlobsHeld(BlobsHeld { present }) => {
                 w.u32(present.len() as u32);
                 w.zero(4);
                 for flag in present {
                     w.u8(u8::from(*flag));
                 }
             }
-            BlobsResponse::ChunkedStored {
+            BlobsResponse::ChunkedStored(ChunkedStored {
                 payload_hash,
                 payload_len,
                 already_stored,
-            } => {
+            }) => {
                 w.slice(&payload_hash.0);
                 w.u64(*payload_len);
                 w.u8(u8::from(*already_stored));

@@ -24,87 +24,127 @@ pub(crate) enum Kind {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ContextsRequest {
-    /// A new context: empty (`base_turn_id == 0`) or with its head at an existing turn.
-    CtxCreate {
-        base_turn_id: u64,
-    },
-    /// A new context whose head is an existing turn.
-    CtxFork {
-        turn_id: u64,
-    },
-    GetHead {
-        context: ContextRef,
-    },
-    /// A new context, optionally named, tagged, forked at `base_turn_id` or cloned from
-    /// another context; with `get_or_create`, a taken name answers its context.
-    CtxOpen {
-        base_turn_id: u64,
-        get_or_create: bool,
-        clone_from: Option<ContextRef>,
-        name: Option<String>,
-        tags: Vec<(String, String)>,
-    },
-    CtxShow {
-        context: ContextRef,
-    },
-    /// Sets and removes tags atomically, optionally only if the head is `expected_head`.
-    CtxTag {
-        context: ContextRef,
-        expected_head: Option<u64>,
-        set: Vec<(String, String)>,
-        remove: Vec<String>,
-    },
-    /// Contexts matching every condition, a page after `cursor`.
-    CtxList {
-        tags: Vec<(String, String)>,
-        name_prefix: Option<String>,
-        updated_after_unix_ms: Option<u64>,
-        updated_before_unix_ms: Option<u64>,
-        cursor: Option<ListCursorWire>,
-        limit: u32,
-    },
-    /// Names a context that has no name yet.
-    CtxName {
-        context: ContextRef,
-        name: String,
-    },
+    CtxCreate(CtxCreate),
+    CtxFork(CtxFork),
+    GetHead(GetHead),
+    CtxOpen(CtxOpen),
+    CtxShow(CtxShow),
+    CtxTag(CtxTag),
+    CtxList(CtxList),
+    CtxName(CtxName),
+}
+
+/// A new context: empty (`base_turn_id == 0`) or with its head at an existing turn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CtxCreate {
+    pub base_turn_id: u64,
+}
+
+/// A new context whose head is an existing turn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CtxFork {
+    pub turn_id: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GetHead {
+    pub context: ContextRef,
+}
+
+/// A new context, optionally named, tagged, forked at `base_turn_id` or cloned from
+/// another context; with `get_or_create`, a taken name answers its context.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CtxOpen {
+    pub base_turn_id: u64,
+    pub get_or_create: bool,
+    pub clone_from: Option<ContextRef>,
+    pub name: Option<String>,
+    pub tags: Vec<(String, String)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CtxShow {
+    pub context: ContextRef,
+}
+
+/// Sets and removes tags atomically, optionally only if the head is `expected_head`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CtxTag {
+    pub context: ContextRef,
+    pub expected_head: Option<u64>,
+    pub set: Vec<(String, String)>,
+    pub remove: Vec<String>,
+}
+
+/// Contexts matching every condition, a page after `cursor`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CtxList {
+    pub tags: Vec<(String, String)>,
+    pub name_prefix: Option<String>,
+    pub updated_after_unix_ms: Option<u64>,
+    pub updated_before_unix_ms: Option<u64>,
+    pub cursor: Option<ListCursorWire>,
+    pub limit: u32,
+}
+
+/// Names a context that has no name yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CtxName {
+    pub context: ContextRef,
+    pub name: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ContextsResponse {
-    /// Answer to CTX_CREATE, CTX_FORK and GET_HEAD (the type says which).
-    Context {
-        message_type: MessageType,
-        head: ContextHeadWire,
-    },
-    /// Answer to CTX_SHOW, CTX_TAG and CTX_NAME (the type says which).
-    ContextInfo {
-        message_type: MessageType,
-        info: ContextInfoWire,
-    },
-    /// Answer to CTX_OPEN: the context, and whether this request created it.
-    Opened {
-        info: ContextInfoWire,
-        created: bool,
-    },
-    /// Answer to CTX_LIST: `next_cursor` is `None` when no more contexts match.
-    ContextList {
-        next_cursor: Option<ListCursorWire>,
-        contexts: Vec<ContextInfoWire>,
-    },
+    Context(Context),
+    ContextInfo(ContextInfo),
+    Opened(Opened),
+    ContextList(ContextList),
 }
+
+/// Answer to CTX_CREATE, CTX_FORK and GET_HEAD (the type says which).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Context {
+    pub message_type: MessageType,
+    pub head: ContextHeadWire,
+}
+
+/// Answer to CTX_SHOW, CTX_TAG and CTX_NAME (the type says which).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextInfo {
+    pub message_type: MessageType,
+    pub info: ContextInfoWire,
+}
+
+/// Answer to CTX_OPEN: the context, and whether this request created it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Opened {
+    pub info: ContextInfoWire,
+    pub created: bool,
+}
+
+/// Answer to CTX_LIST: `next_cursor` is `None` when no more contexts match.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextList {
+    pub next_cursor: Option<ListCursorWire>,
+    pub contexts: Vec<ContextInfoWire>,
+}
+
+/// The family's enums under the names the message table uses (`message_table!`).
+pub type Requests = ContextsRequest;
+pub type Answers = ContextsResponse;
 
 impl ContextsRequest {
     pub fn message_type(&self) -> MessageType {
         match self {
-            ContextsRequest::CtxCreate { .. } => MessageType::CtxCreate,
-            ContextsRequest::CtxFork { .. } => MessageType::CtxFork,
-            ContextsRequest::GetHead { .. } => MessageType::GetHead,
-            ContextsRequest::CtxOpen { .. } => MessageType::CtxOpen,
-            ContextsRequest::CtxShow { .. } => MessageType::CtxShow,
-            ContextsRequest::CtxTag { .. } => MessageType::CtxTag,
-            ContextsRequest::CtxList { .. } => MessageType::CtxList,
-            ContextsRequest::CtxName { .. } => MessageType::CtxName,
+            ContextsRequest::CtxCreate(CtxCreate { .. }) => MessageType::CtxCreate,
+            ContextsRequest::CtxFork(CtxFork { .. }) => MessageType::CtxFork,
+            ContextsRequest::GetHead(GetHead { .. }) => MessageType::GetHead,
+            ContextsRequest::CtxOpen(CtxOpen { .. }) => MessageType::CtxOpen,
+            ContextsRequest::CtxShow(CtxShow { .. }) => MessageType::CtxShow,
+            ContextsRequest::CtxTag(CtxTag { .. }) => MessageType::CtxTag,
+            ContextsRequest::CtxList(CtxList { .. }) => MessageType::CtxList,
+            ContextsRequest::CtxName(CtxName { .. }) => MessageType::CtxName,
         }
     }
 
@@ -112,7 +152,7 @@ impl ContextsRequest {
     /// (`MessageType::takes_context`).
     pub fn leading_context(&self) -> Option<&ContextRef> {
         match self {
-            ContextsRequest::GetHead { context } => Some(context),
+            ContextsRequest::GetHead(GetHead { context }) => Some(context),
             _ => None,
         }
     }
@@ -120,15 +160,17 @@ impl ContextsRequest {
     /// The largest answer (see `codec/answer.rs`).
     pub fn answer_bytes_max(&self, limits: &AnswerLimits) -> u64 {
         match self {
-            ContextsRequest::CtxCreate { .. }
-            | ContextsRequest::CtxFork { .. }
-            | ContextsRequest::GetHead { .. } => FIXED_ANSWER_BYTES,
-            ContextsRequest::CtxOpen { .. }
-            | ContextsRequest::CtxTag { .. }
-            | ContextsRequest::CtxName { .. } => CONTEXT_ANSWER_BYTES,
+            ContextsRequest::CtxCreate(CtxCreate { .. })
+            | ContextsRequest::CtxFork(CtxFork { .. })
+            | ContextsRequest::GetHead(GetHead { .. }) => FIXED_ANSWER_BYTES,
+            ContextsRequest::CtxOpen(CtxOpen { .. })
+            | ContextsRequest::CtxTag(CtxTag { .. })
+            | ContextsRequest::CtxName(CtxName { .. }) => CONTEXT_ANSWER_BYTES,
             // CTX_SHOW as the server's table had it when the bounds moved here (its
             // catch-all); a page of contexts is cut to the response budget.
-            ContextsRequest::CtxShow { .. } | ContextsRequest::CtxList { .. } => limits.largest(),
+            ContextsRequest::CtxShow(CtxShow { .. }) | ContextsRequest::CtxList(CtxList { .. }) => {
+                limits.largest()
+            }
         }
     }
 
@@ -138,63 +180,63 @@ impl ContextsRequest {
         by_name: bool,
     ) -> Result<ContextsRequest, DecodeError> {
         Ok(match kind {
-            Kind::CtxCreate => ContextsRequest::CtxCreate {
+            Kind::CtxCreate => ContextsRequest::CtxCreate(CtxCreate {
                 base_turn_id: cursor.u64()?,
-            },
-            Kind::CtxFork => ContextsRequest::CtxFork {
+            }),
+            Kind::CtxFork => ContextsRequest::CtxFork(CtxFork {
                 turn_id: cursor.u64()?,
-            },
-            Kind::GetHead => ContextsRequest::GetHead {
+            }),
+            Kind::GetHead => ContextsRequest::GetHead(GetHead {
                 context: cursor.leading_context(by_name)?,
-            },
+            }),
             Kind::CtxOpen => read_ctx_open(cursor)?,
-            Kind::CtxShow => ContextsRequest::CtxShow {
+            Kind::CtxShow => ContextsRequest::CtxShow(CtxShow {
                 context: cursor.context_ref()?,
-            },
+            }),
             Kind::CtxTag => read_ctx_tag(cursor)?,
             Kind::CtxList => {
                 let tags = cursor.tags()?;
                 let name_prefix = cursor.optional_name("name_prefix")?;
                 let updated_after_unix_ms = Some(cursor.u64()?).filter(|at| *at != 0);
                 let updated_before_unix_ms = Some(cursor.u64()?).filter(|at| *at != 0);
-                ContextsRequest::CtxList {
+                ContextsRequest::CtxList(CtxList {
                     tags,
                     name_prefix,
                     updated_after_unix_ms,
                     updated_before_unix_ms,
                     cursor: cursor.list_cursor()?,
                     limit: cursor.u32()?,
-                }
+                })
             }
-            Kind::CtxName => ContextsRequest::CtxName {
+            Kind::CtxName => ContextsRequest::CtxName(CtxName {
                 context: cursor.context_ref()?,
                 name: cursor.short_string("name")?,
-            },
+            }),
         })
     }
 
     /// What the wire cannot carry (`check_request`).
     pub(super) fn check(&self) -> Result<(), EncodeError> {
         match self {
-            ContextsRequest::CtxOpen {
+            ContextsRequest::CtxOpen(CtxOpen {
                 clone_from,
                 name,
                 tags: open_tags,
                 ..
-            } => {
+            }) => {
                 if let Some(source) = clone_from {
                     context(source)?;
                 }
                 optional_name("name", name)?;
                 tags(open_tags)
             }
-            ContextsRequest::CtxShow { context: target } => context(target),
-            ContextsRequest::CtxTag {
+            ContextsRequest::CtxShow(CtxShow { context: target }) => context(target),
+            ContextsRequest::CtxTag(CtxTag {
                 context: target,
                 set,
                 remove,
                 ..
-            } => {
+            }) => {
                 context(target)?;
                 tags(set)?;
                 within("removed tags", remove.len(), 0, SHORT, "tags")?;
@@ -202,14 +244,14 @@ impl ContextsRequest {
                     .iter()
                     .try_for_each(|key| within("tag key", key.len(), 0, SHORT, "bytes"))
             }
-            ContextsRequest::CtxList {
+            ContextsRequest::CtxList(CtxList {
                 tags: list_tags,
                 name_prefix,
                 updated_after_unix_ms,
                 updated_before_unix_ms,
                 cursor,
                 ..
-            } => {
+            }) => {
                 tags(list_tags)?;
                 optional_name("name_prefix", name_prefix)?;
                 for (field, at) in [
@@ -228,33 +270,33 @@ impl ContextsRequest {
                     _ => Ok(()),
                 }
             }
-            ContextsRequest::CtxName {
+            ContextsRequest::CtxName(CtxName {
                 context: target,
                 name,
-            } => {
+            }) => {
                 context(target)?;
                 within("name", name.len(), 0, SHORT, "bytes")
             }
             // GET_HEAD's leading context is checked for every family (`check_request`).
-            ContextsRequest::CtxCreate { .. }
-            | ContextsRequest::CtxFork { .. }
-            | ContextsRequest::GetHead { .. } => Ok(()),
+            ContextsRequest::CtxCreate(CtxCreate { .. })
+            | ContextsRequest::CtxFork(CtxFork { .. })
+            | ContextsRequest::GetHead(GetHead { .. }) => Ok(()),
         }
     }
 
     /// The body (`check` passed).
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            ContextsRequest::CtxCreate { base_turn_id } => w.u64(*base_turn_id),
-            ContextsRequest::CtxFork { turn_id } => w.u64(*turn_id),
-            ContextsRequest::GetHead { context } => w.leading_context(context),
-            ContextsRequest::CtxOpen {
+            ContextsRequest::CtxCreate(CtxCreate { base_turn_id }) => w.u64(*base_turn_id),
+            ContextsRequest::CtxFork(CtxFork { turn_id }) => w.u64(*turn_id),
+            ContextsRequest::GetHead(GetHead { context }) => w.leading_context(context),
+            ContextsRequest::CtxOpen(CtxOpen {
                 base_turn_id,
                 get_or_create,
                 clone_from,
                 name,
                 tags,
-            } => {
+            }) => {
                 w.u64(*base_turn_id);
                 let mut flags = 0;
                 if *get_or_create {
@@ -271,13 +313,13 @@ impl ContextsRequest {
                 w.short(name.as_deref().unwrap_or("").as_bytes());
                 w.tags(tags);
             }
-            ContextsRequest::CtxShow { context } => w.context_ref(context),
-            ContextsRequest::CtxTag {
+            ContextsRequest::CtxShow(CtxShow { context }) => w.context_ref(context),
+            ContextsRequest::CtxTag(CtxTag {
                 context,
                 expected_head,
                 set,
                 remove,
-            } => {
+            }) => {
                 w.context_ref(context);
                 w.u32(if expected_head.is_some() {
                     tag_flags::EXPECT_HEAD
@@ -291,14 +333,14 @@ impl ContextsRequest {
                     w.short(key.as_bytes());
                 }
             }
-            ContextsRequest::CtxList {
+            ContextsRequest::CtxList(CtxList {
                 tags,
                 name_prefix,
                 updated_after_unix_ms,
                 updated_before_unix_ms,
                 cursor,
                 limit,
-            } => {
+            }) => {
                 w.tags(tags);
                 w.short(name_prefix.as_deref().unwrap_or("").as_bytes());
                 w.u64(updated_after_unix_ms.unwrap_or(0));
@@ -306,7 +348,7 @@ impl ContextsRequest {
                 w.list_cursor(cursor);
                 w.u32(*limit);
             }
-            ContextsRequest::CtxName { context, name } => {
+            ContextsRequest::CtxName(CtxName { context, name }) => {
                 w.context_ref(context);
                 w.short(name.as_bytes());
             }
@@ -325,13 +367,13 @@ fn read_ctx_open(cursor: &mut Cursor) -> Result<ContextsRequest, DecodeError> {
     } else {
         None
     };
-    Ok(ContextsRequest::CtxOpen {
+    Ok(ContextsRequest::CtxOpen(CtxOpen {
         base_turn_id,
         get_or_create: flags & open_flags::GET_OR_CREATE != 0,
         clone_from,
         name: cursor.optional_name("name")?,
         tags: cursor.tags()?,
-    })
+    }))
 }
 
 /// CTX_TAG: CONTEXT_REF, `u32 tag_flags, u64 expected_head`, TAGS to set, then `u16 count` tag
@@ -350,22 +392,22 @@ fn read_ctx_tag(cursor: &mut Cursor) -> Result<ContextsRequest, DecodeError> {
     for _ in 0..remove_count {
         remove.push(cursor.short_string("tag key")?);
     }
-    Ok(ContextsRequest::CtxTag {
+    Ok(ContextsRequest::CtxTag(CtxTag {
         context,
         expected_head,
         set,
         remove,
-    })
+    }))
 }
 
 impl ContextsResponse {
     /// The request type this answers.
     pub fn message_type(&self) -> MessageType {
         match self {
-            ContextsResponse::Context { message_type, .. }
-            | ContextsResponse::ContextInfo { message_type, .. } => *message_type,
-            ContextsResponse::Opened { .. } => MessageType::CtxOpen,
-            ContextsResponse::ContextList { .. } => MessageType::CtxList,
+            ContextsResponse::Context(Context { message_type, .. })
+            | ContextsResponse::ContextInfo(ContextInfo { message_type, .. }) => *message_type,
+            ContextsResponse::Opened(Opened { .. }) => MessageType::CtxOpen,
+            ContextsResponse::ContextList(ContextList { .. }) => MessageType::CtxList,
         }
     }
 
@@ -375,18 +417,20 @@ impl ContextsResponse {
         cursor: &mut Cursor,
     ) -> Result<ContextsResponse, DecodeError> {
         Ok(match kind {
-            Kind::CtxCreate | Kind::CtxFork | Kind::GetHead => ContextsResponse::Context {
+            Kind::CtxCreate | Kind::CtxFork | Kind::GetHead => ContextsResponse::Context(Context {
                 message_type,
                 head: cursor.context_head()?,
-            },
-            Kind::CtxShow | Kind::CtxTag | Kind::CtxName => ContextsResponse::ContextInfo {
-                message_type,
-                info: cursor.context_info()?,
-            },
-            Kind::CtxOpen => ContextsResponse::Opened {
+            }),
+            Kind::CtxShow | Kind::CtxTag | Kind::CtxName => {
+                ContextsResponse::ContextInfo(ContextInfo {
+                    message_type,
+                    info: cursor.context_info()?,
+                })
+            }
+            Kind::CtxOpen => ContextsResponse::Opened(Opened {
                 info: cursor.context_info()?,
                 created: cursor.bool("created")?,
-            },
+            }),
             Kind::CtxList => {
                 let next_cursor = cursor.list_cursor()?;
                 let count = cursor.list_count()?;
@@ -394,26 +438,26 @@ impl ContextsResponse {
                 for _ in 0..count {
                     contexts.push(cursor.context_info()?);
                 }
-                ContextsResponse::ContextList {
+                ContextsResponse::ContextList(ContextList {
                     next_cursor,
                     contexts,
-                }
+                })
             }
         })
     }
 
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            ContextsResponse::Context { head, .. } => w.context_head(head),
-            ContextsResponse::ContextInfo { info, .. } => w.context_info(info),
-            ContextsResponse::Opened { info, created } => {
+            ContextsResponse::Context(Context { head, .. }) => w.context_head(head),
+            ContextsResponse::ContextInfo(ContextInfo { info, .. }) => w.context_info(info),
+            ContextsResponse::Opened(Opened { info, created }) => {
                 w.context_info(info);
                 w.u8(u8::from(*created));
             }
-            ContextsResponse::ContextList {
+            ContextsResponse::ContextList(ContextList {
                 next_cursor,
                 contexts,
-            } => {
+            }) => {
                 w.list_cursor(next_cursor);
                 w.u32(contexts.len() as u32);
                 for info in contexts {

@@ -29,113 +29,167 @@ pub(crate) enum Kind {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KvRequest {
-    /// Puts key-value entries in one group commit; with `if_absent`, existing keys keep theirs.
-    KvPut {
-        context: ContextRef,
-        if_absent: bool,
-        entries: Vec<(Bytes, Bytes)>,
-    },
-    KvGet {
-        context: ContextRef,
-        key: Bytes,
-        read_flags: u32,
-    },
-    KvDelete {
-        context: ContextRef,
-        keys: Vec<Bytes>,
-    },
-    /// Entries whose keys start with `prefix`, in key order, after `after` (empty: from the
-    /// first).
-    KvList {
-        context: ContextRef,
-        prefix: Bytes,
-        after: Bytes,
-        limit: u32,
-    },
-    /// KV_PUT with a TTL (0: none) for every entry it writes.
-    KvPutEx {
-        context: ContextRef,
-        /// `kv_put_flags`.
-        put_flags: u8,
-        ttl_ms: u64,
-        entries: Vec<(Bytes, Bytes)>,
-    },
-    /// KV_GET answering the entry's TTL and expiry; `kv_read_flags::REFRESH` restarts it.
-    KvGetEx {
-        context: ContextRef,
-        key: Bytes,
-        read_flags: u32,
-        /// `kv_read_flags`.
-        kv_flags: u8,
-    },
-    /// KV_LIST answering each entry's TTL and expiry; `kv_read_flags::REFRESH` restarts
-    /// those of the entries returned.
-    KvListEx {
-        context: ContextRef,
-        prefix: Bytes,
-        after: Bytes,
-        limit: u32,
-        kv_flags: u8,
-    },
-    /// Restarts the TTL of each key from now: `ttl_ms` from now on, or (0) each entry's own.
-    KvTouch {
-        context: ContextRef,
-        ttl_ms: u64,
-        keys: Vec<Bytes>,
-    },
+    KvPut(KvPut),
+    KvGet(KvGet),
+    KvDelete(KvDelete),
+    KvList(KvList),
+    KvPutEx(KvPutEx),
+    KvGetEx(KvGetEx),
+    KvListEx(KvListEx),
+    KvTouch(KvTouch),
+}
+
+/// Puts key-value entries in one group commit; with `if_absent`, existing keys keep theirs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvPut {
+    pub context: ContextRef,
+    pub if_absent: bool,
+    pub entries: Vec<(Bytes, Bytes)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvGet {
+    pub context: ContextRef,
+    pub key: Bytes,
+    pub read_flags: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvDelete {
+    pub context: ContextRef,
+    pub keys: Vec<Bytes>,
+}
+
+/// Entries whose keys start with `prefix`, in key order, after `after` (empty: from the
+/// first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvList {
+    pub context: ContextRef,
+    pub prefix: Bytes,
+    pub after: Bytes,
+    pub limit: u32,
+}
+
+/// KV_PUT with a TTL (0: none) for every entry it writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvPutEx {
+    pub context: ContextRef,
+    /// `kv_put_flags`.
+    pub put_flags: u8,
+    pub ttl_ms: u64,
+    pub entries: Vec<(Bytes, Bytes)>,
+}
+
+/// KV_GET answering the entry's TTL and expiry; `kv_read_flags::REFRESH` restarts it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvGetEx {
+    pub context: ContextRef,
+    pub key: Bytes,
+    pub read_flags: u32,
+    /// `kv_read_flags`.
+    pub kv_flags: u8,
+}
+
+/// KV_LIST answering each entry's TTL and expiry; `kv_read_flags::REFRESH` restarts
+/// those of the entries returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvListEx {
+    pub context: ContextRef,
+    pub prefix: Bytes,
+    pub after: Bytes,
+    pub limit: u32,
+    pub kv_flags: u8,
+}
+
+/// Restarts the TTL of each key from now: `ttl_ms` from now on, or (0) each entry's own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvTouch {
+    pub context: ContextRef,
+    pub ttl_ms: u64,
+    pub keys: Vec<Bytes>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KvResponse {
-    /// Answer without a body: KV_PUT and KV_DELETE (the type says which).
-    Done { message_type: MessageType },
-    /// Answer to KV_GET: the value's BlobHash and bytes.
-    KvValue {
-        value_hash: BlobHash,
-        payload: PayloadWire,
-    },
-    /// Answer to KV_LIST.
-    KvList { items: Vec<KvItemWire> },
-    /// Answer to KV_GET_EX: the value's BlobHash, TTL, expiry and bytes.
-    KvValueEx {
-        value_hash: BlobHash,
-        ttl_ms: u64,
-        expires_at_unix_ms: u64,
-        payload: PayloadWire,
-    },
-    /// Answer to KV_LIST_EX.
-    KvListEx { items: Vec<KvItemExWire> },
-    /// Answer to KV_TOUCH: the live entries among its keys, as they are now.
-    KvTouched { items: Vec<KvItemExWire> },
+    Done(Done),
+    KvValue(KvValue),
+    KvListed(KvListed),
+    KvValueEx(KvValueEx),
+    KvListedEx(KvListedEx),
+    KvTouched(KvTouched),
 }
+
+/// Answer without a body: KV_PUT and KV_DELETE (the type says which).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Done {
+    pub message_type: MessageType,
+}
+
+/// Answer to KV_GET: the value's BlobHash and bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvValue {
+    pub value_hash: BlobHash,
+    pub payload: PayloadWire,
+}
+
+/// Answer to KV_LIST.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvListed {
+    pub items: Vec<KvItemWire>,
+}
+
+/// Answer to KV_GET_EX: the value's BlobHash, TTL, expiry and bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvValueEx {
+    pub value_hash: BlobHash,
+    pub ttl_ms: u64,
+    pub expires_at_unix_ms: u64,
+    pub payload: PayloadWire,
+}
+
+/// Answer to KV_LIST_EX.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvListedEx {
+    pub items: Vec<KvItemExWire>,
+}
+
+/// Answer to KV_TOUCH: the live entries among its keys, as they are now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvTouched {
+    pub items: Vec<KvItemExWire>,
+}
+
+/// The family's enums under the names the message table uses (`message_table!`).
+pub type Requests = KvRequest;
+pub type Answers = KvResponse;
 
 impl KvRequest {
     pub fn message_type(&self) -> MessageType {
         match self {
-            KvRequest::KvPut { .. } => MessageType::KvPut,
-            KvRequest::KvGet { .. } => MessageType::KvGet,
-            KvRequest::KvDelete { .. } => MessageType::KvDelete,
-            KvRequest::KvList { .. } => MessageType::KvList,
-            KvRequest::KvPutEx { .. } => MessageType::KvPutEx,
-            KvRequest::KvGetEx { .. } => MessageType::KvGetEx,
-            KvRequest::KvListEx { .. } => MessageType::KvListEx,
-            KvRequest::KvTouch { .. } => MessageType::KvTouch,
+            KvRequest::KvPut(KvPut { .. }) => MessageType::KvPut,
+            KvRequest::KvGet(KvGet { .. }) => MessageType::KvGet,
+            KvRequest::KvDelete(KvDelete { .. }) => MessageType::KvDelete,
+            KvRequest::KvList(KvList { .. }) => MessageType::KvList,
+            KvRequest::KvPutEx(KvPutEx { .. }) => MessageType::KvPutEx,
+            KvRequest::KvGetEx(KvGetEx { .. }) => MessageType::KvGetEx,
+            KvRequest::KvListEx(KvListEx { .. }) => MessageType::KvListEx,
+            KvRequest::KvTouch(KvTouch { .. }) => MessageType::KvTouch,
         }
     }
 
     /// The largest answer (see `codec/answer.rs`).
     pub fn answer_bytes_max(&self, limits: &AnswerLimits) -> u64 {
         match self {
-            KvRequest::KvPut { .. } | KvRequest::KvDelete { .. } | KvRequest::KvPutEx { .. } => {
-                FIXED_ANSWER_BYTES
-            }
+            KvRequest::KvPut(KvPut { .. })
+            | KvRequest::KvDelete(KvDelete { .. })
+            | KvRequest::KvPutEx(KvPutEx { .. }) => FIXED_ANSWER_BYTES,
             // A value with its payload; a page of keys.
-            KvRequest::KvGet { .. }
-            | KvRequest::KvList { .. }
-            | KvRequest::KvGetEx { .. }
-            | KvRequest::KvListEx { .. } => limits.largest(),
+            KvRequest::KvGet(KvGet { .. })
+            | KvRequest::KvList(KvList { .. })
+            | KvRequest::KvGetEx(KvGetEx { .. })
+            | KvRequest::KvListEx(KvListEx { .. }) => limits.largest(),
             // At most one item (≤ 310 bytes) per key sent.
-            KvRequest::KvTouch { keys, .. } => {
+            KvRequest::KvTouch(KvTouch { keys, .. }) => {
                 FIXED_ANSWER_BYTES + 4 + keys.len() as u64 * KV_ITEM_EX_BYTES_MAX
             }
         }
@@ -150,71 +204,71 @@ impl KvRequest {
                     1 => true,
                     _ => return Err(cursor.invalid("mode", "not 0 (replace) or 1 (if absent)")),
                 };
-                KvRequest::KvPut {
+                KvRequest::KvPut(KvPut {
                     context,
                     if_absent,
                     entries: read_entries(cursor)?,
-                }
+                })
             }
             Kind::KvPutEx => {
                 let context = cursor.context_ref()?;
                 let put_flags = cursor.flags_u8(kv_put_flags::KNOWN, "put_flags")?;
-                KvRequest::KvPutEx {
+                KvRequest::KvPutEx(KvPutEx {
                     context,
                     put_flags,
                     ttl_ms: cursor.u64()?,
                     entries: read_entries(cursor)?,
-                }
+                })
             }
-            Kind::KvGetEx => KvRequest::KvGetEx {
+            Kind::KvGetEx => KvRequest::KvGetEx(KvGetEx {
                 context: cursor.context_ref()?,
                 key: cursor.short_bytes()?,
                 read_flags: cursor.flags(read_flags::ACCEPT_ZSTD, "read_flags")?,
                 kv_flags: read_kv_flags(cursor)?,
-            },
-            Kind::KvListEx => KvRequest::KvListEx {
+            }),
+            Kind::KvListEx => KvRequest::KvListEx(KvListEx {
                 context: cursor.context_ref()?,
                 prefix: cursor.short_bytes()?,
                 after: cursor.short_bytes()?,
                 limit: cursor.u32()?,
                 kv_flags: read_kv_flags(cursor)?,
-            },
-            Kind::KvTouch => KvRequest::KvTouch {
+            }),
+            Kind::KvTouch => KvRequest::KvTouch(KvTouch {
                 context: cursor.context_ref()?,
                 ttl_ms: cursor.u64()?,
                 keys: read_keys(cursor)?,
-            },
-            Kind::KvGet => KvRequest::KvGet {
+            }),
+            Kind::KvGet => KvRequest::KvGet(KvGet {
                 context: cursor.context_ref()?,
                 key: cursor.short_bytes()?,
                 read_flags: cursor.flags(read_flags::ACCEPT_ZSTD, "read_flags")?,
-            },
-            Kind::KvDelete => KvRequest::KvDelete {
+            }),
+            Kind::KvDelete => KvRequest::KvDelete(KvDelete {
                 context: cursor.context_ref()?,
                 keys: read_keys(cursor)?,
-            },
-            Kind::KvList => KvRequest::KvList {
+            }),
+            Kind::KvList => KvRequest::KvList(KvList {
                 context: cursor.context_ref()?,
                 prefix: cursor.short_bytes()?,
                 after: cursor.short_bytes()?,
                 limit: cursor.u32()?,
-            },
+            }),
         })
     }
 
     /// What the wire cannot carry (`check_request`).
     pub(super) fn check(&self) -> Result<(), EncodeError> {
         match self {
-            KvRequest::KvPut {
+            KvRequest::KvPut(KvPut {
                 context: target,
                 entries,
                 ..
-            }
-            | KvRequest::KvPutEx {
+            })
+            | KvRequest::KvPutEx(KvPutEx {
                 context: target,
                 entries,
                 ..
-            } => {
+            }) => {
                 context(target)?;
                 within("entries", entries.len(), 0, SHORT, "entries")?;
                 entries.iter().try_for_each(|(key, value)| {
@@ -222,45 +276,45 @@ impl KvRequest {
                     within("value", value.len(), 0, u64::from(u32::MAX), "bytes")
                 })
             }
-            KvRequest::KvGet {
+            KvRequest::KvGet(KvGet {
                 context: target,
                 key,
                 ..
-            }
-            | KvRequest::KvGetEx {
+            })
+            | KvRequest::KvGetEx(KvGetEx {
                 context: target,
                 key,
                 ..
-            } => {
+            }) => {
                 context(target)?;
                 within("key", key.len(), 0, SHORT, "bytes")
             }
-            KvRequest::KvDelete {
+            KvRequest::KvDelete(KvDelete {
                 context: target,
                 keys,
-            }
-            | KvRequest::KvTouch {
+            })
+            | KvRequest::KvTouch(KvTouch {
                 context: target,
                 keys,
                 ..
-            } => {
+            }) => {
                 context(target)?;
                 within("keys", keys.len(), 0, SHORT, "keys")?;
                 keys.iter()
                     .try_for_each(|key| within("key", key.len(), 0, SHORT, "bytes"))
             }
-            KvRequest::KvList {
+            KvRequest::KvList(KvList {
                 context: target,
                 prefix,
                 after,
                 ..
-            }
-            | KvRequest::KvListEx {
+            })
+            | KvRequest::KvListEx(KvListEx {
                 context: target,
                 prefix,
                 after,
                 ..
-            } => {
+            }) => {
                 context(target)?;
                 within("prefix", prefix.len(), 0, SHORT, "bytes")?;
                 within("after", after.len(), 0, SHORT, "bytes")
@@ -271,67 +325,67 @@ impl KvRequest {
     /// The body (`check` passed).
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            KvRequest::KvPut {
+            KvRequest::KvPut(KvPut {
                 context,
                 if_absent,
                 entries,
-            } => {
+            }) => {
                 w.context_ref(context);
                 w.u8(u8::from(*if_absent));
                 write_entries(w, entries);
             }
-            KvRequest::KvPutEx {
+            KvRequest::KvPutEx(KvPutEx {
                 context,
                 put_flags,
                 ttl_ms,
                 entries,
-            } => write_kv_put_ex(w, context, *put_flags, *ttl_ms, entries),
-            KvRequest::KvGetEx {
+            }) => write_kv_put_ex(w, context, *put_flags, *ttl_ms, entries),
+            KvRequest::KvGetEx(KvGetEx {
                 context,
                 key,
                 read_flags,
                 kv_flags,
-            } => {
+            }) => {
                 w.context_ref(context);
                 w.short(key);
                 w.u32(*read_flags);
                 w.u8(*kv_flags);
             }
-            KvRequest::KvListEx {
+            KvRequest::KvListEx(KvListEx {
                 context,
                 prefix,
                 after,
                 limit,
                 kv_flags,
-            } => write_kv_list_ex(w, context, prefix, after, *limit, *kv_flags),
-            KvRequest::KvTouch {
+            }) => write_kv_list_ex(w, context, prefix, after, *limit, *kv_flags),
+            KvRequest::KvTouch(KvTouch {
                 context,
                 ttl_ms,
                 keys,
-            } => {
+            }) => {
                 w.context_ref(context);
                 w.u64(*ttl_ms);
                 write_keys(w, keys);
             }
-            KvRequest::KvGet {
+            KvRequest::KvGet(KvGet {
                 context,
                 key,
                 read_flags,
-            } => {
+            }) => {
                 w.context_ref(context);
                 w.short(key);
                 w.u32(*read_flags);
             }
-            KvRequest::KvDelete { context, keys } => {
+            KvRequest::KvDelete(KvDelete { context, keys }) => {
                 w.context_ref(context);
                 write_keys(w, keys);
             }
-            KvRequest::KvList {
+            KvRequest::KvList(KvList {
                 context,
                 prefix,
                 after,
                 limit,
-            } => {
+            }) => {
                 w.context_ref(context);
                 w.short(prefix);
                 w.short(after);
@@ -345,12 +399,12 @@ impl KvResponse {
     /// The request type this answers.
     pub fn message_type(&self) -> MessageType {
         match self {
-            KvResponse::Done { message_type } => *message_type,
-            KvResponse::KvValue { .. } => MessageType::KvGet,
-            KvResponse::KvList { .. } => MessageType::KvList,
-            KvResponse::KvValueEx { .. } => MessageType::KvGetEx,
-            KvResponse::KvListEx { .. } => MessageType::KvListEx,
-            KvResponse::KvTouched { .. } => MessageType::KvTouch,
+            KvResponse::Done(Done { message_type }) => *message_type,
+            KvResponse::KvValue(KvValue { .. }) => MessageType::KvGet,
+            KvResponse::KvListed(KvListed { .. }) => MessageType::KvList,
+            KvResponse::KvValueEx(KvValueEx { .. }) => MessageType::KvGetEx,
+            KvResponse::KvListedEx(KvListedEx { .. }) => MessageType::KvListEx,
+            KvResponse::KvTouched(KvTouched { .. }) => MessageType::KvTouch,
         }
     }
 
@@ -360,23 +414,23 @@ impl KvResponse {
         cursor: &mut Cursor,
     ) -> Result<KvResponse, DecodeError> {
         Ok(match kind {
-            Kind::KvPut | Kind::KvDelete | Kind::KvPutEx => KvResponse::Done { message_type },
-            Kind::KvGetEx => KvResponse::KvValueEx {
+            Kind::KvPut | Kind::KvDelete | Kind::KvPutEx => KvResponse::Done(Done { message_type }),
+            Kind::KvGetEx => KvResponse::KvValueEx(KvValueEx {
                 value_hash: cursor.hash()?,
                 ttl_ms: cursor.u64()?,
                 expires_at_unix_ms: cursor.u64()?,
                 payload: cursor.payload()?,
-            },
-            Kind::KvListEx => KvResponse::KvListEx {
+            }),
+            Kind::KvListEx => KvResponse::KvListedEx(KvListedEx {
                 items: read_items_ex(cursor)?,
-            },
-            Kind::KvTouch => KvResponse::KvTouched {
+            }),
+            Kind::KvTouch => KvResponse::KvTouched(KvTouched {
                 items: read_items_ex(cursor)?,
-            },
-            Kind::KvGet => KvResponse::KvValue {
+            }),
+            Kind::KvGet => KvResponse::KvValue(KvValue {
                 value_hash: cursor.hash()?,
                 payload: cursor.payload()?,
-            },
+            }),
             Kind::KvList => {
                 let count = cursor.list_count()?;
                 let mut items = Vec::with_capacity(cursor.list_capacity(count as usize, 38));
@@ -387,22 +441,22 @@ impl KvResponse {
                         value_len: cursor.u32()?,
                     });
                 }
-                KvResponse::KvList { items }
+                KvResponse::KvListed(KvListed { items })
             }
         })
     }
 
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            KvResponse::Done { .. } => {}
-            KvResponse::KvValue {
+            KvResponse::Done(Done { .. }) => {}
+            KvResponse::KvValue(KvValue {
                 value_hash,
                 payload,
-            } => {
+            }) => {
                 w.slice(&value_hash.0);
                 w.payload(payload);
             }
-            KvResponse::KvList { items } => {
+            KvResponse::KvListed(KvListed { items }) => {
                 w.u32(items.len() as u32);
                 for item in items {
                     w.short(&item.key);
@@ -410,18 +464,19 @@ impl KvResponse {
                     w.u32(item.value_len);
                 }
             }
-            KvResponse::KvValueEx {
+            KvResponse::KvValueEx(KvValueEx {
                 value_hash,
                 ttl_ms,
                 expires_at_unix_ms,
                 payload,
-            } => {
+            }) => {
                 w.slice(&value_hash.0);
                 w.u64(*ttl_ms);
                 w.u64(*expires_at_unix_ms);
                 w.payload(payload);
             }
-            KvResponse::KvListEx { items } | KvResponse::KvTouched { items } => {
+            KvResponse::KvListedEx(KvListedEx { items })
+            | KvResponse::KvTouched(KvTouched { items }) => {
                 w.u32(items.len() as u32);
                 for item in items {
                     w.short(&item.key);

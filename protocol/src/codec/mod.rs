@@ -14,20 +14,22 @@
 //! fields, `writer.rs` writes them, `check.rs` checks what the wire can carry and `answer.rs`
 //! holds the bounds answers are built from.
 
-pub(crate) mod admin;
+use crate::message::MessageType;
+
+pub mod admin;
 mod answer;
-pub(crate) mod appends;
-pub(crate) mod blobs;
+pub mod appends;
+pub mod blobs;
 mod check;
-pub(crate) mod contexts;
+pub mod contexts;
 mod cursor;
-pub(crate) mod kv;
-pub(crate) mod overlays;
-pub(crate) mod reads;
+pub mod kv;
+pub mod overlays;
+pub mod reads;
 mod request;
 mod response;
-pub(crate) mod retention;
-pub(crate) mod streams;
+pub mod retention;
+pub mod streams;
 mod writer;
 
 pub use admin::{AdminRequest, AdminResponse};
@@ -83,8 +85,20 @@ pub(crate) enum Family {
 /// A family's request type: it converts into a `Request`, and the answers its requests get are
 /// its family's answer type, taken out of a `Response` (`Err` gives back any other response,
 /// an ERROR included). Lets a client send a family's request and get its family's answer.
-pub trait FamilyRequest: Into<Request> {
-    type Answer: TryFrom<Response, Error = Response> + Into<Response>;
+/// A request of one message type and the answer it gets, from the message table's answer
+/// column (`message_table!` writes every impl). `answer` is the one place a response of the
+/// wrong message is told apart: it hands the response back.
+pub trait Ask: Into<Request> {
+    const MESSAGE_TYPE: MessageType;
+    type Answer;
+
+    /// The answer this request gets, or the response back when it holds another message's
+    /// answer. Answers several messages share (`reads::Turns`) say their message type; the
+    /// caller compares it with `MESSAGE_TYPE` (`Response::msg_type`).
+    fn answer(response: Response) -> Result<Self::Answer, Response>;
+
+    /// The response that carries this request's answer (the server's side of `answer`).
+    fn respond(answer: Self::Answer) -> Response;
 }
 
 /// The conversions between each family's types and `Request`/`Response`, one line a family.
@@ -111,10 +125,6 @@ macro_rules! family_conversions {
                     other => Err(other),
                 }
             }
-        }
-
-        impl FamilyRequest for $request {
-            type Answer = $answer;
         }
     )*};
 }

@@ -21,41 +21,73 @@ pub(crate) enum Kind {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OverlaysRequest {
-    /// Gives a turn a new payload (decision 0012); reads `as_of` an older overlay still see
-    /// the payload it had then.
-    PatchTurn { turn_id: u64, payload: Bytes },
-    /// Takes a turn's payload away, in every view; its bytes leave at the next collection.
-    RedactTurn { turn_id: u64 },
-    /// Redacts every turn naming the blob and hides it by hash (the compliance path).
-    PurgeBlob { hash: BlobHash },
+    PatchTurn(PatchTurn),
+    RedactTurn(RedactTurn),
+    PurgeBlob(PurgeBlob),
+}
+
+/// Gives a turn a new payload (decision 0012); reads `as_of` an older overlay still see
+/// the payload it had then.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PatchTurn {
+    pub turn_id: u64,
+    pub payload: Bytes,
+}
+
+/// Takes a turn's payload away, in every view; its bytes leave at the next collection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedactTurn {
+    pub turn_id: u64,
+}
+
+/// Redacts every turn naming the blob and hides it by hash (the compliance path).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PurgeBlob {
+    pub hash: BlobHash,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OverlaysResponse {
-    /// Answer to PATCH_TURN: the turn's new payload and the patch's sequence number.
-    Patched {
-        turn_id: u64,
-        overlay_seq: u64,
-        payload_hash: BlobHash,
-        payload_len: u32,
-    },
-    /// Answer to REDACT_TURN.
-    Redacted { turn_id: u64, overlay_seq: u64 },
-    /// Answer to PURGE_BLOB: how many turns it redacted (not counting those redacted before)
-    /// and the purge record's sequence number.
-    Purged {
-        payload_hash: BlobHash,
-        turns_redacted: u64,
-        overlay_seq: u64,
-    },
+    Patched(Patched),
+    Redacted(Redacted),
+    Purged(Purged),
 }
+
+/// Answer to PATCH_TURN: the turn's new payload and the patch's sequence number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Patched {
+    pub turn_id: u64,
+    pub overlay_seq: u64,
+    pub payload_hash: BlobHash,
+    pub payload_len: u32,
+}
+
+/// Answer to REDACT_TURN.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Redacted {
+    pub turn_id: u64,
+    pub overlay_seq: u64,
+}
+
+/// Answer to PURGE_BLOB: how many turns it redacted (not counting those redacted before)
+/// and the purge record's sequence number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Purged {
+    pub payload_hash: BlobHash,
+    pub turns_redacted: u64,
+    pub overlay_seq: u64,
+}
+
+/// The family's enums under the names the message table uses (`message_table!`).
+pub type Requests = OverlaysRequest;
+pub type Answers = OverlaysResponse;
 
 impl OverlaysRequest {
     pub fn message_type(&self) -> MessageType {
         match self {
-            OverlaysRequest::PatchTurn { .. } => MessageType::PatchTurn,
-            OverlaysRequest::RedactTurn { .. } => MessageType::RedactTurn,
-            OverlaysRequest::PurgeBlob { .. } => MessageType::PurgeBlob,
+            OverlaysRequest::PatchTurn(PatchTurn { .. }) => MessageType::PatchTurn,
+            OverlaysRequest::RedactTurn(RedactTurn { .. }) => MessageType::RedactTurn,
+            OverlaysRequest::PurgeBlob(PurgeBlob { .. }) => MessageType::PurgeBlob,
         }
     }
 
@@ -70,45 +102,46 @@ impl OverlaysRequest {
                 let turn_id = cursor.u64()?;
                 let payload_len = cursor.u32()? as usize;
                 cursor.zero(4, "reserved")?;
-                OverlaysRequest::PatchTurn {
+                OverlaysRequest::PatchTurn(PatchTurn {
                     turn_id,
                     payload: cursor.bytes(payload_len)?,
-                }
+                })
             }
-            Kind::RedactTurn => OverlaysRequest::RedactTurn {
+            Kind::RedactTurn => OverlaysRequest::RedactTurn(RedactTurn {
                 turn_id: cursor.u64()?,
-            },
-            Kind::PurgeBlob => OverlaysRequest::PurgeBlob {
+            }),
+            Kind::PurgeBlob => OverlaysRequest::PurgeBlob(PurgeBlob {
                 hash: cursor.hash()?,
-            },
+            }),
         })
     }
 
     /// What the wire cannot carry (`check_request`).
     pub(super) fn check(&self) -> Result<(), EncodeError> {
         match self {
-            OverlaysRequest::PatchTurn { payload, .. } => within(
+            OverlaysRequest::PatchTurn(PatchTurn { payload, .. }) => within(
                 "payload",
                 payload.len(),
                 0,
                 APPEND_PAYLOAD_BYTES_LIMIT,
                 "bytes",
             ),
-            OverlaysRequest::RedactTurn { .. } | OverlaysRequest::PurgeBlob { .. } => Ok(()),
+            OverlaysRequest::RedactTurn(RedactTurn { .. })
+            | OverlaysRequest::PurgeBlob(PurgeBlob { .. }) => Ok(()),
         }
     }
 
     /// The body (`check` passed).
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            OverlaysRequest::PatchTurn { turn_id, payload } => {
+            OverlaysRequest::PatchTurn(PatchTurn { turn_id, payload }) => {
                 w.u64(*turn_id);
                 w.u32(payload.len() as u32);
                 w.zero(4);
                 w.data(payload);
             }
-            OverlaysRequest::RedactTurn { turn_id } => w.u64(*turn_id),
-            OverlaysRequest::PurgeBlob { hash } => w.slice(&hash.0),
+            OverlaysRequest::RedactTurn(RedactTurn { turn_id }) => w.u64(*turn_id),
+            OverlaysRequest::PurgeBlob(PurgeBlob { hash }) => w.slice(&hash.0),
         }
     }
 }
@@ -117,62 +150,62 @@ impl OverlaysResponse {
     /// The request type this answers.
     pub fn message_type(&self) -> MessageType {
         match self {
-            OverlaysResponse::Patched { .. } => MessageType::PatchTurn,
-            OverlaysResponse::Redacted { .. } => MessageType::RedactTurn,
-            OverlaysResponse::Purged { .. } => MessageType::PurgeBlob,
+            OverlaysResponse::Patched(Patched { .. }) => MessageType::PatchTurn,
+            OverlaysResponse::Redacted(Redacted { .. }) => MessageType::RedactTurn,
+            OverlaysResponse::Purged(Purged { .. }) => MessageType::PurgeBlob,
         }
     }
 
     pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<OverlaysResponse, DecodeError> {
         Ok(match kind {
             Kind::PatchTurn => {
-                let response = OverlaysResponse::Patched {
+                let response = OverlaysResponse::Patched(Patched {
                     turn_id: cursor.u64()?,
                     overlay_seq: cursor.u64()?,
                     payload_hash: cursor.hash()?,
                     payload_len: cursor.u32()?,
-                };
+                });
                 cursor.zero(4, "reserved")?;
                 response
             }
-            Kind::RedactTurn => OverlaysResponse::Redacted {
+            Kind::RedactTurn => OverlaysResponse::Redacted(Redacted {
                 turn_id: cursor.u64()?,
                 overlay_seq: cursor.u64()?,
-            },
-            Kind::PurgeBlob => OverlaysResponse::Purged {
+            }),
+            Kind::PurgeBlob => OverlaysResponse::Purged(Purged {
                 payload_hash: cursor.hash()?,
                 turns_redacted: cursor.u64()?,
                 overlay_seq: cursor.u64()?,
-            },
+            }),
         })
     }
 
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            OverlaysResponse::Patched {
+            OverlaysResponse::Patched(Patched {
                 turn_id,
                 overlay_seq,
                 payload_hash,
                 payload_len,
-            } => {
+            }) => {
                 w.u64(*turn_id);
                 w.u64(*overlay_seq);
                 w.slice(&payload_hash.0);
                 w.u32(*payload_len);
                 w.zero(4);
             }
-            OverlaysResponse::Redacted {
+            OverlaysResponse::Redacted(Redacted {
                 turn_id,
                 overlay_seq,
-            } => {
+            }) => {
                 w.u64(*turn_id);
                 w.u64(*overlay_seq);
             }
-            OverlaysResponse::Purged {
+            OverlaysResponse::Purged(Purged {
                 payload_hash,
                 turns_redacted,
                 overlay_seq,
-            } => {
+            }) => {
                 w.slice(&payload_hash.0);
                 w.u64(*turns_redacted);
                 w.u64(*overlay_seq);

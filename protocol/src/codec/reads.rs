@@ -30,112 +30,158 @@ pub(crate) enum Kind {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReadsRequest {
-    GetTurn {
-        turn_id: u64,
-    },
-    /// The `limit` newest turns of a context, oldest first.
-    GetLast {
-        context: ContextRef,
-        limit: u32,
-        read_flags: u32,
-    },
-    /// The `limit` turns older than `before_turn_id`, oldest first (cursor paging).
-    GetBefore {
-        context: ContextRef,
-        before_turn_id: u64,
-        limit: u32,
-        read_flags: u32,
-    },
-    /// The turns of a context's chain with depth in `from_depth..from_depth + limit`.
-    GetRangeByDepth {
-        context: ContextRef,
-        from_depth: u32,
-        limit: u32,
-        read_flags: u32,
-    },
-    /// The chain root → `turn_id`, a window of `limit` turns from `from_depth`.
-    GetChain {
-        turn_id: u64,
-        from_depth: u32,
-        limit: u32,
-        read_flags: u32,
-    },
-    GetTurnByKey {
-        context: ContextRef,
-        key: Bytes,
-    },
-    /// The context's turns, newest first across branches and what it inherited.
-    TurnLog {
-        context: ContextRef,
-        labels: Vec<(String, String)>,
-        cursor: Option<LogCursorWire>,
-        limit: u32,
-        read_flags: u32,
-    },
-    /// A page of the context's chain with each turn's extras.
-    ReadPage {
-        context: ContextRef,
-        kind: PageKind,
-        limit: u32,
-        read_flags: u32,
-    },
-    /// Turns of every context carrying an indexed label, newest first, older than
-    /// `before_turn_id` (0: from the newest).
-    FindTurns {
-        key: String,
-        value: String,
-        before_turn_id: u64,
-        limit: u32,
-    },
+    GetTurn(GetTurn),
+    GetLast(GetLast),
+    GetBefore(GetBefore),
+    GetRangeByDepth(GetRangeByDepth),
+    GetChain(GetChain),
+    GetTurnByKey(GetTurnByKey),
+    TurnLog(TurnLog),
+    ReadPage(ReadPage),
+    FindTurns(FindTurns),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GetTurn {
+    pub turn_id: u64,
+}
+
+/// The `limit` newest turns of a context, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GetLast {
+    pub context: ContextRef,
+    pub limit: u32,
+    pub read_flags: u32,
+}
+
+/// The `limit` turns older than `before_turn_id`, oldest first (cursor paging).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GetBefore {
+    pub context: ContextRef,
+    pub before_turn_id: u64,
+    pub limit: u32,
+    pub read_flags: u32,
+}
+
+/// The turns of a context's chain with depth in `from_depth..from_depth + limit`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GetRangeByDepth {
+    pub context: ContextRef,
+    pub from_depth: u32,
+    pub limit: u32,
+    pub read_flags: u32,
+}
+
+/// The chain root → `turn_id`, a window of `limit` turns from `from_depth`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GetChain {
+    pub turn_id: u64,
+    pub from_depth: u32,
+    pub limit: u32,
+    pub read_flags: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GetTurnByKey {
+    pub context: ContextRef,
+    pub key: Bytes,
+}
+
+/// The context's turns, newest first across branches and what it inherited.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnLog {
+    pub context: ContextRef,
+    pub labels: Vec<(String, String)>,
+    pub cursor: Option<LogCursorWire>,
+    pub limit: u32,
+    pub read_flags: u32,
+}
+
+/// A page of the context's chain with each turn's extras.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadPage {
+    pub context: ContextRef,
+    pub kind: PageKind,
+    pub limit: u32,
+    pub read_flags: u32,
+}
+
+/// Turns of every context carrying an indexed label, newest first, older than
+/// `before_turn_id` (0: from the newest).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FindTurns {
+    pub key: String,
+    pub value: String,
+    pub before_turn_id: u64,
+    pub limit: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReadsResponse {
     Turn(TurnWire),
-    /// Answer to GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH and GET_CHAIN, oldest first.
-    Turns {
-        message_type: MessageType,
-        /// Cursor for the next older page (GET_BEFORE), 0 when the root was reached.
-        next_before: u64,
-        /// Depth of the chain's tip (the context's head, or GET_CHAIN's turn).
-        tip_depth: u32,
-        entries: Vec<TurnEntry>,
-    },
-    /// Answer to GET_TURN_BY_KEY (boxed: it would double every response's size).
-    TurnInfo {
-        turn: Box<TurnWire>,
-        extras: ExtrasWire,
-    },
-    /// Answer to TURN_LOG, newest first.
-    TurnLog {
-        next_cursor: Option<LogCursorWire>,
-        entries: Vec<TurnEntryV2>,
-    },
-    /// Answer to READ_PAGE, oldest first (TURNS' fields, entries with extras).
-    Page {
-        next_before: u64,
-        tip_depth: u32,
-        entries: Vec<TurnEntryV2>,
-    },
-    /// Answer to FIND_TURNS, newest first; `next_before` 0 when there are no more.
-    FoundTurns {
-        next_before: u64,
-        turns: Vec<(TurnWire, ExtrasWire)>,
-    },
+    Turns(Turns),
+    TurnInfo(TurnInfo),
+    TurnLogPage(TurnLogPage),
+    Page(Page),
+    FoundTurns(FoundTurns),
 }
+
+/// Answer to GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH and GET_CHAIN, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Turns {
+    pub message_type: MessageType,
+    /// Cursor for the next older page (GET_BEFORE), 0 when the root was reached.
+    pub next_before: u64,
+    /// Depth of the chain's tip (the context's head, or GET_CHAIN's turn).
+    pub tip_depth: u32,
+    pub entries: Vec<TurnEntry>,
+}
+
+/// Answer to GET_TURN_BY_KEY (boxed: it would double every response's size).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnInfo {
+    pub turn: Box<TurnWire>,
+    pub extras: ExtrasWire,
+}
+
+/// Answer to TURN_LOG, newest first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnLogPage {
+    pub next_cursor: Option<LogCursorWire>,
+    pub entries: Vec<TurnEntryV2>,
+}
+
+/// Answer to READ_PAGE, oldest first (TURNS' fields, entries with extras).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page {
+    pub next_before: u64,
+    pub tip_depth: u32,
+    pub entries: Vec<TurnEntryV2>,
+}
+
+/// Answer to FIND_TURNS, newest first; `next_before` 0 when there are no more.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundTurns {
+    pub next_before: u64,
+    pub turns: Vec<(TurnWire, ExtrasWire)>,
+}
+
+/// The family's enums under the names the message table uses (`message_table!`).
+pub type Requests = ReadsRequest;
+pub type Answers = ReadsResponse;
 
 impl ReadsRequest {
     pub fn message_type(&self) -> MessageType {
         match self {
-            ReadsRequest::GetTurn { .. } => MessageType::GetTurn,
-            ReadsRequest::GetLast { .. } => MessageType::GetLast,
-            ReadsRequest::GetBefore { .. } => MessageType::GetBefore,
-            ReadsRequest::GetRangeByDepth { .. } => MessageType::GetRangeByDepth,
-            ReadsRequest::GetChain { .. } => MessageType::GetChain,
-            ReadsRequest::GetTurnByKey { .. } => MessageType::GetTurnByKey,
-            ReadsRequest::TurnLog { .. } => MessageType::TurnLog,
-            ReadsRequest::ReadPage { .. } => MessageType::ReadPage,
-            ReadsRequest::FindTurns { .. } => MessageType::FindTurns,
+            ReadsRequest::GetTurn(GetTurn { .. }) => MessageType::GetTurn,
+            ReadsRequest::GetLast(GetLast { .. }) => MessageType::GetLast,
+            ReadsRequest::GetBefore(GetBefore { .. }) => MessageType::GetBefore,
+            ReadsRequest::GetRangeByDepth(GetRangeByDepth { .. }) => MessageType::GetRangeByDepth,
+            ReadsRequest::GetChain(GetChain { .. }) => MessageType::GetChain,
+            ReadsRequest::GetTurnByKey(GetTurnByKey { .. }) => MessageType::GetTurnByKey,
+            ReadsRequest::TurnLog(TurnLog { .. }) => MessageType::TurnLog,
+            ReadsRequest::ReadPage(ReadPage { .. }) => MessageType::ReadPage,
+            ReadsRequest::FindTurns(FindTurns { .. }) => MessageType::FindTurns,
         }
     }
 
@@ -143,9 +189,9 @@ impl ReadsRequest {
     /// (`MessageType::takes_context`).
     pub fn leading_context(&self) -> Option<&ContextRef> {
         match self {
-            ReadsRequest::GetLast { context, .. }
-            | ReadsRequest::GetBefore { context, .. }
-            | ReadsRequest::GetRangeByDepth { context, .. } => Some(context),
+            ReadsRequest::GetLast(GetLast { context, .. })
+            | ReadsRequest::GetBefore(GetBefore { context, .. })
+            | ReadsRequest::GetRangeByDepth(GetRangeByDepth { context, .. }) => Some(context),
             _ => None,
         }
     }
@@ -154,23 +200,23 @@ impl ReadsRequest {
     /// and its read flags; the other reads by the largest answer the limits allow.
     pub fn answer_bytes_max(&self, limits: &AnswerLimits) -> u64 {
         match self {
-            ReadsRequest::GetLast {
+            ReadsRequest::GetLast(GetLast {
                 limit, read_flags, ..
-            }
-            | ReadsRequest::GetBefore {
+            })
+            | ReadsRequest::GetBefore(GetBefore {
                 limit, read_flags, ..
-            }
-            | ReadsRequest::GetRangeByDepth {
+            })
+            | ReadsRequest::GetRangeByDepth(GetRangeByDepth {
                 limit, read_flags, ..
-            }
-            | ReadsRequest::GetChain {
+            })
+            | ReadsRequest::GetChain(GetChain {
                 limit, read_flags, ..
-            } => limits.page(*limit, *read_flags),
-            ReadsRequest::GetTurn { .. }
-            | ReadsRequest::GetTurnByKey { .. }
-            | ReadsRequest::TurnLog { .. }
-            | ReadsRequest::ReadPage { .. }
-            | ReadsRequest::FindTurns { .. } => limits.largest(),
+            }) => limits.page(*limit, *read_flags),
+            ReadsRequest::GetTurn(GetTurn { .. })
+            | ReadsRequest::GetTurnByKey(GetTurnByKey { .. })
+            | ReadsRequest::TurnLog(TurnLog { .. })
+            | ReadsRequest::ReadPage(ReadPage { .. })
+            | ReadsRequest::FindTurns(FindTurns { .. }) => limits.largest(),
         }
     }
 
@@ -180,18 +226,18 @@ impl ReadsRequest {
         by_name: bool,
     ) -> Result<ReadsRequest, DecodeError> {
         Ok(match kind {
-            Kind::GetTurn => ReadsRequest::GetTurn {
+            Kind::GetTurn => ReadsRequest::GetTurn(GetTurn {
                 turn_id: cursor.u64()?,
-            },
+            }),
             Kind::GetLast => {
                 let context = cursor.leading_context(by_name)?;
                 let limit = cursor.u32()?;
                 let read_flags = cursor.flags(read_flags::KNOWN, "read_flags")?;
-                ReadsRequest::GetLast {
+                ReadsRequest::GetLast(GetLast {
                     context,
                     limit,
                     read_flags,
-                }
+                })
             }
             Kind::GetBefore => read_get_before(cursor, by_name)?,
             Kind::GetRangeByDepth => read_get_range_by_depth(cursor, by_name)?,
@@ -199,45 +245,45 @@ impl ReadsRequest {
             Kind::GetTurnByKey => {
                 let context = cursor.context_ref()?;
                 let key_len = usize::from(cursor.u8()?);
-                ReadsRequest::GetTurnByKey {
+                ReadsRequest::GetTurnByKey(GetTurnByKey {
                     context,
                     key: cursor.bytes(key_len)?,
-                }
+                })
             }
             Kind::TurnLog => read_turn_log(cursor)?,
             Kind::ReadPage => {
                 let context = cursor.context_ref()?;
-                ReadsRequest::ReadPage {
+                ReadsRequest::ReadPage(ReadPage {
                     context,
                     kind: cursor.page_kind()?,
                     limit: cursor.u32()?,
                     read_flags: cursor.flags(read_flags::KNOWN, "read_flags")?,
-                }
+                })
             }
-            Kind::FindTurns => ReadsRequest::FindTurns {
+            Kind::FindTurns => ReadsRequest::FindTurns(FindTurns {
                 key: cursor.tiny_string("label key")?,
                 value: cursor.short_string("label value")?,
                 before_turn_id: cursor.u64()?,
                 limit: cursor.u32()?,
-            },
+            }),
         })
     }
 
     /// What the wire cannot carry (`check_request`).
     pub(super) fn check(&self) -> Result<(), EncodeError> {
         match self {
-            ReadsRequest::GetTurnByKey {
+            ReadsRequest::GetTurnByKey(GetTurnByKey {
                 context: target,
                 key,
-            } => {
+            }) => {
                 context(target)?;
                 within("key", key.len(), 0, TINY, "bytes")
             }
-            ReadsRequest::TurnLog {
+            ReadsRequest::TurnLog(TurnLog {
                 context: target,
                 labels,
                 ..
-            } => {
+            }) => {
                 context(target)?;
                 within("labels", labels.len(), 0, TINY, "labels")?;
                 labels.iter().try_for_each(|(key, value)| {
@@ -245,87 +291,87 @@ impl ReadsRequest {
                     within("label value", value.len(), 0, SHORT, "bytes")
                 })
             }
-            ReadsRequest::ReadPage {
+            ReadsRequest::ReadPage(ReadPage {
                 context: target, ..
-            } => context(target),
-            ReadsRequest::FindTurns { key, value, .. } => {
+            }) => context(target),
+            ReadsRequest::FindTurns(FindTurns { key, value, .. }) => {
                 within("label key", key.len(), 0, TINY, "bytes")?;
                 within("label value", value.len(), 0, SHORT, "bytes")
             }
             // Numbers only, or a leading context (checked for every family, `check_request`).
-            ReadsRequest::GetTurn { .. }
-            | ReadsRequest::GetLast { .. }
-            | ReadsRequest::GetBefore { .. }
-            | ReadsRequest::GetRangeByDepth { .. }
-            | ReadsRequest::GetChain { .. } => Ok(()),
+            ReadsRequest::GetTurn(GetTurn { .. })
+            | ReadsRequest::GetLast(GetLast { .. })
+            | ReadsRequest::GetBefore(GetBefore { .. })
+            | ReadsRequest::GetRangeByDepth(GetRangeByDepth { .. })
+            | ReadsRequest::GetChain(GetChain { .. }) => Ok(()),
         }
     }
 
     /// The body (`check` passed).
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            ReadsRequest::GetTurn { turn_id } => w.u64(*turn_id),
-            ReadsRequest::GetLast {
+            ReadsRequest::GetTurn(GetTurn { turn_id }) => w.u64(*turn_id),
+            ReadsRequest::GetLast(GetLast {
                 context,
                 limit,
                 read_flags,
-            } => {
+            }) => {
                 w.leading_context(context);
                 w.u32(*limit);
                 w.u32(*read_flags);
             }
-            ReadsRequest::GetBefore {
+            ReadsRequest::GetBefore(GetBefore {
                 context,
                 before_turn_id,
                 limit,
                 read_flags,
-            } => write_get_before(w, context, *before_turn_id, *limit, *read_flags),
-            ReadsRequest::GetRangeByDepth {
+            }) => write_get_before(w, context, *before_turn_id, *limit, *read_flags),
+            ReadsRequest::GetRangeByDepth(GetRangeByDepth {
                 context,
                 from_depth,
                 limit,
                 read_flags,
-            } => {
+            }) => {
                 w.leading_context(context);
                 write_window(w, *from_depth, *limit, *read_flags);
             }
-            ReadsRequest::GetChain {
+            ReadsRequest::GetChain(GetChain {
                 turn_id,
                 from_depth,
                 limit,
                 read_flags,
-            } => {
+            }) => {
                 w.u64(*turn_id);
                 write_window(w, *from_depth, *limit, *read_flags);
             }
-            ReadsRequest::GetTurnByKey { context, key } => {
+            ReadsRequest::GetTurnByKey(GetTurnByKey { context, key }) => {
                 w.context_ref(context);
                 w.tiny(key);
             }
-            ReadsRequest::TurnLog {
+            ReadsRequest::TurnLog(TurnLog {
                 context,
                 labels,
                 cursor,
                 limit,
                 read_flags,
-            } => write_turn_log(w, context, labels, cursor, *limit, *read_flags),
-            ReadsRequest::ReadPage {
+            }) => write_turn_log(w, context, labels, cursor, *limit, *read_flags),
+            ReadsRequest::ReadPage(ReadPage {
                 context,
                 kind,
                 limit,
                 read_flags,
-            } => {
+            }) => {
                 w.context_ref(context);
                 w.page_kind(kind);
                 w.u32(*limit);
                 w.u32(*read_flags);
             }
-            ReadsRequest::FindTurns {
+            ReadsRequest::FindTurns(FindTurns {
                 key,
                 value,
                 before_turn_id,
                 limit,
-            } => write_find_turns(w, key, value, *before_turn_id, *limit),
+            }) => write_find_turns(w, key, value, *before_turn_id, *limit),
         }
     }
 }
@@ -358,12 +404,12 @@ fn read_get_before(cursor: &mut Cursor, by_name: bool) -> Result<ReadsRequest, D
     let before_turn_id = cursor.u64()?;
     let limit = cursor.u32()?;
     let read_flags = cursor.flags(read_flags::KNOWN, "read_flags")?;
-    Ok(ReadsRequest::GetBefore {
+    Ok(ReadsRequest::GetBefore(GetBefore {
         context,
         before_turn_id,
         limit,
         read_flags,
-    })
+    }))
 }
 
 /// GET_RANGE_BY_DEPTH: the leading context, then a window (`read_window`).
@@ -373,24 +419,24 @@ fn read_get_range_by_depth(
 ) -> Result<ReadsRequest, DecodeError> {
     let context = cursor.leading_context(by_name)?;
     let (from_depth, limit, read_flags) = read_window(cursor)?;
-    Ok(ReadsRequest::GetRangeByDepth {
+    Ok(ReadsRequest::GetRangeByDepth(GetRangeByDepth {
         context,
         from_depth,
         limit,
         read_flags,
-    })
+    }))
 }
 
 /// GET_CHAIN: `u64 turn_id`, then a window (`read_window`).
 fn read_get_chain(cursor: &mut Cursor) -> Result<ReadsRequest, DecodeError> {
     let turn_id = cursor.u64()?;
     let (from_depth, limit, read_flags) = read_window(cursor)?;
-    Ok(ReadsRequest::GetChain {
+    Ok(ReadsRequest::GetChain(GetChain {
         turn_id,
         from_depth,
         limit,
         read_flags,
-    })
+    }))
 }
 
 /// A window of depths: `u32 from_depth, u32 limit, u32 read_flags, 4 reserved`.
@@ -441,13 +487,13 @@ fn read_turn_log(cursor: &mut Cursor) -> Result<ReadsRequest, DecodeError> {
         let key = cursor.tiny_string("label key")?;
         labels.push((key, cursor.short_string("label value")?));
     }
-    Ok(ReadsRequest::TurnLog {
+    Ok(ReadsRequest::TurnLog(TurnLog {
         context,
         labels,
         cursor: cursor.log_cursor()?,
         limit: cursor.u32()?,
         read_flags: cursor.flags(read_flags::KNOWN, "read_flags")?,
-    })
+    }))
 }
 
 impl ReadsResponse {
@@ -455,11 +501,11 @@ impl ReadsResponse {
     pub fn message_type(&self) -> MessageType {
         match self {
             ReadsResponse::Turn(_) => MessageType::GetTurn,
-            ReadsResponse::Turns { message_type, .. } => *message_type,
-            ReadsResponse::TurnInfo { .. } => MessageType::GetTurnByKey,
-            ReadsResponse::TurnLog { .. } => MessageType::TurnLog,
-            ReadsResponse::Page { .. } => MessageType::ReadPage,
-            ReadsResponse::FoundTurns { .. } => MessageType::FindTurns,
+            ReadsResponse::Turns(Turns { message_type, .. }) => *message_type,
+            ReadsResponse::TurnInfo(TurnInfo { .. }) => MessageType::GetTurnByKey,
+            ReadsResponse::TurnLogPage(TurnLogPage { .. }) => MessageType::TurnLog,
+            ReadsResponse::Page(Page { .. }) => MessageType::ReadPage,
+            ReadsResponse::FoundTurns(FoundTurns { .. }) => MessageType::FindTurns,
         }
     }
 
@@ -467,12 +513,11 @@ impl ReadsResponse {
     /// overlay state per TURN.
     pub fn turn_count(&self) -> usize {
         match self {
-            ReadsResponse::Turn(_) | ReadsResponse::TurnInfo { .. } => 1,
-            ReadsResponse::Turns { entries, .. } => entries.len(),
-            ReadsResponse::TurnLog { entries, .. } | ReadsResponse::Page { entries, .. } => {
-                entries.len()
-            }
-            ReadsResponse::FoundTurns { turns, .. } => turns.len(),
+            ReadsResponse::Turn(_) | ReadsResponse::TurnInfo(TurnInfo { .. }) => 1,
+            ReadsResponse::Turns(Turns { entries, .. }) => entries.len(),
+            ReadsResponse::TurnLogPage(TurnLogPage { entries, .. })
+            | ReadsResponse::Page(Page { entries, .. }) => entries.len(),
+            ReadsResponse::FoundTurns(FoundTurns { turns, .. }) => turns.len(),
         }
     }
 
@@ -493,26 +538,26 @@ impl ReadsResponse {
                     let payload = cursor.payload()?;
                     entries.push(TurnEntry { turn, payload });
                 }
-                ReadsResponse::Turns {
+                ReadsResponse::Turns(Turns {
                     message_type,
                     next_before,
                     tip_depth,
                     entries,
-                }
+                })
             }
-            Kind::GetTurnByKey => ReadsResponse::TurnInfo {
+            Kind::GetTurnByKey => ReadsResponse::TurnInfo(TurnInfo {
                 turn: Box::new(cursor.turn()?),
                 extras: cursor.extras()?,
-            },
-            Kind::TurnLog => ReadsResponse::TurnLog {
+            }),
+            Kind::TurnLog => ReadsResponse::TurnLogPage(TurnLogPage {
                 next_cursor: cursor.log_cursor()?,
                 entries: cursor.entries_v2()?,
-            },
-            Kind::ReadPage => ReadsResponse::Page {
+            }),
+            Kind::ReadPage => ReadsResponse::Page(Page {
                 next_before: cursor.u64()?,
                 tip_depth: cursor.u32()?,
                 entries: cursor.entries_v2()?,
-            },
+            }),
             Kind::FindTurns => {
                 let next_before = cursor.u64()?;
                 let count = cursor.list_count()?;
@@ -520,7 +565,7 @@ impl ReadsResponse {
                 for _ in 0..count {
                     turns.push((cursor.turn()?, cursor.extras()?));
                 }
-                ReadsResponse::FoundTurns { next_before, turns }
+                ReadsResponse::FoundTurns(FoundTurns { next_before, turns })
             }
         })
     }
@@ -528,12 +573,12 @@ impl ReadsResponse {
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
             ReadsResponse::Turn(turn) => w.turn(turn),
-            ReadsResponse::Turns {
+            ReadsResponse::Turns(Turns {
                 next_before,
                 tip_depth,
                 entries,
                 ..
-            } => {
+            }) => {
                 w.u64(*next_before);
                 w.u32(*tip_depth);
                 w.u32(entries.len() as u32);
@@ -542,27 +587,27 @@ impl ReadsResponse {
                     w.payload(&entry.payload);
                 }
             }
-            ReadsResponse::TurnInfo { turn, extras } => {
+            ReadsResponse::TurnInfo(TurnInfo { turn, extras }) => {
                 w.turn(turn);
                 w.extras(extras);
             }
-            ReadsResponse::TurnLog {
+            ReadsResponse::TurnLogPage(TurnLogPage {
                 next_cursor,
                 entries,
-            } => {
+            }) => {
                 w.log_cursor(next_cursor);
                 w.entries_v2(entries);
             }
-            ReadsResponse::Page {
+            ReadsResponse::Page(Page {
                 next_before,
                 tip_depth,
                 entries,
-            } => {
+            }) => {
                 w.u64(*next_before);
                 w.u32(*tip_depth);
                 w.entries_v2(entries);
             }
-            ReadsResponse::FoundTurns { next_before, turns } => {
+            ReadsResponse::FoundTurns(FoundTurns { next_before, turns }) => {
                 w.u64(*next_before);
                 w.u32(turns.len() as u32);
                 for (turn, extras) in turns {

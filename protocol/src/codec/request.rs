@@ -7,6 +7,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::answer::AnswerLimits;
+use super::appends;
 use super::check::{self, EncodeError};
 use super::cursor::Cursor;
 use super::writer::ChunkWriter;
@@ -43,7 +44,9 @@ impl Request {
     /// Whether an APPEND_TURNS carries a payload the client compressed (version 3).
     pub fn carries_zstd_payload(&self) -> bool {
         match self {
-            Request::Appends(AppendsRequest::AppendTurns { turns, .. }) => turns
+            Request::Appends(AppendsRequest::AppendTurns(appends::AppendTurns {
+                turns, ..
+            })) => turns
                 .iter()
                 .any(|turn| matches!(turn.payload, PayloadSpec::Zstd { .. })),
             _ => false,
@@ -249,14 +252,15 @@ pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::{admin, blobs};
 
     fn hello(token_len: usize, name_len: usize) -> Request {
-        Request::Admin(AdminRequest::Hello {
+        Request::Admin(AdminRequest::Hello(admin::Hello {
             min_version: 1,
             max_version: 1,
             token: Bytes::from(vec![b't'; token_len]),
             client_name: "n".repeat(name_len),
-        })
+        }))
     }
 
     #[test]
@@ -272,7 +276,10 @@ mod tests {
         let error = encode_request_chunks(3, &hello(0, NAME_BYTES_MAX + 1)).unwrap_err();
         assert_eq!(error.field, "client_name");
         let hashes = vec![BlobHash([0; 32]); LIST_ITEMS_LIMIT as usize + 1];
-        let error = check_request(&Request::Blobs(BlobsRequest::HasBlobs { hashes })).unwrap_err();
+        let error = check_request(&Request::Blobs(BlobsRequest::HasBlobs(blobs::HasBlobs {
+            hashes,
+        })))
+        .unwrap_err();
         assert_eq!(error.field, "hashes");
         assert_eq!(out.len(), encoded, "a refused request writes nothing");
     }

@@ -8,6 +8,7 @@
 use bytes::Bytes;
 
 use super::cursor::Cursor;
+use super::streams;
 use super::writer::{ChunkWriter, truncate_utf8};
 use super::{
     AdminResponse, AppendsResponse, BlobsResponse, ContextsResponse, Family, KvResponse,
@@ -66,7 +67,9 @@ impl Response {
     pub fn frame_flags(&self) -> u16 {
         match self {
             Response::Overlaid { .. } => frame_flags::OVERLAYS,
-            Response::Streams(StreamsResponse::Pushed { more: true, .. }) => frame_flags::MORE,
+            Response::Streams(StreamsResponse::Pushed(streams::Pushed { more: true, .. })) => {
+                frame_flags::MORE
+            }
             _ => 0,
         }
     }

@@ -21,36 +21,57 @@ pub(crate) enum Kind {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RetentionRequest {
-    /// Deletes a context (issue 15): NOT_FOUND for it from then on; its name is free again.
-    CtxDelete { context: ContextRef },
-    /// Keeps the newest `keep` (≥ 1) depths of the context's chain reachable through it.
-    CtxPrune { context: ContextRef, keep: u32 },
-    /// With `set`, sets the context's time to live (`ttl_ms`; 0: none); without, reads it.
-    CtxTtl {
-        context: ContextRef,
-        set: bool,
-        ttl_ms: u64,
-    },
+    CtxDelete(CtxDelete),
+    CtxPrune(CtxPrune),
+    CtxTtl(CtxTtl),
+}
+
+/// Deletes a context (issue 15): NOT_FOUND for it from then on; its name is free again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CtxDelete {
+    pub context: ContextRef,
+}
+
+/// Keeps the newest `keep` (≥ 1) depths of the context's chain reachable through it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CtxPrune {
+    pub context: ContextRef,
+    pub keep: u32,
+}
+
+/// With `set`, sets the context's time to live (`ttl_ms`; 0: none); without, reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CtxTtl {
+    pub context: ContextRef,
+    pub set: bool,
+    pub ttl_ms: u64,
 }
 
 /// Answer to CTX_DELETE (the context just before), CTX_PRUNE and CTX_TTL (after): the
 /// context with its retention settings (the type says which request).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RetentionResponse {
-    Retention {
-        message_type: MessageType,
-        info: ContextInfoWire,
-        floor_depth: u32,
-        ttl_ms: u64,
-    },
+    Retention(Retention),
 }
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Retention {
+    pub message_type: MessageType,
+    pub info: ContextInfoWire,
+    pub floor_depth: u32,
+    pub ttl_ms: u64,
+}
+
+/// The family's enums under the names the message table uses (`message_table!`).
+pub type Requests = RetentionRequest;
+pub type Answers = RetentionResponse;
 
 impl RetentionRequest {
     pub fn message_type(&self) -> MessageType {
         match self {
-            RetentionRequest::CtxDelete { .. } => MessageType::CtxDelete,
-            RetentionRequest::CtxPrune { .. } => MessageType::CtxPrune,
-            RetentionRequest::CtxTtl { .. } => MessageType::CtxTtl,
+            RetentionRequest::CtxDelete(CtxDelete { .. }) => MessageType::CtxDelete,
+            RetentionRequest::CtxPrune(CtxPrune { .. }) => MessageType::CtxPrune,
+            RetentionRequest::CtxTtl(CtxTtl { .. }) => MessageType::CtxTtl,
         }
     }
 
@@ -61,13 +82,13 @@ impl RetentionRequest {
 
     pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<RetentionRequest, DecodeError> {
         Ok(match kind {
-            Kind::CtxDelete => RetentionRequest::CtxDelete {
+            Kind::CtxDelete => RetentionRequest::CtxDelete(CtxDelete {
                 context: cursor.context_ref()?,
-            },
-            Kind::CtxPrune => RetentionRequest::CtxPrune {
+            }),
+            Kind::CtxPrune => RetentionRequest::CtxPrune(CtxPrune {
                 context: cursor.context_ref()?,
                 keep: cursor.u32()?,
-            },
+            }),
             Kind::CtxTtl => {
                 let context = cursor.context_ref()?;
                 let set = match cursor.u8()? {
@@ -79,11 +100,11 @@ impl RetentionRequest {
                 if !set && ttl_ms != 0 {
                     return Err(cursor.invalid("ttl_ms", "not 0 without the SET flag"));
                 }
-                RetentionRequest::CtxTtl {
+                RetentionRequest::CtxTtl(CtxTtl {
                     context,
                     set,
                     ttl_ms,
-                }
+                })
             }
         })
     }
@@ -91,15 +112,15 @@ impl RetentionRequest {
     /// What the wire cannot carry (`check_request`).
     pub(super) fn check(&self) -> Result<(), EncodeError> {
         match self {
-            RetentionRequest::CtxDelete { context: target }
-            | RetentionRequest::CtxPrune {
+            RetentionRequest::CtxDelete(CtxDelete { context: target })
+            | RetentionRequest::CtxPrune(CtxPrune {
                 context: target, ..
-            } => context(target),
-            RetentionRequest::CtxTtl {
+            }) => context(target),
+            RetentionRequest::CtxTtl(CtxTtl {
                 context: target,
                 set,
                 ttl_ms,
-            } => {
+            }) => {
                 context(target)?;
                 // Without SET the request only reads: a value there would be a caller's mistake.
                 let max = if *set { u64::MAX } else { 0 };
@@ -112,16 +133,16 @@ impl RetentionRequest {
     /// The body (`check` passed).
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            RetentionRequest::CtxDelete { context } => w.context_ref(context),
-            RetentionRequest::CtxPrune { context, keep } => {
+            RetentionRequest::CtxDelete(CtxDelete { context }) => w.context_ref(context),
+            RetentionRequest::CtxPrune(CtxPrune { context, keep }) => {
                 w.context_ref(context);
                 w.u32(*keep);
             }
-            RetentionRequest::CtxTtl {
+            RetentionRequest::CtxTtl(CtxTtl {
                 context,
                 set,
                 ttl_ms,
-            } => {
+            }) => {
                 w.context_ref(context);
                 w.u8(u8::from(*set));
                 w.u64(*ttl_ms);
@@ -134,7 +155,7 @@ impl RetentionResponse {
     /// The request type this answers.
     pub fn message_type(&self) -> MessageType {
         match self {
-            RetentionResponse::Retention { message_type, .. } => *message_type,
+            RetentionResponse::Retention(Retention { message_type, .. }) => *message_type,
         }
     }
 
@@ -144,23 +165,25 @@ impl RetentionResponse {
         cursor: &mut Cursor,
     ) -> Result<RetentionResponse, DecodeError> {
         Ok(match kind {
-            Kind::CtxDelete | Kind::CtxPrune | Kind::CtxTtl => RetentionResponse::Retention {
-                message_type,
-                info: cursor.context_info()?,
-                floor_depth: cursor.u32()?,
-                ttl_ms: cursor.u64()?,
-            },
+            Kind::CtxDelete | Kind::CtxPrune | Kind::CtxTtl => {
+                RetentionResponse::Retention(Retention {
+                    message_type,
+                    info: cursor.context_info()?,
+                    floor_depth: cursor.u32()?,
+                    ttl_ms: cursor.u64()?,
+                })
+            }
         })
     }
 
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            RetentionResponse::Retention {
+            RetentionResponse::Retention(Retention {
                 info,
                 floor_depth,
                 ttl_ms,
                 ..
-            } => {
+            }) => {
                 w.context_info(info);
                 w.u32(*floor_depth);
                 w.u64(*ttl_ms);

@@ -159,131 +159,195 @@ pub enum StreamStateWire {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StreamsRequest {
-    StreamOpen {
-        context: ContextRef,
-        /// `Some`: the seal is a compare-and-set on the head.
-        expected_head: Option<u64>,
-        parent: ParentWire,
-        type_tag: u64,
-        codec: u32,
-        summary: bool,
-        extras: ExtrasWire,
-    },
-    /// `offset`: only there (`AT_OFFSET`). 1..=`STREAM_DELTA_BYTES_MAX` bytes.
-    StreamAppend {
-        stream_id: u64,
-        offset: Option<u64>,
-        bytes: Bytes,
-    },
-    StreamSeal {
-        stream_id: u64,
-    },
-    StreamAbort {
-        stream_id: u64,
-    },
-    /// The context's open streams by StreamID after `after_stream_id`, at most `limit`
-    /// (1..=`STREAM_LIST_MAX`).
-    StreamList {
-        context: ContextRef,
-        after_stream_id: u64,
-        limit: u32,
-    },
-    /// Up to `bytes_max` (≥ 1) bytes from `offset`; waits up to `wait_ms` for them.
-    StreamRead {
-        stream_id: u64,
-        offset: u64,
-        bytes_max: u32,
-        wait_ms: u32,
-    },
-    /// The target's events after `after_seq` (`WATCH_FROM_NOW`: the current position, no
-    /// event), at most `max_events` (1..=1,024); waits up to `wait_ms` for one.
-    Watch {
-        target: WatchTargetWire,
-        after_seq: u64,
-        max_events: u32,
-        wait_ms: u32,
-    },
-    /// STREAM_READ's fields, answered by a series of frames (`StreamsResponse::Pushed`): the
-    /// bytes from `offset` as they become durable, up to `bytes_max` (≥ 1) a frame, until the
-    /// stream ends or no delta came for `wait_ms`.
-    StreamFollow {
-        stream_id: u64,
-        offset: u64,
-        bytes_max: u32,
-        wait_ms: u32,
-    },
+    StreamOpen(StreamOpen),
+    StreamAppend(StreamAppend),
+    StreamSeal(StreamSeal),
+    StreamAbort(StreamAbort),
+    StreamList(StreamList),
+    StreamRead(StreamRead),
+    Watch(Watch),
+    StreamFollow(StreamFollow),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamOpen {
+    pub context: ContextRef,
+    /// `Some`: the seal is a compare-and-set on the head.
+    pub expected_head: Option<u64>,
+    pub parent: ParentWire,
+    pub type_tag: u64,
+    pub codec: u32,
+    pub summary: bool,
+    pub extras: ExtrasWire,
+}
+
+/// `offset`: only there (`AT_OFFSET`). 1..=`STREAM_DELTA_BYTES_MAX` bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamAppend {
+    pub stream_id: u64,
+    pub offset: Option<u64>,
+    pub bytes: Bytes,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamSeal {
+    pub stream_id: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamAbort {
+    pub stream_id: u64,
+}
+
+/// The context's open streams by StreamID after `after_stream_id`, at most `limit`
+/// (1..=`STREAM_LIST_MAX`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamList {
+    pub context: ContextRef,
+    pub after_stream_id: u64,
+    pub limit: u32,
+}
+
+/// Up to `bytes_max` (≥ 1) bytes from `offset`; waits up to `wait_ms` for them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamRead {
+    pub stream_id: u64,
+    pub offset: u64,
+    pub bytes_max: u32,
+    pub wait_ms: u32,
+}
+
+/// The target's events after `after_seq` (`WATCH_FROM_NOW`: the current position, no
+/// event), at most `max_events` (1..=1,024); waits up to `wait_ms` for one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Watch {
+    pub target: WatchTargetWire,
+    pub after_seq: u64,
+    pub max_events: u32,
+    pub wait_ms: u32,
+}
+
+/// STREAM_READ's fields, answered by a series of frames (`StreamsResponse::Pushed`): the
+/// bytes from `offset` as they become durable, up to `bytes_max` (≥ 1) a frame, until the
+/// stream ends or no delta came for `wait_ms`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamFollow {
+    pub stream_id: u64,
+    pub offset: u64,
+    pub bytes_max: u32,
+    pub wait_ms: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StreamsResponse {
-    /// Answer to STREAM_OPEN.
-    Opened { info: StreamInfoWire },
-    /// Answer to STREAM_APPEND: the stream's length once the delta is durable.
-    Appended { stream_id: u64, length: u64 },
-    /// Answer to STREAM_SEAL: the turn, as APPEND_TURN answers it.
-    Sealed { turn: TurnWire, deduped: bool },
-    /// Answer to STREAM_ABORT.
-    Aborted { stream_id: u64 },
-    /// Answer to STREAM_LIST.
-    Listed { streams: Vec<StreamInfoWire> },
-    /// Answer to WATCH: the events (oldest first) and the sequence number to resume after;
-    /// `lagged`: events after the asked one are gone, re-read the state first.
-    Watched {
-        lagged: bool,
-        resume_after: u64,
-        events: Vec<WatchEventWire>,
-    },
-    /// Answer to STREAM_READ: `bytes` start at `offset`; `length` is the stream's (open) or
-    /// the turn's (sealed) length, 0 when aborted.
-    Read {
-        stream_id: u64,
-        state: StreamStateWire,
-        offset: u64,
-        length: u64,
-        bytes: Bytes,
-    },
-    /// One frame answering STREAM_FOLLOW: STREAM_READ's answer body, and `more` (the frame
-    /// flag MORE): more frames follow, the next from `offset + bytes.len()`. A frame with
-    /// `more` is of an open stream and carries at least one byte; the last frame (no MORE) is
-    /// the end (sealed, aborted) or an open answer (the follower follows again from its
-    /// offset).
-    Pushed {
-        more: bool,
-        stream_id: u64,
-        state: StreamStateWire,
-        offset: u64,
-        length: u64,
-        bytes: Bytes,
-    },
+    Opened(Opened),
+    Appended(Appended),
+    Sealed(Sealed),
+    Aborted(Aborted),
+    Listed(Listed),
+    Watched(Watched),
+    Read(Read),
+    Pushed(Pushed),
 }
+
+/// Answer to STREAM_OPEN.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Opened {
+    pub info: StreamInfoWire,
+}
+
+/// Answer to STREAM_APPEND: the stream's length once the delta is durable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Appended {
+    pub stream_id: u64,
+    pub length: u64,
+}
+
+/// Answer to STREAM_SEAL: the turn, as APPEND_TURN answers it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sealed {
+    pub turn: TurnWire,
+    pub deduped: bool,
+}
+
+/// Answer to STREAM_ABORT.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Aborted {
+    pub stream_id: u64,
+}
+
+/// Answer to STREAM_LIST.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    pub streams: Vec<StreamInfoWire>,
+}
+
+/// Answer to WATCH: the events (oldest first) and the sequence number to resume after;
+/// `lagged`: events after the asked one are gone, re-read the state first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Watched {
+    pub lagged: bool,
+    pub resume_after: u64,
+    pub events: Vec<WatchEventWire>,
+}
+
+/// Answer to STREAM_READ: `bytes` start at `offset`; `length` is the stream's (open) or
+/// the turn's (sealed) length, 0 when aborted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Read {
+    pub stream_id: u64,
+    pub state: StreamStateWire,
+    pub offset: u64,
+    pub length: u64,
+    pub bytes: Bytes,
+}
+
+/// One frame answering STREAM_FOLLOW: STREAM_READ's answer body, and `more` (the frame
+/// flag MORE): more frames follow, the next from `offset + bytes.len()`. A frame with
+/// `more` is of an open stream and carries at least one byte; the last frame (no MORE) is
+/// the end (sealed, aborted) or an open answer (the follower follows again from its
+/// offset).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pushed {
+    pub more: bool,
+    pub stream_id: u64,
+    pub state: StreamStateWire,
+    pub offset: u64,
+    pub length: u64,
+    pub bytes: Bytes,
+}
+
+/// The family's enums under the names the message table uses (`message_table!`).
+pub type Requests = StreamsRequest;
+pub type Answers = StreamsResponse;
 
 impl StreamsRequest {
     pub fn message_type(&self) -> MessageType {
         match self {
-            StreamsRequest::StreamOpen { .. } => MessageType::StreamOpen,
-            StreamsRequest::StreamAppend { .. } => MessageType::StreamAppend,
-            StreamsRequest::StreamSeal { .. } => MessageType::StreamSeal,
-            StreamsRequest::StreamAbort { .. } => MessageType::StreamAbort,
-            StreamsRequest::StreamList { .. } => MessageType::StreamList,
-            StreamsRequest::StreamRead { .. } => MessageType::StreamRead,
-            StreamsRequest::Watch { .. } => MessageType::Watch,
-            StreamsRequest::StreamFollow { .. } => MessageType::StreamFollow,
+            StreamsRequest::StreamOpen(StreamOpen { .. }) => MessageType::StreamOpen,
+            StreamsRequest::StreamAppend(StreamAppend { .. }) => MessageType::StreamAppend,
+            StreamsRequest::StreamSeal(StreamSeal { .. }) => MessageType::StreamSeal,
+            StreamsRequest::StreamAbort(StreamAbort { .. }) => MessageType::StreamAbort,
+            StreamsRequest::StreamList(StreamList { .. }) => MessageType::StreamList,
+            StreamsRequest::StreamRead(StreamRead { .. }) => MessageType::StreamRead,
+            StreamsRequest::Watch(Watch { .. }) => MessageType::Watch,
+            StreamsRequest::StreamFollow(StreamFollow { .. }) => MessageType::StreamFollow,
         }
     }
 
     /// The largest answer (see `codec/answer.rs`).
     pub fn answer_bytes_max(&self, limits: &AnswerLimits) -> u64 {
         match self {
-            StreamsRequest::StreamList { limit, .. } => {
+            StreamsRequest::StreamList(StreamList { limit, .. }) => {
                 u64::from(*limit) * STREAM_INFO_BYTES as u64 + 4 + ERROR_ANSWER_BYTES_MAX
             }
             // A follow's frames are answers of the same size, reserved one at a time.
-            StreamsRequest::StreamRead { bytes_max, .. }
-            | StreamsRequest::StreamFollow { bytes_max, .. } => {
+            StreamsRequest::StreamRead(StreamRead { bytes_max, .. })
+            | StreamsRequest::StreamFollow(StreamFollow { bytes_max, .. }) => {
                 let bytes = u64::from(*bytes_max).min(limits.response_bytes_max);
                 16 + 41 + 4 + bytes + ERROR_ANSWER_BYTES_MAX
             }
-            StreamsRequest::Watch { max_events, .. } => {
+            StreamsRequest::Watch(Watch { max_events, .. }) => {
                 u64::from(*max_events) * WATCH_EVENT_BYTES as u64 + 13 + ERROR_ANSWER_BYTES_MAX
             }
             _ => FIXED_ANSWER_BYTES + STREAM_INFO_BYTES as u64,
@@ -294,21 +358,21 @@ impl StreamsRequest {
         Ok(match kind {
             Kind::StreamOpen => read_stream_open(cursor)?,
             Kind::StreamAppend => read_stream_append(cursor)?,
-            Kind::StreamSeal => StreamsRequest::StreamSeal {
+            Kind::StreamSeal => StreamsRequest::StreamSeal(StreamSeal {
                 stream_id: cursor.u64()?,
-            },
-            Kind::StreamAbort => StreamsRequest::StreamAbort {
+            }),
+            Kind::StreamAbort => StreamsRequest::StreamAbort(StreamAbort {
                 stream_id: cursor.u64()?,
-            },
+            }),
             Kind::StreamList => {
                 let context = cursor.context_ref()?;
                 let after_stream_id = cursor.u64()?;
                 let limit = count_u32(cursor, "limit", STREAM_LIST_MAX)?;
-                StreamsRequest::StreamList {
+                StreamsRequest::StreamList(StreamList {
                     context,
                     after_stream_id,
                     limit,
-                }
+                })
             }
             Kind::StreamRead | Kind::StreamFollow => read_stream_read(kind, cursor)?,
             Kind::Watch => read_watch(cursor)?,
@@ -318,11 +382,11 @@ impl StreamsRequest {
     /// What the wire cannot carry (`check_request`).
     pub(super) fn check(&self) -> Result<(), EncodeError> {
         match self {
-            StreamsRequest::StreamOpen {
+            StreamsRequest::StreamOpen(StreamOpen {
                 context: target,
                 parent,
                 ..
-            } => {
+            }) => {
                 context(target)?;
                 // Turn 0 is no turn: the decoder refuses it, so it is not sent.
                 let turn_id = match parent {
@@ -331,18 +395,18 @@ impl StreamsRequest {
                 };
                 within("parent turn_id", turn_id as usize, 1, u64::MAX, "")
             }
-            StreamsRequest::StreamAppend { bytes, .. } => within(
+            StreamsRequest::StreamAppend(StreamAppend { bytes, .. }) => within(
                 "delta",
                 bytes.len(),
                 1,
                 STREAM_DELTA_BYTES_MAX as u64,
                 "bytes",
             ),
-            StreamsRequest::StreamList {
+            StreamsRequest::StreamList(StreamList {
                 context: target,
                 limit,
                 ..
-            } => {
+            }) => {
                 context(target)?;
                 within(
                     "limit",
@@ -352,26 +416,27 @@ impl StreamsRequest {
                     "streams",
                 )
             }
-            StreamsRequest::StreamRead {
+            StreamsRequest::StreamRead(StreamRead {
                 bytes_max, wait_ms, ..
-            }
-            | StreamsRequest::StreamFollow {
+            })
+            | StreamsRequest::StreamFollow(StreamFollow {
                 bytes_max, wait_ms, ..
-            } => check_stream_read(*bytes_max, *wait_ms),
-            StreamsRequest::Watch {
+            }) => check_stream_read(*bytes_max, *wait_ms),
+            StreamsRequest::Watch(Watch {
                 target,
                 max_events,
                 wait_ms,
                 ..
-            } => check_watch(target, *max_events, *wait_ms),
-            StreamsRequest::StreamSeal { .. } | StreamsRequest::StreamAbort { .. } => Ok(()),
+            }) => check_watch(target, *max_events, *wait_ms),
+            StreamsRequest::StreamSeal(StreamSeal { .. })
+            | StreamsRequest::StreamAbort(StreamAbort { .. }) => Ok(()),
         }
     }
 
     /// The body (`check` passed).
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            StreamsRequest::StreamOpen {
+            StreamsRequest::StreamOpen(StreamOpen {
                 context,
                 expected_head,
                 parent,
@@ -379,7 +444,7 @@ impl StreamsRequest {
                 codec,
                 summary,
                 extras,
-            } => {
+            }) => {
                 w.context_ref(context);
                 w.u8(open_flags(*summary, *expected_head));
                 w.u64(expected_head.unwrap_or(0));
@@ -388,51 +453,51 @@ impl StreamsRequest {
                 w.u32(*codec);
                 w.extras(extras);
             }
-            StreamsRequest::StreamAppend {
+            StreamsRequest::StreamAppend(StreamAppend {
                 stream_id,
                 offset,
                 bytes,
-            } => {
+            }) => {
                 w.u64(*stream_id);
                 w.u8(append_flags(*offset));
                 w.u64(offset.unwrap_or(0));
                 w.u32(bytes.len() as u32);
                 w.data(bytes);
             }
-            StreamsRequest::StreamSeal { stream_id }
-            | StreamsRequest::StreamAbort { stream_id } => w.u64(*stream_id),
-            StreamsRequest::StreamList {
+            StreamsRequest::StreamSeal(StreamSeal { stream_id })
+            | StreamsRequest::StreamAbort(StreamAbort { stream_id }) => w.u64(*stream_id),
+            StreamsRequest::StreamList(StreamList {
                 context,
                 after_stream_id,
                 limit,
-            } => {
+            }) => {
                 w.context_ref(context);
                 w.u64(*after_stream_id);
                 w.u32(*limit);
             }
-            StreamsRequest::StreamRead {
+            StreamsRequest::StreamRead(StreamRead {
                 stream_id,
                 offset,
                 bytes_max,
                 wait_ms,
-            }
-            | StreamsRequest::StreamFollow {
+            })
+            | StreamsRequest::StreamFollow(StreamFollow {
                 stream_id,
                 offset,
                 bytes_max,
                 wait_ms,
-            } => {
+            }) => {
                 w.u64(*stream_id);
                 w.u64(*offset);
                 w.u32(*bytes_max);
                 w.u32(*wait_ms);
             }
-            StreamsRequest::Watch {
+            StreamsRequest::Watch(Watch {
                 target,
                 after_seq,
                 max_events,
                 wait_ms,
-            } => {
+            }) => {
                 write_watch_target(w, target);
                 w.u64(*after_seq);
                 w.u32(*max_events);
@@ -446,14 +511,14 @@ impl StreamsResponse {
     /// The request type this answers.
     pub fn message_type(&self) -> MessageType {
         match self {
-            StreamsResponse::Opened { .. } => MessageType::StreamOpen,
-            StreamsResponse::Appended { .. } => MessageType::StreamAppend,
-            StreamsResponse::Sealed { .. } => MessageType::StreamSeal,
-            StreamsResponse::Aborted { .. } => MessageType::StreamAbort,
-            StreamsResponse::Listed { .. } => MessageType::StreamList,
-            StreamsResponse::Read { .. } => MessageType::StreamRead,
-            StreamsResponse::Watched { .. } => MessageType::Watch,
-            StreamsResponse::Pushed { .. } => MessageType::StreamFollow,
+            StreamsResponse::Opened(Opened { .. }) => MessageType::StreamOpen,
+            StreamsResponse::Appended(Appended { .. }) => MessageType::StreamAppend,
+            StreamsResponse::Sealed(Sealed { .. }) => MessageType::StreamSeal,
+            StreamsResponse::Aborted(Aborted { .. }) => MessageType::StreamAbort,
+            StreamsResponse::Listed(Listed { .. }) => MessageType::StreamList,
+            StreamsResponse::Read(Read { .. }) => MessageType::StreamRead,
+            StreamsResponse::Watched(Watched { .. }) => MessageType::Watch,
+            StreamsResponse::Pushed(Pushed { .. }) => MessageType::StreamFollow,
         }
     }
 
@@ -464,30 +529,30 @@ impl StreamsResponse {
         more: bool,
     ) -> Result<StreamsResponse, DecodeError> {
         Ok(match kind {
-            Kind::StreamOpen => StreamsResponse::Opened {
+            Kind::StreamOpen => StreamsResponse::Opened(Opened {
                 info: read_info(cursor)?,
-            },
-            Kind::StreamAppend => StreamsResponse::Appended {
+            }),
+            Kind::StreamAppend => StreamsResponse::Appended(Appended {
                 stream_id: cursor.u64()?,
                 length: cursor.u64()?,
-            },
-            Kind::StreamSeal => StreamsResponse::Sealed {
+            }),
+            Kind::StreamSeal => StreamsResponse::Sealed(Sealed {
                 turn: cursor.turn()?,
                 deduped: cursor.bool("deduped")?,
-            },
-            Kind::StreamAbort => StreamsResponse::Aborted {
+            }),
+            Kind::StreamAbort => StreamsResponse::Aborted(Aborted {
                 stream_id: cursor.u64()?,
-            },
+            }),
             Kind::StreamList => read_listed(cursor)?,
             Kind::StreamRead => {
                 let (stream_id, state, offset, length, bytes) = read_stream_answer(cursor)?;
-                StreamsResponse::Read {
+                StreamsResponse::Read(Read {
                     stream_id,
                     state,
                     offset,
                     length,
                     bytes,
-                }
+                })
             }
             Kind::StreamFollow => {
                 let (stream_id, state, offset, length, bytes) = read_stream_answer(cursor)?;
@@ -497,14 +562,14 @@ impl StreamsResponse {
                         "MORE on a frame that ends the follow (an ended stream, or no bytes)",
                     ));
                 }
-                StreamsResponse::Pushed {
+                StreamsResponse::Pushed(Pushed {
                     more,
                     stream_id,
                     state,
                     offset,
                     length,
                     bytes,
-                }
+                })
             }
             Kind::Watch => read_watched(cursor)?,
         })
@@ -512,37 +577,37 @@ impl StreamsResponse {
 
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            StreamsResponse::Opened { info } => write_info(w, info),
-            StreamsResponse::Appended { stream_id, length } => {
+            StreamsResponse::Opened(Opened { info }) => write_info(w, info),
+            StreamsResponse::Appended(Appended { stream_id, length }) => {
                 w.u64(*stream_id);
                 w.u64(*length);
             }
-            StreamsResponse::Sealed { turn, deduped } => {
+            StreamsResponse::Sealed(Sealed { turn, deduped }) => {
                 w.turn(turn);
                 w.u8(u8::from(*deduped));
             }
-            StreamsResponse::Aborted { stream_id } => w.u64(*stream_id),
-            StreamsResponse::Listed { streams } => {
+            StreamsResponse::Aborted(Aborted { stream_id }) => w.u64(*stream_id),
+            StreamsResponse::Listed(Listed { streams }) => {
                 w.u32(streams.len() as u32);
                 for info in streams {
                     write_info(w, info);
                 }
             }
-            StreamsResponse::Read {
+            StreamsResponse::Read(Read {
                 stream_id,
                 state,
                 offset,
                 length,
                 bytes,
-            } => write_stream_answer(w, *stream_id, *state, *offset, *length, bytes),
-            StreamsResponse::Pushed {
+            }) => write_stream_answer(w, *stream_id, *state, *offset, *length, bytes),
+            StreamsResponse::Pushed(Pushed {
                 more,
                 stream_id,
                 state,
                 offset,
                 length,
                 bytes,
-            } => {
+            }) => {
                 // The server builds MORE frames only from an open stream's new bytes.
                 assert!(
                     !*more || (*state == StreamStateWire::Open && !bytes.is_empty()),
@@ -550,11 +615,11 @@ impl StreamsResponse {
                 );
                 write_stream_answer(w, *stream_id, *state, *offset, *length, bytes)
             }
-            StreamsResponse::Watched {
+            StreamsResponse::Watched(Watched {
                 lagged,
                 resume_after,
                 events,
-            } => {
+            }) => {
                 w.u8(u8::from(*lagged));
                 w.u64(*resume_after);
                 w.u32(events.len() as u32);
@@ -589,7 +654,7 @@ fn read_stream_open(cursor: &mut Cursor) -> Result<StreamsRequest, DecodeError> 
             return Err(cursor.invalid("parent", "unknown kind, or a turn id where none goes"));
         }
     };
-    Ok(StreamsRequest::StreamOpen {
+    Ok(StreamsRequest::StreamOpen(StreamOpen {
         context,
         expected_head,
         parent,
@@ -597,7 +662,7 @@ fn read_stream_open(cursor: &mut Cursor) -> Result<StreamsRequest, DecodeError> 
         codec: cursor.u32()?,
         summary: flags & stream_open_flags::SUMMARY != 0,
         extras: cursor.extras()?,
-    })
+    }))
 }
 
 /// STREAM_APPEND: `u64 stream_id, u8 append_flags, u64 offset, u32 delta_len`, the delta.
@@ -617,11 +682,11 @@ fn read_stream_append(cursor: &mut Cursor) -> Result<StreamsRequest, DecodeError
     if len > STREAM_DELTA_BYTES_MAX {
         return Err(cursor.too_large("delta_len", len as u64, STREAM_DELTA_BYTES_MAX as u64));
     }
-    Ok(StreamsRequest::StreamAppend {
+    Ok(StreamsRequest::StreamAppend(StreamAppend {
         stream_id,
         offset,
         bytes: cursor.bytes(len)?,
-    })
+    }))
 }
 
 /// STREAM_READ and STREAM_FOLLOW: `u64 stream_id, u64 offset, u32 bytes_max, u32 wait_ms`.
@@ -637,19 +702,19 @@ fn read_stream_read(kind: Kind, cursor: &mut Cursor) -> Result<StreamsRequest, D
         return Err(cursor.too_large("wait_ms", u64::from(wait_ms), u64::from(STREAM_WAIT_MS_MAX)));
     }
     Ok(if kind == Kind::StreamFollow {
-        StreamsRequest::StreamFollow {
+        StreamsRequest::StreamFollow(StreamFollow {
             stream_id,
             offset,
             bytes_max,
             wait_ms,
-        }
+        })
     } else {
-        StreamsRequest::StreamRead {
+        StreamsRequest::StreamRead(StreamRead {
             stream_id,
             offset,
             bytes_max,
             wait_ms,
-        }
+        })
     })
 }
 
@@ -670,12 +735,12 @@ fn read_watch(cursor: &mut Cursor) -> Result<StreamsRequest, DecodeError> {
     if wait_ms > STREAM_WAIT_MS_MAX {
         return Err(cursor.too_large("wait_ms", u64::from(wait_ms), u64::from(STREAM_WAIT_MS_MAX)));
     }
-    Ok(StreamsRequest::Watch {
+    Ok(StreamsRequest::Watch(Watch {
         target,
         after_seq,
         max_events,
         wait_ms,
-    })
+    }))
 }
 
 /// STREAM_READ and STREAM_FOLLOW's `check`.
@@ -785,7 +850,7 @@ fn read_listed(cursor: &mut Cursor) -> Result<StreamsResponse, DecodeError> {
     for _ in 0..count {
         streams.push(read_info(cursor)?);
     }
-    Ok(StreamsResponse::Listed { streams })
+    Ok(StreamsResponse::Listed(Listed { streams }))
 }
 
 /// WATCH's answer: `u8 lagged, u64 resume_after, u32 count`, WATCH_EVENT × count.
@@ -812,11 +877,11 @@ fn read_watched(cursor: &mut Cursor) -> Result<StreamsResponse, DecodeError> {
     if lagged && !events.is_empty() {
         return Err(cursor.invalid("lagged", "a lagged answer carries no events"));
     }
-    Ok(StreamsResponse::Watched {
+    Ok(StreamsResponse::Watched(Watched {
         lagged,
         resume_after,
         events,
-    })
+    }))
 }
 
 /// STREAM_READ's answer body, which STREAM_FOLLOW's frames carry too: `u64 stream_id,

@@ -9,9 +9,9 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use ctxstore_protocol::admin;
 use ctxstore_protocol::{
-    AdminResponse, ErrorCode, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, Response,
-    ServerLimits as WireLimits,
+    ErrorCode, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, Response, ServerLimits as WireLimits,
 };
 
 use super::CoreContext;
@@ -119,15 +119,19 @@ impl HelloState {
     }
 }
 
+/// A HELLO refused: the ERROR to answer and why the connection ends (boxed: the refusal is
+/// rare and the answer large).
+pub(super) type Refused = Box<(Response, Ending)>;
+
 /// Version negotiation (the highest version both sides speak) and the token check (constant
-/// time). Answers the HELLO response and the negotiated version.
+/// time). Answers HELLO's answer, which holds the negotiated version.
 pub(super) fn hello(
     core: &CoreContext,
     min_version: u16,
     max_version: u16,
     token: &[u8],
     client_name: &str,
-) -> Result<(Response, u16), (Response, Ending)> {
+) -> Result<admin::Negotiated, Refused> {
     let version = max_version.min(PROTOCOL_VERSION);
     if version < min_version || version < PROTOCOL_VERSION_MIN {
         let message = format!(
@@ -139,23 +143,27 @@ pub(super) fn hello(
             detail: u64::from(PROTOCOL_VERSION),
             message,
         };
-        return Err((response, "unsupported version"));
+        return Err(Box::new((response, "unsupported version")));
     }
     if let Some(expected) = &core.token_digest {
         // Whether a token was given at all is no secret (its bytes and length stay so).
         if token.is_empty() {
             let message = "this server requires a token and none was given (the clients' \
                            --token or CTXSTORE_TOKEN)";
-            return Err((error(ErrorCode::Unauthorized, message), "no token"));
+            return Err(Box::new((
+                error(ErrorCode::Unauthorized, message),
+                "no token",
+            )));
         }
         if !constant_time_eq::constant_time_eq_32(&token_digest(token), expected) {
-            return Err((error(ErrorCode::Unauthorized, "wrong token"), "wrong token"));
+            let refused = (error(ErrorCode::Unauthorized, "wrong token"), "wrong token");
+            return Err(Box::new(refused));
         }
     }
     tracing::debug!(client = client_name, version, "client said hello");
     let limits = &core.limits;
     let engine_limits = core.dispatcher.engine.config().limits;
-    let response = Response::Admin(AdminResponse::Hello {
+    Ok(admin::Negotiated {
         version,
         limits: WireLimits {
             frame_bytes_max: limits.frame_bytes_max,
@@ -165,8 +173,7 @@ pub(super) fn hello(
             has_blobs_max: limits.has_blobs_max,
         },
         server_name: core.server_name.clone(),
-    });
-    Ok((response, version))
+    })
 }
 
 #[cfg(test)]

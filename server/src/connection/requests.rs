@@ -14,14 +14,15 @@ use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use ctxstore_protocol::{
-    AdminRequest, DecodeError, ERROR_ANSWER_BYTES_MAX, ErrorCode, FrameHeader, MessageType,
+    AdminRequest, Ask, DecodeError, ERROR_ANSWER_BYTES_MAX, ErrorCode, FrameHeader, MessageType,
     Request, Response, StreamsRequest, decode_request_as,
 };
+use ctxstore_protocol::{admin, streams};
 
 use super::CoreContext;
 use super::budget::answer_limits;
 use super::follows;
-use super::hello::{HelloState, hello};
+use super::hello::{HelloState, Refused, hello};
 use super::reader::Ending;
 use super::writer::ConnectionState;
 use crate::dispatch::FollowFrames;
@@ -74,12 +75,12 @@ pub(super) fn handle_frame(
         Ok(request) => request,
         Err(decode_error) => return undecodable(header, decode_error, hello, core, state),
     };
-    if let Request::Admin(AdminRequest::Hello {
+    if let Request::Admin(AdminRequest::Hello(admin::Hello {
         min_version,
         max_version,
         token,
         client_name,
-    }) = &request
+    })) = &request
     {
         if authenticated {
             let response = error(ErrorCode::BadFrame, "HELLO twice");
@@ -133,20 +134,22 @@ fn undecodable(
 /// HELLO answered: the connection speaks `version` from now on, or closes.
 fn said_hello(
     header: &FrameHeader,
-    negotiated: Result<(Response, u16), (Response, Ending)>,
+    negotiated: Result<admin::Negotiated, Refused>,
     hello: &mut HelloState,
     core: &CoreContext,
     state: &ConnectionState,
 ) -> Handled {
     match negotiated {
-        Ok((response, version)) => {
+        Ok(negotiated) => {
             hello.deadline = None;
-            hello.version = version;
+            hello.version = negotiated.version;
+            let response = admin::Hello::respond(negotiated);
             hello.leave_pending(core);
             answer_at_once(header, &response, core, state);
             Handled::Done
         }
-        Err((response, ending)) => {
+        Err(refused) => {
+            let (response, ending) = *refused;
             answer_at_once(header, &response, core, state);
             Handled::Close(ending)
         }
@@ -270,28 +273,28 @@ pub(super) fn start(
 /// to its end: an append is answered once durable).
 fn answered_now(request: &Request) -> Option<Request> {
     let now = match request {
-        Request::Streams(StreamsRequest::StreamRead {
+        Request::Streams(StreamsRequest::StreamRead(streams::StreamRead {
             stream_id,
             offset,
             bytes_max,
             wait_ms,
-        }) if *wait_ms > 0 => StreamsRequest::StreamRead {
+        })) if *wait_ms > 0 => StreamsRequest::StreamRead(streams::StreamRead {
             stream_id: *stream_id,
             offset: *offset,
             bytes_max: *bytes_max,
             wait_ms: 0,
-        },
-        Request::Streams(StreamsRequest::Watch {
+        }),
+        Request::Streams(StreamsRequest::Watch(streams::Watch {
             target,
             after_seq,
             max_events,
             wait_ms,
-        }) if *wait_ms > 0 => StreamsRequest::Watch {
+        })) if *wait_ms > 0 => StreamsRequest::Watch(streams::Watch {
             target: target.clone(),
             after_seq: *after_seq,
             max_events: *max_events,
             wait_ms: 0,
-        },
+        }),
         _ => return None,
     };
     Some(Request::Streams(now))

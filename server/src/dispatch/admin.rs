@@ -8,6 +8,7 @@
 use std::sync::atomic::Ordering;
 
 use ctxstore_engine::EngineError;
+use ctxstore_protocol::admin;
 use ctxstore_protocol::{
     AdminRequest, AdminResponse, BackupWire, ErrorCode, GcStatsWire, GcWire,
     REPLICATION_FAILURE_KINDS_MAX, ReplicationRoleWire, ReplicationStateWire, ReplicationStatsWire,
@@ -33,22 +34,27 @@ impl Dispatcher {
         match request {
             // The connection answers HELLO itself, and a second one closes it: one here is a
             // framing error all the same.
-            AdminRequest::Hello { .. } => Err(error(
+            AdminRequest::Hello(admin::Hello { .. }) => Err(error(
                 ErrorCode::BadFrame,
                 "HELLO may only be sent once, first",
             )),
-            AdminRequest::Ping { nonce } => Ok(AdminResponse::Pong { nonce }),
-            AdminRequest::Stats => Ok(AdminResponse::Stats(self.stats().0)),
-            AdminRequest::StatsEx => {
+            AdminRequest::Ping(admin::Ping { nonce }) => {
+                Ok(AdminResponse::Pong(admin::Pong { nonce }))
+            }
+            AdminRequest::Stats(admin::Stats) => Ok(AdminResponse::Stats(self.stats().0)),
+            AdminRequest::StatsEx(admin::StatsEx) => {
                 let (stats, gc) = self.stats();
                 let stats = Box::new(stats);
-                Ok(AdminResponse::StatsEx { stats, gc })
+                Ok(AdminResponse::ExtendedStats(admin::ExtendedStats {
+                    stats,
+                    gc,
+                }))
             }
-            AdminRequest::Backup { dir } => self.backup(dir).await,
-            AdminRequest::Gc => self.gc().await,
-            AdminRequest::ReplicationStats => Ok(AdminResponse::ReplicationStats(Box::new(
-                self.replication_stats(),
-            ))),
+            AdminRequest::Backup(admin::Backup { dir }) => self.backup(dir).await,
+            AdminRequest::Gc(admin::Gc) => self.gc().await,
+            AdminRequest::ReplicationStats(admin::ReplicationStats) => Ok(
+                AdminResponse::ReplicationStats(Box::new(self.replication_stats())),
+            ),
         }
     }
 

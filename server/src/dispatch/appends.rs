@@ -2,6 +2,7 @@
 //! turns with a parent, a key, labels, links, a summary flag).
 
 use ctxstore_engine::{AppendPayload, AppendRequest, ContextId, Parent, TurnId, TurnOptions};
+use ctxstore_protocol::appends;
 use ctxstore_protocol::{
     AppendedWire, AppendsRequest, AppendsResponse, ContextRef as ContextRefWire, MessageType,
     ParentWire, PayloadSpec, Response, TurnSpec,
@@ -16,35 +17,35 @@ impl Dispatcher {
     ) -> Result<AppendsResponse, Response> {
         let message_type = request.message_type();
         match request {
-            AppendsRequest::AppendTurn {
+            AppendsRequest::AppendTurn(appends::AppendTurn {
                 context,
                 expected_head,
                 type_tag,
                 codec,
                 payload,
-            } => {
+            }) => {
                 let context_id = self.context_id(context)?;
                 let payload = AppendPayload::Bytes(payload);
                 let append = append_request(context_id, expected_head, type_tag, codec, payload);
                 self.append(message_type, append).await
             }
-            AppendsRequest::AppendTurnByHash {
+            AppendsRequest::AppendTurnByHash(appends::AppendTurnByHash {
                 context,
                 expected_head,
                 type_tag,
                 codec,
                 payload_hash,
-            } => {
+            }) => {
                 let context_id = self.context_id(context)?;
                 let payload = AppendPayload::StoredBlob(payload_hash);
                 let append = append_request(context_id, expected_head, type_tag, codec, payload);
                 self.append(message_type, append).await
             }
-            AppendsRequest::AppendTurns {
+            AppendsRequest::AppendTurns(appends::AppendTurns {
                 context,
                 expected_head,
                 turns,
-            } => self.append_turns(context, expected_head, turns).await,
+            }) => self.append_turns(context, expected_head, turns).await,
         }
     }
 
@@ -67,11 +68,11 @@ impl Dispatcher {
                 .borrow_mut()
                 .insert_appended(appended.turn.payload_hash, &bytes);
         }
-        Ok(AppendsResponse::Appended {
+        Ok(AppendsResponse::Appended(appends::Appended {
             message_type,
             turn: turn_wire(&appended.turn),
             deduped: appended.deduped,
-        })
+        }))
     }
 
     /// APPEND_TURNS: the turns as one batch append (one group commit, all or none).
@@ -96,7 +97,7 @@ impl Dispatcher {
             .append_batch(requests)
             .await
             .map_err(engine_error)?;
-        Ok(AppendsResponse::AppendedTurns {
+        Ok(AppendsResponse::AppendedTurns(appends::AppendedTurns {
             turns: appended
                 .iter()
                 .map(|appended| AppendedWire {
@@ -105,7 +106,7 @@ impl Dispatcher {
                     existing: appended.existing,
                 })
                 .collect(),
-        })
+        }))
     }
 }
 

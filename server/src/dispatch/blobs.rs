@@ -2,6 +2,7 @@
 //! dedup, issue 16).
 
 use ctxstore_engine::{BlobHash, ChunkRef};
+use ctxstore_protocol::blobs;
 use ctxstore_protocol::{
     BlobsRequest, BlobsResponse, ChunkBaseWire, ChunkWire, ErrorCode, Response, SentChunkWire,
     read_flags,
@@ -15,14 +16,16 @@ impl Dispatcher {
         request: BlobsRequest,
     ) -> Result<BlobsResponse, Response> {
         match request {
-            BlobsRequest::GetBlob { hash, read_flags } => self.blob(hash, read_flags),
-            BlobsRequest::HasBlobs { hashes } => self.has_blobs(hashes).await,
-            BlobsRequest::PutChunked {
+            BlobsRequest::GetBlob(blobs::GetBlob { hash, read_flags }) => {
+                self.blob(hash, read_flags)
+            }
+            BlobsRequest::HasBlobs(blobs::HasBlobs { hashes }) => self.has_blobs(hashes).await,
+            BlobsRequest::PutChunked(blobs::PutChunked {
                 payload_hash,
                 base,
                 chunks,
                 sent,
-            } => self.put_chunked(payload_hash, base, chunks, sent).await,
+            }) => self.put_chunked(payload_hash, base, chunks, sent).await,
         }
     }
 
@@ -50,7 +53,7 @@ impl Dispatcher {
         for hash in hashes {
             present.push(self.engine.has_blob(hash).await);
         }
-        Ok(BlobsResponse::HasBlobs { present })
+        Ok(BlobsResponse::BlobsHeld(blobs::BlobsHeld { present }))
     }
 
     /// PUT_CHUNKED (issue 16): the engine checks every sent chunk against its hash and the
@@ -82,10 +85,10 @@ impl Dispatcher {
         let already_stored = stored.map_err(engine_error)?;
         // Stored now (a collection could only take it after a grace interval).
         let payload_len = self.engine.blob_len(hash).map_or(0, u64::from);
-        Ok(BlobsResponse::ChunkedStored {
+        Ok(BlobsResponse::ChunkedStored(blobs::ChunkedStored {
             payload_hash,
             payload_len,
             already_stored,
-        })
+        }))
     }
 }

@@ -17,24 +17,24 @@ impl Dispatcher {
     ) -> Result<ContextsResponse, Response> {
         let message_type = request.message_type();
         match request {
-            ContextsRequest::CtxCreate { base_turn_id: 0 } => {
-                head_response(message_type, self.engine.create_context().await)
-            }
-            ContextsRequest::CtxCreate { base_turn_id }
-            | ContextsRequest::CtxFork {
+            ContextsRequest::CtxCreate(ctxstore_protocol::contexts::CtxCreate {
+                base_turn_id: 0,
+            }) => head_response(message_type, self.engine.create_context().await),
+            ContextsRequest::CtxCreate(ctxstore_protocol::contexts::CtxCreate { base_turn_id })
+            | ContextsRequest::CtxFork(ctxstore_protocol::contexts::CtxFork {
                 turn_id: base_turn_id,
-            } => head_response(message_type, self.engine.fork(TurnId(base_turn_id)).await),
-            ContextsRequest::GetHead { context } => {
+            }) => head_response(message_type, self.engine.fork(TurnId(base_turn_id)).await),
+            ContextsRequest::GetHead(ctxstore_protocol::contexts::GetHead { context }) => {
                 let context_id = self.context_id(context)?;
                 head_response(message_type, self.engine.head(context_id).await)
             }
-            ContextsRequest::CtxOpen {
+            ContextsRequest::CtxOpen(ctxstore_protocol::contexts::CtxOpen {
                 base_turn_id,
                 get_or_create,
                 clone_from,
                 name,
                 tags,
-            } => {
+            }) => {
                 let new = NewContext {
                     base: TurnId(base_turn_id),
                     clone_from: clone_from.map(context_ref),
@@ -44,16 +44,16 @@ impl Dispatcher {
                 };
                 self.open(new).await
             }
-            ContextsRequest::CtxShow { context } => {
+            ContextsRequest::CtxShow(ctxstore_protocol::contexts::CtxShow { context }) => {
                 let view = self.engine.context(&context_ref(context));
                 info_response(message_type, view)
             }
-            ContextsRequest::CtxTag {
+            ContextsRequest::CtxTag(ctxstore_protocol::contexts::CtxTag {
                 context,
                 expected_head,
                 set,
                 remove,
-            } => {
+            }) => {
                 let context = context_ref(context);
                 let expected_head = expected_head.map(TurnId);
                 let view = self
@@ -62,14 +62,14 @@ impl Dispatcher {
                     .await;
                 info_response(message_type, view)
             }
-            ContextsRequest::CtxList {
+            ContextsRequest::CtxList(ctxstore_protocol::contexts::CtxList {
                 tags,
                 name_prefix,
                 updated_after_unix_ms,
                 updated_before_unix_ms,
                 cursor,
                 limit,
-            } => self.list(&ListQuery {
+            }) => self.list(&ListQuery {
                 tags,
                 name_prefix,
                 updated_after_unix_ms,
@@ -77,7 +77,7 @@ impl Dispatcher {
                 cursor: cursor.map(list_cursor),
                 limit,
             }),
-            ContextsRequest::CtxName { context, name } => {
+            ContextsRequest::CtxName(ctxstore_protocol::contexts::CtxName { context, name }) => {
                 let view = self.engine.set_name(&context_ref(context), name).await;
                 info_response(message_type, view)
             }
@@ -88,10 +88,12 @@ impl Dispatcher {
     /// was created.
     async fn open(&self, new: NewContext) -> Result<ContextsResponse, Response> {
         let created = self.engine.create(new).await.map_err(engine_error)?;
-        Ok(ContextsResponse::Opened {
-            info: context_info(created.context),
-            created: created.created,
-        })
+        Ok(ContextsResponse::Opened(
+            ctxstore_protocol::contexts::Opened {
+                info: context_info(created.context),
+                created: created.created,
+            },
+        ))
     }
 
     /// CTX_LIST: one engine page, cut shorter when its CONTEXT_INFOs would pass the response
@@ -114,13 +116,15 @@ impl Dispatcher {
             let info = context_info(view.clone());
             contexts.push((view, info));
         }
-        Ok(ContextsResponse::ContextList {
-            next_cursor: next_cursor.map(|cursor| match cursor {
-                ListCursor::Id(context_id) => ListCursorWire::Id(context_id.0),
-                ListCursor::Name(name) => ListCursorWire::Name(name),
-            }),
-            contexts: contexts.into_iter().map(|(_, info)| info).collect(),
-        })
+        Ok(ContextsResponse::ContextList(
+            ctxstore_protocol::contexts::ContextList {
+                next_cursor: next_cursor.map(|cursor| match cursor {
+                    ListCursor::Id(context_id) => ListCursorWire::Id(context_id.0),
+                    ListCursor::Name(name) => ListCursorWire::Name(name),
+                }),
+                contexts: contexts.into_iter().map(|(_, info)| info).collect(),
+            },
+        ))
     }
 }
 
@@ -136,20 +140,24 @@ fn head_response(
     head: Result<ContextHead, EngineError>,
 ) -> Result<ContextsResponse, Response> {
     let head = head.map_err(engine_error)?;
-    Ok(ContextsResponse::Context {
-        message_type,
-        head: head_wire(&head),
-    })
+    Ok(ContextsResponse::Context(
+        ctxstore_protocol::contexts::Context {
+            message_type,
+            head: head_wire(&head),
+        },
+    ))
 }
 
 fn info_response(
     message_type: MessageType,
     view: Result<ContextView, EngineError>,
 ) -> Result<ContextsResponse, Response> {
-    Ok(ContextsResponse::ContextInfo {
-        message_type,
-        info: context_info(view.map_err(engine_error)?),
-    })
+    Ok(ContextsResponse::ContextInfo(
+        ctxstore_protocol::contexts::ContextInfo {
+            message_type,
+            info: context_info(view.map_err(engine_error)?),
+        },
+    ))
 }
 
 /// CONTEXT_INFO: the engine's view, tags sorted by key (the engine keeps them so).

@@ -6,6 +6,7 @@
 //! frame, sends it, and asks for the last one at once when it stops reading; it builds no
 //! request and reads no flag.
 
+use ctxstore_protocol::streams::Pushed;
 use ctxstore_protocol::{Request, Response, StreamStateWire, StreamsRequest, StreamsResponse};
 
 use super::{Dispatcher, in_version};
@@ -33,12 +34,14 @@ impl FollowFrames {
     /// A follow's frames, if `request` is a STREAM_FOLLOW.
     pub fn of(request: &Request, version: u16) -> Option<FollowFrames> {
         match *request {
-            Request::Streams(StreamsRequest::StreamFollow {
-                stream_id,
-                offset,
-                bytes_max,
-                wait_ms,
-            }) => Some(FollowFrames {
+            Request::Streams(StreamsRequest::StreamFollow(
+                ctxstore_protocol::streams::StreamFollow {
+                    stream_id,
+                    offset,
+                    bytes_max,
+                    wait_ms,
+                },
+            )) => Some(FollowFrames {
                 stream_id,
                 offset,
                 bytes_max,
@@ -73,7 +76,8 @@ impl FollowFrames {
         let frame = match read {
             Ok(read) => {
                 let pushed = super::streams::pushed(stream_id, offset, read);
-                Response::Streams(if now { last(pushed) } else { pushed })
+                let frame = Response::Streams(StreamsResponse::Pushed(pushed));
+                if now { last(frame) } else { frame }
             }
             Err(error) => error,
         };
@@ -86,10 +90,7 @@ impl FollowFrames {
         if frame.last {
             return frame;
         }
-        let response = match frame.response {
-            Response::Streams(pushed) => Response::Streams(last(pushed)),
-            other => other,
-        };
+        let response = last(frame.response);
         self.ended = true;
         FollowFrame {
             response,
@@ -101,9 +102,11 @@ impl FollowFrames {
     /// last.
     fn advance(&mut self, response: Response) -> FollowFrame {
         let pushed_bytes = match &response {
-            Response::Streams(StreamsResponse::Pushed {
-                more: true, bytes, ..
-            }) => Some(bytes.len() as u64),
+            Response::Streams(StreamsResponse::Pushed(ctxstore_protocol::streams::Pushed {
+                more: true,
+                bytes,
+                ..
+            })) => Some(bytes.len() as u64),
             _ => None,
         };
         let Some(pushed_bytes) = pushed_bytes else {
@@ -127,23 +130,15 @@ impl FollowFrames {
 }
 
 /// A follow's last frame: MORE taken off (the follower follows again from its new offset).
-fn last(response: StreamsResponse) -> StreamsResponse {
+fn last(response: Response) -> Response {
     match response {
-        StreamsResponse::Pushed {
-            stream_id,
-            state,
-            offset,
-            length,
-            bytes,
-            ..
-        } => StreamsResponse::Pushed {
-            more: false,
-            stream_id,
-            state,
-            offset,
-            length,
-            bytes,
-        },
+        Response::Streams(StreamsResponse::Pushed(pushed)) => {
+            let pushed = Pushed {
+                more: false,
+                ..pushed
+            };
+            Response::Streams(StreamsResponse::Pushed(pushed))
+        }
         other => other,
     }
 }

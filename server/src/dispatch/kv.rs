@@ -5,6 +5,7 @@
 use bytes::Bytes;
 use ctxstore_engine::ContextRef;
 use ctxstore_engine::contexts::KvItem;
+use ctxstore_protocol::kv;
 use ctxstore_protocol::{
     ErrorCode, KvItemExWire, KvItemWire, KvRequest, KvResponse, Response, kv_put_flags,
     kv_read_flags, read_flags,
@@ -20,68 +21,68 @@ impl Dispatcher {
     pub(super) async fn answer_kv(&self, request: KvRequest) -> Result<KvResponse, Response> {
         let message_type = request.message_type();
         match request {
-            KvRequest::KvPut {
+            KvRequest::KvPut(kv::KvPut {
                 context,
                 if_absent,
                 entries,
-            } => {
+            }) => {
                 self.kv_put(context_ref(context), entries, if_absent, 0)
                     .await?;
-                Ok(KvResponse::Done { message_type })
+                Ok(KvResponse::Done(kv::Done { message_type }))
             }
-            KvRequest::KvPutEx {
+            KvRequest::KvPutEx(kv::KvPutEx {
                 context,
                 put_flags,
                 ttl_ms,
                 entries,
-            } => {
+            }) => {
                 let if_absent = put_flags & kv_put_flags::IF_ABSENT != 0;
                 self.kv_put(context_ref(context), entries, if_absent, ttl_ms)
                     .await?;
-                Ok(KvResponse::Done { message_type })
+                Ok(KvResponse::Done(kv::Done { message_type }))
             }
-            KvRequest::KvGet {
+            KvRequest::KvGet(kv::KvGet {
                 context,
                 key,
                 read_flags,
-            } => self.kv_get(&context_ref(context), &key, read_flags),
-            KvRequest::KvGetEx {
+            }) => self.kv_get(&context_ref(context), &key, read_flags),
+            KvRequest::KvGetEx(kv::KvGetEx {
                 context,
                 key,
                 read_flags,
                 kv_flags,
-            } => {
+            }) => {
                 self.kv_get_ex(&context_ref(context), &key, read_flags, kv_flags)
                     .await
             }
-            KvRequest::KvListEx {
+            KvRequest::KvListEx(kv::KvListEx {
                 context,
                 prefix,
                 after,
                 limit,
                 kv_flags,
-            } => {
+            }) => {
                 self.kv_list_ex(&context_ref(context), &prefix, &after, limit, kv_flags)
                     .await
             }
-            KvRequest::KvTouch {
+            KvRequest::KvTouch(kv::KvTouch {
                 context,
                 ttl_ms,
                 keys,
-            } => self.kv_touch(context_ref(context), ttl_ms, keys).await,
-            KvRequest::KvDelete { context, keys } => {
+            }) => self.kv_touch(context_ref(context), ttl_ms, keys).await,
+            KvRequest::KvDelete(kv::KvDelete { context, keys }) => {
                 let keys = keys.into_iter().map(|key| key.to_vec()).collect();
                 let context = context_ref(context);
                 let delete = self.engine.kv_delete(&context, keys);
                 delete.await.map_err(engine_error)?;
-                Ok(KvResponse::Done { message_type })
+                Ok(KvResponse::Done(kv::Done { message_type }))
             }
-            KvRequest::KvList {
+            KvRequest::KvList(kv::KvList {
                 context,
                 prefix,
                 after,
                 limit,
-            } => self.kv_list(&context_ref(context), &prefix, &after, limit),
+            }) => self.kv_list(&context_ref(context), &prefix, &after, limit),
         }
     }
 
@@ -94,10 +95,10 @@ impl Dispatcher {
     ) -> Result<KvResponse, Response> {
         let item = self.engine.kv_get(context, key).map_err(engine_error)?;
         let (item, payload) = self.kv_value(context, key, item, read_flags)?;
-        Ok(KvResponse::KvValue {
+        Ok(KvResponse::KvValue(kv::KvValue {
             value_hash: item.value_hash,
             payload,
-        })
+        }))
     }
 
     /// KV_GET_EX: a value with its TTL and expiry, its TTL restarted when asked to refresh.
@@ -115,12 +116,12 @@ impl Dispatcher {
         };
         let item = item.map_err(engine_error)?;
         let (item, payload) = self.kv_value(context, key, item, read_flags)?;
-        Ok(KvResponse::KvValueEx {
+        Ok(KvResponse::KvValueEx(kv::KvValueEx {
             value_hash: item.value_hash,
             ttl_ms: item.ttl_ms,
             expires_at_unix_ms: item.expires_at_unix_ms,
             payload,
-        })
+        }))
     }
 
     /// KV_LIST: a page of keys and their value hashes, after `after` (empty: from the start).
@@ -136,9 +137,9 @@ impl Dispatcher {
             .engine
             .kv_scan(context, prefix, after, limit)
             .map_err(engine_error)?;
-        Ok(KvResponse::KvList {
+        Ok(KvResponse::KvListed(kv::KvListed {
             items: items.into_iter().map(kv_item_wire).collect(),
-        })
+        }))
     }
 
     /// KV_LIST_EX: a page of entries with their TTLs, refreshed when asked to.
@@ -158,9 +159,9 @@ impl Dispatcher {
         if kv_flags & kv_read_flags::REFRESH != 0 {
             items = self.kv_refresh(context, items).await?;
         }
-        Ok(KvResponse::KvListEx {
+        Ok(KvResponse::KvListedEx(kv::KvListedEx {
             items: items.into_iter().map(kv_item_ex_wire).collect(),
-        })
+        }))
     }
 
     /// KV_TOUCH: restarts (or sets) the TTL of each key; the entries as they are now.
@@ -174,9 +175,9 @@ impl Dispatcher {
         let ttl_ms = (ttl_ms > 0).then_some(ttl_ms);
         let touch = self.engine.kv_touch(&context, keys, ttl_ms);
         let items = touch.await.map_err(engine_error)?;
-        Ok(KvResponse::KvTouched {
+        Ok(KvResponse::KvTouched(kv::KvTouched {
             items: items.into_iter().map(kv_item_ex_wire).collect(),
-        })
+        }))
     }
 
     async fn kv_put(

@@ -10,6 +10,7 @@
 use bytes::Bytes;
 use ctxstore_engine::turns::{LogCursor, LogQuery, TurnWithExtras};
 use ctxstore_engine::{ContextRef, Page, PageOptions, PageQuery, PayloadMode, TurnId};
+use ctxstore_protocol::reads;
 use ctxstore_protocol::{
     ContextRef as ContextRefWire, ErrorCode, LogCursorWire, MessageType, OverlayWire, PageKind,
     PayloadWire, ReadsRequest, ReadsResponse, Response, TurnEntry, TurnEntryV2,
@@ -39,36 +40,36 @@ impl Dispatcher {
     /// Synchronous: the payload cache is never borrowed across an await.
     pub(super) fn answer_read(&self, request: ReadsRequest, as_of: Option<u64>) -> Read {
         match request {
-            ReadsRequest::GetTurn { turn_id } => self.turn(TurnId(turn_id), as_of),
-            ReadsRequest::GetLast {
+            ReadsRequest::GetTurn(reads::GetTurn { turn_id }) => self.turn(TurnId(turn_id), as_of),
+            ReadsRequest::GetLast(reads::GetLast {
                 context,
                 limit,
                 read_flags,
-            } => {
+            }) => {
                 let context_id = self.context_id(context)?;
                 self.page(PageQuery::Last { context_id, limit }, read_flags, as_of)
             }
-            ReadsRequest::GetBefore {
+            ReadsRequest::GetBefore(reads::GetBefore {
                 context,
                 before_turn_id,
                 limit,
                 read_flags,
-            } => {
+            }) => {
                 let before = TurnId(before_turn_id);
                 self.before(context, before, limit, read_flags, as_of)
             }
-            ReadsRequest::GetRangeByDepth {
+            ReadsRequest::GetRangeByDepth(reads::GetRangeByDepth {
                 context,
                 from_depth,
                 limit,
                 read_flags,
-            } => self.range_by_depth(context, from_depth, limit, read_flags, as_of),
-            ReadsRequest::GetChain {
+            }) => self.range_by_depth(context, from_depth, limit, read_flags, as_of),
+            ReadsRequest::GetChain(reads::GetChain {
                 turn_id,
                 from_depth,
                 limit,
                 read_flags,
-            } => {
+            }) => {
                 let turn_id = TurnId(turn_id);
                 self.page(
                     PageQuery::Chain {
@@ -80,32 +81,32 @@ impl Dispatcher {
                     as_of,
                 )
             }
-            ReadsRequest::GetTurnByKey { context, key } => {
+            ReadsRequest::GetTurnByKey(reads::GetTurnByKey { context, key }) => {
                 self.turn_by_key(context_ref(context), &key, as_of)
             }
-            ReadsRequest::TurnLog {
+            ReadsRequest::TurnLog(reads::TurnLog {
                 context,
                 labels,
                 cursor,
                 limit,
                 read_flags,
-            } => {
+            }) => {
                 let mode = payload_mode(read_flags);
                 let query = self.log_query(labels, cursor, limit, mode, as_of);
                 self.turn_log(context_ref(context), &query, mode)
             }
-            ReadsRequest::ReadPage {
+            ReadsRequest::ReadPage(reads::ReadPage {
                 context,
                 kind,
                 limit,
                 read_flags,
-            } => self.read_page(context, kind, limit, read_flags, as_of),
-            ReadsRequest::FindTurns {
+            }) => self.read_page(context, kind, limit, read_flags, as_of),
+            ReadsRequest::FindTurns(reads::FindTurns {
                 key,
                 value,
                 before_turn_id,
                 limit,
-            } => self.find_turns(&key, &value, TurnId(before_turn_id), limit, as_of),
+            }) => self.find_turns(&key, &value, TurnId(before_turn_id), limit, as_of),
         }
     }
 
@@ -227,10 +228,10 @@ impl Dispatcher {
         let found = self.engine.turn_by_key_as_of(&context, key, as_of);
         match found.map_err(engine_error)? {
             Some(turn) => Ok((
-                ReadsResponse::TurnInfo {
+                ReadsResponse::TurnInfo(reads::TurnInfo {
                     turn: Box::new(turn_wire(&turn.turn)),
                     extras: extras_wire(turn.extras.key, turn.extras.labels, turn.extras.links),
-                },
+                }),
                 vec![overlay_wire(&turn.turn)],
             )),
             None => Err(error(
@@ -272,13 +273,13 @@ impl Dispatcher {
             .turn_log(&context, query)
             .map_err(engine_error)?;
         let (entries, overlays) = self.log_entries(page.turns, mode)?;
-        let response = ReadsResponse::TurnLog {
+        let response = ReadsResponse::TurnLogPage(reads::TurnLogPage {
             next_cursor: page.next_cursor.map(|cursor| LogCursorWire {
                 phase: cursor.phase,
                 next: cursor.next.0,
             }),
             entries,
-        };
+        });
         Ok((response, overlays))
     }
 
@@ -332,7 +333,7 @@ impl Dispatcher {
             .iter()
             .map(|turn| overlay_wire(&turn.turn))
             .collect();
-        let response = ReadsResponse::FoundTurns {
+        let response = ReadsResponse::FoundTurns(reads::FoundTurns {
             next_before: found.next_before.0,
             turns: found
                 .turns
@@ -343,7 +344,7 @@ impl Dispatcher {
                     (turn_wire(&turn.turn), extras)
                 })
                 .collect(),
-        };
+        });
         Ok((response, overlays))
     }
 }
@@ -372,17 +373,17 @@ fn turns_response(query: PageQuery, page: Page) -> ReadsResponse {
             payload: entry.payload.map_or_else(PayloadWire::absent, payload_wire),
         })
         .collect();
-    ReadsResponse::Turns {
+    ReadsResponse::Turns(reads::Turns {
         message_type,
         next_before: page.next_before.0,
         tip_depth: page.tip_depth,
         entries,
-    }
+    })
 }
 
 /// READ_PAGE's PAGE response: the turns with their extras.
 fn page_response(page: Page) -> ReadsResponse {
-    ReadsResponse::Page {
+    ReadsResponse::Page(reads::Page {
         next_before: page.next_before.0,
         tip_depth: page.tip_depth,
         entries: page
@@ -394,5 +395,5 @@ fn page_response(page: Page) -> ReadsResponse {
                 payload: entry.payload.map_or_else(PayloadWire::absent, payload_wire),
             })
             .collect(),
-    }
+    })
 }

@@ -1,6 +1,7 @@
 //! The retention family (issue 15): CTX_DELETE, CTX_PRUNE, CTX_TTL, each answered with the
 //! context's CONTEXT_INFO, its floor and its time to live.
 
+use ctxstore_protocol::retention;
 use ctxstore_protocol::{Response, RetentionRequest, RetentionResponse};
 
 use super::contexts::context_info;
@@ -14,17 +15,17 @@ impl Dispatcher {
     ) -> Result<RetentionResponse, Response> {
         let message_type = request.message_type();
         let view = match request {
-            RetentionRequest::CtxDelete { context } => {
+            RetentionRequest::CtxDelete(retention::CtxDelete { context }) => {
                 self.engine.delete_context(&context_ref(context)).await
             }
-            RetentionRequest::CtxPrune { context, keep } => {
+            RetentionRequest::CtxPrune(retention::CtxPrune { context, keep }) => {
                 self.engine.prune_context(&context_ref(context), keep).await
             }
-            RetentionRequest::CtxTtl {
+            RetentionRequest::CtxTtl(retention::CtxTtl {
                 context,
                 set,
                 ttl_ms,
-            } => {
+            }) => {
                 let context = context_ref(context);
                 if set {
                     let ttl_ms = (ttl_ms > 0).then_some(ttl_ms);
@@ -35,11 +36,11 @@ impl Dispatcher {
             }
         };
         let view = view.map_err(engine_error)?;
-        Ok(RetentionResponse::Retention {
+        Ok(RetentionResponse::Retention(retention::Retention {
             message_type,
             floor_depth: view.floor_depth,
             ttl_ms: view.ttl_ms,
             info: context_info(view),
-        })
+        }))
     }
 }

@@ -8,14 +8,13 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use ctxstore_engine::streams::{StreamEnd, StreamInfo, StreamOwner, StreamRead};
 use ctxstore_engine::watch::{WatchKind, WatchRead, WatchTarget};
 use ctxstore_engine::{AppendRequest, Parent, TurnId, TurnOptions};
+use ctxstore_protocol::streams;
 use ctxstore_protocol::{
-    ContextRef as ContextRefWire, ExtrasWire, ParentWire, Response, StreamInfoWire,
-    StreamStateWire, StreamsRequest, StreamsResponse, WATCH_FROM_NOW, WatchEventWire,
-    WatchKindWire, WatchTargetWire,
+    ExtrasWire, ParentWire, Response, StreamInfoWire, StreamStateWire, StreamsRequest,
+    StreamsResponse, WATCH_FROM_NOW, WatchEventWire, WatchKindWire, WatchTargetWire,
 };
 
 use super::{Dispatcher, engine_error, turn_wire};
@@ -31,82 +30,79 @@ impl Dispatcher {
             owner: connection_id,
             streams_max: self.limits.streams_per_connection_max,
         };
+        // Each message's function returns its own answer: the variant that wraps it is the
+        // only one that type-checks.
         match request {
-            StreamsRequest::StreamOpen {
-                context,
-                expected_head,
-                parent,
-                type_tag,
-                codec,
-                summary,
-                extras,
-            } => {
-                let request = AppendRequest {
-                    context_id: self.context_id(context)?,
-                    expected_head: expected_head.map(TurnId),
-                    type_tag,
-                    codec,
-                    payload: (),
-                    options: turn_options(parent, summary, extras),
-                };
-                self.open_stream(request, owner).await
+            StreamsRequest::StreamOpen(open) => {
+                let opened = self.open_stream(open, owner).await;
+                opened.map(StreamsResponse::Opened)
             }
-            StreamsRequest::StreamAppend {
-                stream_id,
-                offset,
-                bytes,
-            } => {
-                self.append_delta(stream_id, offset, bytes, connection_id)
-                    .await
+            StreamsRequest::StreamAppend(append) => {
+                let appended = self.append_delta(append, connection_id).await;
+                appended.map(StreamsResponse::Appended)
             }
-            StreamsRequest::StreamSeal { stream_id } => self.seal(stream_id, connection_id).await,
-            StreamsRequest::StreamAbort { stream_id } => self.abort(stream_id, connection_id).await,
-            StreamsRequest::StreamList {
-                context,
-                after_stream_id,
-                limit,
-            } => self.list_streams(context, after_stream_id, limit).await,
-            // A follow's frame is the long poll's answer with MORE where it goes on.
-            request @ (StreamsRequest::StreamRead {
-                stream_id,
-                offset,
-                bytes_max,
-                wait_ms,
+            StreamsRequest::StreamSeal(seal) => {
+                let sealed = self.seal(seal.stream_id, connection_id).await;
+                sealed.map(StreamsResponse::Sealed)
             }
-            | StreamsRequest::StreamFollow {
+            StreamsRequest::StreamAbort(abort) => {
+                let aborted = self.abort(abort.stream_id, connection_id).await;
+                aborted.map(StreamsResponse::Aborted)
+            }
+            StreamsRequest::StreamList(list) => {
+                self.list_streams(list).await.map(StreamsResponse::Listed)
+            }
+            StreamsRequest::StreamRead(streams::StreamRead {
                 stream_id,
                 offset,
                 bytes_max,
                 wait_ms,
             }) => {
                 let read = self.read_waiting(stream_id, offset, bytes_max, wait_ms);
-                let read = read.await?;
-                Ok(match request {
-                    StreamsRequest::StreamFollow { .. } => pushed(stream_id, offset, read),
-                    _ => read_wire(stream_id, offset, read),
-                })
+                Ok(StreamsResponse::Read(read_wire(
+                    stream_id,
+                    offset,
+                    read.await?,
+                )))
             }
-            StreamsRequest::Watch {
-                target,
-                after_seq,
-                max_events,
+            // A follow's frame is the long poll's answer with MORE where it goes on.
+            StreamsRequest::StreamFollow(streams::StreamFollow {
+                stream_id,
+                offset,
+                bytes_max,
                 wait_ms,
-            } => self.watch(target, after_seq, max_events, wait_ms).await,
+            }) => {
+                let read = self.read_waiting(stream_id, offset, bytes_max, wait_ms);
+                Ok(StreamsResponse::Pushed(pushed(
+                    stream_id,
+                    offset,
+                    read.await?,
+                )))
+            }
+            StreamsRequest::Watch(watch) => self.watch(watch).await.map(StreamsResponse::Watched),
         }
     }
 
     /// STREAM_OPEN: a stream that `owner` writes, sealed into a turn of `request`'s context.
     async fn open_stream(
         &self,
-        request: AppendRequest<()>,
+        open: streams::StreamOpen,
         owner: StreamOwner,
-    ) -> Result<StreamsResponse, Response> {
+    ) -> Result<streams::Opened, Response> {
+        let request = AppendRequest {
+            context_id: self.context_id(open.context)?,
+            expected_head: open.expected_head.map(TurnId),
+            type_tag: open.type_tag,
+            codec: open.codec,
+            payload: (),
+            options: turn_options(open.parent, open.summary, open.extras),
+        };
         let info = self
             .engine
             .open_stream(request, owner)
             .await
             .map_err(engine_error)?;
-        Ok(StreamsResponse::Opened {
+        Ok(streams::Opened {
             info: info_wire(&info),
         })
     }
@@ -114,48 +110,55 @@ impl Dispatcher {
     /// STREAM_APPEND: a delta at the stream's end (or exactly at `offset`).
     async fn append_delta(
         &self,
-        stream_id: u64,
-        offset: Option<u64>,
-        bytes: Bytes,
+        append: streams::StreamAppend,
         connection_id: u64,
-    ) -> Result<StreamsResponse, Response> {
+    ) -> Result<streams::Appended, Response> {
+        let streams::StreamAppend {
+            stream_id,
+            offset,
+            bytes,
+        } = append;
         let length = self
             .engine
             .append_delta(stream_id, offset, bytes, connection_id)
             .await
             .map_err(engine_error)?;
-        Ok(StreamsResponse::Appended { stream_id, length })
+        Ok(streams::Appended { stream_id, length })
     }
 
     /// STREAM_SEAL: the stream's bytes become a turn.
-    async fn seal(&self, stream_id: u64, connection_id: u64) -> Result<StreamsResponse, Response> {
+    async fn seal(&self, stream_id: u64, connection_id: u64) -> Result<streams::Sealed, Response> {
         let appended = self
             .engine
             .seal_stream(stream_id, connection_id)
             .await
             .map_err(engine_error)?;
-        Ok(StreamsResponse::Sealed {
+        Ok(streams::Sealed {
             turn: turn_wire(&appended.turn),
             deduped: appended.deduped,
         })
     }
 
     /// STREAM_ABORT: the stream is dropped; the head does not move.
-    async fn abort(&self, stream_id: u64, connection_id: u64) -> Result<StreamsResponse, Response> {
+    async fn abort(
+        &self,
+        stream_id: u64,
+        connection_id: u64,
+    ) -> Result<streams::Aborted, Response> {
         self.engine
             .abort_stream(stream_id, connection_id)
             .await
             .map_err(engine_error)?;
-        Ok(StreamsResponse::Aborted { stream_id })
+        Ok(streams::Aborted { stream_id })
     }
 
     /// STREAM_LIST: a context's open streams, after `after_stream_id`.
-    async fn list_streams(
-        &self,
-        context: ContextRefWire,
-        after_stream_id: u64,
-        limit: u32,
-    ) -> Result<StreamsResponse, Response> {
+    async fn list_streams(&self, list: streams::StreamList) -> Result<streams::Listed, Response> {
+        let streams::StreamList {
+            context,
+            after_stream_id,
+            limit,
+        } = list;
         let context_id = self.context_id(context)?;
         // An unknown context is NOT_FOUND, not an empty list.
         self.engine.head(context_id).await.map_err(engine_error)?;
@@ -165,24 +168,24 @@ impl Dispatcher {
             .iter()
             .map(info_wire)
             .collect();
-        Ok(StreamsResponse::Listed { streams })
+        Ok(streams::Listed { streams })
     }
 
     /// WATCH: a target's events after `after_seq`, long-polled like STREAM_READ.
-    async fn watch(
-        &self,
-        target: WatchTargetWire,
-        after_seq: u64,
-        max_events: u32,
-        wait_ms: u32,
-    ) -> Result<StreamsResponse, Response> {
+    async fn watch(&self, watch: streams::Watch) -> Result<streams::Watched, Response> {
+        let streams::Watch {
+            target,
+            after_seq,
+            max_events,
+            wait_ms,
+        } = watch;
         let target = match target {
             WatchTargetWire::Context(context) => WatchTarget::Context(self.context_id(context)?),
             WatchTargetWire::NamePrefix(prefix) => WatchTarget::NamePrefix(prefix),
             WatchTargetWire::Tag(key, value) => WatchTarget::Tag(key, value),
         };
         if after_seq == WATCH_FROM_NOW {
-            return Ok(StreamsResponse::Watched {
+            return Ok(streams::Watched {
                 lagged: false,
                 resume_after: self.engine.watch_position(),
                 events: Vec::new(),
@@ -234,14 +237,14 @@ impl Dispatcher {
 
 /// A watch's answer: the events and where to resume (after the last one, or where it asked
 /// when there is none).
-fn watched(after_seq: u64, read: WatchRead) -> StreamsResponse {
+fn watched(after_seq: u64, read: WatchRead) -> streams::Watched {
     match read {
-        WatchRead::Lagged { resume_after } => StreamsResponse::Watched {
+        WatchRead::Lagged { resume_after } => streams::Watched {
             lagged: true,
             resume_after,
             events: Vec::new(),
         },
-        WatchRead::Events(events) => StreamsResponse::Watched {
+        WatchRead::Events(events) => streams::Watched {
             lagged: false,
             resume_after: events.last().map_or(after_seq, |event| event.seq),
             events: events
@@ -278,9 +281,9 @@ fn info_wire(info: &StreamInfo) -> StreamInfoWire {
 }
 
 /// A STREAM_READ answer.
-fn read_wire(stream_id: u64, offset: u64, read: StreamRead) -> StreamsResponse {
+fn read_wire(stream_id: u64, offset: u64, read: StreamRead) -> streams::Read {
     let (state, length, bytes) = read_fields(read);
-    StreamsResponse::Read {
+    streams::Read {
         stream_id,
         state,
         offset,
@@ -292,9 +295,9 @@ fn read_wire(stream_id: u64, offset: u64, read: StreamRead) -> StreamsResponse {
 /// A STREAM_FOLLOW frame: STREAM_READ's answer, with MORE when it holds bytes of an open
 /// stream (the follow goes on from where they end); else it is the follow's last frame (the
 /// end, or nothing new for `wait_ms`).
-pub(super) fn pushed(stream_id: u64, offset: u64, read: StreamRead) -> StreamsResponse {
+pub(super) fn pushed(stream_id: u64, offset: u64, read: StreamRead) -> streams::Pushed {
     let (state, length, bytes) = read_fields(read);
-    StreamsResponse::Pushed {
+    streams::Pushed {
         more: super::follow::goes_on(&state, &bytes),
         stream_id,
         state,

@@ -13,6 +13,7 @@ use ctxstore_protocol::{
     AdminRequest, BlobsRequest, FrameHeader, HEADER_BYTES, PROTOCOL_VERSION, Request, Response,
     decode_response, encode_request,
 };
+use ctxstore_protocol::{admin, blobs};
 use ctxstore_server::{Server, ServerConfig};
 use ctxstore_testsupport::ServerLaunch;
 pub use ctxstore_testsupport::TestServer;
@@ -85,12 +86,12 @@ impl Raw {
     }
 
     pub fn hello_versions(&mut self, token: &[u8], min_version: u16, max_version: u16) -> Response {
-        let request = Request::Admin(AdminRequest::Hello {
+        let request = Request::Admin(AdminRequest::Hello(admin::Hello {
             min_version,
             max_version,
             token: Bytes::copy_from_slice(token),
             client_name: "raw test".into(),
-        });
+        }));
         self.send(1, &request);
         self.receive().expect("hello response").1
     }
@@ -172,10 +173,10 @@ pub fn connect_with_small_receive_buffer(addr: SocketAddr) -> TcpStream {
 pub fn get_blob_frames(hash: [u8; 32], first_req_id: u64, count: u64) -> Vec<u8> {
     let mut bytes = BytesMut::new();
     for req_id in first_req_id..first_req_id + count {
-        let request = Request::Blobs(BlobsRequest::GetBlob {
+        let request = Request::Blobs(BlobsRequest::GetBlob(blobs::GetBlob {
             hash: ctxstore_protocol::BlobHash(hash),
             read_flags: 0,
-        });
+        }));
         encode_request(req_id, &request, &mut bytes).unwrap();
     }
     bytes.to_vec()
