@@ -1,7 +1,7 @@
 //! The client's key-value calls with a time to live (protocol version 3, issue 34) against a
 //! real `ctxstore-server`, through the async client and its blocking twin: `kv_put_ex`,
-//! `kv_get_ex` (refresh), `kv_list_ex`, `kv_touch`, an expired entry `None`, and TTLs refused
-//! before sending.
+//! `kv_get_ex` (refresh), `kv_list_ex`, `kv_touch`, an expired entry `None`, TTLs refused
+//! before sending, and `kv_get_many` across requests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -156,4 +156,37 @@ fn the_async_client_has_the_same_calls() {
             listed[0].expires_at_unix_ms
         });
     });
+}
+
+#[test]
+fn kv_get_many_answers_every_key_in_order_across_requests() {
+    let server = TestServer::start(None);
+    let client =
+        ctxstore_client::blocking::Client::connect(ClientConfig::new(server.addr.clone())).unwrap();
+    let new = NewContext {
+        name: Some("many".into()),
+        ..NewContext::default()
+    };
+    client.open_context(new).unwrap();
+    let key = |i: usize| Bytes::from(format!("k{i:03}"));
+    // 300 keys in puts of 100: KV_GET_MANY asks 128 at most, so three requests answer them.
+    for start in [0, 100, 200] {
+        let entries = (start..start + 100)
+            .map(|i| (key(i), Bytes::from(i.to_string())))
+            .collect();
+        let ttl = (start == 200).then_some(Duration::from_secs(60));
+        client.kv_put_ex(name("many"), entries, false, ttl).unwrap();
+    }
+    let mut keys: Vec<Bytes> = (0..300).map(key).collect();
+    keys.insert(150, Bytes::from_static(b"absent"));
+    let values = client.kv_get_many(name("many"), &keys).unwrap();
+    assert_eq!(values.len(), 301);
+    assert!(values[150].is_none());
+    for (i, value) in values.iter().filter_map(Option::as_ref).enumerate() {
+        assert_eq!(value.value, Bytes::from(i.to_string()));
+        assert_eq!(value.ttl_ms, if i >= 200 { 60_000 } else { 0 });
+    }
+    assert!(client.kv_get_many(name("many"), &[]).unwrap().is_empty());
+    let error = client.kv_get_many(name("nope"), &keys[..1]).unwrap_err();
+    assert_eq!(error.code(), Some(ErrorCode::NotFound));
 }

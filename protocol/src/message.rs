@@ -163,6 +163,7 @@ message_table! {
     KvGetEx = 0x0029, "KV_GET_EX", Kv(kv), 3 => KvValueEx;
     KvListEx = 0x002A, "KV_LIST_EX", Kv(kv), 3 => KvListedEx;
     KvTouch = 0x002B, "KV_TOUCH", Kv(kv), 3 => KvTouched;
+    KvGetMany = 0x002C, "KV_GET_MANY", Kv(kv), 3 => KvValues;
     // Version 3: streams (issue 32, decision 0027), replication's figures (issue 31).
     StreamOpen = 0x0030, "STREAM_OPEN", Streams(streams), 3 => Opened;
     StreamAppend = 0x0031, "STREAM_APPEND", Streams(streams), 3 => Appended;

@@ -1247,6 +1247,33 @@ fn vectors_v3() -> Vec<Vector> {
              segment listed and not applied, segments of at most 64 MiB, naming the primary at \
              10.0.0.5:7411, no reason, 2 store failures",
         ),
+        (
+            "kv_get_many",
+            25,
+            Q(Request::Kv(KvRequest::KvGetMany(kv::KvGetMany {
+                context: ContextRef::Id(3),
+                read_flags: 0,
+                keys: vec![Bytes::from_static(b"k"), Bytes::from_static(b"gone")],
+            }))),
+            "KV_GET_MANY k and gone of context 3, raw",
+        ),
+        (
+            "kv_values_response",
+            25,
+            R(Response::Kv(KvResponse::KvValues(kv::KvValues {
+                values: vec![
+                    Some(kv::KvValueEx {
+                        value_hash: hash(0xa0),
+                        ttl_ms: 30_000,
+                        expires_at_unix_ms: 1_800_000_030_000,
+                        payload: PayloadWire::raw(Bytes::from_static(b"v1")),
+                    }),
+                    None,
+                ],
+            }))),
+            "KV_GET_MANY response: k (value hash a0a1…bf, TTL 30 s, expires at 1800000030000, \
+             raw \"v1\"); gone is absent",
+        ),
     ]
 }
 

@@ -344,6 +344,18 @@ fn request() -> impl Strategy<Value = Request> {
             ))),
         (
             context(),
+            prop_oneof![Just(0), Just(read_flags::ACCEPT_ZSTD)],
+            proptest::collection::vec(bytes(40), 0..5)
+        )
+            .prop_map(
+                |(context, read_flags, keys)| Request::Kv(KvRequest::KvGetMany(kv::KvGetMany {
+                    context,
+                    read_flags,
+                    keys
+                }))
+            ),
+        (
+            context(),
             any::<Option<u64>>(),
             proptest::collection::vec(turn_spec(), 1..4)
         )
@@ -875,6 +887,26 @@ fn response() -> impl Strategy<Value = Response> {
                 }))
             }
         ),
+        proptest::collection::vec(
+            proptest::option::of((hash(), any::<u64>(), any::<u64>(), payload())),
+            0..4
+        )
+        .prop_map(|values| {
+            let values = values
+                .into_iter()
+                .map(|value| {
+                    value.map(
+                        |(value_hash, ttl_ms, expires_at_unix_ms, payload)| kv::KvValueEx {
+                            value_hash,
+                            ttl_ms,
+                            expires_at_unix_ms,
+                            payload,
+                        },
+                    )
+                })
+                .collect();
+            Response::Kv(KvResponse::KvValues(kv::KvValues { values }))
+        }),
         (
             any::<bool>(),
             proptest::collection::vec((bytes(40), hash(), any::<u32>(), any::<[u64; 2]>()), 0..5)

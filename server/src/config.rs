@@ -75,8 +75,8 @@ pub struct ServerLimits {
     pub frame_timeout: Duration,
     /// Hashes in one HAS_BLOBS (4,096).
     pub has_blobs_max: u32,
-    /// Payload bytes in one TURNS response; a page holds fewer turns than asked rather than
-    /// more bytes (64 MiB). Follow the cursor for the rest.
+    /// Payload bytes in one TURNS or KV_VALUES response; a page holds fewer turns (values)
+    /// than asked rather than more bytes (64 MiB). Follow the cursor (ask again) for the rest.
     pub response_bytes_max: u64,
     /// Response bytes one connection may hold not yet written to its socket, with what its
     /// running requests hold (their bodies) and may still produce (64 MiB). At the limit the connection stops reading

@@ -1,7 +1,8 @@
 //! Protocol version 3's key-value TTL (issue 34, decision 0028) end to end: KV_PUT_EX with a
 //! TTL, KV_GET_EX and KV_LIST_EX answering each entry's TTL and expiry and refreshing it on
 //! request, KV_TOUCH, an expired entry NOT_FOUND at once, and a version-2 connection to which
-//! the new messages are unknown.
+//! the new messages are unknown; KV_GET_MANY's order, missing keys and paging at the response
+//! budget.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -181,4 +182,85 @@ fn entries_with_a_ttl_through_the_protocol() {
     }
     let error = old.call(2, &get(b"long", 0));
     assert_eq!(error_code(&error), Some(ErrorCode::UnknownMessage));
+}
+
+fn get_many(keys: &[&'static [u8]]) -> Request {
+    Request::Kv(KvRequest::KvGetMany(kv::KvGetMany {
+        context: ContextRef::Name("mem".into()),
+        read_flags: 0,
+        keys: keys.iter().map(|key| Bytes::from_static(key)).collect(),
+    }))
+}
+
+fn values(response: Response) -> Vec<Option<kv::KvValueEx>> {
+    match response {
+        Response::Kv(KvResponse::KvValues(kv::KvValues { values })) => values,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn kv_get_many_answers_in_order_and_pages_at_the_response_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.engine.limits.blob_bytes_max = 4096;
+    config.limits.response_bytes_max = 4096;
+    let server = start(config);
+    let mut raw = Raw::connect(server.local_addr());
+    raw.hello(b"");
+    let open = kv::KvPutEx {
+        context: ContextRef::Name("mem".into()),
+        put_flags: 0,
+        ttl_ms: 0,
+        entries: Vec::new(),
+    };
+    let created = Request::Contexts(ContextsRequest::CtxOpen(contexts::CtxOpen {
+        base_turn_id: 0,
+        get_or_create: true,
+        clone_from: None,
+        name: Some("mem".into()),
+        tags: Vec::new(),
+    }));
+    raw.call(2, &created);
+    let big = Bytes::from(vec![7u8; 3000]);
+    let entries = vec![
+        (Bytes::from_static(b"a"), big.clone()),
+        (Bytes::from_static(b"b"), big.clone()),
+    ];
+    raw.call(
+        3,
+        &Request::Kv(KvRequest::KvPutEx(kv::KvPutEx { entries, ..open })),
+    );
+    raw.call(4, &put(3_600_000, 0, b"small", b"s"));
+
+    // In the keys' order, a missing key None, the TTL with each value.
+    let answered = values(raw.call(5, &get_many(&[b"small", b"absent", b"a"])));
+    assert_eq!(answered.len(), 3);
+    let small = answered[0].as_ref().unwrap();
+    assert_eq!(
+        (small.payload.data.as_ref(), small.ttl_ms),
+        (&b"s"[..], 3_600_000)
+    );
+    assert!(answered[1].is_none());
+    assert_eq!(answered[2].as_ref().unwrap().payload.data, big);
+
+    // Two 3,000-byte values pass a 4,096-byte budget: the answer covers the first key only.
+    let answered = values(raw.call(6, &get_many(&[b"a", b"b"])));
+    assert_eq!(answered.len(), 1);
+    assert_eq!(answered[0].as_ref().unwrap().payload.data, big);
+
+    // No keys, too many keys, an unknown context: typed errors.
+    let refused = |response: Response| error_code(&response).unwrap();
+    assert_eq!(
+        refused(raw.call(7, &get_many(&[]))),
+        ErrorCode::InvalidArgument
+    );
+    let many: Vec<&'static [u8]> = vec![b"k"; 129];
+    assert_eq!(refused(raw.call(8, &get_many(&many))), ErrorCode::TooLarge);
+    let unknown = Request::Kv(KvRequest::KvGetMany(kv::KvGetMany {
+        context: ContextRef::Name("nobody".into()),
+        read_flags: 0,
+        keys: vec![Bytes::from_static(b"a")],
+    }));
+    assert_eq!(refused(raw.call(9, &unknown)), ErrorCode::NotFound);
 }

@@ -7,9 +7,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::kv;
-use ctxstore_protocol::{Ask, ContextRef, ErrorCode, kv_put_flags, kv_read_flags, read_flags};
+use ctxstore_protocol::{
+    Ask, ContextRef, ErrorCode, MessageType, kv_put_flags, kv_read_flags, read_flags,
+};
+use ctxstore_vocab::limits::KV_ENTRIES_PER_REQUEST_MAX;
 
-use crate::client::Client;
+use crate::client::{Client, check_pair};
 use crate::error::ClientError;
 use crate::types::{BlobHash, KvItem, KvValue, verify_payload};
 
@@ -75,29 +78,65 @@ impl Client {
             kv_flags: if refresh { kv_read_flags::REFRESH } else { 0 },
         };
         match self.ask(request).await {
-            Ok(kv::KvValueEx {
-                value_hash,
-                ttl_ms,
-                expires_at_unix_ms,
-                payload,
-            }) => {
-                let value = verify_payload(&value_hash, None, payload, self.shared.hash_raw)?
-                    .ok_or_else(|| {
-                        ClientError::Protocol("KV_GET_EX answered without the value's bytes".into())
-                    })?;
-                Ok(Some(KvValue {
-                    value_hash,
-                    value,
-                    ttl_ms,
-                    expires_at_unix_ms,
-                }))
-            }
+            Ok(answer) => Ok(Some(self.kv_value_ex(answer, "KV_GET_EX")?)),
             Err(missing) if missing.code() == Some(ErrorCode::NotFound) => {
                 self.context_info(context).await?;
                 Ok(None)
             }
             Err(other) => Err(other),
         }
+    }
+
+    /// The values of several keys, with their TTLs and expiries, in `keys`' order (KV_GET_MANY,
+    /// protocol version 3): `None` for a key the context has not (or that expired). Each
+    /// request reads its keys from one snapshot; more than one request is sent when `keys`
+    /// pass `KV_ENTRIES_PER_REQUEST_MAX` (128) or their values the server's response budget,
+    /// and then a put between them may show for the later keys only. An unknown context is
+    /// `ErrorCode::NotFound`; no keys is an empty answer without a request.
+    pub async fn kv_get_many(
+        &self,
+        context: impl Into<ContextRef>,
+        keys: &[Bytes],
+    ) -> Result<Vec<Option<KvValue>>, ClientError> {
+        let context = context.into();
+        let mut values = Vec::with_capacity(keys.len());
+        while values.len() < keys.len() {
+            let rest = &keys[values.len()..];
+            let asked = &rest[..rest.len().min(KV_ENTRIES_PER_REQUEST_MAX)];
+            let request = kv::KvGetMany {
+                context: context.clone(),
+                read_flags: self.kv_read_flags(),
+                keys: asked.to_vec(),
+            };
+            let answer = self.ask(request).await?;
+            // At least one value, at most one per key asked: else the loop would not end.
+            let answered = answer.values.len();
+            check_pair(
+                MessageType::KvGetMany,
+                (1..=asked.len()).contains(&answered),
+            )?;
+            for value in answer.values {
+                values.push(match value {
+                    None => None,
+                    Some(value) => Some(self.kv_value_ex(value, "KV_GET_MANY")?),
+                });
+            }
+        }
+        Ok(values)
+    }
+
+    /// A KV_VALUE_EX's value, checked against its hash (inflated first when compressed).
+    fn kv_value_ex(&self, answer: kv::KvValueEx, message: &str) -> Result<KvValue, ClientError> {
+        let hash = answer.value_hash;
+        let value = verify_payload(&hash, None, answer.payload, self.shared.hash_raw)?.ok_or_else(
+            || ClientError::Protocol(format!("{message} answered without the value's bytes")),
+        )?;
+        Ok(KvValue {
+            value_hash: hash,
+            value,
+            ttl_ms: answer.ttl_ms,
+            expires_at_unix_ms: answer.expires_at_unix_ms,
+        })
     }
 
     /// `kv_list` with each entry's TTL and expiry (KV_LIST_EX, protocol version 3); with

@@ -826,6 +826,21 @@ class Calls(ClientCore):
         return Call(ops.kv_get_entry(context, key, self._accept_zstd, refresh), timeout)
 
     @call
+    def kv_get_many(
+        self,
+        context: ContextLike,
+        keys: Iterable[KeyLike],
+        *,
+        timeout: float | None = None,
+    ) -> Call[list[KvValue | None]]:
+        """The values of ``keys`` with their TTLs and expiries, in order (protocol version 3):
+        a :class:`~ctxstore.types.KvValue` per key, or None for a missing or expired one. One
+        round trip per 128 keys (more when the values pass the server's response budget);
+        each reads one snapshot, so a put of several keys shows whole in one of them. An
+        unknown context raises NotFound."""
+        return Call(ops.kv_get_many(context, keys, self._accept_zstd), timeout)
+
+    @call
     def kv_touch(
         self,
         context: ContextLike,

@@ -1433,6 +1433,49 @@ def kv_get_refreshed(
     return None if entry is None else entry.value
 
 
+def kv_get_many_op(
+    context: ContextLike, keys: Sequence[bytes], accept_zstd: bool
+) -> Op[list[KvValue | None]]:
+    """One KV_GET_MANY (version 3) of 1 to 128 keys: their values from one snapshot, in order,
+    None for a missing or expired key; fewer than asked when the rest passed the server's
+    response budget. Each value is checked against its hash (see :func:`payload_bytes`)."""
+    read_flags = p.READ_ACCEPT_ZSTD if accept_zstd else 0
+    request = p.KvGetMany(_context(context), read_flags, tuple(keys))
+
+    def finish(response: p.Response) -> list[KvValue | None]:
+        answers = _expect(response, p.KvValuesResponse).values
+        if not 0 < len(answers) <= len(keys):
+            raise ProtocolError(f"KV_GET_MANY of {len(keys)} keys answered {len(answers)}")
+        values: list[KvValue | None] = []
+        for key, answer in zip(keys, answers, strict=False):
+            if answer is None:
+                values.append(None)
+                continue
+            what = f"value of key {key!r}"
+            value = payload_bytes(answer.payload, answer.value_hash, None, accept_zstd, what)
+            values.append(
+                KvValue(value, answer.value_hash, answer.ttl_ms, answer.expires_at_unix_ms)
+            )
+        return values
+
+    return Op(request, finish)
+
+
+def kv_get_many(
+    context: ContextLike, keys: Iterable[KeyLike], accept_zstd: bool
+) -> Plan[list[KvValue | None]]:
+    """KV_GET_MANY (version 3) of any number of keys, in ``keys``' order: one request per 128
+    keys, and more when their values pass the response budget (each request reads one
+    snapshot). An unknown context is NotFound; no keys send nothing."""
+    raw_keys = tuple(_key(key) for key in keys)
+    values: list[KvValue | None] = []
+    while len(values) < len(raw_keys):
+        asked = raw_keys[len(values) : len(values) + p.KV_ENTRIES_PER_REQUEST_MAX]
+        page: list[KvValue | None] = yield kv_get_many_op(context, asked, accept_zstd)
+        values.extend(page)
+    return values
+
+
 def kv_touch(
     context: ContextLike, keys: Iterable[KeyLike] | KeyLike, ttl_ms: int | None
 ) -> Op[list[KvItem]]:

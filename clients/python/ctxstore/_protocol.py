@@ -42,6 +42,7 @@ from ._wire import (
     ERROR_TYPE,
     FRAME_BYTES_LIMIT,
     HEADER_BYTES,
+    KV_ENTRIES_PER_REQUEST_MAX,
     KV_TOUCH_KEYS_MAX,
     LIST_ITEMS_LIMIT,
     MESSAGE_BYTES_MAX,
@@ -91,6 +92,7 @@ __all__ = [
     "KV_ITEM_EX_BYTES_MIN",
     "KV_PUT_IF_ABSENT",
     "KV_READ_REFRESH",
+    "KV_ENTRIES_PER_REQUEST_MAX",
     "KV_TOUCH_KEYS_MAX",
     "TURN_SUMMARY",
     "TURN_FLAGS_KNOWN",
@@ -160,6 +162,7 @@ __all__ = [
     "KvGetEx",
     "KvListEx",
     "KvTouch",
+    "KvGetMany",
     "AppendTurns",
     "GetTurnByKey",
     "TurnLog",
@@ -199,6 +202,7 @@ __all__ = [
     "KvListResponse",
     "KvValueExResponse",
     "KvItemsExResponse",
+    "KvValuesResponse",
     "AppendedTurnsResponse",
     "TurnInfoResponse",
     "TurnLogResponse",
@@ -2202,6 +2206,39 @@ class KvTouch(Request):
 
 @register_request
 @dataclass(frozen=True, slots=True)
+class KvGetMany(Request):
+    """KV_GET_MANY (0x002C, v3): the values of 1 to 128 keys, each with its TTL and expiry, from
+    one snapshot. Body: ``context ref, u32 read_flags (only ACCEPT_ZSTD), u16 count x (u16
+    key_len, key)``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.KV_GET_MANY
+    NAME: ClassVar[str] = "KV_GET_MANY"
+    MIN_VERSION: ClassVar[int] = 3
+
+    context: ContextRef
+    read_flags: int
+    keys: tuple[bytes, ...]
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [
+            _context_ref(self.context)
+            + _u32(self.read_flags)
+            + _count(self.keys, "keys")
+            + b"".join(_short(key, "key") for key in self.keys)
+        ]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvGetMany:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        read_flags = reader.flags(READ_ACCEPT_ZSTD, "read_flags")
+        count = reader.count(reader.u16("count"), 2, "keys")
+        return cls(context, read_flags, tuple(reader.short_bytes("key") for _ in range(count)))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
 class AppendTurns(Request):
     """APPEND_TURNS (0x0019, v2): one or more turns to one context, in order, all or none, in
     one group commit; each turn's parent is the previous one unless its spec says otherwise.
@@ -3355,6 +3392,37 @@ class KvValueExResponse(Response):
         ttl_ms = reader.u64("ttl_ms")
         expires_at_unix_ms = reader.u64("expires_at_unix_ms")
         return cls(value_hash, ttl_ms, expires_at_unix_ms, reader.payload())
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class KvValuesResponse(Response):
+    """KV_VALUES (0x802C KV_GET_MANY, v3): ``u16 count``, then per key asked, in order, ``u8
+    found`` (0: no such key, or expired) and, when found, a KV_VALUE_EX body. ``count`` may be
+    less than the keys asked: the rest passed the response budget (ask again for them)."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.KV_GET_MANY.response_type,)
+    NAME: ClassVar[str] = "KV_VALUES"
+
+    values: tuple[KvValueExResponse | None, ...]
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return _u16(len(self.values)) + b"".join(
+            b"\x00" if value is None else b"\x01" + value.encode_body() for value in self.values
+        )
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvValuesResponse:
+        """See :meth:`Message.decode_body`."""
+        count = reader.count(reader.u16("count"), 1, "values")
+        values: list[KvValueExResponse | None] = []
+        for _ in range(count):
+            found = reader.u8("found")
+            if found > 1:
+                raise reader.error("found", f"{found} is not 0 (no such key) or 1")
+            values.append(KvValueExResponse.decode_body(reader) if found else None)
+        return cls(tuple(values))
 
 
 @register_response

@@ -118,6 +118,7 @@ class MessageType(IntEnum):
     KV_GET_EX = 0x0029
     KV_LIST_EX = 0x002A
     KV_TOUCH = 0x002B
+    KV_GET_MANY = 0x002C
     STREAM_OPEN = 0x0030
     STREAM_APPEND = 0x0031
     STREAM_SEAL = 0x0032
@@ -188,6 +189,7 @@ SINCE_VERSION: dict[int, int] = {
     MessageType.KV_GET_EX: 3,
     MessageType.KV_LIST_EX: 3,
     MessageType.KV_TOUCH: 3,
+    MessageType.KV_GET_MANY: 3,
     MessageType.STREAM_OPEN: 3,
     MessageType.STREAM_APPEND: 3,
     MessageType.STREAM_SEAL: 3,
@@ -244,6 +246,7 @@ FAMILY: dict[int, str] = {
     MessageType.KV_GET_EX: "Kv",
     MessageType.KV_LIST_EX: "Kv",
     MessageType.KV_TOUCH: "Kv",
+    MessageType.KV_GET_MANY: "Kv",
     MessageType.STREAM_OPEN: "Streams",
     MessageType.STREAM_APPEND: "Streams",
     MessageType.STREAM_SEAL: "Streams",

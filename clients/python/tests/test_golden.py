@@ -160,6 +160,21 @@ EXPECTED: dict[str, tuple[int, p.Message]] = {
             T.KV_TOUCH.response_type,
         ),
     ),
+    "kv_get_many": (25, p.KvGetMany(3, 0, (b"k", b"gone"))),
+    "kv_values_response": (
+        25,
+        p.KvValuesResponse(
+            (
+                p.KvValueExResponse(
+                    HASH_A0,
+                    30_000,
+                    1_800_000_030_000,
+                    p.PayloadRecord(p.PayloadEncoding.RAW, 2, b"v1"),
+                ),
+                None,
+            )
+        ),
+    ),
     "error_already_exists": (4, p.ErrorResponse(15, 3, "name taken")),
     # Version 2, turns for agent frameworks (decision 0009).
     "append_turns": (

@@ -1,7 +1,8 @@
 """Key-value entries with a time to live (protocol version 3, issue 34) through the blocking and
 the asyncio client against a real ctxstore-server: ``kv_put(ttl_ms=)``, ``kv_get(refresh=)``,
 ``kv_get_entry``, ``kv_list(with_ttl=, refresh=)``, ``kv_touch``, an expired entry gone from
-every read, and the arguments refused before anything is sent."""
+every read, the arguments refused before anything is sent, and ``kv_get_many`` in order across
+requests."""
 
 from __future__ import annotations
 
@@ -113,3 +114,32 @@ async def test_the_async_client_has_the_same_calls(server: ServerProcess) -> Non
         assert entry is not None and entry.ttl_ms == 60_000
         listed = await client.kv_list(name, with_ttl=True)
         assert listed[0].expires_at_unix_ms == entry.expires_at_unix_ms
+
+
+def test_kv_get_many_answers_in_order_across_requests(client: ctxstore.Client) -> None:
+    name = f"mem-{uuid.uuid4().hex}"
+    client.open_context(name)
+    # 300 keys: three KV_GET_MANY requests of at most 128 keys each.
+    client.kv_put(name, {f"k{i:03}".encode(): str(i).encode() for i in range(0, 120)})
+    for start, end in ((120, 220), (220, 300)):
+        entries = {f"k{i:03}".encode(): str(i).encode() for i in range(start, end)}
+        client.kv_put(name, entries, ttl_ms=60_000)
+    keys = [f"k{i:03}" for i in range(300)] + ["absent"]
+    values = client.kv_get_many(name, keys)
+    assert len(values) == 301 and values[-1] is None
+    got = [(v.value, v.ttl_ms) for v in values[:-1] if v is not None]
+    assert got == [(str(i).encode(), 0 if i < 120 else 60_000) for i in range(300)]
+    assert client.kv_get_many(name, []) == []
+    with pytest.raises(ctxstore.NotFound):
+        client.kv_get_many(f"nope-{uuid.uuid4().hex}", [b"k"])
+    # The frame refused before sending on a version-2 connection.
+    assert p.KvGetMany("x", 0, (b"k",)).required_version == 3
+
+
+async def test_the_async_client_gets_many(server: ServerProcess) -> None:
+    name = f"mem-{uuid.uuid4().hex}"
+    async with ctxstore.AsyncClient(server.addr, timeout=20) as client:
+        await client.open_context(name)
+        await client.kv_put(name, {b"a": b"1", b"b": b"2"})
+        values = await client.kv_get_many(name, [b"b", b"x", "a"])
+        assert [None if v is None else v.value for v in values] == [b"2", None, b"1"]

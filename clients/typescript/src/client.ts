@@ -1040,6 +1040,31 @@ export class Client {
     }
   }
 
+  /** KV_GET_MANY (version 3): the values of `keys` with their TTLs and expiries, in order,
+   * undefined for a missing or expired key; NotFound for a missing context. One round trip per
+   * 128 keys (more when the values pass the server's response budget); each reads one
+   * snapshot. No keys: an empty list, nothing sent. */
+  async kvGetMany(context: ContextLike, keys: readonly KeyLike[], options?: CallOptions): Promise<(KvValue | undefined)[]> {
+    const target = contextRef(context);
+    const raw = keys.map(keyBytes);
+    const values: (KvValue | undefined)[] = [];
+    while (values.length < raw.length) {
+      const asked = raw.slice(values.length, values.length + p.KV_ENTRIES_PER_REQUEST_MAX);
+      const { answer, hashesRaw } = await this.send(p.kvGetMany(target, this.acceptZstd ? p.READ_ACCEPT_ZSTD : 0, asked), options);
+      // At least one value, at most one per key asked: else the loop would not end.
+      if (answer.length === 0 || answer.length > asked.length) {
+        throw new ProtocolError(`KV_GET_MANY of ${asked.length} keys answered ${answer.length}`);
+      }
+      answer.forEach((found, i) => {
+        if (found === undefined) return void values.push(undefined);
+        const what = `value of key ${JSON.stringify(new TextDecoder().decode(asked[i]))}`;
+        const value = payloadBytes(found.payload, found.valueHash, undefined, this.acceptZstd, hashesRaw, what);
+        values.push({ value, valueHash: found.valueHash, ttlMs: found.ttlMs, expiresAtUnixMs: found.expiresAtUnixMs });
+      });
+    }
+    return values;
+  }
+
   /** KV_TOUCH (version 3): restarts the TTL of each key from now, in one durable record:
    * `ttlMs` from now on (also for entries without one), else each entry's own. Absent and
    * expired keys are no error. The live entries among `keys`, as they are now. 1 to 128 keys. */

@@ -20,7 +20,7 @@ import { ProtocolError } from "./errors.js";
 import type { ReplicationStats } from "./types.js";
 import { HEADER_BYTES, LIST_ITEMS_LIMIT, MESSAGE_BYTES_MAX, MessageType, NAME_BYTES_MAX, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, TOKEN_BYTES_MAX } from "./wire.js";
 
-export { ERROR_TYPE, FRAME_BYTES_LIMIT, HEADER_BYTES, LIST_ITEMS_LIMIT, MESSAGE_BYTES_MAX, NAME_BYTES_MAX, PROTOCOL_VERSION, RESPONSE_BIT, TOKEN_BYTES_MAX } from "./wire.js";
+export { ERROR_TYPE, FRAME_BYTES_LIMIT, HEADER_BYTES, KV_ENTRIES_PER_REQUEST_MAX, KV_TOUCH_KEYS_MAX, LIST_ITEMS_LIMIT, MESSAGE_BYTES_MAX, NAME_BYTES_MAX, PROTOCOL_VERSION, RESPONSE_BIT, TOKEN_BYTES_MAX } from "./wire.js";
 /** The range of versions offered in HELLO (min, max). */
 export const SUPPORTED_VERSIONS: readonly [number, number] = [PROTOCOL_VERSION_MIN, PROTOCOL_VERSION];
 export const HASH_BYTES = 32;
@@ -38,8 +38,6 @@ export const KV_ITEM_EX_BYTES_MIN = 54;
 export const KV_PUT_IF_ABSENT = 1 << 0;
 /** KV_GET_EX / KV_LIST_EX kv_flags bit 0: restart the TTL of each entry returned. */
 export const KV_READ_REFRESH = 1 << 0;
-/** Keys one KV_TOUCH may refresh (ctxstore-vocab's KV_TOUCH_KEYS_MAX). */
-export const KV_TOUCH_KEYS_MAX = 128;
 /** The longest time to live the server takes: 100 years in milliseconds. */
 export const TTL_MS_MAX = 100 * 365 * 24 * 3600 * 1000;
 /** The smallest EXTRAS: three zero counts. */
@@ -949,6 +947,20 @@ export function decodeKvValueEx(r: Reader): KvValueExAnswer {
   return { valueHash, ttlMs, expiresAtUnixMs, payload: r.payload() };
 }
 
+/** KV_VALUES (KV_GET_MANY, version 3): per key asked, in order, its value with TTL and expiry,
+ * or undefined (no such key, or expired); fewer than asked when the rest passed the response
+ * budget. */
+export function decodeKvValues(r: Reader): (KvValueExAnswer | undefined)[] {
+  const count = r.count(r.u16("count"), 1, "values");
+  const values: (KvValueExAnswer | undefined)[] = [];
+  for (let i = 0; i < count; i++) {
+    const found = r.u8("found");
+    if (found > 1) throw r.error("found", `${found} is not 0 (no such key) or 1`);
+    values.push(found === 1 ? decodeKvValueEx(r) : undefined);
+  }
+  return values;
+}
+
 export function decodeKvListEx(r: Reader): KvItemExRecord[] {
   const count = r.limit(r.u32("count"), LIST_ITEMS_LIMIT, "count");
   r.count(count, KV_ITEM_EX_BYTES_MIN, "items");
@@ -1357,6 +1369,14 @@ export function kvListEx(context: ContextRef, prefix: Uint8Array, after: Uint8Ar
   return request("KV_LIST_EX", MsgType.KV_LIST_EX, 3, (w) => {
     w.contextRef(context).short(prefix, "prefix").short(after, "after").u32(limit).u8(kvFlags);
   }, decodeKvListEx);
+}
+
+/** KV_GET_MANY (version 3): the values of 1 to 128 keys from one snapshot. */
+export function kvGetMany(context: ContextRef, readFlags: number, keys: readonly Uint8Array[]): Request<(KvValueExAnswer | undefined)[]> {
+  return request("KV_GET_MANY", MsgType.KV_GET_MANY, 3, (w) => {
+    w.contextRef(context).u32(readFlags).count16(keys.length, "keys");
+    for (const key of keys) w.short(key, "key");
+  }, decodeKvValues);
 }
 
 /** KV_TOUCH (version 3): each key's TTL restarted (`ttlMs`, or 0: each entry's own). */

@@ -191,6 +191,24 @@ describe("version 2", () => {
     await expect(client.kvTouch("kv-ttl", Array.from({ length: 129 }, (_, i) => `k${i}`))).rejects.toBeInstanceOf(RangeError);
   });
 
+  test("KV_GET_MANY (version 3): values in the keys' order across requests of 128 keys", async () => {
+    await client.openContext("kv-many");
+    const keys: string[] = [];
+    for (const start of [0, 100]) {
+      const entries: Record<string, Uint8Array> = {};
+      for (let i = start; i < start + 100; i++) entries[`k${String(i).padStart(3, "0")}`] = utf8(String(i));
+      await client.kvPut("kv-many", entries, { ttlMs: 60_000 });
+      keys.push(...Object.keys(entries));
+    }
+    keys.push("absent");
+    const values = await client.kvGetMany("kv-many", keys);
+    expect(values.length).toBe(201);
+    expect(values[200]).toBeUndefined();
+    expect(values.slice(0, 200).map((v) => [text(v?.value), v?.ttlMs])).toEqual(Array.from({ length: 200 }, (_, i) => [String(i), 60_000]));
+    expect(await client.kvGetMany("kv-many", [])).toEqual([]);
+    await expect(client.kvGetMany("no-such-ctx", ["k"])).rejects.toBeInstanceOf(NotFound);
+  });
+
   test("APPEND_TURNS with keys, labels, links and a summary; by key, turn log, find, window", async () => {
     await client.openContext("frames");
     const run = `run-${Date.now()}`;

@@ -91,6 +91,7 @@ const REQUESTS: Record<string, [number, p.Request<unknown>]> = {
   gc: [23, p.gc()],
   stats_ex: [24, p.statsEx()],
   replication_stats: [24, p.replicationStats()],
+  kv_get_many: [25, p.kvGetMany(3, 0, [utf8("k"), utf8("gone")])],
   patch_turn: [23, p.patchTurn(42, utf8("fixed"))],
   redact_turn: [24, p.redactTurn(42)],
   purge_blob: [25, p.purgeBlob(HASH_A0)],
@@ -156,6 +157,10 @@ const ANSWERS: Record<string, Answer> = {
     recordsUnixMs: 1_800_000_000_000, lagMs: 1500, lagBytes: 4096, objectsTotal: 42, bytesTotal: 1 << 20,
     lastSuccessUnixMs: 1_800_000_001_000, backlogObjects: 1, segmentBytesMax: 64 << 20, failures: { store: 2 },
   }],
+  kv_values_response: [25, R(T.KV_GET_MANY), 0, p.decodeKvValues, [
+    { valueHash: HASH_A0, ttlMs: 30_000, expiresAtUnixMs: 1_800_000_030_000, payload: { encoding: p.PayloadEncoding.RAW, rawLen: 2, data: utf8("v1") } },
+    undefined,
+  ]],
   patch_turn_response: [23, R(T.PATCH_TURN), 0, p.decodePatched, { turnId: 42, overlaySeq: 57, payloadHash: HASH_A0, payloadLen: 5 }],
   redact_turn_response: [24, R(T.REDACT_TURN), 0, p.decodeRedacted, { turnId: 42, overlaySeq: 58 }],
   purge_blob_response: [25, R(T.PURGE_BLOB), 0, p.decodePurged, { payloadHash: HASH_A0, turnsRedacted: 3, overlaySeq: 62 }],

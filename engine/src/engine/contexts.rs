@@ -260,6 +260,24 @@ impl Engine {
             .map(|value| KvItem::of(Bytes::copy_from_slice(key), value)))
     }
 
+    /// The entries of several keys (`kv_get` each) from one snapshot: a put of several keys
+    /// is seen whole or not at all. `None` for a key the context has not (or that expired).
+    pub fn kv_get_many(
+        &self,
+        context: &ContextRef,
+        keys: &[Bytes],
+    ) -> Result<Vec<Option<KvItem>>, EngineError> {
+        keys.iter().try_for_each(|key| check_kv_key(key))?;
+        let snapshot = self.inner.published.contexts.load();
+        let info = self.info(&snapshot, context)?;
+        let now = now_unix_ms();
+        let item = |key: &Bytes| {
+            let value = info.kv.get(key.as_ref()).filter(|value| value.live_at(now));
+            value.map(|value| KvItem::of(key.clone(), value))
+        };
+        Ok(keys.iter().map(item).collect())
+    }
+
     /// `kv_get` that also restarts the entry's TTL from now (a refresh on read): one durable
     /// record when the entry has a TTL, none when it has not.
     pub async fn kv_get_refresh(

@@ -1,6 +1,7 @@
 //! KV_PUT, KV_GET, KV_DELETE and KV_LIST (version 2): a context's key-value entries; and
 //! (version 3, issue 34) KV_PUT_EX, KV_GET_EX, KV_LIST_EX and KV_TOUCH: the same with a time
-//! to live per entry, refresh on read, and each entry's TTL and expiry in the answers.
+//! to live per entry, refresh on read, and each entry's TTL and expiry in the answers;
+//! KV_GET_MANY: several keys' values in one round trip.
 //! Layouts in docs/protocol.md.
 
 use bytes::Bytes;
@@ -25,6 +26,7 @@ pub(crate) enum Kind {
     KvGetEx,
     KvListEx,
     KvTouch,
+    KvGetMany,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +39,7 @@ pub enum KvRequest {
     KvGetEx(KvGetEx),
     KvListEx(KvListEx),
     KvTouch(KvTouch),
+    KvGetMany(KvGetMany),
 }
 
 /// Puts key-value entries in one group commit; with `if_absent`, existing keys keep theirs.
@@ -109,6 +112,16 @@ pub struct KvTouch {
     pub keys: Vec<Bytes>,
 }
 
+/// The values of several keys (1..=`KV_ENTRIES_PER_REQUEST_MAX`), each with its TTL and
+/// expiry, read from one snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvGetMany {
+    pub context: ContextRef,
+    /// `read_flags::ACCEPT_ZSTD` only.
+    pub read_flags: u32,
+    pub keys: Vec<Bytes>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KvResponse {
     Done(Done),
@@ -117,6 +130,7 @@ pub enum KvResponse {
     KvValueEx(KvValueEx),
     KvListedEx(KvListedEx),
     KvTouched(KvTouched),
+    KvValues(KvValues),
 }
 
 /// Answer without a body: KV_PUT and KV_DELETE (the type says which).
@@ -159,6 +173,14 @@ pub struct KvTouched {
     pub items: Vec<KvItemExWire>,
 }
 
+/// Answer to KV_GET_MANY: per key asked, in order, its value (`None`: no such key, or it
+/// expired). Fewer values than keys when the rest would pass the response budget: the answer
+/// covers the first keys, and the rest are asked again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvValues {
+    pub values: Vec<Option<KvValueEx>>,
+}
+
 /// The family's enums under the names the message table uses (`message_table!`).
 pub type Requests = KvRequest;
 pub type Answers = KvResponse;
@@ -174,6 +196,7 @@ impl KvRequest {
             KvRequest::KvGetEx(KvGetEx { .. }) => MessageType::KvGetEx,
             KvRequest::KvListEx(KvListEx { .. }) => MessageType::KvListEx,
             KvRequest::KvTouch(KvTouch { .. }) => MessageType::KvTouch,
+            KvRequest::KvGetMany(KvGetMany { .. }) => MessageType::KvGetMany,
         }
     }
 
@@ -187,7 +210,8 @@ impl KvRequest {
             KvRequest::KvGet(KvGet { .. })
             | KvRequest::KvList(KvList { .. })
             | KvRequest::KvGetEx(KvGetEx { .. })
-            | KvRequest::KvListEx(KvListEx { .. }) => limits.largest(),
+            | KvRequest::KvListEx(KvListEx { .. })
+            | KvRequest::KvGetMany(KvGetMany { .. }) => limits.largest(),
             // At most one item (≤ 310 bytes) per key sent.
             KvRequest::KvTouch(KvTouch { keys, .. }) => {
                 FIXED_ANSWER_BYTES + 4 + keys.len() as u64 * KV_ITEM_EX_BYTES_MAX
@@ -236,6 +260,11 @@ impl KvRequest {
             Kind::KvTouch => KvRequest::KvTouch(KvTouch {
                 context: cursor.context_ref()?,
                 ttl_ms: cursor.u64()?,
+                keys: read_keys(cursor)?,
+            }),
+            Kind::KvGetMany => KvRequest::KvGetMany(KvGetMany {
+                context: cursor.context_ref()?,
+                read_flags: cursor.flags(read_flags::ACCEPT_ZSTD, "read_flags")?,
                 keys: read_keys(cursor)?,
             }),
             Kind::KvGet => KvRequest::KvGet(KvGet {
@@ -297,6 +326,11 @@ impl KvRequest {
                 context: target,
                 keys,
                 ..
+            })
+            | KvRequest::KvGetMany(KvGetMany {
+                context: target,
+                keys,
+                ..
             }) => {
                 context(target)?;
                 within("keys", keys.len(), 0, SHORT, "keys")?;
@@ -325,71 +359,52 @@ impl KvRequest {
     /// The body (`check` passed).
     pub(super) fn write(&self, w: &mut ChunkWriter) {
         match self {
-            KvRequest::KvPut(KvPut {
-                context,
-                if_absent,
-                entries,
-            }) => {
-                w.context_ref(context);
-                w.u8(u8::from(*if_absent));
-                write_entries(w, entries);
+            KvRequest::KvPut(put) => {
+                w.context_ref(&put.context);
+                w.u8(u8::from(put.if_absent));
+                write_entries(w, &put.entries);
             }
-            KvRequest::KvPutEx(KvPutEx {
-                context,
-                put_flags,
-                ttl_ms,
-                entries,
-            }) => write_kv_put_ex(w, context, *put_flags, *ttl_ms, entries),
-            KvRequest::KvGetEx(KvGetEx {
-                context,
-                key,
-                read_flags,
-                kv_flags,
-            }) => {
-                w.context_ref(context);
-                w.short(key);
-                w.u32(*read_flags);
-                w.u8(*kv_flags);
+            KvRequest::KvPutEx(put) => {
+                write_kv_put_ex(w, &put.context, put.put_flags, put.ttl_ms, &put.entries)
             }
-            KvRequest::KvListEx(KvListEx {
-                context,
-                prefix,
-                after,
-                limit,
-                kv_flags,
-            }) => write_kv_list_ex(w, context, prefix, after, *limit, *kv_flags),
-            KvRequest::KvTouch(KvTouch {
-                context,
-                ttl_ms,
-                keys,
-            }) => {
-                w.context_ref(context);
-                w.u64(*ttl_ms);
-                write_keys(w, keys);
+            KvRequest::KvGetEx(get) => {
+                w.context_ref(&get.context);
+                w.short(&get.key);
+                w.u32(get.read_flags);
+                w.u8(get.kv_flags);
             }
-            KvRequest::KvGet(KvGet {
-                context,
-                key,
-                read_flags,
-            }) => {
-                w.context_ref(context);
-                w.short(key);
-                w.u32(*read_flags);
+            KvRequest::KvListEx(list) => write_kv_list_ex(
+                w,
+                &list.context,
+                &list.prefix,
+                &list.after,
+                list.limit,
+                list.kv_flags,
+            ),
+            KvRequest::KvTouch(touch) => {
+                w.context_ref(&touch.context);
+                w.u64(touch.ttl_ms);
+                write_keys(w, &touch.keys);
             }
-            KvRequest::KvDelete(KvDelete { context, keys }) => {
-                w.context_ref(context);
-                write_keys(w, keys);
+            KvRequest::KvGet(get) => {
+                w.context_ref(&get.context);
+                w.short(&get.key);
+                w.u32(get.read_flags);
             }
-            KvRequest::KvList(KvList {
-                context,
-                prefix,
-                after,
-                limit,
-            }) => {
-                w.context_ref(context);
-                w.short(prefix);
-                w.short(after);
-                w.u32(*limit);
+            KvRequest::KvGetMany(get) => {
+                w.context_ref(&get.context);
+                w.u32(get.read_flags);
+                write_keys(w, &get.keys);
+            }
+            KvRequest::KvDelete(delete) => {
+                w.context_ref(&delete.context);
+                write_keys(w, &delete.keys);
+            }
+            KvRequest::KvList(list) => {
+                w.context_ref(&list.context);
+                w.short(&list.prefix);
+                w.short(&list.after);
+                w.u32(list.limit);
             }
         }
     }
@@ -405,6 +420,7 @@ impl KvResponse {
             KvResponse::KvValueEx(KvValueEx { .. }) => MessageType::KvGetEx,
             KvResponse::KvListedEx(KvListedEx { .. }) => MessageType::KvListEx,
             KvResponse::KvTouched(KvTouched { .. }) => MessageType::KvTouch,
+            KvResponse::KvValues(KvValues { .. }) => MessageType::KvGetMany,
         }
     }
 
@@ -415,12 +431,8 @@ impl KvResponse {
     ) -> Result<KvResponse, DecodeError> {
         Ok(match kind {
             Kind::KvPut | Kind::KvDelete | Kind::KvPutEx => KvResponse::Done(Done { message_type }),
-            Kind::KvGetEx => KvResponse::KvValueEx(KvValueEx {
-                value_hash: cursor.hash()?,
-                ttl_ms: cursor.u64()?,
-                expires_at_unix_ms: cursor.u64()?,
-                payload: cursor.payload()?,
-            }),
+            Kind::KvGetEx => KvResponse::KvValueEx(read_value_ex(cursor)?),
+            Kind::KvGetMany => KvResponse::KvValues(read_values(cursor)?),
             Kind::KvListEx => KvResponse::KvListedEx(KvListedEx {
                 items: read_items_ex(cursor)?,
             }),
@@ -464,16 +476,18 @@ impl KvResponse {
                     w.u32(item.value_len);
                 }
             }
-            KvResponse::KvValueEx(KvValueEx {
-                value_hash,
-                ttl_ms,
-                expires_at_unix_ms,
-                payload,
-            }) => {
-                w.slice(&value_hash.0);
-                w.u64(*ttl_ms);
-                w.u64(*expires_at_unix_ms);
-                w.payload(payload);
+            KvResponse::KvValueEx(value) => write_value_ex(w, value),
+            KvResponse::KvValues(KvValues { values }) => {
+                w.u16(short_len(values.len()));
+                for value in values {
+                    match value {
+                        None => w.u8(0),
+                        Some(value) => {
+                            w.u8(1);
+                            write_value_ex(w, value);
+                        }
+                    }
+                }
             }
             KvResponse::KvListedEx(KvListedEx { items })
             | KvResponse::KvTouched(KvTouched { items }) => {
@@ -488,6 +502,37 @@ impl KvResponse {
             }
         }
     }
+}
+
+/// KV_VALUE_EX: `value_hash [32], u64 ttl_ms, u64 expires_at_unix_ms`, PAYLOAD.
+fn read_value_ex(cursor: &mut Cursor) -> Result<KvValueEx, DecodeError> {
+    Ok(KvValueEx {
+        value_hash: cursor.hash()?,
+        ttl_ms: cursor.u64()?,
+        expires_at_unix_ms: cursor.u64()?,
+        payload: cursor.payload()?,
+    })
+}
+
+fn write_value_ex(w: &mut ChunkWriter, value: &KvValueEx) {
+    w.slice(&value.value_hash.0);
+    w.u64(value.ttl_ms);
+    w.u64(value.expires_at_unix_ms);
+    w.payload(&value.payload);
+}
+
+/// KV_VALUES: `u16 count`, then per key `u8 found` (0 or 1) and, when found, a KV_VALUE_EX.
+fn read_values(cursor: &mut Cursor) -> Result<KvValues, DecodeError> {
+    let count = usize::from(cursor.u16()?);
+    let mut values = Vec::with_capacity(cursor.list_capacity(count, 1));
+    for _ in 0..count {
+        values.push(match cursor.u8()? {
+            0 => None,
+            1 => Some(read_value_ex(cursor)?),
+            _ => return Err(cursor.invalid("found", "not 0 (no such key) or 1")),
+        });
+    }
+    Ok(KvValues { values })
 }
 
 /// The most bytes one KV_LIST_EX / KV_TOUCH item takes: a 256-byte key (the engine's limit)

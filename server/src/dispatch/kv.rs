@@ -10,7 +10,7 @@ use ctxstore_protocol::{
     ErrorCode, KvItemExWire, KvItemWire, KvRequest, KvResponse, Response, kv_put_flags,
     kv_read_flags, read_flags,
 };
-use ctxstore_vocab::limits::KV_TOUCH_KEYS_MAX;
+use ctxstore_vocab::limits::{KV_ENTRIES_PER_REQUEST_MAX, KV_TOUCH_KEYS_MAX};
 
 use super::{Dispatcher, context_ref, engine_error, payload_mode, payload_wire};
 
@@ -83,7 +83,53 @@ impl Dispatcher {
                 after,
                 limit,
             }) => self.kv_list(&context_ref(context), &prefix, &after, limit),
+            KvRequest::KvGetMany(get) => self.kv_get_many(get).map(KvResponse::KvValues),
         }
+    }
+
+    /// KV_GET_MANY: the keys' entries from one snapshot (`Engine::kv_get_many`), in order,
+    /// with their values, as many as fit the response budget (at least one; the client asks
+    /// again for the rest).
+    fn kv_get_many(&self, get: kv::KvGetMany) -> Result<kv::KvValues, Response> {
+        if get.keys.is_empty() || get.keys.len() > KV_ENTRIES_PER_REQUEST_MAX {
+            let code = if get.keys.is_empty() {
+                ErrorCode::InvalidArgument
+            } else {
+                ErrorCode::TooLarge
+            };
+            let message = format!(
+                "KV_GET_MANY names {} keys; it takes 1 to {KV_ENTRIES_PER_REQUEST_MAX}",
+                get.keys.len()
+            );
+            return Err(Response::error(code, message));
+        }
+        let context = context_ref(get.context);
+        let items = self.engine.kv_get_many(&context, &get.keys);
+        let items = items.map_err(engine_error)?;
+        let budget_bytes = self.limits.response_bytes_max;
+        let mut answer_bytes: u64 = 2;
+        let mut values = Vec::with_capacity(get.keys.len());
+        for (key, item) in get.keys.iter().zip(items) {
+            let value = match item {
+                None => None,
+                Some(item) => Some(self.kv_value(&context, key, Some(item), get.read_flags)?),
+            };
+            // found u8; hash, TTL, expiry and the payload's 16-byte header and bytes.
+            let value_bytes = 1 + value.as_ref().map_or(0, |(_, payload)| {
+                32 + 8 + 8 + 16 + payload.data.len() as u64
+            });
+            if answer_bytes + value_bytes > budget_bytes && !values.is_empty() {
+                break;
+            }
+            answer_bytes += value_bytes;
+            values.push(value.map(|(item, payload)| kv::KvValueEx {
+                value_hash: item.value_hash,
+                ttl_ms: item.ttl_ms,
+                expires_at_unix_ms: item.expires_at_unix_ms,
+                payload,
+            }));
+        }
+        Ok(kv::KvValues { values })
     }
 
     /// KV_GET: a value and its hash.
