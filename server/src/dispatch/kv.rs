@@ -18,73 +18,59 @@ use super::{Dispatcher, context_ref, engine_error, payload_mode, payload_wire};
 const KV_KEY_MISSING: u64 = 1;
 
 impl Dispatcher {
+    /// Each message's function answers its own struct: the variant that wraps it is the only
+    /// one that type-checks (KV_PUT, KV_PUT_EX and KV_DELETE share DONE, which names them).
     pub(super) async fn answer_kv(&self, request: KvRequest) -> Result<KvResponse, Response> {
         let message_type = request.message_type();
+        let done = || KvResponse::Done(kv::Done { message_type });
         match request {
-            KvRequest::KvPut(kv::KvPut {
-                context,
-                if_absent,
-                entries,
-            }) => {
-                self.kv_put(context_ref(context), entries, if_absent, 0)
-                    .await?;
-                Ok(KvResponse::Done(kv::Done { message_type }))
+            KvRequest::KvPut(put) => {
+                let context = context_ref(put.context);
+                let put = self.kv_put(context, put.entries, put.if_absent, 0);
+                put.await.map(|()| done())
             }
-            KvRequest::KvPutEx(kv::KvPutEx {
-                context,
-                put_flags,
-                ttl_ms,
-                entries,
-            }) => {
-                let if_absent = put_flags & kv_put_flags::IF_ABSENT != 0;
-                self.kv_put(context_ref(context), entries, if_absent, ttl_ms)
-                    .await?;
-                Ok(KvResponse::Done(kv::Done { message_type }))
+            KvRequest::KvPutEx(put) => {
+                let if_absent = put.put_flags & kv_put_flags::IF_ABSENT != 0;
+                let context = context_ref(put.context);
+                let put = self.kv_put(context, put.entries, if_absent, put.ttl_ms);
+                put.await.map(|()| done())
             }
-            KvRequest::KvGet(kv::KvGet {
-                context,
-                key,
-                read_flags,
-            }) => self.kv_get(&context_ref(context), &key, read_flags),
-            KvRequest::KvGetEx(kv::KvGetEx {
-                context,
-                key,
-                read_flags,
-                kv_flags,
-            }) => {
-                self.kv_get_ex(&context_ref(context), &key, read_flags, kv_flags)
-                    .await
+            KvRequest::KvDelete(delete) => self.kv_delete(delete).await.map(|()| done()),
+            KvRequest::KvGet(get) => {
+                let context = context_ref(get.context);
+                let value = self.kv_get(&context, &get.key, get.read_flags);
+                value.map(KvResponse::KvValue)
             }
-            KvRequest::KvListEx(kv::KvListEx {
-                context,
-                prefix,
-                after,
-                limit,
-                kv_flags,
-            }) => {
-                self.kv_list_ex(&context_ref(context), &prefix, &after, limit, kv_flags)
-                    .await
+            KvRequest::KvGetEx(get) => {
+                let context = context_ref(get.context);
+                let value = self.kv_get_ex(&context, &get.key, get.read_flags, get.kv_flags);
+                value.await.map(KvResponse::KvValueEx)
             }
-            KvRequest::KvTouch(kv::KvTouch {
-                context,
-                ttl_ms,
-                keys,
-            }) => self.kv_touch(context_ref(context), ttl_ms, keys).await,
-            KvRequest::KvDelete(kv::KvDelete { context, keys }) => {
-                let keys = keys.into_iter().map(|key| key.to_vec()).collect();
-                let context = context_ref(context);
-                let delete = self.engine.kv_delete(&context, keys);
-                delete.await.map_err(engine_error)?;
-                Ok(KvResponse::Done(kv::Done { message_type }))
-            }
-            KvRequest::KvList(kv::KvList {
-                context,
-                prefix,
-                after,
-                limit,
-            }) => self.kv_list(&context_ref(context), &prefix, &after, limit),
             KvRequest::KvGetMany(get) => self.kv_get_many(get).map(KvResponse::KvValues),
+            KvRequest::KvList(list) => {
+                let context = context_ref(list.context);
+                let listed = self.kv_list(&context, &list.prefix, &list.after, list.limit);
+                listed.map(KvResponse::KvListed)
+            }
+            KvRequest::KvListEx(list) => {
+                let context = context_ref(list.context);
+                let (prefix, after) = (&list.prefix, &list.after);
+                let listed = self.kv_list_ex(&context, prefix, after, list.limit, list.kv_flags);
+                listed.await.map(KvResponse::KvListedEx)
+            }
+            KvRequest::KvTouch(touch) => {
+                let touched = self.kv_touch(context_ref(touch.context), touch.ttl_ms, touch.keys);
+                touched.await.map(KvResponse::KvTouched)
+            }
         }
+    }
+
+    /// KV_DELETE: the keys gone in one durable record (absent keys are no error).
+    async fn kv_delete(&self, delete: kv::KvDelete) -> Result<(), Response> {
+        let keys = delete.keys.into_iter().map(|key| key.to_vec()).collect();
+        let context = context_ref(delete.context);
+        let deleted = self.engine.kv_delete(&context, keys);
+        deleted.await.map_err(engine_error)
     }
 
     /// KV_GET_MANY: the keys' entries from one snapshot (`Engine::kv_get_many`), in order,
@@ -138,13 +124,13 @@ impl Dispatcher {
         context: &ContextRef,
         key: &Bytes,
         read_flags: u32,
-    ) -> Result<KvResponse, Response> {
+    ) -> Result<kv::KvValue, Response> {
         let item = self.engine.kv_get(context, key).map_err(engine_error)?;
         let (item, payload) = self.kv_value(context, key, item, read_flags)?;
-        Ok(KvResponse::KvValue(kv::KvValue {
+        Ok(kv::KvValue {
             value_hash: item.value_hash,
             payload,
-        }))
+        })
     }
 
     /// KV_GET_EX: a value with its TTL and expiry, its TTL restarted when asked to refresh.
@@ -154,7 +140,7 @@ impl Dispatcher {
         key: &Bytes,
         read_flags: u32,
         kv_flags: u8,
-    ) -> Result<KvResponse, Response> {
+    ) -> Result<kv::KvValueEx, Response> {
         let item = if kv_flags & kv_read_flags::REFRESH != 0 {
             self.engine.kv_get_refresh(context, key).await
         } else {
@@ -162,12 +148,12 @@ impl Dispatcher {
         };
         let item = item.map_err(engine_error)?;
         let (item, payload) = self.kv_value(context, key, item, read_flags)?;
-        Ok(KvResponse::KvValueEx(kv::KvValueEx {
+        Ok(kv::KvValueEx {
             value_hash: item.value_hash,
             ttl_ms: item.ttl_ms,
             expires_at_unix_ms: item.expires_at_unix_ms,
             payload,
-        }))
+        })
     }
 
     /// KV_LIST: a page of keys and their value hashes, after `after` (empty: from the start).
@@ -177,15 +163,15 @@ impl Dispatcher {
         prefix: &[u8],
         after: &[u8],
         limit: u32,
-    ) -> Result<KvResponse, Response> {
+    ) -> Result<kv::KvListed, Response> {
         let after = (!after.is_empty()).then_some(after);
         let items = self
             .engine
             .kv_scan(context, prefix, after, limit)
             .map_err(engine_error)?;
-        Ok(KvResponse::KvListed(kv::KvListed {
+        Ok(kv::KvListed {
             items: items.into_iter().map(kv_item_wire).collect(),
-        }))
+        })
     }
 
     /// KV_LIST_EX: a page of entries with their TTLs, refreshed when asked to.
@@ -196,7 +182,7 @@ impl Dispatcher {
         after: &[u8],
         limit: u32,
         kv_flags: u8,
-    ) -> Result<KvResponse, Response> {
+    ) -> Result<kv::KvListedEx, Response> {
         let after = (!after.is_empty()).then_some(after);
         let mut items = self
             .engine
@@ -205,9 +191,9 @@ impl Dispatcher {
         if kv_flags & kv_read_flags::REFRESH != 0 {
             items = self.kv_refresh(context, items).await?;
         }
-        Ok(KvResponse::KvListedEx(kv::KvListedEx {
+        Ok(kv::KvListedEx {
             items: items.into_iter().map(kv_item_ex_wire).collect(),
-        }))
+        })
     }
 
     /// KV_TOUCH: restarts (or sets) the TTL of each key; the entries as they are now.
@@ -216,14 +202,14 @@ impl Dispatcher {
         context: ContextRef,
         ttl_ms: u64,
         keys: Vec<Bytes>,
-    ) -> Result<KvResponse, Response> {
+    ) -> Result<kv::KvTouched, Response> {
         let keys = keys.into_iter().map(|key| key.to_vec()).collect();
         let ttl_ms = (ttl_ms > 0).then_some(ttl_ms);
         let touch = self.engine.kv_touch(&context, keys, ttl_ms);
         let items = touch.await.map_err(engine_error)?;
-        Ok(KvResponse::KvTouched(kv::KvTouched {
+        Ok(kv::KvTouched {
             items: items.into_iter().map(kv_item_ex_wire).collect(),
-        }))
+        })
     }
 
     async fn kv_put(
