@@ -1,9 +1,9 @@
 //! The admin family: PING, STATS, STATS_EX, BACKUP, GC, REPLICATION_STATS (HELLO is the
 //! connection's, answered before any request reaches a dispatcher). STATS and STATS_EX come
 //! from one `Engine::stats`; REPLICATION_STATS from the replicator's (or the standby's)
-//! `ReplicationStats`, the figures `/metrics` reads; BACKUP and GC run the engine's blocking `backup` and `gc` on a thread of
-//! their own (`ctxstore-backup`, `ctxstore-gc-req`) and await the answer, so the core serves
-//! on meanwhile.
+//! `ReplicationStats`, the figures `/metrics` reads; BACKUP and GC run the engine's blocking
+//! `backup` and `gc` on a thread of their own (`ctxstore-backup`, `ctxstore-gc-req`) and await
+//! the answer, so the core serves on meanwhile.
 
 use std::sync::atomic::Ordering;
 
@@ -31,6 +31,8 @@ impl Dispatcher {
         &self,
         request: AdminRequest,
     ) -> Result<AdminResponse, Response> {
+        // Each message's function returns its own answer: the variant that wraps it is the
+        // only one that type-checks.
         match request {
             // The connection answers HELLO itself, and a second one closes it: one here is a
             // framing error all the same.
@@ -38,31 +40,31 @@ impl Dispatcher {
                 ErrorCode::BadFrame,
                 "HELLO may only be sent once, first",
             )),
-            AdminRequest::Ping(admin::Ping { nonce }) => {
-                Ok(AdminResponse::Pong(admin::Pong { nonce }))
-            }
+            AdminRequest::Ping(ping) => Ok(AdminResponse::Pong(pong(ping))),
             AdminRequest::Stats(admin::Stats) => Ok(AdminResponse::Stats(self.stats().0)),
             AdminRequest::StatsEx(admin::StatsEx) => {
-                let (stats, gc) = self.stats();
-                let stats = Box::new(stats);
-                Ok(AdminResponse::ExtendedStats(admin::ExtendedStats {
-                    stats,
-                    gc,
-                }))
+                Ok(AdminResponse::ExtendedStats(self.extended_stats()))
             }
-            AdminRequest::Backup(admin::Backup { dir }) => self.backup(dir).await,
-            AdminRequest::Gc(admin::Gc) => self.gc().await,
-            AdminRequest::ReplicationStats(admin::ReplicationStats) => Ok(
-                AdminResponse::ReplicationStats(Box::new(self.replication_stats())),
-            ),
+            AdminRequest::Backup(backup) => self.backup(backup).await.map(AdminResponse::BackedUp),
+            AdminRequest::Gc(admin::Gc) => self.gc().await.map(AdminResponse::GcDone),
+            AdminRequest::ReplicationStats(admin::ReplicationStats) => {
+                Ok(AdminResponse::ReplicationStats(self.replication_stats()))
+            }
         }
+    }
+
+    /// STATS_EX: STATS' fields and the garbage collector's.
+    fn extended_stats(&self) -> admin::ExtendedStats {
+        let (stats, gc) = self.stats();
+        let stats = Box::new(stats);
+        admin::ExtendedStats { stats, gc }
     }
 
     /// REPLICATION_STATS: one snapshot of the figures (all zero on a server that does not
     /// replicate).
-    fn replication_stats(&self) -> ReplicationStatsWire {
+    fn replication_stats(&self) -> Box<ReplicationStatsWire> {
         let Some(stats) = &self.replication else {
-            return ReplicationStatsWire::default();
+            return Box::default();
         };
         let snapshot = stats.snapshot(ctxstore_replica::stats::now_unix_ms());
         let role = match snapshot.role {
@@ -79,7 +81,7 @@ impl Dispatcher {
             ReplicationState::Stalled => ReplicationStateWire::Stalled,
             ReplicationState::Waiting => ReplicationStateWire::Waiting,
         };
-        ReplicationStatsWire {
+        Box::new(ReplicationStatsWire {
             role,
             state,
             promoting: snapshot.promoting,
@@ -104,7 +106,7 @@ impl Dispatcher {
                 .iter()
                 .map(|(kind, count)| ((*kind).to_string(), *count))
                 .collect(),
-        }
+        })
     }
 
     /// STATS' fields and the garbage collector's (STATS_EX), from one look at the engine.
@@ -136,29 +138,30 @@ impl Dispatcher {
 
     /// BACKUP: the engine copies files for as long as the store is large, so it runs on a
     /// thread of its own; this core only awaits its answer.
-    async fn backup(&self, dir: String) -> Result<AdminResponse, Response> {
+    async fn backup(&self, backup: admin::Backup) -> Result<BackupWire, Response> {
+        let admin::Backup { dir } = backup;
         let engine = self.engine.clone();
         let report = on_own_thread("ctxstore-backup", "backup", move || {
             engine.backup(std::path::Path::new(&dir))
         })
         .await?;
-        Ok(AdminResponse::BackedUp(BackupWire {
+        Ok(BackupWire {
             turns: report.turns,
             blobs: report.blobs,
             bytes: report.bytes,
             linked_bytes: report.linked_bytes,
             duration_ms: report.duration_ms,
             dir: report.dir.display().to_string(),
-        }))
+        })
     }
 
     /// GC: a collection reads the log and the indexes and rewrites packs (blocking file I/O),
     /// so it runs on a thread of its own, like BACKUP; this core only awaits its answer.
-    async fn gc(&self) -> Result<AdminResponse, Response> {
+    async fn gc(&self) -> Result<GcWire, Response> {
         let engine = self.engine.clone();
         let report =
             on_own_thread("ctxstore-gc-req", "garbage collection", move || engine.gc()).await?;
-        Ok(AdminResponse::GcDone(GcWire {
+        Ok(GcWire {
             turns_dead: report.turns_dead,
             blobs_dead: report.blobs_dead,
             bytes_reclaimed: report.bytes_reclaimed,
@@ -166,8 +169,13 @@ impl Dispatcher {
             live_bytes: report.live_bytes,
             dead_bytes: report.dead_bytes,
             duration_ms: report.duration_ms,
-        }))
+        })
     }
+}
+
+/// PING: the nonce back.
+fn pong(ping: admin::Ping) -> admin::Pong {
+    admin::Pong { nonce: ping.nonce }
 }
 
 /// Runs a blocking engine call on a new thread named `thread` and awaits its answer, so the

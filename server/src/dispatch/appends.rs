@@ -4,8 +4,8 @@
 use ctxstore_engine::{AppendPayload, AppendRequest, ContextId, Parent, TurnId, TurnOptions};
 use ctxstore_protocol::appends;
 use ctxstore_protocol::{
-    AppendedWire, AppendsRequest, AppendsResponse, ContextRef as ContextRefWire, MessageType,
-    ParentWire, PayloadSpec, Response, TurnSpec,
+    AppendedWire, AppendsRequest, AppendsResponse, MessageType, ParentWire, PayloadSpec, Response,
+    TurnSpec,
 };
 
 use super::{Dispatcher, engine_error, turn_wire};
@@ -15,38 +15,58 @@ impl Dispatcher {
         &self,
         request: AppendsRequest,
     ) -> Result<AppendsResponse, Response> {
-        let message_type = request.message_type();
+        // Each message's function returns its own answer: the variant that wraps it is the
+        // only one that type-checks.
         match request {
-            AppendsRequest::AppendTurn(appends::AppendTurn {
-                context,
-                expected_head,
-                type_tag,
-                codec,
-                payload,
-            }) => {
-                let context_id = self.context_id(context)?;
-                let payload = AppendPayload::Bytes(payload);
-                let append = append_request(context_id, expected_head, type_tag, codec, payload);
-                self.append(message_type, append).await
+            AppendsRequest::AppendTurn(append) => self
+                .append_turn(append)
+                .await
+                .map(AppendsResponse::Appended),
+            AppendsRequest::AppendTurnByHash(append) => {
+                let appended = self.append_turn_by_hash(append).await;
+                appended.map(AppendsResponse::Appended)
             }
-            AppendsRequest::AppendTurnByHash(appends::AppendTurnByHash {
-                context,
-                expected_head,
-                type_tag,
-                codec,
-                payload_hash,
-            }) => {
-                let context_id = self.context_id(context)?;
-                let payload = AppendPayload::StoredBlob(payload_hash);
-                let append = append_request(context_id, expected_head, type_tag, codec, payload);
-                self.append(message_type, append).await
+            AppendsRequest::AppendTurns(append) => {
+                let appended = self.append_turns(append).await;
+                appended.map(AppendsResponse::AppendedTurns)
             }
-            AppendsRequest::AppendTurns(appends::AppendTurns {
-                context,
-                expected_head,
-                turns,
-            }) => self.append_turns(context, expected_head, turns).await,
         }
+    }
+
+    /// APPEND_TURN: a turn with the payload's bytes.
+    async fn append_turn(
+        &self,
+        append: appends::AppendTurn,
+    ) -> Result<appends::Appended, Response> {
+        let appends::AppendTurn {
+            context,
+            expected_head,
+            type_tag,
+            codec,
+            payload,
+        } = append;
+        let context_id = self.context_id(context)?;
+        let payload = AppendPayload::Bytes(payload);
+        let append = append_request(context_id, expected_head, type_tag, codec, payload);
+        self.append(MessageType::AppendTurn, append).await
+    }
+
+    /// APPEND_TURN_BY_HASH: a turn whose payload is a blob already stored.
+    async fn append_turn_by_hash(
+        &self,
+        append: appends::AppendTurnByHash,
+    ) -> Result<appends::Appended, Response> {
+        let appends::AppendTurnByHash {
+            context,
+            expected_head,
+            type_tag,
+            codec,
+            payload_hash,
+        } = append;
+        let context_id = self.context_id(context)?;
+        let payload = AppendPayload::StoredBlob(payload_hash);
+        let append = append_request(context_id, expected_head, type_tag, codec, payload);
+        self.append(MessageType::AppendTurnByHash, append).await
     }
 
     /// APPEND_TURN, APPEND_TURN_BY_HASH: one turn through the append pipeline.
@@ -54,7 +74,7 @@ impl Dispatcher {
         &self,
         message_type: MessageType,
         request: AppendRequest,
-    ) -> Result<AppendsResponse, Response> {
+    ) -> Result<appends::Appended, Response> {
         // The agent reads its context again before its next model call: keep new bytes (this
         // core hashed them, so they are verified) for the payload cache, this core's and,
         // offered, the others' (the read may come through another connection).
@@ -68,20 +88,23 @@ impl Dispatcher {
                 .borrow_mut()
                 .insert_appended(appended.turn.payload_hash, &bytes);
         }
-        Ok(AppendsResponse::Appended(appends::Appended {
+        Ok(appends::Appended {
             message_type,
             turn: turn_wire(&appended.turn),
             deduped: appended.deduped,
-        }))
+        })
     }
 
     /// APPEND_TURNS: the turns as one batch append (one group commit, all or none).
     async fn append_turns(
         &self,
-        context: ContextRefWire,
-        expected_head: Option<u64>,
-        specs: Vec<TurnSpec>,
-    ) -> Result<AppendsResponse, Response> {
+        append: appends::AppendTurns,
+    ) -> Result<appends::AppendedTurns, Response> {
+        let appends::AppendTurns {
+            context,
+            expected_head,
+            turns: specs,
+        } = append;
         let context_id = self.context_id(context)?;
         let requests: Vec<AppendRequest> = specs
             .into_iter()
@@ -97,7 +120,7 @@ impl Dispatcher {
             .append_batch(requests)
             .await
             .map_err(engine_error)?;
-        Ok(AppendsResponse::AppendedTurns(appends::AppendedTurns {
+        Ok(appends::AppendedTurns {
             turns: appended
                 .iter()
                 .map(|appended| AppendedWire {
@@ -106,7 +129,7 @@ impl Dispatcher {
                     existing: appended.existing,
                 })
                 .collect(),
-        }))
+        })
     }
 }
 

@@ -3,6 +3,7 @@
 
 use ctxstore_engine::contexts::{ListCursor, ListQuery};
 use ctxstore_engine::{ContextHead, ContextId, ContextView, EngineError, NewContext, TurnId};
+use ctxstore_protocol::contexts;
 use ctxstore_protocol::{
     ContextInfoWire, ContextsRequest, ContextsResponse, ListCursorWire, MessageType, Response,
 };
@@ -15,91 +16,125 @@ impl Dispatcher {
         &self,
         request: ContextsRequest,
     ) -> Result<ContextsResponse, Response> {
-        let message_type = request.message_type();
+        // Each message's function returns its own answer: the variant that wraps it is the
+        // only one that type-checks.
         match request {
-            ContextsRequest::CtxCreate(ctxstore_protocol::contexts::CtxCreate {
-                base_turn_id: 0,
-            }) => head_response(message_type, self.engine.create_context().await),
-            ContextsRequest::CtxCreate(ctxstore_protocol::contexts::CtxCreate { base_turn_id })
-            | ContextsRequest::CtxFork(ctxstore_protocol::contexts::CtxFork {
-                turn_id: base_turn_id,
-            }) => head_response(message_type, self.engine.fork(TurnId(base_turn_id)).await),
-            ContextsRequest::GetHead(ctxstore_protocol::contexts::GetHead { context }) => {
-                let context_id = self.context_id(context)?;
-                head_response(message_type, self.engine.head(context_id).await)
+            ContextsRequest::CtxCreate(create) => self
+                .create_context(create)
+                .await
+                .map(ContextsResponse::Context),
+            ContextsRequest::CtxFork(fork) => {
+                self.fork_context(fork).await.map(ContextsResponse::Context)
             }
-            ContextsRequest::CtxOpen(ctxstore_protocol::contexts::CtxOpen {
-                base_turn_id,
-                get_or_create,
-                clone_from,
-                name,
-                tags,
-            }) => {
-                let new = NewContext {
-                    base: TurnId(base_turn_id),
-                    clone_from: clone_from.map(context_ref),
-                    name,
-                    tags,
-                    get_or_create,
-                };
-                self.open(new).await
+            ContextsRequest::GetHead(get) => {
+                self.get_head(get).await.map(ContextsResponse::Context)
             }
-            ContextsRequest::CtxShow(ctxstore_protocol::contexts::CtxShow { context }) => {
-                let view = self.engine.context(&context_ref(context));
-                info_response(message_type, view)
+            ContextsRequest::CtxOpen(open) => {
+                self.open_context(open).await.map(ContextsResponse::Opened)
             }
-            ContextsRequest::CtxTag(ctxstore_protocol::contexts::CtxTag {
-                context,
-                expected_head,
-                set,
-                remove,
-            }) => {
-                let context = context_ref(context);
-                let expected_head = expected_head.map(TurnId);
-                let view = self
-                    .engine
-                    .update_tags(&context, set, remove, expected_head)
-                    .await;
-                info_response(message_type, view)
+            ContextsRequest::CtxShow(show) => {
+                self.show_context(show).map(ContextsResponse::ContextInfo)
             }
-            ContextsRequest::CtxList(ctxstore_protocol::contexts::CtxList {
-                tags,
-                name_prefix,
-                updated_after_unix_ms,
-                updated_before_unix_ms,
-                cursor,
-                limit,
-            }) => self.list(&ListQuery {
-                tags,
-                name_prefix,
-                updated_after_unix_ms,
-                updated_before_unix_ms,
-                cursor: cursor.map(list_cursor),
-                limit,
-            }),
-            ContextsRequest::CtxName(ctxstore_protocol::contexts::CtxName { context, name }) => {
-                let view = self.engine.set_name(&context_ref(context), name).await;
-                info_response(message_type, view)
+            ContextsRequest::CtxTag(tag) => self
+                .tag_context(tag)
+                .await
+                .map(ContextsResponse::ContextInfo),
+            ContextsRequest::CtxList(list) => {
+                self.list_contexts(list).map(ContextsResponse::ContextList)
             }
+            ContextsRequest::CtxName(name) => self
+                .name_context(name)
+                .await
+                .map(ContextsResponse::ContextInfo),
         }
+    }
+
+    /// CTX_CREATE: a new empty context, or (a base turn) a fork of that turn.
+    async fn create_context(
+        &self,
+        create: contexts::CtxCreate,
+    ) -> Result<contexts::Context, Response> {
+        let head = match create.base_turn_id {
+            0 => self.engine.create_context().await,
+            base_turn_id => self.engine.fork(TurnId(base_turn_id)).await,
+        };
+        head_answer(MessageType::CtxCreate, head)
+    }
+
+    /// CTX_FORK: a new context whose head is the turn.
+    async fn fork_context(&self, fork: contexts::CtxFork) -> Result<contexts::Context, Response> {
+        let head = self.engine.fork(TurnId(fork.turn_id)).await;
+        head_answer(MessageType::CtxFork, head)
+    }
+
+    /// GET_HEAD: the context's head.
+    async fn get_head(&self, get: contexts::GetHead) -> Result<contexts::Context, Response> {
+        let context_id = self.context_id(get.context)?;
+        head_answer(MessageType::GetHead, self.engine.head(context_id).await)
     }
 
     /// CTX_OPEN: a new context (or, with get-or-create, the one of that name), and whether it
     /// was created.
-    async fn open(&self, new: NewContext) -> Result<ContextsResponse, Response> {
+    async fn open_context(&self, open: contexts::CtxOpen) -> Result<contexts::Opened, Response> {
+        let contexts::CtxOpen {
+            base_turn_id,
+            get_or_create,
+            clone_from,
+            name,
+            tags,
+        } = open;
+        let new = NewContext {
+            base: TurnId(base_turn_id),
+            clone_from: clone_from.map(context_ref),
+            name,
+            tags,
+            get_or_create,
+        };
         let created = self.engine.create(new).await.map_err(engine_error)?;
-        Ok(ContextsResponse::Opened(
-            ctxstore_protocol::contexts::Opened {
-                info: context_info(created.context),
-                created: created.created,
-            },
-        ))
+        Ok(contexts::Opened {
+            info: context_info(created.context),
+            created: created.created,
+        })
+    }
+
+    /// CTX_SHOW: the context's CONTEXT_INFO.
+    fn show_context(&self, show: contexts::CtxShow) -> Result<contexts::ContextInfo, Response> {
+        let view = self.engine.context(&context_ref(show.context));
+        info_answer(MessageType::CtxShow, view)
+    }
+
+    /// CTX_TAG: tags set and removed (when the head is still `expected_head`).
+    async fn tag_context(&self, tag: contexts::CtxTag) -> Result<contexts::ContextInfo, Response> {
+        let contexts::CtxTag {
+            context,
+            expected_head,
+            set,
+            remove,
+        } = tag;
+        let context = context_ref(context);
+        let expected_head = expected_head.map(TurnId);
+        let view = self
+            .engine
+            .update_tags(&context, set, remove, expected_head)
+            .await;
+        info_answer(MessageType::CtxTag, view)
+    }
+
+    /// CTX_NAME: a name for a context that has none yet.
+    async fn name_context(
+        &self,
+        name: contexts::CtxName,
+    ) -> Result<contexts::ContextInfo, Response> {
+        let contexts::CtxName { context, name } = name;
+        let view = self.engine.set_name(&context_ref(context), name).await;
+        info_answer(MessageType::CtxName, view)
     }
 
     /// CTX_LIST: one engine page, cut shorter when its CONTEXT_INFOs would pass the response
     /// byte budget (1,000 contexts with 32 tags of 1 KiB each could); the cursor then points
     /// after the last one sent.
-    fn list(&self, query: &ListQuery) -> Result<ContextsResponse, Response> {
+    fn list_contexts(&self, list: contexts::CtxList) -> Result<contexts::ContextList, Response> {
+        let query = &list_query(list);
         let page = self.engine.list_contexts(query).map_err(engine_error)?;
         let mut next_cursor = page.next_cursor;
         let mut contexts = Vec::with_capacity(page.contexts.len());
@@ -116,15 +151,13 @@ impl Dispatcher {
             let info = context_info(view.clone());
             contexts.push((view, info));
         }
-        Ok(ContextsResponse::ContextList(
-            ctxstore_protocol::contexts::ContextList {
-                next_cursor: next_cursor.map(|cursor| match cursor {
-                    ListCursor::Id(context_id) => ListCursorWire::Id(context_id.0),
-                    ListCursor::Name(name) => ListCursorWire::Name(name),
-                }),
-                contexts: contexts.into_iter().map(|(_, info)| info).collect(),
-            },
-        ))
+        Ok(contexts::ContextList {
+            next_cursor: next_cursor.map(|cursor| match cursor {
+                ListCursor::Id(context_id) => ListCursorWire::Id(context_id.0),
+                ListCursor::Name(name) => ListCursorWire::Name(name),
+            }),
+            contexts: contexts.into_iter().map(|(_, info)| info).collect(),
+        })
     }
 }
 
@@ -135,29 +168,47 @@ fn list_cursor(cursor: ListCursorWire) -> ListCursor {
     }
 }
 
-fn head_response(
-    message_type: MessageType,
-    head: Result<ContextHead, EngineError>,
-) -> Result<ContextsResponse, Response> {
-    let head = head.map_err(engine_error)?;
-    Ok(ContextsResponse::Context(
-        ctxstore_protocol::contexts::Context {
-            message_type,
-            head: head_wire(&head),
-        },
-    ))
+/// CTX_LIST's query as the engine's.
+fn list_query(list: contexts::CtxList) -> ListQuery {
+    let contexts::CtxList {
+        tags,
+        name_prefix,
+        updated_after_unix_ms,
+        updated_before_unix_ms,
+        cursor,
+        limit,
+    } = list;
+    ListQuery {
+        tags,
+        name_prefix,
+        updated_after_unix_ms,
+        updated_before_unix_ms,
+        cursor: cursor.map(list_cursor),
+        limit,
+    }
 }
 
-fn info_response(
+/// CTX_CREATE's, CTX_FORK's and GET_HEAD's answer: the context's head.
+fn head_answer(
+    message_type: MessageType,
+    head: Result<ContextHead, EngineError>,
+) -> Result<contexts::Context, Response> {
+    let head = head.map_err(engine_error)?;
+    Ok(contexts::Context {
+        message_type,
+        head: head_wire(&head),
+    })
+}
+
+/// CTX_SHOW's, CTX_TAG's and CTX_NAME's answer: the context's CONTEXT_INFO.
+fn info_answer(
     message_type: MessageType,
     view: Result<ContextView, EngineError>,
-) -> Result<ContextsResponse, Response> {
-    Ok(ContextsResponse::ContextInfo(
-        ctxstore_protocol::contexts::ContextInfo {
-            message_type,
-            info: context_info(view.map_err(engine_error)?),
-        },
-    ))
+) -> Result<contexts::ContextInfo, Response> {
+    Ok(contexts::ContextInfo {
+        message_type,
+        info: context_info(view.map_err(engine_error)?),
+    })
 }
 
 /// CONTEXT_INFO: the engine's view, tags sorted by key (the engine keeps them so).

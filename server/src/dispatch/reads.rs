@@ -5,15 +5,15 @@
 //!
 //! A page read goes in four steps: the query (`page_query`, `page_options`), the engine's
 //! page assembly with this core's payload cache lent to it (`assemble_page`), each TURN's
-//! overlay state (`page_overlays`), the response (`turns_response`, `page_response`).
+//! overlay state (`page_overlays`), the answer (`turns_answer`, `page_answer`).
 
 use bytes::Bytes;
 use ctxstore_engine::turns::{LogCursor, LogQuery, TurnWithExtras};
 use ctxstore_engine::{ContextRef, Page, PageOptions, PageQuery, PayloadMode, TurnId};
 use ctxstore_protocol::reads;
 use ctxstore_protocol::{
-    ContextRef as ContextRefWire, ErrorCode, LogCursorWire, MessageType, OverlayWire, PageKind,
-    PayloadWire, ReadsRequest, ReadsResponse, Response, TurnEntry, TurnEntryV2,
+    ErrorCode, LogCursorWire, MessageType, OverlayWire, PageKind, PayloadWire, ReadsRequest,
+    ReadsResponse, Response, TurnEntry, TurnEntryV2, TurnWire,
 };
 
 use super::{
@@ -21,8 +21,9 @@ use super::{
     payload_wire, turn_wire,
 };
 
-/// A response that answers TURNs, with each TURN's overlay state in wire order.
-type Read = Result<(ReadsResponse, Vec<OverlayWire>), Response>;
+/// An answer that carries TURNs (a message's own, or the family's `ReadsResponse`), with each
+/// TURN's overlay state in wire order.
+type Read<T> = Result<(T, Vec<OverlayWire>), Response>;
 
 impl Dispatcher {
     /// A read in an overlay view (decision 0012): the same answer, each TURN's overlay state
@@ -38,142 +39,137 @@ impl Dispatcher {
     /// Every read that answers TURNs, in the overlay view `as_of` (`None`: the latest), with
     /// each TURN's overlay state in wire order (dropped unless the request asked for them).
     /// Synchronous: the payload cache is never borrowed across an await.
-    pub(super) fn answer_read(&self, request: ReadsRequest, as_of: Option<u64>) -> Read {
+    pub(super) fn answer_read(
+        &self,
+        request: ReadsRequest,
+        as_of: Option<u64>,
+    ) -> Read<ReadsResponse> {
+        // Each message's function returns its own answer: the variant that wraps it is the
+        // only one that type-checks.
         match request {
-            ReadsRequest::GetTurn(reads::GetTurn { turn_id }) => self.turn(TurnId(turn_id), as_of),
-            ReadsRequest::GetLast(reads::GetLast {
-                context,
-                limit,
-                read_flags,
-            }) => {
-                let context_id = self.context_id(context)?;
-                self.page(PageQuery::Last { context_id, limit }, read_flags, as_of)
+            ReadsRequest::GetTurn(get) => self.turn(get, as_of).map(answered(ReadsResponse::Turn)),
+            ReadsRequest::GetLast(get) => self.last(get, as_of).map(answered(ReadsResponse::Turns)),
+            ReadsRequest::GetBefore(get) => {
+                let read = self.before(get, as_of);
+                read.map(answered(ReadsResponse::Turns))
             }
-            ReadsRequest::GetBefore(reads::GetBefore {
-                context,
-                before_turn_id,
-                limit,
-                read_flags,
-            }) => {
-                let before = TurnId(before_turn_id);
-                self.before(context, before, limit, read_flags, as_of)
+            ReadsRequest::GetRangeByDepth(get) => {
+                let read = self.range_by_depth(get, as_of);
+                read.map(answered(ReadsResponse::Turns))
             }
-            ReadsRequest::GetRangeByDepth(reads::GetRangeByDepth {
-                context,
-                from_depth,
-                limit,
-                read_flags,
-            }) => self.range_by_depth(context, from_depth, limit, read_flags, as_of),
-            ReadsRequest::GetChain(reads::GetChain {
-                turn_id,
-                from_depth,
-                limit,
-                read_flags,
-            }) => {
-                let turn_id = TurnId(turn_id);
-                self.page(
-                    PageQuery::Chain {
-                        turn_id,
-                        from_depth,
-                        limit,
-                    },
-                    read_flags,
-                    as_of,
-                )
+            ReadsRequest::GetChain(get) => {
+                let read = self.chain(get, as_of);
+                read.map(answered(ReadsResponse::Turns))
             }
-            ReadsRequest::GetTurnByKey(reads::GetTurnByKey { context, key }) => {
-                self.turn_by_key(context_ref(context), &key, as_of)
+            ReadsRequest::GetTurnByKey(get) => {
+                let read = self.turn_by_key(get, as_of);
+                read.map(answered(ReadsResponse::TurnInfo))
             }
-            ReadsRequest::TurnLog(reads::TurnLog {
-                context,
-                labels,
-                cursor,
-                limit,
-                read_flags,
-            }) => {
-                let mode = payload_mode(read_flags);
-                let query = self.log_query(labels, cursor, limit, mode, as_of);
-                self.turn_log(context_ref(context), &query, mode)
+            ReadsRequest::TurnLog(log) => {
+                let read = self.turn_log(log, as_of);
+                read.map(answered(ReadsResponse::TurnLogPage))
             }
-            ReadsRequest::ReadPage(reads::ReadPage {
-                context,
-                kind,
-                limit,
-                read_flags,
-            }) => self.read_page(context, kind, limit, read_flags, as_of),
-            ReadsRequest::FindTurns(reads::FindTurns {
-                key,
-                value,
-                before_turn_id,
-                limit,
-            }) => self.find_turns(&key, &value, TurnId(before_turn_id), limit, as_of),
+            ReadsRequest::ReadPage(read) => {
+                let read = self.read_page(read, as_of);
+                read.map(answered(ReadsResponse::Page))
+            }
+            ReadsRequest::FindTurns(find) => {
+                let read = self.find_turns(find, as_of);
+                read.map(answered(ReadsResponse::FoundTurns))
+            }
         }
     }
 
-    /// GET_BEFORE: the `limit` turns of the context's chain older than `before`.
-    fn before(
-        &self,
-        context: ContextRefWire,
-        before: TurnId,
-        limit: u32,
-        flags: u32,
-        as_of: Option<u64>,
-    ) -> Read {
+    /// GET_LAST: the `limit` newest turns of the context's chain.
+    fn last(&self, get: reads::GetLast, as_of: Option<u64>) -> Read<reads::Turns> {
+        let reads::GetLast {
+            context,
+            limit,
+            read_flags,
+        } = get;
+        let context_id = self.context_id(context)?;
+        self.page(PageQuery::Last { context_id, limit }, read_flags, as_of)
+    }
+
+    /// GET_BEFORE: the `limit` turns of the context's chain older than `before_turn_id`.
+    fn before(&self, get: reads::GetBefore, as_of: Option<u64>) -> Read<reads::Turns> {
+        let reads::GetBefore {
+            context,
+            before_turn_id,
+            limit,
+            read_flags,
+        } = get;
+        let before = TurnId(before_turn_id);
         let context_id = self.context_id(context)?;
         let query = PageQuery::Before {
             context_id,
             before,
             limit,
         };
-        self.page(query, flags, as_of)
+        self.page(query, read_flags, as_of)
     }
 
     /// GET_RANGE_BY_DEPTH: the turns of the context's chain from `from_depth`.
     fn range_by_depth(
         &self,
-        context: ContextRefWire,
-        from_depth: u32,
-        limit: u32,
-        flags: u32,
+        get: reads::GetRangeByDepth,
         as_of: Option<u64>,
-    ) -> Read {
+    ) -> Read<reads::Turns> {
+        let reads::GetRangeByDepth {
+            context,
+            from_depth,
+            limit,
+            read_flags,
+        } = get;
         let context_id = self.context_id(context)?;
         let query = PageQuery::RangeByDepth {
             context_id,
             from_depth,
             limit,
         };
-        self.page(query, flags, as_of)
+        self.page(query, read_flags, as_of)
+    }
+
+    /// GET_CHAIN: the chain from the root to `turn_id`, a window of it from `from_depth`.
+    fn chain(&self, get: reads::GetChain, as_of: Option<u64>) -> Read<reads::Turns> {
+        let reads::GetChain {
+            turn_id,
+            from_depth,
+            limit,
+            read_flags,
+        } = get;
+        let query = PageQuery::Chain {
+            turn_id: TurnId(turn_id),
+            from_depth,
+            limit,
+        };
+        self.page(query, read_flags, as_of)
     }
 
     /// GET_TURN: the turn in the overlay view `as_of`.
-    fn turn(&self, turn_id: TurnId, as_of: Option<u64>) -> Read {
-        let turn = self.engine.turn_as_of(turn_id, as_of);
+    fn turn(&self, get: reads::GetTurn, as_of: Option<u64>) -> Read<TurnWire> {
+        let turn = self.engine.turn_as_of(TurnId(get.turn_id), as_of);
         let turn = turn.map_err(engine_error)?;
-        Ok((
-            ReadsResponse::Turn(turn_wire(&turn)),
-            vec![overlay_wire(&turn)],
-        ))
+        Ok((turn_wire(&turn), vec![overlay_wire(&turn)]))
     }
 
     /// GET_LAST, GET_BEFORE, GET_RANGE_BY_DEPTH, GET_CHAIN: one engine read (synchronous, so
-    /// the cache is not borrowed across an await), then the TURNS response.
-    fn page(&self, query: PageQuery, flags: u32, as_of: Option<u64>) -> Read {
+    /// the cache is not borrowed across an await), then the TURNS answer.
+    fn page(&self, query: PageQuery, flags: u32, as_of: Option<u64>) -> Read<reads::Turns> {
         let options = self.page_options(flags, as_of);
         let page = self.assemble_page(query, options)?;
         let overlays = page_overlays(&page);
-        Ok((turns_response(query, page), overlays))
+        Ok((turns_answer(query, page), overlays))
     }
 
     /// READ_PAGE: GET_LAST / GET_BEFORE / GET_RANGE_BY_DEPTH, or the window, with extras.
-    fn read_page(
-        &self,
-        context: ContextRefWire,
-        kind: PageKind,
-        limit: u32,
-        flags: u32,
-        as_of: Option<u64>,
-    ) -> Read {
+    fn read_page(&self, read: reads::ReadPage, as_of: Option<u64>) -> Read<reads::Page> {
+        let reads::ReadPage {
+            context,
+            kind,
+            limit,
+            read_flags: flags,
+        } = read;
         let context_id = self.context_id(context)?;
         let options = self.page_options(flags, as_of);
         let page = match kind {
@@ -202,7 +198,7 @@ impl Dispatcher {
             }
         };
         let overlays = page_overlays(&page);
-        Ok((page_response(page), overlays))
+        Ok((page_answer(page), overlays))
     }
 
     /// What the engine may put in a page: payloads as the read flags ask, at most
@@ -224,19 +220,22 @@ impl Dispatcher {
     }
 
     /// GET_TURN_BY_KEY: the turn with its extras, or NOT_FOUND naming the key.
-    fn turn_by_key(&self, context: ContextRef, key: &[u8], as_of: Option<u64>) -> Read {
-        let found = self.engine.turn_by_key_as_of(&context, key, as_of);
+    fn turn_by_key(&self, get: reads::GetTurnByKey, as_of: Option<u64>) -> Read<reads::TurnInfo> {
+        let reads::GetTurnByKey { context, key } = get;
+        let found = self
+            .engine
+            .turn_by_key_as_of(&context_ref(context), &key, as_of);
         match found.map_err(engine_error)? {
             Some(turn) => Ok((
-                ReadsResponse::TurnInfo(reads::TurnInfo {
+                reads::TurnInfo {
                     turn: Box::new(turn_wire(&turn.turn)),
                     extras: extras_wire(turn.extras.key, turn.extras.labels, turn.extras.links),
-                }),
+                },
                 vec![overlay_wire(&turn.turn)],
             )),
             None => Err(error(
                 ErrorCode::NotFound,
-                format!("no turn has the key {:?}", String::from_utf8_lossy(key)),
+                format!("no turn has the key {:?}", String::from_utf8_lossy(&key)),
             )),
         }
     }
@@ -267,20 +266,29 @@ impl Dispatcher {
 
     /// TURN_LOG: one engine page (cut to the payload budget when payloads go too), then the
     /// payloads through the core's cache.
-    fn turn_log(&self, context: ContextRef, query: &LogQuery, mode: PayloadMode) -> Read {
+    fn turn_log(&self, log: reads::TurnLog, as_of: Option<u64>) -> Read<reads::TurnLogPage> {
+        let reads::TurnLog {
+            context,
+            labels,
+            cursor,
+            limit,
+            read_flags,
+        } = log;
+        let mode = payload_mode(read_flags);
+        let query = self.log_query(labels, cursor, limit, mode, as_of);
         let page = self
             .engine
-            .turn_log(&context, query)
+            .turn_log(&context_ref(context), &query)
             .map_err(engine_error)?;
         let (entries, overlays) = self.log_entries(page.turns, mode)?;
-        let response = ReadsResponse::TurnLogPage(reads::TurnLogPage {
+        let answer = reads::TurnLogPage {
             next_cursor: page.next_cursor.map(|cursor| LogCursorWire {
                 phase: cursor.phase,
                 next: cursor.next.0,
             }),
             entries,
-        });
-        Ok((response, overlays))
+        };
+        Ok((answer, overlays))
     }
 
     /// A turn-log page's entries, their payloads read through the core's cache, and their
@@ -316,24 +324,24 @@ impl Dispatcher {
     }
 
     /// FIND_TURNS: one store-wide page of the turns with a label, newest first.
-    fn find_turns(
-        &self,
-        key: &str,
-        value: &str,
-        before: TurnId,
-        limit: u32,
-        as_of: Option<u64>,
-    ) -> Read {
+    fn find_turns(&self, find: reads::FindTurns, as_of: Option<u64>) -> Read<reads::FoundTurns> {
+        let reads::FindTurns {
+            key,
+            value,
+            before_turn_id,
+            limit,
+        } = find;
+        let before = TurnId(before_turn_id);
         let found = self
             .engine
-            .find_turns_as_of(key, value, before, limit, as_of)
+            .find_turns_as_of(&key, &value, before, limit, as_of)
             .map_err(engine_error)?;
         let overlays = found
             .turns
             .iter()
             .map(|turn| overlay_wire(&turn.turn))
             .collect();
-        let response = ReadsResponse::FoundTurns(reads::FoundTurns {
+        let answer = reads::FoundTurns {
             next_before: found.next_before.0,
             turns: found
                 .turns
@@ -344,8 +352,8 @@ impl Dispatcher {
                     (turn_wire(&turn.turn), extras)
                 })
                 .collect(),
-        });
-        Ok((response, overlays))
+        };
+        Ok((answer, overlays))
     }
 }
 
@@ -357,8 +365,8 @@ fn page_overlays(page: &Page) -> Vec<OverlayWire> {
         .collect()
 }
 
-/// A version-1 page read's TURNS response.
-fn turns_response(query: PageQuery, page: Page) -> ReadsResponse {
+/// A version-1 page read's TURNS answer.
+fn turns_answer(query: PageQuery, page: Page) -> reads::Turns {
     let message_type = match query {
         PageQuery::Last { .. } => MessageType::GetLast,
         PageQuery::Before { .. } => MessageType::GetBefore,
@@ -373,17 +381,17 @@ fn turns_response(query: PageQuery, page: Page) -> ReadsResponse {
             payload: entry.payload.map_or_else(PayloadWire::absent, payload_wire),
         })
         .collect();
-    ReadsResponse::Turns(reads::Turns {
+    reads::Turns {
         message_type,
         next_before: page.next_before.0,
         tip_depth: page.tip_depth,
         entries,
-    })
+    }
 }
 
-/// READ_PAGE's PAGE response: the turns with their extras.
-fn page_response(page: Page) -> ReadsResponse {
-    ReadsResponse::Page(reads::Page {
+/// READ_PAGE's PAGE answer: the turns with their extras.
+fn page_answer(page: Page) -> reads::Page {
+    reads::Page {
         next_before: page.next_before.0,
         tip_depth: page.tip_depth,
         entries: page
@@ -395,5 +403,12 @@ fn page_response(page: Page) -> ReadsResponse {
                 payload: entry.payload.map_or_else(PayloadWire::absent, payload_wire),
             })
             .collect(),
-    })
+    }
+}
+
+/// A message's answer in its `ReadsResponse` variant, the overlay states kept.
+fn answered<T>(
+    variant: impl FnOnce(T) -> ReadsResponse,
+) -> impl FnOnce((T, Vec<OverlayWire>)) -> (ReadsResponse, Vec<OverlayWire>) {
+    move |(answer, overlays)| (variant(answer), overlays)
 }
