@@ -6,7 +6,7 @@
 //! frame, sends it, and asks for the last one at once when it stops reading; it builds no
 //! request and reads no flag.
 
-use ctxstore_protocol::streams::Pushed;
+use ctxstore_protocol::streams::{Pushed, StreamFollow};
 use ctxstore_protocol::{Request, Response, StreamStateWire, StreamsRequest, StreamsResponse};
 
 use super::{Dispatcher, in_version};
@@ -34,14 +34,12 @@ impl FollowFrames {
     /// A follow's frames, if `request` is a STREAM_FOLLOW.
     pub fn of(request: &Request, version: u16) -> Option<FollowFrames> {
         match *request {
-            Request::Streams(StreamsRequest::StreamFollow(
-                ctxstore_protocol::streams::StreamFollow {
-                    stream_id,
-                    offset,
-                    bytes_max,
-                    wait_ms,
-                },
-            )) => Some(FollowFrames {
+            Request::Streams(StreamsRequest::StreamFollow(StreamFollow {
+                stream_id,
+                offset,
+                bytes_max,
+                wait_ms,
+            })) => Some(FollowFrames {
                 stream_id,
                 offset,
                 bytes_max,
@@ -102,10 +100,8 @@ impl FollowFrames {
     /// last.
     fn advance(&mut self, response: Response) -> FollowFrame {
         let pushed_bytes = match &response {
-            Response::Streams(StreamsResponse::Pushed(ctxstore_protocol::streams::Pushed {
-                more: true,
-                bytes,
-                ..
+            Response::Streams(StreamsResponse::Pushed(Pushed {
+                more: true, bytes, ..
             })) => Some(bytes.len() as u64),
             _ => None,
         };
