@@ -2,7 +2,9 @@
 //! installs (pinned) and starts, naming its endpoint in `CTXSTORE_S3_TEST_ENDPOINT` (bucket
 //! `CTXSTORE_S3_TEST_BUCKET`, default `ctxstore-test`). First the gate: `object_store`'s own
 //! conformance functions for every operation replication relies on (conditional PUT above all:
-//! S3-compatible servers differ from S3), then a store shipped and restored through it.
+//! S3-compatible servers differ from S3), racing conditional PUTs with exactly one winner
+//! (what failover's lease and seal will stand on, decision 0031), then a store shipped and
+//! restored through it.
 //! Without the variable the tests say they were skipped and pass: CI always sets it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -59,21 +61,7 @@ fn the_object_store_conformance_gate_passes_on_the_s3_server() {
         eprintln!("skipped: CTXSTORE_S3_TEST_ENDPOINT is not set (.ci/run sets it)");
         return;
     };
-    let s3 = AmazonS3Builder::from_env()
-        .with_endpoint(&endpoint)
-        .with_bucket_name(&bucket)
-        .with_region("us-east-1")
-        .with_allow_http(true)
-        .with_access_key_id(
-            std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_else(|_| "ctxstore".into()),
-        )
-        .with_secret_access_key(
-            std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "ctxstore".into()),
-        )
-        .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch)
-        .build()
-        .unwrap();
-    let s3: Arc<dyn ObjectStore> = Arc::new(s3);
+    let s3 = s3_client(&endpoint, &bucket);
     // Each function wants an empty store: a prefix of its own.
     let fresh = |name: &str| -> Arc<dyn ObjectStore> {
         Arc::new(PrefixStore::new(s3.clone(), unique(name).as_str()))
@@ -97,6 +85,104 @@ fn the_object_store_conformance_gate_passes_on_the_s3_server() {
         // them. The replica only lists from an offset that is a sibling key in its own
         // directory (`gG/s/000000000005`), which this checks instead.
         offsets_between_sibling_keys(&store).await;
+    });
+}
+
+/// The S3 client the conformance gate and the races use: conditional PUTs by ETag.
+fn s3_client(endpoint: &str, bucket: &str) -> Arc<dyn ObjectStore> {
+    let s3 = AmazonS3Builder::from_env()
+        .with_endpoint(endpoint)
+        .with_bucket_name(bucket)
+        .with_region("us-east-1")
+        .with_allow_http(true)
+        .with_access_key_id(
+            std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_else(|_| "ctxstore".into()),
+        )
+        .with_secret_access_key(
+            std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "ctxstore".into()),
+        )
+        .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch)
+        .build()
+        .unwrap();
+    Arc::new(s3)
+}
+
+/// Writers racing on one key, as failover's lease and seal will (decision 0031): of 8
+/// create-only PUTs exactly one succeeds and the others are told the key exists; of 8 PUTs
+/// If-Match one ETag exactly one succeeds, the others fail their precondition, and the object
+/// holds the winner's bytes. Three rounds each: a server that lets two racers win (SeaweedFS
+/// issue 8800: concurrent create-only PUTs all succeeded) fails here, not in a failover.
+/// (SeaweedFS 4.48 passes 10 rounds of 32 racers too, but answers some losers' 412 only after
+/// 1 to 5 s: it queues conditional writes to one key.)
+#[test]
+fn racing_conditional_puts_have_exactly_one_winner_on_the_s3_server() {
+    use object_store::{ObjectStoreExt, PutMode, PutOptions, UpdateVersion, path::Path};
+    let Some((endpoint, bucket)) = endpoint() else {
+        eprintln!("skipped: CTXSTORE_S3_TEST_ENDPOINT is not set (.ci/run sets it)");
+        return;
+    };
+    let store: Arc<dyn ObjectStore> = Arc::new(PrefixStore::new(
+        s3_client(&endpoint, &bucket),
+        unique("races").as_str(),
+    ));
+    const RACERS: usize = 8;
+    let put = |key: Path, mode: PutMode, racer: usize| {
+        let store = store.clone();
+        async move {
+            let options = PutOptions::from(mode);
+            let bytes = Bytes::from(format!("racer {racer}"));
+            (racer, store.put_opts(&key, bytes.into(), options).await)
+        }
+    };
+    runtime().block_on(async {
+        for round in 0..3 {
+            let key = Path::from(format!("create-{round}"));
+            let racers = (0..RACERS).map(|racer| put(key.clone(), PutMode::Create, racer));
+            let results = futures_util::future::join_all(racers).await;
+            let winners: Vec<usize> = results
+                .iter()
+                .filter(|(_, result)| result.is_ok())
+                .map(|(racer, _)| *racer)
+                .collect();
+            assert_eq!(
+                winners.len(),
+                1,
+                "round {round}: creates won by {winners:?}"
+            );
+            for (racer, result) in &results {
+                if let Err(error) = result {
+                    let exists = matches!(error, object_store::Error::AlreadyExists { .. });
+                    assert!(exists, "round {round}: racer {racer}: {error}");
+                }
+            }
+            let held = store.get(&key).await.unwrap().bytes().await.unwrap();
+            assert_eq!(held, Bytes::from(format!("racer {}", winners[0])));
+
+            let key = Path::from(format!("update-{round}"));
+            let first = store.put(&key, Bytes::from_static(b"lease 0").into()).await;
+            let version = UpdateVersion::from(first.unwrap());
+            let racers =
+                (0..RACERS).map(|racer| put(key.clone(), PutMode::Update(version.clone()), racer));
+            let results = futures_util::future::join_all(racers).await;
+            let winners: Vec<usize> = results
+                .iter()
+                .filter(|(_, result)| result.is_ok())
+                .map(|(racer, _)| *racer)
+                .collect();
+            assert_eq!(
+                winners.len(),
+                1,
+                "round {round}: updates won by {winners:?}"
+            );
+            for (racer, result) in &results {
+                if let Err(error) = result {
+                    let lost = matches!(error, object_store::Error::Precondition { .. });
+                    assert!(lost, "round {round}: racer {racer}: {error}");
+                }
+            }
+            let held = store.get(&key).await.unwrap().bytes().await.unwrap();
+            assert_eq!(held, Bytes::from(format!("racer {}", winners[0])));
+        }
     });
 }
 
