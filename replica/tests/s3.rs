@@ -126,62 +126,45 @@ fn racing_conditional_puts_have_exactly_one_winner_on_the_s3_server() {
         unique("races").as_str(),
     ));
     const RACERS: usize = 8;
-    let put = |key: Path, mode: PutMode, racer: usize| {
+    // All racers on `key` with `mode` at once; the winner, once checked: one, the others lost
+    // as `lost` says, and the object holds the winner's bytes.
+    let race = |key: Path, mode: PutMode, lost: fn(&object_store::Error) -> bool| {
         let store = store.clone();
         async move {
-            let options = PutOptions::from(mode);
-            let bytes = Bytes::from(format!("racer {racer}"));
-            (racer, store.put_opts(&key, bytes.into(), options).await)
+            let racers = (0..RACERS).map(|racer| {
+                let (store, key) = (store.clone(), key.clone());
+                let options = PutOptions::from(mode.clone());
+                let bytes = Bytes::from(format!("racer {racer}"));
+                async move { (racer, store.put_opts(&key, bytes.into(), options).await) }
+            });
+            let results = futures_util::future::join_all(racers).await;
+            let mut winners = Vec::new();
+            for (racer, result) in results {
+                match result {
+                    Ok(_) => winners.push(racer),
+                    Err(error) => assert!(lost(&error), "{key}: racer {racer}: {error}"),
+                }
+            }
+            assert_eq!(winners.len(), 1, "{key}: won by {winners:?}");
+            let held = store.get(&key).await.unwrap().bytes().await.unwrap();
+            assert_eq!(held, Bytes::from(format!("racer {}", winners[0])));
         }
     };
     runtime().block_on(async {
         for round in 0..3 {
             let key = Path::from(format!("create-{round}"));
-            let racers = (0..RACERS).map(|racer| put(key.clone(), PutMode::Create, racer));
-            let results = futures_util::future::join_all(racers).await;
-            let winners: Vec<usize> = results
-                .iter()
-                .filter(|(_, result)| result.is_ok())
-                .map(|(racer, _)| *racer)
-                .collect();
-            assert_eq!(
-                winners.len(),
-                1,
-                "round {round}: creates won by {winners:?}"
-            );
-            for (racer, result) in &results {
-                if let Err(error) = result {
-                    let exists = matches!(error, object_store::Error::AlreadyExists { .. });
-                    assert!(exists, "round {round}: racer {racer}: {error}");
-                }
-            }
-            let held = store.get(&key).await.unwrap().bytes().await.unwrap();
-            assert_eq!(held, Bytes::from(format!("racer {}", winners[0])));
+            let exists = |error: &object_store::Error| {
+                matches!(error, object_store::Error::AlreadyExists { .. })
+            };
+            race(key, PutMode::Create, exists).await;
 
             let key = Path::from(format!("update-{round}"));
             let first = store.put(&key, Bytes::from_static(b"lease 0").into()).await;
             let version = UpdateVersion::from(first.unwrap());
-            let racers =
-                (0..RACERS).map(|racer| put(key.clone(), PutMode::Update(version.clone()), racer));
-            let results = futures_util::future::join_all(racers).await;
-            let winners: Vec<usize> = results
-                .iter()
-                .filter(|(_, result)| result.is_ok())
-                .map(|(racer, _)| *racer)
-                .collect();
-            assert_eq!(
-                winners.len(),
-                1,
-                "round {round}: updates won by {winners:?}"
-            );
-            for (racer, result) in &results {
-                if let Err(error) = result {
-                    let lost = matches!(error, object_store::Error::Precondition { .. });
-                    assert!(lost, "round {round}: racer {racer}: {error}");
-                }
-            }
-            let held = store.get(&key).await.unwrap().bytes().await.unwrap();
-            assert_eq!(held, Bytes::from(format!("racer {}", winners[0])));
+            let stale = |error: &object_store::Error| {
+                matches!(error, object_store::Error::Precondition { .. })
+            };
+            race(key, PutMode::Update(version), stale).await;
         }
     });
 }
