@@ -2,9 +2,9 @@
 //! installs (pinned) and starts, naming its endpoint in `CTXSTORE_S3_TEST_ENDPOINT` (bucket
 //! `CTXSTORE_S3_TEST_BUCKET`, default `ctxstore-test`). First the gate: `object_store`'s own
 //! conformance functions for every operation replication relies on (conditional PUT above all:
-//! S3-compatible servers differ from S3), racing conditional PUTs with exactly one winner
-//! (what failover's lease and seal will stand on, decision 0031), then a store shipped and
-//! restored through it.
+//! S3-compatible servers differ from S3), racing conditional PUTs with exactly one winner and
+//! ETags that name one version (what failover's lease and seal will stand on, decision 0031),
+//! then a store shipped and restored through it.
 //! Without the variable the tests say they were skipped and pass: CI always sets it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -165,6 +165,55 @@ fn racing_conditional_puts_have_exactly_one_winner_on_the_s3_server() {
                 matches!(error, object_store::Error::Precondition { .. })
             };
             race(key, PutMode::Update(version), stale).await;
+        }
+    });
+}
+
+/// What a lease renewed by `If-Match` needs of ETags (decision 0031, experiment 2): the ETag
+/// a PUT answers is the one a HEAD and a GET then show; another body gets another ETag, so
+/// a renewal's new bytes always move it; a GET right after a PUT sees the new bytes (no stale
+/// read of one key); a GET `If-None-Match` the current ETag answers "not modified".
+#[test]
+fn etags_name_one_version_and_reads_see_the_last_put_on_the_s3_server() {
+    use object_store::{GetOptions, ObjectStoreExt, path::Path};
+    let Some((endpoint, bucket)) = endpoint() else {
+        eprintln!("skipped: CTXSTORE_S3_TEST_ENDPOINT is not set (.ci/run sets it)");
+        return;
+    };
+    let store: Arc<dyn ObjectStore> = Arc::new(PrefixStore::new(
+        s3_client(&endpoint, &bucket),
+        unique("etags").as_str(),
+    ));
+    let key = Path::from("lease");
+    runtime().block_on(async {
+        let mut seen = Vec::new();
+        for renewal in 0..20u32 {
+            let bytes = Bytes::from(format!("lease renewal {renewal}"));
+            let put = store.put(&key, bytes.clone().into()).await.unwrap();
+            let e_tag = put.e_tag.expect("the PUT answers an ETag");
+            let head = store.head(&key).await.unwrap();
+            assert_eq!(
+                head.e_tag.as_deref(),
+                Some(e_tag.as_str()),
+                "renewal {renewal}"
+            );
+            let got = store.get(&key).await.unwrap();
+            assert_eq!(got.meta.e_tag.as_deref(), Some(e_tag.as_str()));
+            assert_eq!(got.bytes().await.unwrap(), bytes, "read after write");
+            assert!(
+                !seen.contains(&e_tag),
+                "renewal {renewal}: ETag {e_tag} seen before"
+            );
+            let unchanged = GetOptions {
+                if_none_match: Some(e_tag.clone()),
+                ..GetOptions::default()
+            };
+            let not_modified = store.get_opts(&key, unchanged).await.unwrap_err();
+            assert!(
+                matches!(not_modified, object_store::Error::NotModified { .. }),
+                "{not_modified}"
+            );
+            seen.push(e_tag);
         }
     });
 }
