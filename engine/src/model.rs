@@ -487,6 +487,10 @@ pub struct IngestedPack {
     /// from the shard's and was not installed (not asked to: `Engine::install_pack` does,
     /// once the cut's log slots are applied); the shard's version is a superset meanwhile.
     pub kept_own_version: bool,
+    /// Bytes at the end of a piece that begin a record they do not hold whole, not taken: a
+    /// cut shipped in several segments may split a record between two of them. The caller
+    /// sends them again, followed by the rest (issue 47; a standby stalled on them before).
+    pub bytes_left: u64,
 }
 
 /// What a sequencer made of ingested `turns.log` slots (a standby, issue 31).

@@ -67,9 +67,22 @@ impl ShardActor {
             )));
         }
         let held = self.check_held(offset, &bytes, refused)?;
-        let new = &bytes[held..];
+        let mut new = &bytes[held..];
+        // A piece (never a whole pack) may end inside a record: its start is taken now, with
+        // the rest when it comes.
+        let bytes_left = if whole {
+            0
+        } else {
+            let complete = whole_records_len(new);
+            let left = (new.len() - complete) as u64;
+            new = &new[..complete];
+            left
+        };
         if new.is_empty() {
-            return Ok(IngestedPack::default());
+            return Ok(IngestedPack {
+                bytes_left,
+                ..IngestedPack::default()
+            });
         }
         let blobs = self
             .write_ingested(new)
@@ -79,6 +92,7 @@ impl ShardActor {
             blobs,
             bytes_written: new.len() as u64,
             kept_own_version: false,
+            bytes_left,
         })
     }
 
@@ -293,7 +307,7 @@ impl ShardActor {
         Ok(IngestedPack {
             blobs: entries.len() as u64,
             bytes_written: bytes.len() as u64,
-            kept_own_version: false,
+            ..IngestedPack::default()
         })
     }
 
@@ -430,6 +444,30 @@ impl From<EngineError> for Refusal {
     fn from(error: EngineError) -> Self {
         Refusal::Engine(error)
     }
+}
+
+/// How many bytes at the start of `bytes` are whole pack records laid end to end: the rest
+/// begins a record it does not hold whole (a header cut short, or a record running past the
+/// end). A header that does not decode is counted in, for `pack_records` to name.
+fn whole_records_len(bytes: &[u8]) -> usize {
+    let mut at = 0usize;
+    while at < bytes.len() {
+        let Some(header_bytes) = bytes
+            .get(at..at + PACK_HEADER_BYTES)
+            .and_then(|slice| <&[u8; PACK_HEADER_BYTES]>::try_from(slice).ok())
+        else {
+            return at;
+        };
+        let Ok(header) = PackHeader::decode(header_bytes) else {
+            return bytes.len();
+        };
+        let end = at.saturating_add(header.record_bytes() as usize);
+        if end > bytes.len() {
+            return at;
+        }
+        at = end;
+    }
+    at
 }
 
 /// The index entries of whole pack records laid end to end in `bytes` (which start at
