@@ -202,6 +202,7 @@ pub fn check_segment_key(
 
 /// The store's state after segment `upto` of `generation`: the newest checkpoint at or before
 /// it, then each later segment's header folded in. Answers the state and the headers folded.
+/// A seal on the way is an error: it is no point.
 pub async fn state_at(
     remote: &Remote,
     generation: u32,
@@ -220,6 +221,12 @@ pub async fn state_at(
     for seq in from + 1..=upto {
         let (header, body_start) = segment_header(remote, generation, seq).await?;
         let what = remote.path(Key::Segment { generation, seq }).to_string();
+        if header.seal {
+            // Only points are asked for, and a seal ends its generation after the last one.
+            return Err(ReplicaError::Invalid(format!(
+                "{what} is a seal (generation {generation} ended there when a standby was                  promoted), not a restore point; restore from the generation that forked"
+            )));
+        }
         state.apply(
             &header,
             ObjectRef::Segment { generation, seq },

@@ -35,6 +35,14 @@ pub enum Fault {
     Slow(Duration),
     /// Every request fails (the endpoint is gone).
     Unreachable,
+    /// After this many more PUTs go through, PUTs wait, before anything lands, until the
+    /// fault changes (then go on under the new one); other requests go through. A request in
+    /// flight while another writer acts (a primary paused between its fencing check and its
+    /// PUT, or in the middle of a cut shipped as several segments).
+    HoldPutsAfter(u64),
+    /// Listings leave segments out (a listing that lags behind the newest PUTs, as
+    /// SeaweedFS's filer's may); reads of a key by name still find them.
+    HideSegmentListings,
 }
 
 /// The switch tests turn, shared with the store.
@@ -43,6 +51,8 @@ pub struct Faults {
     fault: Mutex<Fault>,
     /// Requests a fault changed.
     pub injected: AtomicU64,
+    /// PUTs waiting now under `HoldPuts`.
+    pub held: AtomicU64,
 }
 
 impl Faults {
@@ -85,6 +95,7 @@ impl FaultyStore {
             faults: Arc::new(Faults {
                 fault: Mutex::new(Fault::None),
                 injected: AtomicU64::new(0),
+                held: AtomicU64::new(0),
             }),
         }
     }
@@ -117,6 +128,19 @@ impl fmt::Display for FaultyStore {
     }
 }
 
+/// A listing with the segments (`…/s/…`) left out.
+fn without_segments(
+    listing: BoxStream<'static, object_store::Result<ObjectMeta>>,
+) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+    use futures_util::StreamExt;
+    Box::pin(listing.filter(|item| {
+        let segment = item
+            .as_ref()
+            .is_ok_and(|meta| meta.location.as_ref().contains("/s/"));
+        std::future::ready(!segment)
+    }))
+}
+
 #[async_trait]
 impl ObjectStore for FaultyStore {
     async fn put_opts(
@@ -125,6 +149,21 @@ impl ObjectStore for FaultyStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
+        if let Fault::HoldPutsAfter(passing) = self.faults.get() {
+            if passing > 0 {
+                self.faults.replace(
+                    Fault::HoldPutsAfter(passing),
+                    Fault::HoldPutsAfter(passing - 1),
+                );
+            } else {
+                self.faults.injected.fetch_add(1, Ordering::Relaxed);
+                self.faults.held.fetch_add(1, Ordering::Relaxed);
+                while self.faults.get() == Fault::HoldPutsAfter(0) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                self.faults.held.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
         self.before().await?;
         match self.faults.get() {
             Fault::RefusePuts => Err(self.injected("503 Slow Down")),
@@ -177,6 +216,9 @@ impl ObjectStore for FaultyStore {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        if self.faults.get() == Fault::HideSegmentListings {
+            return without_segments(self.inner.list(prefix));
+        }
         if self.faults.get() == Fault::Unreachable {
             let error = self.injected("connection refused");
             return Box::pin(futures_util::stream::once(async move { Err(error) }));
@@ -189,6 +231,9 @@ impl ObjectStore for FaultyStore {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        if self.faults.get() == Fault::HideSegmentListings {
+            return without_segments(self.inner.list_with_offset(prefix, offset));
+        }
         if self.faults.get() == Fault::Unreachable {
             let error = self.injected("connection refused");
             return Box::pin(futures_util::stream::once(async move { Err(error) }));

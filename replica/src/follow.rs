@@ -430,20 +430,22 @@ fn follow_then_ship(
             Ended::Stopped(result) => return result,
             Ended::Promote => {}
         }
-        // Ids past everything the old primary may have handed out (issue 46 item 8), while
-        // the store still takes no writes; then, outside the runtime, the replicator (it runs
-        // its own).
-        let raised = runtime.block_on(crate::ids::start_past_replica(
-            &applier.remote,
-            &applier.engine,
-        ));
-        let promoted = raised.and_then(|floors| {
+        // The epoch and the seal (`takeover.rs`), then ids past everything the old primary
+        // may have handed out (issue 46 item 8), while the store still takes no writes; then,
+        // outside the runtime, the replicator (it runs its own).
+        let taken = runtime.block_on(async {
+            let epoch = applier.take_over().await?;
+            let floors = crate::ids::start_past_replica(&applier.remote, &applier.engine).await?;
+            Ok::<_, ReplicaError>((epoch, floors))
+        });
+        let promoted = taken.and_then(|(epoch, floors)| {
             tracing::info!(
+                epoch,
                 next_record_id = floors.records,
                 next_context_id = floors.contexts,
                 "the promoted store's ids start past the replica's"
             );
-            applier.promote()
+            applier.promote(epoch)
         });
         applier.stats.promoting.store(false, Ordering::Relaxed);
         match promoted {
@@ -495,6 +497,22 @@ struct Pending {
     /// Sealed packs a collection rewrote on the primary, whole, that differ from this
     /// standby's: installed after the cut's slots (its gc-dead records and redactions first).
     rewritten: Vec<(u16, u32, Vec<u8>)>,
+    /// Per pack, the bytes at the end of a segment's piece that begin a record the next
+    /// segment ends (`IngestedPack::bytes_left`), and their offset: sent again with the next
+    /// piece. None is left at a cut's end.
+    tails: std::collections::BTreeMap<(u16, u32), (u64, Vec<u8>)>,
+}
+
+/// What applying one segment did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Applied {
+    /// A cut's segment, not its last: no restore point yet.
+    Continues,
+    /// A restore point, cut on the primary at this time (Unix ms).
+    Point(u64),
+    /// A seal (decision 0031 §2): the generation ends here, a partial cut before it is
+    /// dropped, and the lineage goes on in the next generation.
+    Seal,
 }
 
 /// A segment's log slots (of records from `first_record_id`) held until the cut's last
@@ -673,17 +691,102 @@ impl Applier {
         Ok(())
     }
 
-    /// Promotion (the replica applied to its end just now): the epoch taken and a new
-    /// generation started by the replicator (`ship.rs` `attach`: this store's record says
-    /// `fork`), then writes accepted. The old primary finds the newer epoch at its next cycle
-    /// and stops shipping.
-    fn promote(&mut self) -> Result<crate::Replicator, ReplicaError> {
+    /// The first steps of a promotion (`takeover.rs`), once the replica is applied to its
+    /// end: the next epoch taken, then the followed generation sealed, applying what its
+    /// primary created meanwhile. Answers the epoch taken.
+    async fn take_over(&mut self) -> Result<u64, ReplicaError> {
+        let taker = crate::takeover::Taker {
+            replica_id: self.local.replica_id,
+            holder: crate::takeover::holder(),
+            advertise: self.config.ship.advertise.clone(),
+        };
+        let epoch =
+            crate::takeover::take_epoch(&self.remote, &taker, self.local.generation).await?;
+        tracing::info!(
+            epoch,
+            generation = self.local.generation,
+            "promotion: epoch taken"
+        );
+        self.seal(epoch).await?;
+        Ok(epoch)
+    }
+
+    /// Ends the followed generation with a seal (decision 0031 §2): tried at the key after
+    /// the last segment applied; a segment the old primary created there first is applied
+    /// and the next key tried. Leaves the standby at the generation's last restore point
+    /// before the seal (a cut shipped in part is dropped), where the new generation forks.
+    async fn seal(&mut self, epoch: u64) -> Result<(), ReplicaError> {
+        use crate::takeover::SealTry;
+        let generation = self.local.generation;
+        let mut point = (self.state.clone(), self.applied_cut_unix_ms);
+        let mut pending = None;
+        let mut seq = self.local.seq + 1;
+        loop {
+            let seal = SegmentHeader::seal(
+                generation,
+                seq,
+                epoch,
+                self.local.replica_id,
+                point.1,
+                &point.0,
+            );
+            match crate::takeover::try_seal(&self.remote, &seal).await? {
+                SealTry::Sealed => {
+                    tracing::info!(
+                        generation,
+                        seq,
+                        epoch,
+                        "sealed the old primary's generation"
+                    );
+                    break;
+                }
+                SealTry::SealedBefore(theirs) => {
+                    // Another taker sealed it (and died, or is forking): the generation ends
+                    // there all the same; the fork's create-only generation object decides
+                    // between the takers.
+                    tracing::warn!(
+                        generation,
+                        seq,
+                        theirs = theirs.epoch,
+                        "the generation was sealed already by another taker"
+                    );
+                    break;
+                }
+                SealTry::Segment => {
+                    match self.apply_segment(generation, seq, &mut pending).await? {
+                        Applied::Point(created_unix_ms) => {
+                            self.commit(seq, created_unix_ms)?;
+                            point = (self.state.clone(), created_unix_ms);
+                        }
+                        Applied::Continues => {}
+                        // Only a taker writes a seal, and keys are never written twice: one
+                        // found here now was there when `try_seal` looked. Ends it all the same.
+                        Applied::Seal => break,
+                    }
+                }
+            }
+            seq += 1;
+        }
+        // Back to the last point: the new generation forks there.
+        self.reload()
+    }
+
+    /// Promotion (the replica applied to its end and sealed just now): a new generation
+    /// started under `epoch` by the replicator (`ship.rs` `attach`: this store's record says
+    /// `fork`), then writes accepted. The old primary's next segment finds the seal (or its
+    /// next cycle the newer epoch) and it stops shipping.
+    fn promote(&mut self, epoch: u64) -> Result<crate::Replicator, ReplicaError> {
         let mut ship = self.config.ship.clone();
         ship.url = self.config.url.clone();
         // The shipper's own client: whole packs take longer than a poll's requests.
         let remote = target::open(&ship.url, &ship.s3)?;
-        let replicator =
-            crate::Replicator::start_shared(self.engine.clone(), ship, remote, self.stats.clone())?;
+        let replicator = crate::Replicator::start_shared(
+            self.engine.clone(),
+            ship,
+            remote,
+            self.stats.clone(),
+            Some(epoch),
+        )?;
         self.engine.promote();
         tracing::info!(location = %self.remote.location, "promoted: this store is the primary");
         Ok(replicator)
@@ -726,30 +829,57 @@ impl Applier {
             self.stats
                 .backlog_objects
                 .store(seqs.len() as u64, Ordering::Relaxed);
-            // Every segment up to the newest listed, in order, each read directly: a listing
-            // may lag behind a PUT (SeaweedFS's filer does), so a segment it left out is
-            // fetched all the same, and one that is not there yet ends this poll (the next one
-            // looks again; the lag figures show a gap that lasts).
-            let mut pending = None;
-            let newest = seqs.last().copied().unwrap_or(self.local.seq);
-            for seq in self.local.seq + 1..=newest {
-                let point = match self.apply_segment(generation, seq, &mut pending).await {
-                    Err(ReplicaError::MissingObject { key })
-                        if seqs.binary_search(&seq).is_err() =>
-                    {
-                        tracing::debug!(%key, "a segment not listed yet is not there yet");
-                        // A cut half applied (`continues`) is folded in again next time.
-                        self.reload()?;
-                        return Ok(());
+            if !self.apply_listed(generation, &seqs).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Every segment of `generation` up to the newest listed (`seqs`), in order, each read
+    /// directly: a listing may lag behind a PUT (SeaweedFS's filer does), so a segment it left
+    /// out is fetched all the same, and one that is not there yet ends this poll (the next one
+    /// looks again; the lag figures show a gap that lasts). Answers whether the standby moved
+    /// on to the next generation (a seal ended this one).
+    async fn apply_listed(&mut self, generation: u32, seqs: &[u64]) -> Result<bool, ReplicaError> {
+        let mut pending = None;
+        let mut mid_cut = false;
+        let newest = seqs.last().copied().unwrap_or(self.local.seq);
+        for seq in self.local.seq + 1..=newest {
+            let applied = match self.apply_segment(generation, seq, &mut pending).await {
+                Err(ReplicaError::MissingObject { key }) if seqs.binary_search(&seq).is_err() => {
+                    tracing::debug!(%key, "a segment not listed yet is not there yet");
+                    // A cut half applied (`continues`) is folded in again next time.
+                    self.reload()?;
+                    return Ok(false);
+                }
+                applied => applied?,
+            };
+            match applied {
+                Applied::Point(created_unix_ms) => self.commit(seq, created_unix_ms)?,
+                Applied::Continues => {}
+                Applied::Seal => {
+                    // The cut the old primary shipped in part before the seal is no point of
+                    // the lineage: back to the last one, which the next generation forked
+                    // from.
+                    self.reload()?;
+                    let moved = self.next_generation().await?;
+                    if !moved {
+                        tracing::debug!(
+                            generation,
+                            "the sealed generation has no successor yet: its taker forks it"
+                        );
                     }
-                    point => point?,
-                };
-                if let Some(created_unix_ms) = point {
-                    self.commit(seq, created_unix_ms)?;
+                    return Ok(moved);
                 }
             }
-            return Ok(());
+            mid_cut = applied == Applied::Continues;
         }
+        if mid_cut {
+            // The cut's last segment is not there yet: its first ones are folded in again
+            // with it at the next poll (the state must not hold them twice).
+            self.reload()?;
+        }
+        Ok(false)
     }
 
     /// Reads the newest epoch's record when a newer one exists: its primary is where writes go.
@@ -827,19 +957,28 @@ impl Applier {
     }
 
     /// Fetches one segment and applies its pack bytes; its log slots join `pending`, handed
-    /// to the sequencer at the cut's last segment. Answers the cut time when the segment ends
-    /// a restore point.
+    /// to the sequencer at the cut's last segment. A seal is not applied: the generation ends
+    /// there.
     async fn apply_segment(
         &mut self,
         generation: u32,
         seq: u64,
         pending: &mut Option<Pending>,
-    ) -> Result<Option<u64>, ReplicaError> {
+    ) -> Result<Applied, ReplicaError> {
         let key = Key::Segment { generation, seq };
         let what = self.remote.path(key).to_string();
         let bytes = self.remote.get_required(key).await?;
         let (header, body_start) = decode_segment(&bytes, &what)?;
         catalog::check_segment_key(&header, generation, seq, what.clone())?;
+        if header.seal {
+            tracing::info!(
+                generation,
+                seq,
+                epoch = header.epoch,
+                "the followed generation ends at a seal: a standby was promoted"
+            );
+            return Ok(Applied::Seal);
+        }
         let body = &bytes[body_start..body_start + header.body_bytes as usize];
         self.stats.add_shipped(1, bytes.len() as u64);
 
@@ -859,12 +998,12 @@ impl Applier {
             &what,
         )?;
         if header.continues {
-            return Ok(None);
+            return Ok(Applied::Continues);
         }
         if let Some(pending) = pending.take() {
             self.hand_over(pending).await?;
         }
-        Ok(Some(header.created_unix_ms))
+        Ok(Applied::Point(header.created_unix_ms))
     }
 
     /// A segment's pack bytes, per shard in pack order: whole packs (a sealed pack never
@@ -901,17 +1040,61 @@ impl Applier {
             } else {
                 let piece = header.pieces[index];
                 let start = piece.body_offset as usize;
-                let slice = body[start..start + piece.len as usize].to_vec();
-                self.engine
-                    .ingest_pack(shard, pack_id, piece.file_offset, slice, false)
+                let bytes = &body[start..start + piece.len as usize];
+                self.apply_piece(shard, pack_id, piece.file_offset, bytes, pending)
                     .await?
-                    .kept_own_version
             };
             if kept_own_version {
                 self.kept_own.insert((shard, pack_id));
             }
         }
         Ok(())
+    }
+
+    /// A piece of pack `pack_id` at `offset`, after the tail the previous segment left of it
+    /// (a record split between two segments of a cut); what the shard leaves of it now is
+    /// the next tail. Answers whether the standby kept its own version (never, for a piece).
+    async fn apply_piece(
+        &mut self,
+        shard: u16,
+        pack_id: u32,
+        offset: u64,
+        bytes: &[u8],
+        pending: &mut Option<Pending>,
+    ) -> Result<bool, ReplicaError> {
+        let tail = pending
+            .as_mut()
+            .and_then(|held| held.tails.remove(&(shard, pack_id)));
+        let (start, joined) = match tail {
+            Some((tail_offset, tail)) => {
+                if tail_offset + tail.len() as u64 != offset {
+                    return Err(ReplicaError::Damaged {
+                        key: format!("shard {shard} pack {pack_id}"),
+                        reason: format!(
+                            "a piece at {offset} does not continue the record begun at                              {tail_offset} ({} bytes)",
+                            tail.len()
+                        ),
+                    });
+                }
+                let mut joined = tail;
+                joined.extend_from_slice(bytes);
+                (tail_offset, joined)
+            }
+            None => (offset, bytes.to_vec()),
+        };
+        let len = joined.len();
+        let ingested = self
+            .engine
+            .ingest_pack(shard, pack_id, start, joined.clone(), false)
+            .await?;
+        if ingested.bytes_left > 0 {
+            let keep = len - ingested.bytes_left as usize;
+            pending.get_or_insert_with(Pending::default).tails.insert(
+                (shard, pack_id),
+                (start + keep as u64, joined[keep..].to_vec()),
+            );
+        }
+        Ok(ingested.kept_own_version)
     }
 
     /// A whole pack (its object checked against the BLAKE3 its segment recorded). A sealed
@@ -957,7 +1140,18 @@ impl Applier {
             slots,
             first_record_id,
             rewritten,
+            tails,
         } = pending;
+        if let Some(((shard, pack_id), (offset, tail))) = tails.into_iter().next() {
+            // A cut ends where the primary's shards ended a batch: between records.
+            return Err(ReplicaError::Damaged {
+                key: format!("shard {shard} pack {pack_id}"),
+                reason: format!(
+                    "the cut ends inside the record at {offset} ({} bytes of it shipped)",
+                    tail.len()
+                ),
+            });
+        }
         if first_record_id != 0 {
             let mut held = self.engine.follow_position()?.log_records;
             let base_through = self.state.log_base.map_or(0, |base| base.through);

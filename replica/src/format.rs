@@ -258,6 +258,13 @@ pub struct SegmentHeader {
     /// The cut is shipped in more than one segment and this is not its last: not a point
     /// to restore to.
     pub continues: bool,
+    /// A **seal** (decision 0031 §2): an empty segment a promoted standby created at the
+    /// generation's next key, create-only, so that the generation ends there. No restore point
+    /// (the generation's last point is the last segment before it not marked `continues`), no
+    /// bytes; its `epoch` is the taker's, its `log_records`, `shards` and `created_unix_ms`
+    /// those of that last point. The old primary's next create at this key finds it and is
+    /// fenced. Flag bit 1; never with `continues`.
+    pub seal: bool,
     /// The store's meta file (format version, shard count).
     pub meta: Vec<u8>,
     /// After this segment, records `1..=log_records` are shipped.
@@ -289,7 +296,7 @@ impl SegmentHeader {
         writer.raw(SEGMENT_MAGIC);
         writer.u32(0); // the header's length, patched below
         writer.u16(FORMAT_VERSION);
-        writer.u16(u16::from(self.continues));
+        writer.u16(u16::from(self.continues) | (u16::from(self.seal) << 1));
         writer.u32(self.generation);
         writer.u64(self.seq);
         writer.u64(self.epoch);
@@ -333,6 +340,36 @@ impl SegmentHeader {
         writer.bytes
     }
 
+    /// The seal of `generation` at `seq` (see `seal`): taken by the holder of `epoch`, after
+    /// the generation's last restore point, cut at `point_unix_ms`, whose state is `point`.
+    pub fn seal(
+        generation: u32,
+        seq: u64,
+        epoch: u64,
+        replica_id: ReplicaId,
+        point_unix_ms: u64,
+        point: &StoreState,
+    ) -> SegmentHeader {
+        SegmentHeader {
+            generation,
+            seq,
+            epoch,
+            replica_id,
+            created_unix_ms: point_unix_ms,
+            continues: false,
+            seal: true,
+            meta: point.meta.clone(),
+            log_records: point.log_records,
+            log_piece: None,
+            log_base: None,
+            shards: point.shards.iter().map(|shard| shard.point).collect(),
+            pieces: Vec::new(),
+            replaced: Vec::new(),
+            body_bytes: 0,
+            contexts: 0,
+        }
+    }
+
     /// The header's length, from the first 12 bytes of a segment.
     pub fn header_len(preamble: &[u8], what: &str) -> Result<usize, FormatError> {
         let mut reader = Reader::new(preamble, what);
@@ -361,7 +398,8 @@ impl SegmentHeader {
             format!("format version {version}, this server reads {FORMAT_VERSION}")
         })?;
         let flags = reader.u16()?;
-        reader.check(flags <= 1, || format!("unknown flags {flags:#x}"))?;
+        // Bit 0 `continues`, bit 1 `seal`; a seal ends a cut, never continues one.
+        reader.check(flags <= 2, || format!("unknown flags {flags:#x}"))?;
         let generation = reader.u32()?;
         let seq = reader.u64()?;
         let epoch = reader.u64()?;
@@ -395,7 +433,8 @@ impl SegmentHeader {
             epoch,
             replica_id,
             created_unix_ms,
-            continues: flags == 1,
+            continues: flags & 1 == 1,
+            seal: flags & 2 == 2,
             meta,
             log_records,
             log_piece,
@@ -756,6 +795,7 @@ mod tests {
             replica_id: [9; 16],
             created_unix_ms: 1_700_000_000_000,
             continues: false,
+            seal: false,
             meta: vec![1; 64],
             log_records: 10,
             log_piece: Some(SegmentPiece {
@@ -820,6 +860,31 @@ mod tests {
         for len in [0, 5, 12, 40, bytes.len() - 1] {
             assert!(decode_segment(&bytes[..len], "s7").is_err(), "cut at {len}");
         }
+    }
+
+    #[test]
+    fn a_seal_round_trips_as_flag_bit_1_and_a_seal_that_continues_is_refused() {
+        let mut state = StoreState::default();
+        let segment = ObjectRef::Segment {
+            generation: 2,
+            seq: 7,
+        };
+        state.apply(&header(), segment, 500, "s7").unwrap();
+        let seal = SegmentHeader::seal(2, 8, 4, [9; 16], 1_700_000_000_000, &state);
+        let bytes = encode_segment(&seal, &[]);
+        let (decoded, _) = decode_segment(&bytes, "s8").unwrap();
+        assert_eq!(decoded, seal);
+        assert!(decoded.seal && !decoded.continues);
+        assert_eq!(decoded.log_records, 10, "the last point's records");
+        assert_eq!(decoded.shards, header().shards, "the last point's shards");
+        // Flags at byte 14 (after the magic, the header's length and the format version).
+        assert_eq!(u16::from_le_bytes([bytes[14], bytes[15]]), 2);
+        let both = SegmentHeader {
+            continues: true,
+            ..seal
+        };
+        let error = decode_segment(&encode_segment(&both, &[]), "s8").unwrap_err();
+        assert!(error.to_string().contains("unknown flags 0x3"), "{error}");
     }
 
     #[test]

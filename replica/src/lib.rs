@@ -12,6 +12,8 @@
 //! - `local`: what the store keeps of its replica on its own disk (`DIR/replica/`);
 //! - `ship`: the primary's replicator thread (cut, upload, commit, checkpoint);
 //! - `follow`: the standby's poller (restore or resume, segments applied through the actors);
+//! - `takeover`: a standby taking the prefix over (the epoch, the seal that ends the old
+//!   primary's generation);
 //! - `restore`: a store rebuilt from its replica at a shipped point;
 //! - `retention`: deleting what no kept restore point reads;
 //! - `stats`: the figures for metrics and `ctxstore stats`;
@@ -42,6 +44,7 @@ pub mod retention;
 pub mod ship;
 pub mod state;
 pub mod stats;
+pub mod takeover;
 pub mod target;
 
 pub use error::{FormatError, ReplicaError};

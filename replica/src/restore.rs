@@ -2,9 +2,9 @@
 //! its replica, exactly as it was at a shipped point, that opens and passes `verify`.
 //!
 //! 1. **Resolve the point** on the newest generation's lineage (or `--generation G`'s): the
-//!    latest restore point (a segment not marked `continues`), the last one cut at or before a
-//!    time, or the first one holding record N (then the log is cut right after record N: every
-//!    turn with an id up to N, nothing after). A point before a generation's first segment is
+//!    latest restore point (a segment not marked `continues`, nor a `seal`), the last one cut
+//!    at or before a time, or the first one holding record N (then the log is cut right after
+//!    record N: every turn with an id up to N, nothing after). A point before a generation's first segment is
 //!    looked for in the generation it forked from, up to the fork.
 //! 2. **Announce** the restore (`restore/…`): retention deletes nothing while it runs.
 //! 3. **State**: the newest checkpoint at or before the point, later segments' headers folded.
@@ -197,13 +197,23 @@ async fn resolve(
         .first()
         .copied()
         .unwrap_or(u64::MAX);
-    let seqs: Vec<u64> = segments
+    let mut seqs: Vec<u64> = segments
         .iter()
         .filter_map(|listed| match listed.key {
             Key::Segment { seq, .. } if seq >= oldest_checkpoint && seq <= seq_max => Some(seq),
             _ => None,
         })
         .collect();
+    // A seal (decision 0031 §2) is always a generation's last segment, and no point: its
+    // records and time are those of the last point before it, which the searches below find.
+    if let Some(&last) = seqs.last()
+        && catalog::segment_header(remote, generation, last)
+            .await?
+            .0
+            .seal
+    {
+        seqs.pop();
+    }
     let lineage = Lineage {
         remote,
         generations,

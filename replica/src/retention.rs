@@ -6,9 +6,9 @@
 //! checkpoint at or before the oldest kept point (the anchor): so the anchor, every object its
 //! state refers to (in this generation or in the ones it forked from), and every segment,
 //! checkpoint, pack and base object after it are needed. Everything else is deleted — but
-//! never an object uploaded inside the window, and nothing at all while a restore announced
-//! itself (`restore/…`, younger than `RESTORE_LEASE`): a restore reading an old point keeps
-//! what it reads.
+//! never an object uploaded inside the window, never a generation's seal (decision 0031 §2),
+//! and nothing at all while a restore announced itself (`restore/…`, younger than
+//! `RESTORE_LEASE`): a restore reading an old point keeps what it reads.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -77,6 +77,9 @@ pub async fn run(
                 }
             }
         }
+        if let Some(seal) = seal_of(remote, generation, &objects).await? {
+            needed.insert(seal);
+        }
         candidates.extend(objects);
     }
     let mut report = RetentionReport::default();
@@ -104,6 +107,28 @@ async fn generation_objects(remote: &Remote, generation: u32) -> Result<Vec<List
         );
     }
     Ok(objects)
+}
+
+/// The seal that ends a generation (decision 0031 §2), if its last segment is one: kept
+/// forever (a header's worth of bytes), since the old primary it fences may wake from a pause
+/// of any length and try to create that key.
+async fn seal_of(
+    remote: &Remote,
+    generation: u32,
+    objects: &[Listed],
+) -> Result<Option<Key>, ReplicaError> {
+    let last = objects
+        .iter()
+        .filter_map(|listed| match listed.key {
+            Key::Segment { seq, .. } => Some(seq),
+            _ => None,
+        })
+        .max();
+    let Some(seq) = last else {
+        return Ok(None);
+    };
+    let (header, _) = catalog::segment_header(remote, generation, seq).await?;
+    Ok(header.seal.then_some(Key::Segment { generation, seq }))
 }
 
 /// The oldest segment of a generation inside the window; in the newest generation, its latest

@@ -37,8 +37,8 @@ use object_store::PutPayload;
 use crate::catalog;
 use crate::error::ReplicaError;
 use crate::format::{
-    BaseRef, Checkpoint, EpochRecord, GenerationRecord, LOG_SLOT_BYTES, Marker, ObjectRef,
-    Replaced, ReplicaId, SegmentHeader, SegmentPiece, ShardPoint, StoreState, encode_segment_parts,
+    BaseRef, Checkpoint, GenerationRecord, LOG_SLOT_BYTES, Marker, ObjectRef, Replaced, ReplicaId,
+    SegmentHeader, SegmentPiece, ShardPoint, StoreState, encode_segment_parts,
 };
 use crate::layout::Key;
 use crate::local::{self, FileIdentity, LocalState};
@@ -140,16 +140,18 @@ impl Replicator {
         remote: Remote,
     ) -> Result<Replicator, ReplicaError> {
         let stats = Arc::new(ReplicationStats::default());
-        Replicator::start_shared(engine, config, remote, stats)
+        Replicator::start_shared(engine, config, remote, stats, None)
     }
 
     /// `start_with`, reporting into `stats` (a promoted standby's: the same figures go on,
-    /// from `following` to `shipping`).
+    /// from `following` to `shipping`); `epoch_taken`: the epoch a promotion took already
+    /// (`takeover.rs`), which the replicator ships under instead of taking the next.
     pub fn start_shared(
         engine: Engine,
         config: ShipConfig,
         remote: Remote,
         stats: Arc<ReplicationStats>,
+        epoch_taken: Option<u64>,
     ) -> Result<Replicator, ReplicaError> {
         let priority = ThreadPriority::of(config.priority);
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -185,6 +187,7 @@ impl Replicator {
             engine.set_shipped_ids(now.records - 1, now.contexts - 1);
         }
         let mut shipper = Shipper::new(engine, remote, config, stats.clone());
+        shipper.epoch_taken = epoch_taken;
         match runtime.block_on(shipper.attach()) {
             Ok(()) => {}
             Err(error) if shipper.config.start_anyway && error.is_transient() => {
@@ -240,6 +243,8 @@ struct Shipper {
     holder: String,
     /// Attached: the epoch taken and the generation chosen.
     attached: bool,
+    /// The epoch a promotion took before it sealed the old generation: `attach` forks under it.
+    epoch_taken: Option<u64>,
     local: LocalState,
     /// The replica's state after `local.seq`.
     state: StoreState,
@@ -339,14 +344,6 @@ impl ThreadPriority {
     }
 }
 
-fn holder() -> String {
-    let host = rustix::system::uname()
-        .nodename()
-        .to_string_lossy()
-        .into_owned();
-    format!("{host}:{}", std::process::id())
-}
-
 fn random_id() -> ReplicaId {
     // The time and the process make it unique enough to tell two stores apart; BLAKE3 spreads
     // it over 16 bytes.
@@ -359,14 +356,6 @@ fn random_id() -> ReplicaId {
     let mut id = [0u8; 16];
     id.copy_from_slice(&blake3::hash(seed.as_bytes()).as_bytes()[..16]);
     id
-}
-
-fn random_nonce() -> u128 {
-    let seed = format!("{:?}:{}", std::time::Instant::now(), std::process::id());
-    let hash = blake3::hash(seed.as_bytes());
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&hash.as_bytes()[..16]);
-    u128::from_le_bytes(bytes)
 }
 
 pub(crate) fn hex(id: &[u8]) -> String {
@@ -387,8 +376,9 @@ impl Shipper {
             config,
             stats,
             data_dir,
-            holder: holder(),
+            holder: crate::takeover::holder(),
             attached: false,
+            epoch_taken: None,
             local: LocalState::default(),
             state: StoreState::default(),
             checkpoint_at: Instant::now(),
@@ -408,7 +398,10 @@ impl Shipper {
             .await?;
         let generations = catalog::generations(&self.remote).await?;
         let latest = generations.last().map_or(0, |record| record.generation);
-        let epoch = self.take_epoch(replica_id, latest).await?;
+        let epoch = match self.epoch_taken {
+            Some(epoch) => epoch,
+            None => self.take_epoch(replica_id, latest).await?,
+        };
 
         // Continue the generation this store shipped last, if the replica ends where it does.
         if let Some(local) = local.clone().filter(|local| {
@@ -537,44 +530,18 @@ impl Shipper {
         .await
     }
 
-    /// Takes the next epoch with a create-only PUT: another primary's epoch object at the same
-    /// number means it won the race, and this one is fenced.
+    /// Takes the next epoch (`takeover::take_epoch`), as this primary.
     async fn take_epoch(
         &self,
         replica_id: ReplicaId,
         generation: u32,
     ) -> Result<u64, ReplicaError> {
-        let epoch = catalog::epochs(&self.remote)
-            .await?
-            .last()
-            .copied()
-            .unwrap_or(0)
-            + 1;
-        let record = EpochRecord {
-            epoch,
+        let taker = crate::takeover::Taker {
             replica_id,
-            generation,
-            nonce: random_nonce(),
-            taken_unix_ms: now_unix_ms(),
             holder: self.holder.clone(),
             advertise: self.config.advertise.clone(),
         };
-        match self
-            .remote
-            .create(Key::Epoch(epoch), Bytes::from(record.encode()))
-            .await?
-        {
-            Created::Ours => Ok(epoch),
-            Created::Theirs(found) => {
-                let what = self.remote.path(Key::Epoch(epoch)).to_string();
-                let theirs = EpochRecord::decode(&found, &what)?;
-                Err(ReplicaError::Fenced {
-                    location: self.remote.location.clone(),
-                    epoch,
-                    holder: theirs.holder,
-                })
-            }
-        }
+        crate::takeover::take_epoch(&self.remote, &taker, generation).await
     }
 
     /// Starts generation `generation` at `state` (its checkpoint 0).
@@ -1011,11 +978,9 @@ impl Shipper {
         match self.remote.create_parts(key, payload.into()).await? {
             Created::Ours => Ok(()),
             // Only a primary of this generation writes its keys: another one did.
-            Created::Theirs(_) => Err(ReplicaError::Fenced {
-                location: self.remote.location.clone(),
-                epoch: self.local.epoch,
-                holder: format!("another writer of {}", self.remote.path(key)),
-            }),
+            Created::Theirs(found) => {
+                Err(crate::takeover::fenced_by(&self.remote, self.local.epoch, key, &found).await)
+            }
         }
     }
 
@@ -1174,6 +1139,7 @@ impl Shipper {
             replica_id: self.local.replica_id,
             created_unix_ms: cut_at,
             continues,
+            seal: false,
             meta,
             log_records: log_to,
             log_piece,

@@ -194,3 +194,52 @@ pub fn start_standby(
     let follower = ctxstore_replica::Follower::start(engine.clone(), config).unwrap();
     (engine, follower)
 }
+
+/// `start_standby`, its poller reading through the fault-injecting store (the switch
+/// returned); once promoted it ships through a store of its own, without faults.
+pub fn faulty_standby(
+    target: &Target,
+    dir: &Path,
+    ship: ShipConfig,
+) -> (
+    Engine,
+    ctxstore_replica::Follower,
+    std::sync::Arc<ctxstore_replica::faulty::Faults>,
+) {
+    let config = ctxstore_replica::FollowConfig {
+        url: target.url.clone(),
+        s3: target.s3.clone(),
+        interval: Duration::from_millis(25),
+        ship,
+    };
+    ctxstore_replica::follow::prepare(dir, &config).unwrap();
+    let mut engine_config = engine_config(dir);
+    engine_config.follower = true;
+    let engine = Engine::open(engine_config).unwrap();
+    let inner = ctxstore_replica::target::open(&target.url, &target.s3).unwrap();
+    let faulty = ctxstore_replica::faulty::FaultyStore::new(inner.store.clone());
+    let faults = faulty.faults.clone();
+    let remote = ctxstore_replica::Remote::new(
+        std::sync::Arc::new(faulty),
+        inner.layout.prefix(),
+        &target.url,
+    );
+    let follower = ctxstore_replica::Follower::start_with(engine.clone(), config, remote).unwrap();
+    (engine, follower, faults)
+}
+
+/// Asks the standby in `dir` to promote itself and waits (30 s at most) for its answer.
+pub fn promote(dir: &Path) -> ctxstore_replica::follow::PromotionAnswer {
+    ctxstore_replica::follow::request_promotion(dir).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(answer) = ctxstore_replica::follow::promotion_answer(dir).unwrap() {
+            return answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the promotion was never answered"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
