@@ -1,15 +1,16 @@
 //! The bytes a client can send, as the server reads them: frames cut from a stream with a size
 //! limit, each decoded as a request. Nothing may panic; whatever decodes must re-encode to the
-//! very bytes it came from (frame flags included). Requests decode as a version-1, a version-2
-//! and a version-3 connection would: what an older version accepts, the newest reads the same,
-//! and no version accepts a message newer than itself (version 3's streams, issue 32, and
-//! key-value TTL, issue 34). Responses are decoded too, as a client reads them: from a frame
+//! very bytes it came from (frame flags included). Requests decode as a version-1, a version-2,
+//! a version-3 and a version-4 connection would: what an older version accepts, the newest
+//! reads the same, and no version accepts a message newer than itself (version 3's streams,
+//! issue 32, and key-value TTL, issue 34; version 4's ROLE) nor a frame flag newer than itself
+//! (version 4's ACK_AFTER, bits 3-4, only on the writes that take it and never 3). Responses are decoded too, as a client reads them: from a frame
 //! reader of answers, whose frames may carry MORE (STREAM_FOLLOW's frames, issue 32); a
 //! decoded answer re-encodes to its bytes and its flags.
 #![no_main]
 
 use bytes::BytesMut;
-use ctxstore_protocol::{ERROR_TYPE, FrameHeader, FrameReader, HEADER_BYTES, RESPONSE_BIT, decode_request, decode_request_as, decode_response, encode_request, encode_response};
+use ctxstore_protocol::{ERROR_TYPE, FrameHeader, frame_flags, FrameReader, HEADER_BYTES, RESPONSE_BIT, decode_request, decode_request_as, decode_response, encode_request, encode_response};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -37,6 +38,16 @@ fuzz_target!(|data: &[u8]| {
                     if let Ok(request) = decode_request_as(2, &header, body.clone()) {
                         assert!(request.message_type().since_version() <= 2, "version 2 accepted a newer message");
                         assert_eq!(decode_request(&header, body.clone()).ok(), Some(request), "versions disagree");
+                    }
+                    if let Ok(request) = decode_request_as(3, &header, body.clone()) {
+                        assert!(request.message_type().since_version() <= 3, "version 3 accepted a newer message");
+                        assert_eq!(header.flags & frame_flags::ACK_AFTER, 0, "version 3 accepted ACK_AFTER");
+                        assert_eq!(decode_request(&header, body.clone()).ok(), Some(request), "versions disagree");
+                    }
+                    if let Ok(request) = decode_request_as(4, &header, body.clone()) {
+                        let after = header.flags & frame_flags::ACK_AFTER;
+                        assert!(after == 0 || request.message_type().takes_ack_after(), "ACK_AFTER on a message that takes none");
+                        assert_ne!(after, frame_flags::ACK_AFTER, "ACK_AFTER 3 accepted");
                     }
                 }
                 Ok(None) => break,

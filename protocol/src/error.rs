@@ -44,10 +44,20 @@ pub enum ErrorCode {
     /// (Version 3.) Another connection owns the stream (it opened it, or took it over after
     /// its owner's connection closed); only the owner appends, seals or aborts.
     StreamNotOwned = 18,
+    /// (Version 4.) This server takes no writes now: a standby, or a primary that another
+    /// took the replica from (fenced). Nothing was written; the message names the primary's
+    /// HOST:PORT when it is known. Send the write to the primary (ROLE says which server is).
+    /// A connection of version 1–3 gets READ_ONLY instead (`ErrorCode::in_version`).
+    NotPrimary = 19,
+    /// (Version 4.) The write is durable on this server but was not acknowledged as it asked
+    /// (`ACK_AFTER remote`: the object store did not store it in time); it may or may not
+    /// survive a failover; `detail` holds its TurnID when it has one. Retry with the same
+    /// idempotency key. A connection of version 1–3 gets INTERNAL instead.
+    Unconfirmed = 20,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::BadFrame,
         ErrorCode::UnknownMessage,
         ErrorCode::TooLarge,
@@ -66,10 +76,34 @@ impl ErrorCode {
         ErrorCode::HashMismatch,
         ErrorCode::StreamEnded,
         ErrorCode::StreamNotOwned,
+        ErrorCode::NotPrimary,
+        ErrorCode::Unconfirmed,
     ];
 
     pub fn code(self) -> u16 {
         self as u16
+    }
+
+    /// The protocol version that introduced this code.
+    pub fn since_version(self) -> u16 {
+        match self {
+            ErrorCode::AlreadyExists | ErrorCode::HashMismatch => 2,
+            ErrorCode::StreamEnded | ErrorCode::StreamNotOwned => 3,
+            ErrorCode::NotPrimary | ErrorCode::Unconfirmed => 4,
+            _ => 1,
+        }
+    }
+
+    /// The code a connection that negotiated `version` is sent instead of this one: itself,
+    /// or for a code newer than the connection the older code that said the same before it
+    /// (NOT_PRIMARY was READ_ONLY, UNCONFIRMED was INTERNAL, decision 0031). The codes of
+    /// versions 2 and 3 answer only requests of their versions, so they stay.
+    pub fn in_version(self, version: u16) -> ErrorCode {
+        match self {
+            ErrorCode::NotPrimary if version < 4 => ErrorCode::ReadOnly,
+            ErrorCode::Unconfirmed if version < 4 => ErrorCode::Internal,
+            code => code,
+        }
     }
 
     pub fn from_code(code: u16) -> Option<ErrorCode> {
@@ -99,6 +133,8 @@ impl ErrorCode {
             ErrorCode::HashMismatch => "HASH_MISMATCH",
             ErrorCode::StreamEnded => "STREAM_ENDED",
             ErrorCode::StreamNotOwned => "STREAM_NOT_OWNED",
+            ErrorCode::NotPrimary => "NOT_PRIMARY",
+            ErrorCode::Unconfirmed => "UNCONFIRMED",
         }
     }
 }
@@ -159,6 +195,26 @@ mod tests {
             assert_eq!(ErrorCode::from_code(code.code()), Some(*code));
         }
         assert_eq!(ErrorCode::from_code(0), None);
-        assert_eq!(ErrorCode::from_code(19), None);
+        assert_eq!(ErrorCode::from_code(21), None);
+    }
+
+    #[test]
+    fn a_newer_code_reaches_an_older_connection_as_the_code_it_replaced() {
+        for code in ErrorCode::ALL {
+            for version in crate::PROTOCOL_VERSION_MIN..=crate::PROTOCOL_VERSION {
+                let sent = code.in_version(version);
+                if version >= code.since_version() || code.since_version() < 4 {
+                    assert_eq!(sent, code, "{code} to version {version}");
+                } else {
+                    assert!(
+                        sent.since_version() <= version,
+                        "{code} to version {version}"
+                    );
+                }
+            }
+        }
+        assert_eq!(ErrorCode::NotPrimary.in_version(3), ErrorCode::ReadOnly);
+        assert_eq!(ErrorCode::Unconfirmed.in_version(3), ErrorCode::Internal);
+        assert_eq!(ErrorCode::NotPrimary.in_version(4), ErrorCode::NotPrimary);
     }
 }

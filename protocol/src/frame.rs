@@ -5,8 +5,9 @@
 //!      0    4 len       body bytes that follow the header
 //!      4    2 msg_type  see `message::MessageType`
 //!      6    2 flags     0 in protocol version 1; version 2 defines bit 0, CTX_BY_NAME, and
-//!                       bit 1, OVERLAYS; version 3 bit 2, MORE (answers only)
-//!                       (`message::frame_flags`); unknown bits are BAD_FRAME
+//!                       bit 1, OVERLAYS; version 3 bit 2, MORE (answers only); version 4
+//!                       bits 3-4, ACK_AFTER (requests only) (`message::frame_flags`);
+//!                       unknown bits are BAD_FRAME
 //!      8    8 req_id    chosen by the client; the response carries the same value
 //! ```
 

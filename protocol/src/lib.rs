@@ -33,9 +33,12 @@ pub use message::*;
 
 /// The newest protocol version this crate speaks. HELLO negotiates the highest version both
 /// sides speak.
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 /// The first version whose APPEND_TURNS may carry a payload the client compressed
 /// (`PayloadSpec::Zstd`, TURN_SPEC flag `ZSTD`, issue 38).
 pub const ZSTD_PAYLOADS_SINCE_VERSION: u16 = 3;
+/// The first version whose writes may carry the frame flag `ACK_AFTER` (decision 0031): a
+/// connection of an older one refuses it as a bad frame.
+pub const ACK_AFTER_SINCE_VERSION: u16 = 4;
 /// The oldest protocol version this crate still speaks (byte for byte).
 pub const PROTOCOL_VERSION_MIN: u16 = 1;

@@ -1,10 +1,11 @@
-//! The message types of protocol versions 1 to 3, their flags and limits, and the wire
+//! The message types of protocol versions 1 to 4, their flags and limits, and the wire
 //! structs several messages share. The messages themselves are values of their family's types
 //! (`codec/`: `Request`, `Response`, `ReadsRequest`, …). Byte layouts: docs/protocol.md and
 //! `codec/`. A response's type is its request's type with the high bit set; ERROR is
 //! 0xFFFF. Version 2 (decision 0007) adds contexts by name, tags, listing and key-value, turns
 //! for agent frameworks, retention, backup and garbage collection (GC, STATS_EX), overlays, and
-//! payloads stored as chunks the server may already have (PUT_CHUNKED, issue 16).
+//! payloads stored as chunks the server may already have (PUT_CHUNKED, issue 16). Version 4
+//! (decision 0031) adds ROLE, the frame flag `ACK_AFTER` and two error codes.
 
 use bytes::Bytes;
 
@@ -174,6 +175,8 @@ message_table! {
     Watch = 0x0036, "WATCH", Streams(streams), 3 => Watched;
     ReplicationStats = 0x0037, "REPLICATION_STATS", Admin(admin), 3 => ReplicationStats(Box<ReplicationStatsWire>);
     StreamFollow = 0x0038, "STREAM_FOLLOW", Streams(streams), 3 => Pushed;
+    // Version 4: failover on the object store (issue 47, decision 0031).
+    Role = 0x0039, "ROLE", Admin(admin), 4 => RoleAnswer(Box<crate::codec::admin::RoleAnswer>);
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
@@ -208,6 +211,21 @@ impl MessageType {
         )
     }
 
+    /// Whether a write may say when it is acknowledged (frame flag `ACK_AFTER`, version 4,
+    /// decision 0031): the appends, a stream's seal (it appends the turn) and the key-value
+    /// puts. Everything else is BAD_FRAME with the flag set.
+    pub fn takes_ack_after(self) -> bool {
+        matches!(
+            self,
+            MessageType::AppendTurn
+                | MessageType::AppendTurnByHash
+                | MessageType::AppendTurns
+                | MessageType::StreamSeal
+                | MessageType::KvPut
+                | MessageType::KvPutEx
+        )
+    }
+
     /// Whether a read may ask for the overlay view (frame flag `OVERLAYS`, decision 0012):
     /// every message whose answer carries TURNs, the reads family (`ReadsRequest`).
     pub fn takes_overlays(self) -> bool {
@@ -220,6 +238,8 @@ impl MessageType {
 
 /// Bits of the frame header's `flags` (version 2; version 1 requires 0).
 pub mod frame_flags {
+    use super::AckAfter;
+
     /// The request's leading `context_id u64` is replaced by `u16 name_len, name` (UTF-8,
     /// 1..=256 bytes): the context is named by its name. Only on messages that take a context
     /// (`MessageType::takes_context`).
@@ -231,11 +251,56 @@ pub mod frame_flags {
     /// More frames answer this req_id (version 3, answers only): every STREAM_FOLLOW answer
     /// frame but the last (docs/protocol.md#stream_follow). A request carrying it is refused.
     pub const MORE: u16 = 1 << 2;
+    /// Bits 3–4, when a write is acknowledged (version 4, decision 0031, requests only): 0
+    /// the server's default (`--ack-after`), 1 `local`, 2 `remote`, 3 BAD_FRAME. Only on the
+    /// writes of `MessageType::takes_ack_after`; decoded into `Request::AckAfter`.
+    pub const ACK_AFTER: u16 = 0b11 << ACK_AFTER_SHIFT;
+    /// Where `ACK_AFTER`'s two bits start.
+    pub const ACK_AFTER_SHIFT: u16 = 3;
+
+    /// `ACK_AFTER`'s bits for `after`.
+    pub const fn ack_after(after: AckAfter) -> u16 {
+        (after as u16) << ACK_AFTER_SHIFT
+    }
+
     /// The bits a request may carry (a `FrameReader` of requests refuses any other).
-    pub const KNOWN: u16 = CTX_BY_NAME | OVERLAYS;
+    pub const KNOWN: u16 = CTX_BY_NAME | OVERLAYS | ACK_AFTER;
     /// The bits an answer frame may carry (`FrameReader::for_answers`; which answer may
     /// carry which is `decode_response`'s to check).
-    pub const ANSWER_KNOWN: u16 = KNOWN | MORE;
+    pub const ANSWER_KNOWN: u16 = CTX_BY_NAME | OVERLAYS | MORE;
+}
+
+/// When a write is acknowledged (version 4, decision 0031): the frame flag `ACK_AFTER` of a
+/// write, and ROLE's `ack_after` (the server's default). On the wire 1 and 2; 0 in the flag
+/// is "the server's default" (no `Request::AckAfter`), 3 is BAD_FRAME.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AckAfter {
+    /// Once it is durable on this server's disk (fdatasync): what every version-1..3 write
+    /// gets.
+    Local = 1,
+    /// Once the object store holds it too (the segment that holds it was stored).
+    Remote = 2,
+}
+
+impl AckAfter {
+    pub const ALL: [AckAfter; 2] = [AckAfter::Local, AckAfter::Remote];
+
+    /// From its wire value (1 or 2); `None` for any other.
+    pub fn from_code(code: u8) -> Option<AckAfter> {
+        match code {
+            1 => Some(AckAfter::Local),
+            2 => Some(AckAfter::Remote),
+            _ => None,
+        }
+    }
+
+    /// As docs/protocol.md and `--ack-after` name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AckAfter::Local => "local",
+            AckAfter::Remote => "remote",
+        }
+    }
 }
 
 /// Bits of an OVERLAY's `overlay_flags`.

@@ -1,5 +1,6 @@
-//! Golden vectors: `protocol/tests/golden-v1.txt`, `golden-v2.txt` and `golden-v3.txt` hold frames as hex with their meaning, for
-//! clients in other languages to test against. Each must decode to the value below and
+//! Golden vectors: `protocol/tests/golden-v1.txt`, `golden-v2.txt`, `golden-v3.txt` (and
+//! `golden-v3-*.txt`) and `golden-v4.txt` hold frames as hex with their meaning, for clients
+//! in other languages to test against. Each must decode to the value below and
 //! re-encode to exactly its bytes. To regenerate after a deliberate protocol change (which
 //! needs a new protocol version): `CTXSTORE_WRITE_GOLDEN=1 cargo test -p ctxstore-protocol --test golden`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -1842,4 +1843,258 @@ fn more_is_refused_where_it_cannot_be() {
             "{name}: a frame that ends the follow cannot say MORE"
         );
     }
+}
+
+/// Version 4 (decision 0031): ROLE, the frame flag ACK_AFTER on the writes that take it, and
+/// the error codes NOT_PRIMARY and UNCONFIRMED. Every version-1..3 byte is unchanged.
+fn vectors_v4() -> Vec<Vector> {
+    use Frame::{Request as Q, Response as R};
+    let acked = |request: Request, after: AckAfter| Request::AckAfter {
+        request: Box::new(request),
+        after,
+    };
+    vec![
+        (
+            "hello_request_v4",
+            1,
+            Q(Request::Admin(AdminRequest::Hello(admin::Hello {
+                min_version: 1,
+                max_version: 4,
+                token: Bytes::new(),
+                client_name: "py".into(),
+            }))),
+            "HELLO offering versions 1..=4, no token, client \"py\"",
+        ),
+        (
+            "role",
+            60,
+            Q(Request::Admin(AdminRequest::Role(admin::Role))),
+            "ROLE (empty body)",
+        ),
+        (
+            "role_primary_response",
+            60,
+            R(Response::Admin(AdminResponse::RoleAnswer(Box::new(
+                admin::RoleAnswer {
+                    role: admin::ServerRole::Primary,
+                    accepts_writes: true,
+                    ack_after: AckAfter::Local,
+                    epoch: 3,
+                    lease_ms: 10_000,
+                    lease_age_ms: 1_200,
+                    ack_open_ms: 7_500,
+                    failovers: 1,
+                    last_failover_ms: 12_400,
+                    remote_waiting: 2,
+                    remote_acks_total: 1_000,
+                    remote_unconfirmed_total: 1,
+                    remote_ack_us_p50: 45_000,
+                    remote_ack_us_p99: 180_000,
+                    primary: "10.0.0.5:7411".into(),
+                    holder: "a1:4242".into(),
+                },
+            )))),
+            "ROLE response: a primary taking writes, acknowledging after local by default, epoch 3, \
+             a 10 s lease renewed 1.2 s ago, 7.5 s of acknowledgements open, one failover that \
+             closed writes for 12.4 s, 2 remote acknowledgements waiting, 1000 sent, 1 \
+             unconfirmed, waits of 45 ms (median) and 180 ms (p99); itself at 10.0.0.5:7411, \
+             holder a1:4242",
+        ),
+        (
+            "role_standby_response",
+            61,
+            R(Response::Admin(AdminResponse::RoleAnswer(Box::new(
+                admin::RoleAnswer {
+                    role: admin::ServerRole::Standby,
+                    accepts_writes: false,
+                    ack_after: AckAfter::Local,
+                    epoch: 3,
+                    lease_ms: 0,
+                    lease_age_ms: 0,
+                    ack_open_ms: 0,
+                    failovers: 0,
+                    last_failover_ms: 0,
+                    remote_waiting: 0,
+                    remote_acks_total: 0,
+                    remote_unconfirmed_total: 0,
+                    remote_ack_us_p50: 0,
+                    remote_ack_us_p99: 0,
+                    primary: String::new(),
+                    holder: String::new(),
+                },
+            )))),
+            "ROLE response: a standby, no writes, epoch 3, no lease (its figures 0), the primary \
+             and the holder unknown (empty)",
+        ),
+        (
+            "append_turn_ack_remote",
+            62,
+            Q(acked(
+                Request::Appends(AppendsRequest::AppendTurn(appends::AppendTurn {
+                    context: ContextRef::Id(3),
+                    expected_head: None,
+                    type_tag: 1,
+                    codec: 0,
+                    payload: Bytes::from_static(b"hello"),
+                })),
+                AckAfter::Remote,
+            )),
+            "APPEND_TURN to context 3 with ACK_AFTER remote (flags 0x0010): acknowledged once \
+             the object store holds it",
+        ),
+        (
+            "append_turn_by_name_ack_local",
+            63,
+            Q(acked(
+                Request::Appends(AppendsRequest::AppendTurn(appends::AppendTurn {
+                    context: named("t-1"),
+                    expected_head: None,
+                    type_tag: 1,
+                    codec: 0,
+                    payload: Bytes::from_static(b"hi"),
+                })),
+                AckAfter::Local,
+            )),
+            "APPEND_TURN to \"t-1\" (CTX_BY_NAME) with ACK_AFTER local: flags 0x0009",
+        ),
+        (
+            "kv_put_ack_remote",
+            64,
+            Q(acked(
+                Request::Kv(KvRequest::KvPut(kv::KvPut {
+                    context: ContextRef::Id(3),
+                    if_absent: false,
+                    entries: vec![(Bytes::from_static(b"k"), Bytes::from_static(b"v1"))],
+                })),
+                AckAfter::Remote,
+            )),
+            "KV_PUT to context 3 with ACK_AFTER remote (flags 0x0010): k = \"v1\"",
+        ),
+        (
+            "stream_seal_ack_remote",
+            65,
+            Q(acked(
+                Request::Streams(StreamsRequest::StreamSeal(streams::StreamSeal {
+                    stream_id: 57,
+                })),
+                AckAfter::Remote,
+            )),
+            "STREAM_SEAL of stream 57 with ACK_AFTER remote (flags 0x0010)",
+        ),
+        (
+            "error_not_primary",
+            62,
+            R(Response::Error {
+                code: ErrorCode::NotPrimary,
+                detail: 3,
+                message: "not the primary: this store is a standby; send writes to 10.0.0.5:7411"
+                    .into(),
+            }),
+            "ERROR NOT_PRIMARY (19): nothing was written; detail 3, the newest epoch it knows",
+        ),
+        (
+            "error_unconfirmed",
+            62,
+            R(Response::Error {
+                code: ErrorCode::Unconfirmed,
+                detail: 42,
+                message: "turn 42 is durable here but the object store did not store it in time"
+                    .into(),
+            }),
+            "ERROR UNCONFIRMED (20): turn 42 is durable here, not confirmed remote; retry with \
+             its key",
+        ),
+    ]
+}
+
+#[test]
+fn golden_vectors_v4_decode_and_reencode_byte_exactly() {
+    check_golden(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden-v4.txt"),
+        4,
+        vectors_v4(),
+    );
+}
+
+/// What version 4 adds reaches no older connection: ROLE is UNKNOWN_MESSAGE there, a frame
+/// with ACK_AFTER a bad frame; the same write without the flag decodes as before.
+#[test]
+fn a_version_3_connection_refuses_role_and_ack_after() {
+    for (name, req_id, frame, _) in vectors_v4() {
+        let Frame::Request(request) = frame else {
+            continue;
+        };
+        let (header, body) = split(&encode(req_id, &Frame::Request(request.clone())));
+        for version in 1..4 {
+            let refused = decode_request_as(version, &header, body.clone());
+            match &request {
+                Request::Admin(AdminRequest::Role(_)) => {
+                    assert_eq!(refused, Err(DecodeError::UnknownMessage(0x0039)), "{name}")
+                }
+                Request::AckAfter { request: inner, .. } => {
+                    let error = refused.unwrap_err();
+                    let expected = if inner.message_type().since_version() > version {
+                        ErrorCode::UnknownMessage
+                    } else {
+                        ErrorCode::BadFrame
+                    };
+                    assert_eq!(error.code(), expected, "{name}: {error}");
+                    if version == 3 {
+                        let (header, body) =
+                            split(&encode(req_id, &Frame::Request(*inner.clone())));
+                        assert_eq!(
+                            decode_request_as(version, &header, body).as_ref(),
+                            Ok(&**inner),
+                            "{name} without the flag"
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// ACK_AFTER only on the writes that take it, and never 3: anything else is a bad frame,
+/// never a request taken without its flag.
+#[test]
+fn ack_after_is_refused_where_it_cannot_be() {
+    let get_head = Request::Contexts(ContextsRequest::GetHead(contexts::GetHead {
+        context: ContextRef::Id(3),
+    }));
+    let role = Request::Admin(AdminRequest::Role(admin::Role));
+    let append = match &vectors_v4()[4].2 {
+        Frame::Request(Request::AckAfter { request, .. }) => (**request).clone(),
+        _ => panic!("the fifth vector is an acknowledged append"),
+    };
+    for (request, takes) in [(get_head, false), (role, false), (append, true)] {
+        let (header, body) = split(&encode(7, &Frame::Request(request.clone())));
+        for code in 1..=3u16 {
+            let header = FrameHeader {
+                flags: header.flags | code << frame_flags::ACK_AFTER_SHIFT,
+                ..header
+            };
+            let decoded = decode_request_as(4, &header, body.clone());
+            if takes && code < 3 {
+                assert!(decoded.is_ok(), "{decoded:?}");
+            } else {
+                assert_eq!(decoded.unwrap_err().code(), ErrorCode::BadFrame, "{code}");
+            }
+        }
+        // And the encoder will not write what the decoder refuses.
+        let wrapped = Request::AckAfter {
+            request: Box::new(request),
+            after: AckAfter::Remote,
+        };
+        assert_eq!(check_request(&wrapped).is_ok(), takes);
+    }
+}
+
+fn split(bytes: &[u8]) -> (FrameHeader, Bytes) {
+    let mut header = [0u8; HEADER_BYTES];
+    header.copy_from_slice(&bytes[..HEADER_BYTES]);
+    (
+        FrameHeader::decode(&header),
+        Bytes::copy_from_slice(&bytes[HEADER_BYTES..]),
+    )
 }

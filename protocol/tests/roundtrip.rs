@@ -404,6 +404,7 @@ fn request() -> impl Strategy<Value = Request> {
         Just(Request::Admin(AdminRequest::ReplicationStats(
             admin::ReplicationStats
         ))),
+        Just(Request::Admin(AdminRequest::Role(admin::Role))),
         (context(), any::<u32>()).prop_map(|(context, keep)| Request::Retention(
             RetentionRequest::CtxPrune(retention::CtxPrune { context, keep })
         )),
@@ -500,6 +501,60 @@ fn overlay_request() -> impl Strategy<Value = Request> {
         any::<u64>(),
     )
         .prop_map(|(read, as_of)| Request::AsOf { as_of, read })
+}
+
+/// A write that says when it is acknowledged (frame flag ACK_AFTER, version 4).
+fn ack_after_request() -> impl Strategy<Value = Request> {
+    (
+        request().prop_filter("a write that takes ACK_AFTER", |request| {
+            request.message_type().takes_ack_after()
+        }),
+        proptest::sample::select(AckAfter::ALL.to_vec()),
+    )
+        .prop_map(|(request, after)| Request::AckAfter {
+            request: Box::new(request),
+            after,
+        })
+}
+
+/// ROLE's answer: any role, any figures, texts up to 80 characters.
+fn role_answer() -> impl Strategy<Value = Response> {
+    (
+        (
+            0usize..7,
+            any::<bool>(),
+            proptest::sample::select(AckAfter::ALL.to_vec()),
+        ),
+        (
+            any::<u64>(),
+            any::<u32>(),
+            any::<[u64; 7]>(),
+            any::<[u32; 2]>(),
+        ),
+        ("[a-z0-9:.\\[\\]]{0,60}", "\\PC{0,80}"),
+    )
+        .prop_map(
+            |((role, accepts_writes, ack_after), (epoch, lease_ms, v, p), (primary, holder))| {
+                Response::Admin(AdminResponse::RoleAnswer(Box::new(admin::RoleAnswer {
+                    role: admin::ServerRole::ALL[role],
+                    accepts_writes,
+                    ack_after,
+                    epoch,
+                    lease_ms,
+                    lease_age_ms: v[0],
+                    ack_open_ms: v[1],
+                    failovers: v[2],
+                    last_failover_ms: v[3],
+                    remote_waiting: v[4],
+                    remote_acks_total: v[5],
+                    remote_unconfirmed_total: v[6],
+                    remote_ack_us_p50: p[0],
+                    remote_ack_us_p99: p[1],
+                    primary,
+                    holder,
+                })))
+            },
+        )
 }
 
 /// An answer to such a read, with one overlay state per turn.
@@ -806,6 +861,7 @@ fn response() -> impl Strategy<Value = Response> {
                     )))
                 }
             ),
+        role_answer(),
         (
             prop_oneof![
                 Just(MessageType::CtxDelete),
@@ -1004,6 +1060,19 @@ proptest! {
     }
 
     #[test]
+    fn acknowledged_writes_round_trip(request in ack_after_request(), req_id in any::<u64>()) {
+        let bytes = concat(encode_request_chunks(req_id, &request).unwrap());
+        let (header, body) = read_frames(&bytes, 13).into_iter().next().unwrap();
+        prop_assert_eq!(header.flags, request.frame_flags());
+        prop_assert!(header.flags & frame_flags::ACK_AFTER != 0);
+        prop_assert_eq!(decode_request_as(4, &header, body.clone()).unwrap(), request);
+        // A connection of version 3 or older refuses the flag (and its write).
+        for version in 1..4 {
+            prop_assert!(decode_request_as(version, &header, body.clone()).is_err());
+        }
+    }
+
+    #[test]
     fn responses_round_trip(response in response(), req_id in any::<u64>(), step in 1..500usize) {
         let bytes = concat(encode_response(req_id, &response));
         let frames = read_frames(&bytes, step);
@@ -1017,7 +1086,7 @@ proptest! {
     /// Random bodies under every message type: decoding returns a value or an error, never
     /// panics; a value re-encodes to exactly the bytes it came from.
     #[test]
-    fn arbitrary_bodies_decode_or_fail_cleanly(msg_type in any::<u16>(), body in proptest::collection::vec(any::<u8>(), 0..300), known in any::<bool>(), flags in 0..4u16) {
+    fn arbitrary_bodies_decode_or_fail_cleanly(msg_type in any::<u16>(), body in proptest::collection::vec(any::<u8>(), 0..300), known in any::<bool>(), flags in 0..32u16) {
         let msg_type = if known { MessageType::ALL[usize::from(msg_type) % MessageType::ALL.len()].code() } else { msg_type };
         let header = FrameHeader { len: body.len() as u32, msg_type, flags, req_id: 5 };
         if let Ok(request) = decode_request(&header, Bytes::from(body.clone())) {
@@ -1025,6 +1094,12 @@ proptest! {
             encode_request(5, &request, &mut again).unwrap();
             prop_assert_eq!(&again[HEADER_BYTES..], &body[..]);
             prop_assert_eq!(request.frame_flags(), flags);
+            // ACK_AFTER only on the writes that take it, and never 3.
+            if flags & frame_flags::ACK_AFTER != 0 {
+                prop_assert!(request.message_type().takes_ack_after());
+                prop_assert!(flags & frame_flags::ACK_AFTER != frame_flags::ACK_AFTER);
+                prop_assert!(decode_request_as(3, &header, Bytes::from(body.clone())).is_err());
+            }
         }
         let response_header = FrameHeader { msg_type: msg_type | RESPONSE_BIT, flags: 0, ..header };
         if let Ok(response) = decode_response(&response_header, Bytes::from(body.clone())) {
@@ -1110,6 +1185,34 @@ fn fixed_sizes_match_the_document() {
         &Response::Admin(AdminResponse::GcDone(GcWire::default())),
     ));
     assert_eq!(bytes.len(), HEADER_BYTES + 56);
+    let role = admin::RoleAnswer {
+        role: admin::ServerRole::Off,
+        accepts_writes: true,
+        ack_after: AckAfter::Local,
+        epoch: 0,
+        lease_ms: 0,
+        lease_age_ms: 0,
+        ack_open_ms: 0,
+        failovers: 0,
+        last_failover_ms: 0,
+        remote_waiting: 0,
+        remote_acks_total: 0,
+        remote_unconfirmed_total: 0,
+        remote_ack_us_p50: 0,
+        remote_ack_us_p99: 0,
+        primary: String::new(),
+        holder: String::new(),
+    };
+    let bytes = concat(encode_response(
+        1,
+        &Response::Admin(AdminResponse::RoleAnswer(Box::new(role))),
+    ));
+    assert_eq!(
+        bytes.len(),
+        HEADER_BYTES + admin::ROLE_FIXED_BYTES + 4,
+        "ROLE: 84 fixed bytes, two empty texts"
+    );
+    assert_eq!(admin::ROLE_FIXED_BYTES, 84);
     let mut request = BytesMut::new();
     encode_request(
         1,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 """The newest protocol version spoken."""
 PROTOCOL_VERSION_MIN = 1
 """The oldest protocol version spoken."""
@@ -128,6 +128,7 @@ class MessageType(IntEnum):
     WATCH = 0x0036
     REPLICATION_STATS = 0x0037
     STREAM_FOLLOW = 0x0038
+    ROLE = 0x0039
 
     @property
     def response_type(self) -> int:
@@ -199,6 +200,7 @@ SINCE_VERSION: dict[int, int] = {
     MessageType.WATCH: 3,
     MessageType.REPLICATION_STATS: 3,
     MessageType.STREAM_FOLLOW: 3,
+    MessageType.ROLE: 4,
 }
 """The protocol version each message arrived in."""
 
@@ -256,6 +258,7 @@ FAMILY: dict[int, str] = {
     MessageType.WATCH: "Streams",
     MessageType.REPLICATION_STATS: "Admin",
     MessageType.STREAM_FOLLOW: "Streams",
+    MessageType.ROLE: "Admin",
 }
 """The family (codec module) of each message."""
 
@@ -281,3 +284,5 @@ class ErrorCode(IntEnum):
     HASH_MISMATCH = 16
     STREAM_ENDED = 17
     STREAM_NOT_OWNED = 18
+    NOT_PRIMARY = 19
+    UNCONFIRMED = 20

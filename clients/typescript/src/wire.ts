@@ -6,7 +6,7 @@
 /** The wire's message codes, versions, error codes and shared limits. */
 
 /** The newest protocol version spoken. */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 /** The oldest protocol version spoken. */
 export const PROTOCOL_VERSION_MIN = 1;
 /** Bytes of a frame header. */
@@ -123,6 +123,7 @@ export const MessageType = {
   WATCH: 0x0036,
   REPLICATION_STATS: 0x0037,
   STREAM_FOLLOW: 0x0038,
+  ROLE: 0x0039,
 } as const;
 
 /** The protocol version each message arrived in. */
@@ -180,6 +181,7 @@ export const SINCE_VERSION: ReadonlyMap<number, number> = new Map([
   [MessageType.WATCH, 3],
   [MessageType.REPLICATION_STATS, 3],
   [MessageType.STREAM_FOLLOW, 3],
+  [MessageType.ROLE, 4],
 ]);
 
 /** The family (codec module) of each message. */
@@ -237,6 +239,7 @@ export const FAMILY: ReadonlyMap<number, string> = new Map([
   [MessageType.WATCH, "Streams"],
   [MessageType.REPLICATION_STATS, "Admin"],
   [MessageType.STREAM_FOLLOW, "Streams"],
+  [MessageType.ROLE, "Admin"],
 ]);
 
 /** The ERROR answer's stable codes. */
@@ -259,4 +262,6 @@ export const ErrorCode = {
   HASH_MISMATCH: 16,
   STREAM_ENDED: 17,
   STREAM_NOT_OWNED: 18,
+  NOT_PRIMARY: 19,
+  UNCONFIRMED: 20,
 } as const;

@@ -1,6 +1,6 @@
-//! HELLO, PING, STATS, STATS_EX, GC, BACKUP and REPLICATION_STATS: the connection's handshake
-//! and the messages about the server as a whole rather than one context. Layouts in
-//! docs/protocol.md.
+//! HELLO, PING, STATS, STATS_EX, GC, BACKUP, REPLICATION_STATS and ROLE (version 4): the
+//! connection's handshake and the messages about the server as a whole rather than one
+//! context. Layouts in docs/protocol.md.
 
 use bytes::Bytes;
 
@@ -21,6 +21,7 @@ pub(crate) enum Kind {
     Gc,
     Backup,
     ReplicationStats,
+    Role,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +33,7 @@ pub enum AdminRequest {
     Gc(Gc),
     Backup(Backup),
     ReplicationStats(ReplicationStats),
+    Role(Role),
 }
 
 /// First message of every connection.
@@ -71,6 +73,100 @@ pub struct Backup {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicationStats;
 
+/// What this server is in its replica's failover now (version 4, decision 0031): an empty
+/// body. A client asks it of every address it knows to find the primary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Role;
+
+/// ROLE's `role`: what this server is now. A decoder refuses any value past 6 (a new role
+/// comes with a new protocol version).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ServerRole {
+    /// The server does not replicate.
+    #[default]
+    Off = 0,
+    /// It ships its store to the replica (`--replicate-to`, or a promoted standby).
+    Primary = 1,
+    /// It follows a replica (`--follow`) and takes no writes.
+    Standby = 2,
+    /// Another server took its replica's prefix with a later epoch: it takes no writes.
+    Fenced = 3,
+    /// A primary that holds the lease but cannot renew it: it takes no writes until it does.
+    Lapsed = 4,
+    /// A standby becoming the primary (promotion under way).
+    TakingOver = 5,
+    /// An old primary setting its diverged store aside to follow the new one.
+    Rejoining = 6,
+}
+
+impl ServerRole {
+    pub const ALL: [ServerRole; 7] = [
+        ServerRole::Off,
+        ServerRole::Primary,
+        ServerRole::Standby,
+        ServerRole::Fenced,
+        ServerRole::Lapsed,
+        ServerRole::TakingOver,
+        ServerRole::Rejoining,
+    ];
+
+    /// As docs/protocol.md names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerRole::Off => "off",
+            ServerRole::Primary => "primary",
+            ServerRole::Standby => "standby",
+            ServerRole::Fenced => "fenced",
+            ServerRole::Lapsed => "lapsed",
+            ServerRole::TakingOver => "taking_over",
+            ServerRole::Rejoining => "rejoining",
+        }
+    }
+}
+
+/// The longest text of ROLE (`primary`, `holder`), in bytes.
+pub const ROLE_TEXT_BYTES_MAX: usize = 1024;
+/// ROLE's fixed part: `u8 role, u8 accepts_writes, u8 ack_after`, 5 reserved, `u64 epoch`,
+/// `u32 lease_ms`, six u64, two u32.
+pub const ROLE_FIXED_BYTES: usize = 8 + 8 + 4 + 7 * 8 + 2 * 4;
+/// The largest ROLE answer body.
+pub const ROLE_BYTES_MAX: usize = ROLE_FIXED_BYTES + 2 * (2 + ROLE_TEXT_BYTES_MAX);
+
+/// The answer to ROLE (version 4, decision 0031 §10). Layout in docs/protocol.md#role. A
+/// figure this server does not have yet is 0 (a lease time: no lease), a text empty
+/// (unknown).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleAnswer {
+    pub role: ServerRole,
+    /// Whether a write sent here now would be taken.
+    pub accepts_writes: bool,
+    /// When a write that does not say is acknowledged (`--ack-after`).
+    pub ack_after: AckAfter,
+    /// The epoch this primary took (on a standby: the newest it knows); 0 without a replica.
+    pub epoch: u64,
+    /// The lease's length (0: no lease).
+    pub lease_ms: u32,
+    /// Since the holder's last renewal, as this server knows it (0: no lease).
+    pub lease_age_ms: u64,
+    /// A primary: how long its acknowledgements stay open without another renewal (else 0).
+    pub ack_open_ms: u64,
+    /// Failovers this server saw.
+    pub failovers: u64,
+    /// How long the last failover kept writes closed (0: none).
+    pub last_failover_ms: u64,
+    /// Writes waiting for a remote acknowledgement now.
+    pub remote_waiting: u64,
+    /// Remote acknowledgements sent, and those answered UNCONFIRMED instead.
+    pub remote_acks_total: u64,
+    pub remote_unconfirmed_total: u64,
+    /// A remote acknowledgement's wait, median and 99th percentile, in microseconds.
+    pub remote_ack_us_p50: u32,
+    pub remote_ack_us_p99: u32,
+    /// Where writes go: the primary's advertised HOST:PORT (empty: unknown).
+    pub primary: String,
+    /// Who holds the lease, `host:pid` (empty: unknown, or no lease).
+    pub holder: String,
+}
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AdminResponse {
     Negotiated(Negotiated),
@@ -83,6 +179,8 @@ pub enum AdminResponse {
     BackedUp(BackupWire),
     /// Answer to REPLICATION_STATS (boxed: it would grow every response's size).
     ReplicationStats(Box<ReplicationStatsWire>),
+    /// Answer to ROLE (boxed, as REPLICATION_STATS).
+    RoleAnswer(Box<RoleAnswer>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,6 +217,7 @@ impl AdminRequest {
             AdminRequest::Gc(Gc) => MessageType::Gc,
             AdminRequest::Backup(Backup { .. }) => MessageType::Backup,
             AdminRequest::ReplicationStats(ReplicationStats) => MessageType::ReplicationStats,
+            AdminRequest::Role(Role) => MessageType::Role,
         }
     }
 
@@ -131,6 +230,7 @@ impl AdminRequest {
             AdminRequest::ReplicationStats(ReplicationStats) => {
                 REPLICATION_STATS_BYTES_MAX as u64 + ERROR_ANSWER_BYTES_MAX
             }
+            AdminRequest::Role(Role) => ROLE_BYTES_MAX as u64 + ERROR_ANSWER_BYTES_MAX,
             AdminRequest::Hello(Hello { .. })
             | AdminRequest::Ping(Ping { .. })
             | AdminRequest::Stats(Stats)
@@ -160,6 +260,7 @@ impl AdminRequest {
                 AdminRequest::Backup(Backup { dir })
             }
             Kind::ReplicationStats => AdminRequest::ReplicationStats(ReplicationStats),
+            Kind::Role => AdminRequest::Role(Role),
         })
     }
 
@@ -183,7 +284,8 @@ impl AdminRequest {
             | AdminRequest::Stats(Stats)
             | AdminRequest::StatsEx(StatsEx)
             | AdminRequest::Gc(Gc)
-            | AdminRequest::ReplicationStats(ReplicationStats) => Ok(()),
+            | AdminRequest::ReplicationStats(ReplicationStats)
+            | AdminRequest::Role(Role) => Ok(()),
         }
     }
 
@@ -206,7 +308,8 @@ impl AdminRequest {
             AdminRequest::Ping(Ping { nonce }) => w.u64(*nonce),
             AdminRequest::Stats(Stats)
             | AdminRequest::StatsEx(StatsEx)
-            | AdminRequest::ReplicationStats(ReplicationStats) => {}
+            | AdminRequest::ReplicationStats(ReplicationStats)
+            | AdminRequest::Role(Role) => {}
             AdminRequest::Gc(Gc) => w.u32(0),
             AdminRequest::Backup(Backup { dir }) => w.short(dir.as_bytes()),
         }
@@ -250,6 +353,7 @@ impl AdminResponse {
             AdminResponse::GcDone(_) => MessageType::Gc,
             AdminResponse::BackedUp(_) => MessageType::Backup,
             AdminResponse::ReplicationStats(_) => MessageType::ReplicationStats,
+            AdminResponse::RoleAnswer(_) => MessageType::Role,
         }
     }
 
@@ -296,6 +400,7 @@ impl AdminResponse {
             Kind::ReplicationStats => {
                 AdminResponse::ReplicationStats(Box::new(read_replication_stats(cursor)?))
             }
+            Kind::Role => AdminResponse::RoleAnswer(Box::new(read_role(cursor)?)),
         })
     }
 
@@ -345,7 +450,75 @@ impl AdminResponse {
                 w.short(backup.dir.as_bytes());
             }
             AdminResponse::ReplicationStats(stats) => write_replication_stats(w, stats),
+            AdminResponse::RoleAnswer(role) => write_role(w, role),
         }
+    }
+}
+
+/// ROLE's answer: `u8 role` (0..=6), `u8 accepts_writes` (0 or 1), `u8 ack_after` (1 local,
+/// 2 remote), 5 reserved, `u64 epoch`, `u32 lease_ms`, `u64 lease_age_ms`, `u64 ack_open_ms`,
+/// `u64 failovers`, `u64 last_failover_ms`, `u64 remote_waiting`, `u64 remote_acks_total`,
+/// `u64 remote_unconfirmed_total`, `u32 remote_ack_us_p50`, `u32 remote_ack_us_p99`, then two
+/// short strings, `primary` and `holder` (each ≤ 1024 bytes). docs/protocol.md#role.
+fn read_role(cursor: &mut Cursor) -> Result<RoleAnswer, DecodeError> {
+    let role = *ServerRole::ALL
+        .get(usize::from(cursor.u8()?))
+        .ok_or_else(|| cursor.invalid("role", "not a role (0..=6)"))?;
+    let accepts_writes = cursor.bool("accepts_writes")?;
+    let ack_after = AckAfter::from_code(cursor.u8()?)
+        .ok_or_else(|| cursor.invalid("ack_after", "not 1 (local) or 2 (remote)"))?;
+    cursor.zero(5, "reserved")?;
+    let mut role = RoleAnswer {
+        role,
+        accepts_writes,
+        ack_after,
+        epoch: cursor.u64()?,
+        lease_ms: cursor.u32()?,
+        lease_age_ms: cursor.u64()?,
+        ack_open_ms: cursor.u64()?,
+        failovers: cursor.u64()?,
+        last_failover_ms: cursor.u64()?,
+        remote_waiting: cursor.u64()?,
+        remote_acks_total: cursor.u64()?,
+        remote_unconfirmed_total: cursor.u64()?,
+        remote_ack_us_p50: cursor.u32()?,
+        remote_ack_us_p99: cursor.u32()?,
+        primary: String::new(),
+        holder: String::new(),
+    };
+    for (field, text) in [("primary", &mut role.primary), ("holder", &mut role.holder)] {
+        let len = usize::from(cursor.u16()?);
+        if len > ROLE_TEXT_BYTES_MAX {
+            return Err(cursor.too_large(field, len as u64, ROLE_TEXT_BYTES_MAX as u64));
+        }
+        *text = cursor.string(len, field)?;
+    }
+    Ok(role)
+}
+
+/// See `read_role`; a text over 1024 bytes is cut at a character boundary.
+fn write_role(w: &mut ChunkWriter, role: &RoleAnswer) {
+    w.u8(role.role as u8);
+    w.u8(u8::from(role.accepts_writes));
+    w.u8(role.ack_after as u8);
+    w.zero(5);
+    w.u64(role.epoch);
+    w.u32(role.lease_ms);
+    for value in [
+        role.lease_age_ms,
+        role.ack_open_ms,
+        role.failovers,
+        role.last_failover_ms,
+        role.remote_waiting,
+        role.remote_acks_total,
+        role.remote_unconfirmed_total,
+    ] {
+        w.u64(value);
+    }
+    w.u32(role.remote_ack_us_p50);
+    w.u32(role.remote_ack_us_p99);
+    for text in [&role.primary, &role.holder] {
+        w.short(truncate_utf8(text, ROLE_TEXT_BYTES_MAX).as_bytes());
     }
 }
 

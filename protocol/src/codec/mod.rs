@@ -59,7 +59,8 @@ pub use streams::{
 /// exhaustively on its own kinds, so no module is ever handed another family's message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Family {
-    /// HELLO, PING, STATS, STATS_EX, GC, BACKUP; REPLICATION_STATS (version 3).
+    /// HELLO, PING, STATS, STATS_EX, GC, BACKUP; REPLICATION_STATS (version 3); ROLE
+    /// (version 4).
     Admin(admin::Kind),
     /// CTX_CREATE, CTX_FORK, GET_HEAD, CTX_OPEN, CTX_SHOW, CTX_TAG, CTX_LIST, CTX_NAME.
     Contexts(contexts::Kind),

@@ -2,7 +2,8 @@
 //! (`decode_request`, `decode_request_as`), checking (`check_request`) and encoding
 //! (`encode_request`, `encode_request_chunks`), each one match over the families; the
 //! family's module reads and writes its messages' bodies. What is frame-level stays here: the
-//! frame flags and the overlay view's `as_of` (`Request::AsOf`).
+//! frame flags, the overlay view's `as_of` (`Request::AsOf`) and when a write is
+//! acknowledged (`Request::AckAfter`, version 4).
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -38,12 +39,20 @@ pub enum Request {
         as_of: u64,
         read: ReadsRequest,
     },
+    /// A write that says when it is acknowledged (frame flag `ACK_AFTER`, version 4, decision
+    /// 0031): `request` is one of `MessageType::takes_ack_after` (never an `AckAfter` or an
+    /// `AsOf` itself). A write whose flag is 0 (the server's default) is not wrapped.
+    AckAfter {
+        request: Box<Request>,
+        after: AckAfter,
+    },
 }
 
 impl Request {
     /// Whether an APPEND_TURNS carries a payload the client compressed (version 3).
     pub fn carries_zstd_payload(&self) -> bool {
         match self {
+            Request::AckAfter { request, .. } => request.carries_zstd_payload(),
             Request::Appends(AppendsRequest::AppendTurns(appends::AppendTurns {
                 turns, ..
             })) => turns
@@ -64,6 +73,7 @@ impl Request {
             Request::Overlays(request) => request.message_type(),
             Request::Blobs(request) => request.message_type(),
             Request::Streams(request) => request.message_type(),
+            Request::AckAfter { request, .. } => request.message_type(),
         }
     }
 
@@ -76,6 +86,7 @@ impl Request {
             Request::Reads(request) | Request::AsOf { read: request, .. } => {
                 request.leading_context()
             }
+            Request::AckAfter { request, .. } => request.leading_context(),
             Request::Admin(_)
             | Request::Retention(_)
             | Request::Kv(_)
@@ -89,6 +100,9 @@ impl Request {
     pub fn frame_flags(&self) -> u16 {
         let overlays = match self {
             Request::AsOf { .. } => frame_flags::OVERLAYS,
+            Request::AckAfter { request, after } => {
+                return request.frame_flags() | frame_flags::ack_after(*after);
+            }
             _ => 0,
         };
         match self.leading_context() {
@@ -113,6 +127,8 @@ impl Request {
             Request::Overlays(request) => request.answer_bytes_max(limits),
             Request::Blobs(request) => request.answer_bytes_max(limits),
             Request::Streams(request) => request.answer_bytes_max(limits),
+            // When it is acknowledged changes nothing of the answer's size.
+            Request::AckAfter { request, .. } => request.answer_bytes_max(limits),
         }
     }
 }
@@ -135,6 +151,13 @@ pub fn decode_request_as(
             message: "frame",
             field: "flags",
             reason: "not 0 in protocol version 1",
+        });
+    }
+    if version < crate::ACK_AFTER_SINCE_VERSION && header.flags & frame_flags::ACK_AFTER != 0 {
+        return Err(DecodeError::Invalid {
+            message: "frame",
+            field: "flags",
+            reason: "ACK_AFTER needs protocol version 4",
         });
     }
     let request = decode_request(header, body)?;
@@ -165,6 +188,7 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
     if overlay_view && !message_type.takes_overlays() {
         return Err(cursor.invalid("flags", "OVERLAYS on a message that returns no turns"));
     }
+    let ack_after = ack_after(header.flags, message_type, &cursor)?;
     let request = match Family::of(message_type) {
         Family::Admin(kind) => Request::Admin(AdminRequest::read(kind, &mut cursor)?),
         Family::Contexts(kind) => {
@@ -191,7 +215,36 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
         Family::Streams(kind) => Request::Streams(StreamsRequest::read(kind, &mut cursor)?),
     };
     cursor.finish()?;
-    Ok(request)
+    Ok(match ack_after {
+        Some(after) => Request::AckAfter {
+            request: Box::new(request),
+            after,
+        },
+        None => request,
+    })
+}
+
+/// The frame flag `ACK_AFTER` (bits 3–4): `None` for 0 (the server's default); 3, or any
+/// value on a message that is not a write of `MessageType::takes_ack_after`, is BAD_FRAME.
+fn ack_after(
+    flags: u16,
+    message_type: MessageType,
+    cursor: &Cursor,
+) -> Result<Option<AckAfter>, DecodeError> {
+    let code = (flags & frame_flags::ACK_AFTER) >> frame_flags::ACK_AFTER_SHIFT;
+    if code == 0 {
+        return Ok(None);
+    }
+    if !message_type.takes_ack_after() {
+        return Err(cursor.invalid(
+            "flags",
+            "ACK_AFTER on a message that is not an append, STREAM_SEAL, KV_PUT or KV_PUT_EX",
+        ));
+    }
+    match AckAfter::from_code(code as u8) {
+        Some(after) => Ok(Some(after)),
+        None => Err(cursor.invalid("flags", "ACK_AFTER is 3 (only 0, 1 and 2 are defined)")),
+    }
 }
 
 /// Checks what the encoder cannot write: lengths outside what the wire carries (a `u16`
@@ -211,6 +264,20 @@ pub fn check_request(request: &Request) -> Result<(), EncodeError> {
         Request::Overlays(request) => request.check(),
         Request::Blobs(request) => request.check(),
         Request::Streams(request) => request.check(),
+        Request::AckAfter { request, .. } => {
+            let takes = request.message_type().takes_ack_after()
+                && !matches!(**request, Request::AckAfter { .. } | Request::AsOf { .. });
+            if !takes {
+                return Err(EncodeError {
+                    field: "ACK_AFTER (only on appends, STREAM_SEAL, KV_PUT and KV_PUT_EX)",
+                    len: 1,
+                    min: 0,
+                    max: 0,
+                    unit: "frame flags",
+                });
+            }
+            check_request(request)
+        }
     }
 }
 
@@ -230,23 +297,30 @@ pub fn encode_request(
 pub fn encode_request_chunks(req_id: u64, request: &Request) -> Result<Vec<Bytes>, EncodeError> {
     check_request(request)?;
     let mut w = ChunkWriter::new();
+    write_body(request, &mut w);
+    Ok(w.finish(request.message_type().code(), request.frame_flags(), req_id))
+}
+
+/// A request's body (`check_request` passed): its family's; an overlay view's read, then
+/// `u64 as_of`; an acknowledged write's own body (`ACK_AFTER` is in the header only).
+fn write_body(request: &Request, w: &mut ChunkWriter) {
     match request {
-        Request::Admin(request) => request.write(&mut w),
-        Request::Contexts(request) => request.write(&mut w),
-        Request::Retention(request) => request.write(&mut w),
-        Request::Kv(request) => request.write(&mut w),
-        Request::Appends(request) => request.write(&mut w),
-        Request::Reads(request) => request.write(&mut w),
+        Request::Admin(request) => request.write(w),
+        Request::Contexts(request) => request.write(w),
+        Request::Retention(request) => request.write(w),
+        Request::Kv(request) => request.write(w),
+        Request::Appends(request) => request.write(w),
+        Request::Reads(request) => request.write(w),
         // An overlay view's read is the read's body, then `u64 as_of`.
         Request::AsOf { as_of, read } => {
-            read.write(&mut w);
+            read.write(w);
             w.u64(*as_of);
         }
-        Request::Overlays(request) => request.write(&mut w),
-        Request::Blobs(request) => request.write(&mut w),
-        Request::Streams(request) => request.write(&mut w),
+        Request::Overlays(request) => request.write(w),
+        Request::Blobs(request) => request.write(w),
+        Request::Streams(request) => request.write(w),
+        Request::AckAfter { request, .. } => write_body(request, w),
     }
-    Ok(w.finish(request.message_type().code(), request.frame_flags(), req_id))
 }
 
 #[cfg(test)]
