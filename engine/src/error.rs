@@ -52,6 +52,9 @@ pub enum ErrorKind {
     StreamEnded,
     /// Another connection owns the stream (issue 32).
     StreamNotOwned,
+    /// This store takes no writes because another server is (or may be) the primary: a
+    /// standby, a fenced primary (decision 0031). Nothing was written; the writer goes there.
+    NotPrimary,
 }
 
 /// Why an engine operation failed.
@@ -94,6 +97,10 @@ pub enum EngineError {
     NameNotFound(String),
     #[error("store is read-only: {0}")]
     ReadOnly(String),
+    /// A write refused because this store is not the primary (a standby, a fenced primary):
+    /// the text says which it is and, when known, where the primary is.
+    #[error("not the primary: {0}")]
+    NotPrimary(String),
     #[error("no space left on the device holding {}; free space and retry", file.display())]
     NoSpace { file: PathBuf },
     #[error(transparent)]
@@ -164,6 +171,7 @@ impl EngineError {
                 ErrorKind::InvalidArgument
             }
             EngineError::ReadOnly(_) => ErrorKind::ReadOnly,
+            EngineError::NotPrimary(_) => ErrorKind::NotPrimary,
             EngineError::NoSpace { .. } => ErrorKind::NoSpace,
             EngineError::Corrupt(_) => ErrorKind::Corrupt,
             EngineError::Io { .. } => ErrorKind::Io,
@@ -191,6 +199,9 @@ impl EngineError {
     }
 
     /// A copy for answering every request of a failed batch with the same error.
+    // One arm per variant, each a copy: it grows with the enum, and splitting it would only
+    // move arms apart.
+    #[allow(clippy::too_many_lines)]
     pub(crate) fn duplicate(&self) -> EngineError {
         match self {
             EngineError::ContextNotFound(id) => EngineError::ContextNotFound(*id),
@@ -226,6 +237,7 @@ impl EngineError {
             },
             EngineError::NameNotFound(name) => EngineError::NameNotFound(name.clone()),
             EngineError::ReadOnly(text) => EngineError::ReadOnly(text.clone()),
+            EngineError::NotPrimary(text) => EngineError::NotPrimary(text.clone()),
             EngineError::NoSpace { file } => EngineError::NoSpace { file: file.clone() },
             EngineError::Corrupt(corruption) => EngineError::Corrupt(corruption.clone()),
             EngineError::Io { file, source } => EngineError::Io {

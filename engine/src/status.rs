@@ -11,6 +11,11 @@
 //! A fenced primary (issue 46) is read-only for good: another server took the replica's prefix
 //! with a later epoch, so nothing this one acknowledges from now on would reach any restore
 //! point. Its writes are refused with a message naming the new holder.
+//!
+//! A standby's and a fenced primary's refusals are `EngineError::NotPrimary` (decision 0031:
+//! the writer should go to another server), a failed fdatasync's `ReadOnly` (no server of
+//! the replica is to blame: this one's disk is). The server sends NOT_PRIMARY to a connection
+//! of protocol version 4, READ_ONLY to an older one.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -85,7 +90,7 @@ impl StoreStatus {
 
     pub fn check_writable(&self) -> Result<(), EngineError> {
         if let Some(reason) = self.fenced.get() {
-            return Err(EngineError::ReadOnly(reason.clone()));
+            return Err(EngineError::NotPrimary(reason.clone()));
         }
         if self.read_only.load(Ordering::Acquire) {
             let reason = self.reason.get().cloned().unwrap_or_default();
@@ -96,9 +101,16 @@ impl StoreStatus {
                 Ok(reason) => reason.clone(),
                 Err(poisoned) => poisoned.into_inner().clone(),
             };
-            return Err(EngineError::ReadOnly(reason));
+            return Err(EngineError::NotPrimary(reason));
         }
         Ok(())
+    }
+
+    /// Whether a write would be taken now (`check_writable` passes): what ROLE's
+    /// `accepts_writes` says. The id bound of `shipped` is not counted: it refuses for a
+    /// moment, until more has shipped, and names the wait.
+    pub fn accepts_writes(&self) -> bool {
+        !self.is_read_only()
     }
 
     /// A standby: every write is refused with `reason` (which says where the primary is).

@@ -11,7 +11,9 @@
 //! TURNs, in an overlay view or not), `overlays.rs` (patch, redact, purge), `blobs.rs`
 //! (blobs and chunked writes) and `streams.rs` (streams: open, deltas, seal, long-poll reads);
 //! `follow.rs` makes a STREAM_FOLLOW's frames, which the connection pumps. The wire forms
-//! every family shares are here.
+//! every family shares are here, and what depends on the connection's version: an answer as
+//! an older version sees it (`in_version`: TURN flags, the ERROR codes of version 4), and a
+//! write's ACK_AFTER (`acknowledgement`, version 4).
 
 mod admin;
 mod appends;
@@ -33,9 +35,9 @@ use ctxstore_engine::{
     PayloadMode, Turn, TurnId,
 };
 use ctxstore_protocol::{
-    AppendsResponse, ContextHeadWire, ContextRef as ContextRefWire, ErrorCode, ExtrasWire,
-    OverlayWire, PayloadEncoding, PayloadWire, ReadsResponse, Request, Response, TurnWire,
-    read_flags,
+    AckAfter, AppendsResponse, ContextHeadWire, ContextRef as ContextRefWire, ErrorCode,
+    ExtrasWire, OverlayWire, PayloadEncoding, PayloadWire, ReadsResponse, Request, Response,
+    TurnWire, read_flags,
 };
 
 use crate::config::ServerLimits;
@@ -49,9 +51,13 @@ pub struct Dispatcher {
     pub engine: Engine,
     pub limits: ServerLimits,
     pub counters: Arc<ServerCounters>,
-    /// Replication's figures (REPLICATION_STATS): the replicator's or the standby's, the
-    /// same ones `/metrics` reads (`None`: the server does not replicate).
+    /// Replication's figures (REPLICATION_STATS, ROLE): the replicator's or the standby's,
+    /// the same ones `/metrics` reads (`None`: the server does not replicate).
     pub replication: Option<Arc<ctxstore_replica::ReplicationStats>>,
+    /// The HOST:PORT this server gives the replica as its own when it replicates
+    /// (`--replica-advertise`, else its bound address): ROLE's `primary` while it is the
+    /// primary. Empty when it does not replicate.
+    pub advertise: String,
     /// This core's raw payloads (never borrowed across an await).
     pub payload_cache: RefCell<PayloadCache>,
 }
@@ -72,12 +78,19 @@ impl Dispatcher {
             .answer(request, connection_id)
             .await
             .unwrap_or_else(|response| response);
-        in_version(response, version)
+        in_version(self.with_epoch(response), version)
     }
 
     /// The answer to a request; `Err` holds an ERROR response. One arm per message family;
     /// each family's file answers its own requests.
     async fn answer(&self, request: Request, connection_id: u64) -> Result<Response, Response> {
+        let request = match request {
+            Request::AckAfter { request, after } => {
+                self.acknowledgement(after)?;
+                *request
+            }
+            request => request,
+        };
         match request {
             Request::Admin(request) => self.answer_admin(request).await.map(Response::Admin),
             Request::Contexts(request) => {
@@ -101,7 +114,43 @@ impl Dispatcher {
                 .answer_streams(request, connection_id)
                 .await
                 .map(Response::Streams),
+            // The decoder never wraps a write twice.
+            Request::AckAfter { .. } => Err(error(
+                ErrorCode::BadFrame,
+                "ACK_AFTER on a request that already carries it",
+            )),
         }
+    }
+
+    /// Whether this server can acknowledge a write as its ACK_AFTER asks, checked before the
+    /// write runs: `local` is every write's acknowledgement today (durable on this disk).
+    /// `remote` is refused with nothing written: remote acknowledgements (decision 0031, step
+    /// 3) are not built, and answering one after a local fdatasync would promise what the
+    /// object store does not hold yet. The next step replaces this function.
+    fn acknowledgement(&self, after: AckAfter) -> Result<(), Response> {
+        match after {
+            AckAfter::Local => Ok(()),
+            AckAfter::Remote => Err(error(
+                ErrorCode::InvalidArgument,
+                "ACK_AFTER remote: a remote acknowledgement needs a primary started with \
+                 --replicate-to, and this server does not support it yet; nothing was written \
+                 (send the write with ACK_AFTER local, or without ACK_AFTER)",
+            )),
+        }
+    }
+
+    /// NOT_PRIMARY's `detail`: the newest epoch this server knows (0 without a replica).
+    fn with_epoch(&self, mut response: Response) -> Response {
+        if let Response::Error {
+            code: ErrorCode::NotPrimary,
+            detail,
+            ..
+        } = &mut response
+            && let Some(stats) = &self.replication
+        {
+            *detail = stats.epoch.load(std::sync::atomic::Ordering::Relaxed);
+        }
+        response
     }
 
     /// The ContextID a request names: an id as it is (the engine checks it where it is used,
@@ -145,8 +194,27 @@ fn payload_wire(payload: Payload) -> PayloadWire {
 }
 
 /// A response as a connection of `version` may see it: version 1 defines no TURN flags (a
-/// SUMMARY turn appended by a version-2 client reads as flags 0 there).
+/// SUMMARY turn appended by a version-2 client reads as flags 0 there); before version 4, an
+/// ERROR NOT_PRIMARY is READ_ONLY and UNCONFIRMED is INTERNAL (decision 0031), with the
+/// message READ_ONLY had (`store is read-only: …`), byte for byte.
 fn in_version(mut response: Response, version: u16) -> Response {
+    if let Response::Error {
+        code,
+        detail,
+        message,
+    } = &mut response
+    {
+        let sent = code.in_version(version);
+        if *code == ErrorCode::NotPrimary && sent == ErrorCode::ReadOnly {
+            // READ_ONLY's detail is 0.
+            *detail = 0;
+            if let Some(reason) = message.strip_prefix(NOT_PRIMARY_PREFIX) {
+                *message = format!("{READ_ONLY_PREFIX}{reason}");
+            }
+        }
+        *code = sent;
+        return response;
+    }
     if version >= 2 {
         return response;
     }
@@ -186,6 +254,11 @@ fn extras_wire(key: Vec<u8>, labels: Vec<(String, String)>, links: Vec<TurnId>) 
     }
 }
 
+/// How the engine's `NotPrimary` and `ReadOnly` errors begin (`EngineError`'s messages): a
+/// version-3 connection gets a standby's refusal with the second, as before version 4.
+const NOT_PRIMARY_PREFIX: &str = "not the primary: ";
+const READ_ONLY_PREFIX: &str = "store is read-only: ";
+
 pub fn error(code: ErrorCode, message: impl Into<String>) -> Response {
     Response::Error {
         code,
@@ -213,6 +286,9 @@ pub fn engine_error(error: EngineError) -> Response {
         // Only stream requests (version 3) name streams.
         ErrorKind::StreamEnded => ErrorCode::StreamEnded,
         ErrorKind::StreamNotOwned => ErrorCode::StreamNotOwned,
+        // A version-3 connection gets READ_ONLY (`in_version`); `detail` is the epoch
+        // (`Dispatcher::with_epoch`).
+        ErrorKind::NotPrimary => ErrorCode::NotPrimary,
     };
     let detail = match &error {
         EngineError::Conflict { actual, .. } => actual.0,
@@ -263,5 +339,29 @@ pub fn head_wire(head: &ContextHead) -> ContextHeadWire {
         context_id: head.context_id.0,
         head_turn_id: head.head_turn_id.0,
         head_depth: head.head_depth,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `in_version` rewrites a NOT_PRIMARY for a version-3 connection by the messages'
+    /// beginnings: they are the engine's.
+    #[test]
+    fn the_prefixes_are_the_engines() {
+        let not_primary = EngineError::NotPrimary("a standby".into()).to_string();
+        let read_only = EngineError::ReadOnly("a standby".into()).to_string();
+        assert_eq!(not_primary, format!("{NOT_PRIMARY_PREFIX}a standby"));
+        assert_eq!(read_only, format!("{READ_ONLY_PREFIX}a standby"));
+        let refused = || engine_error(EngineError::NotPrimary("a standby".into()));
+        let Response::Error { code, message, .. } = in_version(refused(), 3) else {
+            panic!("an error stays an error");
+        };
+        assert_eq!((code, message), (ErrorCode::ReadOnly, read_only));
+        let Response::Error { code, message, .. } = in_version(refused(), 4) else {
+            panic!("an error stays an error");
+        };
+        assert_eq!((code, message), (ErrorCode::NotPrimary, not_primary));
     }
 }

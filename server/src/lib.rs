@@ -431,6 +431,7 @@ impl Server {
                 token_digest,
                 limits: config.limits,
                 replication: self.replication().cloned(),
+                advertise: advertised(config, self.local_addr),
                 drain_timeout: config.drain_timeout,
                 shutdown,
             };
@@ -579,6 +580,21 @@ impl HurryHandle {
             let _ = core.try_send(());
             let _ = core.try_send(());
         }
+    }
+}
+
+/// The HOST:PORT this server gives its replica as its own, as `attach_replication` does:
+/// `--replica-advertise`, else the bound address; empty when it neither replicates nor
+/// follows.
+fn advertised(config: &ServerConfig, local_addr: SocketAddr) -> String {
+    let ship = config
+        .replication
+        .as_ref()
+        .or(config.follow.as_ref().map(|follow| &follow.ship));
+    match ship {
+        None => String::new(),
+        Some(ship) if ship.advertise.is_empty() => local_addr.to_string(),
+        Some(ship) => ship.advertise.clone(),
     }
 }
 

@@ -43,6 +43,9 @@ pub struct CoreSettings {
     pub limits: ServerLimits,
     /// Replication's figures (REPLICATION_STATS), when the server replicates or follows.
     pub replication: Option<Arc<ctxstore_replica::ReplicationStats>>,
+    /// The HOST:PORT the server gives its replica as its own (ROLE's `primary` while it is
+    /// the primary); empty when it does not replicate.
+    pub advertise: String,
     /// How long connections get to answer and write what is in flight once shutdown began.
     pub drain_timeout: Duration,
     /// The first message (or all senders dropped): stop accepting, drain, exit. A second
@@ -113,6 +116,7 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
             limits: settings.limits,
             counters: settings.counters,
             replication: settings.replication,
+            advertise: settings.advertise,
             payload_cache: RefCell::new(
                 PayloadCache::with_counters(
                     settings.payload_cache_bytes,

@@ -1,5 +1,7 @@
 //! Bad input at the socket: each gets its documented ERROR or a closed connection, and a
-//! well-behaved client on another connection keeps getting correct answers.
+//! well-behaved client on another connection keeps getting correct answers. The frame flag
+//! ACK_AFTER (version 4) where it cannot be — on a read, at 3, on a version-3 connection — is
+//! BAD_FRAME; `remote`, not built yet, is refused before anything is written.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -9,10 +11,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::*;
 use ctxstore_protocol::{
-    AdminRequest, AdminResponse, AppendsRequest, BlobsRequest, BlobsResponse, ErrorCode,
-    FrameHeader, PROTOCOL_VERSION, Request, Response,
+    AckAfter, AdminRequest, AdminResponse, AppendsRequest, AppendsResponse, BlobsRequest,
+    BlobsResponse, ContextRef, ContextsRequest, ContextsResponse, ErrorCode, FrameHeader,
+    HEADER_BYTES, KvRequest, PROTOCOL_VERSION, Request, Response, encode_request, frame_flags,
 };
-use ctxstore_protocol::{admin, appends, blobs};
+use ctxstore_protocol::{admin, appends, blobs, contexts, kv};
 
 /// A well-behaved client that must keep working while the others misbehave.
 struct Witness {
@@ -908,4 +911,137 @@ fn the_server_budget_is_a_hard_bound_across_many_stuck_connections() {
         "server peak RSS grew by {grown_mib} MiB under a {BUDGET_MIB} MiB budget"
     );
     drop(stuck);
+}
+
+/// `request` framed with ACK_AFTER's bits set to `code` (0..=3), whatever the encoder allows.
+fn with_ack_after(req_id: u64, request: &Request, code: u16) -> Vec<u8> {
+    let mut bytes = bytes::BytesMut::new();
+    encode_request(req_id, request, &mut bytes).unwrap();
+    let mut header = [0u8; HEADER_BYTES];
+    header.copy_from_slice(&bytes[..HEADER_BYTES]);
+    let header = FrameHeader {
+        flags: FrameHeader::decode(&header).flags | code << frame_flags::ACK_AFTER_SHIFT,
+        ..FrameHeader::decode(&header)
+    };
+    bytes[..HEADER_BYTES].copy_from_slice(&header.encode());
+    bytes.to_vec()
+}
+
+fn head_of(raw: &mut Raw, context: u64) -> u64 {
+    let request = Request::Contexts(ContextsRequest::GetHead(contexts::GetHead {
+        context: ContextRef::Id(context),
+    }));
+    match raw.call(50, &request) {
+        Response::Contexts(ContextsResponse::Context(contexts::Context { head, .. })) => {
+            head.head_turn_id
+        }
+        other => panic!("GET_HEAD answered {other:?}"),
+    }
+}
+
+#[test]
+fn ack_after_is_a_bad_frame_where_it_cannot_be_and_remote_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(config(dir.path()));
+    let addr = server.local_addr();
+    let mut raw = Raw::connect(addr);
+    raw.hello(b"");
+    let created = raw.call(
+        2,
+        &Request::Contexts(ContextsRequest::CtxCreate(contexts::CtxCreate {
+            base_turn_id: 0,
+        })),
+    );
+    let Response::Contexts(ContextsResponse::Context(contexts::Context { head, .. })) = created
+    else {
+        panic!("CTX_CREATE answered {created:?}");
+    };
+    let context = head.context_id;
+    let append = Request::Appends(AppendsRequest::AppendTurn(appends::AppendTurn {
+        context: ContextRef::Id(context),
+        expected_head: None,
+        type_tag: 1,
+        codec: 0,
+        payload: Bytes::from_static(b"acknowledged"),
+    }));
+    let acked = |after| Request::AckAfter {
+        request: Box::new(append.clone()),
+        after,
+    };
+
+    // `local` is every write's acknowledgement today.
+    let appended = raw.call(3, &acked(AckAfter::Local));
+    let Response::Appends(AppendsResponse::Appended(appends::Appended { turn, .. })) = appended
+    else {
+        panic!("an append acknowledged local answered {appended:?}");
+    };
+    assert_eq!(head_of(&mut raw, context), turn.turn_id);
+
+    // `remote` is refused before it runs: INVALID_ARGUMENT, nothing written, the connection
+    // stays.
+    let refused = raw.call(4, &acked(AckAfter::Remote));
+    let Response::Error {
+        code: ErrorCode::InvalidArgument,
+        message,
+        ..
+    } = &refused
+    else {
+        panic!("an append acknowledged remote answered {refused:?}");
+    };
+    assert!(
+        message.contains("--replicate-to") && message.contains("does not support it yet"),
+        "{message}"
+    );
+    assert_eq!(head_of(&mut raw, context), turn.turn_id, "nothing appended");
+    let put = Request::AckAfter {
+        request: Box::new(Request::Kv(KvRequest::KvPut(kv::KvPut {
+            context: ContextRef::Id(context),
+            if_absent: false,
+            entries: vec![(Bytes::from_static(b"k"), Bytes::from_static(b"v"))],
+        }))),
+        after: AckAfter::Remote,
+    };
+    assert_eq!(
+        error_code(&raw.call(5, &put)),
+        Some(ErrorCode::InvalidArgument)
+    );
+    let get = Request::Kv(KvRequest::KvGet(kv::KvGet {
+        context: ContextRef::Id(context),
+        key: Bytes::from_static(b"k"),
+        read_flags: 0,
+    }));
+    let got = raw.call(6, &get);
+    assert_eq!(
+        error_code(&got),
+        Some(ErrorCode::NotFound),
+        "a refused put stored its value: {got:?}"
+    );
+
+    // On a read, or at 3: BAD_FRAME, then close.
+    let get_head = Request::Contexts(ContextsRequest::GetHead(contexts::GetHead {
+        context: ContextRef::Id(context),
+    }));
+    for (request, code) in [(&get_head, 1), (&get_head, 2), (&append, 3)] {
+        let mut raw = Raw::connect(addr);
+        raw.hello(b"");
+        raw.send_bytes(&with_ack_after(7, request, code));
+        let (req_id, response) = raw.receive().expect("an error before the close");
+        assert_eq!(
+            (req_id, error_code(&response)),
+            (7, Some(ErrorCode::BadFrame))
+        );
+        assert!(raw.closed());
+    }
+
+    // A connection of version 3 does not know the flag, even on an append.
+    let mut old = Raw::connect(addr);
+    old.hello_versions(b"", 3, 3);
+    old.send_bytes(&with_ack_after(8, &append, 1));
+    let (req_id, response) = old.receive().expect("an error before the close");
+    assert_eq!(
+        (req_id, error_code(&response)),
+        (8, Some(ErrorCode::BadFrame))
+    );
+    assert!(old.closed());
+    assert_eq!(head_of(&mut raw, context), turn.turn_id, "nothing appended");
 }

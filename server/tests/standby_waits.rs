@@ -130,7 +130,8 @@ fn a_standby_started_first_waits_then_restores_and_follows(url: &str, env: &[(St
     assert_eq!(stats.target, url);
     assert_eq!(early.stats().unwrap().turns, 0);
     let refused = early.create_context().unwrap_err();
-    assert_eq!(refused.code(), Some(ErrorCode::ReadOnly), "{refused:?}");
+    // A version-4 client is told to write elsewhere (decision 0031); version 3 read READ_ONLY.
+    assert_eq!(refused.code(), Some(ErrorCode::NotPrimary), "{refused:?}");
     assert_eq!(states_on(&metrics(&metrics_listen)), ["waiting"]);
     assert!(
         !root.path().join("standby.ready").exists(),

@@ -26,6 +26,12 @@ impl Engine {
         self.inner.published.status.is_following()
     }
 
+    /// Whether the store takes writes now: not a standby, not fenced, no failed fdatasync
+    /// (ROLE's `accepts_writes`, decision 0031).
+    pub fn accepts_writes(&self) -> bool {
+        self.inner.published.status.accepts_writes()
+    }
+
     /// The message every refused write carries from now on (where the primary is).
     pub fn set_follow_reason(&self, reason: String) {
         if self.is_following() {

@@ -1,16 +1,17 @@
-//! The admin family: PING, STATS, STATS_EX, BACKUP, GC, REPLICATION_STATS (HELLO is the
+//! The admin family: PING, STATS, STATS_EX, BACKUP, GC, REPLICATION_STATS, ROLE (HELLO is the
 //! connection's, answered before any request reaches a dispatcher). STATS and STATS_EX come
-//! from one `Engine::stats`; REPLICATION_STATS from the replicator's (or the standby's)
-//! `ReplicationStats`, the figures `/metrics` reads; BACKUP and GC run the engine's blocking
+//! from one `Engine::stats`; REPLICATION_STATS and ROLE from the replicator's (or the
+//! standby's) `ReplicationStats`, the figures `/metrics` reads (ROLE's lease and remote
+//! acknowledgement figures are 0 until decision 0031 builds them); BACKUP and GC run the engine's blocking
 //! `backup` and `gc` on a thread of their own (`ctxstore-backup`, `ctxstore-gc-req`) and await
 //! the answer, so the core serves on meanwhile.
 
 use std::sync::atomic::Ordering;
 
 use ctxstore_engine::EngineError;
-use ctxstore_protocol::admin;
+use ctxstore_protocol::admin::{self, RoleAnswer, ServerRole};
 use ctxstore_protocol::{
-    AdminRequest, AdminResponse, BackupWire, ErrorCode, GcStatsWire, GcWire,
+    AckAfter, AdminRequest, AdminResponse, BackupWire, ErrorCode, GcStatsWire, GcWire,
     REPLICATION_FAILURE_KINDS_MAX, ReplicationRoleWire, ReplicationStateWire, ReplicationStatsWire,
     Response, StatsWire,
 };
@@ -50,7 +51,59 @@ impl Dispatcher {
             AdminRequest::ReplicationStats(admin::ReplicationStats) => {
                 Ok(AdminResponse::ReplicationStats(self.replication_stats()))
             }
+            AdminRequest::Role(admin::Role) => Ok(AdminResponse::RoleAnswer(self.role())),
         }
+    }
+
+    /// ROLE (decision 0031 §10) from what this server knows today: its role from replication's
+    /// figures (none: off; a primary, fenced once its shipper is; a standby, taking over
+    /// while it promotes), whether the engine takes writes, the epoch. Every write is
+    /// acknowledged `local` (remote acknowledgements are not built); no lease exists yet, so
+    /// its figures are 0 and its holder empty, and so are the remote acknowledgements' and
+    /// the failovers'. `primary` is this server's advertised address while it is the primary;
+    /// a standby's or a fenced primary's primary is only known as REPLICATION_STATS' text, so
+    /// it is empty here (unknown) rather than a guess.
+    fn role(&self) -> Box<RoleAnswer> {
+        let accepts_writes = self.engine.accepts_writes();
+        let (role, epoch) = match &self.replication {
+            None => (ServerRole::Off, 0),
+            Some(stats) => {
+                let snapshot = stats.snapshot(ctxstore_replica::stats::now_unix_ms());
+                let role = match snapshot.role {
+                    None => ServerRole::Off,
+                    Some(ReplicationRole::Primary) => match snapshot.state {
+                        ReplicationState::Fenced => ServerRole::Fenced,
+                        _ => ServerRole::Primary,
+                    },
+                    Some(ReplicationRole::Standby) if snapshot.promoting => ServerRole::TakingOver,
+                    Some(ReplicationRole::Standby) => ServerRole::Standby,
+                };
+                (role, snapshot.epoch)
+            }
+        };
+        let primary = if role == ServerRole::Primary && accepts_writes {
+            self.advertise.clone()
+        } else {
+            String::new()
+        };
+        Box::new(RoleAnswer {
+            role,
+            accepts_writes,
+            ack_after: AckAfter::Local,
+            epoch,
+            lease_ms: 0,
+            lease_age_ms: 0,
+            ack_open_ms: 0,
+            failovers: 0,
+            last_failover_ms: 0,
+            remote_waiting: 0,
+            remote_acks_total: 0,
+            remote_unconfirmed_total: 0,
+            remote_ack_us_p50: 0,
+            remote_ack_us_p99: 0,
+            primary,
+            holder: String::new(),
+        })
     }
 
     /// STATS_EX: STATS' fields and the garbage collector's.
