@@ -1,5 +1,6 @@
-//! The async client (tokio): `Client` connects and says HELLO (versions 1..=2; the negotiated
-//! one is kept, and a version-2 request on a version-1 connection fails before sending), keeps
+//! The async client (tokio): `Client` connects and says HELLO (versions 1..=4; the negotiated
+//! one is kept, and a request of a newer version than the connection's, or a frame flag of
+//! one, fails before sending), keeps
 //! the server's limits, sends requests over its connection (`transport.rs`) with their timeouts
 //! (`request`, and `call`: a family's request, its family's answer), and hands out handles with
 //! an overlay view (`as_of`). Cheap to clone; clones share the connection. The typed calls are
@@ -188,9 +189,10 @@ impl Client {
         self.shared.hash_raw
     }
 
-    /// The protocol version HELLO negotiated: 2 with a server that has contexts by name, tags,
-    /// listing and key-value; 1 with an older one (those calls are then
-    /// `ClientError::Unsupported`, refused before sending).
+    /// The protocol version HELLO negotiated: the highest both sides speak (4 with a server
+    /// that has ROLE, 3 with one that has streams, 2 with one that has contexts by name, tags,
+    /// listing and key-value, 1 with an older one). A call of a newer version is
+    /// `ClientError::Unsupported`, refused before sending.
     pub fn protocol_version(&self) -> u16 {
         self.shared.version.load(Ordering::Relaxed)
     }
@@ -268,12 +270,15 @@ impl Client {
     fn check_version(&self, request: &Request) -> Result<(), ClientError> {
         let version = self.protocol_version();
         let since = request.message_type().since_version();
-        let needed =
-            if request.frame_flags() & (frame_flags::CTX_BY_NAME | frame_flags::OVERLAYS) != 0 {
-                since.max(2)
-            } else {
-                since
-            };
+        let flags = request.frame_flags();
+        let mut needed = since;
+        if flags & (frame_flags::CTX_BY_NAME | frame_flags::OVERLAYS) != 0 {
+            needed = needed.max(2);
+        }
+        // A write that says when it is acknowledged (decision 0031).
+        if flags & frame_flags::ACK_AFTER != 0 {
+            needed = needed.max(ctxstore_protocol::ACK_AFTER_SINCE_VERSION);
+        }
         if needed > version {
             return Err(ClientError::Unsupported {
                 request: request.message_type().name(),

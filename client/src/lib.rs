@@ -154,6 +154,10 @@ pub use client::{
     is_indexed_label,
 };
 pub use config::ClientConfig;
+/// `role`'s answer (protocol version 4): the wire's struct as it is, and when a write is
+/// acknowledged.
+pub use ctxstore_protocol::AckAfter;
+pub use ctxstore_protocol::admin::{RoleAnswer as Role, ServerRole};
 pub use ctxstore_protocol::{ContextRef, ErrorCode, PageKind, ServerLimits, StatsWire};
 /// `replication_stats`' answer: the wire's struct as it is (one definition, every field
 /// documented there).

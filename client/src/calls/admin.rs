@@ -1,14 +1,14 @@
 //! The admin family's calls: PING, STATS (STATS_EX on version 2, STATS after an
 //! UNKNOWN_MESSAGE from a server that predates it, remembered per connection), GC and BACKUP
 //! (each on its own timeout, `ClientConfig::gc_timeout` and `backup_timeout`, instead of the
-//! per-request one; a relative backup directory is refused before sending), and
-//! REPLICATION_STATS (version 3).
+//! per-request one; a relative backup directory is refused before sending),
+//! REPLICATION_STATS (version 3) and ROLE (version 4).
 
 use std::sync::atomic::Ordering;
 
 use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::admin::{
-    Backup, Gc, Ping, ReplicationStats, Stats as StatsRequest, StatsEx,
+    Backup, Gc, Ping, ReplicationStats, Role, RoleAnswer, Stats as StatsRequest, StatsEx,
 };
 use ctxstore_protocol::{ErrorCode, MessageType, ReplicationStatsWire};
 
@@ -98,5 +98,23 @@ impl Client {
             });
         }
         Ok(*self.ask(ReplicationStats).await?)
+    }
+
+    /// What this server is in its replica's failover now (ROLE, protocol version 4, decision
+    /// 0031): its role (off, primary, standby, fenced, …), whether it takes writes, when it
+    /// acknowledges a write by default, the epoch, and where the primary is when it knows
+    /// (`primary`, HOST:PORT; empty: unknown). Lease and remote acknowledgement figures are 0
+    /// on a server that has none. `ClientError::Unsupported` before version 4 (ask
+    /// `replication_stats` there).
+    pub async fn role(&self) -> Result<RoleAnswer, ClientError> {
+        let version = self.protocol_version();
+        if version < 4 {
+            return Err(ClientError::Unsupported {
+                request: "ROLE",
+                needed: 4,
+                version,
+            });
+        }
+        Ok(*self.ask(Role).await?)
     }
 }
