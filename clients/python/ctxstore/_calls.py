@@ -80,6 +80,7 @@ from .types import (
     Redacted,
     ReplicationStats,
     Retention,
+    Role,
     Stats,
     Turn,
     TurnInfo,
@@ -549,6 +550,15 @@ class Calls(ClientCore):
         why, target, epoch, generation, what shipped (or was applied) and when, the lag, the
         backlog, failures by kind. A server that does not replicate says ``"off"``."""
         return Call(ops.replication_stats(), timeout)
+
+    @call
+    def role(self, *, timeout: float | None = None) -> Call[Role]:
+        """What this server is in its replica's failover now (protocol version 4, decision
+        0031): its role (``"off"``, ``"primary"``, ``"standby"``, ``"fenced"``, …), whether it
+        takes writes, when it acknowledges a write by default, the epoch, and the primary's
+        address when it knows it. Raises :class:`~ctxstore.errors.NotSupported` on a server
+        older than version 4 (ask :meth:`replication_stats` there)."""
+        return Call(ops.role(), timeout)
 
     # -- version 2: contexts by name, tags, listing, key-value ---------------------------------
     @call

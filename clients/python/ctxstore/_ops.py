@@ -71,6 +71,7 @@ from .types import (
     Redacted,
     ReplicationStats,
     Retention,
+    Role,
     ServerInfo,
     Stats,
     Turn,
@@ -803,6 +804,33 @@ def replication_stats() -> Op[ReplicationStats]:
         )
 
     return Op(p.ReplicationStats(), finish)
+
+
+def role() -> Op[Role]:
+    """ROLE (version 4, decision 0031): what this server is in its replica's failover now."""
+
+    def finish(response: p.Response) -> Role:
+        r = _expect(response, p.RoleResponse)
+        return Role(
+            role=p.SERVER_ROLES[r.role],
+            accepts_writes=r.accepts_writes,
+            ack_after=p.ACK_AFTER_NAMES[r.ack_after],
+            epoch=r.epoch,
+            lease_ms=r.lease_ms,
+            lease_age_ms=r.lease_age_ms,
+            ack_open_ms=r.ack_open_ms,
+            failovers=r.failovers,
+            last_failover_ms=r.last_failover_ms,
+            remote_waiting=r.remote_waiting,
+            remote_acks_total=r.remote_acks_total,
+            remote_unconfirmed_total=r.remote_unconfirmed_total,
+            remote_ack_us_p50=r.remote_ack_us_p50,
+            remote_ack_us_p99=r.remote_ack_us_p99,
+            primary=r.primary,
+            holder=r.holder,
+        )
+
+    return Op(p.Role(), finish)
 
 
 def gc() -> Op[GcReport]:

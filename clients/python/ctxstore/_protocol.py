@@ -179,6 +179,15 @@ __all__ = [
     "RedactTurn",
     "PurgeBlob",
     "AsOf",
+    "AckAfter",
+    "ACK_AFTER_LOCAL",
+    "ACK_AFTER_REMOTE",
+    "ACK_AFTER_MASK",
+    "ACK_AFTER_SHIFT",
+    "TAKES_ACK_AFTER",
+    "Role",
+    "RoleResponse",
+    "SERVER_ROLES",
     "OverlayRecord",
     "ChunkRecord",
     "SentChunkRecord",
@@ -256,7 +265,30 @@ OVERLAYS = 1 << 1
 """Frame flag bit 1 (version 2, decision 0012): on a read that answers TURNs (see
 :class:`AsOf`) the body ends with ``u64 as_of`` (0: the latest view); on its answer the body
 ends with ``u32 count`` and one OVERLAY (16 bytes) per TURN (see :class:`OverlaidResponse`)."""
-FRAME_FLAGS_KNOWN = CTX_BY_NAME | OVERLAYS
+ACK_AFTER_SHIFT = 3
+ACK_AFTER_MASK = 0b11 << ACK_AFTER_SHIFT
+"""Frame flag bits 3-4 (version 4, decision 0031; requests only): when a write is
+acknowledged. 0 the server's default (``--ack-after``), :data:`ACK_AFTER_LOCAL`,
+:data:`ACK_AFTER_REMOTE`; 3 is a bad frame. Only on the writes of :data:`TAKES_ACK_AFTER` (see
+:class:`AckAfter`)."""
+ACK_AFTER_LOCAL = 1
+"""``ACK_AFTER`` 1: acknowledged once durable on the server's disk (every older write)."""
+ACK_AFTER_REMOTE = 2
+"""``ACK_AFTER`` 2: acknowledged once the object store holds it too."""
+ACK_AFTER_NAMES = {ACK_AFTER_LOCAL: "local", ACK_AFTER_REMOTE: "remote"}
+"""``ACK_AFTER`` values (and ROLE's ``ack_after``) by name."""
+TAKES_ACK_AFTER = frozenset(
+    {
+        MessageType.APPEND_TURN,
+        MessageType.APPEND_TURN_BY_HASH,
+        MessageType.APPEND_TURNS,
+        MessageType.STREAM_SEAL,
+        MessageType.KV_PUT,
+        MessageType.KV_PUT_EX,
+    }
+)
+"""The writes that may carry ``ACK_AFTER``."""
+FRAME_FLAGS_KNOWN = CTX_BY_NAME | OVERLAYS | ACK_AFTER_MASK
 MORE = 1 << 2
 """Frame flag bit 2 (version 3, answers only; issue 32): more frames answer this req_id. Only
 an answer whose class sets ``CARRIES_MORE`` (STREAM_FOLLOW's STREAM_PUSHED) may carry it; on
@@ -2616,6 +2648,26 @@ class ReplicationStats(Request):
 
 @register_request
 @dataclass(frozen=True, slots=True)
+class Role(Request):
+    """ROLE (0x0039, v4, decision 0031): what this server is in its replica's failover now.
+    Empty body."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.ROLE
+    NAME: ClassVar[str] = "ROLE"
+    MIN_VERSION: ClassVar[int] = 4
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [b""]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> Role:
+        """See :meth:`Message.decode_body`."""
+        return cls()
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
 class PatchTurn(Request):
     """PATCH_TURN (0x0024, v2): the turn reads ``payload`` from now on (an overlay; reads
     ``as_of`` an older overlay see what it had then). Body: ``u64 turn_id, u32 payload_len, u32
@@ -2842,6 +2894,44 @@ class AsOf(Request):
         if isinstance(self.read, AsOf) or self.read.msg_type not in TAKES_OVERLAYS:
             raise ValueError(f"{self.read.NAME} returns no turns: it has no overlay view")
         return [*self.read.body_chunks(), _u64(self.as_of)]
+
+
+@dataclass(frozen=True, slots=True)
+class AckAfter(Request):
+    """A write of :data:`TAKES_ACK_AFTER` that says when it is acknowledged (v4, decision
+    0031): sent as the write with ``after`` (:data:`ACK_AFTER_LOCAL` or
+    :data:`ACK_AFTER_REMOTE`) in the frame flag bits 3-4; the body is the write's."""
+
+    NAME: ClassVar[str] = "ACK_AFTER"
+    MIN_VERSION: ClassVar[int] = 4
+
+    request: Request
+    after: int = ACK_AFTER_LOCAL
+
+    @property
+    def msg_type(self) -> int:
+        """The write's ``msg_type``."""
+        return self.request.msg_type
+
+    @property
+    def frame_flags(self) -> int:
+        """The write's flags and ``after`` in bits 3-4."""
+        return self.request.frame_flags | self.after << ACK_AFTER_SHIFT
+
+    @property
+    def required_version(self) -> int:
+        """Version 4, or the write's when newer."""
+        return max(self.MIN_VERSION, self.request.required_version)
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        if isinstance(self.request, (AckAfter, AsOf)) or (
+            self.request.msg_type not in TAKES_ACK_AFTER
+        ):
+            raise ValueError(f"{self.request.NAME} is not a write that takes ACK_AFTER")
+        if self.after not in ACK_AFTER_NAMES:
+            raise ValueError(f"ACK_AFTER {self.after}: only 1 (local) or 2 (remote)")
+        return self.request.body_chunks()
 
 
 _PAGE_KINDS = frozenset(int(kind) for kind in PageKind)
@@ -3774,6 +3864,120 @@ class StatsExResponse(Response):
         )
 
 
+SERVER_ROLES = (
+    "off",
+    "primary",
+    "standby",
+    "fenced",
+    "lapsed",
+    "taking_over",
+    "rejoining",
+)
+"""ROLE ``role`` codes, by index (a decoder refuses any past 6)."""
+ROLE_TEXT_BYTES_MAX = 1024
+_ROLE_FIGURES = (
+    "lease_age_ms",
+    "ack_open_ms",
+    "failovers",
+    "last_failover_ms",
+    "remote_waiting",
+    "remote_acks_total",
+    "remote_unconfirmed_total",
+)
+_ROLE_FIXED = struct.Struct("<BBB5sQI7QII")
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class RoleResponse(Response):
+    """ROLE response (0x8039, v4): ``u8 role`` (:data:`SERVER_ROLES`), ``u8 accepts_writes``,
+    ``u8 ack_after`` (1 local, 2 remote), 5 reserved, ``u64 epoch, u32 lease_ms``, seven u64
+    (lease_age_ms, ack_open_ms, failovers, last_failover_ms, remote_waiting,
+    remote_acks_total, remote_unconfirmed_total), ``u32 remote_ack_us_p50, u32
+    remote_ack_us_p99``, two ``u16 len, UTF-8`` texts of at most 1024 bytes (primary,
+    holder). A lease figure of 0: no lease; an empty text: unknown."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.ROLE.response_type,)
+    NAME: ClassVar[str] = "ROLE response"
+
+    role: int
+    accepts_writes: bool
+    ack_after: int
+    epoch: int
+    lease_ms: int
+    lease_age_ms: int
+    ack_open_ms: int
+    failovers: int
+    last_failover_ms: int
+    remote_waiting: int
+    remote_acks_total: int
+    remote_unconfirmed_total: int
+    remote_ack_us_p50: int
+    remote_ack_us_p99: int
+    primary: str
+    holder: str
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        body = _pack(
+            _ROLE_FIXED,
+            self.role,
+            int(self.accepts_writes),
+            self.ack_after,
+            b"\0" * 5,
+            self.epoch,
+            self.lease_ms,
+            *(getattr(self, name) for name in _ROLE_FIGURES),
+            self.remote_ack_us_p50,
+            self.remote_ack_us_p99,
+        )
+        for name in ("primary", "holder"):
+            text = getattr(self, name).encode()
+            if len(text) > ROLE_TEXT_BYTES_MAX:
+                raise ValueError(f"{name} of {len(text)} bytes (at most 1024)")
+            body += _short(text, name)
+        return body
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> RoleResponse:
+        """See :meth:`Message.decode_body`."""
+        role = reader.u8("role")
+        if role >= len(SERVER_ROLES):
+            raise reader.error("role", "not a role (0..=6)")
+        accepts_writes = reader.boolean("accepts_writes")
+        ack_after = reader.u8("ack_after")
+        if ack_after not in ACK_AFTER_NAMES:
+            raise reader.error("ack_after", "not 1 (local) or 2 (remote)")
+        reader.zero(5)
+        epoch = reader.u64("epoch")
+        lease_ms = reader.u32("lease_ms")
+        figures = {name: reader.u64(name) for name in _ROLE_FIGURES}
+        p50 = reader.u32("remote_ack_us_p50")
+        p99 = reader.u32("remote_ack_us_p99")
+        texts = {}
+        for name in ("primary", "holder"):
+            length = reader.limit(reader.u16(name), ROLE_TEXT_BYTES_MAX, name)
+            texts[name] = reader.string(length, name)
+        return cls(
+            role=role,
+            accepts_writes=accepts_writes,
+            ack_after=ack_after,
+            epoch=epoch,
+            lease_ms=lease_ms,
+            lease_age_ms=figures["lease_age_ms"],
+            ack_open_ms=figures["ack_open_ms"],
+            failovers=figures["failovers"],
+            last_failover_ms=figures["last_failover_ms"],
+            remote_waiting=figures["remote_waiting"],
+            remote_acks_total=figures["remote_acks_total"],
+            remote_unconfirmed_total=figures["remote_unconfirmed_total"],
+            remote_ack_us_p50=p50,
+            remote_ack_us_p99=p99,
+            primary=texts["primary"],
+            holder=texts["holder"],
+        )
+
+
 REPLICATION_ROLES = ("off", "primary", "standby")
 """REPLICATION_STATS ``role`` codes, by index."""
 REPLICATION_STATES = (
@@ -4164,6 +4368,13 @@ def decode_request(msg_type: int, body: bytes, flags: int = 0) -> Request:
     by_name = bool(flags & CTX_BY_NAME)
     if by_name and not cls.TAKES_CONTEXT:
         raise ProtocolError(f"{cls.NAME}: CTX_BY_NAME on a message without a context_id")
+    after = (flags & ACK_AFTER_MASK) >> ACK_AFTER_SHIFT
+    if after:
+        if msg_type not in TAKES_ACK_AFTER:
+            raise ProtocolError(f"{cls.NAME}: ACK_AFTER on a message that is not such a write")
+        if after not in ACK_AFTER_NAMES:
+            raise ProtocolError(f"{cls.NAME}: ACK_AFTER is 3 (only 0, 1 and 2 are defined)")
+        return AckAfter(_decode(cls, body, by_name), after)
     if not flags & OVERLAYS:
         return _decode(cls, body, by_name)
     if msg_type not in TAKES_OVERLAYS:

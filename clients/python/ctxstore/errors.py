@@ -38,6 +38,8 @@ __all__ = [
     "AlreadyExists",
     "HashMismatch",
     "StreamEnded",
+    "NotPrimary",
+    "Unconfirmed",
     "StreamNotOwned",
     "ProtocolError",
     "IntegrityError",
@@ -254,6 +256,28 @@ class StreamNotOwned(ServerError):
     name = "STREAM_NOT_OWNED"
 
 
+class NotPrimary(ServerError):
+    """NOT_PRIMARY (19, protocol version 4, decision 0031): this server takes no writes now (a
+    standby, or a primary another took the replica from); nothing was written, and the
+    message names the primary's address when the server knows it (``detail``: the newest
+    epoch it knows). Send the write to the primary (``role()`` tells which server is). A
+    server answers a client of version 3 :class:`ReadOnly` instead."""
+
+    code = ErrorCode.NOT_PRIMARY.value
+    name = "NOT_PRIMARY"
+
+
+class Unconfirmed(ServerError):
+    """UNCONFIRMED (20, protocol version 4, decision 0031): the write is durable on the server
+    but was not acknowledged as it asked (a remote acknowledgement the object store did not
+    give in time); it may or may not survive a failover (``detail``: its TurnID when it has
+    one). Retry it with the same idempotency key. A server answers a client of version 3
+    :class:`Internal` instead."""
+
+    code = ErrorCode.UNCONFIRMED.value
+    name = "UNCONFIRMED"
+
+
 ERROR_CLASSES: dict[int, type[ServerError]] = {
     cls.code: cls
     for cls in (
@@ -275,6 +299,8 @@ ERROR_CLASSES: dict[int, type[ServerError]] = {
         HashMismatch,
         StreamEnded,
         StreamNotOwned,
+        NotPrimary,
+        Unconfirmed,
     )
 }
 """The exception class of each known ERROR code."""

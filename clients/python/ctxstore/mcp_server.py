@@ -97,6 +97,8 @@ _ERROR_NAMES = {
     16: "HASH_MISMATCH",
     17: "STREAM_ENDED",
     18: "STREAM_NOT_OWNED",
+    19: "NOT_PRIMARY",
+    20: "UNCONFIRMED",
 }
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "Page",
     "Stats",
     "ReplicationStats",
+    "Role",
     "GcReport",
     "Patched",
     "Redacted",
@@ -312,6 +313,40 @@ class ReplicationStats:
     """The backlog's only bound: it ships in segments of at most this many bytes."""
     failures: dict[str, int]
     """Failed cycles (or polls) by kind since the server started, every kind listed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Role:
+    """What this server is in its replica's failover now (ROLE, protocol version 4, decision
+    0031). A lease figure of 0 means no lease; an empty text, unknown."""
+
+    role: str
+    """``"off"`` (no replica), ``"primary"``, ``"standby"``, ``"fenced"`` (another took the
+    replica), ``"lapsed"`` (holds the lease, cannot renew it), ``"taking_over"`` or
+    ``"rejoining"``."""
+    accepts_writes: bool
+    """Whether a write sent here now would be taken."""
+    ack_after: str
+    """When a write that does not say is acknowledged: ``"local"`` or ``"remote"``."""
+    epoch: int
+    """The epoch this primary took (a standby: the newest it knows); 0 without a replica."""
+    lease_ms: int
+    lease_age_ms: int
+    """Since the lease holder's last renewal, as this server knows it."""
+    ack_open_ms: int
+    """A primary: how long its acknowledgements stay open without another renewal."""
+    failovers: int
+    last_failover_ms: int
+    remote_waiting: int
+    """Writes waiting for a remote acknowledgement now."""
+    remote_acks_total: int
+    remote_unconfirmed_total: int
+    remote_ack_us_p50: int
+    remote_ack_us_p99: int
+    primary: str
+    """Where writes go: the primary's HOST:PORT (empty: unknown)."""
+    holder: str
+    """Who holds the lease, ``host:pid`` (empty: unknown, or no lease)."""
 
 
 @dataclass(frozen=True, slots=True)

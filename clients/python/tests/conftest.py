@@ -23,6 +23,7 @@ REPO_ROOT = PYTHON_CLIENT_DIR.parent.parent
 GOLDEN_V1 = REPO_ROOT / "protocol" / "tests" / "golden-v1.txt"
 GOLDEN_V2 = REPO_ROOT / "protocol" / "tests" / "golden-v2.txt"
 GOLDEN_V3 = REPO_ROOT / "protocol" / "tests" / "golden-v3.txt"
+GOLDEN_V4 = REPO_ROOT / "protocol" / "tests" / "golden-v4.txt"
 
 
 def server_binary() -> Path:

@@ -48,7 +48,7 @@ def text_payload(i: int, size: int = 3000) -> bytes:
 
 def test_hello_reports_version_and_limits(client: ctxstore.Client) -> None:
     info = client.server_info()
-    assert info.version == 3 == ctxstore.PROTOCOL_VERSION
+    assert info.version == 4 == ctxstore.PROTOCOL_VERSION
     assert info.server_name.startswith("ctxstore")
     assert info.frame_bytes_max == 16 << 20
     assert info.requests_in_flight_max == 1024
@@ -464,22 +464,41 @@ def test_the_address_and_token_default_to_the_environment(
 
 def test_unsupported_version(server: ServerProcess) -> None:
     class FutureClient(ctxstore.Client):
-        PROTOCOL_VERSIONS = (4, 5)
+        PROTOCOL_VERSIONS = (5, 6)
 
     with pytest.raises(ctxstore.UnsupportedVersion) as info:
         FutureClient(server.addr)
-    assert info.value.code == 12 and info.value.server_version == 3
+    assert info.value.code == 12 and info.value.server_version == 4
 
     class WideClient(ctxstore.Client):
         PROTOCOL_VERSIONS = (1, 5)
 
     with WideClient(server.addr) as client:
+        assert client.server_info().version == 4
+
+    # A client of version 3 still speaks to a server of version 4; ROLE is refused locally.
+    class Version3Client(ctxstore.Client):
+        PROTOCOL_VERSIONS = (1, 3)
+
+    with Version3Client(server.addr) as client:
         assert client.server_info().version == 3
+        assert client.replication_stats().role == "off"
+        with pytest.raises(ctxstore.NotSupported):
+            client.role()
+    with ctxstore.Client(server.addr) as client:
+        role = client.role()
+        assert (role.role, role.accepts_writes, role.ack_after, role.epoch) == (
+            "off",
+            True,
+            "local",
+            0,
+        )
+        assert (role.lease_ms, role.primary, role.holder) == (0, "", "")
 
 
 def test_request_of_a_newer_version_is_refused_locally(client: ctxstore.Client) -> None:
     with pytest.raises(ctxstore.NotSupported):
-        client.request(p.RawRequest(0x0019, b"", min_version=4))
+        client.request(p.RawRequest(0x0019, b"", min_version=5))
     client.ping()
 
 
@@ -518,7 +537,7 @@ def test_error_names_match_the_protocol_table() -> None:
         5: "NOT_FOUND", 6: "CONFLICT", 7: "READ_ONLY", 8: "NO_SPACE", 9: "OVERLOADED",
         10: "INTERNAL", 11: "INVALID_ARGUMENT", 12: "UNSUPPORTED_VERSION",
         13: "SHUTTING_DOWN", 14: "CORRUPT", 15: "ALREADY_EXISTS", 16: "HASH_MISMATCH",
-        17: "STREAM_ENDED", 18: "STREAM_NOT_OWNED",
+        17: "STREAM_ENDED", 18: "STREAM_NOT_OWNED", 19: "NOT_PRIMARY", 20: "UNCONFIRMED",
     }  # fmt: skip
     assert {code: cls.name for code, cls in ERROR_CLASSES.items()} == names
     # The same table as the reference implementation (protocol/src/error.rs).

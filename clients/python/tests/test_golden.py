@@ -1,5 +1,6 @@
-"""The golden frames of protocol/tests/golden-v1.txt, golden-v2.txt and golden-v3.txt decode to
-the documented values and re-encode to exactly their bytes (header flags included)."""
+"""The golden frames of protocol/tests/golden-v1.txt, golden-v2.txt, golden-v3.txt and
+golden-v4.txt decode to the documented values and re-encode to exactly their bytes (header
+flags included); version 4's ACK_AFTER is refused where it cannot be."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import blake3
 import pytest
 
 from ctxstore import _protocol as p
+from ctxstore import _stream_protocol as s
 
-from conftest import GOLDEN_V1, GOLDEN_V2, GOLDEN_V3
+from conftest import GOLDEN_V1, GOLDEN_V2, GOLDEN_V3, GOLDEN_V4
 
 
-def golden_frames(paths: tuple[Path, ...] = (GOLDEN_V1, GOLDEN_V2, GOLDEN_V3)) -> dict[str, bytes]:
+def golden_frames(
+    paths: tuple[Path, ...] = (GOLDEN_V1, GOLDEN_V2, GOLDEN_V3, GOLDEN_V4),
+) -> dict[str, bytes]:
     """name → frame bytes, from every golden file of ``paths`` (names are unique across
     them)."""
     frames: dict[str, bytes] = {}
@@ -284,6 +288,59 @@ EXPECTED: dict[str, tuple[int, p.Message]] = {
             1 << 20,
             2,
             5 << 20,
+        ),
+    ),
+    # Version 4 (decision 0031): ROLE, ACK_AFTER, NOT_PRIMARY and UNCONFIRMED.
+    "hello_request_v4": (1, p.Hello(1, 4, b"", "py")),
+    "role": (60, p.Role()),
+    "role_primary_response": (
+        60,
+        p.RoleResponse(
+            1,
+            True,
+            1,
+            3,
+            10_000,
+            1_200,
+            7_500,
+            1,
+            12_400,
+            2,
+            1_000,
+            1,
+            45_000,
+            180_000,
+            "10.0.0.5:7411",
+            "a1:4242",
+        ),
+    ),  # fmt: skip
+    "role_standby_response": (
+        61,
+        p.RoleResponse(2, False, 1, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, "", ""),
+    ),
+    "append_turn_ack_remote": (
+        62,
+        p.AckAfter(p.AppendTurn(3, None, 1, 0, b"hello"), p.ACK_AFTER_REMOTE),
+    ),
+    "append_turn_by_name_ack_local": (
+        63,
+        p.AckAfter(p.AppendTurn("t-1", None, 1, 0, b"hi"), p.ACK_AFTER_LOCAL),
+    ),
+    "kv_put_ack_remote": (
+        64,
+        p.AckAfter(p.KvPut(3, False, ((b"k", b"v1"),)), p.ACK_AFTER_REMOTE),
+    ),
+    "stream_seal_ack_remote": (65, p.AckAfter(s.StreamSeal(57), p.ACK_AFTER_REMOTE)),
+    "error_not_primary": (
+        62,
+        p.ErrorResponse(
+            19, 3, "not the primary: this store is a standby; send writes to 10.0.0.5:7411"
+        ),
+    ),
+    "error_unconfirmed": (
+        62,
+        p.ErrorResponse(
+            20, 42, "turn 42 is durable here but the object store did not store it in time"
         ),
     ),
     # Version 3, replication's figures (issue 31); a server's answers in test_replication.py.
@@ -567,3 +624,19 @@ def test_retention_messages_refuse_what_their_layout_forbids() -> None:
             p.decode_response(msg_type, retention + b"\x00")
         with pytest.raises(p.ProtocolError):
             p.decode_response(msg_type, retention[:-1])
+
+
+def test_ack_after_is_refused_where_it_cannot_be() -> None:
+    frames = golden_frames()
+    header, message = decode_frame(frames["append_turn_ack_remote"])
+    assert header.flags == 2 << p.ACK_AFTER_SHIFT
+    assert isinstance(message, p.AckAfter) and message.required_version == 4
+    body = frames["append_turn_ack_remote"][p.HEADER_BYTES :]
+    with pytest.raises(p.ProtocolError, match="ACK_AFTER is 3"):
+        p.decode_request(p.MessageType.APPEND_TURN, body, p.ACK_AFTER_MASK)
+    get_head = frames["get_head"][p.HEADER_BYTES :]
+    with pytest.raises(p.ProtocolError, match="ACK_AFTER"):
+        p.decode_request(p.MessageType.GET_HEAD, get_head, 1 << p.ACK_AFTER_SHIFT)
+    with pytest.raises(ValueError, match="ACK_AFTER"):
+        p.encode_request(1, p.AckAfter(p.GetHead(3), p.ACK_AFTER_LOCAL))
+    assert p.Role().required_version == 4
