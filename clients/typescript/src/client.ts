@@ -53,6 +53,7 @@ import type {
   Redacted,
   ReplicationStats,
   Retention,
+  Role,
   ServerInfo,
   Stats,
   Turn,
@@ -694,6 +695,14 @@ export class Client {
    * lag, the backlog, failures by kind. A server that does not replicate says "off". */
   async replicationStats(options?: CallOptions): Promise<ReplicationStats> {
     return this.run(p.replicationStats(), options);
+  }
+
+  /** ROLE (protocol version 4, decision 0031): what this server is in its replica's failover
+   * now — its role ("off", "primary", "standby", "fenced", ...), whether it takes writes, when
+   * it acknowledges a write by default, the epoch, and the primary's address when it knows it.
+   * NotSupported on a server older than version 4 (ask `replicationStats` there). */
+  async role(options?: CallOptions): Promise<Role> {
+    return this.run(p.role(), options);
   }
 
   // -- version 2: contexts, tags, key-value --------------------------------------------

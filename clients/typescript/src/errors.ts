@@ -100,6 +100,19 @@ export class HashMismatch extends serverError(ErrorCode.HASH_MISMATCH, "HASH_MIS
 export class StreamEnded extends serverError(ErrorCode.STREAM_ENDED, "STREAM_ENDED") {}
 /** STREAM_NOT_OWNED (18, version 3): another connection holds the stream. */
 export class StreamNotOwned extends serverError(ErrorCode.STREAM_NOT_OWNED, "STREAM_NOT_OWNED") {}
+/** NOT_PRIMARY (19, version 4, decision 0031): this server takes no writes now (a standby, or a
+ * primary another took the replica from); nothing was written; the message names the primary's
+ * address when known, `epoch` the newest epoch it knows. Send the write to the primary
+ * (`role()` says which server is). A server answers a client of version 3 READ_ONLY instead. */
+export class NotPrimary extends serverError(ErrorCode.NOT_PRIMARY, "NOT_PRIMARY") {
+  get epoch(): number {
+    return this.detail;
+  }
+}
+/** UNCONFIRMED (20, version 4, decision 0031): the write is durable on the server but was not
+ * acknowledged as it asked (remote); it may or may not survive a failover (`detail`: its TurnID
+ * when it has one). Retry with the same idempotency key. Version 3 answers INTERNAL instead. */
+export class Unconfirmed extends serverError(ErrorCode.UNCONFIRMED, "UNCONFIRMED") {}
 
 const ERROR_CLASSES = new Map<number, new (message: string, detail?: number) => ServerError>([
   [1, BadFrame],
@@ -120,6 +133,8 @@ const ERROR_CLASSES = new Map<number, new (message: string, detail?: number) => 
   [16, HashMismatch],
   [17, StreamEnded],
   [18, StreamNotOwned],
+  [19, NotPrimary],
+  [20, Unconfirmed],
 ]);
 
 /** Codes after which the server always closes the connection. */

@@ -1,5 +1,5 @@
 /**
- * `@ctxstore/client`: the TypeScript client of ctxstore (protocol versions 1 to 3).
+ * `@ctxstore/client`: the TypeScript client of ctxstore (protocol versions 1 to 4).
  *
  * ```ts
  * import { Client } from "@ctxstore/client";

@@ -17,7 +17,7 @@
  */
 
 import { ProtocolError } from "./errors.js";
-import type { ReplicationStats } from "./types.js";
+import type { ReplicationStats, Role } from "./types.js";
 import { HEADER_BYTES, LIST_ITEMS_LIMIT, MESSAGE_BYTES_MAX, MessageType, NAME_BYTES_MAX, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, TOKEN_BYTES_MAX } from "./wire.js";
 
 export { ERROR_TYPE, FRAME_BYTES_LIMIT, HEADER_BYTES, KV_ENTRIES_PER_REQUEST_MAX, KV_TOUCH_KEYS_MAX, LIST_ITEMS_LIMIT, MESSAGE_BYTES_MAX, NAME_BYTES_MAX, PROTOCOL_VERSION, RESPONSE_BIT, TOKEN_BYTES_MAX } from "./wire.js";
@@ -68,6 +68,13 @@ export const OVERLAYS = 1 << 1;
  * STREAM_FOLLOW's answer frames carry it, every one but the last; on any other frame it is a
  * protocol error. */
 export const MORE = 1 << 2;
+/** Frame flag bits 3-4 (version 4, decision 0031; requests only): when a write is acknowledged
+ * (`ackAfter`): 0 the server's default, 1 local, 2 remote, 3 a bad frame. */
+export const ACK_AFTER_SHIFT = 3;
+export const ACK_AFTER_MASK = 0b11 << ACK_AFTER_SHIFT;
+/** ACK_AFTER and ROLE's `ack_after` values, by code. */
+export const ACK_AFTER = { local: 1, remote: 2 } as const;
+export const ACK_AFTER_NAMES = ["", "local", "remote"] as const;
 export const OVERLAY_REDACTED = 1 << 0;
 export const OPEN_GET_OR_CREATE = 1 << 0;
 export const OPEN_CLONE = 1 << 1;
@@ -84,6 +91,16 @@ const COPY_BYTES_MAX = 4096;
 /** Request types (generated from the Rust message table, `wire.ts`); a response has
  * `request | 0x8000`, ERROR is 0xFFFF. */
 export const MsgType = MessageType;
+
+/** The writes that may carry the frame flag ACK_AFTER (version 4). */
+export const TAKES_ACK_AFTER: ReadonlySet<number> = new Set([
+  MsgType.APPEND_TURN,
+  MsgType.APPEND_TURN_BY_HASH,
+  MsgType.APPEND_TURNS,
+  MsgType.STREAM_SEAL,
+  MsgType.KV_PUT,
+  MsgType.KV_PUT_EX,
+]);
 
 /** The reads that may be sent with the frame flag OVERLAYS (every read answering TURNs). */
 export const TAKES_OVERLAYS: ReadonlySet<number> = new Set([
@@ -855,6 +872,55 @@ export function decodeStatsEx(r: Reader): StatsExAnswer {
   };
 }
 
+/** ROLE's `role` codes, by index (a decoder refuses any past 6). */
+export const SERVER_ROLES = ["off", "primary", "standby", "fenced", "lapsed", "taking_over", "rejoining"] as const;
+export const ROLE_TEXT_BYTES_MAX = 1024;
+
+/** ROLE's answer: `u8 role, u8 accepts_writes, u8 ack_after` (1 local, 2 remote), 5 reserved,
+ * `u64 epoch, u32 lease_ms`, seven u64 (lease_age_ms, ack_open_ms, failovers, last_failover_ms,
+ * remote_waiting, remote_acks_total, remote_unconfirmed_total), `u32 remote_ack_us_p50, u32
+ * remote_ack_us_p99`, two `u16 len, UTF-8` texts (≤ 1024 bytes: primary, holder). */
+export function decodeRole(r: Reader): Role {
+  const role = SERVER_ROLES[r.u8("role")];
+  if (role === undefined) throw r.error("role", "not a role (0..=6)");
+  const acceptsWrites = r.boolean("accepts_writes");
+  const code = r.u8("ack_after");
+  if (code !== 1 && code !== 2) throw r.error("ack_after", "not 1 (local) or 2 (remote)");
+  r.zero(5);
+  const epoch = r.u64("epoch");
+  const leaseMs = r.u32("lease_ms");
+  const leaseAgeMs = r.u64("lease_age_ms");
+  const ackOpenMs = r.u64("ack_open_ms");
+  const failovers = r.u64("failovers");
+  const lastFailoverMs = r.u64("last_failover_ms");
+  const remoteWaiting = r.u64("remote_waiting");
+  const remoteAcksTotal = r.u64("remote_acks_total");
+  const remoteUnconfirmedTotal = r.u64("remote_unconfirmed_total");
+  const remoteAckUsP50 = r.u32("remote_ack_us_p50");
+  const remoteAckUsP99 = r.u32("remote_ack_us_p99");
+  const text = (field: string): string => r.string(r.limit(r.u16(field), ROLE_TEXT_BYTES_MAX, field), field);
+  const primary = text("primary");
+  const holder = text("holder");
+  return {
+    role,
+    acceptsWrites,
+    ackAfter: code === 1 ? "local" : "remote",
+    epoch,
+    leaseMs,
+    leaseAgeMs,
+    ackOpenMs,
+    failovers,
+    lastFailoverMs,
+    remoteWaiting,
+    remoteAcksTotal,
+    remoteUnconfirmedTotal,
+    remoteAckUsP50,
+    remoteAckUsP99,
+    primary,
+    holder,
+  };
+}
+
 /** REPLICATION_STATS' role and state codes, by index. */
 export const REPLICATION_ROLES = ["off", "primary", "standby"] as const;
 export const REPLICATION_STATES = ["off", "shipping", "failing", "fenced", "stopped", "following", "stalled", "waiting"] as const;
@@ -1470,6 +1536,20 @@ export function statsEx(): Request<StatsExAnswer> {
 
 export function replicationStats(): Request<ReplicationStats> {
   return request("REPLICATION_STATS", MsgType.REPLICATION_STATS, 3, () => undefined, decodeReplicationStats);
+}
+
+/** ROLE (version 4, decision 0031): what the server is in its replica's failover now. */
+export function role(): Request<Role> {
+  return request("ROLE", MsgType.ROLE, 4, () => undefined, decodeRole);
+}
+
+/** A write of TAKES_ACK_AFTER sent with the frame flag ACK_AFTER (version 4): acknowledged once
+ * durable on the server's disk (`local`) or once the object store holds it too (`remote`). */
+export function ackAfter<R>(write: Request<R>, after: "local" | "remote"): Request<R> {
+  if (!TAKES_ACK_AFTER.has(write.msgType) || (write.flags & ACK_AFTER_MASK) !== 0) {
+    throw new TypeError(`${write.name} is not a write that takes ACK_AFTER`);
+  }
+  return { ...write, flags: write.flags | (ACK_AFTER[after] << ACK_AFTER_SHIFT), minVersion: Math.max(4, write.minVersion) };
 }
 
 export function patchTurn(turnId: number, payload: Uint8Array): Request<PatchedAnswer> {

@@ -205,6 +205,35 @@ export interface ReplicationStats {
   failures: Record<string, number>;
 }
 
+/** What this server is in its replica's failover now (ROLE, protocol version 4, decision 0031).
+ * A lease figure of 0 means no lease; an empty text, unknown. */
+export interface Role {
+  role: "off" | "primary" | "standby" | "fenced" | "lapsed" | "taking_over" | "rejoining";
+  /** Whether a write sent here now would be taken. */
+  acceptsWrites: boolean;
+  /** When a write that does not say is acknowledged. */
+  ackAfter: "local" | "remote";
+  /** The epoch this primary took (a standby: the newest it knows); 0 without a replica. */
+  epoch: number;
+  leaseMs: number;
+  /** Since the lease holder's last renewal, as this server knows it. */
+  leaseAgeMs: number;
+  /** A primary: how long its acknowledgements stay open without another renewal. */
+  ackOpenMs: number;
+  failovers: number;
+  lastFailoverMs: number;
+  /** Writes waiting for a remote acknowledgement now. */
+  remoteWaiting: number;
+  remoteAcksTotal: number;
+  remoteUnconfirmedTotal: number;
+  remoteAckUsP50: number;
+  remoteAckUsP99: number;
+  /** Where writes go: the primary's HOST:PORT (empty: unknown). */
+  primary: string;
+  /** Who holds the lease, `host:pid` (empty: unknown, or no lease). */
+  holder: string;
+}
+
 export interface GcReport {
   turnsDead: number;
   blobsDead: number;

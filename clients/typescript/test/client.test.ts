@@ -49,12 +49,18 @@ afterAll(async () => {
 });
 
 describe("version 1", () => {
-  test("HELLO negotiates version 3 and tells the server's limits", async () => {
+  test("HELLO negotiates version 4 and tells the server's limits", async () => {
     const info = await client.serverInfo();
-    expect(info.version).toBe(3);
+    expect(info.version).toBe(4);
     expect(info.blobBytesMax).toBeGreaterThan(0);
     expect(info.readTurnsMax).toBeGreaterThan(0);
     await client.ping();
+  });
+
+  test("ROLE (version 4): a server without a replica is off, takes writes, acknowledges local", async () => {
+    const role = await client.role();
+    expect([role.role, role.acceptsWrites, role.ackAfter, role.epoch]).toEqual(["off", true, "local", 0]);
+    expect([role.leaseMs, role.primary, role.holder]).toEqual([0, "", ""]);
   });
 
   test("append, read back with payloads, compare-and-set on the head", async () => {

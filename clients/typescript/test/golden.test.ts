@@ -1,5 +1,5 @@
 /**
- * The golden frames of protocol/tests/golden-v1.txt, -v2 and -v3, byte for byte: every
+ * The golden frames of protocol/tests/golden-v1.txt, -v2, -v3 and -v4, byte for byte: every
  * request frame this client encodes equals its golden bytes (header included), and every
  * answer frame decodes (strictly: every byte read, reserved bytes zero) to the documented
  * values. Every golden frame is covered: a frame added to the files fails the first test until
@@ -10,9 +10,10 @@ import { describe, expect, test } from "vitest";
 
 import { blobHash } from "../src/payload.js";
 import * as p from "../src/protocol.js";
+import * as s from "../src/streams.js";
 import { goldenFrames } from "./golden-frames.js";
 
-const GOLDEN = goldenFrames("golden-v1.txt", "golden-v2.txt", "golden-v3.txt");
+const GOLDEN = goldenFrames("golden-v1.txt", "golden-v2.txt", "golden-v3.txt", "golden-v4.txt");
 const HASH_A0 = Uint8Array.from({ length: 32 }, (_, i) => 0xa0 + i);
 const HASH_00 = Uint8Array.from({ length: 32 }, (_, i) => i);
 const range = (from: number, to: number): Uint8Array => Uint8Array.from({ length: to - from }, (_, i) => from + i);
@@ -92,6 +93,13 @@ const REQUESTS: Record<string, [number, p.Request<unknown>]> = {
   stats_ex: [24, p.statsEx()],
   replication_stats: [24, p.replicationStats()],
   kv_get_many: [25, p.kvGetMany(3, 0, [utf8("k"), utf8("gone")])],
+  // Version 4 (decision 0031): ROLE and the frame flag ACK_AFTER.
+  hello_request_v4: [1, p.hello(1, 4, new Uint8Array(0), "py")],
+  role: [60, p.role()],
+  append_turn_ack_remote: [62, p.ackAfter(p.appendTurn(3, undefined, 1n, 0, utf8("hello")), "remote")],
+  append_turn_by_name_ack_local: [63, p.ackAfter(p.appendTurn("t-1", undefined, 1n, 0, utf8("hi")), "local")],
+  kv_put_ack_remote: [64, p.ackAfter(p.kvPut(3, false, [[utf8("k"), utf8("v1")]]), "remote")],
+  stream_seal_ack_remote: [65, p.ackAfter(s.streamSeal(57), "remote")],
   patch_turn: [23, p.patchTurn(42, utf8("fixed"))],
   redact_turn: [24, p.redactTurn(42)],
   purge_blob: [25, p.purgeBlob(HASH_A0)],
@@ -171,7 +179,27 @@ const ANSWERS: Record<string, Answer> = {
   }],
   chunked_stored_response: [29, R(T.PUT_CHUNKED), 0, p.decodeChunkedStored, { payloadHash: HASH_A0, payloadLen: 12, alreadyStored: false }],
   error_hash_mismatch: [29, p.ERROR_TYPE, 0, p.decodeError, { code: 16, detail: 0, message: "chunk 1 does not hash to 404142\u2026" }],
+  role_primary_response: [60, R(T.ROLE), 0, p.decodeRole, {
+    role: "primary", acceptsWrites: true, ackAfter: "local", epoch: 3, leaseMs: 10_000, leaseAgeMs: 1_200, ackOpenMs: 7_500,
+    failovers: 1, lastFailoverMs: 12_400, remoteWaiting: 2, remoteAcksTotal: 1_000, remoteUnconfirmedTotal: 1,
+    remoteAckUsP50: 45_000, remoteAckUsP99: 180_000, primary: "10.0.0.5:7411", holder: "a1:4242",
+  }],
+  role_standby_response: [61, R(T.ROLE), 0, p.decodeRole, {
+    role: "standby", acceptsWrites: false, ackAfter: "local", epoch: 3, leaseMs: 0, leaseAgeMs: 0, ackOpenMs: 0,
+    failovers: 0, lastFailoverMs: 0, remoteWaiting: 0, remoteAcksTotal: 0, remoteUnconfirmedTotal: 0,
+    remoteAckUsP50: 0, remoteAckUsP99: 0, primary: "", holder: "",
+  }],
+  error_not_primary: [62, p.ERROR_TYPE, 0, p.decodeError, { code: 19, detail: 3, message: "not the primary: this store is a standby; send writes to 10.0.0.5:7411" }],
+  error_unconfirmed: [62, p.ERROR_TYPE, 0, p.decodeError, { code: 20, detail: 42, message: "turn 42 is durable here but the object store did not store it in time" }],
 };
+
+test("ACK_AFTER goes only on the writes that take it, and needs version 4", () => {
+  expect(() => p.ackAfter(p.getHead(3), "local")).toThrow(/ACK_AFTER/);
+  const write = p.ackAfter(p.appendTurn(3, undefined, 1n, 0, utf8("x")), "remote");
+  expect([write.flags, write.minVersion]).toEqual([2 << p.ACK_AFTER_SHIFT, 4]);
+  expect(() => p.ackAfter(write, "local")).toThrow(/ACK_AFTER/);
+  expect(p.role().minVersion).toBe(4);
+});
 
 test("every golden frame is covered", () => {
   expect(new Set([...Object.keys(REQUESTS), ...Object.keys(ANSWERS)])).toEqual(new Set(GOLDEN.keys()));
