@@ -224,7 +224,8 @@ pub async fn state_at(
         if header.seal {
             // Only points are asked for, and a seal ends its generation after the last one.
             return Err(ReplicaError::Invalid(format!(
-                "{what} is a seal (generation {generation} ended there when a standby was                  promoted), not a restore point; restore from the generation that forked"
+                "{what} is a seal (generation {generation} ended there when a standby was \
+                 promoted), not a restore point; restore from the generation that forked"
             )));
         }
         state.apply(

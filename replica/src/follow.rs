@@ -1071,7 +1071,8 @@ impl Applier {
                     return Err(ReplicaError::Damaged {
                         key: format!("shard {shard} pack {pack_id}"),
                         reason: format!(
-                            "a piece at {offset} does not continue the record begun at                              {tail_offset} ({} bytes)",
+                            "a piece at {offset} does not continue the record begun at \
+                             {tail_offset} ({} bytes)",
                             tail.len()
                         ),
                     });

@@ -11,6 +11,8 @@
 //! - `catalog`: reading what a replica holds (epochs, generations, the state at a segment);
 //! - `local`: what the store keeps of its replica on its own disk (`DIR/replica/`);
 //! - `ship`: the primary's replicator thread (cut, upload, commit, checkpoint);
+//! - `acks`: remote acknowledgements, the cut tickets the shipper confirms and the network
+//!   cores wait on;
 //! - `follow`: the standby's poller (restore or resume, segments applied through the actors);
 //! - `takeover`: a standby taking the prefix over (the epoch, the seal that ends the old
 //!   primary's generation);
@@ -27,6 +29,7 @@
 // Functions fit on a screen: the threshold is in clippy.toml.
 #![warn(clippy::too_many_lines)]
 
+pub mod acks;
 pub mod catalog;
 mod codec;
 pub mod error;
@@ -47,6 +50,7 @@ pub mod stats;
 pub mod takeover;
 pub mod target;
 
+pub use acks::{AckOutcome, RemoteAcks};
 pub use error::{FormatError, ReplicaError};
 pub use follow::{FollowConfig, Follower};
 pub use remote::Remote;

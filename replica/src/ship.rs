@@ -34,6 +34,7 @@ use ctxstore_engine::store_dir::StoreDir;
 use ctxstore_engine::{Engine, files};
 use object_store::PutPayload;
 
+use crate::acks::RemoteAcks;
 use crate::catalog;
 use crate::error::ReplicaError;
 use crate::format::{
@@ -70,6 +71,9 @@ pub struct ShipConfig {
     /// busy machine the network cores and the actors, whose latency clients wait for, go
     /// first.
     pub priority: ShipPriority,
+    /// The waiters for remote acknowledgements (`acks.rs`): shared with the network cores, and
+    /// with the replicator a promoted standby starts.
+    pub remote_acks: Arc<RemoteAcks>,
 }
 
 /// How the shipper's threads yield the CPU to the server's (`--replica-nice`).
@@ -90,6 +94,9 @@ pub enum ShipPriority {
 /// shipper kept up at 10 (benches/results/HISTORY.md, "Replication overhead: where the cost is").
 pub const SHIP_PRIORITY_DEFAULT: ShipPriority = ShipPriority::Nice(SHIP_NICE_STEPS_DEFAULT);
 const SHIP_NICE_STEPS_DEFAULT: u8 = 10;
+/// Checkpoints and the refresh wait for remote waiters at most this many intervals in a row.
+const MAINTENANCE_DEFERRED_INTERVALS_MAX: u32 = 10;
+
 /// Nice values end at 19 (Linux).
 pub const NICE_MAX: u8 = 19;
 
@@ -111,6 +118,7 @@ impl ShipConfig {
             start_anyway: false,
             advertise: String::new(),
             priority: SHIP_PRIORITY_DEFAULT,
+            remote_acks: Arc::default(),
         }
     }
 }
@@ -245,6 +253,8 @@ struct Shipper {
     attached: bool,
     /// The epoch a promotion took before it sealed the old generation: `attach` forks under it.
     epoch_taken: Option<u64>,
+    /// Since when checkpoints wait for remote waiters (`maintenance_due`).
+    maintenance_deferred_since: Option<Instant>,
     local: LocalState,
     /// The replica's state after `local.seq`.
     state: StoreState,
@@ -267,6 +277,8 @@ struct Shipper {
 
 /// What the cut gave a cycle to upload.
 struct Cycle {
+    /// The cut's ticket (`RemoteAcks::start_cut`): confirmed when its last segment is created.
+    ticket: u64,
     header: SegmentHeader,
     body: Vec<u8>,
     /// Whole files (staged hard links) to upload before the segment.
@@ -379,6 +391,7 @@ impl Shipper {
             holder: crate::takeover::holder(),
             attached: false,
             epoch_taken: None,
+            maintenance_deferred_since: None,
             local: LocalState::default(),
             state: StoreState::default(),
             checkpoint_at: Instant::now(),
@@ -642,14 +655,25 @@ impl Shipper {
     async fn run(mut self, stopping: Arc<AtomicBool>, wake: Arc<tokio::sync::Notify>) {
         let mut ticks = tokio::time::interval(self.config.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let acks = self.config.remote_acks.clone();
         loop {
             tokio::select! {
                 _ = ticks.tick() => {}
                 _ = wake.notified() => {}
+                _ = acks.asked() => {}
             }
             let last = stopping.load(Ordering::Acquire);
-            if self.stats.state() != ReplicationState::Fenced {
+            // While remote waiters wait for a cut not shipped yet, the next is cut at once
+            // (one PUT in flight, the next forming behind it); a failing store waits for the
+            // tick.
+            while self.stats.state() != ReplicationState::Fenced {
                 self.cycles().await;
+                if !acks.wanted()
+                    || self.stats.state() != ReplicationState::Shipping
+                    || stopping.load(Ordering::Acquire)
+                {
+                    break;
+                }
             }
             if last {
                 if self.stats.state() != ReplicationState::Fenced {
@@ -696,6 +720,7 @@ impl Shipper {
                  {epoch}; it refuses writes; write to {holder} instead"
             ));
             self.stats.set_primary(holder);
+            self.config.remote_acks.fence();
             tracing::error!(%error, "replication fenced: this primary ships nothing more");
             self.stats.set_state(ReplicationState::Fenced);
         } else {
@@ -708,9 +733,10 @@ impl Shipper {
     async fn cycle(&mut self) -> Result<bool, ReplicaError> {
         self.check_not_fenced().await?;
         let seq = self.local.seq + 1;
-        let (cut_at, cycle) = self.next_cycle(seq)?;
+        let (cut_at, ticket, cycle) = self.next_cycle(seq)?;
         let Some(mut cycle) = cycle else {
             self.all_shipped(cut_at);
+            self.config.remote_acks.cut_shipped(ticket);
             return Ok(false);
         };
         // The backlog as of this cut: until it ships, the figures say what is waiting.
@@ -746,9 +772,12 @@ impl Shipper {
         self.count_shipped(seq, &cycle, objects, bytes_shipped, segment_bytes_max);
         self.bytes_since_checkpoint += bytes_shipped;
         if !cycle.header.continues {
-            self.checkpoint_if_due(seq, cycle.header.created_unix_ms)
-                .await?;
-            self.refresh_if_due()?;
+            self.config.remote_acks.cut_shipped(cycle.ticket);
+            if self.maintenance_due() {
+                self.checkpoint_if_due(seq, cycle.header.created_unix_ms)
+                    .await?;
+                self.refresh_if_due()?;
+            }
         }
         Ok(cycle.header.continues)
     }
@@ -772,7 +801,7 @@ impl Shipper {
 
     /// The cut's time and segment `seq`'s cycle: the one whose answer was lost, shipped again
     /// as it was, or one read from a new cut (`None`: nothing new since the last).
-    fn next_cycle(&mut self, seq: u64) -> Result<(u64, Option<Cycle>), ReplicaError> {
+    fn next_cycle(&mut self, seq: u64) -> Result<(u64, u64, Option<Cycle>), ReplicaError> {
         // The cut's own time, read by the engine once the cut's wait is over (`StoreCut`):
         // everything acknowledged before it is in the cut, nothing much later.
         let retry = self
@@ -784,8 +813,11 @@ impl Shipper {
                 seq,
                 "the segment whose answer was lost is shipped again as it was"
             );
-            return Ok((cut_at, Some(cycle)));
+            return Ok((cut_at, cycle.ticket, Some(cycle)));
         }
+        // The ticket before the cut: a waiter that took the one before it wrote before this
+        // cut reads the durable watermark (`acks.rs`).
+        let ticket = self.config.remote_acks.start_cut();
         let held = self.engine.hold_cut()?;
         let cut_at = held.cut.taken_unix_ms;
         // Contexts read after the cut: as many as it holds, or more (issue 46 item 8).
@@ -794,8 +826,10 @@ impl Shipper {
         let cycle = self.read_cut(&held.cut, seq, cut_at, body)?;
         Ok((
             cut_at,
+            ticket,
             cycle.map(|mut cycle| {
                 cycle.header.contexts = contexts;
+                cycle.ticket = ticket;
                 cycle
             }),
         ))
@@ -984,6 +1018,24 @@ impl Shipper {
         }
     }
 
+    /// Whether a checkpoint and the refresh may run after this cut: not while remote waiters
+    /// wait for the next one (their acknowledgement would wait for the checkpoint's upload),
+    /// for at most ten intervals in a row.
+    fn maintenance_due(&mut self) -> bool {
+        if !self.config.remote_acks.wanted() {
+            self.maintenance_deferred_since = None;
+            return true;
+        }
+        let since = *self
+            .maintenance_deferred_since
+            .get_or_insert_with(Instant::now);
+        if since.elapsed() >= self.config.interval * MAINTENANCE_DEFERRED_INTERVALS_MAX {
+            self.maintenance_deferred_since = None;
+            return true;
+        }
+        false
+    }
+
     /// Every half retention window, what the store still holds stops being named by old
     /// segments: each sealed pack still shipped in pieces is forgotten (the next cut uploads
     /// it whole, in its own object), the open pack too (shipped again from 0), and the log's
@@ -1152,6 +1204,7 @@ impl Shipper {
             contexts: 0,
         };
         Ok(Some(Cycle {
+            ticket: 0,
             header,
             body,
             uploads,

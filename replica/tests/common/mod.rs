@@ -1,7 +1,7 @@
 //! What the replica's integration tests share: payloads, appends, the replicas a test ships to
 //! (a directory, and SeaweedFS when `.ci/run` names it in `CTXSTORE_S3_TEST_ENDPOINT`) and
 //! the wait for a cut to ship whole. Each test file uses part of it.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};
