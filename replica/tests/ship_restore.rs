@@ -270,7 +270,7 @@ fn a_second_primary_on_the_prefix_fences_the_first_within_an_interval() {
         options: Default::default(),
     }))
     .unwrap_err();
-    assert_eq!(refused.kind(), ErrorKind::ReadOnly, "{refused}");
+    assert_eq!(refused.kind(), ErrorKind::NotPrimary, "{refused}");
     assert!(refused.to_string().contains("fenced"), "{refused}");
     wait_shipped(&second);
     assert_eq!(

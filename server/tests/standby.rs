@@ -1,8 +1,9 @@
 //! The standby through the binary (issue 31 item 6): `ctxstore-server --follow URL` restores
 //! an empty directory, serves every read from what the primary shipped (appends, forks, names,
 //! tags, key-value entries, deletes, chunked payloads, a collection's rounds), refuses writes
-//! with READ_ONLY naming the primary, survives kill -9 and resumes without restoring again;
-//! `ctxstore-server promote` fences the old primary (it reports `fenced`; only the promoted
+//! with NOT_PRIMARY (READ_ONLY to protocol versions 1–3) naming the primary, survives kill -9
+//! and resumes without restoring again; `ctxstore-server promote` seals the old primary's
+//! generation and fences the old primary (it reports `fenced`; only the promoted
 //! store ships), the promoted store takes writes and ships them as a new generation, and a
 //! restore from the prefix afterwards holds them and verifies clean. REPLICATION_STATS says
 //! each side's role: the standby what it applied and the primary it names, the fenced
@@ -250,13 +251,13 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
     let refused = reader
         .append(first, None, 0, 0, payload(9, 100))
         .unwrap_err();
-    assert_eq!(refused.code(), Some(ErrorCode::ReadOnly), "{refused}");
+    assert_eq!(refused.code(), Some(ErrorCode::NotPrimary), "{refused}");
     let message = refused.to_string();
     assert!(message.contains(&primary.addr), "{message}");
     assert!(message.contains("standby"), "{message}");
     assert_eq!(
         reader.create_context().unwrap_err().code(),
-        Some(ErrorCode::ReadOnly)
+        Some(ErrorCode::NotPrimary)
     );
 
     // kill -9, more appends meanwhile, and a restart that resumes (no restore again).
@@ -303,7 +304,7 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
         match reader.append(first, None, 0, 0, payload(500, 4000)) {
             Ok(appended) => break appended.turn.turn_id,
             Err(error) => {
-                assert_eq!(error.code(), Some(ErrorCode::ReadOnly), "{error}");
+                assert_eq!(error.code(), Some(ErrorCode::NotPrimary), "{error}");
                 assert!(
                     started.elapsed() < CATCH_UP,
                     "not promoted: {}",
@@ -377,13 +378,13 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
     let refused = writer
         .append(first, None, 0, 0, payload(600, 4000))
         .unwrap_err();
-    assert_eq!(refused.code(), Some(ErrorCode::ReadOnly), "{refused}");
+    assert_eq!(refused.code(), Some(ErrorCode::NotPrimary), "{refused}");
     assert!(
         refused.to_string().contains("fenced") && refused.to_string().contains(&fenced.primary),
         "{refused}"
     );
     let refused = writer.create_context().unwrap_err();
-    assert_eq!(refused.code(), Some(ErrorCode::ReadOnly), "{refused}");
+    assert_eq!(refused.code(), Some(ErrorCode::NotPrimary), "{refused}");
     assert!(
         writer.head(first).is_ok(),
         "reads go on on a fenced primary"
