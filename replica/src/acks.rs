@@ -29,6 +29,15 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
+use ctxstore_engine::metrics::HistogramSnapshot;
+
+/// Upper bounds (inclusive) of a remote acknowledgement's wait, microseconds: from the engine's
+/// answer to the cut's confirmation (one PUT or two, plus a cut).
+pub const REMOTE_ACK_BOUNDS_US: &[u64] = &[
+    1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000, 2_000_000,
+    5_000_000, 10_000_000, 30_000_000,
+];
+
 /// What a waiter's ticket came to, so far.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AckOutcome {
@@ -61,6 +70,11 @@ pub struct RemoteAcks {
     pub waiting: AtomicU64,
     pub acks_total: AtomicU64,
     pub unconfirmed_total: AtomicU64,
+    /// Confirmed waits by `REMOTE_ACK_BOUNDS_US` (one more: above the last), and their sum.
+    /// Written by every core: a read-modify-write per confirmed write, on a path that waited
+    /// for an object store's PUT.
+    latency_buckets: [AtomicU64; REMOTE_ACK_BOUNDS_US.len() + 1],
+    latency_sum_us: AtomicU64,
 }
 
 impl std::fmt::Debug for RemoteAcks {
@@ -96,6 +110,51 @@ impl RemoteAcks {
         } else {
             AckOutcome::Waiting
         }
+    }
+
+    /// A write confirmed `latency_us` after the engine answered it.
+    pub fn record_ack(&self, latency_us: u64) {
+        self.acks_total.fetch_add(1, Ordering::Relaxed);
+        let bucket = REMOTE_ACK_BOUNDS_US.partition_point(|&bound| bound < latency_us);
+        self.latency_buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        self.latency_sum_us.fetch_add(latency_us, Ordering::Relaxed);
+    }
+
+    /// The confirmed waits so far (`/metrics`).
+    pub fn latency(&self) -> HistogramSnapshot {
+        let mut total = 0;
+        HistogramSnapshot {
+            bounds: REMOTE_ACK_BOUNDS_US,
+            cumulative: self
+                .latency_buckets
+                .iter()
+                .map(|bucket| {
+                    total += bucket.load(Ordering::Relaxed);
+                    total
+                })
+                .collect(),
+            sum: self.latency_sum_us.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The upper bound of the bucket that holds the `quantile` (0..=1) of the confirmed waits,
+    /// microseconds (ROLE's p50 and p99); 0 before the first, the last bound + 1 above it.
+    pub fn latency_quantile_us(&self, quantile: f64) -> u64 {
+        let snapshot = self.latency();
+        let count = snapshot.count();
+        if count == 0 {
+            return 0;
+        }
+        let rank = ((count as f64) * quantile).ceil().max(1.0) as u64;
+        let bucket = snapshot
+            .cumulative
+            .iter()
+            .position(|cumulative| *cumulative >= rank)
+            .unwrap_or(REMOTE_ACK_BOUNDS_US.len());
+        REMOTE_ACK_BOUNDS_US
+            .get(bucket)
+            .copied()
+            .unwrap_or(REMOTE_ACK_BOUNDS_US[REMOTE_ACK_BOUNDS_US.len() - 1] + 1)
     }
 
     /// Runs `wake` after each cut the shipper confirms, and when it is fenced (a network
@@ -195,6 +254,22 @@ mod tests {
             1,
             "a cut confirmed again wakes none"
         );
+    }
+
+    #[test]
+    fn latency_quantiles_name_the_bucket_that_holds_them() {
+        let acks = RemoteAcks::default();
+        assert_eq!(acks.latency_quantile_us(0.5), 0);
+        for _ in 0..98 {
+            acks.record_ack(3_000);
+        }
+        acks.record_ack(150_000);
+        acks.record_ack(40_000_000);
+        assert_eq!(acks.latency_quantile_us(0.5), 5_000);
+        assert_eq!(acks.latency_quantile_us(0.99), 200_000);
+        assert_eq!(acks.latency_quantile_us(1.0), 30_000_001);
+        assert_eq!(acks.latency().count(), 100);
+        assert_eq!(acks.acks_total.load(Ordering::Relaxed), 100);
     }
 
     #[test]

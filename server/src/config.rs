@@ -40,6 +40,13 @@ pub struct ServerConfig {
     pub replication: Option<ctxstore_replica::ShipConfig>,
     /// Run as a standby of a replica (`--follow`); `None`: a primary (or no replica).
     pub follow: Option<ctxstore_replica::FollowConfig>,
+    /// When a write that does not say is acknowledged (`--ack-after`, decision 0031 §3):
+    /// `Local`, once durable on this disk; `Remote`, once the object store holds it too
+    /// (needs `replication` or `follow`).
+    pub ack_after: ctxstore_protocol::AckAfter,
+    /// A remote acknowledgement not confirmed within this is answered UNCONFIRMED
+    /// (`--remote-ack-timeout`, 10 s): the write is durable here, its fate off-host unknown.
+    pub remote_ack_timeout: Duration,
     /// Serve the read-only web console here (`--console-listen`; issue 37); `None`: none.
     /// Loopback only unless the server has a token, which the console then requires.
     pub console_listen: Option<SocketAddr>,
@@ -144,6 +151,8 @@ impl ServerConfig {
             metrics_allow_non_loopback: false,
             replication: None,
             follow: None,
+            ack_after: ctxstore_protocol::AckAfter::Local,
+            remote_ack_timeout: Duration::from_secs(10),
             console_listen: None,
             stop_waiting: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }

@@ -35,9 +35,9 @@ use ctxstore_engine::{
     PayloadMode, Turn, TurnId,
 };
 use ctxstore_protocol::{
-    AckAfter, AppendsResponse, ContextHeadWire, ContextRef as ContextRefWire, ErrorCode,
-    ExtrasWire, OverlayWire, PayloadEncoding, PayloadWire, ReadsResponse, Request, Response,
-    TurnWire, read_flags,
+    AppendsResponse, ContextHeadWire, ContextRef as ContextRefWire, ErrorCode, ExtrasWire,
+    OverlayWire, PayloadEncoding, PayloadWire, ReadsResponse, Request, Response, TurnWire,
+    read_flags,
 };
 
 use crate::config::ServerLimits;
@@ -60,6 +60,8 @@ pub struct Dispatcher {
     pub advertise: String,
     /// This core's raw payloads (never borrowed across an await).
     pub payload_cache: RefCell<PayloadCache>,
+    /// Remote acknowledgements: what a write gets by default, and this core's waits.
+    pub remote_acks: crate::remote_acks::CoreRemoteAcks,
 }
 
 impl Dispatcher {
@@ -84,13 +86,23 @@ impl Dispatcher {
     /// The answer to a request; `Err` holds an ERROR response. One arm per message family;
     /// each family's file answers its own requests.
     async fn answer(&self, request: Request, connection_id: u64) -> Result<Response, Response> {
-        let request = match request {
-            Request::AckAfter { request, after } => {
-                self.acknowledgement(after)?;
-                *request
-            }
-            request => request,
-        };
+        let (request, remote) = self.remote_acks.unwrap(request);
+        if remote {
+            self.remote_acks.check_possible()?;
+        }
+        let answer = self.answer_family(request, connection_id).await?;
+        if remote {
+            self.remote_acks.wait(turn_id_of(&answer)).await?;
+        }
+        Ok(answer)
+    }
+
+    /// `answer`'s match over the families.
+    async fn answer_family(
+        &self,
+        request: Request,
+        connection_id: u64,
+    ) -> Result<Response, Response> {
         match request {
             Request::Admin(request) => self.answer_admin(request).await.map(Response::Admin),
             Request::Contexts(request) => {
@@ -118,23 +130,6 @@ impl Dispatcher {
             Request::AckAfter { .. } => Err(error(
                 ErrorCode::BadFrame,
                 "ACK_AFTER on a request that already carries it",
-            )),
-        }
-    }
-
-    /// Whether this server can acknowledge a write as its ACK_AFTER asks, checked before the
-    /// write runs: `local` is every write's acknowledgement today (durable on this disk).
-    /// `remote` is refused with nothing written: remote acknowledgements (decision 0031, step
-    /// 3) are not built, and answering one after a local fdatasync would promise what the
-    /// object store does not hold yet. The next step replaces this function.
-    fn acknowledgement(&self, after: AckAfter) -> Result<(), Response> {
-        match after {
-            AckAfter::Local => Ok(()),
-            AckAfter::Remote => Err(error(
-                ErrorCode::InvalidArgument,
-                "ACK_AFTER remote: a remote acknowledgement needs a primary started with \
-                 --replicate-to, and this server does not support it yet; nothing was written \
-                 (send the write with ACK_AFTER local, or without ACK_AFTER)",
             )),
         }
     }
@@ -234,6 +229,15 @@ fn in_version(mut response: Response, version: u16) -> Response {
         _ => {}
     }
     response
+}
+
+/// The TurnID an answer names (an append's, a seal's), for UNCONFIRMED's `detail`; 0 when it
+/// names none.
+fn turn_id_of(answer: &Response) -> u64 {
+    match answer {
+        Response::Appends(AppendsResponse::Appended(appended)) => appended.turn.turn_id,
+        _ => 0,
+    }
 }
 
 fn context_ref(context: ContextRefWire) -> ContextRef {

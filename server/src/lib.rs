@@ -39,6 +39,7 @@ mod local;
 pub mod metrics;
 pub mod network_core;
 mod payload_cache;
+pub mod remote_acks;
 pub mod settings;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -348,6 +349,7 @@ impl Server {
                 data_dir: config.engine.data_dir.clone(),
                 payload_cache_bytes_per_core: config.payload_cache_bytes_per_core,
                 replication: self.replication().cloned(),
+                remote_acks: remote_ack_settings(config).acks,
             };
             if shared {
                 self.start_console(config, console_listen, Some(source))?;
@@ -432,6 +434,7 @@ impl Server {
                 limits: config.limits,
                 replication: self.replication().cloned(),
                 advertise: advertised(config, self.local_addr),
+                remote_acks: remote_ack_settings(config),
                 drain_timeout: config.drain_timeout,
                 shutdown,
             };
@@ -586,6 +589,20 @@ impl HurryHandle {
 /// The HOST:PORT this server gives its replica as its own, as `attach_replication` does:
 /// `--replica-advertise`, else the bound address; empty when it neither replicates nor
 /// follows.
+/// Remote acknowledgements as the cores see them: the server's default and timeout, and the
+/// replicator's tickets (a standby's, once promoted) when it replicates.
+fn remote_ack_settings(config: &ServerConfig) -> remote_acks::RemoteAckSettings {
+    let ship = config
+        .replication
+        .as_ref()
+        .or(config.follow.as_ref().map(|follow| &follow.ship));
+    remote_acks::RemoteAckSettings {
+        default: config.ack_after,
+        timeout: config.remote_ack_timeout,
+        acks: ship.map(|ship| ship.remote_acks.clone()),
+    }
+}
+
 fn advertised(config: &ServerConfig, local_addr: SocketAddr) -> String {
     let ship = config
         .replication

@@ -32,9 +32,9 @@ use ctxstore_server::config::{DEFAULT_DATA_DIR, DEFAULT_LISTEN, resolve_addr};
 use ctxstore_server::{parse_duration, settings};
 
 use values::{
-    BaseInterval, parse_base_interval, parse_chunk_bytes, parse_gc_interval, parse_rate,
-    parse_replicate_interval, parse_retention, parse_rfc3339, parse_ship_priority, parse_size,
-    parse_size_u32, parse_ttl, parse_umask,
+    BaseInterval, parse_ack_after, parse_base_interval, parse_chunk_bytes, parse_gc_interval,
+    parse_rate, parse_remote_ack_timeout, parse_replicate_interval, parse_retention, parse_rfc3339,
+    parse_ship_priority, parse_size, parse_size_u32, parse_ttl, parse_umask,
 };
 
 /// ctxstore: durable context storage for AI agents, over a binary protocol.
@@ -322,8 +322,8 @@ struct ServeArgs {
     disk_reserve: u64,
     /// Ship the store continuously to an object store: s3://BUCKET/PREFIX (credentials, region
     /// and endpoint from the AWS_* variables or the --replica-s3-* settings) or file:///DIR.
-    /// Asynchronous: no acknowledgement waits for it. Restore with `ctxstore-server restore`
-    /// (docs/operations.md#replication).
+    /// Asynchronous unless a write asks for a remote acknowledgement (--ack-after). Restore
+    /// with `ctxstore-server restore` (docs/operations.md#replication).
     #[arg(long, value_name = "URL")]
     replicate_to: Option<String>,
     /// At most one segment upload per this interval (`1s`; plus one per pack a collection
@@ -339,6 +339,17 @@ struct ServeArgs {
     /// segments are uploaded anew, so purged bytes leave within about 1.5 windows.
     #[arg(long, default_value = "7d", value_parser = parse_retention)]
     replica_retention: Duration,
+    /// When a write that does not say is acknowledged: `local`, once durable on this
+    /// server's disk (fdatasync); `remote`, once the object store holds it too (the segment
+    /// with it stored: nothing acknowledged is lost with this host). Needs --replicate-to or
+    /// --follow. A client may ask either per write (protocol version 4's ACK_AFTER).
+    #[arg(long, default_value = "local", value_name = "local|remote", value_parser = parse_ack_after)]
+    ack_after: ctxstore_protocol::AckAfter,
+    /// A remote acknowledgement not confirmed within this (`10s`; 100ms to 10m) is answered
+    /// UNCONFIRMED: the write is durable here and may or may not survive a failover; retry it
+    /// with its idempotency key.
+    #[arg(long, default_value = "10s", value_parser = parse_remote_ack_timeout)]
+    remote_ack_timeout: Duration,
     /// Serve even if the replica cannot be reached at start; replication catches up.
     #[arg(long)]
     replicate_start_anyway: bool,

@@ -122,6 +122,9 @@ pub struct MetricsSource {
     pub payload_cache_bytes_per_core: u64,
     /// Replication's figures, when the server replicates (`--replicate-to`).
     pub replication: Option<Arc<ctxstore_replica::ReplicationStats>>,
+    /// Remote acknowledgements' figures, when the server replicates (or follows: a promoted
+    /// standby's).
+    pub remote_acks: Option<Arc<ctxstore_replica::RemoteAcks>>,
 }
 
 impl MetricsSource {
@@ -156,6 +159,9 @@ impl MetricsSource {
         let snapshot = stats.snapshot(now);
         replication_state(&snapshot, families);
         replication_shipped(&snapshot, families);
+        if let Some(acks) = &self.remote_acks {
+            remote_acks(acks, families);
+        }
     }
     fn gather_requests(&self, families: &mut Vec<MetricFamily>) {
         let sum = |cells: fn(&CoreMetrics) -> &[AtomicU64], index: usize| -> u64 {
@@ -497,6 +503,40 @@ fn replication_shipped(
         "ctxstore_replication_epoch",
         "The epoch this primary took on the replica's prefix.",
         snapshot.epoch,
+    ));
+}
+
+/// Remote acknowledgements (decision 0031 §3): waiting now, their outcomes, their wait.
+fn remote_acks(acks: &ctxstore_replica::RemoteAcks, families: &mut Vec<MetricFamily>) {
+    families.push(gauge_family(
+        "ctxstore_remote_acks_waiting",
+        "Writes asked to be acknowledged remote that wait now for the object store to hold \
+         them.",
+        acks.waiting.load(Ordering::Relaxed),
+    ));
+    families.push(family(
+        "ctxstore_remote_acks_total",
+        "Writes asked to be acknowledged remote, by outcome (confirmed: the object store \
+         holds them; unconfirmed: answered UNCONFIRMED, durable here only, after \
+         --remote-ack-timeout or a fence).",
+        MetricType::COUNTER,
+        vec![
+            counter(
+                &[("outcome", "confirmed")],
+                acks.acks_total.load(Ordering::Relaxed),
+            ),
+            counter(
+                &[("outcome", "unconfirmed")],
+                acks.unconfirmed_total.load(Ordering::Relaxed),
+            ),
+        ],
+    ));
+    families.push(family(
+        "ctxstore_remote_ack_seconds",
+        "How long confirmed remote acknowledgements waited after the write was durable here \
+         (a cut, and one or two PUTs).",
+        MetricType::HISTOGRAM,
+        vec![histogram::<&str>(&[], &acks.latency(), 1e6)],
     ));
 }
 

@@ -46,6 +46,8 @@ pub struct CoreSettings {
     /// The HOST:PORT the server gives its replica as its own (ROLE's `primary` while it is
     /// the primary); empty when it does not replicate.
     pub advertise: String,
+    /// Remote acknowledgements (`--ack-after`, `--remote-ack-timeout`, the shipper's tickets).
+    pub remote_acks: crate::remote_acks::RemoteAckSettings,
     /// How long connections get to answer and write what is in flight once shutdown began.
     pub drain_timeout: Duration,
     /// The first message (or all senders dropped): stop accepting, drain, exit. A second
@@ -124,6 +126,7 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
                 )
                 .with_feed(settings.cache_feed),
             ),
+            remote_acks: crate::remote_acks::CoreRemoteAcks::start(settings.remote_acks),
         },
         metrics: settings.metrics,
         token_digest: settings.token_digest,

@@ -27,6 +27,26 @@ pub(crate) fn parse_base_interval(text: &str) -> Result<BaseInterval, String> {
     }
 }
 
+/// `local` or `remote` (`--ack-after`).
+pub(crate) fn parse_ack_after(text: &str) -> Result<ctxstore_protocol::AckAfter, String> {
+    match text.trim() {
+        "local" => Ok(ctxstore_protocol::AckAfter::Local),
+        "remote" => Ok(ctxstore_protocol::AckAfter::Remote),
+        _ => Err(format!("{text:?}: --ack-after is local or remote")),
+    }
+}
+
+/// How long a remote acknowledgement may wait: 100ms to 10 minutes.
+pub(crate) fn parse_remote_ack_timeout(text: &str) -> Result<Duration, String> {
+    let timeout = parse_duration(text)?;
+    if !(Duration::from_millis(100)..=Duration::from_secs(600)).contains(&timeout) {
+        return Err(format!(
+            "{text:?}: the remote acknowledgement timeout is 100ms to 10m"
+        ));
+    }
+    Ok(timeout)
+}
+
 pub(crate) fn parse_replicate_interval(text: &str) -> Result<Duration, String> {
     let interval = parse_duration(text)?;
     if !(Duration::from_millis(10)..=Duration::from_secs(3600)).contains(&interval) {

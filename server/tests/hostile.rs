@@ -969,7 +969,7 @@ fn ack_after_is_a_bad_frame_where_it_cannot_be_and_remote_writes_nothing() {
         after,
     };
 
-    // `local` is every write's acknowledgement today.
+    // `local`: durable on this disk.
     let appended = raw.call(3, &acked(AckAfter::Local));
     let Response::Appends(AppendsResponse::Appended(appends::Appended { turn, .. })) = appended
     else {
@@ -977,8 +977,8 @@ fn ack_after_is_a_bad_frame_where_it_cannot_be_and_remote_writes_nothing() {
     };
     assert_eq!(head_of(&mut raw, context), turn.turn_id);
 
-    // `remote` is refused before it runs: INVALID_ARGUMENT, nothing written, the connection
-    // stays.
+    // `remote` on a server that does not replicate is refused before it runs:
+    // INVALID_ARGUMENT, nothing written, the connection stays.
     let refused = raw.call(4, &acked(AckAfter::Remote));
     let Response::Error {
         code: ErrorCode::InvalidArgument,
@@ -989,7 +989,7 @@ fn ack_after_is_a_bad_frame_where_it_cannot_be_and_remote_writes_nothing() {
         panic!("an append acknowledged remote answered {refused:?}");
     };
     assert!(
-        message.contains("--replicate-to") && message.contains("does not support it yet"),
+        message.contains("--replicate-to") && message.contains("does not replicate"),
         "{message}"
     );
     assert_eq!(head_of(&mut raw, context), turn.turn_id, "nothing appended");

@@ -41,6 +41,15 @@ pub(crate) fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.engine = config.engine.with_shards(shards);
     engine_settings(&args, &mut config.engine);
     replication_settings(&args, &mut config);
+    anyhow::ensure!(
+        args.ack_after == ctxstore_protocol::AckAfter::Local
+            || config.replication.is_some()
+            || config.follow.is_some(),
+        "--ack-after remote needs --replicate-to URL (or --follow URL): a remote \
+         acknowledgement waits until the object store holds the write"
+    );
+    config.ack_after = args.ack_after;
+    config.remote_ack_timeout = args.remote_ack_timeout;
     limit_settings(&args, &mut config);
     config.ready_file = args.ready_file;
     config.payload_cache_bytes_per_core = args.payload_cache_bytes;

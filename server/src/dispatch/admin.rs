@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use ctxstore_engine::EngineError;
 use ctxstore_protocol::admin::{self, RoleAnswer, ServerRole};
 use ctxstore_protocol::{
-    AckAfter, AdminRequest, AdminResponse, BackupWire, ErrorCode, GcStatsWire, GcWire,
+    AdminRequest, AdminResponse, BackupWire, ErrorCode, GcStatsWire, GcWire,
     REPLICATION_FAILURE_KINDS_MAX, ReplicationRoleWire, ReplicationStateWire, ReplicationStatsWire,
     Response, StatsWire,
 };
@@ -57,9 +57,9 @@ impl Dispatcher {
 
     /// ROLE (decision 0031 §10) from what this server knows today: its role from replication's
     /// figures (none: off; a primary, fenced once its shipper is; a standby, taking over
-    /// while it promotes), whether the engine takes writes, the epoch. Every write is
-    /// acknowledged `local` (remote acknowledgements are not built); no lease exists yet, so
-    /// its figures are 0 and its holder empty, and so are the remote acknowledgements' and
+    /// while it promotes), whether the engine takes writes, the epoch, the default
+    /// acknowledgement (`--ack-after`) and the remote acknowledgements' figures (0 without a
+    /// replica). No lease exists yet, so its figures are 0 and its holder empty, and so are
     /// the failovers'. `primary` is this server's advertised address while it is the primary;
     /// a standby's or a fenced primary's primary is only known as REPLICATION_STATS' text, so
     /// it is empty here (unknown) rather than a guess.
@@ -86,21 +86,28 @@ impl Dispatcher {
         } else {
             String::new()
         };
+        let remote = self.remote_acks.acks();
+        let figure =
+            |read: fn(&ctxstore_replica::RemoteAcks) -> u64| remote.map_or(0, |acks| read(acks));
+        let quantile = |q: f64| {
+            let us = remote.map_or(0, |acks| acks.latency_quantile_us(q));
+            u32::try_from(us).unwrap_or(u32::MAX)
+        };
         Box::new(RoleAnswer {
             role,
             accepts_writes,
-            ack_after: AckAfter::Local,
+            ack_after: self.remote_acks.default_ack_after(),
             epoch,
             lease_ms: 0,
             lease_age_ms: 0,
             ack_open_ms: 0,
             failovers: 0,
             last_failover_ms: 0,
-            remote_waiting: 0,
-            remote_acks_total: 0,
-            remote_unconfirmed_total: 0,
-            remote_ack_us_p50: 0,
-            remote_ack_us_p99: 0,
+            remote_waiting: figure(|acks| acks.waiting.load(Ordering::Relaxed)),
+            remote_acks_total: figure(|acks| acks.acks_total.load(Ordering::Relaxed)),
+            remote_unconfirmed_total: figure(|acks| acks.unconfirmed_total.load(Ordering::Relaxed)),
+            remote_ack_us_p50: quantile(0.5),
+            remote_ack_us_p99: quantile(0.99),
             primary,
             holder: String::new(),
         })

@@ -171,6 +171,7 @@ mod tests {
             data_dir: dir.join("data"),
             payload_cache_bytes_per_core: 0,
             replication: None,
+            remote_acks: None,
         };
         MetricsEndpoint::start("127.0.0.1:0".parse().unwrap(), source).unwrap()
     }
