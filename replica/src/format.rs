@@ -34,6 +34,7 @@ const CHECKPOINT_MAGIC: &[u8; 8] = b"CTXRCKP1";
 const MARKER_MAGIC: &[u8; 8] = b"CTXRMRK1";
 const EPOCH_MAGIC: &[u8; 8] = b"CTXREPO1";
 const GENERATION_MAGIC: &[u8; 8] = b"CTXRGEN1";
+const LEASE_MAGIC: &[u8; 8] = b"CTXRLSE1";
 const FORMAT_VERSION: u16 = 1;
 
 pub type ReplicaId = [u8; 16];
@@ -718,6 +719,113 @@ impl EpochRecord {
     }
 }
 
+/// What a lease says of its holder (decision 0031 §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseState {
+    /// Held: the holder renews it every third of `lease_ms`.
+    Held = 1,
+    /// Released: the holder stopped acknowledging, then wrote this; a taker need not wait.
+    Released = 2,
+}
+
+/// `PREFIX/lease`: who may write to the prefix, renewed by conditional PUT (decision 0031 §4).
+/// Every renewal changes `renewal`, so its bytes, and an MD5 ETag, never repeat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseRecord {
+    pub state: LeaseState,
+    /// The holder's epoch (`epoch/E` it created, or creates next).
+    pub epoch: u64,
+    pub replica_id: ReplicaId,
+    /// Random per process start: the holder recognises its own write after a lost answer.
+    pub holder_nonce: u128,
+    /// 0 when taken, one more per renewal.
+    pub renewal: u64,
+    /// L, the holder's `--replica-lease`.
+    pub lease_ms: u32,
+    /// m, the margin both sides keep (L / 20, decision 0031 §5).
+    pub margin_ms: u32,
+    /// The holder's wall clock, for people only: never compared with another clock.
+    pub written_unix_ms: u64,
+    /// Takeovers of this prefix so far (a taker adds one).
+    pub failovers: u64,
+    /// The taker's measured failover, milliseconds.
+    pub last_failover_ms: u64,
+    /// The generation it ships (0 while taking over).
+    pub generation: u32,
+    /// `host:pid`.
+    pub holder: String,
+    /// Where clients reach it.
+    pub advertise: String,
+    /// Its host and canonical data directory: "is this lease my own store's?" at a restart.
+    pub store: String,
+}
+
+impl LeaseRecord {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut writer = Writer::default();
+        writer.raw(LEASE_MAGIC);
+        writer.u16(FORMAT_VERSION);
+        writer.u8(self.state as u8);
+        writer.u8(0);
+        writer.u64(self.epoch);
+        writer.raw(&self.replica_id);
+        writer.raw(&self.holder_nonce.to_le_bytes());
+        writer.u64(self.renewal);
+        writer.u32(self.lease_ms);
+        writer.u32(self.margin_ms);
+        writer.u64(self.written_unix_ms);
+        writer.u64(self.failovers);
+        writer.u64(self.last_failover_ms);
+        writer.u32(self.generation);
+        writer.blob(self.holder.as_bytes());
+        writer.blob(self.advertise.as_bytes());
+        writer.blob(self.store.as_bytes());
+        seal(writer)
+    }
+
+    pub fn decode(bytes: &[u8], what: &str) -> Result<LeaseRecord, FormatError> {
+        let mut reader = open(bytes, LEASE_MAGIC, what)?;
+        let state = match reader.u8()? {
+            1 => LeaseState::Held,
+            2 => LeaseState::Released,
+            other => {
+                reader.check(false, || format!("lease state {other}"))?;
+                LeaseState::Held
+            }
+        };
+        let reserved = reader.u8()?;
+        reader.check(reserved == 0, || format!("reserved byte {reserved}"))?;
+        let record = LeaseRecord {
+            state,
+            epoch: reader.u64()?,
+            replica_id: reader.array()?,
+            holder_nonce: u128::from_le_bytes(reader.array()?),
+            renewal: reader.u64()?,
+            lease_ms: reader.u32()?,
+            margin_ms: reader.u32()?,
+            written_unix_ms: reader.u64()?,
+            failovers: reader.u64()?,
+            last_failover_ms: reader.u64()?,
+            generation: reader.u32()?,
+            holder: String::from_utf8_lossy(reader.blob(HOLDER_BYTES_MAX)?).into_owned(),
+            advertise: String::from_utf8_lossy(reader.blob(HOLDER_BYTES_MAX)?).into_owned(),
+            store: String::from_utf8_lossy(reader.blob(HOLDER_BYTES_MAX)?).into_owned(),
+        };
+        reader.check(
+            record.lease_ms > 0 && record.margin_ms < record.lease_ms,
+            || {
+                format!(
+                    "lease of {} ms with a margin of {} ms",
+                    record.lease_ms, record.margin_ms
+                )
+            },
+        )?;
+        reader.take(HASH_BYTES)?;
+        reader.finish()?;
+        Ok(record)
+    }
+}
+
 /// `PREFIX/gG-generation`: a lineage begins; `parent` is where it forked (a restore, a
 /// promoted standby, a primary that found the replica ahead of it).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -933,6 +1041,51 @@ mod tests {
         damaged[40] ^= 1;
         assert!(Checkpoint::decode(&damaged, "c7").is_err());
         assert_eq!(state.objects().len(), 1);
+    }
+
+    #[test]
+    fn a_lease_round_trips_and_every_renewal_changes_its_bytes() {
+        let lease = LeaseRecord {
+            state: LeaseState::Held,
+            epoch: 7,
+            replica_id: [3; 16],
+            holder_nonce: 0xfeed,
+            renewal: 0,
+            lease_ms: 10_000,
+            margin_ms: 500,
+            written_unix_ms: 1_700_000_000_000,
+            failovers: 2,
+            last_failover_ms: 11_800,
+            generation: 4,
+            holder: "host-a:123".into(),
+            advertise: "10.0.0.7:7411".into(),
+            store: "host-a:/var/lib/ctxstore".into(),
+        };
+        let bytes = lease.encode();
+        assert_eq!(LeaseRecord::decode(&bytes, "lease").unwrap(), lease);
+        let renewed = LeaseRecord {
+            renewal: 1,
+            ..lease.clone()
+        };
+        assert_ne!(renewed.encode(), bytes);
+        let released = LeaseRecord {
+            state: LeaseState::Released,
+            ..lease.clone()
+        };
+        assert_eq!(
+            LeaseRecord::decode(&released.encode(), "lease")
+                .unwrap()
+                .state,
+            LeaseState::Released
+        );
+        for at in (0..bytes.len()).step_by(5) {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x10;
+            assert!(
+                LeaseRecord::decode(&damaged, "lease").is_err(),
+                "flip at {at}"
+            );
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@
 
 use object_store::path::Path;
 pub const MARKER: &str = "ctxstore-replica";
+const LEASE: &str = "lease";
 
 /// Where a replica lives: its object store's prefix (no leading or trailing slash).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,6 +50,9 @@ pub enum Key {
         seq: u64,
     },
     Restore(u128),
+    /// The prefix's lease (decision 0031 §4): the one key written more than once, and only by
+    /// conditional PUT.
+    Lease,
 }
 
 impl Layout {
@@ -113,6 +117,7 @@ fn name(key: Key) -> String {
         } => format!("g{generation:06}/p/{shard:02}-{pack_id:06}-{seq:012}"),
         Key::Base { generation, seq } => format!("g{generation:06}/b/{seq:012}"),
         Key::Restore(id) => format!("restore/{id:032x}"),
+        Key::Lease => LEASE.to_string(),
     }
 }
 
@@ -125,6 +130,9 @@ fn digits<T: std::str::FromStr>(text: &str, width: usize) -> Option<T> {
 fn parse_name(name: &str) -> Option<Key> {
     if name == MARKER {
         return Some(Key::Marker);
+    }
+    if name == LEASE {
+        return Some(Key::Lease);
     }
     if let Some(epoch) = name.strip_prefix("epoch/") {
         return digits(epoch, 10).map(Key::Epoch);
@@ -197,6 +205,7 @@ mod tests {
                 seq: 10,
             },
             Key::Restore(0xabc),
+            Key::Lease,
         ];
         for key in keys {
             let path = layout.path(key);

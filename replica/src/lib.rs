@@ -7,13 +7,16 @@
 //! - `layout`: the keys, fixed-width, never written twice;
 //! - `format`: the objects, byte for byte (segments, checkpoints, control objects), and
 //!   `StoreState` (where each byte of the store lives remotely);
-//! - `remote`: create-only PUTs with known outcomes, checked GETs, listings;
+//! - `remote`: create-only PUTs with known outcomes, checked GETs, listings; the lease's
+//!   conditional writes (`local_cas` on `file://`);
 //! - `catalog`: reading what a replica holds (epochs, generations, the state at a segment);
 //! - `local`: what the store keeps of its replica on its own disk (`DIR/replica/`);
 //! - `ship`: the primary's replicator thread (cut, upload, commit, checkpoint);
 //! - `acks`: remote acknowledgements, the cut tickets the shipper confirms and the network
 //!   cores wait on;
 //! - `follow`: the standby's poller (restore or resume, segments applied through the actors);
+//! - `lease`: the prefix's lease object: created, taken, renewed, released by conditional
+//!   writes, every outcome known;
 //! - `takeover`: a standby taking the prefix over (the epoch, the seal that ends the old
 //!   primary's generation);
 //! - `restore`: a store rebuilt from its replica at a shipped point;
@@ -40,7 +43,9 @@ pub mod format;
 pub mod fresh;
 pub mod ids;
 pub mod layout;
+pub mod lease;
 pub mod local;
+mod local_cas;
 pub mod remote;
 pub mod restore;
 pub mod retention;

@@ -61,6 +61,26 @@ pub struct Remote {
     pub layout: Layout,
     /// For messages: the URL the operator gave.
     pub location: String,
+    /// A `file://` replica's directory: the lease's conditional writes are made there under
+    /// a lock (`local_cas.rs`), since `object_store`'s local store has no `If-Match`.
+    pub local_dir: Option<std::path::PathBuf>,
+}
+
+/// A version of the one object written in place (the lease): its bytes, and the version a
+/// conditional write names (its ETag on S3; on `file://`, the BLAKE3 of its bytes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versioned {
+    pub bytes: Bytes,
+    pub version: String,
+}
+
+/// What a conditional write (`Remote::swap`) came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Swapped {
+    /// The object now holds our bytes (this write, or an earlier try whose answer was lost).
+    Ours(Versioned),
+    /// Another version was there (or none was, for a write that expected one): not written.
+    Theirs(Option<Versioned>),
 }
 
 impl Remote {
@@ -69,6 +89,80 @@ impl Remote {
             store,
             layout: Layout::new(prefix),
             location: location.to_string(),
+            local_dir: None,
+        }
+    }
+
+    /// The object's bytes and version, `None` when it does not exist.
+    pub async fn get_versioned(&self, key: Key) -> Result<Option<Versioned>, ReplicaError> {
+        if let Some(dir) = &self.local_dir {
+            return crate::local_cas::get_versioned(dir, &self.path(key));
+        }
+        let path = self.path(key);
+        let result = match self.store.get(&path).await {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(source) => return Err(Self::store_error("GET", &path, source)),
+        };
+        let version = result.meta.e_tag.clone().unwrap_or_default();
+        let bytes = result
+            .bytes()
+            .await
+            .map_err(|source| Self::store_error("GET", &path, source))?;
+        Ok(Some(Versioned { bytes, version }))
+    }
+
+    /// Writes `bytes` at `key` only if the object is still `expected` (`None`: only if it does
+    /// not exist): `If-Match` / `If-None-Match` on S3, a compare under a lock on `file://`. A
+    /// write whose outcome is unknown (an error, or a refusal after `object_store`'s own retry
+    /// of a write that had landed) is read back: our bytes there (they never repeat: a lease
+    /// carries its holder's nonce and a renewal count) mean it landed.
+    pub async fn swap(
+        &self,
+        key: Key,
+        expected: Option<&str>,
+        bytes: Bytes,
+    ) -> Result<Swapped, ReplicaError> {
+        if let Some(dir) = &self.local_dir {
+            return crate::local_cas::swap(dir, &self.path(key), expected, &bytes);
+        }
+        let path = self.path(key);
+        let mode = match expected {
+            None => PutMode::Create,
+            Some(version) => PutMode::Update(object_store::UpdateVersion {
+                e_tag: Some(version.to_string()),
+                version: None,
+            }),
+        };
+        let options = PutOptions {
+            mode,
+            ..PutOptions::default()
+        };
+        let put = self
+            .store
+            .put_opts(&path, PutPayload::from_bytes(bytes.clone()), options)
+            .await;
+        let refused = match put {
+            Ok(result) if result.e_tag.is_some() => {
+                let version = result.e_tag.unwrap_or_default();
+                return Ok(Swapped::Ours(Versioned { bytes, version }));
+            }
+            Ok(_) => None,
+            Err(
+                object_store::Error::Precondition { .. }
+                | object_store::Error::AlreadyExists { .. },
+            ) => None,
+            Err(error) => Some(error),
+        };
+        match self.get_versioned(key).await {
+            Ok(Some(found)) if found.bytes == bytes => Ok(Swapped::Ours(found)),
+            // Refused, or failed and not there now. A failed write may still land later: the
+            // lease recognises its own bytes by their nonce when it reads them then.
+            Ok(found) => Ok(Swapped::Theirs(found)),
+            Err(read) => Err(match refused {
+                Some(source) => Self::store_error("PUT", &path, source),
+                None => read,
+            }),
         }
     }
 

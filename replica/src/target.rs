@@ -108,7 +108,9 @@ pub fn open_with_timeout(
         let store = LocalFileSystem::new_with_prefix(dir)
             .map_err(|error| invalid(format!("cannot use the directory: {error}")))?;
         let store: Arc<dyn ObjectStore> = Arc::new(store);
-        return Ok(Remote::new(store, "", url));
+        let mut remote = Remote::new(store, "", url);
+        remote.local_dir = Some(std::path::PathBuf::from(dir));
+        return Ok(remote);
     }
     Err(invalid(
         "not a replica URL: use s3://BUCKET/PREFIX or file:///DIR".into(),
