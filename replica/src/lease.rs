@@ -198,3 +198,169 @@ impl LeaseHolder {
         }
     }
 }
+
+/// What the lease thread tells the store it guards (the engine's ack gate, wired by the
+/// shipper), and the clock it decides by.
+pub struct KeeperHooks {
+    /// Boot-clock now, nanoseconds (`ctxstore_engine::clock`: CLOCK_BOOTTIME, which counts
+    /// suspended time and never jumps with the wall clock).
+    pub now_ns: fn() -> u64,
+    /// The holder may acknowledge until this boot time, nanoseconds (its last renewal's send
+    /// time plus L − m, decision 0031 §5).
+    pub open_until: Box<dyn Fn(u64) + Send>,
+    /// The lease was lost (`who` holds it now): close for good.
+    pub lost: Box<dyn Fn(String) + Send>,
+}
+
+impl std::fmt::Debug for KeeperHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeeperHooks").finish_non_exhaustive()
+    }
+}
+
+/// The lease's timing, from its lease time L (decision 0031 §4–§5): renewals every L/3, a
+/// failed one retried every L/12, each request bounded by L/6, and the margin m = L/20 both
+/// sides keep (it covers clock rates off by up to 5 %).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseTiming {
+    pub lease: std::time::Duration,
+}
+
+impl LeaseTiming {
+    pub fn margin(self) -> std::time::Duration {
+        self.lease / 20
+    }
+    pub fn renew_every(self) -> std::time::Duration {
+        self.lease / 3
+    }
+    pub fn retry_every(self) -> std::time::Duration {
+        self.lease / 12
+    }
+    pub fn request_timeout(self) -> std::time::Duration {
+        self.lease / 6
+    }
+    /// How long after a renewal was sent its holder may still acknowledge: L − m.
+    pub fn open_for(self) -> std::time::Duration {
+        self.lease - self.margin()
+    }
+    /// How long a taker waits, after it first saw a version, before it may take it: L + m.
+    pub fn lapse_after(self) -> std::time::Duration {
+        self.lease + self.margin()
+    }
+}
+
+/// The primary's lease thread (`ctxstore-lease`, not niced: a starved renewer would fence a
+/// healthy primary): renews on its own runtime and client, so a slow segment upload never
+/// delays a renewal; tells the gate how long it may acknowledge; on a lost lease, closes it.
+#[derive(Debug)]
+pub struct LeaseKeeper {
+    stopping: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    wake: std::sync::Arc<tokio::sync::Notify>,
+    thread: Option<std::thread::JoinHandle<Option<LeaseHolder>>>,
+}
+
+impl LeaseKeeper {
+    /// Starts renewing `holder`'s lease, taken (or last renewed) at boot time `taken_ns`.
+    pub fn start(
+        holder: LeaseHolder,
+        timing: LeaseTiming,
+        taken_ns: u64,
+        hooks: KeeperHooks,
+    ) -> Result<LeaseKeeper, ReplicaError> {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicBool;
+        let stopping = Arc::new(AtomicBool::new(false));
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|source| ReplicaError::io("tokio runtime", source))?;
+        (hooks.open_until)(taken_ns.saturating_add(nanos(timing.open_for())));
+        let thread = {
+            let stopping = stopping.clone();
+            let wake = wake.clone();
+            std::thread::Builder::new()
+                .name("ctxstore-lease".into())
+                .spawn(move || runtime.block_on(renew_loop(holder, timing, hooks, stopping, wake)))
+                .map_err(|source| ReplicaError::io("ctxstore-lease thread", source))?
+        };
+        Ok(LeaseKeeper {
+            stopping,
+            wake,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops renewing; answers the holder while it still holds the lease (to release it once
+    /// the store stopped acknowledging).
+    pub fn stop(mut self) -> Option<LeaseHolder> {
+        self.stop_thread()
+    }
+
+    fn stop_thread(&mut self) -> Option<LeaseHolder> {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.wake.notify_one();
+        self.thread
+            .take()
+            .and_then(|thread| thread.join().ok().flatten())
+    }
+}
+
+impl Drop for LeaseKeeper {
+    fn drop(&mut self) {
+        let _ = self.stop_thread();
+    }
+}
+
+fn nanos(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Renews until stopped or lost (see `LeaseKeeper`). Answers the holder when stopped.
+async fn renew_loop(
+    mut holder: LeaseHolder,
+    timing: LeaseTiming,
+    hooks: KeeperHooks,
+    stopping: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    wake: std::sync::Arc<tokio::sync::Notify>,
+) -> Option<LeaseHolder> {
+    use std::sync::atomic::Ordering;
+    let mut pause = timing.renew_every();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = wake.notified() => {}
+        }
+        if stopping.load(Ordering::Acquire) {
+            return Some(holder);
+        }
+        // Sent now: the deadline counts from before the request (and its retries).
+        let sent_ns = (hooks.now_ns)();
+        let renewed = tokio::time::timeout(timing.request_timeout(), holder.renew()).await;
+        pause = match renewed {
+            Ok(Ok(Renewal::Renewed)) => {
+                (hooks.open_until)(sent_ns.saturating_add(nanos(timing.open_for())));
+                timing.renew_every()
+            }
+            Ok(Ok(Renewal::Retry)) => timing.retry_every(),
+            Ok(Ok(Renewal::Lost(seen))) => {
+                let who = seen.map_or_else(
+                    || "no one (the lease object was deleted)".to_string(),
+                    |seen| format!("{} (epoch {})", seen.record.holder, seen.record.epoch),
+                );
+                tracing::error!(holder = %who, "the lease was taken: this primary acknowledges nothing more");
+                (hooks.lost)(who);
+                return None;
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%error, retry_in = ?timing.retry_every(), "renewing the lease failed");
+                timing.retry_every()
+            }
+            Err(_) => {
+                tracing::warn!(timeout = ?timing.request_timeout(), "renewing the lease timed out");
+                timing.retry_every()
+            }
+        };
+    }
+}

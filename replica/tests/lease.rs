@@ -174,3 +174,90 @@ fn a_renewal_whose_answer_is_lost_after_it_landed_is_the_holders_own() {
         assert_eq!(holder.renew().await.unwrap(), Renewal::Renewed);
     });
 }
+
+/// Boot-clock nanoseconds for the keeper test: the real monotonic clock is enough here.
+fn now_ns() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_nanos()).unwrap() + 1
+}
+
+#[test]
+fn the_keeper_extends_the_gate_at_each_renewal_and_closes_it_when_the_lease_is_taken() {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+    let root = tempfile::tempdir().unwrap();
+    for target in Target::all(root.path(), "lease-keeper") {
+        let remote = remote(&target);
+        let runtime = runtime();
+        let timing = lease::LeaseTiming {
+            lease: Duration::from_millis(600),
+        };
+        let Acquired::Ours(holder) = runtime
+            .block_on(lease::acquire(&remote, me("keeper", 11)))
+            .unwrap()
+        else {
+            panic!("a new prefix's lease was held");
+        };
+        let deadlines = Arc::new(Mutex::new(Vec::<u64>::new()));
+        let lost = Arc::new(Mutex::new(None::<String>));
+        let hooks = lease::KeeperHooks {
+            now_ns,
+            open_until: {
+                let deadlines = deadlines.clone();
+                Box::new(move |until| deadlines.lock().unwrap().push(until))
+            },
+            lost: {
+                let lost = lost.clone();
+                Box::new(move |who| *lost.lock().unwrap() = Some(who))
+            },
+        };
+        let keeper = lease::LeaseKeeper::start(holder, timing, now_ns(), hooks).unwrap();
+        // Renewals every 200 ms: the gate's deadline moves forward each time.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while deadlines.lock().unwrap().len() < 4 {
+            assert!(Instant::now() < deadline, "the keeper did not renew");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        {
+            let deadlines = deadlines.lock().unwrap();
+            assert!(
+                deadlines.windows(2).all(|pair| pair[0] < pair[1]),
+                "{deadlines:?}"
+            );
+            // Each is a send time plus L − m (570 ms), never more.
+            assert!(*deadlines.last().unwrap() <= now_ns() + 570_000_000);
+        }
+        // A taker replaces the current version: the keeper's next renewal is lost.
+        // (A renewal between the read and the take wins that version: read again.)
+        loop {
+            let current = runtime.block_on(lease::read(&remote)).unwrap().unwrap();
+            let taken = runtime
+                .block_on(lease::take(&remote, &current, me("taker", 12)))
+                .unwrap();
+            if let Acquired::Ours(_) = taken {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the taker never won a version");
+        }
+        while lost.lock().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the keeper never saw the lease taken"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(lost.lock().unwrap().as_ref().unwrap().contains("taker:1"));
+        let renewals = deadlines.lock().unwrap().len();
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(
+            deadlines.lock().unwrap().len(),
+            renewals,
+            "no renewal after the loss"
+        );
+        assert!(
+            keeper.stop().is_none(),
+            "a lost lease is not the keeper's to release"
+        );
+    }
+}
