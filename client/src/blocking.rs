@@ -7,8 +7,8 @@
 //! (`client/macros`), which generates the blocking twin of every `pub async fn` there — same
 //! name, arguments, documentation and result, run to completion on this client's runtime —
 //! so the two shells cannot drift (decision 0004). What only the blocking client has is here:
-//! `connect` (which builds its runtime), the async client behind it, its overlay view and the
-//! connection's figures; and `StreamReader`, a stream read to its end (an async value with a
+//! `connect` (which builds its runtime), the async client behind it, its overlay view, its
+//! writes' durability and the connection's figures; and `StreamReader`, a stream read to its end (an async value with a
 //! `next`, which the twin macro does not make).
 
 use ctxstore_protocol::ServerLimits;
@@ -81,6 +81,18 @@ impl Client {
     /// The overlay view this client's reads ask for (see `set_view`).
     pub fn view(&self) -> Option<u64> {
         self.client.view()
+    }
+
+    /// Sets when this client's appends, stream seals and KV puts are acknowledged (the frame
+    /// flag `ACK_AFTER`, decision 0031): see the async client's `with_durability`. At connect
+    /// it is `ClientConfig::durability`.
+    pub fn set_durability(&mut self, durability: crate::Durability) {
+        self.client.set_durability(durability);
+    }
+
+    /// When this client's writes are acknowledged (see `set_durability`).
+    pub fn durability(&self) -> crate::Durability {
+        self.client.durability()
     }
 }
 

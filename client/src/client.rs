@@ -3,7 +3,8 @@
 //! one, fails before sending), keeps
 //! the server's limits, sends requests over its connection (`transport.rs`) with their timeouts
 //! (`request`, and `call`: a family's request, its family's answer), and hands out handles with
-//! an overlay view (`as_of`). Cheap to clone; clones share the connection. The typed calls are
+//! an overlay view (`as_of`) or a durability for their writes (`with_durability`, the frame
+//! flag `ACK_AFTER`, decision 0031). Cheap to clone; clones share the connection. The typed calls are
 //! in `calls/`, one file per message family.
 
 use std::collections::HashMap;
@@ -23,7 +24,7 @@ use tokio::net::TcpStream;
 use crate::config::ClientConfig;
 use crate::error::ClientError;
 use crate::transport::Connection;
-use crate::types::{BlobHash, ChunkRef};
+use crate::types::{BlobHash, ChunkRef, Durability};
 
 /// A payload this client stored as chunks: its hash and its chunk list.
 type RecentChunked = (BlobHash, Arc<[ChunkRef]>);
@@ -42,6 +43,9 @@ pub struct Client {
     pub(crate) shared: Arc<Shared>,
     /// The overlay view reads of turns ask for (`as_of`); `None`: none (no frame flag).
     pub(crate) view: Option<u64>,
+    /// When this handle's writes are acknowledged (`with_durability`; from
+    /// `ClientConfig::durability` at connect).
+    pub(crate) durability: Durability,
 }
 
 pub(crate) struct Shared {
@@ -115,6 +119,7 @@ impl Client {
         let connection = Connection::start(stream, config.response_bytes_max);
         Client {
             view: None,
+            durability: config.durability,
             shared: Arc::new(Shared {
                 config,
                 connection,
@@ -197,7 +202,8 @@ impl Client {
         self.shared.version.load(Ordering::Relaxed)
     }
 
-    /// Sends any request and waits for its response. ERROR responses become
+    /// Sends any request and waits for its response (a write that takes `ACK_AFTER` with this
+    /// handle's durability, `with_durability`). ERROR responses become
     /// `ClientError::Server`; a request the protocol cannot carry (a field over its limit)
     /// is `ClientError::InvalidArgument`, and one the negotiated version does not have (see
     /// `protocol_version`) is `ClientError::Unsupported`; neither is sent.
@@ -214,6 +220,7 @@ impl Client {
         timeout: Option<Duration>,
         setting: &'static str,
     ) -> Result<Response, ClientError> {
+        let request = self.with_ack_after(request);
         let (req_id, frame) = self.frame(&request)?;
         let request_name = request.message_type().name();
         self.shared
@@ -324,6 +331,7 @@ impl Client {
         Client {
             shared: Arc::clone(&self.shared),
             view: Some(as_of),
+            durability: self.durability,
         }
     }
 
@@ -335,6 +343,52 @@ impl Client {
     /// This handle's overlay view (see `as_of`).
     pub fn view(&self) -> Option<u64> {
         self.view
+    }
+
+    /// A handle on the same connection whose writes are acknowledged as `durability` says
+    /// (decision 0031): the appends (`append`, `append_by_hash`, `append_turn`,
+    /// `append_turns`), `seal_stream`, `kv_put` and `kv_put_ex` carry the frame flag
+    /// `ACK_AFTER` (protocol version 4; a version-1..3 connection refuses them before
+    /// sending, `ClientError::Unsupported`); other requests are sent as they are.
+    /// `Durability::Default` sends no flag (the server's `--ack-after`).
+    ///
+    /// `Durability::Remote` answers once the object store holds the write. When it cannot
+    /// confirm that in time the call fails with UNCONFIRMED (`ClientError::is_unconfirmed`):
+    /// the write is durable on the server but not confirmed off-host; retry it with the same
+    /// idempotency key (a turn's key, the same KV value, the seal again).
+    pub fn with_durability(&self, durability: Durability) -> Client {
+        Client {
+            shared: Arc::clone(&self.shared),
+            view: self.view,
+            durability,
+        }
+    }
+
+    /// Sets this handle's durability (see `with_durability`).
+    pub fn set_durability(&mut self, durability: Durability) {
+        self.durability = durability;
+    }
+
+    /// This handle's durability (see `with_durability`).
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// The request as this handle sends it: a write that takes `ACK_AFTER` carries this
+    /// handle's durability (none for `Durability::Default`, nor where the caller put one).
+    pub(crate) fn with_ack_after(&self, request: Request) -> Request {
+        let Some(after) = self.durability.ack_after() else {
+            return request;
+        };
+        if matches!(request, Request::AckAfter { .. } | Request::AsOf { .. })
+            || !request.message_type().takes_ack_after()
+        {
+            return request;
+        }
+        Request::AckAfter {
+            request: Box::new(request),
+            after,
+        }
     }
 }
 

@@ -2,12 +2,12 @@
 //! zstd payloads, which payloads it hashes, decision 0015), chunking of appends by value
 //! (issue 16), compression where payloads are made (issue 38) and the timeouts that keep every call from waiting forever on a peer that is
 //! not ctxstore: connect (5 s), HELLO (5 s), each request (30 s), BACKUP (24 h) and GC (1 h)
-//! instead of the per-request one.
+//! instead of the per-request one; when writes are acknowledged (`durability`, decision 0031).
 
 use std::time::Duration;
 
 use crate::chunking::ChunkingConfig;
-use crate::types::VerifyPayloads;
+use crate::types::{Durability, VerifyPayloads};
 
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -60,6 +60,11 @@ pub struct ClientConfig {
     /// the server moves to the many clients. `None`: payloads travel as they are and the
     /// server compresses them, as on older versions.
     pub compress_level: Option<i32>,
+    /// When the server acknowledges this client's writes that take the frame flag `ACK_AFTER`
+    /// (decision 0031; default `Durability::Default`: no flag, the server's `--ack-after`).
+    /// A handle may ask otherwise (`Client::with_durability`). Anything but `Default` needs
+    /// protocol version 4: on an older server those writes are `ClientError::Unsupported`.
+    pub durability: Durability,
 }
 
 impl ClientConfig {
@@ -84,6 +89,7 @@ impl ClientConfig {
             chunking: Some(ChunkingConfig::DEFAULT),
             verify_payloads: VerifyPayloads::WhenRemote,
             compress_level: Some(1),
+            durability: Durability::Default,
         }
     }
 
@@ -128,6 +134,13 @@ impl ClientConfig {
 
     pub fn with_backup_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.backup_timeout = timeout;
+        self
+    }
+
+    /// Sets `durability` (`Durability::Remote`: every append, stream seal and KV put waits
+    /// for the object store).
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
         self
     }
 

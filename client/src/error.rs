@@ -1,6 +1,9 @@
 //! Client errors. A server's ERROR keeps its stable code; failures to reach a ctxstore server
 //! (refused, timed out, something else answering) are their own variants, so that callers can
 //! tell "the server said no" from "there is no server" ([`ClientError::is_connection_failure`]).
+//! Two server errors of failover (decision 0031) have their own questions:
+//! [`ClientError::is_unconfirmed`] (the write is durable on the server but not confirmed
+//! off-host) and [`ClientError::is_not_primary`] (nothing was written).
 
 use std::time::Duration;
 
@@ -37,7 +40,19 @@ pub enum ClientError {
         /// The `ClientConfig` field that set `timeout`.
         setting: &'static str,
     },
-    /// The server answered with ERROR.
+    /// The server answered with ERROR. Match `code` for the one you handle; two of them say
+    /// something of a write's outcome (decision 0031):
+    ///
+    /// - `ErrorCode::Unconfirmed` (`is_unconfirmed`): a write asked `Durability::Remote` (or
+    ///   under the server's `--ack-after remote`) is durable on the server but was not
+    ///   confirmed off-host in time (the object store slow or failing, the primary fenced);
+    ///   it may or may not survive a failover. Retry it with the same idempotency key (a
+    ///   turn's key: the retry answers that turn, `existing`; the same KV value; the seal
+    ///   again, whose `StreamEnded` then names the sealed turn). `detail` is its TurnID when
+    ///   it has one (`unconfirmed_turn`).
+    /// - `ErrorCode::NotPrimary` (`is_not_primary`): this server takes no writes now (a
+    ///   standby, a fenced primary); nothing was written, so sending it to the primary is safe
+    ///   without a key. `detail` is the newest epoch it knows.
     #[error("{code}: {message}")]
     Server {
         code: ErrorCode,
@@ -81,6 +96,33 @@ impl ClientError {
             ClientError::Server { code, .. } => Some(*code),
             _ => None,
         }
+    }
+
+    /// UNCONFIRMED (protocol version 4, decision 0031): the write is durable on the server but
+    /// not confirmed off-host (its `Durability::Remote` wait ended without the object store
+    /// holding it); retry it with the same idempotency key. Without a key its outcome is
+    /// unknown.
+    pub fn is_unconfirmed(&self) -> bool {
+        self.code() == Some(ErrorCode::Unconfirmed)
+    }
+
+    /// The TurnID an UNCONFIRMED answer names (the write's turn, durable on the server);
+    /// `None` for any other error, or a write with no turn of its own (a KV put).
+    pub fn unconfirmed_turn(&self) -> Option<u64> {
+        match self {
+            ClientError::Server {
+                code: ErrorCode::Unconfirmed,
+                detail,
+                ..
+            } if *detail != 0 => Some(*detail),
+            _ => None,
+        }
+    }
+
+    /// NOT_PRIMARY (protocol version 4, decision 0031): the server takes no writes now (a
+    /// standby, a fenced primary); nothing was written.
+    pub fn is_not_primary(&self) -> bool {
+        self.code() == Some(ErrorCode::NotPrimary)
     }
 
     /// No ctxstore server could be reached or kept: refused, timed out (connecting, in HELLO

@@ -169,8 +169,8 @@ pub use ctxstore_protocol::{WATCH_FROM_NOW, WatchEventWire, WatchKindWire, Watch
 pub use error::ClientError;
 pub use types::{
     Appended, AppendedTurn, BackupReport, BlobHash, CODEC_NAMES, ChunkRef, ChunkedStored,
-    ContextHead, ContextInfo, ContextListPage, ContextQuery, ContextRetention, FoundPage, GcReport,
-    KvItem, KvValue, ListCursor, LogCursor, LogPage, NewContext, NewPayload, NewTurn, Opened, Page,
-    Parent, Patched, Purged, Redacted, Stats, TURN_FLAG_SUMMARY, Turn, TurnInfo, TurnPage,
-    VerifyPayloads, blob_hash_from_hex, codec_name, codec_tag,
+    ContextHead, ContextInfo, ContextListPage, ContextQuery, ContextRetention, Durability,
+    FoundPage, GcReport, KvItem, KvValue, ListCursor, LogCursor, LogPage, NewContext, NewPayload,
+    NewTurn, Opened, Page, Parent, Patched, Purged, Redacted, Stats, TURN_FLAG_SUMMARY, Turn,
+    TurnInfo, TurnPage, VerifyPayloads, blob_hash_from_hex, codec_name, codec_tag,
 };

@@ -783,6 +783,66 @@ pub struct Page {
     pub tip_depth: u32,
 }
 
+/// When the server acknowledges a write (decision 0031 §3, §11): the frame flag `ACK_AFTER`
+/// (protocol version 4) on the writes that take it — the appends (`append`, `append_by_hash`,
+/// `append_turn`, `append_turns`; a chunked append's flag is on its final append, whose cut
+/// holds the chunks too), `seal_stream`, `kv_put` and `kv_put_ex`. Set per handle
+/// (`Client::with_durability`) or for a whole client (`ClientConfig::durability`).
+///
+/// Anything but `Default` on a version-1..3 connection is `ClientError::Unsupported`,
+/// refused before sending.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// No flag: the server's `--ack-after` (`local` unless its operator chose `remote`).
+    #[default]
+    Default,
+    /// Once the write is durable on the server's disk (fdatasync): what every older write gets.
+    Local,
+    /// Once the object store holds it too (the server's `--replicate-to`): it survives the
+    /// loss of the server's host. A server without a replica refuses it (INVALID_ARGUMENT,
+    /// nothing written); one whose object store does not confirm in time (its
+    /// `--remote-ack-timeout`) answers UNCONFIRMED (`ClientError::is_unconfirmed`): the write
+    /// is durable there but not confirmed off-host.
+    Remote,
+}
+
+impl Durability {
+    /// The frame flag's value: `None` for `Default` (no flag).
+    pub fn ack_after(self) -> Option<ctxstore_protocol::AckAfter> {
+        match self {
+            Durability::Default => None,
+            Durability::Local => Some(ctxstore_protocol::AckAfter::Local),
+            Durability::Remote => Some(ctxstore_protocol::AckAfter::Remote),
+        }
+    }
+
+    /// As the CLI and the load generator name it (`--durability`): `default`, `local`,
+    /// `remote`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Default => "default",
+            Durability::Local => "local",
+            Durability::Remote => "remote",
+        }
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = ClientError;
+
+    /// `local` or `remote` (`default` too: no flag).
+    fn from_str(text: &str) -> Result<Durability, ClientError> {
+        match text {
+            "default" => Ok(Durability::Default),
+            "local" => Ok(Durability::Local),
+            "remote" => Ok(Durability::Remote),
+            other => Err(ClientError::InvalidArgument(format!(
+                "durability {other:?}: local or remote"
+            ))),
+        }
+    }
+}
+
 /// Which payloads a client checks against their BLAKE3 hash (decision 0015). Every payload's
 /// length is checked, and every zstd payload is inflated and hashed here whatever this says:
 /// the server never hashed those bytes. A raw payload was hashed by the server when it read it
@@ -909,6 +969,22 @@ pub fn codec_tag(name: &str) -> Result<u32, ClientError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_durability_is_its_name_and_its_ack_after_bits() {
+        use ctxstore_protocol::frame_flags;
+        for (durability, bits) in [
+            (Durability::Default, 0),
+            (Durability::Local, 0b0_1000),
+            (Durability::Remote, 0b1_0000),
+        ] {
+            let flag = durability.ack_after().map_or(0, frame_flags::ack_after);
+            assert_eq!(flag, bits, "{durability:?}");
+            assert_eq!(flag & !frame_flags::ACK_AFTER, 0);
+            assert_eq!(durability.name().parse::<Durability>().ok(), Some(durability));
+        }
+        assert!("everywhere".parse::<Durability>().is_err());
+    }
 
     fn turn(payload: &[u8]) -> Turn {
         let wire = TurnWire {

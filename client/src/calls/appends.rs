@@ -3,7 +3,9 @@
 //! summaries). An append by value of a payload over `ChunkingConfig::threshold_bytes` on a
 //! version-2 connection is stored as chunks first (`blobs.rs`, `store_chunked`) and appended
 //! by hash; on a version-3 connection the others travel as zstd frames made here
-//! (`compress.rs`, issue 38).
+//! (`compress.rs`, issue 38). Every append carries its handle's durability
+//! (`Client::with_durability`, the frame flag `ACK_AFTER`, decision 0031); a chunked one on its
+//! final append, whose cut holds the chunks too.
 
 use bytes::Bytes;
 use ctxstore_client_macros::blocking_twin;

@@ -1,6 +1,7 @@
 //! The key-value family's calls (protocol version 2, issue 13): a context's key-value entries,
 //! put and deleted in one group commit, read and listed in key order; and (version 3, issue
-//! 34) the same with a time to live per entry, refresh on read, and touches.
+//! 34) the same with a time to live per entry, refresh on read, and touches. `kv_put` and
+//! `kv_put_ex` carry their handle's durability (`Client::with_durability`, decision 0031).
 
 use std::time::Duration;
 

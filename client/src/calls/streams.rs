@@ -7,7 +7,8 @@
 //! stream sealed meanwhile holds past an offset (its turn's payload). `follow_stream`
 //! (STREAM_FOLLOW) has the server push the bytes as they become durable, frame by frame
 //! (`StreamFollow`); `stream_reader` reads to the end by follows, or by long polls from an
-//! older server, and the rest of a sealed stream from its turn.
+//! older server, and the rest of a sealed stream from its turn. `seal_stream` carries its
+//! handle's durability (`Client::with_durability`, decision 0031); the deltas do not.
 
 use std::time::Duration;
 
