@@ -981,7 +981,10 @@ mod tests {
             let flag = durability.ack_after().map_or(0, frame_flags::ack_after);
             assert_eq!(flag, bits, "{durability:?}");
             assert_eq!(flag & !frame_flags::ACK_AFTER, 0);
-            assert_eq!(durability.name().parse::<Durability>().ok(), Some(durability));
+            assert_eq!(
+                durability.name().parse::<Durability>().ok(),
+                Some(durability)
+            );
         }
         assert!("everywhere".parse::<Durability>().is_err());
     }
