@@ -17,10 +17,16 @@ Exit codes:
      not a ctxstore server on that port, or the connection lost
   6  UNAUTHORIZED: the token is missing or wrong
   7  ALREADY_EXISTS: another context has that name (`ctx create --get-or-create` answers it)
+  8  NOT_PRIMARY: the server takes no writes now (a standby, a fenced primary); nothing
+     was written: send it to the primary
+  9  UNCONFIRMED: --durability remote (or the server's --ack-after remote) was not
+     confirmed off-host in time; the write is durable on the server but its outcome after
+     a failover is unknown: run it again with the same --key (kv put: the same value)
 With --json, an error is also one JSON object on stderr:
   {\"error\":{\"code\":\"NOT_FOUND\",\"message\":\"...\",\"exit_code\":3}}
 (`detail` is added for server errors: for CONFLICT, the context's actual head; for
-ALREADY_EXISTS, the ContextID that has the name).";
+ALREADY_EXISTS, the ContextID that has the name; for UNCONFIRMED, the turn when it has one;
+for NOT_PRIMARY, the newest epoch the server knows).";
 
 pub(crate) const EXIT_OTHER: u8 = 1;
 
@@ -36,6 +42,10 @@ pub(crate) const EXIT_UNAUTHORIZED: u8 = 6;
 
 pub(crate) const EXIT_ALREADY_EXISTS: u8 = 7;
 
+pub(crate) const EXIT_NOT_PRIMARY: u8 = 8;
+
+pub(crate) const EXIT_UNCONFIRMED: u8 = 9;
+
 /// The error's stable name, exit code and (for server errors) detail.
 pub(crate) fn classify(error: &anyhow::Error) -> (&'static str, u8, Option<u64>) {
     for cause in error.chain() {
@@ -45,6 +55,8 @@ pub(crate) fn classify(error: &anyhow::Error) -> (&'static str, u8, Option<u64>)
                 Some(ErrorCode::Conflict) => EXIT_CONFLICT,
                 Some(ErrorCode::Unauthorized) => EXIT_UNAUTHORIZED,
                 Some(ErrorCode::AlreadyExists) => EXIT_ALREADY_EXISTS,
+                Some(ErrorCode::NotPrimary) => EXIT_NOT_PRIMARY,
+                Some(ErrorCode::Unconfirmed) => EXIT_UNCONFIRMED,
                 _ if client.is_connection_failure() => EXIT_CONNECTION,
                 _ => EXIT_OTHER,
             };
@@ -123,6 +135,13 @@ fn client_message(error: &ClientError) -> String {
                 humantime::format_duration(*timeout)
             )
         }
+        ClientError::Server {
+            code: ErrorCode::Unconfirmed,
+            ..
+        } => format!(
+            "{error} (outcome unknown: run it again with the same --key; a kv put with the \
+             same value)"
+        ),
         other => other.to_string(),
     }
 }

@@ -188,7 +188,10 @@ fn connect(cli: &Cli) -> anyhow::Result<Client> {
         .with_connect_timeout(cli.connect_timeout)
         .with_hello_timeout(cli.connect_timeout)
         .with_request_timeout(request_timeout)
-        .with_verify_payloads(cli.verify_payloads);
+        .with_verify_payloads(cli.verify_payloads)
+        // `--durability` of `append`, `kv put` and `stream`: only their writes carry it; on a
+        // server older than protocol version 4 they are refused before sending.
+        .with_durability(cli.command.durability());
     let mut client =
         Client::connect(config).with_context(|| format!("connecting to {}", cli.addr))?;
     // Reads of turns ask for the overlay view (the latest unless --as-of), so that turn lines

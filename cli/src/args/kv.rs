@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Subcommand;
-use ctxstore_client::ContextRef;
+use ctxstore_client::{ContextRef, Durability};
 
 use super::parse_context;
 
@@ -35,6 +35,10 @@ pub(crate) enum KvCommand {
         /// milliseconds, 1ms..100 years): then no read sees it and the server removes it.
         #[arg(long, value_name = "DURATION", value_parser = parse_kv_ttl)]
         ttl: Option<Duration>,
+        /// When the server answers: local or remote, as for `append` (UNCONFIRMED exits 9:
+        /// run it again). Protocol version 4.
+        #[arg(long, value_name = "local|remote", value_parser = super::parse_durability)]
+        durability: Option<Durability>,
     },
     /// Write the value of KEY (raw bytes, checked against its hash) to stdout or to -o PATH;
     /// a key that is not there (or expired) exits 3 (NOT_FOUND).

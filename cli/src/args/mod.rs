@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use ctxstore_client::{ContextRef, VerifyPayloads, codec_tag};
+use ctxstore_client::{ContextRef, Durability, VerifyPayloads, codec_tag};
 
 use crate::exits::EXIT_CODES;
 
@@ -221,6 +221,12 @@ pub(crate) enum Command {
         /// Mark the turn as a summary of everything before it: `window` starts here.
         #[arg(long)]
         summary: bool,
+        /// When the server answers: local (durable on its disk) or remote (the object store
+        /// holds it too; a server without --replicate-to refuses it). Default: the server's
+        /// --ack-after. Remote answered UNCONFIRMED exits 9: run it again with the same --key.
+        /// Protocol version 4.
+        #[arg(long, value_name = "local|remote", value_parser = parse_durability)]
+        durability: Option<Durability>,
     },
     /// Show one turn: by its id (turn TURN) or by its key (turn CTX --key K).
     ///
@@ -467,6 +473,10 @@ pub(crate) enum Command {
         /// A label KEY=VALUE of the sealed turn (repeat for more).
         #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_tag)]
         labels: Vec<(String, String)>,
+        /// When the server answers the seal (the deltas are answered as always): local or
+        /// remote, as for `append`. Protocol version 4.
+        #[arg(long, value_name = "local|remote", value_parser = parse_durability)]
+        durability: Option<Durability>,
     },
     /// A context's events as they happen, like `tail -f` (protocol version 3): head moves
     /// (new turns), streams opened, sealed and aborted, tag changes, the deletion. With
@@ -537,12 +547,32 @@ pub(crate) fn parse_turn_key(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// `--durability`: `local` or `remote` (no flag: the server's `--ack-after`).
+pub(crate) fn parse_durability(text: &str) -> Result<Durability, String> {
+    match text {
+        "local" => Ok(Durability::Local),
+        "remote" => Ok(Durability::Remote),
+        other => Err(format!("{other:?} is not local or remote")),
+    }
+}
+
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim())
         .map_err(|error| format!("{text:?} is not a duration like 500ms, 5s, 1m: {error}"))
 }
 
 impl Command {
+    /// When the command's write is acknowledged (`--durability` of `append`, `kv put` and
+    /// `stream`; decision 0031): the client's durability, which only those writes carry.
+    pub(crate) fn durability(&self) -> Durability {
+        let durability = match self {
+            Command::Append { durability, .. } | Command::Stream { durability, .. } => durability,
+            Command::Kv(KvCommand::Put { durability, .. }) => durability,
+            _ => &None,
+        };
+        durability.unwrap_or_default()
+    }
+
     /// The reads of turns: the commands `--as-of` applies to.
     pub(crate) fn reads_turns(&self) -> bool {
         matches!(

@@ -34,6 +34,8 @@ pub(crate) fn streams(client: &Client, out: &Output, command: &Command) -> anyho
             expect_head,
             key,
             labels,
+            // `--durability`: the client's (`connect`), on the seal.
+            durability: _,
         } => {
             let mut new = NewStream::new(*type_tag, *codec);
             new.expected_head = *expect_head;
