@@ -95,6 +95,7 @@ impl LoadConfig {
             "read_turns": self.read_turns,
             "prefill": self.prefill,
             "seed": self.seed,
+            "durability": self.backend.durability(),
             "workload": match self.workload {
                 Workload::Mix => "mix",
                 Workload::Growing(_) => "growing",
@@ -137,6 +138,8 @@ struct Shared {
     completed: Vec<AtomicU64>,
     failed: Vec<AtomicU64>,
     ack_log: Option<Mutex<BufWriter<File>>>,
+    /// Each ack log line's `durability` (`BackendKind::durability`).
+    durability: Option<&'static str>,
 }
 
 impl Shared {
@@ -152,6 +155,7 @@ impl Shared {
             completed: Op::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
             failed: Op::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
             ack_log,
+            durability: config.backend.durability(),
         })
     }
 
@@ -165,6 +169,7 @@ impl Shared {
                 "parent_turn_id": ack.parent_turn_id,
                 "depth": ack.depth,
                 "payload_hash": ack.payload_hash,
+                "durability": self.durability,
             });
             let _ = writeln!(log, "{line}");
         }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use ctxstore_client::VerifyPayloads;
+use ctxstore_client::{Durability, VerifyPayloads};
 use ctxstore_loadgen::backend::BackendKind;
 use ctxstore_loadgen::backend::streams::StreamReadMode;
 use ctxstore_loadgen::driver::{self, LoadConfig, Workload};
@@ -110,7 +110,9 @@ struct Args {
     /// Extra argument for the spawned server (repeatable), e.g. --server-arg=--shards=4.
     #[arg(long = "server-arg", allow_hyphen_values = true)]
     server_args: Vec<String>,
-    /// Write one JSON line {"context_id","turn_id","payload_hash"} per acknowledged append.
+    /// Write one JSON line {"context_id","turn_id","parent_turn_id","depth","payload_hash",
+    /// "durability"} per acknowledged append (`durability`: default, local or remote; null
+    /// for a peer).
     #[arg(long)]
     ack_log: Option<PathBuf>,
     /// Seed of the workload's randomness.
@@ -183,6 +185,12 @@ struct Args {
     /// zstd ones are always hashed), `always` every payload.
     #[arg(long, default_value = "when-remote")]
     verify_payloads: VerifyPayloads,
+    /// When ctxstore acknowledges each append and seal (decision 0031): local (on the
+    /// server's disk) or remote (the object store holds it too: the server needs
+    /// --replicate-to, e.g. --server-arg=--replicate-to=file:///tmp/replica). Default: no
+    /// flag, the server's --ack-after. The ack log's `durability` says which each append had.
+    #[arg(long, value_name = "local|remote", value_parser = parse_durability)]
+    durability: Option<Durability>,
     /// The data directory (--data) of the ctxstore server at --addr, for the bytes-on-disk
     /// figures; --spawn-server knows its own.
     #[arg(long, conflicts_with = "spawn_server")]
@@ -343,6 +351,11 @@ fn load_config(
     spawned: Option<&SpawnedServer>,
 ) -> anyhow::Result<LoadConfig> {
     let addr = spawned.map_or_else(|| args.addr.clone(), |server| server.addr.clone());
+    anyhow::ensure!(
+        args.durability.is_none() || matches!(args.backend, Backend::Ctxstore),
+        "--durability is ctxstore's (protocol version 4): not with --backend {:?}",
+        args.backend
+    );
     let peer = || {
         args.peer
             .clone()
@@ -355,6 +368,7 @@ fn load_config(
             client_chunking: !args.no_client_chunking,
             client_compression: !args.no_client_compression,
             verify_payloads: args.verify_payloads,
+            durability: args.durability.unwrap_or_default(),
         },
         Backend::Postgres => BackendKind::Postgres { url: peer()? },
         Backend::Redis => BackendKind::Redis { url: peer()? },
@@ -428,5 +442,14 @@ fn judge(slo: &Slo, report: &Report) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(3)
+    }
+}
+
+/// `--durability`: `local` or `remote`.
+fn parse_durability(text: &str) -> Result<Durability, String> {
+    match text {
+        "local" => Ok(Durability::Local),
+        "remote" => Ok(Durability::Remote),
+        other => Err(format!("{other:?} is not local or remote")),
     }
 }

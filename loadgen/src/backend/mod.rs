@@ -11,7 +11,7 @@ pub mod sqlite;
 pub mod streams;
 
 use bytes::Bytes;
-use ctxstore_client::VerifyPayloads;
+use ctxstore_client::{Durability, VerifyPayloads};
 
 use crate::report::{DiskUsage, ServerReport};
 
@@ -28,6 +28,9 @@ pub enum BackendKind {
         client_compression: bool,
         /// Which payloads the client hashes (decision 0015).
         verify_payloads: VerifyPayloads,
+        /// When the server acknowledges the appends (and seals): `--durability`, decision
+        /// 0031; `Default` sends no flag (the server's `--ack-after`).
+        durability: Durability,
     },
     /// `postgres://user@host:port/db` (run with `synchronous_commit = on`).
     Postgres { url: String },
@@ -53,6 +56,16 @@ impl BackendKind {
         }
     }
 
+    /// When ctxstore acknowledges the appends (`--durability`): its name for the ack log and
+    /// the report (`default`, `local`, `remote`); `None` for a peer, which has no such
+    /// choice.
+    pub fn durability(&self) -> Option<&'static str> {
+        match self {
+            BackendKind::Ctxstore { durability, .. } => Some(durability.name()),
+            _ => None,
+        }
+    }
+
     /// Creates what the store needs before a run (tables), where it needs anything.
     pub async fn prepare(&self) -> anyhow::Result<()> {
         match self {
@@ -73,6 +86,7 @@ impl BackendKind {
                 client_chunking,
                 client_compression,
                 verify_payloads,
+                durability,
             } => Connection::Ctxstore(
                 ctxstore::connect(
                     addr,
@@ -81,7 +95,8 @@ impl BackendKind {
                     *client_compression,
                     *verify_payloads,
                 )
-                .await?,
+                .await?
+                .with_durability(*durability),
             ),
             BackendKind::Postgres { url } => Connection::Postgres(postgres::connect(url).await?),
             BackendKind::Redis { url } => Connection::Redis(redis::connect(url).await?),
