@@ -23,6 +23,7 @@
 //! | `format/` | every on-disk record, one module per file type: encode, decode, size, checksum (`stream_meta.rs`: stream records, ops 12–14) | do I/O | decoding never panics |
 //! | `model.rs`, `error.rs`, `config.rs` | the API's types, `EngineError` and its stable `ErrorKind`, `EngineConfig`/`Limits`/`Placement` | do I/O | `validate()` holds before open |
 //! | `tail.rs` | the verdict on a file's end: clean, prepared space, torn, damaged | — | — |
+//! | `clock.rs` | `boot_now_ns`: `CLOCK_BOOTTIME`, the one clock of every deadline (decision 0031 §5; the replica and the server read it too) | read the wall clock or `Instant` for a deadline | counts suspended time; never jumps with the wall clock |
 //! | `status.rs` | `StoreStatus`: read-only once any fdatasync failed; what the replica holds of the ids (`ShippedIds`, the base of the bound on unshipped ids) | — | never reset until restart |
 //! | `metrics.rs` | single-writer histograms and counters, `ActorMetrics`, the snapshots `Engine::actor_metrics` returns | be written by two threads | a snapshot's count is the sum of its buckets |
 //! | `faults.rs` | test-only fault injection read by `file/`; the tests of READ_ONLY, NO_SPACE and the overlapped fsync | exist in release builds | — |
@@ -76,6 +77,7 @@
 
 mod blob;
 pub mod chunks;
+pub mod clock;
 pub mod config;
 mod engine;
 pub mod error;
