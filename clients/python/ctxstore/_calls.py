@@ -62,6 +62,7 @@ from .types import (
     ContextInfo,
     ContextLike,
     ContextPage,
+    Durability,
     FoundPage,
     GcReport,
     HashLike,
@@ -230,6 +231,8 @@ class Opening:
 
     step: ops.Op[_streams.StreamInfo] | ops.Plan[_streams.StreamInfo]
     timeout: float | None
+    durability: Durability | None = None
+    """When the stream's seal is acknowledged (``open_turn(durability=...)``)."""
 
 
 class opening(Generic[P]):  # noqa: N801 - a decorator, named as one
@@ -260,13 +263,14 @@ class opening(Generic[P]):  # noqa: N801 - a decorator, named as one
         def blocking(client: Any, /, *args: Any, **kwargs: Any) -> Any:
             made = define(client, *args, **kwargs)
             run = client._run if isinstance(made.step, ops.Op) else client._drive
-            return _streams.TurnStream(client, run(made.step, made.timeout), made.timeout)
+            info = run(made.step, made.timeout)
+            return _streams.TurnStream(client, info, made.timeout, made.durability)
 
         async def awaiting(client: Any, /, *args: Any, **kwargs: Any) -> Any:
             made = define(client, *args, **kwargs)
             run = client._run if isinstance(made.step, ops.Op) else client._drive
             info = await run(made.step, made.timeout)
-            return _streams.AsyncTurnStream(client, info, made.timeout)
+            return _streams.AsyncTurnStream(client, info, made.timeout, made.durability)
 
         method = blocking if shell == "blocking" else awaiting
         return _described(method, define, name, owner, shell)
@@ -369,6 +373,7 @@ class Calls(ClientCore):
         labels: Mapping[str, str] | None = None,
         links: Sequence[int] = (),
         summary: bool = False,
+        durability: Durability | None = None,
         timeout: float | None = None,
     ) -> Call[Appended]:
         """Appends a turn with ``payload`` after the context's head, durably; the head moves
@@ -383,6 +388,12 @@ class Calls(ClientCore):
         new turn); ``key`` unique in the context — appending a key it has answers that turn
         with ``existing`` True and writes nothing, so a retry after ``ConnectionLost`` is
         safe; ``labels``; ``links`` to other turns; ``summary``.
+
+        ``durability`` (protocol version 4, decision 0031): ``"remote"`` answers once the
+        object store holds the write too, ``"local"`` once it is on the server's disk; None:
+        the server's ``--ack-after`` (see :data:`~ctxstore.types.Durability`;
+        :class:`~ctxstore.errors.Unconfirmed`: durable on the server but not confirmed
+        off-host, retry it with the same key).
         """
         spec = TurnSpec(
             payload,
@@ -394,10 +405,8 @@ class Calls(ClientCore):
             type_tag=type_tag,
             codec=codec,
         )
-        return Call(
-            ops.append_spec_compressed(context, spec, expected_head, self._compress_level),
-            timeout,
-        )
+        plan = ops.append_spec_compressed(context, spec, expected_head, self._compress_level)
+        return Call(ops.durable(plan, durability), timeout)
 
     @call
     def append_by_hash(
@@ -413,10 +422,12 @@ class Calls(ClientCore):
         labels: Mapping[str, str] | None = None,
         links: Sequence[int] = (),
         summary: bool = False,
+        durability: Durability | None = None,
         timeout: float | None = None,
     ) -> Call[Appended]:
         """Appends a turn whose payload is a blob already stored (nothing is uploaded;
-        NotFound if the blob is not stored); the options are :meth:`append`'s."""
+        NotFound if the blob is not stored); the options are :meth:`append`'s, ``durability``
+        too."""
         spec = TurnSpec(
             payload_hash=payload_hash,
             parent=parent,
@@ -427,7 +438,7 @@ class Calls(ClientCore):
             type_tag=type_tag,
             codec=codec,
         )
-        return Call(ops.append_spec(context, spec, expected_head), timeout)
+        return Call(ops.durable(ops.append_spec(context, spec, expected_head), durability), timeout)
 
     @call
     def get_turn(
@@ -797,6 +808,7 @@ class Calls(ClientCore):
         if_absent: bool = False,
         *,
         ttl_ms: int | None = None,
+        durability: Durability | None = None,
         timeout: float | None = None,
     ) -> Call[None]:
         """Puts every ``key: value`` of ``entries`` in the context's key-value map, in one
@@ -804,8 +816,12 @@ class Calls(ClientCore):
         bytes, stored as blobs (equal values once). ``if_absent``: keys the context has keep
         their values. At most 128 entries per call (TooLarge); none sends nothing.
         ``ttl_ms`` (protocol version 3): each entry expires that long after this put or its
-        last refresh; from then on no read sees it and the server removes it."""
-        return Call(ops.kv_put(context, entries, if_absent, ttl_ms), timeout)
+        last refresh; from then on no read sees it and the server removes it.
+        ``durability``: as :meth:`append`'s (a retry after
+        :class:`~ctxstore.errors.Unconfirmed` puts the same values again)."""
+        return Call(
+            ops.durable(ops.kv_put(context, entries, if_absent, ttl_ms), durability), timeout
+        )
 
     @call
     def kv_get(
@@ -920,6 +936,7 @@ class Calls(ClientCore):
         turns: Iterable[TurnSpec],
         *,
         expected_head: int | None = None,
+        durability: Durability | None = None,
         timeout: float | None = None,
     ) -> Call[list[Appended]]:
         """Appends ``turns`` to the context in order, all or none, in one durable write (one
@@ -929,11 +946,10 @@ class Calls(ClientCore):
         A turn whose key the context has is answered as that turn with ``existing`` True and
         is not written again. Limits (TooLarge, nothing written): 64 turns; per turn a key of
         64 bytes, 16 labels in 1 KiB, 8 links (each must exist: NotFound); a parent the
-        context does not own is InvalidArgument. Returns one :class:`Appended` per turn."""
-        return Call(
-            ops.append_turns_compressed(context, turns, expected_head, self._compress_level),
-            timeout,
-        )
+        context does not own is InvalidArgument. Returns one :class:`Appended` per turn.
+        ``durability``: as :meth:`append`'s, for the whole batch."""
+        plan = ops.append_turns_compressed(context, turns, expected_head, self._compress_level)
+        return Call(ops.durable(plan, durability), timeout)
 
     @call
     def turn_by_key(
@@ -1080,6 +1096,7 @@ class Calls(ClientCore):
         labels: Mapping[str, str] | None = None,
         links: Sequence[int] = (),
         summary: bool = False,
+        durability: Durability | None = None,
         timeout: float | None = None,
     ) -> Opening:
         """Opens a stream on the context (protocol version 3): a turn in the making, with
@@ -1092,7 +1109,9 @@ class Calls(ClientCore):
         context manager (``with`` / ``async with``) it seals at a clean exit and aborts on
         an exception. Only this client's connection writes the stream (StreamNotOwned for
         others) until it closes; a stream with no delta for the server's
-        ``--stream-idle-timeout`` (10 min) is aborted. ``timeout``: of each of its calls."""
+        ``--stream-idle-timeout`` (10 min) is aborted. ``timeout``: of each of its calls.
+        ``durability``: of its seal, as :meth:`append`'s (the deltas are answered as
+        always)."""
         op = _streams.open_stream(
             context,
             type_tag=type_tag,
@@ -1104,7 +1123,8 @@ class Calls(ClientCore):
             links=links,
             summary=summary,
         )
-        return Opening(op, timeout)
+        ops.ack_after_of(durability)  # a bad value before anything is sent
+        return Opening(op, timeout, durability)
 
     @opening
     def resume_turn(
@@ -1136,9 +1156,18 @@ class Calls(ClientCore):
         return Call(_streams.append_delta(stream_id, data, offset), timeout)
 
     @call
-    def seal_stream(self, stream_id: int, *, timeout: float | None = None) -> Call[Appended]:
-        """Seals an open stream, by StreamID, into one turn (see :meth:`open_turn`)."""
-        return Call(_streams.seal_stream(stream_id), timeout)
+    def seal_stream(
+        self,
+        stream_id: int,
+        *,
+        durability: Durability | None = None,
+        timeout: float | None = None,
+    ) -> Call[Appended]:
+        """Seals an open stream, by StreamID, into one turn (see :meth:`open_turn`);
+        ``durability`` as :meth:`append`'s (a retry after
+        :class:`~ctxstore.errors.Unconfirmed` is answered StreamEnded naming the sealed
+        turn)."""
+        return Call(ops.durable(_streams.seal_stream(stream_id), durability), timeout)
 
     @call
     def abort_stream(self, stream_id: int, *, timeout: float | None = None) -> Call[None]:

@@ -37,6 +37,7 @@ import zstandard
 
 from . import _protocol as p
 from .errors import (
+    CtxstoreError,
     IntegrityError,
     NotFound,
     NotSupported,
@@ -53,6 +54,7 @@ from .types import (
     ContextInfo,
     ContextLike,
     ContextPage,
+    Durability,
     FoundPage,
     GcReport,
     HashLike,
@@ -310,7 +312,10 @@ def check_sendable(request: p.Request, chunks: list[bytes], info: ServerInfo) ->
     would refuse by closing the connection."""
     if request.required_version > info.version:
         what = request.NAME
-        if isinstance(request, p.AsOf):
+        if isinstance(request, p.AckAfter):
+            named = p.ACK_AFTER_NAMES.get(request.after, str(request.after))
+            what = f"{request.request.NAME} with durability={named!r} (ACK_AFTER)"
+        elif isinstance(request, p.AsOf):
             what = f"{request.read.NAME} in an overlay view (as_of)"
         elif request.frame_flags & p.CTX_BY_NAME:
             what = f"{request.NAME} of a context by name"
@@ -1007,6 +1012,68 @@ def overlaid(op: Op[T], as_of: int) -> Op[T]:
 def view(op: Op[T], as_of: int | None) -> Op[T]:
     """``op`` as is when ``as_of`` is None, else :func:`overlaid`."""
     return op if as_of is None else overlaid(op, as_of)
+
+
+_ACK_AFTER_OF: dict[str, int] = {"local": p.ACK_AFTER_LOCAL, "remote": p.ACK_AFTER_REMOTE}
+
+
+def ack_after_of(durability: Durability | None) -> int | None:
+    """The frame flag ``ACK_AFTER`` a ``durability=`` asks for (None: none, the server's
+    default); anything but ``"local"``, ``"remote"`` or None is a ValueError."""
+    if durability is None:
+        return None
+    after = _ACK_AFTER_OF.get(durability) if isinstance(durability, str) else None
+    if after is None:
+        raise ValueError(f"durability is 'local', 'remote' or None, not {durability!r}")
+    return after
+
+
+def _acked(op: Op[T], after: int) -> Op[T]:
+    """``op`` with ``ACK_AFTER`` when it is a write that takes it (any other: as it is)."""
+    request = op.request
+    if isinstance(request, (p.AckAfter, p.AsOf)) or request.msg_type not in p.TAKES_ACK_AFTER:
+        return op
+    return Op(p.AckAfter(request, after), op.finish)
+
+
+def _acked_plan(plan: Plan[T], after: int) -> Plan[T]:
+    """``plan`` whose writes that take ``ACK_AFTER`` carry it (the chunks of a chunked append
+    do not: only its append, whose cut holds them too)."""
+    result: Any = None
+    error: CtxstoreError | None = None
+    while True:
+        try:
+            step = plan.throw(error) if error is not None else plan.send(result)
+        except StopIteration as stop:
+            return cast(T, stop.value)
+        result, error = None, None
+        if isinstance(step, Op):
+            step = _acked(step, after)
+        elif isinstance(step, Many):
+            step = Many([_acked(op, after) for op in step.ops])
+        try:
+            result = yield step
+        except CtxstoreError as failed:  # the drivers throw in only the client's errors
+            error = failed
+
+
+def durable_op(op: Op[T], durability: Durability | None) -> Op[T]:
+    """:func:`durable` of one op."""
+    after = ack_after_of(durability)
+    return op if after is None else _acked(op, after)
+
+
+def durable(step: Op[T] | Plan[T], durability: Durability | None) -> Op[T] | Plan[T]:
+    """``step`` (a write's op or plan) acknowledged as ``durability`` asks (decision 0031):
+    its writes of :data:`~ctxstore._protocol.TAKES_ACK_AFTER` sent with the frame flag
+    ``ACK_AFTER`` (version 4: refused before sending on an older connection); as it is for
+    None."""
+    after = ack_after_of(durability)
+    if after is None:
+        return step
+    if isinstance(step, Op):
+        return _acked(step, after)
+    return _acked_plan(step, after)
 
 
 def raw(request: p.Request) -> Op[p.Response]:

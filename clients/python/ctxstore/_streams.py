@@ -41,7 +41,7 @@ from .errors import (
     StreamEnded,
     UnknownMessage,
 )
-from .types import Appended, ContextLike, KeyLike, ParentLike
+from .types import Appended, ContextLike, Durability, KeyLike, ParentLike
 
 if TYPE_CHECKING:
     from .aio import AsyncClient, _AsyncConnection, _AsyncFollow
@@ -638,7 +638,9 @@ class _StreamCore:
     """What both stream objects keep — the stream, its acknowledged length, how it stands —
     and the ops of their methods, so each shell's method is a line that runs one."""
 
-    def __init__(self, info: StreamInfo, timeout: float | None) -> None:
+    def __init__(
+        self, info: StreamInfo, timeout: float | None, durability: Durability | None = None
+    ) -> None:
         self.info = info
         self.stream_id = info.stream_id
         self.length = info.length
@@ -647,6 +649,8 @@ class _StreamCore:
         self.sealed: Appended | None = None
         """The sealed turn, once :meth:`seal` returned."""
         self._timeout = timeout
+        self._durability = durability
+        """When the seal is acknowledged (``open_turn(durability=...)``)."""
 
     def _check_open(self, what: str) -> None:
         if self.status != "open":
@@ -675,7 +679,7 @@ class _StreamCore:
             self.status = "sealed"
             return self.sealed
 
-        return ops.Op(op.request, finish)
+        return ops.durable_op(ops.Op(op.request, finish), self._durability)
 
     def _abort_op(self) -> ops.Op[None]:
         self._check_open("abort")
@@ -713,8 +717,14 @@ class TurnStream(_StreamCore):
     the block); an exception aborts it (the exception propagates; a failure of the abort
     itself is dropped, as the stream is aborted by the server's idle timeout anyway)."""
 
-    def __init__(self, client: Client, info: StreamInfo, timeout: float | None = None) -> None:
-        super().__init__(info, timeout)
+    def __init__(
+        self,
+        client: Client,
+        info: StreamInfo,
+        timeout: float | None = None,
+        durability: Durability | None = None,
+    ) -> None:
+        super().__init__(info, timeout, durability)
         self._client = client
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
@@ -757,8 +767,14 @@ class AsyncTurnStream(_StreamCore):
     """:class:`TurnStream` for the asyncio client (``await AsyncClient.open_turn``): the same
     methods as coroutines, ``async with`` for the context manager."""
 
-    def __init__(self, client: AsyncClient, info: StreamInfo, timeout: float | None = None) -> None:
-        super().__init__(info, timeout)
+    def __init__(
+        self,
+        client: AsyncClient,
+        info: StreamInfo,
+        timeout: float | None = None,
+        durability: Durability | None = None,
+    ) -> None:
+        super().__init__(info, timeout, durability)
         self._client = client
 
     async def append(self, data: bytes | bytearray | memoryview) -> int:

@@ -277,6 +277,12 @@ class Unconfirmed(ServerError):
     code = ErrorCode.UNCONFIRMED.value
     name = "UNCONFIRMED"
 
+    @property
+    def turn_id(self) -> int | None:
+        """The write's TurnID, durable on the server (None: the write names none, as a
+        ``kv_put``)."""
+        return self.detail or None
+
 
 ERROR_CLASSES: dict[int, type[ServerError]] = {
     cls.code: cls

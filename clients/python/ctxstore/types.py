@@ -48,6 +48,7 @@ __all__ = [
     "KvValue",
     "ParentLike",
     "VerifyPayloads",
+    "Durability",
     "TurnSpec",
     "TurnInfo",
     "TurnPage",
@@ -76,6 +77,17 @@ zstd payload is always inflated and hashed by the client (the server never hashe
 bytes). A raw payload was hashed by the server when it read it, so ``"when_remote"`` (the
 default) hashes it again only on a connection to a server that is not on a loopback address,
 where a network could corrupt it unnoticed; ``"always"`` hashes every payload."""
+
+Durability = Literal["local", "remote"]
+"""When the server acknowledges a write (protocol version 4, decision 0031 §11), the
+``durability=`` of the appends, ``append_turns``, ``kv_put``, ``seal_stream`` and
+``open_turn`` (its seal): ``"local"`` once it is durable on the server's disk, ``"remote"``
+once the object store holds it too (a server without ``--replicate-to`` refuses it:
+:class:`~ctxstore.errors.InvalidArgument`, nothing written). ``None``: the server's
+``--ack-after``. A remote write the object store does not confirm in time raises
+:class:`~ctxstore.errors.Unconfirmed`: it is durable on the server but not confirmed
+off-host; retry it with the same idempotency key. Refused before sending on a server of
+version 3 or older (:class:`~ctxstore.errors.NotSupported`)."""
 
 KeyT = TypeVar("KeyT", bound=KeyLike)
 """The key type of a mapping of entries (``Mapping`` is invariant in its keys: a
