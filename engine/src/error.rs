@@ -53,8 +53,13 @@ pub enum ErrorKind {
     /// Another connection owns the stream (issue 32).
     StreamNotOwned,
     /// This store takes no writes because another server is (or may be) the primary: a
-    /// standby, a fenced primary (decision 0031). Nothing was written; the writer goes there.
+    /// standby, a fenced primary, a primary whose ack gate is closed (decision 0031). Nothing
+    /// was written; the writer goes there.
     NotPrimary,
+    /// The write is durable on this server but its success was not confirmed: the ack gate
+    /// closed (or a fence came) between its admission and its answer (decision 0031 §6). It
+    /// may be missing from a server that takes over; the writer reads back before a retry.
+    Unconfirmed,
 }
 
 /// Why an engine operation failed.
@@ -101,6 +106,15 @@ pub enum EngineError {
     /// the text says which it is and, when known, where the primary is.
     #[error("not the primary: {0}")]
     NotPrimary(String),
+    /// A batch written and synced while the ack gate closed (decision 0031 §6): durable here,
+    /// as a batch whose answer a crash lost, but not acknowledged. The text says why the gate
+    /// closed.
+    #[error(
+        "unconfirmed: the write is durable on this server, but its acknowledgements closed \
+         before the answer ({0}); a server taking over may not hold it: read it back from the \
+         primary before you retry (a keyed append retried with its key lands once)"
+    )]
+    Unconfirmed(String),
     #[error("no space left on the device holding {}; free space and retry", file.display())]
     NoSpace { file: PathBuf },
     #[error(transparent)]
@@ -172,6 +186,7 @@ impl EngineError {
             }
             EngineError::ReadOnly(_) => ErrorKind::ReadOnly,
             EngineError::NotPrimary(_) => ErrorKind::NotPrimary,
+            EngineError::Unconfirmed(_) => ErrorKind::Unconfirmed,
             EngineError::NoSpace { .. } => ErrorKind::NoSpace,
             EngineError::Corrupt(_) => ErrorKind::Corrupt,
             EngineError::Io { .. } => ErrorKind::Io,
@@ -238,6 +253,7 @@ impl EngineError {
             EngineError::NameNotFound(name) => EngineError::NameNotFound(name.clone()),
             EngineError::ReadOnly(text) => EngineError::ReadOnly(text.clone()),
             EngineError::NotPrimary(text) => EngineError::NotPrimary(text.clone()),
+            EngineError::Unconfirmed(text) => EngineError::Unconfirmed(text.clone()),
             EngineError::NoSpace { file } => EngineError::NoSpace { file: file.clone() },
             EngineError::Corrupt(corruption) => EngineError::Corrupt(corruption.clone()),
             EngineError::Io { file, source } => EngineError::Io {

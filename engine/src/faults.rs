@@ -102,7 +102,9 @@ pub(crate) fn error(errno: i32) -> io::Error {
 mod tests {
     //! The engine under failing disks: a failed fdatasync turns the store read-only, a full
     //! disk fails writes with NoSpace while reads go on, short writes leave nothing behind,
-    //! read errors are typed. After a restart, everything acknowledged is there.
+    //! read errors are typed. After a restart, everything acknowledged is there. A slow
+    //! fdatasync during which the ack gate closes (decision 0031 §6) answers its batch
+    //! `Unconfirmed`, and the batch is durable all the same.
 
     use bytes::Bytes;
 
@@ -623,6 +625,77 @@ mod tests {
         assert_eq!(status(&engine).as_deref(), Some("done"));
         assert!(engine.resolve(&ContextRef::Name("c".into())).is_ok());
         assert!(engine.resolve(&ContextRef::Name("b".into())).is_err());
+        engine.shutdown();
+        let report = verify(dir.path()).unwrap();
+        assert!(report.is_ok(), "{report}");
+    }
+
+    /// The sequencer's check of the ack gate, once per batch after its fdatasync: a batch
+    /// admitted while the gate was open, whose fdatasync ends after the gate closed, is
+    /// answered `Unconfirmed`, never success; it is durable here (published, and there after
+    /// a reopen), like a batch whose answer a crash lost. (`engine/tests/ack_gate.rs` has the
+    /// rest of the gate; only a unit test can hold an fdatasync open.)
+    #[test]
+    fn a_batch_synced_after_the_ack_gate_closed_is_unconfirmed_and_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(config(dir.path())).unwrap();
+        let context = pollster::block_on(engine.create_context())
+            .unwrap()
+            .context_id;
+        let hour_ns = 3_600_000_000_000;
+        engine.set_lease_until(crate::clock::boot_now_ns() + hour_ns);
+        engine.set_shipped_until(crate::clock::boot_now_ns() + hour_ns);
+        let first = append(&engine, context, b"acknowledged")
+            .unwrap()
+            .turn
+            .turn_id;
+
+        inject(
+            dir.path(),
+            "turns.log",
+            FaultOp::Sync,
+            Fault::Delay { ms: 1500 },
+            1,
+        );
+        let appending = {
+            let engine = engine.clone();
+            std::thread::spawn(move || append(&engine, context, b"in flight"))
+        };
+        // The rule fires as the sequencer starts the batch's fdatasync: admitted by then.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while remaining(dir.path()) > 0 {
+            assert!(std::time::Instant::now() < deadline, "no log fdatasync");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        engine.set_lease_until(0);
+        assert!(!appending.is_finished(), "answered before its fdatasync");
+        let unconfirmed = appending.join().unwrap().unwrap_err();
+        assert_eq!(unconfirmed.kind(), ErrorKind::Unconfirmed, "{unconfirmed}");
+        assert!(
+            unconfirmed.to_string().contains("no lease"),
+            "{unconfirmed}"
+        );
+        // Durable and published: readers see it, as after a crash that lost its answer.
+        let second = TurnId(first.0 + 1);
+        assert_eq!(chain(&engine, context), vec![first, second]);
+        // Admission refuses from now on, and nothing more is written.
+        let refused = append(&engine, context, b"refused").unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::NotPrimary, "{refused}");
+        assert_eq!(chain(&engine, context), vec![first, second]);
+        engine.shutdown();
+
+        clear(dir.path());
+        let engine = Engine::open(config(dir.path())).unwrap();
+        assert!(
+            engine.gate_open(),
+            "a reopened store starts without a lease"
+        );
+        assert_eq!(chain(&engine, context), vec![first, second]);
+        let turn = pollster::block_on(engine.turn(second)).unwrap();
+        assert_eq!(
+            pollster::block_on(engine.blob(turn.payload_hash)).unwrap(),
+            &b"in flight"[..]
+        );
         engine.shutdown();
         let report = verify(dir.path()).unwrap();
         assert!(report.is_ok(), "{report}");

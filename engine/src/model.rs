@@ -413,7 +413,8 @@ pub struct StoreStats {
     pub stored_bytes: u64,
     /// Appends whose payload was already stored.
     pub dedup_hits: u64,
-    /// Whether the store refuses writes (a failed fsync, or an operator's choice).
+    /// Whether the store refuses writes: a failed fsync, a standby, a fenced primary, or a
+    /// primary whose ack gate is closed (decision 0031 §6; it may open again).
     pub read_only: bool,
     /// Pack bytes (records with headers) of blobs the last garbage collection found
     /// reachable; 0 before the first collection since open.

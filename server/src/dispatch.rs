@@ -293,6 +293,7 @@ pub fn engine_error(error: EngineError) -> Response {
         // A version-3 connection gets READ_ONLY (`in_version`); `detail` is the epoch
         // (`Dispatcher::with_epoch`).
         ErrorKind::NotPrimary => ErrorCode::NotPrimary,
+        ErrorKind::Unconfirmed => ErrorCode::Unconfirmed,
     };
     let detail = match &error {
         EngineError::Conflict { actual, .. } => actual.0,

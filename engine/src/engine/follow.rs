@@ -5,6 +5,11 @@
 //! shard), then the `turns.log` slots naming them (`ingest_log`: written, synced, replayed and
 //! published by the sequencer as one batch), so a reader never sees a turn whose blob it
 //! cannot read.
+//!
+//! The primary's side of the same roles is here too: whether it takes writes, its fence, and
+//! its ack gate (decision 0031 §6, `status.rs` `AckGate`): the lease thread's and the
+//! shipper's deadlines on the boot clock (`crate::clock::boot_now_ns`), the gate closed for
+//! good at a stop, and what ROLE and the server's last check before the socket read of it.
 
 use crate::engine::Engine;
 use crate::error::EngineError;
@@ -52,6 +57,59 @@ impl Engine {
     /// `--replicate-to` on the same prefix unless this server should take it back.
     pub fn fence(&self, reason: String) {
         self.inner.published.status.set_fenced(reason);
+    }
+
+    /// The lease thread's deadline (decision 0031 §5–6): acknowledgements close at `boot_ns`
+    /// on the boot clock (`clock::boot_now_ns`): its last successful renewal's *send* time
+    /// plus L − m. Stored as given, so a later call may move it back; 0 closes the gate until
+    /// the next call (the lease not held yet, or lost), `u64::MAX` lifts the deadline (no
+    /// lease: the default, today's behaviour). Cheap (one atomic store): call it after every
+    /// renewal.
+    pub fn set_lease_until(&self, boot_ns: u64) {
+        self.inner.published.status.gate.set_lease_until(boot_ns);
+    }
+
+    /// The shipper's deadline (decision 0031 §6, §9): acknowledgements close at `boot_ns` on
+    /// the boot clock: the boot time of the newest cut shipped whole (taken when the cut was
+    /// held) plus L − m. Forward only: a deadline earlier than the one set is ignored. The
+    /// default (no deadline) lasts until the first call, so a shipper with a lease arms it at
+    /// its start (its start time plus L − m) lest a shipper that never ships keep the gate
+    /// open on the lease alone.
+    pub fn set_shipped_until(&self, boot_ns: u64) {
+        self.inner.published.status.gate.set_shipped_until(boot_ns);
+    }
+
+    /// Closes the ack gate for good (a stopping server, before its last cut ships and its
+    /// lease is released): every write is refused with `NotPrimary(reason)` from now on, and
+    /// a batch in flight is answered `Unconfirmed`; reads go on. No later deadline opens it;
+    /// only a restart does. The first reason stays.
+    pub fn close_gate(&self, reason: String) {
+        self.inner.published.status.gate.close(reason);
+    }
+
+    /// Whether acknowledgements are open now: the ack gate open (both deadlines ahead on the
+    /// boot clock, not closed for good) and no fence. Without a lease, always but for a fence;
+    /// one vDSO clock read and a few atomic loads with one. Not whether a write would be
+    /// admitted (`accepts_writes` also counts a standby and a failed fdatasync).
+    pub fn gate_open(&self) -> bool {
+        self.inner.published.status.acks_open()
+    }
+
+    /// The server's last check before it sends a write's success (decision 0031 §6, after a
+    /// remote wait too): `Ok` while acknowledgements are open, else `EngineError::Unconfirmed`
+    /// saying why (the write is durable here, but not acknowledged).
+    pub fn check_acks_open(&self) -> Result<(), EngineError> {
+        match self.inner.published.status.acks_closed() {
+            Some(reason) => Err(EngineError::Unconfirmed(reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Milliseconds acknowledgements stay open without another renewal or cut shipped (ROLE's
+    /// `ack_open_ms`, rounded up): `None` without a deadline (no lease; ROLE sends 0),
+    /// `Some(0)` once the gate is closed or the primary fenced.
+    pub fn ack_open_ms_left(&self) -> Option<u64> {
+        self.inner.published.status.ack_open_ms_left()
     }
 
     /// Where the store ends (between two batches of every actor).

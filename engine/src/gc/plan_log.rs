@@ -128,7 +128,9 @@ impl Collector {
     /// running round. Answers whether it wrote a base (`false`: the base reaches that far).
     pub fn rebase_log(&self, through: u64) -> Result<bool, EngineError> {
         let _round = self.one_round()?;
-        self.published.status.check_writable()?;
+        // Not the ack gate: the shipper rebases while a lapsed shipping deadline keeps the
+        // gate closed, and its next cut is what opens it again.
+        self.published.status.check_store_writable()?;
         let base_through = self.published.turns.base().map_or(0, |base| base.through());
         let watermark = through
             .min(self.published.turns.durable_record_id())

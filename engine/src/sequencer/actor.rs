@@ -610,8 +610,15 @@ impl GroupCommit for SequencerActor {
             // Only refusals to answer: they too wait for their blobs.
             self.wait_for_blobs(&batch.waits).await
         };
-        if let Err(error) = durable {
-            fail_all(&mut batch.answers, &error);
+        match durable {
+            Err(error) => fail_all(&mut batch.answers, &error),
+            // The ack gate (decision 0031 §6), once per batch, after the fdatasync: a batch
+            // that became durable while the gate closed is not acknowledged.
+            Ok(()) => {
+                if let Some(reason) = self.published.status.acks_closed() {
+                    unconfirm_all(&mut batch.answers, &reason);
+                }
+            }
         }
         if !self.gc.starting.is_empty() {
             self.start_gc_rounds();
@@ -657,6 +664,25 @@ impl GroupCommit for SequencerActor {
 
     async fn stopped(&mut self) {
         tracing::debug!(log = %self.path.display(), "sequencer stopped");
+    }
+}
+
+/// A batch durable here while the ack gate closed (or a fence came): every success a writer
+/// would take as an acknowledgement becomes `Unconfirmed`; refusals stay (they wrote nothing),
+/// and so do the collector's and the floors' answers (internal steps, no acknowledgement; the
+/// collector's next step checks the gate itself).
+fn unconfirm_all(answers: &mut [Answer], reason: &str) {
+    let unconfirmed = || EngineError::Unconfirmed(reason.to_string());
+    for answer in answers {
+        match answer {
+            Answer::Context(_, result @ Ok(_)) => *result = Err(unconfirmed()),
+            Answer::Meta(_, result @ Ok(_)) => *result = Err(unconfirmed()),
+            Answer::Batch(_, result @ Ok(_)) => *result = Err(unconfirmed()),
+            Answer::Overlay(_, result @ Ok(_)) => *result = Err(unconfirmed()),
+            Answer::Purge(_, result @ Ok(_)) => *result = Err(unconfirmed()),
+            Answer::Stream(_, result @ Ok(_)) => *result = Err(unconfirmed()),
+            _ => {}
+        }
     }
 }
 
