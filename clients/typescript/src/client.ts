@@ -36,6 +36,7 @@ import type {
   ContextInfo,
   ContextLike,
   ContextPage,
+  Durability,
   FoundPage,
   GcReport,
   HashLike,
@@ -113,6 +114,28 @@ export interface ClientOptions {
 /** Per-call options. */
 export interface CallOptions {
   timeoutMs?: number;
+}
+
+/** A write's options: when it is acknowledged (see {@link Durability}; protocol version 4). */
+export interface WriteOptions extends CallOptions {
+  durability?: Durability;
+}
+
+/** `request` with the frame flag ACK_AFTER of `durability` when it is a write that takes it
+ * (as it is without one); a value other than local or remote is a TypeError, before sending. */
+function durable<R>(request: p.Request<R>, durability: Durability | undefined): p.Request<R> {
+  if (!checkedDurability(durability)) return request;
+  return p.TAKES_ACK_AFTER.has(request.msgType) ? p.ackAfter(request, durability) : request;
+}
+
+/** Whether a write asks for a durability: false for undefined, a TypeError for a value other
+ * than local or remote. */
+function checkedDurability(durability: Durability | undefined): durability is Durability {
+  if (durability === undefined) return false;
+  if (durability !== "local" && durability !== "remote") {
+    throw new TypeError(`durability is "local", "remote" or undefined, not ${JSON.stringify(durability)}`);
+  }
+  return true;
 }
 
 export interface ReadOptions extends CallOptions {
@@ -507,11 +530,15 @@ export class Client {
    * stored as chunks first, sending only those the server lacks (PUT_CHUNKED), then appended
    * by hash: three round trips instead of one, and the bytes the payload grew by instead of
    * all of it. `deduped` then says whether the payload was stored before this call.
+   *
+   * `durability` (version 4): `remote` resolves once the object store holds the turn too
+   * (the chunks go as they are; the flag is on the append by hash, whose cut holds them),
+   * `local` once it is on the server's disk; see {@link Durability}.
    */
   async append(
     context: ContextLike,
     payload: Uint8Array,
-    options: CallOptions & { typeTag?: number | bigint; codec?: number; expectedHead?: number } = {},
+    options: WriteOptions & { typeTag?: number | bigint; codec?: number; expectedHead?: number } = {},
   ): Promise<Appended> {
     const target = contextRef(context);
     const typeTag = typeTagOf(options.typeTag);
@@ -527,7 +554,7 @@ export class Client {
       return { ...appended, deduped: stored.alreadyStored };
     }
     const digest = blobHash(payload);
-    const answer = await this.run(p.appendTurn(target, expected, typeTag, codec, payload), options);
+    const answer = await this.run(durable(p.appendTurn(target, expected, typeTag, codec, payload), options.durability), options);
     const record = answer.turn;
     if (!equalBytes(record.payloadHash, digest) || record.payloadLen !== payload.length) {
       throw new IntegrityError(
@@ -541,16 +568,16 @@ export class Client {
   }
 
   /** Appends a turn whose payload is a stored blob, by its hash (no upload; NotFound if the
-   * server lacks it). */
+   * server lacks it); `durability` as `append`'s. */
   async appendByHash(
     context: ContextLike,
     payloadHash: HashLike,
-    options: CallOptions & { typeTag?: number | bigint; codec?: number; expectedHead?: number } = {},
+    options: WriteOptions & { typeTag?: number | bigint; codec?: number; expectedHead?: number } = {},
   ): Promise<Appended> {
     const digest = parseHash(payloadHash);
     const expected = options.expectedHead === undefined ? undefined : u64(options.expectedHead, "expectedHead");
     const answer = await this.run(
-      p.appendTurnByHash(contextRef(context), expected, typeTagOf(options.typeTag), u32(options.codec ?? 0, "codec"), digest),
+      durable(p.appendTurnByHash(contextRef(context), expected, typeTagOf(options.typeTag), u32(options.codec ?? 0, "codec"), digest), options.durability),
       options,
     );
     if (!equalBytes(answer.turn.payloadHash, digest)) {
@@ -991,11 +1018,12 @@ export class Client {
 
   /** KV_PUT of every entry in one durable record (`ifAbsent`: keys present keep their values).
    * `ttlMs` (KV_PUT_EX, version 3): each entry expires that long after this put or its last
-   * refresh; from then on no read sees it and the server removes it. */
+   * refresh; from then on no read sees it and the server removes it. `durability` as
+   * `append`'s (a retry after Unconfirmed puts the same values again). */
   async kvPut(
     context: ContextLike,
     entries: ReadonlyMap<KeyLike, Uint8Array> | Record<string, Uint8Array>,
-    options: CallOptions & { ifAbsent?: boolean; ttlMs?: number } = {},
+    options: WriteOptions & { ifAbsent?: boolean; ttlMs?: number } = {},
   ): Promise<void> {
     const ttlMs = ttlOf(options.ttlMs);
     const list: Array<[Uint8Array, Uint8Array]> = [];
@@ -1008,10 +1036,10 @@ export class Client {
     if (list.length === 0) return;
     if (ttlMs !== undefined) {
       const flags = options.ifAbsent === true ? p.KV_PUT_IF_ABSENT : 0;
-      await this.run(p.kvPutEx(contextRef(context), flags, ttlMs, list), options);
+      await this.run(durable(p.kvPutEx(contextRef(context), flags, ttlMs, list), options.durability), options);
       return;
     }
-    await this.run(p.kvPut(contextRef(context), options.ifAbsent ?? false, list), options);
+    await this.run(durable(p.kvPut(contextRef(context), options.ifAbsent ?? false, list), options.durability), options);
   }
 
   /** KV_GET: a key's value (checked against its hash), undefined for a missing or expired key;
@@ -1171,14 +1199,15 @@ export class Client {
    * APPEND_TURNS: one or more turns (at most 64 with the default server) to one context, in
    * order, all or none, in one durable write; each turn's parent is the one before it unless
    * its spec says otherwise. A turn whose key the context has already is answered as that
-   * turn with `existing` (nothing written: a retry is safe).
+   * turn with `existing` (nothing written: a retry is safe). `durability` as `append`'s, for
+   * the whole batch.
    */
-  async appendTurns(context: ContextLike, specs: readonly TurnSpec[], options: CallOptions & { expectedHead?: number } = {}): Promise<Appended[]> {
+  async appendTurns(context: ContextLike, specs: readonly TurnSpec[], options: WriteOptions & { expectedHead?: number } = {}): Promise<Appended[]> {
     const target = contextRef(context);
     if (specs.length === 0) throw new RangeError("appendTurns needs at least one TurnSpec");
     const sent = await Promise.all(specs.map((spec) => this.sentTurn(spec, options)));
     const expected = options.expectedHead === undefined ? undefined : u64(options.expectedHead, "expectedHead");
-    const answers = await this.run(p.appendTurns(target, expected, sent.map((s) => s.record)), options);
+    const answers = await this.run(durable(p.appendTurns(target, expected, sent.map((s) => s.record)), options.durability), options);
     if (answers.length !== sent.length) throw new ProtocolError(`APPEND_TURNS of ${sent.length} turns was answered with ${answers.length}`);
     let head: number | undefined = expected;
     answers.forEach((answer, i) => {
@@ -1362,9 +1391,11 @@ export class Client {
    * the payload (`expectedHead` is checked at the seal). Returns a {@link TurnStream}:
    * `append` deltas (each answered once durable, with the stream's length), then `seal` (one
    * ordinary turn) or `abort`. Only this client's connection writes it (StreamNotOwned for
-   * others) until that connection closes.
+   * others) until that connection closes. `durability`: of its seal, as `append`'s (the
+   * deltas are answered as always).
    */
-  async openTurn(context: ContextLike, options: CallOptions & Omit<TurnSpec, "payload" | "payloadHash"> & { expectedHead?: number } = {}): Promise<TurnStream> {
+  async openTurn(context: ContextLike, options: WriteOptions & Omit<TurnSpec, "payload" | "payloadHash"> & { expectedHead?: number } = {}): Promise<TurnStream> {
+    checkedDurability(options.durability); // a bad value before anything is sent
     const target = contextRef(context);
     const { parentKind, parentTurnId } = parentOf(options.parent);
     const info = await this.run(
@@ -1388,14 +1419,20 @@ export class Client {
 
   /** An open stream of the context (by StreamID) as `openTurn`'s object at its acknowledged
    * length: a writer continues a stream another process opened. NotFound if it is not open. */
-  async resumeTurn(context: ContextLike, streamId: number, options: CallOptions = {}): Promise<TurnStream> {
+  async resumeTurn(context: ContextLike, streamId: number, options: WriteOptions = {}): Promise<TurnStream> {
     const info = (await this.streams(context, options)).find((open) => open.streamId === streamId);
     if (info === undefined) throw new NotFound(`stream ${streamId} is not open in context ${String(context)} (sealed, aborted, or never opened there)`);
     return this.streamObject(info, options);
   }
 
-  private streamObject(info: s.StreamInfo, options: CallOptions): TurnStream {
-    return new TurnStream(info, (request) => this.run(request, options), (answer) => ({ turn: turnOf(answer.turn), deduped: answer.deduped, existing: false }));
+  /** The stream object of `info`; its seal (the one stream request of TAKES_ACK_AFTER) goes
+   * with `options.durability`. */
+  private streamObject(info: s.StreamInfo, options: WriteOptions): TurnStream {
+    return new TurnStream(
+      info,
+      (request) => this.run(durable(request, options.durability), options),
+      (answer) => ({ turn: turnOf(answer.turn), deduped: answer.deduped, existing: false }),
+    );
   }
 
   /** The context's open streams by StreamID, each with its acknowledged `length`. */

@@ -28,6 +28,9 @@ import {
   TooLarge,
 } from "./errors.js";
 import {
+  ACK_AFTER_MASK,
+  ACK_AFTER_NAMES,
+  ACK_AFTER_SHIFT,
   decodeBody,
   decodeError,
   decodeHeader,
@@ -637,8 +640,10 @@ export class Connection {
    * encodes the frame: what is left is to route its answer and write it. */
   private async begin(request: Request<unknown>, deadline: number): Promise<{ reqId: bigint; chunks: Uint8Array[] }> {
     if (request.minVersion > this.info.version) {
+      const acked = (request.flags & ACK_AFTER_MASK) >> ACK_AFTER_SHIFT;
+      const durability = acked !== 0 ? ` with durability ${JSON.stringify(ACK_AFTER_NAMES[acked])} (ACK_AFTER)` : "";
       throw new NotSupported(
-        `${request.name}${(request.flags & 1) !== 0 ? " of a context by name" : ""} needs protocol version ${request.minVersion}; ` +
+        `${request.name}${(request.flags & 1) !== 0 ? " of a context by name" : ""}${durability} needs protocol version ${request.minVersion}; ` +
           `the server ${JSON.stringify(this.info.serverName)} negotiated version ${this.info.version} (nothing was sent)`,
       );
     }

@@ -112,7 +112,13 @@ export class NotPrimary extends serverError(ErrorCode.NOT_PRIMARY, "NOT_PRIMARY"
 /** UNCONFIRMED (20, version 4, decision 0031): the write is durable on the server but was not
  * acknowledged as it asked (remote); it may or may not survive a failover (`detail`: its TurnID
  * when it has one). Retry with the same idempotency key. Version 3 answers INTERNAL instead. */
-export class Unconfirmed extends serverError(ErrorCode.UNCONFIRMED, "UNCONFIRMED") {}
+export class Unconfirmed extends serverError(ErrorCode.UNCONFIRMED, "UNCONFIRMED") {
+  /** The write's TurnID, durable on the server (undefined: the write names none, as a
+   * `kvPut`). */
+  get turnId(): number | undefined {
+    return this.detail === 0 ? undefined : this.detail;
+  }
+}
 
 const ERROR_CLASSES = new Map<number, new (message: string, detail?: number) => ServerError>([
   [1, BadFrame],

@@ -22,6 +22,7 @@ export {
   type ChunkingOptions,
   type ClientOptions,
   type ReadOptions,
+  type WriteOptions,
 } from "./client.js";
 export { DEFAULT_FOLLOW_FRAMES_QUEUED_MAX, isLoopback } from "./connection.js";
 export * from "./errors.js";

@@ -11,6 +11,13 @@ export type KeyLike = Uint8Array | string;
 export type ParentLike = undefined | "root" | number;
 /** Decision 0015: whether RAW payloads from a loopback server are hashed too. */
 export type VerifyPayloads = "when_remote" | "always";
+/** When the server acknowledges a write (protocol version 4, decision 0031 §11): `local` once
+ * it is durable on the server's disk, `remote` once the object store holds it too (a server
+ * without `--replicate-to` refuses it: InvalidArgument, nothing written). Not given: the
+ * server's `--ack-after`. A remote write the object store does not confirm in time rejects
+ * with Unconfirmed: durable on the server but not confirmed off-host; retry it with the same
+ * idempotency key. Refused before sending on a server of version 3 (NotSupported). */
+export type Durability = "local" | "remote";
 
 /** What HELLO told: the negotiated version, the server's name and limits. */
 export interface ServerInfo {
