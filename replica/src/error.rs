@@ -40,6 +40,12 @@ pub enum ReplicaError {
         epoch: u64,
         holder: String,
     },
+    /// Another live primary holds the prefix's lease (it renewed it while this one watched).
+    #[error(
+        "{holder} holds the lease of {location} and renews it: another primary serves this \
+         prefix; start this server as its standby (--follow), or stop that one first"
+    )]
+    LeaseHeld { location: String, holder: String },
     /// The replica has no restore point yet (no replica at all, or a first generation that
     /// shipped nothing): a standby waits for one (`follow::prepare_waiting`).
     #[error("{location} {what}: there is no restore point yet")]
@@ -100,7 +106,7 @@ impl ReplicaError {
         match self {
             ReplicaError::Target { .. } => "target",
             ReplicaError::NotAReplica { .. } | ReplicaError::OtherStore { .. } => "foreign",
-            ReplicaError::Fenced { .. } => "fenced",
+            ReplicaError::Fenced { .. } | ReplicaError::LeaseHeld { .. } => "fenced",
             ReplicaError::NotYet { .. } => "not_yet",
             ReplicaError::MissingObject { .. } => "missing",
             ReplicaError::Damaged { .. } | ReplicaError::Format(_) => "damaged",

@@ -434,18 +434,18 @@ fn follow_then_ship(
         // may have handed out (issue 46 item 8), while the store still takes no writes; then,
         // outside the runtime, the replicator (it runs its own).
         let taken = runtime.block_on(async {
-            let epoch = applier.take_over().await?;
+            let promotion = applier.take_over().await?;
             let floors = crate::ids::start_past_replica(&applier.remote, &applier.engine).await?;
-            Ok::<_, ReplicaError>((epoch, floors))
+            Ok::<_, ReplicaError>((promotion, floors))
         });
-        let promoted = taken.and_then(|(epoch, floors)| {
+        let promoted = taken.and_then(|(promotion, floors)| {
             tracing::info!(
-                epoch,
+                epoch = ?promotion.epoch,
                 next_record_id = floors.records,
                 next_context_id = floors.contexts,
                 "the promoted store's ids start past the replica's"
             );
-            applier.promote(epoch)
+            applier.promote(promotion)
         });
         applier.stats.promoting.store(false, Ordering::Relaxed);
         match promoted {
@@ -694,7 +694,11 @@ impl Applier {
     /// The first steps of a promotion (`takeover.rs`), once the replica is applied to its
     /// end: the next epoch taken, then the followed generation sealed, applying what its
     /// primary created meanwhile. Answers the epoch taken.
-    async fn take_over(&mut self) -> Result<u64, ReplicaError> {
+    async fn take_over(&mut self) -> Result<crate::ship::Promotion, ReplicaError> {
+        let lease = match self.config.ship.lease {
+            Some(lease) => Some(self.take_lease(lease).await?),
+            None => None,
+        };
         let taker = crate::takeover::Taker {
             replica_id: self.local.replica_id,
             holder: crate::takeover::holder(),
@@ -708,7 +712,79 @@ impl Applier {
             "promotion: epoch taken"
         );
         self.seal(epoch).await?;
-        Ok(epoch)
+        let (keeper, open_at_ns) = lease.unzip();
+        Ok(crate::ship::Promotion {
+            epoch: Some(epoch),
+            keeper,
+            open_at_ns: open_at_ns.unwrap_or(0),
+        })
+    }
+
+    /// With `--replica-lease` (decision 0031 §7, a manual promotion): the lease's current
+    /// version taken (`If-Match`; none there: created), renewed from then on by a keeper of
+    /// its own, and the boot time before which this store must not acknowledge: the old
+    /// holder's L + m after the answer that showed the version (at once when it was
+    /// released). Another taker winning the version refuses the promotion.
+    async fn take_lease(
+        &self,
+        lease: Duration,
+    ) -> Result<(crate::lease::LeaseKeeper, u64), ReplicaError> {
+        use crate::lease::{Acquired, LeaseTiming};
+        let now_ns = ctxstore_engine::clock::boot_now_ns;
+        let timing = LeaseTiming { lease };
+        let current = crate::lease::read(&self.remote).await?;
+        let seen_ns = now_ns();
+        let mut me = crate::ship::lease_record(
+            self.local.replica_id,
+            self.local.generation,
+            &self.config.ship.advertise,
+            &self.data_dir,
+            timing,
+        );
+        let sent_ns = now_ns();
+        let (acquired, open_at_ns) = match &current {
+            None => (crate::lease::acquire(&self.remote, me).await?, seen_ns),
+            Some(current) => {
+                me.failovers = current.record.failovers + 1;
+                let waits = current.record.state == crate::format::LeaseState::Held;
+                let lapse = Duration::from_millis(u64::from(current.record.lease_ms))
+                    + Duration::from_millis(u64::from(current.record.margin_ms));
+                let open_at = if waits {
+                    seen_ns.saturating_add(u64::try_from(lapse.as_nanos()).unwrap_or(u64::MAX))
+                } else {
+                    seen_ns
+                };
+                (
+                    crate::lease::take(&self.remote, current, me).await?,
+                    open_at,
+                )
+            }
+        };
+        let holder = match acquired {
+            Acquired::Ours(holder) => holder,
+            Acquired::Held(now) => {
+                return Err(ReplicaError::LeaseHeld {
+                    location: self.remote.location.clone(),
+                    holder: now.record.holder,
+                });
+            }
+        };
+        tracing::info!(
+            failovers = holder.held().record.failovers,
+            "promotion: lease taken; it is renewed from now on"
+        );
+        let hooks = crate::ship::keeper_hooks(
+            &self.engine,
+            &self.config.ship.remote_acks,
+            &self.stats,
+            &self.remote.location,
+        );
+        self.stats.lease_ms.store(
+            u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        let keeper = crate::lease::LeaseKeeper::start(holder, timing, sent_ns, hooks)?;
+        Ok((keeper, open_at_ns))
     }
 
     /// Ends the followed generation with a seal (decision 0031 §2): tried at the key after
@@ -775,7 +851,11 @@ impl Applier {
     /// started under `epoch` by the replicator (`ship.rs` `attach`: this store's record says
     /// `fork`), then writes accepted. The old primary's next segment finds the seal (or its
     /// next cycle the newer epoch) and it stops shipping.
-    fn promote(&mut self, epoch: u64) -> Result<crate::Replicator, ReplicaError> {
+    fn promote(
+        &mut self,
+        promotion: crate::ship::Promotion,
+    ) -> Result<crate::Replicator, ReplicaError> {
+        let open_at_ns = promotion.open_at_ns;
         let mut ship = self.config.ship.clone();
         ship.url = self.config.url.clone();
         // The shipper's own client: whole packs take longer than a poll's requests.
@@ -785,8 +865,15 @@ impl Applier {
             ship,
             remote,
             self.stats.clone(),
-            Some(epoch),
+            promotion,
         )?;
+        // The old holder's lease must have lapsed on any clock rate within 5 % (decision 0031
+        // §5) before this store acknowledges anything.
+        let left_ns = open_at_ns.saturating_sub(ctxstore_engine::clock::boot_now_ns());
+        if left_ns > 0 {
+            tracing::info!(wait = ?Duration::from_nanos(left_ns), "promotion: waiting out the old primary's lease");
+            std::thread::sleep(Duration::from_nanos(left_ns));
+        }
         self.engine.promote();
         tracing::info!(location = %self.remote.location, "promoted: this store is the primary");
         Ok(replicator)

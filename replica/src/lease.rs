@@ -364,3 +364,59 @@ async fn renew_loop(
         };
     }
 }
+
+/// The lease for a primary starting on the prefix (decision 0031 §7): none, released, or its
+/// own store's is taken at once; another's is watched for its own L + m (on this process's
+/// boot clock, from the answer that showed the version): renewed meanwhile, the prefix is
+/// held and the start is refused, naming the holder; unchanged, it lapsed and is taken.
+/// Answers the holder and the boot time the take was sent (its deadline counts from it).
+pub async fn acquire_watching(
+    remote: &Remote,
+    me: LeaseRecord,
+    now_ns: fn() -> u64,
+) -> Result<(LeaseHolder, u64), ReplicaError> {
+    let sent_ns = now_ns();
+    let seen = match acquire(remote, me.clone()).await? {
+        Acquired::Ours(holder) => return Ok((holder, sent_ns)),
+        Acquired::Held(seen) => seen,
+    };
+    let seen_ns = now_ns();
+    let timing = LeaseTiming {
+        lease: std::time::Duration::from_millis(u64::from(seen.record.lease_ms)),
+    };
+    tracing::warn!(
+        holder = %seen.record.holder,
+        wait = ?timing.lapse_after(),
+        "the replica's lease is another's: waiting to see whether it is renewed"
+    );
+    let lapse_ns = seen_ns.saturating_add(nanos(timing.lapse_after()));
+    loop {
+        let left = lapse_ns.saturating_sub(now_ns());
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_nanos(left).min(timing.request_timeout()))
+            .await;
+        match read(remote).await? {
+            Some(now) if now.version == seen.version => {}
+            Some(now) if now.record.state == LeaseState::Released => {
+                return Box::pin(acquire_watching(remote, me, now_ns)).await;
+            }
+            now => {
+                let holder = now.map_or_else(|| "no one".into(), |now| now.record.holder);
+                return Err(ReplicaError::LeaseHeld {
+                    location: remote.location.clone(),
+                    holder,
+                });
+            }
+        }
+    }
+    let sent_ns = now_ns();
+    match take(remote, &seen, me).await? {
+        Acquired::Ours(holder) => Ok((holder, sent_ns)),
+        Acquired::Held(now) => Err(ReplicaError::LeaseHeld {
+            location: remote.location.clone(),
+            holder: now.record.holder,
+        }),
+    }
+}

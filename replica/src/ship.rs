@@ -74,6 +74,11 @@ pub struct ShipConfig {
     /// The waiters for remote acknowledgements (`acks.rs`): shared with the network cores, and
     /// with the replicator a promoted standby starts.
     pub remote_acks: Arc<RemoteAcks>,
+    /// The prefix's lease time L (`--replica-lease`, decision 0031 §4–§6): the primary holds
+    /// `PREFIX/lease`, renews it every L/3, and acknowledges only while its last renewal and
+    /// its last cut shipped whole are younger than L − m. `None`: no lease (decision 0019's
+    /// epochs only; acknowledgements never wait for the object store).
+    pub lease: Option<Duration>,
 }
 
 /// How the shipper's threads yield the CPU to the server's (`--replica-nice`).
@@ -119,8 +124,20 @@ impl ShipConfig {
             advertise: String::new(),
             priority: SHIP_PRIORITY_DEFAULT,
             remote_acks: Arc::default(),
+            lease: None,
         }
     }
+}
+
+/// What a promotion took before the replicator starts (`takeover.rs`): the epoch, and the
+/// lease with the boot time its take was sent. Empty for a primary's start.
+#[derive(Debug, Default)]
+pub struct Promotion {
+    pub epoch: Option<u64>,
+    /// The keeper already renewing the lease the promotion took.
+    pub keeper: Option<crate::lease::LeaseKeeper>,
+    /// The boot time (ns) before which the promoted store must not acknowledge.
+    pub open_at_ns: u64,
 }
 
 /// The running replicator; `stop` ships what is durable once more, then ends the thread.
@@ -148,7 +165,7 @@ impl Replicator {
         remote: Remote,
     ) -> Result<Replicator, ReplicaError> {
         let stats = Arc::new(ReplicationStats::default());
-        Replicator::start_shared(engine, config, remote, stats, None)
+        Replicator::start_shared(engine, config, remote, stats, Promotion::default())
     }
 
     /// `start_with`, reporting into `stats` (a promoted standby's: the same figures go on,
@@ -159,7 +176,7 @@ impl Replicator {
         config: ShipConfig,
         remote: Remote,
         stats: Arc<ReplicationStats>,
-        epoch_taken: Option<u64>,
+        promotion: Promotion,
     ) -> Result<Replicator, ReplicaError> {
         let priority = ThreadPriority::of(config.priority);
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -194,8 +211,14 @@ impl Replicator {
             let now = engine.id_floors();
             engine.set_shipped_ids(now.records - 1, now.contexts - 1);
         }
+        if config.lease.is_some() && promotion.keeper.is_none() {
+            // Nothing is acknowledged until the lease is held (an attach that fails at start
+            // with --replicate-start-anyway retries every interval meanwhile).
+            engine.set_lease_until(0);
+        }
         let mut shipper = Shipper::new(engine, remote, config, stats.clone());
-        shipper.epoch_taken = epoch_taken;
+        shipper.epoch_taken = promotion.epoch;
+        shipper.keeper = promotion.keeper;
         match runtime.block_on(shipper.attach()) {
             Ok(()) => {}
             Err(error) if shipper.config.start_anyway && error.is_transient() => {
@@ -255,6 +278,10 @@ struct Shipper {
     epoch_taken: Option<u64>,
     /// Since when checkpoints wait for remote waiters (`maintenance_due`).
     maintenance_deferred_since: Option<Instant>,
+    /// The thread renewing this primary's lease, once attached with one.
+    keeper: Option<crate::lease::LeaseKeeper>,
+    /// The boot time of the newest cut taken.
+    cut_boot_ns: u64,
     local: LocalState,
     /// The replica's state after `local.seq`.
     state: StoreState,
@@ -279,6 +306,8 @@ struct Shipper {
 struct Cycle {
     /// The cut's ticket (`RemoteAcks::start_cut`): confirmed when its last segment is created.
     ticket: u64,
+    /// The boot time the cut was taken: everything acknowledged before it is in it.
+    cut_boot_ns: u64,
     header: SegmentHeader,
     body: Vec<u8>,
     /// Whole files (staged hard links) to upload before the segment.
@@ -392,6 +421,8 @@ impl Shipper {
             attached: false,
             epoch_taken: None,
             maintenance_deferred_since: None,
+            keeper: None,
+            cut_boot_ns: 0,
             local: LocalState::default(),
             state: StoreState::default(),
             checkpoint_at: Instant::now(),
@@ -411,6 +442,7 @@ impl Shipper {
             .await?;
         let generations = catalog::generations(&self.remote).await?;
         let latest = generations.last().map_or(0, |record| record.generation);
+        self.hold_lease(replica_id).await?;
         let epoch = match self.epoch_taken {
             Some(epoch) => epoch,
             None => self.take_epoch(replica_id, latest).await?,
@@ -543,6 +575,60 @@ impl Shipper {
         .await
     }
 
+    /// With `--replica-lease`: the prefix's lease, before the epoch (decision 0031 §7): the one
+    /// a promotion took, or one acquired now (`lease::acquire_watching`: another live holder
+    /// refuses the start); then the keeper renews it and opens the ack gate, and a lost lease
+    /// fences this store.
+    async fn hold_lease(&mut self, replica_id: ReplicaId) -> Result<(), ReplicaError> {
+        let Some(lease) = self.config.lease else {
+            return Ok(());
+        };
+        if self.keeper.is_some() {
+            return Ok(());
+        }
+        let timing = crate::lease::LeaseTiming { lease };
+        let now_ns = ctxstore_engine::clock::boot_now_ns;
+        // Until the lease is held (and again if it is lost), nothing is acknowledged.
+        self.engine.set_lease_until(0);
+        let me = lease_record(
+            replica_id,
+            self.local.generation,
+            &self.config.advertise,
+            &self.data_dir,
+            timing,
+        );
+        let (holder, taken_ns) = crate::lease::acquire_watching(&self.remote, me, now_ns).await?;
+        // A cut must ship within L − m of the start as of every later cut (§6).
+        self.engine
+            .set_shipped_until(taken_ns.saturating_add(duration_ns(timing.open_for())));
+        let hooks = keeper_hooks(
+            &self.engine,
+            &self.config.remote_acks,
+            &self.stats,
+            &self.remote.location,
+        );
+        self.stats.lease_ms.store(
+            u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        self.keeper = Some(crate::lease::LeaseKeeper::start(
+            holder, timing, taken_ns, hooks,
+        )?);
+        tracing::info!(location = %self.remote.location, lease = ?lease, "holding the replica's lease");
+        Ok(())
+    }
+
+    /// With a lease: what was acknowledged before the cut taken at `cut_boot_ns` shipped whole,
+    /// so acknowledgements stay open until then plus L − m (decision 0031 §6, §9: what `local`
+    /// can lose at a failover is bounded by the lease window).
+    fn shipped_until(&self, cut_boot_ns: u64) {
+        if let Some(lease) = self.config.lease {
+            let timing = crate::lease::LeaseTiming { lease };
+            self.engine
+                .set_shipped_until(cut_boot_ns.saturating_add(duration_ns(timing.open_for())));
+        }
+    }
+
     /// Takes the next epoch (`takeover::take_epoch`), as this primary.
     async fn take_epoch(
         &self,
@@ -663,6 +749,15 @@ impl Shipper {
                 _ = acks.asked() => {}
             }
             let last = stopping.load(Ordering::Acquire);
+            if last && self.keeper.is_some() {
+                // A planned stop (decision 0031 §7): nothing more is acknowledged, the last
+                // cut ships what was, then the lease is released for a taker to take at once.
+                self.engine.close_gate(
+                    "this server is stopping: it acknowledges nothing more, ships its last cut \
+                     and releases its lease"
+                        .into(),
+                );
+            }
             // While remote waiters wait for a cut not shipped yet, the next is cut at once
             // (one PUT in flight, the next forming behind it); a failing store waits for the
             // tick.
@@ -678,9 +773,33 @@ impl Shipper {
             if last {
                 if self.stats.state() != ReplicationState::Fenced {
                     self.stats.set_state(ReplicationState::Stopped);
+                    self.release_lease().await;
                 }
                 return;
             }
+        }
+    }
+
+    /// The lease given up at a planned stop, once the last cut shipped whole (a taker need not
+    /// wait it out); kept when the last cut did not ship (a taker waits L + m, and the
+    /// replica misses nothing it acknowledged remote).
+    async fn release_lease(&mut self) {
+        let Some(keeper) = self.keeper.take() else {
+            return;
+        };
+        let Some(holder) = keeper.stop() else {
+            return;
+        };
+        if self.stats.snapshot(now_unix_ms()).lag_bytes > 0 {
+            tracing::warn!("the last cut did not ship: the lease is left to lapse");
+            return;
+        }
+        match holder.release().await {
+            Ok(crate::lease::Renewal::Renewed) => {
+                tracing::info!(location = %self.remote.location, "released the replica's lease");
+            }
+            Ok(other) => tracing::warn!(?other, "the lease was not released"),
+            Err(error) => tracing::warn!(%error, "releasing the lease failed; it lapses"),
         }
     }
 
@@ -721,6 +840,9 @@ impl Shipper {
             ));
             self.stats.set_primary(holder);
             self.config.remote_acks.fence();
+            // A fenced primary renews nothing more: its lease lapses for a taker (never
+            // released: it may still hold acknowledged writes the replica lacks).
+            drop(self.keeper.take());
             tracing::error!(%error, "replication fenced: this primary ships nothing more");
             self.stats.set_state(ReplicationState::Fenced);
         } else {
@@ -737,8 +859,10 @@ impl Shipper {
         let Some(mut cycle) = cycle else {
             self.all_shipped(cut_at);
             self.config.remote_acks.cut_shipped(ticket);
+            self.shipped_until(self.cut_boot_ns);
             return Ok(false);
         };
+        cycle.cut_boot_ns = self.cut_boot_ns.min(cycle.cut_boot_ns);
         // The backlog as of this cut: until it ships, the figures say what is waiting.
         let segment_bytes_max = self.config.segment_bytes_max.max(LOG_SLOT_BYTES);
         let staged_bytes: u64 = cycle
@@ -773,6 +897,7 @@ impl Shipper {
         self.bytes_since_checkpoint += bytes_shipped;
         if !cycle.header.continues {
             self.config.remote_acks.cut_shipped(cycle.ticket);
+            self.shipped_until(cycle.cut_boot_ns);
             if self.maintenance_due() {
                 self.checkpoint_if_due(seq, cycle.header.created_unix_ms)
                     .await?;
@@ -816,8 +941,10 @@ impl Shipper {
             return Ok((cut_at, cycle.ticket, Some(cycle)));
         }
         // The ticket before the cut: a waiter that took the one before it wrote before this
-        // cut reads the durable watermark (`acks.rs`).
+        // cut reads the durable watermark (`acks.rs`). The boot time too: what was
+        // acknowledged before it is in the cut (the gate's `shipped_until`).
         let ticket = self.config.remote_acks.start_cut();
+        self.cut_boot_ns = ctxstore_engine::clock::boot_now_ns();
         let held = self.engine.hold_cut()?;
         let cut_at = held.cut.taken_unix_ms;
         // Contexts read after the cut: as many as it holds, or more (issue 46 item 8).
@@ -1205,6 +1332,7 @@ impl Shipper {
         };
         Ok(Some(Cycle {
             ticket: 0,
+            cut_boot_ns: u64::MAX,
             header,
             body,
             uploads,
@@ -1475,6 +1603,81 @@ fn stage(path: &Path, staged: &Path) -> Result<(), ReplicaError> {
     let _ = files::remove(staged);
     files::hard_link_or_copy(path, staged).map_err(|source| ReplicaError::io(staged, source))?;
     Ok(())
+}
+
+/// A lease record for this store (its renewal number and time are set when written; a taker
+/// sets `failovers`).
+pub(crate) fn lease_record(
+    replica_id: ReplicaId,
+    generation: u32,
+    advertise: &str,
+    data_dir: &Path,
+    timing: crate::lease::LeaseTiming,
+) -> crate::format::LeaseRecord {
+    let millis = |duration: Duration| u32::try_from(duration.as_millis()).unwrap_or(u32::MAX);
+    crate::format::LeaseRecord {
+        state: crate::format::LeaseState::Held,
+        epoch: 0,
+        replica_id,
+        holder_nonce: crate::takeover::random_nonce(),
+        renewal: 0,
+        lease_ms: millis(timing.lease),
+        margin_ms: millis(timing.margin()),
+        written_unix_ms: now_unix_ms(),
+        failovers: 0,
+        last_failover_ms: 0,
+        generation,
+        holder: crate::takeover::holder(),
+        advertise: advertise.to_string(),
+        store: store_id(data_dir),
+    }
+}
+
+/// What the lease keeper of a store tells it: how long it may acknowledge (the engine's ack
+/// gate), and, when the lease is lost, that it is fenced (its writes refused, its remote
+/// waiters answered UNCONFIRMED).
+pub(crate) fn keeper_hooks(
+    engine: &Engine,
+    acks: &Arc<RemoteAcks>,
+    stats: &Arc<ReplicationStats>,
+    location: &str,
+) -> crate::lease::KeeperHooks {
+    let engine = engine.clone();
+    let stats = stats.clone();
+    let fenced = engine.clone();
+    let acks = acks.clone();
+    let location = location.to_string();
+    crate::lease::KeeperHooks {
+        now_ns: ctxstore_engine::clock::boot_now_ns,
+        open_until: Box::new(move |until| {
+            engine.set_lease_until(until);
+            stats
+                .lease_renewed_unix_ms
+                .store(now_unix_ms(), Ordering::Relaxed);
+        }),
+        lost: Box::new(move |who| {
+            fenced.fence(format!(
+                "this server is fenced: {who} took the lease of {location}; it refuses \
+                 writes; write to {who} instead"
+            ));
+            acks.fence();
+        }),
+    }
+}
+
+fn duration_ns(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// This store as a lease names it: its host and canonical data directory. A restart of the
+/// same store (the directory's lock is this process's) takes its own lease back at once.
+pub(crate) fn store_id(data_dir: &Path) -> String {
+    let dir = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    let host = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    format!("{host}:{}", dir.display())
 }
 
 /// The store directory of a data dir (for tools that have no engine).

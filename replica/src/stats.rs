@@ -140,6 +140,10 @@ pub struct ReplicationStats {
     pub segment_bytes_max: AtomicU64,
     /// A standby found the promote request and is becoming the primary.
     pub promoting: AtomicBool,
+    /// The lease this server holds, milliseconds (0: none; decision 0031 §4).
+    pub lease_ms: AtomicU64,
+    /// When it last renewed it (or took it), Unix milliseconds.
+    pub lease_renewed_unix_ms: AtomicU64,
     /// A stalled standby restored its replica afresh (`fresh.rs`): the server restarts onto
     /// it.
     pub fresh_restore_ready: AtomicBool,

@@ -146,7 +146,7 @@ pub async fn fenced_by(remote: &Remote, epoch: u64, key: Key, found: &[u8]) -> R
 
 /// A 128-bit value no other taker writes (an epoch record's nonce): the time and the process,
 /// spread by BLAKE3.
-fn random_nonce() -> u128 {
+pub(crate) fn random_nonce() -> u128 {
     let seed = format!("{:?}:{}", std::time::Instant::now(), std::process::id());
     let hash = blake3::hash(seed.as_bytes());
     let mut bytes = [0u8; 16];

@@ -87,12 +87,24 @@ impl Dispatcher {
     /// each family's file answers its own requests.
     async fn answer(&self, request: Request, connection_id: u64) -> Result<Response, Response> {
         let (request, remote) = self.remote_acks.unwrap(request);
+        let acknowledged = request.message_type().takes_ack_after();
         if remote {
             self.remote_acks.check_possible()?;
         }
         let answer = self.answer_family(request, connection_id).await?;
         if remote {
             self.remote_acks.wait(turn_id_of(&answer)).await?;
+        }
+        if acknowledged {
+            // The last decision before the socket (decision 0031 §6): a primary whose lease
+            // lapsed meanwhile (during a remote wait too) answers UNCONFIRMED, not success.
+            self.engine.check_acks_open().map_err(|error| {
+                let mut response = engine_error(error);
+                if let Response::Error { detail, .. } = &mut response {
+                    *detail = turn_id_of(&answer);
+                }
+                response
+            })?;
         }
         Ok(answer)
     }

@@ -33,8 +33,9 @@ use ctxstore_server::{parse_duration, settings};
 
 use values::{
     BaseInterval, parse_ack_after, parse_base_interval, parse_chunk_bytes, parse_gc_interval,
-    parse_rate, parse_remote_ack_timeout, parse_replicate_interval, parse_retention, parse_rfc3339,
-    parse_ship_priority, parse_size, parse_size_u32, parse_ttl, parse_umask,
+    parse_rate, parse_remote_ack_timeout, parse_replica_lease, parse_replicate_interval,
+    parse_retention, parse_rfc3339, parse_ship_priority, parse_size, parse_size_u32, parse_ttl,
+    parse_umask,
 };
 
 /// ctxstore: durable context storage for AI agents, over a binary protocol.
@@ -350,6 +351,13 @@ struct ServeArgs {
     /// with its idempotency key.
     #[arg(long, default_value = "10s", value_parser = parse_remote_ack_timeout)]
     remote_ack_timeout: Duration,
+    /// The prefix's lease (`10s`, 2s to 10m; `off`, the default for now): the primary holds
+    /// PREFIX/lease, renews it every third of this, and acknowledges writes (local or remote)
+    /// only while its last renewal and its last cut shipped whole are younger than the lease
+    /// less a twentieth: a primary cut off from the object store stops acknowledging before
+    /// a standby may take over. At least three --replicate-interval (decision 0031).
+    #[arg(long, default_value = "off", value_name = "D|off", value_parser = parse_replica_lease)]
+    replica_lease: Duration,
     /// Serve even if the replica cannot be reached at start; replication catches up.
     #[arg(long)]
     replicate_start_anyway: bool,

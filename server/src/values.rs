@@ -36,6 +36,18 @@ pub(crate) fn parse_ack_after(text: &str) -> Result<ctxstore_protocol::AckAfter,
     }
 }
 
+/// `off` (zero), or a lease time of 2 s to 10 minutes (`--replica-lease`).
+pub(crate) fn parse_replica_lease(text: &str) -> Result<Duration, String> {
+    if matches!(text.trim(), "off" | "none" | "0") {
+        return Ok(Duration::ZERO);
+    }
+    let lease = parse_duration(text)?;
+    if !(Duration::from_secs(2)..=Duration::from_secs(600)).contains(&lease) {
+        return Err(format!("{text:?}: the replica lease is 2s to 10m (or off)"));
+    }
+    Ok(lease)
+}
+
 /// How long a remote acknowledgement may wait: 100ms to 10 minutes.
 pub(crate) fn parse_remote_ack_timeout(text: &str) -> Result<Duration, String> {
     let timeout = parse_duration(text)?;

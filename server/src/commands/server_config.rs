@@ -48,6 +48,14 @@ pub(crate) fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
         "--ack-after remote needs --replicate-to URL (or --follow URL): a remote \
          acknowledgement waits until the object store holds the write"
     );
+    if let Some(lease) = replica_lease(&args) {
+        anyhow::ensure!(
+            lease >= args.replicate_interval * 3,
+            "--replica-lease {lease:?} is shorter than three --replicate-interval \
+             ({:?}): a cut must ship within each renewal period",
+            args.replicate_interval
+        );
+    }
     config.ack_after = args.ack_after;
     config.remote_ack_timeout = args.remote_ack_timeout;
     limit_settings(&args, &mut config);
@@ -117,6 +125,7 @@ fn replication_settings(args: &ServeArgs, config: &mut ServerConfig) {
         replication.start_anyway = args.replicate_start_anyway;
         replication.priority = args.replica_nice;
         replication.advertise = advertise.clone();
+        replication.lease = replica_lease(args);
         config.replication = Some(replication);
     }
     if let Some(url) = &args.follow {
@@ -128,6 +137,7 @@ fn replication_settings(args: &ServeArgs, config: &mut ServerConfig) {
         ship.segment_bytes_max = args.replica_segment_bytes_max;
         ship.priority = args.replica_nice;
         ship.advertise = advertise;
+        ship.lease = replica_lease(args);
         config.engine.follower = true;
         config.follow = Some(ctxstore_replica::FollowConfig {
             url: url.clone(),
@@ -136,6 +146,11 @@ fn replication_settings(args: &ServeArgs, config: &mut ServerConfig) {
             ship,
         });
     }
+}
+
+/// `--replica-lease`: `None` when `off`.
+fn replica_lease(args: &ServeArgs) -> Option<Duration> {
+    (!args.replica_lease.is_zero()).then_some(args.replica_lease)
 }
 
 /// The network cores' limits: frames, requests, connections, unwritten bytes, timeouts,

@@ -93,14 +93,24 @@ impl Dispatcher {
             let us = remote.map_or(0, |acks| acks.latency_quantile_us(q));
             u32::try_from(us).unwrap_or(u32::MAX)
         };
+        let (lease_ms, lease_age_ms) = self.replication.as_ref().map_or((0, 0), |stats| {
+            let lease_ms = stats.lease_ms.load(Ordering::Relaxed);
+            let renewed = stats.lease_renewed_unix_ms.load(Ordering::Relaxed);
+            let age = if lease_ms == 0 || renewed == 0 {
+                0
+            } else {
+                ctxstore_replica::stats::now_unix_ms().saturating_sub(renewed)
+            };
+            (lease_ms, age)
+        });
         Box::new(RoleAnswer {
             role,
             accepts_writes,
             ack_after: self.remote_acks.default_ack_after(),
             epoch,
-            lease_ms: 0,
-            lease_age_ms: 0,
-            ack_open_ms: 0,
+            lease_ms: u32::try_from(lease_ms).unwrap_or(u32::MAX),
+            lease_age_ms,
+            ack_open_ms: self.engine.ack_open_ms_left().unwrap_or(0),
             failovers: 0,
             last_failover_ms: 0,
             remote_waiting: figure(|acks| acks.waiting.load(Ordering::Relaxed)),
