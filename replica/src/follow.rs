@@ -58,6 +58,9 @@ pub struct FollowConfig {
     pub interval: Duration,
     /// How the store ships once promoted (its URL is the followed one).
     pub ship: crate::ship::ShipConfig,
+    /// `--auto-promote` (decision 0031 §7): take the prefix over once its lease has gone
+    /// unrenewed for the holder's L + m, as this standby observes it (needs `ship.lease`).
+    pub auto_promote: bool,
 }
 
 /// How long one request of a standby's poll may take: ten intervals, at least 2 s (a whole
@@ -284,6 +287,10 @@ pub fn prepare(data_dir: &Path, config: &FollowConfig) -> Result<Prepared, Repli
     })
 }
 
+fn duration_ns(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, ReplicaError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -303,7 +310,8 @@ pub struct Follower {
 /// How a poll loop ended.
 enum Ended {
     Stopped(Result<(), ReplicaError>),
-    /// The promote file was found and the replica applied up to its end.
+    /// The promote file was found (or, with `--auto-promote`, the lease lapsed) and the
+    /// replica applied up to its end.
     Promote,
 }
 
@@ -361,6 +369,8 @@ impl Follower {
             applied_cut_unix_ms: inherited.created_unix_ms,
             epoch: 0,
             kept_own: BTreeSet::new(),
+            lease_watch: None,
+            lease_read_due_ns: 0,
         };
         let stopping = Arc::new(AtomicBool::new(false));
         let wake = Arc::new(tokio::sync::Notify::new());
@@ -486,6 +496,11 @@ struct Applier {
     /// superset until the cut's end installs it): a promoted store would upload them whole
     /// (their identity is not recorded).
     kept_own: BTreeSet<(u16, u32)>,
+    /// `--auto-promote`: the lease version watched, and the boot time of the first answer
+    /// that showed it (decision 0031 §5: t_o).
+    lease_watch: Option<(crate::lease::Seen, u64)>,
+    /// When the lease is read next (boot ns).
+    lease_read_due_ns: u64,
 }
 
 /// One restore point's worth of segments, fetched and checked, ready to apply.
@@ -574,6 +589,10 @@ impl Applier {
             if last {
                 return Ended::Stopped(polled);
             }
+            if polled.is_ok() && self.lease_lapsed().await {
+                self.stats.promoting.store(true, Ordering::Relaxed);
+                return Ended::Promote;
+            }
             if promote_request_path(&self.data_dir).exists() {
                 if let Err(error) = &polled {
                     self.refuse_promotion(error, stalled.is_some());
@@ -581,6 +600,55 @@ impl Applier {
                     self.stats.promoting.store(true, Ordering::Relaxed);
                     return Ended::Promote;
                 }
+            }
+        }
+    }
+
+    /// `--auto-promote`, after a poll that applied everything listed (a caught-up standby
+    /// wins): whether the lease watched has gone unrenewed for its holder's L + m since this
+    /// standby first saw its version, or was released. Read at most every min(interval, L/6);
+    /// a read that fails starts the watch again (the holder may have lost the object store
+    /// with everyone else: it is given its renewal first). A prefix without a lease is never
+    /// taken over.
+    async fn lease_lapsed(&mut self) -> bool {
+        let Some(lease) = self.config.ship.lease.filter(|_| self.config.auto_promote) else {
+            return false;
+        };
+        let now_ns = ctxstore_engine::clock::boot_now_ns();
+        if now_ns < self.lease_read_due_ns {
+            return false;
+        }
+        let every = self.config.interval.min(lease / 6);
+        self.lease_read_due_ns = now_ns.saturating_add(duration_ns(every));
+        let seen = match crate::lease::read(&self.remote).await {
+            Ok(Some(seen)) => seen,
+            Ok(None) => return false,
+            Err(error) => {
+                tracing::warn!(%error, "reading the lease failed: its watch starts again");
+                self.lease_watch = None;
+                return false;
+            }
+        };
+        let seen_ns = ctxstore_engine::clock::boot_now_ns();
+        if seen.record.state == crate::format::LeaseState::Released {
+            tracing::info!(holder = %seen.record.holder, "the lease was released: taking over");
+            self.lease_watch = Some((seen, 0));
+            return true;
+        }
+        let lapse = Duration::from_millis(
+            u64::from(seen.record.lease_ms) + u64::from(seen.record.margin_ms),
+        );
+        match &self.lease_watch {
+            Some((watched, since)) if watched.version == seen.version => {
+                let lapsed = seen_ns >= since.saturating_add(duration_ns(lapse));
+                if lapsed {
+                    tracing::warn!(holder = %seen.record.holder, unrenewed_for = ?lapse, "the primary's lease lapsed: taking over");
+                }
+                lapsed
+            }
+            _ => {
+                self.lease_watch = Some((seen, seen_ns));
+                false
             }
         }
     }
@@ -726,14 +794,18 @@ impl Applier {
     /// holder's L + m after the answer that showed the version (at once when it was
     /// released). Another taker winning the version refuses the promotion.
     async fn take_lease(
-        &self,
+        &mut self,
         lease: Duration,
     ) -> Result<(crate::lease::LeaseKeeper, u64), ReplicaError> {
         use crate::lease::{Acquired, LeaseTiming};
         let now_ns = ctxstore_engine::clock::boot_now_ns;
         let timing = LeaseTiming { lease };
-        let current = crate::lease::read(&self.remote).await?;
-        let seen_ns = now_ns();
+        // Auto-promotion takes the version it watched lapse (its first sight the start of the
+        // wait, already past); a manual one the version there now.
+        let (current, seen_ns) = match self.lease_watch.take() {
+            Some((watched, since)) => (Some(watched), since),
+            None => (crate::lease::read(&self.remote).await?, now_ns()),
+        };
         let mut me = crate::ship::lease_record(
             self.local.replica_id,
             self.local.generation,

@@ -63,6 +63,7 @@ fn purged_bytes_leave_the_replica_with_the_retention_window() {
         s3: target.s3.clone(),
         interval: Duration::from_millis(25),
         ship: target.ship_config(),
+        auto_promote: false,
     };
     let standby_dir = root.path().join("standby");
     follow::prepare(&standby_dir, &follow).unwrap();

@@ -358,6 +358,13 @@ struct ServeArgs {
     /// a standby may take over. At least three --replicate-interval (decision 0031).
     #[arg(long, default_value = "off", value_name = "D|off", value_parser = parse_replica_lease)]
     replica_lease: Duration,
+    /// A standby (--follow) that takes the prefix over by itself once its primary's lease has
+    /// gone unrenewed for the lease plus a twentieth, as it observes it: it applies what was
+    /// shipped, takes the lease and the next epoch (with several standbys exactly one wins;
+    /// the others follow it), seals the old primary's generation and takes writes. Needs
+    /// --replica-lease (the same on the primary).
+    #[arg(long)]
+    auto_promote: bool,
     /// Serve even if the replica cannot be reached at start; replication catches up.
     #[arg(long)]
     replicate_start_anyway: bool,

@@ -186,6 +186,7 @@ pub fn start_standby(
         s3: target.s3.clone(),
         interval: Duration::from_millis(25),
         ship,
+        auto_promote: false,
     };
     ctxstore_replica::follow::prepare(dir, &config).unwrap();
     let mut engine_config = engine_config(dir);
@@ -211,6 +212,7 @@ pub fn faulty_standby(
         s3: target.s3.clone(),
         interval: Duration::from_millis(25),
         ship,
+        auto_promote: false,
     };
     ctxstore_replica::follow::prepare(dir, &config).unwrap();
     let mut engine_config = engine_config(dir);

@@ -48,6 +48,15 @@ pub(crate) fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
         "--ack-after remote needs --replicate-to URL (or --follow URL): a remote \
          acknowledgement waits until the object store holds the write"
     );
+    anyhow::ensure!(
+        !args.auto_promote || args.follow.is_some(),
+        "--auto-promote needs --follow URL: only a standby takes a primary's prefix over"
+    );
+    anyhow::ensure!(
+        !args.auto_promote || replica_lease(&args).is_some(),
+        "--auto-promote needs --replica-lease D: a standby takes over a lease that lapsed, \
+         and the primary it follows must hold one"
+    );
     if let Some(lease) = replica_lease(&args) {
         anyhow::ensure!(
             lease >= args.replicate_interval * 3,
@@ -144,6 +153,7 @@ fn replication_settings(args: &ServeArgs, config: &mut ServerConfig) {
             s3: args.replica_s3.settings(),
             interval: args.replicate_interval,
             ship,
+            auto_promote: args.auto_promote,
         });
     }
 }

@@ -1,0 +1,144 @@
+//! Automatic promotion through the binary (decision 0031 §7, build plan step 5), on a
+//! `file://` replica: one primary (`--ack-after remote --replica-lease 2s`) and two standbys
+//! (`--follow --auto-promote --replica-lease 2s`). The primary is killed with SIGKILL; within
+//! the lease and a few polls exactly one standby takes writes, every append the old primary
+//! acknowledged (remote) is on it, and the other standby follows the new primary (it applies
+//! a turn appended there). Nothing is done by hand.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ctxstore_client::{ClientConfig, ServerRole, blocking};
+use ctxstore_testsupport::{ServerLaunch, TestServer};
+
+const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
+
+fn spawn(data: &Path, flags: &[&str]) -> TestServer {
+    ServerLaunch::new(SERVER)
+        .data(data)
+        .flags(flags)
+        .keep_log()
+        .start()
+}
+
+fn client(server: &TestServer) -> blocking::Client {
+    blocking::Client::connect(ClientConfig::new(server.addr.clone())).unwrap()
+}
+
+#[test]
+fn a_killed_primary_is_replaced_by_exactly_one_standby_and_the_other_follows_it() {
+    let root = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", root.path().join("replica").display());
+    let common = ["--replicate-interval", "100ms", "--replica-lease", "2s"];
+    let primary_flags: Vec<&str> = ["--replicate-to", url.as_str(), "--ack-after", "remote"]
+        .into_iter()
+        .chain(common)
+        .collect();
+    let mut primary = spawn(&root.path().join("primary"), &primary_flags);
+    let writer = client(&primary);
+    let context = writer.create_context().unwrap().context_id;
+    let mut acknowledged = Vec::new();
+    for i in 0..10u32 {
+        let payload = Bytes::from(format!("acknowledged remote {i}"));
+        let turn = writer
+            .append(context, None, 0, 0, payload.clone())
+            .unwrap()
+            .turn
+            .turn_id;
+        acknowledged.push((turn, payload));
+    }
+    let standby_flags: Vec<&str> = ["--follow", url.as_str(), "--auto-promote"]
+        .into_iter()
+        .chain(common)
+        .collect();
+    let standbys = [
+        spawn(&root.path().join("standby-a"), &standby_flags),
+        spawn(&root.path().join("standby-b"), &standby_flags),
+    ];
+    let clients: Vec<blocking::Client> = standbys.iter().map(client).collect();
+    let last = acknowledged.last().unwrap().0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !clients.iter().all(|standby| {
+        standby
+            .head(context)
+            .is_ok_and(|head| head.head_turn_id == last)
+    }) {
+        assert!(Instant::now() < deadline, "the standbys never caught up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for standby in &clients {
+        let role = standby.role().unwrap();
+        assert_eq!(role.role, ServerRole::Standby, "{role:?}");
+    }
+
+    let killed = Instant::now();
+    primary.kill();
+    // Exactly one takes writes; the other stays a standby.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let winner = loop {
+        let primaries: Vec<usize> = clients
+            .iter()
+            .enumerate()
+            .filter(|(_, standby)| {
+                standby
+                    .role()
+                    .is_ok_and(|role| role.role == ServerRole::Primary && role.accepts_writes)
+            })
+            .map(|(index, _)| index)
+            .collect();
+        assert!(primaries.len() <= 1, "two primaries: {primaries:?}");
+        if let [winner] = primaries[..] {
+            break winner;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no standby took over:\n{}\n{}",
+            standbys[0].log(),
+            standbys[1].log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The taker waits L + m (2.1 s) from its first sight of the primary's last renewal,
+    // which may have been written up to a renewal period (L/3) before the kill.
+    let took = killed.elapsed();
+    assert!(
+        took >= Duration::from_millis(2100 - 667),
+        "taken over after {took:?}, before the last renewal's lease could lapse"
+    );
+    let new_primary = &clients[winner];
+    for (turn_id, payload) in &acknowledged {
+        let turn = new_primary.turn(*turn_id).unwrap();
+        assert_eq!(new_primary.blob(turn.payload_hash).unwrap(), *payload);
+    }
+    let after = new_primary
+        .append(
+            context,
+            None,
+            0,
+            0,
+            Bytes::from_static(b"on the new primary"),
+        )
+        .unwrap()
+        .turn
+        .turn_id;
+    let loser = &clients[1 - winner];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while loser
+        .head(context)
+        .map(|head| head.head_turn_id)
+        .unwrap_or(0)
+        != after
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the other standby never followed the new primary:\n{}",
+            standbys[1 - winner].log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let role = loser.role().unwrap();
+    assert_eq!(role.role, ServerRole::Standby, "{role:?}");
+    assert!(!role.accepts_writes);
+}
