@@ -175,6 +175,7 @@ fn not_primary_exits_8_and_a_version_3_server_is_sent_nothing() {
     for args in [
         &["append", "7", "--durability", "remote"][..],
         &["kv", "put", "7", "k", "--durability", "local"][..],
+        &["stream", "7", "--durability", "remote"][..],
     ] {
         let error = At(&addr).fails(args, b"x", 1);
         assert_eq!(error["code"], "UNSUPPORTED_BY_SERVER", "{args:?}: {error}");

@@ -183,6 +183,18 @@ fn a_version_3_server_is_sent_no_durability() {
         .append(7, None, 0, 0, Bytes::from_static(b"x"))
         .unwrap_err();
     assert_eq!(refused.name(), "UNSUPPORTED_BY_SERVER", "{refused}");
+    // A stream whose seal could not be sent as asked is not opened either.
+    let refused = client.open_stream(7, NewStream::new(0, 0)).unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            ClientError::Unsupported {
+                request: "STREAM_SEAL",
+                ..
+            }
+        ),
+        "{refused}"
+    );
     assert!(seen.lock().unwrap().is_empty(), "nothing was sent");
     // A read on the same handle is no write: sent, and answered.
     client.set_durability(Durability::Default);

@@ -158,12 +158,24 @@ impl Client {
         })
     }
 
-    /// Opens a stream on a context (STREAM_OPEN): answered once its record is durable.
+    /// Opens a stream on a context (STREAM_OPEN): answered once its record is durable. A
+    /// handle with a durability (`with_durability`) on a connection below version 4 is
+    /// refused here, before the stream exists, rather than at its seal.
     pub async fn open_stream(
         &self,
         context: impl Into<ContextRef>,
         stream: NewStream,
     ) -> Result<StreamInfo, ClientError> {
+        let version = self.protocol_version();
+        if self.durability.ack_after().is_some()
+            && version < ctxstore_protocol::ACK_AFTER_SINCE_VERSION
+        {
+            return Err(ClientError::Unsupported {
+                request: "STREAM_SEAL",
+                needed: ctxstore_protocol::ACK_AFTER_SINCE_VERSION,
+                version,
+            });
+        }
         let mut labels = stream.labels;
         labels.sort();
         let request = streams::StreamOpen {

@@ -1123,8 +1123,7 @@ class Calls(ClientCore):
             links=links,
             summary=summary,
         )
-        ops.ack_after_of(durability)  # a bad value before anything is sent
-        return Opening(op, timeout, durability)
+        return Opening(ops.durable_later(op, "open_turn", durability), timeout, durability)
 
     @opening
     def resume_turn(

@@ -1063,6 +1063,28 @@ def durable_op(op: Op[T], durability: Durability | None) -> Op[T]:
     return op if after is None else _acked(op, after)
 
 
+def _version_4_first(op: Op[T], what: str, durability: Durability) -> Plan[T]:
+    info: ServerInfo = yield SERVER_INFO
+    if info.version < p.AckAfter.MIN_VERSION:
+        raise NotSupported(
+            f"{what} with durability={durability!r} needs protocol version "
+            f"{p.AckAfter.MIN_VERSION}; the server {info.server_name!r} negotiated version "
+            f"{info.version} (nothing was sent)"
+        )
+    result: T = yield op
+    return result
+
+
+def durable_later(op: Op[T], what: str, durability: Durability | None) -> Op[T] | Plan[T]:
+    """``op`` (one that is not a write of ``ACK_AFTER`` itself, as STREAM_OPEN) refused
+    before sending, on a connection below version 4, when a write after it is to carry
+    ``durability`` (a stream's seal): nothing is begun that could not end as asked."""
+    if ack_after_of(durability) is None:
+        return op
+    assert durability is not None
+    return _version_4_first(op, what, durability)
+
+
 def durable(step: Op[T] | Plan[T], durability: Durability | None) -> Op[T] | Plan[T]:
     """``step`` (a write's op or plan) acknowledged as ``durability`` asks (decision 0031):
     its writes of :data:`~ctxstore._protocol.TAKES_ACK_AFTER` sent with the frame flag

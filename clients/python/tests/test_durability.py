@@ -105,6 +105,10 @@ def test_a_version_3_server_is_sent_nothing() -> None:
             client.kv_put(7, {"k": b"v"}, durability="local")
         with pytest.raises(ValueError, match="durability"):
             client.append(7, b"x", durability="everywhere")  # type: ignore[arg-type]
+        with pytest.raises(NotSupported, match="open_turn with durability='remote'"):
+            client.open_turn(7, durability="remote")  # its seal could not carry it
+        with pytest.raises(ValueError, match="durability"):
+            client.open_turn(7, durability="everywhere")  # type: ignore[arg-type]
         assert seen == []
         with pytest.raises(ctxstore.NotFound):
             client.append(7, b"x")

@@ -17,6 +17,7 @@ import {
   CtxstoreError,
   IntegrityError,
   NotFound,
+  NotSupported,
   ProtocolError,
   ShuttingDown,
   StreamEnded,
@@ -1395,7 +1396,15 @@ export class Client {
    * deltas are answered as always).
    */
   async openTurn(context: ContextLike, options: WriteOptions & Omit<TurnSpec, "payload" | "payloadHash"> & { expectedHead?: number } = {}): Promise<TurnStream> {
-    checkedDurability(options.durability); // a bad value before anything is sent
+    if (checkedDurability(options.durability)) {
+      // Nothing is begun that could not end as asked: its seal needs version 4.
+      const info = await this.serverInfo();
+      if (info.version < 4) {
+        throw new NotSupported(
+          `openTurn with durability ${JSON.stringify(options.durability)} needs protocol version 4; the server ${JSON.stringify(info.serverName)} negotiated version ${info.version} (nothing was sent)`,
+        );
+      }
+    }
     const target = contextRef(context);
     const { parentKind, parentTurnId } = parentOf(options.parent);
     const info = await this.run(

@@ -128,6 +128,7 @@ test("a version-3 server is sent nothing, and a value that is neither is refused
     await expect(client.kvPut(7, { k: utf8("v") }, { durability: "local" })).rejects.toThrow(/durability "local" \(ACK_AFTER\) needs protocol version 4/);
     await expect(client.append(7, utf8("x"), { durability: "everywhere" as Durability })).rejects.toThrow(TypeError);
     await expect(client.openTurn(7, { durability: "everywhere" as Durability })).rejects.toThrow(TypeError);
+    await expect(client.openTurn(7, { durability: "remote" })).rejects.toThrow(/openTurn with durability "remote" needs protocol version 4/);
     expect(fake.seen).toEqual([]);
     await expect(client.append(7, utf8("x"))).rejects.toBeInstanceOf(NotFound);
     expect(fake.seen.length).toBe(1);
