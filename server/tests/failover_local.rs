@@ -142,3 +142,99 @@ fn a_killed_primary_is_replaced_by_exactly_one_standby_and_the_other_follows_it(
     assert_eq!(role.role, ServerRole::Standby, "{role:?}");
     assert!(!role.accepts_writes);
 }
+
+/// The partitioned primary (issue 47 item 2): paused (SIGSTOP) for longer than its lease, a
+/// standby takes over; resumed (SIGCONT), the old primary never acknowledges a write again —
+/// its gate closed while it slept (the boot clock ran), its next renewal is lost — and the
+/// writes a client sent it meanwhile are refused, never answered success.
+#[test]
+fn a_primary_paused_past_its_lease_never_acknowledges_again() {
+    let root = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", root.path().join("replica").display());
+    let common = ["--replicate-interval", "100ms", "--replica-lease", "2s"];
+    let primary_flags: Vec<&str> = ["--replicate-to", url.as_str()]
+        .into_iter()
+        .chain(common)
+        .collect();
+    let primary = spawn(&root.path().join("primary"), &primary_flags);
+    let old = client(&primary);
+    let context = old.create_context().unwrap().context_id;
+    let before = old
+        .append(context, None, 0, 0, Bytes::from_static(b"before the pause"))
+        .unwrap()
+        .turn
+        .turn_id;
+    let standby_flags: Vec<&str> = ["--follow", url.as_str(), "--auto-promote"]
+        .into_iter()
+        .chain(common)
+        .collect();
+    let standby = spawn(&root.path().join("standby"), &standby_flags);
+    let new = client(&standby);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !new
+        .head(context)
+        .is_ok_and(|head| head.head_turn_id == before)
+    {
+        assert!(Instant::now() < deadline, "the standby never caught up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    primary.signal("STOP");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !new
+        .role()
+        .is_ok_and(|role| role.role == ServerRole::Primary && role.accepts_writes)
+    {
+        assert!(Instant::now() < deadline, "no takeover:\n{}", standby.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let taken = new
+        .append(
+            context,
+            None,
+            0,
+            0,
+            Bytes::from_static(b"on the new primary"),
+        )
+        .unwrap()
+        .turn
+        .turn_id;
+
+    // A write sent to the paused primary, answered only once it runs again.
+    let sent = std::thread::spawn({
+        let addr = primary.addr.clone();
+        move || {
+            let paused = blocking::Client::connect(ClientConfig::new(addr));
+            paused.map(|paused| {
+                paused
+                    .append(
+                        context,
+                        None,
+                        0,
+                        0,
+                        Bytes::from_static(b"sent while paused"),
+                    )
+                    .map(|appended| appended.turn.turn_id)
+            })
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    primary.signal("CONT");
+    if let Ok(answer) = sent.join().unwrap() {
+        assert!(
+            answer.is_err(),
+            "the resumed primary acknowledged {answer:?}"
+        );
+    }
+    for _ in 0..20 {
+        let refused = old.append(context, None, 0, 0, Bytes::from_static(b"after resuming"));
+        assert!(
+            refused.is_err(),
+            "the resumed primary acknowledged {refused:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let role = old.role().unwrap();
+    assert!(!role.accepts_writes, "{role:?}");
+    assert_eq!(new.head(context).unwrap().head_turn_id, taken);
+}
