@@ -30,6 +30,17 @@
 #                                     # appends/s for STANDBY_SECONDS (60) per interval in
 #                                     # STANDBY_INTERVALS ("1s 250ms"); the probe is
 #                                     # benches/standby_lag.py ($PYTHON with blake3, zstandard)
+#   benches/replication.sh acks       # remote vs local acknowledgements (decision 0031 §3):
+#                                     # append p50/p99 and throughput at 1 and 32 agents
+#                                     # (ACKS_AGENTS, "1 32"), --durability remote vs local,
+#                                     # alternating in ROUNDS (3) pairs on one SeaweedFS, and
+#                                     # SeaweedFS's own PUT latency (curl, 4 KiB, ACKS_PUTS
+#                                     # 200) as the floor
+#   benches/replication.sh failover   # failover time (decision 0031 §13): FAILOVER_KILLS (20)
+#                                     # × kill -9 of a primary (--replica-lease FAILOVER_LEASE,
+#                                     # 10s) under an open loop, a --auto-promote standby
+#                                     # taking over; primary death -> first acknowledged write
+#                                     # on the new one, p50/p99
 #
 # Release binaries are built first. Output: stdout and benches/results/replication-<time>/.
 set -euo pipefail
@@ -386,7 +397,86 @@ PY
   done
 }
 
+# Remote vs local acknowledgements; rows: round,agents,mode,p50_us,p99_us,per_s.
+acks() {
+  start_weed
+  local rounds=${ROUNDS:-3} puts=${ACKS_PUTS:-200}
+  head -c 4096 /dev/urandom >"$WORK/put.bin"
+  for i in $(seq 1 "$puts"); do
+    curl -s -o /dev/null -w '%{time_total}\n' --aws-sigv4 "aws:amz:us-east-1:s3" \
+      --user bench:bench -X PUT --data-binary @"$WORK/put.bin" \
+      "http://127.0.0.1:${WEED_PORT:-8333}/bench/floor/$i"
+  done | sort -n | awk '{ v[NR] = $1 * 1e6 } END {
+      printf "seaweedfs_put_4KiB,p50_us=%d,p99_us=%d,n=%d\n", v[int(NR * 0.5)], v[int(NR * 0.99)], NR }' \
+    | tee "$OUT/put-floor.txt"
+  echo "round,agents,mode,p50_us,p99_us,per_s" >"$OUT/acks.csv"
+  for round in $(seq 1 "$rounds"); do
+    for agents in ${ACKS_AGENTS:-1 32}; do
+      for mode in local remote; do
+        start_server "$WORK/acks-$round-$agents-$mode" 7611 \
+          --replicate-to "s3://bench/acks-$round-$agents-$mode"
+        "$LOADGEN" --addr 127.0.0.1:7611 --closed-loop --connections "$agents" \
+          --contexts "$agents" --duration "${DURATION:-10s}" --warmup 2s --payload-bytes 1024 \
+          --durability "$mode" --json "$OUT/acks-$round-$agents-$mode.json" --quiet >/dev/null
+        kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+        python3 - "$OUT/acks-$round-$agents-$mode.json" "$round,$agents,$mode" \
+          >>"$OUT/acks.csv" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))["operations"]["append"]
+print(",".join([sys.argv[2], str(report["latency_us"]["p50"]), str(report["latency_us"]["p99"]),
+                str(report["throughput_per_s"])]))
+PY
+        rm -rf "$WORK/acks-$round-$agents-$mode"
+      done
+    done
+  done
+  python3 - "$OUT/acks.csv" <<'PY' | tee "$OUT/acks-medians.txt"
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+for agents in sorted({int(r["agents"]) for r in rows}):
+    medians = {}
+    for mode in ("local", "remote"):
+        pick = [r for r in rows if int(r["agents"]) == agents and r["mode"] == mode]
+        medians[mode] = {k: statistics.median(float(r[k]) for r in pick)
+                         for k in ("p50_us", "p99_us", "per_s")}
+        print(f"agents={agents} {mode}: p50 {medians[mode]['p50_us']:.0f} us, "
+              f"p99 {medians[mode]['p99_us']:.0f} us, {medians[mode]['per_s']:.0f}/s")
+    print(f"agents={agents} remote/local throughput "
+          f"{medians['remote']['per_s'] / medians['local']['per_s']:.2f}")
+PY
+}
+
+# Failover time: primary killed -> first write acknowledged by the promoted standby.
+failover_time() {
+  start_weed
+  local kills=${FAILOVER_KILLS:-20} lease=${FAILOVER_LEASE:-10s}
+  echo "kill,ms" >"$OUT/failover.csv"
+  for kill in $(seq 1 "$kills"); do
+    local url="s3://bench/failover-$kill"
+    start_server "$WORK/failover-$kill-primary" 7611 --replicate-to "$url" \
+      --replicate-interval 250ms --replica-lease "$lease" --ack-after remote
+    local primary=$SERVER_PID
+    start_server "$WORK/failover-$kill-standby" 7621 --follow "$url" --auto-promote \
+      --replicate-interval 250ms --replica-lease "$lease"
+    local standby=$SERVER_PID
+    sleep 2
+    python3 "$ROOT/benches/failover_probe.py" 127.0.0.1:7611 127.0.0.1:7621 "$primary" \
+      | tee -a "$OUT/failover-$kill.txt" | awk -v k="$kill" '/^took_ms / { print k "," $2 }' \
+      >>"$OUT/failover.csv"
+    kill "$standby" 2>/dev/null; wait "$standby" 2>/dev/null || true
+    rm -rf "$WORK/failover-$kill-primary" "$WORK/failover-$kill-standby"
+  done
+  python3 - "$OUT/failover.csv" <<'PY' | tee "$OUT/failover-summary.txt"
+import csv, sys
+ms = sorted(float(r["ms"]) for r in csv.DictReader(open(sys.argv[1])))
+pick = lambda q: ms[min(len(ms) - 1, int(q * len(ms)))]
+print(f"failovers {len(ms)}: p50 {pick(0.5):.0f} ms, p99 {pick(0.99):.0f} ms, max {ms[-1]:.0f} ms")
+PY
+}
+
 case "${1:-}" in
+  acks) acks ;;
+  failover) failover_time ;;
   overhead) overhead ;;
   gc) gc_bytes ;;
   restore) restore_time ;;
@@ -403,5 +493,5 @@ case "${1:-}" in
       cargo test --release -q -p ctxstore-loadgen --test crash restores_at_random -- --nocapture \
       | tee "$OUT/pit.txt"
     ;;
-  *) sed -n '2,31p' "$0"; exit 2 ;;
+  *) sed -n '2,43p' "$0"; exit 2 ;;
 esac
