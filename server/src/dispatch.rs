@@ -243,8 +243,8 @@ fn in_version(mut response: Response, version: u16) -> Response {
     response
 }
 
-/// The TurnID an answer names (an append's, a seal's), for UNCONFIRMED's `detail`; 0 when it
-/// names none.
+/// The TurnID a single append's answer names, for UNCONFIRMED's `detail`; 0 for the others
+/// (a batch names several, a seal's answer its stream).
 fn turn_id_of(answer: &Response) -> u64 {
     match answer {
         Response::Appends(AppendsResponse::Appended(appended)) => appended.turn.turn_id,
