@@ -5,10 +5,12 @@
 //! (`request`, and `call`: a family's request, its family's answer), and hands out handles with
 //! an overlay view (`as_of`) or a durability for their writes (`with_durability`, the frame
 //! flag `ACK_AFTER`, decision 0031). Cheap to clone; clones share the connection. The typed calls are
-//! in `calls/`, one file per message family.
+//! in `calls/`, one file per message family. Given several addresses the client follows the
+//! primary (decision 0031 §11): the connection is swapped for one to the new primary, and a
+//! request is retried there when that is safe (`primary.rs`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -50,7 +52,13 @@ pub struct Client {
 
 pub(crate) struct Shared {
     pub(crate) config: ClientConfig,
-    connection: Connection,
+    /// The connection (to the primary, with several addresses: swapped when it goes).
+    connection: Mutex<Arc<Connection>>,
+    /// Bumped at each swap of `connection`, so that of the calls that saw one connection go
+    /// only the first looks for the primary (`primary.rs`).
+    pub(crate) generation: AtomicU64,
+    /// Held while the primary is looked for.
+    pub(crate) rediscovery: tokio::sync::Mutex<()>,
     limits: Mutex<ServerLimits>,
     /// The protocol version HELLO negotiated (the oldest this client speaks until then).
     version: AtomicU16,
@@ -62,7 +70,7 @@ pub(crate) struct Shared {
     pub(crate) no_put_chunked: AtomicBool,
     /// Whether raw payloads are hashed here: `config.verify_payloads` applied to this
     /// connection's peer address (decision 0015).
-    pub(crate) hash_raw: bool,
+    pub(crate) hash_raw: AtomicBool,
     /// The chunk lists of payloads this client stored as chunks lately, by first chunk: the
     /// next state of a growing thread starts like the last one, so its PUT_CHUNKED names that
     /// one as its base and lists only the chunks after the shared prefix. At most
@@ -99,7 +107,18 @@ fn hello_request(config: &ClientConfig) -> admin::Hello {
 impl Client {
     /// Connects and says HELLO (version negotiation and token). A token or client name longer
     /// than the protocol carries is `ClientError::InvalidArgument`, before anything is sent.
+    ///
+    /// With several addresses (`ClientConfig::addr` = `A,B,C`) it connects to the primary
+    /// among them (`primary.rs`), waiting up to `ClientConfig::failover_timeout` for one.
     pub async fn connect(config: ClientConfig) -> Result<Client, ClientError> {
+        if config.follows_primary() {
+            return crate::primary::connect(config).await;
+        }
+        Client::connect_one(config).await
+    }
+
+    /// Connects to `config.addr`, one address, and says HELLO.
+    pub(crate) async fn connect_one(config: ClientConfig) -> Result<Client, ClientError> {
         let hello = hello_request(&config);
         check_request(&hello.clone().into())?;
         let stream = Connection::connect(&config.addr, config.connect_timeout).await?;
@@ -117,17 +136,31 @@ impl Client {
             config.verify_payloads.hashes_raw_from(peer.ip())
         });
         let connection = Connection::start(stream, config.response_bytes_max);
+        Client::on(config, Arc::new(connection), hash_raw)
+    }
+
+    /// A client over several addresses whose connection is the one `found` (the primary)
+    /// has, with what its HELLO negotiated.
+    pub(crate) fn connect_shell(config: ClientConfig, found: &Client) -> Client {
+        let client = Client::on(config, found.shared.connection(), false);
+        client.shared.adopt(found);
+        client
+    }
+
+    fn on(config: ClientConfig, connection: Arc<Connection>, hash_raw: bool) -> Client {
         Client {
             view: None,
             durability: config.durability,
             shared: Arc::new(Shared {
                 config,
-                connection,
+                connection: Mutex::new(connection),
+                generation: AtomicU64::new(0),
+                rediscovery: tokio::sync::Mutex::new(()),
                 limits: Mutex::new(ServerLimits::default()),
                 version: AtomicU16::new(PROTOCOL_VERSION_MIN),
                 no_stats_ex: AtomicBool::new(false),
                 no_put_chunked: AtomicBool::new(false),
-                hash_raw,
+                hash_raw: AtomicBool::new(hash_raw),
                 recent_chunked: Mutex::new(HashMap::new()),
             }),
         }
@@ -144,7 +177,7 @@ impl Client {
             addr: addr.clone(),
             reason,
         };
-        let hello = self.ask_within(hello, Some(hello_timeout), "ClientConfig::hello_timeout");
+        let hello = self.ask_once(hello, Some(hello_timeout), "ClientConfig::hello_timeout");
         match hello.await {
             Ok(admin::Negotiated {
                 limits, version, ..
@@ -185,13 +218,13 @@ impl Client {
     /// Request bytes written to the socket since connect (frame headers and HELLO included),
     /// counted where they are written: what this connection's calls cost on the wire.
     pub fn bytes_sent(&self) -> u64 {
-        self.shared.connection.bytes_sent()
+        self.shared.connection().bytes_sent()
     }
 
     /// Whether this connection hashes raw payloads: `ClientConfig::verify_payloads` applied to
     /// the server's address (decision 0015). Zstd payloads are hashed either way.
     pub fn verifies_raw_payloads(&self) -> bool {
-        self.shared.hash_raw
+        self.shared.hash_raw.load(Ordering::Relaxed)
     }
 
     /// The protocol version HELLO negotiated: the highest both sides speak (4 with a server
@@ -221,10 +254,23 @@ impl Client {
         setting: &'static str,
     ) -> Result<Response, ClientError> {
         let request = self.with_ack_after(request);
-        let (req_id, frame) = self.frame(&request)?;
+        if self.shared.config.follows_primary() {
+            return self.request_following(request, timeout, setting).await;
+        }
+        self.send_once(&request, timeout, setting).await
+    }
+
+    /// Sends the request once on the connection as it is now and waits for its answer.
+    pub(crate) async fn send_once(
+        &self,
+        request: &Request,
+        timeout: Option<Duration>,
+        setting: &'static str,
+    ) -> Result<Response, ClientError> {
+        let connection = self.shared.connection();
+        let (req_id, frame) = self.frame_on(&connection, request)?;
         let request_name = request.message_type().name();
-        self.shared
-            .connection
+        connection
             .exchange(req_id, frame, request_name, timeout, setting)
             .await
     }
@@ -240,21 +286,26 @@ impl Client {
         ),
         ClientError,
     > {
-        let (req_id, frame) = self.frame(&request)?;
-        Ok((req_id, self.shared.connection.follow(req_id, frame)?))
+        let connection = self.shared.connection();
+        let (req_id, frame) = self.frame_on(&connection, &request)?;
+        Ok((req_id, connection.follow(req_id, frame)?))
     }
 
     /// A follow's frames will not be taken any more: later ones find no route.
     pub(crate) fn forget(&self, req_id: u64) {
-        self.shared.connection.forget(req_id);
+        self.shared.connection().forget(req_id);
     }
 
     /// The request's req_id and frame, or why it is not sent: a version this connection does
     /// not speak, a field the wire cannot carry, a frame over the server's limit.
-    fn frame(&self, request: &Request) -> Result<(u64, Vec<Bytes>), ClientError> {
+    fn frame_on(
+        &self,
+        connection: &Connection,
+        request: &Request,
+    ) -> Result<(u64, Vec<Bytes>), ClientError> {
         self.check_version(request)?;
         let request_name = request.message_type().name();
-        let req_id = self.shared.connection.next_req_id();
+        let req_id = connection.next_req_id();
         // Before a waiter is registered: a request refused here leaves nothing behind.
         let frame = encode_request_chunks(req_id, request)?;
         // A frame over the server's limit would be answered with TOO_LARGE and a closed
@@ -315,6 +366,18 @@ impl Client {
         let response = self
             .request_within(request.into(), timeout, setting)
             .await?;
+        answer_of::<Q>(response)
+    }
+
+    /// `ask_within` on the connection of the moment only, never looking for the primary
+    /// (HELLO, and the questions that look for it).
+    pub(crate) async fn ask_once<Q: Ask>(
+        &self,
+        request: Q,
+        timeout: Option<Duration>,
+        setting: &'static str,
+    ) -> Result<Q::Answer, ClientError> {
+        let response = self.send_once(&request.into(), timeout, setting).await?;
         answer_of::<Q>(response)
     }
 
@@ -389,6 +452,42 @@ impl Client {
             request: Box::new(request),
             after,
         }
+    }
+}
+
+impl Shared {
+    /// How many times the connection was swapped (see `generation`).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The connection as it is now (with several addresses, swapped at a failover).
+    pub(crate) fn connection(&self) -> Arc<Connection> {
+        match self.connection.lock() {
+            Ok(connection) => Arc::clone(&connection),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// Takes over `other`'s connection and what its HELLO negotiated (a new primary found
+    /// by `primary.rs`); later requests go there.
+    pub(crate) fn adopt(&self, other: &Client) {
+        let theirs = &other.shared;
+        self.version
+            .store(theirs.version.load(Ordering::Relaxed), Ordering::Relaxed);
+        if let Ok(mut slot) = self.limits.lock() {
+            *slot = other.server_limits();
+        }
+        self.hash_raw
+            .store(theirs.hash_raw.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.no_stats_ex.store(false, Ordering::Relaxed);
+        self.no_put_chunked.store(false, Ordering::Relaxed);
+        let connection = theirs.connection();
+        match self.connection.lock() {
+            Ok(mut slot) => *slot = connection,
+            Err(poisoned) => *poisoned.into_inner() = connection,
+        }
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 }
 

@@ -2,7 +2,9 @@
 //! zstd payloads, which payloads it hashes, decision 0015), chunking of appends by value
 //! (issue 16), compression where payloads are made (issue 38) and the timeouts that keep every call from waiting forever on a peer that is
 //! not ctxstore: connect (5 s), HELLO (5 s), each request (30 s), BACKUP (24 h) and GC (1 h)
-//! instead of the per-request one; when writes are acknowledged (`durability`, decision 0031).
+//! instead of the per-request one; when writes are acknowledged (`durability`, decision 0031);
+//! several addresses, of which the client follows the primary (`addrs`, `failover_timeout`,
+//! decision 0031 §11, `primary.rs`).
 
 use std::time::Duration;
 
@@ -11,7 +13,10 @@ use crate::types::{Durability, VerifyPayloads};
 
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
-    /// `HOST:PORT` of the server.
+    /// `HOST:PORT` of the server, or several separated by commas (`A,B,C`: a primary and its
+    /// standbys, decision 0031 §11). With several the client connects to the one that takes
+    /// writes (the highest epoch among those whose ROLE says so) and finds it again when it
+    /// goes (`failover_timeout`); it never connects to an address outside this list.
     pub addr: String,
     /// Sent in HELLO; required by servers that listen beyond loopback.
     pub token: Option<String>,
@@ -65,6 +70,11 @@ pub struct ClientConfig {
     /// A handle may ask otherwise (`Client::with_durability`). Anything but `Default` needs
     /// protocol version 4: on an older server those writes are `ClientError::Unsupported`.
     pub durability: Durability,
+    /// With several addresses: how long a call looks for the primary again after a lost
+    /// connection, NOT_PRIMARY or SHUTTING_DOWN (default 30 s, more than a lease, its margin
+    /// and a promotion), trying every address with a backoff from 100 ms to 1 s; connecting
+    /// waits as long for a primary. Past it: `ClientError::NoPrimary`. Unused with one address.
+    pub failover_timeout: Duration,
 }
 
 impl ClientConfig {
@@ -73,6 +83,7 @@ impl ClientConfig {
     pub const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
     pub const BACKUP_TIMEOUT_DEFAULT: Duration = Duration::from_secs(24 * 3600);
     pub const GC_TIMEOUT_DEFAULT: Duration = Duration::from_secs(3600);
+    pub const FAILOVER_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 
     pub fn new(addr: impl Into<String>) -> Self {
         ClientConfig {
@@ -90,7 +101,44 @@ impl ClientConfig {
             verify_payloads: VerifyPayloads::WhenRemote,
             compress_level: Some(1),
             durability: Durability::Default,
+            failover_timeout: ClientConfig::FAILOVER_TIMEOUT_DEFAULT,
         }
+    }
+
+    /// A config over several addresses (a primary and its standbys): `new` with them joined
+    /// by commas.
+    pub fn from_addrs<I, S>(addrs: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let joined: Vec<String> = addrs
+            .into_iter()
+            .map(|addr| addr.as_ref().trim().to_string())
+            .collect();
+        ClientConfig::new(joined.join(","))
+    }
+
+    /// The addresses `addr` lists (split at commas, trimmed, empty ones left out).
+    pub fn addrs(&self) -> Vec<String> {
+        self.addr
+            .split(',')
+            .map(str::trim)
+            .filter(|addr| !addr.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Whether the client follows the primary among several addresses (`addr` lists more
+    /// than one).
+    pub fn follows_primary(&self) -> bool {
+        self.addrs().len() > 1
+    }
+
+    /// Sets `failover_timeout`.
+    pub fn with_failover_timeout(mut self, timeout: Duration) -> Self {
+        self.failover_timeout = timeout;
+        self
     }
 
     /// Sets `compress_level` (`None`: the server compresses).

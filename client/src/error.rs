@@ -61,6 +61,24 @@ pub enum ClientError {
     },
     #[error("connection closed: {0}")]
     Closed(String),
+    /// A write without an idempotency key whose connection was lost (or that was answered
+    /// UNCONFIRMED, or got no answer in time) while the client follows the primary among
+    /// several addresses (decision 0031 §11): it **may or may not have landed**. It is not
+    /// sent again, which could write it twice; read back to see, or give the write a key (a
+    /// turn's key with `append_turn`/`append_turns`: a retry then lands exactly once).
+    #[error("outcome unknown: {request} may or may not have been written ({reason})")]
+    OutcomeUnknown {
+        request: &'static str,
+        reason: String,
+    },
+    /// No listed address took writes within `ClientConfig::failover_timeout` (several
+    /// addresses, decision 0031 §11). `last` says what the addresses answered last.
+    #[error("no primary among {addrs} within {waited:?} (ClientConfig::failover_timeout): {last}")]
+    NoPrimary {
+        addrs: String,
+        waited: Duration,
+        last: String,
+    },
     /// The server sent something this client does not understand.
     #[error("protocol error: {0}")]
     Protocol(String),
@@ -125,9 +143,15 @@ impl ClientError {
         self.code() == Some(ErrorCode::NotPrimary)
     }
 
+    /// A write's outcome is unknown (`ClientError::OutcomeUnknown`): it may have landed.
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(self, ClientError::OutcomeUnknown { .. })
+    }
+
     /// No ctxstore server could be reached or kept: refused, timed out (connecting, in HELLO
     /// or waiting for a response), something else on the port, or the connection lost.
     pub fn is_connection_failure(&self) -> bool {
+        // (`NoPrimary` is not one: servers answered, none of them took writes.)
         matches!(
             self,
             ClientError::Connect { .. }
@@ -143,7 +167,7 @@ impl ClientError {
     /// `CONFLICT`, …) for a server ERROR, otherwise the client-side kind (`CONNECT_FAILED`,
     /// `CONNECT_TIMEOUT`, `HANDSHAKE_TIMEOUT`, `NOT_CTXSTORE`, `TIMEOUT`,
     /// `CONNECTION_CLOSED`, `PROTOCOL`, `CORRUPT_PAYLOAD`, `INVALID_ARGUMENT`,
-    /// `UNSUPPORTED_BY_SERVER`).
+    /// `UNSUPPORTED_BY_SERVER`, `OUTCOME_UNKNOWN`, `NO_PRIMARY`).
     pub fn name(&self) -> &'static str {
         match self {
             ClientError::Server { code, .. } => code.name(),
@@ -157,6 +181,8 @@ impl ClientError {
             ClientError::Corrupt { .. } => "CORRUPT_PAYLOAD",
             ClientError::InvalidArgument(_) => "INVALID_ARGUMENT",
             ClientError::Unsupported { .. } => "UNSUPPORTED_BY_SERVER",
+            ClientError::OutcomeUnknown { .. } => "OUTCOME_UNKNOWN",
+            ClientError::NoPrimary { .. } => "NO_PRIMARY",
         }
     }
 }

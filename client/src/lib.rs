@@ -140,6 +140,7 @@ mod client;
 mod compress;
 mod config;
 mod error;
+mod primary;
 mod transport;
 pub mod tree;
 mod types;

@@ -111,6 +111,14 @@ impl Connection {
         self.next_req_id.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Whether the connection is known to be gone (a request sent now would fail at once,
+    /// before anything is written).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.pending
+            .lock()
+            .map_or(true, |state| state.closed.is_some())
+    }
+
     /// Request bytes written to the socket since connect.
     pub(crate) fn bytes_sent(&self) -> u64 {
         self.bytes_sent.load(Ordering::Relaxed)

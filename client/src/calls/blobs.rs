@@ -293,7 +293,7 @@ impl Client {
             0
         };
         let payload = self.ask(blobs::GetBlob { hash, read_flags }).await?;
-        verify_payload(&hash, None, payload, self.shared.hash_raw)?
+        verify_payload(&hash, None, payload, self.verifies_raw_payloads())?
             .ok_or_else(|| ClientError::Protocol("GET_BLOB answered without bytes".into()))
     }
 

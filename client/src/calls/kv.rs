@@ -129,9 +129,10 @@ impl Client {
     /// A KV_VALUE_EX's value, checked against its hash (inflated first when compressed).
     fn kv_value_ex(&self, answer: kv::KvValueEx, message: &str) -> Result<KvValue, ClientError> {
         let hash = answer.value_hash;
-        let value = verify_payload(&hash, None, answer.payload, self.shared.hash_raw)?.ok_or_else(
-            || ClientError::Protocol(format!("{message} answered without the value's bytes")),
-        )?;
+        let value = verify_payload(&hash, None, answer.payload, self.verifies_raw_payloads())?
+            .ok_or_else(|| {
+                ClientError::Protocol(format!("{message} answered without the value's bytes"))
+            })?;
         Ok(KvValue {
             value_hash: hash,
             value,
@@ -210,10 +211,13 @@ impl Client {
                 value_hash,
                 payload,
             }) => {
-                let value = verify_payload(&value_hash, None, payload, self.shared.hash_raw)?
-                    .ok_or_else(|| {
-                        ClientError::Protocol("KV_GET answered without the value's bytes".into())
-                    })?;
+                let value =
+                    verify_payload(&value_hash, None, payload, self.verifies_raw_payloads())?
+                        .ok_or_else(|| {
+                            ClientError::Protocol(
+                                "KV_GET answered without the value's bytes".into(),
+                            )
+                        })?;
                 Ok(Some((value_hash, value)))
             }
             Err(missing) if missing.code() == Some(ErrorCode::NotFound) => {

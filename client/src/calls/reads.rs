@@ -219,7 +219,7 @@ impl Client {
             },
             overlays,
         ) = self.read(request).await?;
-        let mut turns = verify_entries(entries, self.shared.hash_raw).await?;
+        let mut turns = verify_entries(entries, self.verifies_raw_payloads()).await?;
         set_overlays(turns.iter_mut(), overlays)?;
         Ok(Page {
             turns,
@@ -444,7 +444,7 @@ impl Client {
             },
             overlays,
         ) = self.read(request).await?;
-        let mut turns = verify_entries_v2(entries, self.shared.hash_raw).await?;
+        let mut turns = verify_entries_v2(entries, self.verifies_raw_payloads()).await?;
         set_overlays(turns.iter_mut().map(|info| &mut info.turn), overlays)?;
         Ok(LogPage {
             turns,
@@ -517,7 +517,7 @@ impl Client {
             },
             overlays,
         ) = self.read(request).await?;
-        let mut turns = verify_entries_v2(entries, self.shared.hash_raw).await?;
+        let mut turns = verify_entries_v2(entries, self.verifies_raw_payloads()).await?;
         set_overlays(turns.iter_mut().map(|info| &mut info.turn), overlays)?;
         Ok(TurnPage {
             turns,

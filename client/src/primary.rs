@@ -1,0 +1,257 @@
+//! Following the primary among several addresses (decision 0031 §11). `connect` says HELLO to
+//! every listed address at once and asks each what it is (ROLE on version 4; on version 3
+//! REPLICATION_STATS: role primary and not fenced, or replication off; older: a primary), and
+//! keeps the one that takes writes with the highest epoch; the others are dropped. Only listed
+//! addresses are ever connected to: the primary a message or ROLE names is never followed.
+//!
+//! `Client::request_following` sends a request on the connection of the moment; on a lost
+//! connection, a timeout, NOT_PRIMARY, SHUTTING_DOWN or UNCONFIRMED it finds the primary again
+//! (backoff 100 ms to 1 s, at most `ClientConfig::failover_timeout`, then
+//! `ClientError::NoPrimary`) and retries what is safe (`Safety`): a read always; a write after
+//! NOT_PRIMARY or SHUTTING_DOWN always (nothing was written); after a lost connection, a
+//! timeout or UNCONFIRMED only a write that lands once however often it is sent (an
+//! APPEND_TURNS whose every turn has a key, a KV put, a chunk, a stream's seal). Any other
+//! write then answers `ClientError::OutcomeUnknown`: it may or may not have landed.
+
+use std::time::{Duration, Instant};
+
+use ctxstore_protocol::admin::{ReplicationStats, Role};
+use ctxstore_protocol::{
+    AppendsRequest, ContextsRequest, ErrorCode, KvRequest, ReplicationRoleWire,
+    ReplicationStateWire, Request, Response, StreamsRequest,
+};
+use tokio::task::JoinSet;
+
+use crate::client::Client;
+use crate::config::ClientConfig;
+use crate::error::ClientError;
+
+/// The first wait between two searches for the primary, doubled up to `BACKOFF_MAX`.
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// What sending a request again may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Safety {
+    /// A read, or a write that lands once however often it is sent: retried whenever.
+    Always,
+    /// A write that may land twice: retried only when the server said nothing was written.
+    NothingWritten,
+}
+
+/// Why a request's answer sends the client looking for the primary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trouble {
+    /// NOT_PRIMARY or SHUTTING_DOWN: the request was refused, nothing written.
+    Refused,
+    /// The connection went, no answer in time, or UNCONFIRMED: a write may have landed.
+    Unknown,
+}
+
+/// Connects to the primary among `config`'s addresses, waiting up to its `failover_timeout`.
+pub(crate) async fn connect(config: ClientConfig) -> Result<Client, ClientError> {
+    let deadline = Instant::now() + config.failover_timeout;
+    let found = find_until(&config, deadline).await?;
+    // The client keeps the whole list; its connection is the one found.
+    let client = Client::connect_shell(config, &found);
+    Ok(client)
+}
+
+/// Looks for the primary until `deadline`, with a backoff between rounds.
+async fn find_until(config: &ClientConfig, deadline: Instant) -> Result<Client, ClientError> {
+    let mut backoff = BACKOFF_MIN;
+    loop {
+        let last = match find_once(config).await {
+            Ok(found) => return Ok(found),
+            Err(last) => last,
+        };
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(ClientError::NoPrimary {
+                addrs: config.addrs().join(","),
+                waited: config.failover_timeout,
+                last,
+            });
+        }
+        tokio::time::sleep(backoff.min(deadline - now)).await;
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+/// One round: every listed address at once; the one that takes writes with the highest
+/// epoch, else what each said.
+async fn find_once(config: &ClientConfig) -> Result<Client, String> {
+    let mut probes = JoinSet::new();
+    for addr in config.addrs() {
+        let mut one = config.clone();
+        one.addr = addr.clone();
+        probes.spawn(async move {
+            let answer = probe(one).await;
+            (addr, answer)
+        });
+    }
+    let mut best: Option<(u64, Client)> = None;
+    let mut said = Vec::new();
+    while let Some(joined) = probes.join_next().await {
+        let Ok((addr, answer)) = joined else {
+            continue;
+        };
+        match answer {
+            Ok((client, true, epoch)) => {
+                if best.as_ref().is_none_or(|(best, _)| epoch > *best) {
+                    best = Some((epoch, client));
+                }
+            }
+            Ok((_, false, epoch)) => said.push(format!("{addr}: takes no writes (epoch {epoch})")),
+            Err(error) => said.push(format!("{addr}: {error}")),
+        }
+    }
+    best.map(|(_, client)| client)
+        .ok_or_else(|| said.join("; "))
+}
+
+/// Connects to one address and asks what it is: the client, whether it takes writes, its
+/// epoch. Its questions wait at most `hello_timeout`: a server that does not answer is not
+/// the primary.
+async fn probe(config: ClientConfig) -> Result<(Client, bool, u64), ClientError> {
+    let wait = Some(config.hello_timeout);
+    let setting = "ClientConfig::hello_timeout";
+    let client = Client::connect_one(config).await?;
+    let version = client.protocol_version();
+    let (accepts, epoch) = if version >= 4 {
+        let role = client.ask_once(Role, wait, setting).await?;
+        (role.accepts_writes, role.epoch)
+    } else if version >= 3 {
+        let stats = client.ask_once(ReplicationStats, wait, setting).await?;
+        let accepts = match stats.role {
+            ReplicationRoleWire::Off => true,
+            ReplicationRoleWire::Primary => stats.state != ReplicationStateWire::Fenced,
+            ReplicationRoleWire::Standby => false,
+        };
+        (accepts, stats.epoch)
+    } else {
+        (true, 0)
+    };
+    Ok((client, accepts, epoch))
+}
+
+/// Whether a request may be sent again after its outcome became unknown.
+fn safety(request: &Request) -> Safety {
+    let landing_once = match request {
+        Request::AckAfter { request, .. } => return safety(request),
+        Request::Reads(_) | Request::AsOf { .. } | Request::Admin(_) => true,
+        Request::Appends(AppendsRequest::AppendTurns(append)) => {
+            append.turns.iter().all(|turn| !turn.extras.key.is_empty())
+        }
+        Request::Appends(_) | Request::Overlays(_) | Request::Retention(_) => false,
+        Request::Kv(kv) => matches!(
+            kv,
+            KvRequest::KvGet(_)
+                | KvRequest::KvGetEx(_)
+                | KvRequest::KvList(_)
+                | KvRequest::KvListEx(_)
+                | KvRequest::KvGetMany(_)
+                | KvRequest::KvPut(_)
+                | KvRequest::KvPutEx(_)
+        ),
+        Request::Contexts(contexts) => matches!(
+            contexts,
+            ContextsRequest::GetHead(_)
+                | ContextsRequest::CtxShow(_)
+                | ContextsRequest::CtxList(_)
+                | ContextsRequest::CtxOpen(_)
+        ),
+        // Content-addressed: a chunk stored twice is stored once.
+        Request::Blobs(_) => true,
+        Request::Streams(streams) => matches!(
+            streams,
+            StreamsRequest::StreamList(_)
+                | StreamsRequest::StreamRead(_)
+                | StreamsRequest::StreamSeal(_)
+                | StreamsRequest::Watch(_)
+        ),
+    };
+    if landing_once {
+        Safety::Always
+    } else {
+        Safety::NothingWritten
+    }
+}
+
+/// Whether an error sends the client looking for the primary, and what it says of a write.
+fn trouble(error: &ClientError) -> Option<Trouble> {
+    match error {
+        ClientError::Server {
+            code: ErrorCode::NotPrimary | ErrorCode::ShuttingDown,
+            ..
+        } => Some(Trouble::Refused),
+        ClientError::Server {
+            code: ErrorCode::Unconfirmed,
+            ..
+        }
+        | ClientError::Closed(_)
+        | ClientError::Timeout { .. } => Some(Trouble::Unknown),
+        _ => None,
+    }
+}
+
+impl Client {
+    /// `request` on the primary of several addresses: sent on the connection of the moment;
+    /// after an answer that says the primary went (`trouble`), sent again on the new one when
+    /// that is safe (`safety`), else `ClientError::OutcomeUnknown`. Gives up after
+    /// `ClientConfig::failover_timeout` with the last error (or `NoPrimary`).
+    pub(crate) async fn request_following(
+        &self,
+        request: Request,
+        timeout: Option<Duration>,
+        setting: &'static str,
+    ) -> Result<Response, ClientError> {
+        let deadline = Instant::now() + self.shared.config.failover_timeout;
+        let safety = safety(&request);
+        let mut backoff = BACKOFF_MIN;
+        let mut tries = 0u32;
+        loop {
+            let generation = self.shared.generation();
+            if self.shared.connection().is_closed() {
+                // Gone before this request was sent: nothing of it was written.
+                self.follow_primary(generation, deadline).await?;
+                continue;
+            }
+            let outcome = self.send_once(&request, timeout, setting).await;
+            let Err(error) = &outcome else {
+                return outcome;
+            };
+            match trouble(error) {
+                None => return outcome,
+                Some(Trouble::Unknown) if safety == Safety::NothingWritten => {
+                    return Err(ClientError::OutcomeUnknown {
+                        request: request.message_type().name(),
+                        reason: error.to_string(),
+                    });
+                }
+                Some(_) => {}
+            }
+            if Instant::now() >= deadline {
+                return outcome;
+            }
+            if tries > 0 {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+            tries += 1;
+            self.follow_primary(generation, deadline).await?;
+        }
+    }
+
+    /// Finds the primary again and moves this client's connection to it, unless another
+    /// call did since the connection of `generation` failed.
+    async fn follow_primary(&self, generation: u64, deadline: Instant) -> Result<(), ClientError> {
+        let _only_one = self.shared.rediscovery.lock().await;
+        if self.shared.generation() != generation {
+            return Ok(());
+        }
+        let found = find_until(&self.shared.config, deadline).await?;
+        self.shared.adopt(&found);
+        Ok(())
+    }
+}
