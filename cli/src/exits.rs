@@ -18,10 +18,13 @@ Exit codes:
   6  UNAUTHORIZED: the token is missing or wrong
   7  ALREADY_EXISTS: another context has that name (`ctx create --get-or-create` answers it)
   8  NOT_PRIMARY: the server takes no writes now (a standby, a fenced primary); nothing
-     was written: send it to the primary
+     was written: send it to the primary; NO_PRIMARY: of several --addr, none took writes
+     within --failover-timeout
   9  UNCONFIRMED: --durability remote (or the server's --ack-after remote) was not
      confirmed off-host in time; the write is durable on the server but its outcome after
-     a failover is unknown: run it again with the same --key (kv put: the same value)
+     a failover is unknown: run it again with the same --key (kv put: the same value);
+     OUTCOME_UNKNOWN: of several --addr, the primary went with a write without --key in
+     flight: it may or may not have landed
 With --json, an error is also one JSON object on stderr:
   {\"error\":{\"code\":\"NOT_FOUND\",\"message\":\"...\",\"exit_code\":3}}
 (`detail` is added for server errors: for CONFLICT, the context's actual head; for
@@ -57,6 +60,8 @@ pub(crate) fn classify(error: &anyhow::Error) -> (&'static str, u8, Option<u64>)
                 Some(ErrorCode::AlreadyExists) => EXIT_ALREADY_EXISTS,
                 Some(ErrorCode::NotPrimary) => EXIT_NOT_PRIMARY,
                 Some(ErrorCode::Unconfirmed) => EXIT_UNCONFIRMED,
+                _ if matches!(client, ClientError::NoPrimary { .. }) => EXIT_NOT_PRIMARY,
+                _ if client.is_outcome_unknown() => EXIT_UNCONFIRMED,
                 _ if client.is_connection_failure() => EXIT_CONNECTION,
                 _ => EXIT_OTHER,
             };
@@ -134,6 +139,17 @@ fn client_message(error: &ClientError) -> String {
                 "{request} got no response within {} ({flag})",
                 humantime::format_duration(*timeout)
             )
+        }
+        ClientError::NoPrimary {
+            addrs,
+            waited,
+            last,
+        } => format!(
+            "no primary among {addrs} within {} (--failover-timeout): {last}",
+            humantime::format_duration(*waited)
+        ),
+        ClientError::OutcomeUnknown { .. } => {
+            format!("{error} (read back to see; a write with --key is sent again safely instead)")
         }
         ClientError::Server {
             code: ErrorCode::Unconfirmed,

@@ -189,6 +189,7 @@ fn connect(cli: &Cli) -> anyhow::Result<Client> {
         .with_hello_timeout(cli.connect_timeout)
         .with_request_timeout(request_timeout)
         .with_verify_payloads(cli.verify_payloads)
+        .with_failover_timeout(cli.failover_timeout)
         // `--durability` of `append`, `kv put` and `stream`: only their writes carry it; on a
         // server older than protocol version 4 they are refused before sending.
         .with_durability(cli.command.durability());

@@ -8,8 +8,9 @@
 //! connection, a timeout, NOT_PRIMARY, SHUTTING_DOWN or UNCONFIRMED it finds the primary again
 //! (backoff 100 ms to 1 s, at most `ClientConfig::failover_timeout`, then
 //! `ClientError::NoPrimary`) and retries what is safe (`Safety`): a read always; a write after
-//! NOT_PRIMARY or SHUTTING_DOWN always (nothing was written); after a lost connection, a
-//! timeout or UNCONFIRMED only a write that lands once however often it is sent (an
+//! NOT_PRIMARY always (nothing was written); after a lost connection, a timeout,
+//! SHUTTING_DOWN (a stopping engine may drop the answer of a committed write) or UNCONFIRMED
+//! only a write that lands once however often it is sent (an
 //! APPEND_TURNS whose every turn has a key, a KV put, a chunk, a stream's seal). Any other
 //! write then answers `ClientError::OutcomeUnknown`: it may or may not have landed.
 
@@ -42,9 +43,10 @@ enum Safety {
 /// Why a request's answer sends the client looking for the primary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Trouble {
-    /// NOT_PRIMARY or SHUTTING_DOWN: the request was refused, nothing written.
+    /// NOT_PRIMARY: the request was refused, nothing written.
     Refused,
-    /// The connection went, no answer in time, or UNCONFIRMED: a write may have landed.
+    /// The connection went, no answer in time, SHUTTING_DOWN or UNCONFIRMED: a write may have
+    /// landed.
     Unknown,
 }
 
@@ -182,11 +184,12 @@ fn safety(request: &Request) -> Safety {
 fn trouble(error: &ClientError) -> Option<Trouble> {
     match error {
         ClientError::Server {
-            code: ErrorCode::NotPrimary | ErrorCode::ShuttingDown,
+            code: ErrorCode::NotPrimary,
             ..
         } => Some(Trouble::Refused),
+        // A stopping engine may drop a write's answer after committing it: unknown.
         ClientError::Server {
-            code: ErrorCode::Unconfirmed,
+            code: ErrorCode::Unconfirmed | ErrorCode::ShuttingDown,
             ..
         }
         | ClientError::Closed(_)

@@ -65,7 +65,10 @@ pub(crate) use kv::KvCommand;
     after_long_help = EXIT_CODES
 )]
 pub(crate) struct Cli {
-    /// Server address: HOST:PORT (a host name or an IP address).
+    /// Server address: HOST:PORT (a host name or an IP address); several separated by
+    /// commas (A,B,C: a primary and its standbys) to follow the primary among them: the
+    /// command goes to the one that takes writes, found again after a failover within
+    /// --failover-timeout (exit 8 when none is); no other address is ever used.
     #[arg(
         long,
         global = true,
@@ -103,6 +106,16 @@ pub(crate) struct Cli {
         env = "CTXSTORE_TIMEOUT"
     )]
     pub(crate) timeout: Duration,
+    /// With several --addr: longest wait for a primary among them, at connect and after a
+    /// failover (like 10s, 1m).
+    #[arg(
+        long,
+        global = true,
+        default_value = "30s",
+        value_parser = parse_duration,
+        env = "CTXSTORE_FAILOVER_TIMEOUT"
+    )]
+    pub(crate) failover_timeout: Duration,
     /// Reads of turns (turn, last, page, range, replay, log, find, window) show each turn as
     /// of this overlay sequence number: its latest patch up to SEQ, else as appended (a
     /// redaction holds in every view). Default: the latest view. Protocol version 2.

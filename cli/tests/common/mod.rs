@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 pub const CLI: &str = env!("CARGO_BIN_EXE_ctxstore");
 
 /// `ctxstore` with piped stdio and none of the settings a developer's shell may hold
-/// (`CTXSTORE_TOKEN`, `CTXSTORE_TOKEN_FILE`, `CTXSTORE_TIMEOUT`, `CTXSTORE_CONNECT_TIMEOUT`): a
+/// (`CTXSTORE_TOKEN`, `CTXSTORE_TOKEN_FILE`, `CTXSTORE_TIMEOUT`, `CTXSTORE_CONNECT_TIMEOUT`,
+/// `CTXSTORE_FAILOVER_TIMEOUT`): a
 /// test says what it sets.
 pub fn ctxstore() -> Command {
     let mut command = Command::new(CLI);
@@ -21,6 +22,7 @@ pub fn ctxstore() -> Command {
         .env_remove("CTXSTORE_TOKEN_FILE")
         .env_remove("CTXSTORE_TIMEOUT")
         .env_remove("CTXSTORE_CONNECT_TIMEOUT")
+        .env_remove("CTXSTORE_FAILOVER_TIMEOUT")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
