@@ -13,8 +13,10 @@ how a waiting caller is woken (``_resolve``, ``_reject``).
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -26,10 +28,14 @@ from .errors import (
     ClientClosed,
     ConnectionLost,
     CtxstoreError,
+    NotPrimary,
     ProtocolError,
+    RequestTimeout,
+    ShuttingDown,
+    Unconfirmed,
     error_for_code,
 )
-from .types import ServerInfo, VerifyPayloads
+from .types import ReplicationStats, Role, ServerInfo, VerifyPayloads
 
 SCRATCH_KEEP_BYTES = 1 << 20
 """The largest buffer for a body that arrives in pieces a connection keeps between frames."""
@@ -274,6 +280,93 @@ class ConnectionState(Generic[W]):
             self._fail(error_for_code(response.code, response.message, response.detail))
 
 
+FAILOVER_TIMEOUT_DEFAULT = 30.0
+"""With several addresses: how long a call looks for the primary again (decision 0031 §11)."""
+BACKOFF_MIN = 0.1
+"""The first wait between two searches for the primary, doubled up to :data:`BACKOFF_MAX`."""
+BACKOFF_MAX = 1.0
+
+
+def parse_addrs(addr: str | tuple[str, int] | Sequence[str] | None) -> list[tuple[str, int]]:
+    """Every address ``addr`` names: ``"A,B,C"`` (a primary and its standbys), a list of
+    ``"HOST:PORT"``, one address or ``(host, port)``; None is ``$CTXSTORE_ADDR`` (which may
+    list several too), else ``127.0.0.1:7411``."""
+    if addr is None:
+        addr = os.environ.get(ops.ADDR_ENV) or ops.DEFAULT_ADDR
+    if isinstance(addr, tuple) and len(addr) == 2 and isinstance(addr[1], int):
+        return [ops.parse_addr((str(addr[0]), addr[1]))]
+    parts = addr.split(",") if isinstance(addr, str) else [str(part) for part in addr]
+    parts = [part for part in parts if part.strip()]
+    if not parts:
+        raise ValueError(f"no address in {addr!r}")
+    return [ops.parse_addr(part) for part in parts]
+
+
+def primary_probe(version: int) -> ops.Op[tuple[bool, int]] | None:
+    """What asks a server of protocol ``version`` whether it takes writes, and its epoch:
+    ROLE (version 4); REPLICATION_STATS (version 3: role primary and not fenced, or
+    replication off); None below (a server without replication: the primary)."""
+    if version >= 4:
+        role = ops.role()
+        return ops.Op(
+            role.request,
+            lambda response: _accepts(role.finish(response)),
+        )
+    if version >= 3:
+        stats = ops.replication_stats()
+        return ops.Op(
+            stats.request,
+            lambda response: _accepts_stats(stats.finish(response)),
+        )
+    return None
+
+
+def _accepts(role: Role) -> tuple[bool, int]:
+    return role.accepts_writes, role.epoch
+
+
+def _accepts_stats(stats: ReplicationStats) -> tuple[bool, int]:
+    accepts = stats.role == "off" or (stats.role == "primary" and stats.state != "fenced")
+    return accepts, stats.epoch
+
+
+_RESENT_SAFELY = frozenset(
+    {
+        # Reads.
+        "PING", "STATS", "STATS_EX", "GET_HEAD", "GET_TURN", "GET_LAST", "GET_BEFORE",
+        "GET_RANGE_BY_DEPTH", "GET_CHAIN", "GET_BLOB", "HAS_BLOBS", "CTX_SHOW", "CTX_LIST",
+        "KV_GET", "KV_LIST", "KV_GET_EX", "KV_LIST_EX", "KV_GET_MANY", "GET_TURN_BY_KEY",
+        "TURN_LOG", "READ_PAGE", "FIND_TURNS", "REPLICATION_STATS", "ROLE", "STREAM_LIST",
+        "STREAM_READ", "WATCH", "BACKUP", "GC",
+        # Writes that land once however often they are sent.
+        "CTX_OPEN", "KV_PUT", "KV_PUT_EX", "PUT_CHUNKED", "STREAM_SEAL",
+    }
+)  # fmt: skip
+
+
+def resends_safely(request: p.Request) -> bool:
+    """Whether ``request`` may be sent again when its outcome is unknown (its connection
+    lost, no answer, UNCONFIRMED): a read, or a write that lands once however often it is
+    sent (an APPEND_TURNS whose every turn has a key, a KV put, a chunk, a seal)."""
+    inner = getattr(request, "request", None) or getattr(request, "read", None)
+    if isinstance(inner, p.Request):
+        return resends_safely(inner)
+    if isinstance(request, p.AppendTurns):
+        return all(spec.extras.key for spec in request.turns)
+    return request.NAME in _RESENT_SAFELY
+
+
+def failover_trouble(error: BaseException) -> str | None:
+    """Whether ``error`` sends a client of several addresses looking for the primary:
+    ``"refused"`` (NOT_PRIMARY: nothing was written), ``"unknown"`` (the connection lost, no
+    answer in time, SHUTTING_DOWN or UNCONFIRMED: a write may have landed), else None."""
+    if isinstance(error, NotPrimary):
+        return "refused"
+    if isinstance(error, (ConnectionLost, RequestTimeout, ShuttingDown, Unconfirmed)):
+        return "unknown"
+    return None
+
+
 class ClientCore:
     """The settings both clients take and check the same way, and what follows from them
     alone (no I/O): the base of :class:`ctxstore.Client` and :class:`ctxstore.AsyncClient`
@@ -288,7 +381,7 @@ class ClientCore:
 
     def __init__(
         self,
-        addr: str | tuple[str, int] | None = None,
+        addr: str | tuple[str, int] | Sequence[str] | None = None,
         *,
         token: str | bytes | None = None,
         timeout: float = ops.DEFAULT_TIMEOUT,
@@ -299,8 +392,11 @@ class ClientCore:
         max_response_bytes: int = p.FRAME_BYTES_LIMIT,
         verify_payloads: VerifyPayloads = "when_remote",
         compress_level: int | None = ops.DEFAULT_COMPRESS_LEVEL,
+        failover_timeout: float = FAILOVER_TIMEOUT_DEFAULT,
     ) -> None:
-        self._host, self._port = ops.parse_addr(addr)
+        self._addrs = parse_addrs(addr)
+        self._host, self._port = self._addrs[0]
+        self._failover_timeout = ops.check_timeout(failover_timeout, FAILOVER_TIMEOUT_DEFAULT)
         self._token = ops.token_bytes(token)
         self._timeout = ops.check_timeout(timeout, ops.DEFAULT_TIMEOUT)
         self._connect_timeout = ops.check_timeout(connect_timeout, ops.DEFAULT_CONNECT_TIMEOUT)
@@ -319,6 +415,19 @@ class ClientCore:
         """The server's address as ``HOST:PORT``."""
         host = f"[{self._host}]" if ":" in self._host else self._host
         return f"{host}:{self._port}"
+
+    @property
+    def addrs(self) -> list[str]:
+        """Every address given, as ``HOST:PORT``."""
+        return [
+            f"[{host}]:{port}" if ":" in host else f"{host}:{port}" for host, port in self._addrs
+        ]
+
+    @property
+    def follows_primary(self) -> bool:
+        """Whether the client was given several addresses and follows the primary among
+        them (decision 0031 §11)."""
+        return len(self._addrs) > 1
 
     @property
     def connected(self) -> bool:
@@ -342,11 +451,13 @@ class ClientCore:
             raise ClientClosed("the client was closed")
         return time.monotonic() + ops.check_timeout(timeout, self._timeout)
 
-    def _dial(self) -> Dial:
-        """How the next connection is made (the class's :attr:`PROTOCOL_VERSIONS`, read now)."""
+    def _dial(self, where: tuple[str, int] | None = None) -> Dial:
+        """How the next connection is made (the class's :attr:`PROTOCOL_VERSIONS`, read now),
+        to ``where`` (default: the address of the moment)."""
+        host, port = where or (self._host, self._port)
         return Dial(
-            self._host,
-            self._port,
+            host,
+            port,
             self._token,
             self.PROTOCOL_VERSIONS,
             self._client_name,

@@ -6,7 +6,7 @@ import asyncio
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
@@ -14,13 +14,27 @@ from . import _net
 from . import _ops as ops
 from . import _protocol as p
 from ._calls import Calls
-from ._connection import SCRATCH_KEEP_BYTES, ConnectionState, Dial, FollowFrames, lost_error
+from ._connection import (
+    BACKOFF_MAX,
+    BACKOFF_MIN,
+    FAILOVER_TIMEOUT_DEFAULT,
+    SCRATCH_KEEP_BYTES,
+    ConnectionState,
+    Dial,
+    FollowFrames,
+    failover_trouble,
+    lost_error,
+    primary_probe,
+    resends_safely,
+)
 from .errors import (
     ClientClosed,
     ConnectError,
     ConnectionLost,
     ConnectTimeout,
     CtxstoreError,
+    NoPrimary,
+    OutcomeUnknown,
     RequestTimeout,
 )
 from .types import (
@@ -371,7 +385,10 @@ class AsyncClient(Calls, shell="asyncio"):
     connects). Every call takes a ``timeout`` in seconds (default: the client's ``timeout``)
     and raises :class:`~ctxstore.errors.RequestTimeout` when it passes. If the connection
     drops, calls in flight raise :class:`~ctxstore.errors.ConnectionLost` and the next call
-    reconnects; the client never retries a call by itself.
+    reconnects; with one address the client never retries a call by itself. With several
+    (``"A,B,C"`` or a list) it follows the primary as :class:`ctxstore.Client` does
+    (decision 0031 §11): a call is sent again on the new primary when that is safe, else it
+    raises :class:`~ctxstore.errors.OutcomeUnknown`.
 
     The arguments are those of :class:`ctxstore.Client` (without ``lazy``); so are the
     methods, with the same meaning (a context by ContextID ``int`` or name ``str``), as
@@ -386,7 +403,7 @@ class AsyncClient(Calls, shell="asyncio"):
     @classmethod
     async def connect(
         cls,
-        addr: str | tuple[str, int] | None = None,
+        addr: str | tuple[str, int] | Sequence[str] | None = None,
         *,
         token: str | bytes | None = None,
         timeout: float = ops.DEFAULT_TIMEOUT,
@@ -397,6 +414,7 @@ class AsyncClient(Calls, shell="asyncio"):
         max_response_bytes: int = p.FRAME_BYTES_LIMIT,
         verify_payloads: VerifyPayloads = "when_remote",
         compress_level: int | None = ops.DEFAULT_COMPRESS_LEVEL,
+        failover_timeout: float = FAILOVER_TIMEOUT_DEFAULT,
     ) -> AsyncClient:
         """A client, connected (HELLO done) before it is returned."""
         client = cls(
@@ -410,6 +428,7 @@ class AsyncClient(Calls, shell="asyncio"):
             max_response_bytes=max_response_bytes,
             verify_payloads=verify_payloads,
             compress_level=compress_level,
+            failover_timeout=failover_timeout,
         )
         await client._connection(time.monotonic() + client._connect_timeout)
         return client
@@ -460,19 +479,104 @@ class AsyncClient(Calls, shell="asyncio"):
                 if conn is not None and conn.loop is loop:
                     await conn.close(ConnectionLost("replaced by a new connection"))
                 self._conn = None
-                conn = await _AsyncConnection.open(
-                    self._dial(), min(deadline, time.monotonic() + self._connect_timeout)
-                )
+                if self.follows_primary:
+                    conn = await self._find_primary()
+                else:
+                    conn = await _AsyncConnection.open(
+                        self._dial(), min(deadline, time.monotonic() + self._connect_timeout)
+                    )
                 self._conn = conn
             return conn
         finally:
             lock.release()
 
+    async def _find_primary(self) -> _AsyncConnection:
+        """A connection to the listed address that takes writes with the highest epoch,
+        every address asked at once, looked for until ``failover_timeout`` (then NoPrimary)."""
+        until = time.monotonic() + self._failover_timeout
+        backoff = BACKOFF_MIN
+        while True:
+            answers = await asyncio.gather(*(self._probe(where) for where in self._addrs))
+            best: tuple[int, _AsyncConnection, tuple[str, int]] | None = None
+            said: list[str] = []
+            for where, answer in zip(self._addrs, answers, strict=True):
+                if isinstance(answer, str):
+                    said.append(answer)
+                    continue
+                accepts, epoch, conn = answer
+                if accepts and (best is None or epoch > best[0]):
+                    if best is not None:
+                        await best[1].close(ConnectionLost("a newer primary was found"))
+                    best = (epoch, conn, where)
+                else:
+                    await conn.close(ConnectionLost("not the primary"))
+                    said.append(f"{self._dial(where).where}: takes no writes (epoch {epoch})")
+            if best is not None:
+                self._host, self._port = best[2]
+                return best[1]
+            left = until - time.monotonic()
+            if left <= 0:
+                raise NoPrimary(
+                    f"no primary among {','.join(self.addrs)} within "
+                    f"{self._failover_timeout}s: {'; '.join(said)}"
+                )
+            await asyncio.sleep(min(backoff, left))
+            backoff = min(backoff * 2, BACKOFF_MAX)
+
+    async def _probe(self, where: tuple[str, int]) -> tuple[bool, int, _AsyncConnection] | str:
+        """A connection to ``where``, whether it takes writes and its epoch; else why not."""
+        dial = self._dial(where)
+        deadline = time.monotonic() + self._connect_timeout
+        try:
+            conn = await _AsyncConnection.open(dial, deadline)
+        except CtxstoreError as error:
+            return f"{dial.where}: {error}"
+        probe = primary_probe(conn.info.version)
+        if probe is None:
+            return True, 0, conn
+        try:
+            response = await conn.call(probe.request, deadline)
+            accepts, epoch = ops.finish_op(probe, response, conn.hashes_raw)
+        except CtxstoreError as error:
+            await conn.close(error)
+            return f"{dial.where}: {error}"
+        return accepts, epoch, conn
+
     async def _run(self, op: ops.Op[T], timeout: float | None) -> T:
+        if self.follows_primary:
+            return await self._run_following(op, timeout)
         deadline = self._deadline(timeout)
         conn = await self._connection(deadline)
         response = await conn.call(op.request, deadline)
         return ops.finish_op(op, response, conn.hashes_raw)
+
+    async def _run_following(self, op: ops.Op[T], timeout: float | None) -> T:
+        """``_run`` on the primary of several addresses (see :class:`ctxstore.Client`)."""
+        until = time.monotonic() + self._failover_timeout
+        safe = resends_safely(op.request)
+        backoff = BACKOFF_MIN
+        tries = 0
+        while True:
+            deadline = self._deadline(timeout)
+            conn = await self._connection(deadline)
+            try:
+                response = await conn.call(op.request, deadline)
+                return ops.finish_op(op, response, conn.hashes_raw)
+            except CtxstoreError as error:
+                trouble = failover_trouble(error)
+                if trouble is None:
+                    raise
+                if trouble == "unknown" and not safe:
+                    raise OutcomeUnknown(
+                        f"{op.request.NAME} may or may not have been written ({error})"
+                    ) from error
+                if time.monotonic() >= until:
+                    raise
+                await conn.close(ConnectionLost(f"looking for the primary after: {error}"))
+            if tries:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX)
+            tries += 1
 
     async def _drive(self, plan: ops.Plan[T], timeout: float | None) -> T:
         """Runs a call of several steps (see :mod:`ctxstore._ops`); ``timeout`` per step; a

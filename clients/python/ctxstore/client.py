@@ -14,13 +14,27 @@ from . import _net
 from . import _ops as ops
 from . import _protocol as p
 from ._calls import Calls
-from ._connection import SCRATCH_KEEP_BYTES, ConnectionState, Dial, FollowFrames, lost_error
+from ._connection import (
+    BACKOFF_MAX,
+    BACKOFF_MIN,
+    FAILOVER_TIMEOUT_DEFAULT,
+    SCRATCH_KEEP_BYTES,
+    ConnectionState,
+    Dial,
+    FollowFrames,
+    failover_trouble,
+    lost_error,
+    primary_probe,
+    resends_safely,
+)
 from .errors import (
     ClientClosed,
     ConnectError,
     ConnectionLost,
     ConnectTimeout,
     CtxstoreError,
+    NoPrimary,
+    OutcomeUnknown,
     RequestTimeout,
 )
 from .types import (
@@ -440,9 +454,22 @@ class Client(Calls, shell="blocking"):
     is never retried by the client: an append may or may not have happened; one with a
     ``key`` can be retried safely, its retry answers the first turn as ``existing``).
 
+    With several addresses (``"A,B,C"`` or a list: a primary and its standbys, decision 0031
+    §11) the client follows the primary: it connects to the one whose ROLE takes writes with
+    the highest epoch, and when the connection goes or a server answers NOT_PRIMARY it finds
+    it again (backoff 100 ms to 1 s, at most ``failover_timeout``, then
+    :class:`~ctxstore.errors.NoPrimary`) and sends the call again when that is safe: a read;
+    a write refused with NOT_PRIMARY; a write whose outcome is unknown only when it lands
+    once however often it is sent (a turn with a ``key``, a KV put, a seal). Any other write
+    whose outcome is unknown raises :class:`~ctxstore.errors.OutcomeUnknown`: it may or may
+    not have landed. Only the listed addresses are ever used.
+
     Args:
-        addr: ``"HOST:PORT"``, ``"[V6]:PORT"`` or ``(host, port)``; by default
-            ``$CTXSTORE_ADDR``, else ``127.0.0.1:7411`` (as the CLI).
+        addr: ``"HOST:PORT"``, ``"[V6]:PORT"`` or ``(host, port)``; several as ``"A,B,C"``
+            or a list of ``"HOST:PORT"``; by default ``$CTXSTORE_ADDR``, else
+            ``127.0.0.1:7411`` (as the CLI).
+        failover_timeout: with several addresses, how long a call looks for the primary
+            (default 30 s).
         token: the server's token (``--token-file``), if it has one; by default
             ``$CTXSTORE_TOKEN`` (as the CLI); ``""`` for none whatever the environment
             says. White space around it is taken off, as the server trims its token file
@@ -471,7 +498,7 @@ class Client(Calls, shell="blocking"):
 
     def __init__(
         self,
-        addr: str | tuple[str, int] | None = None,
+        addr: str | tuple[str, int] | Sequence[str] | None = None,
         *,
         token: str | bytes | None = None,
         timeout: float = ops.DEFAULT_TIMEOUT,
@@ -483,6 +510,7 @@ class Client(Calls, shell="blocking"):
         lazy: bool = False,
         verify_payloads: VerifyPayloads = "when_remote",
         compress_level: int | None = ops.DEFAULT_COMPRESS_LEVEL,
+        failover_timeout: float = FAILOVER_TIMEOUT_DEFAULT,
     ) -> None:
         super().__init__(
             addr,
@@ -495,6 +523,7 @@ class Client(Calls, shell="blocking"):
             max_response_bytes=max_response_bytes,
             verify_payloads=verify_payloads,
             compress_level=compress_level,
+            failover_timeout=failover_timeout,
         )
         self._conn: _Connection | None = None
         self._conn_lock = threading.Lock()
@@ -544,26 +573,112 @@ class Client(Calls, shell="blocking"):
                 if conn is not None:
                     conn.close(ConnectionLost("replaced by a new connection"))
                 self._conn = None
-                conn = _Connection.open(
-                    self._dial(), min(deadline, time.monotonic() + self._connect_timeout)
-                )
+                if self.follows_primary:
+                    conn = self._find_primary()
+                else:
+                    conn = _Connection.open(
+                        self._dial(), min(deadline, time.monotonic() + self._connect_timeout)
+                    )
                 self._conn = conn
             return conn
         finally:
             self._conn_lock.release()
 
+    def _find_primary(self) -> _Connection:
+        """A connection to the listed address that takes writes with the highest epoch,
+        looked for until ``failover_timeout`` (then NoPrimary), every address in turn."""
+        until = time.monotonic() + self._failover_timeout
+        backoff = BACKOFF_MIN
+        while True:
+            best: tuple[int, _Connection, tuple[str, int]] | None = None
+            said: list[str] = []
+            for where in self._addrs:
+                dial = self._dial(where)
+                deadline = time.monotonic() + self._connect_timeout
+                try:
+                    conn = _Connection.open(dial, deadline)
+                except CtxstoreError as error:
+                    said.append(f"{dial.where}: {error}")
+                    continue
+                try:
+                    accepts, epoch = self._probe(conn, deadline)
+                except CtxstoreError as error:
+                    conn.close(error)
+                    said.append(f"{dial.where}: {error}")
+                    continue
+                if accepts and (best is None or epoch > best[0]):
+                    if best is not None:
+                        best[1].close(ConnectionLost("a newer primary was found"))
+                    best = (epoch, conn, where)
+                else:
+                    conn.close(ConnectionLost("not the primary"))
+                    said.append(f"{dial.where}: takes no writes (epoch {epoch})")
+            if best is not None:
+                self._host, self._port = best[2]
+                return best[1]
+            left = until - time.monotonic()
+            if left <= 0:
+                raise NoPrimary(
+                    f"no primary among {','.join(self.addrs)} within "
+                    f"{self._failover_timeout}s: {'; '.join(said)}"
+                )
+            time.sleep(min(backoff, left))
+            backoff = min(backoff * 2, BACKOFF_MAX)
+
+    @staticmethod
+    def _probe(conn: _Connection, deadline: float) -> tuple[bool, int]:
+        """Whether ``conn``'s server takes writes, and its epoch."""
+        probe = primary_probe(conn.info.version)
+        if probe is None:
+            return True, 0
+        req_id, pending = conn.submit(probe.request, deadline)
+        return ops.finish_op(probe, conn.wait(req_id, pending, deadline), conn.hashes_raw)
+
     def _run(self, op: ops.Op[T], timeout: float | None) -> T:
+        if self.follows_primary:
+            return self._run_following(op, timeout)
         deadline = self._deadline(timeout)
         conn = self._connection(deadline)
         req_id, pending = conn.submit(op.request, deadline)
         response = conn.wait(req_id, pending, deadline)
         return ops.finish_op(op, response, conn.hashes_raw)
 
+    def _run_following(self, op: ops.Op[T], timeout: float | None) -> T:
+        """``_run`` on the primary of several addresses (see the class's doc)."""
+        until = time.monotonic() + self._failover_timeout
+        safe = resends_safely(op.request)
+        backoff = BACKOFF_MIN
+        tries = 0
+        while True:
+            deadline = self._deadline(timeout)
+            conn = self._connection(deadline)
+            try:
+                req_id, pending = conn.submit(op.request, deadline)
+                response = conn.wait(req_id, pending, deadline)
+                return ops.finish_op(op, response, conn.hashes_raw)
+            except CtxstoreError as error:
+                trouble = failover_trouble(error)
+                if trouble is None:
+                    raise
+                if trouble == "unknown" and not safe:
+                    raise OutcomeUnknown(
+                        f"{op.request.NAME} may or may not have been written ({error})"
+                    ) from error
+                if time.monotonic() >= until:
+                    raise
+                conn.close(ConnectionLost(f"looking for the primary after: {error}"))
+            if tries:
+                time.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX)
+            tries += 1
+
     def _run_many(self, batch: Sequence[ops.Op[T]], timeout: float | None) -> list[T]:
         """Sends the requests and collects their responses, pipelined on one thread: at most
         the connection's in-flight limit are outstanding (past it, the oldest response is
         awaited before the next request goes out, so a long batch cannot wait for a slot that
         only its own unread responses hold). The first error is raised once all are in."""
+        if self.follows_primary:  # each sent again on its own after a failover
+            return [self._run(op, timeout) for op in batch]
         deadline = self._deadline(timeout)
         conn = self._connection(deadline)
         window = conn.slot_count

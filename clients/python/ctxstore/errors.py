@@ -11,7 +11,8 @@ Every exception derives from :class:`CtxstoreError`, which carries ``.code``,
   :class:`ProtocolError` (the server broke the protocol), :class:`IntegrityError` (a payload
   does not match its BLAKE3 hash), :class:`ConnectError`, :class:`ConnectionLost`,
   :class:`Timeout` (:class:`ConnectTimeout`, :class:`RequestTimeout`), :class:`ClientClosed`,
-  :class:`NotSupported`.
+  :class:`NotSupported`, and with several addresses (decision 0031 §11)
+  :class:`OutcomeUnknown` and :class:`NoPrimary`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ __all__ = [
     "RequestTimeout",
     "ClientClosed",
     "NotSupported",
+    "OutcomeUnknown",
+    "NoPrimary",
     "ERROR_CLASSES",
     "error_for_code",
     "CONNECTION_CLOSING_CODES",
@@ -387,3 +390,20 @@ class NotSupported(CtxstoreError):
     a server that speaks only version 1). Nothing was sent."""
 
     name = "NOT_SUPPORTED"
+
+
+class OutcomeUnknown(CtxstoreError):
+    """A client of several addresses lost the primary (the connection, no answer in time,
+    SHUTTING_DOWN or UNCONFIRMED) while a write without an idempotency key was in flight:
+    the write **may or may not have landed**, and it is not sent again (that could write it
+    twice). Read back to see; a turn with a ``key`` (``append_turn(..., key=...)``), a KV
+    put or a seal is sent again on the new primary instead and lands exactly once."""
+
+    name = "OUTCOME_UNKNOWN"
+
+
+class NoPrimary(ConnectError):
+    """A client of several addresses found none of them taking writes within its
+    ``failover_timeout``."""
+
+    name = "NO_PRIMARY"
