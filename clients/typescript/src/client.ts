@@ -16,11 +16,16 @@ import {
   ConnectTimeout,
   CtxstoreError,
   IntegrityError,
+  NoPrimaryError,
   NotFound,
+  NotPrimary,
   NotSupported,
+  OutcomeUnknownError,
   ProtocolError,
+  RequestTimeout,
   ShuttingDown,
   StreamEnded,
+  Unconfirmed,
   UnknownMessage,
 } from "./errors.js";
 import { Connection, DEFAULT_FOLLOW_FRAMES_QUEUED_MAX, DEFAULT_FRAME_BYTES_MAX, type Follow } from "./connection.js";
@@ -110,6 +115,8 @@ export interface ClientOptions {
   verifyPayloads?: VerifyPayloads;
   /** PUT_CHUNKED for large appends by value (default the engine's sizes; false: off). */
   chunking?: ChunkingOptions | false;
+  /** With several addresses: how long a call looks for the primary (default 30 s). */
+  failoverTimeoutMs?: number;
 }
 
 /** Per-call options. */
@@ -152,6 +159,42 @@ function envAddr(): string {
   const value = process.env["CTXSTORE_ADDR"];
   return value !== undefined && value.trim() !== "" ? value.trim() : DEFAULT_ADDR;
 }
+
+/** Every address `addr` names: `"A,B,C"` (a primary and its standbys), a list, or one. */
+export function parseAddrs(addr: string | readonly string[]): Array<{ host: string; port: number }> {
+  const parts = (typeof addr === "string" ? addr.split(",") : [...addr]).filter((part) => part.trim() !== "");
+  if (parts.length === 0) throw new RangeError(`no address in ${JSON.stringify(addr)}`);
+  return parts.map(parseAddr);
+}
+
+const FAILOVER_TIMEOUT_MS = 30_000;
+const BACKOFF_MIN_MS = 100;
+const BACKOFF_MAX_MS = 1_000;
+
+/** Sent again safely when its outcome is unknown: reads, and writes that land once however
+ * often they are sent (decision 0031 §11). */
+const RESENT_SAFELY = new Set([
+  "PING", "STATS", "STATS_EX", "GET_HEAD", "GET_TURN", "GET_LAST", "GET_BEFORE", "GET_RANGE_BY_DEPTH",
+  "GET_CHAIN", "GET_BLOB", "HAS_BLOBS", "CTX_SHOW", "CTX_LIST", "KV_GET", "KV_LIST", "KV_GET_EX",
+  "KV_LIST_EX", "KV_GET_MANY", "GET_TURN_BY_KEY", "TURN_LOG", "READ_PAGE", "FIND_TURNS",
+  "REPLICATION_STATS", "ROLE", "STREAM_LIST", "STREAM_READ", "WATCH", "BACKUP", "GC",
+  "CTX_OPEN", "KV_PUT", "KV_PUT_EX", "PUT_CHUNKED", "STREAM_SEAL",
+]);
+
+function resendsSafely(request: p.Request<unknown>): boolean {
+  return request.resendable === true || RESENT_SAFELY.has(request.name);
+}
+
+/** Whether `error` sends a client of several addresses looking for the primary: "refused"
+ * (NOT_PRIMARY: nothing was written), "unknown" (the connection lost, no answer in time,
+ * SHUTTING_DOWN or UNCONFIRMED: a write may have landed), else undefined. */
+function failoverTrouble(error: unknown): "refused" | "unknown" | undefined {
+  if (error instanceof NotPrimary) return "refused";
+  if (error instanceof ConnectionLost || error instanceof RequestTimeout || error instanceof ShuttingDown || error instanceof Unconfirmed) return "unknown";
+  return undefined;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** `"host:port"` or `"[v6]:port"` as host and port. */
 export function parseAddr(addr: string): { host: string; port: number } {
@@ -319,8 +362,11 @@ interface SentTurn {
 }
 
 export class Client {
-  private readonly host: string;
-  private readonly port: number;
+  private host: string;
+  private port: number;
+  /** Every address given; with several the client follows the primary among them. */
+  private readonly addrList: Array<{ host: string; port: number }>;
+  private readonly failoverTimeoutMs: number;
   private readonly token: Uint8Array;
   private readonly timeoutMs: number;
   private readonly connectTimeoutMs: number;
@@ -344,10 +390,12 @@ export class Client {
 
   /** A client for `addr` (default CTXSTORE_ADDR, else 127.0.0.1:7411); no I/O until the first
    * call (or use {@link Client.connect}). */
-  constructor(addr?: string, options: ClientOptions = {}) {
-    const parsed = parseAddr(addr ?? envAddr());
-    this.host = parsed.host;
-    this.port = parsed.port;
+  constructor(addr?: string | readonly string[], options: ClientOptions = {}) {
+    this.addrList = parseAddrs(addr ?? envAddr());
+    const first = this.addrList[0] ?? parseAddr(DEFAULT_ADDR);
+    this.host = first.host;
+    this.port = first.port;
+    this.failoverTimeoutMs = checkTimeout(options.failoverTimeoutMs, FAILOVER_TIMEOUT_MS, "failoverTimeoutMs");
     this.token = tokenBytes(options.token);
     this.timeoutMs = checkTimeout(options.timeoutMs, DEFAULT_TIMEOUT_MS, "timeoutMs");
     this.connectTimeoutMs = checkTimeout(options.connectTimeoutMs, DEFAULT_CONNECT_TIMEOUT_MS, "connectTimeoutMs");
@@ -366,7 +414,7 @@ export class Client {
   }
 
   /** A client, connected (HELLO done) before it is returned. */
-  static async connect(addr?: string, options: ClientOptions = {}): Promise<Client> {
+  static async connect(addr?: string | readonly string[], options: ClientOptions = {}): Promise<Client> {
     const client = new Client(addr, options);
     await client.serverInfo();
     return client;
@@ -375,6 +423,17 @@ export class Client {
   /** The server's address as HOST:PORT. */
   get addr(): string {
     return this.host.includes(":") ? `[${this.host}]:${this.port}` : `${this.host}:${this.port}`;
+  }
+
+  /** Every address given, as HOST:PORT. */
+  get addrs(): string[] {
+    return this.addrList.map(({ host, port }) => (host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`));
+  }
+
+  /** Whether the client was given several addresses and follows the primary among them
+   * (decision 0031 §11). */
+  get followsPrimary(): boolean {
+    return this.addrList.length > 1;
   }
 
   /** The settings a framework adapter passes on when it makes a client of its own. */
@@ -390,6 +449,7 @@ export class Client {
       maxResponseBytes: this.maxResponseBytes,
       verifyPayloads: this.verifyPayloads,
       chunking: this.chunking,
+      failoverTimeoutMs: this.failoverTimeoutMs,
     };
   }
 
@@ -445,18 +505,7 @@ export class Client {
     const conn = this.conn;
     if (conn !== undefined && conn.alive) return conn;
     if (this.connecting === undefined) {
-      const attempt = Connection.open({
-        host: this.host,
-        port: this.port,
-        token: this.token,
-        versions: p.SUPPORTED_VERSIONS,
-        clientName: this.clientName,
-        connectTimeoutMs: this.connectTimeoutMs,
-        frameBytesMax: this.maxResponseBytes,
-        maxInFlight: this.maxInFlight,
-        verifyPayloads: this.verifyPayloads,
-        followFramesQueuedMax: this.followFramesQueuedMax,
-      });
+      const attempt = this.followsPrimary ? this.findPrimary() : this.open(this.host, this.port);
       this.connecting = attempt;
       attempt.then(
         (opened) => {
@@ -478,12 +527,120 @@ export class Client {
     return opened;
   }
 
+  private open(host: string, port: number): Promise<Connection> {
+    return Connection.open({
+      host,
+      port,
+      token: this.token,
+      versions: p.SUPPORTED_VERSIONS,
+      clientName: this.clientName,
+      connectTimeoutMs: this.connectTimeoutMs,
+      frameBytesMax: this.maxResponseBytes,
+      maxInFlight: this.maxInFlight,
+      verifyPayloads: this.verifyPayloads,
+      followFramesQueuedMax: this.followFramesQueuedMax,
+    });
+  }
+
+  /** A connection to the listed address that takes writes with the highest epoch (every
+   * address asked at once: ROLE, or REPLICATION_STATS on version 3), looked for until
+   * `failoverTimeoutMs` (then NoPrimaryError). No other address is ever used. */
+  private async findPrimary(): Promise<Connection> {
+    const until = Date.now() + this.failoverTimeoutMs;
+    let backoff = BACKOFF_MIN_MS;
+    for (;;) {
+      const answers = await Promise.all(this.addrList.map((where) => this.probe(where.host, where.port)));
+      let best: { epoch: number; conn: Connection; index: number } | undefined;
+      const said: string[] = [];
+      for (const [index, answer] of answers.entries()) {
+        if (typeof answer === "string") {
+          said.push(answer);
+        } else if (answer.accepts && (best === undefined || answer.epoch > best.epoch)) {
+          best?.conn.close(new ConnectionLost("a newer primary was found"));
+          best = { epoch: answer.epoch, conn: answer.conn, index };
+        } else {
+          answer.conn.close(new ConnectionLost("not the primary"));
+          said.push(`${this.addrs[index] ?? "?"}: takes no writes (epoch ${answer.epoch})`);
+        }
+      }
+      if (best !== undefined) {
+        const where = this.addrList[best.index];
+        if (where !== undefined) {
+          this.host = where.host;
+          this.port = where.port;
+        }
+        return best.conn;
+      }
+      const left = until - Date.now();
+      if (left <= 0) throw new NoPrimaryError(`no primary among ${this.addrs.join(",")} within ${this.failoverTimeoutMs} ms: ${said.join("; ")}`);
+      await sleep(Math.min(backoff, left));
+      backoff = Math.min(backoff * 2, BACKOFF_MAX_MS);
+    }
+  }
+
+  /** A connection to one address, whether it takes writes and its epoch; else why not. */
+  private async probe(host: string, port: number): Promise<{ accepts: boolean; epoch: number; conn: Connection } | string> {
+    const where = host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+    let conn: Connection;
+    try {
+      conn = await this.open(host, port);
+    } catch (error) {
+      return `${where}: ${error instanceof Error ? error.message : String(error)}`;
+    }
+    const deadline = Date.now() + this.connectTimeoutMs;
+    try {
+      if (conn.info.version >= 4) {
+        const role = await conn.call(p.role(), deadline);
+        return { accepts: role.acceptsWrites, epoch: role.epoch, conn };
+      }
+      if (conn.info.version >= 3) {
+        const stats = await conn.call(p.replicationStats(), deadline);
+        const accepts = stats.role === "off" || (stats.role === "primary" && stats.state !== "fenced");
+        return { accepts, epoch: stats.epoch, conn };
+      }
+      return { accepts: true, epoch: 0, conn };
+    } catch (error) {
+      conn.close(new ConnectionLost("asking what it is failed"));
+      return `${where}: ${error instanceof Error ? error.message : String(error)}`;
+    }
+  }
+
   /** One request; its answer and whether the connection it came on hashes RAW payloads. */
   private async send<R>(request: p.Request<R>, options?: CallOptions): Promise<{ answer: R; hashesRaw: boolean }> {
+    if (this.followsPrimary) return this.sendFollowing(request, options);
     const deadline = this.deadline(options);
     const conn = await this.connection();
     const answer = await conn.call(request, deadline);
     return { answer, hashesRaw: conn.hashesRaw };
+  }
+
+  /** `send` on the primary of several addresses: after an answer that says the primary went,
+   * sent again on the new one when that is safe, else OutcomeUnknownError (decision 0031 §11). */
+  private async sendFollowing<R>(request: p.Request<R>, options?: CallOptions): Promise<{ answer: R; hashesRaw: boolean }> {
+    const until = Date.now() + this.failoverTimeoutMs;
+    const safe = resendsSafely(request);
+    let backoff = BACKOFF_MIN_MS;
+    for (let tries = 0; ; tries++) {
+      const deadline = this.deadline(options);
+      const conn = await this.connection();
+      try {
+        const answer = await conn.call(request, deadline);
+        return { answer, hashesRaw: conn.hashesRaw };
+      } catch (error) {
+        const trouble = failoverTrouble(error);
+        if (trouble === undefined) throw error;
+        if (trouble === "unknown" && !safe) {
+          const reason = error instanceof Error ? error.message : String(error);
+          throw new OutcomeUnknownError(`${request.name} may or may not have been written (${reason})`, error);
+        }
+        if (Date.now() >= until) throw error;
+        conn.close(new ConnectionLost("looking for the primary"));
+      }
+      if (tries > 0) {
+        await sleep(backoff);
+        backoff = Math.min(backoff * 2, BACKOFF_MAX_MS);
+      }
+    }
   }
 
   private async run<R>(request: p.Request<R>, options?: CallOptions): Promise<R> {
@@ -1208,7 +1365,9 @@ export class Client {
     if (specs.length === 0) throw new RangeError("appendTurns needs at least one TurnSpec");
     const sent = await Promise.all(specs.map((spec) => this.sentTurn(spec, options)));
     const expected = options.expectedHead === undefined ? undefined : u64(options.expectedHead, "expectedHead");
-    const answers = await this.run(durable(p.appendTurns(target, expected, sent.map((s) => s.record)), options.durability), options);
+    const records = sent.map((s) => s.record);
+    const keyed = records.every((record) => record.extras.key.length > 0);
+    const answers = await this.run(durable({ ...p.appendTurns(target, expected, records), resendable: keyed }, options.durability), options);
     if (answers.length !== sent.length) throw new ProtocolError(`APPEND_TURNS of ${sent.length} turns was answered with ${answers.length}`);
     let head: number | undefined = expected;
     answers.forEach((answer, i) => {

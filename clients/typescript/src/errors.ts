@@ -215,3 +215,22 @@ export class NotSupported extends CtxstoreError {
     super(message, { codeName: "NOT_SUPPORTED" });
   }
 }
+
+/** A client of several addresses lost the primary (the connection, no answer in time,
+ * SHUTTING_DOWN or UNCONFIRMED) while a write without an idempotency key was in flight
+ * (decision 0031 §11): the write **may or may not have landed**, and it is not sent again
+ * (that could write it twice). Read back to see; a turn with a `key`, a KV put or a seal is
+ * sent again on the new primary instead and lands exactly once. */
+export class OutcomeUnknownError extends CtxstoreError {
+  constructor(message: string, cause?: unknown) {
+    super(message, { codeName: "OUTCOME_UNKNOWN", cause });
+  }
+}
+
+/** A client of several addresses found none of them taking writes within its
+ * `failoverTimeoutMs`. */
+export class NoPrimaryError extends CtxstoreError {
+  constructor(message: string) {
+    super(message, { codeName: "NO_PRIMARY" });
+  }
+}

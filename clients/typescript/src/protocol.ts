@@ -710,6 +710,9 @@ export interface SentChunkRecord {
  * `decode`, and checks that the decoder read the whole body.
  */
 export interface Request<R> {
+  /** Sent again safely when its outcome is unknown (a client of several addresses, decision
+   * 0031 §11): set on an APPEND_TURNS whose every turn has a key. */
+  readonly resendable?: boolean;
   readonly name: string;
   readonly msgType: number;
   readonly flags: number;

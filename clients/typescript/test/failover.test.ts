@@ -1,0 +1,87 @@
+/** A client given several addresses follows the primary across a failover (decision 0031
+ * §11), against real servers on a `file://` replica: a primary (`--replica-lease 2s
+ * --replicate-interval 100ms`) and an `--auto-promote` standby, the standby listed first. The
+ * client connects to the primary; the primary is paused with an unkeyed and a keyed append in
+ * flight, then killed (SIGKILL): the unkeyed one fails with OutcomeUnknownError (never a
+ * silent retry), the keyed one is sent again on the new primary and lands once (read back:
+ * each key once, in order), a read after the kill is answered there. A list none of which
+ * takes writes fails with NoPrimaryError within `failoverTimeoutMs`. */
+
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+
+import { afterAll, expect, test } from "vitest";
+
+import { Client, NoPrimaryError, OutcomeUnknownError } from "../src/index.js";
+import { Server } from "./server.js";
+
+const LEASE = ["--replicate-interval", "100ms", "--replica-lease", "2s"];
+const text = new TextEncoder();
+const started: Server[] = [];
+const dirs: string[] = [];
+
+afterAll(async () => {
+  for (const server of started) await server.kill();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+test("a client of two addresses follows the primary through a kill", async () => {
+  const replica = mkdtempSync(path.join(tmpdir(), "ctxstore-ts-failover-"));
+  dirs.push(replica);
+  const url = `file://${replica}`;
+  const primary = await Server.start({ args: ["--replicate-to", url, ...LEASE] });
+  started.push(primary);
+  const first = await Client.connect(primary.addr);
+  const { contextId } = await first.createContext();
+  const head = (await first.appendTurns(contextId, [{ payload: text.encode("before"), key: "key-000" }], { durability: "remote" }))[0]?.turn.turnId;
+  await first.close();
+  const standby = await Server.start({ args: ["--follow", url, "--auto-promote", ...LEASE] });
+  started.push(standby);
+  const follower = await Client.connect(standby.addr);
+  const deadline = Date.now() + 30_000;
+  while ((await follower.head(contextId)).headTurnId !== head) {
+    expect(Date.now(), standby.log()).toBeLessThan(deadline);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await follower.close();
+
+  const client = await Client.connect(`${standby.addr},${primary.addr}`, { failoverTimeoutMs: 30_000 });
+  expect(client.followsPrimary).toBe(true);
+  expect((await client.role()).role).toBe("primary");
+  expect(client.addr).toBe(primary.addr);
+  primary.pause();
+  const unkeyed = client.append(contextId, text.encode("unkeyed in flight"), { durability: "remote" });
+  const keyed = client.appendTurns(contextId, [{ payload: text.encode("keyed 1"), key: "key-001" }], { durability: "remote" });
+  const unkeyedOutcome = unkeyed.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await primary.kill();
+  expect(await unkeyedOutcome).toBeInstanceOf(OutcomeUnknownError);
+  await keyed;
+  expect((await client.head(contextId)).headTurnId).toBeGreaterThan(0);
+  expect(client.addr).toBe(standby.addr);
+  await client.appendTurns(contextId, [{ payload: text.encode("keyed 2"), key: "key-002" }], { durability: "remote" });
+  const again = await client.appendTurns(contextId, [{ payload: text.encode("keyed 2"), key: "key-002" }], { durability: "remote" });
+  expect(again[0]?.existing).toBe(true);
+  const keys: string[] = [];
+  for await (const turn of client.iterTurnLog(contextId)) {
+    if (turn.key !== undefined) keys.unshift(new TextDecoder().decode(turn.key));
+  }
+  expect(keys).toEqual(["key-000", "key-001", "key-002"]);
+  await client.close();
+});
+
+test("a list without a primary fails with NoPrimaryError; a list is also an array", async () => {
+  const plain = await Server.start();
+  started.push(plain);
+  const two = await Client.connect([plain.addr, plain.addr]);
+  expect(two.addrs).toEqual([plain.addr, plain.addr]);
+  await two.ping();
+  await two.close();
+  const begun = Date.now();
+  await expect(Client.connect("127.0.0.1:1,127.0.0.1:2", { failoverTimeoutMs: 500 })).rejects.toBeInstanceOf(NoPrimaryError);
+  expect(Date.now() - begun).toBeLessThan(10_000);
+});
