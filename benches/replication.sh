@@ -40,7 +40,8 @@
 #                                     # × kill -9 of a primary (--replica-lease FAILOVER_LEASE,
 #                                     # 10s) under an open loop, a --auto-promote standby
 #                                     # taking over; primary death -> first acknowledged write
-#                                     # on the new one, p50/p99
+#                                     # on the new one, p50/p99 ($PYTHON with the client's
+#                                     # dependencies: blake3, zstandard)
 #
 # Release binaries are built first. Output: stdout and benches/results/replication-<time>/.
 set -euo pipefail
@@ -62,7 +63,7 @@ cleanup() {
 trap cleanup EXIT
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
-cargo build --release -q --bin ctxstore-server --bin ctxstore --bin ctxstore-loadgen
+[ -n "${SKIP_BUILD:-}" ] || cargo build --release -q --bin ctxstore-server --bin ctxstore --bin ctxstore-loadgen
 SERVER=$ROOT/target/release/ctxstore-server
 LOADGEN=$ROOT/target/release/ctxstore-loadgen
 
@@ -456,11 +457,15 @@ failover_time() {
     start_server "$WORK/failover-$kill-primary" 7611 --replicate-to "$url" \
       --replicate-interval 250ms --replica-lease "$lease" --ack-after remote
     local primary=$SERVER_PID
+    # A first point shipped, so that the standby restores (and is ready) at once.
+    "$ROOT/target/release/ctxstore" --addr 127.0.0.1:7611 ctx create >/dev/null
+    sleep 1
     start_server "$WORK/failover-$kill-standby" 7621 --follow "$url" --auto-promote \
       --replicate-interval 250ms --replica-lease "$lease"
     local standby=$SERVER_PID
     sleep 2
-    python3 "$ROOT/benches/failover_probe.py" 127.0.0.1:7611 127.0.0.1:7621 "$primary" \
+    PYTHONPATH="$ROOT/clients/python" "${PYTHON:-python3}" "$ROOT/benches/failover_probe.py" \
+      127.0.0.1:7611 127.0.0.1:7621 "$primary" \
       | tee -a "$OUT/failover-$kill.txt" | awk -v k="$kill" '/^took_ms / { print k "," $2 }' \
       >>"$OUT/failover.csv"
     kill "$standby" 2>/dev/null; wait "$standby" 2>/dev/null || true
@@ -493,5 +498,5 @@ case "${1:-}" in
       cargo test --release -q -p ctxstore-loadgen --test crash restores_at_random -- --nocapture \
       | tee "$OUT/pit.txt"
     ;;
-  *) sed -n '2,43p' "$0"; exit 2 ;;
+  *) sed -n '2,44p' "$0"; exit 2 ;;
 esac

@@ -892,17 +892,20 @@ impl Shipper {
                 return Err(error);
             }
         };
+        if !cycle.header.continues {
+            // Stored: its waiters are answered now, before this store's own record of it is
+            // written and synced (that record is for a restart; the acknowledgement needs only
+            // the object).
+            self.config.remote_acks.cut_shipped(cycle.ticket);
+            self.shipped_until(cycle.cut_boot_ns);
+        }
         self.remember_shipped(seq, &cycle, header_len)?;
         self.count_shipped(seq, &cycle, objects, bytes_shipped, segment_bytes_max);
         self.bytes_since_checkpoint += bytes_shipped;
-        if !cycle.header.continues {
-            self.config.remote_acks.cut_shipped(cycle.ticket);
-            self.shipped_until(cycle.cut_boot_ns);
-            if self.maintenance_due() {
-                self.checkpoint_if_due(seq, cycle.header.created_unix_ms)
-                    .await?;
-                self.refresh_if_due()?;
-            }
+        if !cycle.header.continues && self.maintenance_due() {
+            self.checkpoint_if_due(seq, cycle.header.created_unix_ms)
+                .await?;
+            self.refresh_if_due()?;
         }
         Ok(cycle.header.continues)
     }
