@@ -638,6 +638,10 @@ impl Applier {
         let lapse = Duration::from_millis(
             u64::from(seen.record.lease_ms) + u64::from(seen.record.margin_ms),
         );
+        self.stats.set_lease_holder(&seen.record.holder);
+        self.stats
+            .failovers
+            .store(seen.record.failovers, Ordering::Relaxed);
         match &self.lease_watch {
             Some((watched, since)) if watched.version == seen.version => {
                 let lapsed = seen_ns >= since.saturating_add(duration_ns(lapse));
@@ -648,6 +652,9 @@ impl Applier {
             }
             _ => {
                 self.lease_watch = Some((seen, seen_ns));
+                self.stats
+                    .lease_renewed_unix_ms
+                    .store(now_unix_ms(), Ordering::Relaxed);
                 false
             }
         }
@@ -763,6 +770,12 @@ impl Applier {
     /// end: the next epoch taken, then the followed generation sealed, applying what its
     /// primary created meanwhile. Answers the epoch taken.
     async fn take_over(&mut self) -> Result<crate::ship::Promotion, ReplicaError> {
+        // The failover's figure counts from the first sight of the lapsed version (an
+        // automatic takeover), else from now.
+        let started_ns = match &self.lease_watch {
+            Some((_, since)) if *since > 0 => *since,
+            _ => ctxstore_engine::clock::boot_now_ns(),
+        };
         let lease = match self.config.ship.lease {
             Some(lease) => Some(self.take_lease(lease).await?),
             None => None,
@@ -785,6 +798,7 @@ impl Applier {
             epoch: Some(epoch),
             keeper,
             open_at_ns: open_at_ns.unwrap_or(0),
+            started_ns,
         })
     }
 
@@ -845,6 +859,10 @@ impl Applier {
             failovers = holder.held().record.failovers,
             "promotion: lease taken; it is renewed from now on"
         );
+        self.stats.set_lease_holder(&holder.held().record.holder);
+        self.stats
+            .failovers
+            .store(holder.held().record.failovers, Ordering::Relaxed);
         let hooks = crate::ship::keeper_hooks(
             &self.engine,
             &self.config.ship.remote_acks,
@@ -928,6 +946,7 @@ impl Applier {
         promotion: crate::ship::Promotion,
     ) -> Result<crate::Replicator, ReplicaError> {
         let open_at_ns = promotion.open_at_ns;
+        let started_ns = promotion.started_ns;
         let mut ship = self.config.ship.clone();
         ship.url = self.config.url.clone();
         // The shipper's own client: whole packs take longer than a poll's requests.
@@ -947,6 +966,10 @@ impl Applier {
             std::thread::sleep(Duration::from_nanos(left_ns));
         }
         self.engine.promote();
+        let took_ns = ctxstore_engine::clock::boot_now_ns().saturating_sub(started_ns);
+        self.stats
+            .last_failover_ms
+            .store(took_ns / 1_000_000, Ordering::Relaxed);
         tracing::info!(location = %self.remote.location, "promoted: this store is the primary");
         Ok(replicator)
     }

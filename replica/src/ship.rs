@@ -138,6 +138,9 @@ pub struct Promotion {
     pub keeper: Option<crate::lease::LeaseKeeper>,
     /// The boot time (ns) before which the promoted store must not acknowledge.
     pub open_at_ns: u64,
+    /// When the takeover began (boot ns): the first sight of the lapsed lease's version, or
+    /// the take of a manual promotion; its figure is measured from here.
+    pub started_ns: u64,
 }
 
 /// The running replicator; `stop` ships what is durable once more, then ends the thread.
@@ -611,6 +614,10 @@ impl Shipper {
             u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
+        self.stats.set_lease_holder(&holder.held().record.holder);
+        self.stats
+            .failovers
+            .store(holder.held().record.failovers, Ordering::Relaxed);
         self.keeper = Some(crate::lease::LeaseKeeper::start(
             holder, timing, taken_ns, hooks,
         )?);

@@ -142,8 +142,14 @@ pub struct ReplicationStats {
     pub promoting: AtomicBool,
     /// The lease this server holds, milliseconds (0: none; decision 0031 §4).
     pub lease_ms: AtomicU64,
-    /// When it last renewed it (or took it), Unix milliseconds.
+    /// When it last renewed it (or took it), Unix milliseconds; on a standby watching the
+    /// lease, when it first saw the version it holds now (the holder's renewal, as observed).
     pub lease_renewed_unix_ms: AtomicU64,
+    /// Takeovers of this prefix so far, as the lease says (decision 0031 §4).
+    pub failovers: AtomicU64,
+    /// This server's own last takeover: from its first sight of the lapsed lease's version (a
+    /// manual promotion: from its take) to taking writes, milliseconds (0: none).
+    pub last_failover_ms: AtomicU64,
     /// A stalled standby restored its replica afresh (`fresh.rs`): the server restarts onto
     /// it.
     pub fresh_restore_ready: AtomicBool,
@@ -152,6 +158,8 @@ pub struct ReplicationStats {
     /// The primary a standby names (its READ_ONLY answers send writes there), or the one that
     /// fenced this primary.
     primary: Mutex<String>,
+    /// The lease's holder (`host:pid`), as last written or read; empty without a lease.
+    lease_holder: Mutex<String>,
     /// Why the state is what it is when it is not healthy (failing, fenced, stalled): the
     /// last error; what a waiting standby waits for; empty while shipping or following.
     reason: Mutex<String>,
@@ -226,6 +234,15 @@ impl ReplicationStats {
 
     pub fn set_primary(&self, primary: &str) {
         set_text(&self.primary, primary);
+    }
+
+    /// Who holds the lease (ROLE's `holder`).
+    pub fn set_lease_holder(&self, holder: &str) {
+        set_text(&self.lease_holder, holder);
+    }
+
+    pub fn lease_holder(&self) -> String {
+        get_text(&self.lease_holder)
     }
 
     /// Why the state is not healthy (the last error); `""` when it is again.

@@ -162,6 +162,54 @@ impl MetricsSource {
         if let Some(acks) = &self.remote_acks {
             remote_acks(acks, families);
         }
+        self.lease(stats, now, families);
+    }
+
+    /// The lease (decision 0031 §4–§7), when this server holds or watches one.
+    fn lease(
+        &self,
+        stats: &ctxstore_replica::ReplicationStats,
+        now_unix_ms: u64,
+        families: &mut Vec<MetricFamily>,
+    ) {
+        let lease_ms = stats.lease_ms.load(Ordering::Relaxed);
+        if lease_ms == 0 {
+            return;
+        }
+        let renewed = stats.lease_renewed_unix_ms.load(Ordering::Relaxed);
+        let seconds = |ms: u64| vec![gauge::<&str>(&[], ms as f64 / 1000.0)];
+        families.push(family(
+            "ctxstore_replication_lease_seconds",
+            "The lease this server holds or takes over (--replica-lease).",
+            MetricType::GAUGE,
+            seconds(lease_ms),
+        ));
+        families.push(family(
+            "ctxstore_replication_lease_age_seconds",
+            "Since the lease's last renewal as this server knows it (its own, or the version a \
+             standby first saw).",
+            MetricType::GAUGE,
+            seconds(now_unix_ms.saturating_sub(renewed)),
+        ));
+        families.push(family(
+            "ctxstore_acks_open_seconds",
+            "How long this primary may still acknowledge without another renewal or shipped \
+             cut (0: closed).",
+            MetricType::GAUGE,
+            seconds(self.engine.ack_open_ms_left().unwrap_or(0)),
+        ));
+        families.push(gauge_family(
+            "ctxstore_replication_failovers",
+            "Takeovers of this prefix so far, as its lease says.",
+            stats.failovers.load(Ordering::Relaxed),
+        ));
+        families.push(family(
+            "ctxstore_replication_last_failover_seconds",
+            "This server's own last takeover: from its first sight of the lapsed lease to \
+             taking writes (0: none).",
+            MetricType::GAUGE,
+            seconds(stats.last_failover_ms.load(Ordering::Relaxed)),
+        ));
     }
     fn gather_requests(&self, families: &mut Vec<MetricFamily>) {
         let sum = |cells: fn(&CoreMetrics) -> &[AtomicU64], index: usize| -> u64 {

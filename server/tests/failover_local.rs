@@ -108,6 +108,13 @@ fn a_killed_primary_is_replaced_by_exactly_one_standby_and_the_other_follows_it(
         "taken over after {took:?}, before the last renewal's lease could lapse"
     );
     let new_primary = &clients[winner];
+    let role = new_primary.role().unwrap();
+    assert_eq!(role.failovers, 1, "{role:?}");
+    assert!(
+        role.last_failover_ms > 0 && role.last_failover_ms <= took.as_millis() as u64 + 1000,
+        "{role:?}"
+    );
+    assert!(!role.holder.is_empty() && role.lease_ms == 2000, "{role:?}");
     for (turn_id, payload) in &acknowledged {
         let turn = new_primary.turn(*turn_id).unwrap();
         assert_eq!(new_primary.blob(turn.payload_hash).unwrap(), *payload);
@@ -141,6 +148,14 @@ fn a_killed_primary_is_replaced_by_exactly_one_standby_and_the_other_follows_it(
     let role = loser.role().unwrap();
     assert_eq!(role.role, ServerRole::Standby, "{role:?}");
     assert!(!role.accepts_writes);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while loser.role().unwrap().failovers != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the standby never read the new lease"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// The partitioned primary (issue 47 item 2): paused (SIGSTOP) for longer than its lease, a

@@ -86,6 +86,9 @@ impl Dispatcher {
         } else {
             String::new()
         };
+        let stat = |read: fn(&ctxstore_replica::ReplicationStats) -> u64| {
+            self.replication.as_ref().map_or(0, |stats| read(stats))
+        };
         let remote = self.remote_acks.acks();
         let figure =
             |read: fn(&ctxstore_replica::RemoteAcks) -> u64| remote.map_or(0, |acks| read(acks));
@@ -111,15 +114,19 @@ impl Dispatcher {
             lease_ms: u32::try_from(lease_ms).unwrap_or(u32::MAX),
             lease_age_ms,
             ack_open_ms: self.engine.ack_open_ms_left().unwrap_or(0),
-            failovers: 0,
-            last_failover_ms: 0,
+            failovers: stat(|stats| stats.failovers.load(Ordering::Relaxed)),
+            last_failover_ms: stat(|stats| stats.last_failover_ms.load(Ordering::Relaxed)),
             remote_waiting: figure(|acks| acks.waiting.load(Ordering::Relaxed)),
             remote_acks_total: figure(|acks| acks.acks_total.load(Ordering::Relaxed)),
             remote_unconfirmed_total: figure(|acks| acks.unconfirmed_total.load(Ordering::Relaxed)),
             remote_ack_us_p50: quantile(0.5),
             remote_ack_us_p99: quantile(0.99),
             primary,
-            holder: String::new(),
+            holder: self
+                .replication
+                .as_ref()
+                .map(|stats| stats.lease_holder())
+                .unwrap_or_default(),
         })
     }
 
