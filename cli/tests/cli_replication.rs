@@ -16,8 +16,18 @@ mod common;
 
 use common::{At, Cli, keys};
 
-/// The fields of `stats --json`'s `replication` object (docs/operations.md#replication).
-const REPLICATION_FIELDS: [&str; 18] = [
+/// The fields of `stats --json`'s `replication` object (docs/operations.md#replication):
+/// REPLICATION_STATS' and, from a version-4 server, ROLE's.
+const REPLICATION_FIELDS: [&str; 27] = [
+    "accepts_writes",
+    "ack_after",
+    "lease_holder",
+    "lease_ms",
+    "lease_age_ms",
+    "ack_open_ms",
+    "failovers",
+    "last_failover_ms",
+    "remote_acks",
     "role",
     "state",
     "reason",
@@ -49,7 +59,14 @@ fn stats_of_a_replicating_server_say_what_shipped() {
     let url = format!("file://{}", replica.path().display());
     let server = TestServer::start_with(
         None,
-        &["--replicate-to", &url, "--replicate-interval", "50ms"],
+        &[
+            "--replicate-to",
+            &url,
+            "--replicate-interval",
+            "50ms",
+            "--replica-lease",
+            "2s",
+        ],
     );
     let context = server.one(&["ctx", "create"], b"")["context_id"].clone();
     let context = context.to_string();
@@ -96,6 +113,26 @@ fn stats_of_a_replicating_server_say_what_shipped() {
         replication["backlog"],
         json!({ "objects": 0, "bytes": 0, "segment_bytes_max": 64 << 20 })
     );
+    // ROLE's: the lease this primary holds, its gate open, no failover yet.
+    assert_eq!(replication["accepts_writes"], true, "{replication}");
+    assert_eq!(replication["ack_after"], "local");
+    assert_eq!(replication["lease_ms"], 2000);
+    assert!(
+        replication["lease_holder"]
+            .as_str()
+            .is_some_and(|holder| holder.contains(':')),
+        "{replication}"
+    );
+    assert!(
+        replication["lease_age_ms"].as_u64().unwrap() < 2000,
+        "{replication}"
+    );
+    assert!(
+        replication["ack_open_ms"].as_u64().unwrap() > 0,
+        "{replication}"
+    );
+    assert_eq!(replication["failovers"], 0);
+    assert_eq!(replication["remote_acks"]["total"], 0);
 
     // The text output: one aligned line per figure, nested ones by their dotted path, the
     // failure kinds that never happened left out.

@@ -69,7 +69,16 @@ pub(crate) fn ping(client: &Client, out: &Output, addr: &str) -> anyhow::Result<
 pub(crate) fn stats(client: &Client, out: &Output) -> anyhow::Result<()> {
     let stats = client.stats()?;
     let replication = match client.replication_stats() {
-        Ok(replication) => replication_json(&replication),
+        Ok(replication) => {
+            let mut value = replication_json(&replication);
+            // Version 4's ROLE: the lease, the gate, failovers and remote acknowledgements.
+            match client.role() {
+                Ok(role) => add_role(&mut value, &role),
+                Err(ClientError::Unsupported { .. }) => {}
+                Err(error) => return Err(anyhow::Error::new(error).context("asking ROLE")),
+            }
+            value
+        }
         // A server older than version 3 has no such figures: said as null, like gc's.
         Err(ClientError::Unsupported { .. }) => Value::Null,
         Err(error) => return Err(anyhow::Error::new(error).context("asking replication's figures")),
@@ -146,6 +155,37 @@ fn replication_json(stats: &ReplicationStats) -> Value {
             "segment_bytes_max": stats.segment_bytes_max,
         },
     })
+}
+
+/// ROLE's figures added to `stats`' `replication` object (decision 0031 §10; a version-3
+/// server has none): `lease_holder` is empty without a lease.
+fn add_role(value: &mut Value, role: &ctxstore_client::Role) {
+    let Value::Object(fields) = value else {
+        return;
+    };
+    let extra = json!({
+        "accepts_writes": role.accepts_writes,
+        "ack_after": match role.ack_after {
+            ctxstore_client::AckAfter::Local => "local",
+            ctxstore_client::AckAfter::Remote => "remote",
+        },
+        "lease_holder": role.holder,
+        "lease_ms": role.lease_ms,
+        "lease_age_ms": role.lease_age_ms,
+        "ack_open_ms": role.ack_open_ms,
+        "failovers": role.failovers,
+        "last_failover_ms": role.last_failover_ms,
+        "remote_acks": {
+            "waiting": role.remote_waiting,
+            "total": role.remote_acks_total,
+            "unconfirmed": role.remote_unconfirmed_total,
+            "p50_us": role.remote_ack_us_p50,
+            "p99_us": role.remote_ack_us_p99,
+        },
+    });
+    if let Value::Object(extra) = extra {
+        fields.extend(extra);
+    }
 }
 
 /// `value`'s leaves as (dotted name, text), objects walked in their order.
