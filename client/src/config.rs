@@ -4,7 +4,7 @@
 //! not ctxstore: connect (5 s), HELLO (5 s), each request (30 s), BACKUP (24 h) and GC (1 h)
 //! instead of the per-request one; when writes are acknowledged (`durability`, decision 0031);
 //! several addresses, of which the client follows the primary (`addrs`, `failover_timeout`,
-//! decision 0031 §11, `primary.rs`).
+//! decision 0031 §11, `primary.rs`) and whether appends get keys made here (`idempotency`).
 
 use std::time::Duration;
 
@@ -75,6 +75,46 @@ pub struct ClientConfig {
     /// and a promotion), trying every address with a backoff from 100 ms to 1 s; connecting
     /// waits as long for a primary. Past it: `ClientError::NoPrimary`. Unused with one address.
     pub failover_timeout: Duration,
+    /// Whether appends without a key get one made here (default `Idempotency::Off`; decision
+    /// 0031 §11): with `Idempotency::Auto`, `append`, `append_turn` and `append_turns` give
+    /// every turn without a key a unique one (`ctxstore-auto:` and 32 hex digits) and send it
+    /// as APPEND_TURNS (protocol version 2), so that a client of several addresses sends it
+    /// again after a failover and it lands once, instead of `ClientError::OutcomeUnknown`.
+    /// The key is part of the turn: stored, visible, unique in its context.
+    /// `append_by_hash` is sent as it is.
+    pub idempotency: Idempotency,
+}
+
+/// Whether appends without a key get one (`ClientConfig::idempotency`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Idempotency {
+    /// A turn has the key its caller gave, or none.
+    #[default]
+    Off,
+    /// A turn without a key gets a unique one (`Idempotency::auto_key`).
+    Auto,
+}
+
+impl Idempotency {
+    /// The prefix of the keys `Auto` makes.
+    pub const AUTO_KEY_PREFIX: &'static str = "ctxstore-auto:";
+
+    /// A new key, unique across processes and calls: the prefix, then 32 hex digits of a
+    /// BLAKE3 of this process, the time and a counter.
+    pub fn auto_key() -> bytes::Bytes {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let count = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos());
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&std::process::id().to_le_bytes());
+        hasher.update(&nanos.to_le_bytes());
+        hasher.update(&count.to_le_bytes());
+        let digest = hasher.finalize().to_hex();
+        let key = format!("{}{}", Idempotency::AUTO_KEY_PREFIX, &digest.as_str()[..32]);
+        bytes::Bytes::from(key)
+    }
 }
 
 impl ClientConfig {
@@ -102,6 +142,7 @@ impl ClientConfig {
             compress_level: Some(1),
             durability: Durability::Default,
             failover_timeout: ClientConfig::FAILOVER_TIMEOUT_DEFAULT,
+            idempotency: Idempotency::Off,
         }
     }
 
@@ -133,6 +174,12 @@ impl ClientConfig {
     /// than one).
     pub fn follows_primary(&self) -> bool {
         self.addrs().len() > 1
+    }
+
+    /// Sets `idempotency` (`Idempotency::Auto`: every append gets a key).
+    pub fn with_idempotency(mut self, idempotency: Idempotency) -> Self {
+        self.idempotency = idempotency;
+        self
     }
 
     /// Sets `failover_timeout`.

@@ -154,7 +154,7 @@ pub use client::{
     APPEND_BATCH_TURNS_MAX, Client, FIND_PAGE_MAX, KV_TOUCH_KEYS_MAX, LOG_PAGE_MAX, TTL_MS_MAX,
     is_indexed_label,
 };
-pub use config::ClientConfig;
+pub use config::{ClientConfig, Idempotency};
 /// `role`'s answer (protocol version 4): the wire's struct as it is, and when a write is
 /// acknowledged.
 pub use ctxstore_protocol::AckAfter;

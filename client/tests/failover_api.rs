@@ -7,7 +7,8 @@
 //! - keyed appends (a turn's key, `Durability::Remote`) are retried on the new primary and
 //!   land exactly once: read back, each key is in the context once, in order;
 //! - the unkeyed append in flight at the kill answers `ClientError::OutcomeUnknown`, never a
-//!   silent retry (its payload is in the context at most once);
+//!   silent retry (its payload is in the context at most once); the same append from a
+//!   client with `Idempotency::Auto` carries a key made here, is sent again, lands once;
 //! - a read sent after the kill is answered by the new primary;
 //! - the decoy, named by ROLE but in no list, is never connected to.
 //!
@@ -23,7 +24,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ctxstore_client::{
-    ClientConfig, ClientError, Durability, ErrorCode, NewTurn, ServerRole, blocking,
+    ClientConfig, ClientError, Durability, ErrorCode, Idempotency, NewTurn, ServerRole, TurnInfo,
+    blocking,
 };
 use ctxstore_protocol::{AdminRequest, Request, Response};
 use ctxstore_testsupport::{ScriptedServer, ServerLaunch, TestServer, server_binary};
@@ -102,7 +104,9 @@ fn a_client_of_three_addresses_follows_the_primary_through_a_kill() {
     let config = ClientConfig::from_addrs(addrs)
         .with_durability(Durability::Remote)
         .with_failover_timeout(Duration::from_secs(30));
-    let client = blocking::Client::connect(config).unwrap();
+    let client = blocking::Client::connect(config.clone()).unwrap();
+    // `Idempotency::Auto`: its plain appends carry keys made here.
+    let auto = blocking::Client::connect(config.with_idempotency(Idempotency::Auto)).unwrap();
     let role = client.role().unwrap();
     assert_eq!(role.role, ServerRole::Primary, "{role:?}");
     assert_eq!(role.primary, decoy_addr, "ROLE names the decoy");
@@ -140,10 +144,24 @@ fn a_client_of_three_addresses_follows_the_primary_through_a_kill() {
                 Bytes::from_static(b"unkeyed in flight"),
             )
         });
+        let auto_keyed = scope.spawn(|| {
+            auto.append(
+                context,
+                None,
+                0,
+                0,
+                Bytes::from_static(b"auto-keyed in flight"),
+            )
+        });
         std::thread::sleep(Duration::from_millis(300));
         primary.kill();
         let read = client.head(context);
         writer.join().unwrap();
+        let auto_keyed = auto_keyed.join().unwrap();
+        assert!(
+            auto_keyed.is_ok(),
+            "an auto-keyed append is sent again: {auto_keyed:?}"
+        );
         (unkeyed.join().unwrap(), read)
     });
     let unkeyed = unkeyed.unwrap_err();
@@ -163,6 +181,7 @@ fn a_client_of_three_addresses_follows_the_primary_through_a_kill() {
         .iter()
         .filter_map(|turn| turn.key.as_ref())
         .map(|key| String::from_utf8_lossy(key).into_owned())
+        .filter(|key| !key.starts_with(Idempotency::AUTO_KEY_PREFIX))
         .collect();
     let expected: Vec<String> = (0..KEYED).map(|i| format!("key-{i:03}")).collect();
     assert_eq!(keys, expected, "each key once, in order");
@@ -175,6 +194,18 @@ fn a_client_of_three_addresses_follows_the_primary_through_a_kill() {
         unkeyed_copies <= 1,
         "the unkeyed append landed {unkeyed_copies} times"
     );
+    let auto_copies: Vec<&TurnInfo> = turns
+        .iter()
+        .filter(|turn| turn.turn.payload.as_deref() == Some(b"auto-keyed in flight".as_slice()))
+        .collect();
+    assert_eq!(
+        auto_copies.len(),
+        1,
+        "the auto-keyed append lands exactly once"
+    );
+    let auto_key = auto_copies[0].key.as_ref().unwrap();
+    assert!(auto_key.starts_with(Idempotency::AUTO_KEY_PREFIX.as_bytes()));
+    assert_eq!(auto_key.len(), Idempotency::AUTO_KEY_PREFIX.len() + 32);
     assert!(
         matches!(decoy.accept(), Err(error) if error.kind() == std::io::ErrorKind::WouldBlock),
         "the decoy named by ROLE was connected to"

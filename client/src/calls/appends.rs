@@ -16,6 +16,7 @@ use ctxstore_protocol::{
 };
 
 use crate::client::{Client, check_pair};
+use crate::config::Idempotency;
 use crate::error::ClientError;
 use crate::types::{Appended, AppendedTurn, BlobHash, NewTurn, Turn, TurnInfo};
 
@@ -39,6 +40,15 @@ impl Client {
         payload: Bytes,
     ) -> Result<Appended, ClientError> {
         let context = context.into();
+        if self.auto_keys() {
+            // `Idempotency::Auto`: one turn with a key of its own, by APPEND_TURNS.
+            let turn = NewTurn::bytes(payload).type_tag(type_tag).codec(codec);
+            let appended = self.append_turn(context, expected_head, turn).await?;
+            return Ok(Appended {
+                turn: appended.turn.turn,
+                deduped: appended.deduped,
+            });
+        }
         let request = appends::AppendTurn {
             context: context.clone(),
             expected_head,
@@ -157,6 +167,12 @@ impl Client {
         turns: Vec<NewTurn>,
     ) -> Result<Vec<AppendedTurn>, ClientError> {
         let context = context.into();
+        let mut turns = turns;
+        if self.auto_keys() {
+            for turn in turns.iter_mut().filter(|turn| turn.key.is_none()) {
+                turn.key = Some(Idempotency::auto_key());
+            }
+        }
         let asked: Vec<_> = turns.iter().map(NewTurn::extras).collect();
         let mut specs: Vec<TurnSpec> = turns.into_iter().map(NewTurn::into_wire).collect();
         let stored_before = self
@@ -262,6 +278,12 @@ impl Client {
             deduped: answer.deduped,
             existing: answer.existing,
         })
+    }
+
+    /// Whether appends get keys made here (`Idempotency::Auto`, on a connection that has
+    /// APPEND_TURNS).
+    fn auto_keys(&self) -> bool {
+        self.shared.config.idempotency == Idempotency::Auto && self.protocol_version() >= 2
     }
 
     /// Appends one turn with its options (parent, key, labels, links, summary): `append_turns`
