@@ -258,3 +258,98 @@ impl Client {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use ctxstore_protocol::{
+        AckAfter, ContextRef, ExtrasWire, ParentWire, PayloadSpec, TurnSpec, appends, kv, streams,
+    };
+
+    use super::*;
+
+    fn spec(key: &'static [u8]) -> TurnSpec {
+        TurnSpec {
+            parent: ParentWire::Head,
+            type_tag: 0,
+            codec: 0,
+            summary: false,
+            extras: ExtrasWire {
+                key: Bytes::from_static(key),
+                ..ExtrasWire::default()
+            },
+            payload: PayloadSpec::Bytes(Bytes::from_static(b"x")),
+        }
+    }
+
+    fn append_turns(keys: &[&'static [u8]]) -> Request {
+        appends::AppendTurns {
+            context: ContextRef::Id(7),
+            expected_head: None,
+            turns: keys.iter().map(|key| spec(key)).collect(),
+        }
+        .into()
+    }
+
+    /// Sent again after an unknown outcome: reads, keyed turns, KV puts, seals, whatever
+    /// durability they ask; never an unkeyed append or a stream's delta.
+    #[test]
+    fn only_what_lands_once_is_sent_again() {
+        assert_eq!(safety(&append_turns(&[b"a", b"b"])), Safety::Always);
+        assert_eq!(safety(&append_turns(&[b"a", b""])), Safety::NothingWritten);
+        let remote = Request::AckAfter {
+            request: Box::new(append_turns(&[b"a"])),
+            after: AckAfter::Remote,
+        };
+        assert_eq!(safety(&remote), Safety::Always);
+        let unkeyed: Request = appends::AppendTurn {
+            context: ContextRef::Id(7),
+            expected_head: None,
+            type_tag: 0,
+            codec: 0,
+            payload: Bytes::from_static(b"x"),
+        }
+        .into();
+        assert_eq!(safety(&unkeyed), Safety::NothingWritten);
+        let put: Request = kv::KvPut {
+            context: ContextRef::Id(7),
+            if_absent: false,
+            entries: vec![(Bytes::from_static(b"k"), Bytes::from_static(b"v"))],
+        }
+        .into();
+        assert_eq!(safety(&put), Safety::Always);
+        let seal: Request = streams::StreamSeal { stream_id: 3 }.into();
+        assert_eq!(safety(&seal), Safety::Always);
+        let delta: Request = streams::StreamAppend {
+            stream_id: 3,
+            offset: Some(0),
+            bytes: Bytes::from_static(b"d"),
+        }
+        .into();
+        assert_eq!(safety(&delta), Safety::NothingWritten);
+    }
+
+    /// NOT_PRIMARY wrote nothing; a lost connection, a timeout, SHUTTING_DOWN and UNCONFIRMED
+    /// may have; anything else is the caller's.
+    #[test]
+    fn what_sends_the_client_looking() {
+        let server = |code| ClientError::Server {
+            code,
+            detail: 0,
+            message: String::new(),
+        };
+        assert_eq!(
+            trouble(&server(ErrorCode::NotPrimary)),
+            Some(Trouble::Refused)
+        );
+        for code in [ErrorCode::ShuttingDown, ErrorCode::Unconfirmed] {
+            assert_eq!(trouble(&server(code)), Some(Trouble::Unknown), "{code}");
+        }
+        assert_eq!(
+            trouble(&ClientError::Closed("gone".into())),
+            Some(Trouble::Unknown)
+        );
+        assert_eq!(trouble(&server(ErrorCode::NotFound)), None);
+        assert_eq!(trouble(&server(ErrorCode::Conflict)), None);
+    }
+}
