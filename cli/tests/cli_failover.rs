@@ -30,7 +30,7 @@ fn spawn(data: &Path, flags: &[&str]) -> TestServer {
 fn addr_lists_follow_the_primary_through_a_kill() {
     let root = tempfile::tempdir().unwrap();
     let url = format!("file://{}", root.path().join("replica").display());
-    let common = ["--replicate-interval", "100ms", "--replica-lease", "2s"];
+    let common = ["--replicate-interval", "100ms", "--replica-lease", "4s"];
     let flags: Vec<&str> = ["--replicate-to", url.as_str()]
         .into_iter()
         .chain(common)

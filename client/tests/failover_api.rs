@@ -1,6 +1,6 @@
 //! A client given several addresses follows the primary across a failover (decision 0031
 //! §11, build plan step 7), against the real binary on a `file://` replica: one primary
-//! (`--replicate-to --replica-lease 2s --replicate-interval 100ms`) and two `--follow
+//! (`--replicate-to --replica-lease 4s --replicate-interval 100ms`) and two `--follow
 //! --auto-promote` standbys, every one advertising a decoy address (`--replica-advertise`,
 //! ROLE's `primary`). A client given the three addresses connects to the primary; the primary
 //! is paused with writes in flight, then killed (SIGKILL). Then:
@@ -72,7 +72,7 @@ fn a_client_of_three_addresses_follows_the_primary_through_a_kill() {
         "--replicate-interval",
         "100ms",
         "--replica-lease",
-        "2s",
+        "4s",
         "--replica-advertise",
         decoy_addr.as_str(),
     ];

@@ -1,6 +1,6 @@
 """A client given several addresses follows the primary across a failover (decision 0031 §11),
 in both shells, against real servers on a ``file://`` replica: a primary (``--replica-lease
-2s --replicate-interval 100ms``) and an ``--auto-promote`` standby, the standby listed first.
+4s --replicate-interval 100ms``) and an ``--auto-promote`` standby, the standby listed first.
 The client connects to the primary; the primary is paused with an unkeyed append in flight,
 then killed (SIGKILL): the unkeyed append raises ``OutcomeUnknown`` (never a silent retry);
 keyed appends are sent again on the new primary and land exactly once (read back: each key
@@ -23,7 +23,7 @@ from ctxstore.types import TurnSpec
 
 from conftest import ServerProcess, new_server
 
-LEASE = ["--replicate-interval", "100ms", "--replica-lease", "2s"]
+LEASE = ["--replicate-interval", "100ms", "--replica-lease", "4s"]
 
 
 def _pair(tmp_root: Path, name: str) -> tuple[ServerProcess, ServerProcess, int]:

@@ -1,5 +1,5 @@
 /** A client given several addresses follows the primary across a failover (decision 0031
- * §11), against real servers on a `file://` replica: a primary (`--replica-lease 2s
+ * §11), against real servers on a `file://` replica: a primary (`--replica-lease 4s
  * --replicate-interval 100ms`) and an `--auto-promote` standby, the standby listed first. The
  * client connects to the primary; the primary is paused with an unkeyed and a keyed append in
  * flight, then killed (SIGKILL): the unkeyed one fails with OutcomeUnknownError (never a
@@ -16,7 +16,7 @@ import { afterAll, expect, test } from "vitest";
 import { Client, NoPrimaryError, OutcomeUnknownError } from "../src/index.js";
 import { Server } from "./server.js";
 
-const LEASE = ["--replicate-interval", "100ms", "--replica-lease", "2s"];
+const LEASE = ["--replicate-interval", "100ms", "--replica-lease", "4s"];
 const text = new TextEncoder();
 const started: Server[] = [];
 const dirs: string[] = [];
