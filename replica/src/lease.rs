@@ -85,27 +85,7 @@ pub async fn acquire(remote: &Remote, me: LeaseRecord) -> Result<Acquired, Repli
 }
 
 async fn create(remote: &Remote, me: LeaseRecord) -> Result<Acquired, ReplicaError> {
-    let record = LeaseRecord {
-        state: LeaseState::Held,
-        renewal: 0,
-        written_unix_ms: now_unix_ms(),
-        ..me
-    };
-    let bytes = Bytes::from(record.encode());
-    match remote.swap(Key::Lease, None, bytes).await? {
-        Swapped::Ours(stored) => Ok(Acquired::Ours(LeaseHolder {
-            remote: remote.clone(),
-            held: Seen {
-                record,
-                version: stored.version,
-            },
-        })),
-        Swapped::Theirs(Some(found)) => Ok(Acquired::Held(seen(remote, found)?)),
-        Swapped::Theirs(None) => Err(ReplicaError::Invalid(format!(
-            "{}: creating the lease was refused, yet no lease is there",
-            remote.path(Key::Lease)
-        ))),
-    }
+    write_taken(remote, None, me).await
 }
 
 /// Replaces the version `current` with `me` (`If-Match`): exactly one taker of a version
@@ -115,6 +95,16 @@ pub async fn take(
     current: &Seen,
     me: LeaseRecord,
 ) -> Result<Acquired, ReplicaError> {
+    write_taken(remote, Some(&current.version), me).await
+}
+
+/// `me` written as a lease just taken (held, renewal 0) where the key holds `expected` (none:
+/// where there is no lease yet).
+async fn write_taken(
+    remote: &Remote,
+    expected: Option<&str>,
+    me: LeaseRecord,
+) -> Result<Acquired, ReplicaError> {
     let record = LeaseRecord {
         state: LeaseState::Held,
         renewal: 0,
@@ -122,10 +112,7 @@ pub async fn take(
         ..me
     };
     let bytes = Bytes::from(record.encode());
-    match remote
-        .swap(Key::Lease, Some(&current.version), bytes)
-        .await?
-    {
+    match remote.swap(Key::Lease, expected, bytes).await? {
         Swapped::Ours(stored) => Ok(Acquired::Ours(LeaseHolder {
             remote: remote.clone(),
             held: Seen {
@@ -135,7 +122,7 @@ pub async fn take(
         })),
         Swapped::Theirs(Some(found)) => Ok(Acquired::Held(seen(remote, found)?)),
         Swapped::Theirs(None) => Err(ReplicaError::Invalid(format!(
-            "{}: the lease went away while it was taken",
+            "{}: the lease was refused, yet no lease is there (it went away meanwhile)",
             remote.path(Key::Lease)
         ))),
     }

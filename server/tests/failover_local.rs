@@ -7,26 +7,14 @@
 //! a turn appended there). Nothing is done by hand.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+mod common;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ctxstore_client::{ClientConfig, ServerRole, blocking};
-use ctxstore_testsupport::{ServerLaunch, TestServer};
 
-const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
-
-fn spawn(data: &Path, flags: &[&str]) -> TestServer {
-    ServerLaunch::new(SERVER)
-        .data(data)
-        .flags(flags)
-        .keep_log()
-        .start()
-}
-
-fn client(server: &TestServer) -> blocking::Client {
-    blocking::Client::connect(ClientConfig::new(server.addr.clone())).unwrap()
-}
+use common::{blocking_client as client, spawn_binary as spawn};
 
 #[test]
 fn a_killed_primary_is_replaced_by_exactly_one_standby_and_the_other_follows_it() {

@@ -10,27 +10,17 @@
 //! - a lease shorter than three replication intervals is refused at start.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+mod common;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ctxstore_client::{ClientConfig, ErrorCode, blocking};
-use ctxstore_testsupport::{ServerLaunch, TestServer};
+use ctxstore_client::{ErrorCode, blocking};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
 
-fn spawn(data: &Path, flags: &[&str]) -> TestServer {
-    ServerLaunch::new(SERVER)
-        .data(data)
-        .flags(flags)
-        .keep_log()
-        .start()
-}
-
-fn client(server: &TestServer) -> blocking::Client {
-    blocking::Client::connect(ClientConfig::new(server.addr.clone())).unwrap()
-}
+use common::{blocking_client as client, spawn_binary as spawn};
 
 /// Appends until `done` says the outcome is the one awaited (20 s at most): the last outcome.
 fn append_until(

@@ -16,17 +16,11 @@ use std::process::Command;
 
 use bytes::Bytes;
 use ctxstore_client::{ClientConfig, ErrorCode, blocking};
-use ctxstore_testsupport::{ServerLaunch, TestServer};
+use ctxstore_testsupport::TestServer;
 
 const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
 
-fn spawn(data: &Path, flags: &[&str]) -> TestServer {
-    ServerLaunch::new(SERVER)
-        .data(data)
-        .flags(flags)
-        .keep_log()
-        .start()
-}
+use common::spawn_binary as spawn;
 
 /// The replica at `url` restored into `to`, and a server on it with its client.
 fn restored(url: &str, to: &Path) -> (TestServer, blocking::Client) {

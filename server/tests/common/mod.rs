@@ -303,3 +303,17 @@ pub fn output_field<'a>(stdout: &'a str, name: &str) -> &'a str {
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
         .unwrap_or_else(|| panic!("no {name} line in\n{stdout}"))
 }
+
+/// The `ctxstore-server` binary on `data` with more `flags`, its log kept, ready.
+pub fn spawn_binary(data: &Path, flags: &[&str]) -> TestServer {
+    ServerLaunch::new(env!("CARGO_BIN_EXE_ctxstore-server"))
+        .data(data)
+        .flags(flags)
+        .keep_log()
+        .start()
+}
+
+/// A blocking client of `server`.
+pub fn blocking_client(server: &TestServer) -> ctxstore_client::blocking::Client {
+    ctxstore_client::blocking::Client::connect(ClientConfig::new(server.addr.clone())).unwrap()
+}
