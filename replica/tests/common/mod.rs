@@ -181,6 +181,18 @@ pub fn start_standby(
     dir: &Path,
     ship: ShipConfig,
 ) -> (Engine, ctxstore_replica::Follower) {
+    let (config, engine) = prepared_standby(target, dir, ship);
+    let follower = ctxstore_replica::Follower::start(engine.clone(), config).unwrap();
+    (engine, follower)
+}
+
+/// A standby's configuration (a poll every 25 ms) and its engine, `dir` prepared (restored
+/// from the newest point, or resumed).
+fn prepared_standby(
+    target: &Target,
+    dir: &Path,
+    ship: ShipConfig,
+) -> (ctxstore_replica::FollowConfig, Engine) {
     let config = ctxstore_replica::FollowConfig {
         url: target.url.clone(),
         s3: target.s3.clone(),
@@ -191,9 +203,7 @@ pub fn start_standby(
     ctxstore_replica::follow::prepare(dir, &config).unwrap();
     let mut engine_config = engine_config(dir);
     engine_config.follower = true;
-    let engine = Engine::open(engine_config).unwrap();
-    let follower = ctxstore_replica::Follower::start(engine.clone(), config).unwrap();
-    (engine, follower)
+    (config, Engine::open(engine_config).unwrap())
 }
 
 /// `start_standby`, its poller reading through the fault-injecting store (the switch
@@ -207,17 +217,7 @@ pub fn faulty_standby(
     ctxstore_replica::Follower,
     std::sync::Arc<ctxstore_replica::faulty::Faults>,
 ) {
-    let config = ctxstore_replica::FollowConfig {
-        url: target.url.clone(),
-        s3: target.s3.clone(),
-        interval: Duration::from_millis(25),
-        ship,
-        auto_promote: false,
-    };
-    ctxstore_replica::follow::prepare(dir, &config).unwrap();
-    let mut engine_config = engine_config(dir);
-    engine_config.follower = true;
-    let engine = Engine::open(engine_config).unwrap();
+    let (config, engine) = prepared_standby(target, dir, ship);
     let inner = ctxstore_replica::target::open(&target.url, &target.s3).unwrap();
     let faulty = ctxstore_replica::faulty::FaultyStore::new(inner.store.clone());
     let faults = faulty.faults.clone();
