@@ -170,6 +170,7 @@ impl Shared {
                 "depth": ack.depth,
                 "payload_hash": ack.payload_hash,
                 "durability": self.durability,
+                "acked_unix_ms": unix_ms_now(),
             });
             let _ = writeln!(log, "{line}");
         }
@@ -182,6 +183,16 @@ impl Shared {
             let _ = log.flush();
         }
     }
+}
+
+/// The wall clock in Unix milliseconds: when an acknowledgement came, for `check`'s loss
+/// windows (the faults are timed on the same host's clock).
+fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+        })
 }
 
 /// An operation, aimed.

@@ -7,6 +7,7 @@
 //! - [`report`]: HdrHistograms, the table and the JSON report.
 //! - [`slo`]: objectives and their verdicts.
 //! - [`backend`]: the stores behind the logical operations.
+//! - [`check`]: ack logs against a store after failovers (`ctxstore-loadgen check`).
 //! - [`spawn`]: starting a server for the run (`--spawn-server`).
 //! - [`streaming`]: the streaming workload (deltas, their readers, their figures).
 
@@ -14,6 +15,7 @@
 #![warn(clippy::too_many_lines)]
 
 pub mod backend;
+pub mod check;
 pub mod driver;
 pub mod ops;
 pub mod report;

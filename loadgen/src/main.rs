@@ -1,5 +1,6 @@
 //! `ctxstore-loadgen`: load a ctxstore server with an agent-like workload and report latency
-//! per operation. Exit codes: 0 ok, 1 error, 3 an objective of --slo was missed.
+//! per operation. Exit codes: 0 ok, 1 error, 3 an objective of --slo was missed, 4 `check`
+//! found a lost or doubled acknowledgement.
 
 // Functions fit on a screen: the threshold is in clippy.toml.
 #![warn(clippy::too_many_lines)]
@@ -37,9 +38,19 @@ use ctxstore_loadgen::workload::payloads::PayloadConfig;
 ///   ctxstore-loadgen --spawn-server --workload growing --contexts 4 --connections 4  # issue 16
 ///   ctxstore-loadgen --spawn-server --workload streaming --streams 500 --stream-rate 40 --connections 8  # issue 32
 ///   ctxstore-loadgen --backend redis --peer redis://127.0.0.1:6379 --workload streaming --streams 500
+///
+/// `ctxstore-loadgen check --ack-log F --addr A,B,C` reads ack logs against a store after a
+/// failover drill (see `ctxstore-loadgen check --help`).
 #[derive(Parser, Debug)]
-#[command(name = "ctxstore-loadgen", version, verbatim_doc_comment)]
+#[command(
+    name = "ctxstore-loadgen",
+    version,
+    verbatim_doc_comment,
+    args_conflicts_with_subcommands = true
+)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Server address (ignored with --spawn-server).
     #[arg(long, default_value = "127.0.0.1:7411")]
     addr: String,
@@ -191,10 +202,79 @@ struct Args {
     /// flag, the server's --ack-after. The ack log's `durability` says which each append had.
     #[arg(long, value_name = "local|remote", value_parser = parse_durability)]
     durability: Option<Durability>,
+    /// Give every append a fresh idempotency key (decision 0031 §11): across a failover the
+    /// client retries an append whose answer was lost on the next primary, where it lands
+    /// exactly once. With --addr A,B,C the client follows the primary.
+    #[arg(long)]
+    idempotency_keys: bool,
     /// The data directory (--data) of the ctxstore server at --addr, for the bytes-on-disk
     /// figures; --spawn-server knows its own.
     #[arg(long, conflicts_with = "spawn_server")]
     data_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    Check(CheckArgs),
+}
+
+/// Check ack logs (--ack-log of earlier runs) against a store, after failovers: every append
+/// acknowledged `remote` present once, with its payload, on its context's chain; a `local`
+/// one missing only inside a fault's loss window; no TurnID naming two turns; no payload twice
+/// in a chain. Exit 0 passed, 4 failed, 1 error.
+///
+/// Example (a drill: the primary killed at a known instant, lease 10s):
+///   ctxstore-loadgen check --addr A,B,C --ack-log remote.jsonl --ack-log local.jsonl \
+///       --fault-unix-ms 1796520000000 --loss-window 9500ms
+#[derive(clap::Args, Debug)]
+#[command(verbatim_doc_comment)]
+struct CheckArgs {
+    /// The store: one address, or several (the client follows the primary).
+    #[arg(long, env = "CTXSTORE_ADDR", default_value = "127.0.0.1:7411")]
+    addr: String,
+    /// Token for servers that require one.
+    #[arg(long, env = "CTXSTORE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// An ack log to check (repeatable).
+    #[arg(long, required = true)]
+    ack_log: Vec<PathBuf>,
+    /// When a primary was lost (Unix ms; repeatable): local acknowledgements within
+    /// --loss-window of one may be missing.
+    #[arg(long)]
+    fault_unix_ms: Vec<u64>,
+    /// How long before a fault a local acknowledgement may be lost: the lease less its
+    /// margin (9.5s at --replica-lease 10s).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "9500ms")]
+    loss_window: Duration,
+    /// Write the verdict as JSON here too.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// `check`: the verdict's table on stdout; exit 4 when it failed.
+fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let config = ctxstore_loadgen::check::CheckConfig {
+        addr: args.addr,
+        token: args.token,
+        ack_logs: args.ack_log,
+        faults_unix_ms: args.fault_unix_ms,
+        loss_window: args.loss_window,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let report = runtime.block_on(ctxstore_loadgen::check::check(&config))?;
+    print!("{}", report.table());
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report.to_json())?;
+        std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(4)
+    })
 }
 
 /// The workloads `--workload` names.
@@ -228,8 +308,12 @@ fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    let args = Args::parse();
-    match run(args) {
+    let mut args = Args::parse();
+    let result = match args.command.take() {
+        Some(Command::Check(check)) => run_check(check),
+        None => run(args),
+    };
+    match result {
         Ok(code) => code,
         Err(error) => {
             eprintln!("ctxstore-loadgen: {error:#}");
@@ -369,6 +453,7 @@ fn load_config(
             client_compression: !args.no_client_compression,
             verify_payloads: args.verify_payloads,
             durability: args.durability.unwrap_or_default(),
+            idempotency_keys: args.idempotency_keys,
         },
         Backend::Postgres => BackendKind::Postgres { url: peer()? },
         Backend::Redis => BackendKind::Redis { url: peer()? },

@@ -1,7 +1,7 @@
 //! ctxstore over its binary protocol, with the async client (pipelined).
 
 use bytes::Bytes;
-use ctxstore_client::{Client, ClientConfig, VerifyPayloads};
+use ctxstore_client::{Client, ClientConfig, Idempotency, VerifyPayloads};
 
 use crate::backend::{Ack, BlobRef};
 use crate::report::ServerReport;
@@ -12,6 +12,7 @@ pub async fn connect(
     client_chunking: bool,
     client_compression: bool,
     verify_payloads: VerifyPayloads,
+    idempotency_keys: bool,
 ) -> anyhow::Result<Client> {
     let mut config = ClientConfig::new(addr.to_string()).with_token(token);
     config.client_name = format!("ctxstore-loadgen {}", env!("CARGO_PKG_VERSION"));
@@ -26,6 +27,9 @@ pub async fn connect(
         config.compress_level = None;
     }
     config.verify_payloads = verify_payloads;
+    if idempotency_keys {
+        config.idempotency = Idempotency::Auto;
+    }
     Ok(Client::connect(config).await?)
 }
 

@@ -31,6 +31,9 @@ pub enum BackendKind {
         /// When the server acknowledges the appends (and seals): `--durability`, decision
         /// 0031; `Default` sends no flag (the server's `--ack-after`).
         durability: Durability,
+        /// A fresh idempotency key on every append (`--idempotency-keys`): the client retries
+        /// an append whose answer a failover took on the next primary, and it lands once.
+        idempotency_keys: bool,
     },
     /// `postgres://user@host:port/db` (run with `synchronous_commit = on`).
     Postgres { url: String },
@@ -87,6 +90,7 @@ impl BackendKind {
                 client_compression,
                 verify_payloads,
                 durability,
+                idempotency_keys,
             } => Connection::Ctxstore(
                 ctxstore::connect(
                     addr,
@@ -94,6 +98,7 @@ impl BackendKind {
                     *client_chunking,
                     *client_compression,
                     *verify_payloads,
+                    *idempotency_keys,
                 )
                 .await?
                 .with_durability(*durability),

@@ -1,0 +1,474 @@
+//! `ctxstore-loadgen check`: read ack logs against a store and say what was lost (decision
+//! 0031, build plan step 9). The failover campaign's judge and an operator's drill check:
+//!
+//! - every append acknowledged `remote` is in the store, with its exact payload hash, parent,
+//!   depth and context, and on its context's chain at its depth (in the context's order);
+//! - an append acknowledged `local` (or with the server's default) may be missing only when
+//!   it was acknowledged at most `loss_window` before a fault (`faults_unix_ms`): what a
+//!   failover may lose in that mode, at most one lease window;
+//! - no TurnID names two different turns, in the logs or between a log and the store;
+//! - no payload is twice in its context's chain (every payload of the load is distinct,
+//!   `--dup-ratio 0`): a retried append landed exactly once.
+//!
+//! Reads only; the store may be a cluster (`--addr A,B,C`: the client follows the primary) or
+//! a server started on a restore of the replica.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use ctxstore_client::{Client, ClientConfig, ClientError, ErrorCode};
+
+/// Turns read per range request while walking a chain.
+const CHAIN_PAGE_TURNS: u32 = 256;
+/// Failures listed in the report (the counts are complete).
+const FAILURES_LISTED_MAX: usize = 20;
+
+/// One line of an ack log (`--ack-log`), as `driver::Shared::log_ack` writes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ack {
+    pub context_id: u64,
+    pub turn_id: u64,
+    pub parent_turn_id: u64,
+    pub depth: u32,
+    pub payload_hash: String,
+    /// `remote` acknowledgements must survive any failover; `local`/`default` ones may be
+    /// lost inside the loss window.
+    pub remote: bool,
+    /// When the load generator had the answer (0 in logs written before the field existed:
+    /// such an acknowledgement is never excused).
+    pub acked_unix_ms: u64,
+}
+
+/// What to check.
+#[derive(Clone, Debug)]
+pub struct CheckConfig {
+    pub addr: String,
+    pub token: Option<String>,
+    pub ack_logs: Vec<PathBuf>,
+    /// Instants (Unix ms) at which a primary was lost: killed, paused, cut off.
+    pub faults_unix_ms: Vec<u64>,
+    /// How long before a fault a local acknowledgement may be lost: the lease less its
+    /// margin (decision 0031 §9).
+    pub loss_window: Duration,
+}
+
+/// The verdict: counts, and the first failures in words.
+#[derive(Clone, Debug, Default)]
+pub struct CheckReport {
+    pub remote_acked: u64,
+    pub remote_lost: u64,
+    pub local_acked: u64,
+    /// Lost local acknowledgements inside the loss window of a fault (allowed).
+    pub local_lost_in_window: u64,
+    /// Lost local acknowledgements outside every window (a failure).
+    pub local_lost_outside: u64,
+    /// A TurnID that names two different turns (logs against logs, or logs against store).
+    pub turn_ids_reused: u64,
+    /// A payload twice in one context's chain.
+    pub duplicates: u64,
+    /// An acknowledged turn present but not on its context's chain at its depth.
+    pub out_of_order: u64,
+    pub contexts: u64,
+    pub failures: Vec<String>,
+}
+
+impl CheckReport {
+    pub fn passed(&self) -> bool {
+        self.remote_lost == 0
+            && self.local_lost_outside == 0
+            && self.turn_ids_reused == 0
+            && self.duplicates == 0
+            && self.out_of_order == 0
+    }
+
+    fn fail(&mut self, failure: String) {
+        if self.failures.len() < FAILURES_LISTED_MAX {
+            self.failures.push(failure);
+        }
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "passed": self.passed(),
+            "contexts": self.contexts,
+            "remote": { "acked": self.remote_acked, "lost": self.remote_lost },
+            "local": {
+                "acked": self.local_acked,
+                "lost_in_window": self.local_lost_in_window,
+                "lost_outside_window": self.local_lost_outside,
+            },
+            "turn_ids_reused": self.turn_ids_reused,
+            "duplicates": self.duplicates,
+            "out_of_order": self.out_of_order,
+            "failures": self.failures,
+        })
+    }
+
+    /// Lines for a person.
+    pub fn table(&self) -> String {
+        let mut text = format!(
+            "check: {}\n  remote acknowledgements  {} acked, {} lost\n  local acknowledgements   {} acked, {} lost inside a fault's window, {} outside\n  TurnIDs naming two turns {}\n  payloads twice in a chain {}\n  turns off their chain    {}\n  contexts                 {}\n",
+            if self.passed() { "passed" } else { "FAILED" },
+            self.remote_acked,
+            self.remote_lost,
+            self.local_acked,
+            self.local_lost_in_window,
+            self.local_lost_outside,
+            self.turn_ids_reused,
+            self.duplicates,
+            self.out_of_order,
+            self.contexts,
+        );
+        for failure in &self.failures {
+            text.push_str("  - ");
+            text.push_str(failure);
+            text.push('\n');
+        }
+        text
+    }
+}
+
+/// Every line of the logs; a line that does not parse is an error naming the file and line
+/// (a torn last line, written while the load generator was killed, is skipped).
+pub fn read_ack_logs(paths: &[PathBuf]) -> anyhow::Result<Vec<Ack>> {
+    let mut acks = Vec::new();
+    for path in paths {
+        read_ack_log(path, &mut acks)?;
+    }
+    Ok(acks)
+}
+
+fn read_ack_log(path: &Path, acks: &mut Vec<Ack>) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the ack log {}", path.display()))?;
+    let complete = text.ends_with('\n');
+    let lines: Vec<&str> = text.lines().collect();
+    for (index, line) in lines.iter().enumerate() {
+        let torn_tail = index + 1 == lines.len() && !complete;
+        match parse_ack(line) {
+            Some(ack) => acks.push(ack),
+            None if torn_tail => {}
+            None => anyhow::bail!(
+                "{} line {}: not an ack log line: {line}",
+                path.display(),
+                index + 1
+            ),
+        }
+    }
+    Ok(())
+}
+
+fn parse_ack(line: &str) -> Option<Ack> {
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    Some(Ack {
+        context_id: value["context_id"].as_u64()?,
+        turn_id: value["turn_id"].as_u64()?,
+        parent_turn_id: value["parent_turn_id"].as_u64()?,
+        depth: u32::try_from(value["depth"].as_u64()?).ok()?,
+        payload_hash: value["payload_hash"].as_str()?.to_string(),
+        remote: value["durability"].as_str() == Some("remote"),
+        acked_unix_ms: value["acked_unix_ms"].as_u64().unwrap_or(0),
+    })
+}
+
+/// Checks the logs against the store at `config.addr`.
+pub async fn check(config: &CheckConfig) -> anyhow::Result<CheckReport> {
+    let acks = read_ack_logs(&config.ack_logs)?;
+    let client =
+        Client::connect(ClientConfig::new(config.addr.clone()).with_token(config.token.clone()))
+            .await
+            .with_context(|| format!("connecting to {}", config.addr))?;
+    let mut report = CheckReport::default();
+    check_logs_agree(&acks, &mut report);
+    let mut by_context: BTreeMap<u64, Vec<&Ack>> = BTreeMap::new();
+    for ack in &acks {
+        by_context.entry(ack.context_id).or_default().push(ack);
+    }
+    report.contexts = by_context.len() as u64;
+    for (context, acks) in by_context {
+        let chain = read_chain(&client, context).await?;
+        check_context(context, &acks, &chain, config, &mut report);
+    }
+    Ok(report)
+}
+
+/// No TurnID acknowledged for two different turns across the logs.
+fn check_logs_agree(acks: &[Ack], report: &mut CheckReport) {
+    let mut seen: HashMap<u64, &Ack> = HashMap::new();
+    for ack in acks {
+        match seen.get(&ack.turn_id) {
+            Some(first) if !same_turn(first, ack) => {
+                report.turn_ids_reused += 1;
+                report.fail(format!(
+                    "TurnID {} acknowledged twice for different turns: {first:?} and {ack:?}",
+                    ack.turn_id
+                ));
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(ack.turn_id, ack);
+            }
+        }
+    }
+}
+
+fn same_turn(a: &Ack, b: &Ack) -> bool {
+    (a.context_id, a.parent_turn_id, a.depth, &a.payload_hash)
+        == (b.context_id, b.parent_turn_id, b.depth, &b.payload_hash)
+}
+
+/// A turn of a context's chain as the store has it.
+#[derive(Clone, Debug)]
+struct ChainTurn {
+    turn_id: u64,
+    parent_turn_id: u64,
+    payload_hash: String,
+}
+
+/// The context's chain, root first (index = depth − 1); empty when the store has no such
+/// context (every acknowledgement in it lost).
+async fn read_chain(client: &Client, context: u64) -> anyhow::Result<Vec<ChainTurn>> {
+    let head = match client.head(context).await {
+        Ok(head) => head,
+        Err(error) if not_found(&error) => return Ok(Vec::new()),
+        Err(error) => return Err(error).with_context(|| format!("reading context {context}")),
+    };
+    let mut chain = Vec::with_capacity(head.head_depth as usize);
+    let mut depth = 1u32;
+    while depth <= head.head_depth {
+        let page = client
+            .range(context, depth, CHAIN_PAGE_TURNS, false)
+            .await
+            .with_context(|| format!("reading context {context} from depth {depth}"))?;
+        if page.turns.is_empty() {
+            break;
+        }
+        for turn in &page.turns {
+            anyhow::ensure!(
+                turn.depth == depth,
+                "context {context}: the store answered depth {} where {depth} was next",
+                turn.depth
+            );
+            chain.push(ChainTurn {
+                turn_id: turn.turn_id,
+                parent_turn_id: turn.parent_turn_id,
+                payload_hash: turn.payload_hash.to_hex(),
+            });
+            depth += 1;
+        }
+    }
+    Ok(chain)
+}
+
+fn not_found(error: &ClientError) -> bool {
+    error.code() == Some(ErrorCode::NotFound)
+}
+
+fn check_context(
+    context: u64,
+    acks: &[&Ack],
+    chain: &[ChainTurn],
+    config: &CheckConfig,
+    report: &mut CheckReport,
+) {
+    let mut hashes = HashSet::with_capacity(chain.len());
+    for turn in chain {
+        if !hashes.insert(turn.payload_hash.as_str()) {
+            report.duplicates += 1;
+            report.fail(format!(
+                "context {context}: payload {} twice in the chain (turn {})",
+                turn.payload_hash, turn.turn_id
+            ));
+        }
+    }
+    let window_ms = u64::try_from(config.loss_window.as_millis()).unwrap_or(u64::MAX);
+    for ack in acks {
+        if ack.remote {
+            report.remote_acked += 1;
+        } else {
+            report.local_acked += 1;
+        }
+        let at_depth = ack
+            .depth
+            .checked_sub(1)
+            .and_then(|index| chain.get(index as usize));
+        match at_depth {
+            Some(turn) if turn.turn_id == ack.turn_id => {
+                if turn.payload_hash != ack.payload_hash
+                    || turn.parent_turn_id != ack.parent_turn_id
+                {
+                    report.turn_ids_reused += 1;
+                    report.fail(format!(
+                        "TurnID {} is another turn in the store: {turn:?}, acknowledged {ack:?}",
+                        ack.turn_id
+                    ));
+                }
+            }
+            Some(turn) if turn.payload_hash == ack.payload_hash => {
+                // Its payload at its depth under another TurnID: the acknowledged turn was
+                // lost and the same append landed again unkeyed.
+                report.out_of_order += 1;
+                report.fail(format!(
+                    "context {context}: acknowledged turn {} is turn {} in the store",
+                    ack.turn_id, turn.turn_id
+                ));
+            }
+            _ => lost(context, ack, config, window_ms, report),
+        }
+    }
+}
+
+/// An acknowledged turn not on its context's chain: excused only when local and inside a
+/// fault's window.
+fn lost(context: u64, ack: &Ack, config: &CheckConfig, window_ms: u64, report: &mut CheckReport) {
+    if ack.remote {
+        report.remote_lost += 1;
+        report.fail(format!(
+            "context {context}: remote acknowledgement of turn {} (depth {}) lost",
+            ack.turn_id, ack.depth
+        ));
+        return;
+    }
+    let excused = config.faults_unix_ms.iter().any(|fault| {
+        ack.acked_unix_ms > 0
+            && ack.acked_unix_ms <= fault.saturating_add(window_ms)
+            && ack.acked_unix_ms.saturating_add(window_ms) >= *fault
+    });
+    if excused {
+        report.local_lost_in_window += 1;
+    } else {
+        report.local_lost_outside += 1;
+        report.fail(format!(
+            "context {context}: local acknowledgement of turn {} (depth {}, at {} ms) lost outside every fault's window",
+            ack.turn_id, ack.depth, ack.acked_unix_ms
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ack(turn: u64, depth: u32, hash: &str, remote: bool, at: u64) -> Ack {
+        Ack {
+            context_id: 7,
+            turn_id: turn,
+            parent_turn_id: turn.saturating_sub(1),
+            depth,
+            payload_hash: hash.into(),
+            remote,
+            acked_unix_ms: at,
+        }
+    }
+
+    fn chain(turns: &[(u64, &str)]) -> Vec<ChainTurn> {
+        turns
+            .iter()
+            .map(|(turn, hash)| ChainTurn {
+                turn_id: *turn,
+                parent_turn_id: turn.saturating_sub(1),
+                payload_hash: (*hash).into(),
+            })
+            .collect()
+    }
+
+    fn config(faults: Vec<u64>) -> CheckConfig {
+        CheckConfig {
+            addr: String::new(),
+            token: None,
+            ack_logs: Vec::new(),
+            faults_unix_ms: faults,
+            loss_window: Duration::from_millis(1000),
+        }
+    }
+
+    #[test]
+    fn a_lost_remote_acknowledgement_fails_and_a_lost_local_one_only_outside_the_window() {
+        let acks = [
+            ack(1, 1, "a", true, 100),
+            ack(2, 2, "b", false, 5_000),
+            ack(3, 3, "c", true, 5_100),
+        ];
+        let refs: Vec<&Ack> = acks.iter().collect();
+        let mut report = CheckReport::default();
+        check_context(
+            7,
+            &refs,
+            &chain(&[(1, "a")]),
+            &config(vec![5_500]),
+            &mut report,
+        );
+        assert_eq!((report.remote_lost, report.local_lost_in_window), (1, 1));
+        assert!(!report.passed());
+
+        let mut report = CheckReport::default();
+        check_context(
+            7,
+            &refs[..2],
+            &chain(&[(1, "a")]),
+            &config(vec![9_000]),
+            &mut report,
+        );
+        assert_eq!(report.local_lost_outside, 1);
+        assert!(!report.passed());
+
+        let mut report = CheckReport::default();
+        check_context(
+            7,
+            &refs[..2],
+            &chain(&[(1, "a")]),
+            &config(vec![5_200]),
+            &mut report,
+        );
+        assert!(report.passed(), "{report:?}");
+    }
+
+    #[test]
+    fn a_payload_twice_and_a_reused_turn_id_fail() {
+        let acks = [ack(1, 1, "a", true, 1), ack(2, 2, "b", true, 2)];
+        let refs: Vec<&Ack> = acks.iter().collect();
+        let mut report = CheckReport::default();
+        check_context(
+            7,
+            &refs,
+            &chain(&[(1, "a"), (2, "b"), (3, "b")]),
+            &config(vec![]),
+            &mut report,
+        );
+        assert_eq!(report.duplicates, 1);
+
+        let mut report = CheckReport::default();
+        check_context(
+            7,
+            &refs,
+            &chain(&[(1, "a"), (2, "x")]),
+            &config(vec![]),
+            &mut report,
+        );
+        assert_eq!(report.turn_ids_reused, 1);
+
+        let mut report = CheckReport::default();
+        check_logs_agree(
+            &[ack(1, 1, "a", true, 1), ack(1, 1, "z", false, 2)],
+            &mut report,
+        );
+        assert_eq!(report.turn_ids_reused, 1);
+    }
+
+    #[test]
+    fn a_torn_last_line_is_skipped_and_a_bad_middle_line_is_named() {
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+        let line = r#"{"context_id":1,"turn_id":2,"parent_turn_id":0,"depth":1,"payload_hash":"ab","durability":"remote","acked_unix_ms":5}"#;
+        let torn = dir.path().join("torn");
+        std::fs::write(&torn, format!("{line}\n{{\"context_id\":1,")).unwrap_or_default();
+        let acks = read_ack_logs(&[torn]).unwrap_or_default();
+        assert_eq!(acks.len(), 1);
+        assert!(acks[0].remote);
+        let bad = dir.path().join("bad");
+        std::fs::write(&bad, format!("garbage\n{line}\n")).unwrap_or_default();
+        let error = read_ack_logs(&[bad]).err().map(|error| error.to_string());
+        assert!(error.is_some_and(|error| error.contains("line 1")));
+    }
+}
