@@ -387,7 +387,9 @@ class Calls(ClientCore):
         ``parent`` ``"root"`` or a TurnID the context owns (time travel: the head moves to the
         new turn); ``key`` unique in the context — appending a key it has answers that turn
         with ``existing`` True and writes nothing, so a retry after ``ConnectionLost`` is
-        safe; ``labels``; ``links`` to other turns; ``summary``.
+        safe (a client made with ``idempotency="auto"`` gives a turn without one a fresh
+        key, see :data:`~ctxstore.types.Idempotency`); ``labels``; ``links`` to other turns;
+        ``summary``.
 
         ``durability`` (protocol version 4, decision 0031): ``"remote"`` answers once the
         object store holds the write too, ``"local"`` once it is on the server's disk; None:
@@ -405,7 +407,9 @@ class Calls(ClientCore):
             type_tag=type_tag,
             codec=codec,
         )
-        plan = ops.append_spec_compressed(context, spec, expected_head, self._compress_level)
+        plan = ops.append_spec_compressed(
+            context, spec, expected_head, self._compress_level, self._idempotency
+        )
         return Call(ops.durable(plan, durability), timeout)
 
     @call
@@ -438,7 +442,8 @@ class Calls(ClientCore):
             type_tag=type_tag,
             codec=codec,
         )
-        return Call(ops.durable(ops.append_spec(context, spec, expected_head), durability), timeout)
+        plan = ops.append_spec_keyed(context, spec, expected_head, self._idempotency)
+        return Call(ops.durable(plan, durability), timeout)
 
     @call
     def get_turn(
@@ -948,7 +953,9 @@ class Calls(ClientCore):
         64 bytes, 16 labels in 1 KiB, 8 links (each must exist: NotFound); a parent the
         context does not own is InvalidArgument. Returns one :class:`Appended` per turn.
         ``durability``: as :meth:`append`'s, for the whole batch."""
-        plan = ops.append_turns_compressed(context, turns, expected_head, self._compress_level)
+        plan = ops.append_turns_compressed(
+            context, turns, expected_head, self._compress_level, self._idempotency
+        )
         return Call(ops.durable(plan, durability), timeout)
 
     @call

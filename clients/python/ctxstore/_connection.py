@@ -35,7 +35,7 @@ from .errors import (
     Unconfirmed,
     error_for_code,
 )
-from .types import ReplicationStats, Role, ServerInfo, VerifyPayloads
+from .types import Idempotency, ReplicationStats, Role, ServerInfo, VerifyPayloads
 
 SCRATCH_KEEP_BYTES = 1 << 20
 """The largest buffer for a body that arrives in pieces a connection keeps between frames."""
@@ -393,8 +393,10 @@ class ClientCore:
         verify_payloads: VerifyPayloads = "when_remote",
         compress_level: int | None = ops.DEFAULT_COMPRESS_LEVEL,
         failover_timeout: float = FAILOVER_TIMEOUT_DEFAULT,
+        idempotency: Idempotency = "off",
     ) -> None:
         self._addrs = parse_addrs(addr)
+        self._idempotency = ops.check_idempotency(idempotency)
         self._host, self._port = self._addrs[0]
         self._failover_timeout = ops.check_timeout(failover_timeout, FAILOVER_TIMEOUT_DEFAULT)
         self._token = ops.token_bytes(token)

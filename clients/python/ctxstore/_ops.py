@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
@@ -58,6 +59,7 @@ from .types import (
     FoundPage,
     GcReport,
     HashLike,
+    Idempotency,
     KeyLike,
     KeyT,
     KvItem,
@@ -1806,6 +1808,48 @@ def check_compress_level(level: int | None) -> int | None:
     return level
 
 
+IDEMPOTENCY: tuple[Idempotency, ...] = ("off", "auto")
+AUTO_KEY_PREFIX = "ctxstore-auto:"
+"""The prefix of the keys ``idempotency="auto"`` makes (the Rust client's
+``Idempotency::AUTO_KEY_PREFIX``)."""
+KEYS_SINCE_VERSION = 2
+"""The protocol version whose APPEND_TURNS carries a turn's key (decision 0009)."""
+
+
+def check_idempotency(value: object) -> Idempotency:
+    """``value`` if it is one of :data:`IDEMPOTENCY`, else ValueError."""
+    for known in IDEMPOTENCY:
+        if isinstance(value, str) and value == known:
+            return known
+    raise ValueError(f"idempotency is {' or '.join(map(repr, IDEMPOTENCY))}, not {value!r}")
+
+
+def auto_key() -> bytes:
+    """A new key, unique across processes and calls: :data:`AUTO_KEY_PREFIX` and 32 hex digits
+    of 128 random bits."""
+    return (AUTO_KEY_PREFIX + secrets.token_hex(16)).encode("ascii")
+
+
+def auto_keyed(specs: list[TurnSpec], idempotency: Idempotency) -> Plan[list[TurnSpec]]:
+    """``specs`` with a fresh key (:func:`auto_key`) on each turn without one, when
+    ``idempotency`` is ``"auto"`` and the connection carries keys (version 2; no round trip:
+    what HELLO told); else as they are. Made once, here, before the request is built: every
+    resend of that request after a failover carries the same keys."""
+    if idempotency != "auto" or all(
+        not isinstance(spec, TurnSpec) or spec.key is not None for spec in specs
+    ):
+        return specs
+    info: ServerInfo = yield SERVER_INFO
+    if info.version < KEYS_SINCE_VERSION:
+        return specs
+    return [
+        dataclasses.replace(spec, key=auto_key())
+        if isinstance(spec, TurnSpec) and spec.key is None
+        else spec
+        for spec in specs
+    ]
+
+
 def _turn_spec(spec: TurnSpec, compression: Compression | None = None) -> _SentTurn:
     if not isinstance(spec, TurnSpec):
         raise TypeError(f"append_turns takes TurnSpec values, not {type(spec).__name__}")
@@ -1935,19 +1979,28 @@ def append_turns_compressed(
     specs: Iterable[TurnSpec],
     expected_head: int | None,
     compress_level: int | None,
+    idempotency: Idempotency = "off",
 ) -> Plan[list[Appended]]:
-    """:func:`append_turns`, compressing payloads when the connection has the ZSTD flag."""
+    """:func:`append_turns`, compressing payloads when the connection has the ZSTD flag; each
+    turn without a key given one with ``idempotency="auto"`` (:func:`auto_keyed`)."""
     specs = list(specs)  # read once, before the connection is asked for its version
+    specs = yield from auto_keyed(specs, idempotency)
     compression = yield from compression_for(compress_level)
     appended: list[Appended] = yield append_turns(context, specs, expected_head, compression)
     return appended
 
 
 def append_spec_compressed(
-    context: ContextLike, spec: TurnSpec, expected_head: int | None, compress_level: int | None
+    context: ContextLike,
+    spec: TurnSpec,
+    expected_head: int | None,
+    compress_level: int | None,
+    idempotency: Idempotency = "off",
 ) -> Plan[Appended]:
     """:func:`append_spec`; on a version-3 connection a payload zstd shrinks goes as its frame
-    in a one-turn APPEND_TURNS (APPEND_TURN has no room for one; the answer is the same)."""
+    in a one-turn APPEND_TURNS (APPEND_TURN has no room for one; the answer is the same). A
+    turn without a key gets one with ``idempotency="auto"`` (:func:`auto_keyed`)."""
+    (spec,) = yield from auto_keyed([spec], idempotency)
     compression = yield from compression_for(compress_level)
     if compression is not None and spec.payload is not None and spec.payload_hash is None:
         many = append_turns(context, [spec], expected_head, compression)
@@ -1956,6 +2009,16 @@ def append_spec_compressed(
         if request.turns[0].zstd_hash is not None:
             one: Appended = yield Op(request, lambda response: many.finish(response)[0])
             return one
+    appended: Appended = yield append_spec(context, spec, expected_head)
+    return appended
+
+
+def append_spec_keyed(
+    context: ContextLike, spec: TurnSpec, expected_head: int | None, idempotency: Idempotency
+) -> Plan[Appended]:
+    """:func:`append_spec`, the turn given a key with ``idempotency="auto"``
+    (:func:`auto_keyed`)."""
+    (spec,) = yield from auto_keyed([spec], idempotency)
     appended: Appended = yield append_spec(context, spec, expected_head)
     return appended
 

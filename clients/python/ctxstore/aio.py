@@ -38,6 +38,7 @@ from .errors import (
     RequestTimeout,
 )
 from .types import (
+    Idempotency,
     ServerInfo,
     VerifyPayloads,
 )
@@ -388,7 +389,8 @@ class AsyncClient(Calls, shell="asyncio"):
     reconnects; with one address the client never retries a call by itself. With several
     (``"A,B,C"`` or a list) it follows the primary as :class:`ctxstore.Client` does
     (decision 0031 §11): a call is sent again on the new primary when that is safe, else it
-    raises :class:`~ctxstore.errors.OutcomeUnknown`.
+    raises :class:`~ctxstore.errors.OutcomeUnknown`; with ``idempotency="auto"`` every
+    append carries a key, so it is always safe to send again.
 
     The arguments are those of :class:`ctxstore.Client` (without ``lazy``); so are the
     methods, with the same meaning (a context by ContextID ``int`` or name ``str``), as
@@ -415,6 +417,7 @@ class AsyncClient(Calls, shell="asyncio"):
         verify_payloads: VerifyPayloads = "when_remote",
         compress_level: int | None = ops.DEFAULT_COMPRESS_LEVEL,
         failover_timeout: float = FAILOVER_TIMEOUT_DEFAULT,
+        idempotency: Idempotency = "off",
     ) -> AsyncClient:
         """A client, connected (HELLO done) before it is returned."""
         client = cls(
@@ -429,6 +432,7 @@ class AsyncClient(Calls, shell="asyncio"):
             verify_payloads=verify_payloads,
             compress_level=compress_level,
             failover_timeout=failover_timeout,
+            idempotency=idempotency,
         )
         await client._connection(time.monotonic() + client._connect_timeout)
         return client

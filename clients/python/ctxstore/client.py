@@ -38,6 +38,7 @@ from .errors import (
     RequestTimeout,
 )
 from .types import (
+    Idempotency,
     ServerInfo,
     VerifyPayloads,
 )
@@ -462,7 +463,10 @@ class Client(Calls, shell="blocking"):
     a write refused with NOT_PRIMARY; a write whose outcome is unknown only when it lands
     once however often it is sent (a turn with a ``key``, a KV put, a seal). Any other write
     whose outcome is unknown raises :class:`~ctxstore.errors.OutcomeUnknown`: it may or may
-    not have landed. Only the listed addresses are ever used.
+    not have landed. Only the listed addresses are ever used. With ``idempotency="auto"``
+    every append carries a key (its own, else one made here), so an append whose connection
+    broke mid-write is sent again on the new primary, with the same key, and lands exactly
+    once.
 
     Args:
         addr: ``"HOST:PORT"``, ``"[V6]:PORT"`` or ``(host, port)``; several as ``"A,B,C"``
@@ -470,6 +474,14 @@ class Client(Calls, shell="blocking"):
             ``127.0.0.1:7411`` (as the CLI).
         failover_timeout: with several addresses, how long a call looks for the primary
             (default 30 s).
+        idempotency: ``"auto"`` gives each turn of :meth:`append`, :meth:`append_by_hash`
+            and :meth:`append_turns` that has no ``key`` a fresh one (``ctxstore-auto:`` and
+            32 random hex digits), made once per call and sent with every retry of it: after
+            a failover the append is sent again on the new primary and lands exactly once
+            (its answer may say ``existing``: its own first write), instead of raising
+            :class:`~ctxstore.errors.OutcomeUnknown`. The key is stored with the turn,
+            visible and unique in its context. ``"off"`` (the default): a turn has the key
+            its caller gave, or none. See :data:`~ctxstore.types.Idempotency`.
         token: the server's token (``--token-file``), if it has one; by default
             ``$CTXSTORE_TOKEN`` (as the CLI); ``""`` for none whatever the environment
             says. White space around it is taken off, as the server trims its token file
@@ -511,6 +523,7 @@ class Client(Calls, shell="blocking"):
         verify_payloads: VerifyPayloads = "when_remote",
         compress_level: int | None = ops.DEFAULT_COMPRESS_LEVEL,
         failover_timeout: float = FAILOVER_TIMEOUT_DEFAULT,
+        idempotency: Idempotency = "off",
     ) -> None:
         super().__init__(
             addr,
@@ -524,6 +537,7 @@ class Client(Calls, shell="blocking"):
             verify_payloads=verify_payloads,
             compress_level=compress_level,
             failover_timeout=failover_timeout,
+            idempotency=idempotency,
         )
         self._conn: _Connection | None = None
         self._conn_lock = threading.Lock()

@@ -49,6 +49,7 @@ __all__ = [
     "ParentLike",
     "VerifyPayloads",
     "Durability",
+    "Idempotency",
     "TurnSpec",
     "TurnInfo",
     "TurnPage",
@@ -88,6 +89,17 @@ once the object store holds it too (a server without ``--replicate-to`` refuses 
 :class:`~ctxstore.errors.Unconfirmed`: it is durable on the server but not confirmed
 off-host; retry it with the same idempotency key. Refused before sending on a server of
 version 3 or older (:class:`~ctxstore.errors.NotSupported`)."""
+
+Idempotency = Literal["off", "auto"]
+"""Whether a client gives appends without a key one of its own (decision 0031 §11), its
+``idempotency=`` option: ``"off"`` (the default) sends a turn with the key its caller gave,
+or none; ``"auto"`` gives every turn of ``append``, ``append_by_hash`` and ``append_turns``
+that has no ``key`` a fresh one (``ctxstore-auto:`` and 32 random hex digits) made once per
+call, so that a client of several addresses sends the append again, with the same key, on
+the new primary after a failover and it lands exactly once instead of raising
+:class:`~ctxstore.errors.OutcomeUnknown` (such a retry may answer ``existing`` True: the
+call's own first write). The key is part of the turn: stored, visible, unique in its
+context. On a version-1 connection (no keys) appends go as they are."""
 
 KeyT = TypeVar("KeyT", bound=KeyLike)
 """The key type of a mapping of entries (``Mapping`` is invariant in its keys: a

@@ -6,7 +6,13 @@ then killed (SIGKILL): the unkeyed append raises ``OutcomeUnknown`` (never a sil
 keyed appends are sent again on the new primary and land exactly once (read back: each key
 once, in order); a read after the kill is answered by the new primary. A list of servers none
 of which takes writes raises ``NoPrimary`` within ``failover_timeout``; one address asks no
-ROLE (a plain server, as before)."""
+ROLE (a plain server, as before).
+
+With ``idempotency="auto"``, against three servers (a primary and two ``--auto-promote``
+standbys, one of which takes over, the other following it): appends without keys in flight
+when the primary is killed (``append``, ``append_turns``, ``append_by_hash``) are given keys
+of their own, sent again with them on the new primary and land exactly once; none raises
+``OutcomeUnknown``."""
 
 from __future__ import annotations
 
@@ -19,28 +25,40 @@ import pytest
 
 import ctxstore
 from ctxstore.errors import NoPrimary, OutcomeUnknown
-from ctxstore.types import TurnSpec
+from ctxstore.types import Appended, TurnSpec, blob_hash
 
 from conftest import ServerProcess, new_server
 
 LEASE = ["--replicate-interval", "100ms", "--replica-lease", "4s"]
 
 
-def _pair(tmp_root: Path, name: str) -> tuple[ServerProcess, ServerProcess, int]:
-    """A primary with a context holding one remote write, and a caught-up standby; the
-    context."""
+def _replicated(
+    tmp_root: Path, name: str, standbys: int = 1
+) -> tuple[ServerProcess, list[ServerProcess], int]:
+    """A primary with a context holding one remote write, and ``standbys`` caught-up
+    ``--auto-promote`` standbys; the context."""
     url = f"file://{tmp_root / f'replica-failover-{name}'}"
     primary = new_server(tmp_root, extra_args=["--replicate-to", url, *LEASE])
     with ctxstore.Client(primary.addr) as first:
         context = first.create_context().context_id
         head = first.append(context, b"before", key="key-000", durability="remote").turn_id
-    standby = new_server(tmp_root, extra_args=["--follow", url, "--auto-promote", *LEASE])
-    with ctxstore.Client(standby.addr) as follower:
-        deadline = time.monotonic() + 30
-        while follower.head(context).head_turn_id != head:
-            assert time.monotonic() < deadline, standby.log_text()
-            time.sleep(0.05)
-    return primary, standby, context
+    started: list[ServerProcess] = []
+    for _ in range(standbys):
+        standby = new_server(tmp_root, extra_args=["--follow", url, "--auto-promote", *LEASE])
+        started.append(standby)
+        with ctxstore.Client(standby.addr) as follower:
+            deadline = time.monotonic() + 30
+            while follower.head(context).head_turn_id != head:
+                assert time.monotonic() < deadline, standby.log_text()
+                time.sleep(0.05)
+    return primary, started, context
+
+
+def _pair(tmp_root: Path, name: str) -> tuple[ServerProcess, ServerProcess, int]:
+    """A primary with a context holding one remote write, and a caught-up standby; the
+    context."""
+    primary, standbys, context = _replicated(tmp_root, name)
+    return primary, standbys[0], context
 
 
 def _keys(client: ctxstore.Client, context: int) -> list[str]:
@@ -132,3 +150,115 @@ def test_no_primary_in_the_list_and_one_address_as_before(server: ServerProcess)
     with pytest.raises(NoPrimary):
         ctxstore.Client("127.0.0.1:1,127.0.0.1:2", failover_timeout=0.5)
     assert time.monotonic() - started < 10
+
+
+def _landed_once(turns: list[ctxstore.TurnInfo], appended: list[Appended], count: int) -> None:
+    """The context holds the turn before the kill and ``count`` turns more, each with a key
+    of its own made by ``idempotency="auto"`` and each one an append answered: nothing lost,
+    nothing twice."""
+    assert [turn.key for turn in turns[:1]] == [b"key-000"]
+    later = turns[1:]
+    assert len(later) == count, [turn.key for turn in later]
+    keys = [turn.key or b"" for turn in later]
+    assert all(key.startswith(b"ctxstore-auto:") and len(key) == 14 + 32 for key in keys), keys
+    assert len(set(keys)) == count
+    assert sorted(turn.turn_id for turn in later) == sorted(a.turn_id for a in appended)
+
+
+def test_auto_keys_land_exactly_once_across_a_kill(tmp_root: Path) -> None:
+    primary, standbys, context = _replicated(tmp_root, "auto-sync", standbys=2)
+    members = [*standbys, primary]
+    try:
+        with pytest.raises(ValueError, match="idempotency"):
+            ctxstore.Client(primary.addr, idempotency="always", lazy=True)  # type: ignore[arg-type]
+        client = ctxstore.Client(
+            [member.addr for member in members], failover_timeout=30, idempotency="auto"
+        )
+        assert client.addr == primary.addr
+        stored = blob_hash(b"by hash")
+        client.append(client.create_context().context_id, b"by hash")  # the blob, stored
+        before = client.append(context, b"auto 0", durability="remote")
+        primary.pause()
+        results: list[Appended] = []
+        failures: list[BaseException] = []
+        lock = threading.Lock()
+
+        def write(index: int) -> None:
+            try:
+                if index % 3 == 0:
+                    got = [client.append(context, f"auto {index}".encode(), durability="remote")]
+                elif index % 3 == 1:
+                    got = client.append_turns(
+                        context,
+                        [TurnSpec(f"auto {index}a".encode()), TurnSpec(f"auto {index}b".encode())],
+                        durability="remote",
+                    )
+                else:
+                    got = [client.append_by_hash(context, stored, durability="remote")]
+                with lock:
+                    results.extend(got)
+            except BaseException as error:  # noqa: BLE001 - what the thread saw
+                with lock:
+                    failures.append(error)
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(1, 7)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.3)
+        primary.kill()
+        for thread in threads:
+            thread.join(timeout=90)
+        assert not failures, failures
+        assert not any(isinstance(error, OutcomeUnknown) for error in failures)
+        assert client.addr in {standby.addr for standby in standbys}
+        assert client.role().role == "primary"
+        after = client.append(context, b"auto after", durability="remote")
+        turns = list(client.iter_turn_log(context))
+        turns.reverse()
+        # "auto 0", then 2 appends, 2 batches of 2 and 2 by hash in flight, then "auto after".
+        _landed_once(turns, [before, *results, after], 1 + 8 + 1)
+        client.close()
+    finally:
+        primary.kill()
+        for standby in standbys:
+            standby.stop()
+
+
+async def test_the_async_client_auto_keys_land_exactly_once_across_a_kill(
+    tmp_root: Path,
+) -> None:
+    primary, standbys, context = _replicated(tmp_root, "auto-async", standbys=2)
+    members = [*standbys, primary]
+    try:
+        client = await ctxstore.AsyncClient.connect(
+            [member.addr for member in members], idempotency="auto"
+        )
+        assert client.addr == primary.addr
+        primary.pause()
+        writes = [
+            asyncio.ensure_future(client.append(context, f"auto {i}".encode(), durability="remote"))
+            for i in range(3)
+        ]
+        batch = asyncio.ensure_future(
+            client.append_turns(
+                context, [TurnSpec(b"auto batch a"), TurnSpec(b"auto batch b")], durability="remote"
+            )
+        )
+        await asyncio.sleep(0.3)
+        primary.kill()
+        outcomes = await asyncio.gather(*writes, batch, return_exceptions=True)
+        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        assert not failures, failures
+        appended: list[Appended] = []
+        for outcome in outcomes:
+            assert not isinstance(outcome, BaseException)
+            appended.extend(outcome if isinstance(outcome, list) else [outcome])
+        assert client.addr in {standby.addr for standby in standbys}
+        turns = [turn async for turn in client.iter_turn_log(context)]
+        turns.reverse()
+        _landed_once(turns, appended, 3 + 2)
+        await client.close()
+    finally:
+        primary.kill()
+        for standby in standbys:
+            standby.stop()

@@ -9,6 +9,8 @@
  * cursors that advance. A broken promise is a ProtocolError (IntegrityError for bytes).
  */
 
+import { randomBytes } from "node:crypto";
+
 import {
   ClientClosed,
   ConnectError,
@@ -46,6 +48,7 @@ import type {
   FoundPage,
   GcReport,
   HashLike,
+  Idempotency,
   KeyLike,
   KvItem,
   KvPage,
@@ -117,6 +120,10 @@ export interface ClientOptions {
   chunking?: ChunkingOptions | false;
   /** With several addresses: how long a call looks for the primary (default 30 s). */
   failoverTimeoutMs?: number;
+  /** `auto`: every append without a key gets a fresh one, sent again with every retry of that
+   * append, so that it lands exactly once across a failover (default `off`; see
+   * {@link Idempotency}). */
+  idempotency?: Idempotency;
 }
 
 /** Per-call options. */
@@ -168,6 +175,17 @@ export function parseAddrs(addr: string | readonly string[]): Array<{ host: stri
 }
 
 const FAILOVER_TIMEOUT_MS = 30_000;
+/** The prefix of the keys `idempotency: "auto"` makes (the Rust client's
+ * `Idempotency::AUTO_KEY_PREFIX`). */
+export const AUTO_KEY_PREFIX = "ctxstore-auto:";
+/** The protocol version whose APPEND_TURNS carries a turn's key (decision 0009). */
+const KEYS_SINCE_VERSION = 2;
+
+/** A new key, unique across processes and calls: AUTO_KEY_PREFIX and 32 hex digits of 128
+ * random bits. */
+export function autoKey(): string {
+  return AUTO_KEY_PREFIX + randomBytes(16).toString("hex");
+}
 const BACKOFF_MIN_MS = 100;
 const BACKOFF_MAX_MS = 1_000;
 
@@ -367,6 +385,7 @@ export class Client {
   /** Every address given; with several the client follows the primary among them. */
   private readonly addrList: Array<{ host: string; port: number }>;
   private readonly failoverTimeoutMs: number;
+  private readonly idempotency: Idempotency;
   private readonly token: Uint8Array;
   private readonly timeoutMs: number;
   private readonly connectTimeoutMs: number;
@@ -396,6 +415,9 @@ export class Client {
     this.host = first.host;
     this.port = first.port;
     this.failoverTimeoutMs = checkTimeout(options.failoverTimeoutMs, FAILOVER_TIMEOUT_MS, "failoverTimeoutMs");
+    const idempotency = options.idempotency ?? "off";
+    if (idempotency !== "off" && idempotency !== "auto") throw new RangeError(`idempotency is "off" or "auto", not ${String(idempotency)}`);
+    this.idempotency = idempotency;
     this.token = tokenBytes(options.token);
     this.timeoutMs = checkTimeout(options.timeoutMs, DEFAULT_TIMEOUT_MS, "timeoutMs");
     this.connectTimeoutMs = checkTimeout(options.connectTimeoutMs, DEFAULT_CONNECT_TIMEOUT_MS, "connectTimeoutMs");
@@ -450,6 +472,7 @@ export class Client {
       verifyPayloads: this.verifyPayloads,
       chunking: this.chunking,
       failoverTimeoutMs: this.failoverTimeoutMs,
+      idempotency: this.idempotency,
     };
   }
 
@@ -643,6 +666,12 @@ export class Client {
     }
   }
 
+  /** Whether appends get keys made here: `idempotency: "auto"`, on a connection that carries
+   * keys (version 2; no round trip once connected). */
+  private async autoKeys(): Promise<boolean> {
+    return this.idempotency === "auto" && (await this.serverInfo()).version >= KEYS_SINCE_VERSION;
+  }
+
   private async run<R>(request: p.Request<R>, options?: CallOptions): Promise<R> {
     return (await this.send(request, options)).answer;
   }
@@ -704,6 +733,11 @@ export class Client {
     const expected = options.expectedHead === undefined ? undefined : u64(options.expectedHead, "expectedHead");
     if (!(payload instanceof Uint8Array)) throw new TypeError("a payload is a Uint8Array");
     if (payload.length > p.U32_MAX) throw new RangeError("a payload is at most 4 GiB - 1 bytes");
+    if (await this.autoKeys()) {
+      // `idempotency: "auto"`: one turn with a key of its own, by APPEND_TURNS.
+      const [appended] = await this.appendTurns(target, [{ payload, typeTag, codec }], { ...options, expectedHead: expected });
+      return appended!;
+    }
     const stored = await this.storeChunked(payload, options);
     if (stored !== undefined) {
       const appended = await this.appendByHash(target, stored.payloadHash, { ...options, typeTag, codec, expectedHead: expected });
@@ -734,6 +768,11 @@ export class Client {
   ): Promise<Appended> {
     const digest = parseHash(payloadHash);
     const expected = options.expectedHead === undefined ? undefined : u64(options.expectedHead, "expectedHead");
+    if (await this.autoKeys()) {
+      const turn = { payloadHash: digest, typeTag: typeTagOf(options.typeTag), codec: u32(options.codec ?? 0, "codec") };
+      const [appended] = await this.appendTurns(context, [turn], { ...options, expectedHead: expected });
+      return appended!;
+    }
     const answer = await this.run(
       durable(p.appendTurnByHash(contextRef(context), expected, typeTagOf(options.typeTag), u32(options.codec ?? 0, "codec"), digest), options.durability),
       options,
@@ -1363,11 +1402,14 @@ export class Client {
   async appendTurns(context: ContextLike, specs: readonly TurnSpec[], options: WriteOptions & { expectedHead?: number } = {}): Promise<Appended[]> {
     const target = contextRef(context);
     if (specs.length === 0) throw new RangeError("appendTurns needs at least one TurnSpec");
-    const sent = await Promise.all(specs.map((spec) => this.sentTurn(spec, options)));
+    // `idempotency: "auto"`: a key made here, once, for each turn without one; every resend of
+    // the request after a failover carries the same keys.
+    const keyed = specs.some((spec) => spec.key === undefined) && (await this.autoKeys()) ? specs.map((spec) => (spec.key === undefined ? { ...spec, key: autoKey() } : spec)) : specs;
+    const sent = await Promise.all(keyed.map((spec) => this.sentTurn(spec, options)));
     const expected = options.expectedHead === undefined ? undefined : u64(options.expectedHead, "expectedHead");
     const records = sent.map((s) => s.record);
-    const keyed = records.every((record) => record.extras.key.length > 0);
-    const answers = await this.run(durable({ ...p.appendTurns(target, expected, records), resendable: keyed }, options.durability), options);
+    const resendable = records.every((record) => record.extras.key.length > 0);
+    const answers = await this.run(durable({ ...p.appendTurns(target, expected, records), resendable }, options.durability), options);
     if (answers.length !== sent.length) throw new ProtocolError(`APPEND_TURNS of ${sent.length} turns was answered with ${answers.length}`);
     let head: number | undefined = expected;
     answers.forEach((answer, i) => {

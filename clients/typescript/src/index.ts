@@ -11,6 +11,7 @@
  */
 
 export {
+  AUTO_KEY_PREFIX,
   Client,
   DEFAULT_ADDR,
   DEFAULT_CHUNKING,

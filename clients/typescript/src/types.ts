@@ -18,6 +18,15 @@ export type VerifyPayloads = "when_remote" | "always";
  * with Unconfirmed: durable on the server but not confirmed off-host; retry it with the same
  * idempotency key. Refused before sending on a server of version 3 (NotSupported). */
 export type Durability = "local" | "remote";
+/** Whether a client gives appends without a key one of its own (decision 0031 §11; the
+ * option `idempotency`): `off` (the default) sends a turn with the key its caller gave, or
+ * none; `auto` gives every turn of `append`, `appendByHash` and `appendTurns` that has no key
+ * a fresh one (`ctxstore-auto:` and 32 random hex digits), made once per call, so that a client
+ * of several addresses sends the append again with the same key on the new primary after a
+ * failover and it lands exactly once instead of rejecting with OutcomeUnknownError (such a
+ * retry may answer `existing`: the call's own first write). The key is part of the turn:
+ * stored, visible, unique in its context. On a version-1 connection appends go as they are. */
+export type Idempotency = "off" | "auto";
 
 /** What HELLO told: the negotiated version, the server's name and limits. */
 export interface ServerInfo {
