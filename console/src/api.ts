@@ -98,6 +98,28 @@ export interface StoreAnswer {
     lag_bytes: number;
     last_success_unix_ms: number;
     generation: number;
+    objects_total: number;
+    bytes_total: number;
+    /** ROLE's figures (decision 0031): off, primary, standby, fenced, taking_over. */
+    role: string;
+    accepts_writes: boolean;
+    epoch: number;
+    /** The lease's holder ("" without a lease), its length and the time since its renewal. */
+    lease_holder: string;
+    lease_ms: number;
+    lease_age_ms: number;
+    /** How long acknowledgements stay open without another shipped cut (0: closed). */
+    ack_open_ms: number;
+    failovers: number;
+    last_failover_ms: number;
+    /** Remote acknowledgements: null when the console has no figures of them. */
+    remote_acks: null | {
+      waiting: number;
+      total: number;
+      unconfirmed: number;
+      p50_us: number;
+      p99_us: number;
+    };
   };
   history: { columns: string[]; samples: number[][] };
 }

@@ -231,3 +231,40 @@ describe("the console with a token", () => {
     }
   });
 });
+
+describe("the console of a primary that replicates", () => {
+  test("the store page shows its role, lease, acknowledgements and failovers", async () => {
+    // Decision 0031: a primary on a file:// replica with a lease, acknowledging after the
+    // object store; the metrics share the console's socket (the remote acknowledgements'
+    // figures come from there).
+    const primary = await startServer({
+      flags: [
+        "--replicate-to", "file://{dir}/replica",
+        "--replicate-interval", "50ms",
+        "--replica-lease", "4s",
+        "--ack-after", "remote",
+        "--metrics-listen", "127.0.0.1:0",
+      ],
+    });
+    try {
+      cli(primary.addr, ["ctx", "create", "--name", "replicated"]);
+      cli(primary.addr, ["append", "@replicated"], { input: "shipped before it was acknowledged" });
+      await step("store-replication", async () => {
+        await page.goto(`${primary.console}/store`);
+        const cards = page.getByTestId("replication");
+        await cards.waitFor();
+        const text = await cards.textContent();
+        assert.match(text, /Roleprimary, epoch [1-9]\d*/);
+        assert.match(text, /Shippingshipping, lag /);
+        assert.match(text, /Lease.+, renewed \d+(\.\d)? m?s ago \(of 4\.0 s\)/);
+        assert.match(text, /Acknowledgements(open .+ more|closed)/);
+        assert.match(text, /Failovers0/);
+        assert.match(text, /Remote acks waiting0 \(1 confirmed, 0 unconfirmed\)/);
+        assert.match(text, /Remote ack latencyp50 \d+(\.\d)? [µm]?s, p99 \d+(\.\d)? [µm]?s/);
+        assert.match(await page.getByTestId("store").textContent(), /Replicationprimary, shipping/);
+      });
+    } finally {
+      await primary.stop();
+    }
+  });
+});

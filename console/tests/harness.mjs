@@ -32,9 +32,10 @@ function built(what, path) {
 
 /**
  * Starts ctxstore-server on a fresh store with --console-listen on a free loopback port;
- * resolves once both listen: { addr, console (http://…), stop() }.
+ * resolves once both listen: { addr, console (http://…), dir, stop() }. `flags`: more of the
+ * server's flags; each `{dir}` in them is the server's scratch directory.
  */
-export async function startServer({ token, serverBin } = {}) {
+export async function startServer({ token, serverBin, flags = [] } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "ctxstore-console-"));
   const args = [
     "--data", join(dir, "data"),
@@ -42,6 +43,7 @@ export async function startServer({ token, serverBin } = {}) {
     "--console-listen", "127.0.0.1:0",
     "--log-format", "json",
     "--network-cores", "1",
+    ...flags.map((flag) => flag.replaceAll("{dir}", dir)),
   ];
   if (token) {
     writeFileSync(join(dir, "token"), token, { mode: 0o600 });
@@ -74,6 +76,7 @@ export async function startServer({ token, serverBin } = {}) {
   return {
     addr,
     console: `http://${console}`,
+    dir,
     log,
     async stop() {
       child.kill("SIGTERM");

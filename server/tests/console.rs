@@ -831,3 +831,82 @@ fn wrong_tokens_are_rate_limited_and_the_cookie_is_secure_over_https() {
         "{cleared}"
     );
 }
+
+/// Decision 0031, step 8: a primary's `replication` carries ROLE's figures — its role and
+/// epoch, the lease (holder, length, age), the acknowledgement gate, failovers and the remote
+/// acknowledgements — as ROLE answers them, next to the shipper's state and lag. The binary,
+/// `--replicate-to file://…` with a lease and `--ack-after remote`, the console and the
+/// metrics on one socket (where the console finds the remote acknowledgements' figures).
+#[test]
+fn a_primary_shows_its_role_lease_failovers_and_remote_acks() {
+    let root = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", root.path().join("replica").display());
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let console = free.local_addr().unwrap();
+    drop(free);
+    let console_text = console.to_string();
+    let server = common::spawn_binary(
+        &root.path().join("data"),
+        &[
+            "--replicate-to",
+            &url,
+            "--replicate-interval",
+            "50ms",
+            "--replica-lease",
+            "4s",
+            "--ack-after",
+            "remote",
+            "--console-listen",
+            &console_text,
+            "--metrics-listen",
+            &console_text,
+        ],
+    );
+    let client = common::blocking_client(&server);
+    let context = client.create_context().unwrap().context_id;
+    for i in 0..5u32 {
+        client
+            .append(context, None, 0, 0, Bytes::from(format!("remote {i}")))
+            .unwrap();
+    }
+    let role = client.role().unwrap();
+    let started = Instant::now();
+    while TcpStream::connect(console).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let store = get(console, "/api/store").json();
+    let replication = &store["replication"];
+    assert_eq!(replication["state"], "shipping", "{replication}");
+    assert!(replication["lag_ms"].is_u64(), "{replication}");
+    assert_eq!(replication["role"], "primary", "{replication}");
+    assert_eq!(replication["accepts_writes"], true, "{replication}");
+    assert_eq!(replication["epoch"], role.epoch, "{replication}");
+    assert!(role.epoch >= 1, "{role:?}");
+    assert_eq!(
+        replication["lease_holder"],
+        role.holder.as_str(),
+        "{replication}"
+    );
+    assert!(!role.holder.is_empty(), "{role:?}");
+    assert_eq!(replication["lease_ms"], 4000, "{replication}");
+    let age = replication["lease_age_ms"].as_u64().unwrap();
+    assert!(age < 4000, "a renewed lease: {replication}");
+    assert!(replication["ack_open_ms"].is_u64(), "{replication}");
+    assert_eq!(replication["failovers"], 0, "{replication}");
+    assert_eq!(replication["last_failover_ms"], 0, "{replication}");
+    let acks = &replication["remote_acks"];
+    assert_eq!(acks["total"], 5, "the five appends: {replication}");
+    assert_eq!(acks["total"], role.remote_acks_total, "{replication}");
+    assert_eq!(acks["waiting"], 0, "{replication}");
+    assert_eq!(acks["unconfirmed"], 0, "{replication}");
+    let p50 = acks["p50_us"].as_u64().unwrap();
+    assert!(
+        p50 > 0 && acks["p99_us"].as_u64().unwrap() >= p50,
+        "{replication}"
+    );
+}

@@ -1,5 +1,5 @@
-// The store at a glance: sizes, dedup, garbage collection, replication, and small charts
-// of the recent rates (from the server's samples of its counters).
+// The store at a glance: sizes, dedup, garbage collection, replication and failover, and
+// small charts of the recent rates (from the server's samples of its counters).
 import { useEffect, useState } from "preact/hooks";
 import { type StoreAnswer, get, humanBytes } from "../api";
 import { Show, useLoad } from "../load";
@@ -32,6 +32,67 @@ function Chart({ title, values, unit }: { title: string; values: number[]; unit:
         {values.length > 1 && <polyline points={points} class="line" />}
       </svg>
     </figure>
+  );
+}
+
+/** A duration in milliseconds as people read it: "850 ms", "4.0 s", "3 min". */
+export function humanMs(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 120_000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.round(ms / 60_000)} min`;
+}
+
+/** A latency in microseconds: "850 µs", "12.3 ms", "1.2 s". */
+export function humanUs(us: number): string {
+  return us < 1000 ? `${Math.round(us)} µs` : humanMs(us / 1000);
+}
+
+type Replication = NonNullable<StoreAnswer["replication"]>;
+
+/** Replication and failover (decision 0031): the shipper's state and lag, then ROLE's figures:
+ * the role and epoch, the lease, the acknowledgement gate, failovers, remote acknowledgements. */
+function ReplicationCards({ replication: r }: { replication: Replication }) {
+  const lease = r.lease_ms === 0 ? "none" : `${r.lease_holder || "—"}, renewed ${humanMs(r.lease_age_ms)} ago (of ${humanMs(r.lease_ms)})`;
+  const acks = r.remote_acks;
+  return (
+    <dl class="cards" data-testid="replication">
+      <div>
+        <dt>Role</dt>
+        <dd>
+          {r.role.replace("_", " ")}, epoch {r.epoch}
+          {r.accepts_writes ? "" : " (takes no writes)"}
+        </dd>
+      </div>
+      <div>
+        <dt>Shipping</dt>
+        <dd>
+          {r.state}, lag {humanMs(r.lag_ms)} ({humanBytes(r.lag_bytes)})
+        </dd>
+      </div>
+      <div>
+        <dt>Lease</dt>
+        <dd>{lease}</dd>
+      </div>
+      <div>
+        <dt>Acknowledgements</dt>
+        <dd>{r.ack_open_ms > 0 ? `open ${humanMs(r.ack_open_ms)} more` : "closed"}</dd>
+      </div>
+      <div>
+        <dt>Failovers</dt>
+        <dd>
+          {r.failovers}
+          {r.failovers > 0 ? `, the last took ${humanMs(r.last_failover_ms)}` : ""}
+        </dd>
+      </div>
+      <div>
+        <dt>Remote acks waiting</dt>
+        <dd>{acks === null ? "—" : `${acks.waiting} (${acks.total} confirmed, ${acks.unconfirmed} unconfirmed)`}</dd>
+      </div>
+      <div>
+        <dt>Remote ack latency</dt>
+        <dd>{acks === null ? "—" : `p50 ${humanUs(acks.p50_us)}, p99 ${humanUs(acks.p99_us)}`}</dd>
+      </div>
+    </dl>
   );
 }
 
@@ -93,7 +154,7 @@ export function StorePage() {
                   <dt>Replication</dt>
                   <dd>
                     {store.replication
-                      ? `${store.replication.state}, lag ${(store.replication.lag_ms / 1000).toFixed(1)} s (${humanBytes(store.replication.lag_bytes)})`
+                      ? `${store.replication.role.replace("_", " ")}, ${store.replication.state}, lag ${(store.replication.lag_ms / 1000).toFixed(1)} s (${humanBytes(store.replication.lag_bytes)})`
                       : "off"}
                   </dd>
                 </div>
@@ -108,6 +169,12 @@ export function StorePage() {
                   </dd>
                 </div>
               </dl>
+              {store.replication && (
+                <>
+                  <h2>Replication and failover</h2>
+                  <ReplicationCards replication={store.replication} />
+                </>
+              )}
               <div class="charts">
                 <Chart title="Turns" values={rates(samples, column("turns"))} unit={count} />
                 <Chart title="Payload bytes" values={rates(samples, column("logical_bytes"))} unit={humanBytes} />

@@ -4,6 +4,7 @@
 //! naming it (`{"error":{"code","message"}}`), never a panic.
 
 use std::collections::{BinaryHeap, HashSet};
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use ctxstore_engine::contexts::{LIST_PAGE_MAX, ListQuery};
@@ -13,6 +14,8 @@ use ctxstore_engine::{
     ContextId, ContextRef, ContextView, EngineError, ErrorKind, NoPayloadCache, Payload,
     PayloadMode, Turn, TurnId,
 };
+use ctxstore_protocol::admin::ServerRole;
+use ctxstore_replica::{ReplicationRole, ReplicationState};
 use ctxstore_vocab::labels::is_indexed_label;
 use ctxstore_vocab::payloads::{PayloadKind, codec_name};
 use http_body_util::Full;
@@ -309,18 +312,10 @@ fn store(console: &Console, params: &Params) -> Answer {
     params.only(&[])?;
     let stats = console.engine.stats();
     let now = history::now_unix_ms();
-    let replication = console.replication.as_ref().map(|stats| {
-        let snapshot = stats.snapshot(now);
-        json!({
-            "state": snapshot.state.name(),
-            "lag_ms": snapshot.lag_ms,
-            "lag_bytes": snapshot.lag_bytes,
-            "last_success_unix_ms": snapshot.last_success_unix_ms,
-            "generation": snapshot.generation,
-            "objects_total": snapshot.objects_total,
-            "bytes_total": snapshot.bytes_total,
-        })
-    });
+    let replication = console
+        .replication
+        .as_ref()
+        .map(|stats| replication_json(console, stats, now));
     let sample_json = |sample: &Sample| {
         json!([
             sample.at_unix_ms,
@@ -369,6 +364,62 @@ fn store(console: &Console, params: &Params) -> Answer {
             },
         }),
     ))
+}
+
+/// `GET /api/store`'s `replication`: the shipper's figures and ROLE's (decision 0031 §10; as
+/// the ROLE handler reads them): the role, the epoch, the lease, the acknowledgement gate,
+/// failovers and remote acknowledgements (`null` when the console was given no figures of
+/// them).
+fn replication_json(
+    console: &Console,
+    stats: &ctxstore_replica::ReplicationStats,
+    now: u64,
+) -> Value {
+    let snapshot = stats.snapshot(now);
+    let role = match snapshot.role {
+        None => ServerRole::Off,
+        Some(ReplicationRole::Primary) => match snapshot.state {
+            ReplicationState::Fenced => ServerRole::Fenced,
+            _ => ServerRole::Primary,
+        },
+        Some(ReplicationRole::Standby) if snapshot.promoting => ServerRole::TakingOver,
+        Some(ReplicationRole::Standby) => ServerRole::Standby,
+    };
+    let lease_ms = stats.lease_ms.load(Ordering::Relaxed);
+    let renewed = stats.lease_renewed_unix_ms.load(Ordering::Relaxed);
+    let lease_age_ms = if lease_ms == 0 || renewed == 0 {
+        0
+    } else {
+        now.saturating_sub(renewed)
+    };
+    let remote_acks = console.remote_acks.as_ref().map(|acks| {
+        json!({
+            "waiting": acks.waiting.load(Ordering::Relaxed),
+            "total": acks.acks_total.load(Ordering::Relaxed),
+            "unconfirmed": acks.unconfirmed_total.load(Ordering::Relaxed),
+            "p50_us": acks.latency_quantile_us(0.5),
+            "p99_us": acks.latency_quantile_us(0.99),
+        })
+    });
+    json!({
+        "state": snapshot.state.name(),
+        "lag_ms": snapshot.lag_ms,
+        "lag_bytes": snapshot.lag_bytes,
+        "last_success_unix_ms": snapshot.last_success_unix_ms,
+        "generation": snapshot.generation,
+        "objects_total": snapshot.objects_total,
+        "bytes_total": snapshot.bytes_total,
+        "role": role.name(),
+        "accepts_writes": console.engine.accepts_writes(),
+        "epoch": snapshot.epoch,
+        "lease_holder": stats.lease_holder(),
+        "lease_ms": lease_ms,
+        "lease_age_ms": lease_age_ms,
+        "ack_open_ms": console.engine.ack_open_ms_left().unwrap_or(0),
+        "failovers": stats.failovers.load(Ordering::Relaxed),
+        "last_failover_ms": stats.last_failover_ms.load(Ordering::Relaxed),
+        "remote_acks": remote_acks,
+    })
 }
 
 /// Where a listing sorted by update time is: (updated_at_unix_ms, ContextID), newest first.

@@ -127,6 +127,10 @@ pub struct ConsoleSettings {
     pub limits: ConsoleLimits,
     /// Replication's figures, when the server replicates.
     pub replication: Option<Arc<ctxstore_replica::ReplicationStats>>,
+    /// Remote acknowledgements' figures, when the server replicates (ROLE's `remote_*`);
+    /// without them, those of `metrics` when it is served here; else none (`null` in
+    /// `GET /api/store`).
+    pub remote_acks: Option<Arc<ctxstore_replica::RemoteAcks>>,
     /// Serve `GET /metrics` on the console's socket too (both given the same address).
     pub metrics: Option<MetricsSource>,
     /// How often the store's counters are sampled for the charts (5 s).
@@ -141,6 +145,7 @@ impl ConsoleSettings {
             token: None,
             limits: ConsoleLimits::default(),
             replication: None,
+            remote_acks: None,
             metrics: None,
             sample_interval: Duration::from_secs(5),
         }
@@ -153,6 +158,7 @@ struct Console {
     auth: auth::Auth,
     limits: ConsoleLimits,
     replication: Option<Arc<ctxstore_replica::ReplicationStats>>,
+    remote_acks: Option<Arc<ctxstore_replica::RemoteAcks>>,
     metrics: Option<MetricsSource>,
     history: history::History,
     engine_calls: Semaphore,
@@ -205,6 +211,12 @@ impl ConsoleEndpoint {
             engine: settings.engine,
             limits: settings.limits,
             replication: settings.replication,
+            remote_acks: settings.remote_acks.or_else(|| {
+                settings
+                    .metrics
+                    .as_ref()
+                    .and_then(|metrics| metrics.remote_acks.clone())
+            }),
             metrics: settings.metrics,
             history: history::History::new(),
             engine_calls: Semaphore::new(settings.limits.engine_calls_max.max(1)),
