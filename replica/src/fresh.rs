@@ -14,6 +14,9 @@
 //!    `.fresh.complete`, `.stalled` and `.stalled.done` are removed, in that order.
 //!
 //! A `.fresh/` without `.fresh.complete` is a fresh restore that did not finish: removed.
+//!
+//! A rejoining primary's set-aside store (`rejoin.rs`: `.diverged/`, `.rejoin`) is never
+//! moved by the swap: `.stalled/` is removed at its end, and a diverged store is never deleted.
 
 use std::path::{Path, PathBuf};
 
@@ -40,7 +43,7 @@ fn stalled_done_path(data_dir: &Path) -> PathBuf {
 }
 
 /// The swap's own names, never moved.
-const SWAP_NAMES: [&str; 4] = [".fresh", ".fresh.complete", ".stalled", ".stalled.done"];
+pub(crate) const SWAP_NAMES: [&str; 4] = [".fresh", ".fresh.complete", ".stalled", ".stalled.done"];
 
 /// Marks the fresh restore whole (durably): the next `swap_in` puts it in place.
 pub fn mark_complete(data_dir: &Path) -> Result<(), ReplicaError> {
@@ -82,7 +85,9 @@ pub fn swap_in(data_dir: &Path) -> Result<bool, ReplicaError> {
     if !stalled_done.exists() {
         files::create_dir_all(&stalled).map_err(io(&stalled))?;
         for name in entries(data_dir)? {
-            if !SWAP_NAMES.contains(&name.as_str()) {
+            let kept = SWAP_NAMES.contains(&name.as_str())
+                || crate::rejoin::KEPT_NAMES.contains(&name.as_str());
+            if !kept {
                 let from = data_dir.join(&name);
                 files::rename_durably(&from, &stalled.join(&name)).map_err(io(&from))?;
             }

@@ -332,9 +332,21 @@ async fn renew_loop(
             }
             Ok(Ok(Renewal::Retry)) => timing.retry_every(),
             Ok(Ok(Renewal::Lost(seen))) => {
+                // Named by the address clients reach it at (decision 0031 §8: NOT_PRIMARY
+                // sends writes there), with its process for the log.
                 let who = seen.map_or_else(
                     || "no one (the lease object was deleted)".to_string(),
-                    |seen| format!("{} (epoch {})", seen.record.holder, seen.record.epoch),
+                    |seen| {
+                        let record = &seen.record;
+                        match (record.advertise.is_empty(), record.epoch) {
+                            (true, 0) => record.holder.clone(),
+                            (true, epoch) => format!("{} (epoch {epoch})", record.holder),
+                            (false, 0) => format!("{} ({})", record.advertise, record.holder),
+                            (false, epoch) => {
+                                format!("{} ({}, epoch {epoch})", record.advertise, record.holder)
+                            }
+                        }
+                    },
                 );
                 tracing::error!(holder = %who, "the lease was taken: this primary acknowledges nothing more");
                 (hooks.lost)(who);

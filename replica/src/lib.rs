@@ -19,6 +19,8 @@
 //!   writes, every outcome known;
 //! - `takeover`: a standby taking the prefix over (the epoch, the seal that ends the old
 //!   primary's generation);
+//! - `rejoin`: a fenced primary's store set aside (`DIR/.diverged/`), never deleted, and a
+//!   fresh restore in its place, so that it follows the new primary (decision 0031 §8);
 //! - `restore`: a store rebuilt from its replica at a shipped point;
 //! - `retention`: deleting what no kept restore point reads;
 //! - `stats`: the figures for metrics and `ctxstore stats`;
@@ -46,6 +48,7 @@ pub mod layout;
 pub mod lease;
 pub mod local;
 mod local_cas;
+pub mod rejoin;
 pub mod remote;
 pub mod restore;
 pub mod retention;

@@ -153,6 +153,11 @@ pub struct ReplicationStats {
     /// A stalled standby restored its replica afresh (`fresh.rs`): the server restarts onto
     /// it.
     pub fresh_restore_ready: AtomicBool,
+    /// Records this server's stores held that their new lineage lacked when they were set
+    /// aside at a rejoin (`rejoin.rs`), summed over this process's rejoins (decision 0031 §8).
+    pub diverged_records: AtomicU64,
+    /// Rejoins of this process: a fenced primary that became a standby.
+    pub rejoins: AtomicU64,
     /// The replica's URL, without credentials.
     target: Mutex<String>,
     /// The primary a standby names (its READ_ONLY answers send writes there), or the one that

@@ -481,6 +481,16 @@ impl Server {
             .is_some_and(ctxstore_replica::Follower::fresh_restore_ready)
     }
 
+    /// This server shipped as the primary and another took its prefix over (a lease renewal
+    /// refused, a seal or a newer epoch found): it refuses writes and ships nothing more
+    /// (decision 0031 §8; `--rejoin standby` then makes it a standby).
+    pub fn fenced(&self) -> bool {
+        self.replication().is_some_and(|stats| {
+            stats.role() == Some(ctxstore_replica::ReplicationRole::Primary)
+                && stats.state() == ctxstore_replica::ReplicationState::Fenced
+        })
+    }
+
     /// Replication's figures, when the server replicates.
     pub fn replication(&self) -> Option<&std::sync::Arc<ctxstore_replica::ReplicationStats>> {
         self.replicator

@@ -365,6 +365,20 @@ struct ServeArgs {
     /// --replica-lease (the same on the primary).
     #[arg(long)]
     auto_promote: bool,
+    /// What a primary does once another took its prefix over (a lease renewal refused, a seal
+    /// or a newer epoch found; needs --replica-lease), and what a start with --follow does on
+    /// a directory that shipped to that replica itself (a primary's, or a promoted
+    /// standby's): `standby` (the default) sets the store aside under DIR/.diverged/, never
+    /// deleting it, restores the replica's latest point and follows it on the same addresses
+    /// (with --auto-promote only if it was given); `off` stays fenced, serving reads, and a
+    /// start refuses such a directory (decision 0031 §8).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "standby",
+        value_name = "standby|off"
+    )]
+    rejoin: Rejoin,
     /// Serve even if the replica cannot be reached at start; replication catches up.
     #[arg(long)]
     replicate_start_anyway: bool,
@@ -468,6 +482,15 @@ struct ServeArgs {
     /// agent's latency for fewer fsyncs, which pays only when fsyncs, not CPU, are the limit.
     #[arg(long, default_value_t = 0)]
     batch_wait_us_max: u32,
+}
+
+/// `--rejoin`: what a fenced primary does (decision 0031 §8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Rejoin {
+    /// Set its store aside and follow the new primary.
+    Standby,
+    /// Stay fenced, serving reads, for an operator.
+    Off,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -163,6 +163,19 @@ impl MetricsSource {
             remote_acks(acks, families);
         }
         self.lease(stats, now, families);
+        // Rejoins (decision 0031 §8): a standby shows its own process's, once it rejoined.
+        families.push(counter_family(
+            "ctxstore_replication_rejoins_total",
+            "Times this process, a fenced primary, set its store aside and became a standby of \
+             the new primary (--rejoin standby).",
+            stats.rejoins.load(Ordering::Relaxed),
+        ));
+        families.push(gauge_family(
+            "ctxstore_replication_diverged_records",
+            "Records the stores set aside at those rejoins held past the new lineage's fork \
+             point (kept under DIR/.diverged/, never deleted).",
+            stats.diverged_records.load(Ordering::Relaxed),
+        ));
     }
 
     /// The lease (decision 0031 §4–§7), when this server holds or watches one.

@@ -1,6 +1,8 @@
 //! Serving (no subcommand): the umask and open-files limit, the server started, signals
 //! (drain, then close at once, then exit), a stalled standby's restart onto its fresh
-//! restore.
+//! restore, and a fenced primary's rejoin as a standby (`--rejoin standby`, decision 0031 §8:
+//! `replica/src/rejoin.rs` sets its store aside; here the server restarts onto a fresh restore
+//! as `--follow URL` on the same addresses).
 
 use std::process::ExitCode;
 
@@ -8,7 +10,7 @@ use anyhow::Context;
 use ctxstore_server::{Server, ServerConfig};
 
 use super::server_config::config;
-use crate::ServeArgs;
+use crate::{Rejoin, ServeArgs};
 
 /// Serves the store until SIGINT or SIGTERM, then drains it: exit 0, or 130 when a second
 /// signal cut the drain short.
@@ -16,6 +18,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Before anything is created: the data may be private (conversations, tool output).
     rustix::process::umask(rustix::fs::Mode::from_bits_truncate(args.umask));
     warn_if_more_open_than_umask(&args.data, args.umask);
+    let rejoin = args.rejoin;
     let config = config(args)?;
     raise_open_files_limit(config.limits.connections_max);
     let signals = signal_hook::iterator::Signals::new([
@@ -30,6 +33,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         signal_hook::flag::register(signal, config.stop_waiting.clone())
             .context("installing signal handlers")?;
     }
+    let set_aside_at_start = rejoin_at_start(&config, rejoin)?;
     // Kept for a standby's restart onto a fresh restore (the same addresses once bound).
     let mut restart_config = config.clone();
     let mut server = match Server::start(config) {
@@ -49,7 +53,19 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let second_signal = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut signals = signals;
-    let signal = serve_until_signal(&mut server, &mut signals, &mut restart_config)?;
+    let mut rejoining = RejoinWatch::new(rejoin);
+    if set_aside_at_start {
+        // Counted as a rejoin; what the store held past the fork point is not (it was never
+        // opened here): `verify` or a server on it tells.
+        rejoining.rejoins = 1;
+        rejoining.publish(&server);
+    }
+    let signal = serve_until_signal(
+        &mut server,
+        &mut signals,
+        &mut restart_config,
+        &mut rejoining,
+    )?;
     tracing::info!(
         signal,
         ?drain_timeout,
@@ -68,15 +84,20 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
 /// Serves until a signal, and returns it; a stalled standby that restored its replica afresh
 /// restarts onto it meanwhile (its connections closed; clients reconnect to the same
-/// address).
+/// address), and so does a fenced primary that rejoins as a standby.
 fn serve_until_signal(
     server: &mut Server,
     signals: &mut signal_hook::iterator::Signals,
     restart_config: &mut ServerConfig,
+    rejoining: &mut RejoinWatch,
 ) -> anyhow::Result<i32> {
     loop {
         if let Some(signal) = signals.pending().next() {
             return Ok(signal);
+        }
+        if rejoining.due(server, restart_config) {
+            rejoining.rejoin(server, restart_config)?;
+            continue;
         }
         if server.fresh_restore_ready() {
             tracing::warn!(
@@ -93,6 +114,205 @@ fn serve_until_signal(
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+}
+
+/// The start's part of a rejoin (decision 0031 §8), before the store opens: a set-aside a
+/// crash cut short is finished whatever the flags (its intent is durable, and a store half
+/// moved must never open); with `--follow` and `--rejoin standby`, a directory that shipped to
+/// that replica itself (a primary's, or a promoted standby's: an old primary restarted as a
+/// standby) is set aside; a standby whose store is set aside gets a fresh restore, which the
+/// start puts in place (`fresh::swap_in`). Answers whether it set a store aside.
+fn rejoin_at_start(config: &ServerConfig, rejoin: Rejoin) -> anyhow::Result<bool> {
+    use ctxstore_replica::rejoin as store;
+    let data_dir = absolute(&config.engine.data_dir)?;
+    if !data_dir.exists() {
+        return Ok(false);
+    }
+    let mut set_aside = store::finish(&data_dir)
+        .with_context(|| format!("finishing the set-aside of {}", data_dir.display()))?
+        .is_some();
+    let Some(follow) = &config.follow else {
+        return Ok(set_aside);
+    };
+    if rejoin == Rejoin::Standby
+        && let Some(epoch) = store::shipped_itself(&data_dir, &follow.url)
+            .with_context(|| format!("reading the replica state in {}", data_dir.display()))?
+    {
+        tracing::warn!(
+            data = %data_dir.display(),
+            epoch,
+            url = %ctxstore_replica::stats::without_credentials(&follow.url),
+            "this directory shipped to the replica itself (an old primary, or a promoted \
+             standby): it is set aside and the standby starts from a fresh restore \
+             (--rejoin standby)"
+        );
+        store::set_aside(&data_dir, epoch)
+            .with_context(|| format!("setting the store in {} aside", data_dir.display()))?;
+        set_aside = true;
+    }
+    if store::needs_restore(&data_dir) {
+        store::restore_fresh(&data_dir, follow)
+            .and_then(|_| ctxstore_replica::fresh::mark_complete(&data_dir))
+            .with_context(|| {
+                format!(
+                    "restoring {} afresh into {} for the standby",
+                    follow.url,
+                    data_dir.display()
+                )
+            })?;
+    }
+    Ok(set_aside)
+}
+
+/// How long a fenced primary stays fenced before it rejoins, in leases (see
+/// `RejoinWatch::due`).
+const REJOIN_AFTER_LEASES: u32 = 2;
+
+/// A fenced primary's way back as a standby (`--rejoin standby`, decision 0031 §8).
+struct RejoinWatch {
+    mode: Rejoin,
+    /// When this process first saw the server fenced.
+    fenced_since: Option<std::time::Instant>,
+    /// A fresh restore that failed is tried again from then on.
+    retry_at: Option<std::time::Instant>,
+    /// This process's rejoins and the records their set-aside stores held past the fork
+    /// point: carried into each restarted server's figures.
+    rejoins: u64,
+    diverged_records: u64,
+}
+
+impl RejoinWatch {
+    fn new(mode: Rejoin) -> RejoinWatch {
+        RejoinWatch {
+            mode,
+            fenced_since: None,
+            retry_at: None,
+            rejoins: 0,
+            diverged_records: 0,
+        }
+    }
+
+    /// Whether the fenced primary rejoins now: only with a lease (without one, decision
+    /// 0019's fenced primary stays as it is, for an operator), and once it has answered
+    /// NOT_PRIMARY, naming the new primary, for `REJOIN_AFTER_LEASES` leases: a taker opens
+    /// writes L + m after its take, so by then the primary its clients are sent to takes
+    /// them, and they learn where writes go before the restart closes their connections.
+    fn due(&mut self, server: &Server, config: &ServerConfig) -> bool {
+        let lease = config
+            .replication
+            .as_ref()
+            .or(config.follow.as_ref().map(|follow| &follow.ship))
+            .and_then(|ship| ship.lease);
+        let (Rejoin::Standby, Some(lease)) = (self.mode, lease) else {
+            return false;
+        };
+        let wait = lease.saturating_mul(REJOIN_AFTER_LEASES);
+        if !server.fenced() {
+            return false;
+        }
+        let now = std::time::Instant::now();
+        let since = *self.fenced_since.get_or_insert_with(|| {
+            tracing::warn!(
+                rejoin_in = ?wait,
+                "this primary is fenced: it refuses writes, naming the new primary, and \
+                 rejoins as its standby (--rejoin standby; its store is set aside, never \
+                 deleted)"
+            );
+            now
+        });
+        now.duration_since(since) >= wait && self.retry_at.is_none_or(|at| now >= at)
+    }
+
+    /// Restores the replica afresh while the fenced server still serves reads, then stops
+    /// it, sets its store aside and starts it again as a standby of the same replica on the
+    /// same addresses (`--auto-promote` only if it was a promoted standby started with it).
+    /// A failed restore is retried later, the server still fenced; a failure after the stop
+    /// ends the process (the next start finishes the set-aside and restores).
+    fn rejoin(&mut self, server: &mut Server, config: &mut ServerConfig) -> anyhow::Result<()> {
+        use ctxstore_replica::rejoin as store;
+        let follow = follow_config(config).context("a fenced server without a replica")?;
+        let data_dir = absolute(&config.engine.data_dir)?;
+        if let Err(error) = store::restore_fresh(&data_dir, &follow) {
+            let retry = ctxstore_replica::follow::FRESH_RESTORE_RETRY;
+            tracing::warn!(%error, retry_in = ?retry, "the fenced primary's fresh restore failed; it stays fenced and tries again");
+            self.retry_at = Some(std::time::Instant::now() + retry);
+            return Ok(());
+        }
+        let durable = server.engine().durable_records();
+        let diverged = store::diverged_records(&data_dir, &follow, durable).unwrap_or_else(|error| {
+            tracing::warn!(%error, "could not read the new lineage's fork point: the diverged records go uncounted");
+            None
+        });
+        config.listen = server.local_addr();
+        config.metrics_listen = server.metrics_addr().or(config.metrics_listen);
+        config.console_listen = server.console_addr().or(config.console_listen);
+        server.stop();
+        let epoch = store::store_epoch(&data_dir)?;
+        let aside = store::set_aside(&data_dir, epoch)
+            .with_context(|| format!("setting the store in {} aside", data_dir.display()))?;
+        ctxstore_replica::fresh::mark_complete(&data_dir)?;
+        let count = diverged.as_ref().map(store::count);
+        let diverged = diverged.filter(|range| !range.is_empty());
+        tracing::warn!(
+            set_aside = %aside.dir.display(),
+            diverged_records = ?count,
+            record_ids = ?diverged,
+            "the fenced primary's store is set aside (records past the new lineage's fork \
+             point: diverged_records); it restarts as a standby of {}",
+            ctxstore_replica::stats::without_credentials(&follow.url)
+        );
+        config.replication = None;
+        config.engine.follower = true;
+        config.follow = Some(follow);
+        *server =
+            Server::start(config.clone()).context("restarting the fenced primary as a standby")?;
+        self.rejoins += 1;
+        self.diverged_records += count.unwrap_or(0);
+        self.fenced_since = None;
+        self.retry_at = None;
+        self.publish(server);
+        Ok(())
+    }
+
+    /// This process's rejoins into the (new) server's figures.
+    fn publish(&self, server: &Server) {
+        if let Some(stats) = server.replication() {
+            use std::sync::atomic::Ordering;
+            stats.rejoins.store(self.rejoins, Ordering::Relaxed);
+            stats
+                .diverged_records
+                .store(self.diverged_records, Ordering::Relaxed);
+        }
+    }
+}
+
+/// How the server follows its replica after a rejoin: a promoted standby as it was started
+/// (its URL, `--auto-promote`); a `--replicate-to` primary as a plain standby of the URL it
+/// shipped to. Remote acknowledgements start afresh: the fenced primary's were closed for
+/// good, and a later promotion must confirm again.
+fn follow_config(config: &ServerConfig) -> Option<ctxstore_replica::FollowConfig> {
+    let mut follow = match (&config.follow, &config.replication) {
+        (Some(follow), _) => follow.clone(),
+        (None, Some(ship)) => ctxstore_replica::FollowConfig {
+            url: ship.url.clone(),
+            s3: ship.s3.clone(),
+            interval: ship.interval,
+            ship: ship.clone(),
+            auto_promote: false,
+        },
+        (None, None) => return None,
+    };
+    follow.ship.remote_acks = std::sync::Arc::default();
+    Some(follow)
+}
+
+fn absolute(dir: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
+    if dir.is_absolute() {
+        return Ok(dir.to_path_buf());
+    }
+    Ok(std::env::current_dir()
+        .context("reading the current directory")?
+        .join(dir))
 }
 
 /// A second signal while draining closes every connection at once (and raises
