@@ -227,7 +227,7 @@ struct ChainTurn {
     payload_hash: String,
 }
 
-/// The context's chain, root first (index = depth − 1); empty when the store has no such
+/// The context's chain, root first (index = depth: a context's first turn has depth 0); empty when the store has no such
 /// context (every acknowledgement in it lost).
 async fn read_chain(client: &Client, context: u64) -> anyhow::Result<Vec<ChainTurn>> {
     let head = match client.head(context).await {
@@ -235,8 +235,8 @@ async fn read_chain(client: &Client, context: u64) -> anyhow::Result<Vec<ChainTu
         Err(error) if not_found(&error) => return Ok(Vec::new()),
         Err(error) => return Err(error).with_context(|| format!("reading context {context}")),
     };
-    let mut chain = Vec::with_capacity(head.head_depth as usize);
-    let mut depth = 1u32;
+    let mut chain = Vec::with_capacity(head.head_depth as usize + 1);
+    let mut depth = 0u32;
     while depth <= head.head_depth {
         let page = client
             .range(context, depth, CHAIN_PAGE_TURNS, false)
@@ -290,10 +290,7 @@ fn check_context(
         } else {
             report.local_acked += 1;
         }
-        let at_depth = ack
-            .depth
-            .checked_sub(1)
-            .and_then(|index| chain.get(index as usize));
+        let at_depth = chain.get(ack.depth as usize);
         match at_depth {
             Some(turn) if turn.turn_id == ack.turn_id => {
                 if turn.payload_hash != ack.payload_hash
@@ -387,9 +384,9 @@ mod tests {
     #[test]
     fn a_lost_remote_acknowledgement_fails_and_a_lost_local_one_only_outside_the_window() {
         let acks = [
-            ack(1, 1, "a", true, 100),
-            ack(2, 2, "b", false, 5_000),
-            ack(3, 3, "c", true, 5_100),
+            ack(1, 0, "a", true, 100),
+            ack(2, 1, "b", false, 5_000),
+            ack(3, 2, "c", true, 5_100),
         ];
         let refs: Vec<&Ack> = acks.iter().collect();
         let mut report = CheckReport::default();
@@ -427,7 +424,7 @@ mod tests {
 
     #[test]
     fn a_payload_twice_and_a_reused_turn_id_fail() {
-        let acks = [ack(1, 1, "a", true, 1), ack(2, 2, "b", true, 2)];
+        let acks = [ack(1, 0, "a", true, 1), ack(2, 1, "b", true, 2)];
         let refs: Vec<&Ack> = acks.iter().collect();
         let mut report = CheckReport::default();
         check_context(
@@ -451,7 +448,7 @@ mod tests {
 
         let mut report = CheckReport::default();
         check_logs_agree(
-            &[ack(1, 1, "a", true, 1), ack(1, 1, "z", false, 2)],
+            &[ack(1, 0, "a", true, 1), ack(1, 0, "z", false, 2)],
             &mut report,
         );
         assert_eq!(report.turn_ids_reused, 1);

@@ -55,6 +55,8 @@ pub struct ServerLaunch {
     keep_log: bool,
     ready_timeout: Duration,
     temp_prefix: String,
+    /// `--listen`: `127.0.0.1:0` (a free port) unless a test needs a fixed one.
+    listen: String,
 }
 
 impl ServerLaunch {
@@ -68,7 +70,15 @@ impl ServerLaunch {
             keep_log: false,
             ready_timeout: Duration::from_secs(30),
             temp_prefix: "ctxstore-test-".into(),
+            listen: "127.0.0.1:0".into(),
         }
+    }
+
+    /// Listen on `addr` (`127.0.0.1:PORT`) instead of a free port: a member that replaces a
+    /// lost one at the address its clients already know.
+    pub fn listen(mut self, addr: &str) -> ServerLaunch {
+        self.listen = addr.to_string();
+        self
     }
 
     /// Serve the store in `data` (kept after the server goes), not a fresh one.
@@ -134,7 +144,9 @@ impl ServerLaunch {
         command
             .arg("--data")
             .arg(&data)
-            .args(["--listen", "127.0.0.1:0", "--ready-file"])
+            .arg("--listen")
+            .arg(&self.listen)
+            .arg("--ready-file")
             .arg(&ready)
             .args(&self.flags)
             .envs(self.env.iter().map(|(key, value)| (key, value)))
