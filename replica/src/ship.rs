@@ -924,7 +924,10 @@ impl Shipper {
         if self.remote.exists(next_epoch).await? {
             let holder = catalog::epoch_record(&self.remote, self.local.epoch + 1)
                 .await?
-                .map_or_else(|| "unknown".into(), |record| record.holder);
+                .map_or_else(
+                    || "unknown".into(),
+                    |record| crate::takeover::primary_named(&record),
+                );
             return Err(ReplicaError::Fenced {
                 location: self.remote.location.clone(),
                 epoch: self.local.epoch + 1,

@@ -120,10 +120,7 @@ pub async fn fenced_by(remote: &Remote, epoch: u64, key: Key, found: &[u8]) -> R
                 "a standby was promoted: its seal ends this primary's generation"
             );
             let holder = match crate::catalog::epoch_record(remote, header.epoch).await {
-                Ok(Some(record)) if !record.advertise.is_empty() => {
-                    format!("{} ({})", record.advertise, record.holder)
-                }
-                Ok(Some(record)) => record.holder,
+                Ok(Some(record)) => primary_named(&record),
                 _ => format!("the standby that sealed {what}"),
             };
             (header.epoch, holder)
@@ -141,6 +138,16 @@ pub async fn fenced_by(remote: &Remote, epoch: u64, key: Key, found: &[u8]) -> R
         location: remote.location.clone(),
         epoch,
         holder,
+    }
+}
+
+/// The primary an epoch record names, as a fenced primary's NOT_PRIMARY says it: where
+/// clients reach it, then its process (decision 0031 §8).
+pub(crate) fn primary_named(record: &crate::format::EpochRecord) -> String {
+    if record.advertise.is_empty() {
+        record.holder.clone()
+    } else {
+        format!("{} ({})", record.advertise, record.holder)
     }
 }
 

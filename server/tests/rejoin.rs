@@ -117,14 +117,20 @@ fn a_primary_paused_past_its_lease_rejoins_as_a_standby_of_the_new_one() {
     let url = format!("file://{}", root.path().join("replica").display());
     let old_data = root.path().join("primary");
     let metrics_addr = free_addr();
+    // Shipping every second (the most a 4 s lease allows), so that the write just before the
+    // pause is likely acknowledged `local` and not shipped: a diverged record.
     let primary = spawn(
         &old_data,
-        &flags(&[
+        &[
             "--replicate-to",
             url.as_str(),
             "--metrics-listen",
             metrics_addr.as_str(),
-        ]),
+            "--replicate-interval",
+            "1s",
+            "--replica-lease",
+            "4s",
+        ],
     );
     let old = client(&primary);
     let context = old.create_context().unwrap().context_id;
@@ -139,6 +145,7 @@ fn a_primary_paused_past_its_lease_rejoins_as_a_standby_of_the_new_one() {
             .is_ok_and(|head| head.head_turn_id == before)
     });
 
+    let last_old = append(&old, context, LAST_ON_THE_OLD_PRIMARY);
     primary.signal("STOP");
     wait_until("no takeover", &[&standby], || takes_writes(&new));
     let taken = append(&new, context, "on the new primary");
@@ -190,7 +197,28 @@ fn a_primary_paused_past_its_lease_rejoins_as_a_standby_of_the_new_one() {
     );
     verified(Path::new(SERVER), &aside[0]);
     assert!(primary.log().contains("set aside"), "{}", primary.log());
+    // The write acknowledged just before the pause is in the new lineage, or it is only in the
+    // set-aside store (which a server started on it reads) and counted as diverged.
+    let shipped = new.turn(last_old).is_ok_and(|turn| {
+        new.blob(turn.payload_hash)
+            .is_ok_and(|payload| payload == LAST_ON_THE_OLD_PRIMARY.as_bytes())
+    });
+    if !shipped {
+        assert!(
+            !metrics.contains("ctxstore_replication_diverged_records 0"),
+            "{metrics}"
+        );
+        let reader = spawn(&aside[0], &[]);
+        let inspect = client(&reader);
+        let turn = inspect.turn(last_old).unwrap();
+        assert_eq!(
+            inspect.blob(turn.payload_hash).unwrap(),
+            LAST_ON_THE_OLD_PRIMARY.as_bytes()
+        );
+    }
 }
+
+const LAST_ON_THE_OLD_PRIMARY: &str = "acknowledged local just before the pause";
 
 #[test]
 fn a_killed_primary_restarted_as_a_standby_follows_and_never_takes_an_epoch() {
