@@ -139,6 +139,30 @@ struct Cluster {
 }
 
 impl Cluster {
+    fn new(root: &Path, url: String, env: Vec<(String, String)>) -> Cluster {
+        Cluster {
+            root: root.to_path_buf(),
+            url,
+            env,
+            addrs: three_addresses(),
+            members: vec![None, None, None],
+            dirs: Vec::new(),
+            started: AtomicU64::new(0),
+        }
+    }
+
+    /// A primary at the first address (with `primary_env`), then two standbys once it has
+    /// shipped a restore point (a remote append); answers the primary's slot.
+    fn start_three(&mut self, primary_env: &[(String, String)]) -> usize {
+        self.start_member_env(0, true, primary_env);
+        let primary = self.await_writer(&[], "the first primary");
+        self.await_standbys(primary);
+        self.start_member(1, false);
+        self.start_member(2, false);
+        self.await_standbys(primary);
+        primary
+    }
+
     fn common_flags(&self) -> Vec<String> {
         ["--replicate-interval", "200ms", "--replica-lease", LEASE]
             .iter()
@@ -147,6 +171,11 @@ impl Cluster {
     }
 
     fn start_member(&mut self, slot: usize, primary: bool) {
+        self.start_member_env(slot, primary, &[]);
+    }
+
+    /// `start_member` with more environment (libfaketime's, for the clock test).
+    fn start_member_env(&mut self, slot: usize, primary: bool, extra: &[(String, String)]) {
         let n = self.started.fetch_add(1, Ordering::Relaxed);
         let data = self.root.join(format!("member-{slot}-{n}"));
         let mut flags = if primary {
@@ -169,6 +198,7 @@ impl Cluster {
             .listen(&self.addrs[slot])
             .flags(&flags)
             .envs(&self.env)
+            .envs(extra)
             .keep_log()
             .ready_timeout(Duration::from_secs(60))
             .start();
@@ -552,22 +582,8 @@ fn failovers_under_load_lose_no_remote_acknowledgement_and_local_ones_only_insid
     let Some((proxy, (url, env))) = object_store(root.path()) else {
         return;
     };
-    let mut cluster = Cluster {
-        root: root.path().to_path_buf(),
-        url,
-        env,
-        addrs: three_addresses(),
-        members: vec![None, None, None],
-        dirs: Vec::new(),
-        started: AtomicU64::new(0),
-    };
-    // The standbys start once the primary has shipped a restore point (a remote append).
-    cluster.start_member(0, true);
-    let mut primary = cluster.await_writer(&[], "the first primary");
-    cluster.await_standbys(primary);
-    cluster.start_member(1, false);
-    cluster.start_member(2, false);
-    cluster.await_standbys(primary);
+    let mut cluster = Cluster::new(root.path(), url, env);
+    let mut primary = cluster.start_three(&[]);
 
     let mut logs = Vec::new();
     let mut faults = Vec::new();
@@ -655,4 +671,84 @@ fn failovers_under_load_lose_no_remote_acknowledgement_and_local_ones_only_insid
         &root.path().join("restored.json"),
     );
     eprintln!("restore of the replica: {from_replica}");
+}
+
+/// libfaketime, where `.ci/run` installs it (Debian's `faketime`).
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// Clock jumps (issue 47, "bad input and failures"): the primary's wall clock, moved under
+/// libfaketime while it writes, by +5 min and −5 min (inside SigV4's skew: nothing changes, no
+/// failover) and then by +1 h (its signed requests may be refused as skewed: it cannot renew,
+/// its gate closes, and at most one standby takes over). At every poll at most one member
+/// takes writes; the ack log checks clean. The lease's deadlines run on CLOCK_BOOTTIME, which
+/// the jump does not move.
+#[test]
+fn a_primary_whose_wall_clock_jumps_never_makes_two_primaries() {
+    if !Path::new(LIBFAKETIME).exists() {
+        eprintln!("skipped: {LIBFAKETIME} is missing (.ci/run installs faketime)");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let Some((_proxy, (url, env))) = object_store(root.path()) else {
+        return;
+    };
+    let offset = root.path().join("faketime");
+    std::fs::write(&offset, "+0\n").unwrap();
+    let faked = vec![
+        ("LD_PRELOAD".to_string(), LIBFAKETIME.to_string()),
+        (
+            "FAKETIME_TIMESTAMP_FILE".to_string(),
+            offset.display().to_string(),
+        ),
+        ("FAKETIME_NO_CACHE".to_string(), "1".to_string()),
+        ("FAKETIME_DONT_FAKE_MONOTONIC".to_string(), "1".to_string()),
+    ];
+    let mut cluster = Cluster::new(root.path(), url, env);
+    let primary = cluster.start_three(&faked);
+    let log = root.path().join("remote.jsonl");
+    let run = Duration::from_secs(30);
+    let writer = spawn_writer(&cluster.addr_list(), "remote", run, 7, &log);
+    let started = Instant::now();
+    let watch = |cluster: &Cluster, until: Duration| -> Vec<usize> {
+        let mut writers = Vec::new();
+        while started.elapsed() < until {
+            writers.extend(cluster.writer());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        writers
+    };
+    watch(&cluster, Duration::from_secs(2));
+    std::fs::write(&offset, "+5m\n").unwrap();
+    let mut seen = watch(&cluster, Duration::from_secs(7));
+    std::fs::write(&offset, "-5m\n").unwrap();
+    seen.extend(watch(&cluster, Duration::from_secs(12)));
+    assert!(
+        seen.iter().all(|slot| *slot == primary),
+        "a failover while the clock moved 5 minutes: writers {seen:?}\n{}",
+        cluster.logs()
+    );
+    let jumped = unix_ms();
+    std::fs::write(&offset, "+1h\n").unwrap();
+    let after = watch(&cluster, run + Duration::from_secs(2));
+    let output = writer.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let taken_over = after.iter().any(|slot| *slot != primary);
+    eprintln!(
+        "after +1 h: {}",
+        if taken_over {
+            "a standby took over"
+        } else {
+            "the primary kept the lease (the store accepted its skewed signatures)"
+        }
+    );
+    let verdict = check(
+        &cluster.addr_list(),
+        &[log],
+        &[jumped],
+        &root.path().join("check.json"),
+    );
+    assert!(
+        verdict["remote"]["acked"].as_u64().unwrap() > 0,
+        "{verdict}"
+    );
 }
