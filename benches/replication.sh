@@ -42,6 +42,12 @@
 #                                     # taking over; primary death -> first acknowledged write
 #                                     # on the new one, p50/p99 ($PYTHON with the client's
 #                                     # dependencies: blake3, zstandard)
+#   benches/replication.sh campaign   # the failover campaign (decision 0031 step 9):
+#                                     # CAMPAIGN_ROUNDS (10) × its five faults (kill -9,
+#                                     # SIGSTOP past the lease, the store cut off 20 s, a taker
+#                                     # killed mid-promotion, two back to back) = 50 fault
+#                                     # cycles under remote and local writers, judged by
+#                                     # `ctxstore-loadgen check`; the test's own (dev) build
 #
 # Release binaries are built first. Output: stdout and benches/results/replication-<time>/.
 set -euo pipefail
@@ -498,5 +504,11 @@ case "${1:-}" in
       cargo test --release -q -p ctxstore-loadgen --test crash restores_at_random -- --nocapture \
       | tee "$OUT/pit.txt"
     ;;
-  *) sed -n '2,44p' "$0"; exit 2 ;;
+  campaign)
+    start_weed
+    CTXSTORE_FAILOVER_ROUNDS=${CAMPAIGN_ROUNDS:-10} \
+      cargo test -q -p ctxstore-loadgen --test failover failovers_under_load -- --nocapture \
+      2>&1 | tee "$OUT/campaign.txt"
+    ;;
+  *) sed -n '2,50p' "$0"; exit 2 ;;
 esac
