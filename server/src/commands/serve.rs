@@ -96,8 +96,7 @@ fn serve_until_signal(
             return Ok(signal);
         }
         if rejoining.due(server, restart_config) {
-            rejoining.rejoin(server, restart_config)?;
-            continue;
+            rejoining.step(server, restart_config)?;
         }
         if server.fresh_restore_ready() {
             tracing::warn!(
@@ -164,6 +163,11 @@ fn rejoin_at_start(config: &ServerConfig, rejoin: Rejoin) -> anyhow::Result<bool
     Ok(set_aside)
 }
 
+/// The rejoin's fresh restore, on its own thread.
+type Restoring = std::thread::JoinHandle<
+    Result<ctxstore_replica::restore::RestoreReport, ctxstore_replica::ReplicaError>,
+>;
+
 /// How long a fenced primary stays fenced before it rejoins, in leases (see
 /// `RejoinWatch::due`).
 const REJOIN_AFTER_LEASES: u32 = 2;
@@ -175,6 +179,9 @@ struct RejoinWatch {
     fenced_since: Option<std::time::Instant>,
     /// A fresh restore that failed is tried again from then on.
     retry_at: Option<std::time::Instant>,
+    /// The fresh restore under way, on its own thread: the serving loop goes on seeing
+    /// signals meanwhile (a large store takes minutes).
+    restoring: Option<Restoring>,
     /// This process's rejoins and the records their set-aside stores held past the fork
     /// point: carried into each restarted server's figures.
     rejoins: u64,
@@ -187,6 +194,7 @@ impl RejoinWatch {
             mode,
             fenced_since: None,
             retry_at: None,
+            restoring: None,
             rejoins: 0,
             diverged_records: 0,
         }
@@ -220,24 +228,57 @@ impl RejoinWatch {
             );
             now
         });
-        now.duration_since(since) >= wait && self.retry_at.is_none_or(|at| now >= at)
+        self.restoring.is_some()
+            || (now.duration_since(since) >= wait && self.retry_at.is_none_or(|at| now >= at))
     }
 
-    /// Restores the replica afresh while the fenced server still serves reads, then stops
-    /// it, sets its store aside and starts it again as a standby of the same replica on the
-    /// same addresses (`--auto-promote` only if it was a promoted standby started with it).
-    /// A failed restore is retried later, the server still fenced; a failure after the stop
-    /// ends the process (the next start finishes the set-aside and restores).
-    fn rejoin(&mut self, server: &mut Server, config: &mut ServerConfig) -> anyhow::Result<()> {
-        use ctxstore_replica::rejoin as store;
+    /// The rejoin's next step: the replica restored afresh on a thread while the fenced
+    /// server still serves reads; once it is whole, the rejoin itself (`rejoin`). A failed
+    /// restore is retried later, the server still fenced.
+    fn step(&mut self, server: &mut Server, config: &mut ServerConfig) -> anyhow::Result<()> {
         let follow = follow_config(config).context("a fenced server without a replica")?;
         let data_dir = absolute(&config.engine.data_dir)?;
-        if let Err(error) = store::restore_fresh(&data_dir, &follow) {
+        let Some(restoring) = self.restoring.take() else {
+            let thread = {
+                let (data_dir, follow) = (data_dir.clone(), follow.clone());
+                std::thread::Builder::new()
+                    .name("ctxstore-rejoin".into())
+                    .spawn(move || ctxstore_replica::rejoin::restore_fresh(&data_dir, &follow))
+                    .context("starting the rejoin's restore thread")?
+            };
+            self.restoring = Some(thread);
+            return Ok(());
+        };
+        if !restoring.is_finished() {
+            self.restoring = Some(restoring);
+            return Ok(());
+        }
+        let restored = match restoring.join() {
+            Ok(restored) => restored.map_err(anyhow::Error::new),
+            Err(_) => Err(anyhow::anyhow!("the rejoin's restore thread panicked")),
+        };
+        if let Err(error) = restored {
             let retry = ctxstore_replica::follow::FRESH_RESTORE_RETRY;
-            tracing::warn!(%error, retry_in = ?retry, "the fenced primary's fresh restore failed; it stays fenced and tries again");
+            tracing::warn!(error = %format!("{error:#}"), retry_in = ?retry, "the fenced primary's fresh restore failed; it stays fenced and tries again");
             self.retry_at = Some(std::time::Instant::now() + retry);
             return Ok(());
         }
+        self.rejoin(server, config, &data_dir, follow)
+    }
+
+    /// With the fresh restore whole in `DIR/.fresh`: stops the server, sets its store aside
+    /// and starts it again as a standby of the same replica on the same addresses
+    /// (`--auto-promote` only if it was a promoted standby started with it). A failure after
+    /// the stop ends the process (the next start finishes the set-aside and restores).
+    fn rejoin(
+        &mut self,
+        server: &mut Server,
+        config: &mut ServerConfig,
+        data_dir: &std::path::Path,
+        follow: ctxstore_replica::FollowConfig,
+    ) -> anyhow::Result<()> {
+        use ctxstore_replica::rejoin as store;
+        let data_dir = data_dir.to_path_buf();
         let durable = server.engine().durable_records();
         let diverged = store::diverged_records(&data_dir, &follow, durable).unwrap_or_else(|error| {
             tracing::warn!(%error, "could not read the new lineage's fork point: the diverged records go uncounted");
