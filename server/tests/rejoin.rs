@@ -8,7 +8,10 @@
 //!   on the new primary reads back on it;
 //! - killed (SIGKILL) after a failover and restarted with `--follow URL --auto-promote`: it
 //!   starts as a standby (its directory set aside, not refused), follows the new primary and
-//!   never takes an epoch; with `--rejoin off` the same start is refused, nothing moved.
+//!   never takes an epoch; with `--rejoin off` the same start is refused, nothing moved;
+//! - killed after a failover and restarted as it was (`--replicate-to`, as systemd would): it
+//!   watches the lease, finds it renewed, and starts as a plain standby instead of refusing,
+//!   without taking an epoch.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -284,6 +287,57 @@ fn a_killed_primary_restarted_as_a_standby_follows_and_never_takes_an_epoch() {
         restarted.log()
     );
 
+    let aside = set_aside(&old_data);
+    assert_eq!(aside.len(), 1, "{aside:?}\n{}", restarted.log());
+    verified(Path::new(SERVER), &aside[0]);
+}
+
+#[test]
+fn a_killed_primary_restarted_as_it_was_on_a_held_prefix_starts_as_a_standby() {
+    let root = tempfile::tempdir().unwrap();
+    let replica = root.path().join("replica");
+    let url = format!("file://{}", replica.display());
+    let old_data = root.path().join("primary");
+    let primary_flags = flags(&["--replicate-to", url.as_str()]);
+    let mut primary = spawn(&old_data, &primary_flags);
+    let old = client(&primary);
+    let context = old.create_context().unwrap().context_id;
+    let before = append(&old, context, "before the kill");
+    let standby = spawn(
+        &root.path().join("standby"),
+        &flags(&["--follow", url.as_str(), "--auto-promote"]),
+    );
+    let new = client(&standby);
+    wait_until("the standby never caught up", &[&standby], || {
+        new.head(context)
+            .is_ok_and(|head| head.head_turn_id == before)
+    });
+    drop(old);
+    primary.kill();
+    wait_until("no takeover", &[&standby], || takes_writes(&new));
+    let taken = append(&new, context, "on the new primary");
+    let epochs_after_failover = epochs(&replica);
+
+    // The same command line: it watches the lease for L + m, sees it renewed, and follows.
+    let restarted = spawn(&old_data, &primary_flags);
+    wait_until(
+        "the restarted old primary never followed the new one",
+        &[&restarted, &standby],
+        || follows(&restarted, context, taken),
+    );
+    let after = append(&new, context, "after the restart");
+    wait_until(
+        "the restarted standby does not apply the new primary's writes",
+        &[&restarted],
+        || follows(&restarted, context, after),
+    );
+    assert!(takes_writes(&new), "the new primary still takes writes");
+    assert_eq!(
+        epochs(&replica),
+        epochs_after_failover,
+        "the restarted server took an epoch:\n{}",
+        restarted.log()
+    );
     let aside = set_aside(&old_data);
     assert_eq!(aside.len(), 1, "{aside:?}\n{}", restarted.log());
     verified(Path::new(SERVER), &aside[0]);

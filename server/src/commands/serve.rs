@@ -7,6 +7,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use ctxstore_replica::ReplicaError;
 use ctxstore_server::{Server, ServerConfig};
 
 use super::server_config::config;
@@ -33,23 +34,9 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         signal_hook::flag::register(signal, config.stop_waiting.clone())
             .context("installing signal handlers")?;
     }
-    let set_aside_at_start = rejoin_at_start(&config, rejoin)?;
-    // Kept for a standby's restart onto a fresh restore (the same addresses once bound).
-    let mut restart_config = config.clone();
-    let mut server = match Server::start(config) {
-        Ok(server) => server,
-        Err(error)
-            if error.chain().any(|cause| {
-                matches!(
-                    cause.downcast_ref::<ctxstore_replica::ReplicaError>(),
-                    Some(ctxstore_replica::ReplicaError::Stopped)
-                )
-            }) =>
-        {
-            tracing::info!("stopped by a signal while waiting for the replica; nothing to drain");
-            return Ok(ExitCode::SUCCESS);
-        }
-        Err(error) => return Err(error),
+    let Some((mut server, mut restart_config, set_aside_at_start)) = start(config, rejoin)? else {
+        tracing::info!("stopped by a signal while waiting for the replica; nothing to drain");
+        return Ok(ExitCode::SUCCESS);
     };
     let second_signal = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut signals = signals;
@@ -80,6 +67,69 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Starts the server (after the start's part of a rejoin, `rejoin_at_start`). With `--rejoin
+/// standby`, an old primary whose prefix another live primary holds (it renewed the lease
+/// while this one watched) starts as that primary's standby instead of refusing (decision
+/// 0031 §7): its store set aside, a fresh restore. Answers the server, the configuration it runs (kept
+/// for a restart on the same addresses), and whether a store was set aside; `None` when a
+/// signal stopped the start.
+fn start(
+    config: ServerConfig,
+    rejoin: Rejoin,
+) -> anyhow::Result<Option<(Server, ServerConfig, bool)>> {
+    let set_aside = rejoin_at_start(&config, rejoin)?;
+    let restart_config = config.clone();
+    let error = match Server::start(config) {
+        Ok(server) => return Ok(Some((server, restart_config, set_aside))),
+        Err(error) => error,
+    };
+    if has_cause(&error, |error| matches!(error, ReplicaError::Stopped)) {
+        return Ok(None);
+    }
+    let held = has_cause(&error, |error| {
+        matches!(error, ReplicaError::LeaseHeld { .. })
+    });
+    // Only an old primary of this prefix (its store shipped there): a new or foreign store
+    // pointed at a held prefix is a mistake to refuse, naming the holder.
+    let old_primary = match (rejoin, &restart_config.replication) {
+        (Rejoin::Standby, Some(ship)) if held => {
+            let data_dir = absolute(&restart_config.engine.data_dir)?;
+            ctxstore_replica::rejoin::shipped_itself(&data_dir, &ship.url)
+                .unwrap_or(None)
+                .is_some()
+        }
+        _ => false,
+    };
+    let Some(follow) = old_primary
+        .then(|| follow_config(&restart_config))
+        .flatten()
+    else {
+        return Err(error);
+    };
+    tracing::warn!(
+        error = %format!("{error:#}"),
+        "another primary holds the prefix: this server starts as its standby (--rejoin \
+         standby), its store set aside"
+    );
+    let mut standby = restart_config;
+    standby.replication = None;
+    standby.engine.follower = true;
+    standby.follow = Some(follow);
+    let set_aside = rejoin_at_start(&standby, rejoin)? || set_aside;
+    match Server::start(standby.clone()) {
+        Ok(server) => Ok(Some((server, standby, set_aside))),
+        Err(error) if has_cause(&error, |error| matches!(error, ReplicaError::Stopped)) => Ok(None),
+        Err(error) => Err(error.context("starting as a standby of the primary holding the prefix")),
+    }
+}
+
+/// Whether a replica error `wanted` is among the causes of `error`.
+fn has_cause(error: &anyhow::Error, wanted: fn(&ReplicaError) -> bool) -> bool {
+    error
+        .chain()
+        .any(|cause| cause.downcast_ref::<ReplicaError>().is_some_and(wanted))
 }
 
 /// Serves until a signal, and returns it; a stalled standby that restored its replica afresh
