@@ -108,19 +108,28 @@ impl CheckReport {
 
     /// Lines for a person.
     pub fn table(&self) -> String {
-        let mut text = format!(
-            "check: {}\n  remote acknowledgements  {} acked, {} lost\n  local acknowledgements   {} acked, {} lost inside a fault's window, {} outside\n  TurnIDs naming two turns {}\n  payloads twice in a chain {}\n  turns off their chain    {}\n  contexts                 {}\n",
-            if self.passed() { "passed" } else { "FAILED" },
-            self.remote_acked,
-            self.remote_lost,
-            self.local_acked,
-            self.local_lost_in_window,
-            self.local_lost_outside,
-            self.turn_ids_reused,
-            self.duplicates,
-            self.out_of_order,
-            self.contexts,
-        );
+        let verdict = if self.passed() { "passed" } else { "FAILED" };
+        let rows = [
+            (
+                "remote acknowledgements",
+                format!("{} acked, {} lost", self.remote_acked, self.remote_lost),
+            ),
+            (
+                "local acknowledgements",
+                format!(
+                    "{} acked, {} lost inside a fault's window, {} outside",
+                    self.local_acked, self.local_lost_in_window, self.local_lost_outside
+                ),
+            ),
+            ("TurnIDs naming two turns", self.turn_ids_reused.to_string()),
+            ("payloads twice in a chain", self.duplicates.to_string()),
+            ("turns off their chain", self.out_of_order.to_string()),
+            ("contexts", self.contexts.to_string()),
+        ];
+        let mut text = format!("check: {verdict}\n");
+        for (label, value) in rows {
+            text.push_str(&format!("  {label:<26}{value}\n"));
+        }
         for failure in &self.failures {
             text.push_str("  - ");
             text.push_str(failure);
