@@ -158,6 +158,9 @@ pub struct ReplicationStats {
     pub diverged_records: AtomicU64,
     /// Rejoins of this process: a fenced primary that became a standby.
     pub rejoins: AtomicU64,
+    /// A fenced primary is restoring the new primary's replica to rejoin as its standby
+    /// (ROLE's `rejoining`, decision 0031 §8).
+    pub rejoining: AtomicBool,
     /// The replica's URL, without credentials.
     target: Mutex<String>,
     /// The primary a standby names (its READ_ONLY answers send writes there), or the one that
@@ -206,6 +209,7 @@ pub struct ReplicationSnapshot {
     pub backlog_objects: u64,
     pub segment_bytes_max: u64,
     pub promoting: bool,
+    pub rejoining: bool,
     pub target: String,
     pub primary: String,
     pub reason: String,
@@ -311,6 +315,7 @@ impl ReplicationStats {
             backlog_objects: load(&self.backlog_objects),
             segment_bytes_max: load(&self.segment_bytes_max),
             promoting: self.promoting.load(Ordering::Relaxed),
+            rejoining: self.rejoining.load(Ordering::Relaxed),
             target: get_text(&self.target),
             primary: get_text(&self.primary),
             reason: get_text(&self.reason),

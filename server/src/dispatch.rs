@@ -15,7 +15,7 @@
 //! an older version sees it (`in_version`: TURN flags, the ERROR codes of version 4), and a
 //! write's ACK_AFTER (`acknowledgement`, version 4).
 
-mod admin;
+pub(crate) mod admin;
 mod appends;
 mod blobs;
 mod contexts;

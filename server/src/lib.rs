@@ -393,7 +393,9 @@ impl Server {
         let mut settings = console::ConsoleSettings::new(listen, self.engine.clone());
         settings.token = config.token.clone();
         settings.metrics = metrics;
-        settings.replication = self.replicator.as_ref().map(|r| r.stats().clone());
+        // A standby's figures too (its role, the lease it watches), not only a primary's.
+        settings.replication = self.replication().cloned();
+        settings.remote_acks = remote_ack_settings(config).acks;
         self.console = Some(console::ConsoleEndpoint::start(settings)?);
         Ok(())
     }

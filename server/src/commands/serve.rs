@@ -297,6 +297,11 @@ impl RejoinWatch {
                     .context("starting the rejoin's restore thread")?
             };
             self.restoring = Some(thread);
+            if let Some(stats) = server.replication() {
+                stats
+                    .rejoining
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             return Ok(());
         };
         if !restoring.is_finished() {

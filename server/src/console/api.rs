@@ -14,8 +14,6 @@ use ctxstore_engine::{
     ContextId, ContextRef, ContextView, EngineError, ErrorKind, NoPayloadCache, Payload,
     PayloadMode, Turn, TurnId,
 };
-use ctxstore_protocol::admin::ServerRole;
-use ctxstore_replica::{ReplicationRole, ReplicationState};
 use ctxstore_vocab::labels::is_indexed_label;
 use ctxstore_vocab::payloads::{PayloadKind, codec_name};
 use http_body_util::Full;
@@ -376,15 +374,8 @@ fn replication_json(
     now: u64,
 ) -> Value {
     let snapshot = stats.snapshot(now);
-    let role = match snapshot.role {
-        None => ServerRole::Off,
-        Some(ReplicationRole::Primary) => match snapshot.state {
-            ReplicationState::Fenced => ServerRole::Fenced,
-            _ => ServerRole::Primary,
-        },
-        Some(ReplicationRole::Standby) if snapshot.promoting => ServerRole::TakingOver,
-        Some(ReplicationRole::Standby) => ServerRole::Standby,
-    };
+    let role =
+        crate::dispatch::admin::server_role(stats, &snapshot, now, console.engine.accepts_writes());
     let lease_ms = stats.lease_ms.load(Ordering::Relaxed);
     let renewed = stats.lease_renewed_unix_ms.load(Ordering::Relaxed);
     let lease_age_ms = if lease_ms == 0 || renewed == 0 {

@@ -55,30 +55,23 @@ impl Dispatcher {
         }
     }
 
-    /// ROLE (decision 0031 §10) from what this server knows today: its role from replication's
-    /// figures (none: off; a primary, fenced once its shipper is; a standby, taking over
-    /// while it promotes), whether the engine takes writes, the epoch, the default
-    /// acknowledgement (`--ack-after`) and the remote acknowledgements' figures (0 without a
-    /// replica). No lease exists yet, so its figures are 0 and its holder empty, and so are
-    /// the failovers'. `primary` is this server's advertised address while it is the primary;
-    /// a standby's or a fenced primary's primary is only known as REPLICATION_STATS' text, so
-    /// it is empty here (unknown) rather than a guess.
+    /// ROLE (decision 0031 §10) from what this server knows: its role (`server_role`),
+    /// whether the engine takes writes, the epoch, the default acknowledgement
+    /// (`--ack-after`), the lease, the failovers and the remote acknowledgements' figures (0
+    /// without a replica). `primary` is this server's advertised address while it is the
+    /// primary; a standby's or a fenced primary's primary is only known as
+    /// REPLICATION_STATS' text, so it is empty here (unknown) rather than a guess.
     fn role(&self) -> Box<RoleAnswer> {
         let accepts_writes = self.engine.accepts_writes();
         let (role, epoch) = match &self.replication {
             None => (ServerRole::Off, 0),
             Some(stats) => {
-                let snapshot = stats.snapshot(ctxstore_replica::stats::now_unix_ms());
-                let role = match snapshot.role {
-                    None => ServerRole::Off,
-                    Some(ReplicationRole::Primary) => match snapshot.state {
-                        ReplicationState::Fenced => ServerRole::Fenced,
-                        _ => ServerRole::Primary,
-                    },
-                    Some(ReplicationRole::Standby) if snapshot.promoting => ServerRole::TakingOver,
-                    Some(ReplicationRole::Standby) => ServerRole::Standby,
-                };
-                (role, snapshot.epoch)
+                let now = ctxstore_replica::stats::now_unix_ms();
+                let snapshot = stats.snapshot(now);
+                (
+                    server_role(stats, &snapshot, now, accepts_writes),
+                    snapshot.epoch,
+                )
             }
         };
         let primary = if role == ServerRole::Primary && accepts_writes {
@@ -280,4 +273,34 @@ async fn on_own_thread<T: Send + 'static>(
         .await
         .map_err(|_| engine_error(EngineError::ShutDown))?
         .map_err(engine_error)
+}
+
+/// ROLE's role from replication's figures (decision 0031 §10), for ROLE and the console
+/// alike: none, off; a primary, fenced once its shipper is (rejoining while it restores the
+/// new primary's replica), lapsed while it holds a lease it has not renewed within the lease
+/// and takes no writes; a standby, taking over while it promotes.
+pub(crate) fn server_role(
+    stats: &ctxstore_replica::ReplicationStats,
+    snapshot: &ctxstore_replica::stats::ReplicationSnapshot,
+    now_unix_ms: u64,
+    accepts_writes: bool,
+) -> ServerRole {
+    match snapshot.role {
+        None => ServerRole::Off,
+        Some(ReplicationRole::Primary) => match snapshot.state {
+            ReplicationState::Fenced if snapshot.rejoining => ServerRole::Rejoining,
+            ReplicationState::Fenced => ServerRole::Fenced,
+            _ if !accepts_writes && lease_lapsed(stats, now_unix_ms) => ServerRole::Lapsed,
+            _ => ServerRole::Primary,
+        },
+        Some(ReplicationRole::Standby) if snapshot.promoting => ServerRole::TakingOver,
+        Some(ReplicationRole::Standby) => ServerRole::Standby,
+    }
+}
+
+/// A lease held (`--replica-lease`) and not renewed for at least its length.
+fn lease_lapsed(stats: &ctxstore_replica::ReplicationStats, now_unix_ms: u64) -> bool {
+    let lease_ms = stats.lease_ms.load(Ordering::Relaxed);
+    let renewed = stats.lease_renewed_unix_ms.load(Ordering::Relaxed);
+    lease_ms > 0 && renewed > 0 && now_unix_ms.saturating_sub(renewed) >= lease_ms
 }
