@@ -33,7 +33,16 @@ fn spawn(data: &Path, flags: &[&str]) -> TestServer {
 /// only then); the replica's URL.
 fn replicating(root: &Path, interval: &str, flags: &[&str]) -> (String, TestServer) {
     let url = format!("file://{}", root.join("replica").display());
-    let mut all = vec!["--replicate-to", &url, "--replicate-interval", interval];
+    // No lease: these tests break the object store on purpose, and a lease would close
+    // every acknowledgement, local ones too (decision 0031 §6; tested in server/tests/lease.rs).
+    let mut all = vec![
+        "--replicate-to",
+        &url,
+        "--replicate-interval",
+        interval,
+        "--replica-lease",
+        "off",
+    ];
     all.extend_from_slice(flags);
     (url.clone(), spawn(&root.join("data"), &all))
 }

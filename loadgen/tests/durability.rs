@@ -57,7 +57,14 @@ fn remote_appends_are_logged_as_remote_and_in_a_restore_of_the_replica() {
     let url = format!("file://{}", root.path().join("replica").display());
     let mut server = spawn(
         &root.path().join("data"),
-        &["--replicate-to", &url, "--replicate-interval", "1h"],
+        &[
+            "--replicate-to",
+            &url,
+            "--replicate-interval",
+            "1h",
+            "--replica-lease",
+            "off",
+        ],
     );
     let log = root.path().join("acks.jsonl");
     let acked = appends(&server.addr, &log, &["--durability", "remote"]);

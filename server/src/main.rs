@@ -351,12 +351,13 @@ struct ServeArgs {
     /// with its idempotency key.
     #[arg(long, default_value = "10s", value_parser = parse_remote_ack_timeout)]
     remote_ack_timeout: Duration,
-    /// The prefix's lease (`10s`, 2s to 10m; `off`, the default for now): the primary holds
+    /// The prefix's lease (`10s`, 2s to 10m, or `off`: epochs alone, no automatic
+    /// failover, acknowledgements never wait on the object store): the primary holds
     /// PREFIX/lease, renews it every third of this, and acknowledges writes (local or remote)
     /// only while its last renewal and its last cut shipped whole are younger than the lease
     /// less a twentieth: a primary cut off from the object store stops acknowledging before
     /// a standby may take over. At least three --replicate-interval (decision 0031).
-    #[arg(long, default_value = "off", value_name = "D|off", value_parser = parse_replica_lease)]
+    #[arg(long, default_value = "10s", value_name = "D|off", value_parser = parse_replica_lease)]
     replica_lease: Duration,
     /// A standby (--follow) that takes the prefix over by itself once its primary's lease has
     /// gone unrenewed for the lease plus a twentieth, as it observes it: it applies what was

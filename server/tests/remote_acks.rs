@@ -42,6 +42,10 @@ fn a_remote_append_is_answered_once_the_object_store_holds_it() {
             &url,
             "--replicate-interval",
             "1h",
+            // Cuts only when a remote acknowledgement asks: no lease (a lease needs a cut
+            // within each of its periods).
+            "--replica-lease",
+            "off",
             "--ack-after",
             "remote",
         ],
@@ -83,6 +87,10 @@ fn an_object_store_that_takes_no_puts_gets_unconfirmed_never_success() {
             &url,
             "--replicate-interval",
             "1h",
+            // Cuts only when a remote acknowledgement asks: no lease (a lease needs a cut
+            // within each of its periods).
+            "--replica-lease",
+            "off",
             "--ack-after",
             "remote",
             "--remote-ack-timeout",

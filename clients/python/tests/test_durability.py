@@ -140,7 +140,10 @@ def _restored(url: str, root: Path) -> ServerProcess:
 
 async def test_remote_writes_are_in_a_restore_of_the_replica(tmp_root: Path) -> None:
     url = f"file://{tmp_root / f'replica-{id(tmp_root)}-durability'}"
-    server = new_server(tmp_root, extra_args=["--replicate-to", url, "--replicate-interval", "1h"])
+    server = new_server(
+        tmp_root,
+        extra_args=["--replicate-to", url, "--replicate-interval", "1h", "--replica-lease", "off"],
+    )
     try:
         with ctxstore.Client(server.addr) as client:
             context = client.create_context().context_id

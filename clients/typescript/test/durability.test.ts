@@ -157,7 +157,7 @@ let plain: Server;
 
 beforeAll(async () => {
   replica = mkdtempSync(path.join(tmpdir(), "ctxstore-ts-durability-"));
-  replicating = await Server.start({ args: ["--replicate-to", `file://${replica}/r`, "--replicate-interval", "1h"] });
+  replicating = await Server.start({ args: ["--replicate-to", `file://${replica}/r`, "--replicate-interval", "1h", "--replica-lease", "off"] });
   plain = await Server.start();
 });
 

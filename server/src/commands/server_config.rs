@@ -60,8 +60,9 @@ pub(crate) fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     if let Some(lease) = replica_lease(&args) {
         anyhow::ensure!(
             lease >= args.replicate_interval * 3,
-            "--replica-lease {lease:?} is shorter than three --replicate-interval \
-             ({:?}): a cut must ship within each renewal period",
+            "--replica-lease {lease:?} (10s unless given) is shorter than three \
+             --replicate-interval ({:?}): a cut must ship within each renewal period; give a \
+             longer lease, a shorter interval, or --replica-lease off (no automatic failover)",
             args.replicate_interval
         );
     }
