@@ -626,7 +626,13 @@ fn failovers_under_load_lose_no_remote_acknowledgement_and_local_ones_only_insid
         &faults,
         &root.path().join("check.json"),
     );
-    eprintln!("cluster: {verdict}");
+    // Takeovers of the prefix, as its lease counts them: the denominator of the local
+    // acknowledgements lost per failover.
+    let failovers = cluster
+        .writer()
+        .and_then(|slot| role_of(&cluster.addrs[slot]))
+        .map_or(0, |role| role.failovers);
+    eprintln!("cluster: {verdict}; failovers {failovers}");
     assert!(
         verdict["remote"]["acked"].as_u64().unwrap() > 0,
         "{verdict}"
