@@ -6,6 +6,7 @@ settings when first needed, and closed by the adapter only when it made them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from threading import Lock
 from typing import Any, TypeVar
 
@@ -13,7 +14,7 @@ from . import _ops as ops
 from ._connection import ClientCore
 from .aio import AsyncClient
 from .client import Client
-from .types import VerifyPayloads
+from .types import Idempotency, VerifyPayloads
 
 T = TypeVar("T")
 A = TypeVar("A", bound="TwoClients")
@@ -22,7 +23,8 @@ A = TypeVar("A", bound="TwoClients")
 class TwoClients:
     """The clients of an adapter (see the module's doc). ``client`` runs the sync methods'
     plans, ``aclient`` the ``a*`` ones'; one that is not given is made when first needed with
-    the other's address, token and settings (timeouts, ``accept_zstd``, ``verify_payloads``,
+    the other's addresses (all of them: it follows the primary too), token and settings
+    (timeouts, ``failover_timeout``, ``idempotency``, ``accept_zstd``, ``verify_payloads``,
     ``compress_level``)
     and owned by the adapter, as are both with ``owns_client``."""
 
@@ -44,11 +46,27 @@ class TwoClients:
 
     @staticmethod
     def _client_for(
-        addr: str | None, token: str | None, timeout: float | None, verify_payloads: VerifyPayloads
+        addr: str | Sequence[str] | None,
+        token: str | None,
+        timeout: float | None,
+        verify_payloads: VerifyPayloads,
+        failover_timeout: float | None = None,
+        idempotency: Idempotency = "off",
     ) -> Client:
-        """The blocking client ``from_addr`` makes (it connects at its first call)."""
+        """The blocking client ``from_addr`` makes (it connects at its first call): ``addr``
+        one address or several (``"A,B,C"`` or a list: it follows the primary among them),
+        ``failover_timeout`` and ``idempotency`` as :class:`~ctxstore.Client`'s."""
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-        return Client(addr, token=token, lazy=True, verify_payloads=verify_payloads, **extra)
+        if failover_timeout is not None:
+            extra["failover_timeout"] = failover_timeout
+        return Client(
+            addr,
+            token=token,
+            lazy=True,
+            verify_payloads=verify_payloads,
+            idempotency=idempotency,
+            **extra,
+        )
 
     def _settings(self) -> dict[str, Any]:
         core = self._core
@@ -59,6 +77,8 @@ class TwoClients:
             "accept_zstd": core._accept_zstd,
             "verify_payloads": core._verify_payloads,
             "compress_level": core._compress_level,
+            "failover_timeout": core._failover_timeout,
+            "idempotency": core._idempotency,
         }
 
     @property
@@ -67,7 +87,7 @@ class TwoClients:
         if self._client is None:
             with self._make_lock:
                 if self._client is None:
-                    self._client = Client(self._core.addr, lazy=True, **self._settings())
+                    self._client = Client(self._core.addrs, lazy=True, **self._settings())
                     self._owns_client = True
         return self._client
 
@@ -77,7 +97,7 @@ class TwoClients:
         if self._aclient is None:
             with self._make_lock:
                 if self._aclient is None:
-                    self._aclient = AsyncClient(self._core.addr, **self._settings())
+                    self._aclient = AsyncClient(self._core.addrs, **self._settings())
                     self._owns_aclient = True
         return self._aclient
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .aio import AsyncClient
 from .errors import Conflict, NotFound
-from .types import ParentLike, TurnInfo, TurnSpec, VerifyPayloads, blob_hash
+from .types import Idempotency, ParentLike, TurnInfo, TurnSpec, VerifyPayloads, blob_hash
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -63,8 +63,11 @@ class CtxstoreSession:
     ``CtxstoreSession(session_id, addr="HOST:PORT", token=None)`` makes its own
     :class:`~ctxstore.AsyncClient` (one connection, opened at the first call; :meth:`close`
     closes it; ``addr`` and ``token`` default to ``$CTXSTORE_ADDR`` and ``$CTXSTORE_TOKEN``;
-    ``timeout`` and ``verify_payloads`` are its options, see
-    :class:`~ctxstore.Client`); many sessions may share one client:
+    ``timeout``, ``verify_payloads``, ``failover_timeout`` and ``idempotency`` are its
+    options, see :class:`~ctxstore.Client`). ``addr`` may name a primary and its standbys
+    (``"A,B,C"`` or a list): the client follows the primary across a failover, and with
+    ``idempotency="auto"`` every item and pop marker carries a key, so that one in flight at
+    the failover lands exactly once. Many sessions may share one client:
     ``CtxstoreSession(session_id, client=shared)``. ``session_settings`` (the SDK's
     ``SessionSettings``): its ``limit`` is the default of :meth:`get_items`.
     """
@@ -74,13 +77,15 @@ class CtxstoreSession:
     def __init__(
         self,
         session_id: str,
-        addr: str | None = None,
+        addr: str | Sequence[str] | None = None,
         token: str | None = None,
         *,
         client: AsyncClient | None = None,
         session_settings: SessionSettings | None = None,
         timeout: float | None = None,
         verify_payloads: VerifyPayloads = "when_remote",
+        failover_timeout: float | None = None,
+        idempotency: Idempotency = "off",
     ) -> None:
         if not isinstance(session_id, str) or not session_id:
             raise ValueError("a session id is a non-empty string")
@@ -88,7 +93,15 @@ class CtxstoreSession:
         self.context_name = session_context_name(session_id)
         if client is None:
             extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-            client = AsyncClient(addr, token=token, verify_payloads=verify_payloads, **extra)
+            if failover_timeout is not None:
+                extra["failover_timeout"] = failover_timeout
+            client = AsyncClient(
+                addr,
+                token=token,
+                verify_payloads=verify_payloads,
+                idempotency=idempotency,
+                **extra,
+            )
             self._owns_client = True
         else:
             self._owns_client = False

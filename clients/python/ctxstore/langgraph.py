@@ -75,6 +75,7 @@ from .errors import InvalidArgument, NotFound
 from .langgraph_store import CtxstoreStore
 from .types import (
     ContextInfo,
+    Idempotency,
     KvItem,
     KvPage,
     LogPage,
@@ -247,9 +248,17 @@ class _Plans:
     AsyncClient. Holds the blob cache and the names of contexts known to exist."""
 
     def __init__(
-        self, serde: SerializerProtocol, accept_zstd: bool, compress_level: int | None
+        self,
+        serde: SerializerProtocol,
+        accept_zstd: bool,
+        compress_level: int | None,
+        idempotency: Idempotency = "off",
     ) -> None:
         self.serde = serde
+        # The clients' idempotency: with "auto" the channel-value turns of a checkpoint's
+        # batch get keys too (its own turn has one, cp/<id>), so that a batch in flight at a
+        # failover is sent again on the new primary and lands once (issue 47).
+        self.idempotency: Idempotency = idempotency
         self.zstd = accept_zstd
         # The clients' level: a checkpoint's payloads go zstd-compressed where the connection
         # speaks version 3, as the clients' own appends do (issue 38 item 1).
@@ -884,7 +893,9 @@ class _Plans:
                 labels=labels,
             )
         )
-        appended = yield from ops.append_turns_compressed(name, specs, None, self.compress_level)
+        appended = yield from ops.append_turns_compressed(
+            name, specs, None, self.compress_level, self.idempotency
+        )
         cp_turn = appended[-1].turn
         self._remember_parent(name, checkpoint["id"], cp_turn.turn_id, cp_turn.depth, channels)
         return {
@@ -1169,23 +1180,30 @@ class CtxstoreSaver(TwoClients, BaseCheckpointSaver[str]):
     ) -> None:
         super().__init__(serde=serde)
         some = self._use_clients(client, aclient, owns_client)
-        self._plans = _Plans(self.serde, some._accept_zstd, some._compress_level)
+        self._plans = _Plans(self.serde, some._accept_zstd, some._compress_level, some._idempotency)
 
     @classmethod
     def from_addr(
         cls,
-        addr: str | None = None,
+        addr: str | Sequence[str] | None = None,
         token: str | None = None,
         *,
         serde: SerializerProtocol | None = None,
         timeout: float | None = None,
         verify_payloads: VerifyPayloads = "when_remote",
+        failover_timeout: float | None = None,
+        idempotency: Idempotency = "off",
     ) -> CtxstoreSaver:
-        """A saver with its own clients for ``addr`` (``"HOST:PORT"``); each connects at its
-        first call (the Client for the sync methods, the AsyncClient for the ``a*`` ones).
-        ``addr`` and ``token`` default to ``$CTXSTORE_ADDR`` and ``$CTXSTORE_TOKEN``;
-        ``timeout`` and ``verify_payloads`` are the clients' (see :class:`~ctxstore.Client`)."""
-        client = cls._client_for(addr, token, timeout, verify_payloads)
+        """A saver with its own clients for ``addr`` (``"HOST:PORT"``, or a primary and its
+        standbys as ``"A,B,C"`` or a list: the clients follow the primary across a failover);
+        each connects at its first call (the Client for the sync methods, the AsyncClient for
+        the ``a*`` ones). ``addr`` and ``token`` default to ``$CTXSTORE_ADDR`` and
+        ``$CTXSTORE_TOKEN``; ``timeout``, ``verify_payloads``, ``failover_timeout`` and
+        ``idempotency`` are the clients' (see :class:`~ctxstore.Client`): with
+        ``idempotency="auto"`` a checkpoint in flight at a failover lands exactly once."""
+        client = cls._client_for(
+            addr, token, timeout, verify_payloads, failover_timeout, idempotency
+        )
         return cls(client, serde=serde, owns_client=True)
 
     # -- BaseCheckpointSaver: sync ------------------------------------------------------------

@@ -66,7 +66,7 @@ from ._clients import TwoClients
 from .aio import AsyncClient
 from .client import Client
 from .errors import NotFound
-from .types import KvItem, KvPage, KvValue, VerifyPayloads
+from .types import Idempotency, KvItem, KvPage, KvValue, VerifyPayloads
 
 __all__ = ["CtxstoreStore"]
 
@@ -553,7 +553,7 @@ class CtxstoreStore(TwoClients, BaseStore):
     @classmethod
     def from_addr(
         cls,
-        addr: str | None = None,
+        addr: str | Sequence[str] | None = None,
         token: str | None = None,
         *,
         name: str = "default",
@@ -561,17 +561,24 @@ class CtxstoreStore(TwoClients, BaseStore):
         verify_payloads: VerifyPayloads = "when_remote",
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
+        failover_timeout: float | None = None,
+        idempotency: Idempotency = "off",
     ) -> CtxstoreStore:
-        """A store with its own clients for ``addr`` (``"HOST:PORT"``); each connects at its
-        first call (the Client for the sync methods, the AsyncClient for the ``a*`` ones).
-        ``addr`` and ``token`` default to ``$CTXSTORE_ADDR`` and ``$CTXSTORE_TOKEN``;
-        ``timeout`` and ``verify_payloads`` are the clients' (see :class:`~ctxstore.Client`);
-        ``ttl`` the store's ``TTLConfig``."""
+        """A store with its own clients for ``addr`` (``"HOST:PORT"``, or a primary and its
+        standbys as ``"A,B,C"`` or a list: the clients follow the primary across a failover);
+        each connects at its first call (the Client for the sync methods, the AsyncClient for
+        the ``a*`` ones). ``addr`` and ``token`` default to ``$CTXSTORE_ADDR`` and
+        ``$CTXSTORE_TOKEN``; ``timeout``, ``verify_payloads``, ``failover_timeout`` and
+        ``idempotency`` are the clients' (see :class:`~ctxstore.Client`; the store writes
+        key-value entries only, which land once however often they are sent); ``ttl`` the
+        store's ``TTLConfig``."""
         if index is not None:
             raise NotImplementedError(_INDEX_MISSING)
         if ttl is not None:
             _ttl_ms(ttl.get("default_ttl"))
-        client = cls._client_for(addr, token, timeout, verify_payloads)
+        client = cls._client_for(
+            addr, token, timeout, verify_payloads, failover_timeout, idempotency
+        )
         return cls(client, name=name, ttl=ttl, owns_client=True)
 
     def batch(self, ops: Iterable[Op]) -> builtins.list[Result]:

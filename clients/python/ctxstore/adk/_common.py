@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.adk.errors.input_validation_error import InputValidationError
 from pydantic_core import to_jsonable_python
 
+from .._ops import check_idempotency
 from .._wire import CONTEXT_NAME_BYTES_MAX
 from ..aio import AsyncClient
 from ..client import Client
-from ..types import VerifyPayloads, blob_hash
+from ..types import Idempotency, VerifyPayloads, blob_hash
 
 NAME_BYTES_MAX = CONTEXT_NAME_BYTES_MAX
 """A context name's limit (docs/protocol.md, version 2)."""
@@ -144,12 +146,14 @@ class Endpoint:
 
     def __init__(
         self,
-        addr: str | None,
+        addr: str | Sequence[str] | None,
         token: str | None,
         namespace: str | None,
         timeout: float | None,
         verify_payloads: VerifyPayloads,
         uri: str | None,
+        failover_timeout: float | None = None,
+        idempotency: Idempotency = "off",
     ) -> None:
         if uri is not None:
             if addr is not None:
@@ -161,7 +165,17 @@ class Endpoint:
                 timeout = float(options["timeout"])
             if "verify_payloads" in options:
                 verify_payloads = options["verify_payloads"]  # type: ignore[assignment]
-        self.addr = addr or DEFAULT_ADDR
+            if "failover_timeout" in options:
+                failover_timeout = float(options["failover_timeout"])
+            if "idempotency" in options:
+                idempotency = options["idempotency"]  # type: ignore[assignment]
+        if addr is not None and not isinstance(addr, str):
+            addr = ",".join(addr)  # a primary and its standbys: "A,B,C"
+        self.addr: str = addr or DEFAULT_ADDR
+        self.idempotency: Idempotency = check_idempotency(idempotency)
+        if failover_timeout is not None and not failover_timeout > 0:
+            raise ValueError(f"failover_timeout must be positive, got {failover_timeout}")
+        self.failover_timeout = failover_timeout
         self.token = token
         self.namespace = namespace or ""
         raw = utf8(self.namespace, "namespace")
@@ -175,29 +189,30 @@ class Endpoint:
         self.timeout = timeout
         self.verify_payloads = verify_payloads
 
-    def client(self) -> Client:
+    def _options(self) -> dict[str, Any]:
         extra: dict[str, Any] = {} if self.timeout is None else {"timeout": self.timeout}
-        return Client(
-            self.addr,
-            token=self.token,
-            lazy=True,
-            verify_payloads=self.verify_payloads,
+        if self.failover_timeout is not None:
+            extra["failover_timeout"] = self.failover_timeout
+        return {
+            "token": self.token,
+            "verify_payloads": self.verify_payloads,
+            "idempotency": self.idempotency,
             **extra,
-        )
+        }
+
+    def client(self) -> Client:
+        return Client(self.addr, lazy=True, **self._options())
 
     def aclient(self) -> AsyncClient:
-        extra: dict[str, Any] = {} if self.timeout is None else {"timeout": self.timeout}
-        return AsyncClient(
-            self.addr, token=self.token, verify_payloads=self.verify_payloads, **extra
-        )
+        return AsyncClient(self.addr, **self._options())
 
 
-def parse_uri(uri: str) -> tuple[str, str | None, str, dict[str, str]]:
-    """``ctxstore://[TOKEN@]HOST:PORT[/NAMESPACE][?k=v...]`` as (addr, token, namespace,
-    options); ValueError for anything else."""
-    parts = urlsplit(uri)
-    if parts.scheme != "ctxstore":
-        raise ValueError(f"not a ctxstore:// URI: {uri!r}")
+_URI_OPTIONS = ("timeout", "verify_payloads", "failover_timeout", "idempotency")
+
+
+def _host_port(netloc: str, uri: str) -> str:
+    """``HOST:PORT`` of one address of a URI's authority (without the token)."""
+    parts = urlsplit(f"//{netloc}")
     host, port = parts.hostname, None
     try:
         port = parts.port
@@ -205,12 +220,24 @@ def parse_uri(uri: str) -> tuple[str, str | None, str, dict[str, str]]:
         raise ValueError(f"bad port in {uri!r}") from None
     if not host or port is None:
         raise ValueError(f"a ctxstore:// URI names HOST:PORT, got {uri!r}")
-    addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def parse_uri(uri: str) -> tuple[str, str | None, str, dict[str, str]]:
+    """``ctxstore://[TOKEN@]HOST:PORT[,HOST:PORT...][/NAMESPACE][?k=v...]`` as (addr, token,
+    namespace, options); several addresses (a primary and its standbys) come back as
+    ``"A,B,C"``, which the clients follow the primary among. ValueError for anything else."""
+    parts = urlsplit(uri)
+    if parts.scheme != "ctxstore":
+        raise ValueError(f"not a ctxstore:// URI: {uri!r}")
+    hosts = parts.netloc.rpartition("@")[2]
+    addr = ",".join(_host_port(one, uri) for one in hosts.split(","))
     token = unquote(parts.username) if parts.username else None
     namespace = unquote(parts.path.lstrip("/"))
     options: dict[str, str] = {}
     for key, values in parse_qs(parts.query, keep_blank_values=True, strict_parsing=False).items():
-        if key not in ("timeout", "verify_payloads"):
-            raise ValueError(f"unknown option {key!r} in {uri!r} (timeout, verify_payloads)")
+        if key not in _URI_OPTIONS:
+            known = ", ".join(_URI_OPTIONS)
+            raise ValueError(f"unknown option {key!r} in {uri!r} ({known})")
         options[key] = values[-1]
     return addr, token, namespace, options

@@ -22,6 +22,7 @@ How an artifact is stored (decision 0023):
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, cast
 
 from google.adk.artifacts import artifact_util
@@ -37,7 +38,7 @@ from google.genai import types
 from .._shells import Call, Plan, call, run_async
 from ..aio import AsyncClient
 from ..errors import NotFound, TooLarge
-from ..types import ContextInfo, Turn, TurnInfo, TurnSpec, VerifyPayloads
+from ..types import ContextInfo, Idempotency, Turn, TurnInfo, TurnSpec, VerifyPayloads
 from ._common import Endpoint, context_name, dumps, unescape
 
 __all__ = ["CtxstoreArtifactService", "MANIFEST_TYPE", "DATA_TYPE"]
@@ -74,7 +75,7 @@ class CtxstoreArtifactService(BaseArtifactService):
 
     def __init__(
         self,
-        addr: str | None = None,
+        addr: str | Sequence[str] | None = None,
         *,
         token: str | None = None,
         namespace: str | None = None,
@@ -83,8 +84,12 @@ class CtxstoreArtifactService(BaseArtifactService):
         verify_payloads: VerifyPayloads = "when_remote",
         uri: str | None = None,
         agents_dir: str | None = None,  # noqa: ARG002 - what ADK's service registry passes
+        failover_timeout: float | None = None,
+        idempotency: Idempotency = "off",
     ) -> None:
-        self._endpoint = Endpoint(addr, token, namespace, timeout, verify_payloads, uri)
+        self._endpoint = Endpoint(
+            addr, token, namespace, timeout, verify_payloads, uri, failover_timeout, idempotency
+        )
         self.namespace = self._endpoint.namespace
         self._aclient = aclient
         self._owns_aclient = aclient is None

@@ -57,7 +57,7 @@ from .._shells import Call, Plan, call, run_async, run_sync
 from ..aio import AsyncClient
 from ..client import Client
 from ..errors import Conflict, InvalidArgument, NotFound, TooLarge
-from ..types import ContextInfo, TurnInfo, TurnSpec, VerifyPayloads, blob_hash
+from ..types import ContextInfo, Idempotency, TurnInfo, TurnSpec, VerifyPayloads, blob_hash
 from ._common import (
     STATE_KEY_PREFIX,
     TAG_VALUE_BYTES_MAX,
@@ -162,7 +162,7 @@ class CtxstoreSessionService(BaseSessionService):
 
     def __init__(
         self,
-        addr: str | None = None,
+        addr: str | Sequence[str] | None = None,
         *,
         token: str | None = None,
         namespace: str | None = None,
@@ -172,8 +172,12 @@ class CtxstoreSessionService(BaseSessionService):
         verify_payloads: VerifyPayloads = "when_remote",
         uri: str | None = None,
         agents_dir: str | None = None,  # noqa: ARG002 - what ADK's service registry passes
+        failover_timeout: float | None = None,
+        idempotency: Idempotency = "off",
     ) -> None:
-        self._endpoint = Endpoint(addr, token, namespace, timeout, verify_payloads, uri)
+        self._endpoint = Endpoint(
+            addr, token, namespace, timeout, verify_payloads, uri, failover_timeout, idempotency
+        )
         self.namespace = self._endpoint.namespace
         self._client = client
         self._aclient = aclient
