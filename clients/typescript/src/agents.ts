@@ -45,8 +45,11 @@ export function sessionContextName(sessionId: string): string {
 }
 
 export interface CtxstoreSessionOptions extends ClientOptions {
-  /** The server (default CTXSTORE_ADDR, else 127.0.0.1:7411); ignored with `client`. */
-  addr?: string;
+  /** The server (default CTXSTORE_ADDR, else 127.0.0.1:7411), or a primary and its standbys
+   * (`"A,B,C"` or an array: the client follows the primary across a failover; with
+   * `idempotency: "auto"` among the options every item and pop marker carries a key, so one
+   * in flight at a failover lands exactly once); ignored with `client`. */
+  addr?: string | readonly string[];
   /** A client to share between sessions (this session does not close it). */
   client?: Client;
 }

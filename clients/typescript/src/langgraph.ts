@@ -278,8 +278,11 @@ export class CtxstoreSaver extends BaseCheckpointSaver {
   }
 
   /** A saver with its own client for `addr` (default CTXSTORE_ADDR, else 127.0.0.1:7411),
-   * connected at its first call; {@link close} closes it. */
-  static fromAddr(addr?: string, options: ClientOptions & { serde?: SerializerProtocol } = {}): CtxstoreSaver {
+   * connected at its first call; {@link close} closes it. `addr` may name a primary and its
+   * standbys (`"A,B,C"` or an array): the client follows the primary across a failover. The
+   * options are the client's: with `idempotency: "auto"` every turn of a checkpoint's batch
+   * carries a key, so one in flight at a failover lands exactly once. */
+  static fromAddr(addr?: string | readonly string[], options: ClientOptions & { serde?: SerializerProtocol } = {}): CtxstoreSaver {
     const { serde, ...clientOptions } = options;
     return new CtxstoreSaver(new Client(addr, clientOptions), serde === undefined ? { ownsClient: true } : { serde, ownsClient: true });
   }
