@@ -1044,6 +1044,14 @@ impl Applier {
                     // the lineage: back to the last one, which the next generation forked
                     // from.
                     self.reload()?;
+                    if self.local.generation < generation {
+                        // No point of the sealed generation was applied (a taker killed after
+                        // its fork left it empty): the standby stands on its start, the same
+                        // state as its parent point, and the next generation is looked for
+                        // after it, never the sealed one again.
+                        self.local.generation = generation;
+                        self.local.seq = 0;
+                    }
                     let moved = self.next_generation().await?;
                     if !moved {
                         tracing::debug!(
@@ -1122,7 +1130,11 @@ impl Applier {
         let bytes = self.remote.get_required(Key::Generation(next)).await?;
         let what = self.remote.path(Key::Generation(next)).to_string();
         let record = crate::format::GenerationRecord::decode(&bytes, &what)?;
-        if record.parent != Some((self.local.generation, self.local.seq)) {
+        if record.parent != Some((self.local.generation, self.local.seq))
+            && !self
+                .stands_on_the_start_of_one_forked_at(record.parent)
+                .await?
+        {
             return Err(ReplicaError::Invalid(format!(
                 "generation {next} forked from {:?}, but this standby applied generation {} up \
                  to segment {}: it cannot follow that lineage; restore a new standby",
@@ -1136,6 +1148,24 @@ impl Applier {
             .generation
             .store(u64::from(next), Ordering::Relaxed);
         Ok(true)
+    }
+
+    /// Whether the standby applied nothing of the followed generation (it stands on its
+    /// start) and that generation forked at `parent`: the same state, so a generation forked
+    /// there follows on. A taker killed after its fork leaves such an empty generation; the
+    /// next taker seals it and forks from the point before it, which is `parent`.
+    async fn stands_on_the_start_of_one_forked_at(
+        &self,
+        parent: Option<(u32, u64)>,
+    ) -> Result<bool, ReplicaError> {
+        if self.local.seq != 0 || parent.is_none() {
+            return Ok(false);
+        }
+        let key = Key::Generation(self.local.generation);
+        let what = self.remote.path(key).to_string();
+        let followed = self.remote.get_required(key).await?;
+        let followed = crate::format::GenerationRecord::decode(&followed, &what)?;
+        Ok(followed.parent == parent)
     }
 
     /// Fetches one segment and applies its pack bytes; its log slots join `pending`, handed

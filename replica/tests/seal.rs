@@ -376,3 +376,74 @@ fn partial_cut_dropped(target: &Target, dirs: &Dirs) {
     taker_follower.stop().unwrap();
     taker.shutdown();
 }
+
+/// A taker killed after its fork leaves an empty generation (the failover campaign found it:
+/// `loadgen/tests/failover.rs`, a taker killed mid-promotion). The next taker seals it at its
+/// first key and forks from the point before it; a standby that followed into the empty
+/// generation must follow on to the new one, never back into the sealed one (it looped
+/// there: its point is still the previous generation's).
+#[test]
+fn a_standby_follows_past_an_empty_generation_that_a_killed_taker_left() {
+    let root = tempfile::tempdir().unwrap();
+    for (index, target) in Target::all(root.path(), "seal-empty-generation")
+        .iter()
+        .enumerate()
+    {
+        empty_generation_followed(target, &dirs(root.path(), index));
+    }
+}
+
+fn empty_generation_followed(target: &Target, dirs: &Dirs) {
+    let primary = Engine::open(engine_config(&dirs.primary)).unwrap();
+    let (replicator, _faults) =
+        faulty_replicator(&primary, &target.url, &target.s3, ship_config(target));
+    let context = block_on(primary.create_context()).unwrap().context_id;
+    let before = append(&primary, context, b"before the primary died");
+    wait_shipped(&replicator);
+    let (taker, taker_follower) = start_standby(target, &dirs.taker, ship_config(target));
+    let (other, other_follower) = start_standby(target, &dirs.other, ship_config(target));
+    wait_until("the standbys applied", || {
+        records(&taker) >= records(&primary) && records(&other) >= records(&primary)
+    });
+    replicator.stop();
+    primary.shutdown();
+
+    // The killed taker's fork: generation 2, forked at generation 1's newest point, empty.
+    let remote = ctxstore_replica::target::open(&target.url, &target.s3).unwrap();
+    let (newest_seq, _) = newest_segment(target, 1);
+    runtime().block_on(async {
+        let first = catalog::generations(&remote).await.unwrap().remove(0);
+        let orphan = ctxstore_replica::format::GenerationRecord {
+            generation: 2,
+            parent: Some((1, newest_seq)),
+            holder: "a taker killed after its fork".into(),
+            ..first
+        };
+        remote
+            .create(Key::Generation(2), orphan.encode().into())
+            .await
+            .unwrap();
+    });
+    wait_until("both standbys follow generation 2", || {
+        [&taker_follower, &other_follower]
+            .iter()
+            .all(|follower| follower.stats().generation.load(Ordering::Relaxed) == 2)
+    });
+
+    // The next taker seals generation 2 and forks generation 3 from generation 1's point.
+    assert_eq!(promote(&dirs.taker), PromotionAnswer::Promoted);
+    let (seal_seq, seal) = newest_segment(target, 2);
+    assert!(seal.seal && seal_seq == 1, "{seal:?}");
+    let after = append(&taker, context, b"on the new primary");
+    wait_until("the other standby followed the new primary", || {
+        records(&other) >= records(&taker)
+    });
+    assert_eq!(head(&other, context), after);
+    assert!(block_on(other.turn(before)).is_ok());
+    other_follower.stop().unwrap();
+    other.shutdown();
+    let report = verify(&dirs.other).unwrap();
+    assert!(report.is_ok(), "{report}");
+    taker_follower.stop().unwrap();
+    taker.shutdown();
+}
