@@ -3,9 +3,10 @@
 //!
 //! - every append acknowledged `remote` is in the store, with its exact payload hash, parent,
 //!   depth and context, and on its context's chain at its depth (in the context's order);
-//! - an append acknowledged `local` (or with the server's default) may be missing only when
-//!   it was acknowledged at most `loss_window` before a fault (`faults_unix_ms`): what a
-//!   failover may lose in that mode, at most one lease window;
+//! - an append acknowledged `local` (or with the server's default) may be missing only as
+//!   one of a fault's losses (`faults_unix_ms`): acknowledged before the fault, or at most
+//!   `loss_window` after it, and the losses of one fault spanning less than `loss_window`:
+//!   what a failover may lose in that mode, at most one lease window;
 //! - no TurnID names two different turns, in the logs or between a log and the store;
 //! - no payload is twice in its context's chain (every payload of the load is distinct,
 //!   `--dup-ratio 0`): a retried append landed exactly once.
@@ -49,8 +50,8 @@ pub struct CheckConfig {
     pub ack_logs: Vec<PathBuf>,
     /// Instants (Unix ms) at which a primary was lost: killed, paused, cut off.
     pub faults_unix_ms: Vec<u64>,
-    /// How long before a fault a local acknowledgement may be lost: the lease less its
-    /// margin (decision 0031 §9).
+    /// The span of the local acknowledgements one fault may lose: the lease less its margin
+    /// (decision 0031 §9).
     pub loss_window: Duration,
 }
 
@@ -64,6 +65,9 @@ pub struct CheckReport {
     pub local_lost_in_window: u64,
     /// Lost local acknowledgements outside every window (a failure).
     pub local_lost_outside: u64,
+    /// The lost local acknowledgements (Unix ms, context, TurnID), judged once every context
+    /// was read (`judge_local_losses`).
+    pub local_lost_unix_ms: Vec<(u64, u64, u64)>,
     /// A TurnID that names two different turns (logs against logs, or logs against store).
     pub turn_ids_reused: u64,
     /// A payload twice in one context's chain.
@@ -198,8 +202,9 @@ pub async fn check(config: &CheckConfig) -> anyhow::Result<CheckReport> {
     report.contexts = by_context.len() as u64;
     for (context, acks) in by_context {
         let chain = read_chain(&client, context).await?;
-        check_context(context, &acks, &chain, config, &mut report);
+        check_context(context, &acks, &chain, &mut report);
     }
+    judge_local_losses(config, &mut report);
     Ok(report)
 }
 
@@ -275,13 +280,7 @@ fn not_found(error: &ClientError) -> bool {
     error.code() == Some(ErrorCode::NotFound)
 }
 
-fn check_context(
-    context: u64,
-    acks: &[&Ack],
-    chain: &[ChainTurn],
-    config: &CheckConfig,
-    report: &mut CheckReport,
-) {
+fn check_context(context: u64, acks: &[&Ack], chain: &[ChainTurn], report: &mut CheckReport) {
     let mut hashes = HashSet::with_capacity(chain.len());
     for turn in chain {
         if !hashes.insert(turn.payload_hash.as_str()) {
@@ -292,7 +291,6 @@ fn check_context(
             ));
         }
     }
-    let window_ms = u64::try_from(config.loss_window.as_millis()).unwrap_or(u64::MAX);
     for ack in acks {
         if ack.remote {
             report.remote_acked += 1;
@@ -321,14 +319,14 @@ fn check_context(
                     ack.turn_id, turn.turn_id
                 ));
             }
-            _ => lost(context, ack, config, window_ms, report),
+            _ => lost(context, ack, report),
         }
     }
 }
 
-/// An acknowledged turn not on its context's chain: excused only when local and inside a
-/// fault's window.
-fn lost(context: u64, ack: &Ack, config: &CheckConfig, window_ms: u64, report: &mut CheckReport) {
+/// An acknowledged turn not on its context's chain: a remote one is a failure at once; a
+/// local one is judged with every other at the end (`judge_local_losses`).
+fn lost(context: u64, ack: &Ack, report: &mut CheckReport) {
     if ack.remote {
         report.remote_lost += 1;
         report.fail(format!(
@@ -337,20 +335,61 @@ fn lost(context: u64, ack: &Ack, config: &CheckConfig, window_ms: u64, report: &
         ));
         return;
     }
-    let excused = config.faults_unix_ms.iter().any(|fault| {
-        ack.acked_unix_ms > 0
-            && ack.acked_unix_ms <= fault.saturating_add(window_ms)
-            && ack.acked_unix_ms.saturating_add(window_ms) >= *fault
-    });
-    if excused {
-        report.local_lost_in_window += 1;
-    } else {
+    report
+        .local_lost_unix_ms
+        .push((ack.acked_unix_ms, context, ack.turn_id));
+}
+
+/// The bound on local acknowledgements (decision 0031 §9): a failover loses those that came
+/// after the newest cut that shipped whole before the old primary stopped, and the primary
+/// acknowledges for at most the lease less its margin after that cut was sent. So each lost
+/// one belongs to a fault that came after it, or at most the window (`loss_window`) before it
+/// (a primary cut off from the store acknowledges up to that long after the fault), and the
+/// lost ones of one fault span less than the window. Those that fit no fault's span are
+/// failures.
+pub fn judge_local_losses(config: &CheckConfig, report: &mut CheckReport) {
+    let window_ms = u64::try_from(config.loss_window.as_millis()).unwrap_or(u64::MAX);
+    let mut faults = config.faults_unix_ms.clone();
+    faults.sort_unstable();
+    let mut lost = std::mem::take(&mut report.local_lost_unix_ms);
+    lost.sort_unstable();
+    // The earliest lost acknowledgement of each fault so far: the start of its span.
+    let mut span_start: HashMap<u64, u64> = HashMap::new();
+    for &(acked_unix_ms, context, turn_id) in &lost {
+        // The first fault it may belong to whose span it keeps under the window.
+        let candidates: Vec<u64> = faults
+            .iter()
+            .copied()
+            .filter(|fault| acked_unix_ms > 0 && acked_unix_ms <= fault.saturating_add(window_ms))
+            .collect();
+        let fits = candidates.iter().copied().find(|fault| {
+            span_start
+                .get(fault)
+                .is_none_or(|start| acked_unix_ms - start < window_ms)
+        });
+        if let Some(fault) = fits {
+            span_start.entry(fault).or_insert(acked_unix_ms);
+        }
+        let fault = fits.or(candidates.first().copied());
+        let within = fits.is_some();
+        if within {
+            report.local_lost_in_window += 1;
+            continue;
+        }
         report.local_lost_outside += 1;
         report.fail(format!(
-            "context {context}: local acknowledgement of turn {} (depth {}, at {} ms) lost outside every fault's window",
-            ack.turn_id, ack.depth, ack.acked_unix_ms
+            "context {context}: local acknowledgement of turn {turn_id} (at {acked_unix_ms} ms) \
+             lost outside every fault's window (the next fault: {})",
+            fault.map_or_else(
+                || "none".to_string(),
+                |fault| format!(
+                    "{fault} ms, whose losses began at {} ms",
+                    span_start.get(&fault).copied().unwrap_or(0)
+                )
+            ),
         ));
     }
+    report.local_lost_unix_ms = lost;
 }
 
 #[cfg(test)]
@@ -390,6 +429,14 @@ mod tests {
         }
     }
 
+    /// `check_context` of one context, then the judgement of its local losses.
+    fn judged(acks: &[&Ack], chain: &[ChainTurn], faults: Vec<u64>) -> CheckReport {
+        let mut report = CheckReport::default();
+        check_context(7, acks, chain, &mut report);
+        judge_local_losses(&config(faults), &mut report);
+        report
+    }
+
     #[test]
     fn a_lost_remote_acknowledgement_fails_and_a_lost_local_one_only_outside_the_window() {
         let acks = [
@@ -398,36 +445,40 @@ mod tests {
             ack(3, 2, "c", true, 5_100),
         ];
         let refs: Vec<&Ack> = acks.iter().collect();
-        let mut report = CheckReport::default();
-        check_context(
-            7,
-            &refs,
-            &chain(&[(1, "a")]),
-            &config(vec![5_500]),
-            &mut report,
-        );
+        let report = judged(&refs, &chain(&[(1, "a")]), vec![5_500]);
         assert_eq!((report.remote_lost, report.local_lost_in_window), (1, 1));
         assert!(!report.passed());
 
-        let mut report = CheckReport::default();
-        check_context(
-            7,
-            &refs[..2],
-            &chain(&[(1, "a")]),
-            &config(vec![9_000]),
-            &mut report,
-        );
+        // No fault after it (within the window): a failure.
+        let report = judged(&refs[..2], &chain(&[(1, "a")]), vec![3_000]);
         assert_eq!(report.local_lost_outside, 1);
         assert!(!report.passed());
 
-        let mut report = CheckReport::default();
-        check_context(
-            7,
-            &refs[..2],
-            &chain(&[(1, "a")]),
-            &config(vec![5_200]),
-            &mut report,
+        // A fault up to a window after it, or before it by less than the window: excused.
+        for fault in [9_000, 4_200] {
+            let report = judged(&refs[..2], &chain(&[(1, "a")]), vec![fault]);
+            assert!(report.passed(), "{fault}: {report:?}");
+        }
+    }
+
+    #[test]
+    fn the_local_losses_of_one_fault_span_less_than_the_window() {
+        // Window 1,000 ms: lost at 1,000, 1,500 and 2,100 before a fault at 2,500.
+        let acks = [
+            ack(1, 0, "a", false, 900),
+            ack(2, 1, "b", false, 1_000),
+            ack(3, 2, "c", false, 1_500),
+            ack(4, 3, "d", false, 2_100),
+        ];
+        let refs: Vec<&Ack> = acks.iter().collect();
+        let report = judged(&refs, &chain(&[(1, "a")]), vec![2_500]);
+        assert_eq!(
+            (report.local_lost_in_window, report.local_lost_outside),
+            (2, 1),
+            "{report:?}"
         );
+        // Two faults: each keeps its own span.
+        let report = judged(&refs, &chain(&[(1, "a")]), vec![1_200, 2_500]);
         assert!(report.passed(), "{report:?}");
     }
 
@@ -435,24 +486,10 @@ mod tests {
     fn a_payload_twice_and_a_reused_turn_id_fail() {
         let acks = [ack(1, 0, "a", true, 1), ack(2, 1, "b", true, 2)];
         let refs: Vec<&Ack> = acks.iter().collect();
-        let mut report = CheckReport::default();
-        check_context(
-            7,
-            &refs,
-            &chain(&[(1, "a"), (2, "b"), (3, "b")]),
-            &config(vec![]),
-            &mut report,
-        );
+        let report = judged(&refs, &chain(&[(1, "a"), (2, "b"), (3, "b")]), vec![]);
         assert_eq!(report.duplicates, 1);
 
-        let mut report = CheckReport::default();
-        check_context(
-            7,
-            &refs,
-            &chain(&[(1, "a"), (2, "x")]),
-            &config(vec![]),
-            &mut report,
-        );
+        let report = judged(&refs, &chain(&[(1, "a"), (2, "x")]), vec![]);
         assert_eq!(report.turn_ids_reused, 1);
 
         let mut report = CheckReport::default();

@@ -220,7 +220,9 @@ enum Command {
 
 /// Check ack logs (--ack-log of earlier runs) against a store, after failovers: every append
 /// acknowledged `remote` present once, with its payload, on its context's chain; a `local`
-/// one missing only inside a fault's loss window; no TurnID naming two turns; no payload twice
+/// one missing only as one of a fault's losses (before the fault, or at most --loss-window
+/// after it; one fault's losses spanning less than --loss-window); no TurnID naming two turns;
+/// no payload twice
 /// in a chain. Exit 0 passed, 4 failed, 1 error.
 ///
 /// Example (a drill: the primary killed at a known instant, lease 10s):
@@ -238,12 +240,12 @@ struct CheckArgs {
     /// An ack log to check (repeatable).
     #[arg(long, required = true)]
     ack_log: Vec<PathBuf>,
-    /// When a primary was lost (Unix ms; repeatable): local acknowledgements within
-    /// --loss-window of one may be missing.
+    /// When a primary was lost (Unix ms; repeatable): the local acknowledgements lost to it
+    /// came before it or at most --loss-window after it.
     #[arg(long)]
     fault_unix_ms: Vec<u64>,
-    /// How long before a fault a local acknowledgement may be lost: the lease less its
-    /// margin (9.5s at --replica-lease 10s).
+    /// The span of the local acknowledgements one fault may lose: the lease less its margin
+    /// (9.5s at --replica-lease 10s).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "9500ms")]
     loss_window: Duration,
     /// Write the verdict as JSON here too.
