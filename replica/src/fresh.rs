@@ -118,8 +118,8 @@ pub fn swap_in(data_dir: &Path) -> Result<bool, ReplicaError> {
     Ok(true)
 }
 
-/// The names in `dir`, in order.
-fn entries(dir: &Path) -> Result<Vec<String>, ReplicaError> {
+/// The names in `dir`, in order (also the rejoin's, `rejoin.rs`).
+pub(crate) fn entries(dir: &Path) -> Result<Vec<String>, ReplicaError> {
     let mut names = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|source| ReplicaError::io(dir, source))? {
         let entry = entry.map_err(|source| ReplicaError::io(dir, source))?;

@@ -26,6 +26,7 @@ use ctxstore_engine::files;
 use crate::catalog;
 use crate::error::ReplicaError;
 use crate::follow::FollowConfig;
+use crate::fresh::entries;
 use crate::local::{self, LocalState};
 use crate::remote::Remote;
 use crate::restore::{self, RestorePoint, RestoreReport};
@@ -228,24 +229,6 @@ fn runtime() -> Result<tokio::runtime::Runtime, ReplicaError> {
         .enable_all()
         .build()
         .map_err(|source| ReplicaError::io("tokio runtime", source))
-}
-
-/// The names in `dir`, in order.
-fn entries(dir: &Path) -> Result<Vec<String>, ReplicaError> {
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|source| ReplicaError::io(dir, source))? {
-        let entry = entry.map_err(|source| ReplicaError::io(dir, source))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            return Err(ReplicaError::Invalid(format!(
-                "{} holds an entry whose name is not UTF-8: {name:?}",
-                dir.display()
-            )));
-        };
-        names.push(name.to_string());
-    }
-    names.sort();
-    Ok(names)
 }
 
 #[cfg(test)]
