@@ -6,7 +6,6 @@
 //! server older than STATS_EX is asked STATS instead.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -133,9 +132,8 @@ fn gc_collects_a_deleted_contexts_turns_and_stats_count_it() {
 
 #[test]
 fn gc_usage_errors_come_before_connecting_and_the_help_says_what_it_does() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let nowhere = listener.local_addr().unwrap().to_string();
-    drop(listener);
+    // Nothing listens there (outside the ephemeral range, so nothing is handed it).
+    let nowhere = format!("127.0.0.1:{}", ctxstore_testsupport::fixed_port());
     for args in [
         vec!["gc", "--gc-timeout", "soon"],
         vec!["gc", "--gc-timeout"],

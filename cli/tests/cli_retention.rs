@@ -5,7 +5,6 @@
 //! found before connecting, BACKUP's own timeout, and a version-1 server getting none of it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::Output;
 use std::sync::Arc;
@@ -37,8 +36,8 @@ struct Nowhere(String);
 
 impl Nowhere {
     fn new() -> Nowhere {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        Nowhere(listener.local_addr().unwrap().to_string())
+        // Outside the ephemeral range: no other test's listener is handed it.
+        Nowhere(format!("127.0.0.1:{}", ctxstore_testsupport::fixed_port()))
     }
 }
 

@@ -363,14 +363,11 @@ fn role_of(addr: &str) -> Option<Role> {
     blocking::Client::connect(quick(addr)).ok()?.role().ok()
 }
 
-/// Free ports for the three addresses (bound and released: the members bind them again).
+/// Ports for the three addresses, outside the kernel's ephemeral range: members bind them
+/// again after each fault, and a kernel-picked port could meanwhile be handed to a connect.
 fn three_addresses() -> Vec<String> {
-    let listeners: Vec<TcpListener> = (0..3)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    listeners
-        .iter()
-        .map(|listener| listener.local_addr().unwrap().to_string())
+    (0..3)
+        .map(|_| format!("127.0.0.1:{}", ctxstore_testsupport::fixed_port()))
         .collect()
 }
 

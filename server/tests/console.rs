@@ -558,7 +558,10 @@ fn silent_and_surplus_connections_cannot_hold_the_console() {
     let mut engine_config = ctxstore_engine::EngineConfig::new(dir.path().join("data"));
     engine_config.limits.log_preallocate_bytes = 64 * 1024;
     let engine = ctxstore_engine::Engine::open(engine_config).unwrap();
-    let mut settings = ConsoleSettings::new("127.0.0.1:0".parse().unwrap(), engine.clone());
+    // Outside the ephemeral range, so that the refused connect after stop cannot meet another
+    // test's listener handed the freed port.
+    let listen = format!("127.0.0.1:{}", ctxstore_testsupport::fixed_port());
+    let mut settings = ConsoleSettings::new(listen.parse().unwrap(), engine.clone());
     settings.limits.connections_max = 3;
     settings.limits.request_head_timeout = Duration::from_millis(500);
     let endpoint = ConsoleEndpoint::start(settings).unwrap();
@@ -841,9 +844,10 @@ fn wrong_tokens_are_rate_limited_and_the_cookie_is_secure_over_https() {
 fn a_primary_shows_its_role_lease_failovers_and_remote_acks() {
     let root = tempfile::tempdir().unwrap();
     let url = format!("file://{}", root.path().join("replica").display());
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let console = free.local_addr().unwrap();
-    drop(free);
+    // Outside the ephemeral range: nothing else is handed it before the server binds it.
+    let console: std::net::SocketAddr = format!("127.0.0.1:{}", ctxstore_testsupport::fixed_port())
+        .parse()
+        .unwrap();
     let console_text = console.to_string();
     let server = common::spawn_binary(
         &root.path().join("data"),

@@ -33,10 +33,11 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A port nobody listens on right now (the kernel's pick, released).
+/// A port nobody listens on right now, outside the kernel's ephemeral range: these tests bind
+/// it again and assert it refused after a stop, and a kernel-picked port could meanwhile be
+/// handed to another listener.
 fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+    ctxstore_testsupport::fixed_port()
 }
 
 // The child is returned to the caller, which waits for it.

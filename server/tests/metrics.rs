@@ -207,7 +207,10 @@ fn the_endpoint_is_off_by_default_and_closes_with_the_server() {
     drop(server);
 
     let mut config = config(dir.path());
-    config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    // Outside the ephemeral range: a port the kernel picked could be handed to the other
+    // test's server between stop and the refused connect (seen once in CI).
+    let listen = format!("127.0.0.1:{}", ctxstore_testsupport::fixed_port());
+    config.metrics_listen = Some(listen.parse().unwrap());
     let mut server = start(config);
     let metrics = server.metrics_addr().unwrap();
     assert_eq!(http_get(metrics, "/metrics").0, 200);

@@ -27,9 +27,8 @@ fn every_served_series_is_in_the_operations_table() {
     let replica = root.path().join("replica");
     std::fs::create_dir_all(&replica).unwrap();
     let url = format!("file://{}", replica.display());
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let metrics_addr = free.local_addr().unwrap().to_string();
-    drop(free);
+    // Outside the ephemeral range: nothing else is handed it before the server binds it.
+    let metrics_addr = format!("127.0.0.1:{}", ctxstore_testsupport::fixed_port());
     let mut server = ServerLaunch::new(SERVER)
         .data(&root.path().join("data"))
         .flags(&[

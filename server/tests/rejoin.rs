@@ -82,8 +82,8 @@ fn append(client: &blocking::Client, context: u64, text: &'static str) -> u64 {
 
 /// A loopback address free now.
 fn free_addr() -> String {
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    free.local_addr().unwrap().to_string()
+    // Outside the ephemeral range: nothing else is handed it before the server binds it.
+    format!("127.0.0.1:{}", ctxstore_testsupport::fixed_port())
 }
 
 /// One scrape of `GET /metrics` at `addr`.

@@ -47,9 +47,8 @@ use common::output_field as field;
 fn ships_and_restores(url: &str, env: &[(&str, &str)]) {
     let root = tempfile::tempdir().unwrap();
     let data = root.path().join("data");
-    let metrics_ready = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let metrics_addr = metrics_ready.local_addr().unwrap().to_string();
-    drop(metrics_ready);
+    // Outside the ephemeral range: nothing else is handed it before the server binds it.
+    let metrics_addr = format!("127.0.0.1:{}", ctxstore_testsupport::fixed_port());
     let mut flags = vec![
         "--replicate-to",
         url,

@@ -56,9 +56,8 @@ fn says_it_once(stderr: &str, endpoint: &str) {
 #[test]
 fn an_unreachable_object_store_is_one_line_naming_the_flags() {
     // Nothing listens on a port the test bound and released.
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let endpoint = format!("http://{}", free.local_addr().unwrap());
-    drop(free);
+    // (Outside the ephemeral range, so no other test's listener is handed it meanwhile.)
+    let endpoint = format!("http://127.0.0.1:{}", ctxstore_testsupport::fixed_port());
     let stderr = refused("s3://ctxstore-test/unreachable", &endpoint);
     says_it_once(&stderr, &endpoint);
 }

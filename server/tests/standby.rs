@@ -51,8 +51,8 @@ fn metrics(addr: &str) -> String {
 }
 
 fn free_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
+    // Outside the ephemeral range: nothing else is handed it before the server binds it.
+    format!("127.0.0.1:{}", ctxstore_testsupport::fixed_port())
 }
 
 /// What a reader sees of some contexts: info (name, tags, head), every turn with its payload's

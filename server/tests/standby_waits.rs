@@ -26,8 +26,8 @@ const SERVER: &str = env!("CARGO_BIN_EXE_ctxstore-server");
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn free_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
+    // Outside the ephemeral range: nothing else is handed it before the server binds it.
+    format!("127.0.0.1:{}", ctxstore_testsupport::fixed_port())
 }
 
 /// A standby on `url` in `root/standby` listening on `listen` (and `/metrics` on `metrics`),

@@ -8,16 +8,20 @@
 //!   their own binary.
 //! - [`scripted_server`] (`scripted.rs`): the one scripted fake server for client tests.
 //! - [`SeededRng`] (`rng.rs`): the seeded generator of the randomized campaigns.
+//! - [`fixed_port`] (`ports.rs`): a port outside the kernel's ephemeral range, for a test
+//!   that binds an address again or asserts a closed one refused.
 
 // Functions fit on a screen: the threshold is in clippy.toml.
 #![warn(clippy::too_many_lines)]
 
 mod binary;
 mod launcher;
+mod ports;
 mod rng;
 mod scripted;
 
 pub use binary::server_binary;
 pub use launcher::{LaunchError, ServerLaunch, TestServer, verified, wait_ready};
+pub use ports::fixed_port;
 pub use rng::{SeededRng, noise};
 pub use scripted::{ScriptedServer, Seen, scripted_server};

@@ -173,7 +173,10 @@ mod tests {
             replication: None,
             remote_acks: None,
         };
-        MetricsEndpoint::start("127.0.0.1:0".parse().unwrap(), source).unwrap()
+        // Outside the ephemeral range: a port the kernel picked could be handed to another
+        // test's listener between `stop` and the refused connect.
+        let listen = format!("127.0.0.1:{}", ctxstore_testsupport::fixed_port());
+        MetricsEndpoint::start(listen.parse().unwrap(), source).unwrap()
     }
 
     /// A scrape's answer over a new connection (HTTP/1.0: the server closes after it); empty
