@@ -34,7 +34,14 @@ fn build_server() -> PathBuf {
         return path;
     };
     let mut build = Command::new(cargo);
-    build.args(["build", "-q", "-p", "ctxstore-server", "--bin", "ctxstore-server"]);
+    build.args([
+        "build",
+        "-q",
+        "-p",
+        "ctxstore-server",
+        "--bin",
+        "ctxstore-server",
+    ]);
     match profile_dir.file_name().and_then(|name| name.to_str()) {
         Some("debug") => {}
         Some("release") => {
@@ -56,4 +63,3 @@ fn build_server() -> PathBuf {
     );
     path
 }
-
