@@ -41,6 +41,7 @@ pub mod network_core;
 mod payload_cache;
 pub mod remote_acks;
 pub mod settings;
+pub mod tenants_file;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
