@@ -1,9 +1,10 @@
 //! Finds `ctxstore-server` for the end-to-end tests of packages that cannot name it as a
 //! binary of their own (the client, the CLI, the load generator).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::SystemTime;
 
 /// `ctxstore-server` in the target directory of the running test: a test executable lives in
 /// `target/<profile>/deps/`, the binaries one level up.
@@ -11,8 +12,10 @@ use std::sync::OnceLock;
 /// `cargo test -p <one package>` does not rebuild another package's binary, so a binary left
 /// by an earlier build would be tested as if it were the code at hand (a failover campaign
 /// once ran a server built before the fix it was meant to exercise). The first call in a
-/// process therefore runs `cargo build` for it, which is a no-op (a fraction of a second) when
-/// it is fresh, as it is under `cargo test --workspace`.
+/// process therefore runs `cargo build` for it when it is missing or older than a file it is
+/// made of (the server's crates, the vendored code, the console's assets, the manifests):
+/// under `cargo test --workspace` it is fresh and nothing runs (a `cargo build -p` would
+/// rebuild it with other features than the test build unified, which costs minutes).
 pub fn server_binary() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(build_server).clone()
@@ -27,6 +30,12 @@ fn build_server() -> PathBuf {
         panic!("{} is not in target/<profile>/deps/", exe.display());
     };
     let path = profile_dir.join("ctxstore-server");
+    let built = std::fs::metadata(&path).and_then(|metadata| metadata.modified());
+    if let Ok(built) = built
+        && newest_source().is_some_and(|newest| newest <= built)
+    {
+        return path;
+    }
     // Only a test run by cargo knows its cargo (and its profile by the directory name); an
     // executable run by hand uses the binary that is there.
     let Ok(cargo) = std::env::var("CARGO") else {
@@ -62,4 +71,47 @@ fn build_server() -> PathBuf {
         exe.display()
     );
     path
+}
+
+/// The newest modification time of the files `ctxstore-server` is built from; `None` when the
+/// workspace cannot be read (then it is built, to be sure).
+fn newest_source() -> Option<SystemTime> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    let mut newest = SystemTime::UNIX_EPOCH;
+    for file in ["Cargo.toml", "Cargo.lock"] {
+        newest = newest.max(std::fs::metadata(root.join(file)).ok()?.modified().ok()?);
+    }
+    for dir in [
+        "server",
+        "engine",
+        "replica",
+        "protocol",
+        "vocab",
+        "vendor",
+        "console/dist",
+    ] {
+        newest = newest.max(newest_under(&root.join(dir))?);
+    }
+    Some(newest)
+}
+
+/// The newest modification time under `dir`, a tree of a few hundred files.
+fn newest_under(dir: &Path) -> Option<SystemTime> {
+    let mut newest = std::fs::metadata(dir).ok()?.modified().ok()?;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).ok()? {
+            let entry = entry.ok()?;
+            let kind = entry.file_type().ok()?;
+            if kind.is_dir() {
+                // A nested crate's own build output is no source.
+                if entry.file_name() != "target" {
+                    pending.push(entry.path());
+                }
+            } else {
+                newest = newest.max(entry.metadata().ok()?.modified().ok()?);
+            }
+        }
+    }
+    Some(newest)
 }
