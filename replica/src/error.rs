@@ -71,6 +71,17 @@ pub enum ReplicaError {
     },
     #[error("local disk full while {doing} ({path}); replication retries once there is room")]
     NoSpace { doing: &'static str, path: PathBuf },
+    /// Checked before a restore fetches a byte (`restore.rs`), so that a full disk never
+    /// leaves a half-restored directory (or a rejoining primary's second copy) behind.
+    #[error(
+        "restoring into {dir} needs {needed_bytes} bytes and its file system has \
+         {available_bytes} free; free space there or restore into another file system"
+    )]
+    NoRoomToRestore {
+        dir: PathBuf,
+        needed_bytes: u64,
+        available_bytes: u64,
+    },
     #[error(transparent)]
     Engine(#[from] ctxstore_engine::EngineError),
     #[error("{0}")]
@@ -97,7 +108,10 @@ impl ReplicaError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            ReplicaError::Store { .. } | ReplicaError::NoSpace { .. } | ReplicaError::Io { .. }
+            ReplicaError::Store { .. }
+                | ReplicaError::NoSpace { .. }
+                | ReplicaError::NoRoomToRestore { .. }
+                | ReplicaError::Io { .. }
         )
     }
 
@@ -117,7 +131,7 @@ impl ReplicaError {
                 _ => "store",
             },
             ReplicaError::Io { .. } => "io",
-            ReplicaError::NoSpace { .. } => "no_space",
+            ReplicaError::NoSpace { .. } | ReplicaError::NoRoomToRestore { .. } => "no_space",
             ReplicaError::Engine(_) => "engine",
             ReplicaError::Invalid(_) => "invalid",
             ReplicaError::Stopped => "stopped",

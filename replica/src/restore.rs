@@ -525,6 +525,11 @@ async fn fetch_objects(
         .into_iter()
         .filter(|(key, _)| !done.contains(&remote.path(*key).to_string()))
         .collect();
+    check_room(
+        journal_dir.parent().unwrap_or(journal_dir),
+        work.iter()
+            .map(|(_, (_, pieces, _))| pieces.iter().map(|(_, piece)| piece.len).sum::<u64>()),
+    )?;
     let skipped = total.objects_total - work.len() as u64;
     total.objects_done = skipped;
     let mut fetches =
@@ -552,6 +557,45 @@ async fn fetch_objects(
     }
     drop(fetches);
     Ok(total)
+}
+
+/// Refuses a restore that its file system cannot hold, before a byte is fetched: a full disk
+/// halfway would leave a half-restored directory behind (and, for a rejoining primary, a second
+/// copy of the store beside the one it set aside). `objects`: the bytes each object still to
+/// fetch writes into the store's files.
+fn check_room(dir: &Path, objects: impl Iterator<Item = u64>) -> Result<(), ReplicaError> {
+    let needed_bytes = room_needed(objects);
+    let available_bytes = match rustix::fs::statvfs(dir) {
+        Ok(stats) => stats.f_bavail.saturating_mul(stats.f_frsize),
+        Err(error) => {
+            // No figure to compare with: the restore goes on, and a full disk fails it as before.
+            tracing::warn!(%error, dir = %dir.display(), "the free space of the restore's file system is unknown");
+            return Ok(());
+        }
+    };
+    if needed_bytes > available_bytes {
+        return Err(ReplicaError::NoRoomToRestore {
+            dir: dir.to_path_buf(),
+            needed_bytes,
+            available_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// The bytes a restore writes: every object's share of the store's files, plus the scratch
+/// copies of the `FETCHES_IN_FLIGHT` largest (each object is downloaded whole before its pieces
+/// are written; an object is at least the bytes taken from it).
+fn room_needed(objects: impl Iterator<Item = u64>) -> u64 {
+    let mut sizes: Vec<u64> = objects.collect();
+    let sum = |sizes: &[u64]| {
+        sizes
+            .iter()
+            .fold(0_u64, |sum, size| sum.saturating_add(*size))
+    };
+    let files = sum(&sizes);
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    files.saturating_add(sum(&sizes[..sizes.len().min(FETCHES_IN_FLIGHT)]))
 }
 
 /// Records in the restored store where it came from: the inherited checkpoint (the state it
@@ -776,4 +820,43 @@ fn identities_of(store: &StoreDir, state: &StoreState) -> Result<Identities, Rep
         packs.push(shard_packs);
     }
     Ok((base, packs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_room_needed_is_the_files_and_the_largest_objects_in_flight() {
+        assert_eq!(room_needed(std::iter::empty()), 0);
+        assert_eq!(room_needed([5].into_iter()), 10);
+        // Nine objects, six fetched at once: the files, and the six largest as scratch.
+        let objects = [1, 9, 2, 8, 3, 7, 4, 6, 5];
+        assert_eq!(
+            room_needed(objects.into_iter()),
+            45 + (9 + 8 + 7 + 6 + 5 + 4)
+        );
+        assert_eq!(room_needed([u64::MAX, 1].into_iter()), u64::MAX);
+    }
+
+    #[test]
+    fn a_restore_larger_than_the_free_space_is_refused_naming_both() {
+        let dir = tempfile::tempdir().unwrap();
+        check_room(dir.path(), [4096].into_iter()).unwrap();
+        let error = check_room(dir.path(), [u64::MAX / 4].into_iter()).unwrap_err();
+        let ReplicaError::NoRoomToRestore {
+            dir: named,
+            needed_bytes,
+            available_bytes,
+        } = &error
+        else {
+            panic!("{error}")
+        };
+        assert_eq!(named, dir.path());
+        assert_eq!(*needed_bytes, 2 * (u64::MAX / 4));
+        assert!(available_bytes < needed_bytes);
+        assert!(error.is_transient());
+        assert_eq!(error.kind(), "no_space");
+        assert!(error.to_string().contains("free space there"), "{error}");
+    }
 }
