@@ -565,8 +565,8 @@ async fn fetch_objects(
 /// fetch writes into the store's files.
 fn check_room(dir: &Path, objects: impl Iterator<Item = u64>) -> Result<(), ReplicaError> {
     let needed_bytes = room_needed(objects);
-    let available_bytes = match rustix::fs::statvfs(dir) {
-        Ok(stats) => stats.f_bavail.saturating_mul(stats.f_frsize),
+    let available_bytes = match files::available_bytes(dir) {
+        Ok(available) => available,
         Err(error) => {
             // No figure to compare with: the restore goes on, and a full disk fails it as before.
             tracing::warn!(%error, dir = %dir.display(), "the free space of the restore's file system is unknown");

@@ -29,6 +29,12 @@ pub fn write_file_durably(path: &Path, bytes: &[u8]) -> io::Result<()> {
     ops::rename_durably(&temporary, path)
 }
 
+/// The bytes that may still be written to the file system holding `dir` (a restore checks
+/// that it fits before it fetches a byte).
+pub fn available_bytes(dir: &Path) -> io::Result<u64> {
+    disk::available_bytes(dir)
+}
+
 /// Creates `dir` and its missing parents, durably (each new directory synced in its parent).
 pub fn create_dir_all(dir: &Path) -> io::Result<()> {
     ops::create_dir_all(dir)

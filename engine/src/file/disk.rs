@@ -37,6 +37,15 @@ pub(crate) enum Open {
     CreateNew,
 }
 
+/// The bytes an unprivileged writer may still write to the file system holding `dir`
+/// (`statvfs`: available blocks × fragment size). A question, not a change: the simulated
+/// disk does not observe it.
+#[inline]
+pub(crate) fn available_bytes(dir: &Path) -> io::Result<u64> {
+    let stats = rustix::fs::statvfs(dir)?;
+    Ok(stats.f_bavail.saturating_mul(stats.f_frsize))
+}
+
 /// Opens `path` for writing (and reading), as `how` says.
 #[inline]
 pub(crate) fn open(path: &Path, how: Open) -> io::Result<File> {
