@@ -22,6 +22,7 @@
 //! |---|---|---|---|
 //! | `format/` | every on-disk record, one module per file type: encode, decode, size, checksum (`stream_meta.rs`: stream records, ops 12–14) | do I/O | decoding never panics |
 //! | `model.rs`, `error.rs`, `config.rs` | the API's types, `EngineError` and its stable `ErrorKind`, `EngineConfig`/`Limits`/`Placement` | do I/O | `validate()` holds before open |
+//! | `seal.rs` | sealing per tenant (decision 0032): the master key, the keyring unwrapped, XChaCha20-Poly1305 seals with random nonces, blob addresses (a keyed permutation of the client's hash) | do I/O; print a key | a seal opens only under its key and associated data; a key is wiped when dropped |
 //! | `tail.rs` | the verdict on a file's end: clean, prepared space, torn, damaged | — | — |
 //! | `clock.rs` | `boot_now_ns`: `CLOCK_BOOTTIME`, the one clock of every deadline (decision 0031 §5; the replica and the server read it too) | read the wall clock or `Instant` for a deadline | counts suspended time; never jumps with the wall clock |
 //! | `status.rs` | `StoreStatus`: read-only once any fdatasync failed; a standby's and a fenced primary's refusals; the ack gate (`AckGate`: `lease_until`, `shipped_until`, decision 0031 §6); what the replica holds of the ids (`ShippedIds`, the base of the bound on unshipped ids) | — | never reset until restart, but the gate, which opens again on a later deadline |
@@ -96,6 +97,7 @@ mod pipeline;
 mod published;
 mod read;
 pub mod reserve;
+pub mod seal;
 mod sequencer;
 mod skip;
 mod status;

@@ -1,5 +1,5 @@
 //! The bytes recovery and readers find on disk: every fixed-size record decoder of the engine
-//! (turns.log record, pack header, blob index entry, meta) and the variable-length bodies of
+//! (turns.log record, pack header, blob index entry, meta), the keyring, and the variable-length bodies of
 //! multi-slot records (context metadata, turn extras), and a chunked blob's manifest body
 //! (issue 16; it comes from a client's PUT_CHUNKED only as a list the server re-encodes, but a
 //! pack on disk may hold anything). A damaged or hostile file may hold
@@ -9,6 +9,7 @@
 
 use ctxstore_engine::format::blob_index::{INDEX_ENTRY_BYTES, IndexEntry};
 use ctxstore_engine::format::context_meta::ContextMeta;
+use ctxstore_engine::format::keyring::KeyringFile;
 use ctxstore_engine::format::stream_meta::StreamMeta;
 use ctxstore_engine::format::log_base::{BASE_HEADER_BYTES, BaseHeader};
 use ctxstore_engine::format::manifest::Manifest;
@@ -29,7 +30,7 @@ fn record<const N: usize>(data: &[u8]) -> [u8; N] {
 fuzz_target!(|data: &[u8]| {
     // The first byte picks the decoder, so the corpus explores each one.
     let Some((&which, data)) = data.split_first() else { return };
-    match which % 8 {
+    match which % 9 {
         0 => {
             let bytes: [u8; LOG_RECORD_BYTES] = record(data);
             // Version-1 turn records (store format 1) are read, never written: nothing to
@@ -84,6 +85,13 @@ fuzz_target!(|data: &[u8]| {
             let bytes: [u8; BASE_HEADER_BYTES] = record(data);
             if let Ok(header) = BaseHeader::decode(&bytes) {
                 assert_eq!(header.encode(), bytes, "turns.base header encoding is not canonical");
+            }
+        }
+        7 => {
+            // The keyring (decision 0032): its digest guards it, so a fuzzer mostly meets the
+            // digest check; whatever passes must re-encode to the very bytes.
+            if let Ok(keyring) = KeyringFile::decode(data) {
+                assert_eq!(keyring.encode(), data, "keyring encoding is not canonical");
             }
         }
         _ => {

@@ -16,10 +16,13 @@
 //! - `pack`: a pack record, a 64 B header and its body (raw, zstd, or a manifest);
 //! - `manifest`: a chunked payload's chunk list, full or a delta of a base (decision 0013);
 //! - `blob_index`: `blobs.idx` entries;
-//! - `meta`: the store's meta file.
+//! - `meta`: the store's meta file;
+//! - `keyring`: `DIR/keyring`, each tenant's wrapped keys (decision 0032), the one file
+//!   rewritten whole.
 
 pub mod blob_index;
 pub mod context_meta;
+pub mod keyring;
 pub mod log_base;
 pub mod manifest;
 pub mod meta;

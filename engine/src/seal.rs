@@ -1,0 +1,632 @@
+//! Sealing payloads per tenant (decision 0032 §4–§5): the master key, the keyring in memory,
+//! XChaCha20-Poly1305 seals with random 192-bit nonces, and a tenant's blob addresses. No I/O:
+//! the keyring's bytes are `format/keyring.rs`'s, and writing them is the file layer's.
+//!
+//! - A **sealed body** is `nonce (24) ‖ ciphertext ‖ tag (16)`, [`SEAL_OVERHEAD_BYTES`] more
+//!   than the plaintext. Its associated data binds it to where it lives (the caller's: tenant,
+//!   kind, address or record id, key version), so a body moved elsewhere fails its tag.
+//!   Nonces are random, never counters: two stores forked from one restore point (a promoted
+//!   standby and a fenced primary that wrote on) would repeat a counter under the same key.
+//! - A tenant's **address** of a blob is a keyed permutation of the client's BLAKE3 (a 4-round
+//!   Luby–Rackoff Feistel over two 16-byte halves, keyed BLAKE3 as the round function): a
+//!   function of the hash alone, so append by hash and dedup need no payload; invertible, so a
+//!   read gives the client's hash back; meaningless without the key, so the disk does not
+//!   confirm that a tenant stored a known payload.
+//! - The **keyring** wraps each tenant's address key and data keys under the master key, and
+//!   carries a master-key check, so a wrong master key is refused before anything is opened.
+
+use std::collections::BTreeMap;
+
+use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
+use zeroize::Zeroize;
+
+use crate::format::RecordError;
+use crate::format::keyring::{
+    DATA_KEYS_MAX, EntryKeys, KEYRING_ENTRIES_MAX, KeyringEntry, KeyringFile, WRAPPED_CHECK_BYTES,
+    WRAPPED_KEY_BYTES, WrappedKey, is_tenant_name,
+};
+use crate::ids::BlobHash;
+
+const NONCE_BYTES: usize = 24;
+const TAG_BYTES: usize = 16;
+/// Bytes a seal adds to its plaintext: the nonce and the tag.
+pub const SEAL_OVERHEAD_BYTES: usize = NONCE_BYTES + TAG_BYTES;
+/// The master-key check's plaintext and associated data (format version 1).
+const CHECK_TEXT: &[u8; 16] = b"ctxstore keyring";
+const CHECK_AD: &[u8] = b"ctxstore master-key check v1";
+const FEISTEL_ROUNDS: u8 = 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SealError {
+    #[error("the master key is not 64 hex digits (32 random bytes, e.g. `openssl rand -hex 32`)")]
+    MasterKeyText,
+    #[error(
+        "the keyring's master-key check failed: it was made under another master key; start \
+         with the master key it was made with (a wrong key never opens a payload)"
+    )]
+    WrongMasterKey,
+    #[error("the keyring is damaged: {0}")]
+    Damaged(#[from] RecordError),
+    #[error(
+        "the keyring's {what} of tenant {tenant_id} does not open under the master key: the \
+         keyring is damaged"
+    )]
+    KeyDamaged { tenant_id: u32, what: &'static str },
+    #[error("a sealed body does not open: {0}")]
+    Open(&'static str),
+    #[error("the system's random source failed: {0}")]
+    Random(String),
+    #[error("keyring: {0}")]
+    Keyring(String),
+}
+
+/// 32 secret bytes, wiped when dropped, never printed.
+pub struct SecretKey([u8; 32]);
+
+impl SecretKey {
+    fn random() -> Result<SecretKey, SealError> {
+        let mut bytes = [0_u8; 32];
+        fill_random(&mut bytes)?;
+        Ok(SecretKey(bytes))
+    }
+
+    fn cipher(&self) -> XChaCha20Poly1305 {
+        XChaCha20Poly1305::new((&self.0).into())
+    }
+}
+
+impl Drop for SecretKey {
+    fn drop(&mut self) {
+        self.0.zeroize();
+    }
+}
+
+impl std::fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretKey(…)")
+    }
+}
+
+fn fill_random(bytes: &mut [u8]) -> Result<(), SealError> {
+    getrandom::fill(bytes).map_err(|error| SealError::Random(error.to_string()))
+}
+
+/// The key every tenant's keys are wrapped by (`--master-key-file`).
+#[derive(Debug)]
+pub struct MasterKey(SecretKey);
+
+impl MasterKey {
+    /// From a key file's text: 64 hex digits, surrounding whitespace ignored.
+    pub fn from_hex(text: &str) -> Result<MasterKey, SealError> {
+        let text = text.trim();
+        if text.len() != 64 || !text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+            return Err(SealError::MasterKeyText);
+        }
+        let mut bytes = [0_u8; 32];
+        for (index, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[index * 2..index * 2 + 2], 16)
+                .map_err(|_| SealError::MasterKeyText)?;
+        }
+        Ok(MasterKey(SecretKey(bytes)))
+    }
+
+    /// A fresh random key (tests; `ctxstore-server` never makes one for an operator).
+    pub fn random() -> Result<MasterKey, SealError> {
+        SecretKey::random().map(MasterKey)
+    }
+}
+
+/// Seals `plaintext` under `key`: `nonce ‖ ciphertext ‖ tag`.
+pub fn seal(key: &SecretKey, ad: &[u8], plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
+    let mut sealed = Vec::with_capacity(plaintext.len() + SEAL_OVERHEAD_BYTES);
+    sealed.resize(NONCE_BYTES, 0);
+    fill_random(&mut sealed)?;
+    sealed.extend_from_slice(plaintext);
+    let (nonce, body) = sealed.split_at_mut(NONCE_BYTES);
+    let tag = key
+        .cipher()
+        .encrypt_in_place_detached(XNonce::from_slice(nonce), ad, body)
+        .map_err(|_| SealError::Open("a body too long to seal"))?;
+    sealed.extend_from_slice(&tag);
+    Ok(sealed)
+}
+
+/// Opens what [`seal`] made under the same key and associated data; anything else fails.
+pub fn open(key: &SecretKey, ad: &[u8], sealed: &[u8]) -> Result<Vec<u8>, SealError> {
+    if sealed.len() < SEAL_OVERHEAD_BYTES {
+        return Err(SealError::Open("shorter than a nonce and a tag"));
+    }
+    let (nonce, rest) = sealed.split_at(NONCE_BYTES);
+    let (body, tag) = rest.split_at(rest.len() - TAG_BYTES);
+    let mut plaintext = body.to_vec();
+    key.cipher()
+        .decrypt_in_place_detached(
+            XNonce::from_slice(nonce),
+            ad,
+            &mut plaintext,
+            Tag::from_slice(tag),
+        )
+        .map_err(|_| {
+            SealError::Open("its tag does not match (another key, another place, or damage)")
+        })?;
+    Ok(plaintext)
+}
+
+/// A tenant's key for blob addresses: fixed for the tenant's life.
+#[derive(Debug)]
+pub struct AddressKey(SecretKey);
+
+impl AddressKey {
+    /// The tenant's address of the blob whose BLAKE3 is `hash`.
+    pub fn address(&self, hash: &BlobHash) -> [u8; 32] {
+        let (mut left, mut right) = halves(&hash.0);
+        for round in 0..FEISTEL_ROUNDS {
+            let next = xor(&left, &self.round(round, &right));
+            left = right;
+            right = next;
+        }
+        join(&left, &right)
+    }
+
+    /// The client's hash back from an address [`AddressKey::address`] gave.
+    pub fn hash_of(&self, address: &[u8; 32]) -> BlobHash {
+        let (mut left, mut right) = halves(address);
+        for round in (0..FEISTEL_ROUNDS).rev() {
+            let previous = xor(&right, &self.round(round, &left));
+            right = left;
+            left = previous;
+        }
+        BlobHash(join(&left, &right))
+    }
+
+    fn round(&self, round: u8, half: &[u8; 16]) -> [u8; 16] {
+        let mut input = [0_u8; 17];
+        input[0] = round;
+        input[1..].copy_from_slice(half);
+        let output = blake3::keyed_hash(&(self.0).0, &input);
+        let mut out = [0_u8; 16];
+        out.copy_from_slice(&output.as_bytes()[..16]);
+        out
+    }
+}
+
+fn halves(bytes: &[u8; 32]) -> ([u8; 16], [u8; 16]) {
+    let (mut left, mut right) = ([0_u8; 16], [0_u8; 16]);
+    left.copy_from_slice(&bytes[..16]);
+    right.copy_from_slice(&bytes[16..]);
+    (left, right)
+}
+
+fn join(left: &[u8; 16], right: &[u8; 16]) -> [u8; 32] {
+    let mut out = [0_u8; 32];
+    out[..16].copy_from_slice(left);
+    out[16..].copy_from_slice(right);
+    out
+}
+
+fn xor(a: &[u8; 16], b: &[u8; 16]) -> [u8; 16] {
+    std::array::from_fn(|index| a[index] ^ b[index])
+}
+
+/// One version of a tenant's data key.
+#[derive(Debug)]
+pub struct DataKey {
+    pub version: u16,
+    pub key: SecretKey,
+}
+
+/// A tenant's keys, unwrapped.
+#[derive(Debug)]
+pub enum TenantKeys {
+    Live {
+        name: String,
+        address: AddressKey,
+        /// Versions increasing; the last seals new payloads.
+        data: Vec<DataKey>,
+    },
+    /// Deleted: its keys are gone; the entry keeps the id and name from being given again.
+    Deleted { name: String },
+}
+
+impl TenantKeys {
+    pub fn name(&self) -> &str {
+        match self {
+            TenantKeys::Live { name, .. } | TenantKeys::Deleted { name } => name,
+        }
+    }
+}
+
+/// Every tenant's keys, unwrapped: what `DIR/keyring` holds, in memory.
+#[derive(Debug, Default)]
+pub struct Keyring {
+    tenants: BTreeMap<u32, TenantKeys>,
+}
+
+/// The associated data of a wrapped key: it opens only as the key it was wrapped as.
+fn wrap_ad(tenant_id: u32, kind: u8, version: u16) -> [u8; 20] {
+    let mut ad = [0_u8; 20];
+    ad[..13].copy_from_slice(b"ctxstore key\x01");
+    ad[13..17].copy_from_slice(&tenant_id.to_le_bytes());
+    ad[17] = kind;
+    ad[18..20].copy_from_slice(&version.to_le_bytes());
+    ad
+}
+const KIND_ADDRESS: u8 = 1;
+const KIND_DATA: u8 = 2;
+
+fn wrap(master: &MasterKey, key: &SecretKey, ad: &[u8]) -> Result<WrappedKey, SealError> {
+    let sealed = seal(&master.0, ad, &key.0)?;
+    let mut wrapped = [0_u8; WRAPPED_KEY_BYTES];
+    assert_eq!(sealed.len(), WRAPPED_KEY_BYTES);
+    wrapped.copy_from_slice(&sealed);
+    Ok(wrapped)
+}
+
+fn unwrap(
+    master: &MasterKey,
+    wrapped: &WrappedKey,
+    tenant_id: u32,
+    kind: u8,
+    version: u16,
+) -> Result<SecretKey, SealError> {
+    let what = if kind == KIND_ADDRESS {
+        "address key"
+    } else {
+        "data key"
+    };
+    let damaged = || SealError::KeyDamaged { tenant_id, what };
+    let mut opened =
+        open(&master.0, &wrap_ad(tenant_id, kind, version), wrapped).map_err(|_| damaged())?;
+    let mut key = [0_u8; 32];
+    if opened.len() != 32 {
+        opened.zeroize();
+        return Err(damaged());
+    }
+    key.copy_from_slice(&opened);
+    opened.zeroize();
+    Ok(SecretKey(key))
+}
+
+impl Keyring {
+    pub fn new() -> Keyring {
+        Keyring::default()
+    }
+
+    /// The keyring file's bytes opened under `master`: the check first (a wrong master key
+    /// fails there, naming it), then every key.
+    pub fn decode(bytes: &[u8], master: &MasterKey) -> Result<Keyring, SealError> {
+        let file = KeyringFile::decode(bytes)?;
+        let check =
+            open(&master.0, CHECK_AD, &file.master_check).map_err(|_| SealError::WrongMasterKey)?;
+        if check != CHECK_TEXT {
+            return Err(SealError::WrongMasterKey);
+        }
+        let mut tenants = BTreeMap::new();
+        for entry in file.entries {
+            let keys = match entry.keys {
+                EntryKeys::Deleted => TenantKeys::Deleted { name: entry.name },
+                EntryKeys::Live {
+                    address_key,
+                    data_keys,
+                } => {
+                    let id = entry.tenant_id;
+                    let address = unwrap(master, &address_key, id, KIND_ADDRESS, 0)?;
+                    let data = data_keys
+                        .iter()
+                        .map(|(version, wrapped)| {
+                            unwrap(master, wrapped, id, KIND_DATA, *version).map(|key| DataKey {
+                                version: *version,
+                                key,
+                            })
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    TenantKeys::Live {
+                        name: entry.name,
+                        address: AddressKey(address),
+                        data,
+                    }
+                }
+            };
+            tenants.insert(entry.tenant_id, keys);
+        }
+        Ok(Keyring { tenants })
+    }
+
+    /// The keyring file's bytes under `master`, every key wrapped afresh (new nonces): the
+    /// same call rewraps them all under a new master key (decision 0032 §7).
+    pub fn encode(&self, master: &MasterKey) -> Result<Vec<u8>, SealError> {
+        let check = seal(&master.0, CHECK_AD, CHECK_TEXT)?;
+        let mut master_check = [0_u8; WRAPPED_CHECK_BYTES];
+        master_check.copy_from_slice(&check);
+        let mut entries = Vec::with_capacity(self.tenants.len());
+        for (&tenant_id, keys) in &self.tenants {
+            let name = keys.name().to_string();
+            let keys = match keys {
+                TenantKeys::Deleted { .. } => EntryKeys::Deleted,
+                TenantKeys::Live { address, data, .. } => EntryKeys::Live {
+                    address_key: wrap(master, &address.0, &wrap_ad(tenant_id, KIND_ADDRESS, 0))?,
+                    data_keys: data
+                        .iter()
+                        .map(|data| {
+                            let ad = wrap_ad(tenant_id, KIND_DATA, data.version);
+                            wrap(master, &data.key, &ad).map(|wrapped| (data.version, wrapped))
+                        })
+                        .collect::<Result<Vec<_>, _>>()?,
+                },
+            };
+            entries.push(KeyringEntry {
+                tenant_id,
+                name,
+                keys,
+            });
+        }
+        Ok(KeyringFile {
+            master_check,
+            entries,
+        }
+        .encode())
+    }
+
+    pub fn tenant(&self, tenant_id: u32) -> Option<&TenantKeys> {
+        self.tenants.get(&tenant_id)
+    }
+
+    pub fn tenants(&self) -> impl Iterator<Item = (u32, &TenantKeys)> {
+        self.tenants.iter().map(|(id, keys)| (*id, keys))
+    }
+
+    /// A new tenant with fresh keys (data key version 0). Its id and name must be new, deleted
+    /// ones included.
+    pub fn add_tenant(&mut self, tenant_id: u32, name: &str) -> Result<(), SealError> {
+        if tenant_id == 0 {
+            return Err(SealError::Keyring(
+                "tenant 0 is the operator's and has no keys".into(),
+            ));
+        }
+        if !is_tenant_name(name) {
+            return Err(SealError::Keyring(format!("{name:?} is not a tenant name")));
+        }
+        if self.tenants.len() >= KEYRING_ENTRIES_MAX as usize {
+            return Err(SealError::Keyring(format!(
+                "the keyring holds {KEYRING_ENTRIES_MAX} tenants, deleted ones included"
+            )));
+        }
+        if self.tenants.contains_key(&tenant_id) {
+            return Err(SealError::Keyring(format!(
+                "tenant {tenant_id} has keys already"
+            )));
+        }
+        if self.tenants.values().any(|keys| keys.name() == name) {
+            return Err(SealError::Keyring(format!(
+                "a tenant named {name:?} has keys already"
+            )));
+        }
+        let keys = TenantKeys::Live {
+            name: name.to_string(),
+            address: AddressKey(SecretKey::random()?),
+            data: vec![DataKey {
+                version: 0,
+                key: SecretKey::random()?,
+            }],
+        };
+        self.tenants.insert(tenant_id, keys);
+        Ok(())
+    }
+
+    /// A new data key version for a live tenant; new seals use it, old payloads keep theirs.
+    pub fn rotate(&mut self, tenant_id: u32) -> Result<u16, SealError> {
+        let Some(TenantKeys::Live { data, .. }) = self.tenants.get_mut(&tenant_id) else {
+            return Err(SealError::Keyring(format!("no live tenant {tenant_id}")));
+        };
+        let last = data.last().map_or(0, |key| key.version);
+        let version = last
+            .checked_add(1)
+            .filter(|_| data.len() < usize::from(DATA_KEYS_MAX))
+            .ok_or_else(|| {
+                SealError::Keyring(format!(
+                    "tenant {tenant_id} holds {DATA_KEYS_MAX} data key versions"
+                ))
+            })?;
+        data.push(DataKey {
+            version,
+            key: SecretKey::random()?,
+        });
+        Ok(version)
+    }
+
+    /// Forgets a tenant's keys (they are wiped as they drop); the entry stays as a tombstone.
+    pub fn delete(&mut self, tenant_id: u32) -> Result<(), SealError> {
+        let Some(keys) = self.tenants.get_mut(&tenant_id) else {
+            return Err(SealError::Keyring(format!("no tenant {tenant_id}")));
+        };
+        let name = keys.name().to_string();
+        *keys = TenantKeys::Deleted { name };
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data_key(keyring: &Keyring, tenant_id: u32) -> &DataKey {
+        match keyring.tenant(tenant_id) {
+            Some(TenantKeys::Live { data, .. }) => data.last().unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn address_key(keyring: &Keyring, tenant_id: u32) -> &AddressKey {
+        match keyring.tenant(tenant_id) {
+            Some(TenantKeys::Live { address, .. }) => address,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_seal_opens_only_under_its_key_and_associated_data() {
+        let key = SecretKey::random().unwrap();
+        let other = SecretKey::random().unwrap();
+        for len in [0, 1, 100, 10 * 1024] {
+            let plaintext: Vec<u8> = (0..len).map(|index| index as u8).collect();
+            let sealed = seal(&key, b"blob 1", &plaintext).unwrap();
+            assert_eq!(sealed.len(), len + SEAL_OVERHEAD_BYTES);
+            assert_eq!(open(&key, b"blob 1", &sealed).unwrap(), plaintext);
+            assert!(open(&key, b"blob 2", &sealed).is_err());
+            assert!(open(&other, b"blob 1", &sealed).is_err());
+            for at in [0, NONCE_BYTES, sealed.len() - 1] {
+                let mut damaged = sealed.clone();
+                damaged[at] ^= 1;
+                assert!(open(&key, b"blob 1", &damaged).is_err(), "byte {at}");
+            }
+            if len >= 16 {
+                // The same plaintext seals to other bytes each time (random nonces), and no
+                // 16 plaintext bytes show in the sealed body.
+                let again = seal(&key, b"blob 1", &plaintext).unwrap();
+                assert_ne!(again, sealed);
+                assert!(!sealed.windows(16).any(|window| window == &plaintext[..16]));
+            }
+        }
+        assert!(open(&key, b"", &[0; SEAL_OVERHEAD_BYTES - 1]).is_err());
+    }
+
+    #[test]
+    fn an_address_is_a_permutation_of_the_hash_under_its_tenants_key() {
+        let mut keyring = Keyring::new();
+        keyring.add_tenant(1, "acme").unwrap();
+        keyring.add_tenant(2, "globex").unwrap();
+        let (acme, globex) = (address_key(&keyring, 1), address_key(&keyring, 2));
+        let mut seen = std::collections::HashSet::new();
+        for index in 0..2_000_u32 {
+            let hash = BlobHash(*blake3::hash(&index.to_le_bytes()).as_bytes());
+            let address = acme.address(&hash);
+            assert_ne!(address, hash.0);
+            assert_ne!(address, globex.address(&hash), "two tenants, one address");
+            assert_eq!(acme.hash_of(&address), hash);
+            assert!(seen.insert(address), "two hashes, one address");
+        }
+        // The same hash, the same address: dedup within a tenant works on the hash alone.
+        let hash = BlobHash([9; 32]);
+        assert_eq!(acme.address(&hash), acme.address(&hash));
+    }
+
+    #[test]
+    fn a_keyring_reopens_under_its_master_key_and_refuses_another() {
+        let master = MasterKey::random().unwrap();
+        let mut keyring = Keyring::new();
+        keyring.add_tenant(1, "acme").unwrap();
+        keyring.add_tenant(7, "globex").unwrap();
+        assert_eq!(keyring.rotate(7).unwrap(), 1);
+        keyring.add_tenant(9, "initech").unwrap();
+        keyring.delete(9).unwrap();
+        let sealed = seal(&data_key(&keyring, 7).key, b"ad", b"payload").unwrap();
+        let hash = BlobHash([3; 32]);
+        let address = address_key(&keyring, 1).address(&hash);
+
+        let bytes = keyring.encode(&master).unwrap();
+        let reopened = Keyring::decode(&bytes, &master).unwrap();
+        assert_eq!(
+            open(&data_key(&reopened, 7).key, b"ad", &sealed).unwrap(),
+            b"payload"
+        );
+        assert_eq!(data_key(&reopened, 7).version, 1);
+        assert_eq!(address_key(&reopened, 1).hash_of(&address), hash);
+        assert!(matches!(
+            reopened.tenant(9),
+            Some(TenantKeys::Deleted { name }) if name == "initech"
+        ));
+        // Keys never lie in the file in plain text.
+        let raw = &data_key(&keyring, 7).key.0;
+        assert!(!bytes.windows(32).any(|window| window == raw));
+
+        let wrong = MasterKey::random().unwrap();
+        assert!(matches!(
+            Keyring::decode(&bytes, &wrong),
+            Err(SealError::WrongMasterKey)
+        ));
+        // Rewrapped under a new master key: the old one no longer opens it.
+        let rewrapped = reopened.encode(&wrong).unwrap();
+        assert!(Keyring::decode(&rewrapped, &wrong).is_ok());
+        assert!(matches!(
+            Keyring::decode(&rewrapped, &master),
+            Err(SealError::WrongMasterKey)
+        ));
+    }
+
+    #[test]
+    fn a_wrapped_key_opens_only_as_the_key_it_was_wrapped_as() {
+        let master = MasterKey::random().unwrap();
+        let mut keyring = Keyring::new();
+        keyring.add_tenant(1, "acme").unwrap();
+        keyring.add_tenant(2, "globex").unwrap();
+        let file = KeyringFile::decode(&keyring.encode(&master).unwrap()).unwrap();
+        // Tenant 1's data key put in tenant 2's entry: its associated data names tenant 1.
+        let mut swapped = file.clone();
+        let EntryKeys::Live { data_keys, .. } = &file.entries[0].keys else {
+            panic!()
+        };
+        let stolen = data_keys[0];
+        let EntryKeys::Live { data_keys, .. } = &mut swapped.entries[1].keys else {
+            panic!()
+        };
+        data_keys[0] = stolen;
+        let error = Keyring::decode(&swapped.encode(), &master).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                SealError::KeyDamaged {
+                    tenant_id: 2,
+                    what: "data key"
+                }
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_deleted_tenants_keys_are_gone_and_its_id_and_name_stay_taken() {
+        let master = MasterKey::random().unwrap();
+        let mut keyring = Keyring::new();
+        keyring.add_tenant(1, "acme").unwrap();
+        let old = keyring.encode(&master).unwrap();
+        keyring.delete(1).unwrap();
+        let bytes = keyring.encode(&master).unwrap();
+        let file = KeyringFile::decode(&bytes).unwrap();
+        assert_eq!(file.entries[0].keys, EntryKeys::Deleted);
+        assert!(bytes.len() < old.len());
+        assert!(keyring.add_tenant(1, "other").is_err());
+        assert!(keyring.add_tenant(2, "acme").is_err());
+        assert!(keyring.rotate(1).is_err());
+        assert!(keyring.add_tenant(0, "operator").is_err());
+    }
+
+    #[test]
+    fn data_key_versions_stop_at_their_limit() {
+        let mut keyring = Keyring::new();
+        keyring.add_tenant(1, "acme").unwrap();
+        for expected in 1..DATA_KEYS_MAX {
+            assert_eq!(keyring.rotate(1).unwrap(), expected);
+        }
+        assert!(keyring.rotate(1).is_err());
+        let master = MasterKey::random().unwrap();
+        let reopened = Keyring::decode(&keyring.encode(&master).unwrap(), &master).unwrap();
+        assert_eq!(data_key(&reopened, 1).version, DATA_KEYS_MAX - 1);
+    }
+
+    #[test]
+    fn a_master_key_is_64_hex_digits() {
+        let hex = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF";
+        assert!(MasterKey::from_hex(&format!("  {hex}\n")).is_ok());
+        for bad in ["", &hex[..62], &format!("{hex}00"), &hex.replace('0', "g")] {
+            assert!(matches!(
+                MasterKey::from_hex(bad),
+                Err(SealError::MasterKeyText)
+            ));
+        }
+        assert_eq!(
+            format!("{:?}", MasterKey::from_hex(hex).unwrap()),
+            "MasterKey(SecretKey(…))"
+        );
+    }
+}
