@@ -130,6 +130,43 @@ impl TenantsFile {
     }
 }
 
+/// Every token digest of a tenants file with its tenant's index in `tenants`: what HELLO
+/// will look a presented token up in (decision 0032 §1).
+#[derive(Clone, Debug)]
+pub struct TokenTable {
+    entries: Vec<([u8; 32], u32)>,
+}
+
+impl TokenTable {
+    pub fn new(file: &TenantsFile) -> TokenTable {
+        let entries = file
+            .tenants
+            .iter()
+            .enumerate()
+            .flat_map(|(index, entry)| {
+                entry
+                    .token_digests
+                    .iter()
+                    .map(move |digest| (*digest, index as u32))
+            })
+            .collect();
+        TokenTable { entries }
+    }
+
+    /// The index of the tenant whose token has `digest`. Constant in time: every entry is
+    /// compared in constant time, with no early exit, so neither whether a token matched nor
+    /// which one did shows in the time HELLO takes (at most `TENANT_TOKENS_MAX` compares).
+    pub fn find(&self, digest: &[u8; 32]) -> Option<usize> {
+        // One plus the index, or 0; chosen by masks, not branches.
+        let mut found = 0_u64;
+        for (candidate, index) in &self.entries {
+            let matched = u64::from(constant_time_eq::constant_time_eq_32(candidate, digest));
+            found |= matched.wrapping_neg() & (u64::from(*index) + 1);
+        }
+        found.checked_sub(1).map(|index| index as usize)
+    }
+}
+
 /// A check failed: the line it names and what to fix.
 type Failed = (usize, String);
 
@@ -406,8 +443,8 @@ quota_streams = 16
         assert_eq!(globex.line, 10);
     }
 
-    #[test]
-    fn every_bad_file_names_its_line_and_what_is_wrong() {
+    /// Files that fail a check, each with what its message must say.
+    fn bad_files() -> Vec<(String, &'static str)> {
         let tenant = |body: &str| format!("[[tenant]]\nname = \"acme\"\n{body}\n");
         let token = "tokens = [\"acme-token-0123456789\"]";
         let cases: Vec<(String, &str)> = vec![
@@ -472,7 +509,12 @@ quota_streams = 16
                 "line 5: tenant `acme` is named twice (first at line 1)",
             ),
         ];
-        for (text, expected) in cases {
+        cases
+    }
+
+    #[test]
+    fn every_bad_file_names_its_line_and_what_is_wrong() {
+        for (text, expected) in bad_files() {
             let error = parse(&text).expect_err(&text);
             assert!(error.contains(expected), "{text:?}: {error}");
             assert!(
@@ -508,6 +550,20 @@ rights = ["read"]
         assert!(parse(&hashed).unwrap_err().contains("given before"));
         let short = "[[tenant]]\nname = \"a\"\ntokens = [\"short-secret\"]\nrights = [\"read\"]\n";
         assert!(!parse(short).unwrap_err().contains("short-secret"));
+    }
+
+    #[test]
+    fn a_token_finds_its_tenant_and_another_finds_none() {
+        let file = parse(ACME).unwrap();
+        let table = TokenTable::new(&file);
+        let acme = crate::connection::token_digest(b"acme-token-0123456789");
+        assert_eq!(table.find(&acme), Some(0));
+        assert_eq!(table.find(&file.tenants[1].token_digests[0]), Some(1));
+        assert_eq!(
+            table.find(&crate::connection::token_digest(b"no such token here")),
+            None
+        );
+        assert_eq!(TokenTable::new(&parse("").unwrap()).find(&acme), None);
     }
 
     #[test]
