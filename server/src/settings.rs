@@ -190,7 +190,7 @@ impl ConfigFile {
 }
 
 /// 1-based line of byte `offset` in `text`.
-fn line_of(text: &str, offset: usize) -> usize {
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]
         .iter()
         .filter(|&&byte| byte == b'\n')

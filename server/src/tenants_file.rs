@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
 
+use crate::settings::line_of;
+
 /// The most tenants one file may name.
 pub const TENANTS_MAX: usize = 10_000;
 /// The most tokens over all tenants: HELLO compares a presented token with every one.
@@ -374,15 +376,6 @@ fn quota(value: &DeValue<'_>) -> Result<u64, String> {
             integer.as_str()
         )
     })
-}
-
-/// 1-based line of byte `offset` in `text`.
-fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())]
-        .iter()
-        .filter(|&&byte| byte == b'\n')
-        .count()
-        + 1
 }
 
 #[cfg(test)]
