@@ -32,6 +32,15 @@ afterAll(async () => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
+/** Waits until `client` has written more than `before` bytes to its connection. */
+async function untilSent(client: Client, before: number): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (client.bytesSent <= before) {
+    expect(Date.now(), "the append was never written").toBeLessThan(deadline);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
 test("a client of two addresses follows the primary through a kill", async () => {
   const replica = mkdtempSync(path.join(tmpdir(), "ctxstore-ts-failover-"));
   dirs.push(replica);
@@ -57,12 +66,17 @@ test("a client of two addresses follows the primary through a kill", async () =>
   expect((await client.role()).role).toBe("primary");
   expect(client.addr).toBe(primary.addr);
   primary.pause();
+  const sentBefore = client.bytesSent;
   const unkeyed = client.append(contextId, text.encode("unkeyed in flight"), { durability: "remote" });
-  const keyed = client.appendTurns(contextId, [{ payload: text.encode("keyed 1"), key: "key-001" }], { durability: "remote" });
   const unkeyedOutcome = unkeyed.then(
     () => undefined,
     (error: unknown) => error,
   );
+  // In flight means written to the paused primary's socket: on a loaded machine the write can
+  // come after a fixed sleep, and an append the kill found unsent is rightly sent again on the
+  // new primary (seen once in CI).
+  await untilSent(client, sentBefore);
+  const keyed = client.appendTurns(contextId, [{ payload: text.encode("keyed 1"), key: "key-001" }], { durability: "remote" });
   await new Promise((resolve) => setTimeout(resolve, 300));
   await primary.kill();
   expect(await unkeyedOutcome).toBeInstanceOf(OutcomeUnknownError);
