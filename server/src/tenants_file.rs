@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
 
+use ctxstore_vocab::limits::{TENANT_NAME_BYTES_MAX, is_tenant_name};
+
 use crate::settings::line_of;
 
 /// The most tenants one file may name.
 pub const TENANTS_MAX: usize = 10_000;
 /// The most tokens over all tenants: HELLO compares a presented token with every one.
 pub const TENANT_TOKENS_MAX: usize = 10_000;
-/// A tenant's name: 1 to this many bytes of `[a-z0-9_-]`.
-pub const TENANT_NAME_BYTES_MAX: usize = 64;
 /// A plain token's length: a shorter one is guessable, a longer one is a mistake.
 pub const TOKEN_BYTES_MIN: usize = 16;
 pub const TOKEN_BYTES_MAX: usize = 1024;
@@ -278,11 +278,7 @@ fn string(value: &DeValue<'_>) -> Result<String, String> {
 
 fn tenant_name(value: &DeValue<'_>) -> Result<String, String> {
     let name = string(value)?;
-    let valid = !name.is_empty()
-        && name.len() <= TENANT_NAME_BYTES_MAX
-        && name.bytes().all(|byte| {
-            byte.is_ascii_lowercase() || byte.is_ascii_digit() || b"_-".contains(&byte)
-        });
+    let valid = is_tenant_name(&name);
     if !valid {
         return Err(format!(
             "{name:?} is not a tenant name: 1 to {TENANT_NAME_BYTES_MAX} bytes of a-z, 0-9, _ \

@@ -54,3 +54,16 @@ pub const CHUNK_BYTES_MAX: u32 = 1 << 20;
 pub const TOKEN_BYTES_MAX: usize = 1024;
 /// A time to live: at most 100 years, in milliseconds.
 pub const TTL_MS_MAX: u64 = 100 * 365 * 24 * 3600 * 1000;
+
+/// A tenant's name (decision 0032): 1 to this many bytes of `[a-z0-9_-]`, the same in the
+/// tenants file and the keyring.
+pub const TENANT_NAME_BYTES_MAX: usize = 64;
+
+/// Whether `name` is a tenant name: 1 to [`TENANT_NAME_BYTES_MAX`] bytes of `[a-z0-9_-]`.
+pub fn is_tenant_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= TENANT_NAME_BYTES_MAX
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || b"_-".contains(&byte))
+}

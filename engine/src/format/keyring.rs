@@ -37,7 +37,7 @@ pub const KEYRING_DATA_KEY_BYTES: usize = 76;
 pub const WRAPPED_KEY_BYTES: usize = 72;
 /// The master-key check sealed: nonce 24, ciphertext 16, tag 16.
 pub const WRAPPED_CHECK_BYTES: usize = 56;
-pub const TENANT_NAME_BYTES_MAX: usize = 64;
+pub use ctxstore_vocab::limits::{TENANT_NAME_BYTES_MAX, is_tenant_name};
 /// Tenants a keyring holds, deleted ones included (each stays as a tombstone of 144 bytes, so
 /// that its id is never given again): at most 100,000 × (144 + 76 × a few) bytes, a file of
 /// a few tens of MB rewritten on a tenant's change.
@@ -73,15 +73,6 @@ pub struct KeyringEntry {
 pub struct KeyringFile {
     pub master_check: [u8; WRAPPED_CHECK_BYTES],
     pub entries: Vec<KeyringEntry>,
-}
-
-/// Whether `name` is a tenant name: 1 to 64 bytes of `[a-z0-9_-]`.
-pub fn is_tenant_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= TENANT_NAME_BYTES_MAX
-        && name
-            .bytes()
-            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || b"_-".contains(&byte))
 }
 
 impl KeyringFile {
