@@ -128,7 +128,7 @@ fn a_client_of_three_addresses_follows_the_primary_through_a_kill() {
 
     let next = AtomicUsize::new(KEYED / 3);
     let (unkeyed, read) = std::thread::scope(|scope| {
-        primary.signal("STOP");
+        primary.pause();
         let writer = scope.spawn(|| {
             while next.load(Ordering::SeqCst) < KEYED {
                 let i = next.fetch_add(1, Ordering::SeqCst);

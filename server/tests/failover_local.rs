@@ -183,7 +183,7 @@ fn a_primary_paused_past_its_lease_never_acknowledges_again() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    primary.signal("STOP");
+    primary.pause();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !new
         .role()

@@ -149,7 +149,7 @@ fn a_primary_paused_past_its_lease_rejoins_as_a_standby_of_the_new_one() {
     });
 
     let last_old = append(&old, context, LAST_ON_THE_OLD_PRIMARY);
-    primary.signal("STOP");
+    primary.pause();
     wait_until("no takeover", &[&standby], || takes_writes(&new));
     let taken = append(&new, context, "on the new primary");
     primary.signal("CONT");

@@ -281,6 +281,24 @@ impl TestServer {
         );
     }
 
+    /// SIGSTOP, and waits until every thread of the server has stopped. A stop is
+    /// asynchronous: `kill` returns once the signal is queued, and a thread that is running
+    /// or not yet scheduled goes on until it next enters the kernel — long enough, on a busy
+    /// machine, to answer a request sent right after. Tests that need a request stuck on a
+    /// paused server send it only once this returns.
+    pub fn pause(&self) {
+        self.signal("STOP");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !all_threads_stopped(self.pid()) {
+            assert!(
+                Instant::now() < deadline,
+                "the server (pid {}) did not stop within 10 s of SIGSTOP",
+                self.pid()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Waits for the process to exit, at most `limit`; `None` if it is still running.
     pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + limit;
@@ -349,4 +367,26 @@ pub fn verified(binary: &Path, data: &Path) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     report
+}
+
+/// Whether every thread of process `pid` is in the stopped state (`T`, or `t` when traced),
+/// from `/proc/PID/task/*/stat`: the state is the first field after the command's `)`.
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let mut seen = 0_usize;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue; // the thread exited meanwhile
+        };
+        let state = stat
+            .rfind(") ")
+            .and_then(|end| stat[end + 2..].chars().next());
+        if !matches!(state, Some('T' | 't')) {
+            return false;
+        }
+        seen += 1;
+    }
+    seen > 0
 }

@@ -115,9 +115,15 @@ class ServerProcess:
             return "(no log)"
 
     def pause(self) -> None:
-        """SIGSTOP: the server keeps its sockets but answers nothing."""
+        """SIGSTOP: the server keeps its sockets but answers nothing. Returns once every
+        thread of the server has stopped: a stop is asynchronous, and a thread not yet stopped
+        can answer a request sent right after the signal (on a busy machine it did)."""
         assert self.process is not None
         self.process.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while not _all_threads_stopped(self.process.pid):
+            assert time.monotonic() < deadline, "the server did not stop within 10 s of SIGSTOP"
+            time.sleep(0.001)
 
     def kill(self) -> None:
         """SIGKILL (works on a paused server too) and wait for the process to end."""
@@ -217,3 +223,24 @@ def pytest_report_header() -> str:
         "CTXSTORE_SERVER_BIN", "(not set: target/debug, then target/release)"
     )
     return f"ctxstore package: {Path(ctxstore.__file__).parent}; CTXSTORE_SERVER_BIN: {configured}"
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of process ``pid`` is stopped (``T``, or ``t`` when traced), from
+    ``/proc/PID/task/TID/stat``: the state is the first field after the command's ``)``."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    seen = 0
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat", encoding="utf-8", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue  # the thread exited meanwhile
+        end = stat.rfind(") ")
+        if stat[end + 2 : end + 3] not in ("T", "t"):
+            return False
+        seen += 1
+    return seen > 0

@@ -6,7 +6,7 @@
  */
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { accessSync, constants, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { accessSync, constants, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -107,9 +107,19 @@ export class Server {
     }
   }
 
-  /** SIGSTOP: the server keeps its sockets but answers nothing. */
+  /** SIGSTOP: the server keeps its sockets but answers nothing. Returns once every thread of
+   * the server has stopped: a stop is asynchronous, and a thread not yet stopped can answer a
+   * request sent right after the signal (on a busy machine it did). */
   pause(): void {
+    const pid = this.process?.pid;
+    if (pid === undefined) throw new Error("pause: the server is not running");
     this.process?.kill("SIGSTOP");
+    const deadline = Date.now() + 10_000;
+    const tick = new Int32Array(new SharedArrayBuffer(4));
+    while (!allThreadsStopped(pid)) {
+      if (Date.now() > deadline) throw new Error(`the server (pid ${pid}) did not stop within 10 s of SIGSTOP`);
+      Atomics.wait(tick, 0, 0, 1); // 1 ms
+    }
   }
 
   resume(): void {
@@ -130,4 +140,28 @@ export class Server {
     await this.kill();
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/** Whether every thread of process `pid` is stopped (`T`, or `t` when traced), from
+ * /proc/PID/task/TID/stat: the state is the first field after the command's ")". */
+function allThreadsStopped(pid: number): boolean {
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return false;
+  }
+  let seen = 0;
+  for (const task of tasks) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${task}/stat`, "utf8");
+    } catch {
+      continue; // the thread exited meanwhile
+    }
+    const state = stat.slice(stat.lastIndexOf(") ") + 2, stat.lastIndexOf(") ") + 3);
+    if (state !== "T" && state !== "t") return false;
+    seen++;
+  }
+  return seen > 0;
 }
