@@ -1,9 +1,11 @@
 //! Stores written by earlier releases open, verify and read back exactly (brief §11).
 //!
 //! `tests/fixtures/store-v1` was written by this file's `script` with the format-v1 code of
-//! 2026-11-22 (`CTXSTORE_WRITE_FIXTURE=1 cargo test -p ctxstore-engine --test compat`). Never
-//! rewrite it after a format change: it is the old layout that newer code must keep reading.
-//! A later layout adds its own fixture beside it.
+//! 2026-11-22 (`CTXSTORE_WRITE_FIXTURE=1 cargo test -p ctxstore-engine --test compat`);
+//! `tests/fixtures/store-v2` by `script_v2` with the format-2 code of 2026-12-06, before
+//! format 3 (`CTXSTORE_WRITE_FIXTURE_V2=1 cargo test -p ctxstore-engine --test compat --
+//! v2`). Never rewrite one after a format change: each is the old layout that newer code must
+//! keep reading. A later layout adds its own fixture beside them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -14,11 +16,16 @@ use bytes::Bytes;
 use common::{block_on, chat_payload, random_payload};
 use ctxstore_engine::format::meta::Meta;
 use ctxstore_engine::{
-    AppendPayload, AppendRequest, BlobHash, ContextId, Engine, EngineConfig, TurnId, verify,
+    AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig,
+    NewContext, TurnId, verify,
 };
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store-v1")
+}
+
+fn fixture_v2() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store-v2")
 }
 
 /// Two shards, no prepared space (the fixture stays a few dozen KiB).
@@ -73,6 +80,37 @@ fn script(engine: &Engine) -> Vec<ContextId> {
     let stored = BlobHash::of(&payload(2));
     append(engine, by_hash, AppendPayload::StoredBlob(stored));
     vec![first, fork, empty, by_hash]
+}
+
+/// `script`, then what format 2's metadata records hold: a named, tagged context with
+/// key-value entries. Returns the contexts it made, the named one last.
+fn script_v2(engine: &Engine) -> Vec<ContextId> {
+    let mut contexts = script(engine);
+    let new = NewContext {
+        name: Some("agent-main".into()),
+        tags: vec![("status".into(), "running".into())],
+        ..NewContext::default()
+    };
+    let named = block_on(engine.create(new))
+        .unwrap()
+        .context
+        .head
+        .context_id;
+    append(
+        engine,
+        named,
+        AppendPayload::Bytes(Bytes::from(payload(12))),
+    );
+    let entries = vec![
+        (
+            b"memory/user".to_vec(),
+            Bytes::from_static(b"likes short answers"),
+        ),
+        (b"memory/plan".to_vec(), Bytes::from(payload(13))),
+    ];
+    block_on(engine.kv_put(&ContextRef::Id(named), entries, false)).unwrap();
+    contexts.push(named);
+    contexts
 }
 
 /// Everything a reader can see of a context: its chain with payloads (creation times aside).
@@ -210,4 +248,69 @@ fn set_store_format(dir: &Path, format_version: u32) {
         ..meta
     };
     std::fs::write(path, meta.encode()).unwrap();
+}
+
+/// What format 2 added to a context beyond its chain: name, tags, key-value entries.
+fn metadata(
+    engine: &Engine,
+    context: ContextId,
+) -> (Option<String>, Vec<(String, String)>, Vec<BlobHash>) {
+    let view = engine.context(&ContextRef::Id(context)).unwrap();
+    let values = [b"memory/plan".as_slice(), b"memory/user".as_slice()]
+        .iter()
+        .filter_map(|key| engine.kv_get(&ContextRef::Id(context), key).unwrap())
+        .map(|item| item.value_hash)
+        .collect();
+    (view.name, view.tags.into_iter().collect(), values)
+}
+
+#[test]
+fn the_v2_fixture_opens_verifies_and_reads_back_exactly() {
+    if std::env::var_os("CTXSTORE_WRITE_FIXTURE_V2").is_some() {
+        let _ = std::fs::remove_dir_all(fixture_v2());
+        let engine = Engine::open(config(&fixture_v2())).unwrap();
+        script_v2(&engine);
+        engine.shutdown();
+        let _ = std::fs::remove_file(fixture_v2().join("LOCK"));
+        // The disk reserve is made again at open; the fixture stays a few dozen KiB.
+        let _ = std::fs::remove_file(fixture_v2().join("RESERVE"));
+    }
+    assert!(
+        fixture_v2().join("ctxstore.meta").exists(),
+        "the v2 fixture is missing from {}",
+        fixture_v2().display()
+    );
+    let old = tempfile::tempdir().unwrap();
+    copy_dir(&fixture_v2(), old.path());
+    assert_eq!(store_format(old.path()), 2);
+    let report = verify(old.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert_eq!((report.contexts, report.turns), (5, 14));
+
+    // Today's code running the same script writes a store that reads back the same.
+    let fresh = tempfile::tempdir().unwrap();
+    let today = Engine::open(config(fresh.path())).unwrap();
+    let contexts = script_v2(&today);
+    let upgraded = Engine::open(config(old.path())).unwrap();
+    for &context in &contexts {
+        assert_eq!(
+            contents(&upgraded, context),
+            contents(&today, context),
+            "context {context}"
+        );
+        assert_eq!(
+            metadata(&upgraded, context),
+            metadata(&today, context),
+            "context {context}"
+        );
+    }
+    let named = *contexts.last().unwrap();
+    let (name, tags, values) = metadata(&upgraded, named);
+    assert_eq!(name.as_deref(), Some("agent-main"));
+    assert_eq!(tags, vec![("status".to_string(), "running".to_string())]);
+    assert_eq!(values.len(), 2);
+    upgraded.shutdown();
+    today.shutdown();
+    let report = verify(old.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
 }
