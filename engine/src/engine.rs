@@ -16,6 +16,7 @@ mod open;
 pub mod overlays;
 pub mod retention;
 pub mod streams;
+pub mod tenants;
 pub mod turns;
 pub mod watch;
 

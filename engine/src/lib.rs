@@ -35,7 +35,8 @@
 //! | `sequencer/heads.rs` | `Heads` and the DAG rule, for the live path and replay | — | parent = head at append, depth = parent + 1 (root 0) |
 //! | `sequencer/dead.rs` | `DeadTurns`: what garbage collection collected, a bitmap by TurnID | — | a dead turn stays dead |
 //! | `sequencer/overlays.rs` | `Overlays` (decision 0012): patches, redactions, purged blobs; a turn's view | do I/O | a redaction is last and holds in every view |
-//! | `sequencer/contexts.rs` | `Contexts`: names, tags, key-value entries (with their TTLs and the expiry index), inheritance, the indexes, turn keys | do I/O | names unique; ≤ 32 tags; turn keys unique per context; every entry with an expiry is in the expiry index, and only those |
+//! | `sequencer/tenants.rs` | `Tenants` (decision 0032): tenant names ↔ TenantIds, as the tenant records (op 20) build it; published with the contexts | do I/O | ids dense from 1 in log order, never given twice; a name registered once |
+//! | `sequencer/contexts.rs` | `Contexts`: each context's tenant, names, tags, key-value entries (with their TTLs and the expiry index), inheritance, the indexes, turn keys | do I/O | names unique; ≤ 32 tags; turn keys unique per context; every entry with an expiry is in the expiry index, and only those |
 //! | `sequencer/streams.rs` | `Streams` (issue 32): open streams (a turn in the making: its open's options, its bytes) and the ended ones kept; `StreamsView`, the snapshot readers read and wait on (a wake slot per stream id modulo 1,024: a batch wakes the readers of the streams it wrote) | do I/O | a delta continues its stream exactly at its length; an ended stream never reopens; one whose records a compaction dropped is unknown, before a restart as after |
 //! | `sequencer/watch.rs` | `WatchLog` (issue 32): the bounded log of events watchers read, sequence numbers = record ids; `WatchView` | do I/O | events in record order; a watcher older than the log is told it lagged |
 //! | `sequencer/owners.rs` | which turns a context owns: `walk_owners`, `owns`, `turn_by_key`, `on_chain` | do I/O itself | one set of ownership rules |
@@ -68,6 +69,7 @@
 //! | `engine/contexts.rs` | contexts as agent threads, the caller's side | ask the sequencer for a read | — |
 //! | `engine/overlays.rs` | patch, redact, purge (decision 0012), the caller's side | write records itself | a patch's blob is durable before its record |
 //! | `engine/retention.rs` | delete, prune, TTL, and the `Reaper` thread (idle contexts; expired key-value entries, decision 0028) | decide a floor, a delete or an expiry itself | an expiry is a delete record like any other; a key-value expiry is a compare-and-delete the sequencer checks |
+//! | `engine/tenants.rs` | tenants, the caller's side: `register_tenant` (a name's TenantId, the sequencer's record), `tenant_by_name`, `tenants` | ask the sequencer for a read | — |
 //! | `engine/turns.rs` | turns for agent frameworks, reads only: extras, keys, the turn log, the window | ask the sequencer | — |
 //! | `engine/open.rs` | `Engine::open`: recover → publish → start actors → start background work | — | a failed step stops what the steps before it started |
 //! | `engine.rs` | `Engine`: the handle, reads, stats, shutdown | write files (actors do) | an append is answered only after its blobs and turn records are durable |
@@ -118,13 +120,13 @@ pub use file::api as files;
 pub use file::sim as simulated_disk;
 // The Engine's methods by concern, with their public types (`contexts::ListQuery`, …).
 pub use engine::{
-    backup, contexts, cut, follow, id_floors, overlays, retention, streams, turns, watch,
+    backup, contexts, cut, follow, id_floors, overlays, retention, streams, tenants, turns, watch,
 };
 pub use error::{Corruption, EngineError, ErrorKind, OpenError};
 pub use format::manifest::ChunkRef;
 pub use format::pack::Compression;
 pub use ids::CONTEXTS_MAX;
-pub use ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
+pub use ids::{BlobHash, CodecTag, ContextId, TenantId, TurnId, TypeTag};
 pub use model::{
     AppendPayload, AppendRequest, Appended, ContextHead, ContextRef, ContextView, Created,
     GcReport, IngestedLog, IngestedPack, NewContext, NoPayloadCache, Overlaid, Page, PageEntry,

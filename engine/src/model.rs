@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::TurnRecord;
-use crate::ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
+use crate::ids::{BlobHash, CodecTag, ContextId, TenantId, TurnId, TypeTag};
 
 /// One immutable turn of the parent-pointer DAG.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -107,6 +107,9 @@ pub struct ContextView {
     pub floor_depth: u32,
     /// The context's own time to live (0: none; the server's default may still apply).
     pub ttl_ms: u64,
+    /// The tenant that owns it (decision 0032; `TenantId::OPERATOR` in a store without
+    /// tenants).
+    pub tenant_id: TenantId,
 }
 
 /// A new context: empty, forked from a turn, or cloned from another context.
@@ -121,6 +124,10 @@ pub struct NewContext {
     pub tags: Vec<(String, String)>,
     /// With a name that exists: answer that context (created = false) instead of an error.
     pub get_or_create: bool,
+    /// The tenant the new context belongs to (registered: `Engine::register_tenant`). A fork's
+    /// base turn and a clone's source must be this tenant's: another tenant's answer as
+    /// absent ones do.
+    pub tenant_id: TenantId,
 }
 
 /// What creating a context produced.

@@ -54,7 +54,7 @@ use crate::format::context_meta::ContextMeta;
 use crate::format::context_meta::OverlayKind;
 use crate::format::pack::EncodedBlob;
 use crate::format::stream_meta::StreamOpen;
-use crate::ids::{BlobHash, ContextId, TurnId};
+use crate::ids::{BlobHash, ContextId, TenantId, TurnId};
 use crate::model::{
     AppendRequest, Appended, ContextView, Created, IngestedLog, IngestedPack, NewContext, Overlaid,
     Purged,
@@ -355,6 +355,12 @@ pub(crate) enum SequencerRequest {
         records_floor: u64,
         contexts_floor: u64,
         reply: oneshot::Sender<Result<(), EngineError>>,
+    },
+    /// Gives a tenant name its TenantId (decision 0032, `sequencer/actor/tenants.rs`): the
+    /// one it has, or the next in a tenant record. Answered once that record is durable.
+    RegisterTenant {
+        name: String,
+        reply: oneshot::Sender<Result<TenantId, EngineError>>,
     },
     /// Finish the queue and stop.
     Stop { done: StopReply },

@@ -16,7 +16,7 @@ use crate::blob::view::{BlobIndex, ShardView};
 use crate::error::OpenError;
 use crate::format::blob_index::{BlobLocation, IndexEntry};
 use crate::format::manifest::Manifest;
-use crate::format::meta::Meta;
+use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
 use crate::format::pack::Compression;
 use crate::format::turn_log::{LogRecord, SlotAssembly, TurnRecord};
 use crate::ids::{BlobHash, BlobHashBuildHasher};
@@ -144,12 +144,12 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
         Ok(())
     })
     .map_err(io)?;
-    if !skips_expected {
-        report.notes.push(format!(
-            "store format {}: the next open migrates it to format 2 (skip pointers)",
-            meta.format_version
-        ));
-    }
+    note_format(
+        &mut report,
+        &meta,
+        &log_path,
+        replay.state.contexts.tenants.count(),
+    );
     let through = base.as_ref().map_or(0, |base| base.through());
     check_blobs(&mut report, &log_path, &replay.state, &scan, through);
     let pending = replay.pending.as_ref().map(SlotAssembly::head_record_id);
@@ -426,6 +426,30 @@ fn read_meta(store: &StoreDir) -> Result<Meta, OpenError> {
     Meta::decode(&meta_bytes).map_err(|error| {
         OpenError::Corrupt(crate::error::Corruption::record(&meta_path, 0, &error))
     })
+}
+
+/// An older store format: a note (the next open migrates it), or a problem when the log holds
+/// what only a later format writes (tenant records).
+fn note_format(report: &mut VerifyReport, meta: &Meta, log_path: &Path, tenants: u32) {
+    let format = meta.format_version;
+    if format < 2 {
+        report.notes.push(format!(
+            "store format {format}: the next open migrates it to format \
+             {STORE_FORMAT_VERSION} (skip pointers)"
+        ));
+    } else if format < STORE_FORMAT_VERSION {
+        report.notes.push(format!(
+            "store format {format}: the next open marks it format {STORE_FORMAT_VERSION} \
+             (tenants; no record changes)"
+        ));
+    }
+    if format < STORE_FORMAT_VERSION && tenants > 0 {
+        report.problems.push(format!(
+            "{}: store format {format} with {tenants} tenant records, which only format \
+             {STORE_FORMAT_VERSION} writes",
+            log_path.display()
+        ));
+    }
 }
 
 /// Notes on the log's compaction: one left unfinished, and the base the log stands on.

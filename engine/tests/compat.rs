@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use common::{block_on, chat_payload, random_payload};
-use ctxstore_engine::format::meta::Meta;
+use ctxstore_engine::format::meta::{Meta, STORE_FORMAT_VERSION};
 use ctxstore_engine::{
     AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig,
-    NewContext, TurnId, verify,
+    NewContext, TenantId, TurnId, verify,
 };
 
 fn fixture() -> PathBuf {
@@ -191,8 +191,8 @@ fn the_v1_fixture_opens_verifies_and_reads_back_exactly() {
     }
     assert_eq!(upgraded.stats().dedup_hits, today.stats().dedup_hits);
     assert_eq!(upgraded.stats().blobs, today.stats().blobs);
-    // Opening migrated it to format 2: skip pointers answer depth windows.
-    assert_eq!(store_format(old.path()), 2);
+    // Opening migrated it to today's format: skip pointers answer depth windows.
+    assert_eq!(store_format(old.path()), STORE_FORMAT_VERSION);
     for &context in &contexts {
         let all = contents(&upgraded, context);
         for from_depth in 0..all.len() as u32 {
@@ -229,7 +229,7 @@ fn the_v1_fixture_opens_verifies_and_reads_back_exactly() {
     std::fs::write(old.path().join("turns.log.migrating"), b"partial").unwrap();
     let again = Engine::open(config(old.path())).unwrap();
     again.shutdown();
-    assert_eq!(store_format(old.path()), 2);
+    assert_eq!(store_format(old.path()), STORE_FORMAT_VERSION);
     assert!(!old.path().join("turns.log.migrating").exists());
     assert_eq!(std::fs::read(old.path().join("turns.log")).unwrap(), log);
     assert!(verify(old.path()).unwrap().is_ok());
@@ -286,6 +286,10 @@ fn the_v2_fixture_opens_verifies_and_reads_back_exactly() {
     let report = verify(old.path()).unwrap();
     assert!(report.is_ok(), "{report}");
     assert_eq!((report.contexts, report.turns), (5, 14));
+    assert!(
+        report.notes.iter().any(|note| note.contains("format 2")),
+        "{report}"
+    );
 
     // Today's code running the same script writes a store that reads back the same.
     let fresh = tempfile::tempdir().unwrap();
@@ -309,8 +313,22 @@ fn the_v2_fixture_opens_verifies_and_reads_back_exactly() {
     assert_eq!(name.as_deref(), Some("agent-main"));
     assert_eq!(tags, vec![("status".to_string(), "running".to_string())]);
     assert_eq!(values.len(), 2);
+    // Format 3 (tenants): the log is unchanged, every context is the operator's.
+    assert_eq!(store_format(old.path()), STORE_FORMAT_VERSION);
+    for &context in &contexts {
+        let view = upgraded.context(&ContextRef::Id(context)).unwrap();
+        assert_eq!(view.tenant_id, TenantId::OPERATOR, "context {context}");
+    }
+    assert!(upgraded.tenants().is_empty());
     upgraded.shutdown();
     today.shutdown();
+    let log = std::fs::read(fixture_v2().join("turns.log")).unwrap();
+    let upgraded_log = std::fs::read(old.path().join("turns.log")).unwrap();
+    assert_eq!(
+        &upgraded_log[..log.len()],
+        &log[..],
+        "format 3 rewrites no record"
+    );
     let report = verify(old.path()).unwrap();
-    assert!(report.is_ok(), "{report}");
+    assert!(report.is_ok() && report.notes.is_empty(), "{report}");
 }

@@ -35,6 +35,32 @@ impl fmt::Display for ContextId {
     }
 }
 
+/// Identifies one tenant (decision 0032): the store's id for a tenant name, given by the
+/// sequencer in a tenant record the first time it sees the name, in increasing order from 1,
+/// never given twice. `TenantId::OPERATOR` (0) is the operator's, and owns everything a store
+/// held before it had tenants.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Default)]
+pub struct TenantId(pub u32);
+
+impl TenantId {
+    /// The operator: the `--token-file` token's tenant, registered by no record.
+    pub const OPERATOR: TenantId = TenantId(0);
+
+    pub fn is_operator(self) -> bool {
+        self == TenantId::OPERATOR
+    }
+}
+
+impl fmt::Display for TenantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Tenants a store registers at most: each holds a slot of the log for ever, and the tenants
+/// file's tokens (`TENANT_TOKENS_MAX`) bound what a server may name anyway.
+pub const TENANTS_MAX: u32 = 100_000;
+
 /// Caller-defined type of a turn's payload (e.g. a hash of a fully qualified type name).
 pub type TypeTag = u64;
 

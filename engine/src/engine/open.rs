@@ -19,7 +19,7 @@ use crate::engine::retention::Reaper;
 use crate::engine::{Engine, Inner, stop_actors};
 use crate::error::OpenError;
 use crate::file::ReadFile;
-use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
+use crate::format::meta::{Meta, STORE_FORMAT_SKIPS, STORE_FORMAT_VERSION};
 use crate::gc::{Collector, Scheduler};
 use crate::metrics::ActorMetrics;
 use crate::pipeline::{SequencerInbox, ShardRequest};
@@ -160,14 +160,14 @@ fn recover(store: &StoreDir, config: &EngineConfig) -> Result<Recovered, OpenErr
     let log_path = store.turns_log_path();
     // The compacted prefix of the log, if a collection wrote one (`log_compaction.rs`).
     let base = crate::log_compaction::open_base(store)?;
-    if base.is_some() && meta.format_version < STORE_FORMAT_VERSION {
+    if base.is_some() && meta.format_version < STORE_FORMAT_SKIPS {
         return Err(OpenError::Inconsistent(format!(
-            "{} is of store format {} but has a compacted log ({}), which only format {} \
-             writes",
+            "{} is of store format {} but has a compacted log ({}), which only formats {} \
+             and later write",
             store.root.display(),
             meta.format_version,
             store.turns_base_path().display(),
-            STORE_FORMAT_VERSION
+            STORE_FORMAT_SKIPS
         )));
     }
     let log = recover_log(&log_path, base.as_ref(), &views, config.repair)?;
@@ -342,7 +342,9 @@ fn start_background(
 }
 
 /// Store format migrations, once, at open, after recovery: format 1 → 2 writes `turns.log`
-/// anew with skip pointers and context chains (`sequencer::migrate`), then the meta file.
+/// anew with skip pointers and context chains (`sequencer::migrate`); 2 → 3 changes no
+/// record (every context of a format-2 log is the operator's). Then the meta file, last: a
+/// crash before it redoes the migration at the next open.
 fn migrate_store(
     store: &StoreDir,
     meta: &Meta,
@@ -357,7 +359,11 @@ fn migrate_store(
         records,
         "migrating the store format (once)"
     );
-    let turns = migrate_turn_log(log_path, records)?;
+    let turns = if meta.format_version < STORE_FORMAT_SKIPS {
+        migrate_turn_log(log_path, records)?
+    } else {
+        0
+    };
     store.write_meta(&Meta {
         format_version: STORE_FORMAT_VERSION,
         ..*meta

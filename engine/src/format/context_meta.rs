@@ -25,16 +25,21 @@
 //!                 u64 expires_at_unix_ms): each entry's TTL restarted (it must exist)
 //! op 18 kv expire u16 count, then count × (u16 key_len, key, u64 expires_at_unix_ms): the
 //!                 reaper removed each entry that still had exactly that expiry
+//! op 19 skip      empty: the ContextIDs after the last one created, through the record's
+//!                 context_id, are taken (a replica generation's start)
+//! op 20 tenant    u32 tenant_id, then the name's bytes (1..=64 of [a-z0-9_-]): the tenant
+//!                 registered under that id (context_id 0: store-wide; store format 3)
 //! ```
 
 use ctxstore_vocab::le::{self, LeReader, ShortRead};
 
 use crate::format::RecordError;
-use crate::ids::{BlobHash, ContextId, TurnId};
+use crate::ids::{BlobHash, ContextId, TenantId, TurnId};
 
 pub use ctxstore_vocab::limits::{
     CONTEXT_NAME_BYTES_MAX, KV_ENTRIES_PER_REQUEST_MAX, KV_KEY_BYTES_MAX, KV_TOUCH_KEYS_MAX,
-    TAG_KEY_BYTES_MAX, TAG_VALUE_BYTES_MAX, TAGS_PER_CONTEXT_MAX, TTL_MS_MAX,
+    TAG_KEY_BYTES_MAX, TAG_VALUE_BYTES_MAX, TAGS_PER_CONTEXT_MAX, TENANT_NAME_BYTES_MAX,
+    TTL_MS_MAX, is_tenant_name,
 };
 
 const OP_NAME: u16 = 1;
@@ -64,12 +69,14 @@ const OP_KV_TOUCH: u16 = 17;
 const OP_KV_EXPIRE: u16 = 18;
 /// ContextIDs skipped at the start of a replica generation (issue 46 item 8).
 const OP_SKIP_CONTEXTS: u16 = 19;
+/// A tenant registered: name → TenantId (decision 0032; store-wide).
+pub const OP_TENANT: u16 = 20;
 const OVERLAY_PATCH: u8 = 1;
 const OVERLAY_REDACT: u8 = 2;
 
-/// Whether records of `op` name no context (`context_id` 0): gc-dead and purge.
+/// Whether records of `op` name no context (`context_id` 0): gc-dead, purge and tenant.
 pub fn is_store_wide(op: u16) -> bool {
-    op == OP_GC_DEAD || op == OP_PURGE
+    op == OP_GC_DEAD || op == OP_PURGE || op == OP_TENANT
 }
 
 /// What an overlay does to its turn's payload.
@@ -146,6 +153,12 @@ pub enum ContextMeta {
     /// and read as deleted contexts, so that none the old primary may have acknowledged
     /// without shipping it is handed out again. No body.
     SkipContexts,
+    /// A tenant registered (store-wide, decision 0032): `name` is `tenant_id`'s from here
+    /// on. Ids are given in increasing order from 1 and never twice.
+    Tenant {
+        tenant_id: TenantId,
+        name: String,
+    },
 }
 
 impl ContextMeta {
@@ -169,6 +182,7 @@ impl ContextMeta {
             ContextMeta::Overlay { .. } => OP_OVERLAY,
             ContextMeta::Purge(_) => OP_PURGE,
             ContextMeta::SkipContexts => OP_SKIP_CONTEXTS,
+            ContextMeta::Tenant { .. } => OP_TENANT,
         }
     }
 
@@ -228,6 +242,15 @@ impl ContextMeta {
                 }
             }
             ContextMeta::Purge(hash) => out.extend_from_slice(&hash.0),
+            ContextMeta::Tenant { tenant_id, name } => {
+                assert!(
+                    !tenant_id.is_operator(),
+                    "the operator is registered by no record"
+                );
+                assert!(is_tenant_name(name), "tenant name checked on admission");
+                out.extend_from_slice(&tenant_id.0.to_le_bytes());
+                out.extend_from_slice(name.as_bytes());
+            }
         }
         out
     }
@@ -270,6 +293,7 @@ impl ContextMeta {
             OP_OVERLAY => decode_overlay(&mut reader)?,
             OP_PURGE => ContextMeta::Purge(BlobHash(reader.array()?)),
             OP_SKIP_CONTEXTS => ContextMeta::SkipContexts,
+            OP_TENANT => decode_tenant(&mut reader)?,
             _ => return Err(RecordError::Field("unknown context metadata op")),
         };
         if reader.le.remaining() != 0 {
@@ -277,6 +301,27 @@ impl ContextMeta {
         }
         Ok(meta)
     }
+}
+
+/// A tenant body: a TenantId other than the operator's, then a tenant name (the rest).
+fn decode_tenant(reader: &mut Reader<'_>) -> Result<ContextMeta, RecordError> {
+    let tenant_id = TenantId(reader.u32()?);
+    if tenant_id.is_operator() {
+        return Err(RecordError::Field(
+            "tenant record registers the operator (id 0)",
+        ));
+    }
+    let name = reader.take_rest();
+    let name = std::str::from_utf8(name)
+        .ok()
+        .filter(|name| is_tenant_name(name))
+        .ok_or(RecordError::Field(
+            "tenant name is not 1..=64 bytes of [a-z0-9_-]",
+        ))?;
+    Ok(ContextMeta::Tenant {
+        tenant_id,
+        name: name.to_owned(),
+    })
 }
 
 /// A gc-dead body: a first TurnID that is a multiple of 64 (TurnIDs start at 1, so bit 0 of
@@ -631,6 +676,11 @@ mod tests {
                 kind: OverlayKind::Redact,
             },
             ContextMeta::Purge(BlobHash::of(b"gone")),
+            ContextMeta::SkipContexts,
+            ContextMeta::Tenant {
+                tenant_id: TenantId(3),
+                name: "acme-corp_2".into(),
+            },
         ]
     }
 
@@ -647,8 +697,14 @@ mod tests {
             let body = meta.encode();
             for cut in 0..body.len() {
                 let decoded = ContextMeta::decode(meta.op(), &body[..cut]);
-                // A name cut short is still a name; every other body cut short is an error.
-                if !matches!(meta, ContextMeta::Name(_)) || cut == 0 {
+                // A name cut short is still a name (a tenant's after its id); every other
+                // body cut short is an error.
+                let still_named = match meta {
+                    ContextMeta::Name(_) => cut > 0,
+                    ContextMeta::Tenant { .. } => cut > 4,
+                    _ => false,
+                };
+                if !still_named {
                     assert!(decoded.is_err(), "{meta:?} cut at {cut}");
                 }
             }
@@ -663,6 +719,13 @@ mod tests {
         assert!(ContextMeta::decode(OP_OVERLAY, &[0, 0, 0, 0, 0, 0, 0, 0, 2]).is_err());
         assert!(ContextMeta::decode(OP_OVERLAY, &[1, 0, 0, 0, 0, 0, 0, 0, 3]).is_err());
         assert!(ContextMeta::decode(1, &[b'x'; CONTEXT_NAME_BYTES_MAX + 1]).is_err());
+        // A tenant record of the operator, or with a name outside [a-z0-9_-] or too long.
+        assert!(ContextMeta::decode(OP_TENANT, b"\0\0\0\0acme").is_err());
+        assert!(ContextMeta::decode(OP_TENANT, b"\x01\0\0\0Acme").is_err());
+        let mut long = 1u32.to_le_bytes().to_vec();
+        long.extend_from_slice(&[b'a'; 65]);
+        assert!(ContextMeta::decode(OP_TENANT, &long).is_err());
+        assert!(is_store_wide(OP_TENANT));
     }
 
     #[test]

@@ -19,8 +19,15 @@ use crate::format::{Fields, FieldsMut, RecordError, check_crc, is_all_zero};
 pub const META_BYTES: usize = 64;
 pub const META_MAGIC: &[u8; 8] = b"CTXSTORE";
 /// The store format this code writes. Format 1 (no skip pointers, no context chains in
-/// `turns.log`) is read and migrated at open (`sequencer::migrate`).
-pub const STORE_FORMAT_VERSION: u32 = 2;
+/// `turns.log`) is read and migrated at open (`sequencer::migrate`). Format 3 (decision 0032)
+/// lets context records name a tenant and adds tenant records (op 20); a format-2 log is a
+/// format-3 log whose contexts are all the operator's, so its migration only rewrites the
+/// meta file — after which code that knows only format 2, which would take a tenant's
+/// context record for damage, refuses the store by its version instead.
+pub const STORE_FORMAT_VERSION: u32 = 3;
+/// The first store format whose `turns.log` has skip pointers and context chains (and may
+/// have a `turns.base`).
+pub const STORE_FORMAT_SKIPS: u32 = 2;
 /// The oldest store format this code opens.
 pub const STORE_FORMAT_VERSION_MIN: u32 = 1;
 

@@ -20,7 +20,8 @@
 //!     16    8 context_id
 //!     24    8 parent_turn_id       turn: parent (0 = root); context: head turn (0 = empty)
 //!     32    4 depth                turn: depth; context: head depth
-//!     36    4 codec                turn: caller codec tag; context: 0
+//!     36    4 codec / tenant       turn: caller codec tag; context: its TenantId (0: the
+//!                                  operator; other values from store format 3)
 //!     40    8 type_tag             turn: caller type tag; context: 0
 //!     48   32 payload_hash         turn: BLAKE3-256 of the payload; context: 0
 //!     80    4 payload_len          turn: raw payload bytes; context: 0
@@ -40,7 +41,7 @@
 use crate::format::context_meta::is_store_wide;
 use crate::format::turn_extras::TURN_EXTRAS_BYTES_MAX;
 use crate::format::{Fields, FieldsMut, RecordError, check_crc, is_all_zero};
-use crate::ids::{BlobHash, CodecTag, ContextId, TurnId, TypeTag};
+use crate::ids::{BlobHash, CodecTag, ContextId, TenantId, TurnId, TypeTag};
 
 pub const LOG_RECORD_BYTES: usize = 128;
 const _: () = assert!(512usize.is_multiple_of(LOG_RECORD_BYTES));
@@ -61,6 +62,8 @@ mod at {
     /// Turn: its depth; context: the head's depth.
     pub const DEPTH: usize = 32;
     pub const CODEC: usize = 36;
+    /// Context records: the context's tenant (store format 3; 0 before).
+    pub const TENANT_ID: usize = 36;
     pub const TYPE_TAG: usize = 40;
     pub const PAYLOAD_HASH: usize = 48;
     pub const PAYLOAD_LEN: usize = 80;
@@ -203,6 +206,9 @@ pub struct ContextRecord {
     pub head_turn_id: TurnId,
     pub head_depth: u32,
     pub created_at_unix_ms: u64,
+    /// The tenant that owns the context (decision 0032); a tenant record registered it
+    /// earlier in the log, unless it is the operator.
+    pub tenant_id: TenantId,
 }
 
 /// The first slot of a context metadata record (names, tags, key-value; see
@@ -263,6 +269,7 @@ impl LogRecord {
                 fields.u64(at::CONTEXT_ID, context.context_id.0);
                 fields.u64(at::PARENT_TURN_ID, context.head_turn_id.0);
                 fields.u32(at::DEPTH, context.head_depth);
+                fields.u32(at::TENANT_ID, context.tenant_id.0);
                 fields.u64(at::CREATED_AT_UNIX_MS, context.created_at_unix_ms);
             }
             LogRecord::Meta(head) => {
@@ -410,9 +417,9 @@ fn decode_context(fields: &Fields<'_>, record_id: u64) -> Result<ContextRecord, 
         head_turn_id: TurnId(fields.u64(at::PARENT_TURN_ID)),
         head_depth: fields.u32(at::DEPTH),
         created_at_unix_ms: fields.u64(at::CREATED_AT_UNIX_MS),
+        tenant_id: TenantId(fields.u32(at::TENANT_ID)),
     };
     if fields.u32(at::FLAGS) != 0
-        || fields.u32(at::CODEC) != 0
         || fields.u64(at::TYPE_TAG) != 0
         || !is_all_zero(&fields.0[at::PAYLOAD_HASH..at::RESERVED_84])
     {
@@ -781,9 +788,14 @@ mod tests {
             head_turn_id: TurnId(42),
             head_depth: 5,
             created_at_unix_ms: 1,
+            tenant_id: TenantId(7),
         });
         let mut bytes = [0u8; LOG_RECORD_BYTES];
         record.encode(&mut bytes);
+        assert_eq!(
+            &bytes[at::TENANT_ID..at::TENANT_ID + 4],
+            &7u32.to_le_bytes()
+        );
         assert_eq!(LogRecord::decode(&bytes), Ok(Some(record)));
     }
 

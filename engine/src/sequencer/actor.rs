@@ -33,7 +33,7 @@ use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::turn_extras_body;
 use crate::format::turn_log::{LOG_RECORD_BYTES, LogRecord, MetaRecord, TurnRecord, record_offset};
 use crate::group_commit::{Admitted, GroupCommit};
-use crate::ids::{BlobHash, ContextId, TurnId};
+use crate::ids::{BlobHash, ContextId, TenantId, TurnId};
 use crate::model::{Appended, ContextView, Created, Overlaid, Purged};
 use crate::pipeline::{
     BatchReply, BlobsDurable, ContextReply, GcFenced, MetaReply, OverlayReply, PurgeReply,
@@ -54,6 +54,7 @@ mod gc;
 mod ingest;
 mod overlays;
 mod streams;
+mod tenants;
 
 use gc::GcState;
 
@@ -74,6 +75,10 @@ enum Answer {
     Floors(
         oneshot::Sender<Result<(), EngineError>>,
         Result<(), EngineError>,
+    ),
+    Tenant(
+        oneshot::Sender<Result<TenantId, EngineError>>,
+        Result<TenantId, EngineError>,
     ),
 }
 
@@ -575,6 +580,10 @@ impl GroupCommit for SequencerActor {
                 let result = self.raise_floors(records_floor, contexts_floor);
                 self.batch.answers.push(Answer::Floors(reply, result));
             }
+            SequencerRequest::RegisterTenant { name, reply } => {
+                let result = self.register_tenant(name);
+                self.batch.answers.push(Answer::Tenant(reply, result));
+            }
             SequencerRequest::Ingest {
                 first_record_id,
                 slots,
@@ -633,6 +642,7 @@ impl GroupCommit for SequencerActor {
                 Answer::Purge(reply, result) => drop(reply.send(result)),
                 Answer::Stream(reply, result) => drop(reply.send(result)),
                 Answer::Floors(reply, result) => drop(reply.send(result)),
+                Answer::Tenant(reply, result) => drop(reply.send(result)),
             }
         }
     }
@@ -681,6 +691,7 @@ fn unconfirm_all(answers: &mut [Answer], reason: &str) {
             Answer::Overlay(_, result @ Ok(_)) => *result = Err(unconfirmed()),
             Answer::Purge(_, result @ Ok(_)) => *result = Err(unconfirmed()),
             Answer::Stream(_, result @ Ok(_)) => *result = Err(unconfirmed()),
+            Answer::Tenant(_, result @ Ok(_)) => *result = Err(unconfirmed()),
             _ => {}
         }
     }
@@ -699,6 +710,7 @@ fn fail_all(answers: &mut [Answer], error: &EngineError) {
             Answer::Purge(_, result) => *result = Err(error.duplicate()),
             Answer::Stream(_, result) => *result = Err(error.duplicate()),
             Answer::Floors(_, result) => *result = Err(error.duplicate()),
+            Answer::Tenant(_, result) => *result = Err(error.duplicate()),
         }
     }
 }

@@ -20,9 +20,10 @@ use crate::format::context_meta::{
     TAGS_PER_CONTEXT_MAX,
 };
 use crate::format::turn_extras::TurnExtras;
-use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};
+use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TenantId, TurnId};
 use crate::model::{ContextHead, ContextView};
 use crate::sequencer::overlays::Overlays;
+use crate::sequencer::tenants::Tenants;
 
 /// A key-value entry's value: a blob, and its time to live (decision 0028).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -107,6 +108,8 @@ pub struct ContextInfo {
     /// Payload bytes (raw) of the turns appended to it: what a delete may give back, for the
     /// garbage collector's trigger (an estimate: forks and dedup may keep some).
     pub own_payload_bytes: u64,
+    /// The tenant that owns it (decision 0032): set at creation, never changed.
+    pub tenant_id: TenantId,
 }
 
 impl ContextInfo {
@@ -124,6 +127,7 @@ impl ContextInfo {
             updated_at_unix_ms: self.updated_at_unix_ms,
             floor_depth: self.floor_depth,
             ttl_ms: self.ttl_ms,
+            tenant_id: self.tenant_id,
         }
     }
 }
@@ -181,6 +185,8 @@ pub(crate) struct Contexts {
     kv_expiries: imbl::OrdSet<KvExpiryKey>,
     /// Patches and redactions of turns, purged blobs (decision 0012): published with the rest.
     pub overlays: Overlays,
+    /// Tenant names and their ids (decision 0032): published with the rest.
+    pub tenants: Tenants,
     /// Sum of `own_payload_bytes` over every context deleted so far (since open: replay
     /// counts the deletes it meets). The garbage collector runs early once this has grown by
     /// `gc_deleted_bytes_trigger` since its last round.
@@ -257,12 +263,23 @@ impl Contexts {
         }
     }
 
-    pub fn create(&mut self, context_id: ContextId, base: TurnId, at_unix_ms: u64) {
+    pub fn create(
+        &mut self,
+        context_id: ContextId,
+        base: TurnId,
+        tenant_id: TenantId,
+        at_unix_ms: u64,
+    ) {
         assert_eq!(context_id.0, self.count() + 1, "contexts are dense");
+        assert!(
+            self.tenants.exists(tenant_id),
+            "a context's tenant is registered"
+        );
         self.infos.push_back(ContextInfo {
             created_at_unix_ms: at_unix_ms,
             updated_at_unix_ms: at_unix_ms,
             inherits: (!base.is_none()).then_some(Inherit::Fork { base }),
+            tenant_id,
             ..ContextInfo::default()
         });
     }
@@ -376,8 +393,9 @@ impl Contexts {
             ContextMeta::GcDead { .. }
             | ContextMeta::Purge(_)
             | ContextMeta::Overlay { .. }
-            | ContextMeta::SkipContexts => Err(EngineError::InvalidArgument(
-                "gc-dead, overlay, purge and skip records are not context changes".into(),
+            | ContextMeta::SkipContexts
+            | ContextMeta::Tenant { .. } => Err(EngineError::InvalidArgument(
+                "gc-dead, overlay, purge, skip and tenant records are not context changes".into(),
             )),
         }
     }
@@ -544,7 +562,8 @@ impl Contexts {
             ContextMeta::GcDead { .. }
             | ContextMeta::Purge(_)
             | ContextMeta::Overlay { .. }
-            | ContextMeta::SkipContexts => {
+            | ContextMeta::SkipContexts
+            | ContextMeta::Tenant { .. } => {
                 unreachable!("`check` refuses records that are not context changes")
             }
         }

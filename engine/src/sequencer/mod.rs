@@ -7,6 +7,7 @@
 //! - `overlays`: patches and redactions of turns, purged blobs (decision 0012).
 //! - `watch`: the bounded log of events watchers read (head moves, streams, tags, deletes).
 //! - `streams`: open streams (turns in the making) and the ended ones kept (issue 32).
+//! - `tenants`: tenant names and their TenantIds (decision 0032).
 //! - `scan` / `recover`: reading `turns.log` at open (replay, DAG checks) and for `verify`.
 
 pub(crate) mod actor;
@@ -20,5 +21,6 @@ pub(crate) mod owners;
 pub(crate) mod recover;
 pub(crate) mod scan;
 pub(crate) mod streams;
+pub(crate) mod tenants;
 pub(crate) mod view;
 pub(crate) mod watch;

@@ -362,13 +362,23 @@ fn replay_context(
             ));
         }
     }
+    if !state.contexts.tenants.exists(context.tenant_id) {
+        return Err(format!(
+            "context record {} gives context {} to tenant {}, which no tenant record before it \
+             registered",
+            context.record_id, context.context_id, context.tenant_id
+        ));
+    }
     let context_id = state.heads.create(HeadState {
         head_turn_id: context.head_turn_id,
         head_depth: context.head_depth,
     });
-    state
-        .contexts
-        .create(context_id, context.head_turn_id, context.created_at_unix_ms);
+    state.contexts.create(
+        context_id,
+        context.head_turn_id,
+        context.tenant_id,
+        context.created_at_unix_ms,
+    );
     Ok(())
 }
 
@@ -484,6 +494,15 @@ fn apply_meta(
         }
         ContextMeta::Purge(hash) => {
             state.contexts.overlays.purge(*hash);
+            return Ok(());
+        }
+        ContextMeta::Tenant { tenant_id, name } => {
+            // The live path's rule (`actor/tenants.rs`): the next id, a name not registered.
+            let tenants = &mut state.contexts.tenants;
+            tenants
+                .check_register(*tenant_id, name)
+                .map_err(|error| format!("metadata record {}: {error}", record.record_id))?;
+            tenants.register(*tenant_id, name);
             return Ok(());
         }
         ContextMeta::SkipContexts => {

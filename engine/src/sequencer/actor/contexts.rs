@@ -5,7 +5,7 @@
 use crate::error::EngineError;
 use crate::format::context_meta::{ContextMeta, KvEntry, KvExpiry};
 use crate::format::turn_log::{ContextRecord, LogRecord};
-use crate::ids::{ContextId, TurnId};
+use crate::ids::{ContextId, TenantId, TurnId};
 use crate::model::{ContextHead, ContextView, Created, NewContext};
 use crate::pipeline::{MetaReply, Retention};
 use crate::sequencer::actor::{Answer, HeadMove, SequencerActor};
@@ -16,6 +16,12 @@ use crate::store_dir::now_unix_ms;
 impl SequencerActor {
     pub(super) fn create_context(&mut self, new: NewContext) -> Result<Created, EngineError> {
         self.check_takes_ids(true)?;
+        if !self.contexts.tenants.exists(new.tenant_id) {
+            return Err(EngineError::InvalidArgument(format!(
+                "tenant {} is not registered (Engine::register_tenant gives a name its id)",
+                new.tenant_id
+            )));
+        }
         if let Some(owner) = new
             .name
             .as_deref()
@@ -32,8 +38,8 @@ impl SequencerActor {
                 .ok_or(EngineError::ContextNotFound(owner));
         }
         check_new(&self.contexts, new.name.as_deref(), &new.tags)?;
-        let clone_from = self.clone_source(new.clone_from)?;
-        let head = self.new_head(clone_from, new.base)?;
+        let clone_from = self.clone_source(new.clone_from, new.tenant_id)?;
+        let head = self.new_head(clone_from, new.base, new.tenant_id)?;
         let Some(context_id) = self.heads.next_context_id() else {
             return Err(EngineError::InvalidArgument(format!(
                 "the store holds the maximum of {} contexts",
@@ -47,10 +53,12 @@ impl SequencerActor {
             head_turn_id: head.head_turn_id,
             head_depth: head.head_depth,
             created_at_unix_ms: now,
+            tenant_id: new.tenant_id,
         }));
         let created = self.heads.create(head);
         assert_eq!(created, context_id);
-        self.contexts.create(context_id, head.head_turn_id, now);
+        self.contexts
+            .create(context_id, head.head_turn_id, new.tenant_id, now);
         let mut changes = Vec::new();
         changes.extend(clone_from.map(ContextMeta::CloneFrom));
         changes.extend(new.name.map(ContextMeta::Name));
@@ -73,16 +81,27 @@ impl SequencerActor {
         })
     }
 
-    /// The context a new context clones, by id or by name.
+    /// The context a new context clones, by id or by name: `tenant_id`'s (another tenant's
+    /// answers as an absent one does).
     fn clone_source(
         &self,
         clone_from: Option<crate::model::ContextRef>,
+        tenant_id: TenantId,
     ) -> Result<Option<ContextId>, EngineError> {
+        let owned = |source: ContextId| {
+            self.contexts
+                .get(source)
+                .is_some_and(|info| info.tenant_id == tenant_id)
+        };
         Ok(match clone_from {
-            Some(crate::model::ContextRef::Id(source)) => Some(source),
+            Some(crate::model::ContextRef::Id(source)) if owned(source) => Some(source),
+            Some(crate::model::ContextRef::Id(source)) => {
+                return Err(EngineError::ContextNotFound(source));
+            }
             Some(crate::model::ContextRef::Name(name)) => Some(
                 self.contexts
                     .by_name(&name)
+                    .filter(|source| owned(*source))
                     .ok_or(EngineError::NameNotFound(name))?,
             ),
             None => None,
@@ -94,6 +113,7 @@ impl SequencerActor {
         &mut self,
         clone_from: Option<ContextId>,
         base: TurnId,
+        tenant_id: TenantId,
     ) -> Result<HeadState, EngineError> {
         Ok(match clone_from {
             Some(_) if !base.is_none() => {
@@ -112,9 +132,18 @@ impl SequencerActor {
                 if self.gc.dead.contains(base) {
                     return Err(EngineError::TurnNotFound(base));
                 }
+                let turn = self.published.turns.turn(base)?;
+                // Another tenant's turn is absent to this one (decision 0032 §2).
+                let owner = self
+                    .contexts
+                    .get(turn.context_id)
+                    .map(|info| info.tenant_id);
+                if owner != Some(tenant_id) {
+                    return Err(EngineError::TurnNotFound(base));
+                }
                 HeadState {
                     head_turn_id: base,
-                    head_depth: self.published.turns.turn(base)?.depth,
+                    head_depth: turn.depth,
                 }
             }
             None => HeadState::default(),

@@ -1,0 +1,301 @@
+//! Tenants in the engine (decision 0032 §1, build plan step 1's store part): a name gets a
+//! dense TenantId once, in a tenant record; a context is created for a registered tenant and
+//! keeps it; a fork of another tenant's turn or a clone of another tenant's context answers as
+//! an absent one; all of it is in `turns.log`, so a reopen, `verify`, a backup and a standby's
+//! ingest hold the same tenants (a standby registers none itself); a registration lost in a
+//! crash was never answered and its id goes again; a context record naming a tenant no record
+//! registered, or a damaged tenant record, is damage, named.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{append, block_on, open};
+use ctxstore_engine::format::turn_log::{LOG_RECORD_BYTES, LogRecord, record_offset};
+use ctxstore_engine::store_dir::StoreDir;
+use ctxstore_engine::tenants::TenantView;
+use ctxstore_engine::{
+    ContextId, ContextRef, Engine, EngineConfig, EngineError, ErrorKind, NewContext, OpenError,
+    TenantId, verify,
+};
+
+fn create(engine: &Engine, tenant_id: TenantId, name: Option<&str>) -> ContextId {
+    let new = NewContext {
+        name: name.map(str::to_owned),
+        tenant_id,
+        ..NewContext::default()
+    };
+    block_on(engine.create(new))
+        .unwrap()
+        .context
+        .head
+        .context_id
+}
+
+fn tenant_of(engine: &Engine, context: ContextId) -> TenantId {
+    engine.context(&ContextRef::Id(context)).unwrap().tenant_id
+}
+
+#[test]
+fn names_get_dense_ids_once_and_contexts_keep_their_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    assert!(engine.tenants().is_empty());
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    assert_eq!((acme, globex), (TenantId(1), TenantId(2)));
+    // Asked again: the same id, no new record.
+    assert_eq!(block_on(engine.register_tenant("acme")).unwrap(), acme);
+    assert_eq!(engine.tenant_by_name("globex"), Some(globex));
+    assert_eq!(engine.tenant_by_name("initech"), None);
+    for bad in ["", "Acme", "a b", "ümlaut", &"x".repeat(65)] {
+        let refused = block_on(engine.register_tenant(bad)).unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{bad:?}");
+    }
+
+    let operator = create(&engine, TenantId::OPERATOR, Some("ops"));
+    let mine = create(&engine, acme, Some("acme-main"));
+    let theirs = create(&engine, globex, None);
+    assert_eq!(tenant_of(&engine, operator), TenantId::OPERATOR);
+    assert_eq!(tenant_of(&engine, mine), acme);
+    assert_eq!(tenant_of(&engine, theirs), globex);
+    let unknown = NewContext {
+        tenant_id: TenantId(9),
+        ..NewContext::default()
+    };
+    let refused = block_on(engine.create(unknown)).unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::InvalidArgument);
+
+    let turn = append(&engine, mine, b"acme's first turn", None)
+        .unwrap()
+        .turn
+        .turn_id;
+    engine.shutdown();
+
+    // Replayed from turns.log: the same ids, names and owners; the next id goes on.
+    let engine = open(dir.path());
+    let expected = vec![
+        TenantView {
+            tenant_id: acme,
+            name: "acme".into(),
+        },
+        TenantView {
+            tenant_id: globex,
+            name: "globex".into(),
+        },
+    ];
+    assert_eq!(engine.tenants(), expected);
+    assert_eq!(tenant_of(&engine, mine), acme);
+    assert_eq!(tenant_of(&engine, theirs), globex);
+    assert_eq!(
+        block_on(engine.register_tenant("initech")).unwrap(),
+        TenantId(3)
+    );
+    // A fork of acme's turn, by acme: its tenant.
+    let fork = NewContext {
+        base: turn,
+        tenant_id: acme,
+        ..NewContext::default()
+    };
+    let fork = block_on(engine.create(fork)).unwrap().context;
+    assert_eq!(fork.tenant_id, acme);
+    engine.shutdown();
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok() && report.notes.is_empty(), "{report}");
+    assert_eq!(report.contexts, 4);
+}
+
+#[test]
+fn another_tenants_turn_or_context_is_absent_to_a_fork_or_a_clone() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    let mine = create(&engine, acme, Some("acme-main"));
+    let turn = append(&engine, mine, b"secret plan", None)
+        .unwrap()
+        .turn
+        .turn_id;
+
+    // globex forks acme's turn: exactly what a turn that does not exist answers.
+    let fork = |tenant_id, base| {
+        block_on(engine.create(NewContext {
+            base,
+            tenant_id,
+            ..NewContext::default()
+        }))
+    };
+    let foreign = fork(globex, turn).unwrap_err();
+    assert!(
+        matches!(foreign, EngineError::TurnNotFound(t) if t == turn),
+        "{foreign:?}"
+    );
+    assert!(matches!(
+        fork(TenantId::OPERATOR, turn),
+        Err(EngineError::TurnNotFound(_))
+    ));
+    assert_eq!(fork(acme, turn).unwrap().context.tenant_id, acme);
+
+    // globex clones acme's context, by id and by name: absent, as one that does not exist.
+    let clone = |tenant_id, source: ContextRef| {
+        block_on(engine.create(NewContext {
+            clone_from: Some(source),
+            tenant_id,
+            ..NewContext::default()
+        }))
+    };
+    let by_id = clone(globex, ContextRef::Id(mine)).unwrap_err();
+    assert!(
+        matches!(by_id, EngineError::ContextNotFound(c) if c == mine),
+        "{by_id:?}"
+    );
+    let by_name = clone(globex, ContextRef::Name("acme-main".into())).unwrap_err();
+    let absent = clone(globex, ContextRef::Name("no-such-context".into())).unwrap_err();
+    assert_eq!(by_name.kind(), ErrorKind::NotFound);
+    assert_eq!(
+        by_name.to_string().replace("acme-main", "NAME"),
+        absent.to_string().replace("no-such-context", "NAME")
+    );
+    let cloned = clone(acme, ContextRef::Id(mine)).unwrap().context;
+    assert_eq!(cloned.tenant_id, acme);
+    assert_eq!(cloned.head.head_turn_id, turn);
+    engine.shutdown();
+}
+
+#[test]
+fn a_backup_holds_the_tenants_and_a_context_of_an_unregistered_tenant_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let mine = create(&engine, acme, None);
+    append(&engine, mine, b"kept", None).unwrap();
+    let copy = tempfile::tempdir().unwrap();
+    let target = copy.path().join("backup");
+    engine.backup(&target).unwrap();
+    engine.shutdown();
+    let restored = open(&target);
+    assert_eq!(restored.tenant_by_name("acme"), Some(acme));
+    assert_eq!(tenant_of(&restored, mine), acme);
+    restored.shutdown();
+
+    // Give the context record tenant 2 (its CRC made right): no record registered tenant 2.
+    let log_path = dir.path().join("turns.log");
+    let mut log = std::fs::read(&log_path).unwrap();
+    let mut found = None;
+    for (index, slot) in log.chunks_exact(LOG_RECORD_BYTES).enumerate() {
+        let slot: &[u8; LOG_RECORD_BYTES] = slot.try_into().unwrap();
+        if let Ok(Some(LogRecord::Context(context))) = LogRecord::decode(slot) {
+            found = Some((index, context));
+        }
+    }
+    let (index, mut context) = found.expect("the context record");
+    assert_eq!(context.tenant_id, acme);
+    context.tenant_id = TenantId(2);
+    let slot: &mut [u8; LOG_RECORD_BYTES] = (&mut log
+        [index * LOG_RECORD_BYTES..(index + 1) * LOG_RECORD_BYTES])
+        .try_into()
+        .unwrap();
+    LogRecord::Context(context).encode(slot);
+    std::fs::write(&log_path, &log).unwrap();
+    let refused = ctxstore_engine::Engine::open(common::config(dir.path())).unwrap_err();
+    let message = refused.to_string();
+    assert!(
+        matches!(refused, OpenError::Corrupt(_)) && message.contains("tenant 2"),
+        "{message}"
+    );
+    let report = verify(dir.path()).unwrap();
+    assert!(!report.is_ok(), "{report}");
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|problem| problem.contains("tenant 2")),
+        "{report}"
+    );
+}
+
+/// The primary's records `1..next` as `turns.log` slots.
+fn slots(dir: &std::path::Path, next: u64) -> Vec<u8> {
+    let log = std::fs::read(StoreDir::new(dir).turns_log_path()).unwrap();
+    log[record_offset(1) as usize..record_offset(next) as usize].to_vec()
+}
+
+#[test]
+fn a_standby_takes_the_tenants_from_the_log_it_follows_and_registers_none_itself() {
+    let primary_dir = tempfile::tempdir().unwrap();
+    let primary = open(primary_dir.path());
+    let acme = block_on(primary.register_tenant("acme")).unwrap();
+    let mine = create(&primary, acme, Some("acme-main"));
+    let ops = create(&primary, TenantId::OPERATOR, None);
+    let next = primary.id_floors().records;
+    primary.shutdown();
+
+    let standby_dir = tempfile::tempdir().unwrap();
+    let standby = Engine::open(EngineConfig {
+        follower: true,
+        ..common::config(standby_dir.path())
+    })
+    .unwrap();
+    let ingested = block_on(standby.ingest_log(1, slots(primary_dir.path(), next))).unwrap();
+    assert_eq!(ingested.log_records, next - 1);
+    assert_eq!(standby.tenant_by_name("acme"), Some(acme));
+    assert_eq!(tenant_of(&standby, mine), acme);
+    assert_eq!(tenant_of(&standby, ops), TenantId::OPERATOR);
+    // A standby writes nothing of its own: a new name is refused as any write is.
+    let refused = block_on(standby.register_tenant("globex")).unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::NotPrimary, "{refused}");
+    assert_eq!(standby.tenant_by_name("globex"), None);
+    standby.shutdown();
+    let report = verify(standby_dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+}
+
+#[test]
+fn a_tenant_record_lost_in_a_crash_is_never_registered_and_a_damaged_one_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    assert_eq!(
+        block_on(engine.register_tenant("acme")).unwrap(),
+        TenantId(1)
+    );
+    engine.shutdown();
+    let log_path = dir.path().join("turns.log");
+    let written = std::fs::read(&log_path).unwrap();
+    let slot: &[u8; LOG_RECORD_BYTES] = written[..LOG_RECORD_BYTES].try_into().unwrap();
+    assert!(matches!(
+        LogRecord::decode(slot),
+        Ok(Some(LogRecord::Meta(_)))
+    ));
+
+    // Half of the slot changed: a 128-byte record never straddles a sector, so no torn
+    // write leaves this; it is damage, named with its file and offset.
+    let mut damaged = written.clone();
+    damaged[LOG_RECORD_BYTES / 2..LOG_RECORD_BYTES].fill(0);
+    std::fs::write(&log_path, &damaged).unwrap();
+    let report = verify(dir.path()).unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|problem| problem.contains("turns.log at offset 0")),
+        "{report}"
+    );
+
+    // The slot never reached the disk (a crash before the batch's fdatasync, so the
+    // registration was never answered): no tenant, and the id is given again.
+    let mut lost = written;
+    lost[..LOG_RECORD_BYTES].fill(0);
+    std::fs::write(&log_path, &lost).unwrap();
+    assert!(verify(dir.path()).unwrap().is_ok());
+    let engine = open(dir.path());
+    assert!(engine.tenants().is_empty());
+    assert_eq!(
+        block_on(engine.register_tenant("globex")).unwrap(),
+        TenantId(1)
+    );
+    engine.shutdown();
+    let engine = open(dir.path());
+    assert_eq!(engine.tenant_by_name("globex"), Some(TenantId(1)));
+    assert_eq!(engine.tenant_by_name("acme"), None);
+    engine.shutdown();
+    assert!(verify(dir.path()).unwrap().is_ok());
+}
