@@ -30,11 +30,11 @@ use crate::config::EngineConfig;
 use crate::engine::chunked::BaseHints;
 use crate::error::EngineError;
 use crate::gc::{Collector, Scheduler};
-use crate::ids::{BlobHash, ContextId, TurnId};
+use crate::ids::{BlobHash, ContextId, TenantId, TurnId};
 use crate::metrics::ActorSnapshot;
 use crate::model::{
     ContextHead, Created, NewContext, NoPayloadCache, Page, PageOptions, PageQuery, Payload,
-    PayloadCache, PayloadMode, StoreStats, StoredBlob, Turn, TurnPage, TurnWithPayload,
+    PayloadCache, PayloadMode, Scope, StoreStats, StoredBlob, Turn, TurnPage, TurnWithPayload,
 };
 use crate::pipeline::{SequencerInbox, SequencerRequest, ShardRequest};
 use crate::published::Published;
@@ -46,6 +46,9 @@ use retention::Reaper;
 #[derive(Clone, Debug)]
 pub struct Engine {
     pub(crate) inner: Arc<Inner>,
+    /// Whose data this handle sees (decision 0032 §2): `Scope::Store` from `open`; a
+    /// connection's handle is `scoped` to its tenant.
+    pub(crate) scope: Scope,
 }
 
 #[derive(Debug)]
@@ -74,6 +77,22 @@ impl Engine {
         &self.inner.config
     }
 
+    /// A handle on the same store that sees `tenant_id`'s data only (decision 0032 §2):
+    /// another tenant's contexts, names and turns answer exactly as absent ones do, and a
+    /// context it creates is `tenant_id`'s. The tenant must be registered (or the operator)
+    /// for a create to succeed.
+    pub fn scoped(&self, tenant_id: TenantId) -> Engine {
+        Engine {
+            inner: self.inner.clone(),
+            scope: Scope::Tenant(tenant_id),
+        }
+    }
+
+    /// Whose data this handle sees.
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+
     /// A new, empty context.
     pub async fn create_context(&self) -> Result<ContextHead, EngineError> {
         let created = self.create(NewContext::default()).await?;
@@ -99,7 +118,11 @@ impl Engine {
     pub async fn create(&self, new: NewContext) -> Result<Created, EngineError> {
         self.check_open()?;
         let (reply, answer) = oneshot::channel();
-        let request = SequencerRequest::CreateContext { new, reply };
+        let request = SequencerRequest::CreateContext {
+            new,
+            scope: self.scope,
+            reply,
+        };
         (self.inner.sequencer.0.send_async(request).await).map_err(|_| EngineError::ShutDown)?;
         answer.await.map_err(|_| EngineError::ShutDown)?
     }

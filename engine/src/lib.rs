@@ -21,7 +21,7 @@
 //! | module | owns | must not | invariants |
 //! |---|---|---|---|
 //! | `format/` | every on-disk record, one module per file type: encode, decode, size, checksum (`stream_meta.rs`: stream records, ops 12–14) | do I/O | decoding never panics |
-//! | `model.rs`, `error.rs`, `config.rs` | the API's types, `EngineError` and its stable `ErrorKind`, `EngineConfig`/`Limits`/`Placement` | do I/O | `validate()` holds before open |
+//! | `model.rs`, `error.rs`, `config.rs` | the API's types (`Scope`: whose data a handle sees), `EngineError` and its stable `ErrorKind`, `EngineConfig`/`Limits`/`Placement` | do I/O | `validate()` holds before open |
 //! | `seal.rs` | sealing per tenant (decision 0032): the master key, the keyring unwrapped, XChaCha20-Poly1305 seals with random nonces, blob addresses (a keyed permutation of the client's hash) | do I/O; print a key | a seal opens only under its key and associated data; a key is wiped when dropped |
 //! | `tail.rs` | the verdict on a file's end: clean, prepared space, torn, damaged | — | — |
 //! | `clock.rs` | `boot_now_ns`: `CLOCK_BOOTTIME`, the one clock of every deadline (decision 0031 §5; the replica and the server read it too) | read the wall clock or `Instant` for a deadline | counts suspended time; never jumps with the wall clock |
@@ -72,7 +72,7 @@
 //! | `engine/tenants.rs` | tenants, the caller's side: `register_tenant` (a name's TenantId, the sequencer's record), `tenant_by_name`, `tenants` | ask the sequencer for a read | — |
 //! | `engine/turns.rs` | turns for agent frameworks, reads only: extras, keys, the turn log, the window | ask the sequencer | — |
 //! | `engine/open.rs` | `Engine::open`: recover → publish → start actors → start background work | — | a failed step stops what the steps before it started |
-//! | `engine.rs` | `Engine`: the handle, reads, stats, shutdown | write files (actors do) | an append is answered only after its blobs and turn records are durable |
+//! | `engine.rs` | `Engine`: the handle and its scope (`scoped`, decision 0032), reads, stats, shutdown | write files (actors do) | an append is answered only after its blobs and turn records are durable |
 //! | `verify.rs` | the offline checker: checksums, every blob's hash, the DAG, skip pointers | write | — |
 
 // Functions fit on a screen: the threshold is in clippy.toml.
@@ -130,7 +130,7 @@ pub use ids::{BlobHash, CodecTag, ContextId, TenantId, TurnId, TypeTag};
 pub use model::{
     AppendPayload, AppendRequest, Appended, ContextHead, ContextRef, ContextView, Created,
     GcReport, IngestedLog, IngestedPack, NewContext, NoPayloadCache, Overlaid, Page, PageEntry,
-    PageOptions, PageQuery, Parent, Payload, PayloadCache, PayloadMode, Purged, StoreStats,
+    PageOptions, PageQuery, Parent, Payload, PayloadCache, PayloadMode, Purged, Scope, StoreStats,
     StoredBlob, Turn, TurnOptions, TurnPage, TurnWithPayload,
 };
 pub use sequencer::overlays::OVERLAYS_PER_TURN_MAX;

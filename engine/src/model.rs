@@ -124,10 +124,37 @@ pub struct NewContext {
     pub tags: Vec<(String, String)>,
     /// With a name that exists: answer that context (created = false) instead of an error.
     pub get_or_create: bool,
-    /// The tenant the new context belongs to (registered: `Engine::register_tenant`). A fork's
-    /// base turn and a clone's source must be this tenant's: another tenant's answer as
-    /// absent ones do.
-    pub tenant_id: TenantId,
+}
+
+/// Whose data an `Engine` handle sees (decision 0032 §2): the scope is the handle's, set once
+/// (`Engine::scoped`), so no call through it can forget it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Scope {
+    /// The whole store: the handle `Engine::open` returns, for the store's own machinery
+    /// (collection, the reaper, replication, backups, tools) and tests. Names resolve among
+    /// the operator's; a context it creates is the operator's.
+    Store,
+    /// One tenant (the operator is `TenantId::OPERATOR`): another tenant's contexts, names
+    /// and turns answer exactly as absent ones do.
+    Tenant(TenantId),
+}
+
+impl Scope {
+    /// The tenant whose names this scope resolves and whose contexts it creates.
+    pub fn tenant_id(self) -> TenantId {
+        match self {
+            Scope::Store => TenantId::OPERATOR,
+            Scope::Tenant(tenant_id) => tenant_id,
+        }
+    }
+
+    /// Whether data owned by `owner` is visible in this scope.
+    pub fn sees(self, owner: TenantId) -> bool {
+        match self {
+            Scope::Store => true,
+            Scope::Tenant(tenant_id) => tenant_id == owner,
+        }
+    }
 }
 
 /// What creating a context produced.

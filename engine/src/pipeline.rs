@@ -57,7 +57,7 @@ use crate::format::stream_meta::StreamOpen;
 use crate::ids::{BlobHash, ContextId, TenantId, TurnId};
 use crate::model::{
     AppendRequest, Appended, ContextView, Created, IngestedLog, IngestedPack, NewContext, Overlaid,
-    Purged,
+    Purged, Scope,
 };
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
@@ -265,6 +265,9 @@ pub(crate) enum SequencerRequest {
     /// The caller resolved `clone_from` to an id.
     CreateContext {
         new: NewContext,
+        /// The caller's scope: the new context is its tenant's, and a fork's base or a
+        /// clone's source must be visible in it.
+        scope: Scope,
         reply: ContextReply,
     },
     /// Changes to one context's metadata (a name, tags, key-value entries whose value blobs

@@ -10,27 +10,30 @@
 mod common;
 
 use common::{append, block_on, open};
+use ctxstore_engine::contexts::ListQuery;
 use ctxstore_engine::format::turn_log::{LOG_RECORD_BYTES, LogRecord, record_offset};
 use ctxstore_engine::store_dir::StoreDir;
 use ctxstore_engine::tenants::TenantView;
 use ctxstore_engine::{
     ContextId, ContextRef, Engine, EngineConfig, EngineError, ErrorKind, NewContext, OpenError,
-    TenantId, verify,
+    Scope, TenantId, verify,
 };
 
+/// A context created through `tenant_id`'s handle.
 fn create(engine: &Engine, tenant_id: TenantId, name: Option<&str>) -> ContextId {
     let new = NewContext {
         name: name.map(str::to_owned),
-        tenant_id,
         ..NewContext::default()
     };
-    block_on(engine.create(new))
+    let scoped = engine.scoped(tenant_id);
+    block_on(scoped.create(new))
         .unwrap()
         .context
         .head
         .context_id
 }
 
+/// The owner of a context, as the store-wide handle sees it.
 fn tenant_of(engine: &Engine, context: ContextId) -> TenantId {
     engine.context(&ContextRef::Id(context)).unwrap().tenant_id
 }
@@ -58,11 +61,7 @@ fn names_get_dense_ids_once_and_contexts_keep_their_tenant() {
     assert_eq!(tenant_of(&engine, operator), TenantId::OPERATOR);
     assert_eq!(tenant_of(&engine, mine), acme);
     assert_eq!(tenant_of(&engine, theirs), globex);
-    let unknown = NewContext {
-        tenant_id: TenantId(9),
-        ..NewContext::default()
-    };
-    let refused = block_on(engine.create(unknown)).unwrap_err();
+    let refused = block_on(engine.scoped(TenantId(9)).create_context()).unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::InvalidArgument);
 
     let turn = append(&engine, mine, b"acme's first turn", None)
@@ -91,13 +90,8 @@ fn names_get_dense_ids_once_and_contexts_keep_their_tenant() {
         TenantId(3)
     );
     // A fork of acme's turn, by acme: its tenant.
-    let fork = NewContext {
-        base: turn,
-        tenant_id: acme,
-        ..NewContext::default()
-    };
-    let fork = block_on(engine.create(fork)).unwrap().context;
-    assert_eq!(fork.tenant_id, acme);
+    let fork = block_on(engine.scoped(acme).fork(turn)).unwrap();
+    assert_eq!(tenant_of(&engine, fork.context_id), acme);
     engine.shutdown();
     let report = verify(dir.path()).unwrap();
     assert!(report.is_ok() && report.notes.is_empty(), "{report}");
@@ -117,13 +111,7 @@ fn another_tenants_turn_or_context_is_absent_to_a_fork_or_a_clone() {
         .turn_id;
 
     // globex forks acme's turn: exactly what a turn that does not exist answers.
-    let fork = |tenant_id, base| {
-        block_on(engine.create(NewContext {
-            base,
-            tenant_id,
-            ..NewContext::default()
-        }))
-    };
+    let fork = |tenant_id, base| block_on(engine.scoped(tenant_id).fork(base));
     let foreign = fork(globex, turn).unwrap_err();
     assert!(
         matches!(foreign, EngineError::TurnNotFound(t) if t == turn),
@@ -133,13 +121,13 @@ fn another_tenants_turn_or_context_is_absent_to_a_fork_or_a_clone() {
         fork(TenantId::OPERATOR, turn),
         Err(EngineError::TurnNotFound(_))
     ));
-    assert_eq!(fork(acme, turn).unwrap().context.tenant_id, acme);
+    let own = fork(acme, turn).unwrap();
+    assert_eq!(tenant_of(&engine, own.context_id), acme);
 
     // globex clones acme's context, by id and by name: absent, as one that does not exist.
     let clone = |tenant_id, source: ContextRef| {
-        block_on(engine.create(NewContext {
+        block_on(engine.scoped(tenant_id).create(NewContext {
             clone_from: Some(source),
-            tenant_id,
             ..NewContext::default()
         }))
     };
@@ -298,4 +286,110 @@ fn a_tenant_record_lost_in_a_crash_is_never_registered_and_a_damaged_one_is_name
     assert_eq!(engine.tenant_by_name("acme"), None);
     engine.shutdown();
     assert!(verify(dir.path()).unwrap().is_ok());
+}
+
+#[test]
+fn names_listings_and_ids_are_per_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    let (as_acme, as_globex, as_operator) = (
+        engine.scoped(acme),
+        engine.scoped(globex),
+        engine.scoped(TenantId::OPERATOR),
+    );
+    assert_eq!(as_acme.scope(), Scope::Tenant(acme));
+    assert_eq!(engine.scope(), Scope::Store);
+    // Each tenant may have its own `main`; each sees its own.
+    let acme_main = create(&engine, acme, Some("main"));
+    let globex_main = create(&engine, globex, Some("main"));
+    let operator_main = create(&engine, TenantId::OPERATOR, Some("main"));
+    let by_name = |handle: &Engine| handle.resolve(&ContextRef::Name("main".into())).unwrap();
+    assert_eq!(by_name(&as_acme), acme_main);
+    assert_eq!(by_name(&as_globex), globex_main);
+    assert_eq!(by_name(&as_operator), operator_main);
+    // A name is taken in its own tenant's names only.
+    let again = block_on(as_acme.create(NewContext {
+        name: Some("main".into()),
+        ..NewContext::default()
+    }))
+    .unwrap_err();
+    assert!(matches!(again, EngineError::NameTaken { context_id, .. } if context_id == acme_main));
+    // get-or-create answers the tenant's own context.
+    let got = block_on(as_globex.create(NewContext {
+        name: Some("main".into()),
+        get_or_create: true,
+        ..NewContext::default()
+    }))
+    .unwrap();
+    assert!(!got.created);
+    assert_eq!(got.context.head.context_id, globex_main);
+
+    // By id: another tenant's context answers as one that does not exist.
+    let foreign = as_globex.context(&ContextRef::Id(acme_main)).unwrap_err();
+    let absent = as_globex
+        .context(&ContextRef::Id(ContextId(999)))
+        .unwrap_err();
+    assert!(matches!(foreign, EngineError::ContextNotFound(c) if c == acme_main));
+    assert_eq!(
+        foreign.to_string().replace(&acme_main.to_string(), "N"),
+        absent.to_string().replace("999", "N")
+    );
+    assert!(matches!(
+        as_operator.context(&ContextRef::Id(acme_main)),
+        Err(EngineError::ContextNotFound(_))
+    ));
+    // The store-wide handle sees every context by id.
+    assert_eq!(tenant_of(&engine, acme_main), acme);
+
+    // Listings: a tenant's pages hold its contexts only, whatever the limit and cursor.
+    for _ in 0..3 {
+        create(&engine, acme, None);
+        create(&engine, globex, None);
+    }
+    let listed = |handle: &Engine, limit: u32| {
+        let mut ids = Vec::new();
+        let mut cursor = None;
+        loop {
+            let query = ListQuery {
+                limit,
+                cursor: cursor.take(),
+                ..ListQuery::default()
+            };
+            let page = handle.list_contexts(&query).unwrap();
+            ids.extend(page.contexts.iter().map(|view| view.head.context_id));
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break ids,
+            }
+        }
+    };
+    for limit in [1, 2, 100] {
+        let mine = listed(&as_acme, limit);
+        assert_eq!(mine.len(), 4, "limit {limit}");
+        assert!(mine.iter().all(|&id| tenant_of(&engine, id) == acme));
+        assert_eq!(listed(&as_globex, limit).len(), 4);
+        assert_eq!(listed(&as_operator, limit), vec![operator_main]);
+    }
+    let named = ListQuery {
+        limit: 10,
+        name_prefix: Some("ma".into()),
+        ..ListQuery::default()
+    };
+    let page = as_acme.list_contexts(&named).unwrap();
+    let ids: Vec<_> = page
+        .contexts
+        .iter()
+        .map(|view| view.head.context_id)
+        .collect();
+    assert_eq!(ids, vec![acme_main]);
+    engine.shutdown();
+    // Names per tenant survive a reopen (replayed with each context's tenant).
+    let engine = open(dir.path());
+    let globex_again = engine
+        .scoped(globex)
+        .resolve(&ContextRef::Name("main".into()));
+    assert_eq!(globex_again.unwrap(), globex_main);
+    engine.shutdown();
 }

@@ -14,7 +14,7 @@ use crate::format::context_meta::{
     KV_TOUCH_KEYS_MAX, KvEntry, KvExpiry, TTL_MS_MAX,
 };
 use crate::ids::{BlobHash, ContextId, TurnId};
-use crate::model::{ContextRef, ContextView, Created, NewContext};
+use crate::model::{ContextRef, ContextView, Created, NewContext, Scope};
 use crate::pipeline::SequencerRequest;
 use crate::sequencer::contexts::{ContextInfo, Contexts, KvValue};
 use crate::store_dir::now_unix_ms;
@@ -92,12 +92,23 @@ impl KvItem {
 }
 
 impl Engine {
-    /// The ContextID a reference names (NOT_FOUND for an unknown id or name).
+    /// The ContextID a reference names in this handle's scope: NOT_FOUND for an unknown id
+    /// or name, and for another tenant's, with the same error (decision 0032 §2).
     pub fn resolve(&self, context: &ContextRef) -> Result<ContextId, EngineError> {
         match context {
             ContextRef::Id(context_id) => {
                 let exists = self.inner.published.heads.head(*context_id).is_some();
-                exists
+                let visible = || {
+                    self.scope == Scope::Store
+                        || self
+                            .inner
+                            .published
+                            .contexts
+                            .load()
+                            .get(*context_id)
+                            .is_some_and(|info| self.scope.sees(info.tenant_id))
+                };
+                (exists && visible())
                     .then_some(*context_id)
                     .ok_or(EngineError::ContextNotFound(*context_id))
             }
@@ -113,7 +124,7 @@ impl Engine {
                 .published
                 .contexts
                 .load()
-                .by_name(name)
+                .by_name(self.scope.tenant_id(), name)
                 .ok_or_else(|| EngineError::NameNotFound(name.clone())),
         }
     }
@@ -394,10 +405,12 @@ impl Engine {
         }
         let snapshot = self.inner.published.contexts.load();
         let limit = query.limit as usize;
+        // Another tenant's contexts are left out before the limit and the cursor, so a page
+        // says nothing of them.
         let matches = |context_id: ContextId| {
-            snapshot
-                .get(context_id)
-                .is_some_and(|info| !info.deleted && matches_query(info, query))
+            snapshot.get(context_id).is_some_and(|info| {
+                !info.deleted && self.scope.sees(info.tenant_id) && matches_query(info, query)
+            })
         };
         let ids: Vec<ContextId> = if let Some(prefix) = &query.name_prefix {
             let after = match &query.cursor {
@@ -405,7 +418,7 @@ impl Engine {
                 _ => None,
             };
             snapshot
-                .names_from(prefix, after)
+                .names_from(self.scope.tenant_id(), prefix, after)
                 .map(|(_, context_id)| context_id)
                 .filter(|&context_id| matches(context_id))
                 .take(limit + 1)

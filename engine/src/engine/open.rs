@@ -22,6 +22,7 @@ use crate::file::ReadFile;
 use crate::format::meta::{Meta, STORE_FORMAT_SKIPS, STORE_FORMAT_VERSION};
 use crate::gc::{Collector, Scheduler};
 use crate::metrics::ActorMetrics;
+use crate::model::Scope;
 use crate::pipeline::{SequencerInbox, ShardRequest};
 use crate::published::Published;
 use crate::reserve::DiskReserve;
@@ -115,6 +116,7 @@ impl Engine {
                 reaper: Mutex::new(Some(background.reaper)),
                 base_hints: BaseHints::default(),
             }),
+            scope: Scope::Store,
         })
     }
 }

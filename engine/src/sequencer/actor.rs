@@ -518,8 +518,8 @@ impl GroupCommit for SequencerActor {
     #[allow(clippy::too_many_lines)]
     async fn admit(&mut self, request: SequencerRequest) -> Admitted {
         match request {
-            SequencerRequest::CreateContext { new, reply } => {
-                let result = self.create_context(new);
+            SequencerRequest::CreateContext { new, scope, reply } => {
+                let result = self.create_context(new, scope);
                 self.batch.answers.push(Answer::Context(reply, result));
             }
             SequencerRequest::Meta {

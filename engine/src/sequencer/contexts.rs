@@ -162,7 +162,9 @@ type PublishedTurnKeys = papaya::HashMap<TurnKeyDigest, TurnId, BlobHashBuildHas
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Contexts {
     infos: imbl::Vector<ContextInfo>,
-    names: imbl::OrdMap<Arc<str>, ContextId>,
+    /// Names per tenant (decision 0032 §2: two tenants may each have `main`), each tenant's
+    /// in name order.
+    names: imbl::HashMap<TenantId, imbl::OrdMap<Arc<str>, ContextId>>,
     /// (key, value) → the contexts whose tag `key` has that value.
     tag_index: imbl::HashMap<TagPair, imbl::OrdSet<ContextId>>,
     /// Every tag key and value in use, once (see `Tags`).
@@ -211,20 +213,25 @@ impl Contexts {
         self.infos.len() as u64
     }
 
-    pub fn by_name(&self, name: &str) -> Option<ContextId> {
-        self.names.get(name).copied()
+    /// The context `tenant_id` named `name`.
+    pub fn by_name(&self, tenant_id: TenantId, name: &str) -> Option<ContextId> {
+        self.names.get(&tenant_id)?.get(name).copied()
     }
 
-    /// Contexts whose names start with `prefix`, in name order, from `after` (exclusive).
+    /// `tenant_id`'s contexts whose names start with `prefix`, in name order, from `after`
+    /// (exclusive).
     pub fn names_from<'a>(
         &'a self,
+        tenant_id: TenantId,
         prefix: &'a str,
         after: Option<&'a str>,
     ) -> impl Iterator<Item = (&'a Arc<str>, ContextId)> + 'a {
         // From the prefix, or from the cursor when it lies past the prefix's start.
         let start: Arc<str> = Arc::from(after.filter(|after| *after > prefix).unwrap_or(prefix));
         self.names
-            .range(start..)
+            .get(&tenant_id)
+            .into_iter()
+            .flat_map(move |names| names.range(start.clone()..))
             .filter(move |(name, _)| Some(name.as_ref()) != after)
             .take_while(move |(name, _)| name.starts_with(prefix))
             .map(|(name, id)| (name, *id))
@@ -477,7 +484,11 @@ impl Contexts {
     /// A delete: the name, tags and entries leave their indexes; the context counts as deleted.
     fn apply_delete(&mut self, context_id: ContextId, info: &mut ContextInfo) {
         if let Some(name) = info.name.take() {
-            self.names.remove(&name);
+            let names = self.names.entry(info.tenant_id).or_default();
+            names.remove(&name);
+            if names.is_empty() {
+                self.names.remove(&info.tenant_id);
+            }
         }
         for (key, value) in info.tags.iter() {
             self.unindex(key, value, context_id);
@@ -511,7 +522,8 @@ impl Contexts {
         match meta {
             ContextMeta::Name(name) => {
                 let name: Arc<str> = Arc::from(name.as_str());
-                self.names.insert(name.clone(), context_id);
+                let names = self.names.entry(info.tenant_id).or_default();
+                names.insert(name.clone(), context_id);
                 info.name = Some(name);
             }
             ContextMeta::Tags(changes) => self.apply_tags(context_id, &mut info, changes),
@@ -631,10 +643,14 @@ impl Contexts {
 /// that does not exist yet.
 pub(crate) fn check_new(
     contexts: &Contexts,
+    tenant_id: TenantId,
     name: Option<&str>,
     tags: &[(String, String)],
 ) -> Result<(), EngineError> {
-    let empty = ContextInfo::default();
+    let empty = ContextInfo {
+        tenant_id,
+        ..ContextInfo::default()
+    };
     if let Some(name) = name {
         check_name(contexts, ContextId(0), &empty, name)?;
     }
@@ -668,7 +684,7 @@ fn check_name(
             "context {context_id} is already named {current:?}; names do not change"
         )));
     }
-    if let Some(owner) = contexts.by_name(name) {
+    if let Some(owner) = contexts.by_name(info.tenant_id, name) {
         return Err(EngineError::NameTaken {
             name: name.to_owned(),
             context_id: owner,

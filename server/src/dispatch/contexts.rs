@@ -2,9 +2,7 @@
 //! contexts as agent threads (CTX_OPEN, CTX_SHOW, CTX_TAG, CTX_LIST, CTX_NAME; decision 0007).
 
 use ctxstore_engine::contexts::{ListCursor, ListQuery};
-use ctxstore_engine::{
-    ContextHead, ContextId, ContextView, EngineError, NewContext, TenantId, TurnId,
-};
+use ctxstore_engine::{ContextHead, ContextId, ContextView, EngineError, NewContext, TurnId};
 use ctxstore_protocol::contexts;
 use ctxstore_protocol::{
     ContextInfoWire, ContextsRequest, ContextsResponse, ListCursorWire, MessageType, Response,
@@ -91,9 +89,6 @@ impl Dispatcher {
             name,
             tags,
             get_or_create,
-            // Every connection is the operator's until the tenants file gives a connection
-            // its tenant (decision 0032, build plan step 1).
-            tenant_id: TenantId::OPERATOR,
         };
         let created = self.engine.create(new).await.map_err(engine_error)?;
         Ok(contexts::Opened {

@@ -5,8 +5,8 @@
 use crate::error::EngineError;
 use crate::format::context_meta::{ContextMeta, KvEntry, KvExpiry};
 use crate::format::turn_log::{ContextRecord, LogRecord};
-use crate::ids::{ContextId, TenantId, TurnId};
-use crate::model::{ContextHead, ContextView, Created, NewContext};
+use crate::ids::{ContextId, TurnId};
+use crate::model::{ContextHead, ContextView, Created, NewContext, Scope};
 use crate::pipeline::{MetaReply, Retention};
 use crate::sequencer::actor::{Answer, HeadMove, SequencerActor};
 use crate::sequencer::contexts::check_new;
@@ -14,18 +14,23 @@ use crate::sequencer::heads::HeadState;
 use crate::store_dir::now_unix_ms;
 
 impl SequencerActor {
-    pub(super) fn create_context(&mut self, new: NewContext) -> Result<Created, EngineError> {
+    pub(super) fn create_context(
+        &mut self,
+        new: NewContext,
+        scope: Scope,
+    ) -> Result<Created, EngineError> {
         self.check_takes_ids(true)?;
-        if !self.contexts.tenants.exists(new.tenant_id) {
+        let tenant_id = scope.tenant_id();
+        if !self.contexts.tenants.exists(tenant_id) {
             return Err(EngineError::InvalidArgument(format!(
-                "tenant {} is not registered (Engine::register_tenant gives a name its id)",
-                new.tenant_id
+                "tenant {tenant_id} is not registered (Engine::register_tenant gives a name its \
+                 id)"
             )));
         }
         if let Some(owner) = new
             .name
             .as_deref()
-            .and_then(|name| self.contexts.by_name(name))
+            .and_then(|name| self.contexts.by_name(tenant_id, name))
             && new.get_or_create
         {
             let context = self.view(owner);
@@ -37,9 +42,9 @@ impl SequencerActor {
                 })
                 .ok_or(EngineError::ContextNotFound(owner));
         }
-        check_new(&self.contexts, new.name.as_deref(), &new.tags)?;
-        let clone_from = self.clone_source(new.clone_from, new.tenant_id)?;
-        let head = self.new_head(clone_from, new.base, new.tenant_id)?;
+        check_new(&self.contexts, tenant_id, new.name.as_deref(), &new.tags)?;
+        let clone_from = self.clone_source(new.clone_from, scope)?;
+        let head = self.new_head(clone_from, new.base, scope)?;
         let Some(context_id) = self.heads.next_context_id() else {
             return Err(EngineError::InvalidArgument(format!(
                 "the store holds the maximum of {} contexts",
@@ -53,12 +58,12 @@ impl SequencerActor {
             head_turn_id: head.head_turn_id,
             head_depth: head.head_depth,
             created_at_unix_ms: now,
-            tenant_id: new.tenant_id,
+            tenant_id,
         }));
         let created = self.heads.create(head);
         assert_eq!(created, context_id);
         self.contexts
-            .create(context_id, head.head_turn_id, new.tenant_id, now);
+            .create(context_id, head.head_turn_id, tenant_id, now);
         let mut changes = Vec::new();
         changes.extend(clone_from.map(ContextMeta::CloneFrom));
         changes.extend(new.name.map(ContextMeta::Name));
@@ -81,27 +86,26 @@ impl SequencerActor {
         })
     }
 
-    /// The context a new context clones, by id or by name: `tenant_id`'s (another tenant's
-    /// answers as an absent one does).
+    /// The context a new context clones, by id or by name, as `scope` sees it (another
+    /// tenant's answers as an absent one does).
     fn clone_source(
         &self,
         clone_from: Option<crate::model::ContextRef>,
-        tenant_id: TenantId,
+        scope: Scope,
     ) -> Result<Option<ContextId>, EngineError> {
-        let owned = |source: ContextId| {
+        let visible = |source: ContextId| {
             self.contexts
                 .get(source)
-                .is_some_and(|info| info.tenant_id == tenant_id)
+                .is_some_and(|info| scope.sees(info.tenant_id))
         };
         Ok(match clone_from {
-            Some(crate::model::ContextRef::Id(source)) if owned(source) => Some(source),
+            Some(crate::model::ContextRef::Id(source)) if visible(source) => Some(source),
             Some(crate::model::ContextRef::Id(source)) => {
                 return Err(EngineError::ContextNotFound(source));
             }
             Some(crate::model::ContextRef::Name(name)) => Some(
                 self.contexts
-                    .by_name(&name)
-                    .filter(|source| owned(*source))
+                    .by_name(scope.tenant_id(), &name)
                     .ok_or(EngineError::NameNotFound(name))?,
             ),
             None => None,
@@ -113,7 +117,7 @@ impl SequencerActor {
         &mut self,
         clone_from: Option<ContextId>,
         base: TurnId,
-        tenant_id: TenantId,
+        scope: Scope,
     ) -> Result<HeadState, EngineError> {
         Ok(match clone_from {
             Some(_) if !base.is_none() => {
@@ -138,7 +142,7 @@ impl SequencerActor {
                     .contexts
                     .get(turn.context_id)
                     .map(|info| info.tenant_id);
-                if owner != Some(tenant_id) {
+                if !owner.is_some_and(|owner| scope.sees(owner)) {
                     return Err(EngineError::TurnNotFound(base));
                 }
                 HeadState {
