@@ -138,6 +138,7 @@ impl Engine {
         Reader {
             published: &self.inner.published,
             read_turns_max: self.inner.config.limits.read_turns_max,
+            scope: self.scope,
         }
     }
 

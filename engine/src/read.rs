@@ -9,6 +9,11 @@
 //!    GET_BEFORE cursor is checked to lie on the context's chain the same way;
 //! 3. `assemble`: the payload budget (a page keeps at least one turn), then each payload
 //!    through `payload` — the caller's cache first, else one index look-up and one pack read.
+//!
+//! Every read is in the handle's scope (decision 0032 §2): a context or a turn of another
+//! tenant answers NOT_FOUND exactly as an absent one does. One check at the tip is enough,
+//! because everything a walk from it reaches is the tip's tenant's: a fork's base and a
+//! clone's source are always the new context's tenant's.
 
 use bytes::Bytes;
 
@@ -17,13 +22,17 @@ use crate::format::pack::Compression;
 use crate::format::turn_log::TurnRecord;
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{
-    ContextHead, Page, PageEntry, PageOptions, PageQuery, Payload, PayloadCache, PayloadMode, Turn,
+    ContextHead, Page, PageEntry, PageOptions, PageQuery, Payload, PayloadCache, PayloadMode,
+    Scope, Turn,
 };
 use crate::published::Published;
+use crate::sequencer::contexts::Contexts;
 
 pub(crate) struct Reader<'a> {
     pub published: &'a Published,
     pub read_turns_max: u32,
+    /// Whose data the reads see: the engine handle's.
+    pub scope: Scope,
 }
 
 /// Which end of a page survives the payload budget.
@@ -47,8 +56,21 @@ impl Reader<'_> {
 
     /// A turn by id, in the overlay view `as_of` (`None`: the latest).
     pub fn turn(&self, turn_id: TurnId, as_of: Option<u64>) -> Result<Turn, EngineError> {
-        let record = self.published.turns.turn(turn_id)?;
+        let record = self.scoped_turn(turn_id)?;
         Ok(self.published.contexts.load().overlays.view(&record, as_of))
+    }
+
+    /// A turn's record, if its context is in scope; else NOT_FOUND, as an absent turn.
+    pub(crate) fn scoped_turn(&self, turn_id: TurnId) -> Result<TurnRecord, EngineError> {
+        let record = self.published.turns.turn(turn_id)?;
+        if !sees(
+            self.scope,
+            &self.published.contexts.load(),
+            record.context_id,
+        ) {
+            return Err(EngineError::TurnNotFound(turn_id));
+        }
+        Ok(record)
     }
 
     /// A page of turns, oldest first, with payloads as `options` ask.
@@ -108,7 +130,7 @@ impl Reader<'_> {
                 from_depth,
                 ..
             } => {
-                let tip = Some(self.published.turns.turn(turn_id)?);
+                let tip = Some(self.scoped_turn(turn_id)?);
                 (
                     tip,
                     self.depth_window(tip, from_depth, limit)?,
@@ -200,12 +222,11 @@ impl Reader<'_> {
             .heads
             .head(context_id)
             .ok_or(EngineError::ContextNotFound(context_id))?;
-        let floor = self
-            .published
-            .contexts
-            .load()
-            .get(context_id)
-            .map_or(0, |info| info.floor_depth);
+        let contexts = self.published.contexts.load();
+        if !sees(self.scope, &contexts, context_id) {
+            return Err(EngineError::ContextNotFound(context_id));
+        }
+        let floor = contexts.get(context_id).map_or(0, |info| info.floor_depth);
         Ok((self.turn_or_none(head)?, floor))
     }
 
@@ -409,4 +430,16 @@ fn check_link(child: &TurnRecord, parent: &TurnRecord) {
         "depth of turn {}",
         child.turn_id
     );
+}
+
+/// Whether `scope` sees `context_id`: every context for the store-wide handle; for a tenant's,
+/// a context of that tenant in `contexts` (the published metadata, which names each context's
+/// tenant from its creation on and never changes it).
+pub(crate) fn sees(scope: Scope, contexts: &Contexts, context_id: ContextId) -> bool {
+    match scope {
+        Scope::Store => true,
+        Scope::Tenant(_) => contexts
+            .get(context_id)
+            .is_some_and(|info| scope.sees(info.tenant_id)),
+    }
 }

@@ -9,14 +9,15 @@
 
 mod common;
 
+use bytes::Bytes;
 use common::{append, block_on, open};
 use ctxstore_engine::contexts::ListQuery;
 use ctxstore_engine::format::turn_log::{LOG_RECORD_BYTES, LogRecord, record_offset};
 use ctxstore_engine::store_dir::StoreDir;
 use ctxstore_engine::tenants::TenantView;
 use ctxstore_engine::{
-    ContextId, ContextRef, Engine, EngineConfig, EngineError, ErrorKind, NewContext, OpenError,
-    Scope, TenantId, verify,
+    AppendPayload, AppendRequest, ContextId, ContextRef, Engine, EngineConfig, EngineError,
+    ErrorKind, NewContext, OpenError, Scope, TenantId, TurnId, TurnOptions, verify,
 };
 
 /// A context created through `tenant_id`'s handle.
@@ -391,5 +392,141 @@ fn names_listings_and_ids_are_per_tenant() {
         .scoped(globex)
         .resolve(&ContextRef::Name("main".into()));
     assert_eq!(globex_again.unwrap(), globex_main);
+    engine.shutdown();
+}
+
+/// An append of `payload` to `context` through `handle`, with `options`.
+fn append_with(
+    handle: &Engine,
+    context: ContextId,
+    payload: &'static [u8],
+    options: TurnOptions,
+) -> Result<TurnId, EngineError> {
+    let request = AppendRequest {
+        context_id: context,
+        expected_head: None,
+        type_tag: 7,
+        codec: 1,
+        payload: AppendPayload::Bytes(Bytes::from_static(payload)),
+        options,
+    };
+    block_on(handle.append(request)).map(|appended| appended.turn.turn_id)
+}
+
+/// What `result` says with ids written as `N`: another tenant's id must answer exactly as an
+/// absent one, whatever the id.
+fn said<T: std::fmt::Debug>(result: Result<T, EngineError>, id: u64) -> String {
+    let error = result.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound, "{error}");
+    error.to_string().replace(&id.to_string(), "N")
+}
+
+#[test]
+fn turns_reads_appends_links_overlays_and_finds_are_per_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    let (as_acme, as_globex) = (engine.scoped(acme), engine.scoped(globex));
+    let mine = create(&engine, acme, Some("acme-main"));
+    let theirs = create(&engine, globex, Some("globex-main"));
+    let labelled = || TurnOptions {
+        key: Some(Bytes::from_static(b"k-1")),
+        labels: vec![("thread_id".into(), "t-1".into())],
+        ..TurnOptions::default()
+    };
+    let secret = append_with(&as_acme, mine, b"acme's secret", labelled()).unwrap();
+    let public = append_with(&as_globex, theirs, b"globex's turn", labelled()).unwrap();
+    let absent_turn = TurnId(secret.0 + 1_000);
+    let absent_context = ContextId(999);
+
+    // Reads: another tenant's turn or context, exactly as an absent one.
+    let pairs: [(String, String); 6] = [
+        (
+            said(block_on(as_globex.turn(secret)), secret.0),
+            said(block_on(as_globex.turn(absent_turn)), absent_turn.0),
+        ),
+        (
+            said(block_on(as_globex.chain(secret, 0, 10, true)), secret.0),
+            said(
+                block_on(as_globex.chain(absent_turn, 0, 10, true)),
+                absent_turn.0,
+            ),
+        ),
+        (
+            said(as_globex.turn_extras(secret), secret.0),
+            said(as_globex.turn_extras(absent_turn), absent_turn.0),
+        ),
+        (
+            said(block_on(as_globex.head(mine)), mine.0),
+            said(block_on(as_globex.head(absent_context)), absent_context.0),
+        ),
+        (
+            said(block_on(as_globex.last(mine, 10, true)), mine.0),
+            said(
+                block_on(as_globex.last(absent_context, 10, true)),
+                absent_context.0,
+            ),
+        ),
+        (
+            said(as_globex.turn_by_key(&ContextRef::Id(mine), b"k-1"), mine.0),
+            said(
+                as_globex.turn_by_key(&ContextRef::Id(absent_context), b"k-1"),
+                absent_context.0,
+            ),
+        ),
+    ];
+    for (foreign, absent) in pairs {
+        assert_eq!(foreign, absent);
+    }
+    // Writes: an append to, a link to, a redaction of another tenant's, as absent ones.
+    assert_eq!(
+        said(
+            append_with(&as_globex, mine, b"intrusion", TurnOptions::default()),
+            mine.0
+        ),
+        said(
+            append_with(&as_globex, absent_context, b"x", TurnOptions::default()),
+            absent_context.0
+        )
+    );
+    let linking = |link| TurnOptions {
+        links: vec![link],
+        ..TurnOptions::default()
+    };
+    assert_eq!(
+        said(
+            append_with(&as_globex, theirs, b"l", linking(secret)),
+            secret.0
+        ),
+        said(
+            append_with(&as_globex, theirs, b"l", linking(absent_turn)),
+            absent_turn.0
+        )
+    );
+    assert_eq!(
+        said(block_on(as_globex.redact_turn(secret)), secret.0),
+        said(block_on(as_globex.redact_turn(absent_turn)), absent_turn.0)
+    );
+    // Nothing of the refused writes landed: acme's context reads as before.
+    let acme_page = block_on(as_acme.last(mine, 10, true)).unwrap();
+    assert_eq!(acme_page.turns.len(), 1);
+    assert_eq!(
+        acme_page.turns[0].payload.as_deref(),
+        Some(&b"acme's secret"[..])
+    );
+    // A tenant links its own turns, and its own reads work.
+    append_with(&as_acme, mine, b"linked", linking(secret)).unwrap();
+    assert_eq!(block_on(as_acme.turn(secret)).unwrap().turn_id, secret);
+    // find: the store-wide label index, each tenant's page of its own turns only.
+    let found = |handle: &Engine| -> Vec<TurnId> {
+        let page = handle
+            .find_turns("thread_id", "t-1", TurnId::NONE, 10)
+            .unwrap();
+        page.turns.iter().map(|turn| turn.turn.turn_id).collect()
+    };
+    assert_eq!(found(&as_acme), vec![secret]);
+    assert_eq!(found(&as_globex), vec![public]);
+    assert_eq!(found(&engine), vec![public, secret]);
     engine.shutdown();
 }

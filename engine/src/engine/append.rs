@@ -40,7 +40,7 @@ use crate::error::EngineError;
 use crate::format::pack::{Compression, EncodedBlob};
 use crate::gc::ChunkPin;
 use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId};
-use crate::model::{AppendPayload, AppendRequest, Appended, TurnOptions};
+use crate::model::{AppendPayload, AppendRequest, Appended, Scope, TurnOptions};
 use crate::pipeline::{
     AfterPut, BlobPut, HandedAppend, HandedBlob, PutOutcome, PutWritten, ShardRequest, TurnAppend,
     TurnBlob,
@@ -292,7 +292,10 @@ impl Engine {
             return Err(too_many_turns());
         }
         let context_id = first.context_id;
-        if published.heads.head(context_id).is_none() {
+        // Another tenant's context answers as an absent one (its tenant never changes, so a
+        // check here, on the caller's side, holds when the sequencer appends).
+        let visible = || crate::read::sees(self.scope, &published.contexts.load(), context_id);
+        if published.heads.head(context_id).is_none() || !visible() {
             return Err(EngineError::ContextNotFound(context_id));
         }
         let mixed = requests
@@ -304,6 +307,14 @@ impl Engine {
                 "a batch append goes to one context, with expected_head on its first turn only"
                     .into(),
             ));
+        }
+        if self.scope != Scope::Store {
+            // A link may name a turn of any context, but only of the caller's tenant: another
+            // tenant's answers as an absent one (the sequencer checks that it exists).
+            let reader = self.reader();
+            for link in requests.iter().flat_map(|request| &request.options.links) {
+                reader.scoped_turn(*link)?;
+            }
         }
         Ok(context_id)
     }

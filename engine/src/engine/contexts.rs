@@ -14,8 +14,9 @@ use crate::format::context_meta::{
     KV_TOUCH_KEYS_MAX, KvEntry, KvExpiry, TTL_MS_MAX,
 };
 use crate::ids::{BlobHash, ContextId, TurnId};
-use crate::model::{ContextRef, ContextView, Created, NewContext, Scope};
+use crate::model::{ContextRef, ContextView, Created, NewContext};
 use crate::pipeline::SequencerRequest;
+use crate::read::sees;
 use crate::sequencer::contexts::{ContextInfo, Contexts, KvValue};
 use crate::store_dir::now_unix_ms;
 
@@ -97,17 +98,9 @@ impl Engine {
     pub fn resolve(&self, context: &ContextRef) -> Result<ContextId, EngineError> {
         match context {
             ContextRef::Id(context_id) => {
-                let exists = self.inner.published.heads.head(*context_id).is_some();
-                let visible = || {
-                    self.scope == Scope::Store
-                        || self
-                            .inner
-                            .published
-                            .contexts
-                            .load()
-                            .get(*context_id)
-                            .is_some_and(|info| self.scope.sees(info.tenant_id))
-                };
+                let published = &self.inner.published;
+                let exists = published.heads.head(*context_id).is_some();
+                let visible = || sees(self.scope, &published.contexts.load(), *context_id);
                 (exists && visible())
                     .then_some(*context_id)
                     .ok_or(EngineError::ContextNotFound(*context_id))

@@ -126,7 +126,8 @@ impl Engine {
         self.check_open()?;
         let published = &self.inner.published;
         published.status.check_writable()?;
-        published.turns.turn(turn_id)?;
+        // In scope: another tenant's turn answers as an absent one.
+        self.reader().scoped_turn(turn_id)?;
         if published.contexts.load().overlays.is_redacted(turn_id) {
             return Err(EngineError::Redacted(turn_id));
         }

@@ -145,10 +145,11 @@ impl Engine {
             }
             let turn = turns.turn(turn_id)?;
             // A deleted context's turns, and turns below their context's floor, are no longer
-            // found through it (the index keeps them until the garbage collector drops them).
-            let reachable = snapshot
-                .get(turn.context_id)
-                .is_some_and(|info| !info.deleted && turn.depth >= info.floor_depth);
+            // found through it (the index keeps them until the garbage collector drops them);
+            // another tenant's are left out before the limit, so a page says nothing of them.
+            let reachable = snapshot.get(turn.context_id).is_some_and(|info| {
+                !info.deleted && turn.depth >= info.floor_depth && self.scope.sees(info.tenant_id)
+            });
             if !reachable {
                 continue;
             }
@@ -168,8 +169,8 @@ impl Engine {
 
     /// A durable turn's key, labels and links.
     pub fn turn_extras(&self, turn_id: TurnId) -> Result<TurnExtras, EngineError> {
-        let turns = &self.inner.published.turns;
-        turns.extras(&turns.turn(turn_id)?)
+        let turn = self.reader().scoped_turn(turn_id)?;
+        self.inner.published.turns.extras(&turn)
     }
 
     /// The turn a context has under `key`: appended to it, or inherited (a fork's base chain,
