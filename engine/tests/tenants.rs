@@ -14,7 +14,9 @@ use common::{append, block_on, open};
 use ctxstore_engine::contexts::ListQuery;
 use ctxstore_engine::format::turn_log::{LOG_RECORD_BYTES, LogRecord, record_offset};
 use ctxstore_engine::store_dir::StoreDir;
+use ctxstore_engine::streams::{NO_OWNER, StreamOwner, StreamRead};
 use ctxstore_engine::tenants::TenantView;
+use ctxstore_engine::watch::{WatchRead, WatchTarget};
 use ctxstore_engine::{
     AppendPayload, AppendRequest, ContextId, ContextRef, Engine, EngineConfig, EngineError,
     ErrorKind, NewContext, OpenError, Scope, TenantId, TurnId, TurnOptions, verify,
@@ -528,5 +530,97 @@ fn turns_reads_appends_links_overlays_and_finds_are_per_tenant() {
     assert_eq!(found(&as_acme), vec![secret]);
     assert_eq!(found(&as_globex), vec![public]);
     assert_eq!(found(&engine), vec![public, secret]);
+    engine.shutdown();
+}
+
+fn open_request(context_id: ContextId) -> AppendRequest<()> {
+    AppendRequest {
+        context_id,
+        expected_head: None,
+        type_tag: 9,
+        codec: 2,
+        payload: (),
+        options: TurnOptions::default(),
+    }
+}
+
+#[test]
+fn streams_and_watches_are_per_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    let (as_acme, as_globex) = (engine.scoped(acme), engine.scoped(globex));
+    let start = engine.watch_position();
+    let mine = create(&engine, acme, Some("acme-main"));
+    let theirs = create(&engine, globex, Some("globex-main"));
+    let stream = block_on(as_acme.open_stream(open_request(mine), StreamOwner::NONE))
+        .unwrap()
+        .stream_id;
+    let bytes = Bytes::from_static(b"acme's tokens");
+    block_on(as_acme.append_delta(stream, None, bytes, NO_OWNER)).unwrap();
+    let absent = stream + 1_000;
+
+    // Another tenant's stream answers exactly as an unknown one, for every call.
+    let delta = |handle: &Engine, id| {
+        block_on(handle.append_delta(id, None, Bytes::from_static(b"x"), NO_OWNER))
+    };
+    assert_eq!(
+        said(delta(&as_globex, stream), stream),
+        said(delta(&as_globex, absent), absent)
+    );
+    assert_eq!(
+        said(as_globex.read_stream(stream, 0, 100), stream),
+        said(as_globex.read_stream(absent, 0, 100), absent)
+    );
+    assert_eq!(
+        said(block_on(as_globex.seal_stream(stream, NO_OWNER)), stream),
+        said(block_on(as_globex.seal_stream(absent, NO_OWNER)), absent)
+    );
+    assert_eq!(
+        said(block_on(as_globex.abort_stream(stream, NO_OWNER)), stream),
+        said(block_on(as_globex.abort_stream(absent, NO_OWNER)), absent)
+    );
+    let intrusion = block_on(as_globex.open_stream(open_request(mine), StreamOwner::NONE));
+    assert!(matches!(intrusion, Err(EngineError::ContextNotFound(c)) if c == mine));
+    assert!(as_globex.open_streams(None, 0, 10).is_empty());
+    assert!(as_globex.open_streams(Some(mine), 0, 10).is_empty());
+    assert_eq!(as_acme.open_streams(None, 0, 10).len(), 1);
+    // The stream went on untouched; its tenant seals it, and reads how it ended.
+    let StreamRead::Open { bytes, .. } = as_acme.read_stream(stream, 0, 100).unwrap() else {
+        panic!("the stream is open");
+    };
+    assert_eq!(&bytes[..], b"acme's tokens");
+    block_on(as_acme.seal_stream(stream, NO_OWNER)).unwrap();
+    assert!(matches!(
+        as_acme.read_stream(stream, 0, 100).unwrap(),
+        StreamRead::Ended(_)
+    ));
+    assert_eq!(
+        said(as_globex.read_stream(stream, 0, 100), stream),
+        said(as_globex.read_stream(absent, 0, 100), absent)
+    );
+
+    // Watches: every named context, as each tenant sees it.
+    block_on(as_globex.update_tags(
+        &ContextRef::Id(theirs),
+        vec![("stage".into(), "done".into())],
+        vec![],
+        None,
+    ))
+    .unwrap();
+    let watched = |handle: &Engine, target: &WatchTarget| -> Vec<ContextId> {
+        match handle.watch_events(target, start, 100) {
+            WatchRead::Events(events) => events.iter().map(|event| event.context_id).collect(),
+            lagged => panic!("{lagged:?}"),
+        }
+    };
+    let every_named = WatchTarget::NamePrefix(String::new());
+    assert!(watched(&as_acme, &every_named).iter().all(|&c| c == mine));
+    assert!(!watched(&as_acme, &every_named).is_empty());
+    assert_eq!(watched(&as_globex, &every_named), vec![theirs]);
+    assert!(watched(&as_globex, &WatchTarget::Context(mine)).is_empty());
+    let both = watched(&engine, &every_named);
+    assert!(both.contains(&mine) && both.contains(&theirs));
     engine.shutdown();
 }

@@ -4,6 +4,8 @@
 //! read it from any offset while it is open, or wait for more; seal it into one ordinary
 //! turn (its bytes stored as one blob — deduplicated, chunked when large — then the turn and
 //! the stream's end record in one batch, the head moved under an append's rules), or abort.
+//! Every call is in the handle's scope (decision 0032 §2): another tenant's stream, open or
+//! ended, answers STREAM_NOT_FOUND as an unknown one does.
 
 use bytes::Bytes;
 
@@ -12,9 +14,10 @@ use crate::error::EngineError;
 use crate::format::stream_meta::{OpenParent, StreamOpen};
 use crate::format::turn_extras::TurnExtras;
 use crate::ids::{BlobHash, ContextId};
-use crate::model::{AppendRequest, Appended, Parent};
+use crate::model::{AppendRequest, Appended, Parent, Scope};
 use crate::pipeline::{SequencerInbox, SequencerRequest, StreamAnswer, StreamChange, TurnBlob};
 use crate::published::Published;
+use crate::read::sees;
 
 pub use crate::format::stream_meta::StreamEnd;
 pub use crate::sequencer::streams::{
@@ -58,6 +61,14 @@ impl Engine {
             payload: (),
             options,
         } = request;
+        // In scope: another tenant's context, or a link to its turn, answers as absent.
+        let published = &self.inner.published;
+        if !sees(self.scope, &published.contexts.load(), context_id) {
+            return Err(EngineError::ContextNotFound(context_id));
+        }
+        for link in &options.links {
+            self.reader().scoped_turn(*link)?;
+        }
         // The extras' limits now, with typed errors, not at the seal.
         let extras = TurnExtras {
             key: options.key.map(|key| key.to_vec()).unwrap_or_default(),
@@ -107,6 +118,7 @@ impl Engine {
         owner: u64,
     ) -> Result<u64, EngineError> {
         self.check_open()?;
+        self.check_stream_scope(stream_id)?;
         if bytes.len() > STREAM_DELTA_CALL_BYTES_MAX {
             return Err(EngineError::TooLarge {
                 len: bytes.len() as u64,
@@ -169,6 +181,7 @@ impl Engine {
     /// Aborts the stream: it takes no more deltas and never becomes a turn.
     pub async fn abort_stream(&self, stream_id: StreamId, owner: u64) -> Result<(), EngineError> {
         self.check_open()?;
+        self.check_stream_scope(stream_id)?;
         match self
             .send_stream(StreamChange::Abort { stream_id, owner })
             .await?
@@ -197,11 +210,29 @@ impl Engine {
         limit: usize,
     ) -> Vec<StreamInfo> {
         let streams = self.inner.published.streams.load();
+        let contexts = self.inner.published.contexts.load();
         streams
             .list(context_id, after)
+            // Another tenant's streams are left out before the limit.
+            .filter(|(_, open)| sees(self.scope, &contexts, open.context_id))
             .take(limit)
             .map(|(stream_id, open)| open.info(stream_id))
             .collect()
+    }
+
+    /// A stream of another tenant's context answers STREAM_NOT_FOUND, as an unknown one does
+    /// (decision 0032 §2). A stream not known passes: its call answers that itself.
+    fn check_stream_scope(&self, stream_id: StreamId) -> Result<(), EngineError> {
+        if self.scope == Scope::Store {
+            return Ok(());
+        }
+        let published = &self.inner.published;
+        match published.streams.load().context_of(stream_id) {
+            Some(context_id) if !sees(self.scope, &published.contexts.load(), context_id) => {
+                Err(EngineError::StreamNotFound(stream_id))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Up to `bytes_max` durable bytes of the stream from `offset`, or how it ended.
@@ -211,6 +242,7 @@ impl Engine {
         offset: u64,
         bytes_max: usize,
     ) -> Result<StreamRead, EngineError> {
+        self.check_stream_scope(stream_id)?;
         let published = &self.inner.published;
         let streams = published.streams.load();
         if let Some(open) = streams.open_stream(stream_id) {

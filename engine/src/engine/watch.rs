@@ -2,10 +2,12 @@
 //! context, the contexts whose name starts with a prefix, or those with a tag — after its last
 //! sequence number, at once or waited for. The sequencer writes the log (`sequencer/watch.rs`);
 //! filters are read against the latest contexts snapshot (a context that lost its name or tag
-//! since, a deleted one among them, no longer matches a prefix or tag watch).
+//! since, a deleted one among them, no longer matches a prefix or tag watch), and only in the
+//! handle's scope: a tenant's watch never sees another tenant's events.
 
 use crate::engine::Engine;
 use crate::ids::ContextId;
+use crate::read::sees;
 use crate::sequencer::watch::WatchEvent;
 
 pub use crate::sequencer::watch::{WATCH_EVENTS_KEPT_MAX, WatchKind, WatchRead};
@@ -30,16 +32,21 @@ impl Engine {
     /// kept: re-read the state, then watch from `resume_after`).
     pub fn watch_events(&self, target: &WatchTarget, after: u64, max: usize) -> WatchRead {
         let contexts = self.inner.published.contexts.load();
-        let wanted = |event: &WatchEvent| match target {
-            WatchTarget::Context(context_id) => event.context_id == *context_id,
-            WatchTarget::NamePrefix(prefix) => contexts
-                .get(event.context_id)
-                .and_then(|info| info.name.as_ref())
-                .is_some_and(|name| name.starts_with(prefix.as_str())),
-            WatchTarget::Tag(key, value) => contexts
-                .get(event.context_id)
-                .and_then(|info| info.tags.get(key))
-                .is_some_and(|have| have.as_ref() == value),
+        // Another tenant's events are left out before `max` (decision 0032 §2).
+        let in_scope = |event: &WatchEvent| sees(self.scope, &contexts, event.context_id);
+        let wanted = |event: &WatchEvent| {
+            in_scope(event)
+                && match target {
+                    WatchTarget::Context(context_id) => event.context_id == *context_id,
+                    WatchTarget::NamePrefix(prefix) => contexts
+                        .get(event.context_id)
+                        .and_then(|info| info.name.as_ref())
+                        .is_some_and(|name| name.starts_with(prefix.as_str())),
+                    WatchTarget::Tag(key, value) => contexts
+                        .get(event.context_id)
+                        .and_then(|info| info.tags.get(key))
+                        .is_some_and(|have| have.as_ref() == value),
+                }
         };
         self.inner.published.watch.load().read(after, max, &wanted)
     }

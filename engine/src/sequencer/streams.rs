@@ -195,6 +195,8 @@ impl StreamBytes {
 struct EndedStream {
     end: StreamEnd,
     end_record_id: u64,
+    /// Its context: whose tenant may still read how it ended (decision 0032 §2).
+    context_id: ContextId,
 }
 
 /// Every open stream and the ended ones kept.
@@ -223,6 +225,14 @@ impl Streams {
 
     pub fn open_stream(&self, stream_id: StreamId) -> Option<&OpenStream> {
         self.open.get(&stream_id)
+    }
+
+    /// The context of a stream open or ended and kept; `None` for one not known.
+    pub fn context_of(&self, stream_id: StreamId) -> Option<ContextId> {
+        self.open
+            .get(&stream_id)
+            .map(|open| open.context_id)
+            .or_else(|| self.ended.get(&stream_id).map(|ended| ended.context_id))
     }
 
     /// The open streams of a context (or of every context), by StreamID, from `after`.
@@ -361,6 +371,7 @@ impl Streams {
                     EndedStream {
                         end: *end,
                         end_record_id: record_id,
+                        context_id,
                     },
                 );
                 while self.ended.len() > ENDED_STREAMS_KEPT_MAX {
