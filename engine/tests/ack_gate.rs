@@ -203,12 +203,6 @@ fn a_fenced_primary_reports_its_acknowledgements_closed() {
     engine.shutdown();
 }
 
-/// The primary's records `1..next` as `turns.log` slots.
-fn slots(dir: &std::path::Path, next: u64) -> Vec<u8> {
-    let log = std::fs::read(StoreDir::new(dir).turns_log_path()).unwrap();
-    log[record_offset(1) as usize..record_offset(next) as usize].to_vec()
-}
-
 #[test]
 fn a_standbys_ingest_goes_on_whatever_its_gate_says() {
     let primary_dir = tempfile::tempdir().unwrap();
@@ -234,7 +228,8 @@ fn a_standbys_ingest_goes_on_whatever_its_gate_says() {
     standby.set_lease_until(0);
     standby.set_shipped_until(1);
     standby.close_gate("closed on a standby".into());
-    let ingested = block_on(standby.ingest_log(1, slots(primary_dir.path(), next))).unwrap();
+    let ingested =
+        block_on(standby.ingest_log(1, common::log_slots(primary_dir.path(), next))).unwrap();
     assert_eq!(ingested.log_records, next - 1);
     for context in &contexts {
         block_on(standby.head(*context)).unwrap();

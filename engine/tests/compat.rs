@@ -149,39 +149,61 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-#[test]
-fn the_v1_fixture_opens_verifies_and_reads_back_exactly() {
-    if std::env::var_os("CTXSTORE_WRITE_FIXTURE").is_some() {
-        let _ = std::fs::remove_dir_all(fixture());
-        let engine = Engine::open(config(&fixture())).unwrap();
+/// A fixture as an upgrade meets it. With `write_env` set, `script` first writes it anew (by
+/// the code of its format's day, never today's). Then a copy (opening may write: prepared
+/// space, cut tails), checked: of store format `format`, `verify` clean with a note that the
+/// next open migrates it, holding `(contexts, turns)`.
+fn old_store(
+    fixture: &Path,
+    write_env: &str,
+    script: fn(&Engine) -> Vec<ContextId>,
+    format: u32,
+    counts: (u64, u64),
+) -> tempfile::TempDir {
+    if std::env::var_os(write_env).is_some() {
+        let _ = std::fs::remove_dir_all(fixture);
+        let engine = Engine::open(config(fixture)).unwrap();
         script(&engine);
         engine.shutdown();
-        let _ = std::fs::remove_file(fixture().join("LOCK"));
+        let _ = std::fs::remove_file(fixture.join("LOCK"));
+        // The disk reserve is made again at open; a fixture stays a few dozen KiB.
+        let _ = std::fs::remove_file(fixture.join("RESERVE"));
     }
     assert!(
-        fixture().join("ctxstore.meta").exists(),
-        "the v1 fixture is missing from {}",
-        fixture().display()
+        fixture.join("ctxstore.meta").exists(),
+        "the fixture is missing from {}",
+        fixture.display()
     );
-
-    // Opening may write (prepared space, cut tails): work on a copy, as an upgrade would.
     let old = tempfile::tempdir().unwrap();
-    copy_dir(&fixture(), old.path());
+    copy_dir(fixture, old.path());
+    assert_eq!(store_format(old.path()), format);
     let report = verify(old.path()).unwrap();
     assert!(report.is_ok(), "{report}");
-    assert_eq!((report.contexts, report.turns), (4, 13));
-
-    let report = verify(old.path()).unwrap();
+    assert_eq!((report.contexts, report.turns), counts);
+    let note = format!("format {format}");
     assert!(
-        report.notes.iter().any(|note| note.contains("format 1")),
+        report.notes.iter().any(|said| said.contains(&note)),
         "{report}"
     );
+    old
+}
 
-    // Today's code running the same script writes a store that reads back the same.
+/// The old store opened (migrated) beside a fresh one where today's code ran the same
+/// script; `fresh` keeps the fresh store's directory.
+struct Upgrade {
+    upgraded: Engine,
+    today: Engine,
+    contexts: Vec<ContextId>,
+    _fresh: tempfile::TempDir,
+}
+
+/// Opens `old` beside a fresh store that today's code wrote with `script`: each context reads
+/// back the same in both, and the old store is of today's format.
+fn upgrade_beside_today(old: &Path, script: fn(&Engine) -> Vec<ContextId>) -> Upgrade {
     let fresh = tempfile::tempdir().unwrap();
     let today = Engine::open(config(fresh.path())).unwrap();
     let contexts = script(&today);
-    let upgraded = Engine::open(config(old.path())).unwrap();
+    let upgraded = Engine::open(config(old)).unwrap();
     for &context in &contexts {
         assert_eq!(
             contents(&upgraded, context),
@@ -189,10 +211,27 @@ fn the_v1_fixture_opens_verifies_and_reads_back_exactly() {
             "context {context}"
         );
     }
+    assert_eq!(store_format(old), STORE_FORMAT_VERSION);
+    Upgrade {
+        upgraded,
+        today,
+        contexts,
+        _fresh: fresh,
+    }
+}
+
+#[test]
+fn the_v1_fixture_opens_verifies_and_reads_back_exactly() {
+    let old = old_store(&fixture(), "CTXSTORE_WRITE_FIXTURE", script, 1, (4, 13));
+    let Upgrade {
+        upgraded,
+        today,
+        contexts,
+        _fresh,
+    } = upgrade_beside_today(old.path(), script);
     assert_eq!(upgraded.stats().dedup_hits, today.stats().dedup_hits);
     assert_eq!(upgraded.stats().blobs, today.stats().blobs);
-    // Opening migrated it to today's format: skip pointers answer depth windows.
-    assert_eq!(store_format(old.path()), STORE_FORMAT_VERSION);
+    // Opening migrated it: skip pointers answer depth windows.
     for &context in &contexts {
         let all = contents(&upgraded, context);
         for from_depth in 0..all.len() as u32 {
@@ -266,42 +305,20 @@ fn metadata(
 
 #[test]
 fn the_v2_fixture_opens_verifies_and_reads_back_exactly() {
-    if std::env::var_os("CTXSTORE_WRITE_FIXTURE_V2").is_some() {
-        let _ = std::fs::remove_dir_all(fixture_v2());
-        let engine = Engine::open(config(&fixture_v2())).unwrap();
-        script_v2(&engine);
-        engine.shutdown();
-        let _ = std::fs::remove_file(fixture_v2().join("LOCK"));
-        // The disk reserve is made again at open; the fixture stays a few dozen KiB.
-        let _ = std::fs::remove_file(fixture_v2().join("RESERVE"));
-    }
-    assert!(
-        fixture_v2().join("ctxstore.meta").exists(),
-        "the v2 fixture is missing from {}",
-        fixture_v2().display()
+    let old = old_store(
+        &fixture_v2(),
+        "CTXSTORE_WRITE_FIXTURE_V2",
+        script_v2,
+        2,
+        (5, 14),
     );
-    let old = tempfile::tempdir().unwrap();
-    copy_dir(&fixture_v2(), old.path());
-    assert_eq!(store_format(old.path()), 2);
-    let report = verify(old.path()).unwrap();
-    assert!(report.is_ok(), "{report}");
-    assert_eq!((report.contexts, report.turns), (5, 14));
-    assert!(
-        report.notes.iter().any(|note| note.contains("format 2")),
-        "{report}"
-    );
-
-    // Today's code running the same script writes a store that reads back the same.
-    let fresh = tempfile::tempdir().unwrap();
-    let today = Engine::open(config(fresh.path())).unwrap();
-    let contexts = script_v2(&today);
-    let upgraded = Engine::open(config(old.path())).unwrap();
+    let Upgrade {
+        upgraded,
+        today,
+        contexts,
+        _fresh,
+    } = upgrade_beside_today(old.path(), script_v2);
     for &context in &contexts {
-        assert_eq!(
-            contents(&upgraded, context),
-            contents(&today, context),
-            "context {context}"
-        );
         assert_eq!(
             metadata(&upgraded, context),
             metadata(&today, context),
@@ -314,7 +331,6 @@ fn the_v2_fixture_opens_verifies_and_reads_back_exactly() {
     assert_eq!(tags, vec![("status".to_string(), "running".to_string())]);
     assert_eq!(values.len(), 2);
     // Format 3 (tenants): the log is unchanged, every context is the operator's.
-    assert_eq!(store_format(old.path()), STORE_FORMAT_VERSION);
     for &context in &contexts {
         let view = upgraded.context(&ContextRef::Id(context)).unwrap();
         assert_eq!(view.tenant_id, TenantId::OPERATOR, "context {context}");

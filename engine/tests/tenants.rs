@@ -12,8 +12,7 @@ mod common;
 use bytes::Bytes;
 use common::{append, block_on, open};
 use ctxstore_engine::contexts::ListQuery;
-use ctxstore_engine::format::turn_log::{LOG_RECORD_BYTES, LogRecord, record_offset};
-use ctxstore_engine::store_dir::StoreDir;
+use ctxstore_engine::format::turn_log::{LOG_RECORD_BYTES, LogRecord};
 use ctxstore_engine::streams::{NO_OWNER, StreamOwner, StreamRead};
 use ctxstore_engine::tenants::TenantView;
 use ctxstore_engine::watch::{WatchRead, WatchTarget};
@@ -204,12 +203,6 @@ fn a_backup_holds_the_tenants_and_a_context_of_an_unregistered_tenant_is_damage(
     );
 }
 
-/// The primary's records `1..next` as `turns.log` slots.
-fn slots(dir: &std::path::Path, next: u64) -> Vec<u8> {
-    let log = std::fs::read(StoreDir::new(dir).turns_log_path()).unwrap();
-    log[record_offset(1) as usize..record_offset(next) as usize].to_vec()
-}
-
 #[test]
 fn a_standby_takes_the_tenants_from_the_log_it_follows_and_registers_none_itself() {
     let primary_dir = tempfile::tempdir().unwrap();
@@ -226,7 +219,8 @@ fn a_standby_takes_the_tenants_from_the_log_it_follows_and_registers_none_itself
         ..common::config(standby_dir.path())
     })
     .unwrap();
-    let ingested = block_on(standby.ingest_log(1, slots(primary_dir.path(), next))).unwrap();
+    let ingested =
+        block_on(standby.ingest_log(1, common::log_slots(primary_dir.path(), next))).unwrap();
     assert_eq!(ingested.log_records, next - 1);
     assert_eq!(standby.tenant_by_name("acme"), Some(acme));
     assert_eq!(tenant_of(&standby, mine), acme);

@@ -125,3 +125,11 @@ pub fn filled_context(engine: &Engine, seed: u64, turns: u64, len: usize) -> Con
     }
     context
 }
+
+/// A store's `turns.log` records `1..next` as slots: what a standby ingests of its primary.
+pub fn log_slots(dir: &Path, next: u64) -> Vec<u8> {
+    use ctxstore_engine::format::turn_log::record_offset;
+    let log =
+        std::fs::read(ctxstore_engine::store_dir::StoreDir::new(dir).turns_log_path()).unwrap();
+    log[record_offset(1) as usize..record_offset(next) as usize].to_vec()
+}
