@@ -3,8 +3,9 @@
 //! exactly one writer; readers see only durable state.
 
 use crate::blob::view::ShardView;
-use crate::ids::BlobHash;
+use crate::ids::{BlobHash, ContextId};
 use crate::metrics::ActorMetrics;
+use crate::model::Scope;
 use crate::sequencer::streams::StreamsView;
 use crate::sequencer::view::{ContextsView, HeadTable, SequencerCounters, TurnsView};
 use crate::sequencer::watch::WatchView;
@@ -33,5 +34,11 @@ impl Published {
     /// The shard that owns `hash`.
     pub fn shard_of(&self, hash: &BlobHash) -> &ShardView {
         &self.shards[usize::from(hash.shard(self.shards.len() as u16))]
+    }
+
+    /// `Contexts::visible_in` on the latest metadata snapshot, loaded only for a tenant's
+    /// scope: the store-wide scope (the server's path today) sees every context.
+    pub fn sees(&self, scope: Scope, context_id: ContextId) -> bool {
+        scope == Scope::Store || self.contexts.load().visible_in(scope, context_id)
     }
 }

@@ -26,7 +26,6 @@ use crate::model::{
     Scope, Turn,
 };
 use crate::published::Published;
-use crate::sequencer::contexts::Contexts;
 
 pub(crate) struct Reader<'a> {
     pub published: &'a Published,
@@ -56,18 +55,18 @@ impl Reader<'_> {
 
     /// A turn by id, in the overlay view `as_of` (`None`: the latest).
     pub fn turn(&self, turn_id: TurnId, as_of: Option<u64>) -> Result<Turn, EngineError> {
-        let record = self.scoped_turn(turn_id)?;
-        Ok(self.published.contexts.load().overlays.view(&record, as_of))
+        let record = self.published.turns.turn(turn_id)?;
+        let contexts = self.published.contexts.load();
+        if !contexts.visible_in(self.scope, record.context_id) {
+            return Err(EngineError::TurnNotFound(turn_id));
+        }
+        Ok(contexts.overlays.view(&record, as_of))
     }
 
     /// A turn's record, if its context is in scope; else NOT_FOUND, as an absent turn.
     pub(crate) fn scoped_turn(&self, turn_id: TurnId) -> Result<TurnRecord, EngineError> {
         let record = self.published.turns.turn(turn_id)?;
-        if !sees(
-            self.scope,
-            &self.published.contexts.load(),
-            record.context_id,
-        ) {
+        if !self.published.sees(self.scope, record.context_id) {
             return Err(EngineError::TurnNotFound(turn_id));
         }
         Ok(record)
@@ -223,7 +222,7 @@ impl Reader<'_> {
             .head(context_id)
             .ok_or(EngineError::ContextNotFound(context_id))?;
         let contexts = self.published.contexts.load();
-        if !sees(self.scope, &contexts, context_id) {
+        if !contexts.visible_in(self.scope, context_id) {
             return Err(EngineError::ContextNotFound(context_id));
         }
         let floor = contexts.get(context_id).map_or(0, |info| info.floor_depth);
@@ -430,16 +429,4 @@ fn check_link(child: &TurnRecord, parent: &TurnRecord) {
         "depth of turn {}",
         child.turn_id
     );
-}
-
-/// Whether `scope` sees `context_id`: every context for the store-wide handle; for a tenant's,
-/// a context of that tenant in `contexts` (the published metadata, which names each context's
-/// tenant from its creation on and never changes it).
-pub(crate) fn sees(scope: Scope, contexts: &Contexts, context_id: ContextId) -> bool {
-    match scope {
-        Scope::Store => true,
-        Scope::Tenant(_) => contexts
-            .get(context_id)
-            .is_some_and(|info| scope.sees(info.tenant_id)),
-    }
 }

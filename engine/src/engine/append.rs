@@ -294,7 +294,7 @@ impl Engine {
         let context_id = first.context_id;
         // Another tenant's context answers as an absent one (its tenant never changes, so a
         // check here, on the caller's side, holds when the sequencer appends).
-        let visible = || crate::read::sees(self.scope, &published.contexts.load(), context_id);
+        let visible = || published.sees(self.scope, context_id);
         if published.heads.head(context_id).is_none() || !visible() {
             return Err(EngineError::ContextNotFound(context_id));
         }

@@ -16,7 +16,6 @@ use crate::format::context_meta::{
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{ContextRef, ContextView, Created, NewContext};
 use crate::pipeline::SequencerRequest;
-use crate::read::sees;
 use crate::sequencer::contexts::{ContextInfo, Contexts, KvValue};
 use crate::store_dir::now_unix_ms;
 
@@ -100,7 +99,7 @@ impl Engine {
             ContextRef::Id(context_id) => {
                 let published = &self.inner.published;
                 let exists = published.heads.head(*context_id).is_some();
-                let visible = || sees(self.scope, &published.contexts.load(), *context_id);
+                let visible = || published.sees(self.scope, *context_id);
                 (exists && visible())
                     .then_some(*context_id)
                     .ok_or(EngineError::ContextNotFound(*context_id))

@@ -17,7 +17,6 @@ use crate::ids::{BlobHash, ContextId};
 use crate::model::{AppendRequest, Appended, Parent, Scope};
 use crate::pipeline::{SequencerInbox, SequencerRequest, StreamAnswer, StreamChange, TurnBlob};
 use crate::published::Published;
-use crate::read::sees;
 
 pub use crate::format::stream_meta::StreamEnd;
 pub use crate::sequencer::streams::{
@@ -62,8 +61,7 @@ impl Engine {
             options,
         } = request;
         // In scope: another tenant's context, or a link to its turn, answers as absent.
-        let published = &self.inner.published;
-        if !sees(self.scope, &published.contexts.load(), context_id) {
+        if !self.inner.published.sees(self.scope, context_id) {
             return Err(EngineError::ContextNotFound(context_id));
         }
         for link in &options.links {
@@ -214,7 +212,7 @@ impl Engine {
         streams
             .list(context_id, after)
             // Another tenant's streams are left out before the limit.
-            .filter(|(_, open)| sees(self.scope, &contexts, open.context_id))
+            .filter(|(_, open)| contexts.visible_in(self.scope, open.context_id))
             .take(limit)
             .map(|(stream_id, open)| open.info(stream_id))
             .collect()
@@ -228,7 +226,7 @@ impl Engine {
         }
         let published = &self.inner.published;
         match published.streams.load().context_of(stream_id) {
-            Some(context_id) if !sees(self.scope, &published.contexts.load(), context_id) => {
+            Some(context_id) if !published.sees(self.scope, context_id) => {
                 Err(EngineError::StreamNotFound(stream_id))
             }
             _ => Ok(()),

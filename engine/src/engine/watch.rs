@@ -7,7 +7,6 @@
 
 use crate::engine::Engine;
 use crate::ids::ContextId;
-use crate::read::sees;
 use crate::sequencer::watch::WatchEvent;
 
 pub use crate::sequencer::watch::{WATCH_EVENTS_KEPT_MAX, WatchKind, WatchRead};
@@ -33,7 +32,7 @@ impl Engine {
     pub fn watch_events(&self, target: &WatchTarget, after: u64, max: usize) -> WatchRead {
         let contexts = self.inner.published.contexts.load();
         // Another tenant's events are left out before `max` (decision 0032 §2).
-        let in_scope = |event: &WatchEvent| sees(self.scope, &contexts, event.context_id);
+        let in_scope = |event: &WatchEvent| contexts.visible_in(self.scope, event.context_id);
         let wanted = |event: &WatchEvent| {
             in_scope(event)
                 && match target {

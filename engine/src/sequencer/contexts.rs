@@ -21,7 +21,7 @@ use crate::format::context_meta::{
 };
 use crate::format::turn_extras::TurnExtras;
 use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TenantId, TurnId};
-use crate::model::{ContextHead, ContextView};
+use crate::model::{ContextHead, ContextView, Scope};
 use crate::sequencer::overlays::Overlays;
 use crate::sequencer::tenants::Tenants;
 
@@ -211,6 +211,17 @@ impl Contexts {
 
     pub fn count(&self) -> u64 {
         self.infos.len() as u64
+    }
+
+    /// Whether `scope` sees `context_id` (decision 0032 §2): every context for the store-wide
+    /// scope; for a tenant's, a context of that tenant (set at its creation, never changed).
+    pub fn visible_in(&self, scope: Scope, context_id: ContextId) -> bool {
+        match scope {
+            Scope::Store => true,
+            Scope::Tenant(_) => self
+                .get(context_id)
+                .is_some_and(|info| scope.sees(info.tenant_id)),
+        }
     }
 
     /// The context `tenant_id` named `name`.
