@@ -33,7 +33,8 @@ use crate::error::{Corruption, EngineError};
 use crate::format::blob_index::BlobLocation;
 use crate::format::manifest::{CHUNKS_PER_MANIFEST_MAX, ChunkRef, Manifest};
 use crate::format::pack::Compression;
-use crate::ids::{BlobHash, BlobHashBuildHasher};
+use crate::ids::{BlobHash, BlobHashBuildHasher, TenantId};
+use crate::seal::Addressing;
 use crate::store_dir::pack_path;
 
 pub(crate) fn shard_of<'a>(shards: &'a [ShardView], hash: &BlobHash) -> &'a ShardView {
@@ -60,6 +61,15 @@ pub(crate) fn read_manifest(
     hash: &BlobHash,
     location: BlobLocation,
 ) -> Result<Manifest, EngineError> {
+    read_owned_manifest(shards, hash, location).map(|(manifest, _)| manifest)
+}
+
+/// `read_manifest`, with the tenant whose blob it is (its record's header).
+fn read_owned_manifest(
+    shards: &[ShardView],
+    hash: &BlobHash,
+    location: BlobLocation,
+) -> Result<(Manifest, TenantId), EngineError> {
     assert_eq!(location.compression, Compression::Manifest);
     let stored = shard_of(shards, hash).read_stored_at(hash, location)?;
     let manifest = Manifest::decode(&stored.bytes)
@@ -71,7 +81,7 @@ pub(crate) fn read_manifest(
         );
         return Err(corrupt(shards, hash, location, reason));
     }
-    Ok(manifest)
+    Ok((manifest, stored.tenant_id))
 }
 
 /// Every chunk of a chunked blob in order (its base's kept chunks first, down the chain of
@@ -81,7 +91,17 @@ pub(crate) fn chunk_list(
     hash: &BlobHash,
     location: BlobLocation,
 ) -> Result<(Vec<ChunkRef>, u32), EngineError> {
-    let manifest = read_manifest(shards, hash, location)?;
+    owned_chunk_list(shards, hash, location).map(|(chunks, depth, _)| (chunks, depth))
+}
+
+/// `chunk_list`, with the tenant whose blob it is: a base is always its delta's tenant's (its
+/// address is in the same tenant's address space).
+fn owned_chunk_list(
+    shards: &[ShardView],
+    hash: &BlobHash,
+    location: BlobLocation,
+) -> Result<(Vec<ChunkRef>, u32, TenantId), EngineError> {
+    let (manifest, tenant_id) = read_owned_manifest(shards, hash, location)?;
     let mut chunks = Vec::new();
     if let Some(base) = manifest.base {
         let Some(base_location) = shard_of(shards, &base.hash).location(&base.hash) else {
@@ -94,7 +114,15 @@ pub(crate) fn chunk_list(
         }
         // Depths go down by one at each base, so this recursion ends within
         // MANIFEST_DEPTH_MAX steps even on a damaged store.
-        let (base_chunks, base_depth) = chunk_list(shards, &base.hash, base_location)?;
+        let (base_chunks, base_depth, base_tenant) =
+            owned_chunk_list(shards, &base.hash, base_location)?;
+        if base_tenant != tenant_id {
+            let reason = format!(
+                "its base {} is tenant {}'s, it is tenant {}'s",
+                base.hash, base_tenant.0, tenant_id.0
+            );
+            return Err(corrupt(shards, hash, location, reason));
+        }
         if base_depth + 1 != base.depth || base.kept as usize > base_chunks.len() {
             let reason = format!(
                 "its base {} cannot be one (depth {base_depth} under depth {}, {} chunks for \
@@ -118,7 +146,7 @@ pub(crate) fn chunk_list(
         );
         return Err(corrupt(shards, hash, location, reason));
     }
-    Ok((chunks, manifest.depth()))
+    Ok((chunks, manifest.depth(), tenant_id))
 }
 
 /// The payload of a blob at `location`: read and verified as one record, or rebuilt from its
@@ -132,7 +160,7 @@ pub(crate) fn read_payload(
     if location.compression != Compression::Manifest {
         return shard_of(shards, hash).read_payload_at(hash, location);
     }
-    let (chunks, _) = chunk_list(shards, hash, location)?;
+    let (chunks, _, tenant_id) = owned_chunk_list(shards, hash, location)?;
     let mut payload = Vec::with_capacity(location.raw_len as usize);
     for chunk in &chunks {
         let shard = shard_of(shards, &chunk.hash);
@@ -145,9 +173,11 @@ pub(crate) fn read_payload(
         };
         payload.extend_from_slice(&shard.read_payload_at(&chunk.hash, chunk_location)?);
     }
-    let actual = BlobHash::of(&payload);
+    // The address the rebuilt payload has in the manifest's tenant's space (the hash itself
+    // for the operator's).
+    let actual = Addressing::of_tenant(tenant_id).address(BlobHash::of(&payload));
     if actual != *hash {
-        let reason = format!("its chunks rebuild a payload hashing to {actual}");
+        let reason = format!("its chunks rebuild a payload addressed {actual}");
         return Err(corrupt(shards, hash, location, reason));
     }
     Ok(Bytes::from(payload))

@@ -26,6 +26,7 @@ use std::thread::JoinHandle;
 
 use bytes::Bytes;
 
+use crate::blob::codec::Owner;
 use crate::config::EngineConfig;
 use crate::engine::chunked::BaseHints;
 use crate::error::EngineError;
@@ -38,7 +39,8 @@ use crate::model::{
 };
 use crate::pipeline::{SequencerInbox, SequencerRequest, ShardRequest};
 use crate::published::Published;
-use crate::read::Reader;
+use crate::read::{Reader, shown};
+use crate::seal::Addressing;
 use retention::Reaper;
 
 /// A handle on an open store. Cheap to clone; every method can be called from any thread and,
@@ -49,6 +51,10 @@ pub struct Engine {
     /// Whose data this handle sees (decision 0032 §2): `Scope::Store` from `open`; a
     /// connection's handle is `scoped` to its tenant.
     pub(crate) scope: Scope,
+    /// How this handle's BlobHashes become the store's addresses (decision 0032 §4): every
+    /// hash a caller gives is turned into its address here, and every address an answer
+    /// carries back into the caller's hash, so a tenant sees only its own address space.
+    pub(crate) addressing: Addressing,
 }
 
 #[derive(Debug)]
@@ -85,12 +91,54 @@ impl Engine {
         Engine {
             inner: self.inner.clone(),
             scope: Scope::Tenant(tenant_id),
+            addressing: Addressing::of_tenant(tenant_id),
         }
     }
 
     /// Whose data this handle sees.
     pub fn scope(&self) -> Scope {
         self.scope
+    }
+
+    /// The key under which a `PayloadCache` holds this handle's payload `hash` (its address:
+    /// a cache shared by every tenant's connections never answers one tenant with another's
+    /// entry).
+    pub fn cache_key(&self, hash: BlobHash) -> BlobHash {
+        self.addressing.address(hash)
+    }
+
+    /// Whose blobs this handle writes, and at which addresses.
+    pub(crate) fn owner(&self) -> Owner<'_> {
+        Owner {
+            tenant_id: self.scope.tenant_id(),
+            addressing: &self.addressing,
+        }
+    }
+
+    /// The address of the caller's `hash`.
+    pub(crate) fn address(&self, hash: BlobHash) -> BlobHash {
+        self.addressing.address(hash)
+    }
+
+    /// The caller's hash of `address`.
+    pub(crate) fn hash_of(&self, address: BlobHash) -> BlobHash {
+        self.addressing.hash_of(address)
+    }
+
+    /// A turn as the caller sees it: its payload's hash, not its address.
+    pub(crate) fn shown(&self, turn: Turn) -> Turn {
+        shown(&self.addressing, turn)
+    }
+
+    /// An error as the caller sees it: a blob it names by its hash, not by its address.
+    pub(crate) fn shown_error(&self, error: EngineError) -> EngineError {
+        match error {
+            EngineError::BlobNotFound(address) => EngineError::BlobNotFound(self.hash_of(address)),
+            EngineError::ReferencedBlobNotFound(address) => {
+                EngineError::ReferencedBlobNotFound(self.hash_of(address))
+            }
+            other => other,
+        }
     }
 
     /// A new, empty context.
@@ -139,6 +187,7 @@ impl Engine {
             published: &self.inner.published,
             read_turns_max: self.inner.config.limits.read_turns_max,
             scope: self.scope,
+            addressing: &self.addressing,
         }
     }
 
@@ -175,7 +224,8 @@ impl Engine {
         options: PageOptions,
         cache: &mut dyn PayloadCache,
     ) -> Result<Page, EngineError> {
-        self.reader().page(query, options, cache)
+        let page = self.reader().page(query, options, cache);
+        page.map_err(|error| self.shown_error(error))
     }
 
     /// A payload as `mode` asks, looked up in `cache` first (and put there once read).
@@ -185,7 +235,8 @@ impl Engine {
         mode: PayloadMode,
         cache: &mut dyn PayloadCache,
     ) -> Result<Payload, EngineError> {
-        self.reader().payload(hash, mode, cache)
+        let payload = self.reader().payload(self.address(hash), mode, cache);
+        payload.map_err(|error| self.shown_error(error))
     }
 
     /// The `limit` newest turns of a context, oldest first.
@@ -255,50 +306,61 @@ impl Engine {
         } else {
             PageOptions::TURNS
         };
-        self.reader().page(query, options, &mut NoPayloadCache)
+        let page = self.reader().page(query, options, &mut NoPayloadCache);
+        page.map_err(|error| self.shown_error(error))
     }
 
     /// A payload, verified against its hash.
     pub async fn blob(&self, hash: BlobHash) -> Result<Bytes, EngineError> {
-        if self.is_purged(&hash) {
+        let address = self.address(hash);
+        if self.is_purged(&address) {
             return Err(EngineError::BlobNotFound(hash));
         }
         let published = &self.inner.published;
-        let location = published.shard_of(&hash).find(&hash)?;
-        crate::chunks::read_payload(&published.shards, &hash, location)
+        let location = published.shard_of(&address).find(&address);
+        let location = location.map_err(|error| self.shown_error(error))?;
+        crate::chunks::read_payload(&published.shards, &address, location)
     }
 
     /// A blob as stored (possibly zstd), checksum-verified; the caller inflates and hashes.
     pub async fn blob_stored(&self, hash: BlobHash) -> Result<StoredBlob, EngineError> {
-        if self.is_purged(&hash) {
+        let address = self.address(hash);
+        if self.is_purged(&address) {
             return Err(EngineError::BlobNotFound(hash));
         }
         let published = &self.inner.published;
-        let location = published.shard_of(&hash).find(&hash)?;
+        let location = published.shard_of(&address).find(&address);
+        let location = location.map_err(|error| self.shown_error(error))?;
         if location.compression == crate::format::pack::Compression::Manifest {
             // Chunked: the stored form is the rebuilt payload.
-            let bytes = crate::chunks::read_payload(&published.shards, &hash, location)?;
+            let bytes = crate::chunks::read_payload(&published.shards, &address, location)?;
             return Ok(StoredBlob {
                 hash,
                 compression: crate::format::pack::Compression::Raw,
                 raw_len: location.raw_len,
                 bytes,
+                tenant_id: self.scope.tenant_id(),
             });
         }
-        published.shard_of(&hash).read_stored_at(&hash, location)
+        let stored = published
+            .shard_of(&address)
+            .read_stored_at(&address, location)?;
+        Ok(StoredBlob { hash, ..stored })
     }
 
     /// A stored blob's payload length, from its shard's index (no I/O); `None` if not stored.
     pub fn blob_len(&self, hash: BlobHash) -> Option<u32> {
-        if self.is_purged(&hash) {
+        let address = self.address(hash);
+        if self.is_purged(&address) {
             return None;
         }
-        let location = self.inner.published.shard_of(&hash).location(&hash);
+        let location = self.inner.published.shard_of(&address).location(&address);
         location.map(|location| location.raw_len)
     }
 
     pub async fn has_blob(&self, hash: BlobHash) -> bool {
-        !self.is_purged(&hash) && self.inner.published.shard_of(&hash).contains(&hash)
+        let address = self.address(hash);
+        !self.is_purged(&address) && self.inner.published.shard_of(&address).contains(&address)
     }
 
     pub fn stats(&self) -> StoreStats {

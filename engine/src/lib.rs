@@ -22,7 +22,7 @@
 //! |---|---|---|---|
 //! | `format/` | every on-disk record, one module per file type: encode, decode, size, checksum (`stream_meta.rs`: stream records, ops 12–14) | do I/O | decoding never panics |
 //! | `model.rs`, `error.rs`, `config.rs` | the API's types (`Scope`: whose data a handle sees), `EngineError` and its stable `ErrorKind`, `EngineConfig`/`Limits`/`Placement` | do I/O | `validate()` holds before open |
-//! | `seal.rs` | sealing per tenant (decision 0032): the master key, the keyring unwrapped, XChaCha20-Poly1305 seals with random nonces, blob addresses (a keyed permutation of the client's hash) | do I/O; print a key | a seal opens only under its key and associated data; a key is wiped when dropped |
+//! | `seal.rs` | sealing per tenant (decision 0032): the master key, the keyring unwrapped, XChaCha20-Poly1305 seals with random nonces, blob addresses (a keyed permutation of the client's hash; `Addressing`: a handle's hashes ↔ addresses, keys derived from the TenantId without a master key) | do I/O; print a key | a seal opens only under its key and associated data; a key is wiped when dropped |
 //! | `tail.rs` | the verdict on a file's end: clean, prepared space, torn, damaged | — | — |
 //! | `clock.rs` | `boot_now_ns`: `CLOCK_BOOTTIME`, the one clock of every deadline (decision 0031 §5; the replica and the server read it too) | read the wall clock or `Instant` for a deadline | counts suspended time; never jumps with the wall clock |
 //! | `status.rs` | `StoreStatus`: read-only once any fdatasync failed; a standby's and a fenced primary's refusals; the ack gate (`AckGate`: `lease_until`, `shipped_until`, decision 0031 §6); what the replica holds of the ids (`ShippedIds`, the base of the bound on unshipped ids) | — | never reset until restart, but the gate, which opens again on a later deadline |
@@ -43,7 +43,7 @@
 //! | `sequencer/log_base.rs` | `LogBase`: `turns.base`, the compacted prefix of the log, at run time | write it (`log_compaction.rs` does) | immutable once renamed in |
 //! | `blob/condemned.rs` | `Condemned`: one round's condemned blobs, each move a compare-and-set | — | a named blob is never swept; a swept one is never named |
 //! | `sequencer/view.rs` | what readers see of the sequencer: `TurnsView` and its caches, `HeadTable`, `ContextsView` | be written by anyone but the sequencer | published after fdatasync (release/acquire) |
-//! | `blob/codec.rs` | compression policy, a client's zstd frame checked and kept (`encode_compressed`, decision 0029), decode and BLAKE3 check | — | runs on the caller's thread |
+//! | `blob/codec.rs` | compression policy, a client's zstd frame checked and kept (`encode_compressed`, decision 0029), a tenant's record at its address (`Owner`), decode and the BLAKE3 check against the address its header's tenant gives | — | runs on the caller's thread |
 //! | `blob/view.rs` | what readers see of a shard: `ShardView`, its index and pack read handles | write packs | an index entry exists only for a durable record |
 //! | `published.rs` | `Published`: the aggregate of the views and the status | own anything itself | — |
 //! | `pipeline.rs` | the append route, drawn in its doc; every message and reply between caller, shards and sequencer | hold state | a turn naming a pending blob is answered only after its `BlobsDurable` notice |

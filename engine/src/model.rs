@@ -427,10 +427,13 @@ impl PayloadCache for NoPayloadCache {
 /// leave decompression (and hash verification) to the client.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct StoredBlob {
+    /// The client's hash (through a tenant's handle; the address in the store's records).
     pub hash: BlobHash,
     pub compression: crate::format::pack::Compression,
     pub raw_len: u32,
     pub bytes: Bytes,
+    /// Whose blob it is (its pack header's).
+    pub tenant_id: TenantId,
 }
 
 /// Counters of the whole store, as of the last durable batch of each actor.

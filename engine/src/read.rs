@@ -23,15 +23,31 @@ use crate::format::turn_log::TurnRecord;
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{
     ContextHead, Page, PageEntry, PageOptions, PageQuery, Payload, PayloadCache, PayloadMode,
-    Scope, Turn,
+    Scope, StoredBlob, Turn,
 };
 use crate::published::Published;
+use crate::seal::Addressing;
 
 pub(crate) struct Reader<'a> {
     pub published: &'a Published,
     pub read_turns_max: u32,
     /// Whose data the reads see: the engine handle's.
     pub scope: Scope,
+    /// The handle's addressing: turns are read with their payload's address and handed out
+    /// with the caller's hash (`shown`).
+    pub addressing: &'a Addressing,
+}
+
+/// A turn as a handle with `addressing` hands it out: its payload's hash, not its address (a
+/// redacted turn keeps `BlobHash::EMPTY`, which names no blob).
+pub(crate) fn shown(addressing: &Addressing, turn: Turn) -> Turn {
+    if turn.redacted {
+        return turn;
+    }
+    Turn {
+        payload_hash: addressing.hash_of(turn.payload_hash),
+        ..turn
+    }
 }
 
 /// Which end of a page survives the payload budget.
@@ -60,7 +76,10 @@ impl Reader<'_> {
         if !contexts.visible_in(self.scope, record.context_id) {
             return Err(EngineError::TurnNotFound(turn_id));
         }
-        Ok(contexts.overlays.view(&record, as_of))
+        Ok(shown(
+            self.addressing,
+            contexts.overlays.view(&record, as_of),
+        ))
     }
 
     /// A turn's record, if its context is in scope; else NOT_FOUND, as an absent turn.
@@ -177,7 +196,7 @@ impl Reader<'_> {
         self.assemble(turns, Keep::Newest, tip_depth, floor, options, cache)
     }
 
-    /// A payload as `mode` asks (`None` is taken as `Raw`).
+    /// The payload at `hash` (an address) as `mode` asks (`None` is taken as `Raw`).
     pub fn payload(
         &self,
         hash: BlobHash,
@@ -199,7 +218,9 @@ impl Reader<'_> {
         let fits_cache = u64::from(location.raw_len) <= cache.entry_bytes_max();
         let chunked = location.compression == Compression::Manifest;
         if !fits_cache && mode == PayloadMode::RawOrStored && !chunked {
-            return shard.read_stored_at(&hash, location).map(Payload::Stored);
+            let stored = shard.read_stored_at(&hash, location)?;
+            let hash = self.addressing.hash_of(stored.hash);
+            return Ok(Payload::Stored(StoredBlob { hash, ..stored }));
         }
         let bytes: Bytes = crate::chunks::read_payload(&self.published.shards, &hash, location)?;
         if fits_cache {
@@ -388,7 +409,7 @@ impl Reader<'_> {
                 };
                 Ok(PageEntry {
                     extras: self.published.turns.extras(&record)?,
-                    turn,
+                    turn: shown(self.addressing, turn),
                     payload,
                 })
             })

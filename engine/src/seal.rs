@@ -26,7 +26,9 @@ use crate::format::keyring::{
     DATA_KEYS_MAX, EntryKeys, KEYRING_ENTRIES_MAX, KeyringEntry, KeyringFile, WRAPPED_CHECK_BYTES,
     WRAPPED_KEY_BYTES, WrappedKey, is_tenant_name,
 };
-use crate::ids::BlobHash;
+use std::sync::Arc;
+
+use crate::ids::{BlobHash, TenantId};
 
 const NONCE_BYTES: usize = 24;
 const TAG_BYTES: usize = 16;
@@ -36,6 +38,8 @@ pub const SEAL_OVERHEAD_BYTES: usize = NONCE_BYTES + TAG_BYTES;
 const CHECK_TEXT: &[u8; 16] = b"ctxstore keyring";
 const CHECK_AD: &[u8] = b"ctxstore master-key check v1";
 const FEISTEL_ROUNDS: u8 = 4;
+/// The context of a tenant's address key without a master key (decision 0032 §4).
+const DERIVED_ADDRESS_CONTEXT: &str = "ctxstore tenant address v1";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SealError {
@@ -158,6 +162,15 @@ pub fn open(key: &SecretKey, ad: &[u8], sealed: &[u8]) -> Result<Vec<u8>, SealEr
 pub struct AddressKey(SecretKey);
 
 impl AddressKey {
+    /// A tenant's address key in a store without a master key: derived from its TenantId
+    /// alone, so public. It keeps each tenant's lookups, appends by hash and dedup in its own
+    /// address space (isolation), not its payloads secret (the disk holds them in plain text
+    /// anyway until sealing is on).
+    pub fn derived(tenant_id: TenantId) -> AddressKey {
+        let key = blake3::derive_key(DERIVED_ADDRESS_CONTEXT, &tenant_id.0.to_le_bytes());
+        AddressKey(SecretKey(key))
+    }
+
     /// The tenant's address of the blob whose BLAKE3 is `hash`.
     pub fn address(&self, hash: &BlobHash) -> [u8; 32] {
         let (mut left, mut right) = halves(&hash.0);
@@ -188,6 +201,45 @@ impl AddressKey {
         let mut out = [0_u8; 16];
         out.copy_from_slice(&output.as_bytes()[..16]);
         out
+    }
+}
+
+/// How one tenant's BlobHashes (the client's BLAKE3) become the store's blob addresses, and
+/// back (decision 0032 §4). Every blob of the store lies at an address: the shards, the pack
+/// headers, the index, turn records and manifests hold addresses; only a tenant's handle on the
+/// engine turns a client's hash into its tenant's address and an address back into the hash.
+#[derive(Clone, Debug)]
+pub enum Addressing {
+    /// The operator's blobs: the address is the hash (every store before tenants).
+    Plain,
+    /// A tenant's blobs: a keyed permutation of the hash.
+    Keyed(Arc<AddressKey>),
+}
+
+impl Addressing {
+    /// A tenant's addressing in a store without a master key.
+    pub fn of_tenant(tenant_id: TenantId) -> Addressing {
+        if tenant_id == TenantId::OPERATOR {
+            Addressing::Plain
+        } else {
+            Addressing::Keyed(Arc::new(AddressKey::derived(tenant_id)))
+        }
+    }
+
+    /// The address of the blob whose BLAKE3 is `hash`.
+    pub fn address(&self, hash: BlobHash) -> BlobHash {
+        match self {
+            Addressing::Plain => hash,
+            Addressing::Keyed(key) => BlobHash(key.address(&hash)),
+        }
+    }
+
+    /// The client's hash of the blob at `address`.
+    pub fn hash_of(&self, address: BlobHash) -> BlobHash {
+        match self {
+            Addressing::Plain => address,
+            Addressing::Keyed(key) => key.hash_of(&address.0),
+        }
     }
 }
 
@@ -509,6 +561,29 @@ mod tests {
         // The same hash, the same address: dedup within a tenant works on the hash alone.
         let hash = BlobHash([9; 32]);
         assert_eq!(acme.address(&hash), acme.address(&hash));
+    }
+
+    #[test]
+    fn without_a_master_key_each_tenant_has_its_own_derived_addresses() {
+        let operator = Addressing::of_tenant(TenantId::OPERATOR);
+        let (acme, globex) = (
+            Addressing::of_tenant(TenantId(1)),
+            Addressing::of_tenant(TenantId(2)),
+        );
+        let hash = BlobHash::of(b"the same payload");
+        assert_eq!(
+            operator.address(hash),
+            hash,
+            "the operator's layout is today's"
+        );
+        assert_ne!(acme.address(hash), hash);
+        assert_ne!(acme.address(hash), globex.address(hash));
+        assert_eq!(acme.hash_of(acme.address(hash)), hash);
+        // Derived again (another handle, a restart): the same address.
+        assert_eq!(
+            Addressing::of_tenant(TenantId(1)).address(hash),
+            acme.address(hash)
+        );
     }
 
     #[test]

@@ -245,9 +245,15 @@ fn verify_shard(
                 Compression::Manifest => Manifest::decode(&body)
                     .map(drop)
                     .map_err(|error| error.to_string()),
-                _ => codec::decode(&header.hash, header.compression, header.raw_len, body)
-                    .map(drop)
-                    .map_err(|error| error.to_string()),
+                _ => codec::decode(
+                    header.tenant_id,
+                    &header.hash,
+                    header.compression,
+                    header.raw_len,
+                    body,
+                )
+                .map(drop)
+                .map_err(|error| error.to_string()),
             };
             if let Err(error) = checked {
                 bad_blobs.push(format!(

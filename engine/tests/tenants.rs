@@ -17,8 +17,8 @@ use ctxstore_engine::streams::{NO_OWNER, StreamOwner, StreamRead};
 use ctxstore_engine::tenants::TenantView;
 use ctxstore_engine::watch::{WatchRead, WatchTarget};
 use ctxstore_engine::{
-    AppendPayload, AppendRequest, ContextId, ContextRef, Engine, EngineConfig, EngineError,
-    ErrorKind, NewContext, OpenError, Scope, TenantId, TurnId, TurnOptions, verify,
+    AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig,
+    EngineError, ErrorKind, NewContext, OpenError, Scope, TenantId, TurnId, TurnOptions, verify,
 };
 
 /// A context created through `tenant_id`'s handle.
@@ -616,5 +616,184 @@ fn streams_and_watches_are_per_tenant() {
     assert!(watched(&as_globex, &WatchTarget::Context(mine)).is_empty());
     let both = watched(&engine, &every_named);
     assert!(both.contains(&mine) && both.contains(&theirs));
+    engine.shutdown();
+}
+
+/// A payload appended through `handle` to `context`, by value.
+fn append_bytes(handle: &Engine, context: ContextId, payload: &[u8]) -> ctxstore_engine::Appended {
+    let request = AppendRequest {
+        context_id: context,
+        expected_head: None,
+        type_tag: 7,
+        codec: 1,
+        payload: AppendPayload::Bytes(Bytes::copy_from_slice(payload)),
+        options: TurnOptions::default(),
+    };
+    block_on(handle.append(request)).unwrap()
+}
+
+/// What a blob route says about `hash` through `handle`, with the hash written as `H`.
+fn blob_said<T: std::fmt::Debug>(result: Result<T, EngineError>, hash: BlobHash) -> String {
+    let error = result.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound, "{error}");
+    error.to_string().replace(&hash.to_string(), "H")
+}
+
+/// Every route to a blob by hash (decision 0032 §2 and §4): a tenant's blobs lie at its own
+/// addresses, so another tenant's hash answers as an absent one on every route, the same
+/// payload stored by two tenants is stored twice (no dedup across tenants, so no dedup flag
+/// tells one what the other holds), chunked payloads, key-value values, patches and purges
+/// stay in their tenant, and `verify`, a reopen and a collection read the addresses back.
+#[test]
+fn blobs_by_hash_are_per_tenant_and_never_deduplicated_across_tenants() {
+    use common::{chat_payload, gc_config};
+    use ctxstore_engine::{ChunkRef, PayloadMode};
+
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(gc_config(dir.path())).unwrap();
+    let (acme, globex) = (
+        block_on(engine.register_tenant("acme")).unwrap(),
+        block_on(engine.register_tenant("globex")).unwrap(),
+    );
+    let (a, b) = (engine.scoped(acme), engine.scoped(globex));
+    let (a_context, b_context) = (create(&engine, acme, None), create(&engine, globex, None));
+
+    // A small payload and a chunked one (over the chunk threshold), both acme's.
+    let small = chat_payload(1, 3000);
+    let large = chat_payload(2, 600_000);
+    let absent = BlobHash::of(b"no tenant ever stored this");
+    let mut acme_hashes = Vec::new();
+    for payload in [&small, &large] {
+        let appended = append_bytes(&a, a_context, payload);
+        let hash = BlobHash::of(payload);
+        assert_eq!(
+            appended.turn.payload_hash, hash,
+            "the client's hash, not an address"
+        );
+        assert!(!appended.deduped);
+        assert_eq!(&block_on(a.blob(hash)).unwrap()[..], &payload[..]);
+        assert_eq!(
+            block_on(a.turn(appended.turn.turn_id))
+                .unwrap()
+                .payload_hash,
+            hash
+        );
+        acme_hashes.push(hash);
+    }
+    assert!(
+        engine.stats().chunked_blobs >= 1,
+        "the large payload is chunked"
+    );
+
+    // Through globex's handle (and the operator's), acme's hashes are absent, said as an
+    // absent hash is said.
+    let operator = engine.scoped(TenantId::OPERATOR);
+    for handle in [&b, &operator] {
+        for &hash in &acme_hashes {
+            let expected = blob_said(block_on(handle.blob(absent)), absent);
+            assert_eq!(blob_said(block_on(handle.blob(hash)), hash), expected);
+            let stored = blob_said(block_on(handle.blob_stored(absent)), absent);
+            assert_eq!(blob_said(block_on(handle.blob_stored(hash)), hash), stored);
+            assert!(!block_on(handle.has_blob(hash)));
+            assert_eq!(handle.blob_len(hash), None);
+            let mut cache = ctxstore_engine::NoPayloadCache;
+            let read = handle.read_payload(hash, PayloadMode::Raw, &mut cache);
+            let read_absent = handle.read_payload(absent, PayloadMode::Raw, &mut cache);
+            assert_eq!(blob_said(read, hash), blob_said(read_absent, absent));
+            let purge = blob_said(block_on(handle.purge_blob(hash)), hash);
+            assert_eq!(
+                purge,
+                blob_said(block_on(handle.purge_blob(absent)), absent)
+            );
+            // An append by hash: the referenced blob is absent.
+            let context = if handle.scope() == Scope::Tenant(globex) {
+                b_context
+            } else {
+                create(&engine, TenantId::OPERATOR, None)
+            };
+            let by_hash = |hash| {
+                let request = AppendRequest {
+                    context_id: context,
+                    expected_head: None,
+                    type_tag: 7,
+                    codec: 1,
+                    payload: AppendPayload::StoredBlob(hash),
+                    options: TurnOptions::default(),
+                };
+                block_on(handle.append(request)).map(drop)
+            };
+            assert_eq!(
+                blob_said(by_hash(hash), hash),
+                blob_said(by_hash(absent), absent)
+            );
+            // A chunked put naming acme's chunks without sending them: every chunk missing.
+            let chunks = vec![ChunkRef {
+                hash,
+                len: small.len() as u32,
+            }];
+            let missing = block_on(handle.put_chunked(BlobHash::of(b"x"), None, chunks, vec![]));
+            assert!(
+                matches!(missing, Err(EngineError::MissingChunks { ref missing }) if missing == &[0]),
+                "{missing:?}"
+            );
+        }
+    }
+
+    // Globex stores the same payloads: stored again, not a dedup hit; both read back.
+    let blobs_before = engine.stats().blobs;
+    for payload in [&small, &large] {
+        let appended = append_bytes(&b, b_context, payload);
+        assert!(!appended.deduped, "no dedup across tenants");
+        assert_eq!(appended.turn.payload_hash, BlobHash::of(payload));
+        // Its own second copy is a dedup hit.
+        assert!(append_bytes(&b, b_context, payload).deduped);
+    }
+    assert!(
+        engine.stats().blobs > blobs_before + 1,
+        "stored again, in globex's space"
+    );
+    let (put_hash, deduped) = block_on(b.put_blob(Bytes::from(small.clone()))).unwrap();
+    assert_eq!((put_hash, deduped), (acme_hashes[0], true));
+
+    // Key-value values and patches: the caller's hashes out, the tenant's addresses inside.
+    let value = Bytes::from_static(b"{\"theme\":\"dark\"}");
+    block_on(a.kv_put(
+        &ContextRef::Id(a_context),
+        vec![(b"prefs".to_vec(), value.clone())],
+        false,
+    ))
+    .unwrap();
+    let item = a
+        .kv_get(&ContextRef::Id(a_context), b"prefs")
+        .unwrap()
+        .unwrap();
+    assert_eq!(item.value_hash, BlobHash::of(&value));
+    assert_eq!(block_on(a.blob(item.value_hash)).unwrap(), value);
+    assert!(!block_on(b.has_blob(item.value_hash)));
+    let turn = append_bytes(&a, a_context, b"to be patched").turn.turn_id;
+    let patched = block_on(a.patch_turn(turn, Bytes::from_static(b"patched"))).unwrap();
+    assert_eq!(patched.turn.payload_hash, BlobHash::of(b"patched"));
+    assert!(!block_on(b.has_blob(BlobHash::of(b"patched"))));
+
+    // Acme purges its small payload: globex's copy stays.
+    let purged = block_on(a.purge_blob(acme_hashes[0])).unwrap();
+    assert_eq!(purged.payload_hash, acme_hashes[0]);
+    assert!(!block_on(a.has_blob(acme_hashes[0])));
+    assert_eq!(&block_on(b.blob(acme_hashes[0])).unwrap()[..], &small[..]);
+
+    // Reopened and verified: every record checks against its tenant's address.
+    engine.shutdown();
+    let report = verify(dir.path()).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let engine = Engine::open(gc_config(dir.path())).unwrap();
+    let (a, b) = (engine.scoped(acme), engine.scoped(globex));
+    assert_eq!(&block_on(a.blob(acme_hashes[1])).unwrap()[..], &large[..]);
+    assert_eq!(&block_on(b.blob(acme_hashes[1])).unwrap()[..], &large[..]);
+
+    // Acme's context deleted and collected: its copies go, globex's stay.
+    block_on(a.delete_context(&ContextRef::Id(a_context))).unwrap();
+    engine.gc().unwrap();
+    assert!(!block_on(a.has_blob(acme_hashes[1])));
+    assert_eq!(&block_on(b.blob(acme_hashes[1])).unwrap()[..], &large[..]);
     engine.shutdown();
 }

@@ -8,7 +8,8 @@ use std::cell::RefCell;
 use bytes::Bytes;
 
 use crate::format::pack::{Compression, EncodedBlob};
-use crate::ids::BlobHash;
+use crate::ids::{BlobHash, TenantId};
+use crate::seal::Addressing;
 
 /// Payloads up to this size are "small" (chat turns, tool calls): at level 1 they are
 /// compressed with a smaller hash table and a longer minimum match than zstd picks for them.
@@ -91,6 +92,28 @@ fn with_decompressor<T>(
     })
 }
 
+/// Whose blob a record holds: its tenant, and how that tenant's hashes become addresses.
+#[derive(Clone, Copy, Debug)]
+pub struct Owner<'a> {
+    pub tenant_id: TenantId,
+    pub addressing: &'a Addressing,
+}
+
+/// The operator's addressing: the address is the hash.
+#[cfg(test)]
+static PLAIN: Addressing = Addressing::Plain;
+
+#[cfg(test)]
+impl Owner<'static> {
+    /// The operator's blobs (every blob of a store without tenants).
+    pub fn operator() -> Owner<'static> {
+        Owner {
+            tenant_id: TenantId::OPERATOR,
+            addressing: &PLAIN,
+        }
+    }
+}
+
 /// Whether `payload` is the blob `hash` of `raw_len` bytes (`decode`'s checks).
 fn check(hash: &BlobHash, raw_len: u32, payload: &[u8]) -> Result<(), DecodeError> {
     if payload.len() != raw_len as usize {
@@ -106,9 +129,49 @@ fn check(hash: &BlobHash, raw_len: u32, payload: &[u8]) -> Result<(), DecodeErro
     Ok(())
 }
 
-/// Encodes a payload into a complete pack record. The payload length was validated by the
-/// caller (`blob_bytes_max`).
-pub fn encode(hash: BlobHash, payload: &[u8], zstd_level: i32) -> EncodedBlob {
+/// Whether `payload` is `tenant_id`'s blob at `address` of `raw_len` bytes: its BLAKE3 under
+/// the tenant's addressing (read from the record's header, so any reader can check any
+/// record) is the address.
+fn check_address(
+    tenant_id: TenantId,
+    address: &BlobHash,
+    raw_len: u32,
+    payload: &[u8],
+) -> Result<(), DecodeError> {
+    if tenant_id == TenantId::OPERATOR {
+        return check(address, raw_len, payload);
+    }
+    if payload.len() != raw_len as usize {
+        return Err(DecodeError::Length {
+            expected: raw_len,
+            actual: payload.len(),
+        });
+    }
+    let actual = Addressing::of_tenant(tenant_id).address(BlobHash::of(payload));
+    if actual != *address {
+        return Err(DecodeError::Hash { actual });
+    }
+    Ok(())
+}
+
+/// Encodes `owner`'s payload whose BLAKE3 is `hash` into a complete pack record at its
+/// address. The payload length was validated by the caller (`blob_bytes_max`).
+pub fn encode(owner: Owner<'_>, hash: BlobHash, payload: &[u8], zstd_level: i32) -> EncodedBlob {
+    encode_at(
+        owner.tenant_id,
+        owner.addressing.address(hash),
+        payload,
+        zstd_level,
+    )
+}
+
+/// `encode` for a caller that has the address already (a chunk, addressed when it was cut).
+pub fn encode_at(
+    tenant_id: TenantId,
+    address: BlobHash,
+    payload: &[u8],
+    zstd_level: i32,
+) -> EncodedBlob {
     let raw_len = payload.len() as u32;
     assert_eq!(
         raw_len as usize,
@@ -117,9 +180,9 @@ pub fn encode(hash: BlobHash, payload: &[u8], zstd_level: i32) -> EncodedBlob {
     );
     match compress(payload, zstd_level) {
         Some(compressed) if compressed.len() < payload.len() => {
-            EncodedBlob::new(hash, raw_len, Compression::Zstd, &compressed)
+            EncodedBlob::new(tenant_id, address, raw_len, Compression::Zstd, &compressed)
         }
-        _ => EncodedBlob::new(hash, raw_len, Compression::Raw, payload),
+        _ => EncodedBlob::new(tenant_id, address, raw_len, Compression::Raw, payload),
     }
 }
 
@@ -128,13 +191,14 @@ pub fn encode(hash: BlobHash, payload: &[u8], zstd_level: i32) -> EncodedBlob {
 /// did). Stored as it came when it saves bytes, raw otherwise. `raw_len` was validated by
 /// the caller (`blob_bytes_max`), which bounds the inflation.
 pub fn encode_compressed(
+    owner: Owner<'_>,
     hash: BlobHash,
     raw_len: u32,
     frame: Bytes,
 ) -> Result<EncodedBlob, DecodeError> {
     INFLATE_SCRATCH.with(|cell| {
         let mut scratch = cell.borrow_mut();
-        let result = encode_checked(hash, raw_len, &frame, &mut scratch);
+        let result = encode_checked(owner, hash, raw_len, &frame, &mut scratch);
         if scratch.len() > INFLATE_SCRATCH_BYTES_MAX {
             *scratch = Vec::new();
         }
@@ -145,6 +209,7 @@ pub fn encode_compressed(
 /// `encode_compressed` with `scratch` to inflate into: the inflation is bounded by `raw_len`
 /// (a frame that inflates to more is refused by zstd, no larger buffer is made for it).
 fn encode_checked(
+    owner: Owner<'_>,
     hash: BlobHash,
     raw_len: u32,
     frame: &[u8],
@@ -162,10 +227,23 @@ fn encode_checked(
     })?;
     let payload = &scratch[..inflated_len];
     check(&hash, raw_len, payload)?;
+    let (tenant_id, address) = (owner.tenant_id, owner.addressing.address(hash));
     if frame.len() < payload.len() {
-        Ok(EncodedBlob::new(hash, raw_len, Compression::Zstd, frame))
+        Ok(EncodedBlob::new(
+            tenant_id,
+            address,
+            raw_len,
+            Compression::Zstd,
+            frame,
+        ))
     } else {
-        Ok(EncodedBlob::new(hash, raw_len, Compression::Raw, payload))
+        Ok(EncodedBlob::new(
+            tenant_id,
+            address,
+            raw_len,
+            Compression::Raw,
+            payload,
+        ))
     }
 }
 
@@ -206,8 +284,10 @@ impl std::fmt::Display for DecodeError {
     }
 }
 
-/// Turns a stored body back into the payload and checks it against its hash.
+/// Turns a stored body of `tenant_id`'s blob at address `hash` back into the payload and
+/// checks it against its address (for the operator's blobs, the address is the hash).
 pub fn decode(
+    tenant_id: TenantId,
     hash: &BlobHash,
     compression: Compression,
     raw_len: u32,
@@ -230,7 +310,7 @@ pub fn decode(
             Bytes::from(inflated)
         }
     };
-    check(hash, raw_len, &payload)?;
+    check_address(tenant_id, hash, raw_len, &payload)?;
     Ok(payload)
 }
 
@@ -248,10 +328,17 @@ mod tests {
     fn text_is_compressed_and_round_trips() {
         let payload = "{\"role\":\"user\",\"content\":\"hello there\"}\n".repeat(200);
         let hash = BlobHash::of(payload.as_bytes());
-        let blob = encode(hash, payload.as_bytes(), 1);
+        let blob = encode(Owner::operator(), hash, payload.as_bytes(), 1);
         assert_eq!(blob.header.compression, Compression::Zstd);
         assert!(blob.header.stored_len < payload.len() as u32 / 4);
-        let back = decode(&hash, Compression::Zstd, blob.header.raw_len, body(&blob)).unwrap();
+        let back = decode(
+            TenantId::OPERATOR,
+            &hash,
+            Compression::Zstd,
+            blob.header.raw_len,
+            body(&blob),
+        )
+        .unwrap();
         assert_eq!(&back[..], payload.as_bytes());
     }
 
@@ -266,9 +353,15 @@ mod tests {
             let payload: Vec<u8> = line.bytes().cycle().take(len).collect();
             let hash = BlobHash::of(&payload);
             for level in [1, 3] {
-                let blob = encode(hash, &payload, level);
+                let blob = encode(Owner::operator(), hash, &payload, level);
                 assert_eq!(blob.header.compression, Compression::Zstd, "len {len}");
-                let back = decode(&hash, Compression::Zstd, blob.header.raw_len, body(&blob));
+                let back = decode(
+                    TenantId::OPERATOR,
+                    &hash,
+                    Compression::Zstd,
+                    blob.header.raw_len,
+                    body(&blob),
+                );
                 assert_eq!(&back.unwrap()[..], &payload[..], "len {len} level {level}");
             }
         }
@@ -291,20 +384,58 @@ mod tests {
         let random = noise(0x1234_5678_9abc_def0, 100_000);
         for payload in [&random[..], b"tiny"] {
             let hash = BlobHash::of(payload);
-            let blob = encode(hash, payload, 3);
+            let blob = encode(Owner::operator(), hash, payload, 3);
             assert_eq!(blob.header.compression, Compression::Raw);
-            let back = decode(&hash, Compression::Raw, blob.header.raw_len, body(&blob)).unwrap();
+            let back = decode(
+                TenantId::OPERATOR,
+                &hash,
+                Compression::Raw,
+                blob.header.raw_len,
+                body(&blob),
+            )
+            .unwrap();
             assert_eq!(&back[..], payload);
         }
     }
 
     #[test]
+    fn a_tenants_record_lies_at_its_address_and_checks_against_it() {
+        let payload = "{\"role\":\"user\",\"content\":\"tenant\"}".repeat(20);
+        let hash = BlobHash::of(payload.as_bytes());
+        let addressing = Addressing::of_tenant(TenantId(4));
+        let owner = Owner {
+            tenant_id: TenantId(4),
+            addressing: &addressing,
+        };
+        let blob = encode(owner, hash, payload.as_bytes(), 1);
+        let address = addressing.address(hash);
+        assert_eq!(
+            (blob.header.hash, blob.header.tenant_id),
+            (address, TenantId(4))
+        );
+        let (compression, raw_len) = (blob.header.compression, blob.header.raw_len);
+        let back = decode(TenantId(4), &address, compression, raw_len, body(&blob)).unwrap();
+        assert_eq!(&back[..], payload.as_bytes());
+        // Read as another tenant's, or at the hash itself, the record does not check.
+        for (tenant_id, at) in [(TenantId(5), address), (TenantId::OPERATOR, address)] {
+            let read = decode(tenant_id, &at, compression, raw_len, body(&blob));
+            assert!(
+                matches!(read, Err(DecodeError::Hash { .. })),
+                "{tenant_id:?}"
+            );
+        }
+        let read = decode(TenantId(4), &hash, compression, raw_len, body(&blob));
+        assert!(matches!(read, Err(DecodeError::Hash { .. })));
+    }
+
+    #[test]
     fn a_wrong_hash_is_reported() {
         let payload = b"some payload bytes";
-        let blob = encode(BlobHash::of(payload), payload, 1);
+        let blob = encode(Owner::operator(), BlobHash::of(payload), payload, 1);
         let other = BlobHash::of(b"other");
         assert!(matches!(
             decode(
+                TenantId::OPERATOR,
                 &other,
                 blob.header.compression,
                 blob.header.raw_len,
@@ -320,25 +451,37 @@ mod tests {
         let hash = BlobHash::of(payload.as_bytes());
         let frame = Bytes::from(zstd::bulk::compress(payload.as_bytes(), 3).unwrap());
         let raw_len = payload.len() as u32;
-        let blob = encode_compressed(hash, raw_len, frame.clone()).unwrap();
+        let blob = encode_compressed(Owner::operator(), hash, raw_len, frame.clone()).unwrap();
         assert_eq!(blob.header.compression, Compression::Zstd);
         assert_eq!(body(&blob), frame, "the frame as the client sent it");
-        let back = decode(&hash, Compression::Zstd, raw_len, body(&blob)).unwrap();
+        let back = decode(
+            TenantId::OPERATOR,
+            &hash,
+            Compression::Zstd,
+            raw_len,
+            body(&blob),
+        )
+        .unwrap();
         assert_eq!(&back[..], payload.as_bytes());
 
         // Another payload's frame under this hash; a length that lies; not zstd at all.
         let other = Bytes::from(zstd::bulk::compress(b"something else entirely", 1).unwrap());
         assert!(matches!(
-            encode_compressed(hash, 23, other),
+            encode_compressed(Owner::operator(), hash, 23, other),
             Err(DecodeError::Hash { .. })
         ));
-        assert!(encode_compressed(hash, raw_len - 1, frame.clone()).is_err());
+        assert!(encode_compressed(Owner::operator(), hash, raw_len - 1, frame.clone()).is_err());
         assert!(matches!(
-            encode_compressed(hash, raw_len + 1, frame),
+            encode_compressed(Owner::operator(), hash, raw_len + 1, frame),
             Err(DecodeError::Length { .. })
         ));
         assert!(matches!(
-            encode_compressed(hash, raw_len, Bytes::from_static(b"not a zstd frame")),
+            encode_compressed(
+                Owner::operator(),
+                hash,
+                raw_len,
+                Bytes::from_static(b"not a zstd frame")
+            ),
             Err(DecodeError::Decompress(_))
         ));
     }
@@ -356,8 +499,10 @@ mod tests {
         for text in &texts {
             let hash = BlobHash::of(text);
             let frame = Bytes::from(zstd::bulk::compress(text, 1).unwrap());
-            let blob = encode_compressed(hash, text.len() as u32, frame).unwrap();
+            let blob =
+                encode_compressed(Owner::operator(), hash, text.len() as u32, frame).unwrap();
             let stored = decode(
+                TenantId::OPERATOR,
                 &hash,
                 blob.header.compression,
                 blob.header.raw_len,
@@ -368,7 +513,12 @@ mod tests {
         // 300 bytes claimed, 40,000 in the frame: the scratch holds 40,000 now, the check
         // still inflates no more than the claim.
         let frame = Bytes::from(zstd::bulk::compress(&texts[0], 1).unwrap());
-        let refused = encode_compressed(BlobHash::of(&texts[0][..300]), 300, frame);
+        let refused = encode_compressed(
+            Owner::operator(),
+            BlobHash::of(&texts[0][..300]),
+            300,
+            frame,
+        );
         assert!(
             matches!(refused, Err(DecodeError::Decompress(_))),
             "{refused:?}"
@@ -376,7 +526,13 @@ mod tests {
 
         let large = noise(7, INFLATE_SCRATCH_BYTES_MAX + 1);
         let frame = Bytes::from(zstd::bulk::compress(&large, 1).unwrap());
-        let blob = encode_compressed(BlobHash::of(&large), large.len() as u32, frame).unwrap();
+        let blob = encode_compressed(
+            Owner::operator(),
+            BlobHash::of(&large),
+            large.len() as u32,
+            frame,
+        )
+        .unwrap();
         assert_eq!(&body(&blob)[..], &large[..], "incompressible: stored raw");
         assert_eq!(INFLATE_SCRATCH.with(|cell| cell.borrow().capacity()), 0);
     }
@@ -387,7 +543,7 @@ mod tests {
         let hash = BlobHash::of(&payload);
         let frame = Bytes::from(zstd::bulk::compress(&payload, 1).unwrap());
         assert!(frame.len() >= payload.len());
-        let blob = encode_compressed(hash, payload.len() as u32, frame).unwrap();
+        let blob = encode_compressed(Owner::operator(), hash, payload.len() as u32, frame).unwrap();
         assert_eq!(blob.header.compression, Compression::Raw);
         assert_eq!(&body(&blob)[..], &payload[..]);
     }

@@ -169,8 +169,15 @@ impl ShardView {
         location: BlobLocation,
     ) -> Result<Bytes, EngineError> {
         let (stored, corrupt) = self.read_located(hash, location)?;
-        codec::decode(hash, stored.compression, stored.raw_len, stored.bytes)
-            .map_err(|error| EngineError::Corrupt(corrupt.at(error.to_string())))
+        let tenant_id = stored.tenant_id;
+        codec::decode(
+            tenant_id,
+            hash,
+            stored.compression,
+            stored.raw_len,
+            stored.bytes,
+        )
+        .map_err(|error| EngineError::Corrupt(corrupt.at(error.to_string())))
     }
 
     /// The location of a durable blob, or `BlobNotFound`.
@@ -319,6 +326,7 @@ fn read_record(
         compression: header.compression,
         raw_len: header.raw_len,
         bytes: body,
+        tenant_id: header.tenant_id,
     };
     Ok((stored, corrupt))
 }

@@ -39,12 +39,13 @@ use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::format::pack::{Compression, EncodedBlob};
 use crate::gc::ChunkPin;
-use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId};
+use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TenantId};
 use crate::model::{AppendPayload, AppendRequest, Appended, Scope, TurnOptions};
 use crate::pipeline::{
     AfterPut, BlobPut, HandedAppend, HandedBlob, PutOutcome, PutWritten, ShardRequest, TurnAppend,
     TurnBlob,
 };
+use crate::seal::Addressing;
 
 use ctxstore_vocab::limits::APPEND_BATCH_TURNS_MAX;
 
@@ -163,11 +164,11 @@ enum PlannedBlob {
     },
 }
 
-/// Whether a by-value payload is the blob `hash` (only asked on the rare refusal path).
-fn carries(payload: &AppendPayload, hash: &BlobHash) -> bool {
+/// Whether a by-value payload is the blob at `address` (only asked on the rare refusal path).
+fn carries(addressing: &Addressing, payload: &AppendPayload, address: &BlobHash) -> bool {
     match payload {
-        AppendPayload::Bytes(bytes) => BlobHash::of(bytes) == *hash,
-        AppendPayload::Zstd { hash: claimed, .. } => claimed == hash,
+        AppendPayload::Bytes(bytes) => addressing.address(BlobHash::of(bytes)) == *address,
+        AppendPayload::Zstd { hash: claimed, .. } => addressing.address(*claimed) == *address,
         AppendPayload::StoredBlob(_) => false,
     }
 }
@@ -206,19 +207,30 @@ impl Engine {
         requests: Vec<AppendRequest>,
     ) -> Result<Vec<Appended>, EngineError> {
         let mut attempts = 0;
-        loop {
+        let result = loop {
             let result = self.append_once(requests.clone()).await;
             match result {
                 Err(EngineError::BlobNotFound(gone))
                     if attempts < SWEPT_RETRIES_MAX
                         && requests
                             .iter()
-                            .any(|request| carries(&request.payload, &gone)) =>
+                            .any(|request| carries(&self.addressing, &request.payload, &gone)) =>
                 {
                     attempts += 1;
                 }
-                result => return result,
+                result => break result,
             }
+        };
+        // Answered with the caller's hashes, not the addresses the turns were written with.
+        match result {
+            Ok(appended) => Ok(appended
+                .into_iter()
+                .map(|appended| Appended {
+                    turn: self.shown(appended.turn),
+                    ..appended
+                })
+                .collect()),
+            Err(error) => Err(self.shown_error(error)),
         }
     }
 
@@ -256,9 +268,11 @@ impl Engine {
         let mut plan = BlobPlan::new(published.shards.len());
         let mut turns = Vec::with_capacity(hashed.len());
         for (append, hash, bytes) in hashed {
-            let blob = match (published.shard_of(&hash).location(&hash), bytes) {
+            // The turn names its payload by address (the hash itself for the operator's).
+            let address = self.address(hash);
+            let blob = match (published.shard_of(&address).location(&address), bytes) {
                 (Some(location), bytes) => PlannedBlob::Ready(TurnBlob {
-                    hash,
+                    hash: address,
                     raw_len: location.raw_len,
                     deduped: true,
                     by_hash: bytes.is_none(),
@@ -267,9 +281,10 @@ impl Engine {
                 (None, Some(bytes)) => PlannedBlob::Planned {
                     raw_len: bytes.raw_len(),
                     planned: self.plan_payload(&mut plan, hash, bytes)?,
-                    hash,
+                    hash: address,
                 },
-                (None, None) => return Err(EngineError::ReferencedBlobNotFound(hash)),
+                // By address, like every error of this route (`append_batch` shows the hash).
+                (None, None) => return Err(EngineError::ReferencedBlobNotFound(address)),
             };
             turns.push(append.with_payload(blob));
         }
@@ -428,7 +443,8 @@ impl Engine {
         (self.inner.shards[shard].send_async(request).await).map_err(|_| EngineError::ShutDown)
     }
 
-    /// A new payload into `plan`: one record, or its new chunks and its manifest record. A
+    /// A new payload whose BLAKE3 is `hash` into `plan`, at its address in this handle's
+    /// tenant: one record, or its new chunks and its manifest record. A
     /// client's frame is checked first (it inflates to the bytes its hash names) and kept as
     /// it came; over the chunk threshold its inflated bytes are chunked like any payload.
     fn plan_payload<'e>(
@@ -452,13 +468,17 @@ impl Engine {
             Brought::Raw(bytes) if self.is_chunked_len(bytes.len()) => {
                 return self.plan_chunked(plan, hash, &bytes);
             }
-            Brought::Raw(bytes) => codec::encode(hash, &bytes, self.inner.config.zstd_level),
+            Brought::Raw(bytes) => {
+                codec::encode(self.owner(), hash, &bytes, self.inner.config.zstd_level)
+            }
             Brought::Zstd { raw_len, frame } if self.is_chunked_len(raw_len as usize) => {
-                let bytes = codec::decode(&hash, Compression::Zstd, raw_len, frame);
+                // The client's frame, checked against the hash it claims (not yet an address).
+                let bytes =
+                    codec::decode(TenantId::OPERATOR, &hash, Compression::Zstd, raw_len, frame);
                 return self.plan_chunked(plan, hash, &bytes.map_err(refused)?);
             }
             Brought::Zstd { raw_len, frame } => {
-                codec::encode_compressed(hash, raw_len, frame).map_err(refused)?
+                codec::encode_compressed(self.owner(), hash, raw_len, frame).map_err(refused)?
             }
         };
         Ok(plan.add(blob, false))
@@ -510,7 +530,8 @@ impl Engine {
         let mut places = Vec::with_capacity(blobs.len());
         for (hash, payload) in blobs {
             self.check_blob_len(payload.len())?;
-            if published.shard_of(&hash).contains(&hash) {
+            let address = self.address(hash);
+            if published.shard_of(&address).contains(&address) {
                 places.push(None);
                 continue;
             }
@@ -555,7 +576,10 @@ impl Engine {
         for (append, hash, _) in hashed {
             match self.published_turn_by_key(context_id, &append.options)? {
                 Some(turn) => existing.push(Appended {
-                    deduped: self.inner.published.shard_of(hash).contains(hash),
+                    deduped: {
+                        let address = self.address(*hash);
+                        self.inner.published.shard_of(&address).contains(&address)
+                    },
                     ..turn
                 }),
                 None => return Ok(None),

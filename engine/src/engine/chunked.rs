@@ -24,6 +24,7 @@ use crate::format::manifest::{
 use crate::format::pack::{Compression, EncodedBlob};
 use crate::ids::{BlobHash, BlobHashBuildHasher};
 use crate::pipeline::PutOutcome;
+use crate::seal::Addressing;
 
 /// A delta manifest names at most this many chunks of its own (past its base's kept prefix);
 /// beyond, or past `MANIFEST_DEPTH_MAX` deltas, a full manifest is written. Chosen by the
@@ -52,8 +53,13 @@ pub(crate) struct ChunkToStore {
     pub bytes: Option<Bytes>,
 }
 
-/// `payload` cut and each chunk hashed; the chunks share the payload's buffer.
-fn cut_payload(payload: &Bytes, chunking: &ChunkingConfig) -> Vec<ChunkToStore> {
+/// `payload` cut and each chunk hashed and addressed (a chunk is a blob of the payload's
+/// tenant); the chunks share the payload's buffer.
+fn cut_payload(
+    payload: &Bytes,
+    chunking: &ChunkingConfig,
+    addressing: &Addressing,
+) -> Vec<ChunkToStore> {
     chunking
         .cut(payload)
         .into_iter()
@@ -61,7 +67,7 @@ fn cut_payload(payload: &Bytes, chunking: &ChunkingConfig) -> Vec<ChunkToStore> 
             let bytes = payload.slice(range);
             ChunkToStore {
                 chunk: ChunkRef {
-                    hash: BlobHash::of(&bytes),
+                    hash: addressing.address(BlobHash::of(&bytes)),
                     len: bytes.len() as u32,
                 },
                 bytes: Some(bytes),
@@ -76,19 +82,20 @@ impl Engine {
         self.inner.config.chunking.applies_to(len)
     }
 
-    /// A payload over the chunk threshold into `plan`: its chunks cut and hashed, then
-    /// `plan_manifest`.
+    /// A payload over the chunk threshold, whose BLAKE3 is `hash`, into `plan`: its chunks cut,
+    /// hashed and addressed, then `plan_manifest` at its address.
     pub(crate) fn plan_chunked<'e>(
         &'e self,
         plan: &mut BlobPlan<'e>,
         hash: BlobHash,
         payload: &Bytes,
     ) -> Result<Planned, EngineError> {
-        let chunks = cut_payload(payload, &self.inner.config.chunking);
-        self.plan_manifest(plan, hash, chunks)
+        let chunks = cut_payload(payload, &self.inner.config.chunking, &self.addressing);
+        self.plan_manifest(plan, self.address(hash), chunks)
     }
 
-    /// Plans the chunks of a payload that are not stored yet, then its manifest record, into
+    /// Plans the chunks of a payload that are not stored yet, then its manifest record at
+    /// `hash` (the payload's address; the chunks' are addresses too), into
     /// `plan`, which holds the pin that keeps what the manifest names through a garbage
     /// collection until the plan is dropped (after the write is answered: the record is
     /// indexed by then). A chunk without bytes must be stored already (`MissingChunks`).
@@ -138,7 +145,9 @@ impl Engine {
             }
             hints.insert(chunks[0].chunk.hash, hash);
         }
-        let record = EncodedBlob::new(hash, raw_len, Compression::Manifest, &manifest.encode());
+        let tenant_id = self.scope.tenant_id();
+        let body = manifest.encode();
+        let record = EncodedBlob::new(tenant_id, hash, raw_len, Compression::Manifest, &body);
         plan.hold(pin);
         Ok(plan.add(record, false))
     }
@@ -175,7 +184,8 @@ impl Engine {
                 }
                 (None, false) => missing.push(index as u32),
                 (Some(bytes), false) => {
-                    let blob = codec::encode(
+                    let blob = codec::encode_at(
+                        self.scope.tenant_id(),
                         chunk.hash,
                         bytes,
                         self.inner.config.zstd_level.max(CHUNK_ZSTD_LEVEL_MIN),
@@ -239,20 +249,40 @@ impl Engine {
         chunks: Vec<ChunkRef>,
         sent: Vec<(u32, Bytes)>,
     ) -> Result<bool, EngineError> {
+        let stored = self.put_chunked_addressed(hash, base, chunks, sent).await;
+        stored.map_err(|error| self.shown_error(error))
+    }
+
+    /// `put_chunked`, every hash the caller gave turned into its address first (the base's,
+    /// the chunks'), so the chunks and the manifest are this handle's tenant's.
+    async fn put_chunked_addressed(
+        &self,
+        hash: BlobHash,
+        base: Option<(BlobHash, u32)>,
+        chunks: Vec<ChunkRef>,
+        sent: Vec<(u32, Bytes)>,
+    ) -> Result<bool, EngineError> {
         self.check_open()?;
         let published = &self.inner.published;
         published.status.check_writable()?;
+        let address = self.address(hash);
         let kept = match base {
             None => Vec::new(),
-            Some((base, kept)) => self.kept_chunks(base, kept)?,
+            Some((base, kept)) => self.kept_chunks(self.address(base), kept)?,
         };
         let offset = kept.len() as u32;
-        let chunks: Vec<ChunkRef> = kept.into_iter().chain(chunks).collect();
+        let chunks: Vec<ChunkRef> = kept
+            .into_iter()
+            .chain(chunks.into_iter().map(|chunk| ChunkRef {
+                hash: self.address(chunk.hash),
+                len: chunk.len,
+            }))
+            .collect();
         self.check_chunk_list(&chunks)?;
         let sent = sent
             .into_iter()
             .map(|(index, bytes)| (index.saturating_add(offset), bytes));
-        let to_store = with_sent_bytes(&chunks, sent)?;
+        let to_store = with_sent_bytes(&chunks, sent, &self.addressing)?;
         let actual = self.rebuilt_hash(&to_store)?;
         if actual != hash {
             return Err(EngineError::HashMismatch {
@@ -261,37 +291,38 @@ impl Engine {
                 actual,
             });
         }
-        if published.shard_of(&hash).contains(&hash) {
+        if published.shard_of(&address).contains(&address) {
             return Ok(true);
         }
         // One chunk that is the whole payload: a plain blob, no manifest (its only chunk would
         // be the blob itself).
         if let [only] = to_store.as_slice()
-            && only.chunk.hash == hash
+            && only.chunk.hash == address
             && let Some(bytes) = &only.bytes
         {
             let stored = self.store_blobs(vec![(hash, bytes.clone())]).await?;
             return Ok(stored.first().copied().unwrap_or(true));
         }
-        let outcome = self.store_manifest(hash, to_store).await?;
+        let outcome = self.store_manifest(address, to_store).await?;
         Ok(outcome == PutOutcome::AlreadyStored)
     }
 
-    /// The first `kept` chunks of the stored chunked blob `base`.
+    /// The first `kept` chunks of the stored chunked blob at address `base`.
     fn kept_chunks(&self, base: BlobHash, kept: u32) -> Result<Vec<ChunkRef>, EngineError> {
         let shards = &self.inner.published.shards;
         let Some(location) = shard_of(shards, &base).location(&base) else {
             return Err(EngineError::BlobNotFound(base));
         };
+        let named = self.hash_of(base);
         if location.compression != Compression::Manifest {
             return Err(EngineError::InvalidArgument(format!(
-                "base {base} is not stored as chunks; send every chunk"
+                "base {named} is not stored as chunks; send every chunk"
             )));
         }
         let (base_chunks, _) = chunk_list(shards, &base, location)?;
         if kept == 0 || kept as usize > base_chunks.len() {
             return Err(EngineError::InvalidArgument(format!(
-                "base {base} has {} chunks, {kept} asked to be kept",
+                "base {named} has {} chunks, {kept} asked to be kept",
                 base_chunks.len()
             )));
         }
@@ -381,10 +412,11 @@ impl Engine {
 }
 
 /// The chunks to store, each with the bytes the caller sent for it (by index, checked
-/// against its entry's length and hash).
+/// against its entry's length and address).
 fn with_sent_bytes(
     chunks: &[ChunkRef],
     sent: impl Iterator<Item = (u32, Bytes)>,
+    addressing: &Addressing,
 ) -> Result<Vec<ChunkToStore>, EngineError> {
     let mut to_store: Vec<ChunkToStore> = chunks
         .iter()
@@ -405,10 +437,10 @@ fn with_sent_bytes(
             )));
         }
         let actual = BlobHash::of(&bytes);
-        if actual != slot.chunk.hash {
+        if addressing.address(actual) != slot.chunk.hash {
             return Err(EngineError::HashMismatch {
                 what: format!("sent chunk {index}"),
-                claimed: slot.chunk.hash,
+                claimed: addressing.hash_of(slot.chunk.hash),
                 actual,
             });
         }

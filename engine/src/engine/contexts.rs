@@ -16,6 +16,7 @@ use crate::format::context_meta::{
 use crate::ids::{BlobHash, ContextId, TurnId};
 use crate::model::{ContextRef, ContextView, Created, NewContext};
 use crate::pipeline::SequencerRequest;
+use crate::seal::Addressing;
 use crate::sequencer::contexts::{ContextInfo, Contexts, KvValue};
 use crate::store_dir::now_unix_ms;
 
@@ -80,10 +81,11 @@ pub struct KvItem {
 }
 
 impl KvItem {
-    fn of(key: Bytes, value: &KvValue) -> KvItem {
+    /// An entry as a handle with `addressing` returns it: its value's hash, not its address.
+    fn of(key: Bytes, value: &KvValue, addressing: &Addressing) -> KvItem {
         KvItem {
             key,
-            value_hash: value.hash,
+            value_hash: addressing.hash_of(value.hash),
             value_len: value.len,
             ttl_ms: value.ttl_ms,
             expires_at_unix_ms: value.expires_at_unix_ms,
@@ -206,7 +208,8 @@ impl Engine {
             let hash = BlobHash::of(&value);
             stored.push(KvEntry {
                 key,
-                value_hash: hash,
+                // The record names the value by its address in this handle's tenant.
+                value_hash: self.address(hash),
                 value_len: value.len() as u32,
                 ttl_ms,
                 // The sequencer sets the instant from its clock when it writes the record.
@@ -223,11 +226,11 @@ impl Engine {
             match self.change_meta(context_id, changes, None, if_absent).await {
                 Err(EngineError::BlobNotFound(gone))
                     if attempts < crate::engine::append::SWEPT_RETRIES_MAX
-                        && values.iter().any(|(hash, _)| *hash == gone) =>
+                        && values.iter().any(|(hash, _)| self.address(*hash) == gone) =>
                 {
                     attempts += 1;
                 }
-                result => return result.map(drop),
+                result => return result.map(drop).map_err(|error| self.shown_error(error)),
             }
         }
     }
@@ -260,7 +263,7 @@ impl Engine {
             .kv
             .get(key)
             .filter(|value| value.live_at(now))
-            .map(|value| KvItem::of(Bytes::copy_from_slice(key), value)))
+            .map(|value| KvItem::of(Bytes::copy_from_slice(key), value, &self.addressing)))
     }
 
     /// The entries of several keys (`kv_get` each) from one snapshot: a put of several keys
@@ -276,7 +279,7 @@ impl Engine {
         let now = now_unix_ms();
         let item = |key: &Bytes| {
             let value = info.kv.get(key.as_ref()).filter(|value| value.live_at(now));
-            value.map(|value| KvItem::of(key.clone(), value))
+            value.map(|value| KvItem::of(key.clone(), value, &self.addressing))
         };
         Ok(keys.iter().map(item).collect())
     }
@@ -343,7 +346,7 @@ impl Engine {
                 let value = info.kv.get(key.as_slice())?;
                 value
                     .live_at(now)
-                    .then(|| KvItem::of(Bytes::from(key), value))
+                    .then(|| KvItem::of(Bytes::from(key), value, &self.addressing))
             })
             .collect())
     }
@@ -383,7 +386,7 @@ impl Engine {
             // Expired entries are neither returned nor counted.
             .filter(|(_, value)| value.live_at(now))
             .take(limit as usize)
-            .map(|(key, value)| KvItem::of(key.clone(), value))
+            .map(|(key, value)| KvItem::of(key.clone(), value, &self.addressing))
             .collect())
     }
 

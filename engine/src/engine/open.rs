@@ -117,6 +117,7 @@ impl Engine {
                 base_hints: BaseHints::default(),
             }),
             scope: Scope::Store,
+            addressing: crate::seal::Addressing::Plain,
         })
     }
 }

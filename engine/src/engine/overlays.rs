@@ -41,23 +41,39 @@ impl Engine {
         self.check_overlay(turn_id)?;
         self.check_blob_len(payload.len())?;
         let hash = BlobHash::of(&payload);
+        let address = self.address(hash);
         let kind = OverlayKind::Patch {
-            hash,
+            hash: address,
             len: payload.len() as u32,
         };
         // The patch's blob is durable before the record that names it; one a collection swept
         // in between is stored again (as for an append).
         let mut attempts = 0;
-        loop {
+        let result = loop {
             self.store_blob(hash, payload.clone()).await?;
             match self.send_overlay(turn_id, kind).await {
                 Err(EngineError::BlobNotFound(gone))
-                    if gone == hash && attempts < SWEPT_RETRIES_MAX =>
+                    if gone == address && attempts < SWEPT_RETRIES_MAX =>
                 {
                     attempts += 1;
                 }
-                result => return result,
+                result => break result,
             }
+        };
+        self.shown_overlaid(result)
+    }
+
+    /// An overlay's answer as the caller sees it: the turn with its payload's hash.
+    fn shown_overlaid(
+        &self,
+        result: Result<Overlaid, EngineError>,
+    ) -> Result<Overlaid, EngineError> {
+        match result {
+            Ok(overlaid) => Ok(Overlaid {
+                turn: self.shown(overlaid.turn),
+                ..overlaid
+            }),
+            Err(error) => Err(self.shown_error(error)),
         }
     }
 
@@ -67,7 +83,8 @@ impl Engine {
     /// final: redacting it again is refused (`EngineError::Redacted`).
     pub async fn redact_turn(&self, turn_id: TurnId) -> Result<Overlaid, EngineError> {
         self.check_overlay(turn_id)?;
-        self.send_overlay(turn_id, OverlayKind::Redact).await
+        let result = self.send_overlay(turn_id, OverlayKind::Redact).await;
+        self.shown_overlaid(result)
     }
 
     /// Purges a blob (the compliance path: "this content must be gone"): redacts every turn
@@ -77,6 +94,19 @@ impl Engine {
     /// turn appended after the purge sends them again (new content). NOT_FOUND when no turn
     /// ever named the blob and it is not stored.
     pub async fn purge_blob(&self, hash: BlobHash) -> Result<Purged, EngineError> {
+        // Everything below works on the address: this handle's tenant's turns name it, no
+        // other tenant's do.
+        let purged = self.purge_address(self.address(hash)).await;
+        match purged {
+            Ok(purged) => Ok(Purged {
+                payload_hash: hash,
+                ..purged
+            }),
+            Err(error) => Err(self.shown_error(error)),
+        }
+    }
+
+    async fn purge_address(&self, hash: BlobHash) -> Result<Purged, EngineError> {
         self.check_open()?;
         let published = &self.inner.published;
         published.status.check_writable()?;

@@ -152,7 +152,7 @@ impl Engine {
             let hash = BlobHash::of(&bytes);
             let deduped = self.store_blob(hash, bytes).await?;
             let blob = TurnBlob {
-                hash,
+                hash: self.address(hash),
                 raw_len: length_bytes as u32,
                 deduped,
                 by_hash: false,
@@ -165,7 +165,10 @@ impl Engine {
                 owner,
             };
             match self.send_stream(change).await? {
-                StreamAnswer::Sealed(appended) => return Ok(appended),
+                StreamAnswer::Sealed(appended) => {
+                    let turn = self.shown(appended.turn);
+                    return Ok(Appended { turn, ..appended });
+                }
                 StreamAnswer::Moved => continue,
                 other => return Err(unexpected(other)),
             }

@@ -155,7 +155,7 @@ impl Engine {
             }
             found.turns.push(TurnWithExtras {
                 extras: turns.extras(&turn)?,
-                turn: snapshot.overlays.view(&turn, as_of),
+                turn: self.shown(snapshot.overlays.view(&turn, as_of)),
             });
             if found.turns.len() as u32 == limit {
                 if ids.peek().is_some() {
@@ -200,7 +200,7 @@ impl Engine {
             .map(|turn| {
                 Ok(TurnWithExtras {
                     extras: turns.extras(&turn)?,
-                    turn: snapshot.overlays.view(&turn, as_of),
+                    turn: self.shown(snapshot.overlays.view(&turn, as_of)),
                 })
             })
             .transpose()
@@ -215,7 +215,8 @@ impl Engine {
         cache: &mut dyn PayloadCache,
     ) -> Result<Page, EngineError> {
         let context_id = self.resolve(context)?;
-        self.reader().window(context_id, limit, options, cache)
+        let page = self.reader().window(context_id, limit, options, cache);
+        page.map_err(|error| self.shown_error(error))
     }
 
     /// Every turn the context owns, newest first across all its branches, then what it
@@ -273,7 +274,11 @@ impl Engine {
                 break;
             }
         }
-        Ok(walk.page)
+        let mut page = walk.page;
+        for found in &mut page.turns {
+            found.turn = self.shown(found.turn);
+        }
+        Ok(page)
     }
 }
 

@@ -8,9 +8,12 @@
 //!      6    2 compression    0 = raw, 1 = zstd, 2 = manifest (the body names the chunks)
 //!      8    4 raw_len        payload bytes before compression
 //!     12    4 stored_len     bytes of the stored body that follows the header
-//!     16   32 hash           BLAKE3-256 of the raw payload
+//!     16   32 hash           the blob's address: BLAKE3-256 of the raw payload, permuted
+//!                            under its tenant's address key
 //!     48    4 body_crc32c    over the stored body
-//!     52    8 reserved       0
+//!     52    4 tenant_id      the tenant whose blob this is (0: the operator); `hash` is its
+//!                            address (decision 0032 §4: the hash itself for the operator)
+//!     56    4 reserved       0
 //!     60    4 header_crc32c  over bytes 0..60
 //!     64    … stored body, then zero padding to a multiple of 8 bytes
 //! ```
@@ -18,7 +21,7 @@
 //! header, and a torn body is still told apart from a torn header.
 
 use crate::format::{Fields, FieldsMut, RecordError, check_crc};
-use crate::ids::BlobHash;
+use crate::ids::{BlobHash, TenantId};
 
 pub const PACK_HEADER_BYTES: usize = 64;
 pub const PACK_MAGIC: u32 = 0x4253_4C42;
@@ -33,7 +36,8 @@ mod at {
     pub const STORED_LEN: usize = 12;
     pub const HASH: usize = 16;
     pub const BODY_CRC32C: usize = 48;
-    pub const RESERVED: usize = 52;
+    pub const TENANT_ID: usize = 52;
+    pub const RESERVED: usize = 56;
     pub const HEADER_CRC32C: usize = 60;
 }
 const _: () = assert!(at::HASH + 32 == at::BODY_CRC32C);
@@ -74,8 +78,11 @@ pub struct PackHeader {
     pub compression: Compression,
     pub raw_len: u32,
     pub stored_len: u32,
+    /// The blob's address (the hash for the operator's blobs).
     pub hash: BlobHash,
     pub body_crc: u32,
+    /// Whose blob it is: the address is `tenant_id`'s (`seal::Addressing`).
+    pub tenant_id: TenantId,
 }
 
 impl PackHeader {
@@ -98,6 +105,7 @@ impl PackHeader {
         fields.u32(at::STORED_LEN, self.stored_len);
         fields.bytes(at::HASH, &self.hash.0);
         fields.u32(at::BODY_CRC32C, self.body_crc);
+        fields.u32(at::TENANT_ID, self.tenant_id.0);
         let crc = crc32c::crc32c(&fields.0[..at::HEADER_CRC32C]);
         fields.u32(at::HEADER_CRC32C, crc);
     }
@@ -121,8 +129,9 @@ impl PackHeader {
             stored_len: fields.u32(at::STORED_LEN),
             hash: BlobHash(fields.hash(at::HASH)),
             body_crc: fields.u32(at::BODY_CRC32C),
+            tenant_id: TenantId(fields.u32(at::TENANT_ID)),
         };
-        if fields.u64(at::RESERVED) != 0 {
+        if fields.u32(at::RESERVED) != 0 {
             return Err(RecordError::Field("reserved bytes are not zero"));
         }
         if compression == Compression::Raw && header.raw_len != header.stored_len {
@@ -151,7 +160,14 @@ pub struct EncodedBlob {
 }
 
 impl EncodedBlob {
-    pub fn new(hash: BlobHash, raw_len: u32, compression: Compression, body: &[u8]) -> Self {
+    /// The record of `tenant_id`'s blob at address `hash`.
+    pub fn new(
+        tenant_id: TenantId,
+        hash: BlobHash,
+        raw_len: u32,
+        compression: Compression,
+        body: &[u8],
+    ) -> Self {
         assert!(
             body.len() <= u32::MAX as usize,
             "blob bodies are limited below 4 GiB"
@@ -163,6 +179,7 @@ impl EncodedBlob {
             stored_len,
             hash,
             body_crc: crc32c::crc32c(body),
+            tenant_id,
         };
         let total = header.record_bytes() as usize;
         let mut bytes = vec![0u8; total];
@@ -181,7 +198,13 @@ mod tests {
     #[test]
     fn header_round_trip_and_padding() {
         let body = b"0123456789";
-        let blob = EncodedBlob::new(BlobHash::of(body), 10, Compression::Raw, body);
+        let blob = EncodedBlob::new(
+            TenantId::OPERATOR,
+            BlobHash::of(body),
+            10,
+            Compression::Raw,
+            body,
+        );
         assert_eq!(blob.bytes.len(), 64 + 16);
         let mut header = [0u8; PACK_HEADER_BYTES];
         header.copy_from_slice(&blob.bytes[..PACK_HEADER_BYTES]);
@@ -193,7 +216,7 @@ mod tests {
 
     #[test]
     fn every_flipped_header_bit_is_detected() {
-        let blob = EncodedBlob::new(BlobHash::of(b"x"), 1, Compression::Raw, b"x");
+        let blob = EncodedBlob::new(TenantId(3), BlobHash::of(b"x"), 1, Compression::Raw, b"x");
         let mut header = [0u8; PACK_HEADER_BYTES];
         header.copy_from_slice(&blob.bytes[..PACK_HEADER_BYTES]);
         for bit in 0..PACK_HEADER_BYTES * 8 {

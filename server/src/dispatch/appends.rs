@@ -86,7 +86,7 @@ impl Dispatcher {
         if let Some(bytes) = bytes {
             self.payload_cache
                 .borrow_mut()
-                .insert_appended(appended.turn.payload_hash, &bytes);
+                .insert_appended(self.engine.cache_key(appended.turn.payload_hash), &bytes);
         }
         Ok(appends::Appended {
             message_type,

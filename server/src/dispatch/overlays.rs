@@ -36,7 +36,7 @@ impl Dispatcher {
         // Like an append's: new bytes this core hashed, likely read again soon.
         self.payload_cache
             .borrow_mut()
-            .insert(patched.turn.payload_hash, &payload);
+            .insert(self.engine.cache_key(patched.turn.payload_hash), &payload);
         Ok(overlays::Patched {
             turn_id,
             overlay_seq: patched.overlay_seq,
