@@ -13,8 +13,12 @@ use ctxstore_engine::EngineConfig;
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
-    /// Required to listen anywhere but on loopback. Compared in constant time.
+    /// Required to listen anywhere but on loopback. Compared in constant time. The operator's
+    /// token (TenantId 0) when the server has tenants.
     pub token: Option<String>,
+    /// The tenants file (`--tenants-file`, decision 0032 §1): each tenant's tokens, rights
+    /// and quotas; read at start and on SIGHUP. `None`: every connection is the operator's.
+    pub tenants_file: Option<PathBuf>,
     /// Threads that own connections: decode frames, hash and compress payloads, call the
     /// engine, encode responses.
     pub network_cores: usize,
@@ -134,6 +138,7 @@ impl ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 7411)),
             token: None,
+            tenants_file: None,
             network_cores: std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .min(64),
@@ -177,6 +182,16 @@ impl ServerConfig {
                 "refusing to listen on {} without a token: anyone who can reach it could read \
                  and write every context. Pass --token-file, or listen on 127.0.0.1",
                 self.listen
+            ));
+        }
+        if let Some(file) = &self.tenants_file
+            && self.token.as_deref().is_none_or(str::is_empty)
+        {
+            return Err(format!(
+                "refusing to serve the tenants in {} without --token-file: the operator's \
+                 token administers tenants, and without one every connection would be the \
+                 operator's, whatever token it presents",
+                file.display()
             ));
         }
         if let Some(metrics) = self.metrics_listen

@@ -10,7 +10,10 @@
 //! `kv.rs` (a context's keys and values), `appends.rs`, `reads.rs` (every read that answers
 //! TURNs, in an overlay view or not), `overlays.rs` (patch, redact, purge), `blobs.rs`
 //! (blobs and chunked writes) and `streams.rs` (streams: open, deltas, seal, long-poll reads);
-//! `follow.rs` makes a STREAM_FOLLOW's frames, which the connection pumps. The wire forms
+//! `follow.rs` makes a STREAM_FOLLOW's frames, which the connection pumps. Every request runs
+//! in its connection's `Session` (the tenant of its HELLO token, decision 0032): `rights.rs`
+//! checks what the message needs of it first, and the only engine handle a family's file
+//! reaches (`Scoped::engine`) is the session's, scoped to its tenant. The wire forms
 //! every family shares are here, and what depends on the connection's version: an answer as
 //! an older version sees it (`in_version`: TURN flags, the ERROR codes of version 4), and a
 //! write's ACK_AFTER (`acknowledgement`, version 4).
@@ -24,6 +27,7 @@ mod kv;
 mod overlays;
 mod reads;
 mod retention;
+pub mod rights;
 mod streams;
 
 use std::cell::RefCell;
@@ -32,7 +36,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ctxstore_engine::{
     Compression, ContextHead, ContextId, ContextRef, Engine, EngineError, ErrorKind, Payload,
-    PayloadMode, Turn, TurnId,
+    PayloadMode, TenantId, Turn, TurnId,
 };
 use ctxstore_protocol::{
     AppendsResponse, ContextHeadWire, ContextRef as ContextRefWire, ErrorCode, ExtrasWire,
@@ -43,12 +47,16 @@ use ctxstore_protocol::{
 use crate::config::ServerLimits;
 use crate::counters::ServerCounters;
 use crate::payload_cache::PayloadCache;
+use crate::tenants_file::Rights;
 pub use follow::{FollowFrame, FollowFrames};
 
 /// What every request handler needs; one per network core, shared by its connections.
 #[derive(Debug)]
 pub struct Dispatcher {
-    pub engine: Engine,
+    /// The store-wide handle: the store's own business (limits, releasing a closed
+    /// connection's streams). Requests reach the engine only through their connection's
+    /// `Session`, whose handle is scoped to its tenant.
+    pub store: Engine,
     pub limits: ServerLimits,
     pub counters: Arc<ServerCounters>,
     /// Replication's figures (REPLICATION_STATS, ROLE): the replicator's or the standby's,
@@ -73,19 +81,105 @@ impl Dispatcher {
         cache
     }
 
-    /// Answers one request (HELLO is handled by the connection before it gets here).
-    /// `connection_id` owns the streams the connection opens (issue 32).
-    pub async fn handle(&self, request: Request, version: u16, connection_id: u64) -> Response {
-        let response = self
+    /// Answers one request of `session`'s connection (HELLO is handled by the connection
+    /// before it gets here). `connection_id` owns the streams the connection opens (issue 32).
+    pub async fn handle(
+        &self,
+        session: &Session,
+        request: Request,
+        version: u16,
+        connection_id: u64,
+    ) -> Response {
+        let scoped = self.scoped(session);
+        let response = scoped
             .answer(request, connection_id)
             .await
             .unwrap_or_else(|response| response);
         in_version(self.with_epoch(response), version)
     }
 
+    /// This core's view for one request of `session`'s connection.
+    pub fn scoped<'a>(&'a self, session: &'a Session) -> Scoped<'a> {
+        Scoped {
+            engine: &session.engine,
+            session,
+            core: self,
+        }
+    }
+
+    /// NOT_PRIMARY's `detail`: the newest epoch this server knows (0 without a replica).
+    fn with_epoch(&self, mut response: Response) -> Response {
+        if let Response::Error {
+            code: ErrorCode::NotPrimary,
+            detail,
+            ..
+        } = &mut response
+            && let Some(stats) = &self.replication
+        {
+            *detail = stats.epoch.load(std::sync::atomic::Ordering::Relaxed);
+        }
+        response
+    }
+}
+
+/// Who a connection is (decision 0032 §1–§2): the tenant of the token it presented in HELLO,
+/// its rights, and the engine handle scoped to that tenant. The only engine a request's
+/// handler holds is this one, so no handler can reach another tenant's data.
+#[derive(Debug)]
+pub struct Session {
+    pub tenant_id: TenantId,
+    /// The tenant's name (`operator` for TenantId 0), for logs and messages.
+    pub tenant_name: String,
+    pub rights: Rights,
+    /// `Engine::scoped(tenant_id)`.
+    pub engine: Engine,
+}
+
+impl Session {
+    /// The operator's connection (the `--token-file` token, or any connection of a server
+    /// without one): every right, its own data, and the store-wide messages.
+    pub fn operator(store: &Engine) -> Session {
+        Session {
+            tenant_id: TenantId::OPERATOR,
+            tenant_name: crate::tenants_file::OPERATOR_NAME.to_string(),
+            rights: Rights {
+                read: true,
+                write: true,
+                admin: true,
+            },
+            engine: store.scoped(TenantId::OPERATOR),
+        }
+    }
+
+    pub fn is_operator(&self) -> bool {
+        self.tenant_id == TenantId::OPERATOR
+    }
+}
+
+/// A core's dispatcher as one request of one connection sees it: `engine` is the session's
+/// scoped handle (it shadows nothing: the dispatcher's own handle is `store`), the rest is the
+/// core's (through `Deref`).
+#[derive(Debug)]
+pub struct Scoped<'a> {
+    pub engine: &'a Engine,
+    pub session: &'a Session,
+    core: &'a Dispatcher,
+}
+
+impl std::ops::Deref for Scoped<'_> {
+    type Target = Dispatcher;
+
+    fn deref(&self) -> &Dispatcher {
+        self.core
+    }
+}
+
+impl Scoped<'_> {
     /// The answer to a request; `Err` holds an ERROR response. One arm per message family;
     /// each family's file answers its own requests.
     async fn answer(&self, request: Request, connection_id: u64) -> Result<Response, Response> {
+        // Before anything else: a refused request changes nothing.
+        rights::check(self.session, request.message_type())?;
         let (request, remote) = self.remote_acks.unwrap(request);
         let acknowledged = request.message_type().takes_ack_after();
         if remote {
@@ -144,20 +238,6 @@ impl Dispatcher {
                 "ACK_AFTER on a request that already carries it",
             )),
         }
-    }
-
-    /// NOT_PRIMARY's `detail`: the newest epoch this server knows (0 without a replica).
-    fn with_epoch(&self, mut response: Response) -> Response {
-        if let Response::Error {
-            code: ErrorCode::NotPrimary,
-            detail,
-            ..
-        } = &mut response
-            && let Some(stats) = &self.replication
-        {
-            *detail = stats.epoch.load(std::sync::atomic::Ordering::Relaxed);
-        }
-        response
     }
 
     /// The ContextID a request names: an id as it is (the engine checks it where it is used,

@@ -9,6 +9,8 @@
 //! - `payload_cache`: a core's raw payloads, so that hot reads skip pack reads and zstd.
 //! - `local`: single-threaded notify/flag/race helpers; `counters`: STATS counters.
 //! - [`settings`]: the layers of the server's settings (flag > env > config file > default).
+//! - [`tenants_file`]: the tenants file read and checked; [`tenancy`]: the one in force, what
+//!   HELLO maps a token to a tenant with, replaced whole on SIGHUP (`Server::reload_tenants`).
 //! - [`metrics`]: per-core request counters and the `GET /metrics` endpoint (Prometheus).
 //! - [`console`]: the read-only web console (`--console-listen`): its JSON API, auth and
 //!   the embedded front-end.
@@ -41,6 +43,7 @@ pub mod network_core;
 mod payload_cache;
 pub mod remote_acks;
 pub mod settings;
+pub mod tenancy;
 pub mod tenants_file;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -72,6 +75,8 @@ pub struct Server {
     waiting: Option<Arc<ctxstore_replica::ReplicationStats>>,
     /// A waiting standby's empty store lives here; removed once it is shut down.
     scratch: Option<PathBuf>,
+    /// The tenants file in force (`--tenants-file`), shared with the cores' HELLO.
+    tenants: Option<Arc<tenancy::Tenants>>,
     stopped: bool,
 }
 
@@ -113,6 +118,16 @@ impl Server {
         let engine = Engine::open(engine_config.clone()).with_context(|| {
             format!("opening the store in {}", config.engine.data_dir.display())
         })?;
+        let tenants = match &config.tenants_file {
+            None => None,
+            Some(path) => match tenancy::Tenants::load(path, &engine) {
+                Ok(tenants) => Some(Arc::new(tenants)),
+                Err(error) => {
+                    engine.shutdown();
+                    return Err(anyhow::Error::new(error).context("reading the tenants file"));
+                }
+            },
+        };
         let mut server = Server {
             local_addr,
             engine,
@@ -125,6 +140,7 @@ impl Server {
             follower: None,
             waiting: None,
             scratch: None,
+            tenants,
             stopped: false,
         };
         if let Err(error) = server.attach_replication(&config, local_addr) {
@@ -297,6 +313,9 @@ impl Server {
             follower: None,
             waiting: Some(waiting),
             scratch: Some(scratch.clone()),
+            // The empty store knows no tenant: only the operator's token is let in until the
+            // restore point is there and the store is served with its tenants.
+            tenants: None,
             stopped: false,
         };
         let mut answering = config.clone();
@@ -434,6 +453,7 @@ impl Server {
                 payload_cache_bytes: config.payload_cache_bytes_per_core,
                 cache_feed,
                 token_digest,
+                tenants: self.tenants.clone(),
                 limits: config.limits,
                 replication: self.replication().cloned(),
                 advertise: advertised(config, self.local_addr),
@@ -448,6 +468,27 @@ impl Server {
             incoming,
             metrics: core_metrics,
         })
+    }
+
+    /// Reads the tenants file again (SIGHUP): new tenants are registered and their tokens
+    /// let in from the next HELLO on, removed tokens refused from then on; connections already
+    /// open keep what HELLO gave them. A file that fails a check changes nothing: the old one
+    /// stays in force and the log says why. Nothing to do without `--tenants-file`.
+    pub fn reload_tenants(&self) {
+        let Some(tenants) = &self.tenants else {
+            tracing::info!("SIGHUP: no --tenants-file to read again");
+            return;
+        };
+        match tenants.reload(&self.engine) {
+            Ok(count) => {
+                tracing::info!(path = %tenants.path().display(), tenants = count, "tenants file read again");
+            }
+            Err(error) => tracing::error!(
+                %error,
+                "the tenants file was not taken: the one read before is kept in force; fix \
+                 the file and send SIGHUP again"
+            ),
+        }
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -576,6 +617,7 @@ impl Drop for Server {
             follower: self.follower.take(),
             waiting: self.waiting.take(),
             scratch: self.scratch.take(),
+            tenants: self.tenants.take(),
             stopped: std::mem::replace(&mut self.stopped, true),
         };
         let _ = std::thread::spawn(move || server.stop()).join();

@@ -208,8 +208,16 @@ struct ServeArgs {
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
     /// File holding the token clients must present in HELLO (surrounding whitespace ignored).
+    /// With --tenants-file, the operator's token: it sees the operator's own data and alone
+    /// may ask for STATS, BACKUP, GC and REPLICATION_STATS.
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// Tenants (TOML, `[[tenant]]` tables: name, tokens, rights, quotas): a connection whose
+    /// HELLO token is a tenant's sees that tenant's data only, with its rights. Read at start
+    /// (a malformed file refuses the start, naming its line) and again on SIGHUP (a malformed
+    /// one keeps the old in force; the log says why). Needs --token-file.
+    #[arg(long)]
+    tenants_file: Option<PathBuf>,
     /// Network cores: threads owning connections (default: one per CPU).
     #[arg(long)]
     network_cores: Option<usize>,

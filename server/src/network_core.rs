@@ -40,6 +40,8 @@ pub struct CoreSettings {
     pub cache_feed: CacheFeed,
     /// BLAKE3 of the token clients must present.
     pub token_digest: Option<[u8; 32]>,
+    /// The tenants file in force (`--tenants-file`): HELLO maps other tokens to tenants.
+    pub tenants: Option<Arc<crate::tenancy::Tenants>>,
     pub limits: ServerLimits,
     /// Replication's figures (REPLICATION_STATS), when the server replicates or follows.
     pub replication: Option<Arc<ctxstore_replica::ReplicationStats>>,
@@ -114,7 +116,7 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
     );
     let core = Rc::new(CoreContext {
         dispatcher: Dispatcher {
-            engine: settings.engine,
+            store: settings.engine,
             limits: settings.limits,
             counters: settings.counters,
             replication: settings.replication,
@@ -130,6 +132,7 @@ async fn run(settings: CoreSettings, ready: std::sync::mpsc::Sender<Result<(), S
         },
         metrics: settings.metrics,
         token_digest: settings.token_digest,
+        tenants: settings.tenants,
         limits: settings.limits,
         shutdown: shutdown.clone(),
         hard_stop,

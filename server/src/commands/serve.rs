@@ -25,6 +25,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
     ])
     .context("installing signal handlers")?;
     let drain_timeout = config.drain_timeout;
@@ -142,7 +143,11 @@ fn serve_until_signal(
     rejoining: &mut RejoinWatch,
 ) -> anyhow::Result<i32> {
     loop {
-        if let Some(signal) = signals.pending().next() {
+        for signal in signals.pending() {
+            if signal == signal_hook::consts::SIGHUP {
+                server.reload_tenants();
+                continue;
+            }
             return Ok(signal);
         }
         if rejoining.due(server, restart_config) {
@@ -422,7 +427,11 @@ fn watch_later_signals(
 ) {
     let mut signals = signals;
     std::thread::spawn(move || {
-        let mut more = signals.forever();
+        // SIGHUP reads the tenants file again; during a drain there is nothing to read it
+        // for, and it is no request to hurry.
+        let mut more = signals
+            .forever()
+            .filter(|signal| *signal != signal_hook::consts::SIGHUP);
         if more.next().is_some() {
             second_signal.store(true, std::sync::atomic::Ordering::SeqCst);
             eprintln!("ctxstore-server: second signal, closing every connection now");

@@ -27,6 +27,11 @@ pub(crate) fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
         );
         config.token = Some(token);
     }
+    if let Some(path) = &args.tenants_file {
+        // It may hold plain tokens (or only their hashes).
+        warn_if_readable_by_others(path);
+        config.tenants_file = Some(path.clone());
+    }
     if let Some(cores) = args.network_cores {
         config.network_cores = cores;
     }

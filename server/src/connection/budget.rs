@@ -197,7 +197,7 @@ impl Accounting {
 
 /// What the answers of this core's requests may hold: the engine's and the server's limits.
 pub(super) fn answer_limits(core: &CoreContext) -> AnswerLimits {
-    let engine_limits = core.dispatcher.engine.config().limits;
+    let engine_limits = core.dispatcher.store.config().limits;
     AnswerLimits {
         blob_bytes_max: engine_limits.blob_bytes_max,
         read_turns_max: engine_limits.read_turns_max,

@@ -8,6 +8,7 @@
 //! `bytes_max`). When the connection stops reading (the peer left, shutdown, a stall) the
 //! follow ends with the stream as it is now, so that the connection drains at once.
 
+use crate::dispatch::Session;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -26,9 +27,10 @@ pub(super) async fn follow(
     reserved: u64,
     core: Rc<CoreContext>,
     state: Rc<ConnectionState>,
+    session: Rc<Session>,
     started: Option<Instant>,
 ) {
-    let dispatcher = &core.dispatcher;
+    let dispatcher = &core.dispatcher.scoped(&session);
     loop {
         // The next frame; at once, as the last, when the connection stops reading.
         let frame = match race(frames.next(dispatcher, false), state.reading_ended.wait()).await {

@@ -3,6 +3,7 @@
 //! negotiation itself (`hello`: the highest version both sides speak, kept per connection for
 //! decoding; the token as BLAKE3 digests compared in constant time).
 
+use crate::dispatch::Session;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -124,14 +125,15 @@ impl HelloState {
 pub(super) type Refused = Box<(Response, Ending)>;
 
 /// Version negotiation (the highest version both sides speak) and the token check (constant
-/// time). Answers HELLO's answer, which holds the negotiated version.
+/// time). Answers HELLO's answer, which holds the negotiated version, and the connection's
+/// session: who its token says it is.
 pub(super) fn hello(
     core: &CoreContext,
     min_version: u16,
     max_version: u16,
     token: &[u8],
     client_name: &str,
-) -> Result<admin::Negotiated, Refused> {
+) -> Result<(admin::Negotiated, Session), Refused> {
     let version = max_version.min(PROTOCOL_VERSION);
     if version < min_version || version < PROTOCOL_VERSION_MIN {
         let message = format!(
@@ -145,25 +147,16 @@ pub(super) fn hello(
         };
         return Err(Box::new((response, "unsupported version")));
     }
-    if let Some(expected) = &core.token_digest {
-        // Whether a token was given at all is no secret (its bytes and length stay so).
-        if token.is_empty() {
-            let message = "this server requires a token and none was given (the clients' \
-                           --token or CTXSTORE_TOKEN)";
-            return Err(Box::new((
-                error(ErrorCode::Unauthorized, message),
-                "no token",
-            )));
-        }
-        if !constant_time_eq::constant_time_eq_32(&token_digest(token), expected) {
-            let refused = (error(ErrorCode::Unauthorized, "wrong token"), "wrong token");
-            return Err(Box::new(refused));
-        }
-    }
-    tracing::debug!(client = client_name, version, "client said hello");
+    let session = session_of(core, token)?;
+    tracing::debug!(
+        client = client_name,
+        version,
+        tenant = %session.tenant_name,
+        "client said hello"
+    );
     let limits = &core.limits;
-    let engine_limits = core.dispatcher.engine.config().limits;
-    Ok(admin::Negotiated {
+    let engine_limits = core.dispatcher.store.config().limits;
+    let negotiated = admin::Negotiated {
         version,
         limits: WireLimits {
             frame_bytes_max: limits.frame_bytes_max,
@@ -173,7 +166,59 @@ pub(super) fn hello(
             has_blobs_max: limits.has_blobs_max,
         },
         server_name: core.server_name.clone(),
-    })
+    };
+    Ok((negotiated, session))
+}
+
+/// Who `token` makes the connection (decision 0032 §1): the operator (its `--token-file`
+/// token, or anyone on a server without one), or the tenant whose token it is. The presented
+/// token's digest is compared with the operator's and with every tenant's, all in constant
+/// time and all of them every time, so the time HELLO takes says neither whether nor whose.
+fn session_of(core: &CoreContext, token: &[u8]) -> Result<Session, Refused> {
+    let store = &core.dispatcher.store;
+    let Some(expected) = &core.token_digest else {
+        return Ok(Session::operator(store));
+    };
+    // Whether a token was given at all is no secret (its bytes and length stay so).
+    if token.is_empty() {
+        let message = "this server requires a token and none was given (the clients' \
+                       --token or CTXSTORE_TOKEN)";
+        return Err(Box::new((
+            error(ErrorCode::Unauthorized, message),
+            "no token",
+        )));
+    }
+    let digest = token_digest(token);
+    let operator = constant_time_eq::constant_time_eq_32(&digest, expected);
+    let tenancy = core.tenants.as_ref().map(|tenants| tenants.current());
+    let tenant = tenancy.as_ref().and_then(|tenancy| tenancy.find(&digest));
+    match (operator, tenant) {
+        (true, _) => Ok(Session::operator(store)),
+        (false, Some((name, rights))) => match store.tenant_by_name(name) {
+            Some(tenant_id) => Ok(Session {
+                tenant_id,
+                tenant_name: name.to_string(),
+                rights,
+                engine: store.scoped(tenant_id),
+            }),
+            None => {
+                let message = format!(
+                    "tenant {name} is not registered in this store yet: a primary registers \
+                     the tenants of its tenants file at start and on SIGHUP, a standby learns \
+                     them from its primary's log; try again"
+                );
+                let refused = (
+                    error(ErrorCode::Unauthorized, message),
+                    "unregistered tenant",
+                );
+                Err(Box::new(refused))
+            }
+        },
+        (false, None) => {
+            let refused = (error(ErrorCode::Unauthorized, "wrong token"), "wrong token");
+            Err(Box::new(refused))
+        }
+    }
 }
 
 #[cfg(test)]

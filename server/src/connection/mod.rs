@@ -44,6 +44,8 @@ pub struct CoreContext {
     /// BLAKE3 of the server's token: a presented token is hashed and the digests compared in
     /// constant time, so neither the token's bytes nor its length show in the timing.
     pub token_digest: Option<[u8; 32]>,
+    /// The tenants HELLO maps other tokens to (`--tenants-file`; `None`: none).
+    pub tenants: Option<Arc<crate::tenancy::Tenants>>,
     pub limits: ServerLimits,
     /// Raised at shutdown: stop reading, answer and write what is in flight.
     pub shutdown: Rc<LocalFlag>,
@@ -78,6 +80,7 @@ pub async fn serve(
         accounting: accounting.clone(),
         connection_id,
         reading_ended: LocalFlag::new(),
+        session: std::cell::OnceCell::new(),
     });
     let mut hello = HelloState::new(ticket, &core.limits);
     let ending = read_requests(&mut reader, &core, &state, &mut hello).await;
@@ -92,7 +95,7 @@ pub async fn serve(
     let drained = drain_in_flight(&accounting, &core).await;
     // Its streams stay open, unowned: the writer may reconnect and continue them. (Failing
     // only when the engine is shutting down, when ownership ends anyway.)
-    let _ = core.dispatcher.engine.release_streams(connection_id).await;
+    let _ = core.dispatcher.store.release_streams(connection_id).await;
     let _ = state.outgoing.send(Outgoing::Close);
     drop(state);
     let written = drained && finish_writing(&mut writer_task, &accounting, &core).await;

@@ -11,6 +11,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 use bytes::Bytes;
 use ctxstore_protocol::{
@@ -25,8 +26,8 @@ use super::follows;
 use super::hello::{HelloState, Refused, hello};
 use super::reader::Ending;
 use super::writer::ConnectionState;
-use crate::dispatch::FollowFrames;
 use crate::dispatch::error;
+use crate::dispatch::{FollowFrames, Session, rights};
 use crate::local::{Either, race};
 
 /// What became of a frame.
@@ -134,13 +135,16 @@ fn undecodable(
 /// HELLO answered: the connection speaks `version` from now on, or closes.
 fn said_hello(
     header: &FrameHeader,
-    negotiated: Result<admin::Negotiated, Refused>,
+    negotiated: Result<(admin::Negotiated, Session), Refused>,
     hello: &mut HelloState,
     core: &CoreContext,
     state: &ConnectionState,
 ) -> Handled {
     match negotiated {
-        Ok(negotiated) => {
+        Ok((negotiated, session)) => {
+            // HELLO comes once: the session is set once.
+            let first = state.session.set(Rc::new(session)).is_ok();
+            assert!(first, "one HELLO per connection");
             hello.deadline = None;
             hello.version = negotiated.version;
             let response = admin::Hello::respond(negotiated);
@@ -193,6 +197,7 @@ pub(super) fn start(
     if !accounting.try_reserve(waiting.reserved) {
         return Some(waiting);
     }
+    let session = state.session()?;
     let Waiting {
         header,
         work,
@@ -213,9 +218,8 @@ pub(super) fn start(
     accounting.in_flight.set(accounting.in_flight.get() + 1);
     let started = core.metrics.clock();
     if let Some(frames) = FollowFrames::of(&request, version) {
-        let (core, state) = (core.clone(), state.clone());
-        let follow = follows::follow(header, frames, reserved, core, state, started);
-        compio::runtime::spawn(follow).detach();
+        let follow = (header, reserved, started);
+        start_follow(follow, frames, request.message_type(), core, state, session);
         return None;
     }
     // A long poll is cut short when the connection stops reading (the peer closed, shutdown):
@@ -224,9 +228,10 @@ pub(super) fn start(
     let mut task: Pin<Box<dyn Future<Output = Response>>> = {
         let core = core.clone();
         let connection_id = state.connection_id;
+        let session = session.clone();
         Box::pin(async move {
             core.dispatcher
-                .handle(request, version, connection_id)
+                .handle(&session, request, version, connection_id)
                 .await
         })
     };
@@ -253,7 +258,10 @@ pub(super) fn start(
                         Either::Right(()) => {
                             drop(task);
                             let connection_id = state.connection_id;
-                            core.dispatcher.handle(now, version, connection_id).await
+                            let dispatcher = &core.dispatcher;
+                            dispatcher
+                                .handle(&session, now, version, connection_id)
+                                .await
                         }
                     },
                 };
@@ -264,6 +272,27 @@ pub(super) fn start(
         }
     }
     None
+}
+
+/// Pumps a STREAM_FOLLOW counted in flight (`follows.rs`): its frame header, what it
+/// reserved, when it started. It is not answered by the dispatcher, so its right is checked
+/// here.
+fn start_follow(
+    (header, reserved, started): (FrameHeader, u64, Option<Instant>),
+    frames: FollowFrames,
+    message: MessageType,
+    core: &Rc<CoreContext>,
+    state: &Rc<ConnectionState>,
+    session: Rc<Session>,
+) {
+    if let Err(refused) = rights::check(&session, message) {
+        core.metrics.answered(header.msg_type, &refused, started);
+        state.send(header.req_id, &refused, true, reserved);
+        return;
+    }
+    let (core, state) = (core.clone(), state.clone());
+    let follow = follows::follow(header, frames, reserved, core, state, session, started);
+    compio::runtime::spawn(follow).detach();
 }
 
 /// A long poll's request without its wait (STREAM_READ or WATCH with `wait_ms`): what answers

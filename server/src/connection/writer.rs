@@ -2,6 +2,7 @@
 //! and the writer task that writes as many ready frames as it can in one vectored write,
 //! counting partial writes as progress.
 
+use crate::dispatch::Session;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -36,9 +37,19 @@ pub(super) struct ConnectionState {
     /// Raised when the read loop ends (the peer left, shutdown, a stall): follows
     /// (`follows.rs`) send their last frame now, so that the connection drains.
     pub(super) reading_ended: Rc<LocalFlag>,
+    /// Who the connection is: set once, by a successful HELLO (no request runs before it).
+    pub(super) session: std::cell::OnceCell<Rc<Session>>,
 }
 
 impl ConnectionState {
+    /// Who the connection is. Set by HELLO, and no request runs before it (`handle_frame`
+    /// refuses them).
+    pub(super) fn session(&self) -> Option<Rc<Session>> {
+        let session = self.session.get().cloned();
+        assert!(session.is_some(), "a request runs only after HELLO");
+        session
+    }
+
     /// Queues a response for the writer. `request`: it answers a request counted in flight.
     /// `reserved`: what the request reserved of the budget (0 for HELLO and the ERROR that
     /// closes a connection), exchanged for the response's bytes.

@@ -17,7 +17,7 @@ use ctxstore_protocol::{
 };
 use ctxstore_replica::{ReplicationRole, ReplicationState};
 
-use super::{Dispatcher, engine_error, error};
+use super::{Scoped, engine_error, error};
 
 // The replica's figures fit the wire as they are: every failure kind, each text's bound.
 const _: () =
@@ -27,7 +27,7 @@ const _: () = assert!(
         == ctxstore_protocol::REPLICATION_TEXT_BYTES_MAX
 );
 
-impl Dispatcher {
+impl Scoped<'_> {
     pub(super) async fn answer_admin(
         &self,
         request: AdminRequest,

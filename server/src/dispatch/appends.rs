@@ -8,9 +8,9 @@ use ctxstore_protocol::{
     TurnSpec,
 };
 
-use super::{Dispatcher, engine_error, turn_wire};
+use super::{Scoped, engine_error, turn_wire};
 
-impl Dispatcher {
+impl Scoped<'_> {
     pub(super) async fn answer_appends(
         &self,
         request: AppendsRequest,

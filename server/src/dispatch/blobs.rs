@@ -7,9 +7,9 @@ use ctxstore_protocol::{
     BlobsRequest, BlobsResponse, ErrorCode, PayloadWire, Response, read_flags,
 };
 
-use super::{Dispatcher, engine_error, error, payload_mode, payload_wire};
+use super::{Scoped, engine_error, error, payload_mode, payload_wire};
 
-impl Dispatcher {
+impl Scoped<'_> {
     pub(super) async fn answer_blobs(
         &self,
         request: BlobsRequest,

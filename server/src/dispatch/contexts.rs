@@ -8,9 +8,9 @@ use ctxstore_protocol::{
     ContextInfoWire, ContextsRequest, ContextsResponse, ListCursorWire, MessageType, Response,
 };
 
-use super::{Dispatcher, context_ref, engine_error, head_wire};
+use super::{Scoped, context_ref, engine_error, head_wire};
 
-impl Dispatcher {
+impl Scoped<'_> {
     /// A context's head, its creation, or its name and tags.
     pub(super) async fn answer_contexts(
         &self,

@@ -9,7 +9,7 @@
 use ctxstore_protocol::streams::{Pushed, StreamFollow};
 use ctxstore_protocol::{Request, Response, StreamStateWire, StreamsRequest, StreamsResponse};
 
-use super::{Dispatcher, in_version};
+use super::{Scoped, in_version};
 
 /// One follow's frames, one after the other, until its last.
 #[derive(Debug)]
@@ -64,7 +64,7 @@ impl FollowFrames {
     /// follow's `wait_ms`, the last frame); with `now`, the stream as it is now, as the last
     /// frame (the connection stops reading). Safe to drop while it waits: nothing moves until
     /// the frame is made.
-    pub async fn next(&mut self, dispatcher: &Dispatcher, now: bool) -> FollowFrame {
+    pub async fn next(&mut self, dispatcher: &Scoped<'_>, now: bool) -> FollowFrame {
         assert!(!self.ended, "a follow's frames end at its last");
         let wait_ms = if now { 0 } else { self.wait_ms };
         let (stream_id, offset) = (self.stream_id, self.offset);

@@ -12,12 +12,12 @@ use ctxstore_protocol::{
 };
 use ctxstore_vocab::limits::{KV_ENTRIES_PER_REQUEST_MAX, KV_TOUCH_KEYS_MAX};
 
-use super::{Dispatcher, context_ref, engine_error, payload_mode, payload_wire};
+use super::{Scoped, context_ref, engine_error, payload_mode, payload_wire};
 
 /// `detail` of KV_GET's NOT_FOUND when the context exists but the key does not.
 const KV_KEY_MISSING: u64 = 1;
 
-impl Dispatcher {
+impl Scoped<'_> {
     /// Each message's function answers its own struct: the variant that wraps it is the only
     /// one that type-checks (KV_PUT, KV_PUT_EX and KV_DELETE share DONE, which names them).
     pub(super) async fn answer_kv(&self, request: KvRequest) -> Result<KvResponse, Response> {

@@ -5,9 +5,9 @@ use ctxstore_engine::TurnId;
 use ctxstore_protocol::overlays;
 use ctxstore_protocol::{OverlaysRequest, OverlaysResponse, Response};
 
-use super::{Dispatcher, engine_error};
+use super::{Scoped, engine_error};
 
-impl Dispatcher {
+impl Scoped<'_> {
     pub(super) async fn answer_overlays(
         &self,
         request: OverlaysRequest,

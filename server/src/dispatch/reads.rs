@@ -17,7 +17,7 @@ use ctxstore_protocol::{
 };
 
 use super::{
-    Dispatcher, context_ref, engine_error, error, extras_wire, overlay_wire, payload_mode,
+    Scoped, context_ref, engine_error, error, extras_wire, overlay_wire, payload_mode,
     payload_wire, turn_wire,
 };
 
@@ -25,7 +25,7 @@ use super::{
 /// TURN's overlay state in wire order.
 type Read<T> = Result<(T, Vec<OverlayWire>), Response>;
 
-impl Dispatcher {
+impl Scoped<'_> {
     /// A read in an overlay view (decision 0012): the same answer, each TURN's overlay state
     /// after it.
     pub(super) fn read_as_of(&self, as_of: u64, read: ReadsRequest) -> Result<Response, Response> {

@@ -6,9 +6,9 @@ use ctxstore_protocol::retention;
 use ctxstore_protocol::{MessageType, Response, RetentionRequest, RetentionResponse};
 
 use super::contexts::context_info;
-use super::{Dispatcher, context_ref, engine_error};
+use super::{Scoped, context_ref, engine_error};
 
-impl Dispatcher {
+impl Scoped<'_> {
     /// CTX_DELETE, CTX_PRUNE and CTX_TTL: CONTEXT_INFO with the floor and the time to live.
     pub(super) async fn answer_retention(
         &self,

@@ -17,9 +17,9 @@ use ctxstore_protocol::{
     StreamsResponse, WATCH_FROM_NOW, WatchEventWire, WatchKindWire, WatchTargetWire,
 };
 
-use super::{Dispatcher, engine_error, turn_wire};
+use super::{Scoped, engine_error, turn_wire};
 
-impl Dispatcher {
+impl Scoped<'_> {
     /// `connection_id` owns the streams it opens and alone writes them while connected.
     pub(super) async fn answer_streams(
         &self,
@@ -207,7 +207,7 @@ impl Dispatcher {
     }
 }
 
-impl Dispatcher {
+impl Scoped<'_> {
     /// The stream from `offset`, waiting up to `wait_ms` (cut to `stream_wait_ms_max`; 0: no
     /// wait) while it is open and holds nothing past `offset`: STREAM_READ's answer, and each
     /// STREAM_FOLLOW frame's.

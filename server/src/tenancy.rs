@@ -1,0 +1,118 @@
+//! The tenants the server serves (decision 0032 §1): the tenants file in force and its token
+//! table, what HELLO looks a token up in, replaced whole on SIGHUP. The file is the one
+//! source of tokens and rights; the store's TenantIds are the engine's (tenant records,
+//! replicated), given to a name by `Engine::register_tenant` when a primary first reads it.
+//!
+//! Read at HELLO only (one `RwLock` read and an `Arc` clone per connection, never per
+//! request); a connection keeps the rights it was given at HELLO for its life, so a reload
+//! changes who may connect from then on, not the connections already open.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use ctxstore_engine::{Engine, EngineError, ErrorKind};
+
+use crate::tenants_file::{Rights, TenantEntry, TenantsFile, TenantsFileError, TokenTable};
+
+/// A tenants file and its token table, checked whole.
+#[derive(Debug)]
+pub struct Tenancy {
+    file: TenantsFile,
+    tokens: TokenTable,
+}
+
+impl Tenancy {
+    fn new(file: TenantsFile) -> Tenancy {
+        let tokens = TokenTable::new(&file);
+        Tenancy { file, tokens }
+    }
+
+    /// The tenant whose token has this BLAKE3 `digest` (constant in time, `TokenTable::find`).
+    pub fn find(&self, digest: &[u8; 32]) -> Option<(&str, Rights)> {
+        let index = self.tokens.find(digest)?;
+        let entry: &TenantEntry = self.file.tenants.get(index)?;
+        Some((entry.name.as_str(), entry.rights))
+    }
+
+    pub fn len(&self) -> usize {
+        self.file.tenants.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.file.tenants.is_empty()
+    }
+}
+
+/// The tenancy in force, shared by the cores; replaced whole by `reload`.
+#[derive(Debug)]
+pub struct Tenants {
+    path: PathBuf,
+    current: RwLock<Arc<Tenancy>>,
+}
+
+impl Tenants {
+    /// Reads and checks the file (a malformed one is refused, naming its line) and registers
+    /// its tenants in the store.
+    pub fn load(path: &Path, store: &Engine) -> Result<Tenants, TenantsFileError> {
+        let file = TenantsFile::load(path)?;
+        register(store, &file);
+        Ok(Tenants {
+            path: path.to_path_buf(),
+            current: RwLock::new(Arc::new(Tenancy::new(file))),
+        })
+    }
+
+    /// The tenancy in force now.
+    pub fn current(&self) -> Arc<Tenancy> {
+        // A writer that panicked left a whole `Arc` behind (the swap is one assignment).
+        let current = self
+            .current
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        current.clone()
+    }
+
+    /// Reads the file again (SIGHUP). A file that fails a check changes nothing: the old
+    /// one stays in force, and the error says why. Answers how many tenants it names.
+    pub fn reload(&self, store: &Engine) -> Result<usize, TenantsFileError> {
+        let file = TenantsFile::load(&self.path)?;
+        register(store, &file);
+        let tenancy = Arc::new(Tenancy::new(file));
+        let count = tenancy.len();
+        let mut current = self
+            .current
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *current = tenancy;
+        Ok(count)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Gives each name of `file` its TenantId (a tenant record, once per name in the store's
+/// life). A standby takes its tenants from its primary's log instead: its refusal is expected
+/// and a tenant it does not know yet is refused at HELLO until it does. Any other failure is
+/// logged; the tenant's tokens are refused until a later reload registers it.
+fn register(store: &Engine, file: &TenantsFile) {
+    for entry in &file.tenants {
+        if store.tenant_by_name(&entry.name).is_some() {
+            continue;
+        }
+        match pollster::block_on(store.register_tenant(&entry.name)) {
+            Ok(tenant_id) => {
+                tracing::info!(tenant = %entry.name, tenant_id = tenant_id.0, "tenant registered");
+            }
+            Err(error) if is_standby_refusal(&error) => {}
+            Err(error) => {
+                tracing::error!(tenant = %entry.name, %error, "registering a tenant failed");
+            }
+        }
+    }
+}
+
+fn is_standby_refusal(error: &EngineError) -> bool {
+    matches!(error.kind(), ErrorKind::NotPrimary | ErrorKind::ReadOnly)
+}
