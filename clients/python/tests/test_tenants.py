@@ -1,0 +1,136 @@
+"""Tenants (issue 48, decision 0032): the clients and the LangGraph adapters work unchanged with
+a tenant's token (LangGraph's own conformance suite passes through one), and what one tenant
+saves is absent to another: threads, checkpoints, store items, blobs."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.report import ProgressCallbacks
+
+import ctxstore
+from ctxstore.errors import NotFound, Unauthorized
+from ctxstore.langgraph import CtxstoreSaver
+from ctxstore.langgraph_store import CtxstoreStore
+
+from conftest import ServerProcess, new_server
+
+OPERATOR = "operator-token-0123456789"
+ACME = "acme-token-0123456789abcdef"
+GLOBEX = "globex-token-0123456789abcd"
+READER = "acme-reader-token-0123456789"
+
+
+def tenants_server(root: Path) -> ServerProcess:
+    """A server with the operator's token and three tenants (one of them read-only)."""
+    root.mkdir(parents=True, exist_ok=True)
+    tenants = root / f"tenants-{uuid4().hex}.toml"
+    tenants.write_text(
+        f'[[tenant]]\nname = "acme"\ntokens = ["{ACME}"]\nrights = ["read", "write", "admin"]\n'
+        f'[[tenant]]\nname = "globex"\ntokens = ["{GLOBEX}"]\nrights = ["read", "write"]\n'
+        f'[[tenant]]\nname = "readers"\ntokens = ["{READER}"]\nrights = ["read"]\n'
+    )
+    return new_server(root, token=OPERATOR, extra_args=["--tenants-file", str(tenants)])
+
+
+@pytest.fixture(scope="module")
+def tenants(tmp_root: Path) -> Iterator[ServerProcess]:
+    process = tenants_server(tmp_root / "tenants")
+    yield process
+    process.stop()
+
+
+async def test_langgraph_conformance_suite_passes_with_a_tenants_token(tmp_root: Path) -> None:
+    """The saver needs nothing but the tenant's token: every base capability of LangGraph's
+    suite, and the extended ones, on a fresh server each."""
+
+    @checkpointer_test(name="CtxstoreSaver (a tenant's token)")
+    async def ctxstore_checkpointer() -> AsyncIterator[CtxstoreSaver]:
+        process = tenants_server(tmp_root / "tenants-conformance")
+        made = CtxstoreSaver.from_addr(process.addr, token=ACME)
+        try:
+            yield made
+        finally:
+            await made.aclose()
+            process.stop()
+
+    report = await validate(ctxstore_checkpointer, progress=ProgressCallbacks.verbose())
+    report.print_report()
+    assert report.passed_all_base(), report.to_dict()
+    for extended in ("copy_thread", "prune", "delete_for_runs"):
+        assert report.results[extended].passed, report.to_dict()
+
+
+def _config(thread_id: str) -> dict[str, dict[str, str]]:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+
+
+def test_a_tenants_threads_and_items_are_absent_to_another(tenants: ServerProcess) -> None:
+    thread = f"t-{uuid4()}"
+    with (
+        CtxstoreSaver.from_addr(tenants.addr, token=ACME) as acme,
+        CtxstoreSaver.from_addr(tenants.addr, token=GLOBEX) as globex,
+    ):
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": ["acme's secret"]}
+        checkpoint["channel_versions"] = {"messages": 1}
+        acme.put(_config(thread), checkpoint, {"source": "input", "step": 0}, {"messages": 1})
+        assert acme.get_tuple(_config(thread)) is not None
+        # The same thread id through another tenant: no such thread.
+        assert globex.get_tuple(_config(thread)) is None
+        assert list(globex.list(_config(thread))) == []
+        assert list(globex.list(None)) == []
+        # Globex's own thread of the same name is its own.
+        globex.put(_config(thread), empty_checkpoint(), {"source": "input", "step": 0}, {})
+        seen = acme.get_tuple(_config(thread))
+        assert seen is not None
+        assert seen.checkpoint["channel_values"] == {"messages": ["acme's secret"]}
+
+    with (
+        CtxstoreStore.from_addr(tenants.addr, token=ACME) as acme_store,
+        CtxstoreStore.from_addr(tenants.addr, token=GLOBEX) as globex_store,
+    ):
+        acme_store.put(("users", "42"), "prefs", {"theme": "dark"})
+        assert acme_store.get(("users", "42"), "prefs") is not None
+        assert globex_store.get(("users", "42"), "prefs") is None
+        assert globex_store.search(("users",)) == []
+
+
+def test_blobs_rights_and_store_wide_messages_per_tenant(tenants: ServerProcess) -> None:
+    payload = f"acme's payload {uuid4()}".encode()
+    with (
+        ctxstore.Client(tenants.addr, token=ACME) as acme,
+        ctxstore.Client(tenants.addr, token=GLOBEX) as globex,
+        ctxstore.Client(tenants.addr, token=READER) as reader,
+        ctxstore.Client(tenants.addr, token=OPERATOR) as operator,
+    ):
+        head = acme.create_context()
+        appended = acme.append(head.context_id, payload)
+        assert acme.get_blob(appended.turn.payload_hash) == payload
+        for other in (globex, operator):
+            with pytest.raises(NotFound):
+                other.get_blob(appended.turn.payload_hash)
+            with pytest.raises(NotFound):
+                other.head(head.context_id)
+        # Globex stores the same bytes: its own copy, not a dedup hit on acme's.
+        theirs = globex.append(globex.create_context().context_id, payload)
+        assert theirs.turn.payload_hash == appended.turn.payload_hash
+        assert not theirs.deduped
+        # Read-only: reads its own tenant's data, refused every write.
+        with pytest.raises(Unauthorized, match="write"):
+            reader.create_context()
+        # STATS concerns the whole store: the operator's.
+        with pytest.raises(Unauthorized, match="operator"):
+            acme.stats()
+        assert operator.stats().contexts >= 2
+
+
+def test_a_token_no_tenant_holds_is_refused(tenants: ServerProcess) -> None:
+    with pytest.raises(Unauthorized):
+        with ctxstore.Client(tenants.addr, token="no-tenant-has-this-token-at-all") as client:
+            client.ping()
