@@ -906,3 +906,78 @@ fn wait_for(mut done: impl FnMut() -> bool, what: &str) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A standby takes its tenants from its primary's log (it registers none itself): once the
+/// primary's records arrive, each tenant's token reads that tenant's data there, and another
+/// tenant's ids are as absent on the standby as on the primary.
+#[test]
+fn a_standby_serves_each_tenant_its_own_data_from_the_primarys_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tenants.toml");
+    std::fs::write(&file, tenants_toml("")).unwrap();
+    let url = format!("file://{}", dir.path().join("replica").display());
+    let launch = |data: &str, role: &[&str]| {
+        let mut flags = vec!["--tenants-file", file.to_str().unwrap()];
+        flags.extend_from_slice(role);
+        flags.extend_from_slice(&["--replicate-interval", "100ms"]);
+        ServerLaunch::new(env!("CARGO_BIN_EXE_ctxstore-server"))
+            .data(&dir.path().join(data))
+            .token(Some(OPERATOR))
+            .flags(&flags)
+            .keep_log()
+            .start()
+    };
+    let primary = launch("primary", &["--replicate-to", &url]);
+    let mut acme = connect(&primary, ACME);
+    let a = fill(&mut acme);
+    let standby = launch("standby", &["--follow", &url]);
+
+    // Acme's context arrives on the standby, read through acme's token there.
+    let head = contexts::GetHead {
+        context: ContextRef::Id(a.context),
+    };
+    let mut on_standby = None;
+    wait_for(
+        || {
+            let mut raw = Raw::connect(standby.socket_addr());
+            if error_code(&raw.hello(ACME.as_bytes())).is_some() {
+                return false;
+            }
+            let found = error_code(&raw.call(7, &head.clone().into())).is_none();
+            if found {
+                on_standby = Some(raw);
+            }
+            found
+        },
+        "acme's context on the standby",
+    );
+    let mut acme_standby = on_standby.unwrap();
+    let blob = call(
+        &mut acme_standby,
+        blobs::GetBlob {
+            hash: a.hash,
+            read_flags: 0,
+        },
+    );
+    assert!(format!("{blob:?}").contains("acme's secret"), "{blob:?}");
+
+    // Globex on the standby: acme's context and blob are absent, said as absent ones are.
+    let mut globex = connect(&standby, GLOBEX);
+    let absent = contexts::GetHead {
+        context: ContextRef::Id(a.context + 1_000_000),
+    };
+    assert_eq!(
+        said(&call(&mut globex, head), &[a.context.to_string()]),
+        said(
+            &call(&mut globex, absent),
+            &[(a.context + 1_000_000).to_string()]
+        )
+    );
+    let held = call(
+        &mut globex,
+        blobs::HasBlobs {
+            hashes: vec![a.hash],
+        },
+    );
+    assert!(format!("{held:?}").contains("[false]"), "{held:?}");
+}
