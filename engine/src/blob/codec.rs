@@ -324,6 +324,18 @@ mod tests {
         Bytes::copy_from_slice(&blob.bytes[PACK_HEADER_BYTES..end])
     }
 
+    /// The operator's record `blob` read back as the blob `hash`.
+    fn read_back(hash: &BlobHash, blob: &EncodedBlob) -> Result<Bytes, DecodeError> {
+        let header = &blob.header;
+        decode(
+            TenantId::OPERATOR,
+            hash,
+            header.compression,
+            header.raw_len,
+            body(blob),
+        )
+    }
+
     #[test]
     fn text_is_compressed_and_round_trips() {
         let payload = "{\"role\":\"user\",\"content\":\"hello there\"}\n".repeat(200);
@@ -331,14 +343,7 @@ mod tests {
         let blob = encode(Owner::operator(), hash, payload.as_bytes(), 1);
         assert_eq!(blob.header.compression, Compression::Zstd);
         assert!(blob.header.stored_len < payload.len() as u32 / 4);
-        let back = decode(
-            TenantId::OPERATOR,
-            &hash,
-            Compression::Zstd,
-            blob.header.raw_len,
-            body(&blob),
-        )
-        .unwrap();
+        let back = read_back(&hash, &blob).unwrap();
         assert_eq!(&back[..], payload.as_bytes());
     }
 
@@ -355,13 +360,7 @@ mod tests {
             for level in [1, 3] {
                 let blob = encode(Owner::operator(), hash, &payload, level);
                 assert_eq!(blob.header.compression, Compression::Zstd, "len {len}");
-                let back = decode(
-                    TenantId::OPERATOR,
-                    &hash,
-                    Compression::Zstd,
-                    blob.header.raw_len,
-                    body(&blob),
-                );
+                let back = read_back(&hash, &blob);
                 assert_eq!(&back.unwrap()[..], &payload[..], "len {len} level {level}");
             }
         }
@@ -386,14 +385,7 @@ mod tests {
             let hash = BlobHash::of(payload);
             let blob = encode(Owner::operator(), hash, payload, 3);
             assert_eq!(blob.header.compression, Compression::Raw);
-            let back = decode(
-                TenantId::OPERATOR,
-                &hash,
-                Compression::Raw,
-                blob.header.raw_len,
-                body(&blob),
-            )
-            .unwrap();
+            let back = read_back(&hash, &blob).unwrap();
             assert_eq!(&back[..], payload);
         }
     }
@@ -434,13 +426,7 @@ mod tests {
         let blob = encode(Owner::operator(), BlobHash::of(payload), payload, 1);
         let other = BlobHash::of(b"other");
         assert!(matches!(
-            decode(
-                TenantId::OPERATOR,
-                &other,
-                blob.header.compression,
-                blob.header.raw_len,
-                body(&blob)
-            ),
+            read_back(&other, &blob),
             Err(DecodeError::Hash { .. })
         ));
     }
@@ -454,14 +440,7 @@ mod tests {
         let blob = encode_compressed(Owner::operator(), hash, raw_len, frame.clone()).unwrap();
         assert_eq!(blob.header.compression, Compression::Zstd);
         assert_eq!(body(&blob), frame, "the frame as the client sent it");
-        let back = decode(
-            TenantId::OPERATOR,
-            &hash,
-            Compression::Zstd,
-            raw_len,
-            body(&blob),
-        )
-        .unwrap();
+        let back = read_back(&hash, &blob).unwrap();
         assert_eq!(&back[..], payload.as_bytes());
 
         // Another payload's frame under this hash; a length that lies; not zstd at all.
@@ -501,13 +480,7 @@ mod tests {
             let frame = Bytes::from(zstd::bulk::compress(text, 1).unwrap());
             let blob =
                 encode_compressed(Owner::operator(), hash, text.len() as u32, frame).unwrap();
-            let stored = decode(
-                TenantId::OPERATOR,
-                &hash,
-                blob.header.compression,
-                blob.header.raw_len,
-                body(&blob),
-            );
+            let stored = read_back(&hash, &blob);
             assert_eq!(&stored.unwrap()[..], &text[..], "len {}", text.len());
         }
         // 300 bytes claimed, 40,000 in the frame: the scratch holds 40,000 now, the check
