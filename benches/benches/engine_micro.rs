@@ -4,7 +4,11 @@
 //! - `floor/fdatasync_4k`: one 4 KiB append + fdatasync, the price of any durable write;
 //! - `append/10k_one_appender`: one durable 10 KiB append (blob + turn + head), end to end;
 //! - `read/get_last_64_payloads`: the 64 newest turns of a context with their payloads;
-//! - `index/has_blob_hit`, `index/has_blob_miss`: a blob-index look-up (dedup check).
+//! - `index/has_blob_hit`, `index/has_blob_miss`: a blob-index look-up (dedup check);
+//! - `scope/*`: what a tenant's handle costs over the store-wide one on the same data
+//!   (decision 0032): a head, 64 newest turns with payloads (each turn's address turned back
+//!   into its hash), a blob look-up by hash (the hash turned into an address), a payload read
+//!   (the record checked against its tenant's address).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 // Functions fit on a screen: the threshold is in clippy.toml.
 #![warn(clippy::too_many_lines)]
@@ -117,9 +121,52 @@ fn engine_ops(c: &mut Criterion) {
     engine.shutdown();
 }
 
+/// The same reads through the operator's store-wide handle and through a tenant's, each on
+/// data of its own scope, so the difference is the tenant check and the address translation.
+fn scope(c: &mut Criterion) {
+    let dir = bench_dir();
+    let engine = Engine::open(EngineConfig::new(dir.path())).unwrap();
+    let runtime = compio::runtime::Runtime::new().unwrap();
+    let mut text = ChatText::new(11);
+    let tenant = runtime.block_on(engine.register_tenant("acme")).unwrap();
+    let handles = [("store", engine.clone()), ("tenant", engine.scoped(tenant))];
+    for (name, handle) in &handles {
+        let context = runtime
+            .block_on(handle.create_context())
+            .unwrap()
+            .context_id;
+        let mut hashes = Vec::new();
+        for _ in 0..128 {
+            let request = append_request(context, text.payload(10 * 1024));
+            let appended = runtime.block_on(handle.append(request)).unwrap();
+            hashes.push(appended.turn.payload_hash);
+        }
+        c.bench_function(&format!("scope/head_{name}"), |b| {
+            b.iter(|| runtime.block_on(handle.head(context)).unwrap())
+        });
+        c.bench_function(&format!("scope/get_last_64_{name}"), |b| {
+            b.iter(|| runtime.block_on(handle.last(context, 64, false)).unwrap())
+        });
+        let mut position = 0usize;
+        c.bench_function(&format!("scope/has_blob_{name}"), |b| {
+            b.iter(|| {
+                position = (position + 7) % hashes.len();
+                assert!(runtime.block_on(handle.has_blob(hashes[position])));
+            })
+        });
+        c.bench_function(&format!("scope/blob_10k_{name}"), |b| {
+            b.iter(|| {
+                position = (position + 7) % hashes.len();
+                runtime.block_on(handle.blob(hashes[position])).unwrap()
+            })
+        });
+    }
+    engine.shutdown();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(50).measurement_time(std::time::Duration::from_secs(4));
-    targets = floor, engine_ops
+    targets = floor, engine_ops, scope
 }
 criterion_main!(benches);
