@@ -114,33 +114,21 @@ impl Owner<'static> {
     }
 }
 
-/// Whether `payload` is the blob `hash` of `raw_len` bytes (`decode`'s checks).
+/// Whether `payload` is the blob `hash` of `raw_len` bytes: a client's payload, checked
+/// against the hash it claims.
 fn check(hash: &BlobHash, raw_len: u32, payload: &[u8]) -> Result<(), DecodeError> {
-    if payload.len() != raw_len as usize {
-        return Err(DecodeError::Length {
-            expected: raw_len,
-            actual: payload.len(),
-        });
-    }
-    let actual = BlobHash::of(payload);
-    if actual != *hash {
-        return Err(DecodeError::Hash { actual });
-    }
-    Ok(())
+    check_address(TenantId::OPERATOR, hash, raw_len, payload)
 }
 
-/// Whether `payload` is `tenant_id`'s blob at `address` of `raw_len` bytes: its BLAKE3 under
-/// the tenant's addressing (read from the record's header, so any reader can check any
-/// record) is the address.
+/// Whether `payload` is `tenant_id`'s blob at `address` of `raw_len` bytes (`decode`'s
+/// checks): its BLAKE3 under the tenant's addressing (read from the record's header, so any
+/// reader can check any record; the operator's address is the hash itself) is the address.
 fn check_address(
     tenant_id: TenantId,
     address: &BlobHash,
     raw_len: u32,
     payload: &[u8],
 ) -> Result<(), DecodeError> {
-    if tenant_id == TenantId::OPERATOR {
-        return check(address, raw_len, payload);
-    }
     if payload.len() != raw_len as usize {
         return Err(DecodeError::Length {
             expected: raw_len,
