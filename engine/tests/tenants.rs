@@ -395,23 +395,23 @@ fn names_listings_and_ids_are_per_tenant() {
 fn append_with(
     handle: &Engine,
     context: ContextId,
-    payload: &'static [u8],
+    payload: &[u8],
     options: TurnOptions,
-) -> Result<TurnId, EngineError> {
+) -> Result<ctxstore_engine::Appended, EngineError> {
     let request = AppendRequest {
         context_id: context,
         expected_head: None,
         type_tag: 7,
         codec: 1,
-        payload: AppendPayload::Bytes(Bytes::from_static(payload)),
+        payload: AppendPayload::Bytes(Bytes::copy_from_slice(payload)),
         options,
     };
-    block_on(handle.append(request)).map(|appended| appended.turn.turn_id)
+    block_on(handle.append(request))
 }
 
-/// What `result` says with ids written as `N`: another tenant's id must answer exactly as an
-/// absent one, whatever the id.
-fn said<T: std::fmt::Debug>(result: Result<T, EngineError>, id: u64) -> String {
+/// What `result` says with `id` (a ContextID, TurnID, StreamID or blob hash) written as `N`:
+/// another tenant's id must answer exactly as an absent one, whatever the id.
+fn said<T: std::fmt::Debug>(result: Result<T, EngineError>, id: impl std::fmt::Display) -> String {
     let error = result.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::NotFound, "{error}");
     error.to_string().replace(&id.to_string(), "N")
@@ -431,8 +431,14 @@ fn turns_reads_appends_links_overlays_and_finds_are_per_tenant() {
         labels: vec![("thread_id".into(), "t-1".into())],
         ..TurnOptions::default()
     };
-    let secret = append_with(&as_acme, mine, b"acme's secret", labelled()).unwrap();
-    let public = append_with(&as_globex, theirs, b"globex's turn", labelled()).unwrap();
+    let secret = append_with(&as_acme, mine, b"acme's secret", labelled())
+        .unwrap()
+        .turn
+        .turn_id;
+    let public = append_with(&as_globex, theirs, b"globex's turn", labelled())
+        .unwrap()
+        .turn
+        .turn_id;
     let absent_turn = TurnId(secret.0 + 1_000);
     let absent_context = ContextId(999);
 
@@ -619,26 +625,6 @@ fn streams_and_watches_are_per_tenant() {
     engine.shutdown();
 }
 
-/// A payload appended through `handle` to `context`, by value.
-fn append_bytes(handle: &Engine, context: ContextId, payload: &[u8]) -> ctxstore_engine::Appended {
-    let request = AppendRequest {
-        context_id: context,
-        expected_head: None,
-        type_tag: 7,
-        codec: 1,
-        payload: AppendPayload::Bytes(Bytes::copy_from_slice(payload)),
-        options: TurnOptions::default(),
-    };
-    block_on(handle.append(request)).unwrap()
-}
-
-/// What a blob route says about `hash` through `handle`, with the hash written as `H`.
-fn blob_said<T: std::fmt::Debug>(result: Result<T, EngineError>, hash: BlobHash) -> String {
-    let error = result.unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::NotFound, "{error}");
-    error.to_string().replace(&hash.to_string(), "H")
-}
-
 /// Every route to a blob by hash (decision 0032 §2 and §4): a tenant's blobs lie at its own
 /// addresses, so another tenant's hash answers as an absent one on every route, the same
 /// payload stored by two tenants is stored twice (no dedup across tenants, so no dedup flag
@@ -664,7 +650,7 @@ fn blobs_by_hash_are_per_tenant_and_never_deduplicated_across_tenants() {
     let absent = BlobHash::of(b"no tenant ever stored this");
     let mut acme_hashes = Vec::new();
     for payload in [&small, &large] {
-        let appended = append_bytes(&a, a_context, payload);
+        let appended = append_with(&a, a_context, payload, TurnOptions::default()).unwrap();
         let hash = BlobHash::of(payload);
         assert_eq!(
             appended.turn.payload_hash, hash,
@@ -690,21 +676,18 @@ fn blobs_by_hash_are_per_tenant_and_never_deduplicated_across_tenants() {
     let operator = engine.scoped(TenantId::OPERATOR);
     for handle in [&b, &operator] {
         for &hash in &acme_hashes {
-            let expected = blob_said(block_on(handle.blob(absent)), absent);
-            assert_eq!(blob_said(block_on(handle.blob(hash)), hash), expected);
-            let stored = blob_said(block_on(handle.blob_stored(absent)), absent);
-            assert_eq!(blob_said(block_on(handle.blob_stored(hash)), hash), stored);
+            let expected = said(block_on(handle.blob(absent)), absent);
+            assert_eq!(said(block_on(handle.blob(hash)), hash), expected);
+            let stored = said(block_on(handle.blob_stored(absent)), absent);
+            assert_eq!(said(block_on(handle.blob_stored(hash)), hash), stored);
             assert!(!block_on(handle.has_blob(hash)));
             assert_eq!(handle.blob_len(hash), None);
             let mut cache = ctxstore_engine::NoPayloadCache;
             let read = handle.read_payload(hash, PayloadMode::Raw, &mut cache);
             let read_absent = handle.read_payload(absent, PayloadMode::Raw, &mut cache);
-            assert_eq!(blob_said(read, hash), blob_said(read_absent, absent));
-            let purge = blob_said(block_on(handle.purge_blob(hash)), hash);
-            assert_eq!(
-                purge,
-                blob_said(block_on(handle.purge_blob(absent)), absent)
-            );
+            assert_eq!(said(read, hash), said(read_absent, absent));
+            let purge = said(block_on(handle.purge_blob(hash)), hash);
+            assert_eq!(purge, said(block_on(handle.purge_blob(absent)), absent));
             // An append by hash: the referenced blob is absent.
             let context = if handle.scope() == Scope::Tenant(globex) {
                 b_context
@@ -722,10 +705,7 @@ fn blobs_by_hash_are_per_tenant_and_never_deduplicated_across_tenants() {
                 };
                 block_on(handle.append(request)).map(drop)
             };
-            assert_eq!(
-                blob_said(by_hash(hash), hash),
-                blob_said(by_hash(absent), absent)
-            );
+            assert_eq!(said(by_hash(hash), hash), said(by_hash(absent), absent));
             // A chunked put naming acme's chunks without sending them: every chunk missing.
             let chunks = vec![ChunkRef {
                 hash,
@@ -742,11 +722,15 @@ fn blobs_by_hash_are_per_tenant_and_never_deduplicated_across_tenants() {
     // Globex stores the same payloads: stored again, not a dedup hit; both read back.
     let blobs_before = engine.stats().blobs;
     for payload in [&small, &large] {
-        let appended = append_bytes(&b, b_context, payload);
+        let appended = append_with(&b, b_context, payload, TurnOptions::default()).unwrap();
         assert!(!appended.deduped, "no dedup across tenants");
         assert_eq!(appended.turn.payload_hash, BlobHash::of(payload));
         // Its own second copy is a dedup hit.
-        assert!(append_bytes(&b, b_context, payload).deduped);
+        assert!(
+            append_with(&b, b_context, payload, TurnOptions::default())
+                .unwrap()
+                .deduped
+        );
     }
     assert!(
         engine.stats().blobs > blobs_before + 1,
@@ -770,7 +754,10 @@ fn blobs_by_hash_are_per_tenant_and_never_deduplicated_across_tenants() {
     assert_eq!(item.value_hash, BlobHash::of(&value));
     assert_eq!(block_on(a.blob(item.value_hash)).unwrap(), value);
     assert!(!block_on(b.has_blob(item.value_hash)));
-    let turn = append_bytes(&a, a_context, b"to be patched").turn.turn_id;
+    let turn = append_with(&a, a_context, b"to be patched", TurnOptions::default())
+        .unwrap()
+        .turn
+        .turn_id;
     let patched = block_on(a.patch_turn(turn, Bytes::from_static(b"patched"))).unwrap();
     assert_eq!(patched.turn.payload_hash, BlobHash::of(b"patched"));
     assert!(!block_on(b.has_blob(BlobHash::of(b"patched"))));
