@@ -54,10 +54,14 @@ pub enum ErrorCode {
     /// survive a failover; `detail` holds its TurnID when it has one. Retry with the same
     /// idempotency key. A connection of version 1–3 gets INTERNAL instead.
     Unconfirmed = 20,
+    /// (Version 5.) The write would take the connection's tenant past one of its quotas (decision
+    /// 0032 §3); nothing of it was written. The message names the quota, its limit and the
+    /// usage; `detail` holds the limit. A connection of version 1–4 gets OVERLOADED instead.
+    QuotaExceeded = 21,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::BadFrame,
         ErrorCode::UnknownMessage,
         ErrorCode::TooLarge,
@@ -78,6 +82,7 @@ impl ErrorCode {
         ErrorCode::StreamNotOwned,
         ErrorCode::NotPrimary,
         ErrorCode::Unconfirmed,
+        ErrorCode::QuotaExceeded,
     ];
 
     pub fn code(self) -> u16 {
@@ -90,18 +95,21 @@ impl ErrorCode {
             ErrorCode::AlreadyExists | ErrorCode::HashMismatch => 2,
             ErrorCode::StreamEnded | ErrorCode::StreamNotOwned => 3,
             ErrorCode::NotPrimary | ErrorCode::Unconfirmed => 4,
+            ErrorCode::QuotaExceeded => 5,
             _ => 1,
         }
     }
 
     /// The code a connection that negotiated `version` is sent instead of this one: itself,
     /// or for a code newer than the connection the older code that said the same before it
-    /// (NOT_PRIMARY was READ_ONLY, UNCONFIRMED was INTERNAL, decision 0031). The codes of
+    /// (NOT_PRIMARY was READ_ONLY, UNCONFIRMED was INTERNAL, decision 0031; QUOTA_EXCEEDED is
+    /// OVERLOADED, a refusal that names no fault of the request). The codes of
     /// versions 2 and 3 answer only requests of their versions, so they stay.
     pub fn in_version(self, version: u16) -> ErrorCode {
         match self {
             ErrorCode::NotPrimary if version < 4 => ErrorCode::ReadOnly,
             ErrorCode::Unconfirmed if version < 4 => ErrorCode::Internal,
+            ErrorCode::QuotaExceeded if version < 5 => ErrorCode::Overloaded,
             code => code,
         }
     }
@@ -135,6 +143,7 @@ impl ErrorCode {
             ErrorCode::StreamNotOwned => "STREAM_NOT_OWNED",
             ErrorCode::NotPrimary => "NOT_PRIMARY",
             ErrorCode::Unconfirmed => "UNCONFIRMED",
+            ErrorCode::QuotaExceeded => "QUOTA_EXCEEDED",
         }
     }
 }
@@ -195,7 +204,7 @@ mod tests {
             assert_eq!(ErrorCode::from_code(code.code()), Some(*code));
         }
         assert_eq!(ErrorCode::from_code(0), None);
-        assert_eq!(ErrorCode::from_code(21), None);
+        assert_eq!(ErrorCode::from_code(22), None);
     }
 
     #[test]
@@ -216,5 +225,13 @@ mod tests {
         assert_eq!(ErrorCode::NotPrimary.in_version(3), ErrorCode::ReadOnly);
         assert_eq!(ErrorCode::Unconfirmed.in_version(3), ErrorCode::Internal);
         assert_eq!(ErrorCode::NotPrimary.in_version(4), ErrorCode::NotPrimary);
+        assert_eq!(
+            ErrorCode::QuotaExceeded.in_version(4),
+            ErrorCode::Overloaded
+        );
+        assert_eq!(
+            ErrorCode::QuotaExceeded.in_version(5),
+            ErrorCode::QuotaExceeded
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! Golden vectors: `protocol/tests/golden-v1.txt`, `golden-v2.txt`, `golden-v3.txt` (and
-//! `golden-v3-*.txt`) and `golden-v4.txt` hold frames as hex with their meaning, for clients
+//! `golden-v3-*.txt`), `golden-v4.txt` and `golden-v5.txt` hold frames as hex with their meaning, for clients
 //! in other languages to test against. Each must decode to the value below and
 //! re-encode to exactly its bytes. To regenerate after a deliberate protocol change (which
 //! needs a new protocol version): `CTXSTORE_WRITE_GOLDEN=1 cargo test -p ctxstore-protocol --test golden`.
@@ -2013,6 +2013,44 @@ fn golden_vectors_v4_decode_and_reencode_byte_exactly() {
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden-v4.txt"),
         4,
         vectors_v4(),
+    );
+}
+
+/// Version 5 (decision 0032 §3, §8): HELLO may offer it, and QUOTA_EXCEEDED is a new ERROR
+/// code; no message changes its layout.
+fn vectors_v5() -> Vec<Vector> {
+    use Frame::{Request as Q, Response as R};
+    vec![
+        (
+            "hello_request_v5",
+            1,
+            Q(Request::Admin(AdminRequest::Hello(admin::Hello {
+                min_version: 1,
+                max_version: 5,
+                token: Bytes::from_static(b"t0k"),
+                client_name: "ts".into(),
+            }))),
+            "HELLO offering versions 1..=5, token \"t0k\", client \"ts\"",
+        ),
+        (
+            "error_quota_exceeded",
+            70,
+            R(Response::Error {
+                code: ErrorCode::QuotaExceeded,
+                detail: 100,
+                message: "tenant acme is at its quota_contexts: 100 of 100 contexts".into(),
+            }),
+            "ERROR QUOTA_EXCEEDED (21): nothing was written; detail 100, the quota's limit",
+        ),
+    ]
+}
+
+#[test]
+fn golden_vectors_v5_decode_and_reencode_byte_exactly() {
+    check_golden(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden-v5.txt"),
+        5,
+        vectors_v5(),
     );
 }
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 """The newest protocol version spoken."""
 PROTOCOL_VERSION_MIN = 1
 """The oldest protocol version spoken."""
@@ -286,3 +286,4 @@ class ErrorCode(IntEnum):
     STREAM_NOT_OWNED = 18
     NOT_PRIMARY = 19
     UNCONFIRMED = 20
+    QUOTA_EXCEEDED = 21

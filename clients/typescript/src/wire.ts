@@ -6,7 +6,7 @@
 /** The wire's message codes, versions, error codes and shared limits. */
 
 /** The newest protocol version spoken. */
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 /** The oldest protocol version spoken. */
 export const PROTOCOL_VERSION_MIN = 1;
 /** Bytes of a frame header. */
@@ -264,4 +264,5 @@ export const ErrorCode = {
   STREAM_NOT_OWNED: 18,
   NOT_PRIMARY: 19,
   UNCONFIRMED: 20,
+  QUOTA_EXCEEDED: 21,
 } as const;
