@@ -60,6 +60,8 @@ pub enum ErrorKind {
     /// closed (or a fence came) between its admission and its answer (decision 0031 §6). It
     /// may be missing from a server that takes over; the writer reads back before a retry.
     Unconfirmed,
+    /// The write would take its tenant past a quota (decision 0032 §3); nothing was written.
+    QuotaExceeded,
 }
 
 /// Why an engine operation failed.
@@ -161,6 +163,8 @@ pub enum EngineError {
         claimed: BlobHash,
         actual: BlobHash,
     },
+    #[error("{0}")]
+    QuotaExceeded(crate::quota::QuotaExceeded),
 }
 
 impl EngineError {
@@ -187,6 +191,7 @@ impl EngineError {
             EngineError::ReadOnly(_) => ErrorKind::ReadOnly,
             EngineError::NotPrimary(_) => ErrorKind::NotPrimary,
             EngineError::Unconfirmed(_) => ErrorKind::Unconfirmed,
+            EngineError::QuotaExceeded(_) => ErrorKind::QuotaExceeded,
             EngineError::NoSpace { .. } => ErrorKind::NoSpace,
             EngineError::Corrupt(_) => ErrorKind::Corrupt,
             EngineError::Io { .. } => ErrorKind::Io,
@@ -254,6 +259,7 @@ impl EngineError {
             EngineError::ReadOnly(text) => EngineError::ReadOnly(text.clone()),
             EngineError::NotPrimary(text) => EngineError::NotPrimary(text.clone()),
             EngineError::Unconfirmed(text) => EngineError::Unconfirmed(text.clone()),
+            EngineError::QuotaExceeded(refused) => EngineError::QuotaExceeded(refused.clone()),
             EngineError::NoSpace { file } => EngineError::NoSpace { file: file.clone() },
             EngineError::Corrupt(corruption) => EngineError::Corrupt(corruption.clone()),
             EngineError::Io { file, source } => EngineError::Io {

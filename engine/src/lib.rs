@@ -21,6 +21,7 @@
 //! | module | owns | must not | invariants |
 //! |---|---|---|---|
 //! | `format/` | every on-disk record, one module per file type: encode, decode, size, checksum (`stream_meta.rs`: stream records, ops 12–14) | do I/O | decoding never panics |
+//! | `quota.rs` | quotas (decision 0032 §3): `Quota` and its names, `QuotaExceeded`, `TenantQuotas`, the `QuotaTable` of limits by tenant name the server sets and the sequencer reads | count usage (the writers' own state does) | a check and the write it admits are one step of the sequencer |
 //! | `model.rs`, `error.rs`, `config.rs` | the API's types (`Scope`: whose data a handle sees), `EngineError` and its stable `ErrorKind`, `EngineConfig`/`Limits`/`Placement` | do I/O | `validate()` holds before open |
 //! | `seal.rs` | sealing per tenant (decision 0032): the master key, the keyring unwrapped, XChaCha20-Poly1305 seals with random nonces, blob addresses (a keyed permutation of the client's hash; `Addressing`: a handle's hashes ↔ addresses, keys derived from the TenantId without a master key) | do I/O; print a key | a seal opens only under its key and associated data; a key is wiped when dropped |
 //! | `tail.rs` | the verdict on a file's end: clean, prepared space, torn, damaged | — | — |
@@ -97,6 +98,7 @@ pub mod metrics;
 pub mod model;
 mod pipeline;
 mod published;
+pub mod quota;
 mod read;
 pub mod reserve;
 pub mod seal;

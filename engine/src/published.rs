@@ -28,6 +28,8 @@ pub(crate) struct Published {
     /// shard.
     pub sequencer_metrics: ActorMetrics,
     pub shard_metrics: Box<[ActorMetrics]>,
+    /// Every tenant's limits (decision 0032 §3): set by the server, read by the sequencer.
+    pub quotas: crate::quota::QuotaTable,
 }
 
 impl Published {

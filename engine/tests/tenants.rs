@@ -784,3 +784,110 @@ fn blobs_by_hash_are_per_tenant_and_never_deduplicated_across_tenants() {
     assert_eq!(&block_on(b.blob(acme_hashes[1])).unwrap()[..], &large[..]);
     engine.shutdown();
 }
+
+/// A tenant's `quota_contexts` and `quota_streams` (decision 0032 §3) at their edge: many
+/// creates at once from as many tasks pass exactly up to the limit and the rest are
+/// QUOTA_EXCEEDED naming the quota, its limit and the usage; a delete (a seal, an abort)
+/// makes room; another tenant and the operator are not held to it; a reopen counts the
+/// same; limits changed by `set_quotas` hold from the next write.
+#[test]
+fn quotas_hold_at_their_edge_under_concurrent_writers_and_across_a_reopen() {
+    use ctxstore_engine::quota::{Quota, TenantQuotas};
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path());
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    let limits = TenantQuotas {
+        contexts: Some(5),
+        streams: Some(2),
+    };
+    engine.set_quotas(&[("acme".into(), limits)]);
+    let as_acme = engine.scoped(acme);
+
+    // 16 creates at once: 5 pass, 11 meet the quota, none is partly written.
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let writers: Vec<_> = (0..16)
+            .map(|i| {
+                let as_acme = &as_acme;
+                scope.spawn(move || block_on(as_acme.create(named(&format!("c{i}")))))
+            })
+            .collect();
+        writers
+            .into_iter()
+            .map(|writer| writer.join().unwrap())
+            .collect()
+    });
+    let created: Vec<ContextId> = results
+        .iter()
+        .filter_map(|result| result.as_ref().ok())
+        .map(|created| created.context.head.context_id)
+        .collect();
+    assert_eq!(created.len(), 5);
+    for result in results.iter().filter(|result| result.is_err()) {
+        let Err(EngineError::QuotaExceeded(refused)) = result else {
+            panic!("{result:?}");
+        };
+        assert_eq!(refused.quota, Quota::Contexts);
+        assert_eq!((refused.limit, refused.usage), (5, 5));
+        assert_eq!(refused.tenant, "acme");
+        assert_eq!(
+            result.as_ref().unwrap_err().kind(),
+            ErrorKind::QuotaExceeded
+        );
+    }
+    let query = ListQuery {
+        limit: 100,
+        ..ListQuery::default()
+    };
+    let listed = as_acme.list_contexts(&query).unwrap();
+    assert_eq!(listed.contexts.len(), 5, "a refused create left nothing");
+    assert_eq!(engine.tenant_usage(acme).contexts, 5);
+    // Others are not held to acme's quota.
+    create(&engine, globex, None);
+    create(&engine, TenantId::OPERATOR, None);
+
+    // Streams: two open, the third refused; an abort makes room.
+    let open_on = |context| block_on(as_acme.open_stream(open_request(context), StreamOwner::NONE));
+    let first = open_on(created[0]).unwrap().stream_id;
+    open_on(created[1]).unwrap();
+    let refused = open_on(created[2]).unwrap_err();
+    assert!(
+        matches!(&refused, EngineError::QuotaExceeded(q) if q.quota == Quota::Streams),
+        "{refused}"
+    );
+    assert_eq!(engine.tenant_usage(acme).streams_open, 2);
+    block_on(as_acme.abort_stream(first, NO_OWNER)).unwrap();
+    open_on(created[2]).unwrap();
+
+    // A delete gives a context back.
+    block_on(as_acme.delete_context(&ContextRef::Id(created[4]))).unwrap();
+    assert!(block_on(as_acme.create(named("again"))).is_ok());
+    assert!(block_on(as_acme.create(named("over"))).is_err());
+    engine.shutdown();
+
+    // Replayed: the same usage; the limits are the server's to set again.
+    let engine = open(dir.path());
+    assert_eq!(
+        engine.tenant_usage(acme),
+        ctxstore_engine::tenants::TenantUsage {
+            contexts: 5,
+            streams_open: 2
+        }
+    );
+    let as_acme = engine.scoped(acme);
+    assert!(block_on(as_acme.create(named("unlimited"))).is_ok());
+    engine.set_quotas(&[("acme".into(), limits)]);
+    assert_eq!(engine.quotas_of("acme"), limits);
+    let refused = block_on(as_acme.create(named("over"))).unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::QuotaExceeded);
+    engine.set_quotas(&[]);
+    assert!(block_on(as_acme.create(named("lifted"))).is_ok());
+    engine.shutdown();
+}
+
+fn named(name: &str) -> NewContext {
+    NewContext {
+        name: Some(name.to_owned()),
+        ..NewContext::default()
+    }
+}

@@ -225,6 +225,7 @@ fn publish(recovered: &mut Recovered) -> Result<Arc<Published>, OpenError> {
         shards: views.into_boxed_slice(),
         status: StoreStatus::default(),
         sequencer_metrics: ActorMetrics::default(),
+        quotas: crate::quota::QuotaTable::default(),
     }))
 }
 

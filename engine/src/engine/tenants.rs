@@ -7,6 +7,17 @@ use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::ids::TenantId;
 use crate::pipeline::SequencerRequest;
+use crate::quota::TenantQuotas;
+
+/// What a tenant uses of the quotas the engine counts (decision 0032 §3), as readers see the
+/// store now.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct TenantUsage {
+    /// Live contexts (created, not deleted).
+    pub contexts: u64,
+    /// Open streams.
+    pub streams_open: u64,
+}
 
 /// A registered tenant.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -51,5 +62,37 @@ impl Engine {
                 name: name.to_owned(),
             })
             .collect()
+    }
+
+    /// Every tenant's limits from now on, by tenant name (decision 0032 §3): a tenant listed
+    /// gets its limits, one not listed has none, and a name not registered yet finds its
+    /// limits when it is. The server calls it with its tenants file, at start and on every
+    /// reload; the sequencer checks each context create and stream open against it.
+    pub fn set_quotas(&self, quotas: &[(String, TenantQuotas)]) {
+        self.inner.published.quotas.replace(quotas);
+    }
+
+    /// The limits in force for the tenant named `tenant`.
+    pub fn quotas_of(&self, tenant: &str) -> TenantQuotas {
+        self.inner.published.quotas.of(tenant)
+    }
+
+    /// What `tenant_id` uses, from the latest published snapshots.
+    pub fn tenant_usage(&self, tenant_id: TenantId) -> TenantUsage {
+        let published = &self.inner.published;
+        let contexts = published.contexts.load();
+        let streams = published.streams.load();
+        let streams_open = streams
+            .list(None, 0)
+            .filter(|(_, open)| {
+                contexts
+                    .get(open.context_id)
+                    .is_some_and(|info| info.tenant_id == tenant_id)
+            })
+            .count() as u64;
+        TenantUsage {
+            contexts: contexts.live_of(tenant_id),
+            streams_open,
+        }
     }
 }

@@ -189,6 +189,9 @@ pub(crate) struct Contexts {
     pub overlays: Overlays,
     /// Tenant names and their ids (decision 0032): published with the rest.
     pub tenants: Tenants,
+    /// Live contexts per tenant (decision 0032 §3, `quota_contexts`): one more at each
+    /// create, one less at each delete; replay rebuilds it as it rebuilds the rest.
+    live_by_tenant: imbl::HashMap<TenantId, u64>,
     /// Sum of `own_payload_bytes` over every context deleted so far (since open: replay
     /// counts the deletes it meets). The garbage collector runs early once this has grown by
     /// `gc_deleted_bytes_trigger` since its last round.
@@ -211,6 +214,11 @@ impl Contexts {
 
     pub fn count(&self) -> u64 {
         self.infos.len() as u64
+    }
+
+    /// `tenant_id`'s live contexts (created, not deleted).
+    pub fn live_of(&self, tenant_id: TenantId) -> u64 {
+        self.live_by_tenant.get(&tenant_id).copied().unwrap_or(0)
     }
 
     /// Whether `scope` sees `context_id` (decision 0032 §2): every context for the store-wide
@@ -300,6 +308,7 @@ impl Contexts {
             tenant_id,
             ..ContextInfo::default()
         });
+        *self.live_by_tenant.entry(tenant_id).or_default() += 1;
     }
 
     /// A turn was appended to the context (its head moved to it), with `key` if it has one.
@@ -512,6 +521,12 @@ impl Contexts {
         info.deleted = true;
         self.deleted_payload_bytes += info.own_payload_bytes;
         self.deleted_contexts += 1;
+        let live = self.live_by_tenant.entry(info.tenant_id).or_default();
+        assert!(*live > 0, "a deleted context was live in its tenant");
+        *live -= 1;
+        if *live == 0 {
+            self.live_by_tenant.remove(&info.tenant_id);
+        }
         // Its turn keys and label-index entries stay until the garbage collector
         // drops its turns: every look-up through them checks the context first.
     }

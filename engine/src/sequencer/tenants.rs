@@ -26,6 +26,12 @@ impl Tenants {
         self.names.len() as u32
     }
 
+    /// The name of a registered tenant; `None` for the operator and an unknown id.
+    pub fn name(&self, tenant_id: TenantId) -> Option<&str> {
+        let index = (tenant_id.0 as usize).checked_sub(1)?;
+        self.names.get(index).map(|name| name.as_ref())
+    }
+
     pub fn by_name(&self, name: &str) -> Option<TenantId> {
         self.by_name.get(name).copied()
     }

@@ -8,6 +8,7 @@ use crate::format::turn_log::{ContextRecord, LogRecord};
 use crate::ids::{ContextId, TurnId};
 use crate::model::{ContextHead, ContextView, Created, NewContext, Scope};
 use crate::pipeline::{MetaReply, Retention};
+use crate::quota::Quota;
 use crate::sequencer::actor::{Answer, HeadMove, SequencerActor};
 use crate::sequencer::contexts::check_new;
 use crate::sequencer::heads::HeadState;
@@ -43,6 +44,7 @@ impl SequencerActor {
                 .ok_or(EngineError::ContextNotFound(owner));
         }
         check_new(&self.contexts, tenant_id, new.name.as_deref(), &new.tags)?;
+        self.check_quota(Quota::Contexts, tenant_id)?;
         let clone_from = self.clone_source(new.clone_from, scope)?;
         let head = self.new_head(clone_from, new.base, scope)?;
         let Some(context_id) = self.heads.next_context_id() else {

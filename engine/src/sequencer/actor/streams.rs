@@ -14,6 +14,7 @@ use crate::format::turn_log::MetaRecord;
 use crate::ids::{ContextId, TurnId};
 use crate::model::{AppendRequest, Parent, TurnOptions};
 use crate::pipeline::{StreamAnswer, StreamChange, TurnBlob};
+use crate::quota::Quota;
 use crate::sequencer::streams::{NO_OWNER, OpenStream, StreamId, StreamOwner};
 use crate::sequencer::watch::{WatchEvent, WatchKind};
 use crate::store_dir::now_unix_ms;
@@ -73,6 +74,11 @@ impl SequencerActor {
     ) -> Result<StreamAnswer, EngineError> {
         if self.heads.get(context_id).is_none() {
             return Err(EngineError::ContextNotFound(context_id));
+        }
+        let tenant_id = self.contexts.get(context_id).map(|info| info.tenant_id);
+        assert!(tenant_id.is_some(), "a context with a head has metadata");
+        if let Some(tenant_id) = tenant_id {
+            self.check_quota(Quota::Streams, tenant_id)?;
         }
         let limit = self.limits.streams_open_max as usize;
         if self.streams.open_count() >= limit {

@@ -6,6 +6,7 @@
 use crate::error::EngineError;
 use crate::format::context_meta::{ContextMeta, is_tenant_name};
 use crate::ids::{ContextId, TENANTS_MAX, TenantId};
+use crate::quota::Quota;
 use crate::sequencer::actor::SequencerActor;
 use crate::store_dir::now_unix_ms;
 
@@ -31,5 +32,46 @@ impl SequencerActor {
         let record = ContextMeta::Tenant { tenant_id, name };
         self.push_meta(ContextId(0), &record, now_unix_ms());
         Ok(tenant_id)
+    }
+}
+
+impl SequencerActor {
+    /// `Ok` when `tenant_id` may have one more of `quota` (decision 0032 §3): its limit from
+    /// the server's table, its usage from the batch's own state, so the check and the write
+    /// it admits are one step of this thread.
+    pub(super) fn check_quota(&self, quota: Quota, tenant_id: TenantId) -> Result<(), EngineError> {
+        // The operator has no name in the registry, and no quotas.
+        let Some(tenant) = self.contexts.tenants.name(tenant_id) else {
+            return Ok(());
+        };
+        let limits = self.published.quotas.of(tenant);
+        let limit = match quota {
+            Quota::Contexts => limits.contexts,
+            Quota::Streams => limits.streams,
+            Quota::Bytes | Quota::AppendsPerS | Quota::Connections => {
+                unreachable!("{quota} is not the sequencer's to count")
+            }
+        };
+        let Some(limit) = limit else {
+            return Ok(());
+        };
+        let usage = match quota {
+            Quota::Contexts => self.contexts.live_of(tenant_id),
+            _ => self.open_streams_of(tenant_id),
+        };
+        let refused = crate::quota::check(quota, Some(limit), usage, || tenant.to_string());
+        refused.map_err(EngineError::QuotaExceeded)
+    }
+
+    /// `tenant_id`'s open streams: a walk over the open ones, at most `streams_open_max`.
+    fn open_streams_of(&self, tenant_id: TenantId) -> u64 {
+        let of_tenant = |context_id: ContextId| {
+            self.contexts
+                .get(context_id)
+                .is_some_and(|info| info.tenant_id == tenant_id)
+        };
+        let open = self.streams.list(None, 0);
+        open.filter(|(_, stream)| of_tenant(stream.context_id))
+            .count() as u64
     }
 }
