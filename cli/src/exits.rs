@@ -25,11 +25,13 @@ Exit codes:
      a failover is unknown: run it again with the same --key (kv put: the same value);
      OUTCOME_UNKNOWN: of several --addr, the primary went with a write without --key in
      flight: it may or may not have landed
+ 10  QUOTA_EXCEEDED: the write would take the token's tenant past one of its quotas;
+     nothing was written (the message names the quota, its limit and the usage)
 With --json, an error is also one JSON object on stderr:
   {\"error\":{\"code\":\"NOT_FOUND\",\"message\":\"...\",\"exit_code\":3}}
 (`detail` is added for server errors: for CONFLICT, the context's actual head; for
 ALREADY_EXISTS, the ContextID that has the name; for UNCONFIRMED, the turn when it has one;
-for NOT_PRIMARY, the newest epoch the server knows).";
+for NOT_PRIMARY, the newest epoch the server knows; for QUOTA_EXCEEDED, the quota's limit).";
 
 pub(crate) const EXIT_OTHER: u8 = 1;
 
@@ -49,6 +51,8 @@ pub(crate) const EXIT_NOT_PRIMARY: u8 = 8;
 
 pub(crate) const EXIT_UNCONFIRMED: u8 = 9;
 
+pub(crate) const EXIT_QUOTA_EXCEEDED: u8 = 10;
+
 /// The error's stable name, exit code and (for server errors) detail.
 pub(crate) fn classify(error: &anyhow::Error) -> (&'static str, u8, Option<u64>) {
     for cause in error.chain() {
@@ -60,6 +64,7 @@ pub(crate) fn classify(error: &anyhow::Error) -> (&'static str, u8, Option<u64>)
                 Some(ErrorCode::AlreadyExists) => EXIT_ALREADY_EXISTS,
                 Some(ErrorCode::NotPrimary) => EXIT_NOT_PRIMARY,
                 Some(ErrorCode::Unconfirmed) => EXIT_UNCONFIRMED,
+                Some(ErrorCode::QuotaExceeded) => EXIT_QUOTA_EXCEEDED,
                 _ if matches!(client, ClientError::NoPrimary { .. }) => EXIT_NOT_PRIMARY,
                 _ if client.is_outcome_unknown() => EXIT_UNCONFIRMED,
                 _ if client.is_connection_failure() => EXIT_CONNECTION,

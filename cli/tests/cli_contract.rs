@@ -524,3 +524,41 @@ fn ping_and_version() {
         assert!(help.contains(line), "{line} missing in --help");
     }
 }
+
+/// A tenant at its quota: exit 10, `QUOTA_EXCEEDED` with the limit in `detail` (decision 0032
+/// §3); the operator's token is held to no quota.
+#[test]
+fn a_write_past_a_tenants_quota_exits_10() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenants = dir.path().join("tenants.toml");
+    std::fs::write(
+        &tenants,
+        "[[tenant]]\nname = \"acme\"\ntokens = [\"acme-token-0123456789abcdef\"]\nrights = \
+         [\"read\", \"write\"]\nquota_contexts = 1\n",
+    )
+    .unwrap();
+    let server = TestServer::start_with(
+        Some("operator-token-0123456789"),
+        &["--tenants-file", tenants.to_str().unwrap()],
+    );
+    let as_acme = ["--json", "--token", "acme-token-0123456789abcdef"];
+    let create = |token_args: &[&str]| {
+        let mut args = token_args.to_vec();
+        args.extend(["ctx", "create"]);
+        run(&server.addr, &args, b"").0
+    };
+    assert_eq!(create(&as_acme).status.code(), Some(0));
+    let output = create(&as_acme);
+    assert_eq!(output.status.code(), Some(10), "{output:?}");
+    let error = json_error(&output);
+    assert_eq!(error["code"], "QUOTA_EXCEEDED");
+    assert_eq!(error["detail"].as_u64(), Some(1));
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("quota_contexts")
+    );
+    let operator = ["--token", "operator-token-0123456789"];
+    assert_eq!(create(&operator).status.code(), Some(0));
+}

@@ -133,6 +133,10 @@ pub struct Session {
     pub rights: Rights,
     /// `Engine::scoped(tenant_id)`.
     pub engine: Engine,
+    /// The tenant's connections and appends (`None`: the operator's, unlimited).
+    pub meter: Option<Arc<crate::quota::Meter>>,
+    /// This connection, counted against `quota_connections` while the session lives.
+    pub connection: Option<crate::quota::ConnectionSlot>,
 }
 
 impl Session {
@@ -148,6 +152,8 @@ impl Session {
                 admin: true,
             },
             engine: store.scoped(TenantId::OPERATOR),
+            meter: None,
+            connection: None,
         }
     }
 
@@ -180,6 +186,12 @@ impl Scoped<'_> {
     async fn answer(&self, request: Request, connection_id: u64) -> Result<Response, Response> {
         // Before anything else: a refused request changes nothing.
         rights::check(self.session, request.message_type())?;
+        if let Some(meter) = &self.session.meter {
+            let appends = crate::quota::appends_in(&request);
+            meter
+                .charge_appends(appends)
+                .map_err(crate::quota::answer)?;
+        }
         let (request, remote) = self.remote_acks.unwrap(request);
         let acknowledged = request.message_type().takes_ack_after();
         if remote {
@@ -284,7 +296,7 @@ fn payload_wire(payload: Payload) -> PayloadWire {
 /// SUMMARY turn appended by a version-2 client reads as flags 0 there); before version 4, an
 /// ERROR NOT_PRIMARY is READ_ONLY and UNCONFIRMED is INTERNAL (decision 0031), with the
 /// message READ_ONLY had (`store is read-only: …`), byte for byte.
-fn in_version(mut response: Response, version: u16) -> Response {
+pub(crate) fn in_version(mut response: Response, version: u16) -> Response {
     if let Response::Error {
         code,
         detail,
@@ -386,6 +398,8 @@ pub fn engine_error(error: EngineError) -> Response {
         // (`Dispatcher::with_epoch`).
         ErrorKind::NotPrimary => ErrorCode::NotPrimary,
         ErrorKind::Unconfirmed => ErrorCode::Unconfirmed,
+        // A version-4 connection gets OVERLOADED (`in_version`).
+        ErrorKind::QuotaExceeded => ErrorCode::QuotaExceeded,
     };
     let detail = match &error {
         EngineError::Conflict { actual, .. } => actual.0,
@@ -396,6 +410,7 @@ pub fn engine_error(error: EngineError) -> Response {
             end: ctxstore_engine::streams::StreamEnd::Sealed(turn_id),
             ..
         } => turn_id.0,
+        EngineError::QuotaExceeded(refused) => refused.limit,
         _ => 0,
     };
     if matches!(code, ErrorCode::Internal | ErrorCode::Corrupt) {

@@ -41,6 +41,7 @@ mod local;
 pub mod metrics;
 pub mod network_core;
 mod payload_cache;
+pub mod quota;
 pub mod remote_acks;
 pub mod settings;
 pub mod tenancy;

@@ -5,12 +5,18 @@
 //!
 //! Read at HELLO only (one `RwLock` read and an `Arc` clone per connection, never per
 //! request); a connection keeps the rights it was given at HELLO for its life, so a reload
-//! changes who may connect from then on, not the connections already open.
+//! changes who may connect from then on, not the connections already open. Quotas are the
+//! exception: a load and every reload set them in force at once (decision 0032 §3), the
+//! engine's (`Engine::set_quotas`: contexts, open streams) and the server's (`quota::Meters`:
+//! connections, appends per second), for open connections too.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use ctxstore_engine::quota::TenantQuotas;
 use ctxstore_engine::{Engine, EngineError, ErrorKind};
+
+use crate::quota::Meters;
 
 use crate::tenants_file::{Rights, TenantEntry, TenantsFile, TenantsFileError, TokenTable};
 
@@ -48,6 +54,8 @@ impl Tenancy {
 pub struct Tenants {
     path: PathBuf,
     current: RwLock<Arc<Tenancy>>,
+    /// Every tenant's connections and appends, kept across reloads.
+    meters: Meters,
 }
 
 impl Tenants {
@@ -56,8 +64,10 @@ impl Tenants {
     pub fn load(path: &Path, store: &Engine) -> Result<Tenants, TenantsFileError> {
         let file = TenantsFile::load(path)?;
         register(store, &file);
+        store.set_quotas(&engine_quotas(&file));
         Ok(Tenants {
             path: path.to_path_buf(),
+            meters: Meters::new(&file),
             current: RwLock::new(Arc::new(Tenancy::new(file))),
         })
     }
@@ -77,6 +87,8 @@ impl Tenants {
     pub fn reload(&self, store: &Engine) -> Result<usize, TenantsFileError> {
         let file = TenantsFile::load(&self.path)?;
         register(store, &file);
+        store.set_quotas(&engine_quotas(&file));
+        self.meters.set_limits(&file);
         let tenancy = Arc::new(Tenancy::new(file));
         let count = tenancy.len();
         let mut current = self
@@ -90,6 +102,34 @@ impl Tenants {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    pub fn meters(&self) -> &Meters {
+        &self.meters
+    }
+}
+
+/// The limits of `file` the engine checks, by tenant name. `quota_bytes` is read and checked
+/// in the file but not enforced yet: the log says so once per load.
+fn engine_quotas(file: &TenantsFile) -> Vec<(String, TenantQuotas)> {
+    for entry in file
+        .tenants
+        .iter()
+        .filter(|entry| entry.quotas.bytes.is_some())
+    {
+        tracing::warn!(
+            tenant = %entry.name,
+            "quota_bytes is not enforced by this version (decision 0032 §3, step 2 counts \
+             contexts, open streams, connections and appends per second)"
+        );
+    }
+    let quotas = file.tenants.iter().map(|entry| {
+        let quotas = TenantQuotas {
+            contexts: entry.quotas.contexts,
+            streams: entry.quotas.streams,
+        };
+        (entry.name.clone(), quotas)
+    });
+    quotas.collect()
 }
 
 /// Gives each name of `file` its TenantId (a tenant record, once per name in the store's

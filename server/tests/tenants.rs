@@ -981,3 +981,148 @@ fn a_standby_serves_each_tenant_its_own_data_from_the_primarys_log() {
     );
     assert!(format!("{held:?}").contains("[false]"), "{held:?}");
 }
+
+/// A tenants file whose tenants have quotas (decision 0032 §3).
+fn quota_toml(acme_contexts: u64) -> String {
+    format!(
+        "[[tenant]]\nname = \"acme\"\ntokens = [\"{ACME}\"]\nrights = [\"read\", \"write\", \
+         \"admin\"]\nquota_contexts = {acme_contexts}\nquota_streams = 1\nquota_appends_per_s \
+         = 50\n\n[[tenant]]\nname = \"globex\"\ntokens = [\"{GLOBEX}\"]\nrights = [\"read\", \
+         \"write\"]\nquota_connections = 2\n"
+    )
+}
+
+fn turns(count: usize) -> Vec<TurnSpec> {
+    let turn = |i: usize| TurnSpec {
+        parent: ParentWire::Head,
+        type_tag: 1,
+        codec: 0,
+        summary: false,
+        extras: ExtrasWire::default(),
+        payload: PayloadSpec::Bytes(Bytes::from(format!("turn {i}"))),
+    };
+    (0..count).map(turn).collect()
+}
+
+/// QUOTA_EXCEEDED's `detail` (the limit) and message, or a panic naming what came instead.
+fn refused_at(response: &Response, quota: &str) -> u64 {
+    let Response::Error {
+        code: ErrorCode::QuotaExceeded,
+        detail,
+        message,
+    } = response
+    else {
+        panic!("expected QUOTA_EXCEEDED for {quota}, got {response:?}");
+    };
+    assert!(message.contains(quota), "{message}");
+    *detail
+}
+
+/// Quotas at their edge through the protocol: creates racing from six connections pass
+/// exactly up to `quota_contexts`; a batch over `quota_appends_per_s` fails whole; a second
+/// open stream meets `quota_streams`; a third connection meets `quota_connections` (OVERLOADED
+/// for a version-4 client) and a closed one gives its place back; the operator is held to
+/// none of it; a SIGHUP raising a quota applies to the connections already open.
+#[test]
+fn quotas_hold_at_their_edge_from_several_connections_and_a_reload_moves_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), &quota_toml(3));
+
+    let created: Vec<Response> = std::thread::scope(|scope| {
+        let creators: Vec<_> = (0..6)
+            .map(|_| {
+                let server = &server;
+                scope.spawn(move || {
+                    let mut acme = connect(server, ACME);
+                    call(&mut acme, contexts::CtxCreate { base_turn_id: 0 })
+                })
+            })
+            .collect();
+        creators.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    let passed: Vec<u64> = created
+        .iter()
+        .filter_map(|response| match response {
+            Response::Contexts(ctxstore_protocol::ContextsResponse::Context(created)) => {
+                Some(created.head.context_id)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(passed.len(), 3, "{created:?}");
+    for response in created.iter().filter(|r| error_code(r).is_some()) {
+        assert_eq!(refused_at(response, "quota_contexts: 3 of 3"), 3);
+    }
+
+    // A batch over a second's worth of appends fails whole; a smaller one passes.
+    let mut acme = connect(&server, ACME);
+    let context = passed[0];
+    let append = |raw: &mut Raw, count| {
+        let request = appends::AppendTurns {
+            context: ContextRef::Id(context),
+            expected_head: None,
+            turns: turns(count),
+        };
+        call(raw, request)
+    };
+    refused_at(&append(&mut acme, 60), "quota_appends_per_s");
+    let head = call(
+        &mut acme,
+        contexts::GetHead {
+            context: ContextRef::Id(context),
+        },
+    );
+    let Response::Contexts(ctxstore_protocol::ContextsResponse::Context(head)) = head else {
+        panic!("{head:?}")
+    };
+    assert_eq!(
+        head.head.head_depth, 0,
+        "nothing of the refused batch was written"
+    );
+    let appended = append(&mut acme, 10);
+    assert!(error_code(&appended).is_none(), "{appended:?}");
+
+    // One open stream; the second meets the quota.
+    let opened = call(&mut acme, stream_open(context));
+    assert!(error_code(&opened).is_none(), "{opened:?}");
+    refused_at(&call(&mut acme, stream_open(passed[1])), "quota_streams");
+
+    // Two connections of globex; the third is refused, as OVERLOADED below version 5.
+    let first = connect(&server, GLOBEX);
+    let _second = connect(&server, GLOBEX);
+    let hello = Raw::connect(server.socket_addr()).hello(GLOBEX.as_bytes());
+    assert_eq!(refused_at(&hello, "quota_connections"), 2);
+    let old = Raw::connect(server.socket_addr()).hello_versions(GLOBEX.as_bytes(), 1, 4);
+    assert_eq!(error_code(&old), Some(ErrorCode::Overloaded), "{old:?}");
+    drop(first);
+    wait_for(
+        || error_code(&Raw::connect(server.socket_addr()).hello(GLOBEX.as_bytes())).is_none(),
+        "a closed connection's place",
+    );
+
+    // The operator is held to no quota.
+    let mut operator = connect(&server, OPERATOR);
+    for _ in 0..5 {
+        let created = call(&mut operator, contexts::CtxCreate { base_turn_id: 0 });
+        assert!(error_code(&created).is_none(), "{created:?}");
+    }
+
+    // A reload raises acme's quota: the connection already open creates one more.
+    refused_at(
+        &call(&mut acme, contexts::CtxCreate { base_turn_id: 0 }),
+        "quota_contexts",
+    );
+    std::fs::write(dir.path().join("tenants.toml"), quota_toml(4)).unwrap();
+    server.signal("HUP");
+    wait_for(
+        || {
+            let created = call(&mut acme, contexts::CtxCreate { base_turn_id: 0 });
+            error_code(&created).is_none()
+        },
+        "the raised quota after SIGHUP",
+    );
+    refused_at(
+        &call(&mut acme, contexts::CtxCreate { base_turn_id: 0 }),
+        "quota_contexts: 4 of 4",
+    );
+}

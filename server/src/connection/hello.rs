@@ -147,7 +147,11 @@ pub(super) fn hello(
         };
         return Err(Box::new((response, "unsupported version")));
     }
-    let session = session_of(core, token)?;
+    let session = session_of(core, token).map_err(|mut refused| {
+        // QUOTA_EXCEEDED reaches a connection of version 4 or older as OVERLOADED.
+        refused.0 = crate::dispatch::in_version(refused.0, version);
+        refused
+    })?;
     tracing::debug!(
         client = client_name,
         version,
@@ -192,15 +196,23 @@ fn session_of(core: &CoreContext, token: &[u8]) -> Result<Session, Refused> {
     let operator = constant_time_eq::constant_time_eq_32(&digest, expected);
     let tenancy = core.tenants.as_ref().map(|tenants| tenants.current());
     let tenant = tenancy.as_ref().and_then(|tenancy| tenancy.find(&digest));
-    match (operator, tenant) {
-        (true, _) => Ok(Session::operator(store)),
-        (false, Some((name, rights))) => match store.tenant_by_name(name) {
-            Some(tenant_id) => Ok(Session {
-                tenant_id,
-                tenant_name: name.to_string(),
-                rights,
-                engine: store.scoped(tenant_id),
-            }),
+    match (operator, tenant, &core.tenants) {
+        (true, _, _) => Ok(Session::operator(store)),
+        (false, Some((name, rights)), Some(tenants)) => match store.tenant_by_name(name) {
+            Some(tenant_id) => {
+                let meter = tenants.meters().of(name);
+                let connection = meter.connect().map_err(|refused| {
+                    Box::new((crate::quota::answer(refused), "quota_connections"))
+                })?;
+                Ok(Session {
+                    tenant_id,
+                    tenant_name: name.to_string(),
+                    rights,
+                    engine: store.scoped(tenant_id),
+                    meter: Some(meter),
+                    connection: Some(connection),
+                })
+            }
             None => {
                 let message = format!(
                     "tenant {name} is not registered in this store yet: a primary registers \
@@ -214,7 +226,7 @@ fn session_of(core: &CoreContext, token: &[u8]) -> Result<Session, Refused> {
                 Err(Box::new(refused))
             }
         },
-        (false, None) => {
+        (false, _, _) => {
             let refused = (error(ErrorCode::Unauthorized, "wrong token"), "wrong token");
             Err(Box::new(refused))
         }
