@@ -21,6 +21,19 @@ pub enum Quota {
 }
 
 impl Quota {
+    pub const ALL: [Quota; 5] = [
+        Quota::Bytes,
+        Quota::Contexts,
+        Quota::AppendsPerS,
+        Quota::Connections,
+        Quota::Streams,
+    ];
+
+    /// Its place in `ALL`, for tables of counters.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// Its key in the tenants file, which messages name.
     pub fn key(self) -> &'static str {
         match self {
@@ -87,6 +100,16 @@ impl std::fmt::Display for QuotaExceeded {
             quota.unit(),
             quota.remedy()
         )
+    }
+}
+
+impl QuotaExceeded {
+    /// The quota a refusal's message names (its `Display`, which QUOTA_EXCEEDED carries on
+    /// the wire): how a server that only holds the answer tells which quota refused it.
+    pub fn quota_in(message: &str) -> Option<Quota> {
+        Quota::ALL
+            .into_iter()
+            .find(|quota| message.contains(&format!(" is at its {quota}: ")))
     }
 }
 
@@ -189,5 +212,11 @@ mod tests {
             text.starts_with("tenant acme is at its quota_contexts: 2 of 2 contexts"),
             "{text}"
         );
+        for quota in Quota::ALL {
+            assert_eq!(Quota::ALL[quota.index()], quota);
+            let refused = check(quota, Some(1), 1, name).unwrap_err();
+            assert_eq!(QuotaExceeded::quota_in(&refused.to_string()), Some(quota));
+        }
+        assert_eq!(QuotaExceeded::quota_in("tenant acme is over"), None);
     }
 }

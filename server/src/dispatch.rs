@@ -95,6 +95,9 @@ impl Dispatcher {
             .answer(request, connection_id)
             .await
             .unwrap_or_else(|response| response);
+        if let Some(meter) = &session.meter {
+            meter.note(&response);
+        }
         in_version(self.with_epoch(response), version)
     }
 

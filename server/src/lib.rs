@@ -371,6 +371,7 @@ impl Server {
                 payload_cache_bytes_per_core: config.payload_cache_bytes_per_core,
                 replication: self.replication().cloned(),
                 remote_acks: remote_ack_settings(config).acks,
+                tenants: self.tenants.clone(),
             };
             if shared {
                 self.start_console(config, console_listen, Some(source))?;

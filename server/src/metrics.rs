@@ -13,6 +13,7 @@
 //! in docs/operations.md#metrics.
 
 mod endpoint;
+mod tenants;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -125,6 +126,8 @@ pub struct MetricsSource {
     /// Remote acknowledgements' figures, when the server replicates (or follows: a promoted
     /// standby's).
     pub remote_acks: Option<Arc<ctxstore_replica::RemoteAcks>>,
+    /// The tenants file in force, when the server has one (`--tenants-file`).
+    pub tenants: Option<Arc<crate::tenancy::Tenants>>,
 }
 
 impl MetricsSource {
@@ -137,6 +140,7 @@ impl MetricsSource {
         self.gather_actors(&mut families);
         self.gather_store(&mut families);
         self.gather_replication(&mut families);
+        self.gather_tenants(&mut families);
         // The encoder refuses a family without samples (no error has happened yet).
         families.retain(|family| !family.get_metric().is_empty());
         families

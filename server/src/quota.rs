@@ -15,7 +15,7 @@ use std::time::Instant;
 use ctxstore_engine::EngineError;
 use ctxstore_engine::quota::{Quota, QuotaExceeded};
 use ctxstore_protocol::{AppendsRequest, KvRequest, StreamsRequest, appends};
-use ctxstore_protocol::{Request, Response};
+use ctxstore_protocol::{ErrorCode, Request, Response};
 
 use crate::tenants_file::TenantsFile;
 
@@ -36,6 +36,8 @@ pub struct Meter {
     /// The generic cell rate algorithm's theoretical arrival time, in ns since `epoch`: a
     /// token bucket of one second's worth in one word, so a charge is one compare-and-swap.
     appends_tat_ns: AtomicU64,
+    /// Requests refused with QUOTA_EXCEEDED, per `Quota::index`, for `/metrics`.
+    refused: [AtomicU64; Quota::ALL.len()],
 }
 
 impl Meter {
@@ -47,6 +49,7 @@ impl Meter {
             appends_per_s_max: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             appends_tat_ns: AtomicU64::new(0),
+            refused: Default::default(),
         }
     }
 
@@ -97,6 +100,36 @@ impl Meter {
     /// Its open connections now.
     pub fn connections(&self) -> u64 {
         self.connections.load(Ordering::Relaxed)
+    }
+
+    /// Counts an answer when it is a QUOTA_EXCEEDED (whichever quota, the engine's or this
+    /// meter's, refused it: the message names it).
+    pub fn note(&self, response: &Response) {
+        if let Response::Error {
+            code: ErrorCode::QuotaExceeded,
+            message,
+            ..
+        } = response
+            && let Some(quota) = QuotaExceeded::quota_in(message)
+        {
+            self.refused[quota.index()].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Requests refused at `quota` so far.
+    pub fn refused(&self, quota: Quota) -> u64 {
+        self.refused[quota.index()].load(Ordering::Relaxed)
+    }
+
+    /// `quota`'s limit in force, for the limits this meter holds (`None`: none, or not this
+    /// meter's).
+    pub fn limit(&self, quota: Quota) -> Option<u64> {
+        let limit = match quota {
+            Quota::Connections => &self.connections_max,
+            Quota::AppendsPerS => &self.appends_per_s_max,
+            _ => return None,
+        };
+        Some(limit.load(Ordering::Relaxed)).filter(|limit| *limit > 0)
     }
 
     fn exceeded(&self, quota: Quota, limit: u64, usage: u64) -> QuotaExceeded {
@@ -160,6 +193,15 @@ impl Meters {
             let appends = quotas.appends_per_s.unwrap_or(0);
             meter.appends_per_s_max.store(appends, Ordering::Relaxed);
         }
+    }
+
+    /// The meter of the tenant named `tenant`, if it has one yet.
+    pub fn get(&self, tenant: &str) -> Option<Arc<Meter>> {
+        let by_tenant = self
+            .by_tenant
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        by_tenant.get(tenant).cloned()
     }
 
     /// The meter of the tenant named `tenant`.

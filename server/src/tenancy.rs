@@ -44,6 +44,11 @@ impl Tenancy {
         self.file.tenants.len()
     }
 
+    /// The file's tenants, in its order.
+    pub fn entries(&self) -> &[TenantEntry] {
+        &self.file.tenants
+    }
+
     pub fn is_empty(&self) -> bool {
         self.file.tenants.is_empty()
     }

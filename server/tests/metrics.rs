@@ -234,3 +234,87 @@ fn the_endpoint_is_off_by_default_and_closes_with_the_server() {
         }
     }
 }
+
+/// Per-tenant series (decision 0032 §3): a tenant's usage, its limits and its refusals, each
+/// labelled `tenant`; past the 100 most used tenants the rest sum into `tenant="other"`, so
+/// the label's cardinality stays bounded whatever the tenants file holds.
+#[test]
+fn tenant_series_show_usage_limits_and_refusals_with_a_bounded_label() {
+    use ctxstore_protocol::{ContextRef, ExtrasWire, ParentWire, Response, contexts, streams};
+    const ACME: &str = "acme-token-0123456789abcdef";
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = format!(
+        "[[tenant]]\nname = \"acme\"\ntokens = [\"{ACME}\"]\nrights = [\"read\", \"write\"]\n\
+         quota_contexts = 2\nquota_connections = 8\n"
+    );
+    for idle in 0..105 {
+        file.push_str(&format!(
+            "\n[[tenant]]\nname = \"idle-{idle:03}\"\ntokens = [\"idle-token-{idle:03}-0123456789\"]\n\
+             rights = [\"read\"]\n"
+        ));
+    }
+    let path = dir.path().join("tenants.toml");
+    std::fs::write(&path, file).unwrap();
+    let mut config = config(dir.path());
+    config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    config.token = Some("operator-token-0123456789".into());
+    config.tenants_file = Some(path);
+    let server = start(config);
+    let metrics = server.metrics_addr().expect("metrics endpoint");
+
+    let mut acme = Raw::connect(server.local_addr());
+    assert!(error_code(&acme.hello(ACME.as_bytes())).is_none());
+    let create = contexts::CtxCreate { base_turn_id: 0 };
+    let mut created = Vec::new();
+    for _ in 0..3 {
+        created.push(acme.call(1, &create.clone().into()));
+    }
+    assert_eq!(error_code(&created[2]), Some(ErrorCode::QuotaExceeded));
+    let Response::Contexts(ctxstore_protocol::ContextsResponse::Context(first)) = &created[0]
+    else {
+        panic!("{:?}", created[0])
+    };
+    let open = streams::StreamOpen {
+        context: ContextRef::Id(first.head.context_id),
+        expected_head: None,
+        parent: ParentWire::Head,
+        type_tag: 1,
+        codec: 0,
+        summary: false,
+        extras: ExtrasWire::default(),
+    };
+    assert!(error_code(&acme.call(2, &open.into())).is_none());
+
+    let text = http_get(metrics, "/metrics").1;
+    let samples = samples(&text);
+    let acme_series = |name: &str| value(&samples, &format!("{name}{{tenant=\"acme\"}}"));
+    assert_eq!(acme_series("ctxstore_tenant_contexts"), 2.0);
+    assert_eq!(acme_series("ctxstore_tenant_streams_open"), 1.0);
+    assert_eq!(acme_series("ctxstore_tenant_connections"), 1.0);
+    let acme_quota = |name: &str, quota: &str| {
+        let series = format!("{name}{{tenant=\"acme\",quota=\"{quota}\"}}");
+        value(&samples, &series)
+    };
+    assert_eq!(
+        acme_quota("ctxstore_tenant_quota_limit", "quota_contexts"),
+        2.0
+    );
+    assert_eq!(
+        acme_quota("ctxstore_tenant_quota_limit", "quota_connections"),
+        8.0
+    );
+    assert_eq!(
+        acme_quota("ctxstore_tenant_quota_refusals_total", "quota_contexts"),
+        1.0
+    );
+    // 106 tenants: acme and 99 idle ones by name, the other 6 as one series.
+    let contexts_series: Vec<&String> = samples
+        .keys()
+        .filter(|series| series.starts_with("ctxstore_tenant_contexts{"))
+        .collect();
+    assert_eq!(contexts_series.len(), 101, "{contexts_series:?}");
+    assert!(samples.contains_key("ctxstore_tenant_contexts{tenant=\"other\"}"));
+    if let Some((valid, report)) = promtool_check(&text) {
+        assert!(valid, "promtool check metrics:\n{report}\n{text}");
+    }
+}

@@ -79,20 +79,33 @@ impl Engine {
 
     /// What `tenant_id` uses, from the latest published snapshots.
     pub fn tenant_usage(&self, tenant_id: TenantId) -> TenantUsage {
+        self.tenants_usage()
+            .get(&tenant_id)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// What every tenant with a live context or an open stream uses (the operator's too), from
+    /// one look at the published snapshots: one pass over the open streams.
+    pub fn tenants_usage(&self) -> std::collections::HashMap<TenantId, TenantUsage> {
         let published = &self.inner.published;
         let contexts = published.contexts.load();
         let streams = published.streams.load();
-        let streams_open = streams
-            .list(None, 0)
-            .filter(|(_, open)| {
-                contexts
-                    .get(open.context_id)
-                    .is_some_and(|info| info.tenant_id == tenant_id)
+        let mut usage: std::collections::HashMap<TenantId, TenantUsage> = contexts
+            .live_by_tenant()
+            .map(|(tenant_id, live)| {
+                let usage = TenantUsage {
+                    contexts: live,
+                    streams_open: 0,
+                };
+                (tenant_id, usage)
             })
-            .count() as u64;
-        TenantUsage {
-            contexts: contexts.live_of(tenant_id),
-            streams_open,
+            .collect();
+        for (_, open) in streams.list(None, 0) {
+            if let Some(info) = contexts.get(open.context_id) {
+                usage.entry(info.tenant_id).or_default().streams_open += 1;
+            }
         }
+        usage
     }
 }

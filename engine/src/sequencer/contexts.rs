@@ -216,6 +216,13 @@ impl Contexts {
         self.infos.len() as u64
     }
 
+    /// Every tenant with live contexts, and how many.
+    pub fn live_by_tenant(&self) -> impl Iterator<Item = (TenantId, u64)> + '_ {
+        self.live_by_tenant
+            .iter()
+            .map(|(tenant_id, live)| (*tenant_id, *live))
+    }
+
     /// `tenant_id`'s live contexts (created, not deleted).
     pub fn live_of(&self, tenant_id: TenantId) -> u64 {
         self.live_by_tenant.get(&tenant_id).copied().unwrap_or(0)

@@ -202,7 +202,9 @@ fn session_of(core: &CoreContext, token: &[u8]) -> Result<Session, Refused> {
             Some(tenant_id) => {
                 let meter = tenants.meters().of(name);
                 let connection = meter.connect().map_err(|refused| {
-                    Box::new((crate::quota::answer(refused), "quota_connections"))
+                    let answer = crate::quota::answer(refused);
+                    meter.note(&answer);
+                    Box::new((answer, "quota_connections"))
                 })?;
                 Ok(Session {
                     tenant_id,

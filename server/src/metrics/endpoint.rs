@@ -172,6 +172,7 @@ mod tests {
             payload_cache_bytes_per_core: 0,
             replication: None,
             remote_acks: None,
+            tenants: None,
         };
         // Outside the ephemeral range: a port the kernel picked could be handed to another
         // test's listener between `stop` and the refused connect.

@@ -1,0 +1,145 @@
+//! Per-tenant series (decision 0032 §3): each tenant's usage, its quotas' limits and its
+//! refusals, labelled `tenant`. The label's cardinality is bounded: the `TENANT_SERIES_MAX`
+//! most used tenants get their own series, the rest sum into `tenant="other"` (limits are
+//! per tenant and are not summed: the rest's are left out).
+
+use std::cmp::Reverse;
+
+use ctxstore_engine::quota::Quota;
+use prometheus::proto::{MetricFamily, MetricType};
+
+use super::{MetricsSource, counter, family, gauge};
+
+/// Tenants with series of their own; documented in docs/operations.md#metrics.
+pub const TENANT_SERIES_MAX: usize = 100;
+
+/// One tenant's figures, as a scrape reads them.
+#[derive(Clone, Debug, Default)]
+struct TenantFigures {
+    name: String,
+    contexts: u64,
+    streams_open: u64,
+    connections: u64,
+    refused: [u64; Quota::ALL.len()],
+    limits: [Option<u64>; Quota::ALL.len()],
+}
+
+impl TenantFigures {
+    /// What ranks a tenant among the most used.
+    fn weight(&self) -> u64 {
+        self.contexts + self.streams_open + self.connections
+    }
+
+    fn add(&mut self, other: &TenantFigures) {
+        self.contexts += other.contexts;
+        self.streams_open += other.streams_open;
+        self.connections += other.connections;
+        for (sum, refused) in self.refused.iter_mut().zip(other.refused) {
+            *sum += refused;
+        }
+    }
+}
+
+impl MetricsSource {
+    /// The tenants of the tenants file in force: none without one.
+    pub(super) fn gather_tenants(&self, families: &mut Vec<MetricFamily>) {
+        let Some(tenants) = &self.tenants else {
+            return;
+        };
+        let usage = self.engine.tenants_usage();
+        let tenancy = tenants.current();
+        let mut figures: Vec<TenantFigures> = tenancy
+            .entries()
+            .iter()
+            .map(|entry| {
+                let used = self
+                    .engine
+                    .tenant_by_name(&entry.name)
+                    .and_then(|tenant_id| usage.get(&tenant_id).copied())
+                    .unwrap_or_default();
+                let meter = tenants.meters().get(&entry.name);
+                let engine_limits = self.engine.quotas_of(&entry.name);
+                let mut limits = [None; Quota::ALL.len()];
+                limits[Quota::Contexts.index()] = engine_limits.contexts;
+                limits[Quota::Streams.index()] = engine_limits.streams;
+                limits[Quota::Connections.index()] = entry.quotas.connections;
+                limits[Quota::AppendsPerS.index()] = entry.quotas.appends_per_s;
+                limits[Quota::Bytes.index()] = entry.quotas.bytes;
+                TenantFigures {
+                    name: entry.name.clone(),
+                    contexts: used.contexts,
+                    streams_open: used.streams_open,
+                    connections: meter.as_ref().map_or(0, |meter| meter.connections()),
+                    refused: Quota::ALL.map(|quota| meter.as_ref().map_or(0, |m| m.refused(quota))),
+                    limits,
+                }
+            })
+            .collect();
+        figures.sort_by_key(|tenant| (Reverse(tenant.weight()), tenant.name.clone()));
+        if figures.len() > TENANT_SERIES_MAX {
+            let mut other = TenantFigures {
+                name: "other".into(),
+                ..TenantFigures::default()
+            };
+            for rest in figures.drain(TENANT_SERIES_MAX..) {
+                other.add(&rest);
+            }
+            figures.push(other);
+        }
+        tenant_families(&figures, families);
+    }
+}
+
+fn tenant_families(figures: &[TenantFigures], families: &mut Vec<MetricFamily>) {
+    let gauges = |value: fn(&TenantFigures) -> u64| {
+        figures
+            .iter()
+            .map(|tenant| gauge(&[("tenant", tenant.name.as_str())], value(tenant) as f64))
+            .collect()
+    };
+    families.push(family(
+        "ctxstore_tenant_contexts",
+        "A tenant's live contexts (quota_contexts).",
+        MetricType::GAUGE,
+        gauges(|tenant| tenant.contexts),
+    ));
+    families.push(family(
+        "ctxstore_tenant_streams_open",
+        "A tenant's open streams (quota_streams).",
+        MetricType::GAUGE,
+        gauges(|tenant| tenant.streams_open),
+    ));
+    families.push(family(
+        "ctxstore_tenant_connections",
+        "A tenant's open connections, over every network core (quota_connections).",
+        MetricType::GAUGE,
+        gauges(|tenant| tenant.connections),
+    ));
+    let mut limits = Vec::new();
+    let mut refused = Vec::new();
+    for tenant in figures {
+        for quota in Quota::ALL {
+            let labels = [("tenant", tenant.name.as_str()), ("quota", quota.key())];
+            if let Some(limit) = tenant.limits[quota.index()] {
+                limits.push(gauge(&labels, limit as f64));
+            }
+            let count = tenant.refused[quota.index()];
+            if count > 0 {
+                refused.push(counter(&labels, count));
+            }
+        }
+    }
+    families.push(family(
+        "ctxstore_tenant_quota_limit",
+        "A tenant's quota as its tenants file sets it (quotas it leaves out: no series).",
+        MetricType::GAUGE,
+        limits,
+    ));
+    families.push(family(
+        "ctxstore_tenant_quota_refusals_total",
+        "Requests refused with QUOTA_EXCEEDED (HELLOs at quota_connections included), by \
+         tenant and quota.",
+        MetricType::COUNTER,
+        refused,
+    ));
+}
