@@ -38,6 +38,14 @@ impl Published {
         &self.shards[usize::from(hash.shard(self.shards.len() as u16))]
     }
 
+    /// Stored bytes of `tenant_id`'s blobs in every shard (`quota_bytes`).
+    pub fn tenant_bytes(&self, tenant_id: crate::ids::TenantId) -> u64 {
+        self.shards
+            .iter()
+            .map(|shard| shard.tenant_bytes(tenant_id))
+            .sum()
+    }
+
     /// `Contexts::visible_in` on the latest metadata snapshot, loaded only for a tenant's
     /// scope: the store-wide scope (the server's path today) sees every context.
     pub fn sees(&self, scope: Scope, context_id: ContextId) -> bool {

@@ -4,10 +4,15 @@
 //! a context or opens a stream. Limits are keyed by the tenant's name, the file's identity:
 //! a tenant the log registers later (a standby's, promoted) finds its limits waiting.
 //!
-//! Only limits live here. Usage is the writers' own state (the contexts' count per tenant,
-//! the open streams), so a restart, a standby and a restore rebuild it from the log like the
-//! rest, and a check and the write it admits happen in one step of one thread: two
-//! connections racing at the edge cannot both pass.
+//! Only limits live here, and the bytes shards have admitted but not yet published. Usage is
+//! the writers' own state (the contexts' count per tenant and the open streams, the
+//! sequencer's; each shard's bytes per tenant, counted from its index), so a restart, a
+//! standby and a restore rebuild it like the rest. Contexts and streams are checked in one
+//! step of the sequencer's thread. Bytes are stored by many shards at once, so a shard
+//! reserves a put's new bytes here, against every shard's published bytes plus every
+//! reservation, with one compare-and-swap on the tenant's reservation word: two puts racing
+//! at the edge on different shards cannot both pass. A reservation is let go once its batch
+//! is published (its bytes then count in the shard) or failed.
 
 /// The quotas of the tenants file. The server counts connections and appends per second
 /// itself (they are no state of the store); the engine counts contexts and open streams.
@@ -118,6 +123,8 @@ impl QuotaExceeded {
 pub struct TenantQuotas {
     pub contexts: Option<u64>,
     pub streams: Option<u64>,
+    /// Stored bytes of its blobs: every record its shards hold (header, body, padding).
+    pub bytes: Option<u64>,
 }
 
 impl TenantQuotas {
@@ -132,9 +139,66 @@ impl TenantQuotas {
 #[derive(Debug, Default)]
 pub(crate) struct QuotaTable {
     limits: papaya::HashMap<String, TenantQuotas>,
+    /// Bytes shards admitted for each tenant and have not yet published (or failed).
+    reserved: papaya::HashMap<TenantId, AtomicU64>,
 }
 
 impl QuotaTable {
+    /// Whether any tenant has a limit (a store without one skips every name look-up).
+    pub fn is_empty(&self) -> bool {
+        self.limits.is_empty()
+    }
+
+    /// Reserves `bytes` of `tenant_id`'s `quota_bytes` for a put a shard admits, or refuses
+    /// the put whole. `tenant`: its name and limits (`None`: none); `published`: its bytes
+    /// every shard holds now. Let go with `release_bytes` once the batch is published or
+    /// failed.
+    pub fn reserve_bytes(
+        &self,
+        tenant_id: TenantId,
+        tenant: Option<(&str, TenantQuotas)>,
+        bytes: u64,
+        published: impl Fn() -> u64,
+    ) -> Result<(), QuotaExceeded> {
+        let reserved = self.reserved.pin();
+        let held = reserved.get_or_insert_with(tenant_id, || AtomicU64::new(0));
+        let limit = tenant.and_then(|(name, quotas)| Some((name, quotas.bytes?)));
+        let mut current = held.load(Ordering::Acquire);
+        loop {
+            if let Some((name, limit)) = limit {
+                let usage = published().saturating_add(current);
+                if usage.saturating_add(bytes) > limit {
+                    return Err(QuotaExceeded {
+                        tenant: name.to_string(),
+                        quota: Quota::Bytes,
+                        limit,
+                        usage,
+                    });
+                }
+            }
+            match held.compare_exchange_weak(
+                current,
+                current + bytes,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(now) => current = now,
+            }
+        }
+    }
+
+    /// Lets go of a reservation `reserve_bytes` made.
+    pub fn release_bytes(&self, tenant_id: TenantId, bytes: u64) {
+        let reserved = self.reserved.pin();
+        let held = reserved.get(&tenant_id);
+        assert!(held.is_some(), "a release follows its reservation");
+        if let Some(held) = held {
+            let before = held.fetch_sub(bytes, Ordering::AcqRel);
+            assert!(before >= bytes, "a release gives back what was reserved");
+        }
+    }
+
     pub fn of(&self, tenant: &str) -> TenantQuotas {
         self.limits.pin().get(tenant).copied().unwrap_or_default()
     }
@@ -177,6 +241,10 @@ pub(crate) fn check(
     }
 }
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ctxstore_vocab::ids::TenantId;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,13 +254,13 @@ mod tests {
         let table = QuotaTable::default();
         let two = TenantQuotas {
             contexts: Some(2),
-            streams: None,
+            ..TenantQuotas::default()
         };
         table.replace(&[("acme".into(), two), ("globex".into(), two)]);
         assert_eq!(table.of("acme"), two);
         let one = TenantQuotas {
-            contexts: None,
             streams: Some(1),
+            ..TenantQuotas::default()
         };
         table.replace(&[("globex".into(), one)]);
         assert!(table.of("acme").is_unlimited());
@@ -218,5 +286,40 @@ mod tests {
             assert_eq!(QuotaExceeded::quota_in(&refused.to_string()), Some(quota));
         }
         assert_eq!(QuotaExceeded::quota_in("tenant acme is over"), None);
+    }
+
+    #[test]
+    fn byte_reservations_hold_across_racing_shards_and_are_let_go() {
+        let table = QuotaTable::default();
+        let quotas = TenantQuotas {
+            bytes: Some(1_000),
+            ..TenantQuotas::default()
+        };
+        let acme = Some(("acme", quotas));
+        let published = AtomicU64::new(400);
+        let now = || published.load(Ordering::Relaxed);
+        // Eight shards race 100-byte puts against 600 bytes of room: six pass.
+        let passed = AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    if table.reserve_bytes(TenantId(1), acme, 100, now).is_ok() {
+                        passed.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        assert_eq!(passed.load(Ordering::Relaxed), 6);
+        let refused = table.reserve_bytes(TenantId(1), acme, 1, now).unwrap_err();
+        assert_eq!(
+            (refused.quota, refused.limit, refused.usage),
+            (Quota::Bytes, 1_000, 1_000)
+        );
+        // Published, then let go: the usage is the same, the room too.
+        published.fetch_add(600, Ordering::Relaxed);
+        table.release_bytes(TenantId(1), 600);
+        assert!(table.reserve_bytes(TenantId(1), acme, 1, now).is_err());
+        // Another tenant, and a tenant without a limit, reserve freely.
+        assert!(table.reserve_bytes(TenantId(2), None, 1 << 40, now).is_ok());
     }
 }

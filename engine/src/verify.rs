@@ -265,13 +265,7 @@ fn verify_shard(
             }
             found.push(IndexEntry {
                 hash: header.hash,
-                location: BlobLocation {
-                    pack_id: *pack_id,
-                    pack_offset: record.offset,
-                    raw_len: header.raw_len,
-                    stored_len: header.stored_len,
-                    compression: header.compression,
-                },
+                location: BlobLocation::of(*pack_id, record.offset, &header),
             });
         };
         let durable_end = scan::indexed_end(&index_scan.entries, *pack_id);
@@ -282,7 +276,18 @@ fn verify_shard(
         report_tail(report, path, pack_scan.tail);
     }
 
-    check_index(report, &dir, &index_path, &index_scan.entries, &found);
+    if index_scan.predates_tenants {
+        report.notes.push(format!(
+            "{}: the blob index predates tenant fields; the next open rebuilds it from the packs",
+            index_path.display()
+        ));
+    }
+    let index = IndexScanned {
+        path: &index_path,
+        entries: &index_scan.entries,
+        predates_tenants: index_scan.predates_tenants,
+    };
+    check_index(report, &dir, &index, &found);
 
     shard_view(report, shard, &dir, &packs, found)
 }
@@ -361,13 +366,21 @@ fn shard_view(
 /// The index must describe the packs record for record; it may be shorter (lazy sync). Not
 /// while a compaction was switching files when the store stopped: the next open rebuilds the
 /// index then (and drops `.compact` files).
+/// A shard's index as `verify_shard` read it.
+struct IndexScanned<'a> {
+    path: &'a Path,
+    entries: &'a [IndexEntry],
+    /// Its entries say nothing of their records' tenants: compared without them.
+    predates_tenants: bool,
+}
+
 fn check_index(
     report: &mut VerifyReport,
     dir: &Path,
-    index_path: &Path,
-    entries: &[IndexEntry],
+    index: &IndexScanned<'_>,
     found: &[IndexEntry],
 ) {
+    let (index_path, entries) = (index.path, index.entries);
     let switching = dir.join(crate::store_dir::REINDEX_MARKER_FILE).exists();
     if switching {
         report.notes.push(format!(
@@ -379,7 +392,14 @@ fn check_index(
         if switching {
             break;
         }
-        if found.get(position) != Some(entry) {
+        let matches = found.get(position).is_some_and(|record| {
+            let mut record = *record;
+            if index.predates_tenants {
+                record.location.tenant_id = entry.location.tenant_id;
+            }
+            record == *entry
+        });
+        if !matches {
             report.problems.push(format!(
                 "{} at offset {}: entry for blob {} does not match the pack record it points to",
                 index_path.display(),

@@ -800,6 +800,7 @@ fn quotas_hold_at_their_edge_under_concurrent_writers_and_across_a_reopen() {
     let limits = TenantQuotas {
         contexts: Some(5),
         streams: Some(2),
+        bytes: None,
     };
     engine.set_quotas(&[("acme".into(), limits)]);
     let as_acme = engine.scoped(acme);
@@ -871,7 +872,8 @@ fn quotas_hold_at_their_edge_under_concurrent_writers_and_across_a_reopen() {
         engine.tenant_usage(acme),
         ctxstore_engine::tenants::TenantUsage {
             contexts: 5,
-            streams_open: 2
+            streams_open: 2,
+            bytes: engine.tenant_usage(acme).bytes,
         }
     );
     let as_acme = engine.scoped(acme);
@@ -890,4 +892,133 @@ fn named(name: &str) -> NewContext {
         name: Some(name.to_owned()),
         ..NewContext::default()
     }
+}
+
+/// `quota_bytes` (decision 0032 §3): the stored bytes of a tenant's blobs, every shard's.
+/// Appends of new payloads racing on many shards pass exactly up to the limit and the rest are
+/// refused with nothing written; a dedup hit adds nothing and passes at the limit; another
+/// tenant is not held; a reopen counts the same; a collection of deleted contexts gives the
+/// bytes back; an index written before entries named tenants is rebuilt at open and counts
+/// the same.
+#[test]
+fn quota_bytes_holds_across_shards_and_a_reopen_and_a_collection_gives_bytes_back() {
+    use ctxstore_engine::quota::{Quota, TenantQuotas};
+    const LEN: usize = 2_000;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(common::gc_config(dir.path()).with_shards(4)).unwrap();
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    let as_acme = engine.scoped(acme);
+    let context = create(&engine, acme, None);
+    append_with(
+        &as_acme,
+        context,
+        &common::random_payload(1, LEN),
+        TurnOptions::default(),
+    )
+    .unwrap();
+    let record = engine.tenant_usage(acme).bytes;
+    assert!(record > LEN as u64, "a record holds its header: {record}");
+
+    // Room for five more records, and sixteen appends on as many contexts at once.
+    let quotas = TenantQuotas {
+        bytes: Some(6 * record),
+        ..TenantQuotas::default()
+    };
+    engine.set_quotas(&[("acme".into(), quotas)]);
+    let contexts: Vec<ContextId> = (0..16).map(|_| create(&engine, acme, None)).collect();
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let writers: Vec<_> = contexts
+            .iter()
+            .enumerate()
+            .map(|(i, context)| {
+                let as_acme = &as_acme;
+                scope.spawn(move || {
+                    let payload = common::random_payload(100 + i as u64, LEN);
+                    append_with(as_acme, *context, &payload, TurnOptions::default())
+                })
+            })
+            .collect();
+        writers
+            .into_iter()
+            .map(|writer| writer.join().unwrap())
+            .collect()
+    });
+    assert_eq!(results.iter().filter(|result| result.is_ok()).count(), 5);
+    for (result, context) in results.iter().zip(&contexts) {
+        match result {
+            Ok(_) => {}
+            Err(EngineError::QuotaExceeded(refused)) => {
+                assert_eq!((refused.quota, refused.limit), (Quota::Bytes, 6 * record));
+                let head = engine.context(&ContextRef::Id(*context)).unwrap().head;
+                assert_eq!(head.head_turn_id, TurnId::NONE, "nothing was written");
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert_eq!(engine.tenant_usage(acme).bytes, 6 * record);
+    // At the limit: a payload stored already passes (no new bytes); a new one does not.
+    append_with(
+        &as_acme,
+        context,
+        &common::random_payload(1, LEN),
+        TurnOptions::default(),
+    )
+    .unwrap();
+    let refused = append_with(&as_acme, context, b"new", TurnOptions::default()).unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::QuotaExceeded);
+    // Another tenant is not held to acme's quota.
+    let theirs = create(&engine, globex, None);
+    append_with(
+        &engine.scoped(globex),
+        theirs,
+        &common::random_payload(9, LEN),
+        TurnOptions::default(),
+    )
+    .unwrap();
+    engine.shutdown();
+
+    // Reopened: the same bytes; the limits are the server's to set again.
+    let engine = Engine::open(common::gc_config(dir.path()).with_shards(4)).unwrap();
+    assert_eq!(engine.tenant_usage(acme).bytes, 6 * record);
+    engine.set_quotas(&[("acme".into(), quotas)]);
+    let as_acme = engine.scoped(acme);
+    assert!(append_with(&as_acme, context, b"new", TurnOptions::default()).is_err());
+
+    // Deleted and collected, the bytes come back.
+    for context in contexts.iter().chain([&context]) {
+        block_on(as_acme.delete_context(&ContextRef::Id(*context))).unwrap();
+    }
+    engine.gc().unwrap();
+    assert_eq!(engine.tenant_usage(acme).bytes, 0);
+    let fresh = create(&engine, acme, None);
+    append_with(&as_acme, fresh, b"new", TurnOptions::default()).unwrap();
+    let globex_bytes = engine.tenant_usage(globex).bytes;
+    let acme_bytes = engine.tenant_usage(acme).bytes;
+    engine.shutdown();
+
+    // An index from before entries named tenants: rebuilt from the packs at open.
+    let store = ctxstore_engine::store_dir::StoreDir::new(dir.path());
+    let mut rewritten = 0;
+    for shard in 0..4 {
+        let path = store.blob_index_path(shard);
+        let mut bytes = std::fs::read(&path).unwrap();
+        for entry in bytes.chunks_exact_mut(64) {
+            if entry.iter().all(|byte| *byte == 0) {
+                break;
+            }
+            entry[54..60].fill(0);
+            let crc = crc32c::crc32c(&entry[..60]);
+            entry[60..].copy_from_slice(&crc.to_le_bytes());
+            rewritten += 1;
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+    assert!(rewritten > 0);
+    assert!(verify(dir.path()).unwrap().is_ok());
+    let engine = Engine::open(common::gc_config(dir.path()).with_shards(4)).unwrap();
+    assert_eq!(engine.tenant_usage(globex).bytes, globex_bytes);
+    assert_eq!(engine.tenant_usage(acme).bytes, acme_bytes);
+    engine.shutdown();
+    assert!(verify(dir.path()).unwrap().is_ok());
 }

@@ -113,24 +113,13 @@ impl Tenants {
     }
 }
 
-/// The limits of `file` the engine checks, by tenant name. `quota_bytes` is read and checked
-/// in the file but not enforced yet: the log says so once per load.
+/// The limits of `file` the engine checks, by tenant name.
 fn engine_quotas(file: &TenantsFile) -> Vec<(String, TenantQuotas)> {
-    for entry in file
-        .tenants
-        .iter()
-        .filter(|entry| entry.quotas.bytes.is_some())
-    {
-        tracing::warn!(
-            tenant = %entry.name,
-            "quota_bytes is not enforced by this version (decision 0032 §3, step 2 counts \
-             contexts, open streams, connections and appends per second)"
-        );
-    }
     let quotas = file.tenants.iter().map(|entry| {
         let quotas = TenantQuotas {
             contexts: entry.quotas.contexts,
             streams: entry.quotas.streams,
+            bytes: entry.quotas.bytes,
         };
         (entry.name.clone(), quotas)
     });

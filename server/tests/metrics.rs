@@ -291,6 +291,7 @@ fn tenant_series_show_usage_limits_and_refusals_with_a_bounded_label() {
     assert_eq!(acme_series("ctxstore_tenant_contexts"), 2.0);
     assert_eq!(acme_series("ctxstore_tenant_streams_open"), 1.0);
     assert_eq!(acme_series("ctxstore_tenant_connections"), 1.0);
+    assert!(samples.contains_key("ctxstore_tenant_stored_bytes{tenant=\"acme\"}"));
     let acme_quota = |name: &str, quota: &str| {
         let series = format!("{name}{{tenant=\"acme\",quota=\"{quota}\"}}");
         value(&samples, &series)

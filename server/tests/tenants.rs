@@ -988,7 +988,7 @@ fn quota_toml(acme_contexts: u64) -> String {
         "[[tenant]]\nname = \"acme\"\ntokens = [\"{ACME}\"]\nrights = [\"read\", \"write\", \
          \"admin\"]\nquota_contexts = {acme_contexts}\nquota_streams = 1\nquota_appends_per_s \
          = 50\n\n[[tenant]]\nname = \"globex\"\ntokens = [\"{GLOBEX}\"]\nrights = [\"read\", \
-         \"write\"]\nquota_connections = 2\n"
+         \"write\"]\nquota_connections = 2\nquota_bytes = 600\n"
     )
 }
 
@@ -1088,7 +1088,37 @@ fn quotas_hold_at_their_edge_from_several_connections_and_a_reload_moves_them() 
     refused_at(&call(&mut acme, stream_open(passed[1])), "quota_streams");
 
     // Two connections of globex; the third is refused, as OVERLOADED below version 5.
-    let first = connect(&server, GLOBEX);
+    let mut first = connect(&server, GLOBEX);
+    // globex's 600 bytes hold one small record (a header and a padded body), not a second.
+    let created = call(&mut first, contexts::CtxCreate { base_turn_id: 0 });
+    let Response::Contexts(ctxstore_protocol::ContextsResponse::Context(created)) = created else {
+        panic!("{created:?}")
+    };
+    let globex_append = |raw: &mut Raw, payload: &[u8]| {
+        let request = appends::AppendTurns {
+            context: ContextRef::Id(created.head.context_id),
+            expected_head: None,
+            turns: vec![TurnSpec {
+                payload: PayloadSpec::Bytes(Bytes::copy_from_slice(payload)),
+                ..turns(1).remove(0)
+            }],
+        };
+        call(raw, request)
+    };
+    let stored = globex_append(&mut first, b"globex's first payload");
+    assert!(error_code(&stored).is_none(), "{stored:?}");
+    // 600 bytes no compression shrinks: with the first record's, past the quota.
+    let mut incompressible = [0u8; 600];
+    blake3::Hasher::new()
+        .update(b"globex")
+        .finalize_xof()
+        .fill(&mut incompressible);
+    refused_at(&globex_append(&mut first, &incompressible), "quota_bytes");
+    let again = globex_append(&mut first, b"globex's first payload");
+    assert!(
+        error_code(&again).is_none(),
+        "a stored payload adds no bytes: {again:?}"
+    );
     let _second = connect(&server, GLOBEX);
     let hello = Raw::connect(server.socket_addr()).hello(GLOBEX.as_bytes());
     assert_eq!(refused_at(&hello, "quota_connections"), 2);

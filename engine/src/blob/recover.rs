@@ -204,6 +204,15 @@ fn load_index(
         sync_dir(dir).map_err(io(dir))?;
         scan::scan_index(index_path).map_err(io(index_path))?
     };
+    if index_scan.predates_tenants {
+        // Its entries say nothing of their records' tenants, whose quotas count their bytes
+        // (decision 0032 §3): the scan of every pack rebuilds it, once.
+        tracing::info!(
+            shard,
+            "the blob index predates tenant fields: rebuilding it from the packs (once)"
+        );
+        return Ok((Vec::new(), 0, index_scan.file_len));
+    }
     let mut entries = index_scan.entries;
     let mut index_end = (entries.len() * INDEX_ENTRY_BYTES) as u64;
     match index_scan.tail {
@@ -335,13 +344,7 @@ fn publish(
 fn entry_of(pack_id: u32, pack_offset: u64, header: &PackHeader) -> IndexEntry {
     IndexEntry {
         hash: header.hash,
-        location: BlobLocation {
-            pack_id,
-            pack_offset,
-            raw_len: header.raw_len,
-            stored_len: header.stored_len,
-            compression: header.compression,
-        },
+        location: BlobLocation::of(pack_id, pack_offset, header),
     }
 }
 

@@ -16,6 +16,9 @@ pub(crate) struct IndexScan {
     pub entries: Vec<IndexEntry>,
     pub file_len: u64,
     pub tail: Tail,
+    /// Some entry was written before entries named their record's tenant: its `tenant_id`
+    /// says nothing (`IndexEntry::names_tenant`).
+    pub predates_tenants: bool,
 }
 
 /// Reads every entry of `blobs.idx`. The index is appended after pack fsyncs and synced
@@ -26,6 +29,7 @@ pub(crate) fn scan_index(path: &Path) -> io::Result<IndexScan> {
     let file_len = bytes.len() as u64;
     let mut entries = Vec::with_capacity(bytes.len() / INDEX_ENTRY_BYTES);
     let mut tail = Tail::Clean;
+    let mut predates_tenants = false;
     for (position, chunk) in bytes.chunks(INDEX_ENTRY_BYTES).enumerate() {
         let offset = (position * INDEX_ENTRY_BYTES) as u64;
         let Ok(entry_bytes) = <&[u8; INDEX_ENTRY_BYTES]>::try_from(chunk) else {
@@ -36,7 +40,10 @@ pub(crate) fn scan_index(path: &Path) -> io::Result<IndexScan> {
             break;
         };
         match IndexEntry::decode(entry_bytes) {
-            Ok(Some(entry)) => entries.push(entry),
+            Ok(Some(entry)) => {
+                predates_tenants |= !IndexEntry::names_tenant(entry_bytes);
+                entries.push(entry);
+            }
             Ok(None) => {
                 tail = Tail::Torn {
                     offset,
@@ -54,6 +61,7 @@ pub(crate) fn scan_index(path: &Path) -> io::Result<IndexScan> {
         entries,
         file_len,
         tail,
+        predates_tenants,
     })
 }
 

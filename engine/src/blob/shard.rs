@@ -31,12 +31,14 @@ use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::pack::EncodedBlob;
 use crate::group_commit::{Admitted, GroupCommit};
 use crate::ids::BlobHash;
+use crate::ids::TenantId;
 use crate::pipeline::{
     AfterPut, BatchReply, BlobNotices, BlobPut, BlobsDurable, CompactedPack, HandedAppend,
     HandedBlob, PutOutcome, PutReply, PutWritten, SequencerInbox, ShardBatch, ShardRequest,
     ShardSnapshot, SweptBlobs, TurnAppend, TurnBlob, WrittenReply,
 };
 use crate::published::Published;
+use crate::quota::QuotaExceeded;
 use crate::store_dir::{REINDEX_MARKER_FILE, pack_path};
 
 mod ingest;
@@ -118,6 +120,8 @@ struct Batch {
     /// for the others.
     puts: Vec<WaitingPut>,
     bytes: u64,
+    /// Bytes its puts reserved per tenant (`quota::QuotaTable::reserve_bytes`).
+    reserved: HashMap<TenantId, u64>,
 }
 
 impl Batch {
@@ -220,6 +224,10 @@ impl ShardActor {
             then.fail(error);
             return;
         }
+        if let Err(refused) = self.reserve_bytes(&blobs) {
+            then.fail(EngineError::QuotaExceeded(refused));
+            return;
+        }
         let mut waiting = Vec::with_capacity(blobs.len());
         for BlobPut { blob, chunk } in blobs {
             let (hash, raw_len) = (blob.header.hash, blob.header.raw_len);
@@ -266,6 +274,52 @@ impl ShardActor {
                 let appends = handed_on(appends, &waiting, &outcomes, None);
                 self.sequencer.append(appends, reply).await;
             }
+        }
+    }
+
+    /// Reserves the bytes a put adds to its tenant's (decision 0032 §3): its records neither
+    /// stored nor in the batch already. A put refused here changes nothing: none of its blobs
+    /// joins the batch. The batch lets the reservation go once published or failed.
+    fn reserve_bytes(&mut self, blobs: &[BlobPut]) -> Result<(), QuotaExceeded> {
+        let Some(first) = blobs.first() else {
+            return Ok(());
+        };
+        let tenant_id = first.blob.header.tenant_id;
+        let mut seen = std::collections::HashSet::with_capacity(blobs.len());
+        let mut bytes = 0u64;
+        for BlobPut { blob, .. } in blobs {
+            assert_eq!(blob.header.tenant_id, tenant_id, "a put is one tenant's");
+            let hash = blob.header.hash;
+            let new = !self.view().contains(&hash)
+                && !self.batch.position_of.contains_key(&hash)
+                && seen.insert(hash);
+            if new {
+                bytes += blob.bytes.len() as u64;
+            }
+        }
+        if bytes == 0 {
+            return Ok(());
+        }
+        let published = &self.published;
+        let quotas = &published.quotas;
+        // A store without limits looks no name up.
+        let contexts = (!quotas.is_empty()).then(|| published.contexts.load());
+        let tenant = contexts.as_ref().and_then(|contexts| {
+            let name = contexts.tenants.name(tenant_id)?;
+            Some((name, quotas.of(name)))
+        });
+        quotas.reserve_bytes(tenant_id, tenant, bytes, || {
+            published.tenant_bytes(tenant_id)
+        })?;
+        *self.batch.reserved.entry(tenant_id).or_default() += bytes;
+        Ok(())
+    }
+
+    /// Lets go of what a batch reserved, once it is published (its bytes count in the shard
+    /// now) or failed.
+    fn release_bytes(&self, reserved: HashMap<TenantId, u64>) {
+        for (tenant_id, bytes) in reserved {
+            self.published.quotas.release_bytes(tenant_id, bytes);
         }
     }
 
@@ -335,13 +389,7 @@ impl ShardActor {
         for record in records {
             entries.push(IndexEntry {
                 hash: record.header.hash,
-                location: BlobLocation {
-                    pack_id: self.pack_id,
-                    pack_offset: offset,
-                    raw_len: record.header.raw_len,
-                    stored_len: record.header.stored_len,
-                    compression: record.header.compression,
-                },
+                location: BlobLocation::of(self.pack_id, offset, &record.header),
             });
             offset += record.bytes.len() as u64;
             buffer.extend_from_slice(&record.bytes);
@@ -627,7 +675,8 @@ impl GroupCommit for ShardActor {
         if self.batch.records.is_empty() {
             return;
         }
-        let batch = std::mem::take(&mut self.batch);
+        let mut batch = std::mem::take(&mut self.batch);
+        let reserved = std::mem::take(&mut batch.reserved);
         let (locations, end) = match self.write_batch(&batch.records, batch.bytes).await {
             Ok(written) => written,
             Err(error) => {
@@ -635,6 +684,7 @@ impl GroupCommit for ShardActor {
                 for put in batch.puts {
                     put.then.fail(error.duplicate());
                 }
+                self.release_bytes(reserved);
                 return;
             }
         };
@@ -661,6 +711,8 @@ impl GroupCommit for ShardActor {
                 self.view().publish(entry.hash, entry.location);
             }
         }
+        // Published (the bytes count in the shard now), or failed: the store is read-only.
+        self.release_bytes(reserved);
         if let Some(batch) = handed {
             let result = synced.as_ref().map(|_| ()).map_err(EngineError::duplicate);
             // The sequencer gone (stopping): nobody waits for the notice.

@@ -21,7 +21,7 @@ use crate::error::{Corruption, EngineError};
 use crate::file::ReadFile;
 use crate::format::blob_index::BlobLocation;
 use crate::format::pack::{PACK_HEADER_BYTES, PackHeader};
-use crate::ids::{BlobHash, BlobHashBuildHasher};
+use crate::ids::{BlobHash, BlobHashBuildHasher, TenantId};
 use crate::model::StoredBlob;
 
 pub(crate) type BlobIndex = papaya::HashMap<BlobHash, BlobLocation, BlobHashBuildHasher>;
@@ -50,6 +50,9 @@ pub(crate) struct ShardCounters {
     pub chunk_dedup_hits: AtomicU64,
     /// Raw bytes of chunks a chunked write found stored already (what chunking saved).
     pub chunk_bytes_deduped: AtomicU64,
+    /// Stored bytes (whole records) of the shard's blobs per tenant: what `quota_bytes`
+    /// counts (decision 0032 §3).
+    pub tenant_bytes: papaya::HashMap<TenantId, AtomicU64>,
 }
 
 impl ShardCounters {
@@ -64,6 +67,9 @@ impl ShardCounters {
         add(&self.blobs, 1);
         add(&self.unique_bytes, u64::from(location.raw_len));
         add(&self.stored_bytes, location.record_bytes());
+        let tenant_bytes = self.tenant_bytes.pin();
+        let tenant = tenant_bytes.get_or_insert_with(location.tenant_id, || AtomicU64::new(0));
+        add(tenant, location.record_bytes());
         if location.compression == crate::format::pack::Compression::Manifest {
             add(&self.manifests, 1);
             add(&self.manifest_payload_bytes, u64::from(location.raw_len));
@@ -72,6 +78,14 @@ impl ShardCounters {
 }
 
 impl ShardView {
+    /// Stored bytes of `tenant_id`'s blobs in this shard.
+    pub fn tenant_bytes(&self, tenant_id: TenantId) -> u64 {
+        let tenant_bytes = self.counters.tenant_bytes.pin();
+        tenant_bytes
+            .get(&tenant_id)
+            .map_or(0, |bytes| bytes.load(Ordering::Acquire))
+    }
+
     pub fn new(shard: u16, dir: PathBuf, index: BlobIndex) -> Self {
         ShardView {
             shard,

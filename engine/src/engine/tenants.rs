@@ -17,6 +17,8 @@ pub struct TenantUsage {
     pub contexts: u64,
     /// Open streams.
     pub streams_open: u64,
+    /// Stored bytes of its blobs, every shard's (`quota_bytes`).
+    pub bytes: u64,
 }
 
 /// A registered tenant.
@@ -85,8 +87,9 @@ impl Engine {
             .unwrap_or_default()
     }
 
-    /// What every tenant with a live context or an open stream uses (the operator's too), from
-    /// one look at the published snapshots: one pass over the open streams.
+    /// What every tenant with a live context, an open stream or a stored blob uses (the
+    /// operator's too), from one look at the published snapshots: one pass over the open
+    /// streams and the shards' per-tenant counters.
     pub fn tenants_usage(&self) -> std::collections::HashMap<TenantId, TenantUsage> {
         let published = &self.inner.published;
         let contexts = published.contexts.load();
@@ -96,7 +99,7 @@ impl Engine {
             .map(|(tenant_id, live)| {
                 let usage = TenantUsage {
                     contexts: live,
-                    streams_open: 0,
+                    ..TenantUsage::default()
                 };
                 (tenant_id, usage)
             })
@@ -104,6 +107,14 @@ impl Engine {
         for (_, open) in streams.list(None, 0) {
             if let Some(info) = contexts.get(open.context_id) {
                 usage.entry(info.tenant_id).or_default().streams_open += 1;
+            }
+        }
+        for shard in published.shards.iter() {
+            for (tenant_id, bytes) in shard.counters.tenant_bytes.pin().iter() {
+                let bytes = bytes.load(std::sync::atomic::Ordering::Acquire);
+                if bytes > 0 {
+                    usage.entry(*tenant_id).or_default().bytes += bytes;
+                }
             }
         }
         usage

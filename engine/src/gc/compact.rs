@@ -142,13 +142,7 @@ impl Collector {
                 return;
             }
             let header: PackHeader = record.header;
-            let here = BlobLocation {
-                pack_id: plan.pack_id,
-                pack_offset: record.offset,
-                raw_len: header.raw_len,
-                stored_len: header.stored_len,
-                compression: header.compression,
-            };
+            let here = BlobLocation::of(plan.pack_id, record.offset, &header);
             if view.location(&header.hash) != Some(here) {
                 return;
             }

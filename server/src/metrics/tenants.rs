@@ -19,6 +19,7 @@ struct TenantFigures {
     name: String,
     contexts: u64,
     streams_open: u64,
+    bytes: u64,
     connections: u64,
     refused: [u64; Quota::ALL.len()],
     limits: [Option<u64>; Quota::ALL.len()],
@@ -27,12 +28,13 @@ struct TenantFigures {
 impl TenantFigures {
     /// What ranks a tenant among the most used.
     fn weight(&self) -> u64 {
-        self.contexts + self.streams_open + self.connections
+        self.contexts + self.streams_open + self.bytes + self.connections
     }
 
     fn add(&mut self, other: &TenantFigures) {
         self.contexts += other.contexts;
         self.streams_open += other.streams_open;
+        self.bytes += other.bytes;
         self.connections += other.connections;
         for (sum, refused) in self.refused.iter_mut().zip(other.refused) {
             *sum += refused;
@@ -64,11 +66,12 @@ impl MetricsSource {
                 limits[Quota::Streams.index()] = engine_limits.streams;
                 limits[Quota::Connections.index()] = entry.quotas.connections;
                 limits[Quota::AppendsPerS.index()] = entry.quotas.appends_per_s;
-                limits[Quota::Bytes.index()] = entry.quotas.bytes;
+                limits[Quota::Bytes.index()] = engine_limits.bytes;
                 TenantFigures {
                     name: entry.name.clone(),
                     contexts: used.contexts,
                     streams_open: used.streams_open,
+                    bytes: used.bytes,
                     connections: meter.as_ref().map_or(0, |meter| meter.connections()),
                     refused: Quota::ALL.map(|quota| meter.as_ref().map_or(0, |m| m.refused(quota))),
                     limits,
@@ -108,6 +111,12 @@ fn tenant_families(figures: &[TenantFigures], families: &mut Vec<MetricFamily>) 
         "A tenant's open streams (quota_streams).",
         MetricType::GAUGE,
         gauges(|tenant| tenant.streams_open),
+    ));
+    families.push(family(
+        "ctxstore_tenant_stored_bytes",
+        "Stored bytes of a tenant's blobs, every shard's (quota_bytes).",
+        MetricType::GAUGE,
+        gauges(|tenant| tenant.bytes),
     ));
     families.push(family(
         "ctxstore_tenant_connections",

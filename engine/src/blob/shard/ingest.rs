@@ -498,13 +498,7 @@ fn pack_records(pack_id: u32, start: u64, bytes: &[u8]) -> Result<Vec<IndexEntry
         }
         entries.push(IndexEntry {
             hash: header.hash,
-            location: BlobLocation {
-                pack_id,
-                pack_offset: offset,
-                raw_len: header.raw_len,
-                stored_len: header.stored_len,
-                compression: header.compression,
-            },
+            location: BlobLocation::of(pack_id, offset, &header),
         });
         at += record_bytes;
     }
