@@ -30,7 +30,7 @@ use serde_json::json;
 
 use args::{Cli, Command};
 use commands::{
-    append, backup, blob, ctx, gc, kv, overlays, ping, read_turns, stats, streams, tree,
+    append, backup, blob, ctx, gc, kv, overlays, ping, read_turns, stats, streams, tenant, tree,
 };
 use exits::{EXIT_USAGE, StdoutClosed, classify};
 use input::LocalInput;
@@ -96,6 +96,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     match &cli.command {
         Command::Ctx(command) => ctx(&client, &out, command),
         Command::Kv(command) => kv(&client, &out, command, local.payload),
+        Command::Tenant(command) => tenant(&client, &out, command),
         Command::Head { context } => out.head(&client.head(context.clone())?),
         Command::Append { .. } => append(&client, &out, &cli.command, local.payload),
         Command::Turn { .. }

@@ -158,6 +158,10 @@ pub use config::{ClientConfig, Idempotency};
 /// `role`'s answer (protocol version 4): the wire's struct as it is, and when a write is
 /// acknowledged.
 pub use ctxstore_protocol::AckAfter;
+/// A tenant as TENANT_LIST reports it (`Client::tenants`, protocol version 5).
+pub use ctxstore_protocol::admin::{
+    QuotasWire as TenantQuotas, TenantWire as Tenant, tenant_flags, tenant_rights,
+};
 pub use ctxstore_protocol::admin::{RoleAnswer as Role, ServerRole};
 pub use ctxstore_protocol::{ContextRef, ErrorCode, PageKind, ServerLimits, StatsWire};
 /// `replication_stats`' answer: the wire's struct as it is (one definition, every field

@@ -1,11 +1,12 @@
-//! The message types of protocol versions 1 to 4, their flags and limits, and the wire
+//! The message types of protocol versions 1 to 5, their flags and limits, and the wire
 //! structs several messages share. The messages themselves are values of their family's types
 //! (`codec/`: `Request`, `Response`, `ReadsRequest`, …). Byte layouts: docs/protocol.md and
 //! `codec/`. A response's type is its request's type with the high bit set; ERROR is
 //! 0xFFFF. Version 2 (decision 0007) adds contexts by name, tags, listing and key-value, turns
 //! for agent frameworks, retention, backup and garbage collection (GC, STATS_EX), overlays, and
 //! payloads stored as chunks the server may already have (PUT_CHUNKED, issue 16). Version 4
-//! (decision 0031) adds ROLE, the frame flag `ACK_AFTER` and two error codes.
+//! (decision 0031) adds ROLE, the frame flag `ACK_AFTER` and two error codes; version 5
+//! (decision 0032) TENANT_LIST and QUOTA_EXCEEDED.
 
 use bytes::Bytes;
 
@@ -177,6 +178,8 @@ message_table! {
     StreamFollow = 0x0038, "STREAM_FOLLOW", Streams(streams), 3 => Pushed;
     // Version 4: failover on the object store (issue 47, decision 0031).
     Role = 0x0039, "ROLE", Admin(admin), 4 => RoleAnswer(Box<crate::codec::admin::RoleAnswer>);
+    // Version 5: tenants (issue 48, decision 0032).
+    TenantList = 0x003A, "TENANT_LIST", Admin(admin), 5 => TenantsListed;
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;

@@ -2042,6 +2042,47 @@ fn vectors_v5() -> Vec<Vector> {
             }),
             "ERROR QUOTA_EXCEEDED (21): nothing was written; detail 100, the quota's limit",
         ),
+        (
+            "tenant_list",
+            71,
+            Q(Request::Admin(AdminRequest::TenantList(
+                admin::TenantList {
+                    after: "acme".into(),
+                    limit: 100,
+                },
+            ))),
+            "TENANT_LIST: up to 100 tenants whose names sort after \"acme\"",
+        ),
+        (
+            "tenants_listed",
+            71,
+            R(Response::Admin(AdminResponse::TenantsListed(
+                admin::TenantsListed {
+                    tenants: vec![admin::TenantWire {
+                        tenant_id: 2,
+                        flags: admin::tenant_flags::IN_FILE | admin::tenant_flags::REGISTERED,
+                        rights: admin::tenant_rights::READ | admin::tenant_rights::WRITE,
+                        name: "globex".into(),
+                        contexts: 12,
+                        streams_open: 1,
+                        stored_bytes: 40_960,
+                        connections: 3,
+                        quotas: admin::QuotasWire {
+                            bytes: 1_000_000,
+                            contexts: 100,
+                            appends_per_s: 0,
+                            connections: 8,
+                            streams: 0,
+                        },
+                        refusals: 5,
+                    }],
+                    next: "globex".into(),
+                },
+            ))),
+            "TENANTS: globex (tenant 2, in the file and registered, read and write): 12 \
+             contexts, 1 open stream, 40960 stored bytes, 3 connections; quotas 1000000 bytes, \
+             100 contexts, 8 connections (0: none); 5 refusals; more after \"globex\"",
+        ),
     ]
 }
 

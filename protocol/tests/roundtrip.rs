@@ -405,6 +405,9 @@ fn request() -> impl Strategy<Value = Request> {
             admin::ReplicationStats
         ))),
         Just(Request::Admin(AdminRequest::Role(admin::Role))),
+        ("[a-z0-9_-]{0,64}", 1u32..=admin::TENANT_LIST_LIMIT).prop_map(|(after, limit)| {
+            Request::Admin(AdminRequest::TenantList(admin::TenantList { after, limit }))
+        }),
         (context(), any::<u32>()).prop_map(|(context, keep)| Request::Retention(
             RetentionRequest::CtxPrune(retention::CtxPrune { context, keep })
         )),
@@ -515,6 +518,38 @@ fn ack_after_request() -> impl Strategy<Value = Request> {
             request: Box::new(request),
             after,
         })
+}
+
+/// TENANT_LIST's answer: up to 5 tenants, any figures and known bits, names of a-z0-9_-.
+fn tenants_listed() -> impl Strategy<Value = Response> {
+    let tenant = (
+        (any::<u32>(), 0u8..=3, 0u8..=7, "[a-z0-9_-]{1,64}"),
+        any::<[u64; 10]>(),
+    )
+        .prop_map(|((tenant_id, flags, rights, name), v)| admin::TenantWire {
+            tenant_id,
+            flags,
+            rights,
+            name,
+            contexts: v[0],
+            streams_open: v[1],
+            stored_bytes: v[2],
+            connections: v[3],
+            quotas: admin::QuotasWire {
+                bytes: v[4],
+                contexts: v[5],
+                appends_per_s: v[6],
+                connections: v[7],
+                streams: v[8],
+            },
+            refusals: v[9],
+        });
+    (proptest::collection::vec(tenant, 0..5), "[a-z0-9_-]{0,64}").prop_map(|(tenants, next)| {
+        Response::Admin(AdminResponse::TenantsListed(admin::TenantsListed {
+            tenants,
+            next,
+        }))
+    })
 }
 
 /// ROLE's answer: any role, any figures, texts up to 80 characters.
@@ -862,6 +897,7 @@ fn response() -> impl Strategy<Value = Response> {
                 }
             ),
         role_answer(),
+        tenants_listed(),
         (
             prop_oneof![
                 Just(MessageType::CtxDelete),

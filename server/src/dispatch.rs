@@ -70,6 +70,9 @@ pub struct Dispatcher {
     pub payload_cache: RefCell<PayloadCache>,
     /// Remote acknowledgements: what a write gets by default, and this core's waits.
     pub remote_acks: crate::remote_acks::CoreRemoteAcks,
+    /// The tenants file in force (`--tenants-file`): HELLO maps tokens to tenants with it,
+    /// TENANT_LIST reports them.
+    pub tenants: Option<Arc<crate::tenancy::Tenants>>,
 }
 
 impl Dispatcher {

@@ -13,8 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use ctxstore_engine::quota::TenantQuotas;
-use ctxstore_engine::{Engine, EngineError, ErrorKind};
+use ctxstore_engine::quota::{Quota, TenantQuotas};
+use ctxstore_engine::{Engine, EngineError, ErrorKind, TenantId};
 
 use crate::quota::Meters;
 
@@ -110,6 +110,79 @@ impl Tenants {
 
     pub fn meters(&self) -> &Meters {
         &self.meters
+    }
+}
+
+/// One tenant as the operator sees it (TENANT_LIST, `/metrics`): who it is, what it uses, its
+/// limits, its refusals.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TenantReport {
+    pub name: String,
+    /// `None` while the store has not registered the name.
+    pub tenant_id: Option<TenantId>,
+    /// The tenants file in force names it (else: a tenant the store holds data of, removed
+    /// from the file since).
+    pub in_file: bool,
+    pub rights: Rights,
+    pub contexts: u64,
+    pub streams_open: u64,
+    pub stored_bytes: u64,
+    pub connections: u64,
+    /// Each quota's limit (`Quota::index`); `None`: none.
+    pub limits: [Option<u64>; Quota::ALL.len()],
+    /// QUOTA_EXCEEDED answers since the server started, per quota (`Quota::index`).
+    pub refused: [u64; Quota::ALL.len()],
+}
+
+impl Tenants {
+    /// Every tenant of the file in force and every tenant the store registered, in name
+    /// order, from one look at the engine's figures.
+    pub fn reports(&self, store: &Engine) -> Vec<TenantReport> {
+        let usage = store.tenants_usage();
+        let tenancy = self.current();
+        let mut reports: std::collections::BTreeMap<String, TenantReport> = tenancy
+            .entries()
+            .iter()
+            .map(|entry| {
+                let report = TenantReport {
+                    name: entry.name.clone(),
+                    in_file: true,
+                    rights: entry.rights,
+                    ..TenantReport::default()
+                };
+                (entry.name.clone(), report)
+            })
+            .collect();
+        for registered in store.tenants() {
+            reports
+                .entry(registered.name.clone())
+                .or_insert_with(|| TenantReport {
+                    name: registered.name.clone(),
+                    ..TenantReport::default()
+                })
+                .tenant_id = Some(registered.tenant_id);
+        }
+        for report in reports.values_mut() {
+            let used = report
+                .tenant_id
+                .and_then(|tenant_id| usage.get(&tenant_id).copied())
+                .unwrap_or_default();
+            report.contexts = used.contexts;
+            report.streams_open = used.streams_open;
+            report.stored_bytes = used.bytes;
+            let engine_limits = store.quotas_of(&report.name);
+            report.limits[Quota::Contexts.index()] = engine_limits.contexts;
+            report.limits[Quota::Streams.index()] = engine_limits.streams;
+            report.limits[Quota::Bytes.index()] = engine_limits.bytes;
+            if let Some(meter) = self.meters.get(&report.name) {
+                report.connections = meter.connections();
+                report.refused = Quota::ALL.map(|quota| meter.refused(quota));
+                for quota in [Quota::Connections, Quota::AppendsPerS] {
+                    report.limits[quota.index()] = meter.limit(quota);
+                }
+            }
+        }
+        reports.into_values().collect()
     }
 }
 

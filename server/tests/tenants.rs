@@ -268,6 +268,13 @@ fn case(message: MessageType, a: &Held, x: &Held, b_context: u64) -> Case {
             .into(),
         ),
         M::ReplicationStats => Case::OperatorOnly(admin::ReplicationStats.into()),
+        M::TenantList => Case::OperatorOnly(
+            admin::TenantList {
+                after: String::new(),
+                limit: 100,
+            }
+            .into(),
+        ),
         M::CtxCreate => pair(&[F::Turn], &|h| {
             contexts::CtxCreate {
                 base_turn_id: h.turn,
@@ -1155,4 +1162,43 @@ fn quotas_hold_at_their_edge_from_several_connections_and_a_reload_moves_them() 
         &call(&mut acme, contexts::CtxCreate { base_turn_id: 0 }),
         "quota_contexts: 4 of 4",
     );
+
+    // TENANT_LIST (the operator's): one page a tenant, in name order, usage and limits.
+    let page = |operator: &mut Raw, after: &str| {
+        let list = admin::TenantList {
+            after: after.into(),
+            limit: 1,
+        };
+        match call(operator, list) {
+            Response::Admin(ctxstore_protocol::AdminResponse::TenantsListed(listed)) => listed,
+            other => panic!("{other:?}"),
+        }
+    };
+    let first_page = page(&mut operator, "");
+    assert_eq!(first_page.next, "acme");
+    let listed_acme = &first_page.tenants[0];
+    assert_eq!(
+        (listed_acme.name.as_str(), listed_acme.tenant_id),
+        ("acme", 1)
+    );
+    assert_eq!(listed_acme.flags, admin::tenant_flags::KNOWN);
+    assert_eq!(listed_acme.rights, admin::tenant_rights::KNOWN);
+    assert_eq!((listed_acme.contexts, listed_acme.streams_open), (4, 1));
+    assert_eq!(listed_acme.quotas.contexts, 4);
+    assert_eq!(listed_acme.quotas.appends_per_s, 50);
+    assert_eq!(
+        (listed_acme.quotas.streams, listed_acme.quotas.bytes),
+        (1, 0)
+    );
+    assert!(listed_acme.refusals >= 6, "{listed_acme:?}");
+    assert!(listed_acme.stored_bytes > 0);
+    let second_page = page(&mut operator, "acme");
+    assert_eq!(second_page.next, "");
+    let listed_globex = &second_page.tenants[0];
+    assert_eq!(listed_globex.name, "globex");
+    assert_eq!(listed_globex.quotas.bytes, 600);
+    assert_eq!(listed_globex.quotas.connections, 2);
+    assert!(listed_globex.stored_bytes > 0 && listed_globex.stored_bytes <= 600);
+    assert!(listed_globex.refusals >= 3, "{listed_globex:?}");
+    assert!(page(&mut operator, "globex").tenants.is_empty());
 }

@@ -169,6 +169,20 @@ impl Cli {
 }
 
 #[derive(Subcommand, Debug)]
+pub(crate) enum TenantCommand {
+    /// Every tenant, one line each: name, TenantId, contexts, open streams, stored bytes and
+    /// connections (each `used/limit` when it has a quota), appends per second allowed, and
+    /// QUOTA_EXCEEDED refusals since the server started. With --json one object per tenant
+    /// (a quota of null: none).
+    List,
+    /// One tenant's fields, one per line (with --json, one object).
+    Show {
+        /// The tenant's name, as in the tenants file.
+        name: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub(crate) enum Command {
     /// Create, fork, show, tag, name, list, clone, delete, prune and expire contexts.
     #[command(subcommand)]
@@ -176,6 +190,11 @@ pub(crate) enum Command {
     /// A context's key-value entries: put, get, rm, list.
     #[command(subcommand)]
     Kv(KvCommand),
+    /// The tenants the server serves, with their usage, quotas and refusals: list, show
+    /// (the operator's token; protocol version 5). Tenants are created, changed and removed
+    /// in the server's tenants file (docs/operations.md, Tenants).
+    #[command(subcommand)]
+    Tenant(TenantCommand),
     /// Show a context's head.
     Head {
         /// Context: a ContextID, or @NAME.

@@ -9,6 +9,7 @@ mod kv;
 mod overlays;
 mod reads;
 mod streams;
+mod tenants;
 mod tree;
 
 pub(crate) use admin::{backup, gc, ping, stats};
@@ -19,4 +20,5 @@ pub(crate) use kv::kv;
 pub(crate) use overlays::overlays;
 pub(crate) use reads::read_turns;
 pub(crate) use streams::streams;
+pub(crate) use tenants::tenant;
 pub(crate) use tree::tree;

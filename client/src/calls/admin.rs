@@ -2,13 +2,14 @@
 //! UNKNOWN_MESSAGE from a server that predates it, remembered per connection), GC and BACKUP
 //! (each on its own timeout, `ClientConfig::gc_timeout` and `backup_timeout`, instead of the
 //! per-request one; a relative backup directory is refused before sending),
-//! REPLICATION_STATS (version 3) and ROLE (version 4).
+//! REPLICATION_STATS (version 3), ROLE (version 4) and TENANT_LIST (version 5).
 
 use std::sync::atomic::Ordering;
 
 use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::admin::{
     Backup, Gc, Ping, ReplicationStats, Role, RoleAnswer, Stats as StatsRequest, StatsEx,
+    TENANT_LIST_LIMIT, TenantList, TenantWire,
 };
 use ctxstore_protocol::{ErrorCode, MessageType, ReplicationStatsWire};
 
@@ -116,5 +117,46 @@ impl Client {
             });
         }
         Ok(*self.ask(Role).await?)
+    }
+
+    /// Every tenant the server knows (TENANT_LIST, protocol version 5, decision 0032 §8): the
+    /// tenants file's and those the store registered, in name order, each with its usage, its
+    /// quotas and its refusals, read page by page. The operator's token only (UNAUTHORIZED
+    /// for a tenant's); none on a server without a tenants file. `ClientError::Unsupported`
+    /// before version 5.
+    pub async fn tenants(&self) -> Result<Vec<TenantWire>, ClientError> {
+        let version = self.protocol_version();
+        if version < 5 {
+            return Err(ClientError::Unsupported {
+                request: "TENANT_LIST",
+                needed: 5,
+                version,
+            });
+        }
+        let mut tenants = Vec::new();
+        let mut after = String::new();
+        loop {
+            let list = TenantList {
+                after: after.clone(),
+                limit: TENANT_LIST_LIMIT,
+            };
+            let page = self.ask(list).await?;
+            // The page goes on from the cursor, in name order.
+            let ordered = page
+                .tenants
+                .iter()
+                .all(|tenant| after.is_empty() || tenant.name > after)
+                && page
+                    .tenants
+                    .windows(2)
+                    .all(|pair| pair[0].name < pair[1].name);
+            check_pair(MessageType::TenantList, ordered)?;
+            tenants.extend(page.tenants);
+            if page.next.is_empty() {
+                return Ok(tenants);
+            }
+            check_pair(MessageType::TenantList, page.next > after)?;
+            after = page.next;
+        }
     }
 }

@@ -129,6 +129,7 @@ class MessageType(IntEnum):
     REPLICATION_STATS = 0x0037
     STREAM_FOLLOW = 0x0038
     ROLE = 0x0039
+    TENANT_LIST = 0x003A
 
     @property
     def response_type(self) -> int:
@@ -201,6 +202,7 @@ SINCE_VERSION: dict[int, int] = {
     MessageType.REPLICATION_STATS: 3,
     MessageType.STREAM_FOLLOW: 3,
     MessageType.ROLE: 4,
+    MessageType.TENANT_LIST: 5,
 }
 """The protocol version each message arrived in."""
 
@@ -259,6 +261,7 @@ FAMILY: dict[int, str] = {
     MessageType.REPLICATION_STATS: "Admin",
     MessageType.STREAM_FOLLOW: "Streams",
     MessageType.ROLE: "Admin",
+    MessageType.TENANT_LIST: "Admin",
 }
 """The family (codec module) of each message."""
 

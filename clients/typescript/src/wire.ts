@@ -124,6 +124,7 @@ export const MessageType = {
   REPLICATION_STATS: 0x0037,
   STREAM_FOLLOW: 0x0038,
   ROLE: 0x0039,
+  TENANT_LIST: 0x003a,
 } as const;
 
 /** The protocol version each message arrived in. */
@@ -182,6 +183,7 @@ export const SINCE_VERSION: ReadonlyMap<number, number> = new Map([
   [MessageType.REPLICATION_STATS, 3],
   [MessageType.STREAM_FOLLOW, 3],
   [MessageType.ROLE, 4],
+  [MessageType.TENANT_LIST, 5],
 ]);
 
 /** The family (codec module) of each message. */
@@ -240,6 +242,7 @@ export const FAMILY: ReadonlyMap<number, string> = new Map([
   [MessageType.REPLICATION_STATS, "Admin"],
   [MessageType.STREAM_FOLLOW, "Streams"],
   [MessageType.ROLE, "Admin"],
+  [MessageType.TENANT_LIST, "Admin"],
 ]);
 
 /** The ERROR answer's stable codes. */

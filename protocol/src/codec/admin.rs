@@ -1,6 +1,13 @@
-//! HELLO, PING, STATS, STATS_EX, GC, BACKUP, REPLICATION_STATS and ROLE (version 4): the
-//! connection's handshake and the messages about the server as a whole rather than one
-//! context. Layouts in docs/protocol.md.
+//! HELLO, PING, STATS, STATS_EX, GC, BACKUP, REPLICATION_STATS, ROLE (version 4) and
+//! TENANT_LIST (version 5, `admin/tenant_list.rs`): the connection's handshake and the
+//! messages about the server as a whole rather than one context. Layouts in docs/protocol.md.
+
+mod tenant_list;
+
+pub use tenant_list::{
+    QuotasWire, TENANT_LIST_LIMIT, TENANTS_LISTED_BYTES_MAX, TenantList, TenantWire, TenantsListed,
+    tenant_flags, tenant_rights,
+};
 
 use bytes::Bytes;
 
@@ -22,6 +29,7 @@ pub(crate) enum Kind {
     Backup,
     ReplicationStats,
     Role,
+    TenantList,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +42,7 @@ pub enum AdminRequest {
     Backup(Backup),
     ReplicationStats(ReplicationStats),
     Role(Role),
+    TenantList(TenantList),
 }
 
 /// First message of every connection.
@@ -181,6 +190,8 @@ pub enum AdminResponse {
     ReplicationStats(Box<ReplicationStatsWire>),
     /// Answer to ROLE (boxed, as REPLICATION_STATS).
     RoleAnswer(Box<RoleAnswer>),
+    /// Answer to TENANT_LIST.
+    TenantsListed(TenantsListed),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -218,6 +229,7 @@ impl AdminRequest {
             AdminRequest::Backup(Backup { .. }) => MessageType::Backup,
             AdminRequest::ReplicationStats(ReplicationStats) => MessageType::ReplicationStats,
             AdminRequest::Role(Role) => MessageType::Role,
+            AdminRequest::TenantList(TenantList { .. }) => MessageType::TenantList,
         }
     }
 
@@ -231,6 +243,9 @@ impl AdminRequest {
                 REPLICATION_STATS_BYTES_MAX as u64 + ERROR_ANSWER_BYTES_MAX
             }
             AdminRequest::Role(Role) => ROLE_BYTES_MAX as u64 + ERROR_ANSWER_BYTES_MAX,
+            AdminRequest::TenantList(TenantList { .. }) => {
+                TENANTS_LISTED_BYTES_MAX as u64 + ERROR_ANSWER_BYTES_MAX
+            }
             AdminRequest::Hello(Hello { .. })
             | AdminRequest::Ping(Ping { .. })
             | AdminRequest::Stats(Stats)
@@ -261,6 +276,7 @@ impl AdminRequest {
             }
             Kind::ReplicationStats => AdminRequest::ReplicationStats(ReplicationStats),
             Kind::Role => AdminRequest::Role(Role),
+            Kind::TenantList => AdminRequest::TenantList(tenant_list::read_request(cursor)?),
         })
     }
 
@@ -280,6 +296,7 @@ impl AdminRequest {
                 )
             }
             AdminRequest::Backup(Backup { dir }) => within("dir", dir.len(), 1, SHORT, "bytes"),
+            AdminRequest::TenantList(list) => tenant_list::check_request(list),
             AdminRequest::Ping(Ping { .. })
             | AdminRequest::Stats(Stats)
             | AdminRequest::StatsEx(StatsEx)
@@ -312,6 +329,7 @@ impl AdminRequest {
             | AdminRequest::Role(Role) => {}
             AdminRequest::Gc(Gc) => w.u32(0),
             AdminRequest::Backup(Backup { dir }) => w.short(dir.as_bytes()),
+            AdminRequest::TenantList(list) => tenant_list::write_request(w, list),
         }
     }
 }
@@ -354,6 +372,7 @@ impl AdminResponse {
             AdminResponse::BackedUp(_) => MessageType::Backup,
             AdminResponse::ReplicationStats(_) => MessageType::ReplicationStats,
             AdminResponse::RoleAnswer(_) => MessageType::Role,
+            AdminResponse::TenantsListed(_) => MessageType::TenantList,
         }
     }
 
@@ -401,6 +420,7 @@ impl AdminResponse {
                 AdminResponse::ReplicationStats(Box::new(read_replication_stats(cursor)?))
             }
             Kind::Role => AdminResponse::RoleAnswer(Box::new(read_role(cursor)?)),
+            Kind::TenantList => AdminResponse::TenantsListed(tenant_list::read_answer(cursor)?),
         })
     }
 
@@ -451,6 +471,7 @@ impl AdminResponse {
             }
             AdminResponse::ReplicationStats(stats) => write_replication_stats(w, stats),
             AdminResponse::RoleAnswer(role) => write_role(w, role),
+            AdminResponse::TenantsListed(listed) => tenant_list::write_answer(w, listed),
         }
     }
 }

@@ -194,9 +194,10 @@ fn session_of(core: &CoreContext, token: &[u8]) -> Result<Session, Refused> {
     }
     let digest = token_digest(token);
     let operator = constant_time_eq::constant_time_eq_32(&digest, expected);
-    let tenancy = core.tenants.as_ref().map(|tenants| tenants.current());
+    let tenants = &core.dispatcher.tenants;
+    let tenancy = tenants.as_ref().map(|tenants| tenants.current());
     let tenant = tenancy.as_ref().and_then(|tenancy| tenancy.find(&digest));
-    match (operator, tenant, &core.tenants) {
+    match (operator, tenant, tenants) {
         (true, _, _) => Ok(Session::operator(store)),
         (false, Some((name, rights)), Some(tenants)) => match store.tenant_by_name(name) {
             Some(tenant_id) => {

@@ -44,8 +44,6 @@ pub struct CoreContext {
     /// BLAKE3 of the server's token: a presented token is hashed and the digests compared in
     /// constant time, so neither the token's bytes nor its length show in the timing.
     pub token_digest: Option<[u8; 32]>,
-    /// The tenants HELLO maps other tokens to (`--tenants-file`; `None`: none).
-    pub tenants: Option<Arc<crate::tenancy::Tenants>>,
     pub limits: ServerLimits,
     /// Raised at shutdown: stop reading, answer and write what is in flight.
     pub shutdown: Rc<LocalFlag>,

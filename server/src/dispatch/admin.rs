@@ -52,6 +52,37 @@ impl Scoped<'_> {
                 Ok(AdminResponse::ReplicationStats(self.replication_stats()))
             }
             AdminRequest::Role(admin::Role) => Ok(AdminResponse::RoleAnswer(self.role())),
+            AdminRequest::TenantList(list) => {
+                Ok(AdminResponse::TenantsListed(self.tenant_list(&list)))
+            }
+        }
+    }
+
+    /// TENANT_LIST (decision 0032 §8): a page of `Tenants::reports`, in name order, after the
+    /// cursor. A server without a tenants file has no tenant to list.
+    fn tenant_list(&self, list: &admin::TenantList) -> admin::TenantsListed {
+        let Some(tenants) = &self.tenants else {
+            return admin::TenantsListed::default();
+        };
+        let limit = list.limit as usize;
+        let mut page: Vec<admin::TenantWire> = tenants
+            .reports(&self.store)
+            .into_iter()
+            .filter(|report| list.after.is_empty() || report.name.as_str() > list.after.as_str())
+            .take(limit + 1)
+            .map(tenant_wire)
+            .collect();
+        let next = if page.len() > limit {
+            page.truncate(limit);
+            page.last()
+                .map(|last| last.name.clone())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        admin::TenantsListed {
+            tenants: page,
+            next,
         }
     }
 
@@ -303,4 +334,33 @@ fn lease_lapsed(stats: &ctxstore_replica::ReplicationStats, now_unix_ms: u64) ->
     let lease_ms = stats.lease_ms.load(Ordering::Relaxed);
     let renewed = stats.lease_renewed_unix_ms.load(Ordering::Relaxed);
     lease_ms > 0 && renewed > 0 && now_unix_ms.saturating_sub(renewed) >= lease_ms
+}
+
+/// A tenant's report as TENANT_LIST carries it (a limit of 0: none).
+fn tenant_wire(report: crate::tenancy::TenantReport) -> admin::TenantWire {
+    use admin::{tenant_flags, tenant_rights};
+    use ctxstore_engine::quota::Quota;
+    let limit = |quota: Quota| report.limits[quota.index()].unwrap_or(0);
+    let flag = |set: bool, bit: u8| if set { bit } else { 0 };
+    admin::TenantWire {
+        tenant_id: report.tenant_id.map_or(0, |tenant_id| tenant_id.0),
+        flags: flag(report.in_file, tenant_flags::IN_FILE)
+            | flag(report.tenant_id.is_some(), tenant_flags::REGISTERED),
+        rights: flag(report.rights.read, tenant_rights::READ)
+            | flag(report.rights.write, tenant_rights::WRITE)
+            | flag(report.rights.admin, tenant_rights::ADMIN),
+        quotas: admin::QuotasWire {
+            bytes: limit(Quota::Bytes),
+            contexts: limit(Quota::Contexts),
+            appends_per_s: limit(Quota::AppendsPerS),
+            connections: limit(Quota::Connections),
+            streams: limit(Quota::Streams),
+        },
+        refusals: report.refused.iter().sum(),
+        contexts: report.contexts,
+        streams_open: report.streams_open,
+        stored_bytes: report.stored_bytes,
+        connections: report.connections,
+        name: report.name,
+    }
 }

@@ -69,9 +69,10 @@ pub fn need(message: MessageType) -> Need {
         | M::StreamSeal
         | M::StreamAbort => Need::Write,
         M::CtxDelete | M::CtxPrune | M::CtxTtl | M::PurgeBlob => Need::Admin,
-        // STATS and STATS_EX count the whole store; a tenant's own usage comes with quotas
-        // (decision 0032 §3).
-        M::Stats | M::StatsEx | M::Backup | M::Gc | M::ReplicationStats => Need::Operator,
+        // STATS and STATS_EX count the whole store; TENANT_LIST reports every tenant.
+        M::Stats | M::StatsEx | M::Backup | M::Gc | M::ReplicationStats | M::TenantList => {
+            Need::Operator
+        }
     }
 }
 

@@ -48,34 +48,18 @@ impl MetricsSource {
         let Some(tenants) = &self.tenants else {
             return;
         };
-        let usage = self.engine.tenants_usage();
-        let tenancy = tenants.current();
-        let mut figures: Vec<TenantFigures> = tenancy
-            .entries()
-            .iter()
-            .map(|entry| {
-                let used = self
-                    .engine
-                    .tenant_by_name(&entry.name)
-                    .and_then(|tenant_id| usage.get(&tenant_id).copied())
-                    .unwrap_or_default();
-                let meter = tenants.meters().get(&entry.name);
-                let engine_limits = self.engine.quotas_of(&entry.name);
-                let mut limits = [None; Quota::ALL.len()];
-                limits[Quota::Contexts.index()] = engine_limits.contexts;
-                limits[Quota::Streams.index()] = engine_limits.streams;
-                limits[Quota::Connections.index()] = entry.quotas.connections;
-                limits[Quota::AppendsPerS.index()] = entry.quotas.appends_per_s;
-                limits[Quota::Bytes.index()] = engine_limits.bytes;
-                TenantFigures {
-                    name: entry.name.clone(),
-                    contexts: used.contexts,
-                    streams_open: used.streams_open,
-                    bytes: used.bytes,
-                    connections: meter.as_ref().map_or(0, |meter| meter.connections()),
-                    refused: Quota::ALL.map(|quota| meter.as_ref().map_or(0, |m| m.refused(quota))),
-                    limits,
-                }
+        let mut figures: Vec<TenantFigures> = tenants
+            .reports(&self.engine)
+            .into_iter()
+            .filter(|report| report.in_file)
+            .map(|report| TenantFigures {
+                name: report.name,
+                contexts: report.contexts,
+                streams_open: report.streams_open,
+                bytes: report.stored_bytes,
+                connections: report.connections,
+                refused: report.refused,
+                limits: report.limits,
             })
             .collect();
         figures.sort_by_key(|tenant| (Reverse(tenant.weight()), tenant.name.clone()));
