@@ -26,7 +26,10 @@ fn entries_with_a_ttl_through_the_blocking_client() {
     let server = TestServer::start(None);
     let client =
         ctxstore_client::blocking::Client::connect(ClientConfig::new(server.addr.clone())).unwrap();
-    assert_eq!(client.protocol_version(), 4);
+    assert_eq!(
+        client.protocol_version(),
+        ctxstore_protocol::PROTOCOL_VERSION
+    );
     let new = NewContext {
         name: Some("mem".into()),
         ..NewContext::default()

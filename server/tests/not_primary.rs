@@ -99,7 +99,10 @@ fn a_standby_answers_not_primary_to_version_4_and_read_only_to_version_3() {
     ];
     let primary = spawn(&root.path().join("primary"), &primary_flags);
     let writer = blocking::Client::connect(ClientConfig::new(primary.addr.clone())).unwrap();
-    assert_eq!(writer.protocol_version(), 4);
+    assert_eq!(
+        writer.protocol_version(),
+        ctxstore_protocol::PROTOCOL_VERSION
+    );
     let context = writer.create_context().unwrap().context_id;
     let head = writer
         .append(context, None, 0, 0, Bytes::from_static(b"shipped"))
