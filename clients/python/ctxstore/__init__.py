@@ -6,7 +6,7 @@
   (all derive from :class:`CtxstoreError`).
 - :mod:`ctxstore.types`: the returned values (:class:`Turn`, :class:`ContextHead`,
   :class:`ContextInfo`, ...).
-- :mod:`ctxstore._protocol`: the wire protocol (versions 1 to 3), for tools and extensions.
+- :mod:`ctxstore._protocol`: the wire protocol (versions 1 to 5), for tools and extensions.
 
 A context is named in every call by its ContextID (``int``) or its unique name (``str``,
 protocol version 2).
@@ -62,6 +62,7 @@ from .errors import (
     OutcomeUnknown,
     Overloaded,
     ProtocolError,
+    QuotaExceeded,
     ReadOnly,
     RequestTimeout,
     ServerError,
@@ -105,6 +106,7 @@ from .types import (
     Role,
     ServerInfo,
     Stats,
+    Tenant,
     Turn,
     TurnInfo,
     TurnPage,
@@ -149,6 +151,7 @@ __all__ = [
     "Role",
     "ServerInfo",
     "Stats",
+    "Tenant",
     "Turn",
     "TurnInfo",
     "TurnPage",
@@ -183,6 +186,7 @@ __all__ = [
     "NoPrimary",
     "OutcomeUnknown",
     "Unconfirmed",
+    "QuotaExceeded",
     "ProtocolError",
     "IntegrityError",
     "ConnectError",

@@ -83,6 +83,7 @@ from .types import (
     Retention,
     Role,
     Stats,
+    Tenant,
     Turn,
     TurnInfo,
     TurnPage,
@@ -575,6 +576,19 @@ class Calls(ClientCore):
         address when it knows it. Raises :class:`~ctxstore.errors.NotSupported` on a server
         older than version 4 (ask :meth:`replication_stats` there)."""
         return Call(ops.role(), timeout)
+
+    @call
+    def tenants(
+        self, *, page_size: int = p.TENANT_LIST_LIMIT, timeout: float | None = None
+    ) -> Call[list[Tenant]]:
+        """Every tenant of the server, in name order (protocol version 5, decision 0032 §8;
+        the operator's token only: a tenant's is :class:`~ctxstore.errors.Unauthorized`): its
+        id, whether the tenants file names it, its rights, its usage (contexts, open streams,
+        stored bytes, connections), its quotas (None: no limit) and how often they refused it.
+        Reads every page (``page_size`` tenants each, 1 to 1000; ``timeout`` per page). A
+        server without a tenants file has none. Raises
+        :class:`~ctxstore.errors.NotSupported` on a server older than version 5."""
+        return Call(ops.tenants(page_size), timeout)
 
     # -- version 2: contexts by name, tags, listing, key-value ---------------------------------
     @call

@@ -337,7 +337,7 @@ _RESENT_SAFELY = frozenset(
         "GET_RANGE_BY_DEPTH", "GET_CHAIN", "GET_BLOB", "HAS_BLOBS", "CTX_SHOW", "CTX_LIST",
         "KV_GET", "KV_LIST", "KV_GET_EX", "KV_LIST_EX", "KV_GET_MANY", "GET_TURN_BY_KEY",
         "TURN_LOG", "READ_PAGE", "FIND_TURNS", "REPLICATION_STATS", "ROLE", "STREAM_LIST",
-        "STREAM_READ", "WATCH", "BACKUP", "GC",
+        "STREAM_READ", "WATCH", "TENANT_LIST", "BACKUP", "GC",
         # Writes that land once however often they are sent.
         "CTX_OPEN", "KV_PUT", "KV_PUT_EX", "PUT_CHUNKED", "STREAM_SEAL",
     }
@@ -359,7 +359,9 @@ def resends_safely(request: p.Request) -> bool:
 def failover_trouble(error: BaseException) -> str | None:
     """Whether ``error`` sends a client of several addresses looking for the primary:
     ``"refused"`` (NOT_PRIMARY: nothing was written), ``"unknown"`` (the connection lost, no
-    answer in time, SHUTTING_DOWN or UNCONFIRMED: a write may have landed), else None."""
+    answer in time, SHUTTING_DOWN or UNCONFIRMED: a write may have landed), else None (any
+    other answer, as CONFLICT or QUOTA_EXCEEDED: nothing was written, and the primary it came
+    from is the right server, so it is the caller's)."""
     if isinstance(error, NotPrimary):
         return "refused"
     if isinstance(error, (ConnectionLost, RequestTimeout, ShuttingDown, Unconfirmed)):

@@ -78,6 +78,7 @@ from .types import (
     Role,
     ServerInfo,
     Stats,
+    Tenant,
     Turn,
     TurnInfo,
     TurnPage,
@@ -838,6 +839,74 @@ def role() -> Op[Role]:
         )
 
     return Op(p.Role(), finish)
+
+
+def _tenant_of(record: p.TenantRecord) -> Tenant:
+    def quota(value: int) -> int | None:
+        return value or None
+
+    return Tenant(
+        name=record.name,
+        tenant_id=record.tenant_id or None,
+        in_tenants_file=bool(record.flags & p.TENANT_IN_FILE),
+        registered=bool(record.flags & p.TENANT_REGISTERED),
+        rights=tuple(
+            right for bit, right in enumerate(p.TENANT_RIGHTS) if record.rights & (1 << bit)
+        ),
+        contexts=record.contexts,
+        streams_open=record.streams_open,
+        stored_bytes=record.stored_bytes,
+        connections=record.connections,
+        quota_bytes=quota(record.quota_bytes),
+        quota_contexts=quota(record.quota_contexts),
+        quota_appends_per_s=quota(record.quota_appends_per_s),
+        quota_connections=quota(record.quota_connections),
+        quota_streams=quota(record.quota_streams),
+        quota_refusals=record.refusals,
+    )
+
+
+def tenant_page(after: str, limit: int) -> Op[p.TenantsListedResponse]:
+    """TENANT_LIST (version 5, decision 0032 §8; the operator's): one page of at most
+    ``limit`` tenants after ``after``, checked: no more than asked, names ascending after
+    ``after``, a ``next`` after them (str order is UTF-8's byte order, the server's)."""
+
+    def finish(response: p.Response) -> p.TenantsListedResponse:
+        page = _expect(response, p.TenantsListedResponse)
+        if len(page.tenants) > limit:
+            raise ProtocolError(f"TENANT_LIST with limit {limit} answered {len(page.tenants)}")
+        previous = after
+        for tenant in page.tenants:
+            if tenant.name <= previous:
+                raise ProtocolError(
+                    f"TENANT_LIST after {after!r} answered tenant {tenant.name!r} after "
+                    f"{previous!r}: not in name order"
+                )
+            previous = tenant.name
+        if page.next and (page.next < previous or page.next == after):
+            raise ProtocolError(
+                f"TENANT_LIST after {after!r} answered next {page.next!r}, which does not advance"
+            )
+        return page
+
+    return Op(p.TenantList(after, limit), finish)
+
+
+def tenants(page_size: int = p.TENANT_LIST_LIMIT) -> Plan[list[Tenant]]:
+    """Every tenant, in name order: TENANT_LIST pages, each after the previous page's
+    ``next``, until one says it is the last (an empty ``next``)."""
+    if isinstance(page_size, bool) or not isinstance(page_size, int):
+        raise ValueError(f"page_size is an int, not {page_size!r}")
+    if not 1 <= page_size <= p.TENANT_LIST_LIMIT:
+        raise ValueError(f"page_size is 1 to {p.TENANT_LIST_LIMIT}, not {page_size}")
+    listed: list[Tenant] = []
+    after = ""
+    while True:
+        page: p.TenantsListedResponse = yield tenant_page(after, page_size)
+        listed.extend(_tenant_of(record) for record in page.tenants)
+        if not page.next:
+            return listed
+        after = page.next
 
 
 def gc() -> Op[GcReport]:

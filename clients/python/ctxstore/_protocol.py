@@ -1,4 +1,4 @@
-"""The ctxstore wire protocol, versions 1 to 3, byte for byte as in docs/protocol.md (the
+"""The ctxstore wire protocol, versions 1 to 5, byte for byte as in docs/protocol.md (the
 reference is the Rust crate ``protocol/``: ``message.rs`` and ``codec/``; the codec is the
 truth where the two disagree).
 
@@ -188,6 +188,17 @@ __all__ = [
     "Role",
     "RoleResponse",
     "SERVER_ROLES",
+    "TenantList",
+    "TenantRecord",
+    "TenantsListedResponse",
+    "TENANT_NAME_BYTES_MAX",
+    "TENANT_LIST_LIMIT",
+    "TENANT_IN_FILE",
+    "TENANT_REGISTERED",
+    "TENANT_FLAGS_KNOWN",
+    "TENANT_RIGHTS",
+    "TENANT_RIGHTS_KNOWN",
+    "TENANT_BYTES_MIN",
     "OverlayRecord",
     "ChunkRecord",
     "SentChunkRecord",
@@ -2666,6 +2677,63 @@ class Role(Request):
         return cls()
 
 
+TENANT_NAME_BYTES_MAX = 64
+"""The longest tenant name (bytes of UTF-8), and so TENANT_LIST's ``after`` and ``next``."""
+TENANT_LIST_LIMIT = 1000
+"""The most tenants one TENANT_LIST page holds (``limit`` is 1 to this)."""
+
+
+def _tenant_name_length(name: str, field: str) -> bytes:
+    """A ``u16 len``-prefixed tenant name (or cursor) of at most 64 bytes of UTF-8."""
+    data = name.encode("utf-8")
+    if len(data) > TENANT_NAME_BYTES_MAX:
+        raise ValueError(
+            f"{field} is {len(data)} bytes; a tenant name is at most {TENANT_NAME_BYTES_MAX}"
+        )
+    return _short(data, field)
+
+
+def _tenant_name(reader: Reader, field: str) -> str:
+    """A ``u16 len``-prefixed tenant name (or cursor) of at most 64 bytes."""
+    length = reader.limit(reader.u16(f"{field} length"), TENANT_NAME_BYTES_MAX, field)
+    return reader.string(length, field)
+
+
+def _tenant_limit(limit: int) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= TENANT_LIST_LIMIT:
+        raise ValueError(f"a TENANT_LIST limit is 1 to {TENANT_LIST_LIMIT} tenants, not {limit!r}")
+    return limit
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class TenantList(Request):
+    """TENANT_LIST (0x003A, v5, decision 0032 §8; the operator's token only): a page of the
+    server's tenants, in name order, after ``after`` (``""``: from the first), at most
+    ``limit`` (1 to :data:`TENANT_LIST_LIMIT`). Body: ``u16 after_len, after`` (at most 64
+    bytes), ``u32 limit``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.TENANT_LIST
+    NAME: ClassVar[str] = "TENANT_LIST"
+    MIN_VERSION: ClassVar[int] = 5
+
+    after: str = ""
+    limit: int = TENANT_LIST_LIMIT
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [_tenant_name_length(self.after, "after") + _u32(_tenant_limit(self.limit))]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> TenantList:
+        """See :meth:`Message.decode_body`."""
+        after = _tenant_name(reader, "after")
+        limit = reader.limit(reader.u32("limit"), TENANT_LIST_LIMIT, "limit")
+        if limit == 0:
+            raise reader.error("limit", "0 (at least one tenant a page)")
+        return cls(after, limit)
+
+
 @register_request
 @dataclass(frozen=True, slots=True)
 class PatchTurn(Request):
@@ -3976,6 +4044,122 @@ class RoleResponse(Response):
             primary=texts["primary"],
             holder=texts["holder"],
         )
+
+
+TENANT_IN_FILE = 1 << 0
+"""TENANTS ``flags`` bit 0: the tenants file in force names the tenant."""
+TENANT_REGISTERED = 1 << 1
+"""TENANTS ``flags`` bit 1: the store has its tenant record (it has a TenantId)."""
+TENANT_FLAGS_KNOWN = TENANT_IN_FILE | TENANT_REGISTERED
+TENANT_RIGHTS = ("read", "write", "admin")
+"""TENANTS ``rights`` bits, by index: bit 0 read, bit 1 write, bit 2 admin."""
+TENANT_RIGHTS_KNOWN = (1 << len(TENANT_RIGHTS)) - 1
+_TENANT_FIGURES = (
+    "contexts",
+    "streams_open",
+    "stored_bytes",
+    "connections",
+    "quota_bytes",
+    "quota_contexts",
+    "quota_appends_per_s",
+    "quota_connections",
+    "quota_streams",
+    "refusals",
+)
+_TENANT_HEAD = struct.Struct("<IBB")
+_TENANT_FIGURES_FIXED = struct.Struct(f"<{len(_TENANT_FIGURES)}Q")
+TENANT_BYTES_MIN = _TENANT_HEAD.size + 2 + 1 + _TENANT_FIGURES_FIXED.size
+"""The smallest tenant of a TENANTS answer: id, flags, rights, a 1-byte name, 10 u64."""
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRecord:
+    """One tenant of a TENANTS answer: ``u32 tenant_id`` (0 while the store has not
+    registered it), ``u8 flags`` (:data:`TENANT_IN_FILE`, :data:`TENANT_REGISTERED`), ``u8
+    rights`` (bits of :data:`TENANT_RIGHTS`; 0 when not in the file), ``u16 name_len, name``
+    (1 to 64 bytes), then ten u64: contexts, streams_open, stored_bytes, connections,
+    quota_bytes, quota_contexts, quota_appends_per_s, quota_connections, quota_streams (0: no
+    limit), refusals (QUOTA_EXCEEDED answers since the server started)."""
+
+    tenant_id: int
+    flags: int
+    rights: int
+    name: str
+    contexts: int = 0
+    streams_open: int = 0
+    stored_bytes: int = 0
+    connections: int = 0
+    quota_bytes: int = 0
+    quota_contexts: int = 0
+    quota_appends_per_s: int = 0
+    quota_connections: int = 0
+    quota_streams: int = 0
+    refusals: int = 0
+
+    def encode(self) -> bytes:
+        """The tenant's bytes."""
+        if self.flags & ~TENANT_FLAGS_KNOWN:
+            raise ValueError(f"tenant flags {self.flags:#x} have unknown bits")
+        if self.rights & ~TENANT_RIGHTS_KNOWN:
+            raise ValueError(f"tenant rights {self.rights:#x} have unknown bits")
+        if not self.name:
+            raise ValueError("a tenant name must not be empty")
+        return (
+            _pack(_TENANT_HEAD, self.tenant_id, self.flags, self.rights)
+            + _tenant_name_length(self.name, "name")
+            + _pack(_TENANT_FIGURES_FIXED, *(getattr(self, name) for name in _TENANT_FIGURES))
+        )
+
+    @staticmethod
+    def decode(reader: Reader) -> TenantRecord:
+        """Reads one tenant (strictly: unknown flag or right bits, an empty name or one over
+        64 bytes are a :class:`ProtocolError`)."""
+        tenant_id = reader.u32("tenant_id")
+        flags = reader.u8("flags")
+        if flags & ~TENANT_FLAGS_KNOWN:
+            raise reader.error("flags", f"unknown bits in {flags:#x}")
+        rights = reader.u8("rights")
+        if rights & ~TENANT_RIGHTS_KNOWN:
+            raise reader.error("rights", f"unknown bits in {rights:#x}")
+        name = _tenant_name(reader, "name")
+        if not name:
+            raise reader.error("name", "empty")
+        figures = {field: reader.u64(field) for field in _TENANT_FIGURES}
+        return TenantRecord(tenant_id, flags, rights, name, **figures)
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class TenantsListedResponse(Response):
+    """TENANTS (0x803A, v5): TENANT_LIST's answer — ``u32 count`` (at most
+    :data:`TENANT_LIST_LIMIT`), count :class:`TenantRecord`, then ``u16 next_len, next`` (at
+    most 64 bytes): the name to send as ``after`` for the next page; empty on the last."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.TENANT_LIST.response_type,)
+    NAME: ClassVar[str] = "TENANTS"
+
+    tenants: tuple[TenantRecord, ...]
+    next: str = ""
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        if len(self.tenants) > TENANT_LIST_LIMIT:
+            raise ValueError(
+                f"a TENANTS page holds at most {TENANT_LIST_LIMIT} tenants, not {len(self.tenants)}"
+            )
+        return (
+            _u32(len(self.tenants))
+            + b"".join(tenant.encode() for tenant in self.tenants)
+            + _tenant_name_length(self.next, "next")
+        )
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> TenantsListedResponse:
+        """See :meth:`Message.decode_body`."""
+        count = reader.limit(reader.u32("count"), TENANT_LIST_LIMIT, "count")
+        reader.count(count, TENANT_BYTES_MIN, "tenants")
+        tenants = tuple(TenantRecord.decode(reader) for _ in range(count))
+        return cls(tenants, _tenant_name(reader, "next"))
 
 
 REPLICATION_ROLES = ("off", "primary", "standby")

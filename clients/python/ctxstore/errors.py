@@ -41,6 +41,7 @@ __all__ = [
     "StreamEnded",
     "NotPrimary",
     "Unconfirmed",
+    "QuotaExceeded",
     "StreamNotOwned",
     "ProtocolError",
     "IntegrityError",
@@ -70,7 +71,7 @@ class CtxstoreError(Exception):
         message: what failed, in words.
         detail: the ERROR's ``detail`` field (CONFLICT: the actual head turn;
             UNSUPPORTED_VERSION: the server's version; ALREADY_EXISTS: the ContextID that
-            has the name), else 0.
+            has the name; QUOTA_EXCEEDED: the quota's limit), else 0.
     """
 
     code: int = 0
@@ -287,6 +288,24 @@ class Unconfirmed(ServerError):
         return self.detail or None
 
 
+class QuotaExceeded(ServerError):
+    """QUOTA_EXCEEDED (21, protocol version 5, decision 0032): the write would take the
+    connection's tenant past one of its quotas; nothing of it was written, and the connection
+    stays open (at HELLO, ``quota_connections``, the server closes it). The message names the
+    quota, its limit and the usage (``tenant acme is at its quota_contexts: 100 of 100
+    contexts``); see :attr:`limit`. Retrying does not help until the tenant's usage falls or
+    the operator raises the quota, except for ``quota_appends_per_s``, which refills each
+    second. A server answers a client of versions 1 to 4 :class:`Overloaded` instead."""
+
+    code = ErrorCode.QUOTA_EXCEEDED.value
+    name = "QUOTA_EXCEEDED"
+
+    @property
+    def limit(self) -> int:
+        """The quota's limit (the ERROR's ``detail``)."""
+        return self.detail
+
+
 ERROR_CLASSES: dict[int, type[ServerError]] = {
     cls.code: cls
     for cls in (
@@ -310,6 +329,7 @@ ERROR_CLASSES: dict[int, type[ServerError]] = {
         StreamNotOwned,
         NotPrimary,
         Unconfirmed,
+        QuotaExceeded,
     )
 }
 """The exception class of each known ERROR code."""

@@ -99,6 +99,7 @@ _ERROR_NAMES = {
     18: "STREAM_NOT_OWNED",
     19: "NOT_PRIMARY",
     20: "UNCONFIRMED",
+    21: "QUOTA_EXCEEDED",
 }
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "Stats",
     "ReplicationStats",
     "Role",
+    "Tenant",
     "GcReport",
     "Patched",
     "Redacted",
@@ -371,6 +372,40 @@ class Role:
     """Where writes go: the primary's HOST:PORT (empty: unknown)."""
     holder: str
     """Who holds the lease, ``host:pid`` (empty: unknown, or no lease)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """One tenant of the server as its operator sees it (TENANT_LIST, protocol version 5,
+    decision 0032 §8): who it is, what it may do, what it uses, its quotas and how often they
+    refused it. A quota of None is no limit."""
+
+    name: str
+    tenant_id: int | None
+    """Its TenantId; None while the store has not registered the name (a standby that has not
+    seen its record yet)."""
+    in_tenants_file: bool
+    """The tenants file in force names it (a tenant removed from the file keeps its data and is
+    listed without it)."""
+    registered: bool
+    """The store has its tenant record."""
+    rights: tuple[str, ...]
+    """Its tokens' rights, of ``"read"``, ``"write"`` and ``"admin"`` (none when not in the
+    file)."""
+    contexts: int
+    """Live contexts."""
+    streams_open: int
+    stored_bytes: int
+    """Its blobs' records in the packs (what ``quota_bytes`` counts)."""
+    connections: int
+    """Open now, over every core of the server."""
+    quota_bytes: int | None
+    quota_contexts: int | None
+    quota_appends_per_s: int | None
+    quota_connections: int | None
+    quota_streams: int | None
+    quota_refusals: int
+    """QUOTA_EXCEEDED answers since the server started."""
 
 
 @dataclass(frozen=True, slots=True)

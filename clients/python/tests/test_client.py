@@ -14,10 +14,10 @@ import pytest
 
 import ctxstore
 from ctxstore import _protocol as p
-from ctxstore.errors import ERROR_CLASSES
+from ctxstore.errors import CONNECTION_CLOSING_CODES, ERROR_CLASSES
 
 from conftest import REPO_ROOT, ServerProcess, new_server
-from fakes import FakeServer, hello_then_error
+from fakes import FakeServer, hello_then_answer, hello_then_error
 
 
 @pytest.fixture()
@@ -48,7 +48,7 @@ def text_payload(i: int, size: int = 3000) -> bytes:
 
 def test_hello_reports_version_and_limits(client: ctxstore.Client) -> None:
     info = client.server_info()
-    assert info.version == 4 == ctxstore.PROTOCOL_VERSION
+    assert info.version == 5 == ctxstore.PROTOCOL_VERSION
     assert info.server_name.startswith("ctxstore")
     assert info.frame_bytes_max == 16 << 20
     assert info.requests_in_flight_max == 1024
@@ -464,19 +464,19 @@ def test_the_address_and_token_default_to_the_environment(
 
 def test_unsupported_version(server: ServerProcess) -> None:
     class FutureClient(ctxstore.Client):
-        PROTOCOL_VERSIONS = (5, 6)
+        PROTOCOL_VERSIONS = (6, 7)
 
     with pytest.raises(ctxstore.UnsupportedVersion) as info:
         FutureClient(server.addr)
-    assert info.value.code == 12 and info.value.server_version == 4
+    assert info.value.code == 12 and info.value.server_version == 5
 
     class WideClient(ctxstore.Client):
-        PROTOCOL_VERSIONS = (1, 5)
+        PROTOCOL_VERSIONS = (1, 6)
 
     with WideClient(server.addr) as client:
-        assert client.server_info().version == 4
+        assert client.server_info().version == 5
 
-    # A client of version 3 still speaks to a server of version 4; ROLE is refused locally.
+    # A client of version 3 still speaks to a server of version 5; ROLE is refused locally.
     class Version3Client(ctxstore.Client):
         PROTOCOL_VERSIONS = (1, 3)
 
@@ -498,7 +498,7 @@ def test_unsupported_version(server: ServerProcess) -> None:
 
 def test_request_of_a_newer_version_is_refused_locally(client: ctxstore.Client) -> None:
     with pytest.raises(ctxstore.NotSupported):
-        client.request(p.RawRequest(0x0019, b"", min_version=5))
+        client.request(p.RawRequest(0x0019, b"", min_version=ctxstore.PROTOCOL_VERSION + 1))
     client.ping()
 
 
@@ -538,6 +538,7 @@ def test_error_names_match_the_protocol_table() -> None:
         10: "INTERNAL", 11: "INVALID_ARGUMENT", 12: "UNSUPPORTED_VERSION",
         13: "SHUTTING_DOWN", 14: "CORRUPT", 15: "ALREADY_EXISTS", 16: "HASH_MISMATCH",
         17: "STREAM_ENDED", 18: "STREAM_NOT_OWNED", 19: "NOT_PRIMARY", 20: "UNCONFIRMED",
+        21: "QUOTA_EXCEEDED",
     }  # fmt: skip
     assert {code: cls.name for code, cls in ERROR_CLASSES.items()} == names
     # The same table as the reference implementation (protocol/src/error.rs).
@@ -554,6 +555,32 @@ def test_errors_pickle() -> None:
     error = ctxstore.Conflict("moved", code=6, detail=9)
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is ctxstore.Conflict and copy.actual_head == 9 and copy.message == "moved"
+
+
+def test_quota_exceeded_names_its_limit_and_the_connection_stays_open() -> None:
+    import pickle
+
+    # QUOTA_EXCEEDED (21, version 5): nothing was written, `detail` is the quota's limit; the
+    # server keeps the connection, so the next call goes on it.
+    message = "tenant acme is at its quota_contexts: 100 of 100 contexts"
+
+    def answer(header: p.FrameHeader, body: bytes) -> bytes:
+        return p.encode_response(header.req_id, p.ErrorResponse(21, 100, message))
+
+    with FakeServer(hello_then_answer(answer, version=5)) as fake:
+        with ctxstore.Client(fake.addr, timeout=5) as client:
+            assert client.server_info().version == 5
+            for _ in range(2):
+                with pytest.raises(ctxstore.QuotaExceeded) as info:
+                    client.create_context()
+            assert len(fake.connections) == 1
+    error = info.value
+    assert isinstance(error, ctxstore.ServerError)
+    assert (error.code, error.name, error.limit, error.detail) == (21, "QUOTA_EXCEEDED", 100, 100)
+    assert str(error) == f"QUOTA_EXCEEDED (21): {message}"
+    assert error.code not in CONNECTION_CLOSING_CODES
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is ctxstore.QuotaExceeded and copy.limit == 100
 
 
 def test_closed_client_refuses_calls(server: ServerProcess) -> None:

@@ -1,6 +1,8 @@
-"""The golden frames of protocol/tests/golden-v1.txt, golden-v2.txt, golden-v3.txt and
-golden-v4.txt decode to the documented values and re-encode to exactly their bytes (header
-flags included); version 4's ACK_AFTER is refused where it cannot be."""
+"""The golden frames of protocol/tests/golden-v1.txt, golden-v2.txt, golden-v3.txt,
+golden-v4.txt and golden-v5.txt decode to the documented values and re-encode to exactly their
+bytes (header flags included); version 4's ACK_AFTER is refused where it cannot be; version 5's
+QUOTA_EXCEEDED raises :class:`~ctxstore.errors.QuotaExceeded`, and its TENANT_LIST is refused
+where its layout forbids."""
 
 from __future__ import annotations
 
@@ -10,14 +12,17 @@ from pathlib import Path
 import blake3
 import pytest
 
+from ctxstore import Tenant
+from ctxstore import _ops as ops
 from ctxstore import _protocol as p
 from ctxstore import _stream_protocol as s
+from ctxstore.errors import QuotaExceeded, error_for_code
 
-from conftest import GOLDEN_V1, GOLDEN_V2, GOLDEN_V3, GOLDEN_V4
+from conftest import GOLDEN_V1, GOLDEN_V2, GOLDEN_V3, GOLDEN_V4, GOLDEN_V5
 
 
 def golden_frames(
-    paths: tuple[Path, ...] = (GOLDEN_V1, GOLDEN_V2, GOLDEN_V3, GOLDEN_V4),
+    paths: tuple[Path, ...] = (GOLDEN_V1, GOLDEN_V2, GOLDEN_V3, GOLDEN_V4, GOLDEN_V5),
 ) -> dict[str, bytes]:
     """name → frame bytes, from every golden file of ``paths`` (names are unique across
     them)."""
@@ -343,6 +348,37 @@ EXPECTED: dict[str, tuple[int, p.Message]] = {
             20, 42, "turn 42 is durable here but the object store did not store it in time"
         ),
     ),
+    # Version 5 (decision 0032 §3, §8): QUOTA_EXCEEDED, TENANT_LIST.
+    "hello_request_v5": (1, p.Hello(1, 5, b"t0k", "ts")),
+    "error_quota_exceeded": (
+        70,
+        p.ErrorResponse(21, 100, "tenant acme is at its quota_contexts: 100 of 100 contexts"),
+    ),
+    "tenant_list": (71, p.TenantList("acme", 100)),
+    "tenants_listed": (
+        71,
+        p.TenantsListedResponse(
+            (
+                p.TenantRecord(
+                    tenant_id=2,
+                    flags=p.TENANT_IN_FILE | p.TENANT_REGISTERED,
+                    rights=0b011,  # read, write
+                    name="globex",
+                    contexts=12,
+                    streams_open=1,
+                    stored_bytes=40960,
+                    connections=3,
+                    quota_bytes=1_000_000,
+                    quota_contexts=100,
+                    quota_appends_per_s=0,
+                    quota_connections=8,
+                    quota_streams=0,
+                    refusals=5,
+                ),
+            ),
+            "globex",
+        ),
+    ),
     # Version 3, replication's figures (issue 31); a server's answers in test_replication.py.
     "replication_stats": (24, p.ReplicationStats()),
     "replication_stats_response": (
@@ -640,3 +676,110 @@ def test_ack_after_is_refused_where_it_cannot_be() -> None:
     with pytest.raises(ValueError, match="ACK_AFTER"):
         p.encode_request(1, p.AckAfter(p.GetHead(3), p.ACK_AFTER_LOCAL))
     assert p.Role().required_version == 4
+
+
+def test_golden_quota_exceeded_raises_quota_exceeded_with_its_limit() -> None:
+    _, message = decode_frame(golden_frames()["error_quota_exceeded"])
+    assert isinstance(message, p.ErrorResponse)
+    error = error_for_code(message.code, message.message, message.detail)
+    assert type(error) is QuotaExceeded and error.code == 21 and error.limit == 100
+    assert str(error) == (
+        "QUOTA_EXCEEDED (21): tenant acme is at its quota_contexts: 100 of 100 contexts"
+    )
+
+
+def test_golden_tenants_are_the_public_tenant() -> None:
+    _, message = decode_frame(golden_frames()["tenants_listed"])
+    page = ops.tenant_page("acme", 100).finish(message)
+    assert page.next == "globex"
+    assert [ops._tenant_of(record) for record in page.tenants] == [
+        Tenant(
+            name="globex",
+            tenant_id=2,
+            in_tenants_file=True,
+            registered=True,
+            rights=("read", "write"),
+            contexts=12,
+            streams_open=1,
+            stored_bytes=40960,
+            connections=3,
+            quota_bytes=1_000_000,
+            quota_contexts=100,
+            quota_appends_per_s=None,
+            quota_connections=8,
+            quota_streams=None,
+            quota_refusals=5,
+        )
+    ]
+    assert p.TenantList() == p.TenantList("", 1000)
+    assert p.TenantList().required_version == 5
+
+
+def test_tenant_list_refuses_what_its_layout_forbids() -> None:
+    # The request: after at most 64 bytes, limit 1..=1000; both ways.
+    for request in (p.TenantList("x" * 65), p.TenantList("", 0), p.TenantList("", 1001)):
+        with pytest.raises(ValueError):
+            p.encode_request(1, request)
+    assert len(b"".join(p.encode_request(1, p.TenantList("x" * 64, 1000)))) == 16 + 2 + 64 + 4
+    body = _body("tenant_list")  # after "acme" (2 + 4 bytes), then limit 100
+    requests = {
+        "limit 0": body[:6] + bytes(4),
+        "limit 1001": body[:6] + (1001).to_bytes(4, "little"),
+        "after over 64": (65).to_bytes(2, "little") + b"a" * 65 + body[6:],
+        "trailing byte": body + b"\x00",
+    }
+    for case, broken in requests.items():
+        with pytest.raises(p.ProtocolError):
+            p.decode_request(p.MessageType.TENANT_LIST, broken)
+            pytest.fail(case)
+    # The answer: count (4), then tenant_id (4), flags (1), rights (1), name_len (2) and
+    # "globex", ten u64, next_len (2) and "globex".
+    body = _body("tenants_listed")
+    name_end = 4 + 4 + 1 + 1 + 2 + 6
+    answers = {
+        "flags bit 2": body[:8] + b"\x07" + body[9:],
+        "rights bit 3": body[:9] + b"\x0b" + body[10:],
+        "empty name": body[:10] + bytes(2) + body[name_end:],
+        "name over 64": body[:10] + (65).to_bytes(2, "little") + b"g" * 65 + body[name_end:],
+        "count over 1000": (1001).to_bytes(4, "little") + body[4:],
+        "next over 64": body[:-8] + (65).to_bytes(2, "little") + b"z" * 65,
+        "trailing byte": body + b"\x00",
+        "one byte short": body[:-1],
+    }
+    for case, broken in answers.items():
+        with pytest.raises(p.ProtocolError):
+            p.decode_response(p.MessageType.TENANT_LIST.response_type, broken)
+            pytest.fail(case)
+    # What a (test) server cannot answer: undefined flag and right bits, empty or long names.
+    tenant = p.TenantRecord(1, 0, 0, "a")
+    for broken_tenant in (
+        dataclasses.replace(tenant, flags=4),
+        dataclasses.replace(tenant, rights=8),
+        dataclasses.replace(tenant, name=""),
+        dataclasses.replace(tenant, name="a" * 65),
+    ):
+        with pytest.raises(ValueError):
+            p.TenantsListedResponse((broken_tenant,)).encode_body()
+    with pytest.raises(ValueError):
+        p.TenantsListedResponse((tenant,) * 1001).encode_body()
+    with pytest.raises(ValueError):
+        p.TenantsListedResponse((), "z" * 65).encode_body()
+
+
+def test_tenant_pages_must_ascend_and_advance() -> None:
+    def page(*names: str, next_name: str = "") -> p.TenantsListedResponse:
+        return p.TenantsListedResponse(
+            tuple(p.TenantRecord(0, p.TENANT_IN_FILE, 1, name) for name in names), next_name
+        )
+
+    assert ops.tenant_page("", 2).finish(page("a", "b", next_name="b")).next == "b"
+    for after, limit, answer in (
+        ("", 1, page("a", "b")),  # more than asked
+        ("", 2, page("b", "a")),  # out of order
+        ("b", 2, page("a")),  # not after `after`
+        ("", 2, page("a", "a")),  # twice
+        ("", 2, page("a", "b", next_name="a")),  # next behind the page
+        ("c", 2, page(next_name="c")),  # next that does not advance
+    ):
+        with pytest.raises(p.ProtocolError):
+            ops.tenant_page(after, limit).finish(answer)

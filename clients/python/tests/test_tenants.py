@@ -1,6 +1,7 @@
 """Tenants (issue 48, decision 0032): the clients and the LangGraph adapters work unchanged with
 a tenant's token (LangGraph's own conformance suite passes through one), and what one tenant
-saves is absent to another: threads, checkpoints, store items, blobs."""
+saves is absent to another: threads, checkpoints, store items, blobs. The operator lists the
+tenants with their usage, quotas and refusals (``tenants()``, TENANT_LIST, version 5)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
 import ctxstore
-from ctxstore.errors import NotFound, Unauthorized
+from ctxstore.errors import NotFound, NotSupported, QuotaExceeded, Unauthorized
 from ctxstore.langgraph import CtxstoreSaver
 from ctxstore.langgraph_store import CtxstoreStore
 
@@ -24,16 +25,21 @@ OPERATOR = "operator-token-0123456789"
 ACME = "acme-token-0123456789abcdef"
 GLOBEX = "globex-token-0123456789abcd"
 READER = "acme-reader-token-0123456789"
+INITECH = "initech-token-0123456789abcde"
+"""A tenant of at most two contexts, which only the listing's test uses."""
 
 
 def tenants_server(root: Path) -> ServerProcess:
-    """A server with the operator's token and three tenants (one of them read-only)."""
+    """A server with the operator's token and four tenants (one of them read-only, one of at
+    most two contexts)."""
     root.mkdir(parents=True, exist_ok=True)
     tenants = root / f"tenants-{uuid4().hex}.toml"
     tenants.write_text(
         f'[[tenant]]\nname = "acme"\ntokens = ["{ACME}"]\nrights = ["read", "write", "admin"]\n'
         f'[[tenant]]\nname = "globex"\ntokens = ["{GLOBEX}"]\nrights = ["read", "write"]\n'
         f'[[tenant]]\nname = "readers"\ntokens = ["{READER}"]\nrights = ["read"]\n'
+        f'[[tenant]]\nname = "initech"\ntokens = ["{INITECH}"]\nrights = ["read", "write"]\n'
+        "quota_contexts = 2\n"
     )
     return new_server(root, token=OPERATOR, extra_args=["--tenants-file", str(tenants)])
 
@@ -134,3 +140,67 @@ def test_a_token_no_tenant_holds_is_refused(tenants: ServerProcess) -> None:
     with pytest.raises(Unauthorized):
         with ctxstore.Client(tenants.addr, token="no-tenant-has-this-token-at-all") as client:
             client.ping()
+
+
+def test_the_operator_lists_the_tenants_with_their_usage_and_quotas(
+    tenants: ServerProcess,
+) -> None:
+    with (
+        ctxstore.Client(tenants.addr, token=INITECH) as initech,
+        ctxstore.Client(tenants.addr, token=OPERATOR) as operator,
+    ):
+        for _ in range(2):
+            initech.create_context()
+        with pytest.raises(QuotaExceeded) as refused:
+            initech.create_context()
+        assert refused.value.limit == 2
+        listed = operator.tenants()
+        assert [tenant.name for tenant in listed] == ["acme", "globex", "initech", "readers"]
+        by_name = {tenant.name: tenant for tenant in listed}
+        assert by_name["acme"].rights == ("read", "write", "admin")
+        assert by_name["globex"].rights == ("read", "write")
+        assert by_name["readers"].rights == ("read",)
+        assert all(tenant.in_tenants_file for tenant in listed)
+        mine = by_name["initech"]
+        assert mine.registered and mine.tenant_id is not None and mine.tenant_id > 0
+        assert (mine.contexts, mine.streams_open, mine.connections) == (2, 0, 1)
+        assert (mine.quota_contexts, mine.quota_refusals) == (2, 1)
+        assert (
+            mine.quota_bytes,
+            mine.quota_appends_per_s,
+            mine.quota_connections,
+            mine.quota_streams,
+        ) == (None, None, None, None)
+        # One tenant a page: the same tenants, every page read.
+        paged = operator.tenants(page_size=1)
+        assert [tenant.name for tenant in paged] == [tenant.name for tenant in listed]
+        assert paged[2].contexts == 2 and paged[2].quota_refusals == 1
+
+
+async def test_the_async_client_lists_the_tenants_too(tenants: ServerProcess) -> None:
+    async with ctxstore.AsyncClient(tenants.addr, token=OPERATOR) as operator:
+        listed = await operator.tenants(page_size=3)
+    assert [tenant.name for tenant in listed] == ["acme", "globex", "initech", "readers"]
+
+
+def test_only_the_operator_lists_the_tenants(tenants: ServerProcess) -> None:
+    for token in (ACME, READER):
+        with ctxstore.Client(tenants.addr, token=token) as client:
+            with pytest.raises(Unauthorized):
+                client.tenants()
+            client.ping()  # the connection stays open
+
+    class Version4Client(ctxstore.Client):
+        PROTOCOL_VERSIONS = (1, 4)
+
+    with Version4Client(tenants.addr, token=OPERATOR) as old:
+        with pytest.raises(NotSupported, match="needs protocol version 5"):
+            old.tenants()
+    with ctxstore.Client(tenants.addr, token=OPERATOR) as operator:
+        with pytest.raises(ValueError):
+            operator.tenants(page_size=0)
+
+
+def test_a_server_without_tenants_lists_none(server: ServerProcess) -> None:
+    with ctxstore.Client(server.addr) as client:
+        assert client.tenants() == []

@@ -66,6 +66,7 @@ import type {
   Role,
   ServerInfo,
   Stats,
+  Tenant,
   Turn,
   TurnInfo,
   TurnSpec,
@@ -195,7 +196,7 @@ const RESENT_SAFELY = new Set([
   "PING", "STATS", "STATS_EX", "GET_HEAD", "GET_TURN", "GET_LAST", "GET_BEFORE", "GET_RANGE_BY_DEPTH",
   "GET_CHAIN", "GET_BLOB", "HAS_BLOBS", "CTX_SHOW", "CTX_LIST", "KV_GET", "KV_LIST", "KV_GET_EX",
   "KV_LIST_EX", "KV_GET_MANY", "GET_TURN_BY_KEY", "TURN_LOG", "READ_PAGE", "FIND_TURNS",
-  "REPLICATION_STATS", "ROLE", "STREAM_LIST", "STREAM_READ", "WATCH", "BACKUP", "GC",
+  "REPLICATION_STATS", "ROLE", "STREAM_LIST", "STREAM_READ", "WATCH", "TENANT_LIST", "BACKUP", "GC",
   "CTX_OPEN", "KV_PUT", "KV_PUT_EX", "PUT_CHUNKED", "STREAM_SEAL",
 ]);
 
@@ -205,7 +206,9 @@ function resendsSafely(request: p.Request<unknown>): boolean {
 
 /** Whether `error` sends a client of several addresses looking for the primary: "refused"
  * (NOT_PRIMARY: nothing was written), "unknown" (the connection lost, no answer in time,
- * SHUTTING_DOWN or UNCONFIRMED: a write may have landed), else undefined. */
+ * SHUTTING_DOWN or UNCONFIRMED: a write may have landed), else undefined (any other answer, as
+ * CONFLICT or QUOTA_EXCEEDED: nothing was written, and the primary it came from is the right
+ * server, so it is the caller's). */
 function failoverTrouble(error: unknown): "refused" | "unknown" | undefined {
   if (error instanceof NotPrimary) return "refused";
   if (error instanceof ConnectionLost || error instanceof RequestTimeout || error instanceof ShuttingDown || error instanceof Unconfirmed) return "unknown";
@@ -927,6 +930,28 @@ export class Client {
    * NotSupported on a server older than version 4 (ask `replicationStats` there). */
   async role(options?: CallOptions): Promise<Role> {
     return this.run(p.role(), options);
+  }
+
+  /** TENANT_LIST (protocol version 5, decision 0032 §8): every tenant of the server, in name
+   * order — its id, whether the tenants file names it, its rights, its usage (contexts, open
+   * streams, stored bytes, connections), its quotas (undefined: no limit) and how often they
+   * refused it. The operator's token only (a tenant's: Unauthorized). Reads every page
+   * (`pageSize` tenants each, 1 to 1000; `timeoutMs` per page). A server without a tenants
+   * file has none. NotSupported on a server older than version 5. */
+  async tenants(options: CallOptions & { pageSize?: number } = {}): Promise<Tenant[]> {
+    const limit = options.pageSize ?? p.TENANT_LIST_LIMIT;
+    if (!Number.isInteger(limit) || limit < 1 || limit > p.TENANT_LIST_LIMIT) {
+      throw new RangeError(`pageSize is 1 to ${p.TENANT_LIST_LIMIT}, not ${limit}`);
+    }
+    const listed: Tenant[] = [];
+    let after = "";
+    for (;;) {
+      const page = await this.run(p.tenantList(after, limit), options);
+      checkTenantPage(page, after, limit);
+      listed.push(...page.tenants.map(tenantOf));
+      if (page.next.length === 0) return listed;
+      after = page.next;
+    }
   }
 
   // -- version 2: contexts, tags, key-value --------------------------------------------
@@ -1873,6 +1898,47 @@ function startsWith(data: Uint8Array, prefix: Uint8Array): boolean {
   if (prefix.length > data.length) return false;
   for (let i = 0; i < prefix.length; i++) if (data[i] !== prefix[i]) return false;
   return true;
+}
+
+/** A TENANTS page answers at most `limit` tenants, in name order after `after`, and a `next`
+ * that advances (names compared as UTF-8 bytes, as the server sorts them). */
+function checkTenantPage(page: p.TenantsAnswer, after: string, limit: number): void {
+  if (page.tenants.length > limit) throw new ProtocolError(`TENANT_LIST with limit ${limit} answered ${page.tenants.length} tenants`);
+  let previous = utf8.encode(after);
+  for (const tenant of page.tenants) {
+    const name = utf8.encode(tenant.name);
+    if (compareBytes(name, previous) <= 0) {
+      throw new ProtocolError(`TENANT_LIST after ${JSON.stringify(after)} answered tenant ${JSON.stringify(tenant.name)}: not in name order`);
+    }
+    previous = name;
+  }
+  if (page.next.length > 0) {
+    const next = utf8.encode(page.next);
+    if (compareBytes(next, previous) < 0 || page.next === after) {
+      throw new ProtocolError(`TENANT_LIST after ${JSON.stringify(after)} answered next ${JSON.stringify(page.next)}, which does not advance`);
+    }
+  }
+}
+
+function tenantOf(record: p.TenantRecord): Tenant {
+  const quota = (value: number): number | undefined => (value === 0 ? undefined : value);
+  return {
+    name: record.name,
+    tenantId: record.tenantId === 0 ? undefined : record.tenantId,
+    inTenantsFile: (record.flags & p.TENANT_IN_FILE) !== 0,
+    registered: (record.flags & p.TENANT_REGISTERED) !== 0,
+    rights: p.TENANT_RIGHTS.filter((_, bit) => (record.rights & (1 << bit)) !== 0),
+    contexts: record.contexts,
+    streamsOpen: record.streamsOpen,
+    storedBytes: record.storedBytes,
+    connections: record.connections,
+    quotaBytes: quota(record.quotaBytes),
+    quotaContexts: quota(record.quotaContexts),
+    quotaAppendsPerS: quota(record.quotaAppendsPerS),
+    quotaConnections: quota(record.quotaConnections),
+    quotaStreams: quota(record.quotaStreams),
+    quotaRefusals: record.refusals,
+  };
 }
 
 function compareBytes(a: Uint8Array, b: Uint8Array): number {

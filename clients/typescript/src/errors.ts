@@ -4,7 +4,8 @@
  * Every error derives from {@link CtxstoreError}, which carries `code` (the stable numeric
  * code of docs/protocol.md, or 0 for an error the client raises itself), `codeName`
  * (`"NOT_FOUND"`, or a short name of the client-side condition) and `detail` (the ERROR's
- * detail field: CONFLICT's actual head, ALREADY_EXISTS' ContextID, ...).
+ * detail field: CONFLICT's actual head, ALREADY_EXISTS' ContextID, QUOTA_EXCEEDED's limit,
+ * ...).
  *
  * - {@link ServerError} and its subclasses are ERROR answers of the server, one subclass per
  *   code; a code this client does not know yet is a plain ServerError carrying the number.
@@ -119,6 +120,19 @@ export class Unconfirmed extends serverError(ErrorCode.UNCONFIRMED, "UNCONFIRMED
     return this.detail === 0 ? undefined : this.detail;
   }
 }
+/** QUOTA_EXCEEDED (21, version 5, decision 0032): the write would take the connection's tenant
+ * past one of its quotas; nothing of it was written and the connection stays open (at HELLO,
+ * `quota_connections`, the server closes it). The message names the quota, its limit and the
+ * usage (`tenant acme is at its quota_contexts: 100 of 100 contexts`); `limit` is the limit.
+ * Retrying does not help until the tenant's usage falls or the operator raises the quota,
+ * except for `quota_appends_per_s`, which refills each second. Versions 1–4 answer OVERLOADED
+ * instead. */
+export class QuotaExceeded extends serverError(ErrorCode.QUOTA_EXCEEDED, "QUOTA_EXCEEDED") {
+  /** The quota's limit (the ERROR's `detail`). */
+  get limit(): number {
+    return this.detail;
+  }
+}
 
 const ERROR_CLASSES = new Map<number, new (message: string, detail?: number) => ServerError>([
   [1, BadFrame],
@@ -141,6 +155,7 @@ const ERROR_CLASSES = new Map<number, new (message: string, detail?: number) => 
   [18, StreamNotOwned],
   [19, NotPrimary],
   [20, Unconfirmed],
+  [21, QuotaExceeded],
 ]);
 
 /** Codes after which the server always closes the connection. */

@@ -1,5 +1,5 @@
 /**
- * `@ctxstore/client`: the TypeScript client of ctxstore (protocol versions 1 to 4).
+ * `@ctxstore/client`: the TypeScript client of ctxstore (protocol versions 1 to 5).
  *
  * ```ts
  * import { Client } from "@ctxstore/client";

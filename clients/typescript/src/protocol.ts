@@ -1,5 +1,5 @@
 /**
- * The ctxstore wire protocol, versions 1 to 3, byte for byte as docs/protocol.md defines it
+ * The ctxstore wire protocol, versions 1 to 5, byte for byte as docs/protocol.md defines it
  * (the reference is the Rust crate `protocol/`; the Python client's `_protocol.py` is a second
  * reading of the same contract). No I/O: request bodies to bytes, response bodies from bytes.
  *
@@ -924,6 +924,92 @@ export function decodeRole(r: Reader): Role {
   };
 }
 
+/** The longest tenant name (bytes of UTF-8), and so TENANT_LIST's `after` and `next`. */
+export const TENANT_NAME_BYTES_MAX = 64;
+/** The most tenants one TENANT_LIST page holds (`limit` is 1 to this). */
+export const TENANT_LIST_LIMIT = 1000;
+/** TENANTS `flags` bit 0: the tenants file in force names the tenant. */
+export const TENANT_IN_FILE = 1 << 0;
+/** TENANTS `flags` bit 1: the store has its tenant record (it has a TenantId). */
+export const TENANT_REGISTERED = 1 << 1;
+export const TENANT_FLAGS_KNOWN = TENANT_IN_FILE | TENANT_REGISTERED;
+/** TENANTS `rights` bits, by index: bit 0 read, bit 1 write, bit 2 admin. */
+export const TENANT_RIGHTS = ["read", "write", "admin"] as const;
+export const TENANT_RIGHTS_KNOWN = (1 << TENANT_RIGHTS.length) - 1;
+/** The smallest tenant of a TENANTS answer: id, flags, rights, a 1-byte name, ten u64. */
+export const TENANT_BYTES_MIN = 4 + 1 + 1 + 2 + 1 + 10 * 8;
+
+/** One tenant of a TENANTS answer, as on the wire (0: none, for the id and the quotas). */
+export interface TenantRecord {
+  /** 0 while the store has not registered the name. */
+  tenantId: number;
+  /** TENANT_IN_FILE, TENANT_REGISTERED. */
+  flags: number;
+  /** Bits of TENANT_RIGHTS (0 when the file does not name it). */
+  rights: number;
+  name: string;
+  contexts: number;
+  streamsOpen: number;
+  storedBytes: number;
+  connections: number;
+  quotaBytes: number;
+  quotaContexts: number;
+  quotaAppendsPerS: number;
+  quotaConnections: number;
+  quotaStreams: number;
+  /** QUOTA_EXCEEDED answers since the server started. */
+  refusals: number;
+}
+
+/** TENANTS, TENANT_LIST's answer: the page, and the name to send as `after` for the next one
+ * ("": the last page). */
+export interface TenantsAnswer {
+  tenants: TenantRecord[];
+  next: string;
+}
+
+/** A `u16 len`-prefixed tenant name (or cursor) of at most 64 bytes. */
+function tenantName(r: Reader, field: string): string {
+  return r.string(r.limit(r.u16(`${field} length`), TENANT_NAME_BYTES_MAX, field), field);
+}
+
+/** TENANTS (version 5, decision 0032 §8): `u32 count` (≤ 1000), per tenant `u32 tenant_id, u8
+ * flags, u8 rights, u16 name_len, name` (1..=64 bytes), ten u64 (contexts, streams_open,
+ * stored_bytes, connections, quota_bytes, quota_contexts, quota_appends_per_s,
+ * quota_connections, quota_streams, refusals), then `u16 next_len, next` (≤ 64 bytes). Unknown
+ * flag or right bits and empty names are refused. */
+export function decodeTenants(r: Reader): TenantsAnswer {
+  const count = r.limit(r.u32("count"), TENANT_LIST_LIMIT, "count");
+  r.count(count, TENANT_BYTES_MIN, "tenants");
+  const tenants: TenantRecord[] = [];
+  for (let i = 0; i < count; i++) {
+    const tenantId = r.u32("tenant_id");
+    const flags = r.u8("flags");
+    if ((flags & ~TENANT_FLAGS_KNOWN) !== 0) throw r.error("flags", `unknown bits in 0x${flags.toString(16)}`);
+    const rights = r.u8("rights");
+    if ((rights & ~TENANT_RIGHTS_KNOWN) !== 0) throw r.error("rights", `unknown bits in 0x${rights.toString(16)}`);
+    const name = tenantName(r, "name");
+    if (name.length === 0) throw r.error("name", "empty");
+    tenants.push({
+      tenantId,
+      flags,
+      rights,
+      name,
+      contexts: r.u64("contexts"),
+      streamsOpen: r.u64("streams_open"),
+      storedBytes: r.u64("stored_bytes"),
+      connections: r.u64("connections"),
+      quotaBytes: r.u64("quota_bytes"),
+      quotaContexts: r.u64("quota_contexts"),
+      quotaAppendsPerS: r.u64("quota_appends_per_s"),
+      quotaConnections: r.u64("quota_connections"),
+      quotaStreams: r.u64("quota_streams"),
+      refusals: r.u64("refusals"),
+    });
+  }
+  return { tenants, next: tenantName(r, "next") };
+}
+
 /** REPLICATION_STATS' role and state codes, by index. */
 export const REPLICATION_ROLES = ["off", "primary", "standby"] as const;
 export const REPLICATION_STATES = ["off", "shipping", "failing", "fenced", "stopped", "following", "stalled", "waiting"] as const;
@@ -1544,6 +1630,20 @@ export function replicationStats(): Request<ReplicationStats> {
 /** ROLE (version 4, decision 0031): what the server is in its replica's failover now. */
 export function role(): Request<Role> {
   return request("ROLE", MsgType.ROLE, 4, () => undefined, decodeRole);
+}
+
+/** TENANT_LIST (version 5, decision 0032 §8; the operator's token only): a page of at most
+ * `limit` (1..=1000) tenants whose names sort after `after` ("": from the first; at most 64
+ * bytes). RangeError for what the codec refuses. */
+export function tenantList(after: string, limit: number): Request<TenantsAnswer> {
+  const name = utf8.encode(after);
+  if (name.length > TENANT_NAME_BYTES_MAX) {
+    throw new RangeError(`after is ${name.length} bytes; a tenant name is at most ${TENANT_NAME_BYTES_MAX}`);
+  }
+  if (!Number.isInteger(limit) || limit < 1 || limit > TENANT_LIST_LIMIT) {
+    throw new RangeError(`a TENANT_LIST limit is 1 to ${TENANT_LIST_LIMIT} tenants, not ${limit}`);
+  }
+  return request("TENANT_LIST", MsgType.TENANT_LIST, 5, (w) => w.short(name, "after").u32(limit), decodeTenants);
 }
 
 /** A write of TAKES_ACK_AFTER sent with the frame flag ACK_AFTER (version 4): acknowledged once

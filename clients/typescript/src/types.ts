@@ -250,6 +250,37 @@ export interface Role {
   holder: string;
 }
 
+/** One tenant of the server as its operator sees it (TENANT_LIST, protocol version 5, decision
+ * 0032 §8): who it is, what it may do, what it uses, its quotas and how often they refused it.
+ * A quota of undefined is no limit. */
+export interface Tenant {
+  name: string;
+  /** Its TenantId; undefined while the store has not registered the name (a standby that has
+   * not seen its record yet). */
+  tenantId: number | undefined;
+  /** The tenants file in force names it (a tenant removed from the file keeps its data and is
+   * listed without it). */
+  inTenantsFile: boolean;
+  /** The store has its tenant record. */
+  registered: boolean;
+  /** Its tokens' rights (none when not in the file). */
+  rights: Array<"read" | "write" | "admin">;
+  /** Live contexts. */
+  contexts: number;
+  streamsOpen: number;
+  /** Its blobs' records in the packs (what `quotaBytes` counts). */
+  storedBytes: number;
+  /** Open now, over every core of the server. */
+  connections: number;
+  quotaBytes: number | undefined;
+  quotaContexts: number | undefined;
+  quotaAppendsPerS: number | undefined;
+  quotaConnections: number | undefined;
+  quotaStreams: number | undefined;
+  /** QUOTA_EXCEEDED answers since the server started. */
+  quotaRefusals: number;
+}
+
 export interface GcReport {
   turnsDead: number;
   blobsDead: number;

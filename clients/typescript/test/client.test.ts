@@ -15,6 +15,7 @@ import {
   Unauthorized,
 } from "../src/index.js";
 import { blobHash } from "../src/payload.js";
+import { PROTOCOL_VERSION } from "../src/protocol.js";
 import { Server } from "./server.js";
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
@@ -49,9 +50,9 @@ afterAll(async () => {
 });
 
 describe("version 1", () => {
-  test("HELLO negotiates version 4 and tells the server's limits", async () => {
+  test("HELLO negotiates version 5, the newest, and tells the server's limits", async () => {
     const info = await client.serverInfo();
-    expect(info.version).toBe(4);
+    expect([info.version, PROTOCOL_VERSION]).toEqual([5, 5]);
     expect(info.blobBytesMax).toBeGreaterThan(0);
     expect(info.readTurnsMax).toBeGreaterThan(0);
     await client.ping();
@@ -61,6 +62,10 @@ describe("version 1", () => {
     const role = await client.role();
     expect([role.role, role.acceptsWrites, role.ackAfter, role.epoch]).toEqual(["off", true, "local", 0]);
     expect([role.leaseMs, role.primary, role.holder]).toEqual([0, "", ""]);
+  });
+
+  test("TENANT_LIST (version 5): a server without a tenants file has no tenant", async () => {
+    expect(await client.tenants()).toEqual([]);
   });
 
   test("append, read back with payloads, compare-and-set on the head", async () => {

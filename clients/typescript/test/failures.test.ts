@@ -18,6 +18,7 @@ import {
   IntegrityError,
   NotSupported,
   ProtocolError,
+  QuotaExceeded,
   RequestTimeout,
 } from "../src/index.js";
 import { blobHash } from "../src/payload.js";
@@ -246,6 +247,32 @@ describe("servers that are not ctxstore, or break the protocol", () => {
     await error.close();
   });
 
+  test("QUOTA_EXCEEDED (version 5): QuotaExceeded with the quota's limit; the connection stays", async () => {
+    const message = utf8("tenant acme is at its quota_contexts: 100 of 100 contexts");
+    const sockets = new Set<net.Socket>();
+    const fake = await scripted((socket, _msgType, reqId) => {
+      sockets.add(socket);
+      const body = Buffer.alloc(16 + message.length);
+      body.writeUInt16LE(21, 0);
+      body.writeUInt32LE(message.length, 4);
+      body.writeBigUInt64LE(100n, 8);
+      Buffer.from(message).copy(body, 16);
+      socket.write(frame(p.ERROR_TYPE, reqId, body));
+    }, 5);
+    const client = new Client(fake.addr);
+    expect((await client.serverInfo()).version).toBe(5);
+    for (let i = 0; i < 2; i++) {
+      const error = await client.createContext().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(QuotaExceeded);
+      expect([(error as QuotaExceeded).code, (error as QuotaExceeded).limit]).toEqual([21, 100]);
+      expect(String(error)).toMatch(/QUOTA_EXCEEDED \(21\): tenant acme is at its quota_contexts/);
+      expect(client.connected).toBe(true);
+    }
+    expect(sockets.size).toBe(1);
+    await client.close();
+    await fake.close();
+  });
+
   test("a version-1 server: a version-2 call is NotSupported, nothing is sent", async () => {
     let requests = 0;
     const fake = await scripted(() => {
@@ -254,6 +281,19 @@ describe("servers that are not ctxstore, or break the protocol", () => {
     const client = new Client(fake.addr);
     await expect(client.openContext("x")).rejects.toBeInstanceOf(NotSupported);
     await expect(client.head("by-name")).rejects.toBeInstanceOf(NotSupported);
+    expect(requests).toBe(0);
+    await client.close();
+    await fake.close();
+  });
+
+  test("a version-4 server: tenants() is NotSupported, nothing is sent", async () => {
+    let requests = 0;
+    const fake = await scripted(() => {
+      requests++;
+    }, 4);
+    const client = new Client(fake.addr);
+    await expect(client.tenants()).rejects.toThrow(/TENANT_LIST needs protocol version 5/);
+    await expect(client.tenants()).rejects.toBeInstanceOf(NotSupported);
     expect(requests).toBe(0);
     await client.close();
     await fake.close();

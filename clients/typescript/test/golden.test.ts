@@ -1,6 +1,6 @@
 /**
- * The golden frames of protocol/tests/golden-v1.txt, -v2, -v3 and -v4, byte for byte: every
- * request frame this client encodes equals its golden bytes (header included), and every
+ * The golden frames of protocol/tests/golden-v1.txt, -v2, -v3, -v4 and -v5, byte for byte:
+ * every request frame this client encodes equals its golden bytes (header included), and every
  * answer frame decodes (strictly: every byte read, reserved bytes zero) to the documented
  * values. Every golden frame is covered: a frame added to the files fails the first test until
  * it is here.
@@ -8,12 +8,13 @@
 
 import { describe, expect, test } from "vitest";
 
+import { errorForCode, QuotaExceeded } from "../src/errors.js";
 import { blobHash } from "../src/payload.js";
 import * as p from "../src/protocol.js";
 import * as s from "../src/streams.js";
 import { goldenFrames } from "./golden-frames.js";
 
-const GOLDEN = goldenFrames("golden-v1.txt", "golden-v2.txt", "golden-v3.txt", "golden-v4.txt");
+const GOLDEN = goldenFrames("golden-v1.txt", "golden-v2.txt", "golden-v3.txt", "golden-v4.txt", "golden-v5.txt");
 const HASH_A0 = Uint8Array.from({ length: 32 }, (_, i) => 0xa0 + i);
 const HASH_00 = Uint8Array.from({ length: 32 }, (_, i) => i);
 const range = (from: number, to: number): Uint8Array => Uint8Array.from({ length: to - from }, (_, i) => from + i);
@@ -100,6 +101,9 @@ const REQUESTS: Record<string, [number, p.Request<unknown>]> = {
   append_turn_by_name_ack_local: [63, p.ackAfter(p.appendTurn("t-1", undefined, 1n, 0, utf8("hi")), "local")],
   kv_put_ack_remote: [64, p.ackAfter(p.kvPut(3, false, [[utf8("k"), utf8("v1")]]), "remote")],
   stream_seal_ack_remote: [65, p.ackAfter(s.streamSeal(57), "remote")],
+  // Version 5 (decision 0032 §3, §8): QUOTA_EXCEEDED, TENANT_LIST; HELLO offers 1..=5.
+  hello_request_v5: [1, p.hello(1, 5, utf8("t0k"), "ts")],
+  tenant_list: [71, p.tenantList("acme", 100)],
   patch_turn: [23, p.patchTurn(42, utf8("fixed"))],
   redact_turn: [24, p.redactTurn(42)],
   purge_blob: [25, p.purgeBlob(HASH_A0)],
@@ -191,6 +195,15 @@ const ANSWERS: Record<string, Answer> = {
   }],
   error_not_primary: [62, p.ERROR_TYPE, 0, p.decodeError, { code: 19, detail: 3, message: "not the primary: this store is a standby; send writes to 10.0.0.5:7411" }],
   error_unconfirmed: [62, p.ERROR_TYPE, 0, p.decodeError, { code: 20, detail: 42, message: "turn 42 is durable here but the object store did not store it in time" }],
+  error_quota_exceeded: [70, p.ERROR_TYPE, 0, p.decodeError, { code: 21, detail: 100, message: "tenant acme is at its quota_contexts: 100 of 100 contexts" }],
+  tenants_listed: [71, R(T.TENANT_LIST), 0, p.decodeTenants, {
+    tenants: [{
+      tenantId: 2, flags: p.TENANT_IN_FILE | p.TENANT_REGISTERED, rights: 0b011, name: "globex",
+      contexts: 12, streamsOpen: 1, storedBytes: 40960, connections: 3,
+      quotaBytes: 1_000_000, quotaContexts: 100, quotaAppendsPerS: 0, quotaConnections: 8, quotaStreams: 0, refusals: 5,
+    }],
+    next: "globex",
+  }],
 };
 
 test("ACK_AFTER goes only on the writes that take it, and needs version 4", () => {
@@ -203,6 +216,15 @@ test("ACK_AFTER goes only on the writes that take it, and needs version 4", () =
 
 test("every golden frame is covered", () => {
   expect(new Set([...Object.keys(REQUESTS), ...Object.keys(ANSWERS)])).toEqual(new Set(GOLDEN.keys()));
+});
+
+test("QUOTA_EXCEEDED (version 5) is QuotaExceeded, its limit the detail", () => {
+  const frame = GOLDEN.get("error_quota_exceeded")!;
+  const answer = p.decodeBody("ERROR", frame.subarray(p.HEADER_BYTES), p.decodeError);
+  const error = errorForCode(answer.code, answer.message, answer.detail);
+  expect(error).toBeInstanceOf(QuotaExceeded);
+  expect([error.code, error.codeName, (error as QuotaExceeded).limit, error.detail]).toEqual([21, "QUOTA_EXCEEDED", 100, 100]);
+  expect(error.message).toBe("QUOTA_EXCEEDED (21): tenant acme is at its quota_contexts: 100 of 100 contexts");
 });
 
 describe("requests encode to their golden bytes", () => {
@@ -234,4 +256,31 @@ test("a decoder refuses a body one byte short or one byte long", () => {
   const reserved = body.slice();
   reserved[16 + 88 + 2] = 1; // the PAYLOAD's reserved u16
   expect(() => p.decodeBody("TURNS", reserved, p.decodeTurns)).toThrow(/reserved/);
+});
+
+test("TENANT_LIST (version 5) refuses what its layout forbids, both ways", () => {
+  expect(p.tenantList("", 1000).minVersion).toBe(5);
+  expect(p.requestFrame(1n, p.tenantList("x".repeat(64), 1000)).length).toBe(16 + 2 + 64 + 4);
+  expect(() => p.tenantList("x".repeat(65), 1)).toThrow(RangeError);
+  expect(() => p.tenantList("", 0)).toThrow(RangeError);
+  expect(() => p.tenantList("", 1001)).toThrow(RangeError);
+  // count (4), tenant_id (4), flags (1), rights (1), name_len (2) and "globex", ten u64,
+  // next_len (2) and "globex".
+  const body = GOLDEN.get("tenants_listed")!.subarray(p.HEADER_BYTES);
+  const nameEnd = 4 + 4 + 1 + 1 + 2 + 6;
+  const u16 = (value: number): Uint8Array => Uint8Array.of(value & 0xff, value >> 8);
+  const u32 = (value: number): Uint8Array => Uint8Array.of(value & 0xff, (value >> 8) & 0xff, 0, 0);
+  const broken: Record<string, [Uint8Array, RegExp]> = {
+    flags: [p.concat([body.subarray(0, 8), Uint8Array.of(0x07), body.subarray(9)]), /flags/],
+    rights: [p.concat([body.subarray(0, 9), Uint8Array.of(0x0b), body.subarray(10)]), /rights/],
+    "empty name": [p.concat([body.subarray(0, 10), u16(0), body.subarray(nameEnd)]), /name/],
+    "name over 64": [p.concat([body.subarray(0, 10), u16(65), utf8("g".repeat(65)), body.subarray(nameEnd)]), /name/],
+    "count over 1000": [p.concat([u32(1001), body.subarray(4)]), /count/],
+    "next over 64": [p.concat([body.subarray(0, body.length - 8), u16(65), utf8("z".repeat(65))]), /next/],
+    "trailing byte": [p.concat([body, Uint8Array.of(0)]), /after its end/],
+    "one byte short": [body.subarray(0, body.length - 1), /too short/],
+  };
+  for (const [, [bytes, message]] of Object.entries(broken)) {
+    expect(() => p.decodeBody("TENANTS", bytes, p.decodeTenants)).toThrow(message);
+  }
 });

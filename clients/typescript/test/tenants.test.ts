@@ -1,6 +1,7 @@
 /**
  * Tenants (issue 48, decision 0032): the client and the LangGraph.js saver work unchanged
- * with a tenant's token, and what one tenant saves is absent to another.
+ * with a tenant's token, and what one tenant saves is absent to another. The operator lists
+ * the tenants with their usage, quotas and refusals (`tenants()`, TENANT_LIST, version 5).
  */
 
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -10,13 +11,15 @@ import path from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { emptyCheckpoint } from "@langchain/langgraph-checkpoint";
 
-import { Client, NotFound, Unauthorized } from "../src/index.js";
+import { Client, NotFound, QuotaExceeded, Unauthorized } from "../src/index.js";
 import { CtxstoreSaver } from "../src/langgraph.js";
 import { Server } from "./server.js";
 
 const OPERATOR = "operator-token-0123456789";
 const ACME = "acme-token-0123456789abcdef";
 const GLOBEX = "globex-token-0123456789abcd";
+/** A tenant of at most two contexts, which only the listing's test uses. */
+const INITECH = "initech-token-0123456789abcde";
 
 let server: Server;
 
@@ -26,7 +29,8 @@ beforeAll(async () => {
   writeFileSync(
     file,
     `[[tenant]]\nname = "acme"\ntokens = ["${ACME}"]\nrights = ["read", "write"]\n` +
-      `[[tenant]]\nname = "globex"\ntokens = ["${GLOBEX}"]\nrights = ["read", "write"]\n`,
+      `[[tenant]]\nname = "globex"\ntokens = ["${GLOBEX}"]\nrights = ["read", "write"]\n` +
+      `[[tenant]]\nname = "initech"\ntokens = ["${INITECH}"]\nrights = ["read", "write", "admin"]\nquota_contexts = 2\n`,
   );
   server = await Server.start({ token: OPERATOR, args: ["--tenants-file", file] });
 });
@@ -72,4 +76,53 @@ test("blobs, heads and store-wide messages per tenant", async () => {
     await globex.close();
   }
   await expect(Client.connect(server.addr, { token: "no-tenant-has-this-token" })).rejects.toBeInstanceOf(Unauthorized);
+});
+
+test("the operator lists the tenants with their usage and quotas, every page", async () => {
+  const initech = await Client.connect(server.addr, { token: INITECH });
+  const operator = await Client.connect(server.addr, { token: OPERATOR });
+  try {
+    for (let i = 0; i < 2; i++) await initech.createContext();
+    const refused = await initech.createContext().catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(QuotaExceeded);
+    expect((refused as QuotaExceeded).limit).toBe(2);
+    const listed = await operator.tenants();
+    expect(listed.map((tenant) => [tenant.name, tenant.rights, tenant.inTenantsFile])).toEqual([
+      ["acme", ["read", "write"], true],
+      ["globex", ["read", "write"], true],
+      ["initech", ["read", "write", "admin"], true],
+    ]);
+    const mine = listed[2]!;
+    expect(mine).toMatchObject({
+      registered: true,
+      contexts: 2,
+      streamsOpen: 0,
+      connections: 1,
+      quotaBytes: undefined,
+      quotaContexts: 2,
+      quotaAppendsPerS: undefined,
+      quotaConnections: undefined,
+      quotaStreams: undefined,
+      quotaRefusals: 1,
+    });
+    expect(mine.tenantId).toBeGreaterThan(0);
+    // One tenant a page: the same tenants, every page read.
+    const paged = await operator.tenants({ pageSize: 1 });
+    expect(paged.map((tenant) => tenant.name)).toEqual(["acme", "globex", "initech"]);
+    expect(paged[2]).toMatchObject({ contexts: 2, quotaContexts: 2, quotaRefusals: 1 });
+    await expect(operator.tenants({ pageSize: 0 })).rejects.toBeInstanceOf(RangeError);
+  } finally {
+    await initech.close();
+    await operator.close();
+  }
+});
+
+test("only the operator lists the tenants", async () => {
+  const acme = await Client.connect(server.addr, { token: ACME });
+  try {
+    await expect(acme.tenants()).rejects.toBeInstanceOf(Unauthorized);
+    await acme.ping(); // the connection stays open
+  } finally {
+    await acme.close();
+  }
 });
