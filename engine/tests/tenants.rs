@@ -35,6 +35,13 @@ fn create(engine: &Engine, tenant_id: TenantId, name: Option<&str>) -> ContextId
         .context_id
 }
 
+/// Two tenants registered, acme then globex.
+fn acme_and_globex(engine: &Engine) -> (TenantId, TenantId) {
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    (acme, globex)
+}
+
 /// The owner of a context, as the store-wide handle sees it.
 fn tenant_of(engine: &Engine, context: ContextId) -> TenantId {
     engine.context(&ContextRef::Id(context)).unwrap().tenant_id
@@ -104,8 +111,7 @@ fn names_get_dense_ids_once_and_contexts_keep_their_tenant() {
 fn another_tenants_turn_or_context_is_absent_to_a_fork_or_a_clone() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path());
-    let acme = block_on(engine.register_tenant("acme")).unwrap();
-    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    let (acme, globex) = acme_and_globex(&engine);
     let mine = create(&engine, acme, Some("acme-main"));
     let turn = append(&engine, mine, b"secret plan", None)
         .unwrap()
@@ -289,8 +295,7 @@ fn a_tenant_record_lost_in_a_crash_is_never_registered_and_a_damaged_one_is_name
 fn names_listings_and_ids_are_per_tenant() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path());
-    let acme = block_on(engine.register_tenant("acme")).unwrap();
-    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    let (acme, globex) = acme_and_globex(&engine);
     let (as_acme, as_globex, as_operator) = (
         engine.scoped(acme),
         engine.scoped(globex),
@@ -421,8 +426,7 @@ fn said<T: std::fmt::Debug>(result: Result<T, EngineError>, id: impl std::fmt::D
 fn turns_reads_appends_links_overlays_and_finds_are_per_tenant() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path());
-    let acme = block_on(engine.register_tenant("acme")).unwrap();
-    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    let (acme, globex) = acme_and_globex(&engine);
     let (as_acme, as_globex) = (engine.scoped(acme), engine.scoped(globex));
     let mine = create(&engine, acme, Some("acme-main"));
     let theirs = create(&engine, globex, Some("globex-main"));
@@ -548,8 +552,7 @@ fn open_request(context_id: ContextId) -> AppendRequest<()> {
 fn streams_and_watches_are_per_tenant() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path());
-    let acme = block_on(engine.register_tenant("acme")).unwrap();
-    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    let (acme, globex) = acme_and_globex(&engine);
     let (as_acme, as_globex) = (engine.scoped(acme), engine.scoped(globex));
     let start = engine.watch_position();
     let mine = create(&engine, acme, Some("acme-main"));
@@ -795,8 +798,7 @@ fn quotas_hold_at_their_edge_under_concurrent_writers_and_across_a_reopen() {
     use ctxstore_engine::quota::{Quota, TenantQuotas};
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path());
-    let acme = block_on(engine.register_tenant("acme")).unwrap();
-    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    let (acme, globex) = acme_and_globex(&engine);
     let limits = TenantQuotas {
         contexts: Some(5),
         streams: Some(2),
@@ -906,8 +908,7 @@ fn quota_bytes_holds_across_shards_and_a_reopen_and_a_collection_gives_bytes_bac
     const LEN: usize = 2_000;
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(common::gc_config(dir.path()).with_shards(4)).unwrap();
-    let acme = block_on(engine.register_tenant("acme")).unwrap();
-    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    let (acme, globex) = acme_and_globex(&engine);
     let as_acme = engine.scoped(acme);
     let context = create(&engine, acme, None);
     append_with(

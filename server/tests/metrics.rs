@@ -240,7 +240,7 @@ fn the_endpoint_is_off_by_default_and_closes_with_the_server() {
 /// the label's cardinality stays bounded whatever the tenants file holds.
 #[test]
 fn tenant_series_show_usage_limits_and_refusals_with_a_bounded_label() {
-    use ctxstore_protocol::{ContextRef, ExtrasWire, ParentWire, Response, contexts, streams};
+    use ctxstore_protocol::{Response, contexts};
     const ACME: &str = "acme-token-0123456789abcdef";
     let dir = tempfile::tempdir().unwrap();
     let mut file = format!(
@@ -274,15 +274,7 @@ fn tenant_series_show_usage_limits_and_refusals_with_a_bounded_label() {
     else {
         panic!("{:?}", created[0])
     };
-    let open = streams::StreamOpen {
-        context: ContextRef::Id(first.head.context_id),
-        expected_head: None,
-        parent: ParentWire::Head,
-        type_tag: 1,
-        codec: 0,
-        summary: false,
-        extras: ExtrasWire::default(),
-    };
+    let open = stream_open(first.head.context_id);
     assert!(error_code(&acme.call(2, &open.into())).is_none());
 
     let text = http_get(metrics, "/metrics").1;

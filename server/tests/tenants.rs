@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{Raw, error_code};
+use common::{Raw, error_code, stream_open};
 use ctxstore_protocol::streams::WatchTargetWire;
 use ctxstore_protocol::{
     AdminRequest, BlobHash, ChunkWire, ContextRef, ErrorCode, ExtrasWire, MessageType, PageKind,
@@ -152,18 +152,6 @@ fn fill(acme: &mut Raw) -> Held {
         hash,
         stream_open,
         stream_sealed,
-    }
-}
-
-fn stream_open(context: u64) -> streams::StreamOpen {
-    streams::StreamOpen {
-        context: ContextRef::Id(context),
-        expected_head: None,
-        parent: ParentWire::Head,
-        type_tag: 1,
-        codec: 0,
-        summary: false,
-        extras: ExtrasWire::default(),
     }
 }
 

@@ -77,6 +77,9 @@ impl MetricsSource {
     }
 }
 
+/// A usage gauge: its name, its help, its figure.
+type UsageSeries = (&'static str, &'static str, fn(&TenantFigures) -> u64);
+
 fn tenant_families(figures: &[TenantFigures], families: &mut Vec<MetricFamily>) {
     let gauges = |value: fn(&TenantFigures) -> u64| {
         figures
@@ -84,30 +87,31 @@ fn tenant_families(figures: &[TenantFigures], families: &mut Vec<MetricFamily>) 
             .map(|tenant| gauge(&[("tenant", tenant.name.as_str())], value(tenant) as f64))
             .collect()
     };
-    families.push(family(
-        "ctxstore_tenant_contexts",
-        "A tenant's live contexts (quota_contexts).",
-        MetricType::GAUGE,
-        gauges(|tenant| tenant.contexts),
-    ));
-    families.push(family(
-        "ctxstore_tenant_streams_open",
-        "A tenant's open streams (quota_streams).",
-        MetricType::GAUGE,
-        gauges(|tenant| tenant.streams_open),
-    ));
-    families.push(family(
-        "ctxstore_tenant_stored_bytes",
-        "Stored bytes of a tenant's blobs, every shard's (quota_bytes).",
-        MetricType::GAUGE,
-        gauges(|tenant| tenant.bytes),
-    ));
-    families.push(family(
-        "ctxstore_tenant_connections",
-        "A tenant's open connections, over every network core (quota_connections).",
-        MetricType::GAUGE,
-        gauges(|tenant| tenant.connections),
-    ));
+    let usage: [UsageSeries; 4] = [
+        (
+            "ctxstore_tenant_contexts",
+            "A tenant's live contexts (quota_contexts).",
+            |tenant| tenant.contexts,
+        ),
+        (
+            "ctxstore_tenant_streams_open",
+            "A tenant's open streams (quota_streams).",
+            |tenant| tenant.streams_open,
+        ),
+        (
+            "ctxstore_tenant_stored_bytes",
+            "Stored bytes of a tenant's blobs, every shard's (quota_bytes).",
+            |tenant| tenant.bytes,
+        ),
+        (
+            "ctxstore_tenant_connections",
+            "A tenant's open connections, over every network core (quota_connections).",
+            |tenant| tenant.connections,
+        ),
+    ];
+    for (name, help, value) in usage {
+        families.push(family(name, help, MetricType::GAUGE, gauges(value)));
+    }
     let mut limits = Vec::new();
     let mut refused = Vec::new();
     for tenant in figures {

@@ -317,3 +317,16 @@ pub fn spawn_binary(data: &Path, flags: &[&str]) -> TestServer {
 pub fn blocking_client(server: &TestServer) -> ctxstore_client::blocking::Client {
     ctxstore_client::blocking::Client::connect(ClientConfig::new(server.addr.clone())).unwrap()
 }
+
+/// STREAM_OPEN on `context` at its head: type 1, raw, no extras.
+pub fn stream_open(context: u64) -> ctxstore_protocol::streams::StreamOpen {
+    ctxstore_protocol::streams::StreamOpen {
+        context: ctxstore_protocol::ContextRef::Id(context),
+        expected_head: None,
+        parent: ctxstore_protocol::ParentWire::Head,
+        type_tag: 1,
+        codec: 0,
+        summary: false,
+        extras: ctxstore_protocol::ExtrasWire::default(),
+    }
+}
