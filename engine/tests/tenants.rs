@@ -911,13 +911,11 @@ fn quota_bytes_holds_across_shards_and_a_reopen_and_a_collection_gives_bytes_bac
     let (acme, globex) = acme_and_globex(&engine);
     let as_acme = engine.scoped(acme);
     let context = create(&engine, acme, None);
-    append_with(
-        &as_acme,
-        context,
-        &common::random_payload(1, LEN),
-        TurnOptions::default(),
-    )
-    .unwrap();
+    let store_first = |handle: &Engine| {
+        let payload = common::random_payload(1, LEN);
+        append_with(handle, context, &payload, TurnOptions::default())
+    };
+    store_first(&as_acme).unwrap();
     let record = engine.tenant_usage(acme).bytes;
     assert!(record > LEN as u64, "a record holds its header: {record}");
 
@@ -959,13 +957,7 @@ fn quota_bytes_holds_across_shards_and_a_reopen_and_a_collection_gives_bytes_bac
     }
     assert_eq!(engine.tenant_usage(acme).bytes, 6 * record);
     // At the limit: a payload stored already passes (no new bytes); a new one does not.
-    append_with(
-        &as_acme,
-        context,
-        &common::random_payload(1, LEN),
-        TurnOptions::default(),
-    )
-    .unwrap();
+    store_first(&as_acme).unwrap();
     let refused = append_with(&as_acme, context, b"new", TurnOptions::default()).unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::QuotaExceeded);
     // Another tenant is not held to acme's quota.

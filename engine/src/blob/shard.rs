@@ -281,7 +281,10 @@ impl ShardActor {
     /// stored nor in the batch already. A put refused here changes nothing: none of its blobs
     /// joins the batch. The batch lets the reservation go once published or failed.
     fn reserve_bytes(&mut self, blobs: &[BlobPut]) -> Result<(), QuotaExceeded> {
-        let Some(first) = blobs.first() else {
+        // A store without limits reserves nothing: a put pays no look-up for quotas it has
+        // not got (a batch releases only what it reserved).
+        let quotas = &self.published.quotas;
+        let Some(first) = blobs.first().filter(|_| !quotas.is_empty()) else {
             return Ok(());
         };
         let tenant_id = first.blob.header.tenant_id;
@@ -301,13 +304,11 @@ impl ShardActor {
             return Ok(());
         }
         let published = &self.published;
-        let quotas = &published.quotas;
-        // A store without limits looks no name up.
-        let contexts = (!quotas.is_empty()).then(|| published.contexts.load());
-        let tenant = contexts.as_ref().and_then(|contexts| {
-            let name = contexts.tenants.name(tenant_id)?;
-            Some((name, quotas.of(name)))
-        });
+        let contexts = published.contexts.load();
+        let tenant = contexts
+            .tenants
+            .name(tenant_id)
+            .map(|name| (name, quotas.of(name)));
         quotas.reserve_bytes(tenant_id, tenant, bytes, || {
             published.tenant_bytes(tenant_id)
         })?;
