@@ -11,6 +11,11 @@
 # second, so the largest share of per-request overhead). Needs release binaries:
 #   cargo build --release -p ctxstore-server -p ctxstore-loadgen
 # Prints one line per run and the medians; reports go to $OUT (default a temporary directory).
+#
+# AB=tenant compares something else with the same pairs: "off" is the operator's token on a
+# server without tenants, "on" a tenant's token with all five quotas in force (set far above
+# the load, so none refuses): what serving a tenant costs, quotas included (decision 0032).
+#   AB=tenant benches/metrics_ab.sh
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +26,23 @@ WARMUP=${WARMUP:-2s}
 PORT=${METRICS_PORT:-19411}
 OUT=${OUT:-$(mktemp -d /tmp/ctxstore-metrics-ab.XXXXXX)}
 mkdir -p "$OUT"
+AB=${AB:-metrics}
+OPERATOR_TOKEN=operator-token-0123456789
+TENANT_TOKEN=acme-token-0123456789abcdef
+if [ "$AB" = tenant ]; then
+  echo "$OPERATOR_TOKEN" >"$OUT/token"
+  cat >"$OUT/tenants.toml" <<TOML
+[[tenant]]
+name = "acme"
+tokens = ["$TENANT_TOKEN"]
+rights = ["read", "write", "admin"]
+quota_bytes = 100_000_000_000
+quota_contexts = 1_000_000
+quota_appends_per_s = 10_000_000
+quota_connections = 1_000
+quota_streams = 1_000
+TOML
+fi
 
 scraper() {
   while true; do
@@ -34,7 +56,13 @@ run() { # name mode(on|off) loadgen-args...
   shift 2
   local extra=()
   local scraper_pid=
-  if [ "$mode" = on ]; then
+  if [ "$AB" = tenant ]; then
+    extra=(--server-arg=--token-file="$OUT/token" --token "$OPERATOR_TOKEN")
+    if [ "$mode" = on ]; then
+      extra=(--server-arg=--token-file="$OUT/token" --server-arg=--tenants-file="$OUT/tenants.toml"
+        --token "$TENANT_TOKEN")
+    fi
+  elif [ "$mode" = on ]; then
     extra=(--server-arg=--metrics-listen=127.0.0.1:$PORT)
     scraper &
     scraper_pid=$!
