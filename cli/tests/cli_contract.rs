@@ -563,18 +563,12 @@ fn a_write_past_a_tenants_quota_exits_10() {
     assert_eq!(create(&operator).status.code(), Some(0));
 
     // The operator lists the tenants with their usage, quotas and refusals.
-    let listed = run(
-        &server.addr,
-        &[
-            "--json",
-            "--token",
-            "operator-token-0123456789",
-            "tenant",
-            "list",
-        ],
-        b"",
-    )
-    .0;
+    let as_operator = |args: &[&str]| {
+        let mut all = operator.to_vec();
+        all.extend(args);
+        run(&server.addr, &all, b"").0
+    };
+    let listed = as_operator(&["--json", "tenant", "list"]);
     let tenants = stdout_json(&listed);
     assert_eq!(tenants.len(), 1, "{listed:?}");
     let acme = &tenants[0];
@@ -585,29 +579,13 @@ fn a_write_past_a_tenants_quota_exits_10() {
     assert_eq!(acme["quota_bytes"], Value::Null);
     assert_eq!(acme["quota_refusals"], 1);
     assert_eq!(acme["rights"], serde_json::json!(["read", "write"]));
-    let shown = run(
-        &server.addr,
-        &[
-            "--token",
-            "operator-token-0123456789",
-            "tenant",
-            "show",
-            "acme",
-        ],
-        b"",
-    )
-    .0;
+    let shown = as_operator(&["tenant", "show", "acme"]);
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(
         text.contains("quota_contexts") && text.contains("acme"),
         "{text}"
     );
-    let table = run(
-        &server.addr,
-        &["--token", "operator-token-0123456789", "tenant", "list"],
-        b"",
-    )
-    .0;
+    let table = as_operator(&["tenant", "list"]);
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(
         text.starts_with("NAME") && text.contains("acme  1   1/1"),
@@ -617,17 +595,6 @@ fn a_write_past_a_tenants_quota_exits_10() {
     let mut refused = as_acme.to_vec();
     refused.extend(["tenant", "list"]);
     assert_eq!(run(&server.addr, &refused, b"").0.status.code(), Some(6));
-    let unknown = run(
-        &server.addr,
-        &[
-            "--token",
-            "operator-token-0123456789",
-            "tenant",
-            "show",
-            "initech",
-        ],
-        b"",
-    )
-    .0;
+    let unknown = as_operator(&["tenant", "show", "initech"]);
     assert_eq!(unknown.status.code(), Some(1));
 }

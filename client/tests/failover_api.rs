@@ -249,3 +249,30 @@ fn one_address_asks_no_role_and_a_list_without_a_primary_is_no_primary() {
         started.elapsed()
     );
 }
+
+/// TENANT_LIST is version 5's: a version-4 server is never sent it, and the client says what
+/// version it needs (the table's check every request goes through).
+#[test]
+fn tenants_on_a_version_4_server_is_unsupported_and_nothing_is_sent() {
+    let (addr, seen) = ScriptedServer::new(4).serve(|_| None);
+    let client = blocking::Client::connect(ClientConfig::new(addr)).unwrap();
+    let refused = client.tenants().unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            ClientError::Unsupported {
+                request: "TENANT_LIST",
+                needed: 5,
+                version: 4
+            }
+        ),
+        "{refused}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        !seen
+            .iter()
+            .any(|request| matches!(request, Request::Admin(AdminRequest::TenantList(_)))),
+        "TENANT_LIST was sent to a version-4 server"
+    );
+}

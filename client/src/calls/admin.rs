@@ -123,16 +123,8 @@ impl Client {
     /// tenants file's and those the store registered, in name order, each with its usage, its
     /// quotas and its refusals, read page by page. The operator's token only (UNAUTHORIZED
     /// for a tenant's); none on a server without a tenants file. `ClientError::Unsupported`
-    /// before version 5.
+    /// before version 5 (the message table's version, checked as every request's is).
     pub async fn tenants(&self) -> Result<Vec<TenantWire>, ClientError> {
-        let version = self.protocol_version();
-        if version < 5 {
-            return Err(ClientError::Unsupported {
-                request: "TENANT_LIST",
-                needed: 5,
-                version,
-            });
-        }
         let mut tenants = Vec::new();
         let mut after = String::new();
         loop {
