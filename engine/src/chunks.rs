@@ -34,7 +34,6 @@ use crate::format::blob_index::BlobLocation;
 use crate::format::manifest::{CHUNKS_PER_MANIFEST_MAX, ChunkRef, Manifest};
 use crate::format::pack::Compression;
 use crate::ids::{BlobHash, BlobHashBuildHasher, TenantId};
-use crate::seal::Addressing;
 use crate::store_dir::pack_path;
 
 pub(crate) fn shard_of<'a>(shards: &'a [ShardView], hash: &BlobHash) -> &'a ShardView {
@@ -175,7 +174,8 @@ pub(crate) fn read_payload(
     }
     // The address the rebuilt payload has in the manifest's tenant's space (the hash itself
     // for the operator's).
-    let actual = Addressing::of_tenant(tenant_id).address(BlobHash::of(&payload));
+    let addressing = shard_of(shards, hash).keys.addressing(tenant_id);
+    let actual = addressing.address(BlobHash::of(&payload));
     if actual != *hash {
         let reason = format!("its chunks rebuild a payload addressed {actual}");
         return Err(corrupt(shards, hash, location, reason));

@@ -89,6 +89,10 @@ pub struct EngineConfig {
     /// driven by `ctxstore-replica`'s follower) and refuses every write with READ_ONLY until
     /// `Engine::promote`; nothing in the background writes meanwhile. Off by default.
     pub follower: bool,
+    /// The master key (decision 0032 §4, `--master-key-file`): with one, the store seals every
+    /// payload body under its tenant's data key, kept in `DIR/keyring` wrapped by it (`keys.rs`);
+    /// without one, it seals nothing, and a store that holds a keyring refuses to open.
+    pub master_key: Option<std::sync::Arc<crate::seal::MasterKey>>,
 }
 
 /// The largest disk reserve: 64 GiB.
@@ -121,6 +125,7 @@ impl EngineConfig {
             chunking: ChunkingConfig::DEFAULT,
             disk_reserve_bytes: 64 << 20,
             follower: false,
+            master_key: None,
         }
     }
 

@@ -30,6 +30,7 @@ use crate::blob::codec::Owner;
 use crate::config::EngineConfig;
 use crate::engine::chunked::BaseHints;
 use crate::error::EngineError;
+use crate::format::pack::EncodedBlob;
 use crate::gc::{Collector, Scheduler};
 use crate::ids::{BlobHash, ContextId, TenantId, TurnId};
 use crate::metrics::ActorSnapshot;
@@ -76,6 +77,8 @@ pub(crate) struct Inner {
     reaper: Mutex<Option<Reaper>>,
     /// Where a chunked write finds its base manifest (`chunks.rs`).
     pub(crate) base_hints: BaseHints,
+    /// The store's keys: what seals a handle's payloads, and its tenant's addresses.
+    pub(crate) keys: Arc<crate::keys::StoreKeys>,
 }
 
 impl Engine {
@@ -91,7 +94,7 @@ impl Engine {
         Engine {
             inner: self.inner.clone(),
             scope: Scope::Tenant(tenant_id),
-            addressing: Addressing::of_tenant(tenant_id),
+            addressing: self.inner.keys.addressing(tenant_id),
         }
     }
 
@@ -113,6 +116,13 @@ impl Engine {
             tenant_id: self.scope.tenant_id(),
             addressing: &self.addressing,
         }
+    }
+
+    /// `blob`, a record of this handle's tenant, sealed under the tenant's data key when the
+    /// store seals (`codec::sealed`).
+    pub(crate) fn sealed(&self, blob: EncodedBlob) -> Result<EncodedBlob, EngineError> {
+        let key = self.inner.keys.sealing_key(self.scope.tenant_id())?;
+        crate::blob::codec::sealed(blob, key.as_deref())
     }
 
     /// The address of the caller's `hash`.

@@ -157,6 +157,10 @@ pub enum EngineError {
     /// generation skips (issue 46 item 8): it takes new ids again once more has shipped.
     #[error("{0}")]
     Unshipped(String),
+    /// The store's keys refused a seal (decision 0032 §4): a tenant without keys, the
+    /// system's random source. Nothing was written in plain text instead.
+    #[error("sealing: {0}")]
+    Keys(String),
     #[error("{what} hashes to {actual}, not to the claimed {claimed}")]
     HashMismatch {
         what: String,
@@ -194,7 +198,7 @@ impl EngineError {
             EngineError::QuotaExceeded(_) => ErrorKind::QuotaExceeded,
             EngineError::NoSpace { .. } => ErrorKind::NoSpace,
             EngineError::Corrupt(_) => ErrorKind::Corrupt,
-            EngineError::Io { .. } => ErrorKind::Io,
+            EngineError::Io { .. } | EngineError::Keys(_) => ErrorKind::Io,
             EngineError::ShutDown => ErrorKind::ShutDown,
             // Writes refused for now, reads go on: READ_ONLY, the message says until when.
             EngineError::Unshipped(_) => ErrorKind::ReadOnly,
@@ -268,6 +272,7 @@ impl EngineError {
             },
             EngineError::ShutDown => EngineError::ShutDown,
             EngineError::Unshipped(text) => EngineError::Unshipped(text.clone()),
+            EngineError::Keys(text) => EngineError::Keys(text.clone()),
             EngineError::StreamNotFound(id) => EngineError::StreamNotFound(*id),
             EngineError::StreamNotOwned(id) => EngineError::StreamNotOwned(*id),
             EngineError::StreamEnded { stream_id, end } => EngineError::StreamEnded {

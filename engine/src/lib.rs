@@ -21,9 +21,9 @@
 //! | module | owns | must not | invariants |
 //! |---|---|---|---|
 //! | `format/` | every on-disk record, one module per file type: encode, decode, size, checksum (`stream_meta.rs`: stream records, ops 12–14) | do I/O | decoding never panics |
+//! | `seal.rs` | sealing per tenant (decision 0032): the master key, the keyring unwrapped, XChaCha20-Poly1305 seals with random nonces, blob addresses (a keyed permutation of the client's hash; `Addressing`: a handle's hashes ↔ addresses, keys derived from the TenantId without a master key) | do I/O; print a key | a seal opens only under its key and associated data; a key is wiped when dropped |
 //! | `quota.rs` | quotas (decision 0032 §3): `Quota` and its names, `QuotaExceeded`, `TenantQuotas`, the `QuotaTable` of limits by tenant name the server sets and the sequencer and shards read, and the bytes shards reserved but not yet published | count published usage (the writers' own state does: the sequencer's contexts and streams, each shard's bytes per tenant) | a context or stream check and its write are one step of the sequencer; a byte reservation is one compare-and-swap against every shard's bytes plus every reservation |
 //! | `model.rs`, `error.rs`, `config.rs` | the API's types (`Scope`: whose data a handle sees), `EngineError` and its stable `ErrorKind`, `EngineConfig`/`Limits`/`Placement` | do I/O | `validate()` holds before open |
-//! | `seal.rs` | sealing per tenant (decision 0032): the master key, the keyring unwrapped, XChaCha20-Poly1305 seals with random nonces, blob addresses (a keyed permutation of the client's hash; `Addressing`: a handle's hashes ↔ addresses, keys derived from the TenantId without a master key) | do I/O; print a key | a seal opens only under its key and associated data; a key is wiped when dropped |
 //! | `tail.rs` | the verdict on a file's end: clean, prepared space, torn, damaged | — | — |
 //! | `clock.rs` | `boot_now_ns`: `CLOCK_BOOTTIME`, the one clock of every deadline (decision 0031 §5; the replica and the server read it too) | read the wall clock or `Instant` for a deadline | counts suspended time; never jumps with the wall clock |
 //! | `status.rs` | `StoreStatus`: read-only once any fdatasync failed; a standby's and a fenced primary's refusals; the ack gate (`AckGate`: `lease_until`, `shipped_until`, decision 0031 §6); what the replica holds of the ids (`ShippedIds`, the base of the bound on unshipped ids) | — | never reset until restart, but the gate, which opens again on a later deadline |
@@ -31,6 +31,7 @@
 //! | `faults.rs` | test-only fault injection read by `file/`; the tests of READ_ONLY, NO_SPACE and the overlapped fsync | exist in release builds | — |
 //! | `file/` | the file layer: every byte the engine writes reaches the disk here — `ActorFile`, `BackgroundWriter` and `Throttle`, durable namespace operations, shared files (decision 0017), `ReadFile`; `disk.rs`, the seam: one function per system call, observed by the simulated disk (`sim.rs`, `simulated-disk` feature, tests only; decision 0026); `api.rs`, the same calls for other crates (`ctxstore_engine::files`: the replica) | decide what to write | no other module calls a write operation (`code_map.rs`); inside `file/` only `disk.rs` calls the system to change the disk (`power_loss.rs`); no store changes a byte another name reads |
 //! | `store_dir.rs` | `StoreDir`: file names and paths, the LOCK (`DirLock`: unlocked before it closes, so a child process forked meanwhile cannot keep it), the meta file | decide what a file holds | — |
+//! | `keys.rs` | `StoreKeys`, the store's keys at run time (decision 0032 §4–§5): `DIR/keyring` opened under the master key (a wrong one refused by its check), the snapshot writers seal with and readers open with, a tenant's keys given and the keyring rewritten durably | seal or open a body itself (`seal.rs`) | a key is durable in the keyring before anything is sealed under it; a store with a keyring never opens without its master key |
 //! | `reserve.rs` | `DiskReserve`: disk kept for garbage collection alone (issue 29) | hold data | never read; never copied by a backup |
 //! | `skip.rs` | skip pointers: `skip_depth`, `ancestor`, `skip_of_child`, `Ancestry` | do I/O | a skip target sits at exactly `skip_depth(depth)` on the turn's chain |
 //! | `sequencer/heads.rs` | `Heads` and the DAG rule, for the live path and replay | — | parent = head at append, depth = parent + 1 (root 0) |
@@ -91,6 +92,7 @@ mod file;
 pub mod format;
 mod gc;
 mod group_commit;
+mod keys;
 /// The shared vocabulary's identifiers (`ctxstore-vocab`), under the engine's own path.
 pub use ctxstore_vocab::ids;
 mod log_compaction;
@@ -136,4 +138,4 @@ pub use model::{
     StoredBlob, Turn, TurnOptions, TurnPage, TurnWithPayload,
 };
 pub use sequencer::overlays::OVERLAYS_PER_TURN_MAX;
-pub use verify::{VerifyReport, verify};
+pub use verify::{VerifyReport, verify, verify_sealed};

@@ -26,8 +26,8 @@ use zeroize::Zeroize;
 
 use crate::format::RecordError;
 use crate::format::keyring::{
-    DATA_KEYS_MAX, EntryKeys, KEYRING_ENTRIES_MAX, KeyringEntry, KeyringFile, WRAPPED_CHECK_BYTES,
-    WRAPPED_KEY_BYTES, WrappedKey, is_tenant_name,
+    DATA_KEYS_MAX, EntryKeys, KEYRING_ENTRIES_MAX, KeyringEntry, KeyringFile, OPERATOR_NAME,
+    WRAPPED_CHECK_BYTES, WRAPPED_KEY_BYTES, WrappedKey, is_tenant_name,
 };
 use std::sync::Arc;
 
@@ -37,6 +37,7 @@ const NONCE_BYTES: usize = 24;
 const TAG_BYTES: usize = 16;
 /// Bytes a seal adds to its plaintext: the nonce and the tag.
 pub const SEAL_OVERHEAD_BYTES: usize = NONCE_BYTES + TAG_BYTES;
+const _: () = assert!(SEAL_OVERHEAD_BYTES == crate::format::pack::SEALED_BODY_OVERHEAD_BYTES);
 /// The master-key check's plaintext and associated data (format version 1).
 const CHECK_TEXT: &[u8; 16] = b"ctxstore keyring";
 const CHECK_AD: &[u8] = b"ctxstore master-key check v1";
@@ -161,6 +162,57 @@ pub fn open(key: &SecretKey, ad: &[u8], sealed: &[u8]) -> Result<Vec<u8>, SealEr
             SealError::Open("its tag does not match (another key, another place, or damage)")
         })?;
     Ok(plaintext)
+}
+
+/// The associated data of a sealed pack record's body (format 1): the record's tenant, key
+/// version, compression, payload length and address. A body moved to another record, tenant
+/// or address, or opened under another key version, fails its tag.
+fn blob_ad(
+    tenant_id: TenantId,
+    version: u16,
+    compression: u16,
+    raw_len: u32,
+    address: &BlobHash,
+) -> [u8; 60] {
+    let mut ad = [0_u8; 60];
+    ad[..16].copy_from_slice(b"ctxstore blob v1");
+    ad[16..20].copy_from_slice(&tenant_id.0.to_le_bytes());
+    ad[20..22].copy_from_slice(&version.to_le_bytes());
+    ad[22..24].copy_from_slice(&compression.to_le_bytes());
+    ad[24..28].copy_from_slice(&raw_len.to_le_bytes());
+    ad[28..60].copy_from_slice(&address.0);
+    ad
+}
+
+/// Where a sealed pack record body belongs: what its seal binds it to.
+#[derive(Clone, Copy, Debug)]
+pub struct BlobPlace<'a> {
+    pub tenant_id: TenantId,
+    pub compression: u16,
+    pub raw_len: u32,
+    pub address: &'a BlobHash,
+}
+
+impl BlobPlace<'_> {
+    fn ad(&self, version: u16) -> [u8; 60] {
+        blob_ad(
+            self.tenant_id,
+            version,
+            self.compression,
+            self.raw_len,
+            self.address,
+        )
+    }
+}
+
+/// Seals a pack record's stored body (after compression) under `key`.
+pub fn seal_blob(key: &DataKey, place: BlobPlace<'_>, body: &[u8]) -> Result<Vec<u8>, SealError> {
+    seal(&key.key, &place.ad(key.version), body)
+}
+
+/// Opens a body [`seal_blob`] sealed for `place` under `key`.
+pub fn open_blob(key: &DataKey, place: BlobPlace<'_>, sealed: &[u8]) -> Result<Vec<u8>, SealError> {
+    open(&key.key, &place.ad(key.version), sealed)
 }
 
 /// A tenant's key for blob addresses: fixed for the tenant's life. The Feistel's round
@@ -318,14 +370,15 @@ pub struct DataKey {
     pub key: SecretKey,
 }
 
-/// A tenant's keys, unwrapped.
-#[derive(Debug)]
+/// A tenant's keys, unwrapped (shared: a keyring's next snapshot keeps the keys it does not
+/// change, and a reader keeps the key it opens with).
+#[derive(Clone, Debug)]
 pub enum TenantKeys {
     Live {
         name: String,
-        address: AddressKey,
+        address: Arc<AddressKey>,
         /// Versions increasing; the last seals new payloads.
-        data: Vec<DataKey>,
+        data: Vec<Arc<DataKey>>,
     },
     /// Deleted: its keys are gone; the entry keeps the id and name from being given again.
     Deleted { name: String },
@@ -340,7 +393,7 @@ impl TenantKeys {
 }
 
 /// Every tenant's keys, unwrapped: what `DIR/keyring` holds, in memory.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Keyring {
     tenants: BTreeMap<u32, TenantKeys>,
 }
@@ -417,15 +470,17 @@ impl Keyring {
                     let data = data_keys
                         .iter()
                         .map(|(version, wrapped)| {
-                            unwrap(master, wrapped, id, KIND_DATA, *version).map(|key| DataKey {
-                                version: *version,
-                                key,
+                            unwrap(master, wrapped, id, KIND_DATA, *version).map(|key| {
+                                Arc::new(DataKey {
+                                    version: *version,
+                                    key,
+                                })
                             })
                         })
                         .collect::<Result<Vec<_>, _>>()?;
                     TenantKeys::Live {
                         name: entry.name,
-                        address: AddressKey::new(address),
+                        address: Arc::new(AddressKey::new(address)),
                         data,
                     }
                 }
@@ -483,12 +538,25 @@ impl Keyring {
     }
 
     /// A new tenant with fresh keys (data key version 0). Its id and name must be new, deleted
-    /// ones included.
+    /// ones included. Tenant 0 is the operator, named `operator`: its data key seals the
+    /// operator's payloads, its address key is never used (its addresses are its hashes).
     pub fn add_tenant(&mut self, tenant_id: u32, name: &str) -> Result<(), SealError> {
-        if tenant_id == 0 {
-            return Err(SealError::Keyring(
-                "tenant 0 is the operator's and has no keys".into(),
-            ));
+        let address = AddressKey::new(SecretKey::random()?);
+        self.add(tenant_id, name, address)
+    }
+
+    /// A tenant that stored blobs before the store sealed anything (or before its keys were
+    /// made): its address key is the one it had, derived from its TenantId (decision 0032
+    /// §4: addresses never change), with a fresh data key.
+    pub fn add_tenant_derived(&mut self, tenant_id: u32, name: &str) -> Result<(), SealError> {
+        self.add(tenant_id, name, AddressKey::derived(TenantId(tenant_id)))
+    }
+
+    fn add(&mut self, tenant_id: u32, name: &str, address: AddressKey) -> Result<(), SealError> {
+        if tenant_id == 0 && name != OPERATOR_NAME {
+            return Err(SealError::Keyring(format!(
+                "tenant 0 is the operator's, named {OPERATOR_NAME:?}"
+            )));
         }
         if !is_tenant_name(name) {
             return Err(SealError::Keyring(format!("{name:?} is not a tenant name")));
@@ -510,11 +578,11 @@ impl Keyring {
         }
         let keys = TenantKeys::Live {
             name: name.to_string(),
-            address: AddressKey::new(SecretKey::random()?),
-            data: vec![DataKey {
+            address: Arc::new(address),
+            data: vec![Arc::new(DataKey {
                 version: 0,
                 key: SecretKey::random()?,
-            }],
+            })],
         };
         self.tenants.insert(tenant_id, keys);
         Ok(())
@@ -534,15 +602,51 @@ impl Keyring {
                     "tenant {tenant_id} holds {DATA_KEYS_MAX} data key versions"
                 ))
             })?;
-        data.push(DataKey {
+        data.push(Arc::new(DataKey {
             version,
             key: SecretKey::random()?,
-        });
+        }));
         Ok(version)
+    }
+
+    /// How `tenant_id`'s hashes become addresses under this keyring: the operator's are the
+    /// hashes; a live tenant's are keyed by its address key; `None` for a tenant without
+    /// live keys.
+    pub fn addressing(&self, tenant_id: TenantId) -> Option<Addressing> {
+        if tenant_id == TenantId::OPERATOR {
+            return Some(Addressing::Plain);
+        }
+        match self.tenants.get(&tenant_id.0)? {
+            TenantKeys::Live { address, .. } => Some(Addressing::Keyed(address.clone())),
+            TenantKeys::Deleted { .. } => None,
+        }
+    }
+
+    /// The data key that seals `tenant_id`'s new payloads: its newest version.
+    pub fn sealing_key(&self, tenant_id: TenantId) -> Option<Arc<DataKey>> {
+        match self.tenants.get(&tenant_id.0)? {
+            TenantKeys::Live { data, .. } => data.last().cloned(),
+            TenantKeys::Deleted { .. } => None,
+        }
+    }
+
+    /// Version `version` of `tenant_id`'s data key, which opens what it sealed.
+    pub fn data_key(&self, tenant_id: TenantId, version: u16) -> Option<Arc<DataKey>> {
+        match self.tenants.get(&tenant_id.0)? {
+            TenantKeys::Live { data, .. } => {
+                data.iter().find(|key| key.version == version).cloned()
+            }
+            TenantKeys::Deleted { .. } => None,
+        }
     }
 
     /// Forgets a tenant's keys (they are wiped as they drop); the entry stays as a tombstone.
     pub fn delete(&mut self, tenant_id: u32) -> Result<(), SealError> {
+        if tenant_id == 0 {
+            return Err(SealError::Keyring(
+                "the operator's keys are never deleted".into(),
+            ));
+        }
         let Some(keys) = self.tenants.get_mut(&tenant_id) else {
             return Err(SealError::Keyring(format!("no tenant {tenant_id}")));
         };
@@ -740,7 +844,18 @@ mod tests {
         assert!(keyring.add_tenant(1, "other").is_err());
         assert!(keyring.add_tenant(2, "acme").is_err());
         assert!(keyring.rotate(1).is_err());
-        assert!(keyring.add_tenant(0, "operator").is_err());
+        // Entry 0 is the operator's, by that name only, and never deleted.
+        assert!(keyring.add_tenant(0, "initech").is_err());
+        keyring.add_tenant(0, "operator").unwrap();
+        assert!(keyring.delete(0).is_err());
+        assert!(matches!(
+            keyring.addressing(TenantId::OPERATOR),
+            Some(Addressing::Plain)
+        ));
+        assert!(keyring.sealing_key(TenantId::OPERATOR).is_some());
+        assert!(keyring.sealing_key(TenantId(1)).is_none());
+        let file = KeyringFile::decode(&keyring.encode(&master).unwrap()).unwrap();
+        assert_eq!(file.entries[0].name, "operator");
     }
 
     #[test]

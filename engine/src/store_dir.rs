@@ -193,6 +193,7 @@ impl StoreDir {
             format_version: STORE_FORMAT_VERSION,
             shard_count,
             created_at_unix_ms: now_unix_ms,
+            seals: false,
         };
         self.write_meta(&meta)?;
         Ok(meta)

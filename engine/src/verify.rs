@@ -17,9 +17,11 @@ use crate::error::OpenError;
 use crate::format::blob_index::{BlobLocation, IndexEntry};
 use crate::format::manifest::Manifest;
 use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
-use crate::format::pack::Compression;
+use crate::format::pack::{Compression, PackHeader};
 use crate::format::turn_log::{LogRecord, SlotAssembly, TurnRecord};
 use crate::ids::{BlobHash, BlobHashBuildHasher};
+use crate::keys::StoreKeys;
+use crate::seal::MasterKey;
 use crate::sequencer::heads::DELETED_HEAD;
 use crate::sequencer::log_base::LogBase;
 use crate::sequencer::recover::{RecoveredLog, Replay, pending_metadata_tail};
@@ -43,6 +45,9 @@ pub struct VerifyReport {
     pub blobs: u64,
     pub logical_bytes: u64,
     pub stored_bytes: u64,
+    /// Blob bodies sealed under a tenant's data key (decision 0032 §4): opened and checked
+    /// when verify was given the master key, their checksums only otherwise.
+    pub sealed: u64,
     /// Damage and broken invariants, each naming file and offset where there is one.
     pub problems: Vec<String>,
     /// Harmless findings, such as a torn tail the next open will cut.
@@ -79,6 +84,9 @@ impl fmt::Display for VerifyReport {
             self.blobs, self.stored_bytes
         )?;
         writeln!(f, "logical   {} bytes", self.logical_bytes)?;
+        if self.sealed > 0 {
+            writeln!(f, "sealed    {} blob bodies", self.sealed)?;
+        }
         for note in &self.notes {
             writeln!(f, "note      {note}")?;
         }
@@ -96,6 +104,16 @@ impl fmt::Display for VerifyReport {
 /// Checks the store in `data_dir`. Fails only when it cannot check (no store there, it is in
 /// use, I/O errors); what it finds wrong goes into the report.
 pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
+    verify_sealed(data_dir, None)
+}
+
+/// `verify` of a store that seals its payloads, given its master key: every sealed body is
+/// opened and checked against its address too. Without the key (or with `verify`), sealed
+/// bodies are checked by their checksums only, and the report notes it; a wrong key fails.
+pub fn verify_sealed(
+    data_dir: &Path,
+    master_key: Option<Arc<MasterKey>>,
+) -> Result<VerifyReport, OpenError> {
     let store = StoreDir::new(data_dir);
     if !store.meta_path().exists() {
         return Err(OpenError::Inconsistent(format!(
@@ -111,9 +129,17 @@ pub fn verify(data_dir: &Path) -> Result<VerifyReport, OpenError> {
         ..VerifyReport::default()
     };
 
+    let keys = Arc::new(StoreKeys::open(&store.root, master_key, meta.seals, false)?);
     let mut views = Vec::new();
     for shard in 0..meta.shard_count {
-        views.push(verify_shard(&store, shard, &mut report)?);
+        views.push(verify_shard(&store, shard, &keys, &mut report)?);
+    }
+    if report.sealed > 0 && !keys.seals() {
+        report.notes.push(format!(
+            "{} sealed blob bodies were checked by their checksums only: give verify the \
+             master key (--master-key-file) to open them and check their payloads",
+            report.sealed
+        ));
     }
     verify_manifests(&views, &mut report);
     let log_path = store.turns_log_path();
@@ -217,6 +243,7 @@ fn lock_for_reading(store: &StoreDir) -> Result<Option<File>, OpenError> {
 fn verify_shard(
     store: &StoreDir,
     shard: u16,
+    keys: &Arc<StoreKeys>,
     report: &mut VerifyReport,
 ) -> Result<ShardView, OpenError> {
     let dir = store.shard_dir(shard);
@@ -236,25 +263,11 @@ fn verify_shard(
         }
         let is_newest = position + 1 == packs.len();
         let mut bad_blobs = Vec::new();
+        let mut sealed = 0_u64;
         let visit = |record: ScannedRecord<'_>| {
             let header = record.header;
-            let body = bytes::Bytes::copy_from_slice(record.body);
-            // A manifest's body is checked here as a record; its payload once every shard is
-            // read (`verify_manifests`).
-            let checked = match header.compression {
-                Compression::Manifest => Manifest::decode(&body)
-                    .map(drop)
-                    .map_err(|error| error.to_string()),
-                _ => codec::decode(
-                    header.tenant_id,
-                    &header.hash,
-                    header.compression,
-                    header.raw_len,
-                    body,
-                )
-                .map(drop)
-                .map_err(|error| error.to_string()),
-            };
+            sealed += u64::from(header.sealed.is_some());
+            let checked = check_body(&header, record.body, keys);
             if let Err(error) = checked {
                 bad_blobs.push(format!(
                     "{} at offset {}: blob {}: {error}",
@@ -272,6 +285,7 @@ fn verify_shard(
         let pack_scan = scan::scan_pack(path, 0, is_newest, durable_end, visit)
             .map_err(|source| OpenError::io(path, source))?;
         report.problems.extend(bad_blobs);
+        report.sealed += sealed;
         report.stored_bytes += pack_scan.tail.valid_end(pack_scan.file_len);
         report_tail(report, path, pack_scan.tail);
     }
@@ -289,13 +303,40 @@ fn verify_shard(
     };
     check_index(report, &dir, &index, &found);
 
-    shard_view(report, shard, &dir, &packs, found)
+    shard_view(report, shard, &dir, &packs, found, keys.clone())
+}
+
+/// A record's body against its header: a manifest's decoded (its payload is checked once
+/// every shard is read, `verify_manifests`); a payload's inflated and hashed against its
+/// address, a sealed one opened first (the tag, then the hash) when verify has the key, and
+/// left to its checksum without.
+fn check_body(header: &PackHeader, body: &[u8], keys: &StoreKeys) -> Result<(), String> {
+    let body = match (header.compression, header.sealed) {
+        (Compression::Manifest, _) => {
+            return Manifest::decode(body)
+                .map(drop)
+                .map_err(|error| error.to_string());
+        }
+        (_, Some(_)) if !keys.seals() => return Ok(()),
+        (_, Some(version)) => {
+            bytes::Bytes::from(crate::blob::view::open_body(header, version, body, keys)?)
+        }
+        (_, None) => bytes::Bytes::copy_from_slice(body),
+    };
+    let addressing = keys.addressing(header.tenant_id);
+    let (compression, raw_len) = (header.compression, header.raw_len);
+    codec::decode(&addressing, &header.hash, compression, raw_len, body)
+        .map(drop)
+        .map_err(|error| error.to_string())
 }
 
 /// Every chunked blob rebuilt from its chunks and checked against its BlobHash. One that lacks
 /// a chunk is taken out of the index like at open: a note (a backup's cut may copy such an
 /// unreferenced manifest), and a problem through replay if a live turn names it.
 fn verify_manifests(views: &[ShardView], report: &mut VerifyReport) {
+    // Sealed chunks open only under the master key: without it, a manifest is checked as a
+    // record and against its chunks' presence, not rebuilt.
+    let rebuild = report.sealed == 0 || views.first().is_none_or(|view| view.keys.seals());
     for incomplete in crate::chunks::drop_incomplete_manifests(views) {
         report.notes.push(format!(
             "chunked blob {} is incomplete ({}); it is not used (a live turn naming it is a \
@@ -303,7 +344,7 @@ fn verify_manifests(views: &[ShardView], report: &mut VerifyReport) {
             incomplete.hash, incomplete.reason
         ));
     }
-    for view in views {
+    for view in views.iter().filter(|_| rebuild) {
         for (hash, location) in crate::chunks::indexed_manifests(view) {
             if let Err(error) = crate::chunks::read_payload(views, &hash, location) {
                 report
@@ -338,9 +379,10 @@ fn shard_view(
     dir: &Path,
     packs: &[(u32, PathBuf)],
     found: Vec<IndexEntry>,
+    keys: Arc<StoreKeys>,
 ) -> Result<ShardView, OpenError> {
     let index = BlobIndex::with_capacity_and_hasher(found.len().max(16), BlobHashBuildHasher);
-    let view = ShardView::new(shard, dir.to_path_buf(), index);
+    let view = ShardView::new(shard, dir.to_path_buf(), index, keys);
     view.add_packs(packs.iter().cloned())
         .map_err(|(path, source)| OpenError::io(path, source))?;
     let mut first_seen: HashMap<BlobHash, BlobLocation, BlobHashBuildHasher> = HashMap::default();

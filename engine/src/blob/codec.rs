@@ -7,9 +7,10 @@ use std::cell::RefCell;
 
 use bytes::Bytes;
 
-use crate::format::pack::{Compression, EncodedBlob};
+use crate::error::EngineError;
+use crate::format::pack::{Compression, EncodedBlob, PACK_HEADER_BYTES};
 use crate::ids::{BlobHash, TenantId};
-use crate::seal::Addressing;
+use crate::seal::{self, Addressing, BlobPlace, DataKey};
 
 /// Payloads up to this size are "small" (chat turns, tool calls): at level 1 they are
 /// compressed with a smaller hash table and a longer minimum match than zstd picks for them.
@@ -117,14 +118,14 @@ impl Owner<'static> {
 /// Whether `payload` is the blob `hash` of `raw_len` bytes: a client's payload, checked
 /// against the hash it claims.
 fn check(hash: &BlobHash, raw_len: u32, payload: &[u8]) -> Result<(), DecodeError> {
-    check_address(TenantId::OPERATOR, hash, raw_len, payload)
+    check_address(&Addressing::Plain, hash, raw_len, payload)
 }
 
-/// Whether `payload` is `tenant_id`'s blob at `address` of `raw_len` bytes (`decode`'s
-/// checks): its BLAKE3 under the tenant's addressing (read from the record's header, so any
+/// Whether `payload` is the blob at `address` of `raw_len` bytes (`decode`'s checks): its
+/// BLAKE3 under its tenant's `addressing` (the record's header names the tenant, so any
 /// reader can check any record; the operator's address is the hash itself) is the address.
 fn check_address(
-    tenant_id: TenantId,
+    addressing: &Addressing,
     address: &BlobHash,
     raw_len: u32,
     payload: &[u8],
@@ -135,7 +136,7 @@ fn check_address(
             actual: payload.len(),
         });
     }
-    let actual = Addressing::of_tenant(tenant_id).address(BlobHash::of(payload));
+    let actual = addressing.address(BlobHash::of(payload));
     if actual != *address {
         return Err(DecodeError::Hash { actual });
     }
@@ -235,6 +236,38 @@ fn encode_checked(
     }
 }
 
+/// `blob` with its stored body sealed under its tenant's data key `key` (decision 0032 §4),
+/// after compression (sealed bytes do not compress); as it is without a key. Manifests are
+/// never sealed: they hold chunk addresses and lengths, which the index and the turn records
+/// hold in plain text anyway, and recovery, collection and `verify` walk them without keys.
+pub fn sealed(blob: EncodedBlob, key: Option<&DataKey>) -> Result<EncodedBlob, EngineError> {
+    let header = blob.header;
+    let Some(key) = key else {
+        return Ok(blob);
+    };
+    assert!(header.sealed.is_none(), "a record is sealed once");
+    if header.compression == Compression::Manifest {
+        return Ok(blob);
+    }
+    let body = &blob.bytes[PACK_HEADER_BYTES..PACK_HEADER_BYTES + header.stored_len as usize];
+    let place = BlobPlace {
+        tenant_id: header.tenant_id,
+        compression: header.compression.code(),
+        raw_len: header.raw_len,
+        address: &header.hash,
+    };
+    let sealed = seal::seal_blob(key, place, body)
+        .map_err(|error| EngineError::Keys(format!("sealing blob {}: {error}", header.hash)))?;
+    Ok(EncodedBlob::with_seal(
+        header.tenant_id,
+        header.hash,
+        header.raw_len,
+        header.compression,
+        &sealed,
+        Some(key.version),
+    ))
+}
+
 fn compress(payload: &[u8], zstd_level: i32) -> Option<Vec<u8>> {
     // Below this, a zstd frame's own overhead eats any saving.
     const COMPRESS_BYTES_MIN: usize = 64;
@@ -272,10 +305,11 @@ impl std::fmt::Display for DecodeError {
     }
 }
 
-/// Turns a stored body of `tenant_id`'s blob at address `hash` back into the payload and
-/// checks it against its address (for the operator's blobs, the address is the hash).
+/// Turns a stored body (opened, when it was sealed) of the blob at address `hash` back into
+/// the payload and checks it against its address under its tenant's `addressing` (for the
+/// operator's blobs, the address is the hash).
 pub fn decode(
-    tenant_id: TenantId,
+    addressing: &Addressing,
     hash: &BlobHash,
     compression: Compression,
     raw_len: u32,
@@ -298,14 +332,13 @@ pub fn decode(
             Bytes::from(inflated)
         }
     };
-    check_address(tenant_id, hash, raw_len, &payload)?;
+    check_address(addressing, hash, raw_len, &payload)?;
     Ok(payload)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::pack::PACK_HEADER_BYTES;
 
     fn body(blob: &EncodedBlob) -> Bytes {
         let end = PACK_HEADER_BYTES + blob.header.stored_len as usize;
@@ -316,7 +349,7 @@ mod tests {
     fn read_back(hash: &BlobHash, blob: &EncodedBlob) -> Result<Bytes, DecodeError> {
         let header = &blob.header;
         decode(
-            TenantId::OPERATOR,
+            &Addressing::Plain,
             hash,
             header.compression,
             header.raw_len,
@@ -394,18 +427,60 @@ mod tests {
             (address, TenantId(4))
         );
         let (compression, raw_len) = (blob.header.compression, blob.header.raw_len);
-        let back = decode(TenantId(4), &address, compression, raw_len, body(&blob)).unwrap();
+        let back = decode(&addressing, &address, compression, raw_len, body(&blob)).unwrap();
         assert_eq!(&back[..], payload.as_bytes());
         // Read as another tenant's, or at the hash itself, the record does not check.
-        for (tenant_id, at) in [(TenantId(5), address), (TenantId::OPERATOR, address)] {
-            let read = decode(tenant_id, &at, compression, raw_len, body(&blob));
+        for tenant_id in [TenantId(5), TenantId::OPERATOR] {
+            let other = Addressing::of_tenant(tenant_id);
+            let read = decode(&other, &address, compression, raw_len, body(&blob));
             assert!(
                 matches!(read, Err(DecodeError::Hash { .. })),
                 "{tenant_id:?}"
             );
         }
-        let read = decode(TenantId(4), &hash, compression, raw_len, body(&blob));
+        let read = decode(&addressing, &hash, compression, raw_len, body(&blob));
         assert!(matches!(read, Err(DecodeError::Hash { .. })));
+    }
+
+    /// A sealed record: its header names the key version, its body is the seal's (40 bytes
+    /// more), and it opens only at its own place, to what the unsealed record held.
+    #[test]
+    fn a_sealed_record_opens_only_at_its_place() {
+        let mut keyring = crate::seal::Keyring::new();
+        keyring.add_tenant(0, "operator").unwrap();
+        let key = keyring.sealing_key(TenantId::OPERATOR).unwrap();
+        let payload = "{\"role\":\"user\",\"content\":\"sealed\"}".repeat(40);
+        let hash = BlobHash::of(payload.as_bytes());
+        let plain = encode(Owner::operator(), hash, payload.as_bytes(), 1);
+        let record = sealed(plain.clone(), Some(&key)).unwrap();
+        assert_eq!(record.header.sealed, Some(0));
+        assert_eq!(record.header.stored_len, plain.header.stored_len + 40);
+        let mut header_bytes = [0_u8; PACK_HEADER_BYTES];
+        header_bytes.copy_from_slice(&record.bytes[..PACK_HEADER_BYTES]);
+        let header = crate::format::pack::PackHeader::decode(&header_bytes).unwrap();
+        assert_eq!(header, record.header);
+        assert!(!record.bytes.windows(6).any(|window| window == b"sealed"));
+        let place = |address| BlobPlace {
+            tenant_id: TenantId::OPERATOR,
+            compression: header.compression.code(),
+            raw_len: header.raw_len,
+            address,
+        };
+        let opened = Bytes::from(seal::open_blob(&key, place(&hash), &body(&record)).unwrap());
+        assert_eq!(opened, body(&plain));
+        let back = decode(
+            &Addressing::Plain,
+            &hash,
+            header.compression,
+            header.raw_len,
+            opened,
+        );
+        assert_eq!(&back.unwrap()[..], payload.as_bytes());
+        let elsewhere = BlobHash::of(b"another blob");
+        assert!(seal::open_blob(&key, place(&elsewhere), &body(&record)).is_err());
+        // Without a key, or for a manifest, the record stays as it was.
+        let unsealed = sealed(plain.clone(), None).unwrap();
+        assert_eq!(unsealed.bytes, plain.bytes);
     }
 
     #[test]

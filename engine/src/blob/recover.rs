@@ -2,6 +2,7 @@
 //! tail, refuse mid-file damage (or cut it, with `repair`), and hand the actor its state.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::blob::scan::{self, ScannedRecord};
 use crate::blob::view::{BlobIndex, ShardView};
@@ -11,6 +12,7 @@ use crate::file::ops::{self, create_durable, sync_dir};
 use crate::format::blob_index::{BlobLocation, INDEX_ENTRY_BYTES, IndexEntry};
 use crate::format::pack::PackHeader;
 use crate::ids::BlobHashBuildHasher;
+use crate::keys::StoreKeys;
 use crate::store_dir::StoreDir;
 use crate::tail::Tail;
 
@@ -76,6 +78,7 @@ pub(crate) fn recover_shard(
     shard: u16,
     open_check: OpenCheck,
     repair: bool,
+    keys: &Arc<StoreKeys>,
 ) -> Result<RecoveredShard, OpenError> {
     let dir = store.shard_dir(shard);
     let index_path = store.blob_index_path(shard);
@@ -132,7 +135,7 @@ pub(crate) fn recover_shard(
         index_end += (new_entries.len() * INDEX_ENTRY_BYTES) as u64;
     }
     entries.extend(new_entries);
-    let view = publish(shard, &dir, &packs, &entries)?;
+    let view = publish(shard, &dir, &packs, &entries, keys.clone())?;
     let pack_path = packs[newest_pack as usize].1.clone();
     let pack_file_len = std::fs::metadata(&pack_path).map_err(io(&pack_path))?.len();
     let cursor = ShardCursor {
@@ -325,9 +328,10 @@ fn publish(
     dir: &Path,
     packs: &[(u32, PathBuf)],
     entries: &[IndexEntry],
+    keys: Arc<StoreKeys>,
 ) -> Result<ShardView, OpenError> {
     let index = BlobIndex::with_capacity_and_hasher(entries.len().max(1024), BlobHashBuildHasher);
-    let view = ShardView::new(shard, dir.to_path_buf(), index);
+    let view = ShardView::new(shard, dir.to_path_buf(), index, keys);
     view.add_packs(packs.iter().cloned())
         .map_err(|(path, source)| OpenError::io(path, source))?;
     for entry in entries {

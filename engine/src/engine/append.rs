@@ -39,7 +39,7 @@ use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::format::pack::{Compression, EncodedBlob};
 use crate::gc::ChunkPin;
-use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TenantId};
+use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId};
 use crate::model::{AppendPayload, AppendRequest, Appended, Scope, TurnOptions};
 use crate::pipeline::{
     AfterPut, BlobPut, HandedAppend, HandedBlob, PutOutcome, PutWritten, ShardRequest, TurnAppend,
@@ -473,15 +473,15 @@ impl Engine {
             }
             Brought::Zstd { raw_len, frame } if self.is_chunked_len(raw_len as usize) => {
                 // The client's frame, checked against the hash it claims (not yet an address).
-                let bytes =
-                    codec::decode(TenantId::OPERATOR, &hash, Compression::Zstd, raw_len, frame);
+                let plain = Addressing::Plain;
+                let bytes = codec::decode(&plain, &hash, Compression::Zstd, raw_len, frame);
                 return self.plan_chunked(plan, hash, &bytes.map_err(refused)?);
             }
             Brought::Zstd { raw_len, frame } => {
                 codec::encode_compressed(self.owner(), hash, raw_len, frame).map_err(refused)?
             }
         };
-        Ok(plan.add(blob, false))
+        Ok(plan.add(self.sealed(blob)?, false))
     }
 
     /// Stores a plan without turns: chunks first across shards, then every shard's blobs at

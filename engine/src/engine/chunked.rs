@@ -190,7 +190,7 @@ impl Engine {
                         bytes,
                         self.inner.config.zstd_level.max(CHUNK_ZSTD_LEVEL_MIN),
                     );
-                    plan.add_chunk(manifest_shard, blob);
+                    plan.add_chunk(manifest_shard, self.sealed(blob)?);
                 }
             }
         }

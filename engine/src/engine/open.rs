@@ -21,6 +21,7 @@ use crate::error::OpenError;
 use crate::file::ReadFile;
 use crate::format::meta::{Meta, STORE_FORMAT_SKIPS, STORE_FORMAT_VERSION};
 use crate::gc::{Collector, Scheduler};
+use crate::keys::StoreKeys;
 use crate::metrics::ActorMetrics;
 use crate::model::Scope;
 use crate::pipeline::{SequencerInbox, ShardRequest};
@@ -38,6 +39,7 @@ use crate::threads::{ActorSeed, start_thread};
 
 /// What recovery found: every file checked (and cut where a crash left a tail).
 struct Recovered {
+    keys: Arc<StoreKeys>,
     reserve: DiskReserve,
     views: Vec<ShardView>,
     cursors: Vec<ShardCursor>,
@@ -65,6 +67,16 @@ impl Engine {
     /// then starts the actors on their threads. Blocks until the store is ready.
     pub fn open(config: EngineConfig) -> Result<Engine, OpenError> {
         config.validate().map_err(OpenError::Config)?;
+        if config.follower && config.master_key.is_some() {
+            // A standby takes its keys from the replica's `keyring` object (decision 0032 §5,
+            // build plan step 4), which is not built: refused rather than guessed.
+            return Err(OpenError::Config(
+                "a standby cannot seal yet: it would need its primary's keyring from the \
+                 replica (decision 0032 step 4, not built); start the standby without \
+                 --master-key-file"
+                    .into(),
+            ));
+        }
         let started = std::time::Instant::now();
         let store = StoreDir::new(&config.data_dir);
         crate::file::ops::create_dir_all(&store.root)
@@ -72,6 +84,7 @@ impl Engine {
         let lock = store.lock()?;
         let mut recovered = recover(&store, &config)?;
         let published = publish(&mut recovered)?;
+        give_registered_keys(&recovered.keys, &published)?;
         if config.follower {
             // Before any actor runs: not one write slips in (`engine/follow.rs`).
             published.status.set_following(
@@ -88,6 +101,7 @@ impl Engine {
         );
         let open_packs: Vec<u32> = recovered.cursors.iter().map(|c| c.pack_id).collect();
         let Recovered {
+            keys,
             reserve,
             cursors,
             log,
@@ -115,6 +129,7 @@ impl Engine {
                 lock: Mutex::new(Some(lock)),
                 reaper: Mutex::new(Some(background.reaper)),
                 base_hints: BaseHints::default(),
+                keys,
             }),
             scope: Scope::Store,
             addressing: crate::seal::Addressing::Plain,
@@ -126,7 +141,7 @@ impl Engine {
 /// (decision 0017), the disk reserve, every shard (in parallel), the compacted base, then
 /// `turns.log` replayed against the shards' indexes, and a format migration if one is due.
 fn recover(store: &StoreDir, config: &EngineConfig) -> Result<Recovered, OpenError> {
-    let meta = store.open_or_create(config.shard_count, now_unix_ms())?;
+    let mut meta = store.open_or_create(config.shard_count, now_unix_ms())?;
     if meta.shard_count != config.shard_count {
         return Err(OpenError::Config(format!(
             "the store in {} has {} blob shards, the configuration says {}; start with the \
@@ -144,11 +159,23 @@ fn recover(store: &StoreDir, config: &EngineConfig) -> Result<Recovered, OpenErr
     for path in in_place {
         crate::file::make_private(&path).map_err(|source| OpenError::io(&path, source))?;
     }
+    // The keys first: a wrong master key is refused before a byte is read or cut.
+    let keys = Arc::new(StoreKeys::open(
+        &store.root,
+        config.master_key.clone(),
+        meta.seals,
+        true,
+    )?);
+    if keys.seals() && !meta.seals {
+        // The keyring is durable: from now on the store's copies say that they seal.
+        meta.seals = true;
+        store.write_meta(&meta)?;
+    }
     // Taken before recovery and the prepared space can fill a nearly full disk.
     let reserve = DiskReserve::open(&store.root, config.disk_reserve_bytes)
         .map_err(|source| OpenError::io(&store.root, source))?;
     // Shards recover in parallel; the log's replay then checks every turn's blob.
-    let (views, cursors): (Vec<_>, Vec<_>) = recover_shards(store, config)?
+    let (views, cursors): (Vec<_>, Vec<_>) = recover_shards(store, config, &keys)?
         .into_iter()
         .map(|RecoveredShard { view, cursor }| (view, cursor))
         .unzip();
@@ -178,12 +205,27 @@ fn recover(store: &StoreDir, config: &EngineConfig) -> Result<Recovered, OpenErr
         migrate_store(store, &meta, &log_path, log.next_record_id - 1)?;
     }
     Ok(Recovered {
+        keys,
         reserve,
         views,
         cursors,
         base,
         log,
         log_path,
+    })
+}
+
+/// Every registered tenant has its keys when the store seals: one without (registered before
+/// the store sealed, or whose keys a crash kept from the keyring) gets its derived address
+/// key, the one its blobs may lie at already, and a fresh data key.
+fn give_registered_keys(keys: &StoreKeys, published: &Published) -> Result<(), OpenError> {
+    if !keys.seals() {
+        return Ok(());
+    }
+    let contexts = published.contexts.load();
+    let registered: Vec<_> = contexts.tenants.iter().collect();
+    keys.give_keys(&registered, false).map_err(|error| {
+        OpenError::Config(format!("giving registered tenants their keys: {error}"))
     })
 }
 
@@ -383,11 +425,14 @@ fn migrate_store(
 fn recover_shards(
     store: &StoreDir,
     config: &EngineConfig,
+    keys: &Arc<StoreKeys>,
 ) -> Result<Vec<RecoveredShard>, OpenError> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..config.shard_count)
             .map(|shard| {
-                scope.spawn(move || recover_shard(store, shard, config.open_check, config.repair))
+                scope.spawn(move || {
+                    recover_shard(store, shard, config.open_check, config.repair, keys)
+                })
             })
             .collect();
         handles

@@ -29,7 +29,8 @@ pub struct TenantView {
 }
 
 impl Engine {
-    /// `name`'s TenantId: the one it has, or the next, once its tenant record is durable.
+    /// `name`'s TenantId: the one it has, or the next, once its tenant record is durable, and,
+    /// when the store seals, once its keys are durable in the keyring.
     /// INVALID_ARGUMENT for a name outside `[a-z0-9_-]{1,64}`; READ_ONLY on a standby (a
     /// standby takes the primary's tenants from the log it follows).
     pub async fn register_tenant(&self, name: &str) -> Result<TenantId, EngineError> {
@@ -45,6 +46,9 @@ impl Engine {
             !tenant_id.is_operator(),
             "a name never registers the operator"
         );
+        // Its keys, when the store seals, before anything of it can be written: random ones
+        // for a new tenant (one registered before has had its keys since the open).
+        self.inner.keys.give_keys(&[(tenant_id, name)], true)?;
         Ok(tenant_id)
     }
 

@@ -14,7 +14,9 @@
 //!     16   56 master_check   a fixed text sealed by the master key (WRAPPED_CHECK_BYTES)
 //!     72    8 reserved       0
 //! then entry_count entries, in increasing tenant_id
-//!      0    4 tenant_id      ≥ 1 (0 is the operator, who has no keys)
+//!      0    4 tenant_id      0 is the operator's entry, named `operator` and never deleted:
+//!                            its data key seals the operator's payloads; its address key is
+//!                            unused (the operator's addresses are its hashes)
 //!      4    1 state          1 live, 2 deleted
 //!      5    1 name_len       1..=64
 //!      6    2 data_key_count live: 1..=DATA_KEYS_MAX; deleted: 0
@@ -44,6 +46,8 @@ pub use ctxstore_vocab::limits::{TENANT_NAME_BYTES_MAX, is_tenant_name};
 pub const KEYRING_ENTRIES_MAX: u32 = 100_000;
 /// Data key versions one tenant holds (`tenant rotate-key` adds one).
 pub const DATA_KEYS_MAX: u16 = 64;
+/// The name of entry 0, the operator's (a name the tenants file refuses).
+pub const OPERATOR_NAME: &str = "operator";
 
 const STATE_LIVE: u8 = 1;
 const STATE_DELETED: u8 = 2;
@@ -104,13 +108,14 @@ impl KeyringFile {
         bytes.extend_from_slice(&[0; 4]);
         bytes.extend_from_slice(&self.master_check);
         bytes.extend_from_slice(&[0; 8]);
-        let mut previous = 0;
+        let mut previous = None;
         for entry in &self.entries {
             assert!(
-                entry.tenant_id > previous,
+                Some(entry.tenant_id) > previous,
                 "keyring entries in increasing tenant_id"
             );
-            previous = entry.tenant_id;
+            assert!(entry.tenant_id != 0 || entry.name == OPERATOR_NAME);
+            previous = Some(entry.tenant_id);
             assert!(is_tenant_name(&entry.name), "{:?}", entry.name);
             bytes.extend_from_slice(&entry.tenant_id.to_le_bytes());
             let (state, address_key, data_keys): (u8, WrappedKey, &[(u16, WrappedKey)]) =
@@ -182,13 +187,13 @@ impl KeyringFile {
             return Err(RecordError::Field("keyring entry count over its limit"));
         }
         let mut entries = Vec::with_capacity(count.min(1024) as usize);
-        let mut previous = 0;
+        let mut previous = None;
         for _ in 0..count {
             let entry = decode_entry(&mut reader)?;
-            if entry.tenant_id <= previous {
+            if Some(entry.tenant_id) <= previous {
                 return Err(RecordError::Field("keyring tenant ids not increasing"));
             }
-            previous = entry.tenant_id;
+            previous = Some(entry.tenant_id);
             entries.push(entry);
         }
         if reader.remaining() != 0 {
@@ -209,9 +214,6 @@ fn decode_entry(reader: &mut LeReader<'_>) -> Result<KeyringEntry, RecordError> 
     let data_key_count = reader.u16().map_err(short)?;
     let name_field = reader.array::<TENANT_NAME_BYTES_MAX>().map_err(short)?;
     let address_key = reader.array::<WRAPPED_KEY_BYTES>().map_err(short)?;
-    if tenant_id == 0 {
-        return Err(RecordError::Field("keyring entry for tenant 0"));
-    }
     if name_len == 0 || name_len > TENANT_NAME_BYTES_MAX {
         return Err(RecordError::Field("keyring tenant name length"));
     }
@@ -222,6 +224,11 @@ fn decode_entry(reader: &mut LeReader<'_>) -> Result<KeyringEntry, RecordError> 
         .ok_or(RecordError::Field("keyring tenant name"))?;
     if padding.iter().any(|&byte| byte != 0) {
         return Err(RecordError::Field("keyring tenant name padding not zero"));
+    }
+    if tenant_id == 0 && (name != OPERATOR_NAME || state != STATE_LIVE) {
+        return Err(RecordError::Field(
+            "keyring entry 0 is not the operator's live entry",
+        ));
     }
     let keys = match state {
         STATE_LIVE => {
@@ -343,7 +350,7 @@ mod tests {
         let entry = KEYRING_HEADER_BYTES;
         let cases: [(usize, u8, &str); 8] = [
             (6, 1, "reserved"),
-            (entry, 0, "tenant 0"),
+            (entry, 0, "not the operator's"),
             (entry + 4, 3, "state"),
             (entry + 5, 0, "name length"),
             (entry + 8, b'A', "tenant name"),
@@ -353,7 +360,7 @@ mod tests {
         ];
         for (at, value, expected) in cases {
             let mut bytes = good.clone();
-            if expected == "tenant 0" {
+            if expected == "not the operator's" {
                 bytes[at..at + 4].copy_from_slice(&0_u32.to_le_bytes());
             } else {
                 bytes[at] = value;

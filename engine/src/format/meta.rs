@@ -8,7 +8,8 @@
 //!      0    8 magic               "CTXSTORE"
 //!      8    4 format_version      2 (1: before skip pointers; migrated at open)
 //!     12    2 shard_count         blob shards; the hash → shard mapping depends on it
-//!     14    2 reserved            0
+//!     14    2 flags               bit 0 SEALS: the store seals its payloads (decision 0032
+//!                                 §4); its `keyring` must be beside it to open it
 //!     16    8 created_at_unix_ms
 //!     24   36 reserved            0
 //!     60    4 crc32c              over bytes 0..60
@@ -36,7 +37,7 @@ mod at {
     pub const MAGIC: usize = 0;
     pub const FORMAT_VERSION: usize = 8;
     pub const SHARD_COUNT: usize = 12;
-    pub const RESERVED_14: usize = 14;
+    pub const FLAGS: usize = 14;
     pub const CREATED_AT_UNIX_MS: usize = 16;
     pub const RESERVED_24: usize = 24;
     pub const CRC32C: usize = 60;
@@ -49,7 +50,14 @@ pub struct Meta {
     pub format_version: u32,
     pub shard_count: u16,
     pub created_at_unix_ms: u64,
+    /// The store seals its payloads: set when its keyring is first written, never cleared.
+    /// Copied with the meta file by backups and the replica, so a copy without the keyring
+    /// (a backup, a restore) refuses to open rather than start a new keyring over sealed bodies.
+    pub seals: bool,
 }
+
+/// `flags` bit 0: the store seals its payloads.
+const FLAG_SEALS: u16 = 1;
 
 impl Meta {
     pub fn encode(&self) -> [u8; META_BYTES] {
@@ -59,6 +67,7 @@ impl Meta {
         fields.u32(at::FORMAT_VERSION, self.format_version);
         fields.u16(at::SHARD_COUNT, self.shard_count);
         fields.u64(at::CREATED_AT_UNIX_MS, self.created_at_unix_ms);
+        fields.u16(at::FLAGS, if self.seals { FLAG_SEALS } else { 0 });
         let crc = crc32c::crc32c(&fields.0[..at::CRC32C]);
         fields.u32(at::CRC32C, crc);
         target
@@ -79,11 +88,15 @@ impl Meta {
             format_version: fields.u32(at::FORMAT_VERSION),
             shard_count: fields.u16(at::SHARD_COUNT),
             created_at_unix_ms: fields.u64(at::CREATED_AT_UNIX_MS),
+            seals: fields.u16(at::FLAGS) & FLAG_SEALS != 0,
         };
         if !(STORE_FORMAT_VERSION_MIN..=STORE_FORMAT_VERSION).contains(&meta.format_version) {
             return Err(RecordError::Version(meta.format_version));
         }
-        if fields.u16(at::RESERVED_14) != 0 || !is_all_zero(&source[at::RESERVED_24..at::CRC32C]) {
+        if fields.u16(at::FLAGS) & !FLAG_SEALS != 0 {
+            return Err(RecordError::Field("unknown flags"));
+        }
+        if !is_all_zero(&source[at::RESERVED_24..at::CRC32C]) {
             return Err(RecordError::Field("reserved bytes are not zero"));
         }
         if meta.shard_count == 0 {
@@ -103,10 +116,16 @@ mod tests {
             format_version: 1,
             shard_count: 4,
             created_at_unix_ms: 99,
+            seals: false,
         };
         assert_eq!(Meta::decode(&meta.encode()), Ok(meta));
         let mut damaged = meta.encode();
         damaged[13] ^= 1;
         assert!(Meta::decode(&damaged).is_err());
+        let sealing = Meta {
+            seals: true,
+            ..meta
+        };
+        assert_eq!(Meta::decode(&sealing.encode()), Ok(sealing));
     }
 }

@@ -13,7 +13,10 @@
 //!     48    4 body_crc32c    over the stored body
 //!     52    4 tenant_id      the tenant whose blob this is (0: the operator); `hash` is its
 //!                            address (decision 0032 §4: the hash itself for the operator)
-//!     56    4 reserved       0
+//!     56    2 key_version    SEALED: the tenant's data key version that sealed the body; else 0
+//!     58    2 flags          bit 0 SEALED: the body is sealed (`nonce ‖ ciphertext ‖ tag`,
+//!                            decision 0032 §4) under the tenant's data key `key_version`;
+//!                            the plain body (raw, zstd or manifest) is what it opens to
 //!     60    4 header_crc32c  over bytes 0..60
 //!     64    … stored body, then zero padding to a multiple of 8 bytes
 //! ```
@@ -37,12 +40,21 @@ mod at {
     pub const HASH: usize = 16;
     pub const BODY_CRC32C: usize = 48;
     pub const TENANT_ID: usize = 52;
-    pub const RESERVED: usize = 56;
+    pub const KEY_VERSION: usize = 56;
+    pub const FLAGS: usize = 58;
     pub const HEADER_CRC32C: usize = 60;
 }
 const _: () = assert!(at::HASH + 32 == at::BODY_CRC32C);
 const _: () = assert!(at::HEADER_CRC32C + 4 == PACK_HEADER_BYTES);
 const _: () = assert!(PACK_HEADER_BYTES.is_multiple_of(8));
+const _: () = assert!(at::FLAGS + 2 == at::HEADER_CRC32C);
+
+/// Bytes a sealed body holds beyond the body it seals: the nonce (24) and the tag (16)
+/// (`seal::SEAL_OVERHEAD_BYTES`, asserted equal there).
+pub const SEALED_BODY_OVERHEAD_BYTES: usize = 40;
+
+/// `flags` bit 0: the body is sealed.
+const FLAG_SEALED: u16 = 1;
 
 /// How a blob body is stored.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -83,6 +95,8 @@ pub struct PackHeader {
     pub body_crc: u32,
     /// Whose blob it is: the address is `tenant_id`'s (`seal::Addressing`).
     pub tenant_id: TenantId,
+    /// The data key version that sealed the body, when it is sealed (`seal::seal_blob`).
+    pub sealed: Option<u16>,
 }
 
 impl PackHeader {
@@ -93,8 +107,9 @@ impl PackHeader {
 
     pub fn encode(&self, target: &mut [u8; PACK_HEADER_BYTES]) {
         assert!(
-            self.compression != Compression::Raw || self.raw_len == self.stored_len,
-            "a raw body is the payload"
+            self.compression != Compression::Raw
+                || u64::from(self.stored_len) == raw_stored_len(self.raw_len, self.sealed),
+            "a raw body is the payload (sealed: and the seal's overhead)"
         );
         target.fill(0);
         let mut fields = FieldsMut(target);
@@ -106,6 +121,10 @@ impl PackHeader {
         fields.bytes(at::HASH, &self.hash.0);
         fields.u32(at::BODY_CRC32C, self.body_crc);
         fields.u32(at::TENANT_ID, self.tenant_id.0);
+        if let Some(version) = self.sealed {
+            fields.u16(at::KEY_VERSION, version);
+            fields.u16(at::FLAGS, FLAG_SEALED);
+        }
         let crc = crc32c::crc32c(&fields.0[..at::HEADER_CRC32C]);
         fields.u32(at::HEADER_CRC32C, crc);
     }
@@ -130,11 +149,21 @@ impl PackHeader {
             hash: BlobHash(fields.hash(at::HASH)),
             body_crc: fields.u32(at::BODY_CRC32C),
             tenant_id: TenantId(fields.u32(at::TENANT_ID)),
+            sealed: None,
         };
-        if fields.u32(at::RESERVED) != 0 {
-            return Err(RecordError::Field("reserved bytes are not zero"));
-        }
-        if compression == Compression::Raw && header.raw_len != header.stored_len {
+        let (flags, key_version) = (fields.u16(at::FLAGS), fields.u16(at::KEY_VERSION));
+        let header = match flags {
+            0 if key_version == 0 => header,
+            FLAG_SEALED => PackHeader {
+                sealed: Some(key_version),
+                ..header
+            },
+            0 => return Err(RecordError::Field("a key version on an unsealed body")),
+            _ => return Err(RecordError::Field("unknown flags")),
+        };
+        if compression == Compression::Raw
+            && u64::from(header.stored_len) != raw_stored_len(header.raw_len, header.sealed)
+        {
             return Err(RecordError::Field("raw body length differs from raw_len"));
         }
         Ok(header)
@@ -146,6 +175,17 @@ impl PackHeader {
         }
         check_crc(self.body_crc, body)
     }
+}
+
+/// The stored length of a raw body of `raw_len` bytes: the payload, and the seal's overhead
+/// when sealed.
+fn raw_stored_len(raw_len: u32, sealed: Option<u16>) -> u64 {
+    let overhead = if sealed.is_some() {
+        SEALED_BODY_OVERHEAD_BYTES as u64
+    } else {
+        0
+    };
+    u64::from(raw_len) + overhead
 }
 
 pub fn record_bytes(stored_len: u32) -> u64 {
@@ -160,13 +200,25 @@ pub struct EncodedBlob {
 }
 
 impl EncodedBlob {
-    /// The record of `tenant_id`'s blob at address `hash`.
+    /// The record of `tenant_id`'s blob at address `hash`, its body stored as it is.
     pub fn new(
         tenant_id: TenantId,
         hash: BlobHash,
         raw_len: u32,
         compression: Compression,
         body: &[u8],
+    ) -> Self {
+        Self::with_seal(tenant_id, hash, raw_len, compression, body, None)
+    }
+
+    /// `new` with a body sealed under the tenant's data key `sealed` (when `Some`).
+    pub fn with_seal(
+        tenant_id: TenantId,
+        hash: BlobHash,
+        raw_len: u32,
+        compression: Compression,
+        body: &[u8],
+        sealed: Option<u16>,
     ) -> Self {
         assert!(
             body.len() <= u32::MAX as usize,
@@ -180,6 +232,7 @@ impl EncodedBlob {
             hash,
             body_crc: crc32c::crc32c(body),
             tenant_id,
+            sealed,
         };
         let total = header.record_bytes() as usize;
         let mut bytes = vec![0u8; total];

@@ -1,0 +1,221 @@
+//! The store's keys at run time (decision 0032 §4–§5): `DIR/keyring` opened under the master
+//! key at open, the snapshot every writer seals with and every reader opens with, and the
+//! keyring's rewrites when a tenant gets its keys.
+//!
+//! - **Without a master key** the store seals nothing (every store before decision 0032), and
+//!   a tenant's addresses are derived from its TenantId (`seal::Addressing::of_tenant`). A
+//!   store that holds a `keyring` refuses to open without the master key: it seals.
+//! - **With a master key** every payload body a shard stores is sealed under its tenant's data
+//!   key (the operator's too: keyring entry 0). A tenant registered while the store seals gets
+//!   random keys before anything of it is written; a tenant registered before (or whose keys a
+//!   crash kept from being written) gets the address key it had, derived, and a fresh data key
+//!   at the next open (addresses never change).
+//! - **The snapshot**: readers and writers load it without a lock (`ArcSwap`); only a rewrite
+//!   takes the writer's mutex, and it replaces the file durably before it publishes the next
+//!   snapshot, so no payload is ever sealed under a key the disk does not hold.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+
+use crate::error::{Corruption, EngineError, OpenError};
+use crate::format::keyring::OPERATOR_NAME;
+use crate::ids::TenantId;
+use crate::seal::{Addressing, DataKey, Keyring, MasterKey, SealError};
+
+/// The keyring file's name in the store's directory.
+pub const KEYRING_FILE: &str = "keyring";
+
+/// The store's keys: whether it seals, and the keyring it seals with.
+#[derive(Debug)]
+pub(crate) struct StoreKeys {
+    /// `None`: the store seals nothing.
+    master: Option<Arc<MasterKey>>,
+    keyring: ArcSwap<Keyring>,
+    path: PathBuf,
+    /// Held by a rewrite (a tenant's new keys): rare, never on a read or an append.
+    rewrite: Mutex<()>,
+}
+
+/// A keyring that does not open: a wrong master key is the operator's to fix, anything else
+/// is damage.
+fn open_error(path: &Path, error: SealError) -> OpenError {
+    match error {
+        SealError::WrongMasterKey => OpenError::Config(format!(
+            "{}: {error}; the store was not opened",
+            path.display()
+        )),
+        other => OpenError::Corrupt(Corruption::new(path, 0, other.to_string())),
+    }
+}
+
+impl StoreKeys {
+    /// A store that seals nothing (verify without a master key reads a sealing store so).
+    pub fn none(root: &Path) -> StoreKeys {
+        StoreKeys {
+            master: None,
+            keyring: ArcSwap::from_pointee(Keyring::new()),
+            path: root.join(KEYRING_FILE),
+            rewrite: Mutex::new(()),
+        }
+    }
+
+    /// The keys of the store in `root`: its keyring opened under `master` (the check first: a
+    /// wrong master key is refused, naming the check), or a new keyring holding the
+    /// operator's keys when the store seals from now on. `sealed_before`: the store's meta
+    /// file says it seals, so its keyring must be there. `write`: whether a new keyring is
+    /// written and a keyring without its master key refused (`verify` reads, never writes, and
+    /// checks a sealing store without the key as far as checksums go).
+    pub fn open(
+        root: &Path,
+        master: Option<Arc<MasterKey>>,
+        sealed_before: bool,
+        write: bool,
+    ) -> Result<StoreKeys, OpenError> {
+        let path = root.join(KEYRING_FILE);
+        let exists = std::fs::symlink_metadata(&path).is_ok();
+        if sealed_before && !exists && write {
+            return Err(OpenError::Config(format!(
+                "{} sealed its payloads, but its keyring {} is missing: a backup or a restore \
+                 does not carry the keyring (decision 0032 §5); copy the keyring of the store \
+                 it was made from there, then start it with that store's master key",
+                root.display(),
+                path.display()
+            )));
+        }
+        let keyring = match (&master, exists) {
+            (None, false) => return Ok(StoreKeys::none(root)),
+            (None, true) if !write => return Ok(StoreKeys::none(root)),
+            (None, true) => {
+                return Err(OpenError::Config(format!(
+                    "{} exists: this store seals its payloads; start it with \
+                     --master-key-file (the master key it was made with)",
+                    path.display()
+                )));
+            }
+            (Some(master), true) => {
+                let bytes = crate::file::read_whole(&path)
+                    .map_err(|source| OpenError::io(&path, source))?;
+                Keyring::decode(&bytes, master).map_err(|error| open_error(&path, error))?
+            }
+            (Some(master), false) => {
+                let mut keyring = Keyring::new();
+                keyring
+                    .add_tenant(0, OPERATOR_NAME)
+                    .map_err(|error| open_error(&path, error))?;
+                if write {
+                    write_keyring(&path, &keyring, master)?;
+                    tracing::info!(path = %path.display(), "new keyring: the store seals payloads from now on");
+                }
+                keyring
+            }
+        };
+        Ok(StoreKeys {
+            master,
+            keyring: ArcSwap::from_pointee(keyring),
+            path,
+            rewrite: Mutex::new(()),
+        })
+    }
+
+    /// Whether the store seals its payloads.
+    pub fn seals(&self) -> bool {
+        self.master.is_some()
+    }
+
+    /// How `tenant_id`'s hashes become addresses: its address key's permutation (the
+    /// keyring's, or derived without one), the hash itself for the operator.
+    pub fn addressing(&self, tenant_id: TenantId) -> Addressing {
+        if self.master.is_some()
+            && let Some(addressing) = self.keyring.load().addressing(tenant_id)
+        {
+            return addressing;
+        }
+        Addressing::of_tenant(tenant_id)
+    }
+
+    /// The key that seals `tenant_id`'s new payloads: `None` when the store seals nothing; an
+    /// error when it seals and the tenant has no live keys (nothing is written in plain text
+    /// instead).
+    pub fn sealing_key(&self, tenant_id: TenantId) -> Result<Option<Arc<DataKey>>, EngineError> {
+        if self.master.is_none() {
+            return Ok(None);
+        }
+        match self.keyring.load().sealing_key(tenant_id) {
+            Some(key) => Ok(Some(key)),
+            None => Err(EngineError::Keys(format!(
+                "tenant {} has no keys in {}; nothing was written (restart the server: the \
+                 open gives every registered tenant its keys)",
+                tenant_id.0,
+                self.path.display()
+            ))),
+        }
+    }
+
+    /// Version `version` of `tenant_id`'s data key, to open what it sealed.
+    pub fn data_key(&self, tenant_id: TenantId, version: u16) -> Result<Arc<DataKey>, String> {
+        if self.master.is_none() {
+            return Err(format!(
+                "the body is sealed (tenant {}, key version {version}) and the store was \
+                 opened without its master key",
+                tenant_id.0
+            ));
+        }
+        self.keyring
+            .load()
+            .data_key(tenant_id, version)
+            .ok_or_else(|| {
+                format!(
+                    "the keyring holds no data key version {version} of tenant {}",
+                    tenant_id.0
+                )
+            })
+    }
+
+    /// Gives each of `tenants` that has no keys yet its keys, and writes the keyring durably
+    /// before the next snapshot is published. `fresh`: random keys (a tenant registered while
+    /// the store seals, before anything of it is written); otherwise its derived address key
+    /// (one that may hold blobs already, at their derived addresses) and a fresh data key.
+    pub fn give_keys(&self, tenants: &[(TenantId, &str)], fresh: bool) -> Result<(), EngineError> {
+        let Some(master) = &self.master else {
+            return Ok(());
+        };
+        let _rewrite = self
+            .rewrite
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let current = self.keyring.load_full();
+        let missing: Vec<_> = tenants
+            .iter()
+            .filter(|(tenant_id, _)| current.tenant(tenant_id.0).is_none())
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let mut next = Keyring::clone(&current);
+        for (tenant_id, name) in missing {
+            let added = if fresh {
+                next.add_tenant(tenant_id.0, name)
+            } else {
+                next.add_tenant_derived(tenant_id.0, name)
+            };
+            added.map_err(|error| EngineError::Keys(format!("tenant {name}: {error}")))?;
+        }
+        write_keyring(&self.path, &next, master).map_err(|error| match error {
+            OpenError::Io { path, source } => EngineError::Io { file: path, source },
+            other => EngineError::Keys(other.to_string()),
+        })?;
+        self.keyring.store(Arc::new(next));
+        Ok(())
+    }
+}
+
+/// `keyring`'s bytes under `master`, written whole and durably (temporary file, fsync,
+/// rename, directory fsync): after a crash the old keyring or the new one.
+fn write_keyring(path: &Path, keyring: &Keyring, master: &MasterKey) -> Result<(), OpenError> {
+    let bytes = keyring
+        .encode(master)
+        .map_err(|error| OpenError::Config(format!("{}: {error}", path.display())))?;
+    crate::file::api::write_file_durably(path, &bytes).map_err(|source| OpenError::io(path, source))
+}

@@ -1,0 +1,257 @@
+//! Payloads sealed per tenant (decision 0032 §4–§5, build plan step 3): with a master key,
+//! every blob body a shard stores (whole payloads, chunks, key-value values; the operator's
+//! too) is sealed under its tenant's data key, so a marker in the payloads is nowhere on the
+//! disk in plain text, not after a collection's compaction either; the keyring reopens only
+//! under its master key; `verify` opens every sealed body with the key and checks checksums without it;
+//! a store that sealed nothing before starts sealing its new payloads and keeps reading its
+//! old ones, its tenants' addresses unchanged.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{append, block_on, chat_payload, config, gc_config};
+use ctxstore_engine::seal::MasterKey;
+use ctxstore_engine::{
+    BlobHash, ContextId, ContextRef, Engine, EngineConfig, NewContext, OpenError, TenantId, verify,
+    verify_sealed,
+};
+
+const MARKER: &[u8] = b"MARKER-c0ffee-5ea1ed-payload";
+
+fn key_of(hex: &str) -> Arc<MasterKey> {
+    Arc::new(MasterKey::from_hex(hex).unwrap())
+}
+const KEY: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0";
+const OTHER_KEY: &str = "ff0f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeee";
+
+fn sealing(config: EngineConfig, hex: &str) -> EngineConfig {
+    EngineConfig {
+        master_key: Some(key_of(hex)),
+        ..config
+    }
+}
+
+fn create(engine: &Engine, tenant_id: TenantId) -> ContextId {
+    let scoped = engine.scoped(tenant_id);
+    block_on(scoped.create(NewContext::default()))
+        .unwrap()
+        .context
+        .head
+        .context_id
+}
+
+/// Payloads with the marker in them: small and compressible, small and not, and one past the
+/// chunking threshold (stored as chunks and a manifest).
+fn marked_payloads(seed: u64) -> Vec<Vec<u8>> {
+    let mut payloads = Vec::new();
+    for (index, len) in [200_usize, 5_000, 60_000].into_iter().enumerate() {
+        let mut payload = chat_payload(seed + index as u64, len);
+        for at in (0..payload.len() - MARKER.len()).step_by(997) {
+            payload[at..at + MARKER.len()].copy_from_slice(MARKER);
+        }
+        payloads.push(payload);
+    }
+    let mut tiny = MARKER.to_vec();
+    tiny.extend_from_slice(&seed.to_le_bytes());
+    payloads.push(tiny);
+    payloads
+}
+
+/// Every file under `dir` that holds `needle`, by name.
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if std::fs::read(&path)
+                .unwrap()
+                .windows(needle.len())
+                .any(|window| window == needle)
+            {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+fn read_all(engine: &Engine, tenant_id: TenantId, payloads: &[Vec<u8>]) {
+    let scoped = engine.scoped(tenant_id);
+    for payload in payloads {
+        let read = block_on(scoped.blob(BlobHash::of(payload))).unwrap();
+        assert_eq!(&read[..], &payload[..], "tenant {tenant_id:?}");
+    }
+}
+
+#[test]
+fn a_sealing_store_never_writes_a_payload_in_plain_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(sealing(gc_config(dir.path()), KEY)).unwrap();
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let acme_payloads = marked_payloads(1);
+    let operator_payloads = marked_payloads(2);
+    let acme_context = create(&engine, acme);
+    let scoped = engine.scoped(acme);
+    for payload in &acme_payloads {
+        append(&scoped, acme_context, payload, None).unwrap();
+    }
+    // A key-value value is a blob too: sealed alike.
+    let value = bytes::Bytes::from([MARKER, b" in a key-value value"].concat());
+    let entries = vec![(b"memory".to_vec(), value.clone())];
+    block_on(scoped.kv_put(&ContextRef::Id(acme_context), entries, false)).unwrap();
+    let operator_context = create(&engine, TenantId::OPERATOR);
+    for payload in &operator_payloads {
+        append(&engine, operator_context, payload, None).unwrap();
+    }
+    read_all(&engine, acme, &acme_payloads);
+    read_all(&engine, TenantId::OPERATOR, &operator_payloads);
+    assert_eq!(files_holding(dir.path(), MARKER), Vec::<String>::new());
+    let entry = scoped
+        .kv_get(&ContextRef::Id(acme_context), b"memory")
+        .unwrap()
+        .unwrap();
+    read_all(&engine, acme, &[value.to_vec()]);
+    assert_eq!(entry.value_len as usize, value.len());
+
+    // A collection's compaction moves sealed records as they are.
+    let doomed = create(&engine, acme);
+    append(&scoped, doomed, &chat_payload(77, 4000), None).unwrap();
+    block_on(scoped.delete_context(&ContextRef::Id(doomed))).unwrap();
+    engine.gc().unwrap();
+    read_all(&engine, acme, &acme_payloads);
+    engine.shutdown();
+    assert_eq!(files_holding(dir.path(), MARKER), Vec::<String>::new());
+
+    // Reopened under its key: the same payloads, the same addresses.
+    let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
+    read_all(&engine, acme, &acme_payloads);
+    read_all(&engine, TenantId::OPERATOR, &operator_payloads);
+    engine.shutdown();
+
+    let report = verify_sealed(dir.path(), Some(key_of(KEY))).unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert!(report.sealed >= 8, "{report}");
+    assert!(report.notes.iter().all(|note| !note.contains("sealed")));
+    // Without the key: checksums only, said so, still sound.
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|note| note.contains("sealed blob bodies")),
+        "{report}"
+    );
+}
+
+#[test]
+fn the_keyring_opens_only_under_its_master_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let context = create(&engine, acme);
+    append(
+        &engine.scoped(acme),
+        context,
+        b"sealed under acme's key",
+        None,
+    )
+    .unwrap();
+    engine.shutdown();
+
+    let wrong = Engine::open(sealing(config(dir.path()), OTHER_KEY)).unwrap_err();
+    assert!(
+        matches!(&wrong, OpenError::Config(text) if text.contains("master-key check")),
+        "{wrong}"
+    );
+    let keyless = Engine::open(config(dir.path())).unwrap_err();
+    assert!(
+        matches!(&keyless, OpenError::Config(text) if text.contains("--master-key-file")),
+        "{keyless}"
+    );
+    let wrong = verify_sealed(dir.path(), Some(key_of(OTHER_KEY))).unwrap_err();
+    assert!(wrong.to_string().contains("master-key check"), "{wrong}");
+    // Neither refusal touched the store.
+    let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
+    let scoped = engine.scoped(acme);
+    let read = block_on(scoped.blob(BlobHash::of(b"sealed under acme's key"))).unwrap();
+    assert_eq!(&read[..], b"sealed under acme's key");
+    engine.shutdown();
+}
+
+#[test]
+fn a_store_that_starts_sealing_keeps_its_plain_payloads_and_addresses() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(config(dir.path())).unwrap();
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let old = marked_payloads(3);
+    let context = create(&engine, acme);
+    for payload in &old {
+        append(&engine.scoped(acme), context, payload, None).unwrap();
+    }
+    engine.shutdown();
+    assert!(!files_holding(dir.path(), MARKER).is_empty());
+
+    let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
+    // Its old payloads read at their (derived) addresses; one sent again is a dedup hit, not
+    // a second copy.
+    read_all(&engine, acme, &old);
+    let scoped = engine.scoped(acme);
+    let again = append(&scoped, context, &old[1], None).unwrap();
+    assert!(again.deduped, "stored once, at its old address");
+    let new = b"NEWMARK-after-sealing-began, sealed".to_vec();
+    append(&scoped, context, &new, None).unwrap();
+    // A tenant registered now gets random keys and seals from its first payload.
+    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    let theirs = create(&engine, globex);
+    append(&engine.scoped(globex), theirs, b"NEWMARK globex", None).unwrap();
+    engine.shutdown();
+    assert_eq!(files_holding(dir.path(), b"NEWMARK"), Vec::<String>::new());
+
+    let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
+    read_all(&engine, acme, &old);
+    read_all(&engine, acme, &[new]);
+    read_all(&engine, globex, &[b"NEWMARK globex".to_vec()]);
+    engine.shutdown();
+    let report = verify_sealed(dir.path(), Some(key_of(KEY))).unwrap();
+    assert!(report.is_ok(), "{report}");
+}
+
+#[test]
+fn a_backup_opens_only_beside_the_keyring_it_was_sealed_under() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let context = create(&engine, acme);
+    let payloads = marked_payloads(4);
+    for payload in &payloads {
+        append(&engine.scoped(acme), context, payload, None).unwrap();
+    }
+    let backup = tempfile::tempdir().unwrap();
+    let to = backup.path().join("copy");
+    engine.backup(&to).unwrap();
+    engine.shutdown();
+    assert_eq!(files_holding(&to, MARKER), Vec::<String>::new());
+    assert!(!to.join("keyring").exists(), "a backup never holds a key");
+
+    // Its meta file says it seals: without the keyring it is refused, not given a new one
+    // that opens nothing; with or without a master key.
+    for config in [sealing(config(&to), KEY), config(&to)] {
+        let refused = Engine::open(config).unwrap_err();
+        assert!(
+            matches!(&refused, OpenError::Config(text) if text.contains("keyring")),
+            "{refused}"
+        );
+    }
+    assert!(!to.join("keyring").exists());
+    std::fs::copy(dir.path().join("keyring"), to.join("keyring")).unwrap();
+    let engine = Engine::open(sealing(config(&to), KEY)).unwrap();
+    read_all(&engine, acme, &payloads);
+    engine.shutdown();
+}
