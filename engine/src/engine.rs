@@ -77,8 +77,6 @@ pub(crate) struct Inner {
     reaper: Mutex<Option<Reaper>>,
     /// Where a chunked write finds its base manifest (`chunks.rs`).
     pub(crate) base_hints: BaseHints,
-    /// The store's keys: what seals a handle's payloads, and its tenant's addresses.
-    pub(crate) keys: Arc<crate::keys::StoreKeys>,
 }
 
 impl Engine {
@@ -94,7 +92,7 @@ impl Engine {
         Engine {
             inner: self.inner.clone(),
             scope: Scope::Tenant(tenant_id),
-            addressing: self.inner.keys.addressing(tenant_id),
+            addressing: self.inner.published.keys.addressing(tenant_id),
         }
     }
 
@@ -121,7 +119,11 @@ impl Engine {
     /// `blob`, a record of this handle's tenant, sealed under the tenant's data key when the
     /// store seals (`codec::sealed`).
     pub(crate) fn sealed(&self, blob: EncodedBlob) -> Result<EncodedBlob, EngineError> {
-        let key = self.inner.keys.sealing_key(self.scope.tenant_id())?;
+        let key = self
+            .inner
+            .published
+            .keys
+            .sealing_key(self.scope.tenant_id())?;
         crate::blob::codec::sealed(blob, key.as_deref())
     }
 

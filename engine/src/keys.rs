@@ -36,6 +36,9 @@ pub(crate) struct StoreKeys {
     path: PathBuf,
     /// Held by a rewrite (a tenant's new keys): rare, never on a read or an append.
     rewrite: Mutex<()>,
+    /// `verify` without the master key: sealed bytes are checked as far as their checksums go
+    /// and never opened (a replayed sealed delta counts by its length); never for serving.
+    checks_only: bool,
 }
 
 /// A keyring that does not open: a wrong master key is the operator's to fix, anything else
@@ -58,6 +61,7 @@ impl StoreKeys {
             keyring: ArcSwap::from_pointee(Keyring::new()),
             path: root.join(KEYRING_FILE),
             rewrite: Mutex::new(()),
+            checks_only: false,
         }
     }
 
@@ -85,8 +89,13 @@ impl StoreKeys {
             )));
         }
         let keyring = match (&master, exists) {
+            (None, _) if !write => {
+                return Ok(StoreKeys {
+                    checks_only: true,
+                    ..StoreKeys::none(root)
+                });
+            }
             (None, false) => return Ok(StoreKeys::none(root)),
-            (None, true) if !write => return Ok(StoreKeys::none(root)),
             (None, true) => {
                 return Err(OpenError::Config(format!(
                     "{} exists: this store seals its payloads; start it with \
@@ -116,12 +125,19 @@ impl StoreKeys {
             keyring: ArcSwap::from_pointee(keyring),
             path,
             rewrite: Mutex::new(()),
+            checks_only: false,
         })
     }
 
     /// Whether the store seals its payloads.
     pub fn seals(&self) -> bool {
         self.master.is_some()
+    }
+
+    /// Whether these are `verify`'s keys without the master key: sealed bytes are left to
+    /// their checksums.
+    pub fn checks_only(&self) -> bool {
+        self.checks_only
     }
 
     /// How `tenant_id`'s hashes become addresses: its address key's permutation (the

@@ -30,6 +30,9 @@ pub(crate) struct Published {
     pub shard_metrics: Box<[ActorMetrics]>,
     /// Every tenant's limits (decision 0032 §3): set by the server, read by the sequencer.
     pub quotas: crate::quota::QuotaTable,
+    /// The store's keys (decision 0032 §4): what seals a tenant's payloads and stream deltas,
+    /// and its blob addresses. The shards' views hold the same.
+    pub keys: std::sync::Arc<crate::keys::StoreKeys>,
 }
 
 impl Published {

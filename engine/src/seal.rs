@@ -215,6 +215,39 @@ pub fn open_blob(key: &DataKey, place: BlobPlace<'_>, sealed: &[u8]) -> Result<V
     open(&key.key, &place.ad(key.version), sealed)
 }
 
+/// Where a sealed stream delta belongs (an op-15 record of `turns.log`): its tenant, its
+/// stream and its offset in the stream. Bound by its associated data (format 1:
+/// `"ctxstore delta v1" ‖ tenant_id ‖ key_version ‖ stream_id ‖ offset`), so a delta moved
+/// to another stream or offset, or replayed under another key version, fails its tag.
+#[derive(Clone, Copy, Debug)]
+pub struct DeltaPlace {
+    pub tenant_id: TenantId,
+    pub stream_id: u64,
+    pub offset: u64,
+}
+
+impl DeltaPlace {
+    fn ad(&self, version: u16) -> [u8; 39] {
+        let mut ad = [0_u8; 39];
+        ad[..17].copy_from_slice(b"ctxstore delta v1");
+        ad[17..21].copy_from_slice(&self.tenant_id.0.to_le_bytes());
+        ad[21..23].copy_from_slice(&version.to_le_bytes());
+        ad[23..31].copy_from_slice(&self.stream_id.to_le_bytes());
+        ad[31..39].copy_from_slice(&self.offset.to_le_bytes());
+        ad
+    }
+}
+
+/// Seals a stream delta's bytes under `key`.
+pub fn seal_delta(key: &DataKey, place: DeltaPlace, bytes: &[u8]) -> Result<Vec<u8>, SealError> {
+    seal(&key.key, &place.ad(key.version), bytes)
+}
+
+/// Opens a delta [`seal_delta`] sealed at `place` under `key`.
+pub fn open_delta(key: &DataKey, place: DeltaPlace, sealed: &[u8]) -> Result<Vec<u8>, SealError> {
+    open(&key.key, &place.ad(key.version), sealed)
+}
+
 /// A tenant's key for blob addresses: fixed for the tenant's life. The Feistel's round
 /// function is AES-128 under a key of its own per round, each derived from the secret: 4
 /// AES blocks per address (tens of nanoseconds with AES-NI) where keyed BLAKE3 took 359 ns,

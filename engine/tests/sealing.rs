@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use common::{append, block_on, chat_payload, config, gc_config};
@@ -18,6 +17,7 @@ use ctxstore_engine::{
     BlobHash, ContextId, ContextRef, Engine, EngineConfig, NewContext, OpenError, TenantId, verify,
     verify_sealed,
 };
+use ctxstore_testsupport::files_holding;
 
 const MARKER: &[u8] = b"MARKER-c0ffee-5ea1ed-payload";
 
@@ -58,27 +58,6 @@ fn marked_payloads(seed: u64) -> Vec<Vec<u8>> {
     tiny.extend_from_slice(&seed.to_le_bytes());
     payloads.push(tiny);
     payloads
-}
-
-/// Every file under `dir` that holds `needle`, by name.
-fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(at) = stack.pop() {
-        for entry in std::fs::read_dir(&at).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if std::fs::read(&path)
-                .unwrap()
-                .windows(needle.len())
-                .any(|window| window == needle)
-            {
-                found.push(path.display().to_string());
-            }
-        }
-    }
-    found
 }
 
 fn read_all(engine: &Engine, tenant_id: TenantId, payloads: &[Vec<u8>]) {
@@ -254,4 +233,63 @@ fn a_backup_opens_only_beside_the_keyring_it_was_sealed_under() {
     let engine = Engine::open(sealing(config(&to), KEY)).unwrap();
     read_all(&engine, acme, &payloads);
     engine.shutdown();
+}
+
+/// A stream's deltas are records of `turns.log` (op 15 when the store seals): sealed under
+/// the context's tenant's key there, opened by replay at the next open, read back whole, and
+/// its end stores the bytes as a sealed blob. A delta larger than one sealed record is cut
+/// into several, each at its own offset.
+#[test]
+fn an_open_streams_deltas_are_sealed_in_the_log_and_replayed() {
+    use ctxstore_engine::AppendRequest;
+    use ctxstore_engine::streams::{NO_OWNER, StreamOwner, StreamRead};
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let scoped = engine.scoped(acme);
+    let context = create(&engine, acme);
+    let request = AppendRequest {
+        context_id: context,
+        expected_head: None,
+        type_tag: 1,
+        codec: 0,
+        payload: (),
+        options: Default::default(),
+    };
+    let stream = block_on(scoped.open_stream(request, StreamOwner::NONE)).unwrap();
+    let mut whole = Vec::new();
+    for piece in [
+        [MARKER, b" token one"].concat(),
+        [b"and ".as_slice(), MARKER].concat(),
+        marked_payloads(5)[1].clone(),
+    ] {
+        whole.extend_from_slice(&piece);
+        let delta = bytes::Bytes::from(piece);
+        block_on(scoped.append_delta(stream.stream_id, None, delta, NO_OWNER)).unwrap();
+    }
+    let read = |engine: &Engine| match engine
+        .scoped(acme)
+        .read_stream(stream.stream_id, 0, usize::MAX)
+        .unwrap()
+    {
+        StreamRead::Open { bytes, .. } => bytes.to_vec(),
+        StreamRead::Ended(end) => panic!("{end:?}"),
+    };
+    assert_eq!(read(&engine), whole);
+    engine.shutdown();
+    assert_eq!(files_holding(dir.path(), MARKER), Vec::<String>::new());
+    let report = verify_sealed(dir.path(), Some(key_of(KEY))).unwrap();
+    assert!(report.is_ok(), "{report}");
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+
+    let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
+    assert_eq!(read(&engine), whole, "replay opened every sealed delta");
+    let scoped = engine.scoped(acme);
+    let ended = block_on(scoped.seal_stream(stream.stream_id, NO_OWNER)).unwrap();
+    let last = block_on(scoped.last(context, 1, true)).unwrap();
+    assert_eq!(last.turns[0].turn.turn_id, ended.turn.turn_id);
+    assert_eq!(last.turns[0].payload.as_deref(), Some(&whole[..]));
+    engine.shutdown();
+    assert_eq!(files_holding(dir.path(), MARKER), Vec::<String>::new());
 }

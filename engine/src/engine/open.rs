@@ -101,7 +101,6 @@ impl Engine {
         );
         let open_packs: Vec<u32> = recovered.cursors.iter().map(|c| c.pack_id).collect();
         let Recovered {
-            keys,
             reserve,
             cursors,
             log,
@@ -129,7 +128,6 @@ impl Engine {
                 lock: Mutex::new(Some(lock)),
                 reaper: Mutex::new(Some(background.reaper)),
                 base_hints: BaseHints::default(),
-                keys,
             }),
             scope: Scope::Store,
             addressing: crate::seal::Addressing::Plain,
@@ -268,6 +266,7 @@ fn publish(recovered: &mut Recovered) -> Result<Arc<Published>, OpenError> {
         status: StoreStatus::default(),
         sequencer_metrics: ActorMetrics::default(),
         quotas: crate::quota::QuotaTable::default(),
+        keys: recovered.keys.clone(),
     }))
 }
 

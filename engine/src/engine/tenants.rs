@@ -48,7 +48,10 @@ impl Engine {
         );
         // Its keys, when the store seals, before anything of it can be written: random ones
         // for a new tenant (one registered before has had its keys since the open).
-        self.inner.keys.give_keys(&[(tenant_id, name)], true)?;
+        self.inner
+            .published
+            .keys
+            .give_keys(&[(tenant_id, name)], true)?;
         Ok(tenant_id)
     }
 

@@ -13,9 +13,15 @@
 //!                     bytes (1..=STREAM_DELTA_BYTES_MAX)
 //! op 14 stream end    u64 stream_id, u8 how (1 sealed, 2 aborted), u64 turn_id (sealed: the
 //!                     turn it became; aborted: 0)
+//! op 15 sealed delta  u64 stream_id, u64 offset, u16 key_version, u16 reserved 0, then the
+//!                     delta's bytes sealed under its tenant's data key `key_version`
+//!                     (`nonce ‖ ciphertext ‖ tag`, 41..; decision 0032 §4): a store that
+//!                     seals writes its deltas so
 //! ```
 //!
-//! Op 15 is reserved for streams. `context_meta::ContextMeta::decode` refuses these ops
+//! "Sealed" in op 14 (a stream that became a turn) and op 15 (bytes under a key) are two
+//! different words that share a spelling; the code says `StreamEnd::Sealed` for the first and
+//! `key_version` for the second. `context_meta::ContextMeta::decode` refuses these ops
 //! (tested below), so a body is never read as the wrong kind.
 
 use ctxstore_vocab::le::{u16_at, u32_at, u64_at};
@@ -28,6 +34,7 @@ use crate::ids::{CodecTag, TurnId, TypeTag};
 pub const OP_STREAM_OPEN: u16 = 12;
 pub const OP_STREAM_DELTA: u16 = 13;
 pub const OP_STREAM_END: u16 = 14;
+pub const OP_STREAM_DELTA_SEALED: u16 = 15;
 
 /// Fixed bytes of an open body before the extras.
 const OPEN_FIXED_BYTES: usize = 1 + 1 + 2 + 4 + 8 + 8 + 8;
@@ -36,6 +43,13 @@ const DELTA_FIXED_BYTES: usize = 16;
 /// Bytes one delta record carries at most: a longer delta is written as several records of
 /// one batch (`sequencer/streams.rs`), each at its own offset.
 pub const STREAM_DELTA_BYTES_MAX: usize = META_BODY_BYTES_MAX - DELTA_FIXED_BYTES;
+/// Fixed bytes of a sealed delta body before its sealed bytes.
+const SEALED_DELTA_FIXED_BYTES: usize = 20;
+/// What a seal adds to the bytes it seals (`seal::SEAL_OVERHEAD_BYTES`).
+const SEAL_OVERHEAD_BYTES: usize = crate::format::pack::SEALED_BODY_OVERHEAD_BYTES;
+/// Plain bytes one sealed delta record carries at most.
+pub const STREAM_DELTA_SEALED_BYTES_MAX: usize =
+    META_BODY_BYTES_MAX - SEALED_DELTA_FIXED_BYTES - SEAL_OVERHEAD_BYTES;
 const END_BODY_BYTES: usize = 17;
 const _: () = assert!(OPEN_FIXED_BYTES + TURN_EXTRAS_BYTES_MAX <= META_BODY_BYTES_MAX);
 
@@ -81,10 +95,14 @@ pub enum StreamEnd {
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum StreamMeta {
     Open(StreamOpen),
+    /// `bytes` as the record holds them: the delta's own bytes, or, with `key_version`, the
+    /// delta's bytes sealed under its tenant's data key of that version (op 15). The streams'
+    /// state only ever applies plain deltas.
     Delta {
         stream_id: u64,
         offset: u64,
         bytes: Vec<u8>,
+        key_version: Option<u16>,
     },
     End {
         stream_id: u64,
@@ -94,14 +112,20 @@ pub enum StreamMeta {
 
 /// Whether `op` is a stream record's.
 pub fn is_stream_op(op: u16) -> bool {
-    (OP_STREAM_OPEN..=OP_STREAM_END).contains(&op)
+    (OP_STREAM_OPEN..=OP_STREAM_DELTA_SEALED).contains(&op)
 }
 
 impl StreamMeta {
     pub fn op(&self) -> u16 {
         match self {
             StreamMeta::Open(_) => OP_STREAM_OPEN,
-            StreamMeta::Delta { .. } => OP_STREAM_DELTA,
+            StreamMeta::Delta {
+                key_version: None, ..
+            } => OP_STREAM_DELTA,
+            StreamMeta::Delta {
+                key_version: Some(_),
+                ..
+            } => OP_STREAM_DELTA_SEALED,
             StreamMeta::End { .. } => OP_STREAM_END,
         }
     }
@@ -143,13 +167,26 @@ impl StreamMeta {
                 stream_id,
                 offset,
                 bytes,
+                key_version,
             } => {
+                let plain_len = match key_version {
+                    None => bytes.len(),
+                    Some(_) => bytes.len().saturating_sub(SEAL_OVERHEAD_BYTES),
+                };
+                let plain_max = match key_version {
+                    None => STREAM_DELTA_BYTES_MAX,
+                    Some(_) => STREAM_DELTA_SEALED_BYTES_MAX,
+                };
                 assert!(
-                    !bytes.is_empty() && bytes.len() <= STREAM_DELTA_BYTES_MAX,
+                    plain_len > 0 && plain_len <= plain_max,
                     "delta records are cut to size by the sequencer"
                 );
                 out.extend_from_slice(&stream_id.to_le_bytes());
                 out.extend_from_slice(&offset.to_le_bytes());
+                if let Some(version) = key_version {
+                    out.extend_from_slice(&version.to_le_bytes());
+                    out.extend_from_slice(&0u16.to_le_bytes());
+                }
                 out.extend_from_slice(bytes);
             }
             StreamMeta::End { stream_id, end } => {
@@ -177,6 +214,25 @@ impl StreamMeta {
                     stream_id: u64_at(body, 0),
                     offset: u64_at(body, 8),
                     bytes: body[DELTA_FIXED_BYTES..].to_vec(),
+                    key_version: None,
+                })
+            }
+            OP_STREAM_DELTA_SEALED => {
+                if body.len() <= SEALED_DELTA_FIXED_BYTES + SEAL_OVERHEAD_BYTES
+                    || body.len() > META_BODY_BYTES_MAX
+                {
+                    return Err(RecordError::Field(
+                        "sealed stream delta has no bytes or too many",
+                    ));
+                }
+                if u16_at(body, 18) != 0 {
+                    return Err(RecordError::Field("sealed stream delta reserved bytes"));
+                }
+                Ok(StreamMeta::Delta {
+                    stream_id: u64_at(body, 0),
+                    offset: u64_at(body, 8),
+                    bytes: body[SEALED_DELTA_FIXED_BYTES..].to_vec(),
+                    key_version: Some(u16_at(body, 16)),
                 })
             }
             OP_STREAM_END => {
@@ -279,6 +335,13 @@ mod tests {
                 stream_id: 12,
                 offset: 40,
                 bytes: b"hello".to_vec(),
+                key_version: None,
+            },
+            StreamMeta::Delta {
+                stream_id: 12,
+                offset: 45,
+                bytes: vec![7; 41],
+                key_version: Some(3),
             },
             StreamMeta::End {
                 stream_id: 12,
@@ -306,11 +369,17 @@ mod tests {
 
     #[test]
     fn stream_ops_are_no_context_ops_and_damage_is_refused() {
-        for op in OP_STREAM_OPEN..=OP_STREAM_END {
+        for op in OP_STREAM_OPEN..=OP_STREAM_DELTA_SEALED {
             assert!(is_stream_op(op));
-            assert!(ContextMeta::decode(op, &[0; 32]).is_err(), "op {op}");
+            assert!(ContextMeta::decode(op, &[0; 64]).is_err(), "op {op}");
         }
-        assert!(!is_stream_op(11) && !is_stream_op(15));
+        assert!(!is_stream_op(11) && !is_stream_op(16));
+        // A sealed delta: shorter than a seal, or reserved bytes set.
+        let short = vec![0u8; SEALED_DELTA_FIXED_BYTES + SEAL_OVERHEAD_BYTES];
+        assert!(StreamMeta::decode(OP_STREAM_DELTA_SEALED, &short).is_err());
+        let mut reserved = vec![0u8; SEALED_DELTA_FIXED_BYTES + SEAL_OVERHEAD_BYTES + 1];
+        reserved[18] = 1;
+        assert!(StreamMeta::decode(OP_STREAM_DELTA_SEALED, &reserved).is_err());
         // End: unknown how, a sealed stream without a turn, an aborted one with a turn.
         let mut end = vec![0u8; END_BODY_BYTES];
         end[8] = 3;

@@ -23,13 +23,16 @@ use crate::config::HELD_RECORDS_MAX;
 use crate::error::OpenError;
 use crate::file::ScanFile;
 use crate::format::context_meta::{ContextMeta, OverlayKind};
+use crate::format::pack::SEALED_BODY_OVERHEAD_BYTES as SEAL_OVERHEAD_BYTES;
 use crate::format::stream_meta::{StreamMeta, is_stream_op};
 use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::{
     Assembled, ContextRecord, LOG_RECORD_BYTES, LogRecord, MetaRecord, SlotAssembly, SlotHead,
     TurnRecord, Whole, record_offset,
 };
-use crate::ids::{BlobHash, BlobHashBuildHasher, TurnId};
+use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};
+use crate::keys::StoreKeys;
+use crate::seal::{self, DeltaPlace};
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
 use crate::sequencer::heads::{HeadState, Heads};
@@ -484,7 +487,8 @@ fn apply_meta(
     record: &MetaRecord,
 ) -> Result<(), String> {
     if is_stream_op(record.op) {
-        return replay_stream(state, record);
+        let keys = shards.first().map(|shard| &*shard.keys);
+        return replay_stream(state, keys, record);
     }
     let meta = ContextMeta::decode(record.op, &record.body)
         .map_err(|error| format!("metadata record {}: {error}", record.record_id))?;
@@ -552,9 +556,30 @@ fn apply_meta(
 
 /// A stream record (issue 32) with the rules of the live path: an open is new and names a
 /// live context, a delta continues its stream at its length, an end ends an open stream.
-fn replay_stream(state: &mut RecoveredLog, record: &MetaRecord) -> Result<(), String> {
+fn replay_stream(
+    state: &mut RecoveredLog,
+    keys: Option<&StoreKeys>,
+    record: &MetaRecord,
+) -> Result<(), String> {
     let damage = |reason: String| format!("stream record {}: {reason}", record.record_id);
     let meta = StreamMeta::decode(record.op, &record.body).map_err(|e| damage(e.to_string()))?;
+    let meta = match meta {
+        StreamMeta::Delta {
+            stream_id,
+            offset,
+            bytes,
+            key_version: Some(version),
+        } => {
+            let place = (record.context_id, stream_id, offset, version);
+            StreamMeta::Delta {
+                stream_id,
+                offset,
+                bytes: open_delta(state, keys, place, &bytes).map_err(damage)?,
+                key_version: None,
+            }
+        }
+        other => other,
+    };
     if matches!(meta, StreamMeta::Open(_)) && state.heads.get(record.context_id).is_none() {
         return Err(damage(format!(
             "names context {}, which does not exist",
@@ -570,6 +595,33 @@ fn replay_stream(state: &mut RecoveredLog, record: &MetaRecord) -> Result<(), St
             record.created_at_unix_ms,
         )
         .map_err(damage)
+}
+
+/// A replayed sealed delta's plain bytes (decision 0032 §4): opened under its context's
+/// tenant's data key `version`; `verify` without the master key counts it by its length.
+fn open_delta(
+    state: &RecoveredLog,
+    keys: Option<&StoreKeys>,
+    (context_id, stream_id, offset, version): (ContextId, u64, u64, u16),
+    sealed: &[u8],
+) -> Result<Vec<u8>, String> {
+    let keys = keys.ok_or("a sealed delta in a store without shards")?;
+    if keys.checks_only() {
+        return Ok(vec![0; sealed.len().saturating_sub(SEAL_OVERHEAD_BYTES)]);
+    }
+    let tenant_id = state
+        .contexts
+        .get(context_id)
+        .map(|info| info.tenant_id)
+        .ok_or_else(|| format!("names context {context_id}, which does not exist"))?;
+    let key = keys.data_key(tenant_id, version)?;
+    let place = DeltaPlace {
+        tenant_id,
+        stream_id,
+        offset,
+    };
+    seal::open_delta(&key, place, sealed)
+        .map_err(|error| format!("its sealed delta of stream {stream_id}: {error}"))
 }
 
 /// An overlay record (decision 0012), with the rules of the live path: it names an older,

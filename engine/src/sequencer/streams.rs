@@ -349,7 +349,18 @@ impl Streams {
                 stream_id,
                 offset,
                 bytes,
+                key_version: None,
             } => self.apply_delta(context_id, *stream_id, *offset, bytes, at_unix_ms)?,
+            StreamMeta::Delta {
+                stream_id,
+                key_version: Some(_),
+                ..
+            } => {
+                // The caller opens a sealed delta first: the state holds plain bytes only.
+                return Err(format!(
+                    "a delta of stream {stream_id} reached the state sealed"
+                ));
+            }
             StreamMeta::End { stream_id, end } => {
                 let stream = self
                     .open
@@ -464,6 +475,7 @@ mod tests {
             stream_id,
             offset,
             bytes: bytes.to_vec(),
+            key_version: None,
         }
     }
 

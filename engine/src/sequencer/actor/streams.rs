@@ -9,12 +9,15 @@ use bytes::Bytes;
 use super::SequencerActor;
 use crate::error::EngineError;
 use crate::format::stream_meta::{OpenParent, StreamOpen};
-use crate::format::stream_meta::{STREAM_DELTA_BYTES_MAX, StreamEnd, StreamMeta};
+use crate::format::stream_meta::{
+    STREAM_DELTA_BYTES_MAX, STREAM_DELTA_SEALED_BYTES_MAX, StreamEnd, StreamMeta,
+};
 use crate::format::turn_log::MetaRecord;
 use crate::ids::{ContextId, TurnId};
 use crate::model::{AppendRequest, Parent, TurnOptions};
 use crate::pipeline::{StreamAnswer, StreamChange, TurnBlob};
 use crate::quota::Quota;
+use crate::seal::{self, DeltaPlace};
 use crate::sequencer::streams::{NO_OWNER, OpenStream, StreamId, StreamOwner};
 use crate::sequencer::watch::{WatchEvent, WatchKind};
 use crate::store_dir::now_unix_ms;
@@ -151,17 +154,68 @@ impl SequencerActor {
             });
         }
         let context_id = stream.context_id;
+        let pieces = self.delta_records(context_id, stream_id, length, bytes)?;
+        for (plain, stored) in pieces {
+            self.push_stream_stored(context_id, plain, stored);
+        }
+        Ok(StreamAnswer::Length(new_length))
+    }
+
+    /// The records of a delta of `bytes` at `length`, cut to size: each piece's plain record
+    /// (for the streams' state) and, when the store seals, its sealed one (for the log). Every
+    /// piece is sealed before any is written, so a seal that fails writes nothing.
+    fn delta_records(
+        &self,
+        context_id: ContextId,
+        stream_id: StreamId,
+        length: u64,
+        bytes: &Bytes,
+    ) -> Result<Vec<(StreamMeta, Option<StreamMeta>)>, EngineError> {
+        let tenant_id = self.contexts.get(context_id).map(|info| info.tenant_id);
+        let key = match tenant_id {
+            Some(tenant_id) => self
+                .published
+                .keys
+                .sealing_key(tenant_id)?
+                .zip(tenant_id.into()),
+            None => None,
+        };
+        let piece_max = match key {
+            Some(_) => STREAM_DELTA_SEALED_BYTES_MAX,
+            None => STREAM_DELTA_BYTES_MAX,
+        };
+        let mut pieces = Vec::with_capacity(bytes.len().div_ceil(piece_max));
         let mut at = length;
-        for piece in bytes.chunks(STREAM_DELTA_BYTES_MAX) {
-            let meta = StreamMeta::Delta {
+        for piece in bytes.chunks(piece_max) {
+            let plain = StreamMeta::Delta {
                 stream_id,
                 offset: at,
                 bytes: piece.to_vec(),
+                key_version: None,
+            };
+            let stored = match &key {
+                Some((key, tenant_id)) => {
+                    let place = DeltaPlace {
+                        tenant_id: *tenant_id,
+                        stream_id,
+                        offset: at,
+                    };
+                    let sealed = seal::seal_delta(key, place, piece).map_err(|error| {
+                        EngineError::Keys(format!("sealing a delta of stream {stream_id}: {error}"))
+                    })?;
+                    Some(StreamMeta::Delta {
+                        stream_id,
+                        offset: at,
+                        bytes: sealed,
+                        key_version: Some(key.version),
+                    })
+                }
+                None => None,
             };
             at += piece.len() as u64;
-            self.push_stream(context_id, meta);
+            pieces.push((plain, stored));
         }
-        Ok(StreamAnswer::Length(new_length))
+        Ok(pieces)
     }
 
     fn seal(
@@ -250,13 +304,25 @@ impl SequencerActor {
 
     /// Writes a stream record into the batch and applies it (the rules were checked).
     fn push_stream(&mut self, context_id: ContextId, meta: StreamMeta) {
+        self.push_stream_stored(context_id, meta, None);
+    }
+
+    /// `push_stream` of `meta` whose record holds `stored` instead when given (a sealed delta:
+    /// the log holds its sealed bytes, the streams' state its plain ones).
+    fn push_stream_stored(
+        &mut self,
+        context_id: ContextId,
+        meta: StreamMeta,
+        stored: Option<StreamMeta>,
+    ) {
         let at_unix_ms = now_unix_ms();
+        let written = stored.as_ref().unwrap_or(&meta);
         let record = MetaRecord {
             record_id: self.next_record_id,
-            op: meta.op(),
+            op: written.op(),
             context_id,
             created_at_unix_ms: at_unix_ms,
-            body: meta.encode(),
+            body: written.encode(),
         };
         let (kind, stream_id, turn_id) = match &meta {
             StreamMeta::Open(_) => (
