@@ -83,6 +83,8 @@ enum Command {
         /// The store's directory.
         #[arg(long, default_value = DEFAULT_DATA_DIR, env = "CTXSTORE_DATA")]
         data: PathBuf,
+        #[command(flatten)]
+        key: KeyArgs,
     },
     /// Copy a store that no server is running on into a new directory (a consistent store of
     /// its own: it opens and passes verify). Sealed packs are hard-linked when both lie on one
@@ -98,6 +100,8 @@ enum Command {
         /// the store's own; the payloads are private).
         #[arg(long, default_value = "077", value_parser = parse_umask)]
         umask: u32,
+        #[command(flatten)]
+        key: KeyArgs,
     },
     /// Build a store from its replica (--replicate-to), as it was at a shipped point: the
     /// latest, the last point at or before --at TIME, or exactly the records up to --at-seq N
@@ -145,6 +149,27 @@ enum Command {
 }
 
 /// Where an S3-compatible replica is (each also from the usual AWS_* variables).
+/// The master key of a store that seals its payloads, for the offline commands.
+#[derive(Args, Debug, Clone)]
+struct KeyArgs {
+    /// The store's master key file (a store that seals opens only with it; `verify` without
+    /// it checks sealed bodies by their checksums only).
+    #[arg(long, value_name = "FILE", conflicts_with = "master_key_command")]
+    master_key_file: Option<PathBuf>,
+    /// As --master-key-file, from this shell command's standard output.
+    #[arg(long, value_name = "CMD")]
+    master_key_command: Option<String>,
+}
+
+impl KeyArgs {
+    fn read(&self) -> anyhow::Result<Option<std::sync::Arc<ctxstore_engine::seal::MasterKey>>> {
+        commands::master_key::read(
+            self.master_key_file.as_deref(),
+            self.master_key_command.as_deref(),
+        )
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 struct S3Args {
     /// The S3 endpoint, e.g. http://127.0.0.1:8333 for SeaweedFS (default: AWS_ENDPOINT, else
@@ -218,6 +243,17 @@ struct ServeArgs {
     /// one keeps the old in force; the log says why). Needs --token-file.
     #[arg(long)]
     tenants_file: Option<PathBuf>,
+    /// Seal every payload at rest (decision 0032 §4): a file of 64 hex digits (32 random
+    /// bytes: `openssl rand -hex 32 > FILE`). Each tenant (and the operator) gets a data key,
+    /// wrapped by this key in DIR/keyring; blob bodies are sealed with XChaCha20-Poly1305
+    /// before they reach the disk. A store that seals never opens without it; a wrong key is
+    /// refused at start. Not yet with --replicate-to or --follow.
+    #[arg(long, value_name = "FILE", conflicts_with = "master_key_command")]
+    master_key_file: Option<PathBuf>,
+    /// As --master-key-file, the key read from this shell command's standard output (a
+    /// secret manager's client), run once at start.
+    #[arg(long, value_name = "CMD")]
+    master_key_command: Option<String>,
     /// Network cores: threads owning connections (default: one per CPU).
     #[arg(long)]
     network_cores: Option<usize>,
@@ -512,8 +548,17 @@ fn main() -> ExitCode {
     let (cli, effective) = parse_layered();
     init_logging(cli.serve.log_format);
     let result = match cli.command {
-        Some(Command::Verify { data }) => commands::verify::verify(&data),
-        Some(Command::Backup { data, to, umask }) => commands::backup::backup(&data, &to, umask),
+        Some(Command::Verify { data, key }) => key
+            .read()
+            .and_then(|key| commands::verify::verify(&data, key)),
+        Some(Command::Backup {
+            data,
+            to,
+            umask,
+            key,
+        }) => key
+            .read()
+            .and_then(|key| commands::backup::backup(&data, &to, umask, key)),
         Some(Command::Restore {
             from,
             to,

@@ -9,6 +9,7 @@ pub(crate) fn backup(
     data: &std::path::Path,
     to: &std::path::Path,
     umask: u32,
+    master_key: Option<std::sync::Arc<ctxstore_engine::seal::MasterKey>>,
 ) -> anyhow::Result<ExitCode> {
     // Before anything is created, as for a server: the copy holds the same private payloads.
     rustix::process::umask(rustix::fs::Mode::from_bits_truncate(umask));
@@ -21,7 +22,9 @@ pub(crate) fn backup(
         .existing_shard_count()
         .with_context(|| format!("reading {}", data.display()))?
         .unwrap_or(1);
-    let config = ctxstore_engine::EngineConfig::new(data).with_shards(shards);
+    let mut config = ctxstore_engine::EngineConfig::new(data).with_shards(shards);
+    // A store that seals opens only under its key; the copy holds no key (decision 0032 §5).
+    config.master_key = master_key;
     let engine = ctxstore_engine::Engine::open(config)
         .with_context(|| format!("opening {}", data.display()))?;
     let report = engine.backup(&to);

@@ -32,6 +32,7 @@ pub(crate) fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
         warn_if_readable_by_others(path);
         config.tenants_file = Some(path.clone());
     }
+    seal_settings(&args, &mut config)?;
     if let Some(cores) = args.network_cores {
         config.network_cores = cores;
     }
@@ -164,6 +165,23 @@ fn replication_settings(args: &ServeArgs, config: &mut ServerConfig) {
     }
 }
 
+/// The master key (decision 0032 §4), and what sealing cannot be combined with yet.
+fn seal_settings(args: &ServeArgs, config: &mut ServerConfig) -> anyhow::Result<()> {
+    config.engine.master_key = super::master_key::read(
+        args.master_key_file.as_deref(),
+        args.master_key_command.as_deref(),
+    )?;
+    anyhow::ensure!(
+        config.engine.master_key.is_none()
+            || (args.replicate_to.is_none() && args.follow.is_none()),
+        "--master-key-file (or --master-key-command) with --replicate-to or --follow: a \
+         sealing store's replica would need its keyring, which is not shipped yet (decision \
+         0032 step 4); replicate a store that does not seal, or seal one that does not \
+         replicate"
+    );
+    Ok(())
+}
+
 /// `--replica-lease`: `None` when `off`.
 fn replica_lease(args: &ServeArgs) -> Option<Duration> {
     (!args.replica_lease.is_zero()).then_some(args.replica_lease)
@@ -191,7 +209,7 @@ fn limit_settings(args: &ServeArgs, config: &mut ServerConfig) {
 }
 
 /// The token is a password: say so when others than the server's user may read its file.
-fn warn_if_readable_by_others(path: &std::path::Path) {
+pub(crate) fn warn_if_readable_by_others(path: &std::path::Path) {
     use std::os::unix::fs::PermissionsExt;
     if let Ok(metadata) = std::fs::metadata(path) {
         let mode = metadata.permissions().mode();
