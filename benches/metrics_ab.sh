@@ -16,6 +16,11 @@
 # server without tenants, "on" a tenant's token with all five quotas in force (set far above
 # the load, so none refuses): what serving a tenant costs, quotas included (decision 0032).
 #   AB=tenant benches/metrics_ab.sh
+#
+# AB=seal: "off" a server without a master key, "on" the same with --master-key-file (every
+# payload sealed on the way in, opened on the way out: XChaCha20-Poly1305, decision 0032 §4).
+# Both without the payload cache (--payload-cache-bytes 0), so every read opens its payload.
+#   AB=seal benches/metrics_ab.sh
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,6 +47,8 @@ quota_appends_per_s = 10_000_000
 quota_connections = 1_000
 quota_streams = 1_000
 TOML
+elif [ "$AB" = seal ]; then
+  openssl rand -hex 32 >"$OUT/master.key" 2>/dev/null || python3 -c 'import os; print(os.urandom(32).hex())' >"$OUT/master.key"
 fi
 
 scraper() {
@@ -61,6 +68,11 @@ run() { # name mode(on|off) loadgen-args...
     if [ "$mode" = on ]; then
       extra=(--server-arg=--token-file="$OUT/token" --server-arg=--tenants-file="$OUT/tenants.toml"
         --token "$TENANT_TOKEN")
+    fi
+  elif [ "$AB" = seal ]; then
+    extra=(--server-arg=--payload-cache-bytes=0)
+    if [ "$mode" = on ]; then
+      extra+=(--server-arg=--master-key-file="$OUT/master.key")
     fi
   elif [ "$mode" = on ]; then
     extra=(--server-arg=--metrics-listen=127.0.0.1:$PORT)
