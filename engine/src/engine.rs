@@ -29,7 +29,8 @@ use bytes::Bytes;
 use crate::blob::codec::Owner;
 use crate::config::EngineConfig;
 use crate::engine::chunked::BaseHints;
-use crate::error::EngineError;
+use crate::error::{EngineError, OpenError};
+use crate::format::meta::Meta;
 use crate::format::pack::EncodedBlob;
 use crate::gc::{Collector, Scheduler};
 use crate::ids::{BlobHash, ContextId, TenantId, TurnId};
@@ -567,4 +568,40 @@ fn turn_page(page: Page) -> TurnPage {
         turns,
         next_before: page.next_before,
     }
+}
+
+/// Every registered tenant has its keys when the store seals: one without (registered before
+/// the store sealed, or whose keys a crash kept from the keyring) gets its derived address
+/// key, the one its blobs may lie at already, and a fresh data key.
+pub(crate) fn give_registered_keys(
+    keys: &crate::keys::StoreKeys,
+    published: &crate::published::Published,
+) -> Result<(), OpenError> {
+    if !keys.seals() {
+        return Ok(());
+    }
+    let contexts = published.contexts.load();
+    // The operator too: a promoted standby whose primary never sealed has no entry 0.
+    let registered: Vec<_> =
+        std::iter::once((TenantId::OPERATOR, crate::format::keyring::OPERATOR_NAME))
+            .chain(contexts.tenants.iter())
+            .collect();
+    keys.give_keys(&registered, false).map_err(|error| {
+        OpenError::Config(format!("giving registered tenants their keys: {error}"))
+    })
+}
+
+/// The meta file says the store seals (a promoted standby whose primary never did).
+pub(crate) fn mark_sealing(store: &crate::store_dir::StoreDir) -> Result<(), OpenError> {
+    let path = store.meta_path();
+    let bytes = crate::file::read_whole(&path).map_err(|source| OpenError::io(&path, source))?;
+    let meta = Meta::decode(&bytes)
+        .map_err(|error| OpenError::Corrupt(crate::error::Corruption::record(&path, 0, &error)))?;
+    if !meta.seals {
+        store.write_meta(&Meta {
+            seals: true,
+            ..meta
+        })?;
+    }
+    Ok(())
 }

@@ -23,9 +23,20 @@ use crate::error::{Corruption, EngineError, OpenError};
 use crate::format::keyring::OPERATOR_NAME;
 use crate::ids::TenantId;
 use crate::seal::{Addressing, DataKey, Keyring, MasterKey, SealError};
+use crate::store_dir::KEYRING_FILE;
 
-/// The keyring file's name in the store's directory.
-pub const KEYRING_FILE: &str = "keyring";
+/// What the keys are opened for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum KeysFor {
+    /// A store that writes: a first start with a master key writes a new keyring.
+    Serving,
+    /// A standby: its keyring is its primary's, installed from the replica
+    /// (`StoreKeys::install`); it never makes one.
+    Following,
+    /// `verify`: reads, never writes; without the master key, sealed bytes are left to their
+    /// checksums.
+    Verifying,
+}
 
 /// The store's keys: whether it seals, and the keyring it seals with.
 #[derive(Debug)]
@@ -66,17 +77,16 @@ impl StoreKeys {
     }
 
     /// The keys of the store in `root`: its keyring opened under `master` (the check first: a
-    /// wrong master key is refused, naming the check), or a new keyring holding the
+    /// wrong master key is refused, naming the check), or, serving, a new keyring holding the
     /// operator's keys when the store seals from now on. `sealed_before`: the store's meta
-    /// file says it seals, so its keyring must be there. `write`: whether a new keyring is
-    /// written and a keyring without its master key refused (`verify` reads, never writes, and
-    /// checks a sealing store without the key as far as checksums go).
+    /// file says it seals, so its keyring must be there.
     pub fn open(
         root: &Path,
         master: Option<Arc<MasterKey>>,
         sealed_before: bool,
-        write: bool,
+        purpose: KeysFor,
     ) -> Result<StoreKeys, OpenError> {
+        let write = purpose != KeysFor::Verifying;
         let path = root.join(KEYRING_FILE);
         let exists = std::fs::symlink_metadata(&path).is_ok();
         if sealed_before && !exists && write {
@@ -108,6 +118,7 @@ impl StoreKeys {
                     .map_err(|source| OpenError::io(&path, source))?;
                 Keyring::decode(&bytes, master).map_err(|error| open_error(&path, error))?
             }
+            (Some(_), false) if purpose == KeysFor::Following => Keyring::new(),
             (Some(master), false) => {
                 let mut keyring = Keyring::new();
                 keyring
@@ -224,6 +235,37 @@ impl StoreKeys {
         })?;
         self.keyring.store(Arc::new(next));
         Ok(())
+    }
+}
+
+impl StoreKeys {
+    /// A standby's: replaces the keyring with its primary's `bytes` (the replica's `keyring`
+    /// object), opened under this store's master key first (one that does not open changes
+    /// nothing: the error names the check), then written durably, then published. Answers
+    /// whether anything changed.
+    pub fn install(&self, bytes: &[u8]) -> Result<bool, EngineError> {
+        let Some(master) = &self.master else {
+            return Err(EngineError::Keys(
+                "the primary seals its payloads and this store has no master key: start it \
+                 with the primary's --master-key-file"
+                    .into(),
+            ));
+        };
+        let _rewrite = self
+            .rewrite
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let current = crate::file::read_whole(&self.path).ok();
+        if current.as_deref() == Some(bytes) {
+            return Ok(false);
+        }
+        let keyring = Keyring::decode(bytes, master).map_err(|error| {
+            EngineError::Keys(format!("the primary's keyring does not open here: {error}"))
+        })?;
+        crate::file::api::write_file_durably(&self.path, bytes)
+            .map_err(|source| EngineError::from_write(&self.path, source))?;
+        self.keyring.store(Arc::new(keyring));
+        Ok(true)
     }
 }
 

@@ -26,6 +26,7 @@ use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
 
 pub const META_FILE: &str = "ctxstore.meta";
 pub const LOCK_FILE: &str = "LOCK";
+pub const KEYRING_FILE: &str = "keyring";
 pub const TURNS_LOG_FILE: &str = "turns.log";
 /// The compacted prefix of `turns.log` (`format/log_base.rs`).
 pub const TURNS_BASE_FILE: &str = "turns.base";
@@ -49,6 +50,11 @@ impl StoreDir {
 
     pub fn meta_path(&self) -> PathBuf {
         self.root.join(META_FILE)
+    }
+
+    /// `keyring`: a sealing store's keys, wrapped by its master key (decision 0032 §5).
+    pub fn keyring_path(&self) -> PathBuf {
+        self.root.join(KEYRING_FILE)
     }
 
     pub fn turns_log_path(&self) -> PathBuf {

@@ -20,7 +20,7 @@ use crate::format::meta::{Meta, STORE_FORMAT_VERSION};
 use crate::format::pack::{Compression, PackHeader};
 use crate::format::turn_log::{LogRecord, SlotAssembly, TurnRecord};
 use crate::ids::{BlobHash, BlobHashBuildHasher};
-use crate::keys::StoreKeys;
+use crate::keys::{KeysFor, StoreKeys};
 use crate::seal::MasterKey;
 use crate::sequencer::heads::DELETED_HEAD;
 use crate::sequencer::log_base::LogBase;
@@ -129,18 +129,7 @@ pub fn verify_sealed(
         ..VerifyReport::default()
     };
 
-    let keys = Arc::new(StoreKeys::open(&store.root, master_key, meta.seals, false)?);
-    let mut views = Vec::new();
-    for shard in 0..meta.shard_count {
-        views.push(verify_shard(&store, shard, &keys, &mut report)?);
-    }
-    if report.sealed > 0 && !keys.seals() {
-        report.notes.push(format!(
-            "{} sealed blob bodies were checked by their checksums only: give verify the \
-             master key (--master-key-file) to open them and check their payloads",
-            report.sealed
-        ));
-    }
+    let views = verify_shards(&store, &meta, master_key, &mut report)?;
     verify_manifests(&views, &mut report);
     let log_path = store.turns_log_path();
     let io = |source| OpenError::io(&log_path, source);
@@ -186,6 +175,34 @@ pub fn verify_sealed(
     );
     count_state(&mut report, &replay.state);
     Ok(report)
+}
+
+/// Every shard's records checked (sealed ones opened with the master key, when given), and
+/// the views that read them.
+fn verify_shards(
+    store: &StoreDir,
+    meta: &crate::format::meta::Meta,
+    master_key: Option<Arc<MasterKey>>,
+    report: &mut VerifyReport,
+) -> Result<Vec<ShardView>, OpenError> {
+    let keys = Arc::new(StoreKeys::open(
+        &store.root,
+        master_key,
+        meta.seals,
+        KeysFor::Verifying,
+    )?);
+    let mut views = Vec::new();
+    for shard in 0..meta.shard_count {
+        views.push(verify_shard(store, shard, &keys, report)?);
+    }
+    if report.sealed > 0 && !keys.seals() {
+        report.notes.push(format!(
+            "{} sealed blob bodies were checked by their checksums only: give verify the \
+             master key (--master-key-file) to open them and check their payloads",
+            report.sealed
+        ));
+    }
+    Ok(views)
 }
 
 /// A turn's skip pointer is its ancestor at `skip_depth(depth)`, its summary the latest on its

@@ -371,6 +371,7 @@ impl Follower {
             kept_own: BTreeSet::new(),
             lease_watch: None,
             lease_read_due_ns: 0,
+            keyring_version: None,
         };
         let stopping = Arc::new(AtomicBool::new(false));
         let wake = Arc::new(tokio::sync::Notify::new());
@@ -501,6 +502,8 @@ struct Applier {
     lease_watch: Option<(crate::lease::Seen, u64)>,
     /// When the lease is read next (boot ns).
     lease_read_due_ns: u64,
+    /// The version of the replica's keyring last installed (decision 0032 §5).
+    keyring_version: Option<String>,
 }
 
 /// One restore point's worth of segments, fetched and checked, ready to apply.
@@ -1006,6 +1009,9 @@ impl Applier {
                 })
                 .collect();
             seqs.sort_unstable();
+            // After the listing, before the segments: the primary replaced the keyring before
+            // it shipped anything sealed under a key the keyring did not hold.
+            self.install_keyring().await?;
             let backlog: u64 = listed.iter().map(|listed| listed.size).sum();
             self.stats.lag_bytes.store(backlog, Ordering::Relaxed);
             self.stats
@@ -1015,6 +1021,24 @@ impl Applier {
                 return Ok(());
             }
         }
+    }
+
+    /// The primary's keyring (the replica's `keyring` object), installed when its version
+    /// changed: the standby opens what the primary sealed (decision 0032 §5). One that does not
+    /// open under this store's master key (another key, or none) fails the poll, naming why;
+    /// the standby keeps its own keyring and stalls rather than apply what it cannot open.
+    async fn install_keyring(&mut self) -> Result<(), ReplicaError> {
+        let Some(found) = crate::keyring::fetch(&self.remote).await? else {
+            return Ok(());
+        };
+        if self.keyring_version.as_deref() == Some(found.version.as_str()) {
+            return Ok(());
+        }
+        if self.engine.install_keyring(&found.bytes)? {
+            tracing::info!("standby installed its primary's keyring");
+        }
+        self.keyring_version = Some(found.version);
+        Ok(())
     }
 
     /// Every segment of `generation` up to the newest listed (`seqs`), in order, each read

@@ -13,11 +13,14 @@
 //! PREFIX/gGGGGGG/p/HH-PPPPPP-SSSSSSSSSSSS pack P of shard HH, whole, as of segment S
 //! PREFIX/gGGGGGG/b/SSSSSSSSSSSS           turns.base, whole, as of segment S
 //! PREFIX/restore/NNNN…(32 hex)            a restore in progress: retention keeps what it reads
+//! PREFIX/lease                            the primary's lease (replaced by conditional PUT)
+//! PREFIX/keyring                          a sealing store's keyring (replaced by conditional PUT)
 //! ```
 
 use object_store::path::Path;
 pub const MARKER: &str = "ctxstore-replica";
 const LEASE: &str = "lease";
+const KEYRING: &str = "keyring";
 
 /// Where a replica lives: its object store's prefix (no leading or trailing slash).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,9 +53,12 @@ pub enum Key {
         seq: u64,
     },
     Restore(u128),
-    /// The prefix's lease (decision 0031 §4): the one key written more than once, and only by
-    /// conditional PUT.
+    /// The prefix's lease (decision 0031 §4): written more than once, only by conditional PUT.
     Lease,
+    /// A sealing store's keyring (decision 0032 §5): its keys wrapped by the master key,
+    /// replaced by conditional PUT whenever the store's own changes; in no segment, checkpoint
+    /// or restore point, so every restore reads the current one.
+    Keyring,
 }
 
 impl Layout {
@@ -118,6 +124,7 @@ fn name(key: Key) -> String {
         Key::Base { generation, seq } => format!("g{generation:06}/b/{seq:012}"),
         Key::Restore(id) => format!("restore/{id:032x}"),
         Key::Lease => LEASE.to_string(),
+        Key::Keyring => KEYRING.to_string(),
     }
 }
 
@@ -133,6 +140,9 @@ fn parse_name(name: &str) -> Option<Key> {
     }
     if name == LEASE {
         return Some(Key::Lease);
+    }
+    if name == KEYRING {
+        return Some(Key::Keyring);
     }
     if let Some(epoch) = name.strip_prefix("epoch/") {
         return digits(epoch, 10).map(Key::Epoch);
@@ -206,6 +216,7 @@ mod tests {
             },
             Key::Restore(0xabc),
             Key::Lease,
+            Key::Keyring,
         ];
         for key in keys {
             let path = layout.path(key);

@@ -15,6 +15,8 @@
 //! - `acks`: remote acknowledgements, the cut tickets the shipper confirms and the network
 //!   cores wait on;
 //! - `follow`: the standby's poller (restore or resume, segments applied through the actors);
+//! - `keyring`: a sealing store's keyring object, replaced by the primary before a cut that
+//!   needs it, written by a restore, installed by a standby (decision 0032 §5);
 //! - `lease`: the prefix's lease object: created, taken, renewed, released by conditional
 //!   writes, every outcome known;
 //! - `takeover`: a standby taking the prefix over (the epoch, the seal that ends the old
@@ -44,6 +46,7 @@ pub mod follow;
 pub mod format;
 pub mod fresh;
 pub mod ids;
+pub mod keyring;
 pub mod layout;
 pub mod lease;
 pub mod local;

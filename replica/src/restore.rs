@@ -123,7 +123,14 @@ pub async fn restore(
 
     let lease = Key::Restore(u128::from(now_unix_ms()) << 32 | u128::from(std::process::id()));
     remote.create(lease, Bytes::from_static(b"restore")).await?;
-    let result = restore_at(remote, to, resolved, marker.replica_id, progress).await;
+    // The current keyring, whatever the point (decision 0032 §5): written before the meta file.
+    let result = match crate::keyring::fetch(remote).await {
+        Ok(keyring) => {
+            let keyring = keyring.map(|found| found.bytes);
+            restore_at(remote, to, resolved, marker.replica_id, keyring, progress).await
+        }
+        Err(error) => Err(error),
+    };
     let _ = remote.delete(lease).await;
     let (state, objects, bytes) = result?;
     let report = RestoreReport {
@@ -372,6 +379,7 @@ async fn restore_at(
     to: &Path,
     resolved: Resolved,
     replica_id: [u8; 16],
+    keyring: Option<Bytes>,
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> Result<Written, ReplicaError> {
     let (mut state, around) = state_for_point(remote, &resolved).await?;
@@ -391,7 +399,7 @@ async fn restore_at(
     if let Some(record_id) = resolved.log_records {
         cut_log(&log_path, &mut state, record_id)?;
     }
-    finish(to, &store, &state)?;
+    finish(to, &store, &state, keyring.as_deref())?;
     if let Some(record_id) = resolved.log_records {
         // A collection inside the cut may have rewritten a pack that was open or new there,
         // dropping blobs appended after the cut began that records up to the point name:
@@ -776,8 +784,14 @@ fn create_sized(path: &Path, len: u64) -> Result<(), ReplicaError> {
         .map_err(|source| ReplicaError::io(path, source))
 }
 
-/// The meta file, empty indexes, the log's last record whole; everything synced.
-fn finish(to: &Path, store: &StoreDir, state: &StoreState) -> Result<(), ReplicaError> {
+/// The meta file, empty indexes, the log's last record whole, a sealing store's keyring;
+/// everything synced.
+fn finish(
+    to: &Path,
+    store: &StoreDir,
+    state: &StoreState,
+    keyring: Option<&[u8]>,
+) -> Result<(), ReplicaError> {
     let log_path = store.turns_log_path();
     files::sync_file(&log_path).map_err(|source| ReplicaError::io(&log_path, source))?;
     for shard in 0..state.shards.len() {
@@ -787,6 +801,11 @@ fn finish(to: &Path, store: &StoreDir, state: &StoreState) -> Result<(), Replica
             .map_err(|source| ReplicaError::io(&index, source))?;
         let dir = store.shard_dir(shard as u16);
         files::sync_dir(&dir).map_err(|source| ReplicaError::io(&dir, source))?;
+    }
+    if let Some(keyring) = keyring {
+        let path = store.keyring_path();
+        files::write_file_durably(&path, keyring)
+            .map_err(|source| ReplicaError::io(&path, source))?;
     }
     files::sync_dir(to).map_err(|source| ReplicaError::io(to, source))?;
     // The meta file last: its presence makes the directory a store (written under a

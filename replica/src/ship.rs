@@ -303,6 +303,9 @@ struct Shipper {
     /// than a new cut under the same keys. In memory only: after a restart, `attach` finds a
     /// segment it has no record of and forks.
     retry: Option<(u64, Cycle)>,
+    /// The BLAKE3 of the keyring last made the replica's (memory only: after a restart the
+    /// first cycle compares with the object itself).
+    keyring_shipped: Option<[u8; 32]>,
 }
 
 /// What the cut gave a cycle to upload.
@@ -319,6 +322,9 @@ struct Cycle {
     identities: Vec<(Option<(u16, u32)>, FileIdentity)>,
     /// Bytes durable locally that this segment does not ship yet.
     left_bytes: u64,
+    /// The store's keyring as of the cut (read while it was held), when the store seals: the
+    /// replica's is made this before anything of the cut ships (`keyring.rs`).
+    keyring: Option<Vec<u8>>,
 }
 
 struct Upload {
@@ -433,6 +439,7 @@ impl Shipper {
             bytes_since_checkpoint: 0,
             spare_body: Vec::new(),
             retry: None,
+            keyring_shipped: None,
         }
     }
 
@@ -1090,6 +1097,15 @@ impl Shipper {
         cycle.header.log_base = None;
         let mut objects = 0u64;
         let mut bytes_shipped = 0u64;
+        if let Some(keyring) = &cycle.keyring {
+            let hash = *blake3::hash(keyring).as_bytes();
+            if self.keyring_shipped != Some(hash) {
+                crate::keyring::ship(&self.remote, keyring).await?;
+                self.keyring_shipped = Some(hash);
+                objects += 1;
+                bytes_shipped += keyring.len() as u64;
+            }
+        }
         for upload in &cycle.uploads {
             let bytes = std::fs::read(&upload.staged)
                 .map_err(|source| ReplicaError::io(&upload.staged, source))?;
@@ -1343,6 +1359,8 @@ impl Shipper {
             // Set by the cycle, read after the cut (`Shipper::cycle`).
             contexts: 0,
         };
+        // After the cut is held: every key its sealed bytes need is in the keyring read now.
+        let keyring = crate::keyring::read_local(&store.root)?;
         Ok(Some(Cycle {
             ticket: 0,
             cut_boot_ns: u64::MAX,
@@ -1351,6 +1369,7 @@ impl Shipper {
             uploads,
             identities,
             left_bytes,
+            keyring,
         }))
     }
 

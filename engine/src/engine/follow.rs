@@ -48,7 +48,28 @@ impl Engine {
     /// what it could of the replica and took the epoch that fences the old primary.
     pub fn promote(&self) {
         self.inner.published.status.leave_follower();
+        if self.inner.published.keys.seals() {
+            // A primary's keys from now on: every tenant (the operator too) has its own, and
+            // the meta file says the store seals. A failure here refuses those tenants' writes
+            // (nothing is written in plain text); the log says why.
+            let published = &self.inner.published;
+            let store = crate::store_dir::StoreDir::new(&self.inner.config.data_dir);
+            let given = crate::engine::give_registered_keys(&published.keys, published)
+                .and_then(|()| crate::engine::mark_sealing(&store));
+            if let Err(error) = given {
+                tracing::error!(%error, "promoted, but the keys of its tenants are not all written");
+            }
+        }
         tracing::info!(data = %self.inner.config.data_dir.display(), "promoted: the store takes writes");
+    }
+
+    /// A standby's keys (decision 0032 §5): the replica's `keyring` object, its primary's,
+    /// replaces this store's keyring once it opens under this store's master key (written
+    /// durably first). The follower installs it after it lists segments and before it applies
+    /// them: the primary replaces the object before it ships anything sealed under a new key,
+    /// so every segment applied finds its keys. Answers whether the keyring changed.
+    pub fn install_keyring(&self, bytes: &[u8]) -> Result<bool, EngineError> {
+        self.inner.published.keys.install(bytes)
     }
 
     /// Fencing (issue 46): another primary took the replica's prefix with a later epoch, so

@@ -21,7 +21,7 @@ use crate::error::OpenError;
 use crate::file::ReadFile;
 use crate::format::meta::{Meta, STORE_FORMAT_SKIPS, STORE_FORMAT_VERSION};
 use crate::gc::{Collector, Scheduler};
-use crate::keys::StoreKeys;
+use crate::keys::{KeysFor, StoreKeys};
 use crate::metrics::ActorMetrics;
 use crate::model::Scope;
 use crate::pipeline::{SequencerInbox, ShardRequest};
@@ -67,16 +67,6 @@ impl Engine {
     /// then starts the actors on their threads. Blocks until the store is ready.
     pub fn open(config: EngineConfig) -> Result<Engine, OpenError> {
         config.validate().map_err(OpenError::Config)?;
-        if config.follower && config.master_key.is_some() {
-            // A standby takes its keys from the replica's `keyring` object (decision 0032 §5,
-            // build plan step 4), which is not built: refused rather than guessed.
-            return Err(OpenError::Config(
-                "a standby cannot seal yet: it would need its primary's keyring from the \
-                 replica (decision 0032 step 4, not built); start the standby without \
-                 --master-key-file"
-                    .into(),
-            ));
-        }
         let started = std::time::Instant::now();
         let store = StoreDir::new(&config.data_dir);
         crate::file::ops::create_dir_all(&store.root)
@@ -84,7 +74,10 @@ impl Engine {
         let lock = store.lock()?;
         let mut recovered = recover(&store, &config)?;
         let published = publish(&mut recovered)?;
-        give_registered_keys(&recovered.keys, &published)?;
+        if !config.follower {
+            // A standby's keys are its primary's, installed from the replica.
+            crate::engine::give_registered_keys(&recovered.keys, &published)?;
+        }
         if config.follower {
             // Before any actor runs: not one write slips in (`engine/follow.rs`).
             published.status.set_following(
@@ -158,13 +151,18 @@ fn recover(store: &StoreDir, config: &EngineConfig) -> Result<Recovered, OpenErr
         crate::file::make_private(&path).map_err(|source| OpenError::io(&path, source))?;
     }
     // The keys first: a wrong master key is refused before a byte is read or cut.
+    let purpose = if config.follower {
+        KeysFor::Following
+    } else {
+        KeysFor::Serving
+    };
     let keys = Arc::new(StoreKeys::open(
         &store.root,
         config.master_key.clone(),
         meta.seals,
-        true,
+        purpose,
     )?);
-    if keys.seals() && !meta.seals {
+    if keys.seals() && !meta.seals && !config.follower {
         // The keyring is durable: from now on the store's copies say that they seal.
         meta.seals = true;
         store.write_meta(&meta)?;
@@ -210,20 +208,6 @@ fn recover(store: &StoreDir, config: &EngineConfig) -> Result<Recovered, OpenErr
         base,
         log,
         log_path,
-    })
-}
-
-/// Every registered tenant has its keys when the store seals: one without (registered before
-/// the store sealed, or whose keys a crash kept from the keyring) gets its derived address
-/// key, the one its blobs may lie at already, and a fresh data key.
-fn give_registered_keys(keys: &StoreKeys, published: &Published) -> Result<(), OpenError> {
-    if !keys.seals() {
-        return Ok(());
-    }
-    let contexts = published.contexts.load();
-    let registered: Vec<_> = contexts.tenants.iter().collect();
-    keys.give_keys(&registered, false).map_err(|error| {
-        OpenError::Config(format!("giving registered tenants their keys: {error}"))
     })
 }
 
