@@ -130,6 +130,10 @@ enum Command {
         /// Creation mask of the new store, octal (as `--umask` of the server).
         #[arg(long, default_value = "077", value_parser = parse_umask)]
         umask: u32,
+        /// A sealing store's master key: the restored store is opened and verified with it
+        /// (its keyring is the replica's current one, whatever the point).
+        #[command(flatten)]
+        key: KeyArgs,
     },
     /// Make the standby running on DIR (--follow) the primary: at its next poll it applies
     /// what the replica holds, takes the next epoch (the old primary stops shipping within
@@ -247,7 +251,8 @@ struct ServeArgs {
     /// bytes: `openssl rand -hex 32 > FILE`). Each tenant (and the operator) gets a data key,
     /// wrapped by this key in DIR/keyring; blob bodies are sealed with XChaCha20-Poly1305
     /// before they reach the disk. A store that seals never opens without it; a wrong key is
-    /// refused at start. Not yet with --replicate-to or --follow.
+    /// refused at start. With --replicate-to the keyring (keys wrapped by this key) goes to the
+    /// replica; a standby (--follow) needs the same key.
     #[arg(long, value_name = "FILE", conflicts_with = "master_key_command")]
     master_key_file: Option<PathBuf>,
     /// As --master-key-file, the key read from this shell command's standard output (a
@@ -567,7 +572,15 @@ fn main() -> ExitCode {
             generation,
             s3,
             umask,
-        }) => commands::restore::restore(&from, &to, at, at_seq, generation, &s3, umask),
+            key,
+        }) => key.read().and_then(|key| {
+            let point = commands::restore::Point {
+                at,
+                at_seq,
+                generation,
+            };
+            commands::restore::restore(&from, &to, point, &s3, umask, key)
+        }),
         Some(Command::Promote { data, wait }) => commands::promote::promote(&data, wait),
         None if cli.serve.print_config => {
             commands::print_config::print_config(cli.serve, &effective)

@@ -2,8 +2,10 @@
 //! `--master-key-file` with a tenants file; a marker a tenant and the operator append is
 //! nowhere in the data directory in plain text; `verify --master-key-file` opens every sealed
 //! body; a wrong master key refuses the start, naming the check, and serves nothing;
-//! `--master-key-command` reads the key from a command; sealing with replication is refused
-//! until the keyring ships (decision 0032 step 4).
+//! `--master-key-command` reads the key from a command. With replication (decision 0032 §5):
+//! the replica's objects and a standby's directory hold no marker either; the keyring goes to
+//! the replica (`PREFIX/keyring`), a standby installs it (a tenant added later is readable
+//! there too), and a restore writes it, so the restored store opens under the master key.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -23,11 +25,22 @@ const KEY: &str = "8f2a61c03e5d47b9a1c2d3e4f5061728394a5b6c7d8e9fa0b1c2d3e4f5a6b
 const OTHER_KEY: &str = "08f2a61c03e5d47b9a1c2d3e4f5061728394a5b6c7d8e9fa0b1c2d3e4f5a6b7c";
 const MARKER: &[u8] = b"SEALED-MARKER-9d41";
 
+#[derive(Clone)]
 struct Files {
     data: std::path::PathBuf,
     tenants: String,
     key: String,
     other_key: String,
+}
+
+impl Files {
+    /// The same tenants file and keys, another store.
+    fn at(&self, data: std::path::PathBuf) -> Files {
+        Files {
+            data,
+            ..self.clone()
+        }
+    }
 }
 
 fn files(dir: &Path) -> Files {
@@ -136,28 +149,188 @@ fn a_tenants_and_the_operators_payloads_never_reach_the_disk_in_plain_text() {
     }
 }
 
+/// Waits until `read` answers `Some`, or fails after a while naming `what`.
+fn eventually<T>(what: &str, mut read: impl FnMut() -> Option<T>) -> T {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(value) = read() {
+            return value;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "never saw {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Everything acknowledged has shipped: the primary's replication figures say so.
+fn shipped(server: &TestServer, records_min: u64) {
+    let operator = client(server, OPERATOR);
+    eventually("everything shipped", || {
+        let stats = operator.replication_stats().unwrap();
+        (stats.lag_bytes == 0 && stats.records >= records_min).then_some(())
+    });
+}
+
+/// A sealing primary shipping to `url` every 50 ms.
+fn shipping(files: &Files, url: &str) -> TestServer {
+    let flags = [
+        "--master-key-file",
+        files.key.as_str(),
+        "--replicate-to",
+        url,
+        "--replicate-interval",
+        "50ms",
+    ];
+    launch(files, &flags).start()
+}
+
 #[test]
-fn sealing_with_replication_is_refused_until_the_keyring_ships() {
+fn the_replica_a_standby_and_a_restore_hold_sealed_bytes_and_open_them_with_the_keyring() {
     let dir = tempfile::tempdir().unwrap();
     let files = files(dir.path());
-    let Err(refused) = launch(
-        &files,
-        &[
-            "--master-key-file",
-            &files.key,
-            "--replicate-to",
-            "file:///nonexistent/replica",
-        ],
-    )
-    .try_start() else {
-        panic!("sealing with --replicate-to must be refused")
+    let replica = dir.path().join("replica");
+    let url = format!("file://{}", replica.display());
+    let primary = shipping(&files, &url);
+    let acme = client(&primary, ACME);
+    let context = acme.create_context().unwrap().context_id;
+    let payloads: Vec<Bytes> = [(4, 700), (5, 40_000)]
+        .into_iter()
+        .map(|(seed, len)| payload(seed, len))
+        .collect();
+    for payload in &payloads {
+        acme.append(context, None, 0, 0, payload.clone()).unwrap();
+    }
+    // An open stream's deltas ship as log records: sealed there too.
+    let stream = acme
+        .open_stream(context, ctxstore_client::NewStream::new(1, 0))
+        .unwrap();
+    let delta = Bytes::from([MARKER, b" streamed"].concat());
+    acme.append_delta(stream.stream_id, None, delta.clone())
+        .unwrap();
+    shipped(&primary, 4);
+    assert!(
+        replica.join("keyring").exists(),
+        "the keyring went to the replica"
+    );
+    assert_eq!(files_holding(&replica, MARKER), Vec::<String>::new());
+
+    // A standby with the same key installs the keyring and serves acme's data.
+    let standby_data = dir.path().join("standby");
+    let follow = ["--follow", url.as_str(), "--replicate-interval", "50ms"];
+    let mut standby_flags = vec!["--master-key-file", files.key.as_str()];
+    standby_flags.extend_from_slice(&follow);
+    let standby_files = files.at(standby_data.clone());
+    let standby = launch(&standby_files, &standby_flags).start();
+    let on_standby = client(&standby, ACME);
+    for payload in &payloads {
+        let hash = BlobHash::of(payload);
+        let read = eventually("acme's payload on the standby", || {
+            on_standby.blob(hash).ok()
+        });
+        assert_eq!(read, *payload);
+    }
+    let chunk = eventually("the stream on the standby", || {
+        on_standby
+            .read_stream(stream.stream_id, 0, 1 << 20, None)
+            .ok()
+            .filter(|chunk| chunk.bytes.len() == delta.len())
+    });
+    assert_eq!(chunk.bytes, delta);
+
+    // A tenant added now gets new keys; the standby installs the replaced keyring.
+    let globex_token = "globex-token-0123456789abcd";
+    let tenants = std::fs::read_to_string(&files.tenants).unwrap()
+        + &format!(
+            "\n[[tenant]]\nname = \"globex\"\ntokens = [\"{globex_token}\"]\nrights = \
+             [\"read\", \"write\"]\n"
+        );
+    std::fs::write(&files.tenants, tenants).unwrap();
+    // Both read the file again (it is the same file here).
+    primary.signal("HUP");
+    standby.signal("HUP");
+    let globex = eventually("globex let in", || {
+        let mut config = ClientConfig::new(primary.addr.clone());
+        config.token = Some(globex_token.to_string());
+        blocking::Client::connect(config).ok()
+    });
+    let theirs = globex.create_context().unwrap().context_id;
+    let secret = payload(6, 3_000);
+    globex.append(theirs, None, 0, 0, secret.clone()).unwrap();
+    let globex_on_standby = eventually("globex on the standby", || {
+        let mut config = ClientConfig::new(standby.addr.clone());
+        config.token = Some(globex_token.to_string());
+        blocking::Client::connect(config).ok()
+    });
+    let read = eventually("globex's payload on the standby", || {
+        globex_on_standby.blob(BlobHash::of(&secret)).ok()
+    });
+    assert_eq!(read, secret);
+    shipped(&primary, 7);
+    drop((acme, globex, on_standby, globex_on_standby));
+    drop(standby);
+    drop(primary);
+    assert_eq!(files_holding(&replica, MARKER), Vec::<String>::new());
+    assert_eq!(files_holding(&standby_data, MARKER), Vec::<String>::new());
+
+    // A restore writes the replica's keyring and opens under the key; without the key it
+    // refuses, naming the flag.
+    let restore = |to: &Path, key: &[&str]| {
+        Command::new(SERVER)
+            .args(["restore", "--from", &url, "--to"])
+            .arg(to)
+            .args(key)
+            .output()
+            .unwrap()
     };
-    assert!(refused.to_string().contains("keyring"), "{refused}");
-    let Err(refused) = launch(&files, &["--master-key-command", "exit 3"]).try_start() else {
-        panic!("a failing key command must refuse the start")
+    let keyless = restore(&dir.path().join("keyless"), &[]);
+    assert!(!keyless.status.success());
+    let stderr = String::from_utf8_lossy(&keyless.stderr);
+    assert!(stderr.contains("--master-key-file"), "{stderr}");
+    let restored = dir.path().join("restored");
+    let output = restore(&restored, &["--master-key-file", &files.key]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(files_holding(&restored, MARKER), Vec::<String>::new());
+    let restored_files = files.at(restored);
+    let server = launch(&restored_files, &["--master-key-file", &files.key]).start();
+    let acme = client(&server, ACME);
+    for payload in &payloads {
+        assert_eq!(acme.blob(BlobHash::of(payload)).unwrap(), *payload);
+    }
+}
+
+#[test]
+fn a_standby_with_another_master_key_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = files(dir.path());
+    let url = format!("file://{}", dir.path().join("replica").display());
+    let primary = shipping(&files, &url);
+    let acme = client(&primary, ACME);
+    let context = acme.create_context().unwrap().context_id;
+    acme.append(context, None, 0, 0, payload(7, 500)).unwrap();
+    shipped(&primary, 2);
+    let standby_files = files.at(dir.path().join("standby"));
+    let follow = [
+        "--master-key-file",
+        files.other_key.as_str(),
+        "--follow",
+        url.as_str(),
+    ];
+    let Err(refused) = launch(&standby_files, &follow).try_start() else {
+        panic!("a standby under another master key must not start")
     };
     assert!(
-        refused.to_string().contains("--master-key-command"),
+        refused.to_string().contains("master-key check"),
+        "{refused}"
+    );
+    let Err(refused) = launch(&standby_files, &["--follow", url.as_str()]).try_start() else {
+        panic!("a standby without the master key must not start")
+    };
+    assert!(
+        refused.to_string().contains("--master-key-file"),
         "{refused}"
     );
 }

@@ -6,15 +6,27 @@ use anyhow::Context;
 
 use crate::S3Args;
 
-/// `ctxstore-server restore`: the replica's point into a new store, opened and verified.
+/// Which point: the last at or before a time, exactly a record, or the latest; of a
+/// generation's lineage, or the newest's.
+pub(crate) struct Point {
+    pub at: Option<u64>,
+    pub at_seq: Option<u64>,
+    pub generation: Option<u32>,
+}
+
+/// `ctxstore-server restore`: the replica's point into a new store, opened and verified (with
+/// `master_key`, when the store seals).
 pub(crate) fn restore(
     from: &str,
     to: &std::path::Path,
-    at: Option<u64>,
-    at_seq: Option<u64>,
-    generation: Option<u32>,
+    Point {
+        at,
+        at_seq,
+        generation,
+    }: Point,
     s3: &S3Args,
     umask: u32,
+    master_key: Option<std::sync::Arc<ctxstore_engine::seal::MasterKey>>,
 ) -> anyhow::Result<ExitCode> {
     use ctxstore_replica::restore::RestorePoint;
     rustix::process::umask(rustix::fs::Mode::from_bits_truncate(umask));
@@ -41,7 +53,7 @@ pub(crate) fn restore(
             &mut progress,
         ))
         .with_context(|| format!("restoring {from} into {}", to.display()))?;
-    let (floors, verified) = check_restored(&to, &report, &remote, &runtime)?;
+    let (floors, verified) = check_restored(&to, &report, &remote, &runtime, master_key)?;
     println!(
         "restored_dir {}\ngeneration {}\nseq {}\npoint_unix_ms {}\nlog_records {}\nnext_turn_id {}\nnext_context_id {}\nturns {}\nblobs {}\nobjects {}\nbytes {}\nduration_ms {}",
         report.dir.display(),
@@ -89,6 +101,7 @@ fn check_restored(
     report: &ctxstore_replica::restore::RestoreReport,
     remote: &ctxstore_replica::Remote,
     runtime: &tokio::runtime::Runtime,
+    master_key: Option<std::sync::Arc<ctxstore_engine::seal::MasterKey>>,
 ) -> anyhow::Result<(
     ctxstore_engine::id_floors::IdFloors,
     ctxstore_engine::VerifyReport,
@@ -97,9 +110,10 @@ fn check_restored(
     let shards = ctxstore_engine::store_dir::StoreDir::new(to)
         .existing_shard_count()?
         .unwrap_or(1);
-    let engine =
-        ctxstore_engine::Engine::open(ctxstore_engine::EngineConfig::new(to).with_shards(shards))
-            .with_context(|| format!("opening the restored store {}", to.display()))?;
+    let mut config = ctxstore_engine::EngineConfig::new(to).with_shards(shards);
+    config.master_key = master_key.clone();
+    let engine = ctxstore_engine::Engine::open(config)
+        .with_context(|| format!("opening the restored store {}", to.display()))?;
     // Recovery keeps a turn only with its blob: a store that opens with fewer records than
     // the point holds lost some (issue 46: this exited 0 and verified). Never a silent loss.
     let held = engine.durable_records();
@@ -121,7 +135,7 @@ fn check_restored(
         .with_context(|| format!("raising the ids of {}", to.display()));
     engine.shutdown();
     let floors = floors?;
-    let verified = ctxstore_engine::verify(to)?;
+    let verified = ctxstore_engine::verify_sealed(to, master_key)?;
     if !verified.is_ok() {
         eprintln!("{verified}");
         anyhow::bail!("the restored store in {} does not verify", to.display());

@@ -32,7 +32,10 @@ pub(crate) fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
         warn_if_readable_by_others(path);
         config.tenants_file = Some(path.clone());
     }
-    seal_settings(&args, &mut config)?;
+    config.engine.master_key = super::master_key::read(
+        args.master_key_file.as_deref(),
+        args.master_key_command.as_deref(),
+    )?;
     if let Some(cores) = args.network_cores {
         config.network_cores = cores;
     }
@@ -163,23 +166,6 @@ fn replication_settings(args: &ServeArgs, config: &mut ServerConfig) {
             auto_promote: args.auto_promote,
         });
     }
-}
-
-/// The master key (decision 0032 §4), and what sealing cannot be combined with yet.
-fn seal_settings(args: &ServeArgs, config: &mut ServerConfig) -> anyhow::Result<()> {
-    config.engine.master_key = super::master_key::read(
-        args.master_key_file.as_deref(),
-        args.master_key_command.as_deref(),
-    )?;
-    anyhow::ensure!(
-        config.engine.master_key.is_none()
-            || (args.replicate_to.is_none() && args.follow.is_none()),
-        "--master-key-file (or --master-key-command) with --replicate-to or --follow: a \
-         sealing store's replica would need its keyring, which is not shipped yet (decision \
-         0032 step 4); replicate a store that does not seal, or seal one that does not \
-         replicate"
-    );
-    Ok(())
 }
 
 /// `--replica-lease`: `None` when `off`.
