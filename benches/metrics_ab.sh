@@ -19,8 +19,11 @@
 #
 # AB=seal: "off" a server without a master key, "on" the same with --master-key-file (every
 # payload sealed on the way in, opened on the way out: XChaCha20-Poly1305, decision 0032 §4).
-# Both without the payload cache (--payload-cache-bytes 0), so every read opens its payload.
+# Both without the payload cache (--payload-cache-bytes 0), so every read opens its payload;
+# CACHE=on keeps the cache (the default configuration: a hot read is served from it, opened
+# once).
 #   AB=seal benches/metrics_ab.sh
+#   AB=seal CACHE=on benches/metrics_ab.sh
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -70,7 +73,8 @@ run() { # name mode(on|off) loadgen-args...
         --token "$TENANT_TOKEN")
     fi
   elif [ "$AB" = seal ]; then
-    extra=(--server-arg=--payload-cache-bytes=0)
+    extra=()
+    if [ "${CACHE:-off}" != on ]; then extra=(--server-arg=--payload-cache-bytes=0); fi
     if [ "$mode" = on ]; then
       extra+=(--server-arg=--master-key-file="$OUT/master.key")
     fi
