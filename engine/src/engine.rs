@@ -88,13 +88,22 @@ impl Engine {
     /// A handle on the same store that sees `tenant_id`'s data only (decision 0032 §2):
     /// another tenant's contexts, names and turns answer exactly as absent ones do, and a
     /// context it creates is `tenant_id`'s. The tenant must be registered (or the operator)
-    /// for a create to succeed.
+    /// for a create to succeed. Its addresses are fixed when the handle is made: in a store
+    /// that seals, make it once `tenant_ready` (a standby learns a tenant's keys after its
+    /// record).
     pub fn scoped(&self, tenant_id: TenantId) -> Engine {
         Engine {
             inner: self.inner.clone(),
             scope: Scope::Tenant(tenant_id),
             addressing: self.inner.published.keys.addressing(tenant_id),
         }
+    }
+
+    /// Whether a handle on `tenant_id` would find its data: the tenant's addresses are known
+    /// (always, but in a sealing store whose keyring does not hold the tenant's keys yet: a
+    /// standby before its primary's keyring arrived).
+    pub fn tenant_ready(&self, tenant_id: TenantId) -> bool {
+        self.inner.published.keys.knows(tenant_id)
     }
 
     /// Whose data this handle sees.

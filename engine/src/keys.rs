@@ -50,6 +50,9 @@ pub(crate) struct StoreKeys {
     /// `verify` without the master key: sealed bytes are checked as far as their checksums go
     /// and never opened (a replayed sealed delta counts by its length); never for serving.
     checks_only: bool,
+    /// A standby's: its keys are its primary's (`install`), it gives none of its own, until
+    /// it is promoted (`lead`).
+    following: std::sync::atomic::AtomicBool,
 }
 
 /// A keyring that does not open: a wrong master key is the operator's to fix, anything else
@@ -73,6 +76,7 @@ impl StoreKeys {
             path: root.join(KEYRING_FILE),
             rewrite: Mutex::new(()),
             checks_only: false,
+            following: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -137,7 +141,14 @@ impl StoreKeys {
             path,
             rewrite: Mutex::new(()),
             checks_only: false,
+            following: std::sync::atomic::AtomicBool::new(purpose == KeysFor::Following),
         })
+    }
+
+    /// A promoted standby's keys are its own from now on: `give_keys` gives keys again.
+    pub fn lead(&self) {
+        self.following
+            .store(false, std::sync::atomic::Ordering::Release);
     }
 
     /// Whether the store seals its payloads.
@@ -160,6 +171,15 @@ impl StoreKeys {
             return addressing;
         }
         Addressing::of_tenant(tenant_id)
+    }
+
+    /// Whether `tenant_id`'s addresses are known: always without a master key (derived) and
+    /// for the operator (its hashes); with one, once the keyring holds the tenant's keys (a
+    /// standby's arrive with its primary's keyring, after the tenant's record may have).
+    pub fn knows(&self, tenant_id: TenantId) -> bool {
+        self.master.is_none()
+            || tenant_id == TenantId::OPERATOR
+            || self.keyring.load().addressing(tenant_id).is_some()
     }
 
     /// The key that seals `tenant_id`'s new payloads: `None` when the store seals nothing; an
@@ -204,10 +224,15 @@ impl StoreKeys {
     /// before the next snapshot is published. `fresh`: random keys (a tenant registered while
     /// the store seals, before anything of it is written); otherwise its derived address key
     /// (one that may hold blobs already, at their derived addresses) and a fresh data key.
+    /// A standby gives none: its keys are its primary's, and keys of its own for a tenant its
+    /// primary registered would address that tenant's blobs where they are not.
     pub fn give_keys(&self, tenants: &[(TenantId, &str)], fresh: bool) -> Result<(), EngineError> {
         let Some(master) = &self.master else {
             return Ok(());
         };
+        if self.following.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
         let _rewrite = self
             .rewrite
             .lock()
@@ -276,4 +301,52 @@ fn write_keyring(path: &Path, keyring: &Keyring, master: &MasterKey) -> Result<(
         .encode(master)
         .map_err(|error| OpenError::Config(format!("{}: {error}", path.display())))?;
     crate::file::api::write_file_durably(path, &bytes).map_err(|source| OpenError::io(path, source))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A standby's keys are its primary's: it gives a tenant none of its own (they would
+    /// address the tenant's blobs where they are not) until it is promoted; what it installs
+    /// must open under its master key.
+    #[test]
+    fn a_standby_gives_no_keys_until_it_leads_and_installs_only_what_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let master = Arc::new(MasterKey::random().unwrap());
+        let keys =
+            StoreKeys::open(dir.path(), Some(master.clone()), false, KeysFor::Following).unwrap();
+        assert!(
+            !dir.path().join(KEYRING_FILE).exists(),
+            "a standby makes no keyring"
+        );
+        keys.give_keys(&[(TenantId(1), "acme")], true).unwrap();
+        assert!(!keys.knows(TenantId(1)));
+        assert!(!dir.path().join(KEYRING_FILE).exists());
+
+        // The primary's keyring, installed: acme is known, at the primary's addresses.
+        let mut primary = Keyring::new();
+        primary.add_tenant(0, OPERATOR_NAME).unwrap();
+        primary.add_tenant(1, "acme").unwrap();
+        let bytes = primary.encode(&master).unwrap();
+        assert!(keys.install(&bytes).unwrap());
+        assert!(
+            !keys.install(&bytes).unwrap(),
+            "the same bytes change nothing"
+        );
+        assert!(keys.knows(TenantId(1)));
+        let hash = crate::ids::BlobHash::of(b"x");
+        let expected = primary.addressing(TenantId(1)).unwrap().address(hash);
+        assert_eq!(keys.addressing(TenantId(1)).address(hash), expected);
+
+        // Another master key's keyring does not open: nothing changes.
+        let other = MasterKey::random().unwrap();
+        let foreign = primary.encode(&other).unwrap();
+        assert!(keys.install(&foreign).is_err());
+        assert_eq!(std::fs::read(dir.path().join(KEYRING_FILE)).unwrap(), bytes);
+
+        keys.lead();
+        keys.give_keys(&[(TenantId(2), "globex")], true).unwrap();
+        assert!(keys.knows(TenantId(2)));
+    }
 }

@@ -48,6 +48,7 @@ impl Engine {
     /// what it could of the replica and took the epoch that fences the old primary.
     pub fn promote(&self) {
         self.inner.published.status.leave_follower();
+        self.inner.published.keys.lead();
         if self.inner.published.keys.seals() {
             // A primary's keys from now on: every tenant (the operator too) has its own, and
             // the meta file says the store seals. A failure here refuses those tenants' writes

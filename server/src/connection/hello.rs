@@ -200,7 +200,7 @@ fn session_of(core: &CoreContext, token: &[u8]) -> Result<Session, Refused> {
     match (operator, tenant, tenants) {
         (true, _, _) => Ok(Session::operator(store)),
         (false, Some((name, rights)), Some(tenants)) => match store.tenant_by_name(name) {
-            Some(tenant_id) => {
+            Some(tenant_id) if store.tenant_ready(tenant_id) => {
                 let meter = tenants.meters().of(name);
                 let connection = meter.connect().map_err(|refused| {
                     let answer = crate::quota::answer(refused);
@@ -216,11 +216,11 @@ fn session_of(core: &CoreContext, token: &[u8]) -> Result<Session, Refused> {
                     connection: Some(connection),
                 })
             }
-            None => {
+            _ => {
                 let message = format!(
                     "tenant {name} is not registered in this store yet: a primary registers \
                      the tenants of its tenants file at start and on SIGHUP, a standby learns \
-                     them from its primary's log; try again"
+                     them (and, when the store seals, their keys) from its primary; try again"
                 );
                 let refused = (
                     error(ErrorCode::Unauthorized, message),
