@@ -31,6 +31,8 @@ struct Files {
     tenants: String,
     key: String,
     other_key: String,
+    /// The object store's settings (SeaweedFS's; none for a `file://` replica).
+    env: Vec<(String, String)>,
 }
 
 impl Files {
@@ -61,6 +63,7 @@ fn files(dir: &Path) -> Files {
         tenants: tenants.display().to_string(),
         key: key.display().to_string(),
         other_key: other_key.display().to_string(),
+        env: Vec::new(),
     }
 }
 
@@ -71,6 +74,7 @@ fn launch(files: &Files, key_flags: &[&str]) -> ServerLaunch {
         .data(&files.data)
         .token(Some(OPERATOR))
         .flags(&flags)
+        .envs(&files.env)
         .keep_log()
         .ready_timeout(Duration::from_secs(30))
 }
@@ -189,10 +193,28 @@ fn shipping(files: &Files, url: &str) -> TestServer {
 #[test]
 fn the_replica_a_standby_and_a_restore_hold_sealed_bytes_and_open_them_with_the_keyring() {
     let dir = tempfile::tempdir().unwrap();
-    let files = files(dir.path());
     let replica = dir.path().join("replica");
     let url = format!("file://{}", replica.display());
-    let primary = shipping(&files, &url);
+    sealed_replication(dir.path(), &url, Vec::new(), Some(&replica));
+}
+
+/// The same on SeaweedFS (`.ci/run` starts it): the keyring object's conditional writes on a
+/// real S3 server. Its objects are not grepped here (the `file://` case greps its files).
+#[test]
+fn the_keyring_travels_through_seaweedfs() {
+    let Some((url, env)) = common::seaweedfs("sealing") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    sealed_replication(dir.path(), &url, env, None);
+}
+
+/// A sealing primary ships to `url`; a standby under the same key serves what it shipped, a
+/// tenant added later included; a restore with the key serves it, one without is refused.
+/// `replica`: the replica's directory, when it is one, grepped for the marker.
+fn sealed_replication(dir: &Path, url: &str, env: Vec<(String, String)>, replica: Option<&Path>) {
+    let files = Files { env, ..files(dir) };
+    let primary = shipping(&files, url);
     let acme = client(&primary, ACME);
     let context = acme.create_context().unwrap().context_id;
     let payloads: Vec<Bytes> = [(4, 700), (5, 40_000)]
@@ -210,15 +232,17 @@ fn the_replica_a_standby_and_a_restore_hold_sealed_bytes_and_open_them_with_the_
     acme.append_delta(stream.stream_id, None, delta.clone())
         .unwrap();
     shipped(&primary, 4);
-    assert!(
-        replica.join("keyring").exists(),
-        "the keyring went to the replica"
-    );
-    assert_eq!(files_holding(&replica, MARKER), Vec::<String>::new());
+    if let Some(replica) = replica {
+        assert!(
+            replica.join("keyring").exists(),
+            "the keyring went to the replica"
+        );
+        assert_eq!(files_holding(replica, MARKER), Vec::<String>::new());
+    }
 
     // A standby with the same key installs the keyring and serves acme's data.
-    let standby_data = dir.path().join("standby");
-    let follow = ["--follow", url.as_str(), "--replicate-interval", "50ms"];
+    let standby_data = dir.join("standby");
+    let follow = ["--follow", url, "--replicate-interval", "50ms"];
     let mut standby_flags = vec!["--master-key-file", files.key.as_str()];
     standby_flags.extend_from_slice(&follow);
     let standby_files = files.at(standby_data.clone());
@@ -271,24 +295,27 @@ fn the_replica_a_standby_and_a_restore_hold_sealed_bytes_and_open_them_with_the_
     drop((acme, globex, on_standby, globex_on_standby));
     drop(standby);
     drop(primary);
-    assert_eq!(files_holding(&replica, MARKER), Vec::<String>::new());
+    if let Some(replica) = replica {
+        assert_eq!(files_holding(replica, MARKER), Vec::<String>::new());
+    }
     assert_eq!(files_holding(&standby_data, MARKER), Vec::<String>::new());
 
     // A restore writes the replica's keyring and opens under the key; without the key it
     // refuses, naming the flag.
     let restore = |to: &Path, key: &[&str]| {
         Command::new(SERVER)
-            .args(["restore", "--from", &url, "--to"])
+            .args(["restore", "--from", url, "--to"])
             .arg(to)
             .args(key)
+            .envs(files.env.iter().cloned())
             .output()
             .unwrap()
     };
-    let keyless = restore(&dir.path().join("keyless"), &[]);
+    let keyless = restore(&dir.join("keyless"), &[]);
     assert!(!keyless.status.success());
     let stderr = String::from_utf8_lossy(&keyless.stderr);
     assert!(stderr.contains("--master-key-file"), "{stderr}");
-    let restored = dir.path().join("restored");
+    let restored = dir.join("restored");
     let output = restore(&restored, &["--master-key-file", &files.key]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
