@@ -10,6 +10,8 @@
 //!   random keys before anything of it is written; a tenant registered before (or whose keys a
 //!   crash kept from being written) gets the address key it had, derived, and a fresh data key
 //!   at the next open (addresses never change).
+//! - **A standby** makes no keys: its keyring is its primary's, installed from the replica
+//!   (`install`), until it is promoted (`lead`), when it gives keys as a primary does.
 //! - **The snapshot**: readers and writers load it without a lock (`ArcSwap`); only a rewrite
 //!   takes the writer's mutex, and it replaces the file durably before it publishes the next
 //!   snapshot, so no payload is ever sealed under a key the disk does not hold.
