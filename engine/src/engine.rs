@@ -103,7 +103,7 @@ impl Engine {
     /// (always, but in a sealing store whose keyring does not hold the tenant's keys yet: a
     /// standby before its primary's keyring arrived).
     pub fn tenant_ready(&self, tenant_id: TenantId) -> bool {
-        self.inner.published.keys.knows(tenant_id)
+        self.inner.published.keys.knows(tenant_id) && !self.tenant_deleted(tenant_id)
     }
 
     /// Whose data this handle sees.

@@ -184,6 +184,61 @@ impl StoreKeys {
             || self.keyring.load().addressing(tenant_id).is_some()
     }
 
+    /// Whether `tenant_id`'s keys were destroyed (decision 0032 §6): its keyring entry is a
+    /// tombstone. What it sealed opens no more, anywhere.
+    pub fn erased(&self, tenant_id: TenantId) -> bool {
+        self.master.is_some()
+            && matches!(
+                self.keyring.load().tenant(tenant_id.0),
+                Some(crate::seal::TenantKeys::Deleted { .. })
+            )
+    }
+
+    /// The tenants whose keys were destroyed.
+    pub fn erased_tenants(&self) -> Vec<TenantId> {
+        let keyring = self.keyring.load();
+        (keyring.tenants())
+            .filter(|(_, keys)| matches!(keys, crate::seal::TenantKeys::Deleted { .. }))
+            .map(|(tenant_id, _)| TenantId(tenant_id))
+            .collect()
+    }
+
+    /// Destroys `tenant_id`'s keys (decision 0032 §6): the keyring is rewritten with its
+    /// entry a tombstone (id and name, no key), durably, before this returns; the keys in
+    /// memory are wiped as the last reader drops them. Answers whether anything changed: not
+    /// when the store seals nothing, when the tenant has no entry, or when it is a tombstone
+    /// already. A standby forgets nothing of its own: its primary's keyring brings the
+    /// tombstone.
+    pub fn forget(&self, tenant_id: TenantId) -> Result<bool, EngineError> {
+        let Some(master) = &self.master else {
+            return Ok(false);
+        };
+        if self.following.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(false);
+        }
+        let _rewrite = self
+            .rewrite
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let current = self.keyring.load_full();
+        if !matches!(
+            current.tenant(tenant_id.0),
+            Some(crate::seal::TenantKeys::Live { .. })
+        ) {
+            return Ok(false);
+        }
+        let mut next = Keyring::clone(&current);
+        drop(current);
+        next.delete(tenant_id.0)
+            .map_err(|error| EngineError::Keys(format!("tenant {tenant_id}: {error}")))?;
+        write_keyring(&self.path, &next, master).map_err(|error| match error {
+            OpenError::Io { path, source } => EngineError::Io { file: path, source },
+            other => EngineError::Keys(other.to_string()),
+        })?;
+        self.keyring.store(Arc::new(next));
+        Ok(true)
+    }
+
     /// The key that seals `tenant_id`'s new payloads: `None` when the store seals nothing; an
     /// error when it seals and the tenant has no live keys (nothing is written in plain text
     /// instead).
@@ -208,6 +263,12 @@ impl StoreKeys {
             return Err(format!(
                 "the body is sealed (tenant {}, key version {version}) and the store was \
                  opened without its master key",
+                tenant_id.0
+            ));
+        }
+        if self.erased(tenant_id) {
+            return Err(format!(
+                "tenant {} was deleted: its keys are destroyed and what it stored is erased",
                 tenant_id.0
             ));
         }

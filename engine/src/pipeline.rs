@@ -365,6 +365,12 @@ pub(crate) enum SequencerRequest {
         name: String,
         reply: oneshot::Sender<Result<TenantId, EngineError>>,
     },
+    /// Deletes a tenant and its contexts (decision 0032 §6, `sequencer/actor/tenants.rs`).
+    /// Answered once the tenant-deleted record is durable.
+    DeleteTenant {
+        tenant_id: TenantId,
+        reply: oneshot::Sender<Result<TenantId, EngineError>>,
+    },
     /// Finish the queue and stop.
     Stop { done: StopReply },
 }

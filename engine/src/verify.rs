@@ -48,6 +48,9 @@ pub struct VerifyReport {
     /// Blob bodies sealed under a tenant's data key (decision 0032 §4): opened and checked
     /// when verify was given the master key, their checksums only otherwise.
     pub sealed: u64,
+    /// Of those, bodies of deleted tenants (decision 0032 §6): their keys are destroyed, so
+    /// they are checked by their checksums only until a collection takes them.
+    pub erased: u64,
     /// Damage and broken invariants, each naming file and offset where there is one.
     pub problems: Vec<String>,
     /// Harmless findings, such as a torn tail the next open will cut.
@@ -85,7 +88,15 @@ impl fmt::Display for VerifyReport {
         )?;
         writeln!(f, "logical   {} bytes", self.logical_bytes)?;
         if self.sealed > 0 {
-            writeln!(f, "sealed    {} blob bodies", self.sealed)?;
+            write!(f, "sealed    {} blob bodies", self.sealed)?;
+            if self.erased > 0 {
+                write!(
+                    f,
+                    " ({} of deleted tenants, awaiting collection)",
+                    self.erased
+                )?;
+            }
+            writeln!(f)?;
         }
         for note in &self.notes {
             writeln!(f, "note      {note}")?;
@@ -280,10 +291,11 @@ fn verify_shard(
         }
         let is_newest = position + 1 == packs.len();
         let mut bad_blobs = Vec::new();
-        let mut sealed = 0_u64;
+        let (mut sealed, mut erased) = (0_u64, 0_u64);
         let visit = |record: ScannedRecord<'_>| {
             let header = record.header;
             sealed += u64::from(header.sealed.is_some());
+            erased += u64::from(header.sealed.is_some() && keys.erased(header.tenant_id));
             let checked = check_body(&header, record.body, keys);
             if let Err(error) = checked {
                 bad_blobs.push(format!(
@@ -303,6 +315,7 @@ fn verify_shard(
             .map_err(|source| OpenError::io(path, source))?;
         report.problems.extend(bad_blobs);
         report.sealed += sealed;
+        report.erased += erased;
         report.stored_bytes += pack_scan.tail.valid_end(pack_scan.file_len);
         report_tail(report, path, pack_scan.tail);
     }
@@ -334,7 +347,7 @@ fn check_body(header: &PackHeader, body: &[u8], keys: &StoreKeys) -> Result<(), 
                 .map(drop)
                 .map_err(|error| error.to_string());
         }
-        (_, Some(_)) if !keys.seals() => return Ok(()),
+        (_, Some(_)) if !keys.seals() || keys.erased(header.tenant_id) => return Ok(()),
         (_, Some(version)) => {
             bytes::Bytes::from(crate::blob::view::open_body(header, version, body, keys)?)
         }
@@ -362,7 +375,12 @@ fn verify_manifests(views: &[ShardView], report: &mut VerifyReport) {
         ));
     }
     for view in views.iter().filter(|_| rebuild) {
-        for (hash, location) in crate::chunks::indexed_manifests(view) {
+        let manifests = crate::chunks::indexed_manifests(view);
+        // A deleted tenant's chunks open no more (decision 0032 §6).
+        let openable = manifests
+            .into_iter()
+            .filter(|(_, location)| !view.keys.erased(location.tenant_id));
+        for (hash, location) in openable {
             if let Err(error) = crate::chunks::read_payload(views, &hash, location) {
                 report
                     .problems

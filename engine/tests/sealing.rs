@@ -293,3 +293,114 @@ fn an_open_streams_deltas_are_sealed_in_the_log_and_replayed() {
     engine.shutdown();
     assert_eq!(files_holding(dir.path(), MARKER), Vec::<String>::new());
 }
+
+/// Erasure (decision 0032 §6): deleting a tenant destroys its keys in the keyring and deletes
+/// its contexts (op 21); its open stream is aborted; nothing of it reads back, here, after a
+/// reopen (whose replay meets its sealed deltas and cannot open them), or in a backup taken
+/// before the deletion and opened beside today's keyring (a restore to an earlier point): that
+/// store finishes the deletion itself. A collection gives the tenant's bytes back; `verify`
+/// counts its bodies as erased, not as damage. Another tenant is untouched.
+#[test]
+fn deleting_a_tenant_forgets_its_keys_everywhere() {
+    use ctxstore_engine::AppendRequest;
+    use ctxstore_engine::streams::{NO_OWNER, StreamOwner};
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(sealing(gc_config(dir.path()), KEY)).unwrap();
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let globex = block_on(engine.register_tenant("globex")).unwrap();
+    let (acme_payloads, globex_payloads) = (marked_payloads(8), marked_payloads(9));
+    let acme_context = create(&engine, acme);
+    let globex_context = create(&engine, globex);
+    let scoped = engine.scoped(acme);
+    for payload in &acme_payloads {
+        append(&scoped, acme_context, payload, None).unwrap();
+    }
+    for payload in &globex_payloads {
+        append(&engine.scoped(globex), globex_context, payload, None).unwrap();
+    }
+    let entries = vec![(b"memory".to_vec(), bytes::Bytes::from_static(b"likes tea"))];
+    block_on(scoped.kv_put(&ContextRef::Id(acme_context), entries, false)).unwrap();
+    let request = AppendRequest {
+        context_id: acme_context,
+        expected_head: None,
+        type_tag: 1,
+        codec: 0,
+        payload: (),
+        options: Default::default(),
+    };
+    let stream = block_on(scoped.open_stream(request, StreamOwner::NONE)).unwrap();
+    let delta = bytes::Bytes::from([MARKER, b" streamed"].concat());
+    block_on(scoped.append_delta(stream.stream_id, None, delta, NO_OWNER)).unwrap();
+    let before = tempfile::tempdir().unwrap();
+    let backup = before.path().join("copy");
+    engine.backup(&backup).unwrap();
+    assert!(engine.tenant_usage(acme).bytes > 0);
+
+    assert_eq!(block_on(engine.delete_tenant("acme")).unwrap(), acme);
+    assert_eq!(
+        block_on(engine.delete_tenant("acme")).unwrap(),
+        acme,
+        "again: the same"
+    );
+    assert!(engine.tenant_deleted(acme) && !engine.tenant_ready(acme));
+    assert!(!engine.tenant_deleted(globex) && engine.tenant_ready(globex));
+    assert!(block_on(engine.delete_tenant("nobody")).is_err());
+    assert!(block_on(engine.scoped(globex).delete_tenant("acme")).is_err());
+    let gone = |engine: &Engine| {
+        let scoped = engine.scoped(acme);
+        assert!(block_on(scoped.last(acme_context, 1, true)).is_err());
+        assert!(
+            scoped
+                .kv_get(&ContextRef::Id(acme_context), b"memory")
+                .is_err()
+        );
+        assert!(scoped.read_stream(stream.stream_id, 0, 64).is_err());
+        for payload in &acme_payloads {
+            assert!(block_on(scoped.blob(BlobHash::of(payload))).is_err());
+        }
+        assert!(block_on(scoped.create(NewContext::default())).is_err());
+        read_all(engine, globex, &globex_payloads);
+    };
+    gone(&engine);
+    let listed = engine.tenants();
+    assert!(
+        listed
+            .iter()
+            .any(|tenant| tenant.name == "acme" && tenant.deleted)
+    );
+    // The name stays the deleted tenant's: registering it again gives no fresh tenant.
+    assert_eq!(block_on(engine.register_tenant("acme")).unwrap(), acme);
+    assert!(engine.tenant_deleted(acme));
+    let keyring = std::fs::read(dir.path().join("keyring")).unwrap();
+    let keyring = ctxstore_engine::seal::Keyring::decode(&keyring, &key_of(KEY)).unwrap();
+    assert!(matches!(
+        keyring.tenant(acme.0),
+        Some(ctxstore_engine::seal::TenantKeys::Deleted { .. })
+    ));
+    engine.shutdown();
+
+    // Reopened: replay meets the sealed deltas it cannot open, and the deletion holds.
+    let report = verify_sealed(dir.path(), Some(key_of(KEY))).unwrap();
+    assert!(report.is_ok() && report.erased > 0, "{report}");
+    let engine = Engine::open(sealing(gc_config(dir.path()), KEY)).unwrap();
+    gone(&engine);
+    // A collection gives the bytes back.
+    engine.gc().unwrap();
+    assert_eq!(engine.tenant_usage(acme).bytes, 0);
+    assert!(engine.tenant_usage(globex).bytes > 0);
+    engine.shutdown();
+    let report = verify_sealed(dir.path(), Some(key_of(KEY))).unwrap();
+    assert!(report.is_ok() && report.erased == 0, "{report}");
+
+    // A copy from before the deletion, opened beside today's keyring (a restore reads the
+    // replica's current one): the tenant does not come back.
+    std::fs::copy(dir.path().join("keyring"), backup.join("keyring")).unwrap();
+    let engine = Engine::open(sealing(config(&backup), KEY)).unwrap();
+    assert!(engine.tenant_deleted(acme));
+    gone(&engine);
+    engine.shutdown();
+    // The store finished the deletion in its own log: it holds without the tombstone's help.
+    let engine = Engine::open(sealing(config(&backup), KEY)).unwrap();
+    gone(&engine);
+    engine.shutdown();
+}

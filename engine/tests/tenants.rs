@@ -85,10 +85,12 @@ fn names_get_dense_ids_once_and_contexts_keep_their_tenant() {
         TenantView {
             tenant_id: acme,
             name: "acme".into(),
+            deleted: false,
         },
         TenantView {
             tenant_id: globex,
             name: "globex".into(),
+            deleted: false,
         },
     ];
     assert_eq!(engine.tenants(), expected);
@@ -1014,4 +1016,93 @@ fn quota_bytes_holds_across_shards_and_a_reopen_and_a_collection_gives_bytes_bac
     assert_eq!(engine.tenant_usage(acme).bytes, acme_bytes);
     engine.shutdown();
     assert!(verify(dir.path()).unwrap().is_ok());
+}
+
+/// A tenant deleted in a store that seals nothing (decision 0032 §6): one tenant-deleted
+/// record (op 21) deletes its contexts, whatever their names or entries; replay and a
+/// standby's ingest apply it alike; the next collection takes every byte of it from the packs
+/// (a marker in its payloads is in no file afterwards), the other tenant's stay; the tenant
+/// creates nothing more and its name is never a fresh tenant's.
+#[test]
+fn deleting_a_tenant_deletes_its_contexts_and_a_collection_takes_its_bytes() {
+    let marker = b"MARKER-erase-me-0d1e7e";
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(common::gc_config(dir.path())).unwrap();
+    let (acme, globex) = acme_and_globex(&engine);
+    let mine = create(&engine, acme, Some("main"));
+    let other = create(&engine, acme, None);
+    let theirs = create(&engine, globex, Some("main"));
+    let payload = |seed: u8| [marker.as_slice(), &[seed; 3000]].concat();
+    append(&engine.scoped(acme), mine, &payload(1), None).unwrap();
+    append(&engine.scoped(acme), other, &payload(2), None).unwrap();
+    append(&engine.scoped(globex), theirs, b"globex keeps this", None).unwrap();
+    let entries = vec![(b"memory".to_vec(), Bytes::from(payload(3)))];
+    block_on(
+        engine
+            .scoped(acme)
+            .kv_put(&ContextRef::Id(mine), entries, false),
+    )
+    .unwrap();
+    assert_eq!(engine.tenant_usage(acme).contexts, 2);
+
+    assert_eq!(block_on(engine.delete_tenant("acme")).unwrap(), acme);
+    let gone = |engine: &Engine| {
+        let scoped = engine.scoped(acme);
+        for context in [mine, other] {
+            let answer = block_on(scoped.last(context, 1, true));
+            assert_eq!(answer.unwrap_err().kind(), ErrorKind::NotFound);
+        }
+        assert!(scoped.resolve(&ContextRef::Name("main".into())).is_err());
+        assert!(block_on(scoped.create(NewContext::default())).is_err());
+        assert_eq!(engine.tenant_usage(acme).contexts, 0);
+        assert!(engine.tenant_deleted(acme) && !engine.tenant_deleted(globex));
+        let kept = block_on(engine.scoped(globex).last(theirs, 1, true)).unwrap();
+        assert_eq!(
+            kept.turns[0].payload.as_deref(),
+            Some(&b"globex keeps this"[..])
+        );
+    };
+    gone(&engine);
+    assert_eq!(block_on(engine.register_tenant("acme")).unwrap(), acme);
+    engine.shutdown();
+    let engine = Engine::open(common::gc_config(dir.path())).unwrap();
+    gone(&engine);
+    engine.gc().unwrap();
+    assert_eq!(engine.tenant_usage(acme).bytes, 0);
+    engine.shutdown();
+    let holding = ctxstore_testsupport::files_holding(dir.path(), marker);
+    assert_eq!(
+        holding,
+        Vec::<String>::new(),
+        "a collection took every byte of it"
+    );
+    let report = verify(dir.path()).unwrap();
+    assert!(report.is_ok(), "{report}");
+
+    // A standby's ingest applies the deletion as replay does (a log without payloads: the
+    // standby's packs come from the replica, not here).
+    let primary_dir = tempfile::tempdir().unwrap();
+    let primary = open(primary_dir.path());
+    let (acme, _) = acme_and_globex(&primary);
+    let mine = create(&primary, acme, Some("main"));
+    block_on(primary.delete_tenant("acme")).unwrap();
+    let next = primary.id_floors().records;
+    primary.shutdown();
+    let slots = common::log_slots(primary_dir.path(), next);
+    let standby_dir = tempfile::tempdir().unwrap();
+    let standby = Engine::open(EngineConfig {
+        follower: true,
+        ..common::config(standby_dir.path())
+    })
+    .unwrap();
+    block_on(standby.ingest_log(1, slots)).unwrap();
+    assert!(standby.tenant_deleted(acme));
+    let answer = block_on(standby.scoped(acme).last(mine, 1, true));
+    assert_eq!(answer.unwrap_err().kind(), ErrorKind::NotFound);
+    let refused = block_on(standby.delete_tenant("globex")).unwrap_err();
+    assert!(
+        matches!(refused.kind(), ErrorKind::ReadOnly | ErrorKind::NotPrimary),
+        "{refused}"
+    );
+    standby.shutdown();
 }

@@ -108,7 +108,7 @@ impl Engine {
                     return Err(error);
                 }
             };
-        Ok(Engine {
+        let engine = Engine {
             inner: Arc::new(Inner {
                 published,
                 sequencer: actors.sequencer,
@@ -124,7 +124,15 @@ impl Engine {
             }),
             scope: Scope::Store,
             addressing: crate::seal::Addressing::Plain,
-        })
+        };
+        if !engine.inner.config.follower {
+            // A deletion the keyring records and the log does not: a restore to a point
+            // before it, or a crash between its two steps.
+            crate::engine::tenants::finish_erasures(&engine).map_err(|error| {
+                OpenError::Config(format!("finishing a tenant's deletion: {error}"))
+            })?;
+        }
+        Ok(engine)
     }
 }
 

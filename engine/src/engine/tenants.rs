@@ -2,6 +2,12 @@
 //! sequencer the first time it is asked for, and the tenants registered so far. The server
 //! registers the names of its tenants file; a TenantId then travels with every request of a
 //! connection as its scope.
+//!
+//! Deleting a tenant (decision 0032 §6, `delete_tenant`) destroys its keys first (the
+//! keyring's tombstone, durable), then writes the tenant-deleted record (op 21) that deletes
+//! its contexts. That order makes a crash between the two safe in the direction that matters:
+//! the keys are gone, and the next open of a store that leads finishes the record
+//! (`finish_erasures`), as it does after a restore whose point predates the deletion.
 
 use crate::engine::Engine;
 use crate::error::EngineError;
@@ -26,6 +32,8 @@ pub struct TenantUsage {
 pub struct TenantView {
     pub tenant_id: TenantId,
     pub name: String,
+    /// Deleted (decision 0032 §6): its contexts are gone and its tokens refused.
+    pub deleted: bool,
 }
 
 impl Engine {
@@ -55,6 +63,60 @@ impl Engine {
         Ok(tenant_id)
     }
 
+    /// Deletes the tenant named `name` (decision 0032 §6): its keys destroyed in the keyring
+    /// (durable) when the store seals, then its open streams aborted and its contexts
+    /// deleted by one tenant-deleted record (op 21), answered once that is durable. From the
+    /// keyring's rewrite on nothing of the tenant opens on this store; from the record on its
+    /// contexts answer NOT_FOUND and `tenant_deleted` is true (the server refuses its tokens);
+    /// the next collection gives its bytes back. Deleting a deleted tenant again answers as
+    /// the first time did (and finishes a deletion a crash interrupted). The store-wide
+    /// handle's: INVALID_ARGUMENT from a tenant's handle and for a name never registered;
+    /// READ_ONLY on a standby.
+    pub async fn delete_tenant(&self, name: &str) -> Result<TenantId, EngineError> {
+        self.check_open()?;
+        if self.scope != crate::model::Scope::Store {
+            return Err(EngineError::InvalidArgument(
+                "deleting a tenant is the operator's".into(),
+            ));
+        }
+        let Some(tenant_id) = self.tenant_by_name(name) else {
+            return Err(EngineError::InvalidArgument(format!(
+                "no tenant is named {name:?} in this store (`ctxstore tenant list` shows them)"
+            )));
+        };
+        if !self.accepts_writes() {
+            return Err(EngineError::ReadOnly(
+                "a standby deletes no tenant: delete it on the primary, whose keyring and log \
+                 bring the deletion here"
+                    .into(),
+            ));
+        }
+        self.inner.published.keys.forget(tenant_id)?;
+        let (reply, answer) = oneshot::channel();
+        let request = SequencerRequest::DeleteTenant { tenant_id, reply };
+        (self.inner.sequencer.0.send_async(request).await).map_err(|_| EngineError::ShutDown)?;
+        let deleted = answer.await.map_err(|_| EngineError::ShutDown)??;
+        tracing::warn!(
+            tenant = name,
+            tenant_id = tenant_id.0,
+            "tenant deleted: its keys are destroyed and its contexts deleted"
+        );
+        Ok(deleted)
+    }
+
+    /// Whether `tenant_id` is deleted: by its record (op 21), or by its keyring tombstone (a
+    /// restore of a point before the deletion, or a crash between the two steps).
+    pub fn tenant_deleted(&self, tenant_id: TenantId) -> bool {
+        let published = &self.inner.published;
+        published.contexts.load().tenants.is_deleted(tenant_id) || published.keys.erased(tenant_id)
+    }
+
+    /// Whether `tenant_id`'s keys are destroyed (the store seals, and its keyring entry is a
+    /// tombstone): nothing it sealed opens on any copy of this keyring.
+    pub fn tenant_erased(&self, tenant_id: TenantId) -> bool {
+        self.inner.published.keys.erased(tenant_id)
+    }
+
     /// The TenantId of a registered name, as readers see the store now.
     pub fn tenant_by_name(&self, name: &str) -> Option<TenantId> {
         self.inner.published.contexts.load().tenants.by_name(name)
@@ -69,6 +131,7 @@ impl Engine {
             .map(|(tenant_id, name)| TenantView {
                 tenant_id,
                 name: name.to_owned(),
+                deleted: self.tenant_deleted(tenant_id),
             })
             .collect()
     }
@@ -126,4 +189,27 @@ impl Engine {
         }
         usage
     }
+}
+
+/// Finishes the deletions the keyring knows and the log does not (decision 0032 §6): a
+/// tenant whose keys are a tombstone gets its tenant-deleted record. After a restore to a point
+/// before a deletion (the restore reads the replica's current keyring), or a crash between a
+/// deletion's two steps. Only a store that takes writes: a standby learns the record from its
+/// primary. Blocking: at open and at promotion, before anything is served.
+pub(crate) fn finish_erasures(engine: &Engine) -> Result<(), EngineError> {
+    let published = &engine.inner.published;
+    let tenants = published.contexts.load().tenants.clone();
+    let unfinished = (published.keys.erased_tenants().into_iter())
+        .filter(|tenant_id| tenants.exists(*tenant_id) && !tenants.is_deleted(*tenant_id));
+    for tenant_id in unfinished {
+        let (reply, answer) = oneshot::channel();
+        let request = SequencerRequest::DeleteTenant { tenant_id, reply };
+        (engine.inner.sequencer.0.send(request)).map_err(|_| EngineError::ShutDown)?;
+        answer.recv().map_err(|_| EngineError::ShutDown)??;
+        tracing::warn!(
+            tenant_id = tenant_id.0,
+            "the keyring says this tenant was deleted: its contexts are deleted now"
+        );
+    }
+    Ok(())
 }

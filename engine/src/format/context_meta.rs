@@ -71,12 +71,15 @@ const OP_KV_EXPIRE: u16 = 18;
 const OP_SKIP_CONTEXTS: u16 = 19;
 /// A tenant registered: name → TenantId (decision 0032; store-wide).
 pub const OP_TENANT: u16 = 20;
+/// A tenant deleted (decision 0032 §6; store-wide): its contexts are deleted with it.
+pub const OP_TENANT_DELETED: u16 = 21;
 const OVERLAY_PATCH: u8 = 1;
 const OVERLAY_REDACT: u8 = 2;
 
-/// Whether records of `op` name no context (`context_id` 0): gc-dead, purge and tenant.
+/// Whether records of `op` name no context (`context_id` 0): gc-dead, purge and the tenant
+/// records.
 pub fn is_store_wide(op: u16) -> bool {
-    op == OP_GC_DEAD || op == OP_PURGE || op == OP_TENANT
+    op == OP_GC_DEAD || op == OP_PURGE || op == OP_TENANT || op == OP_TENANT_DELETED
 }
 
 /// What an overlay does to its turn's payload.
@@ -159,6 +162,9 @@ pub enum ContextMeta {
         tenant_id: TenantId,
         name: String,
     },
+    /// A tenant deleted (store-wide, decision 0032 §6): every context of it still live is
+    /// deleted here, and the tenant is gone for good (its id and name are never given again).
+    TenantDeleted(TenantId),
 }
 
 impl ContextMeta {
@@ -183,6 +189,7 @@ impl ContextMeta {
             ContextMeta::Purge(_) => OP_PURGE,
             ContextMeta::SkipContexts => OP_SKIP_CONTEXTS,
             ContextMeta::Tenant { .. } => OP_TENANT,
+            ContextMeta::TenantDeleted(_) => OP_TENANT_DELETED,
         }
     }
 
@@ -251,6 +258,10 @@ impl ContextMeta {
                 out.extend_from_slice(&tenant_id.0.to_le_bytes());
                 out.extend_from_slice(name.as_bytes());
             }
+            ContextMeta::TenantDeleted(tenant_id) => {
+                assert!(!tenant_id.is_operator(), "the operator is never deleted");
+                out.extend_from_slice(&tenant_id.0.to_le_bytes());
+            }
         }
         out
     }
@@ -294,6 +305,14 @@ impl ContextMeta {
             OP_PURGE => ContextMeta::Purge(BlobHash(reader.array()?)),
             OP_SKIP_CONTEXTS => ContextMeta::SkipContexts,
             OP_TENANT => decode_tenant(&mut reader)?,
+            OP_TENANT_DELETED => match TenantId(reader.u32()?) {
+                tenant_id if tenant_id.is_operator() => {
+                    return Err(RecordError::Field(
+                        "tenant-deleted record names the operator",
+                    ));
+                }
+                tenant_id => ContextMeta::TenantDeleted(tenant_id),
+            },
             _ => return Err(RecordError::Field("unknown context metadata op")),
         };
         if reader.le.remaining() != 0 {
@@ -681,6 +700,7 @@ mod tests {
                 tenant_id: TenantId(3),
                 name: "acme-corp_2".into(),
             },
+            ContextMeta::TenantDeleted(TenantId(3)),
         ]
     }
 
@@ -726,6 +746,8 @@ mod tests {
         long.extend_from_slice(&[b'a'; 65]);
         assert!(ContextMeta::decode(OP_TENANT, &long).is_err());
         assert!(is_store_wide(OP_TENANT));
+        assert!(ContextMeta::decode(OP_TENANT_DELETED, b"\0\0\0\0").is_err());
+        assert!(is_store_wide(OP_TENANT_DELETED));
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub(super) struct Dying {
     /// patches, and what their manifests name): their packs are compacted whatever their dead
     /// share, so that no file holds them once the round is over (issue 29 item 2).
     erased: HashSetOf,
+    /// Tenants deleted (decision 0032 §6): nothing can name their blobs again, so every one
+    /// not live is collectable at once (no orphan grace), and erased like a purge's.
+    tenants: crate::sequencer::tenants::Tenants,
 }
 
 impl Dying {
@@ -63,6 +66,7 @@ impl Dying {
             dead,
             named_by_dead,
             erased,
+            tenants: snapshot.contexts.tenants.clone(),
         }
     }
 }
@@ -240,12 +244,20 @@ impl Collector {
         report: &mut GcReport,
     ) -> Result<Vec<PackPlan>, EngineError> {
         let mut collectable: HashSetOf = HashSet::default();
+        let mut of_deleted_tenants: HashSetOf = HashSet::default();
         for (shard, view) in self.published.shards.iter().enumerate() {
             let orphans_before = cut.orphans_before.get(shard).copied().unwrap_or(0);
             for (hash, location) in view.index.pin().iter() {
-                if location.pack_id <= cut.open_packs[shard]
-                    && !marked.live_blobs.contains(hash)
-                    && (dying.named_by_dead.contains(hash) || location.pack_id < orphans_before)
+                if location.pack_id > cut.open_packs[shard] || marked.live_blobs.contains(hash) {
+                    continue;
+                }
+                let deleted = dying.tenants.is_deleted(location.tenant_id);
+                if deleted {
+                    of_deleted_tenants.insert(*hash);
+                }
+                if deleted
+                    || dying.named_by_dead.contains(hash)
+                    || location.pack_id < orphans_before
                 {
                     collectable.insert(*hash);
                 }
@@ -262,7 +274,9 @@ impl Collector {
                 // Due past the dead share, or at once when it holds erased bytes.
                 let due = garbage > 0
                     && (garbage * 100 >= u64::from(self.pack_dead_percent) * plan.file_bytes
-                        || plan.dead.iter().any(|hash| dying.erased.contains(hash)));
+                        || (plan.dead.iter()).any(|hash| {
+                            dying.erased.contains(hash) || of_deleted_tenants.contains(hash)
+                        }));
                 if !due {
                     continue;
                 }

@@ -584,6 +584,10 @@ impl GroupCommit for SequencerActor {
                 let result = self.register_tenant(name);
                 self.batch.answers.push(Answer::Tenant(reply, result));
             }
+            SequencerRequest::DeleteTenant { tenant_id, reply } => {
+                let result = self.delete_tenant(tenant_id);
+                self.batch.answers.push(Answer::Tenant(reply, result));
+            }
             SequencerRequest::Ingest {
                 first_record_id,
                 slots,

@@ -229,13 +229,17 @@ impl Contexts {
     }
 
     /// Whether `scope` sees `context_id` (decision 0032 §2): every context for the store-wide
-    /// scope; for a tenant's, a context of that tenant (set at its creation, never changed).
+    /// scope; for a tenant's, a context of that tenant (set at its creation, never changed),
+    /// and none once the tenant is deleted (its ended streams, say, are gone with it).
     pub fn visible_in(&self, scope: Scope, context_id: ContextId) -> bool {
         match scope {
             Scope::Store => true,
-            Scope::Tenant(_) => self
-                .get(context_id)
-                .is_some_and(|info| scope.sees(info.tenant_id)),
+            Scope::Tenant(tenant_id) => {
+                !self.tenants.is_deleted(tenant_id)
+                    && self
+                        .get(context_id)
+                        .is_some_and(|info| scope.sees(info.tenant_id))
+            }
         }
     }
 
@@ -428,7 +432,8 @@ impl Contexts {
             | ContextMeta::Purge(_)
             | ContextMeta::Overlay { .. }
             | ContextMeta::SkipContexts
-            | ContextMeta::Tenant { .. } => Err(EngineError::InvalidArgument(
+            | ContextMeta::Tenant { .. }
+            | ContextMeta::TenantDeleted(_) => Err(EngineError::InvalidArgument(
                 "gc-dead, overlay, purge, skip and tenant records are not context changes".into(),
             )),
         }
@@ -538,6 +543,37 @@ impl Contexts {
         // drops its turns: every look-up through them checks the context first.
     }
 
+    /// Deletes `tenant_id` (op 21, decision 0032 §6) and every context of it still live,
+    /// each as a context's own delete would (`apply_delete`); answers those contexts, whose
+    /// heads the caller deletes. The rules of `Tenants::check_delete` first: a refusal
+    /// changes nothing.
+    pub fn delete_tenant(
+        &mut self,
+        tenant_id: TenantId,
+        at_unix_ms: u64,
+    ) -> Result<Vec<ContextId>, String> {
+        self.tenants.check_delete(tenant_id)?;
+        self.tenants.delete(tenant_id);
+        // Every context, once: a tenant's unnamed contexts are in no index of their own.
+        let doomed: Vec<ContextId> = (self.infos.iter().enumerate())
+            .filter(|(_, info)| info.tenant_id == tenant_id && !info.deleted)
+            .map(|(index, _)| ContextId(index as u64 + 1))
+            .collect();
+        for context_id in &doomed {
+            let index = context_id.0 as usize - 1;
+            let mut info = self.infos[index].clone();
+            self.apply_delete(*context_id, &mut info);
+            info.updated_at_unix_ms = info.updated_at_unix_ms.max(at_unix_ms);
+            self.infos[index] = info;
+        }
+        assert_eq!(
+            self.live_of(tenant_id),
+            0,
+            "a deleted tenant has no live context"
+        );
+        Ok(doomed)
+    }
+
     /// Applies a metadata record (checked by `check`, or replayed from the log).
     pub fn apply(
         &mut self,
@@ -608,7 +644,8 @@ impl Contexts {
             | ContextMeta::Purge(_)
             | ContextMeta::Overlay { .. }
             | ContextMeta::SkipContexts
-            | ContextMeta::Tenant { .. } => {
+            | ContextMeta::Tenant { .. }
+            | ContextMeta::TenantDeleted(_) => {
                 unreachable!("`check` refuses records that are not context changes")
             }
         }

@@ -30,7 +30,7 @@ use crate::format::turn_log::{
     Assembled, ContextRecord, LOG_RECORD_BYTES, LogRecord, MetaRecord, SlotAssembly, SlotHead,
     TurnRecord, Whole, record_offset,
 };
-use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};
+use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TenantId, TurnId};
 use crate::keys::StoreKeys;
 use crate::seal::{self, DeltaPlace};
 use crate::sequencer::contexts::Contexts;
@@ -365,6 +365,12 @@ fn replay_context(
             ));
         }
     }
+    if state.contexts.tenants.is_deleted(context.tenant_id) {
+        return Err(format!(
+            "context record {} gives context {} to tenant {}, which a record before it deleted",
+            context.record_id, context.context_id, context.tenant_id
+        ));
+    }
     if !state.contexts.tenants.exists(context.tenant_id) {
         return Err(format!(
             "context record {} gives context {} to tenant {}, which no tenant record before it \
@@ -509,6 +515,9 @@ fn apply_meta(
             tenants.register(*tenant_id, name);
             return Ok(());
         }
+        ContextMeta::TenantDeleted(tenant_id) => {
+            return replay_tenant_deleted(state, record, *tenant_id);
+        }
         ContextMeta::SkipContexts => {
             // The live path's rule (`actor/floors.rs`): only ids past the last context.
             let last = record.context_id;
@@ -597,6 +606,22 @@ fn replay_stream(
         .map_err(damage)
 }
 
+/// A tenant-deleted record (op 21) with the live path's rule (`actor/tenants.rs`): a
+/// registered tenant, once; its live contexts are deleted with it.
+fn replay_tenant_deleted(
+    state: &mut RecoveredLog,
+    record: &MetaRecord,
+    tenant_id: TenantId,
+) -> Result<(), String> {
+    let at = record.created_at_unix_ms;
+    let deleted = (state.contexts.delete_tenant(tenant_id, at))
+        .map_err(|error| format!("metadata record {}: {error}", record.record_id))?;
+    for context_id in deleted {
+        state.heads.delete(context_id);
+    }
+    Ok(())
+}
+
 /// A replayed sealed delta's plain bytes (decision 0032 §4): opened under its context's
 /// tenant's data key `version`; `verify` without the master key counts it by its length.
 fn open_delta(
@@ -606,14 +631,16 @@ fn open_delta(
     sealed: &[u8],
 ) -> Result<Vec<u8>, String> {
     let keys = keys.ok_or("a sealed delta in a store without shards")?;
-    if keys.checks_only() {
-        return Ok(vec![0; sealed.len().saturating_sub(SEAL_OVERHEAD_BYTES)]);
-    }
     let tenant_id = state
         .contexts
         .get(context_id)
         .map(|info| info.tenant_id)
         .ok_or_else(|| format!("names context {context_id}, which does not exist"))?;
+    // A deleted tenant's delta opens no more (its stream is aborted further on, its context
+    // deleted): it is counted by its length, as verify without the key counts every delta.
+    if keys.checks_only() || keys.erased(tenant_id) {
+        return Ok(vec![0; sealed.len().saturating_sub(SEAL_OVERHEAD_BYTES)]);
+    }
     let key = keys.data_key(tenant_id, version)?;
     let place = DeltaPlace {
         tenant_id,

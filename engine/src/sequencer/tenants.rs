@@ -4,6 +4,10 @@
 //! replica of the log holds the same ids. The operator (`TenantId::OPERATOR`, 0) is in every
 //! store and registered by no record.
 //!
+//! A tenant deleted (op 21, decision 0032 §6) keeps its id and its name: neither is given
+//! again, so a name in the tenants file after its tenant's deletion finds the deleted tenant
+//! (whose tokens are refused), never a fresh one that a restore could confuse with it.
+//!
 //! Persistent maps (`imbl`), published with the contexts: a reader resolves a name without a
 //! lock, and a snapshot never shows a registration its batch has not made durable.
 
@@ -18,6 +22,8 @@ use crate::ids::{TENANTS_MAX, TenantId};
 pub struct Tenants {
     names: imbl::Vector<Arc<str>>,
     by_name: imbl::HashMap<Arc<str>, TenantId>,
+    /// Tenants deleted (op 21), for good.
+    deleted: imbl::OrdSet<TenantId>,
 }
 
 impl Tenants {
@@ -46,7 +52,37 @@ impl Tenants {
         (self.count() < TENANTS_MAX).then(|| TenantId(self.count() + 1))
     }
 
-    /// Registered tenants in id order.
+    /// Whether `tenant_id` was deleted (op 21).
+    pub fn is_deleted(&self, tenant_id: TenantId) -> bool {
+        self.deleted.contains(&tenant_id)
+    }
+
+    /// Whether a tenant-deleted record of `tenant_id` follows the rules: a registered tenant
+    /// (never the operator), not deleted yet.
+    pub fn check_delete(&self, tenant_id: TenantId) -> Result<(), String> {
+        if tenant_id.is_operator() || !self.exists(tenant_id) {
+            return Err(format!(
+                "tenant-deleted record names tenant {tenant_id}, which is not registered"
+            ));
+        }
+        if self.is_deleted(tenant_id) {
+            return Err(format!(
+                "tenant-deleted record deletes tenant {tenant_id} again"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Marks `tenant_id` deleted, which `check_delete` accepted.
+    pub fn delete(&mut self, tenant_id: TenantId) {
+        assert!(
+            self.check_delete(tenant_id).is_ok(),
+            "a deletion is checked before it is applied"
+        );
+        self.deleted.insert(tenant_id);
+    }
+
+    /// Registered tenants in id order, deleted ones included.
     pub fn iter(&self) -> impl Iterator<Item = (TenantId, &str)> {
         self.names
             .iter()
@@ -109,5 +145,20 @@ mod tests {
         assert!(tenants.check_register(TenantId(3), "initech").is_ok());
         let listed: Vec<_> = tenants.iter().collect();
         assert_eq!(listed, vec![(TenantId(1), "acme"), (TenantId(2), "globex")]);
+    }
+
+    #[test]
+    fn a_deleted_tenant_keeps_its_id_and_name() {
+        let mut tenants = Tenants::default();
+        tenants.register(TenantId(1), "acme");
+        assert!(tenants.check_delete(TenantId::OPERATOR).is_err());
+        assert!(tenants.check_delete(TenantId(2)).is_err());
+        tenants.delete(TenantId(1));
+        assert!(tenants.is_deleted(TenantId(1)));
+        assert!(tenants.check_delete(TenantId(1)).is_err());
+        // Neither the name nor the id is given again.
+        assert_eq!(tenants.by_name("acme"), Some(TenantId(1)));
+        assert!(tenants.check_register(TenantId(2), "acme").is_err());
+        assert_eq!(tenants.next_id(), Some(TenantId(2)));
     }
 }

@@ -28,6 +28,11 @@ impl SequencerActor {
                  id)"
             )));
         }
+        if self.contexts.tenants.is_deleted(tenant_id) {
+            return Err(EngineError::InvalidArgument(format!(
+                "tenant {tenant_id} was deleted: it creates nothing more"
+            )));
+        }
         if let Some(owner) = new
             .name
             .as_deref()

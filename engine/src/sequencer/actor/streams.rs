@@ -302,6 +302,13 @@ impl SequencerActor {
         self.open_stream(stream_id).cloned()
     }
 
+    /// An end record of a stream whose end the caller decided (a tenant's deletion aborts
+    /// its streams).
+    pub(super) fn push_stream_end(&mut self, context_id: ContextId, end: StreamMeta) {
+        assert!(matches!(end, StreamMeta::End { .. }), "an end record");
+        self.push_stream(context_id, end);
+    }
+
     /// Writes a stream record into the batch and applies it (the rules were checked).
     fn push_stream(&mut self, context_id: ContextId, meta: StreamMeta) {
         self.push_stream_stored(context_id, meta, None);

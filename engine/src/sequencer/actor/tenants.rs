@@ -5,9 +5,10 @@
 
 use crate::error::EngineError;
 use crate::format::context_meta::{ContextMeta, is_tenant_name};
+use crate::format::stream_meta::{StreamEnd, StreamMeta};
 use crate::ids::{ContextId, TENANTS_MAX, TenantId};
 use crate::quota::Quota;
-use crate::sequencer::actor::SequencerActor;
+use crate::sequencer::actor::{HeadMove, SequencerActor};
 use crate::store_dir::now_unix_ms;
 
 impl SequencerActor {
@@ -31,6 +32,48 @@ impl SequencerActor {
         self.contexts.tenants.register(tenant_id, &name);
         let record = ContextMeta::Tenant { tenant_id, name };
         self.push_meta(ContextId(0), &record, now_unix_ms());
+        Ok(tenant_id)
+    }
+
+    /// Deletes `tenant_id` (decision 0032 §6): its open streams aborted (so that log
+    /// compaction takes their records), then one tenant-deleted record (op 21), which deletes
+    /// every live context of the tenant as a context's delete would. A tenant deleted already
+    /// answers as the first time did.
+    pub(super) fn delete_tenant(&mut self, tenant_id: TenantId) -> Result<TenantId, EngineError> {
+        self.check_takes_ids(false)?;
+        let tenants = &self.contexts.tenants;
+        if tenant_id.is_operator() || !tenants.exists(tenant_id) {
+            return Err(EngineError::InvalidArgument(format!(
+                "tenant {tenant_id} is not registered (the operator is never deleted)"
+            )));
+        }
+        if tenants.is_deleted(tenant_id) {
+            return Ok(tenant_id);
+        }
+        let of_tenant = |context_id: ContextId| {
+            self.contexts
+                .get(context_id)
+                .is_some_and(|info| info.tenant_id == tenant_id)
+        };
+        let open: Vec<_> = (self.streams.list(None, 0))
+            .filter(|(_, stream)| of_tenant(stream.context_id))
+            .map(|(stream_id, stream)| (stream_id, stream.context_id))
+            .collect();
+        for (stream_id, context_id) in open {
+            let end = StreamEnd::Aborted;
+            self.push_stream_end(context_id, StreamMeta::End { stream_id, end });
+        }
+        let now = now_unix_ms();
+        let deleted =
+            (self.contexts.delete_tenant(tenant_id, now)).map_err(EngineError::InvalidArgument)?;
+        for context_id in deleted {
+            let previous = self.heads.delete(context_id);
+            self.batch.moves.push(HeadMove {
+                context_id,
+                previous,
+            });
+        }
+        self.push_meta(ContextId(0), &ContextMeta::TenantDeleted(tenant_id), now);
         Ok(tenant_id)
     }
 }
