@@ -597,4 +597,22 @@ fn a_write_past_a_tenants_quota_exits_10() {
     assert_eq!(run(&server.addr, &refused, b"").0.status.code(), Some(6));
     let unknown = as_operator(&["tenant", "show", "initech"]);
     assert_eq!(unknown.status.code(), Some(1));
+
+    // A tenant may not delete itself; the operator deletes it, and its token is refused.
+    let mut refused = as_acme.to_vec();
+    refused.extend(["tenant", "delete", "acme"]);
+    assert_eq!(run(&server.addr, &refused, b"").0.status.code(), Some(6));
+    let deleted = as_operator(&["--json", "tenant", "delete", "acme"]);
+    let answer = &stdout_json(&deleted)[0];
+    assert_eq!(answer["tenant_id"], 1, "{deleted:?}");
+    assert_eq!(answer["keys_destroyed"], false);
+    assert_eq!(answer["replica_updated"], false);
+    let again = as_operator(&["tenant", "delete", "acme"]);
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(text.contains("tenant acme (id 1) is deleted"), "{again:?}");
+    assert_ne!(create(&as_acme).status.code(), Some(0));
+    let listed = as_operator(&["--json", "tenant", "list"]);
+    assert_eq!(stdout_json(&listed)[0]["deleted"], true);
+    let unknown = as_operator(&["tenant", "delete", "initech"]);
+    assert_ne!(unknown.status.code(), Some(0));
 }

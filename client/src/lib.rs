@@ -158,9 +158,11 @@ pub use config::{ClientConfig, Idempotency};
 /// `role`'s answer (protocol version 4): the wire's struct as it is, and when a write is
 /// acknowledged.
 pub use ctxstore_protocol::AckAfter;
-/// A tenant as TENANT_LIST reports it (`Client::tenants`, protocol version 5).
+/// A tenant as TENANT_LIST reports it (`Client::tenants`, protocol version 5), and what
+/// TENANT_DELETE answers (`Client::delete_tenant`).
 pub use ctxstore_protocol::admin::{
-    QuotasWire as TenantQuotas, TenantWire as Tenant, tenant_flags, tenant_rights,
+    QuotasWire as TenantQuotas, TenantDeleted, TenantWire as Tenant, tenant_deleted_flags,
+    tenant_flags, tenant_rights,
 };
 pub use ctxstore_protocol::admin::{RoleAnswer as Role, ServerRole};
 pub use ctxstore_protocol::{ContextRef, ErrorCode, PageKind, ServerLimits, StatsWire};

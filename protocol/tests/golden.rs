@@ -2083,6 +2083,28 @@ fn vectors_v5() -> Vec<Vector> {
              contexts, 1 open stream, 40960 stored bytes, 3 connections; quotas 1000000 bytes, \
              100 contexts, 8 connections (0: none); 5 refusals; more after \"globex\"",
         ),
+        (
+            "tenant_delete",
+            72,
+            Q(Request::Admin(AdminRequest::TenantDelete(
+                admin::TenantDelete {
+                    name: "acme".into(),
+                },
+            ))),
+            "TENANT_DELETE of tenant \"acme\"",
+        ),
+        (
+            "tenant_deleted",
+            72,
+            R(Response::Admin(AdminResponse::TenantDeleted(
+                admin::TenantDeleted {
+                    tenant_id: 1,
+                    flags: admin::tenant_deleted_flags::KEYS_DESTROYED
+                        | admin::tenant_deleted_flags::REPLICA_UPDATED,
+                },
+            ))),
+            "TENANT_DELETED: tenant 1, its keys destroyed (1) and the replica updated (2)",
+        ),
     ]
 }
 

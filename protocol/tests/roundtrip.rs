@@ -408,6 +408,9 @@ fn request() -> impl Strategy<Value = Request> {
         ("[a-z0-9_-]{0,64}", 1u32..=admin::TENANT_LIST_LIMIT).prop_map(|(after, limit)| {
             Request::Admin(AdminRequest::TenantList(admin::TenantList { after, limit }))
         }),
+        "[a-z0-9_-]{1,64}".prop_map(|name| {
+            Request::Admin(AdminRequest::TenantDelete(admin::TenantDelete { name }))
+        }),
         (context(), any::<u32>()).prop_map(|(context, keep)| Request::Retention(
             RetentionRequest::CtxPrune(retention::CtxPrune { context, keep })
         )),
@@ -523,7 +526,7 @@ fn ack_after_request() -> impl Strategy<Value = Request> {
 /// TENANT_LIST's answer: up to 5 tenants, any figures and known bits, names of a-z0-9_-.
 fn tenants_listed() -> impl Strategy<Value = Response> {
     let tenant = (
-        (any::<u32>(), 0u8..=3, 0u8..=7, "[a-z0-9_-]{1,64}"),
+        (any::<u32>(), 0u8..=7, 0u8..=7, "[a-z0-9_-]{1,64}"),
         any::<[u64; 10]>(),
     )
         .prop_map(|((tenant_id, flags, rights, name), v)| admin::TenantWire {
@@ -898,6 +901,12 @@ fn response() -> impl Strategy<Value = Response> {
             ),
         role_answer(),
         tenants_listed(),
+        (1u32.., 0u32..=3).prop_map(|(tenant_id, flags)| {
+            Response::Admin(AdminResponse::TenantDeleted(admin::TenantDeleted {
+                tenant_id,
+                flags,
+            }))
+        }),
         (
             prop_oneof![
                 Just(MessageType::CtxDelete),

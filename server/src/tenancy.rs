@@ -120,6 +120,8 @@ pub struct TenantReport {
     pub name: String,
     /// `None` while the store has not registered the name.
     pub tenant_id: Option<TenantId>,
+    /// Deleted (TENANT_DELETE, decision 0032 §6): its tokens are refused for good.
+    pub deleted: bool,
     /// The tenants file in force names it (else: a tenant the store holds data of, removed
     /// from the file since).
     pub in_file: bool,
@@ -154,13 +156,14 @@ impl Tenants {
             })
             .collect();
         for registered in store.tenants() {
-            reports
+            let report = reports
                 .entry(registered.name.clone())
                 .or_insert_with(|| TenantReport {
                     name: registered.name.clone(),
                     ..TenantReport::default()
-                })
-                .tenant_id = Some(registered.tenant_id);
+                });
+            report.tenant_id = Some(registered.tenant_id);
+            report.deleted = registered.deleted;
         }
         for report in reports.values_mut() {
             let used = report
@@ -205,7 +208,14 @@ fn engine_quotas(file: &TenantsFile) -> Vec<(String, TenantQuotas)> {
 /// logged; the tenant's tokens are refused until a later reload registers it.
 fn register(store: &Engine, file: &TenantsFile) {
     for entry in &file.tenants {
-        if store.tenant_by_name(&entry.name).is_some() {
+        if let Some(tenant_id) = store.tenant_by_name(&entry.name) {
+            if store.tenant_deleted(tenant_id) {
+                tracing::warn!(
+                    tenant = %entry.name,
+                    "the tenants file names a deleted tenant: its tokens are refused (a deleted \
+                     tenant's name is never given again; remove it from the file)"
+                );
+            }
             continue;
         }
         match pollster::block_on(store.register_tenant(&entry.name)) {

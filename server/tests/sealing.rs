@@ -361,3 +361,146 @@ fn a_standby_with_another_master_key_refuses_to_start() {
         "{refused}"
     );
 }
+
+#[test]
+fn deleting_a_tenant_erases_it_on_the_standby_and_at_every_restore_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let replica = dir.path().join("replica");
+    let url = format!("file://{}", replica.display());
+    erasure(dir.path(), &url, Vec::new(), Some(&replica));
+}
+
+/// The same on SeaweedFS: the replica's `keyring` object replaced on a real S3 server.
+#[test]
+fn a_tenants_deletion_reaches_seaweedfs() {
+    let Some((url, env)) = common::seaweedfs("erasure") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    erasure(dir.path(), &url, env, None);
+}
+
+/// Whether `keyring` (a keyring file's bytes) holds live keys of tenant `tenant_id`.
+fn holds_keys_of(keyring: &[u8], tenant_id: u32) -> bool {
+    let master = ctxstore_engine::seal::MasterKey::from_hex(KEY).unwrap();
+    let keyring = ctxstore_engine::seal::Keyring::decode(keyring, &master).unwrap();
+    matches!(
+        keyring.tenant(tenant_id),
+        Some(ctxstore_engine::seal::TenantKeys::Live { .. })
+    )
+}
+
+/// Erasure (decision 0032 §6) through the binary: TENANT_DELETE on a sealing primary that
+/// replicates answers once the object store holds the deletion; the tenant's open connection
+/// and its token are refused; the standby drops its keys and refuses its token; a restore of
+/// a point before the deletion does not bring it back (its keys are not in the replica's
+/// keyring, the restored store finishes the deletion); the operator's data is untouched.
+fn erasure(dir: &Path, url: &str, env: Vec<(String, String)>, replica: Option<&Path>) {
+    use ctxstore_client::tenant_deleted_flags::{KEYS_DESTROYED, REPLICA_UPDATED};
+    let files = Files { env, ..files(dir) };
+    let primary = shipping(&files, url);
+    let acme = client(&primary, ACME);
+    let context = acme.create_context().unwrap().context_id;
+    let secret = payload(7, 20_000);
+    acme.append(context, None, 0, 0, secret.clone()).unwrap();
+    let stream = acme
+        .open_stream(context, ctxstore_client::NewStream::new(1, 0))
+        .unwrap();
+    let delta = Bytes::from([MARKER, b" streamed"].concat());
+    acme.append_delta(stream.stream_id, None, delta).unwrap();
+    let operator = client(&primary, OPERATOR);
+    let ours = operator.create_context().unwrap().context_id;
+    let kept = payload(8, 3_000);
+    let before = operator.append(ours, None, 0, 0, kept.clone()).unwrap();
+    shipped(&primary, 5);
+
+    let standby_data = dir.join("standby");
+    let follow = ["--follow", url, "--replicate-interval", "50ms"];
+    let mut standby_flags = vec!["--master-key-file", files.key.as_str()];
+    standby_flags.extend_from_slice(&follow);
+    let standby = launch(&files.at(standby_data.clone()), &standby_flags).start();
+    let on_standby = client(&standby, ACME);
+    let read = eventually("acme's payload on the standby", || {
+        on_standby.blob(BlobHash::of(&secret)).ok()
+    });
+    assert_eq!(read, secret);
+    let acme_id = eventually("acme's id", || {
+        let tenants = operator.tenants().ok()?;
+        let acme = tenants.iter().find(|tenant| tenant.name == "acme")?;
+        Some(acme.tenant_id)
+    });
+
+    let deleted = operator.delete_tenant("acme").unwrap();
+    assert_eq!(deleted.tenant_id, acme_id);
+    assert_eq!(deleted.flags, KEYS_DESTROYED | REPLICA_UPDATED);
+    assert_eq!(operator.delete_tenant("acme").unwrap().tenant_id, acme_id);
+    assert!(operator.delete_tenant("nobody").is_err());
+    // The connection it still holds is refused; so is its token on a new one.
+    let refused = acme.blob(BlobHash::of(&secret)).unwrap_err();
+    assert!(refused.to_string().contains("deleted"), "{refused}");
+    let mut config = ClientConfig::new(primary.addr.clone());
+    config.token = Some(ACME.to_string());
+    assert!(blocking::Client::connect(config).is_err());
+    let listed = operator.tenants().unwrap();
+    let acme_listed = listed.iter().find(|tenant| tenant.name == "acme").unwrap();
+    assert_ne!(
+        acme_listed.flags & ctxstore_client::tenant_flags::DELETED,
+        0
+    );
+    assert!(!holds_keys_of(
+        &std::fs::read(files.data.join("keyring")).unwrap(),
+        acme_id
+    ));
+    if let Some(replica) = replica {
+        let object = std::fs::read(replica.join("keyring")).unwrap();
+        assert!(
+            !holds_keys_of(&object, acme_id),
+            "the replica's keyring forgot acme"
+        );
+    }
+
+    // The standby installs the keyring without acme's keys and refuses its token.
+    eventually("acme refused on the standby", || {
+        let keyring = std::fs::read(standby_data.join("keyring")).ok()?;
+        (!holds_keys_of(&keyring, acme_id)).then_some(())
+    });
+    assert!(on_standby.blob(BlobHash::of(&secret)).is_err());
+    let mut config = ClientConfig::new(standby.addr.clone());
+    config.token = Some(ACME.to_string());
+    assert!(blocking::Client::connect(config).is_err());
+    drop((acme, on_standby, operator));
+    drop(standby);
+    drop(primary);
+    if let Some(replica) = replica {
+        assert_eq!(files_holding(replica, MARKER), Vec::<String>::new());
+    }
+
+    // A point before the deletion: acme's records are in it, its keys are not.
+    let restored = dir.join("restored");
+    let output = Command::new(SERVER)
+        .args(["restore", "--from", url, "--to"])
+        .arg(&restored)
+        .args(["--at-seq", &before.turn.turn_id.to_string()])
+        .args(["--master-key-file", &files.key])
+        .envs(files.env.iter().cloned())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let server = launch(&files.at(restored), &["--master-key-file", &files.key]).start();
+    let mut config = ClientConfig::new(server.addr.clone());
+    config.token = Some(ACME.to_string());
+    assert!(
+        blocking::Client::connect(config).is_err(),
+        "acme never comes back"
+    );
+    let operator = client(&server, OPERATOR);
+    assert_eq!(operator.blob(BlobHash::of(&kept)).unwrap(), kept);
+    let listed = operator.tenants().unwrap();
+    let acme_listed = listed.iter().find(|tenant| tenant.name == "acme").unwrap();
+    assert_ne!(
+        acme_listed.flags & ctxstore_client::tenant_flags::DELETED,
+        0
+    );
+    assert_eq!(acme_listed.contexts, 0);
+}

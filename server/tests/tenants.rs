@@ -263,6 +263,13 @@ fn case(message: MessageType, a: &Held, x: &Held, b_context: u64) -> Case {
             }
             .into(),
         ),
+        // Another tenant may not delete A: the operator's only.
+        M::TenantDelete => Case::OperatorOnly(
+            admin::TenantDelete {
+                name: "acme".into(),
+            }
+            .into(),
+        ),
         M::CtxCreate => pair(&[F::Turn], &|h| {
             contexts::CtxCreate {
                 base_turn_id: h.turn,

@@ -180,6 +180,16 @@ pub(crate) enum TenantCommand {
         /// The tenant's name, as in the tenants file.
         name: String,
     },
+    /// Erase a tenant for good (decision 0032 §6): its keys are destroyed (when the server
+    /// seals payloads, none of its payloads opens again: not on the disk, in a backup, on
+    /// the standby or at any restore point), its contexts deleted, its open streams aborted,
+    /// its tokens refused; the next collection gives its bytes back. When the server
+    /// replicates, it answers once the object store holds the deletion. Irreversible; the
+    /// name is never given to a tenant again. Sent again, it answers as the first time did.
+    Delete {
+        /// The tenant's name.
+        name: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -190,9 +200,9 @@ pub(crate) enum Command {
     /// A context's key-value entries: put, get, rm, list.
     #[command(subcommand)]
     Kv(KvCommand),
-    /// The tenants the server serves, with their usage, quotas and refusals: list, show
-    /// (the operator's token; protocol version 5). Tenants are created, changed and removed
-    /// in the server's tenants file (docs/operations.md, Tenants).
+    /// The tenants the server serves, with their usage, quotas and refusals: list, show;
+    /// and erasure: delete (the operator's token; protocol version 5). Tenants are created,
+    /// changed and removed in the server's tenants file (docs/operations.md, Tenants).
     #[command(subcommand)]
     Tenant(TenantCommand),
     /// Show a context's head.

@@ -1,16 +1,19 @@
 //! `ctxstore tenant list|show` (decision 0032 §8): the tenants the server serves, with their
-//! usage, quotas and refusals (TENANT_LIST, the operator's token). Creating, changing and
-//! deleting a tenant are edits of the tenants file and a SIGHUP (docs/operations.md,
-//! *Tenants*).
+//! usage, quotas and refusals (TENANT_LIST, the operator's token); `tenant delete` erases one
+//! (TENANT_DELETE, §6). Creating and changing a tenant are edits of the tenants file and a
+//! SIGHUP (docs/operations.md, *Tenants*).
 
 use ctxstore_client::blocking::Client;
-use ctxstore_client::{Tenant as TenantWire, tenant_flags, tenant_rights};
+use ctxstore_client::{Tenant as TenantWire, tenant_deleted_flags, tenant_flags, tenant_rights};
 use serde_json::{Value, json};
 
 use crate::args::TenantCommand;
 use crate::output::Output;
 
 pub(crate) fn tenant(client: &Client, out: &Output, command: &TenantCommand) -> anyhow::Result<()> {
+    if let TenantCommand::Delete { name } = command {
+        return delete(client, out, name);
+    }
     let tenants = client.tenants()?;
     match command {
         TenantCommand::List => {
@@ -36,7 +39,38 @@ pub(crate) fn tenant(client: &Client, out: &Output, command: &TenantCommand) -> 
                 out.text(&details(tenant))
             }
         }
+        TenantCommand::Delete { .. } => unreachable!("answered above"),
     }
+}
+
+/// `tenant delete NAME`: TENANT_DELETE, and what it did.
+fn delete(client: &Client, out: &Output, name: &str) -> anyhow::Result<()> {
+    let deleted = client.delete_tenant(name)?;
+    let keys_destroyed = deleted.flags & tenant_deleted_flags::KEYS_DESTROYED != 0;
+    let replica_updated = deleted.flags & tenant_deleted_flags::REPLICA_UPDATED != 0;
+    if out.json {
+        return out.line(&json!({
+            "name": name,
+            "tenant_id": deleted.tenant_id,
+            "keys_destroyed": keys_destroyed,
+            "replica_updated": replica_updated,
+        }));
+    }
+    let mut lines = vec![format!(
+        "tenant {name} (id {}) is deleted: its contexts are gone and its tokens refused",
+        deleted.tenant_id
+    )];
+    lines.push(if keys_destroyed {
+        "its keys are destroyed: none of its payloads opens again, in any copy".to_string()
+    } else {
+        "the server seals nothing (no --master-key-file): its payloads stay on the disk in \
+         plain text until the next collection takes them"
+            .to_string()
+    });
+    if replica_updated {
+        lines.push("the object store holds the deletion: no restore brings it back".into());
+    }
+    out.text(&lines.join("\n"))
 }
 
 /// One tenant as `--json` prints it; a quota of `null` is no limit.
@@ -53,6 +87,7 @@ fn tenant_json(tenant: &TenantWire) -> Value {
         "tenant_id": (tenant.tenant_id != 0).then_some(tenant.tenant_id),
         "in_tenants_file": tenant.flags & tenant_flags::IN_FILE != 0,
         "registered": tenant.flags & tenant_flags::REGISTERED != 0,
+        "deleted": tenant.flags & tenant_flags::DELETED != 0,
         "rights": rights(tenant.rights),
         "contexts": tenant.contexts,
         "streams_open": tenant.streams_open,
@@ -111,7 +146,9 @@ fn table(tenants: &[TenantWire]) -> String {
             limit => limit.to_string(),
         };
         let mut name = tenant.name.clone();
-        if tenant.flags & tenant_flags::IN_FILE == 0 {
+        if tenant.flags & tenant_flags::DELETED != 0 {
+            name.push_str(" (deleted)");
+        } else if tenant.flags & tenant_flags::IN_FILE == 0 {
             name.push_str(" (not in the tenants file)");
         }
         rows.push([

@@ -2,14 +2,14 @@
 //! UNKNOWN_MESSAGE from a server that predates it, remembered per connection), GC and BACKUP
 //! (each on its own timeout, `ClientConfig::gc_timeout` and `backup_timeout`, instead of the
 //! per-request one; a relative backup directory is refused before sending),
-//! REPLICATION_STATS (version 3), ROLE (version 4) and TENANT_LIST (version 5).
+//! REPLICATION_STATS (version 3), ROLE (version 4), TENANT_LIST and TENANT_DELETE (version 5).
 
 use std::sync::atomic::Ordering;
 
 use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::admin::{
     Backup, Gc, Ping, ReplicationStats, Role, RoleAnswer, Stats as StatsRequest, StatsEx,
-    TENANT_LIST_LIMIT, TenantList, TenantWire,
+    TENANT_LIST_LIMIT, TenantDelete, TenantDeleted, TenantList, TenantWire,
 };
 use ctxstore_protocol::{ErrorCode, MessageType, ReplicationStatsWire};
 
@@ -150,5 +150,19 @@ impl Client {
             check_pair(MessageType::TenantList, page.next > after)?;
             after = page.next;
         }
+    }
+
+    /// Deletes the tenant named `name` (TENANT_DELETE, protocol version 5, decision 0032
+    /// §6): its keys destroyed (when the store seals), its contexts deleted, its tokens
+    /// refused from then on; when the server replicates, answered once the object store holds
+    /// the deletion. Sent again, it answers as the first time did. The operator's token only.
+    pub async fn delete_tenant(&self, name: &str) -> Result<TenantDeleted, ClientError> {
+        let deleted = self
+            .ask(TenantDelete {
+                name: name.to_owned(),
+            })
+            .await?;
+        check_pair(MessageType::TenantDelete, deleted.tenant_id != 0)?;
+        Ok(deleted)
     }
 }

@@ -130,6 +130,7 @@ class MessageType(IntEnum):
     STREAM_FOLLOW = 0x0038
     ROLE = 0x0039
     TENANT_LIST = 0x003A
+    TENANT_DELETE = 0x003B
 
     @property
     def response_type(self) -> int:
@@ -203,6 +204,7 @@ SINCE_VERSION: dict[int, int] = {
     MessageType.STREAM_FOLLOW: 3,
     MessageType.ROLE: 4,
     MessageType.TENANT_LIST: 5,
+    MessageType.TENANT_DELETE: 5,
 }
 """The protocol version each message arrived in."""
 
@@ -262,6 +264,7 @@ FAMILY: dict[int, str] = {
     MessageType.STREAM_FOLLOW: "Streams",
     MessageType.ROLE: "Admin",
     MessageType.TENANT_LIST: "Admin",
+    MessageType.TENANT_DELETE: "Admin",
 }
 """The family (codec module) of each message."""
 

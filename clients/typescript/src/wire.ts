@@ -125,6 +125,7 @@ export const MessageType = {
   STREAM_FOLLOW: 0x0038,
   ROLE: 0x0039,
   TENANT_LIST: 0x003a,
+  TENANT_DELETE: 0x003b,
 } as const;
 
 /** The protocol version each message arrived in. */
@@ -184,6 +185,7 @@ export const SINCE_VERSION: ReadonlyMap<number, number> = new Map([
   [MessageType.STREAM_FOLLOW, 3],
   [MessageType.ROLE, 4],
   [MessageType.TENANT_LIST, 5],
+  [MessageType.TENANT_DELETE, 5],
 ]);
 
 /** The family (codec module) of each message. */
@@ -243,6 +245,7 @@ export const FAMILY: ReadonlyMap<number, string> = new Map([
   [MessageType.STREAM_FOLLOW, "Streams"],
   [MessageType.ROLE, "Admin"],
   [MessageType.TENANT_LIST, "Admin"],
+  [MessageType.TENANT_DELETE, "Admin"],
 ]);
 
 /** The ERROR answer's stable codes. */

@@ -1,8 +1,12 @@
 //! HELLO, PING, STATS, STATS_EX, GC, BACKUP, REPLICATION_STATS, ROLE (version 4) and
-//! TENANT_LIST (version 5, `admin/tenant_list.rs`): the connection's handshake and the
+//! TENANT_LIST and TENANT_DELETE (version 5, `admin/tenant_list.rs`,
+//! `admin/tenant_delete.rs`): the connection's handshake and the
 //! messages about the server as a whole rather than one context. Layouts in docs/protocol.md.
 
+mod tenant_delete;
 mod tenant_list;
+
+pub use tenant_delete::{TENANT_DELETED_BYTES, TenantDelete, TenantDeleted, tenant_deleted_flags};
 
 pub use tenant_list::{
     QuotasWire, TENANT_LIST_LIMIT, TENANTS_LISTED_BYTES_MAX, TenantList, TenantWire, TenantsListed,
@@ -30,6 +34,7 @@ pub(crate) enum Kind {
     ReplicationStats,
     Role,
     TenantList,
+    TenantDelete,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +48,7 @@ pub enum AdminRequest {
     ReplicationStats(ReplicationStats),
     Role(Role),
     TenantList(TenantList),
+    TenantDelete(TenantDelete),
 }
 
 /// First message of every connection.
@@ -192,6 +198,8 @@ pub enum AdminResponse {
     RoleAnswer(Box<RoleAnswer>),
     /// Answer to TENANT_LIST.
     TenantsListed(TenantsListed),
+    /// Answer to TENANT_DELETE.
+    TenantDeleted(TenantDeleted),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,6 +238,7 @@ impl AdminRequest {
             AdminRequest::ReplicationStats(ReplicationStats) => MessageType::ReplicationStats,
             AdminRequest::Role(Role) => MessageType::Role,
             AdminRequest::TenantList(TenantList { .. }) => MessageType::TenantList,
+            AdminRequest::TenantDelete(TenantDelete { .. }) => MessageType::TenantDelete,
         }
     }
 
@@ -250,7 +259,8 @@ impl AdminRequest {
             | AdminRequest::Ping(Ping { .. })
             | AdminRequest::Stats(Stats)
             | AdminRequest::Gc(Gc)
-            | AdminRequest::Backup(Backup { .. }) => FIXED_ANSWER_BYTES,
+            | AdminRequest::Backup(Backup { .. })
+            | AdminRequest::TenantDelete(TenantDelete { .. }) => FIXED_ANSWER_BYTES,
         }
     }
 
@@ -277,6 +287,7 @@ impl AdminRequest {
             Kind::ReplicationStats => AdminRequest::ReplicationStats(ReplicationStats),
             Kind::Role => AdminRequest::Role(Role),
             Kind::TenantList => AdminRequest::TenantList(tenant_list::read_request(cursor)?),
+            Kind::TenantDelete => AdminRequest::TenantDelete(tenant_delete::read_request(cursor)?),
         })
     }
 
@@ -297,6 +308,7 @@ impl AdminRequest {
             }
             AdminRequest::Backup(Backup { dir }) => within("dir", dir.len(), 1, SHORT, "bytes"),
             AdminRequest::TenantList(list) => tenant_list::check_request(list),
+            AdminRequest::TenantDelete(delete) => tenant_delete::check_request(delete),
             AdminRequest::Ping(Ping { .. })
             | AdminRequest::Stats(Stats)
             | AdminRequest::StatsEx(StatsEx)
@@ -330,6 +342,7 @@ impl AdminRequest {
             AdminRequest::Gc(Gc) => w.u32(0),
             AdminRequest::Backup(Backup { dir }) => w.short(dir.as_bytes()),
             AdminRequest::TenantList(list) => tenant_list::write_request(w, list),
+            AdminRequest::TenantDelete(delete) => tenant_delete::write_request(w, delete),
         }
     }
 }
@@ -373,6 +386,7 @@ impl AdminResponse {
             AdminResponse::ReplicationStats(_) => MessageType::ReplicationStats,
             AdminResponse::RoleAnswer(_) => MessageType::Role,
             AdminResponse::TenantsListed(_) => MessageType::TenantList,
+            AdminResponse::TenantDeleted(_) => MessageType::TenantDelete,
         }
     }
 
@@ -421,6 +435,7 @@ impl AdminResponse {
             }
             Kind::Role => AdminResponse::RoleAnswer(Box::new(read_role(cursor)?)),
             Kind::TenantList => AdminResponse::TenantsListed(tenant_list::read_answer(cursor)?),
+            Kind::TenantDelete => AdminResponse::TenantDeleted(tenant_delete::read_answer(cursor)?),
         })
     }
 
@@ -472,6 +487,7 @@ impl AdminResponse {
             AdminResponse::ReplicationStats(stats) => write_replication_stats(w, stats),
             AdminResponse::RoleAnswer(role) => write_role(w, role),
             AdminResponse::TenantsListed(listed) => tenant_list::write_answer(w, listed),
+            AdminResponse::TenantDeleted(deleted) => tenant_delete::write_answer(w, deleted),
         }
     }
 }

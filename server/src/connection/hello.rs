@@ -216,6 +216,16 @@ fn session_of(core: &CoreContext, token: &[u8]) -> Result<Session, Refused> {
                     connection: Some(connection),
                 })
             }
+            Some(tenant_id) if store.tenant_deleted(tenant_id) => {
+                let message = format!(
+                    "tenant {name} was deleted: its tokens are refused for good (remove it \
+                     from the tenants file)"
+                );
+                Err(Box::new((
+                    error(ErrorCode::Unauthorized, message),
+                    "deleted tenant",
+                )))
+            }
             _ => {
                 let message = format!(
                     "tenant {name} is not registered in this store yet: a primary registers \

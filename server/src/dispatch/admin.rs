@@ -55,7 +55,53 @@ impl Scoped<'_> {
             AdminRequest::TenantList(list) => {
                 Ok(AdminResponse::TenantsListed(self.tenant_list(&list)))
             }
+            AdminRequest::TenantDelete(delete) => self
+                .tenant_delete(&delete)
+                .await
+                .map(AdminResponse::TenantDeleted),
         }
+    }
+
+    /// TENANT_DELETE (decision 0032 §6): the engine destroys the tenant's keys and deletes its
+    /// contexts (the store-wide handle: the operator's session sees TenantId 0 only); then,
+    /// when the server replicates, the wait of a remote acknowledgement: its ticket is taken
+    /// after the keyring changed, so the cut it waits for was read with the tombstone, and
+    /// the shipper replaces the replica's `keyring` object before it ships that cut.
+    async fn tenant_delete(
+        &self,
+        delete: &admin::TenantDelete,
+    ) -> Result<admin::TenantDeleted, Response> {
+        use admin::tenant_deleted_flags::{KEYS_DESTROYED, REPLICA_UPDATED};
+        let tenant_id = (self.store.delete_tenant(&delete.name).await).map_err(engine_error)?;
+        let mut flags = if self.store.tenant_erased(tenant_id) {
+            KEYS_DESTROYED
+        } else {
+            0
+        };
+        if self.remote_acks.acks().is_some() {
+            self.remote_acks
+                .wait(0)
+                .await
+                .map_err(|refused| match refused {
+                    Response::Error { code, .. } => error(
+                        code,
+                        format!(
+                            "tenant {} is deleted on this server (its keys destroyed, its contexts \
+                         deleted), but the object store did not confirm the deletion within \
+                         --remote-ack-timeout; the next cut takes it there: send TENANT_DELETE \
+                         again to wait for it",
+                            delete.name
+                        ),
+                    ),
+                    other => other,
+                })?;
+            flags |= REPLICA_UPDATED;
+        }
+        tracing::warn!(tenant = %delete.name, tenant_id = tenant_id.0, flags, "TENANT_DELETE answered");
+        Ok(admin::TenantDeleted {
+            tenant_id: tenant_id.0,
+            flags,
+        })
     }
 
     /// TENANT_LIST (decision 0032 §8): a page of `Tenants::reports`, in name order, after the
@@ -345,7 +391,8 @@ fn tenant_wire(report: crate::tenancy::TenantReport) -> admin::TenantWire {
     admin::TenantWire {
         tenant_id: report.tenant_id.map_or(0, |tenant_id| tenant_id.0),
         flags: flag(report.in_file, tenant_flags::IN_FILE)
-            | flag(report.tenant_id.is_some(), tenant_flags::REGISTERED),
+            | flag(report.tenant_id.is_some(), tenant_flags::REGISTERED)
+            | flag(report.deleted, tenant_flags::DELETED),
         rights: flag(report.rights.read, tenant_rights::READ)
             | flag(report.rights.write, tenant_rights::WRITE)
             | flag(report.rights.admin, tenant_rights::ADMIN),

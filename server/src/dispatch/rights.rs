@@ -70,14 +70,27 @@ pub fn need(message: MessageType) -> Need {
         | M::StreamAbort => Need::Write,
         M::CtxDelete | M::CtxPrune | M::CtxTtl | M::PurgeBlob => Need::Admin,
         // STATS and STATS_EX count the whole store; TENANT_LIST reports every tenant.
-        M::Stats | M::StatsEx | M::Backup | M::Gc | M::ReplicationStats | M::TenantList => {
-            Need::Operator
-        }
+        M::Stats
+        | M::StatsEx
+        | M::Backup
+        | M::Gc
+        | M::ReplicationStats
+        | M::TenantList
+        | M::TenantDelete => Need::Operator,
     }
 }
 
 /// `Ok` when `session` may send `message`; else UNAUTHORIZED naming what it lacks.
 pub fn check(session: &Session, message: MessageType) -> Result<(), Response> {
+    // A tenant deleted since this connection's HELLO (decision 0032 §6): its tokens are
+    // refused, and so is every request of a connection it still holds open.
+    if !session.is_operator() && session.engine.tenant_deleted(session.tenant_id) {
+        let message = format!(
+            "tenant {} was deleted: its tokens are refused from now on",
+            session.tenant_name
+        );
+        return Err(error(ErrorCode::Unauthorized, message));
+    }
     let rights = session.rights;
     let (granted, what) = match need(message) {
         Need::Nothing => (true, ""),

@@ -25,7 +25,10 @@ pub mod tenant_flags {
     pub const IN_FILE: u8 = 1 << 0;
     /// The store has registered its name (a tenant record): it has a TenantId.
     pub const REGISTERED: u8 = 1 << 1;
-    pub const KNOWN: u8 = IN_FILE | REGISTERED;
+    /// Deleted (TENANT_DELETE): its contexts are gone, its tokens refused, its id and name
+    /// never given again.
+    pub const DELETED: u8 = 1 << 2;
+    pub const KNOWN: u8 = IN_FILE | REGISTERED | DELETED;
 }
 
 /// `TenantWire::rights` bits (its tokens' rights; 0 when the file does not name it).
