@@ -84,6 +84,7 @@ from .types import (
     Role,
     Stats,
     Tenant,
+    TenantDeleted,
     Turn,
     TurnInfo,
     TurnPage,
@@ -589,6 +590,21 @@ class Calls(ClientCore):
         server without a tenants file has none. Raises
         :class:`~ctxstore.errors.NotSupported` on a server older than version 5."""
         return Call(ops.tenants(page_size), timeout)
+
+    @call
+    def delete_tenant(self, name: str, *, timeout: float | None = None) -> Call[TenantDeleted]:
+        """Deletes the tenant ``name`` (protocol version 5, decision 0032 §6; the operator's
+        token only: a tenant's is :class:`~ctxstore.errors.Unauthorized`): erasure by
+        forgetting its keys. The store destroys the tenant's keys (when it seals payloads) and
+        deletes every context of it; from then on its tokens are refused (open connections
+        included) and its name and id are never given again; the next collection gives its
+        bytes back. Idempotent: a tenant deleted before answers as the first time did. A name
+        the store never registered is :class:`~ctxstore.errors.InvalidArgument`; a standby
+        answers :class:`~ctxstore.errors.NotPrimary`; a server that replicates and whose object
+        store did not confirm the deletion in time :class:`~ctxstore.errors.Unconfirmed`
+        (deleted here; call again to wait again). Raises
+        :class:`~ctxstore.errors.NotSupported` on a server older than version 5."""
+        return Call(ops.delete_tenant(name), timeout)
 
     # -- version 2: contexts by name, tags, listing, key-value ---------------------------------
     @call

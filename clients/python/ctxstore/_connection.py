@@ -339,7 +339,7 @@ _RESENT_SAFELY = frozenset(
         "TURN_LOG", "READ_PAGE", "FIND_TURNS", "REPLICATION_STATS", "ROLE", "STREAM_LIST",
         "STREAM_READ", "WATCH", "TENANT_LIST", "BACKUP", "GC",
         # Writes that land once however often they are sent.
-        "CTX_OPEN", "KV_PUT", "KV_PUT_EX", "PUT_CHUNKED", "STREAM_SEAL",
+        "CTX_OPEN", "KV_PUT", "KV_PUT_EX", "PUT_CHUNKED", "STREAM_SEAL", "TENANT_DELETE",
     }
 )  # fmt: skip
 
@@ -347,7 +347,8 @@ _RESENT_SAFELY = frozenset(
 def resends_safely(request: p.Request) -> bool:
     """Whether ``request`` may be sent again when its outcome is unknown (its connection
     lost, no answer, UNCONFIRMED): a read, or a write that lands once however often it is
-    sent (an APPEND_TURNS whose every turn has a key, a KV put, a chunk, a seal)."""
+    sent (an APPEND_TURNS whose every turn has a key, a KV put, a chunk, a seal, a tenant's
+    deletion)."""
     inner = getattr(request, "request", None) or getattr(request, "read", None)
     if isinstance(inner, p.Request):
         return resends_safely(inner)

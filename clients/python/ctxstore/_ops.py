@@ -79,6 +79,7 @@ from .types import (
     ServerInfo,
     Stats,
     Tenant,
+    TenantDeleted,
     Turn,
     TurnInfo,
     TurnPage,
@@ -850,6 +851,7 @@ def _tenant_of(record: p.TenantRecord) -> Tenant:
         tenant_id=record.tenant_id or None,
         in_tenants_file=bool(record.flags & p.TENANT_IN_FILE),
         registered=bool(record.flags & p.TENANT_REGISTERED),
+        deleted=bool(record.flags & p.TENANT_DELETED),
         rights=tuple(
             right for bit, right in enumerate(p.TENANT_RIGHTS) if record.rights & (1 << bit)
         ),
@@ -907,6 +909,28 @@ def tenants(page_size: int = p.TENANT_LIST_LIMIT) -> Plan[list[Tenant]]:
         if not page.next:
             return listed
         after = page.next
+
+
+def delete_tenant(name: str) -> Op[TenantDeleted]:
+    """TENANT_DELETE (version 5, decision 0032 §6; the operator's): the tenant ``name`` (1 to
+    64 bytes of UTF-8) deleted — its keys destroyed, its contexts deleted, its tokens refused;
+    idempotent, a second time answers as the first."""
+    if not isinstance(name, str):
+        raise TypeError(f"a tenant name is a str, not {name!r}")
+    if not name:
+        raise ValueError("a tenant name must not be empty")
+    if len(name.encode("utf-8")) > p.TENANT_NAME_BYTES_MAX:
+        raise ValueError(f"a tenant name is at most {p.TENANT_NAME_BYTES_MAX} bytes of UTF-8")
+
+    def finish(response: p.Response) -> TenantDeleted:
+        deleted = _expect(response, p.TenantDeletedResponse)
+        return TenantDeleted(
+            tenant_id=deleted.tenant_id,
+            keys_destroyed=bool(deleted.flags & p.TENANT_KEYS_DESTROYED),
+            replica_updated=bool(deleted.flags & p.TENANT_REPLICA_UPDATED),
+        )
+
+    return Op(p.TenantDelete(name), finish)
 
 
 def gc() -> Op[GcReport]:

@@ -191,14 +191,21 @@ __all__ = [
     "TenantList",
     "TenantRecord",
     "TenantsListedResponse",
+    "TenantDelete",
+    "TenantDeletedResponse",
     "TENANT_NAME_BYTES_MAX",
     "TENANT_LIST_LIMIT",
     "TENANT_IN_FILE",
     "TENANT_REGISTERED",
+    "TENANT_DELETED",
     "TENANT_FLAGS_KNOWN",
     "TENANT_RIGHTS",
     "TENANT_RIGHTS_KNOWN",
     "TENANT_BYTES_MIN",
+    "TENANT_KEYS_DESTROYED",
+    "TENANT_REPLICA_UPDATED",
+    "TENANT_DELETE_FLAGS_KNOWN",
+    "TENANT_DELETED_BYTES",
     "OverlayRecord",
     "ChunkRecord",
     "SentChunkRecord",
@@ -2736,6 +2743,35 @@ class TenantList(Request):
 
 @register_request
 @dataclass(frozen=True, slots=True)
+class TenantDelete(Request):
+    """TENANT_DELETE (0x003B, v5, decision 0032 §6; the operator's token only): erasure of
+    the tenant ``name`` by forgetting its keys — its keys destroyed (when the store seals
+    payloads), its contexts deleted, its tokens refused from then on. Sent again, it answers
+    as the first time did. Body: ``u16 len, name`` (1 to 64 bytes of UTF-8)."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.TENANT_DELETE
+    NAME: ClassVar[str] = "TENANT_DELETE"
+    MIN_VERSION: ClassVar[int] = 5
+
+    name: str
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        if not self.name:
+            raise ValueError("a tenant name must not be empty")
+        return [_tenant_name_length(self.name, "name")]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> TenantDelete:
+        """See :meth:`Message.decode_body`."""
+        name = _tenant_name(reader, "name")
+        if not name:
+            raise reader.error("name", "empty")
+        return cls(name)
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
 class PatchTurn(Request):
     """PATCH_TURN (0x0024, v2): the turn reads ``payload`` from now on (an overlay; reads
     ``as_of`` an older overlay see what it had then). Body: ``u64 turn_id, u32 payload_len, u32
@@ -4050,7 +4086,10 @@ TENANT_IN_FILE = 1 << 0
 """TENANTS ``flags`` bit 0: the tenants file in force names the tenant."""
 TENANT_REGISTERED = 1 << 1
 """TENANTS ``flags`` bit 1: the store has its tenant record (it has a TenantId)."""
-TENANT_FLAGS_KNOWN = TENANT_IN_FILE | TENANT_REGISTERED
+TENANT_DELETED = 1 << 2
+"""TENANTS ``flags`` bit 2: deleted (TENANT_DELETE): its contexts are gone, its tokens
+refused, its id and name never given again."""
+TENANT_FLAGS_KNOWN = TENANT_IN_FILE | TENANT_REGISTERED | TENANT_DELETED
 TENANT_RIGHTS = ("read", "write", "admin")
 """TENANTS ``rights`` bits, by index: bit 0 read, bit 1 write, bit 2 admin."""
 TENANT_RIGHTS_KNOWN = (1 << len(TENANT_RIGHTS)) - 1
@@ -4075,11 +4114,12 @@ TENANT_BYTES_MIN = _TENANT_HEAD.size + 2 + 1 + _TENANT_FIGURES_FIXED.size
 @dataclass(frozen=True, slots=True)
 class TenantRecord:
     """One tenant of a TENANTS answer: ``u32 tenant_id`` (0 while the store has not
-    registered it), ``u8 flags`` (:data:`TENANT_IN_FILE`, :data:`TENANT_REGISTERED`), ``u8
-    rights`` (bits of :data:`TENANT_RIGHTS`; 0 when not in the file), ``u16 name_len, name``
-    (1 to 64 bytes), then ten u64: contexts, streams_open, stored_bytes, connections,
-    quota_bytes, quota_contexts, quota_appends_per_s, quota_connections, quota_streams (0: no
-    limit), refusals (QUOTA_EXCEEDED answers since the server started)."""
+    registered it), ``u8 flags`` (:data:`TENANT_IN_FILE`, :data:`TENANT_REGISTERED`,
+    :data:`TENANT_DELETED`), ``u8 rights`` (bits of :data:`TENANT_RIGHTS`; 0 when not in the
+    file), ``u16 name_len, name`` (1 to 64 bytes), then ten u64: contexts, streams_open,
+    stored_bytes, connections, quota_bytes, quota_contexts, quota_appends_per_s,
+    quota_connections, quota_streams (0: no limit), refusals (QUOTA_EXCEEDED answers since the
+    server started)."""
 
     tenant_id: int
     flags: int
@@ -4160,6 +4200,47 @@ class TenantsListedResponse(Response):
         reader.count(count, TENANT_BYTES_MIN, "tenants")
         tenants = tuple(TenantRecord.decode(reader) for _ in range(count))
         return cls(tenants, _tenant_name(reader, "next"))
+
+
+TENANT_KEYS_DESTROYED = 1 << 0
+"""TENANT_DELETED ``flags`` bit 0: the store seals payloads and the tenant's keys are destroyed
+in its keyring, so what it stored opens nowhere any more."""
+TENANT_REPLICA_UPDATED = 1 << 1
+"""TENANT_DELETED ``flags`` bit 1: the server replicates and the object store holds the
+deletion (the replica's keyring and a cut with the tenant-deleted record)."""
+TENANT_DELETE_FLAGS_KNOWN = TENANT_KEYS_DESTROYED | TENANT_REPLICA_UPDATED
+TENANT_DELETED_BYTES = 8
+"""TENANT_DELETED's body: ``u32 tenant_id, u32 flags``."""
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class TenantDeletedResponse(Response):
+    """TENANT_DELETED (0x803B, v5; 8 bytes): TENANT_DELETE's answer — ``u32 tenant_id`` (the
+    deleted tenant's TenantId, never 0), ``u32 flags`` (:data:`TENANT_KEYS_DESTROYED`,
+    :data:`TENANT_REPLICA_UPDATED`; other bits 0)."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.TENANT_DELETE.response_type,)
+    NAME: ClassVar[str] = "TENANT_DELETED"
+
+    tenant_id: int
+    flags: int = 0
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        if self.tenant_id == 0:
+            raise ValueError("TENANT_DELETED's tenant_id is never 0 (the operator is not deleted)")
+        if self.flags & ~TENANT_DELETE_FLAGS_KNOWN:
+            raise ValueError(f"TENANT_DELETED flags {self.flags:#x} have unknown bits")
+        return _u32(self.tenant_id) + _u32(self.flags)
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> TenantDeletedResponse:
+        """See :meth:`Message.decode_body`."""
+        tenant_id = reader.u32("tenant_id")
+        if tenant_id == 0:
+            raise reader.error("tenant_id", "0 (the operator is never deleted)")
+        return cls(tenant_id, reader.flags(TENANT_DELETE_FLAGS_KNOWN, "flags"))
 
 
 REPLICATION_ROLES = ("off", "primary", "standby")

@@ -36,6 +36,7 @@ __all__ = [
     "ReplicationStats",
     "Role",
     "Tenant",
+    "TenantDeleted",
     "GcReport",
     "Patched",
     "Redacted",
@@ -389,6 +390,9 @@ class Tenant:
     listed without it)."""
     registered: bool
     """The store has its tenant record."""
+    deleted: bool
+    """Deleted (:meth:`~ctxstore.Client.delete_tenant`, TENANT_DELETE): its contexts are gone,
+    its tokens refused, its name and id never given again."""
     rights: tuple[str, ...]
     """Its tokens' rights, of ``"read"``, ``"write"`` and ``"admin"`` (none when not in the
     file)."""
@@ -406,6 +410,21 @@ class Tenant:
     quota_streams: int | None
     quota_refusals: int
     """QUOTA_EXCEEDED answers since the server started."""
+
+
+@dataclass(frozen=True, slots=True)
+class TenantDeleted:
+    """What deleting a tenant did (TENANT_DELETE, protocol version 5, decision 0032 §6): its
+    contexts are deleted and its tokens refused from then on, whatever the flags say."""
+
+    tenant_id: int
+    """The deleted tenant's TenantId (the same each time the name is deleted again)."""
+    keys_destroyed: bool
+    """The store seals payloads and the tenant's keys are destroyed in its keyring: what it
+    stored opens nowhere any more (False on a store that does not seal)."""
+    replica_updated: bool
+    """The server replicates and the object store holds the deletion, so no restore brings
+    the tenant back (False on a server that does not replicate)."""
 
 
 @dataclass(frozen=True, slots=True)

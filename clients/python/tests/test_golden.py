@@ -1,8 +1,8 @@
 """The golden frames of protocol/tests/golden-v1.txt, golden-v2.txt, golden-v3.txt,
 golden-v4.txt and golden-v5.txt decode to the documented values and re-encode to exactly their
 bytes (header flags included); version 4's ACK_AFTER is refused where it cannot be; version 5's
-QUOTA_EXCEEDED raises :class:`~ctxstore.errors.QuotaExceeded`, and its TENANT_LIST is refused
-where its layout forbids."""
+QUOTA_EXCEEDED raises :class:`~ctxstore.errors.QuotaExceeded`, and its TENANT_LIST and
+TENANT_DELETE are refused where their layouts forbid."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import blake3
 import pytest
 
-from ctxstore import Tenant
+from ctxstore import Tenant, TenantDeleted
 from ctxstore import _ops as ops
 from ctxstore import _protocol as p
 from ctxstore import _stream_protocol as s
@@ -379,6 +379,12 @@ EXPECTED: dict[str, tuple[int, p.Message]] = {
             "globex",
         ),
     ),
+    # Version 5 (decision 0032 §6): TENANT_DELETE.
+    "tenant_delete": (72, p.TenantDelete("acme")),
+    "tenant_deleted": (
+        72,
+        p.TenantDeletedResponse(1, p.TENANT_KEYS_DESTROYED | p.TENANT_REPLICA_UPDATED),
+    ),
     # Version 3, replication's figures (issue 31); a server's answers in test_replication.py.
     "replication_stats": (24, p.ReplicationStats()),
     "replication_stats_response": (
@@ -698,6 +704,7 @@ def test_golden_tenants_are_the_public_tenant() -> None:
             tenant_id=2,
             in_tenants_file=True,
             registered=True,
+            deleted=False,
             rights=("read", "write"),
             contexts=12,
             streams_open=1,
@@ -737,7 +744,7 @@ def test_tenant_list_refuses_what_its_layout_forbids() -> None:
     body = _body("tenants_listed")
     name_end = 4 + 4 + 1 + 1 + 2 + 6
     answers = {
-        "flags bit 2": body[:8] + b"\x07" + body[9:],
+        "flags bit 3": body[:8] + b"\x0b" + body[9:],
         "rights bit 3": body[:9] + b"\x0b" + body[10:],
         "empty name": body[:10] + bytes(2) + body[name_end:],
         "name over 64": body[:10] + (65).to_bytes(2, "little") + b"g" * 65 + body[name_end:],
@@ -753,7 +760,7 @@ def test_tenant_list_refuses_what_its_layout_forbids() -> None:
     # What a (test) server cannot answer: undefined flag and right bits, empty or long names.
     tenant = p.TenantRecord(1, 0, 0, "a")
     for broken_tenant in (
-        dataclasses.replace(tenant, flags=4),
+        dataclasses.replace(tenant, flags=8),
         dataclasses.replace(tenant, rights=8),
         dataclasses.replace(tenant, name=""),
         dataclasses.replace(tenant, name="a" * 65),
@@ -764,6 +771,70 @@ def test_tenant_list_refuses_what_its_layout_forbids() -> None:
         p.TenantsListedResponse((tenant,) * 1001).encode_body()
     with pytest.raises(ValueError):
         p.TenantsListedResponse((), "z" * 65).encode_body()
+    # Bit 2, DELETED (TENANT_DELETE), is known: decoded, re-encoded, the public tenant's.
+    deleted = body[:8] + bytes([p.TENANT_REGISTERED | p.TENANT_DELETED]) + body[9:]
+    page = p.decode_response(p.MessageType.TENANT_LIST.response_type, deleted)
+    assert isinstance(page, p.TenantsListedResponse)
+    assert page.tenants[0].flags == p.TENANT_REGISTERED | p.TENANT_DELETED == 0b110
+    assert page.encode_body() == deleted
+    listed = ops._tenant_of(page.tenants[0])
+    assert (listed.in_tenants_file, listed.registered, listed.deleted) == (False, True, True)
+    assert ops._tenant_of(p.TenantRecord(2, p.TENANT_IN_FILE, 0, "a")).deleted is False
+
+
+def test_golden_tenant_deleted_is_the_public_tenant_deleted() -> None:
+    _, message = decode_frame(golden_frames()["tenant_deleted"])
+    deleted = ops.delete_tenant("acme").finish(message)
+    assert deleted == TenantDeleted(tenant_id=1, keys_destroyed=True, replica_updated=True)
+    assert ops.delete_tenant("acme").request == p.TenantDelete("acme")
+    assert p.TenantDelete("acme").required_version == 5
+    for flags, destroyed, updated in ((0, False, False), (1, True, False), (2, False, True)):
+        answer = p.TenantDeletedResponse(7, flags)
+        assert ops.delete_tenant("a").finish(answer) == TenantDeleted(7, destroyed, updated)
+
+
+def test_tenant_delete_refuses_what_its_layout_forbids() -> None:
+    # The request: a name of 1 to 64 bytes of UTF-8; both ways.
+    for request in (p.TenantDelete(""), p.TenantDelete("x" * 65), p.TenantDelete("é" * 33)):
+        with pytest.raises(ValueError):
+            p.encode_request(1, request)
+    for name in ("", "x" * 65, "é" * 33):
+        with pytest.raises(ValueError):
+            ops.delete_tenant(name)
+    with pytest.raises(TypeError):
+        ops.delete_tenant(b"acme")  # type: ignore[arg-type]
+    assert len(b"".join(p.encode_request(1, p.TenantDelete("x" * 64)))) == 16 + 2 + 64
+    assert len(b"".join(p.encode_request(1, p.TenantDelete("é" * 32)))) == 16 + 2 + 64
+    body = _body("tenant_delete")  # name_len (2), "acme"
+    requests = {
+        "empty name": bytes(2),
+        "name over 64": (65).to_bytes(2, "little") + b"a" * 65,
+        "name not UTF-8": b"\x02\x00\xff\xfe",
+        "trailing byte": body + b"\x00",
+        "one byte short": body[:-1],
+    }
+    for case, broken in requests.items():
+        with pytest.raises(p.ProtocolError):
+            p.decode_request(p.MessageType.TENANT_DELETE, broken)
+            pytest.fail(case)
+    # The answer: tenant_id (4, never 0), flags (4: bits 0 and 1 only).
+    body = _body("tenant_deleted")
+    assert len(body) == p.TENANT_DELETED_BYTES
+    answers = {
+        "tenant_id 0": bytes(4) + body[4:],
+        "flags bit 2": body[:4] + (0b111).to_bytes(4, "little"),
+        "flags bit 31": body[:4] + (1 << 31 | 1).to_bytes(4, "little"),
+        "trailing byte": body + b"\x00",
+        "one byte short": body[:-1],
+    }
+    for case, broken in answers.items():
+        with pytest.raises(p.ProtocolError):
+            p.decode_response(p.MessageType.TENANT_DELETE.response_type, broken)
+            pytest.fail(case)
+    # What a (test) server cannot answer: tenant 0, undefined flag bits.
+    for broken_answer in (p.TenantDeletedResponse(0, 0), p.TenantDeletedResponse(1, 4)):
+        with pytest.raises(ValueError):
+            broken_answer.encode_body()
 
 
 def test_tenant_pages_must_ascend_and_advance() -> None:

@@ -1,7 +1,8 @@
 """Tenants (issue 48, decision 0032): the clients and the LangGraph adapters work unchanged with
 a tenant's token (LangGraph's own conformance suite passes through one), and what one tenant
 saves is absent to another: threads, checkpoints, store items, blobs. The operator lists the
-tenants with their usage, quotas and refusals (``tenants()``, TENANT_LIST, version 5)."""
+tenants with their usage, quotas and refusals (``tenants()``, TENANT_LIST, version 5) and
+deletes a tenant (``delete_tenant()``, TENANT_DELETE, version 5)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,13 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
 import ctxstore
-from ctxstore.errors import NotFound, NotSupported, QuotaExceeded, Unauthorized
+from ctxstore.errors import (
+    InvalidArgument,
+    NotFound,
+    NotSupported,
+    QuotaExceeded,
+    Unauthorized,
+)
 from ctxstore.langgraph import CtxstoreSaver
 from ctxstore.langgraph_store import CtxstoreStore
 
@@ -204,3 +211,82 @@ def test_only_the_operator_lists_the_tenants(tenants: ServerProcess) -> None:
 def test_a_server_without_tenants_lists_none(server: ServerProcess) -> None:
     with ctxstore.Client(server.addr) as client:
         assert client.tenants() == []
+
+
+def test_the_operator_deletes_a_tenant(tmp_root: Path) -> None:
+    # A server of its own: the deleted tenant is gone for good.
+    process = tenants_server(tmp_root / "tenants-delete")
+    try:
+        with (
+            ctxstore.Client(process.addr, token=GLOBEX) as globex,
+            ctxstore.Client(process.addr, token=OPERATOR) as operator,
+        ):
+            head = globex.create_context()
+            globex.append(head.context_id, b"globex's turn")
+            before = {tenant.name: tenant for tenant in operator.tenants()}
+            assert not any(tenant.deleted for tenant in before.values())
+            deleted = operator.delete_tenant("globex")
+            assert isinstance(deleted, ctxstore.TenantDeleted)
+            assert deleted.tenant_id == before["globex"].tenant_id
+            # No master key (the store does not seal) and no replica: neither flag.
+            assert (deleted.keys_destroyed, deleted.replica_updated) == (False, False)
+            # (a) Its token is refused from then on, on its open connection too.
+            with pytest.raises(Unauthorized):
+                with ctxstore.Client(process.addr, token=GLOBEX) as client:
+                    client.ping()
+            with pytest.raises(Unauthorized):
+                globex.ping()
+            # (b) Listed, deleted; the others are not.
+            after = {tenant.name: tenant for tenant in operator.tenants()}
+            assert list(after) == ["acme", "globex", "initech", "readers"]
+            assert after["globex"].deleted and after["globex"].registered
+            assert after["globex"].tenant_id == deleted.tenant_id
+            assert after["globex"].contexts == 0  # every context of it deleted
+            assert [name for name, tenant in after.items() if tenant.deleted] == ["globex"]
+            # (c) Idempotent: the same answer again.
+            assert operator.delete_tenant("globex") == deleted
+            # (d) A name the store never registered.
+            with pytest.raises(InvalidArgument):
+                operator.delete_tenant("no-such-tenant")
+            operator.ping()  # the connection stays open
+            with pytest.raises(ValueError):
+                operator.delete_tenant("")
+            with pytest.raises(ValueError):
+                operator.delete_tenant("x" * 65)
+        # The other tenants go on.
+        with ctxstore.Client(process.addr, token=ACME) as acme:
+            acme.create_context()
+            # (e) A tenant's token, even one with the admin right, may not delete a tenant.
+            with pytest.raises(Unauthorized):
+                acme.delete_tenant("initech")
+            acme.ping()  # the connection stays open
+
+        class Version4Client(ctxstore.Client):
+            PROTOCOL_VERSIONS = (1, 4)
+
+        with Version4Client(process.addr, token=OPERATOR) as old:
+            with pytest.raises(NotSupported, match="needs protocol version 5"):
+                old.delete_tenant("initech")
+    finally:
+        process.stop()
+
+
+async def test_the_async_client_deletes_a_tenant_too(tmp_root: Path) -> None:
+    process = tenants_server(tmp_root / "tenants-delete-async")
+    try:
+        async with ctxstore.AsyncClient(process.addr, token=INITECH) as initech:
+            await initech.create_context()
+        async with ctxstore.AsyncClient(process.addr, token=OPERATOR) as operator:
+            deleted = await operator.delete_tenant("initech")
+            assert deleted.tenant_id > 0
+            assert (deleted.keys_destroyed, deleted.replica_updated) == (False, False)
+            assert await operator.delete_tenant("initech") == deleted
+            with pytest.raises(InvalidArgument):
+                await operator.delete_tenant("no-such-tenant")
+            listed = {tenant.name: tenant.deleted for tenant in await operator.tenants()}
+            assert listed == {"acme": False, "globex": False, "initech": True, "readers": False}
+        with pytest.raises(Unauthorized):
+            async with ctxstore.AsyncClient(process.addr, token=INITECH) as initech:
+                await initech.ping()
+    finally:
+        process.stop()

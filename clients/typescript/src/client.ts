@@ -67,6 +67,7 @@ import type {
   ServerInfo,
   Stats,
   Tenant,
+  TenantDeleted,
   Turn,
   TurnInfo,
   TurnSpec,
@@ -197,7 +198,7 @@ const RESENT_SAFELY = new Set([
   "GET_CHAIN", "GET_BLOB", "HAS_BLOBS", "CTX_SHOW", "CTX_LIST", "KV_GET", "KV_LIST", "KV_GET_EX",
   "KV_LIST_EX", "KV_GET_MANY", "GET_TURN_BY_KEY", "TURN_LOG", "READ_PAGE", "FIND_TURNS",
   "REPLICATION_STATS", "ROLE", "STREAM_LIST", "STREAM_READ", "WATCH", "TENANT_LIST", "BACKUP", "GC",
-  "CTX_OPEN", "KV_PUT", "KV_PUT_EX", "PUT_CHUNKED", "STREAM_SEAL",
+  "CTX_OPEN", "KV_PUT", "KV_PUT_EX", "PUT_CHUNKED", "STREAM_SEAL", "TENANT_DELETE",
 ]);
 
 function resendsSafely(request: p.Request<unknown>): boolean {
@@ -952,6 +953,25 @@ export class Client {
       if (page.next.length === 0) return listed;
       after = page.next;
     }
+  }
+
+  /** TENANT_DELETE (protocol version 5, decision 0032 §6): deletes the tenant `name`, erasure by
+   * forgetting its keys. The store destroys the tenant's keys (when it seals payloads) and
+   * deletes every context of it; from then on its tokens are Unauthorized (open connections
+   * included) and its name and id are never given again; the next collection gives its bytes
+   * back. The operator's token only (a tenant's: Unauthorized). Idempotent: a tenant deleted
+   * before answers as the first time did. A name the store never registered is
+   * InvalidArgument; a standby answers NotPrimary; a server that replicates and whose object
+   * store did not confirm the deletion in time Unconfirmed (deleted here; call again to wait
+   * again). RangeError for an empty name or one over 64 bytes; NotSupported on a server older
+   * than version 5. */
+  async deleteTenant(name: string, options: CallOptions = {}): Promise<TenantDeleted> {
+    const deleted = await this.run(p.tenantDelete(name), options);
+    return {
+      tenantId: deleted.tenantId,
+      keysDestroyed: (deleted.flags & p.TENANT_KEYS_DESTROYED) !== 0,
+      replicaUpdated: (deleted.flags & p.TENANT_REPLICA_UPDATED) !== 0,
+    };
   }
 
   // -- version 2: contexts, tags, key-value --------------------------------------------
@@ -1927,6 +1947,7 @@ function tenantOf(record: p.TenantRecord): Tenant {
     tenantId: record.tenantId === 0 ? undefined : record.tenantId,
     inTenantsFile: (record.flags & p.TENANT_IN_FILE) !== 0,
     registered: (record.flags & p.TENANT_REGISTERED) !== 0,
+    deleted: (record.flags & p.TENANT_DELETED) !== 0,
     rights: p.TENANT_RIGHTS.filter((_, bit) => (record.rights & (1 << bit)) !== 0),
     contexts: record.contexts,
     streamsOpen: record.streamsOpen,

@@ -932,7 +932,10 @@ export const TENANT_LIST_LIMIT = 1000;
 export const TENANT_IN_FILE = 1 << 0;
 /** TENANTS `flags` bit 1: the store has its tenant record (it has a TenantId). */
 export const TENANT_REGISTERED = 1 << 1;
-export const TENANT_FLAGS_KNOWN = TENANT_IN_FILE | TENANT_REGISTERED;
+/** TENANTS `flags` bit 2: deleted (TENANT_DELETE): its contexts are gone, its tokens refused,
+ * its id and name never given again. */
+export const TENANT_DELETED = 1 << 2;
+export const TENANT_FLAGS_KNOWN = TENANT_IN_FILE | TENANT_REGISTERED | TENANT_DELETED;
 /** TENANTS `rights` bits, by index: bit 0 read, bit 1 write, bit 2 admin. */
 export const TENANT_RIGHTS = ["read", "write", "admin"] as const;
 export const TENANT_RIGHTS_KNOWN = (1 << TENANT_RIGHTS.length) - 1;
@@ -943,7 +946,7 @@ export const TENANT_BYTES_MIN = 4 + 1 + 1 + 2 + 1 + 10 * 8;
 export interface TenantRecord {
   /** 0 while the store has not registered the name. */
   tenantId: number;
-  /** TENANT_IN_FILE, TENANT_REGISTERED. */
+  /** TENANT_IN_FILE, TENANT_REGISTERED, TENANT_DELETED. */
   flags: number;
   /** Bits of TENANT_RIGHTS (0 when the file does not name it). */
   rights: number;
@@ -1008,6 +1011,30 @@ export function decodeTenants(r: Reader): TenantsAnswer {
     });
   }
   return { tenants, next: tenantName(r, "next") };
+}
+
+/** TENANT_DELETED `flags` bit 0: the store seals payloads and the tenant's keys are destroyed
+ * in its keyring, so what it stored opens nowhere any more. */
+export const TENANT_KEYS_DESTROYED = 1 << 0;
+/** TENANT_DELETED `flags` bit 1: the server replicates and the object store holds the deletion
+ * (the replica's keyring and a cut with the tenant-deleted record). */
+export const TENANT_REPLICA_UPDATED = 1 << 1;
+export const TENANT_DELETE_FLAGS_KNOWN = TENANT_KEYS_DESTROYED | TENANT_REPLICA_UPDATED;
+
+/** TENANT_DELETED, TENANT_DELETE's answer, as on the wire. */
+export interface TenantDeletedAnswer {
+  /** The deleted tenant's TenantId (never 0). */
+  tenantId: number;
+  /** TENANT_KEYS_DESTROYED, TENANT_REPLICA_UPDATED. */
+  flags: number;
+}
+
+/** TENANT_DELETED (version 5, decision 0032 §6): `u32 tenant_id` (never 0), `u32 flags`
+ * (TENANT_KEYS_DESTROYED, TENANT_REPLICA_UPDATED; unknown bits refused). */
+export function decodeTenantDeleted(r: Reader): TenantDeletedAnswer {
+  const tenantId = r.u32("tenant_id");
+  if (tenantId === 0) throw r.error("tenant_id", "0 (the operator is never deleted)");
+  return { tenantId, flags: r.flags(TENANT_DELETE_FLAGS_KNOWN, "flags") };
 }
 
 /** REPLICATION_STATS' role and state codes, by index. */
@@ -1644,6 +1671,18 @@ export function tenantList(after: string, limit: number): Request<TenantsAnswer>
     throw new RangeError(`a TENANT_LIST limit is 1 to ${TENANT_LIST_LIMIT} tenants, not ${limit}`);
   }
   return request("TENANT_LIST", MsgType.TENANT_LIST, 5, (w) => w.short(name, "after").u32(limit), decodeTenants);
+}
+
+/** TENANT_DELETE (version 5, decision 0032 §6; the operator's token only): the tenant `name`
+ * (1..=64 bytes of UTF-8) deleted — its keys destroyed, its contexts deleted, its tokens refused;
+ * sent again, it answers as the first time did. RangeError for what the codec refuses. */
+export function tenantDelete(name: string): Request<TenantDeletedAnswer> {
+  const bytes = utf8.encode(name);
+  if (bytes.length === 0) throw new RangeError("a tenant name must not be empty");
+  if (bytes.length > TENANT_NAME_BYTES_MAX) {
+    throw new RangeError(`name is ${bytes.length} bytes; a tenant name is at most ${TENANT_NAME_BYTES_MAX}`);
+  }
+  return request("TENANT_DELETE", MsgType.TENANT_DELETE, 5, (w) => w.short(bytes, "name"), decodeTenantDeleted);
 }
 
 /** A write of TAKES_ACK_AFTER sent with the frame flag ACK_AFTER (version 4): acknowledged once

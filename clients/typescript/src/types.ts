@@ -263,6 +263,9 @@ export interface Tenant {
   inTenantsFile: boolean;
   /** The store has its tenant record. */
   registered: boolean;
+  /** Deleted (`deleteTenant`, TENANT_DELETE): its contexts are gone, its tokens refused, its
+   * name and id never given again. */
+  deleted: boolean;
   /** Its tokens' rights (none when not in the file). */
   rights: Array<"read" | "write" | "admin">;
   /** Live contexts. */
@@ -279,6 +282,19 @@ export interface Tenant {
   quotaStreams: number | undefined;
   /** QUOTA_EXCEEDED answers since the server started. */
   quotaRefusals: number;
+}
+
+/** What deleting a tenant did (TENANT_DELETE, protocol version 5, decision 0032 §6): its
+ * contexts are deleted and its tokens refused from then on, whatever the flags say. */
+export interface TenantDeleted {
+  /** The deleted tenant's TenantId (the same each time the name is deleted again). */
+  tenantId: number;
+  /** The store seals payloads and the tenant's keys are destroyed in its keyring: what it
+   * stored opens nowhere any more (false on a store that does not seal). */
+  keysDestroyed: boolean;
+  /** The server replicates and the object store holds the deletion, so no restore brings the
+   * tenant back (false on a server that does not replicate). */
+  replicaUpdated: boolean;
 }
 
 export interface GcReport {

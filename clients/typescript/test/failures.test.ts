@@ -294,7 +294,25 @@ describe("servers that are not ctxstore, or break the protocol", () => {
     const client = new Client(fake.addr);
     await expect(client.tenants()).rejects.toThrow(/TENANT_LIST needs protocol version 5/);
     await expect(client.tenants()).rejects.toBeInstanceOf(NotSupported);
+    await expect(client.deleteTenant("acme")).rejects.toThrow(/TENANT_DELETE needs protocol version 5/);
     expect(requests).toBe(0);
+    await client.close();
+    await fake.close();
+  });
+
+  test("TENANT_DELETED (version 5): its flags as booleans; an unknown flag bit is a ProtocolError", async () => {
+    const answers = [3, 0, 4];
+    const fake = await scripted((socket, msgType, reqId) => {
+      const body = Buffer.alloc(8);
+      body.writeUInt32LE(9, 0);
+      body.writeUInt32LE(answers.shift()!, 4);
+      socket.write(frame(msgType | p.RESPONSE_BIT, reqId, body));
+    }, 5);
+    const client = new Client(fake.addr);
+    expect(await client.deleteTenant("acme")).toEqual({ tenantId: 9, keysDestroyed: true, replicaUpdated: true });
+    expect(await client.deleteTenant("acme")).toEqual({ tenantId: 9, keysDestroyed: false, replicaUpdated: false });
+    await expect(client.deleteTenant("acme")).rejects.toBeInstanceOf(ProtocolError);
+    await expect(client.deleteTenant("")).rejects.toBeInstanceOf(RangeError);
     await client.close();
     await fake.close();
   });

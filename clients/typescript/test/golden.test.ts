@@ -104,6 +104,8 @@ const REQUESTS: Record<string, [number, p.Request<unknown>]> = {
   // Version 5 (decision 0032 §3, §8): QUOTA_EXCEEDED, TENANT_LIST; HELLO offers 1..=5.
   hello_request_v5: [1, p.hello(1, 5, utf8("t0k"), "ts")],
   tenant_list: [71, p.tenantList("acme", 100)],
+  // Version 5 (decision 0032 §6): TENANT_DELETE.
+  tenant_delete: [72, p.tenantDelete("acme")],
   patch_turn: [23, p.patchTurn(42, utf8("fixed"))],
   redact_turn: [24, p.redactTurn(42)],
   purge_blob: [25, p.purgeBlob(HASH_A0)],
@@ -204,6 +206,9 @@ const ANSWERS: Record<string, Answer> = {
     }],
     next: "globex",
   }],
+  tenant_deleted: [72, R(T.TENANT_DELETE), 0, p.decodeTenantDeleted, {
+    tenantId: 1, flags: p.TENANT_KEYS_DESTROYED | p.TENANT_REPLICA_UPDATED,
+  }],
 };
 
 test("ACK_AFTER goes only on the writes that take it, and needs version 4", () => {
@@ -271,7 +276,7 @@ test("TENANT_LIST (version 5) refuses what its layout forbids, both ways", () =>
   const u16 = (value: number): Uint8Array => Uint8Array.of(value & 0xff, value >> 8);
   const u32 = (value: number): Uint8Array => Uint8Array.of(value & 0xff, (value >> 8) & 0xff, 0, 0);
   const broken: Record<string, [Uint8Array, RegExp]> = {
-    flags: [p.concat([body.subarray(0, 8), Uint8Array.of(0x07), body.subarray(9)]), /flags/],
+    flags: [p.concat([body.subarray(0, 8), Uint8Array.of(0x0b), body.subarray(9)]), /flags/],
     rights: [p.concat([body.subarray(0, 9), Uint8Array.of(0x0b), body.subarray(10)]), /rights/],
     "empty name": [p.concat([body.subarray(0, 10), u16(0), body.subarray(nameEnd)]), /name/],
     "name over 64": [p.concat([body.subarray(0, 10), u16(65), utf8("g".repeat(65)), body.subarray(nameEnd)]), /name/],
@@ -282,5 +287,37 @@ test("TENANT_LIST (version 5) refuses what its layout forbids, both ways", () =>
   };
   for (const [, [bytes, message]] of Object.entries(broken)) {
     expect(() => p.decodeBody("TENANTS", bytes, p.decodeTenants)).toThrow(message);
+  }
+  // Bit 2, DELETED (TENANT_DELETE), is known.
+  const deleted = p.concat([body.subarray(0, 8), Uint8Array.of(p.TENANT_REGISTERED | p.TENANT_DELETED), body.subarray(9)]);
+  expect(p.decodeBody("TENANTS", deleted, p.decodeTenants).tenants[0]!.flags).toBe(0b110);
+});
+
+test("TENANT_DELETE (version 5) refuses what its layout forbids, both ways", () => {
+  expect(p.tenantDelete("acme").minVersion).toBe(5);
+  expect(p.requestFrame(1n, p.tenantDelete("x".repeat(64))).length).toBe(16 + 2 + 64);
+  expect(p.requestFrame(1n, p.tenantDelete("é".repeat(32))).length).toBe(16 + 2 + 64);
+  for (const name of ["", "x".repeat(65), "é".repeat(33)]) {
+    expect(() => p.tenantDelete(name)).toThrow(RangeError);
+  }
+  // tenant_id (4, never 0), flags (4: bits 0 and 1 only).
+  const body = GOLDEN.get("tenant_deleted")!.subarray(p.HEADER_BYTES);
+  const u32 = (value: number): Uint8Array => {
+    const bytes = new Uint8Array(4);
+    new DataView(bytes.buffer).setUint32(0, value, true);
+    return bytes;
+  };
+  const broken: Record<string, [Uint8Array, RegExp]> = {
+    "tenant_id 0": [p.concat([u32(0), body.subarray(4)]), /tenant_id/],
+    "flags bit 2": [p.concat([body.subarray(0, 4), u32(0b111)]), /flags/],
+    "flags bit 31": [p.concat([body.subarray(0, 4), u32(0x8000_0001)]), /flags/],
+    "trailing byte": [p.concat([body, Uint8Array.of(0)]), /after its end/],
+    "one byte short": [body.subarray(0, body.length - 1), /too short/],
+  };
+  for (const [, [bytes, message]] of Object.entries(broken)) {
+    expect(() => p.decodeBody("TENANT_DELETED", bytes, p.decodeTenantDeleted)).toThrow(message);
+  }
+  for (const flags of [0, 1, 2, 3]) {
+    expect(p.decodeBody("TENANT_DELETED", p.concat([u32(7), u32(flags)]), p.decodeTenantDeleted)).toEqual({ tenantId: 7, flags });
   }
 });

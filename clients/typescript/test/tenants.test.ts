@@ -1,7 +1,8 @@
 /**
  * Tenants (issue 48, decision 0032): the client and the LangGraph.js saver work unchanged
  * with a tenant's token, and what one tenant saves is absent to another. The operator lists
- * the tenants with their usage, quotas and refusals (`tenants()`, TENANT_LIST, version 5).
+ * the tenants with their usage, quotas and refusals (`tenants()`, TENANT_LIST, version 5) and
+ * deletes a tenant (`deleteTenant()`, TENANT_DELETE, version 5).
  */
 
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -11,7 +12,7 @@ import path from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
 import { emptyCheckpoint } from "@langchain/langgraph-checkpoint";
 
-import { Client, NotFound, QuotaExceeded, Unauthorized } from "../src/index.js";
+import { Client, InvalidArgument, NotFound, QuotaExceeded, Unauthorized } from "../src/index.js";
 import { CtxstoreSaver } from "../src/langgraph.js";
 import { Server } from "./server.js";
 
@@ -22,10 +23,13 @@ const GLOBEX = "globex-token-0123456789abcd";
 const INITECH = "initech-token-0123456789abcde";
 
 let server: Server;
+/** The tenants file every server of these tests starts with. */
+let tenantsFile: string;
 
 beforeAll(async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "ctxstore-ts-tenants-"));
   const file = path.join(dir, "tenants.toml");
+  tenantsFile = file;
   writeFileSync(
     file,
     `[[tenant]]\nname = "acme"\ntokens = ["${ACME}"]\nrights = ["read", "write"]\n` +
@@ -124,5 +128,56 @@ test("only the operator lists the tenants", async () => {
     await acme.ping(); // the connection stays open
   } finally {
     await acme.close();
+  }
+});
+
+test("the operator deletes a tenant: its token refused, listed deleted, idempotent", async () => {
+  // A server of its own: the deleted tenant is gone for good.
+  const own = await Server.start({ token: OPERATOR, args: ["--tenants-file", tenantsFile] });
+  try {
+    const globex = await Client.connect(own.addr, { token: GLOBEX });
+    const operator = await Client.connect(own.addr, { token: OPERATOR });
+    try {
+      const head = await globex.createContext();
+      await globex.append(head.contextId, new TextEncoder().encode("globex's turn"));
+      const before = await operator.tenants();
+      expect(before.map((tenant) => tenant.deleted)).toEqual([false, false, false]);
+      const deleted = await operator.deleteTenant("globex");
+      // No master key (the store does not seal) and no replica: neither flag.
+      expect(deleted).toEqual({ tenantId: before[1]!.tenantId, keysDestroyed: false, replicaUpdated: false });
+      expect(deleted.tenantId).toBeGreaterThan(0);
+      // (a) Its token is refused from then on, on its open connection too.
+      await expect(Client.connect(own.addr, { token: GLOBEX })).rejects.toBeInstanceOf(Unauthorized);
+      await expect(globex.ping()).rejects.toBeInstanceOf(Unauthorized);
+      // (b) Listed, deleted; the others are not.
+      const after = await operator.tenants();
+      expect(after.map((tenant) => [tenant.name, tenant.deleted])).toEqual([
+        ["acme", false],
+        ["globex", true],
+        ["initech", false],
+      ]);
+      // Every context of it deleted.
+      expect(after[1]).toMatchObject({ tenantId: deleted.tenantId, registered: true, deleted: true, contexts: 0 });
+      // (c) Idempotent: the same answer again.
+      expect(await operator.deleteTenant("globex")).toEqual(deleted);
+      // (d) A name the store never registered.
+      await expect(operator.deleteTenant("no-such-tenant")).rejects.toBeInstanceOf(InvalidArgument);
+      await operator.ping(); // the connection stays open
+      await expect(operator.deleteTenant("")).rejects.toBeInstanceOf(RangeError);
+      await expect(operator.deleteTenant("x".repeat(65))).rejects.toBeInstanceOf(RangeError);
+    } finally {
+      await globex.close();
+      await operator.close();
+    }
+    // (e) A tenant's token, even one with the admin right, may not delete a tenant.
+    const initech = await Client.connect(own.addr, { token: INITECH });
+    try {
+      await expect(initech.deleteTenant("acme")).rejects.toBeInstanceOf(Unauthorized);
+      await initech.ping(); // the connection stays open
+    } finally {
+      await initech.close();
+    }
+  } finally {
+    await own.stop();
   }
 });
