@@ -8,7 +8,8 @@
 //! - `scope/*`: what a tenant's handle costs over the store-wide one on the same data
 //!   (decision 0032): a head, 64 newest turns with payloads (each turn's address turned back
 //!   into its hash), a blob look-up by hash (the hash turned into an address), a payload read
-//!   (the record checked against its tenant's address).
+//!   (the record checked against its tenant's address); and the check of a tenant's deletion
+//!   the server makes of every request of a tenant's connection.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 // Functions fit on a screen: the threshold is in clippy.toml.
 #![warn(clippy::too_many_lines)]
@@ -161,6 +162,11 @@ fn scope(c: &mut Criterion) {
             })
         });
     }
+    // The check the server makes of every request of a tenant's connection (decision 0032
+    // §6: a tenant deleted since its HELLO is refused).
+    c.bench_function("scope/tenant_deleted_check", |b| {
+        b.iter(|| assert!(!engine.tenant_deleted(std::hint::black_box(tenant))))
+    });
     engine.shutdown();
 }
 
