@@ -122,7 +122,20 @@ impl StoreKeys {
             (Some(master), true) => {
                 let bytes = crate::file::read_whole(&path)
                     .map_err(|source| OpenError::io(&path, source))?;
-                Keyring::decode(&bytes, master).map_err(|error| open_error(&path, error))?
+                let (keyring, under_previous) = Keyring::decode_opened(&bytes, master)
+                    .map_err(|error| open_error(&path, error))?;
+                // A master key rotation (decision 0032 §7): every key rewrapped under the new
+                // master key, no payload rewritten. A standby's keyring is its primary's,
+                // which rewraps its own and ships it.
+                if under_previous && purpose == KeysFor::Serving {
+                    write_keyring(&path, &keyring, master)?;
+                    tracing::warn!(
+                        path = %path.display(),
+                        "the keyring opened under the previous master key and is rewrapped under \
+                         the new one: remove the previous key from the master key file"
+                    );
+                }
+                keyring
             }
             (Some(_), false) if purpose == KeysFor::Following => Keyring::new(),
             (Some(master), false) => {
@@ -237,6 +250,35 @@ impl StoreKeys {
         })?;
         self.keyring.store(Arc::new(next));
         Ok(true)
+    }
+
+    /// A new version of `tenant_id`'s data key (decision 0032 §7), written durably before
+    /// this returns: new seals use it from then on; what older versions sealed keeps its
+    /// version (the pack header and op 15 name it) and opens as before. The address key never
+    /// rotates. Answers the new version; an error when the store seals nothing, the tenant
+    /// has no live keys (deleted, or not registered), or it already holds the most versions.
+    pub fn rotate(&self, tenant_id: TenantId) -> Result<u16, EngineError> {
+        let Some(master) = &self.master else {
+            return Err(EngineError::InvalidArgument(
+                "this store seals nothing (started without --master-key-file): there is no \
+                 data key to rotate"
+                    .into(),
+            ));
+        };
+        let _rewrite = self
+            .rewrite
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut next = Keyring::clone(&self.keyring.load_full());
+        let version = next.rotate(tenant_id.0).map_err(|error| {
+            EngineError::InvalidArgument(format!("rotating tenant {tenant_id}'s data key: {error}"))
+        })?;
+        write_keyring(&self.path, &next, master).map_err(|error| match error {
+            OpenError::Io { path, source } => EngineError::Io { file: path, source },
+            other => EngineError::Keys(other.to_string()),
+        })?;
+        self.keyring.store(Arc::new(next));
+        Ok(version)
     }
 
     /// The key that seals `tenant_id`'s new payloads: `None` when the store seals nothing; an

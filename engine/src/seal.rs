@@ -103,29 +103,56 @@ fn fill_random(bytes: &mut [u8]) -> Result<(), SealError> {
     getrandom::fill(bytes).map_err(|error| SealError::Random(error.to_string()))
 }
 
-/// The key every tenant's keys are wrapped by (`--master-key-file`).
+/// The key every tenant's keys are wrapped by (`--master-key-file`), and, while it is being
+/// rotated (decision 0032 §7), the one it replaces: a keyring that opens only under the
+/// previous key is rewrapped under the current one (`Keyring::decode_opened` says which).
 #[derive(Debug)]
-pub struct MasterKey(SecretKey);
+pub struct MasterKey {
+    current: SecretKey,
+    previous: Option<SecretKey>,
+}
 
 impl MasterKey {
-    /// From a key file's text: 64 hex digits, surrounding whitespace ignored.
+    /// From a key file's text: 64 hex digits; or two such lines, the new key first and the
+    /// one it replaces second (a rotation). Surrounding whitespace and empty lines ignored.
     pub fn from_hex(text: &str) -> Result<MasterKey, SealError> {
-        let text = text.trim();
-        if text.len() != 64 || !text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        let mut lines = text.lines().map(str::trim).filter(|line| !line.is_empty());
+        let current = lines.next().ok_or(SealError::MasterKeyText)?;
+        let previous = lines.next();
+        if lines.next().is_some() {
             return Err(SealError::MasterKeyText);
         }
-        let mut bytes = [0_u8; 32];
-        for (index, byte) in bytes.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&text[index * 2..index * 2 + 2], 16)
-                .map_err(|_| SealError::MasterKeyText)?;
-        }
-        Ok(MasterKey(SecretKey(bytes)))
+        Ok(MasterKey {
+            current: secret_of_hex(current)?,
+            previous: previous.map(secret_of_hex).transpose()?,
+        })
     }
 
     /// A fresh random key (tests; `ctxstore-server` never makes one for an operator).
     pub fn random() -> Result<MasterKey, SealError> {
-        SecretKey::random().map(MasterKey)
+        Ok(MasterKey {
+            current: SecretKey::random()?,
+            previous: None,
+        })
     }
+
+    /// Whether it holds the key it replaces (a rotation under way).
+    pub fn rotating(&self) -> bool {
+        self.previous.is_some()
+    }
+}
+
+/// 64 hex digits as a key.
+fn secret_of_hex(text: &str) -> Result<SecretKey, SealError> {
+    if text.len() != 64 || !text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        return Err(SealError::MasterKeyText);
+    }
+    let mut bytes = [0_u8; 32];
+    for (index, byte) in bytes.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[index * 2..index * 2 + 2], 16)
+            .map_err(|_| SealError::MasterKeyText)?;
+    }
+    Ok(SecretKey(bytes))
 }
 
 /// Seals `plaintext` under `key`: `nonce ‖ ciphertext ‖ tag`.
@@ -444,7 +471,7 @@ const KIND_ADDRESS: u8 = 1;
 const KIND_DATA: u8 = 2;
 
 fn wrap(master: &MasterKey, key: &SecretKey, ad: &[u8]) -> Result<WrappedKey, SealError> {
-    let sealed = seal(&master.0, ad, &key.0)?;
+    let sealed = seal(&master.current, ad, &key.0)?;
     let mut wrapped = [0_u8; WRAPPED_KEY_BYTES];
     assert_eq!(sealed.len(), WRAPPED_KEY_BYTES);
     wrapped.copy_from_slice(&sealed);
@@ -452,7 +479,7 @@ fn wrap(master: &MasterKey, key: &SecretKey, ad: &[u8]) -> Result<WrappedKey, Se
 }
 
 fn unwrap(
-    master: &MasterKey,
+    master: &SecretKey,
     wrapped: &WrappedKey,
     tenant_id: u32,
     kind: u8,
@@ -465,7 +492,7 @@ fn unwrap(
     };
     let damaged = || SealError::KeyDamaged { tenant_id, what };
     let mut opened =
-        open(&master.0, &wrap_ad(tenant_id, kind, version), wrapped).map_err(|_| damaged())?;
+        open(master, &wrap_ad(tenant_id, kind, version), wrapped).map_err(|_| damaged())?;
     let mut key = [0_u8; 32];
     if opened.len() != 32 {
         opened.zeroize();
@@ -484,14 +511,32 @@ impl Keyring {
     /// The keyring file's bytes opened under `master`: the check first (a wrong master key
     /// fails there, naming it), then every key.
     pub fn decode(bytes: &[u8], master: &MasterKey) -> Result<Keyring, SealError> {
+        Keyring::decode_opened(bytes, master).map(|(keyring, _)| keyring)
+    }
+
+    /// `decode`, and whether the keyring opened under the previous master key only (a
+    /// rotation: the caller rewraps it under the current one, `encode`).
+    pub fn decode_opened(bytes: &[u8], master: &MasterKey) -> Result<(Keyring, bool), SealError> {
         let file = KeyringFile::decode(bytes)?;
+        match (
+            Keyring::decode_under(&file, &master.current),
+            &master.previous,
+        ) {
+            (Err(SealError::WrongMasterKey), Some(previous)) => {
+                Keyring::decode_under(&file, previous).map(|keyring| (keyring, true))
+            }
+            (decoded, _) => decoded.map(|keyring| (keyring, false)),
+        }
+    }
+
+    fn decode_under(file: &KeyringFile, master: &SecretKey) -> Result<Keyring, SealError> {
         let check =
-            open(&master.0, CHECK_AD, &file.master_check).map_err(|_| SealError::WrongMasterKey)?;
+            open(master, CHECK_AD, &file.master_check).map_err(|_| SealError::WrongMasterKey)?;
         if check != CHECK_TEXT {
             return Err(SealError::WrongMasterKey);
         }
         let mut tenants = BTreeMap::new();
-        for entry in file.entries {
+        for entry in file.entries.iter().cloned() {
             let keys = match entry.keys {
                 EntryKeys::Deleted => TenantKeys::Deleted { name: entry.name },
                 EntryKeys::Live {
@@ -526,7 +571,7 @@ impl Keyring {
     /// The keyring file's bytes under `master`, every key wrapped afresh (new nonces): the
     /// same call rewraps them all under a new master key (decision 0032 §7).
     pub fn encode(&self, master: &MasterKey) -> Result<Vec<u8>, SealError> {
-        let check = seal(&master.0, CHECK_AD, CHECK_TEXT)?;
+        let check = seal(&master.current, CHECK_AD, CHECK_TEXT)?;
         let mut master_check = [0_u8; WRAPPED_CHECK_BYTES];
         master_check.copy_from_slice(&check);
         let mut entries = Vec::with_capacity(self.tenants.len());
@@ -914,9 +959,36 @@ mod tests {
                 Err(SealError::MasterKeyText)
             ));
         }
-        assert_eq!(
-            format!("{:?}", MasterKey::from_hex(hex).unwrap()),
-            "MasterKey(SecretKey(…))"
-        );
+        assert!(!format!("{:?}", MasterKey::from_hex(hex).unwrap()).contains("00112233"));
+        // A rotation: the new key, then the old one; never three.
+        let two = format!("{hex}\n\n{}\n", hex.to_lowercase().replace('0', "1"));
+        assert!(MasterKey::from_hex(&two).unwrap().rotating());
+        assert!(!MasterKey::from_hex(hex).unwrap().rotating());
+        assert!(MasterKey::from_hex(&format!("{two}{hex}")).is_err());
+        assert!(MasterKey::from_hex(&format!("{hex}\nnot-a-key")).is_err());
+    }
+
+    #[test]
+    fn a_keyring_under_the_previous_master_key_opens_and_rewraps_under_the_new_one() {
+        let old = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        let new = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+        let mut keyring = Keyring::new();
+        keyring.add_tenant(0, OPERATOR_NAME).unwrap();
+        keyring.add_tenant(1, "acme").unwrap();
+        let under_old = keyring.encode(&MasterKey::from_hex(old).unwrap()).unwrap();
+        let rotating = MasterKey::from_hex(&format!("{new}\n{old}")).unwrap();
+        let (opened, previous) = Keyring::decode_opened(&under_old, &rotating).unwrap();
+        assert!(previous);
+        assert_eq!(data_key(&opened, 1).key.0, data_key(&keyring, 1).key.0);
+        let under_new = opened.encode(&rotating).unwrap();
+        let (reopened, previous) = Keyring::decode_opened(&under_new, &rotating).unwrap();
+        assert!(!previous);
+        assert_eq!(data_key(&reopened, 1).key.0, data_key(&keyring, 1).key.0);
+        // The new key alone opens the rewrapped keyring, and the old one no longer does.
+        assert!(Keyring::decode(&under_new, &MasterKey::from_hex(new).unwrap()).is_ok());
+        assert!(matches!(
+            Keyring::decode(&under_new, &MasterKey::from_hex(old).unwrap()),
+            Err(SealError::WrongMasterKey)
+        ));
     }
 }

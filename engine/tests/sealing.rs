@@ -404,3 +404,58 @@ fn deleting_a_tenant_forgets_its_keys_everywhere() {
     gone(&engine);
     engine.shutdown();
 }
+
+/// Master key rotation (decision 0032 §7): with the new key first and the old one second, the
+/// open rewraps every key of the keyring under the new key; no pack byte changes; from then
+/// on the new key alone opens the store and the old one is refused.
+#[test]
+fn a_master_key_rotation_rewraps_the_keyring_and_rewrites_no_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let context = create(&engine, acme);
+    let payloads = marked_payloads(12);
+    for payload in &payloads {
+        append(&engine.scoped(acme), context, payload, None).unwrap();
+    }
+    engine.shutdown();
+    let packs = |dir: &std::path::Path| -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        let mut packs = Vec::new();
+        for shard in std::fs::read_dir(dir.join("blobs")).unwrap() {
+            for file in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+                let path = file.unwrap().path();
+                if path.extension().is_some_and(|ext| ext == "pack") {
+                    let bytes = std::fs::read(&path).unwrap();
+                    packs.push((path, bytes));
+                }
+            }
+        }
+        packs.sort();
+        packs
+    };
+    let before = packs(dir.path());
+
+    let rotating = Arc::new(MasterKey::from_hex(&format!("{OTHER_KEY}\n{KEY}\n")).unwrap());
+    let rotated = EngineConfig {
+        master_key: Some(rotating),
+        ..config(dir.path())
+    };
+    let engine = Engine::open(rotated).unwrap();
+    read_all(&engine, acme, &payloads);
+    engine.shutdown();
+    assert_eq!(packs(dir.path()), before, "no payload is rewritten");
+    let keyring = std::fs::read(dir.path().join("keyring")).unwrap();
+    assert!(ctxstore_engine::seal::Keyring::decode(&keyring, &key_of(OTHER_KEY)).is_ok());
+    assert!(ctxstore_engine::seal::Keyring::decode(&keyring, &key_of(KEY)).is_err());
+
+    let refused = Engine::open(sealing(config(dir.path()), KEY)).unwrap_err();
+    assert!(
+        refused.to_string().contains("master-key check"),
+        "{refused}"
+    );
+    let engine = Engine::open(sealing(config(dir.path()), OTHER_KEY)).unwrap();
+    read_all(&engine, acme, &payloads);
+    engine.shutdown();
+    let report = verify_sealed(dir.path(), Some(key_of(OTHER_KEY))).unwrap();
+    assert!(report.is_ok(), "{report}");
+}

@@ -252,7 +252,9 @@ struct ServeArgs {
     /// wrapped by this key in DIR/keyring; blob bodies are sealed with XChaCha20-Poly1305
     /// before they reach the disk. A store that seals never opens without it; a wrong key is
     /// refused at start. With --replicate-to the keyring (keys wrapped by this key) goes to the
-    /// replica; a standby (--follow) needs the same key.
+    /// replica; a standby (--follow) needs the same key. Rotation: put the new key on the
+    /// first line and the old one on the second, and restart; the keyring is rewrapped under
+    /// the new key (no payload is rewritten), then remove the old line.
     #[arg(long, value_name = "FILE", conflicts_with = "master_key_command")]
     master_key_file: Option<PathBuf>,
     /// As --master-key-file, the key read from this shell command's standard output (a
