@@ -615,4 +615,9 @@ fn a_write_past_a_tenants_quota_exits_10() {
     assert_eq!(stdout_json(&listed)[0]["deleted"], true);
     let unknown = as_operator(&["tenant", "delete", "initech"]);
     assert_ne!(unknown.status.code(), Some(0));
+    // A server without a master key has no data key to rotate.
+    let rotate = as_operator(&["tenant", "rotate-key", "operator"]);
+    assert_ne!(rotate.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&rotate.stderr);
+    assert!(stderr.contains("seals nothing"), "{stderr}");
 }

@@ -159,10 +159,11 @@ pub use config::{ClientConfig, Idempotency};
 /// acknowledged.
 pub use ctxstore_protocol::AckAfter;
 /// A tenant as TENANT_LIST reports it (`Client::tenants`, protocol version 5), and what
-/// TENANT_DELETE answers (`Client::delete_tenant`).
+/// TENANT_DELETE and TENANT_ROTATE_KEY answer (`Client::delete_tenant`,
+/// `Client::rotate_tenant_key`).
 pub use ctxstore_protocol::admin::{
-    QuotasWire as TenantQuotas, TenantDeleted, TenantWire as Tenant, tenant_deleted_flags,
-    tenant_flags, tenant_rights,
+    QuotasWire as TenantQuotas, TenantDeleted, TenantKeyRotated, TenantWire as Tenant,
+    tenant_deleted_flags, tenant_flags, tenant_rights,
 };
 pub use ctxstore_protocol::admin::{RoleAnswer as Role, ServerRole};
 pub use ctxstore_protocol::{ContextRef, ErrorCode, PageKind, ServerLimits, StatsWire};

@@ -6,7 +6,7 @@
 //! for agent frameworks, retention, backup and garbage collection (GC, STATS_EX), overlays, and
 //! payloads stored as chunks the server may already have (PUT_CHUNKED, issue 16). Version 4
 //! (decision 0031) adds ROLE, the frame flag `ACK_AFTER` and two error codes; version 5
-//! (decision 0032) TENANT_LIST, TENANT_DELETE and QUOTA_EXCEEDED.
+//! (decision 0032) TENANT_LIST, TENANT_DELETE, TENANT_ROTATE_KEY and QUOTA_EXCEEDED.
 
 use bytes::Bytes;
 
@@ -181,6 +181,7 @@ message_table! {
     // Version 5: tenants (issue 48, decision 0032).
     TenantList = 0x003A, "TENANT_LIST", Admin(admin), 5 => TenantsListed;
     TenantDelete = 0x003B, "TENANT_DELETE", Admin(admin), 5 => TenantDeleted;
+    TenantRotateKey = 0x003C, "TENANT_ROTATE_KEY", Admin(admin), 5 => TenantKeyRotated;
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;

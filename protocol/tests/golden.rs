@@ -2105,6 +2105,27 @@ fn vectors_v5() -> Vec<Vector> {
             ))),
             "TENANT_DELETED: tenant 1, its keys destroyed (1) and the replica updated (2)",
         ),
+        (
+            "tenant_rotate_key",
+            73,
+            Q(Request::Admin(AdminRequest::TenantRotateKey(
+                admin::TenantRotateKey {
+                    name: "globex".into(),
+                },
+            ))),
+            "TENANT_ROTATE_KEY of tenant \"globex\"",
+        ),
+        (
+            "tenant_key_rotated",
+            73,
+            R(Response::Admin(AdminResponse::TenantKeyRotated(
+                admin::TenantKeyRotated {
+                    tenant_id: 2,
+                    key_version: 3,
+                },
+            ))),
+            "TENANT_KEY_ROTATED: tenant 2 seals its new payloads under data key version 3",
+        ),
     ]
 }
 

@@ -411,6 +411,11 @@ fn request() -> impl Strategy<Value = Request> {
         "[a-z0-9_-]{1,64}".prop_map(|name| {
             Request::Admin(AdminRequest::TenantDelete(admin::TenantDelete { name }))
         }),
+        "[a-z0-9_-]{1,64}".prop_map(|name| {
+            Request::Admin(AdminRequest::TenantRotateKey(admin::TenantRotateKey {
+                name,
+            }))
+        }),
         (context(), any::<u32>()).prop_map(|(context, keep)| Request::Retention(
             RetentionRequest::CtxPrune(retention::CtxPrune { context, keep })
         )),
@@ -905,6 +910,12 @@ fn response() -> impl Strategy<Value = Response> {
             Response::Admin(AdminResponse::TenantDeleted(admin::TenantDeleted {
                 tenant_id,
                 flags,
+            }))
+        }),
+        (any::<u32>(), 1u16..).prop_map(|(tenant_id, key_version)| {
+            Response::Admin(AdminResponse::TenantKeyRotated(admin::TenantKeyRotated {
+                tenant_id,
+                key_version,
             }))
         }),
         (

@@ -146,11 +146,51 @@ fn a_tenants_and_the_operators_payloads_never_reach_the_disk_in_plain_text() {
 
     // The key from a command (a secret manager's client).
     let command = format!("cat {}", files.key);
-    let server = launch(&files, &["--master-key-command", &command]).start();
-    let client = client(&server, ACME);
+    let mut server = launch(&files, &["--master-key-command", &command]).start();
+    let acme = client(&server, ACME);
     for payload in &payloads {
-        assert_eq!(client.blob(BlobHash::of(payload)).unwrap(), *payload);
+        assert_eq!(acme.blob(BlobHash::of(payload)).unwrap(), *payload);
     }
+    // A tenant's data key rotated: what it stored before reads as before, and so does
+    // what it stores after.
+    let operator = client(&server, OPERATOR);
+    let rotated = operator.rotate_tenant_key("acme").unwrap();
+    assert_eq!(rotated.key_version, 1);
+    assert_eq!(operator.rotate_tenant_key("operator").unwrap().tenant_id, 0);
+    assert!(
+        acme.rotate_tenant_key("acme").is_err(),
+        "the operator's only"
+    );
+    let context = acme.create_context().unwrap().context_id;
+    let after = payload(9, 5_000);
+    acme.append(context, None, 0, 0, after.clone()).unwrap();
+    for payload in payloads.iter().chain([&after]) {
+        assert_eq!(acme.blob(BlobHash::of(payload)).unwrap(), *payload);
+    }
+    drop((acme, operator));
+    server.stop(Duration::from_secs(20)).unwrap();
+
+    // The master key rotated: the new key first, the old one second; the start rewraps the
+    // keyring, and from then on the new key alone opens the store and the old one does not.
+    std::fs::write(&files.key, format!("{OTHER_KEY}\n{KEY}\n")).unwrap();
+    let mut server = launch(&files, &["--master-key-file", &files.key]).start();
+    server.stop(Duration::from_secs(20)).unwrap();
+    std::fs::write(&files.key, format!("{OTHER_KEY}\n")).unwrap();
+    let server = launch(&files, &["--master-key-file", &files.key]).start();
+    let acme = client(&server, ACME);
+    for payload in payloads.iter().chain([&after]) {
+        assert_eq!(acme.blob(BlobHash::of(payload)).unwrap(), *payload);
+    }
+    drop(acme);
+    drop(server);
+    std::fs::write(&files.key, format!("{KEY}\n")).unwrap();
+    let Err(refused) = launch(&files, &["--master-key-file", &files.key]).try_start() else {
+        panic!("the old master key must open nothing after a rotation")
+    };
+    assert!(
+        refused.to_string().contains("master-key check"),
+        "{refused}"
+    );
 }
 
 /// Waits until `read` answers `Some`, or fails after a while naming `what`.

@@ -190,6 +190,13 @@ pub(crate) enum TenantCommand {
         /// The tenant's name.
         name: String,
     },
+    /// A new version of a tenant's data key (decision 0032 §7; a server with
+    /// --master-key-file): its new payloads are sealed under it, what it stored before keeps
+    /// its version and reads as before. `operator` rotates the operator's own.
+    RotateKey {
+        /// The tenant's name, or `operator`.
+        name: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -201,7 +208,7 @@ pub(crate) enum Command {
     #[command(subcommand)]
     Kv(KvCommand),
     /// The tenants the server serves, with their usage, quotas and refusals: list, show;
-    /// and erasure: delete (the operator's token; protocol version 5). Tenants are created,
+    /// erasure: delete; a new data key: rotate-key (the operator's token; protocol version 5). Tenants are created,
     /// changed and removed in the server's tenants file (docs/operations.md, Tenants).
     #[command(subcommand)]
     Tenant(TenantCommand),

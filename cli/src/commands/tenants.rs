@@ -1,7 +1,8 @@
 //! `ctxstore tenant list|show` (decision 0032 §8): the tenants the server serves, with their
 //! usage, quotas and refusals (TENANT_LIST, the operator's token); `tenant delete` erases one
-//! (TENANT_DELETE, §6). Creating and changing a tenant are edits of the tenants file and a
-//! SIGHUP (docs/operations.md, *Tenants*).
+//! (TENANT_DELETE, §6); `tenant rotate-key` gives one a new data key (TENANT_ROTATE_KEY, §7).
+//! Creating and changing a tenant are edits of the tenants file and a SIGHUP
+//! (docs/operations.md, *Tenants*).
 
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{Tenant as TenantWire, tenant_deleted_flags, tenant_flags, tenant_rights};
@@ -11,8 +12,10 @@ use crate::args::TenantCommand;
 use crate::output::Output;
 
 pub(crate) fn tenant(client: &Client, out: &Output, command: &TenantCommand) -> anyhow::Result<()> {
-    if let TenantCommand::Delete { name } = command {
-        return delete(client, out, name);
+    match command {
+        TenantCommand::Delete { name } => return delete(client, out, name),
+        TenantCommand::RotateKey { name } => return rotate_key(client, out, name),
+        TenantCommand::List | TenantCommand::Show { .. } => {}
     }
     let tenants = client.tenants()?;
     match command {
@@ -39,8 +42,27 @@ pub(crate) fn tenant(client: &Client, out: &Output, command: &TenantCommand) -> 
                 out.text(&details(tenant))
             }
         }
-        TenantCommand::Delete { .. } => unreachable!("answered above"),
+        TenantCommand::Delete { .. } | TenantCommand::RotateKey { .. } => {
+            unreachable!("answered above")
+        }
     }
+}
+
+/// `tenant rotate-key NAME`: TENANT_ROTATE_KEY, and the new version.
+fn rotate_key(client: &Client, out: &Output, name: &str) -> anyhow::Result<()> {
+    let rotated = client.rotate_tenant_key(name)?;
+    if out.json {
+        return out.line(&json!({
+            "name": name,
+            "tenant_id": rotated.tenant_id,
+            "key_version": rotated.key_version,
+        }));
+    }
+    out.text(&format!(
+        "tenant {name} (id {}) seals its new payloads under data key version {}; what it \
+         stored before keeps its version",
+        rotated.tenant_id, rotated.key_version
+    ))
 }
 
 /// `tenant delete NAME`: TENANT_DELETE, and what it did.

@@ -2,14 +2,16 @@
 //! UNKNOWN_MESSAGE from a server that predates it, remembered per connection), GC and BACKUP
 //! (each on its own timeout, `ClientConfig::gc_timeout` and `backup_timeout`, instead of the
 //! per-request one; a relative backup directory is refused before sending),
-//! REPLICATION_STATS (version 3), ROLE (version 4), TENANT_LIST and TENANT_DELETE (version 5).
+//! REPLICATION_STATS (version 3), ROLE (version 4), TENANT_LIST, TENANT_DELETE and
+//! TENANT_ROTATE_KEY (version 5).
 
 use std::sync::atomic::Ordering;
 
 use ctxstore_client_macros::blocking_twin;
 use ctxstore_protocol::admin::{
     Backup, Gc, Ping, ReplicationStats, Role, RoleAnswer, Stats as StatsRequest, StatsEx,
-    TENANT_LIST_LIMIT, TenantDelete, TenantDeleted, TenantList, TenantWire,
+    TENANT_LIST_LIMIT, TenantDelete, TenantDeleted, TenantKeyRotated, TenantList, TenantRotateKey,
+    TenantWire,
 };
 use ctxstore_protocol::{ErrorCode, MessageType, ReplicationStatsWire};
 
@@ -164,5 +166,19 @@ impl Client {
             .await?;
         check_pair(MessageType::TenantDelete, deleted.tenant_id != 0)?;
         Ok(deleted)
+    }
+
+    /// A new version of the data key of the tenant named `name` (`operator`: the operator's
+    /// own; TENANT_ROTATE_KEY, protocol version 5, decision 0032 §7): its new payloads are
+    /// sealed under it, its older ones keep theirs. The operator's token only; a server that
+    /// seals nothing answers INVALID_ARGUMENT.
+    pub async fn rotate_tenant_key(&self, name: &str) -> Result<TenantKeyRotated, ClientError> {
+        let rotated = self
+            .ask(TenantRotateKey {
+                name: name.to_owned(),
+            })
+            .await?;
+        check_pair(MessageType::TenantRotateKey, rotated.key_version > 0)?;
+        Ok(rotated)
     }
 }

@@ -131,6 +131,7 @@ class MessageType(IntEnum):
     ROLE = 0x0039
     TENANT_LIST = 0x003A
     TENANT_DELETE = 0x003B
+    TENANT_ROTATE_KEY = 0x003C
 
     @property
     def response_type(self) -> int:
@@ -205,6 +206,7 @@ SINCE_VERSION: dict[int, int] = {
     MessageType.ROLE: 4,
     MessageType.TENANT_LIST: 5,
     MessageType.TENANT_DELETE: 5,
+    MessageType.TENANT_ROTATE_KEY: 5,
 }
 """The protocol version each message arrived in."""
 
@@ -265,6 +267,7 @@ FAMILY: dict[int, str] = {
     MessageType.ROLE: "Admin",
     MessageType.TENANT_LIST: "Admin",
     MessageType.TENANT_DELETE: "Admin",
+    MessageType.TENANT_ROTATE_KEY: "Admin",
 }
 """The family (codec module) of each message."""
 

@@ -126,6 +126,7 @@ export const MessageType = {
   ROLE: 0x0039,
   TENANT_LIST: 0x003a,
   TENANT_DELETE: 0x003b,
+  TENANT_ROTATE_KEY: 0x003c,
 } as const;
 
 /** The protocol version each message arrived in. */
@@ -186,6 +187,7 @@ export const SINCE_VERSION: ReadonlyMap<number, number> = new Map([
   [MessageType.ROLE, 4],
   [MessageType.TENANT_LIST, 5],
   [MessageType.TENANT_DELETE, 5],
+  [MessageType.TENANT_ROTATE_KEY, 5],
 ]);
 
 /** The family (codec module) of each message. */
@@ -246,6 +248,7 @@ export const FAMILY: ReadonlyMap<number, string> = new Map([
   [MessageType.ROLE, "Admin"],
   [MessageType.TENANT_LIST, "Admin"],
   [MessageType.TENANT_DELETE, "Admin"],
+  [MessageType.TENANT_ROTATE_KEY, "Admin"],
 ]);
 
 /** The ERROR answer's stable codes. */

@@ -104,6 +104,45 @@ impl Engine {
         Ok(deleted)
     }
 
+    /// A new version of the data key of the tenant named `name` (`operator`: the operator's),
+    /// durable in the keyring before this returns (decision 0032 §7): its new payloads are
+    /// sealed under it; what it stored before keeps its version and opens as before; the
+    /// replica's keyring object follows with the next cut, before anything sealed under the
+    /// new version ships. Answers the tenant and the new version. The store-wide handle's;
+    /// INVALID_ARGUMENT in a store that seals nothing, for a tenant deleted or not
+    /// registered, or past 64 versions; READ_ONLY on a standby.
+    pub fn rotate_tenant_key(&self, name: &str) -> Result<(TenantId, u16), EngineError> {
+        self.check_open()?;
+        if self.scope != crate::model::Scope::Store {
+            return Err(EngineError::InvalidArgument(
+                "rotating a tenant's key is the operator's".into(),
+            ));
+        }
+        let tenant_id = if name == crate::format::keyring::OPERATOR_NAME {
+            TenantId::OPERATOR
+        } else {
+            self.tenant_by_name(name).ok_or_else(|| {
+                EngineError::InvalidArgument(format!(
+                    "no tenant is named {name:?} in this store (`ctxstore tenant list` shows them)"
+                ))
+            })?
+        };
+        if !self.accepts_writes() {
+            return Err(EngineError::ReadOnly(
+                "a standby rotates no key: rotate it on the primary, whose keyring comes here"
+                    .into(),
+            ));
+        }
+        let version = self.inner.published.keys.rotate(tenant_id)?;
+        tracing::info!(
+            tenant = name,
+            tenant_id = tenant_id.0,
+            version,
+            "tenant data key rotated"
+        );
+        Ok((tenant_id, version))
+    }
+
     /// Whether `tenant_id` is deleted: by its record (op 21), or by its keyring tombstone (a
     /// restore of a point before the deletion, or a crash between the two steps).
     pub fn tenant_deleted(&self, tenant_id: TenantId) -> bool {

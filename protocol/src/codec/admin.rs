@@ -1,12 +1,15 @@
 //! HELLO, PING, STATS, STATS_EX, GC, BACKUP, REPLICATION_STATS, ROLE (version 4) and
-//! TENANT_LIST and TENANT_DELETE (version 5, `admin/tenant_list.rs`,
+//! TENANT_LIST, TENANT_DELETE and TENANT_ROTATE_KEY (version 5, `admin/tenant_list.rs`,
 //! `admin/tenant_delete.rs`): the connection's handshake and the
 //! messages about the server as a whole rather than one context. Layouts in docs/protocol.md.
 
 mod tenant_delete;
 mod tenant_list;
 
-pub use tenant_delete::{TENANT_DELETED_BYTES, TenantDelete, TenantDeleted, tenant_deleted_flags};
+pub use tenant_delete::{
+    TENANT_DELETED_BYTES, TenantDelete, TenantDeleted, TenantKeyRotated, TenantRotateKey,
+    tenant_deleted_flags,
+};
 
 pub use tenant_list::{
     QuotasWire, TENANT_LIST_LIMIT, TENANTS_LISTED_BYTES_MAX, TenantList, TenantWire, TenantsListed,
@@ -35,6 +38,7 @@ pub(crate) enum Kind {
     Role,
     TenantList,
     TenantDelete,
+    TenantRotateKey,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,6 +53,7 @@ pub enum AdminRequest {
     Role(Role),
     TenantList(TenantList),
     TenantDelete(TenantDelete),
+    TenantRotateKey(TenantRotateKey),
 }
 
 /// First message of every connection.
@@ -200,6 +205,8 @@ pub enum AdminResponse {
     TenantsListed(TenantsListed),
     /// Answer to TENANT_DELETE.
     TenantDeleted(TenantDeleted),
+    /// Answer to TENANT_ROTATE_KEY.
+    TenantKeyRotated(TenantKeyRotated),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -239,6 +246,7 @@ impl AdminRequest {
             AdminRequest::Role(Role) => MessageType::Role,
             AdminRequest::TenantList(TenantList { .. }) => MessageType::TenantList,
             AdminRequest::TenantDelete(TenantDelete { .. }) => MessageType::TenantDelete,
+            AdminRequest::TenantRotateKey(TenantRotateKey { .. }) => MessageType::TenantRotateKey,
         }
     }
 
@@ -260,7 +268,8 @@ impl AdminRequest {
             | AdminRequest::Stats(Stats)
             | AdminRequest::Gc(Gc)
             | AdminRequest::Backup(Backup { .. })
-            | AdminRequest::TenantDelete(TenantDelete { .. }) => FIXED_ANSWER_BYTES,
+            | AdminRequest::TenantDelete(TenantDelete { .. })
+            | AdminRequest::TenantRotateKey(TenantRotateKey { .. }) => FIXED_ANSWER_BYTES,
         }
     }
 
@@ -288,6 +297,9 @@ impl AdminRequest {
             Kind::Role => AdminRequest::Role(Role),
             Kind::TenantList => AdminRequest::TenantList(tenant_list::read_request(cursor)?),
             Kind::TenantDelete => AdminRequest::TenantDelete(tenant_delete::read_request(cursor)?),
+            Kind::TenantRotateKey => {
+                AdminRequest::TenantRotateKey(tenant_delete::read_rotate_request(cursor)?)
+            }
         })
     }
 
@@ -309,6 +321,7 @@ impl AdminRequest {
             AdminRequest::Backup(Backup { dir }) => within("dir", dir.len(), 1, SHORT, "bytes"),
             AdminRequest::TenantList(list) => tenant_list::check_request(list),
             AdminRequest::TenantDelete(delete) => tenant_delete::check_request(delete),
+            AdminRequest::TenantRotateKey(rotate) => tenant_delete::check_rotate_request(rotate),
             AdminRequest::Ping(Ping { .. })
             | AdminRequest::Stats(Stats)
             | AdminRequest::StatsEx(StatsEx)
@@ -343,6 +356,9 @@ impl AdminRequest {
             AdminRequest::Backup(Backup { dir }) => w.short(dir.as_bytes()),
             AdminRequest::TenantList(list) => tenant_list::write_request(w, list),
             AdminRequest::TenantDelete(delete) => tenant_delete::write_request(w, delete),
+            AdminRequest::TenantRotateKey(rotate) => {
+                tenant_delete::write_rotate_request(w, rotate);
+            }
         }
     }
 }
@@ -387,6 +403,7 @@ impl AdminResponse {
             AdminResponse::RoleAnswer(_) => MessageType::Role,
             AdminResponse::TenantsListed(_) => MessageType::TenantList,
             AdminResponse::TenantDeleted(_) => MessageType::TenantDelete,
+            AdminResponse::TenantKeyRotated(_) => MessageType::TenantRotateKey,
         }
     }
 
@@ -436,6 +453,9 @@ impl AdminResponse {
             Kind::Role => AdminResponse::RoleAnswer(Box::new(read_role(cursor)?)),
             Kind::TenantList => AdminResponse::TenantsListed(tenant_list::read_answer(cursor)?),
             Kind::TenantDelete => AdminResponse::TenantDeleted(tenant_delete::read_answer(cursor)?),
+            Kind::TenantRotateKey => {
+                AdminResponse::TenantKeyRotated(tenant_delete::read_rotated(cursor)?)
+            }
         })
     }
 
@@ -488,6 +508,7 @@ impl AdminResponse {
             AdminResponse::RoleAnswer(role) => write_role(w, role),
             AdminResponse::TenantsListed(listed) => tenant_list::write_answer(w, listed),
             AdminResponse::TenantDeleted(deleted) => tenant_delete::write_answer(w, deleted),
+            AdminResponse::TenantKeyRotated(rotated) => tenant_delete::write_rotated(w, rotated),
         }
     }
 }

@@ -59,6 +59,14 @@ impl Scoped<'_> {
                 .tenant_delete(&delete)
                 .await
                 .map(AdminResponse::TenantDeleted),
+            AdminRequest::TenantRotateKey(rotate) => {
+                let (tenant_id, key_version) =
+                    (self.store.rotate_tenant_key(&rotate.name)).map_err(engine_error)?;
+                Ok(AdminResponse::TenantKeyRotated(admin::TenantKeyRotated {
+                    tenant_id: tenant_id.0,
+                    key_version,
+                }))
+            }
         }
     }
 

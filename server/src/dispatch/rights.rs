@@ -76,7 +76,8 @@ pub fn need(message: MessageType) -> Need {
         | M::Gc
         | M::ReplicationStats
         | M::TenantList
-        | M::TenantDelete => Need::Operator,
+        | M::TenantDelete
+        | M::TenantRotateKey => Need::Operator,
     }
 }
 

@@ -1,5 +1,6 @@
 //! TENANT_DELETE (version 5, decision 0032 §6): erasure of a tenant by forgetting its keys;
-//! the operator's only. Layout in docs/protocol.md#tenant_delete.
+//! and TENANT_ROTATE_KEY (§7): a new version of a tenant's data key. The operator's only.
+//! Layouts in docs/protocol.md#tenant_delete and #tenant_rotate_key.
 
 use super::super::check::{EncodeError, within};
 use super::super::cursor::Cursor;
@@ -75,4 +76,61 @@ pub(super) fn write_answer(w: &mut ChunkWriter, deleted: &TenantDeleted) {
     assert_eq!(deleted.flags & !tenant_deleted_flags::KNOWN, 0);
     w.u32(deleted.tenant_id);
     w.u32(deleted.flags);
+}
+
+/// A new version of the data key of the tenant named `name` (`operator`: the operator's own):
+/// TENANT_ROTATE_KEY (version 5, decision 0032 §7), the operator's only. The request's body
+/// is TENANT_DELETE's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TenantRotateKey {
+    pub name: String,
+}
+
+/// Answer to TENANT_ROTATE_KEY: `u32 tenant_id, u16 key_version, u16 reserved (0)`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TenantKeyRotated {
+    pub tenant_id: u32,
+    /// The new version: new payloads are sealed under it (1 and up: version 0 is the first).
+    pub key_version: u16,
+}
+
+pub(super) fn read_rotate_request(cursor: &mut Cursor) -> Result<TenantRotateKey, DecodeError> {
+    read_request(cursor).map(|TenantDelete { name }| TenantRotateKey { name })
+}
+
+pub(super) fn check_rotate_request(request: &TenantRotateKey) -> Result<(), EncodeError> {
+    within(
+        "name",
+        request.name.len(),
+        1,
+        TENANT_NAME_BYTES_MAX as u64,
+        "bytes",
+    )
+}
+
+pub(super) fn write_rotate_request(w: &mut ChunkWriter, request: &TenantRotateKey) {
+    w.short(request.name.as_bytes());
+}
+
+pub(super) fn read_rotated(cursor: &mut Cursor) -> Result<TenantKeyRotated, DecodeError> {
+    let tenant_id = cursor.u32()?;
+    let key_version = cursor.u16()?;
+    if key_version == 0 {
+        return Err(cursor.invalid("key_version", "0 (a rotation makes version 1 or later)"));
+    }
+    cursor.zero(2, "reserved")?;
+    Ok(TenantKeyRotated {
+        tenant_id,
+        key_version,
+    })
+}
+
+pub(super) fn write_rotated(w: &mut ChunkWriter, rotated: &TenantKeyRotated) {
+    assert!(
+        rotated.key_version > 0,
+        "a rotation makes version 1 or later"
+    );
+    w.u32(rotated.tenant_id);
+    w.u16(rotated.key_version);
+    w.u16(0);
 }
