@@ -91,8 +91,14 @@ fn usage_error(error: &clap::Error) -> ExitCode {
 fn run(cli: &Cli) -> anyhow::Result<()> {
     // Local checks first: a refusal needs no server.
     let local = LocalInput::check(&cli.command, cli.as_of)?;
-    let client = connect(cli)?;
     let out = Output { json: cli.json };
+    // Edits of the server's tenants file, on its host: no connection.
+    if let Command::Tenant(command) = &cli.command
+        && let Some(edited) = commands::edit_tenants_file(&out, command)
+    {
+        return edited;
+    }
+    let client = connect(cli)?;
     match &cli.command {
         Command::Ctx(command) => ctx(&client, &out, command),
         Command::Kv(command) => kv(&client, &out, command, local.payload),

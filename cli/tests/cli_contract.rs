@@ -621,3 +621,86 @@ fn a_write_past_a_tenants_quota_exits_10() {
     let stderr = String::from_utf8_lossy(&rotate.stderr);
     assert!(stderr.contains("seals nothing"), "{stderr}");
 }
+
+/// `tenant create` and `tenant quota` (decision 0032 §8) edit the server's tenants file on its
+/// host, keeping its comments; with --reload-pid the server takes the edit at once: the new
+/// token connects, the new quota holds. A name given twice, a bad name and a quota edit of an
+/// absent tenant change nothing.
+#[test]
+fn tenant_create_and_quota_edit_the_tenants_file_and_the_server_takes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenants = dir.path().join("tenants.toml");
+    let original = "# the first tenant\n[[tenant]]\nname = \"acme\"\ntokens = \
+                    [\"acme-token-0123456789abcdef\"]\nrights = [\"read\"]\n";
+    std::fs::write(&tenants, original).unwrap();
+    let file = tenants.to_str().unwrap();
+    let server =
+        TestServer::start_with(Some("operator-token-0123456789"), &["--tenants-file", file]);
+    let pid = server.pid().to_string();
+    let edit = |args: &[&str]| {
+        let mut all = vec!["--json"];
+        all.extend(args);
+        all.extend(["--tenants-file", file, "--reload-pid", &pid]);
+        run(&server.addr, &all, b"").0
+    };
+    let created = edit(&["tenant", "create", "globex", "--quota-contexts", "1"]);
+    assert_eq!(created.status.code(), Some(0), "{created:?}");
+    let token = stdout_json(&created)[0]["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let text = std::fs::read_to_string(&tenants).unwrap();
+    assert!(
+        text.starts_with(original),
+        "the file kept what it had: {text}"
+    );
+    assert!(
+        !text.contains(&token),
+        "the file holds the token's digest only"
+    );
+    for refused in [
+        edit(&["tenant", "create", "globex"]),
+        edit(&["tenant", "create", "Not-A-Name"]),
+        edit(&["tenant", "create", "operator"]),
+        edit(&["tenant", "quota", "initech", "--quota-bytes", "5"]),
+        edit(&["tenant", "quota", "globex"]),
+    ] {
+        assert_ne!(refused.status.code(), Some(0), "{refused:?}");
+    }
+    assert_eq!(std::fs::read_to_string(&tenants).unwrap(), text);
+
+    // The server read the file again: the new token connects, its quota holds.
+    let as_globex = ["--json", "--token", token.as_str()];
+    let create = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["ctx", "create"]);
+        run(&server.addr, &all, b"").0
+    };
+    let first = eventually_ok(|| create(&as_globex));
+    assert_eq!(first.status.code(), Some(0), "{first:?}");
+    assert_eq!(
+        create(&as_globex).status.code(),
+        Some(10),
+        "quota_contexts = 1"
+    );
+    let lifted = edit(&["tenant", "quota", "globex", "--quota-contexts", "none"]);
+    assert_eq!(
+        stdout_json(&lifted)[0]["quotas"]["quota_contexts"],
+        Value::Null
+    );
+    let second = eventually_ok(|| create(&as_globex));
+    assert_eq!(second.status.code(), Some(0), "{second:?}");
+}
+
+/// `attempt` until it exits 0 (a SIGHUP is applied by the server a moment after it is sent),
+/// for a few seconds; the last output either way.
+fn eventually_ok(mut attempt: impl FnMut() -> Output) -> Output {
+    let started = Instant::now();
+    loop {
+        let output = attempt();
+        if output.status.success() || started.elapsed() > Duration::from_secs(10) {
+            return output;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -197,6 +197,92 @@ pub(crate) enum TenantCommand {
         /// The tenant's name, or `operator`.
         name: String,
     },
+    /// Add a tenant to the server's tenants file (run on the server's host; no connection):
+    /// a `[[tenant]]` table with a new random token, kept in the file as its BLAKE3 only and
+    /// printed once. The server takes it on SIGHUP (--reload-pid, or `kill -HUP`).
+    Create {
+        /// The new tenant's name: 1 to 64 bytes of a-z, 0-9, '_' and '-'.
+        name: String,
+        #[command(flatten)]
+        file: TenantsFileArgs,
+        /// Its tokens' rights, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "read,write")]
+        rights: Vec<TenantRight>,
+        #[command(flatten)]
+        quotas: QuotaArgs,
+    },
+    /// Set or lift a tenant's quotas in the server's tenants file (run on the server's host;
+    /// no connection); the rest of the file, comments included, stays as it is. The server
+    /// applies them on SIGHUP (--reload-pid, or `kill -HUP`), to open connections too.
+    Quota {
+        /// The tenant's name, as in the tenants file.
+        name: String,
+        #[command(flatten)]
+        file: TenantsFileArgs,
+        #[command(flatten)]
+        quotas: QuotaArgs,
+    },
+}
+
+/// Which tenants file, and which server to tell.
+#[derive(clap::Args, Debug)]
+pub(crate) struct TenantsFileArgs {
+    /// The server's --tenants-file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) tenants_file: PathBuf,
+    /// Send SIGHUP to this process (the server) once the file is written.
+    #[arg(long, value_name = "PID")]
+    pub(crate) reload_pid: Option<u32>,
+}
+
+/// A right of a tenant's tokens over its own data.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TenantRight {
+    Read,
+    Write,
+    Admin,
+}
+
+/// A tenant's quotas as flags: a number sets one, `none` lifts it, a flag left out leaves it.
+#[derive(clap::Args, Debug, Default)]
+pub(crate) struct QuotaArgs {
+    /// Bytes its blobs may take in the packs (quota_bytes).
+    #[arg(long, value_name = "N|none", value_parser = parse_quota)]
+    pub(crate) quota_bytes: Option<QuotaValue>,
+    /// Live contexts (quota_contexts).
+    #[arg(long, value_name = "N|none", value_parser = parse_quota)]
+    pub(crate) quota_contexts: Option<QuotaValue>,
+    /// Turns appended per second, over all its connections (quota_appends_per_s).
+    #[arg(long, value_name = "N|none", value_parser = parse_quota)]
+    pub(crate) quota_appends_per_s: Option<QuotaValue>,
+    /// Open connections (quota_connections).
+    #[arg(long, value_name = "N|none", value_parser = parse_quota)]
+    pub(crate) quota_connections: Option<QuotaValue>,
+    /// Open streams (quota_streams).
+    #[arg(long, value_name = "N|none", value_parser = parse_quota)]
+    pub(crate) quota_streams: Option<QuotaValue>,
+}
+
+/// A quota flag's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QuotaValue {
+    Limit(u64),
+    None,
+}
+
+fn parse_quota(text: &str) -> Result<QuotaValue, String> {
+    if text == "none" {
+        return Ok(QuotaValue::None);
+    }
+    let limit: u64 = text
+        .replace('_', "")
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number (or `none`, no limit)"))?;
+    // The tenants file holds TOML integers: at most i64::MAX.
+    if limit > i64::MAX as u64 {
+        return Err(format!("{limit} is past the largest quota, {}", i64::MAX));
+    }
+    Ok(QuotaValue::Limit(limit))
 }
 
 #[derive(Subcommand, Debug)]
@@ -208,8 +294,9 @@ pub(crate) enum Command {
     #[command(subcommand)]
     Kv(KvCommand),
     /// The tenants the server serves, with their usage, quotas and refusals: list, show;
-    /// erasure: delete; a new data key: rotate-key (the operator's token; protocol version 5). Tenants are created,
-    /// changed and removed in the server's tenants file (docs/operations.md, Tenants).
+    /// erasure: delete; a new data key: rotate-key (the operator's token; protocol version 5);
+    /// and, on the server's host, edits of its tenants file: create, quota
+    /// (docs/operations.md, Tenants).
     #[command(subcommand)]
     Tenant(TenantCommand),
     /// Show a context's head.

@@ -10,6 +10,7 @@ mod overlays;
 mod reads;
 mod streams;
 mod tenants;
+mod tenants_file;
 mod tree;
 
 pub(crate) use admin::{backup, gc, ping, stats};
@@ -21,4 +22,5 @@ pub(crate) use overlays::overlays;
 pub(crate) use reads::read_turns;
 pub(crate) use streams::streams;
 pub(crate) use tenants::tenant;
+pub(crate) use tenants_file::edit as edit_tenants_file;
 pub(crate) use tree::tree;

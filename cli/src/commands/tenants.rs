@@ -16,6 +16,9 @@ pub(crate) fn tenant(client: &Client, out: &Output, command: &TenantCommand) -> 
         TenantCommand::Delete { name } => return delete(client, out, name),
         TenantCommand::RotateKey { name } => return rotate_key(client, out, name),
         TenantCommand::List | TenantCommand::Show { .. } => {}
+        TenantCommand::Create { .. } | TenantCommand::Quota { .. } => {
+            unreachable!("`main` runs the tenants file's edits before connecting")
+        }
     }
     let tenants = client.tenants()?;
     match command {
@@ -42,9 +45,10 @@ pub(crate) fn tenant(client: &Client, out: &Output, command: &TenantCommand) -> 
                 out.text(&details(tenant))
             }
         }
-        TenantCommand::Delete { .. } | TenantCommand::RotateKey { .. } => {
-            unreachable!("answered above")
-        }
+        TenantCommand::Delete { .. }
+        | TenantCommand::RotateKey { .. }
+        | TenantCommand::Create { .. }
+        | TenantCommand::Quota { .. } => unreachable!("answered above"),
     }
 }
 
