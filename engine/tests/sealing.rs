@@ -459,3 +459,63 @@ fn a_master_key_rotation_rewraps_the_keyring_and_rewrites_no_payload() {
     let report = verify_sealed(dir.path(), Some(key_of(OTHER_KEY))).unwrap();
     assert!(report.is_ok(), "{report}");
 }
+
+/// A crash between a deletion's two steps (decision 0032 §6): the keyring's tombstone is
+/// durable, the tenant-deleted record is not. The next open finishes the deletion in the log;
+/// the tenant's payloads never open again, and a reopen after that finds the record.
+#[test]
+fn a_crash_between_forgetting_the_keys_and_the_record_is_finished_at_open() {
+    use ctxstore_engine::seal::Keyring;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let context = create(&engine, acme);
+    let payloads = marked_payloads(14);
+    for payload in &payloads {
+        append(&engine.scoped(acme), context, payload, None).unwrap();
+    }
+    engine.shutdown();
+    // Step 1 alone, as `StoreKeys::forget` writes it.
+    let path = dir.path().join("keyring");
+    let with_keys = std::fs::read(&path).unwrap();
+    let mut keyring = Keyring::decode(&std::fs::read(&path).unwrap(), &key_of(KEY)).unwrap();
+    keyring.delete(acme.0).unwrap();
+    std::fs::write(&path, keyring.encode(&key_of(KEY)).unwrap()).unwrap();
+
+    for _ in 0..2 {
+        let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
+        assert!(engine.tenant_deleted(acme) && !engine.tenant_ready(acme));
+        let listed = engine.tenants();
+        assert!(
+            listed
+                .iter()
+                .any(|tenant| tenant.tenant_id == acme && tenant.deleted)
+        );
+        assert_eq!(
+            engine.tenant_usage(acme).contexts,
+            0,
+            "its contexts are deleted"
+        );
+        let scoped = engine.scoped(acme);
+        assert!(block_on(scoped.last(context, 1, true)).is_err());
+        for payload in &payloads {
+            assert!(block_on(scoped.blob(BlobHash::of(payload))).is_err());
+        }
+        engine.shutdown();
+    }
+    let report = verify_sealed(dir.path(), Some(key_of(KEY))).unwrap();
+    assert!(report.is_ok(), "{report}");
+
+    // The record is in the log now: even the keyring from before the deletion, put back,
+    // brings nothing back, and the open destroys its keys again.
+    std::fs::write(&path, &with_keys).unwrap();
+    let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
+    assert!(engine.tenant_deleted(acme) && !engine.tenant_ready(acme));
+    assert_eq!(engine.tenant_usage(acme).contexts, 0);
+    engine.shutdown();
+    let keyring = Keyring::decode(&std::fs::read(&path).unwrap(), &key_of(KEY)).unwrap();
+    assert!(matches!(
+        keyring.tenant(acme.0),
+        Some(ctxstore_engine::seal::TenantKeys::Deleted { .. })
+    ));
+}

@@ -230,14 +230,24 @@ impl Engine {
     }
 }
 
-/// Finishes the deletions the keyring knows and the log does not (decision 0032 §6): a
-/// tenant whose keys are a tombstone gets its tenant-deleted record. After a restore to a point
-/// before a deletion (the restore reads the replica's current keyring), or a crash between a
-/// deletion's two steps. Only a store that takes writes: a standby learns the record from its
-/// primary. Blocking: at open and at promotion, before anything is served.
+/// Finishes the deletions the keyring and the log do not both know (decision 0032 §6): a
+/// tenant whose keys are a tombstone gets its tenant-deleted record (after a restore to a
+/// point before a deletion, which reads the replica's current keyring, or a crash between a
+/// deletion's two steps); a tenant the log deleted whose keys are live (an older copy of the
+/// keyring put back) loses them again. Only a store that takes writes: a standby learns both
+/// from its primary. Blocking: at open and at promotion, before anything is served.
 pub(crate) fn finish_erasures(engine: &Engine) -> Result<(), EngineError> {
     let published = &engine.inner.published;
     let tenants = published.contexts.load().tenants.clone();
+    for (tenant_id, name) in tenants.iter() {
+        if tenants.is_deleted(tenant_id) && published.keys.forget(tenant_id)? {
+            tracing::warn!(
+                tenant = name,
+                "the log says this tenant was deleted: its keys, found in the keyring, are \
+                 destroyed again"
+            );
+        }
+    }
     let unfinished = (published.keys.erased_tenants().into_iter())
         .filter(|tenant_id| tenants.exists(*tenant_id) && !tenants.is_deleted(*tenant_id));
     for tenant_id in unfinished {
