@@ -85,6 +85,7 @@ from .types import (
     Stats,
     Tenant,
     TenantDeleted,
+    TenantKeyRotated,
     Turn,
     TurnInfo,
     TurnPage,
@@ -605,6 +606,23 @@ class Calls(ClientCore):
         (deleted here; call again to wait again). Raises
         :class:`~ctxstore.errors.NotSupported` on a server older than version 5."""
         return Call(ops.delete_tenant(name), timeout)
+
+    @call
+    def rotate_tenant_key(
+        self, name: str, *, timeout: float | None = None
+    ) -> Call[TenantKeyRotated]:
+        """Makes a new version of the data key of the tenant ``name`` (``"operator"``: the
+        operator's own) (protocol version 5, decision 0032 §7; the operator's token only: a
+        tenant's is :class:`~ctxstore.errors.Unauthorized`), durable in the store's keyring
+        before the answer. The tenant's new payloads are sealed under it; what it stored before
+        keeps the version it was sealed under and reads as before (nothing is rewritten).
+        Not idempotent: each call makes another version, so it is not sent again by itself
+        when its answer is lost. A server that seals nothing (no master key), a name never
+        registered, a deleted tenant and a tenant at its last version are
+        :class:`~ctxstore.errors.InvalidArgument`; a standby answers
+        :class:`~ctxstore.errors.NotPrimary`. Raises :class:`~ctxstore.errors.NotSupported` on
+        a server older than version 5."""
+        return Call(ops.rotate_tenant_key(name), timeout)
 
     # -- version 2: contexts by name, tags, listing, key-value ---------------------------------
     @call

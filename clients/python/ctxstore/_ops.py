@@ -80,6 +80,7 @@ from .types import (
     Stats,
     Tenant,
     TenantDeleted,
+    TenantKeyRotated,
     Turn,
     TurnInfo,
     TurnPage,
@@ -911,16 +912,22 @@ def tenants(page_size: int = p.TENANT_LIST_LIMIT) -> Plan[list[Tenant]]:
         after = page.next
 
 
-def delete_tenant(name: str) -> Op[TenantDeleted]:
-    """TENANT_DELETE (version 5, decision 0032 §6; the operator's): the tenant ``name`` (1 to
-    64 bytes of UTF-8) deleted — its keys destroyed, its contexts deleted, its tokens refused;
-    idempotent, a second time answers as the first."""
+def _check_tenant_name(name: str) -> None:
+    """A tenant's name, as TENANT_DELETE and TENANT_ROTATE_KEY take it: 1 to 64 bytes of
+    UTF-8 (TypeError, ValueError otherwise)."""
     if not isinstance(name, str):
         raise TypeError(f"a tenant name is a str, not {name!r}")
     if not name:
         raise ValueError("a tenant name must not be empty")
     if len(name.encode("utf-8")) > p.TENANT_NAME_BYTES_MAX:
         raise ValueError(f"a tenant name is at most {p.TENANT_NAME_BYTES_MAX} bytes of UTF-8")
+
+
+def delete_tenant(name: str) -> Op[TenantDeleted]:
+    """TENANT_DELETE (version 5, decision 0032 §6; the operator's): the tenant ``name`` (1 to
+    64 bytes of UTF-8) deleted — its keys destroyed, its contexts deleted, its tokens refused;
+    idempotent, a second time answers as the first."""
+    _check_tenant_name(name)
 
     def finish(response: p.Response) -> TenantDeleted:
         deleted = _expect(response, p.TenantDeletedResponse)
@@ -931,6 +938,19 @@ def delete_tenant(name: str) -> Op[TenantDeleted]:
         )
 
     return Op(p.TenantDelete(name), finish)
+
+
+def rotate_tenant_key(name: str) -> Op[TenantKeyRotated]:
+    """TENANT_ROTATE_KEY (version 5, decision 0032 §7; the operator's): a new version of the
+    data key of the tenant ``name`` (1 to 64 bytes of UTF-8; ``"operator"``: the operator's
+    own); not idempotent, each call makes another version."""
+    _check_tenant_name(name)
+
+    def finish(response: p.Response) -> TenantKeyRotated:
+        rotated = _expect(response, p.TenantKeyRotatedResponse)
+        return TenantKeyRotated(tenant_id=rotated.tenant_id, key_version=rotated.key_version)
+
+    return Op(p.TenantRotateKey(name), finish)
 
 
 def gc() -> Op[GcReport]:

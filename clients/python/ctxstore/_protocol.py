@@ -206,6 +206,9 @@ __all__ = [
     "TENANT_REPLICA_UPDATED",
     "TENANT_DELETE_FLAGS_KNOWN",
     "TENANT_DELETED_BYTES",
+    "TenantRotateKey",
+    "TenantKeyRotatedResponse",
+    "TENANT_KEY_ROTATED_BYTES",
     "OverlayRecord",
     "ChunkRecord",
     "SentChunkRecord",
@@ -2772,6 +2775,36 @@ class TenantDelete(Request):
 
 @register_request
 @dataclass(frozen=True, slots=True)
+class TenantRotateKey(Request):
+    """TENANT_ROTATE_KEY (0x003C, v5, decision 0032 §7; the operator's token only): a new
+    version of the data key of the tenant ``name`` (``"operator"``: the operator's own),
+    durable in the store's keyring before the answer. The tenant's new payloads are sealed
+    under it; what it stored before reads as before. Not idempotent: sent again, it makes
+    another version. Body: TENANT_DELETE's, ``u16 len, name`` (1 to 64 bytes of UTF-8)."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.TENANT_ROTATE_KEY
+    NAME: ClassVar[str] = "TENANT_ROTATE_KEY"
+    MIN_VERSION: ClassVar[int] = 5
+
+    name: str
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        if not self.name:
+            raise ValueError("a tenant name must not be empty")
+        return [_tenant_name_length(self.name, "name")]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> TenantRotateKey:
+        """See :meth:`Message.decode_body`."""
+        name = _tenant_name(reader, "name")
+        if not name:
+            raise reader.error("name", "empty")
+        return cls(name)
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
 class PatchTurn(Request):
     """PATCH_TURN (0x0024, v2): the turn reads ``payload`` from now on (an overlay; reads
     ``as_of`` an older overlay see what it had then). Body: ``u64 turn_id, u32 payload_len, u32
@@ -4241,6 +4274,43 @@ class TenantDeletedResponse(Response):
         if tenant_id == 0:
             raise reader.error("tenant_id", "0 (the operator is never deleted)")
         return cls(tenant_id, reader.flags(TENANT_DELETE_FLAGS_KNOWN, "flags"))
+
+
+TENANT_KEY_ROTATED_BYTES = 8
+"""TENANT_KEY_ROTATED's body: ``u32 tenant_id, u16 key_version, u16 reserved``."""
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class TenantKeyRotatedResponse(Response):
+    """TENANT_KEY_ROTATED (0x803C, v5; 8 bytes): TENANT_ROTATE_KEY's answer — ``u32
+    tenant_id`` (0: the operator), ``u16 key_version`` (the new version, 1 or more: a tenant's
+    first key is version 0), ``u16`` reserved 0."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.TENANT_ROTATE_KEY.response_type,)
+    NAME: ClassVar[str] = "TENANT_KEY_ROTATED"
+
+    tenant_id: int
+    key_version: int
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        if not 1 <= self.key_version <= 0xFFFF:
+            raise ValueError(
+                f"TENANT_KEY_ROTATED's key_version is 1 to 65535 (a rotation makes version 1 "
+                f"or later), not {self.key_version}"
+            )
+        return _u32(self.tenant_id) + _u16(self.key_version) + _u16(0)
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> TenantKeyRotatedResponse:
+        """See :meth:`Message.decode_body`."""
+        tenant_id = reader.u32("tenant_id")
+        key_version = reader.u16("key_version")
+        if key_version == 0:
+            raise reader.error("key_version", "0 (a rotation makes version 1 or later)")
+        reader.zero(2)
+        return cls(tenant_id, key_version)
 
 
 REPLICATION_ROLES = ("off", "primary", "standby")

@@ -37,6 +37,7 @@ __all__ = [
     "Role",
     "Tenant",
     "TenantDeleted",
+    "TenantKeyRotated",
     "GcReport",
     "Patched",
     "Redacted",
@@ -425,6 +426,18 @@ class TenantDeleted:
     replica_updated: bool
     """The server replicates and the object store holds the deletion, so no restore brings
     the tenant back (False on a server that does not replicate)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TenantKeyRotated:
+    """A new version of a tenant's data key (TENANT_ROTATE_KEY, protocol version 5, decision
+    0032 §7), durable in the store's keyring: the tenant's new payloads are sealed under it,
+    what it stored before keeps its version and reads as before."""
+
+    tenant_id: int
+    """The tenant's TenantId (0: the operator's own data key)."""
+    key_version: int
+    """The new version, 1 or more (a tenant's first key is version 0)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
 """The golden frames of protocol/tests/golden-v1.txt, golden-v2.txt, golden-v3.txt,
 golden-v4.txt and golden-v5.txt decode to the documented values and re-encode to exactly their
 bytes (header flags included); version 4's ACK_AFTER is refused where it cannot be; version 5's
-QUOTA_EXCEEDED raises :class:`~ctxstore.errors.QuotaExceeded`, and its TENANT_LIST and
-TENANT_DELETE are refused where their layouts forbid."""
+QUOTA_EXCEEDED raises :class:`~ctxstore.errors.QuotaExceeded`, and its TENANT_LIST,
+TENANT_DELETE and TENANT_ROTATE_KEY are refused where their layouts forbid."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from pathlib import Path
 import blake3
 import pytest
 
-from ctxstore import Tenant, TenantDeleted
+from ctxstore import Tenant, TenantDeleted, TenantKeyRotated
 from ctxstore import _ops as ops
 from ctxstore import _protocol as p
 from ctxstore import _stream_protocol as s
+from ctxstore._connection import resends_safely
 from ctxstore.errors import QuotaExceeded, error_for_code
 
 from conftest import GOLDEN_V1, GOLDEN_V2, GOLDEN_V3, GOLDEN_V4, GOLDEN_V5
@@ -385,6 +386,9 @@ EXPECTED: dict[str, tuple[int, p.Message]] = {
         72,
         p.TenantDeletedResponse(1, p.TENANT_KEYS_DESTROYED | p.TENANT_REPLICA_UPDATED),
     ),
+    # Version 5 (decision 0032 §7): TENANT_ROTATE_KEY.
+    "tenant_rotate_key": (73, p.TenantRotateKey("globex")),
+    "tenant_key_rotated": (73, p.TenantKeyRotatedResponse(2, 3)),
     # Version 3, replication's figures (issue 31); a server's answers in test_replication.py.
     "replication_stats": (24, p.ReplicationStats()),
     "replication_stats_response": (
@@ -833,6 +837,77 @@ def test_tenant_delete_refuses_what_its_layout_forbids() -> None:
             pytest.fail(case)
     # What a (test) server cannot answer: tenant 0, undefined flag bits.
     for broken_answer in (p.TenantDeletedResponse(0, 0), p.TenantDeletedResponse(1, 4)):
+        with pytest.raises(ValueError):
+            broken_answer.encode_body()
+
+
+def test_golden_tenant_key_rotated_is_the_public_tenant_key_rotated() -> None:
+    _, message = decode_frame(golden_frames()["tenant_key_rotated"])
+    rotated = ops.rotate_tenant_key("globex").finish(message)
+    assert rotated == TenantKeyRotated(tenant_id=2, key_version=3)
+    assert ops.rotate_tenant_key("globex").request == p.TenantRotateKey("globex")
+    assert p.TenantRotateKey("globex").required_version == 5
+    # The operator's own data key: tenant 0.
+    answer = p.TenantKeyRotatedResponse(0, 1)
+    assert ops.rotate_tenant_key("operator").finish(answer) == TenantKeyRotated(0, 1)
+    assert p.decode_response(answer.MSG_TYPES[0], answer.encode_body()) == answer
+    # Each call makes another version: never sent again by itself.
+    assert not resends_safely(p.TenantRotateKey("globex"))
+    assert resends_safely(p.TenantDelete("globex"))
+
+
+def test_tenant_rotate_key_refuses_what_its_layout_forbids() -> None:
+    # The request: TENANT_DELETE's body, a name of 1 to 64 bytes of UTF-8; both ways.
+    for request in (
+        p.TenantRotateKey(""),
+        p.TenantRotateKey("x" * 65),
+        p.TenantRotateKey("é" * 33),
+    ):
+        with pytest.raises(ValueError):
+            p.encode_request(1, request)
+    for name in ("", "x" * 65, "é" * 33):
+        with pytest.raises(ValueError):
+            ops.rotate_tenant_key(name)
+    with pytest.raises(TypeError):
+        ops.rotate_tenant_key(b"acme")  # type: ignore[arg-type]
+    assert len(b"".join(p.encode_request(1, p.TenantRotateKey("x" * 64)))) == 16 + 2 + 64
+    assert len(b"".join(p.encode_request(1, p.TenantRotateKey("é" * 32)))) == 16 + 2 + 64
+    assert _body("tenant_rotate_key") == b"\x06\x00globex"
+    body = _body("tenant_rotate_key")
+    requests = {
+        "empty name": bytes(2),
+        "name over 64": (65).to_bytes(2, "little") + b"a" * 65,
+        "name not UTF-8": b"\x02\x00\xff\xfe",
+        "trailing byte": body + b"\x00",
+        "one byte short": body[:-1],
+    }
+    for case, broken in requests.items():
+        with pytest.raises(p.ProtocolError):
+            p.decode_request(p.MessageType.TENANT_ROTATE_KEY, broken)
+            pytest.fail(case)
+    # The answer: tenant_id (4, 0 allowed), key_version (2, never 0), reserved (2, zero).
+    body = _body("tenant_key_rotated")
+    assert len(body) == p.TENANT_KEY_ROTATED_BYTES
+    answers = {
+        "key_version 0": body[:4] + bytes(2) + body[6:],
+        "reserved 1": body[:6] + b"\x01\x00",
+        "reserved bit 15": body[:6] + b"\x00\x80",
+        "trailing byte": body + b"\x00",
+        "one byte short": body[:-1],
+        "no reserved": body[:6],
+        "a TENANT_DELETED's 8 bytes and more": body + bytes(4),
+    }
+    for case, broken in answers.items():
+        with pytest.raises(p.ProtocolError):
+            p.decode_response(p.MessageType.TENANT_ROTATE_KEY.response_type, broken)
+            pytest.fail(case)
+    for tenant_id, version in ((0, 1), (7, 64), (0xFFFF_FFFF, 0xFFFF)):
+        encoded = p.TenantKeyRotatedResponse(tenant_id, version).encode_body()
+        assert len(encoded) == p.TENANT_KEY_ROTATED_BYTES
+        decoded = p.decode_response(p.MessageType.TENANT_ROTATE_KEY.response_type, encoded)
+        assert decoded == p.TenantKeyRotatedResponse(tenant_id, version)
+    # What a (test) server cannot answer: version 0, a version over a u16.
+    for broken_answer in (p.TenantKeyRotatedResponse(1, 0), p.TenantKeyRotatedResponse(1, 65536)):
         with pytest.raises(ValueError):
             broken_answer.encode_body()
 

@@ -1,8 +1,9 @@
 """Tenants (issue 48, decision 0032): the clients and the LangGraph adapters work unchanged with
 a tenant's token (LangGraph's own conformance suite passes through one), and what one tenant
 saves is absent to another: threads, checkpoints, store items, blobs. The operator lists the
-tenants with their usage, quotas and refusals (``tenants()``, TENANT_LIST, version 5) and
-deletes a tenant (``delete_tenant()``, TENANT_DELETE, version 5)."""
+tenants with their usage, quotas and refusals (``tenants()``, TENANT_LIST, version 5), deletes a
+tenant (``delete_tenant()``, TENANT_DELETE, version 5) and rotates a tenant's data key
+(``rotate_tenant_key()``, TENANT_ROTATE_KEY, version 5)."""
 
 from __future__ import annotations
 
@@ -34,11 +35,13 @@ GLOBEX = "globex-token-0123456789abcd"
 READER = "acme-reader-token-0123456789"
 INITECH = "initech-token-0123456789abcde"
 """A tenant of at most two contexts, which only the listing's test uses."""
+MASTER_KEY = "8f2a61c03e5d47b9a1c2d3e4f5061728394a5b6c7d8e9fa0b1c2d3e4f5a6b7c8"
+"""The master key of the servers that seal payloads (64 hex digits)."""
 
 
-def tenants_server(root: Path) -> ServerProcess:
+def tenants_server(root: Path, *, master_key: bool = False) -> ServerProcess:
     """A server with the operator's token and four tenants (one of them read-only, one of at
-    most two contexts)."""
+    most two contexts); with ``master_key``, one that seals payloads (``--master-key-file``)."""
     root.mkdir(parents=True, exist_ok=True)
     tenants = root / f"tenants-{uuid4().hex}.toml"
     tenants.write_text(
@@ -48,7 +51,13 @@ def tenants_server(root: Path) -> ServerProcess:
         f'[[tenant]]\nname = "initech"\ntokens = ["{INITECH}"]\nrights = ["read", "write"]\n'
         "quota_contexts = 2\n"
     )
-    return new_server(root, token=OPERATOR, extra_args=["--tenants-file", str(tenants)])
+    extra_args = ["--tenants-file", str(tenants)]
+    if master_key:
+        key_file = root / f"master-key-{uuid4().hex}"
+        key_file.touch(mode=0o600)
+        key_file.write_text(MASTER_KEY + "\n")
+        extra_args += ["--master-key-file", str(key_file)]
+    return new_server(root, token=OPERATOR, extra_args=extra_args)
 
 
 @pytest.fixture(scope="module")
@@ -288,5 +297,116 @@ async def test_the_async_client_deletes_a_tenant_too(tmp_root: Path) -> None:
         with pytest.raises(Unauthorized):
             async with ctxstore.AsyncClient(process.addr, token=INITECH) as initech:
                 await initech.ping()
+    finally:
+        process.stop()
+
+
+def test_a_server_that_seals_nothing_rotates_no_key(tenants: ServerProcess) -> None:
+    # No --master-key-file: there is no data key to rotate, the operator's included.
+    with ctxstore.Client(tenants.addr, token=OPERATOR) as operator:
+        for name in ("acme", "operator", "no-such-tenant"):
+            with pytest.raises(InvalidArgument):
+                operator.rotate_tenant_key(name)
+        operator.ping()  # the connection stays open
+        with pytest.raises(ValueError):
+            operator.rotate_tenant_key("")
+        with pytest.raises(ValueError):
+            operator.rotate_tenant_key("x" * 65)
+    # A tenant's token, even one with the admin right, may not rotate a key.
+    for token in (ACME, GLOBEX):
+        with ctxstore.Client(tenants.addr, token=token) as client:
+            with pytest.raises(Unauthorized):
+                client.rotate_tenant_key("acme")
+            client.ping()  # the connection stays open
+
+    class Version4Client(ctxstore.Client):
+        PROTOCOL_VERSIONS = (1, 4)
+
+    with Version4Client(tenants.addr, token=OPERATOR) as old:
+        with pytest.raises(NotSupported, match="needs protocol version 5"):
+            old.rotate_tenant_key("acme")
+
+
+async def test_the_async_client_is_refused_a_rotation_without_a_master_key(
+    tenants: ServerProcess,
+) -> None:
+    async with ctxstore.AsyncClient(tenants.addr, token=OPERATOR) as operator:
+        with pytest.raises(InvalidArgument):
+            await operator.rotate_tenant_key("acme")
+    async with ctxstore.AsyncClient(tenants.addr, token=ACME) as acme:
+        with pytest.raises(Unauthorized):
+            await acme.rotate_tenant_key("acme")
+
+
+def test_the_operator_rotates_a_tenants_key_on_a_server_that_seals(tmp_root: Path) -> None:
+    process = tenants_server(tmp_root / "tenants-rotate", master_key=True)
+    try:
+        before_payload = b"sealed under version 0 " + bytes(range(256)) * 64
+        after_payload = b"sealed under version 2 " + bytes(range(255, -1, -1)) * 64
+        with (
+            ctxstore.Client(process.addr, token=ACME) as acme,
+            ctxstore.Client(process.addr, token=OPERATOR) as operator,
+        ):
+            head = acme.create_context()
+            stored = acme.append(head.context_id, before_payload)
+            acme_id = {tenant.name: tenant for tenant in operator.tenants()}["acme"].tenant_id
+            assert acme_id is not None and acme_id > 0
+            first = operator.rotate_tenant_key("acme")
+            assert isinstance(first, ctxstore.TenantKeyRotated)
+            assert first == ctxstore.TenantKeyRotated(tenant_id=acme_id, key_version=1)
+            # Not idempotent: each call makes another version.
+            assert operator.rotate_tenant_key("acme") == ctxstore.TenantKeyRotated(acme_id, 2)
+            # The operator's own data key: tenant 0, its first rotation.
+            assert operator.rotate_tenant_key("operator") == ctxstore.TenantKeyRotated(0, 1)
+            # What acme stored before reads as before, byte-exact; what it stores now too.
+            assert acme.get_blob(stored.turn.payload_hash) == before_payload
+            later = acme.append(head.context_id, after_payload)
+            assert acme.get_blob(later.turn.payload_hash) == after_payload
+            page = acme.last(head.context_id, payloads=True)
+            assert [turn.payload for turn in page.turns] == [before_payload, after_payload]
+            # A tenant's token may not rotate a key, not even its own.
+            with pytest.raises(Unauthorized):
+                acme.rotate_tenant_key("acme")
+            acme.ping()  # the connection stays open
+            # A name never registered, and a deleted tenant: InvalidArgument.
+            with pytest.raises(InvalidArgument):
+                operator.rotate_tenant_key("no-such-tenant")
+            with ctxstore.Client(process.addr, token=GLOBEX) as globex:
+                globex.create_context()
+            deleted = operator.delete_tenant("globex")
+            assert deleted.keys_destroyed  # the store seals: the keys are destroyed
+            with pytest.raises(InvalidArgument):
+                operator.rotate_tenant_key("globex")
+            operator.ping()  # the connection stays open
+        # The keyring is durable: after a restart, both payloads still read, the versions go on.
+        process.stop()
+        process.start()
+        with (
+            ctxstore.Client(process.addr, token=ACME) as acme,
+            ctxstore.Client(process.addr, token=OPERATOR) as operator,
+        ):
+            assert acme.get_blob(stored.turn.payload_hash) == before_payload
+            assert acme.get_blob(later.turn.payload_hash) == after_payload
+            assert operator.rotate_tenant_key("acme") == ctxstore.TenantKeyRotated(acme_id, 3)
+            assert operator.rotate_tenant_key("operator") == ctxstore.TenantKeyRotated(0, 2)
+    finally:
+        process.stop()
+
+
+async def test_the_async_client_rotates_a_tenants_key_too(tmp_root: Path) -> None:
+    process = tenants_server(tmp_root / "tenants-rotate-async", master_key=True)
+    try:
+        async with ctxstore.AsyncClient(process.addr, token=GLOBEX) as globex:
+            head = await globex.create_context()
+            stored = await globex.append(head.context_id, b"globex's payload, version 0")
+        async with ctxstore.AsyncClient(process.addr, token=OPERATOR) as operator:
+            rotated = await operator.rotate_tenant_key("globex")
+            assert rotated.tenant_id > 0 and rotated.key_version == 1
+            assert (await operator.rotate_tenant_key("globex")).key_version == 2
+            assert await operator.rotate_tenant_key("operator") == ctxstore.TenantKeyRotated(0, 1)
+            with pytest.raises(InvalidArgument):
+                await operator.rotate_tenant_key("no-such-tenant")
+        async with ctxstore.AsyncClient(process.addr, token=GLOBEX) as globex:
+            assert await globex.get_blob(stored.turn.payload_hash) == b"globex's payload, version 0"
     finally:
         process.stop()

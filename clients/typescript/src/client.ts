@@ -68,6 +68,7 @@ import type {
   Stats,
   Tenant,
   TenantDeleted,
+  TenantKeyRotated,
   Turn,
   TurnInfo,
   TurnSpec,
@@ -972,6 +973,20 @@ export class Client {
       keysDestroyed: (deleted.flags & p.TENANT_KEYS_DESTROYED) !== 0,
       replicaUpdated: (deleted.flags & p.TENANT_REPLICA_UPDATED) !== 0,
     };
+  }
+
+  /** TENANT_ROTATE_KEY (protocol version 5, decision 0032 §7): a new version of the data key of
+   * the tenant `name` (`"operator"`: the operator's own), durable in the store's keyring before
+   * the answer. The tenant's new payloads are sealed under it; what it stored before keeps the
+   * version it was sealed under and reads as before (nothing is rewritten). The operator's
+   * token only (a tenant's: Unauthorized). Not idempotent: each call makes another version, so
+   * it is never sent again behind the caller's back when its outcome is unknown. A server that
+   * seals nothing (no master key), a name never registered, a deleted tenant and a tenant at
+   * its last version are InvalidArgument; a standby answers NotPrimary. RangeError for an empty
+   * name or one over 64 bytes; NotSupported on a server older than version 5. */
+  async rotateTenantKey(name: string, options: CallOptions = {}): Promise<TenantKeyRotated> {
+    const rotated = await this.run(p.tenantRotateKey(name), options);
+    return { tenantId: rotated.tenantId, keyVersion: rotated.keyVersion };
   }
 
   // -- version 2: contexts, tags, key-value --------------------------------------------

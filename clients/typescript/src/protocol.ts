@@ -1037,6 +1037,24 @@ export function decodeTenantDeleted(r: Reader): TenantDeletedAnswer {
   return { tenantId, flags: r.flags(TENANT_DELETE_FLAGS_KNOWN, "flags") };
 }
 
+/** TENANT_KEY_ROTATED, TENANT_ROTATE_KEY's answer, as on the wire (its reserved u16 checked). */
+export interface TenantKeyRotatedAnswer {
+  /** The tenant's TenantId (0: the operator's own data key). */
+  tenantId: number;
+  /** The new version, 1 or more (a tenant's first key is version 0). */
+  keyVersion: number;
+}
+
+/** TENANT_KEY_ROTATED (version 5, decision 0032 §7; 8 bytes): `u32 tenant_id` (0: the
+ * operator), `u16 key_version` (never 0), `u16` reserved 0. */
+export function decodeTenantKeyRotated(r: Reader): TenantKeyRotatedAnswer {
+  const tenantId = r.u32("tenant_id");
+  const keyVersion = r.u16("key_version");
+  if (keyVersion === 0) throw r.error("key_version", "0 (a rotation makes version 1 or later)");
+  r.zero(2);
+  return { tenantId, keyVersion };
+}
+
 /** REPLICATION_STATS' role and state codes, by index. */
 export const REPLICATION_ROLES = ["off", "primary", "standby"] as const;
 export const REPLICATION_STATES = ["off", "shipping", "failing", "fenced", "stopped", "following", "stalled", "waiting"] as const;
@@ -1673,16 +1691,32 @@ export function tenantList(after: string, limit: number): Request<TenantsAnswer>
   return request("TENANT_LIST", MsgType.TENANT_LIST, 5, (w) => w.short(name, "after").u32(limit), decodeTenants);
 }
 
-/** TENANT_DELETE (version 5, decision 0032 §6; the operator's token only): the tenant `name`
- * (1..=64 bytes of UTF-8) deleted — its keys destroyed, its contexts deleted, its tokens refused;
- * sent again, it answers as the first time did. RangeError for what the codec refuses. */
-export function tenantDelete(name: string): Request<TenantDeletedAnswer> {
+/** A tenant's name as TENANT_DELETE and TENANT_ROTATE_KEY send it: 1..=64 bytes of UTF-8
+ * (RangeError otherwise). */
+function tenantNameBytes(name: string): Uint8Array {
   const bytes = utf8.encode(name);
   if (bytes.length === 0) throw new RangeError("a tenant name must not be empty");
   if (bytes.length > TENANT_NAME_BYTES_MAX) {
     throw new RangeError(`name is ${bytes.length} bytes; a tenant name is at most ${TENANT_NAME_BYTES_MAX}`);
   }
+  return bytes;
+}
+
+/** TENANT_DELETE (version 5, decision 0032 §6; the operator's token only): the tenant `name`
+ * (1..=64 bytes of UTF-8) deleted — its keys destroyed, its contexts deleted, its tokens refused;
+ * sent again, it answers as the first time did. RangeError for what the codec refuses. */
+export function tenantDelete(name: string): Request<TenantDeletedAnswer> {
+  const bytes = tenantNameBytes(name);
   return request("TENANT_DELETE", MsgType.TENANT_DELETE, 5, (w) => w.short(bytes, "name"), decodeTenantDeleted);
+}
+
+/** TENANT_ROTATE_KEY (version 5, decision 0032 §7; the operator's token only): a new version of
+ * the data key of the tenant `name` (1..=64 bytes of UTF-8; `operator`: the operator's own),
+ * TENANT_DELETE's body. Not idempotent: sent again, it makes another version. RangeError for
+ * what the codec refuses. */
+export function tenantRotateKey(name: string): Request<TenantKeyRotatedAnswer> {
+  const bytes = tenantNameBytes(name);
+  return request("TENANT_ROTATE_KEY", MsgType.TENANT_ROTATE_KEY, 5, (w) => w.short(bytes, "name"), decodeTenantKeyRotated);
 }
 
 /** A write of TAKES_ACK_AFTER sent with the frame flag ACK_AFTER (version 4): acknowledged once

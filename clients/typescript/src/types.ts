@@ -297,6 +297,16 @@ export interface TenantDeleted {
   replicaUpdated: boolean;
 }
 
+/** A new version of a tenant's data key (TENANT_ROTATE_KEY, protocol version 5, decision 0032
+ * §7), durable in the store's keyring: the tenant's new payloads are sealed under it, what it
+ * stored before keeps its version and reads as before. */
+export interface TenantKeyRotated {
+  /** The tenant's TenantId (0: the operator's own data key). */
+  tenantId: number;
+  /** The new version, 1 or more (a tenant's first key is version 0). */
+  keyVersion: number;
+}
+
 export interface GcReport {
   turnsDead: number;
   blobsDead: number;

@@ -295,6 +295,7 @@ describe("servers that are not ctxstore, or break the protocol", () => {
     await expect(client.tenants()).rejects.toThrow(/TENANT_LIST needs protocol version 5/);
     await expect(client.tenants()).rejects.toBeInstanceOf(NotSupported);
     await expect(client.deleteTenant("acme")).rejects.toThrow(/TENANT_DELETE needs protocol version 5/);
+    await expect(client.rotateTenantKey("acme")).rejects.toThrow(/TENANT_ROTATE_KEY needs protocol version 5/);
     expect(requests).toBe(0);
     await client.close();
     await fake.close();
@@ -314,6 +315,32 @@ describe("servers that are not ctxstore, or break the protocol", () => {
     await expect(client.deleteTenant("acme")).rejects.toBeInstanceOf(ProtocolError);
     await expect(client.deleteTenant("")).rejects.toBeInstanceOf(RangeError);
     await client.close();
+    await fake.close();
+  });
+
+  test("TENANT_KEY_ROTATED (version 5): tenant and version; a version 0 or reserved bits are a ProtocolError", async () => {
+    const answers: Array<[number, number, number]> = [[4, 1, 0], [0, 2, 0], [4, 0, 0], [4, 3, 1]];
+    let sent = 0;
+    const fake = await scripted((socket, msgType, reqId) => {
+      sent++;
+      const [tenantId, keyVersion, reserved] = answers.shift()!;
+      const body = Buffer.alloc(8);
+      body.writeUInt32LE(tenantId, 0);
+      body.writeUInt16LE(keyVersion, 4);
+      body.writeUInt16LE(reserved, 6);
+      socket.write(frame(msgType | p.RESPONSE_BIT, reqId, body));
+    }, 5);
+    const client = new Client(fake.addr);
+    expect(await client.rotateTenantKey("acme")).toEqual({ tenantId: 4, keyVersion: 1 });
+    expect(await client.rotateTenantKey("operator")).toEqual({ tenantId: 0, keyVersion: 2 });
+    await expect(client.rotateTenantKey("acme")).rejects.toThrow(/key_version/);
+    await expect(client.rotateTenantKey("")).rejects.toBeInstanceOf(RangeError);
+    await expect(client.rotateTenantKey("x".repeat(65))).rejects.toBeInstanceOf(RangeError);
+    await client.close();
+    const another = new Client(fake.addr);
+    await expect(another.rotateTenantKey("acme")).rejects.toBeInstanceOf(ProtocolError);
+    await another.close();
+    expect(sent).toBe(4);
     await fake.close();
   });
 

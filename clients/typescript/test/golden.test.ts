@@ -106,6 +106,8 @@ const REQUESTS: Record<string, [number, p.Request<unknown>]> = {
   tenant_list: [71, p.tenantList("acme", 100)],
   // Version 5 (decision 0032 §6): TENANT_DELETE.
   tenant_delete: [72, p.tenantDelete("acme")],
+  // Version 5 (decision 0032 §7): TENANT_ROTATE_KEY.
+  tenant_rotate_key: [73, p.tenantRotateKey("globex")],
   patch_turn: [23, p.patchTurn(42, utf8("fixed"))],
   redact_turn: [24, p.redactTurn(42)],
   purge_blob: [25, p.purgeBlob(HASH_A0)],
@@ -209,6 +211,7 @@ const ANSWERS: Record<string, Answer> = {
   tenant_deleted: [72, R(T.TENANT_DELETE), 0, p.decodeTenantDeleted, {
     tenantId: 1, flags: p.TENANT_KEYS_DESTROYED | p.TENANT_REPLICA_UPDATED,
   }],
+  tenant_key_rotated: [73, R(T.TENANT_ROTATE_KEY), 0, p.decodeTenantKeyRotated, { tenantId: 2, keyVersion: 3 }],
 };
 
 test("ACK_AFTER goes only on the writes that take it, and needs version 4", () => {
@@ -319,5 +322,42 @@ test("TENANT_DELETE (version 5) refuses what its layout forbids, both ways", () 
   }
   for (const flags of [0, 1, 2, 3]) {
     expect(p.decodeBody("TENANT_DELETED", p.concat([u32(7), u32(flags)]), p.decodeTenantDeleted)).toEqual({ tenantId: 7, flags });
+  }
+});
+
+test("TENANT_ROTATE_KEY (version 5) refuses what its layout forbids, both ways", () => {
+  expect(p.tenantRotateKey("globex").minVersion).toBe(5);
+  expect(p.tenantRotateKey("globex").name).toBe("TENANT_ROTATE_KEY");
+  // TENANT_DELETE's body: u16 len, the name.
+  expect(Buffer.from(GOLDEN.get("tenant_rotate_key")!.subarray(p.HEADER_BYTES)).toString("hex")).toBe("0600676c6f626578");
+  expect(p.requestFrame(1n, p.tenantRotateKey("x".repeat(64))).length).toBe(16 + 2 + 64);
+  expect(p.requestFrame(1n, p.tenantRotateKey("é".repeat(32))).length).toBe(16 + 2 + 64);
+  for (const name of ["", "x".repeat(65), "é".repeat(33)]) {
+    expect(() => p.tenantRotateKey(name)).toThrow(RangeError);
+  }
+  // tenant_id (4, 0 allowed: the operator), key_version (2, never 0), reserved (2, zero).
+  const body = GOLDEN.get("tenant_key_rotated")!.subarray(p.HEADER_BYTES);
+  expect(body.length).toBe(8);
+  const broken: Record<string, [Uint8Array, RegExp]> = {
+    "key_version 0": [p.concat([body.subarray(0, 4), Uint8Array.of(0, 0), body.subarray(6)]), /key_version/],
+    "reserved 1": [p.concat([body.subarray(0, 6), Uint8Array.of(1, 0)]), /reserved/],
+    "reserved bit 15": [p.concat([body.subarray(0, 6), Uint8Array.of(0, 0x80)]), /reserved/],
+    "trailing byte": [p.concat([body, Uint8Array.of(0)]), /after its end/],
+    "one byte short": [body.subarray(0, body.length - 1), /too short/],
+    "no reserved": [body.subarray(0, 6), /too short/],
+    "twelve bytes": [p.concat([body, new Uint8Array(4)]), /after its end/],
+  };
+  for (const [, [bytes, message]] of Object.entries(broken)) {
+    expect(() => p.decodeBody("TENANT_KEY_ROTATED", bytes, p.decodeTenantKeyRotated)).toThrow(message);
+  }
+  const answer = (tenantId: number, keyVersion: number): Uint8Array => {
+    const bytes = new Uint8Array(8);
+    const view = new DataView(bytes.buffer);
+    view.setUint32(0, tenantId, true);
+    view.setUint16(4, keyVersion, true);
+    return bytes;
+  };
+  for (const [tenantId, keyVersion] of [[0, 1], [7, 64], [0xffff_ffff, 0xffff]] as const) {
+    expect(p.decodeBody("TENANT_KEY_ROTATED", answer(tenantId, keyVersion), p.decodeTenantKeyRotated)).toEqual({ tenantId, keyVersion });
   }
 });

@@ -1,15 +1,16 @@
 /**
  * Tenants (issue 48, decision 0032): the client and the LangGraph.js saver work unchanged
  * with a tenant's token, and what one tenant saves is absent to another. The operator lists
- * the tenants with their usage, quotas and refusals (`tenants()`, TENANT_LIST, version 5) and
- * deletes a tenant (`deleteTenant()`, TENANT_DELETE, version 5).
+ * the tenants with their usage, quotas and refusals (`tenants()`, TENANT_LIST, version 5),
+ * deletes a tenant (`deleteTenant()`, TENANT_DELETE, version 5) and rotates a tenant's data key
+ * (`rotateTenantKey()`, TENANT_ROTATE_KEY, version 5).
  */
 
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
-import { afterAll, beforeAll, expect, test } from "vitest";
+import { afterAll, beforeAll, expect, onTestFinished, test } from "vitest";
 import { emptyCheckpoint } from "@langchain/langgraph-checkpoint";
 
 import { Client, InvalidArgument, NotFound, QuotaExceeded, Unauthorized } from "../src/index.js";
@@ -21,6 +22,8 @@ const ACME = "acme-token-0123456789abcdef";
 const GLOBEX = "globex-token-0123456789abcd";
 /** A tenant of at most two contexts, which only the listing's test uses. */
 const INITECH = "initech-token-0123456789abcde";
+/** The master key of the server that seals payloads (64 hex digits). */
+const MASTER_KEY = "8f2a61c03e5d47b9a1c2d3e4f5061728394a5b6c7d8e9fa0b1c2d3e4f5a6b7c8";
 
 let server: Server;
 /** The tenants file every server of these tests starts with. */
@@ -176,6 +179,97 @@ test("the operator deletes a tenant: its token refused, listed deleted, idempote
       await initech.ping(); // the connection stays open
     } finally {
       await initech.close();
+    }
+  } finally {
+    await own.stop();
+  }
+});
+
+test("a server that seals nothing rotates no key; a tenant's token may not rotate one", async () => {
+  const operator = await Client.connect(server.addr, { token: OPERATOR });
+  try {
+    // No --master-key-file: there is no data key to rotate, the operator's included.
+    for (const name of ["acme", "operator", "no-such-tenant"]) {
+      await expect(operator.rotateTenantKey(name)).rejects.toBeInstanceOf(InvalidArgument);
+    }
+    await operator.ping(); // the connection stays open
+    await expect(operator.rotateTenantKey("")).rejects.toBeInstanceOf(RangeError);
+    await expect(operator.rotateTenantKey("x".repeat(65))).rejects.toBeInstanceOf(RangeError);
+  } finally {
+    await operator.close();
+  }
+  // Even a tenant with the admin right.
+  for (const token of [ACME, INITECH]) {
+    const tenant = await Client.connect(server.addr, { token });
+    try {
+      await expect(tenant.rotateTenantKey("acme")).rejects.toBeInstanceOf(Unauthorized);
+      await tenant.ping(); // the connection stays open
+    } finally {
+      await tenant.close();
+    }
+  }
+});
+
+test("the operator rotates a tenant's key on a server that seals: what was stored reads as before", async () => {
+  const keyDir = mkdtempSync(path.join(tmpdir(), "ctxstore-ts-master-key-"));
+  const keyFile = path.join(keyDir, "master.key");
+  writeFileSync(keyFile, `${MASTER_KEY}\n`, { mode: 0o600 });
+  onTestFinished(() => rmSync(keyDir, { recursive: true, force: true }));
+  const own = await Server.start({ token: OPERATOR, args: ["--tenants-file", tenantsFile, "--master-key-file", keyFile] });
+  try {
+    const beforePayload = new TextEncoder().encode(`sealed under version 0 ${"abc".repeat(2000)}`);
+    const afterPayload = new TextEncoder().encode(`sealed under version 2 ${"xyz".repeat(2000)}`);
+    let acme = await Client.connect(own.addr, { token: ACME });
+    let operator = await Client.connect(own.addr, { token: OPERATOR });
+    let stored, later;
+    let acmeId: number;
+    try {
+      const head = await acme.createContext();
+      stored = await acme.append(head.contextId, beforePayload);
+      const listed = await operator.tenants();
+      acmeId = listed.find((tenant) => tenant.name === "acme")!.tenantId!;
+      expect(acmeId).toBeGreaterThan(0);
+      expect(await operator.rotateTenantKey("acme")).toEqual({ tenantId: acmeId, keyVersion: 1 });
+      // Not idempotent: each call makes another version.
+      expect(await operator.rotateTenantKey("acme")).toEqual({ tenantId: acmeId, keyVersion: 2 });
+      // The operator's own data key: tenant 0, its first rotation.
+      expect(await operator.rotateTenantKey("operator")).toEqual({ tenantId: 0, keyVersion: 1 });
+      // What acme stored before reads as before, byte-exact; what it stores now too.
+      expect(Buffer.from(await acme.getBlob(stored.turn.payloadHash)).equals(beforePayload)).toBe(true);
+      later = await acme.append(head.contextId, afterPayload);
+      expect(Buffer.from(await acme.getBlob(later.turn.payloadHash)).equals(afterPayload)).toBe(true);
+      const page = await acme.last(head.contextId, 10, { payloads: true });
+      expect(page.turns.map((turn) => Buffer.from(turn.payload!).toString())).toEqual([
+        Buffer.from(beforePayload).toString(),
+        Buffer.from(afterPayload).toString(),
+      ]);
+      // A tenant's token may not rotate a key, not even its own.
+      await expect(acme.rotateTenantKey("acme")).rejects.toBeInstanceOf(Unauthorized);
+      // A name never registered, and a deleted tenant: InvalidArgument.
+      await expect(operator.rotateTenantKey("no-such-tenant")).rejects.toBeInstanceOf(InvalidArgument);
+      const globex = await Client.connect(own.addr, { token: GLOBEX });
+      await globex.createContext();
+      await globex.close();
+      expect((await operator.deleteTenant("globex")).keysDestroyed).toBe(true);
+      await expect(operator.rotateTenantKey("globex")).rejects.toBeInstanceOf(InvalidArgument);
+      await operator.ping(); // the connection stays open
+    } finally {
+      await acme.close();
+      await operator.close();
+    }
+    // The keyring is durable: after a restart both payloads still read, the versions go on.
+    await own.kill();
+    await own.launch();
+    acme = await Client.connect(own.addr, { token: ACME });
+    operator = await Client.connect(own.addr, { token: OPERATOR });
+    try {
+      expect(Buffer.from(await acme.getBlob(stored.turn.payloadHash)).equals(beforePayload)).toBe(true);
+      expect(Buffer.from(await acme.getBlob(later.turn.payloadHash)).equals(afterPayload)).toBe(true);
+      expect(await operator.rotateTenantKey("acme")).toEqual({ tenantId: acmeId, keyVersion: 3 });
+      expect(await operator.rotateTenantKey("operator")).toEqual({ tenantId: 0, keyVersion: 2 });
+    } finally {
+      await acme.close();
+      await operator.close();
     }
   } finally {
     await own.stop();
