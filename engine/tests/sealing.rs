@@ -60,6 +60,17 @@ fn marked_payloads(seed: u64) -> Vec<Vec<u8>> {
     payloads
 }
 
+/// Tenant acme registered in `engine`, and one context of it holding `marked_payloads(seed)`.
+fn acme_with_payloads(engine: &Engine, seed: u64) -> (TenantId, ContextId, Vec<Vec<u8>>) {
+    let acme = block_on(engine.register_tenant("acme")).unwrap();
+    let context = create(engine, acme);
+    let payloads = marked_payloads(seed);
+    for payload in &payloads {
+        append(&engine.scoped(acme), context, payload, None).unwrap();
+    }
+    (acme, context, payloads)
+}
+
 fn read_all(engine: &Engine, tenant_id: TenantId, payloads: &[Vec<u8>]) {
     let scoped = engine.scoped(tenant_id);
     for payload in payloads {
@@ -168,12 +179,7 @@ fn the_keyring_opens_only_under_its_master_key() {
 fn a_store_that_starts_sealing_keeps_its_plain_payloads_and_addresses() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(config(dir.path())).unwrap();
-    let acme = block_on(engine.register_tenant("acme")).unwrap();
-    let old = marked_payloads(3);
-    let context = create(&engine, acme);
-    for payload in &old {
-        append(&engine.scoped(acme), context, payload, None).unwrap();
-    }
+    let (acme, context, old) = acme_with_payloads(&engine, 3);
     engine.shutdown();
     assert!(!files_holding(dir.path(), MARKER).is_empty());
 
@@ -206,12 +212,7 @@ fn a_store_that_starts_sealing_keeps_its_plain_payloads_and_addresses() {
 fn a_backup_opens_only_beside_the_keyring_it_was_sealed_under() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
-    let acme = block_on(engine.register_tenant("acme")).unwrap();
-    let context = create(&engine, acme);
-    let payloads = marked_payloads(4);
-    for payload in &payloads {
-        append(&engine.scoped(acme), context, payload, None).unwrap();
-    }
+    let (acme, _, payloads) = acme_with_payloads(&engine, 4);
     let backup = tempfile::tempdir().unwrap();
     let to = backup.path().join("copy");
     engine.backup(&to).unwrap();
@@ -412,12 +413,7 @@ fn deleting_a_tenant_forgets_its_keys_everywhere() {
 fn a_master_key_rotation_rewraps_the_keyring_and_rewrites_no_payload() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
-    let acme = block_on(engine.register_tenant("acme")).unwrap();
-    let context = create(&engine, acme);
-    let payloads = marked_payloads(12);
-    for payload in &payloads {
-        append(&engine.scoped(acme), context, payload, None).unwrap();
-    }
+    let (acme, _, payloads) = acme_with_payloads(&engine, 12);
     engine.shutdown();
     let packs = |dir: &std::path::Path| -> Vec<(std::path::PathBuf, Vec<u8>)> {
         let mut packs = Vec::new();
@@ -468,12 +464,7 @@ fn a_crash_between_forgetting_the_keys_and_the_record_is_finished_at_open() {
     use ctxstore_engine::seal::Keyring;
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(sealing(config(dir.path()), KEY)).unwrap();
-    let acme = block_on(engine.register_tenant("acme")).unwrap();
-    let context = create(&engine, acme);
-    let payloads = marked_payloads(14);
-    for payload in &payloads {
-        append(&engine.scoped(acme), context, payload, None).unwrap();
-    }
+    let (acme, context, payloads) = acme_with_payloads(&engine, 14);
     engine.shutdown();
     // Step 1 alone, as `StoreKeys::forget` writes it.
     let path = dir.path().join("keyring");

@@ -2760,17 +2760,27 @@ class TenantDelete(Request):
 
     def body_chunks(self) -> list[bytes]:
         """See :meth:`Message.body_chunks`."""
-        if not self.name:
-            raise ValueError("a tenant name must not be empty")
-        return [_tenant_name_length(self.name, "name")]
+        return _named_tenant_body(self.name)
 
     @classmethod
     def decode_body(cls, reader: Reader) -> TenantDelete:
         """See :meth:`Message.decode_body`."""
-        name = _tenant_name(reader, "name")
-        if not name:
-            raise reader.error("name", "empty")
-        return cls(name)
+        return cls(_read_named_tenant(reader))
+
+
+def _named_tenant_body(name: str) -> list[bytes]:
+    """TENANT_DELETE's and TENANT_ROTATE_KEY's body: ``u16 len, name`` (1 to 64 bytes)."""
+    if not name:
+        raise ValueError("a tenant name must not be empty")
+    return [_tenant_name_length(name, "name")]
+
+
+def _read_named_tenant(reader: Reader) -> str:
+    """The name of a TENANT_DELETE or TENANT_ROTATE_KEY body, refused when empty."""
+    name = _tenant_name(reader, "name")
+    if not name:
+        raise reader.error("name", "empty")
+    return name
 
 
 @register_request
@@ -2790,17 +2800,12 @@ class TenantRotateKey(Request):
 
     def body_chunks(self) -> list[bytes]:
         """See :meth:`Message.body_chunks`."""
-        if not self.name:
-            raise ValueError("a tenant name must not be empty")
-        return [_tenant_name_length(self.name, "name")]
+        return _named_tenant_body(self.name)
 
     @classmethod
     def decode_body(cls, reader: Reader) -> TenantRotateKey:
         """See :meth:`Message.decode_body`."""
-        name = _tenant_name(reader, "name")
-        if not name:
-            raise reader.error("name", "empty")
-        return cls(name)
+        return cls(_read_named_tenant(reader))
 
 
 @register_request
