@@ -579,6 +579,11 @@ fn a_write_past_a_tenants_quota_exits_10() {
     assert_eq!(acme["quota_bytes"], Value::Null);
     assert_eq!(acme["quota_refusals"], 1);
     assert_eq!(acme["rights"], serde_json::json!(["read", "write"]));
+    // `stats` carries each tenant's usage too.
+    let stats = as_operator(&["--json", "stats"]);
+    let stats = &stdout_json(&stats)[0];
+    assert_eq!(stats["tenants"]["acme"]["contexts"], 1, "{stats}");
+    assert_eq!(stats["tenants"]["acme"]["deleted"], false);
     let shown = as_operator(&["tenant", "show", "acme"]);
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(

@@ -83,6 +83,13 @@ pub(crate) fn stats(client: &Client, out: &Output) -> anyhow::Result<()> {
         Err(ClientError::Unsupported { .. }) => Value::Null,
         Err(error) => return Err(anyhow::Error::new(error).context("asking replication's figures")),
     };
+    // Usage per tenant (TENANT_LIST, version 5): an object by name, empty without tenants,
+    // null from an older server.
+    let tenants = match client.tenants() {
+        Ok(tenants) => tenants_usage(&tenants),
+        Err(ClientError::Unsupported { .. }) => Value::Null,
+        Err(error) => return Err(anyhow::Error::new(error).context("asking the tenants' usage")),
+    };
     let value = json!({
         "turns": stats.turns,
         "contexts": stats.contexts,
@@ -100,6 +107,7 @@ pub(crate) fn stats(client: &Client, out: &Output) -> anyhow::Result<()> {
         "dead_bytes": stats.dead_bytes,
         "gc_runs": stats.gc_runs,
         "bytes_reclaimed_total": stats.bytes_reclaimed_total,
+        "tenants": tenants,
         "replication": replication,
     });
     if out.json {
@@ -110,11 +118,14 @@ pub(crate) fn stats(client: &Client, out: &Output) -> anyhow::Result<()> {
         // read as they always did; failure kinds that never happened are left out.
         let mut lines = Vec::new();
         flatten("", &value, &mut lines);
-        let (replication, store): (Vec<_>, Vec<_>) = lines
+        let (replication, rest): (Vec<_>, Vec<_>) = lines
             .into_iter()
             .partition(|(name, _)| name.starts_with("replication"));
+        let (tenants, store): (Vec<_>, Vec<_>) = rest
+            .into_iter()
+            .partition(|(name, _)| name.starts_with("tenants."));
         let mut text = String::new();
-        for group in [store, replication] {
+        for group in [store, tenants, replication] {
             let width = group.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
             for (name, value) in group {
                 text.push_str(&format!("{name:<width$} {value}\n"));
@@ -122,6 +133,26 @@ pub(crate) fn stats(client: &Client, out: &Output) -> anyhow::Result<()> {
         }
         out.text(text.trim_end())
     }
+}
+
+/// `stats --json`'s `tenants` object: each tenant's usage by name (`ctxstore tenant list`
+/// has its quotas and refusals too).
+fn tenants_usage(tenants: &[ctxstore_client::Tenant]) -> Value {
+    let usage: serde_json::Map<String, Value> = tenants
+        .iter()
+        .map(|tenant| {
+            let deleted = tenant.flags & ctxstore_client::tenant_flags::DELETED != 0;
+            let usage = json!({
+                "contexts": tenant.contexts,
+                "streams_open": tenant.streams_open,
+                "stored_bytes": tenant.stored_bytes,
+                "connections": tenant.connections,
+                "deleted": deleted,
+            });
+            (tenant.name.clone(), usage)
+        })
+        .collect();
+    Value::Object(usage)
 }
 
 /// `stats --json`'s `replication` object, field by field in docs/operations.md#replication.
