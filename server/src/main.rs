@@ -261,6 +261,12 @@ struct ServeArgs {
     /// secret manager's client), run once at start.
     #[arg(long, value_name = "CMD")]
     master_key_command: Option<String>,
+    /// A backup restored without its keyring (decision 0032 §5: a backup never holds a key):
+    /// the live store's keyring, copied into the data directory before the store opens, once
+    /// it opens under the master key. Ignored when the directory already holds that keyring;
+    /// refused when it holds another.
+    #[arg(long, value_name = "FILE")]
+    keyring_from: Option<PathBuf>,
     /// Network cores: threads owning connections (default: one per CPU).
     #[arg(long)]
     network_cores: Option<usize>,

@@ -127,6 +127,37 @@ fn a_tenants_and_the_operators_payloads_never_reach_the_disk_in_plain_text() {
     assert!(verified.status.success(), "{stdout}");
     assert!(stdout.contains("sealed"), "{stdout}");
 
+    // A backup holds no key: it starts beside the live store's keyring (--keyring-from).
+    let copy = dir.path().join("backup");
+    let backed_up = Command::new(SERVER)
+        .args(["backup", "--master-key-file", &files.key, "--data"])
+        .arg(&files.data)
+        .arg("--to")
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert!(backed_up.status.success(), "{backed_up:?}");
+    let backup_files = files.at(copy.clone());
+    let Err(refused) = launch(&backup_files, &["--master-key-file", &files.key]).try_start() else {
+        panic!("a backup must not start without its keyring")
+    };
+    assert!(refused.to_string().contains("keyring"), "{refused}");
+    let live_keyring = files.data.join("keyring").display().to_string();
+    let mut from = vec!["--master-key-file", files.key.as_str()];
+    from.extend(["--keyring-from", live_keyring.as_str()]);
+    let restored = launch(&backup_files, &from).start();
+    let operator = client(&restored, OPERATOR);
+    for payload in &payloads {
+        assert_eq!(operator.blob(BlobHash::of(payload)).unwrap(), *payload);
+    }
+    drop((operator, restored));
+    // A file that is no keyring under the key: refused, nothing copied.
+    std::fs::write(copy.join("keyring.other"), b"not a keyring").unwrap();
+    let other = copy.join("keyring.other").display().to_string();
+    let mut from = vec!["--master-key-file", files.key.as_str()];
+    from.extend(["--keyring-from", other.as_str()]);
+    assert!(launch(&backup_files, &from).try_start().is_err());
+
     // A wrong key: refused at start, naming the check; nothing served.
     let Err(refused) = launch(&files, &["--master-key-file", &files.other_key]).try_start() else {
         panic!("a wrong master key must refuse the start")

@@ -1,6 +1,7 @@
 //! The master key (decision 0032 §4): read from `--master-key-file`, or from the standard
 //! output of `--master-key-command` (a secret manager's client), for `serve`, `verify` and
-//! `backup`. The key itself is never logged or printed.
+//! `backup`. The key itself is never logged or printed. And `--keyring-from`: a backup's
+//! keyring put back beside it.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -59,4 +60,43 @@ fn run(command: &str) -> anyhow::Result<String> {
     );
     String::from_utf8(output.stdout)
         .map_err(|_| anyhow::anyhow!("--master-key-command {command:?} printed no text"))
+}
+
+/// `--keyring-from FILE`: the keyring of the store a backup was made from, written into `data`
+/// (durably, owner-only) once it opens under `master`, before the store opens. Nothing to do
+/// when `data` holds the same bytes; refused when it holds another keyring (it would replace
+/// keys the store may need) or when there is no master key.
+pub(crate) fn keyring_from(
+    data: &Path,
+    from: &Path,
+    master: Option<&MasterKey>,
+) -> anyhow::Result<()> {
+    let Some(master) = master else {
+        anyhow::bail!("--keyring-from needs the master key it was made under (--master-key-file)");
+    };
+    let bytes =
+        std::fs::read(from).with_context(|| format!("reading the keyring {}", from.display()))?;
+    ctxstore_engine::seal::Keyring::decode(&bytes, master)
+        .map_err(|error| anyhow::anyhow!("{}: {error}; nothing was copied", from.display()))?;
+    let to = data.join(ctxstore_engine::store_dir::KEYRING_FILE);
+    match std::fs::read(&to) {
+        Ok(current) if current == bytes => return Ok(()),
+        Ok(_) => anyhow::bail!(
+            "{} already holds a keyring other than {}; --keyring-from is for a backup restored \
+             without one (nothing was copied)",
+            data.display(),
+            from.display()
+        ),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(error).with_context(|| format!("reading {}", to.display())),
+    }
+    anyhow::ensure!(
+        data.join("ctxstore.meta").exists(),
+        "{} is not a ctxstore data directory (a backup's copy has ctxstore.meta)",
+        data.display()
+    );
+    ctxstore_engine::files::write_file_durably(&to, &bytes)
+        .with_context(|| format!("writing {}", to.display()))?;
+    tracing::info!(from = %from.display(), to = %to.display(), "keyring copied beside the backup");
+    Ok(())
 }

@@ -32,10 +32,7 @@ pub(crate) fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
         warn_if_readable_by_others(path);
         config.tenants_file = Some(path.clone());
     }
-    config.engine.master_key = super::master_key::read(
-        args.master_key_file.as_deref(),
-        args.master_key_command.as_deref(),
-    )?;
+    config.engine.master_key = master_key(&args)?;
     if let Some(cores) = args.network_cores {
         config.network_cores = cores;
     }
@@ -81,6 +78,20 @@ pub(crate) fn config(args: ServeArgs) -> anyhow::Result<ServerConfig> {
     config.ready_file = args.ready_file;
     config.payload_cache_bytes_per_core = args.payload_cache_bytes;
     Ok(config)
+}
+
+/// The master key, and the keyring `--keyring-from` puts beside a backup before it opens.
+fn master_key(
+    args: &ServeArgs,
+) -> anyhow::Result<Option<std::sync::Arc<ctxstore_engine::seal::MasterKey>>> {
+    let master_key = super::master_key::read(
+        args.master_key_file.as_deref(),
+        args.master_key_command.as_deref(),
+    )?;
+    if let Some(from) = &args.keyring_from {
+        super::master_key::keyring_from(&args.data, from, master_key.as_deref())?;
+    }
+    Ok(master_key)
 }
 
 /// The engine's settings: placement, checks at open, expiry, streams, garbage collection,
