@@ -244,11 +244,7 @@ impl StoreKeys {
         drop(current);
         next.delete(tenant_id.0)
             .map_err(|error| EngineError::Keys(format!("tenant {tenant_id}: {error}")))?;
-        write_keyring(&self.path, &next, master).map_err(|error| match error {
-            OpenError::Io { path, source } => EngineError::Io { file: path, source },
-            other => EngineError::Keys(other.to_string()),
-        })?;
-        self.keyring.store(Arc::new(next));
+        self.publish(next, master)?;
         Ok(true)
     }
 
@@ -273,11 +269,7 @@ impl StoreKeys {
         let version = next.rotate(tenant_id.0).map_err(|error| {
             EngineError::InvalidArgument(format!("rotating tenant {tenant_id}'s data key: {error}"))
         })?;
-        write_keyring(&self.path, &next, master).map_err(|error| match error {
-            OpenError::Io { path, source } => EngineError::Io { file: path, source },
-            other => EngineError::Keys(other.to_string()),
-        })?;
-        self.keyring.store(Arc::new(next));
+        self.publish(next, master)?;
         Ok(version)
     }
 
@@ -359,11 +351,7 @@ impl StoreKeys {
             };
             added.map_err(|error| EngineError::Keys(format!("tenant {name}: {error}")))?;
         }
-        write_keyring(&self.path, &next, master).map_err(|error| match error {
-            OpenError::Io { path, source } => EngineError::Io { file: path, source },
-            other => EngineError::Keys(other.to_string()),
-        })?;
-        self.keyring.store(Arc::new(next));
+        self.publish(next, master)?;
         Ok(())
     }
 }
@@ -396,6 +384,19 @@ impl StoreKeys {
             .map_err(|source| EngineError::from_write(&self.path, source))?;
         self.keyring.store(Arc::new(keyring));
         Ok(true)
+    }
+}
+
+impl StoreKeys {
+    /// `next` made the keyring: written durably first, then published to readers (the caller
+    /// holds `rewrite`, so two changes never race to the file).
+    fn publish(&self, next: Keyring, master: &MasterKey) -> Result<(), EngineError> {
+        write_keyring(&self.path, &next, master).map_err(|error| match error {
+            OpenError::Io { path, source } => EngineError::Io { file: path, source },
+            other => EngineError::Keys(other.to_string()),
+        })?;
+        self.keyring.store(Arc::new(next));
+        Ok(())
     }
 }
 

@@ -49,17 +49,16 @@ pub(super) fn read_request(cursor: &mut Cursor) -> Result<TenantDelete, DecodeEr
 }
 
 pub(super) fn check_request(request: &TenantDelete) -> Result<(), EncodeError> {
-    within(
-        "name",
-        request.name.len(),
-        1,
-        TENANT_NAME_BYTES_MAX as u64,
-        "bytes",
-    )
+    check_name(&request.name)
 }
 
 pub(super) fn write_request(w: &mut ChunkWriter, request: &TenantDelete) {
     w.short(request.name.as_bytes());
+}
+
+/// What the wire cannot carry of a tenant's name (TENANT_DELETE's and TENANT_ROTATE_KEY's).
+fn check_name(name: &str) -> Result<(), EncodeError> {
+    within("name", name.len(), 1, TENANT_NAME_BYTES_MAX as u64, "bytes")
 }
 
 pub(super) fn read_answer(cursor: &mut Cursor) -> Result<TenantDeleted, DecodeError> {
@@ -99,13 +98,7 @@ pub(super) fn read_rotate_request(cursor: &mut Cursor) -> Result<TenantRotateKey
 }
 
 pub(super) fn check_rotate_request(request: &TenantRotateKey) -> Result<(), EncodeError> {
-    within(
-        "name",
-        request.name.len(),
-        1,
-        TENANT_NAME_BYTES_MAX as u64,
-        "bytes",
-    )
+    check_name(&request.name)
 }
 
 pub(super) fn write_rotate_request(w: &mut ChunkWriter, request: &TenantRotateKey) {
