@@ -596,10 +596,33 @@ fn a_write_past_a_tenants_quota_exits_10() {
         text.starts_with("NAME") && text.contains("acme  1   1/1"),
         "{text}"
     );
-    // A tenant's token may not list tenants; an unknown name is an error.
-    let mut refused = as_acme.to_vec();
-    refused.extend(["tenant", "list"]);
-    assert_eq!(run(&server.addr, &refused, b"").0.status.code(), Some(6));
+    // A tenant's token lists its own entry; its `stats` is that entry (STATS is the store's,
+    // the operator's); an unknown name is an error.
+    let as_tenant = |args: &[&str]| {
+        let mut all = as_acme.to_vec();
+        all.extend(args);
+        run(&server.addr, &all, b"").0
+    };
+    let own = stdout_json(&as_tenant(&["tenant", "list"]));
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert_eq!(
+        (&own[0]["name"], &own[0]["contexts"]),
+        (&acme["name"], &acme["contexts"])
+    );
+    let stats = as_tenant(&["stats"]);
+    assert_eq!(stats.status.code(), Some(0), "{stats:?}");
+    let stats = &stdout_json(&stats)[0];
+    assert_eq!(stats["tenants"]["acme"]["contexts"], 1, "{stats}");
+    assert!(stats.get("turns").is_none(), "{stats}");
+    let mut text_stats = vec!["--token", "acme-token-0123456789abcdef", "stats"];
+    let text = run(&server.addr, &text_stats, b"").0;
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.starts_with("tenants.acme.") && text.contains("tenants.acme.contexts "),
+        "{text}"
+    );
+    text_stats[1] = "not-a-token-of-anyone";
+    assert_eq!(run(&server.addr, &text_stats, b"").0.status.code(), Some(6));
     let unknown = as_operator(&["tenant", "show", "initech"]);
     assert_eq!(unknown.status.code(), Some(1));
 

@@ -215,6 +215,9 @@ enum Case {
     Twin(Twin),
     /// A listing or search through B: it finds nothing of A's.
     Empty(Request),
+    /// TENANT_LIST: B's token is answered B's own entry only (its STATS); the operator's,
+    /// every tenant.
+    OwnEntry(Request),
 }
 
 /// The hostile case of `message`, with A's data in `a` and an absent twin of each id in `x`.
@@ -256,7 +259,7 @@ fn case(message: MessageType, a: &Held, x: &Held, b_context: u64) -> Case {
             .into(),
         ),
         M::ReplicationStats => Case::OperatorOnly(admin::ReplicationStats.into()),
-        M::TenantList => Case::OperatorOnly(
+        M::TenantList => Case::OwnEntry(
             admin::TenantList {
                 after: String::new(),
                 limit: 100,
@@ -694,6 +697,21 @@ fn tenant_b_learns_nothing_of_tenant_a_through_any_message() {
                     let text = format!("{mine:?}");
                     assert!(!text.contains("acme's secret"), "{message:?}: {text}");
                 }
+            }
+            Case::OwnEntry(request) => {
+                let names = |answer: Response| match answer {
+                    Response::Admin(ctxstore_protocol::AdminResponse::TenantsListed(page)) => {
+                        assert!(page.next.is_empty(), "{page:?}");
+                        let names = page.tenants.iter().map(|tenant| tenant.name.clone());
+                        names.collect::<Vec<_>>()
+                    }
+                    other => panic!("{message:?}: {other:?}"),
+                };
+                assert_eq!(names(globex.call(7, &request)), ["globex"]);
+                assert_eq!(
+                    names(operator.call(7, &request)),
+                    ["acme", "acme-readers", "globex"]
+                );
             }
             Case::Empty(request) => {
                 for raw in [&mut globex, &mut operator] {
@@ -1213,4 +1231,13 @@ fn quotas_hold_at_their_edge_from_several_connections_and_a_reload_moves_them() 
     assert!(listed_globex.stored_bytes > 0 && listed_globex.stored_bytes <= 600);
     assert!(listed_globex.refusals >= 3, "{listed_globex:?}");
     assert!(page(&mut operator, "globex").tenants.is_empty());
+    // A tenant's own TENANT_LIST is its STATS: the same entry, and no other.
+    let own = page(&mut acme, "");
+    assert_eq!(own.next, "");
+    assert_eq!(own.tenants.len(), 1, "{own:?}");
+    let mut seen_by_operator = first_page.tenants[0].clone();
+    seen_by_operator.connections = own.tenants[0].connections;
+    seen_by_operator.refusals = own.tenants[0].refusals;
+    assert_eq!(own.tenants[0], seen_by_operator);
+    assert!(page(&mut acme, "acme").tenants.is_empty());
 }

@@ -173,7 +173,7 @@ pub(crate) enum TenantCommand {
     /// Every tenant, one line each: name, TenantId, contexts, open streams, stored bytes and
     /// connections (each `used/limit` when it has a quota), appends per second allowed, and
     /// QUOTA_EXCEEDED refusals since the server started. With --json one object per tenant
-    /// (a quota of null: none).
+    /// (a quota of null: none). With a tenant's token, that tenant's own line only.
     List,
     /// One tenant's fields, one per line (with --json, one object).
     Show {

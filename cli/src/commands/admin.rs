@@ -1,11 +1,13 @@
 //! `ping`, `stats` (with garbage collection's fields, `null` from a server without them, and
-//! replication's, `replication`: `null` from a server older than protocol version 3), `gc`
+//! replication's, `replication`: `null` from a server older than protocol version 3; with a
+//! tenant's token, the tenant's own usage only), `gc`
 //! (`--gc-timeout`) and `backup --to DIR` (`--backup-timeout`).
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use ctxstore_client::blocking::Client;
-use ctxstore_client::{BackupReport, ClientError, GcReport, ReplicationStats};
+use ctxstore_client::{BackupReport, ClientError, ErrorCode, GcReport, ReplicationStats};
 use serde_json::{Value, json};
 
 use crate::output::Output;
@@ -67,7 +69,18 @@ pub(crate) fn ping(client: &Client, out: &Output, addr: &str) -> anyhow::Result<
 /// `stats`: the server's counters, one JSON object or one aligned `name value` line each
 /// (garbage collection's `null` from a server without them).
 pub(crate) fn stats(client: &Client, out: &Output) -> anyhow::Result<()> {
-    let stats = client.stats()?;
+    let stats = match client.stats() {
+        Ok(stats) => stats,
+        // A tenant's token: the store's figures are the operator's; its own usage is its
+        // TENANT_LIST entry, the only one it is answered.
+        Err(ClientError::Server {
+            code: ErrorCode::Unauthorized,
+            ..
+        }) if client.tenants().is_ok_and(|tenants| tenants.len() == 1) => {
+            return tenant_stats(client, out);
+        }
+        Err(error) => return Err(error.into()),
+    };
     let replication = match client.replication_stats() {
         Ok(replication) => {
             let mut value = replication_json(&replication);
@@ -133,6 +146,24 @@ pub(crate) fn stats(client: &Client, out: &Output) -> anyhow::Result<()> {
         }
         out.text(text.trim_end())
     }
+}
+
+/// `stats` with a tenant's token: `{"tenants": {NAME: usage}}`, its own usage only (the
+/// operator's `stats` carries the same object for every tenant, beside the store's figures).
+fn tenant_stats(client: &Client, out: &Output) -> anyhow::Result<()> {
+    let tenants = client.tenants().context("asking the tenant's usage")?;
+    let value = json!({ "tenants": tenants_usage(&tenants) });
+    if out.json {
+        return out.line(&value);
+    }
+    let mut lines = Vec::new();
+    flatten("", &value, &mut lines);
+    let width = lines.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+    let text: Vec<String> = lines
+        .into_iter()
+        .map(|(name, value)| format!("{name:<width$} {value}"))
+        .collect();
+    out.text(&text.join("\n"))
 }
 
 /// `stats --json`'s `tenants` object: each tenant's usage by name (`ctxstore tenant list`

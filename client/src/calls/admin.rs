@@ -123,8 +123,8 @@ impl Client {
 
     /// Every tenant the server knows (TENANT_LIST, protocol version 5, decision 0032 §8): the
     /// tenants file's and those the store registered, in name order, each with its usage, its
-    /// quotas and its refusals, read page by page. The operator's token only (UNAUTHORIZED
-    /// for a tenant's); none on a server without a tenants file. `ClientError::Unsupported`
+    /// quotas and its refusals, read page by page. A tenant's token is answered its own entry
+    /// only (its usage); none on a server without a tenants file. `ClientError::Unsupported`
     /// before version 5 (the message table's version, checked as every request's is).
     pub async fn tenants(&self) -> Result<Vec<TenantWire>, ClientError> {
         let mut tenants = Vec::new();

@@ -584,7 +584,7 @@ class Calls(ClientCore):
         self, *, page_size: int = p.TENANT_LIST_LIMIT, timeout: float | None = None
     ) -> Call[list[Tenant]]:
         """Every tenant of the server, in name order (protocol version 5, decision 0032 §8;
-        the operator's token only: a tenant's is :class:`~ctxstore.errors.Unauthorized`): its
+        a tenant's token is answered its own entry only, its usage): its
         id, whether the tenants file names it, its rights, its usage (contexts, open streams,
         stored bytes, connections), its quotas (None: no limit) and how often they refused it.
         Reads every page (``page_size`` tenants each, 1 to 1000; ``timeout`` per page). A

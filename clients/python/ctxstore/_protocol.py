@@ -2718,8 +2718,8 @@ def _tenant_limit(limit: int) -> int:
 @register_request
 @dataclass(frozen=True, slots=True)
 class TenantList(Request):
-    """TENANT_LIST (0x003A, v5, decision 0032 §8; the operator's token only): a page of the
-    server's tenants, in name order, after ``after`` (``""``: from the first), at most
+    """TENANT_LIST (0x003A, v5, decision 0032 §8; a tenant's token: its own entry only): a page
+    of the server's tenants, in name order, after ``after`` (``""``: from the first), at most
     ``limit`` (1 to :data:`TENANT_LIST_LIMIT`). Body: ``u16 after_len, after`` (at most 64
     bytes), ``u32 limit``."""
 

@@ -937,7 +937,7 @@ export class Client {
   /** TENANT_LIST (protocol version 5, decision 0032 §8): every tenant of the server, in name
    * order — its id, whether the tenants file names it, its rights, its usage (contexts, open
    * streams, stored bytes, connections), its quotas (undefined: no limit) and how often they
-   * refused it. The operator's token only (a tenant's: Unauthorized). Reads every page
+   * refused it. A tenant's token is answered its own entry only (its usage). Reads every page
    * (`pageSize` tenants each, 1 to 1000; `timeoutMs` per page). A server without a tenants
    * file has none. NotSupported on a server older than version 5. */
   async tenants(options: CallOptions & { pageSize?: number } = {}): Promise<Tenant[]> {

@@ -1677,7 +1677,7 @@ export function role(): Request<Role> {
   return request("ROLE", MsgType.ROLE, 4, () => undefined, decodeRole);
 }
 
-/** TENANT_LIST (version 5, decision 0032 §8; the operator's token only): a page of at most
+/** TENANT_LIST (version 5, decision 0032 §8; a tenant's token: its own entry only): a page of at most
  * `limit` (1..=1000) tenants whose names sort after `after` ("": from the first; at most 64
  * bytes). RangeError for what the codec refuses. */
 export function tenantList(after: string, limit: number): Request<TenantsAnswer> {

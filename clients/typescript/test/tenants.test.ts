@@ -124,10 +124,13 @@ test("the operator lists the tenants with their usage and quotas, every page", a
   }
 });
 
-test("only the operator lists the tenants", async () => {
+test("a tenant lists only itself; the store's figures stay the operator's", async () => {
   const acme = await Client.connect(server.addr, { token: ACME });
   try {
-    await expect(acme.tenants()).rejects.toBeInstanceOf(Unauthorized);
+    const own = await acme.tenants({ pageSize: 1 });
+    expect(own.map((tenant) => tenant.name)).toEqual(["acme"]);
+    expect(own[0]?.tenantId).toBeGreaterThan(0);
+    await expect(acme.stats()).rejects.toBeInstanceOf(Unauthorized);
     await acme.ping(); // the connection stays open
   } finally {
     await acme.close();

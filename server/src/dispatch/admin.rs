@@ -113,15 +113,19 @@ impl Scoped<'_> {
     }
 
     /// TENANT_LIST (decision 0032 §8): a page of `Tenants::reports`, in name order, after the
-    /// cursor. A server without a tenants file has no tenant to list.
+    /// cursor. A server without a tenants file has no tenant to list. A tenant's session sees
+    /// its own entry only (its own usage is its STATS; another tenant's name, usage or
+    /// existence is none of its business).
     fn tenant_list(&self, list: &admin::TenantList) -> admin::TenantsListed {
         let Some(tenants) = &self.tenants else {
             return admin::TenantsListed::default();
         };
         let limit = list.limit as usize;
+        let own = (!self.session.is_operator()).then_some(self.session.tenant_name.as_str());
         let mut page: Vec<admin::TenantWire> = tenants
             .reports(&self.store)
             .into_iter()
+            .filter(|report| own.is_none_or(|own| report.name == own))
             .filter(|report| list.after.is_empty() || report.name.as_str() > list.after.as_str())
             .take(limit + 1)
             .map(tenant_wire)

@@ -69,13 +69,15 @@ pub fn need(message: MessageType) -> Need {
         | M::StreamSeal
         | M::StreamAbort => Need::Write,
         M::CtxDelete | M::CtxPrune | M::CtxTtl | M::PurgeBlob => Need::Admin,
-        // STATS and STATS_EX count the whole store; TENANT_LIST reports every tenant.
+        // A tenant's TENANT_LIST answers its own entry only (its usage, quotas and refusals:
+        // its STATS); the operator's, every tenant.
+        M::TenantList => Need::Nothing,
+        // STATS and STATS_EX count the whole store (a tenant's own figures: TENANT_LIST).
         M::Stats
         | M::StatsEx
         | M::Backup
         | M::Gc
         | M::ReplicationStats
-        | M::TenantList
         | M::TenantDelete
         | M::TenantRotateKey => Need::Operator,
     }
@@ -104,9 +106,14 @@ pub fn check(session: &Session, message: MessageType) -> Result<(), Response> {
         return Ok(());
     }
     let message = if what == "operator" {
+        let own = if matches!(message, MessageType::Stats | MessageType::StatsEx) {
+            " (a tenant's own usage and quotas: TENANT_LIST, `ctxstore tenant show`)"
+        } else {
+            ""
+        };
         format!(
             "{} is the operator's (the --token-file token): it concerns the whole store, not \
-             tenant {}'s data",
+             tenant {}'s data{own}",
             message.name(),
             session.tenant_name
         )

@@ -1,5 +1,5 @@
 //! TENANT_LIST (version 5, decision 0032 §8): a page of the server's tenants, in name order,
-//! each with its usage, its quotas and its refusals; the operator's only. Layout in
+//! each with its usage, its quotas and its refusals (a tenant's token: its own only). Layout in
 //! docs/protocol.md#tenant_list.
 
 use super::super::check::{EncodeError, within};
