@@ -870,8 +870,8 @@ def _tenant_of(record: p.TenantRecord) -> Tenant:
 
 
 def tenant_page(after: str, limit: int) -> Op[p.TenantsListedResponse]:
-    """TENANT_LIST (version 5, decision 0032 §8; a tenant's token: its own entry only): one page of at most
-    ``limit`` tenants after ``after``, checked: no more than asked, names ascending after
+    """TENANT_LIST (version 5, decision 0032 §8; a tenant's token: its own entry only): one page of
+    at most ``limit`` tenants after ``after``, checked: no more than asked, names ascending after
     ``after``, a ``next`` after them (str order is UTF-8's byte order, the server's)."""
 
     def finish(response: p.Response) -> p.TenantsListedResponse:

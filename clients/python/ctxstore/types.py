@@ -378,9 +378,9 @@ class Role:
 
 @dataclass(frozen=True, slots=True)
 class Tenant:
-    """One tenant of the server as its operator (or the tenant itself) sees it (TENANT_LIST, protocol version 5,
-    decision 0032 §8): who it is, what it may do, what it uses, its quotas and how often they
-    refused it. A quota of None is no limit."""
+    """One tenant of the server as its operator (or the tenant itself) sees it (TENANT_LIST,
+    protocol version 5, decision 0032 §8): who it is, what it may do, what it uses, its quotas and
+    how often they refused it. A quota of None is no limit."""
 
     name: str
     tenant_id: int | None
