@@ -124,6 +124,34 @@ export interface StoreAnswer {
   history: { columns: string[]; samples: number[][] };
 }
 
+/** `GET /api/me`: whose console this is: the operator's (the store), or a tenant's (its own
+ * data only, decision 0032 §2). */
+export type MeAnswer = { viewer: "operator" } | { viewer: "tenant"; tenant: string; tenant_id: number };
+
+/** One tenant's usage, quotas (null: none) and refusals, as `ctxstore tenant list --json`. */
+export interface TenantUsage {
+  name: string;
+  tenant_id: number | null;
+  in_tenants_file: boolean;
+  deleted: boolean;
+  rights: string[];
+  contexts: number;
+  streams_open: number;
+  stored_bytes: number;
+  connections: number;
+  quota_bytes: number | null;
+  quota_contexts: number | null;
+  quota_appends_per_s: number | null;
+  quota_connections: number | null;
+  quota_streams: number | null;
+  quota_refusals: number;
+}
+
+/** `GET /api/tenants`: every tenant for the operator, its own entry for a tenant. */
+export interface TenantsAnswer {
+  tenants: TenantUsage[];
+}
+
 /** An API error: the HTTP status and the server's typed error. */
 export class ApiError extends Error {
   constructor(
@@ -157,7 +185,7 @@ export async function get<T>(path: string, params?: Record<string, string | stri
 
 export function humanBytes(bytes: number): string {
   const units = ["KiB", "MiB", "GiB", "TiB"];
-  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024) return `${Math.round(bytes)} B`;
   let value = bytes / 1024;
   let unit = 0;
   while (value >= 1024 && unit + 1 < units.length) {

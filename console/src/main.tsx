@@ -11,6 +11,9 @@ import { FindPage } from "./pages/Find";
 import { NotFound } from "./pages/NotFound";
 import { StorePage } from "./pages/Store";
 import { TurnPage } from "./pages/Turn";
+import { UsagePage } from "./pages/Usage";
+import { type MeAnswer, get } from "./api";
+import { useLoad } from "./load";
 import { navigate } from "./router";
 
 
@@ -35,14 +38,17 @@ document.addEventListener("click", (event) => {
   navigate(url.pathname + url.search);
 });
 
-function Page({ location }: { location: string }) {
+/** The tenant whose console this is, or null for the operator's (or while not known yet). */
+type Tenant = string | null;
+
+function Page({ location, tenant }: { location: string; tenant: Tenant }) {
   const url = new URL(location, window.location.origin);
   const parts = url.pathname.split("/").filter((part) => part !== "").map(decodeURIComponent);
   const query = url.searchParams;
   if (parts.length === 0) return <ContextsPage query={query} />;
   switch (parts[0]) {
     case "store":
-      if (parts.length === 1) return <StorePage />;
+      if (parts.length === 1) return tenant === null ? <StorePage /> : <UsagePage tenant={tenant} />;
       break;
     case "find":
       if (parts.length === 1) return <FindPage query={query} />;
@@ -62,6 +68,8 @@ function Page({ location }: { location: string }) {
 
 function App() {
   const location = useLocation();
+  const me = useLoad(() => get<MeAnswer>("/api/me"), []);
+  const tenant: Tenant = me.state === "done" && me.value.viewer === "tenant" ? me.value.tenant : null;
   return (
     <>
       <header class="top">
@@ -71,14 +79,23 @@ function App() {
         <nav>
           <a href="/">Contexts</a>
           <a href="/find">Find</a>
-          <a href="/store">Store</a>
+          <a href="/store">{tenant === null ? "Store" : "Usage"}</a>
         </nav>
+        {tenant !== null && (
+          <span class="viewer" data-testid="viewer">
+            tenant {tenant}
+          </span>
+        )}
         <form method="post" action="/logout" class="logout">
           <button type="submit">Log out</button>
         </form>
       </header>
       <main>
-        <Page location={location} key={location} />
+        {me.state === "loading" ? (
+          <p class="loading">Loading…</p>
+        ) : (
+          <Page location={location} tenant={tenant} key={location} />
+        )}
       </main>
     </>
   );

@@ -7,6 +7,8 @@
 // CTXSTORE_SCREENSHOTS=always keeps one of every test.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { artifactsDir, cli, launchBrowser, seedTree, startServer } from "./harness.mjs";
 
@@ -228,6 +230,62 @@ describe("the console with a token", () => {
       });
     } finally {
       await guarded.stop();
+    }
+  });
+});
+
+describe("a tenant's console", () => {
+  test("shows the tenant its own contexts and usage; the operator, every tenant", async () => {
+    // Decision 0032 §2: a tenant's token logs in to its own data only.
+    const dir = mkdtempSync(join(tmpdir(), "ctxstore-console-tenants-"));
+    const tenantsFile = join(dir, "tenants.toml");
+    writeFileSync(
+      tenantsFile,
+      '[[tenant]]\nname = "acme"\ntokens = ["acme-token-0123456789abcdef"]\nrights = ["read", "write"]\n' +
+        'quota_contexts = 5\n\n[[tenant]]\nname = "globex"\ntokens = ["globex-token-0123456789abcd"]\n' +
+        'rights = ["read", "write"]\n',
+    );
+    const operatorToken = "operator-token-0123456789";
+    const server = await startServer({ token: operatorToken, flags: ["--tenants-file", tenantsFile] });
+    try {
+      const as = (token, args, input) => cli(server.addr, args, { token, input });
+      as("acme-token-0123456789abcdef", ["ctx", "create", "--name", "acme-thread"]);
+      as("acme-token-0123456789abcdef", ["append", "@acme-thread"], "acme's own turn");
+      as("globex-token-0123456789abcd", ["ctx", "create", "--name", "globex-thread"]);
+      await step("tenant-console", async () => {
+        await page.context().clearCookies();
+        await page.goto(`${server.console}/login`);
+        await page.locator("#token").fill("acme-token-0123456789abcdef");
+        await page.getByRole("button", { name: "Log in" }).click();
+        await page.waitForURL(`${server.console}/`);
+        await page.getByTestId("contexts").waitFor();
+        assert.equal(await page.getByTestId("viewer").textContent(), "tenant acme");
+        const listed = await page.getByTestId("contexts").textContent();
+        assert.match(listed, /acme-thread/);
+        assert.doesNotMatch(listed, /globex/);
+        await page.getByRole("link", { name: "Usage" }).click();
+        const usage = await page.getByTestId("usage").textContent();
+        assert.match(usage, /Tenantacme \(id \d+\)/);
+        assert.match(usage, /Contexts1 of 5/);
+      });
+      await step("operator-tenants", async () => {
+        await page.context().clearCookies();
+        await page.goto(`${server.console}/login`);
+        await page.locator("#token").fill(operatorToken);
+        await page.getByRole("button", { name: "Log in" }).click();
+        await page.waitForURL(`${server.console}/`);
+        await page.goto(`${server.console}/store`);
+        const table = page.getByTestId("tenants");
+        await table.waitFor();
+        const cells = (name) => table.locator("tr", { hasText: name }).locator("td").allTextContents();
+        const [acme, globex] = [await cells("acme"), await cells("globex")];
+        assert.deepEqual([acme[0], acme[2], acme[7]], ["acme", "1 of 5", "active"]);
+        assert.deepEqual([globex[0], globex[2], globex[7]], ["globex", "1", "active"]);
+        assert.equal(await page.getByTestId("viewer").count(), 0);
+      });
+    } finally {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

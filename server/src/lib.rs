@@ -414,6 +414,7 @@ impl Server {
         };
         let mut settings = console::ConsoleSettings::new(listen, self.engine.clone());
         settings.token = config.token.clone();
+        settings.tenants = self.tenants.clone();
         settings.metrics = metrics;
         // A standby's figures too (its role, the lease it watches), not only a primary's.
         settings.replication = self.replication().cloned();

@@ -50,6 +50,20 @@ pub struct Rights {
     pub admin: bool,
 }
 
+impl Rights {
+    /// The rights granted, by the names the tenants file gives them, in that order.
+    pub fn names(self) -> Vec<&'static str> {
+        [
+            (self.read, "read"),
+            (self.write, "write"),
+            (self.admin, "admin"),
+        ]
+        .into_iter()
+        .filter_map(|(granted, name)| granted.then_some(name))
+        .collect()
+    }
+}
+
 /// A tenant's limits; `None` is unlimited.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Quotas {

@@ -914,3 +914,193 @@ fn a_primary_shows_its_role_lease_failovers_and_remote_acks() {
         "{replication}"
     );
 }
+
+/// A tenant's token opens the console on its own data (decision 0032 §2): its contexts,
+/// turns, payloads and finds, another tenant's ids answering as absent ones; the store's
+/// figures stay the operator's and `/api/tenants` lists the tenant alone. Its session closes
+/// when the tenants file drops its token, and when the tenant is deleted; a token without
+/// the `read` right, or a cookie of one tenant's name with another's MAC, opens nothing.
+#[test]
+fn a_tenants_console_shows_its_own_data_only() {
+    const OPERATOR: &str = "operator-token-0123456789";
+    const ACME: &str = "acme-token-0123456789abcdef";
+    const GLOBEX: &str = "globex-token-0123456789abcd";
+    const WRITER: &str = "writer-token-0123456789abcd";
+    let dir = tempfile::tempdir().unwrap();
+    let tenants_file = dir.path().join("tenants.toml");
+    let tenants = |acme_tokens: &str| {
+        format!(
+            "[[tenant]]\nname = \"acme\"\ntokens = [{acme_tokens}]\nrights = [\"read\", \
+             \"write\"]\nquota_contexts = 10\n\n[[tenant]]\nname = \"globex\"\ntokens = \
+             [\"{GLOBEX}\"]\nrights = [\"read\", \"write\"]\n\n[[tenant]]\nname = \
+             \"writer\"\ntokens = [\"{WRITER}\"]\nrights = [\"write\"]\n"
+        )
+    };
+    std::fs::write(&tenants_file, tenants(&format!("\"{ACME}\""))).unwrap();
+    let mut config = console_config(dir.path().join("store").as_path());
+    config.token = Some(OPERATOR.into());
+    config.tenants_file = Some(tenants_file.clone());
+    let server = start(config);
+    let console = server.console_addr().expect("a console");
+
+    // Each tenant writes a context named `main` with a labelled turn.
+    let write = |token: &str, text: &'static str| {
+        runtime().block_on(async {
+            let mut client_config =
+                ctxstore_client::ClientConfig::new(server.local_addr().to_string());
+            client_config.token = Some(token.into());
+            let client = ctxstore_client::Client::connect(client_config)
+                .await
+                .unwrap();
+            let context = client
+                .open_context(NewContext::new().name("main"))
+                .await
+                .unwrap()
+                .context
+                .context_id;
+            let turn = NewTurn::bytes(Bytes::from_static(text.as_bytes()))
+                .codec(1)
+                .label("run_id", "r1");
+            let turn = client
+                .append_turn(ContextRef::Id(context), None, turn)
+                .await
+                .unwrap()
+                .turn
+                .turn
+                .turn_id;
+            (context, turn)
+        })
+    };
+    let (acme_context, acme_turn) = write(ACME, "{\"content\":\"acme's own\"}");
+    let (globex_context, globex_turn) = write(GLOBEX, "{\"content\":\"globex's secret\"}");
+
+    let login = |token: &str| {
+        let body = format!("token={token}");
+        send(
+            console,
+            &format!(
+                "POST /login HTTP/1.1\r\nHost: {console}\r\nConnection: close\r\nContent-Type: \
+                 application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            ),
+            body.as_bytes(),
+        )
+    };
+    let signed_in = login(ACME);
+    assert_eq!(signed_in.status, 303, "{}", signed_in.text());
+    let cookie = signed_in.header("set-cookie").unwrap();
+    let session = cookie.split(';').next().unwrap().to_string();
+    assert!(session.starts_with("ctxstore_console=acme."), "{session}");
+    assert!(!session.contains(ACME), "the cookie is not the token");
+    let as_acme = |path: &str| get_with(console, path, &format!("Cookie: {session}\r\n"));
+
+    let me = as_acme("/api/me").json();
+    assert_eq!(me["viewer"], "tenant");
+    assert_eq!(me["tenant"], "acme");
+    let listed = as_acme("/api/contexts").json();
+    let ids: Vec<u64> = listed["contexts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|context| context["context_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [acme_context]);
+    assert_eq!(
+        as_acme("/api/contexts/@main").json()["context_id"],
+        acme_context
+    );
+    let turn = as_acme(&format!("/api/turns/{acme_turn}")).json();
+    assert_eq!(turn["payload"]["text"], "{\"content\":\"acme's own\"}");
+    let found = as_acme("/api/find?label=run_id=r1").json();
+    assert_eq!(found["turns"].as_array().unwrap().len(), 1, "{found}");
+    assert_eq!(found["turns"][0]["turn_id"], acme_turn);
+    // Globex's ids answer as absent ones do, pages included.
+    for path in [
+        format!("/api/contexts/{globex_context}"),
+        format!("/api/contexts/{globex_context}/tree"),
+        format!("/api/turns/{globex_turn}"),
+        format!("/api/turns/{globex_turn}/payload"),
+        format!("/contexts/{globex_context}"),
+        format!("/turns/{globex_turn}"),
+    ] {
+        let absent = path
+            .replace(&globex_context.to_string(), "999999")
+            .replace(&globex_turn.to_string(), "999998");
+        let (mine, none) = (as_acme(&path), as_acme(&absent));
+        assert_eq!((mine.status, none.status), (404, 404), "{path}");
+        assert!(!mine.text().contains("globex"), "{path}: {}", mine.text());
+    }
+    // The store's figures are the operator's; the tenant's usage is its own entry.
+    let store = as_acme("/api/store");
+    assert_eq!((store.status, store.code().as_str()), (403, "FORBIDDEN"));
+    let own = as_acme("/api/tenants").json();
+    let own = own["tenants"].as_array().unwrap();
+    assert_eq!(own.len(), 1);
+    assert_eq!(
+        (&own[0]["name"], &own[0]["contexts"]),
+        (&"acme".into(), &1.into())
+    );
+    assert_eq!(own[0]["quota_contexts"], 10);
+    assert_eq!(own[0]["quota_bytes"], Value::Null);
+    let bearer = |token: &str, path: &str| {
+        get_with(console, path, &format!("Authorization: Bearer {token}\r\n"))
+    };
+    let everyone = bearer(OPERATOR, "/api/tenants").json();
+    let names: Vec<&str> = everyone["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tenant| tenant["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["acme", "globex", "writer"]);
+    assert_eq!(bearer(OPERATOR, "/api/me").json()["viewer"], "operator");
+    assert_eq!(
+        bearer(OPERATOR, "/api/contexts").json()["contexts"],
+        serde_json::json!([])
+    );
+    // A tenant's bearer token reads as its session does.
+    let globex_sees = bearer(GLOBEX, "/api/contexts").json();
+    assert_eq!(globex_sees["contexts"][0]["context_id"], globex_context);
+    assert_eq!(
+        bearer(GLOBEX, &format!("/api/turns/{acme_turn}")).status,
+        404
+    );
+
+    // What opens nothing: a token without the read right, another tenant's name on acme's
+    // MAC, a MAC of nothing.
+    let refused = login(WRITER);
+    assert_eq!(refused.status, 401);
+    assert!(refused.text().contains("read right"), "{}", refused.text());
+    assert_eq!(bearer(WRITER, "/api/contexts").status, 401);
+    let forged = session.replace("=acme.", "=globex.");
+    assert_eq!(
+        get_with(console, "/api/contexts", &format!("Cookie: {forged}\r\n")).status,
+        401
+    );
+    let bare = get_with(
+        console,
+        "/api/contexts",
+        "Cookie: ctxstore_console=acme.\r\n",
+    );
+    assert_eq!(bare.status, 401);
+
+    // The tenants file drops acme's token: its session closes on the reload.
+    std::fs::write(&tenants_file, tenants("\"another-token-0123456789ab\"")).unwrap();
+    server.reload_tenants();
+    assert_eq!(as_acme("/api/contexts").status, 401);
+    std::fs::write(&tenants_file, tenants(&format!("\"{ACME}\""))).unwrap();
+    server.reload_tenants();
+    assert_eq!(as_acme("/api/contexts").status, 200);
+    // Deleted: its session and its token open nothing.
+    runtime().block_on(async {
+        let mut client_config = ctxstore_client::ClientConfig::new(server.local_addr().to_string());
+        client_config.token = Some(OPERATOR.into());
+        let operator = ctxstore_client::Client::connect(client_config)
+            .await
+            .unwrap();
+        operator.delete_tenant("acme").await.unwrap();
+    });
+    assert_eq!(as_acme("/api/contexts").status, 401);
+    assert_eq!(login(ACME).status, 401);
+    assert_eq!(bearer(GLOBEX, "/api/contexts").status, 200);
+}

@@ -3,6 +3,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { type StoreAnswer, get, humanBytes } from "../api";
 import { Show, useLoad } from "../load";
+import { TenantsTable } from "./Usage";
 
 /** Per-second rates of column `column` between neighbouring samples. */
 export function rates(samples: number[][], column: number): number[] {
@@ -175,6 +176,7 @@ export function StorePage() {
                   <ReplicationCards replication={store.replication} />
                 </>
               )}
+              <TenantsTable />
               <div class="charts">
                 <Chart title="Turns" values={rates(samples, column("turns"))} unit={count} />
                 <Chart title="Payload bytes" values={rates(samples, column("logical_bytes"))} unit={humanBytes} />

@@ -20,6 +20,10 @@ use http_body_util::Full;
 use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 
+use ctxstore_engine::Engine;
+use ctxstore_engine::quota::Quota;
+
+use super::auth::Viewer;
 use super::history::{self, Sample};
 use super::{Console, ConsoleLimits, http};
 
@@ -44,6 +48,9 @@ pub enum ApiError {
     /// No such API path (404 NOT_FOUND).
     #[error("{0}")]
     NoSuchPath(String),
+    /// The operator's, asked with a tenant's session (403 FORBIDDEN).
+    #[error("{0}")]
+    Forbidden(String),
     #[error(transparent)]
     Engine(#[from] EngineError),
 }
@@ -54,6 +61,7 @@ impl ApiError {
             ApiError::InvalidArgument(_) => (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT"),
             ApiError::TooLarge(_) => (StatusCode::BAD_REQUEST, "TOO_LARGE"),
             ApiError::NoSuchPath(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "FORBIDDEN"),
             ApiError::Engine(error) => match error.kind() {
                 ErrorKind::NotFound => (StatusCode::NOT_FOUND, "NOT_FOUND"),
                 ErrorKind::TooLarge => (StatusCode::BAD_REQUEST, "TOO_LARGE"),
@@ -68,8 +76,14 @@ impl ApiError {
 
 type Answer = Result<Response<Full<Bytes>>, ApiError>;
 
-/// `/api/...` → the call's answer. Runs the engine's reads on a blocking thread.
-pub async fn answer(console: &Console, path: &str, query: &str) -> Response<Full<Bytes>> {
+/// `/api/...` → the call's answer, read as `viewer` (a tenant's reads go through its scoped
+/// handle). Runs the engine's reads on a blocking thread.
+pub async fn answer(
+    console: &Console,
+    viewer: &Viewer,
+    path: &str,
+    query: &str,
+) -> Response<Full<Bytes>> {
     let segments: Vec<String> = path
         .trim_start_matches("/api")
         .trim_start_matches('/')
@@ -80,15 +94,20 @@ pub async fn answer(console: &Console, path: &str, query: &str) -> Response<Full
         Ok(params) => params,
         Err(error) => return error.response(),
     };
-    if let [only] = segments.as_slice()
-        && only == "store"
-    {
-        return match store(console, &params) {
-            Ok(response) => response,
-            Err(error) => error.response(),
+    if let [only] = segments.as_slice() {
+        let answered = match only.as_str() {
+            "me" => me(viewer, &params),
+            "store" => store(console, viewer, &params),
+            "tenants" => tenants(console, viewer, &params),
+            _ => Err(ApiError::NoSuchPath(String::new())),
         };
+        match answered {
+            Err(ApiError::NoSuchPath(_)) => {}
+            Ok(response) => return response,
+            Err(error) => return error.response(),
+        }
     }
-    let engine = console.engine.clone();
+    let engine = console.engine_of(viewer);
     let limits = console.limits;
     let answered = console
         .blocking(move || read(&engine, &limits, &segments, &params))
@@ -126,14 +145,15 @@ fn read(
     }
 }
 
-/// A page path's context exists (`/contexts/REF` is a 404 page otherwise).
-pub fn context_exists(console: &Console, reference: &str) -> bool {
-    context_ref(reference).is_ok_and(|reference| console.engine.context(&reference).is_ok())
+/// A page path's context exists for `engine`'s viewer (`/contexts/REF` is a 404 page
+/// otherwise).
+pub fn context_exists(engine: &Engine, reference: &str) -> bool {
+    context_ref(reference).is_ok_and(|reference| engine.context(&reference).is_ok())
 }
 
-/// A page path's turn exists (`/turns/N` is a 404 page otherwise).
-pub fn turn_exists(console: &Console, turn: &str) -> bool {
-    turn_id(turn).is_ok_and(|turn| console.engine.turn_as_of(turn, None).is_ok())
+/// A page path's turn exists for `engine`'s viewer (`/turns/N` is a 404 page otherwise).
+pub fn turn_exists(engine: &Engine, turn: &str) -> bool {
+    turn_id(turn).is_ok_and(|turn| engine.turn_as_of(turn, None).is_ok())
 }
 
 /// A query string's parameters, in order (a name may repeat: `tag`, `label`).
@@ -305,9 +325,71 @@ fn turn_json(turn: &Turn, extras: &TurnExtras) -> Value {
     value
 }
 
-/// `GET /api/store`: the store's figures now and the samples of the last hour.
-fn store(console: &Console, params: &Params) -> Answer {
+/// `GET /api/me`: whose console this is (the front-end shows the store or the tenant's usage).
+fn me(viewer: &Viewer, params: &Params) -> Answer {
     params.only(&[])?;
+    let who = match viewer {
+        Viewer::Operator => json!({ "viewer": "operator" }),
+        Viewer::Tenant { tenant_id, name } => {
+            json!({ "viewer": "tenant", "tenant": name, "tenant_id": tenant_id.0 })
+        }
+    };
+    Ok(http::json(StatusCode::OK, &who))
+}
+
+/// `GET /api/tenants`: each tenant's usage, quotas and refusals (TENANT_LIST's, from
+/// `Tenants::reports`), in name order: every tenant for the operator, its own entry for a
+/// tenant; none without a tenants file.
+fn tenants(console: &Console, viewer: &Viewer, params: &Params) -> Answer {
+    params.only(&[])?;
+    let reports = console
+        .tenants
+        .as_ref()
+        .map(|tenants| tenants.reports(&console.engine))
+        .unwrap_or_default();
+    let own = match viewer {
+        Viewer::Operator => None,
+        Viewer::Tenant { name, .. } => Some(name.as_str()),
+    };
+    let listed: Vec<Value> = reports
+        .iter()
+        .filter(|report| own.is_none_or(|own| report.name == own))
+        .map(tenant_json)
+        .collect();
+    Ok(http::json(StatusCode::OK, &json!({ "tenants": listed })))
+}
+
+/// One tenant's entry, with the names of `ctxstore tenant list --json` (a quota of `null`:
+/// none).
+fn tenant_json(report: &crate::tenancy::TenantReport) -> Value {
+    let mut value = json!({
+        "name": report.name,
+        "tenant_id": report.tenant_id.map(|tenant_id| tenant_id.0),
+        "in_tenants_file": report.in_file,
+        "deleted": report.deleted,
+        "rights": report.rights.names(),
+        "contexts": report.contexts,
+        "streams_open": report.streams_open,
+        "stored_bytes": report.stored_bytes,
+        "connections": report.connections,
+        "quota_refusals": report.refused.iter().sum::<u64>(),
+    });
+    for quota in Quota::ALL {
+        value[quota.key()] = json!(report.limits[quota.index()]);
+    }
+    value
+}
+
+/// `GET /api/store`: the store's figures now and the samples of the last hour; the
+/// operator's (they count every tenant's data).
+fn store(console: &Console, viewer: &Viewer, params: &Params) -> Answer {
+    params.only(&[])?;
+    if let Viewer::Tenant { name, .. } = viewer {
+        return Err(ApiError::Forbidden(format!(
+            "the store's figures count every tenant's data: they are the operator's; tenant \
+             {name}'s own usage is /api/tenants"
+        )));
+    }
     let stats = console.engine.stats();
     let now = history::now_unix_ms();
     let replication = console

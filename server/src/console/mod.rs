@@ -6,8 +6,9 @@
 //!   hyper's HTTP/1 server, under `ConsoleLimits` (connections, header size and time, a
 //!   connection's lifetime, engine calls at once); the routes;
 //! - `api`: the JSON API over the engine's public reads (docs/console-api.md);
-//! - `auth`: who may look (a token as a bearer or a session cookie after `/login`; without
-//!   a token, loopback only, and only requests naming a loopback host);
+//! - `auth`: who may look, and as whom (a token as a bearer or a session cookie after
+//!   `/login`: the operator's sees the store, a tenant's its own data; without a token,
+//!   loopback only, and only requests naming a loopback host);
 //! - `limiter`: how many wrong tokens an address may send (then it waits, `429`);
 //! - `assets`: the built front-end (`console/dist`, committed) embedded in the binary;
 //! - `history`: the store's counters sampled every few seconds, for the charts of rates;
@@ -124,6 +125,9 @@ pub struct ConsoleSettings {
     pub engine: Engine,
     /// The server's token: when set, the console requires it (bearer or session cookie).
     pub token: Option<String>,
+    /// The tenants file in force (`--tenants-file`): a tenant's token opens the console on
+    /// its own data.
+    pub tenants: Option<Arc<crate::tenancy::Tenants>>,
     pub limits: ConsoleLimits,
     /// Replication's figures, when the server replicates.
     pub replication: Option<Arc<ctxstore_replica::ReplicationStats>>,
@@ -143,6 +147,7 @@ impl ConsoleSettings {
             listen,
             engine,
             token: None,
+            tenants: None,
             limits: ConsoleLimits::default(),
             replication: None,
             remote_acks: None,
@@ -154,8 +159,10 @@ impl ConsoleSettings {
 
 /// Everything a request may use; shared by the connections of the console's thread.
 struct Console {
+    /// The store-wide handle; a tenant's requests read through `Engine::scoped`.
     engine: Engine,
     auth: auth::Auth,
+    tenants: Option<Arc<crate::tenancy::Tenants>>,
     limits: ConsoleLimits,
     replication: Option<Arc<ctxstore_replica::ReplicationStats>>,
     remote_acks: Option<Arc<ctxstore_replica::RemoteAcks>>,
@@ -205,9 +212,18 @@ impl ConsoleEndpoint {
             .thread_name("ctxstore-console-read")
             .build()
             .context("starting the console's runtime")?;
+        let mut auth = auth::Auth::new(settings.token.clone(), settings.limits)
+            .context("making the console's session key")?;
+        if let Some(tenants) = &settings.tenants {
+            anyhow::ensure!(
+                settings.token.is_some(),
+                "a console with tenants needs the server's token (--token-file)"
+            );
+            auth = auth.with_tenants(tenants.clone(), settings.engine.clone());
+        }
         let console = Arc::new(Console {
-            auth: auth::Auth::new(settings.token.clone(), settings.limits)
-                .context("making the console's session key")?,
+            auth,
+            tenants: settings.tenants,
             engine: settings.engine,
             limits: settings.limits,
             replication: settings.replication,
@@ -370,8 +386,8 @@ async fn route(
         return session(console, request, peer).await;
     }
     let api = path == "/api" || path.starts_with("/api/");
-    match console.auth.allows(request.headers(), peer) {
-        auth::Access::Allowed => {}
+    let viewer = match console.auth.allows(request.headers(), peer) {
+        auth::Access::Allowed(viewer) => viewer,
         auth::Access::Wait(wait) => return auth::wait_error(wait),
         auth::Access::Denied => {
             return if api {
@@ -385,7 +401,7 @@ async fn route(
                 http::redirect("/login")
             };
         }
-    }
+    };
     if !readable {
         return http::error(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -395,9 +411,9 @@ async fn route(
     }
     if api {
         let query = request.uri().query().unwrap_or("").to_string();
-        return api::answer(console, &path, &query).await;
+        return api::answer(console, &viewer, &path, &query).await;
     }
-    page(console, &path)
+    page(console, &viewer, &path)
 }
 
 /// `/login` and `/logout`: the pages that open and close a session, before any access check.
@@ -424,12 +440,13 @@ async fn session(
 }
 
 /// A front-end page: the index page, 404 when the path or the object it shows is unknown.
-fn page(console: &Console, path: &str) -> Response<Full<Bytes>> {
+fn page(console: &Console, viewer: &auth::Viewer, path: &str) -> Response<Full<Bytes>> {
+    let engine = console.engine_of(viewer);
     let found = match page_of(path) {
         Page::Plain => true,
         Page::Unknown => false,
-        Page::Context(reference) => api::context_exists(console, &reference),
-        Page::Turn(turn) => api::turn_exists(console, &turn),
+        Page::Context(reference) => api::context_exists(&engine, &reference),
+        Page::Turn(turn) => api::turn_exists(&engine, &turn),
     };
     http::index(if found {
         StatusCode::OK
@@ -484,6 +501,17 @@ async fn serve_metrics(console: &Console, metrics: &MetricsSource) -> Response<F
 }
 
 impl Console {
+    /// The handle `viewer` reads through, as its protocol session would: a tenant's sees its
+    /// own data only, the operator's its own (TenantId 0: what the store held before it had
+    /// tenants), and another tenant's ids answer as absent ones (decision 0032 §2).
+    fn engine_of(&self, viewer: &auth::Viewer) -> Engine {
+        let tenant_id = match viewer {
+            auth::Viewer::Operator => ctxstore_engine::TenantId::OPERATOR,
+            auth::Viewer::Tenant { tenant_id, .. } => *tenant_id,
+        };
+        self.engine.scoped(tenant_id)
+    }
+
     /// Runs an engine read on a blocking thread, at most `engine_calls_max` at once.
     async fn blocking<T: Send + 'static>(
         &self,
