@@ -24,6 +24,13 @@
 # once).
 #   AB=seal benches/metrics_ab.sh
 #   AB=seal CACHE=on benches/metrics_ab.sh
+#
+# PIN=1 keeps the server and the load generator off each other's CPUs: the server on CPU 1
+# with one network core, the load generator on CPU 0 (taskset). On a 2-CPU machine the two
+# otherwise take turns on the same CPUs, and a network core preempted by the load generator
+# holds its connections for a scheduler slice: the tail then measures the scheduler, and
+# grows with whatever adds CPU to the server. READ_CONNECTIONS sets the readers (8).
+#   AB=seal PIN=1 READ_CONNECTIONS=32 benches/metrics_ab.sh
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,6 +42,15 @@ PORT=${METRICS_PORT:-19411}
 OUT=${OUT:-$(mktemp -d /tmp/ctxstore-metrics-ab.XXXXXX)}
 mkdir -p "$OUT"
 AB=${AB:-metrics}
+READ_CONNECTIONS=${READ_CONNECTIONS:-8}
+LOADGEN=("$BIN/ctxstore-loadgen")
+SERVER_BIN=$BIN/ctxstore-server
+if [ "${PIN:-0}" = 1 ]; then
+  LOADGEN=(taskset -c 0 "$BIN/ctxstore-loadgen")
+  SERVER_BIN=$OUT/server-on-cpu-1
+  printf '#!/bin/sh\nexec taskset -c 1 "%s" --network-cores 1 "$@"\n' "$BIN/ctxstore-server" >"$SERVER_BIN"
+  chmod +x "$SERVER_BIN"
+fi
 OPERATOR_TOKEN=operator-token-0123456789
 TENANT_TOKEN=acme-token-0123456789abcdef
 if [ "$AB" = tenant ]; then
@@ -83,7 +99,7 @@ run() { # name mode(on|off) loadgen-args...
     scraper &
     scraper_pid=$!
   fi
-  "$BIN/ctxstore-loadgen" --spawn-server --server-bin "$BIN/ctxstore-server" \
+  "${LOADGEN[@]}" --spawn-server --server-bin "$SERVER_BIN" \
     --duration "$DURATION" --warmup "$WARMUP" --json "$OUT/$name-$mode-$RUN.json" \
     "${extra[@]}" "$@" >"$OUT/$name-$mode-$RUN.txt" 2>&1
   if [ -n "$scraper_pid" ]; then kill "$scraper_pid" 2>/dev/null; wait "$scraper_pid" 2>/dev/null || true; fi
@@ -103,7 +119,8 @@ for RUN in $(seq 1 "$PAIRS"); do
     run append "$mode" --connections 32 --contexts 32 --mix append=100
   done
   for mode in $order; do
-    run get_last "$mode" --connections 8 --contexts 8 --prefill 8 --read-turns 1 --mix get_last=100
+    run get_last "$mode" --connections "$READ_CONNECTIONS" --contexts "$READ_CONNECTIONS" \
+      --prefill 8 --read-turns 1 --mix get_last=100
   done
 done | tee "$OUT/runs.txt"
 
